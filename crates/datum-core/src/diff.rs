@@ -1,0 +1,91 @@
+//! Differences between declared and observed state, and the action they call for.
+//!
+//! A diff is a value, not a side effect: `datum plan` prints it, `datum apply`
+//! acts on it, `datum check` reports it as drift.
+
+use serde::{Deserialize, Serialize};
+
+/// What a pass would do to a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Already as declared.
+    None,
+    Create,
+    Update,
+    /// Something of another type is in the way and is replaced.
+    Replace,
+    Remove,
+}
+
+impl Action {
+    pub fn is_change(self) -> bool {
+        self != Action::None
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Action::None => "unchanged",
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Remove => "remove",
+        }
+    }
+}
+
+/// One field whose observed value differs from the declared one. Values are
+/// `None` when absent on that side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub field: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+}
+
+/// Content that differs: the old bytes (if the target existed and could be
+/// read) and the new. Never serialised: renderers decide what may be shown.
+#[derive(Clone, PartialEq)]
+pub struct ContentChange {
+    pub before: Option<Vec<u8>>,
+    pub after: Vec<u8>,
+    pub before_sha256: Option<String>,
+    pub after_sha256: String,
+}
+
+impl std::fmt::Debug for ContentChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ContentChange({:?} -> {})",
+            self.before_sha256, self.after_sha256
+        )
+    }
+}
+
+/// Declared vs observed for one resource.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Diff {
+    pub action: Option<Action>,
+    pub changes: Vec<FieldChange>,
+    pub content: Option<ContentChange>,
+}
+
+impl Diff {
+    pub fn action(&self) -> Action {
+        self.action.unwrap_or(Action::None)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.action().is_change()
+    }
+
+    /// Names of the fields that differ, content included (as `content`).
+    pub fn changed_fields(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.changes.iter().map(|c| c.field.clone()).collect();
+        if self.content.is_some() {
+            names.push("content".to_owned());
+        }
+        names
+    }
+}

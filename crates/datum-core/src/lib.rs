@@ -1,0 +1,30 @@
+//! The vocabulary every other Datum crate speaks.
+//!
+//! This crate owns the plain data that flows between the manifest loader, the
+//! catalogue compiler, the providers, the engine and the reporters: resource
+//! identities, where a declaration came from, what a provider observed, the
+//! difference between declared and observed state, the planned action, and how
+//! each resource ended its pass.
+//!
+//! It must not touch the machine, the network, a database or a terminal: it is
+//! plain data with pure functions, so everything here is testable without a host.
+
+pub mod content;
+pub mod diff;
+pub mod id;
+pub mod observed;
+pub mod origin;
+pub mod outcome;
+pub mod resource;
+
+pub use content::{Content, sha256_hex};
+pub use diff::{Action, ContentChange, Diff, FieldChange};
+pub use id::{ParseIdError, ResourceId};
+pub use observed::{FileMeta, Observed, Presence};
+pub use origin::Origin;
+pub use outcome::{Intent, Outcome, Phase};
+pub use resource::Resource;
+
+/// How a value from a resource marked `sensitive: true` is written wherever a
+/// person or a machine could read it.
+pub const SENSITIVE_PLACEHOLDER: &str = "(sensitive)";

@@ -1,0 +1,56 @@
+//! What a provider found on the host.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Whether the thing a resource manages exists, and as what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "found")]
+pub enum Presence {
+    Absent,
+    Present,
+    /// Something else is at the path (a directory where a file was declared,
+    /// a link where a directory was): the word names what was found.
+    OtherType(String),
+}
+
+/// File-system metadata recorded after a verified apply; metadata-first checks
+/// compare against it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FileMeta {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    pub dev: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// SHA-256 of the content, for regular files.
+    pub sha256: Option<String>,
+}
+
+/// The observed state of one resource, in the same field names as its desired
+/// state so that diffing is a field-by-field comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    pub presence: Presence,
+    pub fields: BTreeMap<String, serde_json::Value>,
+    /// Current content where the provider read it (for text diffs). Never
+    /// serialised: it may be sensitive.
+    #[serde(skip)]
+    pub content: Option<Vec<u8>>,
+    pub meta: Option<FileMeta>,
+}
+
+impl Observed {
+    pub fn absent() -> Self {
+        Self {
+            presence: Presence::Absent,
+            fields: BTreeMap::new(),
+            content: None,
+            meta: None,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! One compiled catalogue entry: a resource declaration after layering,
+//! rendering and checking, ready for a pass.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Content, Origin, ResourceId};
+
+/// A resource as the engine sees it.
+///
+/// Engine-owned settings (the envelope: `requires`, `class`, `sensitive`,
+/// `validate`) are kept apart from the provider's own fields in `desired`, so a
+/// provider never has to know about dependency ordering or secrecy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Resource {
+    pub id: ResourceId,
+    /// The provider's fields after layering (for File: path, owner, group, mode,
+    /// ensure; the content fields `content`/`source`/`template` are resolved
+    /// into [`Resource::content`] and removed from here).
+    pub desired: serde_json::Value,
+    /// Rendered content, for resources that declare some.
+    pub content: Option<Content>,
+    pub requires: Vec<ResourceId>,
+    pub class: String,
+    pub sensitive: bool,
+    /// Name of a validator from the program's registry (never a command line).
+    pub validate: Option<String>,
+    /// The document that declared the resource (the last layer that touched it).
+    pub origin: Origin,
+    /// For `catalogue --explain`: the layer and position each field came from.
+    pub field_origins: BTreeMap<String, Origin>,
+    /// Hash of everything declared about the resource (fields + content hash):
+    /// when it differs from the one recorded at the last verified apply, a
+    /// change is intentional; when equal, it is corrective.
+    pub declaration_hash: String,
+}
+
+impl Resource {
+    /// A desired string field, if present.
+    pub fn desired_str(&self, field: &str) -> Option<&str> {
+        self.desired.get(field).and_then(|v| v.as_str())
+    }
+}

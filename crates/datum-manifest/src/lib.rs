@@ -1,0 +1,1 @@
+//! Repository loading. (Skeleton: being written.)
