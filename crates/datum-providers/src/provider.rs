@@ -109,11 +109,13 @@ pub trait Provider: Send + Sync {
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError>;
 
-    /// Confirms the host now holds the declared state. Returns the remaining
-    /// difference (empty when converged). Providers that know more than the
-    /// field set (Service) override this.
-    fn verify(&self, host: &Host, resource: &Resource) -> Result<Diff, ProviderError> {
+    /// Confirms the host now holds the declared state. Returns what was
+    /// observed (the engine records its metadata as the last verified state)
+    /// and the remaining difference (empty when converged). Providers that know
+    /// more than the field set (Service) override this.
+    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
         let observed = self.observe(host, resource)?;
-        Ok(self.diff(resource, &observed))
+        let diff = self.diff(resource, &observed);
+        Ok((observed, diff))
     }
 }
