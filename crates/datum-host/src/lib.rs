@@ -1,30 +1,187 @@
-//! Machine access for Datum. (Skeleton: being written.)
+//! Machine access for Datum: the only crate that touches the machine.
+//!
+//! Everything a pass does to a host goes through here: mapping declared paths
+//! under `--root` ([`paths`]), users and groups ([`accounts`]), file-system
+//! operations whose errors carry the path ([`fs`]), atomic replacement through
+//! a staged copy ([`staging`]), running programs without a shell
+//! ([`command`]) and the per-root lock ([`lock`]).
+//!
+//! This crate must not know about resources, manifests or reports: it offers
+//! operations, and the providers decide which to perform. Errors are
+//! [`HostError`] values that name what they were about, never bare strings.
 
+pub mod accounts;
+pub mod command;
+mod error;
+pub mod fs;
+pub mod lock;
+pub mod paths;
+pub mod staging;
+
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use accounts::Accounts;
+pub use command::{CommandOutput, CommandSpec};
+pub use error::HostError;
+pub use fs::{FileKind, Stat};
+pub use lock::RootLock;
+pub use staging::{StagedFile, StagedSymlink};
 
 /// The machine a pass runs against, seen through `--root`.
+///
+/// Holds per-pass caches (the parsed account files, the directories already
+/// swept for stale staging), so create one per pass. Clones share the caches.
 #[derive(Debug, Clone)]
 pub struct Host {
     root: PathBuf,
+    name: String,
+    accounts: Arc<OnceLock<Accounts>>,
+    swept: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 impl Host {
+    /// A host at `root`, named after this machine (`uname -n`).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        let name = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        Self::with_name(root, name)
+    }
+
+    /// A host at `root` with the name reports use for it (from the host file).
+    pub fn with_name(root: impl Into<PathBuf>, name: impl Into<String>) -> Self {
+        Self {
+            root: root.into(),
+            name: name.into(),
+            accounts: Arc::new(OnceLock::new()),
+            swept: Arc::new(Mutex::new(HashSet::new())),
+        }
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// The host's name, as failure reports show it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where a declared absolute path is under the root (`/tmp/r` +
+    /// `/etc/motd` = `/tmp/r/etc/motd`). Relative or unnormalised paths are
+    /// refused.
+    pub fn resolve(&self, declared: &Path) -> Result<PathBuf, HostError> {
+        paths::resolve(&self.root, declared)
+    }
+
+    /// The parsed account files, read on first use.
+    pub fn accounts(&self) -> Result<&Accounts, HostError> {
+        if let Some(accounts) = self.accounts.get() {
+            return Ok(accounts);
+        }
+        let loaded = Accounts::load(&self.root)?;
+        Ok(self.accounts.get_or_init(|| loaded))
+    }
+
+    /// A user's number from a name or a decimal number.
+    pub fn lookup_user(&self, name_or_number: &str) -> Result<u32, HostError> {
+        let db = &self.accounts()?.users;
+        db.lookup(name_or_number)
+            .ok_or_else(|| HostError::UnknownUser {
+                name: name_or_number.to_owned(),
+                database: db.path.clone(),
+            })
+    }
+
+    /// A group's number from a name or a decimal number.
+    pub fn lookup_group(&self, name_or_number: &str) -> Result<u32, HostError> {
+        let db = &self.accounts()?.groups;
+        db.lookup(name_or_number)
+            .ok_or_else(|| HostError::UnknownGroup {
+                name: name_or_number.to_owned(),
+                database: db.path.clone(),
+            })
+    }
+
+    pub fn user_name(&self, uid: u32) -> Option<String> {
+        self.accounts().ok()?.users.name(uid).map(str::to_owned)
+    }
+
+    pub fn group_name(&self, gid: u32) -> Option<String> {
+        self.accounts().ok()?.groups.name(gid).map(str::to_owned)
+    }
+
+    /// Removes stale staging directories from `dir` (a real path), once per
+    /// pass per directory: after the first sweep any staging there is our own.
+    pub fn sweep_stale_staging(&self, dir: &Path) -> Result<usize, HostError> {
+        {
+            let swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+            if swept.contains(dir) {
+                return Ok(0);
+            }
+        }
+        let removed = staging::cleanup_stale(dir)?;
+        self.swept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(dir.to_path_buf());
+        Ok(removed)
+    }
 }
 
-/// A failed operation on the host, always naming what it was done to.
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_come_from_the_root_and_are_cached() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("etc")).unwrap();
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            "app:x:900:901::/:/bin/false\n",
+        )
+        .unwrap();
+        std::fs::write(root.path().join("etc/group"), "appgrp:x:901:\n").unwrap();
+        let host = Host::with_name(root.path(), "web-001");
+        assert_eq!(host.name(), "web-001");
+        assert_eq!(host.lookup_user("app").unwrap(), 900);
+        assert_eq!(host.lookup_group("appgrp").unwrap(), 901);
+        assert_eq!(host.user_name(900).as_deref(), Some("app"));
+        assert_eq!(host.group_name(901).as_deref(), Some("appgrp"));
+        assert_eq!(host.lookup_user("77").unwrap(), 77);
+
+        // Parsed once: a later edit is not seen within the same pass.
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            "other:x:5:5::/:/bin/false\n",
+        )
+        .unwrap();
+        assert_eq!(host.lookup_user("app").unwrap(), 900);
+
+        let err = host.lookup_user("nosuch").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`nosuch`") && text.contains("etc/passwd"),
+            "{text}"
+        );
+        assert!(matches!(
+            host.lookup_group("nogroup"),
+            Err(HostError::UnknownGroup { .. })
+        ));
+    }
+
+    #[test]
+    fn stale_staging_is_swept_once_per_pass() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path());
+        assert!(!host.name().is_empty());
+        std::fs::create_dir(root.path().join(".datum.stage.x")).unwrap();
+        assert_eq!(host.sweep_stale_staging(root.path()).unwrap(), 1);
+        std::fs::create_dir(root.path().join(".datum.stage.y")).unwrap();
+        assert_eq!(host.sweep_stale_staging(root.path()).unwrap(), 0);
+    }
 }

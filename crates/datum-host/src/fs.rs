@@ -1,0 +1,412 @@
+//! File-system operations on real (already resolved) paths.
+//!
+//! Every error carries the path and the operation, so a caller can report it
+//! as one line. Nothing here follows a symlink at the final component:
+//! observing uses `lstat`, reading and changing metadata open with
+//! `O_NOFOLLOW`, so a link swapped in between observe and apply is never
+//! written through. Parent components are followed as the kernel does (a
+//! `/var/run -> /run` link is a normal sight). This module must not decide
+//! what a change should be; it only carries one out.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use datum_core::FileMeta;
+use rustix::fs::OFlags;
+use sha2::{Digest, Sha256};
+
+use crate::HostError;
+
+/// What an entry in the file system is, without following links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Directory,
+    Symlink,
+    Fifo,
+    Socket,
+    BlockDevice,
+    CharDevice,
+}
+
+impl FileKind {
+    /// The word used in `Presence::OtherType` and in messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Directory => "directory",
+            FileKind::Symlink => "symlink",
+            FileKind::Fifo => "fifo",
+            FileKind::Socket => "socket",
+            FileKind::BlockDevice => "block device",
+            FileKind::CharDevice => "character device",
+        }
+    }
+
+    fn of(file_type: std::fs::FileType) -> Self {
+        if file_type.is_symlink() {
+            FileKind::Symlink
+        } else if file_type.is_dir() {
+            FileKind::Directory
+        } else if file_type.is_fifo() {
+            FileKind::Fifo
+        } else if file_type.is_socket() {
+            FileKind::Socket
+        } else if file_type.is_block_device() {
+            FileKind::BlockDevice
+        } else if file_type.is_char_device() {
+            FileKind::CharDevice
+        } else {
+            FileKind::File
+        }
+    }
+}
+
+/// The result of an `lstat`: the kind of entry and its metadata (without a
+/// content hash; see [`hash_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub kind: FileKind,
+    pub meta: FileMeta,
+}
+
+fn meta_of(m: &std::fs::Metadata) -> FileMeta {
+    FileMeta {
+        size: m.size(),
+        mtime_ns: nanos(m.mtime(), m.mtime_nsec()),
+        ctime_ns: nanos(m.ctime(), m.ctime_nsec()),
+        inode: m.ino(),
+        dev: m.dev(),
+        mode: m.mode() & 0o7777,
+        uid: m.uid(),
+        gid: m.gid(),
+        sha256: None,
+    }
+}
+
+fn nanos(secs: i64, nsecs: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsecs)
+}
+
+/// Whether an error means "nothing is there": the entry is missing, or a
+/// parent component is not a directory (then nothing can be there either).
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// `lstat`: `None` when nothing is at `path`.
+pub fn lstat(path: &Path) -> Result<Option<Stat>, HostError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => Ok(Some(Stat {
+            kind: FileKind::of(m.file_type()),
+            meta: meta_of(&m),
+        })),
+        Err(e) if is_absent(&e) => Ok(None),
+        Err(e) => Err(HostError::io("inspect", path, e)),
+    }
+}
+
+/// Opens an existing entry for reading without following a final symlink and
+/// without blocking on a FIFO.
+fn open_nofollow(path: &Path, op: &'static str) -> Result<File, HostError> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+        .open(path)
+        .map_err(|e| HostError::io(op, path, e))
+}
+
+fn open_regular(path: &Path, op: &'static str) -> Result<File, HostError> {
+    let file = open_nofollow(path, op)?;
+    let m = file.metadata().map_err(|e| HostError::io(op, path, e))?;
+    if !m.is_file() {
+        return Err(HostError::io(
+            op,
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        ));
+    }
+    Ok(file)
+}
+
+/// Reads a whole regular file.
+pub fn read(path: &Path) -> Result<Vec<u8>, HostError> {
+    let mut file = open_regular(path, "read")?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    Ok(bytes)
+}
+
+/// A regular file's SHA-256, and its bytes when it is small enough to keep.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Hashed {
+    pub sha256: String,
+    /// The content, when it was at most the `keep_up_to` limit.
+    pub bytes: Option<Vec<u8>>,
+    pub size: u64,
+}
+
+impl std::fmt::Debug for Hashed {
+    // The bytes may be secret; show only their size.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hashed({} bytes, sha256 {})", self.size, self.sha256)
+    }
+}
+
+/// Hashes a regular file in one streaming read, keeping the bytes when there
+/// are at most `keep_up_to` of them (for text diffs) so the file is read once.
+pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
+    let mut file = open_regular(path, "read")?;
+    let mut hasher = Sha256::new();
+    let mut kept: Option<Vec<u8>> = Some(Vec::new());
+    let mut size: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(HostError::io("read", path, e)),
+        };
+        let chunk = &buf[..n];
+        hasher.update(chunk);
+        size += n as u64;
+        if size > keep_up_to {
+            kept = None;
+        } else if let Some(k) = kept.as_mut() {
+            k.extend_from_slice(chunk);
+        }
+    }
+    Ok(Hashed {
+        sha256: hex::encode(hasher.finalize()),
+        bytes: kept,
+        size,
+    })
+}
+
+/// Fails unless `path`'s parent exists as a directory (links followed, as the
+/// kernel will). Datum creates only what is declared, never missing parents.
+pub fn require_parent_dir(path: &Path) -> Result<(), HostError> {
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(HostError::io(
+            "use as a parent directory",
+            parent,
+            std::io::Error::from(std::io::ErrorKind::NotADirectory),
+        )),
+        Err(e) if is_absent(&e) => Err(HostError::MissingParent {
+            path: path.to_path_buf(),
+            parent: parent.to_path_buf(),
+        }),
+        Err(e) => Err(HostError::io("inspect", parent, e)),
+    }
+}
+
+/// Creates one directory (not its parents) with `mode`, exactly: the mode is
+/// set again after creation because the umask narrows what `mkdir` applies.
+pub fn create_dir(path: &Path, mode: u32) -> Result<(), HostError> {
+    require_parent_dir(path)?;
+    std::fs::DirBuilder::new()
+        .mode(mode)
+        .create(path)
+        .map_err(|e| HostError::io("create directory", path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| HostError::io("set the mode of", path, e))
+}
+
+/// Removes a file or a symlink (never what a link points at).
+pub fn remove_file(path: &Path) -> Result<(), HostError> {
+    std::fs::remove_file(path).map_err(|e| HostError::io("remove", path, e))
+}
+
+/// Removes an empty directory. A non-empty one is an error, never a
+/// recursive delete.
+pub fn remove_dir(path: &Path) -> Result<(), HostError> {
+    std::fs::remove_dir(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+            HostError::DirectoryNotEmpty {
+                path: path.to_path_buf(),
+            }
+        } else {
+            HostError::io("remove directory", path, e)
+        }
+    })
+}
+
+/// Creates a symlink at `link` pointing at `target` (stored as written).
+pub fn symlink(target: &Path, link: &Path) -> Result<(), HostError> {
+    std::os::unix::fs::symlink(target, link).map_err(|e| HostError::io("create symlink", link, e))
+}
+
+/// What a symlink points at, as stored.
+pub fn read_link(path: &Path) -> Result<PathBuf, HostError> {
+    std::fs::read_link(path).map_err(|e| HostError::io("read symlink", path, e))
+}
+
+/// Renames `from` over `to` (atomic within one file system).
+pub fn rename(from: &Path, to: &Path) -> Result<(), HostError> {
+    std::fs::rename(from, to).map_err(|e| HostError::io("rename into", to, e))
+}
+
+/// Changes the owner of an entry without following a final symlink.
+pub fn lchown(path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<(), HostError> {
+    std::os::unix::fs::lchown(path, uid, gid)
+        .map_err(|e| HostError::io("change the owner of", path, e))
+}
+
+/// Changes owner and then mode of a regular file or directory in place,
+/// through one descriptor opened without following links (so a link swapped
+/// in meanwhile is refused, not written through). The owner comes first
+/// because `chown` clears set-id bits that the mode may need.
+pub fn set_metadata(
+    path: &Path,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<(), HostError> {
+    let file = open_nofollow(path, "open")?;
+    if uid.is_some() || gid.is_some() {
+        std::os::unix::fs::fchown(&file, uid, gid)
+            .map_err(|e| HostError::io("change the owner of", path, e))?;
+    }
+    if let Some(mode) = mode {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+            .map_err(|e| HostError::io("set the mode of", path, e))?;
+    }
+    Ok(())
+}
+
+/// Changes the mode of a regular file or directory (no links followed).
+pub fn chmod(path: &Path, mode: u32) -> Result<(), HostError> {
+    set_metadata(path, None, None, Some(mode))
+}
+
+/// fsyncs a directory, so a rename or removal inside it is durable.
+pub fn sync_dir(path: &Path) -> Result<(), HostError> {
+    let dir = File::open(path).map_err(|e| HostError::io("open directory", path, e))?;
+    dir.sync_all()
+        .map_err(|e| HostError::io("sync directory", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lstat_reports_kinds_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"abc").unwrap();
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+
+        let f = lstat(&file).unwrap().unwrap();
+        assert_eq!(f.kind, FileKind::File);
+        assert_eq!(f.meta.size, 3);
+        assert_eq!(lstat(&link).unwrap().unwrap().kind, FileKind::Symlink);
+        assert_eq!(
+            lstat(dir.path()).unwrap().unwrap().kind,
+            FileKind::Directory
+        );
+        assert_eq!(lstat(&dir.path().join("missing")).unwrap(), None);
+        // A file used as a parent component: nothing can be there.
+        assert_eq!(lstat(&file.join("below")).unwrap(), None);
+    }
+
+    #[test]
+    fn hashing_keeps_small_content_and_streams_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"hi\n").unwrap();
+        let h = hash_file(&small, 1024).unwrap();
+        assert_eq!(
+            h.sha256,
+            "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"
+        );
+        assert_eq!(h.bytes.as_deref(), Some(&b"hi\n"[..]));
+
+        let big = dir.path().join("big");
+        let data = vec![7u8; 200_000];
+        std::fs::write(&big, &data).unwrap();
+        let h = hash_file(&big, 1024).unwrap();
+        assert_eq!(h.bytes, None);
+        assert_eq!(h.size, 200_000);
+        assert_eq!(h.sha256, datum_core::sha256_hex(&data));
+    }
+
+    #[test]
+    fn reading_refuses_symlinks_and_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let err = read(&link).unwrap_err();
+        assert_eq!(err.path(), Some(link.as_path()));
+        assert!(
+            hash_file(dir.path(), 10).is_err(),
+            "a directory is not hashed"
+        );
+    }
+
+    #[test]
+    fn create_dir_sets_the_exact_mode_and_needs_its_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("d");
+        create_dir(&d, 0o2750).unwrap();
+        assert_eq!(lstat(&d).unwrap().unwrap().meta.mode, 0o2750);
+
+        let deep = dir.path().join("no/such/d");
+        match create_dir(&deep, 0o755).unwrap_err() {
+            HostError::MissingParent { path, parent } => {
+                assert_eq!(path, deep);
+                assert_eq!(parent, dir.path().join("no/such"));
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[test]
+    fn non_empty_directories_are_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("keep"), b"x").unwrap();
+        assert!(matches!(
+            remove_dir(&d).unwrap_err(),
+            HostError::DirectoryNotEmpty { .. }
+        ));
+        assert!(d.join("keep").exists());
+        std::fs::remove_file(d.join("keep")).unwrap();
+        remove_dir(&d).unwrap();
+        assert!(!d.exists());
+    }
+
+    #[test]
+    fn set_metadata_applies_owner_then_mode_and_refuses_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let me = lstat(&file).unwrap().unwrap().meta;
+        set_metadata(&file, Some(me.uid), Some(me.gid), Some(0o4750)).unwrap();
+        assert_eq!(lstat(&file).unwrap().unwrap().meta.mode, 0o4750);
+
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(chmod(&link, 0o600).is_err());
+        assert_eq!(
+            lstat(&file).unwrap().unwrap().meta.mode,
+            0o4750,
+            "target untouched"
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! One pass at a time per root.
+//!
+//! Two passes interleaving on the same root could each see the other's staged
+//! half-state and undo each other's work. A pass therefore holds an exclusive
+//! advisory lock (`flock`) on `<root>/var/lib/datum/lock` for its whole
+//! duration, and a second pass waits for it up to a timeout. The lock dies
+//! with the process (the kernel releases it), so a killed pass never leaves a
+//! stale lock to clean up. This module must not decide the timeout: the CLI
+//! does.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::FlockOperation;
+
+use crate::HostError;
+
+/// Where the lock lives, relative to the root.
+pub const LOCK_PATH: &str = "var/lib/datum/lock";
+
+/// How often a waiting pass retries.
+const POLL: Duration = Duration::from_millis(50);
+
+/// An exclusive hold on a root; released when dropped.
+#[derive(Debug)]
+pub struct RootLock {
+    path: PathBuf,
+    // Held only so the descriptor, and with it the lock, lives as long as we do.
+    _file: File,
+}
+
+impl RootLock {
+    /// Takes the lock, waiting up to `timeout` for another pass to finish.
+    pub fn acquire(root: &Path, timeout: Duration) -> Result<Self, HostError> {
+        let path = root.join(LOCK_PATH);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| HostError::io("open lock file", &path, e))?;
+        let started = Instant::now();
+        loop {
+            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(RootLock { path, _file: file }),
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK || e == rustix::io::Errno::INTR => {
+                    let waited = started.elapsed();
+                    if waited >= timeout {
+                        return Err(HostError::LockTimeout { path, waited });
+                    }
+                    std::thread::sleep(POLL.min(timeout - waited));
+                }
+                Err(e) => return Err(HostError::io("lock", &path, e.into())),
+            }
+        }
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_pass_waits_and_then_times_out() {
+        let root = tempfile::tempdir().unwrap();
+        let first = RootLock::acquire(root.path(), Duration::from_secs(1)).unwrap();
+        assert_eq!(first.path(), root.path().join(LOCK_PATH));
+
+        let started = Instant::now();
+        let err = RootLock::acquire(root.path(), Duration::from_millis(200)).unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
+
+        drop(first);
+        RootLock::acquire(root.path(), Duration::from_millis(200)).unwrap();
+    }
+
+    #[test]
+    fn a_waiting_pass_gets_the_lock_when_the_first_ends() {
+        let root = tempfile::tempdir().unwrap();
+        let first = RootLock::acquire(root.path(), Duration::from_secs(1)).unwrap();
+        let path = root.path().to_path_buf();
+        let waiter =
+            std::thread::spawn(move || RootLock::acquire(&path, Duration::from_secs(10)).is_ok());
+        std::thread::sleep(Duration::from_millis(150));
+        drop(first);
+        assert!(waiter.join().unwrap());
+    }
+}

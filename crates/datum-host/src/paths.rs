@@ -1,0 +1,114 @@
+//! Declared paths and where they land under `--root`.
+//!
+//! A manifest names paths as they are on the managed machine (`/etc/motd`).
+//! This module checks that such a path is absolute and already normalised,
+//! and maps it under the root a pass runs against. It is pure (no file-system
+//! access), so providers call [`check_declared`] from their host-free checks.
+//! It must not resolve symlinks: what a path points at is the file-system
+//! module's business, and always done without following links.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::HostError;
+
+/// Checks that `declared` is absolute and normalised: no `.` or `..`
+/// components, no doubled or trailing slash. One spelling per path keeps
+/// resource identity and conflict detection simple, and rules out a manifest
+/// climbing out of `--root` with `..`.
+pub fn check_declared(declared: &Path) -> Result<(), HostError> {
+    let bytes = declared.as_os_str().as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return Err(HostError::NotAbsolute {
+            path: declared.to_path_buf(),
+        });
+    }
+    if bytes == b"/" {
+        return Ok(());
+    }
+    let clean = bytes[1..]
+        .split(|b| *b == b'/')
+        .all(|part| !part.is_empty() && part != b"." && part != b"..");
+    if clean {
+        Ok(())
+    } else {
+        Err(HostError::NotNormalised {
+            path: declared.to_path_buf(),
+            suggestion: lexical_normal(declared),
+        })
+    }
+}
+
+/// The path a declared one maps to under `root`: `/tmp/r` + `/etc/motd` is
+/// `/tmp/r/etc/motd`.
+pub fn resolve(root: &Path, declared: &Path) -> Result<PathBuf, HostError> {
+    check_declared(declared)?;
+    let relative = declared.strip_prefix("/").unwrap_or(declared);
+    if relative.as_os_str().is_empty() {
+        return Ok(root.to_path_buf());
+    }
+    Ok(root.join(relative))
+}
+
+/// `declared` with `.`, `..` and empty components folded away, for the
+/// suggestion in an error message. `..` at the top stays at the top.
+fn lexical_normal(declared: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in declared.components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_paths_join_under_the_root() {
+        let cases = [
+            ("/tmp/r", "/etc/motd", "/tmp/r/etc/motd"),
+            ("/", "/etc/motd", "/etc/motd"),
+            ("/tmp/r", "/", "/tmp/r"),
+            ("/tmp/r/", "/a/b c/d", "/tmp/r/a/b c/d"),
+        ];
+        for (root, declared, want) in cases {
+            let got = resolve(Path::new(root), Path::new(declared)).unwrap();
+            assert_eq!(got, PathBuf::from(want), "{root} + {declared}");
+        }
+    }
+
+    #[test]
+    fn relative_and_unnormalised_paths_are_rejected() {
+        let cases = [
+            ("etc/motd", None),
+            ("", None),
+            ("/etc/../shadow", Some("/shadow")),
+            ("/etc/./motd", Some("/etc/motd")),
+            ("/etc//motd", Some("/etc/motd")),
+            ("/etc/app/", Some("/etc/app")),
+            ("/..", Some("/")),
+        ];
+        for (declared, suggestion) in cases {
+            let err = resolve(Path::new("/tmp/r"), Path::new(declared)).unwrap_err();
+            match (err, suggestion) {
+                (HostError::NotAbsolute { path }, None) => assert_eq!(path, Path::new(declared)),
+                (
+                    HostError::NotNormalised {
+                        suggestion: got, ..
+                    },
+                    Some(want),
+                ) => {
+                    assert_eq!(got, Path::new(want), "{declared}");
+                }
+                (other, _) => panic!("{declared}: unexpected {other}"),
+            }
+        }
+    }
+}
