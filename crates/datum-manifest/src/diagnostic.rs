@@ -1,0 +1,456 @@
+//! Problems found in a repository, reported the way a compiler reports them.
+//!
+//! This module owns the [`Diagnostic`] value (severity, message, resource id,
+//! position), the [`Diagnostics`] collection every check appends to (so all
+//! errors are reported, never just the first), and its two renderings: the
+//! compiler-style form with the source line and a caret, and the one-line form
+//! for logs (`base/ssh.yaml:7:5: error: File[sshd-config]: unknown field`).
+//!
+//! It must not decide what is wrong with a repository (the loader and the
+//! catalogue do) and must not print: callers get strings and choose where they go.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datum_core::{Origin, ResourceId};
+use serde::{Serialize, Serializer};
+
+use crate::yaml::Pos;
+
+/// How bad a diagnostic is. Any error stops a repository from being applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+/// One problem, with where it is and which resource it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub message: String,
+    /// The resource the problem belongs to, written `File[sshd-config]`.
+    #[serde(serialize_with = "id_as_text")]
+    pub resource: Option<ResourceId>,
+    /// File (relative to the repository), 1-based line and column, layer.
+    pub origin: Option<Origin>,
+    /// Where the offending text ends, for the width of the caret. Not part of
+    /// the serialised form: `origin` is the position people and tools use.
+    #[serde(skip)]
+    pub end: Option<Pos>,
+    /// Extra lines shown under the snippet (`note: ...`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+fn id_as_text<S: Serializer>(id: &Option<ResourceId>, s: S) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => s.serialize_str(&id.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+impl Diagnostic {
+    /// An error with a message and nothing else; add the rest with the builders.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            message: message.into(),
+            resource: None,
+            origin: None,
+            end: None,
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn warning(message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            ..Self::error(message)
+        }
+    }
+
+    pub fn at(mut self, origin: Origin) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// Sets the end of the offending text (same line: the caret's width).
+    pub fn until(mut self, end: Pos) -> Self {
+        self.end = Some(end);
+        self
+    }
+
+    pub fn resource(mut self, id: &ResourceId) -> Self {
+        self.resource = Some(id.clone());
+        self
+    }
+
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
+    /// `base/ssh.yaml:7:5: error: File[sshd-config]: unknown field `mdoe``.
+    pub fn one_line(&self) -> String {
+        let mut out = String::new();
+        if let Some(o) = &self.origin {
+            let _ = write!(out, "{}: ", position(o));
+        }
+        let _ = write!(out, "{}: ", self.severity);
+        if let Some(id) = &self.resource {
+            let _ = write!(out, "{id}: ");
+        }
+        out.push_str(&self.message);
+        out
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.one_line())
+    }
+}
+
+/// The text of every file diagnostics may point into, keyed by the path
+/// relative to the repository, so the renderer can show the offending line.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    files: BTreeMap<PathBuf, Arc<str>>,
+}
+
+impl SourceMap {
+    pub fn insert(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) {
+        self.files.insert(path.into(), text.into());
+    }
+
+    pub fn get(&self, path: &Path) -> Option<&str> {
+        self.files.get(path).map(|t| &**t)
+    }
+
+    /// Line `line` (1-based) of `path`, without its newline.
+    pub fn line(&self, path: &Path, line: usize) -> Option<&str> {
+        self.get(path)?.lines().nth(line.checked_sub(1)?)
+    }
+
+    pub fn extend(&mut self, other: &SourceMap) {
+        for (k, v) in &other.files {
+            self.files.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// Every problem found, in a stable order, with the sources to show them.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnostics {
+    items: Vec<Diagnostic>,
+    sources: SourceMap,
+}
+
+impl Serialize for Diagnostics {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.items.serialize(s)
+    }
+}
+
+impl Diagnostics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, d: Diagnostic) {
+        self.items.push(d);
+    }
+
+    /// Appends another collection, sources included.
+    pub fn append(&mut self, other: Diagnostics) {
+        self.items.extend(other.items);
+        self.sources.extend(&other.sources);
+    }
+
+    pub fn sources(&self) -> &SourceMap {
+        &self.sources
+    }
+
+    pub fn sources_mut(&mut self) -> &mut SourceMap {
+        &mut self.sources
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.items.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count()
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.error_count() > 0
+    }
+
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.items
+    }
+
+    /// Sorts by file, line and column (problems without a position first) and
+    /// drops exact repeats, so output is the same on every run whatever order
+    /// the checks ran in.
+    pub fn finish(&mut self) {
+        self.items.sort_by(|a, b| {
+            let key = |d: &Diagnostic| {
+                d.origin
+                    .as_ref()
+                    .map(|o| (o.file.clone(), o.line, o.column))
+            };
+            key(a).cmp(&key(b)).then(a.severity.cmp(&b.severity))
+        });
+        let mut seen = std::collections::HashSet::new();
+        self.items
+            .retain(|d| seen.insert((d.origin.clone(), d.resource.clone(), d.message.clone())));
+    }
+
+    /// `2 errors, 1 warning`.
+    pub fn summary(&self) -> String {
+        let plural = |n: usize, word: &str| {
+            if n == 1 {
+                format!("{n} {word}")
+            } else {
+                format!("{n} {word}s")
+            }
+        };
+        format!(
+            "{}, {}",
+            plural(self.error_count(), "error"),
+            plural(self.warning_count(), "warning")
+        )
+    }
+
+    /// One line per diagnostic, for logs.
+    pub fn one_line(&self) -> String {
+        let mut out = String::new();
+        for d in &self.items {
+            out.push_str(&d.one_line());
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The compiler-style rendering of every diagnostic, separated by blank
+    /// lines. ANSI colour only when `color` is true.
+    pub fn render(&self, color: bool) -> String {
+        let mut out = String::new();
+        for (i, d) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            render_one(&mut out, d, &self.sources, color);
+        }
+        out
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.one_line().trim_end())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+impl IntoIterator for Diagnostics {
+    type Item = Diagnostic;
+    type IntoIter = std::vec::IntoIter<Diagnostic>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter()
+    }
+}
+
+/// `file:line:col`, or just `file` for problems with the whole file (line 0).
+fn position(o: &Origin) -> String {
+    if o.line == 0 {
+        o.file.display().to_string()
+    } else {
+        o.to_string()
+    }
+}
+
+struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool) {
+    let paint = Paint { on: color };
+    let level_code = match d.severity {
+        Severity::Error => "1;31",
+        Severity::Warning => "1;33",
+    };
+    let mut header = d.message.clone();
+    if let Some(id) = &d.resource {
+        let _ = write!(header, " in {id}");
+    }
+    let _ = writeln!(
+        out,
+        "{}{}",
+        paint.wrap(level_code, &d.severity.to_string()),
+        paint.wrap("1", &format!(": {header}"))
+    );
+    let Some(origin) = &d.origin else {
+        for note in &d.notes {
+            let _ = writeln!(out, "  = note: {note}");
+        }
+        return;
+    };
+    let line_text = sources.line(&origin.file, origin.line);
+    let gutter = origin.line.to_string().len();
+    let pad = " ".repeat(gutter);
+    let _ = writeln!(
+        out,
+        "{pad}{} {}",
+        paint.wrap("1;34", "-->"),
+        position(origin)
+    );
+    if let Some(text) = line_text {
+        let bar = paint.wrap("1;34", "|");
+        let _ = writeln!(out, "{pad} {bar}");
+        let _ = writeln!(
+            out,
+            "{} {bar} {}",
+            paint.wrap("1;34", &origin.line.to_string()),
+            text.replace('\t', " ")
+        );
+        let line_chars = text.chars().count();
+        let start = origin.column.max(1);
+        let end = match d.end {
+            Some(end) if end.line == origin.line && end.column > start => end.column,
+            // Spans ending on a later line underline the rest of this one.
+            Some(end) if end.line > origin.line => line_chars + 1,
+            _ => start + 1,
+        };
+        let width = end.saturating_sub(start).max(1);
+        let carets = "^".repeat(width);
+        let _ = writeln!(
+            out,
+            "{pad} {bar} {}{}",
+            " ".repeat(start - 1),
+            paint.wrap(level_code, &carets)
+        );
+    }
+    for note in &d.notes {
+        let _ = writeln!(out, "{pad} = note: {note}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Diagnostics {
+        let mut ds = Diagnostics::new();
+        ds.sources_mut().insert(
+            "base/ssh.yaml",
+            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n    path: /etc/x\n    mode: \"0600\"\n    mdoe: \"0600\"\n",
+        );
+        ds.push(
+            Diagnostic::error("unknown field `mdoe`")
+                .resource(&ResourceId::new("File", "sshd-config"))
+                .at(Origin {
+                    file: "base/ssh.yaml".into(),
+                    line: 7,
+                    column: 5,
+                    layer: "base".into(),
+                })
+                .until(Pos {
+                    line: 7,
+                    column: 17,
+                }),
+        );
+        ds
+    }
+
+    #[test]
+    fn one_line_form_starts_with_the_position() {
+        assert_eq!(
+            sample().one_line(),
+            "base/ssh.yaml:7:5: error: File[sshd-config]: unknown field `mdoe`\n"
+        );
+    }
+
+    #[test]
+    fn rendering_shows_the_line_and_a_caret_under_the_span() {
+        let text = sample().render(false);
+        let expected = "error: unknown field `mdoe` in File[sshd-config]\n --> base/ssh.yaml:7:5\n  |\n7 |     mdoe: \"0600\"\n  |     ^^^^^^^^^^^^\n";
+        assert_eq!(text, expected);
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        assert!(sample().render(true).contains("\x1b[1;31merror"));
+    }
+
+    #[test]
+    fn serialises_the_id_as_text_and_the_origin() {
+        let json = serde_json::to_value(sample()).unwrap();
+        assert_eq!(json[0]["resource"], "File[sshd-config]");
+        assert_eq!(json[0]["origin"]["line"], 7);
+        assert_eq!(json[0]["severity"], "error");
+    }
+
+    #[test]
+    fn finish_sorts_by_position_and_drops_repeats() {
+        let mut ds = sample();
+        let at = |line| Origin {
+            file: "a.yaml".into(),
+            line,
+            column: 1,
+            layer: "base".into(),
+        };
+        ds.push(Diagnostic::error("second").at(at(9)));
+        ds.push(Diagnostic::error("first").at(at(2)));
+        ds.push(Diagnostic::error("first").at(at(2)));
+        ds.finish();
+        let messages: Vec<_> = ds.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages, ["first", "second", "unknown field `mdoe`"]);
+        assert_eq!(ds.summary(), "3 errors, 0 warnings");
+    }
+}

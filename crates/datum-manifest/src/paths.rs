@@ -1,0 +1,165 @@
+//! Keeping repository paths inside the repository.
+//!
+//! This module owns one rule: a path written in the repository (a layer's
+//! folder, a `source:` or `template:` file) names something inside the
+//! repository, even after `..` and symbolic links are followed. A repository
+//! that could read `/etc/shadow` into a managed file, or a template that could
+//! include one, would turn a repository review into a false sense of safety.
+//!
+//! It reads the file system only to resolve links (canonicalize); it never
+//! reads file contents.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Why a declared path is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PathProblem {
+    #[error("`{declared}` is an absolute path: write a path relative to the layer folder")]
+    Absolute { declared: String },
+    #[error("`{declared}` leaves the repository through `..`")]
+    Escapes { declared: String },
+    #[error("`{declared}` resolves to {} through a symbolic link, outside the repository", resolved.display())]
+    LinkOutside { declared: String, resolved: PathBuf },
+    #[error("`{declared}` does not exist in the repository (looked for {})", looked.display())]
+    Missing { declared: String, looked: PathBuf },
+    #[error("`{declared}` cannot be resolved: {source}")]
+    Io {
+        declared: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{declared}` is empty")]
+    Empty { declared: String },
+}
+
+/// Resolves `declared`, written relative to `base` (a folder relative to the
+/// repository root), to a canonical absolute path inside `canonical_root`.
+/// Returns the canonical path and the path relative to the repository root.
+pub fn resolve_inside(
+    canonical_root: &Path,
+    base: &Path,
+    declared: &str,
+) -> Result<(PathBuf, PathBuf), PathProblem> {
+    let problem_declared = || declared.to_owned();
+    if declared.is_empty() {
+        return Err(PathProblem::Empty {
+            declared: problem_declared(),
+        });
+    }
+    let written = Path::new(declared);
+    if written.has_root() || written.is_absolute() {
+        return Err(PathProblem::Absolute {
+            declared: problem_declared(),
+        });
+    }
+    // Lexical check first: `..` may move around inside the repository but
+    // never above its root.
+    let mut relative: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in base.components().chain(written.components()) {
+        match c {
+            Component::Normal(part) => relative.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if relative.pop().is_none() {
+                    return Err(PathProblem::Escapes {
+                        declared: problem_declared(),
+                    });
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(PathProblem::Absolute {
+                    declared: problem_declared(),
+                });
+            }
+        }
+    }
+    let rel: PathBuf = relative.iter().collect();
+    let joined = canonical_root.join(&rel);
+    let canonical = match joined.canonicalize() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling link pointing outside is still an escape attempt;
+            // report what is more useful: that it is missing.
+            return Err(PathProblem::Missing {
+                declared: problem_declared(),
+                looked: rel,
+            });
+        }
+        Err(source) => {
+            return Err(PathProblem::Io {
+                declared: problem_declared(),
+                source,
+            });
+        }
+    };
+    if !canonical.starts_with(canonical_root) {
+        return Err(PathProblem::LinkOutside {
+            declared: problem_declared(),
+            resolved: canonical,
+        });
+    }
+    Ok((canonical, rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("base/files")).unwrap();
+        std::fs::create_dir_all(root.join("common")).unwrap();
+        std::fs::write(root.join("base/files/motd"), "hi").unwrap();
+        std::fs::write(root.join("common/x"), "x").unwrap();
+        (dir, root)
+    }
+
+    #[test]
+    fn plain_relative_paths_resolve_under_the_layer() {
+        let (_d, root) = repo();
+        let (abs, rel) = resolve_inside(&root, Path::new("base"), "files/motd").unwrap();
+        assert_eq!(abs, root.join("base/files/motd"));
+        assert_eq!(rel, PathBuf::from("base/files/motd"));
+    }
+
+    #[test]
+    fn dot_dot_inside_the_repository_is_allowed() {
+        let (_d, root) = repo();
+        let (_, rel) = resolve_inside(&root, Path::new("base"), "../common/x").unwrap();
+        assert_eq!(rel, PathBuf::from("common/x"));
+    }
+
+    #[test]
+    fn escapes_absolute_and_missing_are_refused() {
+        let (_d, root) = repo();
+        assert!(matches!(
+            resolve_inside(&root, Path::new("base"), "../../etc/shadow"),
+            Err(PathProblem::Escapes { .. })
+        ));
+        assert!(matches!(
+            resolve_inside(&root, Path::new("base"), "/etc/shadow"),
+            Err(PathProblem::Absolute { .. })
+        ));
+        assert!(matches!(
+            resolve_inside(&root, Path::new("base"), "files/nope"),
+            Err(PathProblem::Missing { .. })
+        ));
+        assert!(matches!(
+            resolve_inside(&root, Path::new("base"), ""),
+            Err(PathProblem::Empty { .. })
+        ));
+    }
+
+    #[test]
+    fn symlinks_out_of_the_repository_are_refused() {
+        let (_d, root) = repo();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.join("base/files/link"))
+            .unwrap();
+        let err = resolve_inside(&root, Path::new("base"), "files/link").unwrap_err();
+        assert!(matches!(err, PathProblem::LinkOutside { .. }), "{err}");
+        assert!(err.to_string().contains("outside the repository"));
+    }
+}

@@ -1,0 +1,248 @@
+//! Loading a repository from disk: `datum.yaml`, then every manifest file of
+//! every layer, in a fixed order.
+//!
+//! This module owns the walk (which files are manifests, in what order) and
+//! collecting every problem on the way. It reads the repository only; it must
+//! not touch the managed machine, and it must not drop a document silently:
+//! anything it cannot read becomes a diagnostic.
+
+use std::path::{Path, PathBuf};
+
+use crate::diagnostic::{Diagnostic, Diagnostics, SourceMap};
+use crate::document::{self, Document};
+use crate::settings::{self, Settings};
+use crate::span::Place;
+use crate::yaml;
+
+/// The settings file at the root of every repository.
+pub const SETTINGS_FILE: &str = "datum.yaml";
+
+/// Folders at the top of a layer that hold content, not manifests.
+pub const CONTENT_DIRS: &[&str] = &["files", "templates"];
+
+/// A repository as read from disk: settings, every document of every layer
+/// in declaration order, the text of every file read (for diagnostics), and
+/// the problems found while reading.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    /// The root as given by the caller.
+    pub root: PathBuf,
+    /// The root with symbolic links resolved: content paths must stay under it.
+    pub canonical_root: PathBuf,
+    pub settings: Settings,
+    /// Documents in declaration order: layer order, then file path (byte
+    /// order), then position in the file.
+    pub documents: Vec<Document>,
+    pub sources: SourceMap,
+    /// Problems found while loading. The repository is still returned so that
+    /// later checks can report their problems too.
+    pub diagnostics: Diagnostics,
+}
+
+impl Repository {
+    /// Loads the repository at `root`. Fails only when `datum.yaml` cannot be
+    /// read or parsed at all (without it there are no layers to read); every
+    /// other problem is recorded in [`Repository::diagnostics`].
+    pub fn load(root: &Path) -> Result<Repository, Diagnostics> {
+        let mut diags = Diagnostics::new();
+        let settings_place = Place::new(SETTINGS_FILE, "");
+        let canonical_root = match root.canonicalize() {
+            Ok(p) => p,
+            Err(e) => {
+                diags.push(Diagnostic::error(format!(
+                    "cannot open the repository {}: {e}",
+                    root.display()
+                )));
+                return Err(diags);
+            }
+        };
+        let settings_path = canonical_root.join(SETTINGS_FILE);
+        let text = match std::fs::read_to_string(&settings_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                diags.push(Diagnostic::error(format!(
+                    "{} is not a Datum repository: it has no {SETTINGS_FILE}",
+                    root.display()
+                )));
+                return Err(diags);
+            }
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(format!("cannot read {SETTINGS_FILE}: {e}"))
+                        .at(settings_place.whole_file()),
+                );
+                return Err(diags);
+            }
+        };
+        diags.sources_mut().insert(SETTINGS_FILE, text.as_str());
+        let parsed = yaml::parse(&text);
+        let had_syntax_errors = !parsed.errors.is_empty();
+        for e in parsed.errors {
+            diags.push(
+                Diagnostic::error(e.message)
+                    .at(settings_place.origin(e.start))
+                    .until(e.end),
+            );
+        }
+        let mut docs = parsed.documents.into_iter().filter(|d| !d.is_null());
+        let Some(settings_doc) = docs.next() else {
+            if !had_syntax_errors {
+                diags.push(
+                    Diagnostic::error(format!("{SETTINGS_FILE} is empty: it must list the layers"))
+                        .at(settings_place.whole_file()),
+                );
+            }
+            return Err(diags);
+        };
+        if let Some(extra) = docs.next() {
+            diags.push(
+                Diagnostic::error(format!("{SETTINGS_FILE} must hold one document"))
+                    .at(settings_place.origin(extra.start)),
+            );
+        }
+        let settings = settings::read(&settings_doc, &settings_place, &canonical_root, &mut diags);
+
+        let mut repo = Repository {
+            root: root.to_owned(),
+            canonical_root,
+            settings,
+            documents: Vec::new(),
+            sources: SourceMap::default(),
+            diagnostics: Diagnostics::new(),
+        };
+        for (index, layer) in repo.settings.layers.clone().iter().enumerate() {
+            let mut files = Vec::new();
+            collect_manifests(
+                &repo.canonical_root,
+                &layer.path,
+                true,
+                &mut files,
+                &mut diags,
+            );
+            files.sort();
+            for rel in files {
+                let place = Place::new(rel.clone(), layer.name.clone());
+                repo.load_file(&place, index, &mut diags);
+            }
+        }
+        repo.sources.extend(diags.sources());
+        *diags.sources_mut() = repo.sources.clone();
+        repo.diagnostics = diags;
+        Ok(repo)
+    }
+
+    fn load_file(&mut self, place: &Place, layer: usize, diags: &mut Diagnostics) {
+        let bytes = match std::fs::read(self.canonical_root.join(&place.file)) {
+            Ok(b) => b,
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(format!("cannot read the manifest: {e}"))
+                        .at(place.whole_file()),
+                );
+                return;
+            }
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            diags.push(Diagnostic::error("the manifest is not UTF-8 text").at(place.whole_file()));
+            return;
+        };
+        self.sources.insert(place.file.clone(), text.as_str());
+        let parsed = yaml::parse(&text);
+        for e in parsed.errors {
+            diags.push(
+                Diagnostic::error(e.message)
+                    .at(place.origin(e.start))
+                    .until(e.end),
+            );
+        }
+        for node in parsed.documents {
+            // `---` separators with nothing between them are allowed.
+            if node.is_null() {
+                continue;
+            }
+            if let Some(doc) = document::read(&node, place, layer, diags) {
+                self.documents.push(doc);
+            }
+        }
+    }
+
+    /// The layer a document belongs to.
+    pub fn layer_of(&self, doc: &Document) -> Option<&settings::Layer> {
+        self.settings.layers.get(doc.layer)
+    }
+
+    /// The layer folder as an absolute canonical path.
+    pub fn layer_dir(&self, layer: &settings::Layer) -> PathBuf {
+        self.canonical_root.join(&layer.path)
+    }
+}
+
+fn is_manifest(name: &str) -> bool {
+    name.ends_with(".yaml") || name.ends_with(".yml")
+}
+
+/// Adds the manifests under `dir` (relative to the root) to `out`. Hidden
+/// entries are skipped (`.git`, editor files); folders reached through a
+/// symbolic link are not followed, so the walk stays inside the repository.
+fn collect_manifests(
+    root: &Path,
+    dir: &Path,
+    layer_top: bool,
+    out: &mut Vec<PathBuf>,
+    diags: &mut Diagnostics,
+) {
+    let entries = match std::fs::read_dir(root.join(dir)) {
+        Ok(e) => e,
+        Err(e) => {
+            diags.push(Diagnostic::error(format!(
+                "cannot list {}: {e}",
+                dir.display()
+            )));
+            return;
+        }
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                diags.push(Diagnostic::error(format!(
+                    "cannot list {}: {e}",
+                    dir.display()
+                )));
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let rel = dir.join(name);
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if file_type.is_dir() {
+            if layer_top && CONTENT_DIRS.contains(&name) {
+                continue;
+            }
+            collect_manifests(root, &rel, false, out, diags);
+        } else if is_manifest(name) {
+            if file_type.is_symlink() {
+                // A link to a manifest must not read YAML from outside the
+                // repository.
+                match crate::paths::resolve_inside(root, dir, name) {
+                    Ok((abs, _)) if abs.is_file() => out.push(rel),
+                    Ok(_) => {}
+                    Err(problem) => diags.push(
+                        Diagnostic::error(format!("manifest link refused: {problem}"))
+                            .at(Place::new(rel, "").whole_file()),
+                    ),
+                }
+            } else if file_type.is_file() {
+                out.push(rel);
+            }
+        }
+    }
+}
