@@ -1,0 +1,390 @@
+//! One category per drifted resource, decided by what the next apply does.
+//!
+//! Drift comes from the refresh-only plan; the consequence comes from the normal plan's
+//! `resource_changes` for the same address (joined on the current address, after `moved`).
+//! The decision table, in order:
+//!
+//! | drift | normal plan | category |
+//! |---|---|---|
+//! | delete | anything | deleted outside |
+//! | update | replace | replaced by the next apply |
+//! | update | every changed path covered by `ignore_changes` | ignored |
+//! | update | no-op | ignored |
+//! | update | update, delete, none, or `--drift-only` | changed outside |
+//!
+//! `no-op` drift (a move without a value change), data sources and deposed objects are not
+//! findings. Whatever the normal plan does to an address that did not drift is pending: an
+//! unapplied change, listed apart. `--ignore-attr` paths are removed from every diff before
+//! classifying, and a resource left without any changed path disappears.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use datum_report::{AttrDiff, Signature, history::Seen};
+use serde_json::Value;
+
+use crate::flatten::Path;
+use crate::plan::{Action, ChangeEntry, LeafDiff, Plan};
+use crate::rules::Rules;
+
+/// The tool name used in dedupe keys.
+pub const TOOL: &str = "driftwatch";
+
+/// What happened to a drifted resource and what the next apply does about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Category {
+    /// Listed first: the finding a reviewer most needs to see.
+    Replaced,
+    DeletedOutside,
+    ChangedOutside,
+    Ignored,
+}
+
+impl Category {
+    /// The id used in JSON, history and fingerprints.
+    pub fn id(self) -> &'static str {
+        match self {
+            Category::Replaced => "replaced",
+            Category::DeletedOutside => "deleted_outside",
+            Category::ChangedOutside => "changed_outside",
+            Category::Ignored => "ignored",
+        }
+    }
+
+    /// The phrase used in text and Markdown.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Category::Replaced => "replaced by the next apply",
+            Category::DeletedOutside => "deleted outside",
+            Category::ChangedOutside => "changed outside",
+            Category::Ignored => "ignored",
+        }
+    }
+
+    /// The marker at the start of a text line, as in a plan.
+    pub fn marker(self) -> &'static str {
+        match self {
+            Category::Replaced => "-/+",
+            Category::DeletedOutside => "-",
+            Category::ChangedOutside => "~",
+            Category::Ignored => "=",
+        }
+    }
+}
+
+/// One attribute of a finding: the displayable diff plus, for codify, the new value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diff {
+    pub path: Path,
+    pub shown: AttrDiff,
+    /// The refreshed value as JSON; `None` when sensitive.
+    pub after: Option<Value>,
+}
+
+/// One drifted managed resource instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub address: String,
+    pub previous_address: Option<String>,
+    pub category: Category,
+    /// The normal plan's action for this address; `None` with `--drift-only` or when the
+    /// normal plan does not mention it.
+    pub next_apply: Option<Action>,
+    pub diffs: Vec<Diff>,
+    /// All `replace_paths` of the replacing change, rendered.
+    pub replace_paths: Vec<String>,
+    /// The `replace_paths` that are (or contain) drifted paths: why drift forces a replace.
+    pub forcing_paths: Vec<String>,
+    /// The `ignore_changes` entries that cover at least one changed path.
+    pub ignored_by: Vec<String>,
+    /// Filled by history when `--history` is given.
+    pub age: Option<Seen>,
+}
+
+impl Finding {
+    pub fn is_actionable(&self) -> bool {
+        self.category != Category::Ignored
+    }
+
+    /// The tool-independent view used by fingerprints and history.
+    pub fn shared(&self) -> datum_report::Finding {
+        datum_report::Finding {
+            subject: self.address.clone(),
+            category: self.category.id().to_owned(),
+            diffs: self.diffs.iter().map(|d| d.shown.clone()).collect(),
+        }
+    }
+
+    pub fn signature(&self) -> Signature {
+        self.shared().signature()
+    }
+
+    /// What the next apply does, in words.
+    pub fn consequence(&self) -> String {
+        match (self.category, &self.next_apply) {
+            (Category::Replaced, _) => "the next apply destroys and recreates it".to_owned(),
+            (Category::DeletedOutside, Some(Action::Create | Action::Replace)) => {
+                "the next apply creates it again".to_owned()
+            }
+            (Category::DeletedOutside, _) => {
+                "no longer in the configuration either; the next apply only updates state"
+                    .to_owned()
+            }
+            (Category::Ignored, _) if !self.ignored_by.is_empty() => {
+                format!("covered by ignore_changes ({})", self.ignored_by.join(", "))
+            }
+            (Category::Ignored, _) => "the next apply leaves it alone (no-op)".to_owned(),
+            (Category::ChangedOutside, Some(Action::Update)) => {
+                "the next apply reverts it".to_owned()
+            }
+            (Category::ChangedOutside, Some(Action::Delete)) => {
+                "the next apply destroys it (removed from the configuration)".to_owned()
+            }
+            (Category::ChangedOutside, Some(other)) => {
+                format!("the next apply: {}", other.as_str())
+            }
+            (Category::ChangedOutside, None) => "not checked against a normal plan".to_owned(),
+        }
+    }
+}
+
+/// An unapplied change: the normal plan acts on an address that did not drift.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub address: String,
+    /// `create`, `update`, `replace`, `delete`, `forget`, `import`, `delete-deposed`, ...
+    pub action: String,
+    pub reason: Option<String>,
+    pub paths: Vec<String>,
+}
+
+impl Pending {
+    pub fn marker(&self) -> &'static str {
+        match self.action.as_str() {
+            "create" => "+",
+            "update" => "~",
+            "replace" => "-/+",
+            "delete" | "delete-deposed" => "-",
+            "import" => "<=",
+            _ => "?",
+        }
+    }
+}
+
+/// Options that change classification.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--ignore-attr`: paths dropped from every diff (prefix match).
+    pub ignore_attrs: Vec<Path>,
+}
+
+/// The whole triage result for one stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub stack: String,
+    pub key: String,
+    pub findings: Vec<Finding>,
+    pub pending: Vec<Pending>,
+    /// Things a reader should know that are not findings (moves, partial plans...).
+    pub notes: Vec<String>,
+    /// Whether a normal plan was used (false with `--drift-only`).
+    pub with_plan: bool,
+}
+
+impl Report {
+    pub fn fingerprint(&self) -> String {
+        let sigs: Vec<Signature> = self.findings.iter().map(Finding::signature).collect();
+        datum_report::fingerprint(&sigs)
+    }
+
+    pub fn count(&self, category: Category) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.category == category)
+            .count()
+    }
+
+    pub fn actionable(&self) -> usize {
+        self.findings.iter().filter(|f| f.is_actionable()).count()
+    }
+}
+
+fn render_value(value: &Value) -> String {
+    // JSON text: strings quoted, so `"blue"` and `blue` cannot be confused with `null`.
+    serde_json::to_string(value).unwrap_or_else(|_| "?".to_owned())
+}
+
+fn to_diff(leaf: &LeafDiff) -> Diff {
+    let path_text = leaf.path.to_string();
+    match (&leaf.before, &leaf.after, leaf.sensitive) {
+        (Some(before), Some(after), false) => Diff {
+            path: leaf.path.clone(),
+            shown: AttrDiff::plain(path_text, render_value(before), render_value(after)),
+            after: Some(after.clone()),
+        },
+        _ => Diff {
+            path: leaf.path.clone(),
+            shown: AttrDiff::sensitive(path_text),
+            after: None,
+        },
+    }
+}
+
+/// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
+pub fn classify(
+    stack: &str,
+    refresh: &Plan,
+    normal: Option<&Plan>,
+    rules: &Rules,
+    options: &Options,
+) -> Report {
+    let mut notes = Vec::new();
+    let changes: BTreeMap<&str, &ChangeEntry> = normal
+        .map(|plan| {
+            plan.changes
+                .iter()
+                .filter(|c| !c.deposed)
+                .map(|c| (c.address.as_str(), c))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut findings = Vec::new();
+    let mut drifted: BTreeSet<&str> = BTreeSet::new();
+    for entry in &refresh.drift {
+        let (is_delete, is_update) = match entry.action {
+            Action::Delete => (true, false),
+            Action::Update => (false, true),
+            Action::NoOp => {
+                if let Some(prev) = &entry.previous_address {
+                    notes.push(format!("{} moved from {prev} (not drift)", entry.address));
+                }
+                continue;
+            }
+            ref other => {
+                // Unknown drift actions are shown as changes rather than dropped.
+                notes.push(format!(
+                    "{}: unfamiliar drift action {}",
+                    entry.address,
+                    other.as_str()
+                ));
+                (false, true)
+            }
+        };
+        drifted.insert(entry.address.as_str());
+        let diffs: Vec<Diff> = entry
+            .diffs
+            .iter()
+            .filter(|leaf| !options.ignore_attrs.iter().any(|ig| ig.covers(&leaf.path)))
+            .map(to_diff)
+            .collect();
+        if is_update && diffs.is_empty() && !entry.diffs.is_empty() {
+            // Its only drift was in --ignore-attr paths: not a finding at all.
+            continue;
+        }
+        let change = changes.get(entry.address.as_str()).copied();
+        let next_apply = change.map(|c| c.action.clone());
+        let mut finding = Finding {
+            address: entry.address.clone(),
+            previous_address: entry.previous_address.clone(),
+            category: Category::ChangedOutside,
+            next_apply: next_apply.clone(),
+            diffs,
+            replace_paths: Vec::new(),
+            forcing_paths: Vec::new(),
+            ignored_by: Vec::new(),
+            age: None,
+        };
+        if is_delete {
+            finding.category = Category::DeletedOutside;
+            findings.push(finding);
+            continue;
+        }
+        let matched = rules.for_address(&entry.address);
+        let covered_all = !finding.diffs.is_empty()
+            && finding
+                .diffs
+                .iter()
+                .all(|d| matched.iter().any(|r| r.covers(&d.path)));
+        finding.ignored_by = matched
+            .iter()
+            .filter(|r| finding.diffs.iter().any(|d| r.covers(&d.path)))
+            .map(|r| r.text.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if next_apply == Some(Action::Replace) {
+            finding.category = Category::Replaced;
+            if let Some(change) = change {
+                finding.replace_paths = change.replace_paths.iter().map(Path::to_string).collect();
+                finding.forcing_paths = change
+                    .replace_paths
+                    .iter()
+                    .filter(|rp| {
+                        finding
+                            .diffs
+                            .iter()
+                            .any(|d| rp.covers(&d.path) || d.path.covers(rp))
+                    })
+                    .map(Path::to_string)
+                    .collect();
+            }
+        } else if covered_all || next_apply == Some(Action::NoOp) {
+            finding.category = Category::Ignored;
+        }
+        findings.push(finding);
+    }
+
+    let mut pending = Vec::new();
+    if let Some(plan) = normal {
+        for change in &plan.changes {
+            if drifted.contains(change.address.as_str()) && !change.deposed {
+                continue;
+            }
+            let action = if change.deposed {
+                "delete-deposed".to_owned()
+            } else if change.importing {
+                "import".to_owned()
+            } else {
+                match change.action {
+                    Action::NoOp | Action::Read => continue,
+                    ref a => a.as_str().to_owned(),
+                }
+            };
+            pending.push(Pending {
+                address: change.address.clone(),
+                action,
+                reason: change.action_reason.clone(),
+                paths: change.changed_paths.iter().map(Path::to_string).collect(),
+            });
+        }
+        // Drift seen by the normal plan's own refresh but not by the refresh-only plan:
+        // something changed between the two runs.
+        for entry in &plan.drift {
+            if entry.action != Action::NoOp
+                && !refresh.drift.iter().any(|d| d.address == entry.address)
+            {
+                notes.push(format!(
+                    "{} drifted between the two plans (seen only by the normal plan)",
+                    entry.address
+                ));
+            }
+        }
+        if plan.incomplete {
+            notes.push(format!("{}: the plan is marked incomplete", plan.source));
+        }
+    }
+    if refresh.incomplete {
+        notes.push(format!("{}: the plan is marked incomplete", refresh.source));
+    }
+
+    findings.sort_by(|a, b| (a.category, &a.address).cmp(&(b.category, &b.address)));
+    pending.sort_by(|a, b| a.address.cmp(&b.address));
+    Report {
+        stack: stack.to_owned(),
+        key: datum_report::dedupe_key(TOOL, stack),
+        findings,
+        pending,
+        notes,
+        with_plan: normal.is_some(),
+    }
+}

@@ -1,0 +1,22 @@
+//! The `driftwatch` binary: real arguments, real processes, real streams. Everything else
+//! is in the library so tests can drive it.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut out = stdout.lock();
+    let mut err = stderr.lock();
+    let mut io = driftwatch::cli::Io {
+        stdout: &mut out,
+        stderr: &mut err,
+        stdout_is_terminal: driftwatch::cli::stdout_is_terminal(),
+    };
+    let code = driftwatch::cli::main_with(
+        std::env::args().collect(),
+        &driftwatch::runner::ProcessRunner,
+        &mut io,
+    );
+    ExitCode::from(code)
+}

@@ -1,0 +1,202 @@
+//! The Markdown report: a summary table, one before/after table per finding, unapplied
+//! changes apart, and the dedupe-key marker on the last line so the nightly job can find
+//! and edit the issue of this stack. Sized for a GitHub issue body (65,536 characters):
+//! long values are shortened and very large reports list the rest as a count.
+
+use datum_report::markdown::{Table, cell, inline_code, marker_line};
+
+use super::truncate;
+use crate::classify::{Category, Report};
+
+const MAX_VALUE_CHARS: usize = 200;
+const MAX_SUMMARY_ROWS: usize = 150;
+const MAX_DETAIL_SECTIONS: usize = 40;
+const MAX_PENDING_ROWS: usize = 100;
+
+fn code_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|i| inline_code(i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("## Drift report: {}\n\n", cell(&report.stack)));
+    if report.findings.is_empty() && report.pending.is_empty() {
+        out.push_str("No drift and no unapplied changes.\n\n");
+    } else {
+        let mut parts = Vec::new();
+        for c in [
+            Category::Replaced,
+            Category::DeletedOutside,
+            Category::ChangedOutside,
+        ] {
+            let n = report.count(c);
+            if n > 0 {
+                parts.push(format!("{n} {}", c.phrase()));
+            }
+        }
+        out.push_str(&format!(
+            "**{} actionable finding{}**{}, {} ignored, {} unapplied change{}.",
+            report.actionable(),
+            if report.actionable() == 1 { "" } else { "s" },
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            },
+            report.count(Category::Ignored),
+            report.pending.len(),
+            if report.pending.len() == 1 { "" } else { "s" },
+        ));
+        if !report.with_plan {
+            out.push_str(" Drift only: no normal plan was read, so the next apply is unknown.");
+        }
+        out.push_str("\n\n");
+    }
+
+    if !report.findings.is_empty() {
+        let mut table = Table::new(&[
+            "",
+            "Address",
+            "Finding",
+            "Next apply",
+            "Changed attributes",
+            "Age",
+        ]);
+        for f in report.findings.iter().take(MAX_SUMMARY_ROWS) {
+            let paths: Vec<&str> = f.diffs.iter().map(|d| d.shown.path()).collect();
+            table.row_markdown(vec![
+                inline_code(f.category.marker()),
+                inline_code(&f.address),
+                cell(f.category.phrase()),
+                cell(
+                    f.next_apply
+                        .as_ref()
+                        .map(|a| a.as_str())
+                        .unwrap_or("unknown"),
+                ),
+                code_list(&paths),
+                cell(
+                    &f.age
+                        .as_ref()
+                        .map(|a| a.describe("night", "nights"))
+                        .unwrap_or_default(),
+                ),
+            ]);
+        }
+        out.push_str(&table.render());
+        if report.findings.len() > MAX_SUMMARY_ROWS {
+            out.push_str(&format!(
+                "\n…and {} more findings (see the JSON report).\n",
+                report.findings.len() - MAX_SUMMARY_ROWS
+            ));
+        }
+        out.push('\n');
+
+        for f in report.findings.iter().take(MAX_DETAIL_SECTIONS) {
+            out.push_str(&format!(
+                "### {} {}: {}\n\n",
+                inline_code(f.category.marker()),
+                inline_code(&f.address),
+                f.category.phrase()
+            ));
+            let mut sentence = capitalise(&f.consequence());
+            if !f.forcing_paths.is_empty() || !f.replace_paths.is_empty() {
+                let forcing = if f.forcing_paths.is_empty() {
+                    &f.replace_paths
+                } else {
+                    &f.forcing_paths
+                };
+                let items: Vec<&str> = forcing.iter().map(String::as_str).collect();
+                sentence.push_str(&format!(". Forces replacement: {}", code_list(&items)));
+            }
+            if let Some(prev) = &f.previous_address {
+                sentence.push_str(&format!(". Moved from {}", inline_code(prev)));
+            }
+            if let Some(age) = &f.age {
+                sentence.push_str(&format!(
+                    ". {}",
+                    capitalise(&age.describe("night", "nights"))
+                ));
+            }
+            out.push_str(&sentence);
+            out.push_str(".\n\n");
+            if !f.diffs.is_empty() {
+                let mut table = Table::new(&["Attribute", "Before", "After"]);
+                for d in &f.diffs {
+                    let show = |v: &str| {
+                        if d.shown.is_sensitive() {
+                            cell(v)
+                        } else {
+                            inline_code(&truncate(v, MAX_VALUE_CHARS))
+                        }
+                    };
+                    table.row_markdown(vec![
+                        inline_code(d.shown.path()),
+                        show(d.shown.before_display()),
+                        show(d.shown.after_display()),
+                    ]);
+                }
+                out.push_str(&table.render());
+                out.push('\n');
+            }
+        }
+        if report.findings.len() > MAX_DETAIL_SECTIONS {
+            out.push_str(&format!(
+                "…details of {} more findings are in the JSON report.\n\n",
+                report.findings.len() - MAX_DETAIL_SECTIONS
+            ));
+        }
+    }
+
+    if !report.pending.is_empty() {
+        out.push_str("### Unapplied changes (not drift)\n\n");
+        out.push_str(
+            "The configuration is ahead of state here; these are not changes made outside.\n\n",
+        );
+        let mut table = Table::new(&["", "Address", "Action", "Attributes"]);
+        for p in report.pending.iter().take(MAX_PENDING_ROWS) {
+            let paths: Vec<&str> = p.paths.iter().map(String::as_str).collect();
+            table.row_markdown(vec![
+                inline_code(p.marker()),
+                inline_code(&p.address),
+                cell(&p.action),
+                code_list(&paths),
+            ]);
+        }
+        out.push_str(&table.render());
+        if report.pending.len() > MAX_PENDING_ROWS {
+            out.push_str(&format!(
+                "\n…and {} more.\n",
+                report.pending.len() - MAX_PENDING_ROWS
+            ));
+        }
+        out.push('\n');
+    }
+
+    if !report.notes.is_empty() {
+        out.push_str("### Notes\n\n");
+        for note in &report.notes {
+            out.push_str(&format!("- {}\n", cell(note)));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "Fingerprint: {}\n\n",
+        inline_code(&report.fingerprint())
+    ));
+    out.push_str(&marker_line(&report.key));
+    out.push('\n');
+    out
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().collect::<String>() + chars.as_str(),
+        None => String::new(),
+    }
+}
