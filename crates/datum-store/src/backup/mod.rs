@@ -1,0 +1,693 @@
+//! The backup store: the old content of every file an apply replaced or
+//! removed, so a change never destroys the evidence of what was there.
+//!
+//! Layout under `<root>/var/lib/datum/backups` (mode 0700):
+//! - `objects/<sha256[..2]>/<sha256>`: the bytes, content-addressed, mode
+//!   0600, written atomically, stored once however often they are saved;
+//! - `index.db`: one row per save (resource, declared path, digest, size,
+//!   mode, owner, time, reason, sensitive flag).
+//!
+//! The index is SQLite rather than one JSON file per entry because retention
+//! runs after every save and needs per-path ranking, age and total-size
+//! queries without listing a directory of thousands of files; because a save
+//! or a prune is then one transaction; and because entry ids come from an
+//! AUTOINCREMENT key, so an id is never reused and `datum backup show 42`
+//! can never show a different file than the one listed earlier as 42.
+//!
+//! Ordering makes every crash safe: a blob is written before the entry that
+//! names it, and deleted only after the last entry naming it is gone. A crash
+//! can leave an orphan blob (swept by [`BackupStore::gc`]), never an entry
+//! without its blob. If the index itself is unusable it is moved aside and
+//! rebuilt, and every blob is kept as a "recovered" entry (flagged sensitive,
+//! since nobody knows any more) instead of being swept.
+//!
+//! This module returns bytes and metadata; it never writes a managed file.
+//! Restoring goes through the host's atomic staging in the caller.
+
+mod objects;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use datum_core::ResourceId;
+use rusqlite::{Connection, OptionalExtension as _, Row, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use crate::db::{self, Schema, create_private_dir};
+use crate::error::{StoreError, StoreWarning};
+
+/// "DtmB" in ASCII: marks a SQLite file as a Datum backup index.
+const APPLICATION_ID: i32 = 0x4474_6d42;
+
+const SCHEMA: Schema = Schema {
+    application_id: APPLICATION_ID,
+    migrations: &[V1],
+};
+
+/// The declared path is stored as raw bytes: a path need not be UTF-8, and a
+/// lossy conversion would restore to the wrong file.
+const V1: &str = "
+CREATE TABLE entries (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    resource   TEXT NOT NULL,
+    path       BLOB NOT NULL,
+    sha256     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    mode       INTEGER NOT NULL,
+    uid        INTEGER NOT NULL,
+    gid        INTEGER NOT NULL,
+    saved_at   INTEGER NOT NULL,
+    reason     TEXT NOT NULL,
+    sensitive  INTEGER NOT NULL
+);
+CREATE INDEX entries_by_path ON entries (path, saved_at);
+CREATE INDEX entries_by_sha ON entries (sha256);
+CREATE INDEX entries_by_time ON entries (saved_at);
+";
+
+/// How old an unreferenced blob or a temporary file must be before
+/// [`BackupStore::gc`] deletes it. A save writes its blob a moment before its
+/// entry; the grace keeps a sweep from racing it even without the root lock.
+const GC_GRACE: Duration = Duration::from_secs(3600);
+
+/// Resource recorded for blobs adopted after the index was rebuilt.
+pub const RECOVERED_RESOURCE: &str = "(unknown)";
+
+/// Why a file's content was saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupReason {
+    /// The file was about to be replaced by new declared content.
+    Update,
+    /// The file was about to be removed (`ensure: absent`).
+    Remove,
+    /// A drifted file was about to be reverted to its declaration.
+    Revert,
+    /// Drifted content recorded by a check (policy `accept`, or evidence).
+    Drift,
+    /// A blob found without an index entry after the index was rebuilt.
+    Recovered,
+}
+
+impl BackupReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupReason::Update => "update",
+            BackupReason::Remove => "remove",
+            BackupReason::Revert => "revert",
+            BackupReason::Drift => "drift",
+            BackupReason::Recovered => "recovered",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "update" => Some(BackupReason::Update),
+            "remove" => Some(BackupReason::Remove),
+            "revert" => Some(BackupReason::Revert),
+            "drift" => Some(BackupReason::Drift),
+            "recovered" => Some(BackupReason::Recovered),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for BackupReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One saved version of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupEntry {
+    /// Never reused, even after pruning.
+    pub id: u64,
+    /// `File[sshd-config]`, or [`RECOVERED_RESOURCE`].
+    pub resource: String,
+    /// The declared path (not the root-resolved one), so a restore works on
+    /// the same root and a listing reads like the manifest.
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+    /// Permission bits and file type as `st_mode` had them.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Unix seconds.
+    pub saved_at: i64,
+    pub reason: BackupReason,
+    /// The resource was `sensitive: true`: show `(sensitive)`, never the bytes.
+    pub sensitive: bool,
+}
+
+/// What the file looked like, besides its bytes, when it was saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedFile<'a> {
+    pub resource: &'a ResourceId,
+    pub declared_path: &'a Path,
+    pub bytes: &'a [u8],
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub reason: BackupReason,
+    pub sensitive: bool,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// How much history to keep. Applied by [`BackupStore::prune`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// The newest N entries of each declared path are kept; older ones go.
+    pub keep_per_path: usize,
+    /// Entries older than this go, whatever else says (a secret must not
+    /// outlive the age its operator allowed).
+    pub max_age_days: Option<u64>,
+    /// Oldest entries go until the distinct blobs still referenced fit. The
+    /// newest entry of each path is never removed for size, so the most
+    /// recent evidence of every file survives even over budget.
+    pub max_total_bytes: Option<u64>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_per_path: 10,
+            max_age_days: None,
+            max_total_bytes: None,
+        }
+    }
+}
+
+/// What a prune or a sweep removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    pub entries_removed: usize,
+    pub blobs_removed: usize,
+    pub bytes_freed: u64,
+    /// Bytes of distinct blobs still referenced afterwards.
+    pub bytes_kept: u64,
+}
+
+/// The backup store of one root.
+pub struct BackupStore {
+    dir: PathBuf,
+    objects: PathBuf,
+    index_path: PathBuf,
+    conn: Connection,
+}
+
+impl std::fmt::Debug for BackupStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupStore")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+fn io(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
+impl BackupStore {
+    /// Opens (creating when missing) the backup store in `dir`. The folder is
+    /// set to mode 0700 even if it existed: it holds old configuration,
+    /// secrets included. An unusable index is moved aside and rebuilt, and the
+    /// blobs it described are kept as recovered entries; the warnings say so.
+    pub fn open(dir: &Path) -> Result<(BackupStore, Vec<StoreWarning>), StoreError> {
+        create_private_dir(dir)?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+            .map_err(io(dir, "cannot restrict backup folder"))?;
+        let objects = dir.join("objects");
+        create_private_dir(&objects)?;
+        let index_path = dir.join("index.db");
+        let (conn, mut warnings) = db::open(&index_path, &SCHEMA)?;
+        let mut store = BackupStore {
+            dir: dir.to_owned(),
+            objects,
+            index_path,
+            conn,
+        };
+        let rebuilt = warnings
+            .iter()
+            .any(|w| matches!(w, StoreWarning::CorruptMovedAside { .. }));
+        if rebuilt {
+            let count = store.adopt_orphans()?;
+            if count > 0 {
+                warnings.push(StoreWarning::RecoveredBlobs {
+                    dir: dir.to_owned(),
+                    count,
+                });
+            }
+        }
+        Ok((store, warnings))
+    }
+
+    /// The folder this store lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Saves `file.bytes` (deduplicated) and records an entry for it. Returns
+    /// the entry. The caller runs [`BackupStore::prune`] afterwards.
+    pub fn save(&mut self, file: &SavedFile<'_>) -> Result<BackupEntry, StoreError> {
+        let sha = objects::sha256_hex(file.bytes);
+        // Blob first, entry second: a crash in between leaves an orphan
+        // blob, never an entry whose bytes are missing.
+        objects::put(&self.objects, &sha, file.bytes)?;
+        let size = u64::try_from(file.bytes.len()).unwrap_or(u64::MAX);
+        let resource = file.resource.to_string();
+        let id: i64 = self
+            .conn
+            .query_row(
+                "INSERT INTO entries (resource, path, sha256, size, mode, uid, gid, saved_at, \
+                 reason, sensitive) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                params![
+                    resource,
+                    file.declared_path.as_os_str().as_bytes(),
+                    sha,
+                    to_sql(size),
+                    file.mode,
+                    file.uid,
+                    file.gid,
+                    file.at,
+                    file.reason.as_str(),
+                    file.sensitive,
+                ],
+                |r| r.get(0),
+            )
+            .map_err(self.sql("cannot record backup entry"))?;
+        Ok(BackupEntry {
+            id: from_sql(id),
+            resource,
+            path: file.declared_path.to_owned(),
+            sha256: sha,
+            size,
+            mode: file.mode,
+            uid: file.uid,
+            gid: file.gid,
+            saved_at: file.at,
+            reason: file.reason,
+            sensitive: file.sensitive,
+        })
+    }
+
+    /// Entries, newest first; with `filter_path`, only those of that declared
+    /// path.
+    pub fn list(&self, filter_path: Option<&Path>) -> Result<Vec<BackupEntry>, StoreError> {
+        let order = "ORDER BY saved_at DESC, id DESC";
+        let rows: rusqlite::Result<Vec<RawEntry>> = match filter_path {
+            None => self
+                .conn
+                .prepare_cached(&format!("SELECT {ENTRY_COLUMNS} FROM entries {order}"))
+                .and_then(|mut s| s.query_map([], raw_entry)?.collect()),
+            Some(path) => self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM entries WHERE path = ?1 {order}"
+                ))
+                .and_then(|mut s| {
+                    s.query_map([path.as_os_str().as_bytes()], raw_entry)?
+                        .collect()
+                }),
+        };
+        rows.map_err(self.sql("cannot list backups"))?
+            .into_iter()
+            .map(|raw| self.entry(raw))
+            .collect()
+    }
+
+    /// One entry and its bytes. The bytes are checked against the recorded
+    /// digest: damaged evidence is an error, not a silent wrong restore.
+    pub fn get(&self, id: u64) -> Result<(BackupEntry, Vec<u8>), StoreError> {
+        let raw = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([to_sql(id)], raw_entry).optional())
+            .map_err(self.sql("cannot read backup entry"))?
+            .ok_or_else(|| StoreError::NoSuchBackup {
+                path: self.index_path.clone(),
+                id,
+            })?;
+        let entry = self.entry(raw)?;
+        let blob = objects::blob_path(&self.objects, &entry.sha256);
+        let damaged = |detail: String| StoreError::DamagedBackup {
+            path: blob.clone(),
+            id,
+            detail,
+        };
+        let bytes = objects::read(&blob).map_err(|e| damaged(format!("cannot read blob: {e}")))?;
+        if objects::sha256_hex(&bytes) != entry.sha256 {
+            return Err(damaged("content no longer matches its SHA-256".to_owned()));
+        }
+        Ok((entry, bytes))
+    }
+
+    /// Applies `policy` at time `now` (Unix seconds): removes entries, then
+    /// the blobs no remaining entry references.
+    pub fn prune(&mut self, policy: &Retention, now: i64) -> Result<PruneReport, StoreError> {
+        let index_path = self.index_path.clone();
+        let err = || sql_err(&index_path, "cannot prune backups");
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err())?;
+        let mut doomed: BTreeSet<i64> = BTreeSet::new();
+
+        // Surplus versions per path, newest kept.
+        let keep = i64::try_from(policy.keep_per_path).unwrap_or(i64::MAX);
+        let surplus: Vec<i64> = tx
+            .prepare(
+                "SELECT id FROM (SELECT id, row_number() OVER \
+                 (PARTITION BY path ORDER BY saved_at DESC, id DESC) AS rank FROM entries) \
+                 WHERE rank > ?1",
+            )
+            .and_then(|mut s| s.query_map([keep], |r| r.get(0))?.collect())
+            .map_err(err())?;
+        doomed.extend(surplus);
+
+        if let Some(days) = policy.max_age_days {
+            let age = i64::try_from(days.saturating_mul(86_400)).unwrap_or(i64::MAX);
+            let cutoff = now.saturating_sub(age);
+            let old: Vec<i64> = tx
+                .prepare("SELECT id FROM entries WHERE saved_at < ?1")
+                .and_then(|mut s| s.query_map([cutoff], |r| r.get(0))?.collect())
+                .map_err(err())?;
+            doomed.extend(old);
+        }
+
+        // Everything left, oldest first, to account bytes per distinct blob.
+        type Left = (i64, Vec<u8>, String, i64);
+        let left: Vec<Left> = tx
+            .prepare("SELECT id, path, sha256, size FROM entries ORDER BY saved_at, id")
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                    .collect()
+            })
+            .map_err(err())?;
+        let mut refs: HashMap<&str, (usize, u64)> = HashMap::new();
+        let mut newest_of_path: BTreeMap<&[u8], i64> = BTreeMap::new();
+        for (id, path, sha, size) in &left {
+            if doomed.contains(id) {
+                continue;
+            }
+            let slot = refs.entry(sha.as_str()).or_insert((0, from_sql(*size)));
+            slot.0 += 1;
+            newest_of_path.insert(path.as_slice(), *id);
+        }
+        let mut total: u64 = refs.values().map(|(_, size)| *size).sum();
+        if let Some(budget) = policy.max_total_bytes {
+            let protected: BTreeSet<i64> = newest_of_path.values().copied().collect();
+            for (id, _, sha, _) in &left {
+                if total <= budget {
+                    break;
+                }
+                if doomed.contains(id) || protected.contains(id) {
+                    continue;
+                }
+                doomed.insert(*id);
+                if let Some(slot) = refs.get_mut(sha.as_str()) {
+                    slot.0 -= 1;
+                    if slot.0 == 0 {
+                        total = total.saturating_sub(slot.1);
+                    }
+                }
+            }
+        }
+
+        let mut candidates: BTreeSet<String> = BTreeSet::new();
+        {
+            let mut delete = tx
+                .prepare("DELETE FROM entries WHERE id = ?1 RETURNING sha256")
+                .map_err(err())?;
+            for id in &doomed {
+                let sha: Option<String> = delete
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(err())?;
+                candidates.extend(sha);
+            }
+        }
+        tx.commit().map_err(err())?;
+
+        // Only now, with the entries gone for good, may their blobs go.
+        let mut report = PruneReport {
+            entries_removed: doomed.len(),
+            bytes_kept: total,
+            ..PruneReport::default()
+        };
+        for sha in candidates {
+            if self.is_referenced(&sha)? {
+                continue;
+            }
+            let blob = objects::blob_path(&self.objects, &sha);
+            let len = fs::symlink_metadata(&blob).map(|m| m.len()).unwrap_or(0);
+            if objects::remove(&blob)? {
+                report.blobs_removed += 1;
+                report.bytes_freed += len;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Sweeps the object folders: removes blobs no entry references and
+    /// temporary files of interrupted saves, both only when older than an
+    /// hour. Run once per pass under the root lock, not after every save: it
+    /// lists every blob.
+    pub fn gc(&mut self) -> Result<PruneReport, StoreError> {
+        let referenced = self.referenced_digests()?;
+        let cutoff = SystemTime::now()
+            .checked_sub(GC_GRACE)
+            .unwrap_or(UNIX_EPOCH);
+        let mut report = PruneReport::default();
+        for found in objects::walk(&self.objects)? {
+            let old_enough = found.modified.is_some_and(|m| m < cutoff);
+            let is_temp = found.name.starts_with(objects::TEMP_PREFIX);
+            let orphan = objects::is_blob_name(&found.name) && !referenced.contains(&found.name);
+            if old_enough && (is_temp || orphan) && objects::remove(&found.path)? {
+                report.blobs_removed += 1;
+                report.bytes_freed += found.len;
+            }
+        }
+        Ok(report)
+    }
+
+    /// After the index was rebuilt: records every intact blob as a recovered
+    /// entry, so that pruning and sweeping do not erase evidence the lost
+    /// index used to describe.
+    fn adopt_orphans(&mut self) -> Result<usize, StoreError> {
+        let referenced = self.referenced_digests()?;
+        let mut adopted = 0;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql_err(&self.index_path, "cannot recover backups"))?;
+        for found in objects::walk(&self.objects)? {
+            if !objects::is_blob_name(&found.name) || referenced.contains(&found.name) {
+                continue;
+            }
+            let Ok(bytes) = objects::read(&found.path) else {
+                continue;
+            };
+            if objects::sha256_hex(&bytes) != found.name {
+                continue;
+            }
+            let saved_at = found
+                .modified
+                .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+                .and_then(|d| i64::try_from(d.as_secs()).ok())
+                .unwrap_or(0);
+            // A unique path per blob, so keep_per_path never collapses them.
+            let path = format!("(recovered)/{}", found.name);
+            tx.execute(
+                "INSERT INTO entries (resource, path, sha256, size, mode, uid, gid, saved_at, \
+                 reason, sensitive) VALUES (?1, ?2, ?3, ?4, 0, 0, 0, ?5, 'recovered', 1)",
+                params![
+                    RECOVERED_RESOURCE,
+                    path.as_bytes(),
+                    found.name,
+                    to_sql(found.len),
+                    saved_at
+                ],
+            )
+            .map_err(sql_err(&self.index_path, "cannot recover backups"))?;
+            adopted += 1;
+        }
+        tx.commit()
+            .map_err(sql_err(&self.index_path, "cannot recover backups"))?;
+        Ok(adopted)
+    }
+
+    fn is_referenced(&self, sha: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM entries WHERE sha256 = ?1)",
+                [sha],
+                |r| r.get(0),
+            )
+            .map_err(self.sql("cannot read backup index"))
+    }
+
+    fn referenced_digests(&self) -> Result<BTreeSet<String>, StoreError> {
+        self.conn
+            .prepare("SELECT DISTINCT sha256 FROM entries")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(self.sql("cannot read backup index"))
+    }
+
+    fn entry(&self, raw: RawEntry) -> Result<BackupEntry, StoreError> {
+        let reason = BackupReason::parse(&raw.reason).ok_or_else(|| StoreError::Malformed {
+            path: self.index_path.clone(),
+            what: "backup reason",
+            detail: raw.reason.clone(),
+        })?;
+        Ok(BackupEntry {
+            id: from_sql(raw.id),
+            resource: raw.resource,
+            path: PathBuf::from(OsString::from_vec(raw.path)),
+            sha256: raw.sha256,
+            size: from_sql(raw.size),
+            mode: raw.mode,
+            uid: raw.uid,
+            gid: raw.gid,
+            saved_at: raw.saved_at,
+            reason,
+            sensitive: raw.sensitive,
+        })
+    }
+
+    fn sql(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+        sql_err(&self.index_path, action)
+    }
+}
+
+fn sql_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Sqlite {
+        path,
+        action,
+        source,
+    }
+}
+
+const ENTRY_COLUMNS: &str =
+    "id, resource, path, sha256, size, mode, uid, gid, saved_at, reason, sensitive";
+
+/// A row as stored, before the reason word is checked.
+struct RawEntry {
+    id: i64,
+    resource: String,
+    path: Vec<u8>,
+    sha256: String,
+    size: i64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    saved_at: i64,
+    reason: String,
+    sensitive: bool,
+}
+
+fn raw_entry(row: &Row<'_>) -> rusqlite::Result<RawEntry> {
+    Ok(RawEntry {
+        id: row.get(0)?,
+        resource: row.get(1)?,
+        path: row.get(2)?,
+        sha256: row.get(3)?,
+        size: row.get(4)?,
+        mode: row.get(5)?,
+        uid: row.get(6)?,
+        gid: row.get(7)?,
+        saved_at: row.get(8)?,
+        reason: row.get(9)?,
+        sensitive: row.get(10)?,
+    })
+}
+
+/// Bit-preserving u64 <-> i64 for SQLite integers (see `state`).
+fn to_sql(value: u64) -> i64 {
+    i64::from_ne_bytes(value.to_ne_bytes())
+}
+
+fn from_sql(value: i64) -> u64 {
+    u64::from_ne_bytes(value.to_ne_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn saved<'a>(id: &'a ResourceId, path: &'a Path, bytes: &'a [u8], at: i64) -> SavedFile<'a> {
+        SavedFile {
+            resource: id,
+            declared_path: path,
+            bytes,
+            mode: 0o100_644,
+            uid: 0,
+            gid: 0,
+            reason: BackupReason::Update,
+            sensitive: false,
+            at,
+        }
+    }
+
+    #[test]
+    fn non_utf8_paths_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let id = ResourceId::new("File", "odd");
+        let path = PathBuf::from(OsString::from_vec(b"/etc/caf\xe9.conf".to_vec()));
+        store.save(&saved(&id, &path, b"x", 1)).unwrap();
+        let listed = store.list(Some(&path)).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].path, path);
+    }
+
+    #[test]
+    fn byte_budget_spares_the_newest_entry_of_each_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let id = ResourceId::new("File", "big");
+        let path = Path::new("/etc/big");
+        store.save(&saved(&id, path, &[1; 100], 1)).unwrap();
+        store.save(&saved(&id, path, &[2; 100], 2)).unwrap();
+        let newest = store.save(&saved(&id, path, &[3; 100], 3)).unwrap();
+        let policy = Retention {
+            max_total_bytes: Some(10),
+            ..Retention::default()
+        };
+        let report = store.prune(&policy, 3).unwrap();
+        assert_eq!(report.entries_removed, 2);
+        assert_eq!(report.blobs_removed, 2);
+        assert_eq!(report.bytes_kept, 100);
+        let left = store.list(None).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].id, newest.id);
+    }
+
+    #[test]
+    fn reasons_round_trip_through_their_words() {
+        for r in [
+            BackupReason::Update,
+            BackupReason::Remove,
+            BackupReason::Revert,
+            BackupReason::Drift,
+            BackupReason::Recovered,
+        ] {
+            assert_eq!(BackupReason::parse(r.as_str()), Some(r));
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Datum's local memory: the state database and the backup store of one root.
+//!
+//! - [`Store`] (`<root>/var/lib/datum/state.db`, SQLite): per resource, the
+//!   hash of the last verified declaration and the file metadata seen then;
+//!   per pass, a summary and inspection times; drift history for `datum
+//!   check`; reloads owed to services; accepted observations, quarantine and
+//!   the revert log.
+//! - [`backup::BackupStore`] (`<root>/var/lib/datum/backups`): the previous
+//!   content of every file an apply replaced or removed, content-addressed,
+//!   with bounded retention.
+//!
+//! # Sensitive values never reach the state database
+//!
+//! The [`Store`] API takes hashes, metadata, identities, counts and times,
+//! never file content or a declared value, and no table has a column that
+//! could hold one. Drift history is keyed by signatures (subject, category,
+//! changed paths), not by values. Keep it that way: a state database is
+//! copied into bug reports, and it must be safe to share.
+//!
+//! The backup store is the one exception by design: it keeps old content so
+//! an apply never destroys the evidence of what was there. Entries of
+//! sensitive resources are flagged ([`backup::BackupEntry::sensitive`]) so the
+//! CLI shows `(sensitive)` instead of their bytes; blobs are mode 0600 in a
+//! 0700 folder.
+//!
+//! # What this crate must not do
+//!
+//! It never decides policy (what is drift, when to revert or quarantine), never
+//! prints, and never touches managed files: restoring a backup is done by the
+//! caller through the host's atomic staging. Both stores assume one writer per
+//! root at a time, which the engine's root lock provides; readers may run
+//! alongside.
+//!
+//! # Crash safety
+//!
+//! Every write is a SQLite transaction (WAL, `synchronous = FULL`), so a
+//! process killed at any moment leaves each [`Batch`] wholly applied or not at
+//! all. A database that is corrupt, foreign or from a newer Datum is renamed
+//! to `<file>.corrupt-<unix-ts>` and rebuilt empty, with a [`StoreWarning`]:
+//! losing history is better than refusing to run.
+//!
+//! All times are Unix seconds (`i64`), passed in by the caller so tests and
+//! replays control the clock; durations are milliseconds.
+
+mod db;
+mod error;
+mod state;
+
+pub mod backup;
+
+pub use error::{StoreError, StoreWarning};
+pub use state::{
+    Accepted, Batch, FindingAge, FindingRecord, FindingScope, FindingSignature, OwedAction,
+    OwedReload, PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store,
+    StoredPass, VerifiedRecord,
+};
+
+/// Where the state database lives, relative to the root.
+pub const STATE_DB_PATH: &str = "var/lib/datum/state.db";
+
+/// Where the backup store lives, relative to the root.
+pub const BACKUP_DIR_PATH: &str = "var/lib/datum/backups";

@@ -1,0 +1,166 @@
+//! The state database: one SQLite file per root (`<root>/var/lib/datum/state.db`).
+//!
+//! [`Store`] owns the connection. Reads are methods on `Store`; every write is
+//! a transaction, either one per call (`Store::record_verified`...) or many
+//! grouped in a [`Batch`] that commits once. A process killed at any moment
+//! leaves either all of a batch or none of it.
+//!
+//! Each submodule owns one family of tables and must not touch another's.
+//! Nothing here decides policy (what counts as drift, when to quarantine):
+//! the engine and `datum check` decide, this module remembers.
+
+mod findings;
+mod passes;
+mod policy;
+mod schema;
+mod service;
+mod verified;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use passes::{PassRecord, Percentiles, StoredPass};
+pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
+pub use service::{OwedAction, OwedReload};
+pub use verified::VerifiedRecord;
+
+use crate::error::{StoreError, StoreWarning};
+
+/// The open state database of one root.
+///
+/// One writer per root: the engine holds the root lock for a pass. Readers
+/// (`datum schedule`, `datum backup list`) may open the same file meanwhile.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens the state database at `path`, creating it (and its folders, mode
+    /// 0700) when missing. A corrupt, foreign or too-new database is moved to
+    /// `<path>.corrupt-<unix-ts>` and replaced by an empty one; the returned
+    /// warning says so and must be shown to the operator.
+    pub fn open(path: &Path) -> Result<(Store, Vec<StoreWarning>), StoreError> {
+        let (conn, warnings) = crate::db::open(path, &schema::SCHEMA)?;
+        Ok((
+            Store {
+                conn,
+                path: path.to_owned(),
+            },
+            warnings,
+        ))
+    }
+
+    /// The database file this store was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts a write transaction. Nothing is visible to other connections,
+    /// nor survives a crash, until [`Batch::commit`]; dropping the batch rolls
+    /// it back. The engine uses one batch per pass to pay one fsync, not one
+    /// per resource.
+    pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
+        // IMMEDIATE takes the write lock now, so a conflict shows up here
+        // (after the busy timeout) and not halfway through the pass's writes.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(&self.path, "cannot start a transaction"))?;
+        Ok(Batch {
+            tx,
+            path: &self.path,
+        })
+    }
+
+    /// Runs `f` in its own batch and commits it.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Batch<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let batch = self.batch()?;
+        let out = f(&batch)?;
+        batch.commit()?;
+        Ok(out)
+    }
+}
+
+/// A group of writes that commits atomically. See [`Store::batch`].
+pub struct Batch<'s> {
+    tx: Transaction<'s>,
+    path: &'s Path,
+}
+
+impl Batch<'_> {
+    /// Makes every write of this batch durable (fsync, see `db::open` on
+    /// `synchronous = FULL`).
+    pub fn commit(self) -> Result<(), StoreError> {
+        self.tx.commit().map_err(sql(self.path, "cannot commit"))
+    }
+}
+
+/// Maps a SQLite error to [`StoreError::Sqlite`] naming the database file.
+fn sql(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Sqlite {
+        path,
+        action,
+        source,
+    }
+}
+
+fn malformed(path: &Path, what: &'static str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Malformed {
+        path: path.to_owned(),
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+/// SQLite integers are signed 64-bit. Sizes, inodes and device numbers are
+/// stored bit for bit (a u64 above `i64::MAX` reads back unchanged), which is
+/// all an equality comparison needs.
+fn u64_to_sql(value: u64) -> i64 {
+    i64::from_ne_bytes(value.to_ne_bytes())
+}
+
+fn u64_from_sql(value: i64) -> u64 {
+    u64::from_ne_bytes(value.to_ne_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn u64_values_round_trip_through_sqlite_integers() {
+        for value in [0, 1, u64::from(u32::MAX), i64::MAX as u64, u64::MAX] {
+            assert_eq!(u64_from_sql(u64_to_sql(value)), value);
+        }
+    }
+
+    #[test]
+    fn dropped_batch_rolls_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let id = datum_core::ResourceId::new("File", "motd");
+        {
+            let batch = store.batch().unwrap();
+            batch.record_verified(&id, "h1", None, 10).unwrap();
+            // dropped without commit
+        }
+        assert_eq!(store.last_verified(&id).unwrap(), None);
+        let batch = store.batch().unwrap();
+        batch.record_verified(&id, "h1", None, 10).unwrap();
+        batch.commit().unwrap();
+        assert_eq!(store.last_verified(&id).unwrap().unwrap().verified_at, 10);
+    }
+}

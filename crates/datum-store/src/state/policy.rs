@@ -1,0 +1,373 @@
+//! What reconciliation policies remember (issue 5): accepted observations,
+//! quarantined resources or hosts, and the revert log used to detect flapping.
+//!
+//! This module stores decisions; it does not make them. `datum check` decides
+//! when an observation is accepted, when reverting has become flapping, and
+//! that a person's quarantine is never lifted by a program.
+
+use datum_core::ResourceId;
+use rusqlite::{OptionalExtension as _, params};
+use serde::{Deserialize, Serialize};
+
+use super::{Batch, Store, malformed, sql, u64_from_sql};
+use crate::error::StoreError;
+
+/// Revert rows older than this are deleted when a new revert is recorded:
+/// flap detection looks at hours or days, not months.
+const REVERT_LOG_SECONDS: i64 = 30 * 24 * 3600;
+
+/// The stored text for a whole-host quarantine. Resource ids always have the
+/// `Kind[name]` shape, so this cannot collide with one.
+const HOST_TARGET: &str = "(host)";
+
+/// An observation accepted as the new normal for a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    pub declaration_hash: String,
+    /// A hash of the observed state (content hash and metadata fields), never
+    /// the observation itself.
+    pub observation_hash: String,
+    pub accepted_at: i64,
+}
+
+/// What is excluded from apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuarantineTarget {
+    Resource(ResourceId),
+    /// The whole host (a class whose policy quarantines the host).
+    Host,
+}
+
+impl QuarantineTarget {
+    fn key(&self) -> String {
+        match self {
+            QuarantineTarget::Resource(id) => id.to_string(),
+            QuarantineTarget::Host => HOST_TARGET.to_owned(),
+        }
+    }
+
+    fn from_key(key: &str) -> Option<Self> {
+        if key == HOST_TARGET {
+            return Some(QuarantineTarget::Host);
+        }
+        ResourceId::parse(key).ok().map(QuarantineTarget::Resource)
+    }
+}
+
+/// Who put something in quarantine: it decides who may take it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuarantineSource {
+    /// A person (break-glass): no automatic action ever touches it.
+    Person,
+    /// A class whose policy is `quarantine`.
+    Policy,
+    /// Flap detection escalated a resource that kept drifting after reverts.
+    Flapping,
+}
+
+impl QuarantineSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            QuarantineSource::Person => "person",
+            QuarantineSource::Policy => "policy",
+            QuarantineSource::Flapping => "flapping",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "person" => Some(QuarantineSource::Person),
+            "policy" => Some(QuarantineSource::Policy),
+            "flapping" => Some(QuarantineSource::Flapping),
+            _ => None,
+        }
+    }
+}
+
+/// One quarantined target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantine {
+    pub target: QuarantineTarget,
+    pub reason: String,
+    pub source: QuarantineSource,
+    pub since: i64,
+}
+
+impl Batch<'_> {
+    /// Accepts the current observation of `id` for this declaration.
+    pub fn accept(
+        &self,
+        id: &ResourceId,
+        declaration_hash: &str,
+        observation_hash: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .execute(
+                "INSERT OR REPLACE INTO accepted (resource, kind, name, declaration_hash, \
+                 observation_hash, accepted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    id.to_string(),
+                    id.kind,
+                    id.name,
+                    declaration_hash,
+                    observation_hash,
+                    at
+                ],
+            )
+            .map(drop)
+            .map_err(sql(self.path, "cannot record accepted observation"))
+    }
+
+    /// Drops the acceptance of `id`. Returns whether there was one.
+    pub fn clear_accepted(&self, id: &ResourceId) -> Result<bool, StoreError> {
+        self.tx
+            .execute("DELETE FROM accepted WHERE resource = ?1", [id.to_string()])
+            .map(|n| n > 0)
+            .map_err(sql(self.path, "cannot clear accepted observation"))
+    }
+
+    /// Quarantines `target`. An existing quarantine keeps its time and its
+    /// source if that was a person, so an automatic escalation never turns a
+    /// person's break-glass into something a program may release.
+    pub fn quarantine(
+        &self,
+        target: &QuarantineTarget,
+        reason: &str,
+        source: QuarantineSource,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .execute(
+                "INSERT INTO quarantine (target, reason, source, since) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (target) DO UPDATE SET \
+                   reason = CASE WHEN quarantine.source = 'person' AND excluded.source <> 'person' \
+                            THEN quarantine.reason ELSE excluded.reason END, \
+                   source = CASE WHEN quarantine.source = 'person' THEN 'person' \
+                            ELSE excluded.source END",
+                params![target.key(), reason, source.as_str(), at],
+            )
+            .map(drop)
+            .map_err(sql(self.path, "cannot record quarantine"))
+    }
+
+    /// Releases `target` (`datum release`). Returns whether it was quarantined.
+    pub fn release(&self, target: &QuarantineTarget) -> Result<bool, StoreError> {
+        self.tx
+            .execute("DELETE FROM quarantine WHERE target = ?1", [target.key()])
+            .map(|n| n > 0)
+            .map_err(sql(self.path, "cannot release quarantine"))
+    }
+
+    /// Logs one revert of `id` at `at` and returns how many reverts of `id`
+    /// the log holds since `window_start` (this one included).
+    pub fn record_revert(
+        &self,
+        id: &ResourceId,
+        at: i64,
+        window_start: i64,
+    ) -> Result<u64, StoreError> {
+        let err = || sql(self.path, "cannot record revert");
+        let key = id.to_string();
+        self.tx
+            .execute(
+                "INSERT INTO reverts (resource, at) VALUES (?1, ?2)",
+                params![key, at],
+            )
+            .map_err(err())?;
+        self.tx
+            .execute(
+                "DELETE FROM reverts WHERE at < ?1",
+                [at.saturating_sub(REVERT_LOG_SECONDS)],
+            )
+            .map_err(err())?;
+        self.tx
+            .query_row(
+                "SELECT count(*) FROM reverts WHERE resource = ?1 AND at >= ?2",
+                params![key, window_start],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(u64_from_sql)
+            .map_err(err())
+    }
+}
+
+impl Store {
+    /// The accepted observation of `id`, if any. The caller compares both
+    /// hashes with the current ones: a change in either means it is no longer
+    /// accepted.
+    pub fn accepted(&self, id: &ResourceId) -> Result<Option<Accepted>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT declaration_hash, observation_hash, accepted_at FROM accepted \
+                 WHERE resource = ?1",
+                [id.to_string()],
+                |r| {
+                    Ok(Accepted {
+                        declaration_hash: r.get(0)?,
+                        observation_hash: r.get(1)?,
+                        accepted_at: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql(&self.path, "cannot read accepted observation"))
+    }
+
+    /// Everything quarantined, oldest first.
+    pub fn quarantined(&self) -> Result<Vec<Quarantine>, StoreError> {
+        let rows: Vec<(String, String, String, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT target, reason, source, since FROM quarantine ORDER BY since, target",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                    .collect()
+            })
+            .map_err(sql(&self.path, "cannot read quarantine"))?;
+        rows.into_iter()
+            .map(|(target, reason, source, since)| {
+                Ok(Quarantine {
+                    target: QuarantineTarget::from_key(&target)
+                        .ok_or_else(|| malformed(&self.path, "quarantine target", &target))?,
+                    reason,
+                    source: QuarantineSource::parse(&source)
+                        .ok_or_else(|| malformed(&self.path, "quarantine source", &source))?,
+                    since,
+                })
+            })
+            .collect()
+    }
+
+    /// The quarantine of `target`, if any (the host's quarantine is not
+    /// folded in: ask for [`QuarantineTarget::Host`] separately).
+    pub fn quarantine_of(
+        &self,
+        target: &QuarantineTarget,
+    ) -> Result<Option<Quarantine>, StoreError> {
+        let key = target.key();
+        Ok(self
+            .quarantined()?
+            .into_iter()
+            .find(|q| q.target.key() == key))
+    }
+
+    /// See [`Batch::accept`]; one transaction.
+    pub fn accept(
+        &mut self,
+        id: &ResourceId,
+        declaration_hash: &str,
+        observation_hash: &str,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.write(|b| b.accept(id, declaration_hash, observation_hash, at))
+    }
+
+    /// See [`Batch::clear_accepted`]; one transaction.
+    pub fn clear_accepted(&mut self, id: &ResourceId) -> Result<bool, StoreError> {
+        self.write(|b| b.clear_accepted(id))
+    }
+
+    /// See [`Batch::quarantine`]; one transaction.
+    pub fn quarantine(
+        &mut self,
+        target: &QuarantineTarget,
+        reason: &str,
+        source: QuarantineSource,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        self.write(|b| b.quarantine(target, reason, source, at))
+    }
+
+    /// See [`Batch::release`]; one transaction.
+    pub fn release(&mut self, target: &QuarantineTarget) -> Result<bool, StoreError> {
+        self.write(|b| b.release(target))
+    }
+
+    /// See [`Batch::record_revert`]; one transaction.
+    pub fn record_revert(
+        &mut self,
+        id: &ResourceId,
+        at: i64,
+        window_start: i64,
+    ) -> Result<u64, StoreError> {
+        self.write(|b| b.record_revert(id, at, window_start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn automatic_quarantine_never_downgrades_a_persons() {
+        let (_dir, mut store) = open();
+        let t = QuarantineTarget::Resource(ResourceId::new("File", "motd"));
+        store
+            .quarantine(&t, "investigating", QuarantineSource::Person, 5)
+            .unwrap();
+        store
+            .quarantine(&t, "flapped 4 times", QuarantineSource::Flapping, 9)
+            .unwrap();
+        let q = store.quarantine_of(&t).unwrap().unwrap();
+        assert_eq!(q.source, QuarantineSource::Person);
+        assert_eq!(q.reason, "investigating");
+        assert_eq!(q.since, 5);
+        assert!(store.release(&t).unwrap());
+        assert!(store.quarantine_of(&t).unwrap().is_none());
+    }
+
+    #[test]
+    fn host_and_resource_targets_round_trip() {
+        let (_dir, mut store) = open();
+        store
+            .quarantine(
+                &QuarantineTarget::Host,
+                "policy",
+                QuarantineSource::Policy,
+                1,
+            )
+            .unwrap();
+        let r = QuarantineTarget::Resource(ResourceId::new("Tree", "www"));
+        store
+            .quarantine(&r, "x", QuarantineSource::Flapping, 2)
+            .unwrap();
+        let all = store.quarantined().unwrap();
+        assert_eq!(all[0].target, QuarantineTarget::Host);
+        assert_eq!(all[1].target, r);
+    }
+
+    #[test]
+    fn accepted_observation_round_trips_and_clears() {
+        let (_dir, mut store) = open();
+        let id = ResourceId::new("File", "motd");
+        store.accept(&id, "decl", "obs", 3).unwrap();
+        let a = store.accepted(&id).unwrap().unwrap();
+        assert_eq!(
+            (a.declaration_hash.as_str(), a.observation_hash.as_str()),
+            ("decl", "obs")
+        );
+        assert!(store.clear_accepted(&id).unwrap());
+        assert_eq!(store.accepted(&id).unwrap(), None);
+    }
+
+    #[test]
+    fn revert_count_is_per_resource_and_windowed() {
+        let (_dir, mut store) = open();
+        let a = ResourceId::new("File", "a");
+        let b = ResourceId::new("File", "b");
+        assert_eq!(store.record_revert(&a, 100, 0).unwrap(), 1);
+        assert_eq!(store.record_revert(&b, 150, 0).unwrap(), 1);
+        assert_eq!(store.record_revert(&a, 200, 0).unwrap(), 2);
+        assert_eq!(store.record_revert(&a, 300, 150).unwrap(), 2);
+    }
+}

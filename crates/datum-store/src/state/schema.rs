@@ -1,0 +1,122 @@
+//! The state database's tables, as an ordered list of migrations.
+//!
+//! Never edit a migration that has shipped: append a new one. Each entry turns
+//! version `i` into `i + 1`; `db::open` runs the missing ones in a single
+//! transaction and records the result in `PRAGMA user_version`.
+//!
+//! No table has a column for file content or a declared value: only hashes,
+//! metadata, identities and counts (see the crate documentation).
+
+use crate::db::Schema;
+
+/// "DtmS" in ASCII: marks a SQLite file as Datum's state database.
+const APPLICATION_ID: i32 = 0x4474_6d53;
+
+pub(crate) const SCHEMA: Schema = Schema {
+    application_id: APPLICATION_ID,
+    migrations: &[V1],
+};
+
+/// Version 1: everything issues 2, 3 and 5 need.
+const V1: &str = "
+-- Last verified state per resource. `resource` is the display form
+-- (File[sshd-config]); kind and name are kept apart because a name may itself
+-- contain brackets, which would make the display form ambiguous to parse.
+CREATE TABLE verified (
+    resource          TEXT PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    declaration_hash  TEXT NOT NULL,
+    verified_at       INTEGER NOT NULL,
+    has_meta          INTEGER NOT NULL,
+    size              INTEGER,
+    mtime_ns          INTEGER,
+    ctime_ns          INTEGER,
+    inode             INTEGER,
+    dev               INTEGER,
+    mode              INTEGER,
+    uid               INTEGER,
+    gid               INTEGER,
+    sha256            TEXT
+);
+
+-- One row per pass (apply, plan, check). counts is a JSON object
+-- {outcome word: count}: the set of words grows with the engine, and nothing
+-- queries inside it.
+CREATE TABLE passes (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    command      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    started_at   INTEGER NOT NULL,
+    finished_at  INTEGER NOT NULL,
+    duration_ms  INTEGER NOT NULL,
+    exit_code    INTEGER NOT NULL,
+    counts       TEXT NOT NULL
+);
+CREATE INDEX passes_by_command ON passes (command, id);
+
+-- Time spent inspecting each resource class in a pass (datum schedule).
+CREATE TABLE class_inspections (
+    pass_id      INTEGER NOT NULL REFERENCES passes (id) ON DELETE CASCADE,
+    class        TEXT NOT NULL,
+    duration_ms  INTEGER NOT NULL,
+    PRIMARY KEY (pass_id, class)
+);
+CREATE INDEX class_inspections_by_class ON class_inspections (class, pass_id);
+
+-- Drift findings currently present, per host: a row lives while consecutive
+-- checks keep seeing the same signature and is deleted by the first check
+-- that does not. `signature` is the canonical JSON of (subject, category,
+-- sorted paths): values never take part.
+CREATE TABLE findings (
+    host          TEXT NOT NULL,
+    signature     TEXT NOT NULL,
+    subject       TEXT NOT NULL,
+    category      TEXT NOT NULL,
+    paths         TEXT NOT NULL,
+    first_seen    INTEGER NOT NULL,
+    last_seen     INTEGER NOT NULL,
+    passes        INTEGER NOT NULL,
+    last_pass_id  INTEGER NOT NULL,
+    PRIMARY KEY (host, signature)
+);
+
+-- Service reloads or restarts owed because their files changed and the
+-- activation has not happened yet (issue 3). reasons is a JSON array.
+CREATE TABLE owed (
+    service  TEXT PRIMARY KEY,
+    kind     TEXT NOT NULL,
+    name     TEXT NOT NULL,
+    action   TEXT NOT NULL CHECK (action IN ('reload', 'restart')),
+    reasons  TEXT NOT NULL,
+    since    INTEGER NOT NULL
+);
+
+-- Observations a class with policy `accept` took as the new normal: they stay
+-- accepted while both hashes stay the same.
+CREATE TABLE accepted (
+    resource          TEXT PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    declaration_hash  TEXT NOT NULL,
+    observation_hash  TEXT NOT NULL,
+    accepted_at       INTEGER NOT NULL
+);
+
+-- Resources (or the whole host, target '(host)') excluded from apply until
+-- `datum release`.
+CREATE TABLE quarantine (
+    target  TEXT PRIMARY KEY,
+    reason  TEXT NOT NULL,
+    source  TEXT NOT NULL CHECK (source IN ('person', 'policy', 'flapping')),
+    since   INTEGER NOT NULL
+);
+
+-- Each revert of a drifted resource, for flap detection.
+CREATE TABLE reverts (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    resource  TEXT NOT NULL,
+    at        INTEGER NOT NULL
+);
+CREATE INDEX reverts_by_resource ON reverts (resource, at);
+";
