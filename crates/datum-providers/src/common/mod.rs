@@ -1,0 +1,24 @@
+//! What File, Directory and Symlink share: checking declared fields (field
+//! tables, modes, owners, `ensure`), reading ownership and mode into observed
+//! fields, comparing them, and resolving owners for apply.
+//!
+//! Only things at least two kinds use live here; anything specific to one
+//! kind stays in its folder. The checks are pure; the observe and apply
+//! helpers go through `datum_host` and never touch the machine directly.
+
+pub mod fields;
+pub mod meta;
+
+pub use fields::{Ensure, FieldKind, FieldSpec, check_fields};
+pub use meta::{MetaDesired, compare_meta, create_meta_changes, observe_meta};
+
+use datum_core::FieldChange;
+
+/// A field change between two optional text values.
+pub fn text_change(field: &str, before: Option<&str>, after: Option<&str>) -> FieldChange {
+    FieldChange {
+        field: field.to_owned(),
+        before: before.map(|s| serde_json::Value::String(s.to_owned())),
+        after: after.map(|s| serde_json::Value::String(s.to_owned())),
+    }
+}

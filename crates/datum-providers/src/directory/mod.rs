@@ -1,0 +1,317 @@
+//! `Directory`: one directory's owner, group and mode, or its absence.
+//!
+//! A Directory creates only itself: its parent must exist or be declared (and
+//! ordered first), so nothing appears on the host that no manifest names.
+//! `ensure: absent` removes an empty directory only; a non-empty one is a
+//! failure naming the path, never a recursive delete. A file or symlink in the
+//! way is replaced (the engine has backed it up before `apply`).
+//!
+//! This module must not touch what is inside the directory: that belongs to
+//! the resources declared for it.
+
+use std::path::{Path, PathBuf};
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::Host;
+use datum_host::fs::{self, FileKind};
+use serde_json::Value;
+
+use crate::common::fields::declared_path;
+use crate::common::{
+    Ensure, FieldKind, FieldSpec, MetaDesired, check_fields, compare_meta, create_meta_changes,
+    observe_meta, text_change,
+};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+/// Mode of a created directory when none is declared.
+pub const DEFAULT_MODE: u32 = 0o755;
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec::required("path", FieldKind::Path),
+    FieldSpec::optional("owner", FieldKind::Account),
+    FieldSpec::optional("group", FieldKind::Account),
+    FieldSpec::optional("mode", FieldKind::Mode),
+    FieldSpec::optional("ensure", FieldKind::Ensure),
+];
+
+/// A Directory declaration in typed form.
+#[derive(Debug, Clone)]
+pub struct DirectoryDesired {
+    pub path: PathBuf,
+    pub meta: MetaDesired,
+    pub ensure: Ensure,
+}
+
+impl DirectoryDesired {
+    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        let invalid =
+            |(field, message): (String, String)| ProviderError::Invalid { field, message };
+        let desired = &resource.desired;
+        Ok(DirectoryDesired {
+            path: declared_path(desired).map_err(|m| invalid(("path".to_owned(), m)))?,
+            meta: MetaDesired::parse(desired).map_err(invalid)?,
+            ensure: Ensure::parse(desired.get("ensure"))
+                .map_err(|m| invalid(("ensure".to_owned(), m)))?,
+        })
+    }
+}
+
+/// The `Directory` resource type.
+#[derive(Debug, Default)]
+pub struct DirectoryProvider;
+
+impl Provider for DirectoryProvider {
+    fn kind(&self) -> &'static str {
+        "Directory"
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        let errors = check_fields("Directory", desired, FIELDS);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        DirectoryDesired::from_resource(resource)
+            .map(|d| vec![d.path])
+            .unwrap_or_default()
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = DirectoryDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        let Some(stat) = fs::lstat(&path)? else {
+            return Ok(Observed::absent());
+        };
+        let mut observed = Observed::absent();
+        if stat.kind == FileKind::Directory {
+            observed.presence = Presence::Present;
+            observe_meta(host, &stat.meta, &d.meta, &mut observed.fields);
+        } else {
+            observed.presence = Presence::OtherType(stat.kind.word().to_owned());
+        }
+        observed.meta = Some(stat.meta);
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        match DirectoryDesired::from_resource(resource) {
+            Ok(d) => diff(&d, observed),
+            Err(_) => Diff::default(),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = DirectoryDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        match diff.action() {
+            Action::None => Ok(()),
+            Action::Remove => remove(&path),
+            Action::Create | Action::Update | Action::Replace => converge(host, &d, &path),
+        }
+    }
+}
+
+/// The pure comparison behind [`DirectoryProvider::diff`].
+pub fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    match (d.ensure, &observed.presence) {
+        (Ensure::Absent, Presence::Present) => {
+            out.action = Some(Action::Remove);
+            out.changes.push(FieldChange {
+                field: "ensure".to_owned(),
+                before: Some(Value::String("present".to_owned())),
+                after: Some(Value::String("absent".to_owned())),
+            });
+        }
+        // Something that is not a directory is not this resource's business.
+        (Ensure::Absent, _) => {}
+        (Ensure::Present, Presence::Absent) => {
+            out.action = Some(Action::Create);
+            create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
+        }
+        (Ensure::Present, Presence::OtherType(kind)) => {
+            out.action = Some(Action::Replace);
+            out.changes
+                .push(text_change("type", Some(kind), Some("directory")));
+            create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
+        }
+        (Ensure::Present, Presence::Present) => {
+            compare_meta(&d.meta, observed, &mut out.changes);
+            if !out.changes.is_empty() {
+                out.action = Some(Action::Update);
+            }
+        }
+    }
+    out
+}
+
+fn remove(path: &Path) -> Result<(), ProviderError> {
+    match fs::lstat(path)? {
+        Some(stat) if stat.kind == FileKind::Directory => Ok(fs::remove_dir(path)?),
+        _ => Ok(()),
+    }
+}
+
+fn converge(host: &Host, d: &DirectoryDesired, path: &Path) -> Result<(), ProviderError> {
+    // Resolve owners first: an unknown user must fail before anything moves.
+    let (uid, gid) = d.meta.resolve(host)?;
+    let current = fs::lstat(path)?;
+    let existing = match current {
+        Some(stat) if stat.kind == FileKind::Directory => Some(stat.meta),
+        Some(_) => {
+            // A file, link or special file in the way: the engine has backed
+            // it up; a link is removed, never followed.
+            fs::remove_file(path)?;
+            None
+        }
+        None => None,
+    };
+    let Some(existing) = existing else {
+        let mode = d.meta.mode.unwrap_or(DEFAULT_MODE);
+        fs::create_dir(path, mode)?;
+        if uid.is_some() || gid.is_some() {
+            // chown may clear the set-group-id bit; set the mode again after.
+            fs::set_metadata(path, uid, gid, Some(mode))?;
+        }
+        return Ok(());
+    };
+    let uid = uid.filter(|u| *u != existing.uid);
+    let gid = gid.filter(|g| *g != existing.gid);
+    let owner_changes = uid.is_some() || gid.is_some();
+    let mode = match d.meta.mode {
+        Some(m) if m != existing.mode || owner_changes => Some(m),
+        None if owner_changes => Some(existing.mode),
+        _ => None,
+    };
+    if owner_changes || mode.is_some() {
+        fs::set_metadata(path, uid, gid, mode)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::resource;
+
+    fn present(owner: &str, mode: &str) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert("owner".into(), json!(owner));
+        o.fields.insert("group".into(), json!("root"));
+        o.fields.insert("mode".into(), json!(mode));
+        o
+    }
+
+    fn other(kind: &str) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::OtherType(kind.into());
+        o
+    }
+
+    #[test]
+    fn check_table() {
+        let cases: Vec<(Value, usize)> = vec![
+            (json!({"path": "/srv/app"}), 0),
+            (
+                json!({"path": "/srv/app", "owner": "root", "group": "0", "mode": "2750", "ensure": "absent"}),
+                0,
+            ),
+            (json!({"path": "/srv/app", "content": "x"}), 1),
+            (
+                json!({"path": "/srv/app", "mode": 755, "ensure": "gone"}),
+                2,
+            ),
+            (json!({}), 1),
+        ];
+        for (desired, want) in cases {
+            let got = DirectoryProvider
+                .check(&desired)
+                .err()
+                .map_or(0, |e| e.len());
+            assert_eq!(got, want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn diff_table() {
+        let full = json!({"path": "/srv/app", "owner": "root", "mode": "0750"});
+        let absent = json!({"path": "/srv/app", "ensure": "absent"});
+        let cases: Vec<(&str, Value, Observed, Action, Vec<&str>)> = vec![
+            (
+                "create",
+                full.clone(),
+                Observed::absent(),
+                Action::Create,
+                vec!["owner", "mode"],
+            ),
+            (
+                "converged",
+                full.clone(),
+                present("root", "0750"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "mode drift",
+                full.clone(),
+                present("root", "0755"),
+                Action::Update,
+                vec!["mode"],
+            ),
+            (
+                "owner undeclared",
+                json!({"path": "/srv/app", "mode": "750"}),
+                present("app", "0750"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "file in the way",
+                full.clone(),
+                other("file"),
+                Action::Replace,
+                vec!["type", "owner", "mode"],
+            ),
+            (
+                "remove",
+                absent.clone(),
+                present("root", "0755"),
+                Action::Remove,
+                vec!["ensure"],
+            ),
+            (
+                "absent already",
+                absent.clone(),
+                Observed::absent(),
+                Action::None,
+                vec![],
+            ),
+            (
+                "absent ignores a file",
+                absent.clone(),
+                other("file"),
+                Action::None,
+                vec![],
+            ),
+        ];
+        for (name, desired, observed, action, fields) in cases {
+            let d = DirectoryProvider.diff(&resource("Directory", desired, None), &observed);
+            assert_eq!(d.action(), action, "{name}");
+            assert_eq!(d.changed_fields(), fields, "{name}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! File's declared fields: the table `check` enforces and the typed form the
+//! later phases read.
+
+use std::path::PathBuf;
+
+use datum_core::{Content, Resource};
+use serde_json::Value;
+
+use crate::common::fields::declared_path;
+use crate::common::{Ensure, FieldKind, FieldSpec, MetaDesired, check_fields};
+use crate::{FieldError, ProviderError};
+
+/// The content fields; at most one may be declared. The catalogue renders
+/// whichever it is into `Resource::content` and removes it from `desired`.
+pub const CONTENT_FIELDS: [&str; 3] = ["content", "source", "template"];
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec::required("path", FieldKind::Path),
+    FieldSpec::optional("content", FieldKind::Text),
+    FieldSpec::optional("source", FieldKind::NonEmptyText),
+    FieldSpec::optional("template", FieldKind::NonEmptyText),
+    FieldSpec::optional("owner", FieldKind::Account),
+    FieldSpec::optional("group", FieldKind::Account),
+    FieldSpec::optional("mode", FieldKind::Mode),
+    FieldSpec::optional("ensure", FieldKind::Ensure),
+];
+
+/// Checks a raw declaration (content fields still in place).
+pub fn check(desired: &Value) -> Result<(), Vec<FieldError>> {
+    let mut errors = check_fields("File", desired, FIELDS);
+    let declared: Vec<&str> = CONTENT_FIELDS
+        .into_iter()
+        .filter(|f| desired.get(f).is_some())
+        .collect();
+    if declared.len() > 1 {
+        errors.push(FieldError::new(
+            &[declared[1]],
+            format!(
+                "a File takes at most one of `content`, `source` and `template`, not both `{}` and `{}`",
+                declared[0], declared[1]
+            ),
+        ));
+    }
+    if let Ok(Ensure::Absent) = Ensure::parse(desired.get("ensure"))
+        && let Some(first) = declared.first()
+    {
+        errors.push(FieldError::new(
+            &[first],
+            format!(
+                "`{first}` makes no sense with `ensure: absent`: an absent file has no content"
+            ),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// A File declaration in typed form.
+#[derive(Debug, Clone)]
+pub struct FileDesired {
+    pub path: PathBuf,
+    pub meta: MetaDesired,
+    pub ensure: Ensure,
+    /// `None`: content is not managed (metadata only; created empty).
+    pub content: Option<Content>,
+}
+
+impl FileDesired {
+    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        let invalid =
+            |(field, message): (String, String)| ProviderError::Invalid { field, message };
+        let desired = &resource.desired;
+        let path = declared_path(desired).map_err(|m| invalid(("path".to_owned(), m)))?;
+        let meta = MetaDesired::parse(desired).map_err(invalid)?;
+        let ensure =
+            Ensure::parse(desired.get("ensure")).map_err(|m| invalid(("ensure".to_owned(), m)))?;
+        // Normally the catalogue has rendered content already; inline content
+        // left in `desired` (a resource built by hand) means the same thing.
+        let content = resource.content.clone().or_else(|| {
+            desired
+                .get("content")
+                .and_then(Value::as_str)
+                .map(|s| Content::new(s.as_bytes().to_vec()))
+        });
+        Ok(FileDesired {
+            path,
+            meta,
+            ensure,
+            content,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn problems(desired: Value) -> Vec<String> {
+        match check(&desired) {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors.into_iter().map(|e| e.path.join(".")).collect(),
+        }
+    }
+
+    #[test]
+    fn check_accepts_and_rejects_as_documented() {
+        let cases: Vec<(Value, Vec<&str>)> = vec![
+            (json!({"path": "/etc/motd"}), vec![]),
+            (
+                json!({"path": "/etc/motd", "content": "hi\n", "owner": "root", "group": 0, "mode": "0644"}),
+                vec![],
+            ),
+            (json!({"path": "/etc/motd", "source": "files/motd"}), vec![]),
+            (
+                json!({"path": "/etc/motd", "template": "t/motd.j2", "ensure": "present"}),
+                vec![],
+            ),
+            (json!({"path": "/etc/motd", "ensure": "absent"}), vec![]),
+            (
+                json!({"path": "/etc/motd", "content": "x", "source": "y"}),
+                vec!["source"],
+            ),
+            (
+                json!({"path": "/etc/motd", "content": "x", "ensure": "absent"}),
+                vec!["content"],
+            ),
+            (json!({"path": "/etc/motd", "mode": 644}), vec!["mode"]),
+            (json!({"path": "/etc/motd", "content": 5}), vec!["content"]),
+            (json!({"path": "/etc/motd", "source": ""}), vec!["source"]),
+            (json!({"path": "motd"}), vec!["path"]),
+            (json!({"content": "x"}), vec![""]),
+            (
+                json!({"path": "/etc/motd", "validate": "sshd"}),
+                vec!["validate"],
+            ),
+            (
+                json!({"path": "/etc/motd", "owner": "a b", "group": [], "mode": "999"}),
+                vec!["group", "mode", "owner"],
+            ),
+        ];
+        for (desired, mut want) in cases {
+            let mut got = problems(desired.clone());
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn inline_content_in_desired_is_used_when_the_catalogue_did_not_render() {
+        let resource =
+            crate::testing::resource("File", json!({"path": "/x", "content": "hi"}), None);
+        let d = FileDesired::from_resource(&resource).unwrap();
+        assert_eq!(d.content.unwrap().bytes, b"hi");
+    }
+}

@@ -1,0 +1,465 @@
+//! `File`: a regular file's content, owner, group and mode, or its absence.
+//!
+//! Content changes go through a staged copy beside the target
+//! (`datum_host::staging`): written, given its owner, group and mode, offered
+//! to the engine's gate (where a validator runs), and only then renamed over
+//! the live file. Owner and mode changes alone are made in place, without
+//! rewriting the content. A directory in the way is a failure, never a
+//! recursive delete; a missing parent directory is a failure naming it.
+//!
+//! This module must not run validators or decide what to do when one says
+//! no: the gate (the engine) does. It must not keep backups either: the engine
+//! saves the old content before calling `apply`.
+
+mod desired;
+
+use std::path::PathBuf;
+
+use datum_core::{Action, ContentChange, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::fs::{self, FileKind};
+use datum_host::{Host, HostError, StagedFile};
+use serde_json::Value;
+
+use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+pub use desired::{CONTENT_FIELDS, FileDesired};
+
+/// Files up to this size keep their bytes in the observation, for text diffs.
+pub const KEEP_CONTENT_UP_TO: u64 = 1024 * 1024;
+
+/// Mode of a created file when none is declared.
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// The `File` resource type.
+#[derive(Debug, Default)]
+pub struct FileProvider;
+
+impl Provider for FileProvider {
+    fn kind(&self) -> &'static str {
+        "File"
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        desired::check(desired)
+    }
+
+    fn takes_content(&self) -> bool {
+        true
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        FileDesired::from_resource(resource)
+            .map(|d| vec![d.path])
+            .unwrap_or_default()
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = FileDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        let Some(stat) = fs::lstat(&path)? else {
+            return Ok(Observed::absent());
+        };
+        let mut observed = Observed::absent();
+        if stat.kind != FileKind::File {
+            observed.presence = Presence::OtherType(stat.kind.word().to_owned());
+            observed.meta = Some(stat.meta);
+            return Ok(observed);
+        }
+        let hashed = fs::hash_file(&path, KEEP_CONTENT_UP_TO)?;
+        let mut meta = stat.meta;
+        meta.size = hashed.size;
+        meta.sha256 = Some(hashed.sha256.clone());
+        observe_meta(host, &meta, &d.meta, &mut observed.fields);
+        observed
+            .fields
+            .insert("content_sha256".to_owned(), Value::String(hashed.sha256));
+        observed.presence = Presence::Present;
+        observed.content = hashed.bytes;
+        observed.meta = Some(meta);
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        // `observe` has already refused a declaration that does not parse.
+        match FileDesired::from_resource(resource) {
+            Ok(d) => diff(&d, observed),
+            Err(_) => Diff::default(),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = FileDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        match diff.action() {
+            Action::None => Ok(()),
+            Action::Remove => remove(&path),
+            Action::Create | Action::Update | Action::Replace => {
+                converge(host, &d, &path, diff, gate)
+            }
+        }
+    }
+}
+
+/// The pure comparison behind [`FileProvider::diff`].
+pub fn diff(d: &FileDesired, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    match (d.ensure, &observed.presence) {
+        (Ensure::Absent, Presence::Absent) => {}
+        // A link where a file should be absent goes too (the link, not what
+        // it points at); a directory is not a file and is left alone.
+        (Ensure::Absent, Presence::Present) => remove_diff(&mut out, "present"),
+        (Ensure::Absent, Presence::OtherType(kind)) if kind != "directory" => {
+            remove_diff(&mut out, kind);
+        }
+        (Ensure::Absent, Presence::OtherType(_)) => {}
+        (Ensure::Present, Presence::Absent) => {
+            out.action = Some(Action::Create);
+            create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
+            out.content = d.content.as_ref().map(|c| new_content(c, None));
+        }
+        (Ensure::Present, Presence::OtherType(kind)) => {
+            // A directory shows as a replace in the plan and fails at apply:
+            // Datum never deletes a directory to make room for a file.
+            out.action = Some(Action::Replace);
+            out.changes
+                .push(text_change("type", Some(kind), Some("file")));
+            create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
+            out.content = d.content.as_ref().map(|c| new_content(c, None));
+        }
+        (Ensure::Present, Presence::Present) => {
+            compare_meta(&d.meta, observed, &mut out.changes);
+            if let Some(content) = &d.content {
+                let have = observed
+                    .fields
+                    .get("content_sha256")
+                    .and_then(Value::as_str);
+                if have != Some(content.sha256.as_str()) {
+                    out.content = Some(new_content(content, Some(observed)));
+                }
+            }
+            if !out.changes.is_empty() || out.content.is_some() {
+                out.action = Some(Action::Update);
+            }
+        }
+    }
+    out
+}
+
+fn remove_diff(out: &mut Diff, found: &str) {
+    out.action = Some(Action::Remove);
+    out.changes.push(FieldChange {
+        field: "ensure".to_owned(),
+        before: Some(Value::String(found.to_owned())),
+        after: Some(Value::String("absent".to_owned())),
+    });
+}
+
+fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> ContentChange {
+    ContentChange {
+        before: observed.and_then(|o| o.content.clone()),
+        after: content.bytes.clone(),
+        before_sha256: observed.and_then(|o| {
+            o.fields
+                .get("content_sha256")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        }),
+        after_sha256: content.sha256.clone(),
+    }
+}
+
+/// Removes what is at `path` unless it is a directory (looked at afresh, not
+/// trusted from the observation).
+fn remove(path: &std::path::Path) -> Result<(), ProviderError> {
+    match fs::lstat(path)? {
+        None => Ok(()),
+        Some(stat) if stat.kind == FileKind::Directory => Ok(()),
+        Some(_) => Ok(fs::remove_file(path)?),
+    }
+}
+
+/// Creates, replaces or updates the file so it matches the declaration.
+fn converge(
+    host: &Host,
+    d: &FileDesired,
+    path: &std::path::Path,
+    diff: &Diff,
+    gate: &mut dyn StagingGate,
+) -> Result<(), ProviderError> {
+    // Look again: the observation may be stale, and the safety rules below
+    // must hold for what is there now.
+    let current = fs::lstat(path)?;
+    let current_file = match &current {
+        Some(stat) if stat.kind == FileKind::Directory => {
+            return Err(HostError::InTheWay {
+                path: path.to_path_buf(),
+                found: "directory".to_owned(),
+            }
+            .into());
+        }
+        Some(stat) if stat.kind == FileKind::File => Some(&stat.meta),
+        _ => None,
+    };
+    let (uid, gid) = d.meta.resolve(host)?;
+
+    let Some(existing) = current_file.filter(|_| diff.content.is_none()) else {
+        // New content, or nothing usable there: write a whole new file.
+        // Undeclared owner and mode carry over from a file being rewritten.
+        let uid = uid.or(current_file.map(|m| m.uid));
+        let gid = gid.or(current_file.map(|m| m.gid));
+        let mode = d
+            .meta
+            .mode
+            .or(current_file.map(|m| m.mode))
+            .unwrap_or(DEFAULT_MODE);
+        let bytes = d
+            .content
+            .as_ref()
+            .map(|c| c.bytes.as_slice())
+            .unwrap_or(&[]);
+        return write_staged(host, path, bytes, uid, gid, mode, gate);
+    };
+
+    // Same content: fix owner and mode in place. A chown clears set-id bits,
+    // so the mode is set again afterwards, declared or as it was.
+    let uid = uid.filter(|u| *u != existing.uid);
+    let gid = gid.filter(|g| *g != existing.gid);
+    let owner_changes = uid.is_some() || gid.is_some();
+    let mode = match d.meta.mode {
+        Some(m) if m != existing.mode || owner_changes => Some(m),
+        None if owner_changes => Some(existing.mode),
+        _ => None,
+    };
+    if owner_changes || mode.is_some() {
+        fs::set_metadata(path, uid, gid, mode)?;
+    }
+    Ok(())
+}
+
+fn write_staged(
+    host: &Host,
+    path: &std::path::Path,
+    bytes: &[u8],
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+    gate: &mut dyn StagingGate,
+) -> Result<(), ProviderError> {
+    fs::require_parent_dir(path)?;
+    if let Some(parent) = path.parent() {
+        host.sweep_stale_staging(parent)?;
+    }
+    let mut staged = StagedFile::create(path)?;
+    staged.write_all(bytes)?;
+    staged.set_owner(uid, gid)?;
+    staged.set_mode(mode)?;
+    staged.sync()?;
+    if let Err(rejection) = gate.check_staged(staged.path()) {
+        // The rejection is what matters; a staging directory that could not
+        // be removed is swept by the next pass.
+        let _ = staged.discard();
+        return Err(rejection.into());
+    }
+    staged.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::Content;
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::resource;
+
+    fn present(owner: &str, mode: &str, content: &[u8]) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert("owner".into(), json!(owner));
+        o.fields.insert("group".into(), json!("root"));
+        o.fields.insert("mode".into(), json!(mode));
+        o.fields.insert(
+            "content_sha256".into(),
+            json!(datum_core::sha256_hex(content)),
+        );
+        o.content = Some(content.to_vec());
+        o
+    }
+
+    fn other(kind: &str) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::OtherType(kind.into());
+        o
+    }
+
+    fn run(desired: Value, content: Option<&[u8]>, observed: &Observed) -> Diff {
+        let r = resource("File", desired, content.map(|c| Content::new(c.to_vec())));
+        FileProvider.diff(&r, observed)
+    }
+
+    /// Name, desired, declared content, observed, expected action and fields.
+    type Case<'a> = (
+        &'a str,
+        Value,
+        Option<&'a [u8]>,
+        Observed,
+        Action,
+        Vec<&'a str>,
+    );
+
+    #[test]
+    fn diff_table() {
+        let path = json!({"path": "/etc/motd"});
+        let full = json!({"path": "/etc/motd", "owner": "root", "mode": "0644"});
+        let absent = json!({"path": "/etc/motd", "ensure": "absent"});
+        let cases: Vec<Case> = vec![
+            (
+                "create with content",
+                full.clone(),
+                Some(b"hi\n"),
+                Observed::absent(),
+                Action::Create,
+                vec!["owner", "mode", "content"],
+            ),
+            (
+                "create metadata only",
+                path.clone(),
+                None,
+                Observed::absent(),
+                Action::Create,
+                vec!["mode"],
+            ),
+            (
+                "converged",
+                full.clone(),
+                Some(b"hi\n"),
+                present("root", "0644", b"hi\n"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "content edited",
+                full.clone(),
+                Some(b"hi\n"),
+                present("root", "0644", b"edited\n"),
+                Action::Update,
+                vec!["content"],
+            ),
+            (
+                "mode changed",
+                full.clone(),
+                Some(b"hi\n"),
+                present("root", "0600", b"hi\n"),
+                Action::Update,
+                vec!["mode"],
+            ),
+            (
+                "undeclared owner not managed",
+                json!({"path": "/etc/motd", "mode": "644"}),
+                Some(b"hi\n"),
+                present("app", "0644", b"hi\n"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "content not managed",
+                full.clone(),
+                None,
+                present("root", "0644", b"anything"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "symlink in the way",
+                full.clone(),
+                Some(b"hi\n"),
+                other("symlink"),
+                Action::Replace,
+                vec!["type", "owner", "mode", "content"],
+            ),
+            (
+                "directory in the way",
+                full.clone(),
+                Some(b"hi\n"),
+                other("directory"),
+                Action::Replace,
+                vec!["type", "owner", "mode", "content"],
+            ),
+            (
+                "remove",
+                absent.clone(),
+                None,
+                present("root", "0644", b"x"),
+                Action::Remove,
+                vec!["ensure"],
+            ),
+            (
+                "already absent",
+                absent.clone(),
+                None,
+                Observed::absent(),
+                Action::None,
+                vec![],
+            ),
+            (
+                "absent removes a link",
+                absent.clone(),
+                None,
+                other("symlink"),
+                Action::Remove,
+                vec!["ensure"],
+            ),
+            (
+                "absent leaves a directory",
+                absent.clone(),
+                None,
+                other("directory"),
+                Action::None,
+                vec![],
+            ),
+        ];
+        for (name, desired, content, observed, action, fields) in cases {
+            let d = run(desired, content, &observed);
+            assert_eq!(d.action(), action, "{name}");
+            assert_eq!(d.changed_fields(), fields, "{name}");
+        }
+    }
+
+    #[test]
+    fn content_changes_carry_both_sides() {
+        let d = run(
+            json!({"path": "/etc/motd"}),
+            Some(b"new\n"),
+            &present("root", "0644", b"old\n"),
+        );
+        let c = d.content.unwrap();
+        assert_eq!(c.before.as_deref(), Some(&b"old\n"[..]));
+        assert_eq!(c.after, b"new\n");
+        assert_eq!(c.before_sha256, Some(datum_core::sha256_hex(b"old\n")));
+        assert_eq!(c.after_sha256, datum_core::sha256_hex(b"new\n"));
+    }
+
+    #[test]
+    fn field_changes_show_before_and_after() {
+        let d = run(
+            json!({"path": "/etc/motd", "owner": "app", "mode": "600"}),
+            None,
+            &present("root", "0644", b""),
+        );
+        assert_eq!(
+            d.changes,
+            vec![
+                text_change("owner", Some("root"), Some("app")),
+                text_change("mode", Some("0644"), Some("0600")),
+            ]
+        );
+    }
+}

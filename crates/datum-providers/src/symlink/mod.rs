@@ -1,0 +1,316 @@
+//! `Symlink`: a symbolic link at a path pointing at a target, or its absence.
+//!
+//! The target is stored exactly as declared (relative targets stay relative)
+//! and is not resolved under `--root`: it is read by the host's kernel, from
+//! wherever the link ends up. A link is created or changed by staging the new
+//! link under the link's own name beside it and renaming it over the path, so
+//! there is no moment without a link. A file in the way is replaced (the
+//! engine has backed it up); a directory in the way is a failure.
+//!
+//! This module must not look at what the link points to: a dangling link is
+//! a valid declaration.
+
+use std::path::{Path, PathBuf};
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::fs::{self, FileKind};
+use datum_host::{Host, HostError, StagedSymlink};
+use serde_json::Value;
+
+use crate::common::fields::declared_path;
+use crate::common::{Ensure, FieldKind, FieldSpec, check_fields, text_change};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+pub const FIELDS: &[FieldSpec] = &[
+    FieldSpec::required("path", FieldKind::Path),
+    FieldSpec::optional("target", FieldKind::NonEmptyText),
+    FieldSpec::optional("ensure", FieldKind::Ensure),
+];
+
+/// A Symlink declaration in typed form.
+#[derive(Debug, Clone)]
+pub struct SymlinkDesired {
+    pub path: PathBuf,
+    /// Required when present (checked by `check`).
+    pub target: Option<String>,
+    pub ensure: Ensure,
+}
+
+impl SymlinkDesired {
+    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        let invalid = |field: &str, message: String| ProviderError::Invalid {
+            field: field.to_owned(),
+            message,
+        };
+        let desired = &resource.desired;
+        let ensure = Ensure::parse(desired.get("ensure")).map_err(|m| invalid("ensure", m))?;
+        let target = desired
+            .get("target")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if ensure == Ensure::Present && target.is_none() {
+            return Err(invalid("target", "a Symlink needs `target`".to_owned()));
+        }
+        Ok(SymlinkDesired {
+            path: declared_path(desired).map_err(|m| invalid("path", m))?,
+            target,
+            ensure,
+        })
+    }
+}
+
+/// The `Symlink` resource type.
+#[derive(Debug, Default)]
+pub struct SymlinkProvider;
+
+impl Provider for SymlinkProvider {
+    fn kind(&self) -> &'static str {
+        "Symlink"
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        let mut errors = check_fields("Symlink", desired, FIELDS);
+        let present = matches!(Ensure::parse(desired.get("ensure")), Ok(Ensure::Present));
+        if desired.is_object() && present && desired.get("target").is_none() {
+            errors.push(FieldError::new(&[], "a Symlink needs `target`"));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        SymlinkDesired::from_resource(resource)
+            .map(|d| vec![d.path])
+            .unwrap_or_default()
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = SymlinkDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        let Some(stat) = fs::lstat(&path)? else {
+            return Ok(Observed::absent());
+        };
+        let mut observed = Observed::absent();
+        if stat.kind == FileKind::Symlink {
+            let target = fs::read_link(&path)?;
+            observed.presence = Presence::Present;
+            observed.fields.insert(
+                "target".to_owned(),
+                Value::String(target.to_string_lossy().into_owned()),
+            );
+        } else {
+            observed.presence = Presence::OtherType(stat.kind.word().to_owned());
+        }
+        observed.meta = Some(stat.meta);
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        match SymlinkDesired::from_resource(resource) {
+            Ok(d) => diff(&d, observed),
+            Err(_) => Diff::default(),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = SymlinkDesired::from_resource(resource)?;
+        let path = host.resolve(&d.path)?;
+        match (diff.action(), &d.target) {
+            (Action::None, _) => Ok(()),
+            (Action::Remove, _) => remove(&path),
+            (Action::Create | Action::Update | Action::Replace, Some(target)) => {
+                converge(host, &path, Path::new(target))
+            }
+            (_, None) => Err(ProviderError::Invalid {
+                field: "target".to_owned(),
+                message: "a Symlink needs `target`".to_owned(),
+            }),
+        }
+    }
+}
+
+/// The pure comparison behind [`SymlinkProvider::diff`].
+pub fn diff(d: &SymlinkDesired, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    let seen = observed.fields.get("target").and_then(Value::as_str);
+    match (d.ensure, &observed.presence, &d.target) {
+        (Ensure::Absent, Presence::Present, _) => {
+            out.action = Some(Action::Remove);
+            out.changes.push(FieldChange {
+                field: "ensure".to_owned(),
+                before: Some(Value::String("present".to_owned())),
+                after: Some(Value::String("absent".to_owned())),
+            });
+        }
+        // Not a link: not this resource's business.
+        (Ensure::Absent, _, _) | (Ensure::Present, _, None) => {}
+        (Ensure::Present, Presence::Absent, Some(target)) => {
+            out.action = Some(Action::Create);
+            out.changes.push(text_change("target", None, Some(target)));
+        }
+        (Ensure::Present, Presence::OtherType(kind), Some(target)) => {
+            // A directory shows as a replace here and fails at apply.
+            out.action = Some(Action::Replace);
+            out.changes
+                .push(text_change("type", Some(kind), Some("symlink")));
+            out.changes.push(text_change("target", None, Some(target)));
+        }
+        (Ensure::Present, Presence::Present, Some(target)) => {
+            if seen != Some(target.as_str()) {
+                out.action = Some(Action::Update);
+                out.changes.push(text_change("target", seen, Some(target)));
+            }
+        }
+    }
+    out
+}
+
+fn remove(path: &Path) -> Result<(), ProviderError> {
+    match fs::lstat(path)? {
+        Some(stat) if stat.kind == FileKind::Symlink => Ok(fs::remove_file(path)?),
+        _ => Ok(()),
+    }
+}
+
+fn converge(host: &Host, path: &Path, target: &Path) -> Result<(), ProviderError> {
+    if let Some(stat) = fs::lstat(path)?
+        && stat.kind == FileKind::Directory
+    {
+        return Err(HostError::InTheWay {
+            path: path.to_path_buf(),
+            found: "directory".to_owned(),
+        }
+        .into());
+    }
+    fs::require_parent_dir(path)?;
+    if let Some(parent) = path.parent() {
+        host.sweep_stale_staging(parent)?;
+    }
+    StagedSymlink::create(path, target)?.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::resource;
+
+    fn link(target: &str) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert("target".into(), json!(target));
+        o
+    }
+
+    fn other(kind: &str) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::OtherType(kind.into());
+        o
+    }
+
+    #[test]
+    fn check_table() {
+        let cases: Vec<(Value, usize)> = vec![
+            (
+                json!({"path": "/etc/localtime", "target": "/usr/share/zoneinfo/UTC"}),
+                0,
+            ),
+            (json!({"path": "/srv/current", "target": "releases/42"}), 0),
+            (json!({"path": "/srv/current", "ensure": "absent"}), 0),
+            (json!({"path": "/srv/current"}), 1),
+            (json!({"path": "/srv/current", "target": ""}), 1),
+            (
+                json!({"path": "/srv/current", "target": "x", "mode": "0644"}),
+                1,
+            ),
+            (json!({"path": "srv", "target": 3}), 2),
+        ];
+        for (desired, want) in cases {
+            let got = SymlinkProvider.check(&desired).err().map_or(0, |e| e.len());
+            assert_eq!(got, want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn diff_table() {
+        let want = json!({"path": "/srv/current", "target": "releases/2"});
+        let absent = json!({"path": "/srv/current", "ensure": "absent"});
+        let cases: Vec<(&str, Value, Observed, Action, Vec<&str>)> = vec![
+            (
+                "create",
+                want.clone(),
+                Observed::absent(),
+                Action::Create,
+                vec!["target"],
+            ),
+            (
+                "converged",
+                want.clone(),
+                link("releases/2"),
+                Action::None,
+                vec![],
+            ),
+            (
+                "retarget",
+                want.clone(),
+                link("releases/1"),
+                Action::Update,
+                vec!["target"],
+            ),
+            (
+                "file in the way",
+                want.clone(),
+                other("file"),
+                Action::Replace,
+                vec!["type", "target"],
+            ),
+            (
+                "directory in the way",
+                want.clone(),
+                other("directory"),
+                Action::Replace,
+                vec!["type", "target"],
+            ),
+            (
+                "remove",
+                absent.clone(),
+                link("x"),
+                Action::Remove,
+                vec!["ensure"],
+            ),
+            (
+                "absent ignores a file",
+                absent.clone(),
+                other("file"),
+                Action::None,
+                vec![],
+            ),
+        ];
+        for (name, desired, observed, action, fields) in cases {
+            let d = SymlinkProvider.diff(&resource("Symlink", desired, None), &observed);
+            assert_eq!(d.action(), action, "{name}");
+            assert_eq!(d.changed_fields(), fields, "{name}");
+        }
+        let d = SymlinkProvider.diff(&resource("Symlink", want, None), &link("releases/1"));
+        assert_eq!(
+            d.changes,
+            vec![text_change(
+                "target",
+                Some("releases/1"),
+                Some("releases/2")
+            )]
+        );
+    }
+}
