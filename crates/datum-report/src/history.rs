@@ -242,7 +242,7 @@ mod tests {
         let color = sig(&["data.color"]);
         let wider = sig(&["data.color", "data.size"]);
         for d in 28..=31 {
-            let seen = h.record("dw-1", "shop", &[color.clone()], &day(d));
+            let seen = h.record("dw-1", "shop", std::slice::from_ref(&color), &day(d));
             assert_eq!(seen[0].first_seen, day(28).0);
             assert_eq!(seen[0].count, d - 27);
         }
@@ -259,7 +259,7 @@ mod tests {
         let seen = h.record(
             "dw-1",
             "shop",
-            &[wider.clone()],
+            std::slice::from_ref(&wider),
             &FixedClock(NaiveDate::from_ymd_opt(2026, 11, 1).unwrap()),
         );
         assert_eq!(seen[0].count, 1);

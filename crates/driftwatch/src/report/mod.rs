@@ -18,3 +18,42 @@ pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
     out.push('…');
     out
 }
+
+/// Shorten two values so that where they differ stays visible: when both are long, the
+/// shared beginning is cut to a few characters before the first difference.
+pub(crate) fn excerpt_pair(before: &str, after: &str, max_chars: usize) -> (String, String) {
+    let b: Vec<char> = before.chars().collect();
+    let a: Vec<char> = after.chars().collect();
+    if b.len() <= max_chars && a.len() <= max_chars {
+        return (before.to_owned(), after.to_owned());
+    }
+    let common = b.iter().zip(&a).take_while(|(x, y)| x == y).count();
+    // Keep a little context before the first difference.
+    let start = common.saturating_sub(12);
+    let cut = |chars: &[char]| -> String {
+        let body: String = chars.iter().skip(start).collect();
+        let body = truncate(&body, max_chars);
+        if start > 0 {
+            format!("…{body}")
+        } else {
+            body
+        }
+    };
+    (cut(&b), cut(&a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_shows_the_difference() {
+        let old = format!("{}nginx", "x".repeat(100));
+        let new = format!("{}nginx libpq5", "x".repeat(100));
+        let (b, a) = excerpt_pair(&old, &new, 30);
+        assert!(b.starts_with('…') && b.ends_with("nginx"), "{b}");
+        assert!(a.contains("libpq5"), "{a}");
+        assert_eq!(excerpt_pair("a", "b", 30), ("a".to_owned(), "b".to_owned()));
+        assert_eq!(truncate("héllo", 3), "hé…");
+    }
+}

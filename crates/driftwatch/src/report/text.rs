@@ -2,7 +2,7 @@
 //! unapplied changes, then a summary line. Colour only when asked (the CLI asks when stdout
 //! is a terminal and `NO_COLOR` is unset).
 
-use super::truncate;
+use super::excerpt_pair;
 use crate::classify::{Category, Finding, Report};
 
 /// Longest value shown on one line; the Markdown and JSON reports carry more.
@@ -41,12 +41,12 @@ fn diff_list(finding: &Finding) -> String {
         .iter()
         .take(MAX_DIFFS)
         .map(|d| {
-            format!(
-                "{}: {} -> {}",
-                d.shown.path(),
-                truncate(d.shown.before_display(), MAX_VALUE_CHARS),
-                truncate(d.shown.after_display(), MAX_VALUE_CHARS)
-            )
+            let (before, after) = excerpt_pair(
+                d.shown.before_display(),
+                d.shown.after_display(),
+                MAX_VALUE_CHARS,
+            );
+            format!("{}: {before} -> {after}", d.shown.path())
         })
         .collect();
     if finding.diffs.len() > MAX_DIFFS {

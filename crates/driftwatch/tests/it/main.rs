@@ -1,1 +1,18 @@
+//! driftwatch's integration tests: one binary, one module per concern. Most tests run the
+//! built binary on the fixtures under `tests/fixtures/` (written for this crate in the shape
+//! of real `tofu show -json` output); `codify` drives the library with the fake runner.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] functions panic on purpose: a failed setup is a failed test"
+)]
+
+mod canary;
+mod codify;
+mod corpus;
+mod exits;
+mod history;
+mod report;
+mod run;
+mod support;

@@ -1,0 +1,106 @@
+//! No secret reaches any output: stdout, stderr, JSON, Markdown, step summary, history.
+//!
+//! The canary fixture plants `CANARY-7f3a-...` strings in a sensitive map (the db secret's
+//! password), in a secret-named attribute the provider did not mark (`data.payment_token`),
+//! in a sensitive variable, in prior_state and planned_values, and in a data source.
+
+use crate::support::{driftwatch, fixture, outcome, report};
+
+const CANARY: &str = "CANARY-7f3a";
+
+fn assert_clean(what: &str, text: &str) {
+    assert!(!text.contains(CANARY), "{what} leaked a canary:\n{text}");
+}
+
+#[test]
+fn no_canary_in_any_output_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let summary = dir.path().join("summary.md");
+    let history = dir.path().join("history.json");
+    for extra in [
+        vec![],
+        vec!["--json"],
+        vec!["--color", "always"],
+        vec!["--strict", "--fail-on-pending"],
+    ] {
+        for scenario in ["canary", "shop-prod"] {
+            let out = outcome(
+                report(scenario)
+                    .args(&extra)
+                    .arg("--markdown")
+                    .arg(&md)
+                    .arg("--step-summary")
+                    .arg("--history")
+                    .arg(&history)
+                    .env("GITHUB_STEP_SUMMARY", &summary),
+            );
+            assert_eq!(out.code, 2, "{}", out.stderr);
+            assert_clean("stdout", &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown", &std::fs::read_to_string(&md).unwrap());
+            assert_clean("step summary", &std::fs::read_to_string(&summary).unwrap());
+            assert_clean("history", &std::fs::read_to_string(&history).unwrap());
+        }
+    }
+    // The secret-named attribute is still reported, just without values.
+    let out = outcome(&mut report("canary"));
+    assert!(
+        out.stdout
+            .contains("data.payment_token: (sensitive) -> (sensitive)"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn no_canary_in_drift_only_and_single_plan_modes() {
+    for args in [
+        vec!["--refresh-plan", "canary/refresh_only.json", "--drift-only"],
+        vec!["--plan", "canary/plan.json"],
+    ] {
+        let mut cmd = driftwatch();
+        cmd.arg("report");
+        for a in &args {
+            if a.ends_with(".json") {
+                cmd.arg(fixture(a));
+            } else {
+                cmd.arg(a);
+            }
+        }
+        for json in [false, true] {
+            let mut c = driftwatch();
+            c.args(cmd.get_args());
+            if json {
+                c.arg("--json");
+            }
+            let out = outcome(&mut c);
+            assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+            assert_clean("stdout", &out.stdout);
+            assert_clean("stderr", &out.stderr);
+        }
+    }
+}
+
+#[test]
+fn no_canary_in_error_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    // A value of the wrong type: serde's own message would quote it.
+    std::fs::write(
+        &bad,
+        r#"{"format_version":"1.2","resource_drift":[{"address":"a.b","change":{"actions":"CANARY-7f3a-in-error"}}]}"#,
+    )
+    .unwrap();
+    let out = outcome(driftwatch().arg("report").arg("--refresh-plan").arg(&bad));
+    assert_eq!(out.code, 1);
+    assert_clean("stderr", &out.stderr);
+    std::fs::write(
+        &bad,
+        r#"{"format_version":"CANARY-7f3a-version","planned_values":{}}"#,
+    )
+    .unwrap();
+    let out = outcome(driftwatch().arg("report").arg("--plan").arg(&bad));
+    assert_eq!(out.code, 1);
+    assert_clean("stderr", &out.stderr);
+}

@@ -1,0 +1,236 @@
+//! The spec's Step 7 stack, the three report formats, and `--ignore-attr`.
+
+use crate::support::{outcome, report};
+
+#[test]
+fn step7_text_lines_and_exit_2() {
+    let out = outcome(&mut report("shop-prod"));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("-/+ google_compute_instance.worker replaced by the next apply: "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("metadata_startup_script forces replacement"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[1],
+        "- local_file.motd deleted outside: the next apply creates it again"
+    );
+    assert!(
+        lines[2].starts_with("~ kubernetes_config_map_v1.flags changed outside: "),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[2].contains(r#"data.color: "blue" -> "red""#),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with("~ kubernetes_secret_v1.db changed outside: "),
+        "{}",
+        lines[3]
+    );
+    assert!(
+        lines[3].contains("data.password: (sensitive) -> (sensitive)"),
+        "{}",
+        lines[3]
+    );
+    assert!(
+        lines[4].starts_with("= kubernetes_config_map_v1.routing ignored: "),
+        "{}",
+        lines[4]
+    );
+    assert!(
+        lines[4].contains("covered by ignore_changes (metadata[0].labels)"),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(
+        lines[5],
+        "+ local_file.banner create (an unapplied change, not drift)"
+    );
+    assert!(
+        lines[6].starts_with("shop-prod: 4 actionable"),
+        "{}",
+        lines[6]
+    );
+    assert_eq!(lines.len(), 7);
+    // The data source's drift is skipped, not reported.
+    assert!(!out.stdout.contains("google_client_config"));
+}
+
+#[test]
+fn piped_output_has_no_colour_but_always_does() {
+    let plain = outcome(&mut report("shop-prod"));
+    assert!(!plain.stdout.contains('\x1b'));
+    let coloured = outcome(report("shop-prod").arg("--color").arg("always"));
+    assert!(coloured.stdout.contains("\x1b[35m-/+\x1b[0m"));
+}
+
+#[test]
+fn markdown_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let out = outcome(report("shop-prod").arg("--markdown").arg(&md));
+    assert_eq!(out.code, 2);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("<!-- driftwatch-")
+    );
+    insta::assert_snapshot!("shop_prod_markdown", text);
+}
+
+#[test]
+fn json_snapshot_and_schema_fields() {
+    let out = outcome(report("shop-prod").arg("--json"));
+    assert_eq!(out.code, 2);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "driftwatch/report");
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["key"], "driftwatch-587d35c66f5f");
+    assert_eq!(doc["fingerprint"].as_str().unwrap().len(), 16);
+    let cats: Vec<(&str, &str)> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["address"].as_str().unwrap(),
+                f["category"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cats,
+        vec![
+            ("google_compute_instance.worker", "replaced"),
+            ("local_file.motd", "deleted_outside"),
+            ("kubernetes_config_map_v1.flags", "changed_outside"),
+            ("kubernetes_secret_v1.db", "changed_outside"),
+            ("kubernetes_config_map_v1.routing", "ignored"),
+        ]
+    );
+    assert_eq!(doc["pending"][0]["address"], "local_file.banner");
+    assert_eq!(doc["pending"][0]["action"], "create");
+    insta::assert_snapshot!("shop_prod_json", out.stdout);
+}
+
+#[test]
+fn step_summary_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let out = outcome(
+        report("shop-prod")
+            .arg("--step-summary")
+            .env("GITHUB_STEP_SUMMARY", &summary),
+    );
+    assert_eq!(out.code, 2);
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.starts_with("earlier step\n## Drift report: shop-prod"));
+    let missing = outcome(report("shop-prod").arg("--step-summary"));
+    assert_eq!(missing.code, 1);
+    assert!(missing.stderr.contains("GITHUB_STEP_SUMMARY"));
+}
+
+#[test]
+fn ignore_attr_drops_computed_paths_and_empty_findings() {
+    let base = outcome(report("computed").arg("--json"));
+    let with = outcome(
+        report("computed")
+            .arg("--json")
+            .arg("--ignore-attr")
+            .arg("metadata[0].resource_version")
+            .arg("--ignore-attr")
+            .arg("metadata_fingerprint"),
+    );
+    let base: serde_json::Value = serde_json::from_str(&base.stdout).unwrap();
+    let with: serde_json::Value = serde_json::from_str(&with.stdout).unwrap();
+    let find = |doc: &serde_json::Value, addr: &str| {
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["address"] == addr)
+            .cloned()
+    };
+    // Without the option the cache map shows up (as ignored: the next apply is a no-op).
+    assert!(find(&base, "kubernetes_config_map_v1.cache").is_some());
+    // With it, the resource whose only drift was the computed attribute disappears...
+    assert!(find(&with, "kubernetes_config_map_v1.cache").is_none());
+    // ...and the patched flags map reports data.color and only that.
+    let flags = find(&with, "kubernetes_config_map_v1.flags").unwrap();
+    assert_eq!(flags["paths"], serde_json::json!(["data.color"]));
+    // The fingerprint no longer covers the dropped paths.
+    assert_ne!(base["fingerprint"], with["fingerprint"]);
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("d.md");
+    outcome(
+        report("computed")
+            .arg("--ignore-attr")
+            .arg("metadata[0].resource_version")
+            .arg("--markdown")
+            .arg(&md),
+    );
+    let text = std::fs::read_to_string(md).unwrap();
+    assert!(!text.contains("resource_version"));
+}
+
+#[test]
+fn drift_only_needs_rules_to_cover_every_path() {
+    let out = outcome(report("shop-prod").arg("--json").arg("--drift-only"));
+    // --plan conflicts with --drift-only: a usage error, exit 1.
+    assert_eq!(out.code, 1);
+    let mut cmd = crate::support::driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(crate::support::fixture("shop-prod/refresh_only.json"))
+        .arg("--config")
+        .arg(crate::support::fixture("shop-prod/main.tf.json"))
+        .arg("--drift-only")
+        .arg("--json");
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 2);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["mode"], "drift-only");
+    let routing = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
+        .unwrap();
+    // resource_version is not under the rule, so without the normal plan it is not "ignored".
+    assert_eq!(routing["category"], "changed_outside");
+    let mut cmd = crate::support::driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(crate::support::fixture("shop-prod/refresh_only.json"))
+        .arg("--config")
+        .arg(crate::support::fixture("shop-prod/main.tf.json"))
+        .arg("--drift-only")
+        .arg("--ignore-attr")
+        .arg("metadata[0].resource_version")
+        .arg("--json");
+    let doc: serde_json::Value = serde_json::from_str(&outcome(&mut cmd).stdout).unwrap();
+    let routing = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
+        .unwrap();
+    assert_eq!(routing["category"], "ignored");
+    assert_eq!(
+        routing["ignored_by"],
+        serde_json::json!(["metadata[0].labels"])
+    );
+}
