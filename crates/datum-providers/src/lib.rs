@@ -12,6 +12,7 @@ pub mod common;
 pub mod directory;
 pub mod file;
 pub mod provider;
+pub mod service;
 pub mod symlink;
 pub mod validators;
 
@@ -26,6 +27,7 @@ pub fn registry() -> &'static [&'static dyn Provider] {
         &file::FileProvider,
         &directory::DirectoryProvider,
         &symlink::SymlinkProvider,
+        &service::ServiceProvider,
     ]
 }
 

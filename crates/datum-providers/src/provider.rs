@@ -51,6 +51,11 @@ pub enum ProviderError {
     Rejected(#[from] GateRejection),
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
+    /// systemd refused, or a unit did not settle (see `service`). Boxed: it
+    /// carries the unit, host and systemctl output, and would make every
+    /// provider's `Result` large.
+    #[error(transparent)]
+    Service(Box<crate::service::ServiceError>),
 }
 
 /// The engine's checkpoint between staging and activation.

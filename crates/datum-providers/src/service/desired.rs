@@ -1,0 +1,442 @@
+//! The Service kind's declared fields: checking them and parsing them into a
+//! [`ServiceSpec`].
+//!
+//! Pure: no host access. Everything a repository can put in `desired` for a
+//! Service is checked here, so a unit name can never reach `systemctl` as an
+//! option (`--root=...`) and a notification list is a list of resource
+//! references, never anything the engine would have to guess at.
+
+use std::time::Duration;
+
+use datum_core::ResourceId;
+use serde_json::Value;
+
+use crate::FieldError;
+
+/// How long verification watches a unit when `settle:` is not declared.
+///
+/// Three seconds, because what it must catch happens within that time on a
+/// healthy machine: a service that dies on a bad configuration usually exits
+/// within its first second, and systemd's default `RestartSec=100ms` means a
+/// `Restart=on-failure` unit that crash-loops has moved its restart counter
+/// several times within three seconds (its start limit of 5 in 10 s has not
+/// even been reached). Longer would add seconds to every pass for every
+/// changed service; shorter would miss a service that reads its configuration
+/// lazily. A unit known to fail later sets `settle:` itself.
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(3);
+
+/// The longest `settle:` accepted: verification holds the pass while it
+/// watches, and anything this long is a health check in disguise.
+pub const MAX_SETTLE: Duration = Duration::from_secs(300);
+
+/// Unit types a Service may name. A name without one of these suffixes is a
+/// service (`nginx` means `nginx.service`), as `systemctl` itself assumes.
+const UNIT_SUFFIXES: &[&str] = &[
+    ".service",
+    ".socket",
+    ".timer",
+    ".path",
+    ".target",
+    ".mount",
+    ".automount",
+];
+
+/// Whether the unit should be running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Running,
+    Stopped,
+}
+
+impl RunState {
+    pub fn word(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Stopped => "stopped",
+        }
+    }
+}
+
+/// A Service declaration, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// The full unit name, suffix included (`nginx.service`).
+    pub unit: String,
+    /// `None`: whether it runs is not managed.
+    pub state: Option<RunState>,
+    /// `None`: whether it starts at boot is not managed.
+    pub enabled: Option<bool>,
+    /// Resources whose change means this unit must reload (engine-level).
+    pub reload_on: Vec<ResourceId>,
+    /// Resources whose change means this unit must restart (engine-level).
+    pub restart_on: Vec<ResourceId>,
+    /// How long verification watches the unit.
+    pub settle: Duration,
+}
+
+const FIELDS: &[&str] = &[
+    "name",
+    "state",
+    "enabled",
+    "reload_on",
+    "restart_on",
+    "settle",
+];
+
+impl ServiceSpec {
+    /// Parses `desired`. `default_name` (the resource's own name) is the unit
+    /// when `desired.name` is absent. Returns every problem found.
+    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let Some(map) = desired.as_object() else {
+            return Err(vec![FieldError::new(
+                &[],
+                "a Service's `desired` must be a mapping with at least `state` or `enabled`",
+            )]);
+        };
+        for key in map.keys() {
+            if !FIELDS.contains(&key.as_str()) {
+                errors.push(FieldError::new(
+                    &[key],
+                    format!(
+                        "unknown field `{key}` for Service (known: {})",
+                        FIELDS.join(", ")
+                    ),
+                ));
+            }
+        }
+
+        let unit = match map.get("name") {
+            None => unit_name(default_name),
+            Some(Value::String(s)) => unit_name(s),
+            Some(other) => Err(format!(
+                "`name` must be a string, found {}",
+                type_name(other)
+            )),
+        }
+        .map_err(|m| errors.push(FieldError::new(&["name"], m)))
+        .ok();
+
+        let state = match map.get("state") {
+            None => None,
+            Some(Value::String(s)) if s == "running" => Some(RunState::Running),
+            Some(Value::String(s)) if s == "stopped" => Some(RunState::Stopped),
+            Some(Value::String(s)) => {
+                errors.push(FieldError::new(
+                    &["state"],
+                    format!("`state` must be `running` or `stopped`, not `{s}`"),
+                ));
+                None
+            }
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["state"],
+                    format!(
+                        "`state` must be `running` or `stopped`, found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+
+        let enabled = match map.get("enabled") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["enabled"],
+                    format!(
+                        "`enabled` must be true or false, found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+
+        let reload_on = references(map.get("reload_on"), "reload_on", &mut errors);
+        let restart_on = references(map.get("restart_on"), "restart_on", &mut errors);
+        for id in reload_on.iter().filter(|id| restart_on.contains(id)) {
+            errors.push(FieldError::new(
+                &["reload_on"],
+                format!(
+                    "{id} is in both `reload_on` and `restart_on`: a restart already reloads, list it once"
+                ),
+            ));
+        }
+
+        let settle = match map.get("settle") {
+            None => Some(DEFAULT_SETTLE),
+            Some(Value::String(s)) => parse_duration(s)
+                .map_err(|m| errors.push(FieldError::new(&["settle"], m)))
+                .ok(),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["settle"],
+                    format!(
+                        "`settle` must be a duration such as \"3s\" or \"500ms\", found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+
+        if state.is_none() && enabled.is_none() && errors.is_empty() {
+            errors.push(FieldError::new(
+                &[],
+                "a Service declares nothing to manage: give it `state` (running or stopped), `enabled` (true or false), or both",
+            ));
+        }
+
+        match (unit, settle) {
+            (Some(unit), Some(settle)) if errors.is_empty() => Ok(ServiceSpec {
+                unit,
+                state,
+                enabled,
+                reload_on,
+                restart_on,
+                settle,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// The full unit name for a declared one: checked, `.service` added when the
+/// name has no unit suffix.
+///
+/// Only the characters systemd allows in unit names are accepted, and a name
+/// may not start with `-`, so it can never be read by `systemctl` as an
+/// option.
+pub fn unit_name(declared: &str) -> Result<String, String> {
+    if declared.is_empty() {
+        return Err("the unit name must not be empty".to_owned());
+    }
+    if declared.starts_with('-') || declared.starts_with('.') {
+        return Err(format!(
+            "unit name `{declared}` must start with a letter or digit"
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || ":-_.@\\".contains(c);
+    if let Some(bad) = declared.chars().find(|c| !allowed(*c)) {
+        return Err(format!(
+            "unit name `{declared}` contains `{}`: systemd unit names use letters, digits and `:-_.@\\` only",
+            bad.escape_default()
+        ));
+    }
+    // systemd's own limit on unit names.
+    if declared.len() > 255 {
+        return Err(format!(
+            "unit name `{declared}` is longer than 255 characters"
+        ));
+    }
+    if UNIT_SUFFIXES.iter().any(|s| declared.ends_with(s)) {
+        Ok(declared.to_owned())
+    } else {
+        let full = format!("{declared}.service");
+        if full.len() > 255 {
+            return Err(format!("unit name `{full}` is longer than 255 characters"));
+        }
+        Ok(full)
+    }
+}
+
+/// Parses `500ms`, `3s`, `2m`: a whole number and a unit, between 0 and
+/// [`MAX_SETTLE`].
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let hint = "write a whole number with ms, s or m, such as \"3s\" or \"500ms\"";
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits_end);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("`settle` \"{text}\" is not a duration: {hint}"))?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(value),
+        "s" => Duration::from_secs(value),
+        "m" => Duration::from_secs(value.saturating_mul(60)),
+        _ => return Err(format!("`settle` \"{text}\" is not a duration: {hint}")),
+    };
+    if duration > MAX_SETTLE {
+        return Err(format!(
+            "`settle` \"{text}\" is longer than {}s: verification is not monitoring",
+            MAX_SETTLE.as_secs()
+        ));
+    }
+    Ok(duration)
+}
+
+/// Parses a list of `Kind/name` references; problems go to `errors`.
+fn references(value: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) -> Vec<ResourceId> {
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    let Some(items) = value.as_array() else {
+        errors.push(FieldError::new(
+            &[field],
+            format!(
+                "`{field}` must be a list of resource references such as [File/nginx-conf], found {}",
+                type_name(value)
+            ),
+        ));
+        return Vec::new();
+    };
+    let mut ids = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let position = index.to_string();
+        match item.as_str().map(ResourceId::parse) {
+            Some(Ok(id)) if ids.contains(&id) => errors.push(FieldError::new(
+                &[field, &position],
+                format!("{id} is listed twice in `{field}`"),
+            )),
+            Some(Ok(id)) => ids.push(id),
+            Some(Err(e)) => errors.push(FieldError::new(&[field, &position], e.to_string())),
+            None => errors.push(FieldError::new(
+                &[field, &position],
+                format!(
+                    "each `{field}` entry must be a reference such as File/nginx-conf, found {}",
+                    type_name(item)
+                ),
+            )),
+        }
+    }
+    ids
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(|e| e.path.join(".")).collect()
+    }
+
+    #[test]
+    fn a_full_declaration_parses() {
+        let spec = ServiceSpec::parse(
+            &json!({
+                "name": "nginx",
+                "state": "running",
+                "enabled": true,
+                "reload_on": ["File/nginx-conf", "File[site]"],
+                "restart_on": ["Package/nginx"],
+                "settle": "500ms",
+            }),
+            "web",
+        )
+        .unwrap();
+        assert_eq!(spec.unit, "nginx.service");
+        assert_eq!(spec.state, Some(RunState::Running));
+        assert_eq!(spec.enabled, Some(true));
+        assert_eq!(
+            spec.reload_on,
+            vec![
+                ResourceId::new("File", "nginx-conf"),
+                ResourceId::new("File", "site")
+            ]
+        );
+        assert_eq!(spec.restart_on, vec![ResourceId::new("Package", "nginx")]);
+        assert_eq!(spec.settle, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn the_resource_name_is_the_unit_when_name_is_absent() {
+        let spec = ServiceSpec::parse(&json!({"enabled": false}), "ssh.socket").unwrap();
+        assert_eq!(spec.unit, "ssh.socket");
+        assert_eq!(spec.state, None);
+        assert_eq!(spec.settle, DEFAULT_SETTLE);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_field() {
+        let errors = ServiceSpec::parse(
+            &json!({
+                "name": "--root=/tmp",
+                "state": "started",
+                "enabled": "yes",
+                "reload_on": ["nginx.conf", 3],
+                "restart_on": "File/x",
+                "settle": "3 seconds",
+                "user": "root",
+            }),
+            "x",
+        )
+        .unwrap_err();
+        let mut got = paths(&errors);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "enabled",
+                "name",
+                "reload_on.0",
+                "reload_on.1",
+                "restart_on",
+                "settle",
+                "state",
+                "user"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_declaration_that_manages_nothing_is_refused() {
+        let errors = ServiceSpec::parse(&json!({"name": "nginx"}), "x").unwrap_err();
+        assert!(errors[0].message.contains("declares nothing"), "{errors:?}");
+        assert!(ServiceSpec::parse(&json!("running"), "x").is_err());
+    }
+
+    #[test]
+    fn a_reference_in_both_lists_is_refused() {
+        let errors = ServiceSpec::parse(
+            &json!({"state": "running", "reload_on": ["File/a"], "restart_on": ["File/a"]}),
+            "x",
+        )
+        .unwrap_err();
+        assert!(errors[0].message.contains("File[a]"), "{errors:?}");
+        let errors = ServiceSpec::parse(
+            &json!({"state": "running", "reload_on": ["File/a", "File[a]"]}),
+            "x",
+        )
+        .unwrap_err();
+        assert_eq!(paths(&errors), ["reload_on.1"]);
+    }
+
+    #[test]
+    fn unit_names_get_a_suffix_and_never_look_like_options() {
+        assert_eq!(unit_name("nginx").unwrap(), "nginx.service");
+        assert_eq!(unit_name("getty@tty1").unwrap(), "getty@tty1.service");
+        assert_eq!(unit_name("apt-daily.timer").unwrap(), "apt-daily.timer");
+        assert_eq!(unit_name("php8.2-fpm").unwrap(), "php8.2-fpm.service");
+        for bad in ["", "-H", "--now", "a b", "a/b", "x;rm", ".hidden", "é"] {
+            assert!(unit_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(unit_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn durations_parse_with_a_unit_and_a_ceiling() {
+        assert_eq!(parse_duration("3s").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        for bad in ["3", "s", "-1s", "1.5s", "3 s", "1h", "10m", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! The Service resource type: a systemd unit that should be running or
+//! stopped, enabled or disabled.
+//!
+//! ```yaml
+//! datum: v1alpha1
+//! type: Service
+//! name: nginx
+//! desired:
+//!   state: running          # or stopped; optional
+//!   enabled: true           # optional
+//!   reload_on: [File/nginx-conf, File/site-default]
+//!   restart_on: [Package/nginx]
+//!   settle: 3s              # optional, how long verify watches the unit
+//! ```
+//!
+//! This module owns the unit's run state and boot enablement, observed with
+//! `systemctl show` and changed with `systemctl start|stop|enable|disable`,
+//! all through the host's command runner (no shell, no D-Bus library). It
+//! also offers [`reload`] and [`restart`] for the engine, which decides when
+//! a change to a resource in `reload_on`/`restart_on` is activated (after the
+//! group it belongs to validated); this module only checks that those lists
+//! are references and never acts on them by itself.
+//!
+//! # Only the running system
+//!
+//! systemd manages the machine it runs on. A pass with `--root DIR` other
+//! than `/` is working on a directory tree that has no service manager, so
+//! every Service operation there fails with a message saying so, rather than
+//! silently observing the machine Datum happens to run on. To manage the
+//! services of a container, run Datum inside it (the tests do exactly that
+//! with `nsenter`).
+//!
+//! # Verification
+//!
+//! Verification is stronger than comparing fields. After a change the unit is
+//! watched for the settle interval (`settle:`, default
+//! [`desired::DEFAULT_SETTLE`]): a unit declared running must be active at
+//! every sample, its `NRestarts` counter and `InvocationID` must not change
+//! (systemd restarted it, or somebody started it anew), and its
+//! `ReloadResult` (systemd 248 and later; reset on each start) must say the
+//! last reload of the current run succeeded. A unit declared stopped must be
+//! down at every sample. `enabled: true` means `UnitFileState` is `enabled`
+//! (or `enabled-runtime`).
+//!
+//! Verification is not a health check. It establishes that systemd holds the
+//! unit in the declared state and that the unit stayed there while watched; it
+//! never connects to the service, sends a request or reads its responses, so a
+//! site returning errors, an expired certificate or a slow backend are not
+//! Datum's findings. A check that depended on the network would make a
+//! downstream outage look like configuration drift, and one run on Datum's
+//! schedule would be monitoring that only looks once per interval.
+
+pub mod desired;
+pub mod error;
+pub mod settle;
+pub mod systemctl;
+
+use std::collections::BTreeMap;
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::Host;
+use serde_json::{Value, json};
+
+pub use desired::{RunState, ServiceSpec};
+pub use error::{Instability, ServiceError};
+
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+use systemctl::{UnitStatus, Verb};
+
+/// The Service provider. Stateless: everything it knows comes from systemd
+/// at the moment it asks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ServiceProvider;
+
+/// What [`reload`] or [`restart`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Reloaded,
+    Restarted,
+    /// The unit was not running, so there was no loaded configuration to
+    /// replace; it reads the new one when it next starts. (A unit declared
+    /// running has been started by its own apply before the engine activates.)
+    NotRunning,
+}
+
+/// The parsed declaration of a Service resource (the unit defaults to the
+/// resource's name). The engine uses it for `reload_on`/`restart_on` and to
+/// call [`reload`] or [`restart`].
+pub fn spec(resource: &Resource) -> Result<ServiceSpec, ProviderError> {
+    ServiceSpec::parse(&resource.desired, &resource.id.name).map_err(|errors| {
+        let field = errors.first().map(|e| e.path.join(".")).unwrap_or_default();
+        let message = errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        ProviderError::Invalid { field, message }
+    })
+}
+
+/// Reloads a running unit (`systemctl reload`) so it reads its changed
+/// configuration. Call it only after the configuration validated; follow it
+/// with [`Provider::verify`], which checks that the reload did not fail and
+/// that the unit stayed up.
+pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
+    let status = loaded_status(host, &spec.unit)?;
+    if !status.is_active() {
+        return Ok(Activation::NotRunning);
+    }
+    if !status.can_reload {
+        return Err(ServiceError::CannotReload {
+            unit: spec.unit.clone(),
+            host: host.name().to_owned(),
+        });
+    }
+    systemctl::request(host, Verb::Reload, &spec.unit)?;
+    Ok(Activation::Reloaded)
+}
+
+/// Restarts a running unit (`systemctl restart`); a unit that is not running
+/// is left alone. Follow it with [`Provider::verify`].
+pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
+    let status = loaded_status(host, &spec.unit)?;
+    if !status.is_active() {
+        return Ok(Activation::NotRunning);
+    }
+    systemctl::request(host, Verb::Restart, &spec.unit)?;
+    Ok(Activation::Restarted)
+}
+
+/// Reads the unit and refuses one systemd does not know or could not load.
+fn loaded_status(host: &Host, unit: &str) -> Result<UnitStatus, ServiceError> {
+    let status = systemctl::show(host, unit)?;
+    check_loaded(host, unit, &status)?;
+    Ok(status)
+}
+
+fn check_loaded(host: &Host, unit: &str, status: &UnitStatus) -> Result<(), ServiceError> {
+    match status.load_state.as_str() {
+        // A masked unit is loaded as far as systemd is concerned; starting or
+        // enabling it fails with systemctl's own clear message.
+        "loaded" | "masked" => Ok(()),
+        "not-found" => Err(ServiceError::UnitNotFound {
+            unit: unit.to_owned(),
+            host: host.name().to_owned(),
+        }),
+        other => Err(ServiceError::UnitNotLoaded {
+            unit: unit.to_owned(),
+            host: host.name().to_owned(),
+            load_state: other.to_owned(),
+        }),
+    }
+}
+
+/// The observation for a status: the declared fields under their declared
+/// names, and the systemd properties behind them for reports.
+fn observation(unit: &str, status: &UnitStatus) -> Observed {
+    let presence = if status.load_state == "not-found" {
+        Presence::Absent
+    } else {
+        Presence::Present
+    };
+    let mut fields = BTreeMap::new();
+    fields.insert("unit".to_owned(), json!(unit));
+    fields.insert("state".to_owned(), json!(status.state_word()));
+    fields.insert("enabled".to_owned(), json!(status.is_enabled()));
+    fields.insert("load_state".to_owned(), json!(status.load_state));
+    fields.insert("active_state".to_owned(), json!(status.active_state));
+    fields.insert("sub_state".to_owned(), json!(status.sub_state));
+    fields.insert("unit_file_state".to_owned(), json!(status.unit_file_state));
+    fields.insert("result".to_owned(), json!(status.result));
+    if let Some(reload) = &status.reload_result {
+        fields.insert("reload_result".to_owned(), json!(reload));
+    }
+    if let Some(restarts) = status.restarts {
+        fields.insert("restarts".to_owned(), json!(restarts));
+    }
+    Observed {
+        presence,
+        fields,
+        content: None,
+        meta: None,
+    }
+}
+
+/// Whether an observed run state satisfies a declared one. A failed unit is
+/// stopped: none of its processes run, and `systemctl stop` would not change
+/// that.
+fn state_satisfied(declared: RunState, observed: Option<&str>) -> bool {
+    match declared {
+        RunState::Running => observed == Some("running"),
+        RunState::Stopped => matches!(observed, Some("stopped" | "failed")),
+    }
+}
+
+impl Provider for ServiceProvider {
+    fn kind(&self) -> &'static str {
+        "Service"
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        // The resource's own name stands in for `name:` when that is absent;
+        // it is not known here, so a placeholder keeps the other checks going
+        // and the name itself is checked when the resource is observed.
+        ServiceSpec::parse(desired, "service").map(drop)
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let spec = spec(resource)?;
+        let status = systemctl::show(host, &spec.unit)?;
+        Ok(observation(&spec.unit, &status))
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        let Ok(spec) = ServiceSpec::parse(&resource.desired, &resource.id.name) else {
+            // `check` refused this declaration before any pass started.
+            return Diff::default();
+        };
+        let mut changes = Vec::new();
+        let absent = observed.presence == Presence::Absent;
+        if absent {
+            changes.push(FieldChange {
+                field: "unit".to_owned(),
+                before: None,
+                after: Some(json!(spec.unit)),
+            });
+        }
+        let field = |name: &str| {
+            if absent {
+                None
+            } else {
+                observed.fields.get(name)
+            }
+        };
+        if let Some(state) = spec.state {
+            let seen = field("state");
+            if !state_satisfied(state, seen.and_then(Value::as_str)) {
+                changes.push(FieldChange {
+                    field: "state".to_owned(),
+                    before: seen.cloned(),
+                    after: Some(json!(state.word())),
+                });
+            }
+        }
+        if let Some(enabled) = spec.enabled {
+            let seen = field("enabled");
+            if seen.and_then(Value::as_bool) != Some(enabled) {
+                changes.push(FieldChange {
+                    field: "enabled".to_owned(),
+                    before: seen.cloned(),
+                    after: Some(json!(enabled)),
+                });
+            }
+        }
+        Diff {
+            action: (!changes.is_empty()).then_some(Action::Update),
+            changes,
+            content: None,
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        _diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let spec = spec(resource)?;
+        let unit = spec.unit.as_str();
+        // Act on a fresh reading, not the plan's: time passed since then.
+        let mut status = systemctl::show(host, unit)?;
+        // A unit file written earlier in this pass (or a unit installed by a
+        // package just now) is only seen after systemd re-reads its files.
+        if status.need_daemon_reload || status.load_state == "not-found" {
+            systemctl::daemon_reload(host, unit)?;
+            status = systemctl::show(host, unit)?;
+        }
+        check_loaded(host, unit, &status)?;
+
+        // Stop before disabling, enable before starting: the unit is never
+        // started in a state it would not come back to after a reboot.
+        if spec.state == Some(RunState::Stopped) && !status.is_down() {
+            systemctl::request(host, Verb::Stop, unit)?;
+        }
+        if let Some(enabled) = spec.enabled
+            && status.is_enabled() != enabled
+        {
+            if !status.enablement_applies() {
+                return Err(ServiceError::CannotChangeEnablement {
+                    unit: unit.to_owned(),
+                    host: host.name().to_owned(),
+                    unit_file_state: status.unit_file_state.clone(),
+                }
+                .into());
+            }
+            let verb = if enabled { Verb::Enable } else { Verb::Disable };
+            systemctl::request(host, verb, unit)?;
+        }
+        if spec.state == Some(RunState::Running) && !status.is_active() {
+            systemctl::request(host, Verb::Start, unit)?;
+        }
+        Ok(())
+    }
+
+    /// Watches the unit for the settle interval when `state` is declared (see
+    /// the module documentation), then compares fields. Instability is an
+    /// error naming what moved; a field that differs is the returned diff.
+    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
+        let spec = spec(resource)?;
+        let status = loaded_status(host, &spec.unit)?;
+        let status = match spec.state {
+            Some(state) => settle::watch(host, &spec.unit, state, spec.settle)?,
+            None => status,
+        };
+        let observed = observation(&spec.unit, &status);
+        let diff = self.diff(resource, &observed);
+        Ok((observed, diff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datum_core::{Origin, ResourceId};
+
+    fn resource(desired: Value) -> Resource {
+        Resource {
+            id: ResourceId::new("Service", "web"),
+            desired,
+            content: None,
+            requires: Vec::new(),
+            class: String::new(),
+            sensitive: false,
+            validate: None,
+            origin: Origin::default(),
+            field_origins: BTreeMap::new(),
+            declaration_hash: String::new(),
+        }
+    }
+
+    fn observed(active: &str, unit_file: &str) -> Observed {
+        let status = UnitStatus {
+            load_state: "loaded".into(),
+            active_state: active.into(),
+            unit_file_state: unit_file.into(),
+            ..UnitStatus::default()
+        };
+        observation("web.service", &status)
+    }
+
+    fn changed(diff: &Diff) -> Vec<String> {
+        diff.changed_fields()
+    }
+
+    #[test]
+    fn a_unit_in_the_declared_state_has_no_diff() {
+        let p = ServiceProvider;
+        let r = resource(json!({"state": "running", "enabled": true}));
+        assert!(p.diff(&r, &observed("active", "enabled")).is_empty());
+        let r = resource(json!({"state": "stopped", "enabled": false}));
+        assert!(p.diff(&r, &observed("inactive", "disabled")).is_empty());
+        assert!(p.diff(&r, &observed("failed", "static")).is_empty());
+    }
+
+    #[test]
+    fn state_and_enablement_differences_are_fields() {
+        let p = ServiceProvider;
+        let r = resource(json!({"state": "running", "enabled": true}));
+        let d = p.diff(&r, &observed("failed", "disabled"));
+        assert_eq!(d.action(), Action::Update);
+        assert_eq!(changed(&d), ["state", "enabled"]);
+        assert_eq!(d.changes[0].before, Some(json!("failed")));
+        assert_eq!(d.changes[0].after, Some(json!("running")));
+
+        let r = resource(json!({"state": "stopped"}));
+        let d = p.diff(&r, &observed("activating", "enabled"));
+        assert_eq!(changed(&d), ["state"], "enabled is not managed here");
+    }
+
+    #[test]
+    fn a_missing_unit_shows_as_a_unit_change() {
+        let p = ServiceProvider;
+        let r = resource(json!({"name": "nosuch", "state": "running"}));
+        let status = UnitStatus {
+            load_state: "not-found".into(),
+            active_state: "inactive".into(),
+            ..UnitStatus::default()
+        };
+        let o = observation("nosuch.service", &status);
+        assert_eq!(o.presence, Presence::Absent);
+        let d = p.diff(&r, &o);
+        assert_eq!(changed(&d), ["unit", "state"]);
+        assert_eq!(d.changes[0].after, Some(json!("nosuch.service")));
+        assert_eq!(d.changes[1].before, None);
+    }
+
+    #[test]
+    fn check_accepts_a_declaration_without_a_name() {
+        let p = ServiceProvider;
+        assert!(p.check(&json!({"state": "running"})).is_ok());
+        assert!(p.check(&json!({"state": "up"})).is_err());
+    }
+
+    #[test]
+    fn an_unusable_resource_name_is_a_field_error_at_observe() {
+        let mut r = resource(json!({"state": "running"}));
+        r.id.name = "my web".into();
+        match spec(&r) {
+            Err(ProviderError::Invalid { field, message }) => {
+                assert_eq!(field, "name");
+                assert!(message.contains("my web"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_is_observed_or_changed_under_another_root() {
+        let p = ServiceProvider;
+        let host = Host::with_name("/tmp/not-a-system", "h");
+        let r = resource(json!({"state": "running"}));
+        let err = p.observe(&host, &r).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("only be managed on the running system"),
+            "{err}"
+        );
+        let spec = spec(&r).unwrap();
+        assert!(matches!(
+            reload(&host, &spec),
+            Err(ServiceError::NotRunningSystem { .. })
+        ));
+        assert!(p.verify(&host, &r).is_err());
+    }
+}

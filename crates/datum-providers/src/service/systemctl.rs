@@ -1,0 +1,305 @@
+//! Talking to systemd: `systemctl` run through the host's command runner, and
+//! the parsing of `systemctl show`.
+//!
+//! Every call goes through [`datum_host::command::run`] with an argument
+//! vector (no shell), and unit names arrive here already checked by
+//! [`super::desired::unit_name`] and are still placed after `--`, so a name
+//! can never become an option. This module must not decide what a state
+//! means for a resource (the provider and [`super::settle`] do); it only
+//! reads and requests.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use datum_host::Host;
+use datum_host::command::{self, CommandSpec};
+
+use super::error::ServiceError;
+
+/// The properties read for every observation. `ReloadResult` exists since
+/// systemd 248 (Debian 12 has 252); it is reset when the unit starts and set
+/// by every reload, so it answers "did the last reload of this run fail".
+/// `NRestarts` counts restarts systemd made on its own (`Restart=`), and
+/// `InvocationID` changes on every start, so together they show a unit that
+/// was restarted while it was watched.
+pub const PROPERTIES: &[&str] = &[
+    "Id",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "UnitFileState",
+    "Result",
+    "ReloadResult",
+    "NRestarts",
+    "ExecMainStatus",
+    "InvocationID",
+    "NeedDaemonReload",
+    "CanReload",
+];
+
+/// Starting or stopping waits for the unit's job to finish; systemd's own
+/// default start timeout is 90 s, so give it that and some more.
+const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+/// `show`, `enable`, `disable`: quick, but `enable` reloads the manager.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One reading of a unit, from `systemctl show`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnitStatus {
+    /// `loaded`, `not-found`, `bad-setting`, `error`, `masked`.
+    pub load_state: String,
+    /// `active`, `reloading`, `inactive`, `failed`, `activating`, `deactivating`.
+    pub active_state: String,
+    pub sub_state: String,
+    /// `enabled`, `disabled`, `static`, `masked`, ... or empty when unknown.
+    pub unit_file_state: String,
+    /// How the last run ended (`success`, `exit-code`, `signal`, ...).
+    pub result: String,
+    /// How the last reload of the current run ended; `None` on systemd
+    /// versions or unit types without it.
+    pub reload_result: Option<String>,
+    /// Automatic restarts so far; `None` for unit types without a counter.
+    pub restarts: Option<u64>,
+    pub exec_main_status: Option<i32>,
+    /// Empty while the unit has never run.
+    pub invocation_id: String,
+    /// The unit file changed on disk since systemd read it.
+    pub need_daemon_reload: bool,
+    pub can_reload: bool,
+}
+
+impl UnitStatus {
+    /// Parses `systemctl show` output (`Key=value` lines). `LoadState` and
+    /// `ActiveState` are required; everything else is optional because older
+    /// systemd versions and other unit types leave some out.
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        let map: BTreeMap<&str, &str> = text
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .collect();
+        let get = |key: &str| map.get(key).map(|v| (*v).to_owned());
+        Ok(UnitStatus {
+            load_state: get("LoadState").ok_or("LoadState")?,
+            active_state: get("ActiveState").ok_or("ActiveState")?,
+            sub_state: get("SubState").unwrap_or_default(),
+            unit_file_state: get("UnitFileState").unwrap_or_default(),
+            result: get("Result").unwrap_or_default(),
+            reload_result: get("ReloadResult").filter(|v| !v.is_empty()),
+            restarts: map.get("NRestarts").and_then(|v| v.parse().ok()),
+            exec_main_status: map.get("ExecMainStatus").and_then(|v| v.parse().ok()),
+            invocation_id: get("InvocationID").unwrap_or_default(),
+            need_daemon_reload: map.get("NeedDaemonReload") == Some(&"yes"),
+            can_reload: map.get("CanReload") == Some(&"yes"),
+        })
+    }
+
+    /// The unit is up (a reload in progress counts: the old configuration is
+    /// still being served).
+    pub fn is_active(&self) -> bool {
+        matches!(self.active_state.as_str(), "active" | "reloading")
+    }
+
+    /// The unit's processes are gone (a failed unit is not running either).
+    pub fn is_down(&self) -> bool {
+        matches!(self.active_state.as_str(), "inactive" | "failed")
+    }
+
+    /// Starts at boot (persistently or for this boot only).
+    pub fn is_enabled(&self) -> bool {
+        matches!(self.unit_file_state.as_str(), "enabled" | "enabled-runtime")
+    }
+
+    /// `enable`/`disable` mean something for this unit file.
+    pub fn enablement_applies(&self) -> bool {
+        matches!(
+            self.unit_file_state.as_str(),
+            "enabled" | "enabled-runtime" | "disabled" | "linked" | "linked-runtime" | "alias"
+        )
+    }
+
+    /// The word observations and plans use for the run state.
+    pub fn state_word(&self) -> &'static str {
+        match self.active_state.as_str() {
+            "active" | "reloading" => "running",
+            "inactive" => "stopped",
+            "failed" => "failed",
+            "activating" => "starting",
+            "deactivating" => "stopping",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Refuses anything but the running system: systemd manages the machine it
+/// runs on, and a directory tree under `--root` has no service manager to ask.
+pub fn ensure_running_system(host: &Host, unit: &str) -> Result<(), ServiceError> {
+    if host.root() == Path::new("/") {
+        Ok(())
+    } else {
+        Err(ServiceError::NotRunningSystem {
+            unit: unit.to_owned(),
+            root: host.root().to_path_buf(),
+        })
+    }
+}
+
+/// Reads a unit's state.
+pub fn show(host: &Host, unit: &str) -> Result<UnitStatus, ServiceError> {
+    ensure_running_system(host, unit)?;
+    let spec = CommandSpec::new("systemctl")
+        .args(["show", "--no-pager"])
+        .arg(format!("--property={}", PROPERTIES.join(",")))
+        .args(["--", unit])
+        .timeout(QUERY_TIMEOUT);
+    let out = run(host, "show", unit, &spec)?;
+    UnitStatus::parse(&out).map_err(|property| ServiceError::Unreadable {
+        unit: unit.to_owned(),
+        host: host.name().to_owned(),
+        property,
+    })
+}
+
+/// A request `systemctl` makes of systemd for one unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Start,
+    Stop,
+    Restart,
+    Reload,
+    Enable,
+    Disable,
+}
+
+impl Verb {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verb::Start => "start",
+            Verb::Stop => "stop",
+            Verb::Restart => "restart",
+            Verb::Reload => "reload",
+            Verb::Enable => "enable",
+            Verb::Disable => "disable",
+        }
+    }
+
+    fn timeout(self) -> Duration {
+        match self {
+            Verb::Start | Verb::Stop | Verb::Restart | Verb::Reload => JOB_TIMEOUT,
+            Verb::Enable | Verb::Disable => QUERY_TIMEOUT,
+        }
+    }
+}
+
+/// Asks systemd to do `verb` to `unit` and waits for the job to finish.
+pub fn request(host: &Host, verb: Verb, unit: &str) -> Result<(), ServiceError> {
+    ensure_running_system(host, unit)?;
+    // --quiet: enable/disable list the links they made on stderr, which is
+    // noise in a report; failures still print there.
+    let spec = CommandSpec::new("systemctl")
+        .args([
+            verb.word(),
+            "--no-pager",
+            "--no-ask-password",
+            "--quiet",
+            "--",
+        ])
+        .arg(unit)
+        .timeout(verb.timeout());
+    run(host, verb.word(), unit, &spec).map(drop)
+}
+
+/// Makes systemd re-read unit files (a File resource may have just changed
+/// one this unit uses).
+pub fn daemon_reload(host: &Host, unit: &str) -> Result<(), ServiceError> {
+    ensure_running_system(host, unit)?;
+    let spec = CommandSpec::new("systemctl")
+        .args(["daemon-reload", "--no-ask-password"])
+        .timeout(QUERY_TIMEOUT);
+    run(host, "daemon-reload", unit, &spec).map(drop)
+}
+
+/// Runs one systemctl command; stdout on success, a [`ServiceError`] naming
+/// the verb and the unit otherwise.
+fn run(
+    host: &Host,
+    verb: &'static str,
+    unit: &str,
+    spec: &CommandSpec,
+) -> Result<String, ServiceError> {
+    let out = command::run(spec).map_err(|source| ServiceError::Host {
+        unit: unit.to_owned(),
+        source,
+    })?;
+    if out.success() {
+        Ok(out.stdout.text())
+    } else {
+        Err(ServiceError::Systemctl {
+            verb,
+            unit: unit.to_owned(),
+            host: host.name().to_owned(),
+            status: out.status,
+            timed_out: out.timed_out,
+            stderr: out.stderr.text(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured from systemd 252 in the test container (nginx, running).
+    const NGINX: &str = "Id=nginx.service\nMainPID=36\nResult=success\nReloadResult=success\nNRestarts=0\nExecMainStatus=0\nLoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nInvocationID=2618f1a5e60c49568d9dc64e4df962ae\nNeedDaemonReload=no\nCanReload=yes\n";
+
+    #[test]
+    fn show_output_parses_into_a_status() {
+        let s = UnitStatus::parse(NGINX).unwrap();
+        assert_eq!(s.load_state, "loaded");
+        assert!(s.is_active() && !s.is_down());
+        assert!(s.is_enabled() && s.enablement_applies());
+        assert_eq!(s.reload_result.as_deref(), Some("success"));
+        assert_eq!(s.restarts, Some(0));
+        assert_eq!(s.invocation_id, "2618f1a5e60c49568d9dc64e4df962ae");
+        assert!(s.can_reload && !s.need_daemon_reload);
+        assert_eq!(s.state_word(), "running");
+    }
+
+    #[test]
+    fn a_missing_unit_and_a_sparse_unit_type_parse() {
+        let s = UnitStatus::parse(
+            "LoadState=not-found\nActiveState=inactive\nUnitFileState=\nReloadResult=\n",
+        )
+        .unwrap();
+        assert_eq!(s.load_state, "not-found");
+        assert_eq!(s.state_word(), "stopped");
+        assert_eq!(s.reload_result, None);
+        assert_eq!(s.restarts, None);
+        assert!(!s.enablement_applies());
+    }
+
+    #[test]
+    fn output_without_the_required_keys_is_refused() {
+        assert_eq!(UnitStatus::parse("ActiveState=active\n"), Err("LoadState"));
+        assert_eq!(UnitStatus::parse(""), Err("LoadState"));
+        assert_eq!(UnitStatus::parse("LoadState=loaded\n"), Err("ActiveState"));
+    }
+
+    #[test]
+    fn values_may_contain_equals_signs() {
+        let s = UnitStatus::parse("LoadState=loaded\nActiveState=active\nResult=a=b\n").unwrap();
+        assert_eq!(s.result, "a=b");
+    }
+
+    #[test]
+    fn only_the_running_system_is_managed() {
+        let err = show(&Host::with_name("/tmp/some-root", "h"), "nginx.service").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("--root /tmp/some-root"), "{text}");
+        assert!(text.contains("nginx.service"), "{text}");
+        assert!(matches!(
+            request(&Host::with_name("/tmp/r", "h"), Verb::Start, "x.service"),
+            Err(ServiceError::NotRunningSystem { .. })
+        ));
+    }
+}
