@@ -1,21 +1,72 @@
-//! Compiles a repository for one host into a catalogue. (Skeleton: being written.)
+//! Datum's compiler: a repository and a host's identity in, a checked,
+//! rendered, dependency-ordered [`Catalogue`] out.
+//!
+//! This crate owns everything between reading the repository
+//! (`datum-manifest`) and running a pass (the engine): resource types looked
+//! up in the provider registry, field checks, layering, content from inline
+//! text, repository files or templates, `requires` and cycles, implicit
+//! parent-directory ordering, and the declaration hash. It must not touch the
+//! managed machine (apart from reading the host file in [`HostIdentity::load`])
+//! and must not print: problems come back as [`Diagnostics`].
+//!
+//! The two entry points:
+//! - [`lint`] checks every document of every layer (not only one host's) and
+//!   returns every problem found;
+//! - [`compile`] runs the same checks and builds the catalogue for one host.
+//!   It fails when *any* lint error exists, so a repository with an error is
+//!   never applied.
+//!
+//! What providers see: `Provider::check` receives the `desired` fields as
+//! written, without `validate` (for one document, and again after layering,
+//! with the winning content field). A provider whose `takes_content()` is true
+//! accepts `content`, `source` and `template` there and reports more than one
+//! of them; the catalogue checks their paths, renders the winner into
+//! `Resource::content` and removes all three from `Resource::desired`.
 
-use std::collections::BTreeMap;
+pub mod catalogue;
+mod compile;
+pub mod content;
+mod graph;
+pub mod host;
+mod merge;
+pub mod validators;
 
-use datum_core::Resource;
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
-/// Who the catalogue is compiled for: the host's name and labels.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct HostIdentity {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
+pub use catalogue::Catalogue;
+pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
+pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
+
+/// Checks the repository at `repo`: every document of every layer. With a
+/// host, also compiles that host's view (renders its templates, resolves
+/// `requires` against its catalogue); without one, templates are only parsed.
+/// An empty result means the repository is clean.
+pub fn lint(repo: &Path, host: Option<&HostIdentity>) -> Diagnostics {
+    match Repository::load(repo) {
+        Ok(r) => lint_repository(&r, host),
+        Err(diags) => diags,
+    }
 }
 
-/// The compiled, checked catalogue for one host: resources in dependency order
-/// (every resource comes after everything it requires).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Catalogue {
-    pub host: HostIdentity,
-    pub resources: Vec<Resource>,
+/// [`lint`] for a repository already loaded.
+pub fn lint_repository(repo: &Repository, host: Option<&HostIdentity>) -> Diagnostics {
+    compile::Analysis::new(repo).run(host).1
+}
+
+/// Compiles the repository at `repo` for `host`. Fails with every problem
+/// found (in any layer, not only the host's) when there is at least one error.
+pub fn compile(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
+    let repository = Repository::load(repo)?;
+    compile_repository(&repository, host)
+}
+
+/// [`compile`] for a repository already loaded.
+pub fn compile_repository(
+    repo: &Repository,
+    host: &HostIdentity,
+) -> Result<Catalogue, Diagnostics> {
+    match compile::Analysis::new(repo).run(Some(host)) {
+        (Some(catalogue), _) => Ok(catalogue),
+        (None, diags) => Err(diags),
+    }
 }

@@ -1,0 +1,203 @@
+//! The compiled catalogue and its JSON form.
+//!
+//! This module owns the [`Catalogue`] value the engine runs, the declaration
+//! hash that tells an intentional change from a corrective one, and the JSON
+//! `datum catalogue` prints. It must never put content bytes in that JSON:
+//! only content checksums leave the process.
+
+use std::fmt::Write as _;
+
+use datum_core::{Resource, ResourceId, sha256_hex};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::host::HostIdentity;
+
+/// The compiled, checked catalogue for one host: resources in dependency order
+/// (every resource comes after everything it requires; ties keep declaration
+/// order).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Catalogue {
+    pub host: HostIdentity,
+    pub resources: Vec<Resource>,
+    /// Requirements the catalogue added (a file requires the Directory resource
+    /// declaring its parent folder), as `(dependent, requirement)`. They are
+    /// also in the dependent's `Resource::requires`.
+    #[serde(default)]
+    pub autorequires: Vec<(ResourceId, ResourceId)>,
+}
+
+impl Catalogue {
+    pub fn get(&self, id: &ResourceId) -> Option<&Resource> {
+        self.resources.iter().find(|r| &r.id == id)
+    }
+
+    /// The JSON `datum catalogue` prints: the host, and per resource its id,
+    /// type, name, desired fields (never content), content SHA-256, explicit
+    /// `requires`, added `autorequires`, class, sensitive, validate, origin
+    /// (`file:line:col`) and declaration hash. With `explain`, a `fields` map
+    /// says which layer and line each field came from.
+    pub fn to_json(&self, explain: bool) -> Value {
+        let resources: Vec<Value> = self
+            .resources
+            .iter()
+            .map(|r| {
+                let auto: Vec<String> = self
+                    .autorequires
+                    .iter()
+                    .filter(|(from, _)| from == &r.id)
+                    .map(|(_, to)| to.to_string())
+                    .collect();
+                let explicit: Vec<String> = r
+                    .requires
+                    .iter()
+                    .map(ToString::to_string)
+                    .filter(|s| !auto.contains(s))
+                    .collect();
+                let mut v = json!({
+                    "id": r.id.to_string(),
+                    "type": r.id.kind,
+                    "name": r.id.name,
+                    "desired": r.desired,
+                    "content_sha256": r.content.as_ref().map(|c| c.sha256.clone()),
+                    "requires": explicit,
+                    "autorequires": auto,
+                    "class": r.class,
+                    "sensitive": r.sensitive,
+                    "validate": r.validate,
+                    "origin": r.origin.to_string(),
+                    "declaration_hash": r.declaration_hash,
+                });
+                if explain && let Some(obj) = v.as_object_mut() {
+                    let fields: serde_json::Map<String, Value> = r
+                        .field_origins
+                        .iter()
+                        .map(|(field, o)| {
+                            (
+                                field.clone(),
+                                json!({"layer": o.layer, "origin": o.to_string()}),
+                            )
+                        })
+                        .collect();
+                    obj.insert("fields".to_owned(), Value::Object(fields));
+                }
+                v
+            })
+            .collect();
+        json!({
+            "host": {"name": self.host.name, "labels": self.host.labels},
+            "resources": resources,
+        })
+    }
+}
+
+/// SHA-256 over the canonical JSON (sorted keys, no spaces) of everything
+/// declared about a resource: kind, name, desired, content checksum,
+/// validate, sensitive, and its explicit requirements.
+pub(crate) fn declaration_hash(
+    id: &ResourceId,
+    desired: &Value,
+    content_sha256: Option<&str>,
+    validate: Option<&str>,
+    sensitive: bool,
+    requires: &[ResourceId],
+) -> String {
+    let v = json!({
+        "kind": id.kind,
+        "name": id.name,
+        "desired": desired,
+        "content_sha256": content_sha256,
+        "validate": validate,
+        "sensitive": sensitive,
+        "requires": requires.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    let mut text = String::new();
+    canonical(&v, &mut text);
+    sha256_hex(text.as_bytes())
+}
+
+/// Canonical JSON: object keys sorted whatever map type serde_json was built
+/// with, so the hash cannot change with a dependency's feature flags.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}", Value::String(k.clone()));
+                out.push(':');
+                if let Some(inner) = map.get(k) {
+                    canonical(inner, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => {
+            let _ = write!(out, "{scalar}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let mut s = String::new();
+        canonical(
+            &json!({"b": {"y": 1, "x": [true, null]}, "a": "t\"q"}),
+            &mut s,
+        );
+        assert_eq!(s, r#"{"a":"t\"q","b":{"x":[true,null],"y":1}}"#);
+    }
+
+    #[test]
+    fn the_hash_changes_with_every_declared_part() {
+        let id = ResourceId::new("File", "a");
+        let d = json!({"path": "/a"});
+        let base = declaration_hash(&id, &d, Some("00"), None, false, &[]);
+        assert_eq!(
+            base,
+            declaration_hash(&id, &d, Some("00"), None, false, &[])
+        );
+        assert_ne!(
+            base,
+            declaration_hash(&id, &json!({"path": "/b"}), Some("00"), None, false, &[])
+        );
+        assert_ne!(
+            base,
+            declaration_hash(&id, &d, Some("01"), None, false, &[])
+        );
+        assert_ne!(
+            base,
+            declaration_hash(&id, &d, Some("00"), Some("sshd"), false, &[])
+        );
+        assert_ne!(base, declaration_hash(&id, &d, Some("00"), None, true, &[]));
+        assert_ne!(
+            base,
+            declaration_hash(
+                &id,
+                &d,
+                Some("00"),
+                None,
+                false,
+                &[ResourceId::new("File", "b")]
+            )
+        );
+    }
+}

@@ -1,0 +1,607 @@
+//! Lint and compile: every check on a loaded repository, and the catalogue for
+//! one host.
+//!
+//! This module owns the order checks run in and what each view of the
+//! repository is checked against:
+//! - every document on its own (known type, field values via the provider's
+//!   `check`, validator names, content fields and their paths, template
+//!   syntax, duplicate names within a layer);
+//! - every resource with all layers applied (`requires` resolved against every
+//!   declared resource, cycles, required fields);
+//! - with a host: its layers only (`requires` against its own catalogue,
+//!   templates rendered with its name and labels, cycles again), from which
+//!   the catalogue is built.
+//!
+//! All problems are collected; nothing stops at the first. It must not touch
+//! the managed machine: it reads the repository only.
+
+use std::collections::HashMap;
+
+use datum_core::{Content, Origin, Resource, ResourceId};
+use datum_manifest::yaml::Pos;
+use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository};
+use datum_providers::{FieldError, Provider};
+
+use crate::catalogue::{Catalogue, declaration_hash};
+use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
+use crate::graph;
+use crate::host::HostIdentity;
+use crate::merge::{self, DocView, Merged};
+use crate::validators;
+
+/// The types whose `path` takes part in parent-directory ordering, and the
+/// one that declares directories.
+const PATH_KINDS: &[&str] = &["File", "Directory", "Symlink"];
+const DIRECTORY_KIND: &str = "Directory";
+
+pub(crate) struct Analysis<'r> {
+    repo: &'r Repository,
+    diags: Diagnostics,
+    /// Per document: its provider, when the type is known.
+    providers: Vec<Option<&'static dyn Provider>>,
+    /// Per document: its checked content field (content-taking types only).
+    contents: Vec<Option<ContentDecl>>,
+    /// Per document: whether it writes a content field at all (even a refused one).
+    declares_content: Vec<bool>,
+    templates: Templates,
+}
+
+/// A requirement edge with the `requires:` entry that wrote it.
+struct Edge {
+    to: usize,
+    origin: Origin,
+    end: Pos,
+}
+
+impl<'r> Analysis<'r> {
+    pub(crate) fn new(repo: &'r Repository) -> Self {
+        let n = repo.documents.len();
+        Self {
+            repo,
+            diags: repo.diagnostics.clone(),
+            providers: vec![None; n],
+            contents: vec![None; n],
+            declares_content: vec![false; n],
+            templates: Templates::new(),
+        }
+    }
+
+    /// Runs every check, and with a host builds its catalogue. The catalogue
+    /// is returned only when no error was found.
+    pub(crate) fn run(mut self, host: Option<&HostIdentity>) -> (Option<Catalogue>, Diagnostics) {
+        self.check_documents();
+        self.check_duplicates();
+
+        // Every layer applied: catches what any host could hit.
+        let all = self.merge((0..self.repo.documents.len()).collect());
+        self.check_merged(&all);
+        let union: HashMap<ResourceId, usize> = all
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.clone(), i))
+            .collect();
+        let edges = self.resolve(&all, &union, None);
+        self.check_cycles(&all, &edges);
+
+        let catalogue = host.and_then(|host| self.host_catalogue(host, &union));
+        let mut diags = self.diags;
+        diags.finish();
+        if diags.has_errors() {
+            (None, diags)
+        } else {
+            (catalogue, diags)
+        }
+    }
+
+    fn doc(&self, i: usize) -> &'r Document {
+        &self.repo.documents[i]
+    }
+
+    fn layer_name(&self, doc: &Document) -> String {
+        self.repo
+            .layer_of(doc)
+            .map(|l| l.name.clone())
+            .unwrap_or_default()
+    }
+
+    // ---- every document on its own -------------------------------------
+
+    fn check_documents(&mut self) {
+        for i in 0..self.repo.documents.len() {
+            let doc = self.doc(i);
+            let provider = datum_providers::lookup(&doc.id.kind);
+            if provider.is_none() {
+                self.diags.push(
+                    Diagnostic::error(unknown_type_message(&doc.id.kind))
+                        .resource(&doc.id)
+                        .at(doc.kind.origin.clone())
+                        .until(doc.kind.end),
+                );
+            }
+            self.providers[i] = provider;
+
+            if let Some(v) = &doc.validate
+                && let Err(problem) = validators::check(&v.value)
+            {
+                self.diags.push(
+                    Diagnostic::error(problem.to_string())
+                        .resource(&doc.id)
+                        .at(v.origin.clone())
+                        .until(v.end),
+                );
+            }
+
+            let Some(provider) = provider else { continue };
+            if provider.takes_content() {
+                self.declares_content[i] = doc
+                    .desired_fields()
+                    .any(|(k, _, _)| CONTENT_KEYS.contains(&k));
+                let decl = content::declared(self.repo, doc, &mut self.diags);
+                if let Some(ContentDecl {
+                    kind: ContentKind::Template,
+                    file: Some((abs, rel)),
+                    ..
+                }) = &decl
+                {
+                    let layer = self.layer_name(doc);
+                    self.templates
+                        .load(abs, rel, &doc.id, &layer, &mut self.diags);
+                }
+                self.contents[i] = decl;
+            }
+
+            // A document may be a partial override: only problems with the
+            // fields it writes are its own. Missing fields are judged on the
+            // merged resource.
+            let desired = doc.desired.to_json();
+            if let Err(errors) = provider.check(&desired) {
+                for e in errors {
+                    let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
+                    if own {
+                        let (origin, end) = field_location(doc, &e.path);
+                        self.diags
+                            .push(field_diagnostic(&e, &doc.id, origin, Some(end)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A document's top-level fields for layering: as written, without the
+    /// content fields of a content-taking type (those are layered as one).
+    fn doc_fields(&self, i: usize) -> Vec<(String, serde_json::Value)> {
+        let takes_content = self.providers[i].is_some_and(|p| p.takes_content());
+        self.doc(i)
+            .desired_fields()
+            .filter(|(k, _, _)| !(takes_content && CONTENT_KEYS.contains(k)))
+            .map(|(k, v, _)| (k.to_owned(), v.to_json()))
+            .collect()
+    }
+
+    fn check_duplicates(&mut self) {
+        let mut first: HashMap<(usize, &ResourceId), usize> = HashMap::new();
+        for (i, doc) in self.repo.documents.iter().enumerate() {
+            if let Some(&prev) = first.get(&(doc.layer, &doc.id)) {
+                let prev = self.doc(prev);
+                self.diags.push(
+                    Diagnostic::error(format!(
+                        "duplicate name: {} is already declared in layer `{}` at {}",
+                        doc.id,
+                        self.layer_name(doc),
+                        prev.name.origin
+                    ))
+                    .resource(&doc.id)
+                    .at(doc.name.origin.clone())
+                    .until(doc.name.end),
+                );
+            } else {
+                first.insert((doc.layer, &doc.id), i);
+            }
+        }
+    }
+
+    // ---- merged resources ------------------------------------------------
+
+    fn merge(&self, order: Vec<usize>) -> Vec<Merged> {
+        merge::merge(order, |i| {
+            let doc = self.doc(i);
+            DocView {
+                id: &doc.id,
+                fields: self.doc_fields(i),
+                declares_content: self.declares_content[i],
+                sets_requires: doc.requires.is_some(),
+                sets_class: doc.class.is_some(),
+                sets_sensitive: doc.sensitive.is_some(),
+                sets_validate: doc.validate.is_some(),
+            }
+        })
+    }
+
+    /// The provider's check on each merged resource: catches missing required
+    /// fields and combinations no single document shows.
+    fn check_merged(&mut self, merged: &[Merged]) {
+        for m in merged {
+            let Some(provider) = self.providers[m.last_doc()] else {
+                continue;
+            };
+            // The provider checks the declaration as written: the merged
+            // fields plus the winning content field.
+            let mut desired = m.desired_json();
+            if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
+                for (k, v, _) in self.doc(d).desired_fields() {
+                    if CONTENT_KEYS.contains(&k) {
+                        obj.insert(k.to_owned(), v.to_json());
+                    }
+                }
+            }
+            let Err(errors) = provider.check(&desired) else {
+                continue;
+            };
+            for e in errors {
+                let written = e.path.first().and_then(|k| {
+                    let content = if CONTENT_KEYS.contains(&k.as_str()) {
+                        m.content
+                    } else {
+                        None
+                    };
+                    content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
+                });
+                let (origin, end) = match written {
+                    Some(doc) => {
+                        let (o, end) = field_location(self.doc(doc), &e.path);
+                        (o, Some(end))
+                    }
+                    // Not written anywhere: point at the first `desired:`.
+                    None => {
+                        let d = &self.doc(m.first_doc()).desired_origin;
+                        (d.origin.clone(), None)
+                    }
+                };
+                self.diags.push(field_diagnostic(&e, &m.id, origin, end));
+            }
+        }
+    }
+
+    /// Resolves `requires` of every merged resource against `scope` (id ->
+    /// index in `merged`). With a host, names declared elsewhere in the
+    /// repository get a message saying they are not for this host.
+    fn resolve(
+        &mut self,
+        merged: &[Merged],
+        scope: &HashMap<ResourceId, usize>,
+        host: Option<(&HostIdentity, &HashMap<ResourceId, usize>)>,
+    ) -> Vec<Vec<Edge>> {
+        let mut all = Vec::with_capacity(merged.len());
+        for m in merged {
+            let mut edges = Vec::new();
+            if let Some(doc) = m.requires.map(|d| self.doc(d))
+                && let Some(requires) = &doc.requires
+            {
+                for r in &requires.value {
+                    match scope.get(&r.value) {
+                        Some(&to) => edges.push(Edge {
+                            to,
+                            origin: r.origin.clone(),
+                            end: r.end,
+                        }),
+                        None => {
+                            let message = match host {
+                                Some((host, union)) if union.contains_key(&r.value) => format!(
+                                    "requires {}, which is not in the catalogue of host `{}` (its layers do not match this host)",
+                                    r.value, host.name
+                                ),
+                                _ => format!(
+                                    "requires {}, which is not declared anywhere in the repository",
+                                    r.value
+                                ),
+                            };
+                            self.diags.push(
+                                Diagnostic::error(message)
+                                    .resource(&m.id)
+                                    .at(r.origin.clone())
+                                    .until(r.end),
+                            );
+                        }
+                    }
+                }
+            }
+            all.push(edges);
+        }
+        all
+    }
+
+    /// Reports every dependency cycle once, at the `requires:` entry that
+    /// starts it. Returns whether there was none.
+    fn check_cycles(&mut self, merged: &[Merged], edges: &[Vec<Edge>]) -> bool {
+        let plain: graph::Edges = edges
+            .iter()
+            .map(|e| e.iter().map(|x| x.to).collect())
+            .collect();
+        let (_, stuck) = graph::order(&plain);
+        let cycles = graph::cycles(&plain, &stuck);
+        for cycle in &cycles {
+            let names: Vec<String> = cycle.iter().map(|&i| merged[i].id.to_string()).collect();
+            let (Some(&a), Some(&b)) = (cycle.first(), cycle.get(1)) else {
+                continue;
+            };
+            let mut d = Diagnostic::error(format!("dependency cycle: {}", names.join(" -> ")))
+                .resource(&merged[a].id);
+            if let Some(edge) = edges[a].iter().find(|e| e.to == b) {
+                d = d.at(edge.origin.clone()).until(edge.end);
+            }
+            self.diags.push(d);
+        }
+        cycles.is_empty()
+    }
+
+    // ---- one host ----------------------------------------------------------
+
+    fn host_catalogue(
+        &mut self,
+        host: &HostIdentity,
+        union: &HashMap<ResourceId, usize>,
+    ) -> Option<Catalogue> {
+        let applies: Vec<bool> = self
+            .repo
+            .settings
+            .layers
+            .iter()
+            .map(|l| l.matcher.matches(&host.labels))
+            .collect();
+        let order: Vec<usize> = (0..self.repo.documents.len())
+            .filter(|&i| applies.get(self.doc(i).layer).copied().unwrap_or(false))
+            .collect();
+        let merged = self.merge(order);
+        self.check_merged(&merged);
+        let scope: HashMap<ResourceId, usize> = merged
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.clone(), i))
+            .collect();
+        let edges = self.resolve(&merged, &scope, Some((host, union)));
+        let acyclic = self.check_cycles(&merged, &edges);
+        self.check_paths(&merged);
+
+        let contents: Vec<Option<Content>> = merged.iter().map(|m| self.render(m, host)).collect();
+        if !acyclic {
+            return None;
+        }
+
+        let mut plain: graph::Edges = edges
+            .iter()
+            .map(|e| e.iter().map(|x| x.to).collect())
+            .collect();
+        let paths: Vec<Option<(String, bool)>> = merged
+            .iter()
+            .map(|m| {
+                if !PATH_KINDS.contains(&m.id.kind.as_str()) {
+                    return None;
+                }
+                let path = m.fields.get("path")?.0.as_str()?;
+                Some((path.to_owned(), m.id.kind == DIRECTORY_KIND))
+            })
+            .collect();
+        let added = graph::add_parent_edges(&mut plain, &paths);
+        let (sequence, stuck) = graph::order(&plain);
+        if !stuck.is_empty() {
+            return None;
+        }
+
+        let mut slots: Vec<Option<Resource>> = merged
+            .iter()
+            .zip(contents)
+            .enumerate()
+            .map(|(i, (m, content))| {
+                let explicit: Vec<ResourceId> =
+                    edges[i].iter().map(|e| merged[e.to].id.clone()).collect();
+                Some(self.resource(m, content, explicit))
+            })
+            .collect();
+        let mut autorequires = Vec::new();
+        for &(from, to) in &added {
+            let to_id = merged[to].id.clone();
+            if let Some(Some(r)) = slots.get_mut(from) {
+                r.requires.push(to_id.clone());
+            }
+            autorequires.push((merged[from].id.clone(), to_id));
+        }
+        let resources = sequence
+            .into_iter()
+            .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+            .collect();
+        Some(Catalogue {
+            host: host.clone(),
+            resources,
+            autorequires,
+        })
+    }
+
+    /// Two resources managing one path would fight on every pass.
+    fn check_paths(&mut self, merged: &[Merged]) {
+        let mut seen: HashMap<String, &Merged> = HashMap::new();
+        for m in merged {
+            if !PATH_KINDS.contains(&m.id.kind.as_str()) {
+                continue;
+            }
+            let Some((serde_json::Value::String(path), doc)) = m.fields.get("path") else {
+                continue;
+            };
+            let key = path.trim_end_matches('/').to_owned();
+            if let Some(prev) = seen.get(&key) {
+                let (origin, end) = field_location(self.doc(*doc), &["path".to_owned()]);
+                self.diags.push(
+                    Diagnostic::error(format!("path `{path}` is also managed by {}", prev.id))
+                        .resource(&m.id)
+                        .at(origin)
+                        .until(end),
+                );
+            } else {
+                seen.insert(key, m);
+            }
+        }
+    }
+
+    /// The winning content field as bytes for this host.
+    fn render(&mut self, m: &Merged, host: &HostIdentity) -> Option<Content> {
+        let doc_index = m.content?;
+        let decl = self.contents[doc_index].as_ref()?;
+        let doc = self.doc(doc_index);
+        match decl.kind {
+            ContentKind::Inline => Some(Content::new(decl.text.clone().into_bytes())),
+            ContentKind::Source => {
+                let (abs, rel) = decl.file.as_ref()?;
+                match std::fs::read(abs) {
+                    Ok(bytes) => Some(Content::new(bytes)),
+                    Err(e) => {
+                        self.diags.push(
+                            Diagnostic::error(format!("cannot read source {}: {e}", rel.display()))
+                                .resource(&m.id)
+                                .at(decl.origin.clone())
+                                .until(decl.end),
+                        );
+                        None
+                    }
+                }
+            }
+            ContentKind::Template => {
+                let (_, rel) = decl.file.as_ref()?;
+                let layer = self.layer_name(doc);
+                match self
+                    .templates
+                    .render(rel, host, &m.id, &decl.origin, &layer)
+                {
+                    Ok(text) => Some(Content::new(text.into_bytes())),
+                    Err(d) => {
+                        self.diags.push(*d);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    fn resource(
+        &self,
+        m: &Merged,
+        content: Option<Content>,
+        requires: Vec<ResourceId>,
+    ) -> Resource {
+        let desired = m.desired_json();
+        let last = self.doc(m.last_doc());
+        let class = m
+            .class
+            .and_then(|d| self.doc(d).class.as_ref())
+            .map_or_else(|| DEFAULT_CLASS.to_owned(), |c| c.value.clone());
+        let sensitive = m
+            .sensitive
+            .and_then(|d| self.doc(d).sensitive.as_ref())
+            .is_some_and(|s| s.value);
+        let validate = m
+            .validate
+            .and_then(|d| self.doc(d).validate.as_ref())
+            .map(|v| v.value.clone());
+
+        let mut field_origins = std::collections::BTreeMap::new();
+        for (field, (_, doc)) in &m.fields {
+            let (origin, _) = field_location(self.doc(*doc), std::slice::from_ref(field));
+            field_origins.insert(field.clone(), origin);
+        }
+        if let Some(decl) = m.content.and_then(|d| self.contents[d].as_ref()) {
+            field_origins.insert("content".to_owned(), decl.origin.clone());
+        }
+        let envelope = [
+            (
+                "requires",
+                m.requires
+                    .and_then(|d| self.doc(d).requires.as_ref().map(|r| r.origin.clone())),
+            ),
+            (
+                "class",
+                m.class
+                    .and_then(|d| self.doc(d).class.as_ref().map(|r| r.origin.clone())),
+            ),
+            (
+                "sensitive",
+                m.sensitive
+                    .and_then(|d| self.doc(d).sensitive.as_ref().map(|r| r.origin.clone())),
+            ),
+            (
+                "validate",
+                m.validate
+                    .and_then(|d| self.doc(d).validate.as_ref().map(|r| r.origin.clone())),
+            ),
+        ];
+        for (name, origin) in envelope {
+            if let Some(o) = origin {
+                field_origins.insert(name.to_owned(), o);
+            }
+        }
+
+        let declaration_hash = declaration_hash(
+            &m.id,
+            &desired,
+            content.as_ref().map(|c| c.sha256.as_str()),
+            validate.as_deref(),
+            sensitive,
+            &requires,
+        );
+        Resource {
+            id: m.id.clone(),
+            desired,
+            content,
+            requires,
+            class,
+            sensitive,
+            validate,
+            origin: last.origin.clone(),
+            field_origins,
+            declaration_hash,
+        }
+    }
+}
+
+/// Where a field path is written in a document: the deepest part of the path
+/// the document has, else its `desired:` key.
+fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
+    for len in (1..=path.len()).rev() {
+        if let Some(found) = doc.field_span(&path[..len]) {
+            return found;
+        }
+    }
+    (doc.desired_origin.origin.clone(), doc.desired_origin.end)
+}
+
+fn field_diagnostic(
+    e: &FieldError,
+    id: &ResourceId,
+    origin: Origin,
+    end: Option<Pos>,
+) -> Diagnostic {
+    let dotted = e.path.join(".");
+    // Providers usually name the field; when they do not, say which it is.
+    let message = if dotted.is_empty() || e.message.contains(&format!("`{dotted}`")) {
+        e.message.clone()
+    } else {
+        format!("`{dotted}`: {}", e.message)
+    };
+    let mut d = Diagnostic::error(message).resource(id).at(origin);
+    if let Some(end) = end {
+        d = d.until(end);
+    }
+    d
+}
+
+fn unknown_type_message(kind: &str) -> String {
+    let known: Vec<&str> = datum_providers::registry()
+        .iter()
+        .map(|p| p.kind())
+        .collect();
+    if let Some(close) = known.iter().find(|k| k.eq_ignore_ascii_case(kind)) {
+        return format!("unknown type `{kind}`; did you mean `{close}`?");
+    }
+    if known.is_empty() {
+        format!("unknown type `{kind}` (this build of Datum knows no resource types)")
+    } else {
+        format!("unknown type `{kind}`; known types: {}", known.join(", "))
+    }
+}

@@ -1,0 +1,434 @@
+//! Content fields: `content:`, `source:` and `template:`.
+//!
+//! This module owns finding a document's content field, checking that source
+//! and template paths stay inside the repository, and turning the winning
+//! field into bytes (inline text, a repository file, or a minijinja template
+//! rendered for the host with strict undefined variables).
+//!
+//! It reads repository files only, never the managed machine, and it never
+//! puts content into a message: templates may render secrets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use datum_core::{Origin, ResourceId};
+use datum_manifest::yaml::Pos;
+use datum_manifest::{Diagnostic, Diagnostics, Document, Repository, resolve_inside};
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+
+use crate::host::HostIdentity;
+
+/// The keys that declare content, in the order they are described.
+pub const CONTENT_KEYS: &[&str] = &["content", "source", "template"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ContentKind {
+    Inline,
+    Source,
+    Template,
+}
+
+impl ContentKind {
+    fn from_key(key: &str) -> Option<Self> {
+        match key {
+            "content" => Some(Self::Inline),
+            "source" => Some(Self::Source),
+            "template" => Some(Self::Template),
+            _ => None,
+        }
+    }
+}
+
+/// A document's content field, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct ContentDecl {
+    pub kind: ContentKind,
+    /// The inline text, or the path as written.
+    pub text: String,
+    /// The key's position (what `--explain` shows for `content`).
+    pub origin: Origin,
+    pub end: Pos,
+    /// For source and template: the canonical file and its path relative to
+    /// the repository. `None` when the path was refused (already reported).
+    pub file: Option<(PathBuf, PathBuf)>,
+}
+
+/// Finds and checks the content field of `doc` (for a provider that takes
+/// content): non-string values and refused or missing paths. Returns the
+/// first one.
+pub(crate) fn declared(
+    repo: &Repository,
+    doc: &Document,
+    diags: &mut Diagnostics,
+) -> Option<ContentDecl> {
+    let mut found: Option<ContentDecl> = None;
+    let layer_path = repo
+        .layer_of(doc)
+        .map(|l| l.path.clone())
+        .unwrap_or_default();
+    for (key, value, origin) in doc.desired_fields() {
+        let Some(kind) = ContentKind::from_key(key) else {
+            continue;
+        };
+        let (_, end) = doc
+            .field_span(&[key.to_owned()])
+            .unwrap_or((origin.clone(), value.end));
+        // Two content fields: the provider's check reports it (File does);
+        // the first one is used for the remaining checks.
+        if found.is_some() {
+            continue;
+        }
+        let Some(text) = value.as_str() else {
+            diags.push(
+                Diagnostic::error(format!(
+                    "`{key}` must be a string, found {}",
+                    value.type_name()
+                ))
+                .resource(&doc.id)
+                .at(doc.place.origin(value.start))
+                .until(value.end),
+            );
+            continue;
+        };
+        let file = match kind {
+            ContentKind::Inline => None,
+            ContentKind::Source | ContentKind::Template => {
+                match resolve_inside(&repo.canonical_root, &layer_path, text) {
+                    Ok((abs, rel)) if abs.is_file() => Some((abs, rel)),
+                    Ok((_, rel)) => {
+                        diags.push(
+                            Diagnostic::error(format!(
+                                "`{key}: {text}` is not a file ({})",
+                                rel.display()
+                            ))
+                            .resource(&doc.id)
+                            .at(doc.place.origin(value.start))
+                            .until(value.end),
+                        );
+                        None
+                    }
+                    Err(problem) => {
+                        diags.push(
+                            Diagnostic::error(format!("`{key}`: {problem}"))
+                                .resource(&doc.id)
+                                .at(doc.place.origin(value.start))
+                                .until(value.end),
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        found = Some(ContentDecl {
+            kind,
+            text: text.to_owned(),
+            origin,
+            end,
+            file,
+        });
+    }
+    found
+}
+
+/// Templates read so far, parsed once each, rendered per host.
+pub(crate) struct Templates {
+    env: Environment<'static>,
+    /// Template text by path relative to the repository; `None` when it could
+    /// not be read or did not parse (already reported).
+    sources: HashMap<PathBuf, Option<String>>,
+}
+
+impl Templates {
+    pub(crate) fn new() -> Self {
+        let mut env = Environment::new();
+        // An undefined variable is an error, never an empty string: a config
+        // file missing a value is worse than a failed compile.
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        // Configuration files are not HTML, whatever their suffix.
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        // Byte ranges in errors, for columns.
+        env.set_debug(true);
+        if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+            .keep_trailing_newline(true)
+            .build()
+        {
+            env.set_syntax(syntax);
+        }
+        Self {
+            env,
+            sources: HashMap::new(),
+        }
+    }
+
+    /// Reads and parses a template (once), reporting syntax errors at the
+    /// template's own line. Returns whether it is usable.
+    pub(crate) fn load(
+        &mut self,
+        abs: &Path,
+        rel: &Path,
+        id: &ResourceId,
+        layer: &str,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        if let Some(known) = self.sources.get(rel) {
+            return known.is_some();
+        }
+        let text = match std::fs::read(abs) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(_) => {
+                    diags.push(
+                        Diagnostic::error(format!("template {} is not UTF-8 text", rel.display()))
+                            .resource(id)
+                            .at(whole_file(rel, layer)),
+                    );
+                    self.sources.insert(rel.to_owned(), None);
+                    return false;
+                }
+            },
+            Err(e) => {
+                diags.push(
+                    Diagnostic::error(format!("cannot read template {}: {e}", rel.display()))
+                        .resource(id)
+                        .at(whole_file(rel, layer)),
+                );
+                self.sources.insert(rel.to_owned(), None);
+                return false;
+            }
+        };
+        diags.sources_mut().insert(rel.to_owned(), text.as_str());
+        let name = rel.display().to_string();
+        let ok = match self.env.template_from_named_str(&name, &text) {
+            Ok(_) => true,
+            Err(err) => {
+                diags.push(template_diagnostic(
+                    "template syntax error",
+                    &err,
+                    &text,
+                    rel,
+                    layer,
+                    id,
+                ));
+                false
+            }
+        };
+        self.sources.insert(rel.to_owned(), ok.then_some(text));
+        ok
+    }
+
+    /// Renders a loaded template for `host`. Errors (undefined variables,
+    /// failing filters) become a diagnostic at the template's line, with a
+    /// note naming the resource's `template:` line.
+    pub(crate) fn render(
+        &self,
+        rel: &Path,
+        host: &HostIdentity,
+        id: &ResourceId,
+        decl_origin: &Origin,
+        layer: &str,
+    ) -> Result<String, Box<Diagnostic>> {
+        let Some(Some(text)) = self.sources.get(rel) else {
+            return Err(Box::new(
+                Diagnostic::error(format!("template {} was not loaded", rel.display()))
+                    .resource(id),
+            ));
+        };
+        let name = rel.display().to_string();
+        let result = self
+            .env
+            .template_from_named_str(&name, text)
+            .and_then(|t| t.render(host_context(host)));
+        result.map_err(|err| {
+            Box::new(
+                template_diagnostic("template error", &err, text, rel, layer, id).note(format!(
+                    "rendering for host `{}`, declared at {decl_origin}",
+                    host.name
+                )),
+            )
+        })
+    }
+}
+
+fn whole_file(rel: &Path, layer: &str) -> Origin {
+    Origin {
+        file: rel.to_owned(),
+        line: 0,
+        column: 0,
+        layer: layer.to_owned(),
+    }
+}
+
+/// The variables a template sees: `host.name`, `host.labels.KEY`, and the same
+/// as `name` and `labels`.
+fn host_context(host: &HostIdentity) -> Value {
+    let labels: BTreeMap<Value, Value> = host
+        .labels
+        .iter()
+        .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
+        .collect();
+    let labels = Value::from(labels);
+    let mut host_map: BTreeMap<Value, Value> = BTreeMap::new();
+    host_map.insert(Value::from("name"), Value::from(host.name.as_str()));
+    host_map.insert(Value::from("labels"), labels.clone());
+    let mut top: BTreeMap<Value, Value> = BTreeMap::new();
+    top.insert(Value::from("host"), Value::from(host_map));
+    top.insert(Value::from("name"), Value::from(host.name.as_str()));
+    top.insert(Value::from("labels"), labels);
+    Value::from(top)
+}
+
+fn template_diagnostic(
+    what: &str,
+    err: &minijinja::Error,
+    text: &str,
+    rel: &Path,
+    layer: &str,
+    id: &ResourceId,
+) -> Diagnostic {
+    let mut message = format!("{what}: {}", err.kind());
+    if let Some(detail) = err.detail() {
+        message.push_str(": ");
+        message.push_str(detail);
+    }
+    let (start, end) = match err.range() {
+        Some(range) => (pos_of(text, range.start), Some(pos_of(text, range.end))),
+        None => (
+            Pos {
+                line: err.line().unwrap_or(0),
+                column: usize::from(err.line().is_some()),
+            },
+            None,
+        ),
+    };
+    let mut d = Diagnostic::error(message).resource(id).at(Origin {
+        file: rel.to_owned(),
+        line: start.line,
+        column: start.column,
+        layer: layer.to_owned(),
+    });
+    if let Some(end) = end {
+        d = d.until(end);
+    }
+    d
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn pos_of(text: &str, offset: usize) -> Pos {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    Pos { line, column }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> HostIdentity {
+        HostIdentity {
+            name: "web-01".into(),
+            labels: [("role".to_owned(), "web".to_owned())].into(),
+        }
+    }
+
+    fn template(text: &str) -> (tempfile::TempDir, Templates, Diagnostics, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = dir.path().join("motd.j2");
+        std::fs::write(&abs, text).unwrap();
+        let mut t = Templates::new();
+        let mut diags = Diagnostics::new();
+        let ok = t.load(
+            &abs,
+            Path::new("base/templates/motd.j2"),
+            &ResourceId::new("File", "motd"),
+            "base",
+            &mut diags,
+        );
+        (dir, t, diags, ok)
+    }
+
+    #[test]
+    fn renders_host_name_and_labels_and_keeps_the_final_newline() {
+        let (_d, t, _, ok) =
+            template("{{ host.name }} {{ host.labels.role }} {{ name }} {{ labels.role }}\n");
+        assert!(ok);
+        let out = t
+            .render(
+                Path::new("base/templates/motd.j2"),
+                &host(),
+                &ResourceId::new("File", "motd"),
+                &Origin::default(),
+                "base",
+            )
+            .unwrap();
+        assert_eq!(out, "web-01 web web-01 web\n");
+    }
+
+    #[test]
+    fn undefined_variables_are_errors_at_the_template_line() {
+        let (_d, t, _, ok) = template("line one\nrole {{ host.labels.colour }}\n");
+        assert!(ok);
+        let d = t
+            .render(
+                Path::new("base/templates/motd.j2"),
+                &host(),
+                &ResourceId::new("File", "motd"),
+                &Origin::default(),
+                "base",
+            )
+            .unwrap_err();
+        assert!(d.message.contains("undefined"), "{}", d.message);
+        let o = d.origin.clone().unwrap();
+        assert_eq!(
+            (o.file.to_str().unwrap(), o.line),
+            ("base/templates/motd.j2", 2)
+        );
+        assert!(o.column >= 6, "{o}");
+    }
+
+    #[test]
+    fn html_suffixes_are_not_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = dir.path().join("x.html");
+        std::fs::write(&abs, "{{ '<b>' }}").unwrap();
+        let mut t = Templates::new();
+        let mut diags = Diagnostics::new();
+        let id = ResourceId::new("File", "x");
+        assert!(t.load(&abs, Path::new("x.html"), &id, "base", &mut diags));
+        let out = t
+            .render(
+                Path::new("x.html"),
+                &host(),
+                &id,
+                &Origin::default(),
+                "base",
+            )
+            .unwrap();
+        assert_eq!(out, "<b>");
+    }
+
+    #[test]
+    fn syntax_errors_are_reported_once_at_their_line() {
+        let (_d, _t, diags, ok) = template("ok\n{% if x %}\nno end\n");
+        assert!(!ok);
+        let d: Vec<_> = diags.iter().collect();
+        assert_eq!(d.len(), 1);
+        assert!(
+            d[0].message.starts_with("template syntax error"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(
+            d[0].origin.as_ref().unwrap().file,
+            PathBuf::from("base/templates/motd.j2")
+        );
+    }
+
+    #[test]
+    fn byte_offsets_become_character_columns() {
+        assert_eq!(pos_of("ab\ncé{{x}}", 6), Pos { line: 2, column: 3 });
+        assert_eq!(pos_of("abc", 0), Pos { line: 1, column: 1 });
+    }
+}

@@ -1,0 +1,221 @@
+//! The dependency graph: ordering, cycles, and implicit parent-directory edges.
+//!
+//! This module owns the order a pass visits resources in: every resource after
+//! everything it requires, ties broken by declaration order so the same
+//! repository always gives the same order. It finds cycles and names them
+//! (`File[a] -> File[b] -> File[a]`), and adds the edges a person would expect
+//! without writing them: a file requires the Directory resource that declares
+//! its parent folder, unless that edge would close a cycle.
+//!
+//! Nodes are indices (declaration order); this module knows nothing about
+//! manifests or providers.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::Path;
+
+/// `edges[i]` lists the nodes node `i` requires (deduplicated by caller or not:
+/// repeats are harmless).
+pub(crate) type Edges = Vec<Vec<usize>>;
+
+/// A topological order (requirements first, ties by lowest index) and the
+/// nodes that could not be ordered because they are on or behind a cycle.
+pub(crate) fn order(edges: &Edges) -> (Vec<usize>, Vec<usize>) {
+    let n = edges.len();
+    let mut pending = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, reqs) in edges.iter().enumerate() {
+        let mut seen = reqs.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        for r in seen {
+            if r < n {
+                pending[i] += 1;
+                dependents[r].push(i);
+            }
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| pending[i] == 0).map(Reverse).collect();
+    let mut out = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        out.push(i);
+        for &d in &dependents[i] {
+            pending[d] -= 1;
+            if pending[d] == 0 {
+                ready.push(Reverse(d));
+            }
+        }
+    }
+    let stuck = (0..n).filter(|&i| pending[i] > 0).collect();
+    (out, stuck)
+}
+
+/// The cycles among `stuck` nodes, each as a path that starts and ends at its
+/// lowest-index node (`[a, b, a]`). Each cycle is reported once; nodes that
+/// only depend on a cycle are not cycles themselves.
+pub(crate) fn cycles(edges: &Edges, stuck: &[usize]) -> Vec<Vec<usize>> {
+    let n = edges.len();
+    let mut is_stuck = vec![false; n];
+    for &s in stuck {
+        is_stuck[s] = true;
+    }
+    let mut reported = vec![false; n];
+    let mut found = Vec::new();
+    for &start in stuck {
+        if reported[start] {
+            continue;
+        }
+        // Every stuck node has a stuck requirement: following the lowest one
+        // must come back to a node already on the walk.
+        let mut walk = vec![start];
+        let mut position: HashMap<usize, usize> = HashMap::from([(start, 0)]);
+        while let Some(&here) = walk.last() {
+            let next = edges[here]
+                .iter()
+                .copied()
+                .filter(|&r| r < n && is_stuck[r])
+                .min();
+            let Some(next) = next else { break };
+            if reported[next] {
+                break;
+            }
+            if let Some(&at) = position.get(&next) {
+                let mut cycle: Vec<usize> = walk[at..].to_vec();
+                // Rotate to start at the lowest index for a stable message.
+                if let Some(min_at) = cycle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, v)| **v)
+                    .map(|(i, _)| i)
+                {
+                    cycle.rotate_left(min_at);
+                }
+                for &c in &cycle {
+                    reported[c] = true;
+                }
+                if let Some(&first) = cycle.first() {
+                    cycle.push(first);
+                }
+                found.push(cycle);
+                break;
+            }
+            position.insert(next, walk.len());
+            walk.push(next);
+        }
+    }
+    found
+}
+
+/// Whether `from` reaches `to` following requirements.
+pub(crate) fn reaches(edges: &Edges, from: usize, to: usize) -> bool {
+    let mut seen = vec![false; edges.len()];
+    let mut stack = vec![from];
+    while let Some(i) = stack.pop() {
+        if i == to {
+            return true;
+        }
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        stack.extend(edges[i].iter().copied().filter(|&r| r < edges.len()));
+    }
+    false
+}
+
+/// Parent-directory edges: for every node with a path, the nearest ancestor
+/// path that a directory node declares. `paths[i]` is node i's path (if it
+/// manages one) and whether it is a directory. Edges already present, or
+/// that would close a cycle, are skipped. Returns the edges added.
+pub(crate) fn add_parent_edges(
+    edges: &mut Edges,
+    paths: &[Option<(String, bool)>],
+) -> Vec<(usize, usize)> {
+    let mut dirs: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in paths.iter().enumerate() {
+        if let Some((path, true)) = p {
+            // The first declaration of a path wins; a second is a conflict
+            // reported elsewhere.
+            dirs.entry(trim(path)).or_insert(i);
+        }
+    }
+    let mut added = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let Some((path, _)) = p else { continue };
+        let mut current = Path::new(trim(path)).parent();
+        while let Some(parent) = current {
+            let Some(key) = parent.to_str() else { break };
+            if let Some(&dir) = dirs.get(trim(key))
+                && dir != i
+            {
+                if !edges[i].contains(&dir) && !reaches(edges, dir, i) {
+                    edges[i].push(dir);
+                    added.push((i, dir));
+                }
+                break;
+            }
+            current = parent.parent();
+        }
+    }
+    added
+}
+
+fn trim(path: &str) -> &str {
+    let t = path.trim_end_matches('/');
+    if t.is_empty() && path.starts_with('/') {
+        "/"
+    } else {
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_come_first_and_ties_keep_declaration_order() {
+        // 0 requires 2; 1 is free; 2 is free.
+        let edges = vec![vec![2], vec![], vec![]];
+        let (out, stuck) = order(&edges);
+        assert_eq!(out, [1, 2, 0]);
+        assert!(stuck.is_empty());
+    }
+
+    #[test]
+    fn cycles_are_found_once_and_start_at_the_lowest_node() {
+        // 1 -> 2 -> 3 -> 1, and 0 depends on the cycle; 4 requires itself.
+        let edges = vec![vec![1], vec![2], vec![3], vec![1], vec![4]];
+        let (out, stuck) = order(&edges);
+        assert!(out.is_empty());
+        assert_eq!(stuck, [0, 1, 2, 3, 4]);
+        assert_eq!(cycles(&edges, &stuck), vec![vec![1, 2, 3, 1], vec![4, 4]]);
+    }
+
+    #[test]
+    fn parent_edges_go_to_the_nearest_declared_directory() {
+        let paths = vec![
+            Some(("/etc".to_owned(), true)),
+            Some(("/etc/ssh/".to_owned(), true)),
+            Some(("/etc/ssh/sshd_config".to_owned(), false)),
+            Some(("/etc/motd".to_owned(), false)),
+            Some(("/srv/x".to_owned(), false)),
+            None,
+        ];
+        let mut edges = vec![Vec::new(); paths.len()];
+        let added = add_parent_edges(&mut edges, &paths);
+        assert_eq!(added, [(1, 0), (2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn parent_edges_never_close_a_cycle() {
+        // The directory explicitly requires the file inside it.
+        let paths = vec![
+            Some(("/etc/x".to_owned(), true)),
+            Some(("/etc/x/f".to_owned(), false)),
+        ];
+        let mut edges = vec![vec![1], vec![]];
+        assert!(add_parent_edges(&mut edges, &paths).is_empty());
+        assert_eq!(order(&edges).1, Vec::<usize>::new());
+    }
+}

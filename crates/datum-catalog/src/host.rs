@@ -1,0 +1,316 @@
+//! Who a catalogue is compiled for: the host's name and labels.
+//!
+//! This module owns reading the host file (`/etc/datum/host.yaml` under the
+//! root by default: `name:` and `labels:`), the fallbacks when there is none
+//! (`<root>/etc/hostname`, then the machine's own name) and `--label k=v`
+//! overrides. It reads only those files; it must not look at the repository.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use datum_manifest::yaml::{self, Value};
+use serde::{Deserialize, Serialize};
+
+/// Who the catalogue is compiled for: the host's name and labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HostIdentity {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The host file's path under a root, when no other is given.
+pub const DEFAULT_HOST_FILE: &str = "etc/datum/host.yaml";
+
+/// Why the host's identity could not be established.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{}: cannot read the host file: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("no host name: {} is missing and the machine's name cannot be read", host_file.display())]
+    NoName { host_file: PathBuf },
+    #[error("`{text}` is not a label: write --label key=value")]
+    BadLabel { text: String },
+}
+
+impl HostIdentity {
+    /// Establishes the host's identity.
+    ///
+    /// Reads `host_file` when given (as a path on this machine, not under
+    /// `root`), else `<root>/etc/datum/host.yaml`. When the default file does
+    /// not exist, the name comes from `<root>/etc/hostname`, then from the
+    /// machine's own host name, with no labels. `overrides` (from `--label
+    /// key=value`) are applied last and win.
+    pub fn load(
+        root: &Path,
+        host_file: Option<&Path>,
+        overrides: &[(String, String)],
+    ) -> Result<Self, HostError> {
+        let mut identity = match host_file {
+            Some(path) => read_host_file(path)?,
+            None => {
+                let path = root.join(DEFAULT_HOST_FILE);
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => parse_host_file(&path, &text)?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => HostIdentity::default(),
+                    Err(source) => return Err(HostError::Read { path, source }),
+                }
+            }
+        };
+        if identity.name.is_empty() {
+            identity.name = fallback_name(root).ok_or_else(|| HostError::NoName {
+                host_file: host_file
+                    .map_or_else(|| root.join(DEFAULT_HOST_FILE), Path::to_path_buf),
+            })?;
+        }
+        for (k, v) in overrides {
+            identity.labels.insert(k.clone(), v.clone());
+        }
+        Ok(identity)
+    }
+}
+
+/// Parses `key=value` as given to `--label`.
+pub fn parse_label(text: &str) -> Result<(String, String), HostError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(HostError::BadLabel {
+            text: text.to_owned(),
+        }),
+    }
+}
+
+fn read_host_file(path: &Path) -> Result<HostIdentity, HostError> {
+    let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_host_file(path, &text)
+}
+
+const HOST_KEYS: &[&str] = &["datum", "name", "labels"];
+
+fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
+    let malformed = |pos: yaml::Pos, message: String| HostError::Malformed {
+        path: path.to_owned(),
+        line: pos.line,
+        column: pos.column,
+        message,
+    };
+    let mut parsed = yaml::parse(text);
+    if let Some(e) = parsed.errors.first() {
+        return Err(malformed(e.start, e.message.clone()));
+    }
+    let docs: Vec<_> = parsed
+        .documents
+        .drain(..)
+        .filter(|d| !d.is_null())
+        .collect();
+    let Some(doc) = docs.first() else {
+        // An empty host file: the name falls back like a missing one.
+        return Ok(HostIdentity::default());
+    };
+    if docs.len() > 1 {
+        return Err(malformed(
+            docs[1].start,
+            "a host file holds one document".to_owned(),
+        ));
+    }
+    let Some(entries) = doc.as_map() else {
+        return Err(malformed(
+            doc.start,
+            format!(
+                "a host file must be a mapping with `name` and `labels`, found {}",
+                doc.type_name()
+            ),
+        ));
+    };
+    let mut identity = HostIdentity::default();
+    for e in entries {
+        match e.key.as_str() {
+            "datum" => {
+                if e.value.as_str() != Some(datum_manifest::API_VERSION) {
+                    return Err(malformed(
+                        e.value.start,
+                        format!(
+                            "unsupported format version: this Datum reads `{}`",
+                            datum_manifest::API_VERSION
+                        ),
+                    ));
+                }
+            }
+            "name" => match e.value.as_str() {
+                Some(n) if !n.trim().is_empty() => identity.name = n.trim().to_owned(),
+                _ => {
+                    return Err(malformed(
+                        e.value.start,
+                        format!(
+                            "`name` must be a non-empty string, found {}",
+                            e.value.type_name()
+                        ),
+                    ));
+                }
+            },
+            "labels" => match &e.value.value {
+                Value::Null => {}
+                Value::Map(labels) => {
+                    for l in labels {
+                        let Some(v) = l.value.scalar_text() else {
+                            return Err(malformed(
+                                l.value.start,
+                                format!(
+                                    "label `{}` must be a single value, found {}",
+                                    l.key,
+                                    l.value.type_name()
+                                ),
+                            ));
+                        };
+                        identity.labels.insert(l.key.clone(), v);
+                    }
+                }
+                _ => {
+                    return Err(malformed(
+                        e.value.start,
+                        format!(
+                            "`labels` must be a mapping of label to value, found {}",
+                            e.value.type_name()
+                        ),
+                    ));
+                }
+            },
+            other => {
+                return Err(malformed(
+                    e.key_start,
+                    format!(
+                        "unknown key `{other}` in the host file; expected one of: {}",
+                        HOST_KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(identity)
+}
+
+/// `<root>/etc/hostname`, then the running machine's name.
+fn fallback_name(root: &Path) -> Option<String> {
+    let first_line = |text: String| {
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_owned)
+    };
+    if let Some(name) = std::fs::read_to_string(root.join("etc/hostname"))
+        .ok()
+        .and_then(first_line)
+    {
+        return Some(name);
+    }
+    // The kernel's view of the name, without a libc call.
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .and_then(first_line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn default_host_file_under_the_root_gives_name_and_labels() {
+        let root = root_with(&[(
+            DEFAULT_HOST_FILE,
+            "name: web-01\nlabels:\n  role: web\n  tier: 1\n",
+        )]);
+        let id = HostIdentity::load(root.path(), None, &[]).unwrap();
+        assert_eq!(id.name, "web-01");
+        assert_eq!(id.labels["role"], "web");
+        assert_eq!(id.labels["tier"], "1");
+    }
+
+    #[test]
+    fn label_overrides_win() {
+        let root = root_with(&[(DEFAULT_HOST_FILE, "name: web-01\nlabels: {role: web}\n")]);
+        let id = HostIdentity::load(
+            root.path(),
+            None,
+            &[
+                parse_label("role=db").unwrap(),
+                parse_label("env=prod").unwrap(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(id.labels["role"], "db");
+        assert_eq!(id.labels["env"], "prod");
+        assert!(parse_label("noequals").is_err());
+        assert!(parse_label("=x").is_err());
+    }
+
+    #[test]
+    fn without_a_host_file_the_name_comes_from_etc_hostname() {
+        let root = root_with(&[("etc/hostname", "\nbox-7\n")]);
+        let id = HostIdentity::load(root.path(), None, &[]).unwrap();
+        assert_eq!(id.name, "box-7");
+        assert!(id.labels.is_empty());
+    }
+
+    #[test]
+    fn an_explicit_host_file_is_read_from_its_own_path() {
+        let root = root_with(&[("elsewhere/h.yaml", "name: db-01\n")]);
+        let id = HostIdentity::load(
+            Path::new("/nonexistent-root"),
+            Some(&root.path().join("elsewhere/h.yaml")),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(id.name, "db-01");
+        let missing = HostIdentity::load(root.path(), Some(&root.path().join("nope.yaml")), &[]);
+        assert!(matches!(missing, Err(HostError::Read { .. })));
+    }
+
+    #[test]
+    fn malformed_host_files_name_the_line_and_column() {
+        let root = root_with(&[(DEFAULT_HOST_FILE, "name: web-01\nlabels:\n  role: [web]\n")]);
+        let err = HostIdentity::load(root.path(), None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.ends_with(
+                "etc/datum/host.yaml:3:9: label `role` must be a single value, found a list"
+            ),
+            "{err}"
+        );
+
+        let root = root_with(&[(DEFAULT_HOST_FILE, "name: web-01\nlable: {}\n")]);
+        let err = HostIdentity::load(root.path(), None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("host.yaml:2:1: unknown key `lable`"), "{err}");
+
+        let root = root_with(&[(DEFAULT_HOST_FILE, "name: [web\n")]);
+        let err = HostIdentity::load(root.path(), None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("YAML syntax error"), "{err}");
+    }
+}

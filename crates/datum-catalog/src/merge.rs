@@ -1,0 +1,185 @@
+//! Layering: folding the documents that declare one resource into one.
+//!
+//! This module owns the override rule: documents are applied in declaration
+//! order (layer order, then file, then position); a later document replaces
+//! the top-level `desired` fields it writes and keeps the others, replaces
+//! `requires`, `class`, `sensitive` and `validate` when it sets them, and a
+//! later content field replaces an earlier one. It records which document
+//! supplied every field, for `catalogue --explain` and for pointing errors at
+//! the line that wrote the value.
+//!
+//! It must not check values or read files: it only decides who wins.
+
+use std::collections::{BTreeMap, HashMap};
+
+use datum_core::ResourceId;
+
+/// One resource after layering. Document references are indices into
+/// `Repository::documents`.
+#[derive(Debug, Clone)]
+pub(crate) struct Merged {
+    pub id: ResourceId,
+    /// Every document that declared the resource, in the order applied.
+    pub docs: Vec<usize>,
+    /// Top-level `desired` field -> (value, document that wrote it). Content
+    /// fields of content-taking types are not here: see `content`.
+    pub fields: BTreeMap<String, (serde_json::Value, usize)>,
+    /// The document whose content field wins.
+    pub content: Option<usize>,
+    pub requires: Option<usize>,
+    pub class: Option<usize>,
+    pub sensitive: Option<usize>,
+    pub validate: Option<usize>,
+}
+
+impl Merged {
+    pub fn first_doc(&self) -> usize {
+        self.docs.first().copied().unwrap_or_default()
+    }
+
+    pub fn last_doc(&self) -> usize {
+        self.docs.last().copied().unwrap_or_default()
+    }
+
+    /// The merged `desired` as JSON.
+    pub fn desired_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.fields
+                .iter()
+                .map(|(k, (v, _))| (k.clone(), v.clone()))
+                .collect(),
+        )
+    }
+}
+
+/// What the merge needs to know about each document.
+pub(crate) struct DocView<'a> {
+    pub id: &'a ResourceId,
+    /// Top-level desired fields, content fields excluded when the type takes content.
+    pub fields: Vec<(String, serde_json::Value)>,
+    pub declares_content: bool,
+    pub sets_requires: bool,
+    pub sets_class: bool,
+    pub sets_sensitive: bool,
+    pub sets_validate: bool,
+}
+
+/// Folds the documents `order` (indices, ascending declaration order) into
+/// resources, in the order each resource was first declared.
+pub(crate) fn merge<'a>(
+    order: impl IntoIterator<Item = usize>,
+    view: impl Fn(usize) -> DocView<'a>,
+) -> Vec<Merged> {
+    let mut out: Vec<Merged> = Vec::new();
+    let mut by_id: HashMap<ResourceId, usize> = HashMap::new();
+    for doc in order {
+        let v = view(doc);
+        let slot = *by_id.entry(v.id.clone()).or_insert_with(|| {
+            out.push(Merged {
+                id: v.id.clone(),
+                docs: Vec::new(),
+                fields: BTreeMap::new(),
+                content: None,
+                requires: None,
+                class: None,
+                sensitive: None,
+                validate: None,
+            });
+            out.len() - 1
+        });
+        let Some(m) = out.get_mut(slot) else {
+            continue;
+        };
+        m.docs.push(doc);
+        for (k, value) in v.fields {
+            m.fields.insert(k, (value, doc));
+        }
+        let replace = |slot: &mut Option<usize>, sets: bool| {
+            if sets {
+                *slot = Some(doc);
+            }
+        };
+        replace(&mut m.content, v.declares_content);
+        replace(&mut m.requires, v.sets_requires);
+        replace(&mut m.class, v.sets_class);
+        replace(&mut m.sensitive, v.sets_sensitive);
+        replace(&mut m.validate, v.sets_validate);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Doc {
+        id: ResourceId,
+        fields: Vec<(&'static str, serde_json::Value)>,
+        content: bool,
+        requires: bool,
+    }
+
+    fn doc(
+        name: &str,
+        fields: Vec<(&'static str, serde_json::Value)>,
+        content: bool,
+        requires: bool,
+    ) -> Doc {
+        Doc {
+            id: ResourceId::new("File", name),
+            fields,
+            content,
+            requires,
+        }
+    }
+
+    fn run(docs: &[Doc]) -> Vec<Merged> {
+        merge(0..docs.len(), |i| DocView {
+            id: &docs[i].id,
+            fields: docs[i]
+                .fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            declares_content: docs[i].content,
+            sets_requires: docs[i].requires,
+            sets_class: false,
+            sets_sensitive: false,
+            sets_validate: false,
+        })
+    }
+
+    #[test]
+    fn later_fields_win_and_unmentioned_fields_are_kept() {
+        let docs = [
+            doc(
+                "a",
+                vec![("path", json!("/a")), ("mode", json!("0644"))],
+                true,
+                true,
+            ),
+            doc("b", vec![("path", json!("/b"))], false, false),
+            doc("a", vec![("mode", json!("0600"))], false, false),
+        ];
+        let merged = run(&docs);
+        assert_eq!(merged.len(), 2);
+        let a = &merged[0];
+        assert_eq!(a.desired_json(), json!({"path": "/a", "mode": "0600"}));
+        assert_eq!(a.fields["path"].1, 0);
+        assert_eq!(a.fields["mode"].1, 2);
+        // The override did not set content or requires: the first one's stay.
+        assert_eq!(a.content, Some(0));
+        assert_eq!(a.requires, Some(0));
+        assert_eq!(a.docs, [0, 2]);
+        assert_eq!(merged[1].id.name, "b");
+    }
+
+    #[test]
+    fn a_later_content_field_replaces_the_earlier_one() {
+        let docs = [doc("a", vec![], true, false), doc("a", vec![], true, true)];
+        let merged = run(&docs);
+        assert_eq!(merged[0].content, Some(1));
+        assert_eq!(merged[0].requires, Some(1));
+    }
+}
