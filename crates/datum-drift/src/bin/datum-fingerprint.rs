@@ -16,7 +16,8 @@ use std::process::ExitCode;
 
 use datum_drift::fingerprint::{Algorithm, Exclusions, ScanOptions, scan};
 
-const USAGE: &str = "usage: datum-fingerprint [--compat] [--threads N] [--exclude RULE]... [-v] [--stats] PATH";
+const USAGE: &str =
+    "usage: datum-fingerprint [--compat] [--threads N] [--exclude RULE]... [-v] [--stats] PATH";
 
 struct Args {
     path: PathBuf,
@@ -45,11 +46,17 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--stats" => args.stats = true,
             "--threads" | "-j" => {
                 let n = argv.next().ok_or("--threads needs a number")?;
-                args.threads = n.parse().map_err(|_| format!("--threads: not a number: {n}"))?;
+                args.threads = n
+                    .parse()
+                    .map_err(|_| format!("--threads: not a number: {n}"))?;
             }
-            "--exclude" => args.exclude.push(argv.next().ok_or("--exclude needs a rule")?),
+            "--exclude" => args
+                .exclude
+                .push(argv.next().ok_or("--exclude needs a rule")?),
             "-h" | "--help" => return Err(String::new()),
-            other if other.starts_with('-') && other != "-" => return Err(format!("unknown option {other}")),
+            other if other.starts_with('-') && other != "-" => {
+                return Err(format!("unknown option {other}"));
+            }
             other => {
                 if path.replace(PathBuf::from(other)).is_some() {
                     return Err("only one PATH".into());

@@ -64,7 +64,10 @@ impl TreeDifference {
 /// Both trees must have been fingerprinted with the same algorithm. Fields the algorithm
 /// does not cover are not reported (compat: a directory's own mode/owner, a link's target),
 /// so the result agrees with the root hash.
-pub fn compare(declared: &FingerprintedTree, observed: &FingerprintedTree) -> Result<Vec<TreeDifference>, FingerprintError> {
+pub fn compare(
+    declared: &FingerprintedTree,
+    observed: &FingerprintedTree,
+) -> Result<Vec<TreeDifference>, FingerprintError> {
     if declared.algorithm != observed.algorithm {
         return Err(FingerprintError::AlgorithmMismatch {
             declared: declared.algorithm,
@@ -73,7 +76,13 @@ pub fn compare(declared: &FingerprintedTree, observed: &FingerprintedTree) -> Re
     }
     let mut out = Vec::new();
     let mut path = PathBuf::new();
-    compare_nodes(declared.algorithm, &declared.root, &observed.root, &mut path, &mut out);
+    compare_nodes(
+        declared.algorithm,
+        &declared.root,
+        &observed.root,
+        &mut path,
+        &mut out,
+    );
     Ok(out)
 }
 
@@ -187,22 +196,34 @@ fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> V
                 uid: u2,
                 gid: g2,
             },
-        ) => {
-            // The spec's function does not hash a directory's own attributes.
-            if algorithm == Algorithm::Native {
-                push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
-                push_if(&mut fields, u1 != u2, "owner");
-                push_if(&mut fields, g1 != g2, "group");
-            }
-        }
-        (Entry::Symlink { mode: m1, target: t1 }, Entry::Symlink { mode: m2, target: t2 }) => {
+        ) if algorithm == Algorithm::Native => {
+            // Native only: the spec's function does not hash a directory's own attributes.
             push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
-            push_if(&mut fields, algorithm == Algorithm::Native && t1 != t2, "target");
+            push_if(&mut fields, u1 != u2, "owner");
+            push_if(&mut fields, g1 != g2, "group");
+        }
+        (
+            Entry::Symlink {
+                mode: m1,
+                target: t1,
+            },
+            Entry::Symlink {
+                mode: m2,
+                target: t2,
+            },
+        ) => {
+            push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
+            push_if(
+                &mut fields,
+                algorithm == Algorithm::Native && t1 != t2,
+                "target",
+            );
         }
         (Entry::Other { mode: m1, .. }, Entry::Other { mode: m2, .. }) => {
             push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
         }
-        // Different kinds are reported as TypeChanged before this is called.
+        // Compat directories, and different kinds (reported as TypeChanged before this is
+        // called), have no covered field to compare.
         _ => {}
     }
     fields
@@ -223,16 +244,25 @@ mod tests {
         let mut root = Node::dir(0o755, 0, 0);
         let mut etc = Node::dir(0o755, 0, 0);
         assert!(
-            etc.insert("a.conf", Node::file_with_bytes(algorithm, 0o644, 0, 0, b"a=1\n"))
-                .is_ok()
+            etc.insert(
+                "a.conf",
+                Node::file_with_bytes(algorithm, 0o644, 0, 0, b"a=1\n")
+            )
+            .is_ok()
         );
         assert!(
-            etc.insert("b.conf", Node::file_with_bytes(algorithm, 0o600, 0, 0, b"b=2\n"))
-                .is_ok()
+            etc.insert(
+                "b.conf",
+                Node::file_with_bytes(algorithm, 0o600, 0, 0, b"b=2\n")
+            )
+            .is_ok()
         );
         assert!(etc.insert("current", Node::symlink("a.conf")).is_ok());
         let mut sub = Node::dir(0o750, 0, 0);
-        assert!(sub.insert("deep", Node::file_with_bytes(algorithm, 0o644, 0, 0, b"d")).is_ok());
+        assert!(
+            sub.insert("deep", Node::file_with_bytes(algorithm, 0o644, 0, 0, b"d"))
+                .is_ok()
+        );
         assert!(etc.insert("sub", sub).is_ok());
         assert!(root.insert("etc", etc).is_ok());
         edit(&mut root);
@@ -265,7 +295,8 @@ mod tests {
         let declared = tree(Algorithm::Native, |_| {});
         let observed = tree(Algorithm::Native, |root| {
             // chmod + content edit on one file
-            *at(root, "etc/a.conf") = Node::file_with_bytes(Algorithm::Native, 0o664, 0, 0, b"a=2\n");
+            *at(root, "etc/a.conf") =
+                Node::file_with_bytes(Algorithm::Native, 0o664, 0, 0, b"a=2\n");
             // chown on another
             if let Node::File { uid, gid, .. } = at(root, "etc/b.conf") {
                 *uid = 1000;
@@ -276,7 +307,10 @@ mod tests {
             // remove a whole directory, add an editor backup
             if let Node::Dir { children, .. } = at(root, "etc") {
                 children.remove(b"sub".as_slice());
-                children.insert(b"a.conf~".to_vec(), Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b""));
+                children.insert(
+                    b"a.conf~".to_vec(),
+                    Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b""),
+                );
             }
         });
         let diffs = compare(&declared, &observed).unwrap();
@@ -298,7 +332,9 @@ mod tests {
                     path: "etc/current".into(),
                     fields: vec!["target"]
                 },
-                TreeDifference::Missing { path: "etc/sub".into() },
+                TreeDifference::Missing {
+                    path: "etc/sub".into()
+                },
             ]
         );
     }
@@ -326,7 +362,11 @@ mod tests {
                 *mode = 0o777;
             }
         };
-        let native = compare(&tree(Algorithm::Native, |_| {}), &tree(Algorithm::Native, chmod)).unwrap();
+        let native = compare(
+            &tree(Algorithm::Native, |_| {}),
+            &tree(Algorithm::Native, chmod),
+        )
+        .unwrap();
         assert_eq!(
             native,
             vec![TreeDifference::Changed {
@@ -334,13 +374,21 @@ mod tests {
                 fields: vec!["mode"]
             }]
         );
-        let compat = compare(&tree(Algorithm::Compat, |_| {}), &tree(Algorithm::Compat, chmod)).unwrap();
+        let compat = compare(
+            &tree(Algorithm::Compat, |_| {}),
+            &tree(Algorithm::Compat, chmod),
+        )
+        .unwrap();
         assert_eq!(compat, vec![]);
     }
 
     #[test]
     fn mixing_algorithms_is_refused() {
-        let err = compare(&tree(Algorithm::Compat, |_| {}), &tree(Algorithm::Native, |_| {})).unwrap_err();
+        let err = compare(
+            &tree(Algorithm::Compat, |_| {}),
+            &tree(Algorithm::Native, |_| {}),
+        )
+        .unwrap_err();
         assert!(matches!(err, FingerprintError::AlgorithmMismatch { .. }));
     }
 }

@@ -30,17 +30,24 @@ impl Exclusions {
         let mut kept = Vec::new();
         for rule in rules {
             let rule = rule.as_ref();
-            builder.add_line(None, rule).map_err(|source| FingerprintError::Pattern {
-                pattern: rule.to_owned(),
-                source,
-            })?;
+            builder
+                .add_line(None, rule)
+                .map_err(|source| FingerprintError::Pattern {
+                    pattern: rule.to_owned(),
+                    source,
+                })?;
             kept.push(rule.to_owned());
         }
-        let matcher = builder.build().map_err(|source| FingerprintError::Pattern {
-            pattern: kept.join("\n"),
-            source,
-        })?;
-        Ok(Exclusions { matcher, rules: kept })
+        let matcher = builder
+            .build()
+            .map_err(|source| FingerprintError::Pattern {
+                pattern: kept.join("\n"),
+                source,
+            })?;
+        Ok(Exclusions {
+            matcher,
+            rules: kept,
+        })
     }
 
     /// Whether the entry at `rel` (relative to the tree root) is excluded. A directory
@@ -61,13 +68,20 @@ mod tests {
 
     #[test]
     fn gitignore_semantics_relative_to_the_root() {
-        let ex = Exclusions::new(["*.swp", "/cache/", "logs/*.log", "!logs/keep.log", "**/tmp"]).unwrap();
+        let ex = Exclusions::new(["*.swp", "/cache/", "logs/*.log", "!logs/keep.log", "**/tmp"])
+            .unwrap();
         assert!(ex.is_excluded(Path::new("a/b/.x.conf.swp"), false));
         assert!(ex.is_excluded(Path::new("cache"), true));
         assert!(!ex.is_excluded(Path::new("cache"), false), "dir-only rule");
-        assert!(!ex.is_excluded(Path::new("sub/cache"), true), "anchored at the root");
+        assert!(
+            !ex.is_excluded(Path::new("sub/cache"), true),
+            "anchored at the root"
+        );
         assert!(ex.is_excluded(Path::new("logs/a.log"), false));
-        assert!(!ex.is_excluded(Path::new("logs/keep.log"), false), "negation");
+        assert!(
+            !ex.is_excluded(Path::new("logs/keep.log"), false),
+            "negation"
+        );
         assert!(ex.is_excluded(Path::new("x/y/tmp"), true));
         assert!(!ex.is_excluded(Path::new("x/y/tmpfile"), false));
         assert_eq!(ex.rules().len(), 5);

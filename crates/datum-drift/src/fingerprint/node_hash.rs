@@ -47,7 +47,10 @@ use super::tree::{Entry, FingerprintedNode, FingerprintedTree, Node, OtherKind, 
 ///
 /// Fails only when a file's content hash was made with a different function than the
 /// algorithm's (e.g. SHA-256 checksums from the catalogue fingerprinted as native).
-pub fn fingerprint_tree(node: Node, algorithm: Algorithm) -> Result<FingerprintedTree, FingerprintError> {
+pub fn fingerprint_tree(
+    node: Node,
+    algorithm: Algorithm,
+) -> Result<FingerprintedTree, FingerprintError> {
     let mut path = PathBuf::new();
     let root = fingerprint_owned(node, algorithm, &mut path)?;
     Ok(FingerprintedTree { algorithm, root })
@@ -62,7 +65,11 @@ pub fn fingerprint_declared(node: &Node, algorithm: Algorithm) -> Result<Digest,
     fingerprint_borrowed(node, algorithm, &mut path)
 }
 
-fn fingerprint_owned(node: Node, algorithm: Algorithm, path: &mut PathBuf) -> Result<FingerprintedNode, FingerprintError> {
+fn fingerprint_owned(
+    node: Node,
+    algorithm: Algorithm,
+    path: &mut PathBuf,
+) -> Result<FingerprintedNode, FingerprintError> {
     let entry = node.entry();
     match node {
         Node::Dir { children, .. } => {
@@ -77,7 +84,8 @@ fn fingerprint_owned(node: Node, algorithm: Algorithm, path: &mut PathBuf) -> Re
                 algorithm,
                 &entry,
                 done.len(),
-                done.iter().map(|(name, child)| (name.as_slice(), &child.hash)),
+                done.iter()
+                    .map(|(name, child)| (name.as_slice(), &child.hash)),
             );
             Ok(FingerprintedNode {
                 hash,
@@ -93,14 +101,21 @@ fn fingerprint_owned(node: Node, algorithm: Algorithm, path: &mut PathBuf) -> Re
     }
 }
 
-fn fingerprint_borrowed(node: &Node, algorithm: Algorithm, path: &mut PathBuf) -> Result<Digest, FingerprintError> {
+fn fingerprint_borrowed(
+    node: &Node,
+    algorithm: Algorithm,
+    path: &mut PathBuf,
+) -> Result<Digest, FingerprintError> {
     let entry = node.entry();
     match node {
         Node::Dir { children, .. } => {
             let mut hashes = Vec::with_capacity(children.len());
             for (name, child) in children {
                 path.push(bytes_as_path(name));
-                hashes.push((name.as_slice(), fingerprint_borrowed(child, algorithm, path)?));
+                hashes.push((
+                    name.as_slice(),
+                    fingerprint_borrowed(child, algorithm, path)?,
+                ));
                 path.pop();
             }
             Ok(dir_hash(
@@ -120,7 +135,11 @@ const NATIVE_OTHER: &[u8] = b"datum-fp1:o";
 const NATIVE_DIR: &[u8] = b"datum-fp1:d";
 
 /// The fingerprint of a non-directory entry.
-pub(crate) fn leaf_hash(algorithm: Algorithm, entry: &Entry, path: &Path) -> Result<Digest, FingerprintError> {
+pub(crate) fn leaf_hash(
+    algorithm: Algorithm,
+    entry: &Entry,
+    path: &Path,
+) -> Result<Digest, FingerprintError> {
     if let Entry::File { content, .. } = entry {
         check_content_function(algorithm, content, path)?;
     }
@@ -128,7 +147,11 @@ pub(crate) fn leaf_hash(algorithm: Algorithm, entry: &Entry, path: &Path) -> Res
         Algorithm::Compat => {
             let payload = match entry {
                 Entry::File {
-                    mode, uid, gid, content, ..
+                    mode,
+                    uid,
+                    gid,
+                    content,
+                    ..
                 } => {
                     let hex = content.digest.hex_bytes();
                     let mut text = format!("f:{:o}:{uid}:{gid}:", mode & 0o7777).into_bytes();
@@ -147,7 +170,11 @@ pub(crate) fn leaf_hash(algorithm: Algorithm, entry: &Entry, path: &Path) -> Res
             let mut h = blake3::Hasher::new();
             match entry {
                 Entry::File {
-                    mode, uid, gid, content, ..
+                    mode,
+                    uid,
+                    gid,
+                    content,
+                    ..
                 } => {
                     h.update(NATIVE_FILE);
                     h.update(&mode.to_le_bytes());
@@ -226,7 +253,11 @@ fn other_tag(kind: OtherKind) -> u8 {
     }
 }
 
-fn check_content_function(algorithm: Algorithm, content: &ContentHash, path: &Path) -> Result<(), FingerprintError> {
+fn check_content_function(
+    algorithm: Algorithm,
+    content: &ContentHash,
+    path: &Path,
+) -> Result<(), FingerprintError> {
     if content.function == algorithm.content_function() {
         Ok(())
     } else {
@@ -252,7 +283,9 @@ mod tests {
         let node = Node::file_with_bytes(Algorithm::Compat, 0o4755, 7, 8, b"hi\n");
         let payload = "f:4755:7:8:98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4";
         assert_eq!(
-            fingerprint_declared(&node, Algorithm::Compat).unwrap().to_string(),
+            fingerprint_declared(&node, Algorithm::Compat)
+                .unwrap()
+                .to_string(),
             hex_sha256(payload.as_bytes())
         );
     }
@@ -266,7 +299,9 @@ mod tests {
             fingerprint_declared(&b, Algorithm::Compat).unwrap()
         );
         assert_eq!(
-            fingerprint_declared(&a, Algorithm::Compat).unwrap().to_string(),
+            fingerprint_declared(&a, Algorithm::Compat)
+                .unwrap()
+                .to_string(),
             hex_sha256(b"o:777")
         );
         assert_ne!(
@@ -276,7 +311,9 @@ mod tests {
         let d1 = Node::dir(0o755, 0, 0);
         let d2 = Node::dir(0o700, 1, 0);
         assert_eq!(
-            fingerprint_declared(&d1, Algorithm::Compat).unwrap().to_string(),
+            fingerprint_declared(&d1, Algorithm::Compat)
+                .unwrap()
+                .to_string(),
             hex_sha256(b"")
         );
         assert_eq!(
@@ -330,7 +367,10 @@ mod tests {
         for algorithm in [Algorithm::Compat, Algorithm::Native] {
             let mut root = Node::dir(0o755, 0, 0);
             let mut sub = Node::dir(0o700, 0, 0);
-            assert!(sub.insert("f", Node::file_with_bytes(algorithm, 0o600, 0, 0, b"abc")).is_ok());
+            assert!(
+                sub.insert("f", Node::file_with_bytes(algorithm, 0o600, 0, 0, b"abc"))
+                    .is_ok()
+            );
             assert!(root.insert("sub", sub).is_ok());
             assert!(root.insert("l", Node::symlink("sub/f")).is_ok());
             let borrowed = fingerprint_declared(&root, algorithm).unwrap();
@@ -344,11 +384,16 @@ mod tests {
     fn a_content_hash_of_the_wrong_function_is_refused_with_its_path() {
         let mut root = Node::dir(0o755, 0, 0);
         assert!(
-            root.insert("f", Node::file_with_bytes(Algorithm::Compat, 0o644, 0, 0, b"x"))
-                .is_ok()
+            root.insert(
+                "f",
+                Node::file_with_bytes(Algorithm::Compat, 0o644, 0, 0, b"x")
+            )
+            .is_ok()
         );
         let err = fingerprint_declared(&root, Algorithm::Native).unwrap_err();
         assert!(err.to_string().contains("f"), "{err}");
-        assert!(matches!(err, FingerprintError::ContentFunction { ref path, .. } if path == Path::new("f")));
+        assert!(
+            matches!(err, FingerprintError::ContentFunction { ref path, .. } if path == Path::new("f"))
+        );
     }
 }

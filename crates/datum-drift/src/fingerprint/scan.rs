@@ -95,9 +95,13 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintE
         walk.dir(&mut buf, &meta)?
     } else {
         walk.entry(&mut path.to_path_buf(), meta.file_type(), Some(meta))?
-            .ok_or_else(|| FingerprintError::Unstable { path: path.to_path_buf() })?
+            .ok_or_else(|| FingerprintError::Unstable {
+                path: path.to_path_buf(),
+            })?
     };
-    let Walk { jobs, mut stats, .. } = walk;
+    let Walk {
+        jobs, mut stats, ..
+    } = walk;
 
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
@@ -113,7 +117,9 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintE
     }
     let node = skeleton
         .assemble(&mut hashed)
-        .ok_or_else(|| FingerprintError::Unstable { path: path.to_path_buf() })?;
+        .ok_or_else(|| FingerprintError::Unstable {
+            path: path.to_path_buf(),
+        })?;
     let tree = fingerprint_tree(node, opts.algorithm)?;
     Ok(ScannedTree { tree, stats })
 }
@@ -163,10 +169,15 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn dir(&mut self, path: &mut PathBuf, meta: &std::fs::Metadata) -> Result<Skeleton, FingerprintError> {
+    fn dir(
+        &mut self,
+        path: &mut PathBuf,
+        meta: &std::fs::Metadata,
+    ) -> Result<Skeleton, FingerprintError> {
         self.stats.dirs += 1;
         let mut children = Vec::new();
-        let listing = std::fs::read_dir(&*path).map_err(|source| io_error(path, "readdir", source))?;
+        let listing =
+            std::fs::read_dir(&*path).map_err(|source| io_error(path, "readdir", source))?;
         for item in listing {
             let item = item.map_err(|source| io_error(path, "readdir", source))?;
             let name = item.file_name();
@@ -264,7 +275,10 @@ fn hash_files(
     let threads = threads.clamp(1, jobs.len().div_ceil(BATCH).max(1));
     if threads == 1 {
         let mut buf = vec![0u8; READ_BUFFER];
-        return jobs.iter().map(|path| hash_file(path, algorithm, &mut buf)).collect();
+        return jobs
+            .iter()
+            .map(|path| hash_file(path, algorithm, &mut buf))
+            .collect();
     }
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -302,7 +316,10 @@ fn hash_files(
             .collect();
         // A worker that panicked contributes nothing; the count below catches it, so its
         // files are never silently left out of the tree.
-        workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_default())
+            .collect()
     });
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
@@ -316,26 +333,39 @@ fn hash_files(
     }
     if filled != jobs.len() {
         // Only a panicking worker leaves jobs unaccounted for.
-        return Err(FingerprintError::WorkerFailed { path: root.to_path_buf() });
+        return Err(FingerprintError::WorkerFailed {
+            path: root.to_path_buf(),
+        });
     }
     Ok(results)
 }
 
 /// Opens, checks and hashes one regular file.
-fn hash_file(path: &Path, algorithm: Algorithm, buf: &mut [u8]) -> Result<Option<Node>, FingerprintError> {
+fn hash_file(
+    path: &Path,
+    algorithm: Algorithm,
+    buf: &mut [u8],
+) -> Result<Option<Node>, FingerprintError> {
     // NOFOLLOW: a file replaced by a link since the listing fails with ELOOP instead of
     // being followed. NONBLOCK: a file replaced by a fifo cannot hang the scan. NOCTTY: a
     // terminal device cannot become our controlling terminal.
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => return Ok(None),
-        Err(Errno::LOOP) => return Err(FingerprintError::Unstable { path: path.to_path_buf() }),
+        Err(Errno::LOOP) => {
+            return Err(FingerprintError::Unstable {
+                path: path.to_path_buf(),
+            });
+        }
         Err(e) => return Err(io_error(path, "open", e.into())),
     };
     let st = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(FingerprintError::Unstable { path: path.to_path_buf() });
+        return Err(FingerprintError::Unstable {
+            path: path.to_path_buf(),
+        });
     }
     let mut hasher = algorithm.content_hasher();
     let mut size = 0u64;

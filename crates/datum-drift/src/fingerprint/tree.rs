@@ -168,7 +168,13 @@ impl Node {
     }
 
     /// A regular file whose bytes are `bytes`, hashed for `algorithm`.
-    pub fn file_with_bytes(algorithm: Algorithm, mode: u32, uid: u32, gid: u32, bytes: &[u8]) -> Node {
+    pub fn file_with_bytes(
+        algorithm: Algorithm,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        bytes: &[u8],
+    ) -> Node {
         Node::File {
             mode,
             uid,
@@ -348,7 +354,10 @@ mod tests {
         let mut root = Node::dir(0o755, 0, 0);
         let mut sub = Node::dir(0o750, 0, 0);
         assert_eq!(
-            sub.insert("x.conf", Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"x")),
+            sub.insert(
+                "x.conf",
+                Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"x")
+            ),
             Ok(None)
         );
         assert_eq!(root.insert("sub", sub), Ok(None));
@@ -359,8 +368,14 @@ mod tests {
     #[test]
     fn get_follows_directories_only() {
         let root = sample();
-        assert_eq!(root.get(Path::new("sub/x.conf")).map(Node::kind), Some(EntryKind::File));
-        assert_eq!(root.get(Path::new("")).map(Node::kind), Some(EntryKind::Directory));
+        assert_eq!(
+            root.get(Path::new("sub/x.conf")).map(Node::kind),
+            Some(EntryKind::File)
+        );
+        assert_eq!(
+            root.get(Path::new("")).map(Node::kind),
+            Some(EntryKind::Directory)
+        );
         assert!(root.get(Path::new("link/x.conf")).is_none());
         assert!(root.get(Path::new("../etc")).is_none());
     }
