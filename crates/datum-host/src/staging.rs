@@ -132,6 +132,8 @@ fn random_suffix() -> String {
 pub struct StagedFile {
     stage: StageDir,
     file: File,
+    /// Nothing changed since the last fsync (so `commit` need not repeat it).
+    synced: bool,
 }
 
 impl StagedFile {
@@ -145,7 +147,11 @@ impl StagedFile {
             .mode(0o600)
             .open(&stage.entry)
             .map_err(|e| HostError::io("create staged copy", &stage.entry, e))?;
-        Ok(StagedFile { stage, file })
+        Ok(StagedFile {
+            stage,
+            file,
+            synced: false,
+        })
     }
 
     /// Where the staged copy is: what a validator is pointed at.
@@ -159,6 +165,7 @@ impl StagedFile {
     }
 
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), HostError> {
+        self.synced = false;
         self.file
             .write_all(bytes)
             .map_err(|e| HostError::io("write staged copy", &self.stage.entry, e))
@@ -170,12 +177,14 @@ impl StagedFile {
         if uid.is_none() && gid.is_none() {
             return Ok(());
         }
+        self.synced = false;
         std::os::unix::fs::fchown(&self.file, uid, gid)
             .map_err(|e| HostError::io("change the owner of", &self.stage.entry, e))
     }
 
     /// Sets the permission bits exactly (no umask).
     pub fn set_mode(&mut self, mode: u32) -> Result<(), HostError> {
+        self.synced = false;
         self.file
             .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
             .map_err(|e| HostError::io("set the mode of", &self.stage.entry, e))
@@ -183,9 +192,14 @@ impl StagedFile {
 
     /// fsyncs the staged content and metadata.
     pub fn sync(&mut self) -> Result<(), HostError> {
+        if self.synced {
+            return Ok(());
+        }
         self.file
             .sync_all()
-            .map_err(|e| HostError::io("sync staged copy", &self.stage.entry, e))
+            .map_err(|e| HostError::io("sync staged copy", &self.stage.entry, e))?;
+        self.synced = true;
+        Ok(())
     }
 
     /// Makes the staged copy live: fsync, rename over the target, fsync the

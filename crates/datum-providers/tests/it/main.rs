@@ -6,6 +6,11 @@
 //! a no-op. The other tests cover what the round cannot: tampering, a gate
 //! that says no, leftovers of a killed pass, things in the way, bad accounts.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail loudly at the first surprise"
+)]
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
