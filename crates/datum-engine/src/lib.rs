@@ -1,0 +1,23 @@
+//! One Datum pass over a compiled catalogue.
+//!
+//! The engine owns the safety rules every resource type shares, so providers do
+//! not have to get them right one by one:
+//! - resources run in dependency order, and a failed resource blocks everything
+//!   that requires it (directly or through another blocked resource), while
+//!   independent resources continue; nothing is rolled back;
+//! - content is offered to the resource's named validator while it is staged,
+//!   and a rejected copy never goes live;
+//! - the old content of a file is saved in the backup store before it is
+//!   replaced or removed;
+//! - every change is labelled intentional or corrective from the state store;
+//! - a sensitive resource's content and validator output never reach a report.
+//!
+//! The engine never prints: it emits [`Event`]s to a [`Reporter`] and returns a
+//! [`PassSummary`].
+
+mod gate;
+mod pass;
+mod report;
+
+pub use pass::{Mode, PassContext, run_pass};
+pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};

@@ -1,0 +1,266 @@
+//! The pass itself: the five phases per resource, in dependency order.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use datum_catalog::Catalogue;
+use datum_core::{Action, Diff, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId};
+use datum_host::Host;
+use datum_providers::{Provider, ProviderError};
+use datum_store::Store;
+use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+
+use crate::gate::ValidationGate;
+use crate::report::{Event, PassSummary, Reporter, ResourceReport};
+
+/// Whether the pass may change the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Observe, diff and plan only (`datum plan`).
+    Plan,
+    /// All five phases (`datum apply`).
+    Apply,
+}
+
+/// What a pass runs against.
+pub struct PassContext<'a> {
+    pub host: &'a Host,
+    pub mode: Mode,
+    /// The state store, when one could be opened (intent labels and verified
+    /// metadata need it; a pass without one still runs).
+    pub store: Option<&'a mut Store>,
+    pub backups: Option<&'a mut BackupStore>,
+    /// Unix seconds, injected so tests control the clock.
+    pub now: i64,
+}
+
+/// Runs one pass over `catalogue` and returns what happened to every resource.
+pub fn run_pass(
+    catalogue: &Catalogue,
+    ctx: &mut PassContext<'_>,
+    reporter: &mut dyn Reporter,
+) -> PassSummary {
+    let started = Instant::now();
+    reporter.event(Event::PassStarted {
+        resources: catalogue.resources.len(),
+    });
+    cleanup_stale_staging(catalogue, ctx.host);
+
+    // Resource -> the failed resource that stopped it (itself when it failed).
+    let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
+    let mut summary = PassSummary::default();
+    for resource in &catalogue.resources {
+        reporter.event(Event::ResourceStarted { id: &resource.id });
+        let t0 = Instant::now();
+        let blocker = resource
+            .requires
+            .iter()
+            .find_map(|dep| stopped.get(dep).cloned());
+        let (action, diff, outcome, detail) = match blocker {
+            Some(by) => (Action::None, Diff::default(), Outcome::Blocked { by }, None),
+            None => run_resource(resource, ctx),
+        };
+        match &outcome {
+            Outcome::Failed { .. } => {
+                stopped.insert(resource.id.clone(), resource.id.clone());
+            }
+            Outcome::Blocked { by } => {
+                stopped.insert(resource.id.clone(), by.clone());
+            }
+            _ => {}
+        }
+        let report = ResourceReport {
+            id: resource.id.clone(),
+            origin: resource.origin.clone(),
+            action,
+            diff,
+            outcome,
+            sensitive: resource.sensitive,
+            detail: if resource.sensitive { None } else { detail },
+            duration_ms: t0.elapsed().as_millis() as u64,
+        };
+        reporter.event(Event::ResourceFinished { report: &report });
+        summary.resources.push(report);
+    }
+    summary.duration_ms = started.elapsed().as_millis() as u64;
+    summary
+}
+
+type Step = (Action, Diff, Outcome, Option<String>);
+
+fn failed(phase: Phase, action: Action, diff: Diff, err: &ProviderError) -> Step {
+    let detail = match err {
+        ProviderError::Rejected(rejection) => rejection.detail.clone(),
+        _ => None,
+    };
+    (
+        action,
+        diff,
+        Outcome::Failed {
+            phase,
+            reason: err.to_string(),
+        },
+        detail,
+    )
+}
+
+fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
+    let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
+        // The catalogue refuses unknown types; this guards a programming error.
+        return (
+            Action::None,
+            Diff::default(),
+            Outcome::Failed {
+                phase: Phase::Plan,
+                reason: format!("no provider for type `{}`", resource.id.kind),
+            },
+            None,
+        );
+    };
+    let observed = match provider.observe(ctx.host, resource) {
+        Ok(o) => o,
+        Err(e) => return failed(Phase::Observe, Action::None, Diff::default(), &e),
+    };
+    let diff = provider.diff(resource, &observed);
+    let action = diff.action();
+    let intent = intent_of(resource, ctx);
+    if !action.is_change() {
+        if ctx.mode == Mode::Apply {
+            record_verified(resource, &observed, ctx);
+        }
+        return (action, diff, Outcome::Unchanged, None);
+    }
+    if ctx.mode == Mode::Plan {
+        return (action, diff, Outcome::WouldChange { intent }, None);
+    }
+
+    backup_before_change(provider, resource, &observed, &diff, ctx);
+    let mut gate = ValidationGate {
+        resource,
+        host: ctx.host,
+    };
+    if let Err(e) = provider.apply(ctx.host, resource, &observed, &diff, &mut gate) {
+        return failed(Phase::Apply, action, diff, &e);
+    }
+    match provider.verify(ctx.host, resource) {
+        Err(e) => failed(Phase::Verify, action, diff, &e),
+        Ok((after, remaining)) if !remaining.is_empty() => {
+            let _ = after;
+            let fields = remaining.changed_fields().join(", ");
+            (
+                action,
+                diff,
+                Outcome::Failed {
+                    phase: Phase::Verify,
+                    reason: format!("still differs after apply: {fields}"),
+                },
+                None,
+            )
+        }
+        Ok((after, _)) => {
+            record_verified(resource, &after, ctx);
+            (action, diff, Outcome::Changed { intent }, None)
+        }
+    }
+}
+
+/// Intentional when the declaration differs from the one last verified.
+fn intent_of(resource: &Resource, ctx: &PassContext<'_>) -> Intent {
+    let last = ctx
+        .store
+        .as_deref()
+        .and_then(|s| s.last_verified(&resource.id).ok().flatten());
+    match last {
+        Some(rec) if rec.declaration_hash == resource.declaration_hash => Intent::Corrective,
+        _ => Intent::Intentional,
+    }
+}
+
+fn record_verified(resource: &Resource, observed: &Observed, ctx: &mut PassContext<'_>) {
+    let now = ctx.now;
+    if let Some(store) = ctx.store.as_deref_mut() {
+        // A store write failing must not fail the resource: the host is
+        // converged; the next pass simply labels its changes less precisely.
+        let _ = store.record_verified(
+            &resource.id,
+            &resource.declaration_hash,
+            observed.meta.as_ref(),
+            now,
+        );
+    }
+}
+
+/// Keeps the old content of a regular file that is about to be replaced or
+/// removed, so an apply never destroys the evidence of what was there.
+fn backup_before_change(
+    provider: &dyn Provider,
+    resource: &Resource,
+    observed: &Observed,
+    diff: &Diff,
+    ctx: &mut PassContext<'_>,
+) {
+    let host = ctx.host;
+    let now = ctx.now;
+    let Some(backups) = ctx.backups.as_deref_mut() else {
+        return;
+    };
+    let destroys_content = match diff.action() {
+        Action::Remove | Action::Replace => true,
+        Action::Update => diff.content.is_some(),
+        _ => false,
+    };
+    let is_file = observed.presence == Presence::Present
+        && observed.meta.as_ref().is_some_and(|m| m.sha256.is_some());
+    if !destroys_content || !is_file {
+        return;
+    }
+    for declared in provider.managed_paths(resource) {
+        let Ok(live) = host.resolve(&declared) else {
+            continue;
+        };
+        let Ok(bytes) = datum_host::fs::read(&live) else {
+            continue;
+        };
+        let meta = observed.meta.clone().unwrap_or_default();
+        let reason = if diff.action() == Action::Remove {
+            BackupReason::Remove
+        } else {
+            BackupReason::Update
+        };
+        let saved = backups.save(&SavedFile {
+            resource: &resource.id,
+            declared_path: &declared,
+            bytes: &bytes,
+            mode: meta.mode,
+            uid: meta.uid,
+            gid: meta.gid,
+            reason,
+            sensitive: resource.sensitive,
+            at: now,
+        });
+        // Retention is applied after every save so the store stays bounded.
+        if saved.is_ok() {
+            let _ = backups.prune(&Retention::default(), now);
+        }
+    }
+}
+
+/// A pass killed between staging and rename leaves a hidden staging directory
+/// beside its target; remove those before anything else runs.
+fn cleanup_stale_staging(catalogue: &Catalogue, host: &Host) {
+    let mut dirs = std::collections::BTreeSet::new();
+    for resource in &catalogue.resources {
+        if let Some(provider) = datum_providers::lookup(&resource.id.kind) {
+            for declared in provider.managed_paths(resource) {
+                if let Some(parent) = declared.parent()
+                    && let Ok(dir) = host.resolve(parent)
+                {
+                    dirs.insert(dir);
+                }
+            }
+        }
+    }
+    for dir in dirs {
+        let _ = host.sweep_stale_staging(&dir);
+    }
+}

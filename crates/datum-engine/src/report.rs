@@ -1,0 +1,77 @@
+//! What a pass tells the outside world: one report per resource and a summary.
+//! Renderers (human, JSON) live in the binary; this is data only.
+
+use std::collections::BTreeMap;
+
+use datum_core::{Action, Diff, Origin, Outcome, ResourceId};
+use serde::Serialize;
+
+/// How one resource ended the pass, with what a renderer needs to explain it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceReport {
+    pub id: ResourceId,
+    pub origin: Origin,
+    pub action: Action,
+    /// The difference observed before acting (fields and content).
+    #[serde(skip)]
+    pub diff: Diff,
+    pub outcome: Outcome,
+    pub sensitive: bool,
+    /// Extra lines for a failure (validator output, bounded; never for a
+    /// sensitive resource).
+    pub detail: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// Everything that happened in one pass.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct PassSummary {
+    pub resources: Vec<ResourceReport>,
+    pub duration_ms: u64,
+}
+
+impl PassSummary {
+    /// Outcome word -> number of resources.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for r in &self.resources {
+            *counts.entry(r.outcome.word().replace(' ', "_")).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    pub fn any_changed(&self) -> bool {
+        self.resources.iter().any(|r| {
+            matches!(
+                r.outcome,
+                Outcome::Changed { .. } | Outcome::WouldChange { .. }
+            )
+        })
+    }
+
+    pub fn any_failed(&self) -> bool {
+        self.resources
+            .iter()
+            .any(|r| matches!(r.outcome, Outcome::Failed { .. } | Outcome::Blocked { .. }))
+    }
+}
+
+/// Progress and results as they happen.
+#[derive(Debug)]
+pub enum Event<'a> {
+    PassStarted { resources: usize },
+    ResourceStarted { id: &'a ResourceId },
+    ResourceFinished { report: &'a ResourceReport },
+}
+
+/// Receives events; the binary renders them, tests collect them.
+pub trait Reporter {
+    fn event(&mut self, event: Event<'_>);
+}
+
+/// A reporter that ignores everything.
+pub struct SilentReporter;
+
+impl Reporter for SilentReporter {
+    fn event(&mut self, _event: Event<'_>) {}
+}

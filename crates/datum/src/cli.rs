@@ -1,0 +1,107 @@
+//! The command line: global options shared by every command, one subcommand
+//! each. Parsing only; behaviour lives in `commands/`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "datum",
+    version,
+    about = "Declare a host's configuration, apply it safely, detect drift.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The repository of manifests (a folder with datum.yaml).
+    #[arg(long, global = true, default_value = ".", env = "DATUM_REPO")]
+    pub repo: PathBuf,
+    /// Resolve every managed path under this folder (demos, image builds, tests).
+    #[arg(long, global = true, default_value = "/", env = "DATUM_ROOT")]
+    pub root: PathBuf,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+    /// Host identity file (default: <root>/etc/datum/host.yaml).
+    #[arg(long, global = true)]
+    pub host_file: Option<PathBuf>,
+    /// Override a host label (repeatable): --label role=web.
+    #[arg(long = "label", global = true, value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// State database (default: <root>/var/lib/datum/state.db).
+    #[arg(long, global = true)]
+    pub state: Option<PathBuf>,
+    /// How long to wait for another pass holding the root's lock.
+    #[arg(long, global = true, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub lock_timeout: Duration,
+    /// When to use colour.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Also list unchanged resources.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the repository's manifests; report every error with file and line.
+    Lint,
+    /// Compile the repository for this host and print the catalogue as JSON.
+    Catalogue(CatalogueArgs),
+    /// Show what an apply would change; change nothing (exit 2 when changes are pending).
+    Plan,
+    /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both).
+    Apply,
+    /// Inspect and restore the content saved before files were replaced or removed.
+    #[command(subcommand)]
+    Backup(BackupCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct CatalogueArgs {
+    /// Say which layer and file each field came from.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// List saved versions, newest first.
+    List {
+        /// Only versions of this path (as declared, e.g. /etc/ssh/sshd_config).
+        path: Option<PathBuf>,
+    },
+    /// Print one saved version.
+    Show { id: u64 },
+    /// Put a saved version back in place (atomically).
+    Restore { id: u64 },
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}

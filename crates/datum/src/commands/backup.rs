@@ -1,0 +1,70 @@
+//! `datum backup list|show|restore`: the content saved before a file was
+//! replaced or removed.
+
+use std::io::Write;
+
+use anyhow::{Context as _, Result, bail};
+use datum_host::lock::RootLock;
+use datum_host::staging::StagedFile;
+
+use crate::cli::{BackupCommand, GlobalArgs, OutputFormat};
+use crate::context;
+use crate::exit::ExitCode;
+
+pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
+    let store = context::open_backups(global)?;
+    let mut out = std::io::stdout();
+    match cmd {
+        BackupCommand::List { path } => {
+            let entries = store.list(path.as_deref())?;
+            if global.output == OutputFormat::Json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&entries)?)?;
+            } else if entries.is_empty() {
+                writeln!(out, "no backups")?;
+            } else {
+                writeln!(out, "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH", "ID", "SAVED", "REASON", "BYTES", "RESOURCE")?;
+                for e in entries {
+                    writeln!(
+                        out,
+                        "{:<10} {:<20} {:<8} {:>9}  {:<28} {}",
+                        e.id,
+                        humantime::format_rfc3339_seconds(
+                            std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.saved_at.max(0) as u64)
+                        ),
+                        e.reason,
+                        e.size,
+                        e.resource,
+                        e.path.display()
+                    )?;
+                }
+            }
+        }
+        BackupCommand::Show { id } => {
+            let (entry, bytes) = store.get(*id)?;
+            if entry.sensitive {
+                writeln!(out, "{}", datum_core::SENSITIVE_PLACEHOLDER)?;
+            } else {
+                out.write_all(&bytes)?;
+            }
+        }
+        BackupCommand::Restore { id } => {
+            let (entry, bytes) = store.get(*id)?;
+            let _lock = RootLock::acquire(&global.root, global.lock_timeout)?;
+            let host = datum_host::Host::new(global.root.clone());
+            let target = host.resolve(&entry.path)?;
+            if !target.parent().is_some_and(|p| p.is_dir()) {
+                bail!("{}: its directory no longer exists", entry.path.display());
+            }
+            let mut staged = StagedFile::create(&target)?;
+            staged.write_all(&bytes)?;
+            staged.set_owner(Some(entry.uid), Some(entry.gid))?;
+            staged.set_mode(entry.mode)?;
+            staged.sync()?;
+            staged
+                .commit()
+                .with_context(|| format!("cannot restore {}", entry.path.display()))?;
+            writeln!(out, "restored {} from backup {}", entry.path.display(), entry.id)?;
+        }
+    }
+    Ok(ExitCode::CLEAN)
+}

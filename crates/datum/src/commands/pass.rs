@@ -1,0 +1,74 @@
+//! `datum plan` and `datum apply`: compile, lock the root, run one pass,
+//! record it, and report.
+
+use std::io::Write;
+
+use anyhow::{Context as _, Result};
+use datum_engine::{Mode, PassContext};
+use datum_host::lock::RootLock;
+
+use crate::cli::{GlobalArgs, OutputFormat};
+use crate::context;
+use crate::exit::ExitCode;
+use crate::render::{self, HumanReporter};
+
+pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
+    let identity = context::identity(global)?;
+    // Compile before touching anything: a manifest error applies nothing.
+    let catalogue = context::compile(global, &identity)?;
+    let host = context::host(global, &identity);
+    let _lock = if mode == Mode::Apply {
+        Some(RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?)
+    } else {
+        None
+    };
+    let mut store = context::open_store(global, mode == Mode::Apply);
+    let mut backups = if mode == Mode::Apply {
+        Some(context::open_backups(global)?)
+    } else {
+        None
+    };
+    let started_at = context::now();
+    let mut ctx = PassContext {
+        host: &host,
+        mode,
+        store: store.as_mut(),
+        backups: backups.as_mut(),
+        now: started_at,
+    };
+    let color = context::use_color(global);
+    let summary = match global.output {
+        OutputFormat::Human => {
+            let mut reporter = HumanReporter::new(mode, color, global.verbose);
+            let summary = datum_engine::run_pass(&catalogue, &mut ctx, &mut reporter);
+            reporter.finish(&summary)?;
+            summary
+        }
+        OutputFormat::Json => {
+            let summary =
+                datum_engine::run_pass(&catalogue, &mut ctx, &mut datum_engine::SilentReporter);
+            let json = render::json::pass(&identity.name, mode, &summary);
+            writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&json)?)?;
+            summary
+        }
+    };
+    let code = match mode {
+        Mode::Plan => ExitCode::for_pending(summary.any_changed()),
+        Mode::Apply => ExitCode::for_apply(summary.any_changed(), summary.any_failed()),
+    };
+    if let Some(store) = &mut store {
+        let record = datum_store::PassRecord {
+            started_at,
+            finished_at: context::now(),
+            command: if mode == Mode::Apply { "apply" } else { "plan" }.to_owned(),
+            host: identity.name.clone(),
+            counts: summary.counts(),
+            duration_ms: summary.duration_ms,
+            exit_code: code.0,
+        };
+        if let Err(e) = store.record_pass(&record) {
+            eprintln!("warning: could not record the pass in the state store: {e}");
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,86 @@
+//! Field differences and unified content diffs, as text.
+
+use anstyle::{AnsiColor, Style};
+use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
+use datum_engine::ResourceReport;
+use similar::{ChangeTag, TextDiff};
+
+/// The indented lines under a resource: one per changed field, then the
+/// content diff (or `(sensitive)`).
+pub fn field_lines(r: &ResourceReport, color: bool) -> String {
+    let mut out = String::new();
+    for change in &r.diff.changes {
+        out.push_str(&format!(
+            "    {}: {} -> {}\n",
+            change.field,
+            value_text(change.before.as_ref()),
+            value_text(change.after.as_ref())
+        ));
+    }
+    if let Some(content) = &r.diff.content {
+        if r.sensitive {
+            out.push_str(&format!("    content: {SENSITIVE_PLACEHOLDER}\n"));
+        } else {
+            out.push_str(&content_diff(content, &r.id.to_string(), color));
+        }
+    }
+    out
+}
+
+fn value_text(v: Option<&serde_json::Value>) -> String {
+    match v {
+        None => "(absent)".to_owned(),
+        Some(serde_json::Value::String(s)) => format!("{s:?}"),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A unified diff of text content, or a checksum line for binary content.
+pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String {
+    let before = change.before.as_deref().unwrap_or_default();
+    let (Some(old), Some(new)) = (text(before), text(&change.after)) else {
+        return format!(
+            "    content: {} -> {} (binary)\n",
+            change.before_sha256.as_deref().unwrap_or("(none)"),
+            change.after_sha256
+        );
+    };
+    if change.before.is_none() && change.before_sha256.is_some() {
+        return format!(
+            "    content: {} -> {} (live file too large to diff)\n",
+            change.before_sha256.as_deref().unwrap_or_default(),
+            change.after_sha256
+        );
+    }
+    let diff = TextDiff::from_lines(old, new);
+    let mut out = format!("    --- {label} (live)\n    +++ {label} (declared)\n");
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        out.push_str(&format!("    {}\n", hunk.header()));
+        for change in hunk.iter_changes() {
+            let (sign, style) = match change.tag() {
+                ChangeTag::Delete => ("-", AnsiColor::Red.on_default()),
+                ChangeTag::Insert => ("+", AnsiColor::Green.on_default()),
+                ChangeTag::Equal => (" ", Style::new()),
+            };
+            let mut line = format!("{sign}{}", change.value());
+            if !line.ends_with('\n') {
+                line.push_str("\n\\ No newline at end of file\n");
+            }
+            for l in line.lines() {
+                if color && sign != " " {
+                    out.push_str(&format!("    {}{l}{}\n", style.render(), style.render_reset()));
+                } else {
+                    out.push_str(&format!("    {l}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn text(bytes: &[u8]) -> Option<&str> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
+}

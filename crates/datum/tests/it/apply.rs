@@ -1,0 +1,154 @@
+//! Plan and apply end to end: the example repository on an empty root, hand
+//! edits, failures blocking dependents, intent labels, the root lock.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use crate::support::*;
+
+fn example_sandbox() -> Sandbox {
+    let s = Sandbox::new();
+    s.write("host.yaml", &fs::read_to_string(examples_dir().join("hosts/web-01.yaml")).unwrap());
+    s
+}
+
+#[test]
+fn example_applies_to_an_empty_root_then_converges_then_repairs_a_hand_edit() {
+    let s = example_sandbox();
+    let repo = examples_dir();
+
+    let plan = s.datum_repo(&repo, &["plan"]);
+    assert_exit(&plan, 2);
+    assert!(s.files_under_root().is_empty(), "plan wrote: {:?}", s.files_under_root());
+
+    let first = s.datum_repo(&repo, &["apply"]);
+    assert_exit(&first, 2);
+
+    // Every declared file with its owner, group, mode and content.
+    let expect = [
+        ("/etc/motd", 0o644),
+        ("/etc/ssh/sshd_config", 0o600),
+        ("/etc/sudoers.d/ops", 0o440),
+        ("/etc/nginx/nginx.conf", 0o644),
+        ("/etc/nginx/sites-enabled/shop.conf", 0o644),
+        ("/etc/app-secrets", 0o700),
+        ("/etc/sudoers.d", 0o750),
+    ];
+    for (path, mode) in expect {
+        let live = s.live(path);
+        let meta = fs::symlink_metadata(&live).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(mode_of(&live), mode, "{path} mode");
+        assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} owner");
+    }
+    let motd = fs::read_to_string(s.live("/etc/motd")).unwrap();
+    assert!(motd.starts_with("web-01 is managed by Datum.\nRole: web. Environment: prod."), "{motd}");
+    assert_eq!(
+        fs::read(s.live("/etc/ssh/sshd_config")).unwrap(),
+        fs::read(repo.join("base/files/sshd_config")).unwrap()
+    );
+    let site = fs::read_to_string(s.live("/etc/nginx/sites-enabled/shop.conf")).unwrap();
+    assert!(site.contains("server_name web-01.example.internal;"), "{site}");
+
+    let second = s.datum_repo(&repo, &["apply"]);
+    assert_exit(&second, 0);
+    assert!(stdout(&second).contains("0 changed"), "{}", stdout(&second));
+
+    // A hand edit: plan shows exactly that file, with a diff, and exits 2.
+    fs::write(s.live("/etc/motd"), "hello from a hand edit\n").unwrap();
+    let plan = s.datum_repo(&repo, &["plan"]);
+    assert_exit(&plan, 2);
+    let out = stdout(&plan);
+    assert!(out.contains("~ File[motd]"), "{out}");
+    assert!(out.contains("-hello from a hand edit"), "{out}");
+    assert!(out.contains("+web-01 is managed by Datum."), "{out}");
+    assert!(out.contains("corrective"), "{out}");
+    let changed: Vec<&str> = out.lines().filter(|l| l.starts_with(['~', '+', '-', '!', '#'])).filter(|l| !l.starts_with("---") && !l.starts_with("+++")).collect();
+    assert_eq!(changed, vec!["~ File[motd]  update (corrective)"], "{out}");
+
+    let repair = s.datum_repo(&repo, &["apply"]);
+    assert_exit(&repair, 2);
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), motd);
+    assert_exit(&s.datum_repo(&repo, &["plan"]), 0);
+}
+
+#[test]
+fn a_failed_resource_blocks_its_dependents_and_independent_ones_continue() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: orphan\ndesired:\n  path: /missing-dir/a.conf\n  content: \"a\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: dependent\nrequires: [File/orphan]\ndesired:\n  path: /b.conf\n  content: \"b\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: independent\ndesired:\n  path: /c.conf\n  content: \"c\\n\"\n",
+    );
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    assert!(text.contains("! File[orphan]  failed (apply)"), "{text}");
+    assert!(text.contains("# File[dependent]  blocked (by File[orphan])"), "{text}");
+    assert!(!s.live("/b.conf").exists());
+    assert_eq!(fs::read_to_string(s.live("/c.conf")).unwrap(), "c\n");
+}
+
+#[test]
+fn a_manifest_error_applies_nothing() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: good\ndesired:\n  path: /good.conf\n  content: \"ok\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: bad\ndesired:\n  path: /bad.conf\n  mdoe: \"0644\"\n",
+    );
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("base/main.yaml:12:"), "{}", stderr(&out));
+    assert!(s.files_under_root().is_empty(), "{:?}", s.files_under_root());
+}
+
+#[test]
+fn intent_is_intentional_for_a_new_declaration_and_corrective_for_a_hand_edit() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"one\\n\"\n",
+    );
+    let json = |o: &std::process::Output| -> serde_json::Value { serde_json::from_slice(&o.stdout).unwrap() };
+    let first = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&first, 2);
+    assert_eq!(json(&first)["resources"][0]["outcome"]["intent"], "intentional");
+
+    fs::write(s.live("/f.conf"), "tampered\n").unwrap();
+    let second = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&second, 2);
+    assert_eq!(json(&second)["resources"][0]["outcome"]["intent"], "corrective");
+
+    s.write("repo/base/main.yaml", "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"two\\n\"\n");
+    let third = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&third, 2);
+    let v = json(&third);
+    assert_eq!(v["resources"][0]["outcome"]["intent"], "intentional");
+    assert_eq!(v["resources"][0]["action"], "update");
+    assert!(v["resources"][0]["content"]["diff"].as_str().unwrap().contains("+two"));
+}
+
+#[test]
+fn a_second_pass_waits_for_the_root_lock_and_gives_up_after_its_timeout() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"x\\n\"\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let lock = s.live("/var/lib/datum/lock");
+    assert!(lock.exists(), "the first apply created its lock file");
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "5"])
+        .spawn()
+        .expect("flock (util-linux)");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    let out = s.datum(&["--lock-timeout", "1s", "apply"]);
+    holder.kill().ok();
+    holder.wait().ok();
+    assert_exit(&out, 1);
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(900), "did not wait");
+    assert!(stderr(&out).contains("lock"), "{}", stderr(&out));
+}
+
+#[test]
+fn usage_errors_exit_1_not_2() {
+    let s = Sandbox::new();
+    let out = s.datum(&["apply", "--no-such-flag"]);
+    assert_exit(&out, 1);
+}

@@ -1,0 +1,75 @@
+//! A corpus of broken repositories: each kind of manifest error is reported
+//! with its file and line, exits 1, and nothing is written under the root.
+
+use std::os::unix::fs::symlink;
+
+use crate::support::*;
+
+const HEAD: &str = "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /etc/f.conf\n";
+
+/// (case, manifest for base/main.yaml, expected position, expected words)
+fn corpus() -> Vec<(&'static str, String, &'static str, &'static str)> {
+    vec![
+        ("unknown type", "datum: v1alpha1\ntype: Fiel\nname: f\ndesired: {path: /x}\n".into(), "base/main.yaml:2:", "Fiel"),
+        ("unknown field", format!("{HEAD}  mdoe: \"0644\"\n"), "base/main.yaml:6:", "mdoe"),
+        ("wrong value type", format!("{HEAD}  owner: [root]\n"), "base/main.yaml:6:", "owner"),
+        ("bad mode", format!("{HEAD}  mode: \"0999\"\n"), "base/main.yaml:6:", "mode"),
+        ("unquoted mode", format!("{HEAD}  mode: 644\n"), "base/main.yaml:6:", "mode"),
+        ("duplicate name", format!("{HEAD}  content: a\n---\n{HEAD}  content: b\n"), "base/main.yaml:", "duplicate"),
+        ("requires naming nothing", "datum: v1alpha1\ntype: File\nname: f\nrequires: [File/nope]\ndesired: {path: /x, content: a}\n".into(), "base/main.yaml:4:", "File/nope"),
+        (
+            "dependency cycle",
+            "datum: v1alpha1\ntype: File\nname: a\nrequires: [File/b]\ndesired: {path: /a, content: a}\n---\ndatum: v1alpha1\ntype: File\nname: b\nrequires: [File/a]\ndesired: {path: /b, content: b}\n".into(),
+            "base/main.yaml:",
+            "cycle",
+        ),
+        ("source escaping the repository", format!("{HEAD}  source: ../../etc/shadow\n"), "base/main.yaml:6:", "../../etc/shadow"),
+        ("absolute source", format!("{HEAD}  source: /etc/shadow\n"), "base/main.yaml:6:", "/etc/shadow"),
+        ("source symlink out of the repository", format!("{HEAD}  source: files/escape\n"), "base/main.yaml:6:", "files/escape"),
+        ("missing source", format!("{HEAD}  source: files/nope\n"), "base/main.yaml:6:", "files/nope"),
+        ("unknown validator", format!("{HEAD}  content: a\n  validate: sshdd\n"), "base/main.yaml:7:", "sshdd"),
+        ("validator as a command line", format!("{HEAD}  content: a\n  validate: \"sshd -t -f %s\"\n"), "base/main.yaml:7:", "command"),
+        ("template with an undefined variable", format!("{HEAD}  template: templates/t.j2\n"), "base/templates/t.j2:", "nope"),
+        ("yaml syntax error", "datum: v1alpha1\ntype: File\nname: [unclosed\n".into(), "base/main.yaml:", "error"),
+    ]
+}
+
+#[test]
+fn every_kind_of_manifest_error_is_reported_with_file_and_line_and_applies_nothing() {
+    for (case, manifest, position, words) in corpus() {
+        let s = Sandbox::with_base(&manifest);
+        s.write("repo/base/templates/t.j2", "{{ host.labels.nope }}\n");
+        std::fs::create_dir_all(s.repo().join("base/files")).unwrap();
+        symlink("/etc/passwd", s.repo().join("base/files/escape")).unwrap();
+
+        let lint = s.datum(&["lint"]);
+        let err = stderr(&lint);
+        assert_eq!(code(&lint), 1, "{case}: lint exit\n{err}");
+        assert!(err.contains(position), "{case}: expected {position} in\n{err}");
+        assert!(err.contains(words), "{case}: expected `{words}` in\n{err}");
+
+        let apply = s.datum(&["apply"]);
+        assert_eq!(code(&apply), 1, "{case}: apply exit\n{}", stderr(&apply));
+        assert!(s.files_under_root().is_empty(), "{case}: wrote {:?}", s.files_under_root());
+    }
+}
+
+#[test]
+fn all_errors_are_collected_not_just_the_first() {
+    let s = Sandbox::with_base(&format!(
+        "{HEAD}  mdoe: \"0644\"\n---\ndatum: v1alpha1\ntype: Fiel\nname: g\ndesired: {{path: /g}}\n---\ndatum: v1alpha1\ntype: File\nname: h\nrequires: [File/nope]\ndesired: {{path: /h, content: a}}\n"
+    ));
+    let out = s.datum(&["lint"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    for expected in ["base/main.yaml:6:", "base/main.yaml:9:", "base/main.yaml:15:"] {
+        assert!(err.contains(expected), "missing {expected} in\n{err}");
+    }
+}
+
+#[test]
+fn a_clean_repository_lints_clean() {
+    let s = Sandbox::new();
+    let out = s.datum_repo(&examples_dir(), &["lint"]);
+    assert_exit(&out, 0);
+}
