@@ -465,6 +465,10 @@ impl<'r> Analysis<'r> {
             }
             ContentKind::Template => {
                 let (_, rel) = decl.file.as_ref()?;
+                // A template that did not parse is already reported.
+                if !self.templates.is_loaded(rel) {
+                    return None;
+                }
                 let layer = self.layer_name(doc);
                 match self
                     .templates

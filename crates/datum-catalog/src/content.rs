@@ -216,6 +216,11 @@ impl Templates {
         ok
     }
 
+    /// Whether a template was read and parsed without error.
+    pub(crate) fn is_loaded(&self, rel: &Path) -> bool {
+        matches!(self.sources.get(rel), Some(Some(_)))
+    }
+
     /// Renders a loaded template for `host`. Errors (undefined variables,
     /// failing filters) become a diagnostic at the template's line, with a
     /// note naming the resource's `template:` line.

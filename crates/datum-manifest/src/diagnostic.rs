@@ -324,10 +324,12 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
         Severity::Error => "1;31",
         Severity::Warning => "1;33",
     };
-    let mut header = d.message.clone();
-    if let Some(id) = &d.resource {
-        let _ = write!(header, " in {id}");
-    }
+    // The resource leads, as in the one-line form: messages may end in a
+    // question (`did you mean `mode`?`), so a trailing "in File[x]" would not read.
+    let header = match &d.resource {
+        Some(id) => format!("{id}: {}", d.message),
+        None => d.message.clone(),
+    };
     let _ = writeln!(
         out,
         "{}{}",
@@ -418,7 +420,7 @@ mod tests {
     #[test]
     fn rendering_shows_the_line_and_a_caret_under_the_span() {
         let text = sample().render(false);
-        let expected = "error: unknown field `mdoe` in File[sshd-config]\n --> base/ssh.yaml:7:5\n  |\n7 |     mdoe: \"0600\"\n  |     ^^^^^^^^^^^^\n";
+        let expected = "error: File[sshd-config]: unknown field `mdoe`\n --> base/ssh.yaml:7:5\n  |\n7 |     mdoe: \"0600\"\n  |     ^^^^^^^^^^^^\n";
         assert_eq!(text, expected);
         assert!(!text.contains('\x1b'));
     }

@@ -1,0 +1,741 @@
+//! Integration tests: whole repositories built in temporary folders, linted
+//! and compiled with the real providers (File, Directory, Symlink).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly on a broken fixture"
+)]
+
+use std::path::{Path, PathBuf};
+
+use datum_catalog::{HostIdentity, compile, lint};
+use datum_core::ResourceId;
+
+/// A repository in a temporary folder, written file by file.
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+const TWO_LAYERS: &str = "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n  - name: web\n    path: web\n    match: {role: web}\n";
+
+impl Repo {
+    fn new(settings: &str) -> Self {
+        let repo = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        repo.file("datum.yaml", settings);
+        std::fs::create_dir_all(repo.path().join("base")).unwrap();
+        std::fs::create_dir_all(repo.path().join("web")).unwrap();
+        repo
+    }
+
+    fn two_layers() -> Self {
+        Self::new(TWO_LAYERS)
+    }
+
+    fn file(&self, rel: &str, text: &str) -> &Self {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// One-line diagnostics of `datum lint` without a host.
+    fn lint(&self) -> Vec<String> {
+        lint(self.path(), None)
+            .iter()
+            .map(|d| d.one_line())
+            .collect()
+    }
+
+    fn lint_for(&self, host: &HostIdentity) -> Vec<String> {
+        lint(self.path(), Some(host))
+            .iter()
+            .map(|d| d.one_line())
+            .collect()
+    }
+}
+
+fn host(name: &str, labels: &[(&str, &str)]) -> HostIdentity {
+    HostIdentity {
+        name: name.to_owned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
+}
+
+fn web() -> HostIdentity {
+    host("web-01", &[("role", "web")])
+}
+
+fn file_doc(name: &str, path: &str, extra: &str) -> String {
+    format!("datum: v1alpha1\ntype: File\nname: {name}\ndesired:\n  path: {path}\n{extra}")
+}
+
+fn ids(cat: &datum_catalog::Catalogue) -> Vec<String> {
+    cat.resources.iter().map(|r| r.id.to_string()).collect()
+}
+
+fn example_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    assert!(
+        dir.join("datum.yaml").is_file(),
+        "the example repository is missing at {}",
+        dir.display()
+    );
+    dir
+}
+
+mod layering {
+    use super::*;
+
+    #[test]
+    fn a_later_layer_overrides_fields_and_keeps_the_rest() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/motd.yaml",
+            &file_doc(
+                "motd",
+                "/etc/motd",
+                "  mode: \"0644\"\n  owner: root\n  content: \"base\\n\"\n",
+            ),
+        )
+        .file(
+            "web/motd.yaml",
+            &file_doc("motd", "/etc/motd", "  mode: \"0600\"\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        let r = cat.get(&ResourceId::new("File", "motd")).unwrap();
+        assert_eq!(
+            r.desired,
+            serde_json::json!({"path": "/etc/motd", "mode": "0600", "owner": "root"})
+        );
+        assert_eq!(r.content.as_ref().unwrap().bytes, b"base\n");
+        assert_eq!(r.field_origins["mode"].layer, "web");
+        assert_eq!(r.field_origins["mode"].to_string(), "web/motd.yaml:6:3");
+        assert_eq!(r.field_origins["owner"].layer, "base");
+        assert_eq!(r.field_origins["content"].to_string(), "base/motd.yaml:8:3");
+        // The resource's origin is the last document that touched it.
+        assert_eq!(r.origin.to_string(), "web/motd.yaml:1:1");
+    }
+
+    #[test]
+    fn hosts_outside_the_matcher_do_not_get_the_layer() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/motd.yaml",
+            &file_doc("motd", "/etc/motd", "  mode: \"0644\"\n"),
+        )
+        .file(
+            "web/motd.yaml",
+            &file_doc("motd", "/etc/motd", "  mode: \"0600\"\n"),
+        )
+        .file("web/nginx.yaml", &file_doc("nginx", "/etc/nginx.conf", ""));
+        let db = compile(repo.path(), &host("db-01", &[("role", "db")])).unwrap();
+        assert_eq!(ids(&db), ["File[motd]"]);
+        assert_eq!(db.resources[0].desired["mode"], "0644");
+        let web = compile(repo.path(), &web()).unwrap();
+        assert_eq!(ids(&web), ["File[motd]", "File[nginx]"]);
+    }
+
+    #[test]
+    fn a_list_in_the_matcher_means_any_of() {
+        let repo = Repo::new(
+            "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n  - {name: web, path: web, match: {role: [web, api]}}\n",
+        );
+        repo.file("web/x.yaml", &file_doc("x", "/x", ""));
+        assert_eq!(
+            compile(repo.path(), &host("a", &[("role", "api")]))
+                .unwrap()
+                .resources
+                .len(),
+            1
+        );
+        assert_eq!(
+            compile(repo.path(), &host("d", &[("role", "db")]))
+                .unwrap()
+                .resources
+                .len(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_template_in_a_later_layer_replaces_a_source_in_an_earlier_one() {
+        let repo = Repo::two_layers();
+        repo.file("base/files/motd", "static\n")
+            .file(
+                "web/templates/motd.j2",
+                "hello {{ host.name }} ({{ labels.role }})\n",
+            )
+            .file(
+                "base/motd.yaml",
+                &file_doc("motd", "/etc/motd", "  source: files/motd\n"),
+            )
+            .file(
+                "web/motd.yaml",
+                &file_doc("motd", "/etc/motd", "  template: templates/motd.j2\n"),
+            );
+        let web = compile(repo.path(), &web()).unwrap();
+        let r = &web.resources[0];
+        assert_eq!(r.content.as_ref().unwrap().bytes, b"hello web-01 (web)\n");
+        assert_eq!(r.field_origins["content"].layer, "web");
+        // Content fields never stay in desired.
+        assert_eq!(r.desired, serde_json::json!({"path": "/etc/motd"}));
+        let db = compile(repo.path(), &host("db-01", &[])).unwrap();
+        assert_eq!(db.resources[0].content.as_ref().unwrap().bytes, b"static\n");
+    }
+
+    #[test]
+    fn envelope_fields_are_replaced_only_when_set() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &format!(
+                "{}requires: [File/b]\nclass: critical\nsensitive: true\n",
+                file_doc("a", "/a", "  content: x\n  validate: sshd\n")
+            ),
+        )
+        .file("base/b.yaml", &file_doc("b", "/b", ""))
+        .file(
+            "web/a.yaml",
+            &format!("{}class: normal\n", file_doc("a", "/a", "")),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        let a = cat.get(&ResourceId::new("File", "a")).unwrap();
+        assert_eq!(a.class, "normal");
+        assert!(a.sensitive);
+        assert_eq!(a.validate.as_deref(), Some("sshd"));
+        assert_eq!(a.requires, [ResourceId::new("File", "b")]);
+        assert_eq!(a.field_origins["class"].layer, "web");
+        assert_eq!(a.field_origins["validate"].to_string(), "base/a.yaml:7:13");
+    }
+}
+
+mod catalogue {
+    use super::*;
+
+    #[test]
+    fn resources_come_after_what_they_require_and_their_parent_directory() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("conf", "/etc/app/app.conf", "  content: x\n"),
+                format!(
+                    "{}requires: [File/conf]\n",
+                    file_doc("other", "/srv/other", "")
+                ),
+                "datum: v1alpha1\ntype: Directory\nname: app\ndesired: {path: /etc/app}\n"
+                    .to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        assert_eq!(ids(&cat), ["Directory[app]", "File[conf]", "File[other]"]);
+        let conf = cat.get(&ResourceId::new("File", "conf")).unwrap();
+        assert_eq!(conf.requires, [ResourceId::new("Directory", "app")]);
+        let json = cat.to_json(false);
+        assert_eq!(
+            json["resources"][1]["autorequires"],
+            serde_json::json!(["Directory[app]"])
+        );
+        assert_eq!(json["resources"][1]["requires"], serde_json::json!([]));
+        assert_eq!(
+            json["resources"][2]["requires"],
+            serde_json::json!(["File[conf]"])
+        );
+    }
+
+    #[test]
+    fn json_shows_checksums_never_content_and_explains_fields() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/secret.yaml",
+            &format!(
+                "{}sensitive: true\n",
+                file_doc(
+                    "token",
+                    "/etc/token",
+                    "  content: CANARY-s3cret\n  mode: \"0600\"\n"
+                )
+            ),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        let plain = serde_json::to_string(&cat.to_json(false)).unwrap();
+        let explained = cat.to_json(true);
+        assert!(!plain.contains("CANARY"));
+        assert!(!explained.to_string().contains("CANARY"));
+        let r = &explained["resources"][0];
+        assert_eq!(r["id"], "File[token]");
+        assert_eq!(
+            r["content_sha256"],
+            datum_core::sha256_hex(b"CANARY-s3cret")
+        );
+        assert_eq!(r["origin"], "base/secret.yaml:1:1");
+        assert_eq!(
+            r["fields"]["mode"],
+            serde_json::json!({"layer": "base", "origin": "base/secret.yaml:7:3"})
+        );
+        assert_eq!(r["fields"]["sensitive"]["origin"], "base/secret.yaml:8:12");
+        assert!(
+            plain.contains("\"host\":{\"labels\":{\"role\":\"web\"},\"name\":\"web-01\"}")
+                || plain.contains("\"name\":\"web-01\"")
+        );
+        assert!(
+            r.get("fields").is_some() && cat.to_json(false)["resources"][0].get("fields").is_none()
+        );
+    }
+
+    #[test]
+    fn the_same_repository_always_gives_byte_identical_json() {
+        let build = |reverse: bool| {
+            let repo = Repo::two_layers();
+            let mut files: Vec<(String, String)> = (0..20)
+                .map(|i| {
+                    (
+                        format!("base/f{i:02}.yaml"),
+                        file_doc(
+                            &format!("f{i}"),
+                            &format!("/etc/d{}/f{i}", i % 3),
+                            "  content: x\n  mode: \"0644\"\n",
+                        ),
+                    )
+                })
+                .collect();
+            files.push((
+                "base/dirs.yaml".to_owned(),
+                (0..3)
+                    .map(|d| format!("datum: v1alpha1\ntype: Directory\nname: d{d}\ndesired: {{path: /etc/d{d}}}\n"))
+                    .collect::<Vec<_>>()
+                    .join("---\n"),
+            ));
+            if reverse {
+                files.reverse();
+            }
+            for (p, t) in &files {
+                repo.file(p, t);
+            }
+            let cat = compile(repo.path(), &web()).unwrap();
+            serde_json::to_string_pretty(&cat.to_json(true))
+                .unwrap()
+                .replace(&repo.path().display().to_string(), "")
+        };
+        let a = build(false);
+        assert_eq!(a, build(false));
+        assert_eq!(a, build(true));
+    }
+
+    #[test]
+    fn declaration_hash_follows_the_declaration_not_the_layout() {
+        let one = Repo::two_layers();
+        one.file("base/a.yaml", &file_doc("a", "/a", "  content: x\n"));
+        let two = Repo::two_layers();
+        two.file(
+            "base/sub/z.yaml",
+            &format!("# moved\n{}", file_doc("a", "/a", "  content: x\n")),
+        );
+        let h = |r: &Repo| {
+            compile(r.path(), &web()).unwrap().resources[0]
+                .declaration_hash
+                .clone()
+        };
+        assert_eq!(h(&one), h(&two));
+        let three = Repo::two_layers();
+        three.file("base/a.yaml", &file_doc("a", "/a", "  content: y\n"));
+        assert_ne!(h(&one), h(&three));
+    }
+
+    #[test]
+    fn the_shipped_example_lints_clean_and_compiles_for_both_hosts() {
+        let dir = example_dir();
+        let diags = lint(&dir, None);
+        assert!(diags.is_empty(), "{}", diags.render(false));
+        for host_file in ["hosts/web-01.yaml", "hosts/db-01.yaml"] {
+            let host =
+                HostIdentity::load(Path::new("/nonexistent"), Some(&dir.join(host_file)), &[])
+                    .unwrap();
+            let cat = compile(&dir, &host).unwrap_or_else(|d| panic!("{}", d.render(false)));
+            assert!(!cat.resources.is_empty());
+            // Every resource comes after everything it requires.
+            for (i, r) in cat.resources.iter().enumerate() {
+                for req in &r.requires {
+                    let at = cat.resources.iter().position(|x| &x.id == req).unwrap();
+                    assert!(at < i, "{} before its requirement {req}", r.id);
+                }
+            }
+        }
+    }
+}
+
+mod lint_errors {
+    use super::*;
+
+    fn single(repo: &Repo) -> String {
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        lines.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn yaml_syntax_errors() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", "datum: v1alpha1\ntype: File\nname: [a\n");
+        let line = single(&repo);
+        assert!(
+            line.starts_with("base/a.yaml:4:1: error: YAML syntax error"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn missing_and_unknown_versions() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", "type: File\nname: a\ndesired: {path: /a}\n")
+            .file(
+                "base/b.yaml",
+                "datum: v1\ntype: File\nname: b\ndesired: {path: /b}\n",
+            );
+        assert_eq!(
+            repo.lint(),
+            [
+                "base/a.yaml:1:1: error: File[a]: missing `datum: v1alpha1` (the format version)",
+                "base/b.yaml:1:8: error: File[b]: unsupported format version `v1`: this Datum reads `v1alpha1`",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_types_suggest_the_right_spelling() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            "datum: v1alpha1\ntype: file\nname: a\ndesired: {path: /a}\n",
+        );
+        assert_eq!(
+            single(&repo),
+            "base/a.yaml:2:7: error: file[a]: unknown type `file`; did you mean `File`?"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_point_at_the_key() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/ssh.yaml",
+            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n    path: /etc/ssh/sshd_config\n    mode: \"0600\"\n    mdoe: \"0600\"\n",
+        );
+        let line = single(&repo);
+        assert!(
+            line.starts_with("base/ssh.yaml:7:5: error: File[sshd-config]: unknown field `mdoe`"),
+            "{line}"
+        );
+        let rendered = lint(repo.path(), None).render(false);
+        assert!(rendered.contains(" --> base/ssh.yaml:7:5\n"), "{rendered}");
+        assert!(
+            rendered.contains("7 |     mdoe: \"0600\"\n  |     ^^^^^^^^^^^^\n"),
+            "{rendered}"
+        );
+    }
+
+    #[test]
+    fn wrong_value_types_and_bad_modes_point_at_the_field() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &file_doc("a", "/a", "  mode: \"0999\"\n  ensure: [present]\n"),
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("base/a.yaml:6:3: error: File[a]: `mode`"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("base/a.yaml:7:3: error: File[a]: `ensure`"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn missing_required_fields_point_at_desired() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            "datum: v1alpha1\ntype: File\nname: a\ndesired:\n  mode: \"0644\"\n",
+        );
+        let line = single(&repo);
+        assert!(
+            line.starts_with("base/a.yaml:4:1: error: File[a]: "),
+            "{line}"
+        );
+        assert!(line.contains("`path`"), "{line}");
+    }
+
+    #[test]
+    fn an_override_may_leave_required_fields_to_an_earlier_layer() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", &file_doc("a", "/a", "")).file(
+            "web/a.yaml",
+            "datum: v1alpha1\ntype: File\nname: a\ndesired: {mode: \"0600\"}\n",
+        );
+        assert_eq!(repo.lint(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn duplicate_names_in_one_layer() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", &file_doc("a", "/a", "")).file(
+            "base/b.yaml",
+            &format!("# two\n{}", file_doc("a", "/b", "")),
+        );
+        assert_eq!(
+            single(&repo),
+            "base/b.yaml:4:7: error: File[a]: duplicate name: File[a] is already declared in layer `base` at base/a.yaml:3:7"
+        );
+    }
+
+    #[test]
+    fn requires_naming_nothing() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &format!("{}requires:\n  - File/nope\n", file_doc("a", "/a", "")),
+        );
+        assert_eq!(
+            single(&repo),
+            "base/a.yaml:7:5: error: File[a]: requires File[nope], which is not declared anywhere in the repository"
+        );
+    }
+
+    #[test]
+    fn requires_of_another_hosts_layer_fail_to_compile_for_this_host() {
+        let repo = Repo::two_layers();
+        repo.file("web/n.yaml", &file_doc("nginx", "/n", "")).file(
+            "base/a.yaml",
+            &format!("{}requires: [File/nginx]\n", file_doc("a", "/a", "")),
+        );
+        assert!(repo.lint().is_empty());
+        let err = compile(repo.path(), &host("db-01", &[])).unwrap_err();
+        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "base/a.yaml:6:12: error: File[a]: requires File[nginx], which is not in the catalogue of host `db-01` (its layers do not match this host)"
+            ]
+        );
+    }
+
+    #[test]
+    fn dependency_cycles_are_named() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &format!("{}requires: [File/b]\n", file_doc("a", "/a", "")),
+        )
+        .file(
+            "base/b.yaml",
+            &format!("{}requires: [File/a]\n", file_doc("b", "/b", "")),
+        );
+        assert_eq!(
+            single(&repo),
+            "base/a.yaml:6:12: error: File[a]: dependency cycle: File[a] -> File[b] -> File[a]"
+        );
+        assert!(compile(repo.path(), &web()).is_err());
+    }
+
+    #[test]
+    fn content_paths_that_escape_the_repository() {
+        let repo = Repo::two_layers();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("shadow"), "root:x").unwrap();
+        std::fs::create_dir_all(repo.path().join("base/files")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("shadow"),
+            repo.path().join("base/files/link"),
+        )
+        .unwrap();
+        repo.file(
+            "base/a.yaml",
+            &file_doc("a", "/a", "  source: ../../etc/shadow\n"),
+        )
+        .file(
+            "base/b.yaml",
+            &file_doc("b", "/b", "  source: /etc/shadow\n"),
+        )
+        .file(
+            "base/c.yaml",
+            &file_doc("c", "/c", "  template: files/link\n"),
+        )
+        .file(
+            "base/d.yaml",
+            &file_doc("d", "/d", "  source: files/nope\n"),
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert_eq!(
+            lines[0],
+            "base/a.yaml:6:11: error: File[a]: `source`: `../../etc/shadow` leaves the repository through `..`"
+        );
+        assert_eq!(
+            lines[1],
+            "base/b.yaml:6:11: error: File[b]: `source`: `/etc/shadow` is an absolute path: write a path relative to the layer folder"
+        );
+        assert!(
+            lines[2].starts_with(
+                "base/c.yaml:6:13: error: File[c]: `template`: `files/link` resolves to "
+            ),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[2].ends_with("through a symbolic link, outside the repository"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].starts_with(
+                "base/d.yaml:6:11: error: File[d]: `source`: `files/nope` does not exist"
+            ),
+            "{}",
+            lines[3]
+        );
+    }
+
+    #[test]
+    fn template_syntax_errors_without_a_host_and_undefined_variables_with_one() {
+        let repo = Repo::two_layers();
+        repo.file("base/templates/bad.j2", "ok\n{% if %}\n")
+            .file(
+                "base/templates/motd.j2",
+                "{{ host.name }}\n{{ host.labels.colour }}\n",
+            )
+            .file(
+                "base/a.yaml",
+                &file_doc("a", "/a", "  template: templates/bad.j2\n"),
+            )
+            .file(
+                "base/b.yaml",
+                &file_doc("b", "/b", "  template: templates/motd.j2\n"),
+            );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("base/templates/bad.j2:2:"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[0].contains("File[a]: template syntax error"),
+            "{lines:?}"
+        );
+
+        let with_host = repo.lint_for(&web());
+        assert_eq!(with_host.len(), 2, "{with_host:#?}");
+        assert!(
+            with_host[1].starts_with("base/templates/motd.j2:2:"),
+            "{with_host:?}"
+        );
+        assert!(
+            with_host[1].contains("File[b]: template error: undefined value"),
+            "{with_host:?}"
+        );
+        // compile reports the same, and renders the template line with a note.
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let rendered = err.render(false);
+        assert!(
+            rendered.contains("2 | {{ host.labels.colour }}"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("note: rendering for host `web-01`, declared at base/b.yaml:6:3"),
+            "{rendered}"
+        );
+    }
+
+    #[test]
+    fn validators_are_names_never_command_lines() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &file_doc("a", "/a", "  validate: sshd -t -f %s\n"),
+        )
+        .file("base/b.yaml", &file_doc("b", "/b", "  validate: shd\n"));
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("base/a.yaml:6:13: error: File[a]: `validate: sshd -t -f %s` looks like a command line"),
+            "{lines:?}"
+        );
+        assert!(lines[0].contains("repository content must never decide what runs as root"));
+        assert!(
+            lines[1].starts_with("base/b.yaml:6:13: error: File[b]: unknown validator `shd`"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn unknown_envelope_and_settings_keys() {
+        let repo = Repo::new(&format!("{TWO_LAYERS}colour: red\n"));
+        repo.file(
+            "base/a.yaml",
+            &format!("{}owner: root\n", file_doc("a", "/a", "")),
+        );
+        assert_eq!(
+            repo.lint(),
+            [
+                "base/a.yaml:6:1: error: File[a]: unknown key `owner` in the document; expected one of: datum, type, name, desired, requires, class, sensitive",
+                "datum.yaml:9:1: error: unknown key `colour` in datum.yaml; expected one of: datum, layers, classes",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_error_is_collected_across_layers_and_blocks_compilation() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", &file_doc("a", "/a", "  mdoe: x\n"))
+            .file("web/b.yaml", &file_doc("b", "/b", "  validate: nope\n"))
+            .file(
+                "web/c.yaml",
+                "datum: v1alpha1\ntype: Nope\nname: c\ndesired: {}\n",
+            );
+        assert_eq!(repo.lint().len(), 3);
+        // A host outside the web layer still may not compile a broken repository.
+        let err = compile(repo.path(), &host("db-01", &[])).unwrap_err();
+        assert_eq!(err.error_count(), 3);
+        assert_eq!(err.summary(), "3 errors, 0 warnings");
+    }
+
+    #[test]
+    fn two_resources_managing_one_path() {
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", &file_doc("a", "/etc/x", ""))
+            .file("base/b.yaml", &file_doc("b", "/etc/x", ""));
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            ["base/b.yaml:5:3: error: File[b]: path `/etc/x` is also managed by File[a]"]
+        );
+    }
+
+    #[test]
+    fn a_repository_without_datum_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = lint(dir.path(), None)
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].ends_with("is not a Datum repository: it has no datum.yaml"),
+            "{lines:?}"
+        );
+    }
+}
