@@ -1,0 +1,20 @@
+//! Test-only helpers shared by Datum's integration tests.
+//!
+//! [`testbed`]: the real systemd that `scripts/testbed` boots in a
+//! systemd-nspawn container, and the way a test runs its body inside it (the
+//! test executable re-runs itself there with `nsenter`, so code under test
+//! talks to systemd directly and carries no test-only branches).
+//!
+//! This crate is a dev-dependency only. It panics on every failed set-up step,
+//! because a test that cannot set up must stop loudly; it must never be linked
+//! into the `datum` binary.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "test helpers: a failed set-up step must stop the test loudly"
+)]
+
+pub mod testbed;
+
+pub use testbed::{Testbed, inside, run_inside};
