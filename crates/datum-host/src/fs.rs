@@ -163,8 +163,26 @@ impl std::fmt::Debug for Hashed {
 /// are at most `keep_up_to` of them (for text diffs) so the file is read once.
 pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
     let mut file = open_regular(path, "read")?;
+    let expected = file
+        .metadata()
+        .map_err(|e| HostError::io("read", path, e))?
+        .len();
+    if expected <= keep_up_to {
+        // The common case for configuration files: one read into a buffer of
+        // the right size, hashed whole.
+        let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0) + 1);
+        file.read_to_end(&mut bytes)
+            .map_err(|e| HostError::io("read", path, e))?;
+        let size = bytes.len() as u64;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        return Ok(Hashed {
+            sha256,
+            // It may have grown while we read.
+            bytes: (size <= keep_up_to).then_some(bytes),
+            size,
+        });
+    }
     let mut hasher = Sha256::new();
-    let mut kept: Option<Vec<u8>> = Some(Vec::new());
     let mut size: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -174,18 +192,13 @@ pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(HostError::io("read", path, e)),
         };
-        let chunk = &buf[..n];
-        hasher.update(chunk);
+        hasher.update(&buf[..n]);
         size += n as u64;
-        if size > keep_up_to {
-            kept = None;
-        } else if let Some(k) = kept.as_mut() {
-            k.extend_from_slice(chunk);
-        }
     }
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
-        bytes: kept,
+        // It may have shrunk while we read; the bytes are gone either way.
+        bytes: None,
         size,
     })
 }
