@@ -107,6 +107,7 @@ fn try_open(path: &Path, schema: &Schema) -> Result<Connection, OpenFailure> {
         move |source: rusqlite::Error| classify(path, action, source)
     };
     precreate_private_file(path).map_err(OpenFailure::Fatal)?;
+    check_header(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -170,7 +171,12 @@ fn try_open(path: &Path, schema: &Schema) -> Result<Connection, OpenFailure> {
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
         .map_err(sqlite("cannot set pragmas"))?;
 
-    migrate(&mut conn, schema).map_err(sqlite("cannot create or migrate the schema"))?;
+    // An up-to-date database needs no write at all: opening stays a read
+    // (no fsync), which matters for read-only commands and for a pass's
+    // start-up time.
+    if empty || version != schema.version() {
+        migrate(&mut conn, schema).map_err(sqlite("cannot create or migrate the schema"))?;
+    }
     Ok(conn)
 }
 
@@ -202,6 +208,40 @@ fn pragma_int(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
 fn is_empty(conn: &Connection) -> rusqlite::Result<bool> {
     let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
     Ok(tables == 0)
+}
+
+/// Every SQLite database starts with these 16 bytes.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Rejects a non-empty file that does not start like a SQLite database
+/// before SQLite opens it: once SQLite has opened a file it may act on a
+/// `-wal` beside it (and deletes it when the connection closes), which would
+/// destroy part of what we are about to move aside for inspection.
+fn check_header(path: &Path) -> Result<(), OpenFailure> {
+    use std::io::Read as _;
+    let fatal = |source| {
+        OpenFailure::Fatal(StoreError::Io {
+            path: path.to_owned(),
+            action: "cannot read database header",
+            source,
+        })
+    };
+    let mut file = fs::File::open(path).map_err(fatal)?;
+    if !file.metadata().map_err(fatal)?.is_file() {
+        // A directory or a device: let SQLite report it as it sees it.
+        return Ok(());
+    }
+    let mut head = Vec::with_capacity(SQLITE_MAGIC.len());
+    file.by_ref()
+        .take(SQLITE_MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(fatal)?;
+    if head.is_empty() || head == SQLITE_MAGIC {
+        return Ok(());
+    }
+    Err(OpenFailure::Unusable(Unusable(
+        "file is not a database (no SQLite header)".to_owned(),
+    )))
 }
 
 /// SQLite creates new files with mode 0644 (minus umask); create ours first
@@ -363,6 +403,36 @@ mod tests {
             }
             other => panic!("unexpected warnings {other:?}"),
         }
+    }
+
+    #[test]
+    fn empty_file_left_by_a_crash_before_the_schema_is_initialised_quietly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        fs::write(&path, b"").unwrap();
+        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(pragma_int(&conn, "user_version").unwrap(), 2);
+    }
+
+    #[test]
+    fn companions_of_a_corrupt_database_move_aside_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        // At least a page long: SQLite itself discards the WAL of a database
+        // shorter than one page, so only a longer file exercises our move.
+        fs::write(&path, vec![0x5a; 8192]).unwrap();
+        fs::write(dir.path().join("x.db-wal"), b"old log").unwrap();
+        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
+        let [StoreWarning::CorruptMovedAside { moved_to, .. }] = &warnings[..] else {
+            panic!("{warnings:?}");
+        };
+        assert_eq!(fs::read(sidecar(moved_to, "-wal")).unwrap(), b"old log");
+        conn.execute("INSERT INTO a (x) VALUES (1)", []).unwrap();
+        drop(conn);
+        // Opening again is quiet: the rebuilt database is healthy.
+        let (_, warnings) = open(&path, &TEST_SCHEMA).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

@@ -49,6 +49,22 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether SQLite reported the database itself as damaged (found after
+    /// opening, in the middle of a pass). The next [`crate::Store::open`]
+    /// checks the file and moves it aside if it is still damaged.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            StoreError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ),
+            StoreError::DamagedBackup { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// Something the store repaired while opening; the caller reports it and goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreWarning {

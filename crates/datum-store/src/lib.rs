@@ -51,8 +51,8 @@ pub mod backup;
 pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, Batch, FindingAge, FindingRecord, FindingScope, FindingSignature, OwedAction,
-    OwedReload, PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store,
-    StoredPass, VerifiedRecord,
+    OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
+    QuarantineTarget, Store, StoredPass, VerifiedRecord,
 };
 
 /// Where the state database lives, relative to the root.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
-pub use passes::{PassRecord, Percentiles, StoredPass};
+pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
 pub use verified::VerifiedRecord;
