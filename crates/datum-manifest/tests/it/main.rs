@@ -1,0 +1,167 @@
+//! Integration tests: repositories on disk, loaded the way `datum` loads them.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail loudly on a broken fixture"
+)]
+
+use std::path::Path;
+
+use datum_manifest::Repository;
+
+const SETTINGS: &str = "datum: v1alpha1\nlayers:\n  - {name: base, path: base}\n  - {name: web, path: layers/web, match: {role: web}}\n";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn doc(kind: &str, name: &str) -> String {
+    format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {{path: /x}}\n")
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "datum.yaml", SETTINGS);
+    std::fs::create_dir_all(dir.path().join("base")).unwrap();
+    std::fs::create_dir_all(dir.path().join("layers/web")).unwrap();
+    dir
+}
+
+fn names(r: &Repository) -> Vec<String> {
+    r.documents.iter().map(|d| d.id.to_string()).collect()
+}
+
+#[test]
+fn documents_load_in_layer_then_path_then_position_order() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "layers/web/a.yaml", &doc("File", "web-a"));
+    write(root, "base/z.yml", &doc("File", "z"));
+    write(root, "base/b/inner.yaml", &doc("File", "inner"));
+    write(
+        root,
+        "base/a.yaml",
+        &format!("{}---\n---\n{}", doc("File", "a1"), doc("File", "a2")),
+    );
+    let r = Repository::load(root).unwrap();
+    assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
+    assert_eq!(
+        names(&r),
+        [
+            "File[a1]",
+            "File[a2]",
+            "File[inner]",
+            "File[z]",
+            "File[web-a]"
+        ]
+    );
+    assert_eq!(r.documents[4].layer, 1);
+    assert_eq!(r.documents[4].origin.layer, "web");
+    assert_eq!(r.documents[1].origin.to_string(), "base/a.yaml:7:1");
+}
+
+#[test]
+fn content_folders_hidden_entries_and_other_files_are_not_manifests() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "base/files/data.yaml", "not: a manifest\n");
+    write(root, "base/templates/t.yaml", "{{ nope }}\n");
+    write(root, "base/.hidden.yaml", "broken: [\n");
+    write(root, "base/.git/x.yaml", "broken: [\n");
+    write(root, "base/readme.md", "# hi\n");
+    // Only the layer's own top-level files/ is content: deeper ones are manifests.
+    write(root, "base/sub/files/deep.yaml", &doc("File", "deep"));
+    write(root, "elsewhere/x.yaml", "broken: [\n");
+    let r = Repository::load(root).unwrap();
+    assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
+    assert_eq!(names(&r), ["File[deep]"]);
+}
+
+#[test]
+fn problems_in_several_files_are_all_collected() {
+    let dir = repo();
+    let root = dir.path();
+    write(
+        root,
+        "base/a.yaml",
+        "datum: v1alpha1\ntype: File\nname: [\n",
+    );
+    write(root, "base/b.yaml", "- just\n- a list\n");
+    write(
+        root,
+        "base/c.yaml",
+        &format!("{}extra: 1\n", doc("File", "c")),
+    );
+    write(root, "base/d.yaml", &doc("File", "d"));
+    let r = Repository::load(root).unwrap();
+    let lines: Vec<String> = r.diagnostics.iter().map(|d| d.one_line()).collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("base/a.yaml:4:1: error: YAML syntax error"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("base/b.yaml:1:1: error: a resource document must be a mapping"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].starts_with("base/c.yaml:5:1: error: File[c]: unknown key `extra`"),
+        "{lines:?}"
+    );
+    // The good documents are still there for the next checks.
+    assert_eq!(names(&r), ["File[c]", "File[d]"]);
+}
+
+#[test]
+fn a_manifest_linked_from_outside_the_repository_is_refused() {
+    let dir = repo();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "evil.yaml", &doc("File", "evil"));
+    std::os::unix::fs::symlink(
+        outside.path().join("evil.yaml"),
+        dir.path().join("base/evil.yaml"),
+    )
+    .unwrap();
+    let r = Repository::load(dir.path()).unwrap();
+    assert!(names(&r).is_empty());
+    let lines: Vec<String> = r.diagnostics.iter().map(|d| d.one_line()).collect();
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with("base/evil.yaml: error: manifest link refused"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_broken_settings_file_stops_loading_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "datum.yaml", "datum: v1alpha1\nlayers: [\n");
+    let err = Repository::load(dir.path()).unwrap_err();
+    let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with("datum.yaml:3:1: error: YAML syntax error"),
+        "{lines:?}"
+    );
+    // The renderer can show the settings file's text.
+    assert!(err.sources().get(Path::new("datum.yaml")).is_some());
+}
+
+#[test]
+fn diagnostics_render_the_offending_line_from_the_loaded_sources() {
+    let dir = repo();
+    write(
+        dir.path(),
+        "base/a.yaml",
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {}\nsensitive: maybe\n",
+    );
+    let r = Repository::load(dir.path()).unwrap();
+    let text = r.diagnostics.render(false);
+    assert_eq!(
+        text,
+        "error: File[a]: `sensitive` must be true or false, found a string\n --> base/a.yaml:5:12\n  |\n5 | sensitive: maybe\n  |            ^^^^^\n"
+    );
+}
