@@ -41,6 +41,46 @@
 //!
 //! All times are Unix seconds (`i64`), passed in by the caller so tests and
 //! replays control the clock; durations are milliseconds.
+//!
+//! # Example: one pass's writes
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use datum_core::{FileMeta, ResourceId};
+//! use datum_store::{PassRecord, Store};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let root = tempfile::tempdir()?;
+//! let (mut store, warnings) = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
+//! for warning in &warnings {
+//!     eprintln!("warning: {warning}"); // the CLI shows these; the pass goes on
+//! }
+//! let motd = ResourceId::new("File", "motd");
+//! let intentional = store
+//!     .last_verified(&motd)?
+//!     .is_none_or(|last| last.declaration_hash != "sha256-of-declaration");
+//! assert!(intentional, "never verified: any change is intentional");
+//!
+//! // One transaction, one fsync, for the whole pass.
+//! let batch = store.batch()?;
+//! batch.record_verified(&motd, "sha256-of-declaration", Some(&FileMeta::default()), 1_764_000_000)?;
+//! let pass_id = batch.record_pass(&PassRecord {
+//!     started_at: 1_764_000_000,
+//!     finished_at: 1_764_000_001,
+//!     command: "apply".into(),
+//!     host: "web1".into(),
+//!     counts: BTreeMap::from([("changed".to_owned(), 1)]),
+//!     duration_ms: 840,
+//!     exit_code: 2,
+//! })?;
+//! batch.record_class_inspection(pass_id, "normal", 610)?;
+//! batch.commit()?;
+//!
+//! let p = store.inspection_percentiles("apply", Some("normal"), 50)?.expect("one sample");
+//! assert_eq!((p.p50_ms, p.p95_ms), (610, 610));
+//! # Ok(())
+//! # }
+//! ```
 
 mod db;
 mod error;

@@ -23,6 +23,35 @@
 //!
 //! This module returns bytes and metadata; it never writes a managed file.
 //! Restoring goes through the host's atomic staging in the caller.
+//!
+//! ```
+//! use std::path::Path;
+//! use datum_core::ResourceId;
+//! use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let root = tempfile::tempdir()?;
+//! let (mut backups, _warnings) = BackupStore::open(&root.path().join(datum_store::BACKUP_DIR_PATH))?;
+//! let id = ResourceId::new("File", "sshd-config");
+//! let entry = backups.save(&SavedFile {
+//!     resource: &id,
+//!     declared_path: Path::new("/etc/ssh/sshd_config"),
+//!     bytes: b"PermitRootLogin yes\n",
+//!     mode: 0o100_600,
+//!     uid: 0,
+//!     gid: 0,
+//!     reason: BackupReason::Update,
+//!     sensitive: false,
+//!     at: 1_764_000_000,
+//! })?;
+//! backups.prune(&Retention::default(), 1_764_000_000)?;
+//!
+//! let (listed, bytes) = backups.get(entry.id)?;
+//! assert_eq!(listed.path, Path::new("/etc/ssh/sshd_config"));
+//! assert_eq!(bytes, b"PermitRootLogin yes\n");
+//! # Ok(())
+//! # }
+//! ```
 
 mod objects;
 
