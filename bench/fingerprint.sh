@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Datum's Merkle fingerprint of the standard estate against its peers, side by side in one
+# run (not a timed test). Warm rows: timecmd.py's warm-up run immediately before each
+# measurement (this machine class pages out idle page cache after ~45 s, see the shared
+# bench PEERS.md). Cold rows: caches dropped before every run (outside the timed region).
+#
+#   sudo bench/fingerprint.sh            # build, set up once, measure, print tables
+#
+# Environment (defaults in brackets):
+#   BENCH_ROOT [/var/tmp/drift-bench]   estates and peer baselines (shared with run-peers.sh)
+#   SHARED_BENCH [<repo>/../shared/bench]  make-estate.py, fingerprint_ref.py, timecmd.py
+#   RUNS [5]  COLD_RUNS [3]             counted runs per row
+#   INSTALL=1                           apt-get install aide first (the aide rows are
+#                                       skipped when it is missing)
+#   SKIP_COLD=1                         no cold-cache rows
+# Needs root: the estate must be owned by 0:0 for the reference root hash below, and
+# dropping caches needs it. Writes nothing into the repository.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+SB=${SHARED_BENCH:-$REPO/../shared/bench}
+D=${BENCH_ROOT:-/var/tmp/drift-bench}
+E=$D/standard
+W=$D/work
+RUNS=${RUNS:-5}; COLD_RUNS=${COLD_RUNS:-3}
+PY=/usr/bin/python3
+TSV=$D/fingerprint.tsv
+# fingerprint_ref.py on the standard estate owned by 0:0 (bench README).
+REF_ROOT=1b894c224a714d4f9e7b99cbf553b981e91b0f3c2aba78b1ec18647b5738b38e
+
+[[ $(id -u) == 0 ]] || { echo "run as root" >&2; exit 1; }
+for f in make-estate.py fingerprint_ref.py timecmd.py; do
+  [[ -f $SB/$f ]] || { echo "missing $SB/$f (set SHARED_BENCH)" >&2; exit 1; }
+done
+if [[ ${INSTALL:-0} == 1 ]]; then
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends aide
+fi
+
+# ---------------------------------------------------------------- build
+(cd "$REPO" && cargo build --release -q -p datum-drift --bin datum-fingerprint)
+FP=$REPO/target/release/datum-fingerprint
+
+# ---------------------------------------------------------------- setup (idempotent)
+mkdir -p "$D" "$W"
+[[ -d $E ]] || "$PY" "$SB/make-estate.py" "$E"
+# sha256sum check lists, as run-peers.sh builds them (+ a round-robin split in two)
+if [[ ! -f $W/sums.txt ]]; then
+  (cd "$E" && find . -type f -print0 | xargs -0 sha256sum > "$W/sums.txt")
+  rm -f "$W"/sums.part.*; (cd "$W" && split -n r/2 sums.txt sums.part.)
+fi
+# AIDE: only the estate (anchored regex), sha256 as the only digest, as run-peers.sh does
+HAVE_AIDE=0
+if command -v aide >/dev/null; then
+  HAVE_AIDE=1
+  for nw in 1 2; do
+    cat > "$W/aide-std-w$nw.conf" <<EOF
+database_in=file:$W/aide-std.db
+database_out=file:$W/aide-std.db.new
+gzip_dbout=no
+report_url=stdout
+num_workers=$nw
+Bench = p+u+g+s+m+sha256
+$E(/|\$) Bench
+EOF
+  done
+  if [[ ! -f $W/aide-std.db ]]; then
+    aide --init -c "$W/aide-std-w1.conf" >/dev/null && mv -f "$W/aide-std.db.new" "$W/aide-std.db"
+  fi
+fi
+
+# ---------------------------------------------------------------- correctness first
+ours=$("$FP" --compat "$E")
+theirs=$("$PY" "$SB/fingerprint_ref.py" "$E")
+echo "# compat root: datum $ours, reference $theirs (expected $REF_ROOT when owned by 0:0)"
+[[ $ours == "$theirs" ]] || { echo "MISMATCH: datum --compat differs from fingerprint_ref.py" >&2; exit 1; }
+[[ $ours == "$REF_ROOT" ]] || echo "# note: estate not owned by 0:0 or not the standard preset"
+
+# ---------------------------------------------------------------- measurements
+n=$(find "$E" -type f | wc -l)
+b=$(find "$E" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+: > "$TSV"
+T() { # T LABEL FILES BYTES [timecmd options] -- CMD...
+  local label=$1 files=$2 bytes=$3; shift 3
+  "$PY" "$SB/timecmd.py" --label "$label" --files "$files" --bytes "$bytes" --tsv "$TSV" "$@"
+}
+w=(-n "$RUNS" --warmup 1 --)
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+T "datum native, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --threads 2 "$E"
+T "datum native, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --threads 1 "$E"
+T "datum compat, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --compat --threads 2 "$E"
+T "datum compat, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --compat --threads 1 "$E"
+T "python fingerprint_ref.py"      "$n" "$b" "${w[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
+T "sha256sum -c"                   "$n" "$b" "${w[@]}" sh -c "cd '$E' && exec sha256sum -c --quiet '$W/sums.txt'"
+T "sha256sum -c, 2 parallel"       "$n" "$b" "${w[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
+if [[ $HAVE_AIDE == 1 ]]; then
+  T "aide --check (1 worker)"      "$n" "$b" "${w[@]}" aide --check -c "$W/aide-std-w1.conf"
+  T "aide --check (2 workers)"     "$n" "$b" "${w[@]}" aide --check -c "$W/aide-std-w2.conf"
+fi
+T "find -printf (metadata only)"   "$n" 0    "${w[@]}" sh -c "exec find '$E' -printf '%s %T@ %m %U %G\n' >/dev/null"
+
+if [[ ${SKIP_COLD:-0} != 1 ]] && { sync && echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+  c=(-n "$COLD_RUNS" --warmup 0 --drop-caches --)
+  T "COLD datum native, 2 threads" "$n" "$b" "${c[@]}" "$FP" --threads 2 "$E"
+  T "COLD datum compat, 2 threads" "$n" "$b" "${c[@]}" "$FP" --compat --threads 2 "$E"
+  T "COLD sha256sum -c, 2 parallel" "$n" "$b" "${c[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
+  T "COLD python fingerprint_ref.py" "$n" "$b" "${c[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
+  # leave the page cache warm for whatever runs next
+  find "$E" -type f -print0 | xargs -0 cat > /dev/null
+else
+  echo "# no cold rows (SKIP_COLD=1 or drop_caches not writable)"
+fi
+
+# ---------------------------------------------------------------- tables
+echo
+echo "| measurement | wall s, median [min-max] | cpu s | peak MiB | us/file | MB/s |"
+echo "| --- | --- | --- | --- | --- | --- |"
+awk -F'\t' '{u=($10=="nan")?"-":$10; m=($11=="nan")?"-":$11
+  printf "| %s | %s [%s-%s] | %s | %s | %s | %s |\n", $1, $4, $3, $5, $8, $9, u, m}' "$TSV"
+awk -F'\t' '{w[$1]=$4}
+  END {
+    a=w["datum native, 2 threads"]; c=w["datum compat, 2 threads"]
+    if (w["aide --check (1 worker)"] != "") printf "aide --check / datum native 2t: %.1fx (target >= 10x); / compat 2t: %.1fx\n", w["aide --check (1 worker)"]/a, w["aide --check (1 worker)"]/c
+    printf "python reference / datum native 2t: %.2fx (target >= 2.5x); / compat 2t: %.2fx\n", w["python fingerprint_ref.py"]/a, w["python fingerprint_ref.py"]/c
+    if (w["COLD datum native, 2 threads"] != "") printf "cold: datum native 2t / 2 parallel sha256sum -c: %.2fx (target <= 1.2x)\n", w["COLD datum native, 2 threads"]/w["COLD sha256sum -c, 2 parallel"]
+  }' "$TSV"
