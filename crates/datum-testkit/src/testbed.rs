@@ -18,7 +18,8 @@
 //! file the script leaves in the container's `/etc`, and nspawn's own
 //! `/run/systemd/container`), and the helpers in [`within`] refuse to run
 //! anywhere else. Without the variables a test prints
-//! `skipped: no testbed (run scripts/testbed)` and returns.
+//! `skipped: no testbed (run scripts/testbed)` and returns (or fails, when
+//! `DATUM_TESTBED_REQUIRED=1`: CI must not pass by skipping).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,9 @@ use std::process::{Command, Output};
 pub const PID_VAR: &str = "DATUM_TESTBED_PID";
 /// The container's root directory, as seen from this machine.
 pub const ROOT_VAR: &str = "DATUM_TESTBED_ROOT";
+/// Set to `1` where a test bed must exist (CI as root): a missing one is then
+/// a failure instead of a skip.
+pub const REQUIRED_VAR: &str = "DATUM_TESTBED_REQUIRED";
 /// Set on the test executable re-run inside the container.
 pub const INSIDE_VAR: &str = "DATUM_TESTBED_INSIDE";
 /// Left in the container's `/etc` by `scripts/testbed`, and nowhere else.
@@ -173,13 +177,18 @@ pub fn test_name(module_path: &str, function: &str) -> String {
 /// Inside (the re-run): runs `body`. Outside with a test bed: re-runs this
 /// one test inside and fails unless exactly that test ran and passed (a
 /// filter that matched nothing must not look like a pass). Outside without
-/// one: prints [`SKIP_MESSAGE`] and returns.
+/// one: prints [`SKIP_MESSAGE`] and returns, unless `DATUM_TESTBED_REQUIRED=1`
+/// says one must exist, which makes it a failure.
 pub fn run_inside(name: &str, body: impl FnOnce()) {
     if inside() {
         body();
         return;
     }
     let Some(testbed) = Testbed::from_env() else {
+        assert!(
+            std::env::var_os(REQUIRED_VAR).is_none_or(|v| v != "1"),
+            "{REQUIRED_VAR}=1 but {PID_VAR}/{ROOT_VAR} are unset: start it with scripts/testbed"
+        );
         println!("{SKIP_MESSAGE}");
         return;
     };
