@@ -27,6 +27,16 @@ pub enum HostError {
     #[error("path `{}` must be normalised (no `..`, `.`, `//` or trailing /): write `{}`", path.display(), suggestion.display())]
     NotNormalised { path: PathBuf, suggestion: PathBuf },
 
+    #[error("path `{}` contains a NUL byte", path.display())]
+    NulInPath { path: PathBuf },
+
+    #[error("refusing to change {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
+    OutsideRoot {
+        path: PathBuf,
+        root: PathBuf,
+        resolved: PathBuf,
+    },
+
     #[error("unknown user `{name}` (not in {})", database.display())]
     UnknownUser { name: String, database: PathBuf },
 
@@ -72,6 +82,8 @@ impl HostError {
             HostError::Io { path, .. }
             | HostError::NotAbsolute { path }
             | HostError::NotNormalised { path, .. }
+            | HostError::NulInPath { path }
+            | HostError::OutsideRoot { path, .. }
             | HostError::MissingParent { path, .. }
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }

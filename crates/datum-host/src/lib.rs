@@ -39,6 +39,7 @@ pub struct Host {
     name: String,
     accounts: Arc<OnceLock<Accounts>>,
     swept: Arc<Mutex<HashSet<PathBuf>>>,
+    canonical_root: Arc<OnceLock<PathBuf>>,
 }
 
 impl Host {
@@ -58,6 +59,7 @@ impl Host {
             name: name.into(),
             accounts: Arc::new(OnceLock::new()),
             swept: Arc::new(Mutex::new(HashSet::new())),
+            canonical_root: Arc::new(OnceLock::new()),
         }
     }
 
@@ -75,6 +77,47 @@ impl Host {
     /// refused.
     pub fn resolve(&self, declared: &Path) -> Result<PathBuf, HostError> {
         paths::resolve(&self.root, declared)
+    }
+
+    /// [`Host::resolve`] for a path about to be changed: also refuses one
+    /// whose parent leads outside the root through a symlink. Under `--root`,
+    /// a link such as `<root>/etc/nginx/sites-enabled -> /etc/nginx/...`
+    /// (declared for the real machine) would otherwise make a write land on
+    /// the machine running the pass instead of inside the root.
+    pub fn resolve_for_change(&self, declared: &Path) -> Result<PathBuf, HostError> {
+        let real = self.resolve(declared)?;
+        let root = match self.canonical_root.get() {
+            Some(root) => root,
+            None => {
+                let canonical = std::fs::canonicalize(&self.root)
+                    .map_err(|e| HostError::io("resolve the root", &self.root, e))?;
+                self.canonical_root.get_or_init(|| canonical)
+            }
+        };
+        if root == Path::new("/") {
+            return Ok(real);
+        }
+        let Some(parent) = real.parent() else {
+            return Ok(real);
+        };
+        match std::fs::canonicalize(parent) {
+            Ok(resolved) if resolved.starts_with(root) => Ok(real),
+            Ok(resolved) => Err(HostError::OutsideRoot {
+                path: real,
+                root: self.root.clone(),
+                resolved,
+            }),
+            // Nothing there yet: the change itself reports the missing parent.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Ok(real)
+            }
+            Err(e) => Err(HostError::io("resolve", parent, e)),
+        }
     }
 
     /// The parsed account files, read on first use.
@@ -172,6 +215,33 @@ mod tests {
             host.lookup_group("nogroup"),
             Err(HostError::UnknownGroup { .. })
         ));
+    }
+
+    #[test]
+    fn changes_through_a_link_leading_out_of_the_root_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("etc")).unwrap();
+        std::fs::create_dir(root.path().join("etc/real")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("etc/out")).unwrap();
+        std::os::unix::fs::symlink("real", root.path().join("etc/in")).unwrap();
+        let host = Host::new(root.path());
+
+        let err = host
+            .resolve_for_change(Path::new("/etc/out/x.conf"))
+            .unwrap_err();
+        assert!(matches!(err, HostError::OutsideRoot { .. }), "{err}");
+        assert!(err.to_string().contains("outside the root"), "{err}");
+        // A link that stays inside, the link itself, and missing parents are fine.
+        host.resolve_for_change(Path::new("/etc/in/x.conf"))
+            .unwrap();
+        host.resolve_for_change(Path::new("/etc/out")).unwrap();
+        host.resolve_for_change(Path::new("/etc/missing/x.conf"))
+            .unwrap();
+        // With / as the root there is nothing to escape from.
+        Host::new("/")
+            .resolve_for_change(&outside.path().join("x"))
+            .unwrap();
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub fn check_declared(declared: &Path) -> Result<(), HostError> {
             path: declared.to_path_buf(),
         });
     }
+    if bytes.contains(&0) {
+        return Err(HostError::NulInPath {
+            path: declared.to_path_buf(),
+        });
+    }
     if bytes == b"/" {
         return Ok(());
     }
@@ -94,11 +99,14 @@ mod tests {
             ("/etc//motd", Some("/etc/motd")),
             ("/etc/app/", Some("/etc/app")),
             ("/..", Some("/")),
+            ("/etc/mo\0td", None),
         ];
         for (declared, suggestion) in cases {
             let err = resolve(Path::new("/tmp/r"), Path::new(declared)).unwrap_err();
             match (err, suggestion) {
-                (HostError::NotAbsolute { path }, None) => assert_eq!(path, Path::new(declared)),
+                (HostError::NotAbsolute { path } | HostError::NulInPath { path }, None) => {
+                    assert_eq!(path, Path::new(declared));
+                }
                 (
                     HostError::NotNormalised {
                         suggestion: got, ..

@@ -97,7 +97,7 @@ impl Provider for FileProvider {
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         let d = FileDesired::from_resource(resource)?;
-        let path = host.resolve(&d.path)?;
+        let path = host.resolve_for_change(&d.path)?;
         match diff.action() {
             Action::None => Ok(()),
             Action::Remove => remove(&path),

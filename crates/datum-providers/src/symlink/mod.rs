@@ -124,7 +124,7 @@ impl Provider for SymlinkProvider {
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         let d = SymlinkDesired::from_resource(resource)?;
-        let path = host.resolve(&d.path)?;
+        let path = host.resolve_for_change(&d.path)?;
         match (diff.action(), &d.target) {
             (Action::None, _) => Ok(()),
             (Action::Remove, _) => remove(&path),

@@ -628,3 +628,24 @@ fn observing_never_follows_links() {
     let observed = provider(&d).observe(&root.host, &d).unwrap();
     assert_eq!(observed.presence, Presence::OtherType("symlink".into()));
 }
+
+#[test]
+fn writes_never_escape_the_root_through_a_symlinked_parent() {
+    let root = Root::new();
+    let outside = tempfile::tempdir().unwrap();
+    // Declared for the real machine, the link points outside the temp root.
+    let link = resource(
+        "Symlink",
+        json!({"path": "/etc/sites-enabled", "target": outside.path().to_str().unwrap()}),
+        None,
+    );
+    conform(&root, &link, Action::Create);
+    let file = resource(
+        "File",
+        json!({"path": "/etc/sites-enabled/shop.conf"}),
+        Some(b"x"),
+    );
+    let err = apply_with(&root, &file, &mut OpenGate).unwrap_err();
+    assert!(err.to_string().contains("outside the root"), "{err}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
