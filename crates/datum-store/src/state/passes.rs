@@ -96,12 +96,41 @@ impl Batch<'_> {
         class: &str,
         duration_ms: u64,
     ) -> Result<(), StoreError> {
+        self.insert_class_inspection(pass_id, class, duration_ms, None)
+    }
+
+    /// Like [`Batch::record_class_inspection`], also saying whether the
+    /// inspection read content (`full_content`) or compared metadata only.
+    pub fn record_class_inspection_full(
+        &self,
+        pass_id: i64,
+        class: &str,
+        duration_ms: u64,
+        full_content: bool,
+    ) -> Result<(), StoreError> {
+        self.insert_class_inspection(pass_id, class, duration_ms, Some(full_content))
+    }
+
+    fn insert_class_inspection(
+        &self,
+        pass_id: i64,
+        class: &str,
+        duration_ms: u64,
+        full_content: Option<bool>,
+    ) -> Result<(), StoreError> {
         self.tx
-            .execute(
-                "INSERT OR REPLACE INTO class_inspections (pass_id, class, duration_ms) \
-                 VALUES (?1, ?2, ?3)",
-                params![pass_id, class, u64_to_sql(duration_ms)],
+            .prepare_cached(
+                "INSERT OR REPLACE INTO class_inspections (pass_id, class, duration_ms, \
+                 full_content) VALUES (?1, ?2, ?3, ?4)",
             )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    pass_id,
+                    class,
+                    u64_to_sql(duration_ms),
+                    full_content
+                ])
+            })
             .map(drop)
             .map_err(sql(self.path, "cannot record class inspection time"))
     }
@@ -184,6 +213,38 @@ impl Store {
         Ok(percentiles(&samples))
     }
 
+    /// How many inspections of `class` by `command` were recorded after the
+    /// most recent one that read content; `None` if none ever did (a class
+    /// auditing every Nth check is due when this reaches N - 1, or is `None`).
+    /// Only the passes still kept (see [`PASSES_KEPT`]) are counted.
+    pub fn inspections_since_full_content(
+        &self,
+        command: &str,
+        class: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let err = || sql(&self.path, "cannot read inspection history");
+        let last_full: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT max(ci.pass_id) FROM class_inspections ci JOIN passes p ON p.id = ci.pass_id \
+                 WHERE p.command = ?1 AND ci.class = ?2 AND ci.full_content = 1",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![command, class], |r| r.get(0)))
+            .map_err(err())?;
+        let Some(last_full) = last_full else {
+            return Ok(None);
+        };
+        let since: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM class_inspections ci JOIN passes p ON p.id = ci.pass_id \
+                 WHERE p.command = ?1 AND ci.class = ?2 AND ci.pass_id > ?3",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![command, class, last_full], |r| r.get(0)))
+            .map_err(err())?;
+        Ok(Some(u64_from_sql(since)))
+    }
+
     /// See [`Batch::record_pass`]; one transaction.
     pub fn record_pass(&mut self, pass: &PassRecord) -> Result<i64, StoreError> {
         self.write(|b| b.record_pass(pass))
@@ -197,6 +258,17 @@ impl Store {
         duration_ms: u64,
     ) -> Result<(), StoreError> {
         self.write(|b| b.record_class_inspection(pass_id, class, duration_ms))
+    }
+
+    /// See [`Batch::record_class_inspection_full`]; one transaction.
+    pub fn record_class_inspection_full(
+        &mut self,
+        pass_id: i64,
+        class: &str,
+        duration_ms: u64,
+        full_content: bool,
+    ) -> Result<(), StoreError> {
+        self.write(|b| b.record_class_inspection_full(pass_id, class, duration_ms, full_content))
     }
 }
 
@@ -234,6 +306,62 @@ mod tests {
     }
 
     #[test]
+    fn inspections_since_the_last_full_content_audit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = super::super::Store::open(&dir.path().join("s.db")).unwrap();
+        let pass = |store: &mut super::super::Store| {
+            store
+                .record_pass(&PassRecord {
+                    started_at: 0,
+                    finished_at: 0,
+                    command: "check".into(),
+                    host: "h".into(),
+                    counts: BTreeMap::new(),
+                    duration_ms: 1,
+                    exit_code: 0,
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            store.inspections_since_full_content("check", "c").unwrap(),
+            None
+        );
+        let p = pass(&mut store);
+        store
+            .record_class_inspection_full(p, "c", 5, false)
+            .unwrap();
+        assert_eq!(
+            store.inspections_since_full_content("check", "c").unwrap(),
+            None
+        );
+        let p = pass(&mut store);
+        store
+            .record_class_inspection_full(p, "c", 50, true)
+            .unwrap();
+        store
+            .record_class_inspection_full(p, "other", 5, false)
+            .unwrap();
+        assert_eq!(
+            store.inspections_since_full_content("check", "c").unwrap(),
+            Some(0)
+        );
+        for _ in 0..3 {
+            let p = pass(&mut store);
+            store
+                .record_class_inspection_full(p, "c", 5, false)
+                .unwrap();
+        }
+        assert_eq!(
+            store.inspections_since_full_content("check", "c").unwrap(),
+            Some(3)
+        );
+        assert_eq!(
+            store.inspections_since_full_content("apply", "c").unwrap(),
+            None
+        );
+    }
+
+    #[test]
     fn old_passes_are_trimmed_with_their_class_timings() {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = super::super::Store::open(&dir.path().join("s.db")).unwrap();
@@ -244,7 +372,7 @@ mod tests {
             .execute_batch(
                 "INSERT INTO passes (id, command, host, started_at, finished_at, duration_ms, \
                  exit_code, counts) VALUES (5, 'check', 'h', 0, 0, 1, 0, '{}');
-                 INSERT INTO class_inspections VALUES (5, 'normal', 1);",
+                 INSERT INTO class_inspections (pass_id, class, duration_ms) VALUES (5, 'normal', 1);",
             )
             .unwrap();
         store

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1],
+    migrations: &[V1, V2],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -120,3 +120,46 @@ CREATE TABLE reverts (
 );
 CREATE INDEX reverts_by_resource ON reverts (resource, at);
 ";
+
+/// Version 2: whether a class's inspection read content or only metadata, so
+/// a class that demands a full content audit every Nth check can count the
+/// checks since its last one. NULL: not said (recorded by an older caller).
+const V2: &str = "
+ALTER TABLE class_inspections ADD COLUMN full_content INTEGER;
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_database_migrates_to_current_keeping_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let v1 = Schema {
+            application_id: APPLICATION_ID,
+            migrations: &[V1],
+        };
+        {
+            let (conn, _) = crate::db::open(&path, &v1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO passes (command, host, started_at, finished_at, duration_ms, \
+                 exit_code, counts) VALUES ('check', 'h', 1, 2, 30, 0, '{}');
+                 INSERT INTO class_inspections (pass_id, class, duration_ms) VALUES (1, 'normal', 7);",
+            )
+            .unwrap();
+        }
+        let (mut store, warnings) = crate::Store::open(&path).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let p = store
+            .inspection_percentiles("check", Some("normal"), 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.p50_ms, 7);
+        // The new column is usable.
+        let id = store.recent_passes(1).unwrap()[0].id;
+        store
+            .record_class_inspection_full(id, "critical", 9, true)
+            .unwrap();
+    }
+}
