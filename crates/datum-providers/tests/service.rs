@@ -240,6 +240,7 @@ testbed_test!(nginx_reload_with_a_valid_configuration_keeps_it_active, {
     assert_eq!(observed.fields["reload_result"], json!("success"));
     // A reload, not a restart: the same master process serves on.
     assert_eq!(within::property("nginx.service", "MainPID"), pid_before);
+    assert!(within::http_get(80, "/").starts_with("HTTP/1.1 200"));
 });
 
 testbed_test!(a_missing_unit_fails_naming_it, {

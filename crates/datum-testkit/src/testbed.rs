@@ -321,6 +321,31 @@ pub mod within {
         }
     }
 
+    /// What a service inside answers to `GET path` on `127.0.0.1:port`
+    /// (status line, headers and body), for tests that must show which
+    /// configuration a server is still serving. A test's observation, never
+    /// part of Datum's verification.
+    pub fn http_get(port: u16, path: &str) -> String {
+        use std::io::{Read, Write};
+        assert_inside();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"));
+        let timeout = Some(std::time::Duration::from_secs(5));
+        stream
+            .set_read_timeout(timeout)
+            .expect("set a read timeout");
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send the request");
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .unwrap_or_else(|e| panic!("read from 127.0.0.1:{port}: {e}"));
+        String::from_utf8_lossy(&response).into_owned()
+    }
+
     /// An exclusive lock on something tests share in the container (nginx,
     /// sshd): tests run in parallel, and two of them reconfiguring the same
     /// service would see each other's changes. Held until dropped.
