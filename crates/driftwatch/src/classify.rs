@@ -372,10 +372,19 @@ pub fn classify(
         if plan.incomplete {
             notes.push(format!("{}: the plan is marked incomplete", plan.source));
         }
+        for check in &plan.failed_checks {
+            notes.push(format!("{}: check failed: {check}", plan.source));
+        }
     }
     if refresh.incomplete {
         notes.push(format!("{}: the plan is marked incomplete", refresh.source));
     }
+    for check in &refresh.failed_checks {
+        notes.push(format!("{}: check failed: {check}", refresh.source));
+    }
+    // The same file can be given as both plans; say each thing once.
+    let mut seen = BTreeSet::new();
+    notes.retain(|n| seen.insert(n.clone()));
 
     findings.sort_by(|a, b| (a.category, &a.address).cmp(&(b.category, &b.address)));
     pending.sort_by(|a, b| a.address.cmp(&b.address));

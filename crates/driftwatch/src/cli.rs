@@ -402,6 +402,12 @@ fn write_outputs(report: &Report, code: u8, output: &OutputArgs, io: &mut Io<'_>
     for note in &report.notes {
         writeln!(io.stderr, "driftwatch: note: {note}")?;
     }
+    // The summary is for the person watching the log; stdout stays one line per finding.
+    writeln!(
+        io.stderr,
+        "driftwatch: {}",
+        report::text::summary_line(report)
+    )?;
     io.stdout.flush()?;
     Ok(())
 }

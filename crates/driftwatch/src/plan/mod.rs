@@ -118,4 +118,6 @@ pub struct Plan {
     pub changes: Vec<ChangeEntry>,
     /// Data sources and ephemeral resources found in `resource_drift` and skipped.
     pub skipped_drift: usize,
+    /// Checkable objects whose status is `fail` or `error` (addresses only).
+    pub failed_checks: Vec<String>,
 }

@@ -17,7 +17,7 @@ use std::path::Path as FsPath;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::raw::{RawChange, RawDocument};
+use super::raw::{RawChange, RawCheck, RawDocument};
 use super::{Action, ChangeEntry, DriftEntry, LeafDiff, Plan};
 use crate::flatten::{Path, flatten};
 use crate::mask::Masker;
@@ -138,6 +138,7 @@ pub fn parse_plan(
         source: name(),
         format_version: version.to_owned(),
         incomplete: doc.complete == Some(false),
+        failed_checks: failed_checks(doc.checks),
         ..Plan::default()
     };
 
@@ -200,6 +201,25 @@ pub fn parse_plan(
 }
 
 use std::borrow::Cow;
+
+/// Addresses of failed or errored checks; anything unreadable is skipped, not fatal.
+fn failed_checks(raw: Option<&RawValue>) -> Vec<String> {
+    let Some(raw) = raw else { return Vec::new() };
+    let Ok(checks) = serde_json::from_str::<Vec<RawCheck>>(raw.get()) else {
+        return Vec::new();
+    };
+    checks
+        .into_iter()
+        .filter(|c| matches!(c.status.as_deref(), Some("fail" | "error")))
+        .map(|c| {
+            let address = c
+                .address
+                .and_then(|a| a.to_display)
+                .unwrap_or_else(|| "(unnamed)".to_owned());
+            format!("{address} ({})", c.status.unwrap_or_default())
+        })
+        .collect()
+}
 
 fn is_current_managed(raw: &RawChange<'_>) -> bool {
     raw.mode.as_deref().is_none_or(|m| m == "managed") && raw.deposed.is_none()

@@ -27,6 +27,10 @@ pub(super) struct RawDocument<'a> {
     pub resource_changes: Option<Vec<RawChange<'a>>>,
     #[serde(default)]
     pub planned_values: Option<IgnoredAny>,
+    /// Kept raw and read leniently: a check result of an unexpected shape must not make a
+    /// valid plan unreadable.
+    #[serde(borrow, default)]
+    pub checks: Option<&'a RawValue>,
     // Marks of documents that are not plans.
     #[serde(default)]
     pub plan_format_version: Option<IgnoredAny>,
@@ -72,4 +76,20 @@ pub(super) struct RawChangeBody<'a> {
     pub replace_paths: Option<Vec<Vec<serde_json::Value>>>,
     #[serde(default)]
     pub importing: Option<IgnoredAny>,
+}
+
+/// One entry of `checks`: only the address and the status are read. Problem messages are
+/// left alone, because a condition's message can interpolate any value.
+#[derive(Deserialize)]
+pub(super) struct RawCheck {
+    #[serde(default)]
+    pub address: Option<RawCheckAddress>,
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct RawCheckAddress {
+    #[serde(default)]
+    pub to_display: Option<String>,
 }

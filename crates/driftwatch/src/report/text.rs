@@ -1,5 +1,6 @@
 //! One line per finding, like a plan: `-/+`, `-`, `~`, `=` for drift and `+`/`~`/`-` for
-//! unapplied changes, then a summary line. Colour only when asked (the CLI asks when stdout
+//! unapplied changes. [`summary_line`] is printed apart (on stderr), so stdout holds only
+//! the lines a script would grep. Colour only when asked (the CLI asks when stdout
 //! is a terminal and `NO_COLOR` is unset).
 
 use super::excerpt_pair;
@@ -113,7 +114,7 @@ fn finding_line_painted(finding: &Finding, paint: &Paint) -> String {
     line
 }
 
-/// The whole text report, one finding per line, then pending changes, then a summary.
+/// The text report: one finding per line, then pending changes.
 pub fn render(report: &Report, colour: bool) -> String {
     let paint = Paint { on: colour };
     let mut out = String::new();
@@ -142,8 +143,6 @@ pub fn render(report: &Report, colour: bool) -> String {
         }
         out.push('\n');
     }
-    out.push_str(&summary_line(report));
-    out.push('\n');
     out
 }
 

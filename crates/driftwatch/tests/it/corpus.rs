@@ -89,7 +89,11 @@ fn real_corpus_is_read_without_a_crash() {
                     out.code,
                     out.stderr
                 );
-                assert!(!out.stdout.is_empty(), "{name}");
+                assert!(
+                    out.stderr.contains("driftwatch: default: "),
+                    "{name}: {}",
+                    out.stderr
+                );
                 if json {
                     let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
                     assert_eq!(report["version"], 1);

@@ -6,7 +6,11 @@ use crate::support::{driftwatch, fixture, outcome, report};
 fn clean_stack_exits_0() {
     let out = outcome(&mut report("clean"));
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(out.stdout, "shop-prod: no drift; fingerprint clean\n");
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        "driftwatch: shop-prod: no drift; fingerprint clean\n"
+    );
 }
 
 #[test]

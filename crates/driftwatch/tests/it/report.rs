@@ -55,12 +55,13 @@ fn step7_text_lines_and_exit_2() {
         lines[5],
         "+ local_file.banner create (an unapplied change, not drift)"
     );
+    assert_eq!(lines.len(), 6, "{}", out.stdout);
+    // The summary goes to stderr, so stdout is only the finding lines.
     assert!(
-        lines[6].starts_with("shop-prod: 4 actionable"),
+        out.stderr.contains("driftwatch: shop-prod: 4 actionable"),
         "{}",
-        lines[6]
+        out.stderr
     );
-    assert_eq!(lines.len(), 7);
     // The data source's drift is skipped, not reported.
     assert!(!out.stdout.contains("google_client_config"));
 }

@@ -76,9 +76,9 @@ fn run_reports_like_report_and_cleans_up() {
     assert!(lines[4].contains("covered by ignore_changes (metadata[0].labels)"));
     // The stack name defaults to the directory name.
     assert!(
-        lines[6].starts_with("shop-prod: 4 actionable"),
+        out.stderr.contains("driftwatch: shop-prod: 4 actionable"),
         "{}",
-        lines[6]
+        out.stderr
     );
     let log = std::fs::read_to_string(dir.path().join("calls.log")).unwrap();
     let calls: Vec<&str> = log.lines().collect();
