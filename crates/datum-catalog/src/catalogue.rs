@@ -5,6 +5,7 @@
 //! `datum catalogue` prints. It must never put content bytes in that JSON:
 //! only content checksums leave the process.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use datum_core::{Resource, ResourceId, sha256_hex};
@@ -38,16 +39,15 @@ impl Catalogue {
     /// (`file:line:col`) and declaration hash. With `explain`, a `fields` map
     /// says which layer and line each field came from.
     pub fn to_json(&self, explain: bool) -> Value {
+        let mut auto_by_id: HashMap<&ResourceId, Vec<String>> = HashMap::new();
+        for (from, to) in &self.autorequires {
+            auto_by_id.entry(from).or_default().push(to.to_string());
+        }
         let resources: Vec<Value> = self
             .resources
             .iter()
             .map(|r| {
-                let auto: Vec<String> = self
-                    .autorequires
-                    .iter()
-                    .filter(|(from, _)| from == &r.id)
-                    .map(|(_, to)| to.to_string())
-                    .collect();
+                let auto = auto_by_id.remove(&r.id).unwrap_or_default();
                 let explicit: Vec<String> = r
                     .requires
                     .iter()

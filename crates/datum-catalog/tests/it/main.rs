@@ -334,6 +334,38 @@ mod catalogue {
     }
 
     #[test]
+    fn two_thousand_files_compile_with_each_after_its_directory() {
+        let repo = Repo::two_layers();
+        let mut docs = Vec::new();
+        for d in 0..20 {
+            docs.push(format!("datum: v1alpha1\ntype: Directory\nname: d{d}\ndesired: {{path: /srv/d{d}}}\n"));
+        }
+        for i in 0..2000 {
+            docs.push(file_doc(
+                &format!("f{i}"),
+                &format!("/srv/d{}/f{i}", i % 20),
+                &format!("  content: \"file {i}\\n\"\n  mode: \"0644\"\n"),
+            ));
+        }
+        // Directories declared last: ordering must still put them first.
+        docs.rotate_left(20);
+        repo.file("base/all.yaml", &docs.join("---\n"));
+        let cat = compile(repo.path(), &web()).unwrap();
+        assert_eq!(cat.resources.len(), 2020);
+        assert_eq!(cat.autorequires.len(), 2000);
+        // Ties keep declaration order, so each directory comes just in time:
+        // Directory[d0], then the files in it that were declared first.
+        assert_eq!(ids(&cat)[..3], ["Directory[d0]", "File[f0]", "File[f20]"]);
+        let at = |id: &ResourceId| cat.resources.iter().position(|r| &r.id == id).unwrap();
+        for (i, r) in cat.resources.iter().enumerate() {
+            for req in &r.requires {
+                assert!(at(req) < i, "{} before {req}", r.id);
+            }
+        }
+        assert_eq!(cat.resources[1].content.as_ref().unwrap().bytes, b"file 0\n");
+    }
+
+    #[test]
     fn declaration_hash_follows_the_declaration_not_the_layout() {
         let one = Repo::two_layers();
         one.file("base/a.yaml", &file_doc("a", "/a", "  content: x\n"));
