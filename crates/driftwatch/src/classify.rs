@@ -397,3 +397,232 @@ pub fn classify(
         with_plan: normal.is_some(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::DriftEntry;
+    use serde_json::json;
+
+    fn leaf(path: &str, before: Value, after: Value) -> LeafDiff {
+        LeafDiff {
+            path: Path::parse(path).unwrap(),
+            before: Some(before),
+            after: Some(after),
+            sensitive: false,
+        }
+    }
+
+    fn drift(address: &str, action: Action, diffs: Vec<LeafDiff>) -> DriftEntry {
+        DriftEntry {
+            address: address.into(),
+            previous_address: None,
+            action,
+            diffs,
+        }
+    }
+
+    fn change(address: &str, action: Action) -> ChangeEntry {
+        ChangeEntry {
+            address: address.into(),
+            previous_address: None,
+            action,
+            action_reason: None,
+            deposed: false,
+            importing: false,
+            replace_paths: Vec::new(),
+            changed_paths: Vec::new(),
+        }
+    }
+
+    fn color() -> Vec<LeafDiff> {
+        vec![leaf("data.color", json!("blue"), json!("red"))]
+    }
+
+    fn one(drift_action: Action, next: Option<Action>) -> Report {
+        let refresh = Plan {
+            drift: vec![drift("t.a", drift_action, color())],
+            ..Plan::default()
+        };
+        let normal = next.map(|a| Plan {
+            changes: vec![change("t.a", a)],
+            ..Plan::default()
+        });
+        classify(
+            "s",
+            &refresh,
+            normal.as_ref(),
+            &Rules::default(),
+            &Options::default(),
+        )
+    }
+
+    #[test]
+    fn decision_table() {
+        let cases = [
+            (
+                Action::Delete,
+                Some(Action::Create),
+                Category::DeletedOutside,
+            ),
+            (Action::Delete, None, Category::DeletedOutside),
+            (Action::Update, Some(Action::Replace), Category::Replaced),
+            (
+                Action::Update,
+                Some(Action::Update),
+                Category::ChangedOutside,
+            ),
+            (Action::Update, Some(Action::NoOp), Category::Ignored),
+            (
+                Action::Update,
+                Some(Action::Delete),
+                Category::ChangedOutside,
+            ),
+        ];
+        for (drift_action, next, expected) in cases {
+            let report = one(drift_action.clone(), next.clone());
+            assert_eq!(
+                report.findings[0].category, expected,
+                "{drift_action:?} / {next:?}"
+            );
+            assert!(report.pending.is_empty());
+        }
+        assert_eq!(
+            one(Action::Delete, Some(Action::Create)).findings[0].consequence(),
+            "the next apply creates it again"
+        );
+    }
+
+    #[test]
+    fn moves_data_and_pending() {
+        let mut moved = drift("t.new", Action::NoOp, vec![]);
+        moved.previous_address = Some("t.old".into());
+        let refresh = Plan {
+            drift: vec![moved],
+            ..Plan::default()
+        };
+        let mut deposed = change("t.x", Action::Delete);
+        deposed.deposed = true;
+        let mut imported = change("t.i", Action::NoOp);
+        imported.importing = true;
+        let normal = Plan {
+            changes: vec![
+                change("t.new", Action::NoOp),
+                change("t.banner", Action::Create),
+                deposed,
+                imported,
+            ],
+            ..Plan::default()
+        };
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&normal),
+            &Rules::default(),
+            &Options::default(),
+        );
+        assert!(report.findings.is_empty());
+        assert_eq!(
+            report.notes,
+            vec!["t.new moved from t.old (not drift)".to_owned()]
+        );
+        let pending: Vec<(&str, &str)> = report
+            .pending
+            .iter()
+            .map(|p| (p.address.as_str(), p.action.as_str()))
+            .collect();
+        assert_eq!(
+            pending,
+            vec![
+                ("t.banner", "create"),
+                ("t.i", "import"),
+                ("t.x", "delete-deposed")
+            ]
+        );
+    }
+
+    #[test]
+    fn replace_cites_drifted_replace_paths() {
+        let refresh = Plan {
+            drift: vec![drift(
+                "t.vm",
+                Action::Update,
+                vec![
+                    leaf("list[1].id", json!("a"), json!("b")),
+                    leaf("name", json!("x"), json!("y")),
+                ],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("t.vm", Action::Replace);
+        c.replace_paths = vec![
+            Path::parse("list[1].id").unwrap(),
+            Path::parse("zone").unwrap(),
+        ];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&normal),
+            &Rules::default(),
+            &Options::default(),
+        );
+        let f = &report.findings[0];
+        assert_eq!(f.replace_paths, vec!["list[1].id", "zone"]);
+        assert_eq!(f.forcing_paths, vec!["list[1].id"]);
+    }
+
+    #[test]
+    fn ignore_attr_removes_paths_and_empty_findings() {
+        let refresh = Plan {
+            drift: vec![
+                drift(
+                    "t.flags",
+                    Action::Update,
+                    vec![
+                        leaf("data.color", json!("blue"), json!("red")),
+                        leaf("metadata[0].resource_version", json!("1"), json!("2")),
+                    ],
+                ),
+                drift(
+                    "t.cache",
+                    Action::Update,
+                    vec![leaf("metadata[0].resource_version", json!("1"), json!("2"))],
+                ),
+            ],
+            ..Plan::default()
+        };
+        let options = Options {
+            ignore_attrs: vec![Path::parse("metadata[0].resource_version").unwrap()],
+        };
+        let report = classify("s", &refresh, None, &Rules::default(), &options);
+        assert_eq!(report.findings.len(), 1);
+        assert_eq!(report.findings[0].address, "t.flags");
+        assert_eq!(report.findings[0].diffs.len(), 1);
+        assert!(!report.with_plan);
+    }
+
+    #[test]
+    fn sensitive_leaves_have_no_values() {
+        let refresh = Plan {
+            drift: vec![drift(
+                "k.db",
+                Action::Update,
+                vec![LeafDiff {
+                    path: Path::parse("data.password").unwrap(),
+                    before: None,
+                    after: None,
+                    sensitive: true,
+                }],
+            )],
+            ..Plan::default()
+        };
+        let report = classify("s", &refresh, None, &Rules::default(), &Options::default());
+        let d = &report.findings[0].diffs[0];
+        assert!(d.shown.is_sensitive() && d.after.is_none());
+        assert_eq!(d.shown.before_display(), "(sensitive)");
+    }
+}

@@ -23,3 +23,61 @@ pub fn for_report(report: &Report, strict: bool, fail_on_pending: bool) -> u8 {
         CLEAN
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Category, Finding, Pending};
+
+    fn report(categories: &[Category], pending: usize) -> Report {
+        Report {
+            stack: "s".into(),
+            key: "k".into(),
+            findings: categories
+                .iter()
+                .map(|c| Finding {
+                    address: "t.a".into(),
+                    previous_address: None,
+                    category: *c,
+                    next_apply: None,
+                    diffs: Vec::new(),
+                    replace_paths: Vec::new(),
+                    forcing_paths: Vec::new(),
+                    ignored_by: Vec::new(),
+                    age: None,
+                })
+                .collect(),
+            pending: (0..pending)
+                .map(|_| Pending {
+                    address: "t.p".into(),
+                    action: "create".into(),
+                    reason: None,
+                    paths: Vec::new(),
+                })
+                .collect(),
+            notes: Vec::new(),
+            with_plan: true,
+        }
+    }
+
+    #[test]
+    fn codes() {
+        assert_eq!(for_report(&report(&[], 0), false, false), CLEAN);
+        assert_eq!(
+            for_report(&report(&[Category::Ignored], 1), false, false),
+            CLEAN
+        );
+        assert_eq!(
+            for_report(&report(&[Category::Ignored], 0), true, false),
+            DRIFT
+        );
+        assert_eq!(for_report(&report(&[], 1), false, true), DRIFT);
+        for c in [
+            Category::Replaced,
+            Category::DeletedOutside,
+            Category::ChangedOutside,
+        ] {
+            assert_eq!(for_report(&report(&[c], 0), false, false), DRIFT);
+        }
+    }
+}
