@@ -10,7 +10,13 @@
 //! | update | replace | replaced by the next apply |
 //! | update | every changed path covered by `ignore_changes` | ignored |
 //! | update | no-op | ignored |
-//! | update | update, delete, none, or `--drift-only` | changed outside |
+//! | update | not listed, in a plan that lists other changes | ignored |
+//! | update | update, delete, or `--drift-only` | changed outside |
+//!
+//! A real normal plan lists every managed instance, no-ops included, so "not listed" only
+//! happens in trimmed or hand-written plans; there it means the plan does not touch the
+//! resource. A normal plan with no `resource_changes` at all proves nothing, and its drift
+//! stays "changed outside".
 //!
 //! `no-op` drift (a move without a value change), data sources and deposed objects are not
 //! findings. Whatever the normal plan does to an address that did not drift is pending: an
@@ -132,6 +138,9 @@ impl Finding {
             (Category::Ignored, _) if !self.ignored_by.is_empty() => {
                 format!("covered by ignore_changes ({})", self.ignored_by.join(", "))
             }
+            (Category::Ignored, None) => {
+                "not among the normal plan's changes; the next apply leaves it alone".to_owned()
+            }
             (Category::Ignored, _) => "the next apply leaves it alone (no-op)".to_owned(),
             (Category::ChangedOutside, Some(Action::Update)) => {
                 "the next apply reverts it".to_owned()
@@ -248,6 +257,7 @@ pub fn classify(
         })
         .unwrap_or_default();
 
+    let plan_lists_changes = normal.is_some_and(|p| !p.changes.is_empty());
     let mut findings = Vec::new();
     let mut drifted: BTreeSet<&str> = BTreeSet::new();
     for entry in &refresh.drift {
@@ -328,7 +338,10 @@ pub fn classify(
                     .map(Path::to_string)
                     .collect();
             }
-        } else if covered_all || next_apply == Some(Action::NoOp) {
+        } else if covered_all
+            || next_apply == Some(Action::NoOp)
+            || (next_apply.is_none() && plan_lists_changes)
+        {
             finding.category = Category::Ignored;
         }
         findings.push(finding);
@@ -445,7 +458,7 @@ mod tests {
             ..Plan::default()
         };
         let normal = next.map(|a| Plan {
-            changes: vec![change("t.a", a)],
+            changes: vec![change("t.a", a), change("t.other", Action::NoOp)],
             ..Plan::default()
         });
         classify(
@@ -491,6 +504,32 @@ mod tests {
             one(Action::Delete, Some(Action::Create)).findings[0].consequence(),
             "the next apply creates it again"
         );
+        // Left out of a plan that lists other resources: the plan does not touch it.
+        let refresh = Plan {
+            drift: vec![drift("t.a", Action::Update, color())],
+            ..Plan::default()
+        };
+        let listed = Plan {
+            changes: vec![change("t.other", Action::Create)],
+            ..Plan::default()
+        };
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&listed),
+            &Rules::default(),
+            &Options::default(),
+        );
+        assert_eq!(report.findings[0].category, Category::Ignored);
+        let empty = Plan::default();
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&empty),
+            &Rules::default(),
+            &Options::default(),
+        );
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
     }
 
     #[test]
