@@ -26,7 +26,7 @@ use crate::catalogue::{Catalogue, declaration_hash};
 use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
 use crate::graph;
 use crate::host::HostIdentity;
-use crate::merge::{self, DocView, Merged};
+use crate::merge::{self, ContentSet, DocView, Merged};
 use crate::validators;
 
 /// The types whose `path` takes part in parent-directory ordering, and the
@@ -41,8 +41,9 @@ pub(crate) struct Analysis<'r> {
     providers: Vec<Option<&'static dyn Provider>>,
     /// Per document: its checked content field (content-taking types only).
     contents: Vec<Option<ContentDecl>>,
-    /// Per document: whether it writes a content field at all (even a refused one).
-    declares_content: Vec<bool>,
+    /// Per document: what it does to the content (a refused field still
+    /// counts as declaring: it is an error either way).
+    content_set: Vec<ContentSet>,
     templates: Templates,
 }
 
@@ -61,7 +62,7 @@ impl<'r> Analysis<'r> {
             diags: repo.diagnostics.clone(),
             providers: vec![None; n],
             contents: vec![None; n],
-            declares_content: vec![false; n],
+            content_set: vec![ContentSet::Untouched; n],
             templates: Templates::new(),
         }
     }
@@ -133,9 +134,18 @@ impl<'r> Analysis<'r> {
 
             let Some(provider) = provider else { continue };
             if provider.takes_content() {
-                self.declares_content[i] = doc
+                let values: Vec<bool> = doc
                     .desired_fields()
-                    .any(|(k, _, _)| CONTENT_KEYS.contains(&k));
+                    .filter(|(k, _, _)| CONTENT_KEYS.contains(k))
+                    .map(|(_, v, _)| v.is_null())
+                    .collect();
+                self.content_set[i] = if values.iter().any(|null| !null) {
+                    ContentSet::Declares
+                } else if values.is_empty() {
+                    ContentSet::Untouched
+                } else {
+                    ContentSet::Clears
+                };
                 let decl = content::declared(self.repo, doc, &mut self.diags);
                 if let Some(ContentDecl {
                     kind: ContentKind::Template,
@@ -153,7 +163,11 @@ impl<'r> Analysis<'r> {
             // A document may be a partial override: only problems with the
             // fields it writes are its own. Missing fields are judged on the
             // merged resource.
-            let desired = doc.desired.to_json();
+            // Null means "remove what an earlier layer set": nothing to check.
+            let mut desired = doc.desired.to_json();
+            if let Some(obj) = desired.as_object_mut() {
+                obj.retain(|_, v| !v.is_null());
+            }
             if let Err(errors) = provider.check(&desired) {
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
@@ -208,7 +222,7 @@ impl<'r> Analysis<'r> {
             DocView {
                 id: &doc.id,
                 fields: self.doc_fields(i),
-                declares_content: self.declares_content[i],
+                content: self.content_set[i],
                 sets_requires: doc.requires.is_some(),
                 sets_class: doc.class.is_some(),
                 sets_sensitive: doc.sensitive.is_some(),
@@ -229,7 +243,7 @@ impl<'r> Analysis<'r> {
             let mut desired = m.desired_json();
             if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
                 for (k, v, _) in self.doc(d).desired_fields() {
-                    if CONTENT_KEYS.contains(&k) {
+                    if CONTENT_KEYS.contains(&k) && !v.is_null() {
                         obj.insert(k.to_owned(), v.to_json());
                     }
                 }

@@ -70,6 +70,10 @@ pub(crate) fn declared(
         let Some(kind) = ContentKind::from_key(key) else {
             continue;
         };
+        // `source: null` in an override clears content; nothing to check.
+        if value.is_null() {
+            continue;
+        }
         let (_, end) = doc
             .field_span(&[key.to_owned()])
             .unwrap_or((origin.clone(), value.end));

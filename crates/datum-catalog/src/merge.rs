@@ -2,9 +2,11 @@
 //!
 //! This module owns the override rule: documents are applied in declaration
 //! order (layer order, then file, then position); a later document replaces
-//! the top-level `desired` fields it writes and keeps the others, replaces
-//! `requires`, `class`, `sensitive` and `validate` when it sets them, and a
-//! later content field replaces an earlier one. It records which document
+//! the top-level `desired` fields it writes and keeps the others, removes the
+//! ones it sets to null (`mode: null`, `source: null`: so a later layer can
+//! say `ensure: absent` for a file whose content an earlier layer declared),
+//! replaces `requires`, `class`, `sensitive` and `validate` when it sets them,
+//! and a later content field replaces an earlier one. It records which document
 //! supplied every field, for `catalogue --explain` and for pointing errors at
 //! the line that wrote the value.
 //!
@@ -52,12 +54,25 @@ impl Merged {
     }
 }
 
+/// What a document does to the resource's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ContentSet {
+    /// It writes no content field: an earlier one stays.
+    #[default]
+    Untouched,
+    /// It declares content: it replaces any earlier one.
+    Declares,
+    /// It sets its content fields to null: no content.
+    Clears,
+}
+
 /// What the merge needs to know about each document.
 pub(crate) struct DocView<'a> {
     pub id: &'a ResourceId,
-    /// Top-level desired fields, content fields excluded when the type takes content.
+    /// Top-level desired fields, content fields excluded when the type takes
+    /// content. A null value removes the field.
     pub fields: Vec<(String, serde_json::Value)>,
-    pub declares_content: bool,
+    pub content: ContentSet,
     pub sets_requires: bool,
     pub sets_class: bool,
     pub sets_sensitive: bool,
@@ -92,14 +107,22 @@ pub(crate) fn merge<'a>(
         };
         m.docs.push(doc);
         for (k, value) in v.fields {
-            m.fields.insert(k, (value, doc));
+            if value.is_null() {
+                m.fields.remove(&k);
+            } else {
+                m.fields.insert(k, (value, doc));
+            }
+        }
+        match v.content {
+            ContentSet::Untouched => {}
+            ContentSet::Declares => m.content = Some(doc),
+            ContentSet::Clears => m.content = None,
         }
         let replace = |slot: &mut Option<usize>, sets: bool| {
             if sets {
                 *slot = Some(doc);
             }
         };
-        replace(&mut m.content, v.declares_content);
         replace(&mut m.requires, v.sets_requires);
         replace(&mut m.class, v.sets_class);
         replace(&mut m.sensitive, v.sets_sensitive);
@@ -116,14 +139,14 @@ mod tests {
     struct Doc {
         id: ResourceId,
         fields: Vec<(&'static str, serde_json::Value)>,
-        content: bool,
+        content: ContentSet,
         requires: bool,
     }
 
     fn doc(
         name: &str,
         fields: Vec<(&'static str, serde_json::Value)>,
-        content: bool,
+        content: ContentSet,
         requires: bool,
     ) -> Doc {
         Doc {
@@ -142,7 +165,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), v.clone()))
                 .collect(),
-            declares_content: docs[i].content,
+            content: docs[i].content,
             sets_requires: docs[i].requires,
             sets_class: false,
             sets_sensitive: false,
@@ -156,11 +179,21 @@ mod tests {
             doc(
                 "a",
                 vec![("path", json!("/a")), ("mode", json!("0644"))],
-                true,
+                ContentSet::Declares,
                 true,
             ),
-            doc("b", vec![("path", json!("/b"))], false, false),
-            doc("a", vec![("mode", json!("0600"))], false, false),
+            doc(
+                "b",
+                vec![("path", json!("/b"))],
+                ContentSet::Untouched,
+                false,
+            ),
+            doc(
+                "a",
+                vec![("mode", json!("0600"))],
+                ContentSet::Untouched,
+                false,
+            ),
         ];
         let merged = run(&docs);
         assert_eq!(merged.len(), 2);
@@ -177,9 +210,36 @@ mod tests {
 
     #[test]
     fn a_later_content_field_replaces_the_earlier_one() {
-        let docs = [doc("a", vec![], true, false), doc("a", vec![], true, true)];
+        let docs = [
+            doc("a", vec![], ContentSet::Declares, false),
+            doc("a", vec![], ContentSet::Declares, true),
+        ];
         let merged = run(&docs);
         assert_eq!(merged[0].content, Some(1));
         assert_eq!(merged[0].requires, Some(1));
+    }
+
+    #[test]
+    fn null_removes_a_field_and_clears_content() {
+        let docs = [
+            doc(
+                "a",
+                vec![("path", json!("/a")), ("mode", json!("0644"))],
+                ContentSet::Declares,
+                false,
+            ),
+            doc(
+                "a",
+                vec![("mode", json!(null)), ("ensure", json!("absent"))],
+                ContentSet::Clears,
+                false,
+            ),
+        ];
+        let merged = run(&docs);
+        assert_eq!(
+            merged[0].desired_json(),
+            json!({"path": "/a", "ensure": "absent"})
+        );
+        assert_eq!(merged[0].content, None);
     }
 }

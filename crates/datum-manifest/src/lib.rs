@@ -62,10 +62,19 @@
 //! **Layering**: for a host, the layers whose matcher holds are applied in
 //! order. A later document with the same type and name overrides the earlier
 //! one field by field at the top level of `desired` (fields it does not
-//! mention are kept) and replaces `requires`, `class`, `sensitive` and
-//! `validate` when it sets them. A later content field replaces the earlier
-//! one (a `template` in `web` replaces a `source` in `base`). Two documents
-//! with the same type and name in the same layer are an error.
+//! mention are kept; a field set to `null` is removed, so `ensure: absent`
+//! plus `source: null` retires a file an earlier layer gave content) and
+//! replaces `requires`, `class`, `sensitive` and `validate` when it sets them.
+//! A later content field replaces the earlier one (a `template` in `web`
+//! replaces a `source` in `base`). Two documents with the same type and name
+//! in the same layer are an error. `datum catalogue --explain` shows, per
+//! field, the layer and `file:line:column` it came from.
+//!
+//! **Dependencies**: `requires` orders resources and blocks dependents of a
+//! failure. Besides what is written, a File, Directory or Symlink requires
+//! the Directory resource that declares its nearest parent folder (unless
+//! that would close a cycle). Resources are applied in dependency order, ties
+//! kept in declaration order.
 
 pub mod diagnostic;
 pub mod document;

@@ -194,6 +194,38 @@ mod layering {
     }
 
     #[test]
+    fn null_in_a_later_layer_removes_a_field_or_the_content() {
+        let repo = Repo::two_layers();
+        repo.file("base/files/motd", "hi\n")
+            .file("base/motd.yaml", &file_doc("motd", "/etc/motd", "  mode: \"0644\"\n  source: files/motd\n"))
+            .file(
+                "web/motd.yaml",
+                "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  ensure: absent\n  source: null\n  mode: null\n",
+            );
+        assert_eq!(repo.lint(), Vec::<String>::new());
+        let web = compile(repo.path(), &web()).unwrap();
+        let r = &web.resources[0];
+        assert_eq!(
+            r.desired,
+            serde_json::json!({"path": "/etc/motd", "ensure": "absent"})
+        );
+        assert!(r.content.is_none());
+        let db = compile(repo.path(), &host("db-01", &[])).unwrap();
+        assert_eq!(db.resources[0].content.as_ref().unwrap().bytes, b"hi\n");
+        // Without the null, absent and content contradict each other.
+        repo.file(
+            "web/motd.yaml",
+            "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  ensure: absent\n",
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("base/motd.yaml:7:3: error: File[motd]: `source` makes no sense"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn envelope_fields_are_replaced_only_when_set() {
         let repo = Repo::two_layers();
         repo.file(
@@ -338,7 +370,9 @@ mod catalogue {
         let repo = Repo::two_layers();
         let mut docs = Vec::new();
         for d in 0..20 {
-            docs.push(format!("datum: v1alpha1\ntype: Directory\nname: d{d}\ndesired: {{path: /srv/d{d}}}\n"));
+            docs.push(format!(
+                "datum: v1alpha1\ntype: Directory\nname: d{d}\ndesired: {{path: /srv/d{d}}}\n"
+            ));
         }
         for i in 0..2000 {
             docs.push(file_doc(
@@ -362,7 +396,10 @@ mod catalogue {
                 assert!(at(req) < i, "{} before {req}", r.id);
             }
         }
-        assert_eq!(cat.resources[1].content.as_ref().unwrap().bytes, b"file 0\n");
+        assert_eq!(
+            cat.resources[1].content.as_ref().unwrap().bytes,
+            b"file 0\n"
+        );
     }
 
     #[test]
