@@ -142,6 +142,13 @@ pub fn render(report: &Report) -> String {
                 }
                 out.push_str(&table.render());
                 out.push('\n');
+                for d in f.diffs.iter().filter(|d| !d.shown.is_sensitive()) {
+                    if let (Some(before), Some(after)) = (d.shown.before(), d.shown.after())
+                        && let Some(block) = line_diff_block(d.shown.path(), before, after)
+                    {
+                        out.push_str(&block);
+                    }
+                }
             }
         }
         if report.findings.len() > MAX_DETAIL_SECTIONS {
@@ -193,10 +200,97 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// Longest multi-line value (in lines, per side) that gets a line diff.
+const MAX_DIFF_LINES: usize = 200;
+
+/// A collapsible unified-style line diff for two multi-line strings (startup scripts,
+/// config files), or `None` when the values are not both multi-line JSON strings.
+fn line_diff_block(path: &str, before: &str, after: &str) -> Option<String> {
+    let old: String = serde_json::from_str(before).ok()?;
+    let new: String = serde_json::from_str(after).ok()?;
+    if !old.contains('\n') && !new.contains('\n') {
+        return None;
+    }
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    if a.len() > MAX_DIFF_LINES || b.len() > MAX_DIFF_LINES {
+        return None;
+    }
+    let body: String = diff_lines(&a, &b)
+        .into_iter()
+        .map(|(sign, line)| format!("{sign} {line}\n"))
+        .collect();
+    // A fence longer than any backtick run inside, so the content cannot close it.
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    Some(format!(
+        "<details><summary>line diff of {}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n\n",
+        cell(path)
+    ))
+}
+
+/// Lines of `a` and `b` marked ' ', '-' or '+' along a longest common subsequence.
+fn diff_lines<'s>(a: &[&'s str], b: &[&'s str]) -> Vec<(char, &'s str)> {
+    let (n, m) = (a.len(), b.len());
+    // lcs[i][j] = length of the LCS of a[i..] and b[j..].
+    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(n + m);
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            out.push((' ', a[i]));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            // Removals first on a tie, as in a unified diff.
+            out.push(('-', a[i]));
+            i += 1;
+        } else {
+            out.push(('+', b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
 fn capitalise(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().collect::<String>() + chars.as_str(),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_diff_marks_added_and_removed_lines() {
+        let d = diff_lines(&["a", "b", "c"], &["a", "x", "c", "d"]);
+        assert_eq!(
+            d,
+            vec![(' ', "a"), ('-', "b"), ('+', "x"), (' ', "c"), ('+', "d")]
+        );
+    }
+
+    #[test]
+    fn line_diff_block_fences_backticks() {
+        let block = line_diff_block("s", r#""one\ntwo""#, r#""one\n```x```""#).unwrap();
+        assert!(
+            block.contains("````diff\n  one\n- two\n+ ```x```\n````\n"),
+            "{block}"
+        );
+        assert!(line_diff_block("s", r#""a""#, r#""b""#).is_none());
+        assert!(line_diff_block("s", "1", "2").is_none());
     }
 }
