@@ -24,7 +24,7 @@ pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
-pub use verified::VerifiedRecord;
+pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord};
 
 use crate::error::{StoreError, StoreWarning};
 
@@ -32,9 +32,23 @@ use crate::error::{StoreError, StoreWarning};
 ///
 /// One writer per root: the engine holds the root lock for a pass. Readers
 /// (`datum schedule`, `datum backup list`) may open the same file meanwhile.
+///
+/// `Store::record_verified` and `Store::forget` are buffered (see
+/// [`Store::flush`]): a no-op apply touches every resource, and one fsync per
+/// resource would cost more than the whole pass. Every other write commits
+/// before it returns.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    pending: verified::Pending,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Best effort: a failure here only loses verified records, which the
+        // next pass re-derives from observation (see `Store::flush`).
+        let _ = self.flush();
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -54,6 +68,7 @@ impl Store {
             Store {
                 conn,
                 path: path.to_owned(),
+                pending: verified::Pending::default(),
             },
             warnings,
         ))
@@ -66,19 +81,36 @@ impl Store {
 
     /// Starts a write transaction. Nothing is visible to other connections,
     /// nor survives a crash, until [`Batch::commit`]; dropping the batch rolls
-    /// it back. The engine uses one batch per pass to pay one fsync, not one
-    /// per resource.
+    /// it back. Buffered verified records are written first, in the same
+    /// transaction, so the order of writes is kept.
     pub fn batch(&mut self) -> Result<Batch<'_>, StoreError> {
         // IMMEDIATE takes the write lock now, so a conflict shows up here
-        // (after the busy timeout) and not halfway through the pass's writes.
+        // (after the busy timeout) and not halfway through the writes.
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql(&self.path, "cannot start a transaction"))?;
-        Ok(Batch {
+        let batch = Batch {
             tx,
             path: &self.path,
-        })
+            pending: Some(&mut self.pending),
+        };
+        batch.write_pending()?;
+        Ok(batch)
+    }
+
+    /// Commits the buffered `record_verified`/`forget` calls now (one
+    /// transaction, one fsync). The buffer is also flushed by any other
+    /// write, by dropping the store, and by `record_verified` itself once it
+    /// holds [`crate::FLUSH_AFTER_RECORDS`] records or its oldest is
+    /// [`crate::FLUSH_AFTER`] old. A killed process loses at most that
+    /// window, which costs nothing but precision: those resources look
+    /// unverified, and the next pass observes and records them again.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.batch()?.commit()
     }
 
     /// Runs `f` in its own batch and commits it.
@@ -97,13 +129,21 @@ impl Store {
 pub struct Batch<'s> {
     tx: Transaction<'s>,
     path: &'s Path,
+    /// The store's buffer, written at the start of this batch and emptied
+    /// only once the batch has committed.
+    pending: Option<&'s mut verified::Pending>,
 }
 
 impl Batch<'_> {
     /// Makes every write of this batch durable (fsync, see `db::open` on
     /// `synchronous = FULL`).
     pub fn commit(self) -> Result<(), StoreError> {
-        self.tx.commit().map_err(sql(self.path, "cannot commit"))
+        let Batch { tx, path, pending } = self;
+        tx.commit().map_err(sql(path, "cannot commit"))?;
+        if let Some(pending) = pending {
+            pending.clear();
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,9 @@
 //! moved) or corrective (it did not, reality did); `datum check` reads the
 //! metadata for metadata-first evaluation. Only hashes and metadata are kept.
 
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
 use datum_core::{FileMeta, ResourceId};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,49 @@ pub struct VerifiedRecord {
     pub meta: Option<FileMeta>,
     /// Unix seconds.
     pub verified_at: i64,
+}
+
+/// `Store::record_verified` flushes its buffer once it holds this many records.
+pub const FLUSH_AFTER_RECORDS: usize = 4096;
+
+/// `Store::record_verified` flushes its buffer once its oldest record is this
+/// old, so a long pass does not keep much unsaved.
+pub const FLUSH_AFTER: Duration = Duration::from_secs(2);
+
+/// Verified records (`Some`) and forgets (`None`) not yet written, keyed by
+/// the display form of the resource id.
+#[derive(Default)]
+pub(super) struct Pending {
+    records: BTreeMap<String, (ResourceId, Option<VerifiedRecord>)>,
+    since: Option<Instant>,
+}
+
+impl Pending {
+    pub(super) fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.records.clear();
+        self.since = None;
+    }
+
+    fn put(&mut self, id: &ResourceId, record: Option<VerifiedRecord>) {
+        self.since.get_or_insert_with(Instant::now);
+        self.records.insert(id.to_string(), (id.clone(), record));
+    }
+
+    /// `None`: nothing buffered for `id`; `Some(None)`: a buffered forget.
+    fn get(&self, id: &ResourceId) -> Option<Option<&VerifiedRecord>> {
+        self.records
+            .get(&id.to_string())
+            .map(|(_, record)| record.as_ref())
+    }
+
+    fn due(&self) -> bool {
+        self.records.len() >= FLUSH_AFTER_RECORDS
+            || self.since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+    }
 }
 
 const COLUMNS: &str = "declaration_hash, verified_at, has_meta, size, mtime_ns, ctime_ns, \
@@ -53,6 +99,24 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<VerifiedRecord> {
 }
 
 impl Batch<'_> {
+    /// Writes the store's buffered records into this batch.
+    pub(super) fn write_pending(&self) -> Result<(), StoreError> {
+        let Some(pending) = self.pending.as_deref() else {
+            return Ok(());
+        };
+        for (id, record) in pending.records.values() {
+            match record {
+                Some(r) => {
+                    self.record_verified(id, &r.declaration_hash, r.meta.as_ref(), r.verified_at)?
+                }
+                None => {
+                    self.forget(id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Records (replacing any earlier record) that `id` was verified at `at`
     /// with this declaration hash and metadata.
     pub fn record_verified(
@@ -103,8 +167,12 @@ impl Batch<'_> {
 }
 
 impl Store {
-    /// The last verified record of `id`, if it was ever verified.
+    /// The last verified record of `id`, if it was ever verified (buffered
+    /// records included).
     pub fn last_verified(&self, id: &ResourceId) -> Result<Option<VerifiedRecord>, StoreError> {
+        if let Some(buffered) = self.pending.get(id) {
+            return Ok(buffered.cloned());
+        }
         self.conn
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM verified WHERE resource = ?1"
@@ -125,15 +193,26 @@ impl Store {
                     .collect()
             })
             .map_err(sql(&self.path, "cannot read verified state"))?;
-        rows.into_iter()
-            .map(|(kind, name, record)| {
-                let record = record.map_err(|e| malformed(&self.path, "verified record", e))?;
-                Ok((ResourceId::new(kind, name), record))
-            })
-            .collect()
+        let mut all = BTreeMap::new();
+        for (kind, name, record) in rows {
+            let record = record.map_err(|e| malformed(&self.path, "verified record", e))?;
+            let id = ResourceId::new(kind, name);
+            all.insert(id.to_string(), (id, record));
+        }
+        for (key, (id, record)) in &self.pending.records {
+            match record {
+                Some(record) => all.insert(key.clone(), (id.clone(), record.clone())),
+                None => all.remove(key),
+            };
+        }
+        let mut all: Vec<(ResourceId, VerifiedRecord)> = all.into_values().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(all)
     }
 
-    /// See [`Batch::record_verified`]; one transaction.
+    /// Records (replacing any earlier record) that `id` was verified at `at`.
+    /// Buffered: see [`Store::flush`] for when it becomes durable. Use
+    /// [`Batch::record_verified`] to write it in a transaction of your own.
     pub fn record_verified(
         &mut self,
         id: &ResourceId,
@@ -141,12 +220,27 @@ impl Store {
         meta: Option<&FileMeta>,
         at: i64,
     ) -> Result<(), StoreError> {
-        self.write(|b| b.record_verified(id, declaration_hash, meta, at))
+        let record = VerifiedRecord {
+            declaration_hash: declaration_hash.to_owned(),
+            meta: meta.cloned(),
+            verified_at: at,
+        };
+        self.pending.put(id, Some(record));
+        if self.pending.due() {
+            self.flush()?;
+        }
+        Ok(())
     }
 
-    /// See [`Batch::forget`]; one transaction.
+    /// Forgets `id`; returns whether there was a record. Buffered like
+    /// [`Store::record_verified`].
     pub fn forget(&mut self, id: &ResourceId) -> Result<bool, StoreError> {
-        self.write(|b| b.forget(id))
+        let existed = self.last_verified(id)?.is_some();
+        self.pending.put(id, None);
+        if self.pending.due() {
+            self.flush()?;
+        }
+        Ok(existed)
     }
 }
 
@@ -184,6 +278,89 @@ mod tests {
         assert!(store.forget(&id).unwrap());
         assert!(!store.forget(&id).unwrap());
         assert_eq!(store.last_verified(&id).unwrap(), None);
+    }
+
+    #[test]
+    fn buffered_records_are_read_back_at_once_and_reach_the_file_on_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let (mut store, _) = Store::open(&path).unwrap();
+        let kept = ResourceId::new("File", "kept");
+        let gone = ResourceId::new("File", "gone");
+        store.record_verified(&gone, "g", None, 1).unwrap();
+        store.flush().unwrap();
+        store.record_verified(&kept, "k", Some(&meta()), 2).unwrap();
+        assert!(store.forget(&gone).unwrap());
+
+        // This connection sees its own buffer...
+        assert_eq!(
+            store
+                .last_verified(&kept)
+                .unwrap()
+                .unwrap()
+                .declaration_hash,
+            "k"
+        );
+        assert_eq!(store.last_verified(&gone).unwrap(), None);
+        let ids: Vec<ResourceId> = store
+            .all_verified()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(ids.len(), 1);
+        assert_eq!(ids[0], kept);
+        // ...another one does not, until the flush.
+        let (other, _) = Store::open(&path).unwrap();
+        assert_eq!(other.last_verified(&kept).unwrap(), None);
+        assert!(other.last_verified(&gone).unwrap().is_some());
+        store.flush().unwrap();
+        assert_eq!(
+            other.last_verified(&kept).unwrap().unwrap().meta,
+            Some(meta())
+        );
+        assert_eq!(other.last_verified(&gone).unwrap(), None);
+    }
+
+    #[test]
+    fn dropping_the_store_flushes_and_other_writes_carry_the_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let a = ResourceId::new("File", "a");
+        let b = ResourceId::new("File", "b");
+        {
+            let (mut store, _) = Store::open(&path).unwrap();
+            store.record_verified(&a, "a", None, 1).unwrap();
+            store
+                .owe_reload(&ResourceId::new("Service", "s"), "x", 1)
+                .unwrap();
+            let (other, _) = Store::open(&path).unwrap();
+            assert!(
+                other.last_verified(&a).unwrap().is_some(),
+                "written with the owed reload"
+            );
+            store.record_verified(&b, "b", None, 1).unwrap();
+        }
+        let (store, _) = Store::open(&path).unwrap();
+        assert!(
+            store.last_verified(&b).unwrap().is_some(),
+            "written on drop"
+        );
+    }
+
+    #[test]
+    fn a_full_buffer_flushes_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let (mut store, _) = Store::open(&path).unwrap();
+        for i in 0..FLUSH_AFTER_RECORDS {
+            store
+                .record_verified(&ResourceId::new("File", format!("f{i}")), "h", None, 1)
+                .unwrap();
+        }
+        assert!(store.pending.is_empty());
+        let (other, _) = Store::open(&path).unwrap();
+        assert_eq!(other.all_verified().unwrap().len(), FLUSH_AFTER_RECORDS);
     }
 
     #[test]
