@@ -75,7 +75,7 @@ impl<'r> Analysis<'r> {
 
         // Every layer applied: catches what any host could hit.
         let all = self.merge((0..self.repo.documents.len()).collect());
-        self.check_merged(&all);
+        self.check_merged(&all, true);
         let union: HashMap<ResourceId, usize> = all
             .iter()
             .enumerate()
@@ -232,8 +232,11 @@ impl<'r> Analysis<'r> {
     }
 
     /// The provider's check on each merged resource: catches missing required
-    /// fields and combinations no single document shows.
-    fn check_merged(&mut self, merged: &[Merged]) {
+    /// fields and, for one host, combinations no single document shows. With
+    /// every layer applied (`missing_only`), only missing fields are reported:
+    /// two layers that never meet on one host may legitimately contradict
+    /// each other (`ensure: absent` for one role, content for another).
+    fn check_merged(&mut self, merged: &[Merged], missing_only: bool) {
         for m in merged {
             let Some(provider) = self.providers[m.last_doc()] else {
                 continue;
@@ -260,6 +263,9 @@ impl<'r> Analysis<'r> {
                     };
                     content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
                 });
+                if missing_only && written.is_some() {
+                    continue;
+                }
                 let (origin, end) = match written {
                     Some(doc) => {
                         let (o, end) = field_location(self.doc(doc), &e.path);
@@ -366,7 +372,7 @@ impl<'r> Analysis<'r> {
             .filter(|&i| applies.get(self.doc(i).layer).copied().unwrap_or(false))
             .collect();
         let merged = self.merge(order);
-        self.check_merged(&merged);
+        self.check_merged(&merged, false);
         let scope: HashMap<ResourceId, usize> = merged
             .iter()
             .enumerate()

@@ -212,12 +212,15 @@ mod layering {
         assert!(r.content.is_none());
         let db = compile(repo.path(), &host("db-01", &[])).unwrap();
         assert_eq!(db.resources[0].content.as_ref().unwrap().bytes, b"hi\n");
-        // Without the null, absent and content contradict each other.
+        // Without the null, absent and content contradict each other on web
+        // hosts; a db host's catalogue is still fine.
         repo.file(
             "web/motd.yaml",
             "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  ensure: absent\n",
         );
-        let lines = repo.lint();
+        assert!(compile(repo.path(), &host("db-01", &[])).is_ok());
+        assert!(compile(repo.path(), &super::web()).is_err());
+        let lines = repo.lint_for(&super::web());
         assert_eq!(lines.len(), 1, "{lines:#?}");
         assert!(
             lines[0].starts_with("base/motd.yaml:7:3: error: File[motd]: `source` makes no sense"),
@@ -556,6 +559,25 @@ mod lint_errors {
             "datum: v1alpha1\ntype: File\nname: a\ndesired: {mode: \"0600\"}\n",
         );
         assert_eq!(repo.lint(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn layers_that_never_meet_may_contradict_each_other() {
+        let repo = Repo::new(
+            "datum: v1alpha1\nlayers:\n  - {name: base, path: base}\n  - {name: web, path: web, match: {role: web}}\n  - {name: db, path: db, match: {role: db}}\n",
+        );
+        repo.file("base/a.yaml", &file_doc("a", "/a", ""))
+            .file(
+                "web/a.yaml",
+                "datum: v1alpha1\ntype: File\nname: a\ndesired: {ensure: absent}\n",
+            )
+            .file(
+                "db/a.yaml",
+                "datum: v1alpha1\ntype: File\nname: a\ndesired: {content: x}\n",
+            );
+        assert_eq!(repo.lint(), Vec::<String>::new());
+        assert!(compile(repo.path(), &web()).is_ok());
+        assert!(compile(repo.path(), &host("db-01", &[("role", "db")])).is_ok());
     }
 
     #[test]
