@@ -397,6 +397,12 @@ impl<'r> Analysis<'r> {
                 if !PATH_KINDS.contains(&m.id.kind.as_str()) {
                     return None;
                 }
+                // Something being removed neither needs its parent nor can
+                // serve as one: ordering it after the folder would remove the
+                // folder first.
+                if is_absent(m) {
+                    return None;
+                }
                 let path = m.fields.get("path")?.0.as_str()?;
                 Some((path.to_owned(), m.id.kind == DIRECTORY_KIND))
             })
@@ -457,6 +463,38 @@ impl<'r> Analysis<'r> {
                 );
             } else {
                 seen.insert(key, m);
+            }
+        }
+        // Something declared present inside a folder declared absent: one of
+        // the two can never converge.
+        for m in merged {
+            if !PATH_KINDS.contains(&m.id.kind.as_str()) || is_absent(m) {
+                continue;
+            }
+            let Some((serde_json::Value::String(path), doc)) = m.fields.get("path") else {
+                continue;
+            };
+            let mut current = std::path::Path::new(path.as_str()).parent();
+            while let Some(parent) = current {
+                let key = parent.to_str().map(|p| p.trim_end_matches('/'));
+                if let Some(dir) = key.and_then(|k| seen.get(k))
+                    && dir.id.kind == DIRECTORY_KIND
+                {
+                    if is_absent(dir) {
+                        let (origin, end) = field_location(self.doc(*doc), &["path".to_owned()]);
+                        self.diags.push(
+                            Diagnostic::error(format!(
+                                "`{path}` is declared present inside {}, which is declared absent",
+                                dir.id
+                            ))
+                            .resource(&m.id)
+                            .at(origin)
+                            .until(end),
+                        );
+                    }
+                    break;
+                }
+                current = parent.parent();
             }
         }
     }
@@ -582,6 +620,11 @@ impl<'r> Analysis<'r> {
             declaration_hash,
         }
     }
+}
+
+/// Whether the resource is declared `ensure: absent`.
+fn is_absent(m: &Merged) -> bool {
+    m.fields.get("ensure").and_then(|(v, _)| v.as_str()) == Some("absent")
 }
 
 /// Where a field path is written in a document: the deepest part of the path

@@ -290,6 +290,56 @@ mod catalogue {
     }
 
     #[test]
+    fn things_being_removed_get_no_parent_directory_edge() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("old", "/etc/app/old.conf", "  ensure: absent\n"),
+                "datum: v1alpha1\ntype: Directory\nname: app\ndesired: {path: /etc/app}\n".to_owned(),
+                file_doc("gone", "/srv/gone/x", "  ensure: absent\n"),
+                "datum: v1alpha1\ntype: Directory\nname: gone\ndesired: {path: /srv/gone, ensure: absent}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        assert!(cat.autorequires.is_empty(), "{:?}", cat.autorequires);
+        assert_eq!(
+            ids(&cat),
+            [
+                "File[old]",
+                "Directory[app]",
+                "File[gone]",
+                "Directory[gone]"
+            ]
+        );
+    }
+
+    #[test]
+    fn something_present_inside_a_folder_declared_absent_is_an_error() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("x", "/srv/gone/sub/x", ""),
+                "datum: v1alpha1\ntype: Directory\nname: gone\ndesired: {path: /srv/gone, ensure: absent}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let lines: Vec<String> = compile(repo.path(), &web())
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "base/all.yaml:5:3: error: File[x]: `/srv/gone/sub/x` is declared present inside Directory[gone], which is declared absent"
+            ]
+        );
+    }
+
+    #[test]
     fn json_shows_checksums_never_content_and_explains_fields() {
         let repo = Repo::two_layers();
         repo.file(
