@@ -11,6 +11,7 @@
 //! | update | every changed path covered by `ignore_changes` | ignored |
 //! | update | no-op | ignored |
 //! | update | not listed, in a plan that lists other changes | ignored |
+//! | update | update of other paths only (the update itself is pending) | ignored |
 //! | update | update, delete, or `--drift-only` | changed outside |
 //!
 //! A real normal plan lists every managed instance, no-ops included, so "not listed" only
@@ -102,6 +103,8 @@ pub struct Finding {
     pub forcing_paths: Vec<String>,
     /// The `ignore_changes` entries that cover at least one changed path.
     pub ignored_by: Vec<String>,
+    /// The normal plan updates this resource, but only attributes that did not drift.
+    pub left_alone_by_update: bool,
     /// Filled by history when `--history` is given.
     pub age: Option<Seen>,
 }
@@ -238,6 +241,19 @@ fn to_diff(leaf: &LeafDiff) -> Diff {
     }
 }
 
+/// Whether an update's known changes are all on paths that did not drift. An update whose
+/// changed paths are unknown (empty: nothing to compare, e.g. a trimmed plan) says nothing,
+/// so it counts as reverting the drift.
+fn updates_only_other_paths(change: &ChangeEntry, diffs: &[Diff]) -> bool {
+    !change.changed_paths.is_empty()
+        && !diffs.is_empty()
+        && !change.changed_paths.iter().any(|changed| {
+            diffs
+                .iter()
+                .any(|d| changed.covers(&d.path) || d.path.covers(changed))
+        })
+}
+
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
 pub fn classify(
     stack: &str,
@@ -258,6 +274,7 @@ pub fn classify(
         .unwrap_or_default();
 
     let plan_lists_changes = normal.is_some_and(|p| !p.changes.is_empty());
+    let mut side_pending = Vec::new();
     let mut findings = Vec::new();
     let mut drifted: BTreeSet<&str> = BTreeSet::new();
     for entry in &refresh.drift {
@@ -302,6 +319,7 @@ pub fn classify(
             replace_paths: Vec::new(),
             forcing_paths: Vec::new(),
             ignored_by: Vec::new(),
+            left_alone_by_update: false,
             age: None,
         };
         if is_delete {
@@ -343,11 +361,24 @@ pub fn classify(
             || (next_apply.is_none() && plan_lists_changes)
         {
             finding.category = Category::Ignored;
+        } else if let Some(change) = change
+            .filter(|c| c.action == Action::Update && updates_only_other_paths(c, &finding.diffs))
+        {
+            // The update is a configuration change on other attributes (for example beside
+            // an ignore_changes rule): the drift survives it, and the update is pending.
+            finding.category = Category::Ignored;
+            finding.left_alone_by_update = true;
+            side_pending.push(Pending {
+                address: change.address.clone(),
+                action: change.action.as_str().to_owned(),
+                reason: change.action_reason.clone(),
+                paths: change.changed_paths.iter().map(Path::to_string).collect(),
+            });
         }
         findings.push(finding);
     }
 
-    let mut pending = Vec::new();
+    let mut pending = side_pending;
     if let Some(plan) = normal {
         for change in &plan.changes {
             if drifted.contains(change.address.as_str()) && !change.deposed {
@@ -530,6 +561,53 @@ mod tests {
             &Options::default(),
         );
         assert_eq!(report.findings[0].category, Category::ChangedOutside);
+    }
+
+    #[test]
+    fn update_of_other_paths_leaves_the_drift_alone() {
+        let refresh = Plan {
+            drift: vec![drift(
+                "k.routing",
+                Action::Update,
+                vec![
+                    leaf("metadata[0].labels.owner", Value::Null, json!("oncall")),
+                    leaf("metadata[0].resource_version", json!("1"), json!("2")),
+                ],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("k.routing", Action::Update);
+        c.changed_paths = vec![Path::parse("data.upstream").unwrap()];
+        let normal = Plan {
+            changes: vec![c.clone()],
+            ..Plan::default()
+        };
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&normal),
+            &Rules::default(),
+            &Options::default(),
+        );
+        assert_eq!(report.findings[0].category, Category::Ignored);
+        assert_eq!(report.pending[0].address, "k.routing");
+        assert_eq!(report.pending[0].paths, vec!["data.upstream"]);
+        // When the update touches a drifted path, the apply reverts it.
+        c.changed_paths
+            .push(Path::parse("metadata[0].labels.owner").unwrap());
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let report = classify(
+            "s",
+            &refresh,
+            Some(&normal),
+            &Rules::default(),
+            &Options::default(),
+        );
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        assert!(report.pending.is_empty());
     }
 
     #[test]

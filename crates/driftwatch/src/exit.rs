@@ -44,6 +44,7 @@ mod tests {
                     replace_paths: Vec::new(),
                     forcing_paths: Vec::new(),
                     ignored_by: Vec::new(),
+                    left_alone_by_update: false,
                     age: None,
                 })
                 .collect(),

@@ -298,12 +298,24 @@ fn drift_diffs(
 }
 
 /// Paths that differ, without values (for pending changes in the normal plan).
+///
+/// Attributes that are unknown until apply (`after_unknown` true) are left out: they are
+/// "known after apply", not a value the apply sets back, and OpenTofu leaves them out of
+/// `after`, which would otherwise look like "set to null".
 fn changed_paths(raw: &RawChange<'_>, source_name: &str) -> Result<Vec<Path>, PlanError> {
     let before = value_of(raw.change.before, source_name)?;
     let after = value_of(raw.change.after, source_name)?;
+    let unknown = value_of(raw.change.after_unknown, source_name).unwrap_or(Value::Null);
+    let unknown_paths: Vec<Path> = flatten(&unknown)
+        .into_iter()
+        .filter(|(_, v)| **v == Value::Bool(true))
+        .map(|(p, _)| p)
+        .collect();
+    let whole_unknown = unknown == Value::Bool(true);
     Ok(leaf_changes(&before, &after)
         .into_iter()
         .map(|(path, _, _)| path)
+        .filter(|path| !whole_unknown && !unknown_paths.iter().any(|u| u.covers(path)))
         .collect())
 }
 
@@ -404,6 +416,21 @@ mod tests {
           {"address":"a.b","change":{"actions":["update"],"before":{"x":"1"},"after":{"x":"2"}}}]}"#;
         let plan = parse(text, PlanRole::RefreshOnly).unwrap();
         assert!(plan.drift[0].diffs[0].sensitive);
+    }
+
+    #[test]
+    fn unknown_after_values_are_not_changed_paths() {
+        let text = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"a.b","mode":"managed","change":{"actions":["update"],
+           "before":{"id":"1","v":"x","tags":["a"]},"after":{"v":"y","tags":[null]},
+           "after_unknown":{"id":true,"tags":[true]}}}]}"#;
+        let plan = parse(text, PlanRole::Normal).unwrap();
+        let paths: Vec<String> = plan.changes[0]
+            .changed_paths
+            .iter()
+            .map(Path::to_string)
+            .collect();
+        assert_eq!(paths, vec!["v"]);
     }
 
     #[test]

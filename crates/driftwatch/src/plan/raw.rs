@@ -72,6 +72,8 @@ pub(super) struct RawChangeBody<'a> {
     pub before_sensitive: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub after_sensitive: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub after_unknown: Option<&'a RawValue>,
     #[serde(default)]
     pub replace_paths: Option<Vec<Vec<serde_json::Value>>>,
     #[serde(default)]
