@@ -5,6 +5,9 @@
 //! test executable re-runs itself there with `nsenter`, so code under test
 //! talks to systemd directly and carries no test-only branches).
 //!
+//! [`apt`]: tiny Debian packages built and published as a local repository
+//! inside the test bed, for Package tests that must not depend on a mirror.
+//!
 //! This crate is a dev-dependency only. It panics on every failed set-up step,
 //! because a test that cannot set up must stop loudly; it must never be linked
 //! into the `datum` binary.
@@ -15,6 +18,7 @@
     reason = "test helpers: a failed set-up step must stop the test loudly"
 )]
 
+pub mod apt;
 pub mod testbed;
 
 pub use testbed::{Testbed, inside, run_inside};
