@@ -363,28 +363,7 @@ fn write_outputs(report: &Report, code: u8, output: &OutputArgs, io: &mut Io<'_>
                 .with_context(|| format!("{}: cannot write the Markdown report", file.display()))?;
         }
         if output.step_summary {
-            let Some(file) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty())
-            else {
-                bail!("--step-summary: GITHUB_STEP_SUMMARY is not set");
-            };
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&file)
-                .with_context(|| {
-                    format!(
-                        "{}: cannot open the step summary",
-                        FsPath::new(&file).display()
-                    )
-                })?;
-            f.write_all(md.as_bytes())
-                .and_then(|()| f.write_all(b"\n"))
-                .with_context(|| {
-                    format!(
-                        "{}: cannot append the step summary",
-                        FsPath::new(&file).display()
-                    )
-                })?;
+            report::step_summary::append(&md)?;
         }
     }
     if output.json {

@@ -2,11 +2,13 @@
 //!
 //! `text` is for a terminal or a CI log, `json` for machines (versioned schema),
 //! `markdown` for a GitHub issue and the step summary. Renderers return strings and never
-//! write; the CLI decides where output goes. They only ever see values that survived
+//! write; the CLI decides where output goes, except that `step_summary` owns the append to
+//! `$GITHUB_STEP_SUMMARY`. They only ever see values that survived
 //! masking at parse time, so no renderer needs to know what is secret.
 
 pub mod json;
 pub mod markdown;
+pub mod step_summary;
 pub mod text;
 
 /// Shorten a rendered value for one-line displays, on a character boundary.
