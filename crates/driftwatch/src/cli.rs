@@ -70,9 +70,12 @@ pub struct CommonArgs {
     /// Also mask attributes whose names match this regex (repeatable).
     #[arg(long = "secret-pattern", value_name = "REGEX")]
     pub secret_patterns: Vec<String>,
-    /// Drop this path (and everything under it) from every diff (repeatable),
-    /// e.g. metadata[0].resource_version.
-    #[arg(long = "ignore-attr", value_name = "PATH")]
+    // The help text is an attribute, not a doc comment: rustdoc would read `[0]` as a link.
+    #[arg(
+        long = "ignore-attr",
+        value_name = "PATH",
+        help = "Drop this path (and everything under it) from every diff (repeatable), e.g. metadata[0].resource_version"
+    )]
     pub ignore_attrs: Vec<String>,
     /// Fix "today" for --history and codify (YYYY-MM-DD); for tests and replays.
     #[arg(long, hide = true, value_name = "DATE")]
