@@ -10,8 +10,8 @@
 #   BENCH_ROOT [/var/tmp/drift-bench]   estates and peer baselines (shared with run-peers.sh)
 #   SHARED_BENCH [<repo>/../shared/bench]  make-estate.py, fingerprint_ref.py, timecmd.py
 #   RUNS [5]  COLD_RUNS [3]             counted runs per row
-#   INSTALL=1                           apt-get install aide first (the aide rows are
-#                                       skipped when it is missing)
+#   INSTALL=1                           apt-get install aide (+ gcc libssl-dev for the C
+#                                       floor) first; rows whose tool is missing are skipped
 #   SKIP_COLD=1                         no cold-cache rows
 # Needs root: the estate must be owned by 0:0 for the reference root hash below, and
 # dropping caches needs it. Writes nothing into the repository.
@@ -34,7 +34,7 @@ for f in make-estate.py fingerprint_ref.py timecmd.py; do
 done
 if [[ ${INSTALL:-0} == 1 ]]; then
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends aide
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends aide gcc libssl-dev
 fi
 
 # ---------------------------------------------------------------- build
@@ -69,6 +69,13 @@ EOF
   fi
 fi
 
+# The C floor (lstat+open+read+SHA-256 via OpenSSL, 1 thread, path list given), when a
+# compiler and OpenSSL's headers are there (run-peers.sh builds the same binary).
+if [[ ! -x $W/floor ]] && command -v cc >/dev/null && [[ -f /usr/include/openssl/sha.h ]]; then
+  cc -O2 -o "$W/floor" "$SB/floor.c" -lcrypto
+fi
+[[ -f $W/files.list ]] || find "$E" -type f -print0 > "$W/files.list"
+
 # ---------------------------------------------------------------- correctness first
 ours=$("$FP" --compat "$E")
 theirs=$("$PY" "$SB/fingerprint_ref.py" "$E")
@@ -86,8 +93,11 @@ T() { # T LABEL FILES BYTES [timecmd options] -- CMD...
 }
 w=(-n "$RUNS" --warmup 1 --)
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# "default" = ScanOptions::threads 0: max(cores, 8) workers (8 on this machine class)
+T "datum native, default threads"  "$n" "$b" "${w[@]}" "$FP" "$E"
 T "datum native, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --threads 2 "$E"
 T "datum native, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --threads 1 "$E"
+T "datum compat, default threads"  "$n" "$b" "${w[@]}" "$FP" --compat "$E"
 T "datum compat, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --compat --threads 2 "$E"
 T "datum compat, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --compat --threads 1 "$E"
 T "python fingerprint_ref.py"      "$n" "$b" "${w[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
@@ -97,12 +107,16 @@ if [[ $HAVE_AIDE == 1 ]]; then
   T "aide --check (1 worker)"      "$n" "$b" "${w[@]}" aide --check -c "$W/aide-std-w1.conf"
   T "aide --check (2 workers)"     "$n" "$b" "${w[@]}" aide --check -c "$W/aide-std-w2.conf"
 fi
+if [[ -x $W/floor ]]; then
+  T "C floor lstat+read+sha256, 1 thread" "$n" "$b" "${w[@]}" "$W/floor" sha256 "$W/files.list"
+fi
 T "find -printf (metadata only)"   "$n" 0    "${w[@]}" sh -c "exec find '$E' -printf '%s %T@ %m %U %G\n' >/dev/null"
 
 if [[ ${SKIP_COLD:-0} != 1 ]] && { sync && echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
   c=(-n "$COLD_RUNS" --warmup 0 --drop-caches --)
+  T "COLD datum native, default threads" "$n" "$b" "${c[@]}" "$FP" "$E"
   T "COLD datum native, 2 threads" "$n" "$b" "${c[@]}" "$FP" --threads 2 "$E"
-  T "COLD datum compat, 2 threads" "$n" "$b" "${c[@]}" "$FP" --compat --threads 2 "$E"
+  T "COLD datum compat, default threads" "$n" "$b" "${c[@]}" "$FP" --compat "$E"
   T "COLD sha256sum -c, 2 parallel" "$n" "$b" "${c[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
   T "COLD python fingerprint_ref.py" "$n" "$b" "${c[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
   # leave the page cache warm for whatever runs next
@@ -118,9 +132,11 @@ echo "| --- | --- | --- | --- | --- | --- |"
 awk -F'\t' '{u=($10=="nan")?"-":$10; m=($11=="nan")?"-":$11
   printf "| %s | %s [%s-%s] | %s | %s | %s | %s |\n", $1, $4, $3, $5, $8, $9, u, m}' "$TSV"
 awk -F'\t' '{w[$1]=$4}
+  function r(a, b) { return (w[a] != "" && w[b] != "") ? sprintf("%.2fx", w[a] / w[b]) : "-" }
   END {
-    a=w["datum native, 2 threads"]; c=w["datum compat, 2 threads"]
-    if (w["aide --check (1 worker)"] != "") printf "aide --check / datum native 2t: %.1fx (target >= 10x); / compat 2t: %.1fx\n", w["aide --check (1 worker)"]/a, w["aide --check (1 worker)"]/c
-    printf "python reference / datum native 2t: %.2fx (target >= 2.5x); / compat 2t: %.2fx\n", w["python fingerprint_ref.py"]/a, w["python fingerprint_ref.py"]/c
-    if (w["COLD datum native, 2 threads"] != "") printf "cold: datum native 2t / 2 parallel sha256sum -c: %.2fx (target <= 1.2x)\n", w["COLD datum native, 2 threads"]/w["COLD sha256sum -c, 2 parallel"]
+    print ""
+    print "aide --check (1 worker) / datum native, default: " r("aide --check (1 worker)", "datum native, default threads") " (target >= 10x); 2 threads: " r("aide --check (1 worker)", "datum native, 2 threads") "; compat default: " r("aide --check (1 worker)", "datum compat, default threads")
+    print "python reference / datum native, default: " r("python fingerprint_ref.py", "datum native, default threads") " (target >= 2.5x); 2 threads: " r("python fingerprint_ref.py", "datum native, 2 threads") "; compat default: " r("python fingerprint_ref.py", "datum compat, default threads") "; compat 1 thread: " r("python fingerprint_ref.py", "datum compat, 1 thread")
+    print "datum compat 1 thread / C floor (1 thread): " r("datum compat, 1 thread", "C floor lstat+read+sha256, 1 thread")
+    print "cold: datum native, default / 2 parallel sha256sum -c: " r("COLD datum native, default threads", "COLD sha256sum -c, 2 parallel") " (target <= 1.2x); 2 threads: " r("COLD datum native, 2 threads", "COLD sha256sum -c, 2 parallel")
   }' "$TSV"
