@@ -3,7 +3,9 @@
 //! From the outside a test finds it through two variables the script prints:
 //! `DATUM_TESTBED_PID` (the container's PID 1, which `nsenter -t PID -a`
 //! enters) and `DATUM_TESTBED_ROOT` (the container's root directory as seen
-//! from this machine). [`Testbed`] wraps both.
+//! from this machine, `/proc/PID/root`). [`Testbed`] wraps both. The container
+//! boots from a pristine image every time the script starts it: whatever tests
+//! change inside is gone at the next start.
 //!
 //! A test that needs systemd runs its body inside with [`run_inside`] (or the
 //! [`testbed_test!`](crate::testbed_test) macro): the test executable runs
@@ -27,7 +29,8 @@ use std::process::{Command, Output};
 
 /// The container's PID 1, as seen from this machine.
 pub const PID_VAR: &str = "DATUM_TESTBED_PID";
-/// The container's root directory, as seen from this machine.
+/// The container's root directory as seen from this machine
+/// (`/proc/PID/root`, so writes land in the container's volatile overlay).
 pub const ROOT_VAR: &str = "DATUM_TESTBED_ROOT";
 /// Set to `1` where a test bed must exist (CI as root): a missing one is then
 /// a failure instead of a skip.

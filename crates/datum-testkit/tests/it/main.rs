@@ -9,8 +9,25 @@
 use std::process::Command;
 
 use datum_testkit::apt::{DebPackage, LocalRepo};
-use datum_testkit::testbed::within;
+use datum_testkit::testbed::{SKIP_MESSAGE, Testbed, within};
 use datum_testkit::testbed_test;
+
+#[test]
+fn files_written_from_here_are_seen_inside() {
+    let Some(testbed) = Testbed::from_env() else {
+        println!("{SKIP_MESSAGE}");
+        return;
+    };
+    testbed.write("/run/datum-testkit-probe/hello", "from the host\n");
+    let out = testbed.run("cat", ["/run/datum-testkit-probe/hello"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from the host\n");
+    assert_eq!(
+        testbed.systemctl(&["is-enabled", "nginx.service"]).trim(),
+        "enabled"
+    );
+    std::fs::remove_dir_all(testbed.host_path("/run/datum-testkit-probe")).unwrap();
+}
 
 testbed_test!(the_body_runs_inside_the_container, {
     // Only the test bed's /etc has the marker, and PID 1 is its systemd.
