@@ -13,7 +13,8 @@
 //!   `changed_outside`) and its attribute differences ([`AttrDiff`]).
 //! * [`AttrDiff`] carries rendered before/after values. A sensitive difference carries
 //!   **no value at all**: [`AttrDiff::sensitive`] builds one with both sides `None`, and the
-//!   fields are private so that no caller can fill them in later. Tools must drop a secret
+//!   fields are private so that no caller can fill them in later. [`AttrDiff::path_only`]
+//!   is for tools that know a path changed but keep no values (content hashes). Tools must drop a secret
 //!   when they read it, not when they print it; this type is the place where that rule is
 //!   enforced for everything downstream.
 //! * [`dedupe_key`] names a stack or host for a bot: `<tool>-` followed by the first twelve
@@ -40,6 +41,9 @@ use sha2::{Digest, Sha256};
 /// How a value that must not be shown is written in every human-facing format.
 pub const SENSITIVE_PLACEHOLDER: &str = "(sensitive)";
 
+/// How a value that was never recorded (see [`AttrDiff::path_only`]) is written.
+pub const NOT_RECORDED_PLACEHOLDER: &str = "(not recorded)";
+
 /// One attribute that differs between the recorded and the observed object.
 ///
 /// `path` uses the owning tool's path syntax (for driftwatch, OpenTofu's `ignore_changes`
@@ -64,6 +68,17 @@ impl AttrDiff {
             path: path.into(),
             before: Some(before.into()),
             after: Some(after.into()),
+            sensitive: false,
+        }
+    }
+
+    /// A difference known only by its path (a tool that compares hashes, or chooses not to
+    /// keep values). Displayed as [`NOT_RECORDED_PLACEHOLDER`].
+    pub fn path_only(path: impl Into<String>) -> Self {
+        AttrDiff {
+            path: path.into(),
+            before: None,
+            after: None,
             sensitive: false,
         }
     }
@@ -96,14 +111,22 @@ impl AttrDiff {
         self.sensitive
     }
 
+    fn placeholder(&self) -> &'static str {
+        if self.sensitive {
+            SENSITIVE_PLACEHOLDER
+        } else {
+            NOT_RECORDED_PLACEHOLDER
+        }
+    }
+
     /// The old value as a person should see it.
     pub fn before_display(&self) -> &str {
-        self.before.as_deref().unwrap_or(SENSITIVE_PLACEHOLDER)
+        self.before.as_deref().unwrap_or(self.placeholder())
     }
 
     /// The new value as a person should see it.
     pub fn after_display(&self) -> &str {
-        self.after.as_deref().unwrap_or(SENSITIVE_PLACEHOLDER)
+        self.after.as_deref().unwrap_or(self.placeholder())
     }
 }
 
@@ -234,6 +257,13 @@ mod tests {
     #[test]
     fn empty_fingerprint_is_clean() {
         assert_eq!(fingerprint(&[]), "clean");
+    }
+
+    #[test]
+    fn path_only_diff_is_not_called_sensitive() {
+        let d = AttrDiff::path_only("content");
+        assert!(!d.is_sensitive());
+        assert_eq!(d.before_display(), NOT_RECORDED_PLACEHOLDER);
     }
 
     #[test]
