@@ -235,3 +235,30 @@ fn drift_only_needs_rules_to_cover_every_path() {
         serde_json::json!(["metadata[0].labels"])
     );
 }
+
+/// Exit code, stdout and stderr in one snapshot, as a person sees them.
+fn transcript(out: &crate::support::Outcome) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        out.code, out.stdout, out.stderr
+    )
+}
+
+#[test]
+fn text_transcripts() {
+    insta::assert_snapshot!(
+        "shop_prod_text",
+        transcript(&outcome(&mut report("shop-prod")))
+    );
+    insta::assert_snapshot!(
+        "computed_text_ignore_attr",
+        transcript(&outcome(
+            report("computed")
+                .arg("--ignore-attr")
+                .arg("metadata[0].resource_version")
+                .arg("--ignore-attr")
+                .arg("metadata_fingerprint")
+        ))
+    );
+    insta::assert_snapshot!("clean_text", transcript(&outcome(&mut report("clean"))));
+}
