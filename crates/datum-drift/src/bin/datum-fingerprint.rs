@@ -104,6 +104,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         algorithm: args.algorithm,
         exclude,
         threads: args.threads,
+        progress: None,
     };
     let started = std::time::Instant::now();
     let scanned = scan(&args.path, &opts)?;

@@ -36,5 +36,7 @@ pub use digest::{Algorithm, ContentHash, ContentHasher, Digest, HashFunction};
 pub use error::FingerprintError;
 pub use exclude::Exclusions;
 pub use node_hash::{fingerprint_declared, fingerprint_tree};
-pub use scan::{MIN_DEFAULT_THREADS, ScanOptions, ScanStats, ScannedTree, default_threads, scan};
+pub use scan::{
+    MIN_DEFAULT_THREADS, ScanOptions, ScanProgress, ScanStats, ScannedTree, default_threads, scan,
+};
 pub use tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, Node, OtherKind};

@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -43,6 +44,26 @@ pub struct ScanOptions {
     pub exclude: Option<Exclusions>,
     /// Hashing threads (the walking thread is one of them); 0 = [`default_threads`].
     pub threads: usize,
+    /// Counters the workers advance as they go, for a progress line on a terminal
+    /// (another thread reads them while the scan runs).
+    pub progress: Option<Arc<ScanProgress>>,
+}
+
+/// Live counters of a running scan: files and bytes hashed so far.
+#[derive(Debug, Default)]
+pub struct ScanProgress {
+    files: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl ScanProgress {
+    /// Regular files hashed so far and their bytes.
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.files.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// What a scan read, for progress lines and benchmarks.
@@ -93,7 +114,7 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintE
     // hides the walk (~10% of a warm pass) behind the hashing.
     let (walked, results) = std::thread::scope(|s| {
         let workers: Vec<_> = (1..threads)
-            .map(|_| s.spawn(|| work(&queue, opts.algorithm)))
+            .map(|_| s.spawn(|| work(&queue, opts.algorithm, opts.progress.as_deref())))
             .collect();
         let walked = walk_root(path, opts.exclude.as_ref(), &queue);
         if walked.is_err() {
@@ -101,7 +122,7 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintE
         } else {
             queue.close();
         }
-        let mut results = vec![work(&queue, opts.algorithm)];
+        let mut results = vec![work(&queue, opts.algorithm, opts.progress.as_deref())];
         for worker in workers {
             // A panicked worker is counted as missing files below, never silently lost.
             results.push(worker.join().unwrap_or_else(|_| Ok(Vec::new())));
@@ -248,6 +269,7 @@ impl JobQueue {
 fn work(
     queue: &JobQueue,
     algorithm: Algorithm,
+    progress: Option<&ScanProgress>,
 ) -> Result<Vec<(usize, Option<Node>)>, FingerprintError> {
     let mut buf = vec![0u8; READ_BUFFER];
     let mut batch = Vec::with_capacity(BATCH);
@@ -259,7 +281,13 @@ fn work(
         }
         for (index, path) in batch.drain(..) {
             match hash_file(&path, algorithm, &mut buf) {
-                Ok(node) => done.push((index, node)),
+                Ok(node) => {
+                    if let (Some(p), Some(Node::File { size, .. })) = (progress, &node) {
+                        p.files.fetch_add(1, Ordering::Relaxed);
+                        p.bytes.fetch_add(*size, Ordering::Relaxed);
+                    }
+                    done.push((index, node));
+                }
                 Err(e) => {
                     queue.abort();
                     return Err(e);

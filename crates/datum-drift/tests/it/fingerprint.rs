@@ -8,7 +8,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use datum_drift::fingerprint::{
-    Algorithm, EntryKind, Exclusions, Node, ScanOptions, TreeDifference, compare,
+    Algorithm, EntryKind, Exclusions, Node, ScanOptions, ScanProgress, TreeDifference, compare,
     fingerprint_declared, fingerprint_tree, scan,
 };
 
@@ -90,6 +90,7 @@ fn opts(algorithm: Algorithm, threads: usize) -> ScanOptions {
         algorithm,
         exclude: None,
         threads,
+        progress: None,
     }
 }
 
@@ -272,6 +273,13 @@ fn thread_count_does_not_change_any_hash() {
             assert_eq!(many.tree, one.tree, "{algorithm} with {threads} threads");
         }
         assert_eq!(one.stats.files, 43);
+        let progress = std::sync::Arc::new(ScanProgress::default());
+        let counted = ScanOptions {
+            progress: Some(progress.clone()),
+            ..opts(algorithm, 3)
+        };
+        scan(&root, &counted).unwrap();
+        assert_eq!(progress.snapshot(), (43, one.stats.bytes));
         assert_eq!(one.stats.dirs, 2);
         // 10 files of 4 bytes (`k=0\n`) and 30 of 5.
         assert_eq!(
@@ -422,6 +430,7 @@ fn excluded_entries_are_not_part_of_the_fingerprint_at_all() {
         algorithm,
         exclude: Some(rules.clone()),
         threads: 2,
+        progress: None,
     };
     let scanned = scan(&root, &with(Algorithm::Native)).unwrap();
     assert_eq!(scanned.root_hash().to_string(), clean);
