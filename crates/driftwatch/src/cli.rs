@@ -180,20 +180,14 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
     match execute(cli, runner, io) {
         Ok(code) => code,
         Err(e) => {
-            if is_broken_pipe(&e) {
-                return exit::CLEAN;
+            let code = exit::for_error(&e);
+            if code == exit::ERROR {
+                // One line: the cause chain joined with ": ".
+                let _ = writeln!(io.stderr, "driftwatch: error: {e:#}");
             }
-            let _ = writeln!(io.stderr, "driftwatch: error: {e:#}");
-            exit::ERROR
+            code
         }
     }
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 fn execute(cli: Cli, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {

@@ -10,6 +10,17 @@ pub const CLEAN: u8 = 0;
 pub const ERROR: u8 = 1;
 pub const DRIFT: u8 = 2;
 
+/// The code for an error: always 1, except a closed stdout (`driftwatch ... | head`), which
+/// is the reader's choice and not a failure.
+pub fn for_error(error: &anyhow::Error) -> u8 {
+    let broken_pipe = error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if broken_pipe { CLEAN } else { ERROR }
+}
+
 /// The code for a successfully produced report.
 pub fn for_report(report: &Report, strict: bool, fail_on_pending: bool) -> u8 {
     let drift = if strict {
@@ -59,6 +70,13 @@ mod tests {
             notes: Vec::new(),
             with_plan: true,
         }
+    }
+
+    #[test]
+    fn errors_are_1_but_a_closed_pipe_is_not() {
+        let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert_eq!(for_error(&pipe), CLEAN);
+        assert_eq!(for_error(&anyhow::anyhow!("lock held")), ERROR);
     }
 
     #[test]
