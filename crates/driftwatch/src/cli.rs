@@ -7,10 +7,10 @@
 use std::io::{IsTerminal as _, Write};
 use std::path::{Path as FsPath, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::classify::{self, Options, Report};
+use crate::error::{Error, Result};
 use crate::flatten::Path;
 use crate::mask::Masker;
 use crate::plan::{Plan, PlanRole, parse_plan, read_plan_file};
@@ -182,8 +182,8 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
         Err(e) => {
             let code = exit::for_error(&e);
             if code == exit::ERROR {
-                // One line: the cause chain joined with ": ".
-                let _ = writeln!(io.stderr, "driftwatch: error: {e:#}");
+                // One line; each message already carries its file and cause.
+                let _ = writeln!(io.stderr, "driftwatch: error: {e}");
             }
             code
         }
@@ -199,14 +199,19 @@ fn execute(cli: Cli, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {
 }
 
 pub(crate) fn masker(common: &CommonArgs) -> Result<Masker> {
-    Masker::new(&common.secret_patterns).context("invalid --secret-pattern")
+    Ok(Masker::new(&common.secret_patterns)?)
 }
 
 pub(crate) fn options(common: &CommonArgs) -> Result<Options> {
     let ignore_attrs = common
         .ignore_attrs
         .iter()
-        .map(|p| Path::parse(p).map_err(|e| anyhow::anyhow!("invalid --ignore-attr {p:?}: {e}")))
+        .map(|p| {
+            Path::parse(p).map_err(|reason| Error::IgnoreAttr {
+                text: p.clone(),
+                reason,
+            })
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(Options { ignore_attrs })
 }
@@ -230,10 +235,7 @@ pub(crate) fn parse_pair(
         });
         let first = parse_plan(refresh.0, refresh.1, refresh.2, masker)?;
         let second = match handle {
-            Some(h) => Some(
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("plan parser thread panicked"))??,
-            ),
+            Some(h) => Some(h.join().map_err(|_| Error::Thread)??),
             None => None,
         };
         Ok((first, second))
@@ -249,9 +251,7 @@ fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
                 let m = &masker;
                 let other = scope.spawn(move || read_plan_file(&p, PlanRole::Normal, m));
                 let first = read_plan_file(&r, PlanRole::RefreshOnly, m)?;
-                let second = other
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("plan parser thread panicked"))??;
+                let second = other.join().map_err(|_| Error::Thread)??;
                 Ok((first, Some(second)))
             })?
         }
@@ -261,7 +261,7 @@ fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
             let plan = read_plan_file(p, PlanRole::Combined, &masker)?;
             (plan.clone(), Some(plan))
         }
-        (None, None) => bail!("give --refresh-plan, --plan or both"),
+        (None, None) => return Err(Error::Usage("give --refresh-plan, --plan or both")),
     };
     let stack = args
         .common
@@ -357,7 +357,7 @@ fn write_outputs(report: &Report, code: u8, output: &OutputArgs, io: &mut Io<'_>
         let md = report::markdown::render(report);
         if let Some(file) = &output.markdown {
             std::fs::write(file, &md)
-                .with_context(|| format!("{}: cannot write the Markdown report", file.display()))?;
+                .map_err(|e| Error::file(file, "cannot write the Markdown report", e))?;
         }
         if output.step_summary {
             report::step_summary::append(&md)?;

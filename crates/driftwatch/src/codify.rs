@@ -16,13 +16,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Context as _, Result, bail};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
 use crate::classify::{self, Category, Finding};
 use crate::cli::{CodifyArgs, Io, load_rules, masker, options, parse_pair, stack_name, tofu_of};
+use crate::error::{Error, Result};
 use crate::flatten::{Path, Step};
 use crate::plan::{Action, ChangeEntry, PlanRole, parse_plan};
 use crate::runner::Runner;
@@ -39,47 +39,53 @@ pub enum OJson {
 }
 
 impl<'de> Deserialize<'de> for OJson {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = OJson;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("any JSON value")
             }
-            fn visit_unit<E>(self) -> Result<OJson, E> {
+            fn visit_unit<E>(self) -> std::result::Result<OJson, E> {
                 Ok(OJson::Null)
             }
-            fn visit_none<E>(self) -> Result<OJson, E> {
+            fn visit_none<E>(self) -> std::result::Result<OJson, E> {
                 Ok(OJson::Null)
             }
-            fn visit_bool<E>(self, b: bool) -> Result<OJson, E> {
+            fn visit_bool<E>(self, b: bool) -> std::result::Result<OJson, E> {
                 Ok(OJson::Bool(b))
             }
-            fn visit_u64<E>(self, n: u64) -> Result<OJson, E> {
+            fn visit_u64<E>(self, n: u64) -> std::result::Result<OJson, E> {
                 Ok(OJson::Number(n.into()))
             }
-            fn visit_i64<E>(self, n: i64) -> Result<OJson, E> {
+            fn visit_i64<E>(self, n: i64) -> std::result::Result<OJson, E> {
                 Ok(OJson::Number(n.into()))
             }
-            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<OJson, E> {
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> std::result::Result<OJson, E> {
                 serde_json::Number::from_f64(n)
                     .map(OJson::Number)
                     .ok_or_else(|| E::custom("non-finite number"))
             }
-            fn visit_str<E>(self, s: &str) -> Result<OJson, E> {
+            fn visit_str<E>(self, s: &str) -> std::result::Result<OJson, E> {
                 Ok(OJson::String(s.to_owned()))
             }
-            fn visit_string<E>(self, s: String) -> Result<OJson, E> {
+            fn visit_string<E>(self, s: String) -> std::result::Result<OJson, E> {
                 Ok(OJson::String(s))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OJson, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<OJson, A::Error> {
                 let mut items = Vec::new();
                 while let Some(item) = seq.next_element()? {
                     items.push(item);
                 }
                 Ok(OJson::Array(items))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OJson, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<OJson, A::Error> {
                 let mut entries = Vec::new();
                 while let Some((k, v)) = map.next_entry::<String, OJson>()? {
                     entries.push((k, v));
@@ -92,7 +98,7 @@ impl<'de> Deserialize<'de> for OJson {
 }
 
 impl Serialize for OJson {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
             OJson::Null => s.serialize_unit(),
             OJson::Bool(b) => s.serialize_bool(*b),
@@ -292,7 +298,7 @@ fn plan_finding(
     finding: &Finding,
     change: Option<&ChangeEntry>,
     files: &[ConfigFile],
-) -> Result<Vec<Edit>, String> {
+) -> std::result::Result<Vec<Edit>, String> {
     match finding.category {
         Category::Replaced => {
             return Err(
@@ -404,8 +410,8 @@ fn apply_write(files: &mut [ConfigFile], w: &Edit) {
 
 fn load_config_files(dir: &std::path::Path) -> Result<Vec<ConfigFile>> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot read the configuration directory", dir.display()))?
-        .filter_map(Result::ok)
+        .map_err(|e| Error::file(dir, "cannot read the configuration directory", e))?
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.is_file() && p.to_string_lossy().ends_with(".tf.json"))
         .collect();
@@ -413,15 +419,11 @@ fn load_config_files(dir: &std::path::Path) -> Result<Vec<ConfigFile>> {
     paths
         .into_iter()
         .map(|path| {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?;
-            let doc: OJson = serde_json::from_slice(&bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: invalid JSON at line {}, column {}",
-                    path.display(),
-                    e.line(),
-                    e.column()
-                )
+            let bytes = std::fs::read(&path).map_err(|e| Error::file(&path, "cannot read", e))?;
+            let doc: OJson = serde_json::from_slice(&bytes).map_err(|e| Error::Json {
+                path: path.display().to_string(),
+                line: e.line(),
+                column: e.column(),
             })?;
             Ok(ConfigFile {
                 path,
@@ -516,15 +518,17 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
             writeln!(io.stdout, "codify: {stack}: no drift, nothing to codify")?;
             return Ok(crate::exit::CLEAN);
         }
-        bail!("{stack}: nothing could be codified ({refused} finding(s) refused)");
+        return Err(Error::Codify(format!(
+            "{stack}: nothing could be codified ({refused} finding(s) refused)"
+        )));
     }
 
     let mut written = Vec::new();
     for f in files.iter().filter(|f| f.dirty) {
-        let mut body = serde_json::to_vec_pretty(&f.doc)?;
+        let mut body = serde_json::to_vec_pretty(&f.doc)
+            .map_err(|e| Error::file(&f.path, "cannot encode", e.into()))?;
         body.push(b'\n');
-        std::fs::write(&f.path, body)
-            .with_context(|| format!("{}: cannot write", f.path.display()))?;
+        std::fs::write(&f.path, body).map_err(|e| Error::file(&f.path, "cannot write", e))?;
         written.push(f.path.display().to_string());
     }
 
@@ -548,10 +552,10 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
         }
     }
     if !still.is_empty() {
-        bail!(
+        return Err(Error::Codify(format!(
             "the configuration was updated and state refreshed, but the next apply still changes: {}",
             still.join("; ")
-        );
+        )));
     }
     writeln!(
         io.stdout,

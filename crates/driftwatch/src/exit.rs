@@ -5,6 +5,7 @@
 //! state lock, so that CI never reads a failure as "drift found".
 
 use crate::classify::Report;
+use crate::error::Error;
 
 pub const CLEAN: u8 = 0;
 pub const ERROR: u8 = 1;
@@ -12,13 +13,11 @@ pub const DRIFT: u8 = 2;
 
 /// The code for an error: always 1, except a closed stdout (`driftwatch ... | head`), which
 /// is the reader's choice and not a failure.
-pub fn for_error(error: &anyhow::Error) -> u8 {
-    let broken_pipe = error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    });
-    if broken_pipe { CLEAN } else { ERROR }
+pub fn for_error(error: &Error) -> u8 {
+    match error {
+        Error::Output(io) if io.kind() == std::io::ErrorKind::BrokenPipe => CLEAN,
+        _ => ERROR,
+    }
 }
 
 /// The code for a successfully produced report.
@@ -74,9 +73,9 @@ mod tests {
 
     #[test]
     fn errors_are_1_but_a_closed_pipe_is_not() {
-        let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        let pipe = Error::Output(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         assert_eq!(for_error(&pipe), CLEAN);
-        assert_eq!(for_error(&anyhow::anyhow!("lock held")), ERROR);
+        assert_eq!(for_error(&Error::Usage("bad")), ERROR);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 pub mod classify;
 pub mod cli;
 pub mod codify;
+pub mod error;
 pub mod exit;
 pub mod flatten;
 pub mod history;
