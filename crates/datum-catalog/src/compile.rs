@@ -15,7 +15,7 @@
 //! All problems are collected; nothing stops at the first. It must not touch
 //! the managed machine: it reads the repository only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use datum_core::{Content, Origin, Resource, ResourceId};
 use datum_manifest::yaml::Pos;
@@ -73,16 +73,22 @@ impl<'r> Analysis<'r> {
         self.check_documents();
         self.check_duplicates();
 
-        // Every layer applied: catches what any host could hit.
-        let all = self.merge((0..self.repo.documents.len()).collect());
-        self.check_merged(&all, true);
-        let union: HashMap<ResourceId, usize> = all
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.id.clone(), i))
-            .collect();
-        let edges = self.resolve(&all, &union, None);
-        self.check_cycles(&all, &edges);
+        let union: HashSet<&ResourceId> = self.repo.documents.iter().map(|d| &d.id).collect();
+        // Every layer applied: catches what any host could hit. When the host
+        // gets every layer, its own view below is the same and stricter.
+        let host_gets_all = host.is_some_and(|h| {
+            self.repo
+                .settings
+                .layers
+                .iter()
+                .all(|l| l.matcher.matches(&h.labels))
+        });
+        if !host_gets_all {
+            let all = self.merge((0..self.repo.documents.len()).collect());
+            self.check_merged(&all, true);
+            let edges = self.resolve(&all, None);
+            self.check_cycles(&all, &edges);
+        }
 
         let catalogue = host.and_then(|host| self.host_catalogue(host, &union));
         let mut diags = self.diags;
@@ -282,15 +288,16 @@ impl<'r> Analysis<'r> {
         }
     }
 
-    /// Resolves `requires` of every merged resource against `scope` (id ->
-    /// index in `merged`). With a host, names declared elsewhere in the
-    /// repository get a message saying they are not for this host.
+    /// Resolves `requires` of every merged resource against the others. With
+    /// a host, names declared elsewhere in the repository (`union`) get a
+    /// message saying they are not for this host.
     fn resolve(
         &mut self,
         merged: &[Merged],
-        scope: &HashMap<ResourceId, usize>,
-        host: Option<(&HostIdentity, &HashMap<ResourceId, usize>)>,
+        host: Option<(&HostIdentity, &HashSet<&ResourceId>)>,
     ) -> Vec<Vec<Edge>> {
+        let scope: HashMap<&ResourceId, usize> =
+            merged.iter().enumerate().map(|(i, m)| (&m.id, i)).collect();
         let mut all = Vec::with_capacity(merged.len());
         for m in merged {
             let mut edges = Vec::new();
@@ -306,7 +313,7 @@ impl<'r> Analysis<'r> {
                         }),
                         None => {
                             let message = match host {
-                                Some((host, union)) if union.contains_key(&r.value) => format!(
+                                Some((host, union)) if union.contains(&r.value) => format!(
                                     "requires {}, which is not in the catalogue of host `{}` (its layers do not match this host)",
                                     r.value, host.name
                                 ),
@@ -359,7 +366,7 @@ impl<'r> Analysis<'r> {
     fn host_catalogue(
         &mut self,
         host: &HostIdentity,
-        union: &HashMap<ResourceId, usize>,
+        union: &HashSet<&ResourceId>,
     ) -> Option<Catalogue> {
         let applies: Vec<bool> = self
             .repo
@@ -373,12 +380,7 @@ impl<'r> Analysis<'r> {
             .collect();
         let merged = self.merge(order);
         self.check_merged(&merged, false);
-        let scope: HashMap<ResourceId, usize> = merged
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.id.clone(), i))
-            .collect();
-        let edges = self.resolve(&merged, &scope, Some((host, union)));
+        let edges = self.resolve(&merged, Some((host, union)));
         let acyclic = self.check_cycles(&merged, &edges);
         self.check_paths(&merged);
 
