@@ -42,8 +42,9 @@ impl Masker {
 
     /// Whether the leaf at `path` must be withheld, given both sensitivity markers.
     ///
-    /// `None` means the marker key was missing from the document; that is only harmless
-    /// when the matching value is null too, which the caller tells with `*_present`.
+    /// `None` means "no usable marker" and hides everything (fail closed). The parser
+    /// passes `Some(false)` for a missing marker whose value is null, which has nothing to
+    /// hide.
     pub fn is_secret(
         &self,
         path: &Path,

@@ -11,6 +11,7 @@
 //! leaf keeps its path but loses its values. Error messages carry a file name and a
 //! position, never serde's own text, which can quote the input.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path as FsPath;
 
@@ -199,8 +200,6 @@ pub fn parse_plan(
     }
     Ok(plan)
 }
-
-use std::borrow::Cow;
 
 /// Addresses of failed or errored checks; anything unreadable is skipped, not fatal.
 fn failed_checks(raw: Option<&RawValue>) -> Vec<String> {
