@@ -228,7 +228,9 @@ fn collect_manifests(
                 continue;
             }
             collect_manifests(root, &rel, false, out, diags);
-        } else if is_manifest(name) {
+        } else if is_manifest(name) && rel != Path::new(SETTINGS_FILE) {
+            // (A layer at the repository root must not read the settings
+            // file as a manifest.)
             if file_type.is_symlink() {
                 // A link to a manifest must not read YAML from outside the
                 // repository.

@@ -165,3 +165,18 @@ fn diagnostics_render_the_offending_line_from_the_loaded_sources() {
         "error: File[a]: `sensitive` must be true or false, found a string\n --> base/a.yaml:5:12\n  |\n5 | sensitive: maybe\n  |            ^^^^^\n"
     );
 }
+
+#[test]
+fn a_layer_at_the_repository_root_does_not_read_datum_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: all, path: .}\n",
+    );
+    write(dir.path(), "a.yaml", &doc("File", "a"));
+    let r = Repository::load(dir.path()).unwrap();
+    assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
+    assert_eq!(names(&r), ["File[a]"]);
+    assert_eq!(r.documents[0].origin.to_string(), "a.yaml:1:1");
+}
