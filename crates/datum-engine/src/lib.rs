@@ -15,6 +15,7 @@
 //! The engine never prints: it emits [`Event`]s to a [`Reporter`] and returns a
 //! [`PassSummary`].
 
+mod activation;
 mod gate;
 mod pass;
 mod report;

@@ -1,16 +1,19 @@
 //! The pass itself: the five phases per resource, in dependency order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use datum_catalog::Catalogue;
-use datum_core::{Action, Diff, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId};
+use datum_core::{
+    Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
+};
 use datum_host::Host;
 use datum_providers::{Provider, ProviderError};
 use datum_store::Store;
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
 
-use crate::gate::ValidationGate;
+use crate::activation::Notifications;
+use crate::gate::{self, ValidationGate};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 
 /// Whether the pass may change the host.
@@ -26,12 +29,47 @@ pub enum Mode {
 pub struct PassContext<'a> {
     pub host: &'a Host,
     pub mode: Mode,
-    /// The state store, when one could be opened (intent labels and verified
-    /// metadata need it; a pass without one still runs).
+    /// The state store, when one could be opened (intent labels, verified
+    /// metadata and owed reloads need it; a pass without one still runs).
     pub store: Option<&'a mut Store>,
     pub backups: Option<&'a mut BackupStore>,
     /// Unix seconds, injected so tests control the clock.
     pub now: i64,
+}
+
+/// How one resource's phases ended, before it becomes a report.
+pub(crate) struct Step {
+    pub action: Action,
+    pub diff: Diff,
+    pub outcome: Outcome,
+    pub detail: Option<String>,
+}
+
+impl Step {
+    fn new(action: Action, diff: Diff, outcome: Outcome) -> Self {
+        Self {
+            action,
+            diff,
+            outcome,
+            detail: None,
+        }
+    }
+
+    pub(crate) fn failed(phase: Phase, action: Action, diff: Diff, err: &ProviderError) -> Self {
+        let detail = match err {
+            ProviderError::Rejected(rejection) => rejection.detail.clone(),
+            _ => None,
+        };
+        Self {
+            action,
+            diff,
+            outcome: Outcome::Failed {
+                phase,
+                reason: err.to_string(),
+            },
+            detail,
+        }
+    }
 }
 
 /// Runs one pass over `catalogue` and returns what happened to every resource.
@@ -44,11 +82,19 @@ pub fn run_pass(
     reporter.event(Event::PassStarted {
         resources: catalogue.resources.len(),
     });
-    cleanup_stale_staging(catalogue, ctx.host);
+    if ctx.mode == Mode::Apply {
+        sweep_stale_staging(catalogue, ctx.host);
+    }
+    let mut notifications = Notifications::from_catalogue(catalogue);
 
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
+    let mut changed: HashSet<ResourceId> = HashSet::new();
     let mut summary = PassSummary::default();
+    let mut emit = |report: ResourceReport, reporter: &mut dyn Reporter| {
+        reporter.event(Event::ResourceFinished { report: &report });
+        summary.resources.push(report);
+    };
     for resource in &catalogue.resources {
         reporter.event(Event::ResourceStarted { id: &resource.id });
         let t0 = Instant::now();
@@ -56,11 +102,28 @@ pub fn run_pass(
             .requires
             .iter()
             .find_map(|dep| stopped.get(dep).cloned());
-        let (action, diff, outcome, detail) = match blocker {
-            Some(by) => (Action::None, Diff::default(), Outcome::Blocked { by }, None),
+        let mut step = match blocker {
+            Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
             None => run_resource(resource, ctx),
         };
-        match &outcome {
+        if matches!(
+            step.outcome,
+            Outcome::Changed { .. } | Outcome::WouldChange { .. }
+        ) {
+            changed.insert(resource.id.clone());
+            notifications.resource_changed(resource, ctx);
+        }
+        // A service that others notify: validate their groups, then reload.
+        if !matches!(
+            step.outcome,
+            Outcome::Failed { .. } | Outcome::Blocked { .. }
+        ) {
+            let extra = notifications.activate(resource, &mut step, &changed, catalogue, ctx);
+            for group_report in extra {
+                emit(group_report, reporter);
+            }
+        }
+        match &step.outcome {
             Outcome::Failed { .. } => {
                 stopped.insert(resource.id.clone(), resource.id.clone());
             }
@@ -72,54 +135,44 @@ pub fn run_pass(
         let report = ResourceReport {
             id: resource.id.clone(),
             origin: resource.origin.clone(),
-            action,
-            diff,
-            outcome,
+            target: resource.desired_str("path").map(str::to_owned),
+            action: step.action,
+            diff: step.diff,
+            outcome: step.outcome,
             sensitive: resource.sensitive,
-            detail: if resource.sensitive { None } else { detail },
+            // Validator output may echo a secret: never for a sensitive resource.
+            detail: if resource.sensitive {
+                None
+            } else {
+                step.detail
+            },
             duration_ms: t0.elapsed().as_millis() as u64,
         };
-        reporter.event(Event::ResourceFinished { report: &report });
-        summary.resources.push(report);
+        emit(report, reporter);
+    }
+    // Groups whose files changed but that no service activation validated.
+    for report in notifications.validate_remaining_groups(catalogue, &changed, ctx) {
+        emit(report, reporter);
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
     summary
 }
 
-type Step = (Action, Diff, Outcome, Option<String>);
-
-fn failed(phase: Phase, action: Action, diff: Diff, err: &ProviderError) -> Step {
-    let detail = match err {
-        ProviderError::Rejected(rejection) => rejection.detail.clone(),
-        _ => None,
-    };
-    (
-        action,
-        diff,
-        Outcome::Failed {
-            phase,
-            reason: err.to_string(),
-        },
-        detail,
-    )
-}
-
 fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
     let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
         // The catalogue refuses unknown types; this guards a programming error.
-        return (
+        return Step::new(
             Action::None,
             Diff::default(),
             Outcome::Failed {
                 phase: Phase::Plan,
                 reason: format!("no provider for type `{}`", resource.id.kind),
             },
-            None,
         );
     };
     let observed = match provider.observe(ctx.host, resource) {
         Ok(o) => o,
-        Err(e) => return failed(Phase::Observe, Action::None, Diff::default(), &e),
+        Err(e) => return Step::failed(Phase::Observe, Action::None, Diff::default(), &e),
     };
     let diff = provider.diff(resource, &observed);
     let action = diff.action();
@@ -128,10 +181,24 @@ fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
         if ctx.mode == Mode::Apply {
             record_verified(resource, &observed, ctx);
         }
-        return (action, diff, Outcome::Unchanged, None);
+        return Step::new(action, diff, Outcome::Unchanged);
     }
     if ctx.mode == Mode::Plan {
-        return (action, diff, Outcome::WouldChange { intent }, None);
+        // Validators run in the dry run too, on changed content only.
+        if diff.content.is_some()
+            && let Err(rejection) = gate::dry_run(resource, ctx.host)
+        {
+            return Step {
+                action,
+                diff,
+                outcome: Outcome::Failed {
+                    phase: Phase::Plan,
+                    reason: format!("would fail: {}", rejection.summary),
+                },
+                detail: rejection.detail,
+            };
+        }
+        return Step::new(action, diff, Outcome::WouldChange { intent });
     }
 
     backup_before_change(provider, resource, &observed, &diff, ctx);
@@ -140,26 +207,24 @@ fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
         host: ctx.host,
     };
     if let Err(e) = provider.apply(ctx.host, resource, &observed, &diff, &mut gate) {
-        return failed(Phase::Apply, action, diff, &e);
+        return Step::failed(Phase::Apply, action, diff, &e);
     }
     match provider.verify(ctx.host, resource) {
-        Err(e) => failed(Phase::Verify, action, diff, &e),
-        Ok((after, remaining)) if !remaining.is_empty() => {
-            let _ = after;
+        Err(e) => Step::failed(Phase::Verify, action, diff, &e),
+        Ok((_, remaining)) if !remaining.is_empty() => {
             let fields = remaining.changed_fields().join(", ");
-            (
+            Step::new(
                 action,
                 diff,
                 Outcome::Failed {
                     phase: Phase::Verify,
                     reason: format!("still differs after apply: {fields}"),
                 },
-                None,
             )
         }
         Ok((after, _)) => {
             record_verified(resource, &after, ctx);
-            (action, diff, Outcome::Changed { intent }, None)
+            Step::new(action, diff, Outcome::Changed { intent })
         }
     }
 }
@@ -247,8 +312,8 @@ fn backup_before_change(
 
 /// A pass killed between staging and rename leaves a hidden staging directory
 /// beside its target; remove those before anything else runs.
-fn cleanup_stale_staging(catalogue: &Catalogue, host: &Host) {
-    let mut dirs = std::collections::BTreeSet::new();
+fn sweep_stale_staging(catalogue: &Catalogue, host: &Host) {
+    let mut dirs = BTreeSet::new();
     for resource in &catalogue.resources {
         if let Some(provider) = datum_providers::lookup(&resource.id.kind) {
             for declared in provider.managed_paths(resource) {
@@ -262,5 +327,17 @@ fn cleanup_stale_staging(catalogue: &Catalogue, host: &Host) {
     }
     for dir in dirs {
         let _ = host.sweep_stale_staging(&dir);
+    }
+}
+
+/// A field change that says an activation is pending (for plans).
+pub(crate) fn activation_change(what: &str, because: &[String]) -> FieldChange {
+    FieldChange {
+        field: "activation".to_owned(),
+        before: None,
+        after: Some(serde_json::Value::String(format!(
+            "{what} (after {})",
+            because.join(", ")
+        ))),
     }
 }

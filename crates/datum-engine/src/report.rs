@@ -11,6 +11,8 @@ use serde::Serialize;
 pub struct ResourceReport {
     pub id: ResourceId,
     pub origin: Origin,
+    /// The path the resource manages, where it has one (for diff headers).
+    pub target: Option<String>,
     pub action: Action,
     /// The difference observed before acting (fields and content).
     #[serde(skip)]
@@ -35,7 +37,9 @@ impl PassSummary {
     pub fn counts(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
         for r in &self.resources {
-            *counts.entry(r.outcome.word().replace(' ', "_")).or_insert(0) += 1;
+            *counts
+                .entry(r.outcome.word().replace(' ', "_"))
+                .or_insert(0) += 1;
         }
         counts
     }

@@ -11,8 +11,16 @@
 //! configuration. Datum cannot enforce that for a third-party binary, so it is
 //! a rule for whoever adds a row.
 //!
-//! This module only lists the definitions. Running them, and what the engine
-//! does with a "no", is the gate's business (issue 3).
+//! This module lists the definitions and runs them ([`run`]); what the engine
+//! does with a "no" (discard the staged copy, withhold a reload) is the
+//! engine's business.
+
+pub mod builtin;
+pub mod run;
+
+use std::time::Duration;
+
+pub use run::{Rejection, RejectionKind, validate_group, validate_staged, validator_version};
 
 /// What a validator checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,12 +28,32 @@ pub enum Scope {
     /// One staged file on its own.
     File,
     /// The application's whole assembled configuration (nginx with its
-    /// includes): run once for a group of files, after all are written.
+    /// includes): run once for a group of files, after all are written and
+    /// before the service is reloaded.
     Group,
 }
 
+/// How a validator is run.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    /// Run the binary with these arguments; [`STAGED`] stands for the path of
+    /// the staged copy.
+    Staged(&'static [&'static str]),
+    /// Run the binary with these arguments against the assembled
+    /// configuration; [`CONFIG`] stands for the main configuration file
+    /// ([`ValidatorDef::main_config`]) resolved under the root.
+    Assembled(&'static [&'static str]),
+    /// Parse the staged bytes in-process.
+    Builtin(fn(&[u8]) -> Result<(), String>),
+}
+
+/// Placeholder for the staged copy in [`Check::Staged`] arguments.
+pub const STAGED: &str = "{staged}";
+/// Placeholder for the main configuration file in [`Check::Assembled`].
+pub const CONFIG: &str = "{config}";
+
 /// One validator definition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct ValidatorDef {
     /// The name a manifest uses in `validate:`.
     pub name: &'static str,
@@ -36,17 +64,34 @@ pub struct ValidatorDef {
     /// validator" error's suggestion of an ordering edge.
     pub package: Option<&'static str>,
     pub scope: Scope,
+    pub check: Check,
+    /// For group validators: the application's main configuration file.
+    pub main_config: Option<&'static str>,
+    /// Arguments that make the binary print its version (for failure reports).
+    pub version_args: Option<&'static [&'static str]>,
+    /// Exit statuses that mean "the configuration is invalid". Any other
+    /// non-zero status means the validator itself failed to judge it.
+    pub invalid_exit: &'static [i32],
+    pub timeout: Duration,
     /// One line for `datum validators`.
     pub summary: &'static str,
 }
 
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Every shipped validator, in the order `datum validators` lists them.
+/// Every row must be free of side effects (see the module header).
 pub const VALIDATORS: &[ValidatorDef] = &[
     ValidatorDef {
         name: "sshd",
         binary: Some("sshd"),
         package: Some("openssh-server"),
         scope: Scope::File,
+        check: Check::Staged(&["-t", "-f", STAGED]),
+        main_config: None,
+        version_args: Some(&["-V"]),
+        invalid_exit: &[255],
+        timeout: DEFAULT_TIMEOUT,
         summary: "OpenSSH server configuration (sshd -t -f)",
     },
     ValidatorDef {
@@ -54,13 +99,23 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("nginx"),
         package: Some("nginx"),
         scope: Scope::Group,
-        summary: "nginx configuration as a whole (nginx -t)",
+        check: Check::Assembled(&["-t", "-q", "-c", CONFIG]),
+        main_config: Some("/etc/nginx/nginx.conf"),
+        version_args: Some(&["-v"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
+        summary: "nginx configuration as a whole (nginx -t -c)",
     },
     ValidatorDef {
         name: "sudoers",
         binary: Some("visudo"),
         package: Some("sudo"),
         scope: Scope::File,
+        check: Check::Staged(&["-c", "-q", "-f", STAGED]),
+        main_config: None,
+        version_args: Some(&["-V"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
         summary: "sudoers file or drop-in (visudo -c -f)",
     },
     ValidatorDef {
@@ -68,6 +123,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: None,
         package: None,
         scope: Scope::File,
+        check: Check::Builtin(builtin::json),
+        main_config: None,
+        version_args: None,
+        invalid_exit: &[],
+        timeout: DEFAULT_TIMEOUT,
         summary: "well-formed JSON (built in)",
     },
     ValidatorDef {
@@ -75,6 +135,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: None,
         package: None,
         scope: Scope::File,
+        check: Check::Builtin(builtin::yaml),
+        main_config: None,
+        version_args: None,
+        invalid_exit: &[],
+        timeout: DEFAULT_TIMEOUT,
         summary: "well-formed YAML (built in)",
     },
     ValidatorDef {
@@ -82,6 +147,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: None,
         package: None,
         scope: Scope::File,
+        check: Check::Builtin(builtin::toml),
+        main_config: None,
+        version_args: None,
+        invalid_exit: &[],
+        timeout: DEFAULT_TIMEOUT,
         summary: "well-formed TOML (built in)",
     },
     ValidatorDef {
@@ -89,6 +159,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("systemd-analyze"),
         package: Some("systemd"),
         scope: Scope::File,
+        check: Check::Staged(&["verify", "--man=no", STAGED]),
+        main_config: None,
+        version_args: Some(&["--version"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
         summary: "systemd unit file (systemd-analyze verify)",
     },
     ValidatorDef {
@@ -96,6 +171,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("nft"),
         package: Some("nftables"),
         scope: Scope::File,
+        check: Check::Staged(&["-c", "-f", STAGED]),
+        main_config: None,
+        version_args: Some(&["--version"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
         summary: "nftables ruleset (nft -c -f)",
     },
     ValidatorDef {
@@ -103,6 +183,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("haproxy"),
         package: Some("haproxy"),
         scope: Scope::File,
+        check: Check::Staged(&["-c", "-q", "-f", STAGED]),
+        main_config: None,
+        version_args: Some(&["-v"]),
+        invalid_exit: &[1, 2],
+        timeout: DEFAULT_TIMEOUT,
         summary: "HAProxy configuration (haproxy -c -f)",
     },
     ValidatorDef {
@@ -110,13 +195,24 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("apache2ctl"),
         package: Some("apache2"),
         scope: Scope::Group,
-        summary: "Apache configuration as a whole (apache2ctl configtest)",
+        check: Check::Assembled(&["-t"]),
+        main_config: Some("/etc/apache2/apache2.conf"),
+        version_args: Some(&["-v"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
+        summary: "Apache configuration as a whole (apache2ctl -t)",
     },
     ValidatorDef {
         name: "logrotate",
         binary: Some("logrotate"),
         package: Some("logrotate"),
         scope: Scope::File,
+        // -d: debug mode, which changes neither logs nor the state file.
+        check: Check::Staged(&["-d", STAGED]),
+        main_config: None,
+        version_args: Some(&["--version"]),
+        invalid_exit: &[1],
+        timeout: DEFAULT_TIMEOUT,
         summary: "logrotate configuration (logrotate -d)",
     },
 ];
@@ -162,7 +258,7 @@ mod tests {
     #[test]
     fn command_lines_and_unknown_names_are_not_validators() {
         for bad in ["sshd -t -f %s", "/usr/sbin/sshd", "SSHD", "", "nginx {}"] {
-            assert_eq!(lookup(bad), None, "{bad}");
+            assert!(lookup(bad).is_none(), "{bad}");
         }
     }
 

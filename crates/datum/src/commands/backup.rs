@@ -22,14 +22,19 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             } else if entries.is_empty() {
                 writeln!(out, "no backups")?;
             } else {
-                writeln!(out, "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH", "ID", "SAVED", "REASON", "BYTES", "RESOURCE")?;
+                writeln!(
+                    out,
+                    "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH",
+                    "ID", "SAVED", "REASON", "BYTES", "RESOURCE"
+                )?;
                 for e in entries {
                     writeln!(
                         out,
                         "{:<10} {:<20} {:<8} {:>9}  {:<28} {}",
                         e.id,
                         humantime::format_rfc3339_seconds(
-                            std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.saved_at.max(0) as u64)
+                            std::time::UNIX_EPOCH
+                                + std::time::Duration::from_secs(e.saved_at.max(0) as u64)
                         ),
                         e.reason,
                         e.size,
@@ -63,7 +68,12 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             staged
                 .commit()
                 .with_context(|| format!("cannot restore {}", entry.path.display()))?;
-            writeln!(out, "restored {} from backup {}", entry.path.display(), entry.id)?;
+            writeln!(
+                out,
+                "restored {} from backup {}",
+                entry.path.display(),
+                entry.id
+            )?;
         }
     }
     Ok(ExitCode::CLEAN)

@@ -12,6 +12,10 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     let catalogue = context::compile(global, &identity)?;
     let json = catalogue.to_json(args.explain);
-    writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&json)?)?;
+    writeln!(
+        std::io::stdout(),
+        "{}",
+        serde_json::to_string_pretty(&json)?
+    )?;
     Ok(ExitCode::CLEAN)
 }

@@ -48,7 +48,11 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
             let summary =
                 datum_engine::run_pass(&catalogue, &mut ctx, &mut datum_engine::SilentReporter);
             let json = render::json::pass(&identity.name, mode, &summary);
-            writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&json)?)?;
+            writeln!(
+                std::io::stdout(),
+                "{}",
+                serde_json::to_string_pretty(&json)?
+            )?;
             summary
         }
     };

@@ -21,7 +21,11 @@ pub fn field_lines(r: &ResourceReport, color: bool) -> String {
         if r.sensitive {
             out.push_str(&format!("    content: {SENSITIVE_PLACEHOLDER}\n"));
         } else {
-            out.push_str(&content_diff(content, &r.id.to_string(), color));
+            out.push_str(&content_diff(
+                content,
+                r.target.as_deref().unwrap_or(&r.id.to_string()),
+                color,
+            ));
         }
     }
     out
@@ -68,7 +72,11 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
             }
             for l in line.lines() {
                 if color && sign != " " {
-                    out.push_str(&format!("    {}{l}{}\n", style.render(), style.render_reset()));
+                    out.push_str(&format!(
+                        "    {}{l}{}\n",
+                        style.render(),
+                        style.render_reset()
+                    ));
                 } else {
                     out.push_str(&format!("    {l}\n"));
                 }

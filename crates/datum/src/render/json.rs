@@ -19,7 +19,7 @@ pub fn pass(host: &str, mode: Mode, summary: &PassSummary) -> Value {
                     "diff": if r.sensitive {
                         SENSITIVE_PLACEHOLDER.to_owned()
                     } else {
-                        content_diff(c, &r.id.to_string(), false)
+                        content_diff(c, r.target.as_deref().unwrap_or(&r.id.to_string()), false)
                     },
                 })
             });

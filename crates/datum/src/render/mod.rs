@@ -69,7 +69,8 @@ impl HumanReporter {
         self.out.extend_from_slice(body.as_bytes());
         if let Some(detail) = &r.detail {
             for l in detail.lines() {
-                self.out.extend_from_slice(format!("    | {l}\n").as_bytes());
+                self.out
+                    .extend_from_slice(format!("    | {l}\n").as_bytes());
             }
         }
     }

@@ -8,7 +8,10 @@ use crate::support::*;
 
 fn example_sandbox() -> Sandbox {
     let s = Sandbox::new();
-    s.write("host.yaml", &fs::read_to_string(examples_dir().join("hosts/web-01.yaml")).unwrap());
+    s.write(
+        "host.yaml",
+        &fs::read_to_string(examples_dir().join("hosts/web-01.yaml")).unwrap(),
+    );
     s
 }
 
@@ -19,7 +22,11 @@ fn example_applies_to_an_empty_root_then_converges_then_repairs_a_hand_edit() {
 
     let plan = s.datum_repo(&repo, &["plan"]);
     assert_exit(&plan, 2);
-    assert!(s.files_under_root().is_empty(), "plan wrote: {:?}", s.files_under_root());
+    assert!(
+        s.files_under_root().is_empty(),
+        "plan wrote: {:?}",
+        s.files_under_root()
+    );
 
     let first = s.datum_repo(&repo, &["apply"]);
     assert_exit(&first, 2);
@@ -41,13 +48,19 @@ fn example_applies_to_an_empty_root_then_converges_then_repairs_a_hand_edit() {
         assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} owner");
     }
     let motd = fs::read_to_string(s.live("/etc/motd")).unwrap();
-    assert!(motd.starts_with("web-01 is managed by Datum.\nRole: web. Environment: prod."), "{motd}");
+    assert!(
+        motd.starts_with("web-01 is managed by Datum.\nRole: web. Environment: prod."),
+        "{motd}"
+    );
     assert_eq!(
         fs::read(s.live("/etc/ssh/sshd_config")).unwrap(),
         fs::read(repo.join("base/files/sshd_config")).unwrap()
     );
     let site = fs::read_to_string(s.live("/etc/nginx/sites-enabled/shop.conf")).unwrap();
-    assert!(site.contains("server_name web-01.example.internal;"), "{site}");
+    assert!(
+        site.contains("server_name web-01.example.internal;"),
+        "{site}"
+    );
 
     let second = s.datum_repo(&repo, &["apply"]);
     assert_exit(&second, 0);
@@ -62,7 +75,11 @@ fn example_applies_to_an_empty_root_then_converges_then_repairs_a_hand_edit() {
     assert!(out.contains("-hello from a hand edit"), "{out}");
     assert!(out.contains("+web-01 is managed by Datum."), "{out}");
     assert!(out.contains("corrective"), "{out}");
-    let changed: Vec<&str> = out.lines().filter(|l| l.starts_with(['~', '+', '-', '!', '#'])).filter(|l| !l.starts_with("---") && !l.starts_with("+++")).collect();
+    let changed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with(['~', '+', '-', '!', '#']))
+        .filter(|l| !l.starts_with("---") && !l.starts_with("+++"))
+        .collect();
     assert_eq!(changed, vec!["~ File[motd]  update (corrective)"], "{out}");
 
     let repair = s.datum_repo(&repo, &["apply"]);
@@ -82,7 +99,10 @@ fn a_failed_resource_blocks_its_dependents_and_independent_ones_continue() {
     assert_exit(&out, 6);
     let text = stdout(&out);
     assert!(text.contains("! File[orphan]  failed (apply)"), "{text}");
-    assert!(text.contains("# File[dependent]  blocked (by File[orphan])"), "{text}");
+    assert!(
+        text.contains("# File[dependent]  blocked (by File[orphan])"),
+        "{text}"
+    );
     assert!(!s.live("/b.conf").exists());
     assert_eq!(fs::read_to_string(s.live("/c.conf")).unwrap(), "c\n");
 }
@@ -95,8 +115,16 @@ fn a_manifest_error_applies_nothing() {
     );
     let out = s.datum(&["apply"]);
     assert_exit(&out, 1);
-    assert!(stderr(&out).contains("base/main.yaml:12:"), "{}", stderr(&out));
-    assert!(s.files_under_root().is_empty(), "{:?}", s.files_under_root());
+    assert!(
+        stderr(&out).contains("base/main.yaml:13:"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        s.files_under_root().is_empty(),
+        "{:?}",
+        s.files_under_root()
+    );
 }
 
 #[test]
@@ -104,23 +132,39 @@ fn intent_is_intentional_for_a_new_declaration_and_corrective_for_a_hand_edit() 
     let s = Sandbox::with_base(
         "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"one\\n\"\n",
     );
-    let json = |o: &std::process::Output| -> serde_json::Value { serde_json::from_slice(&o.stdout).unwrap() };
+    let json = |o: &std::process::Output| -> serde_json::Value {
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
     let first = s.datum(&["--output", "json", "apply"]);
     assert_exit(&first, 2);
-    assert_eq!(json(&first)["resources"][0]["outcome"]["intent"], "intentional");
+    assert_eq!(
+        json(&first)["resources"][0]["outcome"]["intent"],
+        "intentional"
+    );
 
     fs::write(s.live("/f.conf"), "tampered\n").unwrap();
     let second = s.datum(&["--output", "json", "apply"]);
     assert_exit(&second, 2);
-    assert_eq!(json(&second)["resources"][0]["outcome"]["intent"], "corrective");
+    assert_eq!(
+        json(&second)["resources"][0]["outcome"]["intent"],
+        "corrective"
+    );
 
-    s.write("repo/base/main.yaml", "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"two\\n\"\n");
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"two\\n\"\n",
+    );
     let third = s.datum(&["--output", "json", "apply"]);
     assert_exit(&third, 2);
     let v = json(&third);
     assert_eq!(v["resources"][0]["outcome"]["intent"], "intentional");
     assert_eq!(v["resources"][0]["action"], "update");
-    assert!(v["resources"][0]["content"]["diff"].as_str().unwrap().contains("+two"));
+    assert!(
+        v["resources"][0]["content"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+two")
+    );
 }
 
 #[test]
@@ -131,18 +175,16 @@ fn a_second_pass_waits_for_the_root_lock_and_gives_up_after_its_timeout() {
     assert_exit(&s.datum(&["apply"]), 2);
     let lock = s.live("/var/lib/datum/lock");
     assert!(lock.exists(), "the first apply created its lock file");
-    let mut holder = std::process::Command::new("flock")
-        .arg(&lock)
-        .args(["sleep", "5"])
-        .spawn()
-        .expect("flock (util-linux)");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Another pass holds the root's lock.
+    let held = datum_host::RootLock::acquire(&s.root(), std::time::Duration::from_secs(1)).unwrap();
     let t0 = std::time::Instant::now();
     let out = s.datum(&["--lock-timeout", "1s", "apply"]);
-    holder.kill().ok();
-    holder.wait().ok();
+    drop(held);
     assert_exit(&out, 1);
-    assert!(t0.elapsed() >= std::time::Duration::from_millis(900), "did not wait");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(900),
+        "did not wait"
+    );
     assert!(stderr(&out).contains("lock"), "{}", stderr(&out));
 }
 

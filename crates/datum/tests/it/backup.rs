@@ -6,7 +6,11 @@ use crate::support::*;
 
 #[test]
 fn replaced_content_is_kept_and_can_be_shown_and_restored() {
-    let decl = |c: &str| format!("datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"{c}\\n\"\n");
+    let decl = |c: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"{c}\\n\"\n"
+        )
+    };
     let s = Sandbox::with_base(&decl("declared"));
     fs::write(s.live("/f.conf"), "what was there before\n").unwrap();
     assert_exit(&s.datum(&["apply"]), 2);
@@ -24,7 +28,10 @@ fn replaced_content_is_kept_and_can_be_shown_and_restored() {
     assert_eq!(stdout(&show), "what was there before\n");
 
     assert_exit(&s.datum(&["backup", "restore", &id]), 0);
-    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "what was there before\n");
+    assert_eq!(
+        fs::read_to_string(s.live("/f.conf")).unwrap(),
+        "what was there before\n"
+    );
     // The restored file is drift from the declaration again.
     assert_exit(&s.datum(&["plan"]), 2);
 }

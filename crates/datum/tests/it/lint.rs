@@ -45,12 +45,19 @@ fn every_kind_of_manifest_error_is_reported_with_file_and_line_and_applies_nothi
         let lint = s.datum(&["lint"]);
         let err = stderr(&lint);
         assert_eq!(code(&lint), 1, "{case}: lint exit\n{err}");
-        assert!(err.contains(position), "{case}: expected {position} in\n{err}");
+        assert!(
+            err.contains(position),
+            "{case}: expected {position} in\n{err}"
+        );
         assert!(err.contains(words), "{case}: expected `{words}` in\n{err}");
 
         let apply = s.datum(&["apply"]);
         assert_eq!(code(&apply), 1, "{case}: apply exit\n{}", stderr(&apply));
-        assert!(s.files_under_root().is_empty(), "{case}: wrote {:?}", s.files_under_root());
+        assert!(
+            s.files_under_root().is_empty(),
+            "{case}: wrote {:?}",
+            s.files_under_root()
+        );
     }
 }
 
@@ -62,7 +69,11 @@ fn all_errors_are_collected_not_just_the_first() {
     let out = s.datum(&["lint"]);
     assert_exit(&out, 1);
     let err = stderr(&out);
-    for expected in ["base/main.yaml:6:", "base/main.yaml:9:", "base/main.yaml:15:"] {
+    for expected in [
+        "base/main.yaml:6:",
+        "base/main.yaml:9:",
+        "base/main.yaml:16:",
+    ] {
         assert!(err.contains(expected), "missing {expected} in\n{err}");
     }
 }

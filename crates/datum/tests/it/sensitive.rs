@@ -16,13 +16,25 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
     };
     let s = Sandbox::with_base(&manifest("v1"));
     let mut outputs = Vec::new();
-    for args in [&["plan"][..], &["--output", "json", "plan"], &["apply"], &["catalogue"], &["catalogue", "--explain"]] {
+    for args in [
+        &["plan"][..],
+        &["--output", "json", "plan"],
+        &["apply"],
+        &["catalogue"],
+        &["catalogue", "--explain"],
+    ] {
         outputs.push(s.datum(args));
     }
     // Change the declaration and the live file: diffs and backups get involved.
     s.write("repo/base/main.yaml", &manifest("v2"));
     fs::write(s.live("/token"), format!("token={CANARY}-hand-edit\n")).unwrap();
-    for args in [&["plan"][..], &["--output", "json", "plan"], &["--output", "json", "apply"], &["backup", "list"], &["--output", "json", "backup", "list"]] {
+    for args in [
+        &["plan"][..],
+        &["--output", "json", "plan"],
+        &["--output", "json", "apply"],
+        &["backup", "list"],
+        &["--output", "json", "backup", "list"],
+    ] {
         outputs.push(s.datum(args));
     }
     for o in &outputs {
@@ -31,7 +43,8 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
     }
     assert!(outputs.iter().any(|o| stdout(o).contains("(sensitive)")));
     // The backup exists (restore works) but `show` does not print it.
-    let list: serde_json::Value = serde_json::from_slice(&s.datum(&["--output", "json", "backup", "list"]).stdout).unwrap();
+    let list: serde_json::Value =
+        serde_json::from_slice(&s.datum(&["--output", "json", "backup", "list"]).stdout).unwrap();
     let id = list[0]["id"].to_string().trim_matches('"').to_owned();
     let show = s.datum(&["backup", "show", &id]);
     assert_exit(&show, 0);
@@ -42,7 +55,11 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
     for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
         if entry.file_name().to_string_lossy().starts_with("state.db") {
             let bytes = fs::read(entry.path()).unwrap();
-            assert!(!String::from_utf8_lossy(&bytes).contains(CANARY), "{:?}", entry.path());
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(CANARY),
+                "{:?}",
+                entry.path()
+            );
         }
     }
 }

@@ -30,7 +30,10 @@ impl Sandbox {
         fs::create_dir_all(dir.path().join("repo")).expect("repo dir");
         fs::create_dir_all(dir.path().join("root")).expect("root dir");
         let s = Self { dir };
-        s.write("host.yaml", "name: test-host\nlabels:\n  role: web\n  env: test\n");
+        s.write(
+            "host.yaml",
+            "name: test-host\nlabels:\n  role: web\n  env: test\n",
+        );
         s
     }
 
@@ -96,7 +99,9 @@ impl Sandbox {
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         out.push(p.strip_prefix(base).expect("prefix").display().to_string());

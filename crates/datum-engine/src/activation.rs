@@ -1,0 +1,334 @@
+//! Activation after change: services notified by the resources they
+//! `reload_on`/`restart_on`, and group validation before any reload.
+//!
+//! The order is the spec's: write every changed file of a group, validate the
+//! application's configuration as a whole, and reload only if that passed. A
+//! reload that is owed is recorded in the state store as soon as the file
+//! that calls for it changes, so a pass that fails or is killed before the
+//! reload leaves it owed, and the next pass validates and performs it.
+
+use std::collections::{HashMap, HashSet};
+
+use datum_catalog::Catalogue;
+use datum_core::{Action, FieldChange, Intent, Origin, Outcome, Phase, Resource, ResourceId};
+use datum_providers::service::{self, ServiceSpec};
+use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
+use datum_store::OwedAction;
+
+use crate::gate::validator_of;
+use crate::pass::{Mode, PassContext, Step, activation_change};
+use crate::report::ResourceReport;
+
+/// Which services each resource notifies, and what is owed so far.
+pub(crate) struct Notifications {
+    by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>>,
+    services: HashMap<ResourceId, ServiceSpec>,
+    /// Owed in this pass (kept in memory too, for passes without a store).
+    owed: HashMap<ResourceId, (OwedAction, Vec<String>)>,
+    /// Group validator name -> its verdict in this pass (validated once).
+    groups: HashMap<&'static str, Result<(), Rejection>>,
+}
+
+fn merge(slot: &mut (OwedAction, Vec<String>), action: OwedAction, reasons: &[String]) {
+    if action == OwedAction::Restart {
+        slot.0 = OwedAction::Restart;
+    }
+    for r in reasons {
+        if !slot.1.contains(r) {
+            slot.1.push(r.clone());
+        }
+    }
+}
+
+fn verb(action: OwedAction) -> &'static str {
+    match action {
+        OwedAction::Reload => "reload",
+        OwedAction::Restart => "restart",
+    }
+}
+
+impl Notifications {
+    pub(crate) fn from_catalogue(catalogue: &Catalogue) -> Self {
+        let mut by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>> = HashMap::new();
+        let mut services = HashMap::new();
+        for resource in catalogue
+            .resources
+            .iter()
+            .filter(|r| r.id.kind == "Service")
+        {
+            let Ok(spec) = service::spec(resource) else {
+                continue;
+            };
+            for id in &spec.reload_on {
+                by_notifier
+                    .entry(id.clone())
+                    .or_default()
+                    .push((resource.id.clone(), OwedAction::Reload));
+            }
+            for id in &spec.restart_on {
+                by_notifier
+                    .entry(id.clone())
+                    .or_default()
+                    .push((resource.id.clone(), OwedAction::Restart));
+            }
+            services.insert(resource.id.clone(), spec);
+        }
+        Self {
+            by_notifier,
+            services,
+            owed: HashMap::new(),
+            groups: HashMap::new(),
+        }
+    }
+
+    /// A resource changed (or would): every service it notifies now owes an
+    /// activation, recorded durably before anything else happens.
+    pub(crate) fn resource_changed(&mut self, resource: &Resource, ctx: &mut PassContext<'_>) {
+        let Some(targets) = self.by_notifier.get(&resource.id) else {
+            return;
+        };
+        let reason = format!("{} changed", resource.id);
+        for (service, action) in targets {
+            let slot = self
+                .owed
+                .entry(service.clone())
+                .or_insert((*action, Vec::new()));
+            merge(slot, *action, std::slice::from_ref(&reason));
+            if ctx.mode == Mode::Apply
+                && let Some(store) = ctx.store.as_deref_mut()
+            {
+                let _ = store.owe(service, *action, &reason, ctx.now);
+            }
+        }
+    }
+
+    /// Runs after a Service resource's own phases: if an activation is owed
+    /// (by this pass or an earlier one), validates the groups of the
+    /// resources that notify it and reloads or restarts only if they passed.
+    /// Returns reports for groups that failed validation.
+    pub(crate) fn activate(
+        &mut self,
+        resource: &Resource,
+        step: &mut Step,
+        changed: &HashSet<ResourceId>,
+        catalogue: &Catalogue,
+        ctx: &mut PassContext<'_>,
+    ) -> Vec<ResourceReport> {
+        let Some(spec) = self.services.get(&resource.id).cloned() else {
+            return Vec::new();
+        };
+        let mut owed = self.owed.remove(&resource.id);
+        if let Some(store) = ctx.store.as_deref()
+            && let Ok(list) = store.owed_reloads()
+        {
+            for earlier in list.into_iter().filter(|o| o.service == resource.id) {
+                let slot = owed.get_or_insert((earlier.action, Vec::new()));
+                merge(slot, earlier.action, &earlier.reasons);
+            }
+        }
+        let Some((action, reasons)) = owed else {
+            return Vec::new();
+        };
+        if ctx.mode == Mode::Plan {
+            step.diff
+                .changes
+                .push(activation_change(verb(action), &reasons));
+            if !step.action.is_change() {
+                step.action = Action::Update;
+                step.outcome = Outcome::WouldChange {
+                    intent: Intent::Intentional,
+                };
+            }
+            return Vec::new();
+        }
+
+        // Validate the assembled configuration of every group among the
+        // resources that notify this service.
+        let mut reports = Vec::new();
+        let mut failed = Vec::new();
+        let members: Vec<&ResourceId> = spec.reload_on.iter().chain(&spec.restart_on).collect();
+        for def in group_validators(catalogue, &members) {
+            if !self.groups.contains_key(def.name) {
+                let verdict = validators::validate_group(def, ctx.host);
+                if let Err(rejection) = &verdict {
+                    reports.push(group_report(
+                        def,
+                        rejection,
+                        catalogue,
+                        changed,
+                        &resource.id,
+                    ));
+                }
+                self.groups.insert(def.name, verdict);
+            }
+            if matches!(self.groups.get(def.name), Some(Err(_))) {
+                failed.push(format!("Group[{}]", def.name));
+            }
+        }
+        if !failed.is_empty() {
+            step.outcome = Outcome::Failed {
+                phase: Phase::Apply,
+                reason: format!(
+                    "not {verb}ed: {} failed validation; the new files are on disk, {} keeps serving the configuration it loaded, and the {verb} stays owed",
+                    failed.join(", "),
+                    spec.unit,
+                    verb = verb(action)
+                ),
+            };
+            return reports;
+        }
+
+        let provider = datum_providers::lookup("Service");
+        let activated = match action {
+            OwedAction::Reload => service::reload(ctx.host, &spec),
+            OwedAction::Restart => service::restart(ctx.host, &spec),
+        };
+        if let Err(e) = activated {
+            step.outcome = Outcome::Failed {
+                phase: Phase::Apply,
+                reason: format!("{} failed: {e}", verb(action)),
+            };
+            return reports;
+        }
+        if let Some(provider) = provider {
+            match provider.verify(ctx.host, resource) {
+                Ok((_, remaining)) if remaining.is_empty() => {}
+                Ok((_, remaining)) => {
+                    step.outcome = Outcome::Failed {
+                        phase: Phase::Verify,
+                        reason: format!(
+                            "after {}: still differs: {}",
+                            verb(action),
+                            remaining.changed_fields().join(", ")
+                        ),
+                    };
+                    return reports;
+                }
+                Err(e) => {
+                    step.outcome = Outcome::Failed {
+                        phase: Phase::Verify,
+                        reason: format!("after {}: {e}", verb(action)),
+                    };
+                    return reports;
+                }
+            }
+        }
+        if let Some(store) = ctx.store.as_deref_mut() {
+            let _ = store.clear_reload(&resource.id);
+        }
+        step.diff.changes.push(FieldChange {
+            field: "activation".to_owned(),
+            before: None,
+            after: Some(serde_json::Value::String(format!(
+                "{}ed (after {})",
+                verb(action),
+                reasons.join(", ")
+            ))),
+        });
+        if !step.action.is_change() {
+            step.action = Action::Update;
+        }
+        if !matches!(step.outcome, Outcome::Changed { .. }) {
+            step.outcome = Outcome::Changed {
+                intent: Intent::Intentional,
+            };
+        }
+        reports
+    }
+
+    /// Groups whose files changed in this pass but were not validated by a
+    /// service activation: validated now, so a broken group is reported even
+    /// when nothing is reloaded.
+    pub(crate) fn validate_remaining_groups(
+        &mut self,
+        catalogue: &Catalogue,
+        changed: &HashSet<ResourceId>,
+        ctx: &mut PassContext<'_>,
+    ) -> Vec<ResourceReport> {
+        if ctx.mode != Mode::Apply {
+            return Vec::new();
+        }
+        let changed_ids: Vec<&ResourceId> = changed.iter().collect();
+        let mut reports = Vec::new();
+        for def in group_validators(catalogue, &changed_ids) {
+            if self.groups.contains_key(def.name) {
+                continue;
+            }
+            let verdict = validators::validate_group(def, ctx.host);
+            if let Err(rejection) = &verdict {
+                let none = ResourceId::new("Group", def.name);
+                reports.push(group_report(def, rejection, catalogue, changed, &none));
+            }
+            self.groups.insert(def.name, verdict);
+        }
+        reports
+    }
+}
+
+/// The distinct group validators named by these resources, in catalogue order.
+fn group_validators(catalogue: &Catalogue, ids: &[&ResourceId]) -> Vec<&'static ValidatorDef> {
+    let mut defs: Vec<&'static ValidatorDef> = Vec::new();
+    for resource in &catalogue.resources {
+        if !ids.contains(&&resource.id) {
+            continue;
+        }
+        if let Ok(Some(def)) = validator_of(resource)
+            && def.scope == Scope::Group
+            && !defs.iter().any(|d| d.name == def.name)
+        {
+            defs.push(def);
+        }
+    }
+    defs
+}
+
+fn group_report(
+    def: &ValidatorDef,
+    rejection: &Rejection,
+    catalogue: &Catalogue,
+    changed: &HashSet<ResourceId>,
+    service: &ResourceId,
+) -> ResourceReport {
+    let members: Vec<&Resource> = catalogue
+        .resources
+        .iter()
+        .filter(|r| r.validate.as_deref() == Some(def.name))
+        .collect();
+    let written: Vec<String> = members
+        .iter()
+        .filter(|r| changed.contains(&r.id))
+        .map(|r| r.id.to_string())
+        .collect();
+    let sensitive = members.iter().any(|r| r.sensitive);
+    let not_reloaded = if service.kind == "Service" {
+        format!("; {service} not reloaded")
+    } else {
+        String::new()
+    };
+    ResourceReport {
+        id: ResourceId::new("Group", def.name),
+        origin: Origin::default(),
+        target: None,
+        action: Action::None,
+        diff: Default::default(),
+        outcome: Outcome::Failed {
+            phase: Phase::Apply,
+            reason: format!(
+                "{}; files written: {}{not_reloaded}",
+                rejection.summary(),
+                if written.is_empty() {
+                    "none in this pass".to_owned()
+                } else {
+                    written.join(", ")
+                }
+            ),
+        },
+        sensitive,
+        detail: if sensitive || rejection.output.trim().is_empty() {
+            None
+        } else {
+            Some(rejection.output.clone())
+        },
+        duration_ms: 0,
+    }
+}

@@ -1,0 +1,270 @@
+//! Running a validator definition: on one staged file, or on the assembled
+//! configuration of a group. Output is captured (bounded) for the failure
+//! report; whether it may be shown is the engine's decision (sensitive
+//! resources never show it).
+
+use std::path::Path;
+
+use datum_host::Host;
+use datum_host::command::{self, CommandSpec};
+
+use super::{CONFIG, Check, STAGED, ValidatorDef};
+
+/// How much validator output a failure report keeps.
+const OUTPUT_LIMIT: usize = 8 * 1024;
+
+/// Why a validator said no (or could not say anything).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectionKind {
+    /// The validator judged the configuration invalid.
+    Invalid {
+        status: Option<i32>,
+    },
+    /// The validator ran but failed in a way that is not a verdict.
+    ValidatorError {
+        status: Option<i32>,
+    },
+    TimedOut,
+    /// The binary is not installed on this host: a failure, never a skip.
+    MissingBinary {
+        binary: &'static str,
+        package: Option<&'static str>,
+    },
+}
+
+/// A validator's "no", with what a person needs to diagnose it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub validator: &'static str,
+    pub host: String,
+    pub kind: RejectionKind,
+    /// The validator binary's version, where it prints one.
+    pub version: Option<String>,
+    /// Captured output (stdout then stderr), bounded. Potentially sensitive.
+    pub output: String,
+}
+
+impl Rejection {
+    /// One line for reports. Never contains validator output.
+    pub fn summary(&self) -> String {
+        let version = self
+            .version
+            .as_deref()
+            .map(|v| format!(", {v}"))
+            .unwrap_or_default();
+        let status = |s: &Option<i32>| match s {
+            Some(code) => format!("exit {code}"),
+            None => "killed by a signal".to_owned(),
+        };
+        match &self.kind {
+            RejectionKind::Invalid { status: s } => format!(
+                "validation failed ({} on {}{version}, {})",
+                self.validator,
+                self.host,
+                status(s)
+            ),
+            RejectionKind::ValidatorError { status: s } => format!(
+                "validator {} could not check the content on {}{version} ({})",
+                self.validator,
+                self.host,
+                status(s)
+            ),
+            RejectionKind::TimedOut => format!(
+                "validator {} timed out on {}{version}",
+                self.validator, self.host
+            ),
+            RejectionKind::MissingBinary { binary, package } => {
+                let hint = match package {
+                    Some(p) => format!(
+                        "; install it first: declare Package[{p}] and add `requires: [Package/{p}]` to this resource"
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "validator {} needs `{binary}`, which is not installed on {}{hint}",
+                    self.validator, self.host
+                )
+            }
+        }
+    }
+}
+
+fn argv(args: &[&str], placeholder: &str, value: &Path) -> Vec<std::ffi::OsString> {
+    args.iter()
+        .map(|a| {
+            if *a == placeholder {
+                value.as_os_str().to_owned()
+            } else {
+                (*a).into()
+            }
+        })
+        .collect()
+}
+
+/// The binary's version line, if it prints one.
+pub fn validator_version(def: &ValidatorDef) -> Option<String> {
+    let (binary, args) = (def.binary?, def.version_args?);
+    let out = command::run(
+        &CommandSpec::new(binary)
+            .args(args.iter().copied())
+            .timeout(std::time::Duration::from_secs(5))
+            .output_limit(4096),
+    )
+    .ok()?;
+    let text = format!("{}{}", out.stdout.text(), out.stderr.text());
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("usage") && !l.starts_with("Usage"))
+        .map(|l| l.chars().take(80).collect())
+}
+
+fn reject(def: &ValidatorDef, host: &Host, kind: RejectionKind, output: String) -> Rejection {
+    let version = match kind {
+        RejectionKind::MissingBinary { .. } => None,
+        _ => validator_version(def),
+    };
+    Rejection {
+        validator: def.name,
+        host: host.name().to_owned(),
+        kind,
+        version,
+        output,
+    }
+}
+
+fn run_binary(
+    def: &ValidatorDef,
+    host: &Host,
+    args: Vec<std::ffi::OsString>,
+) -> Result<(), Rejection> {
+    let Some(binary) = def.binary else {
+        return Ok(());
+    };
+    if command::which(binary).is_none() {
+        let kind = RejectionKind::MissingBinary {
+            binary,
+            package: def.package,
+        };
+        return Err(reject(def, host, kind, String::new()));
+    }
+    let spec = CommandSpec::new(binary)
+        .args(args)
+        .timeout(def.timeout)
+        .output_limit(OUTPUT_LIMIT);
+    let out = match command::run(&spec) {
+        Ok(out) => out,
+        Err(e) => {
+            let kind = RejectionKind::ValidatorError { status: None };
+            return Err(reject(def, host, kind, e.to_string()));
+        }
+    };
+    if out.success() {
+        return Ok(());
+    }
+    let mut output = out.stdout.text();
+    output.push_str(&out.stderr.text());
+    if out.stdout.truncated || out.stderr.truncated {
+        output.push_str("\n(output truncated)");
+    }
+    let kind = if out.timed_out {
+        RejectionKind::TimedOut
+    } else if out
+        .status
+        .is_some_and(|s| def.invalid_exit.is_empty() || def.invalid_exit.contains(&s))
+    {
+        RejectionKind::Invalid { status: out.status }
+    } else {
+        RejectionKind::ValidatorError { status: out.status }
+    };
+    Err(reject(def, host, kind, output))
+}
+
+/// Checks one staged file (validators of [`super::Scope::File`]).
+pub fn validate_staged(def: &ValidatorDef, host: &Host, staged: &Path) -> Result<(), Rejection> {
+    match def.check {
+        Check::Builtin(parse) => {
+            let bytes = datum_host::fs::read(staged).map_err(|e| {
+                let kind = RejectionKind::ValidatorError { status: None };
+                reject(def, host, kind, e.to_string())
+            })?;
+            parse(&bytes).map_err(|message| {
+                let kind = RejectionKind::Invalid { status: None };
+                reject(def, host, kind, message)
+            })
+        }
+        Check::Staged(args) => run_binary(def, host, argv(args, STAGED, staged)),
+        // A group validator pointed at one file would validate a
+        // combination that never exists; the engine runs it per group.
+        Check::Assembled(_) => Ok(()),
+    }
+}
+
+/// Checks the assembled configuration of a group (validators of
+/// [`super::Scope::Group`]), after every changed file of the group is written.
+pub fn validate_group(def: &ValidatorDef, host: &Host) -> Result<(), Rejection> {
+    let Check::Assembled(args) = def.check else {
+        return Ok(());
+    };
+    let config = match def.main_config {
+        Some(declared) => host.resolve(Path::new(declared)).map_err(|e| {
+            let kind = RejectionKind::ValidatorError { status: None };
+            reject(def, host, kind, e.to_string())
+        })?,
+        None => std::path::PathBuf::new(),
+    };
+    run_binary(def, host, argv(args, CONFIG, &config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validators::lookup;
+
+    fn host() -> Host {
+        Host::with_name("/", "test-host")
+    }
+
+    #[test]
+    fn a_missing_binary_is_a_failure_naming_validator_binary_host_and_package() {
+        let def = ValidatorDef {
+            binary: Some("datum-no-such-validator-binary"),
+            package: Some("no-such-package"),
+            ..*lookup("sshd").unwrap()
+        };
+        let staged = tempfile::NamedTempFile::new().unwrap();
+        let err = validate_staged(&def, &host(), staged.path()).unwrap_err();
+        let summary = err.summary();
+        for word in [
+            "sshd",
+            "datum-no-such-validator-binary",
+            "test-host",
+            "Package/no-such-package",
+        ] {
+            assert!(summary.contains(word), "{word} missing from {summary}");
+        }
+    }
+
+    #[test]
+    fn builtin_validators_judge_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("x.json");
+        std::fs::write(&bad, "{\"a\": }").unwrap();
+        let err = validate_staged(lookup("json").unwrap(), &host(), &bad).unwrap_err();
+        assert!(matches!(err.kind, RejectionKind::Invalid { .. }));
+        std::fs::write(&bad, "{\"a\": 1}").unwrap();
+        assert!(validate_staged(lookup("json").unwrap(), &host(), &bad).is_ok());
+    }
+
+    #[test]
+    fn the_summary_never_carries_validator_output() {
+        let r = Rejection {
+            validator: "sshd",
+            host: "h".into(),
+            kind: RejectionKind::Invalid { status: Some(255) },
+            version: None,
+            output: "line 1: Bad option CANARY".into(),
+        };
+        assert!(!r.summary().contains("CANARY"));
+        assert!(r.summary().contains("exit 255"));
+    }
+}
