@@ -48,16 +48,20 @@
 //! sensitive: false            # optional: true hides content in every output
 //! ```
 //!
-//! Any other top-level key is an error. Values follow YAML 1.2: `mode: 0600`
-//! is the *integer* 600, so modes are written as quoted strings.
+//! `datum`, `type`, `name` and `desired` are required (`desired: {}` for an
+//! override that only changes `requires`); any other top-level key is an
+//! error. Names may not contain brackets or control characters. Values follow
+//! YAML 1.2: `mode: 0600` is the *integer* 600, so modes are written as quoted
+//! strings (`"0600"`).
 //!
-//! **Content** (for types that take it): exactly one of `content:` (inline
+//! **Content** (for types that take it): at most one of `content:` (inline
 //! text), `source:` (a file path relative to the *layer* folder, such as
 //! `files/sshd_config`) or `template:` (a minijinja template relative to the
 //! layer folder, with variables `host.name`, `host.labels.KEY`, and the same
 //! as `name` and `labels`; an undefined variable is an error). Source and
 //! template paths must stay inside the repository: absolute paths, `..`
 //! leaving the repository and symbolic links resolving outside it are errors.
+//! A File with none of the three manages metadata only.
 //!
 //! **Layering**: for a host, the layers whose matcher holds are applied in
 //! order. A later document with the same type and name overrides the earlier
@@ -73,8 +77,21 @@
 //! **Dependencies**: `requires` orders resources and blocks dependents of a
 //! failure. Besides what is written, a File, Directory or Symlink requires
 //! the Directory resource that declares its nearest parent folder (unless
-//! that would close a cycle). Resources are applied in dependency order, ties
-//! kept in declaration order.
+//! either is `ensure: absent`, or the edge would close a cycle; something
+//! declared present inside a folder declared absent is an error). Resources
+//! are applied in dependency order, ties kept in declaration order. A cycle is
+//! an error that names it: `File[a] -> File[b] -> File[a]`.
+//!
+//! # Host file
+//!
+//! `/etc/datum/host.yaml` under `--root` (or `--host-file PATH`):
+//!
+//! ```yaml
+//! name: web-01          # default: <root>/etc/hostname, then the machine's name
+//! labels: {role: web, env: prod}
+//! ```
+//!
+//! `--label key=value` overrides a label. Layers match on labels only.
 
 pub mod diagnostic;
 pub mod document;
