@@ -244,7 +244,13 @@ pub(crate) fn parse_pair(
 
 fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
     let masker = masker(&args.common)?;
+    let mut notes = Vec::new();
     let (refresh, normal) = match (&args.refresh_plan, &args.plan) {
+        (Some(r), Some(p)) if same_file(r, p) => {
+            // One file as both plans: drift and changes both come from it.
+            let plan = read_plan_file(r, PlanRole::Combined, &masker)?;
+            (plan.clone(), Some(plan))
+        }
         (Some(r), Some(p)) => {
             let (r, p) = (r.clone(), p.clone());
             std::thread::scope(|scope| -> Result<(Plan, Option<Plan>)> {
@@ -255,7 +261,19 @@ fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
                 Ok((first, Some(second)))
             })?
         }
-        (Some(r), None) => (read_plan_file(r, PlanRole::RefreshOnly, &masker)?, None),
+        (Some(r), None) => {
+            let plan = read_plan_file(r, PlanRole::Combined, &masker)?;
+            if proposes_changes(&plan) && !args.output.drift_only {
+                // A normal plan given alone: its own changes are the best evidence there is.
+                notes.push(format!(
+                    "{}: proposes resource changes, so it was read as a normal plan",
+                    r.display()
+                ));
+                (plan.clone(), Some(plan))
+            } else {
+                (plan, None)
+            }
+        }
         (None, Some(p)) => {
             // One normal plan: drift from its own resource_drift, changes from itself.
             let plan = read_plan_file(p, PlanRole::Combined, &masker)?;
@@ -270,14 +288,43 @@ fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
         .unwrap_or_else(|| "default".to_owned());
     let rules = load_rules(args.config.as_deref())?;
     finish(
-        &stack,
-        &refresh,
-        normal.as_ref(),
-        &rules,
+        Inputs {
+            stack: &stack,
+            refresh: &refresh,
+            normal: normal.as_ref(),
+            rules: &rules,
+            notes,
+        },
         &args.common,
         &args.output,
         io,
     )
+}
+
+fn same_file(a: &FsPath, b: &FsPath) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+fn proposes_changes(plan: &Plan) -> bool {
+    plan.changes.iter().any(|c| {
+        !matches!(
+            c.action,
+            crate::plan::Action::NoOp | crate::plan::Action::Read
+        )
+    })
+}
+
+/// What `finish` works on, besides the options.
+struct Inputs<'a> {
+    stack: &'a str,
+    refresh: &'a Plan,
+    normal: Option<&'a Plan>,
+    rules: &'a Rules,
+    /// Notes found before classification (how the inputs were read).
+    notes: Vec<String>,
 }
 
 fn cmd_run(args: RunArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {
@@ -303,10 +350,13 @@ fn cmd_run(args: RunArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {
         .unwrap_or_else(|| args.tofu.chdir.clone());
     let rules = load_rules(Some(&config))?;
     finish(
-        &stack,
-        &refresh,
-        normal.as_ref(),
-        &rules,
+        Inputs {
+            stack: &stack,
+            refresh: &refresh,
+            normal: normal.as_ref(),
+            rules: &rules,
+            notes: Vec::new(),
+        },
         &args.common,
         &args.output,
         io,
@@ -332,17 +382,20 @@ pub(crate) fn stack_name(common: &CommonArgs, chdir: &FsPath) -> String {
 
 /// Everything after the plans: classify, history, exit code, outputs.
 fn finish(
-    stack: &str,
-    refresh: &Plan,
-    normal: Option<&Plan>,
-    rules: &Rules,
+    inputs: Inputs<'_>,
     common: &CommonArgs,
     output: &OutputArgs,
     io: &mut Io<'_>,
 ) -> Result<u8> {
     let options = options(common)?;
-    let normal = if output.drift_only { None } else { normal };
-    let mut report: Report = classify::classify(stack, refresh, normal, rules, &options);
+    let normal = if output.drift_only {
+        None
+    } else {
+        inputs.normal
+    };
+    let mut report: Report =
+        classify::classify(inputs.stack, inputs.refresh, normal, inputs.rules, &options);
+    report.notes.splice(0..0, inputs.notes);
     if let Some(file) = &output.history {
         let clock = history::clock(common.now.as_deref())?;
         history::apply(&mut report, file, clock.as_ref())?;

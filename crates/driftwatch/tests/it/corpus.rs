@@ -1,8 +1,8 @@
 //! Every file of the real corpus (`DRIFTWATCH_TOFU_REAL`, e.g. `../shared/fixtures/tofu-real`)
 //! is read without a crash: errored plans, old format versions, state and TFC redacted JSON
-//! exit 1 with one line naming the file; everything else is accepted. A file without
-//! non-no-op `resource_changes` is fed as both plans; a normal plan is fed alone (`--plan`),
-//! so its own `resource_drift` is used. Skipped, with a note, when the variable is unset.
+//! exit 1 with one line naming the file; everything else is accepted, whichever way it is
+//! paired: as both plans, as `--plan` alone or as `--refresh-plan` alone. Skipped, with a
+//! note, when the variable is unset.
 
 use std::path::PathBuf;
 
@@ -30,16 +30,6 @@ fn must_refuse(doc: &serde_json::Value) -> bool {
         || !version.unwrap_or_default().starts_with("1.")
 }
 
-fn has_changes(doc: &serde_json::Value) -> bool {
-    doc.get("resource_changes")
-        .and_then(|c| c.as_array())
-        .is_some_and(|changes| {
-            changes.iter().any(|c| {
-                c["mode"] == "managed" && c["change"]["actions"] != serde_json::json!(["no-op"])
-            })
-        })
-}
-
 #[test]
 fn real_corpus_is_read_without_a_crash() {
     let Some(dir) = corpus_dir() else {
@@ -57,46 +47,54 @@ fn real_corpus_is_read_without_a_crash() {
         "expected the real corpus in {}",
         dir.display()
     );
-    let mut refused = Vec::new();
+    let mut refused = std::collections::BTreeSet::new();
     for file in &files {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
-        let mut cmd = driftwatch();
-        cmd.arg("report");
-        if has_changes(&doc) {
-            cmd.arg("--plan").arg(file);
-        } else {
-            cmd.arg("--refresh-plan").arg(file).arg("--plan").arg(file);
-        }
-        for json in [false, true] {
-            let mut c = driftwatch();
-            c.args(cmd.get_args());
-            if json {
-                c.arg("--json");
-            }
-            let out = outcome(&mut c);
-            if must_refuse(&doc) {
-                assert_eq!(out.code, 1, "{name} should be refused: {}", out.stdout);
-                assert_eq!(out.stderr.lines().count(), 1, "{name}: {}", out.stderr);
-                assert!(out.stderr.contains(&name), "{name}: {}", out.stderr);
-                if !json {
-                    refused.push(name.clone());
+        // Every way a person could pair one file: as both plans, as the normal plan alone,
+        // as the refresh-only plan alone; each with text and with JSON.
+        let pairings: [&[&str]; 3] = [
+            &["--refresh-plan", "F", "--plan", "F"],
+            &["--plan", "F"],
+            &["--refresh-plan", "F"],
+        ];
+        for pairing in pairings {
+            for json in [false, true] {
+                let mut c = driftwatch();
+                c.arg("report");
+                for a in pairing {
+                    if *a == "F" {
+                        c.arg(file);
+                    } else {
+                        c.arg(a);
+                    }
                 }
-            } else {
-                assert!(
-                    out.code == 0 || out.code == 2,
-                    "{name}: exit {} {}",
-                    out.code,
-                    out.stderr
-                );
-                assert!(
-                    out.stderr.contains("driftwatch: default: "),
-                    "{name}: {}",
-                    out.stderr
-                );
                 if json {
-                    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-                    assert_eq!(report["version"], 1);
+                    c.arg("--json");
+                }
+                let out = outcome(&mut c);
+                let what = format!("{name} {pairing:?} json={json}");
+                if must_refuse(&doc) {
+                    assert_eq!(out.code, 1, "{what} should be refused: {}", out.stdout);
+                    assert_eq!(out.stderr.lines().count(), 1, "{what}: {}", out.stderr);
+                    assert!(out.stderr.contains(&name), "{what}: {}", out.stderr);
+                    refused.insert(name.clone());
+                } else {
+                    assert!(
+                        out.code == 0 || out.code == 2,
+                        "{what}: exit {} {}",
+                        out.code,
+                        out.stderr
+                    );
+                    assert!(
+                        out.stderr.contains("driftwatch: default: "),
+                        "{what}: {}",
+                        out.stderr
+                    );
+                    if json {
+                        let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+                        assert_eq!(report["version"], 1);
+                    }
                 }
             }
         }
