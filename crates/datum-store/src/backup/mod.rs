@@ -220,8 +220,9 @@ pub struct PruneReport {
     pub entries_removed: usize,
     pub blobs_removed: usize,
     pub bytes_freed: u64,
-    /// Bytes of distinct blobs still referenced afterwards.
-    pub bytes_kept: u64,
+    /// Bytes of distinct blobs still referenced afterwards; computed only
+    /// when the policy has a byte budget.
+    pub bytes_kept: Option<u64>,
 }
 
 /// The backup store of one root.
@@ -230,6 +231,11 @@ pub struct BackupStore {
     objects: PathBuf,
     index_path: PathBuf,
     conn: Connection,
+    /// Declared paths saved since the last prune: the only ones a later
+    /// prune with the same policy needs to rank again.
+    dirty_paths: BTreeSet<Vec<u8>>,
+    /// The policy of the last complete prune in this process.
+    pruned_with: Option<Retention>,
 }
 
 impl std::fmt::Debug for BackupStore {
@@ -267,6 +273,8 @@ impl BackupStore {
             objects,
             index_path,
             conn,
+            dirty_paths: BTreeSet::new(),
+            pruned_with: None,
         };
         let rebuilt = warnings
             .iter()
@@ -317,6 +325,8 @@ impl BackupStore {
                 |r| r.get(0),
             )
             .map_err(self.sql("cannot record backup entry"))?;
+        self.dirty_paths
+            .insert(file.declared_path.as_os_str().as_bytes().to_vec());
         Ok(BackupEntry {
             id: from_sql(id),
             resource,
@@ -387,7 +397,16 @@ impl BackupStore {
 
     /// Applies `policy` at time `now` (Unix seconds): removes entries, then
     /// the blobs no remaining entry references.
+    ///
+    /// Cheap enough to run after every save: the first prune of a process
+    /// (or one with a different policy) ranks every path, later ones only the
+    /// paths saved since; the age rule is an indexed range; the byte budget
+    /// sums distinct blobs and walks entries only when over budget.
     pub fn prune(&mut self, policy: &Retention, now: i64) -> Result<PruneReport, StoreError> {
+        let full = self.pruned_with != Some(*policy);
+        let dirty = std::mem::take(&mut self.dirty_paths);
+        // If this prune fails half-way, the next one starts from scratch.
+        self.pruned_with = None;
         let index_path = self.index_path.clone();
         let err = || sql_err(&index_path, "cannot prune backups");
         let tx = self
@@ -398,15 +417,31 @@ impl BackupStore {
 
         // Surplus versions per path, newest kept.
         let keep = i64::try_from(policy.keep_per_path).unwrap_or(i64::MAX);
-        let surplus: Vec<i64> = tx
-            .prepare(
-                "SELECT id FROM (SELECT id, row_number() OVER \
-                 (PARTITION BY path ORDER BY saved_at DESC, id DESC) AS rank FROM entries) \
-                 WHERE rank > ?1",
-            )
-            .and_then(|mut s| s.query_map([keep], |r| r.get(0))?.collect())
-            .map_err(err())?;
-        doomed.extend(surplus);
+        if full {
+            let surplus: Vec<i64> = tx
+                .prepare(
+                    "SELECT id FROM (SELECT id, row_number() OVER \
+                     (PARTITION BY path ORDER BY saved_at DESC, id DESC) AS rank FROM entries) \
+                     WHERE rank > ?1",
+                )
+                .and_then(|mut s| s.query_map([keep], |r| r.get(0))?.collect())
+                .map_err(err())?;
+            doomed.extend(surplus);
+        } else {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT id FROM entries WHERE path = ?1 \
+                     ORDER BY saved_at DESC, id DESC LIMIT -1 OFFSET ?2",
+                )
+                .map_err(err())?;
+            for path in &dirty {
+                let surplus: Vec<i64> = stmt
+                    .query_map(params![path, keep], |r| r.get(0))
+                    .and_then(|rows| rows.collect())
+                    .map_err(err())?;
+                doomed.extend(surplus);
+            }
+        }
 
         if let Some(days) = policy.max_age_days {
             let age = i64::try_from(days.saturating_mul(86_400)).unwrap_or(i64::MAX);
@@ -418,42 +453,10 @@ impl BackupStore {
             doomed.extend(old);
         }
 
-        // Everything left, oldest first, to account bytes per distinct blob.
-        type Left = (i64, Vec<u8>, String, i64);
-        let left: Vec<Left> = tx
-            .prepare("SELECT id, path, sha256, size FROM entries ORDER BY saved_at, id")
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-                    .collect()
-            })
-            .map_err(err())?;
-        let mut refs: HashMap<&str, (usize, u64)> = HashMap::new();
-        let mut newest_of_path: BTreeMap<&[u8], i64> = BTreeMap::new();
-        for (id, path, sha, size) in &left {
-            if doomed.contains(id) {
-                continue;
-            }
-            let slot = refs.entry(sha.as_str()).or_insert((0, from_sql(*size)));
-            slot.0 += 1;
-            newest_of_path.insert(path.as_slice(), *id);
-        }
-        let mut total: u64 = refs.values().map(|(_, size)| *size).sum();
         if let Some(budget) = policy.max_total_bytes {
-            let protected: BTreeSet<i64> = newest_of_path.values().copied().collect();
-            for (id, _, sha, _) in &left {
-                if total <= budget {
-                    break;
-                }
-                if doomed.contains(id) || protected.contains(id) {
-                    continue;
-                }
-                doomed.insert(*id);
-                if let Some(slot) = refs.get_mut(sha.as_str()) {
-                    slot.0 -= 1;
-                    if slot.0 == 0 {
-                        total = total.saturating_sub(slot.1);
-                    }
-                }
+            let total_before = distinct_bytes(&tx).map_err(err())?;
+            if total_before > budget {
+                over_budget(&tx, budget, &mut doomed).map_err(err())?;
             }
         }
 
@@ -470,12 +473,17 @@ impl BackupStore {
                 candidates.extend(sha);
             }
         }
+        let bytes_kept = match policy.max_total_bytes {
+            Some(_) => Some(distinct_bytes(&tx).map_err(err())?),
+            None => None,
+        };
         tx.commit().map_err(err())?;
+        self.pruned_with = Some(*policy);
 
         // Only now, with the entries gone for good, may their blobs go.
         let mut report = PruneReport {
             entries_removed: doomed.len(),
-            bytes_kept: total,
+            bytes_kept,
             ..PruneReport::default()
         };
         for sha in candidates {
@@ -612,6 +620,54 @@ fn sql_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) ->
     }
 }
 
+/// Bytes of the distinct blobs the index references.
+fn distinct_bytes(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT coalesce(sum(size), 0) FROM (SELECT max(size) AS size FROM entries GROUP BY sha256)",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(from_sql)
+}
+
+/// Adds to `doomed` the oldest entries, sparing the newest of each path,
+/// until the distinct blobs the rest reference fit in `budget`.
+fn over_budget(conn: &Connection, budget: u64, doomed: &mut BTreeSet<i64>) -> rusqlite::Result<()> {
+    type Row = (i64, Vec<u8>, String, i64);
+    let rows: Vec<Row> = conn
+        .prepare("SELECT id, path, sha256, size FROM entries ORDER BY saved_at, id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut refs: HashMap<&str, (usize, u64)> = HashMap::new();
+    let mut newest_of_path: BTreeMap<&[u8], i64> = BTreeMap::new();
+    for (id, path, sha, size) in &rows {
+        if doomed.contains(id) {
+            continue;
+        }
+        let slot = refs.entry(sha.as_str()).or_insert((0, from_sql(*size)));
+        slot.0 += 1;
+        newest_of_path.insert(path.as_slice(), *id);
+    }
+    let mut total: u64 = refs.values().map(|(_, size)| *size).sum();
+    let protected: BTreeSet<i64> = newest_of_path.values().copied().collect();
+    for (id, _, sha, _) in &rows {
+        if total <= budget {
+            break;
+        }
+        if doomed.contains(id) || protected.contains(id) {
+            continue;
+        }
+        doomed.insert(*id);
+        if let Some(slot) = refs.get_mut(sha.as_str()) {
+            slot.0 -= 1;
+            if slot.0 == 0 {
+                total = total.saturating_sub(slot.1);
+            }
+        }
+    }
+    Ok(())
+}
+
 const ENTRY_COLUMNS: &str =
     "id, resource, path, sha256, size, mode, uid, gid, saved_at, reason, sensitive";
 
@@ -701,7 +757,7 @@ mod tests {
         let report = store.prune(&policy, 3).unwrap();
         assert_eq!(report.entries_removed, 2);
         assert_eq!(report.blobs_removed, 2);
-        assert_eq!(report.bytes_kept, 100);
+        assert_eq!(report.bytes_kept, Some(100));
         let left = store.list(None).unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].id, newest.id);
