@@ -201,6 +201,8 @@ pub fn parse(text: &str) -> Parsed {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
+        depth: 0,
+        nodes: 0,
         errors: Vec::new(),
     };
     let mut parsed = Parsed::default();
@@ -243,9 +245,18 @@ fn error_at(span: Span, message: impl Into<String>) -> YamlError {
     }
 }
 
+/// Deeper nesting than this is refused rather than risking the stack.
+const MAX_DEPTH: usize = 200;
+/// More values than this in one file (aliases counted expanded) is refused:
+/// a few nested aliases can otherwise expand to gigabytes.
+const MAX_NODES: usize = 1_000_000;
+
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored values and how many values each holds.
+    anchors: HashMap<usize, (Node, usize)>,
+    depth: usize,
+    nodes: usize,
     /// Problems that do not stop the file (duplicate keys, unknown tags).
     errors: Vec<YamlError>,
 }
@@ -298,8 +309,34 @@ impl<'a> Builder<'a> {
     }
 
     fn node(&mut self, ev: Event<'a>, span: Span) -> Result<Node, YamlError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(error_at(
+                span,
+                format!("values nested deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        self.depth += 1;
+        let nodes_before = self.nodes;
+        let result = self.node_inner(ev, span);
+        self.depth -= 1;
+        let (anchor, node) = result?;
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(error_at(
+                span,
+                format!("more than {MAX_NODES} values (counting aliases expanded)"),
+            ));
+        }
+        if anchor != 0 {
+            self.anchors
+                .insert(anchor, (node.clone(), self.nodes - nodes_before));
+        }
+        Ok(node)
+    }
+
+    fn node_inner(&mut self, ev: Event<'a>, span: Span) -> Result<(usize, Node), YamlError> {
         let start = Pos::from_marker(span.start);
-        let (anchor, node) = match ev {
+        Ok(match ev {
             Event::Scalar(text, style, anchor, tag) => {
                 let value = self.scalar(&text, style, tag.as_deref(), span);
                 (
@@ -312,9 +349,19 @@ impl<'a> Builder<'a> {
                 )
             }
             Event::Alias(id) => {
-                let Some(target) = self.anchors.get(&id) else {
+                let Some((target, count)) = self.anchors.get(&id) else {
                     return Err(error_at(span, "YAML alias refers to an unknown anchor"));
                 };
+                // The copy counts as many values as it holds (minus itself,
+                // which the caller counts).
+                self.nodes += count.saturating_sub(1);
+                // Checked before copying, so a bomb never allocates.
+                if self.nodes > MAX_NODES {
+                    return Err(error_at(
+                        span,
+                        format!("more than {MAX_NODES} values (counting aliases expanded)"),
+                    ));
+                }
                 // The alias's own position is more useful in messages than
                 // the anchor's: that is where the value is used.
                 let mut copy = target.clone();
@@ -384,11 +431,7 @@ impl<'a> Builder<'a> {
             _ => {
                 return Err(error_at(span, "YAML syntax error: unexpected event"));
             }
-        };
-        if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
-        }
-        Ok(node)
+        })
     }
 
     fn reject_tag(&mut self, tag: Option<&Tag>, expected: &str, span: Span) {
@@ -603,6 +646,33 @@ mod tests {
         assert_eq!(loc.start, Pos { line: 4, column: 7 });
         assert_eq!(loc.end, Pos { line: 4, column: 9 });
         assert!(doc.entry_at(&["desired".into(), "nope".into()]).is_none());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        // Ours stops at 200 levels; the parser's own limit a little later.
+        for depth in [220, 5000] {
+            let text = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+            let p = parse(&text);
+            assert_eq!(p.errors.len(), 1);
+            let m = &p.errors[0].message;
+            assert!(
+                m.contains("nested deeper") || m.contains("recursion limit"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = i - 1;
+            text.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
+        }
+        let p = parse(&text);
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert!(p.errors[0].message.contains("more than"), "{:?}", p.errors);
     }
 
     #[test]
