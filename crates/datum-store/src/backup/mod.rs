@@ -764,6 +764,25 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_policy_reranks_paths_not_saved_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let id = ResourceId::new("File", "a");
+        let path = Path::new("/a");
+        for v in 0..5u8 {
+            store.save(&saved(&id, path, &[v], i64::from(v))).unwrap();
+        }
+        let keep = |n| Retention {
+            keep_per_path: n,
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(&keep(10), 9).unwrap().entries_removed, 0);
+        // Nothing saved since, but the policy is stricter: /a is ranked again.
+        assert_eq!(store.prune(&keep(2), 9).unwrap().entries_removed, 3);
+        assert_eq!(store.list(None).unwrap().len(), 2);
+    }
+
+    #[test]
     fn reasons_round_trip_through_their_words() {
         for r in [
             BackupReason::Update,
