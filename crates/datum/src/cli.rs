@@ -74,6 +74,8 @@ pub enum Command {
     Plan,
     /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both).
     Apply,
+    /// List the validators this build ships, the binary each needs, and whether it is installed here.
+    Validators,
     /// Inspect and restore the content saved before files were replaced or removed.
     #[command(subcommand)]
     Backup(BackupCommand),

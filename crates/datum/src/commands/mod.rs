@@ -5,6 +5,7 @@ mod backup;
 mod catalogue;
 mod lint;
 mod pass;
+mod validators;
 
 use anyhow::Result;
 
@@ -19,5 +20,6 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Plan => pass::run(global, datum_engine::Mode::Plan),
         Command::Apply => apply::run(global),
         Command::Backup(cmd) => backup::run(global, cmd),
+        Command::Validators => validators::run(global),
     }
 }

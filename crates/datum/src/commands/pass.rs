@@ -57,7 +57,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         }
     };
     let code = match mode {
-        Mode::Plan => ExitCode::for_pending(summary.any_changed()),
+        Mode::Plan => plan_exit(&summary),
         Mode::Apply => ExitCode::for_apply(summary.any_changed(), summary.any_failed()),
     };
     if let Some(store) = &mut store {
@@ -75,4 +75,24 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         }
     }
     Ok(code)
+}
+
+/// A plan exits 2 when anything would change (a change that would fail
+/// validation is still a pending change), 1 when a resource could not even be
+/// observed, 0 otherwise.
+fn plan_exit(summary: &datum_engine::PassSummary) -> ExitCode {
+    use datum_core::{Outcome, Phase};
+    let unobservable = summary.resources.iter().any(|r| {
+        matches!(
+            r.outcome,
+            Outcome::Failed {
+                phase: Phase::Observe | Phase::Diff,
+                ..
+            }
+        )
+    });
+    if unobservable {
+        return ExitCode::ERROR;
+    }
+    ExitCode::for_pending(summary.any_changed() || summary.any_failed())
 }

@@ -7,3 +7,4 @@ mod crash;
 mod lint;
 mod sensitive;
 mod support;
+mod validation;
