@@ -35,7 +35,11 @@
 //!
 //! Every write is a SQLite transaction (WAL, `synchronous = FULL`), so a
 //! process killed at any moment leaves each [`Batch`] wholly applied or not at
-//! all. A database that is corrupt, foreign or from a newer Datum is renamed
+//! all. [`Store::record_verified`] and [`Store::forget`] are the one
+//! exception to "committed when the call returns": they are buffered and
+//! written together (see [`Store::flush`]), because a pass records every
+//! resource and one fsync each would cost more than the pass. Owed reloads,
+//! quarantine and everything else commit before the call returns. A database that is corrupt, foreign or from a newer Datum is renamed
 //! to `<file>.corrupt-<unix-ts>` and rebuilt empty, with a [`StoreWarning`]:
 //! losing history is better than refusing to run.
 //!
