@@ -311,3 +311,36 @@ fn hex_sha(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
+
+#[test]
+fn content_lives_only_in_blobs_never_in_the_index() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(BACKUP_DIR_PATH);
+    let canary = b"CANARY-7f3a9c-db-password=hunter2";
+    {
+        let mut store = open(root.path());
+        let id = ResourceId::new("File", "secret");
+        store
+            .save(&SavedFile {
+                sensitive: true,
+                ..file(&id, Path::new("/etc/secret"), canary, 1)
+            })
+            .unwrap();
+    }
+    let mut index_files = 0;
+    for entry in fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().starts_with("index.db") {
+            index_files += 1;
+            let bytes = fs::read(entry.path()).unwrap();
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary),
+                "{} holds the content",
+                entry.path().display()
+            );
+        }
+    }
+    assert!(index_files >= 1);
+    let (blob, _) = blobs(&dir).remove(0);
+    assert_eq!(fs::read(blob).unwrap(), canary);
+}

@@ -319,3 +319,31 @@ fn a_batch_commits_everything_or_nothing() {
     assert!(store.recent_passes(10).unwrap().is_empty());
     assert!(store.owed_reloads().unwrap().is_empty());
 }
+
+#[test]
+fn readers_are_not_blocked_by_an_open_batch() {
+    let root = tempfile::tempdir().unwrap();
+    let path = db_path(root.path());
+    let (mut writer, _) = Store::open(&path).unwrap();
+    writer.record_pass(&pass("check", 4)).unwrap();
+    let batch = writer.batch().unwrap();
+    batch.record_pass(&pass("apply", 9)).unwrap();
+    // A `datum schedule` in another process while a pass is writing: it
+    // opens, reads the committed state, and does not wait.
+    let started = std::time::Instant::now();
+    let (reader, warnings) = Store::open(&path).unwrap();
+    assert!(warnings.is_empty());
+    let seen = reader.recent_passes(10).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].pass.command, "check");
+    batch.commit().unwrap();
+    assert_eq!(reader.recent_passes(10).unwrap().len(), 2);
+}
+
+#[test]
+fn stores_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Store>();
+    assert_send::<datum_store::backup::BackupStore>();
+}
