@@ -31,6 +31,26 @@
 //!   only I/O in this crate.
 //!
 //! Nothing here prints, reads configuration or knows about OpenTofu.
+//!
+//! ```
+//! use datum_report::{AttrDiff, Finding, dedupe_key, fingerprint, markdown};
+//!
+//! let finding = Finding {
+//!     subject: "File[motd]".to_owned(),
+//!     category: "changed_outside".to_owned(),
+//!     diffs: vec![
+//!         AttrDiff::plain("mode", "0644", "0600"),
+//!         AttrDiff::sensitive("content"),
+//!     ],
+//! };
+//! assert_eq!(finding.diffs[1].after_display(), "(sensitive)");
+//! let key = dedupe_key("datum", "web-1");
+//! assert!(key.starts_with("datum-") && key.len() == 18);
+//! let print = fingerprint(&[finding.signature()]);
+//! assert_eq!(print.len(), 16);
+//! assert_eq!(fingerprint(&[]), "clean");
+//! assert_eq!(markdown::marker_line(&key), format!("<!-- {key} -->"));
+//! ```
 
 pub mod history;
 pub mod markdown;

@@ -121,3 +121,11 @@ fn swapped_plans_and_missing_files_exit_1() {
     let out = outcome(report("shop-prod").args(["--secret-pattern", "("]));
     assert_eq!(out.code, 1);
 }
+
+#[test]
+fn help_snapshots() {
+    let out = outcome(driftwatch().arg("--help"));
+    insta::assert_snapshot!("help", out.stdout);
+    let out = outcome(driftwatch().args(["report", "--help"]));
+    insta::assert_snapshot!("report_help", out.stdout);
+}
