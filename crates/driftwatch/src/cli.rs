@@ -182,8 +182,14 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
         Err(e) => {
             let code = exit::for_error(&e);
             if code == exit::ERROR {
-                // One line; each message already carries its file and cause.
-                let _ = writeln!(io.stderr, "driftwatch: error: {e}");
+                // One line, always: some causes (regex syntax errors) span several.
+                let message: Vec<String> = e
+                    .to_string()
+                    .lines()
+                    .map(|l| l.trim().to_owned())
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                let _ = writeln!(io.stderr, "driftwatch: error: {}", message.join(" "));
             }
             code
         }

@@ -120,6 +120,8 @@ fn swapped_plans_and_missing_files_exit_1() {
     assert!(out.stderr.contains("/nonexistent/ro.json"));
     let out = outcome(report("shop-prod").args(["--secret-pattern", "("]));
     assert_eq!(out.code, 1);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--secret-pattern"), "{}", out.stderr);
 }
 
 #[test]
