@@ -433,6 +433,20 @@ mod tests {
     }
 
     #[test]
+    fn damaged_input_is_an_error_never_a_panic() {
+        let whole: &[u8] = include_bytes!("../../tests/fixtures/shop-prod/refresh_only.json");
+        for cut in (0..whole.len()).step_by(61) {
+            assert!(parse_plan(&whole[..cut], "t", PlanRole::RefreshOnly, &masker()).is_err());
+        }
+        // Flip bytes here and there: any outcome but a panic is fine.
+        let mut damaged = whole.to_vec();
+        for (n, at) in (0..damaged.len()).step_by(89).enumerate() {
+            damaged[at] = b"{}[]\",:0tn"[n % 10];
+            let _ = parse_plan(&damaged, "t", PlanRole::Combined, &masker());
+        }
+    }
+
+    #[test]
     fn refresh_only_with_changes_is_refused() {
         let text = r#"{"format_version":"1.2","resource_changes":[
           {"address":"a.b","mode":"managed","change":{"actions":["create"],"before":null,"after":{}}}]}"#;
