@@ -11,6 +11,7 @@
 //! [`HostError`] values that name what they were about, never bare strings.
 
 pub mod accounts;
+mod cache;
 pub mod command;
 mod error;
 pub mod fs;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use accounts::Accounts;
+pub use cache::PassCache;
 pub use command::{CommandOutput, CommandSpec};
 pub use error::HostError;
 pub use fs::{FileKind, Stat};
@@ -40,6 +42,7 @@ pub struct Host {
     accounts: Arc<OnceLock<Accounts>>,
     swept: Arc<Mutex<HashSet<PathBuf>>>,
     canonical_root: Arc<OnceLock<PathBuf>>,
+    pass_cache: PassCache,
 }
 
 impl Host {
@@ -60,6 +63,7 @@ impl Host {
             accounts: Arc::new(OnceLock::new()),
             swept: Arc::new(Mutex::new(HashSet::new())),
             canonical_root: Arc::new(OnceLock::new()),
+            pass_cache: PassCache::default(),
         }
     }
 
@@ -118,6 +122,16 @@ impl Host {
             }
             Err(e) => Err(HostError::io("resolve", parent, e)),
         }
+    }
+
+    /// This pass's cache of type `T` (created empty on first use, shared by
+    /// clones of this host): where a provider keeps what it reads once per
+    /// pass, such as the parsed package database. See [`PassCache`].
+    pub fn pass_cache<T>(&self) -> Arc<T>
+    where
+        T: std::any::Any + Send + Sync + Default,
+    {
+        self.pass_cache.get_or_default()
     }
 
     /// The parsed account files, read on first use.
