@@ -442,7 +442,15 @@ mod tests {
         let mut damaged = whole.to_vec();
         for (n, at) in (0..damaged.len()).step_by(89).enumerate() {
             damaged[at] = b"{}[]\",:0tn"[n % 10];
-            let _ = parse_plan(&damaged, "t", PlanRole::Combined, &masker());
+            if let Ok(plan) = parse_plan(&damaged, "t", PlanRole::Combined, &masker()) {
+                // Whatever parses must also classify and render.
+                let rules = crate::rules::Rules::default();
+                let options = crate::classify::Options::default();
+                let report = crate::classify::classify("s", &plan, Some(&plan), &rules, &options);
+                let _ = crate::report::text::render(&report, true);
+                let _ = crate::report::json::render(&report, 2);
+                let _ = crate::report::markdown::render(&report);
+            }
         }
     }
 
