@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use datum_core::{Content, Origin, Resource, ResourceId};
 use datum_manifest::yaml::Pos;
-use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository};
+use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
 use datum_providers::{FieldError, Provider};
 
 use crate::catalogue::{Catalogue, declaration_hash};
@@ -45,6 +45,7 @@ pub(crate) struct Analysis<'r> {
     /// counts as declaring: it is an error either way).
     content_set: Vec<ContentSet>,
     templates: Templates,
+    resolver: Resolver,
 }
 
 /// A requirement edge with the `requires:` entry that wrote it.
@@ -64,6 +65,7 @@ impl<'r> Analysis<'r> {
             contents: vec![None; n],
             content_set: vec![ContentSet::Untouched; n],
             templates: Templates::new(),
+            resolver: Resolver::new(&repo.canonical_root),
         }
     }
 
@@ -121,7 +123,7 @@ impl<'r> Analysis<'r> {
                 self.diags.push(
                     Diagnostic::error(unknown_type_message(&doc.id.kind))
                         .resource(&doc.id)
-                        .at(doc.kind.origin.clone())
+                        .at(doc.kind.origin())
                         .until(doc.kind.end),
                 );
             }
@@ -133,7 +135,7 @@ impl<'r> Analysis<'r> {
                 self.diags.push(
                     Diagnostic::error(problem.to_string())
                         .resource(&doc.id)
-                        .at(v.origin.clone())
+                        .at(v.origin())
                         .until(v.end),
                 );
             }
@@ -152,7 +154,7 @@ impl<'r> Analysis<'r> {
                 } else {
                     ContentSet::Clears
                 };
-                let decl = content::declared(self.repo, doc, &mut self.diags);
+                let decl = content::declared(self.repo, doc, &mut self.resolver, &mut self.diags);
                 if let Some(ContentDecl {
                     kind: ContentKind::Template,
                     file: Some((abs, rel)),
@@ -208,10 +210,10 @@ impl<'r> Analysis<'r> {
                         "duplicate name: {} is already declared in layer `{}` at {}",
                         doc.id,
                         self.layer_name(doc),
-                        prev.name.origin
+                        prev.name.origin()
                     ))
                     .resource(&doc.id)
-                    .at(doc.name.origin.clone())
+                    .at(doc.name.origin())
                     .until(doc.name.end),
                 );
             } else {
@@ -280,7 +282,7 @@ impl<'r> Analysis<'r> {
                     // Not written anywhere: point at the first `desired:`.
                     None => {
                         let d = &self.doc(m.first_doc()).desired_origin;
-                        (d.origin.clone(), None)
+                        (d.origin(), None)
                     }
                 };
                 self.diags.push(field_diagnostic(&e, &m.id, origin, end));
@@ -308,7 +310,7 @@ impl<'r> Analysis<'r> {
                     match scope.get(&r.value) {
                         Some(&to) => edges.push(Edge {
                             to,
-                            origin: r.origin.clone(),
+                            origin: r.origin(),
                             end: r.end,
                         }),
                         None => {
@@ -325,7 +327,7 @@ impl<'r> Analysis<'r> {
                             self.diags.push(
                                 Diagnostic::error(message)
                                     .resource(&m.id)
-                                    .at(r.origin.clone())
+                                    .at(r.origin())
                                     .until(r.end),
                             );
                         }
@@ -577,22 +579,22 @@ impl<'r> Analysis<'r> {
             (
                 "requires",
                 m.requires
-                    .and_then(|d| self.doc(d).requires.as_ref().map(|r| r.origin.clone())),
+                    .and_then(|d| self.doc(d).requires.as_ref().map(|r| r.origin())),
             ),
             (
                 "class",
                 m.class
-                    .and_then(|d| self.doc(d).class.as_ref().map(|r| r.origin.clone())),
+                    .and_then(|d| self.doc(d).class.as_ref().map(|r| r.origin())),
             ),
             (
                 "sensitive",
                 m.sensitive
-                    .and_then(|d| self.doc(d).sensitive.as_ref().map(|r| r.origin.clone())),
+                    .and_then(|d| self.doc(d).sensitive.as_ref().map(|r| r.origin())),
             ),
             (
                 "validate",
                 m.validate
-                    .and_then(|d| self.doc(d).validate.as_ref().map(|r| r.origin.clone())),
+                    .and_then(|d| self.doc(d).validate.as_ref().map(|r| r.origin())),
             ),
         ];
         for (name, origin) in envelope {
@@ -617,7 +619,7 @@ impl<'r> Analysis<'r> {
             class,
             sensitive,
             validate,
-            origin: last.origin.clone(),
+            origin: last.origin(),
             field_origins,
             declaration_hash,
         }
@@ -637,7 +639,7 @@ fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
             return found;
         }
     }
-    (doc.desired_origin.origin.clone(), doc.desired_origin.end)
+    (doc.desired_origin.origin(), doc.desired_origin.end)
 }
 
 fn field_diagnostic(

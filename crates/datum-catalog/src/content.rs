@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Origin, ResourceId};
 use datum_manifest::yaml::Pos;
-use datum_manifest::{Diagnostic, Diagnostics, Document, Repository, resolve_inside};
+use datum_manifest::{Diagnostic, Diagnostics, Document, Repository, Resolver};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 
 use crate::host::HostIdentity;
@@ -59,6 +59,7 @@ pub(crate) struct ContentDecl {
 pub(crate) fn declared(
     repo: &Repository,
     doc: &Document,
+    resolver: &mut Resolver,
     diags: &mut Diagnostics,
 ) -> Option<ContentDecl> {
     let mut found: Option<ContentDecl> = None;
@@ -97,7 +98,7 @@ pub(crate) fn declared(
         let file = match kind {
             ContentKind::Inline => None,
             ContentKind::Source | ContentKind::Template => {
-                match resolve_inside(&repo.canonical_root, &layer_path, text) {
+                match resolver.resolve(&layer_path, text) {
                     Ok((abs, rel)) if abs.is_file() => Some((abs, rel)),
                     Ok((_, rel)) => {
                         diags.push(

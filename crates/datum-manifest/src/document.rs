@@ -36,7 +36,7 @@ pub struct Document {
     /// Index of the layer in `Settings::layers`.
     pub layer: usize,
     /// Where the document starts.
-    pub origin: Origin,
+    pub start: Pos,
     /// The `type:` value (for "unknown type" errors).
     pub kind: Spanned<String>,
     /// The `name:` value (for "duplicate name" errors).
@@ -56,6 +56,11 @@ pub struct Document {
 }
 
 impl Document {
+    /// Where the document starts, as an origin.
+    pub fn origin(&self) -> Origin {
+        self.place.origin(self.start)
+    }
+
     /// Origin and end of a field path inside `desired` (`["mode"]`): from the
     /// key to the end of its value. `None` when the document does not write it.
     pub fn field_span(&self, path: &[String]) -> Option<(Origin, Pos)> {
@@ -78,11 +83,21 @@ impl Document {
 /// mapping; otherwise returns the document even if some envelope fields were
 /// wrong, so later checks still run on the rest.
 pub(crate) fn read(
-    node: &Node,
+    mut node: Node,
     place: &Place,
     layer: usize,
     diags: &mut Diagnostics,
 ) -> Option<Document> {
+    // `desired` is moved out rather than copied: a repository of 20,000
+    // resources should not hold each one twice.
+    let desired_entry = match &mut node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .position(|e| e.key == "desired")
+            .map(|i| entries.remove(i)),
+        _ => None,
+    };
+    let node = &node;
     let Some(entries) = node.as_map() else {
         diags.push(
             Diagnostic::error(format!(
@@ -101,11 +116,7 @@ pub(crate) fn read(
     let mut local = Diagnostics::new();
     check_version(node, place, &mut local);
     if let Some(problem) = name_problem(&name.value) {
-        local.push(
-            Diagnostic::error(problem)
-                .at(name.origin.clone())
-                .until(name.end),
-        );
+        local.push(Diagnostic::error(problem).at(name.origin()).until(name.end));
     }
     for e in entries {
         if ENVELOPE_KEYS.contains(&e.key.as_str()) {
@@ -123,7 +134,7 @@ pub(crate) fn read(
         );
     }
 
-    let (desired, desired_origin, validate) = match node.get("desired") {
+    let (desired, desired_origin, validate) = match desired_entry {
         None => {
             local.push(
                 Diagnostic::error("the document has no `desired` (write `desired: {}` for none)")
@@ -138,10 +149,9 @@ pub(crate) fn read(
             (empty, origin, None)
         }
         Some(e) => {
-            let origin = place.key((), e);
-            match &e.value.value {
-                Value::Map(fields) => {
-                    let mut fields = fields.clone();
+            let origin = place.key((), &e);
+            match e.value.value {
+                Value::Map(mut fields) => {
                     let mut validate = None;
                     if let Some(i) = fields.iter().position(|f| f.key == "validate") {
                         let f = fields.remove(i);
@@ -172,11 +182,16 @@ pub(crate) fn read(
                     };
                     (empty, origin, None)
                 }
-                _ => {
+                ref other => {
+                    let found = Node {
+                        value: other.clone(),
+                        start: e.value.start,
+                        end: e.value.end,
+                    };
                     local.push(
                         Diagnostic::error(format!(
                             "`desired` must be a mapping, found {}",
-                            e.value.type_name()
+                            found.type_name()
                         ))
                         .at(place.origin(e.value.start))
                         .until(e.value.end),
@@ -252,7 +267,7 @@ pub(crate) fn read(
     Some(Document {
         id,
         layer,
-        origin: place.origin(node.start),
+        start: node.start,
         kind,
         name,
         desired,
@@ -312,7 +327,7 @@ mod tests {
     fn read_one(text: &str) -> (Option<Document>, Vec<String>) {
         let node = crate::yaml::parse(text).documents.remove(0);
         let mut diags = Diagnostics::new();
-        let doc = read(&node, &Place::new("base/a.yaml", "base"), 0, &mut diags);
+        let doc = read(node, &Place::new("base/a.yaml", "base"), 0, &mut diags);
         (doc, diags.iter().map(|d| d.one_line()).collect())
     }
 
@@ -325,7 +340,7 @@ mod tests {
         let doc = doc.unwrap();
         assert_eq!(doc.id, ResourceId::new("File", "motd"));
         assert_eq!(doc.validate.as_ref().unwrap().value, "sshd");
-        assert_eq!(doc.validate.as_ref().unwrap().origin.line, 6);
+        assert_eq!(doc.validate.as_ref().unwrap().origin().line, 6);
         // validate is an envelope field: the provider never sees it.
         assert!(doc.desired.get("validate").is_none());
         assert_eq!(

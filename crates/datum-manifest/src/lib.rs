@@ -103,7 +103,7 @@ pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceMap};
 pub use document::{DEFAULT_CLASS, Document, ENVELOPE_KEYS};
-pub use paths::{PathProblem, resolve_inside};
+pub use paths::{PathProblem, Resolver, resolve_inside};
 pub use repository::{CONTENT_DIRS, Repository, SETTINGS_FILE};
 pub use settings::{Layer, MatchTerm, Matcher, Settings};
 pub use span::{Place, Spanned};

@@ -9,6 +9,7 @@
 //! It reads the file system only to resolve links (canonicalize); it never
 //! reads file contents.
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 /// Why a declared path is refused.
@@ -40,65 +41,117 @@ pub fn resolve_inside(
     base: &Path,
     declared: &str,
 ) -> Result<(PathBuf, PathBuf), PathProblem> {
-    let problem_declared = || declared.to_owned();
-    if declared.is_empty() {
-        return Err(PathProblem::Empty {
-            declared: problem_declared(),
-        });
+    Resolver::new(canonical_root).resolve(base, declared)
+}
+
+/// [`resolve_inside`] for many paths: each folder is resolved once, so a
+/// repository with 20,000 `source:` files costs one `lstat` per file rather
+/// than a link walk over every component of every path.
+#[derive(Debug)]
+pub struct Resolver {
+    root: PathBuf,
+    /// Folder (relative) -> its canonical path, or the error kind.
+    dirs: HashMap<PathBuf, Result<PathBuf, std::io::ErrorKind>>,
+}
+
+impl Resolver {
+    pub fn new(canonical_root: &Path) -> Self {
+        Self {
+            root: canonical_root.to_owned(),
+            dirs: HashMap::new(),
+        }
     }
-    let written = Path::new(declared);
-    if written.has_root() || written.is_absolute() {
-        return Err(PathProblem::Absolute {
-            declared: problem_declared(),
-        });
-    }
-    // Lexical check first: `..` may move around inside the repository but
-    // never above its root.
-    let mut relative: Vec<&std::ffi::OsStr> = Vec::new();
-    for c in base.components().chain(written.components()) {
-        match c {
-            Component::Normal(part) => relative.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if relative.pop().is_none() {
-                    return Err(PathProblem::Escapes {
+
+    /// See [`resolve_inside`].
+    pub fn resolve(
+        &mut self,
+        base: &Path,
+        declared: &str,
+    ) -> Result<(PathBuf, PathBuf), PathProblem> {
+        let problem_declared = || declared.to_owned();
+        if declared.is_empty() {
+            return Err(PathProblem::Empty {
+                declared: problem_declared(),
+            });
+        }
+        let written = Path::new(declared);
+        if written.has_root() || written.is_absolute() {
+            return Err(PathProblem::Absolute {
+                declared: problem_declared(),
+            });
+        }
+        // Lexical check first: `..` may move around inside the repository but
+        // never above its root.
+        let mut relative: Vec<&std::ffi::OsStr> = Vec::new();
+        for c in base.components().chain(written.components()) {
+            match c {
+                Component::Normal(part) => relative.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if relative.pop().is_none() {
+                        return Err(PathProblem::Escapes {
+                            declared: problem_declared(),
+                        });
+                    }
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(PathProblem::Absolute {
                         declared: problem_declared(),
                     });
                 }
             }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(PathProblem::Absolute {
-                    declared: problem_declared(),
-                });
+        }
+        let rel: PathBuf = relative.iter().collect();
+        let missing = |rel: PathBuf| PathProblem::Missing {
+            declared: declared.to_owned(),
+            looked: rel,
+        };
+        let io = |source: std::io::Error| PathProblem::Io {
+            declared: declared.to_owned(),
+            source,
+        };
+        let Some((name, parent)) = relative.split_last() else {
+            return Ok((self.root.clone(), rel));
+        };
+        let parent_rel: PathBuf = parent.iter().collect();
+        let parent_canonical = match self.dirs.get(&parent_rel) {
+            Some(known) => known.clone(),
+            None => {
+                let found = self
+                    .root
+                    .join(&parent_rel)
+                    .canonicalize()
+                    .map_err(|e| e.kind());
+                self.dirs.insert(parent_rel, found.clone());
+                found
             }
-        }
-    }
-    let rel: PathBuf = relative.iter().collect();
-    let joined = canonical_root.join(&rel);
-    let canonical = match joined.canonicalize() {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A dangling link pointing outside is still an escape attempt;
-            // report what is more useful: that it is missing.
-            return Err(PathProblem::Missing {
+        };
+        let parent_canonical = match parent_canonical {
+            Ok(p) => p,
+            Err(std::io::ErrorKind::NotFound) => return Err(missing(rel)),
+            Err(kind) => return Err(io(std::io::Error::from(kind))),
+        };
+        let candidate = parent_canonical.join(name);
+        let canonical = match std::fs::symlink_metadata(&candidate) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
+            Err(e) => return Err(io(e)),
+            // Only a link needs the full walk (it may point anywhere).
+            Ok(meta) if meta.file_type().is_symlink() => match candidate.canonicalize() {
+                Ok(c) => c,
+                // A dangling link: report what is more useful, that it is missing.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
+                Err(e) => return Err(io(e)),
+            },
+            Ok(_) => candidate,
+        };
+        if !canonical.starts_with(&self.root) {
+            return Err(PathProblem::LinkOutside {
                 declared: problem_declared(),
-                looked: rel,
+                resolved: canonical,
             });
         }
-        Err(source) => {
-            return Err(PathProblem::Io {
-                declared: problem_declared(),
-                source,
-            });
-        }
-    };
-    if !canonical.starts_with(canonical_root) {
-        return Err(PathProblem::LinkOutside {
-            declared: problem_declared(),
-            resolved: canonical,
-        });
+        Ok((canonical, rel))
     }
-    Ok((canonical, rel))
 }
 
 #[cfg(test)]
@@ -148,6 +201,25 @@ mod tests {
         assert!(matches!(
             resolve_inside(&root, Path::new("base"), ""),
             Err(PathProblem::Empty { .. })
+        ));
+    }
+
+    #[test]
+    fn a_linked_folder_leading_out_is_refused_and_remembered() {
+        let (_d, root) = repo();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("base/out")).unwrap();
+        let mut r = Resolver::new(&root);
+        for _ in 0..2 {
+            let err = r.resolve(Path::new("base"), "out/secret").unwrap_err();
+            assert!(matches!(err, PathProblem::LinkOutside { .. }), "{err}");
+        }
+        assert!(r.resolve(Path::new("base"), "files/motd").is_ok());
+        assert!(r.resolve(Path::new("base"), "files/../files/motd").is_ok());
+        assert!(matches!(
+            r.resolve(Path::new("base"), "nodir/x"),
+            Err(PathProblem::Missing { .. })
         ));
     }
 

@@ -146,7 +146,7 @@ impl Repository {
             diags.push(Diagnostic::error("the manifest is not UTF-8 text").at(place.whole_file()));
             return;
         };
-        self.sources.insert(place.file.clone(), text.as_str());
+        self.sources.insert(place.file.to_path_buf(), text.as_str());
         let parsed = yaml::parse(&text);
         for e in parsed.errors {
             diags.push(
@@ -160,7 +160,7 @@ impl Repository {
             if node.is_null() {
                 continue;
             }
-            if let Some(doc) = document::read(&node, place, layer, diags) {
+            if let Some(doc) = document::read(node, place, layer, diags) {
                 self.documents.push(doc);
             }
         }

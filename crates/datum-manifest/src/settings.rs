@@ -227,7 +227,7 @@ fn read_layer(
         Ok(_) => {
             diags.push(
                 Diagnostic::error(format!("layer path `{}` is not a folder", path.value))
-                    .at(path.origin.clone())
+                    .at(path.origin())
                     .until(path.end),
             );
             return None;
@@ -235,7 +235,7 @@ fn read_layer(
         Err(problem) => {
             diags.push(
                 Diagnostic::error(format!("layer `{}`: {problem}", name.value))
-                    .at(path.origin.clone())
+                    .at(path.origin())
                     .until(path.end),
             );
             return None;

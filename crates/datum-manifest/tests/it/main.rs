@@ -59,8 +59,8 @@ fn documents_load_in_layer_then_path_then_position_order() {
         ]
     );
     assert_eq!(r.documents[4].layer, 1);
-    assert_eq!(r.documents[4].origin.layer, "web");
-    assert_eq!(r.documents[1].origin.to_string(), "base/a.yaml:7:1");
+    assert_eq!(r.documents[4].origin().layer, "web");
+    assert_eq!(r.documents[1].origin().to_string(), "base/a.yaml:7:1");
 }
 
 #[test]
@@ -178,5 +178,5 @@ fn a_layer_at_the_repository_root_does_not_read_datum_yaml() {
     let r = Repository::load(dir.path()).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     assert_eq!(names(&r), ["File[a]"]);
-    assert_eq!(r.documents[0].origin.to_string(), "a.yaml:1:1");
+    assert_eq!(r.documents[0].origin().to_string(), "a.yaml:1:1");
 }
