@@ -17,6 +17,7 @@
 
 mod activation;
 mod gate;
+mod observe;
 mod pass;
 mod report;
 

@@ -14,6 +14,7 @@ use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
 
 use crate::activation::Notifications;
 use crate::gate::{self, ValidationGate};
+use crate::observe::{self, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 
 /// Whether the pass may change the host.
@@ -86,6 +87,7 @@ pub fn run_pass(
         sweep_stale_staging(catalogue, ctx.host);
     }
     let mut notifications = Notifications::from_catalogue(catalogue);
+    let observations = Observations::gather(catalogue, ctx.host, observe::default_threads());
 
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
@@ -95,7 +97,7 @@ pub fn run_pass(
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
     };
-    for resource in &catalogue.resources {
+    for (index, resource) in catalogue.resources.iter().enumerate() {
         reporter.event(Event::ResourceStarted { id: &resource.id });
         let t0 = Instant::now();
         let blocker = resource
@@ -104,7 +106,13 @@ pub fn run_pass(
             .find_map(|dep| stopped.get(dep).cloned());
         let mut step = match blocker {
             Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
-            None => run_resource(resource, ctx),
+            None => {
+                // Observed up front, unless something it requires changed
+                // the host since then.
+                let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
+                let cached = observations.take(index).filter(|_| !fresh);
+                run_resource(resource, cached, ctx)
+            }
         };
         if matches!(
             step.outcome,
@@ -158,7 +166,11 @@ pub fn run_pass(
     summary
 }
 
-fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
+fn run_resource(
+    resource: &Resource,
+    cached: Option<Result<Observed, ProviderError>>,
+    ctx: &mut PassContext<'_>,
+) -> Step {
     let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
         // The catalogue refuses unknown types; this guards a programming error.
         return Step::new(
@@ -170,7 +182,7 @@ fn run_resource(resource: &Resource, ctx: &mut PassContext<'_>) -> Step {
             },
         );
     };
-    let observed = match provider.observe(ctx.host, resource) {
+    let observed = match cached.unwrap_or_else(|| provider.observe(ctx.host, resource)) {
         Ok(o) => o,
         Err(e) => return Step::failed(Phase::Observe, Action::None, Diff::default(), &e),
     };

@@ -56,6 +56,10 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
             summary
         }
     };
+    // Orphan blobs and temporaries from killed passes (we hold the lock).
+    if let Some(backups) = backups.as_mut() {
+        let _ = backups.gc();
+    }
     let code = match mode {
         Mode::Plan => plan_exit(&summary),
         Mode::Apply => ExitCode::for_apply(summary.any_changed(), summary.any_failed()),

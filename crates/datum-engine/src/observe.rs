@@ -1,0 +1,70 @@
+//! The per-pass observation cache: every resource is observed once, up front,
+//! in parallel over the available cores (observation reads the host and
+//! hashes content, which is most of a no-op pass), and the sequential
+//! dependency-ordered loop takes its observation from here.
+//!
+//! An observation taken before the pass changed anything is stale for a
+//! resource whose requirements changed the host in this pass (a package that
+//! installed the file a File resource then manages): the loop observes such a
+//! resource again instead of using this cache.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datum_catalog::Catalogue;
+use datum_core::Observed;
+use datum_host::Host;
+use datum_providers::ProviderError;
+
+/// One slot per catalogue resource, in catalogue order; `None` once taken.
+pub(crate) struct Observations {
+    slots: Vec<Mutex<Option<Result<Observed, ProviderError>>>>,
+}
+
+impl Observations {
+    /// Observes every resource of `catalogue`, `threads` at a time.
+    pub(crate) fn gather(catalogue: &Catalogue, host: &Host, threads: usize) -> Self {
+        let resources = &catalogue.resources;
+        let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let work = || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(resource) = resources.get(i) else {
+                    break;
+                };
+                let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
+                    continue;
+                };
+                let observed = provider.observe(host, resource);
+                if let Ok(mut slot) = slots[i].lock() {
+                    *slot = Some(observed);
+                }
+            }
+        };
+        let threads = threads.clamp(1, resources.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(work);
+            }
+            work();
+        });
+        Self { slots }
+    }
+
+    /// The observation of the resource at catalogue position `index`, once.
+    pub(crate) fn take(&self, index: usize) -> Option<Result<Observed, ProviderError>> {
+        self.slots
+            .get(index)
+            .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
+    }
+}
+
+/// How many observers to run: the cores, and a few more for I/O waits on a
+/// cold cache (bounded: more threads than that only contend).
+pub(crate) fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8)
+}
