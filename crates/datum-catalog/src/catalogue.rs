@@ -102,17 +102,31 @@ pub(crate) fn declaration_hash(
     sensitive: bool,
     requires: &[ResourceId],
 ) -> String {
-    let v = json!({
-        "kind": id.kind,
-        "name": id.name,
-        "desired": desired,
-        "content_sha256": content_sha256,
-        "validate": validate,
-        "sensitive": sensitive,
-        "requires": requires.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    });
-    let mut text = String::new();
-    canonical(&v, &mut text);
+    // Written field by field in sorted key order (the same bytes as the
+    // canonical form of the equivalent object) so the desired fields are not
+    // copied for every resource.
+    let mut text = String::with_capacity(256);
+    let string = |s: &str| Value::String(s.to_owned()).to_string();
+    text.push_str("{\"content_sha256\":");
+    text.push_str(&content_sha256.map_or_else(|| "null".to_owned(), string));
+    text.push_str(",\"desired\":");
+    canonical(desired, &mut text);
+    text.push_str(",\"kind\":");
+    text.push_str(&string(&id.kind));
+    text.push_str(",\"name\":");
+    text.push_str(&string(&id.name));
+    text.push_str(",\"requires\":[");
+    for (i, r) in requires.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&string(&r.to_string()));
+    }
+    text.push_str("],\"sensitive\":");
+    text.push_str(if sensitive { "true" } else { "false" });
+    text.push_str(",\"validate\":");
+    text.push_str(&validate.map_or_else(|| "null".to_owned(), string));
+    text.push('}');
     sha256_hex(text.as_bytes())
 }
 
@@ -164,6 +178,23 @@ mod tests {
             &mut s,
         );
         assert_eq!(s, r#"{"a":"t\"q","b":{"x":[true,null],"y":1}}"#);
+    }
+
+    #[test]
+    fn the_hash_is_over_the_canonical_json_of_the_declaration() {
+        let id = ResourceId::new("File", "a");
+        let desired = json!({"path": "/a", "mode": "0600"});
+        let requires = [ResourceId::new("Directory", "d")];
+        let whole = json!({
+            "kind": "File", "name": "a", "desired": desired, "content_sha256": "00",
+            "validate": "sshd", "sensitive": true, "requires": ["Directory[d]"],
+        });
+        let mut text = String::new();
+        canonical(&whole, &mut text);
+        assert_eq!(
+            declaration_hash(&id, &desired, Some("00"), Some("sshd"), true, &requires),
+            sha256_hex(text.as_bytes())
+        );
     }
 
     #[test]

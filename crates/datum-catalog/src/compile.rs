@@ -116,6 +116,10 @@ impl<'r> Analysis<'r> {
     // ---- every document on its own -------------------------------------
 
     fn check_documents(&mut self) {
+        let mut declarations: HashMap<&ResourceId, usize> = HashMap::new();
+        for d in &self.repo.documents {
+            *declarations.entry(&d.id).or_default() += 1;
+        }
         for i in 0..self.repo.documents.len() {
             let doc = self.doc(i);
             let provider = datum_providers::lookup(&doc.id.kind);
@@ -168,6 +172,11 @@ impl<'r> Analysis<'r> {
                 self.contents[i] = decl;
             }
 
+            // A resource declared once is checked whole after merging (the
+            // same fields): checking the document too would only repeat it.
+            if declarations.get(&doc.id).copied().unwrap_or(0) <= 1 {
+                continue;
+            }
             // A document may be a partial override: only problems with the
             // fields it writes are its own. Missing fields are judged on the
             // merged resource.
@@ -241,9 +250,10 @@ impl<'r> Analysis<'r> {
 
     /// The provider's check on each merged resource: catches missing required
     /// fields and, for one host, combinations no single document shows. With
-    /// every layer applied (`missing_only`), only missing fields are reported:
-    /// two layers that never meet on one host may legitimately contradict
-    /// each other (`ensure: absent` for one role, content for another).
+    /// every layer applied (`missing_only`), only missing fields are reported
+    /// for resources declared in several documents: two layers that never
+    /// meet on one host may legitimately contradict each other (`ensure:
+    /// absent` for one role, content for another).
     fn check_merged(&mut self, merged: &[Merged], missing_only: bool) {
         for m in merged {
             let Some(provider) = self.providers[m.last_doc()] else {
@@ -271,7 +281,8 @@ impl<'r> Analysis<'r> {
                     };
                     content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
                 });
-                if missing_only && written.is_some() {
+                // (A resource declared once has no other layer to contradict.)
+                if missing_only && written.is_some() && m.docs.len() > 1 {
                     continue;
                 }
                 let (origin, end) = match written {
@@ -417,23 +428,26 @@ impl<'r> Analysis<'r> {
             return None;
         }
 
-        let mut slots: Vec<Option<Resource>> = merged
+        let explicit: Vec<Vec<ResourceId>> = edges
             .iter()
-            .zip(contents)
-            .enumerate()
-            .map(|(i, (m, content))| {
-                let explicit: Vec<ResourceId> =
-                    edges[i].iter().map(|e| merged[e.to].id.clone()).collect();
-                Some(self.resource(m, content, explicit))
-            })
+            .map(|e| e.iter().map(|x| merged[x.to].id.clone()).collect())
             .collect();
-        let mut autorequires = Vec::new();
-        for &(from, to) in &added {
-            let to_id = merged[to].id.clone();
+        let autorequires: Vec<(ResourceId, ResourceId)> = added
+            .iter()
+            .map(|&(from, to)| (merged[from].id.clone(), merged[to].id.clone()))
+            .collect();
+        // The merged resources are consumed: their fields move into the
+        // catalogue instead of being copied.
+        let mut slots: Vec<Option<Resource>> = merged
+            .into_iter()
+            .zip(contents)
+            .zip(explicit)
+            .map(|((m, content), requires)| Some(self.resource(m, content, requires)))
+            .collect();
+        for (&(from, _), (_, to_id)) in added.iter().zip(&autorequires) {
             if let Some(Some(r)) = slots.get_mut(from) {
                 r.requires.push(to_id.clone());
             }
-            autorequires.push((merged[from].id.clone(), to_id));
         }
         let resources = sequence
             .into_iter()
@@ -546,13 +560,7 @@ impl<'r> Analysis<'r> {
         }
     }
 
-    fn resource(
-        &self,
-        m: &Merged,
-        content: Option<Content>,
-        requires: Vec<ResourceId>,
-    ) -> Resource {
-        let desired = m.desired_json();
+    fn resource(&self, m: Merged, content: Option<Content>, requires: Vec<ResourceId>) -> Resource {
         let last = self.doc(m.last_doc());
         let class = m
             .class
@@ -603,6 +611,8 @@ impl<'r> Analysis<'r> {
             }
         }
 
+        let desired =
+            serde_json::Value::Object(m.fields.into_iter().map(|(k, (v, _))| (k, v)).collect());
         let declaration_hash = declaration_hash(
             &m.id,
             &desired,
@@ -612,7 +622,7 @@ impl<'r> Analysis<'r> {
             &requires,
         );
         Resource {
-            id: m.id.clone(),
+            id: m.id,
             desired,
             content,
             requires,

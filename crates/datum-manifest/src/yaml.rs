@@ -375,6 +375,8 @@ impl<'a> Builder<'a> {
                 loop {
                     let (ev, span) = self.next_required()?;
                     if ev == Event::SequenceEnd {
+                        // Trees live as long as the repository: no spare room.
+                        items.shrink_to_fit();
                         let node = Node {
                             value: Value::Seq(items),
                             start,
@@ -391,6 +393,7 @@ impl<'a> Builder<'a> {
                 loop {
                     let (ev, kspan) = self.next_required()?;
                     if ev == Event::MappingEnd {
+                        entries.shrink_to_fit();
                         let node = Node {
                             value: Value::Map(entries),
                             start,
