@@ -10,6 +10,7 @@
 #   BENCH_ROOT [/var/tmp/drift-bench]   estates and peer baselines (shared with run-peers.sh)
 #   SHARED_BENCH [<repo>/../shared/bench]  make-estate.py, fingerprint_ref.py, timecmd.py
 #   RUNS [5]  COLD_RUNS [3]             counted runs per row
+#   PAIRS [5]                           alternating A/B pairs per paired ratio
 #   INSTALL=1                           apt-get install aide (+ gcc libssl-dev for the C
 #                                       floor) first; rows whose tool is missing are skipped
 #   SKIP_COLD=1                         no cold-cache rows
@@ -125,6 +126,40 @@ else
   echo "# no cold rows (SKIP_COLD=1 or drop_caches not writable)"
 fi
 
+# ---------------------------------------------------------------- paired ratios
+# On a shared 2-core machine the load drifts between rows; alternating A and B and taking
+# the ratio per pair (as PEERS.md does) cancels most of that drift.
+PAIRS=${PAIRS:-5}
+PAIRS_OUT=$D/fingerprint-pairs.txt
+: > "$PAIRS_OUT"
+pair() { # pair "A label" "B label" TIMECMD_OPTION; commands in the arrays PA and PB; prints B/A
+  local tsv=$D/pairs.tmp i
+  : > "$tsv"
+  for ((i = 0; i < PAIRS; i++)); do
+    "$PY" "$SB/timecmd.py" -n 1 $3 --label A --tsv "$tsv" -- "${PA[@]}" > /dev/null
+    "$PY" "$SB/timecmd.py" -n 1 $3 --label B --tsv "$tsv" -- "${PB[@]}" > /dev/null
+  done
+  awk -F'\t' '$1 == "A" {a = $4} $1 == "B" {printf "%.3f\n", $4 / a}' "$tsv" | sort -n |
+    awk -v l="$2 / $1" '{r[NR] = $1} END {m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
+      printf "%s: %.2fx [%.2f-%.2f] over %d pairs\n", l, m, r[1], r[NR], NR}' | tee -a "$PAIRS_OUT"
+  rm -f "$tsv"
+}
+echo
+echo "# paired, alternating A and B, ratio B/A per pair: median [min-max]"
+PA=("$FP" "$E"); PB=("$PY" "$SB/fingerprint_ref.py" "$E")
+pair "datum native, default threads" "python fingerprint_ref.py" "--warmup 1"
+PA=("$FP" --compat "$E")
+pair "datum compat, default threads" "python fingerprint_ref.py" "--warmup 1"
+if [[ $HAVE_AIDE == 1 ]]; then
+  PA=("$FP" "$E"); PB=(aide --check -c "$W/aide-std-w1.conf")
+  pair "datum native, default threads" "aide --check (1 worker)" "--warmup 1"
+fi
+if [[ ${SKIP_COLD:-0} != 1 ]]; then
+  PA=(sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"); PB=("$FP" "$E")
+  pair "COLD sha256sum -c, 2 parallel" "COLD datum native, default threads" "--warmup 0 --drop-caches"
+  find "$E" -type f -print0 | xargs -0 cat > /dev/null
+fi
+
 # ---------------------------------------------------------------- tables
 echo
 echo "| measurement | wall s, median [min-max] | cpu s | peak MiB | us/file | MB/s |"
@@ -140,3 +175,4 @@ awk -F'\t' '{w[$1]=$4}
     print "datum compat 1 thread / C floor (1 thread): " r("datum compat, 1 thread", "C floor lstat+read+sha256, 1 thread")
     print "cold: datum native, default / 2 parallel sha256sum -c: " r("COLD datum native, default threads", "COLD sha256sum -c, 2 parallel") " (target <= 1.2x); 2 threads: " r("COLD datum native, 2 threads", "COLD sha256sum -c, 2 parallel")
   }' "$TSV"
+echo; cat "$PAIRS_OUT"
