@@ -11,6 +11,7 @@
 pub mod common;
 pub mod directory;
 pub mod file;
+pub mod package;
 pub mod provider;
 pub mod service;
 pub mod symlink;
@@ -28,6 +29,7 @@ pub fn registry() -> &'static [&'static dyn Provider] {
         &directory::DirectoryProvider,
         &symlink::SymlinkProvider,
         &service::ServiceProvider,
+        &package::PackageProvider,
     ]
 }
 

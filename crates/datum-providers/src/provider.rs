@@ -56,6 +56,10 @@ pub enum ProviderError {
     /// provider's `Result` large.
     #[error(transparent)]
     Service(Box<crate::service::ServiceError>),
+    /// apt or dpkg refused, or the package database is not consistent (see
+    /// `package`). Boxed for the same reason as `Service`.
+    #[error(transparent)]
+    Package(Box<crate::package::PackageError>),
 }
 
 /// The engine's checkpoint between staging and activation.

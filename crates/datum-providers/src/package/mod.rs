@@ -1,0 +1,773 @@
+//! The Package resource type: a Debian package that should be installed (at
+//! a version, optionally held) or absent.
+//!
+//! ```yaml
+//! datum: v1alpha1
+//! type: Package
+//! name: web
+//! desired:
+//!   name: nginx-light       # optional; the resource name otherwise
+//!   version: "1.22.*"       # optional; exact ("1.22.1-9") or a prefix ending in *
+//!   state: installed        # installed (default) | held | absent
+//! ```
+//!
+//! This module owns the package's installation state, version and hold.
+//!
+//! * **Observe** reads the dpkg status database directly ([`status`]),
+//!   parsed once per pass and shared by every Package resource; never one
+//!   `dpkg -s` per package.
+//! * **Apply** runs `apt-get` non-interactively ([`apt`]), keeping locally
+//!   changed configuration files (`--force-confold`), never installing
+//!   recommends, never removing a package the repository did not declare
+//!   absent, and refusing to run under a `--root` other than `/`. A held
+//!   package is changed only when its declaration names a version.
+//! * **Batching**: [`install_batch`], called by the engine before its
+//!   per-resource loop, installs every Package that needs installing in one
+//!   apt transaction. Each resource's own observe then reports what the
+//!   package was before the transaction (so the pass reports the change where
+//!   it belongs), its apply finds nothing left to do, and its verify reads the
+//!   database afresh.
+//! * **Verify** is stronger than the fields: the package is installed at the
+//!   declared version, and the database is consistent (nothing
+//!   half-installed, half-configured, unpacked or waiting for triggers, and
+//!   `dpkg --audit` silent).
+//!
+//! `state: installed` does not manage the hold: a package an operator held
+//! is still installed. `state: absent` removes the package (`apt-get
+//! remove`, not purge): its configuration files stay, as after an
+//! administrator's `apt remove`, and the package counts as absent.
+//!
+//! Also here: which declared packages provide validators ([`edges`]) and
+//! package-owned configuration files that differ from the packaged version
+//! ([`conffiles`]).
+
+pub mod apt;
+pub mod conffiles;
+pub mod desired;
+pub mod edges;
+pub mod error;
+pub mod status;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource, ResourceId};
+use datum_host::Host;
+use serde_json::{Value, json};
+
+pub use conffiles::{ConffileDrift, changed_conffiles};
+pub use desired::{PackageSpec, VersionReq, Wanted};
+pub use edges::{
+    MissingValidatorPackage, implicit_edges, missing_validator_packages, validator_packages,
+};
+pub use error::PackageError;
+pub use status::{DpkgState, PackageRecord, StatusDb};
+
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+/// The Package provider. Stateless; what it knows comes from the dpkg
+/// database (cached per pass in the [`Host`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PackageProvider;
+
+/// The kind name manifests use.
+pub const KIND: &str = "Package";
+
+/// The parsed declaration of a Package resource.
+pub fn spec(resource: &Resource) -> Result<PackageSpec, ProviderError> {
+    PackageSpec::parse(&resource.desired, &resource.id.name).map_err(|errors| {
+        let field = errors.first().map(|e| e.path.join(".")).unwrap_or_default();
+        let message = errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        ProviderError::Invalid { field, message }
+    })
+}
+
+/// The word observations use for a package's state.
+fn state_word(record: Option<&PackageRecord>) -> &'static str {
+    match record {
+        None => "absent",
+        Some(r) if r.state.is_absent() => "absent",
+        Some(r) if r.state == DpkgState::Installed && r.is_held() => "held",
+        Some(r) => r.state.word(),
+    }
+}
+
+/// The observation for a package: the declared fields under their declared
+/// names (`state`, `version`), and what dpkg says behind them.
+fn observation(name: &str, record: Option<&PackageRecord>) -> Observed {
+    let mut fields = BTreeMap::new();
+    fields.insert("name".to_owned(), json!(name));
+    fields.insert("state".to_owned(), json!(state_word(record)));
+    let present = record.is_some_and(|r| !r.state.is_absent());
+    fields.insert(
+        "version".to_owned(),
+        match record {
+            Some(r) if present => json!(r.version),
+            _ => Value::Null,
+        },
+    );
+    fields.insert(
+        "held".to_owned(),
+        json!(record.is_some_and(|r| r.is_held())),
+    );
+    if let Some(r) = record {
+        fields.insert(
+            "status".to_owned(),
+            json!(format!("{} {} {}", r.want, r.flag, r.state.word())),
+        );
+        if let Some(arch) = &r.architecture {
+            fields.insert("architecture".to_owned(), json!(arch));
+        }
+    }
+    Observed {
+        presence: if present {
+            Presence::Present
+        } else {
+            Presence::Absent
+        },
+        fields,
+        content: None,
+        meta: None,
+    }
+}
+
+/// Reads the package's record from this pass's database.
+fn observe_fresh(host: &Host, spec: &PackageSpec) -> Result<Observed, PackageError> {
+    let db = status::load(host).map_err(|source| PackageError::Status {
+        package: spec.name.clone(),
+        source,
+    })?;
+    Ok(observation(&spec.name, db.get(&spec.name)))
+}
+
+/// Whether an observed state satisfies the declared one.
+fn state_satisfied(wanted: Wanted, observed: &str) -> bool {
+    match wanted {
+        Wanted::Installed => matches!(observed, "installed" | "held"),
+        Wanted::Held => observed == "held",
+        Wanted::Absent => observed == "absent",
+    }
+}
+
+/// The diff for a declaration and an observation. Pure.
+pub fn diff_spec(spec: &PackageSpec, observed: &Observed) -> Diff {
+    let seen_state = observed.fields.get("state").and_then(Value::as_str);
+    let seen_version = observed.fields.get("version").and_then(Value::as_str);
+    let mut changes = Vec::new();
+    if !state_satisfied(spec.state, seen_state.unwrap_or("absent")) {
+        changes.push(FieldChange {
+            field: "state".to_owned(),
+            before: seen_state.map(|s| json!(s)),
+            after: Some(json!(spec.state.word())),
+        });
+    }
+    if let Some(want) = &spec.version
+        && spec.state.wants_installed()
+        && !seen_version.is_some_and(|v| want.matches(v))
+    {
+        changes.push(FieldChange {
+            field: "version".to_owned(),
+            before: seen_version.map(|v| json!(v)),
+            after: Some(json!(want.declared())),
+        });
+    }
+    let action = if changes.is_empty() {
+        None
+    } else if observed.presence == Presence::Absent && spec.state.wants_installed() {
+        Some(Action::Create)
+    } else if observed.presence == Presence::Present && spec.state == Wanted::Absent {
+        Some(Action::Remove)
+    } else {
+        Some(Action::Update)
+    };
+    Diff {
+        action,
+        changes,
+        content: None,
+    }
+}
+
+/// Whether a package needs an apt-get install to match the declaration
+/// (missing, unfinished, or at another version).
+fn needs_install(spec: &PackageSpec, record: Option<&PackageRecord>) -> bool {
+    if !spec.state.wants_installed() {
+        return false;
+    }
+    let Some(record) = record else {
+        return true;
+    };
+    if record.state != DpkgState::Installed {
+        return true;
+    }
+    match (&spec.version, &record.version) {
+        (Some(want), Some(have)) => !want.matches(have),
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// The `apt-get install` argument for a declaration.
+fn pin(spec: &PackageSpec) -> String {
+    match &spec.version {
+        Some(version) => version.apt_pin(&spec.name),
+        None => spec.name.clone(),
+    }
+}
+
+/// What [`install_batch`] left for this pass: observations from before its
+/// transaction, and the packages the catalogue declares absent.
+#[derive(Debug, Default)]
+struct BatchState {
+    before: Mutex<HashMap<ResourceId, Observed>>,
+    declared_absent: Mutex<Vec<String>>,
+}
+
+/// What [`install_batch`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Resources whose packages the transaction installed, upgraded or
+    /// downgraded. Their own apply finds nothing to do; their observe
+    /// reports the package as it was before, so the pass shows the change.
+    pub installed: Vec<ResourceId>,
+    /// `apt-get install` runs made (0 when nothing needed installing; 2 when
+    /// the first failed on packages apt does not know and was retried
+    /// without them).
+    pub transactions: usize,
+    /// Resources left to their own apply, with why: apt did not know the
+    /// package (their apply fails with apt's message), the transaction failed
+    /// as a whole, or they depend on something that is not a Package.
+    pub left: Vec<(ResourceId, String)>,
+}
+
+/// Installs, in one apt transaction, every Package in `resources` that needs
+/// installing (missing, unfinished, or at another version; versions pinned
+/// with `name=version`). Call it in apply mode before the per-resource loop,
+/// with every Package resource of the catalogue (others are ignored).
+///
+/// Only packages whose `requires` are all Packages in the batch take part:
+/// one that needs a File first (an apt source, a preseed) is left to its own
+/// apply, in graph order. When apt refuses the transaction because it does
+/// not know some packages (or versions), it is retried once without them
+/// and the resources that require them; those fail in their own apply,
+/// naming the package and quoting apt. Any other failure leaves every
+/// package to its own apply, so one bad package never stops the rest.
+///
+/// Returns an error only when the database cannot be read or the host is
+/// not the running system.
+pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcome, PackageError> {
+    let state = host.pass_cache::<BatchState>();
+    let mut outcome = BatchOutcome::default();
+    let mut specs: Vec<(&Resource, PackageSpec)> = Vec::new();
+    let mut declared_absent = Vec::new();
+    for resource in resources.iter().filter(|r| r.id.kind == KIND) {
+        match PackageSpec::parse(&resource.desired, &resource.id.name) {
+            Ok(spec) => {
+                if spec.state == Wanted::Absent {
+                    declared_absent.push(spec.name.clone());
+                }
+                specs.push((resource, spec));
+            }
+            Err(_) => outcome
+                .left
+                .push((resource.id.clone(), "invalid declaration".to_owned())),
+        }
+    }
+    *state
+        .declared_absent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = declared_absent;
+
+    // Resources whose requirements are all batchable Packages, to a fixpoint.
+    let mut eligible: BTreeSet<ResourceId> = specs.iter().map(|(r, _)| r.id.clone()).collect();
+    loop {
+        let before = eligible.len();
+        for (resource, _) in &specs {
+            if resource.requires.iter().any(|dep| !eligible.contains(dep)) {
+                eligible.remove(&resource.id);
+            }
+        }
+        if eligible.len() == before {
+            break;
+        }
+    }
+    for (resource, _) in &specs {
+        if !eligible.contains(&resource.id) {
+            outcome.left.push((
+                resource.id.clone(),
+                "requires something applied in graph order".to_owned(),
+            ));
+        }
+    }
+
+    let Some((first, _)) = specs.first() else {
+        return Ok(outcome);
+    };
+    let db = status::load(host).map_err(|source| PackageError::Status {
+        package: first.id.name.clone(),
+        source,
+    })?;
+    let mut pending: Vec<(&Resource, &PackageSpec, Observed, bool)> = specs
+        .iter()
+        .filter(|(r, _)| eligible.contains(&r.id))
+        .filter_map(|(r, spec)| {
+            let record = db.get(&spec.name);
+            needs_install(spec, record).then(|| {
+                let held = record.is_some_and(PackageRecord::is_held);
+                (*r, spec, observation(&spec.name, record), held)
+            })
+        })
+        .collect();
+    drop(db);
+    if pending.is_empty() {
+        return Ok(outcome);
+    }
+    apt::ensure_running_system(host, &pending[0].1.name)?;
+
+    loop {
+        let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
+        let allow_held = pending.iter().any(|(_, _, _, held)| *held);
+        outcome.transactions += 1;
+        match apt::install(&pins, allow_held) {
+            Ok(()) => {
+                let mut before = state.before.lock().unwrap_or_else(|p| p.into_inner());
+                for (resource, _, observed, _) in pending {
+                    before.insert(resource.id.clone(), observed);
+                    outcome.installed.push(resource.id.clone());
+                }
+                return Ok(outcome);
+            }
+            Err(failure) => {
+                let unknown = failure.unknown_packages();
+                let is_unknown = |spec: &PackageSpec| {
+                    unknown
+                        .iter()
+                        .any(|n| n == &spec.name || n == spec.bare_name())
+                };
+                let culprits: Vec<ResourceId> = pending
+                    .iter()
+                    .filter(|(_, spec, _, _)| is_unknown(spec))
+                    .map(|(r, _, _, _)| r.id.clone())
+                    .collect();
+                let retry = outcome.transactions == 1
+                    && !culprits.is_empty()
+                    && culprits.len() < pending.len();
+                if !retry {
+                    let why = format!(
+                        "the shared transaction failed: {}",
+                        failure.lines.join(" / ")
+                    );
+                    for (resource, _, _, _) in pending {
+                        outcome.left.push((resource.id.clone(), why.clone()));
+                    }
+                    return Ok(outcome);
+                }
+                // Drop the unknown ones and whatever requires them.
+                let mut dropped: BTreeSet<ResourceId> = culprits.into_iter().collect();
+                loop {
+                    let before = dropped.len();
+                    for (resource, _, _, _) in &pending {
+                        if resource.requires.iter().any(|d| dropped.contains(d)) {
+                            dropped.insert(resource.id.clone());
+                        }
+                    }
+                    if dropped.len() == before {
+                        break;
+                    }
+                }
+                pending.retain(|(resource, _, _, _)| {
+                    if dropped.contains(&resource.id) {
+                        outcome.left.push((
+                            resource.id.clone(),
+                            "apt does not know it (or something it requires)".to_owned(),
+                        ));
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// The observation [`install_batch`] recorded for a resource before its
+/// transaction, if it installed that resource's package in this pass.
+fn before_batch(host: &Host, id: &ResourceId) -> Option<Observed> {
+    host.pass_cache::<BatchState>()
+        .before
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(id)
+        .cloned()
+}
+
+/// Makes the package match the declaration, acting on a fresh reading.
+fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
+    let status_error = |source| PackageError::Status {
+        package: spec.name.clone(),
+        source,
+    };
+    let db = status::load(host).map_err(status_error)?;
+    let record = db.get(&spec.name).cloned();
+    drop(db);
+    let held = record.as_ref().is_some_and(PackageRecord::is_held);
+    match spec.state {
+        Wanted::Absent => {
+            if record.as_ref().is_some_and(|r| !r.state.is_absent()) {
+                apt::ensure_running_system(host, &spec.name)?;
+                let declared_absent = host
+                    .pass_cache::<BatchState>()
+                    .declared_absent
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                apt::remove(host, &spec.name, &declared_absent)?;
+                if held {
+                    // The selection outlives the package; a later install
+                    // of it would otherwise be held from the start.
+                    apt::mark(host, apt::Mark::Unhold, &spec.name)?;
+                }
+            }
+        }
+        Wanted::Installed | Wanted::Held => {
+            if needs_install(spec, record.as_ref()) {
+                apt::ensure_running_system(host, &spec.name)?;
+                let pins = [pin(spec)];
+                apt::install(&pins, held).map_err(|failure| {
+                    if failure.wanted_removals() {
+                        let others = apt::removals_for_install(&pins);
+                        if !others.is_empty() {
+                            return PackageError::WouldRemoveOthers {
+                                verb: "installing",
+                                package: spec.name.clone(),
+                                host: host.name().to_owned(),
+                                others,
+                            };
+                        }
+                    }
+                    failure.into_error(host, &spec.name)
+                })?;
+            }
+            if spec.state == Wanted::Held {
+                let now = status::load(host).map_err(status_error)?;
+                if !now.get(&spec.name).is_some_and(PackageRecord::is_held) {
+                    apt::ensure_running_system(host, &spec.name)?;
+                    apt::mark(host, apt::Mark::Hold, &spec.name)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The database problems that concern a verified package: its own record
+/// unfinished or flagged for reinstallation, and anything `dpkg --audit`
+/// reports.
+fn consistency_problems(host: &Host, spec: &PackageSpec) -> Result<Vec<String>, PackageError> {
+    let mut problems = Vec::new();
+    let db = status::load(host).map_err(|source| PackageError::Status {
+        package: spec.name.clone(),
+        source,
+    })?;
+    if let Some(record) = db.get(&spec.name) {
+        if record.state.is_unfinished() {
+            problems.push(format!("{} is {}", record.name, record.state.word()));
+        }
+        if record.flag == "reinstreq" {
+            problems.push(format!("{} needs to be reinstalled", record.name));
+        }
+    }
+    drop(db);
+    problems.extend(apt::audit(host, &spec.name)?.iter().cloned());
+    Ok(problems)
+}
+
+impl Provider for PackageProvider {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        // The resource name stands in for `name:` when that is absent; it is
+        // not known here, so a valid placeholder keeps the other checks going
+        // and the name itself is checked when the resource is observed.
+        PackageSpec::parse(desired, "placeholder").map(drop)
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let spec = spec(resource)?;
+        if let Some(before) = before_batch(host, &resource.id) {
+            return Ok(before);
+        }
+        Ok(observe_fresh(host, &spec)?)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        match PackageSpec::parse(&resource.desired, &resource.id.name) {
+            Ok(spec) => diff_spec(&spec, observed),
+            // `check` refused this declaration before any pass started.
+            Err(_) => Diff::default(),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        _diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let spec = spec(resource)?;
+        Ok(converge(host, &spec)?)
+    }
+
+    /// Reads the database afresh (not the batch's "before"), compares the
+    /// fields, and, when they match, requires a consistent database: an
+    /// error naming what dpkg left unfinished otherwise.
+    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
+        let spec = spec(resource)?;
+        let observed = observe_fresh(host, &spec)?;
+        let diff = diff_spec(&spec, &observed);
+        if diff.is_empty() && spec.state.wants_installed() {
+            let problems = consistency_problems(host, &spec)?;
+            if !problems.is_empty() {
+                return Err(PackageError::Inconsistent {
+                    package: spec.name.clone(),
+                    host: host.name().to_owned(),
+                    problems,
+                }
+                .into());
+            }
+        }
+        Ok((observed, diff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn resource(name: &str, desired: Value) -> Resource {
+        Resource {
+            id: ResourceId::new("Package", name),
+            desired,
+            content: None,
+            requires: Vec::new(),
+            class: String::new(),
+            sensitive: false,
+            validate: None,
+            origin: Default::default(),
+            field_origins: BTreeMap::new(),
+            declaration_hash: String::new(),
+        }
+    }
+
+    const STATUS: &str = "\
+Package: demo
+Status: install ok installed
+Architecture: all
+Version: 1.0-1
+
+Package: pinned
+Status: hold ok installed
+Architecture: amd64
+Version: 1:2.5-3
+
+Package: leftover
+Status: deinstall ok config-files
+Architecture: all
+Version: 0.1
+
+Package: broken
+Status: install ok half-configured
+Architecture: all
+Version: 3.0
+";
+
+    fn root() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("var/lib/dpkg");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("status"), STATUS).unwrap();
+        root
+    }
+
+    fn diff_for(host: &Host, name: &str, desired: Value) -> Diff {
+        let r = resource(name, desired);
+        let observed = PackageProvider.observe(host, &r).unwrap();
+        PackageProvider.diff(&r, &observed)
+    }
+
+    #[test]
+    fn observation_reads_state_version_and_hold() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let p = PackageProvider;
+        let o = p.observe(&host, &resource("pinned", json!({}))).unwrap();
+        assert_eq!(o.presence, Presence::Present);
+        assert_eq!(o.fields["state"], json!("held"));
+        assert_eq!(o.fields["version"], json!("1:2.5-3"));
+        assert_eq!(o.fields["held"], json!(true));
+        assert_eq!(o.fields["status"], json!("hold ok installed"));
+        let o = p.observe(&host, &resource("leftover", json!({}))).unwrap();
+        assert_eq!(o.presence, Presence::Absent);
+        assert_eq!(o.fields["state"], json!("absent"));
+        assert_eq!(o.fields["version"], Value::Null);
+        let o = p.observe(&host, &resource("nosuch", json!({}))).unwrap();
+        assert_eq!(o.presence, Presence::Absent);
+        assert!(!o.fields.contains_key("status"));
+        let o = p.observe(&host, &resource("broken", json!({}))).unwrap();
+        assert_eq!(o.fields["state"], json!("half-configured"));
+        // One parse for every observation of the pass.
+        assert_eq!(host.pass_cache::<status::StatusCache>().parses(), 1);
+    }
+
+    #[test]
+    fn matching_declarations_have_no_diff() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        assert!(diff_for(&host, "demo", json!({})).is_empty());
+        assert!(diff_for(&host, "demo", json!({"version": "1.0-1"})).is_empty());
+        assert!(diff_for(&host, "demo", json!({"version": "1.*"})).is_empty());
+        assert!(diff_for(&host, "pinned", json!({"state": "installed"})).is_empty());
+        assert!(
+            diff_for(
+                &host,
+                "pinned",
+                json!({"state": "held", "version": "2.5-*"})
+            )
+            .is_empty()
+        );
+        assert!(diff_for(&host, "leftover", json!({"state": "absent"})).is_empty());
+        assert!(diff_for(&host, "nosuch", json!({"state": "absent"})).is_empty());
+    }
+
+    #[test]
+    fn differences_are_fields_with_the_right_action() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let d = diff_for(&host, "demo", json!({"version": "1.1-1"}));
+        assert_eq!(d.action(), Action::Update);
+        assert_eq!(d.changed_fields(), ["version"]);
+        assert_eq!(d.changes[0].before, Some(json!("1.0-1")));
+        assert_eq!(d.changes[0].after, Some(json!("1.1-1")));
+
+        let d = diff_for(&host, "nosuch", json!({"version": "2.*"}));
+        assert_eq!(d.action(), Action::Create);
+        assert_eq!(d.changed_fields(), ["state", "version"]);
+        assert_eq!(d.changes[0].before, Some(json!("absent")));
+        assert_eq!(d.changes[1].before, None);
+        assert_eq!(d.changes[1].after, Some(json!("2.*")));
+
+        let d = diff_for(&host, "demo", json!({"state": "absent"}));
+        assert_eq!(d.action(), Action::Remove);
+        let d = diff_for(&host, "demo", json!({"state": "held"}));
+        assert_eq!(d.action(), Action::Update);
+        assert_eq!(d.changes[0].before, Some(json!("installed")));
+        let d = diff_for(&host, "broken", json!({}));
+        assert_eq!(d.changed_fields(), ["state"]);
+        assert_eq!(d.changes[0].before, Some(json!("half-configured")));
+    }
+
+    #[test]
+    fn what_needs_an_install() {
+        let db = StatusDb::parse(STATUS, Path::new("/s")).unwrap();
+        let spec = |d: Value| PackageSpec::parse(&d, "x").unwrap();
+        assert!(!needs_install(
+            &spec(json!({"name": "demo"})),
+            db.get("demo")
+        ));
+        assert!(needs_install(
+            &spec(json!({"name": "demo", "version": "2"})),
+            db.get("demo")
+        ));
+        assert!(needs_install(
+            &spec(json!({"name": "broken"})),
+            db.get("broken")
+        ));
+        assert!(needs_install(
+            &spec(json!({"name": "leftover"})),
+            db.get("leftover")
+        ));
+        assert!(!needs_install(
+            &spec(json!({"name": "demo", "state": "absent"})),
+            db.get("demo")
+        ));
+        assert!(!needs_install(
+            &spec(json!({"name": "pinned", "state": "held"})),
+            db.get("pinned")
+        ));
+        assert_eq!(
+            pin(&spec(json!({"name": "demo", "version": "1.*"}))),
+            "demo=1.*"
+        );
+        assert_eq!(pin(&spec(json!({"name": "demo"}))), "demo");
+    }
+
+    #[test]
+    fn nothing_is_installed_under_another_root() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let r = resource("nosuch", json!({}));
+        let observed = PackageProvider.observe(&host, &r).unwrap();
+        let diff = PackageProvider.diff(&r, &observed);
+        let err = PackageProvider
+            .apply(&host, &r, &observed, &diff, &mut crate::OpenGate)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("only on the running system"),
+            "{err}"
+        );
+        // The batch says the same, and ignores other kinds.
+        let file = Resource {
+            id: ResourceId::new("File", "x"),
+            ..resource("x", json!({}))
+        };
+        let err = install_batch(&host, &[&r, &file]).unwrap_err();
+        assert!(
+            matches!(err, PackageError::NotRunningSystem { .. }),
+            "{err}"
+        );
+        // A catalogue with nothing to install is fine anywhere.
+        let ok = resource("demo", json!({}));
+        let outcome = install_batch(&host, &[&ok, &file]).unwrap();
+        assert_eq!(outcome, BatchOutcome::default());
+    }
+
+    #[test]
+    fn batch_leaves_packages_that_require_non_packages_to_their_own_apply() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let mut needs_source = resource("from-repo", json!({}));
+        needs_source.requires = vec![ResourceId::new("File", "apt-source")];
+        let mut chained = resource("chained", json!({}));
+        chained.requires = vec![ResourceId::new("Package", "from-repo")];
+        let outcome = install_batch(&host, &[&needs_source, &chained]).unwrap();
+        let left: Vec<&str> = outcome
+            .left
+            .iter()
+            .map(|(id, _)| id.name.as_str())
+            .collect();
+        assert_eq!(left, ["from-repo", "chained"]);
+        assert_eq!(outcome.transactions, 0);
+    }
+
+    #[test]
+    fn check_reports_field_errors_without_a_host() {
+        let p = PackageProvider;
+        assert!(p.check(&json!({"state": "installed"})).is_ok());
+        assert!(p.check(&json!({})).is_ok());
+        let errors = p
+            .check(&json!({"name": "Bad Name", "state": "latest"}))
+            .unwrap_err();
+        assert_eq!(errors.len(), 2);
+        let r = resource("Not_A_Package", json!({}));
+        assert!(matches!(spec(&r), Err(ProviderError::Invalid { field, .. }) if field == "name"));
+    }
+}
