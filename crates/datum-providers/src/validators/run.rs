@@ -8,7 +8,7 @@ use std::path::Path;
 use datum_host::Host;
 use datum_host::command::{self, CommandSpec};
 
-use super::{CONFIG, Check, STAGED, ValidatorDef};
+use super::{CONFIG, CONFIG_DIR, Check, STAGED, ValidatorDef};
 
 /// How much validator output a failure report keeps.
 const OUTPUT_LIMIT: usize = 8 * 1024;
@@ -89,14 +89,11 @@ impl Rejection {
     }
 }
 
-fn argv(args: &[&str], placeholder: &str, value: &Path) -> Vec<std::ffi::OsString> {
+fn argv(args: &[&str], placeholders: &[(&str, &Path)]) -> Vec<std::ffi::OsString> {
     args.iter()
-        .map(|a| {
-            if *a == placeholder {
-                value.as_os_str().to_owned()
-            } else {
-                (*a).into()
-            }
+        .map(|a| match placeholders.iter().find(|(name, _)| name == a) {
+            Some((_, value)) => value.as_os_str().to_owned(),
+            None => (*a).into(),
         })
         .collect()
 }
@@ -192,7 +189,7 @@ pub fn validate_staged(def: &ValidatorDef, host: &Host, staged: &Path) -> Result
                 reject(def, host, kind, message)
             })
         }
-        Check::Staged(args) => run_binary(def, host, argv(args, STAGED, staged)),
+        Check::Staged(args) => run_binary(def, host, argv(args, &[(STAGED, staged)])),
         // A group validator pointed at one file would validate a
         // combination that never exists; the engine runs it per group.
         Check::Assembled(_) => Ok(()),
@@ -212,7 +209,9 @@ pub fn validate_group(def: &ValidatorDef, host: &Host) -> Result<(), Rejection> 
         })?,
         None => std::path::PathBuf::new(),
     };
-    run_binary(def, host, argv(args, CONFIG, &config))
+    let dir = config.parent().unwrap_or(Path::new("/"));
+    let args = argv(args, &[(CONFIG, &config), (CONFIG_DIR, dir)]);
+    run_binary(def, host, args)
 }
 
 #[cfg(test)]

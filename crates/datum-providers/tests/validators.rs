@@ -1,0 +1,512 @@
+//! Every shipped validator, run for real: it says yes to a valid sample and no
+//! to an invalid one, and it leaves the file system under the root exactly as
+//! it found it (paths, types, sizes, modes, owners, mtimes, ctimes and
+//! contents; access times are not compared, reading changes them).
+//!
+//! The registry requires validators to be free of side effects (see
+//! `validators/mod.rs`); Datum cannot enforce that for a third-party program,
+//! so these tests are where it is checked, one per definition, and a
+//! definition without a test here fails `every_shipped_validator_is_tested`.
+//!
+//! File validators run on a staged copy laid out as the File provider stages
+//! it (`<dir>/.datum.stage.<random>/<target name>` under a temporary root);
+//! group validators run on a temporary root holding the main configuration.
+//! Each test needs its validator's program: when `DATUM_VALIDATORS_REQUIRED`
+//! is set (CI as root, via scripts/test) a missing program is a failure,
+//! otherwise the test prints "skipped: X not installed" and returns.
+//! `scripts/deps` installs them all.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "integration tests: a failed step must stop the test"
+)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use datum_host::Host;
+use datum_providers::validators::{
+    self, Rejection, RejectionKind, Scope, ValidatorDef, validate_group, validate_staged,
+};
+use tempfile::TempDir;
+
+// ---------------------------------------------------------------------------
+// The file system under a root, as a value
+
+/// What a test compares about one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    kind: &'static str,
+    size: u64,
+    mode: u32,
+    owner: (u32, u32),
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    /// The bytes of a regular file (compared whole: stronger than a hash).
+    content: Option<Vec<u8>>,
+    link: Option<PathBuf>,
+}
+
+type Tree = BTreeMap<PathBuf, Entry>;
+
+fn snapshot(root: &Path) -> Tree {
+    let mut tree = Tree::new();
+    walk(root, root, &mut tree);
+    tree
+}
+
+fn walk(root: &Path, path: &Path, tree: &mut Tree) {
+    let meta = fs::symlink_metadata(path).unwrap();
+    let kind = if meta.is_symlink() {
+        "symlink"
+    } else if meta.is_dir() {
+        "dir"
+    } else if meta.is_file() {
+        "file"
+    } else {
+        "other"
+    };
+    let entry = Entry {
+        kind,
+        size: if meta.is_dir() { 0 } else { meta.len() },
+        mode: meta.permissions().mode(),
+        owner: (meta.uid(), meta.gid()),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+        content: meta.is_file().then(|| fs::read(path).unwrap()),
+        link: meta.is_symlink().then(|| fs::read_link(path).unwrap()),
+    };
+    tree.insert(path.strip_prefix(root).unwrap().to_owned(), entry);
+    if meta.is_dir() {
+        let mut children: Vec<PathBuf> = fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        children.sort();
+        for child in children {
+            walk(root, &child, tree);
+        }
+    }
+}
+
+/// Fails naming every path that appeared, disappeared or changed.
+#[track_caller]
+fn assert_same_tree(before: &Tree, after: &Tree, what: &str) {
+    let mut problems = Vec::new();
+    for (path, entry) in before {
+        match after.get(path) {
+            None => problems.push(format!("removed: {}", path.display())),
+            Some(now) if now != entry => {
+                let mut fields = Vec::new();
+                if now.kind != entry.kind {
+                    fields.push("type");
+                }
+                if now.size != entry.size {
+                    fields.push("size");
+                }
+                if now.mode != entry.mode {
+                    fields.push("mode");
+                }
+                if now.owner != entry.owner {
+                    fields.push("owner");
+                }
+                if now.mtime != entry.mtime {
+                    fields.push("mtime");
+                }
+                if now.ctime != entry.ctime {
+                    fields.push("ctime");
+                }
+                if now.content != entry.content {
+                    fields.push("content");
+                }
+                if now.link != entry.link {
+                    fields.push("link target");
+                }
+                problems.push(format!(
+                    "changed: {} ({})",
+                    path.display(),
+                    fields.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for path in after.keys().filter(|p| !before.contains_key(*p)) {
+        problems.push(format!("created: {}", path.display()));
+    }
+    assert!(
+        problems.is_empty(),
+        "{what} changed the file system under the root:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Running a validator on a temporary root
+
+/// The definition, or `None` (after saying so) when its program is missing
+/// here and the environment does not require it.
+fn require(name: &str) -> Option<&'static ValidatorDef> {
+    let def = validators::lookup(name).unwrap_or_else(|| panic!("no validator {name}"));
+    if let Some(binary) = def.binary
+        && datum_host::command::which(binary).is_none()
+    {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "validator {name} needs `{binary}` (Debian package {}), which DATUM_VALIDATORS_REQUIRED says must be installed: run scripts/deps",
+            def.package.unwrap_or("?")
+        );
+        println!("skipped: {binary} not installed (validator {name}; run scripts/deps)");
+        return None;
+    }
+    Some(def)
+}
+
+/// A temporary root with files in it (`/etc/x` -> `<root>/etc/x`).
+struct Root {
+    dir: TempDir,
+}
+
+impl Root {
+    fn new() -> Self {
+        Root {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn live(&self, declared: &str) -> PathBuf {
+        self.path().join(declared.trim_start_matches('/'))
+    }
+
+    fn write(&self, declared: &str, text: &str, mode: u32) -> PathBuf {
+        let path = self.live(declared);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, text).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    fn mkdir(&self, declared: &str) {
+        fs::create_dir_all(self.live(declared)).unwrap();
+    }
+
+    fn host(&self) -> Host {
+        Host::with_name(self.path(), "test-host")
+    }
+}
+
+/// Stages `text` for the file at `declared` the way the File provider does,
+/// runs the validator on it, and checks that nothing under the root changed.
+fn run_staged(def: &ValidatorDef, declared: &str, text: &str, mode: u32) -> Result<(), Rejection> {
+    let root = Root::new();
+    // A live file next to it, as on a real host: it must stay untouched too.
+    root.write(declared, "# the live file\n", mode);
+    let target = Path::new(declared);
+    let stage_dir = format!("{}/.datum.stage.t3st", target.parent().unwrap().display());
+    let staged_declared = format!(
+        "{stage_dir}/{}",
+        target.file_name().unwrap().to_string_lossy()
+    );
+    let staged = root.write(&staged_declared, text, mode);
+    let before = snapshot(root.path());
+    let verdict = validate_staged(def, &root.host(), &staged);
+    let after = snapshot(root.path());
+    assert_same_tree(&before, &after, &format!("validator {}", def.name));
+    verdict
+}
+
+/// Runs a group validator on `root` and checks that nothing under it changed.
+fn run_group(def: &ValidatorDef, root: &Root) -> Result<(), Rejection> {
+    let before = snapshot(root.path());
+    let verdict = validate_group(def, &root.host());
+    let after = snapshot(root.path());
+    assert_same_tree(&before, &after, &format!("validator {}", def.name));
+    verdict
+}
+
+#[track_caller]
+fn assert_accepts(verdict: Result<(), Rejection>, what: &str) {
+    if let Err(r) = verdict {
+        panic!(
+            "{what}: rejected a valid sample: {}\n{}",
+            r.summary(),
+            r.output
+        );
+    }
+}
+
+#[track_caller]
+fn assert_rejects(verdict: Result<(), Rejection>, what: &str) {
+    match verdict {
+        Ok(()) => panic!("{what}: accepted an invalid sample"),
+        Err(r) => {
+            assert!(
+                matches!(r.kind, RejectionKind::Invalid { .. }),
+                "{what}: not judged invalid but {:?}: {}\n{}",
+                r.kind,
+                r.summary(),
+                r.output
+            );
+            assert_eq!(r.validator, what);
+            assert_eq!(r.host, "test-host");
+        }
+    }
+}
+
+/// A file validator: staged valid and invalid samples.
+fn check_file_validator(name: &str, declared: &str, mode: u32, valid: &str, invalid: &str) {
+    let Some(def) = require(name) else {
+        return;
+    };
+    assert_eq!(def.scope, Scope::File, "{name}");
+    assert_accepts(run_staged(def, declared, valid, mode), name);
+    assert_rejects(run_staged(def, declared, invalid, mode), name);
+}
+
+// ---------------------------------------------------------------------------
+// One test per shipped validator
+
+/// Validators with a test below; `every_shipped_validator_is_tested` keeps
+/// this list and the registry equal.
+const TESTED: &[&str] = &[
+    "sshd",
+    "nginx",
+    "sudoers",
+    "json",
+    "yaml",
+    "toml",
+    "systemd-unit",
+    "nftables",
+    "haproxy",
+    "apache2",
+    "logrotate",
+];
+
+#[test]
+fn every_shipped_validator_is_tested() {
+    let mut shipped: Vec<&str> = validators::all().iter().map(|v| v.name).collect();
+    let mut tested = TESTED.to_vec();
+    shipped.sort_unstable();
+    tested.sort_unstable();
+    assert_eq!(
+        shipped, tested,
+        "a validator was added or removed: give it a side-effect test here"
+    );
+}
+
+#[test]
+fn sshd() {
+    check_file_validator(
+        "sshd",
+        "/etc/ssh/sshd_config",
+        0o600,
+        "Port 22\nPermitRootLogin no\nPasswordAuthentication no\n",
+        "Port 22\nNoSuchDirective yes\n",
+    );
+}
+
+#[test]
+fn sudoers() {
+    // visudo also judges owner and mode: a drop-in is 0440.
+    check_file_validator(
+        "sudoers",
+        "/etc/sudoers.d/ops",
+        0o440,
+        "%ops ALL=(root) /usr/bin/apt-get\n",
+        "%ops ALL=(root /usr/bin/apt-get\n",
+    );
+}
+
+#[test]
+fn json() {
+    check_file_validator(
+        "json",
+        "/etc/app/config.json",
+        0o644,
+        "{\"listen\": [80, 443], \"tls\": true}\n",
+        "{\"listen\": [80, 443}\n",
+    );
+}
+
+#[test]
+fn yaml() {
+    check_file_validator(
+        "yaml",
+        "/etc/app/config.yaml",
+        0o644,
+        "listen: [80, 443]\ntls: true\n---\nother: document\n",
+        "listen: [80, 443\ntls: true\n",
+    );
+}
+
+#[test]
+fn toml() {
+    check_file_validator(
+        "toml",
+        "/etc/app/config.toml",
+        0o644,
+        "listen = [80, 443]\n[tls]\nenabled = true\n",
+        "listen = [80, 443\n",
+    );
+}
+
+#[test]
+fn systemd_unit() {
+    // systemd-analyze judges by the file name's suffix, which staging keeps.
+    check_file_validator(
+        "systemd-unit",
+        "/etc/systemd/system/datum-test.service",
+        0o644,
+        "[Unit]\nDescription=datum test\n\n[Service]\nExecStart=/bin/true\n",
+        "[Service\nExecStart=/bin/true\n",
+    );
+}
+
+#[test]
+fn nftables() {
+    // `nft -c` checks against the kernel without committing anything.
+    check_file_validator(
+        "nftables",
+        "/etc/nftables.conf",
+        0o644,
+        "table inet datum_test {\n  chain input {\n    type filter hook input priority 0; policy accept;\n  }\n}\n",
+        "table inet datum_test {\n  chain input {\n    no_such_statement here;\n  }\n}\n",
+    );
+}
+
+#[test]
+fn haproxy() {
+    check_file_validator(
+        "haproxy",
+        "/etc/haproxy/haproxy.cfg",
+        0o644,
+        "global\n  maxconn 100\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nfrontend web\n  bind 127.0.0.1:8089\n  default_backend app\nbackend app\n  server a1 127.0.0.1:8090\n",
+        "global\n  no_such_keyword 1\n",
+    );
+}
+
+#[test]
+fn logrotate() {
+    let Some(def) = require("logrotate") else {
+        return;
+    };
+    // The log it names lives under a root of its own, with old rotations:
+    // debug mode (-d) must rotate, compress and remove nothing.
+    let logs = Root::new();
+    logs.write("/var/log/app/app.log", "a line\n", 0o640);
+    logs.write("/var/log/app/app.log.1", "an older line\n", 0o640);
+    let pattern = logs.live("/var/log/app/*.log");
+    let valid = format!(
+        "{} {{\n  daily\n  rotate 0\n  compress\n  missingok\n}}\n",
+        pattern.display()
+    );
+    // logrotate ignores unknown keywords with a warning and exit 0; a bad
+    // value for a known one is an error.
+    let invalid = format!("{} {{\n  rotate notanumber\n}}\n", pattern.display());
+    let logs_before = snapshot(logs.path());
+    assert_accepts(
+        run_staged(def, "/etc/logrotate.d/app", &valid, 0o644),
+        "logrotate",
+    );
+    assert_rejects(
+        run_staged(def, "/etc/logrotate.d/app", &invalid, 0o644),
+        "logrotate",
+    );
+    assert_same_tree(&logs_before, &snapshot(logs.path()), "logrotate -d");
+}
+
+/// The machine's uid for `nobody` (nginx's worker user when none is set).
+fn nobody_uid() -> u32 {
+    fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split(':');
+            (f.next() == Some("nobody")).then(|| f.nth(1).unwrap().parse().unwrap())
+        })
+        .expect("a nobody user in /etc/passwd")
+}
+
+/// nginx's whole configuration in a root of its own. `nginx -t` prepares
+/// what its configuration names as nginx does when it starts: it opens the
+/// pid file and the logs (creating them when missing) and creates its
+/// temporary folders, giving them to the worker user when they belong to
+/// someone else. Here they exist already and belong to the worker user, as
+/// on any host nginx has run on, so any change to them shows.
+fn nginx_root(site: &str) -> Root {
+    let root = Root::new();
+    let r = root.path().display().to_string();
+    for dir in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        let declared = format!("/var/lib/nginx/{dir}");
+        root.mkdir(&declared);
+        std::os::unix::fs::chown(root.live(&declared), Some(nobody_uid()), None).unwrap();
+    }
+    root.write("/run/nginx.pid", "4242\n", 0o644);
+    root.write("/var/log/nginx/error.log", "an old error\n", 0o640);
+    root.write("/var/log/nginx/access.log", "an old request\n", 0o640);
+    root.write(
+        "/etc/nginx/nginx.conf",
+        &format!(
+            "pid {r}/run/nginx.pid;\nerror_log {r}/var/log/nginx/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log {r}/var/log/nginx/access.log;\n  client_body_temp_path {r}/var/lib/nginx/body;\n  proxy_temp_path {r}/var/lib/nginx/proxy;\n  fastcgi_temp_path {r}/var/lib/nginx/fastcgi;\n  uwsgi_temp_path {r}/var/lib/nginx/uwsgi;\n  scgi_temp_path {r}/var/lib/nginx/scgi;\n  include {r}/etc/nginx/sites-enabled/*.conf;\n}}\n"
+        ),
+        0o644,
+    );
+    root.write("/etc/nginx/sites-enabled/shop.conf", site, 0o644);
+    root
+}
+
+#[test]
+fn nginx() {
+    let Some(def) = require("nginx") else {
+        return;
+    };
+    assert_eq!(def.scope, Scope::Group);
+    let good = "server {\n  listen 127.0.0.1:8099;\n  location / { return 200 \"ok\"; }\n}\n";
+    let bad = "server {\n  listen 127.0.0.1:8099;\n  datum_no_such_directive on;\n}\n";
+    assert_accepts(run_group(def, &nginx_root(good)), "nginx");
+    // The broken line is in an include: only the assembled whole shows it.
+    assert_rejects(run_group(def, &nginx_root(bad)), "nginx");
+    // A group validator pointed at one staged file judges nothing.
+    let root = nginx_root(bad);
+    let site = root.live("/etc/nginx/sites-enabled/shop.conf");
+    assert!(validate_staged(def, &root.host(), &site).is_ok());
+}
+
+/// Apache's configuration in a root of its own, with a relative include (as
+/// Debian's apache2.conf has): it must resolve under the root, not in the
+/// machine's /etc/apache2.
+fn apache_root(extra: &str) -> Root {
+    let root = Root::new();
+    let r = root.path().display().to_string();
+    root.write("/run/apache2/apache2.pid", "4242\n", 0o644);
+    root.write("/var/log/apache2/error.log", "an old error\n", 0o640);
+    root.write(
+        "/etc/apache2/apache2.conf",
+        &format!(
+            "ServerName localhost\nListen 127.0.0.1:8098\nPidFile {r}/run/apache2/apache2.pid\nErrorLog {r}/var/log/apache2/error.log\nLoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so\nIncludeOptional conf-enabled/*.conf\n"
+        ),
+        0o644,
+    );
+    root.write("/etc/apache2/conf-enabled/site.conf", extra, 0o644);
+    root
+}
+
+#[test]
+fn apache2() {
+    let Some(def) = require("apache2") else {
+        return;
+    };
+    assert_eq!(def.scope, Scope::Group);
+    assert_accepts(run_group(def, &apache_root("Timeout 30\n")), "apache2");
+    assert_rejects(
+        run_group(def, &apache_root("DatumNoSuchDirective on\n")),
+        "apache2",
+    );
+}
