@@ -38,8 +38,9 @@ pub struct Rejection {
     pub validator: &'static str,
     pub host: String,
     pub kind: RejectionKind,
-    /// The validator binary's version, where it prints one.
-    pub version: Option<String>,
+    /// The validator binary's version, where it prints one. (A boxed str
+    /// keeps the whole rejection small enough to return by value.)
+    pub version: Option<Box<str>>,
     /// Captured output (stdout then stderr), bounded. Potentially sensitive.
     pub output: String,
 }
@@ -118,7 +119,7 @@ pub fn validator_version(def: &ValidatorDef) -> Option<String> {
 fn reject(def: &ValidatorDef, host: &Host, kind: RejectionKind, output: String) -> Rejection {
     let version = match kind {
         RejectionKind::MissingBinary { .. } => None,
-        _ => validator_version(def),
+        _ => validator_version(def).map(String::into_boxed_str),
     };
     Rejection {
         validator: def.name,
