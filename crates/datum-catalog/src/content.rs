@@ -98,9 +98,9 @@ pub(crate) fn declared(
         let file = match kind {
             ContentKind::Inline => None,
             ContentKind::Source | ContentKind::Template => {
-                match resolver.resolve(&layer_path, text) {
-                    Ok((abs, rel)) if abs.is_file() => Some((abs, rel)),
-                    Ok((_, rel)) => {
+                match resolver.resolve_file(&layer_path, text) {
+                    Ok((abs, rel, true)) => Some((abs, rel)),
+                    Ok((_, rel, false)) => {
                         diags.push(
                             Diagnostic::error(format!(
                                 "`{key}: {text}` is not a file ({})",

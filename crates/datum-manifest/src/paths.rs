@@ -68,6 +68,17 @@ impl Resolver {
         base: &Path,
         declared: &str,
     ) -> Result<(PathBuf, PathBuf), PathProblem> {
+        self.resolve_file(base, declared)
+            .map(|(abs, rel, _)| (abs, rel))
+    }
+
+    /// [`Resolver::resolve`], also saying whether the path is a regular file
+    /// (from the same `lstat`, so no second system call).
+    pub fn resolve_file(
+        &mut self,
+        base: &Path,
+        declared: &str,
+    ) -> Result<(PathBuf, PathBuf, bool), PathProblem> {
         let problem_declared = || declared.to_owned();
         if declared.is_empty() {
             return Err(PathProblem::Empty {
@@ -111,7 +122,7 @@ impl Resolver {
             source,
         };
         let Some((name, parent)) = relative.split_last() else {
-            return Ok((self.root.clone(), rel));
+            return Ok((self.root.clone(), rel, false));
         };
         let parent_rel: PathBuf = parent.iter().collect();
         let parent_canonical = match self.dirs.get(&parent_rel) {
@@ -132,17 +143,20 @@ impl Resolver {
             Err(kind) => return Err(io(std::io::Error::from(kind))),
         };
         let candidate = parent_canonical.join(name);
-        let canonical = match std::fs::symlink_metadata(&candidate) {
+        let (canonical, is_file) = match std::fs::symlink_metadata(&candidate) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
             Err(e) => return Err(io(e)),
             // Only a link needs the full walk (it may point anywhere).
             Ok(meta) if meta.file_type().is_symlink() => match candidate.canonicalize() {
-                Ok(c) => c,
+                Ok(c) => {
+                    let is_file = c.is_file();
+                    (c, is_file)
+                }
                 // A dangling link: report what is more useful, that it is missing.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
                 Err(e) => return Err(io(e)),
             },
-            Ok(_) => candidate,
+            Ok(meta) => (candidate, meta.is_file()),
         };
         if !canonical.starts_with(&self.root) {
             return Err(PathProblem::LinkOutside {
@@ -150,7 +164,7 @@ impl Resolver {
                 resolved: canonical,
             });
         }
-        Ok((canonical, rel))
+        Ok((canonical, rel, is_file))
     }
 }
 

@@ -801,6 +801,26 @@ mod lint_errors {
     }
 
     #[test]
+    fn template_errors_found_in_parallel_are_all_reported() {
+        let repo = Repo::two_layers();
+        repo.file("base/templates/t.j2", "{{ labels.missing }}\n");
+        let docs: Vec<String> = (0..300)
+            .map(|i| {
+                file_doc(
+                    &format!("f{i:03}"),
+                    &format!("/f{i}"),
+                    "  template: templates/t.j2\n",
+                )
+            })
+            .collect();
+        repo.file("base/all.yaml", &docs.join("---\n"));
+        let err = compile(repo.path(), &web()).unwrap_err();
+        assert_eq!(err.error_count(), 300);
+        let first = err.iter().next().unwrap();
+        assert_eq!(first.resource.as_ref().unwrap().to_string(), "File[f000]");
+    }
+
+    #[test]
     fn validators_are_names_never_command_lines() {
         let repo = Repo::two_layers();
         repo.file(
