@@ -80,6 +80,27 @@ impl HostIdentity {
     }
 }
 
+impl HostIdentity {
+    /// [`HostIdentity::load`] only when something declares the host: a host
+    /// file given or present under the root, or label overrides. `None`
+    /// otherwise. For `datum lint`: a repository linted without a declared
+    /// host has its templates parsed but not rendered (the machine's name and
+    /// no labels would make every `host.labels.x` look undefined).
+    pub fn load_if_declared(
+        root: &Path,
+        host_file: Option<&Path>,
+        overrides: &[(String, String)],
+    ) -> Result<Option<Self>, HostError> {
+        let declared =
+            host_file.is_some() || !overrides.is_empty() || root.join(DEFAULT_HOST_FILE).exists();
+        if declared {
+            Self::load(root, host_file, overrides).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
 /// Parses `key=value` as given to `--label`.
 pub fn parse_label(text: &str) -> Result<(String, String), HostError> {
     match text.split_once('=') {
@@ -246,6 +267,27 @@ mod tests {
         assert_eq!(id.name, "web-01");
         assert_eq!(id.labels["role"], "web");
         assert_eq!(id.labels["tier"], "1");
+    }
+
+    #[test]
+    fn only_a_declared_host_is_loaded_for_lint() {
+        let empty = root_with(&[("etc/hostname", "box\n")]);
+        assert_eq!(
+            HostIdentity::load_if_declared(empty.path(), None, &[]).unwrap(),
+            None
+        );
+        let labelled =
+            HostIdentity::load_if_declared(empty.path(), None, &[("role".into(), "web".into())])
+                .unwrap();
+        assert_eq!(labelled.unwrap().name, "box");
+        let with_file = root_with(&[(DEFAULT_HOST_FILE, "name: web-01\n")]);
+        assert_eq!(
+            HostIdentity::load_if_declared(with_file.path(), None, &[])
+                .unwrap()
+                .unwrap()
+                .name,
+            "web-01"
+        );
     }
 
     #[test]
