@@ -1,0 +1,481 @@
+//! Safe activation end to end, on a real systemd: the `datum` binary runs
+//! inside the test bed (`scripts/testbed`, a Debian root booted with
+//! systemd-nspawn) with `--root /`, so the paths below are the container's
+//! real `/etc` paths and its real nginx and systemd do the work.
+//!
+//! Each test body re-runs inside the container (`testbed_test!`); the binary
+//! Cargo built here is reachable there because the test bed binds `target/`
+//! at the same path. Without a test bed every test prints
+//! "skipped: no testbed (run scripts/testbed)" (a failure when
+//! `DATUM_TESTBED_REQUIRED=1`).
+//!
+//! Tests that reconfigure nginx take the shared `nginx` lock (other test
+//! binaries use the same container's nginx) and put the stock configuration
+//! back when they end, pass or fail.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "integration tests: a failed step must stop the test"
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use datum_testkit::testbed::within::{self, SharedLock, TestUnit};
+use datum_testkit::testbed_test;
+use tempfile::TempDir;
+
+/// A repository with one layer (`base/main.yaml`), a host file naming the
+/// host `testbed`, and a private state database, all in a temporary folder
+/// inside the container.
+struct Repo {
+    dir: TempDir,
+}
+
+impl Repo {
+    fn new(manifest: &str) -> Self {
+        let repo = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        repo.write(
+            "repo/datum.yaml",
+            "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+        );
+        repo.write("host.yaml", "name: testbed\nlabels: {role: web}\n");
+        repo.write("repo/base/main.yaml", manifest);
+        repo
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.dir.path().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state.db")
+    }
+
+    /// `datum --root / ... <args>`, the binary Cargo built for this test.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_datum"));
+        cmd.arg("--repo")
+            .arg(self.dir.path().join("repo"))
+            .arg("--root")
+            .arg("/")
+            .arg("--host-file")
+            .arg(self.dir.path().join("host.yaml"))
+            .arg("--state")
+            .arg(self.state())
+            .args(["--color", "never"])
+            .args(args);
+        cmd
+    }
+
+    fn datum(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().unwrap();
+        let run = Run(out);
+        println!(
+            "--- datum {} (exit {})\n{}{}",
+            args.join(" "),
+            run.code(),
+            run.stdout(),
+            run.stderr()
+        );
+        run
+    }
+}
+
+/// What one run of the binary did.
+struct Run(Output);
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+
+    #[track_caller]
+    fn assert_exit(&self, expected: i32) {
+        assert_eq!(
+            self.code(),
+            expected,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+    }
+
+    /// The report line of one resource (`! Group[nginx]  failed ...`).
+    #[track_caller]
+    fn line(&self, id: &str) -> String {
+        let text = self.stdout();
+        text.lines()
+            .find(|l| {
+                l.get(2..)
+                    .is_some_and(|rest| rest.starts_with(&format!("{id} ")))
+            })
+            .unwrap_or_else(|| panic!("no line for {id} in:\n{text}"))
+            .to_owned()
+    }
+
+    /// The report line of one resource and the indented lines under it (its
+    /// field changes and validator output).
+    #[track_caller]
+    fn block(&self, id: &str) -> String {
+        let head = self.line(id);
+        let text = self.stdout();
+        let mut lines = text.lines().skip_while(|l| *l != head);
+        let mut block = lines.next().unwrap_or_default().to_owned();
+        for l in lines.take_while(|l| l.starts_with(' ')) {
+            block.push('\n');
+            block.push_str(l);
+        }
+        block
+    }
+}
+
+#[track_caller]
+fn assert_contains(haystack: &str, needle: &str) {
+    assert!(
+        haystack.contains(needle),
+        "`{needle}` missing from:\n{haystack}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// nginx, shared with other tests in the container
+
+const NGINX_CONF: &str = "/etc/nginx/nginx.conf";
+const SITE: &str = "/etc/nginx/sites-enabled/x.conf";
+const RELOAD_LOG: &str = "/run/datum-it-nginx-reloads";
+const DROP_IN: &str = "/etc/systemd/system/nginx.service.d/datum-it-count-reloads.conf";
+/// The port the test site listens on (the stock default site has 80).
+const PORT: u16 = 8081;
+
+/// The container's nginx, reconfigured for one test: its reloads counted
+/// (a drop-in wraps `ExecReload=`), and everything put back on drop.
+///
+/// The count is what proves "not reloaded": Debian's `ExecReload=` is
+/// `nginx -s reload`, which succeeds even for a broken configuration (the
+/// master keeps its old one), so the served page alone could not tell a
+/// withheld reload from a failed one.
+struct Nginx {
+    _lock: SharedLock,
+    stock_conf: Vec<u8>,
+}
+
+impl Nginx {
+    fn take() -> Self {
+        let lock = within::lock("nginx");
+        let stock_conf = fs::read(NGINX_CONF).unwrap();
+        within::write(
+            DROP_IN,
+            format!(
+                "[Service]\nExecReload=\nExecReload=/bin/sh -c 'echo reload >> {RELOAD_LOG}; exec /usr/sbin/nginx -g \"daemon on; master_process on;\" -s reload'\n"
+            ),
+        );
+        let _ = fs::remove_file(RELOAD_LOG);
+        let _ = fs::remove_file(SITE);
+        within::systemctl_ok(&["daemon-reload"]);
+        within::systemctl_ok(&["restart", "nginx.service"]);
+        Nginx {
+            _lock: lock,
+            stock_conf,
+        }
+    }
+
+    /// How many times systemd ran nginx's `ExecReload=` since [`Nginx::take`].
+    fn reloads(&self) -> usize {
+        fs::read_to_string(RELOAD_LOG)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    fn main_pid(&self) -> String {
+        within::property("nginx.service", "MainPID")
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // Best effort: the test's own assertions are what matter.
+        let _ = fs::write(NGINX_CONF, &self.stock_conf);
+        let _ = fs::remove_file(SITE);
+        let _ = fs::remove_file(DROP_IN);
+        let _ = fs::remove_file(RELOAD_LOG);
+        let _ = within::systemctl(&["daemon-reload"]);
+        let _ = within::systemctl(&["restart", "nginx.service"]);
+    }
+}
+
+/// The body nginx serves on the test site (after the status line and headers).
+fn served_body() -> String {
+    let response = within::http_get(PORT, "/");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// A main configuration that serves only the `*.conf` sites (the stock
+/// default site has no suffix), `marker` making each version distinct.
+fn nginx_conf(marker: &str) -> String {
+    format!(
+        "# {marker}\nuser www-data;\nworker_processes 1;\npid /run/nginx.pid;\nevents {{ worker_connections 64; }}\nhttp {{\n    access_log off;\n    include /etc/nginx/sites-enabled/*.conf;\n}}\n"
+    )
+}
+
+fn site(body: &str, extra: &str) -> String {
+    format!(
+        "server {{\n    listen 127.0.0.1:{PORT};\n    location / {{ return 200 \"{body}\\n\"; }}\n{extra}}}\n"
+    )
+}
+
+/// The two-file nginx group and the service it notifies. `middle` goes
+/// between the files and the service.
+fn nginx_manifest(middle: &str) -> String {
+    format!(
+        "datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: {NGINX_CONF}\n  mode: \"0644\"\n  source: files/nginx.conf\n  validate: nginx\n\
+---\ndatum: v1alpha1\ntype: File\nname: site\ndesired:\n  path: {SITE}\n  mode: \"0644\"\n  source: files/x.conf\n  validate: nginx\n\
+{middle}\
+---\ndatum: v1alpha1\ntype: Service\nname: nginx\n\
+requires: [File/nginx-conf, File/site]\n\
+desired:\n  state: running\n  reload_on: [File/nginx-conf, File/site]\n  settle: 1s\n"
+    )
+}
+
+testbed_test!(
+    a_broken_site_in_the_nginx_group_is_written_but_never_reloaded,
+    {
+        let nginx = Nginx::take();
+        let repo = Repo::new(&nginx_manifest(""));
+        repo.write("repo/base/files/nginx.conf", &nginx_conf("v1"));
+        repo.write("repo/base/files/x.conf", &site("old", ""));
+
+        // 1. The group validates and the service serves it.
+        repo.datum(&["apply"]).assert_exit(2);
+        assert_eq!(served_body(), "old\n");
+        let reloads = nginx.reloads();
+        assert_eq!(reloads, 1, "the first apply reloads once");
+        let pid = nginx.main_pid();
+
+        // 2. Both files change; the site now holds a directive nginx rejects.
+        repo.write("repo/base/files/nginx.conf", &nginx_conf("v2"));
+        repo.write(
+            "repo/base/files/x.conf",
+            &site("new", "    datum_no_such_directive on;\n"),
+        );
+        let plan = repo.datum(&["plan"]);
+        plan.assert_exit(2);
+        let broken = repo.datum(&["apply"]);
+        broken.assert_exit(6);
+        // Both files are on disk: a group is validated as a whole, after writing.
+        assert_eq!(fs::read_to_string(NGINX_CONF).unwrap(), nginx_conf("v2"));
+        assert!(
+            fs::read_to_string(SITE)
+                .unwrap()
+                .contains("datum_no_such_directive")
+        );
+        // ...and nginx was not reloaded: it serves what it loaded before.
+        assert_eq!(nginx.reloads(), reloads, "a reload was attempted");
+        assert_eq!(served_body(), "old\n");
+        assert_eq!(nginx.main_pid(), pid);
+        assert_eq!(within::property("nginx.service", "ActiveState"), "active");
+        // The report says exactly that.
+        let group = broken.line("Group[nginx]");
+        for needle in [
+            "failed",
+            "validation failed (nginx on testbed",
+            "files written: File[nginx-conf], File[site]",
+            "Service[nginx] not reloaded",
+        ] {
+            assert_contains(&group, needle);
+        }
+        assert_contains(&broken.stdout(), "datum_no_such_directive");
+        let service = broken.line("Service[nginx]");
+        for needle in [
+            "failed",
+            "not reloaded: Group[nginx] failed validation",
+            "the new files are on disk",
+            "nginx.service keeps serving the configuration it loaded",
+            "the reload stays owed",
+        ] {
+            assert_contains(&service, needle);
+        }
+        assert_contains(&broken.line("File[site]"), "done");
+
+        // 3. Nothing fixed yet: the reload is still owed and still withheld.
+        let plan = repo.datum(&["plan"]);
+        plan.assert_exit(2);
+        assert_contains(&plan.block("Service[nginx]"), "reload (after File[");
+        let again = repo.datum(&["apply"]);
+        again.assert_exit(4);
+        assert_contains(
+            &again.line("Group[nginx]"),
+            "files written: none in this pass",
+        );
+        assert_contains(&again.line("Service[nginx]"), "the reload stays owed");
+        assert_eq!(nginx.reloads(), reloads);
+        assert_eq!(served_body(), "old\n");
+
+        // 4. Fixed: validated, reloaded once, the new configuration is served.
+        repo.write("repo/base/files/x.conf", &site("new", ""));
+        let fixed = repo.datum(&["apply"]);
+        fixed.assert_exit(2);
+        assert_contains(&fixed.line("Service[nginx]"), "done");
+        assert_eq!(nginx.reloads(), reloads + 1);
+        assert_eq!(served_body(), "new\n");
+        assert!(
+            !fixed.stdout().contains("Group[nginx]"),
+            "{}",
+            fixed.stdout()
+        );
+
+        // 5. Nothing is owed any more.
+        repo.datum(&["apply"]).assert_exit(0);
+        assert_eq!(nginx.reloads(), reloads + 1);
+    }
+);
+
+/// A unit that starts cleanly and runs; `settle` makes its verification
+/// watch it for a while, which is the window the next test kills in.
+const SLEEPER: &str = "[Service]\nExecStart=/bin/sleep infinity\n";
+
+testbed_test!(
+    a_reload_owed_by_a_killed_pass_is_validated_and_performed_next,
+    {
+        let nginx = Nginx::take();
+        let slow = TestUnit::install("datum-it-slow.service", SLEEPER);
+        // Between the files and nginx: a service whose verification watches it
+        // for 30 s, so the pass is certainly past the write and before the
+        // reload when it is killed.
+        let middle = "---\ndatum: v1alpha1\ntype: Service\nname: datum-it-slow\nrequires: [File/site]\ndesired:\n  state: running\n  settle: 30s\n";
+        let repo = Repo::new(&nginx_manifest(middle));
+        repo.write("repo/base/files/nginx.conf", &nginx_conf("v1"));
+        repo.write("repo/base/files/x.conf", &site("old", ""));
+        within::systemctl_ok(&["start", slow.name()]);
+        repo.datum(&["apply"]).assert_exit(2);
+        assert_eq!(served_body(), "old\n");
+        within::systemctl_ok(&["stop", slow.name()]);
+        let reloads = nginx.reloads();
+
+        // A valid change; the pass is killed once the new site is on disk.
+        repo.write("repo/base/files/x.conf", &site("new", ""));
+        let mut child = repo.command(&["apply"]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(25);
+        while !fs::read_to_string(SITE).unwrap().contains("new") {
+            assert!(Instant::now() < deadline, "the site was never written");
+            assert!(child.try_wait().unwrap().is_none(), "apply ended early");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The Service in the middle is starting or settling now.
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap(); // SIGKILL: no chance to clean up
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{status}");
+        assert_eq!(nginx.reloads(), reloads, "killed before the reload");
+        assert_eq!(served_body(), "old\n", "still the configuration it loaded");
+
+        // The next pass has no file to change: the reload it performs is the one
+        // the killed pass recorded, validated first.
+        let plan = repo.datum(&["plan"]);
+        assert_contains(
+            &plan.block("Service[nginx]"),
+            "reload (after File[site] changed)",
+        );
+        let next = repo.datum(&["--verbose", "apply"]);
+        next.assert_exit(2);
+        assert_contains(&next.line("File[site]"), "unchanged");
+        assert_contains(&next.line("Service[nginx]"), "done");
+        assert_eq!(nginx.reloads(), reloads + 1);
+        assert_eq!(served_body(), "new\n");
+        // Performed means no longer owed.
+        repo.datum(&["apply"]).assert_exit(0);
+        assert_eq!(nginx.reloads(), reloads + 1);
+    }
+);
+
+testbed_test!(
+    a_validator_missing_from_the_host_fails_and_changes_nothing,
+    {
+        // The test bed has no haproxy: `validate: haproxy` must fail, not skip.
+        assert!(
+            !Path::new("/usr/sbin/haproxy").exists(),
+            "this test needs a test bed without haproxy"
+        );
+        let live = "/etc/datum-it-haproxy.cfg";
+        within::write(live, "# the live configuration\n");
+        let before = fs::metadata(live).unwrap();
+        let repo = Repo::new(&format!(
+            "datum: v1alpha1\ntype: File\nname: haproxy-cfg\ndesired:\n  path: {live}\n  content: \"global\\n  maxconn 100\\n\"\n  validate: haproxy\n\
+---\ndatum: v1alpha1\ntype: File\nname: after\nrequires: [File/haproxy-cfg]\ndesired:\n  path: /etc/datum-it-after\n  content: \"x\\n\"\n"
+        ));
+
+        let plan = repo.datum(&["plan"]);
+        plan.assert_exit(2);
+        assert_contains(&plan.line("File[haproxy-cfg]"), "would fail");
+
+        let out = repo.datum(&["apply"]);
+        out.assert_exit(4);
+        let line = out.line("File[haproxy-cfg]");
+        for needle in [
+            "failed",
+            "validator haproxy",
+            "`haproxy`",
+            "not installed on testbed",
+            "Package/haproxy",
+        ] {
+            assert_contains(&line, needle);
+        }
+        assert_contains(&out.line("File[after]"), "blocked (by File[haproxy-cfg])");
+        assert!(!Path::new("/etc/datum-it-after").exists());
+        let after = fs::metadata(live).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (before.ino(), before.mtime(), before.mtime_nsec()),
+            (after.ino(), after.mtime(), after.mtime_nsec())
+        );
+        assert_eq!(
+            fs::read_to_string(live).unwrap(),
+            "# the live configuration\n"
+        );
+        fs::remove_file(live).unwrap();
+    }
+);
+
+testbed_test!(a_service_that_crashes_after_starting_fails_apply, {
+    // systemd accepts the start (a simple service counts as started once
+    // forked); it exits a second later, and systemd restarts it.
+    let unit = TestUnit::install(
+        "datum-it-crashes.service",
+        "[Service]\nExecStart=/bin/sh -c \"sleep 1; exit 3\"\nRestart=on-failure\nRestartSec=500ms\n",
+    );
+    let repo = Repo::new(
+        "datum: v1alpha1\ntype: Service\nname: datum-it-crashes\ndesired:\n  state: running\n  settle: 3s\n\
+---\ndatum: v1alpha1\ntype: File\nname: after\nrequires: [Service/datum-it-crashes]\ndesired:\n  path: /etc/datum-it-after-crash\n  content: \"x\\n\"\n",
+    );
+    let out = repo.datum(&["apply"]);
+    out.assert_exit(4);
+    let line = out.line("Service[datum-it-crashes]");
+    assert_contains(&line, "failed (verify)");
+    assert_contains(&line, "datum-it-crashes.service");
+    assert_contains(&line, "did not settle within 3s");
+    assert_contains(
+        &out.line("File[after]"),
+        "blocked (by Service[datum-it-crashes])",
+    );
+    assert!(!Path::new("/etc/datum-it-after-crash").exists());
+    drop(unit);
+});
