@@ -85,7 +85,9 @@ pub fn install(pins: &[String], allow_held: bool) -> Result<(), AptFailure> {
     if allow_held {
         spec = spec.arg("--allow-change-held-packages");
     }
-    let spec = spec.args(pins);
+    // Names and versions were checked and never start with `-`; the `--`
+    // makes sure of it anyway.
+    let spec = spec.arg("--").args(pins);
     run("install", pins, &spec).map(drop)
 }
 
@@ -93,14 +95,18 @@ pub fn install(pins: &[String], allow_held: bool) -> Result<(), AptFailure> {
 /// they would after an administrator's `apt remove`, and a later install
 /// finds them). First simulated: if apt would remove anything besides
 /// `package` and the names in `also_declared_absent`, nothing is removed.
+/// `unhold`: clear a hold first (after the simulation), so the selection
+/// ends as `deinstall` and a later install of the package is not held from
+/// the start.
 pub fn remove(
     host: &Host,
     package: &str,
     also_declared_absent: &[String],
+    unhold: bool,
 ) -> Result<(), PackageError> {
     let names = [package.to_owned()];
     let simulate = CommandSpec::new("apt-get")
-        .args(["-s", "-q", "remove", "--allow-change-held-packages"])
+        .args(["-s", "-q", "remove", "--allow-change-held-packages", "--"])
         .arg(package)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output_limit(OUTPUT_LIMIT)
@@ -121,8 +127,11 @@ pub fn remove(
             others,
         });
     }
+    if unhold {
+        mark(host, Mark::Unhold, package)?;
+    }
     let spec = apt_get("remove")
-        .arg("--allow-change-held-packages")
+        .args(["--allow-change-held-packages", "--"])
         .arg(package);
     run("remove", &names, &spec)
         .map(drop)
@@ -139,6 +148,7 @@ pub fn removals_for_install(pins: &[String]) -> Vec<String> {
             "install",
             "--no-install-recommends",
             "--allow-downgrades",
+            "--",
         ])
         .args(pins)
         .env("DEBIAN_FRONTEND", "noninteractive")

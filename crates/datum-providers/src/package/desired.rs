@@ -56,23 +56,15 @@ impl VersionReq {
 
     /// Whether an installed version satisfies the declaration.
     ///
-    /// Versions are compared as text, which is what "exact" means to dpkg.
-    /// A declaration without an epoch (`9.2p1-*`) also matches the version
-    /// with its epoch removed (`1:9.2p1-2`): an epoch is an artefact of a
-    /// package's history that people rarely write, and `9.2p1-*` cannot
-    /// mean anything else. A declaration with an epoch must match it.
+    /// Versions are compared as text, epoch included, which is what "exact"
+    /// means to dpkg and to apt (`apt-get install openssh-server=9.2p1-2`
+    /// finds nothing when the version is `1:9.2p1-2`): write the version as
+    /// `dpkg-query -W` shows it.
     pub fn matches(&self, installed: &str) -> bool {
-        let pattern = self.text();
-        let candidates = [Some(installed), without_epoch(installed)];
-        let declared_epoch = pattern.contains(':');
-        candidates
-            .into_iter()
-            .flatten()
-            .take(if declared_epoch { 1 } else { 2 })
-            .any(|v| match self {
-                VersionReq::Exact(want) => v == want,
-                VersionReq::Prefix(prefix) => v.starts_with(prefix.as_str()),
-            })
+        match self {
+            VersionReq::Exact(want) => installed == want,
+            VersionReq::Prefix(prefix) => installed.starts_with(prefix.as_str()),
+        }
     }
 
     /// The declared text without the `*`.
@@ -95,10 +87,6 @@ impl VersionReq {
     pub fn apt_pin(&self, name: &str) -> String {
         format!("{name}={}", self.declared())
     }
-}
-
-fn without_epoch(version: &str) -> Option<&str> {
-    version.split_once(':').map(|(_, rest)| rest)
 }
 
 /// A Package declaration, parsed.
@@ -443,17 +431,21 @@ mod tests {
     }
 
     #[test]
-    fn an_epoch_need_not_be_written_but_must_match_when_it_is() {
+    fn the_epoch_is_part_of_the_version() {
         let installed = "1:9.2p1-2+deb12u3";
-        assert!(VersionReq::parse("9.2p1-*").unwrap().matches(installed));
+        assert!(VersionReq::parse("1:9.2p1-*").unwrap().matches(installed));
         assert!(
-            VersionReq::parse("9.2p1-2+deb12u3")
+            VersionReq::parse("1:9.2p1-2+deb12u3")
                 .unwrap()
                 .matches(installed)
         );
-        assert!(VersionReq::parse("1:9.2p1-*").unwrap().matches(installed));
+        assert!(!VersionReq::parse("9.2p1-*").unwrap().matches(installed));
+        assert!(
+            !VersionReq::parse("9.2p1-2+deb12u3")
+                .unwrap()
+                .matches(installed)
+        );
         assert!(!VersionReq::parse("2:9.2p1-*").unwrap().matches(installed));
-        // A declared epoch never matches a version without one.
         assert!(!VersionReq::parse("1:9.2").unwrap().matches("9.2"));
     }
 }

@@ -425,12 +425,7 @@ fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
-                apt::remove(host, &spec.name, &declared_absent)?;
-                if held {
-                    // The selection outlives the package; a later install
-                    // of it would otherwise be held from the start.
-                    apt::mark(host, apt::Mark::Unhold, &spec.name)?;
-                }
+                apt::remove(host, &spec.name, &declared_absent, held)?;
             }
         }
         Wanted::Installed | Wanted::Held => {
