@@ -347,7 +347,7 @@ testbed_test!(unknown_packages_and_versions_fail_naming_them, {
     let host = host();
     let outcome = package::install_batch(&host, &[&unknown, &known]).unwrap();
     assert_eq!(outcome.transactions, 2);
-    assert_eq!(outcome.installed, [known.id.clone()]);
+    assert_eq!(outcome.installed, std::slice::from_ref(&known.id));
     assert_eq!(outcome.left.len(), 1);
     assert_eq!(outcome.left[0].0, unknown.id);
     assert_eq!(version_of("datum-it-known").as_deref(), Some("1.0"));
