@@ -330,10 +330,16 @@ impl<'r> Analysis<'r> {
                                     "requires {}, which is not in the catalogue of host `{}` (its layers do not match this host)",
                                     r.value, host.name
                                 ),
-                                _ => format!(
-                                    "requires {}, which is not declared anywhere in the repository",
-                                    r.value
-                                ),
+                                _ => {
+                                    let mut message = format!(
+                                        "requires {}, which is not declared anywhere in the repository",
+                                        r.value
+                                    );
+                                    if let Some(close) = self.similar_id(&r.value) {
+                                        message.push_str(&format!("; did you mean {close}?"));
+                                    }
+                                    message
+                                }
                             };
                             self.diags.push(
                                 Diagnostic::error(message)
@@ -348,6 +354,25 @@ impl<'r> Analysis<'r> {
             all.push(edges);
         }
         all
+    }
+
+    /// A declared id close to a misspelt one: same kind with a near name, or
+    /// a near kind with the same name (`File/sshd_config` for `sshd-config`).
+    fn similar_id(&self, wanted: &ResourceId) -> Option<ResourceId> {
+        let mut names: Vec<&str> = Vec::new();
+        let mut kinds: Vec<&str> = Vec::new();
+        for d in &self.repo.documents {
+            if d.id.kind == wanted.kind {
+                names.push(&d.id.name);
+            } else if d.id.name == wanted.name {
+                kinds.push(&d.id.kind);
+            }
+        }
+        if let Some(name) = datum_manifest::suggest::closest(&wanted.name, names) {
+            return Some(ResourceId::new(wanted.kind.clone(), name));
+        }
+        datum_manifest::suggest::closest(&wanted.kind, kinds)
+            .map(|k| ResourceId::new(k, wanted.name.clone()))
     }
 
     /// Reports every dependency cycle once, at the `requires:` entry that

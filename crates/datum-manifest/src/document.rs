@@ -124,6 +124,8 @@ pub(crate) fn read(
         }
         let hint = if e.key == "validate" {
             " (`validate` is written inside `desired`)".to_owned()
+        } else if let Some(close) = crate::suggest::closest(&e.key, ENVELOPE_KEYS.iter().copied()) {
+            format!("; did you mean `{close}`?")
         } else {
             format!("; expected one of: {}", ENVELOPE_KEYS.join(", "))
         };

@@ -99,6 +99,7 @@ pub mod paths;
 pub mod repository;
 pub mod settings;
 pub mod span;
+pub mod suggest;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceMap};

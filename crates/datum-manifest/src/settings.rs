@@ -95,9 +95,9 @@ pub(crate) fn read(
         if !SETTINGS_KEYS.contains(&e.key.as_str()) {
             diags.push(
                 Diagnostic::error(format!(
-                    "unknown key `{}` in datum.yaml; expected one of: {}",
+                    "unknown key `{}` in datum.yaml; {}",
                     e.key,
-                    SETTINGS_KEYS.join(", ")
+                    expected(SETTINGS_KEYS, &e.key)
                 ))
                 .at(place.origin(e.key_start))
                 .until(e.key_end),
@@ -211,9 +211,9 @@ fn read_layer(
             ok = false;
             diags.push(
                 Diagnostic::error(format!(
-                    "unknown key `{}` in a layer; expected one of: {}",
+                    "unknown key `{}` in a layer; {}",
                     e.key,
-                    LAYER_KEYS.join(", ")
+                    expected(LAYER_KEYS, &e.key)
                 ))
                 .at(place.origin(e.key_start))
                 .until(e.key_end),
@@ -295,6 +295,14 @@ fn read_matcher(node: &Node, place: &Place, diags: &mut Diagnostics) -> Option<M
         }
     }
     ok.then_some(Matcher { terms })
+}
+
+/// "did you mean `x`?" for a near miss, else the list of accepted keys.
+fn expected(keys: &[&str], key: &str) -> String {
+    match crate::suggest::closest(key, keys.iter().copied()) {
+        Some(close) => format!("did you mean `{close}`?"),
+        None => format!("expected one of: {}", keys.join(", ")),
+    }
 }
 
 /// A required string field of a mapping, or an error naming `what`.

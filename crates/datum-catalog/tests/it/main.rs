@@ -657,6 +657,30 @@ mod lint_errors {
     }
 
     #[test]
+    fn misspelt_references_and_keys_get_a_suggestion() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/ssh.yaml",
+            &file_doc("sshd-config", "/etc/ssh/sshd_config", ""),
+        )
+        .file(
+            "base/a.yaml",
+            &format!(
+                "{}requries: [File/sshd_config]\nrequires: [Fiel/sshd-config]\n",
+                file_doc("a", "/a", "")
+            ),
+        );
+        let lines = repo.lint();
+        assert_eq!(
+            lines,
+            [
+                "base/a.yaml:6:1: error: File[a]: unknown key `requries` in the document; did you mean `requires`?",
+                "base/a.yaml:7:12: error: File[a]: requires Fiel[sshd-config], which is not declared anywhere in the repository; did you mean File[sshd-config]?",
+            ]
+        );
+    }
+
+    #[test]
     fn requires_of_another_hosts_layer_fail_to_compile_for_this_host() {
         let repo = Repo::two_layers();
         repo.file("web/n.yaml", &file_doc("nginx", "/n", "")).file(
