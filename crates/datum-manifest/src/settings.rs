@@ -21,7 +21,7 @@ pub struct Settings {
     /// Layers in the order written: later layers override earlier ones.
     pub layers: Vec<Layer>,
     /// Resource classes, kept as written until the drift issue gives them a
-    /// meaning (TODO issue 3: schema for classes).
+    /// meaning (TODO issue 5: classes with interval, content mode and policy).
     pub classes: serde_json::Value,
 }
 
