@@ -24,7 +24,12 @@ impl Content {
 // Content is never printed by Debug: it may be sensitive.
 impl std::fmt::Debug for Content {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Content({} bytes, sha256 {})", self.bytes.len(), self.sha256)
+        write!(
+            f,
+            "Content({} bytes, sha256 {})",
+            self.bytes.len(),
+            self.sha256
+        )
     }
 }
 

@@ -44,10 +44,19 @@ pub enum Intent {
 pub enum Outcome {
     Unchanged,
     /// `datum plan`: a change is pending.
-    WouldChange { intent: Intent },
-    Changed { intent: Intent },
-    Failed { phase: Phase, reason: String },
-    Blocked { by: ResourceId },
+    WouldChange {
+        intent: Intent,
+    },
+    Changed {
+        intent: Intent,
+    },
+    Failed {
+        phase: Phase,
+        reason: String,
+    },
+    Blocked {
+        by: ResourceId,
+    },
 }
 
 impl Outcome {

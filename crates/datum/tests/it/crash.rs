@@ -70,7 +70,7 @@ fn sigkill_during_apply_never_leaves_a_partial_target() {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        (seed >> 33) as u64
+        seed >> 33
     };
     let mut seen_generations = HashSet::from([0usize]);
     for g in 1..=KILLS {

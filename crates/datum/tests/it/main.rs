@@ -1,6 +1,12 @@
 //! CLI tests: the built `datum` binary on real repositories in temporary
 //! directories, always with `--root` so nothing touches the machine's /etc.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is the test failing, with its message"
+)]
+
 mod apply;
 mod backup;
 mod crash;
