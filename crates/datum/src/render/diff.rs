@@ -10,12 +10,21 @@ use similar::{ChangeTag, TextDiff};
 pub fn field_lines(r: &ResourceReport, color: bool) -> String {
     let mut out = String::new();
     for change in &r.diff.changes {
-        out.push_str(&format!(
-            "    {}: {} -> {}\n",
-            change.field,
-            value_text(change.before.as_ref()),
-            value_text(change.after.as_ref())
-        ));
+        if change.before.is_none() {
+            // Something new: its value, not "(absent) -> value".
+            out.push_str(&format!(
+                "    {}: {}\n",
+                change.field,
+                value_text(change.after.as_ref())
+            ));
+        } else {
+            out.push_str(&format!(
+                "    {}: {} -> {}\n",
+                change.field,
+                value_text(change.before.as_ref()),
+                value_text(change.after.as_ref())
+            ));
+        }
     }
     if let Some(content) = &r.diff.content {
         if r.sensitive {

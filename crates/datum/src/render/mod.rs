@@ -12,12 +12,15 @@ use anstyle::{AnsiColor, Style};
 use datum_core::{Action, Outcome};
 use datum_engine::{Event, Mode, PassSummary, Reporter, ResourceReport};
 
-/// Prints each resource as it finishes, then a summary line.
+/// Prints each resource as it finishes, then a summary line. On a terminal,
+/// a progress bar on stderr counts resources while the pass runs.
 pub struct HumanReporter {
     mode: Mode,
     color: bool,
     verbose: bool,
     out: Vec<u8>,
+    progress: Option<indicatif::ProgressBar>,
+    write_error: Option<std::io::Error>,
 }
 
 impl HumanReporter {
@@ -27,6 +30,27 @@ impl HumanReporter {
             color,
             verbose,
             out: Vec::new(),
+            progress: None,
+            write_error: None,
+        }
+    }
+
+    /// Writes what `resource` collected, above the progress bar if there is one.
+    fn flush_lines(&mut self) {
+        if self.out.is_empty() || self.write_error.is_some() {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.out);
+        let write = || {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(&bytes).and_then(|()| stdout.flush())
+        };
+        let result = match &self.progress {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        };
+        if let Err(e) = result {
+            self.write_error = Some(e);
         }
     }
 
@@ -75,8 +99,14 @@ impl HumanReporter {
         }
     }
 
-    /// Writes everything collected and the summary line.
+    /// Writes the summary line (and reports a write error from the way).
     pub fn finish(mut self, summary: &PassSummary) -> std::io::Result<()> {
+        if let Some(bar) = self.progress.take() {
+            bar.finish_and_clear();
+        }
+        if let Some(e) = self.write_error.take() {
+            return Err(e);
+        }
         let counts = summary.counts();
         let n = |k: &str| counts.get(k).copied().unwrap_or(0);
         let line = match self.mode {
@@ -114,8 +144,34 @@ fn intent_word(intent: datum_core::Intent) -> &'static str {
 
 impl Reporter for HumanReporter {
     fn event(&mut self, event: Event<'_>) {
-        if let Event::ResourceFinished { report } = event {
-            self.resource(report);
+        match event {
+            Event::PassStarted { resources } => {
+                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    let bar = indicatif::ProgressBar::new(resources as u64);
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{spinner} [{bar:30}] {pos}/{len} resources, {per_sec} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    // Only passes that last are worth a bar.
+                    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+                    self.progress = Some(bar);
+                }
+            }
+            Event::ResourceStarted { id } => {
+                if let Some(bar) = &self.progress {
+                    bar.set_message(id.to_string());
+                }
+            }
+            Event::ResourceFinished { report } => {
+                self.resource(report);
+                self.flush_lines();
+                if let Some(bar) = &self.progress {
+                    bar.inc(1);
+                }
+            }
         }
     }
 }

@@ -194,3 +194,21 @@ fn usage_errors_exit_1_not_2() {
     let out = s.datum(&["apply", "--no-such-flag"]);
     assert_exit(&out, 1);
 }
+
+#[test]
+fn a_corrupt_state_store_is_rebuilt_with_a_warning_never_a_crash() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"x\\n\"\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/var/lib/datum/state.db"), "this is not a database").unwrap();
+    for wal in ["state.db-wal", "state.db-shm"] {
+        let _ = fs::remove_file(s.live(&format!("/var/lib/datum/{wal}")));
+    }
+    fs::write(s.live("/f.conf"), "tampered\n").unwrap();
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("warning:"), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "x\n");
+    assert_exit(&s.datum(&["apply"]), 0);
+}
