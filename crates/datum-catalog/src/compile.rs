@@ -16,6 +16,7 @@
 //! the managed machine: it reads the repository only.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 use datum_core::{Content, Origin, Resource, ResourceId};
 use datum_manifest::yaml::Pos;
@@ -31,7 +32,7 @@ use crate::validators;
 
 /// The types whose `path` takes part in parent-directory ordering, and the
 /// one that declares directories.
-const PATH_KINDS: &[&str] = &["File", "Directory", "Symlink"];
+const PATH_KINDS: &[&str] = &["File", "Directory", "Symlink", "Tree"];
 const DIRECTORY_KIND: &str = "Directory";
 
 pub(crate) struct Analysis<'r> {
@@ -46,6 +47,9 @@ pub(crate) struct Analysis<'r> {
     content_set: Vec<ContentSet>,
     templates: Templates,
     resolver: Resolver,
+    /// Per document of a tree-taking type (Tree): the repository folder its
+    /// `source:` names, checked to stay inside the repository.
+    tree_dirs: Vec<Option<PathBuf>>,
 }
 
 /// A requirement edge with the `requires:` entry that wrote it.
@@ -66,6 +70,7 @@ impl<'r> Analysis<'r> {
             content_set: vec![ContentSet::Untouched; n],
             templates: Templates::new(),
             resolver: Resolver::new(&repo.canonical_root),
+            tree_dirs: vec![None; n],
         }
     }
 
@@ -172,6 +177,10 @@ impl<'r> Analysis<'r> {
                 self.contents[i] = decl;
             }
 
+            if provider.takes_tree() {
+                self.tree_dirs[i] = self.tree_source(i);
+            }
+
             // A resource declared once is checked whole after merging (the
             // same fields): checking the document too would only repeat it.
             if declarations.get(&doc.id).copied().unwrap_or(0) <= 1 {
@@ -194,6 +203,63 @@ impl<'r> Analysis<'r> {
                             .push(field_diagnostic(&e, &doc.id, origin, Some(end)));
                     }
                 }
+            }
+        }
+    }
+
+    /// The folder a Tree document's `source:` names, with the same
+    /// repository-escape checks as a File's source (a link leading out of the
+    /// repository is refused); problems are reported at the field.
+    fn tree_source(&mut self, i: usize) -> Option<PathBuf> {
+        let doc = self.doc(i);
+        let (value, origin) = doc
+            .desired_fields()
+            .find(|(k, _, _)| *k == "source")
+            .map(|(_, v, o)| (v, o))?;
+        let text = value.as_str()?;
+        let layer_path = self
+            .repo
+            .layer_of(doc)
+            .map(|l| l.path.clone())
+            .unwrap_or_default();
+        let problem = match self.resolver.resolve_file(&layer_path, text) {
+            Ok((abs, _, false)) if abs.is_dir() => return Some(abs),
+            Ok((_, rel, _)) => format!(
+                "`source: {text}` is not a folder ({}); a Tree's source is a folder",
+                rel.display()
+            ),
+            Err(problem) => format!("`source`: {problem}"),
+        };
+        self.diags.push(
+            Diagnostic::error(problem)
+                .resource(&doc.id)
+                .at(origin)
+                .until(value.end),
+        );
+        None
+    }
+
+    /// A Tree's declared content: its source folder packed as content.
+    fn render_tree(&self, m: &Merged) -> Result<Option<Content>, Box<Diagnostic>> {
+        let Some((_, d)) = m.fields.get("source") else {
+            return Ok(None);
+        };
+        // A refused folder is already reported.
+        let Some(dir) = self.tree_dirs.get(*d).and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        match datum_providers::tree::archive::read_source_dir(dir) {
+            Ok(tree) => Ok(Some(Content::new(datum_providers::tree::archive::encode(
+                &tree,
+            )))),
+            Err(e) => {
+                let (origin, end) = field_location(self.doc(*d), &["source".to_owned()]);
+                Err(Box::new(
+                    Diagnostic::error(format!("cannot read the tree source: {e}"))
+                        .resource(&m.id)
+                        .at(origin)
+                        .until(end),
+                ))
             }
         }
     }
@@ -590,6 +656,9 @@ impl<'r> Analysis<'r> {
 
     /// The winning content field as bytes for this host.
     fn render(&self, m: &Merged, host: &HostIdentity) -> Result<Option<Content>, Box<Diagnostic>> {
+        if self.providers[m.last_doc()].is_some_and(|p| p.takes_tree()) {
+            return self.render_tree(m);
+        }
         let Some(decl) = m.content.and_then(|d| self.contents[d].as_ref()) else {
             return Ok(None);
         };
