@@ -15,6 +15,7 @@ pub mod package;
 pub mod provider;
 pub mod service;
 pub mod symlink;
+pub mod tree;
 pub mod validators;
 
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub fn registry() -> &'static [&'static dyn Provider] {
         &symlink::SymlinkProvider,
         &service::ServiceProvider,
         &package::PackageProvider,
+        &tree::TreeProvider,
     ]
 }
 

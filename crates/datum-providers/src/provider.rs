@@ -95,6 +95,13 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether declarations of this type carry a folder of the repository
+    /// (`source:`), which the catalogue reads and packs into
+    /// `Resource::content` (see `tree::archive`). Tree only.
+    fn takes_tree(&self) -> bool {
+        false
+    }
+
     /// Host paths (as declared, not yet under `--root`) this resource manages.
     fn managed_paths(&self, _resource: &Resource) -> Vec<PathBuf> {
         Vec::new()

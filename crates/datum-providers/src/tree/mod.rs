@@ -1,0 +1,627 @@
+//! `Tree`: a directory Datum owns whole, its declared content a folder of the
+//! repository.
+//!
+//! ```yaml
+//! type: Tree
+//! name: nginx-conf.d
+//! desired:
+//!   path: /etc/nginx/conf.d
+//!   source: trees/nginx-conf.d   # repository folder, relative to the layer
+//!   owner: root                  # every entry (default: not managed)
+//!   group: root
+//!   mode: "0644"                 # files (default 0644)
+//!   dir_mode: "0755"             # folders, the root included (default 0755)
+//!   exclude: ["*.swp", "*~"]     # gitignore syntax, relative to `path`
+//!   purge: false                 # remove unmanaged entries on apply
+//! ```
+//!
+//! Observation scans the host tree and compares it with the declared one
+//! through Merkle fingerprints (`datum_drift::fingerprint`, native algorithm):
+//! an undrifted tree is proved by its root hash, and only differing subtrees
+//! are entered. The differences (changed, missing, unmanaged, type changed)
+//! are carried in the observation (`fields.tree`), so `diff` stays pure and
+//! `datum check` can report each one in its category.
+//!
+//! Policy decisions: files are copied verbatim (no templating inside a tree;
+//! a template belongs in a `File`); an entry that no declaration covers is
+//! *unmanaged*: reported by `datum check`, and removed by apply only when the
+//! Tree says `purge: true` (default false: a tree never loses a file nobody
+//! declared unless asked). Excluded entries are invisible everywhere: not
+//! scanned, not reported, never created, changed or removed. Content goes
+//! through the same staging as `File` (`datum_host::staging`), so a validator
+//! sees each new file before it goes live.
+//!
+//! Must not: follow a link inside the tree, remove anything outside it, or
+//! decide what a difference means for a policy (that is `datum check`).
+
+pub mod archive;
+
+use std::path::{Path, PathBuf};
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_drift::fingerprint::{
+    Algorithm, Entry, Exclusions, FingerprintedNode, Node, ScanOptions, TreeDifference, compare,
+    fingerprint_tree, scan,
+};
+use datum_host::fs::{self, FileKind};
+use datum_host::{Host, HostError, StagedFile};
+use serde_json::{Value, json};
+
+use crate::common::fields::{declared_path, format_mode, parse_mode};
+use crate::common::{FieldKind, FieldSpec, MetaDesired, check_fields};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+use archive::{DeclaredEntry, DeclaredTree};
+
+/// Mode of a declared file when none is declared.
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+/// Mode of a declared folder when none is declared.
+pub const DEFAULT_DIR_MODE: u32 = 0o755;
+
+/// The scalar fields; `exclude` (a list) and `purge` (a bool) are checked apart.
+const FIELDS: &[FieldSpec] = &[
+    FieldSpec::required("path", FieldKind::Path),
+    FieldSpec::required("source", FieldKind::NonEmptyText),
+    FieldSpec::optional("owner", FieldKind::Account),
+    FieldSpec::optional("group", FieldKind::Account),
+    FieldSpec::optional("mode", FieldKind::Mode),
+    FieldSpec::optional("dir_mode", FieldKind::Mode),
+];
+
+/// A Tree declaration in typed form.
+#[derive(Debug, Clone)]
+pub struct TreeDesired {
+    pub path: PathBuf,
+    pub meta: MetaDesired,
+    pub dir_mode: u32,
+    pub exclude: Vec<String>,
+    pub purge: bool,
+    /// Declared entries below the root (from the catalogue).
+    pub entries: DeclaredTree,
+}
+
+impl TreeDesired {
+    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        let invalid = |field: &str, message: String| ProviderError::Invalid {
+            field: field.to_owned(),
+            message,
+        };
+        let desired = &resource.desired;
+        let entries = match &resource.content {
+            Some(content) => {
+                archive::decode(&content.bytes).map_err(|e| invalid("source", e.to_string()))?
+            }
+            None => return Err(invalid("source", "no declared tree".to_owned())),
+        };
+        Ok(TreeDesired {
+            path: declared_path(desired).map_err(|m| invalid("path", m))?,
+            meta: MetaDesired::parse(desired).map_err(|(f, m)| invalid(&f, m))?,
+            dir_mode: desired
+                .get("dir_mode")
+                .map(parse_mode)
+                .transpose()
+                .map_err(|m| invalid("dir_mode", m))?
+                .unwrap_or(DEFAULT_DIR_MODE),
+            exclude: exclude_rules(desired).map_err(|m| invalid("exclude", m))?,
+            purge: desired.get("purge").and_then(Value::as_bool).unwrap_or(false),
+            entries,
+        })
+    }
+
+    fn file_mode(&self) -> u32 {
+        self.meta.mode.unwrap_or(DEFAULT_FILE_MODE)
+    }
+
+    /// The compiled exclusion rules.
+    pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
+        Exclusions::new(&self.exclude).map_err(|e| ProviderError::Invalid {
+            field: "exclude".to_owned(),
+            message: e.to_string(),
+        })
+    }
+}
+
+fn exclude_rules(desired: &Value) -> Result<Vec<String>, String> {
+    match desired.get("exclude") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| "every `exclude` rule must be a string".to_owned())
+            })
+            .collect(),
+        Some(_) => Err("`exclude` must be a list of gitignore patterns".to_owned()),
+    }
+}
+
+/// The `Tree` resource type.
+#[derive(Debug, Default)]
+pub struct TreeProvider;
+
+impl Provider for TreeProvider {
+    fn kind(&self) -> &'static str {
+        "Tree"
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        let mut scalar = desired.clone();
+        let mut errors = Vec::new();
+        if let Some(map) = scalar.as_object_mut() {
+            if let Some(exclude) = map.remove("exclude") {
+                let as_obj = json!({ "exclude": exclude });
+                match exclude_rules(&as_obj) {
+                    Err(m) => errors.push(FieldError::new(&["exclude"], m)),
+                    Ok(rules) => {
+                        if let Err(e) = Exclusions::new(&rules) {
+                            errors.push(FieldError::new(&["exclude"], e.to_string()));
+                        }
+                    }
+                }
+            }
+            if let Some(purge) = map.remove("purge")
+                && !purge.is_boolean()
+            {
+                errors.push(FieldError::new(&["purge"], "`purge` must be true or false"));
+            }
+        }
+        errors.extend(check_fields("Tree", &scalar, FIELDS));
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn takes_tree(&self) -> bool {
+        true
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        declared_path(&resource.desired)
+            .map(|p| vec![p])
+            .unwrap_or_default()
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = TreeDesired::from_resource(resource)?;
+        let live = host.resolve(&d.path)?;
+        let Some(stat) = fs::lstat(&live)? else {
+            return Ok(Observed::absent());
+        };
+        let mut observed = Observed::absent();
+        observed.meta = Some(stat.meta);
+        if stat.kind != FileKind::Directory {
+            observed.presence = Presence::OtherType(stat.kind.word().to_owned());
+            return Ok(observed);
+        }
+        let differences = differences(host, &d, &live)?;
+        observed.presence = Presence::Present;
+        observed.fields.insert(
+            "tree".to_owned(),
+            Value::Array(differences.iter().map(difference_json).collect()),
+        );
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        let purge = resource
+            .desired
+            .get("purge")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        diff(purge, observed)
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        if !diff.action().is_change() {
+            return Ok(());
+        }
+        let d = TreeDesired::from_resource(resource)?;
+        let live = host.resolve_for_change(&d.path)?;
+        converge(host, &d, &live, gate)
+    }
+}
+
+/// The differences between the declared tree and the host tree at `live`,
+/// parents first. Owner and group that are not declared are not managed: the
+/// declared node takes the observed value.
+pub fn differences(
+    host: &Host,
+    d: &TreeDesired,
+    live: &Path,
+) -> Result<Vec<TreeDifference>, ProviderError> {
+    let exclusions = d.exclusions()?;
+    let scanned = scan(
+        live,
+        &ScanOptions {
+            algorithm: Algorithm::Native,
+            exclude: Some(exclusions.clone()),
+            threads: 0,
+            progress: None,
+        },
+    )
+    .map_err(|e| {
+        ProviderError::Host(HostError::io(
+            "scan",
+            live,
+            std::io::Error::other(e.to_string()),
+        ))
+    })?;
+    // Unknown accounts are an apply-time error (as for File): here they are
+    // simply not compared.
+    let uid = d.meta.owner.as_deref().and_then(|o| host.lookup_user(o).ok());
+    let gid = d.meta.group.as_deref().and_then(|g| host.lookup_group(g).ok());
+    let mut declared = declared_node(d, uid, gid, Some(&scanned.tree.root));
+    declared.prune(&exclusions);
+    let declared = fingerprint_tree(declared, Algorithm::Native).map_err(|e| {
+        ProviderError::Invalid {
+            field: "source".to_owned(),
+            message: e.to_string(),
+        }
+    })?;
+    compare(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
+        field: "source".to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The declared tree as a fingerprint node. Where owner or group are not
+/// declared, the observed node at the same path (if any) lends its own.
+pub fn declared_node(
+    d: &TreeDesired,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    observed: Option<&FingerprintedNode>,
+) -> Node {
+    let ids_at = |rel: &Path| -> (u32, u32) {
+        let seen = observed.and_then(|o| o.get(rel)).map(|n| match &n.entry {
+            Entry::Dir { uid, gid, .. } | Entry::File { uid, gid, .. } => (*uid, *gid),
+            _ => (0, 0),
+        });
+        let (su, sg) = seen.unwrap_or((0, 0));
+        (uid.unwrap_or(su), gid.unwrap_or(sg))
+    };
+    let (ru, rg) = ids_at(Path::new(""));
+    let mut root = Node::dir(d.dir_mode, ru, rg);
+    for (path, entry) in &d.entries {
+        let rel = bytes_path(path);
+        let (u, g) = ids_at(rel);
+        let node = match entry {
+            DeclaredEntry::Dir => Node::dir(d.dir_mode, u, g),
+            DeclaredEntry::File(bytes) => {
+                Node::file_with_bytes(Algorithm::Native, d.file_mode(), u, g, bytes)
+            }
+            DeclaredEntry::Symlink(target) => Node::symlink(target.clone()),
+        };
+        insert_at(&mut root, path, node);
+    }
+    root
+}
+
+/// Inserts `node` at the `/`-separated `path` (parents come first in byte
+/// order, so they exist already; a missing one is created as a folder).
+fn insert_at(root: &mut Node, path: &[u8], node: Node) {
+    let mut parts: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|p| !p.is_empty()).collect();
+    let Some(last) = parts.pop() else { return };
+    let mut here = root;
+    for part in parts {
+        let Node::Dir { children, mode, uid, gid } = here else {
+            return;
+        };
+        let fresh = Node::dir(*mode, *uid, *gid);
+        here = children.entry(part.to_vec()).or_insert(fresh);
+    }
+    let _ = here.insert(last.to_vec(), node);
+}
+
+fn bytes_path(bytes: &[u8]) -> &Path {
+    use std::os::unix::ffi::OsStrExt;
+    Path::new(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// How a difference travels in `Observed::fields["tree"]`.
+pub fn difference_json(d: &TreeDifference) -> Value {
+    let path = d.path().to_string_lossy().into_owned();
+    match d {
+        TreeDifference::Changed { fields, .. } => {
+            json!({"category": "changed", "path": path, "fields": fields})
+        }
+        TreeDifference::Missing { .. } => json!({"category": "missing", "path": path}),
+        TreeDifference::Unmanaged { .. } => json!({"category": "unmanaged", "path": path}),
+        TreeDifference::TypeChanged {
+            declared, found, ..
+        } => json!({
+            "category": "type_changed",
+            "path": path,
+            "declared": declared.name(),
+            "found": found.name(),
+        }),
+    }
+}
+
+/// The pure comparison behind [`TreeProvider::diff`]: unmanaged entries are
+/// a change only when the tree purges them.
+pub fn diff(purge: bool, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    match &observed.presence {
+        Presence::Absent => {
+            out.action = Some(Action::Create);
+            out.changes.push(change(".", None, "create"));
+        }
+        Presence::OtherType(kind) => {
+            out.action = Some(Action::Replace);
+            out.changes.push(change(".", Some(kind), "directory"));
+        }
+        Presence::Present => {
+            let items = observed
+                .fields
+                .get("tree")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for item in items {
+                let category = item.get("category").and_then(Value::as_str).unwrap_or("");
+                let path = item.get("path").and_then(Value::as_str).unwrap_or(".");
+                let path = if path.is_empty() { "." } else { path };
+                let (before, after) = match category {
+                    "unmanaged" if !purge => continue,
+                    "unmanaged" => ("unmanaged".to_owned(), "removed".to_owned()),
+                    "missing" => ("missing".to_owned(), "as declared".to_owned()),
+                    "type_changed" => (
+                        item.get("found").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                        item.get("declared").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                    ),
+                    _ => {
+                        let fields: Vec<&str> = item
+                            .get("fields")
+                            .and_then(Value::as_array)
+                            .map(|f| f.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        (format!("changed ({})", fields.join(", ")), "as declared".to_owned())
+                    }
+                };
+                out.changes.push(change(path, Some(&before), &after));
+            }
+            if !out.changes.is_empty() {
+                out.action = Some(Action::Update);
+            }
+        }
+    }
+    out
+}
+
+fn change(path: &str, before: Option<&str>, after: &str) -> FieldChange {
+    FieldChange {
+        field: format!("tree:{path}"),
+        before: before.map(|b| Value::String(b.to_owned())),
+        after: Some(Value::String(after.to_owned())),
+    }
+}
+
+/// Makes the host tree match the declaration: the root, then every declared
+/// entry in path order (parents first), then (with `purge`) the unmanaged
+/// entries. Every check is made afresh on the live path.
+fn converge(
+    host: &Host,
+    d: &TreeDesired,
+    live: &Path,
+    gate: &mut dyn StagingGate,
+) -> Result<(), ProviderError> {
+    let (uid, gid) = d.meta.resolve(host)?;
+    let exclusions = d.exclusions()?;
+    ensure_dir(live, uid, gid, d.dir_mode)?;
+    for (path, entry) in &d.entries {
+        let rel = bytes_path(path);
+        let is_dir = matches!(entry, DeclaredEntry::Dir);
+        if excluded(&exclusions, rel, is_dir) {
+            continue;
+        }
+        let target = live.join(rel);
+        match entry {
+            DeclaredEntry::Dir => ensure_dir(&target, uid, gid, d.dir_mode)?,
+            DeclaredEntry::File(bytes) => {
+                ensure_file(host, &target, bytes, uid, gid, d.file_mode(), gate)?;
+            }
+            DeclaredEntry::Symlink(to) => ensure_link(&target, to)?,
+        }
+    }
+    if d.purge {
+        for difference in differences(host, d, live)? {
+            if let TreeDifference::Unmanaged { path } = difference {
+                remove_all(&live.join(path))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True when `rel` or one of its parent folders is excluded.
+fn excluded(exclusions: &Exclusions, rel: &Path, is_dir: bool) -> bool {
+    if exclusions.is_excluded(rel, is_dir) {
+        return true;
+    }
+    rel.ancestors()
+        .skip(1)
+        .filter(|a| !a.as_os_str().is_empty())
+        .any(|a| exclusions.is_excluded(a, true))
+}
+
+fn ensure_dir(path: &Path, uid: Option<u32>, gid: Option<u32>, mode: u32) -> Result<(), ProviderError> {
+    let current = fs::lstat(path)?;
+    match current {
+        Some(stat) if stat.kind == FileKind::Directory => {
+            let uid = uid.filter(|u| *u != stat.meta.uid);
+            let gid = gid.filter(|g| *g != stat.meta.gid);
+            if uid.is_some() || gid.is_some() || stat.meta.mode != mode {
+                fs::set_metadata(path, uid, gid, Some(mode))?;
+            }
+            return Ok(());
+        }
+        // A file or link where a folder is declared: inside an owned tree it
+        // is replaced.
+        Some(_) => fs::remove_file(path)?,
+        None => {}
+    }
+    fs::require_parent_dir(path)?;
+    fs::create_dir(path, mode)?;
+    fs::set_metadata(path, uid, gid, Some(mode))?;
+    Ok(())
+}
+
+fn ensure_file(
+    host: &Host,
+    path: &Path,
+    bytes: &[u8],
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+    gate: &mut dyn StagingGate,
+) -> Result<(), ProviderError> {
+    let current = fs::lstat(path)?;
+    if let Some(stat) = &current {
+        match stat.kind {
+            FileKind::Directory => {
+                return Err(HostError::InTheWay {
+                    path: path.to_path_buf(),
+                    found: "directory".to_owned(),
+                }
+                .into());
+            }
+            FileKind::File => {
+                let hashed = fs::hash_file(path, 0)?;
+                if hashed.sha256 == datum_core::sha256_hex(bytes) {
+                    let uid = uid.filter(|u| *u != stat.meta.uid);
+                    let gid = gid.filter(|g| *g != stat.meta.gid);
+                    if uid.is_some() || gid.is_some() || stat.meta.mode != mode {
+                        fs::set_metadata(path, uid, gid, Some(mode))?;
+                    }
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(parent) = path.parent() {
+        host.sweep_stale_staging(parent)?;
+    }
+    let mut staged = StagedFile::create(path)?;
+    staged.write_all(bytes)?;
+    staged.set_owner(uid, gid)?;
+    staged.set_mode(mode)?;
+    staged.sync()?;
+    if let Err(rejection) = gate.check_staged(staged.path()) {
+        let _ = staged.discard();
+        return Err(rejection.into());
+    }
+    staged.commit()?;
+    Ok(())
+}
+
+fn ensure_link(path: &Path, to: &[u8]) -> Result<(), ProviderError> {
+    let target = bytes_path(to);
+    match fs::lstat(path)? {
+        Some(stat) if stat.kind == FileKind::Symlink => {
+            if fs::read_link(path)? == target {
+                return Ok(());
+            }
+            fs::remove_file(path)?;
+        }
+        Some(stat) if stat.kind == FileKind::Directory => {
+            return Err(HostError::InTheWay {
+                path: path.to_path_buf(),
+                found: "directory".to_owned(),
+            }
+            .into());
+        }
+        Some(_) => fs::remove_file(path)?,
+        None => {}
+    }
+    fs::symlink(target, path)?;
+    Ok(())
+}
+
+/// Removes an unmanaged entry inside the owned tree (a folder with what is in
+/// it; links are removed, never followed).
+fn remove_all(path: &Path) -> Result<(), ProviderError> {
+    match fs::lstat(path)? {
+        None => Ok(()),
+        Some(stat) if stat.kind == FileKind::Directory => {
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| HostError::io("list", path, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| HostError::io("list", path, e))?;
+                remove_all(&entry.path())?;
+            }
+            Ok(fs::remove_dir(path)?)
+        }
+        Some(_) => Ok(fs::remove_file(path)?),
+    }
+}
+
+/// Formats a mode for reports (re-exported for `datum check`).
+pub fn mode_text(mode: u32) -> String {
+    format_mode(mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed_with(items: Value) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert("tree".into(), items);
+        o
+    }
+
+    #[test]
+    fn unmanaged_entries_are_a_change_only_with_purge() {
+        let o = observed_with(json!([{"category": "unmanaged", "path": "a~"}]));
+        assert!(diff(false, &o).is_empty());
+        let d = diff(true, &o);
+        assert_eq!(d.action(), Action::Update);
+        assert_eq!(d.changed_fields(), vec!["tree:a~"]);
+    }
+
+    #[test]
+    fn each_difference_is_one_change() {
+        let o = observed_with(json!([
+            {"category": "changed", "path": "a.conf", "fields": ["content", "mode"]},
+            {"category": "missing", "path": "b.conf"},
+            {"category": "type_changed", "path": "c.conf", "declared": "file", "found": "symlink"},
+        ]));
+        let d = diff(false, &o);
+        assert_eq!(d.changed_fields(), vec!["tree:a.conf", "tree:b.conf", "tree:c.conf"]);
+        assert_eq!(d.changes[2].before, Some(json!("symlink")));
+        assert!(diff(false, &Observed::absent()).action() == Action::Create);
+    }
+
+    #[test]
+    fn check_refuses_bad_exclude_and_purge() {
+        let p = TreeProvider;
+        assert!(p.check(&json!({"path": "/etc/x", "source": "t"})).is_ok());
+        let errs = p
+            .check(&json!({"path": "/etc/x", "source": "t", "exclude": "*.swp", "purge": "yes"}))
+            .unwrap_err();
+        let fields: Vec<&str> = errs.iter().map(|e| e.path[0].as_str()).collect();
+        assert_eq!(fields, vec!["exclude", "purge"]);
+        assert!(p.check(&json!({"path": "/etc/x"})).is_err());
+    }
+
+    #[test]
+    fn nested_entries_land_under_their_parents() {
+        let mut root = Node::dir(0o755, 0, 0);
+        insert_at(&mut root, b"sub", Node::dir(0o700, 0, 0));
+        insert_at(&mut root, b"sub/a", Node::symlink("x"));
+        assert!(root.get(Path::new("sub/a")).is_some());
+        assert!(matches!(root.get(Path::new("sub")), Some(Node::Dir { mode: 0o700, .. })));
+    }
+}
