@@ -58,6 +58,29 @@ impl TreeDifference {
     }
 }
 
+impl std::fmt::Display for TreeDifference {
+    /// One line for people: `changed etc/a.conf (content, mode)`, `missing etc/sub`,
+    /// `unmanaged etc/a.conf~`, `type changed etc/b.conf (file -> symlink)`; the root is `.`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path();
+        let shown = if path.as_os_str().is_empty() {
+            Path::new(".").display()
+        } else {
+            path.display()
+        };
+        match self {
+            TreeDifference::Changed { fields, .. } => {
+                write!(f, "changed {shown} ({})", fields.join(", "))
+            }
+            TreeDifference::Missing { .. } => write!(f, "missing {shown}"),
+            TreeDifference::Unmanaged { .. } => write!(f, "unmanaged {shown}"),
+            TreeDifference::TypeChanged {
+                declared, found, ..
+            } => write!(f, "type changed {shown} ({declared} -> {found})"),
+        }
+    }
+}
+
 /// Names every difference between `declared` and `observed`, parents before children and
 /// siblings in byte order. Empty exactly when the root hashes are equal.
 ///
@@ -380,6 +403,39 @@ mod tests {
         )
         .unwrap();
         assert_eq!(compat, vec![]);
+    }
+
+    #[test]
+    fn differences_read_as_one_line_each() {
+        let shown: Vec<String> = [
+            TreeDifference::Changed {
+                path: "".into(),
+                fields: vec!["mode", "owner"],
+            },
+            TreeDifference::Missing {
+                path: "etc/sub".into(),
+            },
+            TreeDifference::Unmanaged {
+                path: "etc/a.conf~".into(),
+            },
+            TreeDifference::TypeChanged {
+                path: "etc/b.conf".into(),
+                declared: EntryKind::File,
+                found: EntryKind::Symlink,
+            },
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "changed . (mode, owner)",
+                "missing etc/sub",
+                "unmanaged etc/a.conf~",
+                "type changed etc/b.conf (file -> symlink)"
+            ]
+        );
     }
 
     #[test]
