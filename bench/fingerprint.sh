@@ -14,6 +14,7 @@
 #   INSTALL=1                           apt-get install aide (+ gcc libssl-dev for the C
 #                                       floor) first; rows whose tool is missing are skipped
 #   SKIP_COLD=1                         no cold-cache rows
+#   FP                                  a prebuilt datum-fingerprint (default: build it)
 # Needs root: the estate must be owned by 0:0 for the reference root hash below, and
 # dropping caches needs it. Writes nothing into the repository.
 set -euo pipefail
@@ -39,8 +40,12 @@ if [[ ${INSTALL:-0} == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- build
-(cd "$REPO" && cargo build --release -q -p datum-drift --bin datum-fingerprint)
-FP=$REPO/target/release/datum-fingerprint
+# FP=/path/to/datum-fingerprint measures a binary built elsewhere (e.g. from a clean
+# checkout while the work tree is mid-edit).
+if [[ -z ${FP:-} ]]; then
+  (cd "$REPO" && cargo build --release -q -p datum-drift --bin datum-fingerprint)
+  FP=$REPO/target/release/datum-fingerprint
+fi
 
 # ---------------------------------------------------------------- setup (idempotent)
 mkdir -p "$D" "$W"
