@@ -215,7 +215,7 @@ impl<'r> Analysis<'r> {
         let (value, origin) = doc
             .desired_fields()
             .find(|(k, _, _)| *k == "source")
-            .map(|(_, v, o)| (v, o))?;
+            .map(|(_, v, start)| (v, doc.origin_at(start)))?;
         let text = value.as_str()?;
         let layer_path = self
             .repo

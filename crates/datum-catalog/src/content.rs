@@ -67,10 +67,11 @@ pub(crate) fn declared(
         .layer_of(doc)
         .map(|l| l.path.clone())
         .unwrap_or_default();
-    for (key, value, origin) in doc.desired_fields() {
+    for (key, value, key_start) in doc.desired_fields() {
         let Some(kind) = ContentKind::from_key(key) else {
             continue;
         };
+        let origin = doc.origin_at(key_start);
         // `source: null` in an override clears content; nothing to check.
         if value.is_null() {
             continue;

@@ -68,13 +68,20 @@ impl Document {
         Some((self.place.origin(loc.start), loc.end))
     }
 
-    /// The top-level `desired` entries as written, with their positions.
-    pub fn desired_fields(&self) -> impl Iterator<Item = (&str, &Node, Origin)> {
+    /// The top-level `desired` entries as written, with where each key
+    /// starts (turn it into an origin with [`Document::origin_at`] only when
+    /// needed: most fields never appear in a message).
+    pub fn desired_fields(&self) -> impl Iterator<Item = (&str, &Node, Pos)> {
         self.desired
             .as_map()
             .unwrap_or(&[])
             .iter()
-            .map(|e| (e.key.as_str(), &e.value, self.place.origin(e.key_start)))
+            .map(|e| (e.key.as_str(), &e.value, e.key_start))
+    }
+
+    /// A position in this document's file, as an origin.
+    pub fn origin_at(&self, pos: Pos) -> Origin {
+        self.place.origin(pos)
     }
 }
 
