@@ -21,5 +21,6 @@ mod observe;
 mod pass;
 mod report;
 
+pub use observe::observe_all;
 pub use pass::{Mode, PassContext, run_pass};
 pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};

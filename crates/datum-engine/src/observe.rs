@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datum_catalog::Catalogue;
-use datum_core::Observed;
+use datum_core::{Observed, Resource};
 use datum_host::Host;
 use datum_providers::ProviderError;
 
@@ -24,13 +24,18 @@ pub(crate) struct Observations {
 impl Observations {
     /// Observes every resource of `catalogue`, `threads` at a time.
     pub(crate) fn gather(catalogue: &Catalogue, host: &Host, threads: usize) -> Self {
-        let resources = &catalogue.resources;
+        let all: Vec<&Resource> = catalogue.resources.iter().collect();
+        Self::gather_resources(&all, host, threads)
+    }
+
+    /// [`Observations::gather`] over any list of resources.
+    pub(crate) fn gather_resources(resources: &[&Resource], host: &Host, threads: usize) -> Self {
         let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let work = || {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(resource) = resources.get(i) else {
+                let Some(&resource) = resources.get(i) else {
                     break;
                 };
                 let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
@@ -58,6 +63,22 @@ impl Observations {
             .get(index)
             .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
     }
+}
+
+/// Observes `resources` the way a pass does (once each, in parallel over the
+/// available cores), for `datum check`, which diffs without applying.
+pub fn observe_all(resources: &[&Resource], host: &Host) -> Vec<Result<Observed, ProviderError>> {
+    let observations = Observations::gather_resources(resources, host, default_threads());
+    (0..resources.len())
+        .map(|i| {
+            observations.take(i).unwrap_or_else(|| {
+                Err(ProviderError::Invalid {
+                    field: "type".to_owned(),
+                    message: "no provider for this type".to_owned(),
+                })
+            })
+        })
+        .collect()
 }
 
 /// How many observers to run: the cores, and a few more for I/O waits on a

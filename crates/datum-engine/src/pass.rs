@@ -9,8 +9,8 @@ use datum_core::{
 };
 use datum_host::Host;
 use datum_providers::{Provider, ProviderError};
-use datum_store::Store;
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+use datum_store::{Store, VerifiedRecord};
 
 use crate::activation::Notifications;
 use crate::gate::{self, ValidationGate};
@@ -36,6 +36,11 @@ pub struct PassContext<'a> {
     pub backups: Option<&'a mut BackupStore>,
     /// Unix seconds, injected so tests control the clock.
     pub now: i64,
+    /// Resources excluded from this pass (quarantined by `datum check` or a
+    /// person, until `datum release`): reported
+    /// as blocked by themselves (never changed), and their dependents blocked
+    /// by them.
+    pub skip: HashSet<ResourceId>,
 }
 
 /// How one resource's phases ended, before it becomes a report.
@@ -88,6 +93,13 @@ pub fn run_pass(
     }
     let mut notifications = Notifications::from_catalogue(catalogue);
     let observations = Observations::gather(catalogue, ctx.host, observe::default_threads());
+    // Every verified record in one query, instead of one per resource.
+    let verified: HashMap<ResourceId, VerifiedRecord> = ctx
+        .store
+        .as_deref()
+        .and_then(|s| s.all_verified().ok())
+        .map(|all| all.into_iter().collect())
+        .unwrap_or_default();
 
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
@@ -104,14 +116,25 @@ pub fn run_pass(
             .requires
             .iter()
             .find_map(|dep| stopped.get(dep).cloned());
+        let quarantined = ctx.skip.contains(&resource.id);
         let mut step = match blocker {
+            _ if quarantined => Step {
+                detail: Some("quarantined: excluded from apply until `datum release`".to_owned()),
+                ..Step::new(
+                    Action::None,
+                    Diff::default(),
+                    Outcome::Blocked {
+                        by: resource.id.clone(),
+                    },
+                )
+            },
             Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
             None => {
                 // Observed up front, unless something it requires changed
                 // the host since then.
                 let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
                 let cached = observations.take(index).filter(|_| !fresh);
-                run_resource(resource, cached, ctx)
+                run_resource(resource, cached, verified.get(&resource.id), ctx)
             }
         };
         if matches!(
@@ -169,6 +192,7 @@ pub fn run_pass(
 fn run_resource(
     resource: &Resource,
     cached: Option<Result<Observed, ProviderError>>,
+    known: Option<&VerifiedRecord>,
     ctx: &mut PassContext<'_>,
 ) -> Step {
     let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
@@ -188,13 +212,17 @@ fn run_resource(
     };
     let diff = provider.diff(resource, &observed);
     let action = diff.action();
-    let intent = intent_of(resource, ctx);
     if !action.is_change() {
-        if ctx.mode == Mode::Apply {
+        // Re-recording an identical verification would only cost writes.
+        let same = known.is_some_and(|k| {
+            k.declaration_hash == resource.declaration_hash && k.meta == observed.meta
+        });
+        if ctx.mode == Mode::Apply && !same {
             record_verified(resource, &observed, ctx);
         }
         return Step::new(action, diff, Outcome::Unchanged);
     }
+    let intent = intent_of(resource, known);
     if ctx.mode == Mode::Plan {
         // Validators run in the dry run too, on changed content only.
         if diff.content.is_some()
@@ -242,12 +270,8 @@ fn run_resource(
 }
 
 /// Intentional when the declaration differs from the one last verified.
-fn intent_of(resource: &Resource, ctx: &PassContext<'_>) -> Intent {
-    let last = ctx
-        .store
-        .as_deref()
-        .and_then(|s| s.last_verified(&resource.id).ok().flatten());
-    match last {
+fn intent_of(resource: &Resource, known: Option<&VerifiedRecord>) -> Intent {
+    match known {
         Some(rec) if rec.declaration_hash == resource.declaration_hash => Intent::Corrective,
         _ => Intent::Intentional,
     }
