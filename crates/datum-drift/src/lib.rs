@@ -1,8 +1,18 @@
 //! Drift detection for `datum check`.
 //!
-//! Owns, so far: [`fingerprint`], the Merkle fingerprints of owned trees (scan a host tree,
-//! fingerprint a declared one, compare them). Classes, schedules and reconciliation
-//! policies will live beside it. Must not: apply anything to the host; detection reads,
-//! and reconciliation goes through the engine's normal apply path.
+//! Owns: [`fingerprint`], the Merkle fingerprints of owned trees (scan a host tree,
+//! fingerprint a declared one, compare them); [`classes`] (interval, content mode,
+//! policy per resource class, from `datum.yaml`); [`metadata`] (metadata-first
+//! evaluation); [`sampling`] (which hosts a pass reads deeply); [`check`] (findings
+//! and the report); [`policy`] (quarantine sets, flap detection, accept patches) and
+//! [`schedule`] (detection bounds). Must not: apply anything to the host; detection
+//! reads, and reconciliation goes through the engine's normal apply path (driven by
+//! the `datum` binary, since the Tree provider depends on this crate).
 
+pub mod check;
+pub mod classes;
 pub mod fingerprint;
+pub mod metadata;
+pub mod policy;
+pub mod sampling;
+pub mod schedule;

@@ -29,12 +29,18 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         None
     };
     let started_at = context::now();
+    // Quarantined resources (by `datum check` or a person) are not applied.
+    let skip = match store.as_ref().map(|s| s.quarantined()) {
+        Some(Ok(q)) => datum_drift::policy::skip_set(&q, catalogue.resources.iter().map(|r| &r.id)),
+        _ => Default::default(),
+    };
     let mut ctx = PassContext {
         host: &host,
         mode,
         store: store.as_mut(),
         backups: backups.as_mut(),
         now: started_at,
+        skip,
     };
     let color = context::use_color(global);
     let summary = match global.output {

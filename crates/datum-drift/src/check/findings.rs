@@ -1,0 +1,293 @@
+//! From one resource's observation and diff to its drift findings.
+//!
+//! Owns the categories `datum check` reports, one finding per drifted thing:
+//! - `changed_outside`: the resource exists as declared type, fields differ
+//!   (the field names are the finding's paths; for a Tree, the entries);
+//! - `deleted_outside`: declared present, not there (a Tree entry missing);
+//! - `type_changed`: something of another type is there (a file became a
+//!   directory or a link);
+//! - `unmanaged`: an entry inside a Tree that no declaration covers and no
+//!   exclusion hides.
+//!
+//! Must not: read the host, or keep a value of a sensitive resource (its
+//! differences carry paths only, and no content diff is produced).
+
+use datum_core::{Diff, Observed, Presence, ResourceId};
+use datum_report::{AttrDiff, Finding};
+use serde_json::Value;
+
+/// One finding plus what only a person reads (never hashed into history).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckFinding {
+    pub finding: Finding,
+    pub id: ResourceId,
+    pub class: String,
+    /// The managed path, for display.
+    pub target: Option<String>,
+    /// A unified diff of the content (live -> declared); `None` when the
+    /// resource is sensitive or no text was read.
+    pub content_diff: Option<String>,
+}
+
+/// What `findings_for` needs to know about a resource.
+#[derive(Debug, Clone, Copy)]
+pub struct Inspected<'a> {
+    pub id: &'a ResourceId,
+    pub class: &'a str,
+    pub sensitive: bool,
+    pub target: Option<&'a str>,
+    pub observed: &'a Observed,
+    pub diff: &'a Diff,
+}
+
+/// The findings of one inspected resource (empty when it has not drifted).
+pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
+    if r.id.kind == "Tree" && r.observed.presence == Presence::Present {
+        return tree_findings(r);
+    }
+    if r.diff.is_empty() {
+        return Vec::new();
+    }
+    let category = match &r.observed.presence {
+        Presence::Absent => "deleted_outside",
+        Presence::OtherType(_) => "type_changed",
+        Presence::Present => "changed_outside",
+    };
+    let mut diffs: Vec<AttrDiff> = Vec::new();
+    for change in &r.diff.changes {
+        diffs.push(if r.sensitive {
+            AttrDiff::sensitive(change.field.clone())
+        } else {
+            AttrDiff::plain(
+                change.field.clone(),
+                show(change.before.as_ref()),
+                show(change.after.as_ref()),
+            )
+        });
+    }
+    let mut content_diff = None;
+    if let Some(content) = &r.diff.content {
+        if r.sensitive {
+            diffs.push(AttrDiff::sensitive("content"));
+        } else {
+            diffs.push(AttrDiff::plain(
+                "content",
+                short(content.before_sha256.as_deref().unwrap_or("(none)")),
+                short(&content.after_sha256),
+            ));
+            if r.observed.presence == Presence::Present {
+                content_diff = text_diff(
+                    content.before.as_deref(),
+                    &content.after,
+                    r.target.unwrap_or("content"),
+                );
+            }
+        }
+    }
+    // A missing or replaced resource is one finding whatever its fields say.
+    if category != "changed_outside" {
+        diffs.retain(|d| d.path() == "type" || category == "deleted_outside");
+        if category == "deleted_outside" {
+            diffs = vec![AttrDiff::plain("presence", "absent", "present")];
+        }
+        content_diff = None;
+    }
+    vec![CheckFinding {
+        finding: Finding {
+            subject: r.id.to_string(),
+            category: category.to_owned(),
+            diffs,
+        },
+        id: r.id.clone(),
+        class: r.class.to_owned(),
+        target: r.target.map(str::to_owned),
+        content_diff,
+    }]
+}
+
+/// A Tree's differences, grouped by category: one finding per category,
+/// each naming its entries.
+fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
+    let items = r
+        .observed
+        .fields
+        .get("tree")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut by_category: std::collections::BTreeMap<&'static str, Vec<AttrDiff>> =
+        std::collections::BTreeMap::new();
+    for item in &items {
+        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+        let path = if path.is_empty() { "." } else { path };
+        let (category, diff) = match item.get("category").and_then(Value::as_str) {
+            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "present", "undeclared")),
+            Some("missing") => ("deleted_outside", AttrDiff::plain(path, "absent", "present")),
+            Some("type_changed") => (
+                "type_changed",
+                AttrDiff::plain(
+                    path,
+                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
+                    item.get("declared").and_then(Value::as_str).unwrap_or("?"),
+                ),
+            ),
+            _ => {
+                let fields: Vec<&str> = item
+                    .get("fields")
+                    .and_then(Value::as_array)
+                    .map(|f| f.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let diff = if r.sensitive {
+                    AttrDiff::sensitive(path)
+                } else {
+                    AttrDiff::plain(path, format!("changed: {}", fields.join(", ")), "declared")
+                };
+                ("changed_outside", diff)
+            }
+        };
+        by_category.entry(category).or_default().push(diff);
+    }
+    by_category
+        .into_iter()
+        .map(|(category, diffs)| CheckFinding {
+            finding: Finding {
+                subject: r.id.to_string(),
+                category: category.to_owned(),
+                diffs,
+            },
+            id: r.id.clone(),
+            class: r.class.to_owned(),
+            target: r.target.map(str::to_owned),
+            content_diff: None,
+        })
+        .collect()
+}
+
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "(none)".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn short(sha: &str) -> String {
+    if sha.len() > 12 {
+        format!("sha256:{}", &sha[..12])
+    } else {
+        sha.to_owned()
+    }
+}
+
+/// A unified diff from the live text to the declared one, for text that is
+/// valid UTF-8 on both sides.
+fn text_diff(before: Option<&[u8]>, after: &[u8], name: &str) -> Option<String> {
+    let before = std::str::from_utf8(before?).ok()?;
+    let after = std::str::from_utf8(after).ok()?;
+    let diff = similar::TextDiff::from_lines(before, after);
+    Some(
+        diff.unified_diff()
+            .context_radius(2)
+            .header(&format!("{name} (live)"), &format!("{name} (declared)"))
+            .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{Action, ContentChange, FieldChange};
+    use serde_json::json;
+
+    use super::*;
+
+    fn run(kind: &str, presence: Presence, diff: Diff, sensitive: bool) -> Vec<CheckFinding> {
+        let id = ResourceId::new(kind, "x");
+        let mut observed = Observed::absent();
+        observed.presence = presence;
+        observed.content = Some(b"old\n".to_vec());
+        findings_for(&Inspected {
+            id: &id,
+            class: "normal",
+            sensitive,
+            target: Some("/etc/x"),
+            observed: &observed,
+            diff: &diff,
+        })
+    }
+
+    fn update(fields: &[&str], content: bool) -> Diff {
+        Diff {
+            action: Some(Action::Update),
+            changes: fields
+                .iter()
+                .map(|f| FieldChange {
+                    field: (*f).to_owned(),
+                    before: Some(json!("0600")),
+                    after: Some(json!("0644")),
+                })
+                .collect(),
+            content: content.then(|| ContentChange {
+                before: Some(b"old\n".to_vec()),
+                after: b"new\n".to_vec(),
+                before_sha256: Some("a".repeat(64)),
+                after_sha256: "b".repeat(64),
+            }),
+        }
+    }
+
+    #[test]
+    fn one_finding_per_resource_in_the_right_category() {
+        let f = run("File", Presence::Present, update(&["mode"], true), false);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].finding.category, "changed_outside");
+        let paths: Vec<&str> = f[0].finding.diffs.iter().map(|d| d.path()).collect();
+        assert_eq!(paths, vec!["mode", "content"]);
+        assert!(f[0].content_diff.as_deref().unwrap().contains("+new"));
+
+        let f = run("File", Presence::Absent, update(&["mode"], true), false);
+        assert_eq!(f[0].finding.category, "deleted_outside");
+        let f = run(
+            "File",
+            Presence::OtherType("symlink".into()),
+            update(&["type", "mode"], true),
+            false,
+        );
+        assert_eq!(f[0].finding.category, "type_changed");
+        assert!(run("File", Presence::Present, Diff::default(), false).is_empty());
+    }
+
+    #[test]
+    fn sensitive_resources_keep_no_values() {
+        let f = run("File", Presence::Present, update(&["mode"], true), true);
+        assert!(f[0].content_diff.is_none());
+        assert!(f[0].finding.diffs.iter().all(|d| d.is_sensitive()));
+        let text = format!("{:?}", f[0]);
+        assert!(!text.contains("old") && !text.contains("0600"));
+    }
+
+    #[test]
+    fn tree_differences_group_by_category() {
+        let id = ResourceId::new("Tree", "conf");
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        observed.fields.insert(
+            "tree".into(),
+            json!([
+                {"category": "changed", "path": "a.conf", "fields": ["content"]},
+                {"category": "unmanaged", "path": "a.conf~"},
+                {"category": "unmanaged", "path": "b.swp"},
+            ]),
+        );
+        let f = findings_for(&Inspected {
+            id: &id,
+            class: "normal",
+            sensitive: false,
+            target: None,
+            observed: &observed,
+            diff: &Diff::default(),
+        });
+        let cats: Vec<&str> = f.iter().map(|f| f.finding.category.as_str()).collect();
+        assert_eq!(cats, vec!["changed_outside", "unmanaged"]);
+        assert_eq!(f[1].finding.diffs.len(), 2);
+    }
+}
