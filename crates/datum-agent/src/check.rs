@@ -1,0 +1,177 @@
+//! The agent's side of the contract with `datum check`: what the daemon asks
+//! for (load the repository, check a class or some resources) and what it
+//! gets back (counts by state and by finding kind, never values).
+//!
+//! This module owns the types only. It must not know how a check is done:
+//! the binary implements [`ClassChecker`] with the catalogue, the drift
+//! engine and the state store, and tests implement it with fakes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use datum_core::ResourceId;
+
+/// One resource class as the agent schedules it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassSpec {
+    /// `critical`, `normal`... (a name from `datum.yaml`, safe as a label).
+    pub name: String,
+    /// How often the class is checked by the clock.
+    pub interval: Duration,
+    /// Whether file-change notifications trigger checks between intervals.
+    pub watch: bool,
+    /// `report`, `revert`, `accept` or `quarantine`: for logs only; the
+    /// checker applies it.
+    pub policy: String,
+}
+
+/// A path whose change means a resource may have drifted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchTarget {
+    pub resource: ResourceId,
+    pub class: String,
+    /// The path on this host (already resolved under `--root`).
+    pub path: PathBuf,
+    /// A Tree or Directory whose whole subtree is owned (watched recursively);
+    /// otherwise a single file, watched through its parent folder so an
+    /// atomic replace (a new inode renamed over it) is still seen.
+    pub subtree: bool,
+}
+
+/// What a successful (re)load of the repository gives the agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loaded {
+    pub classes: Vec<ClassSpec>,
+    /// Targets of the classes with `watch: true` only.
+    pub watch: Vec<WatchTarget>,
+    /// Resources in the catalogue.
+    pub resources: usize,
+}
+
+/// What one check covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every class: the backstop pass (and `--once`).
+    All,
+    /// One class whose interval came due.
+    Class(String),
+    /// Resources of one watched class whose files changed.
+    Resources { class: String, ids: Vec<ResourceId> },
+}
+
+impl Scope {
+    /// How the scope is written in logs and in the `trigger` label.
+    pub fn trigger(&self) -> &'static str {
+        match self {
+            Scope::All => "full",
+            Scope::Class(_) => "interval",
+            Scope::Resources { .. } => "watch",
+        }
+    }
+}
+
+/// The resource states the metrics count, one word each (also the `state`
+/// label's values).
+pub const STATES: [&str; 6] = [
+    "converged",
+    "changed",
+    "failed",
+    "blocked",
+    "drifted",
+    "quarantined",
+];
+
+/// One class after a check: the class-wide picture (a checker that looked at
+/// some resources only merges them with what it knew of the others).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClassReport {
+    /// State word (one of [`STATES`]) -> resources.
+    pub states: BTreeMap<String, u64>,
+    /// Finding kind (`changed_outside`, `deleted_outside`, `type_changed`,
+    /// `unmanaged`...) -> findings currently open.
+    pub findings: BTreeMap<String, u64>,
+    /// How long inspecting this class took in this check.
+    pub duration: Duration,
+}
+
+/// What one check returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// The classes this check inspected.
+    pub classes: BTreeMap<String, ClassReport>,
+    /// Validator name -> validations that failed during this check (a revert
+    /// policy applies through validators). Counted, never described.
+    pub validation_failures: BTreeMap<String, u64>,
+    /// `datum check`'s exit code for this check: 0 clean, 2 drift, 1 error.
+    pub exit_code: i32,
+    /// Whether the check stopped early because it was cancelled.
+    pub cancelled: bool,
+}
+
+/// Asks a running check to stop after the resource in flight.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Checked by a checker between resources.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for a signal handler to set.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+}
+
+/// A repository that cannot be loaded: the agent keeps running the last good
+/// catalogue and reports this.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The repository has lint errors (already shown to the operator by the
+    /// checker, with file and line).
+    #[error("{repo}: the repository has {errors} error(s); keeping the last good catalogue")]
+    Lint { repo: PathBuf, errors: usize },
+    /// Anything else (no datum.yaml, host identity, unreadable files).
+    #[error("{repo}: cannot load the repository: {source}")]
+    Other {
+        repo: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// A check that could not run at all (a resource that fails is a result, not
+/// an error).
+#[derive(Debug, thiserror::Error)]
+#[error("check of {scope} failed: {source}")]
+pub struct CheckError {
+    /// `all`, the class name, or `class (N resources)`.
+    pub scope: String,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// What the agent needs from `datum check`.
+pub trait ClassChecker {
+    /// Compiles the repository for this host. On error the agent keeps the
+    /// previous catalogue: the checker must keep it too (it is only replaced
+    /// by a successful load).
+    fn load(&mut self) -> Result<Loaded, LoadError>;
+
+    /// Checks `scope`, applies each class's policy, records the check in the
+    /// state store, and returns the picture of each class inspected. Stops
+    /// between resources once `cancel` is set.
+    fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError>;
+}

@@ -1,0 +1,546 @@
+//! The daemon loop: one thread that blocks on a single channel until the
+//! next deadline or the next message (a signal, file-change news), then runs
+//! what is due: the full pass, a class whose slot came, or the resources a
+//! watch reported after the debounce.
+//!
+//! Owns ordering and bookkeeping (what ran, what is pending, whether the
+//! watches can be trusted). It must not decide drift or policy (the
+//! [`ClassChecker`] does) nor print (it logs through [`Log`]). Checks run on
+//! this thread one at a time, so a check never overlaps another and a stop
+//! request is acted on between checks; the cancel flag lets the check in
+//! flight stop after its current resource.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use datum_core::ResourceId;
+
+use crate::check::{Cancel, CheckReport, ClassChecker, LoadError, Loaded, Scope};
+use crate::http::{Health, HttpError, HttpServer};
+use crate::metrics::Metrics;
+use crate::schedule::{Due, Schedule, detection_bound};
+use crate::signals::{self, Signal};
+use crate::watch::{WatchNews, WatchPlan, Watcher};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+/// Where the agent's log lines go (the binary writes them to stderr, which
+/// systemd's journal keeps).
+pub type Log = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// How to run the agent.
+#[derive(Clone)]
+pub struct AgentConfig {
+    /// The host name: seeds each class's phase.
+    pub host: String,
+    /// Where to serve `/metrics` and `/healthz`; `None` serves nothing.
+    pub listen: Option<String>,
+    pub full_interval: Duration,
+    pub debounce: Duration,
+    /// Reported as `datum_build_info{version}`.
+    pub version: String,
+    /// Whether to install the SIGTERM/SIGINT/SIGHUP handlers (tests that run
+    /// in-process drive the agent through [`Control`] instead).
+    pub signals: bool,
+    pub log: Log,
+}
+
+/// Errors that stop the agent before or instead of running.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The first load failed: there is no last good catalogue to keep.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+enum Wake {
+    Signal(Signal),
+    Watch(WatchNews),
+}
+
+/// Drives a running agent from another thread (tests, embedding).
+#[derive(Clone)]
+pub struct Control {
+    tx: Sender<Wake>,
+    cancel: Cancel,
+}
+
+impl Control {
+    /// Like SIGTERM.
+    pub fn stop(&self) {
+        self.cancel.cancel();
+        let _ = self.tx.send(Wake::Signal(Signal::Stop));
+    }
+
+    /// Like SIGHUP.
+    pub fn reload(&self) {
+        let _ = self.tx.send(Wake::Signal(Signal::Reload));
+    }
+
+    /// Feeds watch news as if the kernel had sent it (overflow tests).
+    pub fn inject(&self, news: WatchNews) {
+        let _ = self.tx.send(Wake::Watch(news));
+    }
+}
+
+fn unix_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// The agent. Build it with [`Agent::new`], then [`Agent::run`] (daemon) or
+/// [`Agent::run_once`] (`--once`).
+pub struct Agent {
+    cfg: AgentConfig,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    cancel: Cancel,
+    tx: Sender<Wake>,
+    rx: Receiver<Wake>,
+    bound_addr: Option<std::net::SocketAddr>,
+}
+
+/// The loop's mutable state.
+struct State {
+    loaded: Loaded,
+    schedule: Schedule,
+    plan: WatchPlan,
+    watcher: Option<Watcher>,
+    /// A watch could not be added or was lost since the watcher was armed:
+    /// watched classes fall back to their interval until it is re-armed.
+    degraded: bool,
+    pending: BTreeMap<String, BTreeSet<ResourceId>>,
+    pending_deadline: Option<Instant>,
+    stop: bool,
+}
+
+impl Agent {
+    pub fn new(cfg: AgentConfig) -> Self {
+        let (tx, rx) = channel();
+        let metrics = Arc::new(Metrics::new(&cfg.version));
+        Self {
+            cfg,
+            metrics,
+            health: Arc::default(),
+            cancel: Cancel::new(),
+            tx,
+            rx,
+            bound_addr: None,
+        }
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    pub fn control(&self) -> Control {
+        Control {
+            tx: self.tx.clone(),
+            cancel: self.cancel.clone(),
+        }
+    }
+
+    fn log(&self, level: LogLevel, msg: &str) {
+        (self.cfg.log)(level, msg);
+    }
+
+    /// One check of every class, then return its exit code (`--once`, for
+    /// cron). SIGTERM still stops it after the resource in flight.
+    pub fn run_once(self, checker: &mut dyn ClassChecker) -> Result<i32, AgentError> {
+        let _signals = if self.cfg.signals {
+            Some(signals::spawn(self.cancel.flag(), |_| {}).map_err(AgentError::Signals)?)
+        } else {
+            None
+        };
+        checker.load()?;
+        match checker.check(&Scope::All, &self.cancel) {
+            Ok(report) => {
+                self.log(LogLevel::Info, &summary("full", &Scope::All, &report));
+                Ok(report.exit_code)
+            }
+            Err(e) => {
+                self.log(LogLevel::Error, &e.to_string());
+                Ok(1)
+            }
+        }
+    }
+
+    /// Runs until SIGTERM/SIGINT (or [`Control::stop`]). `on_ready` receives
+    /// the bound HTTP address once the first load succeeded and the endpoint
+    /// is up (before the first pass).
+    pub fn run(
+        mut self,
+        checker: &mut dyn ClassChecker,
+        on_ready: impl FnOnce(Option<std::net::SocketAddr>),
+    ) -> Result<(), AgentError> {
+        let _signals = if self.cfg.signals {
+            let tx = self.tx.clone();
+            Some(
+                signals::spawn(self.cancel.flag(), move |s| {
+                    let _ = tx.send(Wake::Signal(s));
+                })
+                .map_err(AgentError::Signals)?,
+            )
+        } else {
+            None
+        };
+        let loaded = checker.load()?;
+        let now = Instant::now();
+        let unix = unix_now();
+        self.metrics.set_start(unix, self.cfg.full_interval);
+        let server = match &self.cfg.listen {
+            Some(addr) => Some(HttpServer::start(
+                addr,
+                Arc::clone(&self.metrics),
+                Arc::clone(&self.health),
+            )?),
+            None => None,
+        };
+        self.bound_addr = server.as_ref().map(HttpServer::addr);
+        if let Some(addr) = self.bound_addr {
+            self.log(
+                LogLevel::Info,
+                &format!("serving /metrics and /healthz on http://{addr}"),
+            );
+        }
+        let schedule = Schedule::new(
+            &self.cfg.host,
+            &loaded.classes,
+            self.cfg.full_interval,
+            now,
+            unix,
+        );
+        let mut state = State {
+            plan: WatchPlan::default(),
+            loaded,
+            schedule,
+            watcher: None,
+            degraded: false,
+            pending: BTreeMap::new(),
+            pending_deadline: None,
+            stop: false,
+        };
+        self.adopt(&mut state, unix);
+        self.log(
+            LogLevel::Info,
+            &format!(
+                "started: {} resources in {} classes ({})",
+                state.loaded.resources,
+                state.loaded.classes.len(),
+                describe_classes(&state)
+            ),
+        );
+        on_ready(self.bound_addr);
+        self.event_loop(&mut state, checker);
+        self.health.stopping();
+        self.log(LogLevel::Info, "stopped");
+        drop(server);
+        Ok(())
+    }
+
+    fn event_loop(&self, state: &mut State, checker: &mut dyn ClassChecker) {
+        loop {
+            while let Ok(wake) = self.rx.try_recv() {
+                self.handle(state, checker, wake);
+            }
+            if state.stop {
+                return;
+            }
+            let now = Instant::now();
+            if let Some(due) = state.schedule.due(now) {
+                match due {
+                    Due::Full => self.full_pass(state, checker),
+                    Due::Class(class) => self.class_check(state, checker, class),
+                }
+                continue;
+            }
+            if state.pending_deadline.is_some_and(|t| t <= now) {
+                self.watch_check(state, checker);
+                continue;
+            }
+            let mut deadline = state.schedule.next_deadline();
+            if let Some(t) = state.pending_deadline {
+                deadline = deadline.min(t);
+            }
+            // The one place the agent waits: no polling.
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(now))
+            {
+                Ok(wake) => self.handle(state, checker, wake),
+                Err(RecvTimeoutError::Timeout) => {}
+                // We hold a sender ourselves, so this cannot happen; stop
+                // rather than spin if it ever does.
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn handle(&self, state: &mut State, checker: &mut dyn ClassChecker, wake: Wake) {
+        match wake {
+            Wake::Signal(Signal::Stop) => {
+                if !state.stop {
+                    self.log(LogLevel::Info, "stop requested: finishing");
+                }
+                state.stop = true;
+                self.health.stopping();
+            }
+            Wake::Signal(Signal::Reload) => self.reload(state, checker),
+            Wake::Watch(WatchNews::Changed(map)) => {
+                self.metrics.watch_event();
+                for (class, ids) in map {
+                    state.pending.entry(class).or_default().extend(ids);
+                }
+                // The window opens with the first event and is not extended,
+                // so a file written continuously is still checked within the
+                // debounce.
+                if state.pending_deadline.is_none() {
+                    state.pending_deadline = Some(Instant::now() + self.cfg.debounce);
+                }
+            }
+            Wake::Watch(WatchNews::Overflow) => {
+                self.metrics.watch_overflow();
+                self.metrics.fallback_pass("overflow");
+                self.log(
+                    LogLevel::Warn,
+                    "file-change events were dropped by the kernel (queue overflow): running a full pass",
+                );
+                state.schedule.request_full(Instant::now());
+            }
+            Wake::Watch(WatchNews::Lost { reason, detail }) => {
+                self.lost(state, reason, &detail);
+                if reason != "missing" {
+                    self.metrics.fallback_pass(reason);
+                    state.schedule.request_full(Instant::now());
+                }
+            }
+        }
+    }
+
+    fn lost(&self, state: &mut State, reason: &str, detail: &str) {
+        self.metrics.watch_error(reason);
+        let hint = if reason == "limit" {
+            " (raise fs.inotify.max_user_watches)"
+        } else {
+            ""
+        };
+        self.log(
+            LogLevel::Warn,
+            &format!(
+                "watch lost ({reason}): {detail}{hint}; watched classes fall back to their interval until the next full pass"
+            ),
+        );
+        state.degraded = true;
+        self.update_bounds(state);
+    }
+
+    fn reload(&self, state: &mut State, checker: &mut dyn ClassChecker) {
+        self.log(LogLevel::Info, "reloading the repository");
+        match checker.load() {
+            Ok(loaded) => {
+                let now = Instant::now();
+                let unix = unix_now();
+                state.loaded = loaded;
+                state.schedule.set_classes(&state.loaded.classes, now, unix);
+                self.adopt(state, unix);
+                state.pending.clear();
+                state.pending_deadline = None;
+                // The new declarations may make anything drift or converge.
+                state.schedule.request_full(now);
+                self.log(
+                    LogLevel::Info,
+                    &format!(
+                        "reloaded: {} resources in {} classes ({})",
+                        state.loaded.resources,
+                        state.loaded.classes.len(),
+                        describe_classes(state)
+                    ),
+                );
+            }
+            Err(e) => {
+                self.metrics.reload_failed();
+                self.log(LogLevel::Error, &format!("reload refused: {e}"));
+            }
+        }
+    }
+
+    /// Takes a freshly loaded catalogue into use: metrics, watches, bounds.
+    fn adopt(&self, state: &mut State, unix: Duration) {
+        let classes: Vec<(String, Duration)> = state
+            .loaded
+            .classes
+            .iter()
+            .map(|c| (c.name.clone(), c.interval))
+            .collect();
+        self.metrics.loaded(&classes, unix);
+        state.plan = WatchPlan::new(&state.loaded.watch);
+        self.arm(state);
+    }
+
+    /// (Re)starts the watcher on the current plan. Failures are counted and
+    /// logged; the caller runs (or is about to run) a full pass.
+    fn arm(&self, state: &mut State) {
+        state.watcher = None;
+        state.degraded = false;
+        if state.plan.is_empty() {
+            self.update_bounds(state);
+            return;
+        }
+        let tx = self.tx.clone();
+        match Watcher::start(&state.plan, move |news| {
+            let _ = tx.send(Wake::Watch(news));
+        }) {
+            Ok((watcher, failures)) => {
+                state.watcher = Some(watcher);
+                for news in failures {
+                    if let WatchNews::Lost { reason, detail } = news {
+                        self.lost(state, reason, &detail);
+                    }
+                }
+            }
+            Err(e) => {
+                self.lost(state, "backend", &e.to_string());
+            }
+        }
+        self.update_bounds(state);
+    }
+
+    fn update_bounds(&self, state: &State) {
+        let watching = state.watcher.is_some() && !state.degraded;
+        for class in state.schedule.classes() {
+            let watched = class.watch && watching;
+            let bound = detection_bound(
+                class.interval,
+                watched,
+                self.cfg.debounce,
+                state.schedule.inspection_p95(&class.name),
+            );
+            self.metrics.set_detection(&class.name, bound, watched);
+        }
+    }
+
+    fn full_pass(&self, state: &mut State, checker: &mut dyn ClassChecker) {
+        // Watches lost earlier are re-armed before the pass, so the pass
+        // covers whatever changed while they were missing.
+        if state.degraded {
+            self.log(
+                LogLevel::Info,
+                "re-arming file watches before the full pass",
+            );
+            self.arm(state);
+        }
+        state.pending.clear();
+        state.pending_deadline = None;
+        self.run_check(state, checker, &Scope::All);
+        state.schedule.ran_full(Instant::now(), unix_now());
+    }
+
+    fn class_check(&self, state: &mut State, checker: &mut dyn ClassChecker, class: String) {
+        state.pending.remove(&class);
+        if state.pending.is_empty() {
+            state.pending_deadline = None;
+        }
+        self.run_check(state, checker, &Scope::Class(class.clone()));
+        state.schedule.ran_class(&class, Instant::now(), unix_now());
+    }
+
+    fn watch_check(&self, state: &mut State, checker: &mut dyn ClassChecker) {
+        state.pending_deadline = None;
+        let pending = std::mem::take(&mut state.pending);
+        for (class, ids) in pending {
+            if state.stop || self.cancel.is_cancelled() {
+                return;
+            }
+            let scope = Scope::Resources {
+                class,
+                ids: ids.into_iter().collect(),
+            };
+            self.run_check(state, checker, &scope);
+        }
+    }
+
+    fn run_check(&self, state: &mut State, checker: &mut dyn ClassChecker, scope: &Scope) {
+        match checker.check(scope, &self.cancel) {
+            Ok(report) => {
+                if !report.cancelled {
+                    for (class, r) in &report.classes {
+                        state.schedule.record_inspection(class, r.duration);
+                    }
+                }
+                self.metrics.checked(scope.trigger(), &report, unix_now());
+                self.log(LogLevel::Info, &summary(scope.trigger(), scope, &report));
+            }
+            Err(e) => {
+                self.metrics.check_failed();
+                self.log(LogLevel::Error, &e.to_string());
+            }
+        }
+        self.update_bounds(state);
+    }
+}
+
+fn describe_classes(state: &State) -> String {
+    let watching = state.watcher.is_some() && !state.degraded;
+    state
+        .loaded
+        .classes
+        .iter()
+        .map(|c| {
+            let how = if c.watch && watching {
+                "watched"
+            } else {
+                "polled"
+            };
+            format!(
+                "{} every {}s, {how}, policy {}",
+                c.name,
+                c.interval.as_secs_f64(),
+                c.policy
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One log line per check: counts only, never resource names (a sensitive
+/// resource's name can say what it is).
+fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> String {
+    let what = match scope {
+        Scope::All => "all classes".to_owned(),
+        Scope::Class(c) => format!("class {c}"),
+        Scope::Resources { class, ids } => format!("class {class} ({} resources)", ids.len()),
+    };
+    let findings: u64 = report
+        .classes
+        .values()
+        .flat_map(|c| c.findings.values())
+        .sum();
+    let ms: u128 = report
+        .classes
+        .values()
+        .map(|c| c.duration.as_millis())
+        .sum();
+    let mut line = format!(
+        "check ({trigger}) of {what}: {findings} open finding(s), exit {}, {ms} ms",
+        report.exit_code
+    );
+    if report.cancelled {
+        line.push_str(", stopped early");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,403 @@
+//! The loop driven with a fake checker: ordering, watches, overflow, reload.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::check::{CheckError, ClassReport, ClassSpec, WatchTarget};
+
+#[derive(Default)]
+struct Shared {
+    scopes: Vec<(Instant, Scope)>,
+    fail_load: bool,
+    loads: usize,
+}
+
+struct Fake {
+    shared: Arc<Mutex<Shared>>,
+    loaded: Loaded,
+    /// How long each check takes.
+    work: Duration,
+}
+
+impl ClassChecker for Fake {
+    fn load(&mut self) -> Result<Loaded, LoadError> {
+        let mut s = self.shared.lock().unwrap();
+        s.loads += 1;
+        if s.fail_load {
+            return Err(LoadError::Lint {
+                repo: "/repo".into(),
+                errors: 1,
+            });
+        }
+        Ok(self.loaded.clone())
+    }
+
+    fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError> {
+        self.shared
+            .lock()
+            .unwrap()
+            .scopes
+            .push((Instant::now(), scope.clone()));
+        let t0 = Instant::now();
+        while t0.elapsed() < self.work && !cancel.is_cancelled() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let classes: Vec<String> = match scope {
+            Scope::All => self.loaded.classes.iter().map(|c| c.name.clone()).collect(),
+            Scope::Class(c) | Scope::Resources { class: c, .. } => vec![c.clone()],
+        };
+        let mut report = CheckReport {
+            cancelled: cancel.is_cancelled(),
+            ..CheckReport::default()
+        };
+        for c in classes {
+            report.classes.insert(
+                c,
+                ClassReport {
+                    states: BTreeMap::from([("drifted".into(), 1)]),
+                    findings: BTreeMap::from([("changed_outside".into(), 1)]),
+                    duration: t0.elapsed(),
+                },
+            );
+        }
+        Ok(report)
+    }
+}
+
+fn class(name: &str, ms: u64, watch: bool) -> ClassSpec {
+    ClassSpec {
+        name: name.into(),
+        interval: Duration::from_millis(ms),
+        watch,
+        policy: "report".into(),
+    }
+}
+
+fn config(log: Arc<Mutex<Vec<String>>>) -> AgentConfig {
+    AgentConfig {
+        host: "test-host".into(),
+        listen: None,
+        full_interval: Duration::from_secs(3600),
+        debounce: Duration::from_millis(100),
+        version: "test".into(),
+        signals: false,
+        log: Arc::new(move |_, line| log.lock().unwrap().push(line.to_owned())),
+    }
+}
+
+/// Runs the agent on a thread; returns its control, metrics and join handle.
+fn start(
+    fake: Fake,
+    log: Arc<Mutex<Vec<String>>>,
+) -> (
+    Control,
+    Arc<Metrics>,
+    std::thread::JoinHandle<Result<(), AgentError>>,
+) {
+    let agent = Agent::new(config(log));
+    let control = agent.control();
+    let metrics = agent.metrics();
+    let handle = std::thread::spawn(move || {
+        let mut fake = fake;
+        agent.run(&mut fake, |_| {})
+    });
+    (control, metrics, handle)
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn full_pass_first_then_each_class_on_its_interval_then_stop() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 200, false), class("normal", 500, false)],
+            watch: vec![],
+            resources: 2,
+        },
+        work: Duration::ZERO,
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (control, metrics, handle) = start(fake, Arc::clone(&log));
+    std::thread::sleep(Duration::from_millis(1300));
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let s = shared.lock().unwrap();
+    assert_eq!(s.scopes[0].1, Scope::All);
+    let critical = s
+        .scopes
+        .iter()
+        .filter(|(_, sc)| *sc == Scope::Class("critical".into()))
+        .count();
+    let normal = s
+        .scopes
+        .iter()
+        .filter(|(_, sc)| *sc == Scope::Class("normal".into()))
+        .count();
+    // 1.3 s: critical every 200 ms (~6), normal every 500 ms (~2).
+    assert!((4..=7).contains(&critical), "critical ran {critical} times");
+    assert!((1..=3).contains(&normal), "normal ran {normal} times");
+    // Consecutive critical checks are one interval apart (slots, no drift).
+    let times: Vec<Instant> = s
+        .scopes
+        .iter()
+        .filter(|(_, sc)| *sc == Scope::Class("critical".into()))
+        .map(|(t, _)| *t)
+        .collect();
+    for pair in times.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(150) && gap <= Duration::from_millis(300),
+            "gap {gap:?}"
+        );
+    }
+    let text = metrics.encode();
+    assert!(text.contains("datum_checks_total{class=\"critical\",trigger=\"interval\"}"));
+    assert!(
+        text.contains("datum_detection_bound_seconds{class=\"normal\"} 0.5"),
+        "{text}"
+    );
+    assert!(log.lock().unwrap().iter().any(|l| l == "stopped"));
+}
+
+#[test]
+fn a_watched_edit_is_checked_within_the_debounce() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sshd_config");
+    std::fs::write(&file, "a").unwrap();
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let id = ResourceId::new("File", "sshd");
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, true)],
+            watch: vec![WatchTarget {
+                resource: id.clone(),
+                class: "critical".into(),
+                path: file.clone(),
+                subtree: false,
+            }],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let (control, metrics, handle) = start(fake, Arc::default());
+    wait_for("the first full pass", || {
+        !shared.lock().unwrap().scopes.is_empty()
+    });
+    let edited = Instant::now();
+    std::fs::write(&file, "b").unwrap();
+    wait_for("the watch check", || {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .any(|(_, s)| matches!(s, Scope::Resources { .. }))
+    });
+    let s = shared.lock().unwrap();
+    let (at, scope) = s
+        .scopes
+        .iter()
+        .find(|(_, s)| matches!(s, Scope::Resources { .. }))
+        .unwrap();
+    assert_eq!(
+        *scope,
+        Scope::Resources {
+            class: "critical".into(),
+            ids: vec![id]
+        }
+    );
+    let latency = *at - edited;
+    assert!(
+        latency >= Duration::from_millis(90),
+        "debounced: {latency:?}"
+    );
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    drop(s);
+    let text = metrics.encode();
+    assert!(
+        text.contains("datum_class_watched{class=\"critical\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 1"));
+    control.stop();
+    handle.join().unwrap().unwrap();
+}
+
+#[test]
+fn overflow_and_lost_watches_run_a_full_pass_and_are_counted() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, true)],
+            watch: vec![WatchTarget {
+                resource: ResourceId::new("Tree", "t"),
+                class: "critical".into(),
+                path: dir.path().to_owned(),
+                subtree: true,
+            }],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (control, metrics, handle) = start(fake, Arc::clone(&log));
+    let fulls = |shared: &Arc<Mutex<Shared>>| {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .filter(|(_, s)| *s == Scope::All)
+            .count()
+    };
+    wait_for("the first full pass", || fulls(&shared) == 1);
+    control.inject(WatchNews::Overflow);
+    wait_for("the overflow pass", || fulls(&shared) == 2);
+    control.inject(WatchNews::Lost {
+        reason: "limit",
+        detail: "inotify watch limit reached".into(),
+    });
+    wait_for("the limit pass", || fulls(&shared) == 3);
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let text = metrics.encode();
+    for line in [
+        "datum_watch_overflows_total 1",
+        "datum_watch_errors_total{reason=\"limit\"} 1",
+        "datum_fallback_full_passes_total{reason=\"overflow\"} 1",
+        "datum_fallback_full_passes_total{reason=\"limit\"} 1",
+        "datum_checks_total{class=\"critical\",trigger=\"full\"} 3",
+    ] {
+        assert!(text.contains(line), "missing {line}:\n{text}");
+    }
+    let log = log.lock().unwrap();
+    assert!(log.iter().any(|l| l.contains("queue overflow")), "{log:?}");
+    assert!(
+        log.iter().any(|l| l.contains("max_user_watches")),
+        "{log:?}"
+    );
+    // The limit pass re-armed the watches first.
+    assert!(log.iter().any(|l| l.contains("re-arming")), "{log:?}");
+}
+
+#[test]
+fn a_failed_reload_keeps_the_last_good_catalogue_and_says_so() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (control, metrics, handle) = start(fake, Arc::clone(&log));
+    wait_for("the first pass", || {
+        !shared.lock().unwrap().scopes.is_empty()
+    });
+    shared.lock().unwrap().fail_load = true;
+    control.reload();
+    wait_for("the reload", || shared.lock().unwrap().loads == 2);
+    wait_for("the metric", || {
+        metrics.encode().contains("datum_repository_loaded 0")
+    });
+    assert!(
+        metrics
+            .encode()
+            .contains("datum_check_interval_seconds{class=\"critical\"}")
+    );
+    // A good reload runs a full pass with the new catalogue.
+    shared.lock().unwrap().fail_load = false;
+    control.reload();
+    wait_for("the second full pass", || {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .filter(|(_, s)| *s == Scope::All)
+            .count()
+            == 2
+    });
+    control.stop();
+    handle.join().unwrap().unwrap();
+    assert!(metrics.encode().contains("datum_repository_loaded 1"));
+    assert!(
+        metrics
+            .encode()
+            .contains("datum_repository_reload_failures_total 1")
+    );
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("reload refused") && l.contains("1 error(s)")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn stop_cancels_the_check_in_flight() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::from_secs(30),
+    };
+    let (control, metrics, handle) = start(fake, Arc::default());
+    wait_for("the pass to start", || {
+        !shared.lock().unwrap().scopes.is_empty()
+    });
+    let t0 = Instant::now();
+    control.stop();
+    handle.join().unwrap().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // The cancelled pass did not publish a partial picture as complete.
+    assert!(
+        !metrics
+            .encode()
+            .contains("datum_last_check_timestamp_seconds{")
+    );
+}
+
+#[test]
+fn once_returns_the_check_exit_code_and_a_bad_repository_fails() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let agent = Agent::new(config(Arc::default()));
+    assert_eq!(agent.run_once(&mut fake).unwrap(), 0);
+    assert_eq!(shared.lock().unwrap().scopes.len(), 1);
+    shared.lock().unwrap().fail_load = true;
+    let agent = Agent::new(config(Arc::default()));
+    assert!(matches!(
+        agent.run_once(&mut fake),
+        Err(AgentError::Load(_))
+    ));
+}

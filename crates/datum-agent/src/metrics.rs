@@ -1,0 +1,534 @@
+//! The agent's metrics, in the Prometheus text format (OpenMetrics) through
+//! `prometheus-client`.
+//!
+//! Owns the metric names, their help and units, and the label sets. Labels
+//! hold names from fixed vocabularies only: class names from `datum.yaml`,
+//! state and finding-kind words, validator names from the registry, trigger
+//! and reason words. Never a path, a resource name or content: a sensitive
+//! resource must leave no trace in a scrape, and unbounded label values would
+//! make memory grow with the estate.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::check::{CheckReport, STATES};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    class: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    class: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ValidatorLabel {
+    validator: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabels {
+    class: String,
+    trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+/// Every metric the agent exports. Cheap to update from the daemon thread;
+/// [`Metrics::encode`] is called by the HTTP thread.
+pub struct Metrics {
+    registry: Registry,
+    last_check: Family<ClassLabel, F64Gauge>,
+    interval: Family<ClassLabel, F64Gauge>,
+    bound: Family<ClassLabel, F64Gauge>,
+    watched: Family<ClassLabel, Gauge>,
+    duration: Family<ClassLabel, Histogram>,
+    checks: Family<TriggerLabels, Counter>,
+    resources: Family<StateLabels, Gauge>,
+    findings: Family<KindLabels, Gauge>,
+    validation_failures: Family<ValidatorLabel, Counter>,
+    watch_events: Counter,
+    watch_overflows: Counter,
+    watch_errors: Family<ReasonLabel, Counter>,
+    fallback_passes: Family<ReasonLabel, Counter>,
+    check_errors: Counter,
+    reload_failures: Counter,
+    repository_ok: Gauge,
+    last_reload: F64Gauge,
+    full_interval: F64Gauge,
+    start_time: F64Gauge,
+    // Serialises encoding with multi-metric updates (a check's whole report
+    // appears in one scrape or not at all), and remembers which class and
+    // finding kinds have series, so a class removed by a reload loses them.
+    update: Mutex<BTreeMap<String, BTreeSet<String>>>,
+}
+
+fn duration_histogram() -> Histogram {
+    // 1 ms .. ~131 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
+}
+
+impl Metrics {
+    pub fn new(version: &str) -> Self {
+        let mut registry = Registry::default();
+        let m = Self {
+            last_check: Family::default(),
+            interval: Family::default(),
+            bound: Family::default(),
+            watched: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            checks: Family::default(),
+            resources: Family::default(),
+            findings: Family::default(),
+            validation_failures: Family::default(),
+            watch_events: Counter::default(),
+            watch_overflows: Counter::default(),
+            watch_errors: Family::default(),
+            fallback_passes: Family::default(),
+            check_errors: Counter::default(),
+            reload_failures: Counter::default(),
+            repository_ok: Gauge::default(),
+            last_reload: F64Gauge::default(),
+            full_interval: F64Gauge::default(),
+            start_time: F64Gauge::default(),
+            update: Mutex::new(BTreeMap::new()),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "datum_build",
+            "Build of the running datum agent",
+            Info::new(BuildLabels {
+                version: version.to_owned(),
+            }),
+        );
+        registry.register(
+            "datum_last_check_timestamp_seconds",
+            "Unix time the last completed check of each class finished",
+            m.last_check.clone(),
+        );
+        registry.register(
+            "datum_check_interval_seconds",
+            "Configured check interval of each class",
+            m.interval.clone(),
+        );
+        registry.register(
+            "datum_detection_bound_seconds",
+            "Longest a change can stay unseen per class: interval (or watch debounce) plus p95 inspection time",
+            m.bound.clone(),
+        );
+        registry.register(
+            "datum_class_watched",
+            "1 when every watch of the class is in place (event-driven detection), 0 when it relies on its interval",
+            m.watched.clone(),
+        );
+        registry.register(
+            "datum_check_duration_seconds",
+            "Time to inspect a class in one check",
+            m.duration.clone(),
+        );
+        registry.register(
+            "datum_checks",
+            "Completed checks by class and trigger (interval, watch, full)",
+            m.checks.clone(),
+        );
+        registry.register(
+            "datum_resources",
+            "Resources by class and state after the last check",
+            m.resources.clone(),
+        );
+        registry.register(
+            "datum_drift_findings",
+            "Open drift findings by class and kind",
+            m.findings.clone(),
+        );
+        registry.register(
+            "datum_validation_failures",
+            "Validations that failed, by validator",
+            m.validation_failures.clone(),
+        );
+        registry.register(
+            "datum_watch_events",
+            "File-change notifications that concerned a declared path",
+            m.watch_events.clone(),
+        );
+        registry.register(
+            "datum_watch_overflows",
+            "Times the kernel dropped file-change events (each answered by a full pass)",
+            m.watch_overflows.clone(),
+        );
+        registry.register(
+            "datum_watch_errors",
+            "Watches that could not be added or were lost, by reason (limit, missing, backend)",
+            m.watch_errors.clone(),
+        );
+        registry.register(
+            "datum_fallback_full_passes",
+            "Full passes run because event-driven detection could not be trusted, by reason",
+            m.fallback_passes.clone(),
+        );
+        registry.register(
+            "datum_check_errors",
+            "Checks that could not run at all",
+            m.check_errors.clone(),
+        );
+        registry.register(
+            "datum_repository_reload_failures",
+            "Reloads refused because the repository failed lint or could not be read",
+            m.reload_failures.clone(),
+        );
+        registry.register(
+            "datum_repository_loaded",
+            "1 when the running catalogue is the repository's current content, 0 when a reload failed and the last good one is kept",
+            m.repository_ok.clone(),
+        );
+        registry.register_with_unit(
+            "datum_repository_last_reload_timestamp",
+            "Unix time of the last successful repository load",
+            Unit::Seconds,
+            m.last_reload.clone(),
+        );
+        registry.register(
+            "datum_full_pass_interval_seconds",
+            "Interval of the backstop full pass",
+            m.full_interval.clone(),
+        );
+        registry.register_with_unit(
+            "datum_agent_start_time",
+            "Unix time the agent started",
+            Unit::Seconds,
+            m.start_time.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeSet<String>>> {
+        // A panic while holding it cannot leave the metrics inconsistent in a
+        // way worth refusing to serve them.
+        self.update.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The exposition, as served on `/metrics`.
+    pub fn encode(&self) -> String {
+        let _guard = self.lock();
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn set_start(&self, unix: Duration, full_interval: Duration) {
+        self.start_time.set(unix.as_secs_f64());
+        self.full_interval.set(full_interval.as_secs_f64());
+    }
+
+    /// A new catalogue was loaded: classes that no longer exist disappear.
+    pub fn loaded(&self, classes: &[(String, Duration)], unix: Duration) {
+        let mut seen = self.lock();
+        self.interval.clear();
+        self.bound.clear();
+        self.watched.clear();
+        // Per-class series of a class that was removed would otherwise
+        // report it forever (and alert on it going stale).
+        let gone: Vec<String> = seen
+            .keys()
+            .filter(|c| !classes.iter().any(|(n, _)| n == *c))
+            .cloned()
+            .collect();
+        for class in gone {
+            let kinds = seen.remove(&class).unwrap_or_default();
+            self.forget(&class, &kinds);
+        }
+        for (name, interval) in classes {
+            self.interval
+                .get_or_create(&ClassLabel {
+                    class: name.clone(),
+                })
+                .set(interval.as_secs_f64());
+        }
+        self.repository_ok.set(1);
+        self.last_reload.set(unix.as_secs_f64());
+    }
+
+    fn forget(&self, class: &str, kinds: &BTreeSet<String>) {
+        let label = ClassLabel {
+            class: class.to_owned(),
+        };
+        self.last_check.remove(&label);
+        self.duration.remove(&label);
+        for state in STATES {
+            self.resources.remove(&StateLabels {
+                class: class.to_owned(),
+                state: state.to_owned(),
+            });
+        }
+        for kind in kinds {
+            self.findings.remove(&KindLabels {
+                class: class.to_owned(),
+                kind: kind.clone(),
+            });
+        }
+        for trigger in ["full", "interval", "watch"] {
+            self.checks.remove(&TriggerLabels {
+                class: class.to_owned(),
+                trigger: trigger.to_owned(),
+            });
+        }
+    }
+
+    pub fn reload_failed(&self) {
+        self.reload_failures.inc();
+        self.repository_ok.set(0);
+    }
+
+    pub fn set_detection(&self, class: &str, bound: Duration, watching: bool) {
+        let label = ClassLabel {
+            class: class.to_owned(),
+        };
+        self.bound.get_or_create(&label).set(bound.as_secs_f64());
+        self.watched.get_or_create(&label).set(i64::from(watching));
+    }
+
+    /// Records a finished check (`unix`: when it finished).
+    pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
+        let mut seen = self.lock();
+        for (class, r) in &report.classes {
+            let label = ClassLabel {
+                class: class.clone(),
+            };
+            self.duration
+                .get_or_create(&label)
+                .observe(r.duration.as_secs_f64());
+            self.checks
+                .get_or_create(&TriggerLabels {
+                    class: class.clone(),
+                    trigger: trigger.to_owned(),
+                })
+                .inc();
+            if report.cancelled {
+                // A partial picture must not overwrite the last complete one.
+                continue;
+            }
+            self.last_check
+                .get_or_create(&label)
+                .set(unix.as_secs_f64());
+            for state in STATES {
+                let n = r.states.get(state).copied().unwrap_or(0);
+                self.resources
+                    .get_or_create(&StateLabels {
+                        class: class.clone(),
+                        state: state.to_owned(),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+            // Kinds that went away go to zero rather than vanish, so a
+            // `for:` clause sees the drift end.
+            let kinds = seen.entry(class.clone()).or_default();
+            set_kinds(&self.findings, class, &r.findings, kinds);
+        }
+        for (validator, n) in &report.validation_failures {
+            self.validation_failures
+                .get_or_create(&ValidatorLabel {
+                    validator: validator.clone(),
+                })
+                .inc_by(*n);
+        }
+    }
+
+    pub fn check_failed(&self) {
+        self.check_errors.inc();
+    }
+
+    pub fn watch_event(&self) {
+        self.watch_events.inc();
+    }
+
+    pub fn watch_overflow(&self) {
+        self.watch_overflows.inc();
+    }
+
+    pub fn watch_error(&self, reason: &str) {
+        self.watch_errors
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn fallback_pass(&self, reason: &str) {
+        self.fallback_passes
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// The finding kinds every class exports even at zero, so a rule can tell
+/// "no drift" from "never checked".
+const BASE_KINDS: [&str; 4] = [
+    "changed_outside",
+    "deleted_outside",
+    "type_changed",
+    "unmanaged",
+];
+
+fn set_kinds(
+    family: &Family<KindLabels, Gauge>,
+    class: &str,
+    current: &BTreeMap<String, u64>,
+    known: &mut BTreeSet<String>,
+) {
+    known.extend(BASE_KINDS.iter().map(|k| (*k).to_owned()));
+    known.extend(current.keys().cloned());
+    // Kinds seen before and absent now are zeroed, not dropped.
+    for kind in known.iter() {
+        let n = current.get(kind).copied().unwrap_or(0);
+        family
+            .get_or_create(&KindLabels {
+                class: class.to_owned(),
+                kind: kind.clone(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::ClassReport;
+
+    fn report() -> CheckReport {
+        let mut classes = BTreeMap::new();
+        classes.insert(
+            "critical".to_owned(),
+            ClassReport {
+                states: BTreeMap::from([("converged".into(), 3), ("drifted".into(), 1)]),
+                findings: BTreeMap::from([("changed_outside".into(), 1)]),
+                duration: Duration::from_millis(12),
+            },
+        );
+        CheckReport {
+            classes,
+            validation_failures: BTreeMap::from([("sshd".into(), 1)]),
+            exit_code: 2,
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn exposition_names_units_and_labels() {
+        let m = Metrics::new("0.1.0");
+        m.set_start(
+            Duration::from_secs(1_700_000_000),
+            Duration::from_secs(3600),
+        );
+        m.loaded(
+            &[("critical".into(), Duration::from_secs(60))],
+            Duration::from_secs(1_700_000_000),
+        );
+        m.set_detection("critical", Duration::from_millis(150), true);
+        m.checked("watch", &report(), Duration::from_secs(1_700_000_100));
+        m.watch_event();
+        m.watch_overflow();
+        m.watch_error("limit");
+        m.fallback_pass("overflow");
+        let text = m.encode();
+        for line in [
+            "datum_build_info{version=\"0.1.0\"} 1",
+            "datum_last_check_timestamp_seconds{class=\"critical\"} 1700000100.0",
+            "datum_check_interval_seconds{class=\"critical\"} 60.0",
+            "datum_detection_bound_seconds{class=\"critical\"} 0.15",
+            "datum_class_watched{class=\"critical\"} 1",
+            "datum_resources{class=\"critical\",state=\"drifted\"} 1",
+            "datum_resources{class=\"critical\",state=\"quarantined\"} 0",
+            "datum_drift_findings{class=\"critical\",kind=\"changed_outside\"} 1",
+            "datum_drift_findings{class=\"critical\",kind=\"unmanaged\"} 0",
+            "datum_validation_failures_total{validator=\"sshd\"} 1",
+            "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
+            "datum_watch_events_total 1",
+            "datum_watch_overflows_total 1",
+            "datum_watch_errors_total{reason=\"limit\"} 1",
+            "datum_fallback_full_passes_total{reason=\"overflow\"} 1",
+            "datum_repository_loaded 1",
+            "datum_agent_start_time_seconds 1700000000.0",
+            "datum_check_duration_seconds_count{class=\"critical\"} 1",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn drift_that_ends_goes_to_zero_and_cancelled_checks_keep_the_picture() {
+        let m = Metrics::new("0");
+        m.checked("interval", &report(), Duration::from_secs(10));
+        let mut clean = report();
+        clean.classes.get_mut("critical").unwrap().findings.clear();
+        clean.cancelled = true;
+        m.checked("interval", &clean, Duration::from_secs(20));
+        let text = m.encode();
+        assert!(text.contains("kind=\"changed_outside\"} 1"), "{text}");
+        assert!(text.contains("datum_last_check_timestamp_seconds{class=\"critical\"} 10.0"));
+        clean.cancelled = false;
+        m.checked("interval", &clean, Duration::from_secs(30));
+        let text = m.encode();
+        assert!(text.contains("kind=\"changed_outside\"} 0"), "{text}");
+    }
+
+    #[test]
+    fn a_removed_class_loses_its_series() {
+        let m = Metrics::new("0");
+        m.loaded(
+            &[("critical".into(), Duration::from_secs(60))],
+            Duration::ZERO,
+        );
+        m.checked("interval", &report(), Duration::from_secs(10));
+        assert!(m.encode().contains("class=\"critical\""));
+        m.loaded(
+            &[("normal".into(), Duration::from_secs(60))],
+            Duration::ZERO,
+        );
+        let text = m.encode();
+        assert!(!text.contains("class=\"critical\""), "{text}");
+        assert!(text.contains("datum_check_interval_seconds{class=\"normal\"} 60.0"));
+    }
+
+    #[test]
+    fn a_failed_reload_is_visible() {
+        let m = Metrics::new("0");
+        m.loaded(&[], Duration::from_secs(1));
+        m.reload_failed();
+        let text = m.encode();
+        assert!(text.contains("datum_repository_loaded 0"));
+        assert!(text.contains("datum_repository_reload_failures_total 1"));
+    }
+}

@@ -1,0 +1,337 @@
+//! Event-driven detection: kernel file-change notifications (inotify through
+//! `notify`) on the files and trees of watched classes, mapped back to the
+//! resources they may have changed.
+//!
+//! Owns the mapping (path -> resources) and the watcher's lifetime. It must
+//! not run checks or decide when: it turns kernel events into [`WatchNews`]
+//! for the daemon. It must never fail silently: an overflowed queue, a watch
+//! that could not be added (the `max_user_watches` limit) or a backend error
+//! becomes news the daemon counts, logs and answers with a full pass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use datum_core::ResourceId;
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+
+use crate::check::WatchTarget;
+
+/// What the watcher tells the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchNews {
+    /// These resources (by class) may have changed.
+    Changed(BTreeMap<String, BTreeSet<ResourceId>>),
+    /// The kernel dropped events (inotify `IN_Q_OVERFLOW`): anything may have
+    /// changed.
+    Overflow,
+    /// A watch could not be kept or added; `reason` is a fixed word
+    /// (`limit`, `missing`, `backend`), safe as a metric label.
+    Lost {
+        reason: &'static str,
+        detail: String,
+    },
+}
+
+/// Which resources a changed path belongs to.
+#[derive(Debug, Default, Clone)]
+pub struct WatchPlan {
+    files: BTreeMap<PathBuf, Vec<(String, ResourceId)>>,
+    trees: Vec<(PathBuf, String, ResourceId)>,
+}
+
+impl WatchPlan {
+    pub fn new(targets: &[WatchTarget]) -> Self {
+        let mut plan = Self::default();
+        for t in targets {
+            if t.subtree {
+                plan.trees
+                    .push((t.path.clone(), t.class.clone(), t.resource.clone()));
+            } else {
+                plan.files
+                    .entry(t.path.clone())
+                    .or_default()
+                    .push((t.class.clone(), t.resource.clone()));
+            }
+        }
+        plan
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.trees.is_empty()
+    }
+
+    /// The kernel watches to add: each tree recursively, and the parent
+    /// folder of each file (not the file: an editor or an apply that renames
+    /// a new file into place would leave a watch on the old inode).
+    pub fn watches(&self) -> BTreeMap<PathBuf, RecursiveMode> {
+        let mut out = BTreeMap::new();
+        for (path, _, _) in &self.trees {
+            out.insert(path.clone(), RecursiveMode::Recursive);
+        }
+        for path in self.files.keys() {
+            let parent = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            out.entry(parent).or_insert(RecursiveMode::NonRecursive);
+        }
+        out
+    }
+
+    /// The resources a change of `path` may concern, added to `into`.
+    pub fn affected(&self, path: &Path, into: &mut BTreeMap<String, BTreeSet<ResourceId>>) {
+        if let Some(owners) = self.files.get(path) {
+            for (class, id) in owners {
+                into.entry(class.clone()).or_default().insert(id.clone());
+            }
+        }
+        for (root, class, id) in &self.trees {
+            if path.starts_with(root) {
+                into.entry(class.clone()).or_default().insert(id.clone());
+            }
+        }
+    }
+}
+
+/// Whether an event can mean a change. Opening and reading a file (the
+/// check itself does that) must not trigger another check.
+fn may_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Turns one notification into news, if it concerns a declared path.
+pub fn classify(plan: &WatchPlan, event: notify::Result<notify::Event>) -> Option<WatchNews> {
+    match event {
+        Ok(event) if event.need_rescan() => Some(WatchNews::Overflow),
+        Ok(event) => {
+            if !may_change(&event.kind) {
+                return None;
+            }
+            let mut changed = BTreeMap::new();
+            for path in &event.paths {
+                plan.affected(path, &mut changed);
+            }
+            (!changed.is_empty()).then_some(WatchNews::Changed(changed))
+        }
+        Err(err) => Some(lost(&err)),
+    }
+}
+
+fn lost(err: &notify::Error) -> WatchNews {
+    let reason = match &err.kind {
+        notify::ErrorKind::MaxFilesWatch => "limit",
+        notify::ErrorKind::PathNotFound => "missing",
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(28) => "limit", // ENOSPC
+        notify::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => "missing",
+        _ => "backend",
+    };
+    WatchNews::Lost {
+        reason,
+        detail: err.to_string(),
+    }
+}
+
+/// The running watcher: dropping it removes every watch.
+pub struct Watcher {
+    _inner: RecommendedWatcher,
+    watched: usize,
+}
+
+impl Watcher {
+    /// Starts watching `plan`, sending later news through `send`. Watches
+    /// that cannot be added are returned (as [`WatchNews::Lost`]): the
+    /// caller arms watches just before a full pass, which covers them.
+    pub fn start<F>(plan: &WatchPlan, send: F) -> Result<(Self, Vec<WatchNews>), notify::Error>
+    where
+        F: Fn(WatchNews) + Send + 'static,
+    {
+        let shared = plan.clone();
+        let mut inner = notify::recommended_watcher(move |event| {
+            if let Some(news) = classify(&shared, event) {
+                send(news);
+            }
+        })?;
+        let mut watched = 0;
+        let mut failures = Vec::new();
+        for (path, mode) in plan.watches() {
+            match inner.watch(&path, mode) {
+                Ok(()) => watched += 1,
+                Err(mut err) => {
+                    if err.paths.is_empty() {
+                        err = err.add_path(path.clone());
+                    }
+                    let news = lost(&err);
+                    let limit = matches!(
+                        news,
+                        WatchNews::Lost {
+                            reason: "limit",
+                            ..
+                        }
+                    );
+                    failures.push(news);
+                    // Past the limit every further add fails the same way.
+                    if limit {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok((
+            Self {
+                _inner: inner,
+                watched,
+            },
+            failures,
+        ))
+    }
+
+    /// Kernel watch roots in place (trees count once).
+    pub fn watched(&self) -> usize {
+        self.watched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, Flag, ModifyKind};
+
+    fn targets() -> Vec<WatchTarget> {
+        vec![
+            WatchTarget {
+                resource: ResourceId::new("File", "sshd"),
+                class: "critical".into(),
+                path: "/r/etc/ssh/sshd_config".into(),
+                subtree: false,
+            },
+            WatchTarget {
+                resource: ResourceId::new("Tree", "nginx"),
+                class: "critical".into(),
+                path: "/r/etc/nginx".into(),
+                subtree: true,
+            },
+        ]
+    }
+
+    #[test]
+    fn files_are_watched_through_their_folder_and_trees_recursively() {
+        let plan = WatchPlan::new(&targets());
+        let w = plan.watches();
+        assert_eq!(
+            w.get(Path::new("/r/etc/ssh")),
+            Some(&RecursiveMode::NonRecursive)
+        );
+        assert_eq!(
+            w.get(Path::new("/r/etc/nginx")),
+            Some(&RecursiveMode::Recursive)
+        );
+        assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn events_map_to_their_resources_only() {
+        let plan = WatchPlan::new(&targets());
+        let ev = notify::Event::new(EventKind::Modify(ModifyKind::Any))
+            .add_path("/r/etc/nginx/sites/shop.conf".into());
+        let Some(WatchNews::Changed(map)) = classify(&plan, Ok(ev)) else {
+            panic!("expected a change");
+        };
+        let ids: Vec<String> = map["critical"].iter().map(|i| i.to_string()).collect();
+        assert_eq!(ids, ["Tree[nginx]"]);
+        // A neighbour of a watched file is not news.
+        let ev = notify::Event::new(EventKind::Create(CreateKind::File))
+            .add_path("/r/etc/ssh/ssh_config".into());
+        assert_eq!(classify(&plan, Ok(ev)), None);
+        // Reading a file (the check itself) is not news either.
+        let ev = notify::Event::new(EventKind::Access(AccessKind::Open(AccessMode::Any)))
+            .add_path("/r/etc/ssh/sshd_config".into());
+        assert_eq!(classify(&plan, Ok(ev)), None);
+        let ev = notify::Event::new(EventKind::Access(AccessKind::Close(AccessMode::Write)))
+            .add_path("/r/etc/ssh/sshd_config".into());
+        assert!(matches!(
+            classify(&plan, Ok(ev)),
+            Some(WatchNews::Changed(_))
+        ));
+    }
+
+    #[test]
+    fn overflow_and_limits_are_news() {
+        let plan = WatchPlan::new(&targets());
+        let ev = notify::Event::new(EventKind::Other).set_flag(Flag::Rescan);
+        assert_eq!(classify(&plan, Ok(ev)), Some(WatchNews::Overflow));
+        let err = notify::Error::new(notify::ErrorKind::MaxFilesWatch);
+        assert!(matches!(
+            classify(&plan, Err(err)),
+            Some(WatchNews::Lost {
+                reason: "limit",
+                ..
+            })
+        ));
+        let err = notify::Error::io(std::io::Error::from_raw_os_error(28));
+        assert!(matches!(
+            lost(&err),
+            WatchNews::Lost {
+                reason: "limit",
+                ..
+            }
+        ));
+        let err = notify::Error::generic("boom");
+        assert!(matches!(
+            lost(&err),
+            WatchNews::Lost {
+                reason: "backend",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_real_edit_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("motd");
+        std::fs::write(&file, "a").unwrap();
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("File", "motd"),
+            class: "critical".into(),
+            path: file.clone(),
+            subtree: false,
+        }]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (w, failures) = Watcher::start(&plan, move |n| {
+            let _ = tx.send(n);
+        })
+        .unwrap();
+        assert_eq!(w.watched(), 1);
+        assert!(failures.is_empty());
+        // Replace atomically, like an editor or an apply.
+        let tmp = dir.path().join(".motd.tmp");
+        std::fs::write(&tmp, "b").unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        let news = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        assert!(matches!(news, WatchNews::Changed(m) if m.contains_key("critical")));
+    }
+
+    #[test]
+    fn a_missing_folder_is_reported_not_hidden() {
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("Tree", "gone"),
+            class: "critical".into(),
+            path: "/nonexistent/datum-agent-test/tree".into(),
+            subtree: true,
+        }]);
+        let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
+        assert_eq!(w.watched(), 0);
+        assert!(
+            matches!(
+                failures.as_slice(),
+                [WatchNews::Lost {
+                    reason: "missing",
+                    ..
+                }]
+            ),
+            "{failures:?}"
+        );
+    }
+}
