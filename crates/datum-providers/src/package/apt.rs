@@ -351,8 +351,8 @@ fn run(
     }
 }
 
-/// apt's `E:` lines from its output (stderr first), at most [`MAX_LINES`],
-/// each cut to [`LINE_LIMIT`] characters. Without any, the last lines of
+/// apt's `E:` lines from its output (stderr first), at most eight,
+/// each cut to 300 characters. Without any, the last lines of
 /// stderr (or stdout): dpkg's own errors are not prefixed.
 pub fn error_lines(stderr: &str, stdout: &str) -> Vec<String> {
     let errors: Vec<String> = stderr
