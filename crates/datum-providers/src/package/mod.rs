@@ -635,10 +635,12 @@ Version: 3.0
             diff_for(
                 &host,
                 "pinned",
-                json!({"state": "held", "version": "2.5-*"})
+                json!({"state": "held", "version": "1:2.5-*"})
             )
             .is_empty()
         );
+        // The epoch is part of the version.
+        assert!(!diff_for(&host, "pinned", json!({"version": "2.5-*"})).is_empty());
         assert!(diff_for(&host, "leftover", json!({"state": "absent"})).is_empty());
         assert!(diff_for(&host, "nosuch", json!({"state": "absent"})).is_empty());
     }
