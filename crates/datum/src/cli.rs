@@ -79,6 +79,24 @@ pub enum Command {
     /// Inspect and restore the content saved before files were replaced or removed.
     #[command(subcommand)]
     Backup(BackupCommand),
+    /// Check continuously: per-class schedules, file-change watches, Prometheus metrics.
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Check every class once, then exit with `datum check`'s code (for cron).
+    #[arg(long)]
+    pub once: bool,
+    /// Where to serve /metrics and /healthz (loopback by default).
+    #[arg(long, value_name = "ADDR", default_value = datum_agent::http::DEFAULT_LISTEN)]
+    pub listen: String,
+    /// Interval of the backstop pass over every class.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub full_interval: Duration,
+    /// How long file-change events are gathered before a watched class is checked.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub debounce: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! plus one function in `commands/`; everything a person reads is produced in
 //! `render/`; exit codes are decided in `exit.rs` only.
 
+mod agent;
 mod cli;
 mod commands;
 mod context;

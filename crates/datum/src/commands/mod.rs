@@ -1,5 +1,6 @@
 //! One module per command: an args struct (in `cli.rs`) plus one function.
 
+mod agent;
 mod apply;
 mod backup;
 mod catalogue;
@@ -21,5 +22,6 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Apply => apply::run(global),
         Command::Backup(cmd) => backup::run(global, cmd),
         Command::Validators => validators::run(global),
+        Command::Agent(args) => agent::run(global, args),
     }
 }
