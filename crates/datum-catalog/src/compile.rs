@@ -24,6 +24,10 @@ use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repositor
 use datum_providers::{FieldError, Provider};
 
 use crate::catalogue::{Catalogue, declaration_hash};
+
+/// Fields naming resources whose change notifies this one (engine-level
+/// activation: the requirement is implied).
+const NOTIFY_FIELDS: &[&str] = &["reload_on", "restart_on"];
 use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
 use crate::graph;
 use crate::host::HostIdentity;
@@ -513,7 +517,29 @@ impl<'r> Analysis<'r> {
                 Some((path.to_owned(), m.id.kind == DIRECTORY_KIND))
             })
             .collect();
-        let added = graph::add_parent_edges(&mut plain, &paths);
+        let mut added = graph::add_parent_edges(&mut plain, &paths);
+        // A resource that reloads or restarts on others (a Service's
+        // `reload_on`/`restart_on`) runs after them, so it sees their changes
+        // in the same pass.
+        for (from, m) in merged.iter().enumerate() {
+            for field in NOTIFY_FIELDS {
+                let Some(list) = m.fields.get(*field).and_then(|f| f.0.as_array()) else {
+                    continue;
+                };
+                for text in list.iter().filter_map(|v| v.as_str()) {
+                    let Ok(id) = ResourceId::parse(text) else {
+                        continue;
+                    };
+                    let Some(to) = merged.iter().position(|o| o.id == id) else {
+                        continue;
+                    };
+                    if to != from && !graph::reaches(&plain, to, from) {
+                        plain[from].push(to);
+                        added.push((from, to));
+                    }
+                }
+            }
+        }
         let (sequence, stuck) = graph::order(&plain);
         if !stuck.is_empty() {
             return None;

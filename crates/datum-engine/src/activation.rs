@@ -299,7 +299,21 @@ fn group_report(
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    let sensitive = members.iter().any(|r| r.sensitive);
+    // The validator reads the whole configuration, not only the files that
+    // name it: any sensitive resource under the configuration's folder (an
+    // included file holding a credential) hides the output too.
+    let config_dir = def
+        .main_config
+        .and_then(|c| std::path::Path::new(c).parent())
+        .map(|d| d.to_path_buf());
+    let sensitive = members.iter().any(|r| r.sensitive)
+        || catalogue.resources.iter().any(|r| {
+            r.sensitive
+                && config_dir.as_ref().is_some_and(|dir| {
+                    r.desired_str("path")
+                        .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
+                })
+        });
     let not_reloaded = if service.kind == "Service" {
         format!("; {service} not reloaded")
     } else {

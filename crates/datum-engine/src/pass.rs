@@ -134,7 +134,13 @@ pub fn run_pass(
                 // the host since then.
                 let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
                 let cached = observations.take(index).filter(|_| !fresh);
-                run_resource(resource, cached, verified.get(&resource.id), ctx)
+                run_resource(
+                    resource,
+                    cached,
+                    verified.get(&resource.id),
+                    &mut notifications,
+                    ctx,
+                )
             }
         };
         if matches!(
@@ -193,6 +199,7 @@ fn run_resource(
     resource: &Resource,
     cached: Option<Result<Observed, ProviderError>>,
     known: Option<&VerifiedRecord>,
+    notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
 ) -> Step {
     let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
@@ -238,8 +245,13 @@ fn run_resource(
                 detail: rejection.detail,
             };
         }
+        notifications.resource_changed(resource, ctx);
         return Step::new(action, diff, Outcome::WouldChange { intent });
     }
+    // The services this resource notifies owe an activation from the moment
+    // the change is about to happen: recorded durably before the write, so a
+    // pass killed after the write still leaves the reload owed.
+    notifications.resource_changed(resource, ctx);
 
     backup_before_change(provider, resource, &observed, &diff, ctx);
     let mut gate = ValidationGate {

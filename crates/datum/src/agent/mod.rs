@@ -127,9 +127,8 @@ impl ClassChecker for RepoChecker {
         if !paths.repo.join("datum.yaml").is_file() {
             return Err(self.other(RepoProblem::NoSettings));
         }
-        let identity =
-            HostIdentity::load(&paths.root, paths.host_file.as_deref(), &paths.labels)
-                .map_err(|e| self.other(e))?;
+        let identity = HostIdentity::load(&paths.root, paths.host_file.as_deref(), &paths.labels)
+            .map_err(|e| self.other(e))?;
         let repository = Repository::load(&paths.repo).map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&repository.settings.classes) {
             Ok(c) => c,
@@ -201,7 +200,9 @@ impl ClassChecker for RepoChecker {
             by_class.entry(r.class.clone()).or_default().push(r);
         }
         let quarantined: HashSet<ResourceId> = match self.store.as_ref().map(Store::quarantined) {
-            Some(Ok(q)) => datum_drift::policy::skip_set(&q, catalogue.resources.iter().map(|r| &r.id)),
+            Some(Ok(q)) => {
+                datum_drift::policy::skip_set(&q, catalogue.resources.iter().map(|r| &r.id))
+            }
             _ => HashSet::new(),
         };
 
@@ -228,8 +229,13 @@ impl ClassChecker for RepoChecker {
                 }
             }
             let took = t0.elapsed();
-            inspections.push((class.clone(), u64::try_from(took.as_millis()).unwrap_or(u64::MAX)));
-            report.classes.insert(class.clone(), self.class_picture(class, took));
+            inspections.push((
+                class.clone(),
+                u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            ));
+            report
+                .classes
+                .insert(class.clone(), self.class_picture(class, took));
         }
         report.exit_code = if any_error {
             1
@@ -317,7 +323,9 @@ impl RepoChecker {
             batch.commit()
         })();
         if let Err(e) = result {
-            (self.warn)(&format!("could not record the check in the state store: {e}"));
+            (self.warn)(&format!(
+                "could not record the check in the state store: {e}"
+            ));
         }
     }
 }
@@ -379,7 +387,11 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
         .collect();
     // A class a resource names but datum.yaml does not declare gets the
     // defaults (lint reports unknown names; this guards the agent).
-    let used: BTreeSet<&str> = catalogue.resources.iter().map(|r| r.class.as_str()).collect();
+    let used: BTreeSet<&str> = catalogue
+        .resources
+        .iter()
+        .map(|r| r.class.as_str())
+        .collect();
     for name in used {
         if !specs.iter().any(|s| s.name == name) {
             let c = classes.get(name);

@@ -15,8 +15,13 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             global.repo.display()
         );
     }
-    // With a host identity, templates are rendered for this host too.
-    let identity = crate::context::identity(global).ok();
+    // With a declared host identity (a host file or labels), templates are
+    // rendered for this host too; without one they are parsed only.
+    let identity = datum_catalog::HostIdentity::load_if_declared(
+        &global.root,
+        global.host_file.as_deref(),
+        &global.labels,
+    )?;
     let diagnostics = datum_catalog::lint(&global.repo, identity.as_ref());
     let mut out = anstream::stdout();
     match global.output {

@@ -212,3 +212,21 @@ fn a_corrupt_state_store_is_rebuilt_with_a_warning_never_a_crash() {
     assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "x\n");
     assert_exit(&s.datum(&["apply"]), 0);
 }
+
+#[test]
+fn a_service_is_ordered_after_the_resources_it_reloads_on() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Service\nname: nginx\ndesired:\n  state: running\n  reload_on: [File/site]\n\
+---\ndatum: v1alpha1\ntype: File\nname: site\ndesired:\n  path: /site.conf\n  content: \"x\\n\"\n",
+    );
+    let out = s.datum(&["catalogue"]);
+    assert_exit(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["File[site]", "Service[nginx]"], "{v}");
+}

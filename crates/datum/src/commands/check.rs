@@ -1,0 +1,765 @@
+//! `datum check`: observe and diff every resource, report drift, and apply
+//! each class's reconciliation policy.
+//!
+//! Detection never changes the host: only a class whose policy is `revert`
+//! does, through the engine's normal apply pass (validators included) on a
+//! catalogue holding just the drifted resources, after the drifted content is
+//! saved in the backup store. A resource a person quarantined is never
+//! reverted (break-glass). What the report means is decided in
+//! `datum_drift::check`; this module drives the observation (the engine's
+//! per-pass cache, class by class so each class's inspection time is
+//! measured), metadata-first decisions, the policies and the history.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use datum_catalog::Catalogue;
+use datum_core::{Observed, Presence, Resource, ResourceId};
+use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
+use datum_drift::classes::{ClassSpec, Classes, ContentMode, Policy, Scope};
+use datum_drift::policy::{FlapDecision, flap_decision};
+use datum_engine::{Mode, PassContext};
+use datum_host::Host;
+use datum_host::lock::RootLock;
+use datum_store::backup::{BackupReason, BackupStore, SavedFile};
+use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
+
+use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
+use crate::context;
+use crate::exit::ExitCode;
+
+/// The `command` recorded in the state store for checks.
+const COMMAND: &str = "check";
+
+/// Resources observed per batch: progress advances between batches.
+const BATCH: usize = 1024;
+
+pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let identity = context::identity(global)?;
+    let catalogue = context::compile(global, &identity)?;
+    let classes = load_classes(&global.repo, &catalogue)?;
+    let host = context::host(global, &identity);
+    let _lock = RootLock::acquire(&global.root, global.lock_timeout)
+        .context("cannot lock the root")?;
+    let mut store = context::open_store(global, true)
+        .context("datum check needs the state store (history, policies)")?;
+    let now = context::now();
+
+    let deep = match args.sample {
+        Some(fraction) => datum_drift::sampling::deep_check(&identity.name, args.pass_seed, fraction),
+        None => true,
+    };
+    let quarantines = store.quarantined().context("cannot read quarantines")?;
+    let person_quarantined: HashSet<String> = quarantines
+        .iter()
+        .filter(|q| q.source == QuarantineSource::Person)
+        .map(|q| match &q.target {
+            QuarantineTarget::Resource(id) => id.to_string(),
+            QuarantineTarget::Host => "host".to_owned(),
+        })
+        .collect();
+
+    // Class by class: the inspection time of each is what `datum schedule`
+    // turns into a detection bound.
+    let mut by_class: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
+    for r in &catalogue.resources {
+        if args.class.as_deref().is_none_or(|c| c == r.class) {
+            by_class.entry(r.class.as_str()).or_default().push(r);
+        }
+    }
+    let mut progress = Progress::new(catalogue.resources.len());
+    let mut stats = CheckStats {
+        deep,
+        ..CheckStats::default()
+    };
+    let mut findings: Vec<CheckFinding> = Vec::new();
+    let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    let mut timings: Vec<(String, u64, bool)> = Vec::new();
+    for (class, resources) in &by_class {
+        let spec = classes.get(class);
+        let t0 = Instant::now();
+        let full = reads_content(spec, deep, &store)?;
+        let mut to_observe: Vec<&Resource> = Vec::new();
+        for &r in resources {
+            if !full && trusted_by_metadata(r, &host, &store) {
+                stats.metadata_only += 1;
+                progress.advance(1, 0);
+                continue;
+            }
+            to_observe.push(r);
+        }
+        for chunk in to_observe.chunks(BATCH) {
+            let results = datum_engine::observe_all(chunk, &host);
+            let mut bytes = 0;
+            for (r, result) in chunk.iter().zip(results) {
+                match result {
+                    Ok(observed) => {
+                        bytes += observed.meta.as_ref().map_or(0, |m| m.size);
+                        let Some(provider) = datum_providers::lookup(&r.id.kind) else {
+                            continue;
+                        };
+                        let diff = provider.diff(r, &observed);
+                        let found = datum_drift::check::findings_for(&Inspected {
+                            id: &r.id,
+                            class: &r.class,
+                            sensitive: r.sensitive,
+                            target: r.desired_str("path"),
+                            observed: &observed,
+                            diff: &diff,
+                        });
+                        if !found.is_empty() {
+                            observations.insert(r.id.clone(), observed);
+                        }
+                        findings.extend(found);
+                    }
+                    Err(e) => errors.push((r.id.to_string(), e.to_string())),
+                }
+            }
+            progress.advance(chunk.len() as u64, bytes);
+        }
+        stats.resources += resources.len();
+        timings.push((
+            (*class).to_owned(),
+            t0.elapsed().as_millis() as u64,
+            full,
+        ));
+    }
+    progress.finish();
+
+    // Accepted observations are not drift until the declaration or the
+    // observation changes.
+    findings.retain(|f| {
+        let Some(resource) = catalogue.get(&f.id) else {
+            return true;
+        };
+        let Some(observed) = observations.get(&f.id) else {
+            return true;
+        };
+        match store.accepted(&f.id) {
+            Ok(Some(a)) => {
+                a.declaration_hash != resource.declaration_hash
+                    || a.observation_hash != observation_hash(observed)
+            }
+            _ => true,
+        }
+    });
+
+    let mut policies = Policies {
+        global,
+        args,
+        catalogue: &catalogue,
+        classes: &classes,
+        host: &host,
+        store: &mut store,
+        observations: &observations,
+        person_quarantined: &person_quarantined,
+        now,
+        backups: None,
+    };
+    let actions = policies.apply(&findings)?;
+
+    let quarantined: Vec<(String, String)> = store
+        .quarantined()
+        .context("cannot read quarantines")?
+        .into_iter()
+        .map(|q| {
+            let what = match q.target {
+                QuarantineTarget::Resource(id) => id.to_string(),
+                QuarantineTarget::Host => "host".to_owned(),
+            };
+            let who = match q.source {
+                QuarantineSource::Person => "by a person",
+                QuarantineSource::Policy => "by policy",
+                QuarantineSource::Flapping => "flapping",
+            };
+            (what, format!("{who}: {}", q.reason))
+        })
+        .collect();
+
+    stats.duration_ms = started.elapsed().as_millis() as u64;
+    let exit = if !errors.is_empty() {
+        ExitCode::ERROR
+    } else {
+        ExitCode::for_pending(!findings.is_empty() || !quarantined.is_empty())
+    };
+
+    // History: first seen and passes per finding, inspection time per class.
+    let signatures: Vec<FindingSignature> = findings
+        .iter()
+        .map(|f| {
+            let s = f.finding.signature();
+            FindingSignature {
+                subject: s.subject,
+                category: s.category,
+                paths: s.paths,
+            }
+        })
+        .collect();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for f in &findings {
+        *counts.entry(f.finding.category.clone()).or_default() += 1;
+    }
+    let record = datum_store::PassRecord {
+        started_at: now,
+        finished_at: context::now(),
+        command: COMMAND.to_owned(),
+        host: identity.name.clone(),
+        counts,
+        duration_ms: stats.duration_ms,
+        exit_code: exit.0,
+    };
+    let subjects: Vec<String> = by_class
+        .values()
+        .flatten()
+        .map(|r| r.id.to_string())
+        .collect();
+    let scope = if args.class.is_some() {
+        FindingScope::Subjects(&subjects)
+    } else {
+        FindingScope::All
+    };
+    let ages = {
+        let batch = store.batch().context("cannot write the check history")?;
+        let pass_id = batch.record_pass(&record)?;
+        for (class, ms, full) in &timings {
+            batch.record_class_inspection_full(pass_id, class, *ms, *full)?;
+        }
+        let ages = batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        batch.commit()?;
+        ages
+    };
+
+    let report = CheckReport {
+        host: identity.name.clone(),
+        findings: findings
+            .into_iter()
+            .zip(actions)
+            .enumerate()
+            .map(|(i, (finding, action))| {
+                let age = ages.get(i);
+                Reported {
+                    finding,
+                    first_seen: age.map_or(now, |a| a.first_seen),
+                    passes: age.map_or(1, |a| a.passes),
+                    action,
+                }
+            })
+            .collect(),
+        quarantined,
+        errors,
+        stats,
+    };
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, datum_drift::check::markdown(&report))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut out = anstream::stdout();
+    match global.output {
+        OutputFormat::Human => {
+            write!(out, "{}", datum_drift::check::human(&report, context::use_color(global)))?;
+        }
+        OutputFormat::Json => {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&datum_drift::check::json(&report))?
+            )?;
+        }
+    }
+    Ok(exit)
+}
+
+/// The classes of `datum.yaml`, and every resource's class checked against
+/// them.
+fn load_classes(repo: &Path, catalogue: &Catalogue) -> Result<Classes> {
+    let repository = match datum_manifest::Repository::load(repo) {
+        Ok(r) => r,
+        Err(_) => bail!("{}: cannot read datum.yaml", repo.display()),
+    };
+    let classes = match Classes::parse(&repository.settings.classes) {
+        Ok(c) => c,
+        Err(errors) => {
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            bail!("{}", lines.join("\n"));
+        }
+    };
+    let unknown = classes.unknown_classes(
+        catalogue
+            .resources
+            .iter()
+            .map(|r| (format!("{}: {}", r.origin, r.id), r.class.as_str())),
+    );
+    if !unknown.is_empty() {
+        let lines: Vec<String> = unknown
+            .iter()
+            .map(|(at, class)| format!("{at}: class `{class}` is not declared in datum.yaml `classes:`"))
+            .collect();
+        bail!("{}", lines.join("\n"));
+    }
+    Ok(classes)
+}
+
+/// Whether this check reads content for `spec`'s resources: a full class
+/// does unless sampling made this a metadata pass; a metadata class does
+/// when its audit is due.
+fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
+    if spec.content == ContentMode::Full {
+        return Ok(deep);
+    }
+    let Some(every) = spec.audit_every else {
+        return Ok(false);
+    };
+    let since = store
+        .inspections_since_full_content(COMMAND, &spec.name)
+        .context("cannot read the inspection history")?;
+    Ok(match since {
+        None => true,
+        Some(n) => n + 1 >= every,
+    })
+}
+
+/// A File whose metadata equals what its last verified apply recorded (and
+/// whose declaration has not changed since) is trusted without reading it.
+fn trusted_by_metadata(r: &Resource, host: &Host, store: &Store) -> bool {
+    if r.id.kind != "File" {
+        return false;
+    }
+    let Ok(Some(verified)) = store.last_verified(&r.id) else {
+        return false;
+    };
+    if verified.declaration_hash != r.declaration_hash {
+        return false;
+    }
+    let Some(recorded) = verified.meta else {
+        return false;
+    };
+    let Some(path) = r.desired_str("path") else {
+        return false;
+    };
+    let Ok(live) = host.resolve(Path::new(path)) else {
+        return false;
+    };
+    match datum_host::fs::lstat(&live) {
+        Ok(Some(stat)) if stat.kind == datum_host::fs::FileKind::File => {
+            datum_drift::metadata::unchanged_since_verified(&recorded, &stat.meta)
+        }
+        _ => false,
+    }
+}
+
+/// What an accepted observation is compared by: presence and the observed
+/// fields (content hash included), never the content itself.
+fn observation_hash(observed: &Observed) -> String {
+    let value = serde_json::json!({"presence": observed.presence, "fields": observed.fields});
+    datum_core::sha256_hex(value.to_string().as_bytes())
+}
+
+/// The policies of the classes, applied to this check's findings.
+struct Policies<'a> {
+    global: &'a GlobalArgs,
+    args: &'a CheckArgs,
+    catalogue: &'a Catalogue,
+    classes: &'a Classes,
+    host: &'a Host,
+    store: &'a mut Store,
+    observations: &'a BTreeMap<ResourceId, Observed>,
+    person_quarantined: &'a HashSet<String>,
+    now: i64,
+    backups: Option<BackupStore>,
+}
+
+impl Policies<'_> {
+    /// One action word per finding, in order.
+    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<String>> {
+        let mut actions: Vec<String> = vec!["reported".to_owned(); findings.len()];
+        let mut to_revert: Vec<ResourceId> = Vec::new();
+        let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
+        for f in findings {
+            if handled.contains_key(&f.id) {
+                continue;
+            }
+            let spec = self.classes.get(&f.class);
+            let action = match spec.policy {
+                Policy::Report => "reported".to_owned(),
+                Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
+                Policy::Accept => self.accept(&f.id, findings)?,
+                Policy::Quarantine => {
+                    let target = match spec.scope {
+                        Scope::Host => QuarantineTarget::Host,
+                        Scope::Resource => QuarantineTarget::Resource(f.id.clone()),
+                    };
+                    self.store.quarantine(
+                        &target,
+                        &format!("drift: {}", f.finding.category),
+                        QuarantineSource::Policy,
+                        self.now,
+                    )?;
+                    "quarantined".to_owned()
+                }
+            };
+            handled.insert(f.id.clone(), action);
+        }
+        if !to_revert.is_empty() {
+            for (id, outcome) in self.revert(&to_revert, findings)? {
+                handled.insert(id, outcome);
+            }
+        }
+        for (i, f) in findings.iter().enumerate() {
+            if let Some(a) = handled.get(&f.id) {
+                actions[i] = a.clone();
+            }
+        }
+        Ok(actions)
+    }
+
+    fn decide_revert(
+        &mut self,
+        spec: &ClassSpec,
+        id: &ResourceId,
+        to_revert: &mut Vec<ResourceId>,
+    ) -> Result<String> {
+        // Break-glass: what a person quarantined stays as the person left it.
+        if self.person_quarantined.contains(&id.to_string())
+            || self.person_quarantined.contains("host")
+        {
+            return Ok("not reverted: quarantined by a person".to_owned());
+        }
+        if self
+            .store
+            .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
+            .is_some()
+        {
+            return Ok("not reverted: quarantined".to_owned());
+        }
+        let window_start = self.now - spec.flap_window.as_secs() as i64;
+        let count = self.store.record_revert(id, self.now, window_start)?;
+        Ok(match flap_decision(count, spec.flap_limit) {
+            FlapDecision::Revert => {
+                to_revert.push(id.clone());
+                "reverting".to_owned()
+            }
+            FlapDecision::BackOff => format!(
+                "backed off: reverted {} times within {}",
+                count - 1,
+                humantime::format_duration(spec.flap_window)
+            ),
+            FlapDecision::Escalate => {
+                self.store.quarantine(
+                    &QuarantineTarget::Resource(id.clone()),
+                    &format!(
+                        "flapping: drifted again after {} reverts within {}",
+                        count - 1,
+                        humantime::format_duration(spec.flap_window)
+                    ),
+                    QuarantineSource::Flapping,
+                    self.now,
+                )?;
+                "quarantined: flapping".to_owned()
+            }
+        })
+    }
+
+    fn backups(&mut self) -> Result<&mut BackupStore> {
+        if self.backups.is_none() {
+            self.backups = Some(context::open_backups(self.global)?);
+        }
+        self.backups
+            .as_mut()
+            .context("the backup store could not be opened")
+    }
+
+    /// Saves the drifted content of `id` (regular files it manages, or the
+    /// changed and unmanaged files inside a Tree) with `reason`.
+    fn save_evidence(
+        &mut self,
+        id: &ResourceId,
+        findings: &[CheckFinding],
+        reason: BackupReason,
+    ) -> Result<()> {
+        let Some(resource) = self.catalogue.get(id) else {
+            return Ok(());
+        };
+        let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+            return Ok(());
+        };
+        let mut paths: Vec<PathBuf> = Vec::new();
+        if id.kind == "Tree" {
+            for f in findings.iter().filter(|f| &f.id == id) {
+                if matches!(f.finding.category.as_str(), "changed_outside" | "unmanaged") {
+                    paths.extend(f.finding.diffs.iter().map(|d| base.join(d.path())));
+                }
+            }
+        } else {
+            paths.push(base);
+        }
+        let host = self.host;
+        let now = self.now;
+        let sensitive = resource.sensitive;
+        let backups = self.backups()?;
+        for declared in paths {
+            let Ok(live) = host.resolve(&declared) else {
+                continue;
+            };
+            let Ok(Some(stat)) = datum_host::fs::lstat(&live) else {
+                continue;
+            };
+            if stat.kind != datum_host::fs::FileKind::File {
+                continue;
+            }
+            let Ok(bytes) = datum_host::fs::read(&live) else {
+                continue;
+            };
+            backups.save(&SavedFile {
+                resource: id,
+                declared_path: &declared,
+                bytes: &bytes,
+                mode: stat.meta.mode,
+                uid: stat.meta.uid,
+                gid: stat.meta.gid,
+                reason,
+                sensitive,
+                at: now,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies the declaration to `ids` only, through the engine (staging,
+    /// validators, verify), after saving what drifted.
+    fn revert(
+        &mut self,
+        ids: &[ResourceId],
+        findings: &[CheckFinding],
+    ) -> Result<Vec<(ResourceId, String)>> {
+        for id in ids {
+            self.save_evidence(id, findings, BackupReason::Revert)?;
+        }
+        let wanted: HashSet<&ResourceId> = ids.iter().collect();
+        let filtered = Catalogue {
+            host: self.catalogue.host.clone(),
+            resources: self
+                .catalogue
+                .resources
+                .iter()
+                .filter(|r| wanted.contains(&r.id))
+                .cloned()
+                .collect(),
+            autorequires: Vec::new(),
+        };
+        let mut ctx = PassContext {
+            host: self.host,
+            mode: Mode::Apply,
+            store: Some(&mut *self.store),
+            backups: self.backups.as_mut(),
+            now: self.now,
+            skip: HashSet::new(),
+        };
+        let summary =
+            datum_engine::run_pass(&filtered, &mut ctx, &mut datum_engine::SilentReporter);
+        Ok(summary
+            .resources
+            .into_iter()
+            .filter(|r| wanted.contains(&r.id))
+            .map(|r| {
+                let word = match &r.outcome {
+                    datum_core::Outcome::Changed { .. } | datum_core::Outcome::Unchanged => {
+                        "reverted".to_owned()
+                    }
+                    other => match other {
+                        datum_core::Outcome::Failed { reason, .. } => {
+                            format!("revert failed: {reason}")
+                        }
+                        o => format!("revert {}", o.word()),
+                    },
+                };
+                (r.id, word)
+            })
+            .collect())
+    }
+
+    /// Records the observation as accepted and writes the patch that makes
+    /// the repository follow it.
+    fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String> {
+        let (Some(resource), Some(observed)) = (self.catalogue.get(id), self.observations.get(id))
+        else {
+            return Ok("reported".to_owned());
+        };
+        self.save_evidence(id, findings, BackupReason::Drift)?;
+        self.store.accept(
+            id,
+            &resource.declaration_hash,
+            &observation_hash(observed),
+            self.now,
+        )?;
+        let dir = self
+            .args
+            .patch_dir
+            .clone()
+            .unwrap_or_else(|| self.global.root.join(context::STATE_DIR).join("accepted"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let written = write_accept_patch(&self.global.repo, resource, observed, findings, &dir)?;
+        Ok(format!("accepted (patch: {})", written.display()))
+    }
+}
+
+/// Writes `<dir>/<Kind>-<name>.patch` (content, against the repository
+/// source when it is a `source:` file) or `.content` (the observed bytes, for
+/// inline content and templates), and appends to `<dir>/SUMMARY.md` what to
+/// commit. Returns the file written.
+fn write_accept_patch(
+    repo: &Path,
+    resource: &Resource,
+    observed: &Observed,
+    findings: &[CheckFinding],
+    dir: &Path,
+) -> Result<PathBuf> {
+    let id = &resource.id;
+    let mut notes: Vec<String> = Vec::new();
+    let mut written = dir.join(datum_drift::policy::patch_file_name(id, "txt"));
+    let source = declared_source(repo, id);
+    if observed.presence == Presence::Present
+        && let (Some(live), Some(declared)) = (&observed.content, &resource.content)
+        && !resource.sensitive
+        && live != &declared.bytes
+    {
+        match &source {
+            Some((key, rel)) if key == "source" => {
+                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared.bytes, live)
+                {
+                    written = dir.join(datum_drift::policy::patch_file_name(id, "patch"));
+                    std::fs::write(&written, patch)
+                        .with_context(|| format!("cannot write {}", written.display()))?;
+                    notes.push(format!(
+                        "apply `{}` to the repository (`patch -p1` or `git apply`): it updates `{rel}`",
+                        written.display()
+                    ));
+                }
+            }
+            other => {
+                written = dir.join(datum_drift::policy::patch_file_name(id, "content"));
+                std::fs::write(&written, live)
+                    .with_context(|| format!("cannot write {}", written.display()))?;
+                let what = match other {
+                    Some((key, rel)) => format!("`{key}: {rel}`"),
+                    None => "the inline `content:`".to_owned(),
+                };
+                notes.push(format!(
+                    "the observed content is in `{}`; carry it into {what} by hand",
+                    written.display()
+                ));
+            }
+        }
+    }
+    for f in findings.iter().filter(|f| &f.id == id) {
+        for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
+            let at = resource
+                .field_origins
+                .get(d.path())
+                .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+            notes.push(format!(
+                "{at}: set `{}` to `{}` ({})",
+                d.path(),
+                d.before_display(),
+                f.finding.category
+            ));
+        }
+    }
+    if notes.is_empty() {
+        notes.push("nothing to carry (sensitive or no declared content)".to_owned());
+        std::fs::write(&written, "")?;
+    }
+    let mut summary = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("SUMMARY.md"))
+        .with_context(|| format!("cannot write {}", dir.join("SUMMARY.md").display()))?;
+    writeln!(summary, "## {id} (declared at {})", resource.origin)?;
+    for n in notes {
+        writeln!(summary, "- {n}")?;
+    }
+    writeln!(summary)?;
+    Ok(written)
+}
+
+/// The content key (`source`, `template`) of the document that declares
+/// `id`'s content, and its path relative to the repository.
+fn declared_source(repo: &Path, id: &ResourceId) -> Option<(String, String)> {
+    let repository = datum_manifest::Repository::load(repo).ok()?;
+    let mut found = None;
+    for doc in repository.documents.iter().filter(|d| &d.id == id) {
+        for (key, value, _) in doc.desired_fields() {
+            if matches!(key, "source" | "template") {
+                let text = value.as_str()?;
+                let layer = repository.layer_of(doc)?;
+                let rel = layer.path.join(text);
+                found = Some((key.to_owned(), rel.to_string_lossy().into_owned()));
+            } else if key == "content" {
+                found = None;
+            }
+        }
+    }
+    found
+}
+
+/// A progress line on stderr, only on a terminal and only once a check has
+/// run for a second: resources inspected, bytes read, rate.
+struct Progress {
+    started: Instant,
+    total: u64,
+    done: u64,
+    bytes: u64,
+    bar: Option<indicatif::ProgressBar>,
+    enabled: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress {
+            started: Instant::now(),
+            total: total as u64,
+            done: 0,
+            bytes: 0,
+            bar: None,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn advance(&mut self, resources: u64, bytes: u64) {
+        self.done += resources;
+        self.bytes += bytes;
+        if !self.enabled || self.started.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(self.total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{pos}/{len} resources {msg}")
+            {
+                bar.set_style(style);
+            }
+            bar
+        });
+        let secs = self.started.elapsed().as_secs_f64().max(0.001);
+        bar.set_position(self.done);
+        bar.set_message(format!(
+            "{:.1} MiB hashed, {:.1} MiB/s",
+            self.bytes as f64 / 1048576.0,
+            self.bytes as f64 / 1048576.0 / secs
+        ));
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

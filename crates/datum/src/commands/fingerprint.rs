@@ -1,0 +1,47 @@
+//! `datum fingerprint PATH`: a tree's Merkle root hash (native by default;
+//! `--compat` is byte for byte the specification's reference function).
+//!
+//! The path is taken as given, not under `--root`: it fingerprints any tree
+//! (a host's, a repository folder, a benchmark estate). Must not: contain
+//! fingerprint logic (that is `datum_drift::fingerprint`).
+
+use std::io::Write as _;
+
+use anyhow::{Context as _, Result};
+use datum_drift::fingerprint::{Algorithm, Exclusions, ScanOptions, scan};
+
+use crate::cli::FingerprintArgs;
+use crate::exit::ExitCode;
+
+pub fn run(args: &FingerprintArgs) -> Result<ExitCode> {
+    let exclude = if args.exclude.is_empty() {
+        None
+    } else {
+        Some(Exclusions::new(&args.exclude).context("bad --exclude rule")?)
+    };
+    let opts = ScanOptions {
+        algorithm: if args.compat {
+            Algorithm::Compat
+        } else {
+            Algorithm::Native
+        },
+        exclude,
+        threads: args.threads,
+        progress: None,
+    };
+    let scanned = scan(&args.path, &opts)
+        .with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
+    let mut out = std::io::stdout().lock();
+    if args.verbose {
+        for (path, node) in scanned.tree.walk() {
+            let shown = if path.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                path.display().to_string()
+            };
+            writeln!(out, "{}  {shown}", node.hash)?;
+        }
+    }
+    writeln!(out, "{}", scanned.root_hash())?;
+    Ok(ExitCode::CLEAN)
+}

@@ -1,0 +1,82 @@
+//! `datum schedule`: per class, the check interval, the inspection time
+//! measured over recent checks (p50/p95 from the state store) and the
+//! detection bound = interval + p95: how long drift can go unnoticed.
+//!
+//! Must not: inspect the host (it reads the catalogue and the store).
+
+use std::io::Write as _;
+
+use anyhow::Result;
+use datum_drift::classes::Classes;
+use datum_drift::schedule::{ScheduleRow, format_ms};
+
+use crate::cli::{GlobalArgs, OutputFormat};
+use crate::context;
+use crate::exit::ExitCode;
+
+/// Checks the percentiles are taken over.
+const RECENT: usize = 50;
+
+pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
+    let identity = context::identity(global)?;
+    let catalogue = context::compile(global, &identity)?;
+    let settings = match datum_manifest::Repository::load(&global.repo) {
+        Ok(r) => r.settings,
+        Err(_) => anyhow::bail!("{}: cannot read datum.yaml", global.repo.display()),
+    };
+    let classes = Classes::parse(&settings.classes).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!(lines.join("\n"))
+    })?;
+    let store = context::open_store(global, false);
+    let rows: Vec<ScheduleRow> = classes
+        .classes
+        .values()
+        .map(|spec| {
+            let count = catalogue
+                .resources
+                .iter()
+                .filter(|r| classes.get(&r.class).name == spec.name)
+                .count();
+            let p = store
+                .as_ref()
+                .and_then(|s| s.inspection_percentiles("check", Some(&spec.name), RECENT).ok())
+                .flatten()
+                .map(|p| (p.p50_ms, p.p95_ms, p.samples));
+            ScheduleRow::new(spec, count, p)
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    match global.output {
+        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?,
+        OutputFormat::Human => {
+            writeln!(
+                out,
+                "{:<12} {:>9} {:>9} {:<10} {:<10} {:>9} {:>9} {:>14}",
+                "CLASS", "RESOURCES", "INTERVAL", "CONTENT", "POLICY", "P50", "P95", "DETECTED WITHIN"
+            )?;
+            for r in &rows {
+                let content = match (r.content, r.audit_every) {
+                    (datum_drift::classes::ContentMode::Full, _) => "full".to_owned(),
+                    (_, Some(n)) => format!("meta/{n}"),
+                    (_, None) => "metadata".to_owned(),
+                };
+                let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), format_ms);
+                writeln!(
+                    out,
+                    "{:<12} {:>9} {:>9} {:<10} {:<10} {:>9} {:>9} {:>14}",
+                    r.class,
+                    r.resources,
+                    format_ms(r.interval_s * 1000),
+                    content,
+                    r.policy.word(),
+                    ms(r.p50_ms),
+                    ms(r.p95_ms),
+                    r.detection_bound_ms
+                        .map_or_else(|| "(no check yet)".to_owned(), format_ms),
+                )?;
+            }
+        }
+    }
+    Ok(ExitCode::CLEAN)
+}
