@@ -305,6 +305,9 @@ testbed_test!(a_batch_installs_every_pending_package_in_one_transaction, {
         assert_eq!(after.fields["state"], json!("installed"));
     }
     assert_eq!(history_entries(), entries + 1, "no further transaction");
+    // Once verified, observing shows the host as it is.
+    let now = PackageProvider.observe(&host, &a).unwrap();
+    assert_eq!(now.fields["state"], json!("installed"));
     assert_eq!(version_of("datum-it-batch-b").as_deref(), Some("3.1"));
 
     // The next pass has nothing to install.

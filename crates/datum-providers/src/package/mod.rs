@@ -405,6 +405,16 @@ fn before_batch(host: &Host, id: &ResourceId) -> Option<Observed> {
         .cloned()
 }
 
+/// Forgets that snapshot once the resource is verified: from then on the
+/// pass has reported the change, and observing it shows the host as it is.
+fn forget_batch(host: &Host, id: &ResourceId) {
+    host.pass_cache::<BatchState>()
+        .before
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(id);
+}
+
 /// Makes the package match the declaration, acting on a fresh reading.
 fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
     let status_error = |source| PackageError::Status {
@@ -521,11 +531,12 @@ impl Provider for PackageProvider {
         Ok(converge(host, &spec)?)
     }
 
-    /// Reads the database afresh (not the batch's "before"), compares the
+    /// Reads the database afresh (not the batch's "before", which it forgets), compares the
     /// fields, and, when they match, requires a consistent database: an
     /// error naming what dpkg left unfinished otherwise.
     fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
         let spec = spec(resource)?;
+        forget_batch(host, &resource.id);
         let observed = observe_fresh(host, &spec)?;
         let diff = diff_spec(&spec, &observed);
         if diff.is_empty() && spec.state.wants_installed() {
