@@ -81,6 +81,71 @@ pub enum Command {
     Backup(BackupCommand),
     /// Check continuously: per-class schedules, file-change watches, Prometheus metrics.
     Agent(AgentArgs),
+    /// Report drift (exit 0 none, 2 drift, 1 error); apply each class's policy.
+    Check(CheckArgs),
+    /// Per class: interval, inspection time (p50/p95) and detection bound.
+    Schedule,
+    /// Print a tree's Merkle fingerprint (the path as given, not under --root).
+    Fingerprint(FingerprintArgs),
+    /// Exclude a resource (or the host) from apply and from revert, until released.
+    Quarantine(QuarantineArgs),
+    /// End a quarantine.
+    Release(ReleaseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Also write the report as Markdown to FILE (for an issue tracker).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Deep-check this host only when hash(host, seed) falls under FRACTION (0..1); metadata otherwise.
+    #[arg(long, value_name = "FRACTION")]
+    pub sample: Option<f64>,
+    /// Seed of this pass for --sample (share it across a fleet).
+    #[arg(long, default_value_t = 0)]
+    pub pass_seed: u64,
+    /// Check only the resources of this class.
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Where policy `accept` writes patches (default <root>/var/lib/datum/accepted).
+    #[arg(long)]
+    pub patch_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// The tree to fingerprint.
+    pub path: PathBuf,
+    /// The specification's reference algorithm (SHA-256), byte for byte.
+    #[arg(long)]
+    pub compat: bool,
+    /// Leave out entries matching this gitignore rule (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
+    /// Hashing threads (0: automatic).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct QuarantineArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Quarantine the whole host instead.
+    #[arg(long)]
+    pub host: bool,
+    /// Why (shown by every check until release).
+    #[arg(long)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Release the host's quarantine.
+    #[arg(long)]
+    pub host: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,10 +10,10 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 use datum_drift::fingerprint::{Algorithm, Exclusions, ScanOptions, scan};
 
-use crate::cli::FingerprintArgs;
+use crate::cli::{FingerprintArgs, GlobalArgs};
 use crate::exit::ExitCode;
 
-pub fn run(args: &FingerprintArgs) -> Result<ExitCode> {
+pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
     let exclude = if args.exclude.is_empty() {
         None
     } else {
@@ -32,7 +32,7 @@ pub fn run(args: &FingerprintArgs) -> Result<ExitCode> {
     let scanned = scan(&args.path, &opts)
         .with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
     let mut out = std::io::stdout().lock();
-    if args.verbose {
+    if global.verbose {
         for (path, node) in scanned.tree.walk() {
             let shown = if path.as_os_str().is_empty() {
                 ".".to_owned()

@@ -4,8 +4,12 @@ mod agent;
 mod apply;
 mod backup;
 mod catalogue;
+mod check;
+mod fingerprint;
 mod lint;
 mod pass;
+mod release;
+mod schedule;
 mod validators;
 
 use anyhow::Result;
@@ -23,5 +27,10 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Backup(cmd) => backup::run(global, cmd),
         Command::Validators => validators::run(global),
         Command::Agent(args) => agent::run(global, args),
+        Command::Check(args) => check::run(global, args),
+        Command::Schedule => schedule::run(global),
+        Command::Fingerprint(args) => fingerprint::run(global, args),
+        Command::Quarantine(args) => release::quarantine(global, args),
+        Command::Release(args) => release::release(global, args),
     }
 }
