@@ -44,12 +44,15 @@ impl WatchPlan {
     pub fn new(targets: &[WatchTarget]) -> Self {
         let mut plan = Self::default();
         for t in targets {
+            // The kernel reports absolute paths (notify joins a relative
+            // watch path to the current folder), so keys must be absolute
+            // too, or a `--root` given as a relative path sees nothing.
+            let path = std::path::absolute(&t.path).unwrap_or_else(|_| t.path.clone());
             if t.subtree {
-                plan.trees
-                    .push((t.path.clone(), t.class.clone(), t.resource.clone()));
+                plan.trees.push((path, t.class.clone(), t.resource.clone()));
             } else {
                 plan.files
-                    .entry(t.path.clone())
+                    .entry(path)
                     .or_default()
                     .push((t.class.clone(), t.resource.clone()));
             }
@@ -250,6 +253,22 @@ mod tests {
         assert_eq!(classify(&plan, Ok(ev)), None);
         let ev = notify::Event::new(EventKind::Access(AccessKind::Close(AccessMode::Write)))
             .add_path("/r/etc/ssh/sshd_config".into());
+        assert!(matches!(
+            classify(&plan, Ok(ev)),
+            Some(WatchNews::Changed(_))
+        ));
+    }
+
+    #[test]
+    fn relative_paths_match_the_absolute_paths_the_kernel_reports() {
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("File", "motd"),
+            class: "critical".into(),
+            path: "root/etc/motd".into(),
+            subtree: false,
+        }]);
+        let abs = std::env::current_dir().unwrap().join("root/etc/motd");
+        let ev = notify::Event::new(EventKind::Modify(ModifyKind::Any)).add_path(abs);
         assert!(matches!(
             classify(&plan, Ok(ev)),
             Some(WatchNews::Changed(_))
