@@ -483,3 +483,86 @@ testbed_test!(a_hand_edited_conffile_is_reported_and_kept_on_upgrade, {
     let drift = package::changed_conffiles(&host(), Some(&names)).unwrap();
     assert!(drift[0].is_missing(), "{drift:?}");
 });
+
+/// A package with its own control file (for `Conflicts:`, which the test
+/// kit's builder does not write): files are written after the generated
+/// control, so this one replaces it.
+fn with_control(name: &str, version: &str, extra: &str) -> DebPackage {
+    DebPackage::new(name, version).file(
+        "/DEBIAN/control",
+        format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: Datum tests <tests@datum.invalid>\nDescription: Datum test package {name}\n{extra}"
+        ),
+    )
+}
+
+testbed_test!(
+    a_conflicting_package_is_replaced_only_when_declared_absent,
+    {
+        let _apt = within::lock("apt");
+        let _purge = Purge::new(&["datum-it-flavour-a", "datum-it-flavour-b"]);
+        let _repo = LocalRepo::publish(
+            "it-flavour",
+            &[
+                with_control(
+                    "datum-it-flavour-a",
+                    "1.0",
+                    "Conflicts: datum-it-flavour-b\n",
+                ),
+                with_control(
+                    "datum-it-flavour-b",
+                    "1.0",
+                    "Conflicts: datum-it-flavour-a\n",
+                ),
+            ],
+        );
+        let a = resource("a", json!({"name": "datum-it-flavour-a"}));
+        pass(&a).unwrap();
+        let b = resource("b", json!({"name": "datum-it-flavour-b"}));
+
+        // Not declared absent: apt would have to remove it, so nothing changes.
+        let err = pass(&b).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "installing datum-it-flavour-b on testbed would also remove datum-it-flavour-a"
+            ),
+            "{err}"
+        );
+        let outcome = package::install_batch(&host(), &[&b]).unwrap();
+        assert!(
+            outcome.installed.is_empty() && outcome.left.len() == 1,
+            "{outcome:?}"
+        );
+        assert_eq!(version_of("datum-it-flavour-a").as_deref(), Some("1.0"));
+        assert!(
+            !status_of("datum-it-flavour-b")
+                .unwrap_or_default()
+                .ends_with(" installed")
+        );
+
+        // Declared absent: one transaction swaps them, and both resources report it.
+        let a_absent = resource(
+            "a",
+            json!({"name": "datum-it-flavour-a", "state": "absent"}),
+        );
+        let host = host();
+        let entries = history_entries();
+        let outcome = package::install_batch(&host, &[&b, &a_absent]).unwrap();
+        assert_eq!(outcome.installed, std::slice::from_ref(&b.id));
+        assert_eq!(outcome.removed, std::slice::from_ref(&a_absent.id));
+        assert_eq!(history_entries(), entries + 1);
+        let (diff, _) = pass_on(&host, &a_absent).unwrap();
+        assert_eq!(diff.action(), Action::Remove);
+        let (diff, _) = pass_on(&host, &b).unwrap();
+        assert_eq!(diff.action(), Action::Create);
+        assert_eq!(
+            status_of("datum-it-flavour-b").as_deref(),
+            Some("install ok installed")
+        );
+        assert!(
+            !status_of("datum-it-flavour-a")
+                .unwrap_or_default()
+                .ends_with(" installed")
+        );
+    }
+);

@@ -74,14 +74,32 @@ fn apt_get(verb: &str) -> CommandSpec {
 /// recommended package to get it). `--allow-downgrades`: a declared version
 /// older than the installed one is a declared downgrade. `--no-remove`:
 /// Datum never removes a package the repository did not declare absent, so a
-/// conflict is a failure, not a silent removal. `allow_held` lets apt change
-/// a held package, for a declaration that names a version for it.
-pub fn install(pins: &[String], allow_held: bool) -> Result<(), AptFailure> {
-    let mut spec = apt_get("install").args([
-        "--no-install-recommends",
-        "--allow-downgrades",
-        "--no-remove",
-    ]);
+/// conflict is a failure, not a silent removal; except that when apt stops
+/// for that reason and a simulation shows that everything it would remove is
+/// in `may_remove` (the packages the repository declares absent, as when
+/// nginx-full replaces nginx-light), the transaction runs again allowing
+/// exactly that. `allow_held` lets apt change a held package, for a
+/// declaration that names a version for it.
+pub fn install(pins: &[String], allow_held: bool, may_remove: &[String]) -> Result<(), AptFailure> {
+    match install_once(pins, allow_held, false) {
+        Err(failure) if failure.wanted_removals() && !may_remove.is_empty() => {
+            let removals = removals_for_install(pins);
+            let declared = |name: &String| may_remove.iter().any(|m| bare(m) == bare(name));
+            if !removals.is_empty() && removals.iter().all(declared) {
+                install_once(pins, allow_held, true)
+            } else {
+                Err(failure)
+            }
+        }
+        other => other,
+    }
+}
+
+fn install_once(pins: &[String], allow_held: bool, allow_removals: bool) -> Result<(), AptFailure> {
+    let mut spec = apt_get("install").args(["--no-install-recommends", "--allow-downgrades"]);
+    if !allow_removals {
+        spec = spec.arg("--no-remove");
+    }
     if allow_held {
         spec = spec.arg("--allow-change-held-packages");
     }
@@ -89,6 +107,11 @@ pub fn install(pins: &[String], allow_held: bool) -> Result<(), AptFailure> {
     // makes sure of it anyway.
     let spec = spec.arg("--").args(pins);
     run("install", pins, &spec).map(drop)
+}
+
+/// A package name without its `:arch` qualifier.
+pub fn bare(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(b, _)| b)
 }
 
 /// `apt-get remove` (not purge: the package's configuration files stay, as
@@ -112,7 +135,6 @@ pub fn remove(
         .output_limit(OUTPUT_LIMIT)
         .timeout(QUERY_TIMEOUT);
     let out = run("remove", &names, &simulate).map_err(|f| f.into_error(host, package))?;
-    let bare = |n: &str| n.split_once(':').map_or(n, |(b, _)| b).to_owned();
     let others: Vec<String> = removals(&out.stdout.text())
         .into_iter()
         .filter(|n| {

@@ -233,6 +233,10 @@ pub struct BatchOutcome {
     /// downgraded. Their own apply finds nothing to do; their observe
     /// reports the package as it was before, so the pass shows the change.
     pub installed: Vec<ResourceId>,
+    /// Resources declared absent whose packages the transaction removed
+    /// because an installed package replaced them (a conflicting flavour).
+    /// Reported like `installed`.
+    pub removed: Vec<ResourceId>,
     /// `apt-get install` runs made (0 when nothing needed installing; 2 when
     /// the first failed on packages apt does not know and was retried
     /// without them).
@@ -326,17 +330,50 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
         return Ok(outcome);
     }
     apt::ensure_running_system(host, &pending[0].1.name)?;
+    // Packages declared absent that are installed now: the transaction may
+    // remove them (a conflicting flavour being replaced), and if it does,
+    // their resources report the removal like the installs.
+    let db = status::load(host).map_err(|source| PackageError::Status {
+        package: first.id.name.clone(),
+        source,
+    })?;
+    let absent_names: Vec<String> = specs
+        .iter()
+        .filter(|(_, spec)| spec.state == Wanted::Absent)
+        .map(|(_, spec)| spec.name.clone())
+        .collect();
+    let absent_before: Vec<(&Resource, &PackageSpec, Observed)> = specs
+        .iter()
+        .filter(|(_, spec)| spec.state == Wanted::Absent)
+        .filter_map(|(r, spec)| {
+            let record = db.get(&spec.name);
+            record
+                .is_some_and(|rec| !rec.state.is_absent())
+                .then(|| (*r, spec, observation(&spec.name, record)))
+        })
+        .collect();
+    drop(db);
 
     loop {
         let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
         let allow_held = pending.iter().any(|(_, _, _, held)| *held);
         outcome.transactions += 1;
-        match apt::install(&pins, allow_held) {
+        match apt::install(&pins, allow_held, &absent_names) {
             Ok(()) => {
+                let db = status::load(host).map_err(|source| PackageError::Status {
+                    package: first.id.name.clone(),
+                    source,
+                })?;
                 let mut before = state.before.lock().unwrap_or_else(|p| p.into_inner());
                 for (resource, _, observed, _) in pending {
                     before.insert(resource.id.clone(), observed);
                     outcome.installed.push(resource.id.clone());
+                }
+                for (resource, spec, observed) in absent_before {
+                    if db.get(&spec.name).is_none_or(|r| r.state.is_absent()) {
+                        before.insert(resource.id.clone(), observed);
+                        outcome.removed.push(resource.id.clone());
+                    }
                 }
                 return Ok(outcome);
             }
@@ -442,7 +479,13 @@ fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
             if needs_install(spec, record.as_ref()) {
                 apt::ensure_running_system(host, &spec.name)?;
                 let pins = [pin(spec)];
-                apt::install(&pins, held).map_err(|failure| {
+                let declared_absent = host
+                    .pass_cache::<BatchState>()
+                    .declared_absent
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                apt::install(&pins, held, &declared_absent).map_err(|failure| {
                     if failure.wanted_removals() {
                         let others = apt::removals_for_install(&pins);
                         if !others.is_empty() {
