@@ -325,23 +325,9 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
             })
         })
         .collect();
-    drop(db);
-    if pending.is_empty() {
-        return Ok(outcome);
-    }
-    apt::ensure_running_system(host, &pending[0].1.name)?;
     // Packages declared absent that are installed now: the transaction may
     // remove them (a conflicting flavour being replaced), and if it does,
     // their resources report the removal like the installs.
-    let db = status::load(host).map_err(|source| PackageError::Status {
-        package: first.id.name.clone(),
-        source,
-    })?;
-    let absent_names: Vec<String> = specs
-        .iter()
-        .filter(|(_, spec)| spec.state == Wanted::Absent)
-        .map(|(_, spec)| spec.name.clone())
-        .collect();
     let absent_before: Vec<(&Resource, &PackageSpec, Observed)> = specs
         .iter()
         .filter(|(_, spec)| spec.state == Wanted::Absent)
@@ -353,6 +339,15 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
         })
         .collect();
     drop(db);
+    if pending.is_empty() {
+        return Ok(outcome);
+    }
+    apt::ensure_running_system(host, &pending[0].1.name)?;
+    let absent_names = state
+        .declared_absent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
 
     loop {
         let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
