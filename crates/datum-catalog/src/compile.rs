@@ -695,8 +695,10 @@ impl<'r> Analysis<'r> {
                 let Some((abs, rel)) = decl.file.as_ref() else {
                     return Ok(None);
                 };
-                match std::fs::read(abs) {
-                    Ok(bytes) => Ok(Some(Content::new(bytes))),
+                // Hashed, not kept: the bytes are read again when a File
+                // is written (and refused if they changed meanwhile).
+                match content::hash_source(abs) {
+                    Ok((sha256, size)) => Ok(Some(Content::from_source(abs.clone(), sha256, size))),
                     Err(e) => Err(Box::new(
                         Diagnostic::error(format!("cannot read source {}: {e}", rel.display()))
                             .resource(&m.id)

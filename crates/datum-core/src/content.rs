@@ -7,29 +7,59 @@ use sha2::{Digest, Sha256};
 /// from a template). The checksum is what the catalogue prints and what the
 /// state store records; the bytes never leave the process for a sensitive
 /// resource.
+///
+/// Content from a repository file (`source:`) is not held in memory: the
+/// catalogue records its path, size and checksum, and whoever needs the bytes
+/// reads them through `datum_host::fs::content_bytes`, which refuses a file
+/// that changed since it was hashed. A catalogue of 20,000 files therefore
+/// costs their checksums, not their bytes. For such content `bytes` is empty:
+/// never read `bytes` without checking [`Content::source`].
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Content {
+    /// The bytes, for content rendered in memory (inline, templates, packed
+    /// trees); empty when [`Content::source`] is set.
     #[serde(skip)]
     pub bytes: Vec<u8>,
     pub sha256: String,
+    pub size: u64,
+    /// The repository file holding the bytes, when they are not in memory.
+    #[serde(skip)]
+    pub source: Option<std::path::PathBuf>,
 }
 
 impl Content {
+    /// Content held in memory.
     pub fn new(bytes: Vec<u8>) -> Self {
         let sha256 = sha256_hex(&bytes);
-        Self { bytes, sha256 }
+        let size = bytes.len() as u64;
+        Self {
+            bytes,
+            sha256,
+            size,
+            source: None,
+        }
+    }
+
+    /// Content that stays in a repository file, already hashed.
+    pub fn from_source(path: std::path::PathBuf, sha256: String, size: u64) -> Self {
+        Self {
+            bytes: Vec::new(),
+            sha256,
+            size,
+            source: Some(path),
+        }
+    }
+
+    /// The bytes when they are in memory.
+    pub fn inline(&self) -> Option<&[u8]> {
+        self.source.is_none().then_some(self.bytes.as_slice())
     }
 }
 
 // Content is never printed by Debug: it may be sensitive.
 impl std::fmt::Debug for Content {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Content({} bytes, sha256 {})",
-            self.bytes.len(),
-            self.sha256
-        )
+        write!(f, "Content({} bytes, sha256 {})", self.size, self.sha256)
     }
 }
 

@@ -83,7 +83,11 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
         .tempdir()
         .map_err(scratch_error)?;
     let scratch = dir.path().join(name);
-    std::fs::write(&scratch, &content.bytes).map_err(scratch_error)?;
+    let bytes = datum_host::fs::content_bytes(content).map_err(|e| GateRejection {
+        summary: e.to_string(),
+        detail: None,
+    })?;
+    std::fs::write(&scratch, &bytes).map_err(scratch_error)?;
     // Validators such as visudo judge the file's owner and mode too.
     if let Some(mode) = resource
         .desired_str("mode")

@@ -22,5 +22,5 @@ mod pass;
 mod report;
 
 pub use observe::observe_all;
-pub use pass::{Mode, PassContext, run_pass};
+pub use pass::{Mode, PassContext, fill_content_for_display, run_pass};
 pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};

@@ -217,7 +217,8 @@ fn run_resource(
         Ok(o) => o,
         Err(e) => return Step::failed(Phase::Observe, Action::None, Diff::default(), &e),
     };
-    let diff = provider.diff(resource, &observed);
+    let mut diff = provider.diff(resource, &observed);
+    fill_content_for_display(provider, resource, &observed, &mut diff, ctx.host);
     let action = diff.action();
     if !action.is_change() {
         // Re-recording an identical verification would only cost writes.
@@ -278,6 +279,45 @@ fn run_resource(
             record_verified(resource, &after, ctx);
             Step::new(action, diff, Outcome::Changed { intent })
         }
+    }
+}
+
+/// Largest content read back for a text diff.
+const DIFF_CONTENT_LIMIT: u64 = 1024 * 1024;
+
+/// Observation keeps checksums, not bytes: for the few resources whose
+/// content differs, read both sides (bounded) so a person gets a text diff.
+/// Never for a sensitive resource: its content is never shown. `datum check`
+/// calls this too, for the findings it reports.
+pub fn fill_content_for_display(
+    provider: &dyn Provider,
+    resource: &Resource,
+    observed: &Observed,
+    diff: &mut Diff,
+    host: &Host,
+) {
+    let Some(change) = diff.content.as_mut() else {
+        return;
+    };
+    if resource.sensitive {
+        return;
+    }
+    let small = |size: u64| size <= DIFF_CONTENT_LIMIT;
+    if change.before.is_none()
+        && observed.presence == Presence::Present
+        && observed.meta.as_ref().is_some_and(|m| small(m.size))
+        && let Some(declared) = provider.managed_paths(resource).first()
+        && let Ok(live) = host.resolve(declared)
+    {
+        change.before = datum_host::fs::read(&live).ok();
+    }
+    if change.after.is_empty()
+        && let Some(content) = &resource.content
+        && content.source.is_some()
+        && small(content.size)
+        && let Ok(bytes) = datum_host::fs::content_bytes(content)
+    {
+        change.after = bytes.into_owned();
     }
 }
 

@@ -24,6 +24,11 @@ pub enum HostError {
     #[error("path `{}` must be absolute (start with /)", path.display())]
     NotAbsolute { path: PathBuf },
 
+    /// A repository file changed between compiling the catalogue and using
+    /// it: applying it would write content nobody planned.
+    #[error("{} changed since the catalogue was compiled (sha256 {expected} expected); run the pass again", path.display())]
+    ContentChanged { path: PathBuf, expected: String },
+
     #[error("path `{}` must be normalised (no `..`, `.`, `//` or trailing /): write `{}`", path.display(), suggestion.display())]
     NotNormalised { path: PathBuf, suggestion: PathBuf },
 
@@ -81,6 +86,7 @@ impl HostError {
         match self {
             HostError::Io { path, .. }
             | HostError::NotAbsolute { path }
+            | HostError::ContentChanged { path, .. }
             | HostError::NotNormalised { path, .. }
             | HostError::NulInPath { path }
             | HostError::OutsideRoot { path, .. }

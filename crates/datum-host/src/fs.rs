@@ -184,17 +184,25 @@ pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
     }
     let mut hasher = Sha256::new();
     let mut size: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(HostError::io("read", path, e)),
-        };
-        hasher.update(&buf[..n]);
-        size += n as u64;
+    // One buffer per thread, reused: a fresh zeroed buffer per file costs
+    // more than hashing a small file does.
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
     }
+    BUF.with(|cell| -> Result<(), HostError> {
+        let mut buf = cell.borrow_mut();
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(HostError::io("read", path, e)),
+            };
+            hasher.update(&buf[..n]);
+            size += n as u64;
+        }
+        Ok(())
+    })?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
         // It may have shrunk while we read; the bytes are gone either way.
@@ -422,4 +430,23 @@ mod tests {
             "target untouched"
         );
     }
+}
+
+/// The bytes of declared content: in memory, or read from the repository file
+/// that holds them, refusing a file whose checksum is no longer the one the
+/// catalogue recorded.
+pub fn content_bytes(
+    content: &datum_core::Content,
+) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
+    let Some(path) = &content.source else {
+        return Ok(std::borrow::Cow::Borrowed(content.bytes.as_slice()));
+    };
+    let bytes = read(path)?;
+    if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
+        return Err(HostError::ContentChanged {
+            path: path.clone(),
+            expected: content.sha256.clone(),
+        });
+    }
+    Ok(std::borrow::Cow::Owned(bytes))
 }

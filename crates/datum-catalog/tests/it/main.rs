@@ -117,7 +117,7 @@ mod layering {
             r.desired,
             serde_json::json!({"path": "/etc/motd", "mode": "0600", "owner": "root"})
         );
-        assert_eq!(r.content.as_ref().unwrap().bytes, b"base\n");
+        assert_eq!(content_bytes(r.content.as_ref().unwrap()), b"base\n");
         assert_eq!(r.field_origins["mode"].layer, "web");
         assert_eq!(r.field_origins["mode"].to_string(), "web/motd.yaml:6:3");
         assert_eq!(r.field_origins["owner"].layer, "base");
@@ -185,12 +185,18 @@ mod layering {
             );
         let web = compile(repo.path(), &web()).unwrap();
         let r = &web.resources[0];
-        assert_eq!(r.content.as_ref().unwrap().bytes, b"hello web-01 (web)\n");
+        assert_eq!(
+            content_bytes(r.content.as_ref().unwrap()),
+            b"hello web-01 (web)\n"
+        );
         assert_eq!(r.field_origins["content"].layer, "web");
         // Content fields never stay in desired.
         assert_eq!(r.desired, serde_json::json!({"path": "/etc/motd"}));
         let db = compile(repo.path(), &host("db-01", &[])).unwrap();
-        assert_eq!(db.resources[0].content.as_ref().unwrap().bytes, b"static\n");
+        assert_eq!(
+            content_bytes(db.resources[0].content.as_ref().unwrap()),
+            b"static\n"
+        );
     }
 
     #[test]
@@ -211,7 +217,10 @@ mod layering {
         );
         assert!(r.content.is_none());
         let db = compile(repo.path(), &host("db-01", &[])).unwrap();
-        assert_eq!(db.resources[0].content.as_ref().unwrap().bytes, b"hi\n");
+        assert_eq!(
+            content_bytes(db.resources[0].content.as_ref().unwrap()),
+            b"hi\n"
+        );
         // Without the null, absent and content contradict each other on web
         // hosts; a db host's catalogue is still fine.
         repo.file(
@@ -450,7 +459,7 @@ mod catalogue {
             }
         }
         assert_eq!(
-            cat.resources[1].content.as_ref().unwrap().bytes,
+            content_bytes(cat.resources[1].content.as_ref().unwrap()),
             b"file 0\n"
         );
     }
@@ -922,5 +931,14 @@ mod lint_errors {
             lines[0].ends_with("is not a Datum repository: it has no datum.yaml"),
             "{lines:?}"
         );
+    }
+}
+
+/// Declared content as bytes, whether held in memory or left in its
+/// repository file.
+fn content_bytes(c: &datum_core::Content) -> Vec<u8> {
+    match &c.source {
+        Some(path) => std::fs::read(path).unwrap(),
+        None => c.bytes.clone(),
     }
 }

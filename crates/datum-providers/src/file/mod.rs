@@ -25,8 +25,10 @@ use crate::{FieldError, Provider, ProviderError, StagingGate};
 
 pub use desired::{CONTENT_FIELDS, FileDesired};
 
-/// Files up to this size keep their bytes in the observation, for text diffs.
-pub const KEEP_CONTENT_UP_TO: u64 = 1024 * 1024;
+/// Observation hashes content without keeping it: a pass over 20,000 files
+/// must not hold their bytes. The engine reads the few files that differ
+/// again when a person needs a text diff.
+pub const KEEP_CONTENT_UP_TO: u64 = 0;
 
 /// Mode of a created file when none is declared.
 pub const DEFAULT_MODE: u32 = 0o644;
@@ -165,7 +167,9 @@ fn remove_diff(out: &mut Diff, found: &str) {
 fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> ContentChange {
     ContentChange {
         before: observed.and_then(|o| o.content.clone()),
-        after: content.bytes.clone(),
+        // Empty for content kept in a repository file; the engine fills it
+        // in when a diff is shown.
+        after: content.inline().map(<[u8]>::to_vec).unwrap_or_default(),
         before_sha256: observed.and_then(|o| {
             o.fields
                 .get("content_sha256")
@@ -220,12 +224,11 @@ fn converge(
             .mode
             .or(current_file.map(|m| m.mode))
             .unwrap_or(DEFAULT_MODE);
-        let bytes = d
-            .content
-            .as_ref()
-            .map(|c| c.bytes.as_slice())
-            .unwrap_or(&[]);
-        return write_staged(host, path, bytes, uid, gid, mode, gate);
+        let bytes = match &d.content {
+            Some(c) => fs::content_bytes(c)?,
+            None => std::borrow::Cow::Borrowed(&[][..]),
+        };
+        return write_staged(host, path, &bytes, uid, gid, mode, gate);
     };
 
     // Same content: fix owner and mode in place. A chown clears set-id bits,

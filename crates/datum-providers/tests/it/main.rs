@@ -165,7 +165,12 @@ fn file_create_update_noop_remove() {
         Action::Update,
     );
     let change = updated.content.unwrap();
-    assert_eq!(change.before.as_deref(), Some(&b"hello\n"[..]));
+    // Observation keeps checksums only (the engine reads bytes for diffs).
+    assert_eq!(change.before, None);
+    assert_eq!(
+        change.before_sha256.as_deref(),
+        Some(datum_core::sha256_hex(b"hello\n").as_str())
+    );
     assert_eq!(std::fs::read(&live).unwrap(), b"bye\n");
     assert_eq!(mode_of(&live), 0o640, "mode kept through a content change");
 
@@ -233,13 +238,13 @@ fn tampering_shows_as_a_diff_and_is_repaired() {
     conform(&root, &r, Action::Update);
     assert_eq!(std::fs::metadata(&live).unwrap().ino(), inode);
 
-    // An edit: the content differs, with the edited bytes as "before".
+    // An edit: the content differs, with the edited checksum as "before".
     std::fs::write(&live, b"edited by hand\n").unwrap();
     let diff = plan(&root, &r);
     assert_eq!(diff.changed_fields(), ["content"]);
     assert_eq!(
-        diff.content.as_ref().unwrap().before.as_deref(),
-        Some(&b"edited by hand\n"[..])
+        diff.content.as_ref().unwrap().before_sha256.as_deref(),
+        Some(datum_core::sha256_hex(b"edited by hand\n").as_str())
     );
     conform(&root, &r, Action::Update);
     assert_eq!(std::fs::read(&live).unwrap(), b"managed\n");
