@@ -98,12 +98,20 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             let mut bytes = 0;
             for (r, result) in chunk.iter().zip(results) {
                 match result {
-                    Ok(observed) => {
+                    Ok(mut observed) => {
                         bytes += observed.meta.as_ref().map_or(0, |m| m.size);
                         let Some(provider) = datum_providers::lookup(&r.id.kind) else {
                             continue;
                         };
-                        let diff = provider.diff(r, &observed);
+                        let mut diff = provider.diff(r, &observed);
+                        datum_engine::fill_content_for_display(
+                            provider, r, &observed, &mut diff, &host,
+                        );
+                        // Kept for `accept`'s patch (never for a sensitive
+                        // resource: the engine leaves those empty).
+                        if let Some(before) = diff.content.as_ref().and_then(|c| c.before.clone()) {
+                            observed.content = Some(before);
+                        }
                         let found = datum_drift::check::findings_for(&Inspected {
                             id: &r.id,
                             class: &r.class,
@@ -623,14 +631,18 @@ fn write_accept_patch(
     let mut notes: Vec<String> = Vec::new();
     let mut written = dir.join(datum_drift::policy::patch_file_name(id, "txt"));
     let source = declared_source(repo, id);
+    let declared = resource
+        .content
+        .as_ref()
+        .and_then(|c| datum_host::fs::content_bytes(c).ok());
     if observed.presence == Presence::Present
-        && let (Some(live), Some(declared)) = (&observed.content, &resource.content)
+        && let (Some(live), Some(declared)) = (&observed.content, declared)
         && !resource.sensitive
-        && live != &declared.bytes
+        && live.as_slice() != declared.as_ref()
     {
         match &source {
             Some((key, rel)) if key == "source" => {
-                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared.bytes, live)
+                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared, live)
                 {
                     written = dir.join(datum_drift::policy::patch_file_name(id, "patch"));
                     std::fs::write(&written, patch)
