@@ -224,10 +224,7 @@ impl Classes {
                         Some(b) => spec.watch = b,
                         None => err(key, "must be true or false".to_owned()),
                     },
-                    other => err(
-                        other,
-                        format!("unknown key (known: {})", KEYS.join(", ")),
-                    ),
+                    other => err(other, format!("unknown key (known: {})", KEYS.join(", "))),
                 }
             }
             if spec.audit_every.is_some() && spec.content == ContentMode::Full {
@@ -237,7 +234,10 @@ impl Classes {
                 );
             }
             if spec.scope == Scope::Host && spec.policy != Policy::Quarantine {
-                err("scope", "`scope: host` goes with `policy: quarantine`".to_owned());
+                err(
+                    "scope",
+                    "`scope: host` goes with `policy: quarantine`".to_owned(),
+                );
             }
             classes.insert(name.clone(), spec);
         }
@@ -326,13 +326,20 @@ mod tests {
             paths,
             vec!["a.colour", "a.content", "a.interval", "a.policy", "b.scope"]
         );
-        assert!(errs[0].to_string().starts_with("datum.yaml: classes.a.colour:"));
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("datum.yaml: classes.a.colour:")
+        );
     }
 
     #[test]
     fn unknown_class_names_only_matter_when_classes_are_declared() {
         let none = Classes::parse(&Value::Null).unwrap();
-        assert!(none.unknown_classes([("File[a]".to_owned(), "critcal")]).is_empty());
+        assert!(
+            none.unknown_classes([("File[a]".to_owned(), "critcal")])
+                .is_empty()
+        );
         let some = Classes::parse(&json!({"critical": {}})).unwrap();
         assert_eq!(
             some.unknown_classes([

@@ -48,7 +48,13 @@ mod tests {
     #[test]
     fn any_moved_field_means_read_it() {
         let base = meta();
-        assert!(unchanged_since_verified(&base, &FileMeta { sha256: None, ..meta() }));
+        assert!(unchanged_since_verified(
+            &base,
+            &FileMeta {
+                sha256: None,
+                ..meta()
+            }
+        ));
         let changes: Vec<fn(&mut FileMeta)> = vec![
             |m| m.size = 11,
             |m| m.mtime_ns = 9,
@@ -64,7 +70,10 @@ mod tests {
             change(&mut now);
             assert!(!unchanged_since_verified(&base, &now));
         }
-        let unhashed = FileMeta { sha256: None, ..meta() };
+        let unhashed = FileMeta {
+            sha256: None,
+            ..meta()
+        };
         assert!(!unchanged_since_verified(&unhashed, &meta()));
     }
 }

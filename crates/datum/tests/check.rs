@@ -6,6 +6,12 @@
 //! a Directory), changes one thing the way a person or a package would, and
 //! asserts exactly one finding in the right category and exit 2.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is the test failing, with its message"
+)]
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -67,11 +73,17 @@ impl Sandbox {
             None => MANIFEST.to_owned(),
         };
         s.write("repo/base/main.yaml", &manifest);
-        s.write("repo/base/files/motd", "Welcome to test-host.\nAuthorised use only.\n");
+        s.write(
+            "repo/base/files/motd",
+            "Welcome to test-host.\nAuthorised use only.\n",
+        );
         s.write("repo/base/files/app.conf", "listen = 8080\nworkers = 4\n");
         s.write("repo/base/trees/conf.d/10-a.conf", "a = 1\n");
         s.write("repo/base/trees/conf.d/sub/20-b.conf", "b = 2\n");
-        s.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/sh\nsvc:x:1234:1234::/:/bin/false\n");
+        s.write(
+            "root/etc/passwd",
+            "root:x:0:0:root:/root:/bin/sh\nsvc:x:1234:1234::/:/bin/false\n",
+        );
         s.write("root/etc/group", "root:x:0:\nsvc:x:1234:\n");
         s
     }
@@ -125,9 +137,8 @@ impl Sandbox {
         let mut args = vec!["check", "--output", "json"];
         args.extend_from_slice(extra);
         let o = self.datum(&args);
-        let json: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-            panic!("not JSON ({e}):\n{}\n{}", stdout(&o), stderr(&o))
-        });
+        let json: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", stdout(&o), stderr(&o)));
         (code(&o), json)
     }
 }
@@ -220,7 +231,12 @@ fn a_clean_apply_leaves_nothing_to_report() {
     assert_eq!(code, 0, "{json:#}");
     assert!(findings(&json).is_empty());
     assert_eq!(json["fingerprint"], "clean");
-    assert!(json["dedupe_key"].as_str().expect("key").starts_with("datum-"));
+    assert!(
+        json["dedupe_key"]
+            .as_str()
+            .expect("key")
+            .starts_with("datum-")
+    );
     // A second check stays clean (no history artefacts).
     assert_eq!(s.check_json(&[]).0, 0);
 }
@@ -296,7 +312,12 @@ fn a_package_upgrade_replacing_content_and_mode_is_one_finding() {
     fs::write(&new, "# packaged default\nlisten = 80\n").expect("write");
     fs::set_permissions(&new, fs::Permissions::from_mode(0o600)).expect("chmod");
     fs::rename(&new, &conf).expect("rename");
-    one_finding(&s, "File[app-conf]", "changed_outside", &["content", "mode"]);
+    one_finding(
+        &s,
+        "File[app-conf]",
+        "changed_outside",
+        &["content", "mode"],
+    );
 }
 
 #[test]
@@ -312,8 +333,7 @@ fn tree_changes_name_the_entry_and_the_category() {
 
 // ---- metadata-first -----------------------------------------------------
 
-const METADATA_CLASSES: &str =
-    "classes:\n  cheap: {interval: 5m, content: metadata}\n  audited: {interval: 5m, content: metadata, audit_every: 3}\n";
+const METADATA_CLASSES: &str = "classes:\n  cheap: {interval: 5m, content: metadata}\n  audited: {interval: 5m, content: metadata, audit_every: 3}\n";
 
 /// Makes the store believe the current metadata of `/etc/motd` is what the
 /// last verified apply saw: exactly the state after an edit that also kept
@@ -357,7 +377,10 @@ fn metadata_mode_misses_an_edit_that_keeps_all_metadata_until_the_audit() {
     // this one trusts metadata; the audit (every 3rd) comes after the next.
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 0, "{json:#}");
-    assert!(json["metadata_only"].as_u64().expect("count") >= 1, "{json:#}");
+    assert!(
+        json["metadata_only"].as_u64().expect("count") >= 1,
+        "{json:#}"
+    );
     edit_keeping_size_and_mtime(
         &s.live("/etc/motd"),
         "Welcome to TEST-host.\nAuthorised use only.\n",
@@ -411,7 +434,12 @@ fn revert_restores_only_the_drifted_resources_of_its_class() {
         .as_array()
         .expect("findings")
         .iter()
-        .map(|f| (f["subject"].as_str().unwrap(), f["action"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["subject"].as_str().unwrap(),
+                f["action"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         actions,
@@ -422,7 +450,10 @@ fn revert_restores_only_the_drifted_resources_of_its_class() {
         "Welcome to test-host.\nAuthorised use only.\n"
     );
     // The other class's drift is left for a person.
-    assert_eq!(fs::read_to_string(s.live("/etc/app/app.conf")).unwrap(), "listen = 1\n");
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/app/app.conf")).unwrap(),
+        "listen = 1\n"
+    );
     // The evidence survives in the backup store.
     let o = s.datum(&["backup", "list", "/etc/motd"]);
     assert!(stdout(&o).contains("revert"), "{}", stdout(&o));
@@ -439,7 +470,10 @@ fn sudoers_sandbox() -> Option<Sandbox> {
         eprintln!("visudo not installed: skipping the validator revert test");
         return None;
     }
-    let s = Sandbox::new("classes:\n  critical: {interval: 60s, policy: revert}\n", None);
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert}\n",
+        None,
+    );
     s.write(
         "repo/base/sudo.yaml",
         "datum: v1alpha1\ntype: File\nname: sudoers-ops\nclass: critical\ndesired:\n  path: /etc/sudoers.d/ops\n  owner: root\n  group: root\n  mode: \"0440\"\n  source: files/sudoers-ops\n  validate: sudoers\n---\ndatum: v1alpha1\ntype: Directory\nname: sudoers-d\ndesired: {path: /etc/sudoers.d, owner: root, group: root, mode: \"0755\"}\n",
@@ -478,7 +512,10 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
         .map(|_| {
             fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
             let (_, json) = s.check_json(&[]);
-            json["findings"][0]["action"].as_str().expect("action").to_owned()
+            json["findings"][0]["action"]
+                .as_str()
+                .expect("action")
+                .to_owned()
         })
         .collect();
     assert_eq!(actions[0], "reverted");
@@ -521,7 +558,11 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
         .arg(&patch)
         .output()
         .expect("patch");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stdout));
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stdout)
+    );
     assert!(
         fs::read_to_string(s.repo().join("base/files/motd"))
             .unwrap()
@@ -546,7 +587,10 @@ fn quarantine_blocks_apply_until_release() {
     // Apply skips it (and says so); the drift stays.
     let o = s.datum(&["apply"]);
     assert!(stdout(&o).contains("File[motd]"), "{}", stdout(&o));
-    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), "defaced\n");
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "defaced\n"
+    );
     // Every check reports it.
     let (_, json) = s.check_json(&[]);
     assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
@@ -569,18 +613,31 @@ fn check_never_reverts_what_a_person_quarantined() {
     )
     .applied();
     assert_exit(
-        &s.datum(&["quarantine", "File/motd", "--reason", "incident 42: hot fix"]),
+        &s.datum(&[
+            "quarantine",
+            "File/motd",
+            "--reason",
+            "incident 42: hot fix",
+        ]),
         0,
     );
     fs::write(s.live("/etc/motd"), "hot fix\n").expect("edit");
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 2);
-    assert_eq!(json["findings"][0]["action"], "not reverted: quarantined by a person");
-    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), "hot fix\n");
-    assert!(json["quarantined"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .contains("incident 42"));
+    assert_eq!(
+        json["findings"][0]["action"],
+        "not reverted: quarantined by a person"
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "hot fix\n"
+    );
+    assert!(
+        json["quarantined"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("incident 42")
+    );
 }
 
 // ---- reports, schedule, errors ---------------------------------------------
@@ -636,7 +693,11 @@ fn a_resource_naming_an_undeclared_class_is_an_error() {
     let s = Sandbox::new("classes:\n  critical: {interval: 60s}\n", Some("critcal"));
     let o = s.datum(&["check"]);
     assert_exit(&o, 1);
-    assert!(stderr(&o).contains("class `critcal` is not declared"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("class `critcal` is not declared"),
+        "{}",
+        stderr(&o)
+    );
     let bad = Sandbox::new("classes:\n  x: {interval: soon}\n", None);
     let o = bad.datum(&["check"]);
     assert_exit(&o, 1);
@@ -657,11 +718,13 @@ fn build(root: &Path, entries: &[E]) {
         match e {
             E::Dir(p, mode) => {
                 fs::create_dir_all(root.join(p)).expect("dir");
-                fs::set_permissions(root.join(p), fs::Permissions::from_mode(*mode)).expect("chmod");
+                fs::set_permissions(root.join(p), fs::Permissions::from_mode(*mode))
+                    .expect("chmod");
             }
             E::File(p, mode, bytes) => {
                 fs::write(root.join(p), bytes).expect("file");
-                fs::set_permissions(root.join(p), fs::Permissions::from_mode(*mode)).expect("chmod");
+                fs::set_permissions(root.join(p), fs::Permissions::from_mode(*mode))
+                    .expect("chmod");
             }
             E::Link(p, to) => std::os::unix::fs::symlink(to, root.join(p)).expect("link"),
         }

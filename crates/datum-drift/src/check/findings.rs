@@ -122,7 +122,10 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
         let path = if path.is_empty() { "." } else { path };
         let (category, diff) = match item.get("category").and_then(Value::as_str) {
             Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "present", "undeclared")),
-            Some("missing") => ("deleted_outside", AttrDiff::plain(path, "absent", "present")),
+            Some("missing") => (
+                "deleted_outside",
+                AttrDiff::plain(path, "absent", "present"),
+            ),
             Some("type_changed") => (
                 "type_changed",
                 AttrDiff::plain(

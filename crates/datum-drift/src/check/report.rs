@@ -136,7 +136,11 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         report.quarantined.len(),
         report.errors.len(),
         report.stats.resources,
-        if report.stats.deep { "" } else { "metadata pass, " },
+        if report.stats.deep {
+            ""
+        } else {
+            "metadata pass, "
+        },
         report.stats.metadata_only,
         report.stats.duration_ms
     );
@@ -212,7 +216,14 @@ pub fn markdown(report: &CheckReport) -> String {
                 .finding
                 .diffs
                 .iter()
-                .map(|d| format!("{}: {} → {}", d.path(), d.before_display(), d.after_display()))
+                .map(|d| {
+                    format!(
+                        "{}: {} → {}",
+                        d.path(),
+                        d.before_display(),
+                        d.after_display()
+                    )
+                })
                 .collect();
             table.row_markdown(vec![
                 inline_code(&f.finding.subject),
@@ -239,7 +250,10 @@ pub fn markdown(report: &CheckReport) -> String {
     }
     if !report.quarantined.is_empty() {
         let _ = writeln!(out);
-        let _ = writeln!(out, "Quarantined (excluded from apply until `datum release`):");
+        let _ = writeln!(
+            out,
+            "Quarantined (excluded from apply until `datum release`):"
+        );
         for (what, why) in &report.quarantined {
             let _ = writeln!(out, "- {}: {}", inline_code(what), cell(why));
         }
@@ -310,7 +324,10 @@ mod tests {
                     action: "reverted".to_owned(),
                 },
             ],
-            quarantined: vec![("File[hosts]".to_owned(), "by a person: incident 42".to_owned())],
+            quarantined: vec![(
+                "File[hosts]".to_owned(),
+                "by a person: incident 42".to_owned(),
+            )],
             errors: vec![],
             stats: CheckStats {
                 resources: 12,

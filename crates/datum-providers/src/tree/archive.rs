@@ -116,7 +116,10 @@ fn read_into(base: &Path, rel: &Path, tree: &mut DeclaredTree) -> Result<(), std
         let kind = entry.file_type()?;
         if kind.is_symlink() {
             let target = std::fs::read_link(&path)?;
-            tree.insert(key, DeclaredEntry::Symlink(target.into_os_string().into_vec()));
+            tree.insert(
+                key,
+                DeclaredEntry::Symlink(target.into_os_string().into_vec()),
+            );
         } else if kind.is_dir() {
             tree.insert(key, DeclaredEntry::Dir);
             read_into(base, &child_rel, tree)?;
@@ -141,7 +144,10 @@ mod tests {
         let mut t = DeclaredTree::new();
         t.insert(b"a.conf".to_vec(), DeclaredEntry::File(b"x = 1\n".to_vec()));
         t.insert(b"sub".to_vec(), DeclaredEntry::Dir);
-        t.insert(b"sub/link".to_vec(), DeclaredEntry::Symlink(b"../a.conf".to_vec()));
+        t.insert(
+            b"sub/link".to_vec(),
+            DeclaredEntry::Symlink(b"../a.conf".to_vec()),
+        );
         t.insert(b"odd name\n".to_vec(), DeclaredEntry::File(Vec::new()));
         assert_eq!(decode(&encode(&t)).unwrap(), t);
     }

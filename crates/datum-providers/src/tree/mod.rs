@@ -102,7 +102,10 @@ impl TreeDesired {
                 .map_err(|m| invalid("dir_mode", m))?
                 .unwrap_or(DEFAULT_DIR_MODE),
             exclude: exclude_rules(desired).map_err(|m| invalid("exclude", m))?,
-            purge: desired.get("purge").and_then(Value::as_bool).unwrap_or(false),
+            purge: desired
+                .get("purge")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             entries,
         })
     }
@@ -257,16 +260,23 @@ pub fn differences(
     })?;
     // Unknown accounts are an apply-time error (as for File): here they are
     // simply not compared.
-    let uid = d.meta.owner.as_deref().and_then(|o| host.lookup_user(o).ok());
-    let gid = d.meta.group.as_deref().and_then(|g| host.lookup_group(g).ok());
+    let uid = d
+        .meta
+        .owner
+        .as_deref()
+        .and_then(|o| host.lookup_user(o).ok());
+    let gid = d
+        .meta
+        .group
+        .as_deref()
+        .and_then(|g| host.lookup_group(g).ok());
     let mut declared = declared_node(d, uid, gid, Some(&scanned.tree.root));
     declared.prune(&exclusions);
-    let declared = fingerprint_tree(declared, Algorithm::Native).map_err(|e| {
-        ProviderError::Invalid {
+    let declared =
+        fingerprint_tree(declared, Algorithm::Native).map_err(|e| ProviderError::Invalid {
             field: "source".to_owned(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     compare(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
         field: "source".to_owned(),
         message: e.to_string(),
@@ -309,11 +319,20 @@ pub fn declared_node(
 /// Inserts `node` at the `/`-separated `path` (parents come first in byte
 /// order, so they exist already; a missing one is created as a folder).
 fn insert_at(root: &mut Node, path: &[u8], node: Node) {
-    let mut parts: Vec<&[u8]> = path.split(|b| *b == b'/').filter(|p| !p.is_empty()).collect();
+    let mut parts: Vec<&[u8]> = path
+        .split(|b| *b == b'/')
+        .filter(|p| !p.is_empty())
+        .collect();
     let Some(last) = parts.pop() else { return };
     let mut here = root;
     for part in parts {
-        let Node::Dir { children, mode, uid, gid } = here else {
+        let Node::Dir {
+            children,
+            mode,
+            uid,
+            gid,
+        } = here
+        else {
             return;
         };
         let fresh = Node::dir(*mode, *uid, *gid);
@@ -376,8 +395,14 @@ pub fn diff(purge: bool, observed: &Observed) -> Diff {
                     "unmanaged" => ("unmanaged".to_owned(), "removed".to_owned()),
                     "missing" => ("missing".to_owned(), "as declared".to_owned()),
                     "type_changed" => (
-                        item.get("found").and_then(Value::as_str).unwrap_or("?").to_owned(),
-                        item.get("declared").and_then(Value::as_str).unwrap_or("?").to_owned(),
+                        item.get("found")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_owned(),
+                        item.get("declared")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_owned(),
                     ),
                     _ => {
                         let fields: Vec<&str> = item
@@ -385,7 +410,10 @@ pub fn diff(purge: bool, observed: &Observed) -> Diff {
                             .and_then(Value::as_array)
                             .map(|f| f.iter().filter_map(Value::as_str).collect())
                             .unwrap_or_default();
-                        (format!("changed ({})", fields.join(", ")), "as declared".to_owned())
+                        (
+                            format!("changed ({})", fields.join(", ")),
+                            "as declared".to_owned(),
+                        )
                     }
                 };
                 out.changes.push(change(path, Some(&before), &after));
@@ -454,7 +482,12 @@ fn excluded(exclusions: &Exclusions, rel: &Path, is_dir: bool) -> bool {
         .any(|a| exclusions.is_excluded(a, true))
 }
 
-fn ensure_dir(path: &Path, uid: Option<u32>, gid: Option<u32>, mode: u32) -> Result<(), ProviderError> {
+fn ensure_dir(
+    path: &Path,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+) -> Result<(), ProviderError> {
     let current = fs::lstat(path)?;
     match current {
         Some(stat) if stat.kind == FileKind::Directory => {
@@ -554,8 +587,7 @@ fn remove_all(path: &Path) -> Result<(), ProviderError> {
     match fs::lstat(path)? {
         None => Ok(()),
         Some(stat) if stat.kind == FileKind::Directory => {
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| HostError::io("list", path, e))?;
+            let entries = std::fs::read_dir(path).map_err(|e| HostError::io("list", path, e))?;
             for entry in entries {
                 let entry = entry.map_err(|e| HostError::io("list", path, e))?;
                 remove_all(&entry.path())?;
@@ -599,7 +631,10 @@ mod tests {
             {"category": "type_changed", "path": "c.conf", "declared": "file", "found": "symlink"},
         ]));
         let d = diff(false, &o);
-        assert_eq!(d.changed_fields(), vec!["tree:a.conf", "tree:b.conf", "tree:c.conf"]);
+        assert_eq!(
+            d.changed_fields(),
+            vec!["tree:a.conf", "tree:b.conf", "tree:c.conf"]
+        );
         assert_eq!(d.changes[2].before, Some(json!("symlink")));
         assert!(diff(false, &Observed::absent()).action() == Action::Create);
     }
@@ -622,6 +657,9 @@ mod tests {
         insert_at(&mut root, b"sub", Node::dir(0o700, 0, 0));
         insert_at(&mut root, b"sub/a", Node::symlink("x"));
         assert!(root.get(Path::new("sub/a")).is_some());
-        assert!(matches!(root.get(Path::new("sub")), Some(Node::Dir { mode: 0o700, .. })));
+        assert!(matches!(
+            root.get(Path::new("sub")),
+            Some(Node::Dir { mode: 0o700, .. })
+        ));
     }
 }

@@ -43,14 +43,16 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let catalogue = context::compile(global, &identity)?;
     let classes = load_classes(&global.repo, &catalogue)?;
     let host = context::host(global, &identity);
-    let _lock = RootLock::acquire(&global.root, global.lock_timeout)
-        .context("cannot lock the root")?;
+    let _lock =
+        RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
     let mut store = context::open_store(global, true)
         .context("datum check needs the state store (history, policies)")?;
     let now = context::now();
 
     let deep = match args.sample {
-        Some(fraction) => datum_drift::sampling::deep_check(&identity.name, args.pass_seed, fraction),
+        Some(fraction) => {
+            datum_drift::sampling::deep_check(&identity.name, args.pass_seed, fraction)
+        }
         None => true,
     };
     let quarantines = store.quarantined().context("cannot read quarantines")?;
@@ -131,11 +133,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             progress.advance(chunk.len() as u64, bytes);
         }
         stats.resources += resources.len();
-        timings.push((
-            (*class).to_owned(),
-            t0.elapsed().as_millis() as u64,
-            full,
-        ));
+        timings.push(((*class).to_owned(), t0.elapsed().as_millis() as u64, full));
     }
     progress.finish();
 
@@ -237,7 +235,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         for (class, ms, full) in &timings {
             batch.record_class_inspection_full(pass_id, class, *ms, *full)?;
         }
-        let ages = batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        let ages =
+            batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
         batch.commit()?;
         ages
     };
@@ -269,7 +268,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let mut out = anstream::stdout();
     match global.output {
         OutputFormat::Human => {
-            write!(out, "{}", datum_drift::check::human(&report, context::use_color(global)))?;
+            write!(
+                out,
+                "{}",
+                datum_drift::check::human(&report, context::use_color(global))
+            )?;
         }
         OutputFormat::Json => {
             writeln!(
@@ -305,7 +308,9 @@ fn load_classes(repo: &Path, catalogue: &Catalogue) -> Result<Classes> {
     if !unknown.is_empty() {
         let lines: Vec<String> = unknown
             .iter()
-            .map(|(at, class)| format!("{at}: class `{class}` is not declared in datum.yaml `classes:`"))
+            .map(|(at, class)| {
+                format!("{at}: class `{class}` is not declared in datum.yaml `classes:`")
+            })
             .collect();
         bail!("{}", lines.join("\n"));
     }
@@ -642,8 +647,7 @@ fn write_accept_patch(
     {
         match &source {
             Some((key, rel)) if key == "source" => {
-                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared, live)
-                {
+                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared, live) {
                     written = dir.join(datum_drift::policy::patch_file_name(id, "patch"));
                     std::fs::write(&written, patch)
                         .with_context(|| format!("cannot write {}", written.display()))?;

@@ -44,7 +44,12 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
 pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode> {
     let target = target(args.name.as_deref(), args.host)?;
     let mut store = context::open_store(global, true).context("cannot open the state store")?;
-    store.quarantine(&target, &args.reason, QuarantineSource::Person, context::now())?;
+    store.quarantine(
+        &target,
+        &args.reason,
+        QuarantineSource::Person,
+        context::now(),
+    )?;
     println!(
         "quarantined {}: excluded from apply and never reverted until `datum release`",
         shown(&target)

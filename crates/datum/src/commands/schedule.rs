@@ -40,7 +40,10 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 .count();
             let p = store
                 .as_ref()
-                .and_then(|s| s.inspection_percentiles("check", Some(&spec.name), RECENT).ok())
+                .and_then(|s| {
+                    s.inspection_percentiles("check", Some(&spec.name), RECENT)
+                        .ok()
+                })
                 .flatten()
                 .map(|p| (p.p50_ms, p.p95_ms, p.samples));
             ScheduleRow::new(spec, count, p)
@@ -53,7 +56,14 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             writeln!(
                 out,
                 "{:<12} {:>9} {:>9} {:<10} {:<10} {:>9} {:>9} {:>14}",
-                "CLASS", "RESOURCES", "INTERVAL", "CONTENT", "POLICY", "P50", "P95", "DETECTED WITHIN"
+                "CLASS",
+                "RESOURCES",
+                "INTERVAL",
+                "CONTENT",
+                "POLICY",
+                "P50",
+                "P95",
+                "DETECTED WITHIN"
             )?;
             for r in &rows {
                 let content = match (r.content, r.audit_every) {
