@@ -831,3 +831,44 @@ fn rustix_is_root() -> bool {
     fs::write(&p, "").expect("probe");
     std::os::unix::fs::MetadataExt::uid(&fs::metadata(&p).expect("stat")) == 0
 }
+
+// ---- the shipped example repository ----------------------------------------
+
+#[test]
+fn the_example_repository_checks_clean_and_reports_an_editor_backup_in_its_tree() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root");
+    let run = |args: &[&str]| {
+        Command::cargo_bin("datum")
+            .expect("datum")
+            .arg("--repo")
+            .arg(&examples)
+            .arg("--root")
+            .arg(&root)
+            .arg("--host-file")
+            .arg(examples.join("hosts/web-01.yaml"))
+            .arg("--color")
+            .arg("never")
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    assert_exit(&run(&["apply"]), 2);
+    assert_exit(&run(&["check"]), 0);
+    let limits = root.join("etc/security/limits.d");
+    fs::write(limits.join(".10-nofile.conf.swp"), "vim").expect("swap");
+    assert_exit(&run(&["check"]), 0);
+    fs::write(limits.join("10-nofile.conf~"), "old").expect("backup");
+    let o = run(&["check", "--output", "json"]);
+    assert_exit(&o, 2);
+    let json: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(
+        findings(&json),
+        vec![(
+            "Tree[limits-d]".to_owned(),
+            "unmanaged".to_owned(),
+            vec!["10-nofile.conf~".to_owned()]
+        )]
+    );
+}
