@@ -872,3 +872,39 @@ fn the_example_repository_checks_clean_and_reports_an_editor_backup_in_its_tree(
         )]
     );
 }
+
+#[test]
+fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
+    for purge in [false, true] {
+        let s = Sandbox::new(
+            "classes:\n  critical: {interval: 60s, policy: revert}\n",
+            None,
+        );
+        let manifest = MANIFEST
+            .replace("name: conf-d\n", "name: conf-d\nclass: critical\n")
+            .replace(
+                "  exclude: [\"*.swp\", \"cache/\"]\n",
+                &format!("  exclude: [\"*.swp\", \"cache/\"]\n  purge: {purge}\n"),
+            );
+        s.write("repo/base/main.yaml", &manifest);
+        let s = s.applied();
+        let confd = s.live("/etc/app/conf.d");
+        fs::write(confd.join("10-a.conf"), "a = 9\n").expect("edit");
+        fs::write(confd.join("stray.conf"), "x\n").expect("stray");
+        fs::write(confd.join("keep.swp"), "swap").expect("swp");
+        let (code, json) = s.check_json(&[]);
+        assert_eq!(code, 2);
+        let cats: Vec<String> = findings(&json).into_iter().map(|f| f.1).collect();
+        assert_eq!(cats, vec!["changed_outside", "unmanaged"], "{json:#}");
+        assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
+        assert_eq!(
+            fs::read_to_string(confd.join("10-a.conf")).unwrap(),
+            "a = 1\n"
+        );
+        // Excluded entries are invisible to revert as to check.
+        assert!(confd.join("keep.swp").exists());
+        assert_eq!(confd.join("stray.conf").exists(), !purge, "purge: {purge}");
+        let (code, _) = s.check_json(&[]);
+        assert_eq!(code, if purge { 0 } else { 2 }, "purge: {purge}");
+    }
+}
