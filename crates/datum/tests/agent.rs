@@ -1,0 +1,571 @@
+//! `datum agent` end to end: the built binary on a temporary root, its
+//! `/metrics` read over HTTP, signals sent to the real process, the shipped
+//! alert rules run through the real `promtool`, a real Prometheus scraping a
+//! real agent, and the systemd unit checked by `systemd-analyze verify`.
+//!
+//! Every wait is bounded; every process is killed when its guard drops.
+//! Tests that need `promtool`, `prometheus` or `systemd-analyze` print
+//! "skipped" when the program is missing, and fail instead when
+//! `DATUM_VALIDATORS_REQUIRED` is set (CI sets it; `scripts/deps` installs
+//! them).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is the test failing, with its message"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const DATUM: &str = env!("CARGO_BIN_EXE_datum");
+
+/// A repository with a watched `critical` class and a polled `normal` one,
+/// both with one file, and a root to check.
+struct Estate {
+    dir: TempDir,
+}
+
+impl Estate {
+    fn new(normal_interval: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Self { dir };
+        e.write(
+            "repo/datum.yaml",
+            &format!(
+                "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {{}}\n\
+                 classes:\n  critical: {{interval: 60s, watch: true}}\n  normal: {{interval: {normal_interval}}}\n"
+            ),
+        );
+        e.write(
+            "repo/base/files.yaml",
+            "datum: v1alpha1\ntype: File\nname: sshd\nclass: critical\ndesired:\n  path: /etc/app/sshd.conf\n  content: \"PermitRootLogin no\\n\"\n\
+             ---\ndatum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/app/motd\n  content: \"hello\\n\"\n",
+        );
+        e.write("root/etc/datum/host.yaml", "name: agent-test\nlabels: {}\n");
+        std::fs::create_dir_all(e.path("root/etc/app")).unwrap();
+        let out = e.datum(&["apply"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+        e
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn datum(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(DATUM);
+        cmd.arg("--repo")
+            .arg(self.path("repo"))
+            .arg("--root")
+            .arg(self.path("root"))
+            .arg("--color")
+            .arg("never")
+            .args(args)
+            .env_remove("DATUM_REPO")
+            .env_remove("DATUM_ROOT");
+        cmd
+    }
+
+    fn start(&self, extra: &[&str]) -> Agent {
+        let mut args = vec!["agent", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = self
+            .datum(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut agent = Agent {
+            child,
+            log,
+            addr: None,
+        };
+        let line = agent.wait_log("the metrics endpoint", |l| l.contains("serving /metrics"));
+        let addr = line.rsplit("http://").next().unwrap().trim();
+        agent.addr = Some(addr.parse().unwrap());
+        agent
+    }
+}
+
+/// A running agent; killed on drop.
+struct Agent {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+    addr: Option<SocketAddr>,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn addr(&self) -> SocketAddr {
+        self.addr.unwrap()
+    }
+
+    fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    fn wait_log(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        wait(what, Duration::from_secs(20), || {
+            self.log.lock().unwrap().iter().find(|l| pred(l)).cloned()
+        })
+        .unwrap_or_else(|| panic!("no log line for {what}:\n{}", self.log_text()))
+    }
+
+    fn metrics(&self) -> String {
+        http_get(self.addr(), "/metrics").1
+    }
+
+    /// Waits until `/metrics` has `line`; returns how long that took.
+    fn wait_metric(&self, line: &str, within: Duration) -> Duration {
+        let t0 = Instant::now();
+        let seen = wait(line, within, || self.metrics().contains(line).then_some(()));
+        assert!(
+            seen.is_some(),
+            "`{line}` not in /metrics within {within:?}:\n{}\nlog:\n{}",
+            self.metrics(),
+            self.log_text()
+        );
+        t0.elapsed()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit; its exit code.
+    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                t0.elapsed() < within,
+                "agent did not exit within {within:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Polls `f` every 20 ms until it returns something or `within` passes.
+fn wait<T>(_what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if t0.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A minimal HTTP/1.0 GET: (status code, body).
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_owned())
+}
+
+/// Whether `program` can run; a missing one skips the test unless CI
+/// requires it.
+fn have(program: &str, package: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "`{program}` (Debian package {package}) is required (DATUM_VALIDATORS_REQUIRED): run scripts/deps"
+        );
+        println!("skipped: `{program}` not installed (Debian package {package})");
+    }
+    found
+}
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+const CRIT_DRIFT: &str = "datum_drift_findings{class=\"critical\",kind=\"changed_outside\"} 1";
+const NORMAL_DRIFT: &str = "datum_drift_findings{class=\"normal\",kind=\"changed_outside\"} 1";
+
+#[test]
+fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
+    let estate = Estate::new("2s");
+    let agent = estate.start(&[]);
+    // The first full pass: both classes converged.
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    agent.wait_metric(
+        "datum_resources{class=\"normal\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    let metrics = agent.metrics();
+    assert!(
+        metrics.contains("datum_class_watched{class=\"critical\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("datum_class_watched{class=\"normal\"} 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("datum_check_interval_seconds{class=\"normal\"} 2.0"));
+    // Labels never carry a path or a resource name.
+    assert!(!metrics.contains("sshd"), "{metrics}");
+    assert!(!metrics.contains("/etc/app"), "{metrics}");
+    assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
+
+    // The watched file: the finding is in /metrics within a second.
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    let took = agent.wait_metric(CRIT_DRIFT, Duration::from_secs(1));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(
+        agent
+            .log_text()
+            .contains("check (watch) of class critical (1 resources)")
+    );
+
+    // The polled file: within its stated bound (interval + inspection time;
+    // one second of slack for the scrape loop of this test).
+    let metrics = agent.metrics();
+    let bound: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("datum_detection_bound_seconds{class=\"normal\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((2.0..3.0).contains(&bound), "bound {bound}");
+    estate.write("root/etc/app/motd", "edited by hand\n");
+    agent.wait_metric(NORMAL_DRIFT, Duration::from_secs_f64(bound + 1.0));
+    // Content of the drifted files never reaches the metrics.
+    assert!(!agent.metrics().contains("edited by hand"));
+}
+
+#[test]
+fn once_exits_like_check() {
+    let estate = Estate::new("1h");
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    estate.write("root/etc/app/motd", "drifted\n");
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1 open finding(s), exit 2"), "{stderr}");
+    // A broken repository: no check, exit 1.
+    estate.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: [\n",
+    );
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+/// A repository big enough that a pass takes a while, so SIGTERM lands
+/// inside one.
+fn big_estate(files: usize) -> Estate {
+    let estate = Estate::new("1s");
+    let mut yaml = String::new();
+    for i in 0..files {
+        yaml.push_str(&format!(
+            "---\ndatum: v1alpha1\ntype: File\nname: f{i}\ndesired:\n  path: /etc/many/f{i}.conf\n  content: \"value {i}\\n\"\n"
+        ));
+    }
+    estate.write("repo/base/many.yaml", &yaml);
+    std::fs::create_dir_all(estate.path("root/etc/many")).unwrap();
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    estate
+}
+
+#[test]
+fn sigterm_during_a_pass_exits_0_and_the_store_survives() {
+    let estate = big_estate(3000);
+    estate.write("root/etc/app/motd", "drifted\n");
+    let state = estate.path("root/var/lib/datum/state.db");
+    // History from an earlier, complete check.
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let mut early = false;
+    for round in 0..3 {
+        let mut agent = estate.start(&[]);
+        // The first full pass starts right after the "started" line.
+        agent.wait_log("start", |l| l.contains("started:"));
+        std::thread::sleep(Duration::from_millis(5 * round));
+        agent.signal("TERM");
+        assert_eq!(
+            agent.wait_exit(Duration::from_secs(20)),
+            Some(0),
+            "{}",
+            agent.log_text()
+        );
+        assert!(agent.log_text().contains("stopped"), "{}", agent.log_text());
+        println!("round {round}:\n{}", agent.log_text());
+        early |= agent.log_text().contains("stopped early");
+        // The state store opens without a corruption warning.
+        let (store, warnings) = datum_store::Store::open(&state).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        drop(store);
+    }
+    assert!(early, "no SIGTERM landed inside a pass");
+    // The next start resumes: it checks, and the finding's history goes on
+    // from the earlier runs (first seen before this start).
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut agent = estate.start(&[]);
+    agent.wait_metric(NORMAL_DRIFT, Duration::from_secs(20));
+    agent.signal("INT");
+    assert_eq!(agent.wait_exit(Duration::from_secs(20)), Some(0));
+    let (store, warnings) = datum_store::Store::open(&state).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let findings = store.current_findings("agent-test").unwrap();
+    let motd = findings
+        .iter()
+        .find(|f| f.signature.subject == "File[motd]")
+        .unwrap_or_else(|| panic!("no motd finding in {findings:?}"));
+    assert!(motd.first_seen <= before, "{motd:?} vs {before}");
+    assert!(motd.passes >= 2, "{motd:?}");
+}
+
+#[test]
+fn sighup_with_a_broken_repository_keeps_the_old_catalogue() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    estate.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: [\n",
+    );
+    agent.signal("HUP");
+    agent.wait_metric("datum_repository_loaded 0", Duration::from_secs(10));
+    agent.wait_metric(
+        "datum_repository_reload_failures_total 1",
+        Duration::from_secs(1),
+    );
+    agent.wait_log("the refusal", |l| l.contains("reload refused"));
+    // The old catalogue keeps running: a watched edit is still detected.
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    agent.wait_metric(CRIT_DRIFT, Duration::from_secs(2));
+    // Fixed: the reload is taken and the refusal cleared.
+    std::fs::remove_file(estate.path("repo/base/broken.yaml")).unwrap();
+    agent.signal("HUP");
+    agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
+    agent.wait_log("the reload", |l| l.contains("reloaded:"));
+}
+
+#[test]
+fn promtool_checks_and_tests_the_alert_rules() {
+    if !have("promtool", "prometheus") {
+        return;
+    }
+    let dir = deploy_dir().join("prometheus");
+    let check = Command::new("promtool")
+        .args(["check", "rules", "datum.rules.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 10 rules found"));
+    let test = Command::new("promtool")
+        .args(["test", "rules", "datum.rules.test.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(test.status.success(), "{test:?}");
+}
+
+/// A free loopback port (a race with other processes is possible but
+/// unlikely, and fails loudly).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn encode_query(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The value of an instant query's first sample, if any.
+fn query(prom: SocketAddr, q: &str) -> Option<f64> {
+    let (status, body) = http_get(prom, &format!("/api/v1/query?query={}", encode_query(q)));
+    if status != 200 {
+        return None;
+    }
+    let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+    json["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_agent_and_sees_drift() {
+    if !have("prometheus", "prometheus") {
+        return;
+    }
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    let prom_dir = tempfile::tempdir().unwrap();
+    let rules = deploy_dir().join("prometheus/datum.rules.yml");
+    let config = prom_dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n\
+             scrape_configs:\n  - job_name: datum-agent\n    static_configs:\n      - targets: ['{}']\n",
+            rules.display(),
+            agent.addr()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let prom_addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let log = std::fs::File::create(prom_dir.path().join("prometheus.log")).unwrap();
+    let _prom = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                prom_dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let prom_log =
+        || std::fs::read_to_string(prom_dir.path().join("prometheus.log")).unwrap_or_default();
+    let up = wait(
+        "prometheus scrapes the agent",
+        Duration::from_secs(60),
+        || {
+            TcpStream::connect(prom_addr).ok()?;
+            query(prom_addr, "up{job=\"datum-agent\"}").filter(|v| *v == 1.0)
+        },
+    );
+    assert!(up.is_some(), "no successful scrape:\n{}", prom_log());
+    let q = "datum_drift_findings{job=\"datum-agent\",class=\"critical\",kind=\"changed_outside\"}";
+    let before = wait("the drift series", Duration::from_secs(30), || {
+        query(prom_addr, q)
+    });
+    assert_eq!(before, Some(0.0), "{}", prom_log());
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    let after = wait("the drift to be scraped", Duration::from_secs(30), || {
+        query(prom_addr, q).filter(|v| *v == 1.0)
+    });
+    assert_eq!(after, Some(1.0), "{}", prom_log());
+    // The rules loaded: Prometheus evaluates them against the agent.
+    let stale = query(prom_addr, "count(ALERTS{alertname=\"DatumCheckStale\"})");
+    assert_eq!(stale, None, "a fresh agent is not stale");
+}
+
+#[test]
+fn the_systemd_unit_verifies() {
+    if !have("systemd-analyze", "systemd") {
+        return;
+    }
+    let unit = std::fs::read_to_string(deploy_dir().join("systemd/datum-agent.service")).unwrap();
+    for option in [
+        "ProtectSystem=strict",
+        "ReadWritePaths=/etc /var/lib/datum",
+        "ProtectHome=true",
+        "PrivateTmp=true",
+        "NoNewPrivileges=true",
+        "SystemCallFilter=@system-service",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+    ] {
+        assert!(unit.contains(option), "the unit lost {option}");
+    }
+    // `verify` checks that ExecStart's program exists: point it at the
+    // binary under test.
+    assert!(unit.contains("ExecStart=/usr/local/bin/datum agent"));
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("datum-agent.service");
+    std::fs::write(&copy, unit.replace("/usr/local/bin/datum", DATUM)).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("datum-agent.service:"),
+        "warnings: {stderr}"
+    );
+}
