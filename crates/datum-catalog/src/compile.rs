@@ -253,9 +253,7 @@ impl<'r> Analysis<'r> {
             return Ok(None);
         };
         match datum_providers::tree::archive::read_source_dir(dir) {
-            Ok(tree) => Ok(Some(Content::new(datum_providers::tree::archive::encode(
-                &tree,
-            )))),
+            Ok(tree) => Ok(Some(datum_providers::tree::archive::pack(&tree))),
             Err(e) => {
                 let (origin, end) = field_location(self.doc(*d), &["source".to_owned()]);
                 Err(Box::new(
@@ -566,15 +564,87 @@ impl<'r> Analysis<'r> {
                 r.requires.push(to_id.clone());
             }
         }
-        let resources = sequence
+        let resources: Vec<Resource> = sequence
             .into_iter()
             .filter_map(|i| slots.get_mut(i).and_then(Option::take))
             .collect();
+        let mut autorequires = autorequires;
+        let resources = self.package_edges(resources, &mut autorequires);
         Some(Catalogue {
             host: host.clone(),
             resources,
             autorequires,
         })
+    }
+
+    /// A File whose validator's binary comes from a package the catalogue
+    /// declares runs after that Package (the package installs the validator);
+    /// a validated File with no such Package is worth a warning, since the
+    /// validator must then already be on every host the file reaches.
+    fn package_edges(
+        &mut self,
+        resources: Vec<Resource>,
+        autorequires: &mut Vec<(ResourceId, ResourceId)>,
+    ) -> Vec<Resource> {
+        for missing in datum_providers::package::missing_validator_packages(&resources) {
+            let origin = resources
+                .iter()
+                .find(|r| r.id == missing.resource)
+                .map(|r| r.origin.clone());
+            let mut d = Diagnostic::warning(format!(
+                "validator {} needs a binary from a package, and no Package provides it; declare Package[{}] (and the file will be ordered after it)",
+                missing.validator, missing.package
+            ))
+            .resource(&missing.resource);
+            if let Some(origin) = origin {
+                d = d.at(origin);
+            }
+            self.diags.push(d);
+        }
+        let edges = datum_providers::package::implicit_edges(&resources);
+        if edges.is_empty() {
+            return resources;
+        }
+        let index: HashMap<&ResourceId, usize> = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (&r.id, i))
+            .collect();
+        let mut plain: graph::Edges = resources
+            .iter()
+            .map(|r| {
+                r.requires
+                    .iter()
+                    .filter_map(|d| index.get(d).copied())
+                    .collect()
+            })
+            .collect();
+        let mut added = Vec::new();
+        for (file, package) in &edges {
+            let (Some(&f), Some(&p)) = (index.get(file), index.get(package)) else {
+                continue;
+            };
+            if f != p && !plain[f].contains(&p) && !graph::reaches(&plain, p, f) {
+                plain[f].push(p);
+                added.push((f, p));
+            }
+        }
+        let (sequence, stuck) = graph::order(&plain);
+        if !stuck.is_empty() {
+            return resources;
+        }
+        let mut slots: Vec<Option<Resource>> = resources.into_iter().map(Some).collect();
+        for &(f, p) in &added {
+            let package = slots[p].as_ref().map(|r| r.id.clone());
+            if let (Some(package), Some(file)) = (package, slots[f].as_mut()) {
+                autorequires.push((file.id.clone(), package.clone()));
+                file.requires.push(package);
+            }
+        }
+        sequence
+            .into_iter()
+            .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+            .collect()
     }
 
     /// Two resources managing one path would fight on every pass.

@@ -101,6 +101,22 @@ pub fn run_pass(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
+    // Packages are installed in one apt transaction up front: one dependency
+    // resolution, one download, and the validators they provide are on the
+    // host before the files that need them. Each Package resource still runs
+    // its own phases (and reports its change); a package the batch could not
+    // install fails there, naming apt's error.
+    if ctx.mode == Mode::Apply {
+        let packages: Vec<&Resource> = catalogue
+            .resources
+            .iter()
+            .filter(|r| r.id.kind == "Package" && !ctx.skip.contains(&r.id))
+            .collect();
+        if !packages.is_empty() {
+            let _ = datum_providers::package::install_batch(ctx.host, &packages);
+        }
+    }
+
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
     let mut changed: HashSet<ResourceId> = HashSet::new();
