@@ -1,31 +1,44 @@
 //! The declared content of a `Tree`, as one byte string the catalogue carries.
 //!
-//! The catalogue reads the repository folder named by `source:` and packs it
-//! here into [`datum_core::Content`] bytes (never serialised, never printed,
-//! hashed like any content so the declaration hash follows every byte). The
-//! Tree provider unpacks it. Packing keeps `datum_core::Resource` unchanged:
-//! a tree is content with structure.
+//! The catalogue scans the repository folder named by `source:` (the same
+//! parallel Merkle scan as the host side, native algorithm) and packs the
+//! result here into [`datum_core::Content`] bytes: per file its BLAKE3 hash,
+//! size and repository path, never its bytes, so a 20,000-file tree costs a
+//! few megabytes, not its size. The content checksum of the pack is what the
+//! declaration hash follows, so any change to any file changes it. The Tree
+//! provider unpacks it; apply reads a file's bytes from the repository when
+//! it writes it, and refuses a file whose hash is no longer the packed one.
+//! Packing keeps `datum_core::Resource` unchanged: a tree is content with
+//! structure.
 //!
-//! Owns: the format (`datum-tree1\n`, then per entry in path byte order a kind
+//! Owns: the format (`datum-tree2\n`, then per entry in path byte order a kind
 //! byte `d`/`f`/`l`, a `u32` path length, the path relative to the folder, a
-//! `u64` payload length and the payload: file bytes or link target) and
-//! [`read_source_dir`], which reads a repository folder. Must not: read the
-//! managed host (this reads the repository only), follow a symbolic link
-//! (a link in the folder is declared as that link, so it can never pull in
-//! a file from outside the repository), or render templates: files are taken
-//! verbatim (a `.j2` file is a file named `.j2`).
+//! `u64` payload length and the payload: for a file its 32-byte hash, `u64`
+//! size and repository path; for a link its target) and [`read_source_dir`].
+//! Must not: read the managed host (this reads the repository only), follow
+//! a symbolic link (a link in the folder is declared as that link, so it can
+//! never pull in a file from outside the repository), or render templates:
+//! files are taken verbatim (a `.j2` file is a file named `.j2`).
 
 use std::collections::BTreeMap;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8] = b"datum-tree1\n";
+use datum_drift::fingerprint::{Algorithm, Entry, ScanOptions, scan};
+
+const MAGIC: &[u8] = b"datum-tree2\n";
 
 /// One declared entry below the tree's root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeclaredEntry {
     Dir,
-    File(Vec<u8>),
+    File {
+        /// BLAKE3 of the bytes (the native fingerprint's content hash).
+        blake3: [u8; 32],
+        size: u64,
+        /// The repository file holding the bytes (absolute).
+        source: PathBuf,
+    },
     /// The link's target, raw bytes.
     Symlink(Vec<u8>),
 }
@@ -44,9 +57,19 @@ pub struct ArchiveError {
 pub fn encode(tree: &DeclaredTree) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     for (path, entry) in tree {
+        let mut file_payload = Vec::new();
         let (kind, payload): (u8, &[u8]) = match entry {
             DeclaredEntry::Dir => (b'd', &[]),
-            DeclaredEntry::File(bytes) => (b'f', bytes),
+            DeclaredEntry::File {
+                blake3,
+                size,
+                source,
+            } => {
+                file_payload.extend_from_slice(blake3);
+                file_payload.extend_from_slice(&size.to_le_bytes());
+                file_payload.extend_from_slice(source.as_os_str().as_bytes());
+                (b'f', &file_payload)
+            }
             DeclaredEntry::Symlink(target) => (b'l', target),
         };
         out.push(kind);
@@ -56,6 +79,34 @@ pub fn encode(tree: &DeclaredTree) -> Vec<u8> {
         out.extend_from_slice(payload);
     }
     out
+}
+
+/// The tree as declared content for the catalogue: the packed bytes, with a
+/// checksum over everything but the repository paths (hashes, sizes, names,
+/// link targets), so the declaration hash does not change when the
+/// repository is checked out elsewhere.
+pub fn pack(tree: &DeclaredTree) -> datum_core::Content {
+    let bytes = encode(tree);
+    let located: DeclaredTree = tree
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                DeclaredEntry::File { blake3, size, .. } => DeclaredEntry::File {
+                    blake3: *blake3,
+                    size: *size,
+                    source: PathBuf::new(),
+                },
+                other => other.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    datum_core::Content {
+        sha256: datum_core::sha256_hex(&encode(&located)),
+        size: bytes.len() as u64,
+        bytes,
+        source: None,
+    }
 }
 
 /// Unpacks what [`encode`] packed.
@@ -84,12 +135,29 @@ pub fn decode(bytes: &[u8]) -> Result<DeclaredTree, ArchiveError> {
             .map(u64::from_le_bytes)
             .ok_or(err.clone())?;
         let payload = take(&mut at, usize::try_from(plen).map_err(|_| err.clone())?)
-            .ok_or(err.clone())?
-            .to_vec();
+            .ok_or(err.clone())?;
         let entry = match kind {
             b'd' => DeclaredEntry::Dir,
-            b'f' => DeclaredEntry::File(payload),
-            b'l' => DeclaredEntry::Symlink(payload),
+            b'f' => {
+                let blake3: [u8; 32] = payload
+                    .get(..32)
+                    .and_then(|b| b.try_into().ok())
+                    .ok_or(err.clone())?;
+                let size = payload
+                    .get(32..40)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes)
+                    .ok_or(err.clone())?;
+                let source = PathBuf::from(std::ffi::OsStr::from_bytes(
+                    payload.get(40..).ok_or(err.clone())?,
+                ));
+                DeclaredEntry::File {
+                    blake3,
+                    size,
+                    source,
+                }
+            }
+            b'l' => DeclaredEntry::Symlink(payload.to_vec()),
             _ => return Err(err),
         };
         tree.insert(path, entry);
@@ -97,64 +165,92 @@ pub fn decode(bytes: &[u8]) -> Result<DeclaredTree, ArchiveError> {
     Ok(tree)
 }
 
-/// Reads the repository folder `dir` into a declared tree: regular files with
-/// their bytes, folders (empty ones too), links as links. Other entries
-/// (fifos, sockets) are refused: they cannot be declared.
+/// Scans the repository folder `dir` into a declared tree: regular files by
+/// hash (hashed in parallel, read once, not kept), folders (empty ones too),
+/// links as links. Other entries (fifos, sockets) are refused: they cannot be
+/// declared.
 pub fn read_source_dir(dir: &Path) -> Result<DeclaredTree, std::io::Error> {
+    let scanned = scan(
+        dir,
+        &ScanOptions {
+            algorithm: Algorithm::Native,
+            exclude: None,
+            threads: 0,
+            progress: None,
+        },
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut tree = DeclaredTree::new();
-    read_into(dir, &PathBuf::new(), &mut tree)?;
-    Ok(tree)
-}
-
-fn read_into(base: &Path, rel: &Path, tree: &mut DeclaredTree) -> Result<(), std::io::Error> {
-    let dir = base.join(rel);
-    for entry in std::fs::read_dir(&dir)? {
-        let entry = entry?;
-        let child_rel = rel.join(entry.file_name());
-        let key = child_rel.as_os_str().as_bytes().to_vec();
-        let path = entry.path();
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            let target = std::fs::read_link(&path)?;
-            tree.insert(
-                key,
-                DeclaredEntry::Symlink(target.into_os_string().into_vec()),
-            );
-        } else if kind.is_dir() {
-            tree.insert(key, DeclaredEntry::Dir);
-            read_into(base, &child_rel, tree)?;
-        } else if kind.is_file() {
-            tree.insert(key, DeclaredEntry::File(std::fs::read(&path)?));
-        } else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{} is neither a file, a folder nor a link", path.display()),
-            ));
+    for (rel, node) in scanned.tree.walk() {
+        if rel.as_os_str().is_empty() {
+            continue;
         }
+        let key = rel.as_os_str().as_bytes().to_vec();
+        let entry = match &node.entry {
+            Entry::Dir { .. } => DeclaredEntry::Dir,
+            Entry::File { size, content, .. } => DeclaredEntry::File {
+                blake3: content.digest.0,
+                size: *size,
+                source: dir.join(&rel),
+            },
+            Entry::Symlink { target, .. } => DeclaredEntry::Symlink(target.clone()),
+            Entry::Other { .. } => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is neither a file, a folder nor a link",
+                        dir.join(&rel).display()
+                    ),
+                ));
+            }
+        };
+        tree.insert(key, entry);
     }
-    Ok(())
+    Ok(tree)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn file(bytes: &[u8], source: &str) -> DeclaredEntry {
+        DeclaredEntry::File {
+            blake3: *blake3_of(bytes),
+            size: bytes.len() as u64,
+            source: PathBuf::from(source),
+        }
+    }
+
+    fn blake3_of(bytes: &[u8]) -> Box<[u8; 32]> {
+        Box::new(Algorithm::Native.hash_content(bytes).digest.0)
+    }
+
     #[test]
     fn round_trip_keeps_every_entry() {
         let mut t = DeclaredTree::new();
-        t.insert(b"a.conf".to_vec(), DeclaredEntry::File(b"x = 1\n".to_vec()));
+        t.insert(b"a.conf".to_vec(), file(b"x = 1\n", "/repo/t/a.conf"));
         t.insert(b"sub".to_vec(), DeclaredEntry::Dir);
         t.insert(
             b"sub/link".to_vec(),
             DeclaredEntry::Symlink(b"../a.conf".to_vec()),
         );
-        t.insert(b"odd name\n".to_vec(), DeclaredEntry::File(Vec::new()));
+        t.insert(b"odd name\n".to_vec(), file(b"", "/repo/t/odd name\n"));
         assert_eq!(decode(&encode(&t)).unwrap(), t);
     }
 
     #[test]
+    fn the_checksum_ignores_where_the_repository_is() {
+        let here: DeclaredTree = [(b"a".to_vec(), file(b"x", "/one/a"))].into();
+        let there: DeclaredTree = [(b"a".to_vec(), file(b"x", "/two/a"))].into();
+        let other: DeclaredTree = [(b"a".to_vec(), file(b"y", "/one/a"))].into();
+        assert_eq!(pack(&here).sha256, pack(&there).sha256);
+        assert_ne!(pack(&here).sha256, pack(&other).sha256);
+        assert_eq!(decode(&pack(&here).bytes).unwrap(), here);
+    }
+
+    #[test]
     fn damaged_bytes_are_an_error_not_a_panic() {
-        let t: DeclaredTree = [(b"a".to_vec(), DeclaredEntry::File(b"xyz".to_vec()))].into();
+        let t: DeclaredTree = [(b"a".to_vec(), file(b"xyz", "/r/a"))].into();
         let bytes = encode(&t);
         for cut in 0..bytes.len() {
             if cut == MAGIC.len() {
@@ -166,17 +262,25 @@ mod tests {
     }
 
     #[test]
-    fn reads_a_folder_without_following_links() {
+    fn reads_a_folder_by_hash_without_following_links() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a"), b"A").unwrap();
         std::fs::create_dir(dir.path().join("empty")).unwrap();
         std::os::unix::fs::symlink("/etc/shadow", dir.path().join("l")).unwrap();
         let t = read_source_dir(dir.path()).unwrap();
-        assert_eq!(t.get(&b"a"[..]), Some(&DeclaredEntry::File(b"A".to_vec())));
+        assert_eq!(
+            t.get(&b"a"[..]),
+            Some(&DeclaredEntry::File {
+                blake3: *blake3_of(b"A"),
+                size: 1,
+                source: dir.path().join("a"),
+            })
+        );
         assert_eq!(t.get(&b"empty"[..]), Some(&DeclaredEntry::Dir));
         assert_eq!(
             t.get(&b"l"[..]),
             Some(&DeclaredEntry::Symlink(b"/etc/shadow".to_vec()))
         );
+        assert_eq!(t.len(), 3);
     }
 }

@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_drift::fingerprint::{
-    Algorithm, Entry, Exclusions, FingerprintedNode, Node, ScanOptions, TreeDifference, compare,
-    fingerprint_tree, scan,
+    Algorithm, ContentHash, Digest, Entry, Exclusions, FingerprintedNode, HashFunction, Node,
+    ScanOptions, TreeDifference, compare, fingerprint_tree, scan,
 };
 use datum_host::fs::{self, FileKind};
 use datum_host::{Host, HostError, StagedFile};
@@ -306,9 +306,16 @@ pub fn declared_node(
         let (u, g) = ids_at(rel);
         let node = match entry {
             DeclaredEntry::Dir => Node::dir(d.dir_mode, u, g),
-            DeclaredEntry::File(bytes) => {
-                Node::file_with_bytes(Algorithm::Native, d.file_mode(), u, g, bytes)
-            }
+            DeclaredEntry::File { blake3, size, .. } => Node::File {
+                mode: d.file_mode(),
+                uid: u,
+                gid: g,
+                size: *size,
+                content: ContentHash {
+                    function: HashFunction::Blake3,
+                    digest: Digest(*blake3),
+                },
+            },
             DeclaredEntry::Symlink(target) => Node::symlink(target.clone()),
         };
         insert_at(&mut root, path, node);
@@ -455,8 +462,12 @@ fn converge(
         let target = live.join(rel);
         match entry {
             DeclaredEntry::Dir => ensure_dir(&target, uid, gid, d.dir_mode)?,
-            DeclaredEntry::File(bytes) => {
-                ensure_file(host, &target, bytes, uid, gid, d.file_mode(), gate)?;
+            DeclaredEntry::File { blake3, source, .. } => {
+                let want = Declared {
+                    blake3,
+                    source: source.as_path(),
+                };
+                ensure_file(host, &target, want, uid, gid, d.file_mode(), gate)?;
             }
             DeclaredEntry::Symlink(to) => ensure_link(&target, to)?,
         }
@@ -509,10 +520,21 @@ fn ensure_dir(
     Ok(())
 }
 
+/// A declared file: its hash and the repository file holding its bytes.
+#[derive(Clone, Copy)]
+struct Declared<'a> {
+    blake3: &'a [u8; 32],
+    source: &'a Path,
+}
+
+fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
+    Algorithm::Native.hash_content(bytes).digest.0 == *blake3
+}
+
 fn ensure_file(
     host: &Host,
     path: &Path,
-    bytes: &[u8],
+    want: Declared<'_>,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: u32,
@@ -529,8 +551,7 @@ fn ensure_file(
                 .into());
             }
             FileKind::File => {
-                let hashed = fs::hash_file(path, 0)?;
-                if hashed.sha256 == datum_core::sha256_hex(bytes) {
+                if same_content(&fs::read(path)?, want.blake3) {
                     let uid = uid.filter(|u| *u != stat.meta.uid);
                     let gid = gid.filter(|g| *g != stat.meta.gid);
                     if uid.is_some() || gid.is_some() || stat.meta.mode != mode {
@@ -542,11 +563,23 @@ fn ensure_file(
             _ => {}
         }
     }
+    // The bytes come from the repository now: refuse a source that changed
+    // since the catalogue hashed it (it would not be what was checked).
+    let bytes = fs::read(want.source)?;
+    if !same_content(&bytes, want.blake3) {
+        return Err(ProviderError::Invalid {
+            field: "source".to_owned(),
+            message: format!(
+                "{} changed since the catalogue was compiled; compile again",
+                want.source.display()
+            ),
+        });
+    }
     if let Some(parent) = path.parent() {
         host.sweep_stale_staging(parent)?;
     }
     let mut staged = StagedFile::create(path)?;
-    staged.write_all(bytes)?;
+    staged.write_all(&bytes)?;
     staged.set_owner(uid, gid)?;
     staged.set_mode(mode)?;
     staged.sync()?;
