@@ -292,6 +292,46 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
 }
 
 #[test]
+fn a_revert_class_is_reverted_by_the_agent_through_datum_check() {
+    let estate = Estate::new("1h");
+    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &settings.replace(
+            "critical: {interval: 60s, watch: true}",
+            "critical: {interval: 60s, watch: true, policy: revert}",
+        ),
+    );
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    let restored = wait("the revert", Duration::from_secs(5), || {
+        let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).ok()?;
+        (now == "PermitRootLogin no\n").then_some(())
+    });
+    assert!(restored.is_some(), "not reverted:\n{}", agent.log_text());
+    // The evidence was kept: the drifted content is in the backup store.
+    let out = estate.datum(&["backup", "list"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sshd.conf"),
+        "{out:?}"
+    );
+    // Reverted drift is not open drift.
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(5),
+    );
+    assert!(
+        agent
+            .metrics()
+            .contains("datum_drift_findings{class=\"critical\",kind=\"changed_outside\"} 0")
+    );
+}
+
+#[test]
 fn once_exits_like_check() {
     let estate = Estate::new("1h");
     let out = estate.datum(&["agent", "--once"]).output().unwrap();

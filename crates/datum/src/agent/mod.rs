@@ -10,9 +10,13 @@
 //! anything but diagnostics and log lines (the daemon logs), or put a
 //! resource name or value in a metric.
 //!
-//! Policies other than `report` are applied by `datum check` (issue 5); until
-//! its check function can be called from here, a class with another policy
-//! is checked and reported, and the agent says so when it loads.
+//! A class whose policy is `report` is checked in process (the catalogue
+//! stays compiled between checks, so a watch-triggered check of one file
+//! costs one observation). A class with another policy (`revert`, `accept`,
+//! `quarantine`) is checked by running `datum check --class NAME --output
+//! json` as a child process, so the policy, its flap detection, backups and
+//! patches behave exactly as `datum check` documents; its JSON is folded
+//! into the same counts. That child takes the root lock itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -25,7 +29,7 @@ use datum_agent::{
 use datum_catalog::{Catalogue, HostIdentity, Repository};
 use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
-use datum_drift::classes::Classes;
+use datum_drift::classes::{Classes, Policy};
 use datum_host::Host;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
 
@@ -42,6 +46,8 @@ pub struct Paths {
     pub labels: Vec<(String, String)>,
     pub state: PathBuf,
     pub color: bool,
+    /// Passed to a delegated `datum check` (see the module header).
+    pub lock_timeout: Duration,
 }
 
 /// What the agent last knew about one resource (merged across partial
@@ -212,8 +218,52 @@ impl ClassChecker for RepoChecker {
         let mut inspections: Vec<(String, u64)> = Vec::new();
         let mut any_drift = false;
         let mut any_error = false;
+        let mut delegated: Vec<String> = Vec::new();
         'classes: for (class, resources) in &by_class {
+            if cancel.is_cancelled() {
+                report.cancelled = true;
+                break;
+            }
             let t0 = Instant::now();
+            let policy = self
+                .classes
+                .as_ref()
+                .map(|c| c.get(class).policy)
+                .unwrap_or(Policy::Report);
+            if policy != Policy::Report {
+                let picture = Self::delegate(
+                    &self.paths,
+                    class,
+                    resources,
+                    &mut report.validation_failures,
+                );
+                // What the in-process path knew of these resources is stale.
+                for r in resources {
+                    self.known.remove(&r.id);
+                }
+                match picture {
+                    Ok((picture, exit)) => {
+                        any_drift |= exit == 2;
+                        any_error |= exit != 0 && exit != 2;
+                        report.classes.insert(
+                            class.clone(),
+                            ClassReport {
+                                duration: t0.elapsed(),
+                                ..picture
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        any_error = true;
+                        (self.warn)(&format!(
+                            "check of class {class} (policy {}) failed: {e}",
+                            policy.word()
+                        ));
+                    }
+                }
+                delegated.push(class.clone());
+                continue;
+            }
             for chunk in resources.chunks(BATCH) {
                 if cancel.is_cancelled() {
                     report.cancelled = true;
@@ -245,14 +295,24 @@ impl ClassChecker for RepoChecker {
             0
         };
         if !report.cancelled {
-            self.record(
-                scope,
-                started_at,
-                &report,
-                &signatures,
-                &subjects,
-                &inspections,
-            );
+            // A delegated class recorded its own history: clearing "all"
+            // findings here would erase its findings.
+            let all = matches!(scope, Scope::All) && delegated.is_empty();
+            let recorded: Vec<(String, u64)> = inspections
+                .into_iter()
+                .filter(|(c, _)| !delegated.contains(c))
+                .collect();
+            if !recorded.is_empty() {
+                self.record(
+                    command_for(scope),
+                    all,
+                    started_at,
+                    &report,
+                    &signatures,
+                    &subjects,
+                    &recorded,
+                );
+            }
         }
         Ok(report)
     }
@@ -274,12 +334,62 @@ impl RepoChecker {
         picture
     }
 
+    /// Checks `class` by running `datum check --class CLASS --output json`,
+    /// which applies the class's policy; returns the class picture and the
+    /// child's exit code.
+    fn delegate(
+        p: &Paths,
+        class: &str,
+        resources: &[&Resource],
+        validation_failures: &mut BTreeMap<String, u64>,
+    ) -> Result<(ClassReport, i32), DelegateError> {
+        let exe = std::env::current_exe().map_err(DelegateError::Spawn)?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("--repo")
+            .arg(&p.repo)
+            .arg("--root")
+            .arg(&p.root)
+            .arg("--state")
+            .arg(&p.state)
+            .arg("--color")
+            .arg("never")
+            .arg("--output")
+            .arg("json")
+            .arg("--lock-timeout")
+            .arg(format!("{}ms", p.lock_timeout.as_millis()));
+        if let Some(h) = &p.host_file {
+            cmd.arg("--host-file").arg(h);
+        }
+        for (k, v) in &p.labels {
+            cmd.arg("--label").arg(format!("{k}={v}"));
+        }
+        cmd.arg("check").arg("--class").arg(class);
+        // The store is the child's for the duration: it records history.
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(DelegateError::Spawn)?;
+        let code = out.status.code().unwrap_or(1);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .map_err(|source| DelegateError::Output { code, source })?;
+        Ok((
+            picture_from_json(resources, &json, validation_failures),
+            code,
+        ))
+    }
+
     /// Records the check in the state store (one transaction), like `datum
     /// check` does, so `datum schedule` sees the agent's inspection times and
     /// finding history continues across agent restarts.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; a struct would only rename them"
+    )]
     fn record(
         &mut self,
-        scope: &Scope,
+        command: &str,
+        all: bool,
         started_at: i64,
         report: &CheckReport,
         signatures: &[FindingSignature],
@@ -306,7 +416,7 @@ impl RepoChecker {
             let pass_id = batch.record_pass(&PassRecord {
                 started_at,
                 finished_at,
-                command: command_for(scope).to_owned(),
+                command: command.to_owned(),
                 host: host.clone(),
                 counts,
                 duration_ms: inspections.iter().map(|(_, ms)| ms).sum(),
@@ -315,9 +425,10 @@ impl RepoChecker {
             for (class, ms) in inspections {
                 batch.record_class_inspection(pass_id, class, *ms)?;
             }
-            let finding_scope = match scope {
-                Scope::All => FindingScope::All,
-                _ => FindingScope::Subjects(subjects),
+            let finding_scope = if all {
+                FindingScope::All
+            } else {
+                FindingScope::Subjects(subjects)
             };
             batch.record_findings_scoped(pass_id, &host, signatures, finished_at, finding_scope)?;
             batch.commit()
@@ -329,6 +440,114 @@ impl RepoChecker {
         }
     }
 }
+
+/// Why a delegated `datum check` gave nothing usable.
+#[derive(Debug, thiserror::Error)]
+enum DelegateError {
+    #[error("cannot run datum check: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("datum check exited {code} without a JSON report: {source}")]
+    Output {
+        code: i32,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A class picture from `datum check --output json` for the whole class:
+/// reverted resources count as changed, accepted ones as converged, those
+/// with open findings as drifted, quarantined and erroring ones as such.
+fn picture_from_json(
+    resources: &[&Resource],
+    json: &serde_json::Value,
+    validation_failures: &mut BTreeMap<String, u64>,
+) -> ClassReport {
+    let by_id: HashMap<String, &Resource> =
+        resources.iter().map(|r| (r.id.to_string(), *r)).collect();
+    let mut state: HashMap<&str, &'static str> = HashMap::new();
+    let mut picture = ClassReport::default();
+    let empty = Vec::new();
+    let list = |key: &str| {
+        json.get(key)
+            .and_then(|v| v.as_array())
+            .unwrap_or(&empty)
+            .clone()
+    };
+    for f in list("findings") {
+        let subject = f["subject"].as_str().unwrap_or_default();
+        let Some((id, r)) = by_id.get_key_value(subject) else {
+            continue;
+        };
+        let action = f["action"].as_str().unwrap_or("reported");
+        let s = if action.starts_with("reverted") {
+            "changed"
+        } else if action.starts_with("accepted") {
+            "converged"
+        } else if action.starts_with("revert failed") {
+            if action.contains("validat")
+                && let Some(v) = &r.validate
+            {
+                *validation_failures.entry(v.clone()).or_insert(0) += 1;
+            }
+            "failed"
+        } else if action.starts_with("quarantined") {
+            "quarantined"
+        } else {
+            "drifted"
+        };
+        if s == "drifted" || s == "quarantined" || s == "failed" {
+            let kind = f["category"]
+                .as_str()
+                .unwrap_or("changed_outside")
+                .to_owned();
+            *picture.findings.entry(kind).or_insert(0) += 1;
+        }
+        // The worst state of a resource with several findings wins.
+        let rank = |s: &str| STATE_RANK.iter().position(|x| *x == s).unwrap_or(0);
+        let entry = state.entry(id.as_str()).or_insert(s);
+        if rank(s) > rank(entry) {
+            *entry = s;
+        }
+    }
+    for q in list("quarantined") {
+        let target = q["target"].as_str().unwrap_or_default();
+        if target == "host" {
+            for r in resources {
+                state.insert(
+                    by_id
+                        .get_key_value(&r.id.to_string())
+                        .map_or("", |(k, _)| k),
+                    "quarantined",
+                );
+            }
+        } else if let Some((id, _)) = by_id.get_key_value(target) {
+            state.insert(id.as_str(), "quarantined");
+        }
+    }
+    for e in list("errors") {
+        if let Some((id, _)) = by_id.get_key_value(e["resource"].as_str().unwrap_or_default()) {
+            state.insert(id.as_str(), "failed");
+        }
+    }
+    for r in resources {
+        let s = state
+            .get(r.id.to_string().as_str())
+            .copied()
+            .unwrap_or("converged");
+        *picture.states.entry(s.to_owned()).or_insert(0) += 1;
+    }
+    picture
+}
+
+/// States from least to most in need of attention.
+const STATE_RANK: [&str; 6] = [
+    "converged",
+    "changed",
+    "drifted",
+    "blocked",
+    "failed",
+    "quarantined",
+];
 
 /// The `command` a check is recorded under. A check of the few resources a
 /// watch reported is not an inspection of the class: recorded as `check`,
@@ -442,5 +661,65 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
         classes: specs,
         watch,
         resources: catalogue.resources.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(kind: &str, name: &str, validate: Option<&str>) -> Resource {
+        Resource {
+            id: ResourceId::new(kind, name),
+            desired: serde_json::json!({}),
+            content: None,
+            requires: Vec::new(),
+            class: "critical".into(),
+            sensitive: false,
+            validate: validate.map(str::to_owned),
+            origin: datum_core::Origin::default(),
+            field_origins: BTreeMap::new(),
+            declaration_hash: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_delegated_report_becomes_counts() {
+        let rs = [
+            resource("File", "a", None),
+            resource("File", "b", Some("sshd")),
+            resource("File", "c", None),
+            resource("File", "d", None),
+            resource("File", "e", None),
+        ];
+        let refs: Vec<&Resource> = rs.iter().collect();
+        let json = serde_json::json!({
+            "findings": [
+                {"subject": "File[a]", "category": "changed_outside", "action": "reverted"},
+                {"subject": "File[b]", "category": "changed_outside", "action": "revert failed: validation failed (sshd, exit 255)"},
+                {"subject": "File[c]", "category": "deleted_outside", "action": "backed off: reverted 4 times within 1h"},
+                {"subject": "File[zz]", "category": "changed_outside", "action": "reported"},
+            ],
+            "quarantined": [{"target": "File[d]", "reason": "by policy: drift"}],
+            "errors": [],
+        });
+        let mut validation = BTreeMap::new();
+        let p = picture_from_json(&refs, &json, &mut validation);
+        let state = |s: &str| p.states.get(s).copied().unwrap_or(0);
+        assert_eq!(
+            (
+                state("changed"),
+                state("failed"),
+                state("drifted"),
+                state("quarantined"),
+                state("converged")
+            ),
+            (1, 1, 1, 1, 1)
+        );
+        // Open findings only: the reverted one is closed; a subject outside
+        // the class is ignored.
+        assert_eq!(p.findings.get("changed_outside"), Some(&1));
+        assert_eq!(p.findings.get("deleted_outside"), Some(&1));
+        assert_eq!(validation.get("sshd"), Some(&1));
     }
 }

@@ -35,6 +35,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         labels: global.labels.clone(),
         state: context::state_path(global),
         color: context::use_color(global),
+        lock_timeout: global.lock_timeout,
     };
     let log: Log = Arc::new(line);
     let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)));
