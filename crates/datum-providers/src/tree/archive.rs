@@ -134,8 +134,8 @@ pub fn decode(bytes: &[u8]) -> Result<DeclaredTree, ArchiveError> {
             .and_then(|b| b.try_into().ok())
             .map(u64::from_le_bytes)
             .ok_or(err.clone())?;
-        let payload = take(&mut at, usize::try_from(plen).map_err(|_| err.clone())?)
-            .ok_or(err.clone())?;
+        let payload =
+            take(&mut at, usize::try_from(plen).map_err(|_| err.clone())?).ok_or(err.clone())?;
         let entry = match kind {
             b'd' => DeclaredEntry::Dir,
             b'f' => {

@@ -9,8 +9,9 @@
 //!   source: trees/nginx-conf.d   # repository folder, relative to the layer
 //!   owner: root                  # every entry (default: not managed)
 //!   group: root
-//!   mode: "0644"                 # files (default 0644)
-//!   dir_mode: "0755"             # folders, the root included (default 0755)
+//!   mode: "0644"                 # files (default: not managed; 0644 when created)
+//!   dir_mode: "0755"             # folders, the root included (default: not
+//!                                # managed; 0755 when created)
 //!   exclude: ["*.swp", "*~"]     # gitignore syntax, relative to `path`
 //!   purge: false                 # remove unmanaged entries on apply
 //! ```
@@ -72,7 +73,8 @@ const FIELDS: &[FieldSpec] = &[
 pub struct TreeDesired {
     pub path: PathBuf,
     pub meta: MetaDesired,
-    pub dir_mode: u32,
+    /// Folder mode; `None`: not managed (0755 when created).
+    pub dir_mode: Option<u32>,
     pub exclude: Vec<String>,
     pub purge: bool,
     /// Declared entries below the root (from the catalogue).
@@ -99,8 +101,7 @@ impl TreeDesired {
                 .get("dir_mode")
                 .map(parse_mode)
                 .transpose()
-                .map_err(|m| invalid("dir_mode", m))?
-                .unwrap_or(DEFAULT_DIR_MODE),
+                .map_err(|m| invalid("dir_mode", m))?,
             exclude: exclude_rules(desired).map_err(|m| invalid("exclude", m))?,
             purge: desired
                 .get("purge")
@@ -108,10 +109,6 @@ impl TreeDesired {
                 .unwrap_or(false),
             entries,
         })
-    }
-
-    fn file_mode(&self) -> u32 {
-        self.meta.mode.unwrap_or(DEFAULT_FILE_MODE)
     }
 
     /// The compiled exclusion rules.
@@ -291,31 +288,51 @@ pub fn declared_node(
     gid: Option<u32>,
     observed: Option<&FingerprintedNode>,
 ) -> Node {
-    let ids_at = |rel: &Path| -> (u32, u32) {
-        let seen = observed.and_then(|o| o.get(rel)).map(|n| match &n.entry {
-            Entry::Dir { uid, gid, .. } | Entry::File { uid, gid, .. } => (*uid, *gid),
-            _ => (0, 0),
-        });
-        let (su, sg) = seen.unwrap_or((0, 0));
-        (uid.unwrap_or(su), gid.unwrap_or(sg))
+    // What is not declared is not managed: the observed entry of the same
+    // kind at the same path lends its mode, owner or group.
+    let meta_at = |rel: &Path, dir: bool| -> (u32, u32, u32) {
+        let default = if dir {
+            DEFAULT_DIR_MODE
+        } else {
+            DEFAULT_FILE_MODE
+        };
+        let declared_mode = if dir { d.dir_mode } else { d.meta.mode };
+        let seen = observed
+            .and_then(|o| o.get(rel))
+            .and_then(|n| match &n.entry {
+                Entry::Dir { mode, uid, gid } if dir => Some((*mode, *uid, *gid)),
+                Entry::File { mode, uid, gid, .. } if !dir => Some((*mode, *uid, *gid)),
+                _ => None,
+            });
+        let (sm, su, sg) = seen.unwrap_or((default, 0, 0));
+        (
+            declared_mode.unwrap_or(sm),
+            uid.unwrap_or(su),
+            gid.unwrap_or(sg),
+        )
     };
-    let (ru, rg) = ids_at(Path::new(""));
-    let mut root = Node::dir(d.dir_mode, ru, rg);
+    let (rm, ru, rg) = meta_at(Path::new(""), true);
+    let mut root = Node::dir(rm, ru, rg);
     for (path, entry) in &d.entries {
         let rel = bytes_path(path);
-        let (u, g) = ids_at(rel);
         let node = match entry {
-            DeclaredEntry::Dir => Node::dir(d.dir_mode, u, g),
-            DeclaredEntry::File { blake3, size, .. } => Node::File {
-                mode: d.file_mode(),
-                uid: u,
-                gid: g,
-                size: *size,
-                content: ContentHash {
-                    function: HashFunction::Blake3,
-                    digest: Digest(*blake3),
-                },
-            },
+            DeclaredEntry::Dir => {
+                let (m, u, g) = meta_at(rel, true);
+                Node::dir(m, u, g)
+            }
+            DeclaredEntry::File { blake3, size, .. } => {
+                let (m, u, g) = meta_at(rel, false);
+                Node::File {
+                    mode: m,
+                    uid: u,
+                    gid: g,
+                    size: *size,
+                    content: ContentHash {
+                        function: HashFunction::Blake3,
+                        digest: Digest(*blake3),
+                    },
+                }
+            }
             DeclaredEntry::Symlink(target) => Node::symlink(target.clone()),
         };
         insert_at(&mut root, path, node);
@@ -467,7 +484,7 @@ fn converge(
                     blake3,
                     source: source.as_path(),
                 };
-                ensure_file(host, &target, want, uid, gid, d.file_mode(), gate)?;
+                ensure_file(host, &target, want, uid, gid, d.meta.mode, gate)?;
             }
             DeclaredEntry::Symlink(to) => ensure_link(&target, to)?,
         }
@@ -497,16 +514,12 @@ fn ensure_dir(
     path: &Path,
     uid: Option<u32>,
     gid: Option<u32>,
-    mode: u32,
+    mode: Option<u32>,
 ) -> Result<(), ProviderError> {
     let current = fs::lstat(path)?;
     match current {
         Some(stat) if stat.kind == FileKind::Directory => {
-            let uid = uid.filter(|u| *u != stat.meta.uid);
-            let gid = gid.filter(|g| *g != stat.meta.gid);
-            if uid.is_some() || gid.is_some() || stat.meta.mode != mode {
-                fs::set_metadata(path, uid, gid, Some(mode))?;
-            }
+            fix_meta(path, &stat.meta, uid, gid, mode)?;
             return Ok(());
         }
         // A file or link where a folder is declared: inside an owned tree it
@@ -514,9 +527,33 @@ fn ensure_dir(
         Some(_) => fs::remove_file(path)?,
         None => {}
     }
+    let mode = mode.unwrap_or(DEFAULT_DIR_MODE);
     fs::require_parent_dir(path)?;
     fs::create_dir(path, mode)?;
     fs::set_metadata(path, uid, gid, Some(mode))?;
+    Ok(())
+}
+
+/// Sets the declared owner, group and mode where they differ. A chown clears
+/// set-id bits, so the mode (declared, or as it was) is set again after one.
+fn fix_meta(
+    path: &Path,
+    meta: &datum_core::FileMeta,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<(), ProviderError> {
+    let uid = uid.filter(|u| *u != meta.uid);
+    let gid = gid.filter(|g| *g != meta.gid);
+    let owner_changes = uid.is_some() || gid.is_some();
+    let mode = match mode {
+        Some(m) if m != meta.mode || owner_changes => Some(m),
+        None if owner_changes => Some(meta.mode),
+        _ => None,
+    };
+    if owner_changes || mode.is_some() {
+        fs::set_metadata(path, uid, gid, mode)?;
+    }
     Ok(())
 }
 
@@ -537,10 +574,11 @@ fn ensure_file(
     want: Declared<'_>,
     uid: Option<u32>,
     gid: Option<u32>,
-    mode: u32,
+    mode: Option<u32>,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
     let current = fs::lstat(path)?;
+    let mut kept_mode = None;
     if let Some(stat) = &current {
         match stat.kind {
             FileKind::Directory => {
@@ -552,13 +590,10 @@ fn ensure_file(
             }
             FileKind::File => {
                 if same_content(&fs::read(path)?, want.blake3) {
-                    let uid = uid.filter(|u| *u != stat.meta.uid);
-                    let gid = gid.filter(|g| *g != stat.meta.gid);
-                    if uid.is_some() || gid.is_some() || stat.meta.mode != mode {
-                        fs::set_metadata(path, uid, gid, Some(mode))?;
-                    }
-                    return Ok(());
+                    return fix_meta(path, &stat.meta, uid, gid, mode);
                 }
+                // An undeclared mode carries over to the rewritten file.
+                kept_mode = Some(stat.meta.mode);
             }
             _ => {}
         }
@@ -581,7 +616,7 @@ fn ensure_file(
     let mut staged = StagedFile::create(path)?;
     staged.write_all(&bytes)?;
     staged.set_owner(uid, gid)?;
-    staged.set_mode(mode)?;
+    staged.set_mode(mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE))?;
     staged.sync()?;
     if let Err(rejection) = gate.check_staged(staged.path()) {
         let _ = staged.discard();
@@ -682,6 +717,49 @@ mod tests {
         let fields: Vec<&str> = errs.iter().map(|e| e.path[0].as_str()).collect();
         assert_eq!(fields, vec!["exclude", "purge"]);
         assert!(p.check(&json!({"path": "/etc/x"})).is_err());
+    }
+
+    #[test]
+    fn undeclared_mode_and_owner_are_taken_from_the_host() {
+        let entries: DeclaredTree = [(
+            b"a".to_vec(),
+            DeclaredEntry::File {
+                blake3: Algorithm::Native.hash_content(b"x").digest.0,
+                size: 1,
+                source: PathBuf::from("/repo/a"),
+            },
+        )]
+        .into();
+        let mut d = TreeDesired {
+            path: PathBuf::from("/etc/t"),
+            meta: MetaDesired::default(),
+            dir_mode: None,
+            exclude: Vec::new(),
+            purge: false,
+            entries,
+        };
+        let mut host = Node::dir(0o750, 7, 8);
+        let _ = host.insert(
+            "a",
+            Node::file_with_bytes(Algorithm::Native, 0o600, 7, 8, b"x"),
+        );
+        let host = fingerprint_tree(host, Algorithm::Native).unwrap();
+        let declared = fingerprint_tree(
+            declared_node(&d, None, None, Some(&host.root)),
+            Algorithm::Native,
+        )
+        .unwrap();
+        assert!(compare(&declared, &host).unwrap().is_empty());
+        // Declared: compared.
+        d.meta.mode = Some(0o644);
+        let declared = fingerprint_tree(
+            declared_node(&d, Some(0), None, Some(&host.root)),
+            Algorithm::Native,
+        )
+        .unwrap();
+        let found = compare(&declared, &host).unwrap();
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, vec!["changed . (owner)", "changed a (mode, owner)"]);
     }
 
     #[test]
