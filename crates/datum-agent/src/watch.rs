@@ -122,6 +122,27 @@ pub fn classify(plan: &WatchPlan, event: notify::Result<notify::Event>) -> Optio
     }
 }
 
+/// A watched folder itself was removed or renamed away: the kernel drops
+/// its watch without an error, so this is the only sign that changes inside
+/// it are no longer seen.
+fn root_gone(roots: &BTreeSet<PathBuf>, event: &notify::Event) -> Option<WatchNews> {
+    use notify::event::ModifyKind;
+    if !matches!(
+        event.kind,
+        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+    ) {
+        return None;
+    }
+    let gone = event.paths.iter().find(|p| roots.contains(*p))?;
+    Some(WatchNews::Lost {
+        reason: "missing",
+        detail: format!(
+            "{} was removed or renamed; its watch is gone",
+            gone.display()
+        ),
+    })
+}
+
 fn lost(err: &notify::Error) -> WatchNews {
     let reason = match &err.kind {
         notify::ErrorKind::MaxFilesWatch => "limit",
@@ -151,11 +172,18 @@ impl Watcher {
         F: Fn(WatchNews) + Send + 'static,
     {
         let shared = plan.clone();
-        let mut inner = notify::recommended_watcher(move |event| {
-            if let Some(news) = classify(&shared, event) {
-                send(news);
-            }
-        })?;
+        let roots: BTreeSet<PathBuf> = plan.watches().into_keys().collect();
+        let mut inner =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(ev) = &event
+                    && let Some(news) = root_gone(&roots, ev)
+                {
+                    send(news);
+                }
+                if let Some(news) = classify(&shared, event) {
+                    send(news);
+                }
+            })?;
         let mut watched = 0;
         let mut failures = Vec::new();
         for (path, mode) in plan.watches() {
@@ -330,6 +358,44 @@ mod tests {
         std::fs::rename(&tmp, &file).unwrap();
         let news = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
         assert!(matches!(news, WatchNews::Changed(m) if m.contains_key("critical")));
+    }
+
+    #[test]
+    fn a_removed_watched_folder_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("Tree", "t"),
+            class: "critical".into(),
+            path: tree.clone(),
+            subtree: true,
+        }]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (_w, failures) = Watcher::start(&plan, move |n| {
+            let _ = tx.send(n);
+        })
+        .unwrap();
+        assert!(failures.is_empty());
+        std::fs::remove_dir(&tree).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut seen = Vec::new();
+        while std::time::Instant::now() < deadline {
+            if let Ok(n) = rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                let done = matches!(
+                    n,
+                    WatchNews::Lost {
+                        reason: "missing",
+                        ..
+                    }
+                );
+                seen.push(n);
+                if done {
+                    return;
+                }
+            }
+        }
+        panic!("no loss reported: {seen:?}");
     }
 
     #[test]

@@ -31,6 +31,7 @@ use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
 use datum_drift::classes::{Classes, Policy};
 use datum_host::Host;
+use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
 
 /// Resources observed per batch: the cancel flag is looked at between
@@ -219,17 +220,26 @@ impl ClassChecker for RepoChecker {
         let mut any_drift = false;
         let mut any_error = false;
         let mut delegated: Vec<String> = Vec::new();
-        'classes: for (class, resources) in &by_class {
+        let policy_of = |class: &str| {
+            self.classes
+                .as_ref()
+                .map(|c| c.get(class).policy)
+                .unwrap_or(Policy::Report)
+        };
+        // Delegated classes first: their `datum check` takes the root lock,
+        // which this process takes afterwards for its own classes.
+        let mut order: Vec<(&String, &Vec<&Resource>, Policy)> = by_class
+            .iter()
+            .map(|(c, rs)| (c, rs, policy_of(c)))
+            .collect();
+        order.sort_by_key(|(_, _, p)| *p == Policy::Report);
+        let mut lock: Option<RootLock> = None;
+        'classes: for (class, resources, policy) in order {
             if cancel.is_cancelled() {
                 report.cancelled = true;
                 break;
             }
             let t0 = Instant::now();
-            let policy = self
-                .classes
-                .as_ref()
-                .map(|c| c.get(class).policy)
-                .unwrap_or(Policy::Report);
             if policy != Policy::Report {
                 let picture = Self::delegate(
                     &self.paths,
@@ -263,6 +273,18 @@ impl ClassChecker for RepoChecker {
                 }
                 delegated.push(class.clone());
                 continue;
+            }
+            // One writer per root: no apply changes files under the check,
+            // and the state store is written by one process at a time.
+            if lock.is_none() {
+                lock = Some(
+                    RootLock::acquire(&self.paths.root, self.paths.lock_timeout).map_err(|e| {
+                        CheckError {
+                            scope: scope_word.clone(),
+                            source: Box::new(e),
+                        }
+                    })?,
+                );
             }
             for chunk in resources.chunks(BATCH) {
                 if cancel.is_cancelled() {
@@ -314,6 +336,7 @@ impl ClassChecker for RepoChecker {
                 );
             }
         }
+        drop(lock);
         Ok(report)
     }
 }
