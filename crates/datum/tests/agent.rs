@@ -609,3 +609,115 @@ fn the_systemd_unit_verifies() {
         "warnings: {stderr}"
     );
 }
+
+/// Removes what a test bed test wrote under the container's /etc, pass or
+/// fail.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+/// `/metrics` inside the test bed, or `None` while the agent is not up.
+fn metrics_inside(port: u16) -> Option<String> {
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    Some(http_get(addr, "/metrics").1)
+}
+
+// The shipped unit, as systemd runs it: the sandbox must still let the agent
+// manage /etc (revert a content edit and an owner change through `datum
+// check`, saving a backup under /var/lib/datum), serve metrics, reload on
+// `systemctl reload` and stop cleanly on `systemctl stop`.
+datum_testkit::testbed_test!(the_hardened_unit_manages_etc_under_real_systemd, {
+    use datum_testkit::testbed::within::{self, TestUnit};
+    use std::os::unix::fs::MetadataExt;
+
+    let _lock = within::lock("datum-agent-unit");
+    let _cleanup = Cleanup(vec![
+        PathBuf::from("/etc/datum/repository"),
+        PathBuf::from("/etc/datum/host.yaml"),
+        PathBuf::from("/etc/datum-agent-test"),
+        PathBuf::from("/var/lib/datum"),
+    ]);
+    let w = |p: &str, text: &str| {
+        std::fs::create_dir_all(Path::new(p).parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "/etc/datum/repository/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+         classes:\n  critical: {interval: 60s, watch: true, policy: revert}\n",
+    );
+    w(
+        "/etc/datum/repository/base/app.yaml",
+        "datum: v1alpha1\ntype: File\nname: agent-app\nclass: critical\ndesired:\n  \
+         path: /etc/datum-agent-test/app.conf\n  owner: root\n  group: root\n  mode: \"0644\"\n  \
+         content: \"declared\\n\"\n",
+    );
+    w("/etc/datum/host.yaml", "name: testbed-agent\nlabels: {}\n");
+    std::fs::create_dir_all("/etc/datum-agent-test").unwrap();
+    let apply = Command::new(DATUM)
+        .args(["--repo", "/etc/datum/repository", "--root", "/", "apply"])
+        .output()
+        .unwrap();
+    assert_eq!(apply.status.code(), Some(2), "{apply:?}");
+
+    // The sources are not inside the test bed (only target/ is): the unit
+    // is compiled in.
+    let unit = include_str!("../../../deploy/systemd/datum-agent.service");
+    let unit = TestUnit::install(
+        "datum-agent.service",
+        &unit.replace("/usr/local/bin/datum", DATUM),
+    );
+    within::systemctl_ok(&["start", unit.name()]);
+    let up = wait("the agent's metrics", Duration::from_secs(20), || {
+        metrics_inside(9477)
+            .filter(|m| m.contains("datum_resources{class=\"critical\",state=\"converged\"} 1"))
+    });
+    assert!(
+        up.is_some(),
+        "agent not up: {}",
+        within::systemctl(&["status", "--no-pager", unit.name()])
+            .stdout
+            .escape_ascii()
+    );
+
+    // Drift by hand: new content and a new owner. The agent reverts both.
+    let app = Path::new("/etc/datum-agent-test/app.conf");
+    std::fs::write(app, "tampered\n").unwrap();
+    std::os::unix::fs::chown(app, Some(65534), Some(65534)).unwrap();
+    let reverted = wait("the revert", Duration::from_secs(10), || {
+        let meta = std::fs::metadata(app).ok()?;
+        let text = std::fs::read_to_string(app).ok()?;
+        (text == "declared\n" && meta.uid() == 0 && meta.gid() == 0).then_some(())
+    });
+    let journal = || {
+        Command::new("journalctl")
+            .args(["--no-pager", "-u", "datum-agent.service", "-n", "40"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        reverted.is_some(),
+        "not reverted under the sandbox:\n{}",
+        journal()
+    );
+    // The evidence was saved under /var/lib/datum (writable in the sandbox).
+    assert!(Path::new("/var/lib/datum/backups").is_dir());
+
+    // Reload and stop the systemd way.
+    within::systemctl_ok(&["reload", unit.name()]);
+    let reloaded = wait("the reload", Duration::from_secs(10), || {
+        journal().contains("reloaded:").then_some(())
+    });
+    assert!(reloaded.is_some(), "{}", journal());
+    within::systemctl_ok(&["stop", unit.name()]);
+    assert_eq!(within::property(unit.name(), "Result"), "success");
+    assert_eq!(within::property(unit.name(), "ExecMainStatus"), "0");
+});
