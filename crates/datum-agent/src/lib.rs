@@ -14,6 +14,62 @@
 //! managed files, decide drift or policy, or print: it logs through a
 //! [`daemon::Log`] the binary provides. Between checks it blocks on one
 //! channel with a timeout to the next deadline: no polling loops.
+//!
+//! # Example: `--once` with a checker that finds one drifted file
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use datum_agent::*;
+//!
+//! struct OneFile;
+//!
+//! impl ClassChecker for OneFile {
+//!     fn load(&mut self) -> Result<Loaded, LoadError> {
+//!         Ok(Loaded {
+//!             classes: vec![ClassSpec {
+//!                 name: "critical".into(),
+//!                 interval: Duration::from_secs(60),
+//!                 watch: false,
+//!                 policy: "report".into(),
+//!             }],
+//!             watch: vec![],
+//!             resources: 1,
+//!         })
+//!     }
+//!
+//!     fn check(&mut self, scope: &Scope, _cancel: &Cancel) -> Result<CheckReport, CheckError> {
+//!         assert_eq!(scope, &Scope::All);
+//!         let class = ClassReport {
+//!             states: BTreeMap::from([("drifted".to_owned(), 1)]),
+//!             findings: BTreeMap::from([("changed_outside".to_owned(), 1)]),
+//!             duration: Duration::from_millis(3),
+//!         };
+//!         Ok(CheckReport {
+//!             classes: BTreeMap::from([("critical".to_owned(), class)]),
+//!             exit_code: 2,
+//!             ..CheckReport::default()
+//!         })
+//!     }
+//! }
+//!
+//! let agent = Agent::new(AgentConfig {
+//!     host: "web-01".into(),
+//!     listen: None,
+//!     full_interval: DEFAULT_FULL_INTERVAL,
+//!     debounce: WATCH_DEBOUNCE,
+//!     version: "0.1.0".into(),
+//!     signals: false,
+//!     log: Arc::new(|_, line| eprintln!("{line}")),
+//! });
+//! assert_eq!(agent.run_once(&mut OneFile).unwrap(), 2);
+//!
+//! // What `datum schedule` should print for a watched class: the debounce
+//! // plus the inspection time, not the interval.
+//! let bound = detection_bound(Duration::from_secs(60), true, WATCH_DEBOUNCE, Duration::from_millis(3));
+//! assert_eq!(bound, Duration::from_millis(103));
+//! ```
 
 pub mod check;
 pub mod daemon;
