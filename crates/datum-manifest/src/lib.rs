@@ -28,7 +28,7 @@
 //!
 //! **Manifest files** are every `*.yaml` and `*.yml` file under a layer's
 //! folder, recursively, in byte order of their paths, except under the
-//! layer's top-level `files/` and `templates/` folders (those hold content)
+//! layer's top-level `files/`, `templates/` and `trees/` folders (those hold content)
 //! and hidden entries (names starting with `.`). A file may hold several
 //! documents separated by `---`; empty documents are skipped. Each document
 //! declares one resource:

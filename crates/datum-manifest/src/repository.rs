@@ -18,7 +18,7 @@ use crate::yaml;
 pub const SETTINGS_FILE: &str = "datum.yaml";
 
 /// Folders at the top of a layer that hold content, not manifests.
-pub const CONTENT_DIRS: &[&str] = &["files", "templates"];
+pub const CONTENT_DIRS: &[&str] = &["files", "templates", "trees"];
 
 /// A repository as read from disk: settings, every document of every layer
 /// in declaration order, the text of every file read (for diagnostics), and
