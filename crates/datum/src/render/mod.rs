@@ -83,7 +83,15 @@ impl HumanReporter {
             Outcome::Changed { intent } => {
                 format!("{} ({}), done", r.action.word(), intent_word(*intent))
             }
-            Outcome::Failed { phase, reason } => format!("failed ({phase}): {reason}"),
+            Outcome::Failed { phase, reason } => {
+                // Point at the declaration, as every error does.
+                let at = if r.origin.line > 0 {
+                    format!(" (declared at {})", r.origin)
+                } else {
+                    String::new()
+                };
+                format!("failed ({phase}): {reason}{at}")
+            }
             Outcome::Blocked { by } => format!("blocked (by {by})"),
         };
         let head = format!("{marker} {}", r.id);
