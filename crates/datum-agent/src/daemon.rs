@@ -94,6 +94,9 @@ impl Control {
     }
 }
 
+/// The shortest stuck limit for `/healthz`, however short the full interval.
+const STUCK_AFTER_MIN: Duration = Duration::from_secs(3600);
+
 fn unix_now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -200,6 +203,10 @@ impl Agent {
         let now = Instant::now();
         let unix = unix_now();
         self.metrics.set_start(unix, self.cfg.full_interval);
+        // A check may take long on a big estate, but not longer than the
+        // backstop interval twice over.
+        self.health
+            .set_stuck_after((self.cfg.full_interval * 2).max(STUCK_AFTER_MIN));
         let server = match &self.cfg.listen {
             Some(addr) => Some(HttpServer::start(
                 addr,
@@ -472,7 +479,10 @@ impl Agent {
     }
 
     fn run_check(&self, state: &mut State, checker: &mut dyn ClassChecker, scope: &Scope) {
-        match checker.check(scope, &self.cancel) {
+        self.health.busy(Some(unix_now().as_secs().max(1)));
+        let result = checker.check(scope, &self.cancel);
+        self.health.busy(None);
+        match result {
             Ok(report) => {
                 if !report.cancelled {
                     for (class, r) in &report.classes {

@@ -7,8 +7,9 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::metrics::Metrics;
 
@@ -19,15 +20,50 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// What `/healthz` reports.
+/// What `/healthz` reports: `200 ok` while the daemon loop makes progress;
+/// `503` once it is stopping, or when one check has run longer than the
+/// stuck limit (a read hanging on a dead mount, a lock never released), so
+/// a supervisor probing liveness can restart it.
 #[derive(Debug, Default)]
 pub struct Health {
     stopping: AtomicBool,
+    /// Unix seconds the check in flight started; 0 between checks.
+    busy_since: AtomicU64,
+    /// Seconds one check may take before the agent calls itself stuck; 0
+    /// disables the limit.
+    stuck_after: AtomicU64,
 }
 
 impl Health {
     pub fn stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    pub fn set_stuck_after(&self, limit: Duration) {
+        self.stuck_after.store(limit.as_secs(), Ordering::SeqCst);
+    }
+
+    /// A check starts (`Some(unix seconds)`) or ends (`None`).
+    pub fn busy(&self, since: Option<u64>) {
+        self.busy_since.store(since.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// `(healthy, text)` at `now` (Unix seconds).
+    fn verdict(&self, now: u64) -> (bool, String) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return (false, "stopping\n".to_owned());
+        }
+        let since = self.busy_since.load(Ordering::SeqCst);
+        let limit = self.stuck_after.load(Ordering::SeqCst);
+        let running = if since == 0 {
+            0
+        } else {
+            now.saturating_sub(since)
+        };
+        if limit > 0 && running > limit {
+            return (false, format!("stuck: one check has run for {running} s\n"));
+        }
+        (true, "ok\n".to_owned())
     }
 }
 
@@ -122,10 +158,12 @@ fn answer(request: tiny_http::Request, metrics: &Metrics, health: &Health) {
             r
         }
         (true, "/healthz") => {
-            if health.stopping.load(Ordering::SeqCst) {
-                Response::from_string("stopping\n").with_status_code(503)
-            } else {
-                Response::from_string("ok\n")
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            match health.verdict(now) {
+                (true, text) => Response::from_string(text),
+                (false, text) => Response::from_string(text).with_status_code(503),
             }
         }
         (true, "/") => Response::from_string("datum agent: /metrics, /healthz\n"),
@@ -168,7 +206,29 @@ mod tests {
         health.stopping();
         assert!(get(addr, "/healthz").contains(" 503 "));
         server.stop();
-        assert!(std::net::TcpStream::connect(addr).is_err());
+        // tiny_http closes its listener from its own acceptor thread, a
+        // moment after the server is dropped.
+        let closed = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::net::TcpStream::connect(addr).is_err()
+        });
+        assert!(closed, "still listening on {addr}");
+    }
+
+    #[test]
+    fn a_check_running_past_the_limit_is_unhealthy() {
+        let h = Health::default();
+        assert!(h.verdict(1000).0);
+        h.busy(Some(900));
+        // No limit set: a long check is not an illness.
+        assert!(h.verdict(1000).0);
+        h.set_stuck_after(Duration::from_secs(60));
+        let (ok, text) = h.verdict(1000);
+        assert!(!ok);
+        assert_eq!(text, "stuck: one check has run for 100 s\n");
+        assert!(h.verdict(950).0);
+        h.busy(None);
+        assert!(h.verdict(5000).0);
     }
 
     #[test]
