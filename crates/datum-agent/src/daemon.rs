@@ -530,7 +530,7 @@ fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> String {
     let what = match scope {
         Scope::All => "all classes".to_owned(),
         Scope::Class(c) => format!("class {c}"),
-        Scope::Resources { class, ids } => format!("class {class} ({} resources)", ids.len()),
+        Scope::Resources { class, ids } => format!("class {class} ({} resource(s))", ids.len()),
     };
     let findings: u64 = report
         .classes

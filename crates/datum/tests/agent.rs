@@ -272,7 +272,7 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
     assert!(
         agent
             .log_text()
-            .contains("check (watch) of class critical (1 resources)")
+            .contains("check (watch) of class critical (1 resource(s))")
     );
 
     // The polled file: within its stated bound (interval + inspection time;

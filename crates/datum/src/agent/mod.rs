@@ -167,7 +167,7 @@ impl ClassChecker for RepoChecker {
         let scope_word = match scope {
             Scope::All => "all".to_owned(),
             Scope::Class(c) => c.clone(),
-            Scope::Resources { class, ids } => format!("{class} ({} resources)", ids.len()),
+            Scope::Resources { class, ids } => format!("{class} ({} resource(s))", ids.len()),
         };
         let (Some(catalogue), Some(identity)) = (self.catalogue.as_ref(), self.identity.as_ref())
         else {
