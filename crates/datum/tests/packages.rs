@@ -11,6 +11,8 @@
 //!   configuration file of a declared package is a finding of that Package,
 //!   a file a File declares is reported once (as File drift), and a package
 //!   at another version than declared is drift.
+//! - The same check rules against a scratch root with a hand-made dpkg
+//!   database: these two tests need no test bed and always run.
 //!
 //! Only `target/` is shared with the container, so the fresh-container test
 //! copies `examples/` in from this machine before its body runs there. The
@@ -799,3 +801,156 @@ testbed_test!(
         drop(restore);
     }
 );
+
+// ---------------------------------------------------------------------------
+// check against a scratch root: a hand-made dpkg database, no test bed
+
+/// The MD5 `md5sum` prints for `text`.
+fn md5_of(text: &str) -> String {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("f");
+    fs::write(&path, text).unwrap();
+    let out = sh("md5sum", &[path.to_str().unwrap()]);
+    out.split_whitespace().next().unwrap().to_owned()
+}
+
+/// A scratch root whose dpkg database says `datum-demo` 1.0-1 and
+/// `datum-other` 2.0 are installed, each with conffiles as packaged, and a
+/// repository declaring `manifest` for it.
+fn scratch_host(manifest: &str) -> TempDir {
+    let dir = small_repo(manifest);
+    let root = dir.path().join("root");
+    let packaged = |name: &str| format!("# {name} as packaged\n");
+    let mut status = String::new();
+    for (package, version, files) in [
+        (
+            "datum-demo",
+            "1.0-1",
+            &[
+                "/etc/demo/edited.conf",
+                "/etc/demo/declared.conf",
+                "/etc/demo/kept.conf",
+            ][..],
+        ),
+        ("datum-other", "2.0", &["/etc/other.conf"][..]),
+    ] {
+        status.push_str(&format!(
+            "Package: {package}\nStatus: install ok installed\nArchitecture: all\nVersion: {version}\nConffiles:\n"
+        ));
+        for file in files {
+            status.push_str(&format!(" {file} {}\n", md5_of(&packaged(file))));
+            write(root.join(&file[1..]), &packaged(file));
+        }
+        status.push_str("Description: test\n\n");
+    }
+    write(root.join("var/lib/dpkg/status"), &status);
+    dir
+}
+
+/// `datum --root <scratch> --output json check`: exit code and (subject,
+/// category) of each finding.
+fn check_scratch(dir: &Path) -> (i32, Vec<(String, String)>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_datum"))
+        .arg("--repo")
+        .arg(dir.join("repo"))
+        .arg("--root")
+        .arg(dir.join("root"))
+        .arg("--host-file")
+        .arg(dir.join("host.yaml"))
+        .arg("--state")
+        .arg(dir.join("state.db"))
+        .args(["--output", "json", "check"])
+        .output()
+        .unwrap();
+    let run = Run(out);
+    let report = run.json();
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    let findings = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["subject"].as_str().unwrap().to_owned(),
+                f["category"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    (run.code(), findings)
+}
+
+const DEMO: &str = "datum: v1alpha1\ntype: Package\nname: demo\ndesired: {name: datum-demo, version: \"1.0-1\"}\n\
+---\ndatum: v1alpha1\ntype: File\nname: declared\ndesired: {path: /etc/demo/declared.conf, content: \"# ours\\n\"}\n";
+
+#[test]
+fn check_reports_edited_conffiles_of_declared_packages_only() {
+    let dir = scratch_host(DEMO);
+    let dir = dir.path();
+    let root = dir.join("root");
+    // The File's content differs from the packaged one: declared, so it is
+    // the File's business (here: drift, since it was never applied).
+    assert_eq!(
+        check_scratch(dir),
+        (
+            2,
+            vec![("File[declared]".to_owned(), "changed_outside".to_owned())]
+        )
+    );
+    fs::write(root.join("etc/demo/declared.conf"), "# ours\n").unwrap();
+    assert_eq!(check_scratch(dir), (0, Vec::new()));
+
+    // Edited, deleted and replaced conffiles of the declared package; an
+    // edited one of a package nobody declares is not this report's.
+    fs::write(root.join("etc/demo/edited.conf"), "# by hand\n").unwrap();
+    fs::remove_file(root.join("etc/demo/kept.conf")).unwrap();
+    fs::write(root.join("etc/other.conf"), "# by hand\n").unwrap();
+    let (code, findings) = check_scratch(dir);
+    assert_eq!(code, 2);
+    assert_eq!(
+        findings,
+        [
+            (
+                "Package[demo]:/etc/demo/edited.conf".to_owned(),
+                "changed_outside".to_owned()
+            ),
+            (
+                "Package[demo]:/etc/demo/kept.conf".to_owned(),
+                "deleted_outside".to_owned()
+            ),
+        ]
+    );
+    fs::create_dir(root.join("etc/demo/kept.conf")).unwrap();
+    let (_, findings) = check_scratch(dir);
+    assert_eq!(findings[1].1, "type_changed", "{findings:?}");
+}
+
+#[test]
+fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
+    let dir = scratch_host(&DEMO.replace("1.0-1", "1.1-*"));
+    let dir = dir.path();
+    fs::write(dir.join("root/etc/demo/declared.conf"), "# ours\n").unwrap();
+    fs::write(dir.join("root/etc/demo/edited.conf"), "# by hand\n").unwrap();
+    let (code, findings) = check_scratch(dir);
+    assert_eq!(code, 2);
+    assert_eq!(
+        findings,
+        [
+            ("Package[demo]".to_owned(), "changed_outside".to_owned()),
+            (
+                "Package[demo]:/etc/demo/edited.conf".to_owned(),
+                "changed_outside".to_owned()
+            ),
+        ]
+    );
+
+    // Declared absent: the package itself is the drift, its files are not.
+    write(
+        dir.join("repo/base/main.yaml"),
+        "datum: v1alpha1\ntype: Package\nname: demo\ndesired: {name: datum-demo, state: absent}\n",
+    );
+    let (_, findings) = check_scratch(dir);
+    assert_eq!(
+        findings,
+        [("Package[demo]".to_owned(), "changed_outside".to_owned())]
+    );
+}
