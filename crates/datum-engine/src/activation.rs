@@ -248,9 +248,30 @@ impl Notifications {
         if ctx.mode != Mode::Apply {
             return Vec::new();
         }
-        let changed_ids: Vec<&ResourceId> = changed.iter().collect();
+        // Groups with a change in this pass, and groups that failed in an
+        // earlier pass: the files on disk are still wrong until a pass
+        // validates them, so every pass says so again.
+        let mut candidates: Vec<&ResourceId> = changed.iter().collect();
+        let still_failing: Vec<String> = ctx
+            .store
+            .as_deref()
+            .and_then(|s| s.owed_reloads().ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|o| o.service.kind == "Group")
+            .map(|o| o.service.name)
+            .collect();
+        for resource in &catalogue.resources {
+            if resource
+                .validate
+                .as_deref()
+                .is_some_and(|v| still_failing.iter().any(|f| f == v))
+            {
+                candidates.push(&resource.id);
+            }
+        }
         let mut reports = Vec::new();
-        for def in group_validators(catalogue, &changed_ids) {
+        for def in group_validators(catalogue, &candidates) {
             if self.groups.contains_key(def.name) {
                 continue;
             }
@@ -260,6 +281,20 @@ impl Notifications {
                 reports.push(group_report(def, rejection, catalogue, changed, &none));
             }
             self.groups.insert(def.name, verdict);
+        }
+        // Remember failing groups (and forget fixed ones) durably.
+        if let Some(store) = ctx.store.as_deref_mut() {
+            for (name, verdict) in &self.groups {
+                let id = ResourceId::new("Group", *name);
+                match verdict {
+                    Err(_) => {
+                        let _ = store.owe(&id, OwedAction::Reload, "failed validation", ctx.now);
+                    }
+                    Ok(()) => {
+                        let _ = store.clear_reload(&id);
+                    }
+                }
+            }
         }
         reports
     }

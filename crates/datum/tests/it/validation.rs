@@ -223,3 +223,47 @@ fn the_validators_command_lists_every_shipped_validator() {
         .unwrap();
     assert_eq!(json["installed"], true);
 }
+
+#[test]
+fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
+    if !require("nginx") {
+        return;
+    }
+    let conf = |directive: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  content: \"events {{}}\\nhttp {{ {directive} }}\\n\"\n  validate: nginx\n"
+        )
+    };
+    let s = Sandbox::with_base(&conf("server_tokens off;"));
+    std::fs::create_dir_all(s.live("/etc/nginx")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+
+    s.write("repo/base/main.yaml", &conf("no_such_directive on;"));
+    let broken = s.datum(&["apply"]);
+    assert_exit(&broken, 6);
+    assert!(
+        stdout(&broken)
+            .contains("! Group[nginx]  failed (apply): validation failed (nginx on test-host"),
+        "{}",
+        stdout(&broken)
+    );
+    assert!(
+        stdout(&broken).contains("no_such_directive"),
+        "{}",
+        stdout(&broken)
+    );
+
+    // Nothing changes in the next pass, but the configuration on disk is
+    // still invalid: the pass says so again instead of reporting "converged".
+    let again = s.datum(&["apply"]);
+    assert_exit(&again, 4);
+    assert!(
+        stdout(&again).contains("Group[nginx]"),
+        "{}",
+        stdout(&again)
+    );
+
+    s.write("repo/base/main.yaml", &conf("server_tokens on;"));
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_exit(&s.datum(&["apply"]), 0);
+}
