@@ -83,6 +83,7 @@ impl<'r> Analysis<'r> {
     pub(crate) fn run(mut self, host: Option<&HostIdentity>) -> (Option<Catalogue>, Diagnostics) {
         self.check_documents();
         self.check_duplicates();
+        crate::classes::check(self.repo, &mut self.diags);
 
         let union: HashSet<&ResourceId> = self.repo.documents.iter().map(|d| &d.id).collect();
         // Every layer applied: catches what any host could hit. When the host

@@ -24,6 +24,7 @@
 //! `Resource::content` and removes all three from `Resource::desired`.
 
 pub mod catalogue;
+mod classes;
 mod compile;
 pub mod content;
 mod graph;

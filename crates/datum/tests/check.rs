@@ -698,6 +698,12 @@ fn a_resource_naming_an_undeclared_class_is_an_error() {
         "{}",
         stderr(&o)
     );
+    // Lint says it too, at the `class:` line.
+    let o = s.datum(&["lint"]);
+    assert_exit(&o, 1);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("base/main.yaml:9:"), "{text}");
+    assert!(text.contains("class `critcal`"), "{text}");
     let bad = Sandbox::new("classes:\n  x: {interval: soon}\n", None);
     let o = bad.datum(&["check"]);
     assert_exit(&o, 1);

@@ -41,8 +41,20 @@ const BATCH: usize = 1024;
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let identity = context::identity(global)?;
-    let catalogue = context::compile(global, &identity)?;
-    let classes = load_classes(&global.repo, &catalogue)?;
+    // Loaded once: the catalogue, the classes and accept's patches all come
+    // from it (a 20,000-document repository is worth not parsing twice).
+    let repository = load_repository(global)?;
+    let catalogue = match datum_catalog::compile_repository(&repository, &identity) {
+        Ok(c) => c,
+        Err(diagnostics) => {
+            eprint!("{}", diagnostics.render(context::use_color(global)));
+            bail!(
+                "the repository has {} error(s); nothing was checked",
+                diagnostics.error_count()
+            );
+        }
+    };
+    let classes = load_classes(&repository, &catalogue)?;
     let host = context::host(global, &identity);
     let _lock =
         RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
@@ -160,6 +172,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         global,
         args,
         catalogue: &catalogue,
+        repository: &repository,
         classes: &classes,
         host: &host,
         store: &mut store,
@@ -377,13 +390,28 @@ fn package_file_findings(
     (findings, Vec::new())
 }
 
+fn load_repository(global: &GlobalArgs) -> Result<datum_catalog::Repository> {
+    if !global.repo.join("datum.yaml").is_file() {
+        bail!(
+            "{}: not a Datum repository (no datum.yaml); use --repo DIR",
+            global.repo.display()
+        );
+    }
+    match datum_catalog::Repository::load(&global.repo) {
+        Ok(r) => Ok(r),
+        Err(diagnostics) => {
+            eprint!("{}", diagnostics.render(context::use_color(global)));
+            bail!(
+                "the repository has {} error(s); nothing was checked",
+                diagnostics.error_count()
+            )
+        }
+    }
+}
+
 /// The classes of `datum.yaml`, and every resource's class checked against
 /// them.
-fn load_classes(repo: &Path, catalogue: &Catalogue) -> Result<Classes> {
-    let repository = match datum_manifest::Repository::load(repo) {
-        Ok(r) => r,
-        Err(_) => bail!("{}: cannot read datum.yaml", repo.display()),
-    };
+fn load_classes(repository: &datum_catalog::Repository, catalogue: &Catalogue) -> Result<Classes> {
     let classes = match Classes::parse(&repository.settings.classes) {
         Ok(c) => c,
         Err(errors) => {
@@ -469,6 +497,7 @@ struct Policies<'a> {
     global: &'a GlobalArgs,
     args: &'a CheckArgs,
     catalogue: &'a Catalogue,
+    repository: &'a datum_catalog::Repository,
     classes: &'a Classes,
     host: &'a Host,
     store: &'a mut Store,
@@ -708,7 +737,7 @@ impl Policies<'_> {
             .unwrap_or_else(|| self.global.root.join(context::STATE_DIR).join("accepted"));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let written = write_accept_patch(&self.global.repo, resource, observed, findings, &dir)?;
+        let written = write_accept_patch(self.repository, resource, observed, findings, &dir)?;
         Ok(format!("accepted (patch: {})", written.display()))
     }
 }
@@ -718,7 +747,7 @@ impl Policies<'_> {
 /// inline content and templates), and appends to `<dir>/SUMMARY.md` what to
 /// commit. Returns the file written.
 fn write_accept_patch(
-    repo: &Path,
+    repository: &datum_catalog::Repository,
     resource: &Resource,
     observed: &Observed,
     findings: &[CheckFinding],
@@ -727,7 +756,7 @@ fn write_accept_patch(
     let id = &resource.id;
     let mut notes: Vec<String> = Vec::new();
     let mut written = dir.join(datum_drift::policy::patch_file_name(id, "txt"));
-    let source = declared_source(repo, id);
+    let source = declared_source(repository, id);
     let declared = resource
         .content
         .as_ref()
@@ -797,8 +826,10 @@ fn write_accept_patch(
 
 /// The content key (`source`, `template`) of the document that declares
 /// `id`'s content, and its path relative to the repository.
-fn declared_source(repo: &Path, id: &ResourceId) -> Option<(String, String)> {
-    let repository = datum_manifest::Repository::load(repo).ok()?;
+fn declared_source(
+    repository: &datum_catalog::Repository,
+    id: &ResourceId,
+) -> Option<(String, String)> {
     let mut found = None;
     for doc in repository.documents.iter().filter(|d| &d.id == id) {
         for (key, value, _) in doc.desired_fields() {

@@ -1,0 +1,43 @@
+//! Resource classes in lint: `datum.yaml`'s `classes:` must parse
+//! (`datum_drift::classes`, the same rules `datum check` applies), and when
+//! any class is declared, every resource's `class:` must name one of them.
+//!
+//! Owns only the diagnostics; what a class means is `datum_drift::classes`.
+//! Must not: read the host or the state store.
+
+use datum_drift::classes::Classes;
+use datum_manifest::{Diagnostic, Diagnostics, Repository};
+
+/// Reports every problem with the classes of `repo`.
+pub(crate) fn check(repo: &Repository, diags: &mut Diagnostics) {
+    let classes = match Classes::parse(&repo.settings.classes) {
+        Ok(classes) => classes,
+        Err(errors) => {
+            for e in errors {
+                diags.push(Diagnostic::error(e.to_string()));
+            }
+            return;
+        }
+    };
+    if !classes.declared {
+        return;
+    }
+    let mut known: Vec<&str> = classes.classes.keys().map(String::as_str).collect();
+    known.sort_unstable();
+    for doc in &repo.documents {
+        let Some(class) = &doc.class else { continue };
+        if classes.classes.contains_key(&class.value) {
+            continue;
+        }
+        diags.push(
+            Diagnostic::error(format!(
+                "class `{}` is not declared in datum.yaml `classes:` (declared: {})",
+                class.value,
+                known.join(", ")
+            ))
+            .resource(&doc.id)
+            .at(class.origin())
+            .until(class.end),
+        );
+    }
+}
