@@ -10,7 +10,7 @@
 //! per-pass cache, class by class so each class's inspection time is
 //! measured), metadata-first decisions, the policies and the history.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,7 +26,9 @@ use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_report::AttrDiff;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
-use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
+use datum_store::{
+    FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store, VerifiedRecord,
+};
 
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::context;
@@ -95,13 +97,25 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut timings: Vec<(String, u64, bool)> = Vec::new();
+    // Read once for every metadata-first decision (one query, not one per file).
+    let mut verified: Option<HashMap<ResourceId, VerifiedRecord>> = None;
     for (class, resources) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
         let full = reads_content(spec, deep, &store)?;
         let mut to_observe: Vec<&Resource> = Vec::new();
+        if !full && verified.is_none() {
+            verified = Some(
+                store
+                    .all_verified()
+                    .context("cannot read the last verified applies")?
+                    .into_iter()
+                    .collect(),
+            );
+        }
         for &r in resources {
-            if !full && trusted_by_metadata(r, &host, &store) {
+            let record = verified.as_ref().and_then(|v| v.get(&r.id));
+            if !full && trusted_by_metadata(r, &host, record) {
                 stats.metadata_only += 1;
                 progress.advance(1, 0);
                 continue;
@@ -458,17 +472,17 @@ fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
 
 /// A File whose metadata equals what its last verified apply recorded (and
 /// whose declaration has not changed since) is trusted without reading it.
-fn trusted_by_metadata(r: &Resource, host: &Host, store: &Store) -> bool {
+fn trusted_by_metadata(r: &Resource, host: &Host, verified: Option<&VerifiedRecord>) -> bool {
     if r.id.kind != "File" {
         return false;
     }
-    let Ok(Some(verified)) = store.last_verified(&r.id) else {
+    let Some(verified) = verified else {
         return false;
     };
     if verified.declaration_hash != r.declaration_hash {
         return false;
     }
-    let Some(recorded) = verified.meta else {
+    let Some(recorded) = &verified.meta else {
         return false;
     };
     let Some(path) = r.desired_str("path") else {
@@ -479,7 +493,7 @@ fn trusted_by_metadata(r: &Resource, host: &Host, store: &Store) -> bool {
     };
     match datum_host::fs::lstat(&live) {
         Ok(Some(stat)) if stat.kind == datum_host::fs::FileKind::File => {
-            datum_drift::metadata::unchanged_since_verified(&recorded, &stat.meta)
+            datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
         }
         _ => false,
     }
