@@ -914,3 +914,40 @@ fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
         assert_eq!(code, if purge { 0 } else { 2 }, "purge: {purge}");
     }
 }
+
+#[test]
+fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        None,
+    );
+    s.write(
+        "repo/base/main.yaml",
+        &MANIFEST.replace("name: conf-d\n", "name: conf-d\nclass: followed\n"),
+    );
+    let s = s.applied();
+    let confd = s.live("/etc/app/conf.d");
+    fs::write(confd.join("10-a.conf"), "a = 5\n").expect("edit");
+    let patches = s.dir.path().join("patches");
+    let dir = patches.to_str().expect("utf8");
+    let (code, json) = s.check_json(&["--patch-dir", dir]);
+    assert_eq!(code, 2);
+    assert!(
+        json["findings"][0]["action"]
+            .as_str()
+            .unwrap()
+            .starts_with("accepted"),
+        "{json:#}"
+    );
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    assert!(
+        summary.contains(
+            "copy `/etc/app/conf.d/10-a.conf` from the host to `base/trees/conf.d/10-a.conf`"
+        ),
+        "{summary}"
+    );
+    assert_eq!(s.check_json(&["--patch-dir", dir]).0, 0);
+    // Another change is a new observation: reported (and accepted) again.
+    fs::write(confd.join("10-a.conf"), "a = 6\n").expect("edit");
+    assert_eq!(s.check_json(&["--patch-dir", dir]).0, 2);
+}

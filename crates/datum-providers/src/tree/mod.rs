@@ -41,8 +41,8 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_drift::fingerprint::{
-    Algorithm, ContentHash, Digest, Entry, Exclusions, FingerprintedNode, HashFunction, Node,
-    ScanOptions, TreeDifference, compare, fingerprint_tree, scan,
+    Algorithm, ContentHash, Digest, Entry, Exclusions, FingerprintedNode, FingerprintedTree,
+    HashFunction, Node, ScanOptions, TreeDifference, compare, fingerprint_tree, scan,
 };
 use datum_host::fs::{self, FileKind};
 use datum_host::{Host, HostError, StagedFile};
@@ -195,12 +195,25 @@ impl Provider for TreeProvider {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
             return Ok(observed);
         }
-        let differences = differences(host, &d, &live)?;
+        let (differences, tree) = scan_and_compare(host, &d, &live)?;
         observed.presence = Presence::Present;
-        observed.fields.insert(
-            "tree".to_owned(),
-            Value::Array(differences.iter().map(difference_json).collect()),
-        );
+        // Each difference carries the host entry's fingerprint, so an
+        // observation that changes again is a new observation (what `accept`
+        // compares), while the findings stay value-free.
+        let items = differences
+            .iter()
+            .map(|diff| {
+                let mut item = difference_json(diff);
+                if let (Some(node), Some(obj)) = (tree.root.get(diff.path()), item.as_object_mut())
+                {
+                    obj.insert("observed".to_owned(), Value::String(node.hash.to_string()));
+                }
+                item
+            })
+            .collect();
+        observed
+            .fields
+            .insert("tree".to_owned(), Value::Array(items));
         Ok(observed)
     }
 
@@ -238,6 +251,15 @@ pub fn differences(
     d: &TreeDesired,
     live: &Path,
 ) -> Result<Vec<TreeDifference>, ProviderError> {
+    scan_and_compare(host, d, live).map(|(found, _)| found)
+}
+
+/// [`differences`], with the scanned host tree.
+fn scan_and_compare(
+    host: &Host,
+    d: &TreeDesired,
+    live: &Path,
+) -> Result<(Vec<TreeDifference>, FingerprintedTree), ProviderError> {
     let exclusions = d.exclusions()?;
     let scanned = scan(
         live,
@@ -274,10 +296,11 @@ pub fn differences(
             field: "source".to_owned(),
             message: e.to_string(),
         })?;
-    compare(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
+    let found = compare(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
         field: "source".to_owned(),
         message: e.to_string(),
-    })
+    })?;
+    Ok((found, scanned.tree))
 }
 
 /// The declared tree as a fingerprint node. Where owner or group are not

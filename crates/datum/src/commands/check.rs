@@ -807,18 +807,45 @@ fn write_accept_patch(
             }
         }
     }
-    for f in findings.iter().filter(|f| &f.id == id) {
-        for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
-            let at = resource
-                .field_origins
-                .get(d.path())
-                .map_or_else(|| resource.origin.to_string(), ToString::to_string);
-            notes.push(format!(
-                "{at}: set `{}` to `{}` ({})",
-                d.path(),
-                d.before_display(),
-                f.finding.category
-            ));
+    if id.kind == "Tree" {
+        // A Tree's entries: what to copy into (or remove from) its source
+        // folder. The live files are in the backup store (reason `drift`).
+        let base = resource.desired_str("path").unwrap_or("");
+        let folder = source.as_ref().map_or_else(
+            || "(the Tree's source folder)".to_owned(),
+            |(_, rel)| rel.clone(),
+        );
+        for f in findings.iter().filter(|f| &f.id == id) {
+            for d in &f.finding.diffs {
+                let entry = d.path();
+                notes.push(match f.finding.category.as_str() {
+                    "deleted_outside" => {
+                        format!("remove `{folder}/{entry}` (deleted on the host)")
+                    }
+                    "type_changed" => format!(
+                        "`{base}/{entry}` is now a {}: make `{folder}/{entry}` one",
+                        d.before_display()
+                    ),
+                    _ => format!(
+                        "copy `{base}/{entry}` from the host to `{folder}/{entry}` (`datum backup list {base}/{entry}`)"
+                    ),
+                });
+            }
+        }
+    } else {
+        for f in findings.iter().filter(|f| &f.id == id) {
+            for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
+                let at = resource
+                    .field_origins
+                    .get(d.path())
+                    .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+                notes.push(format!(
+                    "{at}: set `{}` to `{}` ({})",
+                    d.path(),
+                    d.before_display(),
+                    f.finding.category
+                ));
+            }
         }
     }
     if notes.is_empty() {
