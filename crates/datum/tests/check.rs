@@ -951,3 +951,44 @@ fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
     fs::write(confd.join("10-a.conf"), "a = 6\n").expect("edit");
     assert_eq!(s.check_json(&["--patch-dir", dir]).0, 2);
 }
+
+#[test]
+fn apply_blocks_what_requires_a_quarantined_resource() {
+    let s = Sandbox::new("", None).applied();
+    assert_exit(
+        &s.datum(&["quarantine", "Directory/etc-app", "--reason", "disk swap"]),
+        0,
+    );
+    fs::remove_file(s.live("/etc/app/app.conf")).expect("rm");
+    let o = s.datum(&["apply", "--output", "json"]);
+    let json: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let outcome = |id: &str| {
+        json["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| {
+                (
+                    r["outcome"]["status"].clone(),
+                    r["outcome"]["by"]["name"].clone(),
+                )
+            })
+            .expect("reported")
+    };
+    // The quarantined resource is blocked by itself, its dependent by it.
+    assert_eq!(
+        outcome("Directory[etc-app]"),
+        ("blocked".into(), "etc-app".into())
+    );
+    assert_eq!(
+        outcome("File[app-conf]"),
+        ("blocked".into(), "etc-app".into())
+    );
+    assert!(json.to_string().contains("quarantined"), "{json:#}");
+    assert!(!s.live("/etc/app/app.conf").exists(), "{json:#}");
+    // Released: the next apply recreates it.
+    assert_exit(&s.datum(&["release", "Directory/etc-app"]), 0);
+    s.datum(&["apply"]);
+    assert!(s.live("/etc/app/app.conf").exists());
+}
