@@ -12,5 +12,6 @@ mod backup;
 mod crash;
 mod lint;
 mod sensitive;
+mod snapshots;
 mod support;
 mod validation;

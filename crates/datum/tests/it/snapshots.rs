@@ -1,0 +1,74 @@
+//! Snapshots of what a person reads: a plan with a diff, an apply, lint
+//! errors with file:line, and the help text. Durations and temporary paths
+//! are filtered; everything else must stay exactly as reviewed.
+
+use crate::support::*;
+
+fn transcript(o: &std::process::Output) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        code(o),
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn settings(s: &Sandbox) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\(\d+ ms\)", "(N ms)");
+    settings.add_filter(
+        &regex_escape(&s.dir.path().display().to_string()),
+        "[SANDBOX]",
+    );
+    settings
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+const REPO: &str = "datum: v1alpha1\ntype: Directory\nname: app\ndesired: {path: /app, mode: \"0750\"}\n\
+---\ndatum: v1alpha1\ntype: File\nname: config\ndesired:\n  path: /app/config.ini\n  mode: \"0640\"\n  content: \"[main]\\nport = 8080\\nworkers = 4\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /app/token\n  mode: \"0600\"\n  content: \"secret-value\\n\"\n";
+
+#[test]
+fn plan_apply_and_drift_transcripts() {
+    let s = Sandbox::with_base(REPO);
+    let settings = settings(&s);
+    settings.bind(|| {
+        insta::assert_snapshot!("plan_on_an_empty_root", transcript(&s.datum(&["plan"])));
+        insta::assert_snapshot!("first_apply", transcript(&s.datum(&["apply"])));
+        std::fs::write(
+            s.live("/app/config.ini"),
+            "[main]\nport = 9090\nworkers = 4\n",
+        )
+        .unwrap();
+        std::fs::write(s.live("/app/token"), "hand-edited\n").unwrap();
+        insta::assert_snapshot!("plan_after_hand_edits", transcript(&s.datum(&["plan"])));
+    });
+}
+
+#[test]
+fn lint_errors_read_like_a_compiler_s() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  mdoe: \"0644\"\n  source: ../../etc/shadow\n\
+---\ndatum: v1alpha1\ntype: File\nname: sshd\nrequires: [File/nope]\ndesired:\n  path: /etc/ssh/sshd_config\n  content: x\n  validate: \"sshd -t -f %s\"\n",
+    );
+    settings(&s).bind(|| {
+        insta::assert_snapshot!("lint_errors", transcript(&s.datum(&["lint"])));
+    });
+}
+
+#[test]
+fn help_text() {
+    let s = Sandbox::new();
+    insta::assert_snapshot!("help", transcript(&s.datum(&["--help"])));
+}
