@@ -61,6 +61,19 @@ pub fn compile(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostic
     compile_repository(&repository, host)
 }
 
+/// [`compile`], recording in every resource which layer and `file:line`
+/// each field came from (`Resource::field_origins`, for `--explain`).
+pub fn compile_explained(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
+    let repository = Repository::load(repo)?;
+    match compile::Analysis::new(&repository)
+        .explaining()
+        .run(Some(host))
+    {
+        (Some(catalogue), _) => Ok(catalogue),
+        (None, diags) => Err(diags),
+    }
+}
+
 /// [`compile`] for a repository already loaded.
 pub fn compile_repository(
     repo: &Repository,

@@ -35,13 +35,27 @@ pub fn use_color(global: &GlobalArgs) -> bool {
 /// diagnostics and turn into an error: a repository with any error is never
 /// applied.
 pub fn compile(global: &GlobalArgs, identity: &HostIdentity) -> Result<Catalogue> {
+    compile_with(global, identity, false)
+}
+
+/// [`compile`], optionally recording where every field came from.
+pub fn compile_with(
+    global: &GlobalArgs,
+    identity: &HostIdentity,
+    explain: bool,
+) -> Result<Catalogue> {
     if !global.repo.join("datum.yaml").is_file() {
         bail!(
             "{}: not a Datum repository (no datum.yaml); use --repo DIR",
             global.repo.display()
         );
     }
-    match datum_catalog::compile(&global.repo, identity) {
+    let compiled = if explain {
+        datum_catalog::compile_explained(&global.repo, identity)
+    } else {
+        datum_catalog::compile(&global.repo, identity)
+    };
+    match compiled {
         Ok(catalogue) => Ok(catalogue),
         Err(diagnostics) => {
             eprint!("{}", diagnostics.render(use_color(global)));

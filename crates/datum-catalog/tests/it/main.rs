@@ -111,7 +111,7 @@ mod layering {
             "web/motd.yaml",
             &file_doc("motd", "/etc/motd", "  mode: \"0600\"\n"),
         );
-        let cat = compile(repo.path(), &web()).unwrap();
+        let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
         let r = cat.get(&ResourceId::new("File", "motd")).unwrap();
         assert_eq!(
             r.desired,
@@ -183,7 +183,7 @@ mod layering {
                 "web/motd.yaml",
                 &file_doc("motd", "/etc/motd", "  template: templates/motd.j2\n"),
             );
-        let web = compile(repo.path(), &web()).unwrap();
+        let web = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
         let r = &web.resources[0];
         assert_eq!(
             content_bytes(r.content.as_ref().unwrap()),
@@ -252,7 +252,7 @@ mod layering {
             "web/a.yaml",
             &format!("{}class: normal\n", file_doc("a", "/a", "")),
         );
-        let cat = compile(repo.path(), &web()).unwrap();
+        let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
         let a = cat.get(&ResourceId::new("File", "a")).unwrap();
         assert_eq!(a.class, "normal");
         assert!(a.sensitive);
@@ -362,9 +362,12 @@ mod catalogue {
                 )
             ),
         );
-        let cat = compile(repo.path(), &web()).unwrap();
+        let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
         let plain = serde_json::to_string(&cat.to_json(false)).unwrap();
         let explained = cat.to_json(true);
+        // Without asking for explanations, none are recorded.
+        let lean = compile(repo.path(), &web()).unwrap();
+        assert!(lean.resources[0].field_origins.is_empty());
         assert!(!plain.contains("CANARY"));
         assert!(!explained.to_string().contains("CANARY"));
         let r = &explained["resources"][0];

@@ -10,7 +10,7 @@ use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
-    let catalogue = context::compile(global, &identity)?;
+    let catalogue = context::compile_with(global, &identity, args.explain)?;
     let json = catalogue.to_json(args.explain);
     writeln!(
         std::io::stdout(),
