@@ -2,7 +2,8 @@
 //!
 //! Owns: the 32-byte [`Digest`], the tagged [`ContentHash`] of a regular file's bytes, the
 //! [`Algorithm`] choice and the streaming [`ContentHasher`]. Must not: touch the file
-//! system or know about trees (the payload formats live in `node_hash.rs`).
+//! system or know about trees (`node_hash.rs` computes the payloads documented on
+//! [`Algorithm`]).
 
 use std::fmt;
 
@@ -12,6 +13,34 @@ use sha2::Digest as _;
 ///
 /// Both sides of a comparison must use the same one: a declared tree and an observed tree
 /// fingerprinted differently never have equal hashes.
+///
+/// # Compat (the specification's reference function)
+///
+/// SHA-256 everywhere; hashes enter payloads as 64 lowercase hex digits; `<mode>` is
+/// `mode & 0o7777` in octal without prefix (`644`, `4755`).
+///
+/// * regular file: `sha256("f:<mode>:<uid>:<gid>:<sha256 hex of content>")`
+/// * symlink, fifo, socket, device: `sha256("o:<mode>")`
+/// * directory: `sha256(join("\n", name + "=" + child hex))` over entries in raw byte
+///   order; an empty directory is `sha256("")`. Its own mode and owner are not hashed.
+///
+/// # Native (Datum's default, version 1)
+///
+/// BLAKE3 everywhere (content hash = plain BLAKE3 of the bytes, what `b3sum` prints).
+/// Integers are little-endian, hashes enter as their 32 raw bytes, and every variable-length
+/// field is length-prefixed, so no two different trees share a payload (the compat
+/// directory format is ambiguous for names containing `=` or a newline). Each payload
+/// starts with a tag that names the entry type, so a type change always changes the hash:
+///
+/// * regular file: `"datum-fp1:f" mode:u32 uid:u32 gid:u32 content:[32]`
+/// * symlink: `"datum-fp1:l" mode:u32 len:u64 target`
+/// * fifo / socket / char device / block device: `"datum-fp1:o" kind:u8 mode:u32`, kind
+///   1 / 2 / 3 / 4
+/// * directory: `"datum-fp1:d" mode:u32 uid:u32 gid:u32 count:u64` then per entry in raw
+///   byte order `len:u64 name child:[32]`
+///
+/// A directory's own mode, uid and gid and a symlink's target are covered; a symlink's
+/// owner is not (Linux ignores it for access).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Algorithm {
     /// Byte-for-byte the specification's reference function (SHA-256 everywhere, hex
@@ -19,8 +48,7 @@ pub enum Algorithm {
     /// it exists for interoperability and golden values, not as Datum's default.
     Compat,
     /// Datum's own fingerprint (the default): BLAKE3, and it also covers a symlink's
-    /// target, a directory's own mode/uid/gid and the entry type. The payload format is
-    /// documented in `node_hash.rs`.
+    /// target, a directory's own mode/uid/gid and the entry type (format above).
     #[default]
     Native,
 }

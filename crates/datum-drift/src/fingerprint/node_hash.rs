@@ -2,37 +2,10 @@
 //! fingerprint, for each [`Algorithm`]; and fingerprinting a whole [`Node`] tree.
 //!
 //! Owns: the byte layout of every hashed payload (changing one changes every stored
-//! fingerprint, so each format is versioned and written down here). Must not: read the
+//! fingerprint, so each format is versioned, documented on [`Algorithm`] and pinned by
+//! golden values in the tests below). Must not: read the
 //! file system; a declared tree and a scanned tree go through the very same functions,
 //! which is what makes "one equal root hash" a proof.
-//!
-//! # Compat (the specification's reference function)
-//!
-//! SHA-256 everywhere; hashes enter payloads as 64 lowercase hex digits; `<mode>` is
-//! `mode & 0o7777` in octal without prefix (`644`, `4755`).
-//!
-//! * regular file: `sha256("f:<mode>:<uid>:<gid>:<sha256 hex of content>")`
-//! * symlink, fifo, socket, device: `sha256("o:<mode>")`
-//! * directory: `sha256(join("\n", name + "=" + child hex))` over entries in raw byte
-//!   order; an empty directory is `sha256("")`. Its own mode and owner are not hashed.
-//!
-//! # Native (Datum's default, version 1)
-//!
-//! BLAKE3 everywhere (content hash = plain BLAKE3 of the bytes, what `b3sum` prints).
-//! Integers are little-endian, hashes enter as their 32 raw bytes, and every variable-length
-//! field is length-prefixed, so no two different trees share a payload (the compat
-//! directory format is ambiguous for names containing `=` or a newline). Each payload
-//! starts with a tag that names the entry type, so a type change always changes the hash:
-//!
-//! * regular file: `"datum-fp1:f" mode:u32 uid:u32 gid:u32 content:[32]`
-//! * symlink: `"datum-fp1:l" mode:u32 len:u64 target`
-//! * fifo / socket / char device / block device: `"datum-fp1:o" kind:u8 mode:u32`, kind
-//!   1 / 2 / 3 / 4
-//! * directory: `"datum-fp1:d" mode:u32 uid:u32 gid:u32 count:u64` then per entry in raw
-//!   byte order `len:u64 name child:[32]`
-//!
-//! A directory's own mode, uid and gid and a symlink's target are covered; a symlink's
-//! owner is not (Linux ignores it for access).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -287,6 +260,42 @@ mod tests {
                 .unwrap()
                 .to_string(),
             hex_sha256(payload.as_bytes())
+        );
+    }
+
+    /// The bench README's tree (`a` = "hi\n" 0644, `b` -> `a`, empty `d` and `e`, all
+    /// 0755/0:0 where it applies) in the native format. These values were computed
+    /// independently from the layout documented on `Algorithm` (Python + `b3sum`), so a
+    /// change here is a change of format: bump the `datum-fp1` tag, never the values.
+    #[test]
+    fn native_golden_values_pin_the_documented_format() {
+        let file = Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"hi\n");
+        assert_eq!(
+            fingerprint_declared(&file, Algorithm::Native)
+                .unwrap()
+                .to_string(),
+            "37c74fb5600c1eaf47831c59a9dd1949421b770c528b46b81330d6f354d5f3a3"
+        );
+        assert_eq!(
+            fingerprint_declared(&Node::symlink("a"), Algorithm::Native)
+                .unwrap()
+                .to_string(),
+            "9a72743427467eb35293a588d72b0aa6327fe8f88e8496e31934e3ae9504e6d8"
+        );
+        let mut root = Node::dir(0o755, 0, 0);
+        for (name, child) in [
+            ("a", file),
+            ("b", Node::symlink("a")),
+            ("d", Node::dir(0o755, 0, 0)),
+            ("e", Node::dir(0o755, 0, 0)),
+        ] {
+            assert!(root.insert(name, child).is_ok());
+        }
+        assert_eq!(
+            fingerprint_declared(&root, Algorithm::Native)
+                .unwrap()
+                .to_string(),
+            "e7f4a3dd6b3b24a4c9d57336f3f1246a031e83955434cd049f7ed3cb2c8875df"
         );
     }
 
