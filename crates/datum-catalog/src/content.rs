@@ -333,6 +333,33 @@ fn pos_of(text: &str, offset: usize) -> Pos {
     Pos { line, column }
 }
 
+/// SHA-256 (hex) and size of a repository file, read in one streaming pass
+/// with a buffer reused per thread.
+pub(crate) fn hash_source(path: &Path) -> std::io::Result<(String, u64)> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
+    }
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    BUF.with(|cell| -> std::io::Result<()> {
+        let mut buf = cell.borrow_mut();
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.update(&buf[..n]);
+            size += n as u64;
+        }
+    })?;
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,31 +469,4 @@ mod tests {
         assert_eq!(pos_of("ab\ncé{{x}}", 6), Pos { line: 2, column: 3 });
         assert_eq!(pos_of("abc", 0), Pos { line: 1, column: 1 });
     }
-}
-
-/// SHA-256 (hex) and size of a repository file, read in one streaming pass
-/// with a buffer reused per thread.
-pub(crate) fn hash_source(path: &Path) -> std::io::Result<(String, u64)> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
-    }
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
-    BUF.with(|cell| -> std::io::Result<()> {
-        let mut buf = cell.borrow_mut();
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            hasher.update(&buf[..n]);
-            size += n as u64;
-        }
-    })?;
-    Ok((hex::encode(hasher.finalize()), size))
 }

@@ -302,9 +302,10 @@ impl Notifications {
 
 /// The distinct group validators named by these resources, in catalogue order.
 fn group_validators(catalogue: &Catalogue, ids: &[&ResourceId]) -> Vec<&'static ValidatorDef> {
+    let wanted: HashSet<&ResourceId> = ids.iter().copied().collect();
     let mut defs: Vec<&'static ValidatorDef> = Vec::new();
     for resource in &catalogue.resources {
-        if !ids.contains(&&resource.id) {
+        if !wanted.contains(&resource.id) {
             continue;
         }
         if let Ok(Some(def)) = validator_of(resource)
