@@ -123,13 +123,19 @@ fn scan_with(
     // The walk runs on this thread while `threads - 1` workers already hash what it has
     // found; when the walk is done this thread becomes a worker too. On two cores that
     // hides the walk (~10% of a warm pass) behind the hashing.
-    let (walked, results) = std::thread::scope(|s| {
+    //
+    // Workers allocate nothing: their buffers are made here and their results go into
+    // slots that the walk adds to the queue with each job. With a per-thread allocator
+    // (the `datum` binary uses mimalloc) every allocating thread would otherwise keep
+    // megabytes of its own pages, which eight workers multiply.
+    let (walked, errors) = std::thread::scope(|s| {
         // A thread the system refuses to start just means fewer workers.
         let workers: Vec<_> = (1..threads)
             .filter_map(|_| {
+                let worker = Worker::new(&queue, opts);
                 std::thread::Builder::new()
                     .name("datum-hash".into())
-                    .spawn_scoped(s, || work(&queue, opts.algorithm, opts.progress.as_deref()))
+                    .spawn_scoped(s, move || worker.run())
                     .ok()
             })
             .collect();
@@ -139,33 +145,29 @@ fn scan_with(
         } else {
             queue.close();
         }
-        let mut results = vec![work(&queue, opts.algorithm, opts.progress.as_deref())];
+        let mut errors = vec![Worker::new(&queue, opts).run()];
         for worker in workers {
             // A panicked worker is counted as missing files below, never silently lost.
-            results.push(worker.join().unwrap_or_else(|_| Ok(Vec::new())));
+            errors.push(worker.join().unwrap_or(Ok(())));
         }
-        (walked, results)
+        (walked, errors)
     });
     let (skeleton, mut stats, jobs) = walked?;
-    let mut hashed: Vec<Option<Node>> = Vec::new();
-    hashed.resize_with(jobs, || None);
-    let mut filled = 0usize;
-    for part in results {
-        for (index, node) in part? {
-            if let Some(Node::File { size, .. }) = &node {
-                stats.files += 1;
-                stats.bytes += size;
-            }
-            if let Some(slot) = hashed.get_mut(index) {
-                *slot = node;
-                filled += 1;
-            }
-        }
+    for result in errors {
+        result?;
     }
-    if filled != jobs {
+    let QueueState { results, done, .. } = queue.into_state();
+    if done != jobs || results.len() != jobs {
         return Err(FingerprintError::WorkerFailed {
             path: path.to_path_buf(),
         });
+    }
+    let mut hashed = results;
+    for node in hashed.iter().flatten() {
+        if let Node::File { size, .. } = node {
+            stats.files += 1;
+            stats.bytes += size;
+        }
     }
     let node = skeleton
         .assemble(&mut hashed)
@@ -235,6 +237,11 @@ struct JobQueue {
 #[derive(Default)]
 struct QueueState {
     jobs: VecDeque<(usize, Target)>,
+    /// One slot per queued file, filled by the worker that hashed it (`None` also for a
+    /// file that vanished); grown by the walk, so workers never allocate.
+    results: Vec<Option<Node>>,
+    /// Files hashed (or found vanished) so far.
+    done: usize,
     /// The walk has finished: no more jobs will come.
     closed: bool,
     /// Something failed: workers stop at once.
@@ -249,8 +256,29 @@ impl JobQueue {
     }
 
     fn push(&self, jobs: &mut Vec<(usize, Target)>) {
-        self.lock().jobs.extend(jobs.drain(..));
+        let mut state = self.lock();
+        let slots = state.results.len() + jobs.len();
+        state.results.resize_with(slots, || None);
+        state.jobs.extend(jobs.drain(..));
+        drop(state);
         self.ready.notify_all();
+    }
+
+    /// Stores a batch's results (in the slots the walk made for them).
+    fn finish(&self, done: &mut Vec<(usize, Option<Node>)>) {
+        let mut state = self.lock();
+        for (index, node) in done.drain(..) {
+            if let Some(slot) = state.results.get_mut(index) {
+                *slot = node;
+                state.done += 1;
+            }
+        }
+    }
+
+    fn into_state(self) -> QueueState {
+        self.state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn close(&self) {
@@ -287,34 +315,50 @@ impl JobQueue {
 }
 
 /// A worker: hashes batches from the queue until it is drained; the first error stops
-/// every worker.
-fn work(
-    queue: &JobQueue,
+/// every worker. Everything it needs is allocated by the thread that creates it.
+struct Worker<'a> {
+    queue: &'a JobQueue,
     algorithm: Algorithm,
-    progress: Option<&ScanProgress>,
-) -> Result<Vec<(usize, Option<Node>)>, FingerprintError> {
-    let mut buf = vec![0u8; READ_BUFFER];
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut done = Vec::new();
-    loop {
-        queue.take(&mut batch);
-        if batch.is_empty() {
-            return Ok(done);
+    progress: Option<&'a ScanProgress>,
+    buf: Vec<u8>,
+    batch: Vec<(usize, Target)>,
+    done: Vec<(usize, Option<Node>)>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(queue: &'a JobQueue, opts: &'a ScanOptions) -> Worker<'a> {
+        Worker {
+            queue,
+            algorithm: opts.algorithm,
+            progress: opts.progress.as_deref(),
+            buf: vec![0u8; READ_BUFFER],
+            batch: Vec::with_capacity(BATCH),
+            done: Vec::with_capacity(BATCH),
         }
-        for (index, target) in batch.drain(..) {
-            match hash_file(&target, algorithm, &mut buf) {
-                Ok(node) => {
-                    if let (Some(p), Some(Node::File { size, .. })) = (progress, &node) {
-                        p.files.fetch_add(1, Ordering::Relaxed);
-                        p.bytes.fetch_add(*size, Ordering::Relaxed);
+    }
+
+    fn run(mut self) -> Result<(), FingerprintError> {
+        loop {
+            self.queue.take(&mut self.batch);
+            if self.batch.is_empty() {
+                return Ok(());
+            }
+            for (index, target) in self.batch.drain(..) {
+                match hash_file(&target, self.algorithm, &mut self.buf) {
+                    Ok(node) => {
+                        if let (Some(p), Some(Node::File { size, .. })) = (self.progress, &node) {
+                            p.files.fetch_add(1, Ordering::Relaxed);
+                            p.bytes.fetch_add(*size, Ordering::Relaxed);
+                        }
+                        self.done.push((index, node));
                     }
-                    done.push((index, node));
-                }
-                Err(e) => {
-                    queue.abort();
-                    return Err(e);
+                    Err(e) => {
+                        self.queue.abort();
+                        return Err(e);
+                    }
                 }
             }
+            self.queue.finish(&mut self.done);
         }
     }
 }
