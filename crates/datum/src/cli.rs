@@ -31,13 +31,13 @@ pub struct GlobalArgs {
     /// Output format.
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
-    /// Host identity file (default: <root>/etc/datum/host.yaml).
+    /// Host identity file (default: ROOT/etc/datum/host.yaml).
     #[arg(long, global = true)]
     pub host_file: Option<PathBuf>,
     /// Override a host label (repeatable): --label role=web.
     #[arg(long = "label", global = true, value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
-    /// State database (default: <root>/var/lib/datum/state.db).
+    /// State database (default: ROOT/var/lib/datum/state.db).
     #[arg(long, global = true)]
     pub state: Option<PathBuf>,
     /// How long to wait for another pass holding the root's lock.
@@ -107,7 +107,7 @@ pub struct CheckArgs {
     /// Check only the resources of this class.
     #[arg(long)]
     pub class: Option<String>,
-    /// Where policy `accept` writes patches (default <root>/var/lib/datum/accepted).
+    /// Where policy `accept` writes patches (default ROOT/var/lib/datum/accepted).
     #[arg(long)]
     pub patch_dir: Option<PathBuf>,
 }

@@ -3,7 +3,7 @@
 //! report by its dedupe key and tells new drift from old by a fingerprint
 //! that leaves values out.
 //!
-//! Owns: [`CheckReport`] and [`human`], [`json`], [`markdown`]. Must not:
+//! Owns: [`CheckReport`] and [`human`], [`json()`](json()), [`markdown`]. Must not:
 //! print (the binary writes the strings), read the host, or show a value of a
 //! sensitive resource (the findings already carry none).
 
