@@ -149,8 +149,16 @@ impl ClassChecker for RepoChecker {
                 });
             }
         };
-        let catalogue = datum_catalog::compile_repository(&repository, &identity)
+        let mut catalogue = datum_catalog::compile_repository(&repository, &identity)
             .map_err(|d| self.lint_error(&d))?;
+        drop(repository);
+        // The catalogue stays in memory for as long as the agent runs: what
+        // only `catalogue --explain` and check's accept patches read (where
+        // each field was declared) is dropped. A delegated `datum check`
+        // compiles its own.
+        for r in &mut catalogue.resources {
+            r.field_origins = BTreeMap::new();
+        }
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
         let loaded = loaded(&catalogue, &classes, &host);
         // Forget resources that are no longer declared.
