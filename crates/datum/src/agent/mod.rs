@@ -149,16 +149,12 @@ impl ClassChecker for RepoChecker {
                 });
             }
         };
-        let mut catalogue = datum_catalog::compile_repository(&repository, &identity)
+        // Without per-field origins (`compile_repository` leaves them out):
+        // the catalogue stays in memory for as long as the agent runs.
+        let catalogue = datum_catalog::compile_repository(&repository, &identity)
             .map_err(|d| self.lint_error(&d))?;
+        // The sources of every document are not needed past this point.
         drop(repository);
-        // The catalogue stays in memory for as long as the agent runs: what
-        // only `catalogue --explain` and check's accept patches read (where
-        // each field was declared) is dropped. A delegated `datum check`
-        // compiles its own.
-        for r in &mut catalogue.resources {
-            r.field_origins = BTreeMap::new();
-        }
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
         let loaded = loaded(&catalogue, &classes, &host);
         // Forget resources that are no longer declared.
