@@ -565,21 +565,18 @@ impl<'r> Analysis<'r> {
             .collect();
         // The merged resources are consumed: their fields move into the
         // catalogue instead of being copied.
-        let mut slots: Vec<Option<Resource>> = merged
+        let mut resources: Vec<Resource> = merged
             .into_iter()
             .zip(contents)
             .zip(explicit)
-            .map(|((m, content), requires)| Some(self.resource(m, content, requires)))
+            .map(|((m, content), requires)| self.resource(m, content, requires))
             .collect();
         for (&(from, _), (_, to_id)) in added.iter().zip(&autorequires) {
-            if let Some(Some(r)) = slots.get_mut(from) {
+            if let Some(r) = resources.get_mut(from) {
                 r.requires.push(to_id.clone());
             }
         }
-        let resources: Vec<Resource> = sequence
-            .into_iter()
-            .filter_map(|i| slots.get_mut(i).and_then(Option::take))
-            .collect();
+        let resources = reorder(resources, &sequence);
         let mut autorequires = autorequires;
         let resources = self.package_edges(resources, &mut autorequires);
         Some(Catalogue {
@@ -645,18 +642,15 @@ impl<'r> Analysis<'r> {
         if !stuck.is_empty() {
             return resources;
         }
-        let mut slots: Vec<Option<Resource>> = resources.into_iter().map(Some).collect();
+        let mut resources = resources;
         for &(f, p) in &added {
-            let package = slots[p].as_ref().map(|r| r.id.clone());
-            if let (Some(package), Some(file)) = (package, slots[f].as_mut()) {
+            let package = resources.get(p).map(|r| r.id.clone());
+            if let (Some(package), Some(file)) = (package, resources.get_mut(f)) {
                 autorequires.push((file.id.clone(), package.clone()));
                 file.requires.push(package);
             }
         }
-        sequence
-            .into_iter()
-            .filter_map(|i| slots.get_mut(i).and_then(Option::take))
-            .collect()
+        reorder(resources, &sequence)
     }
 
     /// Two resources managing one path would fight on every pass.
@@ -888,6 +882,45 @@ impl<'r> Analysis<'r> {
     }
 }
 
+/// `items` in the order `sequence` gives (`sequence[k]` is the index of the
+/// item that goes to position `k`). A permutation is applied in place by
+/// swapping along its cycles: a catalogue of 20,000 resources is not held
+/// twice. Anything else (never produced by `graph::order` without stuck
+/// resources, but cheap to tolerate) keeps the listed items, in that order,
+/// each once.
+fn reorder<T>(mut items: Vec<T>, sequence: &[usize]) -> Vec<T> {
+    let n = items.len();
+    let mut placed = vec![false; n];
+    let is_permutation = sequence.len() == n
+        && sequence
+            .iter()
+            .all(|&i| i < n && !std::mem::replace(&mut placed[i], true));
+    if !is_permutation {
+        let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+        return sequence
+            .iter()
+            .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+            .collect();
+    }
+    // `placed` now means "position not yet filled".
+    for start in 0..n {
+        if !placed[start] {
+            continue;
+        }
+        let mut k = start;
+        loop {
+            placed[k] = false;
+            let src = sequence[k];
+            if src == start {
+                break;
+            }
+            items.swap(k, src);
+            k = src;
+        }
+    }
+    items
+}
+
 /// Whether the resource is declared `ensure: absent`.
 fn is_absent(m: &Merged) -> bool {
     m.fields.get("ensure").and_then(|(v, _)| v.as_str()) == Some("absent")
@@ -936,5 +969,27 @@ fn unknown_type_message(kind: &str) -> String {
         format!("unknown type `{kind}` (this build of Datum knows no resource types)")
     } else {
         format!("unknown type `{kind}`; known types: {}", known.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reorder_applies_a_permutation_in_place_and_tolerates_anything_else() {
+        let items: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        assert_eq!(
+            reorder(items.clone(), &[3, 0, 4, 1, 2]),
+            ["d", "a", "e", "b", "c"]
+        );
+        assert_eq!(reorder(items.clone(), &[0, 1, 2, 3, 4]), items);
+        assert_eq!(
+            reorder(items.clone(), &[4, 3, 2, 1, 0]),
+            ["e", "d", "c", "b", "a"]
+        );
+        // Not a permutation: the listed items once each, in that order.
+        assert_eq!(reorder(items.clone(), &[2, 2, 0]), ["c", "a"]);
+        assert_eq!(reorder(items, &[9, 1]), ["b"]);
     }
 }

@@ -155,6 +155,10 @@ impl Repository {
                     .until(e.end),
             );
         }
+        // Room for this file's documents in one step: growing by doubling
+        // would leave up to half of a large repository's documents' room
+        // unused (and copy it on every step).
+        self.documents.reserve(parsed.documents.len());
         for node in parsed.documents {
             // `---` separators with nothing between them are allowed.
             if node.is_null() {
