@@ -16,6 +16,8 @@
 //! the managed machine: it reads the repository only.
 
 use std::collections::{HashMap, HashSet};
+
+use crate::hashes::SourceHashes;
 use std::path::PathBuf;
 
 use datum_core::{Content, Origin, Resource, ResourceId};
@@ -58,6 +60,9 @@ pub(crate) struct Analysis<'r> {
     /// otherwise: for 20,000 resources those origins are most of the
     /// catalogue's memory.
     explain: bool,
+    /// Remembered source hashes (see `crate::hashes`), when the caller keeps
+    /// some.
+    hashes: Option<&'r dyn SourceHashes>,
 }
 
 /// A requirement edge with the `requires:` entry that wrote it.
@@ -80,7 +85,14 @@ impl<'r> Analysis<'r> {
             resolver: Resolver::new(&repo.canonical_root),
             tree_dirs: vec![None; n],
             explain: false,
+            hashes: None,
         }
+    }
+
+    /// Looks source hashes up in (and records them into) `hashes`.
+    pub(crate) fn with_hashes(mut self, hashes: Option<&'r dyn SourceHashes>) -> Self {
+        self.hashes = hashes;
+        self
     }
 
     /// Records per-field origins in the catalogue (for `--explain`).
@@ -773,7 +785,7 @@ impl<'r> Analysis<'r> {
                 };
                 // Hashed, not kept: the bytes are read again when a File
                 // is written (and refused if they changed meanwhile).
-                match content::hash_source(abs) {
+                match content::hash_source(abs, self.hashes) {
                     Ok((sha256, size)) => Ok(Some(Content::from_source(abs.clone(), sha256, size))),
                     Err(e) => Err(Box::new(
                         Diagnostic::error(format!("cannot read source {}: {e}", rel.display()))

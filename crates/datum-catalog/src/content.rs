@@ -334,14 +334,36 @@ fn pos_of(text: &str, offset: usize) -> Pos {
 }
 
 /// SHA-256 (hex) and size of a repository file, read in one streaming pass
-/// with a buffer reused per thread.
-pub(crate) fn hash_source(path: &Path) -> std::io::Result<(String, u64)> {
+/// with a buffer reused per thread; with a cache, not read at all when the
+/// cache remembers the file under its current key (see `crate::hashes`).
+pub(crate) fn hash_source(
+    path: &Path,
+    cache: Option<&dyn crate::hashes::SourceHashes>,
+) -> std::io::Result<(String, u64)> {
+    use crate::hashes::FileKey;
+    let mut file = std::fs::File::open(path)?;
+    let Some(cache) = cache else {
+        return hash_open(&mut file);
+    };
+    // The key comes from the open file before reading: a change during the
+    // read moves ctime past it, so the next pass misses and hashes again.
+    let key = FileKey::of(&file.metadata()?);
+    if let Some(sha) = cache.get(path, &key) {
+        return Ok((sha, key.size));
+    }
+    let (sha, size) = hash_open(&mut file)?;
+    if size == key.size && !key.is_racy(crate::hashes::now_ns()) {
+        cache.put(path, key, &sha);
+    }
+    Ok((sha, size))
+}
+
+fn hash_open(file: &mut std::fs::File) -> std::io::Result<(String, u64)> {
     use sha2::{Digest, Sha256};
     use std::io::Read;
     thread_local! {
         static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
     }
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     BUF.with(|cell| -> std::io::Result<()> {

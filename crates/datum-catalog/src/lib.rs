@@ -28,6 +28,7 @@ mod classes;
 mod compile;
 pub mod content;
 mod graph;
+pub mod hashes;
 pub mod host;
 mod merge;
 pub mod validators;
@@ -36,6 +37,7 @@ use std::path::Path;
 
 pub use catalogue::Catalogue;
 pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
+pub use hashes::{HashCacheFile, SourceHashes};
 pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
 
 /// Checks the repository at `repo`: every document of every layer. With a
@@ -80,6 +82,42 @@ pub fn compile_repository(
     host: &HostIdentity,
 ) -> Result<Catalogue, Diagnostics> {
     match compile::Analysis::new(repo).run(Some(host)) {
+        (Some(catalogue), _) => Ok(catalogue),
+        (None, diags) => Err(diags),
+    }
+}
+
+/// [`compile`] with remembered source hashes: a `source:` file whose size,
+/// mtime, ctime, inode and device match what `hashes` remembers is not read
+/// (see [`hashes`] for why that can be trusted), and every file hashed is
+/// recorded there. With `explain`, like [`compile_explained`].
+pub fn compile_cached(
+    repo: &Path,
+    host: &HostIdentity,
+    explain: bool,
+    hashes: Option<&dyn SourceHashes>,
+) -> Result<Catalogue, Diagnostics> {
+    let repository = Repository::load(repo)?;
+    let mut analysis = compile::Analysis::new(&repository).with_hashes(hashes);
+    if explain {
+        analysis = analysis.explaining();
+    }
+    match analysis.run(Some(host)) {
+        (Some(catalogue), _) => Ok(catalogue),
+        (None, diags) => Err(diags),
+    }
+}
+
+/// [`compile_repository`] with remembered source hashes (see [`compile_cached`]).
+pub fn compile_repository_cached(
+    repo: &Repository,
+    host: &HostIdentity,
+    hashes: Option<&dyn SourceHashes>,
+) -> Result<Catalogue, Diagnostics> {
+    match compile::Analysis::new(repo)
+        .with_hashes(hashes)
+        .run(Some(host))
+    {
         (Some(catalogue), _) => Ok(catalogue),
         (None, diags) => Err(diags),
     }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
-use datum_catalog::{Catalogue, HostIdentity};
+use datum_catalog::{Catalogue, HashCacheFile, HostIdentity};
 use datum_host::Host;
 use datum_store::Store;
 use datum_store::backup::BackupStore;
@@ -13,6 +13,9 @@ use crate::cli::{ColorChoice, GlobalArgs};
 
 /// Where Datum keeps its own files under the root.
 pub const STATE_DIR: &str = "var/lib/datum";
+
+/// The source hash cache's file name, in the state store's folder.
+pub const SOURCE_HASHES: &str = "source-hashes";
 
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
     HostIdentity::load(&global.root, global.host_file.as_deref(), &global.labels)
@@ -50,11 +53,9 @@ pub fn compile_with(
             global.repo.display()
         );
     }
-    let compiled = if explain {
-        datum_catalog::compile_explained(&global.repo, identity)
-    } else {
-        datum_catalog::compile(&global.repo, identity)
-    };
+    let hashes = source_hashes(global);
+    let compiled = datum_catalog::compile_cached(&global.repo, identity, explain, Some(&hashes));
+    save_source_hashes(global, &hashes);
     match compiled {
         Ok(catalogue) => Ok(catalogue),
         Err(diagnostics) => {
@@ -64,6 +65,26 @@ pub fn compile_with(
                 diagnostics.error_count()
             )
         }
+    }
+}
+
+/// The content hashes of the repository's source files remembered by earlier
+/// passes (`datum_catalog::hashes` says why they can be trusted; a File's
+/// bytes are hashed again before they are written either way). Kept next to
+/// the state store.
+pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
+    HashCacheFile::load(&state_path(global).with_file_name(SOURCE_HASHES))
+}
+
+/// Writes the remembered hashes back, only where a state store already
+/// exists: a dry run on a host Datum has never managed leaves no file
+/// behind. A cache that cannot be written costs time, not correctness.
+pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
+    if !state_path(global).exists() {
+        return;
+    }
+    if let Err(e) = hashes.save() {
+        eprintln!("warning: cannot save the source hash cache: {e}");
     }
 }
 

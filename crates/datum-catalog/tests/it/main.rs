@@ -945,3 +945,47 @@ fn content_bytes(c: &datum_core::Content) -> Vec<u8> {
         None => c.bytes.clone(),
     }
 }
+
+mod source_hashes {
+    use super::*;
+    use datum_catalog::hashes::{FileKey, HashCacheFile, SourceHashes};
+
+    fn sha_of(cat: &datum_catalog::Catalogue) -> String {
+        cat.resources[0].content.as_ref().unwrap().sha256.clone()
+    }
+
+    fn compile_with(repo: &Repo, cache: &HashCacheFile) -> datum_catalog::Catalogue {
+        datum_catalog::compile_cached(repo.path(), &web(), false, Some(cache)).unwrap()
+    }
+
+    #[test]
+    fn a_remembered_hash_stands_while_the_key_holds_and_falls_when_the_file_changes() {
+        let repo = Repo::two_layers();
+        repo.file("base/files/motd", "hello\n").file(
+            "base/motd.yaml",
+            &file_doc("motd", "/etc/motd", "  source: files/motd\n"),
+        );
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = HashCacheFile::load(&cache_dir.path().join("source-hashes"));
+        let plain = compile(repo.path(), &web()).unwrap();
+        assert_eq!(sha_of(&compile_with(&repo, &cache)), sha_of(&plain));
+        // Just written: racy, so not remembered yet.
+        assert!(cache.is_empty());
+
+        // Plant a different digest under the file's real key: a cached pass
+        // must take it without reading the file (which proves the lookup).
+        let abs = repo.path().canonicalize().unwrap().join("base/files/motd");
+        let key = FileKey::of(&std::fs::metadata(&abs).unwrap());
+        let planted = "00".repeat(32);
+        cache.put(&abs, key, &planted);
+        assert_eq!(sha_of(&compile_with(&repo, &cache)), planted);
+
+        // Same size, new bytes: ctime moves, the planted digest no longer
+        // applies, and the file is hashed again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        repo.file("base/files/motd", "HELLO\n");
+        let fresh = compile(repo.path(), &web()).unwrap();
+        assert_ne!(sha_of(&fresh), sha_of(&plain));
+        assert_eq!(sha_of(&compile_with(&repo, &cache)), sha_of(&fresh));
+    }
+}

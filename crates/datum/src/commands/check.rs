@@ -46,7 +46,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // Loaded once: the catalogue, the classes and accept's patches all come
     // from it (a 20,000-document repository is worth not parsing twice).
     let repository = load_repository(global)?;
-    let catalogue = match datum_catalog::compile_repository(&repository, &identity) {
+    let hashes = context::source_hashes(global);
+    let compiled = datum_catalog::compile_repository_cached(&repository, &identity, Some(&hashes));
+    context::save_source_hashes(global, &hashes);
+    drop(hashes);
+    let catalogue = match compiled {
         Ok(c) => c,
         Err(diagnostics) => {
             eprint!("{}", diagnostics.render(context::use_color(global)));
