@@ -23,12 +23,10 @@
 //! of the moment it was hashed is therefore never recorded: it is hashed
 //! again next time, until it has been quiet for that long.
 
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A hash computed this close (in nanoseconds) after the file's last change
 /// is not remembered (see the module documentation).
@@ -85,29 +83,50 @@ pub trait SourceHashes: Sync {
 #[derive(Debug)]
 pub struct HashCacheFile {
     path: PathBuf,
-    /// Digests as bytes, not hex: 20,000 entries should cost little.
-    entries: Mutex<HashMap<PathBuf, (FileKey, [u8; 32])>>,
-    changed: AtomicBool,
+    /// What the file held when loaded, sorted by path: read without a lock
+    /// by every hashing thread. Digests are bytes, not hex, and the list is
+    /// exactly sized: 20,000 entries cost about 2 MB plus their paths.
+    known: Vec<Entry>,
+    /// Recorded during this pass; looked up only after a save and reload (a
+    /// pass hashes each source once, so it never asks for what it recorded).
+    recorded: Mutex<Vec<Entry>>,
 }
+
+type Entry = (Box<Path>, FileKey, [u8; 32]);
 
 impl HashCacheFile {
     /// Reads the cache at `path` (empty when it cannot be read).
     pub fn load(path: &Path) -> Self {
-        let entries = std::fs::read_to_string(path)
-            .ok()
-            .filter(|text| text.lines().next() == Some(HEADER))
-            .map(|text| text.lines().skip(1).filter_map(parse_line).collect())
-            .unwrap_or_default();
+        use std::io::BufRead as _;
+        let mut known: Vec<Entry> = Vec::new();
+        // Line by line through one small buffer: the file (about 200 bytes
+        // a source) is never held whole.
+        if let Ok(file) = std::fs::File::open(path) {
+            let mut reader = std::io::BufReader::new(file);
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_ok() && line.trim_end() == HEADER {
+                loop {
+                    line.clear();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => known.extend(parse_line(line.trim_end_matches(['\n', '\r']))),
+                    }
+                }
+            }
+        }
+        known.shrink_to_fit();
+        known.sort_by(|a, b| a.0.cmp(&b.0));
+        known.dedup_by(|a, b| a.0 == b.0);
         Self {
             path: path.to_owned(),
-            entries: Mutex::new(entries),
-            changed: AtomicBool::new(false),
+            known,
+            recorded: Mutex::new(Vec::new()),
         }
     }
 
-    /// How many files are remembered.
+    /// How many files are remembered (loaded and recorded since).
     pub fn len(&self) -> usize {
-        self.entries.lock().map_or(0, |e| e.len())
+        self.known.len() + self.recorded.lock().map_or(0, |r| r.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -118,23 +137,25 @@ impl HashCacheFile {
     /// to a temporary file renamed over the old one, so a reader never sees
     /// half a cache. Entries for files that no longer exist are dropped.
     pub fn save(&self) -> std::io::Result<()> {
-        if !self.changed.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let entries = match self.entries.lock() {
-            Ok(e) => e,
+        let recorded = match self.recorded.lock() {
+            Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let mut sorted: Vec<_> = entries
-            .iter()
-            .filter(|(p, _)| p.symlink_metadata().is_ok())
-            .collect();
-        sorted.sort_by(|a, b| a.0.cmp(b.0));
-        let mut text = String::with_capacity(64 + sorted.len() * 160);
+        if recorded.is_empty() {
+            return Ok(());
+        }
+        // Recorded entries first, so they win over what was loaded.
+        let mut all: Vec<&Entry> = recorded.iter().chain(&self.known).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.dedup_by(|a, b| a.0 == b.0);
+        let mut text = String::with_capacity(64 + all.len() * 160);
         text.push_str(HEADER);
         text.push('\n');
-        for (path, (key, digest)) in sorted {
+        for (path, key, digest) in all {
             let Some(p) = path.to_str() else { continue };
+            if path.symlink_metadata().is_err() {
+                continue;
+            }
             let sha = hex::encode(digest);
             use std::fmt::Write as _;
             let _ = writeln!(
@@ -157,9 +178,12 @@ impl HashCacheFile {
 
 impl SourceHashes for HashCacheFile {
     fn get(&self, path: &Path, key: &FileKey) -> Option<String> {
-        let entries = self.entries.lock().ok()?;
-        let (k, sha) = entries.get(path)?;
-        (k == key).then(|| hex::encode(sha))
+        let i = self
+            .known
+            .binary_search_by(|e| e.0.as_ref().cmp(path))
+            .ok()?;
+        let (_, k, digest) = self.known.get(i)?;
+        (k == key).then(|| hex::encode(digest))
     }
 
     fn put(&self, path: &Path, key: FileKey, sha256: &str) {
@@ -171,14 +195,13 @@ impl SourceHashes for HashCacheFile {
         if hex::decode_to_slice(sha256, &mut digest).is_err() {
             return;
         }
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.insert(path.to_owned(), (key, digest));
-            self.changed.store(true, Ordering::Relaxed);
+        if let Ok(mut recorded) = self.recorded.lock() {
+            recorded.push((path.into(), key, digest));
         }
     }
 }
 
-fn parse_line(line: &str) -> Option<(PathBuf, (FileKey, [u8; 32]))> {
+fn parse_line(line: &str) -> Option<Entry> {
     let mut parts = line.splitn(7, '\t');
     let mut digest = [0u8; 32];
     hex::decode_to_slice(parts.next()?, &mut digest).ok()?;
@@ -190,7 +213,7 @@ fn parse_line(line: &str) -> Option<(PathBuf, (FileKey, [u8; 32]))> {
         device: parts.next()?.parse().ok()?,
     };
     let path = parts.next().filter(|p| !p.is_empty())?;
-    Some((PathBuf::from(path), (key, digest)))
+    Some((Path::new(path).into(), key, digest))
 }
 
 /// Now, in nanoseconds since the epoch (0 if the clock is before it, which
@@ -226,15 +249,16 @@ mod tests {
         assert!(cache.is_empty());
         let sha = "ab".repeat(32);
         cache.put(&src, key(1), &sha);
-        assert_eq!(cache.get(&src, &key(1)), Some(sha.clone()));
-        assert_eq!(cache.get(&src, &key(2)), None);
-        let mut moved = key(1);
-        moved.ctime_ns += 1;
-        assert_eq!(cache.get(&src, &moved), None);
+        assert_eq!(cache.len(), 1);
         cache.save().unwrap();
 
         let again = HashCacheFile::load(&cache_path);
-        assert_eq!(again.get(&src, &key(1)), Some(sha));
+        assert_eq!(again.get(&src, &key(1)), Some(sha.clone()));
+        assert_eq!(again.get(&src, &key(2)), None);
+        let mut moved = key(1);
+        moved.ctime_ns += 1;
+        assert_eq!(again.get(&src, &moved), None);
+        assert_eq!(again.get(&dir.path().join("other"), &key(1)), None);
         // Nothing recorded: nothing written.
         std::fs::remove_file(&cache_path).unwrap();
         again.save().unwrap();

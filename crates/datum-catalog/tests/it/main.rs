@@ -978,6 +978,8 @@ mod source_hashes {
         let key = FileKey::of(&std::fs::metadata(&abs).unwrap());
         let planted = "00".repeat(32);
         cache.put(&abs, key, &planted);
+        cache.save().unwrap();
+        let cache = HashCacheFile::load(&cache_dir.path().join("source-hashes"));
         assert_eq!(sha_of(&compile_with(&repo, &cache)), planted);
 
         // Same size, new bytes: ctime moves, the planted digest no longer
