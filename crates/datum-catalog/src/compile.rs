@@ -545,7 +545,7 @@ impl<'r> Analysis<'r> {
         // in the same pass.
         for (from, m) in merged.iter().enumerate() {
             for field in NOTIFY_FIELDS {
-                let Some(list) = m.fields.get(*field).and_then(|f| f.0.as_array()) else {
+                let Some(list) = m.fields.get(field).and_then(|f| f.0.as_array()) else {
                     continue;
                 };
                 for text in list.iter().filter_map(|v| v.as_str()) {
