@@ -318,6 +318,25 @@ pub fn sync_dir(path: &Path) -> Result<(), HostError> {
         .map_err(|e| HostError::io("sync directory", path, e))
 }
 
+/// The bytes of declared content: in memory, or read from the repository file
+/// that holds them, refusing a file whose checksum is no longer the one the
+/// catalogue recorded.
+pub fn content_bytes(
+    content: &datum_core::Content,
+) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
+    let Some(path) = &content.source else {
+        return Ok(std::borrow::Cow::Borrowed(content.bytes.as_slice()));
+    };
+    let bytes = read(path)?;
+    if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
+        return Err(HostError::ContentChanged {
+            path: path.clone(),
+            expected: content.sha256.clone(),
+        });
+    }
+    Ok(std::borrow::Cow::Owned(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,23 +449,4 @@ mod tests {
             "target untouched"
         );
     }
-}
-
-/// The bytes of declared content: in memory, or read from the repository file
-/// that holds them, refusing a file whose checksum is no longer the one the
-/// catalogue recorded.
-pub fn content_bytes(
-    content: &datum_core::Content,
-) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
-    let Some(path) = &content.source else {
-        return Ok(std::borrow::Cow::Borrowed(content.bytes.as_slice()));
-    };
-    let bytes = read(path)?;
-    if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
-        return Err(HostError::ContentChanged {
-            path: path.clone(),
-            expected: content.sha256.clone(),
-        });
-    }
-    Ok(std::borrow::Cow::Owned(bytes))
 }
