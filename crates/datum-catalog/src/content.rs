@@ -304,17 +304,14 @@ fn template_diagnostic(
     let (start, end) = match err.range() {
         Some(range) => (pos_of(text, range.start), Some(pos_of(text, range.end))),
         None => (
-            Pos {
-                line: err.line().unwrap_or(0),
-                column: usize::from(err.line().is_some()),
-            },
+            Pos::at(err.line().unwrap_or(0), usize::from(err.line().is_some())),
             None,
         ),
     };
     let mut d = Diagnostic::error(message).resource(id).at(Origin {
         file: rel.to_owned(),
-        line: start.line,
-        column: start.column,
+        line: start.line as usize,
+        column: start.column as usize,
         layer: layer.to_owned(),
     });
     if let Some(end) = end {
@@ -330,7 +327,7 @@ fn pos_of(text: &str, offset: usize) -> Pos {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
-    Pos { line, column }
+    Pos::at(line, column)
 }
 
 /// SHA-256 (hex) and size of a repository file, read in one streaming pass

@@ -124,8 +124,8 @@ const HOST_KEYS: &[&str] = &["datum", "name", "labels"];
 fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
     let malformed = |pos: yaml::Pos, message: String| HostError::Malformed {
         path: path.to_owned(),
-        line: pos.line,
-        column: pos.column,
+        line: pos.line as usize,
+        column: pos.column as usize,
         message,
     };
     let mut parsed = yaml::parse(text);

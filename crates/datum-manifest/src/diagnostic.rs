@@ -362,10 +362,10 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
         );
         let line_chars = text.chars().count();
         let start = origin.column.max(1);
-        let end = match d.end {
-            Some(end) if end.line == origin.line && end.column > start => end.column,
+        let end = match d.end.map(|e| (e.line as usize, e.column as usize)) {
+            Some((line, column)) if line == origin.line && column > start => column,
             // Spans ending on a later line underline the rest of this one.
-            Some(end) if end.line > origin.line => line_chars + 1,
+            Some((line, _)) if line > origin.line => line_chars + 1,
             _ => start + 1,
         };
         let width = end.saturating_sub(start).max(1);

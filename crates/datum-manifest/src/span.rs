@@ -37,8 +37,8 @@ impl Place {
     pub fn origin(&self, pos: Pos) -> Origin {
         Origin {
             file: self.file.to_path_buf(),
-            line: pos.line,
-            column: pos.column,
+            line: pos.line as usize,
+            column: pos.column as usize,
             layer: self.layer.to_string(),
         }
     }

@@ -17,15 +17,25 @@ use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span, Tag};
 /// characters (so carets line up under non-ASCII text too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Pos {
-    pub line: usize,
-    pub column: usize,
+    /// `u32`, not `usize`: a repository's tree holds four positions per
+    /// mapping entry, and no manifest has four billion lines.
+    pub line: u32,
+    pub column: u32,
 }
 
 impl Pos {
+    /// A position from `usize` line and column (saturating).
+    pub fn at(line: usize, column: usize) -> Self {
+        Self {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+        }
+    }
+
     fn from_marker(m: Marker) -> Self {
         Self {
-            line: m.line(),
-            column: m.col() + 1,
+            line: u32::try_from(m.line()).unwrap_or(u32::MAX),
+            column: u32::try_from(m.col() + 1).unwrap_or(u32::MAX),
         }
     }
 }
