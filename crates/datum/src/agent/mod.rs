@@ -10,13 +10,15 @@
 //! anything but diagnostics and log lines (the daemon logs), or put a
 //! resource name or value in a metric.
 //!
-//! A class whose policy is `report` is checked in process (the catalogue
-//! stays compiled between checks, so a watch-triggered check of one file
-//! costs one observation). A class with another policy (`revert`, `accept`,
-//! `quarantine`) is checked by running `datum check --class NAME --output
-//! json` as a child process, so the policy, its flap detection, backups and
-//! patches behave exactly as `datum check` documents; its JSON is folded
-//! into the same counts. That child takes the root lock itself.
+//! A class whose policy is `report` and whose content mode is `full` is
+//! checked in process (the catalogue stays compiled between checks, so a
+//! watch-triggered check of one file costs one observation). A class with
+//! another policy (`revert`, `accept`, `quarantine`) or `content: metadata`
+//! is checked by running `datum check --class NAME --output json` as a child
+//! process, so the policy (flap detection, backups, patches) and the
+//! metadata-first rules (audit every Nth check) behave exactly as `datum
+//! check` documents; its JSON is folded into the same counts. That child
+//! takes the root lock itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -29,7 +31,7 @@ use datum_agent::{
 use datum_catalog::{Catalogue, HostIdentity, Repository};
 use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
-use datum_drift::classes::{Classes, Policy};
+use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
@@ -224,27 +226,36 @@ impl ClassChecker for RepoChecker {
         let mut any_drift = false;
         let mut any_error = false;
         let mut delegated: Vec<String> = Vec::new();
-        let policy_of = |class: &str| {
-            self.classes
-                .as_ref()
-                .map(|c| c.get(class).policy)
-                .unwrap_or(Policy::Report)
+        // `datum check` runs a class whose policy acts on drift, and one
+        // checked metadata-first (its audit cadence lives in check's
+        // history); this process checks the rest by full content.
+        let delegate_of = |class: &str| {
+            self.classes.as_ref().map_or((false, Policy::Report), |c| {
+                let spec = c.get(class);
+                (
+                    spec.policy != Policy::Report || spec.content == ContentMode::Metadata,
+                    spec.policy,
+                )
+            })
         };
         // Delegated classes first: their `datum check` takes the root lock,
         // which this process takes afterwards for its own classes.
-        let mut order: Vec<(&String, &Vec<&Resource>, Policy)> = by_class
+        let mut order: Vec<(&String, &Vec<&Resource>, bool, Policy)> = by_class
             .iter()
-            .map(|(c, rs)| (c, rs, policy_of(c)))
+            .map(|(c, rs)| {
+                let (delegate, policy) = delegate_of(c);
+                (c, rs, delegate, policy)
+            })
             .collect();
-        order.sort_by_key(|(_, _, p)| *p == Policy::Report);
+        order.sort_by_key(|(_, _, delegate, _)| !*delegate);
         let mut lock: Option<RootLock> = None;
-        'classes: for (class, resources, policy) in order {
+        'classes: for (class, resources, delegate, policy) in order {
             if cancel.is_cancelled() {
                 report.cancelled = true;
                 break;
             }
             let t0 = Instant::now();
-            if policy != Policy::Report {
+            if delegate {
                 let picture = Self::delegate(
                     &self.paths,
                     class,
