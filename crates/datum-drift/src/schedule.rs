@@ -22,8 +22,12 @@ pub struct ScheduleRow {
     pub p50_ms: Option<u64>,
     pub p95_ms: Option<u64>,
     pub samples: usize,
-    /// Interval + p95; `None` until a check has been measured.
+    /// Interval + p95 (for a watched class under `datum agent`: the
+    /// watch's debounce + p95); `None` until a check has been measured.
     pub detection_bound_ms: Option<u64>,
+    /// The class is watched (`watch: true`): under the agent a change is
+    /// checked within the debounce, not at the next interval.
+    pub watched: bool,
     pub resources: usize,
 }
 
@@ -47,6 +51,7 @@ impl ScheduleRow {
                 detection_bound(spec.interval, Duration::from_millis(x.1)).as_millis() as u64
             }),
             resources,
+            watched: false,
         }
     }
 }

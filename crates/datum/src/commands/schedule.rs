@@ -46,7 +46,33 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 })
                 .flatten()
                 .map(|p| (p.p50_ms, p.p95_ms, p.samples));
-            ScheduleRow::new(spec, count, p)
+            let mut row = ScheduleRow::new(spec, count, p);
+            if spec.watch {
+                // Under `datum agent` a watched class is checked within the
+                // watch's debounce of a change: the bound is debounce plus
+                // the inspection time of watch-triggered checks (or of
+                // ordinary checks until the agent has measured some).
+                let watched_p95 = store
+                    .as_ref()
+                    .and_then(|s| {
+                        s.inspection_percentiles("agent-watch", Some(&spec.name), RECENT)
+                            .ok()
+                    })
+                    .flatten()
+                    .map(|p| p.p95_ms)
+                    .or(row.p95_ms);
+                row.watched = true;
+                row.detection_bound_ms = watched_p95.map(|p95| {
+                    datum_agent::detection_bound(
+                        spec.interval,
+                        true,
+                        datum_agent::WATCH_DEBOUNCE,
+                        std::time::Duration::from_millis(p95),
+                    )
+                    .as_millis() as u64
+                });
+            }
+            row
         })
         .collect();
     let mut out = std::io::stdout().lock();
@@ -55,10 +81,10 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         OutputFormat::Human => {
             writeln!(
                 out,
-                "{:<12} {:>9} {:>9} {:<10} {:<10} {:>9} {:>9} {:>14}",
+                "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
                 "CLASS",
                 "RESOURCES",
-                "INTERVAL",
+                "INTERVAL/WATCH",
                 "CONTENT",
                 "POLICY",
                 "P50",
@@ -74,10 +100,14 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), format_ms);
                 writeln!(
                     out,
-                    "{:<12} {:>9} {:>9} {:<10} {:<10} {:>9} {:>9} {:>14}",
+                    "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
                     r.class,
                     r.resources,
-                    format_ms(r.interval_s * 1000),
+                    if r.watched {
+                        format!("{} +watch", format_ms(r.interval_s * 1000))
+                    } else {
+                        format_ms(r.interval_s * 1000)
+                    },
                     content,
                     r.policy.word(),
                     ms(r.p50_ms),

@@ -230,3 +230,40 @@ fn a_service_is_ordered_after_the_resources_it_reloads_on() {
         .collect();
     assert_eq!(ids, vec!["File[site]", "Service[nginx]"], "{v}");
 }
+
+#[test]
+fn schedule_states_a_watched_class_bound_as_debounce_plus_inspection() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\nclass: critical\ndesired: {path: /a, content: x}\n\
+---\ndatum: v1alpha1\ntype: File\nname: b\ndesired: {path: /b, content: y}\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  critical: {interval: 60s, content: full, policy: report, watch: true}\n  normal: {interval: 1h, content: full, policy: report}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_exit(&s.datum(&["check"]), 0);
+    let out = s.datum(&["--output", "json", "schedule"]);
+    assert_exit(&out, 0);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["class"] == name)
+            .unwrap()
+            .clone()
+    };
+    let critical = row("critical");
+    assert_eq!(critical["watched"], true);
+    assert!(
+        critical["detection_bound_ms"].as_u64().unwrap() < 1_000,
+        "{critical}"
+    );
+    let normal = row("normal");
+    assert_eq!(normal["watched"], false);
+    assert!(
+        normal["detection_bound_ms"].as_u64().unwrap() >= 3_600_000,
+        "{normal}"
+    );
+}
