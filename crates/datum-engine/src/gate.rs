@@ -7,6 +7,7 @@ use std::path::Path;
 
 use datum_core::Resource;
 use datum_host::Host;
+use datum_providers::common::meta::MetaDesired;
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
 use datum_providers::{GateRejection, StagingGate};
 
@@ -88,21 +89,17 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
         detail: None,
     })?;
     std::fs::write(&scratch, &bytes).map_err(scratch_error)?;
-    // Validators such as visudo judge the file's owner and mode too.
-    if let Some(mode) = resource
-        .desired_str("mode")
-        .and_then(|m| u32::from_str_radix(m, 8).ok())
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(mode))
-            .map_err(scratch_error)?;
+    // Validators such as visudo judge the file's owner and mode too: the
+    // scratch copy gets the declared ones, parsed as the File provider does.
+    if let Ok(meta) = MetaDesired::parse(&resource.desired) {
+        if let Some(mode) = meta.mode {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(mode))
+                .map_err(scratch_error)?;
+        }
+        if let Ok((uid, gid)) = meta.resolve(host) {
+            let _ = std::os::unix::fs::chown(&scratch, uid, gid);
+        }
     }
-    let uid = resource
-        .desired_str("owner")
-        .and_then(|o| host.lookup_user(o).ok());
-    let gid = resource
-        .desired_str("group")
-        .and_then(|g| host.lookup_group(g).ok());
-    let _ = std::os::unix::fs::chown(&scratch, uid, gid);
     validators::validate_staged(def, host, &scratch).map_err(to_gate)
 }

@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::FieldError;
+use crate::common::fields::type_name;
 
 /// What the declaration asks of the package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,17 +294,6 @@ pub fn check_version(text: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use datum_core::ResourceId;
 use serde_json::Value;
 
 use crate::FieldError;
+use crate::common::fields::type_name;
 
 /// How long verification watches a unit when `settle:` is not declared.
 ///
@@ -304,17 +305,6 @@ fn references(value: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) 
         }
     }
     ids
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]

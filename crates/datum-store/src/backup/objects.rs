@@ -11,8 +11,6 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use sha2::{Digest as _, Sha256};
-
 use crate::db::create_private_dir;
 use crate::error::StoreError;
 
@@ -20,9 +18,7 @@ use crate::error::StoreError;
 /// save once it is old enough.
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
+pub(crate) use datum_core::sha256_hex;
 
 /// Whether `name` is a blob name this store writes (64 lowercase hex digits).
 pub(crate) fn is_blob_name(name: &str) -> bool {

@@ -308,8 +308,7 @@ fn corrupt_index_is_rebuilt_and_its_blobs_kept_as_recovered_sensitive_entries() 
 }
 
 fn hex_sha(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
+    datum_core::sha256_hex(bytes)
 }
 
 #[test]
