@@ -36,7 +36,7 @@ pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 const HEADER: &str = "datum source hashes v1";
 
 /// What must be unchanged for a remembered hash to stand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileKey {
     pub size: u64,
     pub mtime_ns: i64,
@@ -219,7 +219,7 @@ fn parse_line(line: &str) -> Option<Entry> {
 /// Now, in nanoseconds since the epoch (0 if the clock is before it, which
 /// makes every file look old: the racy check then never skips, and the ctime
 /// comparison alone stands).
-pub(crate) fn now_ns() -> i64 {
+pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

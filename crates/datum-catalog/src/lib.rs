@@ -31,6 +31,7 @@ mod graph;
 pub mod hashes;
 pub mod host;
 mod merge;
+pub mod snapshot;
 pub mod validators;
 
 use std::path::Path;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
+use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HashCacheFile, HostIdentity};
 use datum_host::Host;
 use datum_store::Store;
@@ -16,6 +17,11 @@ pub const STATE_DIR: &str = "var/lib/datum";
 
 /// The source hash cache's file name, in the state store's folder.
 pub const SOURCE_HASHES: &str = "source-hashes";
+
+/// The catalogue snapshot's extension: `state.db` keeps its snapshot in
+/// `state.catalogue` beside it (one per state store, so two stores in one
+/// folder do not take turns overwriting one snapshot).
+pub const SNAPSHOT_EXTENSION: &str = "catalogue";
 
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
     HostIdentity::load(&global.root, global.host_file.as_deref(), &global.labels)
@@ -47,25 +53,111 @@ pub fn compile_with(
     identity: &HostIdentity,
     explain: bool,
 ) -> Result<Catalogue> {
+    if explain {
+        require_repository(global)?;
+        let hashes = source_hashes(global);
+        let compiled = datum_catalog::compile_cached(&global.repo, identity, true, Some(&hashes));
+        save_source_hashes(global, &hashes);
+        return compiled.map_err(|d| repository_errors(global, &d, "applied"));
+    }
+    match compiled(global, identity, "applied")?.0.into_catalogue() {
+        Ok(catalogue) => Ok(catalogue),
+        Err(e) => {
+            // Damaged after it was checked (a disk error): forget it.
+            eprintln!("warning: {e}; compiling the repository");
+            forget_snapshot(global);
+            Ok(compiled(global, identity, "applied")?.0.into_catalogue()?)
+        }
+    }
+}
+
+/// Where a catalogue came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    /// The snapshot of an earlier compile of the unchanged repository.
+    Snapshot,
+    /// A compile of the repository.
+    Compiled,
+}
+
+/// The compiled catalogue and classes for this host: the snapshot of an
+/// earlier compile when the repository has not changed since (see
+/// `datum_catalog::snapshot`), else a compile, remembered for next time
+/// where a state store already exists. `what` completes "nothing was ..."
+/// in the error for a repository with errors.
+pub fn compiled(
+    global: &GlobalArgs,
+    identity: &HostIdentity,
+    what: &str,
+) -> Result<(LazyCatalogue, Provenance)> {
+    use datum_catalog::snapshot::{self, Stamp};
+    require_repository(global)?;
+    let state = state_path(global);
+    let snapshot_path = snapshot_path(global);
+    if let Some(lazy) = snapshot::load(&snapshot_path, &global.repo, identity) {
+        return Ok((lazy, Provenance::Snapshot));
+    }
+    // Taken before the compile reads anything: an edit made meanwhile
+    // leaves the stamp stale, never the snapshot.
+    let stamp = Stamp::take(&global.repo);
+    let repository = datum_catalog::Repository::load(&global.repo)
+        .map_err(|d| repository_errors(global, &d, what))?;
+    let hashes = source_hashes(global);
+    let catalogue = datum_catalog::compile_repository_cached(&repository, identity, Some(&hashes));
+    save_source_hashes(global, &hashes);
+    let catalogue = catalogue.map_err(|d| repository_errors(global, &d, what))?;
+    let classes = repository.settings.classes.clone();
+    drop(repository);
+    // Like the source hashes: only where Datum already keeps state.
+    if let (Ok(stamp), true) = (stamp, state.exists()) {
+        // Not remembering (a file changed just now, a sensitive resource
+        // with rendered content) only costs the next run a compile.
+        if let Err(e) = snapshot::save(&snapshot_path, stamp, &catalogue, &classes) {
+            eprintln!("warning: cannot save the catalogue snapshot: {e}");
+        }
+    }
+    Ok((
+        LazyCatalogue::compiled(catalogue, classes),
+        Provenance::Compiled,
+    ))
+}
+
+/// Removes the catalogue snapshot (the next run compiles).
+pub fn forget_snapshot(global: &GlobalArgs) {
+    let path = snapshot_path(global);
+    if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("warning: cannot remove {}: {e}", path.display());
+    }
+}
+
+/// Where the catalogue snapshot of this state store is kept.
+pub fn snapshot_path(global: &GlobalArgs) -> PathBuf {
+    state_path(global).with_extension(SNAPSHOT_EXTENSION)
+}
+
+fn require_repository(global: &GlobalArgs) -> Result<()> {
     if !global.repo.join("datum.yaml").is_file() {
         bail!(
             "{}: not a Datum repository (no datum.yaml); use --repo DIR",
             global.repo.display()
         );
     }
-    let hashes = source_hashes(global);
-    let compiled = datum_catalog::compile_cached(&global.repo, identity, explain, Some(&hashes));
-    save_source_hashes(global, &hashes);
-    match compiled {
-        Ok(catalogue) => Ok(catalogue),
-        Err(diagnostics) => {
-            eprint!("{}", diagnostics.render(use_color(global)));
-            bail!(
-                "the repository has {} error(s); nothing was applied",
-                diagnostics.error_count()
-            )
-        }
-    }
+    Ok(())
+}
+
+/// Prints a repository's diagnostics and says nothing was done.
+fn repository_errors(
+    global: &GlobalArgs,
+    diagnostics: &datum_catalog::Diagnostics,
+    what: &str,
+) -> anyhow::Error {
+    eprint!("{}", diagnostics.render(use_color(global)));
+    anyhow::anyhow!(
+        "the repository has {} error(s); nothing was {what}",
+        diagnostics.error_count()
+    )
 }
 
 /// The content hashes of the repository's source files remembered by earlier

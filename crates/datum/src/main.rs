@@ -14,12 +14,6 @@ mod render;
 
 use clap::Parser;
 
-// A pass allocates many small, short-lived values (YAML nodes, paths,
-// observations) across threads; mimalloc handles that pattern markedly
-// better than the system allocator.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

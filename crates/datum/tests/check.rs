@@ -992,3 +992,117 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
     s.datum(&["apply"]);
     assert!(s.live("/etc/app/app.conf").exists());
 }
+
+/// Waits until everything just written to the repository is older than the
+/// racy window of `datum_catalog::hashes` (a snapshot is never saved from a
+/// repository that changed within it).
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_catalog::hashes::RACY_WINDOW_NS / 1_000_000) as u64 + 200,
+    ));
+}
+
+fn catalogue_source(json: &Value) -> &str {
+    json["catalogue"].as_str().expect("catalogue provenance")
+}
+
+#[test]
+fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
+    let s = Sandbox::new("", None);
+    settle();
+    let s = s.applied();
+    let snapshot = s.live("/var/lib/datum/state.catalogue");
+    assert!(
+        snapshot.exists(),
+        "the check after apply remembers its catalogue"
+    );
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+
+    // A declaration edited in the repository: compiled again, and the live
+    // file (still the old declaration) now differs from it.
+    s.write("repo/base/files/motd", "A new banner.\n");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+    assert_eq!(
+        findings(&json),
+        [(
+            "File[motd]".to_owned(),
+            "changed_outside".to_owned(),
+            vec!["content".to_owned()]
+        )]
+    );
+    // Just written: too fresh to be remembered, so compiled again.
+    let (_, json) = s.check_json(&[]);
+    assert_eq!(catalogue_source(&json), "compiled");
+
+    // Settled, applied: remembered again; then a file inside a Tree source,
+    // a new document, and new host labels each compile again.
+    settle();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+    s.write("repo/base/trees/conf.d/sub/20-b.conf", "b = 3\n");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+
+    settle();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "snapshot");
+    s.write(
+        "repo/base/extra.yaml",
+        "datum: v1alpha1\ntype: File\nname: extra\ndesired: {path: /etc/extra, content: \"x\\n\"}\n",
+    );
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+    assert_eq!(
+        findings(&json),
+        [(
+            "File[extra]".to_owned(),
+            "deleted_outside".to_owned(),
+            vec!["presence".to_owned()]
+        )]
+    );
+
+    settle();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "snapshot");
+    s.write("host.yaml", "name: test-host\nlabels:\n  role: db\n");
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "compiled");
+}
+
+#[test]
+fn a_sensitive_rendered_value_is_never_remembered() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "repo/base/secret.yaml",
+        "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired: {path: /etc/app/token, mode: \"0600\", content: \"CANARY-snap-7f3e\\n\"}\n",
+    );
+    settle();
+    let s = s.applied();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "compiled"), "{json:#}");
+    let state = s.live("/var/lib/datum");
+    assert!(!state.join("state.catalogue").exists());
+    for entry in walkdir(&state) {
+        let bytes = fs::read(&entry).unwrap_or_default();
+        assert!(
+            !bytes.windows(16).any(|w| w == b"CANARY-snap-7f3e"),
+            "{} holds the sensitive value",
+            entry.display()
+        );
+    }
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            out.extend(walkdir(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

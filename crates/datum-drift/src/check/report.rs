@@ -36,6 +36,9 @@ pub struct CheckStats {
     /// Whether content was read (false for a metadata pass of sampling).
     pub deep: bool,
     pub duration_ms: u64,
+    /// Whether the catalogue was the snapshot of an earlier compile of the
+    /// unchanged repository (false: compiled by this check).
+    pub catalogue_reused: bool,
 }
 
 /// Everything one check found.
@@ -179,6 +182,7 @@ pub fn json(report: &CheckReport) -> Value {
         "metadata_only": report.stats.metadata_only,
         "deep": report.stats.deep,
         "duration_ms": report.stats.duration_ms,
+        "catalogue": if report.stats.catalogue_reused { "snapshot" } else { "compiled" },
     })
 }
 
@@ -334,6 +338,7 @@ mod tests {
                 metadata_only: 0,
                 deep: true,
                 duration_ms: 5,
+                catalogue_reused: false,
             },
         }
     }

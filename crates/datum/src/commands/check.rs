@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use datum_catalog::Catalogue;
+use datum_catalog::snapshot::Summary;
 use datum_core::{Observed, Presence, Resource, ResourceId};
 use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
 use datum_drift::classes::{ClassSpec, Classes, ContentMode, Policy, Scope};
@@ -26,9 +27,7 @@ use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_report::AttrDiff;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
-use datum_store::{
-    FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store, VerifiedRecord,
-};
+use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
 
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::context;
@@ -43,24 +42,11 @@ const BATCH: usize = 1024;
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let identity = context::identity(global)?;
-    // Loaded once: the catalogue, the classes and accept's patches all come
-    // from it (a 20,000-document repository is worth not parsing twice).
-    let repository = load_repository(global)?;
-    let hashes = context::source_hashes(global);
-    let compiled = datum_catalog::compile_repository_cached(&repository, &identity, Some(&hashes));
-    context::save_source_hashes(global, &hashes);
-    drop(hashes);
-    let catalogue = match compiled {
-        Ok(c) => c,
-        Err(diagnostics) => {
-            eprint!("{}", diagnostics.render(context::use_color(global)));
-            bail!(
-                "the repository has {} error(s); nothing was checked",
-                diagnostics.error_count()
-            );
-        }
-    };
-    let classes = load_classes(&repository, &catalogue)?;
+    // The snapshot of the last compile when the repository has not changed
+    // since (a quiet host's check does not parse 20,000 documents again);
+    // resources are decoded only when they are inspected.
+    let (mut lazy, provenance) = context::compiled(global, &identity, "checked")?;
+    let classes = load_classes(&lazy.classes, &lazy.entries)?;
     let host = context::host(global, &identity);
     let _lock =
         RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
@@ -86,48 +72,54 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
 
     // Class by class: the inspection time of each is what `datum schedule`
     // turns into a detection bound.
-    let mut by_class: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
-    for r in &catalogue.resources {
-        if args.class.as_deref().is_none_or(|c| c == r.class) {
-            by_class.entry(r.class.as_str()).or_default().push(r);
+    let mut by_class: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, entry) in lazy.entries.iter().enumerate() {
+        if args.class.as_deref().is_none_or(|c| c == entry.class) {
+            by_class.entry(entry.class.clone()).or_default().push(i);
         }
     }
-    let mut progress = Progress::new(catalogue.resources.len());
+    let selected: usize = by_class.values().map(Vec::len).sum();
+    let mut progress = Progress::new(selected);
     let mut stats = CheckStats {
         deep,
+        catalogue_reused: provenance == context::Provenance::Snapshot,
         ..CheckStats::default()
     };
     let mut findings: Vec<CheckFinding> = Vec::new();
     let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut timings: Vec<(String, u64, bool)> = Vec::new();
-    // Read once for every metadata-first decision (one query, not one per file).
-    let mut verified: Option<HashMap<ResourceId, VerifiedRecord>> = None;
-    for (class, resources) in &by_class {
+    // Every resource inspected (the others were trusted by metadata).
+    let mut inspected: Vec<Resource> = Vec::new();
+    for (class, indices) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
         let full = reads_content(spec, deep, &store)?;
-        let mut to_observe: Vec<&Resource> = Vec::new();
-        if !full && verified.is_none() {
-            verified = Some(
-                store
-                    .all_verified()
-                    .context("cannot read the last verified applies")?
-                    .into_iter()
-                    .collect(),
-            );
-        }
-        for &r in resources {
-            let record = verified.as_ref().and_then(|v| v.get(&r.id));
-            if !full && trusted_by_metadata(r, &host, record) {
-                stats.metadata_only += 1;
-                progress.advance(1, 0);
-                continue;
+        let trusted = if full {
+            vec![false; indices.len()]
+        } else {
+            trusted_by_metadata(&lazy.entries, indices, &host, &mut store)
+                .context("cannot read the last verified applies")?
+        };
+        let to_observe: Vec<usize> = indices
+            .iter()
+            .zip(&trusted)
+            .filter(|(_, trusted)| !**trusted)
+            .map(|(i, _)| *i)
+            .collect();
+        let unread = indices.len() - to_observe.len();
+        stats.metadata_only += unread;
+        progress.advance(unread as u64, 0);
+        let resources = match lazy.take(&to_observe) {
+            Ok(resources) => resources,
+            Err(e) => {
+                context::forget_snapshot(global);
+                bail!("{e}; nothing was checked (run the check again)");
             }
-            to_observe.push(r);
-        }
-        for chunk in to_observe.chunks(BATCH) {
-            let results = datum_engine::observe_all(chunk, &host);
+        };
+        for chunk in resources.chunks(BATCH) {
+            let refs: Vec<&Resource> = chunk.iter().collect();
+            let results = datum_engine::observe_all(&refs, &host);
             let mut bytes = 0;
             for (r, result) in chunk.iter().zip(results) {
                 match result {
@@ -163,10 +155,18 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             }
             progress.advance(chunk.len() as u64, bytes);
         }
-        stats.resources += resources.len();
-        timings.push(((*class).to_owned(), t0.elapsed().as_millis() as u64, full));
+        inspected.extend(resources);
+        stats.resources += indices.len();
+        timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
     }
     progress.finish();
+    // What the policies act on: the inspected resources (drift is found
+    // only among them).
+    let catalogue = Catalogue {
+        host: lazy.host.clone(),
+        resources: inspected,
+        autorequires: Vec::new(),
+    };
 
     // Accepted observations are not drift until the declaration or the
     // observation changes.
@@ -190,7 +190,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         global,
         args,
         catalogue: &catalogue,
-        repository: &repository,
+        repository: std::cell::OnceCell::new(),
         classes: &classes,
         host: &host,
         store: &mut store,
@@ -204,8 +204,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // Configuration files of the declared packages changed after the
     // package installed them. Report only, whatever the class's policy:
     // nothing declares their content, so there is nothing to revert to.
-    let checked: Vec<&Resource> = by_class.values().flatten().copied().collect();
-    let (package_files, failed) = package_file_findings(&catalogue, &checked, &host);
+    let (package_files, failed) = package_file_findings(&lazy.entries, &catalogue.resources, &host);
     actions.extend(package_files.iter().map(|_| "reported".to_owned()));
     findings.extend(package_files);
     errors.extend(failed);
@@ -263,7 +262,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let subjects: Vec<String> = by_class
         .values()
         .flatten()
-        .map(|r| r.id.to_string())
+        .map(|&i| lazy.entries[i].id.to_string())
         .collect();
     let scope = if args.class.is_some() {
         FindingScope::Subjects(&subjects)
@@ -332,13 +331,13 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
 /// `Package[name]:/path`. A path a File declares, or one inside a declared
 /// Tree, is left out: that resource reports it, so a change is reported once.
 fn package_file_findings(
-    catalogue: &Catalogue,
-    checked: &[&Resource],
+    entries: &[Summary],
+    checked: &[Resource],
     host: &Host,
 ) -> (Vec<CheckFinding>, Vec<(String, String)>) {
     use datum_providers::package::{self, Wanted};
     let mut owners: BTreeMap<String, &Resource> = BTreeMap::new();
-    for &r in checked {
+    for r in checked {
         if r.id.kind != package::KIND {
             continue;
         }
@@ -359,9 +358,9 @@ fn package_file_findings(
     };
     let mut files: HashSet<&Path> = HashSet::new();
     let mut trees: Vec<&Path> = Vec::new();
-    for r in &catalogue.resources {
-        if let Some(path) = r.desired_str("path") {
-            if r.id.kind == "Tree" {
+    for entry in entries {
+        if let Some(path) = &entry.path {
+            if entry.id.kind == "Tree" {
                 trees.push(Path::new(path));
             } else {
                 files.insert(Path::new(path));
@@ -408,13 +407,9 @@ fn package_file_findings(
     (findings, Vec::new())
 }
 
+/// The repository's documents, for `accept`'s patches (which name the file
+/// that declares a resource's content).
 fn load_repository(global: &GlobalArgs) -> Result<datum_catalog::Repository> {
-    if !global.repo.join("datum.yaml").is_file() {
-        bail!(
-            "{}: not a Datum repository (no datum.yaml); use --repo DIR",
-            global.repo.display()
-        );
-    }
     match datum_catalog::Repository::load(&global.repo) {
         Ok(r) => Ok(r),
         Err(diagnostics) => {
@@ -429,8 +424,8 @@ fn load_repository(global: &GlobalArgs) -> Result<datum_catalog::Repository> {
 
 /// The classes of `datum.yaml`, and every resource's class checked against
 /// them.
-fn load_classes(repository: &datum_catalog::Repository, catalogue: &Catalogue) -> Result<Classes> {
-    let classes = match Classes::parse(&repository.settings.classes) {
+fn load_classes(settings: &serde_json::Value, entries: &[Summary]) -> Result<Classes> {
+    let classes = match Classes::parse(settings) {
         Ok(c) => c,
         Err(errors) => {
             let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -438,10 +433,9 @@ fn load_classes(repository: &datum_catalog::Repository, catalogue: &Catalogue) -
         }
     };
     let unknown = classes.unknown_classes(
-        catalogue
-            .resources
+        entries
             .iter()
-            .map(|r| (format!("{}: {}", r.origin, r.id), r.class.as_str())),
+            .map(|e| (format!("{}: {}", e.origin, e.id), e.class.as_str())),
     );
     if !unknown.is_empty() {
         let lines: Vec<String> = unknown
@@ -474,33 +468,55 @@ fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
     })
 }
 
-/// A File whose metadata equals what its last verified apply recorded (and
-/// whose declaration has not changed since) is trusted without reading it.
-fn trusted_by_metadata(r: &Resource, host: &Host, verified: Option<&VerifiedRecord>) -> bool {
-    if r.id.kind != "File" {
-        return false;
-    }
-    let Some(verified) = verified else {
-        return false;
-    };
-    if verified.declaration_hash != r.declaration_hash {
-        return false;
-    }
-    let Some(recorded) = &verified.meta else {
-        return false;
-    };
-    let Some(path) = r.desired_str("path") else {
-        return false;
-    };
-    let Ok(live) = host.resolve(Path::new(path)) else {
-        return false;
-    };
-    match datum_host::fs::lstat(&live) {
-        Ok(Some(stat)) if stat.kind == datum_host::fs::FileKind::File => {
-            datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
+/// Which of the resources at `indices` are Files whose metadata equals what
+/// their last verified apply recorded (and whose declaration has not changed
+/// since): those are trusted without being read (or even decoded). One
+/// `lstat` each, batched per directory on all cores (20,000 of them are most
+/// of a metadata pass). The result is aligned with `indices`.
+fn trusted_by_metadata(
+    entries: &[Summary],
+    indices: &[usize],
+    host: &Host,
+    store: &mut Store,
+) -> Result<Vec<bool>, datum_store::StoreError> {
+    // Files by name (a File's id is its kind and name), then the records of
+    // the same declaration.
+    let files: HashMap<&str, usize> = indices
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| entries.get(**i).is_some_and(|e| e.id.kind == "File"))
+        .map(|(at, &i)| (entries[i].id.name.as_str(), at))
+        .collect();
+    let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
+    store.visit_verified_meta("File", |name, declaration_hash, meta| {
+        if let Some(&at) = files.get(name)
+            && entries[indices[at]].declaration_hash == declaration_hash
+        {
+            recorded[at] = Some(meta);
         }
-        _ => false,
+    })?;
+    let candidates: Vec<(usize, PathBuf)> = recorded
+        .iter()
+        .enumerate()
+        .filter(|(_, meta)| meta.is_some())
+        .filter_map(|(at, _)| {
+            let path = entries[indices[at]].path.as_deref()?;
+            Some((at, host.resolve(Path::new(path)).ok()?))
+        })
+        .collect();
+    let paths: Vec<&Path> = candidates.iter().map(|(_, p)| p.as_path()).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stats = datum_host::fs::lstat_many(&paths, threads);
+    let mut trusted = vec![false; indices.len()];
+    for ((at, _), stat) in candidates.iter().zip(stats) {
+        trusted[*at] = match (stat, &recorded[*at]) {
+            (Ok(Some(stat)), Some(recorded)) if stat.kind == datum_host::fs::FileKind::File => {
+                datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
+            }
+            _ => false,
+        };
     }
+    Ok(trusted)
 }
 
 /// What an accepted observation is compared by: presence and the observed
@@ -515,7 +531,8 @@ struct Policies<'a> {
     global: &'a GlobalArgs,
     args: &'a CheckArgs,
     catalogue: &'a Catalogue,
-    repository: &'a datum_catalog::Repository,
+    /// Loaded on first use (only `accept` needs the documents).
+    repository: std::cell::OnceCell<datum_catalog::Repository>,
     classes: &'a Classes,
     host: &'a Host,
     store: &'a mut Store,
@@ -755,7 +772,15 @@ impl Policies<'_> {
             .unwrap_or_else(|| self.global.root.join(context::STATE_DIR).join("accepted"));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let written = write_accept_patch(self.repository, resource, observed, findings, &dir)?;
+        if self.repository.get().is_none() {
+            let loaded = load_repository(self.global)?;
+            let _ = self.repository.set(loaded);
+        }
+        let repository = self
+            .repository
+            .get()
+            .context("the repository could not be loaded")?;
+        let written = write_accept_patch(repository, resource, observed, findings, &dir)?;
         Ok(format!("accepted (patch: {})", written.display()))
     }
 }

@@ -1,0 +1,809 @@
+//! The compiled catalogue, remembered between runs for an unchanged
+//! repository, so that `datum check` on a quiet host does not parse and
+//! compile 20,000 YAML documents to learn what it already knew.
+//!
+//! This module owns the [`Stamp`] (what "unchanged" means) and the snapshot
+//! file: a header (format, program build, host identity, stamp) and the
+//! catalogue with the classes of `datum.yaml`. It must not decide where the
+//! file lives (the CLI does: next to the state store) and must not hold a
+//! secret: a snapshot is refused for a catalogue in which a sensitive
+//! resource carries rendered bytes (inline or template content), and a
+//! sensitive resource's content is never written (its checksum and the path
+//! of its repository file are).
+//!
+//! What "unchanged" means: every directory, file and link under the
+//! repository root (`.git` aside, which the compiler never reads) has the
+//! same size, mtime, ctime, inode and device as when the stamp was taken,
+//! and nothing was added or removed. The stamp lists directories too: a
+//! directory's mtime and ctime move whenever an entry is created, removed or
+//! renamed in it, so an unchanged directory has the same names, and checking
+//! a stamp needs one `lstat` per entry and no `readdir`. Why the key can be
+//! trusted, and the "racy clean" window of coarse timestamps, are explained
+//! in [`crate::hashes`]: a stamp with an entry changed within
+//! [`crate::hashes::RACY_WINDOW_NS`] of its taking is not saved. The stamp is taken
+//! *before* the compile reads anything, so an edit made during the compile
+//! leaves the saved stamp stale and the next run compiles again. The
+//! program's own executable (its key) and the host identity are part of the
+//! header: a new build or new labels compile again. The compiler reads
+//! nothing outside the repository (sources and templates that resolve
+//! outside it are refused), and the host identity is its only other input.
+
+use std::io::{Read as _, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use datum_core::{Origin, Resource, ResourceId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalogue::Catalogue;
+use crate::hashes::{FileKey, now_ns};
+use crate::host::HostIdentity;
+
+/// First bytes of a snapshot file; a file without them (or of another
+/// format) is ignored and replaced.
+const MAGIC: &[u8] = b"datum catalogue snapshot v1\n";
+
+/// Why a snapshot was not written (none of these is an error: the next run
+/// compiles again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotSaved {
+    /// An entry of the repository changed too recently to be trusted.
+    Racy(PathBuf),
+    /// A sensitive resource carries rendered bytes, which must not be stored.
+    Sensitive(String),
+}
+
+/// Every entry under a repository root and its key, in path order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    root: PathBuf,
+    /// When the stamp was taken (nanoseconds since the epoch).
+    taken_ns: i64,
+    dirs: Vec<StampedDir>,
+}
+
+/// One directory (relative to the root; empty for the root itself), its key
+/// and its entries other than directories.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct StampedDir {
+    #[serde(with = "serde_bytes")]
+    path: Vec<u8>,
+    key: FileKey,
+    entries: Vec<StampedEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct StampedEntry {
+    #[serde(with = "serde_bytes")]
+    name: Vec<u8>,
+    key: FileKey,
+}
+
+impl Stamp {
+    /// Walks `root` (links are recorded, never followed; `.git` is skipped).
+    pub fn take(root: &Path) -> std::io::Result<Stamp> {
+        let taken_ns = now_ns();
+        let mut dirs = Vec::new();
+        let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
+        while let Some(rel) = pending.pop() {
+            let abs = join(root, &rel);
+            let key = FileKey::of(&std::fs::symlink_metadata(&abs)?);
+            let mut entries = Vec::new();
+            for entry in std::fs::read_dir(&abs)? {
+                let entry = entry?;
+                let name = entry.file_name().as_bytes().to_vec();
+                // `DirEntry::metadata` is an lstat relative to the open
+                // directory: it never follows a link.
+                let meta = entry.metadata()?;
+                if meta.is_dir() {
+                    if rel.is_empty() && name == b".git" {
+                        continue;
+                    }
+                    let mut child = rel.clone();
+                    if !child.is_empty() {
+                        child.push(b'/');
+                    }
+                    child.extend_from_slice(&name);
+                    pending.push(child);
+                } else {
+                    entries.push(StampedEntry {
+                        name,
+                        key: FileKey::of(&meta),
+                    });
+                }
+            }
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            dirs.push(StampedDir {
+                path: rel,
+                key,
+                entries,
+            });
+        }
+        dirs.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Stamp {
+            root: root.to_owned(),
+            taken_ns,
+            dirs,
+        })
+    }
+
+    /// How many entries (directories included) the stamp covers.
+    pub fn len(&self) -> usize {
+        self.dirs.iter().map(|d| 1 + d.entries.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+
+    /// The first entry that changed within the racy window before the stamp
+    /// was taken, if any.
+    fn racy_entry(&self) -> Option<PathBuf> {
+        for dir in &self.dirs {
+            if dir.key.is_racy(self.taken_ns) {
+                return Some(join(&self.root, &dir.path));
+            }
+            for e in &dir.entries {
+                if e.key.is_racy(self.taken_ns) {
+                    return Some(join(&join(&self.root, &dir.path), &e.name));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether every entry still has its key (so nothing was added, removed
+    /// or changed). Directories are checked in parallel, each entry with one
+    /// `lstat` relative to its open directory.
+    pub fn still_holds(&self) -> bool {
+        let changed = AtomicBool::new(false);
+        let next = AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 8)
+            .min(self.dirs.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while !changed.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(dir) = self.dirs.get(i) else { break };
+                        if !dir_holds(&self.root, dir) {
+                            changed.store(true, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        !changed.load(Ordering::Relaxed)
+    }
+}
+
+/// One directory of a stamp: its own key, then each entry's.
+fn dir_holds(root: &Path, dir: &StampedDir) -> bool {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let abs = join(root, &dir.path);
+    let Ok(fd) = rustix::fs::open(
+        &abs,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let same = |stat: rustix::fs::Stat, want: &FileKey| key_of_stat(&stat) == *want;
+    match rustix::fs::fstat(&fd) {
+        Ok(stat) if same(stat, &dir.key) => {}
+        _ => return false,
+    }
+    dir.entries.iter().all(|e| {
+        matches!(
+            rustix::fs::statat(&fd, e.name.as_slice(), AtFlags::SYMLINK_NOFOLLOW),
+            Ok(stat) if same(stat, &e.key)
+        )
+    })
+}
+
+/// [`FileKey::of`] for a raw `stat`.
+fn key_of_stat(stat: &rustix::fs::Stat) -> FileKey {
+    let ns = |secs: i64, nanos: i64| secs.saturating_mul(1_000_000_000).saturating_add(nanos);
+    FileKey {
+        size: stat.st_size as u64,
+        mtime_ns: ns(stat.st_mtime, stat.st_mtime_nsec as i64),
+        ctime_ns: ns(stat.st_ctime, stat.st_ctime_nsec as i64),
+        inode: stat.st_ino,
+        device: stat.st_dev,
+    }
+}
+
+fn join(root: &Path, rel: &[u8]) -> PathBuf {
+    if rel.is_empty() {
+        root.to_owned()
+    } else {
+        root.join(std::ffi::OsStr::from_bytes(rel))
+    }
+}
+
+/// The header: everything that must match before the catalogue is trusted.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    version: String,
+    /// The key of the executable that wrote the snapshot.
+    program: Option<FileKey>,
+    host: HostIdentity,
+    stamp: Stamp,
+}
+
+/// What a check needs of every resource before deciding which to inspect:
+/// kept apart from the whole resource so that a metadata pass which trusts
+/// every file never decodes one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub id: ResourceId,
+    pub class: String,
+    /// The declared `path`, for resources that have one.
+    pub path: Option<String>,
+    pub declaration_hash: String,
+    pub origin: Origin,
+}
+
+impl Summary {
+    fn of(r: &Resource) -> Self {
+        Summary {
+            id: r.id.clone(),
+            class: r.class.clone(),
+            path: r.desired_str("path").map(str::to_owned),
+            declaration_hash: r.declaration_hash.clone(),
+            origin: r.origin.clone(),
+        }
+    }
+}
+
+/// The second part of a snapshot: the summaries, and where each resource's
+/// own record starts and ends after it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Index {
+    host: HostIdentity,
+    classes: Value,
+    autorequires: Vec<(ResourceId, ResourceId)>,
+    entries: Vec<Summary>,
+    /// Offset (from the start of the records) and length of each record.
+    spans: Vec<(u64, u32)>,
+}
+
+/// A resource with the content fields `Resource`'s own serde form leaves out.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredResource {
+    resource: Resource,
+    #[serde(with = "serde_bytes")]
+    bytes: Vec<u8>,
+    source: Option<PathBuf>,
+}
+
+/// A snapshot that was valid when loaded but cannot be read now.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{}: cannot read the catalogue snapshot: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: the catalogue snapshot is damaged (resource {index})", path.display())]
+    Damaged { path: PathBuf, index: usize },
+}
+
+/// A compiled catalogue whose resources are decoded when asked for: from a
+/// snapshot (only the [`Summary`] of each is read up front) or from a
+/// compile (everything already in memory).
+#[derive(Debug)]
+pub struct LazyCatalogue {
+    pub host: HostIdentity,
+    /// `datum.yaml`'s `classes:` as written.
+    pub classes: Value,
+    pub autorequires: Vec<(ResourceId, ResourceId)>,
+    /// One per resource, in the catalogue's (dependency) order.
+    pub entries: Vec<Summary>,
+    resources: Resources,
+}
+
+#[derive(Debug)]
+enum Resources {
+    Compiled(Vec<Option<Resource>>),
+    Snapshot {
+        path: PathBuf,
+        file: std::fs::File,
+        /// Where the records start in the file.
+        base: u64,
+        spans: Vec<(u64, u32)>,
+    },
+}
+
+impl LazyCatalogue {
+    /// A catalogue just compiled, with the classes of its repository.
+    pub fn compiled(catalogue: Catalogue, classes: Value) -> Self {
+        LazyCatalogue {
+            entries: catalogue.resources.iter().map(Summary::of).collect(),
+            host: catalogue.host,
+            classes,
+            autorequires: catalogue.autorequires,
+            resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
+        }
+    }
+
+    /// The resources at `indices` (into [`LazyCatalogue::entries`]), in that
+    /// order, each handed out once: asking again for one already taken is a
+    /// programming error reported as [`SnapshotError::Damaged`].
+    pub fn take(&mut self, indices: &[usize]) -> Result<Vec<Resource>, SnapshotError> {
+        match &mut self.resources {
+            Resources::Compiled(all) => indices
+                .iter()
+                .map(|&i| {
+                    all.get_mut(i)
+                        .and_then(Option::take)
+                        .ok_or_else(|| SnapshotError::Damaged {
+                            path: PathBuf::from("(compiled)"),
+                            index: i,
+                        })
+                })
+                .collect(),
+            Resources::Snapshot {
+                path,
+                file,
+                base,
+                spans,
+            } => {
+                use std::os::unix::fs::FileExt as _;
+                let read_err = |source| SnapshotError::Read {
+                    path: path.clone(),
+                    source,
+                };
+                // Many records: one read of them all; a few: one read each.
+                let whole = if indices.len() > spans.len() / 8 {
+                    let end = spans.last().map_or(0, |(o, l)| o + u64::from(*l));
+                    let mut all = vec![0u8; usize::try_from(end).unwrap_or(0)];
+                    file.read_exact_at(&mut all, *base).map_err(read_err)?;
+                    Some(all)
+                } else {
+                    None
+                };
+                let mut one = Vec::new();
+                indices
+                    .iter()
+                    .map(|&i| {
+                        let damaged = || SnapshotError::Damaged {
+                            path: path.clone(),
+                            index: i,
+                        };
+                        let &(offset, len) = spans.get(i).ok_or_else(damaged)?;
+                        let record: &[u8] = match &whole {
+                            Some(all) => usize::try_from(offset)
+                                .ok()
+                                .and_then(|o| all.get(o..o + len as usize))
+                                .ok_or_else(damaged)?,
+                            None => {
+                                one.resize(len as usize, 0);
+                                file.read_exact_at(&mut one, *base + offset)
+                                    .map_err(read_err)?;
+                                &one
+                            }
+                        };
+                        let stored: StoredResource =
+                            rmp_serde::from_slice(record).map_err(|_| damaged())?;
+                        let mut r = stored.resource;
+                        if let Some(content) = r.content.as_mut() {
+                            content.bytes = stored.bytes;
+                            content.source = stored.source;
+                        }
+                        Ok(r)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Every resource, as the [`Catalogue`] a pass runs.
+    pub fn into_catalogue(mut self) -> Result<Catalogue, SnapshotError> {
+        let all: Vec<usize> = (0..self.entries.len()).collect();
+        let resources = self.take(&all)?;
+        Ok(Catalogue {
+            host: self.host,
+            resources,
+            autorequires: self.autorequires,
+        })
+    }
+}
+
+/// The key of the running executable (`None` when it cannot be found: then
+/// no snapshot is ever trusted).
+fn program_key() -> Option<FileKey> {
+    let exe = std::env::current_exe().ok()?;
+    std::fs::metadata(exe).ok().map(|m| FileKey::of(&m))
+}
+
+/// Reads the snapshot at `path` and returns its catalogue when it was written
+/// by this very program, for `host`, from `repo` as it is now. Anything else
+/// (no file, another format, another build, another host, any change in the
+/// repository) is `None`. Only the summaries are decoded here.
+pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalogue> {
+    use std::io::{BufReader, Seek as _};
+    let file = std::fs::File::open(path).ok()?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut magic = vec![0u8; MAGIC.len()];
+    reader.read_exact(&mut magic).ok()?;
+    if magic != MAGIC {
+        return None;
+    }
+    let header: Header = rmp_serde::from_read(&mut reader).ok()?;
+    let program = program_key();
+    if header.version != env!("CARGO_PKG_VERSION")
+        || program.is_none()
+        || header.program != program
+        || &header.host != host
+        || header.stamp.root != repo
+    {
+        return None;
+    }
+    // The repository is checked while the index is decoded: both take a
+    // while, and a changed repository only wastes the decoding.
+    let (holds, index) = std::thread::scope(|scope| {
+        let check = scope.spawn(|| header.stamp.still_holds());
+        let index: Option<Index> = rmp_serde::from_read(&mut reader).ok();
+        (check.join().unwrap_or(false), index)
+    });
+    let index = index.filter(|i| holds && i.spans.len() == i.entries.len())?;
+    let base = reader.stream_position().ok()?;
+    Some(LazyCatalogue {
+        host: index.host,
+        classes: index.classes,
+        autorequires: index.autorequires,
+        entries: index.entries,
+        resources: Resources::Snapshot {
+            path: path.to_owned(),
+            file: reader.into_inner(),
+            base,
+            spans: index.spans,
+        },
+    })
+}
+
+/// Writes `catalogue` (with the repository's `classes`) to `path` under
+/// `stamp` (taken before the compile), to a temporary file renamed into
+/// place (mode 0600), unless the stamp is racy or a sensitive resource
+/// carries rendered bytes.
+pub fn save(
+    path: &Path,
+    stamp: Stamp,
+    catalogue: &Catalogue,
+    classes: &Value,
+) -> std::io::Result<Result<(), NotSaved>> {
+    if let Some(entry) = stamp.racy_entry() {
+        return Ok(Err(NotSaved::Racy(entry)));
+    }
+    if let Some(r) = catalogue.resources.iter().find(|r| {
+        r.sensitive
+            && r.content
+                .as_ref()
+                .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
+    }) {
+        return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
+    }
+    let invalid = |e: rmp_serde::encode::Error| std::io::Error::other(e.to_string());
+    let mut records = Vec::new();
+    let mut spans = Vec::with_capacity(catalogue.resources.len());
+    for r in &catalogue.resources {
+        let start = records.len();
+        let stored = StoredResource {
+            resource: Resource {
+                field_origins: Default::default(),
+                ..r.clone()
+            },
+            bytes: r
+                .content
+                .as_ref()
+                .map(|c| c.bytes.clone())
+                .unwrap_or_default(),
+            source: r.content.as_ref().and_then(|c| c.source.clone()),
+        };
+        rmp_serde::encode::write(&mut records, &stored).map_err(invalid)?;
+        let len = u32::try_from(records.len() - start)
+            .map_err(|_| std::io::Error::other(format!("{} is too large to remember", r.id)))?;
+        spans.push((start as u64, len));
+    }
+    let header = Header {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        program: program_key(),
+        host: catalogue.host.clone(),
+        stamp,
+    };
+    let index = Index {
+        host: catalogue.host.clone(),
+        classes: classes.clone(),
+        autorequires: catalogue.autorequires.clone(),
+        entries: catalogue.resources.iter().map(Summary::of).collect(),
+        spans,
+    };
+    // Compact form (structs as arrays): the program that reads it is the
+    // one that wrote it (the header says so), so field names add nothing.
+    let mut bytes = MAGIC.to_vec();
+    rmp_serde::encode::write(&mut bytes, &header).map_err(invalid)?;
+    rmp_serde::encode::write(&mut bytes, &index).map_err(invalid)?;
+    bytes.extend_from_slice(&records);
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hashes::RACY_WINDOW_NS;
+    use std::fs;
+
+    /// Timestamps come from a coarse clock: a change in the same tick as the
+    /// stamp can keep every key (the racy case, which `save` refuses).
+    fn past_the_clock_tick() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("base/files")).unwrap();
+        fs::write(dir.path().join("datum.yaml"), "datum: v1alpha1\n").unwrap();
+        fs::write(dir.path().join("base/files/motd"), "hello\n").unwrap();
+        std::os::unix::fs::symlink("motd", dir.path().join("base/files/link")).unwrap();
+        fs::create_dir_all(dir.path().join(".git/objects")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_stamp_holds_until_something_changes() {
+        let dir = tree();
+        let stamp = Stamp::take(dir.path()).unwrap();
+        // root, base, base/files, and datum.yaml, motd, link.
+        assert_eq!(stamp.len(), 6, "{stamp:#?}");
+        assert!(stamp.still_holds());
+
+        // Anything inside .git is not the compiler's input.
+        fs::write(dir.path().join(".git/HEAD"), "ref").unwrap();
+        assert!(stamp.still_holds());
+
+        type Change = Box<dyn Fn(&Path)>;
+        let cases: Vec<Change> = vec![
+            Box::new(|p| fs::write(p.join("base/files/motd"), "hellO\n").unwrap()),
+            Box::new(|p| fs::write(p.join("base/files/new"), "").unwrap()),
+            Box::new(|p| fs::remove_file(p.join("base/files/link")).unwrap()),
+            Box::new(|p| {
+                fs::remove_file(p.join("base/files/link")).unwrap();
+                std::os::unix::fs::symlink("other", p.join("base/files/link")).unwrap();
+            }),
+            Box::new(|p| fs::create_dir(p.join("base/more")).unwrap()),
+            Box::new(|p| {
+                use std::os::unix::fs::PermissionsExt as _;
+                fs::set_permissions(p.join("datum.yaml"), fs::Permissions::from_mode(0o600))
+                    .unwrap();
+            }),
+            Box::new(|p| fs::rename(p.join("base"), p.join("moved")).unwrap()),
+        ];
+        for (i, change) in cases.iter().enumerate() {
+            let dir = tree();
+            let stamp = Stamp::take(dir.path()).unwrap();
+            past_the_clock_tick();
+            change(dir.path());
+            assert!(!stamp.still_holds(), "change {i} went unseen");
+        }
+    }
+
+    #[test]
+    fn an_edit_that_restores_size_and_mtime_is_still_seen() {
+        let dir = tree();
+        let motd = dir.path().join("base/files/motd");
+        let before = fs::metadata(&motd).unwrap().modified().unwrap();
+        let stamp = Stamp::take(dir.path()).unwrap();
+        past_the_clock_tick();
+        fs::write(&motd, "HELLO\n").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&motd)
+            .unwrap()
+            .set_modified(before)
+            .unwrap();
+        assert!(!stamp.still_holds(), "ctime moved, the stamp must fail");
+    }
+
+    #[test]
+    fn a_fresh_stamp_is_racy_and_an_old_one_is_not() {
+        let dir = tree();
+        let mut stamp = Stamp::take(dir.path()).unwrap();
+        assert!(stamp.racy_entry().is_some(), "just written: racy");
+        stamp.taken_ns += RACY_WINDOW_NS + 1;
+        assert_eq!(stamp.racy_entry(), None);
+    }
+
+    fn resource(name: &str, sensitive: bool, bytes: &[u8]) -> Resource {
+        Resource {
+            id: ResourceId::new("File", name),
+            desired: serde_json::json!({"path": format!("/etc/{name}"), "mode": "0644"}),
+            content: Some(datum_core::Content {
+                bytes: bytes.to_vec(),
+                sha256: datum_core::sha256_hex(bytes),
+                size: bytes.len() as u64,
+                source: None,
+            }),
+            requires: vec![],
+            class: "normal".to_owned(),
+            sensitive,
+            validate: None,
+            origin: datum_core::Origin::default(),
+            field_origins: Default::default(),
+            declaration_hash: format!("decl-{name}"),
+        }
+    }
+
+    fn catalogue(sensitive: bool, bytes: &[u8]) -> Catalogue {
+        let mut from_source = resource("hosts", false, b"");
+        from_source.content = Some(datum_core::Content {
+            bytes: Vec::new(),
+            sha256: "ab".repeat(32),
+            size: 12,
+            source: Some(PathBuf::from("/repo/base/files/hosts")),
+        });
+        Catalogue {
+            host: HostIdentity {
+                name: "web1".to_owned(),
+                labels: [("role".to_owned(), "web".to_owned())].into(),
+            },
+            resources: vec![resource("motd", sensitive, bytes), from_source],
+            autorequires: vec![],
+        }
+    }
+
+    fn classes() -> Value {
+        serde_json::json!({"critical": {"interval": "5m"}})
+    }
+
+    fn settled_stamp(repo: &Path) -> Stamp {
+        let mut stamp = Stamp::take(repo).unwrap();
+        stamp.taken_ns += RACY_WINDOW_NS + 1;
+        stamp
+    }
+
+    #[test]
+    fn a_saved_snapshot_loads_back_whole_while_nothing_changes() {
+        let repo = tree();
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("state.catalogue");
+        let c = catalogue(false, b"hello\n");
+        save(&path, settled_stamp(repo.path()), &c, &classes())
+            .unwrap()
+            .unwrap();
+        let host = c.host.clone();
+
+        let lazy = load(&path, repo.path(), &host).expect("an unchanged repository reuses it");
+        assert_eq!(lazy.classes, classes());
+        assert_eq!(lazy.host, host);
+        let summaries: Vec<Summary> = c.resources.iter().map(Summary::of).collect();
+        assert_eq!(lazy.entries, summaries);
+        assert_eq!(lazy.entries[0].path.as_deref(), Some("/etc/motd"));
+        let back = lazy.into_catalogue().unwrap();
+        assert_eq!(back.resources.len(), 2);
+        for (got, want) in back.resources.iter().zip(&c.resources) {
+            assert_eq!(got.id, want.id);
+            assert_eq!(got.desired, want.desired);
+            assert_eq!(got.content, want.content);
+            assert_eq!(
+                got.content.as_ref().unwrap().source,
+                want.content.as_ref().unwrap().source
+            );
+            assert_eq!(got.declaration_hash, want.declaration_hash);
+        }
+        assert_eq!(
+            back.resources[0].content.as_ref().unwrap().bytes,
+            b"hello\n"
+        );
+
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+
+        // Another host identity, another repository path, a changed file:
+        // each compiles again.
+        let mut other = host.clone();
+        other.labels.insert("role".to_owned(), "db".to_owned());
+        assert!(load(&path, repo.path(), &other).is_none());
+        assert!(load(&path, &repo.path().join("base"), &host).is_none());
+        past_the_clock_tick();
+        fs::write(repo.path().join("base/files/motd"), "changed\n").unwrap();
+        assert!(load(&path, repo.path(), &host).is_none());
+    }
+
+    #[test]
+    fn resources_are_decoded_one_at_a_time_on_request() {
+        let repo = tree();
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("state.catalogue");
+        let c = catalogue(false, b"hello\n");
+        save(&path, settled_stamp(repo.path()), &c, &classes())
+            .unwrap()
+            .unwrap();
+        // The compiled form and the snapshot hand out the same resources;
+        // with many resources, one is read alone.
+        let mut many = c.clone();
+        for i in 0..30 {
+            many.resources
+                .push(resource(&format!("extra{i}"), false, b"e"));
+        }
+        let mut lazy = {
+            save(&path, settled_stamp(repo.path()), &many, &classes())
+                .unwrap()
+                .unwrap();
+            load(&path, repo.path(), &c.host).unwrap()
+        };
+        let one = lazy.take(&[20]).unwrap();
+        assert_eq!(one[0].id, ResourceId::new("File", "extra18"));
+        assert_eq!(one[0].content.as_ref().unwrap().bytes, b"e");
+        save(&path, settled_stamp(repo.path()), &c, &classes())
+            .unwrap()
+            .unwrap();
+        for mut lazy in [
+            load(&path, repo.path(), &c.host).unwrap(),
+            LazyCatalogue::compiled(c.clone(), classes()),
+        ] {
+            let second = lazy.take(&[1]).unwrap();
+            assert_eq!(second[0].id, ResourceId::new("File", "hosts"));
+            let first = lazy.take(&[0]).unwrap();
+            assert_eq!(first[0].content.as_ref().unwrap().bytes, b"hello\n");
+            assert!(lazy.take(&[7]).is_err(), "no such resource");
+        }
+    }
+
+    #[test]
+    fn racy_or_sensitive_catalogues_are_not_saved() {
+        let repo = tree();
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("state.catalogue");
+        let fresh = Stamp::take(repo.path()).unwrap();
+        let got = save(&path, fresh, &catalogue(false, b"x"), &classes()).unwrap();
+        assert!(matches!(got, Err(NotSaved::Racy(_))), "{got:?}");
+        assert!(!path.exists());
+
+        let canary = b"CANARY-5f2d9 secret";
+        let stamp = settled_stamp(repo.path());
+        let got = save(&path, stamp, &catalogue(true, canary), &classes()).unwrap();
+        assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_file_is_ignored() {
+        let repo = tree();
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("state.catalogue");
+        let c = catalogue(false, b"x");
+        fs::write(&path, b"something else entirely").unwrap();
+        assert!(load(&path, repo.path(), &c.host).is_none());
+        save(&path, settled_stamp(repo.path()), &c, &classes())
+            .unwrap()
+            .unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let keep = bytes.len() - 5;
+        bytes.truncate(keep);
+        fs::write(&path, &bytes).unwrap();
+        // The index still reads; the truncated record does not.
+        let lazy = load(&path, repo.path(), &c.host).unwrap();
+        let err = lazy.into_catalogue().unwrap_err();
+        assert!(err.to_string().contains("catalogue snapshot"), "{err}");
+    }
+}
