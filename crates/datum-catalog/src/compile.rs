@@ -786,7 +786,12 @@ impl<'r> Analysis<'r> {
                 // Hashed, not kept: the bytes are read again when a File
                 // is written (and refused if they changed meanwhile).
                 match content::hash_source(abs, self.hashes) {
-                    Ok((sha256, size)) => Ok(Some(Content::from_source(abs.clone(), sha256, size))),
+                    Ok((digests, size)) => Ok(Some(Content::from_source(
+                        abs.clone(),
+                        digests.sha256_hex(),
+                        Some(digests.blake3_hex()),
+                        size,
+                    ))),
                     Err(e) => Err(Box::new(
                         Diagnostic::error(format!("cannot read source {}: {e}", rel.display()))
                             .resource(&m.id)

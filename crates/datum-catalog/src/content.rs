@@ -330,13 +330,14 @@ fn pos_of(text: &str, offset: usize) -> Pos {
     Pos::at(line, column)
 }
 
-/// SHA-256 (hex) and size of a repository file, read in one streaming pass
-/// with a buffer reused per thread; with a cache, not read at all when the
-/// cache remembers the file under its current key (see `crate::hashes`).
+/// SHA-256 and BLAKE3 of a repository file and its size, read in one
+/// streaming pass with a buffer reused per thread; with a cache, not read at
+/// all when the cache remembers the file under its current key (see
+/// `crate::hashes`).
 pub(crate) fn hash_source(
     path: &Path,
     cache: Option<&dyn crate::hashes::SourceHashes>,
-) -> std::io::Result<(String, u64)> {
+) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use crate::hashes::FileKey;
     let mut file = std::fs::File::open(path)?;
     let Some(cache) = cache else {
@@ -345,23 +346,24 @@ pub(crate) fn hash_source(
     // The key comes from the open file before reading: a change during the
     // read moves ctime past it, so the next pass misses and hashes again.
     let key = FileKey::of(&file.metadata()?);
-    if let Some(sha) = cache.get(path, &key) {
-        return Ok((sha, key.size));
+    if let Some(digests) = cache.get(path, &key) {
+        return Ok((digests, key.size));
     }
-    let (sha, size) = hash_open(&mut file)?;
+    let (digests, size) = hash_open(&mut file)?;
     if size == key.size && !key.is_racy(crate::hashes::now_ns()) {
-        cache.put(path, key, &sha);
+        cache.put(path, key, digests);
     }
-    Ok((sha, size))
+    Ok((digests, size))
 }
 
-fn hash_open(file: &mut std::fs::File) -> std::io::Result<(String, u64)> {
+fn hash_open(file: &mut std::fs::File) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use sha2::{Digest, Sha256};
     use std::io::Read;
     thread_local! {
         static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
     }
-    let mut hasher = Sha256::new();
+    let mut sha = Sha256::new();
+    let mut b3 = blake3::Hasher::new();
     let mut size = 0u64;
     BUF.with(|cell| -> std::io::Result<()> {
         let mut buf = cell.borrow_mut();
@@ -372,11 +374,16 @@ fn hash_open(file: &mut std::fs::File) -> std::io::Result<(String, u64)> {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            hasher.update(&buf[..n]);
+            sha.update(&buf[..n]);
+            b3.update(&buf[..n]);
             size += n as u64;
         }
     })?;
-    Ok((hex::encode(hasher.finalize()), size))
+    let digests = crate::hashes::SourceDigests {
+        sha256: sha.finalize().into(),
+        blake3: *b3.finalize().as_bytes(),
+    };
+    Ok((digests, size))
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use std::sync::Mutex;
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 /// The first line of a cache file; anything else is ignored (and rewritten).
-const HEADER: &str = "datum source hashes v1";
+const HEADER: &str = "datum source hashes v2";
 
 /// What must be unchanged for a remembered hash to stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -67,17 +67,35 @@ impl FileKey {
     }
 }
 
+/// The two digests of a source file's bytes: SHA-256 (the checksum of
+/// record) and BLAKE3 (what `datum check` compares live files by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceDigests {
+    pub sha256: [u8; 32],
+    pub blake3: [u8; 32],
+}
+
+impl SourceDigests {
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+
+    pub fn blake3_hex(&self) -> String {
+        hex::encode(self.blake3)
+    }
+}
+
 /// Where the compiler looks up and records source hashes. Shared by the
 /// threads that hash content, hence `Sync`.
 pub trait SourceHashes: Sync {
-    /// The SHA-256 (hex) remembered for `path` under exactly `key`.
-    fn get(&self, path: &Path, key: &FileKey) -> Option<String>;
-    /// Remembers `sha256` for `path` under `key`.
-    fn put(&self, path: &Path, key: FileKey, sha256: &str);
+    /// The digests remembered for `path` under exactly `key`.
+    fn get(&self, path: &Path, key: &FileKey) -> Option<SourceDigests>;
+    /// Remembers `digests` for `path` under `key`.
+    fn put(&self, path: &Path, key: FileKey, digests: SourceDigests);
 }
 
 /// [`SourceHashes`] kept in a text file: a header line, then one line per
-/// file: `sha256 size mtime_ns ctime_ns inode device path`, separated by
+/// file: `sha256 blake3 size mtime_ns ctime_ns inode device path`, separated by
 /// tabs (the path last and whole). A missing, unreadable or foreign file is
 /// an empty cache; lines that do not parse are dropped.
 #[derive(Debug)]
@@ -85,14 +103,14 @@ pub struct HashCacheFile {
     path: PathBuf,
     /// What the file held when loaded, sorted by path: read without a lock
     /// by every hashing thread. Digests are bytes, not hex, and the list is
-    /// exactly sized: 20,000 entries cost about 2 MB plus their paths.
+    /// exactly sized: 20,000 entries cost about 3 MB plus their paths.
     known: Vec<Entry>,
     /// Recorded during this pass; looked up only after a save and reload (a
     /// pass hashes each source once, so it never asks for what it recorded).
     recorded: Mutex<Vec<Entry>>,
 }
 
-type Entry = (Box<Path>, FileKey, [u8; 32]);
+type Entry = (Box<Path>, FileKey, SourceDigests);
 
 impl HashCacheFile {
     /// Reads the cache at `path` (empty when it cannot be read).
@@ -151,17 +169,22 @@ impl HashCacheFile {
         let mut text = String::with_capacity(64 + all.len() * 160);
         text.push_str(HEADER);
         text.push('\n');
-        for (path, key, digest) in all {
+        for (path, key, digests) in all {
             let Some(p) = path.to_str() else { continue };
             if path.symlink_metadata().is_err() {
                 continue;
             }
-            let sha = hex::encode(digest);
             use std::fmt::Write as _;
             let _ = writeln!(
                 text,
-                "{sha}\t{}\t{}\t{}\t{}\t{}\t{p}",
-                key.size, key.mtime_ns, key.ctime_ns, key.inode, key.device
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{p}",
+                digests.sha256_hex(),
+                digests.blake3_hex(),
+                key.size,
+                key.mtime_ns,
+                key.ctime_ns,
+                key.inode,
+                key.device
             );
         }
         // One temporary name per process: two passes saving at once must not
@@ -177,34 +200,34 @@ impl HashCacheFile {
 }
 
 impl SourceHashes for HashCacheFile {
-    fn get(&self, path: &Path, key: &FileKey) -> Option<String> {
+    fn get(&self, path: &Path, key: &FileKey) -> Option<SourceDigests> {
         let i = self
             .known
             .binary_search_by(|e| e.0.as_ref().cmp(path))
             .ok()?;
-        let (_, k, digest) = self.known.get(i)?;
-        (k == key).then(|| hex::encode(digest))
+        let (_, k, digests) = self.known.get(i)?;
+        (k == key).then_some(*digests)
     }
 
-    fn put(&self, path: &Path, key: FileKey, sha256: &str) {
+    fn put(&self, path: &Path, key: FileKey, digests: SourceDigests) {
         // A path that cannot be written on one line is simply not cached.
         if path.to_str().is_none_or(|p| p.contains(['\n', '\r'])) {
             return;
         }
-        let mut digest = [0u8; 32];
-        if hex::decode_to_slice(sha256, &mut digest).is_err() {
-            return;
-        }
         if let Ok(mut recorded) = self.recorded.lock() {
-            recorded.push((path.into(), key, digest));
+            recorded.push((path.into(), key, digests));
         }
     }
 }
 
 fn parse_line(line: &str) -> Option<Entry> {
-    let mut parts = line.splitn(7, '\t');
-    let mut digest = [0u8; 32];
-    hex::decode_to_slice(parts.next()?, &mut digest).ok()?;
+    let mut parts = line.splitn(8, '\t');
+    let mut digests = SourceDigests {
+        sha256: [0; 32],
+        blake3: [0; 32],
+    };
+    hex::decode_to_slice(parts.next()?, &mut digests.sha256).ok()?;
+    hex::decode_to_slice(parts.next()?, &mut digests.blake3).ok()?;
     let key = FileKey {
         size: parts.next()?.parse().ok()?,
         mtime_ns: parts.next()?.parse().ok()?,
@@ -213,7 +236,7 @@ fn parse_line(line: &str) -> Option<Entry> {
         device: parts.next()?.parse().ok()?,
     };
     let path = parts.next().filter(|p| !p.is_empty())?;
-    Some((Path::new(path).into(), key, digest))
+    Some((Path::new(path).into(), key, digests))
 }
 
 /// Now, in nanoseconds since the epoch (0 if the clock is before it, which
@@ -247,13 +270,16 @@ mod tests {
         let cache_path = dir.path().join("source-hashes");
         let cache = HashCacheFile::load(&cache_path);
         assert!(cache.is_empty());
-        let sha = "ab".repeat(32);
-        cache.put(&src, key(1), &sha);
+        let digests = SourceDigests {
+            sha256: [0xab; 32],
+            blake3: [0xcd; 32],
+        };
+        cache.put(&src, key(1), digests);
         assert_eq!(cache.len(), 1);
         cache.save().unwrap();
 
         let again = HashCacheFile::load(&cache_path);
-        assert_eq!(again.get(&src, &key(1)), Some(sha.clone()));
+        assert_eq!(again.get(&src, &key(1)), Some(digests));
         assert_eq!(again.get(&src, &key(2)), None);
         let mut moved = key(1);
         moved.ctime_ns += 1;
@@ -271,10 +297,16 @@ mod tests {
         let p = dir.path().join("c");
         std::fs::write(&p, "something else\n").unwrap();
         assert!(HashCacheFile::load(&p).is_empty());
-        let good = format!("{}\t1\t1\t2\t3\t4\t/x", "0f".repeat(32));
+        let good = format!(
+            "{}\t{}\t1\t1\t2\t3\t4\t/x",
+            "0f".repeat(32),
+            "1e".repeat(32)
+        );
+        // A line of the first format (one digest) is not understood.
+        let v1 = format!("{}\t1\t1\t2\t3\t4\t/v1", "0f".repeat(32));
         std::fs::write(
             &p,
-            format!("{HEADER}\n{good}\nnot a line\nzz\t1\t1\t2\t3\t4\t/y\n"),
+            format!("{HEADER}\n{good}\nnot a line\n{v1}\nzz\t1\t1\t2\t3\t4\t/y\n"),
         )
         .unwrap();
         let c = HashCacheFile::load(&p);

@@ -38,7 +38,7 @@ use std::path::Path;
 
 pub use catalogue::Catalogue;
 pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
-pub use hashes::{HashCacheFile, SourceHashes};
+pub use hashes::{HashCacheFile, SourceDigests, SourceHashes};
 pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
 
 /// Checks the repository at `repo`: every document of every layer. With a

@@ -244,6 +244,11 @@ fn open_nofollow(path: &Path, op: &'static str) -> Result<File, HostError> {
 }
 
 fn open_regular(path: &Path, op: &'static str) -> Result<File, HostError> {
+    open_regular_len(path, op).map(|(file, _)| file)
+}
+
+/// [`open_regular`] and the file's length (from the same `fstat`).
+fn open_regular_len(path: &Path, op: &'static str) -> Result<(File, u64), HostError> {
     let file = open_nofollow(path, op)?;
     let m = file.metadata().map_err(|e| HostError::io(op, path, e))?;
     if !m.is_file() {
@@ -253,7 +258,7 @@ fn open_regular(path: &Path, op: &'static str) -> Result<File, HostError> {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
         ));
     }
-    Ok(file)
+    Ok((file, m.len()))
 }
 
 /// Reads a whole regular file.
@@ -284,11 +289,7 @@ impl std::fmt::Debug for Hashed {
 /// Hashes a regular file in one streaming read, keeping the bytes when there
 /// are at most `keep_up_to` of them (for text diffs) so the file is read once.
 pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
-    let mut file = open_regular(path, "read")?;
-    let expected = file
-        .metadata()
-        .map_err(|e| HostError::io("read", path, e))?
-        .len();
+    let (mut file, expected) = open_regular_len(path, "read")?;
     if expected <= keep_up_to {
         // The common case for configuration files: one read into a buffer of
         // the right size, hashed whole.
@@ -305,31 +306,78 @@ pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
         });
     }
     let mut hasher = Sha256::new();
-    let mut size: u64 = 0;
-    // One buffer per thread, reused: a fresh zeroed buffer per file costs
-    // more than hashing a small file does.
-    thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
-    }
-    BUF.with(|cell| -> Result<(), HostError> {
-        let mut buf = cell.borrow_mut();
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(HostError::io("read", path, e)),
-            };
-            hasher.update(&buf[..n]);
-            size += n as u64;
-        }
-        Ok(())
-    })?;
+    let size = stream(&mut file, path, |chunk| hasher.update(chunk))?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
         // It may have shrunk while we read; the bytes are gone either way.
         bytes: None,
         size,
+    })
+}
+
+/// The declared content a live file is compared with: its size and both
+/// digests (see [`hash_file_expecting`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    pub size: u64,
+    pub sha256: &'a str,
+    /// Lowercase hex BLAKE3.
+    pub blake3: &'a str,
+}
+
+/// [`hash_file`] (without keeping bytes) for a file expected to hold
+/// `expected`: a file of the expected size is hashed with BLAKE3 (several
+/// times faster than SHA-256 here), and when that matches, its SHA-256 is
+/// the expected one (same bytes); only a file that differs is hashed with
+/// SHA-256 (read again from the start). The result is the same as
+/// [`hash_file`]'s either way.
+pub fn hash_file_expecting(path: &Path, expected: Expected<'_>) -> Result<Hashed, HostError> {
+    let (mut file, len) = open_regular_len(path, "read")?;
+    if len == expected.size {
+        let mut hasher = blake3::Hasher::new();
+        let size = stream(&mut file, path, |chunk| {
+            hasher.update(chunk);
+        })?;
+        if size == expected.size && hasher.finalize().to_hex().as_str() == expected.blake3 {
+            return Ok(Hashed {
+                sha256: expected.sha256.to_owned(),
+                bytes: None,
+                size,
+            });
+        }
+        use std::io::Seek as _;
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| HostError::io("read", path, e))?;
+    }
+    let mut hasher = Sha256::new();
+    let size = stream(&mut file, path, |chunk| hasher.update(chunk))?;
+    Ok(Hashed {
+        sha256: hex::encode(hasher.finalize()),
+        bytes: None,
+        size,
+    })
+}
+
+/// Feeds `file` to `f` through one buffer per thread (a fresh zeroed buffer
+/// per file costs more than hashing a small file does); returns the bytes
+/// read.
+fn stream(file: &mut File, path: &Path, mut f: impl FnMut(&[u8])) -> Result<u64, HostError> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
+    }
+    BUF.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let mut size: u64 = 0;
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => return Ok(size),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(HostError::io("read", path, e)),
+            };
+            f(&buf[..n]);
+            size += n as u64;
+        }
     })
 }
 
@@ -462,6 +510,35 @@ pub fn content_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashing_against_an_expectation_reads_blake3_first_and_sha256_on_a_difference() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let bytes = vec![7u8; 300_000];
+        std::fs::write(&p, &bytes).unwrap();
+        let real_sha = hex::encode(Sha256::digest(&bytes));
+        let real_b3 = blake3::hash(&bytes).to_hex().to_string();
+        let planted = "00".repeat(32);
+        let exp = |size, sha256, blake3| Expected {
+            size,
+            sha256,
+            blake3,
+        };
+        // BLAKE3 matches: the expected SHA-256 is taken, not computed (the
+        // planted value proves which way it went).
+        let h = hash_file_expecting(&p, exp(300_000, &planted, &real_b3)).unwrap();
+        assert_eq!((h.sha256.as_str(), h.size), (planted.as_str(), 300_000));
+        // Same size, other BLAKE3: the real SHA-256, read again.
+        let other_b3 = blake3::hash(b"other").to_hex().to_string();
+        let h = hash_file_expecting(&p, exp(300_000, &planted, &other_b3)).unwrap();
+        assert_eq!(h.sha256, real_sha);
+        // Another size: SHA-256 at once.
+        let h = hash_file_expecting(&p, exp(5, &planted, &real_b3)).unwrap();
+        assert_eq!((h.sha256.as_str(), h.size), (real_sha.as_str(), 300_000));
+        assert_eq!(h.sha256, hash_file(&p, 0).unwrap().sha256);
+        assert!(hash_file_expecting(dir.path(), exp(0, &planted, &real_b3)).is_err());
+    }
 
     #[test]
     fn lstat_many_agrees_with_lstat_on_every_kind_of_path() {

@@ -969,6 +969,16 @@ mod source_hashes {
         let cache = HashCacheFile::load(&cache_dir.path().join("source-hashes"));
         let plain = compile(repo.path(), &web()).unwrap();
         assert_eq!(sha_of(&compile_with(&repo, &cache)), sha_of(&plain));
+        assert_eq!(
+            plain.resources[0]
+                .content
+                .as_ref()
+                .unwrap()
+                .blake3
+                .as_deref(),
+            Some(blake3::hash(b"hello\n").to_hex().as_str()),
+            "both digests from the one read"
+        );
         // Just written: racy, so not remembered yet.
         assert!(cache.is_empty());
 
@@ -977,10 +987,22 @@ mod source_hashes {
         let abs = repo.path().canonicalize().unwrap().join("base/files/motd");
         let key = FileKey::of(&std::fs::metadata(&abs).unwrap());
         let planted = "00".repeat(32);
-        cache.put(&abs, key, &planted);
+        cache.put(
+            &abs,
+            key,
+            datum_catalog::SourceDigests {
+                sha256: [0; 32],
+                blake3: [1; 32],
+            },
+        );
         cache.save().unwrap();
         let cache = HashCacheFile::load(&cache_dir.path().join("source-hashes"));
-        assert_eq!(sha_of(&compile_with(&repo, &cache)), planted);
+        let cached = compile_with(&repo, &cache);
+        assert_eq!(sha_of(&cached), planted);
+        assert_eq!(
+            cached.resources[0].content.as_ref().unwrap().blake3,
+            Some("01".repeat(32))
+        );
 
         // Same size, new bytes: ctime moves, the planted digest no longer
         // applies, and the file is hashed again.

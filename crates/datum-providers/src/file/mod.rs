@@ -68,7 +68,19 @@ impl Provider for FileProvider {
             observed.meta = Some(stat.meta);
             return Ok(observed);
         }
-        let hashed = fs::hash_file(&path, KEEP_CONTENT_UP_TO)?;
+        // Compared by BLAKE3 when the declaration carries it (SHA-256 only
+        // for a file that differs); the result is the same either way.
+        let expected = resource.content.as_ref().and_then(|c| {
+            Some(fs::Expected {
+                size: c.size,
+                sha256: &c.sha256,
+                blake3: c.blake3.as_deref()?,
+            })
+        });
+        let hashed = match expected {
+            Some(expected) => fs::hash_file_expecting(&path, expected)?,
+            None => fs::hash_file(&path, KEEP_CONTENT_UP_TO)?,
+        };
         let mut meta = stat.meta;
         meta.size = hashed.size;
         meta.sha256 = Some(hashed.sha256.clone());

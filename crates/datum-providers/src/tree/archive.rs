@@ -106,6 +106,8 @@ pub fn pack(tree: &DeclaredTree) -> datum_core::Content {
         size: bytes.len() as u64,
         bytes,
         source: None,
+        // A packed tree is compared entry by entry, never as one file.
+        blake3: None,
     }
 }
 

@@ -37,7 +37,7 @@ use crate::exit::ExitCode;
 const COMMAND: &str = "check";
 
 /// Resources observed per batch: progress advances between batches.
-const BATCH: usize = 1024;
+const BATCH: usize = 4096;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let started = Instant::now();
@@ -89,7 +89,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut timings: Vec<(String, u64, bool)> = Vec::new();
-    // Every resource inspected (the others were trusted by metadata).
+    // The inspected resources that drifted, and the packages (whose
+    // configuration files are checked after the policies).
     let mut inspected: Vec<Resource> = Vec::new();
     for (class, indices) in &by_class {
         let spec = classes.get(class);
@@ -110,18 +111,23 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         let unread = indices.len() - to_observe.len();
         stats.metadata_only += unread;
         progress.advance(unread as u64, 0);
-        let resources = match lazy.take(&to_observe) {
-            Ok(resources) => resources,
-            Err(e) => {
-                context::forget_snapshot(global);
-                bail!("{e}; nothing was checked (run the check again)");
-            }
-        };
-        for chunk in resources.chunks(BATCH) {
-            let refs: Vec<&Resource> = chunk.iter().collect();
+        // A batch at a time, decoded, observed, and dropped unless a policy
+        // or the package check needs it: a check of 20,000 files never
+        // holds 20,000 decoded resources.
+        for batch in to_observe.chunks(BATCH) {
+            let resources = match lazy.take(batch) {
+                Ok(resources) => resources,
+                Err(e) => {
+                    context::forget_snapshot(global);
+                    bail!("{e}; nothing was checked (run the check again)");
+                }
+            };
+            let refs: Vec<&Resource> = resources.iter().collect();
             let results = datum_engine::observe_all(&refs, &host);
             let mut bytes = 0;
-            for (r, result) in chunk.iter().zip(results) {
+            let mut keep = vec![false; resources.len()];
+            for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
+                *keep = r.id.kind == datum_providers::package::KIND;
                 match result {
                     Ok(mut observed) => {
                         bytes += observed.meta.as_ref().map_or(0, |m| m.size);
@@ -147,21 +153,27 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                         });
                         if !found.is_empty() {
                             observations.insert(r.id.clone(), observed);
+                            *keep = true;
                         }
                         findings.extend(found);
                     }
                     Err(e) => errors.push((r.id.to_string(), e.to_string())),
                 }
             }
-            progress.advance(chunk.len() as u64, bytes);
+            drop(refs);
+            inspected.extend(
+                resources
+                    .into_iter()
+                    .zip(keep)
+                    .filter_map(|(r, keep)| keep.then_some(r)),
+            );
+            progress.advance(batch.len() as u64, bytes);
         }
-        inspected.extend(resources);
         stats.resources += indices.len();
         timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
     }
     progress.finish();
-    // What the policies act on: the inspected resources (drift is found
-    // only among them).
+    // What the policies act on: the drifted resources.
     let catalogue = Catalogue {
         host: lazy.host.clone(),
         resources: inspected,
