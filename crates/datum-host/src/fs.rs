@@ -128,7 +128,10 @@ pub fn lstat_many(paths: &[&Path], threads: usize) -> Vec<Result<Option<Stat>, H
         bytes.split_at(cut)
     }
     let mut order: Vec<usize> = (0..paths.len()).collect();
-    order.sort_unstable_by(|&a, &b| split(paths[a]).cmp(&split(paths[b])));
+    // Declarations are usually written folder by folder already.
+    if !order.is_sorted_by(|&a, &b| split(paths[a]) <= split(paths[b])) {
+        order.sort_unstable_by(|&a, &b| split(paths[a]).cmp(&split(paths[b])));
+    }
     let threads = threads.clamp(1, 64);
     let chunk = order.len().div_ceil(threads).max(512);
     let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();

@@ -45,13 +45,18 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // The snapshot of the last compile when the repository has not changed
     // since (a quiet host's check does not parse 20,000 documents again);
     // resources are decoded only when they are inspected.
-    let (mut lazy, provenance) = context::compiled(global, &identity, "checked")?;
-    let classes = load_classes(&lazy.classes, &lazy.entries)?;
-    let host = context::host(global, &identity);
+    // The state store opens (and checks its integrity) meanwhile.
     let _lock =
         RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
-    let mut store = context::open_store(global, true)
-        .context("datum check needs the state store (history, policies)")?;
+    let (compiled, store) = std::thread::scope(|scope| {
+        let opening = scope.spawn(|| context::open_store(global, true));
+        let compiled = context::compiled(global, &identity, "checked");
+        (compiled, opening.join().ok().flatten())
+    });
+    let (mut lazy, provenance) = compiled?;
+    let mut store = store.context("datum check needs the state store (history, policies)")?;
+    let classes = load_classes(&lazy.classes, &lazy.entries)?;
+    let host = context::host(global, &identity);
     let now = context::now();
 
     let deep = match args.sample {
@@ -444,11 +449,8 @@ fn load_classes(settings: &serde_json::Value, entries: &[Summary]) -> Result<Cla
             bail!("{}", lines.join("\n"));
         }
     };
-    let unknown = classes.unknown_classes(
-        entries
-            .iter()
-            .map(|e| (format!("{}: {}", e.origin, e.id), e.class.as_str())),
-    );
+    let unknown =
+        classes.unknown_classes(entries.iter().map(|e| (e.id.to_string(), e.class.as_str())));
     if !unknown.is_empty() {
         let lines: Vec<String> = unknown
             .iter()
@@ -491,36 +493,40 @@ fn trusted_by_metadata(
     host: &Host,
     store: &mut Store,
 ) -> Result<Vec<bool>, datum_store::StoreError> {
-    // Files by name (a File's id is its kind and name), then the records of
-    // the same declaration.
-    let files: HashMap<&str, usize> = indices
+    // Every File with a path is looked at (one `lstat` each, batched per
+    // directory on all cores) while the store is read for the records of
+    // the same declaration: the two take about as long, and a File without
+    // a usable record is simply not trusted.
+    let files: Vec<(usize, PathBuf)> = indices
         .iter()
         .enumerate()
-        .filter(|(_, i)| entries.get(**i).is_some_and(|e| e.id.kind == "File"))
-        .map(|(at, &i)| (entries[i].id.name.as_str(), at))
-        .collect();
-    let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
-    store.visit_verified_meta("File", |name, declaration_hash, meta| {
-        if let Some(&at) = files.get(name)
-            && entries[indices[at]].declaration_hash == declaration_hash
-        {
-            recorded[at] = Some(meta);
-        }
-    })?;
-    let candidates: Vec<(usize, PathBuf)> = recorded
-        .iter()
-        .enumerate()
-        .filter(|(_, meta)| meta.is_some())
-        .filter_map(|(at, _)| {
-            let path = entries[indices[at]].path.as_deref()?;
-            Some((at, host.resolve(Path::new(path)).ok()?))
+        .filter_map(|(at, &i)| {
+            let entry = entries.get(i).filter(|e| e.id.kind == "File")?;
+            Some((at, host.resolve(Path::new(entry.path.as_deref()?)).ok()?))
         })
         .collect();
-    let paths: Vec<&Path> = candidates.iter().map(|(_, p)| p.as_path()).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let stats = datum_host::fs::lstat_many(&paths, threads);
+    let by_name: HashMap<&str, usize> = files
+        .iter()
+        .map(|(at, _)| (entries[indices[*at]].id.name.as_str(), *at))
+        .collect();
+    let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
+    let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
+    let (stats, visited) = std::thread::scope(|scope| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let paths = &paths;
+        let looking = scope.spawn(move || datum_host::fs::lstat_many(paths, threads));
+        let visited = store.visit_verified_meta("File", |name, declaration_hash, meta| {
+            if let Some(&at) = by_name.get(name)
+                && entries[indices[at]].declaration_hash == declaration_hash
+            {
+                recorded[at] = Some(meta);
+            }
+        });
+        (looking.join().unwrap_or_default(), visited)
+    });
+    visited?;
     let mut trusted = vec![false; indices.len()];
-    for ((at, _), stat) in candidates.iter().zip(stats) {
+    for ((at, _), stat) in files.iter().zip(stats) {
         trusted[*at] = match (stat, &recorded[*at]) {
             (Ok(Some(stat)), Some(recorded)) if stat.kind == datum_host::fs::FileKind::File => {
                 datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
