@@ -27,6 +27,8 @@
 //! header: a new build or new labels compile again. The compiler reads
 //! nothing outside the repository (sources and templates that resolve
 //! outside it are refused), and the host identity is its only other input.
+//! A snapshot decides what a pass writes, so it is trusted only when owned by
+//! the user reading it and writable by nobody else.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::ffi::OsStrExt as _;
@@ -492,7 +494,14 @@ fn program_key() -> Option<FileKey> {
 /// repository) is `None`. Only the summaries are decoded here.
 pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalogue> {
     use std::io::{BufReader, Seek as _};
+    use std::os::unix::fs::MetadataExt as _;
     let file = std::fs::File::open(path).ok()?;
+    // A catalogue decides what a pass writes: trusted only when written by
+    // this user and writable by nobody else (like the state store beside it).
+    let meta = file.metadata().ok()?;
+    if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+        return None;
+    }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut magic = vec![0u8; MAGIC.len()];
     reader.read_exact(&mut magic).ok()?;
@@ -825,6 +834,23 @@ mod tests {
             assert_eq!(first[0].content.as_ref().unwrap().bytes, b"hello\n");
             assert!(lazy.take(&[7]).is_err(), "no such resource");
         }
+    }
+
+    #[test]
+    fn a_snapshot_others_can_write_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let repo = tree();
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join("state.catalogue");
+        let c = catalogue(false, b"x");
+        save(&path, settled_stamp(repo.path()), &c, &classes())
+            .unwrap()
+            .unwrap();
+        assert!(load(&path, repo.path(), &c.host).is_some());
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(load(&path, repo.path(), &c.host).is_none(), "group-writable");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load(&path, repo.path(), &c.host).is_some());
     }
 
     #[test]
