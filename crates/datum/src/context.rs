@@ -112,7 +112,9 @@ pub fn compiled(
     if let (Ok(stamp), true) = (stamp, state.exists()) {
         // Not remembering (a file changed just now, a sensitive resource
         // with rendered content) only costs the next run a compile.
-        if let Err(e) = snapshot::save(&snapshot_path, stamp, &catalogue, &classes) {
+        if let Err(e) = snapshot::save(&snapshot_path, stamp, &catalogue, &classes)
+            && e.kind() != std::io::ErrorKind::PermissionDenied
+        {
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
         }
     }
@@ -175,7 +177,11 @@ pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
     if !state_path(global).exists() {
         return;
     }
-    if let Err(e) = hashes.save() {
+    // A user who may read but not write Datum's state (a plan by a
+    // non-root operator) simply does not remember: no warning for that.
+    if let Err(e) = hashes.save()
+        && e.kind() != std::io::ErrorKind::PermissionDenied
+    {
         eprintln!("warning: cannot save the source hash cache: {e}");
     }
 }
