@@ -848,7 +848,10 @@ mod tests {
             .unwrap();
         assert!(load(&path, repo.path(), &c.host).is_some());
         fs::set_permissions(&path, fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(load(&path, repo.path(), &c.host).is_none(), "group-writable");
+        assert!(
+            load(&path, repo.path(), &c.host).is_none(),
+            "group-writable"
+        );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         assert!(load(&path, repo.path(), &c.host).is_some());
     }

@@ -309,7 +309,7 @@ pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
         });
     }
     let mut hasher = Sha256::new();
-    let size = stream(&mut file, path, |chunk| hasher.update(chunk))?;
+    let size = stream(&mut file, path, expected, |chunk| hasher.update(chunk))?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
         // It may have shrunk while we read; the bytes are gone either way.
@@ -338,7 +338,7 @@ pub fn hash_file_expecting(path: &Path, expected: Expected<'_>) -> Result<Hashed
     let (mut file, len) = open_regular_len(path, "read")?;
     if len == expected.size {
         let mut hasher = blake3::Hasher::new();
-        let size = stream(&mut file, path, |chunk| {
+        let size = stream(&mut file, path, len, |chunk| {
             hasher.update(chunk);
         })?;
         if size == expected.size && hasher.finalize().to_hex().as_str() == expected.blake3 {
@@ -353,7 +353,7 @@ pub fn hash_file_expecting(path: &Path, expected: Expected<'_>) -> Result<Hashed
             .map_err(|e| HostError::io("read", path, e))?;
     }
     let mut hasher = Sha256::new();
-    let size = stream(&mut file, path, |chunk| hasher.update(chunk))?;
+    let size = stream(&mut file, path, len, |chunk| hasher.update(chunk))?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
         bytes: None,
@@ -363,8 +363,16 @@ pub fn hash_file_expecting(path: &Path, expected: Expected<'_>) -> Result<Hashed
 
 /// Feeds `file` to `f` through one buffer per thread (a fresh zeroed buffer
 /// per file costs more than hashing a small file does); returns the bytes
-/// read.
-fn stream(file: &mut File, path: &Path, mut f: impl FnMut(&[u8])) -> Result<u64, HostError> {
+/// read. `len` is the file's length from `fstat`: a short read that brings
+/// the total to exactly that is the end of the file (a regular file's read
+/// is short only at its end), which saves the final empty read, one system
+/// call per file; a file that grew meanwhile is read to its new end.
+fn stream(
+    file: &mut File,
+    path: &Path,
+    len: u64,
+    mut f: impl FnMut(&[u8]),
+) -> Result<u64, HostError> {
     thread_local! {
         static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 128 * 1024]);
     }
@@ -380,6 +388,9 @@ fn stream(file: &mut File, path: &Path, mut f: impl FnMut(&[u8])) -> Result<u64,
             };
             f(&buf[..n]);
             size += n as u64;
+            if n < buf.len() && size == len {
+                return Ok(size);
+            }
         }
     })
 }

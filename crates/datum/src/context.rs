@@ -1,7 +1,7 @@
 //! What every command needs before it can act: the host identity, the compiled
 //! catalogue, the state and backup stores, all resolved under `--root`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use datum_catalog::snapshot::LazyCatalogue;
@@ -90,22 +90,31 @@ pub fn compiled(
     identity: &HostIdentity,
     what: &str,
 ) -> Result<(LazyCatalogue, Provenance)> {
-    use datum_catalog::snapshot::{self, Stamp};
     require_repository(global)?;
-    let state = state_path(global);
-    let snapshot_path = snapshot_path(global);
-    if let Some(lazy) = snapshot::load(&snapshot_path, &global.repo, identity) {
+    compile_or_reuse(&global.repo, &state_path(global), identity)
+        .map_err(|d| repository_errors(global, &d, what))
+}
+
+/// [`compiled`] for a repository and a state store named by path (the
+/// agent's way in): the repository's problems come back as diagnostics.
+pub fn compile_or_reuse(
+    repo: &Path,
+    state: &Path,
+    identity: &HostIdentity,
+) -> Result<(LazyCatalogue, Provenance), datum_catalog::Diagnostics> {
+    use datum_catalog::snapshot::{self, Stamp};
+    let snapshot_path = state.with_extension(SNAPSHOT_EXTENSION);
+    if let Some(lazy) = snapshot::load(&snapshot_path, repo, identity) {
         return Ok((lazy, Provenance::Snapshot));
     }
     // Taken before the compile reads anything: an edit made meanwhile
     // leaves the stamp stale, never the snapshot.
-    let stamp = Stamp::take(&global.repo);
-    let repository = datum_catalog::Repository::load(&global.repo)
-        .map_err(|d| repository_errors(global, &d, what))?;
-    let hashes = source_hashes(global);
+    let stamp = Stamp::take(repo);
+    let repository = datum_catalog::Repository::load(repo)?;
+    let hashes = HashCacheFile::load(&state.with_file_name(SOURCE_HASHES));
     let catalogue = datum_catalog::compile_repository_cached(&repository, identity, Some(&hashes));
-    save_source_hashes(global, &hashes);
-    let catalogue = catalogue.map_err(|d| repository_errors(global, &d, what))?;
+    save_source_hashes_at(state, &hashes);
+    let catalogue = catalogue?;
     let classes = repository.settings.classes.clone();
     drop(repository);
     // Like the source hashes: only where Datum already keeps state.
@@ -174,7 +183,12 @@ pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
 /// exists: a dry run on a host Datum has never managed leaves no file
 /// behind. A cache that cannot be written costs time, not correctness.
 pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
-    if !state_path(global).exists() {
+    save_source_hashes_at(&state_path(global), hashes);
+}
+
+/// [`save_source_hashes`] beside the state store at `state`.
+fn save_source_hashes_at(state: &Path, hashes: &HashCacheFile) {
+    if !state.exists() {
         return;
     }
     // A user who may read but not write Datum's state (a plan by a

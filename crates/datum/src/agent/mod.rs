@@ -28,7 +28,7 @@ use datum_agent::{
     Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
     Scope, WatchTarget,
 };
-use datum_catalog::{Catalogue, HostIdentity, Repository};
+use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
 use datum_drift::classes::{Classes, ContentMode, Policy};
@@ -138,8 +138,12 @@ impl ClassChecker for RepoChecker {
         }
         let identity = HostIdentity::load(&paths.root, paths.host_file.as_deref(), &paths.labels)
             .map_err(|e| self.other(e))?;
-        let repository = Repository::load(&paths.repo).map_err(|d| self.lint_error(&d))?;
-        let classes = match Classes::parse(&repository.settings.classes) {
+        // The snapshot of the last compile when the repository has not
+        // changed (a restart or SIGHUP with nothing new costs no compile, and
+        // the decoded catalogue is all that stays in memory).
+        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+            .map_err(|d| self.lint_error(&d))?;
+        let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
             Err(errors) => {
                 for e in &errors {
@@ -151,12 +155,24 @@ impl ClassChecker for RepoChecker {
                 });
             }
         };
-        // Without per-field origins (`compile_repository` leaves them out):
-        // the catalogue stays in memory for as long as the agent runs.
-        let catalogue = datum_catalog::compile_repository(&repository, &identity)
-            .map_err(|d| self.lint_error(&d))?;
-        // The sources of every document are not needed past this point.
-        drop(repository);
+        let catalogue = match lazy.into_catalogue() {
+            Ok(catalogue) => catalogue,
+            Err(e) => {
+                // Damaged after it was checked (a disk error): forget it and
+                // compile.
+                (self.warn)(&format!("{e}; compiling the repository"));
+                let _ = std::fs::remove_file(
+                    paths
+                        .state
+                        .with_extension(crate::context::SNAPSHOT_EXTENSION),
+                );
+                crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+                    .map_err(|d| self.lint_error(&d))?
+                    .0
+                    .into_catalogue()
+                    .map_err(|e| self.other(e))?
+            }
+        };
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
         let loaded = loaded(&catalogue, &classes, &host);
         // Forget resources that are no longer declared.
