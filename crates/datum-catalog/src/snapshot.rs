@@ -745,18 +745,45 @@ mod tests {
         stamp
     }
 
+    /// A repository, a state folder, and where its snapshot goes.
+    struct Setup {
+        repo: tempfile::TempDir,
+        _state: tempfile::TempDir,
+        path: PathBuf,
+    }
+
+    impl Setup {
+        fn new() -> Self {
+            let state = tempfile::tempdir().unwrap();
+            let path = state.path().join("state.catalogue");
+            Setup {
+                repo: tree(),
+                _state: state,
+                path,
+            }
+        }
+
+        /// Saves `c` under a settled stamp of the repository.
+        fn save(&self, c: &Catalogue) {
+            save(&self.path, settled_stamp(self.repo.path()), c, &classes())
+                .unwrap()
+                .unwrap();
+        }
+
+        fn load(&self, host: &HostIdentity) -> Option<LazyCatalogue> {
+            load(&self.path, self.repo.path(), host)
+        }
+    }
+
     #[test]
     fn a_saved_snapshot_loads_back_whole_while_nothing_changes() {
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
+        let (repo, path) = (&t.repo, &t.path);
         let c = catalogue(false, b"hello\n");
-        save(&path, settled_stamp(repo.path()), &c, &classes())
-            .unwrap()
-            .unwrap();
+        t.save(&c);
         let host = c.host.clone();
 
-        let lazy = load(&path, repo.path(), &host).expect("an unchanged repository reuses it");
+        let lazy = t.load(&host).expect("an unchanged repository reuses it");
         assert_eq!(lazy.classes, classes());
         assert_eq!(lazy.host, host);
         let summaries: Vec<Summary> = c.resources.iter().map(Summary::of).collect();
@@ -781,7 +808,7 @@ mod tests {
 
         use std::os::unix::fs::PermissionsExt as _;
         assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            fs::metadata(path).unwrap().permissions().mode() & 0o777,
             0o600
         );
 
@@ -789,22 +816,19 @@ mod tests {
         // each compiles again.
         let mut other = host.clone();
         other.labels.insert("role".to_owned(), "db".to_owned());
-        assert!(load(&path, repo.path(), &other).is_none());
-        assert!(load(&path, &repo.path().join("base"), &host).is_none());
+        assert!(t.load(&other).is_none());
+        assert!(load(path, &repo.path().join("base"), &host).is_none());
         past_the_clock_tick();
         fs::write(repo.path().join("base/files/motd"), "changed\n").unwrap();
-        assert!(load(&path, repo.path(), &host).is_none());
+        assert!(t.load(&host).is_none());
     }
 
     #[test]
     fn resources_are_decoded_one_at_a_time_on_request() {
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
+        let (repo, path) = (&t.repo, &t.path);
         let c = catalogue(false, b"hello\n");
-        save(&path, settled_stamp(repo.path()), &c, &classes())
-            .unwrap()
-            .unwrap();
+        t.save(&c);
         // The compiled form and the snapshot hand out the same resources;
         // with many resources, one is read alone.
         let mut many = c.clone();
@@ -813,19 +837,17 @@ mod tests {
                 .push(resource(&format!("extra{i}"), false, b"e"));
         }
         let mut lazy = {
-            save(&path, settled_stamp(repo.path()), &many, &classes())
+            save(path, settled_stamp(repo.path()), &many, &classes())
                 .unwrap()
                 .unwrap();
-            load(&path, repo.path(), &c.host).unwrap()
+            t.load(&c.host).unwrap()
         };
         let one = lazy.take(&[20]).unwrap();
         assert_eq!(one[0].id, ResourceId::new("File", "extra18"));
         assert_eq!(one[0].content.as_ref().unwrap().bytes, b"e");
-        save(&path, settled_stamp(repo.path()), &c, &classes())
-            .unwrap()
-            .unwrap();
+        t.save(&c);
         for mut lazy in [
-            load(&path, repo.path(), &c.host).unwrap(),
+            t.load(&c.host).unwrap(),
             LazyCatalogue::compiled(c.clone(), classes()),
         ] {
             let second = lazy.take(&[1]).unwrap();
@@ -839,37 +861,27 @@ mod tests {
     #[test]
     fn a_snapshot_others_can_write_is_not_trusted() {
         use std::os::unix::fs::PermissionsExt as _;
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
+        let path = &t.path;
         let c = catalogue(false, b"x");
-        save(&path, settled_stamp(repo.path()), &c, &classes())
-            .unwrap()
-            .unwrap();
-        assert!(load(&path, repo.path(), &c.host).is_some());
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(
-            load(&path, repo.path(), &c.host).is_none(),
-            "group-writable"
-        );
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(load(&path, repo.path(), &c.host).is_some());
+        t.save(&c);
+        assert!(t.load(&c.host).is_some());
+        fs::set_permissions(path, fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(t.load(&c.host).is_none(), "group-writable");
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(t.load(&c.host).is_some());
     }
 
     #[test]
     fn a_large_request_is_decoded_on_all_cores_in_order() {
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
         let mut many = catalogue(false, b"x");
         for i in 0..PARALLEL_DECODE + 100 {
             many.resources
                 .push(resource(&format!("n{i}"), false, i.to_string().as_bytes()));
         }
-        save(&path, settled_stamp(repo.path()), &many, &classes())
-            .unwrap()
-            .unwrap();
-        let mut lazy = load(&path, repo.path(), &many.host).unwrap();
+        t.save(&many);
+        let mut lazy = t.load(&many.host).unwrap();
         // Every second one, from the third: a range read, decoded in parts.
         let wanted: Vec<usize> = (2..many.resources.len()).step_by(2).collect();
         assert!(wanted.len() >= PARALLEL_DECODE / 2);
@@ -877,10 +889,7 @@ mod tests {
         let ids: Vec<&ResourceId> = got.iter().map(|r| &r.id).collect();
         let want: Vec<&ResourceId> = wanted.iter().map(|&i| &many.resources[i].id).collect();
         assert_eq!(ids, want);
-        let all = load(&path, repo.path(), &many.host)
-            .unwrap()
-            .into_catalogue()
-            .unwrap();
+        let all = t.load(&many.host).unwrap().into_catalogue().unwrap();
         assert_eq!(all.resources.len(), many.resources.len());
         let last = all.resources.last().unwrap();
         let n = PARALLEL_DECODE + 99;
@@ -893,38 +902,34 @@ mod tests {
 
     #[test]
     fn racy_or_sensitive_catalogues_are_not_saved() {
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
+        let (repo, path) = (&t.repo, &t.path);
         let fresh = Stamp::take(repo.path()).unwrap();
-        let got = save(&path, fresh, &catalogue(false, b"x"), &classes()).unwrap();
+        let got = save(path, fresh, &catalogue(false, b"x"), &classes()).unwrap();
         assert!(matches!(got, Err(NotSaved::Racy(_))), "{got:?}");
         assert!(!path.exists());
 
         let canary = b"CANARY-5f2d9 secret";
         let stamp = settled_stamp(repo.path());
-        let got = save(&path, stamp, &catalogue(true, canary), &classes()).unwrap();
+        let got = save(path, stamp, &catalogue(true, canary), &classes()).unwrap();
         assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
         assert!(!path.exists());
     }
 
     #[test]
     fn a_damaged_or_foreign_file_is_ignored() {
-        let repo = tree();
-        let state = tempfile::tempdir().unwrap();
-        let path = state.path().join("state.catalogue");
+        let t = Setup::new();
+        let path = &t.path;
         let c = catalogue(false, b"x");
-        fs::write(&path, b"something else entirely").unwrap();
-        assert!(load(&path, repo.path(), &c.host).is_none());
-        save(&path, settled_stamp(repo.path()), &c, &classes())
-            .unwrap()
-            .unwrap();
-        let mut bytes = fs::read(&path).unwrap();
+        fs::write(path, b"something else entirely").unwrap();
+        assert!(t.load(&c.host).is_none());
+        t.save(&c);
+        let mut bytes = fs::read(path).unwrap();
         let keep = bytes.len() - 5;
         bytes.truncate(keep);
-        fs::write(&path, &bytes).unwrap();
+        fs::write(path, &bytes).unwrap();
         // The index still reads; the truncated record does not.
-        let lazy = load(&path, repo.path(), &c.host).unwrap();
+        let lazy = t.load(&c.host).unwrap();
         let err = lazy.into_catalogue().unwrap_err();
         assert!(err.to_string().contains("catalogue snapshot"), "{err}");
     }
