@@ -49,6 +49,10 @@ pub struct GlobalArgs {
     /// Also list unchanged resources.
     #[arg(long, short, global = true)]
     pub verbose: bool,
+    /// Compile the repository even when the catalogue snapshot of the last
+    /// compile says nothing changed (the snapshot is then written afresh).
+    #[arg(long, global = true)]
+    pub recompile: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -91,6 +91,9 @@ pub fn compiled(
     what: &str,
 ) -> Result<(LazyCatalogue, Provenance)> {
     require_repository(global)?;
+    if global.recompile {
+        forget_snapshot(global);
+    }
     compile_or_reuse(&global.repo, &state_path(global), identity)
         .map_err(|d| repository_errors(global, &d, what))
 }

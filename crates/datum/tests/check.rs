@@ -1018,6 +1018,10 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     );
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+    // On request, compiled anyway (and remembered afresh).
+    let (code, json) = s.check_json(&["--recompile"]);
+    assert_eq!((code, catalogue_source(&json)), (0, "compiled"), "{json:#}");
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "snapshot");
 
     // A declaration edited in the repository: compiled again, and the live
     // file (still the old declaration) now differs from it.
