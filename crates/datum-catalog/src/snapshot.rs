@@ -88,6 +88,9 @@ impl Stamp {
     /// Walks `root` (links are recorded, never followed; `.git` is skipped).
     pub fn take(root: &Path) -> std::io::Result<Stamp> {
         let taken_ns = now_ns();
+        // The repository's own folder, not a link to it: below it, links
+        // are entries like any other.
+        let root = &root.canonicalize()?;
         let mut dirs = Vec::new();
         let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
         while let Some(rel) = pending.pop() {
@@ -514,7 +517,7 @@ pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalog
         || program.is_none()
         || header.program != program
         || &header.host != host
-        || header.stamp.root != repo
+        || repo.canonicalize().ok().as_deref() != Some(header.stamp.root.as_path())
     {
         return None;
     }
@@ -674,6 +677,19 @@ mod tests {
             change(dir.path());
             assert!(!stamp.still_holds(), "change {i} went unseen");
         }
+    }
+
+    #[test]
+    fn a_repository_reached_through_a_link_is_stamped_as_its_folder() {
+        let dir = tree();
+        let outer = tempfile::tempdir().unwrap();
+        let link = outer.path().join("repo");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        let stamp = Stamp::take(&link).unwrap();
+        assert!(stamp.still_holds());
+        past_the_clock_tick();
+        fs::write(dir.path().join("new.yaml"), "x").unwrap();
+        assert!(!stamp.still_holds(), "a new top-level file is seen");
     }
 
     #[test]
