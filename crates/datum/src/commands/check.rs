@@ -184,11 +184,15 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         resources: inspected,
         autorequires: Vec::new(),
     };
+    // By id: a mass drift (a package upgrade touching thousands of files)
+    // must not cost a scan of the catalogue per finding.
+    let by_id: HashMap<&ResourceId, &Resource> =
+        catalogue.resources.iter().map(|r| (&r.id, r)).collect();
 
     // Accepted observations are not drift until the declaration or the
     // observation changes.
     findings.retain(|f| {
-        let Some(resource) = catalogue.get(&f.id) else {
+        let Some(resource) = by_id.get(&f.id) else {
             return true;
         };
         let Some(observed) = observations.get(&f.id) else {
@@ -207,6 +211,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         global,
         args,
         catalogue: &catalogue,
+        by_id: &by_id,
         repository: std::cell::OnceCell::new(),
         classes: &classes,
         host: &host,
@@ -549,6 +554,7 @@ struct Policies<'a> {
     global: &'a GlobalArgs,
     args: &'a CheckArgs,
     catalogue: &'a Catalogue,
+    by_id: &'a HashMap<&'a ResourceId, &'a Resource>,
     /// Loaded on first use (only `accept` needs the documents).
     repository: std::cell::OnceCell<datum_catalog::Repository>,
     classes: &'a Classes,
@@ -668,7 +674,7 @@ impl Policies<'_> {
         findings: &[CheckFinding],
         reason: BackupReason,
     ) -> Result<()> {
-        let Some(resource) = self.catalogue.get(id) else {
+        let Some(&resource) = self.by_id.get(id) else {
             return Ok(());
         };
         let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
@@ -772,7 +778,7 @@ impl Policies<'_> {
     /// Records the observation as accepted and writes the patch that makes
     /// the repository follow it.
     fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String> {
-        let (Some(resource), Some(observed)) = (self.catalogue.get(id), self.observations.get(id))
+        let (Some(&resource), Some(observed)) = (self.by_id.get(id), self.observations.get(id))
         else {
             return Ok("reported".to_owned());
         };
