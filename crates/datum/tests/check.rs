@@ -1076,6 +1076,41 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
 }
 
 #[test]
+fn the_drift_scenarios_hold_when_the_catalogue_comes_from_the_snapshot() {
+    // The metadata class too: its trusted files are never decoded.
+    let s = Sandbox::new(METADATA_CLASSES, Some("cheap"));
+    settle();
+    let s = s.applied();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+    assert!(
+        json["metadata_only"].as_u64().expect("count") >= 1,
+        "{json:#}"
+    );
+
+    edit_keeping_size_and_mtime(&s.live("/etc/app/app.conf"), "listen = 8081\nworkers = 4\n");
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    fs::write(s.live("/etc/app/conf.d/10-a.conf~"), "a = 0\n").expect("backup");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (2, "snapshot"), "{json:#}");
+    let mut got = findings(&json);
+    got.sort();
+    let want = [
+        ("File[app-conf]", "changed_outside", vec!["content"]),
+        ("File[motd]", "changed_outside", vec!["mode"]),
+        ("Tree[conf-d]", "unmanaged", vec!["10-a.conf~"]),
+    ];
+    let want: Vec<(String, String, Vec<String>)> = want
+        .iter()
+        .map(|(s, c, p)| {
+            let paths = p.iter().map(|x| (*x).to_owned()).collect();
+            ((*s).to_owned(), (*c).to_owned(), paths)
+        })
+        .collect();
+    assert_eq!(got, want, "{json:#}");
+}
+
+#[test]
 fn a_sensitive_rendered_value_is_never_remembered() {
     let s = Sandbox::new("", None);
     s.write(
