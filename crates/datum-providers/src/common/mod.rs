@@ -1,11 +1,13 @@
-//! What File, Directory and Symlink share: checking declared fields (field
-//! tables, modes, owners, `ensure`), reading ownership and mode into observed
-//! fields, comparing them, and resolving owners for apply.
+//! What File, Directory and Symlink share: the typed provider contract of a
+//! file-system entry at a declared path ([`entry`]), checking declared fields
+//! (field tables, modes, owners, `ensure`), reading ownership and mode into
+//! observed fields, comparing them, and resolving owners for apply.
 //!
 //! Only things at least two kinds use live here; anything specific to one
 //! kind stays in its folder. The checks are pure; the observe and apply
 //! helpers go through `datum_host` and never touch the machine directly.
 
+pub mod entry;
 pub mod fields;
 pub mod meta;
 

@@ -13,15 +13,16 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
-use datum_host::fs::{self, FileKind};
+use datum_host::fs::{self, FileKind, Stat};
 use serde_json::Value;
 
+use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
 use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, check_fields, compare_meta, create_meta_changes,
     observe_meta, text_change,
 };
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError, StagingGate};
 
 /// Mode of a created directory when none is declared.
 pub const DEFAULT_MODE: u32 = 0o755;
@@ -60,12 +61,21 @@ impl DirectoryDesired {
 #[derive(Debug, Default)]
 pub struct DirectoryProvider;
 
-impl Provider for DirectoryProvider {
-    fn kind(&self) -> &'static str {
-        "Directory"
+impl EntryDesired for DirectoryDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        DirectoryDesired::from_resource(resource)
     }
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl EntryProvider for DirectoryProvider {
+    type Desired = DirectoryDesired;
+    const KIND: &'static str = "Directory";
+
+    fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let errors = check_fields("Directory", desired, FIELDS);
         if errors.is_empty() {
             Ok(())
@@ -74,18 +84,12 @@ impl Provider for DirectoryProvider {
         }
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        DirectoryDesired::from_resource(resource)
-            .map(|d| vec![d.path])
-            .unwrap_or_default()
-    }
-
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = DirectoryDesired::from_resource(resource)?;
-        let path = host.resolve(&d.path)?;
-        let Some(stat) = fs::lstat(&path)? else {
-            return Ok(Observed::absent());
-        };
+    fn observe_present(
+        host: &Host,
+        d: &DirectoryDesired,
+        _path: &Path,
+        stat: Stat,
+    ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
         if stat.kind == FileKind::Directory {
             observed.presence = Presence::Present;
@@ -97,28 +101,22 @@ impl Provider for DirectoryProvider {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        match DirectoryDesired::from_resource(resource) {
-            Ok(d) => diff(&d, observed),
-            Err(_) => Diff::default(),
-        }
+    fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
+        diff(d, observed)
     }
 
-    fn apply(
-        &self,
+    fn converge(
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        diff: &Diff,
+        d: &DirectoryDesired,
+        path: &Path,
+        _diff: &Diff,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = DirectoryDesired::from_resource(resource)?;
-        let path = host.resolve_for_change(&d.path)?;
-        match diff.action() {
-            Action::None => Ok(()),
-            Action::Remove => remove(&path),
-            Action::Create | Action::Update | Action::Replace => converge(host, &d, &path),
-        }
+        converge(host, d, path)
+    }
+
+    fn remove(path: &Path) -> Result<(), ProviderError> {
+        remove(path)
     }
 }
 
@@ -205,6 +203,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Provider;
     use crate::testing::resource;
 
     fn present(owner: &str, mode: &str) -> Observed {

@@ -94,6 +94,16 @@ impl FileDesired {
     }
 }
 
+impl crate::common::entry::EntryDesired for FileDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        FileDesired::from_resource(resource)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

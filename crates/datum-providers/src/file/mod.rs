@@ -13,15 +13,16 @@
 
 mod desired;
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use datum_core::{Action, ContentChange, Diff, FieldChange, Observed, Presence, Resource};
-use datum_host::fs::{self, FileKind};
+use datum_core::{Action, ContentChange, Diff, FieldChange, Observed, Presence};
+use datum_host::fs::{self, FileKind, Stat};
 use datum_host::{Host, HostError, StagedFile};
 use serde_json::Value;
 
+use crate::common::entry::EntryProvider;
 use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError, StagingGate};
 
 pub use desired::{CONTENT_FIELDS, FileDesired};
 
@@ -37,31 +38,21 @@ pub const DEFAULT_MODE: u32 = 0o644;
 #[derive(Debug, Default)]
 pub struct FileProvider;
 
-impl Provider for FileProvider {
-    fn kind(&self) -> &'static str {
-        "File"
-    }
+impl EntryProvider for FileProvider {
+    type Desired = FileDesired;
+    const KIND: &'static str = "File";
+    const TAKES_CONTENT: bool = true;
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         desired::check(desired)
     }
 
-    fn takes_content(&self) -> bool {
-        true
-    }
-
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        FileDesired::from_resource(resource)
-            .map(|d| vec![d.path])
-            .unwrap_or_default()
-    }
-
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = FileDesired::from_resource(resource)?;
-        let path = host.resolve(&d.path)?;
-        let Some(stat) = fs::lstat(&path)? else {
-            return Ok(Observed::absent());
-        };
+    fn observe_present(
+        host: &Host,
+        d: &FileDesired,
+        path: &Path,
+        stat: Stat,
+    ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
         if stat.kind != FileKind::File {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
@@ -70,7 +61,7 @@ impl Provider for FileProvider {
         }
         // Compared by BLAKE3 when the declaration carries it (SHA-256 only
         // for a file that differs); the result is the same either way.
-        let expected = resource.content.as_ref().and_then(|c| {
+        let expected = d.content.as_ref().and_then(|c| {
             Some(fs::Expected {
                 size: c.size,
                 sha256: &c.sha256,
@@ -78,8 +69,8 @@ impl Provider for FileProvider {
             })
         });
         let hashed = match expected {
-            Some(expected) => fs::hash_file_expecting(&path, expected)?,
-            None => fs::hash_file(&path, KEEP_CONTENT_UP_TO)?,
+            Some(expected) => fs::hash_file_expecting(path, expected)?,
+            None => fs::hash_file(path, KEEP_CONTENT_UP_TO)?,
         };
         let mut meta = stat.meta;
         meta.size = hashed.size;
@@ -94,31 +85,22 @@ impl Provider for FileProvider {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        // `observe` has already refused a declaration that does not parse.
-        match FileDesired::from_resource(resource) {
-            Ok(d) => diff(&d, observed),
-            Err(_) => Diff::default(),
-        }
+    fn diff(d: &FileDesired, observed: &Observed) -> Diff {
+        diff(d, observed)
     }
 
-    fn apply(
-        &self,
+    fn converge(
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
+        d: &FileDesired,
+        path: &Path,
         diff: &Diff,
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = FileDesired::from_resource(resource)?;
-        let path = host.resolve_for_change(&d.path)?;
-        match diff.action() {
-            Action::None => Ok(()),
-            Action::Remove => remove(&path),
-            Action::Create | Action::Update | Action::Replace => {
-                converge(host, &d, &path, diff, gate)
-            }
-        }
+        converge(host, d, path, diff, gate)
+    }
+
+    fn remove(path: &Path) -> Result<(), ProviderError> {
+        remove(path)
     }
 }
 
@@ -293,6 +275,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Provider;
     use crate::testing::resource;
 
     fn present(owner: &str, mode: &str, content: &[u8]) -> Observed {

@@ -13,13 +13,14 @@
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
-use datum_host::fs::{self, FileKind};
+use datum_host::fs::{self, FileKind, Stat};
 use datum_host::{Host, HostError, StagedSymlink};
 use serde_json::Value;
 
+use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
 use crate::common::{Ensure, FieldKind, FieldSpec, check_fields, text_change};
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError, StagingGate};
 
 pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::required("path", FieldKind::Path),
@@ -63,12 +64,21 @@ impl SymlinkDesired {
 #[derive(Debug, Default)]
 pub struct SymlinkProvider;
 
-impl Provider for SymlinkProvider {
-    fn kind(&self) -> &'static str {
-        "Symlink"
+impl EntryDesired for SymlinkDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+        SymlinkDesired::from_resource(resource)
     }
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl EntryProvider for SymlinkProvider {
+    type Desired = SymlinkDesired;
+    const KIND: &'static str = "Symlink";
+
+    fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let mut errors = check_fields("Symlink", desired, FIELDS);
         let present = matches!(Ensure::parse(desired.get("ensure")), Ok(Ensure::Present));
         if desired.is_object() && present && desired.get("target").is_none() {
@@ -81,21 +91,15 @@ impl Provider for SymlinkProvider {
         }
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        SymlinkDesired::from_resource(resource)
-            .map(|d| vec![d.path])
-            .unwrap_or_default()
-    }
-
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = SymlinkDesired::from_resource(resource)?;
-        let path = host.resolve(&d.path)?;
-        let Some(stat) = fs::lstat(&path)? else {
-            return Ok(Observed::absent());
-        };
+    fn observe_present(
+        _host: &Host,
+        _d: &SymlinkDesired,
+        path: &Path,
+        stat: Stat,
+    ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
         if stat.kind == FileKind::Symlink {
-            let target = fs::read_link(&path)?;
+            let target = fs::read_link(path)?;
             observed.presence = Presence::Present;
             observed.fields.insert(
                 "target".to_owned(),
@@ -108,34 +112,28 @@ impl Provider for SymlinkProvider {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        match SymlinkDesired::from_resource(resource) {
-            Ok(d) => diff(&d, observed),
-            Err(_) => Diff::default(),
-        }
+    fn diff(d: &SymlinkDesired, observed: &Observed) -> Diff {
+        diff(d, observed)
     }
 
-    fn apply(
-        &self,
+    fn converge(
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        diff: &Diff,
+        d: &SymlinkDesired,
+        path: &Path,
+        _diff: &Diff,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = SymlinkDesired::from_resource(resource)?;
-        let path = host.resolve_for_change(&d.path)?;
-        match (diff.action(), &d.target) {
-            (Action::None, _) => Ok(()),
-            (Action::Remove, _) => remove(&path),
-            (Action::Create | Action::Update | Action::Replace, Some(target)) => {
-                converge(host, &path, Path::new(target))
-            }
-            (_, None) => Err(ProviderError::Invalid {
+        match &d.target {
+            Some(target) => converge(host, path, Path::new(target)),
+            None => Err(ProviderError::Invalid {
                 field: "target".to_owned(),
                 message: "a Symlink needs `target`".to_owned(),
             }),
         }
+    }
+
+    fn remove(path: &Path) -> Result<(), ProviderError> {
+        remove(path)
     }
 }
 
@@ -205,6 +203,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Provider;
     use crate::testing::resource;
 
     fn link(target: &str) -> Observed {

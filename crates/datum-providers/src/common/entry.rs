@@ -1,0 +1,122 @@
+//! The typed side of the providers whose resource is one entry of the file
+//! system at a declared path (File, Directory, Symlink), and the blanket
+//! impl that makes each of them a [`Provider`] for the engine.
+//!
+//! What the three share lives once, here: parse the declaration, map its
+//! path under the root, look at what is there without following a link (an
+//! absent entry is an absent observation), compare only a declaration that
+//! parses, and dispatch apply by action (nothing, remove, or converge) on the
+//! path resolved for a change. A type writes only what differs: its field
+//! checks, what it reads from an entry that is there, the pure diff, and how
+//! it converges and removes. Must not: run validators or keep backups (the
+//! engine does, see [`Provider`]).
+
+use std::path::{Path, PathBuf};
+
+use datum_core::{Action, Diff, Observed, Resource};
+use datum_host::Host;
+use datum_host::fs::{self, Stat};
+use serde_json::Value;
+
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+/// A declaration naming one path.
+pub trait EntryDesired: Sized {
+    /// The typed declaration (fields already checked by the catalogue).
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError>;
+    /// The declared path (as on the managed machine, not under the root).
+    fn path(&self) -> &Path;
+}
+
+/// A resource type that is one file-system entry at a declared path.
+pub trait EntryProvider: Send + Sync {
+    type Desired: EntryDesired;
+    /// The manifest `type:`.
+    const KIND: &'static str;
+    /// Whether declarations carry content (see [`Provider::takes_content`]).
+    const TAKES_CONTENT: bool = false;
+
+    /// Checks declared fields without host access (see [`Provider::check`]).
+    fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
+
+    /// Observes the entry at `path` (under the root), which exists and whose
+    /// `lstat` is `stat`.
+    fn observe_present(
+        host: &Host,
+        d: &Self::Desired,
+        path: &Path,
+        stat: Stat,
+    ) -> Result<Observed, ProviderError>;
+
+    /// Compares declared and observed state. Pure.
+    fn diff(d: &Self::Desired, observed: &Observed) -> Diff;
+
+    /// Creates, updates or replaces the entry at `path` (resolved for a
+    /// change) so that it matches `d`.
+    fn converge(
+        host: &Host,
+        d: &Self::Desired,
+        path: &Path,
+        diff: &Diff,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError>;
+
+    /// Removes the entry at `path` (declared `ensure: absent`).
+    fn remove(path: &Path) -> Result<(), ProviderError>;
+}
+
+impl<T: EntryProvider> Provider for T {
+    fn kind(&self) -> &'static str {
+        T::KIND
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        T::check_fields(desired)
+    }
+
+    fn takes_content(&self) -> bool {
+        T::TAKES_CONTENT
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        T::Desired::from_resource(resource)
+            .map(|d| vec![d.path().to_owned()])
+            .unwrap_or_default()
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = T::Desired::from_resource(resource)?;
+        let path = host.resolve(d.path())?;
+        match fs::lstat(&path)? {
+            Some(stat) => T::observe_present(host, &d, &path, stat),
+            None => Ok(Observed::absent()),
+        }
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        // `observe` has already refused a declaration that does not parse.
+        match T::Desired::from_resource(resource) {
+            Ok(d) => T::diff(&d, observed),
+            Err(_) => Diff::default(),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = T::Desired::from_resource(resource)?;
+        let path = host.resolve_for_change(d.path())?;
+        match diff.action() {
+            Action::None => Ok(()),
+            Action::Remove => T::remove(&path),
+            Action::Create | Action::Update | Action::Replace => {
+                T::converge(host, &d, &path, diff, gate)
+            }
+        }
+    }
+}
