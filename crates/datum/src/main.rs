@@ -8,6 +8,7 @@
 mod agent;
 mod cli;
 mod commands;
+mod conffiles;
 mod context;
 mod exit;
 mod render;

@@ -924,6 +924,54 @@ fn check_reports_edited_conffiles_of_declared_packages_only() {
     assert_eq!(findings[1].1, "type_changed", "{findings:?}");
 }
 
+/// `datum agent --once` on the scratch host: exit code and stderr.
+fn agent_once(dir: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_datum"))
+        .arg("--repo")
+        .arg(dir.join("repo"))
+        .arg("--root")
+        .arg(dir.join("root"))
+        .arg("--host-file")
+        .arg(dir.join("host.yaml"))
+        .arg("--state")
+        .arg(dir.join("state.db"))
+        .args(["agent", "--once"])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_agent_reports_edited_conffiles_of_declared_packages_like_check() {
+    let dir = scratch_host(DEMO);
+    let dir = dir.path();
+    let root = dir.join("root");
+    fs::write(root.join("etc/demo/declared.conf"), "# ours\n").unwrap();
+    let (code, stderr) = agent_once(dir);
+    assert_eq!(code, 0, "{stderr}");
+    // An undeclared package's conffile is nobody's finding; the declared
+    // package's is one.
+    fs::write(root.join("etc/other.conf"), "# by hand\n").unwrap();
+    assert_eq!(agent_once(dir).0, 0);
+    fs::write(root.join("etc/demo/edited.conf"), "# by hand\n").unwrap();
+    let (code, stderr) = agent_once(dir);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("1 open finding(s), exit 2"), "{stderr}");
+    assert_eq!(
+        check_scratch(dir),
+        (
+            2,
+            vec![(
+                "Package[demo]:/etc/demo/edited.conf".to_owned(),
+                "changed_outside".to_owned()
+            )]
+        )
+    );
+}
+
 #[test]
 fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
     let dir = scratch_host(&DEMO.replace("1.0-1", "1.1-*"));

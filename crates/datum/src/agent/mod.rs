@@ -331,6 +331,33 @@ impl ClassChecker for RepoChecker {
                     self.known.insert(resource.id.clone(), known);
                 }
             }
+            // Configuration files the class's packages installed, edited
+            // since: findings of the Package, as `datum check` reports them.
+            let declared = catalogue
+                .resources
+                .iter()
+                .filter_map(|r| Some((r.id.kind.as_str(), r.desired_str("path")?)));
+            let (package_files, failed) =
+                crate::conffiles::findings(declared, resources.iter().copied(), &host);
+            for (id, reason) in failed {
+                any_error = true;
+                (self.warn)(&format!("{id}: {reason}"));
+            }
+            for f in package_files {
+                any_drift = true;
+                let sig = f.finding.signature();
+                signatures.push(FindingSignature {
+                    subject: sig.subject,
+                    category: sig.category,
+                    paths: sig.paths,
+                });
+                if let Some(known) = self.known.get_mut(&f.id) {
+                    known.kinds.push(f.finding.category.clone());
+                    if known.state == "converged" {
+                        known.state = "drifted";
+                    }
+                }
+            }
             let took = t0.elapsed();
             inspections.push((
                 class.clone(),

@@ -25,7 +25,6 @@ use datum_drift::policy::{FlapDecision, flap_decision};
 use datum_engine::{Mode, PassContext};
 use datum_host::Host;
 use datum_host::lock::RootLock;
-use datum_report::AttrDiff;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
 use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
 
@@ -226,7 +225,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // Configuration files of the declared packages changed after the
     // package installed them. Report only, whatever the class's policy:
     // nothing declares their content, so there is nothing to revert to.
-    let (package_files, failed) = package_file_findings(&lazy.entries, &catalogue.resources, &host);
+    let declared = lazy
+        .entries
+        .iter()
+        .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
+    let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, &host);
     actions.extend(package_files.iter().map(|_| "reported".to_owned()));
     findings.extend(package_files);
     errors.extend(failed);
@@ -345,88 +348,6 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
     }
     Ok(exit)
-}
-
-/// Package-owned configuration files (dpkg's conffiles, and the files a
-/// package put under /etc) of the declared, installed packages that differ
-/// from the packaged version: one finding each, subject
-/// `Package[name]:/path`. A path a File declares, or one inside a declared
-/// Tree, is left out: that resource reports it, so a change is reported once.
-fn package_file_findings(
-    entries: &[Summary],
-    checked: &[Resource],
-    host: &Host,
-) -> (Vec<CheckFinding>, Vec<(String, String)>) {
-    use datum_providers::package::{self, Wanted};
-    let mut owners: BTreeMap<String, &Resource> = BTreeMap::new();
-    for r in checked {
-        if r.id.kind != package::KIND {
-            continue;
-        }
-        // An invalid declaration already failed its own observation.
-        if let Ok(spec) = package::spec(r)
-            && spec.state != Wanted::Absent
-        {
-            owners.insert(spec.bare_name().to_owned(), r);
-        }
-    }
-    let Some(first) = owners.values().next() else {
-        return (Vec::new(), Vec::new());
-    };
-    let names: Vec<String> = owners.keys().cloned().collect();
-    let drift = match package::changed_conffiles(host, Some(&names)) {
-        Ok(drift) => drift,
-        Err(e) => return (Vec::new(), vec![(first.id.to_string(), e.to_string())]),
-    };
-    let mut files: HashSet<&Path> = HashSet::new();
-    let mut trees: Vec<&Path> = Vec::new();
-    for entry in entries {
-        if let Some(path) = &entry.path {
-            if entry.id.kind == "Tree" {
-                trees.push(Path::new(path));
-            } else {
-                files.insert(Path::new(path));
-            }
-        }
-    }
-    let md5 = |sum: &str| format!("md5:{}", sum.get(..12).unwrap_or(sum));
-    let mut findings = Vec::new();
-    for d in drift {
-        if files.contains(d.path.as_path()) || trees.iter().any(|t| d.path.starts_with(t)) {
-            continue;
-        }
-        let Some(owner) = owners.get(&d.package) else {
-            continue;
-        };
-        let (category, diff) = match (&d.actual_md5, d.found) {
-            (_, Some(found)) => ("type_changed", AttrDiff::plain("type", found, "file")),
-            (None, None) => (
-                "deleted_outside",
-                AttrDiff::plain("presence", "absent", "present"),
-            ),
-            (Some(actual), None) => (
-                "changed_outside",
-                AttrDiff::plain(
-                    "content",
-                    md5(actual),
-                    format!("{} (packaged)", md5(&d.expected_md5)),
-                ),
-            ),
-        };
-        let path = d.path.display().to_string();
-        findings.push(CheckFinding {
-            finding: datum_report::Finding {
-                subject: format!("{}:{path}", owner.id),
-                category: category.to_owned(),
-                diffs: vec![diff],
-            },
-            id: owner.id.clone(),
-            class: owner.class.clone(),
-            target: Some(path),
-            content_diff: None,
-        });
-    }
-    (findings, Vec::new())
 }
 
 /// The repository's documents, for `accept`'s patches (which name the file
