@@ -606,7 +606,11 @@ pub fn save(
     rmp_serde::encode::write(&mut bytes, &header).map_err(invalid)?;
     rmp_serde::encode::write(&mut bytes, &index).map_err(invalid)?;
     bytes.extend_from_slice(&records);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // `state.catalogue.tmp.PID`: one per process, named after what it
+    // becomes (a write killed half-way leaves a file that says what it was).
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
