@@ -39,55 +39,118 @@ impl Catalogue {
     /// (`file:line:col`) and declaration hash. With `explain`, a `fields` map
     /// says which layer and line each field came from.
     pub fn to_json(&self, explain: bool) -> Value {
-        let mut auto_by_id: HashMap<&ResourceId, Vec<String>> = HashMap::new();
-        for (from, to) in &self.autorequires {
-            auto_by_id.entry(from).or_default().push(to.to_string());
-        }
-        let resources: Vec<Value> = self
-            .resources
-            .iter()
-            .map(|r| {
-                let auto = auto_by_id.remove(&r.id).unwrap_or_default();
-                let explicit: Vec<String> = r
-                    .requires
-                    .iter()
-                    .map(ToString::to_string)
-                    .filter(|s| !auto.contains(s))
-                    .collect();
-                let mut v = json!({
-                    "id": r.id.to_string(),
-                    "type": r.id.kind,
-                    "name": r.id.name,
-                    "desired": r.desired,
-                    "content_sha256": r.content.as_ref().map(|c| c.sha256.clone()),
-                    "requires": explicit,
-                    "autorequires": auto,
-                    "class": r.class,
-                    "sensitive": r.sensitive,
-                    "validate": r.validate,
-                    "origin": r.origin.to_string(),
-                    "declaration_hash": r.declaration_hash,
-                });
-                if explain && let Some(obj) = v.as_object_mut() {
-                    let fields: serde_json::Map<String, Value> = r
-                        .field_origins
-                        .iter()
-                        .map(|(field, o)| {
-                            (
-                                field.clone(),
-                                json!({"layer": o.layer, "origin": o.to_string()}),
-                            )
-                        })
-                        .collect();
-                    obj.insert("fields".to_owned(), Value::Object(fields));
-                }
-                v
-            })
-            .collect();
+        let view = JsonView::new(self, explain);
+        let resources: Vec<Value> = self.resources.iter().map(|r| view.resource(r)).collect();
         json!({
-            "host": {"name": self.host.name, "labels": self.host.labels},
+            "host": view.host(),
             "resources": resources,
         })
+    }
+
+    /// [`Catalogue::to_json`], pretty-printed to `out` one resource at a
+    /// time: the same bytes as `to_string_pretty(&to_json(..))` without the
+    /// whole document in memory (20,000 resources were ~200 MiB as one
+    /// `Value`).
+    pub fn write_json_pretty(
+        &self,
+        explain: bool,
+        out: impl std::io::Write,
+    ) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(out, &JsonView::new(self, explain))
+    }
+}
+
+/// The JSON form of a catalogue, built resource by resource as it is
+/// serialised.
+struct JsonView<'a> {
+    catalogue: &'a Catalogue,
+    explain: bool,
+    /// Added requirements by dependent.
+    auto: HashMap<&'a ResourceId, Vec<String>>,
+}
+
+impl<'a> JsonView<'a> {
+    fn new(catalogue: &'a Catalogue, explain: bool) -> Self {
+        let mut auto: HashMap<&ResourceId, Vec<String>> = HashMap::new();
+        for (from, to) in &catalogue.autorequires {
+            auto.entry(from).or_default().push(to.to_string());
+        }
+        JsonView {
+            catalogue,
+            explain,
+            auto,
+        }
+    }
+
+    fn host(&self) -> Value {
+        let host = &self.catalogue.host;
+        json!({"name": host.name, "labels": host.labels})
+    }
+
+    fn resource(&self, r: &Resource) -> Value {
+        let auto = self.auto.get(&r.id).cloned().unwrap_or_default();
+        let explicit: Vec<String> = r
+            .requires
+            .iter()
+            .map(ToString::to_string)
+            .filter(|s| !auto.contains(s))
+            .collect();
+        let mut v = json!({
+            "id": r.id.to_string(),
+            "type": r.id.kind,
+            "name": r.id.name,
+            "desired": r.desired,
+            "content_sha256": r.content.as_ref().map(|c| c.sha256.clone()),
+            "requires": explicit,
+            "autorequires": auto,
+            "class": r.class,
+            "sensitive": r.sensitive,
+            "validate": r.validate,
+            "origin": r.origin.to_string(),
+            "declaration_hash": r.declaration_hash,
+        });
+        if self.explain
+            && let Some(obj) = v.as_object_mut()
+        {
+            let fields: serde_json::Map<String, Value> = r
+                .field_origins
+                .iter()
+                .map(|(field, o)| {
+                    (
+                        field.clone(),
+                        json!({"layer": o.layer, "origin": o.to_string()}),
+                    )
+                })
+                .collect();
+            obj.insert("fields".to_owned(), Value::Object(fields));
+        }
+        v
+    }
+}
+
+impl Serialize for JsonView<'_> {
+    // The keys in the order `to_json`'s object prints them (sorted).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("host", &self.host())?;
+        map.serialize_entry("resources", &Resources(self))?;
+        map.end()
+    }
+}
+
+/// The `resources` array of a [`JsonView`].
+struct Resources<'v, 'a>(&'v JsonView<'a>);
+
+impl Serialize for Resources<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq as _;
+        let resources = &self.0.catalogue.resources;
+        let mut seq = serializer.serialize_seq(Some(resources.len()))?;
+        for r in resources {
+            seq.serialize_element(&self.0.resource(r))?;
+        }
+        seq.end()
     }
 }
 

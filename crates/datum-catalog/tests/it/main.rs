@@ -420,10 +420,17 @@ mod catalogue {
             for (p, t) in &files {
                 repo.file(p, t);
             }
-            let cat = compile(repo.path(), &web()).unwrap();
-            serde_json::to_string_pretty(&cat.to_json(true))
-                .unwrap()
-                .replace(&repo.path().display().to_string(), "")
+            let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
+            let pretty = serde_json::to_string_pretty(&cat.to_json(true)).unwrap();
+            // Streamed one resource at a time: the very same bytes, with
+            // explanations and without.
+            for explain in [true, false] {
+                let mut streamed = Vec::new();
+                cat.write_json_pretty(explain, &mut streamed).unwrap();
+                let whole = serde_json::to_string_pretty(&cat.to_json(explain)).unwrap();
+                assert_eq!(String::from_utf8(streamed).unwrap(), whole);
+            }
+            pretty.replace(&repo.path().display().to_string(), "")
         };
         let a = build(false);
         assert_eq!(a, build(false));

@@ -11,11 +11,10 @@ use crate::exit::ExitCode;
 pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     let catalogue = context::compile_with(global, &identity, args.explain)?;
-    let json = catalogue.to_json(args.explain);
-    writeln!(
-        std::io::stdout(),
-        "{}",
-        serde_json::to_string_pretty(&json)?
-    )?;
+    // Streamed: a catalogue of 20,000 resources is never one JSON value.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    catalogue.write_json_pretty(args.explain, &mut out)?;
+    writeln!(out)?;
+    out.flush()?;
     Ok(ExitCode::CLEAN)
 }
