@@ -1111,6 +1111,22 @@ fn the_drift_scenarios_hold_when_the_catalogue_comes_from_the_snapshot() {
 }
 
 #[test]
+fn a_check_of_a_broken_repository_leaves_nothing_behind() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: broken\ndesired: {path: etc/relative}\n",
+    );
+    let o = s.datum(&["check"]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("broken.yaml"), "{}", stderr(&o));
+    assert!(
+        !s.live("/var/lib/datum").exists(),
+        "no state store, lock or snapshot for a repository that does not compile"
+    );
+}
+
+#[test]
 fn a_sensitive_rendered_value_is_never_remembered() {
     let s = Sandbox::new("", None);
     s.write(

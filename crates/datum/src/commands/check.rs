@@ -44,16 +44,23 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // The snapshot of the last compile when the repository has not changed
     // since (a quiet host's check does not parse 20,000 documents again);
     // resources are decoded only when they are inspected.
-    // The state store opens (and checks its integrity) meanwhile.
-    let _lock =
-        RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
-    let (compiled, store) = std::thread::scope(|scope| {
-        let opening = scope.spawn(|| context::open_store(global, true));
+    // An existing state store opens (and checks its integrity) meanwhile; a
+    // new one is created only once the repository has compiled, so that a
+    // check of a broken repository leaves nothing behind.
+    let existing = context::state_path(global).exists();
+    let (compiled, opened) = std::thread::scope(|scope| {
+        let opening = existing.then(|| scope.spawn(|| context::open_store(global, true)));
         let compiled = context::compiled(global, &identity, "checked");
-        (compiled, opening.join().ok().flatten())
+        (compiled, opening.map(|o| o.join().ok().flatten()))
     });
     let (mut lazy, provenance) = compiled?;
-    let mut store = store.context("datum check needs the state store (history, policies)")?;
+    let _lock =
+        RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
+    let mut store = match opened {
+        Some(store) => store,
+        None => context::open_store(global, true),
+    }
+    .context("datum check needs the state store (history, policies)")?;
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
     let host = context::host(global, &identity);
     let now = context::now();
