@@ -242,7 +242,7 @@ fn parse_line(line: &str) -> Option<Entry> {
 /// Now, in nanoseconds since the epoch (0 if the clock is before it, which
 /// makes every file look old: the racy check then never skips, and the ctime
 /// comparison alone stands).
-pub fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

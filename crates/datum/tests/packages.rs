@@ -847,10 +847,9 @@ fn scratch_host(manifest: &str) -> TempDir {
     dir
 }
 
-/// `datum --root <scratch> --output json check`: exit code and (subject,
-/// category) of each finding.
-fn check_scratch(dir: &Path) -> (i32, Vec<(String, String)>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_datum"))
+/// `datum ARGS` against the scratch host made by [`scratch_host`].
+fn datum_scratch(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_datum"))
         .arg("--repo")
         .arg(dir.join("repo"))
         .arg("--root")
@@ -859,10 +858,15 @@ fn check_scratch(dir: &Path) -> (i32, Vec<(String, String)>) {
         .arg(dir.join("host.yaml"))
         .arg("--state")
         .arg(dir.join("state.db"))
-        .args(["--output", "json", "check"])
+        .args(args)
         .output()
-        .unwrap();
-    let run = Run(out);
+        .unwrap()
+}
+
+/// `datum --root <scratch> --output json check`: exit code and (subject,
+/// category) of each finding.
+fn check_scratch(dir: &Path) -> (i32, Vec<(String, String)>) {
+    let run = Run(datum_scratch(dir, &["--output", "json", "check"]));
     let report = run.json();
     assert_eq!(report["errors"], serde_json::json!([]), "{report}");
     let findings = report["findings"]
@@ -926,18 +930,7 @@ fn check_reports_edited_conffiles_of_declared_packages_only() {
 
 /// `datum agent --once` on the scratch host: exit code and stderr.
 fn agent_once(dir: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_datum"))
-        .arg("--repo")
-        .arg(dir.join("repo"))
-        .arg("--root")
-        .arg(dir.join("root"))
-        .arg("--host-file")
-        .arg(dir.join("host.yaml"))
-        .arg("--state")
-        .arg(dir.join("state.db"))
-        .args(["agent", "--once"])
-        .output()
-        .unwrap();
+    let out = datum_scratch(dir, &["agent", "--once"]);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
