@@ -365,6 +365,11 @@ impl LazyCatalogue {
                     path: path.clone(),
                     source,
                 };
+                // A damaged index must not ask for more than the file has.
+                let file_len = file.metadata().map_err(read_err)?.len();
+                let fits = |offset: u64, len: u64| {
+                    base.saturating_add(offset).saturating_add(len) <= file_len
+                };
                 // Many records: one read of the range that holds them (a
                 // class's resources are mostly neighbours); a few: one read
                 // each.
@@ -372,6 +377,12 @@ impl LazyCatalogue {
                     let range = indices.iter().filter_map(|&i| spans.get(i));
                     let lo = range.clone().map(|(o, _)| *o).min().unwrap_or(0);
                     let hi = range.map(|(o, l)| o + u64::from(*l)).max().unwrap_or(0);
+                    if !fits(lo, hi - lo) {
+                        return Err(SnapshotError::Damaged {
+                            path: path.clone(),
+                            index: indices.first().copied().unwrap_or(0),
+                        });
+                    }
                     let mut bytes = vec![0u8; usize::try_from(hi - lo).unwrap_or(0)];
                     file.read_exact_at(&mut bytes, base + lo)
                         .map_err(read_err)?;
@@ -430,8 +441,10 @@ impl LazyCatalogue {
                         indices
                             .iter()
                             .map(|&i| {
-                                let &(offset, len) =
-                                    spans.get(i).ok_or_else(|| SnapshotError::Damaged {
+                                let &(offset, len) = spans
+                                    .get(i)
+                                    .filter(|(o, l)| fits(*o, u64::from(*l)))
+                                    .ok_or_else(|| SnapshotError::Damaged {
                                         path: path.clone(),
                                         index: i,
                                     })?;
@@ -876,6 +889,33 @@ mod tests {
             assert_eq!(first[0].content.as_ref().unwrap().bytes, b"hello\n");
             assert!(lazy.take(&[7]).is_err(), "no such resource");
         }
+    }
+
+    #[test]
+    fn a_damaged_index_cannot_ask_for_more_than_the_file_holds() {
+        let t = Setup::new();
+        let mut many = catalogue(false, b"x");
+        for i in 0..40 {
+            many.resources.push(resource(&format!("n{i}"), false, b"y"));
+        }
+        t.save(&many);
+        // Cut the records short: the index still decodes, its spans now
+        // reach past the end, for a range read and for a single record.
+        let bytes = fs::read(&t.path).unwrap();
+        fs::write(&t.path, &bytes[..bytes.len() - 40]).unwrap();
+        let mut lazy = t.load(&many.host).unwrap();
+        assert!(matches!(
+            lazy.take(&(0..42).collect::<Vec<_>>()),
+            Err(SnapshotError::Damaged { .. })
+        ));
+        assert!(matches!(
+            lazy.take(&[41]),
+            Err(SnapshotError::Damaged { .. })
+        ));
+        assert_eq!(
+            lazy.take(&[0]).unwrap()[0].id,
+            ResourceId::new("File", "motd")
+        );
     }
 
     #[test]
