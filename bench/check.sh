@@ -92,7 +92,7 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo
 T "datum check, 1 Tree (full)"          "$n" "$b" "${w[@]}" "${tree[@]}" check
 T "datum check, 20,000 Files (full)"    "$n" "$b" "${w[@]}" "${files[@]}" check
 T "datum check, 20,000 Files (metadata)" "$n" 0   "${w[@]}" "${files[@]}" check --sample 0
-T "datum catalogue, 20,000 Files (compile only)" "$n" "$b" "${w[@]}" sh -c "exec \"\$@\" > /dev/null" _ "${files[@]}" catalogue
+T "datum catalogue, 20,000 Files (JSON written)" "$n" "$b" "${w[@]}" sh -c "exec \"\$@\" > /dev/null" _ "${files[@]}" catalogue
 T "python fingerprint_ref.py"           "$n" "$b" "${w[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
 T "sha256sum -c"                        "$n" "$b" "${w[@]}" sh -c "cd '$E' && exec sha256sum -c --quiet '$W/sums.txt'"
 T "sha256sum -c, 2 parallel"            "$n" "$b" "${w[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
