@@ -479,6 +479,11 @@ mod tests {
         }
     }
 
+    /// `classify` with the default rules and options.
+    fn classify_plain(refresh: &Plan, normal: Option<&Plan>) -> Report {
+        classify("s", refresh, normal, &Rules::default(), &Options::default())
+    }
+
     fn color() -> Vec<LeafDiff> {
         vec![leaf("data.color", json!("blue"), json!("red"))]
     }
@@ -492,13 +497,7 @@ mod tests {
             changes: vec![change("t.a", a), change("t.other", Action::NoOp)],
             ..Plan::default()
         });
-        classify(
-            "s",
-            &refresh,
-            normal.as_ref(),
-            &Rules::default(),
-            &Options::default(),
-        )
+        classify_plain(&refresh, normal.as_ref())
     }
 
     #[test]
@@ -544,22 +543,10 @@ mod tests {
             changes: vec![change("t.other", Action::Create)],
             ..Plan::default()
         };
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&listed),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&listed));
         assert_eq!(report.findings[0].category, Category::Ignored);
         let empty = Plan::default();
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&empty),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&empty));
         assert_eq!(report.findings[0].category, Category::ChangedOutside);
     }
 
@@ -582,13 +569,7 @@ mod tests {
             changes: vec![c.clone()],
             ..Plan::default()
         };
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&normal),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&normal));
         assert_eq!(report.findings[0].category, Category::Ignored);
         assert_eq!(report.pending[0].address, "k.routing");
         assert_eq!(report.pending[0].paths, vec!["data.upstream"]);
@@ -599,13 +580,7 @@ mod tests {
             changes: vec![c],
             ..Plan::default()
         };
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&normal),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&normal));
         assert_eq!(report.findings[0].category, Category::ChangedOutside);
         assert!(report.pending.is_empty());
     }
@@ -631,13 +606,7 @@ mod tests {
             ],
             ..Plan::default()
         };
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&normal),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&normal));
         assert!(report.findings.is_empty());
         assert_eq!(
             report.notes,
@@ -680,13 +649,7 @@ mod tests {
             changes: vec![c],
             ..Plan::default()
         };
-        let report = classify(
-            "s",
-            &refresh,
-            Some(&normal),
-            &Rules::default(),
-            &Options::default(),
-        );
+        let report = classify_plain(&refresh, Some(&normal));
         let f = &report.findings[0];
         assert_eq!(f.replace_paths, vec!["list[1].id", "zone"]);
         assert_eq!(f.forcing_paths, vec!["list[1].id"]);
@@ -737,7 +700,7 @@ mod tests {
             )],
             ..Plan::default()
         };
-        let report = classify("s", &refresh, None, &Rules::default(), &Options::default());
+        let report = classify_plain(&refresh, None);
         let d = &report.findings[0].diffs[0];
         assert!(d.shown.is_sensitive() && d.after.is_none());
         assert_eq!(d.shown.before_display(), "(sensitive)");

@@ -2,54 +2,46 @@
 
 use crate::support::{outcome, report};
 
+/// Line `i` starts with `start` and also says `says`.
+#[track_caller]
+fn assert_line(lines: &[&str], i: usize, start: &str, says: &str) {
+    let line = lines.get(i).copied().unwrap_or_default();
+    assert!(line.starts_with(start), "line {i}: {line}");
+    assert!(line.contains(says), "line {i}: {line}");
+}
+
 #[test]
 fn step7_text_lines_and_exit_2() {
     let out = outcome(&mut report("shop-prod"));
     assert_eq!(out.code, 2, "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("-/+ google_compute_instance.worker replaced by the next apply: "),
-        "{}",
-        lines[0]
-    );
-    assert!(
-        lines[0].contains("metadata_startup_script forces replacement"),
-        "{}",
-        lines[0]
+    assert_line(
+        &lines,
+        0,
+        "-/+ google_compute_instance.worker replaced by the next apply: ",
+        "metadata_startup_script forces replacement",
     );
     assert_eq!(
         lines[1],
         "- local_file.motd deleted outside: the next apply creates it again"
     );
-    assert!(
-        lines[2].starts_with("~ kubernetes_config_map_v1.flags changed outside: "),
-        "{}",
-        lines[2]
+    assert_line(
+        &lines,
+        2,
+        "~ kubernetes_config_map_v1.flags changed outside: ",
+        r#"data.color: "blue" -> "red""#,
     );
-    assert!(
-        lines[2].contains(r#"data.color: "blue" -> "red""#),
-        "{}",
-        lines[2]
+    assert_line(
+        &lines,
+        3,
+        "~ kubernetes_secret_v1.db changed outside: ",
+        "data.password: (sensitive) -> (sensitive)",
     );
-    assert!(
-        lines[3].starts_with("~ kubernetes_secret_v1.db changed outside: "),
-        "{}",
-        lines[3]
-    );
-    assert!(
-        lines[3].contains("data.password: (sensitive) -> (sensitive)"),
-        "{}",
-        lines[3]
-    );
-    assert!(
-        lines[4].starts_with("= kubernetes_config_map_v1.routing ignored: "),
-        "{}",
-        lines[4]
-    );
-    assert!(
-        lines[4].contains("covered by ignore_changes (metadata[0].labels)"),
-        "{}",
-        lines[4]
+    assert_line(
+        &lines,
+        4,
+        "= kubernetes_config_map_v1.routing ignored: ",
+        "covered by ignore_changes (metadata[0].labels)",
     );
     assert_eq!(
         lines[5],
