@@ -8,6 +8,8 @@
 //! [`apt`]: tiny Debian packages built and published as a local repository
 //! inside the test bed, for Package tests that must not depend on a mirror.
 //!
+//! [`run`]: what one run of a built binary did (exit code, streams).
+//!
 //! This crate is a dev-dependency only. It panics on every failed set-up step,
 //! because a test that cannot set up must stop loudly; it must never be linked
 //! into the `datum` binary.
@@ -19,6 +21,7 @@
 )]
 
 pub mod apt;
+pub mod run;
 pub mod testbed;
 
 pub use testbed::{Testbed, inside, run_inside};

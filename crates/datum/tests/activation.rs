@@ -21,9 +21,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use datum_testkit::run::Run;
 use datum_testkit::testbed::within::{self, SharedLock, TestUnit};
 use datum_testkit::testbed_test;
 use tempfile::TempDir;
@@ -89,33 +90,13 @@ impl Repo {
     }
 }
 
-/// What one run of the binary did.
-struct Run(Output);
+/// What only this file asks of a run.
+trait RunExt {
+    fn line(&self, id: &str) -> String;
+    fn block(&self, id: &str) -> String;
+}
 
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().unwrap_or(-1)
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-
-    #[track_caller]
-    fn assert_exit(&self, expected: i32) {
-        assert_eq!(
-            self.code(),
-            expected,
-            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-    }
-
+impl RunExt for Run {
     /// The report line of one resource (`! Group[nginx]  failed ...`).
     #[track_caller]
     fn line(&self, id: &str) -> String {

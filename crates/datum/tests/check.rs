@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
+use datum_testkit::run::{assert_exit, code, stderr, stdout};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -141,29 +142,6 @@ impl Sandbox {
             .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", stdout(&o), stderr(&o)));
         (code(&o), json)
     }
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_exit(o: &Output, expected: i32) {
-    assert_eq!(
-        code(o),
-        expected,
-        "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
-        stdout(o),
-        stderr(o)
-    );
 }
 
 /// The findings as (subject, category, sorted paths).

@@ -34,8 +34,9 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use datum_testkit::run::Run;
 use datum_testkit::testbed::{Testbed, run_inside, test_name, within};
 use datum_testkit::testbed_test;
 use serde_json::Value;
@@ -44,33 +45,14 @@ use tempfile::TempDir;
 // ---------------------------------------------------------------------------
 // Running the binary
 
-/// What one run of the binary did.
-struct Run(Output);
+/// What only this file asks of a run.
+trait RunExt {
+    fn json(&self) -> Value;
+    fn line_index(&self, id: &str) -> usize;
+    fn line(&self, id: &str) -> String;
+}
 
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().unwrap_or(-1)
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-
-    #[track_caller]
-    fn assert_exit(&self, expected: i32) {
-        assert_eq!(
-            self.code(),
-            expected,
-            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-    }
-
+impl RunExt for Run {
     fn json(&self) -> Value {
         serde_json::from_slice(&self.0.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout()))

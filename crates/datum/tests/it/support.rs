@@ -111,30 +111,8 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
     }
 }
 
-pub fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 pub fn mode_of(p: &Path) -> u32 {
     fs::symlink_metadata(p).expect("stat").permissions().mode() & 0o7777
 }
 
-/// Asserts an exit code, printing both streams when it differs.
-#[track_caller]
-pub fn assert_exit(o: &Output, expected: i32) {
-    assert_eq!(
-        code(o),
-        expected,
-        "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
-        stdout(o),
-        stderr(o)
-    );
-}
+pub use datum_testkit::run::{assert_exit, code, stderr, stdout};
