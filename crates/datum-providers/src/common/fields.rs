@@ -201,6 +201,16 @@ fn check_value(name: &str, kind: FieldKind, value: &Value) -> Result<(), String>
     }
 }
 
+/// `Ok` when no problem was found, else every problem: the shape
+/// `Provider::check` returns.
+pub fn all_or_nothing(errors: Vec<FieldError>) -> Result<(), Vec<FieldError>> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
 /// Checks `desired` against a field table: it must be a mapping, every field
 /// known, every required field present, every value well-formed. Returns all
 /// problems found.

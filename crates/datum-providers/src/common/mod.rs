@@ -11,7 +11,7 @@ pub mod entry;
 pub mod fields;
 pub mod meta;
 
-pub use fields::{Ensure, FieldKind, FieldSpec, check_fields};
+pub use fields::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields};
 pub use meta::{MetaDesired, compare_meta, create_meta_changes, observe_meta};
 
 use datum_core::FieldChange;

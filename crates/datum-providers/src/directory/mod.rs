@@ -19,8 +19,8 @@ use serde_json::Value;
 use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
 use crate::common::{
-    Ensure, FieldKind, FieldSpec, MetaDesired, check_fields, compare_meta, create_meta_changes,
-    observe_meta, text_change,
+    Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
+    create_meta_changes, observe_meta, text_change,
 };
 use crate::{FieldError, ProviderError, StagingGate};
 
@@ -43,8 +43,12 @@ pub struct DirectoryDesired {
     pub ensure: Ensure,
 }
 
-impl DirectoryDesired {
-    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+/// The `Directory` resource type.
+#[derive(Debug, Default)]
+pub struct DirectoryProvider;
+
+impl EntryDesired for DirectoryDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
         let invalid =
             |(field, message): (String, String)| ProviderError::Invalid { field, message };
         let desired = &resource.desired;
@@ -54,16 +58,6 @@ impl DirectoryDesired {
             ensure: Ensure::parse(desired.get("ensure"))
                 .map_err(|m| invalid(("ensure".to_owned(), m)))?,
         })
-    }
-}
-
-/// The `Directory` resource type.
-#[derive(Debug, Default)]
-pub struct DirectoryProvider;
-
-impl EntryDesired for DirectoryDesired {
-    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
-        DirectoryDesired::from_resource(resource)
     }
 
     fn path(&self) -> &Path {
@@ -77,11 +71,7 @@ impl EntryProvider for DirectoryProvider {
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let errors = check_fields("Directory", desired, FIELDS);
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        }
+        all_or_nothing(errors)
     }
 
     fn observe_present(

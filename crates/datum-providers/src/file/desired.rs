@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use datum_core::{Content, Resource};
 use serde_json::Value;
 
+use crate::common::entry::EntryDesired;
 use crate::common::fields::declared_path;
-use crate::common::{Ensure, FieldKind, FieldSpec, MetaDesired, check_fields};
+use crate::common::{Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::{FieldError, ProviderError};
 
 /// The content fields; at most one may be declared. The catalogue renders
@@ -51,11 +52,7 @@ pub fn check(desired: &Value) -> Result<(), Vec<FieldError>> {
             ),
         ));
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    all_or_nothing(errors)
 }
 
 /// A File declaration in typed form.
@@ -68,8 +65,8 @@ pub struct FileDesired {
     pub content: Option<Content>,
 }
 
-impl FileDesired {
-    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+impl EntryDesired for FileDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
         let invalid =
             |(field, message): (String, String)| ProviderError::Invalid { field, message };
         let desired = &resource.desired;
@@ -91,12 +88,6 @@ impl FileDesired {
             ensure,
             content,
         })
-    }
-}
-
-impl crate::common::entry::EntryDesired for FileDesired {
-    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
-        FileDesired::from_resource(resource)
     }
 
     fn path(&self) -> &std::path::Path {

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
-use crate::common::{Ensure, FieldKind, FieldSpec, check_fields, text_change};
+use crate::common::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields, text_change};
 use crate::{FieldError, ProviderError, StagingGate};
 
 pub const FIELDS: &[FieldSpec] = &[
@@ -37,8 +37,12 @@ pub struct SymlinkDesired {
     pub ensure: Ensure,
 }
 
-impl SymlinkDesired {
-    pub fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
+/// The `Symlink` resource type.
+#[derive(Debug, Default)]
+pub struct SymlinkProvider;
+
+impl EntryDesired for SymlinkDesired {
+    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
         let invalid = |field: &str, message: String| ProviderError::Invalid {
             field: field.to_owned(),
             message,
@@ -58,16 +62,6 @@ impl SymlinkDesired {
             ensure,
         })
     }
-}
-
-/// The `Symlink` resource type.
-#[derive(Debug, Default)]
-pub struct SymlinkProvider;
-
-impl EntryDesired for SymlinkDesired {
-    fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
-        SymlinkDesired::from_resource(resource)
-    }
 
     fn path(&self) -> &Path {
         &self.path
@@ -84,11 +78,7 @@ impl EntryProvider for SymlinkProvider {
         if desired.is_object() && present && desired.get("target").is_none() {
             errors.push(FieldError::new(&[], "a Symlink needs `target`"));
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        }
+        all_or_nothing(errors)
     }
 
     fn observe_present(

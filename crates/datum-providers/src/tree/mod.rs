@@ -49,7 +49,7 @@ use datum_host::{Host, HostError, StagedFile};
 use serde_json::{Value, json};
 
 use crate::common::fields::{declared_path, format_mode, parse_mode};
-use crate::common::{FieldKind, FieldSpec, MetaDesired, check_fields};
+use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::{FieldError, Provider, ProviderError, StagingGate};
 use archive::{DeclaredEntry, DeclaredTree};
 
@@ -166,11 +166,7 @@ impl Provider for TreeProvider {
             }
         }
         errors.extend(check_fields("Tree", &scalar, FIELDS));
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        }
+        all_or_nothing(errors)
     }
 
     fn takes_tree(&self) -> bool {
