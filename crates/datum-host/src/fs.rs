@@ -308,11 +308,16 @@ pub fn hash_file(path: &Path, keep_up_to: u64) -> Result<Hashed, HostError> {
             size,
         });
     }
+    sha256_of(&mut file, path, expected)
+}
+
+/// SHA-256 of the rest of `file` (`len` from its `fstat`), without keeping
+/// the bytes.
+fn sha256_of(file: &mut File, path: &Path, len: u64) -> Result<Hashed, HostError> {
     let mut hasher = Sha256::new();
-    let size = stream(&mut file, path, expected, |chunk| hasher.update(chunk))?;
+    let size = stream(file, path, len, |chunk| hasher.update(chunk))?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
-        // It may have shrunk while we read; the bytes are gone either way.
         bytes: None,
         size,
     })
@@ -352,13 +357,7 @@ pub fn hash_file_expecting(path: &Path, expected: Expected<'_>) -> Result<Hashed
         file.seek(std::io::SeekFrom::Start(0))
             .map_err(|e| HostError::io("read", path, e))?;
     }
-    let mut hasher = Sha256::new();
-    let size = stream(&mut file, path, len, |chunk| hasher.update(chunk))?;
-    Ok(Hashed {
-        sha256: hex::encode(hasher.finalize()),
-        bytes: None,
-        size,
-    })
+    sha256_of(&mut file, path, len)
 }
 
 /// Feeds `file` to `f` through one buffer per thread (a fresh zeroed buffer
