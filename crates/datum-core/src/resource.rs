@@ -37,6 +37,25 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// A resource with just an id and its desired fields: no content, no
+    /// requirements, class `normal`, not sensitive, no validator, no origin.
+    /// What tests and hand-built catalogues start from (struct update syntax
+    /// sets the rest); the catalogue fills every field itself.
+    pub fn new(id: ResourceId, desired: serde_json::Value) -> Self {
+        Resource {
+            id,
+            desired,
+            content: None,
+            requires: Vec::new(),
+            class: "normal".to_owned(),
+            sensitive: false,
+            validate: None,
+            origin: Origin::default(),
+            field_origins: BTreeMap::new(),
+            declaration_hash: String::new(),
+        }
+    }
+
     /// A desired string field, if present.
     pub fn desired_str(&self, field: &str) -> Option<&str> {
         self.desired.get(field).and_then(|v| v.as_str())

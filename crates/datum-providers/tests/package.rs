@@ -16,11 +16,10 @@
     reason = "integration tests: a failed step must stop the test"
 )]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use datum_core::{Action, Diff, Observed, Origin, Resource, ResourceId};
+use datum_core::{Action, Diff, Observed, Resource, ResourceId};
 use datum_host::Host;
 use datum_providers::package::{self, PackageError, PackageProvider};
 use datum_providers::{OpenGate, Provider, ProviderError};
@@ -35,18 +34,7 @@ fn host() -> Host {
 }
 
 fn resource(name: &str, desired: Value) -> Resource {
-    Resource {
-        id: ResourceId::new("Package", name),
-        desired,
-        content: None,
-        requires: Vec::new(),
-        class: String::new(),
-        sensitive: false,
-        validate: None,
-        origin: Origin::default(),
-        field_origins: BTreeMap::new(),
-        declaration_hash: String::new(),
-    }
+    Resource::new(ResourceId::new("Package", name), desired)
 }
 
 /// What a pass does to one resource: observe, diff, apply when it differs,

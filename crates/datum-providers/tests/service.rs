@@ -16,9 +16,7 @@
     reason = "integration tests: a failed step must stop the test"
 )]
 
-use std::collections::BTreeMap;
-
-use datum_core::{Origin, Resource, ResourceId};
+use datum_core::{Resource, ResourceId};
 use datum_host::Host;
 use datum_providers::service::{self, Activation, Instability, ServiceError, ServiceProvider};
 use datum_providers::{OpenGate, Provider, ProviderError};
@@ -32,18 +30,7 @@ fn host() -> Host {
 }
 
 fn resource(name: &str, desired: Value) -> Resource {
-    Resource {
-        id: ResourceId::new("Service", name),
-        desired,
-        content: None,
-        requires: Vec::new(),
-        class: String::new(),
-        sensitive: false,
-        validate: None,
-        origin: Origin::default(),
-        field_origins: BTreeMap::new(),
-        declaration_hash: String::new(),
-    }
+    Resource::new(ResourceId::new("Service", name), desired)
 }
 
 /// observe, diff, apply: what a pass does before it verifies.

@@ -131,16 +131,8 @@ mod tests {
 
     fn resource(kind: &str, name: &str, desired: Value, validate: Option<&str>) -> Resource {
         Resource {
-            id: ResourceId::new(kind, name),
-            desired,
-            content: None,
-            requires: Vec::new(),
-            class: String::new(),
-            sensitive: false,
             validate: validate.map(str::to_owned),
-            origin: Default::default(),
-            field_origins: Default::default(),
-            declaration_hash: String::new(),
+            ..Resource::new(ResourceId::new(kind, name), desired)
         }
     }
 

@@ -599,16 +599,8 @@ mod tests {
 
     fn resource(name: &str, desired: Value) -> Resource {
         Resource {
-            id: ResourceId::new("Package", name),
-            desired,
-            content: None,
-            requires: Vec::new(),
-            class: String::new(),
-            sensitive: false,
-            validate: None,
             origin: Default::default(),
-            field_origins: BTreeMap::new(),
-            declaration_hash: String::new(),
+            ..Resource::new(ResourceId::new("Package", name), desired)
         }
     }
 

@@ -323,21 +323,10 @@ impl Provider for ServiceProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datum_core::{Origin, ResourceId};
+    use datum_core::ResourceId;
 
     fn resource(desired: Value) -> Resource {
-        Resource {
-            id: ResourceId::new("Service", "web"),
-            desired,
-            content: None,
-            requires: Vec::new(),
-            class: String::new(),
-            sensitive: false,
-            validate: None,
-            origin: Origin::default(),
-            field_origins: BTreeMap::new(),
-            declaration_hash: String::new(),
-        }
+        Resource::new(ResourceId::new("Service", "web"), desired)
     }
 
     fn observed(active: &str, unit_file: &str) -> Observed {

@@ -14,7 +14,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use datum_core::{Action, Content, Diff, Origin, Presence, Resource, ResourceId};
+use datum_core::{Action, Content, Diff, Presence, Resource, ResourceId};
 use datum_host::{Host, HostError};
 use datum_providers::{GateRejection, OpenGate, Provider, ProviderError, StagingGate, lookup};
 use serde_json::{Value, json};
@@ -63,16 +63,8 @@ fn resource(kind: &str, desired: Value, content: Option<&[u8]>) -> Resource {
         .check(&desired)
         .unwrap_or_else(|e| panic!("{kind} {desired}: {e:?}"));
     Resource {
-        id: ResourceId::new(kind, "it"),
-        desired,
         content: content.map(|c| Content::new(c.to_vec())),
-        requires: Vec::new(),
-        class: String::new(),
-        sensitive: false,
-        validate: None,
-        origin: Origin::default(),
-        field_origins: Default::default(),
-        declaration_hash: String::new(),
+        ..Resource::new(ResourceId::new(kind, "it"), desired)
     }
 }
 

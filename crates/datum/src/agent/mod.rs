@@ -751,16 +751,9 @@ mod tests {
 
     fn resource(kind: &str, name: &str, validate: Option<&str>) -> Resource {
         Resource {
-            id: ResourceId::new(kind, name),
-            desired: serde_json::json!({}),
-            content: None,
-            requires: Vec::new(),
             class: "critical".into(),
-            sensitive: false,
             validate: validate.map(str::to_owned),
-            origin: datum_core::Origin::default(),
-            field_origins: BTreeMap::new(),
-            declaration_hash: String::new(),
+            ..Resource::new(ResourceId::new(kind, name), serde_json::json!({}))
         }
     }
 
