@@ -2,7 +2,7 @@
 //!
 //! The pipeline, one module per step:
 //! [`runner`] (every tofu call) → [`plan`] (parse and refuse, secrets dropped with
-//! [`mask`], paths from [`flatten`]) → [`rules`] (`ignore_changes` from `*.tf.json`) →
+//! [`mask`], paths from [`flatten`]) → [`rules`] (`ignore_changes` from `*.tf` and `*.tf.json`, files listed by [`config`]) →
 //! [`classify`] (one category per finding, pending changes apart) → [`history`] (ages) →
 //! [`report`] (text, JSON, Markdown) → [`exit`] (0/1/2). [`codify`] turns accepted drift
 //! into configuration. [`cli`] wires them together; `main.rs` only hands it the real
@@ -11,6 +11,7 @@
 pub mod classify;
 pub mod cli;
 pub mod codify;
+pub mod config;
 pub mod error;
 pub mod exit;
 pub mod flatten;
