@@ -243,14 +243,16 @@ fn to_diff(leaf: &LeafDiff) -> Diff {
 
 /// Whether an update's known changes are all on paths that did not drift. An update whose
 /// changed paths are unknown (empty: nothing to compare, e.g. a trimmed plan) says nothing,
-/// so it counts as reverting the drift.
-fn updates_only_other_paths(change: &ChangeEntry, diffs: &[Diff]) -> bool {
+/// so it counts as reverting the drift. `drifted` is every path that drifted, those hidden
+/// by `--ignore-attr` included: an update that reverts a hidden path still reverts drift,
+/// and is not an unapplied change.
+fn updates_only_other_paths(change: &ChangeEntry, drifted: &[&Path]) -> bool {
     !change.changed_paths.is_empty()
-        && !diffs.is_empty()
+        && !drifted.is_empty()
         && !change.changed_paths.iter().any(|changed| {
-            diffs
+            drifted
                 .iter()
-                .any(|d| changed.covers(&d.path) || d.path.covers(changed))
+                .any(|d| changed.covers(d) || d.covers(changed))
         })
 }
 
@@ -361,9 +363,10 @@ pub fn classify(
             || (next_apply.is_none() && plan_lists_changes)
         {
             finding.category = Category::Ignored;
-        } else if let Some(change) = change
-            .filter(|c| c.action == Action::Update && updates_only_other_paths(c, &finding.diffs))
-        {
+        } else if let Some(change) = change.filter(|c| {
+            let drifted: Vec<&Path> = entry.diffs.iter().map(|leaf| &leaf.path).collect();
+            c.action == Action::Update && updates_only_other_paths(c, &drifted)
+        }) {
             // The update is a configuration change on other attributes (for example beside
             // an ignore_changes rule): the drift survives it, and the update is pending.
             finding.category = Category::Ignored;
@@ -683,6 +686,50 @@ mod tests {
         assert_eq!(report.findings[0].address, "t.flags");
         assert_eq!(report.findings[0].diffs.len(), 1);
         assert!(!report.with_plan);
+    }
+
+    #[test]
+    fn ignore_attr_on_a_path_the_apply_reverts_is_not_an_unapplied_change() {
+        // tags.Owner drifted and is covered by no rule; tags_all.Owner drifted too and is
+        // hidden with --ignore-attr. The normal plan reverts both.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.jobs",
+                Action::Update,
+                vec![
+                    leaf("tags.Owner", Value::Null, json!("oncall")),
+                    leaf("tags_all.Owner", Value::Null, json!("oncall")),
+                ],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("aws_sqs_queue.jobs", Action::Update);
+        c.changed_paths = vec![Path::parse("tags_all.Owner").unwrap()];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let options = Options {
+            ignore_attrs: vec![Path::parse("tags_all").unwrap()],
+        };
+        let report = classify("s", &refresh, Some(&normal), &Rules::default(), &options);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        let f = &report.findings[0];
+        assert_eq!(f.category, Category::ChangedOutside);
+        assert!(!f.left_alone_by_update);
+        let paths: Vec<&str> = f.diffs.iter().map(|d| d.shown.path()).collect();
+        assert_eq!(paths, ["tags.Owner"]);
+        // When the only drift is the hidden path, the finding goes, and nothing is pending.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.jobs",
+                Action::Update,
+                vec![leaf("tags_all.Owner", Value::Null, json!("oncall"))],
+            )],
+            ..Plan::default()
+        };
+        let report = classify("s", &refresh, Some(&normal), &Rules::default(), &options);
+        assert!(report.findings.is_empty() && report.pending.is_empty());
     }
 
     #[test]

@@ -21,3 +21,4 @@ pub mod plan;
 pub mod report;
 pub mod rules;
 pub mod runner;
+pub mod stacks;

@@ -19,8 +19,9 @@ pub struct CmdOutput {
     pub stderr: Vec<u8>,
 }
 
-/// Runs one command line. `argv[0]` is the program.
-pub trait Runner {
+/// Runs one command line. `argv[0]` is the program. `Sync`, because several stacks run
+/// side by side on one runner.
+pub trait Runner: Sync {
     fn run(&self, argv: &[String]) -> std::io::Result<CmdOutput>;
 }
 
@@ -60,6 +61,19 @@ pub enum RunError {
     },
     #[error("cannot create a temporary directory for plan files: {0}")]
     TempDir(std::io::Error),
+}
+
+/// How long each engine command of one stack took, in the order they ran.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timings {
+    pub steps: Vec<(String, std::time::Duration)>,
+}
+
+impl Timings {
+    /// Time spent waiting for the engine (every step added up).
+    pub fn engine(&self) -> std::time::Duration {
+        self.steps.iter().map(|(_, d)| *d).sum()
+    }
 }
 
 /// Settings shared by every call.
@@ -126,6 +140,16 @@ impl Tofu {
 
     /// Plan, save, and read back as JSON. Returns the `show -json` bytes.
     pub fn plan_json(&self, runner: &dyn Runner, refresh_only: bool) -> Result<Vec<u8>, RunError> {
+        self.plan_json_timed(runner, refresh_only, &mut Timings::default())
+    }
+
+    /// [`Tofu::plan_json`], recording how long the plan and the `show` took.
+    pub fn plan_json_timed(
+        &self,
+        runner: &dyn Runner,
+        refresh_only: bool,
+        timings: &mut Timings,
+    ) -> Result<Vec<u8>, RunError> {
         let label = if refresh_only {
             "refresh-only plan"
         } else {
@@ -141,7 +165,9 @@ impl Tofu {
         } else {
             "plan.tfplan"
         });
+        let started = std::time::Instant::now();
         let plan = self.call(runner, &self.plan_argv(&out, refresh_only))?;
+        timings.steps.push((label.to_owned(), started.elapsed()));
         if plan.code != PLAN_CLEAN && plan.code != PLAN_CHANGES {
             return Err(RunError::Failed {
                 label: label.to_owned(),
@@ -149,7 +175,11 @@ impl Tofu {
                 stderr: tail(&plan.stderr),
             });
         }
+        let started = std::time::Instant::now();
         let show = self.call(runner, &self.show_argv(&out))?;
+        timings
+            .steps
+            .push((format!("show -json of the {label}"), started.elapsed()));
         if show.code != 0 {
             return Err(RunError::Failed {
                 label: format!("show -json of the {label}"),

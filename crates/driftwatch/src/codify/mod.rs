@@ -391,9 +391,9 @@ fn branch_name(stack: &str, date: &str) -> String {
 pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {
     let masker = masker(&args.common)?;
     let options = options(&args.common)?;
-    let tofu = tofu_of(&args.tofu);
-    let stack = stack_name(&args.common, &args.tofu.chdir);
-    let clock = crate::history::clock(args.common.now.as_deref())?;
+    let tofu = tofu_of(&args.engine, &args.chdir);
+    let stack = stack_name(&args.common, &args.chdir);
+    let now = crate::history::now(args.common.now.as_deref())?;
 
     let refresh_json = tofu.plan_json(runner, true)?;
     let normal_json = tofu.plan_json(runner, false)?;
@@ -403,7 +403,7 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
         &masker,
     )?;
     let normal = normal.unwrap_or_default();
-    let rules = load_rules(Some(&args.tofu.chdir))?;
+    let rules = load_rules(Some(&args.chdir))?;
     let report = classify::classify(&stack, &refresh, Some(&normal), &rules, &options);
     let changes: BTreeMap<&str, &ChangeEntry> = normal
         .changes
@@ -412,7 +412,7 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
         .map(|c| (c.address.as_str(), c))
         .collect();
 
-    let sources = load_sources(&args.tofu.chdir)?;
+    let sources = load_sources(&args.chdir)?;
     let docs: Vec<_> = sources.iter().map(Source::open).collect();
     let mut accepted: Vec<Accepted> = Vec::new();
     let mut refused = 0usize;
@@ -491,7 +491,7 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
         .map(|&i| sources[i].file.path.display().to_string())
         .collect();
 
-    let date = clock.today().format("%Y-%m-%d").to_string();
+    let date = now.format("%Y-%m-%d").to_string();
     let branch = branch_name(&stack, &date);
     let title = format!("Accept drift in {stack} ({date})");
     let mut body = format!(

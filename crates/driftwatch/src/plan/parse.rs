@@ -2,8 +2,10 @@
 //!
 //! Refused, each with its own error: state JSON (no plan at all), a `format_version` whose
 //! major version is not 1, an errored plan (its drift list is partial), HCP/TFC "redacted"
-//! plan JSON (a different format), and a refresh-only plan that proposes resource changes
-//! (the caller swapped the two files). Data sources and ephemeral resources in
+//! plan JSON (a different format), and a normal plan given as the refresh-only plan (it
+//! has `resource_changes`, which a refresh-only plan never has): its own `resource_drift`
+//! only holds the drift that touches a planned change, so reading it as the drift list
+//! would hide the rest. Data sources and ephemeral resources in
 //! `resource_drift` are skipped: a data source changing is the point of a data source.
 //!
 //! Secrets are removed here, before anything else sees the plan: every changed leaf is
@@ -67,7 +69,7 @@ pub enum PlanError {
     )]
     Errored { source_name: String },
     #[error(
-        "{source_name}: given as the refresh-only plan, but it proposes changes ({address}: {action}); were the two plans swapped?"
+        "{source_name}: given as the refresh-only plan, but it is a normal plan (it has resource_changes: {address}: {action}); pass it with --plan, or save the refresh-only plan with `plan -refresh-only -out` (were the two plans swapped?)"
     )]
     NotRefreshOnly {
         source_name: String,
@@ -167,7 +169,10 @@ pub fn parse_plan(
             continue;
         }
         let action = Action::from_actions(&raw.change.actions);
-        if role == PlanRole::RefreshOnly && action != Action::NoOp {
+        // OpenTofu and Terraform write no resource_changes at all in a refresh-only plan
+        // (they refuse one that has any), while a normal plan lists every managed
+        // instance, no-ops included: any entry means this is a normal plan.
+        if role == PlanRole::RefreshOnly {
             return Err(PlanError::NotRefreshOnly {
                 source_name: name(),
                 address: raw.address.into_owned(),
@@ -448,8 +453,13 @@ mod tests {
                 let options = crate::classify::Options::default();
                 let report = crate::classify::classify("s", &plan, Some(&plan), &rules, &options);
                 let _ = crate::report::text::render(&report, true);
-                let _ = crate::report::json::render(&report, 2);
-                let _ = crate::report::markdown::render(&report);
+                let meta = crate::report::json::Meta {
+                    exit_code: 2,
+                    generated_at: "2026-10-28T00:00:00Z",
+                    timings: None,
+                };
+                let _ = crate::report::json::render(&report, meta);
+                let _ = crate::report::markdown::render(&report, "2026-10-28T00:00:00Z");
             }
         }
     }
@@ -460,6 +470,13 @@ mod tests {
           {"address":"a.b","mode":"managed","change":{"actions":["create"],"before":null,"after":{}}}]}"#;
         assert!(matches!(
             parse(text, PlanRole::RefreshOnly),
+            Err(PlanError::NotRefreshOnly { .. })
+        ));
+        // A normal plan whose every entry is a no-op is still a normal plan.
+        let quiet = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"a.b","mode":"managed","change":{"actions":["no-op"],"before":{},"after":{}}}]}"#;
+        assert!(matches!(
+            parse(quiet, PlanRole::RefreshOnly),
             Err(PlanError::NotRefreshOnly { .. })
         ));
         assert_eq!(

@@ -14,7 +14,12 @@ fn assert_line(lines: &[&str], i: usize, start: &str, says: &str) {
 fn step7_text_lines_and_exit_2() {
     let out = outcome(&mut report("shop-prod"));
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    // Line diffs of multi-line values are indented under their finding.
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("    "))
+        .collect();
     assert_line(
         &lines,
         0,
@@ -48,6 +53,20 @@ fn step7_text_lines_and_exit_2() {
         "+ local_file.banner create (an unapplied change, not drift)"
     );
     assert_eq!(lines.len(), 6, "{}", out.stdout);
+    // The startup script's line diff reads from state to observed: the line added outside
+    // is a `+` line, and the header says which side is which.
+    assert!(
+        out.stdout.contains(
+            "\n    --- metadata_startup_script: state (last apply)\n    +++ metadata_startup_script: observed (refresh)\n    @@ "
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("\n    +apt-get install -y libpq5 | tee")
+    );
+    assert!(!out.stdout.contains("\n    -apt-get"));
     // The summary goes to stderr, so stdout is only the finding lines.
     assert!(
         out.stderr.contains("driftwatch: shop-prod: 4 actionable"),
@@ -85,11 +104,36 @@ fn markdown_snapshot() {
 
 #[test]
 fn json_snapshot_and_schema_fields() {
-    let out = outcome(report("shop-prod").arg("--json"));
+    let out = outcome(report("shop-prod").arg("--output").arg("json"));
     assert_eq!(out.code, 2);
+    // --json is the same as --output json.
+    assert_eq!(
+        outcome(report("shop-prod").arg("--json")).stdout,
+        out.stdout
+    );
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
     assert_eq!(doc["schema"], "driftwatch/report");
     assert_eq!(doc["version"], 1);
+    // RFC 3339, UTC (the fixed clock of the tests is midnight of 2026-10-28).
+    assert_eq!(doc["generated_at"], "2026-10-28T00:00:00Z");
+    assert_eq!(doc["diff_sides"]["before"], "state (last apply)");
+    assert_eq!(doc["diff_sides"]["after"], "observed (refresh)");
+    let script = &doc["findings"][0]["diffs"][1];
+    assert_eq!(script["path"], "metadata_startup_script");
+    let line_diff = script["line_diff"].as_str().unwrap();
+    assert!(
+        line_diff.starts_with(
+            "--- metadata_startup_script: state (last apply)\n+++ metadata_startup_script: observed (refresh)\n"
+        ),
+        "{line_diff}"
+    );
+    assert!(
+        line_diff.contains("\n+apt-get install -y libpq5"),
+        "{line_diff}"
+    );
+    // One-line values have no line diff.
+    assert!(doc["findings"][0]["diffs"][0].get("line_diff").is_none());
     assert_eq!(doc["key"], "driftwatch-587d35c66f5f");
     assert_eq!(doc["fingerprint"].as_str().unwrap().len(), 16);
     let cats: Vec<(&str, &str)> = doc["findings"]
