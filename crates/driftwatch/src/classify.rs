@@ -19,7 +19,8 @@
 //! resource. A normal plan with no `resource_changes` at all proves nothing, and its drift
 //! stays "changed outside".
 //!
-//! `no-op` drift (a move without a value change), data sources and deposed objects are not
+//! `no-op` drift (a move without a value change), an update whose two sides differ only
+//! between `null` and an empty map or list, data sources and deposed objects are not
 //! findings. Whatever the normal plan does to an address that did not drift is pending: an
 //! unapplied change, listed apart. `--ignore-attr` paths are removed from every diff before
 //! classifying, and a resource left without any changed path disappears.
@@ -299,6 +300,12 @@ pub fn classify(
                 (false, true)
             }
         };
+        if entry.action == Action::Update && entry.diffs.is_empty() {
+            // Before and after differ only in how an absent value is written (`null` on
+            // one side, `{}` or `[]` on the other: the AWS provider reads `tags` back as
+            // `{}` after creating it as `null`). Nothing changed outside.
+            continue;
+        }
         drifted.insert(entry.address.as_str());
         let diffs: Vec<Diff> = entry
             .diffs
@@ -730,6 +737,23 @@ mod tests {
         };
         let report = classify("s", &refresh, Some(&normal), &Rules::default(), &options);
         assert!(report.findings.is_empty() && report.pending.is_empty());
+    }
+
+    #[test]
+    fn null_versus_empty_is_not_drift() {
+        // The plan parser found no leaf that differs (tags: null -> {}).
+        let refresh = Plan {
+            drift: vec![drift("aws_sqs_queue.q", Action::Update, vec![])],
+            ..Plan::default()
+        };
+        let normal = Plan {
+            changes: vec![change("aws_sqs_queue.q", Action::Update)],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert!(report.findings.is_empty());
+        // Whatever the normal plan does to it is then an unapplied change.
+        assert_eq!(report.pending[0].address, "aws_sqs_queue.q");
     }
 
     #[test]

@@ -118,8 +118,11 @@ impl Tofu {
         ]
     }
 
-    pub fn apply_refresh_only_argv(&self) -> Vec<String> {
-        vec![
+    /// `apply -refresh-only` limited to `targets` (each as `-target=ADDRESS`), so that
+    /// only the accepted resources take reality into state and every other drift stays
+    /// visible as drift.
+    pub fn apply_refresh_only_argv(&self, targets: &[String]) -> Vec<String> {
+        let mut argv = vec![
             self.binary.clone(),
             format!("-chdir={}", self.chdir),
             "apply".to_owned(),
@@ -128,7 +131,9 @@ impl Tofu {
             "-input=false".to_owned(),
             "-no-color".to_owned(),
             format!("-lock-timeout={}", self.lock_timeout),
-        ]
+        ];
+        argv.extend(targets.iter().map(|t| format!("-target={t}")));
+        argv
     }
 
     fn call(&self, runner: &dyn Runner, argv: &[String]) -> Result<CmdOutput, RunError> {
@@ -190,9 +195,14 @@ impl Tofu {
         Ok(show.stdout)
     }
 
-    /// `apply -refresh-only -auto-approve`: write reality into state.
-    pub fn apply_refresh_only(&self, runner: &dyn Runner) -> Result<(), RunError> {
-        let out = self.call(runner, &self.apply_refresh_only_argv())?;
+    /// `apply -refresh-only -auto-approve -target=...`: write reality into state for
+    /// `targets` only.
+    pub fn apply_refresh_only(
+        &self,
+        runner: &dyn Runner,
+        targets: &[String],
+    ) -> Result<(), RunError> {
+        let out = self.call(runner, &self.apply_refresh_only_argv(targets))?;
         if out.code != 0 {
             return Err(RunError::Failed {
                 label: "apply -refresh-only".to_owned(),
@@ -204,12 +214,22 @@ impl Tofu {
     }
 }
 
-/// The last few lines of a command's stderr, enough to say why without flooding the log.
+/// Enough of a command's stderr to say why, without flooding the log: the engine's first
+/// `Error:` diagnostic and the line after it when there is one (`Error: Error acquiring
+/// the state lock / Error message: resource temporarily unavailable`), else the last three
+/// lines.
 fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(3);
-    let joined = lines[start..].join(" / ");
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim_start_matches(['│', '╷', '╵', ' ']).trim_end())
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let picked: &[&str] = match lines.iter().position(|l| l.starts_with("Error:")) {
+        Some(i) => &lines[i..(i + 2).min(lines.len())],
+        None => &lines[lines.len().saturating_sub(3)..],
+    };
+    let joined = picked.join(" / ");
     if joined.is_empty() {
         "(no error output)".to_owned()
     } else {
@@ -327,6 +347,22 @@ mod tests {
             chdir: "stacks/shop".into(),
             lock_timeout: "5m".into(),
         }
+    }
+
+    #[test]
+    fn tail_prefers_the_engine_error() {
+        let lock = b"\nError: Error acquiring the state lock\n\nError message: resource temporarily unavailable\nLock Info:\n  ID: 2031\n\nTerraform acquires a state lock to protect the state from being written\nflag, but this is not recommended.\n";
+        assert_eq!(
+            tail(lock),
+            "Error: Error acquiring the state lock / Error message: resource temporarily unavailable"
+        );
+        let boxed = "\u{256d}\n\u{2502} Error: Inconsistent dependency lock file\n\u{2502} \n\u{2502} The following dependency selections recorded\n\u{2575}\n";
+        assert_eq!(
+            tail(boxed.as_bytes()),
+            "Error: Inconsistent dependency lock file / The following dependency selections recorded"
+        );
+        assert_eq!(tail(b"a\nb\nc\nd\n"), "b / c / d");
+        assert_eq!(tail(b""), "(no error output)");
     }
 
     #[test]

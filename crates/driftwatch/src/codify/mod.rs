@@ -3,8 +3,9 @@
 //! For every changed-outside finding, write the drifted values into the configuration file
 //! that declares the resource (`*.tf` through [`hcl`], `*.tf.json` through [`json`]), prove
 //! with a normal plan that the next apply would leave those resources alone, run
-//! `apply -refresh-only -auto-approve` so state takes reality, and prove it again with a
-//! second normal plan. A finding is codified whole or not at all, and it is refused when
+//! `apply -refresh-only -auto-approve` with a `-target` per accepted resource so state
+//! takes reality for those alone (refused drift stays drift, visible tomorrow), and prove
+//! it again with a second normal plan. A finding is codified whole or not at all, and it is refused when
 //! any attribute the next apply would revert is sensitive, is not a literal in the
 //! configuration (a variable, an expression, a heredoc, a `dynamic` block), or when the
 //! finding is a replace (accepting it would still destroy the object) or belongs to a
@@ -552,7 +553,8 @@ fn write_and_prove(
             ));
         }
     }
-    tofu.apply_refresh_only(runner)?;
+    let targets: Vec<String> = accepted.iter().map(|a| a.address.clone()).collect();
+    tofu.apply_refresh_only(runner, &targets)?;
     let still = still_changed(tofu, runner, masker, "final plan", accepted)?;
     if !still.is_empty() {
         let list: Vec<String> = still.iter().map(|(a, w)| format!("{a} ({w})")).collect();

@@ -131,6 +131,12 @@ fn codifies_literals_and_refuses_the_rest() {
         calls[6].contains(&"-refresh-only".to_owned())
             && calls[6].contains(&"-auto-approve".to_owned())
     );
+    // State takes reality for the codified resource only.
+    let targets: Vec<&String> = calls[6]
+        .iter()
+        .filter(|a| a.starts_with("-target="))
+        .collect();
+    assert_eq!(targets, ["-target=kubernetes_config_map_v1.flags"]);
 }
 
 #[test]

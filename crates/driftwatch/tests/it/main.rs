@@ -1,6 +1,7 @@
 //! driftwatch's integration tests: one binary, one module per concern. Most tests run the
 //! built binary on the fixtures under `tests/fixtures/` (written for this crate in the shape
-//! of real `tofu show -json` output); `codify` drives the library with the fake runner.
+//! of real `tofu show -json` output); `codify` drives the library with the fake runner;
+//! `engine` runs everything against real terraform, the real AWS provider and moto.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,6 +12,7 @@
 mod canary;
 mod codify;
 mod corpus;
+mod engine;
 mod exits;
 mod history;
 mod report;
