@@ -111,6 +111,8 @@ pub struct ChangeEntry {
 pub struct Plan {
     /// The file name or label used in messages.
     pub source: String,
+    /// Which of the two plans it was read as.
+    pub role: PlanRole,
     pub format_version: String,
     /// Terraform's `complete: false` (a partial plan by design).
     pub incomplete: bool,

@@ -3,9 +3,9 @@
 //! Refused, each with its own error: state JSON (no plan at all), a `format_version` whose
 //! major version is not 1, an errored plan (its drift list is partial), HCP/TFC "redacted"
 //! plan JSON (a different format), and a normal plan given as the refresh-only plan (it
-//! has `resource_changes`, which a refresh-only plan never has): its own `resource_drift`
-//! only holds the drift that touches a planned change, so reading it as the drift list
-//! would hide the rest. Data sources and ephemeral resources in
+//! proposes changes, which a refresh-only plan never does): its own `resource_drift` only
+//! holds the drift that touches a planned change, so reading it as the drift list would
+//! hide the rest. Data sources and ephemeral resources in
 //! `resource_drift` are skipped: a data source changing is the point of a data source.
 //!
 //! Secrets are removed here, before anything else sees the plan: every changed leaf is
@@ -26,11 +26,12 @@ use crate::flatten::{Path, flatten};
 use crate::mask::Masker;
 
 /// Which of the two plans a document is supposed to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PlanRole {
     /// `plan -refresh-only`: drift is read from it, with values.
     RefreshOnly,
     /// The normal plan: what the next apply does. Its own drift list is not used.
+    #[default]
     Normal,
     /// A normal plan that is the only input: drift is read from its own `resource_drift`
     /// (which OpenTofu filters to drift that matters to the plan) and changes from its
@@ -69,7 +70,7 @@ pub enum PlanError {
     )]
     Errored { source_name: String },
     #[error(
-        "{source_name}: given as the refresh-only plan, but it is a normal plan (it has resource_changes: {address}: {action}); pass it with --plan, or save the refresh-only plan with `plan -refresh-only -out` (were the two plans swapped?)"
+        "{source_name}: given as the refresh-only plan, but it is a normal plan (it proposes changes: {address}: {action}); pass it with --plan, or save the refresh-only plan with `plan -refresh-only -out` (were the two plans swapped?)"
     )]
     NotRefreshOnly {
         source_name: String,
@@ -139,6 +140,7 @@ pub fn parse_plan(
 
     let mut plan = Plan {
         source: name(),
+        role,
         format_version: version.to_owned(),
         incomplete: doc.complete == Some(false),
         failed_checks: failed_checks(doc.checks),
@@ -170,9 +172,10 @@ pub fn parse_plan(
         }
         let action = Action::from_actions(&raw.change.actions);
         // OpenTofu and Terraform write no resource_changes at all in a refresh-only plan
-        // (they refuse one that has any), while a normal plan lists every managed
-        // instance, no-ops included: any entry means this is a normal plan.
-        if role == PlanRole::RefreshOnly {
+        // (they refuse one that proposes any change): a proposed change means this is a
+        // normal plan. An entry that is a no-op proves less (generated plans list them),
+        // so it is only noted, by the classifier.
+        if role == PlanRole::RefreshOnly && action != Action::NoOp {
             return Err(PlanError::NotRefreshOnly {
                 source_name: name(),
                 address: raw.address.into_owned(),
@@ -472,13 +475,12 @@ mod tests {
             parse(text, PlanRole::RefreshOnly),
             Err(PlanError::NotRefreshOnly { .. })
         ));
-        // A normal plan whose every entry is a no-op is still a normal plan.
+        // No-op entries alone are kept (the classifier notes them).
         let quiet = r#"{"format_version":"1.2","resource_changes":[
           {"address":"a.b","mode":"managed","change":{"actions":["no-op"],"before":{},"after":{}}}]}"#;
-        assert!(matches!(
-            parse(quiet, PlanRole::RefreshOnly),
-            Err(PlanError::NotRefreshOnly { .. })
-        ));
+        let plan = parse(quiet, PlanRole::RefreshOnly).unwrap();
+        assert_eq!(plan.changes.len(), 1);
+        assert_eq!(plan.role, PlanRole::RefreshOnly);
         assert_eq!(
             parse(text, PlanRole::Normal).unwrap().changes[0].action,
             Action::Create

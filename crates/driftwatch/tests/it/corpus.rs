@@ -1,7 +1,7 @@
 //! Every file of the real corpus (`DRIFTWATCH_TOFU_REAL`, e.g. `../shared/fixtures/tofu-real`)
 //! is read without a crash: errored plans, old format versions, state and TFC redacted JSON
-//! exit 1 with one line naming the file, and so does a normal plan (one with
-//! `resource_changes`) given as `--refresh-plan`; everything else is accepted, whichever
+//! exit 1 with one line naming the file, and so does a normal plan (one that proposes a
+//! change) given as `--refresh-plan`; everything else is accepted, whichever
 //! way it is paired: as both plans, as `--plan` alone or as `--refresh-plan` alone.
 //! Skipped, with a note, when the variable is unset.
 
@@ -24,13 +24,17 @@ fn corpus_dir() -> Option<PathBuf> {
 }
 
 /// What driftwatch must say about a file, judged from its content and from how it is
-/// given: a normal plan (it has managed `resource_changes`) is refused as `--refresh-plan`.
+/// given: a normal plan (it proposes a change to a managed resource) is refused as
+/// `--refresh-plan`.
 fn must_refuse(doc: &serde_json::Value, as_refresh_plan: bool) -> bool {
     let version = doc.get("format_version").and_then(|v| v.as_str());
     let normal = doc
         .get("resource_changes")
         .and_then(|c| c.as_array())
-        .is_some_and(|c| c.iter().any(|r| r["mode"] != "data"));
+        .is_some_and(|c| {
+            c.iter()
+                .any(|r| r["mode"] != "data" && r["change"]["actions"] != serde_json::json!(["no-op"]))
+        });
     doc.get("errored") == Some(&serde_json::Value::Bool(true))
         || version.is_none()
         || !version.unwrap_or_default().starts_with("1.")
