@@ -430,7 +430,7 @@ pub fn classify(
             notes.push(format!("{}: check failed: {check}", plan.source));
         }
     }
-    if refresh.role == crate::plan::PlanRole::RefreshOnly && !refresh.changes.is_empty() {
+    if refresh.listed_no_ops > 0 {
         notes.push(format!(
             "{}: lists resource_changes (all no-op), which a refresh-only plan from OpenTofu or Terraform does not; if it is a normal plan, drift that touches no planned change is missing from it",
             refresh.source

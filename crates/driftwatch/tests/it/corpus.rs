@@ -32,8 +32,9 @@ fn must_refuse(doc: &serde_json::Value, as_refresh_plan: bool) -> bool {
         .get("resource_changes")
         .and_then(|c| c.as_array())
         .is_some_and(|c| {
-            c.iter()
-                .any(|r| r["mode"] != "data" && r["change"]["actions"] != serde_json::json!(["no-op"]))
+            c.iter().any(|r| {
+                r["mode"] != "data" && r["change"]["actions"] != serde_json::json!(["no-op"])
+            })
         });
     doc.get("errored") == Some(&serde_json::Value::Bool(true))
         || version.is_none()

@@ -172,7 +172,8 @@ fn a_normal_plan_given_as_the_refresh_plan_is_refused() {
     let out = outcome(&mut cmd);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
-        out.stderr.contains("lists resource_changes (all no-op), which a refresh-only plan"),
+        out.stderr
+            .contains("lists resource_changes (all no-op), which a refresh-only plan"),
         "{}",
         out.stderr
     );
