@@ -5,8 +5,9 @@
 //! `run` and `codify` paths are tested end to end). The plan functions here own the rules
 //! of the conversation: both plans with `-detailed-exitcode` (0 and 2 continue, anything
 //! else is an error), plan files saved with `-out` in a temporary directory that is removed
-//! on every path out of the function, and plans read back with `show -json`, never from the
-//! human output.
+//! on every path out (a [`SavedPlan`] is dropped), and plans read back with `show -json`
+//! into a file in that directory, never from the human output, so that a big plan is
+//! streamed from disk rather than held in memory.
 
 use std::path::Path;
 
@@ -23,6 +24,18 @@ pub struct CmdOutput {
 /// side by side on one runner.
 pub trait Runner: Sync {
     fn run(&self, argv: &[String]) -> std::io::Result<CmdOutput>;
+
+    /// Like [`Runner::run`], with stdout written to the file `stdout` instead of kept in
+    /// memory (a `show -json` of a big stack is hundreds of megabytes). The default runs
+    /// [`Runner::run`] and writes what it returned.
+    fn run_to_file(&self, argv: &[String], stdout: &Path) -> std::io::Result<CmdOutput> {
+        let out = self.run(argv)?;
+        std::fs::write(stdout, &out.stdout)?;
+        Ok(CmdOutput {
+            stdout: Vec::new(),
+            ..out
+        })
+    }
 }
 
 /// Spawns real processes, stdin closed so a prompt cannot hang a nightly job.
@@ -44,6 +57,32 @@ impl Runner for ProcessRunner {
             stderr: output.stderr,
         })
     }
+
+    fn run_to_file(&self, argv: &[String], stdout: &Path) -> std::io::Result<CmdOutput> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(std::io::Error::other("empty command line"));
+        };
+        let file = std::fs::File::create(stdout)?;
+        let output = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .output()?;
+        Ok(CmdOutput {
+            code: output.status.code().unwrap_or(-1),
+            stdout: Vec::new(),
+            stderr: output.stderr,
+        })
+    }
+}
+
+/// A plan saved with `-out` and its `show -json` output, both in a private temporary
+/// directory that is removed when this is dropped (they hold secrets in plain text).
+#[derive(Debug)]
+pub struct SavedPlan {
+    _dir: tempfile::TempDir,
+    /// The `show -json` output.
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,16 +184,18 @@ impl Tofu {
 
     /// Plan, save, and read back as JSON. Returns the `show -json` bytes.
     pub fn plan_json(&self, runner: &dyn Runner, refresh_only: bool) -> Result<Vec<u8>, RunError> {
-        self.plan_json_timed(runner, refresh_only, &mut Timings::default())
+        let saved = self.plan(runner, refresh_only, &mut Timings::default())?;
+        std::fs::read(&saved.json).map_err(RunError::TempDir)
     }
 
-    /// [`Tofu::plan_json`], recording how long the plan and the `show` took.
-    pub fn plan_json_timed(
+    /// Plan, save, and write `show -json` beside the plan file, recording how long the
+    /// plan and the `show` took. Nothing of the plan is held in memory.
+    pub fn plan(
         &self,
         runner: &dyn Runner,
         refresh_only: bool,
         timings: &mut Timings,
-    ) -> Result<Vec<u8>, RunError> {
+    ) -> Result<SavedPlan, RunError> {
         let label = if refresh_only {
             "refresh-only plan"
         } else {
@@ -180,8 +221,18 @@ impl Tofu {
                 stderr: tail(&plan.stderr),
             });
         }
+        let json = dir.path().join(if refresh_only {
+            "refresh.json"
+        } else {
+            "plan.json"
+        });
         let started = std::time::Instant::now();
-        let show = self.call(runner, &self.show_argv(&out))?;
+        let show = runner
+            .run_to_file(&self.show_argv(&out), &json)
+            .map_err(|error| RunError::Spawn {
+                program: self.binary.clone(),
+                error,
+            })?;
         timings
             .steps
             .push((format!("show -json of the {label}"), started.elapsed()));
@@ -192,7 +243,7 @@ impl Tofu {
                 stderr: tail(&show.stderr),
             });
         }
-        Ok(show.stdout)
+        Ok(SavedPlan { _dir: dir, json })
     }
 
     /// `apply -refresh-only -auto-approve -target=...`: write reality into state for

@@ -20,7 +20,7 @@ use crate::classify::Options;
 use crate::error::{Error, Result};
 use crate::flatten::Path;
 use crate::mask::Masker;
-use crate::plan::{Plan, PlanRole, parse_plan};
+use crate::plan::{Plan, PlanError, PlanRole, parse_reader};
 use crate::rules::Rules;
 use crate::runner::{Runner, Tofu};
 use crate::{codify, exit};
@@ -273,17 +273,23 @@ pub(crate) fn load_rules(config: Option<&FsPath>) -> Result<Rules> {
     }
 }
 
-/// Parse two documents on two threads: the big plans are read-bound and independent.
-pub(crate) fn parse_pair(
-    refresh: (&[u8], &str, PlanRole),
-    normal: Option<(&[u8], &str)>,
+/// Parse the two saved plans on two threads (they are big and independent), streaming
+/// each from its file.
+pub(crate) fn parse_saved(
+    refresh: &crate::runner::SavedPlan,
+    normal: Option<&crate::runner::SavedPlan>,
     masker: &Masker,
 ) -> Result<(Plan, Option<Plan>)> {
+    let open = |saved: &crate::runner::SavedPlan, label: &str, role: PlanRole| -> Result<Plan> {
+        let file = std::fs::File::open(&saved.json).map_err(|error| PlanError::Read {
+            source_name: label.to_owned(),
+            error,
+        })?;
+        Ok(parse_reader(file, label, role, masker)?)
+    };
     std::thread::scope(|scope| {
-        let handle = normal.map(|(bytes, name)| {
-            scope.spawn(move || parse_plan(bytes, name, PlanRole::Normal, masker))
-        });
-        let first = parse_plan(refresh.0, refresh.1, refresh.2, masker)?;
+        let handle = normal.map(|saved| scope.spawn(move || open(saved, "plan", PlanRole::Normal)));
+        let first = open(refresh, "refresh-only plan", PlanRole::RefreshOnly)?;
         let second = match handle {
             Some(h) => Some(h.join().map_err(|_| Error::Thread)??),
             None => None,

@@ -12,11 +12,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::output::{self, Inputs, StackResult, StackTiming};
-use super::{Io, RunArgs, load_rules, masker, parse_pair, tofu_of};
+use super::{Io, RunArgs, load_rules, masker, parse_saved, tofu_of};
 use crate::classify::Report;
 use crate::error::{Error, Result};
 use crate::mask::Masker;
-use crate::plan::PlanRole;
 use crate::runner::{Runner, Timings};
 use crate::stacks::{self, StackSpec};
 
@@ -133,19 +132,16 @@ fn plans_and_classify(
     engine: &mut Timings,
 ) -> Result<Report> {
     let tofu = tofu_of(&args.engine, &spec.chdir);
-    let refresh_json = tofu.plan_json_timed(runner, true, engine)?;
-    let normal_json = if args.output.drift_only {
+    let refresh_saved = tofu.plan(runner, true, engine)?;
+    let normal_saved = if args.output.drift_only {
         None
     } else {
-        Some(tofu.plan_json_timed(runner, false, engine)?)
+        Some(tofu.plan(runner, false, engine)?)
     };
-    let (refresh, normal) = parse_pair(
-        (&refresh_json, "refresh-only plan", PlanRole::RefreshOnly),
-        normal_json.as_deref().map(|b| (b, "plan")),
-        masker,
-    )?;
-    drop(refresh_json);
-    drop(normal_json);
+    let (refresh, normal) = parse_saved(&refresh_saved, normal_saved.as_ref(), masker)?;
+    // The saved plans and their JSON (secrets in plain text) go now.
+    drop(refresh_saved);
+    drop(normal_saved);
     let config: PathBuf = args.config.clone().unwrap_or_else(|| spec.chdir.clone());
     let rules = load_rules(Some(&config))?;
     output::classify_only(

@@ -27,12 +27,12 @@ use std::io::Write as _;
 use serde_json::Value;
 
 use crate::classify::{self, Category, Finding};
-use crate::cli::{CodifyArgs, Io, load_rules, masker, options, parse_pair, stack_name, tofu_of};
+use crate::cli::{CodifyArgs, Io, load_rules, masker, options, parse_saved, stack_name, tofu_of};
 use crate::config::{self, ConfigFile, Syntax};
 use crate::error::{Error, Result};
 use crate::flatten::Path;
 use crate::mask::Masker;
-use crate::plan::{Action, ChangeEntry, PlanRole, parse_plan};
+use crate::plan::{Action, ChangeEntry, PlanRole, parse_reader};
 use crate::runner::{Runner, Tofu};
 
 /// One configuration file as codify can read and edit it, whatever its syntax.
@@ -348,8 +348,12 @@ fn still_changed(
     label: &str,
     accepted: &[Accepted],
 ) -> Result<BTreeMap<String, String>> {
-    let json = tofu.plan_json(runner, false)?;
-    let plan = parse_plan(&json, label, PlanRole::Normal, masker)?;
+    let saved = tofu.plan(runner, false, &mut crate::runner::Timings::default())?;
+    let file = std::fs::File::open(&saved.json).map_err(|error| crate::plan::PlanError::Read {
+        source_name: label.to_owned(),
+        error,
+    })?;
+    let plan = parse_reader(file, label, PlanRole::Normal, masker)?;
     let mut out = BTreeMap::new();
     for a in accepted {
         if let Some(c) = plan
@@ -396,13 +400,11 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
     let stack = stack_name(&args.common, &args.chdir);
     let now = crate::history::now(args.common.now.as_deref())?;
 
-    let refresh_json = tofu.plan_json(runner, true)?;
-    let normal_json = tofu.plan_json(runner, false)?;
-    let (refresh, normal) = parse_pair(
-        (&refresh_json, "refresh-only plan", PlanRole::RefreshOnly),
-        Some((&normal_json, "plan")),
-        &masker,
-    )?;
+    let mut timings = crate::runner::Timings::default();
+    let refresh_saved = tofu.plan(runner, true, &mut timings)?;
+    let normal_saved = tofu.plan(runner, false, &mut timings)?;
+    let (refresh, normal) = parse_saved(&refresh_saved, Some(&normal_saved), &masker)?;
+    drop((refresh_saved, normal_saved));
     let normal = normal.unwrap_or_default();
     let rules = load_rules(Some(&args.chdir))?;
     let report = classify::classify(&stack, &refresh, Some(&normal), &rules, &options);
