@@ -198,19 +198,13 @@ pub fn parse_reader<R: std::io::Read>(
     let mut first_error: Option<PlanError> = None;
     let scan = |e| scan_error(source_name, e);
 
-    scanner.expect(b'{', "not a JSON object").map_err(scan)?;
-    let mut first = true;
-    loop {
-        match scanner.peek().map_err(scan)? {
-            Some(b'}') if first => {
-                scanner.expect(b'}', "invalid JSON").map_err(scan)?;
-                break;
-            }
-            Some(b'"') => {}
-            Some(_) => return Err(scan(scanner.syntax("invalid JSON"))),
-            None => return Err(scan(scanner.syntax("truncated JSON"))),
+    let mut more = scanner
+        .open(b'{', b'}', "not a JSON object")
+        .map_err(scan)?;
+    while more {
+        if scanner.peek().map_err(scan)? != Some(b'"') {
+            return Err(scan(scanner.syntax("invalid JSON")));
         }
-        first = false;
         let key: String = scanner.parse(stream::owned).map_err(scan)?;
         scanner.expect(b':', "invalid JSON").map_err(scan)?;
         match member(&key) {
@@ -220,71 +214,15 @@ pub fn parse_reader<R: std::io::Read>(
                     scanner.skip_value().map_err(scan)?;
                 } else {
                     header.looks_like_plan = true;
-                    scanner
-                        .expect(b'[', "unexpected plan JSON structure")
+                    let entries = Entries {
+                        drift: matches!(kind, Member::Drift),
+                        role,
+                        masker,
+                        source_name,
+                    };
+                    entries
+                        .read(&mut scanner, &mut plan, &mut first_error)
                         .map_err(scan)?;
-                    let mut first_element = true;
-                    loop {
-                        if first_element && scanner.peek().map_err(scan)? == Some(b']') {
-                            scanner.expect(b']', "invalid JSON").map_err(scan)?;
-                            break;
-                        }
-                        first_element = false;
-                        if first_error.is_some() {
-                            // The document is refused anyway: only its structure matters now.
-                            scanner.skip_value().map_err(scan)?;
-                        } else {
-                            let entry = match kind {
-                                // The normal plan's own drift is only compared by address.
-                                Member::Drift if role == PlanRole::Normal => scanner
-                                    .parse(|bytes| {
-                                        let (head, used) = stream::one::<RawHead<'_>>(bytes)?;
-                                        Ok((Ok(drift_head(head)), used))
-                                    })
-                                    .map_err(scan)?
-                                    .map(|e| match e {
-                                        Some(e) => plan.drift.push(e),
-                                        None => plan.skipped_drift += 1,
-                                    }),
-                                Member::Drift => scanner
-                                    .parse(|bytes| {
-                                        let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
-                                        Ok((drift_entry(raw, role, masker, source_name), used))
-                                    })
-                                    .map_err(scan)?
-                                    .map(|e| match e {
-                                        Some(e) => plan.drift.push(e),
-                                        None => plan.skipped_drift += 1,
-                                    }),
-                                _ => scanner
-                                    .parse(|bytes| {
-                                        let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
-                                        Ok((change_entry(raw, role, source_name), used))
-                                    })
-                                    .map_err(scan)?
-                                    .map(|e| match e {
-                                        // Only a no-op gets this far in a refresh-only plan.
-                                        Some(_) if role == PlanRole::RefreshOnly => {
-                                            plan.listed_no_ops += 1;
-                                        }
-                                        Some(e) => plan.changes.push(e),
-                                        None => {}
-                                    }),
-                            };
-                            if let Err(e) = entry {
-                                first_error = Some(e);
-                            }
-                        }
-                        match scanner.peek().map_err(scan)? {
-                            Some(b',') => scanner.expect(b',', "invalid JSON").map_err(scan)?,
-                            Some(b']') => {
-                                scanner.expect(b']', "invalid JSON").map_err(scan)?;
-                                break;
-                            }
-                            Some(_) => return Err(scan(scanner.syntax("invalid JSON"))),
-                            None => return Err(scan(scanner.syntax("truncated JSON"))),
-                        }
-                    }
                 }
             }
             Member::FormatVersion => {
@@ -299,29 +237,17 @@ pub fn parse_reader<R: std::io::Read>(
                     scanner.parse(stream::owned).map_err(scan)?;
                 header.failed_checks = failed_checks(raw.get().as_bytes());
             }
-            Member::PlannedValues => {
-                header.looks_like_plan = true;
+            skipped => {
+                match skipped {
+                    Member::PlannedValues => header.looks_like_plan = true,
+                    Member::Redacted => header.redacted = true,
+                    Member::StateMark => header.state_marks = true,
+                    _ => {}
+                }
                 scanner.skip_value().map_err(scan)?;
             }
-            Member::Redacted => {
-                header.redacted = true;
-                scanner.skip_value().map_err(scan)?;
-            }
-            Member::StateMark => {
-                header.state_marks = true;
-                scanner.skip_value().map_err(scan)?;
-            }
-            Member::Other => scanner.skip_value().map_err(scan)?,
         }
-        match scanner.peek().map_err(scan)? {
-            Some(b',') => scanner.expect(b',', "invalid JSON").map_err(scan)?,
-            Some(b'}') => {
-                scanner.expect(b'}', "invalid JSON").map_err(scan)?;
-                break;
-            }
-            Some(_) => return Err(scan(scanner.syntax("invalid JSON"))),
-            None => return Err(scan(scanner.syntax("truncated JSON"))),
-        }
+        more = scanner.more(b'}').map_err(scan)?;
     }
     scanner.finish().map_err(scan)?;
 
@@ -383,6 +309,76 @@ fn drift_entry(
         action,
         diffs,
     }))
+}
+
+/// How to read the entries of one of the two arrays.
+struct Entries<'a> {
+    /// `resource_drift` (else `resource_changes`).
+    drift: bool,
+    role: PlanRole,
+    masker: &'a Masker,
+    source_name: &'a str,
+}
+
+impl Entries<'_> {
+    /// Read the array at the cursor into `plan`. The first problem inside an entry goes to
+    /// `first_error` (the document-level refusals come first); after it, the rest is only
+    /// checked for structure.
+    fn read<R: std::io::Read>(
+        &self,
+        scanner: &mut stream::Scanner<R>,
+        plan: &mut Plan,
+        first_error: &mut Option<PlanError>,
+    ) -> Result<(), stream::Stop> {
+        let (role, masker, source_name) = (self.role, self.masker, self.source_name);
+        let mut more = scanner.open(b'[', b']', "unexpected plan JSON structure")?;
+        while more {
+            if first_error.is_some() {
+                scanner.skip_value()?;
+            } else {
+                let entry = if self.drift && role == PlanRole::Normal {
+                    // The normal plan's own drift is only compared by address.
+                    let head = scanner.parse(|bytes| {
+                        let (head, used) = stream::one::<RawHead<'_>>(bytes)?;
+                        Ok((drift_head(head), used))
+                    })?;
+                    record_drift(plan, head);
+                    Ok(())
+                } else if self.drift {
+                    scanner
+                        .parse(|bytes| {
+                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                            Ok((drift_entry(raw, role, masker, source_name), used))
+                        })?
+                        .map(|e| record_drift(plan, e))
+                } else {
+                    scanner
+                        .parse(|bytes| {
+                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                            Ok((change_entry(raw, role, source_name), used))
+                        })?
+                        .map(|e| match e {
+                            // Only a no-op gets this far in a refresh-only plan.
+                            Some(_) if role == PlanRole::RefreshOnly => plan.listed_no_ops += 1,
+                            Some(e) => plan.changes.push(e),
+                            None => {}
+                        })
+                };
+                if let Err(e) = entry {
+                    *first_error = Some(e);
+                }
+            }
+            more = scanner.more(b']')?;
+        }
+        Ok(())
+    }
+}
+
+fn record_drift(plan: &mut Plan, entry: Option<DriftEntry>) {
+    match entry {
+        Some(e) => plan.drift.push(e),
+        None => plan.skipped_drift += 1,
+    }
 }
 
 /// A normal plan's drift entry, address and action only.

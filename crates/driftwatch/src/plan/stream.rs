@@ -189,6 +189,34 @@ impl<R: Read> Scanner<R> {
         }
     }
 
+    /// Open a container: consume `open`; false when `close` follows at once (it is empty,
+    /// and consumed too).
+    pub fn open(&mut self, open: u8, close: u8, what: &'static str) -> Result<bool, Stop> {
+        self.expect(open, what)?;
+        if self.peek()? == Some(close) {
+            self.pos += 1;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// After an item of a container: true when a `,` says another follows, false when
+    /// `close` ends it (both consumed).
+    pub fn more(&mut self, close: u8) -> Result<bool, Stop> {
+        match self.peek()? {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(_) => Err(self.syntax("invalid JSON")),
+            None => Err(self.syntax("truncated JSON")),
+        }
+    }
+
     /// Scan one value starting at the cursor (whitespace skipped).
     fn scan_value(&mut self) -> Result<(), Stop> {
         let Some(first) = self.peek()? else {
@@ -444,12 +472,8 @@ mod tests {
             capacity,
         );
         let mut out = Vec::new();
-        s.expect(b'{', "object")?;
-        loop {
-            if s.peek()? == Some(b'}') {
-                s.expect(b'}', "end")?;
-                break;
-            }
+        let mut more = s.open(b'{', b'}', "object")?;
+        while more {
             let key: String = s.parse(owned)?;
             s.expect(b':', "colon")?;
             if key.starts_with("skip") {
@@ -459,9 +483,7 @@ mod tests {
                 let value: serde_json::Value = s.parse(owned)?;
                 out.push((key, value));
             }
-            if s.peek()? == Some(b',') {
-                s.expect(b',', "comma")?;
-            }
+            more = s.more(b'}')?;
         }
         s.finish()?;
         Ok(out)

@@ -1,6 +1,6 @@
 //! The spec's Step 7 stack, the three report formats, and `--ignore-attr`.
 
-use crate::support::{outcome, report};
+use crate::support::{categories, find_finding, finding, outcome, report};
 
 /// Line `i` starts with `start` and also says `says`.
 #[track_caller]
@@ -136,19 +136,8 @@ fn json_snapshot_and_schema_fields() {
     assert!(doc["findings"][0]["diffs"][0].get("line_diff").is_none());
     assert_eq!(doc["key"], "driftwatch-587d35c66f5f");
     assert_eq!(doc["fingerprint"].as_str().unwrap().len(), 16);
-    let cats: Vec<(&str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["address"].as_str().unwrap(),
-                f["category"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        cats,
+        categories(&doc),
         vec![
             ("google_compute_instance.worker", "replaced"),
             ("local_file.motd", "deleted_outside"),
@@ -193,20 +182,12 @@ fn ignore_attr_drops_computed_paths_and_empty_findings() {
     );
     let base: serde_json::Value = serde_json::from_str(&base.stdout).unwrap();
     let with: serde_json::Value = serde_json::from_str(&with.stdout).unwrap();
-    let find = |doc: &serde_json::Value, addr: &str| {
-        doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["address"] == addr)
-            .cloned()
-    };
     // Without the option the cache map shows up (as ignored: the next apply is a no-op).
-    assert!(find(&base, "kubernetes_config_map_v1.cache").is_some());
+    assert!(find_finding(&base, "kubernetes_config_map_v1.cache").is_some());
     // With it, the resource whose only drift was the computed attribute disappears...
-    assert!(find(&with, "kubernetes_config_map_v1.cache").is_none());
+    assert!(find_finding(&with, "kubernetes_config_map_v1.cache").is_none());
     // ...and the patched flags map reports data.color and only that.
-    let flags = find(&with, "kubernetes_config_map_v1.flags").unwrap();
+    let flags = finding(&with, "kubernetes_config_map_v1.flags");
     assert_eq!(flags["paths"], serde_json::json!(["data.color"]));
     // The fingerprint no longer covers the dropped paths.
     assert_ne!(base["fingerprint"], with["fingerprint"]);
@@ -240,12 +221,7 @@ fn drift_only_needs_rules_to_cover_every_path() {
     assert_eq!(out.code, 2);
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["mode"], "drift-only");
-    let routing = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
-        .unwrap();
+    let routing = finding(&doc, "kubernetes_config_map_v1.routing");
     // resource_version is not under the rule, so without the normal plan it is not "ignored".
     assert_eq!(routing["category"], "changed_outside");
     let mut cmd = crate::support::driftwatch();
@@ -259,12 +235,7 @@ fn drift_only_needs_rules_to_cover_every_path() {
         .arg("metadata[0].resource_version")
         .arg("--json");
     let doc: serde_json::Value = serde_json::from_str(&outcome(&mut cmd).stdout).unwrap();
-    let routing = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
-        .unwrap();
+    let routing = finding(&doc, "kubernetes_config_map_v1.routing");
     assert_eq!(routing["category"], "ignored");
     assert_eq!(
         routing["ignored_by"],

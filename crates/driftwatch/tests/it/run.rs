@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::support::{driftwatch, fixture, outcome};
+use crate::support::{assert_table, driftwatch, fixture, outcome};
 
 /// A stack directory may hold its own answers (`fake-refresh.json`, `fake-plan.json`) or
 /// `fake-fail` (the refresh-only plan then fails with its contents on stderr).
@@ -224,22 +224,14 @@ fn several_stacks_one_report_each_a_summary_and_the_worst_exit_code() {
         "{text}"
     );
     // The summary table: one row per stack, the failed one included.
-    let table: Vec<&str> = text[text.find("stack ").unwrap()..].lines().collect();
-    assert!(
-        table[0].starts_with("stack      result  exit  actionable"),
-        "{text}"
-    );
-    assert!(
-        table[1].starts_with("shop-prod  drift      2           4"),
-        "{text}"
-    );
-    assert!(
-        table[2].starts_with("network    clean      0           0"),
-        "{text}"
-    );
-    assert!(
-        table[3].starts_with("broken     error      1           -"),
-        "{text}"
+    assert_table(
+        text,
+        &[
+            "stack      result  exit  actionable",
+            "shop-prod  drift      2           4",
+            "network    clean      0           0",
+            "broken     error      1           -",
+        ],
     );
     assert!(
         out.stderr

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{Engine, Stack};
+use crate::support::{categories, finding};
 
 /// Both SecureString values start with this; no driftwatch output may contain it.
 const CANARY: &str = "CANARY-5e1f";
@@ -96,15 +97,6 @@ fn assert_no_canary(what: &str, text: &str) {
     );
 }
 
-fn finding<'a>(doc: &'a serde_json::Value, address: &str) -> &'a serde_json::Value {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["address"] == address)
-        .unwrap_or_else(|| panic!("no finding for {address} in {doc:#}"))
-}
-
 fn paths(f: &serde_json::Value) -> Vec<&str> {
     f["paths"]
         .as_array()
@@ -117,19 +109,8 @@ fn paths(f: &serde_json::Value) -> Vec<&str> {
 /// What every categorised report of this stack must say, whichever way it was produced.
 #[track_caller]
 fn assert_categories(doc: &serde_json::Value) {
-    let cats: Vec<(&str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["address"].as_str().unwrap(),
-                f["category"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        cats,
+        categories(doc),
         [
             ("aws_s3_bucket.replaced", "replaced"),
             ("aws_sqs_queue.deleted", "deleted_outside"),

@@ -3,6 +3,7 @@
 //! others, and the worst exit code.
 
 use super::{Engine, Stack, each_in_parallel};
+use crate::support::assert_table;
 
 const QUEUE_TF: &str = r#"resource "aws_sqs_queue" "jobs" {
   name = "{{prefix}}-jobs"
@@ -56,18 +57,14 @@ fn several_real_stacks_in_one_run() {
             .contains("! could not check this stack: refresh-only plan failed (exit 1): Error: "),
         "{text}"
     );
-    let table: Vec<&str> = text[text.find("stack ").unwrap()..].lines().collect();
-    assert!(
-        table[1].starts_with("orders   drift      2           1"),
-        "{text}"
-    );
-    assert!(
-        table[2].starts_with("network  clean      0           0"),
-        "{text}"
-    );
-    assert!(
-        table[3].starts_with("broken   error      1           -"),
-        "{text}"
+    assert_table(
+        text,
+        &[
+            "stack    result",
+            "orders   drift      2           1",
+            "network  clean      0           0",
+            "broken   error      1           -",
+        ],
     );
     // Real engine time was measured for each stack that was checked.
     for name in ["orders", "network"] {
