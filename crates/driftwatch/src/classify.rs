@@ -413,10 +413,10 @@ pub fn classify(
         }
         // Drift seen by the normal plan's own refresh but not by the refresh-only plan:
         // something changed between the two runs.
+        let seen_by_refresh: BTreeSet<&str> =
+            refresh.drift.iter().map(|d| d.address.as_str()).collect();
         for entry in &plan.drift {
-            if entry.action != Action::NoOp
-                && !refresh.drift.iter().any(|d| d.address == entry.address)
-            {
+            if entry.action != Action::NoOp && !seen_by_refresh.contains(entry.address.as_str()) {
                 notes.push(format!(
                     "{} drifted between the two plans (seen only by the normal plan)",
                     entry.address

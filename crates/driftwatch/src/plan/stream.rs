@@ -277,44 +277,65 @@ impl<R: Read> Scanner<R> {
             if self.pos >= self.end && !self.fill()? {
                 return Err(self.syntax("truncated JSON"));
             }
-            let end = self.end;
+            // Work on a local slice (no reloads through `self` in the hot loop); newlines
+            // are noted and applied after it.
+            let buf = &self.buf[..self.end];
             let mut i = self.pos;
-            while i < end {
+            let mut lines = 0usize;
+            let mut last_newline = None;
+            let mut outcome = None;
+            while i < buf.len() {
                 if in_string {
-                    i += quote_or_backslash(&self.buf[i..end]);
-                    if i >= end {
-                        break;
-                    }
-                    if self.buf[i] == b'"' {
+                    i += quote_or_backslash(&buf[i..]);
+                    let Some(&b) = buf.get(i) else { break };
+                    if b == b'"' {
                         in_string = false;
                         i += 1;
                         continue;
                     }
                     // A backslash and the byte it escapes (which may be in the next read).
-                    if i + 1 >= end {
+                    if i + 1 >= buf.len() {
                         break;
                     }
                     i += 2;
                     continue;
                 }
-                match self.buf[i] {
+                match buf[i] {
                     b'"' => in_string = true,
                     b'{' => closers.push(b'}'),
                     b'[' => closers.push(b']'),
                     b @ (b'}' | b']') => {
                         if closers.pop() != Some(b) {
-                            self.pos = i;
-                            return Err(self.syntax("invalid JSON"));
+                            outcome = Some(Err(i));
+                            break;
                         }
                         if closers.is_empty() {
-                            self.pos = i + 1;
-                            return Ok(());
+                            outcome = Some(Ok(i + 1));
+                            break;
                         }
                     }
-                    b'\n' => self.newline_at(i),
+                    b'\n' => {
+                        lines += 1;
+                        last_newline = Some(i);
+                    }
                     _ => {}
                 }
                 i += 1;
+            }
+            if let Some(at) = last_newline {
+                self.line += lines;
+                self.line_start = self.base + at as u64 + 1;
+            }
+            match outcome {
+                Some(Ok(end)) => {
+                    self.pos = end;
+                    return Ok(());
+                }
+                Some(Err(at)) => {
+                    self.pos = at;
+                    return Err(self.syntax("invalid JSON"));
+                }
+                None => {}
             }
             self.pos = i;
             if self.pos < self.end {
@@ -392,6 +413,7 @@ fn bytes_equal(word: u64, byte: u8) -> u64 {
     x.wrapping_sub(ONES) & !x & HIGHS
 }
 
+#[inline]
 /// Offset of the first `"` or `\\` in `hay`, or its length: eight bytes at a time (the
 /// bytes of a plan are mostly string contents), `memchr` once a string is long.
 fn quote_or_backslash(hay: &[u8]) -> usize {
