@@ -1,6 +1,6 @@
 //! Command-line interface: one args struct per command and one function that runs it
-//! ([`report`] for `report`, [`run`] for `run`, [`crate::codify`] for `codify`), and
-//! [`output`] for everything that leaves the process.
+//! (`report` for `report`, `run` for `run`, [`crate::codify`] for `codify`), and
+//! `output` for everything that leaves the process.
 //!
 //! Usage errors are mapped to exit 1 here (clap's default is 2, which a CI job would read
 //! as "drift found"). Output goes to the writers passed in, so tests can run commands in

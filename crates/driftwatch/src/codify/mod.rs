@@ -1,7 +1,7 @@
 //! `driftwatch codify`: make "accept" a command.
 //!
 //! For every changed-outside finding, write the drifted values into the configuration file
-//! that declares the resource (`*.tf` through [`hcl`], `*.tf.json` through [`json`]), prove
+//! that declares the resource (`*.tf` through `hcl`, `*.tf.json` through `json`), prove
 //! with a normal plan that the next apply would leave those resources alone, run
 //! `apply -refresh-only -auto-approve` with a `-target` per accepted resource so state
 //! takes reality for those alone (refused drift stays drift, visible tomorrow), and prove

@@ -1,8 +1,8 @@
 //! `ignore_changes` rules, read from the configuration in either syntax.
 //!
 //! The plan JSON has no `lifecycle` block, so the rules come from the source: every `*.tf`
-//! file (HCL native syntax, read with `hcl-edit` in [`hcl`]) and every `*.tf.json` file
-//! (JSON syntax, [`json`]) of the root module, and, following `module` blocks whose
+//! file (HCL native syntax, read with `hcl-edit` in `hcl`) and every `*.tf.json` file
+//! (JSON syntax, `json`) of the root module, and, following `module` blocks whose
 //! `source` is a local path, the files of those modules (their resources are keyed as
 //! `module.NAME.TYPE.NAME`). Override files are read last and replace the
 //! `ignore_changes` of a block they set it for, as OpenTofu merges them.
