@@ -35,12 +35,61 @@ pub enum HostError {
     #[error("path `{}` contains a NUL byte", path.display())]
     NulInPath { path: PathBuf },
 
-    #[error("refusing to change {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
+    #[error("refusing to reach {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
     OutsideRoot {
         path: PathBuf,
         root: PathBuf,
         resolved: PathBuf,
     },
+
+    /// A directory on the way to a managed path is a symbolic link. Datum
+    /// never follows one unless the repository names it in
+    /// `boundary.follow_links`.
+    #[error("refusing to reach {}: {} on its way is a symbolic link (to {}); Datum does not follow links in parent directories (declare the path it points to, or list {} under `boundary.follow_links` in datum.yaml)", path.display(), link.display(), target.display(), declared_link.display())]
+    ParentLink {
+        path: PathBuf,
+        link: PathBuf,
+        /// What the link points at, as stored.
+        target: PathBuf,
+        /// The link as declared (the spelling `follow_links` takes).
+        declared_link: PathBuf,
+    },
+
+    /// systemd's CHASE_SAFE rule: a directory owned by an unprivileged user
+    /// leads into one owned by someone else, so that user could swap what
+    /// Datum is about to write into.
+    #[error("refusing to reach {}: {} is owned by uid {from_uid}, who could replace {} (owned by uid {into_uid}) at any moment (unsafe ownership transition; list {} under `boundary.owner_transitions` in datum.yaml if that user is trusted)", path.display(), from.display(), into.display(), declared_into.display())]
+    UnsafeTransition {
+        path: PathBuf,
+        from: PathBuf,
+        from_uid: u32,
+        into: PathBuf,
+        into_uid: u32,
+        declared_into: PathBuf,
+    },
+
+    /// A parent on the way is something other than a directory.
+    #[error("cannot reach {}: {} is not a directory", path.display(), parent.display())]
+    NotADirectory { path: PathBuf, parent: PathBuf },
+
+    /// One of Datum's own folders (state, backups, accepted patches) is not
+    /// private to the user running Datum, or a link sits where one of its
+    /// files belongs.
+    #[error("refusing to use {}: {problem}", path.display())]
+    NotPrivate { path: PathBuf, problem: String },
+
+    /// A validator could not be run in its throwaway sandbox.
+    #[error("cannot build the validator sandbox: {what}: {source}")]
+    Sandbox {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Validators run sandboxed, which needs root; a non-root run must opt
+    /// out explicitly.
+    #[error("validators run in a throwaway mount namespace, which needs root (CAP_SYS_ADMIN), and this process runs as uid {uid}; as a non-root user set {env}=off to run them unsandboxed with your own rights")]
+    SandboxNeedsRoot { uid: u32, env: &'static str },
 
     #[error("unknown user `{name}` (not in {})", database.display())]
     UnknownUser { name: String, database: PathBuf },
@@ -81,6 +130,27 @@ impl HostError {
         }
     }
 
+    /// Whether this error is the boundary refusing a path (a parent link,
+    /// an unsafe ownership transition, a parent leading out of the root):
+    /// a finding about the host, not an I/O failure.
+    pub fn is_boundary(&self) -> bool {
+        matches!(
+            self,
+            HostError::OutsideRoot { .. }
+                | HostError::ParentLink { .. }
+                | HostError::UnsafeTransition { .. }
+        )
+    }
+
+    /// Whether nothing can be at the path because a parent is missing or
+    /// not a directory (an observation reads that as "absent").
+    pub fn is_missing_parent(&self) -> bool {
+        matches!(
+            self,
+            HostError::MissingParent { .. } | HostError::NotADirectory { .. }
+        )
+    }
+
     /// The path the error is about, where there is one.
     pub fn path(&self) -> Option<&std::path::Path> {
         match self {
@@ -90,6 +160,10 @@ impl HostError {
             | HostError::NotNormalised { path, .. }
             | HostError::NulInPath { path }
             | HostError::OutsideRoot { path, .. }
+            | HostError::ParentLink { path, .. }
+            | HostError::UnsafeTransition { path, .. }
+            | HostError::NotADirectory { path, .. }
+            | HostError::NotPrivate { path, .. }
             | HostError::MissingParent { path, .. }
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }
@@ -97,7 +171,9 @@ impl HostError {
             HostError::UnknownUser { .. }
             | HostError::UnknownGroup { .. }
             | HostError::ProgramNotFound { .. }
-            | HostError::Spawn { .. } => None,
+            | HostError::Spawn { .. }
+            | HostError::Sandbox { .. }
+            | HostError::SandboxNeedsRoot { .. } => None,
         }
     }
 }
