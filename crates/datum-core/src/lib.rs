@@ -9,6 +9,7 @@
 //! It must not touch the machine, the network, a database or a terminal: it is
 //! plain data with pure functions, so everything here is testable without a host.
 
+pub mod boundary;
 pub mod content;
 pub mod diff;
 pub mod id;
@@ -17,6 +18,7 @@ pub mod origin;
 pub mod outcome;
 pub mod resource;
 
+pub use boundary::Boundary;
 pub use content::{Content, sha256_hex};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
 pub use id::{ParseIdError, ResourceId};

@@ -84,7 +84,13 @@ impl Accounts {
 
 fn load_db(host: &Host, declared: &str) -> Result<AccountDb, HostError> {
     let declared = Path::new(declared);
-    if let Some(bytes) = host.read(declared)? {
+    let in_root = match host.read(declared) {
+        Ok(found) => found,
+        // A root that does not exist (yet) has no account files.
+        Err(HostError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(bytes) = in_root {
         let path = host.resolve(declared)?;
         return Ok(AccountDb::parse(path, &String::from_utf8_lossy(&bytes)));
     }

@@ -46,28 +46,7 @@ use crate::fs::FileKind;
 /// limit, as `ELOOP` would say).
 const MAX_LINKS: usize = 40;
 
-/// What the repository allows beyond the strict walk (`boundary:` in
-/// `datum.yaml`). Paths are declared paths (`/var/run`), not under the root.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Boundary {
-    /// Parent links that may be followed (resolved once, inside the root).
-    pub follow_links: Vec<PathBuf>,
-    /// Directories that may be entered from a directory owned by another,
-    /// unprivileged user (and everything below them).
-    pub owner_transitions: Vec<PathBuf>,
-}
-
-impl Boundary {
-    fn follows(&self, declared_link: &Path) -> bool {
-        self.follow_links.iter().any(|p| p == declared_link)
-    }
-
-    fn trusts(&self, declared_dir: &Path) -> bool {
-        self.owner_transitions
-            .iter()
-            .any(|p| declared_dir.starts_with(p))
-    }
-}
+pub use datum_core::Boundary;
 
 /// An open directory on the host, reached without following links.
 ///
@@ -337,10 +316,11 @@ impl Walker<'_> {
         let real = dir.path.join(name);
         let fd = match rustix::fs::openat(dir.fd(), name, open_flags(), Mode::empty()) {
             Ok(fd) => fd,
+            // Named as the folder the target needs, as `mkdir` would say.
             Err(Errno::NOENT) => {
                 return Err(HostError::MissingParent {
                     path: target.to_path_buf(),
-                    parent: real,
+                    parent: target.parent().map_or(real, Path::to_path_buf),
                 });
             }
             Err(e) => return Err(HostError::io("open directory", &real, errno(e))),
@@ -415,17 +395,5 @@ mod tests {
                 "{base} + {target}"
             );
         }
-    }
-
-    #[test]
-    fn allowances_match_declared_paths() {
-        let b = Boundary {
-            follow_links: vec![PathBuf::from("/var/run")],
-            owner_transitions: vec![PathBuf::from("/srv/app")],
-        };
-        assert!(b.follows(Path::new("/var/run")));
-        assert!(!b.follows(Path::new("/var/run/x")));
-        assert!(b.trusts(Path::new("/srv/app/conf")));
-        assert!(!b.trusts(Path::new("/srv/application")));
     }
 }

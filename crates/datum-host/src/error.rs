@@ -88,7 +88,9 @@ pub enum HostError {
 
     /// Validators run sandboxed, which needs root; a non-root run must opt
     /// out explicitly.
-    #[error("validators run in a throwaway mount namespace, which needs root (CAP_SYS_ADMIN), and this process runs as uid {uid}; as a non-root user set {env}=off to run them unsandboxed with your own rights")]
+    #[error(
+        "validators run in a throwaway mount namespace, which needs root (CAP_SYS_ADMIN), and this process runs as uid {uid}; as a non-root user set {env}=off to run them unsandboxed with your own rights"
+    )]
     SandboxNeedsRoot { uid: u32, env: &'static str },
 
     #[error("unknown user `{name}` (not in {})", database.display())]

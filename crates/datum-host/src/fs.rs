@@ -233,7 +233,6 @@ fn stream(
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -288,7 +287,10 @@ mod tests {
         let f = at(&host, "/f").lstat().unwrap().unwrap();
         assert_eq!(f.kind, FileKind::File);
         assert_eq!(f.meta.size, 3);
-        assert_eq!(at(&host, "/l").lstat().unwrap().unwrap().kind, FileKind::Symlink);
+        assert_eq!(
+            at(&host, "/l").lstat().unwrap().unwrap().kind,
+            FileKind::Symlink
+        );
         assert_eq!(at(&host, "/missing").lstat().unwrap(), None);
         // A file used as a parent component: nothing can be there.
         assert_eq!(host.lstat(&PathBuf::from("/f/below")).unwrap(), None);
@@ -317,7 +319,10 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("f"), dir.path().join("l")).unwrap();
         let err = at(&host, "/l").read().unwrap_err();
         assert_eq!(err.path(), Some(dir.path().join("l").as_path()));
-        assert!(at(&host, "/d").hash(10).is_err(), "a directory is not hashed");
+        assert!(
+            at(&host, "/d").hash(10).is_err(),
+            "a directory is not hashed"
+        );
     }
 
     #[test]
@@ -328,7 +333,7 @@ mod tests {
         match host.locate(&PathBuf::from("/no/such/d")).unwrap_err() {
             HostError::MissingParent { path, parent } => {
                 assert_eq!(path, dir.path().join("no/such/d"));
-                assert_eq!(parent, dir.path().join("no"));
+                assert_eq!(parent, dir.path().join("no/such"));
             }
             other => panic!("unexpected {other}"),
         }
@@ -355,10 +360,19 @@ mod tests {
         let (dir, host) = host_with(&[("f", b"x")]);
         let f = at(&host, "/f");
         let me = f.lstat().unwrap().unwrap().meta;
-        f.set_metadata(Some(me.uid), Some(me.gid), Some(0o4750)).unwrap();
+        f.set_metadata(Some(me.uid), Some(me.gid), Some(0o4750))
+            .unwrap();
         assert_eq!(f.lstat().unwrap().unwrap().meta.mode, 0o4750);
         std::os::unix::fs::symlink(dir.path().join("f"), dir.path().join("l")).unwrap();
-        assert!(at(&host, "/l").set_metadata(None, None, Some(0o600)).is_err());
-        assert_eq!(f.lstat().unwrap().unwrap().meta.mode, 0o4750, "target untouched");
+        assert!(
+            at(&host, "/l")
+                .set_metadata(None, None, Some(0o600))
+                .is_err()
+        );
+        assert_eq!(
+            f.lstat().unwrap().unwrap().meta.mode,
+            0o4750,
+            "target untouched"
+        );
     }
 }

@@ -22,6 +22,7 @@ mod error;
 pub mod fs;
 mod located;
 pub mod lock;
+pub mod named;
 pub mod paths;
 pub mod private;
 pub mod repo;
@@ -122,15 +123,14 @@ impl Host {
         if let Some(dir) = self.root_dir.get() {
             return Ok(dir.clone());
         }
-        let opened = Dir::open_path(&self.root)
-            .map_err(|e| match e {
-                HostError::Io { path, source, .. } => HostError::Io {
-                    path,
-                    op: "open the root",
-                    source,
-                },
-                other => other,
-            })?;
+        let opened = Dir::open_path(&self.root).map_err(|e| match e {
+            HostError::Io { path, source, .. } => HostError::Io {
+                path,
+                op: "open the root",
+                source,
+            },
+            other => other,
+        })?;
         Ok(self.root_dir.get_or_init(|| opened).clone())
     }
 
@@ -404,7 +404,11 @@ mod tests {
         }
         // The link itself, and missing parents, are fine.
         assert!(host.locate(Path::new("/etc/out")).is_ok());
-        assert!(host.try_locate(Path::new("/etc/missing/x.conf")).unwrap().is_none());
+        assert!(
+            host.try_locate(Path::new("/etc/missing/x.conf"))
+                .unwrap()
+                .is_none()
+        );
         assert!(matches!(
             host.locate(Path::new("/etc/missing/x.conf")),
             Err(HostError::MissingParent { .. })
@@ -413,7 +417,9 @@ mod tests {
         // Allowed links are resolved inside the root, once: an absolute
         // target starts at the root, and one that would leave it cannot.
         let allowed = Host::new(root.path()).with_boundary(Boundary {
-            follow_links: ["/etc/in", "/etc/abs", "/etc/out"].map(PathBuf::from).to_vec(),
+            follow_links: ["/etc/in", "/etc/abs", "/etc/out"]
+                .map(PathBuf::from)
+                .to_vec(),
             owner_transitions: Vec::new(),
         });
         for declared in ["/etc/in/x.conf", "/etc/abs/x.conf"] {
@@ -454,7 +460,17 @@ mod tests {
         std::os::unix::fs::chown(&user_dir, Some(65534), Some(65534)).unwrap();
         let host = Host::new(root.path());
         let err = host.locate(Path::new("/srv/app/conf/x")).unwrap_err();
-        assert!(matches!(err, HostError::UnsafeTransition { from_uid: 65534, into_uid: 0, .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                HostError::UnsafeTransition {
+                    from_uid: 65534,
+                    into_uid: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         // The user's own files below their own folder are fine.
         assert!(host.locate(Path::new("/srv/app/x")).is_ok());
         // Root into anything is fine, and an allowed path is allowed.
@@ -474,7 +490,12 @@ mod tests {
         std::os::unix::fs::symlink("f", d.join("a/l")).unwrap();
         std::os::unix::fs::symlink("a/b", d.join("via")).unwrap();
         let mut declared: Vec<PathBuf> = [
-            "/a/f", "/a/l", "/a/b", "/a/missing", "/nowhere/missing", "/a/f/under-a-file",
+            "/a/f",
+            "/a/l",
+            "/a/b",
+            "/a/missing",
+            "/nowhere/missing",
+            "/a/f/under-a-file",
         ]
         .map(PathBuf::from)
         .to_vec();
@@ -488,11 +509,19 @@ mod tests {
             let many = host.lstat_many(&refs, threads);
             assert_eq!(many.len(), declared.len());
             for (p, got) in declared.iter().zip(&many) {
-                assert_eq!(got.as_ref().unwrap(), &host.lstat(p).unwrap(), "{}", p.display());
+                assert_eq!(
+                    got.as_ref().unwrap(),
+                    &host.lstat(p).unwrap(),
+                    "{}",
+                    p.display()
+                );
             }
         }
         let many = host.lstat_many(&refs, 2);
-        assert_eq!(many[1].as_ref().unwrap().as_ref().unwrap().kind, FileKind::Symlink);
+        assert_eq!(
+            many[1].as_ref().unwrap().as_ref().unwrap().kind,
+            FileKind::Symlink
+        );
         assert!(many[3].as_ref().unwrap().is_none());
         assert!(many[5].as_ref().unwrap().is_none());
         // Through a parent link: an error, not an answer.

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::HostError;
 use crate::boundary::{Dir, errno};
 use crate::fs::{self, Expected, Hashed, Stat, is_absent};
 use crate::staging::{StagedFile, StagedSymlink};
-use crate::HostError;
 
 /// An entry at a declared path: its parent open, its name, and the real path
 /// (root + declared) for messages and for validators.
@@ -218,7 +218,8 @@ impl Located {
     ) -> Result<(), HostError> {
         let file = self.open_read("open")?;
         let fd = OwnedFd::from(file);
-        let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
+        let st =
+            rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
         if !matches!(
             FileType::from_raw_mode(st.st_mode),
             FileType::RegularFile | FileType::Directory

@@ -57,7 +57,25 @@ impl PrivateDir {
         declared: &Path,
         create: bool,
     ) -> Result<Option<PrivateDir>, HostError> {
-        let mut current = host.root_dir()?;
+        let mut current = match host.root_dir() {
+            Ok(root) => root,
+            // A root that does not exist yet (a fresh image): nothing of
+            // Datum's is there; it is created (the operator named it) when
+            // Datum's folder is to be.
+            Err(HostError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    return Ok(None);
+                }
+                use std::os::unix::fs::DirBuilderExt as _;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(PARENT_MODE)
+                    .create(host.root())
+                    .map_err(|e| HostError::io("create the root", host.root(), e))?;
+                host.root_dir()?
+            }
+            Err(e) => return Err(e),
+        };
         let parts = crate::boundary::components(declared);
         for (i, name) in parts.iter().enumerate() {
             let mut here = PathBuf::from("/");
@@ -142,6 +160,33 @@ impl PrivateDir {
         self.dir.path()
     }
 
+    /// The folder's path as the kernel sees the open folder right now,
+    /// without any link (what `/proc/thread-self/fd/N` says): for SQLite,
+    /// which opens by path and, with `SQLITE_OPEN_NOFOLLOW`, refuses one
+    /// with a link anywhere in it.
+    pub fn real_path(&self) -> Result<PathBuf, HostError> {
+        use std::os::fd::AsRawFd as _;
+        let proc = format!("/proc/thread-self/fd/{}", self.dir.fd().as_raw_fd());
+        match rustix::fs::readlink(proc.as_str(), Vec::new()) {
+            Ok(target) => {
+                use std::os::unix::ffi::OsStringExt as _;
+                let path = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                // A folder removed since it was opened reads "... (deleted)".
+                if path.is_absolute()
+                    && !path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)")
+                {
+                    return Ok(path);
+                }
+                Err(not_private(
+                    self.path(),
+                    "it was removed while Datum had it open",
+                ))
+            }
+            // No /proc: the path it was opened by.
+            Err(_) => Ok(self.path().to_path_buf()),
+        }
+    }
+
     /// The real path of `name` inside the folder.
     pub fn file_path(&self, name: impl AsRef<OsStr>) -> PathBuf {
         self.dir.path().join(name.as_ref())
@@ -211,7 +256,13 @@ impl PrivateDir {
         }
     }
 
-    fn open(&self, name: &OsStr, flags: OFlags, mode: u32, op: &'static str) -> Result<File, HostError> {
+    fn open(
+        &self,
+        name: &OsStr,
+        flags: OFlags,
+        mode: u32,
+        op: &'static str,
+    ) -> Result<File, HostError> {
         let path = self.file_path(name);
         let fd = rustix::fs::openat(
             self.dir.fd(),
@@ -378,7 +429,10 @@ mod tests {
             dir.read("planted").map(drop),
         ] {
             let err = result.unwrap_err();
-            assert!(matches!(err, HostError::NotPrivate { .. }) || err.to_string().contains("planted"), "{err}");
+            assert!(
+                matches!(err, HostError::NotPrivate { .. }) || err.to_string().contains("planted"),
+                "{err}"
+            );
         }
         assert_eq!(std::fs::read(&canary).unwrap(), b"outside");
         std::os::unix::fs::symlink(outside.path(), dir.file_path("objects")).unwrap();

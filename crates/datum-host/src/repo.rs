@@ -24,7 +24,8 @@ use crate::HostError;
 /// Opens a canonical repository path for reading, refusing any link on the
 /// way (and at the end), without blocking on a FIFO.
 pub fn open(canonical: &Path) -> std::io::Result<File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     match rustix::fs::openat2(
         rustix::fs::CWD,
         canonical,
@@ -35,11 +36,9 @@ pub fn open(canonical: &Path) -> std::io::Result<File> {
         Ok(fd) => Ok(File::from(fd)),
         // A kernel without openat2 (before 5.6): the final component is
         // still never followed.
-        Err(rustix::io::Errno::NOSYS) => {
-            rustix::fs::open(canonical, flags, Mode::empty())
-                .map(File::from)
-                .map_err(std::io::Error::from)
-        }
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::open(canonical, flags, Mode::empty())
+            .map(File::from)
+            .map_err(std::io::Error::from),
         Err(e) => Err(e.into()),
     }
 }

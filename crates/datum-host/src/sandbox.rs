@@ -63,8 +63,8 @@ use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
-use crate::command::{self, CommandOutput, CommandSpec};
 use crate::HostError;
+use crate::command::{self, CommandOutput, CommandSpec};
 
 /// The environment variable that lets a non-root process run validators
 /// unsandboxed (`off`). Ignored as root.
@@ -127,7 +127,13 @@ fn fail(what: impl Into<String>) -> impl FnOnce(Errno) -> HostError {
     }
 }
 
-fn mount(source: &str, target: &Path, fstype: &str, flags: MountFlags, data: &str) -> Result<(), Errno> {
+fn mount(
+    source: &str,
+    target: &Path,
+    fstype: &str,
+    flags: MountFlags,
+    data: &str,
+) -> Result<(), Errno> {
     let data = CString::new(data).map_err(|_| Errno::INVAL)?;
     rustix::mount::mount(source, target, fstype, flags, Some(data.as_c_str()))
 }
@@ -166,6 +172,76 @@ impl Sandbox {
         self
     }
 
+    /// The bytes placed at `path`, if any.
+    pub fn placed(&self, path: &Path) -> Option<&[u8]> {
+        self.placed
+            .iter()
+            .rev()
+            .find(|p| p.path == path)
+            .map(|p| p.bytes.as_slice())
+    }
+
+    /// The names of the files placed directly in folder `dir`.
+    pub fn placed_in(&self, dir: &Path) -> Vec<OsString> {
+        self.placed
+            .iter()
+            .filter(|p| p.path.parent() == Some(dir))
+            .filter_map(|p| p.path.file_name().map(OsStr::to_owned))
+            .collect()
+    }
+
+    /// Reads `path` as a program in the view would (the placed bytes, else
+    /// the machine's file with links followed as the kernel follows them),
+    /// at most `limit` bytes, regular files only, never blocking on a FIFO.
+    /// For looking at what a validator is about to load (a precheck), never
+    /// for managed content: that goes through the boundary.
+    pub fn read_as_program(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        use std::io::Read as _;
+        if let Some(bytes) = self.placed(path) {
+            return Ok(bytes.to_vec());
+        }
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let file = std::fs::File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        let mut bytes = Vec::new();
+        file.take(limit).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The entries of folder `dir` as a program in the view would list
+    /// them: the machine's, and the files placed there.
+    pub fn list_as_program(&self, dir: &Path) -> std::io::Result<Vec<OsString>> {
+        let mut names: Vec<OsString> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for placed in self.placed_in(dir) {
+            if !names.contains(&placed) {
+                names.push(placed);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// The canonical form of `path` on the machine (links followed).
+    pub fn canonical_as_program(&self, path: &Path) -> std::io::Result<PathBuf> {
+        path.canonicalize()
+    }
+
     /// Runs `spec` in a fresh view (see the module header). An error means
     /// the view could not be built or the program could not start; the
     /// program's own status is in the output.
@@ -195,6 +271,59 @@ impl Sandbox {
     }
 }
 
+/// A private scratch copy of content for an unsandboxed validator (a
+/// non-root process that opted out of the sandbox): a fresh 0700 folder
+/// in the temporary directory with one file under the target's name,
+/// removed when dropped.
+#[derive(Debug)]
+pub struct ScratchCopy {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl ScratchCopy {
+    pub fn new(
+        name: &OsStr,
+        bytes: &[u8],
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> std::io::Result<ScratchCopy> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let dir = std::env::temp_dir().join(format!("datum-plan-{}", crate::random_suffix()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let file = dir.join(name);
+        let copy = ScratchCopy { dir, file };
+        let fd = rustix::fs::open(
+            &copy.file,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let mut out = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut out, bytes)?;
+        if uid.is_some() || gid.is_some() {
+            // Best effort: a non-root process may not give files away.
+            let _ = rustix::fs::fchown(
+                &out,
+                uid.map(rustix::fs::Uid::from_raw),
+                gid.map(rustix::fs::Gid::from_raw),
+            );
+        }
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(mode & 0o7777))?;
+        Ok(copy)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl Drop for ScratchCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A mount of the machine's mount table, seen from the thread's copy.
 struct Mounted {
     point: PathBuf,
@@ -210,9 +339,12 @@ fn unescape(field: &str) -> OsString {
     while i < bytes.len() {
         if bytes[i] == b'\\'
             && i + 4 <= bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
         {
-            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            let value =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
             out.push(value);
             i += 4;
         } else {
@@ -331,8 +463,13 @@ fn enter_view(placed: &[Placed]) -> Result<(), HostError> {
             }
         }
         match rustix::mount::mount_bind(fd_path(&m.fd).as_str(), &target) {
-            Ok(()) => rustix::mount::mount_remount(&target, MountFlags::BIND | MountFlags::RDONLY, c"")
-                .map_err(fail(format!("make {} read-only in the view", m.point.display())))?,
+            Ok(()) => {
+                rustix::mount::mount_remount(&target, MountFlags::BIND | MountFlags::RDONLY, c"")
+                    .map_err(fail(format!(
+                        "make {} read-only in the view",
+                        m.point.display()
+                    )))?
+            }
             Err(Errno::NOENT | Errno::NOTDIR) => {}
             Err(e) => {
                 return Err(fail(format!("show {} in the view", m.point.display()))(e));
@@ -440,7 +577,8 @@ fn place(view: &Path, p: &Placed) -> Result<(), HostError> {
         dir = match rustix::fs::openat(&dir, *part, walk, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => {
-                rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)).map_err(fail(what()))?;
+                rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755))
+                    .map_err(fail(what()))?;
                 rustix::fs::openat(&dir, *part, walk, Mode::empty()).map_err(fail(what()))?
             }
             Err(e) => return Err(fail(what())(e)),
@@ -503,8 +641,16 @@ mod tests {
             .run(&CommandSpec::new("sh").arg("-c").arg(script))
             .unwrap();
         assert!(out.success(), "{}", out.stderr.text());
-        assert_eq!(out.stdout.text(), "from the caller\n1\n", "PID 1 in its namespace");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing left in the watched folder");
+        assert_eq!(
+            out.stdout.text(),
+            "from the caller\n1\n",
+            "PID 1 in its namespace"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "nothing left in the watched folder"
+        );
         assert!(!Path::new("/etc/datum-sandbox-test").exists());
     }
 
@@ -518,7 +664,12 @@ mod tests {
             .run(&CommandSpec::new("cat").arg("/proc/net/dev"))
             .unwrap();
         let text = out.stdout.text();
-        let interfaces: Vec<&str> = text.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+        let interfaces: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(str::trim)
+            .collect();
         assert_eq!(interfaces, ["lo"], "{text}");
     }
 }

@@ -104,8 +104,7 @@ impl StageDir {
         rustix::fs::renameat(&self.dir, &self.name, self.parent.fd(), &self.name)
             .map_err(|e| HostError::io("rename into", &self.target, errno(e)))?;
         self.finished = true;
-        let removed =
-            rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR);
+        let removed = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR);
         self.parent.sync()?;
         removed.map_err(|e| {
             HostError::io(
@@ -120,9 +119,11 @@ impl StageDir {
     fn remove(&mut self) -> Result<(), HostError> {
         self.finished = true;
         let entry = match rustix::fs::unlinkat(&self.dir, &self.name, AtFlags::empty()) {
-            Err(e) if e != Errno::NOENT => {
-                Err(HostError::io("remove staged copy", &self.entry_path, errno(e)))
-            }
+            Err(e) if e != Errno::NOENT => Err(HostError::io(
+                "remove staged copy",
+                &self.entry_path,
+                errno(e),
+            )),
             _ => Ok(()),
         };
         let dir = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR)
@@ -296,16 +297,14 @@ pub fn cleanup_stale(dir: &Dir) -> Result<usize, HostError> {
     let mut removed = 0;
     for (name, kind) in dir.list()? {
         if kind == FileKind::Directory && is_stage_name(&name) {
-            dir.entry(&name)
-                .remove_all()
-                .map_err(|e| match e {
-                    HostError::Io { path, source, .. } => HostError::Io {
-                        path,
-                        op: "remove stale staging directory",
-                        source,
-                    },
-                    other => other,
-                })?;
+            dir.entry(&name).remove_all().map_err(|e| match e {
+                HostError::Io { path, source, .. } => HostError::Io {
+                    path,
+                    op: "remove stale staging directory",
+                    source,
+                },
+                other => other,
+            })?;
             removed += 1;
         }
     }

@@ -28,8 +28,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use datum_host::Host;
+use datum_host::sandbox::{Isolation, Sandbox};
+use datum_providers::Staged;
 use datum_providers::validators::{
-    self, Rejection, RejectionKind, Scope, ValidatorDef, validate_group, validate_staged,
+    self, Rejection, RejectionKind, Scope, ValidatorDef, validate_group, validate_group_in,
+    validate_staged, validate_staged_in,
 };
 use tempfile::TempDir;
 
@@ -216,10 +219,21 @@ fn run_staged(def: &ValidatorDef, declared: &str, text: &str, mode: u32) -> Resu
     );
     let staged = root.write(&staged_declared, text, mode);
     let before = snapshot(root.path());
-    let verdict = validate_staged(def, &root.host(), &staged);
+    let verdict = validate_staged(def, &root.host(), &staged_at(&staged, text, mode));
     let after = snapshot(root.path());
     assert_same_tree(&before, &after, &format!("validator {}", def.name));
     verdict
+}
+
+/// What the gate hands a validator for a staged copy at `path`.
+fn staged_at<'a>(path: &'a Path, text: &'a str, mode: u32) -> Staged<'a> {
+    Staged {
+        path,
+        bytes: text.as_bytes(),
+        mode,
+        uid: None,
+        gid: None,
+    }
 }
 
 /// Runs a group validator on `root` and checks that nothing under it changed.
@@ -476,7 +490,7 @@ fn nginx() {
     // A group validator pointed at one staged file judges nothing.
     let root = nginx_root(bad);
     let site = root.live("/etc/nginx/sites-enabled/shop.conf");
-    assert!(validate_staged(def, &root.host(), &site).is_ok());
+    assert!(validate_staged(def, &root.host(), &staged_at(&site, bad, 0o644)).is_ok());
 }
 
 /// Apache's configuration in a root of its own, with a relative include (as

@@ -55,10 +55,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let root = tempfile::tempdir()?;
-//! let (mut store, warnings) = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
-//! for warning in &warnings {
-//!     eprintln!("warning: {warning}"); // the CLI shows these; the pass goes on
-//! }
+//! let mut store = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
 //! let motd = ResourceId::new("File", "motd");
 //! let intentional = store
 //!     .last_verified(&motd)?

@@ -24,10 +24,13 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = match cli::Cli::try_parse() {
+    let mut cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => exit::usage_error(e),
     };
+    if let Err(err) = context::absolutize(&mut cli.global) {
+        std::process::exit(exit::report_error(&err).into());
+    }
     let code = match commands::run(&cli) {
         Ok(code) => code,
         Err(err) => exit::report_error(&err),

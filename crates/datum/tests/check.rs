@@ -318,11 +318,12 @@ const METADATA_CLASSES: &str = "classes:\n  cheap: {interval: 5m, content: metad
 /// ctime, inode and device (which user space cannot do without tampering).
 fn forge_verified_meta(s: &Sandbox) {
     let db = s.live("/var/lib/datum/state.db");
-    let (mut store, _) = datum_store::Store::open(&db).expect("store");
+    let mut store = datum_store::Store::open(&db).expect("store");
     let id = datum_core::ResourceId::new("File", "motd");
     let rec = store.last_verified(&id).expect("read").expect("verified");
     let mut meta = rec.meta.expect("meta");
-    let live = datum_host::fs::lstat(&s.live("/etc/motd"))
+    let live = datum_host::Host::new(s.live("/"))
+        .lstat(std::path::Path::new("/etc/motd"))
         .expect("lstat")
         .expect("present")
         .meta;

@@ -895,7 +895,7 @@ mod lint_errors {
             repo.lint(),
             [
                 "base/a.yaml:6:1: error: File[a]: unknown key `owner` in the document; expected one of: datum, type, name, desired, requires, class, sensitive",
-                "datum.yaml:9:1: error: unknown key `colour` in datum.yaml; expected one of: datum, layers, classes",
+                "datum.yaml:9:1: error: unknown key `colour` in datum.yaml; expected one of: datum, layers, classes, boundary",
             ]
         );
     }
