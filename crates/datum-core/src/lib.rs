@@ -9,6 +9,14 @@
 //! It must not touch the machine, the network, a database or a terminal: it is
 //! plain data with pure functions, so everything here is testable without a host.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod boundary;
 pub mod content;
 pub mod diff;

@@ -329,14 +329,16 @@ impl Walker<'_> {
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
                 if dir.uid != 0 && dir.uid != st.st_uid && !self.boundary.trusts(declared) {
-                    return Err(HostError::UnsafeTransition {
-                        path: target.to_path_buf(),
-                        from: dir.path.clone(),
-                        from_uid: dir.uid,
-                        into: real,
-                        into_uid: st.st_uid,
-                        declared_into: declared.to_path_buf(),
-                    });
+                    return Err(HostError::UnsafeTransition(Box::new(
+                        crate::error::UnsafeTransition {
+                            path: target.to_path_buf(),
+                            from: dir.path.clone(),
+                            from_uid: dir.uid,
+                            into: real,
+                            into_uid: st.st_uid,
+                            declared_into: declared.to_path_buf(),
+                        },
+                    )));
                 }
                 let opened = Dir {
                     fd: Arc::new(fd),
@@ -354,12 +356,12 @@ impl Walker<'_> {
                 if self.boundary.follows(declared) {
                     Ok(Step::Link(to))
                 } else {
-                    Err(HostError::ParentLink {
+                    Err(HostError::ParentLink(Box::new(crate::error::ParentLink {
                         path: target.to_path_buf(),
                         link: real,
                         target: to,
                         declared_link: declared.to_path_buf(),
-                    })
+                    })))
                 }
             }
             _ => Err(HostError::NotADirectory {

@@ -8,6 +8,33 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A directory on the way to a managed path is a symbolic link. Datum never
+/// follows one unless the repository names it in `boundary.follow_links`.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to reach {}: {} on its way is a symbolic link (to {}); Datum does not follow links in parent directories (declare the path it points to, or list {} under `boundary.follow_links` in datum.yaml)", path.display(), link.display(), target.display(), declared_link.display())]
+pub struct ParentLink {
+    pub path: PathBuf,
+    pub link: PathBuf,
+    /// What the link points at, as stored.
+    pub target: PathBuf,
+    /// The link as declared (the spelling `follow_links` takes).
+    pub declared_link: PathBuf,
+}
+
+/// systemd's CHASE_SAFE rule: a directory owned by an unprivileged user leads
+/// into one owned by someone else, so that user could swap what Datum is
+/// about to write into.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to reach {}: {} is owned by uid {from_uid}, who could replace {} (owned by uid {into_uid}) at any moment (unsafe ownership transition; list {} under `boundary.owner_transitions` in datum.yaml if that user is trusted)", path.display(), from.display(), into.display(), declared_into.display())]
+pub struct UnsafeTransition {
+    pub path: PathBuf,
+    pub from: PathBuf,
+    pub from_uid: u32,
+    pub into: PathBuf,
+    pub into_uid: u32,
+    pub declared_into: PathBuf,
+}
+
 /// A failed operation on the host, always naming what it was done to.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -42,31 +69,14 @@ pub enum HostError {
         resolved: PathBuf,
     },
 
-    /// A directory on the way to a managed path is a symbolic link. Datum
-    /// never follows one unless the repository names it in
-    /// `boundary.follow_links`.
-    #[error("refusing to reach {}: {} on its way is a symbolic link (to {}); Datum does not follow links in parent directories (declare the path it points to, or list {} under `boundary.follow_links` in datum.yaml)", path.display(), link.display(), target.display(), declared_link.display())]
-    ParentLink {
-        path: PathBuf,
-        link: PathBuf,
-        /// What the link points at, as stored.
-        target: PathBuf,
-        /// The link as declared (the spelling `follow_links` takes).
-        declared_link: PathBuf,
-    },
+    /// A directory on the way to a managed path is a symbolic link (boxed:
+    /// four paths would make every `Result` carrying a `HostError` large).
+    #[error(transparent)]
+    ParentLink(Box<ParentLink>),
 
-    /// systemd's CHASE_SAFE rule: a directory owned by an unprivileged user
-    /// leads into one owned by someone else, so that user could swap what
-    /// Datum is about to write into.
-    #[error("refusing to reach {}: {} is owned by uid {from_uid}, who could replace {} (owned by uid {into_uid}) at any moment (unsafe ownership transition; list {} under `boundary.owner_transitions` in datum.yaml if that user is trusted)", path.display(), from.display(), into.display(), declared_into.display())]
-    UnsafeTransition {
-        path: PathBuf,
-        from: PathBuf,
-        from_uid: u32,
-        into: PathBuf,
-        into_uid: u32,
-        declared_into: PathBuf,
-    },
+    /// An unsafe ownership transition on the way (boxed like `ParentLink`).
+    #[error(transparent)]
+    UnsafeTransition(Box<UnsafeTransition>),
 
     /// A parent on the way is something other than a directory.
     #[error("cannot reach {}: {} is not a directory", path.display(), parent.display())]
@@ -139,8 +149,8 @@ impl HostError {
         matches!(
             self,
             HostError::OutsideRoot { .. }
-                | HostError::ParentLink { .. }
-                | HostError::UnsafeTransition { .. }
+                | HostError::ParentLink(_)
+                | HostError::UnsafeTransition(_)
         )
     }
 
@@ -162,14 +172,14 @@ impl HostError {
             | HostError::NotNormalised { path, .. }
             | HostError::NulInPath { path }
             | HostError::OutsideRoot { path, .. }
-            | HostError::ParentLink { path, .. }
-            | HostError::UnsafeTransition { path, .. }
             | HostError::NotADirectory { path, .. }
             | HostError::NotPrivate { path, .. }
             | HostError::MissingParent { path, .. }
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }
             | HostError::LockTimeout { path, .. } => Some(path),
+            HostError::ParentLink(e) => Some(&e.path),
+            HostError::UnsafeTransition(e) => Some(&e.path),
             HostError::UnknownUser { .. }
             | HostError::UnknownGroup { .. }
             | HostError::ProgramNotFound { .. }

@@ -544,7 +544,7 @@ fn kernel_trees(view: &Path) -> Result<(), HostError> {
         ("stderr", "/proc/self/fd/2"),
         ("ptmx", "pts/ptmx"),
     ] {
-        rustix::fs::symlinkat(to, rustix::fs::CWD, &dev.join(name))
+        rustix::fs::symlinkat(to, rustix::fs::CWD, dev.join(name))
             .map_err(fail(format!("create /dev/{name} in the view")))?;
     }
     mkdir(&dev.join("pts"), 0o755)?;

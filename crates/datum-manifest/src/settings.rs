@@ -300,7 +300,7 @@ fn read_layer(
     let name = required_str(item, "name", "a layer", place, diags)?;
     let path = required_str(item, "path", "a layer", place, diags)?;
     let rel = match resolve_inside(canonical_root, Path::new(""), &path.value) {
-        Ok((abs, rel)) if abs.is_dir() => rel,
+        Ok((abs, rel)) if datum_host::repo::metadata(&abs).is_ok_and(|m| m.is_dir()) => rel,
         Ok(_) => {
             diags.push(
                 Diagnostic::error(format!("layer path `{}` is not a folder", path.value))

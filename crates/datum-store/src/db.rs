@@ -126,7 +126,10 @@ pub(crate) fn rebuild(
 
 fn host_error(path: &Path) -> impl FnOnce(datum_host::HostError) -> StoreError {
     let path = path.to_owned();
-    move |source| StoreError::Host { path, source }
+    move |source| StoreError::Host {
+        path,
+        source: Box::new(source),
+    }
 }
 
 /// The database's path for SQLite, after checking that the file and its
@@ -152,7 +155,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<PrivateDir, StoreError> {
         }),
         Err(source) => Err(StoreError::Host {
             path: dir.to_owned(),
-            source,
+            source: Box::new(source),
         }),
     }
 }
@@ -393,7 +396,7 @@ fn rename(dir: &PrivateDir, from: &str, to: &str) -> Result<(), StoreError> {
         },
         other => StoreError::Host {
             path: dir.file_path(from),
-            source: other,
+            source: Box::new(other),
         },
     })
 }

@@ -56,7 +56,7 @@ pub enum StoreError {
     Host {
         path: PathBuf,
         #[source]
-        source: datum_host::HostError,
+        source: Box<datum_host::HostError>,
     },
     /// `backup show 42` for an id that does not exist (never existed, or was
     /// pruned).

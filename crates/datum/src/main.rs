@@ -5,6 +5,14 @@
 //! plus one function in `commands/`; everything a person reads is produced in
 //! `render/`; exit codes are decided in `exit.rs` only.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 mod agent;
 mod cli;
 mod commands;

@@ -5,6 +5,11 @@
 //! the guarantee staging exists for: the target is always one complete
 //! version, never empty or partial, and the next pass removes the leftovers.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"

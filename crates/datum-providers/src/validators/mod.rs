@@ -79,6 +79,11 @@ pub enum Check {
     Builtin(fn(&[u8]) -> Result<(), String>),
 }
 
+/// A group validator's check of the assembled configuration before the
+/// program runs: the main configuration file's real path and the view the
+/// program will see; an error is the reason it is refused.
+pub type Precheck = fn(&Path, &Sandbox) -> Result<(), String>;
+
 /// Placeholder for the staged copy in [`Check::Staged`] arguments.
 pub const STAGED: &str = "{staged}";
 /// Placeholder for the main configuration file in [`Check::Assembled`].
@@ -105,7 +110,7 @@ pub struct ValidatorDef {
     /// validators; given the main configuration file's real path and the
     /// view the program will see): what the program would load must be
     /// checked before it loads it.
-    pub precheck: Option<fn(&Path, &Sandbox) -> Result<(), String>>,
+    pub precheck: Option<Precheck>,
     /// Arguments that make the binary print its version (for failure reports).
     pub version_args: Option<&'static [&'static str]>,
     /// Exit statuses that mean "the configuration is invalid". Any other

@@ -6,6 +6,11 @@
 //! a no-op. The other tests cover what the round cannot: tampering, a gate
 //! that says no, leftovers of a killed pass, things in the way, bad accounts.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"

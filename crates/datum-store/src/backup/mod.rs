@@ -297,7 +297,7 @@ impl BackupStore {
         dir.subdir("objects", true)
             .map_err(|source| StoreError::Host {
                 path: path.clone(),
-                source,
+                source: Box::new(source),
             })?
             .ok_or_else(|| StoreError::Io {
                 path,

@@ -42,7 +42,10 @@ pub(crate) fn blob_path(objects: &PrivateDir, sha: &str) -> PathBuf {
 }
 
 fn host(path: PathBuf) -> impl FnOnce(HostError) -> StoreError {
-    move |source| StoreError::Host { path, source }
+    move |source| StoreError::Host {
+        path,
+        source: Box::new(source),
+    }
 }
 
 /// Stores `bytes` under `sha` unless an intact copy is already there. Returns

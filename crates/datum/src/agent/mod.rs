@@ -433,6 +433,14 @@ impl RepoChecker {
         validation_failures: &mut BTreeMap<String, u64>,
     ) -> Result<(ClassReport, i32), DelegateError> {
         let exe = std::env::current_exe().map_err(DelegateError::Spawn)?;
+        // This very binary, not a program from the repository: its JSON
+        // report is read whole and its warnings go to the agent's log, which
+        // the bounded runner of datum-host (a fixed environment, output cut
+        // at a limit) is not made for.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the agent re-runs its own executable (`datum check --class C --output json`) with arguments it builds itself"
+        )]
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("--repo").arg(&p.repo).arg("--root").arg(&p.root);
         if let Some(state) = &p.state {

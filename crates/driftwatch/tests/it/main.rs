@@ -3,6 +3,11 @@
 //! of real `tofu show -json` output); `codify` drives the library with the fake runner.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through its own modules"
+)]
+
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test helpers outside #[test] functions panic on purpose: a failed setup is a failed test"
