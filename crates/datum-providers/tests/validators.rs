@@ -20,7 +20,6 @@
     clippy::disallowed_methods,
     reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
 )]
-
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -555,7 +554,9 @@ fn verdict(v: &Result<(), Rejection>) -> String {
         Ok(()) => "accepted".to_owned(),
         Err(r) => match r.kind {
             RejectionKind::Invalid { .. } => "invalid".to_owned(),
-            RejectionKind::ValidatorError { status } => format!("validator error {status:?}: {}", r.output),
+            RejectionKind::ValidatorError { status } => {
+                format!("validator error {status:?}: {}", r.output)
+            }
             RejectionKind::TimedOut => "timed out".to_owned(),
             RejectionKind::MissingBinary { .. } => "missing".to_owned(),
         },
@@ -597,7 +598,11 @@ fn same_verdict_without_trace(
 ) -> Vec<String> {
     let before = snapshot(root.path());
     let sandboxed = check(Isolation::Sandboxed);
-    assert_same_tree(&before, &snapshot(root.path()), &format!("{name} (sandboxed)"));
+    assert_same_tree(
+        &before,
+        &snapshot(root.path()),
+        &format!("{name} (sandboxed)"),
+    );
     assert_eq!(
         watched.entries(),
         Vec::<String>::new(),
@@ -768,11 +773,19 @@ fn nginx_refuses_a_module_that_no_package_installed() {
     let site = "server {\n  listen 127.0.0.1:8099;\n}\n";
     let probe = Root::new();
     let module = probe.write("/evil/ngx_evil.so", "\u{7f}ELF not really\n", 0o755);
-    let root = nginx_watched_root(&watched, site, &format!("load_module {};\n", module.display()));
+    let root = nginx_watched_root(
+        &watched,
+        site,
+        &format!("load_module {};\n", module.display()),
+    );
     let err = validate_group(def, &root.host()).unwrap_err();
     assert!(matches!(err.kind, RejectionKind::Invalid { .. }), "{err:?}");
     assert!(err.output.contains("load_module"), "{}", err.output);
-    assert!(err.output.contains("not a file of an installed package"), "{}", err.output);
+    assert!(
+        err.output.contains("not a file of an installed package"),
+        "{}",
+        err.output
+    );
     assert!(err.output.contains("nginx.conf:1"), "{}", err.output);
     assert_eq!(watched.entries(), Vec::<String>::new());
 
@@ -811,7 +824,10 @@ fn apache2_in_the_sandbox() {
     if !sandbox_available() {
         return;
     }
-    for (extra, want) in [("Timeout 30\n", "accepted"), ("DatumNoSuchDirective on\n", "invalid")] {
+    for (extra, want) in [
+        ("Timeout 30\n", "accepted"),
+        ("DatumNoSuchDirective on\n", "invalid"),
+    ] {
         let watched = Watched::new();
         let root = apache_watched_root(&watched, extra);
         let host = root.host();
@@ -838,9 +854,24 @@ fn a_group_is_validated_with_files_laid_over_their_live_paths() {
     let live = root.live("/etc/nginx/sites-enabled/shop.conf");
     let before = snapshot(root.path());
     let mut view = Sandbox::new();
-    view.place(&live, b"server {\n  http2_no_such on;\n}\n".to_vec(), 0o644, None, None);
+    view.place(
+        &live,
+        b"server {\n  http2_no_such on;\n}\n".to_vec(),
+        0o644,
+        None,
+        None,
+    );
     let verdict = validate_group_in(def, &host, Isolation::Sandboxed, &view);
-    assert!(matches!(verdict, Err(Rejection { kind: RejectionKind::Invalid { .. }, .. })), "{verdict:?}");
+    assert!(
+        matches!(
+            verdict,
+            Err(Rejection {
+                kind: RejectionKind::Invalid { .. },
+                ..
+            })
+        ),
+        "{verdict:?}"
+    );
     assert_same_tree(&before, &snapshot(root.path()), "a placed file");
     assert_eq!(fs::read_to_string(&live).unwrap(), good);
     assert_eq!(watched.entries(), Vec::<String>::new());

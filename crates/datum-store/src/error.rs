@@ -52,7 +52,7 @@ pub enum StoreError {
     },
     /// Datum's private folder or a file in it refused (a link where a store
     /// file belongs, a folder others may write to).
-    #[error("{}: {source}", path.display())]
+    #[error("{source}")]
     Host {
         path: PathBuf,
         #[source]

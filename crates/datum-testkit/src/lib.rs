@@ -18,7 +18,6 @@
     clippy::disallowed_methods,
     reason = "test-only crate: it builds temporary roots, repositories and packages on disk and drives real programs (dpkg-deb, apt-get, nsenter) for the tests; nothing here is part of Datum"
 )]
-
 #![allow(
     clippy::expect_used,
     clippy::unwrap_used,

@@ -375,6 +375,9 @@ pub fn open_store_at(
             let dir = state_dir_at(root, state, true)
                 .and_then(|d| d.context("the state folder could not be created"))
                 .map_err(refuse)?;
+            // A full file system first: SQLite would fail on it with a less
+            // helpful I/O error, or open and then fail to record the pass.
+            datum_store::require_room(dir.path(), &path).map_err(|e| refuse(e.into()))?;
             let store = match Store::open_in(&dir, &name) {
                 Ok(store) => store,
                 Err(e @ StoreError::Unusable { .. }) if rebuild => {
@@ -390,7 +393,6 @@ pub fn open_store_at(
                 }
                 Err(e) => return Err(refuse(e.into())),
             };
-            store.require_room().map_err(|e| refuse(e.into()))?;
             Ok(Some(store))
         }
     }

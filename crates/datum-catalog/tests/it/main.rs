@@ -5,7 +5,6 @@
     clippy::disallowed_methods,
     reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
 )]
-
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -10,7 +10,6 @@
     clippy::disallowed_methods,
     reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
 )]
-
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"

@@ -34,6 +34,33 @@ use crate::error::StoreError;
 /// [`Store::require_room`]): a pass's records, with room for the WAL.
 pub const MIN_FREE: u64 = 1024 * 1024;
 
+/// Fails unless the file system holding `folder` (a store's folder) has
+/// room to record a pass ([`MIN_FREE`] bytes), so an apply finds a full disk
+/// before it changes anything rather than after, when owed reloads could no
+/// longer be kept. `path` names the store in the error.
+pub fn require_room(folder: &Path, path: &Path) -> Result<(), StoreError> {
+    let st = rustix::fs::statvfs(folder).map_err(|e| StoreError::Io {
+        path: folder.to_owned(),
+        action: "cannot read free space",
+        source: e.into(),
+    })?;
+    // Root may use the reserved blocks, anybody else only the rest.
+    let blocks = if rustix::process::geteuid().is_root() {
+        st.f_bfree
+    } else {
+        st.f_bavail
+    };
+    let available = blocks.saturating_mul(st.f_frsize);
+    if available < MIN_FREE {
+        return Err(StoreError::Full {
+            path: path.to_owned(),
+            available,
+            needed: MIN_FREE,
+        });
+    }
+    Ok(())
+}
+
 /// A database path as its folder and file name.
 fn split(path: &Path) -> Result<(PathBuf, String), StoreError> {
     let bad = || StoreError::Io {
@@ -129,34 +156,6 @@ impl Store {
             },
             moved,
         ))
-    }
-
-    /// Fails unless the file system holding the store has room to record a
-    /// pass ([`MIN_FREE`] bytes), so an apply finds a full disk before it
-    /// changes anything rather than after, when owed reloads could no
-    /// longer be kept.
-    pub fn require_room(&self) -> Result<(), StoreError> {
-        let dir = self.path.parent().unwrap_or(Path::new("/"));
-        let st = rustix::fs::statvfs(dir).map_err(|e| StoreError::Io {
-            path: dir.to_owned(),
-            action: "cannot read free space",
-            source: e.into(),
-        })?;
-        // Root may use the reserved blocks, anybody else only the rest.
-        let blocks = if rustix::process::geteuid().is_root() {
-            st.f_bfree
-        } else {
-            st.f_bavail
-        };
-        let available = blocks.saturating_mul(st.f_frsize);
-        if available < MIN_FREE {
-            return Err(StoreError::Full {
-                path: self.path.clone(),
-                available,
-                needed: MIN_FREE,
-            });
-        }
-        Ok(())
     }
 
     /// The database file this store was opened from.

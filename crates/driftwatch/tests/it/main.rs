@@ -6,7 +6,6 @@
     clippy::disallowed_methods,
     reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through its own modules"
 )]
-
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
