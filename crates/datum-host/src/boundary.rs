@@ -117,6 +117,22 @@ impl Dir {
         crate::Located::new(self.clone(), name.to_owned())
     }
 
+    /// `lstat` of the entry `name` (`None` when nothing is there): one
+    /// `fstatat`, nothing allocated unless it fails.
+    pub fn lstat_entry(&self, name: &OsStr) -> Result<Option<crate::Stat>, HostError> {
+        match rustix::fs::statat(self.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(crate::fs::stat_of_raw(&st))),
+            Err(e) => {
+                let e = errno(e);
+                if crate::fs::is_absent(&e) {
+                    Ok(None)
+                } else {
+                    Err(HostError::io("inspect", self.path.join(name), e))
+                }
+            }
+        }
+    }
+
     /// This directory opened for reading (listing, fsync).
     pub(crate) fn reopen(&self) -> Result<OwnedFd, HostError> {
         rustix::fs::openat(

@@ -230,29 +230,88 @@ impl Host {
         declared: &[&Path],
         threads: usize,
     ) -> Vec<Result<Option<Stat>, HostError>> {
+        // Consecutive runs of one parent: sort the indices by (parent,
+        // name) as bytes (`Path`'s own ordering compares component by
+        // component, which costs more than the lookups it saves).
+        fn split(p: &Path) -> (&[u8], &[u8]) {
+            use std::os::unix::ffi::OsStrExt as _;
+            let bytes = p.as_os_str().as_bytes();
+            let cut = bytes.iter().rposition(|b| *b == b'/').unwrap_or(0);
+            bytes.split_at(cut)
+        }
+        let mut order: Vec<usize> = (0..declared.len()).collect();
+        // Declarations are usually written folder by folder already.
+        if !order.is_sorted_by(|&a, &b| split(declared[a]) <= split(declared[b])) {
+            order.sort_unstable_by(|&a, &b| split(declared[a]).cmp(&split(declared[b])));
+        }
         let threads = threads.clamp(1, 64);
-        let chunk = declared.len().div_ceil(threads).max(512);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = declared
-                .chunks(chunk)
-                .map(|part| {
-                    (
-                        part,
-                        scope.spawn(move || part.iter().map(|p| self.lstat(p)).collect::<Vec<_>>()),
-                    )
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|(part, worker)| {
-                    worker.join().unwrap_or_else(|_| {
-                        // A worker cannot panic on input; should it, each
-                        // of its paths is asked again on this thread.
-                        part.iter().map(|p| self.lstat(p)).collect()
+        let chunk = order.len().div_ceil(threads).max(512);
+        let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
+        results.resize_with(declared.len(), || None);
+        let parts: Vec<Vec<(usize, Result<Option<Stat>, HostError>)>> =
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = order
+                    .chunks(chunk)
+                    .map(|part| (part, scope.spawn(move || self.lstat_sorted(declared, part))))
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|(part, worker)| {
+                        worker.join().unwrap_or_else(|_| {
+                            // A worker cannot panic on input; should it, each
+                            // of its paths is asked again on this thread.
+                            part.iter().map(|&i| (i, self.lstat(declared[i]))).collect()
+                        })
                     })
-                })
-                .collect()
-        })
+                    .collect()
+            });
+        for (i, result) in parts.into_iter().flatten() {
+            results[i] = Some(result);
+        }
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.unwrap_or_else(|| self.lstat(declared[i])))
+            .collect()
+    }
+
+    /// The entries `indices` of `declared` (sorted, so one parent's run
+    /// together): each parent walked once, each entry an `fstatat`.
+    fn lstat_sorted(
+        &self,
+        declared: &[&Path],
+        indices: &[usize],
+    ) -> Vec<(usize, Result<Option<Stat>, HostError>)> {
+        let mut out = Vec::with_capacity(indices.len());
+        let mut open: Option<(&Path, Result<Option<Dir>, HostError>)> = None;
+        for &i in indices {
+            let path = declared[i];
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+                out.push((i, self.lstat(path)));
+                continue;
+            };
+            if paths::check_declared(path).is_err() {
+                out.push((i, self.lstat(path)));
+                continue;
+            }
+            if open.as_ref().is_none_or(|(p, _)| *p != parent) {
+                let dir = match self.dir(parent) {
+                    Ok(dir) => Ok(Some(dir)),
+                    Err(e) if e.is_missing_parent() => Ok(None),
+                    Err(e) => Err(e),
+                };
+                open = Some((parent, dir));
+            }
+            let result = match open.as_ref().map(|(_, d)| d) {
+                Some(Ok(Some(dir))) => dir.lstat_entry(name),
+                Some(Ok(None)) => Ok(None),
+                // The parent was refused (a link, an unsafe owner): the
+                // plain lookup says so, naming this path.
+                _ => self.lstat(path),
+            };
+            out.push((i, result));
+        }
+        out
     }
 
     /// Forgets the directories opened at or below `declared` (after Datum

@@ -17,7 +17,7 @@ use rustix::io::Errno;
 
 use crate::HostError;
 use crate::boundary::{Dir, errno};
-use crate::fs::{self, Expected, Hashed, Stat, is_absent};
+use crate::fs::{self, Expected, Hashed, Stat};
 use crate::staging::{StagedFile, StagedSymlink};
 
 /// An entry at a declared path: its parent open, its name, and the real path
@@ -72,17 +72,7 @@ impl Located {
 
     /// `lstat`: `None` when nothing is there.
     pub fn lstat(&self) -> Result<Option<Stat>, HostError> {
-        match rustix::fs::statat(self.parent.fd(), &self.name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(fs::stat_of_raw(&st))),
-            Err(e) => {
-                let e = errno(e);
-                if is_absent(&e) {
-                    Ok(None)
-                } else {
-                    Err(HostError::io("inspect", &self.path, e))
-                }
-            }
-        }
+        self.parent.lstat_entry(&self.name)
     }
 
     /// Opens the entry for reading: never through a final link, never
