@@ -248,7 +248,7 @@ impl Host {
         let chunk = order.len().div_ceil(threads).max(512);
         let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
         results.resize_with(declared.len(), || None);
-        let parts: Vec<Vec<(usize, Result<Option<Stat>, HostError>)>> =
+        let parts: Vec<Vec<Lstated>> =
             std::thread::scope(|scope| {
                 let workers: Vec<_> = order
                     .chunks(chunk)
@@ -281,7 +281,7 @@ impl Host {
         &self,
         declared: &[&Path],
         indices: &[usize],
-    ) -> Vec<(usize, Result<Option<Stat>, HostError>)> {
+    ) -> Vec<Lstated> {
         let mut out = Vec::with_capacity(indices.len());
         let mut open: Option<(&Path, Result<Option<Dir>, HostError>)> = None;
         for &i in indices {
@@ -388,6 +388,9 @@ impl Host {
         Ok(removed)
     }
 }
+
+/// One result of [`Host::lstat_many`] with the index of its path.
+type Lstated = (usize, Result<Option<Stat>, HostError>);
 
 /// A random hex suffix for names that must not collide (staging
 /// directories, temporary files in Datum's own folders).
