@@ -116,7 +116,11 @@ type Entry = (Box<Path>, FileKey, SourceDigests);
 impl HashCacheFile {
     /// Reads the cache at `path` (empty when it cannot be read).
     pub fn load(path: &Path) -> Self {
-        Self::load_from(private_file(path, false).ok().flatten())
+        Self::load_from(
+            datum_host::PrivateDir::open_parent_of(path, false)
+                .ok()
+                .flatten(),
+        )
     }
 
     /// Reads the cache `name` in Datum's private folder `dir`.
@@ -207,24 +211,6 @@ impl HashCacheFile {
         dir.write_atomic(name, text.as_bytes())
             .map_err(std::io::Error::other)
     }
-}
-
-/// The private folder holding the cache file `path`, and its name: the
-/// cache lives beside the state store and is read and written only there.
-fn private_file(
-    path: &Path,
-    create: bool,
-) -> std::io::Result<Option<(datum_host::PrivateDir, std::ffi::OsString)>> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Ok(None);
-    };
-    let parent = if parent.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        parent
-    };
-    let dir = datum_host::PrivateDir::open_path(parent, create).map_err(std::io::Error::other)?;
-    Ok(dir.map(|d| (d, name.to_owned())))
 }
 
 impl SourceHashes for HashCacheFile {

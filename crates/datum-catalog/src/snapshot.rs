@@ -515,25 +515,8 @@ fn program_key() -> Option<FileKey> {
 /// (no file, another format, another build, another host, any change in the
 /// repository) is `None`. Only the summaries are decoded here.
 pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalogue> {
-    let (dir, name) = private_parent(path, false).ok()??;
+    let (dir, name) = datum_host::PrivateDir::open_parent_of(path, false).ok()??;
     load_in(&dir, &name, repo, host)
-}
-
-/// The private folder holding `path` and its file name.
-fn private_parent(
-    path: &Path,
-    create: bool,
-) -> std::io::Result<Option<(datum_host::PrivateDir, std::ffi::OsString)>> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Ok(None);
-    };
-    let parent = if parent.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        parent
-    };
-    let dir = datum_host::PrivateDir::open_path(parent, create).map_err(std::io::Error::other)?;
-    Ok(dir.map(|d| (d, name.to_owned())))
 }
 
 /// [`load`] of the snapshot `name` in Datum's private folder `dir` (opened
@@ -605,7 +588,9 @@ pub fn save(
     catalogue: &Catalogue,
     classes: &Value,
 ) -> std::io::Result<Result<(), NotSaved>> {
-    let Some((dir, name)) = private_parent(path, true)? else {
+    let Some((dir, name)) =
+        datum_host::PrivateDir::open_parent_of(path, true).map_err(std::io::Error::other)?
+    else {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     };
     save_in(&dir, &name, stamp, catalogue, classes)

@@ -230,23 +230,7 @@ pub(crate) fn components(declared: &Path) -> Vec<&OsStr> {
 /// `base` joined with a link's target, folded lexically inside the root:
 /// an absolute target starts at the root, `..` never climbs above it.
 fn resolve_in_root(base: &Path, target: &Path) -> PathBuf {
-    let mut out: Vec<&OsStr> = if target.is_absolute() {
-        Vec::new()
-    } else {
-        components(base)
-    };
-    for c in target.components() {
-        match c {
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    let mut path = PathBuf::from("/");
-    path.extend(out);
-    path
+    crate::paths::lexical_normal(&Path::new("/").join(base).join(target))
 }
 
 /// One walk from the root to a declared directory, with the pass's cache of

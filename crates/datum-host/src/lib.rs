@@ -248,23 +248,22 @@ impl Host {
         let chunk = order.len().div_ceil(threads).max(512);
         let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
         results.resize_with(declared.len(), || None);
-        let parts: Vec<Vec<Lstated>> =
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = order
-                    .chunks(chunk)
-                    .map(|part| (part, scope.spawn(move || self.lstat_sorted(declared, part))))
-                    .collect();
-                workers
-                    .into_iter()
-                    .map(|(part, worker)| {
-                        worker.join().unwrap_or_else(|_| {
-                            // A worker cannot panic on input; should it, each
-                            // of its paths is asked again on this thread.
-                            part.iter().map(|&i| (i, self.lstat(declared[i]))).collect()
-                        })
+        let parts: Vec<Vec<Lstated>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = order
+                .chunks(chunk)
+                .map(|part| (part, scope.spawn(move || self.lstat_sorted(declared, part))))
+                .collect();
+            workers
+                .into_iter()
+                .map(|(part, worker)| {
+                    worker.join().unwrap_or_else(|_| {
+                        // A worker cannot panic on input; should it, each
+                        // of its paths is asked again on this thread.
+                        part.iter().map(|&i| (i, self.lstat(declared[i]))).collect()
                     })
-                    .collect()
-            });
+                })
+                .collect()
+        });
         for (i, result) in parts.into_iter().flatten() {
             results[i] = Some(result);
         }
@@ -277,11 +276,7 @@ impl Host {
 
     /// The entries `indices` of `declared` (sorted, so one parent's run
     /// together): each parent walked once, each entry an `fstatat`.
-    fn lstat_sorted(
-        &self,
-        declared: &[&Path],
-        indices: &[usize],
-    ) -> Vec<Lstated> {
+    fn lstat_sorted(&self, declared: &[&Path], indices: &[usize]) -> Vec<Lstated> {
         let mut out = Vec::with_capacity(indices.len());
         let mut open: Option<(&Path, Result<Option<Dir>, HostError>)> = None;
         for &i in indices {

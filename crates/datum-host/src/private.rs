@@ -128,6 +128,23 @@ impl PrivateDir {
         }
     }
 
+    /// The private folder holding the file `path` (a path the operator
+    /// named, such as `--state FILE`'s siblings), and the file's name in it;
+    /// `None` when the folder is missing and `create` is false.
+    pub fn open_parent_of(
+        path: &Path,
+        create: bool,
+    ) -> Result<Option<(PrivateDir, OsString)>, HostError> {
+        let Some(name) = path.file_name() else {
+            return Ok(None);
+        };
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Ok(Self::open_path(parent, create)?.map(|d| (d, name.to_owned())))
+    }
+
     /// Refuses a folder another user could write to.
     fn check(dir: Dir) -> Result<PrivateDir, HostError> {
         let st = rustix::fs::fstat(dir.fd())
