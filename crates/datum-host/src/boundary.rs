@@ -57,10 +57,11 @@ pub use datum_core::Boundary;
 pub struct Dir {
     fd: Arc<OwnedFd>,
     /// The real path it was reached by: for messages and for programs
-    /// (validators) that take paths.
-    path: PathBuf,
+    /// (validators) that take paths. (Shared, so a clone allocates nothing:
+    /// a pass clones the directory of every file it looks at.)
+    path: Arc<Path>,
     /// The declared path (as on the managed machine), `/` for the root.
-    declared: PathBuf,
+    declared: Arc<Path>,
     /// Owner when it was opened (for the next step's `CHASE_SAFE` check).
     uid: u32,
 }
@@ -87,8 +88,8 @@ impl Dir {
         let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", path, errno(e)))?;
         Ok(Dir {
             fd: Arc::new(fd),
-            path: path.to_path_buf(),
-            declared: PathBuf::from("/"),
+            path: Arc::from(path),
+            declared: Arc::from(Path::new("/")),
             uid: st.st_uid,
         })
     }
@@ -141,7 +142,7 @@ impl Dir {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| HostError::io("open directory", &self.path, errno(e)))
+        .map_err(|e| HostError::io("open directory", &*self.path, errno(e)))
     }
 
     /// The entries of this directory (`.` and `..` left out), with their
@@ -149,10 +150,10 @@ impl Dir {
     pub fn list(&self) -> Result<Vec<(OsString, FileKind)>, HostError> {
         let fd = self.reopen()?;
         let mut listing =
-            rustix::fs::Dir::new(fd).map_err(|e| HostError::io("list", &self.path, errno(e)))?;
+            rustix::fs::Dir::new(fd).map_err(|e| HostError::io("list", &*self.path, errno(e)))?;
         let mut out = Vec::new();
         while let Some(item) = listing.read() {
-            let item = item.map_err(|e| HostError::io("list", &self.path, errno(e)))?;
+            let item = item.map_err(|e| HostError::io("list", &*self.path, errno(e)))?;
             let name = item.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
@@ -173,7 +174,7 @@ impl Dir {
     /// fsyncs the directory, so a rename or removal in it is durable.
     pub fn sync(&self) -> Result<(), HostError> {
         let fd = self.reopen()?;
-        rustix::fs::fsync(&fd).map_err(|e| HostError::io("sync directory", &self.path, errno(e)))
+        rustix::fs::fsync(&fd).map_err(|e| HostError::io("sync directory", &*self.path, errno(e)))
     }
 
     /// Opens the child directory `name` without following a link, or
@@ -196,8 +197,8 @@ impl Dir {
         }
         Ok(Some(Dir {
             fd: Arc::new(fd),
-            declared: self.declared.join(name),
-            path,
+            declared: Arc::from(self.declared.join(name)),
+            path: Arc::from(path),
             uid: st.st_uid,
         }))
     }
@@ -245,9 +246,10 @@ pub(crate) struct Walker<'a> {
 }
 
 impl Walker<'_> {
-    /// Opens the directory at `declared` (absolute, normalised). `target` is
-    /// the real path of what the caller is reaching, for messages.
-    pub fn dir(&self, declared: &Path, target: &Path) -> Result<Dir, HostError> {
+    /// Opens the directory at `declared` (absolute, normalised). `target`
+    /// gives the real path of what the caller is reaching, for messages (only
+    /// built when there is one to write).
+    pub fn dir(&self, declared: &Path, target: &dyn Fn() -> PathBuf) -> Result<Dir, HostError> {
         let mut links = 0;
         self.dir_inner(declared, target, &mut links)
     }
@@ -255,7 +257,7 @@ impl Walker<'_> {
     fn dir_inner(
         &self,
         declared: &Path,
-        target: &Path,
+        target: &dyn Fn() -> PathBuf,
         links: &mut usize,
     ) -> Result<Dir, HostError> {
         if declared == Path::new("/") {
@@ -287,7 +289,7 @@ impl Walker<'_> {
                     if *links > MAX_LINKS {
                         return Err(HostError::io(
                             "reach",
-                            target,
+                            target(),
                             std::io::Error::from(Errno::LOOP),
                         ));
                     }
@@ -311,16 +313,17 @@ impl Walker<'_> {
         dir: &Dir,
         name: &OsStr,
         declared: &Path,
-        target: &Path,
+        target: &dyn Fn() -> PathBuf,
     ) -> Result<Step, HostError> {
         let real = dir.path.join(name);
         let fd = match rustix::fs::openat(dir.fd(), name, open_flags(), Mode::empty()) {
             Ok(fd) => fd,
             // Named as the folder the target needs, as `mkdir` would say.
             Err(Errno::NOENT) => {
+                let target = target();
                 return Err(HostError::MissingParent {
-                    path: target.to_path_buf(),
                     parent: target.parent().map_or(real, Path::to_path_buf),
+                    path: target,
                 });
             }
             Err(e) => return Err(HostError::io("open directory", &real, errno(e))),
@@ -331,8 +334,8 @@ impl Walker<'_> {
                 if dir.uid != 0 && dir.uid != st.st_uid && !self.boundary.trusts(declared) {
                     return Err(HostError::UnsafeTransition(Box::new(
                         crate::error::UnsafeTransition {
-                            path: target.to_path_buf(),
-                            from: dir.path.clone(),
+                            path: target(),
+                            from: dir.path.to_path_buf(),
                             from_uid: dir.uid,
                             into: real,
                             into_uid: st.st_uid,
@@ -342,8 +345,8 @@ impl Walker<'_> {
                 }
                 let opened = Dir {
                     fd: Arc::new(fd),
-                    path: real,
-                    declared: declared.to_path_buf(),
+                    path: Arc::from(real),
+                    declared: Arc::from(declared),
                     uid: st.st_uid,
                 };
                 (self.remember)(declared, &opened);
@@ -357,7 +360,7 @@ impl Walker<'_> {
                     Ok(Step::Link(to))
                 } else {
                     Err(HostError::ParentLink(Box::new(crate::error::ParentLink {
-                        path: target.to_path_buf(),
+                        path: target(),
                         link: real,
                         target: to,
                         declared_link: declared.to_path_buf(),
@@ -365,7 +368,7 @@ impl Walker<'_> {
                 }
             }
             _ => Err(HostError::NotADirectory {
-                path: target.to_path_buf(),
+                path: target(),
                 parent: real,
             }),
         }

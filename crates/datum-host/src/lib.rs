@@ -143,11 +143,15 @@ impl Host {
     /// (remembered for the rest of the pass).
     pub fn dir(&self, declared: &Path) -> Result<Dir, HostError> {
         paths::check_declared(declared)?;
-        let real = self.resolve(declared)?;
-        self.walk_to(declared, &real)
+        self.walk_to(declared, &|| self.real(declared))
     }
 
-    fn walk_to(&self, declared_dir: &Path, target: &Path) -> Result<Dir, HostError> {
+    /// `declared` under the root, as text (checked already).
+    fn real(&self, declared: &Path) -> PathBuf {
+        paths::resolve(&self.root, declared).unwrap_or_else(|_| self.root.join(declared))
+    }
+
+    fn walk_to(&self, declared_dir: &Path, target: &dyn Fn() -> PathBuf) -> Result<Dir, HostError> {
         let root = self.root_dir()?;
         let cached = |p: &Path| {
             self.dirs
@@ -177,15 +181,14 @@ impl Host {
     /// an unsafe ownership transition is refused (see [`boundary`]).
     pub fn locate(&self, declared: &Path) -> Result<Located, HostError> {
         paths::check_declared(declared)?;
-        let real = self.resolve(declared)?;
         let (Some(parent), Some(name)) = (declared.parent(), declared.file_name()) else {
             return Err(HostError::io(
                 "reach",
-                real,
+                self.real(declared),
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "the root has no parent"),
             ));
         };
-        let dir = self.walk_to(parent, &real)?;
+        let dir = self.walk_to(parent, &|| self.real(declared))?;
         Ok(dir.entry(name))
     }
 

@@ -27,7 +27,6 @@ pub struct Located {
     parent: Dir,
     name: OsString,
     path: PathBuf,
-    declared: PathBuf,
 }
 
 fn uid(raw: Option<u32>) -> Option<rustix::fs::Uid> {
@@ -41,13 +40,7 @@ fn gid(raw: Option<u32>) -> Option<rustix::fs::Gid> {
 impl Located {
     pub(crate) fn new(parent: Dir, name: OsString) -> Self {
         let path = parent.path().join(&name);
-        let declared = parent.declared().join(&name);
-        Located {
-            parent,
-            name,
-            path,
-            declared,
-        }
+        Located { parent, name, path }
     }
 
     /// The real path (root + declared): for messages, and what a validator
@@ -57,8 +50,8 @@ impl Located {
     }
 
     /// The declared path (as on the managed machine).
-    pub fn declared(&self) -> &Path {
-        &self.declared
+    pub fn declared(&self) -> PathBuf {
+        self.parent.declared().join(&self.name)
     }
 
     /// The open parent directory.

@@ -148,7 +148,7 @@ fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
     match at.lstat()? {
         Some(stat) if stat.kind == FileKind::Directory => {
             at.remove_dir()?;
-            host.forget_dirs_under(at.declared());
+            host.forget_dirs_under(&at.declared());
             Ok(())
         }
         _ => Ok(()),

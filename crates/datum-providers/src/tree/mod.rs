@@ -620,7 +620,7 @@ fn ensure_dir(
         Some(_) => at.remove_file()?,
         None => {}
     }
-    host.forget_dirs_under(at.declared());
+    host.forget_dirs_under(&at.declared());
     at.create_dir(mode.unwrap_or(DEFAULT_DIR_MODE), uid, gid)?;
     Ok(())
 }

@@ -326,3 +326,35 @@ fn a_non_root_run_refuses_to_validate_unless_told_to_run_validators_unsandboxed(
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(s.live("/datum-test.service").exists());
 }
+
+#[test]
+fn a_relative_root_is_made_absolute_once_so_validators_see_absolute_paths() {
+    if !require("sshd") {
+        return;
+    }
+    let s = sshd_repo("Port 22\nNoSuchDirective yes\n", false);
+    // `--root root`, relative to the folder the command runs in.
+    let out = assert_cmd::Command::cargo_bin("datum")
+        .unwrap()
+        .current_dir(s.dir.path())
+        .args([
+            "--repo",
+            "repo",
+            "--root",
+            "root",
+            "--host-file",
+            "host.yaml",
+        ])
+        .args(["--color", "never", "apply"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    let absolute = s.root().canonicalize().unwrap();
+    // sshd names the file it was given: the staged copy's absolute path.
+    assert!(
+        text.contains(&format!("{}/.datum.stage.", absolute.display())),
+        "{text}"
+    );
+    assert!(!s.live("/sshd_config").exists());
+}
