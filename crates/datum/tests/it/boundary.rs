@@ -185,7 +185,7 @@ fn a_parent_swapped_for_a_link_during_apply_never_gets_a_write_outside_the_root(
         &s.live("/etc/d"),
         &s.live("/etc/swap"),
         None,
-        12,
+        20,
     );
     println!(
         "race: {} swaps, {} applies ({} wrote, {} refused a link)",
