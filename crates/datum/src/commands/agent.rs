@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         root: global.root.clone(),
         host_file: global.host_file.clone(),
         labels: global.labels.clone(),
-        state: context::state_path(global),
+        state: global.state.clone(),
         color: context::use_color(global),
         lock_timeout: global.lock_timeout,
     };

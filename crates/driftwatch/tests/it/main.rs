@@ -4,6 +4,10 @@
 //! `engine` runs everything against real terraform, the real AWS provider and moto.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through its own modules"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test helpers outside #[test] functions panic on purpose: a failed setup is a failed test"
