@@ -45,6 +45,10 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         full_interval: args.full_interval,
         debounce: args.debounce,
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        validators: datum_providers::validators::all()
+            .iter()
+            .map(|v| v.name.to_owned())
+            .collect(),
         signals: true,
         log,
     });
