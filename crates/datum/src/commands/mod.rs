@@ -6,6 +6,7 @@ mod backup;
 mod catalogue;
 mod check;
 mod fingerprint;
+mod init;
 mod lint;
 mod pass;
 mod release;
@@ -20,7 +21,8 @@ use crate::exit::ExitCode;
 pub fn run(cli: &Cli) -> Result<ExitCode> {
     let global = &cli.global;
     match &cli.command {
-        Command::Lint => lint::run(global),
+        Command::Init(args) => init::run(global, args),
+        Command::Lint(args) => lint::run(global, args),
         Command::Catalogue(args) => catalogue::run(global, args),
         Command::Plan => pass::run(global, datum_engine::Mode::Plan),
         Command::Apply => apply::run(global),
