@@ -125,7 +125,7 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
     match global.output {
         OutputFormat::Json => {
             let doc = serde_json::json!({
-                "format_version": 1,
+                "format_version": "1",
                 "repository": dir,
                 "host": host,
                 "files": files.iter().map(|(p, _)| p).collect::<Vec<_>>(),

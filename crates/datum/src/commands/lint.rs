@@ -137,7 +137,7 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
                 })
                 .collect();
             let doc = serde_json::json!({
-                "format_version": 1,
+                "format_version": "1",
                 "repository": global.repo,
                 "hosts": hosts,
                 "failed": failed,

@@ -147,7 +147,7 @@ fn lint_all_hosts_renders_every_host_file_and_names_the_ones_that_fail() {
         .unwrap();
     assert_exit(&json, 1);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["format_version"], "1");
     assert_eq!(doc["failed"], 1);
     let hosts = doc["hosts"].as_array().unwrap();
     assert_eq!(hosts.len(), 2);
