@@ -475,6 +475,44 @@ fn promtool_checks_and_tests_the_alert_rules() {
     assert!(test.status.success(), "{test:?}");
 }
 
+#[test]
+fn log_lines_are_json_when_asked_and_the_level_filters_them() {
+    let estate = Estate::new("1h");
+    let json = estate
+        .datum(&["--log-format", "json", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        events.iter().any(|e| e["level"] == "INFO"
+            && e["target"] == "datum::agent"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("check (full)"))),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["timestamp"].as_str().is_some_and(|t| t.ends_with('Z'))),
+        "{stderr}"
+    );
+    // --log-level warn: the info lines are gone.
+    let quiet = estate
+        .datum(&["--log-level", "warn", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let quiet_err = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!quiet_err.contains("check (full)"), "{quiet_err}");
+    assert_eq!(quiet.status.code(), json.status.code());
+}
+
 /// The metrics table of docs/agent.md: (name, type) per row.
 fn documented_metrics() -> Vec<(String, String)> {
     let doc = std::fs::read_to_string(deploy_dir().join("../docs/agent.md")).unwrap();
