@@ -4,7 +4,10 @@
 //! under `--root` ([`paths`]), users and groups ([`accounts`]), file-system
 //! operations whose errors carry the path ([`fs`]), atomic replacement through
 //! a staged copy ([`staging`]), running programs without a shell
-//! ([`command`]) and the per-root lock ([`lock`]).
+//! ([`command`]), the per-root lock ([`lock`]), and what `datum pull` needs
+//! to put a repository revision on a host: folders reached from directory
+//! handles, the atomic switch of a symlink ([`deploy`]) and git run with a
+//! minimal, explicit configuration ([`git`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
 //! operations, and the providers decide which to perform. Errors are
@@ -13,8 +16,10 @@
 pub mod accounts;
 mod cache;
 pub mod command;
+pub mod deploy;
 mod error;
 pub mod fs;
+pub mod git;
 pub mod lock;
 pub mod paths;
 pub mod staging;

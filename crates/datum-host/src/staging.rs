@@ -112,7 +112,7 @@ impl Drop for StageDir {
     }
 }
 
-fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     let mut bytes = [0u8; 8];
     match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
         Ok(8) => hex::encode(bytes),
