@@ -470,6 +470,63 @@ pub fn pinned(path: &Path) -> Result<PathBuf, HostError> {
     }
 }
 
+/// Reads a file a root process trusts (a list of allowed signers, its own
+/// configuration naming them), whole, refusing one larger than `limit`
+/// bytes; `None` when it does not exist. The file must be owned by root or
+/// by this process's user and writable by nobody else, as sshd's
+/// `StrictModes` asks of `authorized_keys`: whoever can write it decides
+/// what this host trusts. Links are followed (a managed file may be one);
+/// the checks apply to the file reached.
+pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(io("read", path, e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| io("read", path, e))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(refused(
+            "trust",
+            path,
+            "it is not a regular file".to_owned(),
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is owned by uid {}; a file that decides what this host trusts must be owned by root",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is writable by group or others (mode {:04o}); a file that decides what this host trusts must be writable by its owner only",
+                st.st_mode & 0o7777
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(refused("read", path, format!("larger than {limit} bytes")));
+    }
+    Ok(Some(bytes))
+}
+
 /// Writes a tree of files beneath a fresh folder, as a repository revision
 /// lists them: parents are created as needed (0755), files with `O_EXCL`
 /// (0644, or 0755 when executable), links as written. Each path is checked
@@ -604,18 +661,18 @@ impl TreeWriter {
         Ok(())
     }
 
-    /// Makes everything written durable (one `syncfs`) and gives the root
-    /// folder back with what was written.
-    pub fn finish(self) -> Result<(Folder, TreeWritten), HostError> {
+    /// Gives the root folder back with what was written. Nothing is durable
+    /// yet: call [`Folder::sync_filesystem`] on it when the tree is complete
+    /// (one `syncfs` instead of an fsync per file).
+    pub fn finish(self) -> (Folder, TreeWritten) {
         drop(self.open);
-        self.root.sync_filesystem()?;
-        Ok((
+        (
             self.root,
             TreeWritten {
                 files: self.files,
                 bytes: self.bytes,
             },
-        ))
+        )
     }
 }
 
@@ -709,7 +766,8 @@ mod tests {
             assert!(err.to_string().contains("refusing"), "{err}");
         }
         w.dir(b"vendor/module").unwrap();
-        let (_, written) = w.finish().unwrap();
+        let (root, written) = w.finish();
+        root.sync_filesystem().unwrap();
         assert_eq!(written.files, 5);
         assert_eq!(written.bytes, 16 + 10 + 1);
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
@@ -810,6 +868,33 @@ mod tests {
         assert_eq!(root.sweep_link_temporaries(OsStr::new("cur")).unwrap(), 1);
         let names = root.entries().unwrap();
         assert_eq!(names, ["a", "b", "cur"].map(OsString::from));
+    }
+
+    #[test]
+    fn a_trusted_file_must_be_writable_by_its_owner_only() {
+        let (dir, _) = temp();
+        let p = dir.path().join("allowed_signers");
+        std::fs::write(&p, b"alice ssh-ed25519 AAAA").unwrap();
+        std::fs::set_permissions(&p, PermissionsExt::from_mode(0o644)).unwrap();
+        assert_eq!(
+            read_trusted(&p, 100).unwrap().unwrap(),
+            b"alice ssh-ed25519 AAAA"
+        );
+        std::fs::set_permissions(&p, PermissionsExt::from_mode(0o664)).unwrap();
+        let err = read_trusted(&p, 100).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("writable by group or others (mode 0664)"),
+            "{err}"
+        );
+        std::fs::set_permissions(&p, PermissionsExt::from_mode(0o600)).unwrap();
+        assert!(read_trusted(&p, 3).is_err(), "over the limit");
+        assert_eq!(read_trusted(&dir.path().join("none"), 3).unwrap(), None);
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&p, Some(65534), None).unwrap();
+            let err = read_trusted(&p, 100).unwrap_err();
+            assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        }
     }
 
     #[test]
