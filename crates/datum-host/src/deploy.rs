@@ -527,6 +527,26 @@ pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostErro
     Ok(Some(bytes))
 }
 
+/// Who is running this process, for a record of a person's decision (such
+/// as allowing a rollback): the name they logged in or `sudo`ed as, the
+/// uid, and the kernel's login uid (which `sudo` and `su` keep) when it is
+/// another: `alice (uid 0, login uid 1000)`.
+pub fn invoking_user() -> String {
+    let name = ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let uid = rustix::process::getuid().as_raw();
+    let login = std::fs::read_to_string("/proc/self/loginuid")
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|l| *l != u32::MAX && *l != uid);
+    match login {
+        Some(l) => format!("{name} (uid {uid}, login uid {l})"),
+        None => format!("{name} (uid {uid})"),
+    }
+}
+
 /// Writes a tree of files beneath a fresh folder, as a repository revision
 /// lists them: parents are created as needed (0755), files with `O_EXCL`
 /// (0644, or 0755 when executable), links as written. Each path is checked

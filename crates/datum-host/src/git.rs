@@ -137,10 +137,13 @@ pub struct Git {
 }
 
 impl Git {
-    /// git for the repository at `git_dir` (which [`Git::init_bare`] makes).
+    /// git for the repository at `git_dir` (which [`Git::init_bare`] makes);
+    /// a relative path is taken against the working directory now, since
+    /// git runs in `git_dir` itself.
     pub fn new(git_dir: impl Into<PathBuf>) -> Self {
+        let git_dir = git_dir.into();
         Self {
-            git_dir: git_dir.into(),
+            git_dir: std::path::absolute(&git_dir).unwrap_or(git_dir),
             protocol: None,
             ssh_command: None,
             secrets: Vec::new(),
