@@ -150,8 +150,8 @@ pub struct BundleArgs {
     #[arg(long, value_name = "REVISION")]
     pub since: Option<String>,
     /// The bundle file to write.
-    #[arg(long, short, value_name = "FILE")]
-    pub output: PathBuf,
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]

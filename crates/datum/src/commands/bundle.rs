@@ -17,7 +17,7 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
         repository: cwd.join(&args.from),
         git_ref: args.git_ref.clone(),
         since: args.since.clone(),
-        output: cwd.join(&args.output),
+        output: cwd.join(&args.file),
     })?;
     let mut out = std::io::stdout();
     if global.output == OutputFormat::Json {
