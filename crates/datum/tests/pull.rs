@@ -1025,9 +1025,7 @@ fn a_bundle_carries_a_revision_to_a_host_without_git_access_and_is_verified_the_
     let work = bed.p("work").display().to_string();
     let bundle = bed.p("one.bundle").display().to_string();
     let made = Run(Command::new(DATUM)
-        .args([
-            "bundle", "--from", &work, "--ref", "main", &bundle,
-        ])
+        .args(["bundle", "--from", &work, "--ref", "main", &bundle])
         .output()
         .unwrap());
     made.assert_exit(0);
@@ -1274,4 +1272,152 @@ fn the_systemd_timer_and_its_service_verify() {
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("datum-pull."), "warnings: {stderr}");
+}
+
+/// Stops the gpg-agent of a test's GnuPG home when dropped.
+struct GpgHome(PathBuf);
+
+impl Drop for GpgHome {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .args(["--kill", "gpg-agent"])
+            .env("GNUPGHOME", &self.0)
+            .status();
+    }
+}
+
+#[test]
+fn openpgp_signatures_are_checked_against_a_keyring_when_one_is_configured() {
+    if !tools() || !have("gpg", "gnupg") || !have("gpgv", "gpgv") {
+        return;
+    }
+    let bed = Bed::new();
+    let home = GpgHome(bed.p("gnupg"));
+    std::fs::create_dir(&home.0).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .args(["--batch", "--passphrase", ""])
+            .args(args)
+            .env("GNUPGHOME", &home.0)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "gpg {args:?}: {out:?}");
+        out.stdout
+    };
+    gpg(&[
+        "--quick-gen-key",
+        "Alice <alice@example.com>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    gpg(&[
+        "--quick-gen-key",
+        "Bob <bob@example.com>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    // A key that expired on 2020-01-02, and a gpg that signs as if it were
+    // 2020-01-01 so it can still use it.
+    gpg(&[
+        "--faked-system-time",
+        "20200101T000000!",
+        "--quick-gen-key",
+        "Old <old@example.com>",
+        "ed25519",
+        "sign",
+        "1d",
+    ]);
+    let keyring = gpg(&["--export", "alice@example.com", "old@example.com"]);
+    std::fs::write(bed.p("trusted.gpg"), keyring).unwrap();
+    bed.write(
+        "gpg-2020",
+        "#!/bin/sh\nexec gpg --faked-system-time '20200101T120000!' \"$@\"\n",
+    );
+    std::fs::set_permissions(bed.p("gpg-2020"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let commit = |content: &str, who: &str, program: &str| {
+        bed.write("work/datum.yaml", SETTINGS);
+        bed.write("work/base/motd.yaml", &motd(content));
+        let key = format!("user.signingkey={who}");
+        let program = format!("gpg.program={program}");
+        let mut cmd = Command::new("git");
+        cmd.current_dir(bed.p("work"))
+            .env("GNUPGHOME", &home.0)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "A")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com");
+        bed.git("work", &["add", "-A"]);
+        let out = cmd
+            .args([
+                "-c",
+                "gpg.format=openpgp",
+                "-c",
+                &key,
+                "-c",
+                &program,
+                "commit",
+                "-q",
+                "-S",
+                "-m",
+                content,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        bed.push();
+        bed.git("work", &["rev-parse", "HEAD"])
+    };
+    let keyring = bed.p("trusted.gpg").display().to_string();
+    let pgp = |bed: &Bed| bed.pull(&["--openpgp-keyring", &keyring]);
+
+    // Without a keyring, an OpenPGP signature cannot be trusted.
+    let c1 = commit("one", "alice@example.com", "gpg");
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("an OpenPGP signature, which needs openpgp_keyring"),
+        "{}",
+        out.stderr()
+    );
+
+    let out = pgp(&bed);
+    out.assert_exit(2);
+    assert!(
+        out.stdout().contains("signed by Alice <alice@example.com>"),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    commit("by bob", "bob@example.com", "gpg");
+    let before = bed.snapshot();
+    let out = pgp(&bed);
+    out.assert_exit(1);
+    assert!(out.stderr().contains("trusted.gpg"), "{}", out.stderr());
+    assert!(
+        out.stderr()
+            .contains("it is signed with a key that is not in"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+
+    let old = bed.p("gpg-2020").display().to_string();
+    commit("by old", "old@example.com", &old);
+    let out = pgp(&bed);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("it is signed with a key that has expired"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
 }
