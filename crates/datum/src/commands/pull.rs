@@ -53,10 +53,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
                 )?,
                 OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
             }
-            Ok(match outcome {
-                Outcome::UpToDate { .. } => ExitCode::CLEAN,
-                Outcome::Deployed(_) => ExitCode::CHANGES,
-            })
+            Ok(ExitCode::for_pending(matches!(outcome, Outcome::Deployed(_))))
         }
         Err(e) => {
             if global.output == OutputFormat::Json {
