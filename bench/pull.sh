@@ -8,14 +8,15 @@
 # File per content file, FILES-51 content files of 0.2-8 KiB), two signed
 # commits (the second changes 10 files), served from a local bare repository
 # over file://. Measured, RUNS times each, median and min-max, wall time and
-# peak RSS (of the process and the children it waited for, from wait4):
+# peak RSS (of the process and the children it waited for, from GNU time):
 #   1. first pull on a fresh host  vs  `git clone`  (fetch + checkout)
 #   2. the next revision           vs  `git pull --ff-only` in that clone
 #   3. nothing new                 vs  `git fetch` with nothing new
 # datum pull also verifies the signature (ssh-keygen), lints the revision
 # and switches a link; git does neither. Then the agent's memory: RSS of
 # `datum agent` on the deployed repository without pulling, and with
-# `--pull-interval 1s` after it pulled and reloaded 10 new revisions.
+# `--pull-interval 1s` after its first pull and after it pulled and
+# reloaded 10 and REVISIONS (default 30) new revisions.
 #
 # Environment: FILES, RUNS, DATUM_BIN (another build), BENCH_TMP (parent of
 # the scratch folder, default /var/tmp). The load average is printed first
@@ -24,6 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-5000}
 RUNS=${RUNS:-5}
+REVISIONS=${REVISIONS:-30}
+command -v /usr/bin/time >/dev/null || { echo "bench/pull.sh needs GNU time (Debian package time)" >&2; exit 1; }
 W=$(mktemp -d "${BENCH_TMP:-/var/tmp}/datum-bench-pull.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 
@@ -78,28 +81,31 @@ git -C "$W/work" "${sign[@]}" commit -q -a -S -m two
 C2=$(git -C "$W/work" rev-parse HEAD)
 echo "repository: $(git -C "$W/work" ls-files | wc -l) files, $(du -sh --exclude=.git "$W/work" | cut -f1) checked out, pack $(du -sh "$W/remote.git" | cut -f1)"
 
-python3 - "$W" "$DATUM" "$RUNS" "$C1" "$C2" <<'EOF'
+python3 - "$W" "$DATUM" "$RUNS" "$C1" "$C2" "$REVISIONS" <<'EOF'
 import os, shutil, socket, statistics, subprocess, sys, time, urllib.request
 W, DATUM, RUNS, C1, C2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+REVISIONS = int(sys.argv[6])
 URL = f"file://{W}/remote.git"
 
 def run(cmd, cwd=None, ok=(0,)):
-    """Wall seconds and peak RSS (MiB) of one command and the children it waited for."""
+    """Wall seconds and peak RSS (MiB) of one command and the children it
+    waited for, through GNU time (wait4 from this Python process would count
+    Python's own RSS, which a child inherits until it execs)."""
+    out = f"{W}/time.out"
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out, *cmd], cwd=cwd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     took = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code not in ok:
-        sys.exit(f"{cmd[:3]} exited {code}: {err.decode()[-2000:]}")
-    return took, ru.ru_maxrss / 1024
+    if p.returncode not in ok:
+        sys.exit(f"{cmd[:3]} exited {p.returncode}: {p.stderr.decode()[-2000:]}")
+    kib = int(open(out).read().split()[-1])
+    return took, kib / 1024
 
 def git(*args, cwd=None):
     subprocess.run(["git", *args], cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 def set_remote(commit):
-    git("--git-dir", f"{W}/remote.git", "update-ref", "refs/heads/main", commit)
+    git("push", "-q", "--force", URL, f"{commit}:refs/heads/main", cwd=f"{W}/work")
 
 def pull(root, ok=(0, 2)):
     return run([DATUM, "--root", root, "pull", "--url", URL, "--allowed-signers", f"{W}/allowed_signers"], ok=ok)
@@ -193,7 +199,8 @@ p, port = agent(root, ["--full-interval", "1h", "--pull-interval", "1s"], checke
 time.sleep(1)
 first = rss(p.pid)
 work = f"{W}/work"
-for k in range(10):
+readings = {}
+for k in range(1, REVISIONS + 1):
     with open(f"{work}/base/files/d01/f00001.conf", "a") as f:
         f.write(f"rev = {k}\n")
     git("-c", "gpg.format=ssh", "-c", f"user.signingkey={W}/key", "commit", "-q", "-a", "-S", "-m", f"rev {k}", cwd=work)
@@ -204,12 +211,13 @@ for k in range(10):
         if time.time() > deadline:
             sys.exit(f"the agent did not reload {head}")
         time.sleep(0.05)
-time.sleep(1.5)
-after = rss(p.pid)
+    if k in (10, REVISIONS):
+        time.sleep(1.5)
+        readings[k] = rss(p.pid)
 p.terminate(); p.wait()
 print()
 print(f"agent RSS (MiB): without pulling {without[0]:.1f} (peak {without[1]:.1f}); "
-      f"with --pull-interval after its first pull {first[0]:.1f} (peak {first[1]:.1f}); "
-      f"after pulling and reloading 10 new revisions {after[0]:.1f} (peak {after[1]:.1f})")
+      f"with --pull-interval, after its first pull (nothing new) {first[0]:.1f} (peak {first[1]:.1f})"
+      + "".join(f"; after pulling and reloading {k} new revisions {r[0]:.1f} (peak {r[1]:.1f})" for k, r in sorted(readings.items())))
 EOF
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -72,8 +72,13 @@ struct Bed {
 
 impl Bed {
     fn new() -> Bed {
+        Bed::new_in(&std::env::temp_dir())
+    }
+
+    /// A bed in a fresh folder under `parent`.
+    fn new_in(parent: &Path) -> Bed {
         let bed = Bed {
-            dir: tempfile::tempdir().unwrap(),
+            dir: tempfile::tempdir_in(parent).unwrap(),
         };
         std::fs::create_dir_all(bed.p("keys")).unwrap();
         for who in ["alice", "mallory", "old"] {
@@ -1421,3 +1426,144 @@ fn openpgp_signatures_are_checked_against_a_keyring_when_one_is_configured() {
     );
     assert_eq!(bed.snapshot(), before);
 }
+
+/// Removes what a test bed test wrote under the container's /etc and
+/// /var/lib, pass or fail.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+// The shipped timer's service as systemd runs it: under its sandbox (no
+// capabilities, the system read-only but /etc/datum and /var/lib/datum) it
+// deploys a signed revision from a remote, tells the running agent to reload
+// (the agent then reports the new revision), and a refused revision fails
+// the unit and changes nothing.
+datum_testkit::testbed_test!(
+    the_pull_service_deploys_under_real_systemd_and_the_agent_reloads,
+    {
+        use datum_testkit::testbed::within::{self, TestUnit};
+
+        // The agent unit's test uses the same /etc/datum and port.
+        let _lock = within::lock("datum-agent-unit");
+        let _cleanup = Cleanup(
+            [
+                "/etc/datum/repository",
+                "/etc/datum/pull.yaml",
+                "/etc/datum/allowed_signers",
+                "/etc/datum/host.yaml",
+                "/var/lib/datum",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+        );
+        // Outside /tmp: the service has a private one.
+        std::fs::create_dir_all("/srv").unwrap();
+        let bed = Bed::new_in(Path::new("/srv"));
+        within::write("/etc/datum/host.yaml", "name: testbed-pull\nlabels: {}\n");
+        within::write(
+            "/etc/datum/allowed_signers",
+            std::fs::read(bed.p("allowed_signers")).unwrap(),
+        );
+        within::write(
+            "/etc/datum/pull.yaml",
+            format!(
+                "url: {}\nref: main\nallowed_signers: /etc/datum/allowed_signers\n",
+                bed.url()
+            ),
+        );
+        let c1 = bed.revision("one", Some("alice"));
+        bed.push();
+
+        let pull = TestUnit::install(
+            "datum-pull.service",
+            &include_str!("../../../deploy/systemd/datum-pull.service")
+                .replace("/usr/local/bin/datum", DATUM),
+        );
+        let agent = TestUnit::install(
+            "datum-agent.service",
+            &include_str!("../../../deploy/systemd/datum-agent.service")
+                .replace("/usr/local/bin/datum", DATUM),
+        );
+        let journal = |unit: &str| {
+            Command::new("journalctl")
+                .args(["--no-pager", "-u", unit, "-n", "30"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        let deployed =
+            || datum_pull::deployed_revision(Path::new("/etc/datum/repository")).map(|d| d.commit);
+
+        // A oneshot: `start` returns when it is done.
+        within::systemctl_ok(&["start", pull.name()]);
+        assert_eq!(
+            within::property(pull.name(), "Result"),
+            "success",
+            "{}",
+            journal(pull.name())
+        );
+        assert_eq!(
+            deployed().as_deref(),
+            Some(c1.as_str()),
+            "{}",
+            journal(pull.name())
+        );
+
+        within::systemctl_ok(&["start", agent.name()]);
+        let revision = |c: &str| format!("datum_repository_revision_info{{revision=\"{c}\"}} 1");
+        let metrics = || {
+            TcpStream::connect_timeout(&"127.0.0.1:9477".parse().unwrap(), Duration::from_secs(1))
+                .ok()
+                .map(|_| within::http_get(9477, "/metrics"))
+        };
+        let up = wait(Duration::from_secs(20), || {
+            metrics().filter(|m| m.contains(&revision(&c1)))
+        });
+        assert!(
+            up.is_some(),
+            "the agent does not report {c1}:\n{}",
+            journal(agent.name())
+        );
+
+        // A new revision: the service deploys it and the agent reloads it.
+        let c2 = bed.revision("two", Some("alice"));
+        bed.push();
+        within::systemctl_ok(&["start", pull.name()]);
+        assert_eq!(
+            within::property(pull.name(), "Result"),
+            "success",
+            "{}",
+            journal(pull.name())
+        );
+        let reloaded = wait(Duration::from_secs(20), || {
+            metrics().filter(|m| m.contains(&revision(&c2)))
+        });
+        assert!(
+            reloaded.is_some(),
+            "the agent did not reload {c2}:\n{}",
+            journal(agent.name())
+        );
+
+        // A refused revision fails the unit and changes nothing.
+        bed.revision("unsigned", None);
+        bed.push();
+        let out = within::systemctl(&["start", pull.name()]);
+        assert!(
+            !out.status.success(),
+            "an unsigned revision did not fail the unit"
+        );
+        assert!(
+            journal(pull.name()).contains("the commit is not signed"),
+            "{}",
+            journal(pull.name())
+        );
+        assert_eq!(deployed().as_deref(), Some(c2.as_str()));
+        within::systemctl_ok(&["stop", agent.name()]);
+    }
+);

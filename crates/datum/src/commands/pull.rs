@@ -53,7 +53,10 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
                 )?,
                 OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
             }
-            Ok(ExitCode::for_pending(matches!(outcome, Outcome::Deployed(_))))
+            Ok(ExitCode::for_pending(matches!(
+                outcome,
+                Outcome::Deployed(_)
+            )))
         }
         Err(e) => {
             if global.output == OutputFormat::Json {
