@@ -227,20 +227,19 @@ fn kill_group(pid: u32) {
     }
 }
 
-/// Runs a program to completion or its deadline. A status other than 0 is
-/// not an error here; failing to start it is.
-pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+/// Finds and starts the program with `stdin` and piped output; when it
+/// started.
+fn start(
+    spec: &CommandSpec,
+    stdin: Stdio,
+) -> Result<(PathBuf, std::process::Child, Instant), HostError> {
     let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
         program: spec.program.clone(),
     })?;
     let started = Instant::now();
-    let mut child = spec
+    let child = spec
         .command(&program)
-        .stdin(if spec.input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -248,6 +247,47 @@ pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
             program: program.clone(),
             source,
         })?;
+    Ok((program, child, started))
+}
+
+/// Waits for `child` up to `timeout`, then kills its process group; its
+/// status and whether the deadline passed.
+fn wait_deadline(
+    child: &mut std::process::Child,
+    program: &Path,
+    timeout: Duration,
+) -> Result<(std::process::ExitStatus, bool), HostError> {
+    let pid = child.id();
+    match child.wait_timeout(timeout) {
+        Ok(Some(status)) => Ok((status, false)),
+        Ok(None) => {
+            kill_group(pid);
+            let status = child.wait().map_err(|source| HostError::Spawn {
+                program: program.to_path_buf(),
+                source,
+            })?;
+            Ok((status, true))
+        }
+        Err(source) => {
+            kill_group(pid);
+            let _ = child.wait();
+            Err(HostError::Spawn {
+                program: program.to_path_buf(),
+                source,
+            })
+        }
+    }
+}
+
+/// Runs a program to completion or its deadline. A status other than 0 is
+/// not an error here; failing to start it is.
+pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+    let stdin = if spec.input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    let (program, mut child, started) = start(spec, stdin)?;
     if let (Some(bytes), Some(mut stdin)) = (spec.input.clone(), child.stdin.take()) {
         // On its own thread: a program that writes before it has read all
         // of its input must not deadlock against us. A program that exits
@@ -260,23 +300,7 @@ pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
     let stdout = spawn_drain(child.stdout.take(), spec.output_limit);
     let stderr = spawn_drain(child.stderr.take(), spec.output_limit);
 
-    let waited = child.wait_timeout(spec.timeout);
-    let (status, timed_out) = match waited {
-        Ok(Some(status)) => (status, false),
-        Ok(None) => {
-            kill_group(pid);
-            let status = child.wait().map_err(|source| HostError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
-            (status, true)
-        }
-        Err(source) => {
-            kill_group(pid);
-            let _ = child.wait();
-            return Err(HostError::Spawn { program, source });
-        }
-    };
+    let (status, timed_out) = wait_deadline(&mut child, &program, spec.timeout)?;
 
     let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
         Ok(c) => c,
@@ -325,20 +349,7 @@ pub struct Running {
 /// Starts a program with piped standard input and output (see [`Running`]).
 /// `spec.input` is ignored: the caller writes to [`Running::stdin`].
 pub fn spawn(spec: &CommandSpec) -> Result<Running, HostError> {
-    let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
-        program: spec.program.clone(),
-    })?;
-    let started = Instant::now();
-    let mut child = spec
-        .command(&program)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| HostError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+    let (program, mut child, started) = start(spec, Stdio::piped())?;
     let stderr = spawn_drain(child.stderr.take(), spec.output_limit);
     let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
     Ok(Running {
@@ -360,27 +371,8 @@ impl Running {
     pub fn finish(mut self) -> Result<CommandOutput, HostError> {
         self.finished = true;
         drop(self.stdin.take());
-        let pid = self.child.id();
         let left = self.timeout.saturating_sub(self.started.elapsed());
-        let (status, timed_out) = match self.child.wait_timeout(left) {
-            Ok(Some(status)) => (status, false),
-            Ok(None) => {
-                kill_group(pid);
-                let status = self.child.wait().map_err(|source| HostError::Spawn {
-                    program: self.program.clone(),
-                    source,
-                })?;
-                (status, true)
-            }
-            Err(source) => {
-                kill_group(pid);
-                let _ = self.child.wait();
-                return Err(HostError::Spawn {
-                    program: self.program.clone(),
-                    source,
-                });
-            }
-        };
+        let (status, timed_out) = wait_deadline(&mut self.child, &self.program, left)?;
         let stderr = self.stderr.recv_timeout(DRAIN_GRACE).unwrap_or_default();
         Ok(CommandOutput {
             program: self.program.clone(),

@@ -64,18 +64,6 @@ fn open_dir_at(dir: &impl AsFd, name: &OsStr) -> Result<OwnedFd, Errno> {
     )
 }
 
-fn kind_of_raw(mode: u32) -> FileKind {
-    match FileType::from_raw_mode(mode) {
-        FileType::Symlink => FileKind::Symlink,
-        FileType::Directory => FileKind::Directory,
-        FileType::Fifo => FileKind::Fifo,
-        FileType::Socket => FileKind::Socket,
-        FileType::BlockDevice => FileKind::BlockDevice,
-        FileType::CharacterDevice => FileKind::CharDevice,
-        _ => FileKind::File,
-    }
-}
-
 /// One component of a relative path: a plain name, never `.`, `..`, empty
 /// or holding a NUL.
 fn check_component(name: &[u8]) -> Result<(), String> {
@@ -204,7 +192,7 @@ impl Folder {
     /// What `name` is (without following a link); `None` when absent.
     pub fn kind_of(&self, name: &OsStr) -> Result<Option<FileKind>, HostError> {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(kind_of_raw(st.st_mode))),
+            Ok(st) => Ok(Some(crate::fs::kind_of_mode(st.st_mode))),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(io("inspect", &self.path.join(name), e)),
         }

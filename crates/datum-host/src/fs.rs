@@ -208,10 +208,10 @@ fn lstat_sorted(paths: &[&Path], indices: &[usize]) -> Vec<Lstated> {
     out
 }
 
-/// [`Stat`] from a raw `stat` (what [`meta_of`] reads from `Metadata`).
-fn stat_of_raw(st: &rustix::fs::Stat) -> Stat {
+/// The kind of entry a raw `st_mode` says.
+pub(crate) fn kind_of_mode(mode: u32) -> FileKind {
     use rustix::fs::FileType;
-    let kind = match FileType::from_raw_mode(st.st_mode) {
+    match FileType::from_raw_mode(mode) {
         FileType::Symlink => FileKind::Symlink,
         FileType::Directory => FileKind::Directory,
         FileType::Fifo => FileKind::Fifo,
@@ -219,9 +219,13 @@ fn stat_of_raw(st: &rustix::fs::Stat) -> Stat {
         FileType::BlockDevice => FileKind::BlockDevice,
         FileType::CharacterDevice => FileKind::CharDevice,
         _ => FileKind::File,
-    };
+    }
+}
+
+/// [`Stat`] from a raw `stat` (what [`meta_of`] reads from `Metadata`).
+fn stat_of_raw(st: &rustix::fs::Stat) -> Stat {
     Stat {
-        kind,
+        kind: kind_of_mode(st.st_mode),
         meta: FileMeta {
             size: st.st_size as u64,
             mtime_ns: nanos(st.st_mtime, st.st_mtime_nsec as i64),

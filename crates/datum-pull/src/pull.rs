@@ -89,18 +89,12 @@ pub enum Outcome {
 /// A revision switched in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployed {
-    pub revision: String,
-    /// The revision it replaced, when one was deployed.
-    pub previous: Option<String>,
-    pub git_ref: String,
-    pub source: String,
-    pub signer: String,
-    pub key: String,
+    /// What was recorded in the state store: the revision, the one it
+    /// replaced, ref, source, signer, key, and whether it was a rollback.
+    pub record: Deployment,
     /// Files and links written (0 when an existing checkout was reused).
     pub files: u64,
     pub bytes: u64,
-    /// It does not descend from what it replaced (`--allow-rollback`).
-    pub rollback: bool,
     /// The link, and the checkout it now points at (real paths).
     pub link: PathBuf,
     pub checkout: PathBuf,
@@ -340,15 +334,9 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         warnings.push(format!("git gc in the cache failed: {e}"));
     }
     Ok(Outcome::Deployed(Box::new(Deployed {
-        revision: new,
-        previous: record.previous,
-        git_ref: record.git_ref,
-        source: record.source,
-        signer: record.signer,
-        key: record.key,
+        record,
         files: written.files,
         bytes: written.bytes,
-        rollback,
         link: link_path,
         checkout: checkout_path,
         pruned,

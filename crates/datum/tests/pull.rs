@@ -23,32 +23,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use datum_testkit::run::Run;
+use datum_testkit::tools::have;
 use tempfile::TempDir;
 
 const DATUM: &str = env!("CARGO_BIN_EXE_datum");
-
-fn have(program: &str, package: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-        || Command::new(program)
-            .arg("-?")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
-            "`{program}` (Debian package {package}) is required (DATUM_VALIDATORS_REQUIRED): run scripts/deps"
-        );
-        println!("skipped: `{program}` not installed (Debian package {package})");
-    }
-    found
-}
 
 fn tools() -> bool {
     have("git", "git") && have("ssh-keygen", "openssh-client")
@@ -138,6 +116,22 @@ impl Bed {
 
     fn git(&self, dir: &str, args: &[&str]) -> String {
         let out = self.git_output(dir, args);
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// git in the work tree with `input` on its standard input; its output.
+    fn git_input(&self, args: &[&str], input: &[u8]) -> String {
+        let mut child = Command::new("git")
+            .args(args)
+            .current_dir(self.p("work"))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "git {args:?}: {out:?}");
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
@@ -409,6 +403,19 @@ fn wait<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
+/// A bed whose first revision (`/etc/motd` declared as "one", signed by
+/// alice) is deployed; `None` (skipped) without git and ssh-keygen.
+fn deployed_bed() -> Option<(Bed, String)> {
+    if !tools() {
+        return None;
+    }
+    let bed = Bed::new();
+    let c1 = bed.revision("one", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    Some((bed, c1))
+}
+
 /// Pushes `head`, pulls, and checks the pull was refused with `says` and
 /// changed nothing.
 #[track_caller]
@@ -479,23 +486,10 @@ fn unsigned_unknown_expired_and_tampered_revisions_are_refused_and_change_nothin
     let raw = String::from_utf8(raw).unwrap();
     let tree_line = raw.lines().next().unwrap().to_owned();
     let forged = raw.replacen(&tree_line, &format!("tree {evil_tree}"), 1);
-    let forged_id = {
-        let mut child = Command::new("git")
-            .args(["hash-object", "-t", "commit", "-w", "--stdin"])
-            .current_dir(bed.p("work"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(forged.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let forged_id = bed.git_input(
+        &["hash-object", "-t", "commit", "-w", "--stdin"],
+        forged.as_bytes(),
+    );
     bed.git("work", &["reset", "-q", "--hard", &forged_id]);
     // git itself agrees it is bad.
     let verify = bed.git_output(
@@ -538,13 +532,9 @@ fn unsigned_unknown_expired_and_tampered_revisions_are_refused_and_change_nothin
 
 #[test]
 fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_is_recorded() {
-    if !tools() {
+    let Some((bed, c1)) = deployed_bed() else {
         return;
-    }
-    let bed = Bed::new();
-    let c1 = bed.revision("one", Some("alice"));
-    bed.push();
-    bed.pull(&[]).assert_exit(2);
+    };
     let c2 = bed.revision("two", Some("alice"));
     bed.push();
     bed.pull(&[]).assert_exit(2);
@@ -626,13 +616,9 @@ fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_i
 
 #[test]
 fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
-    if !tools() {
+    let Some((bed, c1)) = deployed_bed() else {
         return;
-    }
-    let bed = Bed::new();
-    let c1 = bed.revision("one", Some("alice"));
-    bed.push();
-    bed.pull(&[]).assert_exit(2);
+    };
     bed.write(
         "work/base/bad.yaml",
         "datum: v1alpha1\ntype: File\nname: bad\ndesired:\n  path: /etc/bad\n  colour: red\n",
@@ -661,13 +647,9 @@ fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
 
 #[test]
 fn a_pull_killed_mid_checkout_leaves_the_deployed_revision_whole_and_the_next_pull_completes() {
-    if !tools() {
+    let Some((bed, c1)) = deployed_bed() else {
         return;
-    }
-    let bed = Bed::new();
-    let c1 = bed.revision("small", Some("alice"));
-    bed.push();
-    bed.pull(&[]).assert_exit(2);
+    };
     // A revision big enough for a checkout to take a while.
     let block: String = (0..1024).map(|i| format!("{i:031}\n")).collect();
     for i in 0..2000 {
@@ -1089,53 +1071,16 @@ fn a_bundle_carries_a_revision_to_a_host_without_git_access_and_is_verified_the_
 
 #[test]
 fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
-    if !tools() {
+    let Some((bed, c1)) = deployed_bed() else {
         return;
-    }
-    let bed = Bed::new();
-    let c1 = bed.revision("one", Some("alice"));
-    bed.push();
-    bed.pull(&[]).assert_exit(2);
+    };
     // A tree with `.git/config` in it, which `git add` would never make:
     // built by hand, and signed by alice (the signature is not the point).
-    let config_blob = {
-        let mut child = Command::new("git")
-            .args(["hash-object", "-w", "--stdin"])
-            .current_dir(bed.p("work"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"[core]\n\tfsmonitor = touch /tmp/datum-pwned\n")
-            .unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_owned()
-    };
-    let mktree = |input: String| {
-        let mut child = Command::new("git")
-            .args(["mktree"])
-            .current_dir(bed.p("work"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_owned()
-    };
+    let config_blob = bed.git_input(
+        &["hash-object", "-w", "--stdin"],
+        b"[core]\n\tfsmonitor = touch /tmp/datum-pwned\n",
+    );
+    let mktree = |input: String| bed.git_input(&["mktree"], input.as_bytes());
     let dot_git = mktree(format!("100644 blob {config_blob}\tconfig\n"));
     let base = bed.git("work", &["rev-parse", "HEAD:base"]);
     let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);

@@ -103,11 +103,12 @@ impl Puller {
                     LogLevel::Info,
                     &format!(
                         "pull: deployed {} ({} from {}), signed by {}{}",
-                        short(&d.revision),
-                        d.git_ref,
-                        d.source,
-                        d.signer,
-                        d.previous
+                        short(&d.record.revision),
+                        d.record.git_ref,
+                        d.record.source,
+                        d.record.signer,
+                        d.record
+                            .previous
                             .as_deref()
                             .map(|p| format!(", replacing {}", short(p)))
                             .unwrap_or_default()

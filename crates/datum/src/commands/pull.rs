@@ -155,17 +155,17 @@ fn outcome_line(outcome: &Outcome, config: &PullConfig) -> String {
         Outcome::Deployed(d) => {
             let mut text = format!(
                 "deployed {} ({} from {}), signed by {} ({})",
-                short(&d.revision),
-                d.git_ref,
-                d.source,
-                d.signer,
-                d.key
+                short(&d.record.revision),
+                d.record.git_ref,
+                d.record.source,
+                d.record.signer,
+                d.record.key
             );
-            match &d.previous {
+            match &d.record.previous {
                 Some(p) => text.push_str(&format!("; it replaces {}", short(p))),
                 None => text.push_str("; the first revision deployed here"),
             }
-            if d.rollback {
+            if d.record.rollback {
                 text.push_str(" (a rollback, allowed with --allow-rollback and recorded)");
             }
             text.push_str(&format!(
@@ -202,13 +202,13 @@ fn outcome_json(outcome: &Outcome) -> serde_json::Value {
         Outcome::Deployed(d) => serde_json::json!({
             "format_version": 1,
             "outcome": "deployed",
-            "revision": d.revision,
-            "previous": d.previous,
-            "ref": d.git_ref,
-            "source": d.source,
-            "signer": d.signer,
-            "key": d.key,
-            "rollback": d.rollback,
+            "revision": d.record.revision,
+            "previous": d.record.previous,
+            "ref": d.record.git_ref,
+            "source": d.record.source,
+            "signer": d.record.signer,
+            "key": d.record.key,
+            "rollback": d.record.rollback,
             "files": d.files,
             "bytes": d.bytes,
             "link": d.link,
