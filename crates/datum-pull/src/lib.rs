@@ -10,7 +10,7 @@
 //! deployed one unless a person allows it, writes the revision into a new
 //! checkout folder with no `.git` in it ([`checkout`]), runs the caller's
 //! gate (`datum lint`) on it, and switches it in with one rename of a
-//! symlink ([`pull`]). `docs/pull.md` has the threat model.
+//! symlink ([`mod@pull`]). `docs/pull.md` has the threat model.
 //!
 //! git is the Debian `git` CLI, run through `datum_host::git` with a
 //! minimal, explicit configuration: it is what operators already have and
@@ -20,6 +20,16 @@
 //!
 //! Other code finds the deployed revision with [`deployed_revision`]: the
 //! commit a checkout was made from, read from the checkout itself.
+//!
+//! ```
+//! use std::path::Path;
+//! // The link the agent reads, or the checkout folder a catalogue was
+//! // compiled from (pinned): `None` when `datum pull` did not deploy it.
+//! match datum_pull::deployed_revision(Path::new("/nonexistent/etc/datum/repository")) {
+//!     Some(deployed) => println!("repository revision {}", deployed.commit),
+//!     None => println!("not a revision datum pull deployed"),
+//! }
+//! ```
 //!
 //! This crate must not print (progress goes to the caller's [`pull::Step`]
 //! callback), must not touch the machine except through `datum-host`, and

@@ -336,6 +336,47 @@ fn a_signed_revision_is_deployed_whole_without_git_metadata_and_a_second_pull_ch
 }
 
 #[test]
+fn a_tag_is_deployed_as_its_commit_and_two_pulls_at_once_deploy_it_once() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let c2 = bed.revision("two", Some("alice"));
+    bed.git("work", &["tag", "-a", "-m", "release 2", "v2"]);
+    bed.git("work", &["push", "-q", "../remote.git", "v2"]);
+    let pulls: Vec<_> = (0..2)
+        .map(|_| {
+            let url = bed.url();
+            let signers = bed.p("allowed_signers").display().to_string();
+            bed.datum(&[
+                "pull",
+                "--url",
+                &url,
+                "--ref",
+                "v2",
+                "--allowed-signers",
+                &signers,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut codes: Vec<i32> = pulls
+        .into_iter()
+        .map(|p| p.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    codes.sort();
+    // One deployed it; the other waited for the lock and found it deployed.
+    assert_eq!(codes, [0, 2]);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+    let history = bed.status()["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 2, "{history}");
+    assert_eq!(history[0]["ref"], "v2");
+    assert_eq!(history[0]["previous"], c1.as_str());
+}
+
+#[test]
 fn a_repository_served_by_git_daemon_on_loopback_is_pulled() {
     if !tools() {
         return;
@@ -1171,6 +1212,20 @@ fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_mus
         out.stderr()
     );
     assert!(std::fs::symlink_metadata(bed.link()).is_err());
+
+    // A link made by hand to a folder is replaced; the folder stays.
+    std::fs::set_permissions(
+        bed.p("allowed_signers"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    bed.write("by-hand/datum.yaml", SETTINGS);
+    std::fs::create_dir_all(bed.p("root/etc/datum")).unwrap();
+    std::os::unix::fs::symlink(bed.p("by-hand"), bed.link()).unwrap();
+    bed.pull(&[]).assert_exit(2);
+    assert!(bed.deployed().is_some());
+    assert!(bed.p("by-hand/datum.yaml").exists());
+    std::fs::remove_file(bed.link()).unwrap();
 
     // A folder in place of the link is not replaced.
     std::fs::set_permissions(

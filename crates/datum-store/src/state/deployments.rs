@@ -25,6 +25,7 @@ pub struct Deployment {
     /// The commit it replaced, when one was deployed.
     pub previous: Option<String>,
     /// The branch or tag it was pulled from.
+    #[serde(rename = "ref")]
     pub git_ref: String,
     /// The remote (without credentials) or `bundle:FILE`.
     pub source: String,
