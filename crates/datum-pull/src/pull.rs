@@ -138,12 +138,25 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         path: req.state.to_path_buf(),
         source: Box::new(source),
     };
-    let (mut store, store_warnings) = Store::open(req.state).map_err(store_error)?;
-    let mut warnings: Vec<String> = store_warnings.iter().map(ToString::to_string).collect();
-    let recorded = store
-        .current_deployment()
-        .map_err(store_error)?
-        .map(|d| d.deployment.revision);
+    // A store that does not exist yet records nothing, and is created only
+    // when there is a deployment to record (a refused first pull leaves
+    // none behind).
+    let mut warnings: Vec<String> = Vec::new();
+    let mut store = match datum_host::fs::lstat(req.state)? {
+        Some(_) => {
+            let (store, store_warnings) = Store::open(req.state).map_err(store_error)?;
+            warnings.extend(store_warnings.iter().map(ToString::to_string));
+            Some(store)
+        }
+        None => None,
+    };
+    let recorded = match &store {
+        Some(s) => s
+            .current_deployment()
+            .map_err(store_error)?
+            .map(|d| d.deployment.revision),
+        None => None,
+    };
 
     // Debris of killed pulls.
     let checkouts = pull_dir
@@ -323,7 +336,14 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             None
         },
     };
-    if let Err(e) = store.record_deployment(&record) {
+    let stored = match store.take() {
+        Some(s) => Ok(s),
+        None => Store::open(req.state).map(|(s, w)| {
+            warnings.extend(w.iter().map(ToString::to_string));
+            s
+        }),
+    };
+    if let Err(e) = stored.and_then(|mut s| s.record_deployment(&record)) {
         warnings.push(format!(
             "{} is deployed but could not be recorded in the state store: {e}",
             commit::short(&new)
