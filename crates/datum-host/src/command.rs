@@ -2,9 +2,10 @@
 //!
 //! A program is run directly with an argument vector, never through a shell,
 //! so nothing in a repository can become shell syntax. It gets no standard
-//! input (or exactly the bytes the caller gives it), a fixed environment (a standard PATH, `LC_ALL=C` so output is
-//! stable, plus what the caller adds), its own process group (so a timeout
-//! kills whatever it started too), and a deadline. Output is captured up to a
+//! input (or exactly the bytes the caller gives it), a fixed environment (a
+//! standard PATH, `LC_ALL=C` so output is stable, plus what the caller
+//! adds), its own process group (so a timeout kills whatever it started
+//! too), and a deadline. Output is captured up to a
 //! bound, because a validator echoing a huge file must not exhaust memory.
 //! This module must not decide what a status means: callers (the validator
 //! definitions, the service provider) do.
@@ -227,12 +228,37 @@ fn kill_group(pid: u32) {
     }
 }
 
-/// Finds and starts the program with `stdin` and piped output; when it
-/// started.
-fn start(
-    spec: &CommandSpec,
-    stdin: Stdio,
-) -> Result<(PathBuf, std::process::Child, Instant), HostError> {
+/// Runs a program to completion or its deadline. A status other than 0 is
+/// not an error here; failing to start it is.
+pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+    start(spec)?.finish()
+}
+
+/// A program started by [`start`], not yet waited for.
+pub(crate) struct Started {
+    child: std::process::Child,
+    program: PathBuf,
+    started: Instant,
+    timeout: Duration,
+    output_limit: usize,
+    /// What [`Started::finish`] writes to its standard input.
+    input: Option<Vec<u8>>,
+}
+
+/// Starts a program from the calling thread (which matters to the sandbox:
+/// the child inherits the thread's namespaces and root), its standard input
+/// a pipe when the spec has input for it, `/dev/null` otherwise.
+pub(crate) fn start(spec: &CommandSpec) -> Result<Started, HostError> {
+    let stdin = if spec.input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    start_with(spec, stdin)
+}
+
+/// Finds and starts the program with `stdin` and piped output.
+fn start_with(spec: &CommandSpec, stdin: Stdio) -> Result<Started, HostError> {
     let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
         program: spec.program.clone(),
     })?;
@@ -247,7 +273,14 @@ fn start(
             program: program.clone(),
             source,
         })?;
-    Ok((program, child, started))
+    Ok(Started {
+        child,
+        program,
+        started,
+        timeout: spec.timeout,
+        output_limit: spec.output_limit,
+        input: spec.input.clone(),
+    })
 }
 
 /// Waits for `child` up to `timeout`, then kills its process group; its
@@ -279,53 +312,59 @@ fn wait_deadline(
     }
 }
 
-/// Runs a program to completion or its deadline. A status other than 0 is
-/// not an error here; failing to start it is.
-pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
-    let stdin = if spec.input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
-    let (program, mut child, started) = start(spec, stdin)?;
-    if let (Some(bytes), Some(mut stdin)) = (spec.input.clone(), child.stdin.take()) {
-        // On its own thread: a program that writes before it has read all
-        // of its input must not deadlock against us. A program that exits
-        // without reading it all makes the write fail, which is its business.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&bytes);
-        });
-    }
-    let pid = child.id();
-    let stdout = spawn_drain(child.stdout.take(), spec.output_limit);
-    let stderr = spawn_drain(child.stderr.take(), spec.output_limit);
-
-    let (status, timed_out) = wait_deadline(&mut child, &program, spec.timeout)?;
-
-    let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
-        Ok(c) => c,
-        Err(mpsc::RecvTimeoutError::Disconnected) => Captured::default(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            // Something the program started still holds the pipe open.
-            kill_group(pid);
-            rx.recv_timeout(DRAIN_GRACE).unwrap_or(Captured {
-                bytes: Vec::new(),
-                truncated: true,
-            })
+impl Started {
+    /// Feeds the input, drains the output (on threads of the calling
+    /// thread), waits up to the deadline, and kills the process group past
+    /// it.
+    pub(crate) fn finish(self) -> Result<CommandOutput, HostError> {
+        let Started {
+            mut child,
+            program,
+            started,
+            timeout,
+            output_limit,
+            input,
+        } = self;
+        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+            // On its own thread: a program that writes before it has read
+            // all of its input must not deadlock against us. A program that
+            // exits without reading it all makes the write fail, which is
+            // its business.
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
         }
-    };
-    let stdout = collect(&stdout);
-    let stderr = collect(&stderr);
+        let pid = child.id();
+        let stdout = spawn_drain(child.stdout.take(), output_limit);
+        let stderr = spawn_drain(child.stderr.take(), output_limit);
 
-    Ok(CommandOutput {
-        program,
-        status: status.code(),
-        signal: status.signal(),
-        stdout,
-        stderr,
-        timed_out,
-        elapsed: started.elapsed(),
-    })
+        let (status, timed_out) = wait_deadline(&mut child, &program, timeout)?;
+
+        let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
+            Ok(c) => c,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Captured::default(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Something the program started still holds the pipe open.
+                kill_group(pid);
+                rx.recv_timeout(DRAIN_GRACE).unwrap_or(Captured {
+                    bytes: Vec::new(),
+                    truncated: true,
+                })
+            }
+        };
+        let stdout = collect(&stdout);
+        let stderr = collect(&stderr);
+
+        Ok(CommandOutput {
+            program,
+            status: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr,
+            timed_out,
+            elapsed: started.elapsed(),
+        })
+    }
 }
 
 /// A program started by [`spawn`] whose output the caller reads as it comes
@@ -349,8 +388,15 @@ pub struct Running {
 /// Starts a program with piped standard input and output (see [`Running`]).
 /// `spec.input` is ignored: the caller writes to [`Running::stdin`].
 pub fn spawn(spec: &CommandSpec) -> Result<Running, HostError> {
-    let (program, mut child, started) = start(spec, Stdio::piped())?;
-    let stderr = spawn_drain(child.stderr.take(), spec.output_limit);
+    let Started {
+        mut child,
+        program,
+        started,
+        timeout,
+        output_limit,
+        input: _,
+    } = start_with(spec, Stdio::piped())?;
+    let stderr = spawn_drain(child.stderr.take(), output_limit);
     let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
     Ok(Running {
         program,
@@ -359,7 +405,7 @@ pub fn spawn(spec: &CommandSpec) -> Result<Running, HostError> {
         stdout,
         stderr,
         started,
-        timeout: spec.timeout,
+        timeout,
         finished: false,
     })
 }
@@ -394,7 +440,6 @@ impl Drop for Running {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use datum_host::git::Git;
+use crate::git::Git;
 
 use crate::commit;
 use crate::error::PullError;
@@ -42,8 +42,9 @@ pub struct Bundled {
 /// for a bare repository.
 fn git_dir(repository: &Path) -> PathBuf {
     let dot_git = repository.join(".git");
-    match datum_host::fs::lstat(&dot_git) {
-        Ok(Some(st)) if st.kind == datum_host::FileKind::Directory => dot_git,
+    // The repository is the operator's (`--from DIR`): looked at, not read.
+    match datum_host::repo::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_dir() => dot_git,
         _ => repository.to_path_buf(),
     }
 }
@@ -82,7 +83,8 @@ pub fn create(req: &BundleRequest) -> Result<Bundled, PullError> {
         None => args.push(full_ref(&git, &req.git_ref).into()),
     }
     git.output(args, 1 << 20)?;
-    let bytes = datum_host::fs::lstat(&req.output)?.map_or(0, |st| st.meta.size);
+    // git wrote the file the operator named; its size is for the message.
+    let bytes = datum_host::named::size(&req.output).unwrap_or(0);
     Ok(Bundled {
         revision,
         git_ref: req.git_ref.clone(),

@@ -15,8 +15,9 @@
 use std::ffi::{OsStr, OsString};
 use std::time::Duration;
 
-use datum_host::deploy::Folder;
-use datum_host::git::{Git, GitError};
+use datum_host::{Dir, FileKind, PrivateDir};
+
+use crate::git::{Git, GitError};
 
 use crate::commit;
 use crate::config::PullConfig;
@@ -46,21 +47,23 @@ impl Cache {
     /// killed `git init` left it without a `HEAD`), after sweeping the debris
     /// of killed commands. The caller holds the pull lock, so every lock
     /// file in it is stale.
-    pub fn open(pull_dir: &Folder, timeout: Duration) -> Result<(Cache, usize), PullError> {
+    pub fn open(pull_dir: &PrivateDir, timeout: Duration) -> Result<(Cache, usize), PullError> {
         let name = OsStr::new(CACHE_DIR);
-        let git = Git::new(pull_dir.path().join(CACHE_DIR)).timeout(timeout);
-        let usable = match pull_dir.open_dir(name)? {
-            Some(dir) => dir.kind_of(OsStr::new("HEAD"))?.is_some(),
-            None => false,
+        let git = Git::new(pull_dir.file_path(CACHE_DIR)).timeout(timeout);
+        let existing = pull_dir.dir().open_child_dir(name);
+        let usable = match &existing {
+            Ok(Some(dir)) => dir.lstat_entry(OsStr::new("HEAD"))?.is_some(),
+            _ => false,
         };
         let mut swept = 0;
-        if usable {
-            if let Some(dir) = pull_dir.open_dir(name)? {
-                swept = sweep(&dir)?;
+        match existing {
+            Ok(Some(dir)) if usable => swept = sweep(&dir)?,
+            _ => {
+                // Missing, half made, or something else in its place (a
+                // link is removed, never followed).
+                pull_dir.dir().entry(name).remove_all()?;
+                git.init_bare()?;
             }
-        } else {
-            pull_dir.remove_all(name)?;
-            git.init_bare()?;
         }
         Ok((Cache { git }, swept))
     }
@@ -214,21 +217,24 @@ fn ssh_command(config: &PullConfig) -> Option<String> {
 /// What a killed git leaves in a repository: `*.lock` files (which make the
 /// next command that wants that lock fail), temporary packs and objects,
 /// and `.keep` files of a pack being indexed. Returns how many were removed.
-fn sweep(cache: &Folder) -> Result<usize, PullError> {
+fn sweep(cache: &Dir) -> Result<usize, PullError> {
     let mut removed = 0;
-    let mut stale = |folder: &Folder, deep: bool| -> Result<(), PullError> {
+    let mut stale = |folder: &Dir, deep: bool| -> Result<(), PullError> {
         removed += sweep_folder(folder, deep)?;
         Ok(())
     };
     stale(cache, false)?;
-    if let Some(refs) = cache.open_dir(OsStr::new("refs"))? {
+    if let Some(refs) = cache.open_child_dir(OsStr::new("refs"))? {
         stale(&refs, true)?;
     }
-    if let Some(objects) = cache.open_dir(OsStr::new("objects"))? {
+    if let Some(objects) = cache.open_child_dir(OsStr::new("objects"))? {
         stale(&objects, false)?;
-        for entry in objects.entries()? {
+        for (entry, kind) in objects.list()? {
             let is_fanout = entry.len() == 2 || entry == "pack";
-            if is_fanout && let Some(sub) = objects.open_dir(&entry)? {
+            if is_fanout
+                && kind == FileKind::Directory
+                && let Some(sub) = objects.open_child_dir(&entry)?
+            {
                 stale(&sub, false)?;
             }
         }
@@ -236,21 +242,21 @@ fn sweep(cache: &Folder) -> Result<usize, PullError> {
     Ok(removed)
 }
 
-fn sweep_folder(folder: &Folder, deep: bool) -> Result<usize, PullError> {
+fn sweep_folder(folder: &Dir, deep: bool) -> Result<usize, PullError> {
     use std::os::unix::ffi::OsStrExt as _;
     let mut removed = 0;
-    for entry in folder.entries()? {
+    for (entry, kind) in folder.list()? {
         let bytes = entry.as_bytes();
         let debris = bytes.ends_with(b".lock")
             || bytes.starts_with(b"tmp_")
             || bytes.starts_with(b"incoming-")
             || (bytes.starts_with(b"pack-") && bytes.ends_with(b".keep"));
         if debris {
-            folder.remove_all(&entry)?;
+            folder.entry(&entry).remove_all()?;
             removed += 1;
         } else if deep
-            && folder.kind_of(&entry)? == Some(datum_host::FileKind::Directory)
-            && let Some(sub) = folder.open_dir(&entry)?
+            && kind == FileKind::Directory
+            && let Some(sub) = folder.open_child_dir(&entry)?
         {
             removed += sweep_folder(&sub, true)?;
         }
@@ -289,7 +295,7 @@ mod tests {
             std::fs::write(c.join(f), b"x").unwrap();
         }
         std::fs::create_dir(c.join("objects/incoming-abc")).unwrap();
-        let folder = Folder::open(c).unwrap();
+        let folder = Dir::open_path(c).unwrap();
         assert_eq!(sweep(&folder).unwrap(), debris.len() + 1);
         for f in debris {
             assert!(!c.join(f).exists(), "{f} left");

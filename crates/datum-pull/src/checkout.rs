@@ -15,19 +15,21 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::path::Path;
 
-use datum_host::HostError;
-use datum_host::deploy::{Folder, TreeWriter, TreeWritten};
+use datum_host::{Dir, HostError};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
 use crate::commit;
 use crate::error::{PullError, Reason};
+use crate::tree::{TreeWriter, TreeWritten};
 
 /// The file at the top of every checkout that says which revision it is.
 /// Hidden, so the manifest loader never reads it as part of the repository.
 pub const MARKER: &str = ".datum-revision.json";
 /// The marker's `format_version`.
 const MARKER_FORMAT: u32 = 1;
+/// The largest marker read.
+const MARKER_LIMIT: u64 = 64 * 1024;
 /// The largest link target written.
 const LINK_LIMIT: u64 = 4096;
 
@@ -58,19 +60,23 @@ pub struct DeployedRevision {
 /// (a repository put there by hand), or cannot be read.
 ///
 /// A caller that has pinned the repository (compiled it from the folder the
-/// link pointed at, see [`datum_host::deploy::pinned`]) passes that folder,
+/// link pointed at, see [`datum_host::repo::pinned`]) passes that folder,
 /// so the revision is the one its catalogue came from even if the link has
 /// moved on since.
 pub fn deployed_revision(repository: &Path) -> Option<DeployedRevision> {
-    let folder = Folder::open(&datum_host::deploy::pinned(repository).ok()?).ok()?;
+    let folder = Dir::open_path(&datum_host::repo::pinned(repository).ok()?).ok()?;
     read_marker(&folder).ok().flatten()
 }
 
 /// The marker of a checkout folder; `None` when it has none.
-pub fn read_marker(folder: &Folder) -> Result<Option<DeployedRevision>, HostError> {
-    let Some(bytes) = folder.read_file(OsStr::new(MARKER), 64 * 1024)? else {
-        return Ok(None);
-    };
+pub fn read_marker(folder: &Dir) -> Result<Option<DeployedRevision>, HostError> {
+    let marker = folder.entry(OsStr::new(MARKER));
+    // Never through a link, and only a small regular file.
+    match marker.lstat()? {
+        Some(st) if st.kind == datum_host::FileKind::File && st.meta.size <= MARKER_LIMIT => {}
+        _ => return Ok(None),
+    }
+    let bytes = marker.read()?;
     Ok(serde_json::from_slice::<DeployedRevision>(&bytes)
         .ok()
         .filter(|m| m.format_version == MARKER_FORMAT && commit::is_commit_id(&m.commit)))
@@ -134,7 +140,7 @@ pub fn write(
     cache: &Cache,
     commit_id: &str,
     marker: &DeployedRevision,
-    into: Folder,
+    into: Dir,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<TreeWritten, PullError> {
     let listing = cache.listing(commit_id)?;
@@ -174,7 +180,7 @@ pub fn write(
                         writer.file(path, *executable, content)
                     })
                     .map_err(|e| match e {
-                        datum_host::git::GitError::Host(h) => refused(h),
+                        crate::git::GitError::Host(h) => refused(h),
                         other => PullError::Git(other),
                     })?;
             }
@@ -213,7 +219,7 @@ pub fn write(
             std::io::Error::other(e),
         ))
     })?;
-    root.write_file(OsStr::new(MARKER), 0o644, &mut &json[..])?;
+    crate::tree::write_new(&root.entry(OsStr::new(MARKER)), 0o644, &mut &json[..])?;
     root.sync_filesystem()?;
     Ok(written)
 }
@@ -224,7 +230,7 @@ fn top_path(e: &Entry) -> &[u8] {
     }
 }
 
-fn expect_blob(header: &datum_host::git::ObjectHeader) -> Result<(), HostError> {
+fn expect_blob(header: &crate::git::ObjectHeader) -> Result<(), HostError> {
     if header.kind == "blob" {
         Ok(())
     } else {
@@ -288,7 +294,7 @@ mod tests {
     #[test]
     fn a_marker_is_read_back_and_a_foreign_one_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = Folder::open(dir.path()).unwrap();
+        let folder = Dir::open_path(dir.path()).unwrap();
         assert_eq!(read_marker(&folder).unwrap(), None);
         assert_eq!(deployed_revision(dir.path()), None);
         let marker = DeployedRevision {

@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
+use crate::git::GitError;
 use datum_host::HostError;
-use datum_host::git::GitError;
 
 use crate::commit::short;
 

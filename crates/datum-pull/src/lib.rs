@@ -8,12 +8,13 @@
 //! checked out ([`verify`]: SSH signatures against `allowed_signers`,
 //! optionally OpenPGP), refuses a revision that does not descend from the
 //! deployed one unless a person allows it, writes the revision into a new
-//! checkout folder with no `.git` in it ([`checkout`]), runs the caller's
+//! checkout folder with no `.git` in it ([`checkout`], through [`tree`],
+//! from `datum-host`'s directory handles), runs the caller's
 //! gate (`datum lint`) on it, and switches it in with one rename of a
 //! symlink ([`mod@pull`]). `docs/pull.md` has the threat model.
 //!
-//! git is the Debian `git` CLI, run through `datum_host::git` with a
-//! minimal, explicit configuration: it is what operators already have and
+//! git is the Debian `git` CLI, run through [`git`] (on `datum-host`'s
+//! command runner) with a minimal, explicit configuration: it is what operators already have and
 //! audit, it needs no C library built into Datum (libgit2) and no second
 //! implementation of the protocols (gitoxide), and signature checking needs
 //! an external program (`ssh-keygen`) either way.
@@ -37,14 +38,24 @@
 //! [`pull::Request::allow_rollback`], which the command line sets from a
 //! person's flag, does.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod bundle;
 pub mod cache;
 pub mod checkout;
 pub mod commit;
 pub mod config;
 mod error;
+pub mod git;
 pub mod pull;
 pub mod source;
+pub mod tree;
 pub mod verify;
 
 pub use checkout::{DeployedRevision, deployed_revision};

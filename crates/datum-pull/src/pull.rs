@@ -7,13 +7,21 @@
 //! the switch is one rename of a link; and a refusal at any step leaves the
 //! link, the deployed checkout and the state store as they were. A pull
 //! killed at any moment leaves a partial checkout (`checkouts/.partial-*`),
-//! a temporary link or git lock files at worst, all swept by the next pull,
+//! a staged link or git lock files at worst, all swept by the next pull,
 //! which holds the same lock.
+//!
+//! Every folder and file here is reached through `datum-host`'s handles:
+//! the pull folder is a private folder ([`PrivateDir`], reached from the
+//! root one component at a time, never through a link), a checkout is
+//! written beneath its open folder, the link's folder is reached by the
+//! boundary's walk and the link replaced by a staged link renamed over it
+//! relative to that folder. The state store is opened in its private folder
+//! and, when it cannot be used, nothing is deployed (fail closed).
 //!
 //! On disk, under the root:
 //!
 //! ```text
-//! var/lib/datum/pull/            0700, created without following links
+//! var/lib/datum/pull/            0700, a private folder
 //!   lock                         one pull at a time
 //!   cache.git/                   the fetched objects (see `cache`)
 //!   scratch/                     inputs of ssh-keygen and gpgv, short-lived
@@ -26,8 +34,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use datum_host::HostError;
-use datum_host::deploy::Folder;
+use datum_host::{Dir, FileKind, Host, HostError, PrivateDir, RootLock};
 use datum_store::{Deployment, Store};
 
 use crate::cache::Cache;
@@ -35,10 +42,15 @@ use crate::checkout::{self, DeployedRevision};
 use crate::commit;
 use crate::config::PullConfig;
 use crate::error::{PullError, Reason, Refusal};
+use crate::tree::TreeWritten;
 use crate::verify::{self, Refused, TrustFile, TrustRoots};
 
 /// The pull folder, relative to the root.
 pub const PULL_DIR: &str = "var/lib/datum/pull";
+/// Datum's private folder, as declared (the pull folder is `pull` in it).
+const STATE_FOLDER: &str = datum_host::lock::STATE_FOLDER;
+/// The state database's name in Datum's folder.
+const STATE_DB: &str = "state.db";
 /// The checkouts' folder inside it.
 pub const CHECKOUTS: &str = "checkouts";
 /// Name prefix of checkouts being written.
@@ -61,8 +73,9 @@ pub enum Step {
 pub struct Request<'a> {
     pub root: &'a Path,
     pub config: &'a PullConfig,
-    /// The state database.
-    pub state: &'a Path,
+    /// The state database when the operator named one (`--state FILE`);
+    /// `None` for `state.db` in Datum's folder under the root.
+    pub state: Option<&'a Path>,
     /// Who allowed going backwards (`--allow-rollback`), if anyone did.
     pub allow_rollback: Option<String>,
     /// How long to wait for another pull holding the lock.
@@ -107,48 +120,68 @@ pub struct Deployed {
 /// Pulls, verifies and (when there is a new trusted revision) deploys.
 pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     let config = req.config;
-    let root = Folder::open(req.root)?;
-    let pull_dir = root.private(Path::new(PULL_DIR))?;
-    let _lock = pull_dir.lock(OsStr::new("lock"), req.lock_timeout)?;
+    let host = Host::new(req.root);
+    let missing = |path: PathBuf| {
+        PullError::Host(HostError::io(
+            "create directory",
+            path,
+            std::io::ErrorKind::NotFound.into(),
+        ))
+    };
+    let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
+        .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
+    let pull_dir = datum_dir
+        .subdir("pull", true)?
+        .ok_or_else(|| missing(datum_dir.file_path("pull")))?;
+    let _lock = RootLock::acquire_in(&pull_dir, "lock", req.lock_timeout)?;
     let roots = trust_roots(config)?;
+    let checkouts = pull_dir
+        .subdir(CHECKOUTS, true)?
+        .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
 
     // The link and what it points at now.
-    let (link_parent_rel, link_name) = split_link(&config.deploy)?;
-    let link_parent = root
-        .descend(&link_parent_rel, Some(0o755))?
-        .ok_or_else(|| {
-            HostError::io(
-                "create directory",
-                req.root.join(&link_parent_rel),
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })?;
-    let link_path = link_parent.path().join(&link_name);
-    let current = link_parent.read_link(&link_name).map_err(|e| match e {
-        HostError::InTheWay { path, found } => PullError::NotALink { path, found },
-        e => PullError::Host(e),
-    })?;
-    let marker: Option<DeployedRevision> = match current {
-        Some(_) => checkout::deployed_revision(&link_path),
+    let (link_parent_declared, link_name) = split_link(&config.deploy)?;
+    let link_parent = folder_of_link(&host, &link_parent_declared)?;
+    let link = link_parent.entry(&link_name);
+    let link_path = link.path().to_path_buf();
+    let current = match link.lstat()? {
+        None => None,
+        Some(st) if st.kind == FileKind::Symlink => Some(link.read_link()?),
+        Some(st) => {
+            return Err(PullError::NotALink {
+                path: link_path,
+                found: st.kind.word().to_owned(),
+            });
+        }
+    };
+    let marker: Option<DeployedRevision> = match &current {
+        Some(target) => deployed_marker(&config.deploy, target, &checkouts, &link_path)?,
         None => None,
     };
 
     // What the state store remembers; unusable is a refusal to go on.
+    let (state_dir, state_name) = match req.state {
+        None => (datum_dir.clone(), OsString::from(STATE_DB)),
+        Some(file) => PrivateDir::open_parent_of(file, true)?
+            .ok_or_else(|| missing(file.parent().unwrap_or(file).to_path_buf()))?,
+    };
+    let state_name = state_name.to_string_lossy().into_owned();
+    let state_path = state_dir.file_path(&state_name);
     let store_error = |source| PullError::Store {
-        path: req.state.to_path_buf(),
+        path: state_path.clone(),
         source: Box::new(source),
     };
     // A store that does not exist yet records nothing, and is created only
     // when there is a deployment to record (a refused first pull leaves
-    // none behind).
+    // none behind); there must be room to create it, or nothing is
+    // deployed that could not be recorded.
     let mut warnings: Vec<String> = Vec::new();
-    let mut store = match datum_host::fs::lstat(req.state)? {
-        Some(_) => {
-            let (store, store_warnings) = Store::open(req.state).map_err(store_error)?;
-            warnings.extend(store_warnings.iter().map(ToString::to_string));
-            Some(store)
+    let mut store = match state_dir.lstat(&state_name)? {
+        Some(_) => Some(Store::open_in(&state_dir, &state_name).map_err(store_error)?),
+        None => {
+            datum_store::require_room(state_dir.path(), &state_path).map_err(store_error)?;
+            None
         }
-        None => None,
     };
     let recorded = match &store {
         Some(s) => s
@@ -159,22 +192,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     };
 
     // Debris of killed pulls.
-    let checkouts = pull_dir
-        .descend(Path::new(CHECKOUTS), Some(0o700))?
-        .ok_or_else(|| {
-            HostError::io(
-                "create directory",
-                pull_dir.path().join(CHECKOUTS),
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })?;
-    for entry in checkouts.entries()? {
+    for (entry, _) in checkouts.list()? {
         if entry.to_string_lossy().starts_with(PARTIAL) {
-            checkouts.remove_all(&entry)?;
+            checkouts.dir().entry(&entry).remove_all()?;
         }
     }
-    link_parent.sweep_link_temporaries(&link_name)?;
-    pull_dir.remove_all(OsStr::new("scratch"))?;
+    sweep_staged_links(&link_parent, &link_name)?;
+    pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
 
     // Fetch.
     (req.progress)(Step::Fetching {
@@ -221,7 +245,9 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             detail: e.to_string(),
         })
     })?;
-    let scratch = pull_dir.private(Path::new("scratch"))?;
+    let scratch = pull_dir
+        .subdir("scratch", true)?
+        .ok_or_else(|| missing(pull_dir.file_path("scratch")))?;
     let verified = match verify::verify(parsed.signed.as_ref(), &roots, &scratch) {
         Ok(v) => v,
         Err(Refused::Reason(reason)) => return Err(refuse(reason)),
@@ -231,7 +257,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         }
     };
     drop(scratch);
-    pull_dir.remove_all(OsStr::new("scratch"))?;
+    pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
     (req.progress)(Step::Verified {
         signer: verified.signer.clone(),
         key: verified.key.clone(),
@@ -254,18 +280,28 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
 
     // The checkout: reused when a complete one of this commit is there.
     let name = OsString::from(&new);
-    let reused = match checkouts.open_dir(&name)? {
-        Some(f) if checkout::read_marker(&f)?.is_some_and(|m| m.commit == new) => true,
-        Some(_) => {
-            checkouts.remove_all(&name)?;
+    let reused = match checkouts.dir().open_child_dir(&name) {
+        Ok(Some(f)) if checkout::read_marker(&f)?.is_some_and(|m| m.commit == new) => true,
+        Ok(None) => false,
+        // Incomplete, foreign, or not a folder: removed (a link itself,
+        // never what it points at).
+        Ok(Some(_)) | Err(HostError::NotADirectory { .. }) => {
+            checkouts.dir().entry(&name).remove_all()?;
             false
         }
-        None => false,
+        Err(e) => return Err(e.into()),
     };
-    let mut written = datum_host::deploy::TreeWritten::default();
+    let mut written = TreeWritten::default();
     if !reused {
         let partial = OsString::from(format!("{PARTIAL}{new}-{}", std::process::id()));
-        let folder = checkouts.create_dir(&partial, 0o755)?;
+        checkouts
+            .dir()
+            .entry(&partial)
+            .create_dir(0o755, None, None)?;
+        let folder = checkouts
+            .dir()
+            .open_child_dir(&partial)?
+            .ok_or_else(|| missing(checkouts.file_path(&partial)))?;
         let marker = DeployedRevision {
             format_version: 1,
             commit: new.clone(),
@@ -283,7 +319,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         match result {
             Ok(w) => written = w,
             Err(e) => {
-                let _ = checkouts.remove_all(&partial);
+                let _ = checkouts.dir().entry(&partial).remove_all();
                 return Err(match e {
                     PullError::Refused(r) => refuse(r.reason),
                     other => {
@@ -296,20 +332,23 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         checkouts.rename_new(&partial, &name)?;
         checkouts.sync()?;
     }
-    let checkout_path = checkouts.path().join(&name);
+    let checkout_path = checkouts.file_path(&name);
 
     // Lint before the switch: a failure keeps the old revision.
     (req.progress)(Step::Linting);
     if let Err(errors) = (req.gate)(&checkout_path) {
-        checkouts.remove_all(&name)?;
+        checkouts.dir().entry(&name).remove_all()?;
         return Err(refuse(Reason::Lint { errors }));
     }
 
     // The switch: one rename of a link.
     let target = relative_target(&config.deploy, &new);
-    link_parent.replace_link(&link_name, &target)?;
+    // Staged beside it (inside the open folder) and renamed over it
+    // relative to the same handle: readers see the old target or the new.
+    link.stage_symlink(&target)?.commit()?;
+    link_parent.sync()?;
     (req.progress)(Step::Switched);
-    if let Some(f) = checkouts.open_dir(&name)? {
+    if let Some(f) = checkouts.dir().open_child_dir(&name)? {
         // Pruning keeps the most recently deployed.
         f.touch()?;
     }
@@ -338,10 +377,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     };
     let stored = match store.take() {
         Some(s) => Ok(s),
-        None => Store::open(req.state).map(|(s, w)| {
-            warnings.extend(w.iter().map(ToString::to_string));
-            s
-        }),
+        None => Store::open_in(&state_dir, &state_name),
     };
     if let Err(e) = stored.and_then(|mut s| s.record_deployment(&record)) {
         warnings.push(format!(
@@ -369,7 +405,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
 fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
     let read = |path: &Option<PathBuf>| -> Result<Option<TrustFile>, PullError> {
         let Some(path) = path else { return Ok(None) };
-        match datum_host::deploy::read_trusted(path, TRUST_LIMIT)? {
+        match datum_host::named::read_trusted(path, TRUST_LIMIT)? {
             Some(bytes) => Ok(Some(TrustFile {
                 path: path.clone(),
                 bytes,
@@ -388,11 +424,10 @@ fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
     })
 }
 
-/// The link's folder (relative to the root) and its name.
+/// The link's folder (declared, absolute) and its name.
 fn split_link(deploy: &Path) -> Result<(PathBuf, OsString), PullError> {
-    let rel = deploy.strip_prefix("/").unwrap_or(deploy);
-    match (rel.parent(), rel.file_name()) {
-        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => {
+    match (deploy.parent(), deploy.file_name()) {
+        (Some(parent), Some(name)) if deploy.is_absolute() && parent != Path::new("/") => {
             Ok((parent.to_path_buf(), name.to_os_string()))
         }
         _ => Err(PullError::Config(crate::error::ConfigError::Missing(
@@ -428,38 +463,120 @@ fn relative_target(deploy: &Path, revision: &str) -> PathBuf {
 /// Removes all but the `keep` most recently deployed checkouts (the one
 /// just deployed always stays); returns the commits removed.
 fn prune(
-    checkouts: &Folder,
+    checkouts: &PrivateDir,
     keep: usize,
     deployed: &str,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
-    let mut others: Vec<(std::time::SystemTime, OsString)> = Vec::new();
-    let entries = match checkouts.entries() {
+    let mut others: Vec<(i64, OsString)> = Vec::new();
+    let entries = match checkouts.list() {
         Ok(e) => e,
         Err(e) => {
             warnings.push(format!("cannot prune old checkouts: {e}"));
             return Vec::new();
         }
     };
-    for entry in entries {
+    for (entry, _) in entries {
         let text = entry.to_string_lossy();
         if !commit::is_commit_id(&text) || text == deployed {
             continue;
         }
-        match checkouts.modified(&entry) {
-            Ok(t) => others.push((t, entry)),
+        match checkouts.lstat(&entry) {
+            Ok(Some(st)) => others.push((st.meta.mtime_ns, entry)),
+            Ok(None) => {}
             Err(e) => warnings.push(format!("cannot prune {text}: {e}")),
         }
     }
     others.sort_by_key(|b| std::cmp::Reverse(b.0));
     let mut pruned = Vec::new();
     for (_, entry) in others.into_iter().skip(keep.saturating_sub(1)) {
-        match checkouts.remove_all(&entry) {
+        match checkouts.dir().entry(&entry).remove_all() {
             Ok(()) => pruned.push(entry.to_string_lossy().into_owned()),
             Err(e) => warnings.push(format!("cannot prune {}: {e}", entry.to_string_lossy())),
         }
     }
     pruned
+}
+
+/// The folder of the link, `declared`, reached through the boundary's walk
+/// (never through a link, never from an unprivileged user's folder into
+/// someone else's); missing folders are created 0755, one at a time,
+/// relative to the folder above.
+fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
+    let mut here = PathBuf::from("/");
+    let mut current = host.root_dir()?;
+    for component in declared.components() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        here.push(name);
+        current = match host.dir(&here) {
+            Ok(dir) => dir,
+            Err(e) if e.is_missing_parent() => {
+                match current.entry(name).create_dir(0o755, None, None) {
+                    Ok(()) => {}
+                    // Made meanwhile by someone else: the walk judges it.
+                    Err(HostError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                host.dir(&here)?
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(current)
+}
+
+/// The marker of the checkout the link points at. A link made by `datum
+/// pull` names one of its checkouts, read from the checkouts' folder handle;
+/// a link put there some other way is read as it points (the operator's).
+fn deployed_marker(
+    deploy: &Path,
+    target: &Path,
+    checkouts: &PrivateDir,
+    link_path: &Path,
+) -> Result<Option<DeployedRevision>, PullError> {
+    let ours = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|id| commit::is_commit_id(id) && relative_target(deploy, id) == target);
+    match ours {
+        Some(id) => match checkouts.dir().open_child_dir(OsStr::new(&id)) {
+            Ok(Some(dir)) => Ok(checkout::read_marker(&dir)?),
+            Ok(None) | Err(HostError::NotADirectory { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        },
+        None => Ok(checkout::deployed_revision(link_path)),
+    }
+}
+
+/// Removes the staged links a switch that was killed left beside the link:
+/// staging folders ([`datum_host::staging::STAGE_PREFIX`]) holding nothing
+/// but a link of the link's name. Anything else staged there (an `apply`
+/// of another file in that folder) is left alone.
+fn sweep_staged_links(folder: &Dir, link_name: &OsStr) -> Result<usize, HostError> {
+    let mut removed = 0;
+    for (name, kind) in folder.list()? {
+        let staged = kind == FileKind::Directory
+            && name
+                .as_encoded_bytes()
+                .starts_with(datum_host::staging::STAGE_PREFIX.as_bytes());
+        if !staged {
+            continue;
+        }
+        let Some(stage) = folder.open_child_dir(&name)? else {
+            continue;
+        };
+        let inside = stage.list()?;
+        if matches!(inside.as_slice(), [(n, FileKind::Symlink)] if n == link_name)
+            || inside.is_empty()
+        {
+            folder.entry(&name).remove_all()?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -484,7 +601,7 @@ mod tests {
         let (parent, name) = split_link(Path::new("/etc/datum/repository")).unwrap();
         assert_eq!(
             (parent.as_path(), name.as_os_str()),
-            (Path::new("etc/datum"), OsStr::new("repository"))
+            (Path::new("/etc/datum"), OsStr::new("repository"))
         );
         assert!(split_link(Path::new("/repository")).is_err());
     }
@@ -492,7 +609,7 @@ mod tests {
     #[test]
     fn pruning_keeps_the_deployed_and_the_most_recent_others() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = Folder::open(dir.path()).unwrap();
+        let folder = PrivateDir::open_path(dir.path(), false).unwrap().unwrap();
         let ids: Vec<String> = ["1", "2", "3", "4"].iter().map(|d| d.repeat(40)).collect();
         for (i, id) in ids.iter().enumerate() {
             std::fs::create_dir(dir.path().join(id)).unwrap();

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use datum_host::git::Protocol;
+use crate::git::Protocol;
 
 /// What `datum pull` fetches from.
 #[derive(Debug, Clone, PartialEq, Eq)]

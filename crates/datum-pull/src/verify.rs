@@ -24,11 +24,12 @@
 //! deployment are `pull`'s.
 
 use std::ffi::OsStr;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use datum_host::PrivateDir;
 use datum_host::command::{self, CommandOutput, CommandSpec};
-use datum_host::deploy::Folder;
 
 use crate::commit::{SignatureKind, Signed};
 use crate::error::{PullError, Reason};
@@ -73,7 +74,7 @@ pub struct Verified {
 pub fn verify(
     signed: Option<&Signed>,
     roots: &TrustRoots,
-    scratch: &Folder,
+    scratch: &PrivateDir,
 ) -> Result<Verified, Refused> {
     let Some(signed) = signed else {
         return Err(Refused::Reason(Reason::Unsigned));
@@ -117,12 +118,12 @@ impl From<datum_host::HostError> for Refused {
 
 /// Inputs written to the scratch folder, removed when dropped.
 struct Scratch<'a> {
-    folder: &'a Folder,
+    folder: &'a PrivateDir,
     names: Vec<&'static str>,
 }
 
 impl<'a> Scratch<'a> {
-    fn new(folder: &'a Folder) -> Self {
+    fn new(folder: &'a PrivateDir) -> Self {
         Self {
             folder,
             names: Vec::new(),
@@ -130,18 +131,20 @@ impl<'a> Scratch<'a> {
     }
 
     fn put(&mut self, name: &'static str, bytes: &[u8]) -> Result<PathBuf, Refused> {
-        self.folder.remove_all(OsStr::new(name))?;
-        self.folder
-            .write_file(OsStr::new(name), 0o600, &mut &bytes[..])?;
+        self.folder.dir().entry(OsStr::new(name)).remove_all()?;
+        let mut file = self.folder.create_new(name, 0o600)?;
+        let path = self.folder.file_path(name);
+        file.write_all(bytes)
+            .map_err(|e| datum_host::HostError::io("write", &path, e))?;
         self.names.push(name);
-        Ok(self.folder.path().join(name))
+        Ok(path)
     }
 }
 
 impl Drop for Scratch<'_> {
     fn drop(&mut self) {
         for name in &self.names {
-            let _ = self.folder.remove_all(OsStr::new(name));
+            let _ = self.folder.remove(name);
         }
     }
 }
@@ -179,7 +182,7 @@ fn ssh(
     signed: &Signed,
     allowed: &TrustFile,
     revoked: Option<&TrustFile>,
-    folder: &Folder,
+    folder: &PrivateDir,
 ) -> Result<Verified, Refused> {
     let mut scratch = Scratch::new(folder);
     let sig = scratch.put("commit.sig", &signed.signature)?;
@@ -290,14 +293,20 @@ fn fingerprint(text: &str) -> Option<String> {
     })
 }
 
-fn openpgp(signed: &Signed, keyring: &TrustFile, folder: &Folder) -> Result<Verified, Refused> {
+fn openpgp(signed: &Signed, keyring: &TrustFile, folder: &PrivateDir) -> Result<Verified, Refused> {
     let mut scratch = Scratch::new(folder);
     let sig = scratch.put("commit.asc", &signed.signature)?;
     let payload = scratch.put("commit.payload", &signed.payload)?;
     let ring = scratch.put("trusted.gpg", &keyring.bytes)?;
     // gpgv wants a home of its own; an empty private one.
-    folder.remove_all(OsStr::new("gnupg"))?;
-    let home = folder.create_dir(OsStr::new("gnupg"), 0o700)?;
+    folder.dir().entry(OsStr::new("gnupg")).remove_all()?;
+    let home = folder.subdir("gnupg", true)?.ok_or_else(|| {
+        datum_host::HostError::io(
+            "create directory",
+            folder.file_path("gnupg"),
+            std::io::ErrorKind::NotFound.into(),
+        )
+    })?;
     let home_path = home.path().to_path_buf();
     let out = run(CommandSpec::new("gpgv")
         .arg("--homedir")
@@ -307,7 +316,7 @@ fn openpgp(signed: &Signed, keyring: &TrustFile, folder: &Folder) -> Result<Veri
         .args(["--status-fd", "1"])
         .arg(&sig)
         .arg(&payload));
-    let _ = folder.remove_all(OsStr::new("gnupg"));
+    let _ = folder.dir().entry(OsStr::new("gnupg")).remove_all();
     let out = out?;
     let status = out.stdout.text();
     let line = |tag: &str| {
@@ -380,7 +389,7 @@ mod tests {
     #[test]
     fn a_commit_without_a_signature_or_without_a_trust_root_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let folder = Folder::open(dir.path()).unwrap();
+        let folder = PrivateDir::open_path(dir.path(), false).unwrap().unwrap();
         let roots = TrustRoots::default();
         assert!(matches!(
             verify(None, &roots, &folder),

@@ -53,6 +53,11 @@ pub struct GlobalArgs {
     /// compile says nothing changed (the snapshot is then written afresh).
     #[arg(long, global = true)]
     pub recompile: bool,
+    /// When the state store (or the backup index) is damaged: move it aside
+    /// and start with an empty one. This forgets every quarantine, accepted
+    /// drift, owed reload and finding history.
+    #[arg(long, global = true)]
+    pub rebuild_state: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -13,6 +13,10 @@
     clippy::expect_used,
     reason = "test code: a panic is the test failing, with its message"
 )]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -794,11 +798,16 @@ fn the_debris_of_killed_git_commands_and_switches_is_swept_by_the_next_pull() {
     ] {
         bed.write(&format!("root/var/lib/datum/pull/cache.git/{f}"), "x");
     }
+    // A switch killed between staging the new link and renaming it, and
+    // something else staged in the same folder (another file's apply),
+    // which is not the pull's to sweep.
+    std::fs::create_dir(bed.p("root/etc/datum/.datum.stage.dead")).unwrap();
     std::os::unix::fs::symlink(
         "nowhere",
-        bed.p("root/etc/datum/.repository.datum-new.dead"),
+        bed.p("root/etc/datum/.datum.stage.dead/repository"),
     )
     .unwrap();
+    bed.write("root/etc/datum/.datum.stage.other/pull.yaml", "x");
     bed.write(
         "root/var/lib/datum/pull/checkouts/.partial-dead-1/half",
         "x",
@@ -814,7 +823,11 @@ fn the_debris_of_killed_git_commands_and_switches_is_swept_by_the_next_pull() {
     ] {
         assert!(!cache.join(f).exists(), "{f} left");
     }
-    assert!(std::fs::symlink_metadata(bed.p("root/etc/datum/.repository.datum-new.dead")).is_err());
+    assert!(std::fs::symlink_metadata(bed.p("root/etc/datum/.datum.stage.dead")).is_err());
+    assert!(
+        bed.p("root/etc/datum/.datum.stage.other/pull.yaml")
+            .exists()
+    );
     assert!(
         !bed.p("root/var/lib/datum/pull/checkouts/.partial-dead-1")
             .exists()
@@ -832,6 +845,114 @@ fn the_debris_of_killed_git_commands_and_switches_is_swept_by_the_next_pull() {
 
 /// A repository of `n` File resources in one manifest each, all declaring
 /// `value` as their content.
+/// The link and the checkouts, which a refused pull must leave alone.
+fn deployed_state(bed: &Bed) -> (Option<PathBuf>, Vec<String>) {
+    (std::fs::read_link(bed.link()).ok(), bed.checkouts())
+}
+
+#[test]
+fn the_boundary_holds_for_pull_links_on_its_way_are_refused_and_an_unusable_state_store_stops_it() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    let canary = outside.path().join("canary.db");
+    std::fs::write(&canary, b"outside, must stay").unwrap();
+    bed.revision("two", Some("alice"));
+    bed.push();
+    let state = bed.p("root/var/lib/datum/state.db");
+    let before = deployed_state(&bed);
+
+    // A damaged state store: refused, left byte for byte, nothing switched.
+    let good = std::fs::read(&state).unwrap();
+    std::fs::write(&state, b"not a database at all, but someone's data").unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("state.db: unusable"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        b"not a database at all, but someone's data"
+    );
+    assert_eq!(deployed_state(&bed), before);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    // The state store replaced by a link to a file elsewhere: refused, and
+    // the file it points at is never opened for writing.
+    std::fs::remove_file(&state).unwrap();
+    std::os::unix::fs::symlink(&canary, &state).unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("state.db: a symlink"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(std::fs::read(&canary).unwrap(), b"outside, must stay");
+    assert_eq!(deployed_state(&bed), before);
+    std::fs::remove_file(&state).unwrap();
+    std::fs::write(&state, &good).unwrap();
+
+    // The link's folder swapped for a link to a folder elsewhere: refused by
+    // the walk, and nothing is written where it points.
+    let etc_datum = bed.p("root/etc/datum");
+    let moved = outside.path().join("etc-datum");
+    std::fs::rename(&etc_datum, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &etc_datum).unwrap();
+    let listing = |p: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let moved_before = listing(&moved);
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("etc/datum on its way is a symbolic link"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(listing(&moved), moved_before);
+    assert_eq!(
+        std::fs::read_link(moved.join("repository")).ok(),
+        before.0,
+        "the link behind the folder link was switched"
+    );
+    std::fs::remove_file(&etc_datum).unwrap();
+    std::fs::rename(&moved, &etc_datum).unwrap();
+
+    // The pull folder swapped for a link: Datum's own folder is refused,
+    // never written through.
+    let pull_dir = bed.p("root/var/lib/datum/pull");
+    let pull_moved = outside.path().join("pull");
+    std::fs::rename(&pull_dir, &pull_moved).unwrap();
+    std::os::unix::fs::symlink(&pull_moved, &pull_dir).unwrap();
+    let pull_before = listing(&pull_moved);
+    let checkouts_before = listing(&pull_moved.join("checkouts"));
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("pull: it is not a directory"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(listing(&pull_moved), pull_before);
+    assert_eq!(listing(&pull_moved.join("checkouts")), checkouts_before);
+    std::fs::remove_file(&pull_dir).unwrap();
+    std::fs::rename(&pull_moved, &pull_dir).unwrap();
+
+    // Everything back in place: the next pull goes forward.
+    bed.pull(&[]).assert_exit(2);
+    assert_ne!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
 fn many_files(bed: &Bed, n: usize, value: &str) {
     bed.write("work/datum.yaml", SETTINGS);
     for i in 0..n {

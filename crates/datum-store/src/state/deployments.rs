@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn the_newest_deployment_is_current_and_rollbacks_are_kept_as_such() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         assert_eq!(store.current_deployment().unwrap(), None);
         let a = "a".repeat(40);
         let b = "b".repeat(40);
@@ -169,7 +169,7 @@ mod tests {
 
         // Survives reopening.
         drop(store);
-        let (store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
         assert!(
             store
                 .current_deployment()

@@ -41,7 +41,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
                 );
             }
             // Before the first load, so a fresh host starts with a revision.
-            if p.pull(&line, None) == Pulled::Failed && !link.join("datum.yaml").exists() {
+            if p.pull(&line, None) == Pulled::Failed && !crate::context::is_repository(&link) {
                 anyhow::bail!(
                     "the first pull failed and nothing is deployed at {}",
                     link.display()
@@ -62,7 +62,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         root: global.root.clone(),
         host_file: global.host_file.clone(),
         labels: global.labels.clone(),
-        state: context::state_path(global),
+        state: global.state.clone(),
         color: context::use_color(global),
         lock_timeout: global.lock_timeout,
     };

@@ -9,7 +9,7 @@ use crate::context::use_color;
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
-    if !global.repo.join("datum.yaml").is_file() {
+    if !crate::context::is_repository(&global.repo) {
         bail!(
             "{}: not a Datum repository (no datum.yaml); use --repo DIR",
             global.repo.display()

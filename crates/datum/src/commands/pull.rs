@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result};
 use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
 
 use crate::cli::{GlobalArgs, OutputFormat, PullArgs};
-use crate::context;
+use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
 
 /// The largest `pull.yaml` read.
@@ -35,7 +35,9 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
         return status(global, args, &overrides);
     }
     let config = settle(global, args.config.as_deref(), &overrides)?;
-    let who = args.allow_rollback.then(datum_host::deploy::invoking_user);
+    let who = args
+        .allow_rollback
+        .then(datum_host::accounts::invoking_user);
     let mut progress = Progress::new(global.output == OutputFormat::Human);
     let outcome = pull_once(global, &config, who, &mut |step| progress.step(step));
     progress.finish();
@@ -81,7 +83,7 @@ pub fn settle(
             false,
         ),
     };
-    let bytes = datum_host::deploy::read_trusted(&path, CONFIG_LIMIT)
+    let bytes = datum_host::named::read_trusted(&path, CONFIG_LIMIT)
         .with_context(|| "cannot read the pull settings".to_owned())?;
     let text = match bytes {
         Some(b) => Some(
@@ -123,7 +125,7 @@ pub fn pull_once(
     datum_pull::pull(datum_pull::Request {
         root: &global.root,
         config,
-        state: &context::state_path(global),
+        state: global.state.as_deref(),
         allow_rollback,
         lock_timeout: global.lock_timeout,
         gate: &gate,
@@ -243,7 +245,7 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
     };
     let link = datum_host::paths::resolve(&global.root, &deploy)?;
     let deployed = datum_pull::deployed_revision(&link);
-    let history = match context::open_store(global, false) {
+    let history = match context::open_store(global, StoreNeed::Optional("showing the status"))? {
         Some(store) => store.deployments(20)?,
         None => Vec::new(),
     };

@@ -267,3 +267,94 @@ fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
     assert_exit(&s.datum(&["apply"]), 2);
     assert_exit(&s.datum(&["apply"]), 0);
 }
+
+/// How a process that cannot build the validator sandbox behaves: as a
+/// non-root user, validation refuses (naming the way out) unless the
+/// operator opted out with `DATUM_VALIDATOR_SANDBOX=off`; then the validator
+/// runs with that user's own rights.
+#[test]
+fn a_non_root_run_refuses_to_validate_unless_told_to_run_validators_unsandboxed() {
+    if !rustix::process::geteuid().is_root() || !require("systemd-analyze") || !require("setpriv") {
+        eprintln!("skipped: needs root (to run the binary as nobody), systemd-analyze and setpriv");
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: unit\ndesired:\n  path: /datum-test.service\n  content: \"[Unit]\\nDescription=t\\n[Service]\\nExecStart=/bin/true\\n\"\n  validate: systemd-unit\n",
+    );
+    // Everything the unprivileged user needs: the sandbox folder, the root
+    // (theirs), and a copy of the binary.
+    for p in [s.dir.path().to_path_buf(), s.repo(), s.repo().join("base")] {
+        fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    for p in ["host.yaml", "repo/datum.yaml", "repo/base/main.yaml"] {
+        fs::set_permissions(
+            s.dir.path().join(p),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::chown(s.root(), Some(65534), Some(65534)).unwrap();
+    let exe = s.dir.path().join("datum");
+    fs::copy(assert_cmd::cargo::cargo_bin("datum"), &exe).unwrap();
+    let run = |env: Option<&str>| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .arg("--repo")
+            .arg(s.repo())
+            .arg("--root")
+            .arg(s.root())
+            .arg("--host-file")
+            .arg(s.dir.path().join("host.yaml"))
+            .args(["--color", "never", "apply"])
+            .env_remove("DATUM_VALIDATOR_SANDBOX");
+        if let Some(v) = env {
+            cmd.env("DATUM_VALIDATOR_SANDBOX", v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(None);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("needs root"), "{text}");
+    assert!(text.contains("DATUM_VALIDATOR_SANDBOX=off"), "{text}");
+    assert!(
+        !s.live("/datum-test.service").exists(),
+        "written without validation"
+    );
+    let out = run(Some("off"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(s.live("/datum-test.service").exists());
+}
+
+#[test]
+fn a_relative_root_is_made_absolute_once_so_validators_see_absolute_paths() {
+    if !require("sshd") {
+        return;
+    }
+    let s = sshd_repo("Port 22\nNoSuchDirective yes\n", false);
+    // `--root root`, relative to the folder the command runs in.
+    let out = assert_cmd::Command::cargo_bin("datum")
+        .unwrap()
+        .current_dir(s.dir.path())
+        .args([
+            "--repo",
+            "repo",
+            "--root",
+            "root",
+            "--host-file",
+            "host.yaml",
+        ])
+        .args(["--color", "never", "apply"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    let absolute = s.root().canonicalize().unwrap();
+    // sshd names the file it was given: the staged copy's absolute path.
+    assert!(
+        text.contains(&format!("{}/.datum.stage.", absolute.display())),
+        "{text}"
+    );
+    assert!(!s.live("/sshd_config").exists());
+}

@@ -22,7 +22,7 @@
 //!   started.
 //!
 //! No command here checks content out: writing a revision's files is done
-//! by the caller through [`crate::deploy::TreeWriter`] from the objects
+//! by the caller through [`crate::tree::TreeWriter`] from the objects
 //! [`Git::read_objects`] streams, byte for byte, so no attribute, filter or
 //! hook ever sees them. This module must not decide which revision is
 //! trusted: `datum-pull` does.
@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::ChildStdout;
 use std::time::Duration;
 
-use crate::HostError;
-use crate::command::{self, CommandOutput, CommandSpec, Running};
+use datum_host::HostError;
+use datum_host::command::{self, CommandOutput, CommandSpec, Running};
 
 /// `-c` options every git command gets. Each one closes a way for
 /// configuration or repository content to run a program, transform
