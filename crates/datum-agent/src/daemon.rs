@@ -207,6 +207,8 @@ impl Agent {
         let now = Instant::now();
         let unix = unix_now();
         self.metrics.set_start(unix, self.cfg.full_interval);
+        self.metrics
+            .repository_revision(checker.revision().as_deref());
         // A check may take long on a big estate, but not longer than the
         // backstop interval twice over.
         self.health
@@ -363,6 +365,8 @@ impl Agent {
             Ok(loaded) => {
                 let now = Instant::now();
                 let unix = unix_now();
+                self.metrics
+                    .repository_revision(checker.revision().as_deref());
                 state.loaded = loaded;
                 state.schedule.set_classes(&state.loaded.classes, now, unix);
                 self.adopt(state, unix);

@@ -63,6 +63,16 @@ struct BuildLabels {
     version: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RevisionLabel {
+    revision: String,
+}
+
 type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// Every metric the agent exports. Cheap to update from the daemon thread;
@@ -86,6 +96,10 @@ pub struct Metrics {
     reload_failures: Counter,
     repository_ok: Gauge,
     last_reload: F64Gauge,
+    revision: Family<RevisionLabel, Gauge>,
+    pulls: Family<OutcomeLabel, Counter>,
+    pull_failures: Family<ReasonLabel, Counter>,
+    last_pull: F64Gauge,
     full_interval: F64Gauge,
     start_time: F64Gauge,
     // Serialises encoding with multi-metric updates (a check's whole report
@@ -120,6 +134,10 @@ impl Metrics {
             reload_failures: Counter::default(),
             repository_ok: Gauge::default(),
             last_reload: F64Gauge::default(),
+            revision: Family::default(),
+            pulls: Family::default(),
+            pull_failures: Family::default(),
+            last_pull: F64Gauge::default(),
             full_interval: F64Gauge::default(),
             start_time: F64Gauge::default(),
             update: Mutex::new(BTreeMap::new()),
@@ -217,6 +235,27 @@ impl Metrics {
             "Unix time of the last successful repository load",
             Unit::Seconds,
             m.last_reload.clone(),
+        );
+        registry.register(
+            "datum_repository_revision_info",
+            "The repository revision (git commit) the running catalogue was compiled from, when datum pull deployed it: one series, value 1",
+            m.revision.clone(),
+        );
+        registry.register(
+            "datum_pulls",
+            "Pulls that completed, by outcome (deployed, up_to_date)",
+            m.pulls.clone(),
+        );
+        registry.register(
+            "datum_pull_failures",
+            "Pulls that deployed nothing because the revision was refused or the pull failed, by reason (unsigned, unknown_signer, expired_key, bad_signature, backwards, lint, fetch, ...)",
+            m.pull_failures.clone(),
+        );
+        registry.register_with_unit(
+            "datum_pull_last_success_timestamp",
+            "Unix time of the last pull that completed (deployed or up to date)",
+            Unit::Seconds,
+            m.last_pull.clone(),
         );
         registry.register(
             "datum_full_pass_interval_seconds",
@@ -351,6 +390,39 @@ impl Metrics {
                 trigger: trigger.to_owned(),
             });
         }
+    }
+
+    /// The running catalogue's repository revision: the one series of
+    /// `datum_repository_revision_info` (none when it is not known).
+    pub fn repository_revision(&self, revision: Option<&str>) {
+        let _guard = self.lock();
+        self.revision.clear();
+        if let Some(revision) = revision {
+            self.revision
+                .get_or_create(&RevisionLabel {
+                    revision: revision.to_owned(),
+                })
+                .set(1);
+        }
+    }
+
+    /// A pull completed (`outcome`: `deployed` or `up_to_date`).
+    pub fn pulled(&self, outcome: &str, unix: Duration) {
+        self.pulls
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.last_pull.set(unix.as_secs_f64());
+    }
+
+    /// A pull deployed nothing, for `reason` (a fixed word).
+    pub fn pull_failed(&self, reason: &str) {
+        self.pull_failures
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn reload_failed(&self) {
@@ -605,6 +677,39 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains("class=\"critical\""), "{text}");
         assert!(text.contains("datum_check_interval_seconds{class=\"normal\"} 60.0"));
+    }
+
+    #[test]
+    fn the_revision_has_one_series_and_pulls_are_counted() {
+        let m = Metrics::new("0");
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        m.repository_revision(Some(&a));
+        m.repository_revision(Some(&b));
+        m.pulled("deployed", Duration::from_secs(5));
+        m.pull_failed("unsigned");
+        let text = m.encode();
+        assert!(
+            text.contains(&format!(
+                "datum_repository_revision_info{{revision=\"{b}\"}} 1"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains(&a), "{text}");
+        assert!(
+            text.contains("datum_pulls_total{outcome=\"deployed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("datum_pull_failures_total{reason=\"unsigned\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("datum_pull_last_success_timestamp_seconds 5.0"),
+            "{text}"
+        );
+        m.repository_revision(None);
+        assert!(!m.encode().contains("datum_repository_revision_info{"));
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! reading the repository ([`repo`]), users and groups ([`accounts`]),
 //! running programs without a shell ([`command`]) and validators in a
 //! throwaway sandbox ([`sandbox`]), and the per-root lock ([`lock`]).
+//! `datum pull` writes its checkouts and switches its link with the same
+//! handles (a checkout is written with [`Located::create_new`] beneath a
+//! [`PrivateDir`], the link swapped by [`Located::stage_symlink`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
 //! operations, and the providers decide which to perform. Errors are

@@ -44,8 +44,15 @@ impl RootLock {
                 parent: host.root().join(STATE_FOLDER.trim_start_matches('/')),
             });
         };
-        let path = dir.file_path("lock");
-        let file = dir.open_or_create("lock", 0o600)?;
+        Self::acquire_in(&dir, "lock", timeout)
+    }
+
+    /// Takes the lock file `name` in the private folder `dir` (`datum pull`
+    /// holds one beside its cache), waiting up to `timeout`; opened without
+    /// following a link.
+    pub fn acquire_in(dir: &PrivateDir, name: &str, timeout: Duration) -> Result<Self, HostError> {
+        let path = dir.file_path(name);
+        let file = dir.open_or_create(name, 0o600)?;
         let started = Instant::now();
         loop {
             match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -71,6 +78,19 @@ impl RootLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_in_a_private_folder_waits_then_times_out() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = PrivateDir::open_path(&root.path().join("pull"), true)
+            .unwrap()
+            .unwrap();
+        let held = RootLock::acquire_in(&dir, "lock", Duration::from_secs(1)).unwrap();
+        let err = RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap_err();
+        assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
+        drop(held);
+        RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap();
+    }
 
     #[test]
     fn a_second_pass_waits_and_then_times_out() {

@@ -1,5 +1,7 @@
 //! Files the operator names on the command line: `--host-file`, the report
-//! of `--markdown FILE`, the folder `datum init DIR` fills.
+//! of `--markdown FILE`, the folder `datum init DIR` fills, and the files
+//! `datum pull` trusts (its `allowed_signers`, its own `pull.yaml`:
+//! [`read_trusted`]).
 //!
 //! Their path is the operator's choice, so links in it are followed as
 //! given; but a report is written without ever following a link at the
@@ -12,10 +14,11 @@
 //! for Datum's own folders (see [`crate::PrivateDir`]).
 
 use std::ffi::OsString;
-use std::io::{Read as _, Write as _};
+use std::io::{Read, Write as _};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::boundary::{Dir, errno};
 use crate::{FileKind, HostError};
@@ -37,6 +40,11 @@ pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// The size of the file the operator named (links followed as given).
+pub fn size(path: &Path) -> std::io::Result<u64> {
+    std::fs::metadata(path).map(|m| m.len())
 }
 
 /// [`read`] as text (invalid UTF-8 is an error).
@@ -195,6 +203,71 @@ fn subfolder(
     Ok((folder, name))
 }
 
+fn refused(op: &'static str, path: &Path, why: String) -> HostError {
+    HostError::io(
+        op,
+        path,
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    )
+}
+
+/// Reads a file a root process trusts (a list of allowed signers, its own
+/// configuration naming them), whole, refusing one larger than `limit`
+/// bytes; `None` when it does not exist. The file must be owned by root or
+/// by this process's user and writable by nobody else, as sshd's
+/// `StrictModes` asks of `authorized_keys`: whoever can write it decides
+/// what this host trusts. Links are followed (a managed file may be one);
+/// the checks apply to the file reached.
+pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(HostError::io("read", path, errno(e))),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("read", path, errno(e)))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(refused(
+            "trust",
+            path,
+            "it is not a regular file".to_owned(),
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is owned by uid {}; a file that decides what this host trusts must be owned by root",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is writable by group or others (mode {:04o}); a file that decides what this host trusts must be writable by its owner only",
+                st.st_mode & 0o7777
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(refused("read", path, format!("larger than {limit} bytes")));
+    }
+    Ok(Some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +297,34 @@ mod tests {
         assert!(!repo.join("d.yaml").exists());
         assert!(!repo.join("e").exists());
         assert!(repo.join("a.yaml").is_file());
+    }
+
+    #[test]
+    fn a_trusted_file_must_be_writable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("allowed_signers");
+        std::fs::write(&p, b"alice ssh-ed25519 AAAA").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            read_trusted(&p, 100).unwrap().unwrap(),
+            b"alice ssh-ed25519 AAAA"
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let err = read_trusted(&p, 100).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("writable by group or others (mode 0664)"),
+            "{err}"
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_trusted(&p, 3).is_err(), "over the limit");
+        assert_eq!(read_trusted(&dir.path().join("none"), 3).unwrap(), None);
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&p, Some(65534), None).unwrap();
+            let err = read_trusted(&p, 100).unwrap_err();
+            assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        }
     }
 
     #[test]

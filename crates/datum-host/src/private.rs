@@ -398,6 +398,25 @@ impl PrivateDir {
             .map_err(|e| HostError::io("rename", self.file_path(from), errno(e)))
     }
 
+    /// Renames `from` to `to`, both in this folder, refusing to replace
+    /// anything at `to` (`RENAME_NOREPLACE`): a finished `datum pull`
+    /// checkout taking its final name.
+    pub fn rename_new(
+        &self,
+        from: impl AsRef<OsStr>,
+        to: impl AsRef<OsStr>,
+    ) -> Result<(), HostError> {
+        let (from, to) = (from.as_ref(), to.as_ref());
+        rustix::fs::renameat_with(
+            self.dir.fd(),
+            from,
+            self.dir.fd(),
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| HostError::io("rename into", self.file_path(to), errno(e)))
+    }
+
     /// The folder's entries and their kinds.
     pub fn list(&self) -> Result<Vec<(OsString, FileKind)>, HostError> {
         self.dir.list()

@@ -4,7 +4,7 @@
 //!   hash of the last verified declaration and the file metadata seen then;
 //!   per pass, a summary and inspection times; drift history for `datum
 //!   check`; reloads owed to services; accepted observations, quarantine and
-//!   the revert log.
+//!   the revert log; the repository revisions `datum pull` deployed.
 //! - [`backup::BackupStore`] (`<root>/var/lib/datum/backups`): the previous
 //!   content of every file an apply replaced or removed, content-addressed,
 //!   with bounded retention.
@@ -99,10 +99,10 @@ pub mod backup;
 
 pub use error::{StoreError, StoreWarning};
 pub use state::{
-    Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
-    FindingSignature, MIN_FREE, OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles,
-    Quarantine, QuarantineSource, QuarantineTarget, Store, StoredPass, VerifiedRecord,
-    require_room,
+    Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
+    FindingRecord, FindingScope, FindingSignature, MIN_FREE, OwedAction, OwedReload, PASSES_KEPT,
+    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store,
+    StoredDeployment, StoredPass, VerifiedRecord, require_room,
 };
 
 /// Where the state database lives, relative to the root.

@@ -20,7 +20,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// The repository of manifests (a folder with datum.yaml).
     #[arg(long, global = true, default_value = ".", env = "DATUM_REPO")]
@@ -110,6 +110,63 @@ pub enum Command {
     Quarantine(QuarantineArgs),
     /// End a quarantine.
     Release(ReleaseArgs),
+    /// Fetch the repository's signed revision, verify it, switch it in atomically (exit 0 up to date, 2 deployed, 1 refused).
+    Pull(PullArgs),
+    /// Write a git bundle of a revision for `datum pull --bundle` on hosts without git access.
+    Bundle(BundleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The branch or tag to deploy (default `ref:` of pull.yaml, else main).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG")]
+    pub git_ref: Option<String>,
+    /// Who may sign a deployable revision (ssh-keygen's allowed_signers format).
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Where the agent reads the repository: a link, a host path under --root (default /etc/datum/repository).
+    #[arg(long, value_name = "PATH")]
+    pub deploy: Option<PathBuf>,
+    /// The pull settings (default ROOT/etc/datum/pull.yaml; options win over it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Take the revision from this bundle (made by `datum bundle`) instead of the remote.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Deploy a revision that does not descend from the deployed one (a person's decision; recorded).
+    #[arg(long)]
+    pub allow_rollback: bool,
+    /// Checkouts to keep, the deployed one included (default 3).
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Revoked SSH keys (a KRL or a list of public keys).
+    #[arg(long, value_name = "FILE")]
+    pub revoked_keys: Option<PathBuf>,
+    /// An exported OpenPGP keyring (gpg --export) whose keys may sign.
+    #[arg(long, value_name = "FILE")]
+    pub openpgp_keyring: Option<PathBuf>,
+    /// Show the deployed revision and the recent deployments; change nothing.
+    #[arg(long)]
+    pub status: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The git repository to bundle from (a work tree or a bare repository).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub from: PathBuf,
+    /// The branch or tag to bundle (the host pulls it with the same --ref).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG", default_value = "main")]
+    pub git_ref: String,
+    /// Leave out the history of this revision (one the host has deployed).
+    #[arg(long, value_name = "REVISION")]
+    pub since: Option<String>,
+    /// The bundle file to write.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +254,12 @@ pub struct AgentArgs {
     /// How long file-change events are gathered before a watched class is checked.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub debounce: Duration,
+    /// Also pull the repository this often (settings from pull.yaml) and reload on a new verified revision.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub pull_interval: Option<Duration>,
+    /// The pull settings for --pull-interval (default ROOT/etc/datum/pull.yaml).
+    #[arg(long, value_name = "FILE", requires = "pull_interval")]
+    pub pull_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,18 @@ pub const SOURCE_HASHES: &str = "source-hashes";
 /// folder do not take turns overwriting one snapshot).
 pub const SNAPSHOT_EXTENSION: &str = "catalogue";
 
+/// The global options with `--repo` pinned: when it is a link, the folder
+/// it points at now (see `datum_host::repo::pinned`). Every command but
+/// `datum pull` (which manages the link) reads the repository through this.
+pub fn pinned(global: &GlobalArgs) -> Result<GlobalArgs> {
+    let repo = datum_host::repo::pinned(&global.repo)
+        .with_context(|| format!("cannot read the repository {}", global.repo.display()))?;
+    Ok(GlobalArgs {
+        repo,
+        ..global.clone()
+    })
+}
+
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
     HostIdentity::load(&global.root, global.host_file.as_deref(), &global.labels)
         .context("cannot establish the host identity")

@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use datum_testkit::tools::have;
 use tempfile::TempDir;
 
 const DATUM: &str = env!("CARGO_BIN_EXE_datum");
@@ -217,23 +218,6 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// Whether `program` can run; a missing one skips the test unless CI
 /// requires it.
-fn have(program: &str, package: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
-            "`{program}` (Debian package {package}) is required (DATUM_VALIDATORS_REQUIRED): run scripts/deps"
-        );
-        println!("skipped: `{program}` not installed (Debian package {package})");
-    }
-    found
-}
-
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
@@ -466,7 +450,7 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 11 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 13 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)

@@ -9,6 +9,7 @@
 //! Nothing here decides policy (what counts as drift, when to quarantine):
 //! the engine and `datum check` decide, this module remembers.
 
+mod deployments;
 mod findings;
 mod passes;
 mod policy;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};

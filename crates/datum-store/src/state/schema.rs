@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2],
+    migrations: &[V1, V2, V3],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -126,6 +126,25 @@ CREATE INDEX reverts_by_resource ON reverts (resource, at);
 /// checks since its last one. NULL: not said (recorded by an older caller).
 const V2: &str = "
 ALTER TABLE class_inspections ADD COLUMN full_content INTEGER;
+";
+
+/// Version 3: the repository revisions `datum pull` deployed (issue 16),
+/// newest last. `previous` is NULL for the first one; `rollback` is 1 when a
+/// person allowed a revision that does not descend from the one it replaced.
+const V3: &str = "
+CREATE TABLE deployments (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    deployed_at  INTEGER NOT NULL,
+    revision     TEXT NOT NULL,
+    previous     TEXT,
+    git_ref      TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    signer       TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    rollback     INTEGER NOT NULL CHECK (rollback IN (0, 1)),
+    allowed_by   TEXT
+);
+CREATE INDEX deployments_by_revision ON deployments (revision, id);
 ";
 
 #[cfg(test)]

@@ -19,6 +19,12 @@
 //! metadata-first rules (audit every Nth check) behave exactly as `datum
 //! check` documents; its JSON is folded into the same counts. That child
 //! takes the root lock itself.
+//!
+//! A repository reached through a link (`datum pull` deploys one) is pinned
+//! at every load to the folder the link points at then: the catalogue, the
+//! delegated checks and the reported revision all come from that one
+//! checkout, whatever the link does meanwhile. [`puller`] pulls on an
+//! interval and asks for a reload when a new revision was deployed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -35,6 +41,8 @@ use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
+
+pub mod puller;
 
 /// Resources observed per batch: the cancel flag is looked at between
 /// batches, so SIGTERM waits for at most this many observations.
@@ -73,6 +81,10 @@ pub struct RepoChecker {
     store: Option<Store>,
     known: HashMap<ResourceId, Known>,
     warn: Box<dyn Fn(&str)>,
+    /// The folder the repository was read from at the last good load.
+    pinned: Option<PathBuf>,
+    /// The revision `datum pull` deployed there, if it did.
+    revision: Option<String>,
 }
 
 impl RepoChecker {
@@ -87,6 +99,19 @@ impl RepoChecker {
             store: None,
             known: HashMap::new(),
             warn,
+            pinned: None,
+            revision: None,
+        }
+    }
+
+    /// The paths with the repository pinned at the last good load.
+    fn pinned_paths(&self) -> Paths {
+        Paths {
+            repo: self
+                .pinned
+                .clone()
+                .unwrap_or_else(|| self.paths.repo.clone()),
+            ..self.paths.clone()
         }
     }
 
@@ -143,7 +168,11 @@ enum RepoProblem {
 
 impl ClassChecker for RepoChecker {
     fn load(&mut self) -> Result<Loaded, LoadError> {
-        let paths = &self.paths;
+        let repo = datum_host::repo::pinned(&self.paths.repo).map_err(|e| self.other(e))?;
+        let paths = &Paths {
+            repo,
+            ..self.paths.clone()
+        };
         if !crate::context::is_repository(&paths.repo) {
             return Err(self.other(RepoProblem::NoSettings));
         }
@@ -187,11 +216,17 @@ impl ClassChecker for RepoChecker {
         // Forget resources that are no longer declared.
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
         self.known.retain(|id, _| ids.contains(id));
+        self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
+        self.pinned = Some(paths.repo.clone());
         self.identity = Some(identity);
         self.catalogue = Some(catalogue);
         self.classes = Some(classes);
         self.open_store();
         Ok(loaded)
+    }
+
+    fn revision(&self) -> Option<String> {
+        self.revision.clone()
     }
 
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError> {
@@ -283,7 +318,7 @@ impl ClassChecker for RepoChecker {
             let t0 = Instant::now();
             if delegate {
                 let picture = Self::delegate(
-                    &self.paths,
+                    &self.pinned_paths(),
                     class,
                     resources,
                     &mut report.validation_failures,

@@ -1,13 +1,16 @@
 //! `datum agent`: the detection loop as a daemon (or one pass with
 //! `--once`). Wires the global options to [`crate::agent::RepoChecker`] and
 //! the daemon in `datum-agent`; log lines go to stderr (the journal under
-//! systemd), one per check, with counts only.
+//! systemd), one per check, with counts only. With `--pull-interval`, the
+//! repository is the link `datum pull` deploys, pulled once before the first
+//! load and then on the interval (`crate::agent::puller`).
 
 use std::sync::Arc;
 
 use anyhow::Result;
 use datum_agent::{Agent, AgentConfig, Log, LogLevel};
 
+use crate::agent::puller::{Pulled, Puller};
 use crate::agent::{Paths, RepoChecker};
 use crate::cli::{AgentArgs, GlobalArgs};
 use crate::context;
@@ -23,6 +26,32 @@ fn line(level: LogLevel, text: &str) {
 }
 
 pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
+    let puller = Puller::new(global, args)?;
+    let global = &match &puller {
+        Some(p) => {
+            let link = p.repository()?;
+            // Pulls deploy to the link; the agent reads nothing else.
+            if global.repo != std::path::Path::new(".") && global.repo != link {
+                anyhow::bail!(
+                    "--pull-interval deploys the repository to {} but --repo is {}: leave --repo out (or give that path)",
+                    link.display(),
+                    global.repo.display()
+                );
+            }
+            // Before the first load, so a fresh host starts with a revision.
+            if p.pull(&line, None) == Pulled::Failed && !crate::context::is_repository(&link) {
+                anyhow::bail!(
+                    "the first pull failed and nothing is deployed at {}",
+                    link.display()
+                );
+            }
+            GlobalArgs {
+                repo: link,
+                ..global.clone()
+            }
+        }
+        None => global.clone(),
+    };
     // The host name seeds each class's phase; a host without an identity
     // cannot be checked anyway.
     let identity = context::identity(global)?;
@@ -38,7 +67,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
     let log: Log = Arc::new(line);
     let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)));
     let agent = Agent::new(AgentConfig {
-        host: identity.name,
+        host: identity.name.clone(),
         listen: (!args.once).then(|| args.listen.clone()),
         full_interval: args.full_interval,
         debounce: args.debounce,
@@ -53,6 +82,14 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
     if args.once {
         let code = agent.run_once(&mut checker)?;
         return Ok(ExitCode(code));
+    }
+    if let Some(p) = puller {
+        p.spawn(
+            &identity.name,
+            agent.control(),
+            agent.metrics(),
+            Arc::new(line),
+        )?;
     }
     agent.run(&mut checker, |_| {})?;
     Ok(ExitCode::CLEAN)

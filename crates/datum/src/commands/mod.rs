@@ -3,12 +3,14 @@
 mod agent;
 mod apply;
 mod backup;
+mod bundle;
 mod catalogue;
 mod check;
 mod fingerprint;
 mod init;
 mod lint;
 mod pass;
+pub mod pull;
 mod release;
 mod schedule;
 mod validators;
@@ -19,7 +21,10 @@ use crate::cli::{Cli, Command};
 use crate::exit::ExitCode;
 
 pub fn run(cli: &Cli) -> Result<ExitCode> {
-    let global = &cli.global;
+    // A repository reached through a link (`datum pull` deploys one) is
+    // pinned to the folder the link points at now, so a switch during this
+    // command cannot mix two revisions in what it reads.
+    let global = &crate::context::pinned(&cli.global)?;
     let uses_validators = matches!(
         &cli.command,
         Command::Lint(_)
@@ -52,11 +57,14 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Apply => apply::run(global),
         Command::Backup(cmd) => backup::run(global, cmd),
         Command::Validators => validators::run(global),
-        Command::Agent(args) => agent::run(global, args),
+        // The agent pins the repository at every (re)load itself.
+        Command::Agent(args) => agent::run(&cli.global, args),
         Command::Check(args) => check::run(global, args),
         Command::Schedule => schedule::run(global),
         Command::Fingerprint(args) => fingerprint::run(global, args),
         Command::Quarantine(args) => release::quarantine(global, args),
         Command::Release(args) => release::release(global, args),
+        Command::Pull(args) => pull::run(&cli.global, args),
+        Command::Bundle(args) => bundle::run(global, args),
     }
 }
