@@ -173,7 +173,9 @@ impl Client {
 }
 
 /// The body of a 2xx answer, or the error that the status means.
-fn answer(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, SendError> {
+fn answer(
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<String, SendError> {
     let mut response = response.map_err(|e| SendError::Transient {
         message: describe(&e),
         retry_after: None,

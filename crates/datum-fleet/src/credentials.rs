@@ -141,7 +141,11 @@ impl<'a> Fields<'a> {
             if !allowed.contains(&e.key.as_str()) {
                 return Err(err(
                     e.key_start.line,
-                    format!("unknown key `{}` (expected one of {})", e.key, allowed.join(", ")),
+                    format!(
+                        "unknown key `{}` (expected one of {})",
+                        e.key,
+                        allowed.join(", ")
+                    ),
                 ));
             }
         }
@@ -288,10 +292,7 @@ impl Credentials {
             token = self.token,
         );
         if let Some(i) = self.interval {
-            out.push_str(&format!(
-                "interval: {}\n",
-                humantime::format_duration(i)
-            ));
+            out.push_str(&format!("interval: {}\n", humantime::format_duration(i)));
         }
         if let Some(n) = self.outbox_limit {
             out.push_str(&format!("outbox_limit: {n}\n"));
@@ -344,7 +345,10 @@ fn quote(text: &str) -> String {
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !matches!(text, "true" | "false" | "null" | "yes" | "no" | "on" | "off")
+        && !matches!(
+            text,
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off"
+        )
         && text.parse::<f64>().is_err();
     if plain {
         text.to_owned()
@@ -389,10 +393,16 @@ mod tests {
 
     #[test]
     fn errors_name_the_line_and_key() {
-        let text = creds().render().replace("server: https://", "server: http://");
+        let text = creds()
+            .render()
+            .replace("server: https://", "server: http://");
         let e = Credentials::parse(Path::new("/etc/datum/report.yaml"), &text).unwrap_err();
         assert_eq!(e.line, 4, "{e}");
-        assert!(e.to_string().starts_with("/etc/datum/report.yaml:4: `server`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("/etc/datum/report.yaml:4: `server`"),
+            "{e}"
+        );
         let e = Credentials::parse(Path::new("r"), "datum: v1alpha1\nservre: x\n").unwrap_err();
         assert!(e.to_string().contains("unknown key `servre`"), "{e}");
         let e = Credentials::parse(Path::new("r"), "datum: v1alpha1\nserver: https://a:1\n")
@@ -410,7 +420,10 @@ mod tests {
             ca_pem: CA.into(),
             token: new_token(ADMIN_TOKEN_PREFIX),
         };
-        assert_eq!(AdminCredentials::parse(Path::new("a"), &a.render()).unwrap(), a);
+        assert_eq!(
+            AdminCredentials::parse(Path::new("a"), &a.render()).unwrap(),
+            a
+        );
         assert_ne!(token_hash(&a.token), a.token);
     }
 }

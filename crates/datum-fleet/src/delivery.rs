@@ -63,14 +63,18 @@ impl Backoff {
     /// jitter): 2 s, 4 s, 8 s... up to [`MAX_DELAY`].
     pub fn delay(failures: u32) -> Duration {
         let doublings = failures.saturating_sub(1).min(16);
-        FIRST_DELAY
-            .saturating_mul(1u32 << doublings)
-            .min(MAX_DELAY)
+        FIRST_DELAY.saturating_mul(1u32 << doublings).min(MAX_DELAY)
     }
 
     /// The state after one more failure at `now_ms`, `retry_after` being
     /// the server's own request, and `jitter` a number in [0, 1).
-    pub fn failed(&self, now_ms: i64, error: String, retry_after: Option<Duration>, jitter: f64) -> Backoff {
+    pub fn failed(
+        &self,
+        now_ms: i64,
+        error: String,
+        retry_after: Option<Duration>,
+        jitter: f64,
+    ) -> Backoff {
         let failures = self.failures.saturating_add(1);
         let base = Self::delay(failures).as_millis() as f64;
         // ±25%: hosts that failed together spread out.
@@ -175,7 +179,9 @@ pub fn deliver<Q: Queue>(
                     SendError::Transient { retry_after, .. } => (*retry_after, false),
                     _ => (None, true),
                 };
-                let next = queue.backoff()?.failed(now_ms(), e.to_string(), retry_after, jitter());
+                let next = queue
+                    .backoff()?
+                    .failed(now_ms(), e.to_string(), retry_after, jitter());
                 queue.set_backoff(&next)?;
                 out.error = Some(e.to_string());
                 out.unauthorized = unauthorized;
@@ -208,8 +214,15 @@ mod tests {
         assert_eq!((b.failures, b.next_attempt_ms), (1, 3_000));
         let b = b.failed(1_000, "down".into(), Some(Duration::from_secs(60)), 0.0);
         assert_eq!(b.next_attempt_ms, 61_000, "Retry-After wins when longer");
-        let low = Backoff::default().failed(0, String::new(), None, 0.0).next_attempt_ms;
-        let high = Backoff::default().failed(0, String::new(), None, 0.999).next_attempt_ms;
-        assert!(low == 1_500 && (2_490..=2_500).contains(&high), "{low} {high}");
+        let low = Backoff::default()
+            .failed(0, String::new(), None, 0.0)
+            .next_attempt_ms;
+        let high = Backoff::default()
+            .failed(0, String::new(), None, 0.999)
+            .next_attempt_ms;
+        assert!(
+            low == 1_500 && (2_490..=2_500).contains(&high),
+            "{low} {high}"
+        );
     }
 }

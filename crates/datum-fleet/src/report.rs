@@ -292,7 +292,11 @@ pub fn period(fraction: f64) -> u64 {
         return 1;
     }
     let k = (1.0 / fraction).ceil();
-    if k >= u32::MAX as f64 { u64::from(u32::MAX) } else { k as u64 }
+    if k >= u32::MAX as f64 {
+        u64::from(u32::MAX)
+    } else {
+        k as u64
+    }
 }
 
 /// The slot of `host` in a period of `k` rounds: a seeded hash of the name.

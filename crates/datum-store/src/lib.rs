@@ -95,8 +95,9 @@ pub mod backup;
 pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
-    FindingSignature, OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine,
-    QuarantineSource, QuarantineTarget, Store, StoredPass, VerifiedRecord,
+    FindingSignature, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
+    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store, StoredPass,
+    VerifiedRecord,
 };
 
 /// Where the state database lives, relative to the root.

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2],
+    migrations: &[V1, V2, V3],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -126,6 +126,35 @@ CREATE INDEX reverts_by_resource ON reverts (resource, at);
 /// checks since its last one. NULL: not said (recorded by an older caller).
 const V2: &str = "
 ALTER TABLE class_inspections ADD COLUMN full_content INTEGER;
+";
+
+/// Version 3: the fleet outbox (issue 13). `outbox` holds reports waiting
+/// for delivery, oldest first; `outbox_state` is one row: the next sequence
+/// number, the delivery's backoff, totals, and the sampling plan the server
+/// handed out last (JSON). Bodies are report JSON: counts, hashes, names and
+/// value-free signatures, never a sensitive value.
+const V3: &str = "
+CREATE TABLE outbox (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    key        TEXT NOT NULL UNIQUE,
+    seq        INTEGER NOT NULL,
+    queued_at  INTEGER NOT NULL,
+    body       BLOB NOT NULL
+);
+CREATE TABLE outbox_state (
+    id                 INTEGER PRIMARY KEY CHECK (id = 1),
+    next_seq           INTEGER NOT NULL DEFAULT 1,
+    failures           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms    INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT,
+    dropped            INTEGER NOT NULL DEFAULT 0,
+    dropped_total      INTEGER NOT NULL DEFAULT 0,
+    refused_total      INTEGER NOT NULL DEFAULT 0,
+    last_refused       TEXT,
+    delivered_total    INTEGER NOT NULL DEFAULT 0,
+    last_delivered_at  INTEGER,
+    sampling           TEXT
+);
 ";
 
 #[cfg(test)]
