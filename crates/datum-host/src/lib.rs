@@ -3,7 +3,7 @@
 //! Everything a pass does to a host goes through here: mapping declared paths
 //! under `--root` ([`paths`]), users and groups ([`accounts`]), file-system
 //! operations whose errors carry the path ([`fs`]), atomic replacement through
-//! a staged copy ([`staging`]), running programs without a shell
+//! a staged copy ([`staging`]), Datum's own files outside a root ([`own`]), running programs without a shell
 //! ([`command`]) and the per-root lock ([`lock`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
@@ -16,6 +16,7 @@ pub mod command;
 mod error;
 pub mod fs;
 pub mod lock;
+pub mod own;
 pub mod paths;
 pub mod staging;
 
