@@ -58,6 +58,20 @@ impl Catalogue {
     ) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, &JsonView::new(self, explain))
     }
+
+    /// [`Catalogue::write_json_pretty`] with fields the caller adds to some
+    /// resources (`datum catalogue` adds each Tree's declared
+    /// `fingerprint`, which needs the host's account files).
+    pub fn write_json_pretty_with(
+        &self,
+        explain: bool,
+        extra: &dyn Fn(&Resource) -> Option<(String, Value)>,
+        out: impl std::io::Write,
+    ) -> serde_json::Result<()> {
+        let mut view = JsonView::new(self, explain);
+        view.extra = Some(extra);
+        serde_json::to_writer_pretty(out, &view)
+    }
 }
 
 /// The JSON form of a catalogue, built resource by resource as it is
@@ -67,6 +81,8 @@ struct JsonView<'a> {
     explain: bool,
     /// Added requirements by dependent.
     auto: HashMap<&'a ResourceId, Vec<String>>,
+    /// Fields added by the caller.
+    extra: Option<&'a dyn Fn(&Resource) -> Option<(String, Value)>>,
 }
 
 impl<'a> JsonView<'a> {
@@ -79,6 +95,7 @@ impl<'a> JsonView<'a> {
             catalogue,
             explain,
             auto,
+            extra: None,
         }
     }
 
@@ -109,6 +126,11 @@ impl<'a> JsonView<'a> {
             "origin": r.origin.to_string(),
             "declaration_hash": r.declaration_hash,
         });
+        if let Some((key, value)) = self.extra.and_then(|f| f(r))
+            && let Some(obj) = v.as_object_mut()
+        {
+            obj.insert(key, value);
+        }
         if self.explain
             && let Some(obj) = v.as_object_mut()
         {
