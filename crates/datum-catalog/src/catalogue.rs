@@ -65,7 +65,7 @@ impl Catalogue {
     pub fn write_json_pretty_with(
         &self,
         explain: bool,
-        extra: &dyn Fn(&Resource) -> Option<(String, Value)>,
+        extra: &ExtraFields,
         out: impl std::io::Write,
     ) -> serde_json::Result<()> {
         let mut view = JsonView::new(self, explain);
@@ -73,6 +73,9 @@ impl Catalogue {
         serde_json::to_writer_pretty(out, &view)
     }
 }
+
+/// Fields a caller adds to a resource's JSON: `(key, value)` or nothing.
+pub type ExtraFields = dyn Fn(&Resource) -> Option<(String, Value)>;
 
 /// The JSON form of a catalogue, built resource by resource as it is
 /// serialised.
@@ -82,7 +85,7 @@ struct JsonView<'a> {
     /// Added requirements by dependent.
     auto: HashMap<&'a ResourceId, Vec<String>>,
     /// Fields added by the caller.
-    extra: Option<&'a dyn Fn(&Resource) -> Option<(String, Value)>>,
+    extra: Option<&'a ExtraFields>,
 }
 
 impl<'a> JsonView<'a> {
