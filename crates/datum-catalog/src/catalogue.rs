@@ -65,7 +65,7 @@ impl Catalogue {
     pub fn write_json_pretty_with(
         &self,
         explain: bool,
-        extra: &ExtraFields,
+        extra: &ExtraFields<'_>,
         out: impl std::io::Write,
     ) -> serde_json::Result<()> {
         let mut view = JsonView::new(self, explain);
@@ -75,7 +75,7 @@ impl Catalogue {
 }
 
 /// Fields a caller adds to a resource's JSON: `(key, value)` or nothing.
-pub type ExtraFields = dyn Fn(&Resource) -> Option<(String, Value)>;
+pub type ExtraFields<'a> = dyn Fn(&Resource) -> Option<(String, Value)> + 'a;
 
 /// The JSON form of a catalogue, built resource by resource as it is
 /// serialised.
@@ -85,7 +85,7 @@ struct JsonView<'a> {
     /// Added requirements by dependent.
     auto: HashMap<&'a ResourceId, Vec<String>>,
     /// Fields added by the caller.
-    extra: Option<&'a ExtraFields>,
+    extra: Option<&'a ExtraFields<'a>>,
 }
 
 impl<'a> JsonView<'a> {

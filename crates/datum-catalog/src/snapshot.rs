@@ -140,6 +140,16 @@ impl Stamp {
         self.dirs.iter().map(|d| 1 + d.entries.len()).sum()
     }
 
+    /// 16 hex digits of SHA-256 over what the stamp records of the
+    /// repository (every folder and entry, with its identity and times; not
+    /// when the stamp was taken): equal for two stamps of an unchanged
+    /// repository.
+    pub fn digest(&self) -> String {
+        use sha2::Digest as _;
+        let bytes = rmp_serde::to_vec(&(&self.root, &self.dirs)).unwrap_or_default();
+        hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+    }
+
     pub fn is_empty(&self) -> bool {
         self.dirs.is_empty()
     }
@@ -309,6 +319,10 @@ pub struct LazyCatalogue {
     pub autorequires: Vec<(ResourceId, ResourceId)>,
     /// One per resource, in the catalogue's (dependency) order.
     pub entries: Vec<Summary>,
+    /// [`Stamp::digest`] of the repository this catalogue was compiled
+    /// from, when a stamp was taken (the fleet report's revision of a
+    /// repository that is not a git checkout).
+    pub stamp_digest: Option<String>,
     resources: Resources,
 }
 
@@ -333,6 +347,7 @@ impl LazyCatalogue {
             classes,
             autorequires: catalogue.autorequires,
             resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
+            stamp_digest: None,
         }
     }
 
@@ -544,6 +559,7 @@ pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalog
     let index = index.filter(|i| holds && i.spans.len() == i.entries.len())?;
     let base = reader.stream_position().ok()?;
     Some(LazyCatalogue {
+        stamp_digest: Some(header.stamp.digest()),
         host: index.host,
         classes: index.classes,
         autorequires: index.autorequires,

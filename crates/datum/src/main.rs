@@ -12,6 +12,7 @@ mod conffiles;
 mod context;
 mod exit;
 mod render;
+mod reporting;
 
 use clap::Parser;
 

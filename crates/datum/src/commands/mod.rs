@@ -6,10 +6,12 @@ mod backup;
 mod catalogue;
 mod check;
 mod fingerprint;
+mod fleet;
 mod lint;
 mod pass;
 mod release;
 mod schedule;
+mod server;
 mod validators;
 
 use anyhow::Result;
@@ -32,5 +34,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Fingerprint(args) => fingerprint::run(global, args),
         Command::Quarantine(args) => release::quarantine(global, args),
         Command::Release(args) => release::release(global, args),
+        Command::Server(cmd) => server::run(global, cmd),
+        Command::Fleet(args) => fleet::run(global, args),
     }
 }
