@@ -4,9 +4,9 @@
 //! API (`api`) and a later server-rendered web view call these methods and
 //! render what they return; neither writes SQL.
 //!
-//! Ingest is one transaction per report: the report row first (`ON CONFLICT
-//! (host, key) DO NOTHING RETURNING id`), and only when it was new, the
-//! rest: the host's latest picture, the revision's outcome and failures
+//! Ingest is one transaction per report: its idempotency key first
+//! (`report_keys`, `ON CONFLICT (host, key) DO NOTHING RETURNING host`),
+//! and only when it was new, the rest: the report itself, the host's latest picture, the revision's outcome and failures
 //! (apply), the open findings of the classes it covers (check), the
 //! sampling round, the daily aggregate and retention. A key already stored
 //! writes nothing, which is what makes a retried delivery harmless.
@@ -213,8 +213,13 @@ impl<B: Backend> Fleet<B> {
     ) -> Result<bool, StoreError> {
         let host = report.host.as_str();
         let first = Stmt::new(
+            "INSERT INTO report_keys (host, key, at) VALUES ($1, $2, $3) \
+             ON CONFLICT (host, key) DO NOTHING RETURNING host",
+            vec![host.into(), report.key.as_str().into(), received_at.into()],
+        );
+        let mut rest = vec![Stmt::new(
             "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, key) DO NOTHING RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, key) DO NOTHING",
             vec![
                 host.into(),
                 report.key.as_str().into(),
@@ -226,8 +231,27 @@ impl<B: Backend> Fleet<B> {
                 i64::from(report.exit_code).into(),
                 raw.into(),
             ],
+        )];
+        // The host's row first, locked for the rest of the transaction: two
+        // reports of one host (delivered to two servers at once) then take
+        // their turns instead of deadlocking.
+        rest.insert(
+            0,
+            Stmt::new(
+                "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
+                vec![
+                    host.into(),
+                    if report.kind == ReportKind::Stack {
+                        "stack"
+                    } else {
+                        "host"
+                    }
+                    .into(),
+                    received_at.into(),
+                ],
+            ),
         );
-        let mut rest = Vec::new();
         let apply = report.kind == ReportKind::Apply;
         let failed_apply = apply && !report.failures.is_empty();
         if apply {
@@ -313,24 +337,14 @@ impl<B: Backend> Fleet<B> {
         // The host's picture. Only a report at least as recent as the last
         // one moves it (a late duplicate of an old report cannot).
         rest.push(Stmt::new(
-            "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-            vec![
-                host.into(),
-                if report.kind == ReportKind::Stack { "stack" } else { "host" }.into(),
-                received_at.into(),
-            ],
-        ));
-        rest.push(Stmt::new(
             "UPDATE hosts SET labels = $2, last_report_at = $3, last_report_kind = $4, seq = $5, \
              revision = $6, catalogue = $7, datum_version = $8, counts = $9, resources = $10, \
              quarantined = $11, expected_interval_s = $12, outbox_depth = $13, outbox_dropped = $14, \
              classes = $15, trees = $16, trees_differing = $17, \
-             reports_held = CASE WHEN reports_held >= $18 THEN $18 ELSE reports_held + 1 END, \
-             last_apply_at = CASE WHEN $19 = 1 THEN $3 ELSE last_apply_at END, \
-             last_apply_revision = CASE WHEN $19 = 1 THEN $6 ELSE last_apply_revision END, \
-             last_apply_failed = CASE WHEN $19 = 1 THEN $20 ELSE last_apply_failed END, \
-             check_errors = CASE WHEN $19 = 1 THEN check_errors ELSE $21 END, \
-             open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) \
+             last_apply_at = CASE WHEN $18 = 1 THEN $3 ELSE last_apply_at END, \
+             last_apply_revision = CASE WHEN $18 = 1 THEN $6 ELSE last_apply_revision END, \
+             last_apply_failed = CASE WHEN $18 = 1 THEN $19 ELSE last_apply_failed END, \
+             check_errors = CASE WHEN $18 = 1 THEN check_errors ELSE $20 END \
              WHERE name = $1 AND (last_report_at IS NULL OR last_report_at <= $3)",
             vec![
                 host.into(),
@@ -350,7 +364,6 @@ impl<B: Backend> Fleet<B> {
                 serde_json::to_string(&report.classes).unwrap_or_default().into(),
                 (report.trees.len() as u64).into(),
                 trees_differing.into(),
-                i64::from(reports_kept).into(),
                 apply.into(),
                 failed_apply.into(),
                 check_errors.into(),
@@ -387,6 +400,12 @@ impl<B: Backend> Fleet<B> {
             "DELETE FROM reports WHERE host = $1 AND id <= \
              (SELECT id FROM reports WHERE host = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
             vec![host.into(), i64::from(reports_kept).into()],
+        ));
+        // Counted after the changes above, whatever order reports came in.
+        rest.push(Stmt::new(
+            "UPDATE hosts SET reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
+             open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) WHERE name = $1",
+            vec![host.into()],
         ));
         Ok(self.backend.gated(first, rest).await?.is_some())
     }
@@ -594,13 +613,19 @@ impl<B: Backend> Fleet<B> {
         }))
     }
 
-    /// Daily aggregates older than `days` are removed.
+    /// Daily aggregates and remembered keys older than `days` are removed.
     pub async fn prune(&self, now: i64, days: u32) -> Result<(), StoreError> {
         self.backend
-            .execute(vec![Stmt::new(
-                "DELETE FROM daily WHERE day < $1",
-                vec![(now.div_euclid(86_400) - i64::from(days)).into()],
-            )])
+            .execute(vec![
+                Stmt::new(
+                    "DELETE FROM daily WHERE day < $1",
+                    vec![(now.div_euclid(86_400) - i64::from(days)).into()],
+                ),
+                Stmt::new(
+                    "DELETE FROM report_keys WHERE at < $1",
+                    vec![(now - i64::from(days) * 86_400).into()],
+                ),
+            ])
             .await
     }
 }

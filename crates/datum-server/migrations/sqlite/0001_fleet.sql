@@ -60,6 +60,17 @@ CREATE TABLE reports (
 );
 CREATE INDEX reports_by_host ON reports (host, id);
 
+-- Every idempotency key stored, kept longer than the reports themselves
+-- (retention prunes reports, never the memory of having taken one), so a
+-- retried delivery is recognised however late it comes.
+CREATE TABLE report_keys (
+    host  TEXT NOT NULL,
+    key   TEXT NOT NULL,
+    at    INTEGER NOT NULL,
+    PRIMARY KEY (host, key)
+);
+CREATE INDEX report_keys_by_age ON report_keys (at);
+
 -- Per host and revision: how its last apply of that revision ended.
 CREATE TABLE host_revisions (
     host       TEXT NOT NULL,
