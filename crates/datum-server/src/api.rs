@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -376,6 +376,13 @@ async fn stale<B: Backend>(
     Ok(Json(app.fleet.stale(&app.staleness()).await?).into_response())
 }
 
+/// The query string's parameters (a malformed one is a 400 in JSON, like
+/// every other error).
+fn query<T: serde::de::DeserializeOwned>(raw: Option<&str>) -> Result<T, ApiError> {
+    serde_urlencoded::from_str(raw.unwrap_or(""))
+        .map_err(|e| ApiError::BadRequest(format!("bad query string: {e}")))
+}
+
 #[derive(Debug, Deserialize)]
 struct RolloutQuery {
     revision: Option<String>,
@@ -384,9 +391,10 @@ struct RolloutQuery {
 async fn rollout<B: Backend>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
-    Query(q): Query<RolloutQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     app.admin(&headers).await?;
+    let q: RolloutQuery = query(raw.as_deref())?;
     let revision = q.revision.filter(|r| !r.is_empty());
     Ok(Json(app.fleet.rollout(revision.as_deref()).await?).into_response())
 }
@@ -417,9 +425,10 @@ async fn history<B: Backend>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
     Path(name): Path<String>,
-    Query(q): Query<HistoryQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     app.admin(&headers).await?;
+    let q: HistoryQuery = query(raw.as_deref())?;
     let limit = q.limit.unwrap_or(20).clamp(1, 1000);
     match app.fleet.history(&name, limit).await? {
         Some(h) => Ok(Json(h).into_response()),

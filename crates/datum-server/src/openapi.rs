@@ -72,7 +72,7 @@ fn errors(codes: &[&str]) -> serde_json::Map<String, Value> {
 }
 
 fn read(op: &str, summary: &str, schema: &str, params: Value) -> Value {
-    let mut responses = errors(&["401", "403", "408", "503"]);
+    let mut responses = errors(&["400", "401", "403", "408", "503"]);
     responses.insert("200".to_owned(), answer(schema, summary));
     json!({"get": {
         "operationId": op,
@@ -93,7 +93,7 @@ pub fn document() -> Value {
             "Stored now, or already held under this key (duplicate)",
         ),
     );
-    let mut history_responses = errors(&["401", "403", "404", "408", "503"]);
+    let mut history_responses = errors(&["400", "401", "403", "404", "408", "503"]);
     history_responses.insert(
         "200".to_owned(),
         answer("HistoryView", "The host's history"),

@@ -100,6 +100,15 @@ pub enum Command {
     Server(ServerCommand),
     /// What the fleet's hosts report: hosts, rollout, drift, stale, sampling.
     Fleet(FleetArgs),
+    /// This host's fleet outbox: reports waiting for the server, backoff, totals.
+    Outbox(OutboxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// Deliver what is queued now, whatever the backoff says.
+    #[arg(long)]
+    pub flush: bool,
 }
 
 #[derive(Debug, Subcommand)]

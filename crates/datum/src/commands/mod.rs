@@ -8,6 +8,7 @@ mod check;
 mod fingerprint;
 mod fleet;
 mod lint;
+mod outbox;
 mod pass;
 mod release;
 mod schedule;
@@ -36,5 +37,6 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Release(args) => release::release(global, args),
         Command::Server(cmd) => server::run(global, cmd),
         Command::Fleet(args) => fleet::run(global, args),
+        Command::Outbox(args) => outbox::run(global, args),
     }
 }

@@ -121,9 +121,15 @@ pub fn apply_report(
                 }
             }
             Outcome::Failed { phase, reason } => {
-                let validator = resource
-                    .and_then(|x| x.validate.clone())
-                    .filter(|_| reason.contains("validat"));
+                // A group validator's failure is reported on `Group[NAME]`,
+                // NAME being the validator.
+                let validator = if r.id.kind == "Group" {
+                    Some(r.id.name.clone())
+                } else {
+                    resource
+                        .and_then(|x| x.validate.clone())
+                        .filter(|_| reason.contains("validat"))
+                };
                 let sensitive = r.sensitive || resource.is_some_and(|x| x.sensitive);
                 // The engine already leaves the output of a sensitive
                 // resource's validator out of `detail`.

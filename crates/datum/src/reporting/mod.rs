@@ -135,6 +135,11 @@ fn warn(d: &Delivered, server: &str) {
         eprintln!("warning: {server} refused a report for good and it was set aside: {why}");
     }
     if d.waiting {
+        eprintln!(
+            "warning: {} report(s) queued for {server}; the last attempt failed ({}); retried after the backoff (`datum outbox --flush` now)",
+            d.remaining,
+            d.error.as_deref().unwrap_or("unknown error")
+        );
         return;
     }
     if let Some(e) = &d.error {
