@@ -725,3 +725,77 @@ fn postgres_database() -> Option<String> {
     let (prefix, _) = base.rsplit_once('/').unwrap();
     Some(format!("{prefix}/{name}"))
 }
+
+/// The server's alert rules pass promtool's checks and tests, and the
+/// metrics they use are the ones a real server serves.
+#[test]
+fn the_server_alert_rules_and_metrics() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run(&repo, &["apply"]), 2);
+    let admin = std::fs::read_to_string(server.admin()).unwrap();
+    let token = admin
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .unwrap()
+        .to_owned();
+    let curl = |token: &str| {
+        Command::new("curl")
+            .args(["-sS", "--cacert"])
+            .arg(server.dir.join("ca.pem"))
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .arg(format!("https://127.0.0.1:{}/metrics", server.port))
+            .output()
+    };
+    let Ok(out) = curl(&token) else {
+        eprintln!("skipped: curl is not installed");
+        return;
+    };
+    let text = stdout(&out);
+    for metric in [
+        "datum_fleet_hosts{state=\"converged\"} 1",
+        "datum_fleet_host_stale{host=\"web-1\"} 0",
+        "datum_fleet_host_last_report_timestamp_seconds{host=\"web-1\"}",
+        "datum_fleet_host_expected_interval_seconds{host=\"web-1\"} 600",
+        "datum_fleet_host_outbox_depth{host=\"web-1\"} 0",
+        "datum_fleet_rollout_hosts{state=\"converged\"} 1",
+        "datum_fleet_reports_ingested_total{kind=\"apply\"} 1",
+    ] {
+        assert!(text.contains(metric), "{metric} missing from:\n{text}");
+    }
+    // Host names are inventory: a host's token does not read them.
+    let host_token = std::fs::read_to_string(h.root.join("etc/datum/report.yaml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("token: ").map(str::to_owned))
+        .unwrap();
+    let refused = stdout(&curl(&host_token).unwrap());
+    assert!(refused.contains("admin credential"), "{refused}");
+
+    if datum_host::command::which("promtool").is_none() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "promtool is required here (scripts/deps installs prometheus)"
+        );
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
+    let check = Command::new("promtool")
+        .args(["check", "rules", "datum-server.rules.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&check).contains("SUCCESS: 6 rules found"),
+        "{check:?}"
+    );
+    let test = Command::new("promtool")
+        .args(["test", "rules", "datum-server.rules.test.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(test.status.success(), "{test:?}");
+}
