@@ -108,6 +108,12 @@ pub struct OutputArgs {
     /// Colour in the text report.
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
+    /// Also send the report to `datum server` (the report.yaml of `datum server enroll NAME --stack`).
+    #[arg(long, value_name = "FILE")]
+    pub report_to: Option<PathBuf>,
+    /// The outbox kept for --report-to (default FILE.outbox.db).
+    #[arg(long, value_name = "FILE", requires = "report_to")]
+    pub outbox: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -408,6 +414,13 @@ fn finish(
     }
     let code = exit::for_report(&report, output.strict, output.fail_on_pending);
     write_outputs(&report, code, output, io)?;
+    if let Some(file) = &output.report_to {
+        let outbox = output
+            .outbox
+            .clone()
+            .unwrap_or_else(|| crate::fleet::default_outbox(file));
+        crate::fleet::send(&report, code, file, &outbox, io.stderr)?;
+    }
     Ok(code)
 }
 

@@ -14,6 +14,7 @@ pub mod codify;
 pub mod error;
 pub mod exit;
 pub mod flatten;
+pub mod fleet;
 pub mod history;
 pub mod mask;
 pub mod plan;

@@ -12,6 +12,7 @@ mod canary;
 mod codify;
 mod corpus;
 mod exits;
+mod fleet;
 mod history;
 mod report;
 mod run;
