@@ -85,22 +85,12 @@ def cmd_tokens(a):
     out.write("\\.\n")
 
 
-def rss_kib(pid):
+def status_kib(pid, field):
+    """A memory figure of /proc/PID/status (VmRSS, VmHWM) in KiB, 0 if gone."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return 0
-    return 0
-
-
-def hwm_kib(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         return 0
@@ -121,7 +111,7 @@ def cmd_ingest(a):
     def sample():
         while not done.is_set():
             if a.pid:
-                peak[0] = max(peak[0], rss_kib(a.pid))
+                peak[0] = max(peak[0], status_kib(a.pid, "VmRSS"))
             time.sleep(0.2)
 
     def worker():
@@ -182,7 +172,7 @@ def cmd_ingest(a):
         "post_p50_ms": round(1000 * lat[len(lat) // 2], 2),
         "post_p99_ms": round(1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2),
         "report_bytes": len(payload), "concurrency": a.concurrency,
-        "server_peak_rss_mib": round(max(peak[0], hwm_kib(a.pid) if a.pid else 0) / 1024, 1),
+        "server_peak_rss_mib": round(max(peak[0], status_kib(a.pid, "VmHWM") if a.pid else 0) / 1024, 1),
         "load1_start": round(load0, 2), "load1_end": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(result))

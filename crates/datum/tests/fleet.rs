@@ -516,7 +516,7 @@ fn a_host_that_stops_reporting_is_stale_from_outside() {
     let config = server.dir.join("server.yaml");
     let text = std::fs::read_to_string(&config)
         .unwrap()
-        .replace("first_report_within: 1h", "first_report_within: 2s");
+        .replace("first_report_within: 1h", "first_report_within: 8s");
     std::fs::write(&config, text).unwrap();
     server.start();
     let quiet = server.host(t.path(), "quiet", &[], &["--interval", "1s"]);
@@ -528,7 +528,7 @@ fn a_host_that_stops_reporting_is_stale_from_outside() {
         server.fleet(&["stale"])["hosts"].as_array().unwrap().len(),
         0
     );
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(9));
     assert_exit(&busy.run(&repo, &["check"]), 0);
     let v = server.fleet(&["stale"]);
     let names: Vec<&str> = v["hosts"]
@@ -798,4 +798,44 @@ fn the_server_alert_rules_and_metrics() {
         .output()
         .unwrap();
     assert!(test.status.success(), "{test:?}");
+}
+
+/// Size and rate are bounded: a report over `report_bytes` is refused for
+/// good (set aside, counted, never blocking the queue), an identity over
+/// `reports_per_minute` is told when to come back (kept, retried).
+#[test]
+fn reports_are_bounded_in_size_and_rate() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let config = server.dir.join("server.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        original.replace("report_bytes: 1048576", "report_bytes: 300"),
+    )
+    .unwrap();
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let out = h.run(&repo, &["apply"]);
+    assert!(
+        stderr(&out).contains("refused a report for good") && stderr(&out).contains("HTTP 413"),
+        "{}",
+        stderr(&out)
+    );
+    let outbox = h.run(&repo, &["outbox"]);
+    assert!(stdout(&outbox).contains("1 refused by the server"), "{}", stdout(&outbox));
+    server.kill();
+    std::fs::write(
+        &config,
+        original.replace("reports_per_minute: 600", "reports_per_minute: 2"),
+    )
+    .unwrap();
+    server.start();
+    for _ in 0..2 {
+        assert_exit(&h.run(&repo, &["check"]), 0);
+    }
+    let out = h.run(&repo, &["check"]);
+    assert!(stderr(&out).contains("HTTP 429"), "{}", stderr(&out));
+    assert_eq!(server.seqs("web-1"), vec![2, 3], "the third waits in the outbox");
 }
