@@ -824,7 +824,11 @@ fn reports_are_bounded_in_size_and_rate() {
         stderr(&out)
     );
     let outbox = h.run(&repo, &["outbox"]);
-    assert!(stdout(&outbox).contains("1 refused by the server"), "{}", stdout(&outbox));
+    assert!(
+        stdout(&outbox).contains("1 refused by the server"),
+        "{}",
+        stdout(&outbox)
+    );
     server.kill();
     std::fs::write(
         &config,
@@ -837,5 +841,9 @@ fn reports_are_bounded_in_size_and_rate() {
     }
     let out = h.run(&repo, &["check"]);
     assert!(stderr(&out).contains("HTTP 429"), "{}", stderr(&out));
-    assert_eq!(server.seqs("web-1"), vec![2, 3], "the third waits in the outbox");
+    assert_eq!(
+        server.seqs("web-1"),
+        vec![2, 3],
+        "the third waits in the outbox"
+    );
 }
