@@ -9,7 +9,7 @@
 //! from the first byte. [`write_new`] refuses to replace an existing file
 //! (nothing of an existing server is overwritten by a second `init`).
 //!
-//! Owns: [`write_new`], [`write`], [`private_dir`]. Must not: be used for a
+//! Owns: [`write_new`], [`write()`], [`private_dir`]. Must not: be used for a
 //! managed path (those go through a provider and the engine's rules).
 
 use std::path::Path;
@@ -26,7 +26,7 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
     staged.commit()
 }
 
-/// [`write`], refusing when something already exists at `path`.
+/// [`write()`], refusing when something already exists at `path`.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
     if let Some(found) = fs::lstat(path)? {
         return Err(HostError::InTheWay {

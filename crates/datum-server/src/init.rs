@@ -8,7 +8,7 @@
 //! own. The store holds only token hashes; the tokens themselves exist only
 //! in the files handed out (`admin.yaml`, each host's `report.yaml`).
 //!
-//! Owns: [`init`], [`enroll`], [`ServerDir`]. Must not: start a server.
+//! Owns: [`init`], [`credentials_for`], [`ServerDir`]. Must not: start a server.
 
 use std::path::{Path, PathBuf};
 

@@ -18,7 +18,7 @@
 //! - [`api`]: the JSON handlers and their rules (who may write what, size,
 //!   rate and time bounds); [`openapi`]: the document describing them;
 //!   [`metrics`]: the Prometheus exposition;
-//! - [`serve`]: TLS, HTTP and the `init` / `enroll` / `serve` commands.
+//! - [`mod@serve`]: TLS, HTTP and the `init` / `enroll` / `serve` commands.
 //!
 //! The server keeps no state but the store: several processes on one
 //! PostgreSQL are interchangeable. It never reads a managed host: it knows
