@@ -171,7 +171,7 @@ def cmd_ingest(a):
         "seconds": round(elapsed, 2), "reports_per_s": round(state["ok"] / elapsed, 1),
         "post_p50_ms": round(1000 * lat[len(lat) // 2], 2),
         "post_p99_ms": round(1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2),
-        "report_bytes": len(payload), "concurrency": a.concurrency,
+        "report_bytes": len(body), "concurrency": a.concurrency,
         "server_peak_rss_mib": round(max(peak[0], status_kib(a.pid, "VmHWM") if a.pid else 0) / 1024, 1),
         "load1_start": round(load0, 2), "load1_end": round(os.getloadavg()[0], 2),
     }

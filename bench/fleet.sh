@@ -39,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --release --quiet -p datum
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet -p datum
 datum=$PWD/target/release/datum
 note() { echo "$*" | tee -a "$OUT"; }
 note "{\"run\": \"$(date -u +%FT%TZ)\", \"load1\": $(cut -d' ' -f1 /proc/loadavg), \"nproc\": $(nproc)}"
