@@ -166,6 +166,11 @@ impl<B: Backend> Fleet<B> {
         &self.backend
     }
 
+    /// How this process's ingest batched so far.
+    pub fn ingest_stats(&self) -> crate::ingest::IngestStats {
+        self.commit.stats()
+    }
+
     /// Records a token (only its hash) for `name`. A host enrolled again
     /// gets the new token and loses the old one.
     pub async fn enroll(

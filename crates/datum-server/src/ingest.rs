@@ -33,6 +33,7 @@
 //! anything but what the report's own host stored.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use datum_fleet::{Finding, Report, ReportKind};
@@ -71,6 +72,17 @@ struct Job {
 #[derive(Default)]
 pub struct GroupCommit {
     inner: Mutex<Queue>,
+    transactions: AtomicU64,
+    reports: AtomicU64,
+}
+
+/// What this process's writers did (for `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    /// Ingest transactions committed.
+    pub transactions: u64,
+    /// Reports (new or duplicate) they answered.
+    pub reports: u64,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -129,6 +141,13 @@ impl GroupCommit {
         })?
     }
 
+    pub fn stats(&self) -> IngestStats {
+        IngestStats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            reports: self.reports.load(Ordering::Relaxed),
+        }
+    }
+
     /// A writer: batches until the queue is empty.
     async fn write<B: Backend>(&self, backend: &B) {
         let mut slot = WriterSlot {
@@ -146,6 +165,16 @@ impl GroupCommit {
                 take_batch(&mut q.jobs)
             };
             let results = commit(backend, &batch).await;
+            self.reports
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.transactions.fetch_add(
+                if results.iter().all(Result::is_ok) && batch.len() > 1 {
+                    1
+                } else {
+                    results.len() as u64
+                },
+                Ordering::Relaxed,
+            );
             for (job, result) in batch.into_iter().zip(results) {
                 // A client that went away still had its report stored.
                 let _ = job.done.send(result);
