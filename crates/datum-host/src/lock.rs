@@ -33,7 +33,12 @@ pub struct RootLock {
 impl RootLock {
     /// Takes the lock, waiting up to `timeout` for another pass to finish.
     pub fn acquire(root: &Path, timeout: Duration) -> Result<Self, HostError> {
-        let path = root.join(LOCK_PATH);
+        Self::acquire_file(root.join(LOCK_PATH), timeout)
+    }
+
+    /// The same exclusive hold on another lock file of Datum's own (one
+    /// delivery of an outbox at a time, say), waiting up to `timeout`.
+    pub fn acquire_file(path: PathBuf, timeout: Duration) -> Result<Self, HostError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
         }

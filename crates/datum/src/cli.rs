@@ -109,6 +109,10 @@ pub struct OutboxArgs {
     /// Deliver what is queued now, whatever the backoff says.
     #[arg(long)]
     pub flush: bool,
+    /// Deliver quietly, respecting the backoff: what a pass starts in the
+    /// background after queueing its report.
+    #[arg(long, hide = true, conflicts_with = "flush")]
+    pub background: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -421,7 +421,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     // Delivery needs no lock: another pass may start meanwhile.
     drop(_lock);
     if let Some(r) = &reporting {
-        r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
+        r.after_pass(global, &mut store);
     }
     Ok(exit)
 }

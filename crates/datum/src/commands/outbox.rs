@@ -1,6 +1,8 @@
 //! `datum outbox [--flush]`: the reports this host has not delivered yet,
 //! the delivery's backoff and totals; `--flush` delivers now, whatever the
 //! backoff says (after fixing report.yaml, or once the server is back).
+//! `--background` (hidden) is the delivery a pass starts after queueing its
+//! report: quiet, and respecting the backoff.
 
 use std::io::Write as _;
 
@@ -14,6 +16,13 @@ use crate::reporting::Reporting;
 
 pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
     let reporting = Reporting::load(&global.root);
+    if args.background {
+        // Started by a pass (stdout and stderr go nowhere): deliver, quietly.
+        if let (Some(r), Some(mut store)) = (&reporting, context::open_store(global, false)) {
+            r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
+        }
+        return Ok(ExitCode::CLEAN);
+    }
     let mut store = context::open_store(global, false)
         .context("no state store here: nothing was ever queued")?;
     let mut delivered = None;

@@ -90,7 +90,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         };
         let report = reporting
             .as_ref()
-            .map(|_| apply_report(global, &stamped, &identity, &record, &summary, store));
+            .map(|r| apply_report(global, r, &stamped, &identity, &record, &summary, store));
         // The pass and its report in one transaction: a recorded pass has
         // its report queued, and a pass that was not recorded has none.
         let recorded = (|| -> Result<()> {
@@ -109,7 +109,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, &mut store) {
-        r.deliver(store, crate::reporting::PASS_BUDGET, true);
+        r.after_pass(global, store);
     }
     Ok(code)
 }
@@ -117,6 +117,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
 /// The fleet report of an apply.
 fn apply_report(
     global: &GlobalArgs,
+    reporting: &Reporting,
     stamped: &context::Stamped,
     identity: &datum_catalog::HostIdentity,
     record: &datum_store::PassRecord,
@@ -131,7 +132,7 @@ fn apply_report(
     for r in &catalogue.resources {
         *per_class.entry(r.class.clone()).or_insert(0u64) += 1;
     }
-    let stated = Reporting::load(&global.root).and_then(|r| r.interval());
+    let stated = reporting.interval();
     let (bounds, expected) = match &classes {
         Ok(c) => crate::reporting::class_bounds(c, &per_class, Some(store), stated),
         Err(_) => (Vec::new(), stated.map_or(3600, |d| d.as_secs())),
