@@ -9,6 +9,7 @@
 //! does.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -42,11 +43,14 @@ impl RootLock {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
         }
+        // Datum's own file: never through a symbolic link, private to root.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&path)
             .map_err(|e| HostError::io("open lock file", &path, e))?;
         let started = Instant::now();
@@ -74,6 +78,23 @@ impl RootLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_file_that_is_a_symbolic_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        let path = dir.path().join("state.db.delivery-lock");
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert!(RootLock::acquire_file(path, Duration::from_millis(10)).is_err());
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+        let fresh = dir.path().join("fresh-lock");
+        let lock = RootLock::acquire_file(fresh.clone(), Duration::from_millis(10)).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(lock);
+    }
 
     #[test]
     fn a_second_pass_waits_and_then_times_out() {
