@@ -46,6 +46,9 @@ pub struct AgentConfig {
     pub debounce: Duration,
     /// Reported as `datum_build_info{version}`.
     pub version: String,
+    /// Names of the validators this build ships: each one's failure counter
+    /// is exported at 0 from start-up.
+    pub validators: Vec<String>,
     /// Whether to install the SIGTERM/SIGINT/SIGHUP handlers (tests that run
     /// in-process drive the agent through [`Control`] instead).
     pub signals: bool,
@@ -133,6 +136,7 @@ impl Agent {
     pub fn new(cfg: AgentConfig) -> Self {
         let (tx, rx) = channel();
         let metrics = Arc::new(Metrics::new(&cfg.version));
+        metrics.validators(&cfg.validators);
         Self {
             cfg,
             metrics,

@@ -22,6 +22,8 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::check::{CheckReport, STATES};
+use crate::exposition::{Format, to_prometheus_text};
+use crate::watch::LOST_REASONS;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -227,7 +229,36 @@ impl Metrics {
             Unit::Seconds,
             m.start_time.clone(),
         );
+        // Every documented counter exists from start-up, at zero, so
+        // `rate()` and `increase()` see the first event (per class ones
+        // appear with the catalogue, per validator ones with
+        // [`Metrics::validators`]).
+        for reason in LOST_REASONS {
+            m.watch_errors
+                .get_or_create(&ReasonLabel {
+                    reason: reason.to_owned(),
+                })
+                .inc_by(0);
+        }
+        for reason in FALLBACK_REASONS {
+            m.fallback_passes
+                .get_or_create(&ReasonLabel {
+                    reason: reason.to_owned(),
+                })
+                .inc_by(0);
+        }
         Self { registry, ..m }
+    }
+
+    /// The validators this build knows: each gets its failure counter at 0.
+    pub fn validators(&self, names: &[String]) {
+        for name in names {
+            self.validation_failures
+                .get_or_create(&ValidatorLabel {
+                    validator: name.clone(),
+                })
+                .inc_by(0);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeSet<String>>> {
@@ -236,13 +267,21 @@ impl Metrics {
         self.update.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The exposition, as served on `/metrics`.
+    /// The exposition in OpenMetrics, as Prometheus asks for it.
     pub fn encode(&self) -> String {
         let _guard = self.lock();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// The exposition in `format`, as served on `/metrics`.
+    pub fn encode_as(&self, format: Format) -> String {
+        match format {
+            Format::OpenMetrics => self.encode(),
+            Format::PrometheusText => to_prometheus_text(&self.encode()),
+        }
     }
 
     pub fn set_start(&self, unix: Duration, full_interval: Duration) {
@@ -273,6 +312,16 @@ impl Metrics {
                     class: name.clone(),
                 })
                 .set(interval.as_secs_f64());
+            // Known from now on, so a later load without it forgets it.
+            seen.entry(name.clone()).or_default();
+            for trigger in TRIGGERS {
+                self.checks
+                    .get_or_create(&TriggerLabels {
+                        class: name.clone(),
+                        trigger: trigger.to_owned(),
+                    })
+                    .inc_by(0);
+            }
         }
         self.repository_ok.set(1);
         self.last_reload.set(unix.as_secs_f64());
@@ -296,7 +345,7 @@ impl Metrics {
                 kind: kind.clone(),
             });
         }
-        for trigger in ["full", "interval", "watch"] {
+        for trigger in TRIGGERS {
             self.checks.remove(&TriggerLabels {
                 class: class.to_owned(),
                 trigger: trigger.to_owned(),
@@ -392,6 +441,13 @@ impl Metrics {
     }
 }
 
+/// What can start a check of a class.
+const TRIGGERS: [&str; 3] = ["full", "interval", "watch"];
+
+/// Why a full pass can replace event-driven detection: a lost watch (other
+/// than a missing path, which only waits for the path) or dropped events.
+const FALLBACK_REASONS: [&str; 3] = ["backend", "limit", "overflow"];
+
 /// The finding kinds every class exports even at zero, so a rule can tell
 /// "no drift" from "never checked".
 const BASE_KINDS: [&str; 4] = [
@@ -485,6 +541,35 @@ mod tests {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn counters_exist_at_zero_before_anything_happens() {
+        let m = Metrics::new("0");
+        m.validators(&["sshd".into(), "nginx".into()]);
+        m.loaded(
+            &[("critical".into(), Duration::from_secs(60))],
+            Duration::from_secs(1),
+        );
+        let text = m.encode_as(Format::PrometheusText);
+        for line in [
+            "datum_checks_total{class=\"critical\",trigger=\"full\"} 0",
+            "datum_checks_total{class=\"critical\",trigger=\"interval\"} 0",
+            "datum_checks_total{class=\"critical\",trigger=\"watch\"} 0",
+            "datum_validation_failures_total{validator=\"nginx\"} 0",
+            "datum_watch_errors_total{reason=\"backend\"} 0",
+            "datum_watch_errors_total{reason=\"missing\"} 0",
+            "datum_fallback_full_passes_total{reason=\"overflow\"} 0",
+            "datum_watch_events_total 0",
+            "datum_repository_reload_failures_total 0",
+            "# TYPE datum_checks_total counter",
+            "# TYPE datum_build_info gauge",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        // A removed class takes its zeroed counters with it.
+        m.loaded(&[], Duration::from_secs(2));
+        assert!(!m.encode().contains("class=\"critical\""));
     }
 
     #[test]

@@ -196,11 +196,26 @@ fn kill_group(pid: u32) {
 /// Runs a program to completion or its deadline. A status other than 0 is
 /// not an error here; failing to start it is.
 pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+    start(spec)?.finish()
+}
+
+/// A program started by [`start`], not yet waited for.
+pub(crate) struct Started {
+    child: std::process::Child,
+    program: PathBuf,
+    started: Instant,
+    timeout: Duration,
+    output_limit: usize,
+}
+
+/// Starts a program from the calling thread (which matters to the sandbox:
+/// the child inherits the thread's namespaces and root).
+pub(crate) fn start(spec: &CommandSpec) -> Result<Started, HostError> {
     let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
         program: spec.program.clone(),
     })?;
     let started = Instant::now();
-    let mut child = Command::new(&program)
+    let child = Command::new(&program)
         .args(&spec.args)
         .env_clear()
         .env("PATH", STANDARD_PATH)
@@ -215,51 +230,12 @@ pub fn run(spec: &CommandSpec) -> Result<CommandOutput, HostError> {
             program: program.clone(),
             source,
         })?;
-    let pid = child.id();
-    let stdout = spawn_drain(child.stdout.take(), spec.output_limit);
-    let stderr = spawn_drain(child.stderr.take(), spec.output_limit);
-
-    let waited = child.wait_timeout(spec.timeout);
-    let (status, timed_out) = match waited {
-        Ok(Some(status)) => (status, false),
-        Ok(None) => {
-            kill_group(pid);
-            let status = child.wait().map_err(|source| HostError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
-            (status, true)
-        }
-        Err(source) => {
-            kill_group(pid);
-            let _ = child.wait();
-            return Err(HostError::Spawn { program, source });
-        }
-    };
-
-    let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
-        Ok(c) => c,
-        Err(mpsc::RecvTimeoutError::Disconnected) => Captured::default(),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            // Something the program started still holds the pipe open.
-            kill_group(pid);
-            rx.recv_timeout(DRAIN_GRACE).unwrap_or(Captured {
-                bytes: Vec::new(),
-                truncated: true,
-            })
-        }
-    };
-    let stdout = collect(&stdout);
-    let stderr = collect(&stderr);
-
-    Ok(CommandOutput {
+    Ok(Started {
+        child,
         program,
-        status: status.code(),
-        signal: status.signal(),
-        stdout,
-        stderr,
-        timed_out,
-        elapsed: started.elapsed(),
+        started,
+        timeout: spec.timeout,
+        output_limit: spec.output_limit,
     })
 }
 
@@ -287,6 +263,66 @@ pub fn spawn_detached(spec: &CommandSpec) -> Result<u32, HostError> {
         .spawn()
         .map_err(|source| HostError::Spawn { program, source })?;
     Ok(child.id())
+}
+
+impl Started {
+    /// Drains the output (on threads of the calling thread), waits up to
+    /// the deadline, and kills the process group past it.
+    pub(crate) fn finish(self) -> Result<CommandOutput, HostError> {
+        let Started {
+            mut child,
+            program,
+            started,
+            timeout,
+            output_limit,
+        } = self;
+        let pid = child.id();
+        let stdout = spawn_drain(child.stdout.take(), output_limit);
+        let stderr = spawn_drain(child.stderr.take(), output_limit);
+
+        let waited = child.wait_timeout(timeout);
+        let (status, timed_out) = match waited {
+            Ok(Some(status)) => (status, false),
+            Ok(None) => {
+                kill_group(pid);
+                let status = child.wait().map_err(|source| HostError::Spawn {
+                    program: program.clone(),
+                    source,
+                })?;
+                (status, true)
+            }
+            Err(source) => {
+                kill_group(pid);
+                let _ = child.wait();
+                return Err(HostError::Spawn { program, source });
+            }
+        };
+
+        let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
+            Ok(c) => c,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Captured::default(),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Something the program started still holds the pipe open.
+                kill_group(pid);
+                rx.recv_timeout(DRAIN_GRACE).unwrap_or(Captured {
+                    bytes: Vec::new(),
+                    truncated: true,
+                })
+            }
+        };
+        let stdout = collect(&stdout);
+        let stderr = collect(&stderr);
+
+        Ok(CommandOutput {
+            program,
+            status: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr,
+            timed_out,
+            elapsed: started.elapsed(),
+        })
+    }
 }
 
 #[cfg(test)]

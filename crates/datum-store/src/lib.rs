@@ -55,10 +55,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let root = tempfile::tempdir()?;
-//! let (mut store, warnings) = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
-//! for warning in &warnings {
-//!     eprintln!("warning: {warning}"); // the CLI shows these; the pass goes on
-//! }
+//! let mut store = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
 //! let motd = ResourceId::new("File", "motd");
 //! let intentional = store
 //!     .last_verified(&motd)?
@@ -86,6 +83,14 @@
 //! # }
 //! ```
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 mod db;
 mod error;
 mod state;
@@ -95,9 +100,9 @@ pub mod backup;
 pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
-    FindingSignature, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
-    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store, StoredPass,
-    VerifiedRecord,
+    FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload,
+    PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store,
+    StoredPass, VerifiedRecord, require_room,
 };
 
 /// Where the state database lives, relative to the root.

@@ -15,6 +15,10 @@
 //! into the `datum` binary.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "test-only crate: it builds temporary roots, repositories and packages on disk and drives real programs (dpkg-deb, apt-get, nsenter) for the tests; nothing here is part of Datum"
+)]
+#![allow(
     clippy::expect_used,
     clippy::unwrap_used,
     reason = "test helpers: a failed set-up step must stop the test loudly"

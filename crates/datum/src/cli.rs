@@ -53,6 +53,11 @@ pub struct GlobalArgs {
     /// compile says nothing changed (the snapshot is then written afresh).
     #[arg(long, global = true)]
     pub recompile: bool,
+    /// When the state store (or the backup index) is damaged: move it aside
+    /// and start with an empty one. This forgets every quarantine, accepted
+    /// drift, owed reload and finding history.
+    #[arg(long, global = true)]
+    pub rebuild_state: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,8 +75,10 @@ pub enum ColorChoice {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a new repository (datum.yaml, a base and a web layer, this host's file) that lints clean.
+    Init(InitArgs),
     /// Check the repository's manifests; report every error with file and line.
-    Lint,
+    Lint(LintArgs),
     /// Compile the repository for this host and print the catalogue as JSON.
     Catalogue(CatalogueArgs),
     /// Show what an apply would change; change nothing (exit 2 when changes are pending).
@@ -216,6 +223,22 @@ pub enum FleetView {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create it (default: --repo). Created if missing; an existing repository is refused.
+    pub dir: Option<PathBuf>,
+    /// The host file to write, hosts/NAME.yaml (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Also render the repository for every host file in REPO/hosts/*.yaml (templates included).
+    #[arg(long)]
+    pub all_hosts: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,14 @@
 //! plus one function in `commands/`; everything a person reads is produced in
 //! `render/`; exit codes are decided in `exit.rs` only.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 mod agent;
 mod cli;
 mod commands;
@@ -25,10 +33,13 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = match cli::Cli::try_parse() {
+    let mut cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => exit::usage_error(e),
     };
+    if let Err(err) = context::absolutize(&mut cli.global) {
+        std::process::exit(exit::report_error(&err).into());
+    }
     let code = match commands::run(&cli) {
         Ok(code) => code,
         Err(err) => exit::report_error(&err),

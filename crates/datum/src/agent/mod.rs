@@ -49,7 +49,9 @@ pub struct Paths {
     pub root: PathBuf,
     pub host_file: Option<PathBuf>,
     pub labels: Vec<(String, String)>,
-    pub state: PathBuf,
+    /// The `--state FILE` the operator gave (else the state store is in the
+    /// root's `var/lib/datum`, reached through the boundary).
+    pub state: Option<PathBuf>,
     pub color: bool,
     /// Passed to a delegated `datum check` (see the module header).
     pub lock_timeout: Duration,
@@ -114,21 +116,30 @@ impl RepoChecker {
         }
     }
 
+    /// The agent's own checks only report (a class with a policy is
+    /// delegated to `datum check`, which refuses to act without a usable
+    /// store), so an unusable store means checking without history, said
+    /// every time it is tried again; it is never replaced.
     fn open_store(&mut self) {
         if self.store.is_some() {
             return;
         }
-        match Store::open(&self.paths.state) {
-            Ok((store, warnings)) => {
-                for w in warnings {
-                    (self.warn)(&format!("state store: {w}"));
-                }
-                self.store = Some(store);
-            }
+        let opened = crate::context::open_store_at(
+            &self.paths.root,
+            self.paths.state.as_deref(),
+            false,
+            crate::context::StoreNeed::Required("recorded"),
+        );
+        match opened {
+            Ok(store) => self.store = store,
             Err(e) => (self.warn)(&format!(
-                "state store unavailable, checking without history: {e}"
+                "state store unavailable, checking without history (policies are refused): {e:#}"
             )),
         }
+    }
+
+    fn state_files(&self) -> crate::context::StateFiles {
+        crate::context::StateFiles::at(&self.paths.root, self.paths.state.as_deref())
     }
 
     fn lint_error(&self, diagnostics: &datum_catalog::Diagnostics) -> LoadError {
@@ -159,7 +170,7 @@ enum RepoProblem {
 impl ClassChecker for RepoChecker {
     fn load(&mut self) -> Result<Loaded, LoadError> {
         let paths = &self.paths;
-        if !paths.repo.join("datum.yaml").is_file() {
+        if !crate::context::is_repository(&paths.repo) {
             return Err(self.other(RepoProblem::NoSettings));
         }
         let identity = HostIdentity::load(&paths.root, paths.host_file.as_deref(), &paths.labels)
@@ -167,7 +178,8 @@ impl ClassChecker for RepoChecker {
         // The snapshot of the last compile when the repository has not
         // changed (a restart or SIGHUP with nothing new costs no compile, and
         // the decoded catalogue is all that stays in memory).
-        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+        let state = self.state_files();
+        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &state, &identity)
             .map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
@@ -187,19 +199,16 @@ impl ClassChecker for RepoChecker {
                 // Damaged after it was checked (a disk error): forget it and
                 // compile.
                 (self.warn)(&format!("{e}; compiling the repository"));
-                let _ = std::fs::remove_file(
-                    paths
-                        .state
-                        .with_extension(crate::context::SNAPSHOT_EXTENSION),
-                );
-                crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+                crate::context::forget_snapshot_of(&state);
+                crate::context::compile_or_reuse(&paths.repo, &state, &identity)
                     .map_err(|d| self.lint_error(&d))?
                     .0
                     .into_catalogue()
                     .map_err(|e| self.other(e))?
             }
         };
-        let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
+        let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
+            .with_boundary(catalogue.boundary.clone());
         let loaded = loaded(&catalogue, &classes, &host);
         // Forget resources that are no longer declared.
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
@@ -208,7 +217,7 @@ impl ClassChecker for RepoChecker {
         self.catalogue = Some(catalogue);
         self.class_table = Some(classes.clone());
         self.classes = Some(classes);
-        self.reporting = Reporting::load(&self.paths.root);
+        self.reporting = Reporting::load(&host);
         self.courier = None;
         self.open_store();
         Ok(loaded)
@@ -227,7 +236,8 @@ impl ClassChecker for RepoChecker {
                 source: Box::new(RepoProblem::NotLoaded),
             });
         };
-        let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
+        let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
+            .with_boundary(catalogue.boundary.clone());
         let started_at = crate::context::now();
         let wanted: Option<HashSet<&ResourceId>> = match scope {
             Scope::Resources { ids, .. } => Some(ids.iter().collect()),
@@ -348,11 +358,9 @@ impl ClassChecker for RepoChecker {
             // and the state store is written by one process at a time.
             if lock.is_none() {
                 lock = Some(
-                    RootLock::acquire(&self.paths.root, self.paths.lock_timeout).map_err(|e| {
-                        CheckError {
-                            scope: scope_word.clone(),
-                            source: Box::new(e),
-                        }
+                    RootLock::acquire(&host, self.paths.lock_timeout).map_err(|e| CheckError {
+                        scope: scope_word.clone(),
+                        source: Box::new(e),
                     })?,
                 );
             }
@@ -464,14 +472,20 @@ impl RepoChecker {
         validation_failures: &mut BTreeMap<String, u64>,
     ) -> Result<(ClassReport, i32), DelegateError> {
         let exe = std::env::current_exe().map_err(DelegateError::Spawn)?;
+        // This very binary, not a program from the repository: its JSON
+        // report is read whole and its warnings go to the agent's log, which
+        // the bounded runner of datum-host (a fixed environment, output cut
+        // at a limit) is not made for.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the agent re-runs its own executable (`datum check --class C --output json`) with arguments it builds itself"
+        )]
         let mut cmd = std::process::Command::new(exe);
-        cmd.arg("--repo")
-            .arg(&p.repo)
-            .arg("--root")
-            .arg(&p.root)
-            .arg("--state")
-            .arg(&p.state)
-            .arg("--color")
+        cmd.arg("--repo").arg(&p.repo).arg("--root").arg(&p.root);
+        if let Some(state) = &p.state {
+            cmd.arg("--state").arg(state);
+        }
+        cmd.arg("--color")
             .arg("never")
             .arg("--output")
             .arg("json")
@@ -588,7 +602,11 @@ impl RepoChecker {
         } else if self.reporting.is_some() {
             self.courier
                 .get_or_insert_with(|| {
-                    Courier::start(self.paths.state.clone(), self.reporting.clone())
+                    Courier::start(
+                        self.paths.root.clone(),
+                        self.paths.state.clone(),
+                        self.reporting.clone(),
+                    )
                 })
                 .wake();
         }
@@ -681,7 +699,7 @@ struct Courier {
 }
 
 impl Courier {
-    fn start(state: PathBuf, reporting: Option<Reporting>) -> Courier {
+    fn start(root: PathBuf, state: Option<PathBuf>, reporting: Option<Reporting>) -> Courier {
         let (wake, rx) = std::sync::mpsc::channel::<()>();
         let _ = std::thread::Builder::new()
             .name("datum-courier".to_owned())
@@ -696,7 +714,16 @@ impl Courier {
                     }
                     while rx.try_recv().is_ok() {}
                     if store.is_none() {
-                        store = Store::open(&state).ok().map(|(s, _)| s);
+                        // Never creates one; an unusable store is warned
+                        // about by the checks.
+                        store = crate::context::open_store_at(
+                            &root,
+                            state.as_deref(),
+                            false,
+                            crate::context::StoreNeed::Optional("delivering"),
+                        )
+                        .ok()
+                        .flatten();
                     }
                     let Some(s) = store.as_mut() else {
                         wait = Duration::from_secs(60);

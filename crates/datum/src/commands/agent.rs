@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         root: global.root.clone(),
         host_file: global.host_file.clone(),
         labels: global.labels.clone(),
-        state: context::state_path(global),
+        state: global.state.clone(),
         color: context::use_color(global),
         lock_timeout: global.lock_timeout,
     };
@@ -45,6 +45,10 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         full_interval: args.full_interval,
         debounce: args.debounce,
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        validators: datum_providers::validators::all()
+            .iter()
+            .map(|v| v.name.to_owned())
+            .collect(),
         signals: true,
         log,
     });

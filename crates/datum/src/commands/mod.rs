@@ -7,6 +7,7 @@ mod catalogue;
 mod check;
 mod fingerprint;
 mod fleet;
+mod init;
 mod lint;
 mod outbox;
 mod pass;
@@ -15,15 +16,40 @@ mod schedule;
 mod server;
 mod validators;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::{Cli, Command};
 use crate::exit::ExitCode;
 
 pub fn run(cli: &Cli) -> Result<ExitCode> {
     let global = &cli.global;
+    let uses_validators = matches!(
+        &cli.command,
+        Command::Lint(_)
+            | Command::Catalogue(_)
+            | Command::Plan
+            | Command::Apply
+            | Command::Validators
+            | Command::Agent(_)
+            | Command::Check(_)
+    );
+    if uses_validators {
+        // Read once, before anything runs; a definition that cannot be
+        // trusted or understood stops the command (fail closed).
+        let dir = global
+            .root
+            .join(datum_providers::validators::admin::ADMIN_DIR);
+        let defs = datum_providers::validators::admin::load(&global.root).with_context(|| {
+            format!(
+                "cannot use the administrator's validators in {}",
+                dir.display()
+            )
+        })?;
+        datum_providers::validators::install_admin(defs);
+    }
     match &cli.command {
-        Command::Lint => lint::run(global),
+        Command::Init(args) => init::run(global, args),
+        Command::Lint(args) => lint::run(global, args),
         Command::Catalogue(args) => catalogue::run(global, args),
         Command::Plan => pass::run(global, datum_engine::Mode::Plan),
         Command::Apply => apply::run(global),

@@ -18,19 +18,25 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     // Compile before touching anything: a manifest error applies nothing.
     let stamped = context::compile_stamped(global, &identity)?;
     let catalogue = &stamped.catalogue;
-    let host = context::host(global, &identity);
+    let host = context::host(global, &identity, &catalogue.boundary);
     // An apply on a host that reports to a fleet server queues its report.
     let reporting = if mode == Mode::Apply {
-        Reporting::load(&global.root)
+        Reporting::load(&host)
     } else {
         None
     };
     let lock = if mode == Mode::Apply {
-        Some(RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?)
+        Some(RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?)
     } else {
         None
     };
-    let mut store = context::open_store(global, mode == Mode::Apply);
+    // Fail closed: an apply without its quarantines and owed reloads could
+    // undo an emergency fix; a plan only reads, and says so.
+    let need = match mode {
+        Mode::Apply => context::StoreNeed::Required("applied"),
+        Mode::Plan => context::StoreNeed::Optional("planning"),
+    };
+    let mut store = context::open_store(global, need)?;
     let mut backups = if mode == Mode::Apply {
         Some(context::open_backups(global)?)
     } else {

@@ -37,12 +37,16 @@ use std::time::{Duration, Instant};
 
 use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
 use datum_host::lock::RootLock;
+use datum_host::{Host, PrivateDir};
 use datum_store::{Batch, OUTBOX_LIMIT, Store};
 
 use crate::cli::GlobalArgs;
 
 /// Where a host's reporting configuration lives, under the root.
 pub const REPORT_FILE: &str = "etc/datum/report.yaml";
+
+/// [`REPORT_FILE`] as a declared path.
+const REPORT_DECLARED: &str = "/etc/datum/report.yaml";
 
 /// How long a command-line pass spends delivering before it gives up
 /// (what is left goes with the next pass).
@@ -58,12 +62,13 @@ pub struct Reporting {
 }
 
 impl Reporting {
-    /// The set-up of the host at `root`: `None` when it does not report.
-    pub fn load(root: &Path) -> Option<Reporting> {
-        let path = root.join(REPORT_FILE);
-        let bytes = match datum_host::fs::read(&path) {
-            Ok(b) => b,
-            Err(_) if datum_host::fs::lstat(&path).ok().flatten().is_none() => return None,
+    /// The set-up of `host`: `None` when it does not report. The file is
+    /// read through the boundary (never through a parent link).
+    pub fn load(host: &Host) -> Option<Reporting> {
+        let path = host.root().join(REPORT_FILE);
+        let bytes = match host.read(Path::new(REPORT_DECLARED)) {
+            Ok(Some(b)) => b,
+            Ok(None) => return None,
             Err(e) => {
                 eprintln!("warning: {e}; reports are kept in the outbox");
                 return Some(Reporting {
@@ -146,10 +151,7 @@ impl Reporting {
         respect_backoff: bool,
     ) -> Option<Delivered> {
         let creds = self.credentials.as_ref()?;
-        let _one_at_a_time = match RootLock::acquire_file(
-            delivery_lock(store.path()),
-            DELIVERY_LOCK_WAIT,
-        ) {
+        let _one_at_a_time = match delivery_lock(store.path()) {
             Ok(lock) => lock,
             Err(e) => {
                 eprintln!(
@@ -199,11 +201,21 @@ impl Reporting {
 /// pass's `PASS_BUDGET` plus a slow last request).
 pub const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// The lock file of the outbox in the state store at `state`.
-pub fn delivery_lock(state: &Path) -> PathBuf {
-    let mut name = state.as_os_str().to_owned();
-    name.push(".delivery-lock");
-    PathBuf::from(name)
+/// Holds the lock of the outbox in the state store at `state`: the file
+/// `<state>.delivery-lock` in the store's private folder, waiting up to
+/// [`DELIVERY_LOCK_WAIT`] for another delivery.
+pub fn delivery_lock(state: &Path) -> Result<RootLock, datum_host::HostError> {
+    let missing = || {
+        datum_host::HostError::io(
+            "lock",
+            state,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    };
+    let (dir, name) = PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
+    let mut lock = name;
+    lock.push(".delivery-lock");
+    RootLock::acquire_in(&dir, &lock, DELIVERY_LOCK_WAIT)
 }
 
 /// Starts `datum outbox --background` for this root and state store,
