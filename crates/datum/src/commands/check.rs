@@ -342,7 +342,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             &identity,
             &record,
             &classes,
-            &store,
+            store,
             r.interval(),
             args.class.iter().cloned().collect(),
         )?),
