@@ -46,6 +46,14 @@ pub struct GlobalArgs {
     /// When to use colour.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Log level or tracing directives (error, warn, info, debug, trace; default:
+    /// RUST_LOG, else info for the agent and warn otherwise).
+    #[arg(long, global = true, env = "DATUM_LOG", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Log format: text or json lines on stderr, the journal's fields, or auto
+    /// (journald when stderr is the journal, text otherwise).
+    #[arg(long, global = true, env = "DATUM_LOG_FORMAT", value_enum, default_value_t = crate::logging::LogFormat::Auto)]
+    pub log_format: crate::logging::LogFormat,
     /// Also list unchanged resources.
     #[arg(long, short, global = true)]
     pub verbose: bool,

@@ -466,13 +466,51 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 10 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 11 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)
         .output()
         .unwrap();
     assert!(test.status.success(), "{test:?}");
+}
+
+#[test]
+fn log_lines_are_json_when_asked_and_the_level_filters_them() {
+    let estate = Estate::new("1h");
+    let json = estate
+        .datum(&["--log-format", "json", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        events.iter().any(|e| e["level"] == "INFO"
+            && e["target"] == "datum::agent"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("check (full)"))),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["timestamp"].as_str().is_some_and(|t| t.ends_with('Z'))),
+        "{stderr}"
+    );
+    // --log-level warn: the info lines are gone.
+    let quiet = estate
+        .datum(&["--log-level", "warn", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let quiet_err = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!quiet_err.contains("check (full)"), "{quiet_err}");
+    assert_eq!(quiet.status.code(), json.status.code());
 }
 
 /// The metrics table of docs/agent.md: (name, type) per row.
@@ -497,29 +535,38 @@ fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
     assert!(!text.contains("# EOF"), "{text}");
     let documented = documented_metrics();
     assert!(documented.len() > 15, "{documented:?}");
-    for (name, kind) in &documented {
+    // Before anything happened (or whatever the first check did): every
+    // counter has its series.
+    for (name, _) in documented.iter().filter(|(_, kind)| kind == "counter") {
         assert!(
-            text.contains(&format!("# TYPE {name} ")),
-            "{name} is documented but not exported:\n{text}"
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{"))),
+            "counter {name} has no series at start-up:\n{text}"
         );
-        if kind == "counter" {
-            // Before anything happened: at zero, not missing.
-            assert!(
-                text.lines()
-                    .any(|l| l.starts_with(&format!("{name} "))
-                        || l.starts_with(&format!("{name}{{"))),
-                "counter {name} has no series at start-up:\n{text}"
-            );
-        }
     }
     for series in [
-        "datum_checks_total{class=\"normal\",trigger=\"watch\"} 0",
         "datum_validation_failures_total{validator=\"nginx\"} 0",
         "datum_watch_errors_total{reason=\"limit\"} 0",
         "datum_fallback_full_passes_total{reason=\"overflow\"} 0",
         "datum_check_errors_total 0",
     ] {
         assert!(text.contains(series), "missing `{series}`:\n{text}");
+    }
+    assert!(
+        text.contains("datum_checks_total{class=\"normal\",trigger=\"watch\"}"),
+        "{text}"
+    );
+    // Once a check completed, every documented family is there.
+    agent.wait_metric(
+        "datum_last_check_timestamp_seconds{class=\"normal\"}",
+        Duration::from_secs(20),
+    );
+    let text = agent.metrics();
+    for (name, _) in &documented {
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} is documented but not exported:\n{text}"
+        );
     }
     if !have("promtool", "prometheus") {
         return;

@@ -4,7 +4,6 @@
 //! systemd), one per check, with counts only.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use anyhow::Result;
 use datum_agent::{Agent, AgentConfig, Log, LogLevel};
@@ -14,14 +13,13 @@ use crate::cli::{AgentArgs, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
+/// The agent's log lines, as `tracing` events (see `logging`).
 fn line(level: LogLevel, text: &str) {
-    let word = match level {
-        LogLevel::Info => "info",
-        LogLevel::Warn => "warning",
-        LogLevel::Error => "error",
-    };
-    let at = humantime::format_rfc3339_millis(SystemTime::now());
-    eprintln!("{at} datum agent: {word}: {text}");
+    match level {
+        LogLevel::Info => tracing::info!(target: "datum::agent", "{text}"),
+        LogLevel::Warn => tracing::warn!(target: "datum::agent", "{text}"),
+        LogLevel::Error => tracing::error!(target: "datum::agent", "{text}"),
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
