@@ -127,6 +127,15 @@ pub fn invoking_user() -> String {
     }
 }
 
+/// The user and group this process runs as (what a file it creates is
+/// owned by when no owner is set).
+pub fn current_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

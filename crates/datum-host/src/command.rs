@@ -312,6 +312,32 @@ fn wait_deadline(
     }
 }
 
+/// Starts a program and leaves it to run on its own: no standard input or
+/// output, the same fixed environment as [`run`], its own process group (a
+/// Ctrl-C at the terminal that started the caller does not reach it), not
+/// waited for, no deadline (the program bounds its own work). Returns its
+/// pid. For work that must not hold up the caller, such as delivering a
+/// pass's fleet report after the pass; the caller is expected to exit soon
+/// (the child is then reaped by init).
+pub fn spawn_detached(spec: &CommandSpec) -> Result<u32, HostError> {
+    let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
+        program: spec.program.clone(),
+    })?;
+    let child = Command::new(&program)
+        .args(&spec.args)
+        .env_clear()
+        .env("PATH", STANDARD_PATH)
+        .env("LC_ALL", "C")
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| HostError::Spawn { program, source })?;
+    Ok(child.id())
+}
+
 impl Started {
     /// Feeds the input, drains the output (on threads of the calling
     /// thread), waits up to the deadline, and kills the process group past
@@ -455,6 +481,29 @@ mod tests {
         let out = run(&CommandSpec::new("false")).unwrap();
         assert_eq!(out.status, Some(1));
         assert!(!out.success());
+    }
+
+    #[test]
+    fn a_detached_program_runs_on_after_the_call_in_its_own_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let pid = spawn_detached(
+            &CommandSpec::new("sh")
+                .args(["-c", &format!("sleep 0.2; echo $$ > {}", marker.display())]),
+        )
+        .unwrap();
+        assert!(!marker.exists(), "the call does not wait for the program");
+        let own = rustix::process::getpgid(rustix::process::Pid::from_raw(pid as i32)).unwrap();
+        assert_eq!(
+            own.as_raw_nonzero().get() as u32,
+            pid,
+            "its own process group"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !marker.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(marker.exists(), "the program ran to its end");
     }
 
     #[test]

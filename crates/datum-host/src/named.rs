@@ -55,6 +55,16 @@ pub fn read_to_string(path: &Path) -> std::io::Result<String> {
 
 /// Writes `bytes` to the report file `path` (see the module header).
 pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
+    write_named(path, bytes, 0o644)
+}
+
+/// [`write_report`] for a file holding a secret (the credentials `datum
+/// server enroll --out FILE` writes): mode 0600 from the first byte.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
+    write_named(path, bytes, 0o600)
+}
+
+fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(HostError::io(
             "write",
@@ -88,7 +98,7 @@ pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
         dir.fd(),
         &tmp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
+        Mode::from_raw_mode(mode),
     )
     .map_err(|e| HostError::io("create", &tmp_path, errno(e)))?;
     let mut file = std::fs::File::from(fd);

@@ -100,9 +100,9 @@ pub mod backup;
 pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
-    FindingRecord, FindingScope, FindingSignature, MIN_FREE, OwedAction, OwedReload, PASSES_KEPT,
-    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store,
-    StoredDeployment, StoredPass, VerifiedRecord, require_room,
+    FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus,
+    OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
+    QuarantineTarget, Store, StoredDeployment, StoredPass, VerifiedRecord, require_room,
 };
 
 /// Where the state database lives, relative to the root.

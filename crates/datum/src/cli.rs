@@ -114,6 +114,13 @@ pub enum Command {
     Pull(PullArgs),
     /// Write a git bundle of a revision for `datum pull --bundle` on hosts without git access.
     Bundle(BundleArgs),
+    /// The fleet's report server: init, enroll hosts, serve.
+    #[command(subcommand)]
+    Server(ServerCommand),
+    /// What the fleet's hosts report: hosts, rollout, drift, stale, sampling.
+    Fleet(FleetArgs),
+    /// This host's fleet outbox: reports waiting for the server, backoff, totals.
+    Outbox(OutboxArgs),
 }
 
 #[derive(Debug, Args)]
@@ -167,6 +174,120 @@ pub struct BundleArgs {
     /// The bundle file to write.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// Deliver what is queued now, whatever the backoff says.
+    #[arg(long)]
+    pub flush: bool,
+    /// Deliver quietly, respecting the backoff: what a pass starts in the
+    /// background after queueing its report.
+    #[arg(long, hide = true, conflicts_with = "flush")]
+    pub background: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Create a server folder: CA and certificate, admin credential, configuration.
+    Init(ServerInitArgs),
+    /// Issue a host (or stack) its token and write its report.yaml.
+    Enroll(ServerEnrollArgs),
+    /// Serve: take reports over HTTPS and answer the fleet's queries.
+    Serve(ServerServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerInitArgs {
+    /// The server's folder (created, mode 0700).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where the server listens (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: String,
+    /// The URL hosts report to (default: https:// and the listen address).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Another name or address the certificate is valid for (repeatable).
+    #[arg(long = "name")]
+    pub names: Vec<String>,
+    /// `sqlite` (embedded, in DIR) or postgres://user:password@host:port/db.
+    #[arg(long, default_value = "sqlite")]
+    pub store: String,
+    /// Host sampling: the share of hosts deep-checked per round (0..1].
+    #[arg(long, value_name = "FRACTION")]
+    pub sampling: Option<f64>,
+    /// The length of a sampling round.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub round: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerEnrollArgs {
+    /// The host's name, as its host.yaml says (or the stack's name).
+    pub name: String,
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where to write the host's report.yaml (install it as ROOT/etc/datum/report.yaml).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Enroll a driftwatch stack instead of a host.
+    #[arg(long)]
+    pub stack: bool,
+    /// The longest gap between two of its reports (default: its shortest class interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub interval: Option<Duration>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerServeArgs {
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Listen here instead of server.yaml's address (port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The admin credential (DIR/admin.yaml from `datum server init`).
+    #[arg(long, env = "DATUM_FLEET_CREDENTIALS")]
+    pub credentials: PathBuf,
+    #[command(subcommand)]
+    pub view: FleetView,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetView {
+    /// Every host and stack: state, last report, revision, counts.
+    Hosts,
+    /// Which hosts converged, failed or have not applied a revision yet.
+    Rollout {
+        /// The revision (default: the one applied most recently).
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Drift across hosts: the same change on many hosts vs a change on one.
+    Drift,
+    /// Hosts whose last report is older than their interval allows.
+    Stale,
+    /// The sampling plan, who deep-checked, and each class's detection bound.
+    Sampling,
+    /// One host's (or stack's) recent reports and daily history.
+    History {
+        name: String,
+        /// How many reports.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -67,6 +67,34 @@ pub fn compile(global: &GlobalArgs, identity: &HostIdentity) -> Result<Catalogue
     compile_with(global, identity, false)
 }
 
+/// A compiled catalogue with what a fleet report needs besides: the digest
+/// of the repository stamp it was compiled under (`None` when no stamp was
+/// taken) and `datum.yaml`'s classes.
+pub struct Stamped {
+    pub catalogue: Catalogue,
+    pub stamp_digest: Option<String>,
+    pub classes: serde_json::Value,
+}
+
+/// [`compile`], with the stamp digest and classes ([`Stamped`]).
+pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<Stamped> {
+    let (lazy, _) = compiled(global, identity, "applied")?;
+    let (digest, classes) = (lazy.stamp_digest.clone(), lazy.classes.clone());
+    let catalogue = match lazy.into_catalogue() {
+        Ok(catalogue) => catalogue,
+        Err(e) => {
+            eprintln!("warning: {e}; compiling the repository");
+            forget_snapshot(global);
+            compiled(global, identity, "applied")?.0.into_catalogue()?
+        }
+    };
+    Ok(Stamped {
+        catalogue,
+        stamp_digest: digest,
+        classes,
+    })
+}
+
 /// [`compile`], optionally recording where every field came from.
 pub fn compile_with(
     global: &GlobalArgs,
@@ -190,6 +218,7 @@ pub fn compile_or_reuse(
     let catalogue = catalogue?;
     let classes = repository.settings.classes.clone();
     drop(repository);
+    let stamp_digest = stamp.as_ref().ok().map(Stamp::digest);
     // Like the source hashes: only where Datum already keeps state.
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
@@ -200,10 +229,9 @@ pub fn compile_or_reuse(
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
         }
     }
-    Ok((
-        LazyCatalogue::compiled(catalogue, classes),
-        Provenance::Compiled,
-    ))
+    let mut lazy = LazyCatalogue::compiled(catalogue, classes);
+    lazy.stamp_digest = stamp_digest;
+    Ok((lazy, Provenance::Compiled))
 }
 
 /// Removes the catalogue snapshot (the next run compiles).

@@ -21,6 +21,7 @@ mod context;
 mod exit;
 mod logging;
 mod render;
+mod reporting;
 
 use clap::Parser;
 

@@ -11,6 +11,7 @@
 
 mod deployments;
 mod findings;
+mod outbox;
 mod passes;
 mod policy;
 mod schema;
@@ -23,6 +24,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};

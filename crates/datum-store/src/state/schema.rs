@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3],
+    migrations: &[V1, V2, V3, V4],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -145,6 +145,35 @@ CREATE TABLE deployments (
     allowed_by   TEXT
 );
 CREATE INDEX deployments_by_revision ON deployments (revision, id);
+";
+
+/// Version 4: the fleet outbox (issue 13). `outbox` holds reports waiting
+/// for delivery, oldest first; `outbox_state` is one row: the next sequence
+/// number, the delivery's backoff, totals, and the sampling plan the server
+/// handed out last (JSON). Bodies are report JSON: counts, hashes, names and
+/// value-free signatures, never a sensitive value.
+const V4: &str = "
+CREATE TABLE outbox (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    key        TEXT NOT NULL UNIQUE,
+    seq        INTEGER NOT NULL,
+    queued_at  INTEGER NOT NULL,
+    body       BLOB NOT NULL
+);
+CREATE TABLE outbox_state (
+    id                 INTEGER PRIMARY KEY CHECK (id = 1),
+    next_seq           INTEGER NOT NULL DEFAULT 1,
+    failures           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms    INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT,
+    dropped            INTEGER NOT NULL DEFAULT 0,
+    dropped_total      INTEGER NOT NULL DEFAULT 0,
+    refused_total      INTEGER NOT NULL DEFAULT 0,
+    last_refused       TEXT,
+    delivered_total    INTEGER NOT NULL DEFAULT 0,
+    last_delivered_at  INTEGER,
+    sampling           TEXT
+);
 ";
 
 #[cfg(test)]

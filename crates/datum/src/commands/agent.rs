@@ -81,6 +81,9 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
     });
     if args.once {
         let code = agent.run_once(&mut checker)?;
+        // The process ends now: deliver here rather than in the
+        // background.
+        checker.deliver_now();
         return Ok(ExitCode(code));
     }
     if let Some(p) = puller {

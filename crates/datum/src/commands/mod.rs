@@ -7,12 +7,15 @@ mod bundle;
 mod catalogue;
 mod check;
 mod fingerprint;
+mod fleet;
 mod init;
 mod lint;
+mod outbox;
 mod pass;
 pub mod pull;
 mod release;
 mod schedule;
+mod server;
 mod validators;
 
 use anyhow::{Context, Result};
@@ -66,5 +69,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Release(args) => release::release(global, args),
         Command::Pull(args) => pull::run(&cli.global, args),
         Command::Bundle(args) => bundle::run(global, args),
+        Command::Server(cmd) => server::run(global, cmd),
+        Command::Fleet(args) => fleet::run(global, args),
+        Command::Outbox(args) => outbox::run(global, args),
     }
 }
