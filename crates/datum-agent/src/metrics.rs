@@ -279,6 +279,29 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
+        for outcome in ["deployed", "up_to_date"] {
+            m.pulls
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.to_owned(),
+                })
+                .inc_by(0);
+        }
+        for reason in [
+            "unsigned",
+            "unknown_signer",
+            "expired_key",
+            "bad_signature",
+            "revoked_key",
+            "backwards",
+            "lint",
+            "fetch",
+        ] {
+            m.pull_failures
+                .get_or_create(&ReasonLabel {
+                    reason: reason.to_owned(),
+                })
+                .inc_by(0);
+        }
         for reason in FALLBACK_REASONS {
             m.fallback_passes
                 .get_or_create(&ReasonLabel {
