@@ -1601,15 +1601,18 @@ datum_testkit::testbed_test!(
         let c1 = bed.revision("one", Some("alice"));
         bed.push();
 
+        // The binary where the shipped units run it from (a checkout under
+        // /tmp or /home is hidden from them by PrivateTmp and ProtectHome).
+        let installed = Path::new("/usr/local/bin/datum");
+        std::fs::copy(DATUM, installed).unwrap();
+        let _binary = Cleanup(vec![installed.to_path_buf()]);
         let pull = TestUnit::install(
             "datum-pull.service",
-            &include_str!("../../../deploy/systemd/datum-pull.service")
-                .replace("/usr/local/bin/datum", DATUM),
+            include_str!("../../../deploy/systemd/datum-pull.service"),
         );
         let agent = TestUnit::install(
             "datum-agent.service",
-            &include_str!("../../../deploy/systemd/datum-agent.service")
-                .replace("/usr/local/bin/datum", DATUM),
+            include_str!("../../../deploy/systemd/datum-agent.service"),
         );
         let journal = |unit: &str| {
             Command::new("journalctl")
