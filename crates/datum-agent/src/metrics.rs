@@ -286,22 +286,6 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
-        for reason in [
-            "unsigned",
-            "unknown_signer",
-            "expired_key",
-            "bad_signature",
-            "revoked_key",
-            "backwards",
-            "lint",
-            "fetch",
-        ] {
-            m.pull_failures
-                .get_or_create(&ReasonLabel {
-                    reason: reason.to_owned(),
-                })
-                .inc_by(0);
-        }
         for reason in FALLBACK_REASONS {
             m.fallback_passes
                 .get_or_create(&ReasonLabel {
@@ -426,6 +410,18 @@ impl Metrics {
                     revision: revision.to_owned(),
                 })
                 .set(1);
+        }
+    }
+
+    /// The words a failed pull can be counted under: each gets its counter
+    /// at 0 (the vocabulary is datum-pull's).
+    pub fn pull_reasons(&self, words: &[&str]) {
+        for reason in words {
+            self.pull_failures
+                .get_or_create(&ReasonLabel {
+                    reason: (*reason).to_owned(),
+                })
+                .inc_by(0);
         }
     }
 

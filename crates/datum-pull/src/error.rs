@@ -54,6 +54,26 @@ pub enum Reason {
     BadTree { detail: String },
 }
 
+/// Every word [`PullError::word`] can return (the pull metrics export each
+/// at zero from start-up).
+pub const FAILURE_WORDS: &[&str] = &[
+    "unsigned",
+    "bad_signature",
+    "unknown_signer",
+    "expired_key",
+    "key_not_yet_valid",
+    "revoked_key",
+    "wrong_namespace",
+    "unsupported_signature",
+    "backwards",
+    "lint",
+    "bad_tree",
+    "config",
+    "fetch",
+    "state_store",
+    "host",
+];
+
 impl Reason {
     /// A fixed word per reason (the `reason` label of the pull metrics).
     pub fn word(&self) -> &'static str {

@@ -60,6 +60,6 @@ pub mod verify;
 
 pub use checkout::{DeployedRevision, deployed_revision};
 pub use config::{Overrides, PullConfig};
-pub use error::{ConfigError, PullError, Reason, Refusal};
+pub use error::{ConfigError, FAILURE_WORDS, PullError, Reason, Refusal};
 pub use pull::{Deployed, Outcome, Request, Step, pull};
 pub use source::Source;

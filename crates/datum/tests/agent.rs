@@ -521,7 +521,11 @@ fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
     assert!(documented.len() > 15, "{documented:?}");
     // Before anything happened (or whatever the first check did): every
     // counter has its series.
-    for (name, _) in documented.iter().filter(|(_, kind)| kind == "counter") {
+    // (A pull's failure reasons are counted from when the agent pulls.)
+    for (name, _) in documented
+        .iter()
+        .filter(|(n, kind)| kind == "counter" && n != "datum_pull_failures_total")
+    {
         assert!(
             text.lines()
                 .any(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{"))),
@@ -546,10 +550,12 @@ fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
         Duration::from_secs(20),
     );
     let text = agent.metrics();
-    // (What `datum pull` deployed has a series only once a pull deployed.)
+    // (What `datum pull` deployed has a series only once a pull deployed;
+    // its failure reasons once the agent pulls.)
     let conditional = |n: &str| {
         n.starts_with("datum_repository_revision")
             || n == "datum_pull_last_success_timestamp_seconds"
+            || n == "datum_pull_failures_total"
     };
     for (name, _) in documented.iter().filter(|(n, _)| !conditional(n)) {
         assert!(

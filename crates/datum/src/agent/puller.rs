@@ -135,6 +135,7 @@ impl Puller {
         metrics: Arc<Metrics>,
         log: datum_agent::Log,
     ) -> std::io::Result<()> {
+        metrics.pull_reasons(datum_pull::FAILURE_WORDS);
         let offset = datum_agent::jitter_offset(host, "(pull)", self.interval);
         std::thread::Builder::new()
             .name("datum-pull".to_owned())
