@@ -121,6 +121,18 @@ pub enum Command {
     Fleet(FleetArgs),
     /// This host's fleet outbox: reports waiting for the server, backoff, totals.
     Outbox(OutboxArgs),
+    /// Write the manual pages (datum.1, datum-COMMAND.1) into DIR (for packaging).
+    #[command(hide = true)]
+    GenerateMan(GenerateArgs),
+    /// Write the bash, zsh and fish completions into DIR (for packaging).
+    #[command(hide = true)]
+    GenerateCompletions(GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The folder to write into (created when missing; existing files are refused).
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -17,13 +17,12 @@ mod agent;
 mod cli;
 mod commands;
 mod conffiles;
+mod config;
 mod context;
 mod exit;
 mod logging;
 mod render;
 mod reporting;
-
-use clap::Parser;
 
 // A check decodes, observes and drops tens of thousands of small values
 // (resources, observations, paths) on several threads; mimalloc does that
@@ -34,9 +33,12 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let mut cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => exit::usage_error(e),
+    // The command line, with this machine's /etc/datum/datum.toml as its
+    // defaults (flag > environment > file > built-in).
+    let mut cli = match config::parse() {
+        Ok(Ok(cli)) => cli,
+        Ok(Err(e)) => exit::usage_error(e),
+        Err(e) => std::process::exit(exit::report_error(&e.into()).into()),
     };
     let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
         "info"

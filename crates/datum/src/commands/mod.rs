@@ -8,6 +8,7 @@ mod catalogue;
 mod check;
 mod fingerprint;
 mod fleet;
+mod generate;
 mod init;
 mod lint;
 mod outbox;
@@ -72,5 +73,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Server(cmd) => server::run(global, cmd),
         Command::Fleet(args) => fleet::run(global, args),
         Command::Outbox(args) => outbox::run(global, args),
+        Command::GenerateMan(args) => generate::man(&args.dir),
+        Command::GenerateCompletions(args) => generate::completions(&args.dir),
     }
 }

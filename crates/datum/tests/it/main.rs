@@ -14,7 +14,9 @@
 mod apply;
 mod backup;
 mod boundary;
+mod config;
 mod crash;
+mod generate;
 mod init;
 mod lint;
 mod sensitive;
