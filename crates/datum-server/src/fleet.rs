@@ -50,31 +50,31 @@ fn shape(backend: &'static str, what: &str) -> StoreError {
 }
 
 /// Column `i` of `row` as an integer (NULL: `None`).
-fn int(row: &Row, i: usize) -> Option<i64> {
+pub(crate) fn int(row: &Row, i: usize) -> Option<i64> {
     row.get(i).and_then(Val::int)
 }
 
-fn text(row: &Row, i: usize) -> Option<String> {
+pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
     row.get(i).and_then(Val::text).map(str::to_owned)
 }
 
-fn json<T: serde::de::DeserializeOwned + Default>(row: &Row, i: usize) -> T {
+pub(crate) fn json<T: serde::de::DeserializeOwned + Default>(row: &Row, i: usize) -> T {
     row.get(i)
         .and_then(Val::text)
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default()
 }
 
-fn u(v: Option<i64>) -> u64 {
+pub(crate) fn u(v: Option<i64>) -> u64 {
     v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
 }
 
-const HOST_COLUMNS: &str = "SELECT name, kind, enrolled_at, labels, last_report_at, last_report_kind, \
+pub(crate) const HOST_COLUMNS: &str = "SELECT name, kind, enrolled_at, labels, last_report_at, last_report_kind, \
      revision, datum_version, counts, resources, open_findings, quarantined, last_apply_at, \
      last_apply_revision, last_apply_failed, check_errors, expected_interval_s, outbox_depth, \
      outbox_dropped, classes, trees, trees_differing, reports_held, last_deep_round FROM hosts";
 
-fn host_row(r: &Row) -> HostRow {
+pub(crate) fn host_row(r: &Row) -> HostRow {
     HostRow {
         name: text(r, 0).unwrap_or_default(),
         kind: text(r, 1).unwrap_or_default(),
@@ -311,9 +311,9 @@ impl<B: Backend> Fleet<B> {
             for f in &report.findings {
                 rest.push(Stmt::new(
                     "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
-                     first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                     first_seen, last_seen, checks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
                      ON CONFLICT (host, signature) DO UPDATE SET observed = excluded.observed, \
-                     last_seen = excluded.last_seen",
+                     last_seen = excluded.last_seen, checks = excluded.checks",
                     vec![
                         host.into(),
                         f.signature.as_str().into(),
@@ -324,6 +324,7 @@ impl<B: Backend> Fleet<B> {
                         Val::opt_text(f.observed.as_deref()),
                         f.first_seen.into(),
                         report.finished_at.into(),
+                        f.checks.unwrap_or(1).into(),
                     ],
                 ));
             }
@@ -423,6 +424,18 @@ impl<B: Backend> Fleet<B> {
             .iter()
             .map(host_row)
             .collect())
+    }
+
+    /// One host or stack, by name.
+    pub async fn host(&self, name: &str) -> Result<Option<HostRow>, StoreError> {
+        static ONE: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("{HOST_COLUMNS} WHERE name = $1"));
+        Ok(self
+            .backend
+            .rows(Stmt::new(ONE.as_str(), vec![name.into()]))
+            .await?
+            .first()
+            .map(host_row))
     }
 
     pub async fn hosts(&self, staleness: &Staleness) -> Result<views::HostsView, StoreError> {

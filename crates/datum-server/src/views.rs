@@ -851,6 +851,7 @@ mod tests {
             interval_s: 300,
             bound_ms: Some(301_000),
             resources: 3,
+            policy: None,
         }];
         let mut b = host("b", &[]);
         b.last_deep_round = Some(96);
@@ -859,6 +860,7 @@ mod tests {
             interval_s: 3600,
             bound_ms: None,
             resources: 1,
+            policy: None,
         }];
         let v = sampling(Some(&plan), &[a, b], &[(100, 3)]);
         assert_eq!(v.period_rounds, Some(4));

@@ -96,9 +96,13 @@ pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
     FindingSignature, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
-    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, Store, StoredPass,
-    VerifiedRecord,
+    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, ReceivedInstruction,
+    Store, StoredPass, VerifiedRecord,
 };
+/// How the fleet server names quarantine targets (`host`, `Kind[name]`).
+pub mod fleet_targets {
+    pub use crate::state::{target_of, word_of};
+}
 
 /// Where the state database lives, relative to the root.
 pub const STATE_DB_PATH: &str = "var/lib/datum/state.db";

@@ -139,16 +139,30 @@ pub type Migrations = &'static [(i64, &'static str, &'static str)];
 pub struct MIGRATIONS;
 
 impl MIGRATIONS {
-    pub const SQLITE: Migrations = &[(
-        1,
-        "fleet",
-        include_str!("../../migrations/sqlite/0001_fleet.sql"),
-    )];
-    pub const POSTGRES: Migrations = &[(
-        1,
-        "fleet",
-        include_str!("../../migrations/postgres/0001_fleet.sql"),
-    )];
+    pub const SQLITE: Migrations = &[
+        (
+            1,
+            "fleet",
+            include_str!("../../migrations/sqlite/0001_fleet.sql"),
+        ),
+        (
+            2,
+            "web",
+            include_str!("../../migrations/sqlite/0002_web.sql"),
+        ),
+    ];
+    pub const POSTGRES: Migrations = &[
+        (
+            1,
+            "fleet",
+            include_str!("../../migrations/postgres/0001_fleet.sql"),
+        ),
+        (
+            2,
+            "web",
+            include_str!("../../migrations/postgres/0002_web.sql"),
+        ),
+    ];
 }
 
 /// What a database offers the fleet.
@@ -182,8 +196,20 @@ mod tests {
     #[test]
     fn the_two_schemas_say_the_same() {
         // Same tables and columns: only types and the id column differ.
-        let pg = super::MIGRATIONS::POSTGRES[0].2;
-        let lite = super::MIGRATIONS::SQLITE[0].2;
+        assert_eq!(
+            super::MIGRATIONS::POSTGRES.len(),
+            super::MIGRATIONS::SQLITE.len()
+        );
+        for (pg, lite) in super::MIGRATIONS::POSTGRES
+            .iter()
+            .zip(super::MIGRATIONS::SQLITE)
+        {
+            assert_eq!((pg.0, pg.1), (lite.0, lite.1));
+            same_schema(pg.2, lite.2);
+        }
+    }
+
+    fn same_schema(pg: &str, lite: &str) {
         let normal = |s: &str| {
             s.replace("BIGSERIAL PRIMARY KEY", "SERIALKEY")
                 .replace("INTEGER PRIMARY KEY AUTOINCREMENT", "SERIALKEY")

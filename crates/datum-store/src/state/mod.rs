@@ -10,6 +10,7 @@
 //! the engine and `datum check` decide, this module remembers.
 
 mod findings;
+mod instructions;
 mod outbox;
 mod passes;
 mod policy;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use instructions::{ReceivedInstruction, target_of, word_of};
 pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
