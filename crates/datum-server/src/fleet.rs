@@ -1,25 +1,40 @@
 //! The query layer: what the fleet stores and reads, over any [`Backend`].
 //!
-//! Every statement lives here, written once for both databases. The JSON
-//! API (`api`) and a later server-rendered web view call these methods and
-//! render what they return; neither writes SQL.
+//! Every read statement lives here, written once for both databases (the
+//! ingest statements are in [`crate::ingest`]). The JSON API (`api`) and a
+//! server-rendered web view call these methods and render what they
+//! return; neither writes SQL.
 //!
-//! Ingest is one transaction per report: its idempotency key first
-//! (`report_keys`, `ON CONFLICT (host, key) DO NOTHING RETURNING host`),
-//! and only when it was new, the rest: the report itself, the host's latest picture, the revision's outcome and failures
-//! (apply), the open findings of the classes it covers (check), the
-//! sampling round, the daily aggregate and retention. A key already stored
-//! writes nothing, which is what makes a retried delivery harmless.
+//! Each view reads the current state ingest keeps, not the history: at
+//! 10,000 hosts a view must not decode 10,000 hosts' reports.
+//! - `hosts`: one narrow row per host with its picture pre-rendered as JSON
+//!   ([`Fleet::hosts_json`] writes the document without decoding it);
+//! - `stale`: the hosts past their allowance, filtered in SQL;
+//! - `rollout`: the revision's own outcome rows (with the labels each host
+//!   had when it applied it), the hosts without one, and its failures; the
+//!   latest revision is one index lookup (`revisions`);
+//! - `drift`: one row per cluster (`drift_clusters`, counted at ingest)
+//!   and the first hosts of each from the `(signature, observed, host)`
+//!   index.
 //!
-//! Owns: [`Fleet`] and the SQL. Must not: authenticate (the API does) or
-//! format anything for a person.
+//! Ingest ([`Fleet::ingest`]): a report's idempotency key decides whether
+//! it writes anything (a retried delivery is harmless); reports arriving
+//! together share a transaction (group commit), each answered after its
+//! commit.
+//!
+//! Owns: [`Fleet`] and the read SQL. Must not: authenticate (the API does)
+//! or format anything for a person.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use datum_fleet::{Report, ReportKind};
+use datum_fleet::Report;
 
+use crate::ingest::{GroupCommit, Submitted};
 use crate::store::{Backend, Row, Stmt, StoreError, Val};
-use crate::views::{self, FailureRow, FindingRow, HostRow, RevisionRow, Staleness};
+use crate::views::{
+    self, Applied, ClusterRow, FailureRow, HostListing, HostRow, PendingHost, Staleness,
+};
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +55,8 @@ pub struct OutboxHeaders {
 #[derive(Debug, Clone)]
 pub struct Fleet<B> {
     backend: B,
+    /// Reports waiting to be written (shared by every clone).
+    commit: Arc<GroupCommit>,
 }
 
 fn shape(backend: &'static str, what: &str) -> StoreError {
@@ -139,11 +156,19 @@ pub struct DailyRow {
 
 impl<B: Backend> Fleet<B> {
     pub fn new(backend: B) -> Self {
-        Fleet { backend }
+        Fleet {
+            backend,
+            commit: Arc::default(),
+        }
     }
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// How this process's ingest batched so far.
+    pub fn ingest_stats(&self) -> crate::ingest::IngestStats {
+        self.commit.stats()
     }
 
     /// Records a token (only its hash) for `name`. A host enrolled again
@@ -202,7 +227,9 @@ impl<B: Backend> Fleet<B> {
     }
 
     /// Stores `report` (already checked to be `who`'s): `Ok(false)` when its
-    /// key was stored before (nothing written).
+    /// key was stored before (nothing written). Answers once the
+    /// transaction holding it committed; reports arriving meanwhile share
+    /// that transaction (see [`crate::ingest`]).
     pub async fn ingest(
         &self,
         report: &Report,
@@ -211,204 +238,18 @@ impl<B: Backend> Fleet<B> {
         outbox: OutboxHeaders,
         reports_kept: u32,
     ) -> Result<bool, StoreError> {
-        let host = report.host.as_str();
-        let first = Stmt::new(
-            "INSERT INTO report_keys (host, key, at) VALUES ($1, $2, $3) \
-             ON CONFLICT (host, key) DO NOTHING RETURNING host",
-            vec![host.into(), report.key.as_str().into(), received_at.into()],
-        );
-        let mut rest = vec![Stmt::new(
-            "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, key) DO NOTHING",
-            vec![
-                host.into(),
-                report.key.as_str().into(),
-                report.seq.into(),
-                report.kind.word().into(),
-                received_at.into(),
-                report.finished_at.into(),
-                report.revision.as_str().into(),
-                i64::from(report.exit_code).into(),
-                raw.into(),
-            ],
-        )];
-        // The host's row first, locked for the rest of the transaction: two
-        // reports of one host (delivered to two servers at once) then take
-        // their turns instead of deadlocking.
-        rest.insert(
-            0,
-            Stmt::new(
-                "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
-                vec![
-                    host.into(),
-                    if report.kind == ReportKind::Stack {
-                        "stack"
-                    } else {
-                        "host"
-                    }
-                    .into(),
-                    received_at.into(),
-                ],
-            ),
-        );
-        let apply = report.kind == ReportKind::Apply;
-        let failed_apply = apply && !report.failures.is_empty();
-        if apply {
-            rest.push(Stmt::new(
-                "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed) \
-                 VALUES ($1, $2, $3, $3, $4, $5, $6) ON CONFLICT (host, revision) DO UPDATE SET \
-                 last_at = excluded.last_at, outcome = excluded.outcome, changed = excluded.changed, \
-                 failed = excluded.failed",
-                vec![
-                    host.into(),
-                    report.revision.as_str().into(),
-                    report.finished_at.into(),
-                    if failed_apply { "failed" } else { "converged" }.into(),
-                    report.changed_total.max(report.changed.len() as u64).into(),
-                    (report.failures.len() as u64).into(),
-                ],
-            ));
-            rest.push(Stmt::new(
-                "DELETE FROM failures WHERE host = $1 AND revision = $2",
-                vec![host.into(), report.revision.as_str().into()],
-            ));
-            for f in &report.failures {
-                rest.push(Stmt::new(
-                    "INSERT INTO failures (host, revision, resource, phase, validator, validator_version, \
-                     exit_status, signature, message, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                     ON CONFLICT (host, revision, resource) DO NOTHING",
-                    vec![
-                        host.into(),
-                        report.revision.as_str().into(),
-                        f.resource.as_str().into(),
-                        f.phase.as_str().into(),
-                        Val::opt_text(f.validator.as_deref()),
-                        Val::opt_text(f.validator_version.as_deref()),
-                        Val::opt_int(f.exit_status.map(i64::from)),
-                        f.signature.as_str().into(),
-                        f.message.as_str().into(),
-                        report.finished_at.into(),
-                    ],
-                ));
-            }
-        } else {
-            // A check (or a stack) replaces the open findings of what it
-            // covered: every class, or the classes it names.
-            if report.classes_checked.is_empty() {
-                rest.push(Stmt::new(
-                    "DELETE FROM findings WHERE host = $1",
-                    vec![host.into()],
-                ));
-            } else {
-                for class in &report.classes_checked {
-                    rest.push(Stmt::new(
-                        "DELETE FROM findings WHERE host = $1 AND class = $2",
-                        vec![host.into(), class.as_str().into()],
-                    ));
-                }
-            }
-            for f in &report.findings {
-                rest.push(Stmt::new(
-                    "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
-                     first_seen, last_seen, checks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                     ON CONFLICT (host, signature) DO UPDATE SET observed = excluded.observed, \
-                     last_seen = excluded.last_seen, checks = excluded.checks",
-                    vec![
-                        host.into(),
-                        f.signature.as_str().into(),
-                        f.subject.as_str().into(),
-                        f.category.as_str().into(),
-                        f.class.as_str().into(),
-                        serde_json::to_string(&f.paths).unwrap_or_default().into(),
-                        Val::opt_text(f.observed.as_deref()),
-                        f.first_seen.into(),
-                        report.finished_at.into(),
-                        f.checks.unwrap_or(1).into(),
-                    ],
-                ));
-            }
-        }
-        let trees_differing = report
-            .trees
-            .iter()
-            .filter(|t| t.observed.as_deref() != Some(t.declared.as_str()))
-            .count() as u64;
-        let check_errors = !apply && report.exit_code == 1;
-        // The host's picture. Only a report at least as recent as the last
-        // one moves it (a late duplicate of an old report cannot).
-        rest.push(Stmt::new(
-            "UPDATE hosts SET labels = $2, last_report_at = $3, last_report_kind = $4, seq = $5, \
-             revision = $6, catalogue = $7, datum_version = $8, counts = $9, resources = $10, \
-             quarantined = $11, expected_interval_s = $12, outbox_depth = $13, outbox_dropped = $14, \
-             classes = $15, trees = $16, trees_differing = $17, \
-             last_apply_at = CASE WHEN $18 = 1 THEN $3 ELSE last_apply_at END, \
-             last_apply_revision = CASE WHEN $18 = 1 THEN $6 ELSE last_apply_revision END, \
-             last_apply_failed = CASE WHEN $18 = 1 THEN $19 ELSE last_apply_failed END, \
-             check_errors = CASE WHEN $18 = 1 THEN check_errors ELSE $20 END \
-             WHERE name = $1 AND (last_report_at IS NULL OR last_report_at <= $3)",
-            vec![
-                host.into(),
-                serde_json::to_string(&report.labels).unwrap_or_default().into(),
-                report.finished_at.into(),
-                report.kind.word().into(),
-                report.seq.into(),
-                report.revision.as_str().into(),
-                report.catalogue.as_str().into(),
-                report.datum_version.as_str().into(),
-                serde_json::to_string(&report.counts).unwrap_or_default().into(),
-                report.resources.into(),
-                (report.quarantined.len() as u64).into(),
-                report.expected_interval_s.into(),
-                outbox.depth.into(),
-                outbox.dropped.into(),
-                serde_json::to_string(&report.classes).unwrap_or_default().into(),
-                (report.trees.len() as u64).into(),
-                trees_differing.into(),
-                apply.into(),
-                failed_apply.into(),
-                check_errors.into(),
-            ],
-        ));
-        if let Some(s) = report.sampling.filter(|s| s.deep) {
-            rest.push(Stmt::new(
-                "INSERT INTO deep_checks (host, round, at) VALUES ($1, $2, $3) ON CONFLICT (host, round) DO NOTHING",
-                vec![host.into(), s.round.into(), report.finished_at.into()],
-            ));
-            rest.push(Stmt::new(
-                "UPDATE hosts SET last_deep_round = $2 WHERE name = $1 \
-                 AND (last_deep_round IS NULL OR last_deep_round < $2)",
-                vec![host.into(), s.round.into()],
-            ));
-        }
-        rest.push(Stmt::new(
-            "INSERT INTO daily (host, day, reports, applies, failed, max_findings) \
-             VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT (host, day) DO UPDATE SET \
-             reports = daily.reports + 1, applies = daily.applies + excluded.applies, \
-             failed = daily.failed + excluded.failed, \
-             max_findings = CASE WHEN excluded.max_findings > daily.max_findings \
-             THEN excluded.max_findings ELSE daily.max_findings END",
-            vec![
-                host.into(),
-                (report.finished_at.div_euclid(86_400)).into(),
-                apply.into(),
-                (failed_apply || check_errors).into(),
-                (report.findings.len() as u64).into(),
-            ],
-        ));
-        // Retention: the newest N reports of the host stay.
-        rest.push(Stmt::new(
-            "DELETE FROM reports WHERE host = $1 AND id <= \
-             (SELECT id FROM reports WHERE host = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-            vec![host.into(), i64::from(reports_kept).into()],
-        ));
-        // Counted after the changes above, whatever order reports came in.
-        rest.push(Stmt::new(
-            "UPDATE hosts SET reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
-             open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) WHERE name = $1",
-            vec![host.into()],
-        ));
-        Ok(self.backend.gated(first, rest).await?.is_some())
+        self.commit
+            .submit(
+                &self.backend,
+                Submitted {
+                    report: report.clone(),
+                    raw: raw.to_owned(),
+                    received_at,
+                    outbox,
+                    reports_kept,
+                },
+            )
+            .await
     }
 
     /// Every host and stack.
@@ -438,12 +279,92 @@ impl<B: Backend> Fleet<B> {
             .map(host_row))
     }
 
+
+    /// The hosts view (every host, by name).
     pub async fn hosts(&self, staleness: &Staleness) -> Result<views::HostsView, StoreError> {
-        Ok(views::hosts(&self.host_rows().await?, staleness))
+        let doc = self.hosts_json(staleness).await?;
+        serde_json::from_slice(&doc).map_err(|e| shape(self.backend.name(), &e.to_string()))
     }
 
+    /// The hosts view as its JSON document, written from one narrow row per
+    /// host and the picture each report left pre-rendered (nothing stored
+    /// is decoded): what `GET /v1/hosts` sends.
+    pub async fn hosts_json(&self, staleness: &Staleness) -> Result<Vec<u8>, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name, kind, enrolled_at, last_report_at, expected_interval_s, quarantined, \
+                 last_apply_failed, check_errors, open_findings, trees_differing, reports_held, \
+                 view_json FROM hosts",
+                vec![],
+            ))
+            .await?;
+        let listings = rows
+            .into_iter()
+            .map(|mut r| {
+                let members = match r.get_mut(11) {
+                    Some(Val::Text(t)) => Some(std::mem::take(t)),
+                    _ => None,
+                };
+                let name = match r.get_mut(0) {
+                    Some(Val::Text(t)) => std::mem::take(t),
+                    _ => String::new(),
+                };
+                HostListing {
+                    row: HostRow {
+                        name,
+                        kind: text(&r, 1).unwrap_or_default(),
+                        enrolled_at: int(&r, 2).unwrap_or(0),
+                        last_report_at: int(&r, 3),
+                        expected_interval_s: u(int(&r, 4)),
+                        quarantined: u(int(&r, 5)),
+                        last_apply_failed: int(&r, 6).unwrap_or(0) != 0,
+                        check_errors: int(&r, 7).unwrap_or(0) != 0,
+                        open_findings: u(int(&r, 8)),
+                        trees_differing: u(int(&r, 9)),
+                        reports_held: u(int(&r, 10)),
+                        ..HostRow::default()
+                    },
+                    members,
+                }
+            })
+            .collect();
+        Ok(views::hosts_document(listings, staleness))
+    }
+
+    /// Hosts whose last report (or enrolment) is older than they allow.
+    /// SQL keeps the candidates (an allowance rounded down to the
+    /// thousandth of the factor, so never one too few); the view applies
+    /// the exact rule.
     pub async fn stale(&self, staleness: &Staleness) -> Result<views::StaleView, StoreError> {
-        Ok(views::stale(&self.host_rows().await?, staleness))
+        let milli = (staleness.factor * 1000.0).floor().max(0.0) as i64;
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name, kind, enrolled_at, labels, last_report_at, expected_interval_s FROM hosts \
+                 WHERE CASE WHEN last_report_at IS NULL THEN enrolled_at + $2 < $1 \
+                 WHEN expected_interval_s = 0 THEN last_report_at + $2 < $1 \
+                 ELSE last_report_at + expected_interval_s * $3 / 1000 < $1 END",
+                vec![
+                    staleness.now.into(),
+                    staleness.first_report_within.into(),
+                    milli.into(),
+                ],
+            ))
+            .await?;
+        let rows: Vec<HostRow> = rows
+            .iter()
+            .map(|r| HostRow {
+                name: text(r, 0).unwrap_or_default(),
+                kind: text(r, 1).unwrap_or_default(),
+                enrolled_at: int(r, 2).unwrap_or(0),
+                labels: json(r, 3),
+                last_report_at: int(r, 4),
+                expected_interval_s: u(int(r, 5)),
+                ..HostRow::default()
+            })
+            .collect();
+        Ok(views::stale(&rows, staleness))
     }
 
     /// The revision applied most recently anywhere.
@@ -451,46 +372,75 @@ impl<B: Backend> Fleet<B> {
         let rows = self
             .backend
             .rows(Stmt::new(
-                "SELECT revision FROM host_revisions ORDER BY last_at DESC, revision LIMIT 1",
+                "SELECT revision FROM revisions ORDER BY last_at DESC, revision LIMIT 1",
                 vec![],
             ))
             .await?;
         Ok(rows.first().and_then(|r| text(r, 0)))
     }
 
+    /// The rollout of `revision` (default: the latest), from its own rows.
     pub async fn rollout(&self, revision: Option<&str>) -> Result<views::RolloutView, StoreError> {
         let revision = match revision {
             Some(r) => Some(r.to_owned()),
             None => self.latest_revision().await?,
         };
-        let hosts = self.host_rows().await?;
-        let Some(rev) = revision.clone() else {
-            return Ok(views::rollout(None, &hosts, &[], &[]));
-        };
-        let applied: Vec<RevisionRow> = self
+        let rev = revision.clone().unwrap_or_default();
+        let mut answers = self
             .backend
-            .rows(Stmt::new(
-                "SELECT host, outcome, last_at, changed, failed FROM host_revisions WHERE revision = $1",
-                vec![rev.as_str().into()],
-            ))
+            .read(vec![
+                Stmt::new(
+                    "SELECT host, outcome, labels FROM host_revisions WHERE revision = $1",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT name, last_apply_revision FROM hosts h WHERE kind = 'host' AND NOT EXISTS \
+                     (SELECT 1 FROM host_revisions r WHERE r.revision = $1 AND r.host = h.name)",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT host, resource, phase, validator, validator_version, exit_status, signature, message \
+                     FROM failures WHERE revision = $1",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new("SELECT count(*) FROM hosts WHERE kind = 'host'", vec![]),
+            ])
             .await?
-            .iter()
-            .map(|r| RevisionRow {
-                host: text(r, 0).unwrap_or_default(),
-                outcome: text(r, 1).unwrap_or_default(),
-                last_at: int(r, 2).unwrap_or(0),
-                changed: u(int(r, 3)),
-                failed: u(int(r, 4)),
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (applied_rows, pending_rows, failure_rows, total) = (next(), next(), next(), next());
+        // Hosts share a few label sets: each distinct one is decoded once.
+        let mut sets: Vec<BTreeMap<String, String>> = Vec::new();
+        let mut set_of: HashMap<String, usize> = HashMap::new();
+        let applied: Vec<Applied> = applied_rows
+            .into_iter()
+            .map(|mut r| {
+                let labels = match r.get_mut(2) {
+                    Some(Val::Text(t)) => std::mem::take(t),
+                    _ => String::new(),
+                };
+                let index = *set_of.entry(labels).or_insert_with_key(|text| {
+                    sets.push(serde_json::from_str(text).unwrap_or_default());
+                    sets.len() - 1
+                });
+                Applied {
+                    failed: r.get(1).and_then(Val::text) == Some("failed"),
+                    host: match r.get_mut(0) {
+                        Some(Val::Text(t)) => std::mem::take(t),
+                        _ => String::new(),
+                    },
+                    labels: index,
+                }
             })
             .collect();
-        let failures: Vec<FailureRow> = self
-            .backend
-            .rows(Stmt::new(
-                "SELECT host, resource, phase, validator, validator_version, exit_status, signature, message \
-                 FROM failures WHERE revision = $1",
-                vec![rev.as_str().into()],
-            ))
-            .await?
+        let pending: Vec<PendingHost> = pending_rows
+            .iter()
+            .map(|r| PendingHost {
+                name: text(r, 0).unwrap_or_default(),
+                revision: text(r, 1),
+            })
+            .collect();
+        let failures: Vec<FailureRow> = failure_rows
             .iter()
             .map(|r| FailureRow {
                 host: text(r, 0).unwrap_or_default(),
@@ -503,43 +453,121 @@ impl<B: Backend> Fleet<B> {
                 message: text(r, 7).unwrap_or_default(),
             })
             .collect();
-        Ok(views::rollout(revision, &hosts, &applied, &failures))
+        let hosts_total = u(total.first().and_then(|r| int(r, 0)));
+        Ok(views::rollout_of(
+            revision,
+            hosts_total,
+            applied,
+            &sets,
+            pending,
+            &failures,
+        ))
     }
 
+    /// The drift clusters kept at ingest, with the first hosts of each.
     pub async fn drift(&self, now: i64) -> Result<views::DriftView, StoreError> {
-        let rows: Vec<FindingRow> = self
+        let mut answers = self
             .backend
-            .rows(Stmt::new(
-                "SELECT host, signature, subject, category, class, paths, observed, first_seen, last_seen \
-                 FROM findings",
-                vec![],
-            ))
+            .read(vec![
+                Stmt::new(
+                    "SELECT signature, observed, hosts, subject, category, class, paths, first_seen, \
+                     last_seen FROM drift_clusters WHERE hosts > 0",
+                    vec![],
+                ),
+                Stmt::new(
+                    "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
+                     row_number() OVER (PARTITION BY signature, observed ORDER BY host) AS n \
+                     FROM findings) AS ranked WHERE n <= $1",
+                    vec![(views::SAMPLE_HOSTS as i64).into()],
+                ),
+                Stmt::new(
+                    "SELECT count(*), CAST(coalesce(sum(CASE WHEN open_findings > 0 THEN 1 ELSE 0 END), 0) \
+                     AS BIGINT) FROM hosts WHERE last_report_at IS NOT NULL",
+                    vec![],
+                ),
+            ])
             .await?
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (cluster_rows, sample_rows, counts) = (next(), next(), next());
+        // Most clusters share a few path lists: each is decoded once.
+        let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+        let clusters: Vec<ClusterRow> = cluster_rows
             .iter()
-            .map(|r| FindingRow {
-                host: text(r, 0).unwrap_or_default(),
-                signature: text(r, 1).unwrap_or_default(),
-                subject: text(r, 2).unwrap_or_default(),
-                category: text(r, 3).unwrap_or_default(),
-                class: text(r, 4).unwrap_or_default(),
-                paths: json(r, 5),
-                observed: text(r, 6),
-                first_seen: int(r, 7).unwrap_or(0),
-                last_seen: int(r, 8).unwrap_or(0),
+            .map(|r| {
+                let p = r.get(6).and_then(Val::text).unwrap_or("[]");
+                let p = match paths.get(p) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v: Vec<String> = serde_json::from_str(p).unwrap_or_default();
+                        paths.insert(p.to_owned(), v.clone());
+                        v
+                    }
+                };
+                ClusterRow {
+                    signature: text(r, 0).unwrap_or_default(),
+                    observed: text(r, 1).filter(|o| !o.is_empty()),
+                    hosts: u(int(r, 2)),
+                    subject: text(r, 3).unwrap_or_default(),
+                    category: text(r, 4).unwrap_or_default(),
+                    class: text(r, 5).unwrap_or_default(),
+                    paths: p,
+                    first_seen: int(r, 7).unwrap_or(now),
+                    last_seen: int(r, 8).unwrap_or(now),
+                }
             })
             .collect();
-        let total = self
+        let mut samples: HashMap<(String, String), Vec<String>> = HashMap::new();
+        for mut r in sample_rows {
+            let mut take = |i: usize| match r.get_mut(i) {
+                Some(Val::Text(t)) => std::mem::take(t),
+                _ => String::new(),
+            };
+            let (signature, observed, host) = (take(0), take(1), take(2));
+            samples.entry((signature, observed)).or_default().push(host);
+        }
+        let counts = counts.first();
+        Ok(views::drift_of(
+            clusters,
+            samples,
+            u(counts.and_then(|r| int(r, 0))),
+            u(counts.and_then(|r| int(r, 1))),
+            now,
+        ))
+    }
+
+    /// Renders the pre-rendered picture of hosts stored before it existed
+    /// (a store migrated from schema 1). Run once when a server opens its
+    /// store; does nothing afterwards.
+    pub async fn backfill(&self) -> Result<u64, StoreError> {
+        let missing = self
             .backend
             .rows(Stmt::new(
-                "SELECT count(*) FROM hosts WHERE last_report_at IS NOT NULL",
+                "SELECT count(*) FROM hosts WHERE view_json IS NULL AND last_report_at IS NOT NULL",
                 vec![],
             ))
             .await?;
-        let total = total
-            .first()
-            .and_then(|r| int(r, 0))
-            .ok_or_else(|| shape(self.backend.name(), "count(*) gave no row"))?;
-        Ok(views::drift(&rows, u(Some(total)), now))
+        if u(missing.first().and_then(|r| int(r, 0))) == 0 {
+            return Ok(0);
+        }
+        let stmts: Vec<Stmt> = self
+            .host_rows()
+            .await?
+            .iter()
+            .filter(|h| h.last_report_at.is_some())
+            .map(|h| {
+                Stmt::new(
+                    "UPDATE hosts SET view_json = $2 WHERE name = $1 AND view_json IS NULL",
+                    vec![
+                        h.name.as_str().into(),
+                        views::HostPicture::of_row(h).members().into(),
+                    ],
+                )
+            })
+            .collect();
+        let n = stmts.len() as u64;
+        self.backend.execute(stmts).await?;
+        Ok(n)
     }
 
     pub async fn sampling(

@@ -11,7 +11,9 @@
 //!   default) and PostgreSQL implementations and their versioned
 //!   migrations;
 //! - [`fleet`]: the query layer, the SQL written once for both databases
-//!   (ingest, hosts, rollout, drift, stale, sampling, history);
+//!   (hosts, rollout, drift, stale, sampling, history), each view reading
+//!   only the current state it shows; [`ingest`]: storing reports in
+//!   batches (group commit) and keeping that current state up to date;
 //! - [`views`]: the pure computations behind what the fleet shows (states,
 //!   failure groups and the labels that separate them, drift clusters,
 //!   staleness, sampling bounds), and the documents the API returns;
@@ -31,6 +33,7 @@
 pub mod api;
 pub mod config;
 pub mod fleet;
+pub mod ingest;
 pub mod init;
 pub mod instructions;
 pub mod metrics;

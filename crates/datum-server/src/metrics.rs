@@ -18,14 +18,17 @@
 //!
 //! Of this process: `datum_fleet_reports_ingested_total{kind}`,
 //! `datum_fleet_reports_duplicate_total`,
-//! `datum_fleet_reports_rejected_total{reason}`.
+//! `datum_fleet_reports_rejected_total{reason}`, and how ingest batched:
+//! `datum_fleet_ingest_transactions_total` and
+//! `datum_fleet_ingest_transaction_reports_total` (their ratio is the
+//! mean batch size).
 //!
 //! Labels carry host names, states, kinds, value-free signatures and
 //! categories, never a resource's value. Owns: [`Metrics`]. Must not: be
 //! reachable without the admin credential (host names are inventory).
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -172,6 +175,17 @@ impl Metrics {
             "datum_fleet_reports_rejected",
             "Reports refused by this server process, by reason",
             self.rejected.clone(),
+        );
+        let stats = app.fleet.ingest_stats();
+        registry.register(
+            "datum_fleet_ingest_transactions",
+            "Ingest transactions this server process committed",
+            ConstCounter::new(stats.transactions),
+        );
+        registry.register(
+            "datum_fleet_ingest_transaction_reports",
+            "Reports those transactions answered (group commit: several per transaction)",
+            ConstCounter::new(stats.reports),
         );
         let mut out = String::new();
         encode(&mut out, &registry).map_err(|e| StoreError::Shape {

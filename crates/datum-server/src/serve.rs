@@ -65,8 +65,18 @@ pub enum AnyFleet {
 }
 
 /// Opens the store `store` (`sqlite`: `DIR/fleet.db`; else a PostgreSQL
-/// URL) and migrates it.
+/// URL), migrates it, and fills in what a migration could not (see
+/// [`Fleet::backfill`]).
 pub async fn open_store(dir: &Path, store: &str) -> Result<AnyFleet, StoreError> {
+    let fleet = open_migrated(dir, store).await?;
+    match &fleet {
+        AnyFleet::Sqlite(f) => f.backfill().await?,
+        AnyFleet::Postgres(f) => f.backfill().await?,
+    };
+    Ok(fleet)
+}
+
+async fn open_migrated(dir: &Path, store: &str) -> Result<AnyFleet, StoreError> {
     if store == "sqlite" {
         let path = dir.join(config::SQLITE_FILE);
         let backend = tokio::task::block_in_place(|| {

@@ -159,11 +159,13 @@ pub struct HostView {
     pub datum_version: Option<String>,
 }
 
-/// The hosts view of `rows` at `staleness.now`.
+/// The hosts view of `rows` at `staleness.now`, sorted by name.
 pub fn hosts(rows: &[HostRow], staleness: &Staleness) -> HostsView {
     let mut states: BTreeMap<String, u64> = STATES.iter().map(|s| ((*s).to_owned(), 0)).collect();
+    let mut rows: Vec<&HostRow> = rows.iter().collect();
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
     let hosts: Vec<HostView> = rows
-        .iter()
+        .into_iter()
         .map(|r| {
             let state = host_state(r, staleness);
             *states.entry(state.to_owned()).or_insert(0) += 1;
@@ -195,6 +197,126 @@ pub fn hosts(rows: &[HostRow], staleness: &Staleness) -> HostsView {
         states,
         hosts,
     }
+}
+
+/// What of a host's view only its reports change: rendered when a report
+/// is stored (the members of a JSON object, without the braces) and kept
+/// with the host, so listing the fleet decodes nothing.
+#[derive(Debug, Serialize)]
+pub struct HostPicture<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub last_report: Option<String>,
+    pub last_report_kind: Option<&'a str>,
+    pub revision: Option<&'a str>,
+    pub counts: &'a BTreeMap<String, u64>,
+    pub resources: u64,
+    pub quarantined: u64,
+    pub trees: u64,
+    pub trees_differing: u64,
+    pub expected_interval_s: u64,
+    pub outbox_depth: u64,
+    pub datum_version: Option<&'a str>,
+}
+
+impl<'a> HostPicture<'a> {
+    /// The picture of a stored row.
+    pub fn of_row(r: &'a HostRow) -> Self {
+        HostPicture {
+            labels: &r.labels,
+            last_report: r.last_report_at.map(rfc3339),
+            last_report_kind: r.last_report_kind.as_deref(),
+            revision: r.revision.as_deref(),
+            counts: &r.counts,
+            resources: r.resources,
+            quarantined: r.quarantined,
+            trees: r.trees,
+            trees_differing: r.trees_differing,
+            expected_interval_s: r.expected_interval_s,
+            outbox_depth: r.outbox_depth,
+            datum_version: r.datum_version.as_deref(),
+        }
+    }
+
+    /// The JSON object's members, without its braces.
+    pub fn members(&self) -> String {
+        let whole = serde_json::to_string(self).unwrap_or_default();
+        whole
+            .strip_prefix('{')
+            .and_then(|m| m.strip_suffix('}'))
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// One host as the hosts document is written from: the facts its state and
+/// age follow from (the rest of `row` may be empty), and its picture's
+/// members as rendered at ingest (`None` before its first report).
+#[derive(Debug, Clone)]
+pub struct HostListing {
+    pub row: HostRow,
+    pub members: Option<String>,
+}
+
+/// The hosts document (`GET /v1/hosts`), written straight from listings:
+/// the same JSON document as [`hosts`] over the same hosts (its members in
+/// another order), without building a [`HostView`] per host or decoding
+/// anything stored.
+pub fn hosts_document(mut listings: Vec<HostListing>, staleness: &Staleness) -> Vec<u8> {
+    listings.sort_by(|a, b| a.row.name.cmp(&b.row.name));
+    let mut states: BTreeMap<&str, u64> = STATES.iter().map(|s| (*s, 0)).collect();
+    let words: Vec<&'static str> = listings
+        .iter()
+        .map(|l| {
+            let state = host_state(&l.row, staleness);
+            *states.entry(state).or_insert(0) += 1;
+            state
+        })
+        .collect();
+    let empty = HostPicture::of_row(&HostRow::default()).members();
+    let size: usize = listings
+        .iter()
+        .map(|l| 160 + l.members.as_ref().map_or(empty.len(), String::len))
+        .sum();
+    let mut out: Vec<u8> = Vec::with_capacity(size + 256);
+    out.extend_from_slice(b"{\"format_version\":");
+    put(&mut out, &VIEW_FORMAT_VERSION);
+    out.extend_from_slice(b",\"generated_at\":");
+    put(&mut out, &rfc3339(staleness.now));
+    out.extend_from_slice(b",\"states\":");
+    put(&mut out, &states);
+    out.extend_from_slice(b",\"hosts\":[");
+    for (i, (l, state)) in listings.iter().zip(words).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let r = &l.row;
+        out.extend_from_slice(b"{\"name\":");
+        put(&mut out, &r.name);
+        out.extend_from_slice(b",\"kind\":");
+        put(&mut out, &r.kind);
+        out.extend_from_slice(b",\"state\":\"");
+        out.extend_from_slice(state.as_bytes());
+        out.extend_from_slice(b"\",\"age_s\":");
+        put(
+            &mut out,
+            &r.last_report_at.map(|t| (staleness.now - t).max(0)),
+        );
+        out.extend_from_slice(b",\"reports\":");
+        put(&mut out, &r.reports_held);
+        out.extend_from_slice(b",\"findings\":");
+        put(&mut out, &r.open_findings);
+        out.push(b',');
+        out.extend_from_slice(l.members.as_deref().unwrap_or(&empty).as_bytes());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// `v` as JSON at the end of `out` (writing to a `Vec` cannot fail, and
+/// these values always serialise).
+fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 /// `GET /v1/stale`.
@@ -314,28 +436,34 @@ pub struct FailureGroup {
 }
 
 /// The rollout of `revision` from its rows; `hosts` gives every host's
-/// labels and current revision.
+/// labels and current revision. (The query layer reads only the revision's
+/// own rows and calls [`rollout_of`]; this form, over whole host rows, is
+/// the same computation.)
 pub fn rollout(
     revision: Option<String>,
     hosts: &[HostRow],
     applied: &[RevisionRow],
     failures: &[FailureRow],
 ) -> RolloutView {
-    let labels: HashMap<&str, &BTreeMap<String, String>> =
-        hosts.iter().map(|h| (h.name.as_str(), &h.labels)).collect();
-    let mut converged: Vec<String> = Vec::new();
-    let mut failed: Vec<String> = Vec::new();
-    for a in applied {
-        if a.outcome == "failed" {
-            failed.push(a.host.clone());
-        } else {
-            converged.push(a.host.clone());
-        }
-    }
-    converged.sort();
-    failed.sort();
+    let index: HashMap<&str, usize> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.name.as_str(), i))
+        .collect();
+    let mut label_sets: Vec<BTreeMap<String, String>> =
+        hosts.iter().map(|h| h.labels.clone()).collect();
+    let none = label_sets.len();
+    label_sets.push(BTreeMap::new());
+    let reporters: Vec<Applied> = applied
+        .iter()
+        .map(|a| Applied {
+            host: a.host.clone(),
+            failed: a.outcome == "failed",
+            labels: index.get(a.host.as_str()).copied().unwrap_or(none),
+        })
+        .collect();
     let reported: BTreeSet<&str> = applied.iter().map(|a| a.host.as_str()).collect();
-    let mut pending: Vec<PendingHost> = hosts
+    let pending: Vec<PendingHost> = hosts
         .iter()
         .filter(|h| h.kind == "host" && !reported.contains(h.name.as_str()))
         .map(|h| PendingHost {
@@ -343,20 +471,67 @@ pub fn rollout(
             revision: h.last_apply_revision.clone(),
         })
         .collect();
+    let hosts_total = hosts.iter().filter(|h| h.kind == "host").count() as u64;
+    rollout_of(
+        revision,
+        hosts_total,
+        reporters,
+        &label_sets,
+        pending,
+        failures,
+    )
+}
+
+/// A host that applied the revision: how its last apply of it ended, and
+/// its labels then (an index into the label sets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub host: String,
+    pub failed: bool,
+    pub labels: usize,
+}
+
+/// The rollout from the revision's own rows: every host that applied it
+/// (`applied`, with `label_sets` their distinct label sets), the hosts that
+/// have not (`pending`), how many hosts there are, and the failures.
+pub fn rollout_of(
+    revision: Option<String>,
+    hosts_total: u64,
+    applied: Vec<Applied>,
+    label_sets: &[BTreeMap<String, String>],
+    mut pending: Vec<PendingHost>,
+    failures: &[FailureRow],
+) -> RolloutView {
+    let counts = LabelCounts::new(label_sets, applied.iter().map(|a| a.labels));
+    let set_of: HashMap<&str, usize> = applied
+        .iter()
+        .map(|a| (a.host.as_str(), a.labels))
+        .collect();
+    let mut converged: Vec<&Applied> = applied.iter().filter(|a| !a.failed).collect();
+    converged.sort_by(|a, b| a.host.cmp(&b.host));
+    let mut failed: Vec<String> = applied
+        .iter()
+        .filter(|a| a.failed)
+        .map(|a| a.host.clone())
+        .collect();
+    failed.sort();
     pending.sort_by(|a, b| a.name.cmp(&b.name));
 
     // Group by (resource, validator, signature).
-    let mut by_key: BTreeMap<(String, Option<String>, String), Vec<&FailureRow>> = BTreeMap::new();
+    let mut by_key: BTreeMap<(&str, Option<&str>, &str), Vec<&FailureRow>> = BTreeMap::new();
     for f in failures
         .iter()
-        .filter(|f| reported.contains(f.host.as_str()))
+        .filter(|f| set_of.contains_key(f.host.as_str()))
     {
         by_key
-            .entry((f.resource.clone(), f.validator.clone(), f.signature.clone()))
+            .entry((
+                f.resource.as_str(),
+                f.validator.as_deref(),
+                f.signature.as_str(),
+            ))
             .or_default()
             .push(f);
     }
-    let all: Vec<&str> = reported.iter().copied().collect();
     let mut groups: Vec<FailureGroup> = by_key
         .into_values()
         .map(|rows| {
@@ -368,6 +543,7 @@ pub fn rollout(
                 .filter_map(|r| r.validator_version.clone())
                 .collect();
             let first = rows[0];
+            let sets = names.iter().filter_map(|n| set_of.get(n.as_str()).copied());
             FailureGroup {
                 resource: first.resource.clone(),
                 phase: first.phase.clone(),
@@ -376,7 +552,7 @@ pub fn rollout(
                 exit_status: first.exit_status,
                 signature: first.signature.clone(),
                 message: first.message.clone(),
-                labels: separating_labels(&names, &all, &labels),
+                labels: counts.separating(sets, names.len()),
                 hosts: names,
             }
         })
@@ -387,16 +563,89 @@ pub fn rollout(
             .cmp(&a.hosts.len())
             .then(a.resource.cmp(&b.resource))
     });
-    let converged_labels = separating_labels(&converged, &all, &labels);
+    let converged_labels = counts.separating(converged.iter().map(|a| a.labels), converged.len());
     RolloutView {
         format_version: VIEW_FORMAT_VERSION,
         revision,
-        hosts_total: hosts.iter().filter(|h| h.kind == "host").count() as u64,
-        converged,
+        hosts_total,
+        converged: converged.into_iter().map(|a| a.host.clone()).collect(),
         converged_labels,
         failed,
         pending,
         groups,
+    }
+}
+
+/// How many hosts of a population carry each label value, counted once so
+/// that the labels separating any group of them cost the group's size, not
+/// the population's.
+struct LabelCounts<'a> {
+    sets: &'a [BTreeMap<String, String>],
+    /// Hosts per `(key, value)`.
+    totals: HashMap<(&'a str, &'a str), u64>,
+    hosts: u64,
+}
+
+impl<'a> LabelCounts<'a> {
+    /// The counts over hosts whose label sets are `members` (indexes into
+    /// `sets`; an index out of range is a host without labels).
+    fn new(sets: &'a [BTreeMap<String, String>], members: impl Iterator<Item = usize>) -> Self {
+        let mut hosts = 0;
+        let mut per_set: HashMap<usize, u64> = HashMap::new();
+        for m in members {
+            hosts += 1;
+            *per_set.entry(m).or_insert(0) += 1;
+        }
+        let mut totals = HashMap::new();
+        for (set, n) in per_set {
+            for (k, v) in sets.get(set).into_iter().flatten() {
+                *totals.entry((k.as_str(), v.as_str())).or_insert(0) += n;
+            }
+        }
+        LabelCounts {
+            sets,
+            totals,
+            hosts,
+        }
+    }
+
+    /// The label values of a group of `size` hosts (their label sets
+    /// `members`) that no host outside the group has: for each key every
+    /// host of the group carries, the group's values, when none of them
+    /// occurs outside it. Nothing when nobody is outside the group.
+    fn separating(
+        &self,
+        members: impl Iterator<Item = usize>,
+        size: usize,
+    ) -> BTreeMap<String, Vec<String>> {
+        let mut out = BTreeMap::new();
+        if size == 0 || self.hosts <= size as u64 {
+            return out;
+        }
+        let inside = LabelCounts::new(self.sets, members);
+        // key -> (hosts of the group carrying it, its values in the group)
+        let mut keys: BTreeMap<&str, (u64, Vec<&str>)> = BTreeMap::new();
+        for (&(k, v), &n) in &inside.totals {
+            let e = keys.entry(k).or_insert((0, Vec::new()));
+            e.0 += n;
+            e.1.push(v);
+        }
+        for (key, (carrying, mut values)) in keys {
+            if carrying != inside.hosts {
+                continue;
+            }
+            let outside_has = values
+                .iter()
+                .any(|v| self.totals.get(&(key, *v)) != inside.totals.get(&(key, *v)));
+            if !outside_has {
+                values.sort_unstable();
+                out.insert(
+                    key.to_owned(),
+                    values.into_iter().map(str::to_owned).collect(),
+                );
+            }
+        }
+        out
     }
 }
 
@@ -408,39 +657,17 @@ pub fn separating_labels(
     all: &[&str],
     labels: &HashMap<&str, &BTreeMap<String, String>>,
 ) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    if group.is_empty() {
-        return out;
-    }
-    let inside: BTreeSet<&str> = group.iter().map(String::as_str).collect();
-    let Some(first) = labels.get(group[0].as_str()) else {
-        return out;
-    };
-    for key in first.keys() {
-        let mut values: BTreeSet<&str> = BTreeSet::new();
-        let mut everyone = true;
-        for h in group {
-            match labels.get(h.as_str()).and_then(|l| l.get(key)) {
-                Some(v) => {
-                    values.insert(v);
-                }
-                None => everyone = false,
-            }
-        }
-        if !everyone {
-            continue;
-        }
-        let outside_has = all
-            .iter()
-            .filter(|h| !inside.contains(**h))
-            .filter_map(|h| labels.get(h).and_then(|l| l.get(key)))
-            .any(|v| values.contains(v.as_str()));
-        let anyone_outside = all.iter().any(|h| !inside.contains(*h));
-        if !outside_has && anyone_outside {
-            out.insert(key.clone(), values.into_iter().map(str::to_owned).collect());
-        }
-    }
-    out
+    let sets: Vec<BTreeMap<String, String>> = all
+        .iter()
+        .map(|h| labels.get(h).map(|l| (*l).clone()).unwrap_or_default())
+        .collect();
+    let index: HashMap<&str, usize> = all.iter().enumerate().map(|(i, h)| (*h, i)).collect();
+    let counts = LabelCounts::new(&sets, 0..sets.len());
+    let inside: BTreeSet<usize> = group
+        .iter()
+        .filter_map(|h| index.get(h.as_str()).copied())
+        .collect();
+    counts.separating(inside.iter().copied(), inside.len())
 }
 
 /// One open finding of one host.
@@ -496,6 +723,9 @@ pub struct DriftCluster {
 /// Hosts a cluster names at most.
 pub const SAMPLE_HOSTS: usize = 20;
 
+/// The drift view of open findings, one row per host and finding. (The
+/// query layer reads the clusters kept at ingest and calls [`drift_of`];
+/// this form, over every finding, is the same computation.)
 pub fn drift(rows: &[FindingRow], hosts_total: u64, now: i64) -> DriftView {
     let mut by_key: BTreeMap<(&str, Option<&str>), Vec<&FindingRow>> = BTreeMap::new();
     for r in rows {
@@ -504,37 +734,110 @@ pub fn drift(rows: &[FindingRow], hosts_total: u64, now: i64) -> DriftView {
             .or_default()
             .push(r);
     }
-    let mut variants: HashMap<&str, u64> = HashMap::new();
-    for (sig, _) in by_key.keys() {
-        *variants.entry(sig).or_insert(0) += 1;
-    }
     let drifted: BTreeSet<&str> = rows.iter().map(|r| r.host.as_str()).collect();
-    let mut clusters: Vec<DriftCluster> = by_key
+    let mut samples = HashMap::new();
+    let clusters = by_key
         .into_iter()
         .map(|((sig, observed), rows)| {
             let mut names: Vec<String> = rows.iter().map(|r| r.host.clone()).collect();
             names.sort();
             names.dedup();
-            let hosts = names.len() as u64;
-            names.truncate(SAMPLE_HOSTS);
             let first = rows[0];
-            DriftCluster {
+            let cluster = ClusterRow {
+                signature: sig.to_owned(),
+                observed: observed.map(str::to_owned),
+                hosts: names.len() as u64,
                 subject: first.subject.clone(),
                 category: first.category.clone(),
                 class: first.class.clone(),
                 paths: first.paths.clone(),
-                signature: sig.to_owned(),
-                observed: observed.map(str::to_owned),
-                hosts,
+                first_seen: rows.iter().map(|r| r.first_seen).min().unwrap_or(now),
+                last_seen: rows.iter().map(|r| r.last_seen).max().unwrap_or(now),
+            };
+            names.truncate(SAMPLE_HOSTS);
+            samples.insert(cluster.key(), names);
+            cluster
+        })
+        .collect();
+    drift_of(clusters, samples, hosts_total, drifted.len() as u64, now)
+}
+
+/// One drift cluster as the store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterRow {
+    pub signature: String,
+    pub observed: Option<String>,
+    pub hosts: u64,
+    pub subject: String,
+    pub category: String,
+    pub class: String,
+    pub paths: Vec<String>,
+    pub first_seen: i64,
+    pub last_seen: i64,
+}
+
+impl ClusterRow {
+    /// Its key: signature and observed hash (`""` for none).
+    pub fn key(&self) -> (String, String) {
+        (
+            self.signature.clone(),
+            self.observed.clone().unwrap_or_default(),
+        )
+    }
+}
+
+/// The drift view from its clusters, `samples` naming some hosts of each
+/// (by cluster key; sorted and cut to [`SAMPLE_HOSTS`] here), with the
+/// fleet's host counts.
+pub fn drift_of(
+    clusters: Vec<ClusterRow>,
+    mut samples: HashMap<(String, String), Vec<String>>,
+    hosts_total: u64,
+    hosts_drifted: u64,
+    now: i64,
+) -> DriftView {
+    let clusters: Vec<ClusterRow> = clusters.into_iter().filter(|c| c.hosts > 0).collect();
+    let mut variants: HashMap<&str, u64> = HashMap::new();
+    for c in &clusters {
+        *variants.entry(c.signature.as_str()).or_insert(0) += 1;
+    }
+    let variants: HashMap<String, u64> = variants
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let mut out: Vec<DriftCluster> = clusters
+        .into_iter()
+        .map(|c| {
+            let mut names = samples.remove(&c.key()).unwrap_or_default();
+            names.sort();
+            names.dedup();
+            names.truncate(SAMPLE_HOSTS);
+            DriftCluster {
+                variants: variants
+                    .get(&c.signature)
+                    .copied()
+                    .unwrap_or(1)
+                    .saturating_sub(1),
+                subject: c.subject,
+                category: c.category,
+                class: c.class,
+                paths: c.paths,
+                signature: c.signature,
+                observed: c.observed,
+                hosts: c.hosts,
                 sample_hosts: names,
-                variants: variants.get(sig).copied().unwrap_or(1).saturating_sub(1),
-                spread: if hosts > 1 { "many hosts" } else { "one host" }.to_owned(),
-                first_seen: rfc3339(rows.iter().map(|r| r.first_seen).min().unwrap_or(now)),
-                last_seen: rfc3339(rows.iter().map(|r| r.last_seen).max().unwrap_or(now)),
+                spread: if c.hosts > 1 {
+                    "many hosts"
+                } else {
+                    "one host"
+                }
+                .to_owned(),
+                first_seen: rfc3339(c.first_seen),
+                last_seen: rfc3339(c.last_seen),
             }
         })
         .collect();
-    clusters.sort_by(|a, b| {
+    out.sort_by(|a, b| {
         b.hosts
             .cmp(&a.hosts)
             .then(a.first_seen.cmp(&b.first_seen))
@@ -544,8 +847,8 @@ pub fn drift(rows: &[FindingRow], hosts_total: u64, now: i64) -> DriftView {
         format_version: VIEW_FORMAT_VERSION,
         generated_at: rfc3339(now),
         hosts_total,
-        hosts_drifted: drifted.len() as u64,
-        clusters,
+        hosts_drifted,
+        clusters: out,
     }
 }
 

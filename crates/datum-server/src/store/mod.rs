@@ -1,13 +1,15 @@
 //! Storage: the one trait both databases implement, and the value types
 //! that cross it.
 //!
-//! The fleet's SQL is written once (in [`crate::fleet`]), in the subset
-//! SQLite and PostgreSQL share (`$1` placeholders, `ON CONFLICT`,
-//! `RETURNING`, integers and text only), so the same statements and the
-//! same queries run on both and are tested on both. A [`Backend`] only
-//! knows how to run statements: in one transaction, in order, the first
-//! one deciding whether the rest run (a report whose key is already stored
-//! writes nothing).
+//! The fleet's SQL is written once (in [`crate::fleet`] and
+//! [`crate::ingest`]), in the subset SQLite and PostgreSQL share (`$1`
+//! placeholders, `ON CONFLICT`, `RETURNING`, window functions, integers and
+//! text only), so the same statements and the same queries run on both and
+//! are tested on both. A [`Backend`] only knows how to run statements: a
+//! transaction in [`Phases`] (the statements of a phase sent together, the
+//! next phase chosen from their rows: a report whose key is already stored
+//! writes nothing, a check's findings are compared with the stored ones),
+//! and reads from one consistent snapshot.
 //!
 //! - [`sqlite`]: rusqlite (bundled SQLite, the same library `datum-store`
 //!   links), the embedded default: one file in the server's folder, one
@@ -19,12 +21,14 @@
 //! applied in order inside one transaction and recorded in
 //! `schema_migrations`; a database newer than this build is refused.
 //!
-//! Owns: [`Backend`], [`Val`], [`Stmt`], [`StoreError`], [`MIGRATIONS`].
+//! Owns: [`Backend`], [`Phases`], [`Val`], [`Stmt`], [`StoreError`],
+//! [`MIGRATIONS`].
 //! Must not: know what a report is.
 
 pub mod postgres;
 pub mod sqlite;
 
+use std::borrow::Cow;
 use std::future::Future;
 
 /// A value bound to a statement or read from a row.
@@ -95,14 +99,70 @@ impl From<bool> for Val {
 /// One SQL statement with its parameters (`$1`, `$2`...).
 #[derive(Debug, Clone)]
 pub struct Stmt {
-    pub sql: &'static str,
+    /// Mostly a constant; a multi-row statement is built for its row count
+    /// (see [`values_rows`]), so each row count is one prepared statement.
+    pub sql: Cow<'static, str>,
     pub params: Vec<Val>,
 }
 
 impl Stmt {
     pub fn new(sql: &'static str, params: Vec<Val>) -> Self {
-        Stmt { sql, params }
+        Stmt {
+            sql: Cow::Borrowed(sql),
+            params,
+        }
     }
+
+    /// A statement whose text was built at run time.
+    pub fn built(sql: String, params: Vec<Val>) -> Self {
+        Stmt {
+            sql: Cow::Owned(sql),
+            params,
+        }
+    }
+}
+
+/// `rows` groups of `per_row` placeholders, numbered from `$first`:
+/// `($1, $2), ($3, $4)` for a multi-row `VALUES` or an `IN (...)` list.
+pub fn values_rows(first: usize, per_row: usize, rows: usize) -> String {
+    let mut out = String::with_capacity(rows * per_row * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..per_row {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push('$');
+            out.push_str(&(first + r * per_row + c).to_string());
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// What a [`Phases`] transaction does next.
+#[derive(Debug)]
+pub enum Step {
+    /// Send these statements together (in order); their rows come back to
+    /// [`Phases::next`].
+    Run(Vec<Stmt>),
+    /// Commit what ran.
+    Commit,
+    /// Undo what ran (nothing to write after all).
+    Rollback,
+}
+
+/// A transaction in phases: the statements of one phase are sent together
+/// (pipelined on PostgreSQL: one round trip), and the next phase is decided
+/// from their rows. The plan keeps what it learns; [`Backend::phased`] hands
+/// it back after the commit.
+pub trait Phases: Send + 'static {
+    /// The next step, given the rows of every statement of the last phase
+    /// (empty before the first).
+    fn next(&mut self, rows: Vec<Vec<Row>>) -> Result<Step, StoreError>;
 }
 
 /// A row: its columns in `SELECT` order.
@@ -147,8 +207,13 @@ impl MIGRATIONS {
         ),
         (
             2,
+            "current state",
+            include_str!("../../migrations/sqlite/0002_current_state.sql"),
+        ),
+        (
+            3,
             "web",
-            include_str!("../../migrations/sqlite/0002_web.sql"),
+            include_str!("../../migrations/sqlite/0003_web.sql"),
         ),
     ];
     pub const POSTGRES: Migrations = &[
@@ -159,25 +224,39 @@ impl MIGRATIONS {
         ),
         (
             2,
+            "current state",
+            include_str!("../../migrations/postgres/0002_current_state.sql"),
+        ),
+        (
+            3,
             "web",
-            include_str!("../../migrations/postgres/0002_web.sql"),
+            include_str!("../../migrations/postgres/0003_web.sql"),
         ),
     ];
 }
 
 /// What a database offers the fleet.
-pub trait Backend: Send + Sync + 'static {
+pub trait Backend: Clone + Send + Sync + 'static {
     /// `sqlite` or `postgres`, for messages and metrics.
     fn name(&self) -> &'static str;
 
-    /// Runs `first`, and only when it returned at least one row, `rest`, all
-    /// in one transaction (committed before this returns). Returns the rows
-    /// of `first`, or `None` when it returned none (nothing else ran).
-    fn gated(
+    /// How many ingest transactions may run at once (see
+    /// [`crate::ingest`]).
+    fn writers(&self) -> usize {
+        1
+    }
+
+    /// Runs `plan` in one transaction, committed (or rolled back, as the
+    /// plan says) before this returns; an error rolls back everything. The
+    /// plan comes back with what it learnt.
+    fn phased<P: Phases>(&self, plan: P) -> impl Future<Output = Result<P, StoreError>> + Send;
+
+    /// Runs every query on one consistent snapshot (a read-only
+    /// transaction), the queries sent together; the rows of each, in order.
+    fn read(
         &self,
-        first: Stmt,
-        rest: Vec<Stmt>,
-    ) -> impl Future<Output = Result<Option<Vec<Row>>, StoreError>> + Send;
+        stmts: Vec<Stmt>,
+    ) -> impl Future<Output = Result<Vec<Vec<Row>>, StoreError>> + Send;
 
     /// Runs every statement in one transaction.
     fn execute(&self, stmts: Vec<Stmt>) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -194,23 +273,23 @@ pub fn numbered_placeholders(sql: &str) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_two_schemas_say_the_same() {
-        // Same tables and columns: only types and the id column differ.
-        assert_eq!(
-            super::MIGRATIONS::POSTGRES.len(),
-            super::MIGRATIONS::SQLITE.len()
-        );
-        for (pg, lite) in super::MIGRATIONS::POSTGRES
-            .iter()
-            .zip(super::MIGRATIONS::SQLITE)
-        {
-            assert_eq!((pg.0, pg.1), (lite.0, lite.1));
-            same_schema(pg.2, lite.2);
-        }
+    fn placeholders_of_several_rows_are_numbered_in_order() {
+        assert_eq!(super::values_rows(3, 2, 2), "($3, $4), ($5, $6)");
+        assert_eq!(super::values_rows(1, 1, 3), "($1), ($2), ($3)");
     }
 
-    fn same_schema(pg: &str, lite: &str) {
-        let normal = |s: &str| {
+    #[test]
+    fn the_two_schemas_say_the_same() {
+        // Same migrations, same tables and columns: only types and the id
+        // column differ.
+        let pg = super::MIGRATIONS::POSTGRES;
+        let lite = super::MIGRATIONS::SQLITE;
+        assert_eq!(pg.len(), lite.len());
+        for ((pv, pn, pg), (lv, ln, lite)) in pg.iter().zip(lite) {
+            assert_eq!((pv, pn), (lv, ln));
+            assert_eq!(normal(pg), normal(lite), "migration {pv} differs");
+        }
+        fn normal(s: &str) -> String {
             s.replace("BIGSERIAL PRIMARY KEY", "SERIALKEY")
                 .replace("INTEGER PRIMARY KEY AUTOINCREMENT", "SERIALKEY")
                 .replace("BIGINT", "INT")
@@ -219,7 +298,6 @@ mod tests {
                 .replace("SQLite", "X")
                 .replace("sqlite/", "other/")
                 .replace("postgres/", "other/")
-        };
-        assert_eq!(normal(pg), normal(lite));
+        }
     }
 }

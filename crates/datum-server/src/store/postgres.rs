@@ -2,10 +2,11 @@
 //! pointed at the same database is interchangeable (the server keeps no
 //! other state), so several run behind any load balancer.
 //!
-//! tokio-postgres with a deadpool pool. The statements of one transaction
-//! after the first are sent together (pipelined: tokio-postgres queues them
-//! on the connection without waiting for each answer), so a report costs
-//! about two round trips, not one per row. Migrations run under an advisory
+//! tokio-postgres with a deadpool pool. The statements of one phase of a
+//! transaction are sent together (pipelined: tokio-postgres queues them on
+//! the connection without waiting for each answer), each prepared once per
+//! connection, so a batch of reports costs a few round trips, not one per
+//! row. Migrations run under an advisory
 //! lock, so two servers starting at once do not both migrate.
 //!
 //! Owns: [`PostgresBackend`]. Must not: hold state that another server
@@ -17,7 +18,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
-use super::{Backend, Migrations, Row, Stmt, StoreError, Val};
+use super::{Backend, Migrations, Phases, Row, Step, Stmt, StoreError, Val};
 
 const NAME: &str = "postgres";
 
@@ -206,49 +207,73 @@ fn decode(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
     Ok(out)
 }
 
+/// Prepares (once per connection) and sends `stmts` together; the rows of
+/// each, in order.
+async fn pipelined(
+    tx: &deadpool_postgres::Transaction<'_>,
+    stmts: &[Stmt],
+) -> Result<Vec<Vec<Row>>, StoreError> {
+    let prepared =
+        futures_util::future::try_join_all(stmts.iter().map(|s| tx.prepare_cached(&s.sql)))
+            .await
+            .map_err(db_error("cannot prepare"))?;
+    let all = stmts.iter().zip(&prepared).map(|(s, p)| async move {
+        let params = params(s);
+        tx.query(p, &params).await
+    });
+    let answers = futures_util::future::try_join_all(all)
+        .await
+        .map_err(db_error("cannot run a statement"))?;
+    answers
+        .iter()
+        .map(|rows| rows.iter().map(decode).collect::<Result<Vec<_>, _>>())
+        .collect()
+}
+
 impl Backend for PostgresBackend {
     fn name(&self) -> &'static str {
         NAME
     }
 
-    async fn gated(&self, first: Stmt, rest: Vec<Stmt>) -> Result<Option<Vec<Row>>, StoreError> {
+    /// Two: one batch is written while the other waits for its commit.
+    fn writers(&self) -> usize {
+        2
+    }
+
+    async fn phased<P: Phases>(&self, mut plan: P) -> Result<P, StoreError> {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         let tx = client
             .transaction()
             .await
             .map_err(db_error("cannot start a transaction"))?;
-        let prepared = tx
-            .prepare_cached(first.sql)
-            .await
-            .map_err(db_error("cannot prepare"))?;
-        let rows = tx
-            .query(&prepared, &params(&first))
-            .await
-            .map_err(db_error("cannot run the first statement"))?;
-        if rows.is_empty() {
-            tx.rollback().await.map_err(db_error("cannot roll back"))?;
-            return Ok(None);
+        let mut rows = Vec::new();
+        loop {
+            match plan.next(rows)? {
+                Step::Run(stmts) => rows = pipelined(&tx, &stmts).await?,
+                Step::Commit => {
+                    tx.commit().await.map_err(db_error("cannot commit"))?;
+                    return Ok(plan);
+                }
+                Step::Rollback => {
+                    tx.rollback().await.map_err(db_error("cannot roll back"))?;
+                    return Ok(plan);
+                }
+            }
         }
-        let rows = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-        // Prepared once per connection (cached), then sent together.
-        let mut statements = Vec::with_capacity(rest.len());
-        for s in &rest {
-            statements.push(
-                tx.prepare_cached(s.sql)
-                    .await
-                    .map_err(db_error("cannot prepare"))?,
-            );
-        }
-        let all = rest.iter().zip(&statements).map(|(s, p)| {
-            let params = params(s);
-            let tx = &tx;
-            async move { tx.execute(p, &params).await }
-        });
-        futures_util::future::try_join_all(all)
+    }
+
+    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Row>>, StoreError> {
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
             .await
-            .map_err(db_error("cannot write"))?;
-        tx.commit().await.map_err(db_error("cannot commit"))?;
-        Ok(Some(rows))
+            .map_err(db_error("cannot start a read"))?;
+        let rows = pipelined(&tx, &stmts).await?;
+        tx.commit().await.map_err(db_error("cannot end the read"))?;
+        Ok(rows)
     }
 
     async fn execute(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
@@ -259,7 +284,7 @@ impl Backend for PostgresBackend {
             .map_err(db_error("cannot start a transaction"))?;
         for s in &stmts {
             let p = tx
-                .prepare_cached(s.sql)
+                .prepare_cached(&s.sql)
                 .await
                 .map_err(db_error("cannot prepare"))?;
             tx.execute(&p, &params(s))
@@ -272,7 +297,7 @@ impl Backend for PostgresBackend {
     async fn rows(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         let prepared = client
-            .prepare_cached(stmt.sql)
+            .prepare_cached(&stmt.sql)
             .await
             .map_err(db_error("cannot prepare"))?;
         let rows = client

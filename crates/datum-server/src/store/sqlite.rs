@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Backend, Migrations, Row, Stmt, StoreError, Val, numbered_placeholders};
+use super::{Backend, Migrations, Phases, Row, Step, Stmt, StoreError, Val, numbered_placeholders};
 
 const NAME: &str = "sqlite";
 
@@ -61,6 +61,8 @@ impl SqliteBackend {
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
         )
         .map_err(db_error("cannot set pragmas"))?;
+        // Ingest uses a few dozen statements (multi-row ones per row count).
+        conn.set_prepared_statement_cache_capacity(256);
         migrate(&mut conn, migrations)?;
         Ok(SqliteBackend {
             conn: Arc::new(Mutex::new(conn)),
@@ -135,8 +137,10 @@ impl rusqlite::ToSql for Val {
     }
 }
 
+/// Runs one statement (a query, or a write with or without `RETURNING`) and
+/// collects its rows.
 fn run_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, StoreError> {
-    let sql = numbered_placeholders(stmt.sql);
+    let sql = numbered_placeholders(&stmt.sql);
     let mut prepared = conn
         .prepare_cached(&sql)
         .map_err(db_error("cannot prepare"))?;
@@ -165,7 +169,7 @@ fn run_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, StoreError> {
 }
 
 fn run_exec(conn: &Connection, stmt: &Stmt) -> Result<(), StoreError> {
-    let sql = numbered_placeholders(stmt.sql);
+    let sql = numbered_placeholders(&stmt.sql);
     let mut prepared = conn
         .prepare_cached(&sql)
         .map_err(db_error("cannot prepare"))?;
@@ -188,20 +192,47 @@ impl Backend for SqliteBackend {
         NAME
     }
 
-    async fn gated(&self, first: Stmt, rest: Vec<Stmt>) -> Result<Option<Vec<Row>>, StoreError> {
+    async fn phased<P: Phases>(&self, mut plan: P) -> Result<P, StoreError> {
         self.blocking(move |conn| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(db_error("cannot start a transaction"))?;
-            let rows = run_rows(&tx, &first)?;
-            if rows.is_empty() {
-                return Ok(None);
+            let mut rows = Vec::new();
+            loop {
+                match plan.next(rows)? {
+                    Step::Run(stmts) => {
+                        rows = stmts
+                            .iter()
+                            .map(|s| run_rows(&tx, s))
+                            .collect::<Result<_, _>>()?;
+                    }
+                    Step::Commit => {
+                        tx.commit().map_err(db_error("cannot commit"))?;
+                        return Ok(plan);
+                    }
+                    Step::Rollback => {
+                        tx.rollback().map_err(db_error("cannot roll back"))?;
+                        return Ok(plan);
+                    }
+                }
             }
-            for s in &rest {
-                run_exec(&tx, s)?;
-            }
-            tx.commit().map_err(db_error("cannot commit"))?;
-            Ok(Some(rows))
+        })
+        .await
+    }
+
+    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.blocking(move |conn| {
+            // One snapshot for every query (WAL: a deferred transaction
+            // reads as of its first statement).
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)
+                .map_err(db_error("cannot start a transaction"))?;
+            let rows = stmts
+                .iter()
+                .map(|s| run_rows(&tx, s))
+                .collect::<Result<Vec<_>, _>>()?;
+            tx.commit().map_err(db_error("cannot end the read"))?;
+            Ok(rows)
         })
         .await
     }

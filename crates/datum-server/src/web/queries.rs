@@ -237,18 +237,44 @@ pub async fn failure<B: Backend>(
 }
 
 /// Per drift cluster (signature, observed hash): the most consecutive
-/// checks any of its hosts saw it in.
+/// checks any of its hosts saw it in (kept at ingest).
 pub async fn cluster_checks<B: Backend>(
     fleet: &Fleet<B>,
 ) -> Result<HashMap<(String, Option<String>), u64>, StoreError> {
     Ok(fleet
         .backend()
         .rows(Stmt::new(
-            "SELECT signature, observed, max(checks) FROM findings GROUP BY signature, observed",
+            "SELECT signature, observed, checks FROM drift_clusters WHERE hosts > 0",
             vec![],
         ))
         .await?
         .iter()
-        .map(|r| ((text(r, 0).unwrap_or_default(), text(r, 1)), u(int(r, 2))))
+        .map(|r| {
+            (
+                (
+                    text(r, 0).unwrap_or_default(),
+                    text(r, 1).filter(|o| !o.is_empty()),
+                ),
+                u(int(r, 2)),
+            )
+        })
+        .collect())
+}
+
+/// The classes hosts state, each distinct list once (most hosts share a
+/// few), decoded: what the drift page needs for the policy of a class
+/// without reading every host's row.
+pub async fn class_lists<B: Backend>(
+    fleet: &Fleet<B>,
+) -> Result<Vec<Vec<datum_fleet::ClassBound>>, StoreError> {
+    Ok(fleet
+        .backend()
+        .rows(Stmt::new(
+            "SELECT DISTINCT classes FROM hosts WHERE classes IS NOT NULL",
+            vec![],
+        ))
+        .await?
+        .iter()
+        .map(|r| json(r, 0))
         .collect())
 }

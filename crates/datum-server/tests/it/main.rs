@@ -14,5 +14,6 @@
     reason = "test code: a panic is the test failing, with its message"
 )]
 
+mod current;
 mod queries;
 mod support;

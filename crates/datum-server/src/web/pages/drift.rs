@@ -21,15 +21,15 @@ pub async fn page<B: Backend>(
     State(app): State<Arc<App<B>>>,
     op: Operator,
 ) -> Result<Response, WebError> {
-    let (view, checks, rows) = tokio::try_join!(
+    let (view, checks, class_lists) = tokio::try_join!(
         app.fleet.drift(app.now()),
         queries::cluster_checks(&app.fleet),
-        app.fleet.host_rows(),
+        queries::class_lists(&app.fleet),
     )?;
     // The policies hosts state for each class (normally one).
     let mut policies: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for r in &rows {
-        for c in &r.classes {
+    for classes in &class_lists {
+        for c in classes {
             if let Some(p) = &c.policy {
                 policies.entry(c.class.as_str()).or_default().insert(p);
             }

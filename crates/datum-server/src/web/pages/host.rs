@@ -93,13 +93,14 @@ pub async fn page<B: Backend>(
         .iter()
         .map(|f| {
             let found = newest(&reports, &f.signature);
-            let (changes, diff, seq) = match found {
+            let (changes, diff, seq, checks) = match found {
                 Some((finding, seq)) => (
                     finding.changes.clone(),
                     finding.content_diff.as_deref().map(diff_lines),
                     Some(seq),
+                    finding.checks.unwrap_or(f.checks),
                 ),
-                None => (Vec::new(), None, None),
+                None => (Vec::new(), None, None, f.checks),
             };
             json!({
                 "subject": f.subject,
@@ -108,7 +109,7 @@ pub async fn page<B: Backend>(
                 "paths": f.paths,
                 "first_seen": f.first_seen,
                 "last_seen": f.last_seen,
-                "checks": f.checks,
+                "checks": checks,
                 "observed": f.observed,
                 "changes": changes,
                 "diff": diff,

@@ -1,4 +1,4 @@
--- The web view (issue 15), PostgreSQL. Keep in step with sqlite/0002_web.sql.
+-- The web view (issue 15), PostgreSQL. Keep in step with sqlite/0003_web.sql.
 
 -- Signed-in operators. The cookie holds a random token; only its SHA-256 is
 -- kept, so a copy of the database signs nobody in. A session lives as long
@@ -39,5 +39,9 @@ CREATE TABLE instructions (
 );
 CREATE INDEX instructions_by_host ON instructions (host, done_at);
 
--- How many consecutive checks of its host saw each open finding.
+-- How many consecutive checks of its host saw each open finding, as the
+-- host said when the finding was last written (the host page reads the
+-- newest report's count), and the most any host of a drift cluster said
+-- (moved with the cluster's last_seen at ingest, so it costs no write).
 ALTER TABLE findings ADD COLUMN checks BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE drift_clusters ADD COLUMN checks BIGINT NOT NULL DEFAULT 0;
