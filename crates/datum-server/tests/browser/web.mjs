@@ -152,7 +152,7 @@ async function scenario(label, store) {
     const other = await ctx.newPage();
     await other.goto(pasted);
     assert.deepEqual((await rows(other)).sort(), ['web-003', 'web-004'], 'a pasted link shows the same table');
-    await other.goto(`${server.url}/hosts?state=drifted&sort=name`);
+    await other.goto(`${server.url}/hosts?state=drifted&kind=host&sort=name`);
     const drifted = await rows(other);
     assert.deepEqual(drifted, ['db-1', 'db-2', 'db-3', 'web-001', 'web-002'], 'state filter, sorted by name');
     await other.close();
@@ -229,11 +229,20 @@ async function scenario(label, store) {
     step('a forged CSRF token, or no session cookie: refused, nothing recorded');
     const csrf = await page.getAttribute('form.quarantine-form input[name=csrf]', 'value');
     assert.ok(csrf && csrf.length >= 32, 'the form carries a CSRF token');
-    const form = (token) => ({ form: { csrf: token, target: 'File[motd]', reason: 'forged' }, maxRedirects: 0 });
-    const forged = await page.request.post(`${server.url}/hosts/web-001/quarantine`, form('0'.repeat(csrf.length)));
-    assert.equal(forged.status(), 403, 'a forged CSRF token is refused');
-    const missing = await page.request.post(`${server.url}/hosts/web-001/quarantine`, form(''));
-    assert.equal(missing.status(), 403, 'no CSRF token is refused');
+    // The form as the page has it, but with its token forged or emptied,
+    // submitted by the browser (with the session cookie).
+    await page.goto(`${server.url}/hosts/web-001`);
+    for (const token of ['0'.repeat(csrf.length), '']) {
+      await page.fill('#target', 'File[motd]');
+      await page.fill('#reason', 'forged');
+      await page.$eval('form.quarantine-form input[name=csrf]', (el, t) => { el.value = t; }, token);
+      const [refused] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/hosts/web-001/quarantine')),
+        page.click('form.quarantine-form button[type=submit]'),
+      ]);
+      assert.equal(refused.status(), 403, `a CSRF token ${JSON.stringify(token)} is refused`);
+      await page.goto(`${server.url}/hosts/web-001`);
+    }
     const bare = await fetchWithCa(server, '/hosts/web-001/quarantine', {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -256,7 +265,11 @@ async function scenario(label, store) {
     for (const route of ['/', '/hosts', '/hosts/web-002', '/rollout', '/drift', '/stacks']) {
       await phone.goto(server.url + route);
       const width = await phone.evaluate(() => document.documentElement.scrollWidth);
-      assert.ok(width <= 391, `${route} is ${width} px wide on a 390 px phone`);
+      const wide = await phone.evaluate(() => [...document.querySelectorAll('body *')]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(0, 5)
+        .map((e) => `${e.tagName.toLowerCase()}.${e.className} (${Math.round(e.getBoundingClientRect().right)} px)`));
+      assert.ok(width <= 391, `${route} is ${width} px wide on a 390 px phone: ${wide.join(', ')}`);
     }
     await shot(phone, 'overview-phone.png');
     await phone.close();
@@ -286,9 +299,10 @@ async function scenario(label, store) {
     assert.ok(log.requests.length > 30, `the log saw the pages (${log.requests.length} requests)`);
     const bodies = await everyBody(log);
     assert.ok(bodies.length > 20, 'responses were read');
+    assert.ok(bodies.some((b) => b.body.includes('BACK AT 5 -- bob')), 'the pages themselves were read');
     for (const { url, body } of bodies) assert.ok(!body.includes(canary), `the canary is in ${url}`);
     // And in the API and in the store.
-    for (const route of ['/v1/hosts', '/v1/drift', '/v1/rollout', '/v1/hosts/db-2/history', '/metrics']) {
+    for (const route of ['/v1/hosts', '/v1/drift', '/v1/rollout', '/v1/hosts/db-2/reports', '/v1/stale', '/metrics']) {
       const r = await fetchWithCa(server, route, { headers: { authorization: `Bearer ${server.token}` } });
       assert.equal(r.status, 200, route);
       assert.ok(!(await r.text()).includes(canary), `the canary is in ${route}`);
