@@ -11,7 +11,7 @@
 // change on four hosts (a package rewrote app.conf) apart from a person's
 // edit of the motd on one, a sensitive file holding a canary secret
 // (changed on one host, so its finding is on a page), a host enrolled that
-// never reported (stale), and a driftwatch stack.
+// never reported (stale), three hosts that converged, and a driftwatch stack.
 
 import { execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -128,13 +128,18 @@ export class Server {
         this.log += d;
         if (this.log.includes('listening on')) { clearTimeout(timer); resolve(this); }
       });
-      this.child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}: ${this.log}`)); });
+      this.child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        this.log += `\n[the server exited: code ${code}, signal ${signal}]\n`;
+        reject(new Error(`server exited ${code}: ${this.log}`));
+      });
     });
   }
 
   stop() {
     if (this.child && this.child.exitCode === null) {
       this.child.removeAllListeners('exit');
+      this.stopped = true;
       this.child.kill('SIGTERM');
     }
   }
@@ -239,6 +244,7 @@ export async function seed(dir, store, canary) {
   ];
   for (const [name, v, dc] of web) add(name, { role: 'web', nginx_version: v, dc });
   for (const [i, dc] of [[1, 'fra'], [2, 'fra'], [3, 'ams']]) add(`db-${i}`, { role: 'db', dc });
+  for (const [i, dc] of [[1, 'fra'], [2, 'ams'], [3, 'ams']]) add(`app-${i}`, { role: 'app', dc });
   const expect = (h, args, codes) => {
     const code = h.run(repo, args);
     if (!codes.includes(code)) throw new Error(`${h.name}: datum ${args.join(' ')} exited ${code}, expected ${codes}`);

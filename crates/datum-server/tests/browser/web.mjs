@@ -64,8 +64,12 @@ async function browser(server, profile) {
 
 /// Everything the browser asked for and got, to check at the end.
 function record(ctx) {
-  const log = { requests: [], bodies: [] };
+  const log = { requests: [], bodies: [], errors: [] };
   ctx.on('request', (r) => log.requests.push(r.url()));
+  // A script error, or anything the Content-Security-Policy blocked (an
+  // inline style, a foreign request), is logged as an error.
+  ctx.on('console', (m) => { if (m.type() === 'error') log.errors.push(`${m.location().url}: ${m.text()}`); });
+  ctx.on('weberror', (e) => log.errors.push(String(e.error())));
   ctx.on('response', (r) => {
     log.bodies.push(r.body().then((b) => ({ url: r.url(), body: b.toString('utf8') }), () => null));
   });
@@ -108,7 +112,7 @@ async function scenario(label, store) {
   let fleet;
   let ctx;
   try {
-    step('seed: a real server and 7 hosts running datum apply and check');
+    step('seed: a real server and 10 hosts running datum apply and check');
     fleet = await seed(dir, store, canary);
     const { server } = fleet;
     // The never-reporting host goes stale after 3 s.
@@ -137,6 +141,8 @@ async function scenario(label, store) {
     const when = await page.$eval('time[title]', (t) => ({ text: t.textContent, title: t.title }));
     assert.match(when.title, /UTC/, 'the exact UTC time on hover');
     assert.match(when.text, /ago|just now|in /, `a relative time: ${when.text}`);
+    const bars = await page.$$eval('svg.bar rect', (rs) => rs.map((r) => r.getBoundingClientRect().width));
+    assert.ok(bars.length >= 4 && bars.every((w) => w > 0), `the bars are drawn: ${bars}`);
     await shot(page, 'overview.png');
 
     step('hosts: filter by labels; the filter is in the URL and a pasted link shows the same');
@@ -292,6 +298,10 @@ async function scenario(label, store) {
     await page.goto(`${server.url}/hosts`);
     assert.match(page.url(), /\/login/, 'the ended session is refused');
 
+    step('no script error and nothing the Content-Security-Policy blocked');
+    const errors = log.errors.filter((e) => !/status of 40[13]/.test(e));
+    assert.deepEqual(errors, [], 'console errors');
+
     step('no request to any host but the server; the canary in no response');
     const origin = new URL(server.url).origin;
     const elsewhere = log.requests.filter((u) => !u.startsWith('data:') && !u.startsWith('about:') && new URL(u).origin !== origin);
@@ -365,6 +375,9 @@ if (!shots) {
     const name = `web_browser_${process.pid}_${Date.now() % 1e6}`;
     execFileSync('psql', [base, '-X', '-q', '-c', `CREATE DATABASE ${name}`]);
     await scenario('PostgreSQL', `${base.slice(0, base.lastIndexOf('/'))}/${name}`);
+  } else if (process.env.DATUM_POSTGRES_REQUIRED === '1') {
+    console.error('DATUM_POSTGRES_REQUIRED=1 but DATUM_TEST_POSTGRES is not set');
+    failures += 1;
   } else {
     console.log('web view in Chromium, store: PostgreSQL: SKIPPED (DATUM_TEST_POSTGRES is not set; scripts/postgres start)');
   }

@@ -40,9 +40,12 @@ pub async fn page<B: Backend>(
     let states: Vec<_> = views::STATES
         .iter()
         .map(|s| {
+            let count = hosts.states.get(*s).copied().unwrap_or(0);
             json!({
                 "state": s,
-                "count": hosts.states.get(*s).copied().unwrap_or(0),
+                "count": count,
+                // What the bar draws.
+                "pair": [s, count],
             })
         })
         .collect();
