@@ -88,4 +88,22 @@ pub fn routes<B: Backend>() -> axum::Router<Arc<App<B>>> {
         .route("/logout", post(auth::sign_out::<B>))
         .route("/assets/{file}", get(assets::serve))
         .route("/favicon.ico", get(assets::favicon))
+        .layer(axum::middleware::from_fn(server_timing))
+}
+
+/// Every page says how long the server took to answer it (reading the
+/// store and rendering), as `Server-Timing: app;dur=<ms>`: the browser's
+/// developer tools and the benchmark (`bench/web.sh`) read it from the
+/// Navigation Timing entry.
+async fn server_timing(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = Instant::now();
+    let mut res = next.run(req).await;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!("app;dur={ms:.1}")) {
+        res.headers_mut().insert("server-timing", v);
+    }
+    res
 }

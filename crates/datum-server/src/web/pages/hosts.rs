@@ -153,7 +153,7 @@ pub async fn page<B: Backend>(
     let q: Query = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|e| WebError::BadRequest(format!("bad query string: {e}")))?;
     let staleness = app.staleness();
-    let rows = app.fleet.host_rows().await?;
+    let rows = crate::web::queries::list_rows(&app.fleet).await?;
     let (mut error, terms) = match parse_labels(q.labels.as_deref().unwrap_or("")) {
         Ok(t) => (None, t),
         Err(e) => (Some(e), Vec::new()),

@@ -15,6 +15,7 @@ use crate::api::App;
 use crate::store::Backend;
 use crate::views;
 use crate::web::auth::Operator;
+use crate::web::queries;
 use crate::web::render::{self, WebError};
 
 /// How many of each list the overview shows (the pages behind show all).
@@ -27,12 +28,15 @@ pub async fn page<B: Backend>(
     let staleness = app.staleness();
     let now = app.now();
     let (rows, rollout, drift, recent) = tokio::try_join!(
-        app.fleet.host_rows(),
+        queries::list_rows(&app.fleet),
         app.fleet.rollout(None),
         app.fleet.drift(now),
         crate::instructions::recent(&app.fleet, SHOWN as i64),
     )?;
-    let hosts = views::hosts(&rows, &staleness);
+    let mut by_state: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in &rows {
+        *by_state.entry(views::host_state(r, &staleness)).or_insert(0) += 1;
+    }
     let stale = views::stale(&rows, &staleness);
     let machines = rows.iter().filter(|r| r.kind == "host").count();
     let stacks = rows.len() - machines;
@@ -40,7 +44,7 @@ pub async fn page<B: Backend>(
     let states: Vec<_> = views::STATES
         .iter()
         .map(|s| {
-            let count = hosts.states.get(*s).copied().unwrap_or(0);
+            let count = by_state.get(*s).copied().unwrap_or(0);
             json!({
                 "state": s,
                 "count": count,
