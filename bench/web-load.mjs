@@ -26,7 +26,10 @@ const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return Math.round(s[Math.min(s.length - 1, Math.floor(s.length * p))] * 10) / 10;
 };
-const summary = (xs) => ({ p50: pct(xs, 0.5), p99: pct(xs, 0.99), min: pct(xs, 0), max: pct(xs, 1), n: xs.length });
+const summary = (all) => {
+  const xs = all.filter((x) => Number.isFinite(x));
+  return { p50: pct(xs, 0.5), p99: pct(xs, 0.99), min: pct(xs, 0), max: pct(xs, 1), n: xs.length, missing: all.length - xs.length };
+};
 
 // Without a browser: keep-alive HTTPS, bearer token.
 const agent = new https.Agent({ keepAlive: true, ca: fs.readFileSync(caPem) });
@@ -74,17 +77,21 @@ try {
   for (const [name, route] of Object.entries(routes)) {
     const runs = [];
     for (let i = 0; i < loads + 2; i++) {
-      // A new tab per load: nothing painted before, the cache warm (the
-      // stylesheet and script are cached as a returning operator has them).
-      const tab = await ctx.newPage();
-      await tab.goto(url + route, { waitUntil: 'load' });
-      const m = await tab.evaluate(() => {
+      // A fresh navigation of the same tab each time (first paint is per
+      // navigation), the stylesheet and script cached as a returning
+      // operator has them.
+      await page.bringToFront();
+      await page.goto(url + route, { waitUntil: 'load' });
+      const m = await page.evaluate(() => new Promise((resolve) => {
         const nav = performance.getEntriesByType('navigation')[0];
-        const fcp = performance.getEntriesByName('first-contentful-paint')[0];
         const app = nav.serverTiming.find((s) => s.name === 'app');
-        return { server: app ? app.duration : NaN, html: nav.responseEnd - nav.requestStart, fcp: fcp ? fcp.startTime : NaN, load: nav.loadEventEnd };
-      });
-      await tab.close();
+        const done = (fcp) => resolve({ server: app ? app.duration : NaN, html: nav.responseEnd - nav.requestStart, fcp, load: nav.loadEventEnd });
+        new PerformanceObserver((list) => {
+          const e = list.getEntriesByName('first-contentful-paint')[0];
+          if (e) done(e.startTime);
+        }).observe({ type: 'paint', buffered: true });
+        setTimeout(() => done(NaN), 5000);
+      }));
       if (i >= 2) runs.push(m);
     }
     out[`${name}_chromium`] = {

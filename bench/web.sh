@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet -p datum
-datum=$PWD/target/release/datum
+datum=${DATUM_BIN:-$PWD/target/release/datum}
 SCREENSHOTS="" ./scripts/browser-tests --install-only >/dev/null 2>&1 || true
 export PLAYWRIGHT_DIR=$PWD/target/playwright
 
