@@ -279,7 +279,6 @@ impl<B: Backend> Fleet<B> {
             .map(host_row))
     }
 
-
     /// The hosts view (every host, by name).
     pub async fn hosts(&self, staleness: &Staleness) -> Result<views::HostsView, StoreError> {
         let doc = self.hosts_json(staleness).await?;

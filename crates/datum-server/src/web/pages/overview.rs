@@ -35,7 +35,9 @@ pub async fn page<B: Backend>(
     )?;
     let mut by_state: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for r in &rows {
-        *by_state.entry(views::host_state(r, &staleness)).or_insert(0) += 1;
+        *by_state
+            .entry(views::host_state(r, &staleness))
+            .or_insert(0) += 1;
     }
     let stale = views::stale(&rows, &staleness);
     let machines = rows.iter().filter(|r| r.kind == "host").count();
