@@ -178,6 +178,12 @@ def cmd_ingest(a):
     print(json.dumps(result))
 
 
+def labels_of(i):
+    version = "1.26" if i % 20 == 3 else "1.24"
+    return json.dumps({"dc": "dc%d" % (i % 4), "nginx_version": version, "role": "web" if i % 3 else "db"},
+                      separators=(",", ":"))
+
+
 def cmd_populate(a):
     """SQL for N hosts with D days of history: the latest picture per host,
     the newest 100 reports each (retention), one daily row per day, a revision
@@ -196,8 +202,7 @@ def cmd_populate(a):
     classes = json.dumps([{"class": "normal", "interval_s": 1800, "bound_ms": 1800400, "resources": 500}])
     for i in range(a.hosts):
         n = host_name(i)
-        version = "1.26" if i % 20 == 3 else "1.24"
-        labels = json.dumps({"role": "web" if i % 3 else "db", "nginx_version": version, "dc": "dc%d" % (i % 4)})
+        labels = labels_of(i)
         stale = i % 20 == 7
         last = now - (4 * 3600 if stale else (i % 1800))
         failed = 1 if i % 20 == 3 else 0
@@ -206,13 +211,14 @@ def cmd_populate(a):
                      "cat", "0.1.0", '{"converged":500}', "500", str(20 if drifted else 0), "0",
                      str(last - 600), latest, str(failed), "0", "1800", "0", "0", classes, "5", "0", "100"]) + "\n")
     w("\\.\n")
-    w("COPY host_revisions (host, revision, first_at, last_at, outcome, changed, failed) FROM stdin;\n")
-    for i in range(a.hosts):
-        n = host_name(i)
-        for d in range(a.days):
-            at = now - (a.days - d) * day
+    # Day by day, as a month of rollouts writes them.
+    w("COPY host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels) FROM stdin;\n")
+    for d in range(a.days):
+        at = now - (a.days - d) * day
+        for i in range(a.hosts):
             outcome = "failed" if (i % 20 == 3 and d == a.days - 1) else "converged"
-            w("%s\tgit:rev-%02d\t%d\t%d\t%s\t3\t%d\n" % (n, d, at, at + 60, outcome, 1 if outcome == "failed" else 0))
+            w("%s\tgit:rev-%02d\t%d\t%d\t%s\t3\t%d\t%s\n" % (host_name(i), d, at, at + 60, outcome,
+                                                       1 if outcome == "failed" else 0, labels_of(i)))
     w("\\.\n")
     w("COPY failures (host, revision, resource, phase, validator, validator_version, exit_status, signature, message, at) FROM stdin;\n")
     for i in range(a.hosts):
@@ -249,7 +255,17 @@ def cmd_populate(a):
                 n, hashlib.md5(("%s%d" % (n, r)).encode()).hexdigest(), 48 * a.days - r, at, at, latest,
                 body.replace("\\", "\\\\")))
     w("\\.\n")
-    w("COMMIT;\nANALYZE;\n")
+    # What ingest keeps beside the history, derived as migration 0002 does
+    # for a store of schema 1 (the hosts' pre-rendered pictures are left to
+    # the server, which renders them when it opens the store).
+    w("INSERT INTO revisions (revision, first_at, last_at) "
+      "SELECT revision, min(first_at), max(last_at) FROM host_revisions GROUP BY revision;\n")
+    w("INSERT INTO drift_clusters (signature, observed, hosts, subject, category, class, paths, first_seen, last_seen) "
+      "SELECT signature, observed, count(*), min(subject), min(category), min(class), min(paths), "
+      "min(first_seen), max(last_seen) FROM findings GROUP BY signature, observed;\n")
+    w("COMMIT;\n")
+    # A month of running includes autovacuum's passes.
+    w("VACUUM ANALYZE;\n")
 
 
 def cmd_query(a):

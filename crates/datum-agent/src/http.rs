@@ -4,6 +4,18 @@
 //! Owns the listening socket and one thread that answers requests. It must
 //! not change anything: both endpoints read shared state only. A scrape never
 //! waits for a check; it sees the last completed one.
+//!
+//! Any local user can connect, and the agent runs as root, so every request
+//! is bounded before it costs anything: hyper 1 (on a one-thread tokio
+//! runtime of its own, next to the agent's blocking loop) reads the request
+//! line and headers into one buffer of [`HEAD_LIMIT`] bytes and answers
+//! `431` (or `414` for a request line alone that long) the moment it is full;
+//! at most [`MAX_HEADERS`] headers; a body announced larger than
+//! [`BODY_LIMIT`] is answered `413` without being read; a request that is not
+//! complete within [`REQUEST_TIME`] is answered `408` and closed; at most
+//! [`MAX_CONNECTIONS`] are served at once (more wait in the kernel's
+//! backlog); one request per connection. A 100 MB header therefore costs the
+//! agent one 8 KiB buffer, not 100 MB (tests/agent.rs measures its RSS).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +23,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, VARY};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::sync::{Semaphore, watch};
+
+use crate::exposition::Format;
 use crate::metrics::Metrics;
 
 /// Default `--listen` address: loopback only, so metrics are not exposed to
@@ -18,7 +38,21 @@ use crate::metrics::Metrics;
 /// exporter on Prometheus's default port allocation list.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
 
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Request line plus headers, at most (hyper's smallest buffer). A scrape's
+/// request is a few hundred bytes.
+pub const HEAD_LIMIT: usize = 8 * 1024;
+
+/// Headers per request, at most.
+pub const MAX_HEADERS: usize = 64;
+
+/// Largest request body accepted (and then ignored: no endpoint reads one).
+pub const BODY_LIMIT: u64 = 1024;
+
+/// Time from accepting a connection to a complete response.
+pub const REQUEST_TIME: Duration = Duration::from_secs(10);
+
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// What `/healthz` reports: `200 ok` while the daemon loop makes progress;
 /// `503` once it is stopping, or when one check has run longer than the
@@ -77,7 +111,7 @@ pub struct HttpError {
 
 /// The running server; [`HttpServer::stop`] (or drop) closes it.
 pub struct HttpServer {
-    server: Arc<tiny_http::Server>,
+    stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
 }
@@ -89,29 +123,38 @@ impl HttpServer {
         metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Result<Self, HttpError> {
-        let server = tiny_http::Server::http(addr).map_err(|source| HttpError {
+        Self::start_timed(addr, metrics, health, REQUEST_TIME)
+    }
+
+    /// [`HttpServer::start`] with another time limit per request.
+    fn start_timed(
+        addr: &str,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        request_time: Duration,
+    ) -> Result<Self, HttpError> {
+        let failed = |source: std::io::Error| HttpError {
             addr: addr.to_owned(),
-            source,
-        })?;
-        let bound = server.server_addr().to_ip().ok_or_else(|| HttpError {
-            addr: addr.to_owned(),
-            source: "not an IP address".into(),
-        })?;
-        let server = Arc::new(server);
-        let serving = Arc::clone(&server);
+            source: Box::new(source),
+        };
+        // Bound here, so a taken address is an error of `start`.
+        let listener = std::net::TcpListener::bind(addr).map_err(failed)?;
+        listener.set_nonblocking(true).map_err(failed)?;
+        let bound = listener.local_addr().map_err(failed)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(failed)?;
+        let (stop, stopped) = watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("datum-agent-http".into())
             .spawn(move || {
-                for request in serving.incoming_requests() {
-                    answer(request, &metrics, &health);
-                }
+                runtime.block_on(serve(listener, metrics, health, stopped, request_time));
             })
-            .map_err(|e| HttpError {
-                addr: addr.to_owned(),
-                source: Box::new(e),
-            })?;
+            .map_err(failed)?;
         Ok(Self {
-            server,
+            stop,
             thread: Some(thread),
             addr: bound,
         })
@@ -127,7 +170,7 @@ impl HttpServer {
     }
 
     fn shutdown(&mut self) {
-        self.server.unblock();
+        let _ = self.stop.send(true);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -140,21 +183,130 @@ impl Drop for HttpServer {
     }
 }
 
-fn header(name: &str, value: &str) -> Option<tiny_http::Header> {
-    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
+/// The accept loop: one task per connection, at most [`MAX_CONNECTIONS`].
+async fn serve(
+    listener: std::net::TcpListener,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    mut stopped: watch::Receiver<bool>,
+    request_time: Duration,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        // A free slot first: beyond the limit, connections wait in the
+        // kernel's backlog, costing the agent nothing.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+            _ = stopped.changed() => return,
+        };
+        let Ok(slot) = slot else { return };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of descriptors or a connection reset before accept:
+                // try the next one a moment later.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => return,
+        };
+        let metrics = Arc::clone(&metrics);
+        let health = Arc::clone(&health);
+        tokio::spawn(async move {
+            connection(stream, metrics, health, request_time).await;
+            drop(slot);
+        });
+    }
 }
 
-fn answer(request: tiny_http::Request, metrics: &Metrics, health: &Health) {
-    use tiny_http::{Method, Response};
-    let get = matches!(request.method(), Method::Get | Method::Head);
+/// One connection, one request, within [`REQUEST_TIME`].
+async fn connection(
+    stream: tokio::net::TcpStream,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    request_time: Duration,
+) {
+    use tokio::io::AsyncWriteExt as _;
+    // A second handle on the socket, to answer 408 once hyper is dropped.
+    let Ok(std_stream) = stream.into_std() else {
+        return;
+    };
+    let (Ok(for_hyper), Ok(for_timeout)) = (
+        std_stream
+            .try_clone()
+            .and_then(tokio::net::TcpStream::from_std),
+        tokio::net::TcpStream::from_std(std_stream),
+    ) else {
+        return;
+    };
+    let answered = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&answered);
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        seen.store(true, Ordering::SeqCst);
+        let response = answer(&request, &metrics, &health);
+        async move { Ok::<_, std::convert::Infallible>(response) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .max_buf_size(HEAD_LIMIT)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(false);
+    let serving = builder.serve_connection(TokioIo::new(for_hyper), service);
+    if tokio::time::timeout(request_time, serving).await.is_err()
+        && !answered.load(Ordering::SeqCst)
+    {
+        // The request never arrived whole: say so, then close.
+        let mut late = for_timeout;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            late.write_all(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            ),
+        )
+        .await;
+    }
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response
+}
+
+/// The response to one request (no body is ever read).
+fn answer(
+    request: &Request<Incoming>,
+    metrics: &Metrics,
+    health: &Health,
+) -> Response<Full<Bytes>> {
+    let announced = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > BODY_LIMIT)
+        || request.headers().contains_key(TRANSFER_ENCODING)
+    {
+        return text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+    }
+    let get = matches!(*request.method(), Method::GET | Method::HEAD);
     // The query string does not select anything.
-    let path = request.url().split('?').next().unwrap_or("").to_owned();
-    let response = match (get, path.as_str()) {
+    match (get, request.uri().path()) {
         (true, "/metrics") => {
-            let mut r = Response::from_string(metrics.encode());
-            if let Some(h) = header("Content-Type", OPENMETRICS) {
-                r = r.with_header(h);
-            }
+            let format =
+                Format::negotiate(request.headers().get(ACCEPT).and_then(|v| v.to_str().ok()));
+            let mut r = text(StatusCode::OK, metrics.encode_as(format));
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(format.content_type()),
+            );
+            r.headers_mut()
+                .insert(VARY, hyper::header::HeaderValue::from_static("Accept"));
             r
         }
         (true, "/healthz") => {
@@ -162,16 +314,14 @@ fn answer(request: tiny_http::Request, metrics: &Metrics, health: &Health) {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             match health.verdict(now) {
-                (true, text) => Response::from_string(text),
-                (false, text) => Response::from_string(text).with_status_code(503),
+                (true, body) => text(StatusCode::OK, body),
+                (false, body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
             }
         }
-        (true, "/") => Response::from_string("datum agent: /metrics, /healthz\n"),
-        (false, _) => Response::from_string("method not allowed\n").with_status_code(405),
-        (true, _) => Response::from_string("not found\n").with_status_code(404),
-    };
-    // A client that hung up is not our problem.
-    let _ = request.respond(response);
+        (true, "/") => text(StatusCode::OK, "datum agent: /metrics, /healthz\n"),
+        (false, _) => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+        (true, _) => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
 }
 
 #[cfg(test)]
@@ -179,40 +329,100 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    fn get(addr: SocketAddr, path: &str) -> String {
+    fn exchange(addr: SocketAddr, request: &[u8]) -> String {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = s.write_all(request);
         let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
+        let _ = s.read_to_string(&mut out);
         out
     }
 
-    #[test]
-    fn serves_metrics_and_health_then_stops() {
+    fn get(addr: SocketAddr, path: &str) -> String {
+        exchange(
+            addr,
+            format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+    }
+
+    fn server() -> (HttpServer, Arc<Metrics>, Arc<Health>) {
         let metrics = Arc::new(Metrics::new("9.9.9"));
         let health = Arc::new(Health::default());
         let server =
             HttpServer::start("127.0.0.1:0", Arc::clone(&metrics), Arc::clone(&health)).unwrap();
+        (server, metrics, health)
+    }
+
+    #[test]
+    fn serves_metrics_and_health_then_stops() {
+        let (server, _metrics, health) = server();
         let addr = server.addr();
         let m = get(addr, "/metrics");
         assert!(
             m.starts_with("HTTP/1.1 200") || m.starts_with("HTTP/1.0 200"),
             "{m}"
         );
-        assert!(m.contains("application/openmetrics-text"));
+        // No Accept header: the classic text format, which promtool reads.
+        assert!(m.contains("text/plain; version=0.0.4"), "{m}");
+        assert!(m.contains("# TYPE datum_build_info gauge"), "{m}");
         assert!(m.contains("datum_build_info{version=\"9.9.9\"} 1"));
+        assert!(!m.contains("# EOF"), "{m}");
+        let om = exchange(
+            addr,
+            b"GET /metrics HTTP/1.0\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n",
+        );
+        assert!(om.contains("application/openmetrics-text"), "{om}");
+        assert!(om.contains("# TYPE datum_build info"), "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(get(addr, "/healthz").contains("ok"));
         assert!(get(addr, "/nope").contains(" 404 "));
+        assert!(exchange(addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 405 "));
         health.stopping();
         assert!(get(addr, "/healthz").contains(" 503 "));
         server.stop();
-        // tiny_http closes its listener from its own acceptor thread, a
-        // moment after the server is dropped.
-        let closed = (0..100).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            std::net::TcpStream::connect(addr).is_err()
-        });
-        assert!(closed, "still listening on {addr}");
+        assert!(
+            std::net::TcpStream::connect(addr).is_err(),
+            "still listening on {addr}"
+        );
+    }
+
+    #[test]
+    fn oversized_heads_and_bodies_are_refused() {
+        let (server, _, _) = server();
+        let addr = server.addr();
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(HEAD_LIMIT * 4)
+        );
+        assert!(exchange(addr, big.as_bytes()).starts_with("HTTP/1.1 431"));
+        let many: String = (0..MAX_HEADERS + 10)
+            .map(|i| format!("X-{i}: v\r\n"))
+            .collect();
+        let many = format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{many}\r\n");
+        assert!(exchange(addr, many.as_bytes()).starts_with("HTTP/1.1 431"));
+        let body = b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\nxx";
+        assert!(exchange(addr, body).starts_with("HTTP/1.1 413"));
+    }
+
+    #[test]
+    fn a_request_that_never_completes_gets_408() {
+        let limit = Duration::from_millis(500);
+        let server = HttpServer::start_timed(
+            "127.0.0.1:0",
+            Arc::new(Metrics::new("0")),
+            Arc::default(),
+            limit,
+        )
+        .unwrap();
+        let mut s = std::net::TcpStream::connect(server.addr()).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        s.set_read_timeout(Some(limit * 20)).unwrap();
+        let started = std::time::Instant::now();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 408"), "{out:?}");
+        assert!(started.elapsed() < limit * 10);
     }
 
     #[test]

@@ -60,6 +60,7 @@
 //!     full_interval: DEFAULT_FULL_INTERVAL,
 //!     debounce: WATCH_DEBOUNCE,
 //!     version: "0.1.0".into(),
+//!     validators: vec![],
 //!     signals: false,
 //!     log: Arc::new(|_, line| eprintln!("{line}")),
 //! });
@@ -71,8 +72,17 @@
 //! assert_eq!(bound, Duration::from_millis(103));
 //! ```
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod check;
 pub mod daemon;
+pub mod exposition;
 pub mod http;
 pub mod metrics;
 pub mod schedule;

@@ -26,6 +26,11 @@ pub struct Catalogue {
     /// also in the dependent's `Resource::requires`.
     #[serde(default)]
     pub autorequires: Vec<(ResourceId, ResourceId)>,
+    /// What the repository allows beyond the strict file-system boundary
+    /// (`boundary:` in `datum.yaml`); the host the catalogue is applied to
+    /// walks paths with it.
+    #[serde(default, skip_serializing_if = "datum_core::Boundary::is_empty")]
+    pub boundary: datum_core::Boundary,
 }
 
 impl Catalogue {

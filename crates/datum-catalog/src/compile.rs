@@ -251,7 +251,9 @@ impl<'r> Analysis<'r> {
             .map(|l| l.path.clone())
             .unwrap_or_default();
         let problem = match self.resolver.resolve_file(&layer_path, text) {
-            Ok((abs, _, false)) if abs.is_dir() => return Some(abs),
+            Ok((abs, _, false)) if datum_host::repo::metadata(&abs).is_ok_and(|m| m.is_dir()) => {
+                return Some(abs);
+            }
             Ok((_, rel, _)) => format!(
                 "`source: {text}` is not a folder ({}); a Tree's source is a folder",
                 rel.display()
@@ -595,6 +597,7 @@ impl<'r> Analysis<'r> {
             host: host.clone(),
             resources,
             autorequires,
+            boundary: self.repo.settings.boundary.clone(),
         })
     }
 

@@ -179,7 +179,7 @@ impl Templates {
         if let Some(known) = self.sources.get(rel) {
             return known.is_some();
         }
-        let text = match std::fs::read(abs) {
+        let text = match datum_host::repo::read(abs) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(t) => t,
                 Err(_) => {
@@ -339,7 +339,7 @@ pub(crate) fn hash_source(
     cache: Option<&dyn crate::hashes::SourceHashes>,
 ) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use crate::hashes::FileKey;
-    let mut file = std::fs::File::open(path)?;
+    let mut file = datum_host::repo::open(path)?;
     let Some(cache) = cache else {
         return hash_open(&mut file);
     };

@@ -23,9 +23,8 @@
 //! of the moment it was hashed is therefore never recorded: it is hashed
 //! again next time, until it has been quiet for that long.
 
-use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 /// A hash computed this close (in nanoseconds) after the file's last change
@@ -100,7 +99,9 @@ pub trait SourceHashes: Sync {
 /// an empty cache; lines that do not parse are dropped.
 #[derive(Debug)]
 pub struct HashCacheFile {
-    path: PathBuf,
+    /// The private folder it lives in (`None`: a folder that is missing or
+    /// not private; then nothing is read or written) and its name there.
+    dir: Option<(datum_host::PrivateDir, std::ffi::OsString)>,
     /// What the file held when loaded, sorted by path: read without a lock
     /// by every hashing thread. Digests are bytes, not hex, and the list is
     /// exactly sized: 20,000 entries cost about 3 MB plus their paths.
@@ -115,11 +116,26 @@ type Entry = (Box<Path>, FileKey, SourceDigests);
 impl HashCacheFile {
     /// Reads the cache at `path` (empty when it cannot be read).
     pub fn load(path: &Path) -> Self {
+        Self::load_from(
+            datum_host::PrivateDir::open_parent_of(path, false)
+                .ok()
+                .flatten(),
+        )
+    }
+
+    /// Reads the cache `name` in Datum's private folder `dir`.
+    pub fn load_in(dir: &datum_host::PrivateDir, name: &std::ffi::OsStr) -> Self {
+        Self::load_from(Some((dir.clone(), name.to_owned())))
+    }
+
+    fn load_from(dir: Option<(datum_host::PrivateDir, std::ffi::OsString)>) -> Self {
         use std::io::BufRead as _;
         let mut known: Vec<Entry> = Vec::new();
         // Line by line through one small buffer: the file (about 200 bytes
         // a source) is never held whole.
-        if let Ok(file) = std::fs::File::open(path) {
+        if let Some((dir, name)) = &dir
+            && let Ok(Some(file)) = dir.open_read(name)
+        {
             let mut reader = std::io::BufReader::new(file);
             let mut line = String::new();
             if reader.read_line(&mut line).is_ok() && line.trim_end() == HEADER {
@@ -136,7 +152,7 @@ impl HashCacheFile {
         known.sort_by(|a, b| a.0.cmp(&b.0));
         known.dedup_by(|a, b| a.0 == b.0);
         Self {
-            path: path.to_owned(),
+            dir,
             known,
             recorded: Mutex::new(Vec::new()),
         }
@@ -171,7 +187,7 @@ impl HashCacheFile {
         text.push('\n');
         for (path, key, digests) in all {
             let Some(p) = path.to_str() else { continue };
-            if path.symlink_metadata().is_err() {
+            if datum_host::repo::symlink_metadata(path).is_err() {
                 continue;
             }
             use std::fmt::Write as _;
@@ -187,15 +203,13 @@ impl HashCacheFile {
                 key.device
             );
         }
-        // One temporary name per process: two passes saving at once must not
-        // write into the same file.
-        let tmp = self
-            .path
-            .with_extension(format!("tmp.{}", std::process::id()));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        // A fresh temporary file per save (two passes saving at once never
+        // write into the same one), renamed into Datum's private folder.
+        let Some((dir, name)) = &self.dir else {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        };
+        dir.write_atomic(name, text.as_bytes())
+            .map_err(std::io::Error::other)
     }
 }
 

@@ -59,10 +59,11 @@ impl HostIdentity {
         let mut identity = match host_file {
             Some(path) => read_host_file(path)?,
             None => {
+                // Under the root: through the boundary, like every path there.
                 let path = root.join(DEFAULT_HOST_FILE);
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => parse_host_file(&path, &text)?,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => HostIdentity::default(),
+                match in_root(root, DEFAULT_HOST_FILE) {
+                    Ok(Some(text)) => parse_host_file(&path, &text)?,
+                    Ok(None) => HostIdentity::default(),
                     Err(source) => return Err(HostError::Read { path, source }),
                 }
             }
@@ -91,8 +92,9 @@ impl HostIdentity {
         host_file: Option<&Path>,
         overrides: &[(String, String)],
     ) -> Result<Option<Self>, HostError> {
-        let declared =
-            host_file.is_some() || !overrides.is_empty() || root.join(DEFAULT_HOST_FILE).exists();
+        let declared = host_file.is_some()
+            || !overrides.is_empty()
+            || matches!(in_root(root, DEFAULT_HOST_FILE), Ok(Some(_)) | Err(_));
         if declared {
             Self::load(root, host_file, overrides).map(Some)
         } else {
@@ -112,11 +114,28 @@ pub fn parse_label(text: &str) -> Result<(String, String), HostError> {
 }
 
 fn read_host_file(path: &Path) -> Result<HostIdentity, HostError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HostError::Read {
+    // A file the operator named (`--host-file`): read as given.
+    let text = datum_host::named::read_to_string(path).map_err(|source| HostError::Read {
         path: path.to_owned(),
         source,
     })?;
     parse_host_file(path, &text)
+}
+
+/// The text of `relative` under `root`, read through the host's boundary
+/// (no parent link followed); `None` when it is not there.
+fn in_root(root: &Path, relative: &str) -> std::io::Result<Option<String>> {
+    let host = datum_host::Host::with_name(root, "");
+    let declared = Path::new("/").join(relative);
+    match host.read(&declared) {
+        Ok(found) => Ok(found.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Err(datum_host::HostError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(std::io::Error::other(e)),
+    }
 }
 
 const HOST_KEYS: &[&str] = &["datum", "name", "labels"];
@@ -231,14 +250,15 @@ fn fallback_name(root: &Path) -> Option<String> {
             .find(|l| !l.is_empty() && !l.starts_with('#'))
             .map(str::to_owned)
     };
-    if let Some(name) = std::fs::read_to_string(root.join("etc/hostname"))
+    if let Some(name) = in_root(root, "etc/hostname")
         .ok()
+        .flatten()
         .and_then(first_line)
     {
         return Some(name);
     }
     // The kernel's view of the name, without a libc call.
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    datum_host::named::read_to_string(Path::new("/proc/sys/kernel/hostname"))
         .ok()
         .and_then(first_line)
 }

@@ -23,6 +23,14 @@
 //! of them; the catalogue checks their paths, renders the winner into
 //! `Resource::content` and removes all three from `Resource::desired`.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod catalogue;
 mod classes;
 mod compile;

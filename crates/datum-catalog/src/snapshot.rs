@@ -30,9 +30,8 @@
 //! A snapshot decides what a pass writes, so it is trusted only when owned by
 //! the user reading it and writable by nobody else.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -90,14 +89,14 @@ impl Stamp {
         let taken_ns = now_ns();
         // The repository's own folder, not a link to it: below it, links
         // are entries like any other.
-        let root = &root.canonicalize()?;
+        let root = &datum_host::repo::canonicalize(root)?;
         let mut dirs = Vec::new();
         let mut pending: Vec<Vec<u8>> = vec![Vec::new()];
         while let Some(rel) = pending.pop() {
             let abs = join(root, &rel);
-            let key = FileKey::of(&std::fs::symlink_metadata(&abs)?);
+            let key = FileKey::of(&datum_host::repo::symlink_metadata(&abs)?);
             let mut entries = Vec::new();
-            for entry in std::fs::read_dir(&abs)? {
+            for entry in datum_host::repo::read_dir(&abs)? {
                 let entry = entry?;
                 let name = entry.file_name().as_bytes().to_vec();
                 // `DirEntry::metadata` is an lstat relative to the open
@@ -280,6 +279,7 @@ impl Summary {
 struct Index {
     host: HostIdentity,
     classes: Value,
+    boundary: datum_core::Boundary,
     autorequires: Vec<(ResourceId, ResourceId)>,
     entries: Vec<Summary>,
     /// Offset (from the start of the records) and length of each record.
@@ -317,6 +317,8 @@ pub struct LazyCatalogue {
     /// `datum.yaml`'s `classes:` as written.
     pub classes: Value,
     pub autorequires: Vec<(ResourceId, ResourceId)>,
+    /// `datum.yaml`'s `boundary:`.
+    pub boundary: datum_core::Boundary,
     /// One per resource, in the catalogue's (dependency) order.
     pub entries: Vec<Summary>,
     /// [`Stamp::digest`] of the repository this catalogue was compiled
@@ -346,6 +348,7 @@ impl LazyCatalogue {
             host: catalogue.host,
             classes,
             autorequires: catalogue.autorequires,
+            boundary: catalogue.boundary,
             resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
             stamp_digest: None,
         }
@@ -483,6 +486,7 @@ impl LazyCatalogue {
             host: self.host,
             resources,
             autorequires: self.autorequires,
+            boundary: self.boundary,
         })
     }
 }
@@ -516,7 +520,9 @@ fn decode_at<'a>(
 /// no snapshot is ever trusted).
 fn program_key() -> Option<FileKey> {
     let exe = std::env::current_exe().ok()?;
-    std::fs::metadata(exe).ok().map(|m| FileKey::of(&m))
+    datum_host::repo::metadata(&exe)
+        .ok()
+        .map(|m| FileKey::of(&m))
 }
 
 /// Reads the snapshot at `path` and returns its catalogue when it was written
@@ -524,9 +530,23 @@ fn program_key() -> Option<FileKey> {
 /// (no file, another format, another build, another host, any change in the
 /// repository) is `None`. Only the summaries are decoded here.
 pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalogue> {
+    let (dir, name) = datum_host::PrivateDir::open_parent_of(path, false).ok()??;
+    load_in(&dir, &name, repo, host)
+}
+
+/// [`load`] of the snapshot `name` in Datum's private folder `dir` (opened
+/// without following a link: a link there is never read).
+pub fn load_in(
+    dir: &datum_host::PrivateDir,
+    name: &std::ffi::OsStr,
+    repo: &Path,
+    host: &HostIdentity,
+) -> Option<LazyCatalogue> {
     use std::io::{BufReader, Seek as _};
     use std::os::unix::fs::MetadataExt as _;
-    let file = std::fs::File::open(path).ok()?;
+    let path = dir.file_path(name);
+    let path = path.as_path();
+    let file = dir.open_read(name).ok()??;
     // A catalogue decides what a pass writes: trusted only when written by
     // this user and writable by nobody else (like the state store beside it).
     let meta = file.metadata().ok()?;
@@ -545,7 +565,7 @@ pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalog
         || program.is_none()
         || header.program != program
         || &header.host != host
-        || repo.canonicalize().ok().as_deref() != Some(header.stamp.root.as_path())
+        || datum_host::repo::canonicalize(repo).ok().as_deref() != Some(header.stamp.root.as_path())
     {
         return None;
     }
@@ -562,6 +582,7 @@ pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalog
         stamp_digest: Some(header.stamp.digest()),
         host: index.host,
         classes: index.classes,
+        boundary: index.boundary,
         autorequires: index.autorequires,
         entries: index.entries,
         resources: Resources::Snapshot {
@@ -579,6 +600,23 @@ pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalog
 /// carries rendered bytes.
 pub fn save(
     path: &Path,
+    stamp: Stamp,
+    catalogue: &Catalogue,
+    classes: &Value,
+) -> std::io::Result<Result<(), NotSaved>> {
+    let Some((dir, name)) =
+        datum_host::PrivateDir::open_parent_of(path, true).map_err(std::io::Error::other)?
+    else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    save_in(&dir, &name, stamp, catalogue, classes)
+}
+
+/// [`save`] as `name` in Datum's private folder `dir` (a fresh temporary
+/// file renamed into place; a link there is refused, never written through).
+pub fn save_in(
+    dir: &datum_host::PrivateDir,
+    name: &std::ffi::OsStr,
     stamp: Stamp,
     catalogue: &Catalogue,
     classes: &Value,
@@ -625,6 +663,7 @@ pub fn save(
     let index = Index {
         host: catalogue.host.clone(),
         classes: classes.clone(),
+        boundary: catalogue.boundary.clone(),
         autorequires: catalogue.autorequires.clone(),
         entries: catalogue.resources.iter().map(Summary::of).collect(),
         spans,
@@ -635,20 +674,10 @@ pub fn save(
     rmp_serde::encode::write(&mut bytes, &header).map_err(invalid)?;
     rmp_serde::encode::write(&mut bytes, &index).map_err(invalid)?;
     bytes.extend_from_slice(&records);
-    // `state.catalogue.tmp.PID`: one per process, named after what it
-    // becomes (a write killed half-way leaves a file that says what it was).
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(&bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    // A fresh temporary file named after what it becomes (a write killed
+    // half-way leaves a file that says what it was), renamed into place.
+    dir.write_atomic(name, &bytes)
+        .map_err(std::io::Error::other)?;
     Ok(Ok(()))
 }
 
@@ -781,6 +810,7 @@ mod tests {
             },
             resources: vec![resource("motd", sensitive, bytes), from_source],
             autorequires: vec![],
+            boundary: datum_core::Boundary::default(),
         }
     }
 

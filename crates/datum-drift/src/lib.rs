@@ -9,6 +9,14 @@
 //! reads, and reconciliation goes through the engine's normal apply path (driven by
 //! the `datum` binary, since the Tree provider depends on this crate).
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod check;
 pub mod classes;
 pub mod fingerprint;

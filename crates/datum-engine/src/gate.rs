@@ -7,9 +7,10 @@ use std::path::Path;
 
 use datum_core::Resource;
 use datum_host::Host;
+use datum_host::sandbox::{self, Isolation};
 use datum_providers::common::meta::MetaDesired;
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
-use datum_providers::{GateRejection, StagingGate};
+use datum_providers::{GateRejection, Staged, StagingGate};
 
 /// The validator a resource names, if it names one. A name the registry does
 /// not know never reaches the engine (the catalogue refuses it), but if it
@@ -43,7 +44,7 @@ pub struct ValidationGate<'a> {
 }
 
 impl StagingGate for ValidationGate<'_> {
-    fn check_staged(&mut self, staged: &Path) -> Result<(), GateRejection> {
+    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
         match validator_of(self.resource)? {
             Some(def) if def.scope == Scope::File => {
                 validators::validate_staged(def, self.host, staged).map_err(to_gate)
@@ -53,10 +54,13 @@ impl StagingGate for ValidationGate<'_> {
     }
 }
 
-/// `datum plan`: renders changed content to a scratch copy (outside the
-/// root: a dry run writes nothing to the host) with the target's file name,
-/// owner and mode, and runs the single-file validator on it, so the plan can
-/// say "would fail validation" before anyone applies.
+/// `datum plan`: runs the single-file validator on the changed content, so
+/// the plan can say "would fail validation" before anyone applies. The
+/// content is laid at the target's own path inside the validator's sandbox
+/// (with the declared owner and mode, which validators such as visudo
+/// judge), so nothing is written to the host, not even a scratch copy. A
+/// non-root process that opted out of the sandbox gets a private scratch
+/// copy with the target's file name instead.
 pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
     let Some(def) = validator_of(resource)? else {
         return Ok(());
@@ -67,39 +71,55 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
     let Some(content) = &resource.content else {
         return Ok(());
     };
-    let name = resource
-        .desired_str("path")
-        .and_then(|p| Path::new(p).file_name())
-        .map(|n| n.to_owned())
-        .unwrap_or_else(|| "content".into());
-    let scratch_error = |e: std::io::Error| GateRejection {
-        summary: format!(
-            "cannot prepare a scratch copy for validator {}: {e}",
-            def.name
-        ),
+    let Some(declared) = resource.desired_str("path").map(Path::new) else {
+        return Ok(());
+    };
+    let failed = |summary: String| GateRejection {
+        summary,
         detail: None,
     };
-    let dir = tempfile::Builder::new()
-        .prefix("datum-plan-")
-        .tempdir()
-        .map_err(scratch_error)?;
-    let scratch = dir.path().join(name);
-    let bytes = datum_host::fs::content_bytes(content).map_err(|e| GateRejection {
-        summary: e.to_string(),
-        detail: None,
-    })?;
-    std::fs::write(&scratch, &bytes).map_err(scratch_error)?;
-    // Validators such as visudo judge the file's owner and mode too: the
-    // scratch copy gets the declared ones, parsed as the File provider does.
-    if let Ok(meta) = MetaDesired::parse(&resource.desired) {
-        if let Some(mode) = meta.mode {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(mode))
-                .map_err(scratch_error)?;
+    let bytes = datum_host::repo::content_bytes(content).map_err(|e| failed(e.to_string()))?;
+    let meta = MetaDesired::parse(&resource.desired).ok();
+    let mode = meta
+        .as_ref()
+        .and_then(|m| m.mode)
+        .unwrap_or(datum_providers::file::DEFAULT_MODE);
+    let (uid, gid) = meta
+        .as_ref()
+        .and_then(|m| m.resolve(host).ok())
+        .unwrap_or((None, None));
+    let isolation = match def.check {
+        validators::Check::Builtin(_) => Isolation::Unsandboxed,
+        _ => sandbox::isolation().map_err(|e| failed(e.to_string()))?,
+    };
+    match isolation {
+        Isolation::Sandboxed => {
+            let target = host.resolve(declared).map_err(|e| failed(e.to_string()))?;
+            let staged = Staged {
+                path: &target,
+                bytes: &bytes,
+                mode,
+                uid,
+                gid,
+            };
+            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
         }
-        if let Ok((uid, gid)) = meta.resolve(host) {
-            let _ = std::os::unix::fs::chown(&scratch, uid, gid);
+        Isolation::Unsandboxed => {
+            let name = declared.file_name().unwrap_or("content".as_ref());
+            let scratch = sandbox::ScratchCopy::new(name, &bytes, mode, uid, gid).map_err(|e| {
+                failed(format!(
+                    "cannot prepare a scratch copy for validator {}: {e}",
+                    def.name
+                ))
+            })?;
+            let staged = Staged {
+                path: scratch.path(),
+                bytes: &bytes,
+                mode,
+                uid,
+                gid,
+            };
+            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
         }
     }
-    validators::validate_staged(def, host, &scratch).map_err(to_gate)
 }

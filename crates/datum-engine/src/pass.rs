@@ -323,15 +323,15 @@ pub fn fill_content_for_display(
         && observed.presence == Presence::Present
         && observed.meta.as_ref().is_some_and(|m| small(m.size))
         && let Some(declared) = provider.managed_paths(resource).first()
-        && let Ok(live) = host.resolve(declared)
     {
-        change.before = datum_host::fs::read(&live).ok();
+        // Through the boundary: never content reached through a link.
+        change.before = host.read(declared).ok().flatten();
     }
     if change.after.is_empty()
         && let Some(content) = &resource.content
         && content.source.is_some()
         && small(content.size)
-        && let Ok(bytes) = datum_host::fs::content_bytes(content)
+        && let Ok(bytes) = datum_host::repo::content_bytes(content)
     {
         change.after = bytes.into_owned();
     }
@@ -384,10 +384,7 @@ fn backup_before_change(
         return;
     }
     for declared in provider.managed_paths(resource) {
-        let Ok(live) = host.resolve(&declared) else {
-            continue;
-        };
-        let Ok(bytes) = datum_host::fs::read(&live) else {
+        let Ok(Some(bytes)) = host.read(&declared) else {
             continue;
         };
         let meta = observed.meta.clone().unwrap_or_default();
@@ -421,16 +418,16 @@ fn sweep_stale_staging(catalogue: &Catalogue, host: &Host) {
     for resource in &catalogue.resources {
         if let Some(provider) = datum_providers::lookup(&resource.id.kind) {
             for declared in provider.managed_paths(resource) {
-                if let Some(parent) = declared.parent()
-                    && let Ok(dir) = host.resolve(parent)
-                {
-                    dirs.insert(dir);
+                if let Some(parent) = declared.parent() {
+                    dirs.insert(parent.to_path_buf());
                 }
             }
         }
     }
-    for dir in dirs {
-        let _ = host.sweep_stale_staging(&dir);
+    for declared in dirs {
+        if let Ok(dir) = host.dir(&declared) {
+            let _ = host.sweep_stale_staging(&dir);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Users and groups, read from the passwd and group files.
 //!
-//! Names resolve against `<root>/etc/passwd` and `<root>/etc/group` when the
-//! root has them (an image being built has its own accounts), else against the
+//! Names resolve against `<root>/etc/passwd` and `<root>/etc/group` (read
+//! through the boundary) when the root has them (an image being built has its own accounts), else against the
 //! machine's `/etc/passwd` and `/etc/group`. The files are parsed, not asked of
 //! NSS: a pass must give the same answer for a root directory as the image it
 //! becomes will. This module must not write either file.
@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::HostError;
+use crate::{Host, HostError};
 
 /// One parsed account file: names to numbers and back.
 #[derive(Debug, Clone, Default)]
@@ -72,31 +72,58 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// Reads the account files for `root`, preferring the root's own.
-    pub fn load(root: &Path) -> Result<Self, HostError> {
+    /// Reads the account files of `host`'s root (through the boundary),
+    /// preferring the root's own to the machine's.
+    pub fn load(host: &Host) -> Result<Self, HostError> {
         Ok(Accounts {
-            users: load_db(root, "etc/passwd")?,
-            groups: load_db(root, "etc/group")?,
+            users: load_db(host, "/etc/passwd")?,
+            groups: load_db(host, "/etc/group")?,
         })
     }
 }
 
-fn load_db(root: &Path, relative: &str) -> Result<AccountDb, HostError> {
-    let in_root = root.join(relative);
-    let path = if in_root.exists() {
-        in_root
-    } else {
-        Path::new("/").join(relative)
+fn load_db(host: &Host, declared: &str) -> Result<AccountDb, HostError> {
+    let declared = Path::new(declared);
+    let in_root = match host.read(declared) {
+        Ok(found) => found,
+        // A root that does not exist (yet) has no account files.
+        Err(HostError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
     };
-    match std::fs::read(&path) {
-        Ok(bytes) => Ok(AccountDb::parse(path, &String::from_utf8_lossy(&bytes))),
+    if let Some(bytes) = in_root {
+        let path = host.resolve(declared)?;
+        return Ok(AccountDb::parse(path, &String::from_utf8_lossy(&bytes)));
+    }
+    let machine = Host::with_name("/", "");
+    let path = declared.to_path_buf();
+    match machine.read(declared)? {
+        Some(bytes) => Ok(AccountDb::parse(path, &String::from_utf8_lossy(&bytes))),
         // A root without account files (a bare container) just knows no
         // names; numbers still work.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AccountDb {
+        None => Ok(AccountDb {
             path,
             ..AccountDb::default()
         }),
-        Err(e) => Err(HostError::io("read", path, e)),
+    }
+}
+
+/// Who is running this process, for a record of a person's decision (such
+/// as allowing a rollback): the name they logged in or `sudo`ed as, the
+/// uid, and the kernel's login uid (which `sudo` and `su` keep) when it is
+/// another: `alice (uid 0, login uid 1000)`.
+pub fn invoking_user() -> String {
+    let name = ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let uid = rustix::process::getuid().as_raw();
+    let login = std::fs::read_to_string("/proc/self/loginuid")
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|l| *l != u32::MAX && *l != uid);
+    match login {
+        Some(l) => format!("{name} (uid {uid}, login uid {l})"),
+        None => format!("{name} (uid {uid})"),
     }
 }
 
@@ -157,7 +184,7 @@ www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin
             "alice:x:1234:1234::/:/bin/sh\n",
         )
         .unwrap();
-        let accounts = Accounts::load(dir.path()).unwrap();
+        let accounts = Accounts::load(&Host::new(dir.path())).unwrap();
         assert_eq!(accounts.users.lookup("alice"), Some(1234));
         assert_eq!(accounts.users.path, dir.path().join("etc/passwd"));
         // No group file in the root: the machine's is used.

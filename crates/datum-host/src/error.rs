@@ -8,6 +8,33 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A directory on the way to a managed path is a symbolic link. Datum never
+/// follows one unless the repository names it in `boundary.follow_links`.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to reach {}: {} on its way is a symbolic link (to {}); Datum does not follow links in parent directories (declare the path it points to, or list {} under `boundary.follow_links` in datum.yaml)", path.display(), link.display(), target.display(), declared_link.display())]
+pub struct ParentLink {
+    pub path: PathBuf,
+    pub link: PathBuf,
+    /// What the link points at, as stored.
+    pub target: PathBuf,
+    /// The link as declared (the spelling `follow_links` takes).
+    pub declared_link: PathBuf,
+}
+
+/// systemd's CHASE_SAFE rule: a directory owned by an unprivileged user leads
+/// into one owned by someone else, so that user could swap what Datum is
+/// about to write into.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to reach {}: {} is owned by uid {from_uid}, who could replace {} (owned by uid {into_uid}) at any moment (unsafe ownership transition; list {} under `boundary.owner_transitions` in datum.yaml if that user is trusted)", path.display(), from.display(), into.display(), declared_into.display())]
+pub struct UnsafeTransition {
+    pub path: PathBuf,
+    pub from: PathBuf,
+    pub from_uid: u32,
+    pub into: PathBuf,
+    pub into_uid: u32,
+    pub declared_into: PathBuf,
+}
+
 /// A failed operation on the host, always naming what it was done to.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -35,12 +62,46 @@ pub enum HostError {
     #[error("path `{}` contains a NUL byte", path.display())]
     NulInPath { path: PathBuf },
 
-    #[error("refusing to change {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
+    #[error("refusing to reach {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
     OutsideRoot {
         path: PathBuf,
         root: PathBuf,
         resolved: PathBuf,
     },
+
+    /// A directory on the way to a managed path is a symbolic link (boxed:
+    /// four paths would make every `Result` carrying a `HostError` large).
+    #[error(transparent)]
+    ParentLink(Box<ParentLink>),
+
+    /// An unsafe ownership transition on the way (boxed like `ParentLink`).
+    #[error(transparent)]
+    UnsafeTransition(Box<UnsafeTransition>),
+
+    /// A parent on the way is something other than a directory.
+    #[error("cannot reach {}: {} is not a directory", path.display(), parent.display())]
+    NotADirectory { path: PathBuf, parent: PathBuf },
+
+    /// One of Datum's own folders (state, backups, accepted patches) is not
+    /// private to the user running Datum, or a link sits where one of its
+    /// files belongs.
+    #[error("refusing to use {}: {problem}", path.display())]
+    NotPrivate { path: PathBuf, problem: String },
+
+    /// A validator could not be run in its throwaway sandbox.
+    #[error("cannot build the validator sandbox: {what}: {source}")]
+    Sandbox {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Validators run sandboxed, which needs root; a non-root run must opt
+    /// out explicitly.
+    #[error(
+        "validators run in a throwaway mount namespace, which needs root (CAP_SYS_ADMIN), and this process runs as uid {uid}; as a non-root user set {env}=off to run them unsandboxed with your own rights"
+    )]
+    SandboxNeedsRoot { uid: u32, env: &'static str },
 
     #[error("unknown user `{name}` (not in {})", database.display())]
     UnknownUser { name: String, database: PathBuf },
@@ -81,6 +142,27 @@ impl HostError {
         }
     }
 
+    /// Whether this error is the boundary refusing a path (a parent link,
+    /// an unsafe ownership transition, a parent leading out of the root):
+    /// a finding about the host, not an I/O failure.
+    pub fn is_boundary(&self) -> bool {
+        matches!(
+            self,
+            HostError::OutsideRoot { .. }
+                | HostError::ParentLink(_)
+                | HostError::UnsafeTransition(_)
+        )
+    }
+
+    /// Whether nothing can be at the path because a parent is missing or
+    /// not a directory (an observation reads that as "absent").
+    pub fn is_missing_parent(&self) -> bool {
+        matches!(
+            self,
+            HostError::MissingParent { .. } | HostError::NotADirectory { .. }
+        )
+    }
+
     /// The path the error is about, where there is one.
     pub fn path(&self) -> Option<&std::path::Path> {
         match self {
@@ -90,14 +172,20 @@ impl HostError {
             | HostError::NotNormalised { path, .. }
             | HostError::NulInPath { path }
             | HostError::OutsideRoot { path, .. }
+            | HostError::NotADirectory { path, .. }
+            | HostError::NotPrivate { path, .. }
             | HostError::MissingParent { path, .. }
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }
             | HostError::LockTimeout { path, .. } => Some(path),
+            HostError::ParentLink(e) => Some(&e.path),
+            HostError::UnsafeTransition(e) => Some(&e.path),
             HostError::UnknownUser { .. }
             | HostError::UnknownGroup { .. }
             | HostError::ProgramNotFound { .. }
-            | HostError::Spawn { .. } => None,
+            | HostError::Spawn { .. }
+            | HostError::Sandbox { .. }
+            | HostError::SandboxNeedsRoot { .. } => None,
         }
     }
 }

@@ -1,48 +1,74 @@
 //! Machine access for Datum: the only crate that touches the machine.
 //!
 //! Everything a pass does to a host goes through here: mapping declared paths
-//! under `--root` ([`paths`]), users and groups ([`accounts`]), file-system
-//! operations whose errors carry the path ([`fs`]), atomic replacement through
-//! a staged copy ([`staging`]), Datum's own files outside a root ([`own`]), running programs without a shell
-//! ([`command`]) and the per-root lock ([`lock`]).
+//! under `--root` ([`paths`]), reaching them through the file-system
+//! boundary ([`boundary`]: from a handle on the root, one component at a
+//! time, never through a parent link) and operating on what was reached
+//! ([`Located`], errors carrying the path), atomic replacement through a
+//! staged copy ([`staging`]), Datum's own private folders ([`private`]),
+//! reading the repository ([`repo`]), users and groups ([`accounts`]),
+//! running programs without a shell ([`command`]) and validators in a
+//! throwaway sandbox ([`sandbox`]), and the per-root lock ([`lock`]).
+//! `datum pull` writes its checkouts and switches its link with the same
+//! handles (a checkout is written with [`Located::create_new`] beneath a
+//! [`PrivateDir`], the link swapped by [`Located::stage_symlink`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
 //! operations, and the providers decide which to perform. Errors are
 //! [`HostError`] values that name what they were about, never bare strings.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the one crate that touches the machine: the boundary, the private folders, the repository reads and the command runner are built from these calls (clippy.toml forbids them everywhere else)"
+)]
+
 pub mod accounts;
+pub mod admin;
+pub mod boundary;
 mod cache;
 pub mod command;
 mod error;
 pub mod fs;
+mod located;
 pub mod lock;
-pub mod own;
+pub mod named;
 pub mod paths;
+pub mod private;
+pub mod repo;
+pub mod sandbox;
 pub mod staging;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use accounts::Accounts;
+pub use boundary::{Boundary, Dir};
 pub use cache::PassCache;
 pub use command::{CommandOutput, CommandSpec};
-pub use error::HostError;
+pub use error::{HostError, ParentLink, UnsafeTransition};
 pub use fs::{FileKind, Stat};
+pub use located::Located;
 pub use lock::RootLock;
+pub use private::PrivateDir;
 pub use staging::{StagedFile, StagedSymlink};
 
 /// The machine a pass runs against, seen through `--root`.
 ///
-/// Holds per-pass caches (the parsed account files, the directories already
-/// swept for stale staging), so create one per pass. Clones share the caches.
+/// Every path is reached through the boundary ([`boundary`]): from a handle
+/// on the root, one component at a time, never following a link in a
+/// parent. Holds per-pass caches (the directories opened so far, the parsed
+/// account files, the directories already swept for stale staging), so
+/// create one per pass. Clones share the caches.
 #[derive(Debug, Clone)]
 pub struct Host {
     root: PathBuf,
     name: String,
+    boundary: Arc<Boundary>,
+    root_dir: Arc<OnceLock<Dir>>,
+    dirs: Arc<Mutex<HashMap<PathBuf, Dir>>>,
     accounts: Arc<OnceLock<Accounts>>,
     swept: Arc<Mutex<HashSet<PathBuf>>>,
-    canonical_root: Arc<OnceLock<PathBuf>>,
     pass_cache: PassCache,
 }
 
@@ -61,11 +87,21 @@ impl Host {
         Self {
             root: root.into(),
             name: name.into(),
+            boundary: Arc::new(Boundary::default()),
+            root_dir: Arc::new(OnceLock::new()),
+            dirs: Arc::new(Mutex::new(HashMap::new())),
             accounts: Arc::new(OnceLock::new()),
             swept: Arc::new(Mutex::new(HashSet::new())),
-            canonical_root: Arc::new(OnceLock::new()),
             pass_cache: PassCache::default(),
         }
+    }
+
+    /// The same host with what the repository allows beyond the strict
+    /// walk (`boundary:` in `datum.yaml`). Set before the first use.
+    pub fn with_boundary(mut self, boundary: Boundary) -> Self {
+        self.boundary = Arc::new(boundary);
+        self.dirs = Arc::new(Mutex::new(HashMap::new()));
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -77,52 +113,217 @@ impl Host {
         &self.name
     }
 
+    /// What the repository allows beyond the strict walk.
+    pub fn boundary(&self) -> &Boundary {
+        &self.boundary
+    }
+
     /// Where a declared absolute path is under the root (`/tmp/r` +
-    /// `/etc/motd` = `/tmp/r/etc/motd`). Relative or unnormalised paths are
-    /// refused.
+    /// `/etc/motd` = `/tmp/r/etc/motd`), as text: for messages and for
+    /// programs that take paths. Relative or unnormalised paths are
+    /// refused. Never open what this returns: use [`Host::locate`].
     pub fn resolve(&self, declared: &Path) -> Result<PathBuf, HostError> {
         paths::resolve(&self.root, declared)
     }
 
-    /// [`Host::resolve`] for a path about to be changed: also refuses one
-    /// whose parent leads outside the root through a symlink. Under `--root`,
-    /// a link such as `<root>/etc/nginx/sites-enabled -> /etc/nginx/...`
-    /// (declared for the real machine) would otherwise make a write land on
-    /// the machine running the pass instead of inside the root.
-    pub fn resolve_for_change(&self, declared: &Path) -> Result<PathBuf, HostError> {
-        let real = self.resolve(declared)?;
-        let root = match self.canonical_root.get() {
-            Some(root) => root,
-            None => {
-                let canonical = std::fs::canonicalize(&self.root)
-                    .map_err(|e| HostError::io("resolve the root", &self.root, e))?;
-                self.canonical_root.get_or_init(|| canonical)
-            }
-        };
-        if root == Path::new("/") {
-            return Ok(real);
+    /// The root, opened once per pass (the operator named it, so links in
+    /// the root's own path are followed as given).
+    pub fn root_dir(&self) -> Result<Dir, HostError> {
+        if let Some(dir) = self.root_dir.get() {
+            return Ok(dir.clone());
         }
-        let Some(parent) = real.parent() else {
-            return Ok(real);
+        let opened = Dir::open_path(&self.root).map_err(|e| match e {
+            HostError::Io { path, source, .. } => HostError::Io {
+                path,
+                op: "open the root",
+                source,
+            },
+            other => other,
+        })?;
+        Ok(self.root_dir.get_or_init(|| opened).clone())
+    }
+
+    /// The declared directory `declared`, opened through the boundary
+    /// (remembered for the rest of the pass).
+    pub fn dir(&self, declared: &Path) -> Result<Dir, HostError> {
+        paths::check_declared(declared)?;
+        self.walk_to(declared, &|| self.real(declared))
+    }
+
+    /// `declared` under the root, as text (checked already).
+    fn real(&self, declared: &Path) -> PathBuf {
+        paths::resolve(&self.root, declared).unwrap_or_else(|_| self.root.join(declared))
+    }
+
+    fn walk_to(&self, declared_dir: &Path, target: &dyn Fn() -> PathBuf) -> Result<Dir, HostError> {
+        let root = self.root_dir()?;
+        let cached = |p: &Path| {
+            self.dirs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(p)
+                .cloned()
         };
-        match std::fs::canonicalize(parent) {
-            Ok(resolved) if resolved.starts_with(root) => Ok(real),
-            Ok(resolved) => Err(HostError::OutsideRoot {
-                path: real,
-                root: self.root.clone(),
-                resolved,
-            }),
-            // Nothing there yet: the change itself reports the missing parent.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                ) =>
-            {
-                Ok(real)
-            }
-            Err(e) => Err(HostError::io("resolve", parent, e)),
+        let remember = |p: &Path, d: &Dir| {
+            self.dirs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(p.to_path_buf(), d.clone());
+        };
+        let walker = boundary::Walker {
+            root: &root,
+            boundary: &self.boundary,
+            cached: &cached,
+            remember: &remember,
+        };
+        walker.dir(declared_dir, target)
+    }
+
+    /// The entry at a declared path, its parent opened through the
+    /// boundary: what every read and change of a managed path starts from.
+    /// A missing parent is [`HostError::MissingParent`]; a parent link or
+    /// an unsafe ownership transition is refused (see [`boundary`]).
+    pub fn locate(&self, declared: &Path) -> Result<Located, HostError> {
+        paths::check_declared(declared)?;
+        let (Some(parent), Some(name)) = (declared.parent(), declared.file_name()) else {
+            return Err(HostError::io(
+                "reach",
+                self.real(declared),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "the root has no parent"),
+            ));
+        };
+        let dir = self.walk_to(parent, &|| self.real(declared))?;
+        Ok(dir.entry(name))
+    }
+
+    /// [`Host::locate`] for reading: `None` when a parent is missing or is
+    /// not a directory (then nothing can be at the path). A boundary
+    /// refusal is still an error: observation never reads through it.
+    pub fn try_locate(&self, declared: &Path) -> Result<Option<Located>, HostError> {
+        match self.locate(declared) {
+            Ok(located) => Ok(Some(located)),
+            Err(e) if e.is_missing_parent() => Ok(None),
+            Err(e) => Err(e),
         }
+    }
+
+    /// `lstat` of the entry at a declared path: `None` when nothing is there
+    /// (a missing parent included).
+    pub fn lstat(&self, declared: &Path) -> Result<Option<Stat>, HostError> {
+        match self.try_locate(declared)? {
+            Some(located) => located.lstat(),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a regular file at a declared path; `None` when nothing is there.
+    pub fn read(&self, declared: &Path) -> Result<Option<Vec<u8>>, HostError> {
+        let Some(located) = self.try_locate(declared)? else {
+            return Ok(None);
+        };
+        match located.lstat()? {
+            None => Ok(None),
+            Some(_) => located.read().map(Some),
+        }
+    }
+
+    /// [`Host::lstat`] of many declared paths on `threads` threads: each
+    /// parent is walked once (and then served from the pass's cache), each
+    /// entry looked up relative to it (`fstatat`), so a metadata pass over
+    /// 20,000 files costs one system call per file. Results are in the
+    /// order of `declared`.
+    pub fn lstat_many(
+        &self,
+        declared: &[&Path],
+        threads: usize,
+    ) -> Vec<Result<Option<Stat>, HostError>> {
+        // Consecutive runs of one parent: sort the indices by (parent,
+        // name) as bytes (`Path`'s own ordering compares component by
+        // component, which costs more than the lookups it saves).
+        fn split(p: &Path) -> (&[u8], &[u8]) {
+            use std::os::unix::ffi::OsStrExt as _;
+            let bytes = p.as_os_str().as_bytes();
+            let cut = bytes.iter().rposition(|b| *b == b'/').unwrap_or(0);
+            bytes.split_at(cut)
+        }
+        let mut order: Vec<usize> = (0..declared.len()).collect();
+        // Declarations are usually written folder by folder already.
+        if !order.is_sorted_by(|&a, &b| split(declared[a]) <= split(declared[b])) {
+            order.sort_unstable_by(|&a, &b| split(declared[a]).cmp(&split(declared[b])));
+        }
+        let threads = threads.clamp(1, 64);
+        let chunk = order.len().div_ceil(threads).max(512);
+        let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
+        results.resize_with(declared.len(), || None);
+        let parts: Vec<Vec<Lstated>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = order
+                .chunks(chunk)
+                .map(|part| (part, scope.spawn(move || self.lstat_sorted(declared, part))))
+                .collect();
+            workers
+                .into_iter()
+                .map(|(part, worker)| {
+                    worker.join().unwrap_or_else(|_| {
+                        // A worker cannot panic on input; should it, each
+                        // of its paths is asked again on this thread.
+                        part.iter().map(|&i| (i, self.lstat(declared[i]))).collect()
+                    })
+                })
+                .collect()
+        });
+        for (i, result) in parts.into_iter().flatten() {
+            results[i] = Some(result);
+        }
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.unwrap_or_else(|| self.lstat(declared[i])))
+            .collect()
+    }
+
+    /// The entries `indices` of `declared` (sorted, so one parent's run
+    /// together): each parent walked once, each entry an `fstatat`.
+    fn lstat_sorted(&self, declared: &[&Path], indices: &[usize]) -> Vec<Lstated> {
+        let mut out = Vec::with_capacity(indices.len());
+        let mut open: Option<(&Path, Result<Option<Dir>, HostError>)> = None;
+        for &i in indices {
+            let path = declared[i];
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+                out.push((i, self.lstat(path)));
+                continue;
+            };
+            if paths::check_declared(path).is_err() {
+                out.push((i, self.lstat(path)));
+                continue;
+            }
+            if open.as_ref().is_none_or(|(p, _)| *p != parent) {
+                let dir = match self.dir(parent) {
+                    Ok(dir) => Ok(Some(dir)),
+                    Err(e) if e.is_missing_parent() => Ok(None),
+                    Err(e) => Err(e),
+                };
+                open = Some((parent, dir));
+            }
+            let result = match open.as_ref().map(|(_, d)| d) {
+                Some(Ok(Some(dir))) => dir.lstat_entry(name),
+                Some(Ok(None)) => Ok(None),
+                // The parent was refused (a link, an unsafe owner): the
+                // plain lookup says so, naming this path.
+                _ => self.lstat(path),
+            };
+            out.push((i, result));
+        }
+        out
+    }
+
+    /// Forgets the directories opened at or below `declared` (after Datum
+    /// removed one, so a later resource creating it again is not handed
+    /// the removed directory).
+    pub fn forget_dirs_under(&self, declared: &Path) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p, _| !p.starts_with(declared));
     }
 
     /// This pass's cache of type `T` (created empty on first use, shared by
@@ -140,7 +341,7 @@ impl Host {
         if let Some(accounts) = self.accounts.get() {
             return Ok(accounts);
         }
-        let loaded = Accounts::load(&self.root)?;
+        let loaded = Accounts::load(self)?;
         Ok(self.accounts.get_or_init(|| loaded))
     }
 
@@ -172,12 +373,12 @@ impl Host {
         self.accounts().ok()?.groups.name(gid).map(str::to_owned)
     }
 
-    /// Removes stale staging directories from `dir` (a real path), once per
-    /// pass per directory: after the first sweep any staging there is our own.
-    pub fn sweep_stale_staging(&self, dir: &Path) -> Result<usize, HostError> {
+    /// Removes stale staging directories from `dir`, once per pass per
+    /// directory: after the first sweep any staging there is our own.
+    pub fn sweep_stale_staging(&self, dir: &Dir) -> Result<usize, HostError> {
         {
             let swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
-            if swept.contains(dir) {
+            if swept.contains(dir.declared()) {
                 return Ok(0);
             }
         }
@@ -185,8 +386,28 @@ impl Host {
         self.swept
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(dir.to_path_buf());
+            .insert(dir.declared().to_path_buf());
         Ok(removed)
+    }
+}
+
+/// One result of [`Host::lstat_many`] with the index of its path.
+type Lstated = (usize, Result<Option<Stat>, HostError>);
+
+/// A random hex suffix for names that must not collide (staging
+/// directories, temporary files in Datum's own folders).
+pub(crate) fn random_suffix() -> String {
+    let mut bytes = [0u8; 8];
+    match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
+        Ok(8) => hex::encode(bytes),
+        // No randomness: pid and clock are unique enough for one directory.
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            format!("{:x}{:x}", std::process::id(), nanos)
+        }
     }
 }
 
@@ -233,30 +454,140 @@ mod tests {
     }
 
     #[test]
-    fn changes_through_a_link_leading_out_of_the_root_are_refused() {
+    fn parent_links_are_refused_unless_the_repository_allows_them() {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("etc")).unwrap();
-        std::fs::create_dir(root.path().join("etc/real")).unwrap();
+        std::fs::write(outside.path().join("x.conf"), "outside canary").unwrap();
+        std::fs::create_dir_all(root.path().join("etc/real")).unwrap();
+        std::fs::write(root.path().join("etc/real/x.conf"), "inside").unwrap();
         std::os::unix::fs::symlink(outside.path(), root.path().join("etc/out")).unwrap();
         std::os::unix::fs::symlink("real", root.path().join("etc/in")).unwrap();
+        std::os::unix::fs::symlink("/etc/real", root.path().join("etc/abs")).unwrap();
         let host = Host::new(root.path());
 
-        let err = host
-            .resolve_for_change(Path::new("/etc/out/x.conf"))
-            .unwrap_err();
-        assert!(matches!(err, HostError::OutsideRoot { .. }), "{err}");
-        assert!(err.to_string().contains("outside the root"), "{err}");
-        // A link that stays inside, the link itself, and missing parents are fine.
-        host.resolve_for_change(Path::new("/etc/in/x.conf"))
-            .unwrap();
-        host.resolve_for_change(Path::new("/etc/out")).unwrap();
-        host.resolve_for_change(Path::new("/etc/missing/x.conf"))
-            .unwrap();
-        // With / as the root there is nothing to escape from.
-        Host::new("/")
-            .resolve_for_change(&outside.path().join("x"))
-            .unwrap();
+        for declared in ["/etc/out/x.conf", "/etc/in/x.conf"] {
+            let err = host.locate(Path::new(declared)).unwrap_err();
+            assert!(matches!(err, HostError::ParentLink(_)), "{err}");
+            assert!(err.to_string().contains("symbolic link"), "{err}");
+            assert!(host.read(Path::new(declared)).is_err());
+        }
+        // The link itself, and missing parents, are fine.
+        assert!(host.locate(Path::new("/etc/out")).is_ok());
+        assert!(
+            host.try_locate(Path::new("/etc/missing/x.conf"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            host.locate(Path::new("/etc/missing/x.conf")),
+            Err(HostError::MissingParent { .. })
+        ));
+
+        // Allowed links are resolved inside the root, once: an absolute
+        // target starts at the root, and one that would leave it cannot.
+        let allowed = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: ["/etc/in", "/etc/abs", "/etc/out"]
+                .map(PathBuf::from)
+                .to_vec(),
+            owner_transitions: Vec::new(),
+        });
+        for declared in ["/etc/in/x.conf", "/etc/abs/x.conf"] {
+            let bytes = allowed.read(Path::new(declared)).unwrap().unwrap();
+            assert_eq!(bytes, b"inside", "{declared}");
+        }
+        // `/etc/out` points at an absolute path outside: inside the root
+        // that path does not exist.
+        assert_eq!(allowed.read(Path::new("/etc/out/x.conf")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_swapped_parent_cannot_redirect_a_located_entry() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        let host = Host::new(root.path());
+        let at = host.locate(Path::new("/d/f")).unwrap();
+        std::fs::rename(root.path().join("d"), root.path().join("gone")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("d")).unwrap();
+        at.create_dir(0o755, None, None).unwrap();
+        assert!(root.path().join("gone/f").is_dir());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // A new pass walks again and refuses the link.
+        assert!(Host::new(root.path()).locate(Path::new("/d/f")).is_err());
+    }
+
+    #[test]
+    fn an_unsafe_ownership_transition_is_refused() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: needs root to chown");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let user_dir = root.path().join("srv/app");
+        std::fs::create_dir_all(user_dir.join("conf")).unwrap();
+        // /srv/app belongs to an unprivileged user, conf to root.
+        std::os::unix::fs::chown(&user_dir, Some(65534), Some(65534)).unwrap();
+        let host = Host::new(root.path());
+        let err = host.locate(Path::new("/srv/app/conf/x")).unwrap_err();
+        assert!(
+            matches!(&err, HostError::UnsafeTransition(t) if t.from_uid == 65534 && t.into_uid == 0),
+            "{err}"
+        );
+        // The user's own files below their own folder are fine.
+        assert!(host.locate(Path::new("/srv/app/x")).is_ok());
+        // Root into anything is fine, and an allowed path is allowed.
+        let allowed = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: Vec::new(),
+            owner_transitions: vec![PathBuf::from("/srv/app/conf")],
+        });
+        assert!(allowed.locate(Path::new("/srv/app/conf/x")).is_ok());
+    }
+
+    #[test]
+    fn lstat_many_agrees_with_lstat() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap();
+        std::fs::write(d.join("a/f"), b"abc").unwrap();
+        std::os::unix::fs::symlink("f", d.join("a/l")).unwrap();
+        std::os::unix::fs::symlink("a/b", d.join("via")).unwrap();
+        let mut declared: Vec<PathBuf> = [
+            "/a/f",
+            "/a/l",
+            "/a/b",
+            "/a/missing",
+            "/nowhere/missing",
+            "/a/f/under-a-file",
+        ]
+        .map(PathBuf::from)
+        .to_vec();
+        for i in 0..1500 {
+            std::fs::write(d.join(format!("a/b/n{i}")), i.to_string()).unwrap();
+            declared.push(PathBuf::from(format!("/a/b/n{i}")));
+        }
+        let host = Host::new(root.path());
+        let refs: Vec<&Path> = declared.iter().map(PathBuf::as_path).collect();
+        for threads in [1, 3] {
+            let many = host.lstat_many(&refs, threads);
+            assert_eq!(many.len(), declared.len());
+            for (p, got) in declared.iter().zip(&many) {
+                assert_eq!(
+                    got.as_ref().unwrap(),
+                    &host.lstat(p).unwrap(),
+                    "{}",
+                    p.display()
+                );
+            }
+        }
+        let many = host.lstat_many(&refs, 2);
+        assert_eq!(
+            many[1].as_ref().unwrap().as_ref().unwrap().kind,
+            FileKind::Symlink
+        );
+        assert!(many[3].as_ref().unwrap().is_none());
+        assert!(many[5].as_ref().unwrap().is_none());
+        // Through a parent link: an error, not an answer.
+        assert!(host.lstat(Path::new("/via/n1")).is_err());
     }
 
     #[test]
@@ -265,8 +596,9 @@ mod tests {
         let host = Host::new(root.path());
         assert!(!host.name().is_empty());
         std::fs::create_dir(root.path().join(".datum.stage.x")).unwrap();
-        assert_eq!(host.sweep_stale_staging(root.path()).unwrap(), 1);
+        let dir = host.root_dir().unwrap();
+        assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 1);
         std::fs::create_dir(root.path().join(".datum.stage.y")).unwrap();
-        assert_eq!(host.sweep_stale_staging(root.path()).unwrap(), 0);
+        assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 0);
     }
 }

@@ -8,16 +8,19 @@
 //! stale lock to clean up. This module must not decide the timeout: the CLI
 //! does.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 
-use crate::HostError;
+use crate::{Host, HostError, PrivateDir};
 
 /// Where the lock lives, relative to the root.
 pub const LOCK_PATH: &str = "var/lib/datum/lock";
+
+/// Datum's folder under the root, as declared.
+pub const STATE_FOLDER: &str = "/var/lib/datum";
 
 /// How often a waiting pass retries.
 const POLL: Duration = Duration::from_millis(50);
@@ -31,19 +34,31 @@ pub struct RootLock {
 }
 
 impl RootLock {
-    /// Takes the lock, waiting up to `timeout` for another pass to finish.
-    pub fn acquire(root: &Path, timeout: Duration) -> Result<Self, HostError> {
-        let path = root.join(LOCK_PATH);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| HostError::io("open lock file", &path, e))?;
+    /// Takes the lock of `host`'s root, waiting up to `timeout` for another
+    /// pass to finish. The lock file lives in Datum's private folder,
+    /// reached through the boundary and opened without following a link.
+    pub fn acquire(host: &Host, timeout: Duration) -> Result<Self, HostError> {
+        let Some(dir) = PrivateDir::open_in(host, Path::new(STATE_FOLDER), true)? else {
+            return Err(HostError::MissingParent {
+                path: host.root().join(LOCK_PATH),
+                parent: host.root().join(STATE_FOLDER.trim_start_matches('/')),
+            });
+        };
+        Self::acquire_in(&dir, "lock", timeout)
+    }
+
+    /// The same exclusive hold on another lock file of Datum's own, `name`
+    /// in the private folder `dir` (one delivery of an outbox at a time,
+    /// say), waiting up to `timeout`. Created 0600, opened without
+    /// following a link.
+    pub fn acquire_in(
+        dir: &PrivateDir,
+        name: impl AsRef<std::ffi::OsStr>,
+        timeout: Duration,
+    ) -> Result<Self, HostError> {
+        let name = name.as_ref();
+        let path = dir.file_path(name);
+        let file = dir.open_or_create(name, 0o600)?;
         let started = Instant::now();
         loop {
             match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -71,27 +86,69 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lock_in_a_private_folder_waits_then_times_out() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = PrivateDir::open_path(&root.path().join("pull"), true)
+            .unwrap()
+            .unwrap();
+        let held = RootLock::acquire_in(&dir, "lock", Duration::from_secs(1)).unwrap();
+        let err = RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap_err();
+        assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
+        drop(held);
+        RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_that_is_a_symbolic_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        let folder = dir.path().join("state");
+        let private = PrivateDir::open_path(&folder, true).unwrap().unwrap();
+        let path = folder.join("state.db.delivery-lock");
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert!(
+            RootLock::acquire_in(
+                &private,
+                "state.db.delivery-lock",
+                Duration::from_millis(10)
+            )
+            .is_err()
+        );
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+        let fresh = folder.join("fresh-lock");
+        let lock = RootLock::acquire_in(&private, "fresh-lock", Duration::from_millis(10)).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(lock);
+    }
+
+    #[test]
     fn a_second_pass_waits_and_then_times_out() {
         let root = tempfile::tempdir().unwrap();
-        let first = RootLock::acquire(root.path(), Duration::from_secs(1)).unwrap();
+        let host = Host::new(root.path());
+        let first = RootLock::acquire(&host, Duration::from_secs(1)).unwrap();
         assert_eq!(first.path(), root.path().join(LOCK_PATH));
 
         let started = Instant::now();
-        let err = RootLock::acquire(root.path(), Duration::from_millis(200)).unwrap_err();
+        let err = RootLock::acquire(&host, Duration::from_millis(200)).unwrap_err();
         assert!(started.elapsed() >= Duration::from_millis(200));
         assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
 
         drop(first);
-        RootLock::acquire(root.path(), Duration::from_millis(200)).unwrap();
+        RootLock::acquire(&host, Duration::from_millis(200)).unwrap();
     }
 
     #[test]
     fn a_waiting_pass_gets_the_lock_when_the_first_ends() {
         let root = tempfile::tempdir().unwrap();
-        let first = RootLock::acquire(root.path(), Duration::from_secs(1)).unwrap();
+        let host = Host::new(root.path());
+        let first = RootLock::acquire(&host, Duration::from_secs(1)).unwrap();
         let path = root.path().to_path_buf();
-        let waiter =
-            std::thread::spawn(move || RootLock::acquire(&path, Duration::from_secs(10)).is_ok());
+        let waiter = std::thread::spawn(move || {
+            RootLock::acquire(&Host::new(path), Duration::from_secs(10)).is_ok()
+        });
         std::thread::sleep(Duration::from_millis(150));
         drop(first);
         assert!(waiter.join().unwrap());

@@ -57,7 +57,7 @@ pub fn resolve(root: &Path, declared: &Path) -> Result<PathBuf, HostError> {
 
 /// `declared` with `.`, `..` and empty components folded away, for the
 /// suggestion in an error message. `..` at the top stays at the top.
-fn lexical_normal(declared: &Path) -> PathBuf {
+pub(crate) fn lexical_normal(declared: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in declared.components() {
         match component {

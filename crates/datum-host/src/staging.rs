@@ -7,6 +7,14 @@
 //! Owner, group and mode are set on the staged copy, a validator may look at
 //! it ([`StagedFile::path`]), and only [`StagedFile::commit`] makes it live.
 //!
+//! Everything is relative to the target's parent directory, opened once by
+//! the boundary walk ([`crate::Located`]): the staging directory is created
+//! with `mkdirat` inside it, the copy with `openat(O_CREAT | O_EXCL |
+//! O_NOFOLLOW)` inside that, owner and mode are set on the open file, and the
+//! commit is a `renameat` between the two handles. A parent swapped for a
+//! link after it was opened cannot redirect the write: the handle still
+//! names the directory that was walked into.
+//!
 //! The guarantee: until `commit` renames, the live file is untouched, and
 //! whatever fails (or is dropped) removes the staging directory. A pass that
 //! was killed leaves a staging directory behind and never a partial target;
@@ -14,13 +22,18 @@
 //! whether a change is wanted or valid: callers (the providers, the engine's
 //! gate) do.
 
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::{HostError, fs};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::boundary::{Dir, errno};
+use crate::fs::FileKind;
+use crate::{HostError, Located};
 
 /// Name prefix of staging directories. Datum owns every entry with this
 /// prefix: [`cleanup_stale`] removes them.
@@ -30,75 +43,97 @@ pub const STAGE_PREFIX: &str = ".datum.stage.";
 /// its entry was renamed away.
 #[derive(Debug)]
 struct StageDir {
-    dir: PathBuf,
-    entry: PathBuf,
+    /// The target's parent, as walked.
+    parent: Dir,
+    /// The staging directory's name inside `parent`, and its descriptor.
+    dir_name: OsString,
+    dir: OwnedFd,
+    /// The target's name (the entry keeps it).
+    name: OsString,
+    /// Real paths, for messages and validators.
+    entry_path: PathBuf,
     target: PathBuf,
     finished: bool,
 }
 
 impl StageDir {
-    fn create(target: &Path) -> Result<Self, HostError> {
-        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
-            return Err(HostError::io(
-                "stage a change for",
-                target,
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "the path has no file name",
-                ),
-            ));
-        };
-        fs::require_parent_dir(target)?;
+    fn create(target: &Located) -> Result<Self, HostError> {
+        let parent = target.parent().clone();
         // A random suffix, so a leftover from a killed pass never collides
         // with the new one; retried in the (theoretical) case it does.
-        let mut last_error = None;
+        let mut last_error = Errno::EXIST;
         for _ in 0..8 {
             let mut dir_name = OsString::from(STAGE_PREFIX);
-            dir_name.push(random_suffix());
-            let dir = parent.join(dir_name);
+            dir_name.push(crate::random_suffix());
             // 0700: the staged copy may hold secrets before its mode is set.
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => {
-                    return Ok(StageDir {
-                        entry: dir.join(name),
-                        dir,
-                        target: target.to_path_buf(),
-                        finished: false,
-                    });
+            match rustix::fs::mkdirat(parent.fd(), &dir_name, Mode::from_raw_mode(0o700)) {
+                Ok(()) => {}
+                Err(Errno::EXIST) => continue,
+                Err(e) => {
+                    last_error = e;
+                    break;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_error = Some(e),
-                Err(e) => return Err(HostError::io("create staging directory in", parent, e)),
             }
+            let dir = rustix::fs::openat(
+                parent.fd(),
+                &dir_name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| HostError::io("open staging directory in", parent.path(), errno(e)))?;
+            let stage_path = parent.path().join(&dir_name);
+            return Ok(StageDir {
+                entry_path: stage_path.join(target.name()),
+                target: target.path().to_path_buf(),
+                name: target.name().to_owned(),
+                parent,
+                dir_name,
+                dir,
+                finished: false,
+            });
         }
         Err(HostError::io(
             "create staging directory in",
-            parent,
-            last_error.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AlreadyExists)),
+            parent.path(),
+            errno(last_error),
         ))
     }
 
     /// Renames the entry over the target and makes the rename durable.
     fn commit(&mut self) -> Result<(), HostError> {
-        fs::rename(&self.entry, &self.target)?;
+        rustix::fs::renameat(&self.dir, &self.name, self.parent.fd(), &self.name)
+            .map_err(|e| HostError::io("rename into", &self.target, errno(e)))?;
         self.finished = true;
-        let removed = std::fs::remove_dir(&self.dir);
-        if let Some(parent) = self.target.parent() {
-            fs::sync_dir(parent)?;
-        }
-        removed.map_err(|e| HostError::io("remove staging directory", &self.dir, e))
+        let removed = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR);
+        self.parent.sync()?;
+        removed.map_err(|e| {
+            HostError::io(
+                "remove staging directory",
+                self.parent.path().join(&self.dir_name),
+                errno(e),
+            )
+        })
     }
 
     /// Removes the entry and the directory; the first error is reported.
     fn remove(&mut self) -> Result<(), HostError> {
         self.finished = true;
-        let entry = match std::fs::remove_file(&self.entry) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(HostError::io("remove staged copy", &self.entry, e))
-            }
+        let entry = match rustix::fs::unlinkat(&self.dir, &self.name, AtFlags::empty()) {
+            Err(e) if e != Errno::NOENT => Err(HostError::io(
+                "remove staged copy",
+                &self.entry_path,
+                errno(e),
+            )),
             _ => Ok(()),
         };
-        let dir = std::fs::remove_dir(&self.dir)
-            .map_err(|e| HostError::io("remove staging directory", &self.dir, e));
+        let dir = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR)
+            .map_err(|e| {
+                HostError::io(
+                    "remove staging directory",
+                    self.parent.path().join(&self.dir_name),
+                    errno(e),
+                )
+            });
         entry.and(dir)
     }
 }
@@ -108,21 +143,6 @@ impl Drop for StageDir {
         if !self.finished {
             // Best effort: a leftover is cleaned by the next pass.
             let _ = self.remove();
-        }
-    }
-}
-
-fn random_suffix() -> String {
-    let mut bytes = [0u8; 8];
-    match rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()) {
-        Ok(8) => hex::encode(bytes),
-        // No randomness: pid and clock are unique enough for one directory.
-        _ => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0);
-            format!("{:x}{:x}", std::process::id(), nanos)
         }
     }
 }
@@ -137,26 +157,27 @@ pub struct StagedFile {
 }
 
 impl StagedFile {
-    /// Creates the staging directory beside `target` and an empty file in it
-    /// under the target's exact name. The target's parent must exist.
-    pub fn create(target: &Path) -> Result<Self, HostError> {
+    /// Creates the staging directory inside the target's open parent and an
+    /// empty file in it under the target's exact name.
+    pub fn create(target: &Located) -> Result<Self, HostError> {
         let stage = StageDir::create(target)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&stage.entry)
-            .map_err(|e| HostError::io("create staged copy", &stage.entry, e))?;
+        let fd = rustix::fs::openat(
+            &stage.dir,
+            &stage.name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| HostError::io("create staged copy", &stage.entry_path, errno(e)))?;
         Ok(StagedFile {
             stage,
-            file,
+            file: File::from(fd),
             synced: false,
         })
     }
 
     /// Where the staged copy is: what a validator is pointed at.
     pub fn path(&self) -> &Path {
-        &self.stage.entry
+        &self.stage.entry_path
     }
 
     /// The live file this copy will replace.
@@ -168,7 +189,7 @@ impl StagedFile {
         self.synced = false;
         self.file
             .write_all(bytes)
-            .map_err(|e| HostError::io("write staged copy", &self.stage.entry, e))
+            .map_err(|e| HostError::io("write staged copy", &self.stage.entry_path, e))
     }
 
     /// Sets owner and group (either may be left as is). Call before
@@ -178,16 +199,19 @@ impl StagedFile {
             return Ok(());
         }
         self.synced = false;
-        std::os::unix::fs::fchown(&self.file, uid, gid)
-            .map_err(|e| HostError::io("change the owner of", &self.stage.entry, e))
+        rustix::fs::fchown(
+            self.file.as_fd(),
+            uid.map(rustix::fs::Uid::from_raw),
+            gid.map(rustix::fs::Gid::from_raw),
+        )
+        .map_err(|e| HostError::io("change the owner of", &self.stage.entry_path, errno(e)))
     }
 
     /// Sets the permission bits exactly (no umask).
     pub fn set_mode(&mut self, mode: u32) -> Result<(), HostError> {
         self.synced = false;
-        self.file
-            .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
-            .map_err(|e| HostError::io("set the mode of", &self.stage.entry, e))
+        rustix::fs::fchmod(self.file.as_fd(), Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| HostError::io("set the mode of", &self.stage.entry_path, errno(e)))
     }
 
     /// fsyncs the staged content and metadata.
@@ -197,14 +221,15 @@ impl StagedFile {
         }
         self.file
             .sync_all()
-            .map_err(|e| HostError::io("sync staged copy", &self.stage.entry, e))?;
+            .map_err(|e| HostError::io("sync staged copy", &self.stage.entry_path, e))?;
         self.synced = true;
         Ok(())
     }
 
-    /// Makes the staged copy live: fsync, rename over the target, fsync the
-    /// target's directory, remove the staging directory. If the rename fails
-    /// the target is untouched and the staging directory is removed.
+    /// Makes the staged copy live: fsync, rename over the target (relative
+    /// to the parent's handle), fsync the parent, remove the staging
+    /// directory. If the rename fails the target is untouched and the
+    /// staging directory is removed.
     pub fn commit(mut self) -> Result<(), HostError> {
         self.sync()?;
         self.stage.commit()
@@ -225,14 +250,15 @@ pub struct StagedSymlink {
 
 impl StagedSymlink {
     /// Stages a symlink that will live at `link` and point at `points_to`.
-    pub fn create(link: &Path, points_to: &Path) -> Result<Self, HostError> {
+    pub fn create(link: &Located, points_to: &Path) -> Result<Self, HostError> {
         let stage = StageDir::create(link)?;
-        fs::symlink(points_to, &stage.entry)?;
+        rustix::fs::symlinkat(points_to, &stage.dir, &stage.name)
+            .map_err(|e| HostError::io("create symlink", &stage.entry_path, errno(e)))?;
         Ok(StagedSymlink { stage })
     }
 
     pub fn path(&self) -> &Path {
-        &self.stage.entry
+        &self.stage.entry_path
     }
 
     /// Sets the link's own owner (the link, not what it points at).
@@ -240,7 +266,14 @@ impl StagedSymlink {
         if uid.is_none() && gid.is_none() {
             return Ok(());
         }
-        fs::lchown(&self.stage.entry, uid, gid)
+        rustix::fs::chownat(
+            &self.stage.dir,
+            &self.stage.name,
+            uid.map(rustix::fs::Uid::from_raw),
+            gid.map(rustix::fs::Gid::from_raw),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| HostError::io("change the owner of", &self.stage.entry_path, errno(e)))
     }
 
     /// Renames the link over its path and removes the staging directory.
@@ -253,38 +286,25 @@ impl StagedSymlink {
     }
 }
 
+fn is_stage_name(name: &OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(STAGE_PREFIX.as_bytes())
+}
+
 /// Removes staging directories a killed pass left in `dir`; returns how many.
-/// A missing `dir` has none. Only directories with [`STAGE_PREFIX`] are
-/// touched, and links are never followed.
-pub fn cleanup_stale(dir: &Path) -> Result<usize, HostError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(0);
-        }
-        Err(e) => return Err(HostError::io("list", dir, e)),
-    };
+/// Only directories with [`STAGE_PREFIX`] are touched, everything relative
+/// to handles, and links are never followed.
+pub fn cleanup_stale(dir: &Dir) -> Result<usize, HostError> {
     let mut removed = 0;
-    for entry in entries {
-        let entry = entry.map_err(|e| HostError::io("list", dir, e))?;
-        let name = entry.file_name();
-        if !name.as_encoded_bytes().starts_with(STAGE_PREFIX.as_bytes()) {
-            continue;
-        }
-        let path = entry.path();
-        // file_type() does not follow links: a link with our prefix is left.
-        let is_dir = entry
-            .file_type()
-            .map_err(|e| HostError::io("inspect", &path, e))?
-            .is_dir();
-        if is_dir {
-            std::fs::remove_dir_all(&path)
-                .map_err(|e| HostError::io("remove stale staging directory", &path, e))?;
+    for (name, kind) in dir.list()? {
+        if kind == FileKind::Directory && is_stage_name(&name) {
+            dir.entry(&name).remove_all().map_err(|e| match e {
+                HostError::Io { path, source, .. } => HostError::Io {
+                    path,
+                    op: "remove stale staging directory",
+                    source,
+                },
+                other => other,
+            })?;
             removed += 1;
         }
     }
@@ -294,35 +314,29 @@ pub fn cleanup_stale(dir: &Path) -> Result<usize, HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Host;
 
     fn staging_dirs(dir: &Path) -> Vec<PathBuf> {
         std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with(STAGE_PREFIX)
-            })
+            .filter(|p| is_stage_name(p.file_name().unwrap()))
             .collect()
+    }
+
+    fn at(host: &Host, declared: &str) -> Located {
+        host.locate(Path::new(declared)).unwrap()
     }
 
     #[test]
     fn staged_copy_keeps_the_exact_name_beside_the_target() {
         let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("sshd_config");
-        let staged = StagedFile::create(&target).unwrap();
+        let host = Host::new(dir.path());
+        let staged = at(&host, "/sshd_config").stage_file().unwrap();
         assert_eq!(staged.path().file_name().unwrap(), "sshd_config");
         let stage_dir = staged.path().parent().unwrap();
         assert_eq!(stage_dir.parent().unwrap(), dir.path());
-        assert!(
-            stage_dir
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(STAGE_PREFIX)
-        );
+        assert!(is_stage_name(stage_dir.file_name().unwrap()));
         staged.discard().unwrap();
         assert!(staging_dirs(dir.path()).is_empty());
     }
@@ -330,9 +344,10 @@ mod tests {
     #[test]
     fn commit_replaces_the_target_with_the_staged_content_and_mode() {
         let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(dir.path());
         let target = dir.path().join("motd");
         std::fs::write(&target, b"old\n").unwrap();
-        let mut staged = StagedFile::create(&target).unwrap();
+        let mut staged = at(&host, "/motd").stage_file().unwrap();
         staged.write_all(b"new\n").unwrap();
         staged.set_mode(0o640).unwrap();
         assert_eq!(
@@ -342,7 +357,7 @@ mod tests {
         );
         staged.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new\n");
-        let mode = crate::fs::lstat(&target).unwrap().unwrap().meta.mode;
+        let mode = at(&host, "/motd").lstat().unwrap().unwrap().meta.mode;
         assert_eq!(mode, 0o640);
         assert!(staging_dirs(dir.path()).is_empty());
     }
@@ -350,26 +365,28 @@ mod tests {
     #[test]
     fn dropping_without_commit_leaves_the_target_and_no_staging() {
         let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(dir.path());
         let target = dir.path().join("motd");
         std::fs::write(&target, b"old\n").unwrap();
-        let before = crate::fs::lstat(&target).unwrap().unwrap().meta;
+        let before = at(&host, "/motd").lstat().unwrap().unwrap().meta;
         {
-            let mut staged = StagedFile::create(&target).unwrap();
+            let mut staged = at(&host, "/motd").stage_file().unwrap();
             staged.write_all(b"half").unwrap();
         }
         assert_eq!(std::fs::read(&target).unwrap(), b"old\n");
-        assert_eq!(crate::fs::lstat(&target).unwrap().unwrap().meta, before);
+        assert_eq!(at(&host, "/motd").lstat().unwrap().unwrap().meta, before);
         assert!(staging_dirs(dir.path()).is_empty());
     }
 
     #[test]
     fn a_failed_rename_leaves_the_target_and_removes_staging() {
         let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(dir.path());
         // A non-empty directory at the target: rename of a file over it fails.
         let target = dir.path().join("conf");
         std::fs::create_dir(&target).unwrap();
         std::fs::write(target.join("inside"), b"x").unwrap();
-        let mut staged = StagedFile::create(&target).unwrap();
+        let mut staged = at(&host, "/conf").stage_file().unwrap();
         staged.write_all(b"new").unwrap();
         let err = staged.commit().unwrap_err();
         assert_eq!(err.path(), Some(target.as_path()));
@@ -378,11 +395,32 @@ mod tests {
     }
 
     #[test]
+    fn a_parent_swapped_for_a_link_after_staging_cannot_redirect_the_commit() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        let host = Host::new(root.path());
+        let mut staged = at(&host, "/d/f").stage_file().unwrap();
+        staged.write_all(b"declared").unwrap();
+        // The directory moves away and a link to the outside takes its name.
+        std::fs::rename(root.path().join("d"), root.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("d")).unwrap();
+        staged.commit().unwrap();
+        assert_eq!(
+            std::fs::read(root.path().join("moved/f")).unwrap(),
+            b"declared"
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[test]
     fn staged_symlinks_replace_atomically() {
         let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(dir.path());
         let link = dir.path().join("current");
         std::os::unix::fs::symlink("v1", &link).unwrap();
-        StagedSymlink::create(&link, Path::new("v2"))
+        at(&host, "/current")
+            .stage_symlink(Path::new("v2"))
             .unwrap()
             .commit()
             .unwrap();
@@ -396,6 +434,7 @@ mod tests {
         let stale = dir.path().join(".datum.stage.dead");
         std::fs::create_dir(&stale).unwrap();
         std::fs::write(stale.join("sshd_config"), b"partial").unwrap();
+        std::fs::create_dir(stale.join("nested")).unwrap();
         let keep_file = dir.path().join(".datum.stage.file");
         std::fs::write(&keep_file, b"not ours").unwrap();
         let other = dir.path().join("other");
@@ -405,13 +444,13 @@ mod tests {
         let link = dir.path().join(".datum.stage.link");
         std::os::unix::fs::symlink(outside.path(), &link).unwrap();
 
-        assert_eq!(cleanup_stale(dir.path()).unwrap(), 1);
+        let handle = Dir::open_path(dir.path()).unwrap();
+        assert_eq!(cleanup_stale(&handle).unwrap(), 1);
         assert!(!stale.exists());
         assert!(keep_file.exists() && other.exists());
         assert!(
             outside.path().join("precious").exists(),
             "links never followed"
         );
-        assert_eq!(cleanup_stale(&dir.path().join("missing")).unwrap(), 0);
     }
 }

@@ -93,6 +93,14 @@
 //!
 //! `--label key=value` overrides a label. Layers match on labels only.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod diagnostic;
 pub mod document;
 pub mod paths;

@@ -128,10 +128,7 @@ impl Resolver {
         let parent_canonical = match self.dirs.get(&parent_rel) {
             Some(known) => known.clone(),
             None => {
-                let found = self
-                    .root
-                    .join(&parent_rel)
-                    .canonicalize()
+                let found = datum_host::repo::canonicalize(&self.root.join(&parent_rel))
                     .map_err(|e| e.kind());
                 self.dirs.insert(parent_rel, found.clone());
                 found
@@ -143,19 +140,21 @@ impl Resolver {
             Err(kind) => return Err(io(std::io::Error::from(kind))),
         };
         let candidate = parent_canonical.join(name);
-        let (canonical, is_file) = match std::fs::symlink_metadata(&candidate) {
+        let (canonical, is_file) = match datum_host::repo::symlink_metadata(&candidate) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
             Err(e) => return Err(io(e)),
             // Only a link needs the full walk (it may point anywhere).
-            Ok(meta) if meta.file_type().is_symlink() => match candidate.canonicalize() {
-                Ok(c) => {
-                    let is_file = c.is_file();
-                    (c, is_file)
+            Ok(meta) if meta.file_type().is_symlink() => {
+                match datum_host::repo::canonicalize(&candidate) {
+                    Ok(c) => {
+                        let is_file = datum_host::repo::metadata(&c).is_ok_and(|m| m.is_file());
+                        (c, is_file)
+                    }
+                    // A dangling link: report what is more useful, that it is missing.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
+                    Err(e) => return Err(io(e)),
                 }
-                // A dangling link: report what is more useful, that it is missing.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
-                Err(e) => return Err(io(e)),
-            },
+            }
             Ok(meta) => (candidate, meta.is_file()),
         };
         if !canonical.starts_with(&self.root) {

@@ -46,7 +46,7 @@ impl Repository {
     pub fn load(root: &Path) -> Result<Repository, Diagnostics> {
         let mut diags = Diagnostics::new();
         let settings_place = Place::new(SETTINGS_FILE, "");
-        let canonical_root = match root.canonicalize() {
+        let canonical_root = match datum_host::repo::canonicalize(root) {
             Ok(p) => p,
             Err(e) => {
                 diags.push(Diagnostic::error(format!(
@@ -57,7 +57,7 @@ impl Repository {
             }
         };
         let settings_path = canonical_root.join(SETTINGS_FILE);
-        let text = match std::fs::read_to_string(&settings_path) {
+        let text = match datum_host::repo::read_to_string(&settings_path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 diags.push(Diagnostic::error(format!(
@@ -120,9 +120,9 @@ impl Repository {
                 &mut diags,
             );
             files.sort();
-            for rel in files {
+            for (rel, canonical) in files {
                 let place = Place::new(rel.clone(), layer.name.clone());
-                repo.load_file(&place, index, &mut diags);
+                repo.load_file(&place, &canonical, index, &mut diags);
             }
         }
         repo.sources.extend(diags.sources());
@@ -131,8 +131,17 @@ impl Repository {
         Ok(repo)
     }
 
-    fn load_file(&mut self, place: &Place, layer: usize, diags: &mut Diagnostics) {
-        let bytes = match std::fs::read(self.canonical_root.join(&place.file)) {
+    fn load_file(
+        &mut self,
+        place: &Place,
+        canonical: &Path,
+        layer: usize,
+        diags: &mut Diagnostics,
+    ) {
+        // The canonical path of the manifest (a link to one inside the
+        // repository was resolved when it was listed): read without
+        // following any link, so one swapped in since cannot redirect it.
+        let bytes = match datum_host::repo::read(canonical) {
             Ok(b) => b,
             Err(e) => {
                 diags.push(
@@ -192,10 +201,10 @@ fn collect_manifests(
     root: &Path,
     dir: &Path,
     layer_top: bool,
-    out: &mut Vec<PathBuf>,
+    out: &mut Vec<(PathBuf, PathBuf)>,
     diags: &mut Diagnostics,
 ) {
-    let entries = match std::fs::read_dir(root.join(dir)) {
+    let entries = match datum_host::repo::read_dir(&root.join(dir)) {
         Ok(e) => e,
         Err(e) => {
             diags.push(Diagnostic::error(format!(
@@ -239,7 +248,9 @@ fn collect_manifests(
                 // A link to a manifest must not read YAML from outside the
                 // repository.
                 match crate::paths::resolve_inside(root, dir, name) {
-                    Ok((abs, _)) if abs.is_file() => out.push(rel),
+                    Ok((abs, _)) if datum_host::repo::metadata(&abs).is_ok_and(|m| m.is_file()) => {
+                        out.push((rel, abs));
+                    }
                     Ok(_) => {}
                     Err(problem) => diags.push(
                         Diagnostic::error(format!("manifest link refused: {problem}"))
@@ -247,7 +258,8 @@ fn collect_manifests(
                     ),
                 }
             } else if file_type.is_file() {
-                out.push(rel);
+                let canonical = root.join(&rel);
+                out.push((rel, canonical));
             }
         }
     }

@@ -23,6 +23,10 @@ pub struct Settings {
     /// Resource classes, kept as written until the drift issue gives them a
     /// meaning (TODO issue 5: classes with interval, content mode and policy).
     pub classes: serde_json::Value,
+    /// What the repository allows beyond the strict file-system boundary
+    /// (`boundary:`): parent links Datum may follow, and directories it may
+    /// enter from an unprivileged user's directory.
+    pub boundary: datum_core::Boundary,
 }
 
 /// One layer: a folder of manifests and the hosts it applies to.
@@ -65,7 +69,8 @@ impl Matcher {
     }
 }
 
-const SETTINGS_KEYS: &[&str] = &["datum", "layers", "classes"];
+const SETTINGS_KEYS: &[&str] = &["datum", "layers", "classes", "boundary"];
+const BOUNDARY_KEYS: &[&str] = &["follow_links", "owner_transitions"];
 const LAYER_KEYS: &[&str] = &["name", "path", "match"];
 
 /// Reads the settings document. Problems are appended to `diags`; the
@@ -79,6 +84,7 @@ pub(crate) fn read(
     let mut settings = Settings {
         layers: Vec::new(),
         classes: serde_json::Value::Object(Default::default()),
+        boundary: datum_core::Boundary::default(),
     };
     let Some(entries) = doc.as_map() else {
         diags.push(
@@ -154,7 +160,78 @@ pub(crate) fn read(
             settings.classes = serde_json::Value::Object(Default::default());
         }
     }
+    if let Some(e) = doc.get("boundary") {
+        settings.boundary = read_boundary(&e.value, place, diags);
+    }
     settings
+}
+
+/// `boundary:` with `follow_links` and `owner_transitions`, each a list of
+/// absolute, normalised paths as declared.
+fn read_boundary(node: &Node, place: &Place, diags: &mut Diagnostics) -> datum_core::Boundary {
+    let mut boundary = datum_core::Boundary::default();
+    if node.is_null() {
+        return boundary;
+    }
+    let Some(entries) = node.as_map() else {
+        diags.push(
+            Diagnostic::error(format!(
+                "`boundary` must be a mapping with `follow_links` and `owner_transitions`, found {}",
+                node.type_name()
+            ))
+            .at(place.origin(node.start))
+            .until(node.end),
+        );
+        return boundary;
+    };
+    for e in entries {
+        let list = match e.key.as_str() {
+            "follow_links" => &mut boundary.follow_links,
+            "owner_transitions" => &mut boundary.owner_transitions,
+            other => {
+                diags.push(
+                    Diagnostic::error(format!(
+                        "unknown key `{other}` in `boundary`; {}",
+                        expected(BOUNDARY_KEYS, other)
+                    ))
+                    .at(place.origin(e.key_start))
+                    .until(e.key_end),
+                );
+                continue;
+            }
+        };
+        let Some(items) = e.value.as_seq() else {
+            diags.push(
+                Diagnostic::error(format!(
+                    "`boundary.{}` must be a list of paths, found {}",
+                    e.key,
+                    e.value.type_name()
+                ))
+                .at(place.origin(e.value.start))
+                .until(e.value.end),
+            );
+            continue;
+        };
+        for item in items {
+            let problem = match item.as_str() {
+                Some(text) => match datum_host::paths::check_declared(Path::new(text)) {
+                    Ok(()) if text != "/" => {
+                        list.push(PathBuf::from(text));
+                        continue;
+                    }
+                    Ok(()) => "`/` cannot be allowed: name the path itself".to_owned(),
+                    Err(e) => e.to_string(),
+                },
+                None => format!("a path must be a string, found {}", item.type_name()),
+            };
+            diags.push(
+                Diagnostic::error(format!("`boundary.{}`: {problem}", e.key))
+                    .at(place.origin(item.start))
+                    .until(item.end),
+            );
+        }
+    }
+    boundary
 }
 
 /// Checks `datum: v1alpha1` at the top of a document (settings, manifests,
@@ -223,7 +300,7 @@ fn read_layer(
     let name = required_str(item, "name", "a layer", place, diags)?;
     let path = required_str(item, "path", "a layer", place, diags)?;
     let rel = match resolve_inside(canonical_root, Path::new(""), &path.value) {
-        Ok((abs, rel)) if abs.is_dir() => rel,
+        Ok((abs, rel)) if datum_host::repo::metadata(&abs).is_ok_and(|m| m.is_dir()) => rel,
         Ok(_) => {
             diags.push(
                 Diagnostic::error(format!("layer path `{}` is not a folder", path.value))
@@ -377,6 +454,28 @@ mod tests {
     }
 
     #[test]
+    fn boundary_allowances_are_absolute_normalised_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("base")).unwrap();
+        let text = "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nboundary:\n  follow_links: [/var/run, var/x, /a/../b]\n  owner_transitions: [/srv/app]\n  other: []\n";
+        let doc = crate::yaml::parse(text).documents.remove(0);
+        let mut diags = Diagnostics::new();
+        let s = read(&doc, &Place::new("datum.yaml", ""), &root, &mut diags);
+        assert_eq!(s.boundary.follow_links, [PathBuf::from("/var/run")]);
+        assert_eq!(s.boundary.owner_transitions, [PathBuf::from("/srv/app")]);
+        let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].starts_with("datum.yaml:5:"), "{lines:?}");
+        assert!(lines[0].contains("must be absolute"), "{lines:?}");
+        assert!(lines[1].contains("normalised"), "{lines:?}");
+        assert!(
+            lines[2].contains("unknown key `other` in `boundary`"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn settings_read_layers_in_order_and_report_unknown_keys() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -390,7 +489,7 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "datum.yaml:11:1: error: unknown key `extra` in datum.yaml; expected one of: datum, layers, classes",
+                "datum.yaml:11:1: error: unknown key `extra` in datum.yaml; expected one of: datum, layers, classes, boundary",
                 "datum.yaml:9:5: error: unknown key `colour` in a layer; expected one of: name, path, match",
             ]
         );

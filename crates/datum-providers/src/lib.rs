@@ -4,9 +4,19 @@
 //! to [`registry`]. Nothing in the engine or the catalogue changes. The shipped
 //! validators are listed, by name, in [`validators`].
 //!
-//! Providers reach the machine only through `datum_host`, whose errors name the
-//! path they were about; they never print, and they never decide what the
-//! engine does with a failure.
+//! Providers reach the machine only through `datum_host`, and every managed
+//! path through its boundary (`Host::locate`: the parent opened from the
+//! root without following links, every operation relative to it), whose
+//! errors name the path they were about; they never print, and they never
+//! decide what the engine does with a failure.
+
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
 
 pub mod common;
 pub mod directory;
@@ -21,7 +31,9 @@ pub mod validators;
 #[cfg(test)]
 mod testing;
 
-pub use provider::{FieldError, GateRejection, OpenGate, Provider, ProviderError, StagingGate};
+pub use provider::{
+    FieldError, GateRejection, OpenGate, Provider, ProviderError, Staged, StagingGate,
+};
 
 /// Every resource type this build of Datum knows, in the order `datum` lists them.
 pub fn registry() -> &'static [&'static dyn Provider] {

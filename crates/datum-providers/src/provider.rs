@@ -62,19 +62,32 @@ pub enum ProviderError {
     Package(Box<crate::package::PackageError>),
 }
 
+/// A complete staged copy, as the gate sees it: where it is (a validator is
+/// pointed at that path) and exactly what was written there, so a
+/// sandboxed validator can be shown those bytes rather than whatever the
+/// path holds a moment later.
+#[derive(Debug, Clone, Copy)]
+pub struct Staged<'a> {
+    pub path: &'a Path,
+    pub bytes: &'a [u8],
+    pub mode: u32,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
 /// The engine's checkpoint between staging and activation.
 pub trait StagingGate {
     /// Called with the complete staged copy, after owner, group and mode are
     /// set, before it replaces the live file. An error means the change must not
     /// go live: the provider removes the staged copy and returns the error.
-    fn check_staged(&mut self, staged: &Path) -> Result<(), GateRejection>;
+    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection>;
 }
 
 /// A gate that lets everything through (resources without a validator).
 pub struct OpenGate;
 
 impl StagingGate for OpenGate {
-    fn check_staged(&mut self, _staged: &Path) -> Result<(), GateRejection> {
+    fn check_staged(&mut self, _staged: &Staged<'_>) -> Result<(), GateRejection> {
         Ok(())
     }
 }

@@ -11,6 +11,10 @@
 //! shared `nginx` lock, because other test binaries reconfigure it too.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "integration tests: a failed step must stop the test"

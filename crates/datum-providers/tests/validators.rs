@@ -17,6 +17,10 @@
 //! `scripts/deps` installs them all.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "integration tests: a failed step must stop the test"
@@ -28,8 +32,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use datum_host::Host;
+use datum_host::sandbox::{Isolation, Sandbox};
+use datum_providers::Staged;
 use datum_providers::validators::{
-    self, Rejection, RejectionKind, Scope, ValidatorDef, validate_group, validate_staged,
+    self, Rejection, RejectionKind, Scope, ValidatorDef, validate_group, validate_group_in,
+    validate_staged, validate_staged_in,
 };
 use tempfile::TempDir;
 
@@ -216,10 +223,21 @@ fn run_staged(def: &ValidatorDef, declared: &str, text: &str, mode: u32) -> Resu
     );
     let staged = root.write(&staged_declared, text, mode);
     let before = snapshot(root.path());
-    let verdict = validate_staged(def, &root.host(), &staged);
+    let verdict = validate_staged(def, &root.host(), &staged_at(&staged, text, mode));
     let after = snapshot(root.path());
     assert_same_tree(&before, &after, &format!("validator {}", def.name));
     verdict
+}
+
+/// What the gate hands a validator for a staged copy at `path`.
+fn staged_at<'a>(path: &'a Path, text: &'a str, mode: u32) -> Staged<'a> {
+    Staged {
+        path,
+        bytes: text.as_bytes(),
+        mode,
+        uid: None,
+        gid: None,
+    }
 }
 
 /// Runs a group validator on `root` and checks that nothing under it changed.
@@ -476,7 +494,7 @@ fn nginx() {
     // A group validator pointed at one staged file judges nothing.
     let root = nginx_root(bad);
     let site = root.live("/etc/nginx/sites-enabled/shop.conf");
-    assert!(validate_staged(def, &root.host(), &site).is_ok());
+    assert!(validate_staged(def, &root.host(), &staged_at(&site, bad, 0o644)).is_ok());
 }
 
 /// Apache's configuration in a root of its own, with a relative include (as
@@ -509,4 +527,352 @@ fn apache2() {
         run_group(def, &apache_root("DatumNoSuchDirective on\n")),
         "apache2",
     );
+}
+
+// ---------------------------------------------------------------------------
+// Every validator that runs a program, in its sandbox: a configuration that
+// names log, pid and temporary paths in a watched folder leaves nothing
+// there, and the verdict is the one the validator gives without the sandbox.
+
+/// Whether the sandbox can be built here (root); otherwise the sandbox tests
+/// say they were skipped, unless CI requires validators.
+fn sandbox_available() -> bool {
+    if matches!(datum_host::sandbox::isolation(), Ok(Isolation::Sandboxed)) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+        "the validator sandbox needs root, and DATUM_VALIDATORS_REQUIRED says the validators must be tested"
+    );
+    println!("skipped: the validator sandbox needs root");
+    false
+}
+
+/// The verdict as the test compares it: accepted, or the kind of "no".
+fn verdict(v: &Result<(), Rejection>) -> String {
+    match v {
+        Ok(()) => "accepted".to_owned(),
+        Err(r) => match r.kind {
+            RejectionKind::Invalid { .. } => "invalid".to_owned(),
+            RejectionKind::ValidatorError { status } => {
+                format!("validator error {status:?}: {}", r.output)
+            }
+            RejectionKind::TimedOut => "timed out".to_owned(),
+            RejectionKind::MissingBinary { .. } => "missing".to_owned(),
+        },
+    }
+}
+
+/// A folder the configuration names for its logs, pid file and temporary
+/// folders.
+struct Watched(TempDir);
+
+impl Watched {
+    fn new() -> Self {
+        Watched(tempfile::tempdir().unwrap())
+    }
+
+    fn path(&self) -> String {
+        self.0.path().canonicalize().unwrap().display().to_string()
+    }
+
+    fn entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.0.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// Runs `check` sandboxed and then unsandboxed: nothing appears in the
+/// watched folder or under the root in the sandboxed run, and the verdicts
+/// agree (and are `want`). Returns what the unsandboxed run left behind.
+fn same_verdict_without_trace(
+    name: &str,
+    watched: &Watched,
+    root: &Root,
+    want: &str,
+    check: impl Fn(Isolation) -> Result<(), Rejection>,
+) -> Vec<String> {
+    let before = snapshot(root.path());
+    let sandboxed = check(Isolation::Sandboxed);
+    assert_same_tree(
+        &before,
+        &snapshot(root.path()),
+        &format!("{name} (sandboxed)"),
+    );
+    assert_eq!(
+        watched.entries(),
+        Vec::<String>::new(),
+        "{name} left a trace in the watched folder from inside the sandbox"
+    );
+    let unsandboxed = check(Isolation::Unsandboxed);
+    assert_eq!(
+        verdict(&sandboxed),
+        verdict(&unsandboxed),
+        "{name}: the sandbox changed the verdict"
+    );
+    assert_eq!(verdict(&sandboxed), want, "{name}");
+    watched.entries()
+}
+
+/// A file validator on a staged copy naming paths in `watched`, both ways.
+fn file_in_sandbox(name: &str, declared: &str, mode: u32, valid: &str, invalid: &str) {
+    let Some(def) = require(name) else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    for (text, want) in [(valid, "accepted"), (invalid, "invalid")] {
+        let watched = Watched::new();
+        let text = text.replace("{w}", &watched.path());
+        let root = Root::new();
+        root.write(declared, "# the live file\n", mode);
+        let target = Path::new(declared);
+        let staged = root.write(
+            &format!(
+                "{}/.datum.stage.t3st/{}",
+                target.parent().unwrap().display(),
+                target.file_name().unwrap().to_string_lossy()
+            ),
+            &text,
+            mode,
+        );
+        let host = root.host();
+        same_verdict_without_trace(name, &watched, &root, want, |isolation| {
+            validate_staged_in(def, &host, &staged_at(&staged, &text, mode), isolation)
+        });
+    }
+}
+
+#[test]
+fn sshd_in_the_sandbox() {
+    file_in_sandbox(
+        "sshd",
+        "/etc/ssh/sshd_config",
+        0o600,
+        "Port 22\nPidFile {w}/sshd.pid\nAuthorizedKeysFile {w}/keys\nBanner {w}/banner\nChrootDirectory {w}/jail\n",
+        "Port 22\nPidFile {w}/sshd.pid\nNoSuchDirective yes\n",
+    );
+}
+
+#[test]
+fn sudoers_in_the_sandbox() {
+    file_in_sandbox(
+        "sudoers",
+        "/etc/sudoers.d/ops",
+        0o440,
+        "Defaults logfile={w}/sudo.log\nDefaults iolog_dir={w}/io\nDefaults timestampdir={w}/ts\n%ops ALL=(root) /usr/bin/true\n",
+        "Defaults logfile={w}/sudo.log\n%ops ALL=(root /usr/bin/true\n",
+    );
+}
+
+#[test]
+fn systemd_unit_in_the_sandbox() {
+    file_in_sandbox(
+        "systemd-unit",
+        "/etc/systemd/system/datum-test.service",
+        0o644,
+        "[Unit]\nDescription=datum test\n\n[Service]\nExecStart=/bin/true\nPIDFile={w}/unit.pid\nStandardOutput=append:{w}/out.log\nWorkingDirectory={w}\n",
+        "[Service\nExecStart=/bin/true\nPIDFile={w}/unit.pid\n",
+    );
+}
+
+#[test]
+fn nftables_in_the_sandbox() {
+    // nft names no files to write; its check runs in the sandbox's own
+    // network namespace and must judge the same.
+    file_in_sandbox(
+        "nftables",
+        "/etc/nftables.conf",
+        0o644,
+        "table inet datum_test {\n  chain input {\n    type filter hook input priority 0; policy accept;\n    iifname \"lo\" accept\n  }\n}\n",
+        "table inet datum_test {\n  chain input {\n    no_such_statement here;\n  }\n}\n",
+    );
+}
+
+#[test]
+fn haproxy_in_the_sandbox() {
+    file_in_sandbox(
+        "haproxy",
+        "/etc/haproxy/haproxy.cfg",
+        0o644,
+        "global\n  maxconn 100\n  pidfile {w}/haproxy.pid\n  stats socket {w}/admin.sock mode 660\n  log /dev/log local0\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nfrontend web\n  bind 127.0.0.1:8089\n  default_backend app\nbackend app\n  server a1 127.0.0.1:8090\n",
+        "global\n  pidfile {w}/haproxy.pid\n  no_such_keyword 1\n",
+    );
+}
+
+#[test]
+fn logrotate_in_the_sandbox() {
+    file_in_sandbox(
+        "logrotate",
+        "/etc/logrotate.d/app",
+        0o644,
+        "{w}/app.log {\n  daily\n  rotate 2\n  missingok\n  compress\n  olddir {w}/old\n  createolddir 0755 root root\n}\n",
+        "{w}/app.log {\n  rotate notanumber\n}\n",
+    );
+}
+
+/// nginx's whole configuration naming its pid file, logs and temporary
+/// folders in `watched`, none of which exists yet.
+fn nginx_watched_root(watched: &Watched, site: &str, extra_main: &str) -> Root {
+    let root = Root::new();
+    let w = watched.path();
+    let r = root.path().display().to_string();
+    root.write(
+        "/etc/nginx/nginx.conf",
+        &format!(
+            "{extra_main}pid {w}/nginx.pid;\nerror_log {w}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log {w}/access.log;\n  client_body_temp_path {w}/body;\n  proxy_temp_path {w}/proxy;\n  fastcgi_temp_path {w}/fastcgi;\n  uwsgi_temp_path {w}/uwsgi;\n  scgi_temp_path {w}/scgi;\n  include {r}/etc/nginx/sites-enabled/*.conf;\n}}\n"
+        ),
+        0o644,
+    );
+    root.write("/etc/nginx/sites-enabled/shop.conf", site, 0o644);
+    root
+}
+
+#[test]
+fn nginx_in_the_sandbox() {
+    let Some(def) = require("nginx") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let good = "server {\n  listen 127.0.0.1:8099;\n  location / { return 200 \"ok\"; }\n}\n";
+    let bad = "server {\n  listen 127.0.0.1:8099;\n  datum_no_such_directive on;\n}\n";
+    for (site, want) in [(good, "accepted"), (bad, "invalid")] {
+        let watched = Watched::new();
+        let root = nginx_watched_root(&watched, site, "");
+        let host = root.host();
+        let left = same_verdict_without_trace("nginx", &watched, &root, want, |isolation| {
+            validate_group_in(def, &host, isolation, &Sandbox::new())
+        });
+        // Without the sandbox nginx -t does create what a valid
+        // configuration names: the watched folder is a real test.
+        if want == "accepted" {
+            assert!(
+                left.contains(&"error.log".to_owned()) && left.contains(&"body".to_owned()),
+                "nginx -t left no trace even unsandboxed: {left:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn nginx_refuses_a_module_that_no_package_installed() {
+    let Some(def) = require("nginx") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let watched = Watched::new();
+    let site = "server {\n  listen 127.0.0.1:8099;\n}\n";
+    let probe = Root::new();
+    let module = probe.write("/evil/ngx_evil.so", "\u{7f}ELF not really\n", 0o755);
+    let root = nginx_watched_root(
+        &watched,
+        site,
+        &format!("load_module {};\n", module.display()),
+    );
+    let err = validate_group(def, &root.host()).unwrap_err();
+    assert!(matches!(err.kind, RejectionKind::Invalid { .. }), "{err:?}");
+    assert!(err.output.contains("load_module"), "{}", err.output);
+    assert!(
+        err.output.contains("not a file of an installed package"),
+        "{}",
+        err.output
+    );
+    assert!(err.output.contains("nginx.conf:1"), "{}", err.output);
+    assert_eq!(watched.entries(), Vec::<String>::new());
+
+    // Debian's own module (a file of an installed package) still loads.
+    let packaged = Path::new("/usr/share/nginx/modules/ngx_http_echo_module.so");
+    if packaged.exists() {
+        let root = nginx_watched_root(
+            &watched,
+            site,
+            "load_module modules/ngx_http_echo_module.so;\n",
+        );
+        assert_accepts(validate_group(def, &root.host()), "nginx");
+    }
+}
+
+/// Apache's configuration naming its pid file and logs in `watched`.
+fn apache_watched_root(watched: &Watched, extra: &str) -> Root {
+    let root = Root::new();
+    let w = watched.path();
+    root.write(
+        "/etc/apache2/apache2.conf",
+        &format!(
+            "ServerName localhost\nListen 127.0.0.1:8098\nPidFile {w}/apache2.pid\nErrorLog {w}/error.log\nMutex file:{w} default\nLoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so\nCustomLog {w}/access.log combined\nIncludeOptional conf-enabled/*.conf\n"
+        ),
+        0o644,
+    );
+    root.write("/etc/apache2/conf-enabled/site.conf", extra, 0o644);
+    root
+}
+
+#[test]
+fn apache2_in_the_sandbox() {
+    let Some(def) = require("apache2") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    for (extra, want) in [
+        ("Timeout 30\n", "accepted"),
+        ("DatumNoSuchDirective on\n", "invalid"),
+    ] {
+        let watched = Watched::new();
+        let root = apache_watched_root(&watched, extra);
+        let host = root.host();
+        same_verdict_without_trace("apache2", &watched, &root, want, |isolation| {
+            validate_group_in(def, &host, isolation, &Sandbox::new())
+        });
+    }
+}
+
+#[test]
+fn a_group_is_validated_with_files_laid_over_their_live_paths() {
+    // What group validation before activation needs (issue 14): the staged
+    // site laid over its live path in the view, the machine untouched.
+    let Some(def) = require("nginx") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let watched = Watched::new();
+    let good = "server {\n  listen 127.0.0.1:8099;\n}\n";
+    let root = nginx_watched_root(&watched, good, "");
+    let host = root.host();
+    let live = root.live("/etc/nginx/sites-enabled/shop.conf");
+    let before = snapshot(root.path());
+    let mut view = Sandbox::new();
+    view.place(
+        &live,
+        b"server {\n  http2_no_such on;\n}\n".to_vec(),
+        0o644,
+        None,
+        None,
+    );
+    let verdict = validate_group_in(def, &host, Isolation::Sandboxed, &view);
+    assert!(
+        matches!(
+            verdict,
+            Err(Rejection {
+                kind: RejectionKind::Invalid { .. },
+                ..
+            })
+        ),
+        "{verdict:?}"
+    );
+    assert_same_tree(&before, &snapshot(root.path()), "a placed file");
+    assert_eq!(fs::read_to_string(&live).unwrap(), good);
+    assert_eq!(watched.entries(), Vec::<String>::new());
 }

@@ -52,6 +52,14 @@
 //! assert_eq!(markdown::marker_line(&key), format!("<!-- {key} -->"));
 //! ```
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod history;
 pub mod markdown;
 

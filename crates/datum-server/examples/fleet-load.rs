@@ -20,6 +20,10 @@
 //! count and time, and only loopback targets are accepted.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "a benchmark tool: a failure to set up is a panic with its message"

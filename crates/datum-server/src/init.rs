@@ -2,10 +2,13 @@
 //! server's certificate (rcgen, ECDSA P-256), the admin credential, the
 //! configuration, and one token per host.
 //!
-//! The server's folder is written through `datum_host::own` (whole files,
-//! renamed into place, keys 0600 from the first byte; `init` never
-//! replaces an existing file), so this crate does no raw file access of its
-//! own. The store holds only token hashes; the tokens themselves exist only
+//! The server's folder is one of Datum's private folders
+//! (`datum_host::PrivateDir`: 0700, the user's own, every file opened
+//! without following a link), written whole (renamed into place, keys 0600
+//! from the first byte; `init` never replaces an existing file), and the
+//! credentials file `enroll --out FILE` writes goes through
+//! `datum_host::named` (never through a link at the name), so this crate
+//! does no raw file access of its own. The store holds only token hashes; the tokens themselves exist only
 //! in the files handed out (`admin.yaml`, each host's `report.yaml`).
 //!
 //! Owns: [`init`], [`credentials_for`], [`ServerDir`]. Must not: start a server.
@@ -55,16 +58,14 @@ impl ServerDir {
 
     /// Reads `DIR/server.yaml`.
     pub fn open(dir: &Path) -> Result<Self, InitError> {
-        let path = dir.join(config::CONFIG_FILE);
-        let bytes = match datum_host::fs::read(&path) {
-            Ok(b) => b,
-            Err(_) if datum_host::fs::lstat(&path).ok().flatten().is_none() => {
-                return Err(InitError::NotInitialised {
-                    dir: dir.to_owned(),
-                });
-            }
-            Err(e) => return Err(e.into()),
+        let not_initialised = || InitError::NotInitialised {
+            dir: dir.to_owned(),
         };
+        let folder = datum_host::PrivateDir::open_path(dir, false)?.ok_or_else(not_initialised)?;
+        let path = dir.join(config::CONFIG_FILE);
+        let bytes = folder
+            .read(config::CONFIG_FILE)?
+            .ok_or_else(not_initialised)?;
         let text = String::from_utf8_lossy(&bytes);
         Ok(ServerDir {
             dir: dir.to_owned(),
@@ -72,9 +73,22 @@ impl ServerDir {
         })
     }
 
+    /// Reads `file` of the folder (a certificate, a key), which must exist.
+    pub fn read(&self, file: &str) -> Result<Vec<u8>, InitError> {
+        let missing = || {
+            datum_host::HostError::io(
+                "read",
+                self.path(file),
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            )
+        };
+        let folder = datum_host::PrivateDir::open_path(&self.dir, false)?.ok_or_else(missing)?;
+        Ok(folder.read(file)?.ok_or_else(missing)?)
+    }
+
     /// The CA certificate (PEM).
     pub fn ca_pem(&self) -> Result<String, InitError> {
-        let bytes = datum_host::fs::read(&self.path(config::CA_CERT_FILE))?;
+        let bytes = self.read(config::CA_CERT_FILE)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
@@ -106,7 +120,10 @@ pub struct Initialised {
 /// store is opened by the caller afterwards to record the admin token's
 /// hash (see [`admin_token_hash`]).
 pub fn init(dir: &Path, opts: &InitOptions) -> Result<Initialised, InitError> {
-    datum_host::own::private_dir(dir)?;
+    let folder =
+        datum_host::PrivateDir::open_path(dir, true)?.ok_or_else(|| InitError::NotInitialised {
+            dir: dir.to_owned(),
+        })?;
     let host_part = opts
         .listen
         .rsplit_once(':')
@@ -152,9 +169,7 @@ pub fn init(dir: &Path, opts: &InitOptions) -> Result<Initialised, InitError> {
         ca_pem: ca_pem.clone(),
         token: new_token(ADMIN_TOKEN_PREFIX),
     };
-    let own = |file: &str, text: &str, mode: u32| {
-        datum_host::own::write_new(&dir.join(file), text.as_bytes(), mode)
-    };
+    let own = |file: &str, text: &str, mode: u32| folder.write_new(file, text.as_bytes(), mode);
     own(config::CA_CERT_FILE, &ca_pem, 0o644)?;
     own(config::CA_KEY_FILE, &ca_key_pem, 0o600)?;
     own(config::CERT_FILE, &cert_pem, 0o644)?;
@@ -248,6 +263,6 @@ pub fn credentials_for(
 
 /// Writes `credentials` to `out` (mode 0600; replaces an older file).
 pub fn write_credentials(out: &Path, credentials: &Credentials) -> Result<(), InitError> {
-    datum_host::own::write(out, credentials.render().as_bytes(), 0o600)?;
+    datum_host::named::write_secret(out, credentials.render().as_bytes())?;
     Ok(())
 }

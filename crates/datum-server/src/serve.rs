@@ -80,9 +80,9 @@ async fn open_migrated(dir: &Path, store: &str) -> Result<AnyFleet, StoreError> 
     if store == "sqlite" {
         let path = dir.join(config::SQLITE_FILE);
         let backend = tokio::task::block_in_place(|| {
-            // Created 0600 before SQLite makes it 0644.
-            if datum_host::fs::lstat(&path).ok().flatten().is_none() {
-                let _ = datum_host::own::write_new(&path, b"", 0o600);
+            // Created 0600 before SQLite makes it 0644, never through a link.
+            if let Ok(Some(folder)) = datum_host::PrivateDir::open_path(dir, false) {
+                let _ = folder.open_or_create(config::SQLITE_FILE, 0o600);
             }
             SqliteBackend::open(&path, MIGRATIONS::SQLITE)
         })?;
@@ -150,8 +150,8 @@ fn tls_config(dir: &ServerDir) -> Result<rustls::ServerConfig, ServeError> {
         path: path.to_owned(),
         message,
     };
-    let cert_pem = datum_host::fs::read(&cert_path).map_err(InitError::from)?;
-    let key_pem = datum_host::fs::read(&key_path).map_err(InitError::from)?;
+    let cert_pem = dir.read(config::CERT_FILE)?;
+    let key_pem = dir.read(config::KEY_FILE)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| tls(&cert_path, e.to_string()))?;

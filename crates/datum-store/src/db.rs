@@ -1,22 +1,34 @@
-//! Opening a SQLite file safely: folders, permissions, pragmas, integrity,
-//! schema migrations, and recovery from a database that cannot be used.
+//! Opening a SQLite file safely: its private folder, permissions, pragmas,
+//! integrity, schema migrations, and recovery from a database that cannot be
+//! used (only when a person asks for it).
 //!
-//! Shared by the state store and the backup index so that both recover the
-//! same way. This module knows nothing about the tables themselves: each caller
-//! passes its [`Schema`] (an application id and an ordered list of
+//! Shared by the state store and the backup index so that both behave the
+//! same way. This module knows nothing about the tables themselves: each
+//! caller passes its [`Schema`] (an application id and an ordered list of
 //! migrations).
 //!
-//! It must never delete a database: an unusable one is renamed aside (with its
-//! `-wal`/`-shm` companions) so a person can still inspect it.
+//! The database lives in one of Datum's private folders
+//! (`datum_host::PrivateDir`: 0700, owned by the user running Datum, opened
+//! once): the file and its `-wal`, `-shm` and `-journal` companions must be
+//! regular files or absent (a planted link is an error, never a target), a
+//! new file is created there with `O_EXCL`, mode 0600, before SQLite sees it,
+//! and SQLite is handed the folder's link-free path with
+//! `SQLITE_OPEN_NOFOLLOW`, which makes it refuse a link anywhere on the way.
+//!
+//! Fail closed: a database that is corrupt, foreign or from a newer Datum is
+//! an error ([`StoreError::Unusable`]), never silently replaced: it holds
+//! quarantines and owed reloads, which an empty database would forget.
+//! [`rebuild`] moves it aside (with its companions, so a person can still
+//! inspect it) and starts empty, and only the operator's `--rebuild-state`
+//! calls it. This module never deletes a database.
 
-use std::fs;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use datum_host::PrivateDir;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
-use crate::error::{StoreError, StoreWarning};
+use crate::error::StoreError;
 
 /// How long a write waits for another connection's write to finish. The
 /// engine's root lock already serialises passes; this covers a reader such as
@@ -44,74 +56,134 @@ impl Schema {
 struct Unusable(String);
 
 enum OpenFailure {
-    /// The file is not (or no longer) a database we can trust: move it aside.
+    /// The file is not (or no longer) a database we can trust.
     Unusable(Unusable),
     /// Anything else (permissions, disk full, locked): report, do not touch.
     Fatal(StoreError),
 }
 
-/// Opens (creating when missing) the database at `path` with `schema`. A
-/// corrupt, foreign or too-new database is moved aside and replaced by an
-/// empty one, with a warning.
+/// Opens (creating when missing) the database `name` in `dir` with
+/// `schema`. A corrupt, foreign or too-new database is
+/// [`StoreError::Unusable`]: the caller stops and says how to recover.
 pub(crate) fn open(
-    path: &Path,
+    dir: &PrivateDir,
+    name: &str,
     schema: &Schema,
-) -> Result<(Connection, Vec<StoreWarning>), StoreError> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        create_private_dir(parent)?;
+) -> Result<Connection, StoreError> {
+    let path = refuse_links(dir, name)?;
+    match try_open(dir, name, &path, schema) {
+        Ok(conn) => Ok(conn),
+        Err(OpenFailure::Fatal(e)) => Err(e),
+        Err(OpenFailure::Unusable(Unusable(reason))) => Err(StoreError::Unusable { path, reason }),
     }
-    let mut warnings = Vec::new();
-    match try_open(path, schema) {
-        Ok(conn) => return Ok((conn, warnings)),
-        Err(OpenFailure::Fatal(e)) => return Err(e),
-        Err(OpenFailure::Unusable(Unusable(reason))) => {
-            let moved_to = move_aside(path)?;
-            warnings.push(StoreWarning::CorruptMovedAside {
-                path: path.to_owned(),
-                moved_to,
-                reason,
-            });
+}
+
+/// A database in memory with `schema`: remembers nothing beyond the
+/// connection (a report-only check whose store is unusable).
+pub(crate) fn open_memory(schema: &Schema) -> Result<Connection, StoreError> {
+    let path = PathBuf::from(":memory:");
+    let sqlite = |action: &'static str| {
+        let path = path.clone();
+        move |source| StoreError::Sqlite {
+            path,
+            action,
+            source,
         }
-    }
-    // A second failure right after moving the file aside is not corruption
-    // any more: it is the environment (read-only file system, full disk).
-    match try_open(path, schema) {
-        Ok(conn) => Ok((conn, warnings)),
+    };
+    let mut conn = Connection::open_in_memory().map_err(sqlite("cannot open"))?;
+    migrate(&mut conn, schema).map_err(sqlite("cannot create the schema"))?;
+    Ok(conn)
+}
+
+/// Moves the database `name` in `dir` aside (to `<name>.corrupt-<unix-ts>`,
+/// with its companions) and opens an empty one in its place. Only for the
+/// operator's explicit `--rebuild-state`: everything the old one held is
+/// forgotten. Returns the new connection and where the old file went (`None`
+/// when there was none).
+pub(crate) fn rebuild(
+    dir: &PrivateDir,
+    name: &str,
+    schema: &Schema,
+) -> Result<(Connection, Option<PathBuf>), StoreError> {
+    let path = refuse_links(dir, name)?;
+    let moved = if dir.lstat(name).map_err(host_error(&path))?.is_some() {
+        Some(move_aside(dir, name)?)
+    } else {
+        None
+    };
+    // A failure right after moving the file aside is not corruption: it is
+    // the environment (read-only file system, full disk).
+    match try_open(dir, name, &path, schema) {
+        Ok(conn) => Ok((conn, moved)),
         Err(OpenFailure::Fatal(e)) => Err(e),
         Err(OpenFailure::Unusable(Unusable(reason))) => Err(StoreError::Malformed {
-            path: path.to_owned(),
+            path,
             what: "freshly created database",
             detail: reason,
         }),
     }
 }
 
-/// Creates `dir` and any missing parents with mode 0700: the state and the
-/// backups describe (and, for backups, contain) root-owned configuration.
-/// Existing folders keep their mode: they may be shared system folders.
-pub(crate) fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| StoreError::Io {
-            path: dir.to_owned(),
-            action: "cannot create directory",
-            source,
-        })
+fn host_error(path: &Path) -> impl FnOnce(datum_host::HostError) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Host {
+        path,
+        source: Box::new(source),
+    }
 }
 
-fn try_open(path: &Path, schema: &Schema) -> Result<Connection, OpenFailure> {
+/// The database's path for SQLite, after checking that the file and its
+/// companions are regular files or absent.
+fn refuse_links(dir: &PrivateDir, name: &str) -> Result<PathBuf, StoreError> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = format!("{name}{suffix}");
+        dir.require_regular_or_absent(&file)
+            .map_err(host_error(&dir.file_path(&file)))?;
+    }
+    Ok(dir.file_path(name))
+}
+
+/// Creates `dir` (an operator-given folder) and any missing parents with mode
+/// 0700, and opens it as a private folder.
+pub(crate) fn private_dir(dir: &Path) -> Result<PrivateDir, StoreError> {
+    match PrivateDir::open_path(dir, true) {
+        Ok(Some(d)) => Ok(d),
+        Ok(None) => Err(StoreError::Io {
+            path: dir.to_owned(),
+            action: "cannot create directory",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }),
+        Err(source) => Err(StoreError::Host {
+            path: dir.to_owned(),
+            source: Box::new(source),
+        }),
+    }
+}
+
+fn try_open(
+    dir: &PrivateDir,
+    name: &str,
+    path: &Path,
+    schema: &Schema,
+) -> Result<Connection, OpenFailure> {
     let sqlite = |action: &'static str| {
         let path = path.to_owned();
         move |source: rusqlite::Error| classify(path, action, source)
     };
-    precreate_private_file(path).map_err(OpenFailure::Fatal)?;
-    check_header(path)?;
+    precreate_private_file(dir, name, path).map_err(OpenFailure::Fatal)?;
+    check_header(dir, name, path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags).map_err(sqlite("cannot open"))?;
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    // SQLite opens by path: the folder's link-free path as the kernel sees
+    // it now, and NOFOLLOW makes SQLite refuse a link on any component.
+    let sqlite_path = dir
+        .real_path()
+        .map_err(|e| OpenFailure::Fatal(host_error(path)(e)))?
+        .join(name);
+    let mut conn =
+        Connection::open_with_flags(&sqlite_path, flags).map_err(sqlite("cannot open"))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sqlite("cannot set busy timeout"))?;
 
@@ -217,7 +289,7 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// before SQLite opens it: once SQLite has opened a file it may act on a
 /// `-wal` beside it (and deletes it when the connection closes), which would
 /// destroy part of what we are about to move aside for inspection.
-fn check_header(path: &Path) -> Result<(), OpenFailure> {
+fn check_header(dir: &PrivateDir, name: &str, path: &Path) -> Result<(), OpenFailure> {
     use std::io::Read as _;
     let fatal = |source| {
         OpenFailure::Fatal(StoreError::Io {
@@ -226,7 +298,12 @@ fn check_header(path: &Path) -> Result<(), OpenFailure> {
             source,
         })
     };
-    let mut file = fs::File::open(path).map_err(fatal)?;
+    let Some(mut file) = dir
+        .open_read(name)
+        .map_err(|e| OpenFailure::Fatal(host_error(path)(e)))?
+    else {
+        return Ok(());
+    };
     if !file.metadata().map_err(fatal)?.is_file() {
         // A directory or a device: let SQLite report it as it sees it.
         return Ok(());
@@ -247,20 +324,20 @@ fn check_header(path: &Path) -> Result<(), OpenFailure> {
 /// SQLite creates new files with mode 0644 (minus umask); create ours first
 /// with 0600 so the state is never readable by other users, not even briefly.
 /// SQLite gives the `-wal` and `-shm` files the main file's mode.
-fn precreate_private_file(path: &Path) -> Result<(), StoreError> {
-    match fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
+fn precreate_private_file(dir: &PrivateDir, name: &str, path: &Path) -> Result<(), StoreError> {
+    match dir.create_new(name, 0o600) {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(source) => Err(StoreError::Io {
+        Err(datum_host::HostError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            Ok(())
+        }
+        Err(datum_host::HostError::Io { source, .. }) => Err(StoreError::Io {
             path: path.to_owned(),
             action: "cannot create database file",
             source,
         }),
+        Err(e) => Err(host_error(path)(e)),
     }
 }
 
@@ -280,53 +357,53 @@ fn classify(path: PathBuf, action: &'static str, source: rusqlite::Error) -> Ope
     }
 }
 
-/// Renames `path` to `path.corrupt-<unix-ts>` (with a counter if that exists)
-/// and its `-wal`, `-shm` and `-journal` companions alongside. The companions
-/// must go too: a stale WAL replayed onto the fresh database would bring back
-/// pages of the corrupt one.
-fn move_aside(path: &Path) -> Result<PathBuf, StoreError> {
+/// Renames `name` to `name.corrupt-<unix-ts>` (with a counter if that
+/// exists) and its `-wal`, `-shm` and `-journal` companions alongside, all
+/// inside `dir`. The companions must go too: a stale WAL replayed onto the
+/// fresh database would bring back pages of the corrupt one.
+fn move_aside(dir: &PrivateDir, name: &str) -> Result<PathBuf, StoreError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let base = path.as_os_str().to_owned();
+    let exists = |n: &str| dir.lstat(n).ok().flatten().is_some();
     let target = (0u32..)
         .map(|n| {
-            let mut name = base.clone();
-            name.push(format!(".corrupt-{now}"));
             if n > 0 {
-                name.push(format!(".{n}"));
+                format!("{name}.corrupt-{now}.{n}")
+            } else {
+                format!("{name}.corrupt-{now}")
             }
-            PathBuf::from(name)
         })
-        .find(|candidate| !candidate.exists() && !sidecar(candidate, "-wal").exists())
-        .unwrap_or_else(|| path.with_extension("corrupt"));
+        .find(|candidate| !exists(candidate) && !exists(&format!("{candidate}-wal")))
+        .unwrap_or_else(|| format!("{name}.corrupt"));
     for suffix in ["-wal", "-shm", "-journal"] {
-        let from = sidecar(path, suffix);
-        if from.exists() {
-            rename(&from, &sidecar(&target, suffix))?;
+        let from = format!("{name}{suffix}");
+        if exists(&from) {
+            rename(dir, &from, &format!("{target}{suffix}"))?;
         }
     }
-    rename(path, &target)?;
-    Ok(target)
+    rename(dir, name, &target)?;
+    Ok(dir.file_path(&target))
 }
 
-fn sidecar(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-fn rename(from: &Path, to: &Path) -> Result<(), StoreError> {
-    fs::rename(from, to).map_err(|source| StoreError::Io {
-        path: from.to_owned(),
-        action: "cannot move unusable database aside",
-        source,
+fn rename(dir: &PrivateDir, from: &str, to: &str) -> Result<(), StoreError> {
+    dir.rename(from, to).map_err(|e| match e {
+        datum_host::HostError::Io { source, .. } => StoreError::Io {
+            path: dir.file_path(from),
+            action: "cannot move unusable database aside",
+            source,
+        },
+        other => StoreError::Host {
+            path: dir.file_path(from),
+            source: Box::new(other),
+        },
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
@@ -339,25 +416,25 @@ mod tests {
         ],
     };
 
+    fn dir_at(path: &Path) -> PrivateDir {
+        private_dir(path).unwrap()
+    }
+
     #[test]
     fn fresh_database_gets_current_version_private_mode_and_wal() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("deep/er/x.db");
-        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        assert!(warnings.is_empty());
+        let folder = dir.path().join("deep/er");
+        let conn = open(&dir_at(&folder), "x.db", &TEST_SCHEMA).unwrap();
+        let path = folder.join("x.db");
         assert_eq!(pragma_int(&conn, "user_version").unwrap(), 2);
         assert_eq!(pragma_int(&conn, "application_id").unwrap(), 0x1234);
         let mode: String = conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
         let file_mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(file_mode, 0o600);
-        let dir_mode = fs::metadata(path.parent().unwrap())
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777;
+        let dir_mode = fs::metadata(&folder).unwrap().permissions().mode() & 0o777;
         assert_eq!(dir_mode, 0o700);
         conn.execute("INSERT INTO a (x, y) VALUES (1, 'z')", [])
             .unwrap();
@@ -366,73 +443,101 @@ mod tests {
     #[test]
     fn older_version_is_migrated_in_place_keeping_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.db");
+        let d = dir_at(dir.path());
         let v1 = Schema {
             application_id: 0x1234,
             migrations: &TEST_SCHEMA.migrations[..1],
         };
         {
-            let (conn, _) = open(&path, &v1).unwrap();
+            let conn = open(&d, "x.db", &v1).unwrap();
             conn.execute("INSERT INTO a (x) VALUES (7)", []).unwrap();
         }
-        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        assert!(warnings.is_empty());
+        let conn = open(&d, "x.db", &TEST_SCHEMA).unwrap();
         let x: i64 = conn.query_row("SELECT x FROM a", [], |r| r.get(0)).unwrap();
         assert_eq!(x, 7);
         assert_eq!(pragma_int(&conn, "user_version").unwrap(), 2);
     }
 
     #[test]
-    fn foreign_database_is_moved_aside_not_adopted() {
+    fn a_foreign_or_corrupt_database_is_refused_and_left_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.db");
+        let d = dir_at(dir.path());
         {
-            let conn = Connection::open(&path).unwrap();
+            let conn = Connection::open(dir.path().join("foreign.db")).unwrap();
             conn.execute_batch("CREATE TABLE other (z); PRAGMA application_id = 99;")
                 .unwrap();
         }
-        let (_, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        match &warnings[..] {
-            [
-                StoreWarning::CorruptMovedAside {
-                    reason, moved_to, ..
-                },
-            ] => {
-                assert!(reason.contains("not a Datum database"), "{reason}");
-                assert!(moved_to.exists());
+        fs::write(dir.path().join("garbage.db"), vec![0x5a; 8192]).unwrap();
+        for (name, why) in [
+            ("foreign.db", "not a Datum database"),
+            ("garbage.db", "not a database"),
+        ] {
+            let before = fs::read(dir.path().join(name)).unwrap();
+            match open(&d, name, &TEST_SCHEMA) {
+                Err(StoreError::Unusable { reason, path }) => {
+                    assert!(reason.contains(why), "{reason}");
+                    assert_eq!(path, dir.path().join(name));
+                }
+                Err(other) => panic!("{name}: {other}"),
+                Ok(_) => panic!("{name}: opened"),
             }
-            other => panic!("unexpected warnings {other:?}"),
+            assert_eq!(
+                fs::read(dir.path().join(name)).unwrap(),
+                before,
+                "{name} untouched"
+            );
         }
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "nothing moved or created"
+        );
     }
 
     #[test]
     fn empty_file_left_by_a_crash_before_the_schema_is_initialised_quietly() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.db");
-        fs::write(&path, b"").unwrap();
-        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
+        fs::write(dir.path().join("x.db"), b"").unwrap();
+        let conn = open(&dir_at(dir.path()), "x.db", &TEST_SCHEMA).unwrap();
         assert_eq!(pragma_int(&conn, "user_version").unwrap(), 2);
     }
 
     #[test]
-    fn companions_of_a_corrupt_database_move_aside_with_it() {
+    fn a_rebuild_moves_the_database_and_its_companions_aside() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.db");
+        let d = dir_at(dir.path());
         // At least a page long: SQLite itself discards the WAL of a database
         // shorter than one page, so only a longer file exercises our move.
-        fs::write(&path, vec![0x5a; 8192]).unwrap();
+        fs::write(dir.path().join("x.db"), vec![0x5a; 8192]).unwrap();
         fs::write(dir.path().join("x.db-wal"), b"old log").unwrap();
-        let (conn, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        let [StoreWarning::CorruptMovedAside { moved_to, .. }] = &warnings[..] else {
-            panic!("{warnings:?}");
-        };
-        assert_eq!(fs::read(sidecar(moved_to, "-wal")).unwrap(), b"old log");
+        let (conn, moved_to) = rebuild(&d, "x.db", &TEST_SCHEMA).unwrap();
+        let moved_to = moved_to.unwrap();
+        assert_eq!(fs::read(&moved_to).unwrap(), vec![0x5a; 8192]);
+        let mut wal = moved_to.into_os_string();
+        wal.push("-wal");
+        assert_eq!(fs::read(wal).unwrap(), b"old log");
         conn.execute("INSERT INTO a (x) VALUES (1)", []).unwrap();
         drop(conn);
         // Opening again is quiet: the rebuilt database is healthy.
-        let (_, warnings) = open(&path, &TEST_SCHEMA).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
+        open(&d, "x.db", &TEST_SCHEMA).unwrap();
+    }
+
+    #[test]
+    fn a_link_where_the_database_belongs_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("victim");
+        fs::write(&target, b"precious").unwrap();
+        for name in ["x.db", "x.db-wal", "x.db-shm"] {
+            let link = dir.path().join(name);
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            let err = open(&dir_at(dir.path()), "x.db", &TEST_SCHEMA)
+                .err()
+                .unwrap();
+            assert!(err.to_string().contains(name), "{err}");
+            fs::remove_file(&link).unwrap();
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"precious");
     }
 
     #[test]
@@ -442,7 +547,7 @@ mod tests {
         // must be reported, never renamed.
         let path = dir.path().join("x.db");
         fs::create_dir(&path).unwrap();
-        let err = open(&path, &TEST_SCHEMA).unwrap_err();
+        let err = open(&dir_at(dir.path()), "x.db", &TEST_SCHEMA).unwrap_err();
         assert!(err.to_string().contains("x.db"), "{err}");
         assert!(path.is_dir());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub enum StoreError {
     /// A directory or file operation failed (creating the store's folder,
     /// moving a corrupt database aside, writing or reading a blob).
-    #[error("{path}: {action}: {source}")]
+    #[error("{}: {action}: {source}", path.display())]
     Io {
         path: PathBuf,
         action: &'static str,
@@ -21,7 +21,7 @@ pub enum StoreError {
     },
     /// SQLite refused an operation on a database that is not corrupt (locked
     /// past the busy timeout, disk full, read-only file system...).
-    #[error("{path}: {action}: {source}")]
+    #[error("{}: {action}: {source}", path.display())]
     Sqlite {
         path: PathBuf,
         action: &'static str,
@@ -29,19 +29,42 @@ pub enum StoreError {
     },
     /// A value read back from the database does not have the shape this
     /// version writes (a hand-edited row, a bug in an older version).
-    #[error("{path}: {what} in the database is malformed: {detail}")]
+    #[error("{}: {what} in the database is malformed: {detail}", path.display())]
     Malformed {
         path: PathBuf,
         what: &'static str,
         detail: String,
     },
+    /// The database is corrupt, foreign or from a newer Datum. It is left
+    /// as it is: it may hold quarantines and owed reloads, and an empty one
+    /// in its place would forget them. The caller refuses to act and says
+    /// how to recover (restore the file, or `--rebuild-state`).
+    #[error("{}: unusable ({reason})", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    /// The file system holding the store has no room left to record a
+    /// pass: what a pass would record (verified state, owed reloads) could
+    /// not be kept.
+    #[error("{}: the file system has {available} bytes free, less than the {needed} Datum needs to record a pass", path.display())]
+    Full {
+        path: PathBuf,
+        available: u64,
+        needed: u64,
+    },
+    /// Datum's private folder or a file in it refused (a link where a store
+    /// file belongs, a folder others may write to).
+    #[error("{source}")]
+    Host {
+        path: PathBuf,
+        #[source]
+        source: Box<datum_host::HostError>,
+    },
     /// `backup show 42` for an id that does not exist (never existed, or was
     /// pruned).
-    #[error("{path}: no backup entry with id {id}")]
+    #[error("{}: no backup entry with id {id}", path.display())]
     NoSuchBackup { path: PathBuf, id: u64 },
     /// The blob of an entry is gone or its bytes no longer hash to the
     /// recorded digest: the evidence cannot be trusted, so it is not returned.
-    #[error("{path}: backup {id} is damaged: {detail}")]
+    #[error("{}: backup {id} is damaged: {detail}", path.display())]
     DamagedBackup {
         path: PathBuf,
         id: u64,
@@ -50,11 +73,11 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether SQLite reported the database itself as damaged (found after
-    /// opening, in the middle of a pass). The next [`crate::Store::open`]
-    /// checks the file and moves it aside if it is still damaged.
+    /// Whether the database itself is damaged (found when opening, or
+    /// reported by SQLite in the middle of a pass).
     pub fn is_corruption(&self) -> bool {
         match self {
+            StoreError::Unusable { .. } => true,
             StoreError::Sqlite { source, .. } => matches!(
                 source.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)

@@ -4,7 +4,7 @@
 //!   hash of the last verified declaration and the file metadata seen then;
 //!   per pass, a summary and inspection times; drift history for `datum
 //!   check`; reloads owed to services; accepted observations, quarantine and
-//!   the revert log.
+//!   the revert log; the repository revisions `datum pull` deployed.
 //! - [`backup::BackupStore`] (`<root>/var/lib/datum/backups`): the previous
 //!   content of every file an apply replaced or removed, content-addressed,
 //!   with bounded retention.
@@ -55,10 +55,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let root = tempfile::tempdir()?;
-//! let (mut store, warnings) = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
-//! for warning in &warnings {
-//!     eprintln!("warning: {warning}"); // the CLI shows these; the pass goes on
-//! }
+//! let mut store = Store::open(&root.path().join(datum_store::STATE_DB_PATH))?;
 //! let motd = ResourceId::new("File", "motd");
 //! let intentional = store
 //!     .last_verified(&motd)?
@@ -86,6 +83,14 @@
 //! # }
 //! ```
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 mod db;
 mod error;
 mod state;
@@ -94,10 +99,11 @@ pub mod backup;
 
 pub use error::{StoreError, StoreWarning};
 pub use state::{
-    Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
-    FindingSignature, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
-    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, ReceivedInstruction,
-    Store, StoredPass, VerifiedRecord,
+    Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
+    FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus,
+    OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
+    QuarantineTarget, ReceivedInstruction, Store, StoredDeployment, StoredPass, VerifiedRecord,
+    require_room,
 };
 /// How the fleet server names quarantine targets (`host`, `Kind[name]`).
 pub mod fleet_targets {

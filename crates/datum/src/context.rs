@@ -1,14 +1,22 @@
 //! What every command needs before it can act: the host identity, the compiled
 //! catalogue, the state and backup stores, all resolved under `--root`.
+//!
+//! Datum's own folder (`ROOT/var/lib/datum`, or the folder of `--state
+//! FILE`) is opened once as a private folder (`datum_host::PrivateDir`:
+//! reached through the boundary, 0700, owned by the user running Datum), and
+//! every file of Datum's in it (state, snapshot, source hashes, backups,
+//! accepted patches, the lock) is reached from that handle. The state store
+//! fails closed ([`open_store`]): a command that acts on what it remembers
+//! refuses to run without it and says how to recover.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HashCacheFile, HostIdentity};
-use datum_host::Host;
-use datum_store::Store;
+use datum_host::{Host, PrivateDir};
 use datum_store::backup::BackupStore;
+use datum_store::{Store, StoreError};
 
 use crate::cli::{ColorChoice, GlobalArgs};
 
@@ -22,6 +30,18 @@ pub const SOURCE_HASHES: &str = "source-hashes";
 /// `state.catalogue` beside it (one per state store, so two stores in one
 /// folder do not take turns overwriting one snapshot).
 pub const SNAPSHOT_EXTENSION: &str = "catalogue";
+
+/// The global options with `--repo` pinned: when it is a link, the folder
+/// it points at now (see `datum_host::repo::pinned`). Every command but
+/// `datum pull` (which manages the link) reads the repository through this.
+pub fn pinned(global: &GlobalArgs) -> Result<GlobalArgs> {
+    let repo = datum_host::repo::pinned(&global.repo)
+        .with_context(|| format!("cannot read the repository {}", global.repo.display()))?;
+    Ok(GlobalArgs {
+        repo,
+        ..global.clone()
+    })
+}
 
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
     HostIdentity::load(&global.root, global.host_file.as_deref(), &global.labels)
@@ -122,27 +142,77 @@ pub fn compiled(
     if global.recompile {
         forget_snapshot(global);
     }
-    compile_or_reuse(&global.repo, &state_path(global), identity)
+    let state = StateFiles::of(global);
+    compile_or_reuse(&global.repo, &state, identity)
         .map_err(|d| repository_errors(global, &d, what))
+}
+
+/// Where Datum keeps its own files: the private folder (when it exists, or
+/// `None`) and the state database's name in it.
+#[derive(Debug, Clone)]
+pub struct StateFiles {
+    pub dir: Option<PrivateDir>,
+    pub name: String,
+}
+
+impl StateFiles {
+    /// The state folder of `global`, opened (never created) when it exists
+    /// and is private; a folder that is not private is reported once and
+    /// treated as absent for caches (the store itself refuses it).
+    pub fn of(global: &GlobalArgs) -> StateFiles {
+        Self::at(&global.root, global.state.as_deref())
+    }
+
+    /// [`StateFiles::of`] for a root and an optional `--state FILE`.
+    pub fn at(root: &Path, state: Option<&Path>) -> StateFiles {
+        let dir = match state_dir_at(root, state, false) {
+            Ok(dir) => dir,
+            Err(e) => {
+                eprintln!("warning: {e:#}");
+                None
+            }
+        };
+        StateFiles {
+            dir,
+            name: state_name_of(state),
+        }
+    }
+
+    /// The file `extension` of the state database (`state.catalogue`).
+    fn sibling_name(&self, extension: &str) -> String {
+        match self.name.rsplit_once('.') {
+            Some((stem, _)) => format!("{stem}.{extension}"),
+            None => format!("{}.{extension}", self.name),
+        }
+    }
+
+    /// Whether the state database exists.
+    pub fn exists(&self) -> bool {
+        self.dir
+            .as_ref()
+            .is_some_and(|d| d.lstat(&self.name).ok().flatten().is_some())
+    }
 }
 
 /// [`compiled`] for a repository and a state store named by path (the
 /// agent's way in): the repository's problems come back as diagnostics.
 pub fn compile_or_reuse(
     repo: &Path,
-    state: &Path,
+    state: &StateFiles,
     identity: &HostIdentity,
 ) -> Result<(LazyCatalogue, Provenance), datum_catalog::Diagnostics> {
     use datum_catalog::snapshot::{self, Stamp};
-    let snapshot_path = state.with_extension(SNAPSHOT_EXTENSION);
-    if let Some(lazy) = snapshot::load(&snapshot_path, repo, identity) {
+    let snapshot_name = state.sibling_name(SNAPSHOT_EXTENSION);
+    if let Some(dir) = &state.dir
+        && let Some(lazy) = snapshot::load_in(dir, snapshot_name.as_ref(), repo, identity)
+    {
         return Ok((lazy, Provenance::Snapshot));
     }
     // Taken before the compile reads anything: an edit made meanwhile
     // leaves the stamp stale, never the snapshot.
     let stamp = Stamp::take(repo);
     let repository = datum_catalog::Repository::load(repo)?;
-    let hashes = HashCacheFile::load(&state.with_file_name(SOURCE_HASHES));
+    let hashes = source_hashes_in(state);
     let catalogue = datum_catalog::compile_repository_cached(&repository, identity, Some(&hashes));
     save_source_hashes_at(state, &hashes);
     let catalogue = catalogue?;
@@ -150,10 +220,10 @@ pub fn compile_or_reuse(
     drop(repository);
     let stamp_digest = stamp.as_ref().ok().map(Stamp::digest);
     // Like the source hashes: only where Datum already keeps state.
-    if let (Ok(stamp), true) = (stamp, state.exists()) {
+    if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
         // with rendered content) only costs the next run a compile.
-        if let Err(e) = snapshot::save(&snapshot_path, stamp, &catalogue, &classes)
+        if let Err(e) = snapshot::save_in(dir, snapshot_name.as_ref(), stamp, &catalogue, &classes)
             && e.kind() != std::io::ErrorKind::PermissionDenied
         {
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
@@ -166,21 +236,31 @@ pub fn compile_or_reuse(
 
 /// Removes the catalogue snapshot (the next run compiles).
 pub fn forget_snapshot(global: &GlobalArgs) {
-    let path = snapshot_path(global);
-    if let Err(e) = std::fs::remove_file(&path)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        eprintln!("warning: cannot remove {}: {e}", path.display());
+    forget_snapshot_of(&StateFiles::of(global));
+}
+
+/// [`forget_snapshot`] for the state files of a store named by path (the
+/// agent's).
+pub fn forget_snapshot_of(state: &StateFiles) {
+    let Some(dir) = &state.dir else {
+        return;
+    };
+    let name = state.sibling_name(SNAPSHOT_EXTENSION);
+    if let Err(e) = dir.remove(&name) {
+        eprintln!(
+            "warning: cannot remove {}: {e}",
+            dir.file_path(&name).display()
+        );
     }
 }
 
-/// Where the catalogue snapshot of this state store is kept.
-pub fn snapshot_path(global: &GlobalArgs) -> PathBuf {
-    state_path(global).with_extension(SNAPSHOT_EXTENSION)
+/// Whether `repo` holds a Datum repository (a `datum.yaml` file).
+pub fn is_repository(repo: &Path) -> bool {
+    datum_host::repo::metadata(&repo.join("datum.yaml")).is_ok_and(|m| m.is_file())
 }
 
 fn require_repository(global: &GlobalArgs) -> Result<()> {
-    if !global.repo.join("datum.yaml").is_file() {
+    if !is_repository(&global.repo) {
         bail!(
             "{}: not a Datum repository (no datum.yaml); use --repo DIR",
             global.repo.display()
@@ -207,18 +287,25 @@ fn repository_errors(
 /// bytes are hashed again before they are written either way). Kept next to
 /// the state store.
 pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
-    HashCacheFile::load(&state_path(global).with_file_name(SOURCE_HASHES))
+    source_hashes_in(&StateFiles::of(global))
+}
+
+fn source_hashes_in(state: &StateFiles) -> HashCacheFile {
+    match &state.dir {
+        Some(dir) => HashCacheFile::load_in(dir, SOURCE_HASHES.as_ref()),
+        None => HashCacheFile::load(Path::new("/nonexistent").join(SOURCE_HASHES).as_path()),
+    }
 }
 
 /// Writes the remembered hashes back, only where a state store already
 /// exists: a dry run on a host Datum has never managed leaves no file
 /// behind. A cache that cannot be written costs time, not correctness.
 pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
-    save_source_hashes_at(&state_path(global), hashes);
+    save_source_hashes_at(&StateFiles::of(global), hashes);
 }
 
-/// [`save_source_hashes`] beside the state store at `state`.
-fn save_source_hashes_at(state: &Path, hashes: &HashCacheFile) {
+/// [`save_source_hashes`] beside the state store of `state`.
+fn save_source_hashes_at(state: &StateFiles, hashes: &HashCacheFile) {
     if !state.exists() {
         return;
     }
@@ -231,47 +318,178 @@ fn save_source_hashes_at(state: &Path, hashes: &HashCacheFile) {
     }
 }
 
-pub fn state_path(global: &GlobalArgs) -> PathBuf {
-    global
-        .state
-        .clone()
-        .unwrap_or_else(|| global.root.join(STATE_DIR).join("state.db"))
+fn state_path_of(root: &Path, state: Option<&Path>) -> PathBuf {
+    state.map_or_else(|| root.join(STATE_DIR).join("state.db"), Path::to_path_buf)
 }
 
-/// Opens the state store; a store that cannot be opened at all is reported
-/// and the pass runs without it (observation is the source of truth).
-pub fn open_store(global: &GlobalArgs, create: bool) -> Option<Store> {
-    let path = state_path(global);
-    // A dry run must not write to the host, not even a new state database.
-    if !create && !path.exists() {
-        return None;
+/// The state database's file name.
+fn state_name_of(state: Option<&Path>) -> String {
+    state.and_then(Path::file_name).map_or_else(
+        || "state.db".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// Datum's private folder for the state store: the folder of `--state FILE`
+/// (a path the operator named), else `ROOT/var/lib/datum` reached through
+/// the boundary. Created (0700) when `create`; `None` when missing.
+fn state_dir_at(root: &Path, state: Option<&Path>, create: bool) -> Result<Option<PrivateDir>> {
+    let opened = match state {
+        Some(file) => {
+            let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
+            PrivateDir::open_path(parent.unwrap_or(Path::new(".")), create)
+        }
+        None => PrivateDir::open_in(&Host::new(root), Path::new(STATE_FOLDER), create),
+    };
+    opened.context("cannot open Datum's state folder")
+}
+
+/// Datum's folder under the root, as declared.
+pub const STATE_FOLDER: &str = "/var/lib/datum";
+
+/// What a command does with the state store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreNeed {
+    /// It acts on what the store remembers (quarantines, owed reloads,
+    /// policies): it refuses to run without a usable store, and creates one
+    /// where there is none.
+    Required(&'static str),
+    /// It only reads (plan, a report-only check, schedule): without a
+    /// usable store it goes on, read-only, with a warning, and it never
+    /// creates one.
+    Optional(&'static str),
+}
+
+/// Opens the state store for `need`. A store that is corrupt, foreign,
+/// unreadable, on a full file system or behind a link is never replaced:
+/// `Required` refuses (exit 1) with what is wrong and how to recover, unless
+/// the operator passed `--rebuild-state`, which moves a damaged store aside
+/// and starts empty, saying what that forgets; `Optional` warns and runs
+/// without it.
+pub fn open_store(global: &GlobalArgs, need: StoreNeed) -> Result<Option<Store>> {
+    open_store_at(
+        &global.root,
+        global.state.as_deref(),
+        global.rebuild_state,
+        need,
+    )
+}
+
+/// [`open_store`] for a root, an optional `--state FILE` and whether the
+/// operator asked for `--rebuild-state` (the agent's way in).
+pub fn open_store_at(
+    root: &Path,
+    state: Option<&Path>,
+    rebuild: bool,
+    need: StoreNeed,
+) -> Result<Option<Store>> {
+    let name = state_name_of(state);
+    let path = state_path_of(root, state);
+    match need {
+        StoreNeed::Optional(doing) => {
+            let opened = state_dir_at(root, state, false).and_then(|dir| {
+                let Some(dir) = dir else { return Ok(None) };
+                if dir.lstat(&name)?.is_none() {
+                    return Ok(None);
+                }
+                Ok(Some(Store::open_in(&dir, &name)?))
+            });
+            match opened {
+                Ok(store) => Ok(store),
+                Err(e) => {
+                    eprintln!(
+                        "warning: the state store is unusable ({e:#}); {doing} without it, read-only: quarantines, accepted drift and history are not taken into account (see `datum apply --rebuild-state` in docs/boundary.md)"
+                    );
+                    Ok(None)
+                }
+            }
+        }
+        StoreNeed::Required(doing) => {
+            let refuse = |e: anyhow::Error| -> anyhow::Error {
+                e.context(format!(
+                    "the state store {} cannot be used, so nothing was {doing}: Datum keeps quarantines (fixes a person told it not to touch) and owed service reloads there, and acting without them could undo them. To recover, restore {} from a backup (the damaged file is left exactly as it is), or run again with --rebuild-state to move it aside and start with an empty store, which forgets every quarantine, accepted drift, owed reload and finding history",
+                    path.display(),
+                    path.display()
+                ))
+            };
+            let dir = state_dir_at(root, state, true)
+                .and_then(|d| d.context("the state folder could not be created"))
+                .map_err(refuse)?;
+            // A full file system first: SQLite would fail on it with a less
+            // helpful I/O error, or open and then fail to record the pass.
+            datum_store::require_room(dir.path(), &path).map_err(|e| refuse(e.into()))?;
+            let store = match Store::open_in(&dir, &name) {
+                Ok(store) => store,
+                Err(e @ StoreError::Unusable { .. }) if rebuild => {
+                    let (store, moved) =
+                        Store::rebuild_in(&dir, &name).map_err(|e| refuse(e.into()))?;
+                    eprintln!(
+                        "warning: {e}; --rebuild-state: moved it aside{} and started an empty state store. Every quarantine, accepted drift, owed reload, verified record and finding history is forgotten.",
+                        moved
+                            .map(|m| format!(" to {}", m.display()))
+                            .unwrap_or_default()
+                    );
+                    store
+                }
+                Err(e) => return Err(refuse(e.into())),
+            };
+            Ok(Some(store))
+        }
     }
-    match Store::open(&path) {
-        Ok((store, warnings)) => {
+}
+
+/// The backup store, in `backups/` of Datum's private folder under the
+/// root. Fails closed like the state store: a damaged index is refused
+/// unless `--rebuild-state` (which keeps every blob as a recovered entry).
+pub fn open_backups(global: &GlobalArgs) -> Result<BackupStore> {
+    let host = Host::new(global.root.clone());
+    let dir = PrivateDir::open_in(&host, &Path::new(STATE_FOLDER).join("backups"), true)
+        .context("cannot open the backup folder")?
+        .context("the backup folder could not be created")?;
+    match BackupStore::open_in(&dir) {
+        Ok(store) => Ok(store),
+        Err(e @ StoreError::Unusable { .. }) if global.rebuild_state => {
+            let (store, warnings) = BackupStore::rebuild_in(&dir)
+                .with_context(|| format!("cannot rebuild the backup store {}", dir.path().display()))?;
+            eprintln!("warning: {e}; --rebuild-state: rebuilt the backup index");
             for w in warnings {
                 eprintln!("warning: {w}");
             }
-            Some(store)
+            Ok(store)
         }
-        Err(e) => {
-            eprintln!("warning: state store unavailable, continuing without it: {e}");
-            None
-        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!(
+            "cannot open the backup store {}: restore its index.db from a backup, or run again with --rebuild-state to rebuild the index (every saved file is kept, as a recovered entry)",
+            dir.path().display()
+        ))),
     }
 }
 
-pub fn open_backups(global: &GlobalArgs) -> Result<BackupStore> {
-    let dir = global.root.join(STATE_DIR).join("backups");
-    let (store, warnings) = BackupStore::open(&dir)
-        .with_context(|| format!("cannot open the backup store {}", dir.display()))?;
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(store)
+/// The host a pass runs against, walking paths with what the repository
+/// allows beyond the strict boundary.
+pub fn host(global: &GlobalArgs, identity: &HostIdentity, boundary: &datum_core::Boundary) -> Host {
+    Host::with_name(global.root.clone(), identity.name.clone()).with_boundary(boundary.clone())
 }
 
-pub fn host(global: &GlobalArgs, identity: &HostIdentity) -> Host {
-    Host::with_name(global.root.clone(), identity.name.clone())
+/// Makes `--root` (and `--state`) absolute once, at start-up, so every path
+/// Datum hands a validator or prints is absolute: the root's own links are
+/// resolved (it is the operator's choice), a root that does not exist yet
+/// is made absolute as written.
+pub fn absolutize(global: &mut GlobalArgs) -> Result<()> {
+    let absolute = |p: &Path| -> Result<PathBuf> {
+        match datum_host::repo::canonicalize(p) {
+            Ok(c) => Ok(c),
+            Err(_) => std::path::absolute(p)
+                .with_context(|| format!("cannot make {} absolute", p.display())),
+        }
+    };
+    global.root = absolute(&global.root)?;
+    if let Some(state) = &global.state {
+        global.state = Some(
+            std::path::absolute(state)
+                .with_context(|| format!("cannot make {} absolute", state.display()))?,
+        );
+    }
+    Ok(())
 }
 
 pub fn now() -> i64 {

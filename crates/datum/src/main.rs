@@ -5,12 +5,21 @@
 //! plus one function in `commands/`; everything a person reads is produced in
 //! `render/`; exit codes are decided in `exit.rs` only.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 mod agent;
 mod cli;
 mod commands;
 mod conffiles;
 mod context;
 mod exit;
+mod logging;
 mod render;
 mod reporting;
 
@@ -25,10 +34,23 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = match cli::Cli::try_parse() {
+    let mut cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => exit::usage_error(e),
     };
+    let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    logging::init(
+        cli.global.log_level.as_deref(),
+        cli.global.log_format,
+        default_level,
+    );
+    if let Err(err) = context::absolutize(&mut cli.global) {
+        std::process::exit(exit::report_error(&err).into());
+    }
     let code = match commands::run(&cli) {
         Ok(code) => code,
         Err(err) => exit::report_error(&err),

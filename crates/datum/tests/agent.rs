@@ -10,6 +10,10 @@
 //! them).
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test code: a panic is the test failing, with its message"
@@ -22,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use datum_testkit::tools::have;
 use tempfile::TempDir;
 
 const DATUM: &str = env!("CARGO_BIN_EXE_datum");
@@ -213,23 +218,6 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// Whether `program` can run; a missing one skips the test unless CI
 /// requires it.
-fn have(program: &str, package: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
-            "`{program}` (Debian package {package}) is required (DATUM_VALIDATORS_REQUIRED): run scripts/deps"
-        );
-        println!("skipped: `{program}` not installed (Debian package {package})");
-    }
-    found
-}
-
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
@@ -260,8 +248,12 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
         "{metrics}"
     );
     assert!(metrics.contains("datum_check_interval_seconds{class=\"normal\"} 2.0"));
-    // Labels never carry a path or a resource name.
-    assert!(!metrics.contains("sshd"), "{metrics}");
+    // Labels never carry a path or a resource name (the resource is named
+    // `sshd`, as is a validator whose counter is exported at zero).
+    assert!(
+        !metrics.replace("validator=\"sshd\"", "").contains("sshd"),
+        "{metrics}"
+    );
     assert!(!metrics.contains("/etc/app"), "{metrics}");
     assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
 
@@ -391,10 +383,8 @@ fn sigterm_during_a_pass_exits_0_and_the_store_survives() {
         assert!(agent.log_text().contains("stopped"), "{}", agent.log_text());
         println!("round {round}:\n{}", agent.log_text());
         early |= agent.log_text().contains("stopped early");
-        // The state store opens without a corruption warning.
-        let (store, warnings) = datum_store::Store::open(&state).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
-        drop(store);
+        // The state store opens: a killed agent never damages it.
+        drop(datum_store::Store::open(&state).unwrap());
     }
     assert!(early, "no SIGTERM landed inside a pass");
     // The next start resumes: it checks, and the finding's history goes on
@@ -408,8 +398,7 @@ fn sigterm_during_a_pass_exits_0_and_the_store_survives() {
     agent.wait_metric(NORMAL_DRIFT, Duration::from_secs(20));
     agent.signal("INT");
     assert_eq!(agent.wait_exit(Duration::from_secs(20)), Some(0));
-    let (store, warnings) = datum_store::Store::open(&state).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    let store = datum_store::Store::open(&state).unwrap();
     let findings = store.current_findings("agent-test").unwrap();
     let motd = findings
         .iter()
@@ -461,13 +450,141 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 10 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 13 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)
         .output()
         .unwrap();
     assert!(test.status.success(), "{test:?}");
+}
+
+#[test]
+fn log_lines_are_json_when_asked_and_the_level_filters_them() {
+    let estate = Estate::new("1h");
+    let json = estate
+        .datum(&["--log-format", "json", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        events.iter().any(|e| e["level"] == "INFO"
+            && e["target"] == "datum::agent"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("check (full)"))),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["timestamp"].as_str().is_some_and(|t| t.ends_with('Z'))),
+        "{stderr}"
+    );
+    // --log-level warn: the info lines are gone.
+    let quiet = estate
+        .datum(&["--log-level", "warn", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let quiet_err = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!quiet_err.contains("check (full)"), "{quiet_err}");
+    assert_eq!(quiet.status.code(), json.status.code());
+}
+
+/// The metrics table of docs/agent.md: (name, type) per row.
+fn documented_metrics() -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(deploy_dir().join("../docs/agent.md")).unwrap();
+    doc.lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| `datum_")?.split('|');
+            let name = format!("datum_{}", cells.next()?.trim().trim_end_matches('`'));
+            Some((name, cells.next()?.trim().to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
+    // What curl, promtool and most scrapers get: the classic text format.
+    let text = agent.metrics();
+    assert!(!text.contains("# EOF"), "{text}");
+    let documented = documented_metrics();
+    assert!(documented.len() > 15, "{documented:?}");
+    // Before anything happened (or whatever the first check did): every
+    // counter has its series.
+    // (A pull's failure reasons are counted from when the agent pulls.)
+    for (name, _) in documented
+        .iter()
+        .filter(|(n, kind)| kind == "counter" && n != "datum_pull_failures_total")
+    {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{"))),
+            "counter {name} has no series at start-up:\n{text}"
+        );
+    }
+    for series in [
+        "datum_validation_failures_total{validator=\"nginx\"} 0",
+        "datum_watch_errors_total{reason=\"limit\"} 0",
+        "datum_fallback_full_passes_total{reason=\"overflow\"} 0",
+        "datum_check_errors_total 0",
+    ] {
+        assert!(text.contains(series), "missing `{series}`:\n{text}");
+    }
+    assert!(
+        text.contains("datum_checks_total{class=\"normal\",trigger=\"watch\"}"),
+        "{text}"
+    );
+    // Once a check completed, every documented family is there.
+    agent.wait_metric(
+        "datum_last_check_timestamp_seconds{class=\"normal\"}",
+        Duration::from_secs(20),
+    );
+    let text = agent.metrics();
+    // (What `datum pull` deployed has a series only once a pull deployed;
+    // its failure reasons once the agent pulls.)
+    let conditional = |n: &str| {
+        n.starts_with("datum_repository_revision")
+            || n == "datum_pull_last_success_timestamp_seconds"
+            || n == "datum_pull_failures_total"
+    };
+    for (name, _) in documented.iter().filter(|(n, _)| !conditional(n)) {
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} is documented but not exported:\n{text}"
+        );
+    }
+    if !have("promtool", "prometheus") {
+        return;
+    }
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {out:?}\n{}\n{text}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// A free loopback port (a race with other processes is possible but
@@ -574,6 +691,74 @@ fn a_real_prometheus_scrapes_the_agent_and_sees_drift() {
     assert_eq!(stale, None, "a fresh agent is not stale");
 }
 
+/// The agent's resident memory, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_100_mb_header_is_refused_early_and_costs_the_agent_no_memory() {
+    let estate = Estate::new("60s");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        NORMAL_DRIFT.replace(" 1", " 0").as_str(),
+        Duration::from_secs(20),
+    );
+    let before = rss_kib(agent.child.id());
+    let mut refused = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(agent.addr()).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Huge: ")
+            .unwrap();
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut sent: u64 = 0;
+        while sent < 100 * 1024 * 1024 {
+            match s.write(&chunk) {
+                Ok(n) => sent += n as u64,
+                // The agent answered and closed: refused.
+                Err(_) => break,
+            }
+        }
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        refused.push((sent, String::from_utf8_lossy(&answer).into_owned()));
+    }
+    let after = rss_kib(agent.child.id());
+    for (sent, answer) in &refused {
+        // Early: the connection is shut within the first few MiB (the
+        // socket buffers hold some), never after 100 MB were read.
+        assert!(
+            *sent < 16 * 1024 * 1024,
+            "sent {sent} bytes before the agent refused"
+        );
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+            "{answer:?}"
+        );
+    }
+    assert!(
+        refused.iter().any(|(_, a)| a.starts_with("HTTP/1.1 431")),
+        "no 431 seen: {refused:?}"
+    );
+    assert!(
+        after < before + 4 * 1024,
+        "the agent grew from {before} KiB to {after} KiB"
+    );
+    // And it still answers.
+    assert_eq!(http_get(agent.addr(), "/healthz").0, 200);
+    println!(
+        "RSS {before} KiB -> {after} KiB; bytes sent before refusal: {:?}",
+        refused.iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn the_systemd_unit_verifies() {
     if !have("systemd-analyze", "systemd") {
@@ -586,7 +771,9 @@ fn the_systemd_unit_verifies() {
         "ProtectHome=true",
         "PrivateTmp=true",
         "NoNewPrivileges=true",
-        "SystemCallFilter=@system-service",
+        "SystemCallFilter=@system-service @mount",
+        "RestrictNamespaces=mnt net pid ipc uts",
+        "MemoryMax=",
         "ExecReload=/bin/kill -HUP $MAINPID",
     ] {
         assert!(unit.contains(option), "the unit lost {option}");
@@ -667,13 +854,16 @@ datum_testkit::testbed_test!(the_hardened_unit_manages_etc_under_real_systemd, {
         .unwrap();
     assert_eq!(apply.status.code(), Some(2), "{apply:?}");
 
+    // The binary goes where the shipped unit runs it from: pointing the unit
+    // into the checkout would break when the checkout sits under /tmp or
+    // /home (PrivateTmp and ProtectHome hide them from the unit).
+    let installed = Path::new("/usr/local/bin/datum");
+    std::fs::copy(DATUM, installed).unwrap();
+    let _binary = Cleanup(vec![installed.to_path_buf()]);
     // The sources are not inside the test bed (only target/ is): the unit
-    // is compiled in.
+    // is compiled in, unchanged.
     let unit = include_str!("../../../deploy/systemd/datum-agent.service");
-    let unit = TestUnit::install(
-        "datum-agent.service",
-        &unit.replace("/usr/local/bin/datum", DATUM),
-    );
+    let unit = TestUnit::install("datum-agent.service", unit);
     within::systemctl_ok(&["start", unit.name()]);
     let up = wait("the agent's metrics", Duration::from_secs(20), || {
         metrics_inside(9477)

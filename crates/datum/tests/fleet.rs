@@ -13,6 +13,10 @@
 //! reporting, and one that never did.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test code: a panic is the test failing, with its message"
@@ -27,7 +31,11 @@ use datum_testkit::run::{assert_exit, stderr, stdout};
 use serde_json::Value;
 
 fn datum() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("datum"))
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("datum"));
+    // A test run inside a systemd unit must not make passes deliver
+    // in-line (see `reporting`): the tests choose with `run_as_service`.
+    cmd.env_remove("INVOCATION_ID");
+    cmd
 }
 
 fn free_port() -> u16 {
@@ -147,6 +155,23 @@ impl Server {
         }
     }
 
+    /// Waits (up to 60 s) until the server holds exactly `expected` of
+    /// `host`.
+    fn wait_seqs(&self, host: &str, expected: &[u64]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let seqs = self.seqs(host);
+            if seqs == expected {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{host}: {seqs:?}, never {expected:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Every report the server holds for `host`, by sequence number.
     fn seqs(&self, host: &str) -> Vec<u64> {
         let h = self.fleet(&["history", host, "--limit", "1000"]);
@@ -186,8 +211,56 @@ impl Host {
             .unwrap()
     }
 
+    /// A pass as a systemd service runs it (`INVOCATION_ID` set): it
+    /// delivers before it returns, since the unit's stop would kill a
+    /// delivery left in the background.
+    fn run_as_service(&self, repo: &Path, args: &[&str]) -> Output {
+        datum()
+            .env("INVOCATION_ID", "0123456789abcdef0123456789abcdef")
+            .arg("--repo")
+            .arg(repo)
+            .arg("--root")
+            .arg(&self.root)
+            .args(["--color", "never"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     fn live(&self, declared: &str) -> PathBuf {
         self.root.join(declared.trim_start_matches('/'))
+    }
+
+    /// `datum outbox --output json`.
+    fn outbox(&self, repo: &Path) -> Value {
+        let out = self.run(repo, &["outbox", "--output", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    }
+
+    /// Waits (up to 60 s) until the outbox satisfies `done`: a pass
+    /// delivers in the background, after it returned.
+    fn wait_outbox(&self, repo: &Path, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.outbox(repo);
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: never {what}: {v}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs a pass and waits until its background delivery emptied the
+    /// outbox.
+    fn run_delivered(&self, repo: &Path, args: &[&str]) -> Output {
+        let out = self.run(repo, args);
+        self.wait_outbox(repo, "delivered", |v| v["depth"] == 0);
+        out
     }
 
     /// Points report.yaml at another server address.
@@ -255,6 +328,11 @@ fn hosts_report_and_the_fleet_shows_them() {
         assert_exit(&check, 0);
         assert!(!stderr(&check).contains("warning"), "{}", stderr(&check));
     }
+    // Each pass returned before its report left: the delivery runs in the
+    // background and empties the outbox.
+    for h in &hosts {
+        h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    }
     let v = server.fleet(&["hosts"]);
     assert_eq!(v["format_version"], 1);
     assert_eq!(v["states"]["converged"], 3, "{v}");
@@ -293,6 +371,11 @@ fn hosts_report_and_the_fleet_shows_them() {
     );
     let rollout = server.fleet(&["rollout"]);
     assert_eq!(rollout["converged"].as_array().unwrap().len(), 3);
+    // Under systemd the pass delivers before it returns (the unit's stop
+    // would kill a delivery left behind): nothing waits once it is done.
+    assert_exit(&hosts[0].run_as_service(&repo, &["check"]), 0);
+    assert_eq!(hosts[0].outbox(&repo)["depth"], 0, "delivered in-line");
+    assert_eq!(server.seqs("web-1"), vec![1, 2, 3]);
 }
 
 #[test]
@@ -332,7 +415,8 @@ fn the_server_killed_and_restarted_while_hosts_deliver_loses_and_duplicates_noth
             for h in &hosts {
                 let out = h.run(&repo, &["check"]);
                 assert_exit(&out, 0);
-                assert!(stderr(&out).contains("queued"), "{}", stderr(&out));
+                let depth = h.outbox(&repo)["depth"].as_u64().unwrap();
+                assert!(depth >= 1, "{}: the report waits", h.name);
             }
             passes += 1;
         }
@@ -361,25 +445,22 @@ fn a_host_killed_mid_delivery_delivers_the_report_later_once() {
     let mut server = Server::init(t.path(), "sqlite", &[]);
     server.start();
     let h = server.host(t.path(), "web-1", &[], &[]);
-    assert_exit(&h.run(&repo, &["apply"]), 2);
-    // The server stops answering (SIGSTOP: connections hang), the host's
-    // delivery hangs with it, and the host is killed in the middle.
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    // The server stops answering (SIGSTOP: connections hang), the check's
+    // delivery (a process of its own, after the check returned) hangs with
+    // it, and is killed in the middle.
     let pid = server.child.as_ref().unwrap().id().to_string();
     let status = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     assert!(status.success());
-    let mut check = datum()
-        .arg("--repo")
-        .arg(&repo)
-        .arg("--root")
-        .arg(&h.root)
-        .arg("check")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    let deliverer = wait_for_process(&[h.root.to_str().unwrap(), "--background"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let status = Command::new("kill")
+        .args(["-KILL", &deliverer.to_string()])
+        .status()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    check.kill().unwrap();
-    check.wait().unwrap();
+    assert!(status.success(), "the delivery was still hanging");
+    assert_eq!(h.outbox(&repo)["depth"], 1, "the report is still queued");
     assert!(
         Command::new("kill")
             .args(["-CONT", &pid])
@@ -388,11 +469,38 @@ fn a_host_killed_mid_delivery_delivers_the_report_later_once() {
             .success()
     );
     assert_exit(&h.run(&repo, &["check"]), 0);
+    server.wait_seqs("web-1", &[1, 2, 3]);
+    h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
     assert_eq!(
         server.seqs("web-1"),
         vec![1, 2, 3],
-        "the killed pass's report arrived once"
+        "the killed delivery's report arrived once"
     );
+}
+
+/// The pid of the process whose command line holds every one of `words`
+/// (waiting up to 30 s for it to appear).
+fn wait_for_process(words: &[&str]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if words.iter().all(|w| args.iter().any(|a| a == w)) {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -403,21 +511,29 @@ fn a_host_token_cannot_write_another_hosts_reports() {
     server.start();
     let a = server.host(t.path(), "web-a", &[], &[]);
     let b = server.host(t.path(), "web-b", &[], &[]);
-    assert_exit(&a.run(&repo, &["apply"]), 2);
+    assert_exit(&a.run_delivered(&repo, &["apply"]), 2);
     // web-b carries web-a's credentials (a stolen or copied file).
     std::fs::copy(
         a.root.join("etc/datum/report.yaml"),
         b.root.join("etc/datum/report.yaml"),
     )
     .unwrap();
-    let out = b.run(&repo, &["apply"]);
-    assert_exit(&out, 2);
+    assert_exit(&b.run(&repo, &["apply"]), 2);
+    let outbox = b.wait_outbox(&repo, "refused", |v| v["failures"].as_u64() > Some(0));
+    let why = outbox["last_error"].as_str().unwrap();
     assert!(
-        stderr(&out).contains("refused the credentials (HTTP 403)")
-            && stderr(&out).contains("cannot write reports of `web-b`"),
+        why.contains("refused the credentials (HTTP 403)")
+            && why.contains("cannot write reports of `web-b`"),
+        "{why}"
+    );
+    // The next pass says so.
+    let out = b.run(&repo, &["check"]);
+    assert!(
+        stderr(&out).contains("the last delivery failed") && stderr(&out).contains("HTTP 403"),
         "{}",
         stderr(&out)
     );
+    b.wait_outbox(&repo, "two queued", |v| v["depth"] == 2);
     let v = server.fleet(&["hosts"]);
     assert_eq!(
         host_row(&v, "web-b")["reports"],
@@ -447,7 +563,7 @@ fn a_host_token_cannot_write_another_hosts_reports() {
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("HTTP 401"), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("1 report(s) queued"),
+        stdout(&out).contains("2 report(s) queued"),
         "{}",
         stdout(&out)
     );
@@ -467,7 +583,7 @@ fn a_host_token_cannot_write_another_hosts_reports() {
     assert_exit(&b.run(&repo, &["outbox", "--flush"]), 0);
     assert_eq!(
         server.seqs("web-b"),
-        vec![1],
+        vec![1, 2],
         "nothing was lost while refused"
     );
 }
@@ -489,7 +605,7 @@ fn the_same_drift_on_many_hosts_is_told_from_a_change_on_one() {
     // A person edited the motd on one host.
     std::fs::write(hosts[2].live("/etc/motd"), "back at 5\n").unwrap();
     for h in &hosts {
-        assert_exit(&h.run(&repo, &["check"]), 2);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 2);
     }
     let v = server.fleet(&["drift"]);
     assert_eq!(v["hosts_drifted"], 5);
@@ -522,14 +638,14 @@ fn a_host_that_stops_reporting_is_stale_from_outside() {
     let quiet = server.host(t.path(), "quiet", &[], &["--interval", "1s"]);
     let busy = server.host(t.path(), "busy", &[], &["--interval", "1s"]);
     let _never = server.host(t.path(), "never", &[], &[]);
-    assert_exit(&quiet.run(&repo, &["apply"]), 2);
-    assert_exit(&busy.run(&repo, &["apply"]), 2);
+    assert_exit(&quiet.run_delivered(&repo, &["apply"]), 2);
+    assert_exit(&busy.run_delivered(&repo, &["apply"]), 2);
     assert_eq!(
         server.fleet(&["stale"])["hosts"].as_array().unwrap().len(),
         0
     );
     std::thread::sleep(Duration::from_secs(9));
-    assert_exit(&busy.run(&repo, &["check"]), 0);
+    assert_exit(&busy.run_delivered(&repo, &["check"]), 0);
     let v = server.fleet(&["stale"]);
     let names: Vec<&str> = v["hosts"]
         .as_array()
@@ -600,7 +716,7 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
         })
         .collect();
     for (i, h) in hosts.iter().enumerate() {
-        let out = h.run(&repo, &["apply"]);
+        let out = h.run_delivered(&repo, &["apply"]);
         assert_exit(&out, if i < 2 { 2 } else { 6 });
     }
     let v = server.fleet(&["rollout"]);
@@ -673,13 +789,13 @@ fn two_server_processes_on_one_postgres_take_reports_for_one_fleet() {
         })
         .collect();
     for h in &hosts {
-        assert_exit(&h.run(&repo, &["apply"]), 2);
-        assert_exit(&h.run(&repo, &["check"]), 0);
+        assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
     }
     b.kill();
     for h in hosts.iter().skip(1).step_by(2) {
         h.report_to(a.port);
-        assert_exit(&h.run(&repo, &["check"]), 0);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
     }
     b.start();
     let from_b = b.fleet(&["hosts"]);
@@ -735,7 +851,7 @@ fn the_server_alert_rules_and_metrics() {
     let mut server = Server::init(t.path(), "sqlite", &[]);
     server.start();
     let h = server.host(t.path(), "web-1", &[], &[]);
-    assert_exit(&h.run(&repo, &["apply"]), 2);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
     let admin = std::fs::read_to_string(server.admin()).unwrap();
     let token = admin
         .lines()
@@ -817,15 +933,10 @@ fn reports_are_bounded_in_size_and_rate() {
     .unwrap();
     server.start();
     let h = server.host(t.path(), "web-1", &[], &[]);
-    let out = h.run(&repo, &["apply"]);
-    assert!(
-        stderr(&out).contains("refused a report for good") && stderr(&out).contains("HTTP 413"),
-        "{}",
-        stderr(&out)
-    );
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
     let outbox = h.run(&repo, &["outbox"]);
     assert!(
-        stdout(&outbox).contains("1 refused by the server"),
+        stdout(&outbox).contains("1 refused by the server") && stdout(&outbox).contains("HTTP 413"),
         "{}",
         stdout(&outbox)
     );
@@ -837,13 +948,14 @@ fn reports_are_bounded_in_size_and_rate() {
     .unwrap();
     server.start();
     for _ in 0..2 {
-        assert_exit(&h.run(&repo, &["check"]), 0);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
     }
-    let out = h.run(&repo, &["check"]);
-    assert!(stderr(&out).contains("HTTP 429"), "{}", stderr(&out));
-    assert_eq!(
-        server.seqs("web-1"),
-        vec![2, 3],
-        "the third waits in the outbox"
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    let outbox = h.wait_outbox(&repo, "limited", |v| v["failures"].as_u64() > Some(0));
+    assert!(
+        outbox["last_error"].as_str().unwrap().contains("HTTP 429"),
+        "{outbox}"
     );
+    assert_eq!(outbox["depth"], 1, "the third waits in the outbox");
+    assert_eq!(server.seqs("web-1"), vec![2, 3]);
 }

@@ -19,7 +19,8 @@
 //! resource. A normal plan with no `resource_changes` at all proves nothing, and its drift
 //! stays "changed outside".
 //!
-//! `no-op` drift (a move without a value change), data sources and deposed objects are not
+//! `no-op` drift (a move without a value change), an update whose two sides differ only
+//! between `null` and an empty map or list, data sources and deposed objects are not
 //! findings. Whatever the normal plan does to an address that did not drift is pending: an
 //! unapplied change, listed apart. `--ignore-attr` paths are removed from every diff before
 //! classifying, and a resource left without any changed path disappears.
@@ -243,14 +244,16 @@ fn to_diff(leaf: &LeafDiff) -> Diff {
 
 /// Whether an update's known changes are all on paths that did not drift. An update whose
 /// changed paths are unknown (empty: nothing to compare, e.g. a trimmed plan) says nothing,
-/// so it counts as reverting the drift.
-fn updates_only_other_paths(change: &ChangeEntry, diffs: &[Diff]) -> bool {
+/// so it counts as reverting the drift. `drifted` is every path that drifted, those hidden
+/// by `--ignore-attr` included: an update that reverts a hidden path still reverts drift,
+/// and is not an unapplied change.
+fn updates_only_other_paths(change: &ChangeEntry, drifted: &[&Path]) -> bool {
     !change.changed_paths.is_empty()
-        && !diffs.is_empty()
+        && !drifted.is_empty()
         && !change.changed_paths.iter().any(|changed| {
-            diffs
+            drifted
                 .iter()
-                .any(|d| changed.covers(&d.path) || d.path.covers(changed))
+                .any(|d| changed.covers(d) || d.covers(changed))
         })
 }
 
@@ -297,6 +300,12 @@ pub fn classify(
                 (false, true)
             }
         };
+        if entry.action == Action::Update && entry.diffs.is_empty() {
+            // Before and after differ only in how an absent value is written (`null` on
+            // one side, `{}` or `[]` on the other: the AWS provider reads `tags` back as
+            // `{}` after creating it as `null`). Nothing changed outside.
+            continue;
+        }
         drifted.insert(entry.address.as_str());
         let diffs: Vec<Diff> = entry
             .diffs
@@ -361,9 +370,10 @@ pub fn classify(
             || (next_apply.is_none() && plan_lists_changes)
         {
             finding.category = Category::Ignored;
-        } else if let Some(change) = change
-            .filter(|c| c.action == Action::Update && updates_only_other_paths(c, &finding.diffs))
-        {
+        } else if let Some(change) = change.filter(|c| {
+            let drifted: Vec<&Path> = entry.diffs.iter().map(|leaf| &leaf.path).collect();
+            c.action == Action::Update && updates_only_other_paths(c, &drifted)
+        }) {
             // The update is a configuration change on other attributes (for example beside
             // an ignore_changes rule): the drift survives it, and the update is pending.
             finding.category = Category::Ignored;
@@ -403,10 +413,10 @@ pub fn classify(
         }
         // Drift seen by the normal plan's own refresh but not by the refresh-only plan:
         // something changed between the two runs.
+        let seen_by_refresh: BTreeSet<&str> =
+            refresh.drift.iter().map(|d| d.address.as_str()).collect();
         for entry in &plan.drift {
-            if entry.action != Action::NoOp
-                && !refresh.drift.iter().any(|d| d.address == entry.address)
-            {
+            if entry.action != Action::NoOp && !seen_by_refresh.contains(entry.address.as_str()) {
                 notes.push(format!(
                     "{} drifted between the two plans (seen only by the normal plan)",
                     entry.address
@@ -419,6 +429,12 @@ pub fn classify(
         for check in &plan.failed_checks {
             notes.push(format!("{}: check failed: {check}", plan.source));
         }
+    }
+    if refresh.listed_no_ops > 0 {
+        notes.push(format!(
+            "{}: lists resource_changes (all no-op), which a refresh-only plan from OpenTofu or Terraform does not; if it is a normal plan, drift that touches no planned change is missing from it",
+            refresh.source
+        ));
     }
     if refresh.incomplete {
         notes.push(format!("{}: the plan is marked incomplete", refresh.source));
@@ -683,6 +699,67 @@ mod tests {
         assert_eq!(report.findings[0].address, "t.flags");
         assert_eq!(report.findings[0].diffs.len(), 1);
         assert!(!report.with_plan);
+    }
+
+    #[test]
+    fn ignore_attr_on_a_path_the_apply_reverts_is_not_an_unapplied_change() {
+        // tags.Owner drifted and is covered by no rule; tags_all.Owner drifted too and is
+        // hidden with --ignore-attr. The normal plan reverts both.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.jobs",
+                Action::Update,
+                vec![
+                    leaf("tags.Owner", Value::Null, json!("oncall")),
+                    leaf("tags_all.Owner", Value::Null, json!("oncall")),
+                ],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("aws_sqs_queue.jobs", Action::Update);
+        c.changed_paths = vec![Path::parse("tags_all.Owner").unwrap()];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let options = Options {
+            ignore_attrs: vec![Path::parse("tags_all").unwrap()],
+        };
+        let report = classify("s", &refresh, Some(&normal), &Rules::default(), &options);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        let f = &report.findings[0];
+        assert_eq!(f.category, Category::ChangedOutside);
+        assert!(!f.left_alone_by_update);
+        let paths: Vec<&str> = f.diffs.iter().map(|d| d.shown.path()).collect();
+        assert_eq!(paths, ["tags.Owner"]);
+        // When the only drift is the hidden path, the finding goes, and nothing is pending.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.jobs",
+                Action::Update,
+                vec![leaf("tags_all.Owner", Value::Null, json!("oncall"))],
+            )],
+            ..Plan::default()
+        };
+        let report = classify("s", &refresh, Some(&normal), &Rules::default(), &options);
+        assert!(report.findings.is_empty() && report.pending.is_empty());
+    }
+
+    #[test]
+    fn null_versus_empty_is_not_drift() {
+        // The plan parser found no leaf that differs (tags: null -> {}).
+        let refresh = Plan {
+            drift: vec![drift("aws_sqs_queue.q", Action::Update, vec![])],
+            ..Plan::default()
+        };
+        let normal = Plan {
+            changes: vec![change("aws_sqs_queue.q", Action::Update)],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert!(report.findings.is_empty());
+        // Whatever the normal plan does to it is then an unapplied change.
+        assert_eq!(report.pending[0].address, "aws_sqs_queue.q");
     }
 
     #[test]

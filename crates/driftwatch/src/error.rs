@@ -9,6 +9,7 @@ use crate::plan::PlanError;
 use crate::report::step_summary::StepSummaryError;
 use crate::rules::RulesError;
 use crate::runner::RunError;
+use crate::stacks::StacksError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -18,6 +19,8 @@ pub enum Error {
     Rules(#[from] RulesError),
     #[error(transparent)]
     Run(#[from] RunError),
+    #[error(transparent)]
+    Stacks(#[from] StacksError),
     #[error(transparent)]
     History(#[from] datum_report::history::HistoryError),
     #[error(transparent)]

@@ -38,7 +38,7 @@ pub fn send(
     outbox: &Path,
     stderr: &mut dyn Write,
 ) -> Result<()> {
-    let text = std::fs::read_to_string(report_to)
+    let text = datum_host::named::read_to_string(report_to)
         .map_err(|e| Error::file(report_to, "cannot read the report credentials", e))?;
     let creds = Credentials::parse(report_to, &text).map_err(|e| Error::Fleet(e.to_string()))?;
     if creds.kind != IdentityKind::Stack {
@@ -148,10 +148,7 @@ pub fn send(
             .collect(),
     };
     let store_error = |e: datum_store::StoreError| Error::Fleet(e.to_string());
-    let (mut store, warnings) = datum_store::Store::open(outbox).map_err(store_error)?;
-    for w in warnings {
-        writeln!(stderr, "driftwatch: warning: {w}")?;
-    }
+    let mut store = datum_store::Store::open(outbox).map_err(store_error)?;
     {
         let batch = store.batch().map_err(store_error)?;
         let mut fleet = fleet;

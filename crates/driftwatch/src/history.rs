@@ -1,44 +1,75 @@
-//! `--history FILE`: attach an age to each finding.
+//! `--history FILE`: attach an age to each finding; and the one clock driftwatch reads.
 //!
-//! The model lives in `datum_report::history`; this module only chooses the clock (the
-//! hidden `--now DATE` flag or `DRIFTWATCH_NOW`, for tests) and copies the result onto the
-//! findings. The history stores signatures (addresses, categories, paths), never values.
+//! The model lives in `datum_report::history`; this module only chooses the time (the
+//! hidden `--now` flag or `DRIFTWATCH_NOW`, for tests and replays, else the system clock,
+//! always UTC) and copies the result onto the findings. The history stores signatures
+//! (addresses, categories, paths), never values.
 
 use std::path::Path;
 
-use chrono::NaiveDate;
-use datum_report::history::{Clock, FixedClock, History, HistoryError, SystemClock};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use datum_report::history::{FixedClock, History, HistoryError};
 
 use crate::classify::{Finding, Report};
 
-/// The environment variable that fixes "today" (tests and replays).
+/// The environment variable that fixes "now" (tests and replays).
 pub const NOW_ENV: &str = "DRIFTWATCH_NOW";
 
 #[derive(Debug, thiserror::Error)]
-#[error("invalid date {0:?} (expected YYYY-MM-DD)")]
+#[error("invalid time {0:?} (expected YYYY-MM-DD or an RFC 3339 timestamp)")]
 pub struct BadDate(pub String);
 
-/// The clock to use: `--now`, else `DRIFTWATCH_NOW`, else the system clock (UTC).
-pub fn clock(now: Option<&str>) -> Result<Box<dyn Clock>, BadDate> {
-    let fixed = match now {
+/// The time of this run: `--now`, else `DRIFTWATCH_NOW`, else the system clock. A date
+/// alone means midnight UTC.
+pub fn now(fixed: Option<&str>) -> Result<DateTime<Utc>, BadDate> {
+    let fixed = match fixed {
         Some(n) => Some(n.to_owned()),
         None => std::env::var(NOW_ENV).ok().filter(|v| !v.is_empty()),
     };
-    match fixed {
-        Some(text) => NaiveDate::parse_from_str(&text, "%Y-%m-%d")
-            .map(|d| Box::new(FixedClock(d)) as Box<dyn Clock>)
-            .map_err(|_| BadDate(text)),
-        None => Ok(Box::new(SystemClock)),
+    let Some(text) = fixed else {
+        return Ok(Utc::now());
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(&text) {
+        return Ok(t.with_timezone(&Utc));
     }
+    NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or(BadDate(text))
+}
+
+/// A timestamp as every driftwatch output writes it: RFC 3339, UTC, whole seconds.
+pub fn rfc3339(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// Record tonight's findings in the history file and copy each finding's age onto it.
-pub fn apply(report: &mut Report, file: &Path, clock: &dyn Clock) -> Result<(), HistoryError> {
+pub fn apply(report: &mut Report, file: &Path, now: &DateTime<Utc>) -> Result<(), HistoryError> {
+    let clock = FixedClock(now.date_naive());
     let mut history = History::load(file)?;
     let signatures: Vec<_> = report.findings.iter().map(Finding::signature).collect();
-    let seen = history.record(&report.key, &report.stack, &signatures, clock);
+    let seen = history.record(&report.key, &report.stack, &signatures, &clock);
     for (finding, age) in report.findings.iter_mut().zip(seen) {
         finding.age = Some(age);
     }
     history.save(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_times() {
+        assert_eq!(
+            rfc3339(&now(Some("2026-10-28")).unwrap()),
+            "2026-10-28T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(&now(Some("2026-10-28T03:17:09+02:00")).unwrap()),
+            "2026-10-28T01:17:09Z"
+        );
+        assert!(now(Some("yesterday")).is_err());
+    }
 }

@@ -5,8 +5,9 @@
 //! `run` and `codify` paths are tested end to end). The plan functions here own the rules
 //! of the conversation: both plans with `-detailed-exitcode` (0 and 2 continue, anything
 //! else is an error), plan files saved with `-out` in a temporary directory that is removed
-//! on every path out of the function, and plans read back with `show -json`, never from the
-//! human output.
+//! on every path out (a [`SavedPlan`] is dropped), and plans read back with `show -json`
+//! into a file in that directory, never from the human output, so that a big plan is
+//! streamed from disk rather than held in memory.
 
 use std::path::Path;
 
@@ -19,9 +20,22 @@ pub struct CmdOutput {
     pub stderr: Vec<u8>,
 }
 
-/// Runs one command line. `argv[0]` is the program.
-pub trait Runner {
+/// Runs one command line. `argv[0]` is the program. `Sync`, because several stacks run
+/// side by side on one runner.
+pub trait Runner: Sync {
     fn run(&self, argv: &[String]) -> std::io::Result<CmdOutput>;
+
+    /// Like [`Runner::run`], with stdout written to the file `stdout` instead of kept in
+    /// memory (a `show -json` of a big stack is hundreds of megabytes). The default runs
+    /// [`Runner::run`] and writes what it returned.
+    fn run_to_file(&self, argv: &[String], stdout: &Path) -> std::io::Result<CmdOutput> {
+        let out = self.run(argv)?;
+        std::fs::write(stdout, &out.stdout)?;
+        Ok(CmdOutput {
+            stdout: Vec::new(),
+            ..out
+        })
+    }
 }
 
 /// Spawns real processes, stdin closed so a prompt cannot hang a nightly job.
@@ -43,6 +57,32 @@ impl Runner for ProcessRunner {
             stderr: output.stderr,
         })
     }
+
+    fn run_to_file(&self, argv: &[String], stdout: &Path) -> std::io::Result<CmdOutput> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(std::io::Error::other("empty command line"));
+        };
+        let file = std::fs::File::create(stdout)?;
+        let output = std::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(file)
+            .output()?;
+        Ok(CmdOutput {
+            code: output.status.code().unwrap_or(-1),
+            stdout: Vec::new(),
+            stderr: output.stderr,
+        })
+    }
+}
+
+/// A plan saved with `-out` and its `show -json` output, both in a private temporary
+/// directory that is removed when this is dropped (they hold secrets in plain text).
+#[derive(Debug)]
+pub struct SavedPlan {
+    _dir: tempfile::TempDir,
+    /// The `show -json` output.
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +100,19 @@ pub enum RunError {
     },
     #[error("cannot create a temporary directory for plan files: {0}")]
     TempDir(std::io::Error),
+}
+
+/// How long each engine command of one stack took, in the order they ran.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timings {
+    pub steps: Vec<(String, std::time::Duration)>,
+}
+
+impl Timings {
+    /// Time spent waiting for the engine (every step added up).
+    pub fn engine(&self) -> std::time::Duration {
+        self.steps.iter().map(|(_, d)| *d).sum()
+    }
 }
 
 /// Settings shared by every call.
@@ -104,8 +157,11 @@ impl Tofu {
         ]
     }
 
-    pub fn apply_refresh_only_argv(&self) -> Vec<String> {
-        vec![
+    /// `apply -refresh-only` limited to `targets` (each as `-target=ADDRESS`), so that
+    /// only the accepted resources take reality into state and every other drift stays
+    /// visible as drift.
+    pub fn apply_refresh_only_argv(&self, targets: &[String]) -> Vec<String> {
+        let mut argv = vec![
             self.binary.clone(),
             format!("-chdir={}", self.chdir),
             "apply".to_owned(),
@@ -114,7 +170,9 @@ impl Tofu {
             "-input=false".to_owned(),
             "-no-color".to_owned(),
             format!("-lock-timeout={}", self.lock_timeout),
-        ]
+        ];
+        argv.extend(targets.iter().map(|t| format!("-target={t}")));
+        argv
     }
 
     fn call(&self, runner: &dyn Runner, argv: &[String]) -> Result<CmdOutput, RunError> {
@@ -126,6 +184,18 @@ impl Tofu {
 
     /// Plan, save, and read back as JSON. Returns the `show -json` bytes.
     pub fn plan_json(&self, runner: &dyn Runner, refresh_only: bool) -> Result<Vec<u8>, RunError> {
+        let saved = self.plan(runner, refresh_only, &mut Timings::default())?;
+        std::fs::read(&saved.json).map_err(RunError::TempDir)
+    }
+
+    /// Plan, save, and write `show -json` beside the plan file, recording how long the
+    /// plan and the `show` took. Nothing of the plan is held in memory.
+    pub fn plan(
+        &self,
+        runner: &dyn Runner,
+        refresh_only: bool,
+        timings: &mut Timings,
+    ) -> Result<SavedPlan, RunError> {
         let label = if refresh_only {
             "refresh-only plan"
         } else {
@@ -141,7 +211,9 @@ impl Tofu {
         } else {
             "plan.tfplan"
         });
+        let started = std::time::Instant::now();
         let plan = self.call(runner, &self.plan_argv(&out, refresh_only))?;
+        timings.steps.push((label.to_owned(), started.elapsed()));
         if plan.code != PLAN_CLEAN && plan.code != PLAN_CHANGES {
             return Err(RunError::Failed {
                 label: label.to_owned(),
@@ -149,7 +221,21 @@ impl Tofu {
                 stderr: tail(&plan.stderr),
             });
         }
-        let show = self.call(runner, &self.show_argv(&out))?;
+        let json = dir.path().join(if refresh_only {
+            "refresh.json"
+        } else {
+            "plan.json"
+        });
+        let started = std::time::Instant::now();
+        let show = runner
+            .run_to_file(&self.show_argv(&out), &json)
+            .map_err(|error| RunError::Spawn {
+                program: self.binary.clone(),
+                error,
+            })?;
+        timings
+            .steps
+            .push((format!("show -json of the {label}"), started.elapsed()));
         if show.code != 0 {
             return Err(RunError::Failed {
                 label: format!("show -json of the {label}"),
@@ -157,12 +243,17 @@ impl Tofu {
                 stderr: tail(&show.stderr),
             });
         }
-        Ok(show.stdout)
+        Ok(SavedPlan { _dir: dir, json })
     }
 
-    /// `apply -refresh-only -auto-approve`: write reality into state.
-    pub fn apply_refresh_only(&self, runner: &dyn Runner) -> Result<(), RunError> {
-        let out = self.call(runner, &self.apply_refresh_only_argv())?;
+    /// `apply -refresh-only -auto-approve -target=...`: write reality into state for
+    /// `targets` only.
+    pub fn apply_refresh_only(
+        &self,
+        runner: &dyn Runner,
+        targets: &[String],
+    ) -> Result<(), RunError> {
+        let out = self.call(runner, &self.apply_refresh_only_argv(targets))?;
         if out.code != 0 {
             return Err(RunError::Failed {
                 label: "apply -refresh-only".to_owned(),
@@ -174,12 +265,22 @@ impl Tofu {
     }
 }
 
-/// The last few lines of a command's stderr, enough to say why without flooding the log.
+/// Enough of a command's stderr to say why, without flooding the log: the engine's first
+/// `Error:` diagnostic and the line after it when there is one (`Error: Error acquiring
+/// the state lock / Error message: resource temporarily unavailable`), else the last three
+/// lines.
 fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(3);
-    let joined = lines[start..].join(" / ");
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim_start_matches(['│', '╷', '╵', ' ']).trim_end())
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let picked: &[&str] = match lines.iter().position(|l| l.starts_with("Error:")) {
+        Some(i) => &lines[i..(i + 2).min(lines.len())],
+        None => &lines[lines.len().saturating_sub(3)..],
+    };
+    let joined = picked.join(" / ");
     if joined.is_empty() {
         "(no error output)".to_owned()
     } else {
@@ -297,6 +398,22 @@ mod tests {
             chdir: "stacks/shop".into(),
             lock_timeout: "5m".into(),
         }
+    }
+
+    #[test]
+    fn tail_prefers_the_engine_error() {
+        let lock = b"\nError: Error acquiring the state lock\n\nError message: resource temporarily unavailable\nLock Info:\n  ID: 2031\n\nTerraform acquires a state lock to protect the state from being written\nflag, but this is not recommended.\n";
+        assert_eq!(
+            tail(lock),
+            "Error: Error acquiring the state lock / Error message: resource temporarily unavailable"
+        );
+        let boxed = "\u{256d}\n\u{2502} Error: Inconsistent dependency lock file\n\u{2502} \n\u{2502} The following dependency selections recorded\n\u{2575}\n";
+        assert_eq!(
+            tail(boxed.as_bytes()),
+            "Error: Inconsistent dependency lock file / The following dependency selections recorded"
+        );
+        assert_eq!(tail(b"a\nb\nc\nd\n"), "b / c / d");
+        assert_eq!(tail(b""), "(no error output)");
     }
 
     #[test]

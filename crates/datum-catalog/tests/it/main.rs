@@ -2,6 +2,10 @@
 //! and compiled with the real providers (File, Directory, Symlink).
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test helpers fail loudly on a broken fixture"
@@ -895,7 +899,7 @@ mod lint_errors {
             repo.lint(),
             [
                 "base/a.yaml:6:1: error: File[a]: unknown key `owner` in the document; expected one of: datum, type, name, desired, requires, class, sensitive",
-                "datum.yaml:9:1: error: unknown key `colour` in datum.yaml; expected one of: datum, layers, classes",
+                "datum.yaml:9:1: error: unknown key `colour` in datum.yaml; expected one of: datum, layers, classes, boundary",
             ]
         );
     }

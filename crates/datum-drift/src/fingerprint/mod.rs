@@ -38,5 +38,6 @@ pub use exclude::Exclusions;
 pub use node_hash::{fingerprint_declared, fingerprint_tree};
 pub use scan::{
     MIN_DEFAULT_THREADS, ScanOptions, ScanProgress, ScanStats, ScannedTree, default_threads, scan,
+    scan_dir,
 };
 pub use tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, Node, OtherKind};

@@ -15,13 +15,13 @@
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString, OsStr};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
 use super::digest::Algorithm;
@@ -107,10 +107,32 @@ impl ScannedTree {
 /// if the listing had come a moment later; one that changes type in that window fails
 /// the scan with [`FingerprintError::Unstable`].
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintError> {
-    scan_with(path, opts, max_open_dirs())
+    scan_with(Start::Path, path, opts, max_open_dirs())
+}
+
+/// [`scan`] of a directory already open (reached through the host's
+/// boundary, `datum_host::Located::open_dir`): nothing above it is looked up
+/// again, so a parent swapped for a link meanwhile changes nothing. `path`
+/// names it in messages.
+pub fn scan_dir(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    opts: &ScanOptions,
+) -> Result<ScannedTree, FingerprintError> {
+    scan_with(Start::Dir(dir), path, opts, max_open_dirs())
+}
+
+/// Where a scan starts.
+#[derive(Clone, Copy)]
+enum Start<'a> {
+    /// The path itself (whatever it is: a root that is a link or a file is
+    /// a one-leaf tree).
+    Path,
+    Dir(BorrowedFd<'a>),
 }
 
 fn scan_with(
+    start: Start<'_>,
     path: &Path,
     opts: &ScanOptions,
     max_open_dirs: usize,
@@ -139,7 +161,7 @@ fn scan_with(
                     .ok()
             })
             .collect();
-        let walked = walk_root(path, opts.exclude.as_ref(), &queue, max_open_dirs);
+        let walked = walk_root(start, path, opts.exclude.as_ref(), &queue, max_open_dirs);
         if walked.is_err() {
             queue.abort();
         } else {
@@ -181,6 +203,7 @@ fn scan_with(
 /// Walks from the root, feeding regular files to `queue`; returns the skeleton, the
 /// walk's counts and how many files were queued.
 fn walk_root(
+    start: Start<'_>,
     path: &Path,
     exclude: Option<&Exclusions>,
     queue: &JobQueue,
@@ -188,6 +211,7 @@ fn walk_root(
 ) -> Result<(Skeleton, ScanStats, usize), FingerprintError> {
     let mut walk = Walk {
         root: path,
+        root_fd: None,
         exclude,
         queue,
         pending: Vec::new(),
@@ -196,6 +220,31 @@ fn walk_root(
         max_open_dirs,
         stats: ScanStats::default(),
     };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let root_dir = match start {
+        Start::Dir(dir) => Some(
+            rustix::fs::openat(dir, c".", flags, Mode::empty())
+                .map_err(|e| io_error(path, "open", e.into()))?,
+        ),
+        Start::Path => match rustix::fs::open(path, flags, Mode::empty()) {
+            Ok(fd) => Some(fd),
+            // Not a directory (a file, a link): a one-leaf tree, below.
+            Err(Errno::NOTDIR | Errno::LOOP) => None,
+            Err(e) => return Err(io_error(path, "open", e.into())),
+        },
+    };
+    if let Some(fd) = root_dir {
+        // The root's own descriptor for files queued by relative path, and
+        // one for the walk (which closes its own when the listing is read).
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
+        walk.root_fd = Some(Arc::new(
+            rustix::fs::openat(&fd, c".", flags, Mode::empty())
+                .map_err(|e| io_error(path, "open", e.into()))?,
+        ));
+        let skeleton = walk.dir(fd, &st, &mut path.to_path_buf())?;
+        walk.flush();
+        return Ok((skeleton, walk.stats, walk.queued));
+    }
     let st = rustix::fs::lstat(path).map_err(|e| io_error(path, "lstat", e.into()))?;
     let skeleton = walk
         .entry(
@@ -431,7 +480,11 @@ fn max_open_dirs() -> usize {
 enum Target {
     /// `name` inside an open directory.
     At(Arc<DirHandle>, CString),
-    /// A full path (the root itself, or when too many directories are open).
+    /// A path relative to the scan's root directory, opened with
+    /// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (when too many directories
+    /// are open), and its full path for messages.
+    Beneath(Arc<OwnedFd>, PathBuf, PathBuf),
+    /// A full path (a root that is itself a file).
     Path(PathBuf),
 }
 
@@ -439,7 +492,7 @@ impl Target {
     fn path(&self) -> PathBuf {
         match self {
             Target::At(dir, name) => dir.path.join(OsStr::from_bytes(name.to_bytes())),
-            Target::Path(p) => p.clone(),
+            Target::Beneath(_, _, full) | Target::Path(full) => full.clone(),
         }
     }
 }
@@ -476,6 +529,8 @@ impl Place<'_> {
 
 struct Walk<'a> {
     root: &'a Path,
+    /// The root directory, for files queued by relative path.
+    root_fd: Option<Arc<OwnedFd>>,
     exclude: Option<&'a Exclusions>,
     queue: &'a JobQueue,
     /// Files found since the last hand-over to the queue (one lock per batch, not per file).
@@ -568,10 +623,13 @@ impl Walk<'_> {
             }
         }
         if file_type == FileType::RegularFile {
-            let target = if share {
-                Target::At(Arc::clone(dir), name.clone())
-            } else {
-                Target::Path(path.clone())
+            let target = match (&self.root_fd, share) {
+                (_, true) | (None, false) => Target::At(Arc::clone(dir), name.clone()),
+                (Some(root), false) => Target::Beneath(
+                    Arc::clone(root),
+                    path.strip_prefix(self.root).unwrap_or(path).to_path_buf(),
+                    path.clone(),
+                ),
             };
             return Ok(Some((name.into_bytes(), self.queue_file(target))));
         }
@@ -669,6 +727,13 @@ fn hash_file(
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let opened = match target {
         Target::At(dir, name) => rustix::fs::openat(&dir.fd, name.as_c_str(), flags, Mode::empty()),
+        Target::Beneath(root, rel, _) => rustix::fs::openat2(
+            root.as_fd(),
+            rel,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ),
         Target::Path(path) => rustix::fs::open(path, flags, Mode::empty()),
     };
     let fd = match opened {
@@ -750,10 +815,14 @@ mod tests {
                 threads,
                 ..ScanOptions::default()
             };
-            let shared = scan_with(dir.path(), &opts, 4096).unwrap();
-            // 0: every file by full path; 2: the first directories shared, then paths.
+            let shared = scan_with(Start::Path, dir.path(), &opts, 4096).unwrap();
+            let open =
+                rustix::fs::open(dir.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+                    .unwrap();
+            // 0: every file by relative path; 2: the first directories shared, then paths.
             for limit in [0, 2] {
-                let limited = scan_with(dir.path(), &opts, limit).unwrap();
+                let limited =
+                    scan_with(Start::Dir(open.as_fd()), dir.path(), &opts, limit).unwrap();
                 assert_eq!(
                     limited.tree, shared.tree,
                     "limit {limit}, {threads} threads"

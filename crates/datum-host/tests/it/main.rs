@@ -5,6 +5,10 @@
 //! the guarantee staging exists for: the target is always one complete
 //! version, never empty or partial, and the next pass removes the leftovers.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"
@@ -14,7 +18,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use datum_host::StagedFile;
+use datum_host::Host;
 use datum_host::staging::{STAGE_PREFIX, cleanup_stale};
 
 const CHILD_ENV: &str = "DATUM_HOST_CRASH_CHILD";
@@ -26,9 +30,13 @@ fn version(n: u8) -> Vec<u8> {
 
 /// In the child: replace the target forever, alternating versions.
 fn write_forever(target: &Path) -> ! {
+    let host = Host::new(target.parent().unwrap());
+    let at = host
+        .locate(&Path::new("/").join(target.file_name().unwrap()))
+        .unwrap();
     let mut n: u8 = 1;
     loop {
-        let mut staged = StagedFile::create(target).unwrap();
+        let mut staged = at.stage_file().unwrap();
         // Written in pieces, so a kill can land mid-write.
         for chunk in version(n).chunks(4096) {
             staged.write_all(chunk).unwrap();
@@ -80,7 +88,7 @@ fn a_killed_writer_never_leaves_a_partial_target() {
         "the child never replaced the file: {seen:?}"
     );
 
-    cleanup_stale(dir.path()).unwrap();
+    cleanup_stale(&datum_host::Dir::open_path(dir.path()).unwrap()).unwrap();
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

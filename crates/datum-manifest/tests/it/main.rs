@@ -1,6 +1,10 @@
 //! Integration tests: repositories on disk, loaded the way `datum` loads them.
 
 #![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "test helpers fail loudly on a broken fixture"

@@ -6,7 +6,9 @@
 //! path under the root, look at what is there without following a link (an
 //! absent entry is an absent observation), compare only a declaration that
 //! parses, and dispatch apply by action (nothing, remove, or converge) on the
-//! path resolved for a change. A type writes only what differs: its field
+//! entry as the boundary reached it (`Host::locate`: its parent open,
+//! reached without following a link; a parent link or an unsafe ownership
+//! transition is an error naming it, for observe as much as for apply). A type writes only what differs: its field
 //! checks, what it reads from an entry that is there, the pure diff, and how
 //! it converges and removes. Must not: run validators or keep backups (the
 //! engine does, see [`Provider`]).
@@ -14,8 +16,8 @@
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, Observed, Resource};
-use datum_host::Host;
-use datum_host::fs::{self, Stat};
+use datum_host::fs::Stat;
+use datum_host::{Host, Located};
 use serde_json::Value;
 
 use crate::{FieldError, Provider, ProviderError, StagingGate};
@@ -39,30 +41,28 @@ pub trait EntryProvider: Send + Sync {
     /// Checks declared fields without host access (see [`Provider::check`]).
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
 
-    /// Observes the entry at `path` (under the root), which exists and whose
-    /// `lstat` is `stat`.
+    /// Observes the entry at `at`, which exists and whose `lstat` is `stat`.
     fn observe_present(
         host: &Host,
         d: &Self::Desired,
-        path: &Path,
+        at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError>;
 
     /// Compares declared and observed state. Pure.
     fn diff(d: &Self::Desired, observed: &Observed) -> Diff;
 
-    /// Creates, updates or replaces the entry at `path` (resolved for a
-    /// change) so that it matches `d`.
+    /// Creates, updates or replaces the entry at `at` so that it matches `d`.
     fn converge(
         host: &Host,
         d: &Self::Desired,
-        path: &Path,
+        at: &Located,
         diff: &Diff,
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError>;
 
-    /// Removes the entry at `path` (declared `ensure: absent`).
-    fn remove(path: &Path) -> Result<(), ProviderError>;
+    /// Removes the entry at `at` (declared `ensure: absent`).
+    fn remove(host: &Host, at: &Located) -> Result<(), ProviderError>;
 }
 
 impl<T: EntryProvider> Provider for T {
@@ -86,9 +86,12 @@ impl<T: EntryProvider> Provider for T {
 
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
         let d = T::Desired::from_resource(resource)?;
-        let path = host.resolve(d.path())?;
-        match fs::lstat(&path)? {
-            Some(stat) => T::observe_present(host, &d, &path, stat),
+        // A missing parent: nothing can be there.
+        let Some(at) = host.try_locate(d.path())? else {
+            return Ok(Observed::absent());
+        };
+        match at.lstat()? {
+            Some(stat) => T::observe_present(host, &d, &at, stat),
             None => Ok(Observed::absent()),
         }
     }
@@ -110,12 +113,15 @@ impl<T: EntryProvider> Provider for T {
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         let d = T::Desired::from_resource(resource)?;
-        let path = host.resolve_for_change(d.path())?;
         match diff.action() {
             Action::None => Ok(()),
-            Action::Remove => T::remove(&path),
+            Action::Remove => match host.try_locate(d.path())? {
+                Some(at) => T::remove(host, &at),
+                None => Ok(()),
+            },
             Action::Create | Action::Update | Action::Replace => {
-                T::converge(host, &d, &path, diff, gate)
+                let at = host.locate(d.path())?;
+                T::converge(host, &d, &at, diff, gate)
             }
         }
     }

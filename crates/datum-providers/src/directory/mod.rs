@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
-use datum_host::Host;
-use datum_host::fs::{self, FileKind, Stat};
+use datum_host::fs::{FileKind, Stat};
+use datum_host::{Host, Located};
 use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
@@ -77,7 +77,7 @@ impl EntryProvider for DirectoryProvider {
     fn observe_present(
         host: &Host,
         d: &DirectoryDesired,
-        _path: &Path,
+        _at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
@@ -98,15 +98,15 @@ impl EntryProvider for DirectoryProvider {
     fn converge(
         host: &Host,
         d: &DirectoryDesired,
-        path: &Path,
+        at: &Located,
         _diff: &Diff,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        converge(host, d, path)
+        converge(host, d, at)
     }
 
-    fn remove(path: &Path) -> Result<(), ProviderError> {
-        remove(path)
+    fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
+        remove(host, at)
     }
 }
 
@@ -144,34 +144,36 @@ pub fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
     out
 }
 
-fn remove(path: &Path) -> Result<(), ProviderError> {
-    match fs::lstat(path)? {
-        Some(stat) if stat.kind == FileKind::Directory => Ok(fs::remove_dir(path)?),
+fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
+    match at.lstat()? {
+        Some(stat) if stat.kind == FileKind::Directory => {
+            at.remove_dir()?;
+            host.forget_dirs_under(&at.declared());
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
 
-fn converge(host: &Host, d: &DirectoryDesired, path: &Path) -> Result<(), ProviderError> {
+fn converge(host: &Host, d: &DirectoryDesired, at: &Located) -> Result<(), ProviderError> {
     // Resolve owners first: an unknown user must fail before anything moves.
     let (uid, gid) = d.meta.resolve(host)?;
-    let current = fs::lstat(path)?;
+    let current = at.lstat()?;
     let existing = match current {
         Some(stat) if stat.kind == FileKind::Directory => Some(stat.meta),
         Some(_) => {
             // A file, link or special file in the way: the engine has backed
             // it up; a link is removed, never followed.
-            fs::remove_file(path)?;
+            at.remove_file()?;
             None
         }
         None => None,
     };
     let Some(existing) = existing else {
+        // Owner first, then the mode (chown may clear the set-group-id
+        // bit), all on the new directory's own descriptor.
         let mode = d.meta.mode.unwrap_or(DEFAULT_MODE);
-        fs::create_dir(path, mode)?;
-        if uid.is_some() || gid.is_some() {
-            // chown may clear the set-group-id bit; set the mode again after.
-            fs::set_metadata(path, uid, gid, Some(mode))?;
-        }
+        at.create_dir(mode, uid, gid)?;
         return Ok(());
     };
     let uid = uid.filter(|u| *u != existing.uid);
@@ -183,7 +185,7 @@ fn converge(host: &Host, d: &DirectoryDesired, path: &Path) -> Result<(), Provid
         _ => None,
     };
     if owner_changes || mode.is_some() {
-        fs::set_metadata(path, uid, gid, mode)?;
+        at.set_metadata(uid, gid, mode)?;
     }
     Ok(())
 }

@@ -13,16 +13,14 @@
 
 mod desired;
 
-use std::path::Path;
-
 use datum_core::{Action, ContentChange, Diff, FieldChange, Observed, Presence};
 use datum_host::fs::{self, FileKind, Stat};
-use datum_host::{Host, HostError, StagedFile};
+use datum_host::{Host, HostError, Located};
 use serde_json::Value;
 
 use crate::common::entry::EntryProvider;
 use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
-use crate::{FieldError, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError, Staged, StagingGate};
 
 pub use desired::{CONTENT_FIELDS, FileDesired};
 
@@ -50,7 +48,7 @@ impl EntryProvider for FileProvider {
     fn observe_present(
         host: &Host,
         d: &FileDesired,
-        path: &Path,
+        at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
@@ -69,8 +67,8 @@ impl EntryProvider for FileProvider {
             })
         });
         let hashed = match expected {
-            Some(expected) => fs::hash_file_expecting(path, expected)?,
-            None => fs::hash_file(path, KEEP_CONTENT_UP_TO)?,
+            Some(expected) => at.hash_expecting(expected)?,
+            None => at.hash(KEEP_CONTENT_UP_TO)?,
         };
         let mut meta = stat.meta;
         meta.size = hashed.size;
@@ -92,15 +90,15 @@ impl EntryProvider for FileProvider {
     fn converge(
         host: &Host,
         d: &FileDesired,
-        path: &Path,
+        at: &Located,
         diff: &Diff,
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        converge(host, d, path, diff, gate)
+        converge(host, d, at, diff, gate)
     }
 
-    fn remove(path: &Path) -> Result<(), ProviderError> {
-        remove(path)
+    fn remove(_host: &Host, at: &Located) -> Result<(), ProviderError> {
+        remove(at)
     }
 }
 
@@ -174,13 +172,13 @@ fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Co
     }
 }
 
-/// Removes what is at `path` unless it is a directory (looked at afresh, not
+/// Removes what is at `at` unless it is a directory (looked at afresh, not
 /// trusted from the observation).
-fn remove(path: &std::path::Path) -> Result<(), ProviderError> {
-    match fs::lstat(path)? {
+fn remove(at: &Located) -> Result<(), ProviderError> {
+    match at.lstat()? {
         None => Ok(()),
         Some(stat) if stat.kind == FileKind::Directory => Ok(()),
-        Some(_) => Ok(fs::remove_file(path)?),
+        Some(_) => Ok(at.remove_file()?),
     }
 }
 
@@ -188,17 +186,17 @@ fn remove(path: &std::path::Path) -> Result<(), ProviderError> {
 fn converge(
     host: &Host,
     d: &FileDesired,
-    path: &std::path::Path,
+    at: &Located,
     diff: &Diff,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
     // Look again: the observation may be stale, and the safety rules below
     // must hold for what is there now.
-    let current = fs::lstat(path)?;
+    let current = at.lstat()?;
     let current_file = match &current {
         Some(stat) if stat.kind == FileKind::Directory => {
             return Err(HostError::InTheWay {
-                path: path.to_path_buf(),
+                path: at.path().to_path_buf(),
                 found: "directory".to_owned(),
             }
             .into());
@@ -219,10 +217,10 @@ fn converge(
             .or(current_file.map(|m| m.mode))
             .unwrap_or(DEFAULT_MODE);
         let bytes = match &d.content {
-            Some(c) => fs::content_bytes(c)?,
+            Some(c) => datum_host::repo::content_bytes(c)?,
             None => std::borrow::Cow::Borrowed(&[][..]),
         };
-        return write_staged(host, path, &bytes, uid, gid, mode, gate);
+        return write_staged(host, at, &bytes, uid, gid, mode, gate);
     };
 
     // Same content: fix owner and mode in place. A chown clears set-id bits,
@@ -236,30 +234,36 @@ fn converge(
         _ => None,
     };
     if owner_changes || mode.is_some() {
-        fs::set_metadata(path, uid, gid, mode)?;
+        at.set_metadata(uid, gid, mode)?;
     }
     Ok(())
 }
 
-fn write_staged(
+/// Writes `bytes` through a staged copy inside `at`'s open parent, offers it
+/// to the gate, and renames it into place (see `datum_host::staging`).
+pub fn write_staged(
     host: &Host,
-    path: &std::path::Path,
+    at: &Located,
     bytes: &[u8],
     uid: Option<u32>,
     gid: Option<u32>,
     mode: u32,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
-    fs::require_parent_dir(path)?;
-    if let Some(parent) = path.parent() {
-        host.sweep_stale_staging(parent)?;
-    }
-    let mut staged = StagedFile::create(path)?;
+    host.sweep_stale_staging(at.parent())?;
+    let mut staged = at.stage_file()?;
     staged.write_all(bytes)?;
     staged.set_owner(uid, gid)?;
     staged.set_mode(mode)?;
     staged.sync()?;
-    if let Err(rejection) = gate.check_staged(staged.path()) {
+    let offered = Staged {
+        path: staged.path(),
+        bytes,
+        mode,
+        uid,
+        gid,
+    };
+    if let Err(rejection) = gate.check_staged(&offered) {
         // The rejection is what matters; a staging directory that could not
         // be removed is swept by the next pass.
         let _ = staged.discard();

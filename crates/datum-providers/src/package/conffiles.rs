@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use datum_host::{FileKind, Host, fs};
+use datum_host::{FileKind, Host};
 use md5::{Digest, Md5};
 
 use super::status::{self, PackageRecord, StatusError};
@@ -132,14 +132,16 @@ fn compare(
     declared: &Path,
     expected: &str,
 ) -> Result<Option<(Option<String>, Option<&'static str>)>, StatusError> {
-    let real = host.resolve(declared)?;
-    let Some(stat) = fs::lstat(&real)? else {
+    let Some(at) = host.try_locate(declared)? else {
+        return Ok(Some((None, None)));
+    };
+    let Some(stat) = at.lstat()? else {
         return Ok(Some((None, None)));
     };
     if stat.kind != FileKind::File {
         return Ok(Some((None, Some(stat.kind.word()))));
     }
-    let bytes = fs::read(&real)?;
+    let bytes = at.read()?;
     let actual = hex(&Md5::digest(&bytes));
     if actual.eq_ignore_ascii_case(expected) {
         Ok(None)
@@ -158,11 +160,10 @@ fn packaged_etc_files(
         let declared = Path::new(status::ADMIN_DIR)
             .join("info")
             .join(format!("{name}.md5sums"));
-        let real = host.resolve(&declared)?;
-        if fs::lstat(&real)?.is_none() {
+        let Some(bytes) = host.read(&declared)? else {
             continue;
-        }
-        let text = String::from_utf8_lossy(&fs::read(&real)?).into_owned();
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         return Ok(parse_md5sums(&text)
             .into_iter()
             .filter(|(path, _)| path.starts_with("/etc/"))

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use datum_host::{Host, HostError, fs};
+use datum_host::{Host, HostError};
 
 /// Where dpkg keeps its database, relative to the root.
 pub const ADMIN_DIR: &str = "/var/lib/dpkg";
@@ -405,9 +405,9 @@ impl StatusCache {
 /// The status file's identity right now.
 pub fn stamp(host: &Host) -> Result<(PathBuf, Stamp), StatusError> {
     let path = host.resolve(Path::new(STATUS_FILE))?;
-    // Followed like dpkg follows it (a status file is never a link in
-    // practice, and a link would still be dpkg's database).
-    match fs::lstat(&path)? {
+    // Through the boundary, as every path under the root: a parent link
+    // is refused (dpkg's database is never reached through one).
+    match host.lstat(Path::new(STATUS_FILE))? {
         Some(stat) => Ok((
             path,
             Stamp {
@@ -433,7 +433,9 @@ pub fn load(host: &Host) -> Result<Arc<StatusDb>, StatusError> {
     {
         return Ok(Arc::clone(db));
     }
-    let bytes = fs::read(&path)?;
+    let bytes = host
+        .read(Path::new(STATUS_FILE))?
+        .ok_or_else(|| StatusError::Missing { path: path.clone() })?;
     let text = String::from_utf8_lossy(&bytes);
     let db = Arc::new(StatusDb::parse(&text, &path)?);
     cache

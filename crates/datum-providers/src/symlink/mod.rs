@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
-use datum_host::fs::{self, FileKind, Stat};
-use datum_host::{Host, HostError, StagedSymlink};
+use datum_host::fs::{FileKind, Stat};
+use datum_host::{Host, HostError, Located};
 use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
@@ -84,12 +84,12 @@ impl EntryProvider for SymlinkProvider {
     fn observe_present(
         _host: &Host,
         _d: &SymlinkDesired,
-        path: &Path,
+        at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
         if stat.kind == FileKind::Symlink {
-            let target = fs::read_link(path)?;
+            let target = at.read_link()?;
             observed.presence = Presence::Present;
             observed.fields.insert(
                 "target".to_owned(),
@@ -109,12 +109,12 @@ impl EntryProvider for SymlinkProvider {
     fn converge(
         host: &Host,
         d: &SymlinkDesired,
-        path: &Path,
+        at: &Located,
         _diff: &Diff,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         match &d.target {
-            Some(target) => converge(host, path, Path::new(target)),
+            Some(target) => converge(host, at, Path::new(target)),
             None => Err(ProviderError::Invalid {
                 field: "target".to_owned(),
                 message: "a Symlink needs `target`".to_owned(),
@@ -122,8 +122,8 @@ impl EntryProvider for SymlinkProvider {
         }
     }
 
-    fn remove(path: &Path) -> Result<(), ProviderError> {
-        remove(path)
+    fn remove(_host: &Host, at: &Located) -> Result<(), ProviderError> {
+        remove(at)
     }
 }
 
@@ -163,28 +163,25 @@ pub fn diff(d: &SymlinkDesired, observed: &Observed) -> Diff {
     out
 }
 
-fn remove(path: &Path) -> Result<(), ProviderError> {
-    match fs::lstat(path)? {
-        Some(stat) if stat.kind == FileKind::Symlink => Ok(fs::remove_file(path)?),
+fn remove(at: &Located) -> Result<(), ProviderError> {
+    match at.lstat()? {
+        Some(stat) if stat.kind == FileKind::Symlink => Ok(at.remove_file()?),
         _ => Ok(()),
     }
 }
 
-fn converge(host: &Host, path: &Path, target: &Path) -> Result<(), ProviderError> {
-    if let Some(stat) = fs::lstat(path)?
+fn converge(host: &Host, at: &Located, target: &Path) -> Result<(), ProviderError> {
+    if let Some(stat) = at.lstat()?
         && stat.kind == FileKind::Directory
     {
         return Err(HostError::InTheWay {
-            path: path.to_path_buf(),
+            path: at.path().to_path_buf(),
             found: "directory".to_owned(),
         }
         .into());
     }
-    fs::require_parent_dir(path)?;
-    if let Some(parent) = path.parent() {
-        host.sweep_stale_staging(parent)?;
-    }
-    StagedSymlink::create(path, target)?.commit()?;
+    host.sweep_stale_staging(at.parent())?;
+    at.stage_symlink(target)?.commit()?;
     Ok(())
 }
 

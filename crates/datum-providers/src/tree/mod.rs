@@ -42,10 +42,10 @@ use std::path::{Path, PathBuf};
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_drift::fingerprint::{
     Algorithm, ContentHash, Digest, Entry, Exclusions, FingerprintedNode, FingerprintedTree,
-    HashFunction, Node, ScanOptions, TreeDifference, compare, fingerprint_tree, scan,
+    HashFunction, Node, ScanOptions, TreeDifference, compare, fingerprint_tree, scan_dir,
 };
-use datum_host::fs::{self, FileKind};
-use datum_host::{Host, HostError, StagedFile};
+use datum_host::fs::FileKind;
+use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
 
 use crate::common::fields::{declared_path, format_mode, parse_mode};
@@ -184,8 +184,12 @@ impl Provider for TreeProvider {
 
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
         let d = TreeDesired::from_resource(resource)?;
-        let live = host.resolve(&d.path)?;
-        let Some(stat) = fs::lstat(&live)? else {
+        // Through the boundary: a tree behind a parent link is an error
+        // naming the link, never a listing of where it points.
+        let Some(at) = host.try_locate(&d.path)? else {
+            return Ok(Observed::absent());
+        };
+        let Some(stat) = at.lstat()? else {
             return Ok(Observed::absent());
         };
         let mut observed = Observed::absent();
@@ -194,6 +198,9 @@ impl Provider for TreeProvider {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
             return Ok(observed);
         }
+        let Some(live) = at.open_dir()? else {
+            return Ok(Observed::absent());
+        };
         let (differences, tree, declared_root) = scan_and_compare(host, &d, &live)?;
         observed.presence = Presence::Present;
         // Both root hashes, for the fleet report: an undrifted tree proves
@@ -243,18 +250,18 @@ impl Provider for TreeProvider {
             return Ok(());
         }
         let d = TreeDesired::from_resource(resource)?;
-        let live = host.resolve_for_change(&d.path)?;
-        converge(host, &d, &live, gate)
+        let at = host.locate(&d.path)?;
+        converge(host, &d, &at, gate)
     }
 }
 
-/// The differences between the declared tree and the host tree at `live`,
-/// parents first. Owner and group that are not declared are not managed: the
-/// declared node takes the observed value.
+/// The differences between the declared tree and the host tree in `live`
+/// (open), parents first. Owner and group that are not declared are not
+/// managed: the declared node takes the observed value.
 pub fn differences(
     host: &Host,
     d: &TreeDesired,
-    live: &Path,
+    live: &Dir,
 ) -> Result<Vec<TreeDifference>, ProviderError> {
     scan_and_compare(host, d, live).map(|(found, _, _)| found)
 }
@@ -291,11 +298,12 @@ pub fn declared_fingerprint(host: &Host, resource: &Resource) -> Result<String, 
 fn scan_and_compare(
     host: &Host,
     d: &TreeDesired,
-    live: &Path,
+    live: &Dir,
 ) -> Result<(Vec<TreeDifference>, FingerprintedTree, String), ProviderError> {
     let exclusions = d.exclusions()?;
-    let scanned = scan(
-        live,
+    let scanned = scan_dir(
+        live.fd(),
+        live.path(),
         &ScanOptions {
             algorithm: Algorithm::Native,
             exclude: Some(exclusions.clone()),
@@ -306,7 +314,7 @@ fn scan_and_compare(
     .map_err(|e| {
         ProviderError::Host(HostError::io(
             "scan",
-            live,
+            live.path(),
             std::io::Error::other(e.to_string()),
         ))
     })?;
@@ -517,25 +525,35 @@ fn change(path: &str, before: Option<&str>, after: &str) -> FieldChange {
 
 /// Makes the host tree match the declaration: the root, then every declared
 /// entry in path order (parents first), then (with `purge`) the unmanaged
-/// entries. Every check is made afresh on the live path.
+/// entries. Every check is made afresh on the live entry, and every entry is
+/// reached from the tree's own handle, one folder at a time, without
+/// following a link.
 fn converge(
     host: &Host,
     d: &TreeDesired,
-    live: &Path,
+    root: &Located,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
     let (uid, gid) = d.meta.resolve(host)?;
     let exclusions = d.exclusions()?;
-    ensure_dir(live, uid, gid, d.dir_mode)?;
+    ensure_dir(host, root, uid, gid, d.dir_mode)?;
+    let Some(live) = root.open_dir()? else {
+        return Err(HostError::MissingParent {
+            path: root.path().to_path_buf(),
+            parent: root.path().to_path_buf(),
+        }
+        .into());
+    };
+    let mut folders = Folders::new(live.clone());
     for (path, entry) in &d.entries {
         let rel = bytes_path(path);
         let is_dir = matches!(entry, DeclaredEntry::Dir);
         if excluded(&exclusions, rel, is_dir) {
             continue;
         }
-        let target = live.join(rel);
+        let target = folders.entry(rel)?;
         match entry {
-            DeclaredEntry::Dir => ensure_dir(&target, uid, gid, d.dir_mode)?,
+            DeclaredEntry::Dir => ensure_dir(host, &target, uid, gid, d.dir_mode)?,
             DeclaredEntry::File { blake3, source, .. } => {
                 let want = Declared {
                     blake3,
@@ -547,13 +565,69 @@ fn converge(
         }
     }
     if d.purge {
-        for difference in differences(host, d, live)? {
+        for difference in differences(host, d, &live)? {
             if let TreeDifference::Unmanaged { path } = difference {
-                remove_all(&live.join(path))?;
+                folders.entry(&path)?.remove_all()?;
             }
         }
     }
     Ok(())
+}
+
+/// The folders of a tree opened so far, by path relative to its root.
+struct Folders {
+    open: std::collections::HashMap<PathBuf, Dir>,
+}
+
+impl Folders {
+    fn new(root: Dir) -> Self {
+        Folders {
+            open: std::collections::HashMap::from([(PathBuf::new(), root)]),
+        }
+    }
+
+    /// The folder `rel` (relative to the tree's root), opened one component
+    /// at a time without following a link.
+    fn dir(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
+        if let Some(dir) = self.open.get(rel) {
+            return Ok(dir.clone());
+        }
+        let (parent, name) = match (rel.parent(), rel.file_name()) {
+            (Some(parent), Some(name)) => (parent, name),
+            _ => {
+                return Err(HostError::io(
+                    "reach",
+                    rel,
+                    std::io::Error::from(std::io::ErrorKind::InvalidInput),
+                )
+                .into());
+            }
+        };
+        let parent = self.dir(parent)?;
+        let Some(dir) = parent.open_child_dir(name)? else {
+            return Err(HostError::MissingParent {
+                path: parent.path().join(name),
+                parent: parent.path().to_path_buf(),
+            }
+            .into());
+        };
+        self.open.insert(rel.to_path_buf(), dir.clone());
+        Ok(dir)
+    }
+
+    /// The entry `rel` (relative to the tree's root), its folder open.
+    fn entry(&mut self, rel: &Path) -> Result<Located, ProviderError> {
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let Some(name) = rel.file_name() else {
+            return Err(HostError::io(
+                "reach",
+                rel,
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )
+            .into());
+        };
+        Ok(self.dir(parent)?.entry(name))
+    }
 }
 
 /// True when `rel` or one of its parent folders is excluded.
@@ -568,33 +642,31 @@ fn excluded(exclusions: &Exclusions, rel: &Path, is_dir: bool) -> bool {
 }
 
 fn ensure_dir(
-    path: &Path,
+    host: &Host,
+    at: &Located,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<u32>,
 ) -> Result<(), ProviderError> {
-    let current = fs::lstat(path)?;
-    match current {
+    match at.lstat()? {
         Some(stat) if stat.kind == FileKind::Directory => {
-            fix_meta(path, &stat.meta, uid, gid, mode)?;
+            fix_meta(at, &stat.meta, uid, gid, mode)?;
             return Ok(());
         }
         // A file or link where a folder is declared: inside an owned tree it
         // is replaced.
-        Some(_) => fs::remove_file(path)?,
+        Some(_) => at.remove_file()?,
         None => {}
     }
-    let mode = mode.unwrap_or(DEFAULT_DIR_MODE);
-    fs::require_parent_dir(path)?;
-    fs::create_dir(path, mode)?;
-    fs::set_metadata(path, uid, gid, Some(mode))?;
+    host.forget_dirs_under(&at.declared());
+    at.create_dir(mode.unwrap_or(DEFAULT_DIR_MODE), uid, gid)?;
     Ok(())
 }
 
 /// Sets the declared owner, group and mode where they differ. A chown clears
 /// set-id bits, so the mode (declared, or as it was) is set again after one.
 fn fix_meta(
-    path: &Path,
+    at: &Located,
     meta: &datum_core::FileMeta,
     uid: Option<u32>,
     gid: Option<u32>,
@@ -609,7 +681,7 @@ fn fix_meta(
         _ => None,
     };
     if owner_changes || mode.is_some() {
-        fs::set_metadata(path, uid, gid, mode)?;
+        at.set_metadata(uid, gid, mode)?;
     }
     Ok(())
 }
@@ -627,27 +699,27 @@ fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
 
 fn ensure_file(
     host: &Host,
-    path: &Path,
+    at: &Located,
     want: Declared<'_>,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<u32>,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
-    let current = fs::lstat(path)?;
+    let current = at.lstat()?;
     let mut kept_mode = None;
     if let Some(stat) = &current {
         match stat.kind {
             FileKind::Directory => {
                 return Err(HostError::InTheWay {
-                    path: path.to_path_buf(),
+                    path: at.path().to_path_buf(),
                     found: "directory".to_owned(),
                 }
                 .into());
             }
             FileKind::File => {
-                if same_content(&fs::read(path)?, want.blake3) {
-                    return fix_meta(path, &stat.meta, uid, gid, mode);
+                if same_content(&at.read()?, want.blake3) {
+                    return fix_meta(at, &stat.meta, uid, gid, mode);
                 }
                 // An undeclared mode carries over to the rewritten file.
                 kept_mode = Some(stat.meta.mode);
@@ -657,7 +729,8 @@ fn ensure_file(
     }
     // The bytes come from the repository now: refuse a source that changed
     // since the catalogue hashed it (it would not be what was checked).
-    let bytes = fs::read(want.source)?;
+    let bytes =
+        datum_host::repo::read(want.source).map_err(|e| HostError::io("read", want.source, e))?;
     if !same_content(&bytes, want.blake3) {
         return Err(ProviderError::Invalid {
             field: "source".to_owned(),
@@ -667,60 +740,31 @@ fn ensure_file(
             ),
         });
     }
-    if let Some(parent) = path.parent() {
-        host.sweep_stale_staging(parent)?;
-    }
-    let mut staged = StagedFile::create(path)?;
-    staged.write_all(&bytes)?;
-    staged.set_owner(uid, gid)?;
-    staged.set_mode(mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE))?;
-    staged.sync()?;
-    if let Err(rejection) = gate.check_staged(staged.path()) {
-        let _ = staged.discard();
-        return Err(rejection.into());
-    }
-    staged.commit()?;
-    Ok(())
+    let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
+    crate::file::write_staged(host, at, &bytes, uid, gid, mode, gate)
 }
 
-fn ensure_link(path: &Path, to: &[u8]) -> Result<(), ProviderError> {
+fn ensure_link(at: &Located, to: &[u8]) -> Result<(), ProviderError> {
     let target = bytes_path(to);
-    match fs::lstat(path)? {
+    match at.lstat()? {
         Some(stat) if stat.kind == FileKind::Symlink => {
-            if fs::read_link(path)? == target {
+            if at.read_link()? == target {
                 return Ok(());
             }
-            fs::remove_file(path)?;
+            at.remove_file()?;
         }
         Some(stat) if stat.kind == FileKind::Directory => {
             return Err(HostError::InTheWay {
-                path: path.to_path_buf(),
+                path: at.path().to_path_buf(),
                 found: "directory".to_owned(),
             }
             .into());
         }
-        Some(_) => fs::remove_file(path)?,
+        Some(_) => at.remove_file()?,
         None => {}
     }
-    fs::symlink(target, path)?;
+    at.symlink(target)?;
     Ok(())
-}
-
-/// Removes an unmanaged entry inside the owned tree (a folder with what is in
-/// it; links are removed, never followed).
-fn remove_all(path: &Path) -> Result<(), ProviderError> {
-    match fs::lstat(path)? {
-        None => Ok(()),
-        Some(stat) if stat.kind == FileKind::Directory => {
-            let entries = std::fs::read_dir(path).map_err(|e| HostError::io("list", path, e))?;
-            for entry in entries {
-                let entry = entry.map_err(|e| HostError::io("list", path, e))?;
-                remove_all(&entry.path())?;
-            }
-            Ok(fs::remove_dir(path)?)
-        }
-        Some(_) => Ok(fs::remove_file(path)?),
-    }
 }
 
 /// Formats a mode for reports (re-exported for `datum check`).

@@ -8,19 +8,50 @@
 //!
 //! Every definition here must be free of side effects: it reads the staged
 //! content and says yes or no, and does not write, reload or touch the live
-//! configuration. Datum cannot enforce that for a third-party binary, so it is
-//! a rule for whoever adds a row.
+//! configuration. Datum cannot trust a third-party binary with that (`nginx
+//! -t` creates the logs, pid file and temporary folders its configuration
+//! names), so every program here runs in a throwaway sandbox
+//! (`datum_host::sandbox`): a private mount namespace in which the machine's
+//! file systems are the read-only lower layers of overlays whose upper layer
+//! is a private tmpfs, entered with `chroot`, with no network (a fresh
+//! network namespace), a minimal environment, a deadline and bounded output.
+//! Whatever the validator writes lands in that tmpfs and is gone when the
+//! call ends; `tests/validators.rs` runs every row under it against a
+//! configuration naming log, pid and temporary paths in a watched folder and
+//! checks that nothing appears there and that the verdict is the one the
+//! validator gives without the sandbox. As root the sandbox is mandatory
+//! (one that cannot be built fails the validation: fail closed); a non-root
+//! process cannot build one and refuses to validate unless the operator set
+//! `DATUM_VALIDATOR_SANDBOX=off` (then the validator runs with that user's
+//! own rights). Placing files in the view before a run
+//! (`datum_host::sandbox::Sandbox::place`) is how `datum plan`'s scratch
+//! copy is validated, and how a group can be validated with its staged files
+//! laid over their live paths before any of them goes live.
+//!
+//! A validator loads what its configuration names, so a definition may carry
+//! a `precheck` that refuses a configuration before the program sees it:
+//! nginx's refuses `load_module` of anything but an intact file of an
+//! installed package (see [`nginx`]), because a module is code that would run
+//! as root.
 //!
 //! This module lists the definitions and runs them ([`run`]); what the engine
 //! does with a "no" (discard the staged copy, withhold a reload) is the
 //! engine's business.
 
+pub mod admin;
 pub mod builtin;
+pub mod nginx;
 pub mod run;
 
+use std::path::Path;
 use std::time::Duration;
 
-pub use run::{Rejection, RejectionKind, validate_group, validate_staged, validator_version};
+use datum_host::sandbox::Sandbox;
+
+pub use run::{
+    Rejection, RejectionKind, validate_group, validate_group_in, validate_staged,
+    validate_staged_in, validator_version,
+};
 
 /// What a validator checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +80,11 @@ pub enum Check {
     Builtin(fn(&[u8]) -> Result<(), String>),
 }
 
+/// A group validator's check of the assembled configuration before the
+/// program runs: the main configuration file's real path and the view the
+/// program will see; an error is the reason it is refused.
+pub type Precheck = fn(&Path, &Sandbox) -> Result<(), String>;
+
 /// Placeholder for the staged copy in [`Check::Staged`] arguments.
 pub const STAGED: &str = "{staged}";
 /// Placeholder for the main configuration file in [`Check::Assembled`].
@@ -71,6 +107,11 @@ pub struct ValidatorDef {
     pub check: Check,
     /// For group validators: the application's main configuration file.
     pub main_config: Option<&'static str>,
+    /// Refuses an assembled configuration before the program runs (group
+    /// validators; given the main configuration file's real path and the
+    /// view the program will see): what the program would load must be
+    /// checked before it loads it.
+    pub precheck: Option<Precheck>,
     /// Arguments that make the binary print its version (for failure reports).
     pub version_args: Option<&'static [&'static str]>,
     /// Exit statuses that mean "the configuration is invalid". Any other
@@ -93,6 +134,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Staged(&["-t", "-f", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["-V"]),
         invalid_exit: &[255],
         timeout: DEFAULT_TIMEOUT,
@@ -106,10 +148,11 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         // `nginx -t` prepares what the configuration names, as a start
         // would: it opens the pid file and the logs (creating them when
         // missing) and creates its temporary folders (handing them to the
-        // worker user). On a host where nginx has run they exist already and
-        // nothing changes; tests/validators.rs checks exactly that.
+        // worker user). In the sandbox all of that lands in the throwaway
+        // tmpfs; tests/validators.rs checks that nothing appears outside.
         check: Check::Assembled(&["-t", "-q", "-c", CONFIG]),
         main_config: Some("/etc/nginx/nginx.conf"),
+        precheck: Some(nginx::precheck),
         version_args: Some(&["-v"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -122,6 +165,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Staged(&["-c", "-q", "-f", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["-V"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -134,6 +178,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Builtin(builtin::json),
         main_config: None,
+        precheck: None,
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
@@ -146,6 +191,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Builtin(builtin::yaml),
         main_config: None,
+        precheck: None,
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
@@ -158,6 +204,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Builtin(builtin::toml),
         main_config: None,
+        precheck: None,
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
@@ -170,6 +217,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Staged(&["verify", "--man=no", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -182,6 +230,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Staged(&["-c", "-f", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -194,6 +243,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         scope: Scope::File,
         check: Check::Staged(&["-c", "-q", "-f", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["-v"]),
         invalid_exit: &[1, 2],
         timeout: DEFAULT_TIMEOUT,
@@ -209,6 +259,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         // the server root, so -f alone would mix in the machine's files).
         check: Check::Assembled(&["-t", "-d", CONFIG_DIR, "-f", CONFIG]),
         main_config: Some("/etc/apache2/apache2.conf"),
+        precheck: None,
         version_args: Some(&["-v"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -222,6 +273,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         // -d: debug mode, which changes neither logs nor the state file.
         check: Check::Staged(&["-d", STAGED]),
         main_config: None,
+        precheck: None,
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
@@ -229,14 +281,36 @@ pub const VALIDATORS: &[ValidatorDef] = &[
     },
 ];
 
-/// Every shipped validator.
-pub fn all() -> &'static [ValidatorDef] {
-    VALIDATORS
+/// The administrator's validators ([`admin`]), once installed.
+static ADMIN: std::sync::OnceLock<Vec<ValidatorDef>> = std::sync::OnceLock::new();
+
+/// Makes the administrator's validators known for the rest of the process
+/// (the first call wins; they are read once at start-up).
+pub fn install_admin(defs: Vec<ValidatorDef>) {
+    let _ = ADMIN.set(defs);
 }
 
-/// The validator a manifest names, if Datum ships one by that name.
+fn admin_defs() -> &'static [ValidatorDef] {
+    ADMIN.get().map_or(&[], Vec::as_slice)
+}
+
+/// Every validator a manifest may name: the shipped ones, then the
+/// administrator's.
+pub fn all() -> Vec<&'static ValidatorDef> {
+    VALIDATORS.iter().chain(admin_defs()).collect()
+}
+
+/// Whether `def` comes from the administrator's folder rather than the program.
+pub fn is_admin(def: &ValidatorDef) -> bool {
+    !VALIDATORS.iter().any(|v| v.name == def.name)
+}
+
+/// The validator a manifest names, if there is one by that name.
 pub fn lookup(name: &str) -> Option<&'static ValidatorDef> {
-    VALIDATORS.iter().find(|v| v.name == name)
+    VALIDATORS
+        .iter()
+        .chain(admin_defs())
+        .find(|v| v.name == name)
 }
 
 #[cfg(test)]

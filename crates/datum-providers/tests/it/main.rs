@@ -6,6 +6,10 @@
 //! a no-op. The other tests cover what the round cannot: tampering, a gate
 //! that says no, leftovers of a killed pass, things in the way, bad accounts.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
 #![expect(
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"
@@ -16,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Content, Diff, Presence, Resource, ResourceId};
 use datum_host::{Host, HostError};
-use datum_providers::{GateRejection, OpenGate, Provider, ProviderError, StagingGate, lookup};
+use datum_providers::{
+    GateRejection, OpenGate, Provider, ProviderError, Staged, StagingGate, lookup,
+};
 use serde_json::{Value, json};
 
 /// A temporary root with its own account files.
@@ -118,11 +124,18 @@ struct Rejecting {
 }
 
 impl StagingGate for Rejecting {
-    fn check_staged(&mut self, staged: &Path) -> Result<(), GateRejection> {
+    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
+        let path = staged.path;
+        assert_eq!(
+            std::fs::read(path).unwrap(),
+            staged.bytes,
+            "the gate is shown what was written"
+        );
+        assert_eq!(mode_of(path), staged.mode);
         self.seen = Some((
-            staged.to_path_buf(),
-            std::fs::read(staged).unwrap(),
-            mode_of(staged),
+            path.to_path_buf(),
+            std::fs::read(path).unwrap(),
+            mode_of(path),
         ));
         Err(GateRejection {
             summary: "validation failed (sshd, exit 255)".into(),
@@ -258,7 +271,8 @@ fn tampering_shows_as_a_diff_and_is_repaired() {
 fn the_gate_sees_the_complete_staged_copy_under_the_exact_name() {
     struct Inspect(Option<(PathBuf, Vec<u8>, u32, bool)>);
     impl StagingGate for Inspect {
-        fn check_staged(&mut self, staged: &Path) -> Result<(), GateRejection> {
+        fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
+            let staged = staged.path;
             let target_untouched = !staged
                 .parent()
                 .unwrap()
@@ -643,6 +657,10 @@ fn writes_never_escape_the_root_through_a_symlinked_parent() {
         Some(b"x"),
     );
     let err = apply_with(&root, &file, &mut OpenGate).unwrap_err();
-    assert!(err.to_string().contains("outside the root"), "{err}");
+    assert!(err.to_string().contains("is a symbolic link"), "{err}");
+    // Observing it (plan, check) is refused the same way: nothing is read
+    // through the link.
+    let err = provider(&file).observe(&root.host, &file).unwrap_err();
+    assert!(err.to_string().contains("is a symbolic link"), "{err}");
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 }

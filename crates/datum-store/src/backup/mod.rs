@@ -17,9 +17,10 @@
 //! Ordering makes every crash safe: a blob is written before the entry that
 //! names it, and deleted only after the last entry naming it is gone. A crash
 //! can leave an orphan blob (swept by [`BackupStore::gc`]), never an entry
-//! without its blob. If the index itself is unusable it is moved aside and
-//! rebuilt, and every blob is kept as a "recovered" entry (flagged sensitive,
-//! since nobody knows any more) instead of being swept.
+//! without its blob. If the index itself is unusable it is an error, left as
+//! it is; when the operator rebuilds it (`--rebuild-state`), the old index is
+//! moved aside and every blob is kept as a "recovered" entry (flagged
+//! sensitive, since nobody knows any more) instead of being swept.
 //!
 //! This module returns bytes and metadata; it never writes a managed file.
 //! Restoring goes through the host's atomic staging in the caller.
@@ -31,7 +32,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let root = tempfile::tempdir()?;
-//! let (mut backups, _warnings) = BackupStore::open(&root.path().join(datum_store::BACKUP_DIR_PATH))?;
+//! let mut backups = BackupStore::open(&root.path().join(datum_store::BACKUP_DIR_PATH))?;
 //! let id = ResourceId::new("File", "sshd-config");
 //! let entry = backups.save(&SavedFile {
 //!     resource: &id,
@@ -57,9 +58,7 @@ mod objects;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
-use std::fs;
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -67,7 +66,9 @@ use datum_core::ResourceId;
 use rusqlite::{Connection, OptionalExtension as _, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use crate::db::{self, Schema, create_private_dir};
+use datum_host::PrivateDir;
+
+use crate::db::{self, Schema};
 use crate::error::{StoreError, StoreWarning};
 
 /// "DtmB" in ASCII: marks a SQLite file as a Datum backup index.
@@ -98,6 +99,9 @@ CREATE INDEX entries_by_path ON entries (path, saved_at);
 CREATE INDEX entries_by_sha ON entries (sha256);
 CREATE INDEX entries_by_time ON entries (saved_at);
 ";
+
+/// The index's file name in the backup folder.
+const INDEX: &str = "index.db";
 
 /// How old an unreferenced blob or a temporary file must be before
 /// [`BackupStore::gc`] deletes it. A save writes its blob a moment before its
@@ -227,8 +231,8 @@ pub struct PruneReport {
 
 /// The backup store of one root.
 pub struct BackupStore {
-    dir: PathBuf,
-    objects: PathBuf,
+    dir: PrivateDir,
+    objects: PrivateDir,
     index_path: PathBuf,
     conn: Connection,
     /// Declared paths saved since the last prune: the only ones a later
@@ -241,59 +245,81 @@ pub struct BackupStore {
 impl std::fmt::Debug for BackupStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BackupStore")
-            .field("dir", &self.dir)
+            .field("dir", &self.dir.path())
             .finish()
     }
 }
 
-fn io(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
-    let path = path.to_owned();
-    move |source| StoreError::Io {
-        path,
-        action,
-        source,
-    }
-}
-
 impl BackupStore {
-    /// Opens (creating when missing) the backup store in `dir`. The folder is
-    /// set to mode 0700 even if it existed: it holds old configuration,
-    /// secrets included. An unusable index is moved aside and rebuilt, and the
-    /// blobs it described are kept as recovered entries; the warnings say so.
-    pub fn open(dir: &Path) -> Result<(BackupStore, Vec<StoreWarning>), StoreError> {
-        create_private_dir(dir)?;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(io(dir, "cannot restrict backup folder"))?;
-        let objects = dir.join("objects");
-        create_private_dir(&objects)?;
-        let index_path = dir.join("index.db");
-        let (conn, mut warnings) = db::open(&index_path, &SCHEMA)?;
-        let mut store = BackupStore {
-            dir: dir.to_owned(),
-            objects,
-            index_path,
-            conn,
-            dirty_paths: BTreeSet::new(),
-            pruned_with: None,
-        };
-        let rebuilt = warnings
-            .iter()
-            .any(|w| matches!(w, StoreWarning::CorruptMovedAside { .. }));
-        if rebuilt {
-            let count = store.adopt_orphans()?;
-            if count > 0 {
-                warnings.push(StoreWarning::RecoveredBlobs {
-                    dir: dir.to_owned(),
-                    count,
-                });
-            }
+    /// Opens (creating when missing) the backup store in `dir`, a folder the
+    /// operator named (created 0700). See [`BackupStore::open_in`].
+    pub fn open(dir: &Path) -> Result<BackupStore, StoreError> {
+        Self::open_in(&db::private_dir(dir)?)
+    }
+
+    /// Opens (creating when missing) the backup store in Datum's private
+    /// folder `dir`. An unusable index is [`StoreError::Unusable`] and left
+    /// as it is (see [`BackupStore::rebuild_in`]).
+    pub fn open_in(dir: &PrivateDir) -> Result<BackupStore, StoreError> {
+        let objects = Self::objects_of(dir)?;
+        let conn = db::open(dir, INDEX, &SCHEMA)?;
+        Ok(Self::with(dir, objects, conn))
+    }
+
+    /// Moves an unusable index aside and starts a new one, keeping every
+    /// blob it described as a recovered entry (flagged sensitive, since
+    /// nobody knows any more), so the evidence is not lost with the index.
+    /// For `--rebuild-state` only; the warnings say what happened.
+    pub fn rebuild_in(dir: &PrivateDir) -> Result<(BackupStore, Vec<StoreWarning>), StoreError> {
+        let objects = Self::objects_of(dir)?;
+        let (conn, moved) = db::rebuild(dir, INDEX, &SCHEMA)?;
+        let mut store = Self::with(dir, objects, conn);
+        let mut warnings = Vec::new();
+        if let Some(moved_to) = moved {
+            warnings.push(StoreWarning::CorruptMovedAside {
+                path: store.index_path.clone(),
+                moved_to,
+                reason: "rebuilt on request (--rebuild-state)".to_owned(),
+            });
+        }
+        let count = store.adopt_orphans()?;
+        if count > 0 {
+            warnings.push(StoreWarning::RecoveredBlobs {
+                dir: dir.path().to_path_buf(),
+                count,
+            });
         }
         Ok((store, warnings))
     }
 
+    fn objects_of(dir: &PrivateDir) -> Result<PrivateDir, StoreError> {
+        let path = dir.file_path("objects");
+        dir.subdir("objects", true)
+            .map_err(|source| StoreError::Host {
+                path: path.clone(),
+                source: Box::new(source),
+            })?
+            .ok_or_else(|| StoreError::Io {
+                path,
+                action: "cannot create directory",
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
+    }
+
+    fn with(dir: &PrivateDir, objects: PrivateDir, conn: Connection) -> BackupStore {
+        BackupStore {
+            index_path: dir.file_path(INDEX),
+            dir: dir.clone(),
+            objects,
+            conn,
+            dirty_paths: BTreeSet::new(),
+            pruned_with: None,
+        }
+    }
+
     /// The folder this store lives in.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// Saves `file.bytes` (deduplicated) and records an entry for it. Returns
@@ -388,7 +414,8 @@ impl BackupStore {
             id,
             detail,
         };
-        let bytes = objects::read(&blob).map_err(|e| damaged(format!("cannot read blob: {e}")))?;
+        let bytes = objects::read(&self.objects, &entry.sha256)
+            .map_err(|e| damaged(format!("cannot read blob: {e}")))?;
         if objects::sha256_hex(&bytes) != entry.sha256 {
             return Err(damaged("content no longer matches its SHA-256".to_owned()));
         }
@@ -490,9 +517,8 @@ impl BackupStore {
             if self.is_referenced(&sha)? {
                 continue;
             }
-            let blob = objects::blob_path(&self.objects, &sha);
-            let len = fs::symlink_metadata(&blob).map(|m| m.len()).unwrap_or(0);
-            if objects::remove(&blob)? {
+            let len = objects::read(&self.objects, &sha).map_or(0, |b| b.len() as u64);
+            if objects::remove(&self.objects, sha.get(..2).unwrap_or("00"), &sha)? {
                 report.blobs_removed += 1;
                 report.bytes_freed += len;
             }
@@ -512,9 +538,12 @@ impl BackupStore {
         let mut report = PruneReport::default();
         for found in objects::walk(&self.objects)? {
             let old_enough = found.modified.is_some_and(|m| m < cutoff);
-            let is_temp = found.name.starts_with(objects::TEMP_PREFIX);
+            let is_temp = objects::is_temp_name(&found.name);
             let orphan = objects::is_blob_name(&found.name) && !referenced.contains(&found.name);
-            if old_enough && (is_temp || orphan) && objects::remove(&found.path)? {
+            if old_enough
+                && (is_temp || orphan)
+                && objects::remove(&self.objects, &found.fan, &found.name)?
+            {
                 report.blobs_removed += 1;
                 report.bytes_freed += found.len;
             }
@@ -536,7 +565,7 @@ impl BackupStore {
             if !objects::is_blob_name(&found.name) || referenced.contains(&found.name) {
                 continue;
             }
-            let Ok(bytes) = objects::read(&found.path) else {
+            let Ok(bytes) = objects::read(&self.objects, &found.name) else {
                 continue;
             };
             if objects::sha256_hex(&bytes) != found.name {
@@ -732,7 +761,7 @@ mod tests {
     #[test]
     fn non_utf8_paths_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let mut store = BackupStore::open(dir.path()).unwrap();
         let id = ResourceId::new("File", "odd");
         let path = PathBuf::from(OsString::from_vec(b"/etc/caf\xe9.conf".to_vec()));
         store.save(&saved(&id, &path, b"x", 1)).unwrap();
@@ -744,7 +773,7 @@ mod tests {
     #[test]
     fn byte_budget_spares_the_newest_entry_of_each_path() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let mut store = BackupStore::open(dir.path()).unwrap();
         let id = ResourceId::new("File", "big");
         let path = Path::new("/etc/big");
         store.save(&saved(&id, path, &[1; 100], 1)).unwrap();
@@ -766,7 +795,7 @@ mod tests {
     #[test]
     fn a_changed_policy_reranks_paths_not_saved_since() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = BackupStore::open(dir.path()).unwrap();
+        let mut store = BackupStore::open(dir.path()).unwrap();
         let id = ResourceId::new("File", "a");
         let path = Path::new("/a");
         for v in 0..5u8 {

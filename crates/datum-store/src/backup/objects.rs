@@ -1,22 +1,24 @@
 //! Content-addressed blobs: `objects/<sha256[..2]>/<sha256>`, mode 0600, in
 //! folders of mode 0700.
 //!
-//! A blob is written to a temporary file in its final folder, fsynced, renamed
-//! into place and the folder fsynced, so a blob that exists under its name is
-//! always complete. Equal content is stored once. This module knows nothing of
-//! the index: the caller decides which blobs are still referenced.
+//! Every folder is one of Datum's private folders (`datum_host::PrivateDir`)
+//! and every blob is written relative to its handle: to a fresh temporary
+//! file (`O_EXCL | O_NOFOLLOW`), fsynced, renamed into place and the folder
+//! fsynced, so a blob that exists under its name is always complete and a
+//! link planted among the blobs is an error, never a target. Equal content
+//! is stored once. This module knows nothing of the index: the caller
+//! decides which blobs are still referenced.
 
-use std::fs;
-use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::db::create_private_dir;
+use datum_host::{FileKind, HostError, PrivateDir};
+
 use crate::error::StoreError;
 
-/// Prefix of in-progress blob files; anything with it is debris of a killed
-/// save once it is old enough.
-pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+/// Marks in-progress blob files (`.<sha>.tmp-<random>`); anything with it is
+/// debris of a killed save once it is old enough.
+pub(crate) const TEMP_MARK: &str = ".tmp-";
 
 pub(crate) use datum_core::sha256_hex;
 
@@ -25,147 +27,152 @@ pub(crate) fn is_blob_name(name: &str) -> bool {
     name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-pub(crate) fn blob_path(objects: &Path, sha: &str) -> PathBuf {
-    let fan = sha.get(..2).unwrap_or("00");
-    objects.join(fan).join(sha)
+/// Whether `name` is a temporary file of an interrupted save.
+pub(crate) fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(TEMP_MARK)
 }
 
-fn io(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> StoreError {
-    let path = path.to_owned();
-    move |source| StoreError::Io {
+fn fan_of(sha: &str) -> &str {
+    sha.get(..2).unwrap_or("00")
+}
+
+/// Where a blob is (for messages).
+pub(crate) fn blob_path(objects: &PrivateDir, sha: &str) -> PathBuf {
+    objects.file_path(fan_of(sha)).join(sha)
+}
+
+fn host(path: PathBuf) -> impl FnOnce(HostError) -> StoreError {
+    move |source| StoreError::Host {
         path,
-        action,
-        source,
+        source: Box::new(source),
     }
 }
 
 /// Stores `bytes` under `sha` unless an intact copy is already there. Returns
 /// whether a new blob was written. An existing blob whose bytes no longer
 /// match its name (bit rot, tampering) is replaced by the good copy.
-pub(crate) fn put(objects: &Path, sha: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+pub(crate) fn put(objects: &PrivateDir, sha: &str, bytes: &[u8]) -> Result<bool, StoreError> {
     let target = blob_path(objects, sha);
-    if let Ok(existing) = read(&target)
+    let fan = objects
+        .subdir(fan_of(sha), true)
+        .map_err(host(objects.file_path(fan_of(sha))))?
+        .ok_or_else(|| StoreError::Io {
+            path: objects.file_path(fan_of(sha)),
+            action: "cannot create backup folder",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+    if let Ok(Some(existing)) = fan.read(sha)
         && sha256_hex(&existing) == sha
     {
         // Refresh the time so an orphan sweep running with a grace period
         // never takes a blob that a save has just decided to reuse.
-        let touched = fs::File::options()
-            .write(true)
-            .open(&target)
-            .and_then(|f| f.set_modified(SystemTime::now()));
-        touched.map_err(io(&target, "cannot refresh backup blob"))?;
+        let touched = fan
+            .open_or_create(sha, 0o600)
+            .map_err(host(target.clone()))?
+            .set_modified(SystemTime::now());
+        touched.map_err(|source| StoreError::Io {
+            path: target,
+            action: "cannot refresh backup blob",
+            source,
+        })?;
         return Ok(false);
     }
-    let folder = target.parent().unwrap_or(objects);
-    create_private_dir(folder)?;
-    // tempfile creates the file with mode 0600 and a random name, with
-    // O_EXCL, in the blob's final folder so the rename stays on one file
-    // system and is atomic.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(folder)
-        .map_err(io(folder, "cannot create backup blob"))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(io(tmp.path(), "cannot write backup blob"))?;
-    tmp.persist(&target).map_err(|e| StoreError::Io {
-        path: target.clone(),
-        action: "cannot move backup blob into place",
-        source: e.error,
-    })?;
-    sync_dir(folder)?;
+    fan.write_atomic(sha, bytes).map_err(host(target))?;
     Ok(true)
 }
 
-pub(crate) fn read(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut file = fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+/// The bytes of blob `sha`.
+pub(crate) fn read(objects: &PrivateDir, sha: &str) -> Result<Vec<u8>, StoreError> {
+    let path = blob_path(objects, sha);
+    let fan = objects
+        .subdir(fan_of(sha), false)
+        .map_err(host(path.clone()))?;
+    match fan
+        .map(|f| f.read(sha))
+        .transpose()
+        .map_err(host(path.clone()))?
+    {
+        Some(Some(bytes)) => Ok(bytes),
+        _ => Err(StoreError::Io {
+            path,
+            action: "cannot read backup blob",
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }),
+    }
 }
 
-/// Removes a blob; one that is already gone is not an error.
-pub(crate) fn remove(path: &Path) -> Result<bool, StoreError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(source) => Err(StoreError::Io {
-            path: path.to_owned(),
-            action: "cannot remove backup blob",
-            source,
-        }),
+/// Removes a file from a fan-out folder; one that is already gone is not an
+/// error.
+pub(crate) fn remove(objects: &PrivateDir, fan: &str, name: &str) -> Result<bool, StoreError> {
+    let path = objects.file_path(fan).join(name);
+    match objects.subdir(fan, false).map_err(host(path.clone()))? {
+        Some(dir) => dir.remove(name).map_err(host(path)),
+        None => Ok(false),
     }
 }
 
 /// A file found under `objects/`.
 pub(crate) struct Found {
-    pub path: PathBuf,
+    pub fan: String,
     pub name: String,
     pub modified: Option<SystemTime>,
     pub len: u64,
 }
 
-/// Every file one level below the fan-out folders (blobs and temporaries).
-/// Names that are not UTF-8 are skipped: this store never writes them.
-pub(crate) fn walk(objects: &Path) -> Result<Vec<Found>, StoreError> {
+/// Every regular file one level below the fan-out folders (blobs and
+/// temporaries). Names that are not UTF-8 are skipped: this store never
+/// writes them.
+pub(crate) fn walk(objects: &PrivateDir) -> Result<Vec<Found>, StoreError> {
     let mut found = Vec::new();
-    let fans = match fs::read_dir(objects) {
-        Ok(fans) => fans,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-        Err(source) => {
-            return Err(StoreError::Io {
-                path: objects.to_owned(),
-                action: "cannot list backup blobs",
-                source,
-            });
-        }
-    };
-    for fan in fans {
-        let fan = fan.map_err(io(objects, "cannot list backup blobs"))?;
-        if !fan.file_type().is_ok_and(|t| t.is_dir()) {
+    let listed = objects.list().map_err(host(objects.path().to_path_buf()))?;
+    for (fan, kind) in listed {
+        let Some(fan) = fan.to_str().filter(|_| kind == FileKind::Directory) else {
             continue;
-        }
-        let fan_path = fan.path();
-        let entries = fs::read_dir(&fan_path).map_err(io(&fan_path, "cannot list backup blobs"))?;
-        for entry in entries {
-            let entry = entry.map_err(io(&fan_path, "cannot list backup blobs"))?;
-            let Ok(name) = entry.file_name().into_string() else {
+        };
+        let Some(dir) = objects
+            .subdir(fan, false)
+            .map_err(host(objects.file_path(fan)))?
+        else {
+            continue;
+        };
+        for (name, kind) in dir.list().map_err(host(dir.path().to_path_buf()))? {
+            let Some(name) = name.to_str().filter(|_| kind == FileKind::File) else {
                 continue;
             };
-            let Ok(meta) = entry.metadata() else {
+            let Ok(Some(stat)) = dir.lstat(name) else {
                 continue;
             };
-            if !meta.is_file() {
-                continue;
-            }
+            let modified = u64::try_from(stat.meta.mtime_ns)
+                .ok()
+                .map(|ns| UNIX_EPOCH + Duration::from_nanos(ns));
             found.push(Found {
-                path: entry.path(),
-                name,
-                modified: meta.modified().ok(),
-                len: meta.len(),
+                fan: fan.to_owned(),
+                name: name.to_owned(),
+                modified,
+                len: stat.meta.size,
             });
         }
     }
     Ok(found)
 }
 
-/// Makes a rename in `dir` durable.
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir, "cannot sync backup folder"))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
 
+    fn objects(dir: &std::path::Path) -> PrivateDir {
+        PrivateDir::open_path(&dir.join("objects"), true)
+            .unwrap()
+            .unwrap()
+    }
+
     #[test]
     fn put_is_atomic_private_and_deduplicated() {
         let dir = tempfile::tempdir().unwrap();
-        let objects = dir.path().join("objects");
+        let objects = objects(dir.path());
         let sha = sha256_hex(b"hello");
         assert!(put(&objects, &sha, b"hello").unwrap());
         assert!(!put(&objects, &sha, b"hello").unwrap());
@@ -187,7 +194,7 @@ mod tests {
     #[test]
     fn damaged_blob_is_rewritten() {
         let dir = tempfile::tempdir().unwrap();
-        let objects = dir.path().join("objects");
+        let objects = objects(dir.path());
         let sha = sha256_hex(b"good");
         put(&objects, &sha, b"good").unwrap();
         fs::write(blob_path(&objects, &sha), b"rot!").unwrap();
@@ -196,10 +203,30 @@ mod tests {
     }
 
     #[test]
+    fn a_planted_link_among_the_blobs_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let objects = objects(dir.path());
+        let sha = sha256_hex(b"evidence");
+        let victim = outside.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        fs::create_dir(objects.file_path(&sha[..2])).unwrap();
+        std::os::unix::fs::symlink(&victim, blob_path(&objects, &sha)).unwrap();
+        assert!(put(&objects, &sha, b"evidence").is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        // A fan-out folder that is a link is refused too.
+        let other = sha256_hex(b"other");
+        std::os::unix::fs::symlink(outside.path(), objects.file_path(&other[..2])).unwrap();
+        assert!(put(&objects, &other, b"other").is_err());
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn blob_names_are_exactly_lowercase_sha256_hex() {
         assert!(is_blob_name(&sha256_hex(b"")));
         assert!(!is_blob_name(&sha256_hex(b"").to_uppercase()));
         assert!(!is_blob_name(".tmp-abc"));
         assert!(!is_blob_name("ab"));
+        assert!(is_temp_name(".abc.tmp-1234"));
     }
 }

@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn same_pass_recorded_twice_counts_once() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         let s = [sig("File[a]", &["mode"]), sig("File[a]", &["mode"])];
         let ages = store.record_findings(1, "h", &s, 10).unwrap();
         assert_eq!(ages.len(), 2);
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn scoped_check_keeps_findings_outside_its_scope() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         store
             .record_findings(
                 1,

@@ -9,6 +9,7 @@
 //! Nothing here decides policy (what counts as drift, when to quarantine):
 //! the engine and `datum check` decide, this module remembers.
 
+mod deployments;
 mod findings;
 mod instructions;
 mod outbox;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
 pub use instructions::{ReceivedInstruction, target_of, word_of};
 pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
@@ -30,7 +32,55 @@ pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
 pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord};
 
-use crate::error::{StoreError, StoreWarning};
+use datum_host::PrivateDir;
+
+use crate::error::StoreError;
+
+/// Free space a pass needs on the store's file system (see
+/// [`require_room`]): a pass's records, with room for the WAL.
+pub const MIN_FREE: u64 = 1024 * 1024;
+
+/// Fails unless the file system holding `folder` (a store's folder) has
+/// room to record a pass ([`MIN_FREE`] bytes), so an apply finds a full disk
+/// before it changes anything rather than after, when owed reloads could no
+/// longer be kept. `path` names the store in the error.
+pub fn require_room(folder: &Path, path: &Path) -> Result<(), StoreError> {
+    let st = rustix::fs::statvfs(folder).map_err(|e| StoreError::Io {
+        path: folder.to_owned(),
+        action: "cannot read free space",
+        source: e.into(),
+    })?;
+    // Root may use the reserved blocks, anybody else only the rest.
+    let blocks = if rustix::process::geteuid().is_root() {
+        st.f_bfree
+    } else {
+        st.f_bavail
+    };
+    let available = blocks.saturating_mul(st.f_frsize);
+    if available < MIN_FREE {
+        return Err(StoreError::Full {
+            path: path.to_owned(),
+            available,
+            needed: MIN_FREE,
+        });
+    }
+    Ok(())
+}
+
+/// A database path as its folder and file name.
+fn split(path: &Path) -> Result<(PathBuf, String), StoreError> {
+    let bad = || StoreError::Io {
+        path: path.to_owned(),
+        action: "cannot use as a database path",
+        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(bad)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((dir, name.to_owned()))
+}
 
 /// The open state database of one root.
 ///
@@ -62,19 +112,55 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens the state database at `path`, creating it (and its folders, mode
-    /// 0700) when missing. A corrupt, foreign or too-new database is moved to
-    /// `<path>.corrupt-<unix-ts>` and replaced by an empty one; the returned
-    /// warning says so and must be shown to the operator.
-    pub fn open(path: &Path) -> Result<(Store, Vec<StoreWarning>), StoreError> {
-        let (conn, warnings) = crate::db::open(path, &schema::SCHEMA)?;
+    /// Opens the state database at `path` (a path the operator named),
+    /// creating it and its folder (mode 0700) when missing. See
+    /// [`Store::open_in`].
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let (dir, name) = split(path)?;
+        Self::open_in(&crate::db::private_dir(&dir)?, &name)
+    }
+
+    /// Opens the state database `name` in Datum's private folder `dir`,
+    /// creating it when missing. A corrupt, foreign or too-new database is
+    /// [`StoreError::Unusable`] and left exactly as it is: it holds
+    /// quarantines and owed reloads. Recovering is the operator's decision
+    /// ([`Store::rebuild_in`]).
+    pub fn open_in(dir: &PrivateDir, name: &str) -> Result<Store, StoreError> {
+        let conn = crate::db::open(dir, name, &schema::SCHEMA)?;
+        Ok(Store {
+            conn,
+            path: dir.file_path(name),
+            pending: verified::Pending::default(),
+        })
+    }
+
+    /// A store that remembers nothing beyond this process: what a
+    /// report-only check uses when the real one is unusable (it reads as
+    /// empty, and what it records goes nowhere).
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Ok(Store {
+            conn: crate::db::open_memory(&schema::SCHEMA)?,
+            path: PathBuf::from(":memory:"),
+            pending: verified::Pending::default(),
+        })
+    }
+
+    /// Moves the state database `name` in `dir` aside (with its companions)
+    /// and starts an empty one: every verified record, finding history,
+    /// owed reload, accepted observation and quarantine is forgotten. For
+    /// `--rebuild-state` only. Returns where the old database went.
+    pub fn rebuild_in(
+        dir: &PrivateDir,
+        name: &str,
+    ) -> Result<(Store, Option<PathBuf>), StoreError> {
+        let (conn, moved) = crate::db::rebuild(dir, name, &schema::SCHEMA)?;
         Ok((
             Store {
                 conn,
-                path: path.to_owned(),
+                path: dir.file_path(name),
                 pending: verified::Pending::default(),
             },
-            warnings,
+            moved,
         ))
     }
 
@@ -194,7 +280,7 @@ mod tests {
     #[test]
     fn dropped_batch_rolls_back() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         let id = datum_core::ResourceId::new("File", "motd");
         {
             let batch = store.batch().unwrap();

@@ -302,7 +302,7 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
         (dir, store)
     }
 

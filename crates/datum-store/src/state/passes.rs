@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn inspections_since_the_last_full_content_audit() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = super::super::Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = super::super::Store::open(&dir.path().join("s.db")).unwrap();
         let pass = |store: &mut super::super::Store| {
             store
                 .record_pass(&PassRecord {
@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn old_passes_are_trimmed_with_their_class_timings() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = super::super::Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = super::super::Store::open(&dir.path().join("s.db")).unwrap();
         // Pretend the id counter is already near the bound, so the test does
         // not need ten thousand inserts.
         store

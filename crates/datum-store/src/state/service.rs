@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn debts_merge_reasons_keep_since_and_escalate_to_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         let nginx = ResourceId::new("Service", "nginx");
         store.owe_reload(&nginx, "File[site] changed", 10).unwrap();
         store
@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn reasons_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("s.db")).unwrap();
         let svc = ResourceId::new("Service", "x");
         for i in 0..(MAX_REASONS + 5) {
             store.owe_reload(&svc, &format!("r{i}"), 1).unwrap();

@@ -330,7 +330,7 @@ mod tests {
     #[test]
     fn record_replaces_and_forget_removes() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         let id = ResourceId::new("File", "sshd-config");
         store
             .record_verified(&id, "h1", Some(&meta()), 100)
@@ -349,7 +349,7 @@ mod tests {
     fn buffered_records_are_read_back_at_once_and_reach_the_file_on_flush() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
-        let (mut store, _) = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         let kept = ResourceId::new("File", "kept");
         let gone = ResourceId::new("File", "gone");
         store.record_verified(&gone, "g", None, 1).unwrap();
@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(ids.len(), 1);
         assert_eq!(ids[0], kept);
         // ...another one does not, until the flush.
-        let (other, _) = Store::open(&path).unwrap();
+        let other = Store::open(&path).unwrap();
         assert_eq!(other.last_verified(&kept).unwrap(), None);
         assert!(other.last_verified(&gone).unwrap().is_some());
         store.flush().unwrap();
@@ -394,19 +394,19 @@ mod tests {
         let a = ResourceId::new("File", "a");
         let b = ResourceId::new("File", "b");
         {
-            let (mut store, _) = Store::open(&path).unwrap();
+            let mut store = Store::open(&path).unwrap();
             store.record_verified(&a, "a", None, 1).unwrap();
             store
                 .owe_reload(&ResourceId::new("Service", "s"), "x", 1)
                 .unwrap();
-            let (other, _) = Store::open(&path).unwrap();
+            let other = Store::open(&path).unwrap();
             assert!(
                 other.last_verified(&a).unwrap().is_some(),
                 "written with the owed reload"
             );
             store.record_verified(&b, "b", None, 1).unwrap();
         }
-        let (store, _) = Store::open(&path).unwrap();
+        let store = Store::open(&path).unwrap();
         assert!(
             store.last_verified(&b).unwrap().is_some(),
             "written on drop"
@@ -416,7 +416,7 @@ mod tests {
     #[test]
     fn visiting_file_metadata_sees_buffered_records_and_skips_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         let unhashed = FileMeta {
             sha256: None,
             ..meta()
@@ -463,21 +463,21 @@ mod tests {
     fn a_full_buffer_flushes_itself() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
-        let (mut store, _) = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         for i in 0..FLUSH_AFTER_RECORDS {
             store
                 .record_verified(&ResourceId::new("File", format!("f{i}")), "h", None, 1)
                 .unwrap();
         }
         assert!(store.pending.is_empty());
-        let (other, _) = Store::open(&path).unwrap();
+        let other = Store::open(&path).unwrap();
         assert_eq!(other.all_verified().unwrap().len(), FLUSH_AFTER_RECORDS);
     }
 
     #[test]
     fn all_verified_keeps_names_with_brackets_intact() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::open(&dir.path().join("state.db")).unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         let odd = ResourceId::new("File", "a[b]");
         let plain = ResourceId::new("Directory", "etc");
         store.record_verified(&odd, "x", Some(&meta()), 1).unwrap();

@@ -11,9 +11,7 @@ use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
 use datum_store::{BACKUP_DIR_PATH, StoreError, StoreWarning};
 
 fn open(root: &Path) -> BackupStore {
-    let (store, warnings) = BackupStore::open(&root.join(BACKUP_DIR_PATH)).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
-    store
+    BackupStore::open(&root.join(BACKUP_DIR_PATH)).unwrap()
 }
 
 fn file<'a>(id: &'a ResourceId, path: &'a Path, bytes: &'a [u8], at: i64) -> SavedFile<'a> {
@@ -267,7 +265,7 @@ fn gc_sweeps_old_orphans_and_debris_but_not_fresh_ones() {
 }
 
 #[test]
-fn corrupt_index_is_rebuilt_and_its_blobs_kept_as_recovered_sensitive_entries() {
+fn a_corrupt_index_is_refused_and_a_rebuild_keeps_its_blobs_as_recovered_sensitive_entries() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join(BACKUP_DIR_PATH);
     {
@@ -281,7 +279,15 @@ fn corrupt_index_is_rebuilt_and_its_blobs_kept_as_recovered_sensitive_entries() 
     }
     fs::write(dir.join("index.db"), b"garbage garbage garbage garbage").unwrap();
 
-    let (mut store, warnings) = BackupStore::open(&dir).unwrap();
+    // Refused as it is; rebuilt only on request.
+    assert!(matches!(
+        BackupStore::open(&dir),
+        Err(StoreError::Unusable { .. })
+    ));
+    let folder = datum_host::PrivateDir::open_path(&dir, false)
+        .unwrap()
+        .unwrap();
+    let (mut store, warnings) = BackupStore::rebuild_in(&folder).unwrap();
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(matches!(
         warnings[0],

@@ -68,7 +68,7 @@ fn child_writer() {
     let Some(path) = std::env::var_os(ENV) else {
         return;
     };
-    let (mut store, _) = Store::open(Path::new(&path)).unwrap();
+    let mut store = Store::open(Path::new(&path)).unwrap();
     let start = store
         .recent_passes(1)
         .unwrap()
@@ -84,11 +84,8 @@ fn child_writer() {
 
 /// Checks that every batch in the database is whole; returns the last pass.
 fn assert_consistent(path: &Path) -> u64 {
-    let (store, warnings) = Store::open(path).unwrap();
-    assert!(
-        warnings.is_empty(),
-        "a killed writer must not look like corruption: {warnings:?}"
-    );
+    // A killed writer must not look like corruption.
+    let store = Store::open(path).unwrap();
     let passes = store.recent_passes(usize::MAX).unwrap();
     let last = passes[0].pass.duration_ms;
     assert_eq!(passes.len() as u64, last + 1, "no pass lost or torn");

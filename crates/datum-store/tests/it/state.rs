@@ -1,11 +1,15 @@
-//! The state store through its public API: creation, reopening, recovery
-//! from corruption, and each family of records.
+//! The state store through its public API: creation, reopening, refusing a
+//! damaged database (and rebuilding it only when asked), and each family of
+//! records.
 
 use std::collections::BTreeMap;
 use std::fs;
 
 use datum_core::{FileMeta, ResourceId};
-use datum_store::{FindingSignature, OwedAction, PassRecord, STATE_DB_PATH, Store, StoreWarning};
+use datum_store::{
+    FindingSignature, OwedAction, PassRecord, QuarantineSource, QuarantineTarget, STATE_DB_PATH,
+    Store, StoreError,
+};
 
 fn db_path(root: &std::path::Path) -> std::path::PathBuf {
     root.join(STATE_DB_PATH)
@@ -43,15 +47,13 @@ fn missing_store_is_created_silently_and_reopens_with_its_data() {
     let path = db_path(root.path());
     let sshd = ResourceId::new("File", "sshd-config");
     {
-        let (mut store, warnings) = Store::open(&path).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
+        let mut store = Store::open(&path).unwrap();
         store
             .record_verified(&sshd, "decl-1", Some(&meta()), 1_700)
             .unwrap();
     }
     assert!(path.is_file());
-    let (store, warnings) = Store::open(&path).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    let store = Store::open(&path).unwrap();
     let got = store.last_verified(&sshd).unwrap().unwrap();
     assert_eq!(got.declaration_hash, "decl-1");
     assert_eq!(got.meta, Some(meta()));
@@ -64,32 +66,41 @@ fn missing_store_is_created_silently_and_reopens_with_its_data() {
     );
 }
 
+/// The store's folder, as the CLI opens it.
+fn folder(path: &std::path::Path) -> datum_host::PrivateDir {
+    datum_host::PrivateDir::open_path(path.parent().unwrap(), true)
+        .unwrap()
+        .unwrap()
+}
+
 #[test]
-fn garbage_store_is_moved_aside_with_a_warning_and_rebuilt() {
+fn garbage_store_is_refused_left_alone_and_rebuilt_only_when_asked() {
     let root = tempfile::tempdir().unwrap();
     let path = db_path(root.path());
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     let garbage = b"this is not a database, just some bytes that got here somehow\n".repeat(100);
     fs::write(&path, &garbage).unwrap();
 
-    let (mut store, warnings) = Store::open(&path).unwrap();
-    let moved_to = match &warnings[..] {
-        [
-            StoreWarning::CorruptMovedAside {
-                path: p, moved_to, ..
-            },
-        ] => {
-            assert_eq!(p, &path);
-            moved_to.clone()
+    for _ in 0..2 {
+        match Store::open(&path) {
+            Err(StoreError::Unusable { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(reason.contains("not a database"), "{reason}");
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a garbage store was opened"),
         }
-        other => panic!("expected one corruption warning, got {other:?}"),
-    };
+        // Never replaced: the file is exactly what it was, nothing beside it.
+        assert_eq!(fs::read(&path).unwrap(), garbage);
+        assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    let (mut store, moved_to) = Store::rebuild_in(&folder(&path), "state.db").unwrap();
+    let moved_to = moved_to.unwrap();
     let name = moved_to.file_name().unwrap().to_str().unwrap();
     assert!(name.starts_with("state.db.corrupt-"), "{name}");
     // The evidence is kept byte for byte.
     assert_eq!(fs::read(&moved_to).unwrap(), garbage);
-    assert!(warnings[0].to_string().contains("moved aside"));
-
     // And the new store works.
     let id = ResourceId::new("File", "motd");
     store.record_verified(&id, "h", None, 5).unwrap();
@@ -100,11 +111,42 @@ fn garbage_store_is_moved_aside_with_a_warning_and_rebuilt() {
 }
 
 #[test]
-fn damaged_pages_are_detected_and_moved_aside() {
+fn a_refused_store_keeps_its_quarantine_for_whoever_restores_it() {
+    let root = tempfile::tempdir().unwrap();
+    let path = db_path(root.path());
+    let fix = ResourceId::new("File", "emergency-fix");
+    {
+        let mut store = Store::open(&path).unwrap();
+        store
+            .quarantine(
+                &QuarantineTarget::Resource(fix.clone()),
+                "hand fix during the outage",
+                QuarantineSource::Person,
+                10,
+            )
+            .unwrap();
+    }
+    // Damaged: a stray byte in the header.
+    let good = fs::read(&path).unwrap();
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    fs::write(&path, &bad).unwrap();
+    assert!(matches!(
+        Store::open(&path),
+        Err(StoreError::Unusable { .. })
+    ));
+    // Restored from a backup: the quarantine is still there.
+    fs::write(&path, &good).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.quarantined().unwrap().len(), 1);
+}
+
+#[test]
+fn damaged_pages_are_detected_and_refused() {
     let root = tempfile::tempdir().unwrap();
     let path = db_path(root.path());
     {
-        let (mut store, _) = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         let batch = store.batch().unwrap();
         for i in 0..500 {
             let id = ResourceId::new("File", format!("f{i}"));
@@ -128,17 +170,21 @@ fn damaged_pages_are_detected_and_moved_aside() {
     }
     fs::write(&path, &bytes).unwrap();
 
-    let (store, warnings) = Store::open(&path).unwrap();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(matches!(
-        warnings[0],
-        StoreWarning::CorruptMovedAside { .. }
-    ));
-    assert!(store.all_verified().unwrap().is_empty());
+    match Store::open(&path) {
+        Err(StoreError::Unusable { reason, .. }) => {
+            assert!(
+                reason.contains("integrity") || reason.contains("malformed"),
+                "{reason}"
+            );
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a damaged store was opened"),
+    }
+    assert_eq!(fs::read(&path).unwrap(), bytes, "left as it was");
 }
 
 #[test]
-fn store_from_a_future_version_is_moved_aside() {
+fn store_from_a_future_version_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let path = db_path(root.path());
     drop(Store::open(&path).unwrap());
@@ -146,19 +192,17 @@ fn store_from_a_future_version_is_moved_aside() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch("PRAGMA user_version = 999;").unwrap();
     }
-    let (_store, warnings) = Store::open(&path).unwrap();
-    match &warnings[..] {
-        [StoreWarning::CorruptMovedAside { reason, .. }] => {
-            assert!(reason.contains("999"), "{reason}");
-        }
-        other => panic!("{other:?}"),
+    match Store::open(&path) {
+        Err(StoreError::Unusable { reason, .. }) => assert!(reason.contains("999"), "{reason}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a newer store was opened"),
     }
 }
 
 #[test]
 fn pass_history_and_inspection_percentiles() {
     let root = tempfile::tempdir().unwrap();
-    let (mut store, _) = Store::open(&db_path(root.path())).unwrap();
+    let mut store = Store::open(&db_path(root.path())).unwrap();
     assert_eq!(
         store.inspection_percentiles("check", None, 20).unwrap(),
         None
@@ -206,7 +250,7 @@ fn pass_history_and_inspection_percentiles() {
 #[test]
 fn findings_history_keeps_first_seen_and_restarts_when_it_changes() {
     let root = tempfile::tempdir().unwrap();
-    let (mut store, _) = Store::open(&db_path(root.path())).unwrap();
+    let mut store = Store::open(&db_path(root.path())).unwrap();
     let chmod = FindingSignature {
         subject: "File[sshd-config]".into(),
         category: "changed_outside".into(),
@@ -281,7 +325,7 @@ fn owed_reloads_survive_reopening() {
     let nginx = ResourceId::new("Service", "nginx");
     let sshd = ResourceId::new("Service", "sshd");
     {
-        let (mut store, _) = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         store
             .owe_reload(&nginx, "File[nginx-site] changed", 10)
             .unwrap();
@@ -289,7 +333,7 @@ fn owed_reloads_survive_reopening() {
             .owe_reload(&sshd, "File[sshd-config] changed", 20)
             .unwrap();
     }
-    let (mut store, _) = Store::open(&path).unwrap();
+    let mut store = Store::open(&path).unwrap();
     let owed = store.owed_reloads().unwrap();
     assert_eq!(owed.len(), 2);
     assert_eq!(owed[0].service, nginx);
@@ -297,7 +341,7 @@ fn owed_reloads_survive_reopening() {
     assert_eq!(owed[0].reasons, ["File[nginx-site] changed"]);
     assert!(store.clear_reload(&nginx).unwrap());
     drop(store);
-    let (store, _) = Store::open(&path).unwrap();
+    let store = Store::open(&path).unwrap();
     let owed = store.owed_reloads().unwrap();
     assert_eq!(owed.len(), 1);
     assert_eq!(owed[0].service, sshd);
@@ -307,7 +351,7 @@ fn owed_reloads_survive_reopening() {
 fn a_batch_commits_everything_or_nothing() {
     let root = tempfile::tempdir().unwrap();
     let path = db_path(root.path());
-    let (mut store, _) = Store::open(&path).unwrap();
+    let mut store = Store::open(&path).unwrap();
     let svc = ResourceId::new("Service", "nginx");
     {
         let batch = store.batch().unwrap();
@@ -324,15 +368,14 @@ fn a_batch_commits_everything_or_nothing() {
 fn readers_are_not_blocked_by_an_open_batch() {
     let root = tempfile::tempdir().unwrap();
     let path = db_path(root.path());
-    let (mut writer, _) = Store::open(&path).unwrap();
+    let mut writer = Store::open(&path).unwrap();
     writer.record_pass(&pass("check", 4)).unwrap();
     let batch = writer.batch().unwrap();
     batch.record_pass(&pass("apply", 9)).unwrap();
     // A `datum schedule` in another process while a pass is writing: it
     // opens, reads the committed state, and does not wait.
     let started = std::time::Instant::now();
-    let (reader, warnings) = Store::open(&path).unwrap();
-    assert!(warnings.is_empty());
+    let reader = Store::open(&path).unwrap();
     let seen = reader.recent_passes(10).unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!(seen.len(), 1);

@@ -19,6 +19,12 @@
 //! metadata-first rules (audit every Nth check) behave exactly as `datum
 //! check` documents; its JSON is folded into the same counts. That child
 //! takes the root lock itself.
+//!
+//! A repository reached through a link (`datum pull` deploys one) is pinned
+//! at every load to the folder the link points at then: the catalogue, the
+//! delegated checks and the reported revision all come from that one
+//! checkout, whatever the link does meanwhile. [`puller`] pulls on an
+//! interval and asks for a reload when a new revision was deployed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -36,6 +42,7 @@ use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
 
+pub mod puller;
 use crate::reporting::Reporting;
 
 /// Resources observed per batch: the cancel flag is looked at between
@@ -49,7 +56,9 @@ pub struct Paths {
     pub root: PathBuf,
     pub host_file: Option<PathBuf>,
     pub labels: Vec<(String, String)>,
-    pub state: PathBuf,
+    /// The `--state FILE` the operator gave (else the state store is in the
+    /// root's `var/lib/datum`, reached through the boundary).
+    pub state: Option<PathBuf>,
     pub color: bool,
     /// Passed to a delegated `datum check` (see the module header).
     pub lock_timeout: Duration,
@@ -78,6 +87,10 @@ pub struct RepoChecker {
     store: Option<Store>,
     known: HashMap<ResourceId, Known>,
     warn: Box<dyn Fn(&str)>,
+    /// The folder the repository was read from at the last good load.
+    pinned: Option<PathBuf>,
+    /// The revision `datum pull` deployed there, if it did.
+    revision: Option<String>,
     /// `report.yaml`, when the host reports to a fleet server (read again
     /// at each load).
     reporting: Option<Reporting>,
@@ -99,9 +112,22 @@ impl RepoChecker {
             store: None,
             known: HashMap::new(),
             warn,
+            pinned: None,
+            revision: None,
             reporting: None,
             class_table: None,
             courier: None,
+        }
+    }
+
+    /// The paths with the repository pinned at the last good load.
+    fn pinned_paths(&self) -> Paths {
+        Paths {
+            repo: self
+                .pinned
+                .clone()
+                .unwrap_or_else(|| self.paths.repo.clone()),
+            ..self.paths.clone()
         }
     }
 
@@ -114,21 +140,30 @@ impl RepoChecker {
         }
     }
 
+    /// The agent's own checks only report (a class with a policy is
+    /// delegated to `datum check`, which refuses to act without a usable
+    /// store), so an unusable store means checking without history, said
+    /// every time it is tried again; it is never replaced.
     fn open_store(&mut self) {
         if self.store.is_some() {
             return;
         }
-        match Store::open(&self.paths.state) {
-            Ok((store, warnings)) => {
-                for w in warnings {
-                    (self.warn)(&format!("state store: {w}"));
-                }
-                self.store = Some(store);
-            }
+        let opened = crate::context::open_store_at(
+            &self.paths.root,
+            self.paths.state.as_deref(),
+            false,
+            crate::context::StoreNeed::Required("recorded"),
+        );
+        match opened {
+            Ok(store) => self.store = store,
             Err(e) => (self.warn)(&format!(
-                "state store unavailable, checking without history: {e}"
+                "state store unavailable, checking without history (policies are refused): {e:#}"
             )),
         }
+    }
+
+    fn state_files(&self) -> crate::context::StateFiles {
+        crate::context::StateFiles::at(&self.paths.root, self.paths.state.as_deref())
     }
 
     fn lint_error(&self, diagnostics: &datum_catalog::Diagnostics) -> LoadError {
@@ -158,8 +193,12 @@ enum RepoProblem {
 
 impl ClassChecker for RepoChecker {
     fn load(&mut self) -> Result<Loaded, LoadError> {
-        let paths = &self.paths;
-        if !paths.repo.join("datum.yaml").is_file() {
+        let repo = datum_host::repo::pinned(&self.paths.repo).map_err(|e| self.other(e))?;
+        let paths = &Paths {
+            repo,
+            ..self.paths.clone()
+        };
+        if !crate::context::is_repository(&paths.repo) {
             return Err(self.other(RepoProblem::NoSettings));
         }
         let identity = HostIdentity::load(&paths.root, paths.host_file.as_deref(), &paths.labels)
@@ -167,7 +206,8 @@ impl ClassChecker for RepoChecker {
         // The snapshot of the last compile when the repository has not
         // changed (a restart or SIGHUP with nothing new costs no compile, and
         // the decoded catalogue is all that stays in memory).
-        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+        let state = self.state_files();
+        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &state, &identity)
             .map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
@@ -187,31 +227,34 @@ impl ClassChecker for RepoChecker {
                 // Damaged after it was checked (a disk error): forget it and
                 // compile.
                 (self.warn)(&format!("{e}; compiling the repository"));
-                let _ = std::fs::remove_file(
-                    paths
-                        .state
-                        .with_extension(crate::context::SNAPSHOT_EXTENSION),
-                );
-                crate::context::compile_or_reuse(&paths.repo, &paths.state, &identity)
+                crate::context::forget_snapshot_of(&state);
+                crate::context::compile_or_reuse(&paths.repo, &state, &identity)
                     .map_err(|d| self.lint_error(&d))?
                     .0
                     .into_catalogue()
                     .map_err(|e| self.other(e))?
             }
         };
-        let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
+        let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
+            .with_boundary(catalogue.boundary.clone());
         let loaded = loaded(&catalogue, &classes, &host);
         // Forget resources that are no longer declared.
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
         self.known.retain(|id, _| ids.contains(id));
+        self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
+        self.pinned = Some(paths.repo.clone());
         self.identity = Some(identity);
         self.catalogue = Some(catalogue);
         self.class_table = Some(classes.clone());
         self.classes = Some(classes);
-        self.reporting = Reporting::load(&self.paths.root);
+        self.reporting = Reporting::load(&host);
         self.courier = None;
         self.open_store();
         Ok(loaded)
+    }
+
+    fn revision(&self) -> Option<String> {
+        self.revision.clone()
     }
 
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError> {
@@ -227,7 +270,8 @@ impl ClassChecker for RepoChecker {
                 source: Box::new(RepoProblem::NotLoaded),
             });
         };
-        let host = Host::with_name(self.paths.root.clone(), identity.name.clone());
+        let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
+            .with_boundary(catalogue.boundary.clone());
         let started_at = crate::context::now();
         let wanted: Option<HashSet<&ResourceId>> = match scope {
             Scope::Resources { ids, .. } => Some(ids.iter().collect()),
@@ -312,7 +356,7 @@ impl ClassChecker for RepoChecker {
             let t0 = Instant::now();
             if delegate {
                 let picture = Self::delegate(
-                    &self.paths,
+                    &self.pinned_paths(),
                     class,
                     resources,
                     &mut report.validation_failures,
@@ -348,11 +392,9 @@ impl ClassChecker for RepoChecker {
             // and the state store is written by one process at a time.
             if lock.is_none() {
                 lock = Some(
-                    RootLock::acquire(&self.paths.root, self.paths.lock_timeout).map_err(|e| {
-                        CheckError {
-                            scope: scope_word.clone(),
-                            source: Box::new(e),
-                        }
+                    RootLock::acquire(&host, self.paths.lock_timeout).map_err(|e| CheckError {
+                        scope: scope_word.clone(),
+                        source: Box::new(e),
                     })?,
                 );
             }
@@ -464,14 +506,20 @@ impl RepoChecker {
         validation_failures: &mut BTreeMap<String, u64>,
     ) -> Result<(ClassReport, i32), DelegateError> {
         let exe = std::env::current_exe().map_err(DelegateError::Spawn)?;
+        // This very binary, not a program from the repository: its JSON
+        // report is read whole and its warnings go to the agent's log, which
+        // the bounded runner of datum-host (a fixed environment, output cut
+        // at a limit) is not made for.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the agent re-runs its own executable (`datum check --class C --output json`) with arguments it builds itself"
+        )]
         let mut cmd = std::process::Command::new(exe);
-        cmd.arg("--repo")
-            .arg(&p.repo)
-            .arg("--root")
-            .arg(&p.root)
-            .arg("--state")
-            .arg(&p.state)
-            .arg("--color")
+        cmd.arg("--repo").arg(&p.repo).arg("--root").arg(&p.root);
+        if let Some(state) = &p.state {
+            cmd.arg("--state").arg(state);
+        }
+        cmd.arg("--color")
             .arg("never")
             .arg("--output")
             .arg("json")
@@ -588,7 +636,11 @@ impl RepoChecker {
         } else if self.reporting.is_some() {
             self.courier
                 .get_or_insert_with(|| {
-                    Courier::start(self.paths.state.clone(), self.reporting.clone())
+                    Courier::start(
+                        self.paths.root.clone(),
+                        self.paths.state.clone(),
+                        self.reporting.clone(),
+                    )
                 })
                 .wake();
         }
@@ -681,7 +733,7 @@ struct Courier {
 }
 
 impl Courier {
-    fn start(state: PathBuf, reporting: Option<Reporting>) -> Courier {
+    fn start(root: PathBuf, state: Option<PathBuf>, reporting: Option<Reporting>) -> Courier {
         let (wake, rx) = std::sync::mpsc::channel::<()>();
         let _ = std::thread::Builder::new()
             .name("datum-courier".to_owned())
@@ -696,7 +748,16 @@ impl Courier {
                     }
                     while rx.try_recv().is_ok() {}
                     if store.is_none() {
-                        store = Store::open(&state).ok().map(|(s, _)| s);
+                        // Never creates one; an unusable store is warned
+                        // about by the checks.
+                        store = crate::context::open_store_at(
+                            &root,
+                            state.as_deref(),
+                            false,
+                            crate::context::StoreNeed::Optional("delivering"),
+                        )
+                        .ok()
+                        .flatten();
                     }
                     let Some(s) = store.as_mut() else {
                         wait = Duration::from_secs(60);

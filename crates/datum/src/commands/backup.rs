@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::{Context as _, Result, bail};
 use datum_host::lock::RootLock;
-use datum_host::staging::StagedFile;
+use datum_host::{FileKind, HostError};
 
 use crate::cli::{BackupCommand, GlobalArgs, OutputFormat};
 use crate::context;
@@ -54,13 +54,31 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
         }
         BackupCommand::Restore { id } => {
             let (entry, bytes) = store.get(*id)?;
-            let _lock = RootLock::acquire(&global.root, global.lock_timeout)?;
             let host = datum_host::Host::new(global.root.clone());
-            let target = host.resolve(&entry.path)?;
-            if !target.parent().is_some_and(|p| p.is_dir()) {
-                bail!("{}: its directory no longer exists", entry.path.display());
+            let _lock = RootLock::acquire(&host, global.lock_timeout)?;
+            // Through the boundary like any write: a parent that is a link
+            // now (or an unsafe ownership transition) is refused, not
+            // followed, and the staged copy is renamed relative to the
+            // parent's handle.
+            let at = match host.locate(&entry.path) {
+                Ok(at) => at,
+                Err(e) if e.is_missing_parent() => {
+                    bail!("{}: its directory no longer exists", entry.path.display())
+                }
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot restore {}", entry.path.display()));
+                }
+            };
+            if at.lstat()?.is_some_and(|s| s.kind == FileKind::Directory) {
+                return Err(HostError::InTheWay {
+                    path: at.path().to_path_buf(),
+                    found: "directory".to_owned(),
+                }
+                .into());
             }
-            let mut staged = StagedFile::create(&target)?;
+            host.sweep_stale_staging(at.parent())?;
+            let mut staged = at.stage_file()?;
             staged.write_all(&bytes)?;
             staged.set_owner(Some(entry.uid), Some(entry.gid))?;
             staged.set_mode(entry.mode)?;

@@ -15,7 +15,7 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A Tree's declared Merkle root: what `datum fingerprint PATH` prints
     // for the tree once applied (and what its fleet reports compare).
-    let host = context::host(global, &identity);
+    let host = context::host(global, &identity, &catalogue.boundary);
     let fingerprint = |r: &datum_core::Resource| {
         (r.id.kind == datum_providers::tree::KIND).then(|| {
             let value = match datum_providers::tree::declared_fingerprint(&host, r) {

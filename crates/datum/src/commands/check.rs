@@ -44,32 +44,44 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     // The snapshot of the last compile when the repository has not changed
     // since (a quiet host's check does not parse 20,000 documents again);
-    // resources are decoded only when they are inspected.
-    // An existing state store opens (and checks its integrity) meanwhile; a
-    // new one is created only once the repository has compiled, so that a
+    // resources are decoded only when they are inspected. The store is
+    // opened (or created) only once the repository has compiled, so that a
     // check of a broken repository leaves nothing behind.
-    let existing = context::state_path(global).exists();
-    let (compiled, opened) = std::thread::scope(|scope| {
-        let opening = existing.then(|| scope.spawn(|| context::open_store(global, true)));
-        let compiled = context::compiled(global, &identity, "checked");
-        (compiled, opening.map(|o| o.join().ok().flatten()))
-    });
-    let (mut lazy, provenance) = compiled?;
-    let _lock =
-        RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?;
-    let mut store = match opened {
-        Some(store) => store,
-        None => context::open_store(global, true),
-    }
-    .context("datum check needs the state store (history, policies)")?;
+    let (mut lazy, provenance) = context::compiled(global, &identity, "checked")?;
+    let host = context::host(global, &identity, &lazy.boundary);
+    let _lock = RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?;
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
-    let host = context::host(global, &identity);
+    // A check that would act (revert, accept, quarantine) needs the store
+    // and refuses without it, like apply; a report-only check goes on
+    // read-only, recording nothing.
+    let acts = lazy
+        .entries
+        .iter()
+        .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+        .any(|e| classes.get(&e.class).policy != Policy::Report);
+    let need = if acts {
+        context::StoreNeed::Required("checked")
+    } else {
+        context::StoreNeed::Optional("checking (report only)")
+    };
+    let mut opened = context::open_store(global, need)?;
+    // A report queued in a scratch store goes nowhere: nothing to deliver.
+    let persistent = opened.is_some();
+    // Without a store (report only): nothing remembered, nothing recorded.
+    let mut scratch_store;
+    let store: &mut Store = match opened.as_mut() {
+        Some(store) => store,
+        None => {
+            scratch_store = Store::open_in_memory().context("cannot open an in-memory store")?;
+            &mut scratch_store
+        }
+    };
     let now = context::now();
 
     // A host that reports to a fleet server follows the server's sampling
     // plan (unless told otherwise): it deep-checks in its own round of
     // every period, and checks metadata in the others.
-    let reporting = Reporting::load(&global.root);
+    let reporting = Reporting::load(&host);
     let plan = match (&reporting, args.sample) {
         (Some(_), None) => store.sampling_plan().unwrap_or(None),
         _ => None,
@@ -122,11 +134,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     for (class, indices) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
-        let full = reads_content(spec, deep, &store)?;
+        let full = reads_content(spec, deep, store)?;
         let trusted = if full {
             vec![false; indices.len()]
         } else {
-            trusted_by_metadata(&lazy.entries, indices, &host, &mut store)
+            trusted_by_metadata(&lazy.entries, indices, &host, store)
                 .context("cannot read the last verified applies")?
         };
         let to_observe: Vec<usize> = indices
@@ -208,6 +220,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         host: lazy.host.clone(),
         resources: inspected,
         autorequires: Vec::new(),
+        boundary: lazy.boundary.clone(),
     };
     // By id: a mass drift (a package upgrade touching thousands of files)
     // must not cost a scan of the catalogue per finding.
@@ -240,7 +253,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         repository: std::cell::OnceCell::new(),
         classes: &classes,
         host: &host,
-        store: &mut store,
+        store,
         observations: &observations,
         person_quarantined: &person_quarantined,
         now,
@@ -329,7 +342,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             &identity,
             &record,
             &classes,
-            &store,
+            store,
             r.interval(),
             args.class.iter().cloned().collect(),
         )?),
@@ -396,7 +409,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         stats,
     };
     if let Some(path) = &args.markdown {
-        std::fs::write(path, datum_drift::check::markdown(&report))
+        // Never through a link planted at the report's name.
+        datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let mut out = anstream::stdout();
@@ -418,8 +432,10 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     }
     // Delivery needs no lock: another pass may start meanwhile.
     drop(_lock);
-    if let Some(r) = &reporting {
-        r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
+    if let Some(r) = &reporting
+        && persistent
+    {
+        r.after_pass(global, store);
     }
     Ok(exit)
 }
@@ -551,7 +567,9 @@ fn trusted_by_metadata(
         .enumerate()
         .filter_map(|(at, &i)| {
             let entry = entries.get(i).filter(|e| e.id.kind == "File")?;
-            Some((at, host.resolve(Path::new(entry.path.as_deref()?)).ok()?))
+            let declared = PathBuf::from(entry.path.as_deref()?);
+            datum_host::paths::check_declared(&declared).ok()?;
+            Some((at, declared))
         })
         .collect();
     let by_name: HashMap<&str, usize> = files
@@ -563,7 +581,9 @@ fn trusted_by_metadata(
     let (stats, visited) = std::thread::scope(|scope| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let paths = &paths;
-        let looking = scope.spawn(move || datum_host::fs::lstat_many(paths, threads));
+        // Through the boundary: a File behind a parent link is not
+        // trusted (and its observation reports the link).
+        let looking = scope.spawn(move || host.lstat_many(paths, threads));
         let visited = store.visit_verified_meta("File", |name, declaration_hash, meta| {
             if let Some(&at) = by_name.get(name)
                 && entries[indices[at]].declaration_hash == declaration_hash
@@ -739,16 +759,17 @@ impl Policies<'_> {
         let sensitive = resource.sensitive;
         let backups = self.backups()?;
         for declared in paths {
-            let Ok(live) = host.resolve(&declared) else {
+            // Through the boundary: never evidence read through a link.
+            let Ok(Some(at)) = host.try_locate(&declared) else {
                 continue;
             };
-            let Ok(Some(stat)) = datum_host::fs::lstat(&live) else {
+            let Ok(Some(stat)) = at.lstat() else {
                 continue;
             };
             if stat.kind != datum_host::fs::FileKind::File {
                 continue;
             }
-            let Ok(bytes) = datum_host::fs::read(&live) else {
+            let Ok(bytes) = at.read() else {
                 continue;
             };
             backups.save(&SavedFile {
@@ -779,6 +800,7 @@ impl Policies<'_> {
         let wanted: HashSet<&ResourceId> = ids.iter().collect();
         let filtered = Catalogue {
             host: self.catalogue.host.clone(),
+            boundary: self.catalogue.boundary.clone(),
             resources: self
                 .catalogue
                 .resources
@@ -833,13 +855,18 @@ impl Policies<'_> {
             &observation_hash(observed),
             self.now,
         )?;
-        let dir = self
-            .args
-            .patch_dir
-            .clone()
-            .unwrap_or_else(|| self.global.root.join(context::STATE_DIR).join("accepted"));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        // A private folder, opened once: every patch and the summary are
+        // written relative to it without following a link.
+        let dir = match &self.args.patch_dir {
+            Some(dir) => datum_host::PrivateDir::open_path(dir, true),
+            None => datum_host::PrivateDir::open_in(
+                self.host,
+                &Path::new(context::STATE_FOLDER).join("accepted"),
+                true,
+            ),
+        }
+        .context("cannot open the folder for accepted patches")?
+        .context("the folder for accepted patches could not be created")?;
         if self.repository.get().is_none() {
             let loaded = load_repository(self.global)?;
             let _ = self.repository.set(loaded);
@@ -862,16 +889,17 @@ fn write_accept_patch(
     resource: &Resource,
     observed: &Observed,
     findings: &[CheckFinding],
-    dir: &Path,
+    dir: &datum_host::PrivateDir,
 ) -> Result<PathBuf> {
     let id = &resource.id;
     let mut notes: Vec<String> = Vec::new();
-    let mut written = dir.join(datum_drift::policy::patch_file_name(id, "txt"));
+    let mut name = datum_drift::policy::patch_file_name(id, "txt");
+    let mut written = dir.file_path(&name);
     let source = declared_source(repository, id);
     let declared = resource
         .content
         .as_ref()
-        .and_then(|c| datum_host::fs::content_bytes(c).ok());
+        .and_then(|c| datum_host::repo::content_bytes(c).ok());
     if observed.presence == Presence::Present
         && let (Some(live), Some(declared)) = (&observed.content, declared)
         && !resource.sensitive
@@ -880,8 +908,9 @@ fn write_accept_patch(
         match &source {
             Some((key, rel)) if key == "source" => {
                 if let Some(patch) = datum_drift::policy::content_patch(rel, &declared, live) {
-                    written = dir.join(datum_drift::policy::patch_file_name(id, "patch"));
-                    std::fs::write(&written, patch)
+                    name = datum_drift::policy::patch_file_name(id, "patch");
+                    written = dir.file_path(&name);
+                    dir.write_atomic(&name, patch.as_bytes())
                         .with_context(|| format!("cannot write {}", written.display()))?;
                     notes.push(format!(
                         "apply `{}` to the repository (`patch -p1` or `git apply`): it updates `{rel}`",
@@ -890,8 +919,9 @@ fn write_accept_patch(
                 }
             }
             other => {
-                written = dir.join(datum_drift::policy::patch_file_name(id, "content"));
-                std::fs::write(&written, live)
+                name = datum_drift::policy::patch_file_name(id, "content");
+                written = dir.file_path(&name);
+                dir.write_atomic(&name, live)
                     .with_context(|| format!("cannot write {}", written.display()))?;
                 let what = match other {
                     Some((key, rel)) => format!("`{key}: {rel}`"),
@@ -947,13 +977,12 @@ fn write_accept_patch(
     }
     if notes.is_empty() {
         notes.push("nothing to carry (sensitive or no declared content)".to_owned());
-        std::fs::write(&written, "")?;
+        dir.write_atomic(&name, b"")
+            .with_context(|| format!("cannot write {}", written.display()))?;
     }
-    let mut summary = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("SUMMARY.md"))
-        .with_context(|| format!("cannot write {}", dir.join("SUMMARY.md").display()))?;
+    let mut summary = dir
+        .append("SUMMARY.md")
+        .with_context(|| format!("cannot write {}", dir.file_path("SUMMARY.md").display()))?;
     writeln!(summary, "## {id} (declared at {})", resource.origin)?;
     for n in notes {
         writeln!(summary, "- {n}")?;

@@ -14,7 +14,7 @@ use crate::cli::{FleetArgs, FleetView, GlobalArgs, OutputFormat};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
-    let bytes = datum_host::fs::read(&args.credentials)
+    let bytes = datum_host::named::read(&args.credentials)
         .with_context(|| "cannot read the admin credential".to_owned())?;
     let creds = AdminCredentials::parse(&args.credentials, &String::from_utf8_lossy(&bytes))?;
     let client = Client::new(

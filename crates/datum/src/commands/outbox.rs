@@ -1,6 +1,8 @@
 //! `datum outbox [--flush]`: the reports this host has not delivered yet,
 //! the delivery's backoff and totals; `--flush` delivers now, whatever the
 //! backoff says (after fixing report.yaml, or once the server is back).
+//! `--background` (hidden) is the delivery a pass starts after queueing its
+//! report: quiet, and respecting the backoff.
 
 use std::io::Write as _;
 
@@ -13,9 +15,19 @@ use crate::exit::ExitCode;
 use crate::reporting::Reporting;
 
 pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
-    let reporting = Reporting::load(&global.root);
-    let mut store = context::open_store(global, false)
-        .context("no state store here: nothing was ever queued")?;
+    let host = datum_host::Host::new(&global.root);
+    let reporting = Reporting::load(&host);
+    if args.background {
+        // Started by a pass (stdout and stderr go nowhere): deliver, quietly.
+        let store = context::open_store(global, context::StoreNeed::Optional("delivering"));
+        if let (Some(r), Ok(Some(mut store))) = (&reporting, store) {
+            r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
+        }
+        return Ok(ExitCode::CLEAN);
+    }
+    let mut store =
+        context::open_store(global, context::StoreNeed::Optional("showing the outbox"))?
+            .context("no state store here: nothing was ever queued")?;
     let mut delivered = None;
     if args.flush {
         let r = reporting.as_ref().with_context(|| {

@@ -18,19 +18,25 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     // Compile before touching anything: a manifest error applies nothing.
     let stamped = context::compile_stamped(global, &identity)?;
     let catalogue = &stamped.catalogue;
-    let host = context::host(global, &identity);
+    let host = context::host(global, &identity, &catalogue.boundary);
     // An apply on a host that reports to a fleet server queues its report.
     let reporting = if mode == Mode::Apply {
-        Reporting::load(&global.root)
+        Reporting::load(&host)
     } else {
         None
     };
     let lock = if mode == Mode::Apply {
-        Some(RootLock::acquire(&global.root, global.lock_timeout).context("cannot lock the root")?)
+        Some(RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?)
     } else {
         None
     };
-    let mut store = context::open_store(global, mode == Mode::Apply);
+    // Fail closed: an apply without its quarantines and owed reloads could
+    // undo an emergency fix; a plan only reads, and says so.
+    let need = match mode {
+        Mode::Apply => context::StoreNeed::Required("applied"),
+        Mode::Plan => context::StoreNeed::Optional("planning"),
+    };
+    let mut store = context::open_store(global, need)?;
     let mut backups = if mode == Mode::Apply {
         Some(context::open_backups(global)?)
     } else {
@@ -90,7 +96,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         };
         let report = reporting
             .as_ref()
-            .map(|_| apply_report(global, &stamped, &identity, &record, &summary, store));
+            .map(|r| apply_report(global, r, &stamped, &identity, &record, &summary, store));
         // The pass and its report in one transaction: a recorded pass has
         // its report queued, and a pass that was not recorded has none.
         let recorded = (|| -> Result<()> {
@@ -109,7 +115,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, &mut store) {
-        r.deliver(store, crate::reporting::PASS_BUDGET, true);
+        r.after_pass(global, store);
     }
     Ok(code)
 }
@@ -117,6 +123,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
 /// The fleet report of an apply.
 fn apply_report(
     global: &GlobalArgs,
+    reporting: &Reporting,
     stamped: &context::Stamped,
     identity: &datum_catalog::HostIdentity,
     record: &datum_store::PassRecord,
@@ -131,7 +138,7 @@ fn apply_report(
     for r in &catalogue.resources {
         *per_class.entry(r.class.clone()).or_insert(0u64) += 1;
     }
-    let stated = Reporting::load(&global.root).and_then(|r| r.interval());
+    let stated = reporting.interval();
     let (bounds, expected) = match &classes {
         Ok(c) => crate::reporting::class_bounds(c, &per_class, Some(store), stated),
         Err(_) => (Vec::new(), stated.map_or(3600, |d| d.as_secs())),

@@ -31,8 +31,11 @@ fn shown(t: &QuarantineTarget) -> String {
 
 pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
     let target = target(args.name.as_deref(), args.host)?;
-    let mut store =
-        context::open_store(global, false).context("no state store: nothing is quarantined")?;
+    if !context::StateFiles::of(global).exists() {
+        bail!("no state store: nothing is quarantined");
+    }
+    let mut store = context::open_store(global, context::StoreNeed::Required("released"))?
+        .context("the state store could not be opened")?;
     if store.release(&target)? {
         println!("released {}", shown(&target));
         Ok(ExitCode::CLEAN)
@@ -43,7 +46,8 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
 
 pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode> {
     let target = target(args.name.as_deref(), args.host)?;
-    let mut store = context::open_store(global, true).context("cannot open the state store")?;
+    let mut store = context::open_store(global, context::StoreNeed::Required("quarantined"))?
+        .context("the state store could not be opened")?;
     store.quarantine(
         &target,
         &args.reason,

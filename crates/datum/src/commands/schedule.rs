@@ -28,7 +28,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
         anyhow::anyhow!(lines.join("\n"))
     })?;
-    let store = context::open_store(global, false);
+    let store = context::open_store(global, context::StoreNeed::Optional("scheduling"))?;
     let rows: Vec<ScheduleRow> = classes
         .classes
         .values()

@@ -1,9 +1,26 @@
 //! Reports leave the host: when `ROOT/etc/datum/report.yaml` names a
 //! server, every apply, check and agent pass queues its report in the state
-//! store's outbox (in the same transaction that records the pass) and then
-//! delivers the outbox, oldest first, within a time budget. What is not
-//! delivered now stays queued for the next pass (or the agent's delivery
-//! thread), with backoff; see `datum_fleet::delivery` for the guarantees.
+//! store's outbox (in the same transaction that records the pass), and the
+//! outbox is delivered, oldest first, off the pass's path:
+//!
+//! - `datum apply` / `datum check` start a detached `datum outbox
+//!   --background` (through `datum_host::command::spawn_detached`) and
+//!   return: the pass costs the queueing (no extra commit) and one process
+//!   start, not a TLS connection and two commits. The report is durable
+//!   before the pass returns, so a delivery process that is killed, or a
+//!   machine that goes down, loses nothing: the next delivery sends it (the
+//!   server drops a repeat by its key). Since the pass no longer sees the
+//!   outcome, it warns when the previous delivery failed.
+//! - Under systemd (a service has `INVOCATION_ID`), whose stop would kill a
+//!   detached process with the unit, the pass delivers itself, within
+//!   [`PASS_BUDGET`]: nobody waits at a terminal there.
+//! - `datum agent` delivers from its own thread; `datum outbox --flush`
+//!   delivers now.
+//!
+//! One delivery of an outbox at a time: each holds a lock file beside the
+//! state store, and a second one waits for it (so a report queued while
+//! the first is finishing is still sent). What is not delivered stays
+//! queued, with backoff; see `datum_fleet::delivery` for the guarantees.
 //!
 //! A `report.yaml` that cannot be read is a warning, not an error: the
 //! report is still queued (nothing is lost) and goes out once the file is
@@ -19,10 +36,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
+use datum_host::lock::RootLock;
+use datum_host::{Host, PrivateDir};
 use datum_store::{Batch, OUTBOX_LIMIT, Store};
+
+use crate::cli::GlobalArgs;
 
 /// Where a host's reporting configuration lives, under the root.
 pub const REPORT_FILE: &str = "etc/datum/report.yaml";
+
+/// [`REPORT_FILE`] as a declared path.
+const REPORT_DECLARED: &str = "/etc/datum/report.yaml";
 
 /// How long a command-line pass spends delivering before it gives up
 /// (what is left goes with the next pass).
@@ -38,12 +62,13 @@ pub struct Reporting {
 }
 
 impl Reporting {
-    /// The set-up of the host at `root`: `None` when it does not report.
-    pub fn load(root: &Path) -> Option<Reporting> {
-        let path = root.join(REPORT_FILE);
-        let bytes = match datum_host::fs::read(&path) {
-            Ok(b) => b,
-            Err(_) if datum_host::fs::lstat(&path).ok().flatten().is_none() => return None,
+    /// The set-up of `host`: `None` when it does not report. The file is
+    /// read through the boundary (never through a parent link).
+    pub fn load(host: &Host) -> Option<Reporting> {
+        let path = host.root().join(REPORT_FILE);
+        let bytes = match host.read(Path::new(REPORT_DECLARED)) {
+            Ok(Some(b)) => b,
+            Ok(None) => return None,
             Err(e) => {
                 eprintln!("warning: {e}; reports are kept in the outbox");
                 return Some(Reporting {
@@ -100,8 +125,41 @@ impl Reporting {
         Ok(())
     }
 
+    /// After a pass queued its report in `store`: says what the last
+    /// delivery left, then has the outbox delivered off the pass's path (a
+    /// detached `datum outbox --background`; see the module header).
+    pub fn after_pass(&self, global: &GlobalArgs, store: &mut Store) {
+        let Some(creds) = &self.credentials else {
+            return;
+        };
+        if let Ok(status) = store.outbox_status()
+            && status.backoff.failures > 0
+        {
+            eprintln!(
+                "warning: {} report(s) queued for {}; the last delivery failed ({}); retried with backoff (`datum outbox --flush` now)",
+                status.depth,
+                creds.server,
+                status
+                    .backoff
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("unknown error")
+            );
+        }
+        if std::env::var_os("INVOCATION_ID").is_some() {
+            self.deliver(store, PASS_BUDGET, true);
+            return;
+        }
+        if let Err(e) = spawn_delivery(global, store.path()) {
+            eprintln!("warning: cannot start the delivery in the background ({e}); delivering now");
+            self.deliver(store, PASS_BUDGET, true);
+        }
+    }
+
     /// Delivers the outbox of `store` until it is empty, the server cannot
-    /// be reached, or `budget` runs out; warns about what is left.
+    /// be reached, or `budget` runs out; warns about what is left. Waits
+    /// (up to [`DELIVERY_LOCK_WAIT`]) while another delivery of the same
+    /// outbox runs.
     pub fn deliver(
         &self,
         store: &mut Store,
@@ -109,6 +167,15 @@ impl Reporting {
         respect_backoff: bool,
     ) -> Option<Delivered> {
         let creds = self.credentials.as_ref()?;
+        let _one_at_a_time = match delivery_lock(store.path()) {
+            Ok(lock) => lock,
+            Err(e) => {
+                eprintln!(
+                    "warning: {e}: another delivery of this outbox is still running; reports stay queued"
+                );
+                return None;
+            }
+        };
         let client = match Client::new(
             &creds.server,
             &creds.ca_pem,
@@ -144,6 +211,40 @@ impl Reporting {
             }
         }
     }
+}
+
+/// How long a delivery waits for another delivery of the same outbox (one
+/// pass's `PASS_BUDGET` plus a slow last request).
+pub const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Holds the lock of the outbox in the state store at `state`: the file
+/// `<state>.delivery-lock` in the store's private folder, waiting up to
+/// [`DELIVERY_LOCK_WAIT`] for another delivery.
+pub fn delivery_lock(state: &Path) -> Result<RootLock, datum_host::HostError> {
+    let missing = || {
+        datum_host::HostError::io(
+            "lock",
+            state,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    };
+    let (dir, name) = PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
+    let mut lock = name;
+    lock.push(".delivery-lock");
+    RootLock::acquire_in(&dir, &lock, DELIVERY_LOCK_WAIT)
+}
+
+/// Starts `datum outbox --background` for this root and state store,
+/// detached.
+fn spawn_delivery(global: &GlobalArgs, state: &Path) -> anyhow::Result<u32> {
+    let exe = std::env::current_exe()?;
+    let spec = datum_host::command::CommandSpec::new(exe.to_string_lossy())
+        .arg("--root")
+        .arg(global.root.as_os_str())
+        .arg("--state")
+        .arg(state.as_os_str())
+        .args(["outbox", "--background"]);
+    Ok(datum_host::command::spawn_detached(&spec)?)
 }
 
 fn warn(d: &Delivered, server: &str) {

@@ -23,7 +23,7 @@ pub fn repository_revision(repo: &Path, stamp: Option<&str>) -> String {
 }
 
 fn read_text(path: &Path) -> Option<String> {
-    datum_host::fs::read(path)
+    datum_host::repo::read(path)
         .ok()
         .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
 }
@@ -31,19 +31,21 @@ fn read_text(path: &Path) -> Option<String> {
 /// The git folder of the checkout holding `repo`: `.git` in it or a parent
 /// (a folder, or a file `gitdir: PATH` in a worktree).
 fn git_dir(repo: &Path) -> Option<PathBuf> {
-    let start = repo.canonicalize().ok()?;
+    let start = datum_host::repo::canonicalize(repo).ok()?;
     for dir in start.ancestors() {
         let dot = dir.join(".git");
-        match datum_host::fs::lstat(&dot).ok().flatten() {
-            Some(s) if s.kind == datum_host::FileKind::Directory => return Some(dot),
-            Some(s) if s.kind == datum_host::FileKind::File => {
+        match datum_host::repo::symlink_metadata(&dot).ok() {
+            Some(s) if s.is_dir() => return Some(dot),
+            Some(s) if s.is_file() => {
                 let text = read_text(&dot)?;
                 let target = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-                return Some(if target.is_absolute() {
+                let target = if target.is_absolute() {
                     target
                 } else {
                     dir.join(target)
-                });
+                };
+                // Read with links refused, so from its canonical path.
+                return datum_host::repo::canonicalize(&target).ok();
             }
             _ => {}
         }

@@ -176,7 +176,11 @@ fn a_second_pass_waits_for_the_root_lock_and_gives_up_after_its_timeout() {
     let lock = s.live("/var/lib/datum/lock");
     assert!(lock.exists(), "the first apply created its lock file");
     // Another pass holds the root's lock.
-    let held = datum_host::RootLock::acquire(&s.root(), std::time::Duration::from_secs(1)).unwrap();
+    let held = datum_host::RootLock::acquire(
+        &datum_host::Host::new(s.root()),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
     let t0 = std::time::Instant::now();
     let out = s.datum(&["--lock-timeout", "1s", "apply"]);
     drop(held);
@@ -196,20 +200,52 @@ fn usage_errors_exit_1_not_2() {
 }
 
 #[test]
-fn a_corrupt_state_store_is_rebuilt_with_a_warning_never_a_crash() {
+fn a_corrupt_state_store_stops_apply_until_restored_or_rebuilt_on_request() {
     let s = Sandbox::with_base(
         "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"x\\n\"\n",
     );
     assert_exit(&s.datum(&["apply"]), 2);
-    fs::write(s.live("/var/lib/datum/state.db"), "this is not a database").unwrap();
+    let db = s.live("/var/lib/datum/state.db");
+    fs::write(&db, "this is not a database").unwrap();
     for wal in ["state.db-wal", "state.db-shm"] {
         let _ = fs::remove_file(s.live(&format!("/var/lib/datum/{wal}")));
     }
     fs::write(s.live("/f.conf"), "tampered\n").unwrap();
+    // Fail closed: nothing applied, the store left as it is, and the error
+    // says what is wrong and the two ways out.
     let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    for word in [
+        "state.db",
+        "not a database",
+        "restore",
+        "--rebuild-state",
+        "quarantine",
+    ] {
+        assert!(err.contains(word), "{word} missing from {err}");
+    }
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "tampered\n");
+    assert_eq!(fs::read(&db).unwrap(), b"this is not a database");
+    // A plan only reads: it goes on, saying so.
+    let out = s.datum(&["plan"]);
     assert_exit(&out, 2);
-    assert!(stderr(&out).contains("warning:"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("without it, read-only"),
+        "{}",
+        stderr(&out)
+    );
+    // Rebuilt only when asked, saying what that forgets.
+    let out = s.datum(&["apply", "--rebuild-state"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("forgotten"), "{}", stderr(&out));
     assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "x\n");
+    let moved: Vec<String> = fs::read_dir(s.live("/var/lib/datum"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("state.db.corrupt-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "the damaged store is kept aside: {moved:?}");
     assert_exit(&s.datum(&["apply"]), 0);
 }
 

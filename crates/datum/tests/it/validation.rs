@@ -193,8 +193,9 @@ fn the_validators_command_lists_every_shipped_validator() {
     let s = Sandbox::new();
     let out = s.datum(&["--output", "json", "validators"]);
     assert_exit(&out, 0);
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = list
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
+    let names: Vec<&str> = doc["validators"]
         .as_array()
         .unwrap()
         .iter()
@@ -215,7 +216,7 @@ fn the_validators_command_lists_every_shipped_validator() {
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    let json = list
+    let json = doc["validators"]
         .as_array()
         .unwrap()
         .iter()
@@ -266,4 +267,183 @@ fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
     s.write("repo/base/main.yaml", &conf("server_tokens on;"));
     assert_exit(&s.datum(&["apply"]), 2);
     assert_exit(&s.datum(&["apply"]), 0);
+}
+
+/// How a process that cannot build the validator sandbox behaves: as a
+/// non-root user, validation refuses (naming the way out) unless the
+/// operator opted out with `DATUM_VALIDATOR_SANDBOX=off`; then the validator
+/// runs with that user's own rights.
+#[test]
+fn a_non_root_run_refuses_to_validate_unless_told_to_run_validators_unsandboxed() {
+    if !rustix::process::geteuid().is_root() || !require("systemd-analyze") || !require("setpriv") {
+        eprintln!("skipped: needs root (to run the binary as nobody), systemd-analyze and setpriv");
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: unit\ndesired:\n  path: /datum-test.service\n  content: \"[Unit]\\nDescription=t\\n[Service]\\nExecStart=/bin/true\\n\"\n  validate: systemd-unit\n",
+    );
+    // Everything the unprivileged user needs: the sandbox folder, the root
+    // (theirs), and a copy of the binary.
+    for p in [s.dir.path().to_path_buf(), s.repo(), s.repo().join("base")] {
+        fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    for p in ["host.yaml", "repo/datum.yaml", "repo/base/main.yaml"] {
+        fs::set_permissions(
+            s.dir.path().join(p),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    std::os::unix::fs::chown(s.root(), Some(65534), Some(65534)).unwrap();
+    let exe = s.dir.path().join("datum");
+    fs::copy(assert_cmd::cargo::cargo_bin("datum"), &exe).unwrap();
+    let run = |env: Option<&str>| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .arg("--repo")
+            .arg(s.repo())
+            .arg("--root")
+            .arg(s.root())
+            .arg("--host-file")
+            .arg(s.dir.path().join("host.yaml"))
+            .args(["--color", "never", "apply"])
+            .env_remove("DATUM_VALIDATOR_SANDBOX");
+        if let Some(v) = env {
+            cmd.env("DATUM_VALIDATOR_SANDBOX", v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(None);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("needs root"), "{text}");
+    assert!(text.contains("DATUM_VALIDATOR_SANDBOX=off"), "{text}");
+    assert!(
+        !s.live("/datum-test.service").exists(),
+        "written without validation"
+    );
+    let out = run(Some("off"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(s.live("/datum-test.service").exists());
+}
+
+#[test]
+fn a_relative_root_is_made_absolute_once_so_validators_see_absolute_paths() {
+    if !require("sshd") {
+        return;
+    }
+    let s = sshd_repo("Port 22\nNoSuchDirective yes\n", false);
+    // `--root root`, relative to the folder the command runs in.
+    let out = assert_cmd::Command::cargo_bin("datum")
+        .unwrap()
+        .current_dir(s.dir.path())
+        .args([
+            "--repo",
+            "repo",
+            "--root",
+            "root",
+            "--host-file",
+            "host.yaml",
+        ])
+        .args(["--color", "never", "apply"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    let absolute = s.root().canonicalize().unwrap();
+    // sshd names the file it was given: the staged copy's absolute path.
+    assert!(
+        text.contains(&format!("{}/.datum.stage.", absolute.display())),
+        "{text}"
+    );
+    assert!(!s.live("/sshd_config").exists());
+}
+
+/// A root-owned definition in ROOT/etc/datum/validators.d naming `jq`.
+fn with_admin_validator(s: &Sandbox, definition: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = s.live("/etc/datum/validators.d");
+    fs::create_dir_all(&dir).unwrap();
+    for p in [
+        s.dir.path(),
+        &s.root(),
+        &s.live("/etc"),
+        &s.live("/etc/datum"),
+        &dir,
+    ] {
+        fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let file = dir.join("local.toml");
+    fs::write(&file, definition).unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    file
+}
+
+const JQ_VALIDATOR: &str = "[validator.jq-json]\nprogram = \"/usr/bin/jq\"\nargs = [\"empty\", \"{staged}\"]\n\
+    package = \"jq\"\ninvalid_exit = [2, 4, 5]\nsummary = \"JSON that jq reads\"\n";
+
+#[test]
+fn an_administrators_validator_runs_in_the_sandbox_and_a_foreign_definition_is_refused() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (the definitions must be root's, the sandbox needs it)");
+        return;
+    }
+    if !require("jq") {
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /app.json\n  content: \"{ not json\\n\"\n  validate: jq-json\n",
+    );
+    // Unknown until the administrator defines it.
+    let out = s.datum(&["lint"]);
+    assert_exit(&out, 1);
+    assert!(
+        stderr(&out).contains("unknown validator `jq-json`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let file = with_admin_validator(&s, JQ_VALIDATOR);
+    assert_exit(&s.datum(&["lint"]), 0);
+    let listed = s.datum(&["validators"]);
+    assert!(stdout(&listed).contains("jq-json"), "{}", stdout(&listed));
+    assert!(
+        stdout(&listed).contains("validators.d"),
+        "{}",
+        stdout(&listed)
+    );
+    // Invalid content: rejected by jq, nothing written.
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).contains("jq-json"), "{}", stdout(&out));
+    assert!(!s.live("/app.json").exists());
+    // Valid content goes live.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /app.json\n  content: \"{\\\"ok\\\": true}\\n\"\n  validate: jq-json\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(s.live("/app.json").exists());
+
+    // A definition someone else could have written: every command that
+    // uses validators refuses, naming the file.
+    std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("local.toml") && err.contains("uid 65534"),
+        "{err}"
+    );
+    std::os::unix::fs::chown(&file, Some(0), None).unwrap();
+    // A definition Datum does not understand: refused with its line.
+    fs::write(&file, format!("{JQ_VALIDATOR}shell = \"sh -c\"\n")).unwrap();
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("local.toml") && err.contains("unknown field"),
+        "{err}"
+    );
 }

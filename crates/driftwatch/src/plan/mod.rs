@@ -7,12 +7,13 @@
 
 pub mod parse;
 mod raw;
+mod stream;
 
 use serde_json::Value;
 
 use crate::flatten::Path;
 
-pub use parse::{PlanError, PlanRole, parse_plan, read_plan_file};
+pub use parse::{PlanError, PlanRole, parse_plan, parse_reader, read_plan_file};
 
 /// What a `resource_changes` or `resource_drift` entry says will happen (or happened).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +112,8 @@ pub struct ChangeEntry {
 pub struct Plan {
     /// The file name or label used in messages.
     pub source: String,
+    /// Which of the two plans it was read as.
+    pub role: PlanRole,
     pub format_version: String,
     /// Terraform's `complete: false` (a partial plan by design).
     pub incomplete: bool,
@@ -118,6 +121,9 @@ pub struct Plan {
     pub changes: Vec<ChangeEntry>,
     /// Data sources and ephemeral resources found in `resource_drift` and skipped.
     pub skipped_drift: usize,
+    /// No-op `resource_changes` entries of a document read as the refresh-only plan (real
+    /// refresh-only plans have none); counted, not kept.
+    pub listed_no_ops: usize,
     /// Checkable objects whose status is `fail` or `error` (addresses only).
     pub failed_checks: Vec<String>,
 }

@@ -2,8 +2,10 @@
 //!
 //! Refused, each with its own error: state JSON (no plan at all), a `format_version` whose
 //! major version is not 1, an errored plan (its drift list is partial), HCP/TFC "redacted"
-//! plan JSON (a different format), and a refresh-only plan that proposes resource changes
-//! (the caller swapped the two files). Data sources and ephemeral resources in
+//! plan JSON (a different format), and a normal plan given as the refresh-only plan (it
+//! proposes changes, which a refresh-only plan never does): its own `resource_drift` only
+//! holds the drift that touches a planned change, so reading it as the drift list would
+//! hide the rest. Data sources and ephemeral resources in
 //! `resource_drift` are skipped: a data source changing is the point of a data source.
 //!
 //! Secrets are removed here, before anything else sees the plan: every changed leaf is
@@ -18,17 +20,19 @@ use std::path::Path as FsPath;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::raw::{RawChange, RawCheck, RawDocument};
+use super::raw::{RawChange, RawCheck, RawHead};
+use super::stream;
 use super::{Action, ChangeEntry, DriftEntry, LeafDiff, Plan};
-use crate::flatten::{Path, flatten};
+use crate::flatten::{Path, Step, flatten};
 use crate::mask::Masker;
 
 /// Which of the two plans a document is supposed to be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PlanRole {
     /// `plan -refresh-only`: drift is read from it, with values.
     RefreshOnly,
     /// The normal plan: what the next apply does. Its own drift list is not used.
+    #[default]
     Normal,
     /// A normal plan that is the only input: drift is read from its own `resource_drift`
     /// (which OpenTofu filters to drift that matters to the plan) and changes from its
@@ -67,7 +71,7 @@ pub enum PlanError {
     )]
     Errored { source_name: String },
     #[error(
-        "{source_name}: given as the refresh-only plan, but it proposes changes ({address}: {action}); were the two plans swapped?"
+        "{source_name}: given as the refresh-only plan, but it is a normal plan (it proposes changes: {address}: {action}); pass it with --plan, or save the refresh-only plan with `plan -refresh-only -out` (were the two plans swapped?)"
     )]
     NotRefreshOnly {
         source_name: String,
@@ -76,49 +80,189 @@ pub enum PlanError {
     },
 }
 
-/// Read a plan file into memory once and parse it.
+/// Read and parse a plan file, streaming: the file is never held whole in memory.
 pub fn read_plan_file(path: &FsPath, role: PlanRole, masker: &Masker) -> Result<Plan, PlanError> {
     let source_name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|error| PlanError::Read {
+    let file = std::fs::File::open(path).map_err(|error| PlanError::Read {
         source_name: source_name.clone(),
         error,
     })?;
-    parse_plan(&bytes, &source_name, role, masker)
+    parse_reader(file, &source_name, role, masker)
 }
 
-/// Parse `tofu show -json` output. `source_name` names the input in errors.
+/// Parse `tofu show -json` output held in memory. `source_name` names the input in errors.
 pub fn parse_plan(
     bytes: &[u8],
     source_name: &str,
     role: PlanRole,
     masker: &Masker,
 ) -> Result<Plan, PlanError> {
-    let name = || source_name.to_owned();
-    let doc: RawDocument<'_> = serde_json::from_slice(bytes).map_err(|e| PlanError::Json {
-        source_name: name(),
-        what: match e.classify() {
-            serde_json::error::Category::Data => "unexpected plan JSON structure",
-            serde_json::error::Category::Eof => "truncated JSON",
-            _ => "invalid JSON",
-        },
-        line: e.line(),
-        column: e.column(),
-    })?;
+    parse_reader(bytes, source_name, role, masker)
+}
 
-    if doc.plan_format_version.is_some() || doc.provider_schemas.is_some() {
+/// What the document says about itself, collected while it streams past.
+#[derive(Default)]
+struct Header {
+    format_version: Option<String>,
+    errored: Option<bool>,
+    complete: Option<bool>,
+    looks_like_plan: bool,
+    redacted: bool,
+    state_marks: bool,
+    failed_checks: Vec<String>,
+}
+
+/// The top-level members driftwatch reads, and the ones whose presence alone says what a
+/// document is. Everything else is skipped unparsed.
+enum Member {
+    Drift,
+    Changes,
+    FormatVersion,
+    Errored,
+    Complete,
+    Checks,
+    PlannedValues,
+    Redacted,
+    StateMark,
+    Other,
+}
+
+fn member(key: &str) -> Member {
+    match key {
+        "resource_drift" => Member::Drift,
+        "resource_changes" => Member::Changes,
+        "format_version" => Member::FormatVersion,
+        "errored" => Member::Errored,
+        "complete" => Member::Complete,
+        "checks" => Member::Checks,
+        "planned_values" => Member::PlannedValues,
+        "plan_format_version" | "provider_schemas" => Member::Redacted,
+        "values" | "lineage" | "serial" => Member::StateMark,
+        _ => Member::Other,
+    }
+}
+
+/// A serde error inside a value that starts at `at`, as a position in the whole document.
+fn value_error(source_name: &str, e: &serde_json::Error, at: stream::Position) -> PlanError {
+    let what = match e.classify() {
+        serde_json::error::Category::Data => "unexpected plan JSON structure",
+        serde_json::error::Category::Eof => "truncated JSON",
+        _ => "invalid JSON",
+    };
+    let (line, column) = if e.line() <= 1 {
+        (at.line, at.column + e.column().saturating_sub(1))
+    } else {
+        (at.line + e.line() - 1, e.column())
+    };
+    PlanError::Json {
+        source_name: source_name.to_owned(),
+        what,
+        line,
+        column,
+    }
+}
+
+fn scan_error(source_name: &str, stop: stream::Stop) -> PlanError {
+    match stop {
+        stream::Stop::Io(error) => PlanError::Read {
+            source_name: source_name.to_owned(),
+            error,
+        },
+        stream::Stop::Syntax(e) => PlanError::Json {
+            source_name: source_name.to_owned(),
+            what: e.what,
+            line: e.line,
+            column: e.column,
+        },
+        stream::Stop::Value { error, at } => value_error(source_name, &error, at),
+    }
+}
+
+/// Parse `tofu show -json` output from a reader, one member and one array element at a
+/// time. The document-level refusals (state JSON, redacted JSON, format version, errored
+/// plan) come first, as if the whole document had been read before anything else; the
+/// first problem inside an entry comes after them.
+pub fn parse_reader<R: std::io::Read>(
+    reader: R,
+    source_name: &str,
+    role: PlanRole,
+    masker: &Masker,
+) -> Result<Plan, PlanError> {
+    let mut scanner = stream::Scanner::new(reader);
+    let mut header = Header::default();
+    let mut plan = Plan {
+        source: source_name.to_owned(),
+        role,
+        ..Plan::default()
+    };
+    let mut first_error: Option<PlanError> = None;
+    let scan = |e| scan_error(source_name, e);
+
+    let mut more = scanner
+        .open(b'{', b'}', "not a JSON object")
+        .map_err(scan)?;
+    while more {
+        if scanner.peek().map_err(scan)? != Some(b'"') {
+            return Err(scan(scanner.syntax("invalid JSON")));
+        }
+        let key: String = scanner.parse(stream::owned).map_err(scan)?;
+        scanner.expect(b':', "invalid JSON").map_err(scan)?;
+        match member(&key) {
+            kind @ (Member::Drift | Member::Changes) => {
+                if scanner.peek().map_err(scan)? == Some(b'n') {
+                    // `null`: the same as absent.
+                    scanner.skip_value().map_err(scan)?;
+                } else {
+                    header.looks_like_plan = true;
+                    let entries = Entries {
+                        drift: matches!(kind, Member::Drift),
+                        role,
+                        masker,
+                        source_name,
+                    };
+                    entries
+                        .read(&mut scanner, &mut plan, &mut first_error)
+                        .map_err(scan)?;
+                }
+            }
+            Member::FormatVersion => {
+                header.format_version = scanner.parse(stream::owned).map_err(scan)?;
+            }
+            Member::Errored => header.errored = scanner.parse(stream::owned).map_err(scan)?,
+            Member::Complete => header.complete = scanner.parse(stream::owned).map_err(scan)?,
+            Member::Checks => {
+                // Read leniently: a check result of an unexpected shape must not make a
+                // valid plan unreadable.
+                let raw: Box<serde_json::value::RawValue> =
+                    scanner.parse(stream::owned).map_err(scan)?;
+                header.failed_checks = failed_checks(raw.get().as_bytes());
+            }
+            skipped => {
+                match skipped {
+                    Member::PlannedValues => header.looks_like_plan = true,
+                    Member::Redacted => header.redacted = true,
+                    Member::StateMark => header.state_marks = true,
+                    _ => {}
+                }
+                scanner.skip_value().map_err(scan)?;
+            }
+        }
+        more = scanner.more(b'}').map_err(scan)?;
+    }
+    scanner.finish().map_err(scan)?;
+
+    let name = || source_name.to_owned();
+    if header.redacted {
         return Err(PlanError::Redacted {
             source_name: name(),
         });
     }
-    let looks_like_plan = doc.resource_drift.is_some()
-        || doc.resource_changes.is_some()
-        || doc.planned_values.is_some();
-    if !looks_like_plan && (doc.values.is_some() || doc.lineage.is_some() || doc.serial.is_some()) {
+    if !header.looks_like_plan && header.state_marks {
         return Err(PlanError::State {
             source_name: name(),
         });
     }
-    let Some(version) = doc.format_version.as_deref() else {
+    let Some(version) = header.format_version else {
         return Err(PlanError::NoFormatVersion {
             source_name: name(),
         });
@@ -126,85 +270,180 @@ pub fn parse_plan(
     if version.split('.').next() != Some("1") {
         return Err(PlanError::FormatVersion {
             source_name: name(),
-            found: printable_version(version),
+            found: printable_version(&version),
         });
     }
-    if doc.errored == Some(true) {
+    if header.errored == Some(true) {
         return Err(PlanError::Errored {
             source_name: name(),
         });
     }
-
-    let mut plan = Plan {
-        source: name(),
-        format_version: version.to_owned(),
-        incomplete: doc.complete == Some(false),
-        failed_checks: failed_checks(doc.checks),
-        ..Plan::default()
-    };
-
-    for raw in doc.resource_drift.unwrap_or_default() {
-        if !is_current_managed(&raw) {
-            plan.skipped_drift += 1;
-            continue;
-        }
-        let action = Action::from_actions(&raw.change.actions);
-        let diffs = if role != PlanRole::Normal && action == Action::Update {
-            drift_diffs(&raw, masker, source_name)?
-        } else {
-            Vec::new()
-        };
-        plan.drift.push(DriftEntry {
-            address: raw.address.into_owned(),
-            previous_address: raw.previous_address.map(Cow::into_owned),
-            action,
-            diffs,
-        });
+    if let Some(e) = first_error {
+        return Err(e);
     }
-
-    for raw in doc.resource_changes.unwrap_or_default() {
-        if raw.mode.as_deref().is_some_and(|m| m != "managed") {
-            continue;
-        }
-        let action = Action::from_actions(&raw.change.actions);
-        if role == PlanRole::RefreshOnly && action != Action::NoOp {
-            return Err(PlanError::NotRefreshOnly {
-                source_name: name(),
-                address: raw.address.into_owned(),
-                action: action.as_str().to_owned(),
-            });
-        }
-        let changed_paths = if matches!(action, Action::Update | Action::Replace) {
-            changed_paths(&raw, source_name)?
-        } else {
-            Vec::new()
-        };
-        let replace_paths = raw
-            .change
-            .replace_paths
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|steps| Path::from_json_steps(steps))
-            .collect();
-        plan.changes.push(ChangeEntry {
-            address: raw.address.into_owned(),
-            previous_address: raw.previous_address.map(Cow::into_owned),
-            action,
-            action_reason: raw.action_reason.map(Cow::into_owned),
-            deposed: raw.deposed.is_some(),
-            importing: raw.change.importing.is_some(),
-            replace_paths,
-            changed_paths,
-        });
-    }
+    plan.format_version = version;
+    plan.incomplete = header.complete == Some(false);
+    plan.failed_checks = header.failed_checks;
     Ok(plan)
 }
 
+/// One `resource_drift` element: `None` when it is not a current managed instance.
+fn drift_entry(
+    raw: RawChange<'_>,
+    role: PlanRole,
+    masker: &Masker,
+    source_name: &str,
+) -> Result<Option<DriftEntry>, PlanError> {
+    if !is_current_managed(&raw) {
+        return Ok(None);
+    }
+    let action = Action::from_actions(&raw.change.actions);
+    let diffs = if role != PlanRole::Normal && action == Action::Update {
+        drift_diffs(&raw, masker, source_name)?
+    } else {
+        Vec::new()
+    };
+    Ok(Some(DriftEntry {
+        address: raw.address.into_owned(),
+        previous_address: raw.previous_address.map(Cow::into_owned),
+        action,
+        diffs,
+    }))
+}
+
+/// How to read the entries of one of the two arrays.
+struct Entries<'a> {
+    /// `resource_drift` (else `resource_changes`).
+    drift: bool,
+    role: PlanRole,
+    masker: &'a Masker,
+    source_name: &'a str,
+}
+
+impl Entries<'_> {
+    /// Read the array at the cursor into `plan`. The first problem inside an entry goes to
+    /// `first_error` (the document-level refusals come first); after it, the rest is only
+    /// checked for structure.
+    fn read<R: std::io::Read>(
+        &self,
+        scanner: &mut stream::Scanner<R>,
+        plan: &mut Plan,
+        first_error: &mut Option<PlanError>,
+    ) -> Result<(), stream::Stop> {
+        let (role, masker, source_name) = (self.role, self.masker, self.source_name);
+        let mut more = scanner.open(b'[', b']', "unexpected plan JSON structure")?;
+        while more {
+            if first_error.is_some() {
+                scanner.skip_value()?;
+            } else {
+                let entry = if self.drift && role == PlanRole::Normal {
+                    // The normal plan's own drift is only compared by address.
+                    let head = scanner.parse(|bytes| {
+                        let (head, used) = stream::one::<RawHead<'_>>(bytes)?;
+                        Ok((drift_head(head), used))
+                    })?;
+                    record_drift(plan, head);
+                    Ok(())
+                } else if self.drift {
+                    scanner
+                        .parse(|bytes| {
+                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                            Ok((drift_entry(raw, role, masker, source_name), used))
+                        })?
+                        .map(|e| record_drift(plan, e))
+                } else {
+                    scanner
+                        .parse(|bytes| {
+                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                            Ok((change_entry(raw, role, source_name), used))
+                        })?
+                        .map(|e| match e {
+                            // Only a no-op gets this far in a refresh-only plan.
+                            Some(_) if role == PlanRole::RefreshOnly => plan.listed_no_ops += 1,
+                            Some(e) => plan.changes.push(e),
+                            None => {}
+                        })
+                };
+                if let Err(e) = entry {
+                    *first_error = Some(e);
+                }
+            }
+            more = scanner.more(b']')?;
+        }
+        Ok(())
+    }
+}
+
+fn record_drift(plan: &mut Plan, entry: Option<DriftEntry>) {
+    match entry {
+        Some(e) => plan.drift.push(e),
+        None => plan.skipped_drift += 1,
+    }
+}
+
+/// A normal plan's drift entry, address and action only.
+fn drift_head(head: RawHead<'_>) -> Option<DriftEntry> {
+    if head.mode.as_deref().is_some_and(|m| m != "managed") || head.deposed.is_some() {
+        return None;
+    }
+    Some(DriftEntry {
+        address: head.address.into_owned(),
+        previous_address: head.previous_address.map(Cow::into_owned),
+        action: Action::from_actions(&head.change.actions),
+        diffs: Vec::new(),
+    })
+}
+
+/// One `resource_changes` element: `None` when it is not about a managed resource, or is a
+/// no-op listed in a refresh-only plan (kept as a count for the note about it).
+fn change_entry(
+    raw: RawChange<'_>,
+    role: PlanRole,
+    source_name: &str,
+) -> Result<Option<ChangeEntry>, PlanError> {
+    if raw.mode.as_deref().is_some_and(|m| m != "managed") {
+        return Ok(None);
+    }
+    let action = Action::from_actions(&raw.change.actions);
+    // OpenTofu and Terraform write no resource_changes at all in a refresh-only plan
+    // (they refuse one that proposes any change): a proposed change means this is a
+    // normal plan. An entry that is a no-op proves less (generated plans list them),
+    // so it is only noted, by the classifier.
+    if role == PlanRole::RefreshOnly && action != Action::NoOp {
+        return Err(PlanError::NotRefreshOnly {
+            source_name: source_name.to_owned(),
+            address: raw.address.into_owned(),
+            action: action.as_str().to_owned(),
+        });
+    }
+    let changed_paths = if matches!(action, Action::Update | Action::Replace) {
+        changed_paths(&raw, source_name)?
+    } else {
+        Vec::new()
+    };
+    let replace_paths = raw
+        .change
+        .replace_paths
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|steps| Path::from_json_steps(steps))
+        .collect();
+    Ok(Some(ChangeEntry {
+        address: raw.address.into_owned(),
+        previous_address: raw.previous_address.map(Cow::into_owned),
+        action,
+        action_reason: raw.action_reason.map(Cow::into_owned),
+        deposed: raw.deposed.is_some(),
+        importing: raw.change.importing.is_some(),
+        replace_paths,
+        changed_paths,
+    }))
+}
+
 /// Addresses of failed or errored checks; anything unreadable is skipped, not fatal.
-fn failed_checks(raw: Option<&RawValue>) -> Vec<String> {
-    let Some(raw) = raw else { return Vec::new() };
-    let Ok(checks) = serde_json::from_str::<Vec<RawCheck>>(raw.get()) else {
+fn failed_checks(raw: &[u8]) -> Vec<String> {
+    let Ok(checks) = serde_json::from_slice::<Vec<RawCheck>>(raw) else {
         return Vec::new();
     };
     checks
@@ -254,13 +493,26 @@ fn value_of(raw: Option<&RawValue>, source_name: &str) -> Result<Value, PlanErro
 /// that side is null (nothing to hide); otherwise it is treated as "hide everything".
 fn marker_of(
     raw: Option<&RawValue>,
-    value: &Value,
+    value: Option<&RawValue>,
     source_name: &str,
 ) -> Result<Option<Value>, PlanError> {
     match raw {
         Some(_) => Ok(Some(value_of(raw, source_name)?)),
-        None if value.is_null() => Ok(Some(Value::Bool(false))),
+        None if value.is_none_or(is_null) => Ok(Some(Value::Bool(false))),
         None => Ok(None),
+    }
+}
+
+fn is_null(raw: &RawValue) -> bool {
+    raw.get().trim() == "null"
+}
+
+fn inside_change(source_name: &str) -> impl Fn(serde_json::Error) -> PlanError + '_ {
+    move |e| PlanError::Json {
+        source_name: source_name.to_owned(),
+        what: "invalid value inside a change",
+        line: e.line(),
+        column: e.column(),
     }
 }
 
@@ -270,14 +522,15 @@ fn drift_diffs(
     masker: &Masker,
     source_name: &str,
 ) -> Result<Vec<LeafDiff>, PlanError> {
-    let before = value_of(raw.change.before, source_name)?;
-    let after = value_of(raw.change.after, source_name)?;
-    let before_marker = marker_of(raw.change.before_sensitive, &before, source_name)?;
-    let after_marker = marker_of(raw.change.after_sensitive, &after, source_name)?;
-    let mut out = Vec::new();
-    for (path, old, new) in leaf_changes(&before, &after) {
+    let before_marker = marker_of(raw.change.before_sensitive, raw.change.before, source_name)?;
+    let after_marker = marker_of(raw.change.after_sensitive, raw.change.after, source_name)?;
+    let changes = raw_leaf_changes(raw.change.before, raw.change.after)
+        .map_err(inside_change(source_name))?;
+    let mut out = Vec::with_capacity(changes.len());
+    for (path, old, new) in changes {
         let secret = masker.is_secret(&path, before_marker.as_ref(), after_marker.as_ref());
         out.push(if secret {
+            // The values are dropped here, before anything else can see them.
             LeafDiff {
                 path,
                 before: None,
@@ -287,8 +540,8 @@ fn drift_diffs(
         } else {
             LeafDiff {
                 path,
-                before: Some(old.cloned().unwrap_or(Value::Null)),
-                after: Some(new.cloned().unwrap_or(Value::Null)),
+                before: Some(old.unwrap_or(Value::Null)),
+                after: Some(new.unwrap_or(Value::Null)),
                 sensitive: false,
             }
         });
@@ -302,8 +555,6 @@ fn drift_diffs(
 /// "known after apply", not a value the apply sets back, and OpenTofu leaves them out of
 /// `after`, which would otherwise look like "set to null".
 fn changed_paths(raw: &RawChange<'_>, source_name: &str) -> Result<Vec<Path>, PlanError> {
-    let before = value_of(raw.change.before, source_name)?;
-    let after = value_of(raw.change.after, source_name)?;
     let unknown = value_of(raw.change.after_unknown, source_name).unwrap_or(Value::Null);
     let unknown_paths: Vec<Path> = flatten(&unknown)
         .into_iter()
@@ -311,29 +562,159 @@ fn changed_paths(raw: &RawChange<'_>, source_name: &str) -> Result<Vec<Path>, Pl
         .map(|(p, _)| p)
         .collect();
     let whole_unknown = unknown == Value::Bool(true);
-    Ok(leaf_changes(&before, &after)
+    Ok(raw_leaf_changes(raw.change.before, raw.change.after)
+        .map_err(inside_change(source_name))?
         .into_iter()
         .map(|(path, _, _)| path)
         .filter(|path| !whole_unknown && !unknown_paths.iter().any(|u| u.covers(path)))
         .collect())
 }
 
+/// A changed leaf with its own values.
+type OwnedChange = (Path, Option<Value>, Option<Value>);
+
+/// [`leaf_changes`] of two values still in their JSON text, parsing only what differs:
+/// two subtrees whose text is the same are equal without being parsed (most of a drifted
+/// resource did not change), objects and lists whose text differs are split one level into
+/// raw members, and only the leaves (or subtrees of different shapes) are parsed.
+fn raw_leaf_changes(
+    before: Option<&RawValue>,
+    after: Option<&RawValue>,
+) -> Result<Vec<OwnedChange>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut prefix = Vec::new();
+    raw_diff_into(before, after, &mut prefix, &mut out)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn first_byte(raw: &RawValue) -> u8 {
+    raw.get().trim_start().bytes().next().unwrap_or(b'n')
+}
+
+fn raw_diff_into<'a>(
+    before: Option<&'a RawValue>,
+    after: Option<&'a RawValue>,
+    prefix: &mut Vec<Step>,
+    out: &mut Vec<OwnedChange>,
+) -> Result<(), serde_json::Error> {
+    let before = before.filter(|r| !is_null(r));
+    let after = after.filter(|r| !is_null(r));
+    match (before, after) {
+        (None, None) => Ok(()),
+        (Some(a), Some(b)) if a.get() == b.get() => Ok(()),
+        (Some(a), Some(b)) if first_byte(a) == b'{' && first_byte(b) == b'{' => {
+            let a: BTreeMap<String, &'a RawValue> = serde_json::from_str(a.get())?;
+            let b: BTreeMap<String, &'a RawValue> = serde_json::from_str(b.get())?;
+            let mut keys: Vec<&String> = a
+                .keys()
+                .chain(b.keys().filter(|k| !a.contains_key(*k)))
+                .collect();
+            keys.sort_unstable();
+            for key in keys {
+                prefix.push(Step::Key(key.clone()));
+                raw_diff_into(a.get(key).copied(), b.get(key).copied(), prefix, out)?;
+                prefix.pop();
+            }
+            Ok(())
+        }
+        (Some(a), Some(b)) if first_byte(a) == b'[' && first_byte(b) == b'[' => {
+            let a: Vec<&'a RawValue> = serde_json::from_str(a.get())?;
+            let b: Vec<&'a RawValue> = serde_json::from_str(b.get())?;
+            for i in 0..a.len().max(b.len()) {
+                prefix.push(Step::Index(i as u64));
+                raw_diff_into(a.get(i).copied(), b.get(i).copied(), prefix, out)?;
+                prefix.pop();
+            }
+            Ok(())
+        }
+        (a, b) => {
+            let parse = |r: Option<&RawValue>| -> Result<Option<Value>, serde_json::Error> {
+                r.map(|r| serde_json::from_str(r.get())).transpose()
+            };
+            let (a, b) = (parse(a)?, parse(b)?);
+            let mut found = Vec::new();
+            diff_into(a.as_ref(), b.as_ref(), prefix, &mut found);
+            out.extend(
+                found
+                    .into_iter()
+                    .map(|(p, x, y)| (p, x.cloned(), y.cloned())),
+            );
+            Ok(())
+        }
+    }
+}
+
 type Change<'v> = (Path, Option<&'v Value>, Option<&'v Value>);
 
-/// Join the flattened sides on path and keep the leaves that differ, in path order.
+/// The leaves that differ between `before` and `after`, in path order (the reference for
+/// [`raw_leaf_changes`], which parses less): the same result as
+/// joining the two flattened sides on path and keeping the pairs that differ, without
+/// flattening what is equal. Objects are compared key by key and lists position by
+/// position, so an unchanged subtree costs one comparison and no allocation; where the
+/// shapes differ (a map on one side, a string on the other) both subtrees are flattened
+/// and joined. `null` and an absent key are the same (flattening drops both).
+#[cfg(test)]
 pub(crate) fn leaf_changes<'v>(before: &'v Value, after: &'v Value) -> Vec<Change<'v>> {
-    let mut joined: BTreeMap<Path, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
-    for (path, value) in flatten(before) {
-        joined.entry(path).or_default().0 = Some(value);
+    let mut out = Vec::new();
+    let mut prefix = Vec::new();
+    diff_into(Some(before), Some(after), &mut prefix, &mut out);
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn present(v: Option<&Value>) -> Option<&Value> {
+    v.filter(|v| !v.is_null())
+}
+
+fn diff_into<'v>(
+    before: Option<&'v Value>,
+    after: Option<&'v Value>,
+    prefix: &mut Vec<Step>,
+    out: &mut Vec<Change<'v>>,
+) {
+    let (before, after) = (present(before), present(after));
+    match (before, after) {
+        (None, None) => {}
+        (Some(a), Some(b)) if a == b => {}
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let mut keys: Vec<&String> = a
+                .keys()
+                .chain(b.keys().filter(|k| !a.contains_key(*k)))
+                .collect();
+            keys.sort_unstable();
+            for key in keys {
+                prefix.push(Step::Key(key.clone()));
+                diff_into(a.get(key.as_str()), b.get(key.as_str()), prefix, out);
+                prefix.pop();
+            }
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) => {
+            for i in 0..a.len().max(b.len()) {
+                prefix.push(Step::Index(i as u64));
+                diff_into(a.get(i), b.get(i), prefix, out);
+                prefix.pop();
+            }
+        }
+        (a, b) => {
+            // Different shapes, or a leaf on at least one side: join the two subtrees'
+            // leaves on path.
+            let mut joined: BTreeMap<Path, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+            for (path, value) in a.map(flatten).unwrap_or_default() {
+                joined.entry(path).or_default().0 = Some(value);
+            }
+            for (path, value) in b.map(flatten).unwrap_or_default() {
+                joined.entry(path).or_default().1 = Some(value);
+            }
+            for (rel, (old, new)) in joined {
+                if old != new {
+                    let mut path = prefix.clone();
+                    path.extend(rel.0);
+                    out.push((Path(path), old, new));
+                }
+            }
+        }
     }
-    for (path, value) in flatten(after) {
-        joined.entry(path).or_default().1 = Some(value);
-    }
-    joined
-        .into_iter()
-        .filter(|(_, (old, new))| old != new)
-        .map(|(path, (old, new))| (path, old, new))
-        .collect()
 }
 
 #[cfg(test)]
@@ -448,8 +829,86 @@ mod tests {
                 let options = crate::classify::Options::default();
                 let report = crate::classify::classify("s", &plan, Some(&plan), &rules, &options);
                 let _ = crate::report::text::render(&report, true);
-                let _ = crate::report::json::render(&report, 2);
-                let _ = crate::report::markdown::render(&report);
+                let meta = crate::report::json::Meta {
+                    exit_code: 2,
+                    generated_at: "2026-10-28T00:00:00Z",
+                    timings: None,
+                };
+                let _ = crate::report::json::render(&report, meta);
+                let _ = crate::report::markdown::render(&report, "2026-10-28T00:00:00Z");
+            }
+        }
+    }
+
+    /// The flatten-and-join definition that `leaf_changes` must agree with.
+    fn joined_leaves(before: &Value, after: &Value) -> Vec<(String, Option<Value>, Option<Value>)> {
+        let mut joined: BTreeMap<Path, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+        for (path, value) in flatten(before) {
+            joined.entry(path).or_default().0 = Some(value);
+        }
+        for (path, value) in flatten(after) {
+            joined.entry(path).or_default().1 = Some(value);
+        }
+        joined
+            .into_iter()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(p, (a, b))| (p.to_string(), a.cloned(), b.cloned()))
+            .collect()
+    }
+
+    #[test]
+    fn raw_leaf_changes_agree_with_parsed_ones() {
+        let texts = [
+            r#"{"a":{"x":1,"y":[1,2,{"z":"q"}]},"b":null,"c":"s","e":{}}"#,
+            r#"{"c":"s","a":{"y":[1,2,{"z":"q"}],"x":1},"e":{}}"#,
+            r#"{"a":{"x":2,"y":[1,{"z":"q"}]},"c":{"k":"s"},"d":[null,3]}"#,
+            r#"{"a":"flat","b":{"0":1},"c":[],"e":{"f":null}}"#,
+            r#"{"a":{"x":1.0},"b":[1],"c":"s","k\"q":1}"#,
+            r#"{}"#,
+            r#"null"#,
+            r#"[1,[2,3],{"k":null}]"#,
+        ];
+        for a in texts {
+            for b in texts {
+                let (ra, rb): (Box<RawValue>, Box<RawValue>) = (
+                    serde_json::from_str(a).unwrap(),
+                    serde_json::from_str(b).unwrap(),
+                );
+                let (va, vb): (Value, Value) = (
+                    serde_json::from_str(a).unwrap(),
+                    serde_json::from_str(b).unwrap(),
+                );
+                let want: Vec<OwnedChange> = leaf_changes(&va, &vb)
+                    .into_iter()
+                    .map(|(p, x, y)| (p, x.cloned(), y.cloned()))
+                    .collect();
+                assert_eq!(
+                    raw_leaf_changes(Some(&ra), Some(&rb)).unwrap(),
+                    want,
+                    "{a} -> {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn leaf_changes_agree_with_flatten_and_join() {
+        let sides = [
+            serde_json::json!({"a": {"x": 1, "y": [1, 2, {"z": "q"}]}, "b": null, "c": "s", "e": {}}),
+            serde_json::json!({"a": {"x": 2, "y": [1, {"z": "q"}]}, "c": {"k": "s"}, "d": [null, 3]}),
+            serde_json::json!({"a": "flat", "b": {"0": 1}, "c": [], "e": {"f": null}}),
+            serde_json::json!({"a": {"x": 1, "y": [1, 2, {"z": "r"}]}, "b": [1], "c": "s"}),
+            serde_json::json!({}),
+            serde_json::json!(null),
+            serde_json::json!([1, [2, 3], {"k": null}]),
+        ];
+        for a in &sides {
+            for b in &sides {
+                let got: Vec<(String, Option<Value>, Option<Value>)> = leaf_changes(a, b)
+                    .into_iter()
+                    .map(|(p, x, y)| (p.to_string(), x.cloned(), y.cloned()))
+                    .collect();
+                assert_eq!(got, joined_leaves(a, b), "{a} -> {b}");
             }
         }
     }
@@ -462,6 +921,13 @@ mod tests {
             parse(text, PlanRole::RefreshOnly),
             Err(PlanError::NotRefreshOnly { .. })
         ));
+        // No-op entries alone are kept (the classifier notes them).
+        let quiet = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"a.b","mode":"managed","change":{"actions":["no-op"],"before":{},"after":{}}}]}"#;
+        let plan = parse(quiet, PlanRole::RefreshOnly).unwrap();
+        assert!(plan.changes.is_empty());
+        assert_eq!(plan.listed_no_ops, 1);
+        assert_eq!(plan.role, PlanRole::RefreshOnly);
         assert_eq!(
             parse(text, PlanRole::Normal).unwrap().changes[0].action,
             Action::Create

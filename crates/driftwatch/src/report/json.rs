@@ -1,27 +1,70 @@
-//! The JSON report, schema `driftwatch/report` version 1 (documented in
+//! The JSON report, schema `driftwatch/report`, `format_version` "1" (documented in
 //! `docs/driftwatch.md`). Additive changes keep the version; anything that removes or
-//! renames a field bumps it.
+//! renames a field bumps it. Times are RFC 3339 in UTC, like every Datum JSON document.
 
 use serde::Serialize;
 
+use super::{AFTER_SIDE, BEFORE_SIDE, line_diff};
 use crate::classify::{Category, Report};
 
 pub const SCHEMA: &str = "driftwatch/report";
+/// The `format_version` every driftwatch JSON document carries (as Datum's do).
+pub const FORMAT_VERSION: &str = "1";
+/// The older numeric field, kept so existing readers keep working.
 pub const VERSION: u32 = 1;
+
+/// What a JSON report says besides the report itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta<'a> {
+    /// The code the process exits with.
+    pub exit_code: i32,
+    /// RFC 3339 UTC time of the run.
+    pub generated_at: &'a str,
+    /// Present with `--timings`.
+    pub timings: Option<&'a Timings>,
+}
+
+/// Where the time of one stack went (`--timings`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Timings {
+    /// Waiting for the engine: both plans and both `show -json`.
+    pub engine_seconds: f64,
+    /// Everything else driftwatch did for this stack: parsing, classifying, rendering.
+    pub driftwatch_seconds: f64,
+    pub steps: Vec<TimedStep>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimedStep {
+    pub step: String,
+    pub seconds: f64,
+}
+
+#[derive(Serialize)]
+struct DiffSides {
+    before: &'static str,
+    after: &'static str,
+}
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
+    format_version: &'static str,
     schema: &'static str,
     version: u32,
+    generated_at: &'a str,
     stack: &'a str,
     key: &'a str,
     fingerprint: String,
     exit_code: i32,
     mode: &'static str,
+    /// What `before` and `after` of every diff are.
+    diff_sides: DiffSides,
     summary: Summary,
     findings: Vec<JsonFinding<'a>>,
     pending: Vec<JsonPending<'a>>,
     notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timings: Option<&'a Timings>,
 }
 
 #[derive(Serialize)]
@@ -60,6 +103,9 @@ struct JsonDiff<'a> {
     before: Option<&'a str>,
     after: Option<&'a str>,
     sensitive: bool,
+    /// A unified diff, state -> observed, when a value spans several lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line_diff: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -71,11 +117,26 @@ struct JsonPending<'a> {
     paths: &'a [String],
 }
 
-/// Render the report; `exit_code` is what the process will exit with.
-pub fn render(report: &Report, exit_code: i32) -> String {
-    let doc = JsonReport {
+/// Render the report as one JSON document.
+pub fn render(report: &Report, meta: Meta<'_>) -> String {
+    let mut text =
+        serde_json::to_string_pretty(&document(report, meta)).unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
+}
+
+/// The report as a JSON value (a multi-stack document holds one per stack).
+pub fn value(report: &Report, meta: Meta<'_>) -> serde_json::Value {
+    serde_json::to_value(document(report, meta)).unwrap_or_default()
+}
+
+fn document<'a>(report: &'a Report, meta: Meta<'a>) -> JsonReport<'a> {
+    let exit_code = meta.exit_code;
+    JsonReport {
+        format_version: FORMAT_VERSION,
         schema: SCHEMA,
         version: VERSION,
+        generated_at: meta.generated_at,
         stack: &report.stack,
         key: &report.key,
         fingerprint: report.fingerprint(),
@@ -84,6 +145,10 @@ pub fn render(report: &Report, exit_code: i32) -> String {
             "full"
         } else {
             "drift-only"
+        },
+        diff_sides: DiffSides {
+            before: BEFORE_SIDE,
+            after: AFTER_SIDE,
         },
         summary: Summary {
             actionable: report.actionable(),
@@ -112,6 +177,10 @@ pub fn render(report: &Report, exit_code: i32) -> String {
                         before: d.shown.before(),
                         after: d.shown.after(),
                         sensitive: d.shown.is_sensitive(),
+                        line_diff: match (d.shown.before(), d.shown.after()) {
+                            (Some(b), Some(a)) => line_diff(d.shown.path(), b, a),
+                            _ => None,
+                        },
                     })
                     .collect(),
                 replace_paths: &f.replace_paths,
@@ -135,8 +204,6 @@ pub fn render(report: &Report, exit_code: i32) -> String {
             })
             .collect(),
         notes: &report.notes,
-    };
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
-    text.push('\n');
-    text
+        timings: meta.timings,
+    }
 }

@@ -1,11 +1,11 @@
-//! The Markdown report: a summary table, one before/after table per finding, unapplied
+//! The Markdown report: a summary table, one state/observed table per finding, unapplied
 //! changes apart, and the dedupe-key marker on the last line so the nightly job can find
 //! and edit the issue of this stack. Sized for a GitHub issue body (65,536 characters):
 //! long values are shortened and very large reports list the rest as a count.
 
 use datum_report::markdown::{Table, cell, inline_code, marker_line};
 
-use super::truncate;
+use super::{AFTER_SIDE, BEFORE_SIDE, line_diff, truncate};
 use crate::classify::{Category, Report};
 
 const MAX_VALUE_CHARS: usize = 200;
@@ -21,9 +21,11 @@ fn code_list(items: &[&str]) -> String {
         .join(", ")
 }
 
-pub fn render(report: &Report) -> String {
+/// Render the report; `generated_at` is the RFC 3339 time of the run.
+pub fn render(report: &Report, generated_at: &str) -> String {
     let mut out = String::new();
     out.push_str(&format!("## Drift report: {}\n\n", cell(&report.stack)));
+    out.push_str(&format!("Checked at {}.\n\n", inline_code(generated_at)));
     if report.findings.is_empty() && report.pending.is_empty() {
         out.push_str("No drift and no unapplied changes.\n\n");
     } else {
@@ -125,7 +127,9 @@ pub fn render(report: &Report) -> String {
             out.push_str(&sentence);
             out.push_str(".\n\n");
             if !f.diffs.is_empty() {
-                let mut table = Table::new(&["Attribute", "Before", "After"]);
+                let before_header = capitalise(BEFORE_SIDE);
+                let after_header = capitalise(AFTER_SIDE);
+                let mut table = Table::new(&["Attribute", &before_header, &after_header]);
                 for d in &f.diffs {
                     let show = |v: &str| {
                         if d.shown.is_sensitive() {
@@ -200,66 +204,17 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// Longest multi-line value (in lines, per side) that gets a line diff.
-const MAX_DIFF_LINES: usize = 200;
-
-/// A collapsible unified-style line diff for two multi-line strings (startup scripts,
-/// config files), or `None` when the values are not both multi-line JSON strings.
+/// A collapsible line diff (state -> observed) for two multi-line strings (startup
+/// scripts, config files), or `None` when the values are not both multi-line JSON strings.
 fn line_diff_block(path: &str, before: &str, after: &str) -> Option<String> {
-    let old: String = serde_json::from_str(before).ok()?;
-    let new: String = serde_json::from_str(after).ok()?;
-    if !old.contains('\n') && !new.contains('\n') {
-        return None;
-    }
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    if a.len() > MAX_DIFF_LINES || b.len() > MAX_DIFF_LINES {
-        return None;
-    }
-    let body: String = diff_lines(&a, &b)
-        .into_iter()
-        .map(|(sign, line)| format!("{sign} {line}\n"))
-        .collect();
+    let body = line_diff(path, before, after)?;
     // A fence longer than any backtick run inside, so the content cannot close it.
     let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
     Some(format!(
-        "<details><summary>line diff of {}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n\n",
+        "<details><summary>line diff of {}: {BEFORE_SIDE} → {AFTER_SIDE}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n\n",
         cell(path)
     ))
-}
-
-/// Lines of `a` and `b` marked ' ', '-' or '+' along a longest common subsequence.
-fn diff_lines<'s>(a: &[&'s str], b: &[&'s str]) -> Vec<(char, &'s str)> {
-    let (n, m) = (a.len(), b.len());
-    // lcs[i][j] = length of the LCS of a[i..] and b[j..].
-    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::with_capacity(n + m);
-    while i < n || j < m {
-        if i < n && j < m && a[i] == b[j] {
-            out.push((' ', a[i]));
-            i += 1;
-            j += 1;
-        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            // Removals first on a tie, as in a unified diff.
-            out.push(('-', a[i]));
-            i += 1;
-        } else {
-            out.push(('+', b[j]));
-            j += 1;
-        }
-    }
-    out
 }
 
 fn capitalise(text: &str) -> String {
@@ -275,21 +230,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_diff_marks_added_and_removed_lines() {
-        let d = diff_lines(&["a", "b", "c"], &["a", "x", "c", "d"]);
-        assert_eq!(
-            d,
-            vec![(' ', "a"), ('-', "b"), ('+', "x"), (' ', "c"), ('+', "d")]
-        );
-    }
-
-    #[test]
     fn line_diff_block_fences_backticks() {
-        let block = line_diff_block("s", r#""one\ntwo""#, r#""one\n```x```""#).unwrap();
+        let block = line_diff_block("s", r#""one\ntwo\n""#, r#""one\n```x```\n""#).unwrap();
         assert!(
-            block.contains("````diff\n  one\n- two\n+ ```x```\n````\n"),
+            block.contains(
+                "````diff\n--- s: state (last apply)\n+++ s: observed (refresh)\n@@ -1,2 +1,2 @@\n one\n-two\n+```x```\n"
+            ),
             "{block}"
         );
+        assert!(block.ends_with("````\n\n</details>\n\n"), "{block}");
         assert!(line_diff_block("s", r#""a""#, r#""b""#).is_none());
         assert!(line_diff_block("s", "1", "2").is_none());
     }

@@ -9,7 +9,43 @@
 pub mod json;
 pub mod markdown;
 pub mod step_summary;
+pub mod summary;
 pub mod text;
+
+/// The two sides of every drift diff, named once so that every format says the same.
+/// Drift reads in the direction reality moved: from what the last apply recorded in state
+/// to what the provider reports now, so a line added outside is a `+` line.
+pub const BEFORE_SIDE: &str = "state (last apply)";
+pub const AFTER_SIDE: &str = "observed (refresh)";
+
+/// Longest multi-line value (in lines, per side) that gets a line diff.
+const MAX_DIFF_LINES: usize = 2000;
+
+/// A unified line diff, state -> observed, of two values rendered as JSON text: only when
+/// both are strings and at least one of them spans several lines (startup scripts,
+/// policies, configuration files). The header names both sides.
+pub(crate) fn line_diff(path: &str, before: &str, after: &str) -> Option<String> {
+    let old: String = serde_json::from_str(before).ok()?;
+    let new: String = serde_json::from_str(after).ok()?;
+    if !old.contains('\n') && !new.contains('\n') {
+        return None;
+    }
+    if old.lines().count() > MAX_DIFF_LINES || new.lines().count() > MAX_DIFF_LINES {
+        return None;
+    }
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(250))
+        .diff_lines(&old, &new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(
+            &format!("{path}: {BEFORE_SIDE}"),
+            &format!("{path}: {AFTER_SIDE}"),
+        )
+        .to_string();
+    Some(text)
+}
 
 /// Shorten a rendered value for one-line displays, on a character boundary.
 pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
@@ -47,6 +83,23 @@ pub(crate) fn excerpt_pair(before: &str, after: &str, max_chars: usize) -> (Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_diff_reads_from_state_to_observed() {
+        let d = line_diff(
+            "user_data",
+            r##""#!/bin/sh\napt-get install -y nginx\n""##,
+            r##""#!/bin/sh\napt-get install -y nginx\napt-get install -y libpq5\n""##,
+        )
+        .unwrap();
+        assert_eq!(
+            d,
+            "--- user_data: state (last apply)\n+++ user_data: observed (refresh)\n@@ -1,2 +1,3 @@\n #!/bin/sh\n apt-get install -y nginx\n+apt-get install -y libpq5\n"
+        );
+        assert!(line_diff("p", r#""a""#, r#""b""#).is_none());
+        assert!(line_diff("p", "1", "2").is_none());
+        assert!(line_diff("p", r#""a\nb""#, "null").is_none());
+    }
 
     #[test]
     fn excerpt_shows_the_difference() {

@@ -1,9 +1,11 @@
 //! One line per finding, like a plan: `-/+`, `-`, `~`, `=` for drift and `+`/`~`/`-` for
-//! unapplied changes. [`summary_line`] is printed apart (on stderr), so stdout holds only
-//! the lines a script would grep. Colour only when asked (the CLI asks when stdout
-//! is a terminal and `NO_COLOR` is unset).
+//! unapplied changes. A multi-line value (a startup script, a policy) also gets a line
+//! diff under its finding, indented, from state to observed (`-` what the last apply
+//! recorded, `+` what is there now), with a header that names both sides.
+//! [`summary_line`] is printed apart (on stderr), so stdout holds only the report. Colour
+//! only when asked (the CLI asks when stdout is a terminal and `NO_COLOR` is unset).
 
-use super::excerpt_pair;
+use super::{excerpt_pair, line_diff};
 use crate::classify::{Category, Finding, Report};
 
 /// Longest value shown on one line; the Markdown and JSON reports carry more.
@@ -11,12 +13,12 @@ const MAX_VALUE_CHARS: usize = 60;
 /// Diffs listed per line before "(+N more)".
 const MAX_DIFFS: usize = 4;
 
-struct Paint {
-    on: bool,
+pub(crate) struct Paint {
+    pub(crate) on: bool,
 }
 
 impl Paint {
-    fn wrap(&self, code: &str, text: &str) -> String {
+    pub(crate) fn wrap(&self, code: &str, text: &str) -> String {
         if self.on {
             format!("\x1b[{code}m{text}\x1b[0m")
         } else {
@@ -34,6 +36,40 @@ impl Paint {
         };
         self.wrap(code, marker)
     }
+
+    /// One line of a unified diff: headers bold, hunks cyan, removals red, additions green.
+    fn diff_line(&self, line: &str) -> String {
+        let code = if line.starts_with("---") || line.starts_with("+++") {
+            "1"
+        } else if line.starts_with("@@") {
+            "36"
+        } else if line.starts_with('-') {
+            "31"
+        } else if line.starts_with('+') {
+            "32"
+        } else {
+            return line.to_owned();
+        };
+        self.wrap(code, line)
+    }
+}
+
+/// The line diffs of a finding's multi-line values, indented under its line.
+fn diff_blocks(finding: &Finding, paint: &Paint) -> String {
+    let mut out = String::new();
+    for d in finding.diffs.iter().filter(|d| !d.shown.is_sensitive()) {
+        let (Some(before), Some(after)) = (d.shown.before(), d.shown.after()) else {
+            continue;
+        };
+        if let Some(diff) = line_diff(d.shown.path(), before, after) {
+            for line in diff.lines() {
+                out.push_str("    ");
+                out.push_str(&paint.diff_line(line));
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 fn diff_list(finding: &Finding) -> String {
@@ -121,6 +157,7 @@ pub fn render(report: &Report, colour: bool) -> String {
     for finding in &report.findings {
         out.push_str(&finding_line_painted(finding, &paint));
         out.push('\n');
+        out.push_str(&diff_blocks(finding, &paint));
     }
     for pending in &report.pending {
         out.push_str(&format!(

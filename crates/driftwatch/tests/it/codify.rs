@@ -59,11 +59,14 @@ fn codify(chdir: &Path, fake: &FakeRunner) -> Run {
     }
 }
 
-fn queue(fake: &FakeRunner, verify_action: &str) {
+/// The two plans codify reads, then the plan that checks the written values (before
+/// `apply -refresh-only`) and the one after it.
+fn queue(fake: &FakeRunner, check_action: &str, final_action: &str) {
     fake.push_refresh(2, read("shop-prod/refresh_only.json"));
     fake.push_plan(2, read("shop-prod/plan.json"));
+    fake.push_plan(2, verified_plan(check_action));
     fake.push_apply(0);
-    fake.push_plan(2, verified_plan(verify_action));
+    fake.push_plan(2, verified_plan(final_action));
 }
 
 #[test]
@@ -72,7 +75,7 @@ fn codifies_literals_and_refuses_the_rest() {
     let config = dir.path().join("main.tf.json");
     std::fs::copy(fixture("shop-prod/main.tf.json"), &config).unwrap();
     let fake = FakeRunner::new();
-    queue(&fake, "no-op");
+    queue(&fake, "no-op", "no-op");
     let run = codify(dir.path(), &fake);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let out = &run.stdout;
@@ -120,24 +123,58 @@ fn codifies_literals_and_refuses_the_rest() {
     let subs: Vec<&str> = calls.iter().map(|c| c[2].as_str()).collect();
     assert_eq!(
         subs,
-        ["plan", "show", "plan", "show", "apply", "plan", "show"]
+        [
+            "plan", "show", "plan", "show", "plan", "show", "apply", "plan", "show"
+        ]
     );
     assert!(
-        calls[4].contains(&"-refresh-only".to_owned())
-            && calls[4].contains(&"-auto-approve".to_owned())
+        calls[6].contains(&"-refresh-only".to_owned())
+            && calls[6].contains(&"-auto-approve".to_owned())
     );
+    // State takes reality for the codified resource only.
+    let targets: Vec<&String> = calls[6]
+        .iter()
+        .filter(|a| a.starts_with("-target="))
+        .collect();
+    assert_eq!(targets, ["-target=kubernetes_config_map_v1.flags"]);
 }
 
 #[test]
-fn fails_when_the_next_apply_is_not_a_no_op() {
+fn a_finding_the_check_plan_still_changes_is_taken_back_and_nothing_is_applied() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        fixture("shop-prod/main.tf.json"),
-        dir.path().join("main.tf.json"),
-    )
-    .unwrap();
+    let config = dir.path().join("main.tf.json");
+    std::fs::copy(fixture("shop-prod/main.tf.json"), &config).unwrap();
+    let before = std::fs::read(&config).unwrap();
     let fake = FakeRunner::new();
-    queue(&fake, "update");
+    queue(&fake, "update", "no-op");
+    let run = codify(dir.path(), &fake);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(
+            "codify: refused kubernetes_config_map_v1.flags: with the drifted values written, the next apply still changes it (update"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("nothing could be codified"),
+        "{}",
+        run.stderr
+    );
+    // The file is byte for byte what it was, and state was not touched.
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+    assert!(fake.calls().iter().all(|c| c[2] != "apply"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn a_failing_final_plan_restores_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("main.tf.json");
+    std::fs::copy(fixture("shop-prod/main.tf.json"), &config).unwrap();
+    let before = std::fs::read(&config).unwrap();
+    let fake = FakeRunner::new();
+    queue(&fake, "no-op", "update");
     let run = codify(dir.path(), &fake);
     assert_eq!(run.code, 1);
     assert!(
@@ -145,6 +182,57 @@ fn fails_when_the_next_apply_is_not_a_no_op() {
             .contains("still changes: kubernetes_config_map_v1.flags"),
         "{}",
         run.stderr
+    );
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+}
+
+#[test]
+fn codifies_native_syntax_keeping_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("main.tf");
+    // The shop-prod stack's flags map, written in HCL with comments and alignment.
+    let text = r#"# Feature flags for checkout.
+resource "kubernetes_config_map_v1" "flags" {
+  metadata {
+    name      = "flags"
+    namespace = "shop" # fixed
+    labels    = { app = "shop" }
+  }
+
+  data = {
+    checkout = "on"
+    color    = "blue" # on-call may flip this
+  }
+}
+"#;
+    std::fs::write(&config, text).unwrap();
+    let fake = FakeRunner::new();
+    queue(&fake, "no-op", "no-op");
+    let run = codify(dir.path(), &fake);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "codify: kubernetes_config_map_v1.flags: data.color = \"red\" ({})",
+            config.display()
+        )),
+        "{}",
+        run.stdout
+    );
+    // The other findings are not declared here.
+    assert!(
+        run.stdout
+            .contains("codify: refused kubernetes_secret_v1.db: data.password is sensitive")
+    );
+    assert!(
+        run.stdout
+            .contains("codify: refused google_compute_instance.worker: replaced by the next apply")
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        text.replace(
+            r#"color    = "blue" # on-call"#,
+            r#"color    = "red" # on-call"#
+        )
     );
 }
 
@@ -155,7 +243,7 @@ fn refuses_values_from_expressions() {
     doc["resource"]["kubernetes_config_map_v1"]["flags"]["data"]["color"] = "${var.color}".into();
     std::fs::write(dir.path().join("main.tf.json"), doc.to_string()).unwrap();
     let fake = FakeRunner::new();
-    queue(&fake, "no-op");
+    queue(&fake, "no-op", "no-op");
     let run = codify(dir.path(), &fake);
     assert_eq!(run.code, 1);
     assert!(

@@ -1,8 +1,9 @@
 //! Every file of the real corpus (`DRIFTWATCH_TOFU_REAL`, e.g. `../shared/fixtures/tofu-real`)
 //! is read without a crash: errored plans, old format versions, state and TFC redacted JSON
-//! exit 1 with one line naming the file; everything else is accepted, whichever way it is
-//! paired: as both plans, as `--plan` alone or as `--refresh-plan` alone. Skipped, with a
-//! note, when the variable is unset.
+//! exit 1 with one line naming the file, and so does a normal plan (one that proposes a
+//! change) given as `--refresh-plan`; everything else is accepted, whichever
+//! way it is paired: as both plans, as `--plan` alone or as `--refresh-plan` alone.
+//! Skipped, with a note, when the variable is unset.
 
 use std::path::PathBuf;
 
@@ -22,12 +23,23 @@ fn corpus_dir() -> Option<PathBuf> {
     )
 }
 
-/// What driftwatch must say about a file, judged from its content.
-fn must_refuse(doc: &serde_json::Value) -> bool {
+/// What driftwatch must say about a file, judged from its content and from how it is
+/// given: a normal plan (it proposes a change to a managed resource) is refused as
+/// `--refresh-plan`.
+fn must_refuse(doc: &serde_json::Value, as_refresh_plan: bool) -> bool {
     let version = doc.get("format_version").and_then(|v| v.as_str());
+    let normal = doc
+        .get("resource_changes")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| {
+            c.iter().any(|r| {
+                r["mode"] != "data" && r["change"]["actions"] != serde_json::json!(["no-op"])
+            })
+        });
     doc.get("errored") == Some(&serde_json::Value::Bool(true))
         || version.is_none()
         || !version.unwrap_or_default().starts_with("1.")
+        || (as_refresh_plan && normal)
 }
 
 #[test]
@@ -74,7 +86,7 @@ fn real_corpus_is_read_without_a_crash() {
                 }
                 let out = outcome(&mut c);
                 let what = format!("{name} {pairing:?} json={json}");
-                if must_refuse(&doc) {
+                if must_refuse(&doc, pairing.contains(&"--refresh-plan")) {
                     assert_eq!(out.code, 1, "{what} should be refused: {}", out.stdout);
                     assert_eq!(out.stderr.lines().count(), 1, "{what}: {}", out.stderr);
                     assert!(out.stderr.contains(&name), "{what}: {}", out.stderr);
@@ -140,7 +152,7 @@ fn real_drift_files_classify_as_expected() {
             .iter()
             .any(|p| p["address"] == "test_instance.no_refresh")
     );
-    // The canonical refresh-only plan fed as both inputs: drift, next apply unknown.
+    // The canonical refresh-only plan, drift only: drift, next apply unknown.
     let f = dir.join("opentofu-equivalence-drift-refresh-only.json");
     let out = outcome(
         driftwatch()

@@ -131,3 +131,56 @@ fn help_snapshots() {
     let out = outcome(driftwatch().args(["report", "--help"]));
     insta::assert_snapshot!("report_help", out.stdout);
 }
+
+#[test]
+fn a_normal_plan_given_as_the_refresh_plan_is_refused() {
+    for args in [
+        vec!["--refresh-plan", "shop-prod/plan.json"],
+        vec![
+            "--refresh-plan",
+            "shop-prod/plan.json",
+            "--plan",
+            "shop-prod/plan.json",
+        ],
+        vec!["--refresh-plan", "shop-prod/plan.json", "--drift-only"],
+    ] {
+        let mut cmd = driftwatch();
+        cmd.arg("report");
+        for a in &args {
+            if a.ends_with(".json") {
+                cmd.arg(fixture(a));
+            } else {
+                cmd.arg(a);
+            }
+        }
+        let out = outcome(&mut cmd);
+        assert_eq!(out.code, 1, "{args:?}: {}", out.stdout);
+        assert!(out.stdout.is_empty());
+        assert!(
+            out.stderr
+                .contains("given as the refresh-only plan, but it is a normal plan"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // A plan whose entries are all no-ops proves less: read, with a note saying why that
+    // may be wrong.
+    let mut cmd = driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(fixture("clean/plan.json"));
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("lists resource_changes (all no-op), which a refresh-only plan"),
+        "{}",
+        out.stderr
+    );
+    // --plan alone is the way to read one normal plan.
+    let mut cmd = driftwatch();
+    cmd.arg("report")
+        .arg("--plan")
+        .arg(fixture("shop-prod/plan.json"));
+    assert_eq!(outcome(&mut cmd).code, 2);
+}

@@ -91,7 +91,7 @@ fn a_stack_reports_beside_hosts_without_its_secrets() {
         );
     }
     // The outbox is empty once delivered.
-    let (mut store, _) =
+    let mut store =
         datum_store::Store::open(&driftwatch::fleet::default_outbox(&report_to)).unwrap();
     assert_eq!(store.outbox_status().unwrap().depth, 0);
     assert_eq!(store.outbox_status().unwrap().delivered_total, 2);

@@ -1,6 +1,6 @@
 //! The spec's Step 7 stack, the three report formats, and `--ignore-attr`.
 
-use crate::support::{outcome, report};
+use crate::support::{categories, find_finding, finding, outcome, report};
 
 /// Line `i` starts with `start` and also says `says`.
 #[track_caller]
@@ -14,7 +14,12 @@ fn assert_line(lines: &[&str], i: usize, start: &str, says: &str) {
 fn step7_text_lines_and_exit_2() {
     let out = outcome(&mut report("shop-prod"));
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    // Line diffs of multi-line values are indented under their finding.
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("    "))
+        .collect();
     assert_line(
         &lines,
         0,
@@ -48,6 +53,20 @@ fn step7_text_lines_and_exit_2() {
         "+ local_file.banner create (an unapplied change, not drift)"
     );
     assert_eq!(lines.len(), 6, "{}", out.stdout);
+    // The startup script's line diff reads from state to observed: the line added outside
+    // is a `+` line, and the header says which side is which.
+    assert!(
+        out.stdout.contains(
+            "\n    --- metadata_startup_script: state (last apply)\n    +++ metadata_startup_script: observed (refresh)\n    @@ "
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("\n    +apt-get install -y libpq5 | tee")
+    );
+    assert!(!out.stdout.contains("\n    -apt-get"));
     // The summary goes to stderr, so stdout is only the finding lines.
     assert!(
         out.stderr.contains("driftwatch: shop-prod: 4 actionable"),
@@ -85,26 +104,40 @@ fn markdown_snapshot() {
 
 #[test]
 fn json_snapshot_and_schema_fields() {
-    let out = outcome(report("shop-prod").arg("--json"));
+    let out = outcome(report("shop-prod").arg("--output").arg("json"));
     assert_eq!(out.code, 2);
+    // --json is the same as --output json.
+    assert_eq!(
+        outcome(report("shop-prod").arg("--json")).stdout,
+        out.stdout
+    );
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
     assert_eq!(doc["schema"], "driftwatch/report");
     assert_eq!(doc["version"], 1);
+    // RFC 3339, UTC (the fixed clock of the tests is midnight of 2026-10-28).
+    assert_eq!(doc["generated_at"], "2026-10-28T00:00:00Z");
+    assert_eq!(doc["diff_sides"]["before"], "state (last apply)");
+    assert_eq!(doc["diff_sides"]["after"], "observed (refresh)");
+    let script = &doc["findings"][0]["diffs"][1];
+    assert_eq!(script["path"], "metadata_startup_script");
+    let line_diff = script["line_diff"].as_str().unwrap();
+    assert!(
+        line_diff.starts_with(
+            "--- metadata_startup_script: state (last apply)\n+++ metadata_startup_script: observed (refresh)\n"
+        ),
+        "{line_diff}"
+    );
+    assert!(
+        line_diff.contains("\n+apt-get install -y libpq5"),
+        "{line_diff}"
+    );
+    // One-line values have no line diff.
+    assert!(doc["findings"][0]["diffs"][0].get("line_diff").is_none());
     assert_eq!(doc["key"], "driftwatch-587d35c66f5f");
     assert_eq!(doc["fingerprint"].as_str().unwrap().len(), 16);
-    let cats: Vec<(&str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["address"].as_str().unwrap(),
-                f["category"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        cats,
+        categories(&doc),
         vec![
             ("google_compute_instance.worker", "replaced"),
             ("local_file.motd", "deleted_outside"),
@@ -149,20 +182,12 @@ fn ignore_attr_drops_computed_paths_and_empty_findings() {
     );
     let base: serde_json::Value = serde_json::from_str(&base.stdout).unwrap();
     let with: serde_json::Value = serde_json::from_str(&with.stdout).unwrap();
-    let find = |doc: &serde_json::Value, addr: &str| {
-        doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["address"] == addr)
-            .cloned()
-    };
     // Without the option the cache map shows up (as ignored: the next apply is a no-op).
-    assert!(find(&base, "kubernetes_config_map_v1.cache").is_some());
+    assert!(find_finding(&base, "kubernetes_config_map_v1.cache").is_some());
     // With it, the resource whose only drift was the computed attribute disappears...
-    assert!(find(&with, "kubernetes_config_map_v1.cache").is_none());
+    assert!(find_finding(&with, "kubernetes_config_map_v1.cache").is_none());
     // ...and the patched flags map reports data.color and only that.
-    let flags = find(&with, "kubernetes_config_map_v1.flags").unwrap();
+    let flags = finding(&with, "kubernetes_config_map_v1.flags");
     assert_eq!(flags["paths"], serde_json::json!(["data.color"]));
     // The fingerprint no longer covers the dropped paths.
     assert_ne!(base["fingerprint"], with["fingerprint"]);
@@ -196,12 +221,7 @@ fn drift_only_needs_rules_to_cover_every_path() {
     assert_eq!(out.code, 2);
     let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(doc["mode"], "drift-only");
-    let routing = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
-        .unwrap();
+    let routing = finding(&doc, "kubernetes_config_map_v1.routing");
     // resource_version is not under the rule, so without the normal plan it is not "ignored".
     assert_eq!(routing["category"], "changed_outside");
     let mut cmd = crate::support::driftwatch();
@@ -215,12 +235,7 @@ fn drift_only_needs_rules_to_cover_every_path() {
         .arg("metadata[0].resource_version")
         .arg("--json");
     let doc: serde_json::Value = serde_json::from_str(&outcome(&mut cmd).stdout).unwrap();
-    let routing = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["address"] == "kubernetes_config_map_v1.routing")
-        .unwrap();
+    let routing = finding(&doc, "kubernetes_config_map_v1.routing");
     assert_eq!(routing["category"], "ignored");
     assert_eq!(
         routing["ignored_by"],

@@ -6,10 +6,13 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::support::{driftwatch, fixture, outcome};
+use crate::support::{assert_table, driftwatch, fixture, outcome};
 
+/// A stack directory may hold its own answers (`fake-refresh.json`, `fake-plan.json`) or
+/// `fake-fail` (the refresh-only plan then fails with its contents on stderr).
 const FAKE_TOFU: &str = r#"#!/bin/sh
 echo "$*" >> "$FAKE_TOFU_LOG"
+dir="${1#-chdir=}"
 case "$2" in
   plan)
     out=""; ro=0
@@ -19,10 +22,14 @@ case "$2" in
         -refresh-only) ro=1 ;;
       esac
     done
+    refresh="$FAKE_REFRESH"; plan="$FAKE_PLAN"
+    [ -f "$dir/fake-refresh.json" ] && refresh="$dir/fake-refresh.json"
+    [ -f "$dir/fake-plan.json" ] && plan="$dir/fake-plan.json"
+    if [ -f "$dir/fake-fail" ]; then cat "$dir/fake-fail" >&2; exit 1; fi
     if [ "$ro" = 1 ]; then
-      cp "$FAKE_REFRESH" "$out"; echo "$FAKE_REFRESH_ERR" >&2; exit "${FAKE_REFRESH_CODE:-2}"
+      cp "$refresh" "$out"; echo "$FAKE_REFRESH_ERR" >&2; exit "${FAKE_REFRESH_CODE:-2}"
     else
-      cp "$FAKE_PLAN" "$out"; exit "${FAKE_PLAN_CODE:-2}"
+      cp "$plan" "$out"; exit "${FAKE_PLAN_CODE:-2}"
     fi ;;
   show)
     for last in "$@"; do :; done
@@ -68,7 +75,12 @@ fn run_reports_like_report_and_cleans_up() {
     let dir = tempfile::tempdir().unwrap();
     let out = outcome(&mut run_cmd(dir.path()));
     assert_eq!(out.code, 2, "{}", out.stderr);
-    let lines: Vec<&str> = out.stdout.lines().collect();
+    // Line diffs of multi-line values are indented under their finding.
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("    "))
+        .collect();
     assert_eq!(
         lines[1],
         "- local_file.motd deleted outside: the next apply creates it again"
@@ -154,4 +166,209 @@ fn missing_binary_exits_1() {
         "{}",
         out.stderr
     );
+}
+
+/// Three stacks in one directory: shop-prod (drift), network (clean), broken (its plan fails).
+fn three_stacks(dir: &Path) -> [PathBuf; 3] {
+    let shop = stack_dir(dir);
+    let network = dir.join("network");
+    std::fs::create_dir_all(&network).unwrap();
+    std::fs::copy(
+        fixture("clean/refresh_only.json"),
+        network.join("fake-refresh.json"),
+    )
+    .unwrap();
+    std::fs::copy(fixture("clean/plan.json"), network.join("fake-plan.json")).unwrap();
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("fake-fail"),
+        "Error: Error acquiring the state lock\n",
+    )
+    .unwrap();
+    [shop, network, broken]
+}
+
+fn many_cmd(dir: &Path, stacks: &[PathBuf]) -> assert_cmd::Command {
+    let mut cmd = driftwatch();
+    cmd.arg("run")
+        .arg("--binary")
+        .arg(fake_tofu(dir))
+        .env("FAKE_TOFU_LOG", dir.join("calls.log"))
+        .env("FAKE_REFRESH", fixture("shop-prod/refresh_only.json"))
+        .env("FAKE_PLAN", fixture("shop-prod/plan.json"))
+        .env("FAKE_REFRESH_ERR", "");
+    for s in stacks {
+        cmd.arg("--chdir").arg(s);
+    }
+    cmd
+}
+
+#[test]
+fn several_stacks_one_report_each_a_summary_and_the_worst_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let stacks = three_stacks(dir.path());
+    let out = outcome(&mut many_cmd(dir.path(), &stacks));
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let text = &out.stdout;
+    // Each stack's report under its own heading, in the order given.
+    let shop = text.find("=== shop-prod (").unwrap();
+    let network = text.find("=== network (").unwrap();
+    let broken = text.find("=== broken (").unwrap();
+    assert!(shop < network && network < broken, "{text}");
+    assert!(text[shop..network].contains("- local_file.motd deleted outside"));
+    assert!(
+        text[broken..].contains(
+            "! could not check this stack: refresh-only plan failed (exit 1): Error: Error acquiring the state lock"
+        ),
+        "{text}"
+    );
+    // The summary table: one row per stack, the failed one included.
+    assert_table(
+        text,
+        &[
+            "stack      result  exit  actionable",
+            "shop-prod  drift      2           4",
+            "network    clean      0           0",
+            "broken     error      1           -",
+        ],
+    );
+    assert!(
+        out.stderr
+            .contains("driftwatch: error: broken: refresh-only plan failed (exit 1)"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("driftwatch: shop-prod: 4 actionable"));
+    assert!(out.stderr.contains("driftwatch: network: no drift"));
+    // Without the broken stack, drift is the worst: 2.
+    let out = outcome(&mut many_cmd(dir.path(), &stacks[..2]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let out = outcome(&mut many_cmd(dir.path(), &stacks[1..2]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+#[test]
+fn several_stacks_as_json_and_markdown_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let stacks = three_stacks(dir.path());
+    let md = dir.path().join("md");
+    let out = outcome(
+        many_cmd(dir.path(), &stacks)
+            .arg("--output")
+            .arg("json")
+            .arg("--markdown-dir")
+            .arg(&md)
+            .arg("--jobs")
+            .arg("2"),
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
+    assert_eq!(doc["schema"], "driftwatch/run");
+    assert_eq!(doc["generated_at"], "2026-10-28T00:00:00Z");
+    assert_eq!(doc["exit_code"], 1);
+    assert_eq!(
+        doc["summary"],
+        serde_json::json!({"stacks": 3, "clean": 1, "drift": 1, "error": 1})
+    );
+    let names: Vec<&str> = doc["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shop-prod", "network", "broken"]);
+    assert_eq!(doc["stacks"][0]["report"]["summary"]["actionable"], 4);
+    assert_eq!(doc["stacks"][0]["report"]["format_version"], "1");
+    assert_eq!(doc["stacks"][1]["exit_code"], 0);
+    assert!(
+        doc["stacks"][2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("state lock")
+    );
+    for (name, key) in [
+        ("shop-prod", "driftwatch-587d35c66f5f"),
+        ("network", ""),
+        ("broken", ""),
+    ] {
+        let text = std::fs::read_to_string(md.join(format!("{name}.md"))).unwrap();
+        let last = text.trim_end().lines().last().unwrap();
+        assert!(last.starts_with("<!-- driftwatch-"), "{name}: {last}");
+        assert!(last.contains(key), "{name}: {last}");
+    }
+    let summary = std::fs::read_to_string(md.join("summary.md")).unwrap();
+    assert!(summary.contains("| `broken` | error | 1 |"), "{summary}");
+}
+
+#[test]
+fn a_stacks_file_names_stacks_and_usage_errors_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let [shop, network, _] = three_stacks(dir.path());
+    let list = dir.path().join("stacks.txt");
+    std::fs::write(&list, "# nightly\nprod=shop-prod\nnetwork\n").unwrap();
+    let mut cmd = many_cmd(dir.path(), &[]);
+    cmd.arg("--stacks").arg(&list);
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stdout.contains("=== prod ("), "{}", out.stdout);
+    assert!(out.stderr.contains("driftwatch: prod: 4 actionable"));
+    // Two stacks with one name, --stack or --markdown with several: usage errors, exit 1.
+    let twice = dir.path().join("twice.txt");
+    std::fs::write(&twice, "shop-prod\nx=network\nx=shop-prod\n").unwrap();
+    let mut cmd = many_cmd(dir.path(), &[]);
+    cmd.arg("--stacks").arg(&twice);
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("two stacks are named \"x\""),
+        "{}",
+        out.stderr
+    );
+    for extra in [["--stack", "x"], ["--markdown", "x.md"]] {
+        let out = outcome(many_cmd(dir.path(), &[shop.clone(), network.clone()]).args(extra));
+        assert_eq!(out.code, 1, "{extra:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    }
+    // No plan ran for any of them.
+    let log = std::fs::read_to_string(dir.path().join("calls.log")).unwrap_or_default();
+    assert_eq!(log.lines().count(), 8, "{log}");
+}
+
+#[test]
+fn timings_split_engine_and_driftwatch_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(run_cmd(dir.path()).arg("--timings"));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("driftwatch: shop-prod: timings: engine "))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    for step in [
+        "refresh-only plan ",
+        "show -json of the refresh-only plan ",
+        ", plan ",
+        "show -json of the plan ",
+        "), driftwatch ",
+    ] {
+        assert!(line.contains(step), "{line}");
+    }
+    let out = outcome(run_cmd(dir.path()).arg("--timings").arg("--json"));
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let t = &doc["timings"];
+    assert_eq!(t["steps"].as_array().unwrap().len(), 4);
+    let engine = t["engine_seconds"].as_f64().unwrap();
+    let steps: f64 = t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seconds"].as_f64().unwrap())
+        .sum();
+    assert!((engine - steps).abs() < 1e-6, "{t}");
+    assert!(t["driftwatch_seconds"].as_f64().unwrap() > 0.0);
+    // Without the flag, the JSON has no timings (it stays byte-stable).
+    let out = outcome(run_cmd(dir.path()).arg("--json"));
+    assert!(!out.stdout.contains("timings"));
 }

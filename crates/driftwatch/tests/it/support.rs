@@ -57,3 +57,52 @@ pub fn outcome(cmd: &mut Command) -> Outcome {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// The finding for `address` in a JSON report, if there is one.
+pub fn find_finding<'a>(
+    doc: &'a serde_json::Value,
+    address: &str,
+) -> Option<&'a serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .expect("a JSON report")
+        .iter()
+        .find(|f| f["address"] == address)
+}
+
+/// The finding for `address` in a JSON report; panics with the report when there is none.
+pub fn finding<'a>(doc: &'a serde_json::Value, address: &str) -> &'a serde_json::Value {
+    find_finding(doc, address).unwrap_or_else(|| panic!("no finding for {address} in {doc:#}"))
+}
+
+/// (address, category) of every finding of a JSON report, in report order.
+pub fn categories(doc: &serde_json::Value) -> Vec<(&str, &str)> {
+    doc["findings"]
+        .as_array()
+        .expect("a JSON report")
+        .iter()
+        .map(|f| {
+            (
+                f["address"].as_str().unwrap_or_default(),
+                f["category"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Assert the rows of a multi-stack summary table (the text from its header on) start as
+/// given; row 0 is the header.
+#[track_caller]
+pub fn assert_table(text: &str, rows: &[&str]) {
+    let start = text
+        .find("stack ")
+        .unwrap_or_else(|| panic!("no summary table in {text}"));
+    let table: Vec<&str> = text[start..].lines().collect();
+    for (i, row) in rows.iter().enumerate() {
+        let line = table.get(i).copied().unwrap_or_default();
+        assert!(
+            line.starts_with(row),
+            "row {i}: {line:?} does not start with {row:?}\n{text}"
+        );
+    }
+}

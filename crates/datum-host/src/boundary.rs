@@ -1,0 +1,431 @@
+//! The file-system boundary: how a declared path is reached on the host.
+//!
+//! Every managed path is reached from a handle on the root, one component at
+//! a time (`openat(O_PATH | O_NOFOLLOW)` per component, then `fstat`), never
+//! through a textual path the kernel would walk again:
+//!
+//! - a component that is a symbolic link is refused ([`HostError::ParentLink`])
+//!   unless the repository names it in `boundary.follow_links`; such a link is
+//!   then read once and resolved *inside the root* (an absolute target is
+//!   taken relative to the root, `..` never climbs above it), by the same walk;
+//! - entering a directory owned by someone else from a directory owned by an
+//!   unprivileged user is refused ([`HostError::UnsafeTransition`], systemd's
+//!   `CHASE_SAFE`: that user could swap the child for another at any moment)
+//!   unless the repository names the child in `boundary.owner_transitions`;
+//! - what is reached is an open directory ([`Dir`]) and every operation on
+//!   the final entry is relative to it ([`crate::Located`]): a directory
+//!   swapped for a link after it was opened cannot redirect anything.
+//!
+//! Why handles and not cap-std: cap-std gives the same walk (`openat2` with
+//! `RESOLVE_BENEATH` where the kernel has it), but it makes every path
+//! relative to its directory and hides the descriptors behind its own types,
+//! while Datum needs three things it does not offer: the owner check at each
+//! step (`CHASE_SAFE`), repository-approved links resolved inside the root,
+//! and the staged copy's rename relative to the very handle it was created
+//! in. rustix (already a dependency, no `unsafe` needed) gives exactly the
+//! system calls, so the walk is about a hundred lines here instead.
+//!
+//! Directories opened by a pass are remembered by their declared path for
+//! the rest of the pass (the [`crate::Host`] is per pass), so a path is
+//! resolved once, and a File next to 19,999 others costs one `fstatat`.
+//! This module must not decide what a change is: it only reaches paths.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::HostError;
+use crate::fs::FileKind;
+
+/// How many repository-approved links one lookup may follow (the kernel's
+/// limit, as `ELOOP` would say).
+const MAX_LINKS: usize = 40;
+
+pub use datum_core::Boundary;
+
+/// An open directory on the host, reached without following links.
+///
+/// The descriptor is `O_PATH` (no read permission needed to walk through);
+/// [`Dir::list`] and [`Dir::sync`] open `.` for real when they need to.
+/// Clones share the descriptor.
+#[derive(Debug, Clone)]
+pub struct Dir {
+    fd: Arc<OwnedFd>,
+    /// The real path it was reached by: for messages and for programs
+    /// (validators) that take paths. (Shared, so a clone allocates nothing:
+    /// a pass clones the directory of every file it looks at.)
+    path: Arc<Path>,
+    /// The declared path (as on the managed machine), `/` for the root.
+    declared: Arc<Path>,
+    /// Owner when it was opened (for the next step's `CHASE_SAFE` check).
+    uid: u32,
+}
+
+fn open_flags() -> OFlags {
+    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+pub(crate) fn errno(e: Errno) -> std::io::Error {
+    std::io::Error::from(e)
+}
+
+impl Dir {
+    /// Opens a directory named by the operator (the root, `--state`'s
+    /// folder, `--patch-dir`): links in *that* path are followed as the
+    /// kernel does, since the operator chose it; it must be a directory.
+    pub fn open_path(path: &Path) -> Result<Dir, HostError> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| HostError::io("open directory", path, errno(e)))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", path, errno(e)))?;
+        Ok(Dir {
+            fd: Arc::new(fd),
+            path: Arc::from(path),
+            declared: Arc::from(Path::new("/")),
+            uid: st.st_uid,
+        })
+    }
+
+    /// The real path this directory was reached by.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The declared path (as on the managed machine).
+    pub fn declared(&self) -> &Path {
+        &self.declared
+    }
+
+    /// The owner when it was opened.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The entry `name` (one component) inside this directory.
+    pub fn entry(&self, name: &OsStr) -> crate::Located {
+        crate::Located::new(self.clone(), name.to_owned())
+    }
+
+    /// `lstat` of the entry `name` (`None` when nothing is there): one
+    /// `fstatat`, nothing allocated unless it fails.
+    pub fn lstat_entry(&self, name: &OsStr) -> Result<Option<crate::Stat>, HostError> {
+        match rustix::fs::statat(self.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(crate::fs::stat_of_raw(&st))),
+            Err(e) => {
+                let e = errno(e);
+                if crate::fs::is_absent(&e) {
+                    Ok(None)
+                } else {
+                    Err(HostError::io("inspect", self.path.join(name), e))
+                }
+            }
+        }
+    }
+
+    /// This directory opened for reading (listing, fsync).
+    pub(crate) fn reopen(&self) -> Result<OwnedFd, HostError> {
+        rustix::fs::openat(
+            self.fd(),
+            c".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| HostError::io("open directory", &*self.path, errno(e)))
+    }
+
+    /// The entries of this directory (`.` and `..` left out), with their
+    /// kind from `readdir` (an `lstat` where the file system does not say).
+    pub fn list(&self) -> Result<Vec<(OsString, FileKind)>, HostError> {
+        let fd = self.reopen()?;
+        let mut listing =
+            rustix::fs::Dir::new(fd).map_err(|e| HostError::io("list", &*self.path, errno(e)))?;
+        let mut out = Vec::new();
+        while let Some(item) = listing.read() {
+            let item = item.map_err(|e| HostError::io("list", &*self.path, errno(e)))?;
+            let name = item.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = OsStr::from_bytes(name).to_owned();
+            let kind = match item.file_type() {
+                FileType::Unknown => match self.entry(&name).lstat()? {
+                    Some(stat) => stat.kind,
+                    None => continue,
+                },
+                other => kind_of(other),
+            };
+            out.push((name, kind));
+        }
+        Ok(out)
+    }
+
+    /// fsyncs the directory, so a rename or removal in it is durable.
+    pub fn sync(&self) -> Result<(), HostError> {
+        let fd = self.reopen()?;
+        rustix::fs::fsync(&fd).map_err(|e| HostError::io("sync directory", &*self.path, errno(e)))
+    }
+
+    /// Flushes everything written to this directory's file system
+    /// (`syncfs`): one call for a whole tree written beneath it, instead of
+    /// an fsync per file.
+    pub fn sync_filesystem(&self) -> Result<(), HostError> {
+        let fd = self.reopen()?;
+        rustix::fs::syncfs(&fd)
+            .map_err(|e| HostError::io("sync the file system of", &*self.path, errno(e)))
+    }
+
+    /// Sets this directory's modification time to now (through the open
+    /// directory, never by path).
+    pub fn touch(&self) -> Result<(), HostError> {
+        let fd = self.reopen()?;
+        let now = rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        };
+        rustix::fs::futimens(
+            &fd,
+            &rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )
+        .map_err(|e| HostError::io("touch", &*self.path, errno(e)))
+    }
+
+    /// Opens the child directory `name` without following a link, or
+    /// `None` when nothing is there. A link or another kind of entry is an
+    /// error naming it; the ownership rule is not applied (see
+    /// `Walker::step` for the walk that applies it).
+    pub fn open_child_dir(&self, name: &OsStr) -> Result<Option<Dir>, HostError> {
+        let path = self.path.join(name);
+        let fd = match rustix::fs::openat(self.fd(), name, open_flags(), Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(HostError::io("open directory", &path, errno(e))),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &path, errno(e)))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(HostError::NotADirectory {
+                parent: path.clone(),
+                path,
+            });
+        }
+        Ok(Some(Dir {
+            fd: Arc::new(fd),
+            declared: Arc::from(self.declared.join(name)),
+            path: Arc::from(path),
+            uid: st.st_uid,
+        }))
+    }
+}
+
+pub(crate) fn kind_of(file_type: FileType) -> FileKind {
+    match file_type {
+        FileType::Symlink => FileKind::Symlink,
+        FileType::Directory => FileKind::Directory,
+        FileType::Fifo => FileKind::Fifo,
+        FileType::Socket => FileKind::Socket,
+        FileType::BlockDevice => FileKind::BlockDevice,
+        FileType::CharacterDevice => FileKind::CharDevice,
+        _ => FileKind::File,
+    }
+}
+
+/// The normal components of a declared absolute path (already checked by
+/// `paths::check_declared`).
+pub(crate) fn components(declared: &Path) -> Vec<&OsStr> {
+    declared
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => Some(part),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `base` joined with a link's target, folded lexically inside the root:
+/// an absolute target starts at the root, `..` never climbs above it.
+fn resolve_in_root(base: &Path, target: &Path) -> PathBuf {
+    crate::paths::lexical_normal(&Path::new("/").join(base).join(target))
+}
+
+/// One walk from the root to a declared directory, with the pass's cache of
+/// directories already opened.
+pub(crate) struct Walker<'a> {
+    pub root: &'a Dir,
+    pub boundary: &'a Boundary,
+    /// Finds an already opened directory by its declared path.
+    pub cached: &'a dyn Fn(&Path) -> Option<Dir>,
+    /// Remembers a directory opened on the way.
+    pub remember: &'a dyn Fn(&Path, &Dir),
+}
+
+impl Walker<'_> {
+    /// Opens the directory at `declared` (absolute, normalised). `target`
+    /// gives the real path of what the caller is reaching, for messages (only
+    /// built when there is one to write).
+    pub fn dir(&self, declared: &Path, target: &dyn Fn() -> PathBuf) -> Result<Dir, HostError> {
+        let mut links = 0;
+        self.dir_inner(declared, target, &mut links)
+    }
+
+    fn dir_inner(
+        &self,
+        declared: &Path,
+        target: &dyn Fn() -> PathBuf,
+        links: &mut usize,
+    ) -> Result<Dir, HostError> {
+        if declared == Path::new("/") {
+            return Ok(self.root.clone());
+        }
+        if let Some(dir) = (self.cached)(declared) {
+            return Ok(dir);
+        }
+        // Start from the deepest directory already open on the way.
+        let parts = components(declared);
+        let mut start = 0;
+        let mut current = self.root.clone();
+        for depth in (1..parts.len()).rev() {
+            let mut prefix = PathBuf::from("/");
+            prefix.extend(&parts[..depth]);
+            if let Some(dir) = (self.cached)(&prefix) {
+                current = dir;
+                start = depth;
+                break;
+            }
+        }
+        for (i, name) in parts.iter().enumerate().skip(start) {
+            let mut here = PathBuf::from("/");
+            here.extend(&parts[..=i]);
+            current = match self.step(&current, name, &here, target)? {
+                Step::Dir(dir) => dir,
+                Step::Link(to) => {
+                    *links += 1;
+                    if *links > MAX_LINKS {
+                        return Err(HostError::io(
+                            "reach",
+                            target(),
+                            std::io::Error::from(Errno::LOOP),
+                        ));
+                    }
+                    let base = here.parent().unwrap_or(Path::new("/"));
+                    let resolved = resolve_in_root(base, &to);
+                    let dir = self.dir_inner(&resolved, target, links)?;
+                    // Remembered under the link's declared path too: the
+                    // link is read once per pass, never re-resolved.
+                    (self.remember)(&here, &dir);
+                    dir
+                }
+            };
+        }
+        Ok(current)
+    }
+
+    /// One component: the child directory, or the target of a link the
+    /// repository allows.
+    fn step(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        declared: &Path,
+        target: &dyn Fn() -> PathBuf,
+    ) -> Result<Step, HostError> {
+        let real = dir.path.join(name);
+        let fd = match rustix::fs::openat(dir.fd(), name, open_flags(), Mode::empty()) {
+            Ok(fd) => fd,
+            // Named as the folder the target needs, as `mkdir` would say.
+            Err(Errno::NOENT) => {
+                let target = target();
+                return Err(HostError::MissingParent {
+                    parent: target.parent().map_or(real, Path::to_path_buf),
+                    path: target,
+                });
+            }
+            Err(e) => return Err(HostError::io("open directory", &real, errno(e))),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &real, errno(e)))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                if dir.uid != 0 && dir.uid != st.st_uid && !self.boundary.trusts(declared) {
+                    return Err(HostError::UnsafeTransition(Box::new(
+                        crate::error::UnsafeTransition {
+                            path: target(),
+                            from: dir.path.to_path_buf(),
+                            from_uid: dir.uid,
+                            into: real,
+                            into_uid: st.st_uid,
+                            declared_into: declared.to_path_buf(),
+                        },
+                    )));
+                }
+                let opened = Dir {
+                    fd: Arc::new(fd),
+                    path: Arc::from(real),
+                    declared: Arc::from(declared),
+                    uid: st.st_uid,
+                };
+                (self.remember)(declared, &opened);
+                Ok(Step::Dir(opened))
+            }
+            FileType::Symlink => {
+                let to = rustix::fs::readlinkat(dir.fd(), name, Vec::new())
+                    .map_err(|e| HostError::io("read symlink", &real, errno(e)))?;
+                let to = PathBuf::from(OsStr::from_bytes(to.as_bytes()));
+                if self.boundary.follows(declared) {
+                    Ok(Step::Link(to))
+                } else {
+                    Err(HostError::ParentLink(Box::new(crate::error::ParentLink {
+                        path: target(),
+                        link: real,
+                        target: to,
+                        declared_link: declared.to_path_buf(),
+                    })))
+                }
+            }
+            _ => Err(HostError::NotADirectory {
+                path: target(),
+                parent: real,
+            }),
+        }
+    }
+}
+
+enum Step {
+    Dir(Dir),
+    Link(PathBuf),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_targets_resolve_inside_the_root() {
+        let cases = [
+            ("/var", "/run", "/run"),
+            ("/var", "../run", "/run"),
+            ("/var", "../../../../etc", "/etc"),
+            ("/a/b", "c/../d", "/a/b/d"),
+            ("/", "/", "/"),
+        ];
+        for (base, target, want) in cases {
+            assert_eq!(
+                resolve_in_root(Path::new(base), Path::new(target)),
+                PathBuf::from(want),
+                "{base} + {target}"
+            );
+        }
+    }
+}

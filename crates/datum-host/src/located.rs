@@ -1,0 +1,260 @@
+//! One entry on the host, reached through the boundary: its parent directory
+//! open, and its name. Every operation is relative to that parent
+//! (`fstatat`, `openat(O_NOFOLLOW)`, `unlinkat`, `mkdirat`, `symlinkat`),
+//! so nothing here follows a link, neither in the parents (the walk opened
+//! them without following any) nor at the final component.
+//!
+//! This module carries a change out; it must not decide what it should be.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::HostError;
+use crate::boundary::{Dir, errno};
+use crate::fs::{self, Expected, Hashed, Stat};
+use crate::staging::{StagedFile, StagedSymlink};
+
+/// An entry at a declared path: its parent open, its name, and the real path
+/// (root + declared) for messages and for validators.
+#[derive(Debug, Clone)]
+pub struct Located {
+    parent: Dir,
+    name: OsString,
+    path: PathBuf,
+}
+
+fn uid(raw: Option<u32>) -> Option<rustix::fs::Uid> {
+    raw.map(rustix::fs::Uid::from_raw)
+}
+
+fn gid(raw: Option<u32>) -> Option<rustix::fs::Gid> {
+    raw.map(rustix::fs::Gid::from_raw)
+}
+
+impl Located {
+    pub(crate) fn new(parent: Dir, name: OsString) -> Self {
+        let path = parent.path().join(&name);
+        Located { parent, name, path }
+    }
+
+    /// The real path (root + declared): for messages, and what a validator
+    /// is pointed at.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The declared path (as on the managed machine).
+    pub fn declared(&self) -> PathBuf {
+        self.parent.declared().join(&self.name)
+    }
+
+    /// The open parent directory.
+    pub fn parent(&self) -> &Dir {
+        &self.parent
+    }
+
+    pub fn name(&self) -> &OsStr {
+        &self.name
+    }
+
+    /// `lstat`: `None` when nothing is there.
+    pub fn lstat(&self) -> Result<Option<Stat>, HostError> {
+        self.parent.lstat_entry(&self.name)
+    }
+
+    /// Opens the entry for reading: never through a final link, never
+    /// blocking on a FIFO, never as a controlling terminal.
+    fn open_read(&self, op: &'static str) -> Result<File, HostError> {
+        let flags =
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        rustix::fs::openat(self.parent.fd(), &self.name, flags, Mode::empty())
+            .map(File::from)
+            .map_err(|e| HostError::io(op, &self.path, errno(e)))
+    }
+
+    /// A regular file opened for reading, and its length.
+    fn open_regular(&self, op: &'static str) -> Result<(File, u64), HostError> {
+        let file = self.open_read(op)?;
+        let len = fs::regular_len(&file, &self.path, op)?;
+        Ok((file, len))
+    }
+
+    /// Reads a whole regular file.
+    pub fn read(&self) -> Result<Vec<u8>, HostError> {
+        let (mut file, len) = self.open_regular("read")?;
+        fs::read_all(&mut file, &self.path, len)
+    }
+
+    /// See `fs::hash_open`.
+    pub fn hash(&self, keep_up_to: u64) -> Result<Hashed, HostError> {
+        let (mut file, len) = self.open_regular("read")?;
+        fs::hash_open(&mut file, &self.path, len, keep_up_to)
+    }
+
+    /// See `fs::hash_open_expecting`.
+    pub fn hash_expecting(&self, expected: Expected<'_>) -> Result<Hashed, HostError> {
+        let (mut file, len) = self.open_regular("read")?;
+        fs::hash_open_expecting(&mut file, &self.path, len, expected)
+    }
+
+    /// What a symlink points at, as stored.
+    pub fn read_link(&self) -> Result<PathBuf, HostError> {
+        rustix::fs::readlinkat(self.parent.fd(), &self.name, Vec::new())
+            .map(|t| PathBuf::from(OsString::from_vec(t.into_bytes())))
+            .map_err(|e| HostError::io("read symlink", &self.path, errno(e)))
+    }
+
+    /// Removes a file, a symlink or a special file (never what a link
+    /// points at).
+    pub fn remove_file(&self) -> Result<(), HostError> {
+        rustix::fs::unlinkat(self.parent.fd(), &self.name, AtFlags::empty())
+            .map_err(|e| HostError::io("remove", &self.path, errno(e)))
+    }
+
+    /// Removes an empty directory; a non-empty one is an error, never a
+    /// recursive delete.
+    pub fn remove_dir(&self) -> Result<(), HostError> {
+        rustix::fs::unlinkat(self.parent.fd(), &self.name, AtFlags::REMOVEDIR).map_err(|e| {
+            if e == Errno::NOTEMPTY || e == Errno::EXIST {
+                HostError::DirectoryNotEmpty {
+                    path: self.path.clone(),
+                }
+            } else {
+                HostError::io("remove directory", &self.path, errno(e))
+            }
+        })
+    }
+
+    /// Removes the entry and, for a directory, everything in it, relative to
+    /// handles all the way down (links are removed, never followed).
+    pub fn remove_all(&self) -> Result<(), HostError> {
+        match self.lstat()? {
+            None => Ok(()),
+            Some(stat) if stat.kind == fs::FileKind::Directory => {
+                if let Some(dir) = self.parent.open_child_dir(&self.name)? {
+                    for (name, _) in dir.list()? {
+                        dir.entry(&name).remove_all()?;
+                    }
+                }
+                self.remove_dir()
+            }
+            Some(_) => self.remove_file(),
+        }
+    }
+
+    /// Creates this directory (not its parents: the parent is open already)
+    /// with exactly `mode` (set again after `mkdir`, which the umask
+    /// narrows) and the given owner, all through the new directory's own
+    /// descriptor. It is created 0700 first, so nobody else can use it
+    /// before its owner and mode are set.
+    pub fn create_dir(
+        &self,
+        mode: u32,
+        owner: Option<u32>,
+        group: Option<u32>,
+    ) -> Result<(), HostError> {
+        rustix::fs::mkdirat(self.parent.fd(), &self.name, Mode::from_raw_mode(0o700))
+            .map_err(|e| HostError::io("create directory", &self.path, errno(e)))?;
+        let fd = rustix::fs::openat(
+            self.parent.fd(),
+            &self.name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| HostError::io("open directory", &self.path, errno(e)))?;
+        self.chown_chmod(&fd, owner, group, Some(mode))
+    }
+
+    fn chown_chmod(
+        &self,
+        fd: &OwnedFd,
+        owner: Option<u32>,
+        group: Option<u32>,
+        mode: Option<u32>,
+    ) -> Result<(), HostError> {
+        if owner.is_some() || group.is_some() {
+            rustix::fs::fchown(fd, uid(owner), gid(group))
+                .map_err(|e| HostError::io("change the owner of", &self.path, errno(e)))?;
+        }
+        if let Some(mode) = mode {
+            rustix::fs::fchmod(fd, Mode::from_raw_mode(mode & 0o7777))
+                .map_err(|e| HostError::io("set the mode of", &self.path, errno(e)))?;
+        }
+        Ok(())
+    }
+
+    /// Changes owner and then mode of a regular file or directory in place,
+    /// through one descriptor opened without following links (a link
+    /// swapped in meanwhile is refused, not written through). The owner
+    /// comes first because `chown` clears set-id bits the mode may need.
+    pub fn set_metadata(
+        &self,
+        owner: Option<u32>,
+        group: Option<u32>,
+        mode: Option<u32>,
+    ) -> Result<(), HostError> {
+        let file = self.open_read("open")?;
+        let fd = OwnedFd::from(file);
+        let st =
+            rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
+        if !matches!(
+            FileType::from_raw_mode(st.st_mode),
+            FileType::RegularFile | FileType::Directory
+        ) {
+            return Err(HostError::io(
+                "change the metadata of",
+                &self.path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file or directory",
+                ),
+            ));
+        }
+        self.chown_chmod(&fd, owner, group, mode)
+    }
+
+    /// Creates this regular file, never through anything already there
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), with exactly `mode` (set again
+    /// after the umask), opened for writing: for files Datum writes fresh
+    /// beneath a folder of its own (a `datum pull` checkout).
+    pub fn create_new(&self, mode: u32) -> Result<File, HostError> {
+        let fd = rustix::fs::openat(
+            self.parent.fd(),
+            &self.name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode & 0o7777),
+        )
+        .map_err(|e| HostError::io("create", &self.path, errno(e)))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| HostError::io("set the mode of", &self.path, errno(e)))?;
+        Ok(File::from(fd))
+    }
+
+    /// Creates a symlink here pointing at `target` (stored as written).
+    pub fn symlink(&self, target: &Path) -> Result<(), HostError> {
+        rustix::fs::symlinkat(target, self.parent.fd(), &self.name)
+            .map_err(|e| HostError::io("create symlink", &self.path, errno(e)))
+    }
+
+    /// This entry as a directory (opened without following a link; `None`
+    /// when nothing is there).
+    pub fn open_dir(&self) -> Result<Option<Dir>, HostError> {
+        self.parent.open_child_dir(&self.name)
+    }
+
+    /// Starts a staged copy of this file inside its (already open) parent.
+    pub fn stage_file(&self) -> Result<StagedFile, HostError> {
+        StagedFile::create(self)
+    }
+
+    /// Stages a symlink to replace this entry atomically.
+    pub fn stage_symlink(&self, points_to: &Path) -> Result<StagedSymlink, HostError> {
+        StagedSymlink::create(self, points_to)
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading the repository: manifests, `source:` and `template:` files, the
+//! folders of a `Tree`.
+//!
+//! The repository's own rule (datum-manifest's `paths`) is that every path it
+//! names resolves inside it, links included; the loader checks that once and
+//! hands over *canonical* paths, which contain no link at all. Reading one is
+//! then an `openat2` with `RESOLVE_NO_SYMLINKS`: a component swapped for a
+//! link after the check (by whoever can write to the checkout) fails the
+//! read instead of carrying `/etc/shadow` into a managed file. Listing and
+//! `lstat` for the repository's change stamps go through here too, so no
+//! other crate opens files itself.
+//!
+//! This module reads; it never writes into a repository.
+
+use std::fs::File;
+use std::io::Read as _;
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use sha2::{Digest as _, Sha256};
+
+use crate::HostError;
+
+/// Opens a canonical repository path for reading, refusing any link on the
+/// way (and at the end), without blocking on a FIFO.
+pub fn open(canonical: &Path) -> std::io::Result<File> {
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        canonical,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(File::from(fd)),
+        // A kernel without openat2 (before 5.6): the final component is
+        // still never followed.
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::open(canonical, flags, Mode::empty())
+            .map(File::from)
+            .map_err(std::io::Error::from),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads a whole regular file at a canonical repository path.
+pub fn read(canonical: &Path) -> std::io::Result<Vec<u8>> {
+    let mut file = open(canonical)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read`] as UTF-8 text.
+pub fn read_to_string(canonical: &Path) -> std::io::Result<String> {
+    String::from_utf8(read(canonical)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// `lstat` of a repository path (for change stamps: metadata, never
+/// content).
+pub fn symlink_metadata(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    std::fs::symlink_metadata(path)
+}
+
+/// `stat` of a path (links followed), for change stamps of files Datum
+/// itself names (its executable).
+pub fn metadata(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    std::fs::metadata(path)
+}
+
+/// The entries of a repository folder.
+pub fn read_dir(path: &Path) -> std::io::Result<std::fs::ReadDir> {
+    std::fs::read_dir(path)
+}
+
+/// Canonical form of a repository path (links resolved), for the
+/// inside-the-repository check.
+pub fn canonicalize(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    path.canonicalize()
+}
+
+/// The bytes of declared content: in memory, or read from the repository
+/// file that holds them, refusing a file whose checksum is no longer the one
+/// the catalogue recorded.
+pub fn content_bytes(
+    content: &datum_core::Content,
+) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
+    let Some(path) = &content.source else {
+        return Ok(std::borrow::Cow::Borrowed(content.bytes.as_slice()));
+    };
+    let bytes = read(path).map_err(|e| HostError::io("read", path, e))?;
+    if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
+        return Err(HostError::ContentChanged {
+            path: path.clone(),
+            expected: content.sha256.clone(),
+        });
+    }
+    Ok(std::borrow::Cow::Owned(bytes))
+}
+
+/// `path` itself, or, when it is a symlink, the real path of what it points
+/// at right now. A command that reads a whole repository through a link
+/// that may be switched meanwhile pins it first, so every file comes from
+/// the same revision.
+pub fn pinned(path: &Path) -> Result<std::path::PathBuf, HostError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).map_err(|e| HostError::io("resolve the link", path, e))
+        }
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_is_pinned_to_what_it_points_at_now() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("cur")).unwrap();
+        assert_eq!(
+            pinned(&dir.path().join("cur")).unwrap(),
+            dir.path().canonicalize().unwrap().join("a")
+        );
+        assert_eq!(pinned(&dir.path().join("a")).unwrap(), dir.path().join("a"));
+    }
+
+    #[test]
+    fn a_link_anywhere_on_a_canonical_path_fails_the_read() {
+        let repo = tempfile::tempdir().unwrap();
+        let secret = tempfile::tempdir().unwrap();
+        std::fs::write(secret.path().join("shadow"), b"root:x").unwrap();
+        std::fs::create_dir(repo.path().join("files")).unwrap();
+        std::fs::write(repo.path().join("files/motd"), b"hi").unwrap();
+        let canonical = repo.path().canonicalize().unwrap();
+        assert_eq!(read(&canonical.join("files/motd")).unwrap(), b"hi");
+        // The folder swapped for a link after the loader's check.
+        std::fs::rename(canonical.join("files"), canonical.join("old")).unwrap();
+        std::os::unix::fs::symlink(secret.path(), canonical.join("files")).unwrap();
+        assert!(read(&canonical.join("files/shadow")).is_err());
+        std::os::unix::fs::symlink(secret.path().join("shadow"), canonical.join("direct")).unwrap();
+        assert!(read(&canonical.join("direct")).is_err());
+    }
+}

@@ -1,0 +1,675 @@
+//! A throwaway view of the machine for validators, so that running one
+//! leaves no trace.
+//!
+//! `nginx -t` opens (and creates) the logs and pid file its configuration
+//! names and creates its temporary folders; other validators write caches or
+//! state. A validator therefore never runs on the machine itself: it runs in
+//! a view built for that one call and thrown away after it.
+//!
+//! How the view is built, on a thread of its own (the rest of the process
+//! is not affected):
+//!
+//! 1. `unshare(CLONE_FS | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+//!    CLONE_NEWUTS | CLONE_NEWPID)`: the thread gets its own root and working
+//!    folder (`CLONE_FS`, so the `chroot` below is the thread's alone), a
+//!    private copy of the mount table, a network namespace with nothing but
+//!    a loopback device that is down (no network), and a PID namespace in
+//!    which the validator is PID 1 (so whatever it leaves running dies with
+//!    it). Every mount is made private first, so nothing propagates back.
+//! 2. A tmpfs (64 MiB, memory only) holds an upper and a work folder per
+//!    layer, and an overlay with the machine's root file system as its read-only
+//!    lower layer is mounted from it: reads see the machine, writes land in
+//!    the tmpfs. Every other real mount (a separate `/tmp`, `/run`, `/home`,
+//!    `/boot`) gets its own overlay on its place in the view (the root file
+//!    system's overlay does not show what is mounted on it), or, where the
+//!    kernel refuses an overlay on that file system, a read-only bind; a
+//!    mounted file (a bind-mounted `/etc/resolv.conf`) is bound read-only.
+//! 3. A fresh `/proc` (with `/proc/sys` and `/proc/sysrq-trigger` read-only),
+//!    a `/dev` of its own (a tmpfs with `null`, `zero`, `full`, `random`,
+//!    `urandom` and `tty` bound from the machine), `/sys` bound read-only.
+//! 4. Files the caller places ([`Sandbox::place`]) are written into the
+//!    view at their paths, creating folders as needed (only in the view):
+//!    `datum plan`'s scratch copy, and the files of a group laid over their
+//!    live paths before a group validator runs (issue 14).
+//! 5. The thread `chroot`s into the view and runs the program from there
+//!    ([`crate::command::run`]: no shell, a minimal environment, a deadline,
+//!    bounded output); the child inherits the namespaces and the root.
+//! 6. When the thread ends, nothing refers to the namespace any more and
+//!    the tmpfs with every write goes with it.
+//!
+//! Built with rustix's mount calls and `nix::sched::unshare` (the one call
+//! rustix only offers as `unsafe`, because of `CLONE_FILES`, which is never
+//! passed here); about 30 ms of the ~60 ms a validator call takes (see
+//! `bench/validators.sh`).
+//!
+//! Who may build it: creating namespaces and mounting needs root
+//! (`CAP_SYS_ADMIN`). As root the sandbox is mandatory, and one that cannot
+//! be built (a kernel without overlayfs, a container that forbids mounts) is
+//! a validator failure: fail closed, never a silent unsandboxed run. A
+//! non-root process cannot build it; then [`isolation`] refuses unless the
+//! operator set `DATUM_VALIDATOR_SANDBOX=off`, which runs validators
+//! unsandboxed with that user's own rights (what such a user could do anyway;
+//! scratch roots in tests and demos). As root that variable is ignored.
+//!
+//! This module must not decide what a validator's status means.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+use rustix::mount::{MountFlags, MountPropagationFlags};
+
+use crate::HostError;
+use crate::command::{self, CommandOutput, CommandSpec};
+
+/// The environment variable that lets a non-root process run validators
+/// unsandboxed (`off`). Ignored as root.
+pub const ENV: &str = "DATUM_VALIDATOR_SANDBOX";
+
+/// Size of the tmpfs that receives every write made in the view.
+const SCRATCH_SIZE: &str = "64m";
+
+/// Where the scratch tmpfs is mounted in the thread's private mount table.
+/// Covering it there hides nothing the view needs: the view shows the root
+/// file system's own `/tmp` through the overlay's lower layer, and a
+/// separate `/tmp` mount through a descriptor opened before it was covered.
+const SCRATCH: &str = "/tmp";
+
+/// How a validator is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// In a throwaway view (the rule).
+    Sandboxed,
+    /// On the machine itself, with the rights of the process: only for a
+    /// non-root process that asked for it, and for tests and benchmarks that
+    /// compare a verdict with and without the sandbox.
+    Unsandboxed,
+}
+
+/// How validators run in this process: sandboxed as root; as another user
+/// only unsandboxed, and only when [`ENV`] is `off`.
+pub fn isolation() -> Result<Isolation, HostError> {
+    let uid = rustix::process::geteuid().as_raw();
+    if uid == 0 {
+        return Ok(Isolation::Sandboxed);
+    }
+    match std::env::var_os(ENV) {
+        Some(v) if v == "off" => Ok(Isolation::Unsandboxed),
+        _ => Err(HostError::SandboxNeedsRoot { uid, env: ENV }),
+    }
+}
+
+/// A file to lay into the view before the program runs.
+#[derive(Debug, Clone)]
+struct Placed {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    mode: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+}
+
+/// One sandboxed run: the files to place, then [`Sandbox::run`].
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    placed: Vec<Placed>,
+}
+
+fn fail(what: impl Into<String>) -> impl FnOnce(Errno) -> HostError {
+    let what = what.into();
+    move |e| HostError::Sandbox {
+        what,
+        source: std::io::Error::from(e),
+    }
+}
+
+fn mount(
+    source: &str,
+    target: &Path,
+    fstype: &str,
+    flags: MountFlags,
+    data: &str,
+) -> Result<(), Errno> {
+    let data = CString::new(data).map_err(|_| Errno::INVAL)?;
+    rustix::mount::mount(source, target, fstype, flags, Some(data.as_c_str()))
+}
+
+fn mkdir(path: &Path, mode: u32) -> Result<(), HostError> {
+    match rustix::fs::mkdir(path, Mode::from_raw_mode(mode)) {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(fail(format!("create {}", path.display()))(e)),
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lays `bytes` at `path` (an absolute path as the program will see it:
+    /// the real path on the machine) inside the view, with `mode` and the
+    /// given owner; missing folders are created, in the view only. What was
+    /// at `path` in the view is replaced; the machine never sees it.
+    pub fn place(
+        &mut self,
+        path: impl Into<PathBuf>,
+        bytes: Vec<u8>,
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> &mut Self {
+        self.placed.push(Placed {
+            path: path.into(),
+            bytes,
+            mode,
+            uid,
+            gid,
+        });
+        self
+    }
+
+    /// The bytes placed at `path`, if any.
+    pub fn placed(&self, path: &Path) -> Option<&[u8]> {
+        self.placed
+            .iter()
+            .rev()
+            .find(|p| p.path == path)
+            .map(|p| p.bytes.as_slice())
+    }
+
+    /// The names of the files placed directly in folder `dir`.
+    pub fn placed_in(&self, dir: &Path) -> Vec<OsString> {
+        self.placed
+            .iter()
+            .filter(|p| p.path.parent() == Some(dir))
+            .filter_map(|p| p.path.file_name().map(OsStr::to_owned))
+            .collect()
+    }
+
+    /// Reads `path` as a program in the view would (the placed bytes, else
+    /// the machine's file with links followed as the kernel follows them),
+    /// at most `limit` bytes, regular files only, never blocking on a FIFO.
+    /// For looking at what a validator is about to load (a precheck), never
+    /// for managed content: that goes through the boundary.
+    pub fn read_as_program(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        use std::io::Read as _;
+        if let Some(bytes) = self.placed(path) {
+            return Ok(bytes.to_vec());
+        }
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let file = std::fs::File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        let mut bytes = Vec::new();
+        file.take(limit).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The entries of folder `dir` as a program in the view would list
+    /// them: the machine's, and the files placed there.
+    pub fn list_as_program(&self, dir: &Path) -> std::io::Result<Vec<OsString>> {
+        let mut names: Vec<OsString> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name())
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for placed in self.placed_in(dir) {
+            if !names.contains(&placed) {
+                names.push(placed);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// The canonical form of `path` on the machine (links followed).
+    pub fn canonical_as_program(&self, path: &Path) -> std::io::Result<PathBuf> {
+        path.canonicalize()
+    }
+
+    /// Runs `spec` in a fresh view (see the module header). An error means
+    /// the view could not be built or the program could not start; the
+    /// program's own status is in the output.
+    pub fn run(&self, spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+        let placed = self.placed.clone();
+        let spec = spec.clone();
+        let worker = std::thread::Builder::new()
+            .name("datum-sandbox".into())
+            // The thread only builds the view and starts the program (a
+            // thread in a new PID namespace may not start threads of its
+            // own); draining and waiting happen back on the caller's.
+            .spawn(move || -> Result<command::Started, HostError> {
+                enter_view(&placed)?;
+                command::start(&spec)
+            })
+            .map_err(|source| HostError::Sandbox {
+                what: "start the sandbox thread".to_owned(),
+                source,
+            })?;
+        let started = worker.join().unwrap_or_else(|_| {
+            Err(HostError::Sandbox {
+                what: "the sandbox thread".to_owned(),
+                source: std::io::Error::other("panicked"),
+            })
+        })?;
+        started.finish()
+    }
+}
+
+/// A private scratch copy of content for an unsandboxed validator (a
+/// non-root process that opted out of the sandbox): a fresh 0700 folder
+/// in the temporary directory with one file under the target's name,
+/// removed when dropped.
+#[derive(Debug)]
+pub struct ScratchCopy {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl ScratchCopy {
+    pub fn new(
+        name: &OsStr,
+        bytes: &[u8],
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> std::io::Result<ScratchCopy> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let dir = std::env::temp_dir().join(format!("datum-plan-{}", crate::random_suffix()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let file = dir.join(name);
+        let copy = ScratchCopy { dir, file };
+        let fd = rustix::fs::open(
+            &copy.file,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let mut out = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut out, bytes)?;
+        if uid.is_some() || gid.is_some() {
+            // Best effort: a non-root process may not give files away.
+            let _ = rustix::fs::fchown(
+                &out,
+                uid.map(rustix::fs::Uid::from_raw),
+                gid.map(rustix::fs::Gid::from_raw),
+            );
+        }
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(mode & 0o7777))?;
+        Ok(copy)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+}
+
+impl Drop for ScratchCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A mount of the machine's mount table, seen from the thread's copy.
+struct Mounted {
+    point: PathBuf,
+    fd: OwnedFd,
+    is_dir: bool,
+}
+
+/// Undoes the octal escapes of `/proc/self/mountinfo` (`\040` is a space).
+fn unescape(field: &str) -> OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 4 <= bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(value);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    OsString::from_vec(out)
+}
+
+/// Mount points of the thread's mount table that the view must show,
+/// parents first: everything but `/` itself and the kernel's own trees,
+/// which the view gets fresh.
+fn other_mounts() -> Result<Vec<Mounted>, HostError> {
+    let text = std::fs::read_to_string("/proc/thread-self/mountinfo").map_err(|source| {
+        HostError::Sandbox {
+            what: "read /proc/thread-self/mountinfo".to_owned(),
+            source,
+        }
+    })?;
+    let mut points: Vec<PathBuf> = Vec::new();
+    for line in text.lines() {
+        let Some(field) = line.split(' ').nth(4) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape(field));
+        let skip = point == Path::new("/")
+            || ["/proc", "/sys", "/dev"]
+                .iter()
+                .any(|k| point.starts_with(k));
+        if !skip {
+            // A point mounted over twice is opened once (the top one).
+            points.retain(|p| p != &point);
+            points.push(point);
+        }
+    }
+    points.sort_by_key(|p| p.components().count());
+    let mut out = Vec::new();
+    for point in points {
+        // O_PATH: no permission needed, and an automount is not triggered.
+        let Ok(fd) = rustix::fs::open(&point, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) else {
+            continue;
+        };
+        let is_dir = rustix::fs::fstat(&fd)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        out.push(Mounted { point, fd, is_dir });
+    }
+    Ok(out)
+}
+
+fn fd_path(fd: &OwnedFd) -> String {
+    format!("/proc/thread-self/fd/{}", fd.as_raw_fd())
+}
+
+/// Builds the view on this thread and `chroot`s into it.
+fn enter_view(placed: &[Placed]) -> Result<(), HostError> {
+    nix::sched::unshare(
+        CloneFlags::CLONE_FS
+            | CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS
+            | CloneFlags::CLONE_NEWPID,
+    )
+    .map_err(|e| HostError::Sandbox {
+        what: "create the namespaces (unshare)".to_owned(),
+        source: std::io::Error::from_raw_os_error(e as i32),
+    })?;
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+    )
+    .map_err(fail("make the mounts private"))?;
+    let mounts = other_mounts()?;
+
+    let scratch = Path::new(SCRATCH);
+    mount(
+        "tmpfs",
+        scratch,
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV,
+        &format!("size={SCRATCH_SIZE},mode=0700"),
+    )
+    .map_err(fail("mount the scratch tmpfs"))?;
+    let view = scratch.join("view");
+    for dir in ["up", "work", "view"] {
+        mkdir(&scratch.join(dir), 0o700)?;
+    }
+    let layer = |i: usize| -> Result<String, HostError> {
+        let up = scratch.join("up").join(i.to_string());
+        let work = scratch.join("work").join(i.to_string());
+        mkdir(&up, 0o755)?;
+        mkdir(&work, 0o700)?;
+        Ok(format!(
+            "upperdir={},workdir={}",
+            up.display(),
+            work.display()
+        ))
+    };
+    let options = format!("lowerdir=/,{}", layer(0)?);
+    mount("overlay", &view, "overlay", MountFlags::empty(), &options)
+        .map_err(fail("mount the overlay of / (is overlayfs available?)"))?;
+
+    for (i, m) in mounts.iter().enumerate() {
+        let relative = m.point.strip_prefix("/").unwrap_or(&m.point);
+        let target = view.join(relative);
+        if m.is_dir {
+            let options = format!("lowerdir={},{}", fd_path(&m.fd), layer(i + 1)?);
+            match mount("overlay", &target, "overlay", MountFlags::empty(), &options) {
+                Ok(()) => continue,
+                // Its mount point is not in the view (hidden by another
+                // mount): nothing to show it on.
+                Err(Errno::NOENT | Errno::NOTDIR) => continue,
+                // A file system overlayfs cannot sit on: read-only instead.
+                Err(_) => {}
+            }
+        }
+        match rustix::mount::mount_bind(fd_path(&m.fd).as_str(), &target) {
+            Ok(()) => {
+                rustix::mount::mount_remount(&target, MountFlags::BIND | MountFlags::RDONLY, c"")
+                    .map_err(fail(format!(
+                        "make {} read-only in the view",
+                        m.point.display()
+                    )))?
+            }
+            Err(Errno::NOENT | Errno::NOTDIR) => {}
+            Err(e) => {
+                return Err(fail(format!("show {} in the view", m.point.display()))(e));
+            }
+        }
+    }
+
+    kernel_trees(&view)?;
+    for p in placed {
+        place(&view, p)?;
+    }
+    rustix::process::chroot(&view).map_err(fail("chroot into the view"))?;
+    rustix::process::chdir("/").map_err(fail("enter the view"))?;
+    Ok(())
+}
+
+/// A fresh `/proc`, a private `/dev`, a read-only `/sys`.
+fn kernel_trees(view: &Path) -> Result<(), HostError> {
+    let proc = view.join("proc");
+    let fresh = mount(
+        "proc",
+        &proc,
+        "proc",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        "",
+    );
+    match fresh {
+        Ok(()) => {
+            for ro in ["sys", "sysrq-trigger"] {
+                let at = proc.join(ro);
+                if rustix::mount::mount_bind(&at, &at).is_ok() {
+                    rustix::mount::mount_remount(&at, MountFlags::BIND | MountFlags::RDONLY, c"")
+                        .map_err(fail(format!("make {} read-only", at.display())))?;
+                }
+            }
+        }
+        // Some containers forbid a new procfs: the machine's, recursively.
+        Err(_) => rustix::mount::mount_bind_recursive("/proc", &proc)
+            .map_err(fail("show /proc in the view"))?,
+    }
+
+    let dev = view.join("dev");
+    mount(
+        "tmpfs",
+        &dev,
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NOEXEC,
+        "size=1m,mode=0755",
+    )
+    .map_err(fail("mount /dev in the view"))?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let target = dev.join(node);
+        let created = rustix::fs::open(
+            &target,
+            OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(fail(format!("create {}", target.display())))?;
+        drop(created);
+        let source = Path::new("/dev").join(node);
+        if let Err(e) = rustix::mount::mount_bind(&source, &target) {
+            // A machine without /dev/tty (no terminal at all) is fine.
+            if node != "tty" {
+                return Err(fail(format!("show {} in the view", source.display()))(e));
+            }
+        }
+    }
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        rustix::fs::symlinkat(to, rustix::fs::CWD, dev.join(name))
+            .map_err(fail(format!("create /dev/{name} in the view")))?;
+    }
+    mkdir(&dev.join("pts"), 0o755)?;
+    mkdir(&dev.join("shm"), 0o1777)?;
+
+    let sys = view.join("sys");
+    if rustix::mount::mount_bind("/sys", &sys).is_ok() {
+        rustix::mount::mount_remount(&sys, MountFlags::BIND | MountFlags::RDONLY, c"")
+            .map_err(fail("make /sys read-only in the view"))?;
+    }
+    Ok(())
+}
+
+/// Writes one placed file into the view, relative to handles (no link in
+/// the view is followed either), creating missing folders 0755.
+fn place(view: &Path, p: &Placed) -> Result<(), HostError> {
+    let what = || format!("place {} in the view", p.path.display());
+    let mut dir: OwnedFd = rustix::fs::open(
+        view,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(fail(what()))?;
+    let parts: Vec<&OsStr> = crate::boundary::components(&p.path);
+    let Some((name, parents)) = parts.split_last() else {
+        return Err(fail(what())(Errno::INVAL));
+    };
+    let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for part in parents {
+        dir = match rustix::fs::openat(&dir, *part, walk, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755))
+                    .map_err(fail(what()))?;
+                rustix::fs::openat(&dir, *part, walk, Mode::empty()).map_err(fail(what()))?
+            }
+            Err(e) => return Err(fail(what())(e)),
+        };
+    }
+    // Whatever the view had there goes (in the view only).
+    let _ = rustix::fs::unlinkat(&dir, *name, rustix::fs::AtFlags::empty());
+    let fd = rustix::fs::openat(
+        &dir,
+        *name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(fail(what()))?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, &p.bytes).map_err(|source| HostError::Sandbox {
+        what: what(),
+        source,
+    })?;
+    if p.uid.is_some() || p.gid.is_some() {
+        rustix::fs::fchown(
+            &file,
+            p.uid.map(rustix::fs::Uid::from_raw),
+            p.gid.map(rustix::fs::Gid::from_raw),
+        )
+        .map_err(fail(what()))?;
+    }
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(p.mode & 0o7777)).map_err(fail(what()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/mnt/a\\040b"), OsString::from("/mnt/a b"));
+        assert_eq!(unescape("/plain"), OsString::from("/plain"));
+        assert_eq!(unescape("/tab\\011x\\134"), OsString::from("/tab\tx\\"));
+    }
+
+    #[test]
+    fn a_sandboxed_program_leaves_no_trace_and_sees_placed_files() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: the sandbox needs root");
+            return;
+        }
+        let watched = tempfile::tempdir().unwrap();
+        let dir = watched.path().canonicalize().unwrap();
+        let placed = dir.join("not-yet/placed.conf");
+        let script = format!(
+            "cat {p}; echo made > {d}/made; mkdir {d}/sub; touch /etc/datum-sandbox-test; echo $$",
+            p = placed.display(),
+            d = dir.display()
+        );
+        let mut sandbox = Sandbox::new();
+        sandbox.place(&placed, b"from the caller\n".to_vec(), 0o640, None, None);
+        let out = sandbox
+            .run(&CommandSpec::new("sh").arg("-c").arg(script))
+            .unwrap();
+        assert!(out.success(), "{}", out.stderr.text());
+        assert_eq!(
+            out.stdout.text(),
+            "from the caller\n1\n",
+            "PID 1 in its namespace"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "nothing left in the watched folder"
+        );
+        assert!(!Path::new("/etc/datum-sandbox-test").exists());
+    }
+
+    #[test]
+    fn there_is_no_network_inside() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: the sandbox needs root");
+            return;
+        }
+        let out = Sandbox::new()
+            .run(&CommandSpec::new("cat").arg("/proc/net/dev"))
+            .unwrap();
+        let text = out.stdout.text();
+        let interfaces: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(str::trim)
+            .collect();
+        assert_eq!(interfaces, ["lo"], "{text}");
+    }
+}

@@ -1,0 +1,444 @@
+//! The nginx validator's precheck: `load_module` only of intact package files.
+//!
+//! `nginx -t` loads every module its configuration names before it judges
+//! anything, and a module is a shared library whose code runs as root (in
+//! the sandbox, but a root process in a mount namespace can still reach
+//! the machine). A repository could ship a library as a `File` and name it
+//! in `load_module`; so before nginx runs, the assembled configuration is
+//! read (the main file and every `include`, as nginx resolves them, the
+//! files laid into the view first) and every `load_module` must name a file
+//! that an installed Debian package owns (`dpkg-query -S`) and whose content
+//! is still the package's (its MD5 in the package's `md5sums`). Debian's own
+//! `modules-enabled/*.conf` pass; anything else is refused with the file and
+//! line that names it.
+//!
+//! Relative module paths are taken against nginx's prefix as Debian builds
+//! it (`/usr/share/nginx`), relative includes against the folder of the main
+//! configuration file, as nginx does with `-c`. What cannot be followed for
+//! certain (a wildcard in a folder name, more than [`MAX_FILES`] files, a
+//! file over [`MAX_FILE`] bytes) is refused rather than guessed.
+
+use std::path::{Path, PathBuf};
+
+use datum_host::command::{self, CommandSpec};
+use datum_host::sandbox::Sandbox;
+use md5::{Digest as _, Md5};
+
+/// nginx's compiled-in prefix on Debian (`nginx -V`: `--prefix=/usr/share/nginx`).
+pub const PREFIX: &str = "/usr/share/nginx";
+
+/// Files of one configuration followed at most.
+pub const MAX_FILES: usize = 2000;
+
+/// Largest configuration file read.
+pub const MAX_FILE: u64 = 4 * 1024 * 1024;
+
+/// Include depth followed at most (nginx itself has no limit but its stack).
+const MAX_DEPTH: usize = 32;
+
+/// The precheck (see the module header). `config` is the main
+/// configuration file's real path.
+pub fn precheck(config: &Path, view: &Sandbox) -> Result<(), String> {
+    let conf_dir = config.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut walk = Walk {
+        view,
+        conf_dir,
+        files: 0,
+        modules: Vec::new(),
+    };
+    walk.file(config, 0)?;
+    for (module, at) in &walk.modules {
+        check_module(module, view)
+            .map_err(|why| format!("{at}: load_module {}: {why}", module.display()))?;
+    }
+    Ok(())
+}
+
+struct Walk<'a> {
+    view: &'a Sandbox,
+    conf_dir: PathBuf,
+    files: usize,
+    /// Each `load_module` path and where it was written (`file:line`).
+    modules: Vec<(PathBuf, String)>,
+}
+
+impl Walk<'_> {
+    fn file(&mut self, path: &Path, depth: usize) -> Result<(), String> {
+        self.files += 1;
+        if self.files > MAX_FILES || depth > MAX_DEPTH {
+            return Err(format!(
+                "{}: the configuration includes more than Datum follows ({MAX_FILES} files, {MAX_DEPTH} levels)",
+                path.display()
+            ));
+        }
+        let bytes = match self.view.read_as_program(path, MAX_FILE + 1) {
+            Ok(bytes) => bytes,
+            // nginx reports a file it cannot open itself.
+            Err(_) => return Ok(()),
+        };
+        if bytes.len() as u64 > MAX_FILE {
+            return Err(format!(
+                "{}: larger than {MAX_FILE} bytes; Datum does not check a configuration file that large",
+                path.display()
+            ));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for directive in directives(&text) {
+            let at = format!("{}:{}", path.display(), directive.line);
+            match (directive.name.as_str(), directive.args.as_slice()) {
+                ("load_module", [module, ..]) => {
+                    let module = Path::new(module);
+                    let module = if module.is_absolute() {
+                        module.to_path_buf()
+                    } else {
+                        Path::new(PREFIX).join(module)
+                    };
+                    self.modules.push((module, at));
+                }
+                ("include", [pattern, ..]) => {
+                    let pattern = Path::new(pattern);
+                    let pattern = if pattern.is_absolute() {
+                        pattern.to_path_buf()
+                    } else {
+                        self.conf_dir.join(pattern)
+                    };
+                    for included in self.expand(&pattern, &at)? {
+                        self.file(&included, depth + 1)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The files an `include` names (a wildcard only in the last part).
+    fn expand(&self, pattern: &Path, at: &str) -> Result<Vec<PathBuf>, String> {
+        let wild = |s: &str| s.contains(['*', '?', '[']);
+        let Some(parent) = pattern.parent() else {
+            return Ok(Vec::new());
+        };
+        if wild(&parent.to_string_lossy()) {
+            return Err(format!(
+                "{at}: include {}: Datum does not follow a wildcard in a folder name",
+                pattern.display()
+            ));
+        }
+        let name = pattern
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !wild(&name) {
+            return Ok(vec![pattern.to_path_buf()]);
+        }
+        let names = self.view.list_as_program(parent).unwrap_or_default();
+        Ok(names
+            .into_iter()
+            .filter(|n| {
+                let n = n.to_string_lossy();
+                // glob(3) leaves hidden files out unless the pattern names them.
+                (!n.starts_with('.') || name.starts_with('.')) && glob_match(&name, &n)
+            })
+            .map(|n| parent.join(n))
+            .collect())
+    }
+}
+
+/// Whether `name` matches a glob(3) pattern of one path component (`*`,
+/// `?`, `[...]` with ranges and `!`/`^` negation).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    fn class(p: &[char], c: char) -> Option<(bool, usize)> {
+        // p[0] == '['; returns (matched, length of the class).
+        let mut i = 1;
+        let negate = matches!(p.get(i), Some('!' | '^'));
+        if negate {
+            i += 1;
+        }
+        let mut matched = false;
+        let mut first = true;
+        while i < p.len() {
+            if p[i] == ']' && !first {
+                return Some((matched != negate, i + 1));
+            }
+            first = false;
+            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                if p[i] <= c && c <= p[i + 2] {
+                    matched = true;
+                }
+                i += 3;
+            } else {
+                if p[i] == c {
+                    matched = true;
+                }
+                i += 1;
+            }
+        }
+        None
+    }
+    fn go(p: &[char], n: &[char]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some('*') => (0..=n.len()).any(|k| go(&p[1..], &n[k..])),
+            Some('?') => !n.is_empty() && go(&p[1..], &n[1..]),
+            Some('[') => match (n.first(), class(p, n.first().copied().unwrap_or('\0'))) {
+                (Some(_), Some((true, len))) => go(&p[len..], &n[1..]),
+                (Some(_), Some((false, _))) => false,
+                // An unclosed `[` is a literal.
+                (Some('['), None) => go(&p[1..], &n[1..]),
+                _ => false,
+            },
+            Some(c) => n.first() == Some(c) && go(&p[1..], &n[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    go(&p, &n)
+}
+
+/// One directive: its name, arguments and line.
+#[derive(Debug, PartialEq, Eq)]
+struct Directive {
+    name: String,
+    args: Vec<String>,
+    line: usize,
+}
+
+/// The directives of an nginx configuration file, at any block depth
+/// (nginx's lexer: whitespace-separated words, `;` ends a directive, `{`
+/// opens a block after one, `#` starts a comment, quotes group words and
+/// `\` escapes the next character).
+fn directives(text: &str) -> Vec<Directive> {
+    let mut out = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut line = 1;
+    let mut start_line = 1;
+    let mut chars = text.chars().peekable();
+    let end = |words: &mut Vec<String>, start_line: usize, out: &mut Vec<Directive>| {
+        if !words.is_empty() {
+            let name = words.remove(0);
+            out.push(Directive {
+                name,
+                args: std::mem::take(words),
+                line: start_line,
+            });
+        }
+    };
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            line += 1;
+        }
+        if let Some(q) = quote {
+            match c {
+                '\\' => {
+                    if let Some(next) = chars.next() {
+                        if next == '\n' {
+                            line += 1;
+                        }
+                        word.push(next);
+                    }
+                }
+                c if c == q => quote = None,
+                c => word.push(c),
+            }
+            continue;
+        }
+        match c {
+            '#' if !in_word => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        line += 1;
+                        break;
+                    }
+                }
+            }
+            '"' | '\'' if !in_word => {
+                quote = Some(c);
+                in_word = true;
+                if words.is_empty() {
+                    start_line = line;
+                }
+            }
+            ';' | '{' | '}' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+                end(&mut words, start_line, &mut out);
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    word.push(next);
+                }
+                in_word = true;
+            }
+            c => {
+                if !in_word && words.is_empty() {
+                    start_line = line;
+                }
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    out
+}
+
+/// Why `module` may not be loaded, if it may not.
+fn check_module(module: &Path, view: &Sandbox) -> Result<(), String> {
+    if view.placed(module).is_some() {
+        return Err("it is one of the files being validated, not a package file".to_owned());
+    }
+    let real = view
+        .canonical_as_program(module)
+        .map_err(|e| format!("cannot find it ({e})"))?;
+    let out = command::run(
+        &CommandSpec::new("dpkg-query")
+            .arg("-S")
+            .arg(&real)
+            .timeout(std::time::Duration::from_secs(30))
+            .output_limit(64 * 1024),
+    )
+    .map_err(|e| format!("cannot ask dpkg who owns it ({e})"))?;
+    let text = out.stdout.text();
+    let owner = text
+        .lines()
+        .find_map(|l| {
+            let (pkgs, path) = l.split_once(": ")?;
+            (Path::new(path.trim()) == real)
+                .then(|| pkgs.split(", ").next().unwrap_or("").trim().to_owned())
+        })
+        .filter(|p| !p.is_empty() && out.success());
+    let Some(package) = owner else {
+        return Err(format!(
+            "{} is not a file of an installed package; only modules installed by a package may be loaded",
+            real.display()
+        ));
+    };
+    let sums = ["md5sums"]
+        .iter()
+        .find_map(|ext| {
+            let name = package.split(':').next().unwrap_or(&package);
+            [format!("{package}.{ext}"), format!("{name}.{ext}")]
+                .iter()
+                .find_map(|f| {
+                    view.read_as_program(&Path::new("/var/lib/dpkg/info").join(f), MAX_FILE)
+                        .ok()
+                })
+        })
+        .ok_or_else(|| {
+            format!(
+                "package {package} has no md5sums to check {} against",
+                real.display()
+            )
+        })?;
+    let relative = real.strip_prefix("/").unwrap_or(&real);
+    let want = String::from_utf8_lossy(&sums)
+        .lines()
+        .find_map(|l| {
+            let (sum, path) = l.split_once("  ")?;
+            (Path::new(path) == relative).then(|| sum.to_owned())
+        })
+        .ok_or_else(|| format!("package {package} lists no checksum for {}", real.display()))?;
+    let bytes = view
+        .read_as_program(&real, 256 * 1024 * 1024)
+        .map_err(|e| format!("cannot read it ({e})"))?;
+    let have: String = Md5::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if have != want {
+        return Err(format!(
+            "{} is not as package {package} installed it (MD5 {have}, packaged {want})",
+            real.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directives_are_found_at_any_depth_with_their_lines() {
+        let text = "# load_module /commented.so;\nuser www-data;\nload_module \"modules/a b.so\";\nhttp {\n  include /etc/x/*.conf; # trailing\n  server { listen 80; }\n}\n";
+        let found = directives(text);
+        let names: Vec<(&str, usize)> = found.iter().map(|d| (d.name.as_str(), d.line)).collect();
+        assert_eq!(
+            names,
+            [
+                ("user", 2),
+                ("load_module", 3),
+                ("http", 4),
+                ("include", 5),
+                ("server", 6),
+                ("listen", 6)
+            ]
+        );
+        assert_eq!(found[1].args, ["modules/a b.so"]);
+    }
+
+    #[test]
+    fn globs_match_like_glob3() {
+        for (p, n, want) in [
+            ("*.conf", "a.conf", true),
+            ("*.conf", "a.conf~", false),
+            ("*", "x", true),
+            ("?.c", "ab.c", false),
+            ("[a-c]x", "bx", true),
+            ("[!a-c]x", "bx", false),
+            ("50-*", "50-mod-http-echo.conf", true),
+        ] {
+            assert_eq!(glob_match(p, n), want, "{p} {n}");
+        }
+    }
+
+    #[test]
+    fn a_module_outside_any_package_is_refused_and_a_placed_one_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("nginx.conf");
+        let module = dir.path().join("evil.so");
+        std::fs::write(&module, b"\x7fELF").unwrap();
+        std::fs::write(
+            &conf,
+            format!(
+                "include {}/mods/*.conf;\nevents {{}}\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("mods")).unwrap();
+        std::fs::write(
+            dir.path().join("mods/10-x.conf"),
+            format!("load_module {};\n", module.display()),
+        )
+        .unwrap();
+        let err = precheck(&conf, &Sandbox::new()).unwrap_err();
+        assert!(err.contains("10-x.conf:1: load_module"), "{err}");
+        assert!(err.contains("not a file of an installed package"), "{err}");
+
+        let mut view = Sandbox::new();
+        std::fs::write(dir.path().join("mods/10-x.conf"), "").unwrap();
+        view.place(
+            dir.path().join("mods/20-y.conf"),
+            b"load_module /usr/lib/x.so;".to_vec(),
+            0o644,
+            None,
+            None,
+        );
+        view.place("/usr/lib/x.so", b"".to_vec(), 0o644, None, None);
+        let err = precheck(&conf, &view).unwrap_err();
+        assert!(err.contains("20-y.conf:1"), "{err}");
+        // Without any load_module there is nothing to refuse.
+        assert!(precheck(&conf, &Sandbox::new()).is_ok());
+    }
+}

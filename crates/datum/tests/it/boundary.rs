@@ -1,0 +1,535 @@
+//! The file-system boundary, tried as an attacker would: a parent directory
+//! swapped for a link to the outside while apply runs in a loop (bounded,
+//! about 20 s in all), the same in a root where a directory on the path
+//! belongs to an unprivileged user (systemd's CHASE_SAFE case), links planted
+//! where every writer writes, and reads through a parent link that leaves
+//! the root, whose target holds a canary that must never appear.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::support::{Sandbox, assert_exit, code, stderr, stdout};
+
+const CANARY: &str = "CANARY-outside-the-root-4f1c";
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Every entry below `dir` (relative), links not followed.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &p, out);
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+fn staging_left(dir: &Path) -> Vec<String> {
+    tree(dir)
+        .into_iter()
+        .filter(|p| p.contains(".datum.stage."))
+        .collect()
+}
+
+/// Two repositories declaring the same file with different content, so
+/// every apply in a loop writes.
+fn alternating(s: &Sandbox, declared: &str, extra_settings: &str) -> [PathBuf; 2] {
+    ["a", "b"].map(|v| {
+        s.write(
+            &format!("repo-{v}/datum.yaml"),
+            &format!(
+                "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {{}}\n{extra_settings}"
+            ),
+        );
+        s.write(
+            &format!("repo-{v}/base/main.yaml"),
+            &format!(
+                "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: {declared}\n  owner: root\n  mode: \"0644\"\n  content: \"version {v}\\n\"\n"
+            ),
+        );
+        s.dir.path().join(format!("repo-{v}"))
+    })
+}
+
+/// What a race run saw.
+struct Race {
+    swaps: u64,
+    applies: u64,
+    written: u64,
+    refused: u64,
+}
+
+/// Exchanges `dir` and `link` (renameat2 RENAME_EXCHANGE) as fast as it can,
+/// optionally as `uid`, until `stop`; returns the number of swaps.
+fn swapper(
+    dir: PathBuf,
+    link: PathBuf,
+    uid: Option<u32>,
+    stop: Arc<AtomicBool>,
+    swaps: Arc<AtomicU64>,
+) {
+    if let Some(uid) = uid {
+        // This thread only (the raw system call, not glibc's broadcast).
+        rustix::thread::set_thread_res_gid(
+            rustix::process::Gid::from_raw(uid),
+            rustix::process::Gid::from_raw(uid),
+            rustix::process::Gid::from_raw(uid),
+        )
+        .unwrap();
+        rustix::thread::set_thread_res_uid(
+            rustix::process::Uid::from_raw(uid),
+            rustix::process::Uid::from_raw(uid),
+            rustix::process::Uid::from_raw(uid),
+        )
+        .unwrap();
+    }
+    while !stop.load(Ordering::Relaxed) {
+        if rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &dir,
+            rustix::fs::CWD,
+            &link,
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .is_ok()
+        {
+            swaps.fetch_add(1, Ordering::Relaxed);
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Runs apply in a loop for `secs` while the swapper exchanges `dir` and
+/// `link`; afterwards `dir` is the directory again.
+fn race(
+    s: &Sandbox,
+    repos: &[PathBuf; 2],
+    dir: &Path,
+    link: &Path,
+    uid: Option<u32>,
+    secs: u64,
+) -> Race {
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let worker = {
+        let (dir, link, stop, swaps) = (
+            dir.to_path_buf(),
+            link.to_path_buf(),
+            Arc::clone(&stop),
+            Arc::clone(&swaps),
+        );
+        std::thread::spawn(move || swapper(dir, link, uid, stop, swaps))
+    };
+    let started = Instant::now();
+    let mut r = Race {
+        swaps: 0,
+        applies: 0,
+        written: 0,
+        refused: 0,
+    };
+    while started.elapsed() < Duration::from_secs(secs) {
+        let repo = &repos[(r.applies % 2) as usize];
+        let out = s.datum_repo(repo, &["apply"]);
+        r.applies += 1;
+        match code(&out) {
+            2 => r.written += 1,
+            0 => {}
+            4 | 1 => r.refused += 1,
+            other => panic!("apply exited {other}: {}", stderr(&out)),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    worker.join().unwrap();
+    r.swaps = swaps.load(Ordering::Relaxed);
+    // Put the directory back where it belongs.
+    if fs::symlink_metadata(dir).unwrap().file_type().is_symlink() {
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            dir,
+            rustix::fs::CWD,
+            link,
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .unwrap();
+    }
+    r
+}
+
+#[test]
+fn a_parent_swapped_for_a_link_during_apply_never_gets_a_write_outside_the_root() {
+    let s = Sandbox::new();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("f.conf"), CANARY).unwrap();
+    fs::create_dir_all(s.live("/etc/d")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.live("/etc/swap")).unwrap();
+    let repos = alternating(&s, "/etc/d/f.conf", "");
+    let r = race(
+        &s,
+        &repos,
+        &s.live("/etc/d"),
+        &s.live("/etc/swap"),
+        None,
+        20,
+    );
+    println!(
+        "race: {} swaps, {} applies ({} wrote, {} refused a link)",
+        r.swaps, r.applies, r.written, r.refused
+    );
+    assert!(
+        r.swaps > 1000 && r.applies > 20,
+        "the race did not run: {} swaps, {} applies",
+        r.swaps,
+        r.applies
+    );
+    assert!(
+        r.written > 0 && r.refused > 0,
+        "both outcomes must occur: {} wrote, {} refused",
+        r.written,
+        r.refused
+    );
+    // Zero writes outside: the outside folder holds exactly what it held.
+    assert_eq!(tree(outside.path()), ["f.conf"]);
+    assert_eq!(
+        fs::read_to_string(outside.path().join("f.conf")).unwrap(),
+        CANARY
+    );
+    // A clean run afterwards converges and leaves no staging anywhere.
+    let out = s.datum_repo(&repos[0], &["apply"]);
+    assert!(matches!(code(&out), 0 | 2), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/d/f.conf")).unwrap(),
+        "version a\n"
+    );
+    assert_eq!(staging_left(&s.root()), Vec::<String>::new());
+    assert_eq!(staging_left(outside.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_directory_owned_by_an_unprivileged_user_cannot_redirect_root() {
+    if !is_root() {
+        println!("skipped: needs root (chown, a swapper running as nobody)");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let s = Sandbox::new();
+    // A real-looking root: /srv/app belongs to an unprivileged user, as a
+    // deploy user's folder would.
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("app.conf"), CANARY).unwrap();
+    // The user may make links there: the outside folder is theirs to name.
+    fs::set_permissions(s.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let app = s.live("/srv/app");
+    fs::create_dir_all(app.join("conf")).unwrap();
+    for p in [&app, &app.join("conf")] {
+        std::os::unix::fs::chown(p, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    std::os::unix::fs::symlink(outside.path(), app.join("swap")).unwrap();
+    std::os::unix::fs::lchown(app.join("swap"), Some(NOBODY), Some(NOBODY)).unwrap();
+
+    // 1. conf belongs to root: entering it from the user's folder is the
+    //    unsafe transition, refused before anything is written.
+    std::os::unix::fs::chown(app.join("conf"), Some(0), Some(0)).unwrap();
+    let repos = alternating(&s, "/srv/app/conf/app.conf", "");
+    let out = s.datum_repo(&repos[0], &["apply"]);
+    assert_exit(&out, 4);
+    let err = stdout(&out) + &stderr(&out);
+    assert!(err.contains("unsafe ownership transition"), "{err}");
+    assert!(err.contains("uid 65534"), "{err}");
+    assert_eq!(tree(&app.join("conf")), Vec::<String>::new());
+
+    // 2. conf belongs to the user (or the repository trusts it): the user
+    //    races, swapping conf with a link to the outside, as themselves.
+    std::os::unix::fs::chown(app.join("conf"), Some(NOBODY), Some(NOBODY)).unwrap();
+    let r = race(
+        &s,
+        &repos,
+        &app.join("conf"),
+        &app.join("swap"),
+        Some(NOBODY),
+        4,
+    );
+    println!(
+        "race as uid {NOBODY}: {} swaps, {} applies ({} wrote, {} refused)",
+        r.swaps, r.applies, r.written, r.refused
+    );
+    assert!(r.swaps > 100 && r.applies > 5, "the race did not run");
+    std::os::unix::fs::chown(app.join("conf"), Some(0), Some(0)).unwrap();
+    let trusting = alternating(
+        &s,
+        "/srv/app/conf/app.conf",
+        "boundary:\n  owner_transitions: [/srv/app/conf]\n",
+    );
+    let t = race(
+        &s,
+        &trusting,
+        &app.join("conf"),
+        &app.join("swap"),
+        Some(NOBODY),
+        4,
+    );
+    println!(
+        "race as uid {NOBODY}, transition allowed: {} swaps, {} applies ({} wrote, {} refused)",
+        t.swaps, t.applies, t.written, t.refused
+    );
+    assert!(t.written > 0, "an allowed transition must allow writes");
+    assert_eq!(tree(outside.path()), ["app.conf"]);
+    assert_eq!(
+        fs::read_to_string(outside.path().join("app.conf")).unwrap(),
+        CANARY
+    );
+    assert_eq!(staging_left(outside.path()), Vec::<String>::new());
+}
+
+/// A victim outside the root that a planted link points at.
+struct Victim {
+    dir: tempfile::TempDir,
+}
+
+impl Victim {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("victim"), CANARY).unwrap();
+        Victim { dir }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("victim")
+    }
+
+    fn plant(&self, at: &Path) {
+        if let Some(parent) = at.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        let _ = fs::remove_file(at);
+        std::os::unix::fs::symlink(self.path(), at).unwrap();
+    }
+
+    #[track_caller]
+    fn assert_untouched(&self, what: &str) {
+        assert_eq!(
+            fs::read_to_string(self.path()).unwrap(),
+            CANARY,
+            "{what} wrote through a planted link"
+        );
+        assert_eq!(
+            tree(self.dir.path()),
+            ["victim"],
+            "{what} wrote beside the victim"
+        );
+    }
+}
+
+/// A repository declaring `manifest`, and a root with `/etc`.
+fn with_etc(manifest: &str) -> Sandbox {
+    let s = Sandbox::with_base(manifest);
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    s
+}
+
+const MOTD: &str = "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared\\n\"\n";
+
+#[test]
+fn planted_links_are_never_written_through_by_any_writer() {
+    let v = Victim::new();
+
+    // apply: a link at the managed path is replaced, never followed.
+    let s = with_etc(MOTD);
+    v.plant(&s.live("/etc/motd"));
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "declared\n"
+    );
+    v.assert_untouched("apply");
+
+    // state: a link where the state database belongs.
+    for file in ["state.db", "state.db-wal", "state.db-shm", "lock"] {
+        let s = with_etc(MOTD);
+        v.plant(&s.live(&format!("/var/lib/datum/{file}")));
+        let out = s.datum(&["apply"]);
+        assert_exit(&out, 1);
+        assert!(stderr(&out).contains(file), "{file}: {}", stderr(&out));
+        v.assert_untouched(file);
+        assert!(
+            !s.live("/etc/motd").exists(),
+            "{file}: applied without its store"
+        );
+    }
+
+    // snapshot and source hashes: a link in their place is refused, the
+    // pass goes on.
+    let s = with_etc(MOTD);
+    assert_exit(&s.datum(&["apply"]), 2);
+    for file in ["state.catalogue", "source-hashes"] {
+        v.plant(&s.live(&format!("/var/lib/datum/{file}")));
+    }
+    fs::write(s.live("/etc/motd"), "edited\n").unwrap();
+    assert_exit(&s.datum(&["apply", "--recompile"]), 2);
+    v.assert_untouched("the catalogue snapshot");
+
+    // backups: the old content of a file goes to a blob named by its hash;
+    // a link there is not written through (and the folder itself may not be
+    // a link).
+    let s = with_etc(MOTD);
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/etc/motd"), "evidence\n").unwrap();
+    let sha = datum_core::sha256_hex(b"evidence\n");
+    v.plant(&s.live(&format!(
+        "/var/lib/datum/backups/objects/{}/{sha}",
+        &sha[..2]
+    )));
+    let _ = s.datum(&["apply"]);
+    v.assert_untouched("a backup");
+    let s = with_etc(MOTD);
+    fs::create_dir_all(s.live("/var/lib/datum")).unwrap();
+    fs::set_permissions(s.live("/var/lib/datum"), fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(v.dir.path(), s.live("/var/lib/datum/backups")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 1);
+    v.assert_untouched("the backup folder");
+
+    // restore: the file's folder replaced by a link, and the file itself.
+    let s = Sandbox::with_base(MOTD.replace("/etc/motd", "/etc/app/motd").as_str());
+    fs::create_dir_all(s.live("/etc/app")).unwrap();
+    fs::write(s.live("/etc/app/motd"), "old\n").unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::rename(s.live("/etc/app"), s.live("/etc/app.moved")).unwrap();
+    std::os::unix::fs::symlink(v.dir.path(), s.live("/etc/app")).unwrap();
+    let out = s.datum(&["backup", "restore", "1"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    v.assert_untouched("restore through a parent link");
+    fs::remove_file(s.live("/etc/app")).unwrap();
+    fs::rename(s.live("/etc/app.moved"), s.live("/etc/app")).unwrap();
+    v.plant(&s.live("/etc/app/motd"));
+    assert_exit(&s.datum(&["backup", "restore", "1"]), 0);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/app/motd")).unwrap(),
+        "old\n"
+    );
+    v.assert_untouched("restore over a link");
+
+    // accept outputs: the patch, the content file and SUMMARY.md.
+    for planted in ["File-motd.content", "SUMMARY.md"] {
+        let s = with_etc(MOTD);
+        s.write(
+            "repo/datum.yaml",
+            "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  followed: {interval: 1h, policy: accept}\n",
+        );
+        s.write(
+            "repo/base/main.yaml",
+            &MOTD.replace("name: motd\n", "name: motd\nclass: followed\n"),
+        );
+        assert_exit(&s.datum(&["apply"]), 2);
+        fs::write(s.live("/etc/motd"), "drifted\n").unwrap();
+        v.plant(&s.live(&format!("/var/lib/datum/accepted/{planted}")));
+        let out = s.datum(&["check"]);
+        assert_exit(&out, 1);
+        v.assert_untouched(planted);
+    }
+
+    // --markdown FILE.
+    let s = with_etc(MOTD);
+    assert_exit(&s.datum(&["apply"]), 2);
+    let report = s.dir.path().join("report.md");
+    v.plant(&report);
+    let out = s.datum(&["check", "--markdown", report.to_str().unwrap()]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("report.md"), "{}", stderr(&out));
+    v.assert_untouched("--markdown");
+}
+
+#[test]
+fn reads_through_a_parent_link_leaving_the_root_never_show_what_is_there() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("app.conf"), format!("{CANARY}\n")).unwrap();
+    fs::write(outside.path().join(format!("{CANARY}.name")), "x").unwrap();
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app/app.conf\n  content: \"declared\\n\"\n\
+---\ndatum: v1alpha1\ntype: Tree\nname: tree\ndesired:\n  path: /etc/app\n  source: tree\n",
+    );
+    s.write("repo/base/tree/app.conf", "declared\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.live("/etc/app")).unwrap();
+    let markdown = s.dir.path().join("report.md");
+    let runs = [
+        s.datum(&["plan"]),
+        s.datum(&["--output", "json", "plan"]),
+        s.datum(&["check"]),
+        s.datum(&["--output", "json", "check"]),
+        s.datum(&["check", "--markdown", markdown.to_str().unwrap()]),
+        s.datum(&["apply"]),
+    ];
+    for out in &runs {
+        let all = stdout(out) + &stderr(out);
+        assert!(!all.contains(CANARY), "the outside canary leaked:\n{all}");
+    }
+    // The link is named, as a finding or error, and nothing was written.
+    let plan = stdout(&runs[0]) + &stderr(&runs[0]);
+    assert!(plan.contains("symbolic link"), "{plan}");
+    let check = stdout(&runs[2]) + &stderr(&runs[2]);
+    assert!(check.contains("symbolic link"), "{check}");
+    let md = fs::read_to_string(&markdown).unwrap();
+    assert!(!md.contains(CANARY), "{md}");
+    assert!(md.contains("symbolic link"), "{md}");
+    assert_eq!(
+        tree(outside.path()),
+        [format!("{CANARY}.name"), "app.conf".to_owned()]
+    );
+    assert_eq!(
+        fs::read_to_string(outside.path().join("app.conf")).unwrap(),
+        format!("{CANARY}\n")
+    );
+}
+
+#[test]
+fn an_allowed_link_inside_the_root_is_followed_once_and_stays_inside() {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nboundary:\n  follow_links: [/var/run]\n",
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: pid\ndesired:\n  path: /var/run/app.conf\n  content: \"x\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/run")).unwrap();
+    fs::create_dir_all(s.live("/var")).unwrap();
+    // Absolute, as on Debian: resolved inside the root, not to the machine's /run.
+    std::os::unix::fs::symlink("/run", s.live("/var/run")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(fs::read_to_string(s.live("/run/app.conf")).unwrap(), "x\n");
+    assert!(
+        !Path::new("/run/app.conf").exists()
+            || fs::metadata("/run/app.conf").unwrap().ino()
+                != fs::metadata(s.live("/run/app.conf")).unwrap().ino()
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+    // Without the allowance the same link is refused.
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    assert!(
+        (stdout(&out) + &stderr(&out)).contains("boundary.follow_links"),
+        "{}",
+        stdout(&out)
+    );
+}

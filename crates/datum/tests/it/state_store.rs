@@ -1,0 +1,160 @@
+//! An unusable state store stops everything that acts on it: a damaged or
+//! full store makes apply (and policy checks) refuse before anything is
+//! written, so a quarantined emergency fix is never overwritten, and the
+//! quarantine is still there once the store is restored or has room again.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use super::support::{Sandbox, assert_exit, stderr, stdout};
+
+const FIX: &str = "the emergency fix, made by hand during the outage\n";
+
+/// A root where File[motd] was applied, then fixed by hand and quarantined
+/// by a person.
+fn quarantined() -> Sandbox {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/etc/motd"), FIX).unwrap();
+    assert_exit(
+        &s.datum(&["quarantine", "File/motd", "--reason", "outage fix"]),
+        0,
+    );
+    // Respected while the store is healthy (skipped, so counted blocked: 4).
+    assert_exit(&s.datum(&["apply"]), 4);
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
+    s
+}
+
+#[track_caller]
+fn assert_refused(s: &Sandbox, args: &[&str], why: &str) {
+    let out = s.datum(args);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    for word in [why, "nothing was", "--rebuild-state", "restore"] {
+        assert!(err.contains(word), "`{word}` missing from:\n{err}");
+    }
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        FIX,
+        "{args:?} overwrote the quarantined fix"
+    );
+}
+
+#[test]
+fn a_corrupt_store_stops_apply_and_the_quarantine_survives_its_restoration() {
+    let s = quarantined();
+    let db = s.live("/var/lib/datum/state.db");
+    // Fold the WAL in, so the database file alone is the whole store.
+    drop(datum_store::Store::open(&db).unwrap());
+    let good = fs::read(&db).unwrap();
+    let mut bad = good.clone();
+    for b in &mut bad[..100] {
+        *b = 0x5a;
+    }
+    fs::write(&db, &bad).unwrap();
+
+    assert_refused(&s, &["apply"], "not a database");
+    assert_refused(&s, &["release", "File/motd"], "not a database");
+    assert_eq!(
+        fs::read(&db).unwrap(),
+        bad,
+        "the damaged store is never replaced"
+    );
+    // A report-only check and a plan go on, read-only, and say so.
+    let out = s.datum(&["plan"]);
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+    assert_eq!(fs::read(&db).unwrap(), bad);
+
+    // Restored from a backup: the quarantine is still there and respected.
+    fs::write(&db, &good).unwrap();
+    assert_exit(&s.datum(&["apply"]), 4);
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
+    let out = s.datum(&["--output", "json", "check"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
+
+    // --rebuild-state is a person's explicit choice, and it says what it forgets.
+    fs::write(&db, &bad).unwrap();
+    let out = s.datum(&["apply", "--rebuild-state"]);
+    assert!(stderr(&out).contains("quarantine"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("File[motd]"), "{}", stdout(&out));
+}
+
+/// A small tmpfs mounted over a folder, unmounted when dropped.
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    fn tmpfs(at: &Path, size: &str) -> Option<Mounted> {
+        fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Mounted(at.to_path_buf()))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_store_stops_apply_and_the_quarantine_survives_the_cleanup() {
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "needs root to mount a small file system"
+        );
+        println!("skipped: needs root to mount a small file system");
+        return;
+    }
+    let s = quarantined();
+    let state = s.live("/var/lib/datum");
+    // The store moves to a 4 MiB file system, which then fills up.
+    let saved = s.dir.path().join("saved");
+    fs::create_dir(&saved).unwrap();
+    for e in fs::read_dir(&state).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::copy(e.path(), saved.join(e.file_name())).unwrap();
+        }
+    }
+    let Some(_mount) = Mounted::tmpfs(&state, "4m") else {
+        panic!("cannot mount a tmpfs on {}", state.display());
+    };
+    for e in fs::read_dir(&saved).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), state.join(e.file_name())).unwrap();
+    }
+    let filler = state.join("filler");
+    {
+        use std::io::Write as _;
+        let mut f = fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 64 * 1024];
+        while f.write_all(&block).is_ok() {}
+    }
+    fs::write(s.live("/etc/motd"), FIX).unwrap();
+    assert_refused(&s, &["apply"], "bytes free");
+
+    // Room again: nothing was lost, the quarantine holds.
+    fs::remove_file(&filler).unwrap();
+    assert_exit(&s.datum(&["apply"]), 4);
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
+    let out = s.datum(&["--output", "json", "check"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
+}

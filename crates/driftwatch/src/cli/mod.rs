@@ -1,0 +1,325 @@
+//! Command-line interface: one args struct per command and one function that runs it
+//! (`report` for `report`, `run` for `run`, [`crate::codify`] for `codify`), and
+//! `output` for everything that leaves the process.
+//!
+//! Usage errors are mapped to exit 1 here (clap's default is 2, which a CI job would read
+//! as "drift found"). Output goes to the writers passed in, so tests can run commands in
+//! process; only `main.rs` touches the real stdout and stderr.
+
+mod output;
+mod report;
+mod run;
+
+use std::io::{IsTerminal as _, Write};
+use std::num::NonZeroUsize;
+use std::path::{Path as FsPath, PathBuf};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::classify::Options;
+use crate::error::{Error, Result};
+use crate::flatten::Path;
+use crate::mask::Masker;
+use crate::plan::{Plan, PlanError, PlanRole, parse_reader};
+use crate::rules::Rules;
+use crate::runner::{Runner, Tofu};
+use crate::{codify, exit};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "driftwatch",
+    version,
+    about = "Triage OpenTofu/Terraform drift: a refresh-only plan says what changed outside, a normal plan says what the next apply does about it.",
+    after_help = "Exit codes: 0 no actionable drift, 2 actionable drift, 1 any error (usage errors included). With several stacks, the worst of them: 1, else 2, else 0."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run both plans with tofu (or terraform) and report, for one stack or several.
+    Run(RunArgs),
+    /// Report from saved `show -json` files.
+    Report(ReportArgs),
+    /// Accept changed-outside drift: write the drifted literals into the configuration
+    /// (*.tf or *.tf.json), prove with a plan that the next apply leaves them alone, then
+    /// apply -refresh-only and prove it again.
+    Codify(CodifyArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The format of the report on stdout (the same choice `datum` offers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// The program to run: tofu, terraform, or a path to either.
+    #[arg(long, default_value = "tofu", value_name = "PROGRAM")]
+    pub binary: String,
+    /// How long to wait for the state lock (passed as -lock-timeout).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub lock_timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Stack name: used in reports and for the dedupe key (one stack only).
+    #[arg(long, value_name = "NAME")]
+    pub stack: Option<String>,
+    /// Also mask attributes whose names match this regex (repeatable).
+    #[arg(long = "secret-pattern", value_name = "REGEX")]
+    pub secret_patterns: Vec<String>,
+    // The help text is an attribute, not a doc comment: rustdoc would read `[0]` as a link.
+    #[arg(
+        long = "ignore-attr",
+        value_name = "PATH",
+        help = "Drop this path (and everything under it) from every diff (repeatable), e.g. metadata[0].resource_version"
+    )]
+    pub ignore_attrs: Vec<String>,
+    /// Fix "now" (YYYY-MM-DD or RFC 3339) for timestamps, --history and codify; for tests
+    /// and replays.
+    #[arg(long, hide = true, value_name = "TIME")]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Only the refresh-only plan: "ignored" then needs ignore_changes to cover every path.
+    #[arg(long)]
+    pub drift_only: bool,
+    /// Exit 2 for any drift, ignored drift included.
+    #[arg(long)]
+    pub strict: bool,
+    /// Exit 2 when there are unapplied changes, even without drift.
+    #[arg(long)]
+    pub fail_on_pending: bool,
+    /// The report on stdout: human (text) or json.
+    #[arg(long, value_enum, default_value = "human", value_name = "FORMAT")]
+    pub output: OutputFormat,
+    /// Same as --output json.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the Markdown report to FILE (one stack).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Append the Markdown report to $GITHUB_STEP_SUMMARY.
+    #[arg(long)]
+    pub step_summary: bool,
+    /// Record first-seen dates in FILE and show each finding's age.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Colour in the text report (auto: on a terminal, unless NO_COLOR is set).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+    /// Also send the report to `datum server` (the report.yaml of `datum server enroll NAME --stack`; one stack).
+    #[arg(long, value_name = "FILE")]
+    pub report_to: Option<PathBuf>,
+    /// The outbox kept for --report-to (default FILE.outbox.db).
+    #[arg(long, value_name = "FILE", requires = "report_to")]
+    pub outbox: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    pub fn wants_json(&self) -> bool {
+        self.json || self.output == OutputFormat::Json
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A stack's root module directory; repeat it to check several stacks in one run.
+    #[arg(long, value_name = "DIR", required_unless_present = "stacks")]
+    pub chdir: Vec<PathBuf>,
+    /// A file listing stacks, one `DIR` or `NAME=DIR` per line (relative to the file).
+    #[arg(long, value_name = "FILE")]
+    pub stacks: Option<PathBuf>,
+    /// How many stacks to check at the same time (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// ignore_changes source: a configuration file or a directory (default: --chdir).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub config: Option<PathBuf>,
+    /// Write STACK.md for every stack and summary.md into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub markdown_dir: Option<PathBuf>,
+    /// Say how long the engine took and how long driftwatch itself took (stderr; JSON
+    /// `timings`).
+    #[arg(long)]
+    pub timings: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// `show -json` of the refresh-only plan (a normal plan here is refused).
+    #[arg(long, value_name = "FILE", required_unless_present = "plan")]
+    pub refresh_plan: Option<PathBuf>,
+    /// `show -json` of the normal plan. Alone, drift is read from its own resource_drift.
+    #[arg(long, value_name = "FILE", conflicts_with = "drift_only")]
+    pub plan: Option<PathBuf>,
+    /// ignore_changes source: a *.tf or *.tf.json file, or a directory of them.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CodifyArgs {
+    /// The stack's root module directory.
+    #[arg(long, value_name = "DIR")]
+    pub chdir: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Where output goes; `main` passes the real streams, tests pass buffers.
+pub struct Io<'a> {
+    pub stdout: &'a mut dyn Write,
+    pub stderr: &'a mut dyn Write,
+    /// Whether stdout is a terminal (colour in `auto` mode).
+    pub stdout_is_terminal: bool,
+}
+
+/// Parse arguments and run; returns the exit code. Never panics on bad input.
+pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    exit::CLEAN
+                }
+                _ => exit::ERROR,
+            };
+            let text = e.render().to_string();
+            let sink: &mut dyn Write = if code == exit::CLEAN {
+                io.stdout
+            } else {
+                io.stderr
+            };
+            let _ = sink.write_all(text.as_bytes());
+            return code;
+        }
+    };
+    match execute(cli, runner, io) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = exit::for_error(&e);
+            if code == exit::ERROR {
+                let _ = writeln!(io.stderr, "driftwatch: error: {}", one_line(&e));
+            }
+            code
+        }
+    }
+}
+
+/// An error as one line, always: some causes (regex syntax errors) span several.
+pub(crate) fn one_line(e: &Error) -> String {
+    let message: Vec<String> = e
+        .to_string()
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect();
+    message.join(" ")
+}
+
+fn execute(cli: Cli, runner: &dyn Runner, io: &mut Io<'_>) -> Result<u8> {
+    match cli.command {
+        Command::Report(args) => report::cmd_report(args, io),
+        Command::Run(args) => run::cmd_run(args, runner, io),
+        Command::Codify(args) => codify::cmd_codify(args, runner, io),
+    }
+}
+
+pub(crate) fn masker(common: &CommonArgs) -> Result<Masker> {
+    Ok(Masker::new(&common.secret_patterns)?)
+}
+
+pub(crate) fn options(common: &CommonArgs) -> Result<Options> {
+    let ignore_attrs = common
+        .ignore_attrs
+        .iter()
+        .map(|p| {
+            Path::parse(p).map_err(|reason| Error::IgnoreAttr {
+                text: p.clone(),
+                reason,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Options { ignore_attrs })
+}
+
+pub(crate) fn load_rules(config: Option<&FsPath>) -> Result<Rules> {
+    match config {
+        Some(path) => Ok(Rules::load(path)?),
+        None => Ok(Rules::default()),
+    }
+}
+
+/// Parse the two saved plans on two threads (they are big and independent), streaming
+/// each from its file.
+pub(crate) fn parse_saved(
+    refresh: &crate::runner::SavedPlan,
+    normal: Option<&crate::runner::SavedPlan>,
+    masker: &Masker,
+) -> Result<(Plan, Option<Plan>)> {
+    let open = |saved: &crate::runner::SavedPlan, label: &str, role: PlanRole| -> Result<Plan> {
+        let file = std::fs::File::open(&saved.json).map_err(|error| PlanError::Read {
+            source_name: label.to_owned(),
+            error,
+        })?;
+        Ok(parse_reader(file, label, role, masker)?)
+    };
+    std::thread::scope(|scope| {
+        let handle = normal.map(|saved| scope.spawn(move || open(saved, "plan", PlanRole::Normal)));
+        let first = open(refresh, "refresh-only plan", PlanRole::RefreshOnly)?;
+        let second = match handle {
+            Some(h) => Some(h.join().map_err(|_| Error::Thread)??),
+            None => None,
+        };
+        Ok((first, second))
+    })
+}
+
+pub(crate) fn tofu_of(engine: &EngineArgs, chdir: &FsPath) -> Tofu {
+    Tofu {
+        binary: engine.binary.clone(),
+        chdir: chdir.display().to_string(),
+        lock_timeout: engine.lock_timeout.clone(),
+    }
+}
+
+pub(crate) fn stack_name(common: &CommonArgs, chdir: &FsPath) -> String {
+    common
+        .stack
+        .clone()
+        .unwrap_or_else(|| crate::stacks::default_name(chdir))
+}
+
+/// Whether the process's stdout is a terminal (for `main`).
+pub fn stdout_is_terminal() -> bool {
+    std::io::stdout().is_terminal()
+}

@@ -1,0 +1,383 @@
+//! Editing `*.tf.json` files (JSON syntax) for codify.
+//!
+//! Files are read into [`OJson`], an order-preserving value, so a rewritten file keeps its
+//! key order and the pull request shows only the changed lines. JSON syntax writes an
+//! expression as a string with `${...}` (or a `%{...}` directive) in it; such a string is
+//! never overwritten, because the value does not live there.
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+use super::{Document, Spot};
+use crate::flatten::{Path, Step};
+
+/// A JSON value that keeps object keys in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OJson {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(String),
+    Array(Vec<OJson>),
+    Object(Vec<(String, OJson)>),
+}
+
+impl<'de> Deserialize<'de> for OJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OJson;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E>(self) -> std::result::Result<OJson, E> {
+                Ok(OJson::Null)
+            }
+            fn visit_none<E>(self) -> std::result::Result<OJson, E> {
+                Ok(OJson::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> std::result::Result<OJson, E> {
+                Ok(OJson::Bool(b))
+            }
+            fn visit_u64<E>(self, n: u64) -> std::result::Result<OJson, E> {
+                Ok(OJson::Number(n.into()))
+            }
+            fn visit_i64<E>(self, n: i64) -> std::result::Result<OJson, E> {
+                Ok(OJson::Number(n.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> std::result::Result<OJson, E> {
+                serde_json::Number::from_f64(n)
+                    .map(OJson::Number)
+                    .ok_or_else(|| E::custom("non-finite number"))
+            }
+            fn visit_str<E>(self, s: &str) -> std::result::Result<OJson, E> {
+                Ok(OJson::String(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> std::result::Result<OJson, E> {
+                Ok(OJson::String(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<OJson, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(OJson::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<OJson, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, OJson>()? {
+                    entries.push((k, v));
+                }
+                Ok(OJson::Object(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for OJson {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            OJson::Null => s.serialize_unit(),
+            OJson::Bool(b) => s.serialize_bool(*b),
+            OJson::Number(n) => n.serialize(s),
+            OJson::String(v) => s.serialize_str(v),
+            OJson::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            OJson::Object(entries) => {
+                let mut map = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+impl OJson {
+    fn from_value(v: &Value) -> OJson {
+        match v {
+            Value::Null => OJson::Null,
+            Value::Bool(b) => OJson::Bool(*b),
+            Value::Number(n) => OJson::Number(n.clone()),
+            Value::String(s) => OJson::String(s.clone()),
+            Value::Array(items) => OJson::Array(items.iter().map(OJson::from_value).collect()),
+            Value::Object(map) => OJson::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), OJson::from_value(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn child(&self, i: usize) -> Option<&OJson> {
+        match self {
+            OJson::Array(items) => items.get(i),
+            OJson::Object(entries) => entries.get(i).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn child_mut(&mut self, i: usize) -> Option<&mut OJson> {
+        match self {
+            OJson::Array(items) => items.get_mut(i),
+            OJson::Object(entries) => entries.get_mut(i).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn at(&self, route: &[usize]) -> Option<&OJson> {
+        route.iter().try_fold(self, |cur, &i| cur.child(i))
+    }
+
+    fn at_mut(&mut self, route: &[usize]) -> Option<&mut OJson> {
+        let mut cur = self;
+        for &i in route {
+            cur = cur.child_mut(i)?;
+        }
+        Some(cur)
+    }
+
+    fn key_index(&self, key: &str) -> Option<usize> {
+        match self {
+            OJson::Object(entries) => entries.iter().position(|(k, _)| k == key),
+            _ => None,
+        }
+    }
+
+    /// Routes to this value (if an object) or to each object in it (if an array): JSON
+    /// syntax allows a block to be written either way.
+    fn object_routes(&self, route: &[usize]) -> Vec<Vec<usize>> {
+        match self {
+            OJson::Object(_) => vec![route.to_vec()],
+            OJson::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter(|(_, item)| matches!(item, OJson::Object(_)))
+                .map(|(i, _)| {
+                    let mut r = route.to_vec();
+                    r.push(i);
+                    r
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn is_template(&self) -> bool {
+        matches!(self, OJson::String(s) if s.contains("${") || s.contains("%{"))
+    }
+}
+
+/// Route to the body of `resource.TYPE.NAME` in a `.tf.json` document.
+fn find_resource(doc: &OJson, rtype: &str, rname: &str) -> Option<Vec<usize>> {
+    for top in doc.object_routes(&[]) {
+        let top_value = doc.at(&top)?;
+        let Some(ri) = top_value.key_index("resource") else {
+            continue;
+        };
+        let res_route = [top.clone(), vec![ri]].concat();
+        for by_type in doc.at(&res_route)?.object_routes(&res_route) {
+            let Some(ti) = doc.at(&by_type)?.key_index(rtype) else {
+                continue;
+            };
+            let type_route = [by_type.clone(), vec![ti]].concat();
+            for by_name in doc.at(&type_route)?.object_routes(&type_route) {
+                let Some(ni) = doc.at(&by_name)?.key_index(rname) else {
+                    continue;
+                };
+                let name_route = [by_name.clone(), vec![ni]].concat();
+                if let Some(body) = doc
+                    .at(&name_route)?
+                    .object_routes(&name_route)
+                    .into_iter()
+                    .next()
+                {
+                    return Some(body);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Where a drifted path lands in a resource body, with the route to it.
+fn locate(doc: &OJson, body: &[usize], path: &Path) -> (Spot, Vec<usize>) {
+    let mut route = body.to_vec();
+    for (n, step) in path.0.iter().enumerate() {
+        let Some(here) = doc.at(&route) else {
+            return (Spot::NotSet, route);
+        };
+        if here.is_template() {
+            return (Spot::Expression, route);
+        }
+        let last = n + 1 == path.0.len();
+        match (here, step) {
+            (OJson::Object(_), Step::Key(k)) => match here.key_index(k) {
+                Some(i) => route.push(i),
+                // The resource does not set the attribute at all: nothing to overwrite, and
+                // perhaps nothing to write (a computed attribute such as tags_all).
+                None if n == 0 => return (Spot::Absent, route),
+                None if last => return (Spot::Insert, route),
+                None => return (Spot::NotSet, route),
+            },
+            (OJson::Array(items), Step::Index(i)) => {
+                match usize::try_from(*i).ok().filter(|i| *i < items.len()) {
+                    Some(i) => route.push(i),
+                    None => return (Spot::NotSet, route),
+                }
+            }
+            // A block with at most one item may be written as a bare object.
+            (OJson::Object(_), Step::Index(0)) => {}
+            _ => return (Spot::NotSet, route),
+        }
+    }
+    let spot = match doc.at(&route) {
+        Some(leaf) if leaf.is_template() => Spot::Expression,
+        Some(OJson::Array(_) | OJson::Object(_)) => Spot::Structured,
+        Some(_) => Spot::Literal,
+        None => Spot::NotSet,
+    };
+    (spot, route)
+}
+
+/// A parsed `*.tf.json` file.
+pub(super) struct JsonDocument {
+    doc: OJson,
+}
+
+impl JsonDocument {
+    pub(super) fn parse(bytes: &[u8]) -> Result<JsonDocument, serde_json::Error> {
+        Ok(JsonDocument {
+            doc: serde_json::from_slice(bytes)?,
+        })
+    }
+}
+
+impl Document for JsonDocument {
+    fn declares(&self, rtype: &str, rname: &str) -> bool {
+        find_resource(&self.doc, rtype, rname).is_some()
+    }
+
+    fn locate(&self, rtype: &str, rname: &str, path: &Path) -> Spot {
+        match find_resource(&self.doc, rtype, rname) {
+            Some(body) => locate(&self.doc, &body, path).0,
+            None => Spot::NotSet,
+        }
+    }
+
+    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Value) -> bool {
+        let Some(body) = find_resource(&self.doc, rtype, rname) else {
+            return false;
+        };
+        let (spot, route) = locate(&self.doc, &body, path);
+        let new = OJson::from_value(value);
+        match spot {
+            Spot::Literal => match self.doc.at_mut(&route) {
+                Some(slot) => {
+                    *slot = new;
+                    true
+                }
+                None => false,
+            },
+            Spot::Insert => {
+                let key = match path.0.last() {
+                    Some(Step::Key(k)) => k.clone(),
+                    _ => return false,
+                };
+                match self.doc.at_mut(&route) {
+                    Some(OJson::Object(entries)) => {
+                        entries.push((key, new));
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    fn render(&self) -> Result<String, String> {
+        let mut text = serde_json::to_string_pretty(&self.doc).map_err(|e| e.to_string())?;
+        text.push('\n');
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> OJson {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn keeps_key_order() {
+        let d = doc(r#"{"z":1,"a":{"y":[true,null],"b":"x"}}"#);
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            r#"{"z":1,"a":{"y":[true,null],"b":"x"}}"#
+        );
+    }
+
+    #[test]
+    fn locates_literals_expressions_and_missing() {
+        let d = JsonDocument {
+            doc: doc(r#"{"resource":{"kubernetes_config_map_v1":{"flags":{
+                "metadata":{"name":"flags","labels":{"app":"shop"}},
+                "data":{"color":"blue","size":"${var.size}"}}}}}"#),
+        };
+        let at = |s: &str| {
+            d.locate(
+                "kubernetes_config_map_v1",
+                "flags",
+                &Path::parse(s).unwrap(),
+            )
+        };
+        assert_eq!(at("data.color"), Spot::Literal);
+        assert_eq!(at("data.size"), Spot::Expression);
+        assert_eq!(at("metadata[0].labels.owner"), Spot::Insert);
+        assert_eq!(at("metadata[0].resource_version"), Spot::Insert);
+        assert_eq!(at("replicas"), Spot::Absent);
+        assert_eq!(at("metadata"), Spot::Structured);
+        assert_eq!(at("data.color.x"), Spot::NotSet);
+        assert_eq!(
+            d.locate(
+                "kubernetes_config_map_v1",
+                "other",
+                &Path::parse("data").unwrap()
+            ),
+            Spot::NotSet
+        );
+    }
+
+    #[test]
+    fn writes_and_inserts_keeping_order() {
+        let mut d =
+            JsonDocument::parse(br#"{"resource":{"t":{"n":{"z":"1","tags":{"b":"x"},"a":2}}}}"#)
+                .unwrap();
+        assert!(d.write("t", "n", &Path::parse("z").unwrap(), &Value::from("9")));
+        assert!(d.write("t", "n", &Path::parse("tags.a").unwrap(), &Value::from("y")));
+        assert!(!d.write("t", "n", &Path::parse("missing").unwrap(), &Value::from(1)));
+        let text = d.render().unwrap();
+        let flat: String = text.split_whitespace().collect();
+        assert_eq!(
+            flat,
+            r#"{"resource":{"t":{"n":{"z":"9","tags":{"b":"x","a":"y"},"a":2}}}}"#
+        );
+    }
+}
