@@ -40,7 +40,7 @@ const LIMIT: u64 = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the defaults file {}: {source}", path.display())]
+    #[error("cannot read the defaults file {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
