@@ -116,7 +116,7 @@ fn the_manual_pages_render_without_warnings() {
         .arg("-l")
         .arg(out.join("datum.1"))
         .env("MANWIDTH", "100")
-        .env("MAN_KEEP_FORMATTING", "0")
+        .env_remove("MAN_KEEP_FORMATTING")
         .output()
         .expect("man (man-db, installed by scripts/deps)");
     assert!(man.status.success(), "{}", stderr(&man));
