@@ -24,6 +24,7 @@ pub mod id;
 pub mod observed;
 pub mod origin;
 pub mod outcome;
+pub mod progress;
 pub mod resource;
 
 pub use boundary::Boundary;

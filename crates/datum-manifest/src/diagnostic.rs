@@ -116,6 +116,26 @@ impl Diagnostic {
         out.push_str(&self.message);
         out
     }
+
+    /// [`Diagnostic::one_line`] with the file's full path under the
+    /// repository `root` (`/srv/repo/base/ssh.yaml:7:5: error: ...`), for a
+    /// log line read away from the repository.
+    pub fn one_line_in(&self, root: &std::path::Path) -> String {
+        match &self.origin {
+            Some(o) => {
+                let full = Origin {
+                    file: root.join(&o.file),
+                    ..o.clone()
+                };
+                Diagnostic {
+                    origin: Some(full),
+                    ..self.clone()
+                }
+                .one_line()
+            }
+            None => format!("{}: {}", root.display(), self.one_line()),
+        }
+    }
 }
 
 impl fmt::Display for Diagnostic {

@@ -38,6 +38,9 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => exit::usage_error(e),
     };
+    if cli.global.json {
+        cli.global.output = cli::OutputFormat::Json;
+    }
     let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
         "info"
     } else {

@@ -7,12 +7,17 @@
 //! print (the binary writes the strings), read the host, or show a value of a
 //! sensitive resource (the findings already carry none).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use datum_report::markdown::{Table, cell, inline_code, marker_line};
+use datum_report::style::{self, Paint};
 use serde_json::{Value, json};
 
 use super::findings::CheckFinding;
+
+/// The `format_version` of the check's JSON document.
+pub const FORMAT_VERSION: &str = "1";
 
 /// One finding with its history and what the class's policy did about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +50,10 @@ pub struct CheckStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
     pub host: String,
+    /// The host's labels (what chose its layers).
+    pub labels: BTreeMap<String, String>,
+    /// The layers of `datum.yaml` this host gets, in order.
+    pub layers: Vec<String>,
     pub findings: Vec<Reported>,
     /// Quarantined resources (`Kind[name]` or `host`) with the reason and who.
     pub quarantined: Vec<(String, String)>,
@@ -76,45 +85,139 @@ impl CheckReport {
 }
 
 fn when(secs: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
+    datum_report::time::rfc3339(secs)
 }
 
-/// Text for a terminal; with `color`, categories are coloured.
-pub fn human(report: &CheckReport, color: bool) -> String {
-    let paint = |code: &str, text: &str| {
-        if color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
+/// The categories in the order a report lists them (worst first), with the
+/// plan marker and colour of each; an unknown category comes last, as `~`.
+const CATEGORIES: &[(&str, &str, &str)] = &[
+    ("deleted_outside", "-", style::RED),
+    ("type_changed", "-/+", style::MAGENTA),
+    ("changed_outside", "~", style::YELLOW),
+    ("unmanaged", "+", style::CYAN),
+];
+
+fn category_rank(category: &str) -> (usize, &'static str, &'static str) {
+    CATEGORIES
+        .iter()
+        .position(|(c, _, _)| *c == category)
+        .map_or((CATEGORIES.len(), "~", style::YELLOW), |i| {
+            (i, CATEGORIES[i].1, CATEGORIES[i].2)
+        })
+}
+
+/// Findings per category, in report order.
+fn counts(report: &CheckReport) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    let mut sorted: Vec<&str> = report
+        .findings
+        .iter()
+        .map(|r| r.finding.finding.category.as_str())
+        .collect();
+    sorted.sort_by_key(|c| (category_rank(c).0, *c));
+    for c in sorted {
+        match counts.last_mut() {
+            Some((last, n)) if last == c => *n += 1,
+            _ => counts.push((c.to_owned(), 1)),
         }
-    };
+    }
+    counts
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Text for a terminal, laid out like `datum plan`: a header naming the host,
+/// its labels and the layers used; the findings grouped by category (worst
+/// first), one aligned line each with the plan's marker, its details
+/// indented under it; quarantines and errors; a summary line with the
+/// counts. With `color`, markers and categories are coloured.
+pub fn human(report: &CheckReport, color: bool) -> String {
+    let paint = Paint::new(color);
     let mut out = String::new();
-    for r in &report.findings {
+    let labels: Vec<String> = report
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        paint.wrap(style::BOLD, &format!("Check of {}", report.host))
+    );
+    let _ = writeln!(
+        out,
+        "  labels  {}",
+        if labels.is_empty() {
+            "(none)".to_owned()
+        } else {
+            labels.join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  layers  {}",
+        if report.layers.is_empty() {
+            "(none)".to_owned()
+        } else {
+            report.layers.join(", ")
+        }
+    );
+    let mut rows: Vec<&Reported> = report.findings.iter().collect();
+    rows.sort_by_key(|r| {
+        let category = &r.finding.finding.category;
+        (category_rank(category).0, category.clone())
+    });
+    let subject_width = rows
+        .iter()
+        .map(|r| r.finding.finding.subject.chars().count())
+        .chain(report.quarantined.iter().map(|(w, _)| w.chars().count()))
+        .chain(report.errors.iter().map(|(w, _)| w.chars().count()))
+        .max()
+        .unwrap_or(0);
+    let class_width = rows
+        .iter()
+        .map(|r| r.finding.class.chars().count() + 2)
+        .max()
+        .unwrap_or(0);
+    let action_width = rows
+        .iter()
+        .map(|r| r.action.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut current: Option<&str> = None;
+    for r in rows {
         let f = &r.finding;
-        let code = match f.finding.category.as_str() {
-            "deleted_outside" | "type_changed" => "31",
-            "unmanaged" => "36",
-            _ => "33",
-        };
+        let category = f.finding.category.as_str();
+        let (_, marker, sgr) = category_rank(category);
+        if current != Some(category) {
+            let n = report
+                .findings
+                .iter()
+                .filter(|o| o.finding.finding.category == category)
+                .count();
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{} ({n})", paint.wrap(sgr, category));
+            current = Some(category);
+        }
         let _ = writeln!(
             out,
-            "{}  {}  [{}] {} (first seen {}, {} check{})",
-            paint(code, &f.finding.category),
-            f.finding.subject,
-            f.class,
-            r.action,
+            "  {} {}  {}  {}  first seen {}, {}",
+            paint.padded(sgr, marker, 3),
+            paint.padded(style::BOLD, &f.finding.subject, subject_width),
+            format!("{:<class_width$}", format!("[{}]", f.class)),
+            format!("{:<action_width$}", r.action),
             when(r.first_seen),
-            r.passes,
-            if r.passes == 1 { "" } else { "s" }
+            plural(r.passes as usize, "check", "checks"),
         );
         if let Some(target) = &f.target {
-            let _ = writeln!(out, "    path: {target}");
+            let _ = writeln!(out, "        path: {target}");
         }
         for d in &f.finding.diffs {
             let _ = writeln!(
                 out,
-                "    {}: {} -> {}",
+                "        {}: {} -> {}",
                 d.path(),
                 d.before_display(),
                 d.after_display()
@@ -122,23 +225,79 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         }
         if let Some(diff) = &f.content_diff {
             for line in diff.lines() {
-                let _ = writeln!(out, "    {line}");
+                let sgr = if line.starts_with("+++") || line.starts_with("---") {
+                    style::BOLD
+                } else if line.starts_with('+') {
+                    style::GREEN
+                } else if line.starts_with('-') {
+                    style::RED
+                } else if line.starts_with("@@") {
+                    style::CYAN
+                } else {
+                    ""
+                };
+                let line = if sgr.is_empty() {
+                    line.to_owned()
+                } else {
+                    paint.wrap(sgr, line)
+                };
+                let _ = writeln!(out, "        {line}");
             }
         }
     }
-    for (what, why) in &report.quarantined {
-        let _ = writeln!(out, "{}  {what}: {why}", paint("35", "quarantined"));
+    if !report.quarantined.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} ({})",
+            paint.wrap(style::MAGENTA, "quarantined"),
+            report.quarantined.len()
+        );
+        for (what, why) in &report.quarantined {
+            let _ = writeln!(
+                out,
+                "  {} {:<subject_width$}  {why}",
+                paint.padded(style::MAGENTA, "#", 3),
+                what
+            );
+        }
     }
-    for (what, why) in &report.errors {
-        let _ = writeln!(out, "{}  {what}: {why}", paint("31;1", "error"));
+    if !report.errors.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} ({})",
+            paint.wrap(style::RED_BOLD, "not inspected"),
+            report.errors.len()
+        );
+        for (what, why) in &report.errors {
+            let _ = writeln!(
+                out,
+                "  {} {:<subject_width$}  {why}",
+                paint.padded(style::RED_BOLD, "!", 3),
+                what
+            );
+        }
     }
-    let _ = writeln!(
-        out,
-        "Check: {} finding(s), {} quarantined, {} error(s); {} resources inspected ({}{} trusted by metadata) in {} ms.",
-        report.findings.len(),
+    let by_category: Vec<String> = counts(report)
+        .iter()
+        .map(|(c, n)| format!("{n} {c}"))
+        .collect();
+    let findings = if by_category.is_empty() {
+        "no drift".to_owned()
+    } else {
+        format!(
+            "{} ({})",
+            plural(report.findings.len(), "finding", "findings"),
+            by_category.join(", ")
+        )
+    };
+    let _ = writeln!(out);
+    let line = format!(
+        "Check: {findings}, {} quarantined, {}; {} inspected ({}{} trusted by metadata) in {} ms.",
         report.quarantined.len(),
-        report.errors.len(),
-        report.stats.resources,
+        plural(report.errors.len(), "error", "errors"),
+        plural(report.stats.resources, "resource", "resources"),
         if report.stats.deep {
             ""
         } else {
@@ -147,10 +306,12 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         report.stats.metadata_only,
         report.stats.duration_ms
     );
+    let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
     out
 }
 
-/// The JSON document of `--output json`.
+/// The JSON document of `--output json` (`format_version` "1"; every time
+/// RFC 3339 UTC).
 pub fn json(report: &CheckReport) -> Value {
     let findings: Vec<Value> = report
         .findings
@@ -164,17 +325,25 @@ pub fn json(report: &CheckReport) -> Value {
                 "target": f.target,
                 "diffs": f.finding.diffs,
                 "content_diff": f.content_diff,
-                "first_seen": r.first_seen,
+                "first_seen": when(r.first_seen),
                 "passes": r.passes,
                 "action": r.action,
             })
         })
         .collect();
+    let counts: serde_json::Map<String, Value> = counts(report)
+        .into_iter()
+        .map(|(c, n)| (c, json!(n)))
+        .collect();
     json!({
+        "format_version": FORMAT_VERSION,
         "host": report.host,
+        "labels": report.labels,
+        "layers": report.layers,
         "dedupe_key": report.dedupe_key(),
         "fingerprint": report.fingerprint(),
         "drift": report.drifted(),
+        "counts": counts,
         "findings": findings,
         "quarantined": report.quarantined.iter().map(|(w, r)| json!({"target": w, "reason": r})).collect::<Vec<_>>(),
         "errors": report.errors.iter().map(|(w, r)| json!({"resource": w, "reason": r})).collect::<Vec<_>>(),
@@ -293,6 +462,11 @@ mod tests {
         };
         CheckReport {
             host: "web-01".to_owned(),
+            labels: BTreeMap::from([
+                ("env".to_owned(), "prod".to_owned()),
+                ("role".to_owned(), "web".to_owned()),
+            ]),
+            layers: vec!["base".to_owned(), "web".to_owned()],
             findings: vec![
                 Reported {
                     finding: finding(
@@ -344,6 +518,16 @@ mod tests {
     }
 
     #[test]
+    fn human_report() {
+        insta::assert_snapshot!(human(&sample(), false));
+    }
+
+    #[test]
+    fn json_document() {
+        insta::assert_json_snapshot!(json(&sample()));
+    }
+
+    #[test]
     fn markdown_report() {
         insta::assert_snapshot!(markdown(&sample()));
     }
@@ -376,6 +560,7 @@ mod tests {
         assert!(!text.contains('\x1b'));
         assert!(text.contains("content: (sensitive) -> (sensitive)"));
         assert!(human(&sample(), true).contains("\x1b[33m"));
+        assert!(!json(&sample()).to_string().contains('\x1b'));
         let j = json(&sample());
         assert_eq!(j["findings"].as_array().unwrap().len(), 3);
         assert_eq!(j["dedupe_key"], datum_report::dedupe_key("datum", "web-01"));

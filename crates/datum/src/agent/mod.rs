@@ -166,11 +166,26 @@ impl RepoChecker {
         crate::context::StateFiles::at(&self.paths.root, self.paths.state.as_deref())
     }
 
+    /// Each error on one line (`FILE:LINE:COL: error: ...`, the file's full
+    /// path), logged, and the first of them in the error the reload reports:
+    /// a journal or a JSON log gets one event per error, never a rendered
+    /// excerpt spread over lines.
     fn lint_error(&self, diagnostics: &datum_catalog::Diagnostics) -> LoadError {
-        eprint!("{}", diagnostics.render(self.paths.color));
+        let errors: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity == datum_catalog::Severity::Error)
+            .map(|d| d.one_line_in(&self.paths.repo))
+            .collect();
+        for line in &errors {
+            tracing::error!("{line}");
+        }
         LoadError::Lint {
             repo: self.paths.repo.clone(),
-            errors: diagnostics.error_count().max(1),
+            errors: errors.len().max(1),
+            first: errors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "(not located)".to_owned()),
         }
     }
 
@@ -212,12 +227,17 @@ impl ClassChecker for RepoChecker {
         let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
             Err(errors) => {
-                for e in &errors {
-                    eprintln!("error: {e}");
+                let lines: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("{}: error: {e}", paths.repo.join("datum.yaml").display()))
+                    .collect();
+                for line in &lines {
+                    tracing::error!("{line}");
                 }
                 return Err(LoadError::Lint {
                     repo: paths.repo.clone(),
                     errors: errors.len(),
+                    first: lines.first().cloned().unwrap_or_default(),
                 });
             }
         };

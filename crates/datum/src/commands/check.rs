@@ -11,7 +11,7 @@
 //! measured), metadata-first decisions, the policies and the history.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -149,7 +149,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             .collect();
         let unread = indices.len() - to_observe.len();
         stats.metadata_only += unread;
-        progress.advance(unread as u64, 0);
+        progress.advance(unread as u64);
         // A batch at a time, decoded, observed, and dropped unless a policy
         // or the package check needs it: a check of 20,000 files never
         // holds 20,000 decoded resources.
@@ -163,13 +163,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             };
             let refs: Vec<&Resource> = resources.iter().collect();
             let results = datum_engine::observe_all(&refs, &host);
-            let mut bytes = 0;
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
                 *keep = r.id.kind == datum_providers::package::KIND;
                 match result {
                     Ok(mut observed) => {
-                        bytes += observed.meta.as_ref().map_or(0, |m| m.size);
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }
@@ -209,7 +207,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                     .zip(keep)
                     .filter_map(|(r, keep)| keep.then_some(r)),
             );
-            progress.advance(batch.len() as u64, bytes);
+            progress.advance(batch.len() as u64);
         }
         stats.resources += indices.len();
         timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
@@ -392,6 +390,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
 
     let report = CheckReport {
         host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        layers: context::layers_used(global, &identity),
         findings: findings
             .into_iter()
             .zip(actions)
@@ -415,7 +415,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     match global.output {
         OutputFormat::Human => {
             write!(
@@ -425,11 +425,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             )?;
         }
         OutputFormat::Json => {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&datum_drift::check::json(&report))?
-            )?;
+            crate::render::json::print("", datum_drift::check::json(&report))?;
         }
     }
     // Delivery needs no lock: another pass may start meanwhile.
@@ -1031,54 +1027,23 @@ fn declared_source(
     found
 }
 
-/// A progress line on stderr, only on a terminal and only once a check has
-/// run for a second: resources inspected, bytes read, rate.
+/// The check's progress bar (the shared style, `render::progress`): resources
+/// advance between batches; files and bytes hashed move inside them.
 struct Progress {
-    started: Instant,
-    total: u64,
-    done: u64,
-    bytes: u64,
     bar: Option<indicatif::ProgressBar>,
-    enabled: bool,
 }
 
 impl Progress {
     fn new(total: usize) -> Self {
         Progress {
-            started: Instant::now(),
-            total: total as u64,
-            done: 0,
-            bytes: 0,
-            bar: None,
-            enabled: std::io::stderr().is_terminal(),
+            bar: crate::render::progress::resources(total as u64),
         }
     }
 
-    fn advance(&mut self, resources: u64, bytes: u64) {
-        self.done += resources;
-        self.bytes += bytes;
-        if !self.enabled || self.started.elapsed() < Duration::from_secs(1) {
-            return;
+    fn advance(&mut self, resources: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(resources);
         }
-        let bar = self.bar.get_or_insert_with(|| {
-            let bar = indicatif::ProgressBar::with_draw_target(
-                Some(self.total),
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            if let Ok(style) =
-                indicatif::ProgressStyle::with_template("{pos}/{len} resources {msg}")
-            {
-                bar.set_style(style);
-            }
-            bar
-        });
-        let secs = self.started.elapsed().as_secs_f64().max(0.001);
-        bar.set_position(self.done);
-        bar.set_message(format!(
-            "{:.1} MiB hashed, {:.1} MiB/s",
-            self.bytes as f64 / 1048576.0,
-            self.bytes as f64 / 1048576.0 / secs
-        ));
     }
 
     fn finish(&mut self) {

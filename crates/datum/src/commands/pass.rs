@@ -67,12 +67,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         OutputFormat::Json => {
             let summary =
                 datum_engine::run_pass(catalogue, &mut ctx, &mut datum_engine::SilentReporter);
-            let json = render::json::pass(&identity.name, mode, &summary);
-            writeln!(
-                std::io::stdout(),
-                "{}",
-                serde_json::to_string_pretty(&json)?
-            )?;
+            render::json::print("", render::json::pass(&identity.name, mode, &summary))?;
             summary
         }
     };

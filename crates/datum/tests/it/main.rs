@@ -14,6 +14,7 @@
 mod apply;
 mod backup;
 mod boundary;
+mod conventions;
 mod crash;
 mod init;
 mod lint;
