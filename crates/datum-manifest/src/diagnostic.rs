@@ -324,22 +324,8 @@ fn position(o: &Origin) -> String {
     }
 }
 
-struct Paint {
-    on: bool,
-}
-
-impl Paint {
-    fn wrap(&self, code: &str, text: &str) -> String {
-        if self.on {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
-    }
-}
-
 fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool) {
-    let paint = Paint { on: color };
+    let paint = datum_report::style::Paint::new(color);
     let level_code = match d.severity {
         Severity::Error => "1;31",
         Severity::Warning => "1;33",

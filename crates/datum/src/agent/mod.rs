@@ -59,7 +59,6 @@ pub struct Paths {
     /// The `--state FILE` the operator gave (else the state store is in the
     /// root's `var/lib/datum`, reached through the boundary).
     pub state: Option<PathBuf>,
-    pub color: bool,
     /// Passed to a delegated `datum check` (see the module header).
     pub lock_timeout: Duration,
 }

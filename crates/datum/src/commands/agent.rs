@@ -61,7 +61,6 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         host_file: global.host_file.clone(),
         labels: global.labels.clone(),
         state: global.state.clone(),
-        color: context::use_color(global),
         lock_timeout: global.lock_timeout,
     };
     let log: Log = Arc::new(line);

@@ -1,8 +1,6 @@
 //! `datum plan` and `datum apply`: compile, lock the root, run one pass,
 //! record it, and report.
 
-use std::io::Write;
-
 use anyhow::{Context as _, Result};
 use datum_engine::{Mode, PassContext};
 use datum_host::lock::RootLock;

@@ -5,7 +5,7 @@
 //! Also what the agent's puller calls ([`settle`], [`pull_once`]): the same
 //! settings, the same lint gate, never `--allow-rollback`.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -21,6 +21,9 @@ const TICK: Duration = Duration::from_millis(120);
 /// The template of a bar over resources; `{work}` is [`work`].
 const RESOURCES: &str = "{spinner} [{bar:30}] {pos}/{len} resources  {work}  {elapsed}  {wide_msg}";
 
+/// The template of a spinner over hashing alone.
+const HASHING: &str = "{spinner} {work}  {elapsed}";
+
 /// The template of a spinner over steps of unknown length.
 const STEPS: &str = "{spinner} {wide_msg}  {elapsed}";
 
@@ -51,6 +54,27 @@ pub fn resources_to(total: u64, target: ProgressDrawTarget) -> ProgressBar {
     bar
 }
 
+/// A spinner over hashing alone (`datum fingerprint`): files and bytes
+/// hashed and the rate, or `None` when stderr is not a terminal.
+pub fn hashing() -> Option<ProgressBar> {
+    wanted().then(|| {
+        let start = Snapshot::now();
+        let style = ProgressStyle::with_template(HASHING)
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .with_key(
+                "work",
+                move |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let done = Snapshot::since(start);
+                    let _ = w.write_str(&hashed(done, state.elapsed()));
+                },
+            );
+        let bar =
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
+        bar.enable_steady_tick(TICK);
+        bar
+    })
+}
+
 /// A spinner whose message names the current step, or `None` when stderr is
 /// not a terminal.
 pub fn steps() -> Option<ProgressBar> {
@@ -69,17 +93,21 @@ pub fn steps() -> Option<ProgressBar> {
 pub fn work(done: Snapshot, elapsed: Duration) -> String {
     let mut out = format!("observed {}", HumanCount(done.observed));
     if done.files > 0 || done.bytes > 0 {
-        let secs = elapsed.as_secs_f64().max(0.001);
-        let rate = (done.bytes as f64 / secs) as u64;
-        let _ = write!(
-            out,
-            ", {} files {} hashed ({}/s)",
-            HumanCount(done.files),
-            HumanBytes(done.bytes),
-            HumanBytes(rate)
-        );
+        let _ = write!(out, ", {}", hashed(done, elapsed));
     }
     out
+}
+
+/// `3,204 files 1.20 GiB hashed (310.5 MiB/s)`.
+fn hashed(done: Snapshot, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(0.001);
+    let rate = (done.bytes as f64 / secs) as u64;
+    format!(
+        "{} files {} hashed ({}/s)",
+        HumanCount(done.files),
+        HumanBytes(done.bytes),
+        HumanBytes(rate)
+    )
 }
 
 #[cfg(test)]

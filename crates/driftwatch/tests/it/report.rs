@@ -158,7 +158,12 @@ fn step_summary_appends() {
     );
     assert_eq!(out.code, 2);
     let text = std::fs::read_to_string(&summary).unwrap();
-    assert!(text.starts_with("earlier step\n## Drift report: shop-prod"));
+    // Appended after the earlier step, marker line first.
+    assert!(
+        text.starts_with("earlier step\n<!-- driftwatch-")
+            && text.contains("-->\n## Drift report: shop-prod"),
+        "{text}"
+    );
     let missing = outcome(report("shop-prod").arg("--step-summary"));
     assert_eq!(missing.code, 1);
     assert!(missing.stderr.contains("GITHUB_STEP_SUMMARY"));
