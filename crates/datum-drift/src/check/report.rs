@@ -201,13 +201,13 @@ pub fn human(report: &CheckReport, color: bool) -> String {
             let _ = writeln!(out, "{} ({n})", paint.wrap(sgr, category));
             current = Some(category);
         }
+        let class = format!("[{}]", f.class);
         let _ = writeln!(
             out,
-            "  {} {}  {}  {}  first seen {}, {}",
+            "  {} {}  {class:<class_width$}  {:<action_width$}  first seen {}, {}",
             paint.padded(sgr, marker, 3),
             paint.padded(style::BOLD, &f.finding.subject, subject_width),
-            format!("{:<class_width$}", format!("[{}]", f.class)),
-            format!("{:<action_width$}", r.action),
+            r.action,
             when(r.first_seen),
             plural(r.passes as usize, "check", "checks"),
         );
