@@ -289,15 +289,3 @@ fn an_agent_reload_error_is_one_line_with_the_full_file_and_line() {
     // No rendered excerpt (`-->`, `|` gutters) spread over lines.
     assert!(!err.contains(" --> "), "{err}");
 }
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
-}
