@@ -88,6 +88,10 @@ pub struct ClassSpec {
     pub scope: Scope,
     /// For an agent: react to file-system events between intervals.
     pub watch: bool,
+    /// For an agent watching the class: find out which process, user and
+    /// login session made each change (fanotify), see `datum_host::attribution`.
+    /// Only meaningful with `watch: true`.
+    pub attribute: bool,
     /// Flap detection for `revert`: this many reverts within `flap_window`
     /// and the resource is quarantined instead of reverted again.
     pub flap_limit: u64,
@@ -110,6 +114,7 @@ impl ClassSpec {
             policy: Policy::Report,
             scope: Scope::Resource,
             watch: false,
+            attribute: false,
             flap_limit: 3,
             flap_window: Duration::from_secs(3600),
         }
@@ -138,6 +143,7 @@ const KEYS: &[&str] = &[
     "policy",
     "scope",
     "watch",
+    "attribute",
     "flap_limit",
     "flap_window",
 ];
@@ -224,6 +230,10 @@ impl Classes {
                         Some(b) => spec.watch = b,
                         None => err(key, "must be true or false".to_owned()),
                     },
+                    "attribute" => match v.as_bool() {
+                        Some(b) => spec.attribute = b,
+                        None => err(key, "must be true or false".to_owned()),
+                    },
                     other => err(other, format!("unknown key (known: {})", KEYS.join(", "))),
                 }
             }
@@ -231,6 +241,12 @@ impl Classes {
                 err(
                     "audit_every",
                     "only means something with `content: metadata`".to_owned(),
+                );
+            }
+            if spec.attribute && !spec.watch {
+                err(
+                    "attribute",
+                    "needs `watch: true` (the agent attributes the changes it watches)".to_owned(),
                 );
             }
             if spec.scope == Scope::Host && spec.policy != Policy::Quarantine {

@@ -20,6 +20,7 @@
 )]
 
 pub mod accounts;
+pub mod attribution;
 pub mod boundary;
 mod cache;
 pub mod command;
