@@ -120,6 +120,9 @@ pub fn human(report: &CheckReport, color: bool) -> String {
                 d.after_display()
             );
         }
+        for w in &f.changed_by {
+            let _ = writeln!(out, "    changed by: {}", w.summary());
+        }
         if let Some(diff) = &f.content_diff {
             for line in diff.lines() {
                 let _ = writeln!(out, "    {line}");
@@ -150,6 +153,11 @@ pub fn human(report: &CheckReport, color: bool) -> String {
     out
 }
 
+/// The `format_version` of [`json()`](json()) (each finding's `changed_by`
+/// list was added within version 1: a reader that does not know it ignores
+/// it).
+pub const FORMAT_VERSION: &str = "1";
+
 /// The JSON document of `--output json`.
 pub fn json(report: &CheckReport) -> Value {
     let findings: Vec<Value> = report
@@ -164,6 +172,7 @@ pub fn json(report: &CheckReport) -> Value {
                 "target": f.target,
                 "diffs": f.finding.diffs,
                 "content_diff": f.content_diff,
+                "changed_by": f.changed_by,
                 "first_seen": r.first_seen,
                 "passes": r.passes,
                 "action": r.action,
@@ -171,6 +180,7 @@ pub fn json(report: &CheckReport) -> Value {
         })
         .collect();
     json!({
+        "format_version": FORMAT_VERSION,
         "host": report.host,
         "dedupe_key": report.dedupe_key(),
         "fingerprint": report.fingerprint(),
@@ -252,6 +262,25 @@ pub fn markdown(report: &CheckReport) -> String {
             );
         }
     }
+    let attributed: Vec<&Reported> = report
+        .findings
+        .iter()
+        .filter(|r| !r.finding.changed_by.is_empty())
+        .collect();
+    if !attributed.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Changed by:");
+        for r in attributed {
+            for w in &r.finding.changed_by {
+                let _ = writeln!(
+                    out,
+                    "- {}: {}",
+                    inline_code(&r.finding.finding.subject),
+                    cell(&w.summary())
+                );
+            }
+        }
+    }
     if !report.quarantined.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -290,6 +319,7 @@ mod tests {
             class: "normal".to_owned(),
             target: Some("/etc/motd".to_owned()),
             content_diff,
+            changed_by: Vec::new(),
         };
         CheckReport {
             host: "web-01".to_owned(),
@@ -379,5 +409,29 @@ mod tests {
         let j = json(&sample());
         assert_eq!(j["findings"].as_array().unwrap().len(), 3);
         assert_eq!(j["dedupe_key"], datum_report::dedupe_key("datum", "web-01"));
+        assert_eq!(j["format_version"], FORMAT_VERSION);
+    }
+
+    #[test]
+    fn every_rendering_names_who_changed_it() {
+        let mut r = sample();
+        let mut w = datum_core::ChangedBy::unknown("/etc/motd", "modified", 5, Some(77), "x");
+        w.kind = datum_core::WriterKind::Person;
+        w.reason = None;
+        w.via = "sshd session from 10.0.0.7 port 5555".to_owned();
+        w.uid = Some(1001);
+        w.user = Some("alice".to_owned());
+        w.process = Some("vim /etc/motd".to_owned());
+        // On the sensitive one too: attribution is metadata.
+        r.findings[2].finding.changed_by = vec![w.clone()];
+        let line =
+            "alice (uid 1001) via sshd session from 10.0.0.7 port 5555: vim /etc/motd (pid 77)";
+        assert!(human(&r, false).contains(&format!("    changed by: {line}")));
+        assert!(markdown(&r).contains(&format!("- `File[secret]`: {line}")));
+        let j = json(&r);
+        assert_eq!(j["findings"][2]["changed_by"][0]["user"], "alice");
+        assert_eq!(j["findings"][2]["changed_by"][0]["kind"], "person");
+        assert_eq!(j["findings"][0]["changed_by"], serde_json::json!([]));
+        assert!(!markdown(&sample()).contains("Changed by"));
     }
 }

@@ -136,6 +136,30 @@ pub fn gone_reason(pid: i32, path: &Path) -> String {
     format!("process {pid} exited before it could be read; {audit}")
 }
 
+/// `dir` and the directories below it (not through links), at most `limit`
+/// in all: what a tree's attribution marks. The walk stops at the limit and
+/// says so with `true`.
+pub fn tree_dirs(dir: &Path, limit: usize) -> (Vec<PathBuf>, bool) {
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        let Ok(entries) = std::fs::read_dir(&out[i]) else {
+            i += 1;
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if out.len() == limit {
+                    return (out, true);
+                }
+                out.push(e.path());
+            }
+        }
+        i += 1;
+    }
+    (out, false)
+}
+
 impl Attributor {
     /// Marks each directory (absolute paths on this machine). A directory
     /// that cannot be marked (missing, a link, over [`MAX_GROUPS`]) is listed

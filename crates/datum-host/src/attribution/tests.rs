@@ -89,6 +89,9 @@ fn another_user_in_a_new_login_session_is_named() {
     );
     let mut child = Command::new("setsid")
         .args(["sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     wait_for(&file);

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2],
+    migrations: &[V1, V2, V3],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -126,6 +126,19 @@ CREATE INDEX reverts_by_resource ON reverts (resource, at);
 /// checks since its last one. NULL: not said (recorded by an older caller).
 const V2: &str = "
 ALTER TABLE class_inspections ADD COLUMN full_content INTEGER;
+";
+
+/// Version 3: who changed a watched resource (issue 20), one row per
+/// distinct writer since the resource was last clean. `writer` is the JSON
+/// of `datum_core::ChangedBy`: ids, names, command line, unit, never content.
+const V3: &str = "
+CREATE TABLE writers (
+    resource    TEXT NOT NULL,
+    writer_key  TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    writer      TEXT NOT NULL,
+    PRIMARY KEY (resource, writer_key)
+);
 ";
 
 #[cfg(test)]

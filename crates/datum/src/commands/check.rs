@@ -224,6 +224,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
     });
 
+    // Who changed each drifted resource, as the agent's attribution recorded
+    // it (before the policies: a class's `on_change_by` rules decide on it).
+    for f in &mut findings {
+        f.changed_by = store
+            .writers(&f.id)
+            .with_context(|| format!("cannot read who changed {}", f.id))?;
+    }
+
     let mut policies = Policies {
         global,
         args,
@@ -312,6 +320,29 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     } else {
         FindingScope::All
     };
+    let clean_writers: Vec<ResourceId> = {
+        let written = store
+            .written_resources()
+            .context("cannot read who changed what")?;
+        let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+        let failed: HashSet<&str> = errors.iter().map(|(w, _)| w.as_str()).collect();
+        let drifted: HashSet<&ResourceId> = findings.iter().map(|f| &f.id).collect();
+        if written.is_empty() {
+            Vec::new()
+        } else {
+            by_class
+                .values()
+                .flatten()
+                .map(|&i| &lazy.entries[i].id)
+                .filter(|id| !drifted.contains(id))
+                .filter(|id| {
+                    let shown = id.to_string();
+                    written.contains(shown.as_str()) && !failed.contains(shown.as_str())
+                })
+                .cloned()
+                .collect()
+        }
+    };
     let ages = {
         let batch = store.batch().context("cannot write the check history")?;
         let pass_id = batch.record_pass(&record)?;
@@ -320,6 +351,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
         let ages =
             batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        // A resource found clean forgets who changed it before: the next
+        // drift is somebody else's doing.
+        for id in &clean_writers {
+            batch.forget_writers(id)?;
+        }
         batch.commit()?;
         ages
     };
