@@ -163,6 +163,24 @@ impl Agent {
         );
     }
 
+    /// Waits for a line containing `needle` after the last line containing
+    /// `after`.
+    fn wait_log_after(&self, after: &str, needle: &str) {
+        let found = wait(Duration::from_secs(20), || {
+            let log = self.log.lock().unwrap();
+            let start = log.iter().rposition(|l| l.contains(after))?;
+            log[start..]
+                .iter()
+                .any(|l| l.contains(needle))
+                .then_some(())
+        });
+        assert!(
+            found.is_some(),
+            "agent never logged {needle:?} after {after:?}: {}",
+            self.log.lock().unwrap().join("\n")
+        );
+    }
+
     /// The inode numbers the agent's fanotify groups mark (from
     /// `/proc/PID/fdinfo`).
     fn marked_inodes(&self) -> Vec<u64> {
@@ -293,4 +311,115 @@ fn an_edit_by_another_user_in_a_login_session_is_attributed_and_datum_apply_is_n
     assert_eq!(e.findings(), Vec::<Value>::new());
     let again = e.datum(&["--output", "json", "check"]).output().unwrap();
     assert_eq!(again.status.code(), Some(0), "{again:?}");
+}
+
+/// A package `datum-attr-test` installing `/etc/app/pkg.conf` (a conffile)
+/// with `content`, built with `dpkg-deb` in `dir`.
+fn build_package(dir: &Path, content: &str) -> PathBuf {
+    let tree = dir.join("pkg");
+    std::fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(tree.join("etc/app")).unwrap();
+    std::fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: datum-attr-test\nVersion: 1.0\nArchitecture: all\nMaintainer: Datum tests <tests@invalid>\nDescription: a conffile for the attribution test\n",
+    )
+    .unwrap();
+    std::fs::write(tree.join("DEBIAN/conffiles"), "/etc/app/pkg.conf\n").unwrap();
+    std::fs::write(tree.join("etc/app/pkg.conf"), content).unwrap();
+    let deb = dir.join("datum-attr-test.deb");
+    let out = Command::new("dpkg-deb")
+        .args(["--root-owner-group", "--build"])
+        .arg(&tree)
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dpkg-deb: {out:?}");
+    deb
+}
+
+#[test]
+fn rules_by_writer_quarantine_a_persons_edit_and_accept_a_package_upgrade() {
+    if !is_root() {
+        println!("skipped: fanotify and setpriv need root");
+        return;
+    }
+    let e = Estate::new("revert");
+    // The class says: a package upgrade is accepted, a person's edit held.
+    e.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+         classes:\n  watched:\n    interval: 1h\n    watch: true\n    attribute: true\n    policy: revert\n    on_change_by: {package_manager: accept, person: quarantine}\n  plain: {interval: 1h, watch: true}\n",
+    );
+    e.write(
+        "repo/base/pkg.yaml",
+        "datum: v1alpha1\ntype: File\nname: pkg\nclass: watched\ndesired:\n  path: /etc/app/pkg.conf\n  content: \"packaged: 0\\n\"\n",
+    );
+    let out = e.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    let schedule = e.datum(&["schedule"]).output().unwrap();
+    let text = String::from_utf8_lossy(&schedule.stdout);
+    assert!(
+        text.contains("watched: writers attributed (fanotify, under datum agent); changes by package_manager → accept, person → quarantine; by anyone else: revert"),
+        "{text}"
+    );
+    let agent = e.start();
+    agent.wait_log("attribution: reading who changes");
+
+    // A person's edit: quarantined by the rule, not reverted.
+    let sshd = e.path("root/etc/app/sshd.conf");
+    let mut writer = edit_as_nobody(&sshd);
+    agent.wait_log("attribution: File[sshd] modified by nobody (uid 65534; login nobody, session ");
+    agent.wait_log_after("attribution: File[sshd]", "check (watch) of class watched");
+    let _ = writer.kill();
+    let _ = writer.wait();
+    // Read back without acting on the class (`--class plain`): the
+    // quarantine list is the host's.
+    let out = e
+        .datum(&["--output", "json", "check", "--class", "plain"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let quarantined = json["quarantined"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["target"] == "File[sshd]")
+        .unwrap_or_else(|| panic!("not quarantined: {json}"));
+    let reason = quarantined["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("by policy: drift by login session "),
+        "{reason}"
+    );
+    assert!(std::fs::read_to_string(&sshd).unwrap().contains("edited"));
+
+    // dpkg -i of a package replacing the conffile: accepted, named as the
+    // package manager.
+    let admin = e.path("root/var/lib/dpkg");
+    std::fs::create_dir_all(admin.join("info")).unwrap();
+    std::fs::create_dir_all(admin.join("updates")).unwrap();
+    std::fs::write(admin.join("status"), "").unwrap();
+    let deb = build_package(e.dir.path(), "packaged: 1\n");
+    let out = Command::new("dpkg")
+        .arg(format!("--root={}", e.path("root").display()))
+        .args(["--force-confnew", "--force-script-chrootless", "-i"])
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dpkg -i: {out:?}");
+    agent.wait_log(
+        "attribution: File[pkg] moved into place by root (uid 0) via dpkg (package upgrade)",
+    );
+    agent.wait_log_after("attribution: File[pkg]", "check (watch) of class watched");
+    // Accepted, not reverted: the packaged content stays and is no longer
+    // drift.
+    assert_eq!(
+        std::fs::read_to_string(e.path("root/etc/app/pkg.conf")).unwrap(),
+        "packaged: 1\n"
+    );
+    let open: Vec<Value> = e
+        .findings()
+        .into_iter()
+        .filter(|f| f["subject"] == "File[pkg]")
+        .collect();
+    assert_eq!(open, Vec::<Value>::new());
 }

@@ -25,6 +25,9 @@ pub struct Reported {
     /// `reported`, `reverted`, `revert failed: ...`, `accepted (patch ...)`,
     /// `quarantined`, `backed off`...
     pub action: String,
+    /// The class's `on_change_by` rule that chose the policy
+    /// (`on_change_by.person: quarantine`); `None`: the class's `policy`.
+    pub rule: Option<String>,
 }
 
 /// Counters for the summary line and for benchmarks.
@@ -111,6 +114,9 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         if let Some(target) = &f.target {
             let _ = writeln!(out, "    path: {target}");
         }
+        if let Some(rule) = &r.rule {
+            let _ = writeln!(out, "    rule: {rule}");
+        }
         for d in &f.finding.diffs {
             let _ = writeln!(
                 out,
@@ -176,6 +182,7 @@ pub fn json(report: &CheckReport) -> Value {
                 "first_seen": r.first_seen,
                 "passes": r.passes,
                 "action": r.action,
+                "rule": r.rule,
             })
         })
         .collect();
@@ -279,6 +286,15 @@ pub fn markdown(report: &CheckReport) -> String {
                     cell(&w.summary())
                 );
             }
+            if let Some(rule) = &r.rule {
+                let _ = writeln!(
+                    out,
+                    "- {}: rule {} ({})",
+                    inline_code(&r.finding.finding.subject),
+                    inline_code(rule),
+                    cell(&r.action)
+                );
+            }
         }
     }
     if !report.quarantined.is_empty() {
@@ -334,6 +350,7 @@ mod tests {
                     first_seen: 1_700_000_000,
                     passes: 3,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -345,6 +362,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -356,6 +374,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reverted".to_owned(),
+                    rule: None,
                 },
             ],
             quarantined: vec![(
@@ -424,10 +443,20 @@ mod tests {
         w.process = Some("vim /etc/motd".to_owned());
         // On the sensitive one too: attribution is metadata.
         r.findings[2].finding.changed_by = vec![w.clone()];
+        r.findings[2].rule = Some("on_change_by.person: quarantine".to_owned());
         let line =
             "alice (uid 1001) via sshd session from 10.0.0.7 port 5555: vim /etc/motd (pid 77)";
         assert!(human(&r, false).contains(&format!("    changed by: {line}")));
         assert!(markdown(&r).contains(&format!("- `File[secret]`: {line}")));
+        assert!(
+            markdown(&r)
+                .contains("- `File[secret]`: rule `on_change_by.person: quarantine` (reverted)")
+        );
+        assert!(human(&r, false).contains("    rule: on_change_by.person: quarantine\n"));
+        assert_eq!(
+            json(&r)["findings"][2]["rule"],
+            "on_change_by.person: quarantine"
+        );
         let j = json(&r);
         assert_eq!(j["findings"][2]["changed_by"][0]["user"], "alice");
         assert_eq!(j["findings"][2]["changed_by"][0]["kind"], "person");

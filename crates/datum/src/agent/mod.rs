@@ -77,6 +77,7 @@ pub struct RepoChecker {
     /// Who changed the files of classes with `attribute: true`.
     attribution: Option<attribution::Feed>,
     warn: Box<dyn Fn(&str)>,
+    info: Box<dyn Fn(&str)>,
 }
 
 impl RepoChecker {
@@ -92,7 +93,15 @@ impl RepoChecker {
             known: HashMap::new(),
             attribution: None,
             warn,
+            info: Box::new(|_| {}),
         }
+    }
+
+    /// `info` receives what the agent reports as it goes (who changed a
+    /// watched file).
+    pub fn with_info(mut self, info: Box<dyn Fn(&str)>) -> Self {
+        self.info = info;
+        self
     }
 
     /// The agent's own checks only report (a class with a policy is
@@ -269,7 +278,7 @@ impl ClassChecker for RepoChecker {
             self.classes.as_ref().map_or((false, Policy::Report), |c| {
                 let spec = c.get(class);
                 (
-                    spec.policy != Policy::Report || spec.content == ContentMode::Metadata,
+                    spec.acts() || spec.content == ContentMode::Metadata,
                     spec.policy,
                 )
             })
@@ -449,7 +458,7 @@ impl RepoChecker {
         // The old marks go before the new ones are made.
         self.attribution = None;
         let classes: Vec<&str> = plan.classes.iter().map(String::as_str).collect();
-        (self.warn)(&format!(
+        (self.info)(&format!(
             "attribution: reading who changes the files of class(es) {}",
             classes.join(", ")
         ));
@@ -477,6 +486,9 @@ impl RepoChecker {
         }
         if writers.is_empty() {
             return;
+        }
+        for (id, w) in &writers {
+            (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
         }
         self.open_store();
         let Some(store) = self.store.as_mut() else {

@@ -57,7 +57,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .entries
         .iter()
         .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-        .any(|e| classes.get(&e.class).policy != Policy::Report);
+        .any(|e| classes.get(&e.class).acts());
     let need = if acts {
         context::StoreNeed::Required("checked")
     } else {
@@ -256,7 +256,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .iter()
         .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
     let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, &host);
-    actions.extend(package_files.iter().map(|_| "reported".to_owned()));
+    actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
     findings.extend(package_files);
     errors.extend(failed);
 
@@ -366,13 +366,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             .into_iter()
             .zip(actions)
             .enumerate()
-            .map(|(i, (finding, action))| {
+            .map(|(i, (finding, (action, rule)))| {
                 let age = ages.get(i);
                 Reported {
                     finding,
                     first_seen: age.map_or(now, |a| a.first_seen),
                     passes: age.map_or(1, |a| a.passes),
                     action,
+                    rule,
                 }
             })
             .collect(),
@@ -548,8 +549,10 @@ struct Policies<'a> {
 
 impl Policies<'_> {
     /// One action word per finding, in order.
-    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<String>> {
-        let mut actions: Vec<String> = vec!["reported".to_owned(); findings.len()];
+    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<(String, Option<String>)>> {
+        let mut actions: Vec<(String, Option<String>)> =
+            vec![("reported".to_owned(), None); findings.len()];
+        let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
         let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
         for f in findings {
@@ -557,7 +560,17 @@ impl Policies<'_> {
                 continue;
             }
             let spec = self.classes.get(&f.class);
-            let action = match spec.policy {
+            let (policy, rule) = spec.policy_for(&f.changed_by);
+            let drift_by = if rule.is_some() {
+                match f.changed_by.first() {
+                    Some(w) => format!(" by {}", w.via),
+                    None => " by a writer not identified".to_owned(),
+                }
+            } else {
+                String::new()
+            };
+            rules.insert(f.id.clone(), rule);
+            let action = match policy {
                 Policy::Report => "reported".to_owned(),
                 Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
                 Policy::Accept => self.accept(&f.id, findings)?,
@@ -568,7 +581,7 @@ impl Policies<'_> {
                     };
                     self.store.quarantine(
                         &target,
-                        &format!("drift: {}", f.finding.category),
+                        &format!("drift{drift_by}: {}", f.finding.category),
                         QuarantineSource::Policy,
                         self.now,
                     )?;
@@ -584,7 +597,7 @@ impl Policies<'_> {
         }
         for (i, f) in findings.iter().enumerate() {
             if let Some(a) = handled.get(&f.id) {
-                actions[i] = a.clone();
+                actions[i] = (a.clone(), rules.get(&f.id).cloned().flatten());
             }
         }
         Ok(actions)

@@ -116,6 +116,23 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                         .map_or_else(|| "(no check yet)".to_owned(), format_ms),
                 )?;
             }
+            // Who-changed-it rules, one line per class that has any.
+            for r in rows.iter().filter(|r| r.attributed) {
+                let said = match r.on_change_by {
+                    None => format!("every change: {}", r.policy.word()),
+                    Some(w) if w.other.is_some() => format!("changes by {}", w.describe()),
+                    Some(w) => format!(
+                        "changes by {}; by anyone else: {}",
+                        w.describe(),
+                        r.policy.word()
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{}: writers attributed (fanotify, under datum agent); {said}",
+                    r.class
+                )?;
+            }
         }
     }
     Ok(ExitCode::CLEAN)
