@@ -423,3 +423,34 @@ fn rules_by_writer_quarantine_a_persons_edit_and_accept_a_package_upgrade() {
         .collect();
     assert_eq!(open, Vec::<Value>::new());
 }
+
+// A change made by a transient systemd unit (`systemd-run`), inside the test
+// bed (a real systemd as PID 1): the writer is the unit, named from its
+// cgroup.
+datum_testkit::testbed_test!(a_change_by_a_transient_systemd_unit_names_the_unit, {
+    let e = Estate::new("report");
+    let agent = e.start();
+    agent.wait_log("attribution: reading who changes");
+    let sshd = e.path("root/etc/app/sshd.conf");
+    let unit = "datum-attribution-writer";
+    let out = Command::new("systemd-run")
+        .arg(format!("--unit={unit}"))
+        .args(["--service-type=exec", "--collect", "sh", "-c"])
+        .arg(format!("echo by-unit >> {} && sleep 5", sshd.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "systemd-run: {out:?}");
+    agent.wait_log(&format!(
+        "attribution: File[sshd] modified by root (uid 0) via systemd unit {unit}.service"
+    ));
+    let finding = wait(Duration::from_secs(15), || {
+        e.finding("File[sshd]")
+            .filter(|f| !f["changed_by"].as_array().unwrap().is_empty())
+    })
+    .unwrap_or_else(|| panic!("no attributed finding; {:?}", e.findings()));
+    let _ = Command::new("systemctl").args(["stop", unit]).status();
+    let by = &finding["changed_by"][0];
+    assert_eq!(by["kind"], "unit", "{by}");
+    assert_eq!(by["unit"], format!("{unit}.service"), "{by}");
+    assert!(by.get("login_uid").is_none(), "{by}");
+});
