@@ -207,6 +207,9 @@ impl Agent {
                 out.push(u64::from_str_radix(hex, 16).unwrap());
             }
         }
+        // A group may be open more than once (the reader waits on a copy).
+        out.sort_unstable();
+        out.dedup();
         out
     }
 }

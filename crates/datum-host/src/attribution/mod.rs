@@ -136,6 +136,30 @@ pub fn gone_reason(pid: i32, path: &Path) -> String {
     format!("process {pid} exited before it could be read; {audit}")
 }
 
+/// Copies of the groups' descriptors, to wait on (see [`Attributor::waiter`]).
+#[derive(Debug)]
+pub struct Waiter {
+    fds: Vec<std::os::fd::OwnedFd>,
+}
+
+impl Waiter {
+    /// Waits up to `timeout` for an event; true when one is ready.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        wait_any(self.fds.iter().map(|f| f.as_fd()), timeout)
+    }
+}
+
+fn wait_any<'a>(fds: impl Iterator<Item = std::os::fd::BorrowedFd<'a>>, timeout: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds: Vec<PollFd<'_>> = fds.map(|fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+    if fds.is_empty() {
+        std::thread::sleep(timeout);
+        return false;
+    }
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
+}
+
 /// `dir` and the directories below it (not through links), at most `limit`
 /// in all: what a tree's attribution marks. The walk stops at the limit and
 /// says so with `true`.
@@ -236,18 +260,18 @@ impl Attributor {
     /// Waits up to `timeout` for an event on any group; true when one is
     /// ready.
     pub fn wait(&self, timeout: Duration) -> bool {
-        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        if self.groups.is_empty() {
-            std::thread::sleep(timeout);
-            return false;
-        }
-        let mut fds: Vec<PollFd<'_>> = self
+        wait_any(self.groups.iter().map(|g| g.fan.as_fd()), timeout)
+    }
+
+    /// A handle that waits for events without borrowing the attributor (so
+    /// one thread can wait while another reads with [`Attributor::read_pending`]).
+    pub fn waiter(&self) -> std::io::Result<Waiter> {
+        let fds = self
             .groups
             .iter()
-            .map(|g| PollFd::new(g.fan.as_fd(), PollFlags::POLLIN))
-            .collect();
-        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
+            .map(|g| g.fan.as_fd().try_clone_to_owned())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Waiter { fds })
     }
 
     /// Reads every queued event without blocking and attributes each (the

@@ -13,18 +13,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use datum_agent::WatchTarget;
 use datum_core::{ChangedBy, ResourceId, WriterKind};
 use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, tree_dirs};
 
-/// How long a check waits for the reader to catch up with events already
-/// queued (one poll round, at most).
-const CATCH_UP: Duration = Duration::from_millis(300);
 /// How long the reader blocks in one poll.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -107,8 +104,10 @@ impl AttributionPlan {
 /// The reader thread and what it has heard.
 pub struct Feed {
     plan: AttributionPlan,
+    /// Read by the thread as events arrive, and by [`Feed::drain`] for what
+    /// is still queued when a check starts.
+    attributor: Option<Arc<Mutex<Attributor>>>,
     heard: Arc<Mutex<Vec<Attributed>>>,
-    rounds: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// Why attribution does not work at all (fanotify unavailable).
@@ -124,13 +123,13 @@ impl Feed {
         }
         let mut feed = Feed {
             plan,
+            attributor: None,
             heard: Arc::default(),
-            rounds: Arc::default(),
             stop: Arc::default(),
             thread: None,
             broken: None,
         };
-        let mut attributor = match Attributor::start(&dirs, Own::current()) {
+        let attributor = match Attributor::start(&dirs, Own::current()) {
             Ok(a) => a,
             Err(e) => {
                 warn(&format!("attribution: {e}"));
@@ -144,21 +143,23 @@ impl Feed {
                 dir.display()
             ));
         }
-        let (heard, rounds, stop) = (
-            Arc::clone(&feed.heard),
-            Arc::clone(&feed.rounds),
-            Arc::clone(&feed.stop),
-        );
+        let waiter = match attributor.waiter() {
+            Ok(w) => w,
+            Err(e) => {
+                warn(&format!("attribution: {e}"));
+                feed.broken = Some(format!("cannot wait for fanotify events: {e}"));
+                return feed;
+            }
+        };
+        let attributor = Arc::new(Mutex::new(attributor));
+        feed.attributor = Some(Arc::clone(&attributor));
+        let (heard, stop) = (Arc::clone(&feed.heard), Arc::clone(&feed.stop));
         feed.thread = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                attributor.wait(POLL);
-                let events = attributor.read_pending();
-                if !events.is_empty()
-                    && let Ok(mut h) = heard.lock()
-                {
-                    h.extend(events);
+                if !waiter.wait(POLL) {
+                    continue;
                 }
-                rounds.fetch_add(1, Ordering::Release);
+                read_into(&attributor, &heard);
             }
         }));
         feed
@@ -168,15 +169,12 @@ impl Feed {
         &self.plan
     }
 
-    /// Everything heard so far, by resource, without Datum's own writes.
-    /// Waits (briefly) for events already queued to be read first.
+    /// Everything heard so far, by resource, without Datum's own writes
+    /// (events still queued are read first, so nothing written before the
+    /// check started is left for the next one).
     pub fn drain(&self) -> Vec<(ResourceId, ChangedBy)> {
-        if self.thread.is_some() {
-            let start = self.rounds.load(Ordering::Acquire);
-            let deadline = Instant::now() + CATCH_UP;
-            while self.rounds.load(Ordering::Acquire) < start + 2 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+        if let Some(a) = &self.attributor {
+            read_into(a, &self.heard);
         }
         let heard = match self.heard.lock() {
             Ok(mut h) => std::mem::take(&mut *h),
@@ -200,6 +198,20 @@ impl Feed {
         self.broken
             .as_ref()
             .map(|why| ChangedBy::unknown(path, "changed", at, None, why.clone()))
+    }
+}
+
+/// Reads what is queued into `heard` (the lock is held for one
+/// non-blocking read).
+fn read_into(attributor: &Mutex<Attributor>, heard: &Mutex<Vec<Attributed>>) {
+    let events = match attributor.lock() {
+        Ok(mut a) => a.read_pending(),
+        Err(_) => return,
+    };
+    if !events.is_empty()
+        && let Ok(mut h) = heard.lock()
+    {
+        h.extend(events);
     }
 }
 
