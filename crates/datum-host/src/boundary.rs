@@ -180,7 +180,7 @@ impl Dir {
     /// Opens the child directory `name` without following a link, or
     /// `None` when nothing is there. A link or another kind of entry is an
     /// error naming it; the ownership rule is not applied (see
-    /// [`Walker::step`] for the walk that applies it).
+    /// `Walker::step` for the walk that applies it).
     pub fn open_child_dir(&self, name: &OsStr) -> Result<Option<Dir>, HostError> {
         let path = self.path.join(name);
         let fd = match rustix::fs::openat(self.fd(), name, open_flags(), Mode::empty()) {

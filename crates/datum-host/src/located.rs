@@ -91,13 +91,13 @@ impl Located {
         fs::read_all(&mut file, &self.path, len)
     }
 
-    /// See [`fs::hash_open`].
+    /// See `fs::hash_open`.
     pub fn hash(&self, keep_up_to: u64) -> Result<Hashed, HostError> {
         let (mut file, len) = self.open_regular("read")?;
         fs::hash_open(&mut file, &self.path, len, keep_up_to)
     }
 
-    /// See [`fs::hash_open_expecting`].
+    /// See `fs::hash_open_expecting`.
     pub fn hash_expecting(&self, expected: Expected<'_>) -> Result<Hashed, HostError> {
         let (mut file, len) = self.open_regular("read")?;
         fs::hash_open_expecting(&mut file, &self.path, len, expected)

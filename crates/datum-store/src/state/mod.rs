@@ -32,7 +32,7 @@ use datum_host::PrivateDir;
 use crate::error::StoreError;
 
 /// Free space a pass needs on the store's file system (see
-/// [`Store::require_room`]): a pass's records, with room for the WAL.
+/// [`require_room`]): a pass's records, with room for the WAL.
 pub const MIN_FREE: u64 = 1024 * 1024;
 
 /// Fails unless the file system holding `folder` (a store's folder) has
