@@ -8,7 +8,8 @@
 //! staged copy ([`staging`]), Datum's own private folders ([`private`]),
 //! reading the repository ([`repo`]), users and groups ([`accounts`]),
 //! running programs without a shell ([`command`]) and validators in a
-//! throwaway sandbox ([`sandbox`]), and the per-root lock ([`lock`]).
+//! throwaway sandbox ([`sandbox`]), the per-root lock ([`lock`]), and who
+//! changed a watched file (fanotify and `/proc`, [`attribution`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
 //! operations, and the providers decide which to perform. Errors are
