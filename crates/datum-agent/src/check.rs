@@ -174,4 +174,11 @@ pub trait ClassChecker {
     /// state store, and returns the picture of each class inspected. Stops
     /// between resources once `cancel` is set.
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError>;
+
+    /// The repository revision the last successful [`ClassChecker::load`]
+    /// compiled (a git commit id), for `datum_repository_revision_info`;
+    /// `None` when the repository is not a revision `datum pull` deployed.
+    fn revision(&self) -> Option<String> {
+        None
+    }
 }

@@ -46,6 +46,9 @@ pub struct AgentConfig {
     pub debounce: Duration,
     /// Reported as `datum_build_info{version}`.
     pub version: String,
+    /// Names of the validators this build ships: each one's failure counter
+    /// is exported at 0 from start-up.
+    pub validators: Vec<String>,
     /// Whether to install the SIGTERM/SIGINT/SIGHUP handlers (tests that run
     /// in-process drive the agent through [`Control`] instead).
     pub signals: bool,
@@ -133,6 +136,7 @@ impl Agent {
     pub fn new(cfg: AgentConfig) -> Self {
         let (tx, rx) = channel();
         let metrics = Arc::new(Metrics::new(&cfg.version));
+        metrics.validators(&cfg.validators);
         Self {
             cfg,
             metrics,
@@ -203,6 +207,8 @@ impl Agent {
         let now = Instant::now();
         let unix = unix_now();
         self.metrics.set_start(unix, self.cfg.full_interval);
+        self.metrics
+            .repository_revision(checker.revision().as_deref());
         // A check may take long on a big estate, but not longer than the
         // backstop interval twice over.
         self.health
@@ -359,6 +365,8 @@ impl Agent {
             Ok(loaded) => {
                 let now = Instant::now();
                 let unix = unix_now();
+                self.metrics
+                    .repository_revision(checker.revision().as_deref());
                 state.loaded = loaded;
                 state.schedule.set_classes(&state.loaded.classes, now, unix);
                 self.adopt(state, unix);

@@ -25,11 +25,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, VARY};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::sync::{Semaphore, watch};
 
+use crate::exposition::Format;
 use crate::metrics::Metrics;
 
 /// Default `--listen` address: loopback only, so metrics are not exposed to
@@ -52,8 +53,6 @@ pub const REQUEST_TIME: Duration = Duration::from_secs(10);
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 16;
-
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What `/healthz` reports: `200 ok` while the daemon loop makes progress;
 /// `503` once it is stopping, or when one check has run longer than the
@@ -299,11 +298,15 @@ fn answer(
     // The query string does not select anything.
     match (get, request.uri().path()) {
         (true, "/metrics") => {
-            let mut r = text(StatusCode::OK, metrics.encode());
+            let format =
+                Format::negotiate(request.headers().get(ACCEPT).and_then(|v| v.to_str().ok()));
+            let mut r = text(StatusCode::OK, metrics.encode_as(format));
             r.headers_mut().insert(
                 CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static(OPENMETRICS),
+                hyper::header::HeaderValue::from_static(format.content_type()),
             );
+            r.headers_mut()
+                .insert(VARY, hyper::header::HeaderValue::from_static("Accept"));
             r
         }
         (true, "/healthz") => {
@@ -359,8 +362,18 @@ mod tests {
             m.starts_with("HTTP/1.1 200") || m.starts_with("HTTP/1.0 200"),
             "{m}"
         );
-        assert!(m.contains("application/openmetrics-text"));
+        // No Accept header: the classic text format, which promtool reads.
+        assert!(m.contains("text/plain; version=0.0.4"), "{m}");
+        assert!(m.contains("# TYPE datum_build_info gauge"), "{m}");
         assert!(m.contains("datum_build_info{version=\"9.9.9\"} 1"));
+        assert!(!m.contains("# EOF"), "{m}");
+        let om = exchange(
+            addr,
+            b"GET /metrics HTTP/1.0\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n",
+        );
+        assert!(om.contains("application/openmetrics-text"), "{om}");
+        assert!(om.contains("# TYPE datum_build info"), "{om}");
+        assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(get(addr, "/healthz").contains("ok"));
         assert!(get(addr, "/nope").contains(" 404 "));
         assert!(exchange(addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 405 "));

@@ -60,6 +60,7 @@
 //!     full_interval: DEFAULT_FULL_INTERVAL,
 //!     debounce: WATCH_DEBOUNCE,
 //!     version: "0.1.0".into(),
+//!     validators: vec![],
 //!     signals: false,
 //!     log: Arc::new(|_, line| eprintln!("{line}")),
 //! });
@@ -81,6 +82,7 @@
 
 pub mod check;
 pub mod daemon;
+pub mod exposition;
 pub mod http;
 pub mod metrics;
 pub mod schedule;

@@ -22,6 +22,8 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::check::{CheckReport, STATES};
+use crate::exposition::{Format, to_prometheus_text};
+use crate::watch::LOST_REASONS;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
@@ -61,6 +63,16 @@ struct BuildLabels {
     version: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RevisionLabel {
+    revision: String,
+}
+
 type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// Every metric the agent exports. Cheap to update from the daemon thread;
@@ -84,6 +96,10 @@ pub struct Metrics {
     reload_failures: Counter,
     repository_ok: Gauge,
     last_reload: F64Gauge,
+    revision: Family<RevisionLabel, Gauge>,
+    pulls: Family<OutcomeLabel, Counter>,
+    pull_failures: Family<ReasonLabel, Counter>,
+    last_pull: F64Gauge,
     full_interval: F64Gauge,
     start_time: F64Gauge,
     // Serialises encoding with multi-metric updates (a check's whole report
@@ -118,6 +134,10 @@ impl Metrics {
             reload_failures: Counter::default(),
             repository_ok: Gauge::default(),
             last_reload: F64Gauge::default(),
+            revision: Family::default(),
+            pulls: Family::default(),
+            pull_failures: Family::default(),
+            last_pull: F64Gauge::default(),
             full_interval: F64Gauge::default(),
             start_time: F64Gauge::default(),
             update: Mutex::new(BTreeMap::new()),
@@ -217,6 +237,27 @@ impl Metrics {
             m.last_reload.clone(),
         );
         registry.register(
+            "datum_repository_revision_info",
+            "The repository revision (git commit) the running catalogue was compiled from, when datum pull deployed it: one series, value 1",
+            m.revision.clone(),
+        );
+        registry.register(
+            "datum_pulls",
+            "Pulls that completed, by outcome (deployed, up_to_date)",
+            m.pulls.clone(),
+        );
+        registry.register(
+            "datum_pull_failures",
+            "Pulls that deployed nothing because the revision was refused or the pull failed, by reason (unsigned, unknown_signer, expired_key, bad_signature, backwards, lint, fetch, ...)",
+            m.pull_failures.clone(),
+        );
+        registry.register_with_unit(
+            "datum_pull_last_success_timestamp",
+            "Unix time of the last pull that completed (deployed or up to date)",
+            Unit::Seconds,
+            m.last_pull.clone(),
+        );
+        registry.register(
             "datum_full_pass_interval_seconds",
             "Interval of the backstop full pass",
             m.full_interval.clone(),
@@ -227,7 +268,43 @@ impl Metrics {
             Unit::Seconds,
             m.start_time.clone(),
         );
+        // Every documented counter exists from start-up, at zero, so
+        // `rate()` and `increase()` see the first event (per class ones
+        // appear with the catalogue, per validator ones with
+        // [`Metrics::validators`]).
+        for reason in LOST_REASONS {
+            m.watch_errors
+                .get_or_create(&ReasonLabel {
+                    reason: reason.to_owned(),
+                })
+                .inc_by(0);
+        }
+        for outcome in ["deployed", "up_to_date"] {
+            m.pulls
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.to_owned(),
+                })
+                .inc_by(0);
+        }
+        for reason in FALLBACK_REASONS {
+            m.fallback_passes
+                .get_or_create(&ReasonLabel {
+                    reason: reason.to_owned(),
+                })
+                .inc_by(0);
+        }
         Self { registry, ..m }
+    }
+
+    /// The validators this build knows: each gets its failure counter at 0.
+    pub fn validators(&self, names: &[String]) {
+        for name in names {
+            self.validation_failures
+                .get_or_create(&ValidatorLabel {
+                    validator: name.clone(),
+                })
+                .inc_by(0);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeSet<String>>> {
@@ -236,13 +313,21 @@ impl Metrics {
         self.update.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The exposition, as served on `/metrics`.
+    /// The exposition in OpenMetrics, as Prometheus asks for it.
     pub fn encode(&self) -> String {
         let _guard = self.lock();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// The exposition in `format`, as served on `/metrics`.
+    pub fn encode_as(&self, format: Format) -> String {
+        match format {
+            Format::OpenMetrics => self.encode(),
+            Format::PrometheusText => to_prometheus_text(&self.encode()),
+        }
     }
 
     pub fn set_start(&self, unix: Duration, full_interval: Duration) {
@@ -273,6 +358,16 @@ impl Metrics {
                     class: name.clone(),
                 })
                 .set(interval.as_secs_f64());
+            // Known from now on, so a later load without it forgets it.
+            seen.entry(name.clone()).or_default();
+            for trigger in TRIGGERS {
+                self.checks
+                    .get_or_create(&TriggerLabels {
+                        class: name.clone(),
+                        trigger: trigger.to_owned(),
+                    })
+                    .inc_by(0);
+            }
         }
         self.repository_ok.set(1);
         self.last_reload.set(unix.as_secs_f64());
@@ -296,12 +391,57 @@ impl Metrics {
                 kind: kind.clone(),
             });
         }
-        for trigger in ["full", "interval", "watch"] {
+        for trigger in TRIGGERS {
             self.checks.remove(&TriggerLabels {
                 class: class.to_owned(),
                 trigger: trigger.to_owned(),
             });
         }
+    }
+
+    /// The running catalogue's repository revision: the one series of
+    /// `datum_repository_revision_info` (none when it is not known).
+    pub fn repository_revision(&self, revision: Option<&str>) {
+        let _guard = self.lock();
+        self.revision.clear();
+        if let Some(revision) = revision {
+            self.revision
+                .get_or_create(&RevisionLabel {
+                    revision: revision.to_owned(),
+                })
+                .set(1);
+        }
+    }
+
+    /// The words a failed pull can be counted under: each gets its counter
+    /// at 0 (the vocabulary is datum-pull's).
+    pub fn pull_reasons(&self, words: &[&str]) {
+        for reason in words {
+            self.pull_failures
+                .get_or_create(&ReasonLabel {
+                    reason: (*reason).to_owned(),
+                })
+                .inc_by(0);
+        }
+    }
+
+    /// A pull completed (`outcome`: `deployed` or `up_to_date`).
+    pub fn pulled(&self, outcome: &str, unix: Duration) {
+        self.pulls
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.last_pull.set(unix.as_secs_f64());
+    }
+
+    /// A pull deployed nothing, for `reason` (a fixed word).
+    pub fn pull_failed(&self, reason: &str) {
+        self.pull_failures
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub fn reload_failed(&self) {
@@ -391,6 +531,13 @@ impl Metrics {
             .inc();
     }
 }
+
+/// What can start a check of a class.
+const TRIGGERS: [&str; 3] = ["full", "interval", "watch"];
+
+/// Why a full pass can replace event-driven detection: a lost watch (other
+/// than a missing path, which only waits for the path) or dropped events.
+const FALLBACK_REASONS: [&str; 3] = ["backend", "limit", "overflow"];
 
 /// The finding kinds every class exports even at zero, so a rule can tell
 /// "no drift" from "never checked".
@@ -488,6 +635,35 @@ mod tests {
     }
 
     #[test]
+    fn counters_exist_at_zero_before_anything_happens() {
+        let m = Metrics::new("0");
+        m.validators(&["sshd".into(), "nginx".into()]);
+        m.loaded(
+            &[("critical".into(), Duration::from_secs(60))],
+            Duration::from_secs(1),
+        );
+        let text = m.encode_as(Format::PrometheusText);
+        for line in [
+            "datum_checks_total{class=\"critical\",trigger=\"full\"} 0",
+            "datum_checks_total{class=\"critical\",trigger=\"interval\"} 0",
+            "datum_checks_total{class=\"critical\",trigger=\"watch\"} 0",
+            "datum_validation_failures_total{validator=\"nginx\"} 0",
+            "datum_watch_errors_total{reason=\"backend\"} 0",
+            "datum_watch_errors_total{reason=\"missing\"} 0",
+            "datum_fallback_full_passes_total{reason=\"overflow\"} 0",
+            "datum_watch_events_total 0",
+            "datum_repository_reload_failures_total 0",
+            "# TYPE datum_checks_total counter",
+            "# TYPE datum_build_info gauge",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        // A removed class takes its zeroed counters with it.
+        m.loaded(&[], Duration::from_secs(2));
+        assert!(!m.encode().contains("class=\"critical\""));
+    }
+
+    #[test]
     fn drift_that_ends_goes_to_zero_and_cancelled_checks_keep_the_picture() {
         let m = Metrics::new("0");
         m.checked("interval", &report(), Duration::from_secs(10));
@@ -520,6 +696,39 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains("class=\"critical\""), "{text}");
         assert!(text.contains("datum_check_interval_seconds{class=\"normal\"} 60.0"));
+    }
+
+    #[test]
+    fn the_revision_has_one_series_and_pulls_are_counted() {
+        let m = Metrics::new("0");
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        m.repository_revision(Some(&a));
+        m.repository_revision(Some(&b));
+        m.pulled("deployed", Duration::from_secs(5));
+        m.pull_failed("unsigned");
+        let text = m.encode();
+        assert!(
+            text.contains(&format!(
+                "datum_repository_revision_info{{revision=\"{b}\"}} 1"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains(&a), "{text}");
+        assert!(
+            text.contains("datum_pulls_total{outcome=\"deployed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("datum_pull_failures_total{reason=\"unsigned\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("datum_pull_last_success_timestamp_seconds 5.0"),
+            "{text}"
+        );
+        m.repository_revision(None);
+        assert!(!m.encode().contains("datum_repository_revision_info{"));
     }
 
     #[test]

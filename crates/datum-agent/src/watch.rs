@@ -143,6 +143,10 @@ fn root_gone(roots: &BTreeSet<PathBuf>, event: &notify::Event) -> Option<WatchNe
     })
 }
 
+/// Every `reason` a [`WatchNews::Lost`] can carry (the metrics export each
+/// at zero from start-up).
+pub const LOST_REASONS: [&str; 3] = ["backend", "limit", "missing"];
+
 fn lost(err: &notify::Error) -> WatchNews {
     let reason = match &err.kind {
         notify::ErrorKind::MaxFilesWatch => "limit",

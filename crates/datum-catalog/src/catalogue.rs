@@ -63,7 +63,24 @@ impl Catalogue {
     ) -> serde_json::Result<()> {
         serde_json::to_writer_pretty(out, &JsonView::new(self, explain))
     }
+
+    /// [`Catalogue::write_json_pretty`] with fields the caller adds to some
+    /// resources (`datum catalogue` adds each Tree's declared
+    /// `fingerprint`, which needs the host's account files).
+    pub fn write_json_pretty_with(
+        &self,
+        explain: bool,
+        extra: &ExtraFields<'_>,
+        out: impl std::io::Write,
+    ) -> serde_json::Result<()> {
+        let mut view = JsonView::new(self, explain);
+        view.extra = Some(extra);
+        serde_json::to_writer_pretty(out, &view)
+    }
 }
+
+/// Fields a caller adds to a resource's JSON: `(key, value)` or nothing.
+pub type ExtraFields<'a> = dyn Fn(&Resource) -> Option<(String, Value)> + 'a;
 
 /// The JSON form of a catalogue, built resource by resource as it is
 /// serialised.
@@ -72,6 +89,8 @@ struct JsonView<'a> {
     explain: bool,
     /// Added requirements by dependent.
     auto: HashMap<&'a ResourceId, Vec<String>>,
+    /// Fields added by the caller.
+    extra: Option<&'a ExtraFields<'a>>,
 }
 
 impl<'a> JsonView<'a> {
@@ -84,6 +103,7 @@ impl<'a> JsonView<'a> {
             catalogue,
             explain,
             auto,
+            extra: None,
         }
     }
 
@@ -114,6 +134,11 @@ impl<'a> JsonView<'a> {
             "origin": r.origin.to_string(),
             "declaration_hash": r.declaration_hash,
         });
+        if let Some((key, value)) = self.extra.and_then(|f| f(r))
+            && let Some(obj) = v.as_object_mut()
+        {
+            obj.insert(key, value);
+        }
         if self.explain
             && let Some(obj) = v.as_object_mut()
         {

@@ -139,6 +139,16 @@ impl Stamp {
         self.dirs.iter().map(|d| 1 + d.entries.len()).sum()
     }
 
+    /// 16 hex digits of SHA-256 over what the stamp records of the
+    /// repository (every folder and entry, with its identity and times; not
+    /// when the stamp was taken): equal for two stamps of an unchanged
+    /// repository.
+    pub fn digest(&self) -> String {
+        use sha2::Digest as _;
+        let bytes = rmp_serde::to_vec(&(&self.root, &self.dirs)).unwrap_or_default();
+        hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+    }
+
     pub fn is_empty(&self) -> bool {
         self.dirs.is_empty()
     }
@@ -311,6 +321,10 @@ pub struct LazyCatalogue {
     pub boundary: datum_core::Boundary,
     /// One per resource, in the catalogue's (dependency) order.
     pub entries: Vec<Summary>,
+    /// [`Stamp::digest`] of the repository this catalogue was compiled
+    /// from, when a stamp was taken (the fleet report's revision of a
+    /// repository that is not a git checkout).
+    pub stamp_digest: Option<String>,
     resources: Resources,
 }
 
@@ -336,6 +350,7 @@ impl LazyCatalogue {
             autorequires: catalogue.autorequires,
             boundary: catalogue.boundary,
             resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
+            stamp_digest: None,
         }
     }
 
@@ -564,6 +579,7 @@ pub fn load_in(
     let index = index.filter(|i| holds && i.spans.len() == i.entries.len())?;
     let base = reader.stream_position().ok()?;
     Some(LazyCatalogue {
+        stamp_digest: Some(header.stamp.digest()),
         host: index.host,
         classes: index.classes,
         boundary: index.boundary,

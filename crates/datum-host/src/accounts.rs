@@ -107,6 +107,35 @@ fn load_db(host: &Host, declared: &str) -> Result<AccountDb, HostError> {
     }
 }
 
+/// Who is running this process, for a record of a person's decision (such
+/// as allowing a rollback): the name they logged in or `sudo`ed as, the
+/// uid, and the kernel's login uid (which `sudo` and `su` keep) when it is
+/// another: `alice (uid 0, login uid 1000)`.
+pub fn invoking_user() -> String {
+    let name = ["SUDO_USER", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let uid = rustix::process::getuid().as_raw();
+    let login = std::fs::read_to_string("/proc/self/loginuid")
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|l| *l != u32::MAX && *l != uid);
+    match login {
+        Some(l) => format!("{name} (uid {uid}, login uid {l})"),
+        None => format!("{name} (uid {uid})"),
+    }
+}
+
+/// The user and group this process runs as (what a file it creates is
+/// owned by when no owner is set).
+pub fn current_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

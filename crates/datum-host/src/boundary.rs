@@ -177,6 +177,33 @@ impl Dir {
         rustix::fs::fsync(&fd).map_err(|e| HostError::io("sync directory", &*self.path, errno(e)))
     }
 
+    /// Flushes everything written to this directory's file system
+    /// (`syncfs`): one call for a whole tree written beneath it, instead of
+    /// an fsync per file.
+    pub fn sync_filesystem(&self) -> Result<(), HostError> {
+        let fd = self.reopen()?;
+        rustix::fs::syncfs(&fd)
+            .map_err(|e| HostError::io("sync the file system of", &*self.path, errno(e)))
+    }
+
+    /// Sets this directory's modification time to now (through the open
+    /// directory, never by path).
+    pub fn touch(&self) -> Result<(), HostError> {
+        let fd = self.reopen()?;
+        let now = rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        };
+        rustix::fs::futimens(
+            &fd,
+            &rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )
+        .map_err(|e| HostError::io("touch", &*self.path, errno(e)))
+    }
+
     /// Opens the child directory `name` without following a link, or
     /// `None` when nothing is there. A link or another kind of entry is an
     /// error naming it; the ownership rule is not applied (see

@@ -2,15 +2,16 @@
 //!
 //! A program is run directly with an argument vector, never through a shell,
 //! so nothing in a repository can become shell syntax. It gets no standard
-//! input, a fixed environment (a standard PATH, `LC_ALL=C` so output is
-//! stable, plus what the caller adds), its own process group (so a timeout
-//! kills whatever it started too), and a deadline. Output is captured up to a
+//! input (or exactly the bytes the caller gives it), a fixed environment (a
+//! standard PATH, `LC_ALL=C` so output is stable, plus what the caller
+//! adds), its own process group (so a timeout kills whatever it started
+//! too), and a deadline. Output is captured up to a
 //! bound, because a validator echoing a huge file must not exhaust memory.
 //! This module must not decide what a status means: callers (the validator
 //! definitions, the service provider) do.
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -45,6 +46,11 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// Bytes kept of stdout and of stderr, each.
     pub output_limit: usize,
+    /// Written to the program's standard input (then closed); `None` gives
+    /// it `/dev/null`.
+    pub input: Option<Vec<u8>>,
+    /// The working directory; `None` keeps this process's.
+    pub current_dir: Option<PathBuf>,
 }
 
 impl CommandSpec {
@@ -55,6 +61,8 @@ impl CommandSpec {
             env: Vec::new(),
             timeout: Duration::from_secs(30),
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            input: None,
+            current_dir: None,
         }
     }
 
@@ -85,6 +93,33 @@ impl CommandSpec {
     pub fn output_limit(mut self, bytes: usize) -> Self {
         self.output_limit = bytes;
         self
+    }
+
+    /// Feeds `bytes` to the program's standard input.
+    pub fn input(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.input = Some(bytes.into());
+        self
+    }
+
+    /// Runs the program in `dir`.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// The process to start, before its standard streams are chosen.
+    fn command(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.args(&self.args)
+            .env_clear()
+            .env("PATH", STANDARD_PATH)
+            .env("LC_ALL", "C")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .process_group(0);
+        if let Some(dir) = &self.current_dir {
+            cmd.current_dir(dir);
+        }
+        cmd
     }
 }
 
@@ -206,25 +241,33 @@ pub(crate) struct Started {
     started: Instant,
     timeout: Duration,
     output_limit: usize,
+    /// What [`Started::finish`] writes to its standard input.
+    input: Option<Vec<u8>>,
 }
 
 /// Starts a program from the calling thread (which matters to the sandbox:
-/// the child inherits the thread's namespaces and root).
+/// the child inherits the thread's namespaces and root), its standard input
+/// a pipe when the spec has input for it, `/dev/null` otherwise.
 pub(crate) fn start(spec: &CommandSpec) -> Result<Started, HostError> {
+    let stdin = if spec.input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    start_with(spec, stdin)
+}
+
+/// Finds and starts the program with `stdin` and piped output.
+fn start_with(spec: &CommandSpec, stdin: Stdio) -> Result<Started, HostError> {
     let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
         program: spec.program.clone(),
     })?;
     let started = Instant::now();
-    let child = Command::new(&program)
-        .args(&spec.args)
-        .env_clear()
-        .env("PATH", STANDARD_PATH)
-        .env("LC_ALL", "C")
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+    let child = spec
+        .command(&program)
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .spawn()
         .map_err(|source| HostError::Spawn {
             program: program.clone(),
@@ -236,12 +279,69 @@ pub(crate) fn start(spec: &CommandSpec) -> Result<Started, HostError> {
         started,
         timeout: spec.timeout,
         output_limit: spec.output_limit,
+        input: spec.input.clone(),
     })
 }
 
+/// Waits for `child` up to `timeout`, then kills its process group; its
+/// status and whether the deadline passed.
+fn wait_deadline(
+    child: &mut std::process::Child,
+    program: &Path,
+    timeout: Duration,
+) -> Result<(std::process::ExitStatus, bool), HostError> {
+    let pid = child.id();
+    match child.wait_timeout(timeout) {
+        Ok(Some(status)) => Ok((status, false)),
+        Ok(None) => {
+            kill_group(pid);
+            let status = child.wait().map_err(|source| HostError::Spawn {
+                program: program.to_path_buf(),
+                source,
+            })?;
+            Ok((status, true))
+        }
+        Err(source) => {
+            kill_group(pid);
+            let _ = child.wait();
+            Err(HostError::Spawn {
+                program: program.to_path_buf(),
+                source,
+            })
+        }
+    }
+}
+
+/// Starts a program and leaves it to run on its own: no standard input or
+/// output, the same fixed environment as [`run`], its own process group (a
+/// Ctrl-C at the terminal that started the caller does not reach it), not
+/// waited for, no deadline (the program bounds its own work). Returns its
+/// pid. For work that must not hold up the caller, such as delivering a
+/// pass's fleet report after the pass; the caller is expected to exit soon
+/// (the child is then reaped by init).
+pub fn spawn_detached(spec: &CommandSpec) -> Result<u32, HostError> {
+    let program = which(&spec.program).ok_or_else(|| HostError::ProgramNotFound {
+        program: spec.program.clone(),
+    })?;
+    let child = Command::new(&program)
+        .args(&spec.args)
+        .env_clear()
+        .env("PATH", STANDARD_PATH)
+        .env("LC_ALL", "C")
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|source| HostError::Spawn { program, source })?;
+    Ok(child.id())
+}
+
 impl Started {
-    /// Drains the output (on threads of the calling thread), waits up to
-    /// the deadline, and kills the process group past it.
+    /// Feeds the input, drains the output (on threads of the calling
+    /// thread), waits up to the deadline, and kills the process group past
+    /// it.
     pub(crate) fn finish(self) -> Result<CommandOutput, HostError> {
         let Started {
             mut child,
@@ -249,28 +349,22 @@ impl Started {
             started,
             timeout,
             output_limit,
+            input,
         } = self;
+        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+            // On its own thread: a program that writes before it has read
+            // all of its input must not deadlock against us. A program that
+            // exits without reading it all makes the write fail, which is
+            // its business.
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
         let pid = child.id();
         let stdout = spawn_drain(child.stdout.take(), output_limit);
         let stderr = spawn_drain(child.stderr.take(), output_limit);
 
-        let waited = child.wait_timeout(timeout);
-        let (status, timed_out) = match waited {
-            Ok(Some(status)) => (status, false),
-            Ok(None) => {
-                kill_group(pid);
-                let status = child.wait().map_err(|source| HostError::Spawn {
-                    program: program.clone(),
-                    source,
-                })?;
-                (status, true)
-            }
-            Err(source) => {
-                kill_group(pid);
-                let _ = child.wait();
-                return Err(HostError::Spawn { program, source });
-            }
-        };
+        let (status, timed_out) = wait_deadline(&mut child, &program, timeout)?;
 
         let collect = |rx: &mpsc::Receiver<Captured>| match rx.recv_timeout(DRAIN_GRACE) {
             Ok(c) => c,
@@ -299,6 +393,79 @@ impl Started {
     }
 }
 
+/// A program started by [`spawn`] whose output the caller reads as it comes
+/// (a stream too large to capture, such as `git cat-file --batch`). Its
+/// standard error is captured up to the limit in the background; dropping
+/// it without [`Running::finish`] kills its process group.
+#[derive(Debug)]
+pub struct Running {
+    program: PathBuf,
+    child: std::process::Child,
+    /// Where the caller writes the program's input (closed when dropped).
+    pub stdin: Option<std::process::ChildStdin>,
+    /// The program's standard output, read (or taken) by the caller.
+    pub stdout: Option<std::process::ChildStdout>,
+    stderr: mpsc::Receiver<Captured>,
+    started: Instant,
+    timeout: Duration,
+    finished: bool,
+}
+
+/// Starts a program with piped standard input and output (see [`Running`]).
+/// `spec.input` is ignored: the caller writes to [`Running::stdin`].
+pub fn spawn(spec: &CommandSpec) -> Result<Running, HostError> {
+    let Started {
+        mut child,
+        program,
+        started,
+        timeout,
+        output_limit,
+        input: _,
+    } = start_with(spec, Stdio::piped())?;
+    let stderr = spawn_drain(child.stderr.take(), output_limit);
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+    Ok(Running {
+        program,
+        child,
+        stdin,
+        stdout,
+        stderr,
+        started,
+        timeout,
+        finished: false,
+    })
+}
+
+impl Running {
+    /// Closes the input, waits for the program (up to what is left of its
+    /// deadline; then its process group is killed) and says how it ended.
+    /// Standard output is whatever the caller did not read (not captured).
+    pub fn finish(mut self) -> Result<CommandOutput, HostError> {
+        self.finished = true;
+        drop(self.stdin.take());
+        let left = self.timeout.saturating_sub(self.started.elapsed());
+        let (status, timed_out) = wait_deadline(&mut self.child, &self.program, left)?;
+        let stderr = self.stderr.recv_timeout(DRAIN_GRACE).unwrap_or_default();
+        Ok(CommandOutput {
+            program: self.program.clone(),
+            status: status.code(),
+            signal: status.signal(),
+            stdout: Captured::default(),
+            stderr,
+            timed_out,
+            elapsed: self.started.elapsed(),
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.finished {
+            kill_group(self.child.id());
+            let _ = self.child.wait();
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +481,29 @@ mod tests {
         let out = run(&CommandSpec::new("false")).unwrap();
         assert_eq!(out.status, Some(1));
         assert!(!out.success());
+    }
+
+    #[test]
+    fn a_detached_program_runs_on_after_the_call_in_its_own_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let pid = spawn_detached(
+            &CommandSpec::new("sh")
+                .args(["-c", &format!("sleep 0.2; echo $$ > {}", marker.display())]),
+        )
+        .unwrap();
+        assert!(!marker.exists(), "the call does not wait for the program");
+        let own = rustix::process::getpgid(rustix::process::Pid::from_raw(pid as i32)).unwrap();
+        assert_eq!(
+            own.as_raw_nonzero().get() as u32,
+            pid,
+            "its own process group"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !marker.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(marker.exists(), "the program ran to its end");
     }
 
     #[test]
@@ -347,6 +537,48 @@ mod tests {
         assert!(!out.success());
         assert_eq!(out.signal, Some(9));
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn input_and_working_directory_are_the_callers() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(&CommandSpec::new("sh")
+            .args(["-c", "pwd; cat"])
+            .current_dir(dir.path())
+            .input(b"from stdin\n".to_vec()))
+        .unwrap();
+        assert!(out.success(), "{out:?}");
+        let want = format!(
+            "{}\nfrom stdin\n",
+            dir.path().canonicalize().unwrap().display()
+        );
+        assert_eq!(out.stdout.text(), want);
+    }
+
+    #[test]
+    fn a_running_program_streams_and_is_killed_when_dropped() {
+        let mut running = spawn(&CommandSpec::new("cat")).unwrap();
+        let mut stdin = running.stdin.take().unwrap();
+        stdin.write_all(b"one line\n").unwrap();
+        drop(stdin);
+        let mut text = String::new();
+        running
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "one line\n");
+        assert!(running.finish().unwrap().success());
+
+        let running = spawn(&CommandSpec::new("sleep").arg("30")).unwrap();
+        let pid = running.child.id();
+        drop(running);
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        assert!(
+            rustix::process::test_kill_process(pid).is_err(),
+            "still running after drop"
+        );
     }
 
     #[test]

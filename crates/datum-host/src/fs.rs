@@ -159,7 +159,7 @@ fn sha256_of(file: &mut File, path: &Path, len: u64) -> Result<Hashed, HostError
 }
 
 /// The declared content a live file is compared with: its size and both
-/// digests (see `hash_file_expecting`).
+/// digests (see [`crate::Located::hash_expecting`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Expected<'a> {
     pub size: u64,

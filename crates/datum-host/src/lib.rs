@@ -10,6 +10,9 @@
 //! running programs without a shell ([`command`]) and validators in a
 //! throwaway sandbox ([`sandbox`]), the per-root lock ([`lock`]), and who
 //! changed a watched file (fanotify and `/proc`, [`attribution`]).
+//! `datum pull` writes its checkouts and switches its link with the same
+//! handles (a checkout is written with [`Located::create_new`] beneath a
+//! [`PrivateDir`], the link swapped by [`Located::stage_symlink`]).
 //!
 //! This crate must not know about resources, manifests or reports: it offers
 //! operations, and the providers decide which to perform. Errors are
@@ -21,6 +24,7 @@
 )]
 
 pub mod accounts;
+pub mod admin;
 pub mod attribution;
 pub mod boundary;
 mod cache;

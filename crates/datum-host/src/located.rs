@@ -219,6 +219,23 @@ impl Located {
         self.chown_chmod(&fd, owner, group, mode)
     }
 
+    /// Creates this regular file, never through anything already there
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`), with exactly `mode` (set again
+    /// after the umask), opened for writing: for files Datum writes fresh
+    /// beneath a folder of its own (a `datum pull` checkout).
+    pub fn create_new(&self, mode: u32) -> Result<File, HostError> {
+        let fd = rustix::fs::openat(
+            self.parent.fd(),
+            &self.name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode & 0o7777),
+        )
+        .map_err(|e| HostError::io("create", &self.path, errno(e)))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| HostError::io("set the mode of", &self.path, errno(e)))?;
+        Ok(File::from(fd))
+    }
+
     /// Creates a symlink here pointing at `target` (stored as written).
     pub fn symlink(&self, target: &Path) -> Result<(), HostError> {
         rustix::fs::symlinkat(target, self.parent.fd(), &self.name)

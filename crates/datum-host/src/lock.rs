@@ -44,8 +44,21 @@ impl RootLock {
                 parent: host.root().join(STATE_FOLDER.trim_start_matches('/')),
             });
         };
-        let path = dir.file_path("lock");
-        let file = dir.open_or_create("lock", 0o600)?;
+        Self::acquire_in(&dir, "lock", timeout)
+    }
+
+    /// The same exclusive hold on another lock file of Datum's own, `name`
+    /// in the private folder `dir` (one delivery of an outbox at a time,
+    /// say), waiting up to `timeout`. Created 0600, opened without
+    /// following a link.
+    pub fn acquire_in(
+        dir: &PrivateDir,
+        name: impl AsRef<std::ffi::OsStr>,
+        timeout: Duration,
+    ) -> Result<Self, HostError> {
+        let name = name.as_ref();
+        let path = dir.file_path(name);
+        let file = dir.open_or_create(name, 0o600)?;
         let started = Instant::now();
         loop {
             match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -71,6 +84,45 @@ impl RootLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_in_a_private_folder_waits_then_times_out() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = PrivateDir::open_path(&root.path().join("pull"), true)
+            .unwrap()
+            .unwrap();
+        let held = RootLock::acquire_in(&dir, "lock", Duration::from_secs(1)).unwrap();
+        let err = RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap_err();
+        assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
+        drop(held);
+        RootLock::acquire_in(&dir, "lock", Duration::from_millis(120)).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_that_is_a_symbolic_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        let folder = dir.path().join("state");
+        let private = PrivateDir::open_path(&folder, true).unwrap().unwrap();
+        let path = folder.join("state.db.delivery-lock");
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert!(
+            RootLock::acquire_in(
+                &private,
+                "state.db.delivery-lock",
+                Duration::from_millis(10)
+            )
+            .is_err()
+        );
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+        let fresh = folder.join("fresh-lock");
+        let lock = RootLock::acquire_in(&private, "fresh-lock", Duration::from_millis(10)).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(lock);
+    }
 
     #[test]
     fn a_second_pass_waits_and_then_times_out() {

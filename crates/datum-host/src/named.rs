@@ -1,5 +1,7 @@
 //! Files the operator names on the command line: `--host-file`, the report
-//! of `--markdown FILE`.
+//! of `--markdown FILE`, the folder `datum init DIR` fills, and the files
+//! `datum pull` trusts (its `allowed_signers`, its own `pull.yaml`:
+//! [`read_trusted`]).
 //!
 //! Their path is the operator's choice, so links in it are followed as
 //! given; but a report is written without ever following a link at the
@@ -12,10 +14,11 @@
 //! for Datum's own folders (see [`crate::PrivateDir`]).
 
 use std::ffi::OsString;
-use std::io::{Read as _, Write as _};
+use std::io::{Read, Write as _};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use crate::boundary::{Dir, errno};
 use crate::{FileKind, HostError};
@@ -39,6 +42,11 @@ pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The size of the file the operator named (links followed as given).
+pub fn size(path: &Path) -> std::io::Result<u64> {
+    std::fs::metadata(path).map(|m| m.len())
+}
+
 /// [`read`] as text (invalid UTF-8 is an error).
 pub fn read_to_string(path: &Path) -> std::io::Result<String> {
     String::from_utf8(read(path)?)
@@ -47,6 +55,16 @@ pub fn read_to_string(path: &Path) -> std::io::Result<String> {
 
 /// Writes `bytes` to the report file `path` (see the module header).
 pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
+    write_named(path, bytes, 0o644)
+}
+
+/// [`write_report`] for a file holding a secret (the credentials `datum
+/// server enroll --out FILE` writes): mode 0600 from the first byte.
+pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
+    write_named(path, bytes, 0o600)
+}
+
+fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(HostError::io(
             "write",
@@ -80,7 +98,7 @@ pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
         dir.fd(),
         &tmp,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
+        Mode::from_raw_mode(mode),
     )
     .map_err(|e| HostError::io("create", &tmp_path, errno(e)))?;
     let mut file = std::fs::File::from(fd);
@@ -98,9 +116,226 @@ pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
     written
 }
 
+/// Creates the folder `dir` (and its missing parents, links in the path
+/// followed as given) and in it every `(relative path, content)` of `files`,
+/// subfolders included: each file new (`O_EXCL | O_NOFOLLOW`, mode 0644),
+/// each subfolder entered without following a link. Refuses before writing
+/// anything when one of the files exists already; a write that fails removes
+/// the files this call created, so nothing is left half-written.
+pub fn create_new_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), HostError> {
+    std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
+    let top = Dir::open_path(dir)?;
+    for (rel, _) in files {
+        let path = dir.join(rel);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            return Err(HostError::io(
+                "create",
+                &path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "it exists already; nothing was written",
+                ),
+            ));
+        }
+    }
+    let mut created: Vec<(Dir, OsString)> = Vec::new();
+    let result = files.iter().try_for_each(|(rel, text)| {
+        let (folder, name) = subfolder(&top, Path::new(rel), &mut created)?;
+        let path = dir.join(rel);
+        let fd = rustix::fs::openat(
+            folder.fd(),
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .map_err(|e| HostError::io("create", &path, errno(e)))?;
+        created.push((folder.clone(), name));
+        let mut file = std::fs::File::from(fd);
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| HostError::io("write", &path, e))
+    });
+    if result.is_err() {
+        // Files first, then the folders this call made (innermost first).
+        for (folder, name) in created.iter().rev() {
+            let _ = rustix::fs::unlinkat(folder.fd(), name, AtFlags::empty())
+                .or_else(|_| rustix::fs::unlinkat(folder.fd(), name, AtFlags::REMOVEDIR));
+        }
+    }
+    result
+}
+
+/// The folder of `rel` under `top` (created where missing, recorded in
+/// `created`) and the file's name.
+fn subfolder(
+    top: &Dir,
+    rel: &Path,
+    created: &mut Vec<(Dir, OsString)>,
+) -> Result<(Dir, OsString), HostError> {
+    let mut components: Vec<OsString> = rel
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(n) => Ok(n.to_os_string()),
+            _ => Err(HostError::io(
+                "create",
+                rel,
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let name = components.pop().ok_or_else(|| {
+        HostError::io(
+            "create",
+            rel,
+            std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        )
+    })?;
+    let mut folder = top.clone();
+    for part in components {
+        let next = match folder.open_child_dir(&part)? {
+            Some(d) => d,
+            None => {
+                rustix::fs::mkdirat(folder.fd(), &part, Mode::from_raw_mode(0o755)).map_err(
+                    |e| HostError::io("create directory", folder.path().join(&part), errno(e)),
+                )?;
+                created.push((folder.clone(), part.clone()));
+                folder.open_child_dir(&part)?.ok_or_else(|| {
+                    HostError::io(
+                        "create directory",
+                        folder.path().join(&part),
+                        std::io::Error::from(std::io::ErrorKind::NotFound),
+                    )
+                })?
+            }
+        };
+        folder = next;
+    }
+    Ok((folder, name))
+}
+
+fn refused(op: &'static str, path: &Path, why: String) -> HostError {
+    HostError::io(
+        op,
+        path,
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    )
+}
+
+/// Reads a file a root process trusts (a list of allowed signers, its own
+/// configuration naming them), whole, refusing one larger than `limit`
+/// bytes; `None` when it does not exist. The file must be owned by root or
+/// by this process's user and writable by nobody else, as sshd's
+/// `StrictModes` asks of `authorized_keys`: whoever can write it decides
+/// what this host trusts. Links are followed (a managed file may be one);
+/// the checks apply to the file reached.
+pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
+    let fd = match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(HostError::io("read", path, errno(e))),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("read", path, errno(e)))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(refused(
+            "trust",
+            path,
+            "it is not a regular file".to_owned(),
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is owned by uid {}; a file that decides what this host trusts must be owned by root",
+                st.st_uid
+            ),
+        ));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is writable by group or others (mode {:04o}); a file that decides what this host trusts must be writable by its owner only",
+                st.st_mode & 0o7777
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(refused("read", path, format!("larger than {limit} bytes")));
+    }
+    Ok(Some(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_files_are_all_written_or_none_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("new/repo");
+        create_new_files(&repo, &[("a.yaml", "a"), ("sub/deeper/b.yaml", "b")]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(repo.join("sub/deeper/b.yaml")).unwrap(),
+            "b"
+        );
+        // An existing file: refused before anything is written.
+        let err = create_new_files(&repo, &[("c.yaml", "c"), ("a.yaml", "again")]).unwrap_err();
+        assert!(err.to_string().contains("exists already"), "{err}");
+        assert!(!repo.join("c.yaml").exists());
+        assert_eq!(std::fs::read_to_string(repo.join("a.yaml")).unwrap(), "a");
+        // A failure half-way (a file where a folder must go) takes back
+        // what this call created, folders included.
+        let err = create_new_files(
+            &repo,
+            &[("d.yaml", "d"), ("e/f.yaml", "f"), ("a.yaml/g.yaml", "g")],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("a.yaml"), "{err}");
+        assert!(!repo.join("d.yaml").exists());
+        assert!(!repo.join("e").exists());
+        assert!(repo.join("a.yaml").is_file());
+    }
+
+    #[test]
+    fn a_trusted_file_must_be_writable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("allowed_signers");
+        std::fs::write(&p, b"alice ssh-ed25519 AAAA").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            read_trusted(&p, 100).unwrap().unwrap(),
+            b"alice ssh-ed25519 AAAA"
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let err = read_trusted(&p, 100).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("writable by group or others (mode 0664)"),
+            "{err}"
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_trusted(&p, 3).is_err(), "over the limit");
+        assert_eq!(read_trusted(&dir.path().join("none"), 3).unwrap(), None);
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&p, Some(65534), None).unwrap();
+            let err = read_trusted(&p, 100).unwrap_err();
+            assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        }
+    }
 
     #[test]
     fn a_report_replaces_a_file_and_refuses_a_planted_link() {

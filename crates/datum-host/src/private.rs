@@ -380,6 +380,59 @@ impl PrivateDir {
         self.dir.sync()
     }
 
+    /// Writes the new file `name` with `bytes` and exactly `mode`,
+    /// atomically: a fresh temporary file (`O_EXCL`), fsynced, renamed to
+    /// `name` only when nothing is there (`RENAME_NOREPLACE`), so a reader
+    /// never sees half of it and an existing file (or a planted link) is
+    /// refused and left as it is. For files that must never be replaced,
+    /// such as a server's keys.
+    pub fn write_new(
+        &self,
+        name: impl AsRef<OsStr>,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), HostError> {
+        let name = name.as_ref();
+        if let Some(found) = self.lstat(name)? {
+            return Err(HostError::InTheWay {
+                path: self.file_path(name),
+                found: found.kind.word().to_owned(),
+            });
+        }
+        let mut tmp_name = OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp-{}", crate::random_suffix()));
+        let tmp_path = self.file_path(&tmp_name);
+        let written = (|| {
+            let mut file = self.create_new(&tmp_name, 0o600)?;
+            // The mode asked for, whatever the umask.
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
+                .map_err(|e| HostError::io("set mode", &tmp_path, errno(e)))?;
+            file.write_all(bytes)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| HostError::io("write", &tmp_path, e))?;
+            rustix::fs::renameat_with(
+                self.dir.fd(),
+                &tmp_name,
+                self.dir.fd(),
+                name,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .map_err(|e| match e {
+                Errno::EXIST => HostError::InTheWay {
+                    path: self.file_path(name),
+                    found: "file".to_owned(),
+                },
+                e => HostError::io("rename", self.file_path(name), errno(e)),
+            })
+        })();
+        if written.is_err() {
+            let _ = self.remove(&tmp_name);
+        }
+        written?;
+        self.dir.sync()
+    }
+
     /// Removes `name` (a file or a link, never what a link points at);
     /// whether there was one.
     pub fn remove(&self, name: impl AsRef<OsStr>) -> Result<bool, HostError> {
@@ -396,6 +449,25 @@ impl PrivateDir {
         let (from, to) = (from.as_ref(), to.as_ref());
         rustix::fs::renameat(self.dir.fd(), from, self.dir.fd(), to)
             .map_err(|e| HostError::io("rename", self.file_path(from), errno(e)))
+    }
+
+    /// Renames `from` to `to`, both in this folder, refusing to replace
+    /// anything at `to` (`RENAME_NOREPLACE`): a finished `datum pull`
+    /// checkout taking its final name.
+    pub fn rename_new(
+        &self,
+        from: impl AsRef<OsStr>,
+        to: impl AsRef<OsStr>,
+    ) -> Result<(), HostError> {
+        let (from, to) = (from.as_ref(), to.as_ref());
+        rustix::fs::renameat_with(
+            self.dir.fd(),
+            from,
+            self.dir.fd(),
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| HostError::io("rename into", self.file_path(to), errno(e)))
     }
 
     /// The folder's entries and their kinds.

@@ -106,9 +106,34 @@ pub fn content_bytes(
     Ok(std::borrow::Cow::Owned(bytes))
 }
 
+/// `path` itself, or, when it is a symlink, the real path of what it points
+/// at right now. A command that reads a whole repository through a link
+/// that may be switched meanwhile pins it first, so every file comes from
+/// the same revision.
+pub fn pinned(path: &Path) -> Result<std::path::PathBuf, HostError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).map_err(|e| HostError::io("resolve the link", path, e))
+        }
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_is_pinned_to_what_it_points_at_now() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("cur")).unwrap();
+        assert_eq!(
+            pinned(&dir.path().join("cur")).unwrap(),
+            dir.path().canonicalize().unwrap().join("a")
+        );
+        assert_eq!(pinned(&dir.path().join("a")).unwrap(), dir.path().join("a"));
+    }
 
     #[test]
     fn a_link_anywhere_on_a_canonical_path_fails_the_read() {

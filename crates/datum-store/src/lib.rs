@@ -4,7 +4,7 @@
 //!   hash of the last verified declaration and the file metadata seen then;
 //!   per pass, a summary and inspection times; drift history for `datum
 //!   check`; reloads owed to services; accepted observations, quarantine and
-//!   the revert log.
+//!   the revert log; the repository revisions `datum pull` deployed.
 //! - [`backup::BackupStore`] (`<root>/var/lib/datum/backups`): the previous
 //!   content of every file an apply replaced or removed, content-addressed,
 //!   with bounded retention.
@@ -99,11 +99,16 @@ pub mod backup;
 
 pub use error::{StoreError, StoreWarning};
 pub use state::{
-    Accepted, Batch, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope,
-    FindingSignature, MIN_FREE, OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles,
-    Quarantine, QuarantineSource, QuarantineTarget, Store, StoredPass, VerifiedRecord,
+    Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
+    FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus,
+    OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
+    QuarantineTarget, ReceivedInstruction, Store, StoredDeployment, StoredPass, VerifiedRecord,
     require_room,
 };
+/// How the fleet server names quarantine targets (`host`, `Kind[name]`).
+pub mod fleet_targets {
+    pub use crate::state::{target_of, word_of};
+}
 
 /// Where the state database lives, relative to the root.
 pub const STATE_DB_PATH: &str = "var/lib/datum/state.db";

@@ -10,6 +10,9 @@
 //!
 //! [`run`]: what one run of a built binary did (exit code, streams).
 //!
+//! [`tools`]: whether a program a test drives is installed (skip, or fail
+//! when CI requires it).
+//!
 //! This crate is a dev-dependency only. It panics on every failed set-up step,
 //! because a test that cannot set up must stop loudly; it must never be linked
 //! into the `datum` binary.
@@ -27,5 +30,6 @@
 pub mod apt;
 pub mod run;
 pub mod testbed;
+pub mod tools;
 
 pub use testbed::{Testbed, inside, run_inside};

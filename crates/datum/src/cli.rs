@@ -20,7 +20,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// The repository of manifests (a folder with datum.yaml).
     #[arg(long, global = true, default_value = ".", env = "DATUM_REPO")]
@@ -46,6 +46,14 @@ pub struct GlobalArgs {
     /// When to use colour.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Log level or tracing directives (error, warn, info, debug, trace; default:
+    /// RUST_LOG, else info for the agent and warn otherwise).
+    #[arg(long, global = true, env = "DATUM_LOG", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Log format: text or json lines on stderr, the journal's fields, or auto
+    /// (journald when stderr is the journal, text otherwise).
+    #[arg(long, global = true, env = "DATUM_LOG_FORMAT", value_enum, default_value_t = crate::logging::LogFormat::Auto)]
+    pub log_format: crate::logging::LogFormat,
     /// Also list unchanged resources.
     #[arg(long, short, global = true)]
     pub verbose: bool,
@@ -75,8 +83,10 @@ pub enum ColorChoice {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a new repository (datum.yaml, a base and a web layer, this host's file) that lints clean.
+    Init(InitArgs),
     /// Check the repository's manifests; report every error with file and line.
-    Lint,
+    Lint(LintArgs),
     /// Compile the repository for this host and print the catalogue as JSON.
     Catalogue(CatalogueArgs),
     /// Show what an apply would change; change nothing (exit 2 when changes are pending).
@@ -100,6 +110,200 @@ pub enum Command {
     Quarantine(QuarantineArgs),
     /// End a quarantine.
     Release(ReleaseArgs),
+    /// Fetch the repository's signed revision, verify it, switch it in atomically (exit 0 up to date, 2 deployed, 1 refused).
+    Pull(PullArgs),
+    /// Write a git bundle of a revision for `datum pull --bundle` on hosts without git access.
+    Bundle(BundleArgs),
+    /// The fleet's report server: init, enroll hosts, serve.
+    #[command(subcommand)]
+    Server(ServerCommand),
+    /// What the fleet's hosts report: hosts, rollout, drift, stale, sampling.
+    Fleet(FleetArgs),
+    /// This host's fleet outbox: reports waiting for the server, backoff, totals.
+    Outbox(OutboxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The branch or tag to deploy (default `ref:` of pull.yaml, else main).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG")]
+    pub git_ref: Option<String>,
+    /// Who may sign a deployable revision (ssh-keygen's allowed_signers format).
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Where the agent reads the repository: a link, a host path under --root (default /etc/datum/repository).
+    #[arg(long, value_name = "PATH")]
+    pub deploy: Option<PathBuf>,
+    /// The pull settings (default ROOT/etc/datum/pull.yaml; options win over it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Take the revision from this bundle (made by `datum bundle`) instead of the remote.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Deploy a revision that does not descend from the deployed one (a person's decision; recorded).
+    #[arg(long)]
+    pub allow_rollback: bool,
+    /// Checkouts to keep, the deployed one included (default 3).
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Revoked SSH keys (a KRL or a list of public keys).
+    #[arg(long, value_name = "FILE")]
+    pub revoked_keys: Option<PathBuf>,
+    /// An exported OpenPGP keyring (gpg --export) whose keys may sign.
+    #[arg(long, value_name = "FILE")]
+    pub openpgp_keyring: Option<PathBuf>,
+    /// Show the deployed revision and the recent deployments; change nothing.
+    #[arg(long)]
+    pub status: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The git repository to bundle from (a work tree or a bare repository).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub from: PathBuf,
+    /// The branch or tag to bundle (the host pulls it with the same --ref).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG", default_value = "main")]
+    pub git_ref: String,
+    /// Leave out the history of this revision (one the host has deployed).
+    #[arg(long, value_name = "REVISION")]
+    pub since: Option<String>,
+    /// The bundle file to write.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// Deliver what is queued now, whatever the backoff says.
+    #[arg(long)]
+    pub flush: bool,
+    /// Deliver quietly, respecting the backoff: what a pass starts in the
+    /// background after queueing its report.
+    #[arg(long, hide = true, conflicts_with = "flush")]
+    pub background: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Create a server folder: CA and certificate, admin credential, configuration.
+    Init(ServerInitArgs),
+    /// Issue a host (or stack) its token and write its report.yaml.
+    Enroll(ServerEnrollArgs),
+    /// Serve: take reports over HTTPS and answer the fleet's queries.
+    Serve(ServerServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerInitArgs {
+    /// The server's folder (created, mode 0700).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where the server listens (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: String,
+    /// The URL hosts report to (default: https:// and the listen address).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Another name or address the certificate is valid for (repeatable).
+    #[arg(long = "name")]
+    pub names: Vec<String>,
+    /// `sqlite` (embedded, in DIR) or postgres://user:password@host:port/db.
+    #[arg(long, default_value = "sqlite")]
+    pub store: String,
+    /// Host sampling: the share of hosts deep-checked per round (0..1].
+    #[arg(long, value_name = "FRACTION")]
+    pub sampling: Option<f64>,
+    /// The length of a sampling round.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub round: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerEnrollArgs {
+    /// The host's name, as its host.yaml says (or the stack's name).
+    pub name: String,
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where to write the host's report.yaml (install it as ROOT/etc/datum/report.yaml).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Enroll a driftwatch stack instead of a host.
+    #[arg(long)]
+    pub stack: bool,
+    /// The longest gap between two of its reports (default: its shortest class interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub interval: Option<Duration>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerServeArgs {
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Listen here instead of server.yaml's address (port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The admin credential (DIR/admin.yaml from `datum server init`).
+    #[arg(long, env = "DATUM_FLEET_CREDENTIALS")]
+    pub credentials: PathBuf,
+    #[command(subcommand)]
+    pub view: FleetView,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetView {
+    /// Every host and stack: state, last report, revision, counts.
+    Hosts,
+    /// Which hosts converged, failed or have not applied a revision yet.
+    Rollout {
+        /// The revision (default: the one applied most recently).
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Drift across hosts: the same change on many hosts vs a change on one.
+    Drift,
+    /// Hosts whose last report is older than their interval allows.
+    Stale,
+    /// The sampling plan, who deep-checked, and each class's detection bound.
+    Sampling,
+    /// One host's (or stack's) recent reports and daily history.
+    History {
+        name: String,
+        /// How many reports.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create it (default: --repo). Created if missing; an existing repository is refused.
+    pub dir: Option<PathBuf>,
+    /// The host file to write, hosts/NAME.yaml (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Also render the repository for every host file in REPO/hosts/*.yaml (templates included).
+    #[arg(long)]
+    pub all_hosts: bool,
 }
 
 #[derive(Debug, Args)]
@@ -171,6 +375,12 @@ pub struct AgentArgs {
     /// How long file-change events are gathered before a watched class is checked.
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub debounce: Duration,
+    /// Also pull the repository this often (settings from pull.yaml) and reload on a new verified revision.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub pull_interval: Option<Duration>,
+    /// The pull settings for --pull-interval (default ROOT/etc/datum/pull.yaml).
+    #[arg(long, value_name = "FILE", requires = "pull_interval")]
+    pub pull_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -31,6 +31,18 @@ pub const SOURCE_HASHES: &str = "source-hashes";
 /// folder do not take turns overwriting one snapshot).
 pub const SNAPSHOT_EXTENSION: &str = "catalogue";
 
+/// The global options with `--repo` pinned: when it is a link, the folder
+/// it points at now (see `datum_host::repo::pinned`). Every command but
+/// `datum pull` (which manages the link) reads the repository through this.
+pub fn pinned(global: &GlobalArgs) -> Result<GlobalArgs> {
+    let repo = datum_host::repo::pinned(&global.repo)
+        .with_context(|| format!("cannot read the repository {}", global.repo.display()))?;
+    Ok(GlobalArgs {
+        repo,
+        ..global.clone()
+    })
+}
+
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
     HostIdentity::load(&global.root, global.host_file.as_deref(), &global.labels)
         .context("cannot establish the host identity")
@@ -53,6 +65,34 @@ pub fn use_color(global: &GlobalArgs) -> bool {
 /// applied.
 pub fn compile(global: &GlobalArgs, identity: &HostIdentity) -> Result<Catalogue> {
     compile_with(global, identity, false)
+}
+
+/// A compiled catalogue with what a fleet report needs besides: the digest
+/// of the repository stamp it was compiled under (`None` when no stamp was
+/// taken) and `datum.yaml`'s classes.
+pub struct Stamped {
+    pub catalogue: Catalogue,
+    pub stamp_digest: Option<String>,
+    pub classes: serde_json::Value,
+}
+
+/// [`compile`], with the stamp digest and classes ([`Stamped`]).
+pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<Stamped> {
+    let (lazy, _) = compiled(global, identity, "applied")?;
+    let (digest, classes) = (lazy.stamp_digest.clone(), lazy.classes.clone());
+    let catalogue = match lazy.into_catalogue() {
+        Ok(catalogue) => catalogue,
+        Err(e) => {
+            eprintln!("warning: {e}; compiling the repository");
+            forget_snapshot(global);
+            compiled(global, identity, "applied")?.0.into_catalogue()?
+        }
+    };
+    Ok(Stamped {
+        catalogue,
+        stamp_digest: digest,
+        classes,
+    })
 }
 
 /// [`compile`], optionally recording where every field came from.
@@ -178,6 +218,7 @@ pub fn compile_or_reuse(
     let catalogue = catalogue?;
     let classes = repository.settings.classes.clone();
     drop(repository);
+    let stamp_digest = stamp.as_ref().ok().map(Stamp::digest);
     // Like the source hashes: only where Datum already keeps state.
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
@@ -188,10 +229,9 @@ pub fn compile_or_reuse(
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
         }
     }
-    Ok((
-        LazyCatalogue::compiled(catalogue, classes),
-        Provenance::Compiled,
-    ))
+    let mut lazy = LazyCatalogue::compiled(catalogue, classes);
+    lazy.stamp_digest = stamp_digest;
+    Ok((lazy, Provenance::Compiled))
 }
 
 /// Removes the catalogue snapshot (the next run compiles).

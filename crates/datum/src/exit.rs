@@ -1,6 +1,8 @@
 //! Exit codes, decided in one place.
 //!
 //! `plan` and `check`: 0 nothing to do, 2 changes pending or drift found.
+//! `pull`: 0 the deployed revision is current, 2 a new revision was
+//! deployed, 1 refused or failed (nothing changed).
 //! `apply`: Puppet's detailed exit codes: 0 nothing changed, 2 changes
 //! applied, 4 failures, 6 changes and failures.
 //! 1 for every error before any resource ran, usage errors included (clap's

@@ -19,7 +19,9 @@ mod commands;
 mod conffiles;
 mod context;
 mod exit;
+mod logging;
 mod render;
+mod reporting;
 
 use clap::Parser;
 
@@ -36,6 +38,16 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => exit::usage_error(e),
     };
+    let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    logging::init(
+        cli.global.log_level.as_deref(),
+        cli.global.log_format,
+        default_level,
+    );
     if let Err(err) = context::absolutize(&mut cli.global) {
         std::process::exit(exit::report_error(&err).into());
     }

@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use datum_testkit::tools::have;
 use tempfile::TempDir;
 
 const DATUM: &str = env!("CARGO_BIN_EXE_datum");
@@ -217,23 +218,6 @@ fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 /// Whether `program` can run; a missing one skips the test unless CI
 /// requires it.
-fn have(program: &str, package: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
-            "`{program}` (Debian package {package}) is required (DATUM_VALIDATORS_REQUIRED): run scripts/deps"
-        );
-        println!("skipped: `{program}` not installed (Debian package {package})");
-    }
-    found
-}
-
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
@@ -264,8 +248,12 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
         "{metrics}"
     );
     assert!(metrics.contains("datum_check_interval_seconds{class=\"normal\"} 2.0"));
-    // Labels never carry a path or a resource name.
-    assert!(!metrics.contains("sshd"), "{metrics}");
+    // Labels never carry a path or a resource name (the resource is named
+    // `sshd`, as is a validator whose counter is exported at zero).
+    assert!(
+        !metrics.replace("validator=\"sshd\"", "").contains("sshd"),
+        "{metrics}"
+    );
     assert!(!metrics.contains("/etc/app"), "{metrics}");
     assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
 
@@ -462,13 +450,141 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 10 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 13 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)
         .output()
         .unwrap();
     assert!(test.status.success(), "{test:?}");
+}
+
+#[test]
+fn log_lines_are_json_when_asked_and_the_level_filters_them() {
+    let estate = Estate::new("1h");
+    let json = estate
+        .datum(&["--log-format", "json", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        events.iter().any(|e| e["level"] == "INFO"
+            && e["target"] == "datum::agent"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("check (full)"))),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["timestamp"].as_str().is_some_and(|t| t.ends_with('Z'))),
+        "{stderr}"
+    );
+    // --log-level warn: the info lines are gone.
+    let quiet = estate
+        .datum(&["--log-level", "warn", "agent", "--once"])
+        .env_remove("JOURNAL_STREAM")
+        .output()
+        .unwrap();
+    let quiet_err = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!quiet_err.contains("check (full)"), "{quiet_err}");
+    assert_eq!(quiet.status.code(), json.status.code());
+}
+
+/// The metrics table of docs/agent.md: (name, type) per row.
+fn documented_metrics() -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(deploy_dir().join("../docs/agent.md")).unwrap();
+    doc.lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| `datum_")?.split('|');
+            let name = format!("datum_{}", cells.next()?.trim().trim_end_matches('`'));
+            Some((name, cells.next()?.trim().to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
+    // What curl, promtool and most scrapers get: the classic text format.
+    let text = agent.metrics();
+    assert!(!text.contains("# EOF"), "{text}");
+    let documented = documented_metrics();
+    assert!(documented.len() > 15, "{documented:?}");
+    // Before anything happened (or whatever the first check did): every
+    // counter has its series.
+    // (A pull's failure reasons are counted from when the agent pulls.)
+    for (name, _) in documented
+        .iter()
+        .filter(|(n, kind)| kind == "counter" && n != "datum_pull_failures_total")
+    {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{"))),
+            "counter {name} has no series at start-up:\n{text}"
+        );
+    }
+    for series in [
+        "datum_validation_failures_total{validator=\"nginx\"} 0",
+        "datum_watch_errors_total{reason=\"limit\"} 0",
+        "datum_fallback_full_passes_total{reason=\"overflow\"} 0",
+        "datum_check_errors_total 0",
+    ] {
+        assert!(text.contains(series), "missing `{series}`:\n{text}");
+    }
+    assert!(
+        text.contains("datum_checks_total{class=\"normal\",trigger=\"watch\"}"),
+        "{text}"
+    );
+    // Once a check completed, every documented family is there.
+    agent.wait_metric(
+        "datum_last_check_timestamp_seconds{class=\"normal\"}",
+        Duration::from_secs(20),
+    );
+    let text = agent.metrics();
+    // (What `datum pull` deployed has a series only once a pull deployed;
+    // its failure reasons once the agent pulls.)
+    let conditional = |n: &str| {
+        n.starts_with("datum_repository_revision")
+            || n == "datum_pull_last_success_timestamp_seconds"
+            || n == "datum_pull_failures_total"
+    };
+    for (name, _) in documented.iter().filter(|(n, _)| !conditional(n)) {
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} is documented but not exported:\n{text}"
+        );
+    }
+    if !have("promtool", "prometheus") {
+        return;
+    }
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {out:?}\n{}\n{text}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// A free loopback port (a race with other processes is possible but
@@ -738,13 +854,16 @@ datum_testkit::testbed_test!(the_hardened_unit_manages_etc_under_real_systemd, {
         .unwrap();
     assert_eq!(apply.status.code(), Some(2), "{apply:?}");
 
+    // The binary goes where the shipped unit runs it from: pointing the unit
+    // into the checkout would break when the checkout sits under /tmp or
+    // /home (PrivateTmp and ProtectHome hide them from the unit).
+    let installed = Path::new("/usr/local/bin/datum");
+    std::fs::copy(DATUM, installed).unwrap();
+    let _binary = Cleanup(vec![installed.to_path_buf()]);
     // The sources are not inside the test bed (only target/ is): the unit
-    // is compiled in.
+    // is compiled in, unchanged.
     let unit = include_str!("../../../deploy/systemd/datum-agent.service");
-    let unit = TestUnit::install(
-        "datum-agent.service",
-        &unit.replace("/usr/local/bin/datum", DATUM),
-    );
+    let unit = TestUnit::install("datum-agent.service", unit);
     within::systemctl_ok(&["start", unit.name()]);
     let up = wait("the agent's metrics", Duration::from_secs(20), || {
         metrics_inside(9477)

@@ -53,6 +53,9 @@ pub enum Error {
     Codify(String),
     #[error("a plan parser thread panicked")]
     Thread,
+    /// `--report-to`: the credentials or the outbox cannot be used.
+    #[error("{0}")]
+    Fleet(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod exit;
 pub mod flatten;
+pub mod fleet;
 pub mod history;
 pub mod mask;
 pub mod plan;

@@ -80,6 +80,7 @@ fn config(log: Arc<Mutex<Vec<String>>>) -> AgentConfig {
         full_interval: Duration::from_secs(3600),
         debounce: Duration::from_millis(100),
         version: "test".into(),
+        validators: vec!["sshd".into()],
         signals: false,
         log: Arc::new(move |_, line| log.lock().unwrap().push(line.to_owned())),
     }

@@ -244,23 +244,14 @@ pub fn unit_name(declared: &str) -> Result<String, String> {
     }
 }
 
-/// Parses `500ms`, `3s`, `2m`: a whole number and a unit, between 0 and
+/// Parses `500ms`, `3s`, `1m30s` (humantime's syntax), between 0 and
 /// [`MAX_SETTLE`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let hint = "write a whole number with ms, s or m, such as \"3s\" or \"500ms\"";
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits_end);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("`settle` \"{text}\" is not a duration: {hint}"))?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(value),
-        "s" => Duration::from_secs(value),
-        "m" => Duration::from_secs(value.saturating_mul(60)),
-        _ => return Err(format!("`settle` \"{text}\" is not a duration: {hint}")),
-    };
+    // The same syntax as a class's `interval` and the command line's
+    // durations (`500ms`, `3s`, `1m30s`).
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        format!("`settle` \"{text}\" is not a duration ({e}): write it like \"3s\", \"500ms\" or \"1m30s\"")
+    })?;
     if duration > MAX_SETTLE {
         return Err(format!(
             "`settle` \"{text}\" is longer than {}s: verification is not monitoring",
@@ -361,7 +352,7 @@ mod tests {
                 "enabled": "yes",
                 "reload_on": ["nginx.conf", 3],
                 "restart_on": "File/x",
-                "settle": "3 seconds",
+                "settle": "soon",
                 "user": "root",
             }),
             "x",
@@ -425,7 +416,9 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
-        for bad in ["3", "s", "-1s", "1.5s", "3 s", "1h", "10m", ""] {
+        // As `interval` accepts it.
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        for bad in ["3", "s", "-1s", "soon", "1h", "10m", "5m1s", ""] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
     }

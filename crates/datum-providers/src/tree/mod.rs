@@ -53,6 +53,9 @@ use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fie
 use crate::{FieldError, Provider, ProviderError, StagingGate};
 use archive::{DeclaredEntry, DeclaredTree};
 
+/// The type name.
+pub const KIND: &str = "Tree";
+
 /// Mode of a declared file when none is declared.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 /// Mode of a declared folder when none is declared.
@@ -198,8 +201,14 @@ impl Provider for TreeProvider {
         let Some(live) = at.open_dir()? else {
             return Ok(Observed::absent());
         };
-        let (differences, tree) = scan_and_compare(host, &d, &live)?;
+        let (differences, tree, declared_root) = scan_and_compare(host, &d, &live)?;
         observed.presence = Presence::Present;
+        // Both root hashes, for the fleet report: an undrifted tree proves
+        // itself by their equality (one hash), see [`FINGERPRINT_FIELD`].
+        observed.fields.insert(
+            FINGERPRINT_FIELD.to_owned(),
+            json!({"declared": declared_root, "observed": tree.root_hash().to_string()}),
+        );
         // Each difference carries the host entry's fingerprint, so an
         // observation that changes again is a new observation (what `accept`
         // compares), while the findings stay value-free.
@@ -254,15 +263,43 @@ pub fn differences(
     d: &TreeDesired,
     live: &Dir,
 ) -> Result<Vec<TreeDifference>, ProviderError> {
-    scan_and_compare(host, d, live).map(|(found, _)| found)
+    scan_and_compare(host, d, live).map(|(found, _, _)| found)
 }
 
-/// [`differences`], with the scanned host tree.
+/// Where an observation keeps the two root hashes:
+/// `{"declared": ..., "observed": ...}`. `declared` is the declared tree's
+/// root as the comparison saw it (undeclared owner, group or mode taken from
+/// the host entry, since they are not managed), so it equals `observed`
+/// exactly when the tree has not drifted.
+pub const FINGERPRINT_FIELD: &str = "fingerprint";
+
+/// The declared tree's root fingerprint computed from the catalogue alone
+/// (what `datum catalogue` shows): declared owner and group resolved in the
+/// root's account files; what is not declared is what apply creates (the
+/// running user and group, mode 0644 for files and 0755 for folders). For a
+/// tree that has not drifted and whose metadata is declared (or as Datum
+/// created it), this is the host's observed fingerprint, byte for byte
+/// `datum fingerprint PATH` with the Tree's exclusions.
+pub fn declared_fingerprint(host: &Host, resource: &Resource) -> Result<String, ProviderError> {
+    let d = TreeDesired::from_resource(resource)?;
+    let (uid, gid) = d.meta.resolve(host)?;
+    let (me, my_group) = datum_host::accounts::current_ids();
+    let (uid, gid) = (uid.unwrap_or(me), gid.unwrap_or(my_group));
+    let mut node = declared_node(&d, Some(uid), Some(gid), None);
+    node.prune(&d.exclusions()?);
+    let tree = fingerprint_tree(node, Algorithm::Native).map_err(|e| ProviderError::Invalid {
+        field: "source".to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok(tree.root_hash().to_string())
+}
+
+/// [`differences`], with the scanned host tree and the declared root hash.
 fn scan_and_compare(
     host: &Host,
     d: &TreeDesired,
     live: &Dir,
-) -> Result<(Vec<TreeDifference>, FingerprintedTree), ProviderError> {
+) -> Result<(Vec<TreeDifference>, FingerprintedTree, String), ProviderError> {
     let exclusions = d.exclusions()?;
     let scanned = scan_dir(
         live.fd(),
@@ -304,7 +341,8 @@ fn scan_and_compare(
         field: "source".to_owned(),
         message: e.to_string(),
     })?;
-    Ok((found, scanned.tree))
+    let declared_root = declared.root_hash().to_string();
+    Ok((found, scanned.tree, declared_root))
 }
 
 /// The declared tree as a fingerprint node. Where owner or group are not

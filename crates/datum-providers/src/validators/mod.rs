@@ -38,6 +38,7 @@
 //! does with a "no" (discard the staged copy, withhold a reload) is the
 //! engine's business.
 
+pub mod admin;
 pub mod builtin;
 pub mod nginx;
 pub mod run;
@@ -280,14 +281,36 @@ pub const VALIDATORS: &[ValidatorDef] = &[
     },
 ];
 
-/// Every shipped validator.
-pub fn all() -> &'static [ValidatorDef] {
-    VALIDATORS
+/// The administrator's validators ([`admin`]), once installed.
+static ADMIN: std::sync::OnceLock<Vec<ValidatorDef>> = std::sync::OnceLock::new();
+
+/// Makes the administrator's validators known for the rest of the process
+/// (the first call wins; they are read once at start-up).
+pub fn install_admin(defs: Vec<ValidatorDef>) {
+    let _ = ADMIN.set(defs);
 }
 
-/// The validator a manifest names, if Datum ships one by that name.
+fn admin_defs() -> &'static [ValidatorDef] {
+    ADMIN.get().map_or(&[], Vec::as_slice)
+}
+
+/// Every validator a manifest may name: the shipped ones, then the
+/// administrator's.
+pub fn all() -> Vec<&'static ValidatorDef> {
+    VALIDATORS.iter().chain(admin_defs()).collect()
+}
+
+/// Whether `def` comes from the administrator's folder rather than the program.
+pub fn is_admin(def: &ValidatorDef) -> bool {
+    !VALIDATORS.iter().any(|v| v.name == def.name)
+}
+
+/// The validator a manifest names, if there is one by that name.
 pub fn lookup(name: &str) -> Option<&'static ValidatorDef> {
-    VALIDATORS.iter().find(|v| v.name == name)
+    VALIDATORS
+        .iter()
+        .chain(admin_defs())
+        .find(|v| v.name == name)
 }
 
 #[cfg(test)]

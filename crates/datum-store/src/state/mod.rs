@@ -9,7 +9,10 @@
 //! Nothing here decides policy (what counts as drift, when to quarantine):
 //! the engine and `datum check` decide, this module remembers.
 
+mod deployments;
 mod findings;
+mod instructions;
+mod outbox;
 mod passes;
 mod policy;
 mod schema;
@@ -21,7 +24,10 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use instructions::{ReceivedInstruction, target_of, word_of};
+pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3],
+    migrations: &[V1, V2, V3, V4, V5, V6],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -128,10 +128,76 @@ const V2: &str = "
 ALTER TABLE class_inspections ADD COLUMN full_content INTEGER;
 ";
 
-/// Version 3: who changed a watched resource (issue 20), one row per
+/// Version 3: the repository revisions `datum pull` deployed (issue 16),
+/// newest last. `previous` is NULL for the first one; `rollback` is 1 when a
+/// person allowed a revision that does not descend from the one it replaced.
+const V3: &str = "
+CREATE TABLE deployments (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    deployed_at  INTEGER NOT NULL,
+    revision     TEXT NOT NULL,
+    previous     TEXT,
+    git_ref      TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    signer       TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    rollback     INTEGER NOT NULL CHECK (rollback IN (0, 1)),
+    allowed_by   TEXT
+);
+CREATE INDEX deployments_by_revision ON deployments (revision, id);
+";
+
+/// Version 4: the fleet outbox (issue 13). `outbox` holds reports waiting
+/// for delivery, oldest first; `outbox_state` is one row: the next sequence
+/// number, the delivery's backoff, totals, and the sampling plan the server
+/// handed out last (JSON). Bodies are report JSON: counts, hashes, names and
+/// value-free signatures, never a sensitive value.
+const V4: &str = "
+CREATE TABLE outbox (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    key        TEXT NOT NULL UNIQUE,
+    seq        INTEGER NOT NULL,
+    queued_at  INTEGER NOT NULL,
+    body       BLOB NOT NULL
+);
+CREATE TABLE outbox_state (
+    id                 INTEGER PRIMARY KEY CHECK (id = 1),
+    next_seq           INTEGER NOT NULL DEFAULT 1,
+    failures           INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms    INTEGER NOT NULL DEFAULT 0,
+    last_error         TEXT,
+    dropped            INTEGER NOT NULL DEFAULT 0,
+    dropped_total      INTEGER NOT NULL DEFAULT 0,
+    refused_total      INTEGER NOT NULL DEFAULT 0,
+    last_refused       TEXT,
+    delivered_total    INTEGER NOT NULL DEFAULT 0,
+    last_delivered_at  INTEGER,
+    sampling           TEXT
+);
+";
+
+/// Version 5: the server's instructions (issue 15): a quarantine or release
+/// a person asked for through `datum server`, carried out when the reply
+/// that brought it was recorded. `reported` is 0 until a queued report
+/// confirms it to the server.
+const V5: &str = "
+CREATE TABLE fleet_instructions (
+    key          TEXT PRIMARY KEY,
+    action       TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    asked_at     INTEGER NOT NULL,
+    applied_at   INTEGER NOT NULL,
+    outcome      TEXT NOT NULL,
+    reported     INTEGER NOT NULL DEFAULT 0
+);
+";
+
+/// Version 6: who changed a watched resource (issue 20), one row per
 /// distinct writer since the resource was last clean. `writer` is the JSON
 /// of `datum_core::ChangedBy`: ids, names, command line, unit, never content.
-const V3: &str = "
+const V6: &str = "
 CREATE TABLE writers (
     resource    TEXT NOT NULL,
     writer_key  TEXT NOT NULL,

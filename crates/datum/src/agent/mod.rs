@@ -19,6 +19,12 @@
 //! metadata-first rules (audit every Nth check) behave exactly as `datum
 //! check` documents; its JSON is folded into the same counts. That child
 //! takes the root lock itself.
+//!
+//! A repository reached through a link (`datum pull` deploys one) is pinned
+//! at every load to the folder the link points at then: the catalogue, the
+//! delegated checks and the reported revision all come from that one
+//! checkout, whatever the link does meanwhile. [`puller`] pulls on an
+//! interval and asks for a reload when a new revision was deployed.
 
 mod attribution;
 
@@ -37,6 +43,9 @@ use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_host::Host;
 use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
+
+pub mod puller;
+use crate::reporting::Reporting;
 
 /// Resources observed per batch: the cancel flag is looked at between
 /// batches, so SIGTERM waits for at most this many observations.
@@ -64,6 +73,11 @@ struct Known {
     class: String,
     state: &'static str,
     kinds: Vec<String>,
+    /// Its findings as the fleet report carries them (first seen filled
+    /// in once the history has dated them).
+    fleet: Vec<datum_fleet::Finding>,
+    /// A Tree's declared and observed roots.
+    tree: Option<datum_fleet::TreeFingerprint>,
 }
 
 /// A [`ClassChecker`] over a repository and a root.
@@ -78,6 +92,17 @@ pub struct RepoChecker {
     attribution: Option<attribution::Feed>,
     warn: Box<dyn Fn(&str)>,
     info: Box<dyn Fn(&str)>,
+    /// The folder the repository was read from at the last good load.
+    pinned: Option<PathBuf>,
+    /// The revision `datum pull` deployed there, if it did.
+    revision: Option<String>,
+    /// `report.yaml`, when the host reports to a fleet server (read again
+    /// at each load).
+    reporting: Option<Reporting>,
+    /// The classes as `datum.yaml` declares them (for the report's bounds).
+    class_table: Option<Classes>,
+    /// The delivery thread, started with the first queued report.
+    courier: Option<Courier>,
 }
 
 impl RepoChecker {
@@ -94,6 +119,31 @@ impl RepoChecker {
             attribution: None,
             warn,
             info: Box::new(|_| {}),
+            pinned: None,
+            revision: None,
+            reporting: None,
+            class_table: None,
+            courier: None,
+        }
+    }
+
+    /// The paths with the repository pinned at the last good load.
+    fn pinned_paths(&self) -> Paths {
+        Paths {
+            repo: self
+                .pinned
+                .clone()
+                .unwrap_or_else(|| self.paths.repo.clone()),
+            ..self.paths.clone()
+        }
+    }
+
+    /// Delivers what is queued now, in this thread (for `--once`, whose
+    /// process ends right after its check).
+    pub fn deliver_now(&mut self) {
+        self.courier = None;
+        if let (Some(r), Some(store)) = (&self.reporting, self.store.as_mut()) {
+            r.deliver(store, crate::reporting::PASS_BUDGET, false);
         }
     }
 
@@ -157,7 +207,11 @@ enum RepoProblem {
 
 impl ClassChecker for RepoChecker {
     fn load(&mut self) -> Result<Loaded, LoadError> {
-        let paths = &self.paths;
+        let repo = datum_host::repo::pinned(&self.paths.repo).map_err(|e| self.other(e))?;
+        let paths = &Paths {
+            repo,
+            ..self.paths.clone()
+        };
         if !crate::context::is_repository(&paths.repo) {
             return Err(self.other(RepoProblem::NoSettings));
         }
@@ -202,11 +256,20 @@ impl ClassChecker for RepoChecker {
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
         self.known.retain(|id, _| ids.contains(id));
         self.restart_attribution(&classes, &loaded);
+        self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
+        self.pinned = Some(paths.repo.clone());
         self.identity = Some(identity);
         self.catalogue = Some(catalogue);
+        self.class_table = Some(classes.clone());
         self.classes = Some(classes);
+        self.reporting = Reporting::load(&host);
+        self.courier = None;
         self.open_store();
         Ok(loaded)
+    }
+
+    fn revision(&self) -> Option<String> {
+        self.revision.clone()
     }
 
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError> {
@@ -274,11 +337,19 @@ impl ClassChecker for RepoChecker {
         // `datum check` runs a class whose policy acts on drift, and one
         // checked metadata-first (its audit cadence lives in check's
         // history); this process checks the rest by full content.
+        // Under the fleet's sampling plan, a round that is not this host's
+        // deep round is a metadata check: `datum check` applies the plan.
+        let shallow = self.reporting.is_some()
+            && self
+                .store
+                .as_ref()
+                .and_then(|s| s.sampling_plan().ok().flatten())
+                .is_some_and(|p| !p.deep_at(&identity.name, started_at));
         let delegate_of = |class: &str| {
             self.classes.as_ref().map_or((false, Policy::Report), |c| {
                 let spec = c.get(class);
                 (
-                    spec.acts() || spec.content == ContentMode::Metadata,
+                    shallow || spec.acts() || spec.content == ContentMode::Metadata,
                     spec.policy,
                 )
             })
@@ -302,7 +373,7 @@ impl ClassChecker for RepoChecker {
             let t0 = Instant::now();
             if delegate {
                 let picture = Self::delegate(
-                    &self.paths,
+                    &self.pinned_paths(),
                     class,
                     resources,
                     &mut report.validation_failures,
@@ -593,6 +664,7 @@ impl RepoChecker {
             .as_ref()
             .map(|i| i.name.clone())
             .unwrap_or_default();
+        let fleet_report = self.fleet_common(started_at, report);
         let Some(store) = self.store.as_mut() else {
             return;
         };
@@ -622,14 +694,191 @@ impl RepoChecker {
             } else {
                 FindingScope::Subjects(subjects)
             };
-            batch.record_findings_scoped(pass_id, &host, signatures, finished_at, finding_scope)?;
+            let ages = batch.record_findings_scoped(
+                pass_id,
+                &host,
+                signatures,
+                finished_at,
+                finding_scope,
+            )?;
+            // Date the fleet findings by the history, then queue the
+            // report in the same transaction.
+            for (sig, age) in signatures.iter().zip(&ages) {
+                let id = datum_fleet::report::finding_signature(&sig.subject, &sig.category, &{
+                    let mut p = sig.paths.clone();
+                    p.sort();
+                    p.dedup();
+                    p
+                });
+                for k in self.known.values_mut() {
+                    for f in k.fleet.iter_mut().filter(|f| f.signature == id) {
+                        f.first_seen = age.first_seen;
+                    }
+                }
+            }
+            if let (Some(r), Some(report)) = (&self.reporting, fleet_report) {
+                let report = fill_agent_report(report, &self.known, inspections, finished_at);
+                if let Err(e) = r.enqueue(&batch, report, finished_at) {
+                    (self.warn)(&format!("could not queue the fleet report: {e}"));
+                }
+            }
             batch.commit()
         })();
         if let Err(e) = result {
             (self.warn)(&format!(
                 "could not record the check in the state store: {e}"
             ));
+        } else if self.reporting.is_some() {
+            self.courier
+                .get_or_insert_with(|| {
+                    Courier::start(
+                        self.paths.root.clone(),
+                        self.paths.state.clone(),
+                        self.reporting.clone(),
+                    )
+                })
+                .wake();
         }
+    }
+}
+
+impl RepoChecker {
+    /// The parts of an agent report known before the check is recorded:
+    /// who, what revision, class bounds, counts of the classes inspected.
+    fn fleet_common(&self, started_at: i64, report: &CheckReport) -> Option<datum_fleet::Report> {
+        let reporting = self.reporting.as_ref()?;
+        let identity = self.identity.as_ref()?;
+        let catalogue = self.catalogue.as_ref()?;
+        let classes = self.class_table.as_ref()?;
+        let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
+        for r in &catalogue.resources {
+            *per_class.entry(r.class.clone()).or_insert(0) += 1;
+        }
+        let (bounds, expected) = crate::reporting::class_bounds(
+            classes,
+            &per_class,
+            self.store.as_ref(),
+            reporting.interval(),
+        );
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        for class in report.classes.values() {
+            for (state, n) in &class.states {
+                *counts.entry(state.clone()).or_insert(0) += n;
+            }
+        }
+        let finished = crate::context::now();
+        let common = crate::reporting::build::Common {
+            kind: datum_fleet::ReportKind::Agent,
+            host: identity.name.clone(),
+            labels: identity.labels.clone(),
+            // The agent keeps its catalogue compiled; the revision is that
+            // of the repository as it is now (git) or as it was stamped.
+            revision: crate::reporting::revision::repository_revision(&self.paths.repo, None),
+            catalogue: crate::reporting::build::catalogue_hash(
+                catalogue
+                    .resources
+                    .iter()
+                    .map(|r| (r.id.to_string(), r.declaration_hash.as_str())),
+            ),
+            started_at,
+            finished_at: finished,
+            duration_ms: u64::try_from(finished - started_at).unwrap_or(0) * 1000,
+            exit_code: report.exit_code,
+            resources: catalogue.resources.len() as u64,
+            classes: bounds,
+            expected_interval_s: expected,
+        };
+        let mut out = common.report();
+        out.counts = counts;
+        Some(out)
+    }
+}
+
+/// The agent report of the classes this process inspected: their whole
+/// picture (every open finding and Tree root the agent knows in them, not
+/// only those of the resources a watch just looked at).
+fn fill_agent_report(
+    mut report: datum_fleet::Report,
+    known: &HashMap<ResourceId, Known>,
+    inspections: &[(String, u64)],
+    finished_at: i64,
+) -> datum_fleet::Report {
+    let classes: BTreeSet<&str> = inspections.iter().map(|(c, _)| c.as_str()).collect();
+    report.classes_checked = classes.iter().map(|c| (*c).to_owned()).collect();
+    report.finished_at = finished_at;
+    let mut ids: Vec<&ResourceId> = known
+        .iter()
+        .filter(|(_, k)| classes.contains(k.class.as_str()))
+        .map(|(id, _)| id)
+        .collect();
+    ids.sort();
+    for id in ids {
+        let k = &known[id];
+        report.findings.extend(k.fleet.iter().cloned());
+        report.trees.extend(k.tree.clone());
+    }
+    report
+}
+
+/// The agent's delivery thread: delivers the outbox whenever a report is
+/// queued, and again when the backoff allows, on its own connection to the
+/// state store, so a server that is down never delays a check.
+struct Courier {
+    wake: std::sync::mpsc::Sender<()>,
+}
+
+impl Courier {
+    fn start(root: PathBuf, state: Option<PathBuf>, reporting: Option<Reporting>) -> Courier {
+        let (wake, rx) = std::sync::mpsc::channel::<()>();
+        let _ = std::thread::Builder::new()
+            .name("datum-courier".to_owned())
+            .spawn(move || {
+                let Some(reporting) = reporting else { return };
+                let mut store: Option<Store> = None;
+                let mut wait = Duration::from_secs(0);
+                loop {
+                    match rx.recv_timeout(wait) {
+                        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                    while rx.try_recv().is_ok() {}
+                    if store.is_none() {
+                        // Never creates one; an unusable store is warned
+                        // about by the checks.
+                        store = crate::context::open_store_at(
+                            &root,
+                            state.as_deref(),
+                            false,
+                            crate::context::StoreNeed::Optional("delivering"),
+                        )
+                        .ok()
+                        .flatten();
+                    }
+                    let Some(s) = store.as_mut() else {
+                        wait = Duration::from_secs(60);
+                        continue;
+                    };
+                    let outcome = reporting.deliver(s, Duration::from_secs(60), true);
+                    // Sleep until the backoff allows the next attempt (or a
+                    // new report arrives); idle for a minute when empty.
+                    let next = s
+                        .outbox_status()
+                        .map(|st| (st.depth, st.backoff.next_attempt_ms));
+                    wait = match (outcome, next) {
+                        (_, Ok((0, _))) => Duration::from_secs(3600),
+                        (_, Ok((_, at))) => {
+                            let ms = (at - crate::reporting::now_ms()).clamp(100, 300_000);
+                            Duration::from_millis(ms as u64)
+                        }
+                        _ => Duration::from_secs(60),
+                    };
+                }
+            });
+        Courier { wake }
+    }
+
+    fn wake(&self) {
+        let _ = self.wake.send(());
     }
 }
 
@@ -767,6 +1016,8 @@ fn inspect(
         class: resource.class.clone(),
         state: "converged",
         kinds: Vec::new(),
+        fleet: Vec::new(),
+        tree: None,
     };
     let (Ok(observed), Some(provider)) = (observed, datum_providers::lookup(&resource.id.kind))
     else {
@@ -782,7 +1033,14 @@ fn inspect(
         observed: &observed,
         diff: &diff,
     });
+    known.tree = crate::reporting::build::tree_fingerprint(&resource.id.to_string(), &observed);
     for f in &findings {
+        known.fleet.push(crate::reporting::build::check_finding(
+            f,
+            Some(&observed),
+            resource.sensitive,
+            0,
+        ));
         known.kinds.push(f.finding.category.clone());
         let sig = f.finding.signature();
         signatures.push(FindingSignature {

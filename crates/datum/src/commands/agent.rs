@@ -1,30 +1,57 @@
 //! `datum agent`: the detection loop as a daemon (or one pass with
 //! `--once`). Wires the global options to [`crate::agent::RepoChecker`] and
 //! the daemon in `datum-agent`; log lines go to stderr (the journal under
-//! systemd), one per check, with counts only.
+//! systemd), one per check, with counts only. With `--pull-interval`, the
+//! repository is the link `datum pull` deploys, pulled once before the first
+//! load and then on the interval (`crate::agent::puller`).
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use anyhow::Result;
 use datum_agent::{Agent, AgentConfig, Log, LogLevel};
 
+use crate::agent::puller::{Pulled, Puller};
 use crate::agent::{Paths, RepoChecker};
 use crate::cli::{AgentArgs, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
+/// The agent's log lines, as `tracing` events (see `logging`).
 fn line(level: LogLevel, text: &str) {
-    let word = match level {
-        LogLevel::Info => "info",
-        LogLevel::Warn => "warning",
-        LogLevel::Error => "error",
-    };
-    let at = humantime::format_rfc3339_millis(SystemTime::now());
-    eprintln!("{at} datum agent: {word}: {text}");
+    match level {
+        LogLevel::Info => tracing::info!(target: "datum::agent", "{text}"),
+        LogLevel::Warn => tracing::warn!(target: "datum::agent", "{text}"),
+        LogLevel::Error => tracing::error!(target: "datum::agent", "{text}"),
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
+    let puller = Puller::new(global, args)?;
+    let global = &match &puller {
+        Some(p) => {
+            let link = p.repository()?;
+            // Pulls deploy to the link; the agent reads nothing else.
+            if global.repo != std::path::Path::new(".") && global.repo != link {
+                anyhow::bail!(
+                    "--pull-interval deploys the repository to {} but --repo is {}: leave --repo out (or give that path)",
+                    link.display(),
+                    global.repo.display()
+                );
+            }
+            // Before the first load, so a fresh host starts with a revision.
+            if p.pull(&line, None) == Pulled::Failed && !crate::context::is_repository(&link) {
+                anyhow::bail!(
+                    "the first pull failed and nothing is deployed at {}",
+                    link.display()
+                );
+            }
+            GlobalArgs {
+                repo: link,
+                ..global.clone()
+            }
+        }
+        None => global.clone(),
+    };
     // The host name seeds each class's phase; a host without an identity
     // cannot be checked anyway.
     let identity = context::identity(global)?;
@@ -41,17 +68,32 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
     let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)))
         .with_info(Box::new(|w| line(LogLevel::Info, w)));
     let agent = Agent::new(AgentConfig {
-        host: identity.name,
+        host: identity.name.clone(),
         listen: (!args.once).then(|| args.listen.clone()),
         full_interval: args.full_interval,
         debounce: args.debounce,
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        validators: datum_providers::validators::all()
+            .iter()
+            .map(|v| v.name.to_owned())
+            .collect(),
         signals: true,
         log,
     });
     if args.once {
         let code = agent.run_once(&mut checker)?;
+        // The process ends now: deliver here rather than in the
+        // background.
+        checker.deliver_now();
         return Ok(ExitCode(code));
+    }
+    if let Some(p) = puller {
+        p.spawn(
+            &identity.name,
+            agent.control(),
+            agent.metrics(),
+            Arc::new(line),
+        )?;
     }
     agent.run(&mut checker, |_| {})?;
     Ok(ExitCode::CLEAN)

@@ -13,7 +13,19 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let catalogue = context::compile_with(global, &identity, args.explain)?;
     // Streamed: a catalogue of 20,000 resources is never one JSON value.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    catalogue.write_json_pretty(args.explain, &mut out)?;
+    // A Tree's declared Merkle root: what `datum fingerprint PATH` prints
+    // for the tree once applied (and what its fleet reports compare).
+    let host = context::host(global, &identity, &catalogue.boundary);
+    let fingerprint = |r: &datum_core::Resource| {
+        (r.id.kind == datum_providers::tree::KIND).then(|| {
+            let value = match datum_providers::tree::declared_fingerprint(&host, r) {
+                Ok(hash) => serde_json::Value::String(hash),
+                Err(_) => serde_json::Value::Null,
+            };
+            ("fingerprint".to_owned(), value)
+        })
+    };
+    catalogue.write_json_pretty_with(args.explain, &fingerprint, &mut out)?;
     writeln!(out)?;
     out.flush()?;
     Ok(ExitCode::CLEAN)

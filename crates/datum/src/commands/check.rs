@@ -31,6 +31,7 @@ use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTa
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::context;
 use crate::exit::ExitCode;
+use crate::reporting::{Reporting, build};
 
 /// The `command` recorded in the state store for checks.
 const COMMAND: &str = "check";
@@ -64,6 +65,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         context::StoreNeed::Optional("checking (report only)")
     };
     let mut opened = context::open_store(global, need)?;
+    // A report queued in a scratch store goes nowhere: nothing to deliver.
+    let persistent = opened.is_some();
     // Without a store (report only): nothing remembered, nothing recorded.
     let mut scratch_store;
     let store: &mut Store = match opened.as_mut() {
@@ -75,11 +78,24 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     };
     let now = context::now();
 
-    let deep = match args.sample {
-        Some(fraction) => {
+    // A host that reports to a fleet server follows the server's sampling
+    // plan (unless told otherwise): it deep-checks in its own round of
+    // every period, and checks metadata in the others.
+    let reporting = Reporting::load(&host);
+    let plan = match (&reporting, args.sample) {
+        (Some(_), None) => store.sampling_plan().unwrap_or(None),
+        _ => None,
+    };
+    let sampled = plan.map(|p| datum_fleet::SamplingUsed {
+        round: p.round_at(now),
+        deep: p.deep_at(&identity.name, now),
+    });
+    let deep = match (args.sample, sampled) {
+        (Some(fraction), _) => {
             datum_drift::sampling::deep_check(&identity.name, args.pass_seed, fraction)
         }
-        None => true,
+        (None, Some(s)) => s.deep,
+        (None, None) => true,
     };
     let quarantines = store.quarantined().context("cannot read quarantines")?;
     let person_quarantined: HashSet<String> = quarantines
@@ -110,6 +126,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut timings: Vec<(String, u64, bool)> = Vec::new();
+    // Each inspected Tree's declared and observed root (the fleet report).
+    let mut trees: Vec<datum_fleet::TreeFingerprint> = Vec::new();
     // The inspected resources that drifted, and the packages (whose
     // configuration files are checked after the policies).
     let mut inspected: Vec<Resource> = Vec::new();
@@ -152,6 +170,9 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                 match result {
                     Ok(mut observed) => {
                         bytes += observed.meta.as_ref().map_or(0, |m| m.size);
+                        if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
+                            trees.push(t);
+                        }
                         let Some(provider) = datum_providers::lookup(&r.id.kind) else {
                             continue;
                         };
@@ -343,6 +364,21 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                 .collect()
         }
     };
+    // What the fleet report says besides the findings (read before the
+    // history's transaction: class bounds come from the store).
+    let fleet_report = match &reporting {
+        Some(r) => Some(check_report(
+            global,
+            &lazy,
+            &identity,
+            &record,
+            &classes,
+            store,
+            r.interval(),
+            args.class.iter().cloned().collect(),
+        )?),
+        None => None,
+    };
     let ages = {
         let batch = store.batch().context("cannot write the check history")?;
         let pass_id = batch.record_pass(&record)?;
@@ -355,6 +391,34 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         // drift is somebody else's doing.
         for id in &clean_writers {
             batch.forget_writers(id)?;
+        }
+        // The fleet report, queued with the check it describes.
+        if let (Some(r), Some(mut report)) = (&reporting, fleet_report) {
+            report.trees = std::mem::take(&mut trees);
+            report.sampling = sampled;
+            let mut drifted: HashSet<&ResourceId> = HashSet::new();
+            for (i, f) in findings.iter().enumerate() {
+                drifted.insert(&f.id);
+                let sensitive = by_id.get(&f.id).is_some_and(|r| r.sensitive);
+                let first_seen = ages.get(i).map_or(now, |a| a.first_seen);
+                let mut finding =
+                    build::check_finding(f, observations.get(&f.id), sensitive, first_seen);
+                finding.checks = ages.get(i).map(|a| a.passes);
+                report.findings.push(finding);
+            }
+            let failed: HashSet<&str> = errors.iter().map(|(id, _)| id.as_str()).collect();
+            report.counts = BTreeMap::from([
+                ("drifted".to_owned(), drifted.len() as u64),
+                ("failed".to_owned(), failed.len() as u64),
+                ("quarantined".to_owned(), report.quarantined.len() as u64),
+                (
+                    "converged".to_owned(),
+                    (stats.resources as u64)
+                        .saturating_sub(drifted.len() as u64 + failed.len() as u64),
+                ),
+                ("metadata_only".to_owned(), stats.metadata_only as u64),
+            ]);
+            r.enqueue(&batch, report, record.finished_at)?;
         }
         batch.commit()?;
         ages
@@ -403,7 +467,63 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             )?;
         }
     }
+    // Delivery needs no lock: another pass may start meanwhile.
+    drop(_lock);
+    if let Some(r) = &reporting
+        && persistent
+    {
+        r.after_pass(global, store);
+    }
     Ok(exit)
+}
+
+/// The fleet report of a check, without its findings and trees (added
+/// once the history has dated them).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site; a struct would only rename them"
+)]
+fn check_report(
+    global: &GlobalArgs,
+    lazy: &datum_catalog::snapshot::LazyCatalogue,
+    identity: &datum_catalog::HostIdentity,
+    record: &datum_store::PassRecord,
+    classes: &Classes,
+    store: &Store,
+    stated: Option<Duration>,
+    classes_checked: Vec<String>,
+) -> Result<datum_fleet::Report> {
+    let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &lazy.entries {
+        *per_class.entry(e.class.clone()).or_insert(0) += 1;
+    }
+    let (bounds, expected) =
+        crate::reporting::class_bounds(classes, &per_class, Some(store), stated);
+    let common = build::Common {
+        kind: datum_fleet::ReportKind::Check,
+        host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        revision: crate::reporting::revision::repository_revision(
+            &global.repo,
+            lazy.stamp_digest.as_deref(),
+        ),
+        catalogue: build::catalogue_hash(
+            lazy.entries
+                .iter()
+                .map(|e| (e.id.to_string(), e.declaration_hash.as_str())),
+        ),
+        started_at: record.started_at,
+        finished_at: record.finished_at,
+        duration_ms: record.duration_ms,
+        exit_code: record.exit_code,
+        resources: lazy.entries.len() as u64,
+        classes: bounds,
+        expected_interval_s: expected,
+    };
+    let mut report = common.report();
+    report.classes_checked = classes_checked;
+    // What is quarantined is added when the report is queued.
+    Ok(report)
 }
 
 /// The repository's documents, for `accept`'s patches (which name the file

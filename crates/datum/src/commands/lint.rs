@@ -1,19 +1,25 @@
-//! `datum lint`: every manifest error, with file and line, like a compiler.
+//! `datum lint`: every manifest error, with file and line, like a compiler;
+//! `--all-hosts` renders the repository for every host file in `hosts/`.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use datum_catalog::{Diagnostics, HostIdentity, Repository};
 
-use crate::cli::{GlobalArgs, OutputFormat};
+use crate::cli::{GlobalArgs, LintArgs, OutputFormat};
 use crate::context::use_color;
 use crate::exit::ExitCode;
 
-pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
+pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
     if !crate::context::is_repository(&global.repo) {
         bail!(
             "{}: not a Datum repository (no datum.yaml); use --repo DIR",
             global.repo.display()
         );
+    }
+    if args.all_hosts {
+        return all_hosts(global);
     }
     // With a declared host identity (a host file or labels), templates are
     // rendered for this host too; without one they are parsed only.
@@ -39,6 +45,141 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         }
     }
     Ok(if diagnostics.error_count() == 0 {
+        ExitCode::CLEAN
+    } else {
+        ExitCode::ERROR
+    })
+}
+
+/// The host files of the repository: `hosts/*.yaml` (and `*.yml`), sorted.
+fn host_files(repo: &Path) -> Result<Vec<PathBuf>> {
+    let dir = repo.join("hosts");
+    let entries = datum_host::repo::read_dir(&dir).with_context(|| {
+        format!(
+            "{}: cannot list the host files (--all-hosts renders every hosts/*.yaml)",
+            dir.display()
+        )
+    })?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        let path = entry.path();
+        let yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if yaml && !hidden {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no host files (*.yaml) to render", dir.display());
+    }
+    Ok(files)
+}
+
+/// One host's result.
+struct HostLint {
+    file: PathBuf,
+    host: Option<String>,
+    /// The host file itself could not be read.
+    unreadable: Option<String>,
+    diagnostics: Diagnostics,
+}
+
+fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
+    let files = host_files(&global.repo)?;
+    let repository = match Repository::load(&global.repo) {
+        Ok(r) => r,
+        Err(diagnostics) => {
+            // Nothing host-specific can be said about a repository that
+            // does not load: the plain lint's answer.
+            eprint!("{}", diagnostics.render(use_color(global)));
+            eprintln!("error: {} error(s) found", diagnostics.error_count());
+            return Ok(ExitCode::ERROR);
+        }
+    };
+    let results: Vec<HostLint> = files
+        .into_iter()
+        .map(
+            |file| match HostIdentity::load(&global.root, Some(&file), &global.labels) {
+                Ok(identity) => HostLint {
+                    diagnostics: datum_catalog::lint_repository(&repository, Some(&identity)),
+                    host: Some(identity.name),
+                    unreadable: None,
+                    file,
+                },
+                Err(e) => HostLint {
+                    host: None,
+                    unreadable: Some(format!("{e:#}")),
+                    diagnostics: Diagnostics::default(),
+                    file,
+                },
+            },
+        )
+        .collect();
+    let failed = results
+        .iter()
+        .filter(|r| r.unreadable.is_some() || r.diagnostics.error_count() > 0)
+        .count();
+    let mut out = anstream::stdout();
+    match global.output {
+        OutputFormat::Json => {
+            let hosts: Vec<serde_json::Value> = results
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "file": r.file,
+                        "host": r.host,
+                        "error": r.unreadable,
+                        "errors": r.diagnostics.error_count(),
+                        "diagnostics": r.diagnostics,
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "format_version": "1",
+                "repository": global.repo,
+                "hosts": hosts,
+                "failed": failed,
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        }
+        OutputFormat::Human => {
+            let color = use_color(global);
+            for r in &results {
+                let file = r.file.display();
+                match (&r.unreadable, &r.host) {
+                    (Some(e), _) => eprintln!("{file}: cannot read the host file: {e}"),
+                    (None, Some(host)) if r.diagnostics.error_count() == 0 => {
+                        eprint!("{}", r.diagnostics.render(color));
+                        writeln!(out, "{host} ({file}): no errors")?;
+                    }
+                    (None, host) => {
+                        eprintln!(
+                            "{} ({file}): {} error(s)",
+                            host.as_deref().unwrap_or("?"),
+                            r.diagnostics.error_count()
+                        );
+                        eprint!("{}", r.diagnostics.render(color));
+                    }
+                }
+            }
+            if failed == 0 {
+                writeln!(
+                    out,
+                    "{}: {} host(s), no errors",
+                    global.repo.display(),
+                    results.len()
+                )?;
+            } else {
+                eprintln!(
+                    "error: {failed} of {} host(s) do not compile",
+                    results.len()
+                );
+            }
+        }
+    }
+    Ok(if failed == 0 {
         ExitCode::CLEAN
     } else {
         ExitCode::ERROR

@@ -11,13 +11,21 @@ use crate::cli::{GlobalArgs, OutputFormat};
 use crate::context;
 use crate::exit::ExitCode;
 use crate::render::{self, HumanReporter};
+use crate::reporting::Reporting;
 
 pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     // Compile before touching anything: a manifest error applies nothing.
-    let catalogue = context::compile(global, &identity)?;
+    let stamped = context::compile_stamped(global, &identity)?;
+    let catalogue = &stamped.catalogue;
     let host = context::host(global, &identity, &catalogue.boundary);
-    let _lock = if mode == Mode::Apply {
+    // An apply on a host that reports to a fleet server queues its report.
+    let reporting = if mode == Mode::Apply {
+        Reporting::load(&host)
+    } else {
+        None
+    };
+    let lock = if mode == Mode::Apply {
         Some(RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?)
     } else {
         None
@@ -52,13 +60,13 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
     let summary = match global.output {
         OutputFormat::Human => {
             let mut reporter = HumanReporter::new(mode, color, global.verbose);
-            let summary = datum_engine::run_pass(&catalogue, &mut ctx, &mut reporter);
+            let summary = datum_engine::run_pass(catalogue, &mut ctx, &mut reporter);
             reporter.finish(&summary)?;
             summary
         }
         OutputFormat::Json => {
             let summary =
-                datum_engine::run_pass(&catalogue, &mut ctx, &mut datum_engine::SilentReporter);
+                datum_engine::run_pass(catalogue, &mut ctx, &mut datum_engine::SilentReporter);
             let json = render::json::pass(&identity.name, mode, &summary);
             writeln!(
                 std::io::stdout(),
@@ -86,11 +94,105 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
             duration_ms: summary.duration_ms,
             exit_code: code.0,
         };
-        if let Err(e) = store.record_pass(&record) {
+        let report = reporting
+            .as_ref()
+            .map(|r| apply_report(global, r, &stamped, &identity, &record, &summary, store));
+        // The pass and its report in one transaction: a recorded pass has
+        // its report queued, and a pass that was not recorded has none.
+        let recorded = (|| -> Result<()> {
+            let batch = store.batch()?;
+            batch.record_pass(&record)?;
+            if let (Some(r), Some(report)) = (&reporting, report) {
+                r.enqueue(&batch, report, record.finished_at)?;
+            }
+            batch.commit()?;
+            Ok(())
+        })();
+        if let Err(e) = recorded {
             eprintln!("warning: could not record the pass in the state store: {e}");
         }
     }
+    // Delivery needs no lock: another pass may start meanwhile.
+    drop(lock);
+    if let (Some(r), Some(store)) = (&reporting, &mut store) {
+        r.after_pass(global, store);
+    }
     Ok(code)
+}
+
+/// The fleet report of an apply.
+fn apply_report(
+    global: &GlobalArgs,
+    reporting: &Reporting,
+    stamped: &context::Stamped,
+    identity: &datum_catalog::HostIdentity,
+    record: &datum_store::PassRecord,
+    summary: &datum_engine::PassSummary,
+    store: &datum_store::Store,
+) -> datum_fleet::Report {
+    use crate::reporting::build;
+    let catalogue = &stamped.catalogue;
+    let classes = datum_drift::classes::Classes::parse(&stamped.classes)
+        .or_else(|_| datum_drift::classes::Classes::parse(&serde_json::Value::Null));
+    let mut per_class = std::collections::BTreeMap::new();
+    for r in &catalogue.resources {
+        *per_class.entry(r.class.clone()).or_insert(0u64) += 1;
+    }
+    let stated = reporting.interval();
+    let (bounds, expected) = match &classes {
+        Ok(c) => crate::reporting::class_bounds(c, &per_class, Some(store), stated),
+        Err(_) => (Vec::new(), stated.map_or(3600, |d| d.as_secs())),
+    };
+    let common = build::Common {
+        kind: datum_fleet::ReportKind::Apply,
+        host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        revision: crate::reporting::revision::repository_revision(
+            &global.repo,
+            stamped.stamp_digest.as_deref(),
+        ),
+        catalogue: build::catalogue_hash(
+            catalogue
+                .resources
+                .iter()
+                .map(|r| (r.id.to_string(), r.declaration_hash.as_str())),
+        ),
+        started_at: record.started_at,
+        finished_at: record.finished_at,
+        duration_ms: record.duration_ms,
+        exit_code: record.exit_code,
+        resources: catalogue.resources.len() as u64,
+        classes: bounds,
+        expected_interval_s: expected,
+    };
+    // The versions of the validators that ran (a pass that changed or
+    // failed nothing ran none, and asks no binary for its version).
+    let mut versions = std::collections::BTreeMap::new();
+    let by_id: std::collections::HashMap<&datum_core::ResourceId, &datum_core::Resource> =
+        catalogue.resources.iter().map(|r| (&r.id, r)).collect();
+    for r in &summary.resources {
+        if !matches!(
+            r.outcome,
+            datum_core::Outcome::Changed { .. } | datum_core::Outcome::Failed { .. }
+        ) {
+            continue;
+        }
+        if let Some(name) = by_id.get(&r.id).and_then(|x| x.validate.as_deref())
+            && !versions.contains_key(name)
+            && let Some(def) = datum_providers::validators::lookup(name)
+        {
+            let version = datum_providers::validators::validator_version(def)
+                .unwrap_or_else(|| "built in".to_owned());
+            versions.insert(name.to_owned(), version);
+        }
+    }
+    build::apply_report(
+        &common,
+        summary,
+        &catalogue.resources,
+        versions,
+        &global.root.to_string_lossy(),
+    )
 }
 
 /// A plan exits 2 when anything would change (a change that would fail

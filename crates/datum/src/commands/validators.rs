@@ -13,7 +13,7 @@ use crate::exit::ExitCode;
 pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout();
     let rows: Vec<_> = validators::all()
-        .iter()
+        .into_iter()
         .map(|v| {
             let found = v.binary.map(datum_host::command::which);
             (v, found)
@@ -31,15 +31,17 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     "installed": found.as_ref().is_none_or(|f| f.is_some()),
                     "path": found.as_ref().and_then(|f| f.as_ref()).map(|p| p.display().to_string()),
                     "summary": v.summary,
+                    "source": if validators::is_admin(v) { "administrator" } else { "shipped" },
                 })
             })
             .collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
+        let doc = json!({"format_version": "1", "validators": list});
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(ExitCode::CLEAN);
     }
     writeln!(
         out,
-        "{:<13} {:<6} {:<16} {:<15} {:<24} WHAT",
+        "{:<16} {:<6} {:<16} {:<15} {:<24} WHAT",
         "NAME", "SCOPE", "BINARY", "PACKAGE", "HERE"
     )?;
     for (v, found) in rows {
@@ -50,7 +52,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         };
         writeln!(
             out,
-            "{:<13} {:<6} {:<16} {:<15} {:<24} {}",
+            "{:<16} {:<6} {:<16} {:<15} {:<24} {}",
             v.name,
             if v.scope == Scope::Group {
                 "group"
@@ -60,7 +62,11 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             v.binary.unwrap_or("-"),
             v.package.unwrap_or("-"),
             here,
-            v.summary
+            if validators::is_admin(v) {
+                format!("{} (from {})", v.summary, validators::admin::ADMIN_DIR)
+            } else {
+                v.summary.to_owned()
+            }
         )?;
     }
     Ok(ExitCode::CLEAN)

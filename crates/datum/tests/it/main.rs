@@ -15,6 +15,7 @@ mod apply;
 mod backup;
 mod boundary;
 mod crash;
+mod init;
 mod lint;
 mod sensitive;
 mod snapshots;

@@ -193,8 +193,9 @@ fn the_validators_command_lists_every_shipped_validator() {
     let s = Sandbox::new();
     let out = s.datum(&["--output", "json", "validators"]);
     assert_exit(&out, 0);
-    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = list
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
+    let names: Vec<&str> = doc["validators"]
         .as_array()
         .unwrap()
         .iter()
@@ -215,7 +216,7 @@ fn the_validators_command_lists_every_shipped_validator() {
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    let json = list
+    let json = doc["validators"]
         .as_array()
         .unwrap()
         .iter()
@@ -357,4 +358,92 @@ fn a_relative_root_is_made_absolute_once_so_validators_see_absolute_paths() {
         "{text}"
     );
     assert!(!s.live("/sshd_config").exists());
+}
+
+/// A root-owned definition in ROOT/etc/datum/validators.d naming `jq`.
+fn with_admin_validator(s: &Sandbox, definition: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = s.live("/etc/datum/validators.d");
+    fs::create_dir_all(&dir).unwrap();
+    for p in [
+        s.dir.path(),
+        &s.root(),
+        &s.live("/etc"),
+        &s.live("/etc/datum"),
+        &dir,
+    ] {
+        fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let file = dir.join("local.toml");
+    fs::write(&file, definition).unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    file
+}
+
+const JQ_VALIDATOR: &str = "[validator.jq-json]\nprogram = \"/usr/bin/jq\"\nargs = [\"empty\", \"{staged}\"]\n\
+    package = \"jq\"\ninvalid_exit = [2, 4, 5]\nsummary = \"JSON that jq reads\"\n";
+
+#[test]
+fn an_administrators_validator_runs_in_the_sandbox_and_a_foreign_definition_is_refused() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (the definitions must be root's, the sandbox needs it)");
+        return;
+    }
+    if !require("jq") {
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /app.json\n  content: \"{ not json\\n\"\n  validate: jq-json\n",
+    );
+    // Unknown until the administrator defines it.
+    let out = s.datum(&["lint"]);
+    assert_exit(&out, 1);
+    assert!(
+        stderr(&out).contains("unknown validator `jq-json`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let file = with_admin_validator(&s, JQ_VALIDATOR);
+    assert_exit(&s.datum(&["lint"]), 0);
+    let listed = s.datum(&["validators"]);
+    assert!(stdout(&listed).contains("jq-json"), "{}", stdout(&listed));
+    assert!(
+        stdout(&listed).contains("validators.d"),
+        "{}",
+        stdout(&listed)
+    );
+    // Invalid content: rejected by jq, nothing written.
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).contains("jq-json"), "{}", stdout(&out));
+    assert!(!s.live("/app.json").exists());
+    // Valid content goes live.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /app.json\n  content: \"{\\\"ok\\\": true}\\n\"\n  validate: jq-json\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(s.live("/app.json").exists());
+
+    // A definition someone else could have written: every command that
+    // uses validators refuses, naming the file.
+    std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("local.toml") && err.contains("uid 65534"),
+        "{err}"
+    );
+    std::os::unix::fs::chown(&file, Some(0), None).unwrap();
+    // A definition Datum does not understand: refused with its line.
+    fs::write(&file, format!("{JQ_VALIDATOR}shell = \"sh -c\"\n")).unwrap();
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("local.toml") && err.contains("unknown field"),
+        "{err}"
+    );
 }

@@ -123,6 +123,12 @@ pub struct OutputArgs {
     /// Colour in the text report (auto: on a terminal, unless NO_COLOR is set).
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
+    /// Also send the report to `datum server` (the report.yaml of `datum server enroll NAME --stack`; one stack).
+    #[arg(long, value_name = "FILE")]
+    pub report_to: Option<PathBuf>,
+    /// The outbox kept for --report-to (default FILE.outbox.db).
+    #[arg(long, value_name = "FILE", requires = "report_to")]
+    pub outbox: Option<PathBuf>,
 }
 
 impl OutputArgs {

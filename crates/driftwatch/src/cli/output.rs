@@ -203,6 +203,13 @@ pub(super) fn emit_single(
         )?;
     }
     io.stdout.flush()?;
+    if let Some(file) = &output.report_to {
+        let outbox = output
+            .outbox
+            .clone()
+            .unwrap_or_else(|| crate::fleet::default_outbox(file));
+        crate::fleet::send(report, checked.code, file, &outbox, io.stderr)?;
+    }
     Ok(())
 }
 
@@ -319,6 +326,12 @@ pub(super) fn emit_many(
     markdown_dir: Option<&Path>,
     io: &mut Io<'_>,
 ) -> Result<u8> {
+    if output.report_to.is_some() {
+        // A stack's credentials name that one stack.
+        return Err(Error::Usage(
+            "--report-to sends one stack's report (its credentials name that stack): run each stack on its own",
+        ));
+    }
     let at = history::rfc3339(now);
     let paint = colour(output.color, io);
     let messages = messages_of(stacks);

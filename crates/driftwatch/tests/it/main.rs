@@ -18,6 +18,7 @@ mod codify;
 mod corpus;
 mod engine;
 mod exits;
+mod fleet;
 mod history;
 mod report;
 mod run;

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Benchmark of the fleet server (issue 13), side by side in one run with
+# PuppetDB 7 (the kit in ../shared/bench/puppetdb). Not a test: prints
+# JSON lines and a summary, and appends them to $OUT.
+#
+#   bench/fleet.sh [SHARED_BENCH_DIR]      (default ../shared/bench)
+#
+# 1. Ingest: realistic reports (500 resources, 20 findings, 5 Trees, 5.8 KB)
+#    from $CONCURRENCY (default 64) simulated hosts at once, each on its own
+#    keep-alive HTTPS connection and waiting for its answer before the next
+#    report (as a host's outbox does), into `datum server` on a PostgreSQL of
+#    its own (scripts/postgres): reports/s stored (every 200 is committed),
+#    POST latency, server peak RSS; then the same with 4 hosts at once. The
+#    load generator is compiled (datum-server's example `fleet-load`), so
+#    the two cores go to the server and the database. Then PuppetDB 7 ingesting
+#    its own reports of the same size (500 resources, 20 events, 185 KB
+#    wire format) through the kit's bench.py, processed/s.
+# 2. Queries at 10,000 hosts with 30 days of history (populated with SQL:
+#    the tables as the server would hold them after 30 days, retention
+#    included; the reports table itself, which none of these queries reads,
+#    holds 3 whole reports per host instead of 100 to keep the set-up short):
+#    `hosts`, `rollout`, `drift`, `stale`, p50/p99 over HTTPS.
+# 3. Host side: what reporting adds to a no-op `datum apply` (2,000 Files),
+#    and the outbox after an hour's outage (60 checks queued; size; drain).
+#
+# Needs root (PuppetDB's kit, runuser for PostgreSQL). The machine may be
+# shared: every result carries the load average.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SB=${1:-../shared/bench}
+OUT=${OUT:-bench/fleet-results.jsonl}
+HOSTS=${HOSTS:-10000}
+INGEST=${INGEST:-20000}
+PDB_COUNT=${PDB_COUNT:-2000}
+RUNS=${RUNS:-20}
+W=$(mktemp -d)
+server_pid=""
+pg_dir=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+  [ -n "$pg_dir" ] && ./scripts/postgres stop "$pg_dir" || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+CONCURRENCY=${CONCURRENCY:-64}
+[ -n "${NO_BUILD:-}" ] || { cargo build --release --quiet -p datum && cargo build --release --quiet -p datum-server --example fleet-load; }
+datum=$PWD/target/release/datum
+load=$PWD/target/release/examples/fleet-load
+note() { echo "$*" | tee -a "$OUT"; }
+note "{\"run\": \"$(date -u +%FT%TZ)\", \"load1\": $(cut -d' ' -f1 /proc/loadavg), \"nproc\": $(nproc)}"
+
+# --- 1. Datum ingest into PostgreSQL -------------------------------------
+eval "$(./scripts/postgres start)"
+pg_dir=$DATUM_TEST_POSTGRES_DIR
+psql -X -q "$DATUM_TEST_POSTGRES" -c "CREATE DATABASE fleet"
+store="${DATUM_TEST_POSTGRES%/*}/fleet"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$datum" server init --dir "$W/srv" --listen "127.0.0.1:$port" --store "$store" >/dev/null
+# No rate limit for the load generator (it posts for 10,000 hosts from one
+# address; the per-identity limit is not what is measured).
+sed -i 's/reports_per_minute: .*/reports_per_minute: 1000000/' "$W/srv/server.yaml"
+python3 bench/fleet-load.py tokens --hosts "$HOSTS" | psql -X -q "$store"
+"$datum" server serve --dir "$W/srv" 2>"$W/serve.log" &
+server_pid=$!
+for _ in $(seq 100); do grep -q listening "$W/serve.log" && break; sleep 0.1; done
+url="https://127.0.0.1:$port"
+admin=$(sed -n 's/^token: //p' "$W/srv/admin.yaml")
+# Warm-up (connections, prepared statements), then the measured run.
+"$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count 1000 --concurrency "$CONCURRENCY" --seq-offset 0 >/dev/null
+r=$("$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count "$INGEST" --concurrency "$CONCURRENCY" --pid "$server_pid" --seq-offset 1)
+note "{\"datum_ingest_postgres\": $r}"
+r=$("$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count "$((INGEST / 4))" --concurrency 4 --pid "$server_pid" --seq-offset 100)
+note "{\"datum_ingest_postgres_4_hosts_at_once\": $r}"
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+
+# --- 1b. PuppetDB 7, same machine, same run --------------------------------
+if [ -f "$SB/puppetdb/setup.sh" ]; then
+  (cd "$SB/puppetdb" && sh setup.sh install >/dev/null 2>&1 && sh setup.sh reset >/dev/null && sh setup.sh start >/dev/null)
+  pdb=$(python3 "$SB/puppetdb/bench.py" --out "$W/pdb" ingest --first 0 --count "$PDB_COUNT" --concurrency 4 2>&1 | tail -1 || true)
+  res=$(ls -t "$W"/pdb/ingest-*.json 2>/dev/null | head -1 || true)
+  if [ -n "$res" ]; then
+    note "{\"puppetdb_ingest\": $(python3 -c "import json,sys; d=json.load(open('$res')); print(json.dumps({k: d.get(k) for k in ('count','processed','processed_per_s','processed_per_s_steady_10_90','accept_per_s','report_bytes_min','resources')}))")}"
+  else
+    note "{\"puppetdb_ingest\": \"no result: $pdb\"}"
+  fi
+  (cd "$SB/puppetdb" && sh setup.sh stop >/dev/null 2>&1 || true)
+fi
+
+# --- 2. Queries at 10,000 hosts, 30 days ------------------------------------
+psql -X -q "$DATUM_TEST_POSTGRES" -c "CREATE DATABASE fleetq"
+qstore="${DATUM_TEST_POSTGRES%/*}/fleetq"
+"$datum" server serve --dir "$W/srv" --store "$qstore" 2>"$W/serve2.log" &
+server_pid=$!
+for _ in $(seq 100); do grep -q listening "$W/serve2.log" && break; sleep 0.1; done
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
+# The schema exists now (the server migrated it); fill it.
+python3 bench/fleet-load.py populate --hosts "$HOSTS" --days 30 --reports-per-host "${REPORTS_PER_HOST:-3}" | psql -X -q "$qstore" >/dev/null
+# The admin token of this folder, in the new database too.
+psql -X -q "$qstore" -c "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ('$(printf %s "$admin" | sha256sum | cut -d' ' -f1)', 'admin', 'admin', 0)"
+"$datum" server serve --dir "$W/srv" --store "$qstore" 2>"$W/serve3.log" &
+server_pid=$!
+for _ in $(seq 100); do grep -q listening "$W/serve3.log" && break; sleep 0.1; done
+q=$("$load" query "$url" "$W/srv/ca.pem" --admin "$admin" --requests 200)
+note "{\"datum_queries_10k_hosts_30_days\": $q, \"rss_mib\": $(awk '/VmHWM/ {print $2/1024}' /proc/$server_pid/status)}"
+
+# --- 3. Host side -------------------------------------------------------------
+H=$W/host
+python3 - "$H" <<'EOF'
+import os, sys
+h = sys.argv[1]
+for i in range(2000):
+    d = os.path.join(h, "repo/base/files/d%02d" % (i % 40))
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "f%04d.conf" % i), "w").write("value = %d\n" % i)
+os.makedirs(os.path.join(h, "repo/base"), exist_ok=True)
+with open(os.path.join(h, "repo/datum.yaml"), "w") as f:
+    f.write("datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n")
+with open(os.path.join(h, "repo/base/files.yaml"), "w") as f:
+    for i in range(2000):
+        f.write("---\ndatum: v1alpha1\ntype: File\nname: f%04d\ndesired: {path: /etc/bench/d%02d/f%04d.conf, source: files/d%02d/f%04d.conf, mode: \"0644\"}\n" % (i, i % 40, i, i % 40, i))
+    for d in range(40):
+        f.write("---\ndatum: v1alpha1\ntype: Directory\nname: d%02d\ndesired: {path: /etc/bench/d%02d, mode: \"0755\"}\n" % (d, d))
+    f.write("---\ndatum: v1alpha1\ntype: Directory\nname: bench\ndesired: {path: /etc/bench, mode: \"0755\"}\n---\ndatum: v1alpha1\ntype: Directory\nname: etc\ndesired: {path: /etc, mode: \"0755\"}\n")
+os.makedirs(os.path.join(h, "root/etc/datum"), exist_ok=True)
+open(os.path.join(h, "root/etc/datum/host.yaml"), "w").write("name: host-00001\nlabels: {role: web}\n")
+EOF
+# The SQLite server of a laptop fleet, for the host-side numbers.
+lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$datum" server init --dir "$W/lite" --listen "127.0.0.1:$lport" >/dev/null
+"$datum" server enroll host-00001 --dir "$W/lite" --out "$W/report.yaml" >/dev/null
+"$datum" server serve --dir "$W/lite" 2>"$W/serve4.log" &
+lite_pid=$!
+for _ in $(seq 100); do grep -q listening "$W/serve4.log" && break; sleep 0.1; done
+dh=("$datum" --repo "$H/repo" --root "$H/root")
+"${dh[@]}" apply >/dev/null || true
+"${dh[@]}" apply >/dev/null
+sleep 3
+"${dh[@]}" apply >/dev/null
+# RUNS passes each, GAP seconds apart (not timed: a pass's background
+# delivery finishes before the next pass, as with passes minutes apart),
+# then RUNS back to back (each delivery overlaps the next pass). The
+# outbox is checked empty at the end: every report was delivered.
+time_runs() {
+  python3 - "$RUNS" "$@" <<'EOF'
+import os, subprocess, sys, time, statistics, json
+n = int(sys.argv[1]); gap = float(sys.argv[2]); cmd = sys.argv[3:]
+t = []; cpu = []
+for _ in range(n):
+    time.sleep(gap)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, ru = os.wait4(p.pid, 0)
+    t.append((time.perf_counter() - t0) * 1000)
+    # The pass's own CPU (a detached delivery is not waited for, so not in it).
+    cpu.append((ru.ru_utime + ru.ru_stime) * 1000)
+t.sort(); cpu.sort()
+print(json.dumps({"median_ms": round(statistics.median(t), 2), "min_ms": round(t[0], 2), "max_ms": round(t[-1], 2),
+                  "cpu_median_ms": round(statistics.median(cpu), 2), "cpu_min_ms": round(cpu[0], 2), "cpu_max_ms": round(cpu[-1], 2),
+                  "runs": n, "gap_s": gap}))
+EOF
+}
+GAP=${GAP:-0.5}
+without=$(time_runs "$GAP" "${dh[@]}" apply)
+without_b2b=$(time_runs 0 "${dh[@]}" apply)
+cp "$W/report.yaml" "$H/root/etc/datum/report.yaml"
+"${dh[@]}" apply >/dev/null
+sleep 1
+with=$(time_runs "$GAP" "${dh[@]}" apply)
+with_b2b=$(time_runs 0 "${dh[@]}" apply)
+sleep 2
+depth=$("${dh[@]}" outbox --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["depth"])')
+note "{\"noop_apply_2000_files\": {\"without_reporting\": $without, \"with_reporting\": $with, \"without_reporting_back_to_back\": $without_b2b, \"with_reporting_back_to_back\": $with_b2b, \"outbox_depth_after\": $depth, \"load1\": $(cut -d' ' -f1 /proc/loadavg)}}"
+
+# An hour's outage: 60 checks (an agent checking every minute) while the
+# server is down, then the drain.
+kill "$lite_pid"; wait "$lite_pid" 2>/dev/null || true
+for _ in $(seq 60); do "${dh[@]}" check >/dev/null 2>&1 || true; done
+bytes=$(python3 -c "
+import sqlite3,sys; c=sqlite3.connect('$H/root/var/lib/datum/state.db'); print(c.execute('select count(*), coalesce(sum(length(body)),0) from outbox').fetchone())" 2>/dev/null || echo '"sqlite3 module missing"')
+"$datum" server serve --dir "$W/lite" 2>"$W/serve5.log" &
+lite_pid=$!
+for _ in $(seq 100); do grep -q listening "$W/serve5.log" && break; sleep 0.1; done
+t0=$(date +%s.%N)
+"${dh[@]}" outbox --flush >/dev/null
+t1=$(date +%s.%N)
+note "{\"outbox_one_hour_outage\": {\"queued_count_bytes\": \"$bytes\", \"drain_s\": $(python3 -c "print(round($t1 - $t0, 3))"), \"load1\": $(cut -d' ' -f1 /proc/loadavg)}}"
+kill "$lite_pid"; wait "$lite_pid" 2>/dev/null || true

@@ -1,0 +1,230 @@
+//! HTTPS to `datum server`: a blocking client (no async runtime in a host
+//! pass) that trusts only the CA named in the credentials file, sends a
+//! bearer token, and bounds every wait (connect, whole call) and every
+//! answer it reads.
+//!
+//! Owns: [`Client`], the classification of a failed delivery
+//! ([`SendError`]: try again later, or refused for good), and the request
+//! headers of the report endpoint. Must not: decide when to retry (that is
+//! [`crate::delivery`]) or touch the outbox.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
+
+use crate::report::Reply;
+
+/// The report endpoint.
+pub const REPORTS_PATH: &str = "/v1/reports";
+/// Request header: the report's idempotency key (also in the body).
+pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
+/// Request header: reports waiting in the outbox behind this one.
+pub const OUTBOX_DEPTH_HEADER: &str = "Datum-Outbox-Depth";
+/// Request header: reports the outbox dropped (full) since the last
+/// delivery.
+pub const OUTBOX_DROPPED_HEADER: &str = "Datum-Outbox-Dropped";
+
+/// The largest answer read from the server.
+const MAX_ANSWER: u64 = 64 * 1024 * 1024;
+
+/// How long a client waits.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// One whole request, from connecting to the last byte of the answer.
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(3),
+            call: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A client for one server and one token.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: String,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("base", &self.base).finish()
+    }
+}
+
+/// A client that cannot be made (a CA that is not PEM).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("the CA certificate cannot be read: {0}")]
+    Ca(String),
+}
+
+/// Why a request did not give an answer to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Worth trying again later: the network, a timeout, a server error, a
+    /// rate limit (with the server's `Retry-After`, when it gave one).
+    #[error("{message}")]
+    Transient {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The server refused this request for good (HTTP 400, 413, 422...):
+    /// sending the same bytes again cannot succeed.
+    #[error("refused by the server (HTTP {status}): {message}")]
+    Refused { status: u16, message: String },
+    /// The token was refused (HTTP 401/403): nothing is lost, but nothing
+    /// gets through until the credentials are fixed.
+    #[error("the server refused the credentials (HTTP {status}): {message}")]
+    Unauthorized { status: u16, message: String },
+}
+
+impl Client {
+    /// A client for `server` (`https://host:port`) that trusts `ca_pem`
+    /// only and authenticates with `token`.
+    pub fn new(
+        server: &str,
+        ca_pem: &str,
+        token: &str,
+        timeouts: Timeouts,
+    ) -> Result<Self, ClientError> {
+        let mut roots = Vec::new();
+        for item in ureq::tls::parse_pem(ca_pem.as_bytes()) {
+            match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => roots.push(c),
+                Ok(_) => {}
+                Err(e) => return Err(ClientError::Ca(e.to_string())),
+            }
+        }
+        if roots.is_empty() {
+            return Err(ClientError::Ca("no certificate in it".to_owned()));
+        }
+        let roots: Vec<Certificate<'static>> = roots;
+        let tls = TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .root_certs(RootCerts::Specific(Arc::new(roots)))
+            .build();
+        let agent = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .https_only(true)
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_connect(Some(timeouts.connect))
+            .timeout_global(Some(timeouts.call))
+            .user_agent(concat!("datum/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Ok(Client {
+            agent,
+            base: server.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+        })
+    }
+
+    /// Delivers one report (its JSON bytes). `Ok` means the server holds
+    /// it (now or from an earlier delivery of the same key).
+    pub fn post_report(
+        &self,
+        key: &str,
+        body: &[u8],
+        depth: u64,
+        dropped: u64,
+    ) -> Result<Reply, SendError> {
+        let url = format!("{}{REPORTS_PATH}", self.base);
+        let response = self
+            .agent
+            .post(&url)
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .header(IDEMPOTENCY_HEADER, key)
+            .header(OUTBOX_DEPTH_HEADER, &depth.to_string())
+            .header(OUTBOX_DROPPED_HEADER, &dropped.to_string())
+            .content_type("application/json")
+            .send(body);
+        let text = answer(response)?;
+        serde_json::from_str(&text).map_err(|e| SendError::Transient {
+            message: format!("the server's answer is not a report reply: {e}"),
+            retry_after: None,
+        })
+    }
+
+    /// `GET path` (with its query), as JSON.
+    pub fn get_json(&self, path: &str) -> Result<serde_json::Value, SendError> {
+        let url = format!("{}{path}", self.base);
+        let response = self
+            .agent
+            .get(&url)
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .header("Accept", "application/json")
+            .call();
+        let text = answer(response)?;
+        serde_json::from_str(&text).map_err(|e| SendError::Transient {
+            message: format!("the server's answer is not JSON: {e}"),
+            retry_after: None,
+        })
+    }
+}
+
+/// The body of a 2xx answer, or the error that the status means.
+fn answer(
+    response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Result<String, SendError> {
+    let mut response = response.map_err(|e| SendError::Transient {
+        message: describe(&e),
+        retry_after: None,
+    })?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_ANSWER)
+        .read_to_string()
+        .map_err(|e| SendError::Transient {
+            message: format!("cannot read the answer: {}", describe(&e)),
+            retry_after: None,
+        })?;
+    match status {
+        200..=299 => Ok(text),
+        401 | 403 => Err(SendError::Unauthorized {
+            status,
+            message: server_message(&text),
+        }),
+        408 | 425 | 429 | 500..=599 => Err(SendError::Transient {
+            message: format!("HTTP {status}: {}", server_message(&text)),
+            retry_after,
+        }),
+        _ => Err(SendError::Refused {
+            status,
+            message: server_message(&text),
+        }),
+    }
+}
+
+/// The `error` of a JSON error body, or the (bounded) text.
+fn server_message(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| crate::report::bounded(text.trim(), 300))
+}
+
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Io(io) => format!("cannot reach the server: {io}"),
+        ureq::Error::Timeout(what) => format!("timed out ({what})"),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,607 @@
+//! The report a host (or a driftwatch stack) sends to `datum server`, and the
+//! server's reply: the wire model, versioned by [`FORMAT_VERSION`].
+//!
+//! A report is small by construction: counts per outcome, one root
+//! fingerprint per Tree, the bound of each class, and detail only where
+//! there is something to see (a failure, a finding, a quarantine). A clean
+//! host's report has empty lists and proves its trees by their root hashes.
+//!
+//! Nothing here holds a value of a sensitive resource: findings carry
+//! subjects, categories and changed paths (the value-free signature) plus
+//! an observed hash that is left out for sensitive resources; failures of a
+//! sensitive resource carry the validator's name and exit status, never its
+//! output. The builders in the `datum` binary and in driftwatch fill these
+//! types; this module only defines them and what is derived from them.
+//!
+//! Owns: [`Report`] and its parts, [`Reply`], [`SamplingPlan`]. Must not:
+//! read the host, the state store or the network.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The version of [`Report`] and [`Reply`]. A server refuses a report of a
+/// version it does not know (HTTP 400), so an old server never half-reads a
+/// newer host's report.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What produced a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    /// `datum apply`: outcomes per resource (changed, failed...).
+    Apply,
+    /// `datum check` / `datum reconcile` from the command line or cron.
+    Check,
+    /// A check run by `datum agent`.
+    Agent,
+    /// A driftwatch run over an OpenTofu/Terraform stack.
+    Stack,
+}
+
+impl ReportKind {
+    /// The word used in the database, the API and the terminal.
+    pub fn word(self) -> &'static str {
+        match self {
+            ReportKind::Apply => "apply",
+            ReportKind::Check => "check",
+            ReportKind::Agent => "agent",
+            ReportKind::Stack => "stack",
+        }
+    }
+
+    /// The kind named `word`.
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "apply" => ReportKind::Apply,
+            "check" => ReportKind::Check,
+            "agent" => ReportKind::Agent,
+            "stack" => ReportKind::Stack,
+            _ => return None,
+        })
+    }
+}
+
+/// One report: what one pass saw and did, on one host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub format_version: u32,
+    /// The idempotency key: 32 hex digits drawn when the report was queued.
+    /// A server that already holds this key for this host answers
+    /// "duplicate" and stores nothing, so a report retried after a lost
+    /// reply is counted once.
+    pub key: String,
+    /// This host's sequence number for the report (1, 2, ...): the outbox
+    /// delivers in this order.
+    pub seq: u64,
+    pub kind: ReportKind,
+    /// The host name (or the stack name for [`ReportKind::Stack`]). The
+    /// server checks it against the token's identity.
+    pub host: String,
+    pub labels: BTreeMap<String, String>,
+    /// Version of the program that made the report.
+    pub datum_version: String,
+    /// The repository revision the catalogue came from: `git:<commit>` for
+    /// a git checkout, `stamp:<hash>` otherwise (see the binary's
+    /// `revision` module).
+    pub revision: String,
+    /// Hash of the compiled catalogue (every resource id and declaration
+    /// hash, in order): equal on two hosts exactly when they were asked for
+    /// the same thing.
+    pub catalogue: String,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub duration_ms: u64,
+    pub exit_code: i32,
+    /// The classes this report covers; empty for every class (apply, a full
+    /// check). A report for some classes replaces only their findings.
+    #[serde(default)]
+    pub classes_checked: Vec<String>,
+    /// Resources per outcome or state word (`unchanged`, `changed`,
+    /// `failed`, `converged`, `drifted`...).
+    pub counts: BTreeMap<String, u64>,
+    /// Resources in the catalogue.
+    pub resources: u64,
+    /// How often each class is checked and how late drift can be noticed.
+    #[serde(default)]
+    pub classes: Vec<ClassBound>,
+    /// When the server should expect the next report, at the latest (in
+    /// seconds after this one): the shortest class interval, or the
+    /// interval `report.yaml` states. Staleness is judged against it.
+    pub expected_interval_s: u64,
+    /// Validator name -> version of the binary that ran (only the validators
+    /// that ran in this pass).
+    #[serde(default)]
+    pub validators: BTreeMap<String, String>,
+    /// Declared and observed root fingerprint of every Tree inspected.
+    #[serde(default)]
+    pub trees: Vec<TreeFingerprint>,
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// Resources this pass changed (apply), at most [`CHANGED_KEPT`].
+    #[serde(default)]
+    pub changed: Vec<String>,
+    /// How many resources changed in all (when more than were listed).
+    #[serde(default)]
+    pub changed_total: u64,
+    #[serde(default)]
+    pub quarantined: Vec<Quarantined>,
+    /// Whether this pass read content (a deep check) and in which sampling
+    /// round; `None` when the server asked for no sampling.
+    #[serde(default)]
+    pub sampling: Option<SamplingUsed>,
+    /// What became of the server's instructions (quarantine, release) this
+    /// host received since its last report: the server marks each one done
+    /// when it reads this.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<InstructionDone>,
+    /// A stack's pending changes (what its next normal apply would do), at
+    /// most [`PENDING_KEPT`]; empty for a host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingChange>,
+}
+
+/// At most this many pending changes of a stack travel.
+pub const PENDING_KEPT: usize = 100;
+
+/// At most this many bytes of one finding's content diff travel.
+pub const DIFF_KEPT: usize = 16 * 1024;
+
+/// At most this many bytes of one field value of a finding travel.
+pub const VALUE_KEPT: usize = 512;
+
+/// At most this many changed resources are named in one report.
+pub const CHANGED_KEPT: usize = 100;
+
+/// At most this many bytes of a failure message travel (validator output
+/// included); the rest is cut at a character boundary.
+pub const MESSAGE_KEPT: usize = 2048;
+
+/// One class's schedule as the host knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassBound {
+    pub class: String,
+    pub interval_s: u64,
+    /// Interval + measured inspection time (p95), when measured.
+    pub bound_ms: Option<u64>,
+    pub resources: u64,
+    /// What a check does with drift in the class (`report`, `revert`,
+    /// `accept`, `quarantine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// A Tree's two root hashes. Equal means the tree is exactly as declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeFingerprint {
+    /// `Tree[name]`.
+    pub resource: String,
+    pub declared: String,
+    /// `None` when the tree is missing or is not a directory.
+    pub observed: Option<String>,
+}
+
+/// A resource that failed in this pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    /// `Kind[name]`.
+    pub resource: String,
+    /// The phase it failed in (`observe`, `apply`, `verify`...); `blocked`
+    /// for a resource blocked by a failed dependency.
+    pub phase: String,
+    /// The validator that rejected the content, if one did.
+    pub validator: Option<String>,
+    pub validator_version: Option<String>,
+    pub exit_status: Option<i32>,
+    /// The reason as the host reports it, bounded; for a sensitive resource
+    /// only the validator's name and exit status are in it.
+    pub message: String,
+    /// A value-free hash of the message (digits, paths under the staging
+    /// folder and hex strings replaced): failures with equal signatures on
+    /// two hosts are the same failure.
+    pub signature: String,
+}
+
+/// A drift finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    /// `Kind[name]` (or a stack's resource address).
+    pub subject: String,
+    /// `changed_outside`, `deleted_outside`, `type_changed`, `unmanaged`...
+    pub category: String,
+    pub class: String,
+    /// The changed fields or Tree entries, sorted.
+    pub paths: Vec<String>,
+    /// Hash of the subject, category and paths: the value-free identity of
+    /// the finding, equal across hosts for the same kind of change.
+    pub signature: String,
+    /// A hash of what was observed (content hash, field values, entry
+    /// fingerprints), equal across hosts that drifted to the same thing;
+    /// `None` for a sensitive resource.
+    pub observed: Option<String>,
+    /// Unix seconds of the first check that saw it (this host).
+    pub first_seen: i64,
+    /// Consecutive checks of this host that saw it (this one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<u64>,
+    /// What differs, field by field: the live value and the declared one,
+    /// each at most [`VALUE_KEPT`] bytes; a sensitive resource's fields
+    /// carry no value at all (`sensitive: true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// A unified diff of the content (live -> declared), at most
+    /// [`DIFF_KEPT`] bytes; never for a sensitive resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_diff: Option<String>,
+}
+
+/// One field of a finding: what the host has and what is declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldChange {
+    pub path: String,
+    /// The live value, as shown to a person; `None` when withheld.
+    pub observed: Option<String>,
+    /// The declared value; `None` when withheld.
+    pub declared: Option<String>,
+    /// The values are secret: only the path travels.
+    #[serde(default)]
+    pub sensitive: bool,
+}
+
+/// One pending change of a stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingChange {
+    pub address: String,
+    /// `create`, `update`, `replace`, `delete`...
+    pub action: String,
+}
+
+/// A quarantined resource (or the whole host: `host`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quarantined {
+    pub target: String,
+    /// `person`, `policy` or `flapping`.
+    pub source: String,
+    /// Why (a person's words, or the policy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix seconds it has been quarantined since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+}
+
+/// How a check took part in the fleet's sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingUsed {
+    pub round: u64,
+    pub deep: bool,
+}
+
+/// The server's answer to a delivered report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub format_version: u32,
+    /// The report is stored (now or by an earlier delivery of the same key).
+    pub accepted: bool,
+    /// The key was already stored: nothing new was written.
+    pub duplicate: bool,
+    /// The fleet's sampling plan, for the host's next checks.
+    pub sampling: Option<SamplingPlan>,
+    /// What a person asked of this host through the server and the host has
+    /// not confirmed yet, oldest first. The host carries them out when it
+    /// receives them (in the transaction that records the delivery) and
+    /// confirms them in its next report ([`Report::instructions`]); until
+    /// then every reply repeats them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<Instruction>,
+}
+
+/// What a person can ask of a host through the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstructionAction {
+    /// Exclude the target from apply, never revert it (`datum quarantine`).
+    Quarantine,
+    /// Lift a quarantine (`datum release`).
+    Release,
+}
+
+impl InstructionAction {
+    pub fn word(self) -> &'static str {
+        match self {
+            InstructionAction::Quarantine => "quarantine",
+            InstructionAction::Release => "release",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "quarantine" => Some(InstructionAction::Quarantine),
+            "release" => Some(InstructionAction::Release),
+            _ => None,
+        }
+    }
+}
+
+/// One instruction, as the server hands it to a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instruction {
+    /// 32 hex digits drawn by the server: the host carries out a key once,
+    /// however often it is repeated.
+    pub key: String,
+    pub action: InstructionAction,
+    /// `Kind[name]`, or `host` for the whole host.
+    pub target: String,
+    /// Why, in the words of the person who asked.
+    pub reason: String,
+    /// Who asked (the name given at login, or the script's).
+    pub by: String,
+    /// Unix seconds it was asked at.
+    pub at: i64,
+}
+
+/// The target word of a whole-host quarantine.
+pub const HOST_TARGET: &str = "host";
+
+/// What a host did with one instruction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionDone {
+    pub key: String,
+    /// `quarantined`, `released`, `not quarantined`, or `refused: why`.
+    pub outcome: String,
+    /// Unix seconds the host carried it out.
+    pub at: i64,
+}
+
+/// The fleet's sampling plan, handed to every host in each reply.
+///
+/// Time is cut into rounds of `round_s` seconds. With a fraction `f`, the
+/// period is `k = ⌈1/f⌉` rounds, and each host deep-checks in exactly one
+/// round of every period: the round whose number modulo `k` equals the
+/// host's slot, a seeded hash of its name modulo `k` (see [`deep_round`]).
+/// So every host is read in full at least once every `k` rounds (a change on
+/// one host is seen within `k` rounds plus one check interval, guaranteed,
+/// when the class interval is at most a round), and about `1/k` of the fleet
+/// is deep-checked in any round.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SamplingPlan {
+    pub fraction: f64,
+    pub round_s: u64,
+    pub seed: u64,
+    /// The round the server was in when it answered.
+    pub round: u64,
+}
+
+impl SamplingPlan {
+    /// `⌈1/fraction⌉`: at most this many rounds pass between two deep
+    /// checks of one host. 1 for a fraction of 1 or more (or not a number).
+    pub fn period(&self) -> u64 {
+        period(self.fraction)
+    }
+
+    /// The round at Unix time `now`.
+    pub fn round_at(&self, now: i64) -> u64 {
+        u64::try_from(now).unwrap_or(0) / self.round_s.max(1)
+    }
+
+    /// Whether `host` deep-checks in the round at `now`.
+    pub fn deep_at(&self, host: &str, now: i64) -> bool {
+        deep_round(host, self.seed, self.period(), self.round_at(now))
+    }
+
+    /// The pass seed of the round at `now`, for `datum check --pass-seed`.
+    pub fn pass_seed(&self, now: i64) -> u64 {
+        let mut h = Sha256::new();
+        h.update(self.seed.to_le_bytes());
+        h.update(self.round_at(now).to_le_bytes());
+        let d = h.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&d[..8]);
+        u64::from_le_bytes(first)
+    }
+}
+
+/// `⌈1/fraction⌉`, at least 1.
+pub fn period(fraction: f64) -> u64 {
+    if fraction.is_nan() || fraction >= 1.0 || fraction <= 0.0 {
+        return 1;
+    }
+    let k = (1.0 / fraction).ceil();
+    if k >= u32::MAX as f64 {
+        u64::from(u32::MAX)
+    } else {
+        k as u64
+    }
+}
+
+/// The slot of `host` in a period of `k` rounds: a seeded hash of the name.
+pub fn slot(host: &str, seed: u64, k: u64) -> u64 {
+    let mut h = Sha256::new();
+    h.update(b"datum-fleet-slot1\0");
+    h.update(host.as_bytes());
+    h.update(b"\0");
+    h.update(seed.to_le_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(first) % k.max(1)
+}
+
+/// Whether `host` deep-checks in `round` of a fleet whose period is `k`.
+pub fn deep_round(host: &str, seed: u64, k: u64, round: u64) -> bool {
+    round % k.max(1) == slot(host, seed, k)
+}
+
+/// The value-free signature of a finding: 16 hex digits of SHA-256 over the
+/// subject, category and sorted paths (the same identity `datum check`
+/// keeps history by).
+pub fn finding_signature(subject: &str, category: &str, paths: &[String]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"datum-finding1\0");
+    h.update(subject.as_bytes());
+    h.update(b"\0");
+    h.update(category.as_bytes());
+    for p in paths {
+        h.update(b"\0");
+        h.update(p.as_bytes());
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// A hash of observed values, from `(path, observed value)` pairs in any
+/// order: 16 hex digits.
+pub fn observed_hash<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
+    pairs.sort_unstable();
+    let mut h = Sha256::new();
+    h.update(b"datum-observed1");
+    for (p, v) in pairs {
+        h.update(b"\0");
+        h.update(p.as_bytes());
+        h.update(b"=");
+        h.update(v.as_bytes());
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// The value-free signature of a failure message: runs of digits, hex
+/// strings of 8 or more digits and the staged file names (`.datum.stage.*`)
+/// are replaced before hashing, so the same rejection on two hosts (other
+/// line numbers of a temporary path, other pids) signs the same. 16 hex
+/// digits over the resource, phase, validator and the normalised message.
+pub fn failure_signature(
+    resource: &str,
+    phase: &str,
+    validator: Option<&str>,
+    message: &str,
+) -> String {
+    let mut h = Sha256::new();
+    h.update(b"datum-failure1\0");
+    h.update(resource.as_bytes());
+    h.update(b"\0");
+    h.update(phase.as_bytes());
+    h.update(b"\0");
+    h.update(validator.unwrap_or("").as_bytes());
+    h.update(b"\0");
+    h.update(normalise_message(message).as_bytes());
+    hex::encode(&h.finalize()[..8])
+}
+
+/// What [`failure_signature`] hashes of a message: every word holding a
+/// digit becomes `#` (line numbers, pids, versions in paths, temporary
+/// names), and whitespace runs become one space.
+pub fn normalise_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for word in message.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        if word.contains(".datum.stage") || word.chars().any(|c| c.is_ascii_digit()) {
+            out.push('#');
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when
+/// it was cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// A fresh idempotency key: 32 hex digits from the system's random source.
+pub fn new_key() -> String {
+    let mut bytes = [0u8; 16];
+    crate::random::fill(&mut bytes);
+    hex::encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_host_deep_checks_once_per_period() {
+        let hosts: Vec<String> = (0..500).map(|i| format!("web-{i:03}")).collect();
+        for fraction in [1.0, 0.5, 0.3, 0.1] {
+            let k = period(fraction);
+            for h in &hosts {
+                let deep: Vec<u64> = (0..3 * k).filter(|r| deep_round(h, 7, k, *r)).collect();
+                assert_eq!(deep.len(), 3, "{h} at {fraction}: {deep:?}");
+                assert!(deep.windows(2).all(|w| w[1] - w[0] == k));
+            }
+            // About 1/k of the fleet per round.
+            let in_round = hosts.iter().filter(|h| deep_round(h, 7, k, 5)).count();
+            let expected = hosts.len() as f64 / k as f64;
+            assert!(
+                (in_round as f64 - expected).abs() < expected * 0.5 + 5.0,
+                "{in_round} vs {expected}"
+            );
+        }
+        assert_eq!(period(0.1), 10);
+        assert_eq!(period(0.3), 4);
+        assert_eq!(period(f64::NAN), 1);
+    }
+
+    #[test]
+    fn signatures_ignore_values_and_numbers() {
+        let a = failure_signature(
+            "File[shop]",
+            "apply",
+            Some("nginx"),
+            "nginx: [emerg] unknown directive \"http3\" in /tmp/.datum.stage.a91f/shop.conf:12",
+        );
+        let b = failure_signature(
+            "File[shop]",
+            "apply",
+            Some("nginx"),
+            "nginx: [emerg] unknown directive \"http3\" in /tmp/.datum.stage.77c0/shop.conf:13",
+        );
+        assert_eq!(a, b);
+        let c = failure_signature("File[shop]", "apply", Some("nginx"), "another message");
+        assert_ne!(a, c);
+        let paths = vec!["content".to_owned(), "mode".to_owned()];
+        assert_eq!(
+            finding_signature("File[a]", "changed_outside", &paths),
+            finding_signature("File[a]", "changed_outside", &paths)
+        );
+        assert_ne!(
+            observed_hash([("mode", "0600")]),
+            observed_hash([("mode", "0644")])
+        );
+        assert_eq!(
+            observed_hash([("a", "1"), ("b", "2")]),
+            observed_hash([("b", "2"), ("a", "1")])
+        );
+    }
+
+    #[test]
+    fn bounded_cuts_at_a_character() {
+        assert_eq!(bounded("héllo", 2), "h…");
+        assert_eq!(bounded("abc", 3), "abc");
+        assert_eq!(new_key().len(), 32);
+        assert_ne!(new_key(), new_key());
+    }
+}

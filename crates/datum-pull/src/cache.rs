@@ -1,0 +1,334 @@
+//! The private cache: a bare git repository the remote is fetched into.
+//!
+//! `ROOT/var/lib/datum/pull/cache.git`, inside a folder that is 0700 and
+//! owned by the user running Datum (created without following links). It
+//! holds `refs/datum/incoming` (what the last fetch brought, not yet
+//! trusted) and `refs/datum/deployed` (the revision deployed, so its
+//! history stays for the ancestry check and garbage collection keeps it).
+//! Nothing in it is ever checked out: `checkout` reads objects out of it.
+//!
+//! Owns fetching, reading commits and trees, the ancestry question, and
+//! sweeping what a killed git leaves (lock files, temporary packs), which
+//! would otherwise make every later fetch fail. Must not decide whether a
+//! revision is trusted.
+
+use std::ffi::{OsStr, OsString};
+use std::time::Duration;
+
+use datum_host::{Dir, FileKind, PrivateDir};
+
+use crate::git::{Git, GitError};
+
+use crate::commit;
+use crate::config::PullConfig;
+use crate::error::PullError;
+
+/// The cache's folder name inside the pull folder.
+pub const CACHE_DIR: &str = "cache.git";
+/// Where a fetch puts what it brought.
+const INCOMING: &str = "refs/datum/incoming";
+/// The deployed revision, kept reachable.
+const DEPLOYED: &str = "refs/datum/deployed";
+/// The largest commit object read (a commit is a few hundred bytes; a
+/// signature a few more).
+const COMMIT_LIMIT: usize = 1 << 20;
+/// The largest tree listing read (about 100 bytes a file: half a million
+/// files).
+const LISTING_LIMIT: usize = 64 << 20;
+
+/// The cache of one host.
+#[derive(Debug)]
+pub struct Cache {
+    git: Git,
+}
+
+impl Cache {
+    /// Opens the cache in `pull_dir` (creating it when missing or when a
+    /// killed `git init` left it without a `HEAD`), after sweeping the debris
+    /// of killed commands. The caller holds the pull lock, so every lock
+    /// file in it is stale.
+    pub fn open(pull_dir: &PrivateDir, timeout: Duration) -> Result<(Cache, usize), PullError> {
+        let name = OsStr::new(CACHE_DIR);
+        let git = Git::new(pull_dir.file_path(CACHE_DIR)).timeout(timeout);
+        let existing = pull_dir.dir().open_child_dir(name);
+        let usable = match &existing {
+            Ok(Some(dir)) => dir.lstat_entry(OsStr::new("HEAD"))?.is_some(),
+            _ => false,
+        };
+        let mut swept = 0;
+        match existing {
+            Ok(Some(dir)) if usable => swept = sweep(&dir)?,
+            _ => {
+                // Missing, half made, or something else in its place (a
+                // link is removed, never followed).
+                pull_dir.dir().entry(name).remove_all()?;
+                git.init_bare()?;
+            }
+        }
+        Ok((Cache { git }, swept))
+    }
+
+    /// Fetches `config.git_ref` from the source into `refs/datum/incoming`
+    /// and returns the commit it names (a tag is peeled to its commit).
+    pub fn fetch(&self, config: &PullConfig) -> Result<String, PullError> {
+        let source = &config.source;
+        let mut git = self.git.clone().allow(source.protocol());
+        if let Some(secret) = source.secret() {
+            git = git.secret(secret);
+        }
+        if let Some(ssh) = ssh_command(config) {
+            git = git.ssh_command(ssh);
+        }
+        let fetch_error = |error: GitError| PullError::Fetch {
+            git_ref: config.git_ref.clone(),
+            remote: source.display(),
+            error,
+        };
+        let mut args: Vec<OsString> = [
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-recurse-submodules",
+            "--no-write-fetch-head",
+            "--no-auto-gc",
+            "--no-auto-maintenance",
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        args.push(source.location());
+        args.push(format!("+{}:{INCOMING}", config.git_ref).into());
+        git.output(args, 1 << 20).map_err(fetch_error)?;
+        let peeled = format!("{INCOMING}^{{commit}}");
+        let out = self
+            .git
+            .output(
+                [
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    "--end-of-options",
+                    &peeled,
+                ],
+                4096,
+            )
+            .map_err(|_| PullError::NotACommit {
+                git_ref: config.git_ref.clone(),
+                remote: source.display(),
+            })?;
+        let id = String::from_utf8_lossy(&out).trim().to_owned();
+        if commit::is_commit_id(&id) {
+            Ok(id)
+        } else {
+            Err(PullError::NotACommit {
+                git_ref: config.git_ref.clone(),
+                remote: source.display(),
+            })
+        }
+    }
+
+    /// The raw commit object.
+    pub fn commit(&self, id: &str) -> Result<Vec<u8>, GitError> {
+        self.git.output(["cat-file", "commit", id], COMMIT_LIMIT)
+    }
+
+    /// Whether the commit `id` is in the cache.
+    pub fn has_commit(&self, id: &str) -> Result<bool, GitError> {
+        self.git
+            .succeeds(["cat-file", "-e", &format!("{id}^{{commit}}")])
+    }
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors. A commit
+    /// the cache does not hold is no ancestor (a full fetch of the new head
+    /// brings every commit it descends from).
+    pub fn descends(&self, descendant: &str, ancestor: &str) -> Result<bool, GitError> {
+        if descendant == ancestor {
+            return Ok(true);
+        }
+        if !self.has_commit(ancestor)? {
+            return Ok(false);
+        }
+        self.git
+            .succeeds(["merge-base", "--is-ancestor", ancestor, descendant])
+    }
+
+    /// Every entry of the commit's tree: `git ls-tree -r -z` output.
+    pub fn listing(&self, id: &str) -> Result<Vec<u8>, GitError> {
+        self.git
+            .output(["ls-tree", "-r", "-z", "--full-tree", id], LISTING_LIMIT)
+    }
+
+    pub fn git(&self) -> &Git {
+        &self.git
+    }
+
+    /// Marks `id` deployed and forgets what the last fetch brought.
+    pub fn deployed(&self, id: &str) -> Result<(), GitError> {
+        self.git.output(["update-ref", DEPLOYED, id], 4096)?;
+        self.forget_incoming()
+    }
+
+    /// Drops `refs/datum/incoming` (a refused revision's objects become
+    /// unreachable and go with a later garbage collection).
+    pub fn forget_incoming(&self) -> Result<(), GitError> {
+        self.git
+            .output(["update-ref", "-d", INCOMING], 4096)
+            .map(drop)
+    }
+
+    /// Lets git pack loose objects and drop unreachable ones when enough
+    /// have gathered (never in the background: the pull lock covers it).
+    pub fn maintain(&self) -> Result<(), GitError> {
+        self.git
+            .output(
+                [
+                    "-c",
+                    "gc.auto=6700",
+                    "-c",
+                    "gc.autoDetach=false",
+                    "gc",
+                    "--auto",
+                    "--quiet",
+                ],
+                1 << 20,
+            )
+            .map(drop)
+    }
+}
+
+/// The `ssh` command for an `ssh://` remote with a configured key: that key
+/// only, that `known_hosts` only, strict host checking, never a prompt, and
+/// none of root's own ssh configuration. Quoted for the shell git runs it
+/// through.
+fn ssh_command(config: &PullConfig) -> Option<String> {
+    let key = config.ssh_key.as_ref()?;
+    let quote =
+        |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let mut cmd = format!(
+        "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -i {}",
+        quote(key)
+    );
+    if let Some(known) = &config.known_hosts {
+        cmd.push_str(&format!(" -o UserKnownHostsFile={}", quote(known)));
+    }
+    Some(cmd)
+}
+
+/// What a killed git leaves in a repository: `*.lock` files (which make the
+/// next command that wants that lock fail), temporary packs and objects,
+/// and `.keep` files of a pack being indexed. Returns how many were removed.
+fn sweep(cache: &Dir) -> Result<usize, PullError> {
+    let mut removed = 0;
+    let mut stale = |folder: &Dir, deep: bool| -> Result<(), PullError> {
+        removed += sweep_folder(folder, deep)?;
+        Ok(())
+    };
+    stale(cache, false)?;
+    if let Some(refs) = cache.open_child_dir(OsStr::new("refs"))? {
+        stale(&refs, true)?;
+    }
+    if let Some(objects) = cache.open_child_dir(OsStr::new("objects"))? {
+        stale(&objects, false)?;
+        for (entry, kind) in objects.list()? {
+            let is_fanout = entry.len() == 2 || entry == "pack";
+            if is_fanout
+                && kind == FileKind::Directory
+                && let Some(sub) = objects.open_child_dir(&entry)?
+            {
+                stale(&sub, false)?;
+            }
+        }
+    }
+    Ok(removed)
+}
+
+fn sweep_folder(folder: &Dir, deep: bool) -> Result<usize, PullError> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut removed = 0;
+    for (entry, kind) in folder.list()? {
+        let bytes = entry.as_bytes();
+        let debris = bytes.ends_with(b".lock")
+            || bytes.starts_with(b"tmp_")
+            || bytes.starts_with(b"incoming-")
+            || (bytes.starts_with(b"pack-") && bytes.ends_with(b".keep"));
+        if debris {
+            folder.entry(&entry).remove_all()?;
+            removed += 1;
+        } else if deep
+            && kind == FileKind::Directory
+            && let Some(sub) = folder.open_child_dir(&entry)?
+        {
+            removed += sweep_folder(&sub, true)?;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debris_of_killed_git_commands_is_swept_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path();
+        for d in ["refs/heads", "refs/datum", "objects/pack", "objects/ab"] {
+            std::fs::create_dir_all(c.join(d)).unwrap();
+        }
+        let debris = [
+            "HEAD.lock",
+            "packed-refs.lock",
+            "shallow.lock",
+            "refs/datum/incoming.lock",
+            "objects/pack/tmp_pack_Xy12",
+            "objects/pack/pack-0123.keep",
+            "objects/ab/tmp_obj_q1",
+        ];
+        let kept = [
+            "HEAD",
+            "config",
+            "refs/heads/main",
+            "objects/pack/pack-0123.pack",
+            "objects/ab/cdef",
+        ];
+        for f in debris.iter().chain(&kept) {
+            std::fs::write(c.join(f), b"x").unwrap();
+        }
+        std::fs::create_dir(c.join("objects/incoming-abc")).unwrap();
+        let folder = Dir::open_path(c).unwrap();
+        assert_eq!(sweep(&folder).unwrap(), debris.len() + 1);
+        for f in debris {
+            assert!(!c.join(f).exists(), "{f} left");
+        }
+        for f in kept {
+            assert!(c.join(f).exists(), "{f} removed");
+        }
+    }
+
+    #[test]
+    fn an_ssh_key_gets_a_closed_ssh_command() {
+        let mut config = crate::config::settle(
+            std::path::Path::new("/"),
+            None,
+            &crate::config::Overrides {
+                url: Some("ssh://git@h/r.git".into()),
+                allowed_signers: Some("/a".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(ssh_command(&config), None);
+        config.ssh_key = Some("/etc/datum/it's key".into());
+        config.known_hosts = Some("/etc/datum/known_hosts".into());
+        let cmd = ssh_command(&config).unwrap();
+        assert!(
+            cmd.starts_with("ssh -F /dev/null -o BatchMode=yes"),
+            "{cmd}"
+        );
+        assert!(cmd.contains("-i '/etc/datum/it'\\''s key'"), "{cmd}");
+        assert!(
+            cmd.contains("UserKnownHostsFile='/etc/datum/known_hosts'"),
+            "{cmd}"
+        );
+    }
+}

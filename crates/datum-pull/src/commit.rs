@@ -1,0 +1,231 @@
+//! A raw git commit object: its headers, and its signature split from the
+//! bytes the signature covers.
+//!
+//! A signed commit carries its signature in a `gpgsig` header (continuation
+//! lines start with a space). What was signed is the object without that
+//! header: the same split `git verify-commit` makes. Owns only this parsing;
+//! checking the signature is `verify`'s job.
+
+/// What the signature of a commit is, from its armour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureKind {
+    /// `-----BEGIN SSH SIGNATURE-----` (git's `gpg.format=ssh`).
+    Ssh,
+    /// `-----BEGIN PGP SIGNATURE-----`.
+    OpenPgp,
+    /// `-----BEGIN SIGNED MESSAGE-----` (gpgsm).
+    X509,
+    Unknown,
+}
+
+impl SignatureKind {
+    pub fn word(self) -> &'static str {
+        match self {
+            SignatureKind::Ssh => "SSH",
+            SignatureKind::OpenPgp => "OpenPGP",
+            SignatureKind::X509 => "X.509",
+            SignatureKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// A commit's signature and the bytes it must cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed {
+    pub kind: SignatureKind,
+    /// The armoured signature, one line per line.
+    pub signature: Vec<u8>,
+    /// The commit object without its `gpgsig` header.
+    pub payload: Vec<u8>,
+}
+
+/// A commit object that cannot be read the way git writes them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the commit object is malformed: {0}")]
+pub struct Malformed(pub String);
+
+/// The parts of a commit's headers Datum uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub tree: String,
+    pub parents: Vec<String>,
+    /// The signature, when there is one.
+    pub signed: Option<Signed>,
+}
+
+/// The signature headers of SHA-1 and SHA-256 repositories.
+const SIGNATURE: &[u8] = b"gpgsig";
+const SIGNATURE_SHA256: &[u8] = b"gpgsig-sha256";
+
+/// Reads a raw commit object (`git cat-file commit ID`).
+pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
+    let header_end = find(raw, b"\n\n").map_or(raw.len(), |i| i + 1);
+    let headers = &raw[..header_end];
+    let mut tree = None;
+    let mut parents = Vec::new();
+    let mut signature: Option<Vec<u8>> = None;
+    // Byte ranges of the signature header's lines, to cut from the payload.
+    let mut cut: Option<(usize, usize)> = None;
+    let mut in_signature = false;
+    let mut offset = 0;
+    for line in headers.split_inclusive(|b| *b == b'\n') {
+        let start = offset;
+        offset += line.len();
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        if let Some(more) = text.strip_prefix(b" ") {
+            if in_signature {
+                let sig = signature.get_or_insert_with(Vec::new);
+                sig.extend_from_slice(more);
+                sig.push(b'\n');
+                if let Some((_, end)) = cut.as_mut() {
+                    *end = offset;
+                }
+            }
+            continue;
+        }
+        in_signature = false;
+        let (name, value) = match find(text, b" ") {
+            Some(i) => (&text[..i], &text[i + 1..]),
+            None => (text, &b""[..]),
+        };
+        match name {
+            b"tree" => tree = Some(hex_id(value, "tree")?),
+            b"parent" => parents.push(hex_id(value, "parent")?),
+            SIGNATURE => {
+                if signature.is_some() {
+                    return Err(Malformed("it has two signatures".to_owned()));
+                }
+                let mut sig = value.to_vec();
+                sig.push(b'\n');
+                signature = Some(sig);
+                cut = Some((start, offset));
+                in_signature = true;
+            }
+            SIGNATURE_SHA256 => {
+                return Err(Malformed(
+                    "it carries a SHA-256 repository's signature (gpgsig-sha256), which Datum does not verify"
+                        .to_owned(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    let tree = tree.ok_or_else(|| Malformed("it names no tree".to_owned()))?;
+    let signed = match (signature, cut) {
+        (Some(signature), Some((from, to))) => {
+            let mut payload = raw[..from].to_vec();
+            payload.extend_from_slice(&raw[to..]);
+            Some(Signed {
+                kind: kind_of(&signature),
+                signature,
+                payload,
+            })
+        }
+        _ => None,
+    };
+    Ok(Commit {
+        tree,
+        parents,
+        signed,
+    })
+}
+
+fn kind_of(signature: &[u8]) -> SignatureKind {
+    if signature.starts_with(b"-----BEGIN SSH SIGNATURE-----") {
+        SignatureKind::Ssh
+    } else if signature.starts_with(b"-----BEGIN PGP SIGNATURE-----") {
+        SignatureKind::OpenPgp
+    } else if signature.starts_with(b"-----BEGIN SIGNED MESSAGE-----") {
+        SignatureKind::X509
+    } else {
+        SignatureKind::Unknown
+    }
+}
+
+fn hex_id(value: &[u8], what: &str) -> Result<String, Malformed> {
+    if value.len() == 40 && value.iter().all(u8::is_ascii_hexdigit) {
+        Ok(String::from_utf8_lossy(value).to_ascii_lowercase())
+    } else {
+        Err(Malformed(format!("its {what} is not a SHA-1 object id")))
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Whether `text` is a full commit id (40 lowercase hex digits).
+pub fn is_commit_id(text: &str) -> bool {
+    text.len() == 40
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The first 12 digits of a commit id, as messages show it.
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+    const PARENT: &str = "8f3a0000000000000000000000000000000000aa";
+
+    fn signed_object() -> Vec<u8> {
+        format!(
+            "tree {TREE}\nparent {PARENT}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\
+             gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n\
+             \nmessage with gpgsig in it\n gpgsig inside the message\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_signature_is_cut_from_exactly_what_it_covers() {
+        let c = parse(&signed_object()).unwrap();
+        assert_eq!(c.tree, TREE);
+        assert_eq!(c.parents, [PARENT]);
+        let s = c.signed.unwrap();
+        assert_eq!(s.kind, SignatureKind::Ssh);
+        assert_eq!(
+            s.signature,
+            b"-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n"
+        );
+        let want = format!(
+            "tree {TREE}\nparent {PARENT}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\
+             \nmessage with gpgsig in it\n gpgsig inside the message\n"
+        );
+        assert_eq!(String::from_utf8(s.payload).unwrap(), want);
+    }
+
+    #[test]
+    fn unsigned_odd_and_hostile_objects() {
+        let unsigned = format!("tree {TREE}\nauthor A <a@x> 1 +0000\n\nmsg\n");
+        let c = parse(unsigned.as_bytes()).unwrap();
+        assert_eq!((c.signed, c.parents.len()), (None, 0));
+        // A signature-looking line in the message is not a signature.
+        let in_message = format!("tree {TREE}\n\ngpgsig -----BEGIN SSH SIGNATURE-----\n");
+        assert_eq!(parse(in_message.as_bytes()).unwrap().signed, None);
+        let twice = format!("tree {TREE}\ngpgsig a\ngpgsig b\n\nm\n");
+        assert!(
+            parse(twice.as_bytes())
+                .unwrap_err()
+                .0
+                .contains("two signatures")
+        );
+        let sha256 = format!("tree {TREE}\ngpgsig-sha256 a\n\nm\n");
+        assert!(parse(sha256.as_bytes()).is_err());
+        assert!(parse(b"author x\n\nm\n").is_err(), "no tree");
+        assert!(parse(b"tree zz\n\nm\n").is_err());
+        let pgp = format!("tree {TREE}\ngpgsig -----BEGIN PGP SIGNATURE-----\n x\n\nm\n");
+        assert_eq!(
+            parse(pgp.as_bytes()).unwrap().signed.unwrap().kind,
+            SignatureKind::OpenPgp
+        );
+        assert!(is_commit_id(TREE) && !is_commit_id("ABC") && !is_commit_id(&TREE.to_uppercase()));
+        assert_eq!(short(TREE), "4b825dc642cb");
+    }
+}

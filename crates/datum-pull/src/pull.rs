@@ -1,0 +1,634 @@
+//! One pull, start to end: fetch, verify, check never-backwards, write the
+//! checkout, lint it, switch the link, record, prune.
+//!
+//! The order is the point. Nothing the remote sent is checked out before
+//! its signature is verified and its ancestry checked; nothing is switched
+//! in before the whole checkout is written, made durable, and passed lint;
+//! the switch is one rename of a link; and a refusal at any step leaves the
+//! link, the deployed checkout and the state store as they were. A pull
+//! killed at any moment leaves a partial checkout (`checkouts/.partial-*`),
+//! a staged link or git lock files at worst, all swept by the next pull,
+//! which holds the same lock.
+//!
+//! Every folder and file here is reached through `datum-host`'s handles:
+//! the pull folder is a private folder ([`PrivateDir`], reached from the
+//! root one component at a time, never through a link), a checkout is
+//! written beneath its open folder, the link's folder is reached by the
+//! boundary's walk and the link replaced by a staged link renamed over it
+//! relative to that folder. The state store is opened in its private folder
+//! and, when it cannot be used, nothing is deployed (fail closed).
+//!
+//! On disk, under the root:
+//!
+//! ```text
+//! var/lib/datum/pull/            0700, a private folder
+//!   lock                         one pull at a time
+//!   cache.git/                   the fetched objects (see `cache`)
+//!   scratch/                     inputs of ssh-keygen and gpgv, short-lived
+//!   checkouts/<commit>/          deployed and recent revisions, no .git
+//!   checkouts/.partial-*/        a checkout being written
+//! etc/datum/repository -> ../../var/lib/datum/pull/checkouts/<commit>
+//! ```
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use datum_host::{Dir, FileKind, Host, HostError, PrivateDir, RootLock};
+use datum_store::{Deployment, Store};
+
+use crate::cache::Cache;
+use crate::checkout::{self, DeployedRevision};
+use crate::commit;
+use crate::config::PullConfig;
+use crate::error::{PullError, Reason, Refusal};
+use crate::tree::TreeWritten;
+use crate::verify::{self, Refused, TrustFile, TrustRoots};
+
+/// The pull folder, relative to the root.
+pub const PULL_DIR: &str = "var/lib/datum/pull";
+/// Datum's private folder, as declared (the pull folder is `pull` in it).
+const STATE_FOLDER: &str = datum_host::lock::STATE_FOLDER;
+/// The state database's name in Datum's folder.
+const STATE_DB: &str = "state.db";
+/// The checkouts' folder inside it.
+pub const CHECKOUTS: &str = "checkouts";
+/// Name prefix of checkouts being written.
+const PARTIAL: &str = ".partial-";
+/// The largest trust file read.
+const TRUST_LIMIT: u64 = 16 << 20;
+
+/// What a pull reports as it goes (for a progress display).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Fetching { source: String, git_ref: String },
+    Fetched { revision: String },
+    Verified { signer: String, key: String },
+    Writing { done: u64, total: u64 },
+    Linting,
+    Switched,
+}
+
+/// One pull.
+pub struct Request<'a> {
+    pub root: &'a Path,
+    pub config: &'a PullConfig,
+    /// The state database when the operator named one (`--state FILE`);
+    /// `None` for `state.db` in Datum's folder under the root.
+    pub state: Option<&'a Path>,
+    /// Who allowed going backwards (`--allow-rollback`), if anyone did.
+    pub allow_rollback: Option<String>,
+    /// How long to wait for another pull holding the lock.
+    pub lock_timeout: Duration,
+    /// What must hold of a checkout before it is switched in: `datum lint`.
+    /// `Err(n)`: it found `n` errors (and showed them).
+    pub gate: &'a dyn Fn(&Path) -> Result<(), usize>,
+    pub progress: &'a mut dyn FnMut(Step),
+    /// Unix seconds, for the records.
+    pub now: i64,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The remote's revision is the one deployed: nothing changed.
+    UpToDate {
+        revision: String,
+        warnings: Vec<String>,
+    },
+    Deployed(Box<Deployed>),
+}
+
+/// A revision switched in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployed {
+    /// What was recorded in the state store: the revision, the one it
+    /// replaced, ref, source, signer, key, and whether it was a rollback.
+    pub record: Deployment,
+    /// Files and links written (0 when an existing checkout was reused).
+    pub files: u64,
+    pub bytes: u64,
+    /// The link, and the checkout it now points at (real paths).
+    pub link: PathBuf,
+    pub checkout: PathBuf,
+    /// Checkouts removed (commit ids).
+    pub pruned: Vec<String>,
+    /// Things that went wrong after the switch, which did happen.
+    pub warnings: Vec<String>,
+}
+
+/// Pulls, verifies and (when there is a new trusted revision) deploys.
+pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
+    let config = req.config;
+    let host = Host::new(req.root);
+    let missing = |path: PathBuf| {
+        PullError::Host(HostError::io(
+            "create directory",
+            path,
+            std::io::ErrorKind::NotFound.into(),
+        ))
+    };
+    let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
+        .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
+    let pull_dir = datum_dir
+        .subdir("pull", true)?
+        .ok_or_else(|| missing(datum_dir.file_path("pull")))?;
+    let _lock = RootLock::acquire_in(&pull_dir, "lock", req.lock_timeout)?;
+    let roots = trust_roots(config)?;
+    let checkouts = pull_dir
+        .subdir(CHECKOUTS, true)?
+        .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
+
+    // The link and what it points at now.
+    let (link_parent_declared, link_name) = split_link(&config.deploy)?;
+    let link_parent = folder_of_link(&host, &link_parent_declared)?;
+    let link = link_parent.entry(&link_name);
+    let link_path = link.path().to_path_buf();
+    let current = match link.lstat()? {
+        None => None,
+        Some(st) if st.kind == FileKind::Symlink => Some(link.read_link()?),
+        Some(st) => {
+            return Err(PullError::NotALink {
+                path: link_path,
+                found: st.kind.word().to_owned(),
+            });
+        }
+    };
+    let marker: Option<DeployedRevision> = match &current {
+        Some(target) => deployed_marker(&config.deploy, target, &checkouts, &link_path)?,
+        None => None,
+    };
+
+    // What the state store remembers; unusable is a refusal to go on.
+    let (state_dir, state_name) = match req.state {
+        None => (datum_dir.clone(), OsString::from(STATE_DB)),
+        Some(file) => PrivateDir::open_parent_of(file, true)?
+            .ok_or_else(|| missing(file.parent().unwrap_or(file).to_path_buf()))?,
+    };
+    let state_name = state_name.to_string_lossy().into_owned();
+    let state_path = state_dir.file_path(&state_name);
+    let store_error = |source| PullError::Store {
+        path: state_path.clone(),
+        source: Box::new(source),
+    };
+    // A store that does not exist yet records nothing, and is created only
+    // when there is a deployment to record (a refused first pull leaves
+    // none behind); there must be room to create it, or nothing is
+    // deployed that could not be recorded.
+    let mut warnings: Vec<String> = Vec::new();
+    let mut store = match state_dir.lstat(&state_name)? {
+        Some(_) => Some(Store::open_in(&state_dir, &state_name).map_err(store_error)?),
+        None => {
+            datum_store::require_room(state_dir.path(), &state_path).map_err(store_error)?;
+            None
+        }
+    };
+    let recorded = match &store {
+        Some(s) => s
+            .current_deployment()
+            .map_err(store_error)?
+            .map(|d| d.deployment.revision),
+        None => None,
+    };
+
+    // Debris of killed pulls.
+    for (entry, _) in checkouts.list()? {
+        if entry.to_string_lossy().starts_with(PARTIAL) {
+            checkouts.dir().entry(&entry).remove_all()?;
+        }
+    }
+    sweep_staged_links(&link_parent, &link_name)?;
+    pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
+
+    // Fetch.
+    (req.progress)(Step::Fetching {
+        source: config.source.display(),
+        git_ref: config.git_ref.clone(),
+    });
+    let (cache, _swept) = Cache::open(&pull_dir, config.timeout)?;
+    let new = cache.fetch(config)?;
+    (req.progress)(Step::Fetched {
+        revision: new.clone(),
+    });
+    let deployed_now = marker.as_ref().map(|m| m.commit.clone());
+    let refuse = |reason: Reason| {
+        let _ = cache.forget_incoming();
+        PullError::Refused(Box::new(Refusal {
+            revision: new.clone(),
+            git_ref: config.git_ref.clone(),
+            source: config.source.display(),
+            deployed: deployed_now.clone().or_else(|| recorded.clone()),
+            reason,
+        }))
+    };
+    if deployed_now.as_deref() == Some(new.as_str()) {
+        // Verified when it was deployed; nothing to do.
+        if let Some(r) = recorded.as_ref().filter(|r| **r != new) {
+            warnings.push(format!(
+                "the state store records {} as deployed, but {} points at {}",
+                commit::short(r),
+                link_path.display(),
+                commit::short(&new)
+            ));
+        }
+        cache.forget_incoming()?;
+        return Ok(Outcome::UpToDate {
+            revision: new,
+            warnings,
+        });
+    }
+
+    // Verify the signature before anything else is looked at.
+    let raw = cache.commit(&new)?;
+    let parsed = commit::parse(&raw).map_err(|e| {
+        refuse(Reason::BadSignature {
+            detail: e.to_string(),
+        })
+    })?;
+    let scratch = pull_dir
+        .subdir("scratch", true)?
+        .ok_or_else(|| missing(pull_dir.file_path("scratch")))?;
+    let verified = match verify::verify(parsed.signed.as_ref(), &roots, &scratch) {
+        Ok(v) => v,
+        Err(Refused::Reason(reason)) => return Err(refuse(reason)),
+        Err(Refused::Failed(e)) => {
+            let _ = cache.forget_incoming();
+            return Err(e);
+        }
+    };
+    drop(scratch);
+    pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
+    (req.progress)(Step::Verified {
+        signer: verified.signer.clone(),
+        key: verified.key.clone(),
+    });
+
+    // Never backwards: it must descend from everything known deployed.
+    let mut constraints: Vec<&String> = recorded.iter().chain(deployed_now.iter()).collect();
+    constraints.dedup();
+    let mut rollback = false;
+    for deployed in constraints {
+        if !cache.descends(&new, deployed)? {
+            if req.allow_rollback.is_none() {
+                return Err(refuse(Reason::Backwards {
+                    deployed: deployed.clone(),
+                }));
+            }
+            rollback = true;
+        }
+    }
+
+    // The checkout: reused when a complete one of this commit is there.
+    let name = OsString::from(&new);
+    let reused = match checkouts.dir().open_child_dir(&name) {
+        Ok(Some(f)) if checkout::read_marker(&f)?.is_some_and(|m| m.commit == new) => true,
+        Ok(None) => false,
+        // Incomplete, foreign, or not a folder: removed (a link itself,
+        // never what it points at).
+        Ok(Some(_)) | Err(HostError::NotADirectory { .. }) => {
+            checkouts.dir().entry(&name).remove_all()?;
+            false
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut written = TreeWritten::default();
+    if !reused {
+        let partial = OsString::from(format!("{PARTIAL}{new}-{}", std::process::id()));
+        checkouts
+            .dir()
+            .entry(&partial)
+            .create_dir(0o755, None, None)?;
+        let folder = checkouts
+            .dir()
+            .open_child_dir(&partial)?
+            .ok_or_else(|| missing(checkouts.file_path(&partial)))?;
+        let marker = DeployedRevision {
+            format_version: 1,
+            commit: new.clone(),
+            tree: parsed.tree.clone(),
+            git_ref: config.git_ref.clone(),
+            source: config.source.display(),
+            signer: verified.signer.clone(),
+            key: verified.key.clone(),
+            checked_out_at: req.now,
+        };
+        let progress = &mut *req.progress;
+        let result = checkout::write(&cache, &new, &marker, folder, &mut |done, total| {
+            progress(Step::Writing { done, total })
+        });
+        match result {
+            Ok(w) => written = w,
+            Err(e) => {
+                let _ = checkouts.dir().entry(&partial).remove_all();
+                return Err(match e {
+                    PullError::Refused(r) => refuse(r.reason),
+                    other => {
+                        let _ = cache.forget_incoming();
+                        other
+                    }
+                });
+            }
+        }
+        checkouts.rename_new(&partial, &name)?;
+        checkouts.sync()?;
+    }
+    let checkout_path = checkouts.file_path(&name);
+
+    // Lint before the switch: a failure keeps the old revision.
+    (req.progress)(Step::Linting);
+    if let Err(errors) = (req.gate)(&checkout_path) {
+        checkouts.dir().entry(&name).remove_all()?;
+        return Err(refuse(Reason::Lint { errors }));
+    }
+
+    // The switch: one rename of a link.
+    let target = relative_target(&config.deploy, &new);
+    // Staged beside it (inside the open folder) and renamed over it
+    // relative to the same handle: readers see the old target or the new.
+    link.stage_symlink(&target)?.commit()?;
+    link_parent.sync()?;
+    (req.progress)(Step::Switched);
+    if let Some(f) = checkouts.dir().open_child_dir(&name)? {
+        // Pruning keeps the most recently deployed.
+        f.touch()?;
+    }
+
+    // Remember it: the cache keeps its history, the store the record.
+    if let Err(e) = cache.deployed(&new) {
+        warnings.push(format!(
+            "cannot mark {} deployed in the cache: {e}",
+            commit::short(&new)
+        ));
+    }
+    let record = Deployment {
+        deployed_at: req.now,
+        revision: new.clone(),
+        previous: deployed_now.clone().or_else(|| recorded.clone()),
+        git_ref: config.git_ref.clone(),
+        source: config.source.display(),
+        signer: verified.signer.clone(),
+        key: verified.key.clone(),
+        rollback,
+        allowed_by: if rollback {
+            req.allow_rollback.clone()
+        } else {
+            None
+        },
+    };
+    let stored = match store.take() {
+        Some(s) => Ok(s),
+        None => Store::open_in(&state_dir, &state_name),
+    };
+    if let Err(e) = stored.and_then(|mut s| s.record_deployment(&record)) {
+        warnings.push(format!(
+            "{} is deployed but could not be recorded in the state store: {e}",
+            commit::short(&new)
+        ));
+    }
+    let pruned = prune(&checkouts, config.keep, &new, &mut warnings);
+    if let Err(e) = cache.maintain() {
+        warnings.push(format!("git gc in the cache failed: {e}"));
+    }
+    Ok(Outcome::Deployed(Box::new(Deployed {
+        record,
+        files: written.files,
+        bytes: written.bytes,
+        link: link_path,
+        checkout: checkout_path,
+        pruned,
+        warnings,
+    })))
+}
+
+/// The trust files, read once (owner and mode checked). A file that is
+/// configured but missing is an error: never fall back to trusting less.
+fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
+    let read = |path: &Option<PathBuf>| -> Result<Option<TrustFile>, PullError> {
+        let Some(path) = path else { return Ok(None) };
+        match datum_host::named::read_trusted(path, TRUST_LIMIT)? {
+            Some(bytes) => Ok(Some(TrustFile {
+                path: path.clone(),
+                bytes,
+            })),
+            None => Err(PullError::Host(HostError::io(
+                "read",
+                path,
+                std::io::ErrorKind::NotFound.into(),
+            ))),
+        }
+    };
+    Ok(TrustRoots {
+        allowed_signers: read(&config.allowed_signers)?,
+        revoked_keys: read(&config.revoked_keys)?,
+        openpgp_keyring: read(&config.openpgp_keyring)?,
+    })
+}
+
+/// The link's folder (declared, absolute) and its name.
+fn split_link(deploy: &Path) -> Result<(PathBuf, OsString), PullError> {
+    match (deploy.parent(), deploy.file_name()) {
+        (Some(parent), Some(name)) if deploy.is_absolute() && parent != Path::new("/") => {
+            Ok((parent.to_path_buf(), name.to_os_string()))
+        }
+        _ => Err(PullError::Config(crate::error::ConfigError::Missing(
+            format!(
+                "--deploy {}: the link must be in a folder below /",
+                deploy.display()
+            ),
+        ))),
+    }
+}
+
+/// The link's target, relative to the link's folder, so it holds under any
+/// `--root` (both paths are reached without links, so `..` means what it
+/// says).
+fn relative_target(deploy: &Path, revision: &str) -> PathBuf {
+    let from: Vec<Component> = deploy
+        .parent()
+        .map(|p| p.components().collect())
+        .unwrap_or_default();
+    let to_path = Path::new("/").join(PULL_DIR).join(CHECKOUTS).join(revision);
+    let to: Vec<Component> = to_path.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut target = PathBuf::new();
+    for _ in common..from.len() {
+        target.push("..");
+    }
+    for c in &to[common..] {
+        target.push(c);
+    }
+    target
+}
+
+/// Removes all but the `keep` most recently deployed checkouts (the one
+/// just deployed always stays); returns the commits removed.
+fn prune(
+    checkouts: &PrivateDir,
+    keep: usize,
+    deployed: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    let mut others: Vec<(i64, OsString)> = Vec::new();
+    let entries = match checkouts.list() {
+        Ok(e) => e,
+        Err(e) => {
+            warnings.push(format!("cannot prune old checkouts: {e}"));
+            return Vec::new();
+        }
+    };
+    for (entry, _) in entries {
+        let text = entry.to_string_lossy();
+        if !commit::is_commit_id(&text) || text == deployed {
+            continue;
+        }
+        match checkouts.lstat(&entry) {
+            Ok(Some(st)) => others.push((st.meta.mtime_ns, entry)),
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("cannot prune {text}: {e}")),
+        }
+    }
+    others.sort_by_key(|b| std::cmp::Reverse(b.0));
+    let mut pruned = Vec::new();
+    for (_, entry) in others.into_iter().skip(keep.saturating_sub(1)) {
+        match checkouts.dir().entry(&entry).remove_all() {
+            Ok(()) => pruned.push(entry.to_string_lossy().into_owned()),
+            Err(e) => warnings.push(format!("cannot prune {}: {e}", entry.to_string_lossy())),
+        }
+    }
+    pruned
+}
+
+/// The folder of the link, `declared`, reached through the boundary's walk
+/// (never through a link, never from an unprivileged user's folder into
+/// someone else's); missing folders are created 0755, one at a time,
+/// relative to the folder above.
+fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
+    let mut here = PathBuf::from("/");
+    let mut current = host.root_dir()?;
+    for component in declared.components() {
+        let Component::Normal(name) = component else {
+            continue;
+        };
+        here.push(name);
+        current = match host.dir(&here) {
+            Ok(dir) => dir,
+            Err(e) if e.is_missing_parent() => {
+                match current.entry(name).create_dir(0o755, None, None) {
+                    Ok(()) => {}
+                    // Made meanwhile by someone else: the walk judges it.
+                    Err(HostError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                host.dir(&here)?
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(current)
+}
+
+/// The marker of the checkout the link points at. A link made by `datum
+/// pull` names one of its checkouts, read from the checkouts' folder handle;
+/// a link put there some other way is read as it points (the operator's).
+fn deployed_marker(
+    deploy: &Path,
+    target: &Path,
+    checkouts: &PrivateDir,
+    link_path: &Path,
+) -> Result<Option<DeployedRevision>, PullError> {
+    let ours = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|id| commit::is_commit_id(id) && relative_target(deploy, id) == target);
+    match ours {
+        Some(id) => match checkouts.dir().open_child_dir(OsStr::new(&id)) {
+            Ok(Some(dir)) => Ok(checkout::read_marker(&dir)?),
+            Ok(None) | Err(HostError::NotADirectory { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        },
+        None => Ok(checkout::deployed_revision(link_path)),
+    }
+}
+
+/// Removes the staged links a switch that was killed left beside the link:
+/// staging folders ([`datum_host::staging::STAGE_PREFIX`]) holding nothing
+/// but a link of the link's name. Anything else staged there (an `apply`
+/// of another file in that folder) is left alone.
+fn sweep_staged_links(folder: &Dir, link_name: &OsStr) -> Result<usize, HostError> {
+    let mut removed = 0;
+    for (name, kind) in folder.list()? {
+        let staged = kind == FileKind::Directory
+            && name
+                .as_encoded_bytes()
+                .starts_with(datum_host::staging::STAGE_PREFIX.as_bytes());
+        if !staged {
+            continue;
+        }
+        let Some(stage) = folder.open_child_dir(&name)? else {
+            continue;
+        };
+        let inside = stage.list()?;
+        if matches!(inside.as_slice(), [(n, FileKind::Symlink)] if n == link_name)
+            || inside.is_empty()
+        {
+            folder.entry(&name).remove_all()?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_target_is_relative_to_the_links_folder() {
+        let c = "c".repeat(40);
+        assert_eq!(
+            relative_target(Path::new("/etc/datum/repository"), &c),
+            PathBuf::from(format!("../../var/lib/datum/pull/checkouts/{c}"))
+        );
+        assert_eq!(
+            relative_target(Path::new("/var/lib/datum/repo"), &c),
+            PathBuf::from(format!("pull/checkouts/{c}"))
+        );
+        assert_eq!(
+            relative_target(Path::new("/srv/repo"), &c),
+            PathBuf::from(format!("../var/lib/datum/pull/checkouts/{c}"))
+        );
+        let (parent, name) = split_link(Path::new("/etc/datum/repository")).unwrap();
+        assert_eq!(
+            (parent.as_path(), name.as_os_str()),
+            (Path::new("/etc/datum"), OsStr::new("repository"))
+        );
+        assert!(split_link(Path::new("/repository")).is_err());
+    }
+
+    #[test]
+    fn pruning_keeps_the_deployed_and_the_most_recent_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = PrivateDir::open_path(dir.path(), false).unwrap().unwrap();
+        let ids: Vec<String> = ["1", "2", "3", "4"].iter().map(|d| d.repeat(40)).collect();
+        for (i, id) in ids.iter().enumerate() {
+            std::fs::create_dir(dir.path().join(id)).unwrap();
+            std::fs::write(dir.path().join(id).join("f"), b"x").unwrap();
+            let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + i as u64);
+            std::fs::File::open(dir.path().join(id))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        std::fs::create_dir(dir.path().join("not-a-checkout")).unwrap();
+        let mut warnings = Vec::new();
+        // The oldest is the deployed one (a rollback): it stays anyway.
+        let pruned = prune(&folder, 3, &ids[0], &mut warnings);
+        assert_eq!(pruned, vec![ids[1].clone()]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        for keep in [&ids[0], &ids[2], &ids[3]] {
+            assert!(dir.path().join(keep).exists());
+        }
+        assert!(dir.path().join("not-a-checkout").exists());
+    }
+}

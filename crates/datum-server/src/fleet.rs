@@ -1,0 +1,671 @@
+//! The query layer: what the fleet stores and reads, over any [`Backend`].
+//!
+//! Every read statement lives here, written once for both databases (the
+//! ingest statements are in [`crate::ingest`]). The JSON API (`api`) and a
+//! server-rendered web view call these methods and render what they
+//! return; neither writes SQL.
+//!
+//! Each view reads the current state ingest keeps, not the history: at
+//! 10,000 hosts a view must not decode 10,000 hosts' reports.
+//! - `hosts`: one narrow row per host with its picture pre-rendered as JSON
+//!   ([`Fleet::hosts_json`] writes the document without decoding it);
+//! - `stale`: the hosts past their allowance, filtered in SQL;
+//! - `rollout`: the revision's own outcome rows (with the labels each host
+//!   had when it applied it), the hosts without one, and its failures; the
+//!   latest revision is one index lookup (`revisions`);
+//! - `drift`: one row per cluster (`drift_clusters`, counted at ingest)
+//!   and the first hosts of each from the `(signature, observed, host)`
+//!   index.
+//!
+//! Ingest ([`Fleet::ingest`]): a report's idempotency key decides whether
+//! it writes anything (a retried delivery is harmless); reports arriving
+//! together share a transaction (group commit), each answered after its
+//! commit.
+//!
+//! Owns: [`Fleet`] and the read SQL. Must not: authenticate (the API does)
+//! or format anything for a person.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use datum_fleet::Report;
+
+use crate::ingest::{GroupCommit, Submitted};
+use crate::store::{Backend, Row, Stmt, StoreError, Val};
+use crate::views::{
+    self, Applied, ClusterRow, FailureRow, HostListing, HostRow, PendingHost, Staleness,
+};
+
+/// Who a token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    /// `host`, `stack` or `admin`.
+    pub kind: String,
+}
+
+/// What the delivering host said about its outbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutboxHeaders {
+    pub depth: u64,
+    pub dropped: u64,
+}
+
+/// The fleet over one database.
+#[derive(Debug, Clone)]
+pub struct Fleet<B> {
+    backend: B,
+    /// Reports waiting to be written (shared by every clone).
+    commit: Arc<GroupCommit>,
+}
+
+fn shape(backend: &'static str, what: &str) -> StoreError {
+    StoreError::Shape {
+        backend,
+        detail: what.to_owned(),
+    }
+}
+
+/// Column `i` of `row` as an integer (NULL: `None`).
+pub(crate) fn int(row: &Row, i: usize) -> Option<i64> {
+    row.get(i).and_then(Val::int)
+}
+
+pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
+    row.get(i).and_then(Val::text).map(str::to_owned)
+}
+
+pub(crate) fn json<T: serde::de::DeserializeOwned + Default>(row: &Row, i: usize) -> T {
+    row.get(i)
+        .and_then(Val::text)
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+pub(crate) fn u(v: Option<i64>) -> u64 {
+    v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
+}
+
+pub(crate) const HOST_COLUMNS: &str = "SELECT name, kind, enrolled_at, labels, last_report_at, last_report_kind, \
+     revision, datum_version, counts, resources, open_findings, quarantined, last_apply_at, \
+     last_apply_revision, last_apply_failed, check_errors, expected_interval_s, outbox_depth, \
+     outbox_dropped, classes, trees, trees_differing, reports_held, last_deep_round FROM hosts";
+
+pub(crate) fn host_row(r: &Row) -> HostRow {
+    HostRow {
+        name: text(r, 0).unwrap_or_default(),
+        kind: text(r, 1).unwrap_or_default(),
+        enrolled_at: int(r, 2).unwrap_or(0),
+        labels: json(r, 3),
+        last_report_at: int(r, 4),
+        last_report_kind: text(r, 5),
+        revision: text(r, 6),
+        datum_version: text(r, 7),
+        counts: json(r, 8),
+        resources: u(int(r, 9)),
+        open_findings: u(int(r, 10)),
+        quarantined: u(int(r, 11)),
+        last_apply_at: int(r, 12),
+        last_apply_revision: text(r, 13),
+        last_apply_failed: int(r, 14).unwrap_or(0) != 0,
+        check_errors: int(r, 15).unwrap_or(0) != 0,
+        expected_interval_s: u(int(r, 16)),
+        outbox_depth: u(int(r, 17)),
+        outbox_dropped: u(int(r, 18)),
+        classes: json(r, 19),
+        trees: u(int(r, 20)),
+        trees_differing: u(int(r, 21)),
+        reports_held: u(int(r, 22)),
+        last_deep_round: int(r, 23).and_then(|v| u64::try_from(v).ok()),
+    }
+}
+
+/// One report as the history lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReportSummary {
+    pub seq: u64,
+    pub kind: String,
+    pub received_at: String,
+    pub finished_at: String,
+    pub revision: String,
+    pub exit_code: i64,
+    pub counts: BTreeMap<String, u64>,
+    pub findings: u64,
+    pub failures: u64,
+}
+
+/// `GET /v1/hosts/{name}/reports`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryView {
+    pub format_version: u32,
+    pub name: String,
+    pub reports: Vec<ReportSummary>,
+    /// Per day (`YYYY-MM-DD`): reports, applies, failed reports, most
+    /// findings seen.
+    pub daily: Vec<DailyRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DailyRow {
+    pub day: String,
+    pub reports: u64,
+    pub applies: u64,
+    pub failed: u64,
+    pub max_findings: u64,
+}
+
+impl<B: Backend> Fleet<B> {
+    pub fn new(backend: B) -> Self {
+        Fleet {
+            backend,
+            commit: Arc::default(),
+        }
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// How this process's ingest batched so far.
+    pub fn ingest_stats(&self) -> crate::ingest::IngestStats {
+        self.commit.stats()
+    }
+
+    /// Records a token (only its hash) for `name`. A host enrolled again
+    /// gets the new token and loses the old one.
+    pub async fn enroll(
+        &self,
+        name: &str,
+        kind: &str,
+        token_hash: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut stmts = vec![
+            Stmt::new(
+                "DELETE FROM identities WHERE name = $1 AND kind = $2",
+                vec![name.into(), kind.into()],
+            ),
+            Stmt::new(
+                "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ($1, $2, $3, $4)",
+                vec![token_hash.into(), name.into(), kind.into(), now.into()],
+            ),
+        ];
+        if kind != "admin" {
+            stmts.push(Stmt::new(
+                "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
+                vec![name.into(), kind.into(), now.into()],
+            ));
+        }
+        self.backend.execute(stmts).await
+    }
+
+    /// Adds an admin token (several may exist: one per operator).
+    pub async fn add_admin(&self, token_hash: &str, now: i64) -> Result<(), StoreError> {
+        self.backend
+            .execute(vec![Stmt::new(
+                "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ($1, 'admin', 'admin', $2) \
+                 ON CONFLICT (token_hash) DO NOTHING",
+                vec![token_hash.into(), now.into()],
+            )])
+            .await
+    }
+
+    /// Who holds the token whose hash is `token_hash`.
+    pub async fn identity(&self, token_hash: &str) -> Result<Option<Identity>, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name, kind FROM identities WHERE token_hash = $1",
+                vec![token_hash.into()],
+            ))
+            .await?;
+        Ok(rows.first().map(|r| Identity {
+            name: text(r, 0).unwrap_or_default(),
+            kind: text(r, 1).unwrap_or_default(),
+        }))
+    }
+
+    /// Stores `report` (already checked to be `who`'s): `Ok(false)` when its
+    /// key was stored before (nothing written). Answers once the
+    /// transaction holding it committed; reports arriving meanwhile share
+    /// that transaction (see [`crate::ingest`]).
+    pub async fn ingest(
+        &self,
+        report: &Report,
+        raw: &str,
+        received_at: i64,
+        outbox: OutboxHeaders,
+        reports_kept: u32,
+    ) -> Result<bool, StoreError> {
+        self.commit
+            .submit(
+                &self.backend,
+                Submitted {
+                    report: report.clone(),
+                    raw: raw.to_owned(),
+                    received_at,
+                    outbox,
+                    reports_kept,
+                },
+            )
+            .await
+    }
+
+    /// Every host and stack.
+    pub async fn host_rows(&self) -> Result<Vec<HostRow>, StoreError> {
+        Ok(self
+            .backend
+            .rows(Stmt::new(
+                // One constant: the columns and the order.
+                HOST_COLUMNS,
+                vec![],
+            ))
+            .await?
+            .iter()
+            .map(host_row)
+            .collect())
+    }
+
+    /// One host or stack, by name.
+    pub async fn host(&self, name: &str) -> Result<Option<HostRow>, StoreError> {
+        static ONE: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("{HOST_COLUMNS} WHERE name = $1"));
+        Ok(self
+            .backend
+            .rows(Stmt::new(ONE.as_str(), vec![name.into()]))
+            .await?
+            .first()
+            .map(host_row))
+    }
+
+    /// The hosts view (every host, by name).
+    pub async fn hosts(&self, staleness: &Staleness) -> Result<views::HostsView, StoreError> {
+        let doc = self.hosts_json(staleness).await?;
+        serde_json::from_slice(&doc).map_err(|e| shape(self.backend.name(), &e.to_string()))
+    }
+
+    /// The hosts view as its JSON document, written from one narrow row per
+    /// host and the picture each report left pre-rendered (nothing stored
+    /// is decoded): what `GET /v1/hosts` sends.
+    pub async fn hosts_json(&self, staleness: &Staleness) -> Result<Vec<u8>, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name, kind, enrolled_at, last_report_at, expected_interval_s, quarantined, \
+                 last_apply_failed, check_errors, open_findings, trees_differing, reports_held, \
+                 view_json FROM hosts",
+                vec![],
+            ))
+            .await?;
+        let listings = rows
+            .into_iter()
+            .map(|mut r| {
+                let members = match r.get_mut(11) {
+                    Some(Val::Text(t)) => Some(std::mem::take(t)),
+                    _ => None,
+                };
+                let name = match r.get_mut(0) {
+                    Some(Val::Text(t)) => std::mem::take(t),
+                    _ => String::new(),
+                };
+                HostListing {
+                    row: HostRow {
+                        name,
+                        kind: text(&r, 1).unwrap_or_default(),
+                        enrolled_at: int(&r, 2).unwrap_or(0),
+                        last_report_at: int(&r, 3),
+                        expected_interval_s: u(int(&r, 4)),
+                        quarantined: u(int(&r, 5)),
+                        last_apply_failed: int(&r, 6).unwrap_or(0) != 0,
+                        check_errors: int(&r, 7).unwrap_or(0) != 0,
+                        open_findings: u(int(&r, 8)),
+                        trees_differing: u(int(&r, 9)),
+                        reports_held: u(int(&r, 10)),
+                        ..HostRow::default()
+                    },
+                    members,
+                }
+            })
+            .collect();
+        Ok(views::hosts_document(listings, staleness))
+    }
+
+    /// Hosts whose last report (or enrolment) is older than they allow.
+    /// SQL keeps the candidates (an allowance rounded down to the
+    /// thousandth of the factor, so never one too few); the view applies
+    /// the exact rule.
+    pub async fn stale(&self, staleness: &Staleness) -> Result<views::StaleView, StoreError> {
+        let milli = (staleness.factor * 1000.0).floor().max(0.0) as i64;
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name, kind, enrolled_at, labels, last_report_at, expected_interval_s FROM hosts \
+                 WHERE CASE WHEN last_report_at IS NULL THEN enrolled_at + $2 < $1 \
+                 WHEN expected_interval_s = 0 THEN last_report_at + $2 < $1 \
+                 ELSE last_report_at + expected_interval_s * $3 / 1000 < $1 END",
+                vec![
+                    staleness.now.into(),
+                    staleness.first_report_within.into(),
+                    milli.into(),
+                ],
+            ))
+            .await?;
+        let rows: Vec<HostRow> = rows
+            .iter()
+            .map(|r| HostRow {
+                name: text(r, 0).unwrap_or_default(),
+                kind: text(r, 1).unwrap_or_default(),
+                enrolled_at: int(r, 2).unwrap_or(0),
+                labels: json(r, 3),
+                last_report_at: int(r, 4),
+                expected_interval_s: u(int(r, 5)),
+                ..HostRow::default()
+            })
+            .collect();
+        Ok(views::stale(&rows, staleness))
+    }
+
+    /// The revision applied most recently anywhere.
+    pub async fn latest_revision(&self) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT revision FROM revisions ORDER BY last_at DESC, revision LIMIT 1",
+                vec![],
+            ))
+            .await?;
+        Ok(rows.first().and_then(|r| text(r, 0)))
+    }
+
+    /// The rollout of `revision` (default: the latest), from its own rows.
+    pub async fn rollout(&self, revision: Option<&str>) -> Result<views::RolloutView, StoreError> {
+        let revision = match revision {
+            Some(r) => Some(r.to_owned()),
+            None => self.latest_revision().await?,
+        };
+        let rev = revision.clone().unwrap_or_default();
+        let mut answers = self
+            .backend
+            .read(vec![
+                Stmt::new(
+                    "SELECT host, outcome, labels FROM host_revisions WHERE revision = $1",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT name, last_apply_revision FROM hosts h WHERE kind = 'host' AND NOT EXISTS \
+                     (SELECT 1 FROM host_revisions r WHERE r.revision = $1 AND r.host = h.name)",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT host, resource, phase, validator, validator_version, exit_status, signature, message \
+                     FROM failures WHERE revision = $1",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new("SELECT count(*) FROM hosts WHERE kind = 'host'", vec![]),
+            ])
+            .await?
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (applied_rows, pending_rows, failure_rows, total) = (next(), next(), next(), next());
+        // Hosts share a few label sets: each distinct one is decoded once.
+        let mut sets: Vec<BTreeMap<String, String>> = Vec::new();
+        let mut set_of: HashMap<String, usize> = HashMap::new();
+        let applied: Vec<Applied> = applied_rows
+            .into_iter()
+            .map(|mut r| {
+                let labels = match r.get_mut(2) {
+                    Some(Val::Text(t)) => std::mem::take(t),
+                    _ => String::new(),
+                };
+                let index = *set_of.entry(labels).or_insert_with_key(|text| {
+                    sets.push(serde_json::from_str(text).unwrap_or_default());
+                    sets.len() - 1
+                });
+                Applied {
+                    failed: r.get(1).and_then(Val::text) == Some("failed"),
+                    host: match r.get_mut(0) {
+                        Some(Val::Text(t)) => std::mem::take(t),
+                        _ => String::new(),
+                    },
+                    labels: index,
+                }
+            })
+            .collect();
+        let pending: Vec<PendingHost> = pending_rows
+            .iter()
+            .map(|r| PendingHost {
+                name: text(r, 0).unwrap_or_default(),
+                revision: text(r, 1),
+            })
+            .collect();
+        let failures: Vec<FailureRow> = failure_rows
+            .iter()
+            .map(|r| FailureRow {
+                host: text(r, 0).unwrap_or_default(),
+                resource: text(r, 1).unwrap_or_default(),
+                phase: text(r, 2).unwrap_or_default(),
+                validator: text(r, 3),
+                validator_version: text(r, 4),
+                exit_status: int(r, 5),
+                signature: text(r, 6).unwrap_or_default(),
+                message: text(r, 7).unwrap_or_default(),
+            })
+            .collect();
+        let hosts_total = u(total.first().and_then(|r| int(r, 0)));
+        Ok(views::rollout_of(
+            revision,
+            hosts_total,
+            applied,
+            &sets,
+            pending,
+            &failures,
+        ))
+    }
+
+    /// The drift clusters kept at ingest, with the first hosts of each.
+    pub async fn drift(&self, now: i64) -> Result<views::DriftView, StoreError> {
+        let mut answers = self
+            .backend
+            .read(vec![
+                Stmt::new(
+                    "SELECT signature, observed, hosts, subject, category, class, paths, first_seen, \
+                     last_seen FROM drift_clusters WHERE hosts > 0",
+                    vec![],
+                ),
+                Stmt::new(
+                    "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
+                     row_number() OVER (PARTITION BY signature, observed ORDER BY host) AS n \
+                     FROM findings) AS ranked WHERE n <= $1",
+                    vec![(views::SAMPLE_HOSTS as i64).into()],
+                ),
+                Stmt::new(
+                    "SELECT count(*), CAST(coalesce(sum(CASE WHEN open_findings > 0 THEN 1 ELSE 0 END), 0) \
+                     AS BIGINT) FROM hosts WHERE last_report_at IS NOT NULL",
+                    vec![],
+                ),
+            ])
+            .await?
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (cluster_rows, sample_rows, counts) = (next(), next(), next());
+        // Most clusters share a few path lists: each is decoded once.
+        let mut paths: HashMap<String, Vec<String>> = HashMap::new();
+        let clusters: Vec<ClusterRow> = cluster_rows
+            .iter()
+            .map(|r| {
+                let p = r.get(6).and_then(Val::text).unwrap_or("[]");
+                let p = match paths.get(p) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v: Vec<String> = serde_json::from_str(p).unwrap_or_default();
+                        paths.insert(p.to_owned(), v.clone());
+                        v
+                    }
+                };
+                ClusterRow {
+                    signature: text(r, 0).unwrap_or_default(),
+                    observed: text(r, 1).filter(|o| !o.is_empty()),
+                    hosts: u(int(r, 2)),
+                    subject: text(r, 3).unwrap_or_default(),
+                    category: text(r, 4).unwrap_or_default(),
+                    class: text(r, 5).unwrap_or_default(),
+                    paths: p,
+                    first_seen: int(r, 7).unwrap_or(now),
+                    last_seen: int(r, 8).unwrap_or(now),
+                }
+            })
+            .collect();
+        let mut samples: HashMap<(String, String), Vec<String>> = HashMap::new();
+        for mut r in sample_rows {
+            let mut take = |i: usize| match r.get_mut(i) {
+                Some(Val::Text(t)) => std::mem::take(t),
+                _ => String::new(),
+            };
+            let (signature, observed, host) = (take(0), take(1), take(2));
+            samples.entry((signature, observed)).or_default().push(host);
+        }
+        let counts = counts.first();
+        Ok(views::drift_of(
+            clusters,
+            samples,
+            u(counts.and_then(|r| int(r, 0))),
+            u(counts.and_then(|r| int(r, 1))),
+            now,
+        ))
+    }
+
+    /// Renders the pre-rendered picture of hosts stored before it existed
+    /// (a store migrated from schema 1). Run once when a server opens its
+    /// store; does nothing afterwards.
+    pub async fn backfill(&self) -> Result<u64, StoreError> {
+        let missing = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT count(*) FROM hosts WHERE view_json IS NULL AND last_report_at IS NOT NULL",
+                vec![],
+            ))
+            .await?;
+        if u(missing.first().and_then(|r| int(r, 0))) == 0 {
+            return Ok(0);
+        }
+        let stmts: Vec<Stmt> = self
+            .host_rows()
+            .await?
+            .iter()
+            .filter(|h| h.last_report_at.is_some())
+            .map(|h| {
+                Stmt::new(
+                    "UPDATE hosts SET view_json = $2 WHERE name = $1 AND view_json IS NULL",
+                    vec![
+                        h.name.as_str().into(),
+                        views::HostPicture::of_row(h).members().into(),
+                    ],
+                )
+            })
+            .collect();
+        let n = stmts.len() as u64;
+        self.backend.execute(stmts).await?;
+        Ok(n)
+    }
+
+    pub async fn sampling(
+        &self,
+        plan: Option<&datum_fleet::SamplingPlan>,
+    ) -> Result<views::SamplingView, StoreError> {
+        let hosts = self.host_rows().await?;
+        let mut rounds = Vec::new();
+        if let Some(p) = plan {
+            let since = p.round.saturating_sub(p.period().max(1) * 2);
+            rounds = self
+                .backend
+                .rows(Stmt::new(
+                    "SELECT round, count(*) FROM deep_checks WHERE round >= $1 GROUP BY round ORDER BY round DESC",
+                    vec![since.into()],
+                ))
+                .await?
+                .iter()
+                .map(|r| (u(int(r, 0)), u(int(r, 1))))
+                .collect();
+        }
+        Ok(views::sampling(plan, &hosts, &rounds))
+    }
+
+    /// A host's history: its newest reports and its daily aggregates.
+    pub async fn history(&self, name: &str, limit: u32) -> Result<Option<HistoryView>, StoreError> {
+        let known = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT name FROM hosts WHERE name = $1",
+                vec![name.into()],
+            ))
+            .await?;
+        if known.is_empty() {
+            return Ok(None);
+        }
+        let reports = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT body, received_at FROM reports WHERE host = $1 ORDER BY id DESC LIMIT $2",
+                vec![name.into(), i64::from(limit).into()],
+            ))
+            .await?
+            .iter()
+            .filter_map(|r| {
+                let body: Report = serde_json::from_str(r.first()?.text()?).ok()?;
+                Some(ReportSummary {
+                    seq: body.seq,
+                    kind: body.kind.word().to_owned(),
+                    received_at: views::rfc3339(int(r, 1).unwrap_or(0)),
+                    finished_at: views::rfc3339(body.finished_at),
+                    revision: body.revision,
+                    exit_code: i64::from(body.exit_code),
+                    counts: body.counts,
+                    findings: body.findings.len() as u64,
+                    failures: body.failures.len() as u64,
+                })
+            })
+            .collect();
+        let daily = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT day, reports, applies, failed, max_findings FROM daily WHERE host = $1 ORDER BY day DESC LIMIT 400",
+                vec![name.into()],
+            ))
+            .await?
+            .iter()
+            .map(|r| DailyRow {
+                day: views::rfc3339(int(r, 0).unwrap_or(0) * 86_400)
+                    .get(..10)
+                    .unwrap_or_default()
+                    .to_owned(),
+                reports: u(int(r, 1)),
+                applies: u(int(r, 2)),
+                failed: u(int(r, 3)),
+                max_findings: u(int(r, 4)),
+            })
+            .collect();
+        Ok(Some(HistoryView {
+            format_version: views::VIEW_FORMAT_VERSION,
+            name: name.to_owned(),
+            reports,
+            daily,
+        }))
+    }
+
+    /// Daily aggregates and remembered keys older than `days` are removed.
+    pub async fn prune(&self, now: i64, days: u32) -> Result<(), StoreError> {
+        self.backend
+            .execute(vec![
+                Stmt::new(
+                    "DELETE FROM daily WHERE day < $1",
+                    vec![(now.div_euclid(86_400) - i64::from(days)).into()],
+                ),
+                Stmt::new(
+                    "DELETE FROM report_keys WHERE at < $1",
+                    vec![(now - i64::from(days) * 86_400).into()],
+                ),
+            ])
+            .await
+    }
+}

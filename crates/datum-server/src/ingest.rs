@@ -1,0 +1,806 @@
+//! Ingest: storing reports, many in one transaction, and keeping the
+//! fleet's current state (what the views read) up to date as they arrive.
+//!
+//! **Group commit.** Reports that arrive while a transaction is being
+//! written wait in one queue; a writer takes everything waiting (at most
+//! [`MAX_BATCH`], at most one report per host) into its next transaction,
+//! so a durable commit is paid once per batch instead of once per report.
+//! Every report is still answered only after the commit that holds it: the
+//! HTTP handler awaits its own result. Writers are tasks started when work
+//! arrives and ended when the queue is empty ([`Backend::writers`] of them
+//! at most: one on SQLite's single connection, two on PostgreSQL so one
+//! batch is built while the other commits). A batch that fails (a deadlock
+//! with another server, a row the database refuses) is retried report by
+//! report, so one bad report fails alone.
+//!
+//! **The transaction, in [`Phases`]:**
+//! 1. each report's idempotency key (`report_keys`, `ON CONFLICT DO NOTHING
+//!    RETURNING`): a key stored before makes that report a duplicate, and
+//!    it writes nothing else;
+//! 2. for the new ones, in host order, the host's row (locked, so two
+//!    servers storing reports of one host take turns, and always in the
+//!    same order, so they cannot deadlock), and the host's stored findings
+//!    (checks);
+//! 3. everything else: the report itself, the revision's outcome and
+//!    failures (apply), the findings that changed (check: compared with the
+//!    stored ones, so an unchanged finding costs nothing), the host's picture
+//!    (its columns and the pre-rendered JSON the hosts view lists), the
+//!    sampling round, the daily aggregate, retention; then, for the whole
+//!    batch, in key order, the revisions' last-applied times and the drift
+//!    clusters' host counts.
+//!
+//! Owns: the ingest SQL, [`GroupCommit`]. Must not: authenticate, or read
+//! anything but what the report's own host stored.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use datum_fleet::{Finding, Report, ReportKind};
+use tokio::sync::oneshot;
+
+use crate::fleet::OutboxHeaders;
+use crate::store::{Backend, Phases, Row, Step, Stmt, StoreError, Val, values_rows};
+use crate::views::{self, HostPicture};
+
+/// Reports in one transaction at most.
+pub const MAX_BATCH: usize = 64;
+
+/// Rows in one multi-row statement at most.
+const CHUNK: usize = 64;
+
+/// One report to store, as the API handed it over.
+#[derive(Debug)]
+pub struct Submitted {
+    pub report: Report,
+    /// The report's JSON as received (stored as is).
+    pub raw: String,
+    pub received_at: i64,
+    pub outbox: OutboxHeaders,
+    /// Reports of the host the retention keeps.
+    pub reports_kept: u32,
+}
+
+/// A report waiting for a writer, and where its answer goes.
+struct Job {
+    data: Arc<Submitted>,
+    done: oneshot::Sender<Result<bool, StoreError>>,
+}
+
+/// The queue of reports waiting to be written, shared by every clone of a
+/// [`crate::fleet::Fleet`].
+#[derive(Default)]
+pub struct GroupCommit {
+    inner: Mutex<Queue>,
+    transactions: AtomicU64,
+    reports: AtomicU64,
+}
+
+/// What this process's writers did (for `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    /// Ingest transactions committed.
+    pub transactions: u64,
+    /// Reports (new or duplicate) they answered.
+    pub reports: u64,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = self.lock();
+        f.debug_struct("GroupCommit")
+            .field("waiting", &q.jobs.len())
+            .field("writers", &q.writers)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Writer tasks running.
+    writers: usize,
+}
+
+impl GroupCommit {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A writer that panicked left the queue itself consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Stores `data` and answers once the transaction holding it committed:
+    /// `Ok(false)` when its key was stored before (nothing written).
+    pub async fn submit<B: Backend>(
+        self: &Arc<Self>,
+        backend: &B,
+        data: Submitted,
+    ) -> Result<bool, StoreError> {
+        let (done, answer) = oneshot::channel();
+        let start_writer = {
+            let mut q = self.lock();
+            q.jobs.push_back(Job {
+                data: Arc::new(data),
+                done,
+            });
+            let start = q.writers < backend.writers().max(1);
+            if start {
+                q.writers += 1;
+            }
+            start
+        };
+        if start_writer {
+            let (queue, backend) = (Arc::clone(self), backend.clone());
+            tokio::spawn(async move { queue.write(&backend).await });
+        }
+        answer.await.map_err(|_| StoreError::Database {
+            backend: backend.name(),
+            action: "cannot store the report",
+            detail: "the writer stopped before committing it".to_owned(),
+        })?
+    }
+
+    pub fn stats(&self) -> IngestStats {
+        IngestStats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            reports: self.reports.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A writer: batches until the queue is empty.
+    async fn write<B: Backend>(&self, backend: &B) {
+        let mut slot = WriterSlot {
+            queue: self,
+            held: true,
+        };
+        loop {
+            let batch = {
+                let mut q = self.lock();
+                if q.jobs.is_empty() {
+                    q.writers -= 1;
+                    slot.held = false;
+                    return;
+                }
+                take_batch(&mut q.jobs)
+            };
+            let results = commit(backend, &batch).await;
+            self.reports
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.transactions.fetch_add(
+                if results.iter().all(Result::is_ok) && batch.len() > 1 {
+                    1
+                } else {
+                    results.len() as u64
+                },
+                Ordering::Relaxed,
+            );
+            for (job, result) in batch.into_iter().zip(results) {
+                // A client that went away still had its report stored.
+                let _ = job.done.send(result);
+            }
+        }
+    }
+}
+
+/// Gives a writer's place back if it ends abnormally (a panic), so later
+/// reports still find a writer.
+struct WriterSlot<'a> {
+    queue: &'a GroupCommit,
+    held: bool,
+}
+
+impl Drop for WriterSlot<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.queue.lock().writers -= 1;
+        }
+    }
+}
+
+/// The oldest waiting jobs, at most one per host (a host's next report
+/// waits for the next batch: it is compared with what this one stores).
+fn take_batch(jobs: &mut VecDeque<Job>) -> Vec<Job> {
+    let mut hosts = BTreeSet::new();
+    let mut batch = Vec::new();
+    let mut rest = VecDeque::new();
+    while let Some(job) = jobs.pop_front() {
+        if batch.len() < MAX_BATCH && hosts.insert(job.data.report.host.clone()) {
+            batch.push(job);
+        } else {
+            rest.push_back(job);
+        }
+    }
+    *jobs = rest;
+    batch
+}
+
+/// Writes `batch` in one transaction; when that fails, each report alone.
+async fn commit<B: Backend>(backend: &B, batch: &[Job]) -> Vec<Result<bool, StoreError>> {
+    let data: Vec<Arc<Submitted>> = batch.iter().map(|j| Arc::clone(&j.data)).collect();
+    match backend.phased(Ingest::new(data.clone())).await {
+        Ok(done) => return done.fresh.into_iter().map(Ok).collect(),
+        Err(e) if data.len() == 1 => return vec![Err(e)],
+        Err(_) => {}
+    }
+    let mut out = Vec::with_capacity(data.len());
+    for d in data {
+        out.push(
+            backend
+                .phased(Ingest::new(vec![d]))
+                .await
+                .map(|done| done.fresh.first().copied().unwrap_or(false)),
+        );
+    }
+    out
+}
+
+/// The ingest transaction of a batch (see the module header).
+struct Ingest {
+    /// In host order.
+    reports: Vec<Arc<Submitted>>,
+    /// Where each report of `reports` sits in the batch as submitted.
+    position: Vec<usize>,
+    /// Per report (batch order): its key was new.
+    fresh: Vec<bool>,
+    phase: u8,
+    /// Per report of `reports`: the row index of its findings query in
+    /// phase 2's answer.
+    findings_at: Vec<Option<usize>>,
+}
+
+impl Ingest {
+    fn new(batch: Vec<Arc<Submitted>>) -> Self {
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by(|a, b| batch[*a].report.host.cmp(&batch[*b].report.host));
+        let reports = order.iter().map(|i| Arc::clone(&batch[*i])).collect();
+        Ingest {
+            reports,
+            fresh: vec![false; batch.len()],
+            position: order,
+            phase: 0,
+            findings_at: Vec::new(),
+        }
+    }
+
+    /// The reports whose keys were new (indexes into `reports`).
+    fn new_ones(&self) -> Vec<usize> {
+        (0..self.reports.len())
+            .filter(|i| self.fresh[self.position[*i]])
+            .collect()
+    }
+}
+
+impl Phases for Ingest {
+    fn next(&mut self, rows: Vec<Vec<Row>>) -> Result<Step, StoreError> {
+        self.phase += 1;
+        Ok(match self.phase {
+            1 => Step::Run(self.reports.iter().map(|s| key_gate(s)).collect()),
+            2 => {
+                for (i, answer) in rows.iter().enumerate() {
+                    self.fresh[self.position[i]] = !answer.is_empty();
+                }
+                if !self.fresh.iter().any(|f| *f) {
+                    return Ok(Step::Commit);
+                }
+                let mut stmts = Vec::new();
+                self.findings_at = vec![None; self.reports.len()];
+                for i in self.new_ones() {
+                    let s = &self.reports[i];
+                    stmts.push(host_lock(&s.report, s.received_at));
+                    if s.report.kind != ReportKind::Apply {
+                        self.findings_at[i] = Some(stmts.len());
+                        stmts.push(Stmt::new(
+                            "SELECT signature, observed, class FROM findings WHERE host = $1",
+                            vec![s.report.host.as_str().into()],
+                        ));
+                    }
+                }
+                Step::Run(stmts)
+            }
+            3 => {
+                let mut batch = BatchState::default();
+                let mut stmts = Vec::new();
+                for i in self.new_ones() {
+                    let s = &self.reports[i];
+                    let stored = self.findings_at[i]
+                        .and_then(|at| rows.get(at))
+                        .map(|r| stored_findings(r))
+                        .unwrap_or_default();
+                    writes(s, &stored, &mut batch, &mut stmts);
+                }
+                batch.finish(&mut stmts);
+                Step::Run(stmts)
+            }
+            _ => Step::Commit,
+        })
+    }
+}
+
+/// A finding as stored for a host.
+struct Stored {
+    observed: String,
+    class: String,
+}
+
+fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
+    rows.iter()
+        .filter_map(|r| {
+            Some((
+                r.first()?.text()?.to_owned(),
+                Stored {
+                    observed: r.get(1).and_then(Val::text).unwrap_or("").to_owned(),
+                    class: r.get(2).and_then(Val::text).unwrap_or("").to_owned(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// How the batch moves the shared rows (written last, in key order).
+#[derive(Default)]
+struct BatchState {
+    /// Revision -> when it was last applied in this batch.
+    revisions: BTreeMap<String, i64>,
+    clusters: BTreeMap<(String, String), ClusterMove>,
+}
+
+/// One drift cluster's change in a batch.
+struct ClusterMove {
+    /// Hosts joining minus hosts leaving.
+    delta: i64,
+    /// The earliest first sighting of the hosts joining.
+    first_seen: i64,
+    /// The latest report showing it.
+    last_seen: i64,
+    /// A finding of it (for a cluster that did not exist yet).
+    sample: Option<Finding>,
+    /// The most consecutive checks a host of this batch saw it in.
+    checks: u64,
+}
+
+impl BatchState {
+    fn cluster(&mut self, signature: &str, observed: &str) -> &mut ClusterMove {
+        self.clusters
+            .entry((signature.to_owned(), observed.to_owned()))
+            .or_insert(ClusterMove {
+                delta: 0,
+                first_seen: i64::MAX,
+                last_seen: 0,
+                sample: None,
+                checks: 0,
+            })
+    }
+
+    /// The shared rows' statements.
+    fn finish(self, stmts: &mut Vec<Stmt>) {
+        for (revision, at) in &self.revisions {
+            stmts.push(Stmt::new(
+                "INSERT INTO revisions (revision, first_at, last_at) VALUES ($1, $2, $2) \
+                 ON CONFLICT (revision) DO UPDATE SET last_at = CASE \
+                 WHEN excluded.last_at > revisions.last_at THEN excluded.last_at \
+                 ELSE revisions.last_at END",
+                vec![revision.as_str().into(), (*at).into()],
+            ));
+        }
+        let moves: Vec<(&(String, String), &ClusterMove)> = self.clusters.iter().collect();
+        for chunk in moves.chunks(CHUNK) {
+            let mut params = Vec::with_capacity(chunk.len() * 10);
+            for ((signature, observed), m) in chunk {
+                let (subject, category, class, paths) = match &m.sample {
+                    Some(f) => (
+                        f.subject.as_str(),
+                        f.category.as_str(),
+                        f.class.as_str(),
+                        serde_json::to_string(&f.paths).unwrap_or_default(),
+                    ),
+                    // Only hosts leaving: the row is there (and stays
+                    // as it is but for its count).
+                    None => ("", "", "", "[]".to_owned()),
+                };
+                params.extend([
+                    signature.as_str().into(),
+                    observed.as_str().into(),
+                    m.delta.into(),
+                    subject.into(),
+                    category.into(),
+                    class.into(),
+                    paths.into(),
+                    m.first_seen.into(),
+                    m.last_seen.into(),
+                    m.checks.into(),
+                ]);
+            }
+            stmts.push(Stmt::built(
+                format!(
+                    "INSERT INTO drift_clusters (signature, observed, hosts, subject, category, class, \
+                     paths, first_seen, last_seen, checks) VALUES {} ON CONFLICT (signature, observed) \
+                     DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, first_seen = CASE \
+                     WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
+                     ELSE drift_clusters.first_seen END, last_seen = CASE \
+                     WHEN excluded.last_seen > drift_clusters.last_seen THEN excluded.last_seen \
+                     ELSE drift_clusters.last_seen END, checks = CASE \
+                     WHEN excluded.checks > drift_clusters.checks THEN excluded.checks \
+                     ELSE drift_clusters.checks END",
+                    values_rows(1, 10, chunk.len())
+                ),
+                params,
+            ));
+        }
+        // A cluster whose last host left is gone.
+        for ((signature, observed), m) in &self.clusters {
+            if m.delta < 0 {
+                stmts.push(Stmt::new(
+                    "DELETE FROM drift_clusters WHERE signature = $1 AND observed = $2 AND hosts <= 0",
+                    vec![signature.as_str().into(), observed.as_str().into()],
+                ));
+            }
+        }
+    }
+}
+
+/// The report's idempotency key: a row back means it was new.
+fn key_gate(s: &Submitted) -> Stmt {
+    Stmt::new(
+        "INSERT INTO report_keys (host, key, at) VALUES ($1, $2, $3) \
+         ON CONFLICT (host, key) DO NOTHING RETURNING host",
+        vec![
+            s.report.host.as_str().into(),
+            s.report.key.as_str().into(),
+            s.received_at.into(),
+        ],
+    )
+}
+
+/// The host's row, created if need be and locked for the transaction.
+fn host_lock(report: &Report, received_at: i64) -> Stmt {
+    Stmt::new(
+        "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
+        vec![
+            report.host.as_str().into(),
+            if report.kind == ReportKind::Stack {
+                "stack"
+            } else {
+                "host"
+            }
+            .into(),
+            received_at.into(),
+        ],
+    )
+}
+
+/// Everything one new report writes besides its key and its host's lock;
+/// `stored` is the host's findings before it (checks).
+fn writes(
+    s: &Submitted,
+    stored: &HashMap<String, Stored>,
+    batch: &mut BatchState,
+    stmts: &mut Vec<Stmt>,
+) {
+    let report = &s.report;
+    let host = report.host.as_str();
+    stmts.push(Stmt::new(
+        "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, key) DO NOTHING",
+        vec![
+            host.into(),
+            report.key.as_str().into(),
+            report.seq.into(),
+            report.kind.word().into(),
+            s.received_at.into(),
+            report.finished_at.into(),
+            report.revision.as_str().into(),
+            i64::from(report.exit_code).into(),
+            s.raw.as_str().into(),
+        ],
+    ));
+    let apply = report.kind == ReportKind::Apply;
+    let failed_apply = apply && !report.failures.is_empty();
+    let labels = serde_json::to_string(&report.labels).unwrap_or_default();
+    if apply {
+        rollout_writes(report, &labels, failed_apply, batch, stmts);
+    } else {
+        finding_writes(report, stored, batch, stmts);
+    }
+    let trees_differing = report
+        .trees
+        .iter()
+        .filter(|t| t.observed.as_deref() != Some(t.declared.as_str()))
+        .count() as u64;
+    let check_errors = !apply && report.exit_code == 1;
+    let picture = HostPicture {
+        labels: &report.labels,
+        last_report: Some(views::rfc3339(report.finished_at)),
+        last_report_kind: Some(report.kind.word()),
+        revision: Some(report.revision.as_str()),
+        counts: &report.counts,
+        resources: report.resources,
+        quarantined: report.quarantined.len() as u64,
+        trees: report.trees.len() as u64,
+        trees_differing,
+        expected_interval_s: report.expected_interval_s,
+        outbox_depth: s.outbox.depth,
+        datum_version: Some(report.datum_version.as_str()),
+    };
+    // The host's picture. Only a report at least as recent as the last one
+    // moves it (a late duplicate of an old report cannot).
+    stmts.push(Stmt::new(
+        "UPDATE hosts SET labels = $2, last_report_at = $3, last_report_kind = $4, seq = $5, \
+         revision = $6, catalogue = $7, datum_version = $8, counts = $9, resources = $10, \
+         quarantined = $11, expected_interval_s = $12, outbox_depth = $13, outbox_dropped = $14, \
+         classes = $15, trees = $16, trees_differing = $17, \
+         last_apply_at = CASE WHEN $18 = 1 THEN $3 ELSE last_apply_at END, \
+         last_apply_revision = CASE WHEN $18 = 1 THEN $6 ELSE last_apply_revision END, \
+         last_apply_failed = CASE WHEN $18 = 1 THEN $19 ELSE last_apply_failed END, \
+         check_errors = CASE WHEN $18 = 1 THEN check_errors ELSE $20 END, view_json = $21 \
+         WHERE name = $1 AND (last_report_at IS NULL OR last_report_at <= $3)",
+        vec![
+            host.into(),
+            labels.into(),
+            report.finished_at.into(),
+            report.kind.word().into(),
+            report.seq.into(),
+            report.revision.as_str().into(),
+            report.catalogue.as_str().into(),
+            report.datum_version.as_str().into(),
+            serde_json::to_string(&report.counts)
+                .unwrap_or_default()
+                .into(),
+            report.resources.into(),
+            (report.quarantined.len() as u64).into(),
+            report.expected_interval_s.into(),
+            s.outbox.depth.into(),
+            s.outbox.dropped.into(),
+            serde_json::to_string(&report.classes)
+                .unwrap_or_default()
+                .into(),
+            (report.trees.len() as u64).into(),
+            trees_differing.into(),
+            apply.into(),
+            failed_apply.into(),
+            check_errors.into(),
+            picture.members().into(),
+        ],
+    ));
+    if let Some(sampling) = report.sampling.filter(|s| s.deep) {
+        stmts.push(Stmt::new(
+            "INSERT INTO deep_checks (host, round, at) VALUES ($1, $2, $3) ON CONFLICT (host, round) DO NOTHING",
+            vec![host.into(), sampling.round.into(), report.finished_at.into()],
+        ));
+        stmts.push(Stmt::new(
+            "UPDATE hosts SET last_deep_round = $2 WHERE name = $1 \
+             AND (last_deep_round IS NULL OR last_deep_round < $2)",
+            vec![host.into(), sampling.round.into()],
+        ));
+    }
+    stmts.push(Stmt::new(
+        "INSERT INTO daily (host, day, reports, applies, failed, max_findings) \
+         VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT (host, day) DO UPDATE SET \
+         reports = daily.reports + 1, applies = daily.applies + excluded.applies, \
+         failed = daily.failed + excluded.failed, \
+         max_findings = CASE WHEN excluded.max_findings > daily.max_findings \
+         THEN excluded.max_findings ELSE daily.max_findings END",
+        vec![
+            host.into(),
+            (report.finished_at.div_euclid(86_400)).into(),
+            apply.into(),
+            (failed_apply || check_errors).into(),
+            (report.findings.len() as u64).into(),
+        ],
+    ));
+    // Retention: the newest N reports of the host stay.
+    stmts.push(Stmt::new(
+        "DELETE FROM reports WHERE host = $1 AND id <= \
+         (SELECT id FROM reports WHERE host = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        vec![host.into(), i64::from(s.reports_kept).into()],
+    ));
+    // Counted after the changes above, whatever order reports came in.
+    stmts.push(Stmt::new(
+        "UPDATE hosts SET reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
+         open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) WHERE name = $1",
+        vec![host.into()],
+    ));
+}
+
+/// An apply: the host's outcome of the revision (with its labels now) and
+/// the failures of this apply of it.
+fn rollout_writes(
+    report: &Report,
+    labels: &str,
+    failed_apply: bool,
+    batch: &mut BatchState,
+    stmts: &mut Vec<Stmt>,
+) {
+    let host = report.host.as_str();
+    let revision = report.revision.as_str();
+    stmts.push(Stmt::new(
+        "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels) \
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $7) ON CONFLICT (host, revision) DO UPDATE SET \
+         last_at = excluded.last_at, outcome = excluded.outcome, changed = excluded.changed, \
+         failed = excluded.failed, labels = excluded.labels",
+        vec![
+            host.into(),
+            revision.into(),
+            report.finished_at.into(),
+            if failed_apply { "failed" } else { "converged" }.into(),
+            report.changed_total.max(report.changed.len() as u64).into(),
+            (report.failures.len() as u64).into(),
+            labels.into(),
+        ],
+    ));
+    let at = batch.revisions.entry(revision.to_owned()).or_insert(0);
+    *at = (*at).max(report.finished_at);
+    stmts.push(Stmt::new(
+        "DELETE FROM failures WHERE host = $1 AND revision = $2",
+        vec![host.into(), revision.into()],
+    ));
+    // One failure per resource (the first, as the table's key says).
+    let mut seen = BTreeSet::new();
+    let failures: Vec<_> = report
+        .failures
+        .iter()
+        .filter(|f| seen.insert(f.resource.as_str()))
+        .collect();
+    for chunk in failures.chunks(CHUNK) {
+        let mut params = Vec::with_capacity(chunk.len() * 10);
+        for f in chunk {
+            params.extend([
+                host.into(),
+                revision.into(),
+                f.resource.as_str().into(),
+                f.phase.as_str().into(),
+                Val::opt_text(f.validator.as_deref()),
+                Val::opt_text(f.validator_version.as_deref()),
+                Val::opt_int(f.exit_status.map(i64::from)),
+                f.signature.as_str().into(),
+                f.message.as_str().into(),
+                report.finished_at.into(),
+            ]);
+        }
+        stmts.push(Stmt::built(
+            format!(
+                "INSERT INTO failures (host, revision, resource, phase, validator, validator_version, \
+                 exit_status, signature, message, at) VALUES {}",
+                values_rows(1, 10, chunk.len())
+            ),
+            params,
+        ));
+    }
+}
+
+/// A check (or a stack): its findings replace the host's open findings of
+/// the classes it covers (every class, or those it names). Only what
+/// changed is written, and each drift cluster moves by the hosts that
+/// joined or left it.
+fn finding_writes(
+    report: &Report,
+    stored: &HashMap<String, Stored>,
+    batch: &mut BatchState,
+    stmts: &mut Vec<Stmt>,
+) {
+    let host = report.host.as_str();
+    let covered = |class: &str| {
+        report.classes_checked.is_empty() || report.classes_checked.iter().any(|c| c == class)
+    };
+    // What the host has after this report: the findings of classes it did
+    // not cover, and its own (by signature; the last of a repeated one).
+    let mut now: BTreeMap<&str, &Finding> = BTreeMap::new();
+    for f in &report.findings {
+        now.insert(f.signature.as_str(), f);
+    }
+    let mut gone: Vec<&str> = Vec::new();
+    for (signature, old) in stored {
+        match now.get(signature.as_str()) {
+            None if covered(&old.class) => {
+                gone.push(signature);
+                batch.cluster(signature, &old.observed).delta -= 1;
+            }
+            None => {}
+            Some(f) => {
+                let observed = f.observed.as_deref().unwrap_or("");
+                if observed != old.observed {
+                    batch.cluster(signature, &old.observed).delta -= 1;
+                }
+            }
+        }
+    }
+    gone.sort_unstable();
+    let mut written: Vec<&Finding> = Vec::new();
+    for (signature, f) in &now {
+        let observed = f.observed.as_deref().unwrap_or("");
+        let old = stored.get(*signature);
+        let joins = old.is_none_or(|o| o.observed != observed);
+        let m = batch.cluster(signature, observed);
+        m.last_seen = m.last_seen.max(report.finished_at);
+        m.checks = m.checks.max(f.checks.unwrap_or(1));
+        if joins {
+            m.delta += 1;
+            m.first_seen = m.first_seen.min(f.first_seen);
+        }
+        if m.sample.is_none() {
+            m.sample = Some((*f).clone());
+        }
+        if joins || old.is_some_and(|o| o.class != f.class) {
+            written.push(f);
+        }
+    }
+    for chunk in gone.chunks(CHUNK) {
+        let mut params: Vec<Val> = vec![host.into()];
+        params.extend(chunk.iter().map(|s| Val::from(*s)));
+        stmts.push(Stmt::built(
+            format!(
+                "DELETE FROM findings WHERE host = $1 AND signature IN {}",
+                values_rows(2, chunk.len(), 1)
+            ),
+            params,
+        ));
+    }
+    for chunk in written.chunks(CHUNK) {
+        let mut params = Vec::with_capacity(chunk.len() * 10);
+        for f in chunk {
+            params.extend([
+                host.into(),
+                f.signature.as_str().into(),
+                f.subject.as_str().into(),
+                f.category.as_str().into(),
+                f.class.as_str().into(),
+                serde_json::to_string(&f.paths).unwrap_or_default().into(),
+                f.observed.as_deref().unwrap_or("").into(),
+                f.first_seen.into(),
+                report.finished_at.into(),
+                f.checks.unwrap_or(1).into(),
+            ]);
+        }
+        stmts.push(Stmt::built(
+            format!(
+                "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
+                 first_seen, last_seen, checks) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
+                 subject = excluded.subject, category = excluded.category, class = excluded.class, \
+                 paths = excluded.paths, observed = excluded.observed, first_seen = excluded.first_seen, \
+                 last_seen = excluded.last_seen, checks = excluded.checks",
+                values_rows(1, 10, chunk.len())
+            ),
+            params,
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_takes_one_report_per_host_in_arrival_order() {
+        let mut jobs: VecDeque<Job> = ["a", "b", "a", "c", "b"]
+            .iter()
+            .map(|h| {
+                let mut report: Report = serde_json::from_value(serde_json::json!({
+                    "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": h,
+                    "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
+                    "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
+                    "counts": {}, "resources": 0, "expected_interval_s": 0
+                }))
+                .unwrap();
+                report.host = (*h).to_owned();
+                Job {
+                    data: Arc::new(Submitted {
+                        report,
+                        raw: String::new(),
+                        received_at: 0,
+                        outbox: OutboxHeaders::default(),
+                        reports_kept: 1,
+                    }),
+                    done: oneshot::channel().0,
+                }
+            })
+            .collect();
+        let hosts =
+            |b: &[Job]| -> Vec<String> { b.iter().map(|j| j.data.report.host.clone()).collect() };
+        let first = take_batch(&mut jobs);
+        assert_eq!(hosts(&first), ["a", "b", "c"]);
+        let second = take_batch(&mut jobs);
+        assert_eq!(hosts(&second), ["a", "b"], "the second report of each");
+        assert!(jobs.is_empty());
+    }
+}

@@ -1,0 +1,526 @@
+//! The current state kept at ingest says what the history says: each fast
+//! view equals the same view computed from the stored rows the slow way
+//! (the pure functions of `views` over whole rows), on both stores, after
+//! many kinds of reports; and reports arriving together share transactions
+//! without losing or doubling any.
+
+use std::collections::BTreeMap;
+
+use datum_fleet::{Report, ReportKind, TreeFingerprint};
+use datum_server::fleet::Fleet;
+use datum_server::store::{Backend, MIGRATIONS, Stmt, Val};
+use datum_server::views::{self, FindingRow, Staleness};
+
+use crate::on_both;
+use crate::support::{failure, finding, ingest, report};
+
+fn at(now: i64, factor: f64) -> Staleness {
+    Staleness {
+        now,
+        factor,
+        first_report_within: 3600,
+    }
+}
+
+/// Every open finding, read straight from the table.
+async fn findings<B: Backend>(f: &Fleet<B>) -> Vec<FindingRow> {
+    f.backend()
+        .rows(Stmt::new(
+            "SELECT host, signature, subject, category, class, paths, observed, first_seen, last_seen FROM findings",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let t = |i: usize| r[i].text().unwrap_or("").to_owned();
+            FindingRow {
+                host: t(0),
+                signature: t(1),
+                subject: t(2),
+                category: t(3),
+                class: t(4),
+                paths: serde_json::from_str(&t(5)).unwrap(),
+                observed: Some(t(6)).filter(|o| !o.is_empty()),
+                first_seen: r[7].int().unwrap(),
+                last_seen: r[8].int().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// The drift view the clusters give, and the one the findings give,
+/// compared on everything but the sighting times (which the clusters keep
+/// across hosts that left: see the migration's header).
+async fn assert_clusters_match_findings<B: Backend>(f: &Fleet<B>, now: i64, step: &str) {
+    let kept = f.drift(now).await.unwrap();
+    let rows = findings(f).await;
+    let total = f
+        .hosts(&at(now, 3.0))
+        .await
+        .unwrap()
+        .hosts
+        .iter()
+        .filter(|h| h.last_report.is_some())
+        .count() as u64;
+    let computed = views::drift(&rows, total, now);
+    let key = |v: &views::DriftView| {
+        let mut c: Vec<_> = v
+            .clusters
+            .iter()
+            .map(|c| {
+                (
+                    c.signature.clone(),
+                    c.observed.clone(),
+                    c.hosts,
+                    c.subject.clone(),
+                    c.category.clone(),
+                    c.paths.clone(),
+                    c.sample_hosts.clone(),
+                    c.variants,
+                    c.spread.clone(),
+                )
+            })
+            .collect();
+        c.sort();
+        (v.hosts_total, v.hosts_drifted, c)
+    };
+    assert_eq!(key(&kept), key(&computed), "after {step}");
+}
+
+/// A small deterministic generator (the same sequence on both stores).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+async fn clusters_follow_the_findings<B: Backend>(f: &Fleet<B>) {
+    let mut rng = Lcg(7);
+    let subjects = [
+        "File[a]",
+        "File[b]",
+        "File[c]",
+        "Package[nginx]",
+        "File[secret]",
+    ];
+    let classes = ["normal", "critical"];
+    let mut seq: BTreeMap<String, u64> = BTreeMap::new();
+    let mut sent: Vec<Report> = Vec::new();
+    for step in 0..120 {
+        let host = format!("h{:02}", rng.next(12));
+        let n = seq.entry(host.clone()).or_insert(0);
+        *n += 1;
+        let kind = if rng.next(3) == 0 {
+            ReportKind::Agent
+        } else {
+            ReportKind::Check
+        };
+        let mut r = report(&host, kind, *n, 100_000 + step);
+        if rng.next(3) == 0 {
+            r.classes_checked = vec![classes[rng.next(2) as usize].to_owned()];
+        }
+        for s in subjects {
+            if rng.next(2) == 0 {
+                continue;
+            }
+            let class = if s == "File[a]" { "critical" } else { "normal" };
+            if !r.classes_checked.is_empty() && r.classes_checked[0] != class {
+                continue;
+            }
+            // Few observed values, so hosts meet in clusters.
+            let mut finding = finding(s, &format!("obs-{}", rng.next(3)), class);
+            if s == "File[secret]" {
+                finding.observed = None;
+            }
+            finding.first_seen = 50_000 + rng.next(1000) as i64;
+            r.findings.push(finding);
+        }
+        assert!(ingest(f, &r).await);
+        sent.push(r);
+        // Now and then, an old report delivered again (a lost reply).
+        if rng.next(5) == 0 {
+            let again = &sent[rng.next(sent.len() as u64) as usize];
+            assert!(!ingest(f, again).await, "a repeated key is a duplicate");
+        }
+        if step % 10 == 9 {
+            assert_clusters_match_findings(f, 200_000, &format!("step {step}")).await;
+        }
+    }
+    // Every host comes back clean: no cluster is left.
+    for (host, n) in &seq {
+        ingest(f, &report(host, ReportKind::Check, n + 1, 300_000)).await;
+    }
+    let v = f.drift(300_000).await.unwrap();
+    assert!(v.clusters.is_empty(), "{:?}", v.clusters);
+    assert_eq!(v.hosts_drifted, 0);
+    let left = f
+        .backend()
+        .rows(Stmt::new("SELECT count(*) FROM drift_clusters", vec![]))
+        .await
+        .unwrap();
+    assert_eq!(left[0][0], Val::Int(0), "empty clusters are removed");
+}
+
+#[test]
+fn drift_clusters_kept_at_ingest_equal_the_findings() {
+    on_both!(clusters_follow_the_findings);
+}
+
+async fn a_cluster_remembers_its_first_sighting<B: Backend>(f: &Fleet<B>) {
+    let seen = |host: &str, seq: u64, at: i64, first: i64| {
+        let mut r = report(host, ReportKind::Check, seq, at);
+        let mut x = finding("File[motd]", "edited", "normal");
+        x.first_seen = first;
+        r.findings.push(x);
+        r
+    };
+    ingest(f, &seen("a", 1, 1_000, 100)).await;
+    ingest(f, &seen("b", 1, 1_100, 200)).await;
+    let first = |v: &views::DriftView| {
+        (
+            v.clusters[0].first_seen.clone(),
+            v.clusters[0].last_seen.clone(),
+        )
+    };
+    let v = f.drift(2_000).await.unwrap();
+    assert_eq!(first(&v), (views::rfc3339(100), views::rfc3339(1_100)));
+    // The first host is cleaned: the cluster is still the one first seen
+    // at 100, last shown at 1,200.
+    ingest(f, &report("a", ReportKind::Check, 2, 1_200)).await;
+    ingest(f, &seen("b", 2, 1_300, 200)).await;
+    let v = f.drift(2_000).await.unwrap();
+    assert_eq!(v.clusters[0].hosts, 1);
+    assert_eq!(first(&v), (views::rfc3339(100), views::rfc3339(1_300)));
+    // Gone everywhere, then back: a new cluster.
+    ingest(f, &report("b", ReportKind::Check, 3, 1_400)).await;
+    assert!(f.drift(2_000).await.unwrap().clusters.is_empty());
+    ingest(f, &seen("a", 3, 1_500, 1_450)).await;
+    let v = f.drift(2_000).await.unwrap();
+    assert_eq!(first(&v), (views::rfc3339(1_450), views::rfc3339(1_500)));
+}
+
+#[test]
+fn cluster_sightings() {
+    on_both!(a_cluster_remembers_its_first_sighting);
+}
+
+/// A fleet with a bit of everything: converged, failed, drifted (findings
+/// and a Tree), quarantined, a stack, a host never heard from, a stale one.
+async fn a_mixed_fleet<B: Backend>(f: &Fleet<B>) {
+    f.enroll("ghost", "host", "hash-ghost", 9_000)
+        .await
+        .unwrap();
+    let web = |i: i64, kind: ReportKind, seq: u64, at: i64| {
+        let mut r = report(&format!("web-{i}"), kind, seq, at);
+        r.labels.insert(
+            "nginx_version".into(),
+            if i < 4 { "1.24" } else { "1.26" }.into(),
+        );
+        r
+    };
+    for i in 0..6 {
+        let mut r = web(i, ReportKind::Apply, 1, 10_000 + i);
+        r.revision = "git:r2".into();
+        if i >= 4 {
+            r.failures.push(failure("File[shop]", "sig-http3"));
+            r.exit_code = 4;
+        }
+        ingest(f, &r).await;
+    }
+    let mut drifted = web(1, ReportKind::Check, 2, 10_100);
+    drifted
+        .findings
+        .push(finding("File[motd]", "edited", "normal"));
+    drifted.trees.push(TreeFingerprint {
+        resource: "Tree[limits]".into(),
+        declared: "aa".into(),
+        observed: Some("bb".into()),
+    });
+    ingest(f, &drifted).await;
+    let mut q = web(2, ReportKind::Check, 2, 10_100);
+    q.quarantined.push(datum_fleet::report::Quarantined {
+        target: "File[motd]".into(),
+        source: "person".into(),
+        reason: None,
+        since: None,
+    });
+    ingest(f, &q).await;
+    let mut old = report("db-0", ReportKind::Apply, 1, 1_000);
+    old.revision = "git:r1".into();
+    ingest(f, &old).await;
+    let mut stack = report("prod-stack", ReportKind::Stack, 1, 10_050);
+    stack
+        .findings
+        .push(finding("aws_s3_bucket.logs", "x", "stack"));
+    f.enroll("prod-stack", "stack", "hash-stack", 9_000)
+        .await
+        .unwrap();
+    ingest(f, &stack).await;
+}
+
+async fn the_hosts_document_is_the_hosts_view_of_the_rows<B: Backend>(f: &Fleet<B>) {
+    a_mixed_fleet(f).await;
+    for now in [10_200, 13_000, 20_000] {
+        let staleness = at(now, 3.0);
+        let rows = f.host_rows().await.unwrap();
+        let slow = views::hosts(&rows, &staleness);
+        let fast: views::HostsView =
+            serde_json::from_slice(&f.hosts_json(&staleness).await.unwrap()).unwrap();
+        assert_eq!(fast, slow, "at {now}");
+        assert_eq!(f.hosts(&staleness).await.unwrap(), slow);
+    }
+    let v = f.hosts(&at(10_200, 3.0)).await.unwrap();
+    let state = |n: &str| v.hosts.iter().find(|h| h.name == n).unwrap().state.clone();
+    assert_eq!(
+        [
+            state("web-0"),
+            state("web-1"),
+            state("web-2"),
+            state("web-4"),
+            state("ghost"),
+            state("db-0")
+        ],
+        [
+            "converged",
+            "drifted",
+            "quarantined",
+            "failed",
+            "new",
+            "stale"
+        ]
+        .map(String::from)
+    );
+    // The rollout from the revision's rows is the rollout of every row.
+    let applied = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT host, outcome, last_at, changed, failed FROM host_revisions WHERE revision = 'git:r2'",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| views::RevisionRow {
+            host: r[0].text().unwrap().into(),
+            outcome: r[1].text().unwrap().into(),
+            last_at: r[2].int().unwrap(),
+            changed: 0,
+            failed: 0,
+        })
+        .collect::<Vec<_>>();
+    let failures = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT host, resource, phase, validator, validator_version, exit_status, signature, message \
+             FROM failures WHERE revision = 'git:r2'",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let t = |i: usize| r[i].text().map(str::to_owned);
+            views::FailureRow {
+                host: t(0).unwrap(),
+                resource: t(1).unwrap(),
+                phase: t(2).unwrap(),
+                validator: t(3),
+                validator_version: t(4),
+                exit_status: r[5].int(),
+                signature: t(6).unwrap(),
+                message: t(7).unwrap(),
+            }
+        })
+        .collect::<Vec<_>>();
+    let fast = f.rollout(None).await.unwrap();
+    let slow = views::rollout(
+        Some("git:r2".into()),
+        &f.host_rows().await.unwrap(),
+        &applied,
+        &failures,
+    );
+    assert_eq!(fast, slow);
+    assert_eq!(fast.groups[0].labels["nginx_version"], vec!["1.26"]);
+    assert_eq!(
+        fast.pending.len(),
+        2,
+        "db-0 and the ghost: {:?}",
+        fast.pending
+    );
+}
+
+#[test]
+fn hosts_document() {
+    on_both!(the_hosts_document_is_the_hosts_view_of_the_rows);
+}
+
+async fn stale_in_sql_is_the_rule_to_the_second<B: Backend>(f: &Fleet<B>) {
+    // Interval 7 s: with factor 2.5 a host may be silent ceil(17.5) = 18 s,
+    // with 2.0001 ceil(14.0007) = 15 s.
+    for age in 12..=20 {
+        let mut r = report(&format!("h{age}"), ReportKind::Check, 1, 1_000 - age);
+        r.expected_interval_s = 7;
+        ingest(f, &r).await;
+    }
+    for (factor, first_stale) in [(2.5, 19), (2.0001, 16), (3.0, 22)] {
+        let s = at(1_000, factor);
+        let v = f.stale(&s).await.unwrap();
+        let mut names: Vec<String> = v.hosts.iter().map(|h| h.name.clone()).collect();
+        names.sort();
+        let mut expected: Vec<String> = (first_stale..=20).map(|a| format!("h{a}")).collect();
+        expected.sort();
+        assert_eq!(names, expected, "factor {factor}");
+        assert_eq!(v, views::stale(&f.host_rows().await.unwrap(), &s));
+    }
+}
+
+#[test]
+fn stale_filter() {
+    on_both!(stale_in_sql_is_the_rule_to_the_second);
+}
+
+async fn reports_arriving_together_share_transactions<B: Backend>(f: &Fleet<B>) {
+    let mut tasks = Vec::new();
+    for h in 0..40 {
+        for seq in 1..=3u64 {
+            let mut r = report(
+                &format!("h{h:02}"),
+                ReportKind::Check,
+                seq,
+                5_000 + seq as i64,
+            );
+            r.findings
+                .push(finding("File[motd]", &format!("v{}", h % 3), "normal"));
+            // Each report twice at once: a host retrying while its first
+            // delivery is still being written.
+            for _ in 0..2 {
+                let (f, r) = (f.clone(), r.clone());
+                tasks.push(tokio::spawn(async move { ingest(&f, &r).await }));
+            }
+        }
+    }
+    let mut stored = 0;
+    for t in tasks {
+        stored += u32::from(t.await.unwrap());
+    }
+    assert_eq!(stored, 120, "every report once, every repeat a duplicate");
+    let stats = f.ingest_stats();
+    assert_eq!(stats.reports, 240);
+    assert!(
+        stats.transactions < stats.reports,
+        "reports that arrived together shared transactions: {stats:?}"
+    );
+    let hosts = f.hosts(&at(5_010, 3.0)).await.unwrap();
+    assert_eq!(hosts.hosts.len(), 40);
+    assert!(
+        hosts
+            .hosts
+            .iter()
+            .all(|h| h.reports == 3 && h.findings == 1)
+    );
+    let drift = f.drift(5_010).await.unwrap();
+    let sizes: Vec<u64> = drift.clusters.iter().map(|c| c.hosts).collect();
+    assert_eq!(sizes, vec![14, 13, 13]);
+    assert_eq!(
+        f.history("h07", 10).await.unwrap().unwrap().daily[0].reports,
+        3
+    );
+}
+
+#[test]
+fn group_commit() {
+    on_both!(reports_arriving_together_share_transactions);
+}
+
+/// A report PostgreSQL refuses (a NUL character in a text column) fails
+/// alone: the other reports of its batch are stored.
+#[test]
+fn a_refused_report_fails_alone_in_its_batch() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let Some(f) = crate::support::postgres().await else {
+            return;
+        };
+        let mut tasks = Vec::new();
+        for h in 0..20 {
+            let mut r = report(&format!("h{h:02}"), ReportKind::Check, 1, 7_000);
+            if h == 9 {
+                r.findings.push(finding("File[\u{0}odd]", "x", "normal"));
+            }
+            let f = f.clone();
+            tasks.push(tokio::spawn(async move {
+                let raw = serde_json::to_string(&r).unwrap();
+                f.ingest(&r, &raw, 7_000, Default::default(), 5).await
+            }));
+        }
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap());
+        }
+        for (h, r) in results.iter().enumerate() {
+            if h == 9 {
+                assert!(r.is_err(), "the NUL is refused");
+            } else {
+                assert!(matches!(r, Ok(true)), "h{h:02}: {r:?}");
+            }
+        }
+        assert_eq!(f.hosts(&at(7_010, 3.0)).await.unwrap().hosts.len(), 19);
+    });
+}
+
+/// A store made by schema 1 (before the current-state tables) and filled
+/// the way that schema's server filled it: after the migration and the
+/// backfill, the views show what was there.
+#[test]
+fn a_store_from_schema_1_is_migrated_and_backfilled() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.db");
+        let old = datum_server::store::sqlite::SqliteBackend::open(&path, &MIGRATIONS::SQLITE[..1]).unwrap();
+        old.execute(vec![
+            Stmt::new(
+                "INSERT INTO hosts (name, kind, enrolled_at, labels, last_report_at, last_report_kind, revision, \
+                 counts, resources, open_findings, expected_interval_s, reports_held, last_apply_revision) \
+                 VALUES ('web-1', 'host', 1, '{\"role\":\"web\"}', 1000, 'check', 'git:r1', '{\"converged\":3}', 3, 1, 600, 2, 'git:r1')",
+                vec![],
+            ),
+            Stmt::new(
+                "INSERT INTO findings (host, signature, subject, category, class, paths, observed, first_seen, last_seen) \
+                 VALUES ('web-1', 'sig', 'File[key]', 'changed_outside', 'normal', '[\"content\"]', NULL, 900, 1000)",
+                vec![],
+            ),
+            Stmt::new(
+                "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed) \
+                 VALUES ('web-1', 'git:r1', 500, 500, 'converged', 1, 0)",
+                vec![],
+            ),
+        ])
+        .await
+        .unwrap();
+        drop(old);
+        let f = match datum_server::open_store(dir.path(), "sqlite").await.unwrap() {
+            datum_server::AnyFleet::Sqlite(f) => f,
+            datum_server::AnyFleet::Postgres(_) => unreachable!(),
+        };
+        let hosts = f.hosts(&at(1_100, 3.0)).await.unwrap();
+        assert_eq!(hosts.hosts[0].labels["role"], "web");
+        assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:r1"));
+        assert_eq!(hosts.hosts[0].state, "drifted");
+        let drift = f.drift(1_100).await.unwrap();
+        assert_eq!(drift.clusters.len(), 1);
+        assert_eq!(drift.clusters[0].observed, None, "a sensitive finding");
+        assert_eq!(drift.clusters[0].sample_hosts, vec!["web-1"]);
+        let rollout = f.rollout(None).await.unwrap();
+        assert_eq!(rollout.revision.as_deref(), Some("git:r1"));
+        assert_eq!(rollout.converged, vec!["web-1"]);
+        assert_eq!(f.backfill().await.unwrap(), 0, "once is enough");
+    });
+}

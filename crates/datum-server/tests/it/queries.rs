@@ -1,0 +1,268 @@
+//! Ingest and every view, on both stores.
+
+use std::collections::BTreeMap;
+
+use datum_fleet::ReportKind;
+use datum_server::fleet::Fleet;
+use datum_server::store::Backend;
+use datum_server::views::Staleness;
+
+use crate::on_both;
+use crate::support::{failure, finding, ingest, report};
+
+fn at(now: i64) -> Staleness {
+    Staleness {
+        now,
+        factor: 3.0,
+        first_report_within: 3600,
+    }
+}
+
+async fn a_repeated_key_is_stored_once<B: Backend>(f: &Fleet<B>) {
+    let r = report("web-1", ReportKind::Apply, 1, 10_000);
+    assert!(ingest(f, &r).await, "first delivery stores");
+    assert!(!ingest(f, &r).await, "the same key again is a duplicate");
+    let hosts = f.hosts(&at(10_010)).await.unwrap();
+    assert_eq!(hosts.hosts.len(), 1);
+    assert_eq!(hosts.hosts[0].reports, 1);
+    assert_eq!(hosts.hosts[0].state, "converged");
+    let history = f.history("web-1", 10).await.unwrap().unwrap();
+    assert_eq!(history.reports.len(), 1);
+    assert_eq!(history.daily[0].reports, 1);
+}
+
+#[test]
+fn repeated_keys() {
+    on_both!(a_repeated_key_is_stored_once);
+}
+
+async fn retention_keeps_the_last_reports<B: Backend>(f: &Fleet<B>) {
+    for seq in 1..=9 {
+        ingest(
+            f,
+            &report("web-1", ReportKind::Check, seq, 10_000 + seq as i64),
+        )
+        .await;
+    }
+    let history = f.history("web-1", 100).await.unwrap().unwrap();
+    let seqs: Vec<u64> = history.reports.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, vec![9, 8, 7, 6, 5], "the newest 5 (retention) stay");
+    assert_eq!(f.hosts(&at(10_010)).await.unwrap().hosts[0].reports, 5);
+    assert_eq!(
+        history.daily[0].reports, 9,
+        "the daily aggregate counts all"
+    );
+}
+
+#[test]
+fn retention() {
+    on_both!(retention_keeps_the_last_reports);
+}
+
+async fn a_partial_rollout_groups_failures_by_label<B: Backend>(f: &Fleet<B>) {
+    for i in 0..6 {
+        let version = if i < 4 { "1.24" } else { "1.26" };
+        let mut r = report(&format!("web-{i}"), ReportKind::Apply, 1, 20_000 + i);
+        r.labels.insert("nginx_version".into(), version.into());
+        r.revision = "git:r2".into();
+        if version == "1.26" {
+            r.failures.push(failure("File[shop]", "sig-http3"));
+            r.exit_code = 4;
+        }
+        ingest(f, &r).await;
+    }
+    let mut db = report("db-0", ReportKind::Apply, 1, 19_000);
+    db.revision = "git:r1".into();
+    db.labels = BTreeMap::from([("role".to_owned(), "db".to_owned())]);
+    ingest(f, &db).await;
+    let v = f.rollout(None).await.unwrap();
+    assert_eq!(v.revision.as_deref(), Some("git:r2"));
+    assert_eq!(v.converged, vec!["web-0", "web-1", "web-2", "web-3"]);
+    assert_eq!(v.failed, vec!["web-4", "web-5"]);
+    assert_eq!(v.pending.len(), 1);
+    assert_eq!(v.pending[0].revision.as_deref(), Some("git:r1"));
+    assert_eq!(v.groups.len(), 1, "one line per group, not per host");
+    assert_eq!(v.groups[0].labels["nginx_version"], vec!["1.26"]);
+    assert_eq!(v.converged_labels["nginx_version"], vec!["1.24"]);
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    let state = |n: &str| {
+        hosts
+            .hosts
+            .iter()
+            .find(|h| h.name == n)
+            .unwrap()
+            .state
+            .clone()
+    };
+    assert_eq!(state("web-5"), "failed");
+    assert_eq!(state("web-0"), "converged");
+    // A later good apply of the same revision clears the failure.
+    let mut fixed = report("web-5", ReportKind::Apply, 2, 20_100);
+    fixed.revision = "git:r2".into();
+    fixed.labels.insert("nginx_version".into(), "1.26".into());
+    ingest(f, &fixed).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.failed, vec!["web-4"]);
+}
+
+#[test]
+fn partial_rollout() {
+    on_both!(a_partial_rollout_groups_failures_by_label);
+}
+
+async fn the_same_drift_on_many_hosts_is_one_cluster<B: Backend>(f: &Fleet<B>) {
+    for i in 0..30 {
+        let mut r = report(&format!("h{i:02}"), ReportKind::Check, 1, 30_000);
+        r.findings
+            .push(finding("File[nginx-conf]", "upgrade-obs", "normal"));
+        if i == 7 {
+            r.findings
+                .push(finding("File[motd]", "person-obs", "normal"));
+        }
+        r.exit_code = 2;
+        ingest(f, &r).await;
+    }
+    ingest(f, &report("clean", ReportKind::Check, 1, 30_000)).await;
+    let v = f.drift(30_010).await.unwrap();
+    assert_eq!(v.hosts_total, 31);
+    assert_eq!(v.hosts_drifted, 30);
+    assert_eq!(v.clusters.len(), 2);
+    assert_eq!(
+        (v.clusters[0].hosts, v.clusters[0].spread.as_str()),
+        (30, "many hosts")
+    );
+    assert_eq!(v.clusters[1].subject, "File[motd]");
+    assert_eq!(v.clusters[1].sample_hosts, vec!["h07"]);
+    // A later clean check of h07 closes its findings.
+    ingest(f, &report("h07", ReportKind::Check, 2, 30_100)).await;
+    let v = f.drift(30_110).await.unwrap();
+    assert_eq!(v.clusters.len(), 1);
+    assert_eq!(v.clusters[0].hosts, 29);
+}
+
+#[test]
+fn drift_clusters() {
+    on_both!(the_same_drift_on_many_hosts_is_one_cluster);
+}
+
+async fn a_class_check_replaces_only_its_class<B: Backend>(f: &Fleet<B>) {
+    let mut r = report("h", ReportKind::Check, 1, 40_000);
+    r.findings.push(finding("File[a]", "x", "critical"));
+    r.findings.push(finding("File[b]", "y", "normal"));
+    ingest(f, &r).await;
+    let mut critical = report("h", ReportKind::Agent, 2, 40_100);
+    critical.classes_checked = vec!["critical".into()];
+    ingest(f, &critical).await;
+    let v = f.drift(40_200).await.unwrap();
+    let subjects: Vec<&str> = v.clusters.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(subjects, vec!["File[b]"]);
+    assert_eq!(f.hosts(&at(40_200)).await.unwrap().hosts[0].findings, 1);
+}
+
+#[test]
+fn class_scoped_findings() {
+    on_both!(a_class_check_replaces_only_its_class);
+}
+
+async fn silent_and_never_seen_hosts_are_stale<B: Backend>(f: &Fleet<B>) {
+    f.enroll("ghost", "host", "hash-ghost", 50_000)
+        .await
+        .unwrap();
+    ingest(f, &report("quiet", ReportKind::Check, 1, 50_000)).await;
+    ingest(f, &report("busy", ReportKind::Check, 1, 50_000)).await;
+    ingest(f, &report("busy", ReportKind::Check, 2, 53_000)).await;
+    // interval 600 s × 3 = 1800 s allowed.
+    let v = f.stale(&at(54_000)).await.unwrap();
+    let names: Vec<&str> = v.hosts.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, vec!["quiet", "ghost"], "most overdue first");
+    assert_eq!(v.hosts[0].overdue_s, 4_000 - 1_800);
+    assert!(v.hosts[1].never_reported);
+    let hosts = f.hosts(&at(54_000)).await.unwrap();
+    assert_eq!(hosts.states["stale"], 2);
+    assert_eq!(hosts.states["converged"], 1);
+    // The token's identity is known; another is not.
+    assert_eq!(
+        f.identity("hash-ghost").await.unwrap().unwrap().name,
+        "ghost"
+    );
+    assert!(f.identity("forged").await.unwrap().is_none());
+}
+
+#[test]
+fn staleness() {
+    on_both!(silent_and_never_seen_hosts_are_stale);
+}
+
+async fn deep_checks_are_recorded_per_round<B: Backend>(f: &Fleet<B>) {
+    let plan = datum_fleet::SamplingPlan {
+        fraction: 0.5,
+        round_s: 100,
+        seed: 3,
+        round: 10,
+    };
+    for (host, round) in [("a", 10), ("b", 9), ("c", 6)] {
+        let mut r = report(host, ReportKind::Check, 1, 1_000);
+        r.sampling = Some(datum_fleet::SamplingUsed { round, deep: true });
+        ingest(f, &r).await;
+    }
+    let v = f.sampling(Some(&plan)).await.unwrap();
+    assert_eq!(v.period_rounds, Some(2));
+    assert_eq!(v.deep_in_period, 2);
+    assert_eq!(v.overdue, vec!["c"]);
+    assert_eq!(
+        v.classes[0].bound_guaranteed_s, None,
+        "interval 600 s > round 100 s"
+    );
+}
+
+#[test]
+fn sampling() {
+    on_both!(deep_checks_are_recorded_per_round);
+}
+
+/// Two server processes on one PostgreSQL: the same reports delivered to
+/// both at once (a host retrying against the other instance) are stored
+/// once each.
+#[test]
+fn two_servers_on_one_postgres_store_each_report_once() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let Some(url) = crate::support::postgres_url().await else {
+            return;
+        };
+        use datum_server::store::{MIGRATIONS, postgres::PostgresBackend};
+        let (a, b) = tokio::join!(
+            PostgresBackend::open(&url, MIGRATIONS::POSTGRES),
+            PostgresBackend::open(&url, MIGRATIONS::POSTGRES)
+        );
+        let (a, b) = (Fleet::new(a.unwrap()), Fleet::new(b.unwrap()));
+        let mut tasks = Vec::new();
+        for host in 0..10 {
+            for seq in 1..=10u64 {
+                let r = report(
+                    &format!("h{host}"),
+                    ReportKind::Check,
+                    seq,
+                    60_000 + seq as i64,
+                );
+                let (a, b) = (a.clone(), b.clone());
+                tasks.push(tokio::spawn(async move {
+                    let (x, y) = tokio::join!(ingest(&a, &r), ingest(&b, &r));
+                    u32::from(x) + u32::from(y)
+                }));
+            }
+        }
+        let mut stored = 0;
+        for t in tasks {
+            let n = t.await.unwrap();
+            assert_eq!(n, 1, "exactly one of the two stores a report");
+            stored += n;
+        }
+        assert_eq!(stored, 100);
+        let hosts = b.hosts(&at(60_020)).await.unwrap();
+        assert_eq!(hosts.hosts.len(), 10);
+        assert!(hosts.hosts.iter().all(|h| h.reports == 5));
+        let history = a.history("h3", 100).await.unwrap().unwrap();
+        assert_eq!(history.daily[0].reports, 10);
+    });
+}

@@ -1,0 +1,44 @@
+//! `datum bundle`: a revision and its history in one file, carried to a host
+//! without git access and deployed there with `datum pull --bundle FILE`,
+//! which verifies it like any fetch.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use datum_pull::bundle::BundleRequest;
+
+use crate::cli::{BundleArgs, GlobalArgs, OutputFormat};
+use crate::exit::ExitCode;
+
+pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let made = datum_pull::bundle::create(&BundleRequest {
+        repository: cwd.join(&args.from),
+        git_ref: args.git_ref.clone(),
+        since: args.since.clone(),
+        output: cwd.join(&args.file),
+    })?;
+    let mut out = std::io::stdout();
+    if global.output == OutputFormat::Json {
+        let json = serde_json::json!({
+            "format_version": 1,
+            "revision": made.revision,
+            "ref": made.git_ref,
+            "output": made.output,
+            "bytes": made.bytes,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+    } else {
+        writeln!(
+            out,
+            "wrote {} ({} at {}, {} bytes); on the host: datum pull --bundle FILE --ref {}",
+            made.output.display(),
+            made.git_ref,
+            datum_pull::commit::short(&made.revision),
+            made.bytes,
+            made.git_ref
+        )?;
+    }
+    Ok(ExitCode::CLEAN)
+}

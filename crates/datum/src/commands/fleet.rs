@@ -1,0 +1,497 @@
+//! `datum fleet --credentials admin.yaml VIEW`: the server's views, as
+//! tables on a terminal (colour when it is one) or the server's JSON
+//! (`--output json`, each document with its `format_version`).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use anyhow::{Context as _, Result};
+use datum_fleet::{AdminCredentials, Client, Timeouts};
+use datum_server::fleet::HistoryView;
+use datum_server::views::{DriftView, HostsView, RolloutView, SamplingView, StaleView};
+
+use crate::cli::{FleetArgs, FleetView, GlobalArgs, OutputFormat};
+use crate::exit::ExitCode;
+
+pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
+    let bytes = datum_host::named::read(&args.credentials)
+        .with_context(|| "cannot read the admin credential".to_owned())?;
+    let creds = AdminCredentials::parse(&args.credentials, &String::from_utf8_lossy(&bytes))?;
+    let client = Client::new(
+        &creds.server,
+        &creds.ca_pem,
+        &creds.token,
+        Timeouts::default(),
+    )
+    .with_context(|| format!("{}", args.credentials.display()))?;
+    let path = match &args.view {
+        FleetView::Hosts => "/v1/hosts".to_owned(),
+        FleetView::Rollout { revision: Some(r) } => {
+            format!("/v1/rollout?revision={}", encode(r))
+        }
+        FleetView::Rollout { revision: None } => "/v1/rollout".to_owned(),
+        FleetView::Drift => "/v1/drift".to_owned(),
+        FleetView::Stale => "/v1/stale".to_owned(),
+        FleetView::Sampling => "/v1/sampling".to_owned(),
+        FleetView::History { name, limit } => {
+            format!("/v1/hosts/{}/reports?limit={limit}", encode(name))
+        }
+    };
+    let json = client
+        .get_json(&path)
+        .with_context(|| format!("{}{path}", creds.server))?;
+    let mut out = anstream::stdout();
+    if global.output == OutputFormat::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        return Ok(ExitCode::CLEAN);
+    }
+    let color = crate::context::use_color(global);
+    let text = match &args.view {
+        FleetView::Hosts => hosts(&serde_json::from_value(json)?, color),
+        FleetView::Rollout { .. } => rollout(&serde_json::from_value(json)?, color),
+        FleetView::Drift => drift(&serde_json::from_value(json)?, color),
+        FleetView::Stale => stale(&serde_json::from_value(json)?),
+        FleetView::Sampling => sampling(&serde_json::from_value(json)?),
+        FleetView::History { .. } => history(&serde_json::from_value(json)?),
+    };
+    write!(out, "{text}")?;
+    Ok(ExitCode::CLEAN)
+}
+
+/// Percent-encodes a query or path value.
+fn encode(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b':') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn paint(color: bool, code: &str, text: &str) -> String {
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+fn state_colour(state: &str) -> &'static str {
+    match state {
+        "converged" => "32",
+        "drifted" => "33",
+        "failed" | "stale" => "31",
+        "quarantined" => "35",
+        _ => "36",
+    }
+}
+
+/// `3m`, `2h 5m`, `4d`: an age for a table.
+fn age(secs: Option<i64>) -> String {
+    let Some(s) = secs else {
+        return "never".to_owned();
+    };
+    let s = s.max(0);
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// Rows of cells laid out in columns (the last column is not padded).
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(visible_len(c));
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        let n = cells.len();
+        for (i, c) in cells.into_iter().enumerate() {
+            if i + 1 == n {
+                out.push_str(&c);
+            } else {
+                let pad = widths[i].saturating_sub(visible_len(&c));
+                let _ = write!(out, "{c}{}  ", " ".repeat(pad));
+            }
+        }
+        out.push('\n');
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect(), &mut out);
+    for r in rows {
+        line(r.clone(), &mut out);
+    }
+    out
+}
+
+/// Characters shown (colour codes left out).
+fn visible_len(text: &str) -> usize {
+    let mut n = 0;
+    let mut escape = false;
+    for c in text.chars() {
+        if c == '\x1b' {
+            escape = true;
+        } else if escape {
+            if c == 'm' {
+                escape = false;
+            }
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+fn short_revision(r: Option<&str>) -> String {
+    match r {
+        None => "-".to_owned(),
+        Some(r) => match r.split_once(':') {
+            Some((kind, id)) if id.len() > 12 => format!("{kind}:{}", &id[..12]),
+            _ => r.to_owned(),
+        },
+    }
+}
+
+fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn hosts(v: &HostsView, color: bool) -> String {
+    let rows: Vec<Vec<String>> = v
+        .hosts
+        .iter()
+        .map(|h| {
+            vec![
+                h.name.clone(),
+                h.kind.clone(),
+                paint(color, state_colour(&h.state), &h.state),
+                age(h.age_s),
+                short_revision(h.revision.as_deref()),
+                h.findings.to_string(),
+                h.reports.to_string(),
+                labels_text(&h.labels),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "NAME",
+            "KIND",
+            "STATE",
+            "LAST REPORT",
+            "REVISION",
+            "FINDINGS",
+            "REPORTS",
+            "LABELS",
+        ],
+        &rows,
+    );
+    let summary: Vec<String> = v
+        .states
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect();
+    let _ = writeln!(out, "{} host(s): {}.", v.hosts.len(), summary.join(", "));
+    out
+}
+
+fn group_labels(labels: &std::collections::BTreeMap<String, Vec<String>>) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = labels
+        .iter()
+        .map(|(k, vs)| format!("{k}={}", vs.join("|")))
+        .collect();
+    format!(" ({})", parts.join(", "))
+}
+
+fn names(hosts: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = hosts
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if hosts.len() > SHOWN {
+        let _ = write!(text, ", ... ({} more)", hosts.len() - SHOWN);
+    }
+    text
+}
+
+fn rollout(v: &RolloutView, color: bool) -> String {
+    let mut out = String::new();
+    let Some(rev) = &v.revision else {
+        let _ = writeln!(out, "No host has applied a revision yet.");
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "Revision {rev}: {} converged, {} failed, {} not applied yet (of {} host(s)).",
+        v.converged.len(),
+        v.failed.len(),
+        v.pending.len(),
+        v.hosts_total
+    );
+    if !v.converged.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {}  {} host(s){}: {}",
+            paint(color, "32", "converged"),
+            v.converged.len(),
+            group_labels(&v.converged_labels),
+            names(&v.converged)
+        );
+    }
+    for g in &v.groups {
+        let validator = match (&g.validator, g.validator_versions.as_slice()) {
+            (Some(name), []) => format!(" [{name}]"),
+            (Some(name), versions) => format!(" [{name}: {}]", versions.join("; ")),
+            (None, _) => String::new(),
+        };
+        let first_line = g.message.lines().next().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {}  {} host(s){}: {}{validator} {}: {first_line}",
+            paint(color, "31", "failed"),
+            g.hosts.len(),
+            group_labels(&g.labels),
+            g.resource,
+            g.phase,
+        );
+        for line in g.message.lines().skip(1).take(3) {
+            let _ = writeln!(out, "             {line}");
+        }
+        let _ = writeln!(out, "             hosts: {}", names(&g.hosts));
+    }
+    if !v.pending.is_empty() {
+        let shown: Vec<String> = v
+            .pending
+            .iter()
+            .map(|p| format!("{} ({})", p.name, short_revision(p.revision.as_deref())))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {}  {} host(s): {}",
+            paint(color, "36", "pending"),
+            v.pending.len(),
+            names(&shown)
+        );
+    }
+    out
+}
+
+fn drift(v: &DriftView, color: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} of {} host(s) drifted; {} distinct change(s).",
+        v.hosts_drifted,
+        v.hosts_total,
+        v.clusters.len()
+    );
+    if v.clusters.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = v
+        .clusters
+        .iter()
+        .map(|c| {
+            let spread = if c.hosts > 1 {
+                paint(color, "33", &format!("same on {} hosts", c.hosts))
+            } else {
+                paint(
+                    color,
+                    "36",
+                    &format!("one host ({})", c.sample_hosts.join(",")),
+                )
+            };
+            vec![
+                c.hosts.to_string(),
+                c.subject.clone(),
+                c.category.clone(),
+                c.paths.join(","),
+                c.first_seen.clone(),
+                spread,
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "HOSTS",
+            "RESOURCE",
+            "CATEGORY",
+            "WHAT",
+            "FIRST SEEN",
+            "SPREAD",
+        ],
+        &rows,
+    ));
+    out
+}
+
+fn stale(v: &StaleView) -> String {
+    let mut out = String::new();
+    if v.hosts.is_empty() {
+        let _ = writeln!(
+            out,
+            "No stale host: every host reported within its interval × {}.",
+            v.factor
+        );
+        return out;
+    }
+    let rows: Vec<Vec<String>> = v
+        .hosts
+        .iter()
+        .map(|h| {
+            vec![
+                h.name.clone(),
+                if h.never_reported {
+                    "never (enrolled)".to_owned()
+                } else {
+                    h.last_report.clone().unwrap_or_default()
+                },
+                age(Some(h.age_s)),
+                age(Some(h.expected_interval_s as i64)),
+                age(Some(h.overdue_s)),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "NAME",
+            "LAST REPORT",
+            "SILENT FOR",
+            "INTERVAL",
+            "OVERDUE BY",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        out,
+        "{} stale host(s) (silent for longer than their own interval × {}).",
+        v.hosts.len(),
+        v.factor
+    );
+    out
+}
+
+fn sampling(v: &SamplingView) -> String {
+    let mut out = String::new();
+    if !v.enabled {
+        let _ = writeln!(
+            out,
+            "Sampling is off: every host deep-checks on every pass."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Sampling: fraction {} per round of {}; every host deep-checks once every {} round(s). Round {}: {} of {} host(s) deep-checked within the period.",
+            v.fraction.unwrap_or(1.0),
+            age(v.round_s.map(|s| s as i64)),
+            v.period_rounds.unwrap_or(1),
+            v.current_round.unwrap_or(0),
+            v.deep_in_period,
+            v.hosts_total
+        );
+        if !v.overdue.is_empty() {
+            let _ = writeln!(out, "Overdue for a deep check: {}", names(&v.overdue));
+        }
+    }
+    let rows: Vec<Vec<String>> = v
+        .classes
+        .iter()
+        .map(|c| {
+            vec![
+                c.class.clone(),
+                age(Some(c.interval_s as i64)),
+                c.hosts.to_string(),
+                age(Some(c.bound_unsampled_s as i64)),
+                c.bound_guaranteed_s.map_or_else(
+                    || "not guaranteed (interval > round)".to_owned(),
+                    |s| age(Some(s as i64)),
+                ),
+                c.bound_expected_s
+                    .map_or_else(|| "-".to_owned(), |s| age(Some(s as i64))),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push_str(&table(
+            &[
+                "CLASS",
+                "INTERVAL",
+                "HOSTS",
+                "BOUND (ALL HOSTS)",
+                "BOUND SAMPLED (GUARANTEED)",
+                "EXPECTED",
+            ],
+            &rows,
+        ));
+    }
+    out
+}
+
+fn history(v: &HistoryView) -> String {
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = v
+        .reports
+        .iter()
+        .map(|r| {
+            let counts: Vec<String> = r.counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            vec![
+                r.seq.to_string(),
+                r.kind.clone(),
+                r.finished_at.clone(),
+                short_revision(Some(&r.revision)),
+                r.exit_code.to_string(),
+                r.findings.to_string(),
+                r.failures.to_string(),
+                counts.join(", "),
+            ]
+        })
+        .collect();
+    let _ = writeln!(out, "{}: {} recent report(s)", v.name, v.reports.len());
+    out.push_str(&table(
+        &[
+            "SEQ", "KIND", "FINISHED", "REVISION", "EXIT", "FINDINGS", "FAILURES", "COUNTS",
+        ],
+        &rows,
+    ));
+    if !v.daily.is_empty() {
+        let rows: Vec<Vec<String>> = v
+            .daily
+            .iter()
+            .take(14)
+            .map(|d| {
+                vec![
+                    d.day.clone(),
+                    d.reports.to_string(),
+                    d.applies.to_string(),
+                    d.failed.to_string(),
+                    d.max_findings.to_string(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["DAY", "REPORTS", "APPLIES", "FAILED", "MOST FINDINGS"],
+            &rows,
+        ));
+    }
+    out
+}

@@ -1,0 +1,92 @@
+//! `datum outbox [--flush]`: the reports this host has not delivered yet,
+//! the delivery's backoff and totals; `--flush` delivers now, whatever the
+//! backoff says (after fixing report.yaml, or once the server is back).
+//! `--background` (hidden) is the delivery a pass starts after queueing its
+//! report: quiet, and respecting the backoff.
+
+use std::io::Write as _;
+
+use anyhow::{Context as _, Result};
+use serde_json::json;
+
+use crate::cli::{GlobalArgs, OutboxArgs, OutputFormat};
+use crate::context;
+use crate::exit::ExitCode;
+use crate::reporting::Reporting;
+
+pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
+    let host = datum_host::Host::new(&global.root);
+    let reporting = Reporting::load(&host);
+    if args.background {
+        // Started by a pass (stdout and stderr go nowhere): deliver, quietly.
+        let store = context::open_store(global, context::StoreNeed::Optional("delivering"));
+        if let (Some(r), Ok(Some(mut store))) = (&reporting, store) {
+            r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
+        }
+        return Ok(ExitCode::CLEAN);
+    }
+    let mut store =
+        context::open_store(global, context::StoreNeed::Optional("showing the outbox"))?
+            .context("no state store here: nothing was ever queued")?;
+    let mut delivered = None;
+    if args.flush {
+        let r = reporting.as_ref().with_context(|| {
+            format!(
+                "{} does not exist: this host reports to no server",
+                global.root.join(crate::reporting::REPORT_FILE).display()
+            )
+        })?;
+        delivered = r.deliver(&mut store, crate::reporting::PASS_BUDGET * 6, false);
+    }
+    let status = store.outbox_status()?;
+    let server = reporting
+        .as_ref()
+        .and_then(|r| r.credentials.as_ref())
+        .map(|c| c.server.clone());
+    let mut out = std::io::stdout();
+    if global.output == OutputFormat::Json {
+        let doc = json!({
+            "format_version": 1,
+            "server": server,
+            "depth": status.depth,
+            "oldest_queued_at": status.oldest_queued_at,
+            "failures": status.backoff.failures,
+            "next_attempt_ms": status.backoff.next_attempt_ms,
+            "last_error": status.backoff.last_error,
+            "delivered_total": status.delivered_total,
+            "last_delivered_at": status.last_delivered_at,
+            "dropped_total": status.dropped_total,
+            "refused_total": status.refused_total,
+            "last_refused": status.last_refused,
+            "delivered_now": delivered.as_ref().map(|d| d.delivered + d.duplicates),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        writeln!(
+            out,
+            "Outbox: {} report(s) queued for {}; {} delivered in all{}.",
+            status.depth,
+            server.as_deref().unwrap_or("(no report.yaml)"),
+            status.delivered_total,
+            if status.dropped_total > 0 || status.refused_total > 0 {
+                format!(
+                    ", {} dropped (outbox full), {} refused by the server",
+                    status.dropped_total, status.refused_total
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        if let Some(e) = &status.backoff.last_error {
+            writeln!(
+                out,
+                "Last attempt failed ({} in a row): {e}",
+                status.backoff.failures
+            )?;
+        }
+        if let Some(why) = &status.last_refused {
+            writeln!(out, "Last refusal: {why}")?;
+        }
+    }
+    Ok(ExitCode::for_pending(status.depth > 0))
+}

@@ -1,0 +1,346 @@
+//! `datum pull`: fetch the repository's signed revision, verify it and
+//! switch it in (see `datum-pull` and docs/pull.md). `--status` shows what
+//! is deployed and the recent deployments.
+//!
+//! Also what the agent's puller calls ([`settle`], [`pull_once`]): the same
+//! settings, the same lint gate, never `--allow-rollback`.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
+
+use crate::cli::{GlobalArgs, OutputFormat, PullArgs};
+use crate::context::{self, StoreNeed};
+use crate::exit::ExitCode;
+
+/// The largest `pull.yaml` read.
+const CONFIG_LIMIT: u64 = 1 << 20;
+
+pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let overrides = Overrides {
+        url: args.url.clone(),
+        git_ref: args.git_ref.clone(),
+        allowed_signers: args.allowed_signers.as_ref().map(|p| cwd.join(p)),
+        revoked_keys: args.revoked_keys.as_ref().map(|p| cwd.join(p)),
+        openpgp_keyring: args.openpgp_keyring.as_ref().map(|p| cwd.join(p)),
+        deploy: args.deploy.clone(),
+        keep: args.keep,
+        bundle: args.bundle.as_ref().map(|p| cwd.join(p)),
+    };
+    if args.status {
+        return status(global, args, &overrides);
+    }
+    let config = settle(global, args.config.as_deref(), &overrides)?;
+    let who = args
+        .allow_rollback
+        .then(datum_host::accounts::invoking_user);
+    let mut progress = Progress::new(global.output == OutputFormat::Human);
+    let outcome = pull_once(global, &config, who, &mut |step| progress.step(step));
+    progress.finish();
+    let mut out = std::io::stdout();
+    match outcome {
+        Ok(outcome) => {
+            for w in warnings(&outcome) {
+                eprintln!("warning: {w}");
+            }
+            match global.output {
+                OutputFormat::Json => writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&outcome_json(&outcome))?
+                )?,
+                OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
+            }
+            Ok(ExitCode::for_pending(matches!(
+                outcome,
+                Outcome::Deployed(_)
+            )))
+        }
+        Err(e) => {
+            if global.output == OutputFormat::Json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&error_json(&e))?)?;
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// The settings: `pull.yaml` (`file`, else `ROOT/etc/datum/pull.yaml` when it
+/// exists) under the options.
+pub fn settle(
+    global: &GlobalArgs,
+    file: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<PullConfig> {
+    let (path, explicit) = match file {
+        Some(p) => (p.to_path_buf(), true),
+        None => (
+            datum_host::paths::resolve(&global.root, Path::new(datum_pull::config::CONFIG_FILE))?,
+            false,
+        ),
+    };
+    let bytes = datum_host::named::read_trusted(&path, CONFIG_LIMIT)
+        .with_context(|| "cannot read the pull settings".to_owned())?;
+    let text = match bytes {
+        Some(b) => Some(
+            String::from_utf8(b).with_context(|| format!("{}: not UTF-8 text", path.display()))?,
+        ),
+        None if explicit => anyhow::bail!("{}: no such file", path.display()),
+        None => None,
+    };
+    let file = text.as_deref().map(|t| (path.as_path(), t));
+    Ok(datum_pull::config::settle(&global.root, file, overrides)?)
+}
+
+/// One pull of `config` with `datum lint` (for this host, when its identity
+/// is declared) as the gate before the switch.
+pub fn pull_once(
+    global: &GlobalArgs,
+    config: &PullConfig,
+    allow_rollback: Option<String>,
+    progress: &mut dyn FnMut(Step),
+) -> Result<Outcome, PullError> {
+    let identity = datum_catalog::HostIdentity::load_if_declared(
+        &global.root,
+        global.host_file.as_deref(),
+        &global.labels,
+    )
+    .ok()
+    .flatten();
+    let color = context::use_color(global);
+    let gate = |path: &Path| -> Result<(), usize> {
+        let diagnostics = datum_catalog::lint(path, identity.as_ref());
+        match diagnostics.error_count() {
+            0 => Ok(()),
+            n => {
+                eprint!("{}", diagnostics.render(color));
+                Err(n)
+            }
+        }
+    };
+    datum_pull::pull(datum_pull::Request {
+        root: &global.root,
+        config,
+        state: global.state.as_deref(),
+        allow_rollback,
+        lock_timeout: global.lock_timeout,
+        gate: &gate,
+        progress,
+        now: context::now(),
+    })
+}
+
+fn warnings(outcome: &Outcome) -> &[String] {
+    match outcome {
+        Outcome::UpToDate { warnings, .. } => warnings,
+        Outcome::Deployed(d) => &d.warnings,
+    }
+}
+
+fn short(id: &str) -> &str {
+    datum_pull::commit::short(id)
+}
+
+/// What a person reads after a pull.
+fn outcome_line(outcome: &Outcome, config: &PullConfig) -> String {
+    match outcome {
+        Outcome::UpToDate { revision, .. } => format!(
+            "{} ({} from {}) is deployed already; nothing changed",
+            short(revision),
+            config.git_ref,
+            config.source.display()
+        ),
+        Outcome::Deployed(d) => {
+            let mut text = format!(
+                "deployed {} ({} from {}), signed by {} ({})",
+                short(&d.record.revision),
+                d.record.git_ref,
+                d.record.source,
+                d.record.signer,
+                d.record.key
+            );
+            match &d.record.previous {
+                Some(p) => text.push_str(&format!("; it replaces {}", short(p))),
+                None => text.push_str("; the first revision deployed here"),
+            }
+            if d.record.rollback {
+                text.push_str(" (a rollback, allowed with --allow-rollback and recorded)");
+            }
+            text.push_str(&format!(
+                "\n  {} -> {}",
+                d.link.display(),
+                d.checkout.display()
+            ));
+            if d.files > 0 {
+                text.push_str(&format!(
+                    "\n  {} files, {:.1} MiB written",
+                    d.files,
+                    d.bytes as f64 / 1048576.0
+                ));
+            } else {
+                text.push_str("\n  its checkout was already here");
+            }
+            if !d.pruned.is_empty() {
+                let pruned: Vec<&str> = d.pruned.iter().map(|p| short(p)).collect();
+                text.push_str(&format!("\n  removed old checkouts: {}", pruned.join(", ")));
+            }
+            text
+        }
+    }
+}
+
+fn outcome_json(outcome: &Outcome) -> serde_json::Value {
+    match outcome {
+        Outcome::UpToDate { revision, warnings } => serde_json::json!({
+            "format_version": 1,
+            "outcome": "up_to_date",
+            "revision": revision,
+            "warnings": warnings,
+        }),
+        Outcome::Deployed(d) => serde_json::json!({
+            "format_version": 1,
+            "outcome": "deployed",
+            "revision": d.record.revision,
+            "previous": d.record.previous,
+            "ref": d.record.git_ref,
+            "source": d.record.source,
+            "signer": d.record.signer,
+            "key": d.record.key,
+            "rollback": d.record.rollback,
+            "files": d.files,
+            "bytes": d.bytes,
+            "link": d.link,
+            "checkout": d.checkout,
+            "pruned": d.pruned,
+            "warnings": d.warnings,
+        }),
+    }
+}
+
+fn error_json(e: &PullError) -> serde_json::Value {
+    let refusal = e.refusal();
+    serde_json::json!({
+        "format_version": 1,
+        "outcome": if refusal.is_some() { "refused" } else { "failed" },
+        "reason": e.word(),
+        "revision": refusal.map(|r| r.revision.clone()),
+        "deployed": refusal.and_then(|r| r.deployed.clone()),
+        "message": e.to_string(),
+    })
+}
+
+/// `datum pull --status`: what the link points at and what the state store
+/// recorded.
+fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result<ExitCode> {
+    let deploy = match settle(global, args.config.as_deref(), overrides) {
+        Ok(c) => c.deploy,
+        Err(_) => args
+            .deploy
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(datum_pull::config::DEFAULT_DEPLOY)),
+    };
+    let link = datum_host::paths::resolve(&global.root, &deploy)?;
+    let deployed = datum_pull::deployed_revision(&link);
+    let history = match context::open_store(global, StoreNeed::Optional("showing the status"))? {
+        Some(store) => store.deployments(20)?,
+        None => Vec::new(),
+    };
+    let mut out = std::io::stdout();
+    if global.output == OutputFormat::Json {
+        let json = serde_json::json!({
+            "format_version": 1,
+            "link": link,
+            "deployed": deployed,
+            "history": history,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        return Ok(ExitCode::CLEAN);
+    }
+    match &deployed {
+        Some(d) => writeln!(
+            out,
+            "{}: {} ({} from {}), signed by {} ({})",
+            link.display(),
+            d.commit,
+            d.git_ref,
+            d.source,
+            d.signer,
+            d.key
+        )?,
+        None => writeln!(
+            out,
+            "{}: no revision deployed by datum pull",
+            link.display()
+        )?,
+    }
+    if history.is_empty() {
+        writeln!(out, "no deployments recorded")?;
+    }
+    for h in &history {
+        let d = &h.deployment;
+        let at = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + Duration::from_secs(d.deployed_at.max(0) as u64),
+        );
+        let mut line = format!(
+            "{at}  {}  {} signed by {}",
+            short(&d.revision),
+            d.git_ref,
+            d.signer
+        );
+        if let Some(p) = &d.previous {
+            line.push_str(&format!(", replacing {}", short(p)));
+        }
+        if d.rollback {
+            line.push_str(&format!(
+                "  ROLLBACK allowed by {}",
+                d.allowed_by.as_deref().unwrap_or("(unknown)")
+            ));
+        }
+        writeln!(out, "{line}")?;
+    }
+    Ok(ExitCode::CLEAN)
+}
+
+/// A spinner with the step on stderr, on a terminal only.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(human: bool) -> Self {
+        let bar = (human && std::io::stderr().is_terminal()).then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress { bar }
+    }
+
+    fn step(&mut self, step: Step) {
+        let Some(bar) = &self.bar else { return };
+        let text = match step {
+            Step::Fetching { source, git_ref } => format!("fetching {git_ref} from {source}"),
+            Step::Fetched { revision } => {
+                format!("verifying the signature of {}", short(&revision))
+            }
+            Step::Verified { signer, .. } => format!("signed by {signer}; checking out"),
+            Step::Writing { done, total } => format!("checking out: {done}/{total} files"),
+            Step::Linting => "linting the new revision".to_owned(),
+            Step::Switched => "switched".to_owned(),
+        };
+        bar.set_message(text);
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! From what a pass saw to the fleet report (`datum_fleet::Report`).
+//!
+//! A clean host's report is counts, class bounds and one root fingerprint
+//! pair per Tree; detail is added only for failures, findings, changed
+//! resources (at most `CHANGED_KEPT`) and quarantines. Sensitive resources
+//! lose their validator output and their observed hash here, so nothing
+//! downstream (outbox, server, metrics) can hold a value of theirs.
+//!
+//! Owns: [`Common`], [`apply_report`], [`check_finding`]. Must not: read the
+//! host or the store (the callers pass what they found).
+
+use std::collections::BTreeMap;
+
+use datum_core::{Observed, Outcome, Resource};
+use datum_drift::check::CheckFinding;
+use datum_fleet::report::{
+    CHANGED_KEPT, DIFF_KEPT, MESSAGE_KEPT, bounded, failure_signature, finding_signature,
+    observed_hash,
+};
+use datum_fleet::{ClassBound, Failure, FieldChange, Finding, Report, ReportKind, TreeFingerprint};
+
+/// What every report of a host says about the pass.
+#[derive(Debug, Clone)]
+pub struct Common {
+    pub kind: ReportKind,
+    pub host: String,
+    pub labels: BTreeMap<String, String>,
+    pub revision: String,
+    pub catalogue: String,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub duration_ms: u64,
+    pub exit_code: i32,
+    pub resources: u64,
+    pub classes: Vec<ClassBound>,
+    pub expected_interval_s: u64,
+}
+
+impl Common {
+    /// An empty report of this pass (key and sequence are drawn when it is
+    /// queued).
+    pub fn report(&self) -> Report {
+        Report {
+            format_version: datum_fleet::FORMAT_VERSION,
+            key: String::new(),
+            seq: 0,
+            kind: self.kind,
+            host: self.host.clone(),
+            labels: self.labels.clone(),
+            datum_version: env!("CARGO_PKG_VERSION").to_owned(),
+            revision: self.revision.clone(),
+            catalogue: self.catalogue.clone(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            duration_ms: self.duration_ms,
+            exit_code: self.exit_code,
+            classes_checked: Vec::new(),
+            counts: BTreeMap::new(),
+            resources: self.resources,
+            classes: self.classes.clone(),
+            expected_interval_s: self.expected_interval_s,
+            validators: BTreeMap::new(),
+            trees: Vec::new(),
+            failures: Vec::new(),
+            findings: Vec::new(),
+            changed: Vec::new(),
+            changed_total: 0,
+            quarantined: Vec::new(),
+            sampling: None,
+            instructions: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// The catalogue's hash: every resource id and declaration hash, in order.
+pub fn catalogue_hash<'a>(entries: impl IntoIterator<Item = (String, &'a str)>) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for (id, declaration) in entries {
+        h.update(id.as_bytes());
+        h.update(b"\0");
+        h.update(declaration.as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Takes the per-host parts (the root folder, the host name) out of a
+/// message before it is signed, so the same failure on two hosts signs the
+/// same.
+fn host_free(message: &str, host: &str, root: &str) -> String {
+    let mut m = message.to_owned();
+    if root != "/" && !root.is_empty() {
+        m = m.replace(root.trim_end_matches('/'), "");
+    }
+    if !host.is_empty() {
+        m = m.replace(host, "(host)");
+    }
+    m
+}
+
+/// The apply report of a pass: `summary`'s outcomes, with each failure's
+/// validator (from `resources`), and `versions` of the validators that ran.
+pub fn apply_report(
+    common: &Common,
+    summary: &datum_engine::PassSummary,
+    resources: &[Resource],
+    versions: BTreeMap<String, String>,
+    root: &str,
+) -> Report {
+    let by_id: std::collections::HashMap<&datum_core::ResourceId, &Resource> =
+        resources.iter().map(|r| (&r.id, r)).collect();
+    let mut report = common.report();
+    report.counts = summary.counts();
+    report.validators = versions;
+    for r in &summary.resources {
+        let resource = by_id.get(&r.id).copied();
+        match &r.outcome {
+            Outcome::Changed { .. } => {
+                report.changed_total += 1;
+                if report.changed.len() < CHANGED_KEPT {
+                    report.changed.push(r.id.to_string());
+                }
+            }
+            Outcome::Failed { phase, reason } => {
+                // A group validator's failure is reported on `Group[NAME]`,
+                // NAME being the validator.
+                let validator = if r.id.kind == "Group" {
+                    Some(r.id.name.clone())
+                } else {
+                    resource
+                        .and_then(|x| x.validate.clone())
+                        .filter(|_| reason.contains("validat"))
+                };
+                let sensitive = r.sensitive || resource.is_some_and(|x| x.sensitive);
+                // The engine already leaves the output of a sensitive
+                // resource's validator out of `detail`.
+                let mut message = reason.clone();
+                if !sensitive && let Some(detail) = &r.detail {
+                    message.push('\n');
+                    message.push_str(detail);
+                }
+                let message = bounded(&message, MESSAGE_KEPT);
+                let phase = phase.to_string();
+                let signature = failure_signature(
+                    &r.id.to_string(),
+                    &phase,
+                    validator.as_deref(),
+                    &host_free(&message, &common.host, root),
+                );
+                report.failures.push(Failure {
+                    resource: r.id.to_string(),
+                    phase,
+                    validator_version: validator
+                        .as_ref()
+                        .and_then(|v| report.validators.get(v).cloned()),
+                    validator,
+                    exit_status: exit_status(reason),
+                    message,
+                    signature,
+                });
+            }
+            Outcome::Blocked { by } => {
+                let message = format!("blocked by {by}");
+                report.failures.push(Failure {
+                    resource: r.id.to_string(),
+                    phase: "blocked".to_owned(),
+                    validator: None,
+                    validator_version: None,
+                    exit_status: None,
+                    signature: failure_signature(&r.id.to_string(), "blocked", None, &message),
+                    message,
+                });
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
+/// `exit N` in a failure's reason.
+fn exit_status(reason: &str) -> Option<i32> {
+    let at = reason.find("exit ")?;
+    let digits: String = reason[at + 5..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// The fleet form of one check finding. `observed` is the resource's
+/// observation (for the hash of what it drifted to), `sensitive` whether
+/// the resource is.
+pub fn check_finding(
+    f: &CheckFinding,
+    observed: Option<&Observed>,
+    sensitive: bool,
+    first_seen: i64,
+) -> Finding {
+    let sig = f.finding.signature();
+    let observed_hash = if sensitive {
+        None
+    } else if f.id.kind == datum_providers::tree::KIND {
+        // The host entries' own fingerprints, where they exist.
+        let entries: BTreeMap<String, String> = observed
+            .and_then(|o| o.fields.get("tree"))
+            .and_then(|v| v.as_array())
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| {
+                        Some((
+                            i.get("path")?.as_str()?.to_owned(),
+                            i.get("observed")
+                                .and_then(|o| o.as_str())
+                                .unwrap_or("missing")
+                                .to_owned(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(observed_hash(sig.paths.iter().map(|p| {
+            (p.as_str(), entries.get(p).map_or("missing", String::as_str))
+        })))
+    } else {
+        let pairs: Vec<(String, String)> = f
+            .finding
+            .diffs
+            .iter()
+            .map(|d| (d.path().to_owned(), d.before_display().to_owned()))
+            .collect();
+        Some(observed_hash(
+            pairs.iter().map(|(p, v)| (p.as_str(), v.as_str())),
+        ))
+    };
+    Finding {
+        signature: finding_signature(&sig.subject, &sig.category, &sig.paths),
+        subject: sig.subject,
+        category: sig.category,
+        class: f.class.clone(),
+        paths: sig.paths,
+        observed: observed_hash,
+        first_seen,
+        checks: None,
+        changes: field_changes(&f.finding.diffs, sensitive),
+        // `findings_for` makes no content diff for a sensitive resource;
+        // the check here keeps that true whatever it does.
+        content_diff: f
+            .content_diff
+            .as_deref()
+            .filter(|_| !sensitive)
+            .map(|d| bounded(d, DIFF_KEPT)),
+    }
+}
+
+/// A finding's differences as the fleet shows them: values bounded, and
+/// none at all when the resource (or the difference) is sensitive.
+pub fn field_changes(diffs: &[datum_report::AttrDiff], sensitive: bool) -> Vec<FieldChange> {
+    diffs
+        .iter()
+        .map(|d| {
+            let withheld = sensitive || d.is_sensitive();
+            let value = |v: Option<&str>| {
+                v.filter(|_| !withheld)
+                    .map(|v| bounded(v, datum_fleet::report::VALUE_KEPT))
+            };
+            FieldChange {
+                path: d.path().to_owned(),
+                observed: value(d.before()),
+                declared: value(d.after()),
+                sensitive: withheld,
+            }
+        })
+        .collect()
+}
+
+/// The Tree fingerprint pair an observation carries.
+pub fn tree_fingerprint(resource: &str, observed: &Observed) -> Option<TreeFingerprint> {
+    let fp = observed
+        .fields
+        .get(datum_providers::tree::FINGERPRINT_FIELD)?;
+    Some(TreeFingerprint {
+        resource: resource.to_owned(),
+        declared: fp.get("declared")?.as_str()?.to_owned(),
+        observed: fp
+            .get("observed")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_signed_without_the_host_or_its_root() {
+        let a = host_free(
+            "validation failed (nginx on web-03, exit 1)\nnginx: [emerg] in /tmp/r3/etc/nginx/x.conf",
+            "web-03",
+            "/tmp/r3",
+        );
+        let b = host_free(
+            "validation failed (nginx on alpha, exit 1)\nnginx: [emerg] in /tmp/q/etc/nginx/x.conf",
+            "alpha",
+            "/tmp/q/",
+        );
+        assert_eq!(a, b);
+        assert_eq!(
+            exit_status("validation failed (sshd on h, exit 255)"),
+            Some(255)
+        );
+        assert_eq!(exit_status("no provider"), None);
+    }
+}

@@ -1,0 +1,325 @@
+//! Reports leave the host: when `ROOT/etc/datum/report.yaml` names a
+//! server, every apply, check and agent pass queues its report in the state
+//! store's outbox (in the same transaction that records the pass), and the
+//! outbox is delivered, oldest first, off the pass's path:
+//!
+//! - `datum apply` / `datum check` start a detached `datum outbox
+//!   --background` (through `datum_host::command::spawn_detached`) and
+//!   return: the pass costs the queueing (no extra commit) and one process
+//!   start, not a TLS connection and two commits. The report is durable
+//!   before the pass returns, so a delivery process that is killed, or a
+//!   machine that goes down, loses nothing: the next delivery sends it (the
+//!   server drops a repeat by its key). Since the pass no longer sees the
+//!   outcome, it warns when the previous delivery failed.
+//! - Under systemd (a service has `INVOCATION_ID`), whose stop would kill a
+//!   detached process with the unit, the pass delivers itself, within
+//!   [`PASS_BUDGET`]: nobody waits at a terminal there.
+//! - `datum agent` delivers from its own thread; `datum outbox --flush`
+//!   delivers now.
+//!
+//! One delivery of an outbox at a time: each holds a lock file beside the
+//! state store, and a second one waits for it (so a report queued while
+//! the first is finishing is still sent). What is not delivered stays
+//! queued, with backoff; see `datum_fleet::delivery` for the guarantees.
+//!
+//! A `report.yaml` that cannot be read is a warning, not an error: the
+//! report is still queued (nothing is lost) and goes out once the file is
+//! fixed. Delivery never changes a pass's exit code.
+//!
+//! Owns: [`Reporting`] (finding the credentials, queueing, delivering) and
+//! the class bounds a report carries. Must not: decide what a pass found.
+
+pub mod build;
+pub mod revision;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
+use datum_host::lock::RootLock;
+use datum_host::{Host, PrivateDir};
+use datum_store::{Batch, OUTBOX_LIMIT, Store};
+
+use crate::cli::GlobalArgs;
+
+/// Where a host's reporting configuration lives, under the root.
+pub const REPORT_FILE: &str = "etc/datum/report.yaml";
+
+/// [`REPORT_FILE`] as a declared path.
+const REPORT_DECLARED: &str = "/etc/datum/report.yaml";
+
+/// How long a command-line pass spends delivering before it gives up
+/// (what is left goes with the next pass).
+pub const PASS_BUDGET: Duration = Duration::from_secs(10);
+
+/// A host's reporting set-up, when it has one.
+#[derive(Debug, Clone)]
+pub struct Reporting {
+    pub path: PathBuf,
+    /// `None`: the file is there but cannot be used (the warning says
+    /// why); reports are queued all the same.
+    pub credentials: Option<Credentials>,
+}
+
+impl Reporting {
+    /// The set-up of `host`: `None` when it does not report. The file is
+    /// read through the boundary (never through a parent link).
+    pub fn load(host: &Host) -> Option<Reporting> {
+        let path = host.root().join(REPORT_FILE);
+        let bytes = match host.read(Path::new(REPORT_DECLARED)) {
+            Ok(Some(b)) => b,
+            Ok(None) => return None,
+            Err(e) => {
+                eprintln!("warning: {e}; reports are kept in the outbox");
+                return Some(Reporting {
+                    path,
+                    credentials: None,
+                });
+            }
+        };
+        let credentials = match Credentials::parse(&path, &String::from_utf8_lossy(&bytes)) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("warning: {e}; reports are kept in the outbox until it is fixed");
+                None
+            }
+        };
+        Some(Reporting { path, credentials })
+    }
+
+    /// The outbox limit.
+    pub fn limit(&self) -> u64 {
+        self.credentials
+            .as_ref()
+            .and_then(|c| c.outbox_limit)
+            .unwrap_or(OUTBOX_LIMIT)
+    }
+
+    /// The interval `report.yaml` states, if any.
+    pub fn interval(&self) -> Option<Duration> {
+        self.credentials.as_ref().and_then(|c| c.interval)
+    }
+
+    /// Queues `report` in `batch` (drawing its key and sequence number),
+    /// with what is quarantined on the host as the batch sees it and the
+    /// server's instructions it has carried out since its last report.
+    pub fn enqueue(&self, batch: &Batch<'_>, mut report: Report, now: i64) -> anyhow::Result<()> {
+        report.quarantined = batch
+            .quarantined()?
+            .into_iter()
+            .map(|q| datum_fleet::Quarantined {
+                target: datum_store::fleet_targets::word_of(&q.target),
+                source: q.source.as_str().to_owned(),
+                reason: Some(datum_fleet::report::bounded(
+                    &q.reason,
+                    datum_fleet::report::VALUE_KEPT,
+                )),
+                since: Some(q.since),
+            })
+            .collect();
+        report.instructions = batch.instructions_to_confirm()?;
+        report.seq = batch.next_report_seq()?;
+        report.key = datum_fleet::report::new_key();
+        let body = serde_json::to_vec(&report)?;
+        batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
+        Ok(())
+    }
+
+    /// After a pass queued its report in `store`: says what the last
+    /// delivery left, then has the outbox delivered off the pass's path (a
+    /// detached `datum outbox --background`; see the module header).
+    pub fn after_pass(&self, global: &GlobalArgs, store: &mut Store) {
+        let Some(creds) = &self.credentials else {
+            return;
+        };
+        if let Ok(status) = store.outbox_status()
+            && status.backoff.failures > 0
+        {
+            eprintln!(
+                "warning: {} report(s) queued for {}; the last delivery failed ({}); retried with backoff (`datum outbox --flush` now)",
+                status.depth,
+                creds.server,
+                status
+                    .backoff
+                    .last_error
+                    .as_deref()
+                    .unwrap_or("unknown error")
+            );
+        }
+        if std::env::var_os("INVOCATION_ID").is_some() {
+            self.deliver(store, PASS_BUDGET, true);
+            return;
+        }
+        if let Err(e) = spawn_delivery(global, store.path()) {
+            eprintln!("warning: cannot start the delivery in the background ({e}); delivering now");
+            self.deliver(store, PASS_BUDGET, true);
+        }
+    }
+
+    /// Delivers the outbox of `store` until it is empty, the server cannot
+    /// be reached, or `budget` runs out; warns about what is left. Waits
+    /// (up to [`DELIVERY_LOCK_WAIT`]) while another delivery of the same
+    /// outbox runs.
+    pub fn deliver(
+        &self,
+        store: &mut Store,
+        budget: Duration,
+        respect_backoff: bool,
+    ) -> Option<Delivered> {
+        let creds = self.credentials.as_ref()?;
+        let _one_at_a_time = match delivery_lock(store.path()) {
+            Ok(lock) => lock,
+            Err(e) => {
+                eprintln!(
+                    "warning: {e}: another delivery of this outbox is still running; reports stay queued"
+                );
+                return None;
+            }
+        };
+        let client = match Client::new(
+            &creds.server,
+            &creds.ca_pem,
+            &creds.token,
+            Timeouts::default(),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!(
+                    "warning: {}: {e}; reports are kept in the outbox",
+                    self.path.display()
+                );
+                return None;
+            }
+        };
+        let result = datum_fleet::deliver(
+            &mut store.outbox(),
+            &client,
+            datum_fleet::Budget {
+                until: Instant::now() + budget,
+                respect_backoff,
+            },
+            now_ms,
+        );
+        match result {
+            Ok(d) => {
+                warn(&d, &creds.server);
+                Some(d)
+            }
+            Err(e) => {
+                eprintln!("warning: cannot deliver reports: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// How long a delivery waits for another delivery of the same outbox (one
+/// pass's `PASS_BUDGET` plus a slow last request).
+pub const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Holds the lock of the outbox in the state store at `state`: the file
+/// `<state>.delivery-lock` in the store's private folder, waiting up to
+/// [`DELIVERY_LOCK_WAIT`] for another delivery.
+pub fn delivery_lock(state: &Path) -> Result<RootLock, datum_host::HostError> {
+    let missing = || {
+        datum_host::HostError::io(
+            "lock",
+            state,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    };
+    let (dir, name) = PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
+    let mut lock = name;
+    lock.push(".delivery-lock");
+    RootLock::acquire_in(&dir, &lock, DELIVERY_LOCK_WAIT)
+}
+
+/// Starts `datum outbox --background` for this root and state store,
+/// detached.
+fn spawn_delivery(global: &GlobalArgs, state: &Path) -> anyhow::Result<u32> {
+    let exe = std::env::current_exe()?;
+    let spec = datum_host::command::CommandSpec::new(exe.to_string_lossy())
+        .arg("--root")
+        .arg(global.root.as_os_str())
+        .arg("--state")
+        .arg(state.as_os_str())
+        .args(["outbox", "--background"]);
+    Ok(datum_host::command::spawn_detached(&spec)?)
+}
+
+fn warn(d: &Delivered, server: &str) {
+    for why in &d.refused {
+        eprintln!("warning: {server} refused a report for good and it was set aside: {why}");
+    }
+    if d.waiting {
+        eprintln!(
+            "warning: {} report(s) queued for {server}; the last attempt failed ({}); retried after the backoff (`datum outbox --flush` now)",
+            d.remaining,
+            d.error.as_deref().unwrap_or("unknown error")
+        );
+        return;
+    }
+    if let Some(e) = &d.error {
+        eprintln!(
+            "warning: {} report(s) queued for {server}: {e}; delivery is retried with backoff",
+            d.remaining
+        );
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Each class's interval and detection bound (interval + p95 of recent
+/// inspections), as the host knows them; and the expected interval between
+/// two reports: `report.yaml`'s, else the shortest class interval.
+pub fn class_bounds(
+    classes: &datum_drift::classes::Classes,
+    counts: &std::collections::BTreeMap<String, u64>,
+    store: Option<&Store>,
+    stated: Option<Duration>,
+) -> (Vec<ClassBound>, u64) {
+    let mut names: Vec<&String> = counts.keys().collect();
+    for n in classes.classes.keys() {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names.sort();
+    let bounds: Vec<ClassBound> = names
+        .into_iter()
+        .map(|name| {
+            let spec = classes.get(name);
+            let p95 = store
+                .and_then(|s| {
+                    s.inspection_percentiles("check", Some(name), 50)
+                        .ok()
+                        .flatten()
+                })
+                .map(|p| p.p95_ms);
+            ClassBound {
+                class: name.clone(),
+                policy: Some(spec.policy.word().to_owned()),
+                interval_s: spec.interval.as_secs(),
+                bound_ms: p95.map(|p| {
+                    datum_drift::schedule::detection_bound(spec.interval, Duration::from_millis(p))
+                        .as_millis() as u64
+                }),
+                resources: counts.get(name).copied().unwrap_or(0),
+            }
+        })
+        .collect();
+    let expected = stated.map(|d| d.as_secs()).unwrap_or_else(|| {
+        bounds
+            .iter()
+            .filter(|b| b.resources > 0)
+            .map(|b| b.interval_s)
+            .min()
+            .unwrap_or(3600)
+    });
+    (bounds, expected)
+}

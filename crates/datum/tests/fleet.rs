@@ -1,0 +1,961 @@
+//! The fleet, end to end: a real `datum server` (its own process, HTTPS on
+//! a free loopback port, SQLite or a real PostgreSQL) and several hosts
+//! simulated as separate roots with their own state stores, each enrolled
+//! with its own token and running the real `datum apply` / `check`.
+//!
+//! The scenarios: reports arrive and the fleet shows them; the server
+//! killed (SIGKILL) and restarted while hosts deliver, and a host killed in
+//! the middle of a delivery: every report arrives exactly once, in order;
+//! two server processes on one PostgreSQL; a host's token used for another
+//! host's report: refused, nothing stored, nothing lost; a partial rollout
+//! with the real `nginx -t` on hosts labelled with two versions; the same
+//! drift on many hosts against a change on one; a host that stops
+//! reporting, and one that never did.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is the test failing, with its message"
+)]
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use datum_testkit::run::{assert_exit, stderr, stdout};
+use serde_json::Value;
+
+fn datum() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("datum"));
+    // A test run inside a systemd unit must not make passes deliver
+    // in-line (see `reporting`): the tests choose with `run_as_service`.
+    cmd.env_remove("INVOCATION_ID");
+    cmd
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server folder, and the server process when it runs.
+struct Server {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    /// `datum server init` into `parent/srv` (store: `sqlite` or a URL).
+    fn init(parent: &Path, store: &str, extra: &[&str]) -> Server {
+        let dir = parent.join("srv");
+        let port = free_port();
+        let mut cmd = datum();
+        cmd.args(["server", "init", "--dir"])
+            .arg(&dir)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--store", store])
+            .args(extra);
+        assert_exit(&cmd.output().unwrap(), 0);
+        Server {
+            dir,
+            port,
+            child: None,
+        }
+    }
+
+    /// Starts `datum server serve` (on `port`, default its own) and waits
+    /// until it listens.
+    fn start_on(&mut self, port: u16) {
+        let mut child = datum()
+            .args(["server", "serve", "--dir"])
+            .arg(&self.dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let line = lines.next().unwrap().unwrap();
+        assert!(line.contains("listening on"), "{line}");
+        // Keep draining so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        self.child = Some(child);
+    }
+
+    fn start(&mut self) {
+        self.start_on(self.port);
+    }
+
+    /// SIGKILL: no shutdown, requests in flight cut.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    fn admin(&self) -> PathBuf {
+        self.dir.join("admin.yaml")
+    }
+
+    /// `datum fleet VIEW... --output json`.
+    fn fleet(&self, view: &[&str]) -> Value {
+        let out = datum()
+            .arg("fleet")
+            .arg("--credentials")
+            .arg(self.admin())
+            .args(["--output", "json"])
+            .args(view)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn fleet_text(&self, view: &[&str]) -> String {
+        let out = datum()
+            .arg("fleet")
+            .arg("--credentials")
+            .arg(self.admin())
+            .args(view)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        stdout(&out)
+    }
+
+    /// Enrolls `name` and sets up its root: host.yaml with `labels`, the
+    /// report.yaml `enroll` wrote.
+    fn host(&self, parent: &Path, name: &str, labels: &[(&str, &str)], extra: &[&str]) -> Host {
+        let root = parent.join(name);
+        std::fs::create_dir_all(root.join("etc/datum")).unwrap();
+        let mut yaml = format!("name: {name}\nlabels:\n");
+        for (k, v) in labels {
+            yaml.push_str(&format!("  {k}: \"{v}\"\n"));
+        }
+        std::fs::write(root.join("etc/datum/host.yaml"), yaml).unwrap();
+        let mut cmd = datum();
+        cmd.args(["server", "enroll", name, "--dir"])
+            .arg(&self.dir)
+            .arg("--out")
+            .arg(root.join("etc/datum/report.yaml"))
+            .args(extra);
+        assert_exit(&cmd.output().unwrap(), 0);
+        Host {
+            name: name.to_owned(),
+            root,
+        }
+    }
+
+    /// Waits (up to 60 s) until the server holds exactly `expected` of
+    /// `host`.
+    fn wait_seqs(&self, host: &str, expected: &[u64]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let seqs = self.seqs(host);
+            if seqs == expected {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{host}: {seqs:?}, never {expected:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Every report the server holds for `host`, by sequence number.
+    fn seqs(&self, host: &str) -> Vec<u64> {
+        let h = self.fleet(&["history", host, "--limit", "1000"]);
+        let mut seqs: Vec<u64> = h["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["seq"].as_u64().unwrap())
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One simulated host: its own root and state store.
+struct Host {
+    name: String,
+    root: PathBuf,
+}
+
+impl Host {
+    fn run(&self, repo: &Path, args: &[&str]) -> Output {
+        datum()
+            .arg("--repo")
+            .arg(repo)
+            .arg("--root")
+            .arg(&self.root)
+            .args(["--color", "never"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// A pass as a systemd service runs it (`INVOCATION_ID` set): it
+    /// delivers before it returns, since the unit's stop would kill a
+    /// delivery left in the background.
+    fn run_as_service(&self, repo: &Path, args: &[&str]) -> Output {
+        datum()
+            .env("INVOCATION_ID", "0123456789abcdef0123456789abcdef")
+            .arg("--repo")
+            .arg(repo)
+            .arg("--root")
+            .arg(&self.root)
+            .args(["--color", "never"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn live(&self, declared: &str) -> PathBuf {
+        self.root.join(declared.trim_start_matches('/'))
+    }
+
+    /// `datum outbox --output json`.
+    fn outbox(&self, repo: &Path) -> Value {
+        let out = self.run(repo, &["outbox", "--output", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    }
+
+    /// Waits (up to 60 s) until the outbox satisfies `done`: a pass
+    /// delivers in the background, after it returned.
+    fn wait_outbox(&self, repo: &Path, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.outbox(repo);
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: never {what}: {v}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs a pass and waits until its background delivery emptied the
+    /// outbox.
+    fn run_delivered(&self, repo: &Path, args: &[&str]) -> Output {
+        let out = self.run(repo, args);
+        self.wait_outbox(repo, "delivered", |v| v["depth"] == 0);
+        out
+    }
+
+    /// Points report.yaml at another server address.
+    fn report_to(&self, port: u16) {
+        let path = self.root.join("etc/datum/report.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("server:") {
+                    format!("server: https://127.0.0.1:{port}\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// A repository: a motd, a config file and a Tree, in one layer.
+fn repo(parent: &Path) -> PathBuf {
+    let repo = parent.join("repo");
+    let w = |rel: &str, text: &str| {
+        let p = repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
+    );
+    w(
+        "base/main.yaml",
+        "datum: v1alpha1\ntype: Directory\nname: etc\ndesired: {path: /etc, mode: \"0755\"}\n---\n\
+datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: \"welcome\\n\", mode: \"0644\"}\n---\n\
+datum: v1alpha1\ntype: File\nname: app-conf\ndesired: {path: /etc/app.conf, content: \"workers = 4\\n\", mode: \"0644\"}\n---\n\
+datum: v1alpha1\ntype: Tree\nname: limits\ndesired: {path: /etc/limits.d, source: trees/limits, mode: \"0644\", dir_mode: \"0755\"}\n",
+    );
+    w("base/trees/limits/10-nofile.conf", "* soft nofile 4096\n");
+    repo
+}
+
+fn host_row<'a>(hosts: &'a Value, name: &str) -> &'a Value {
+    hosts["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {hosts}"))
+}
+
+#[test]
+fn hosts_report_and_the_fleet_shows_them() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let hosts: Vec<Host> = (1..=3)
+        .map(|i| server.host(t.path(), &format!("web-{i}"), &[("role", "web")], &[]))
+        .collect();
+    for h in &hosts {
+        assert_exit(&h.run(&repo, &["apply"]), 2);
+        let check = h.run(&repo, &["check"]);
+        assert_exit(&check, 0);
+        assert!(!stderr(&check).contains("warning"), "{}", stderr(&check));
+    }
+    // Each pass returned before its report left: the delivery runs in the
+    // background and empties the outbox.
+    for h in &hosts {
+        h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    }
+    let v = server.fleet(&["hosts"]);
+    assert_eq!(v["format_version"], 1);
+    assert_eq!(v["states"]["converged"], 3, "{v}");
+    let row = host_row(&v, "web-2");
+    assert_eq!(row["labels"]["role"], "web");
+    assert_eq!(row["reports"], 2, "one apply and one check");
+    assert_eq!(row["trees"], 1);
+    assert_eq!(
+        row["trees_differing"], 0,
+        "the undrifted tree proves itself by its root hash"
+    );
+    assert!(
+        row["revision"].as_str().unwrap().starts_with("stamp:"),
+        "{row}"
+    );
+    assert!(row["last_report"].as_str().unwrap().ends_with('Z'));
+    // The catalogue's declared fingerprint of the Tree is the observed root.
+    let cat = hosts[0].run(&repo, &["catalogue"]);
+    let cat: Value = serde_json::from_slice(&cat.stdout).unwrap();
+    let tree = cat["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["type"] == "Tree")
+        .unwrap();
+    let fp = datum()
+        .arg("fingerprint")
+        .arg(hosts[0].live("/etc/limits.d"))
+        .output()
+        .unwrap();
+    assert_eq!(tree["fingerprint"].as_str().unwrap(), stdout(&fp).trim());
+    let text = server.fleet_text(&["hosts"]);
+    assert!(
+        text.contains("web-3") && text.contains("3 host(s): 3 converged."),
+        "{text}"
+    );
+    let rollout = server.fleet(&["rollout"]);
+    assert_eq!(rollout["converged"].as_array().unwrap().len(), 3);
+    // Under systemd the pass delivers before it returns (the unit's stop
+    // would kill a delivery left behind): nothing waits once it is done.
+    assert_exit(&hosts[0].run_as_service(&repo, &["check"]), 0);
+    assert_eq!(hosts[0].outbox(&repo)["depth"], 0, "delivered in-line");
+    assert_eq!(server.seqs("web-1"), vec![1, 2, 3]);
+}
+
+#[test]
+fn the_server_killed_and_restarted_while_hosts_deliver_loses_and_duplicates_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let hosts: Vec<Host> = (1..=4)
+        .map(|i| server.host(t.path(), &format!("h{i}"), &[], &[]))
+        .collect();
+    for h in &hosts {
+        assert_exit(&h.run(&repo, &["apply"]), 2);
+    }
+    let mut passes = 1;
+    for round in 0..6 {
+        // Every host checks at once while the server is killed and
+        // restarted under them.
+        let killer = {
+            let started = Instant::now();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30 + 20 * round));
+                started
+            })
+        };
+        std::thread::scope(|s| {
+            for h in &hosts {
+                let repo = &repo;
+                s.spawn(move || h.run(repo, &["check"]));
+            }
+            let _ = killer.join();
+            server.kill();
+        });
+        passes += 1;
+        if round % 2 == 0 {
+            // Down for a while: these checks only queue.
+            for h in &hosts {
+                let out = h.run(&repo, &["check"]);
+                assert_exit(&out, 0);
+                let depth = h.outbox(&repo)["depth"].as_u64().unwrap();
+                assert!(depth >= 1, "{}: the report waits", h.name);
+            }
+            passes += 1;
+        }
+        server.start();
+    }
+    // The server is back: each host's outbox drains (now, not after the
+    // backoff), and every report arrives exactly once, in order.
+    for h in &hosts {
+        let out = h.run(&repo, &["outbox", "--flush"]);
+        assert_exit(&out, 0);
+    }
+    for h in &hosts {
+        assert_eq!(
+            server.seqs(&h.name),
+            (1..=passes as u64).collect::<Vec<u64>>(),
+            "{}: every report exactly once, none missing",
+            h.name
+        );
+    }
+}
+
+#[test]
+fn a_host_killed_mid_delivery_delivers_the_report_later_once() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    // The server stops answering (SIGSTOP: connections hang), the check's
+    // delivery (a process of its own, after the check returned) hangs with
+    // it, and is killed in the middle.
+    let pid = server.child.as_ref().unwrap().id().to_string();
+    let status = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    assert!(status.success());
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    let deliverer = wait_for_process(&[h.root.to_str().unwrap(), "--background"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let status = Command::new("kill")
+        .args(["-KILL", &deliverer.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "the delivery was still hanging");
+    assert_eq!(h.outbox(&repo)["depth"], 1, "the report is still queued");
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    server.wait_seqs("web-1", &[1, 2, 3]);
+    h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    assert_eq!(
+        server.seqs("web-1"),
+        vec![1, 2, 3],
+        "the killed delivery's report arrived once"
+    );
+}
+
+/// The pid of the process whose command line holds every one of `words`
+/// (waiting up to 30 s for it to appear).
+fn wait_for_process(words: &[&str]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if words.iter().all(|w| args.iter().any(|a| a == w)) {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_host_token_cannot_write_another_hosts_reports() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let a = server.host(t.path(), "web-a", &[], &[]);
+    let b = server.host(t.path(), "web-b", &[], &[]);
+    assert_exit(&a.run_delivered(&repo, &["apply"]), 2);
+    // web-b carries web-a's credentials (a stolen or copied file).
+    std::fs::copy(
+        a.root.join("etc/datum/report.yaml"),
+        b.root.join("etc/datum/report.yaml"),
+    )
+    .unwrap();
+    assert_exit(&b.run(&repo, &["apply"]), 2);
+    let outbox = b.wait_outbox(&repo, "refused", |v| v["failures"].as_u64() > Some(0));
+    let why = outbox["last_error"].as_str().unwrap();
+    assert!(
+        why.contains("refused the credentials (HTTP 403)")
+            && why.contains("cannot write reports of `web-b`"),
+        "{why}"
+    );
+    // The next pass says so.
+    let out = b.run(&repo, &["check"]);
+    assert!(
+        stderr(&out).contains("the last delivery failed") && stderr(&out).contains("HTTP 403"),
+        "{}",
+        stderr(&out)
+    );
+    b.wait_outbox(&repo, "two queued", |v| v["depth"] == 2);
+    let v = server.fleet(&["hosts"]);
+    assert_eq!(
+        host_row(&v, "web-b")["reports"],
+        0,
+        "nothing stored for web-b"
+    );
+    assert_eq!(
+        host_row(&v, "web-a")["reports"],
+        1,
+        "web-a's history untouched"
+    );
+    // A made-up token is refused too.
+    let report = b.root.join("etc/datum/report.yaml");
+    let text = std::fs::read_to_string(&report).unwrap();
+    let forged: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("token:") {
+                format!("token: dtm_h_{}\n", "0".repeat(64))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&report, forged).unwrap();
+    let out = b.run(&repo, &["outbox", "--flush"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("HTTP 401"), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("2 report(s) queued"),
+        "{}",
+        stdout(&out)
+    );
+    // Its own credentials again: the queued reports go out, in order.
+    let own = t.path().join("own.yaml");
+    assert_exit(
+        &datum()
+            .args(["server", "enroll", "web-b", "--dir"])
+            .arg(&server.dir)
+            .arg("--out")
+            .arg(&own)
+            .output()
+            .unwrap(),
+        0,
+    );
+    std::fs::copy(&own, &report).unwrap();
+    assert_exit(&b.run(&repo, &["outbox", "--flush"]), 0);
+    assert_eq!(
+        server.seqs("web-b"),
+        vec![1, 2],
+        "nothing was lost while refused"
+    );
+}
+
+#[test]
+fn the_same_drift_on_many_hosts_is_told_from_a_change_on_one() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let hosts: Vec<Host> = (1..=5)
+        .map(|i| server.host(t.path(), &format!("app-{i}"), &[], &[]))
+        .collect();
+    for h in &hosts {
+        assert_exit(&h.run(&repo, &["apply"]), 2);
+        // A package upgrade rewrote the config the same way everywhere.
+        std::fs::write(h.live("/etc/app.conf"), "workers = auto\n").unwrap();
+    }
+    // A person edited the motd on one host.
+    std::fs::write(hosts[2].live("/etc/motd"), "back at 5\n").unwrap();
+    for h in &hosts {
+        assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    }
+    let v = server.fleet(&["drift"]);
+    assert_eq!(v["hosts_drifted"], 5);
+    let clusters = v["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 2, "{v}");
+    assert_eq!(clusters[0]["subject"], "File[app-conf]");
+    assert_eq!(clusters[0]["hosts"], 5);
+    assert_eq!(clusters[0]["spread"], "many hosts");
+    assert_eq!(clusters[1]["subject"], "File[motd]");
+    assert_eq!(clusters[1]["sample_hosts"], serde_json::json!(["app-3"]));
+    assert_eq!(clusters[1]["spread"], "one host");
+    let text = server.fleet_text(&["drift"]);
+    assert!(
+        text.contains("same on 5 hosts") && text.contains("one host (app-3)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_host_that_stops_reporting_is_stale_from_outside() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let config = server.dir.join("server.yaml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("first_report_within: 1h", "first_report_within: 8s");
+    std::fs::write(&config, text).unwrap();
+    server.start();
+    let quiet = server.host(t.path(), "quiet", &[], &["--interval", "1s"]);
+    let busy = server.host(t.path(), "busy", &[], &["--interval", "1s"]);
+    let _never = server.host(t.path(), "never", &[], &[]);
+    assert_exit(&quiet.run_delivered(&repo, &["apply"]), 2);
+    assert_exit(&busy.run_delivered(&repo, &["apply"]), 2);
+    assert_eq!(
+        server.fleet(&["stale"])["hosts"].as_array().unwrap().len(),
+        0
+    );
+    std::thread::sleep(Duration::from_secs(9));
+    assert_exit(&busy.run_delivered(&repo, &["check"]), 0);
+    let v = server.fleet(&["stale"]);
+    let names: Vec<&str> = v["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{v}");
+    assert!(names.contains(&"quiet") && names.contains(&"never"), "{v}");
+    let never = v["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "never")
+        .unwrap();
+    assert_eq!(never["never_reported"], true);
+    let hosts = server.fleet(&["hosts"]);
+    assert_eq!(host_row(&hosts, "quiet")["state"], "stale");
+    assert_eq!(host_row(&hosts, "busy")["state"], "converged");
+}
+
+/// The nginx 1.24 / 1.26 case: the same repository, a layer for the hosts
+/// labelled 1.26 declaring a directive the installed nginx rejects, real
+/// `nginx -t` on every host. The rollout reads as one converged group and
+/// one failed group, each with the label value that separates it.
+#[test]
+fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
+    if datum_host::command::which("nginx").is_none() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "nginx is required here (scripts/deps installs it)"
+        );
+        eprintln!("skipped: nginx is not installed (run scripts/deps)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    let w = |rel: &str, text: &str| {
+        let p = repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n  - {name: nginx-1.26, path: v126, match: {nginx_version: \"1.26\"}}\n",
+    );
+    let conf = |directive: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  content: \"events {{}}\\nhttp {{ {directive} }}\\n\"\n  validate: nginx\n"
+        )
+    };
+    w("base/nginx.yaml", &conf("server_tokens off;"));
+    // What only the newer nginx accepts.
+    w("v126/nginx.yaml", &conf("http3 on;"));
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let hosts: Vec<Host> = (1..=4)
+        .map(|i| {
+            let v = if i <= 2 { "1.24" } else { "1.26" };
+            let h = server.host(
+                t.path(),
+                &format!("web-00{i}"),
+                &[("role", "web"), ("nginx_version", v)],
+                &[],
+            );
+            std::fs::create_dir_all(h.live("/etc/nginx")).unwrap();
+            h
+        })
+        .collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let out = h.run_delivered(&repo, &["apply"]);
+        assert_exit(&out, if i < 2 { 2 } else { 6 });
+    }
+    let v = server.fleet(&["rollout"]);
+    assert_eq!(
+        v["converged"],
+        serde_json::json!(["web-001", "web-002"]),
+        "{v}"
+    );
+    assert_eq!(v["failed"], serde_json::json!(["web-003", "web-004"]));
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(
+        groups.len(),
+        1,
+        "one line for the group, not one per host: {v}"
+    );
+    let g = &groups[0];
+    assert_eq!(g["validator"], "nginx");
+    assert_eq!(g["labels"], serde_json::json!({"nginx_version": ["1.26"]}));
+    assert!(
+        g["message"].as_str().unwrap().contains("unknown directive"),
+        "{g}"
+    );
+    assert!(
+        g["validator_versions"][0]
+            .as_str()
+            .unwrap()
+            .contains("nginx"),
+        "{g}"
+    );
+    assert_eq!(
+        v["converged_labels"],
+        serde_json::json!({"nginx_version": ["1.24"]})
+    );
+    let text = server.fleet_text(&["rollout"]);
+    assert!(
+        text.contains("converged  2 host(s) (nginx_version=1.24)")
+            && text.contains("failed  2 host(s) (nginx_version=1.26): Group[nginx] [nginx"),
+        "{text}"
+    );
+    let hosts = server.fleet(&["hosts"]);
+    assert_eq!(host_row(&hosts, "web-004")["state"], "failed");
+    assert_eq!(host_row(&hosts, "web-001")["state"], "converged");
+}
+
+/// Two server processes on one PostgreSQL, hosts split between them, one
+/// of them killed and its hosts moved to the other: the fleet is whole
+/// from either, every report once.
+#[test]
+fn two_server_processes_on_one_postgres_take_reports_for_one_fleet() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut a = Server::init(t.path(), &url, &[]);
+    a.start();
+    let mut b = Server {
+        dir: a.dir.clone(),
+        port: free_port(),
+        child: None,
+    };
+    b.start();
+    let hosts: Vec<Host> = (1..=6)
+        .map(|i| {
+            let h = a.host(t.path(), &format!("pg-{i}"), &[], &[]);
+            if i % 2 == 0 {
+                h.report_to(b.port);
+            }
+            h
+        })
+        .collect();
+    for h in &hosts {
+        assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
+    }
+    b.kill();
+    for h in hosts.iter().skip(1).step_by(2) {
+        h.report_to(a.port);
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
+    }
+    b.start();
+    let from_b = b.fleet(&["hosts"]);
+    assert_eq!(from_b["states"]["converged"], 6, "{from_b}");
+    for h in &hosts {
+        let expected: Vec<u64> = if h.name.ends_with(['2', '4', '6']) {
+            vec![1, 2, 3]
+        } else {
+            vec![1, 2]
+        };
+        assert_eq!(a.seqs(&h.name), expected, "{}", h.name);
+    }
+}
+
+/// A fresh database on the test PostgreSQL (`DATUM_TEST_POSTGRES`).
+fn postgres_database() -> Option<String> {
+    let Ok(base) = std::env::var("DATUM_TEST_POSTGRES") else {
+        assert!(
+            std::env::var("DATUM_POSTGRES_REQUIRED").as_deref() != Ok("1"),
+            "DATUM_POSTGRES_REQUIRED=1 but DATUM_TEST_POSTGRES is not set"
+        );
+        eprintln!("skipped: DATUM_TEST_POSTGRES is not set (scripts/postgres start)");
+        return None;
+    };
+    let name = format!(
+        "fleet_cli_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let out = Command::new("psql")
+        .arg(&base)
+        .args(["-X", "-q", "-c", &format!("CREATE DATABASE {name}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
+}
+
+/// The server's alert rules pass promtool's checks and tests, and the
+/// metrics they use are the ones a real server serves.
+#[test]
+fn the_server_alert_rules_and_metrics() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    let admin = std::fs::read_to_string(server.admin()).unwrap();
+    let token = admin
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .unwrap()
+        .to_owned();
+    let curl = |token: &str| {
+        Command::new("curl")
+            .args(["-sS", "--cacert"])
+            .arg(server.dir.join("ca.pem"))
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .arg(format!("https://127.0.0.1:{}/metrics", server.port))
+            .output()
+    };
+    let Ok(out) = curl(&token) else {
+        eprintln!("skipped: curl is not installed");
+        return;
+    };
+    let text = stdout(&out);
+    for metric in [
+        "datum_fleet_hosts{state=\"converged\"} 1",
+        "datum_fleet_host_stale{host=\"web-1\"} 0",
+        "datum_fleet_host_last_report_timestamp_seconds{host=\"web-1\"}",
+        "datum_fleet_host_expected_interval_seconds{host=\"web-1\"} 600",
+        "datum_fleet_host_outbox_depth{host=\"web-1\"} 0",
+        "datum_fleet_rollout_hosts{state=\"converged\"} 1",
+        "datum_fleet_reports_ingested_total{kind=\"apply\"} 1",
+    ] {
+        assert!(text.contains(metric), "{metric} missing from:\n{text}");
+    }
+    // Host names are inventory: a host's token does not read them.
+    let host_token = std::fs::read_to_string(h.root.join("etc/datum/report.yaml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("token: ").map(str::to_owned))
+        .unwrap();
+    let refused = stdout(&curl(&host_token).unwrap());
+    assert!(refused.contains("admin credential"), "{refused}");
+
+    if datum_host::command::which("promtool").is_none() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "promtool is required here (scripts/deps installs prometheus)"
+        );
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
+    let check = Command::new("promtool")
+        .args(["check", "rules", "datum-server.rules.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&check).contains("SUCCESS: 6 rules found"),
+        "{check:?}"
+    );
+    let test = Command::new("promtool")
+        .args(["test", "rules", "datum-server.rules.test.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(test.status.success(), "{test:?}");
+}
+
+/// Size and rate are bounded: a report over `report_bytes` is refused for
+/// good (set aside, counted, never blocking the queue), an identity over
+/// `reports_per_minute` is told when to come back (kept, retried).
+#[test]
+fn reports_are_bounded_in_size_and_rate() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let config = server.dir.join("server.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        original.replace("report_bytes: 1048576", "report_bytes: 300"),
+    )
+    .unwrap();
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    let outbox = h.run(&repo, &["outbox"]);
+    assert!(
+        stdout(&outbox).contains("1 refused by the server") && stdout(&outbox).contains("HTTP 413"),
+        "{}",
+        stdout(&outbox)
+    );
+    server.kill();
+    std::fs::write(
+        &config,
+        original.replace("reports_per_minute: 600", "reports_per_minute: 2"),
+    )
+    .unwrap();
+    server.start();
+    for _ in 0..2 {
+        assert_exit(&h.run_delivered(&repo, &["check"]), 0);
+    }
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    let outbox = h.wait_outbox(&repo, "limited", |v| v["failures"].as_u64() > Some(0));
+    assert!(
+        outbox["last_error"].as_str().unwrap().contains("HTTP 429"),
+        "{outbox}"
+    );
+    assert_eq!(outbox["depth"], 1, "the third waits in the outbox");
+    assert_eq!(server.seqs("web-1"), vec![2, 3]);
+}

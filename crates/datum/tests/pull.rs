@@ -1,0 +1,1693 @@
+//! `datum pull` end to end: the built binary, real git (a bare repository
+//! over `file://`, and `git daemon` on 127.0.0.1), commits signed with SSH
+//! keys made by the real `ssh-keygen` in each test, a temporary root.
+//!
+//! Every refusal is checked for what it must leave alone: the link, the
+//! checkouts and the state store's record are the same before and after.
+//! Tests that need `git` or `ssh-keygen` print "skipped" when they are
+//! missing and fail instead under `DATUM_VALIDATORS_REQUIRED` (CI sets it;
+//! `scripts/deps` installs `git` and `openssh-client`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is the test failing, with its message"
+)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "integration tests build fixtures and inspect results on disk directly, and start real programs; the code under test goes through datum-host"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use datum_testkit::run::Run;
+use datum_testkit::tools::have;
+use tempfile::TempDir;
+
+const DATUM: &str = env!("CARGO_BIN_EXE_datum");
+
+fn tools() -> bool {
+    have("git", "git") && have("ssh-keygen", "openssh-client")
+}
+
+/// A datum.yaml with one layer.
+const SETTINGS: &str = "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n";
+
+fn motd(content: &str) -> String {
+    format!(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"{content}\\n\"\n"
+    )
+}
+
+/// A work repository whose commits are signed with test keys, the bare
+/// repository it pushes to (the "remote"), the keys and `allowed_signers`,
+/// and a root to pull into.
+struct Bed {
+    dir: TempDir,
+}
+
+impl Bed {
+    fn new() -> Bed {
+        Bed::new_in(&std::env::temp_dir())
+    }
+
+    /// A bed in a fresh folder under `parent`.
+    fn new_in(parent: &Path) -> Bed {
+        let bed = Bed {
+            dir: tempfile::tempdir_in(parent).unwrap(),
+        };
+        std::fs::create_dir_all(bed.p("keys")).unwrap();
+        for who in ["alice", "mallory", "old"] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", who, "-f"])
+                .arg(bed.p(&format!("keys/{who}")))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        // alice may sign; old's key expired in 2020; mallory is unknown.
+        let signers = format!(
+            "alice@example.com {}\nold@example.com valid-before=\"20200101\" {}\n",
+            bed.public("alice"),
+            bed.public("old")
+        );
+        bed.write("allowed_signers", &signers);
+        std::fs::create_dir_all(bed.p("work")).unwrap();
+        bed.git("work", &["init", "-q", "-b", "main"]);
+        bed.git(".", &["init", "-q", "--bare", "remote.git"]);
+        bed.write("root/etc/datum/host.yaml", "name: pulled\nlabels: {}\n");
+        bed
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn public(&self, who: &str) -> String {
+        let text = std::fs::read_to_string(self.p(&format!("keys/{who}.pub"))).unwrap();
+        text.split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.p(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// git as a developer runs it (no global configuration), in `dir`.
+    fn git_output(&self, dir: &str, args: &[&str]) -> Output {
+        Command::new("git")
+            .args(args)
+            .current_dir(self.p(dir))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Alice")
+            .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+            .env("GIT_COMMITTER_NAME", "Alice")
+            .env("GIT_COMMITTER_EMAIL", "alice@example.com")
+            .output()
+            .unwrap()
+    }
+
+    fn git(&self, dir: &str, args: &[&str]) -> String {
+        let out = self.git_output(dir, args);
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// git in the work tree with `input` on its standard input; its output.
+    fn git_input(&self, args: &[&str], input: &[u8]) -> String {
+        let mut child = Command::new("git")
+            .args(args)
+            .current_dir(self.p("work"))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Commits everything in the work tree, signed by `signer`'s key (or
+    /// not at all); returns the commit.
+    fn commit(&self, message: &str, signer: Option<&str>) -> String {
+        self.git("work", &["add", "-A"]);
+        let key = signer.map(|s| self.p(&format!("keys/{s}")).display().to_string());
+        let mut args = vec!["-c", "gpg.format=ssh"];
+        let signing = key.as_ref().map(|k| format!("user.signingkey={k}"));
+        if let Some(s) = &signing {
+            args.extend([
+                "-c",
+                s.as_str(),
+                "commit",
+                "-q",
+                "-S",
+                "--allow-empty",
+                "-m",
+                message,
+            ]);
+        } else {
+            args.extend(["commit", "-q", "--allow-empty", "-m", message]);
+        }
+        self.git("work", &args);
+        self.git("work", &["rev-parse", "HEAD"])
+    }
+
+    /// A repository revision with `/etc/motd` declared as `content`.
+    fn revision(&self, content: &str, signer: Option<&str>) -> String {
+        self.write("work/datum.yaml", SETTINGS);
+        self.write("work/base/motd.yaml", &motd(content));
+        self.commit(content, signer)
+    }
+
+    /// Makes the remote's main the work tree's HEAD (forced).
+    fn push(&self) {
+        self.git(
+            "work",
+            &[
+                "push",
+                "-q",
+                "--force",
+                "../remote.git",
+                "HEAD:refs/heads/main",
+            ],
+        );
+    }
+
+    fn datum(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(DATUM);
+        cmd.arg("--root")
+            .arg(self.p("root"))
+            .arg("--color")
+            .arg("never")
+            .args(args)
+            .env_remove("DATUM_REPO")
+            .env_remove("DATUM_ROOT");
+        cmd
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.p("remote.git").display())
+    }
+
+    /// `datum pull` from the remote with `allowed_signers`.
+    fn pull(&self, extra: &[&str]) -> Run {
+        let url = self.url();
+        let signers = self.p("allowed_signers").display().to_string();
+        let mut args = vec!["pull", "--url", &url, "--allowed-signers", &signers];
+        args.extend_from_slice(extra);
+        Run(self.datum(&args).output().unwrap())
+    }
+
+    fn link(&self) -> PathBuf {
+        self.p("root/etc/datum/repository")
+    }
+
+    /// The commit the link's checkout says it is.
+    fn deployed(&self) -> Option<String> {
+        datum_pull::deployed_revision(&self.link()).map(|d| d.commit)
+    }
+
+    fn checkouts(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.p("root/var/lib/datum/pull/checkouts"))
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// What `datum pull --status --output json` says.
+    fn status(&self) -> serde_json::Value {
+        let out = Run(self
+            .datum(&["--output", "json", "pull", "--status"])
+            .output()
+            .unwrap());
+        out.assert_exit(0);
+        serde_json::from_str(&out.stdout()).unwrap()
+    }
+
+    /// Everything a refusal must leave alone.
+    fn snapshot(&self) -> (Option<PathBuf>, Vec<String>, serde_json::Value) {
+        (
+            std::fs::read_link(self.link()).ok(),
+            self.checkouts(),
+            self.status()["history"].clone(),
+        )
+    }
+}
+
+#[test]
+fn a_signed_revision_is_deployed_whole_without_git_metadata_and_a_second_pull_changes_nothing() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.write("work/base/files/run.sh", "#!/bin/sh\necho hi\n");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        bed.p("work/base/files/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    // Attributes that would make git's own checkout rewrite the bytes.
+    bed.write("work/.gitattributes", "* text eol=crlf\n*.sh filter=evil\n");
+    let c1 = bed.revision("one", Some("alice"));
+    bed.push();
+
+    let out = bed.pull(&[]);
+    out.assert_exit(2);
+    assert!(
+        out.stdout().contains(&format!("deployed {}", &c1[..12])),
+        "{}",
+        out.stdout()
+    );
+    assert!(
+        out.stdout()
+            .contains("signed by alice@example.com (ED25519 SHA256:"),
+        "{}",
+        out.stdout()
+    );
+
+    // A relative link into a checkout named after the commit.
+    let target = std::fs::read_link(bed.link()).unwrap();
+    assert_eq!(
+        target,
+        PathBuf::from(format!("../../var/lib/datum/pull/checkouts/{c1}"))
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    let checkout = bed.p(&format!("root/var/lib/datum/pull/checkouts/{c1}"));
+    // No .git anywhere, and every file byte for byte what git holds (no
+    // eol conversion, no filter), with git's modes.
+    assert!(!checkout.join(".git").exists());
+    for (path, mode) in [
+        ("datum.yaml", 0o644),
+        ("base/motd.yaml", 0o644),
+        ("base/files/run.sh", 0o755),
+        (".gitattributes", 0o644),
+    ] {
+        let blob = bed
+            .git_output("work", &["cat-file", "blob", &format!("HEAD:{path}")])
+            .stdout;
+        assert_eq!(std::fs::read(checkout.join(path)).unwrap(), blob, "{path}");
+        use std::os::unix::fs::MetadataExt as _;
+        assert_eq!(
+            std::fs::metadata(checkout.join(path)).unwrap().mode() & 0o777,
+            mode,
+            "{path}"
+        );
+    }
+    // The cache and the pull folder are private.
+    use std::os::unix::fs::MetadataExt as _;
+    let pull_dir = std::fs::metadata(bed.p("root/var/lib/datum/pull")).unwrap();
+    assert_eq!(pull_dir.mode() & 0o777, 0o700);
+
+    // The state store has it; the agent's commands read it through the link.
+    let status = bed.status();
+    assert_eq!(status["deployed"]["commit"], c1.as_str());
+    assert_eq!(status["history"][0]["revision"], c1.as_str());
+    assert_eq!(status["history"][0]["rollback"], false);
+    assert_eq!(status["history"][0]["signer"], "alice@example.com");
+    let link = bed.link().display().to_string();
+    let plan = Run(bed.datum(&["--repo", &link, "plan"]).output().unwrap());
+    plan.assert_exit(2);
+    assert!(plan.stdout().contains("File[motd]"), "{}", plan.stdout());
+
+    let again = bed.pull(&[]);
+    again.assert_exit(0);
+    assert!(
+        again
+            .stdout()
+            .contains("is deployed already; nothing changed"),
+        "{}",
+        again.stdout()
+    );
+    assert_eq!(bed.status()["history"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_tag_is_deployed_as_its_commit_and_two_pulls_at_once_deploy_it_once() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let c2 = bed.revision("two", Some("alice"));
+    bed.git("work", &["tag", "-a", "-m", "release 2", "v2"]);
+    bed.git("work", &["push", "-q", "../remote.git", "v2"]);
+    let pulls: Vec<_> = (0..2)
+        .map(|_| {
+            let url = bed.url();
+            let signers = bed.p("allowed_signers").display().to_string();
+            bed.datum(&[
+                "pull",
+                "--url",
+                &url,
+                "--ref",
+                "v2",
+                "--allowed-signers",
+                &signers,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut codes: Vec<i32> = pulls
+        .into_iter()
+        .map(|p| p.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    codes.sort();
+    // One deployed it; the other waited for the lock and found it deployed.
+    assert_eq!(codes, [0, 2]);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+    let history = bed.status()["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 2, "{history}");
+    assert_eq!(history[0]["ref"], "v2");
+    assert_eq!(history[0]["previous"], c1.as_str());
+}
+
+#[test]
+fn a_repository_served_by_git_daemon_on_loopback_is_pulled() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let c1 = bed.revision("daemon", Some("alice"));
+    bed.push();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let base = bed.dir.path().display().to_string();
+    let mut daemon = Killed(
+        Command::new("git")
+            .args([
+                "daemon",
+                "--reuseaddr",
+                "--listen=127.0.0.1",
+                "--export-all",
+                "--informative-errors",
+            ])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={base}"))
+            .arg(&base)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let up = wait(Duration::from_secs(10), || TcpStream::connect(addr).ok());
+    assert!(up.is_some(), "git daemon did not listen on {addr}");
+    let url = format!("git://127.0.0.1:{port}/remote.git");
+    let signers = bed.p("allowed_signers").display().to_string();
+    let out = Run(bed
+        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
+        .output()
+        .unwrap());
+    out.assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    assert_eq!(bed.status()["history"][0]["source"], url.as_str());
+    daemon.0.kill().unwrap();
+}
+
+/// Kills a child when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if t0.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A bed whose first revision (`/etc/motd` declared as "one", signed by
+/// alice) is deployed; `None` (skipped) without git and ssh-keygen.
+fn deployed_bed() -> Option<(Bed, String)> {
+    if !tools() {
+        return None;
+    }
+    let bed = Bed::new();
+    let c1 = bed.revision("one", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    Some((bed, c1))
+}
+
+/// Pushes `head`, pulls, and checks the pull was refused with `says` and
+/// changed nothing.
+#[track_caller]
+fn refused(bed: &Bed, says: &str) -> Run {
+    bed.push();
+    let before = bed.snapshot();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains(says),
+        "`{says}` not in:\n{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("nothing was changed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before, "a refused pull changed something");
+    out
+}
+
+#[test]
+fn unsigned_unknown_expired_and_tampered_revisions_are_refused_and_change_nothing() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    // Refused before anything is deployed: no link appears.
+    bed.revision("unsigned first", None);
+    let out = refused(&bed, "the commit is not signed");
+    assert!(
+        out.stderr().contains("nothing is deployed"),
+        "{}",
+        out.stderr()
+    );
+    assert!(std::fs::symlink_metadata(bed.link()).is_err());
+
+    let good = bed.revision("good", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    let stays = format!("{} stays deployed", &good[..12]);
+
+    bed.revision("unsigned", None);
+    let out = refused(&bed, "the commit is not signed");
+    assert!(out.stderr().contains(&stays), "{}", out.stderr());
+
+    bed.revision("by mallory", Some("mallory"));
+    let out = refused(&bed, "it is signed with a key that is not in");
+    assert!(
+        out.stderr().contains("allowed_signers (ED25519 SHA256:"),
+        "{}",
+        out.stderr()
+    );
+
+    bed.revision("by old", Some("old"));
+    refused(&bed, "it is signed with a key that has expired");
+
+    // Tampered: a commit alice signed, with its tree swapped for another
+    // (the signature header kept as it was).
+    let signed = bed.revision("alice signs this", Some("alice"));
+    bed.write("work/base/motd.yaml", &motd("the attacker's"));
+    let evil = bed.commit("evil", None);
+    let evil_tree = bed.git("work", &["rev-parse", &format!("{evil}^{{tree}}")]);
+    let raw = bed
+        .git_output("work", &["cat-file", "commit", &signed])
+        .stdout;
+    let raw = String::from_utf8(raw).unwrap();
+    let tree_line = raw.lines().next().unwrap().to_owned();
+    let forged = raw.replacen(&tree_line, &format!("tree {evil_tree}"), 1);
+    let forged_id = bed.git_input(
+        &["hash-object", "-t", "commit", "-w", "--stdin"],
+        forged.as_bytes(),
+    );
+    bed.git("work", &["reset", "-q", "--hard", &forged_id]);
+    // git itself agrees it is bad.
+    let verify = bed.git_output(
+        "work",
+        &[
+            "-c",
+            &format!(
+                "gpg.ssh.allowedSignersFile={}",
+                bed.p("allowed_signers").display()
+            ),
+            "verify-commit",
+            &forged_id,
+        ],
+    );
+    assert!(
+        !verify.status.success(),
+        "git verify-commit accepted the forgery"
+    );
+    refused(&bed, "its signature does not match its content");
+
+    // After all that, the good revision is still what the link shows, and
+    // a properly signed one goes through.
+    assert_eq!(bed.deployed().as_deref(), Some(good.as_str()));
+    bed.git("work", &["reset", "-q", "--hard", &good]);
+    let next = bed.revision("next", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(next.as_str()));
+
+    // JSON says why, with the fixed word.
+    bed.revision("unsigned again", None);
+    bed.push();
+    let out = bed.pull(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["outcome"], "refused");
+    assert_eq!(json["reason"], "unsigned");
+    assert_eq!(json["deployed"], next.as_str());
+}
+
+#[test]
+fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_is_recorded() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    let out = refused(
+        &bed,
+        &format!(
+            "it does not descend from the deployed revision {}",
+            &c2[..12]
+        ),
+    );
+    assert!(
+        out.stderr().contains("--allow-rollback"),
+        "{}",
+        out.stderr()
+    );
+
+    // An unrelated history, signed by alice, is refused the same way.
+    bed.git("work", &["checkout", "-q", "--orphan", "other"]);
+    let orphan = bed.revision("unrelated", Some("alice"));
+    refused(&bed, "does not descend from the deployed revision");
+    bed.git("work", &["checkout", "-q", "-f", "main"]);
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    bed.push();
+
+    // Configuration cannot allow it; a person can.
+    bed.write("root/etc/datum/pull.yaml", "allow_rollback: true\n");
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("pull.yaml:1:1: going backwards cannot be configured"),
+        "{}",
+        out.stderr()
+    );
+    std::fs::remove_file(bed.p("root/etc/datum/pull.yaml")).unwrap();
+    let out = Run(bed
+        .datum(&[
+            "pull",
+            "--url",
+            &bed.url(),
+            "--allowed-signers",
+            &bed.p("allowed_signers").display().to_string(),
+            "--allow-rollback",
+        ])
+        .env("SUDO_USER", "carol")
+        .output()
+        .unwrap());
+    out.assert_exit(2);
+    assert!(
+        out.stdout()
+            .contains("a rollback, allowed with --allow-rollback and recorded"),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    let history = bed.status()["history"].clone();
+    assert_eq!(history[0]["revision"], c1.as_str());
+    assert_eq!(history[0]["previous"], c2.as_str());
+    assert_eq!(history[0]["rollback"], true);
+    assert!(
+        history[0]["allowed_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("carol (uid "),
+        "{history}"
+    );
+    assert_eq!(history[1]["rollback"], false);
+    // The flag is not needed for going forward again, nor does it make an
+    // unrelated history descend: forward from c1 is fine.
+    let c3 = bed.revision("three", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c3.as_str()));
+    assert_eq!(bed.status()["history"][0]["rollback"], false);
+    let _ = orphan;
+}
+
+#[test]
+fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    bed.write(
+        "work/base/bad.yaml",
+        "datum: v1alpha1\ntype: File\nname: bad\ndesired:\n  path: /etc/bad\n  colour: red\n",
+    );
+    let bad = bed.commit("a typo", Some("alice"));
+    let out = refused(&bed, "`datum lint` finds 1 error(s) in it");
+    // The diagnostics, with file and line, come first.
+    assert!(
+        out.stderr().contains("base/bad.yaml:6:3"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr()
+            .contains(&format!("{} stays deployed", &c1[..12])),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        !bed.checkouts().contains(&bad),
+        "the refused checkout is left: {:?}",
+        bed.checkouts()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+#[test]
+fn a_pull_killed_mid_checkout_leaves_the_deployed_revision_whole_and_the_next_pull_completes() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A revision big enough for a checkout to take a while.
+    let block: String = (0..1024).map(|i| format!("{i:031}\n")).collect();
+    for i in 0..2000 {
+        bed.write(
+            &format!("work/base/files/f{i:04}.txt"),
+            &format!("{i}\n{block}"),
+        );
+    }
+    let big = bed.revision("big", Some("alice"));
+    bed.push();
+
+    let url = bed.url();
+    let signers = bed.p("allowed_signers").display().to_string();
+    let mut child = Killed(
+        bed.datum(&["pull", "--url", &url, "--allowed-signers", &signers])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let checkouts = bed.p("root/var/lib/datum/pull/checkouts");
+    let partial = wait(Duration::from_secs(60), || {
+        std::fs::read_dir(&checkouts)
+            .ok()?
+            .filter_map(Result::ok)
+            .find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name.starts_with(".partial-") && e.path().join("base/files").exists())
+                    .then_some(e.path())
+            })
+    })
+    .expect("the pull never started writing its checkout");
+    let pid = child.0.id().to_string();
+    // Frozen mid-checkout, then killed: no chance to clean up.
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let written = std::fs::read_dir(partial.join("base/files"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(
+        written < 2000,
+        "the checkout was complete before the kill ({written} files)"
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = child.0.wait();
+    assert!(
+        partial.exists(),
+        "the killed pull's partial checkout is there"
+    );
+
+    // The deployed revision is whole and still the one the link shows.
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    let link = bed.link().display().to_string();
+    Run(bed.datum(&["--repo", &link, "lint"]).output().unwrap()).assert_exit(0);
+
+    // The next pull completes and leaves no debris behind.
+    let out = bed.pull(&[]);
+    out.assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(big.as_str()));
+    assert!(!partial.exists());
+    let names = bed.checkouts();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+    let files = std::fs::read_dir(bed.link().join("base/files"))
+        .unwrap()
+        .count();
+    assert_eq!(files, 2000);
+    let leftovers: Vec<_> = std::fs::read_dir(bed.p("root/etc/datum"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 2, "{leftovers:?}"); // host.yaml and the link
+}
+
+#[test]
+fn the_debris_of_killed_git_commands_and_switches_is_swept_by_the_next_pull() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.revision("one", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    let cache = bed.p("root/var/lib/datum/pull/cache.git");
+    // What a git killed by SIGKILL (or a power cut) leaves: lock files that
+    // would make every later fetch fail, and temporary packs.
+    for f in [
+        "packed-refs.lock",
+        "refs/datum/incoming.lock",
+        "objects/pack/tmp_pack_dead",
+    ] {
+        bed.write(&format!("root/var/lib/datum/pull/cache.git/{f}"), "x");
+    }
+    // A switch killed between staging the new link and renaming it, and
+    // something else staged in the same folder (another file's apply),
+    // which is not the pull's to sweep.
+    std::fs::create_dir(bed.p("root/etc/datum/.datum.stage.dead")).unwrap();
+    std::os::unix::fs::symlink(
+        "nowhere",
+        bed.p("root/etc/datum/.datum.stage.dead/repository"),
+    )
+    .unwrap();
+    bed.write("root/etc/datum/.datum.stage.other/pull.yaml", "x");
+    bed.write(
+        "root/var/lib/datum/pull/checkouts/.partial-dead-1/half",
+        "x",
+    );
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+    for f in [
+        "packed-refs.lock",
+        "refs/datum/incoming.lock",
+        "objects/pack/tmp_pack_dead",
+    ] {
+        assert!(!cache.join(f).exists(), "{f} left");
+    }
+    assert!(std::fs::symlink_metadata(bed.p("root/etc/datum/.datum.stage.dead")).is_err());
+    assert!(
+        bed.p("root/etc/datum/.datum.stage.other/pull.yaml")
+            .exists()
+    );
+    assert!(
+        !bed.p("root/var/lib/datum/pull/checkouts/.partial-dead-1")
+            .exists()
+    );
+
+    // Old checkouts are pruned: the deployed one and two others are kept.
+    for i in 3..7 {
+        bed.revision(&format!("r{i}"), Some("alice"));
+        bed.push();
+        bed.pull(&[]).assert_exit(2);
+    }
+    assert_eq!(bed.checkouts().len(), 3, "{:?}", bed.checkouts());
+    assert!(bed.checkouts().contains(&bed.deployed().unwrap()));
+}
+
+/// A repository of `n` File resources in one manifest each, all declaring
+/// `value` as their content.
+/// The link and the checkouts, which a refused pull must leave alone.
+fn deployed_state(bed: &Bed) -> (Option<PathBuf>, Vec<String>) {
+    (std::fs::read_link(bed.link()).ok(), bed.checkouts())
+}
+
+#[test]
+fn the_boundary_holds_for_pull_links_on_its_way_are_refused_and_an_unusable_state_store_stops_it() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let outside = tempfile::tempdir().unwrap();
+    let canary = outside.path().join("canary.db");
+    std::fs::write(&canary, b"outside, must stay").unwrap();
+    bed.revision("two", Some("alice"));
+    bed.push();
+    let state = bed.p("root/var/lib/datum/state.db");
+    let before = deployed_state(&bed);
+
+    // A damaged state store: refused, left byte for byte, nothing switched.
+    let good = std::fs::read(&state).unwrap();
+    std::fs::write(&state, b"not a database at all, but someone's data").unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("state.db: unusable"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        b"not a database at all, but someone's data"
+    );
+    assert_eq!(deployed_state(&bed), before);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    // The state store replaced by a link to a file elsewhere: refused, and
+    // the file it points at is never opened for writing.
+    std::fs::remove_file(&state).unwrap();
+    std::os::unix::fs::symlink(&canary, &state).unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("state.db: a symlink"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(std::fs::read(&canary).unwrap(), b"outside, must stay");
+    assert_eq!(deployed_state(&bed), before);
+    std::fs::remove_file(&state).unwrap();
+    std::fs::write(&state, &good).unwrap();
+
+    // The link's folder swapped for a link to a folder elsewhere: refused by
+    // the walk, and nothing is written where it points.
+    let etc_datum = bed.p("root/etc/datum");
+    let moved = outside.path().join("etc-datum");
+    std::fs::rename(&etc_datum, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &etc_datum).unwrap();
+    let listing = |p: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let moved_before = listing(&moved);
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("etc/datum on its way is a symbolic link"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(listing(&moved), moved_before);
+    assert_eq!(
+        std::fs::read_link(moved.join("repository")).ok(),
+        before.0,
+        "the link behind the folder link was switched"
+    );
+    std::fs::remove_file(&etc_datum).unwrap();
+    std::fs::rename(&moved, &etc_datum).unwrap();
+
+    // The pull folder swapped for a link: Datum's own folder is refused,
+    // never written through.
+    let pull_dir = bed.p("root/var/lib/datum/pull");
+    let pull_moved = outside.path().join("pull");
+    std::fs::rename(&pull_dir, &pull_moved).unwrap();
+    std::os::unix::fs::symlink(&pull_moved, &pull_dir).unwrap();
+    let pull_before = listing(&pull_moved);
+    let checkouts_before = listing(&pull_moved.join("checkouts"));
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("pull: it is not a directory"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(listing(&pull_moved), pull_before);
+    assert_eq!(listing(&pull_moved.join("checkouts")), checkouts_before);
+    std::fs::remove_file(&pull_dir).unwrap();
+    std::fs::rename(&pull_moved, &pull_dir).unwrap();
+
+    // Everything back in place: the next pull goes forward.
+    bed.pull(&[]).assert_exit(2);
+    assert_ne!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+fn many_files(bed: &Bed, n: usize, value: &str) {
+    bed.write("work/datum.yaml", SETTINGS);
+    for i in 0..n {
+        bed.write(
+            &format!("work/base/f{i:03}.yaml"),
+            &format!("datum: v1alpha1\ntype: File\nname: f{i}\ndesired:\n  path: /srv/f{i}\n  content: \"{value}\\n\"\n"),
+        );
+    }
+}
+
+#[test]
+fn a_reader_during_switches_sees_one_whole_revision_every_time() {
+    if !tools() {
+        return;
+    }
+    let bed = Arc::new(Bed::new());
+    many_files(&bed, 150, "rev 0");
+    bed.commit("rev 0", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+
+    // Readers compile the repository through the link, back to back, the
+    // way every command and every agent load does.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let mixed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let link = bed.link().display().to_string();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (bed, stop, seen, mixed, link) = (
+                Arc::clone(&bed),
+                Arc::clone(&stop),
+                Arc::clone(&seen),
+                Arc::clone(&mixed),
+                link.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let out = bed
+                        .datum(&["--repo", &link, "--recompile", "catalogue"])
+                        .output()
+                        .unwrap();
+                    if !out.status.success() {
+                        mixed
+                            .lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&out.stderr).into_owned());
+                        continue;
+                    }
+                    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                    let mut sums: Vec<&str> = json["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|r| r["content_sha256"].as_str().unwrap())
+                        .collect();
+                    sums.sort();
+                    sums.dedup();
+                    if sums.len() != 1 {
+                        mixed
+                            .lock()
+                            .unwrap()
+                            .push(format!("{} contents in one catalogue", sums.len()));
+                    }
+                    seen.lock().unwrap().push(sums.len());
+                }
+            })
+        })
+        .collect();
+    for k in 1..=6 {
+        many_files(&bed, 150, &format!("rev {k}"));
+        bed.commit(&format!("rev {k}"), Some("alice"));
+        bed.push();
+        bed.pull(&[]).assert_exit(2);
+    }
+    stop.store(true, Ordering::SeqCst);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let mixed = mixed.lock().unwrap();
+    assert!(mixed.is_empty(), "a reader saw half a revision: {mixed:?}");
+    assert!(seen.lock().unwrap().len() >= 6, "the readers hardly ran");
+}
+
+/// The agent with `pull.yaml` under the root.
+struct Agent {
+    child: Killed,
+    log: Arc<Mutex<Vec<String>>>,
+    addr: SocketAddr,
+}
+
+impl Agent {
+    fn start(bed: &Bed, interval: &str) -> Agent {
+        let mut child = bed
+            .datum(&[
+                "agent",
+                "--listen",
+                "127.0.0.1:0",
+                "--pull-interval",
+                interval,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let child = Killed(child);
+        let line = wait(Duration::from_secs(30), || {
+            log.lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains("serving /metrics"))
+                .cloned()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent did not start:\n{}",
+                log.lock().unwrap().join("\n")
+            )
+        });
+        let addr = line
+            .rsplit("http://")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        Agent { child, log, addr }
+    }
+
+    fn metrics(&self) -> String {
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5)).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    #[track_caller]
+    fn wait_metric(&self, line: &str) {
+        let seen = wait(Duration::from_secs(30), || {
+            self.metrics().contains(line).then_some(())
+        });
+        assert!(
+            seen.is_some(),
+            "`{line}` not in /metrics:\n{}\nlog:\n{}",
+            self.metrics(),
+            self.log.lock().unwrap().join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_agent_pulls_on_its_interval_and_reloads_a_new_revision_in_process() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.write(
+        "root/etc/datum/pull.yaml",
+        &format!(
+            "url: {}\nref: main\nallowed_signers: /etc/datum/allowed_signers\n",
+            bed.url()
+        ),
+    );
+    std::fs::copy(
+        bed.p("allowed_signers"),
+        bed.p("root/etc/datum/allowed_signers"),
+    )
+    .unwrap();
+    let c1 = bed.revision("one", Some("alice"));
+    bed.push();
+    // Nothing deployed yet: the agent pulls before its first load.
+    let agent = Agent::start(&bed, "1s");
+    agent.wait_metric(&format!(
+        "datum_repository_revision_info{{revision=\"{c1}\"}} 1"
+    ));
+    let pid = agent.child.0.id();
+
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    agent.wait_metric(&format!(
+        "datum_repository_revision_info{{revision=\"{c2}\"}} 1"
+    ));
+    agent.wait_metric("datum_pulls_total{outcome=\"deployed\"}");
+    assert!(
+        !agent.metrics().contains(&c1),
+        "the old revision still has a series"
+    );
+    let log = agent.log.lock().unwrap().join("\n");
+    assert!(log.contains("reloaded:"), "{log}");
+
+    // A refused revision is counted; the running one stays.
+    bed.revision("unsigned", None);
+    bed.push();
+    agent.wait_metric("datum_pull_failures_total{reason=\"unsigned\"}");
+    assert!(agent.metrics().contains(&format!(
+        "datum_repository_revision_info{{revision=\"{c2}\"}} 1"
+    )));
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+    // Still the same process: reloaded in place, not restarted.
+    assert_eq!(agent.child.0.id(), pid);
+}
+
+#[test]
+fn a_bundle_carries_a_revision_to_a_host_without_git_access_and_is_verified_the_same_way() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let c1 = bed.revision("one", Some("alice"));
+    let work = bed.p("work").display().to_string();
+    let bundle = bed.p("one.bundle").display().to_string();
+    let made = Run(Command::new(DATUM)
+        .args(["bundle", "--from", &work, "--ref", "main", &bundle])
+        .output()
+        .unwrap());
+    made.assert_exit(0);
+    assert!(made.stdout().contains(&c1[..12]), "{}", made.stdout());
+    let signers = bed.p("allowed_signers").display().to_string();
+    let pull = |bundle: &str| {
+        Run(bed
+            .datum(&[
+                "pull",
+                "--bundle",
+                bundle,
+                "--ref",
+                "main",
+                "--allowed-signers",
+                &signers,
+            ])
+            .output()
+            .unwrap())
+    };
+    let out = pull(&bundle);
+    out.assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    assert_eq!(
+        bed.status()["history"][0]["source"],
+        format!("bundle:{bundle}").as_str()
+    );
+
+    // An incremental bundle on top of what the host has.
+    let c2 = bed.revision("two", Some("alice"));
+    let inc = bed.p("two.bundle").display().to_string();
+    Run(Command::new(DATUM)
+        .args(["bundle", "--from", &work, "--since", &c1, &inc])
+        .output()
+        .unwrap())
+    .assert_exit(0);
+    pull(&inc).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+
+    // An unsigned revision in a bundle is refused like a fetched one.
+    bed.revision("unsigned", None);
+    let bad = bed.p("bad.bundle").display().to_string();
+    Run(Command::new(DATUM)
+        .args(["bundle", "--from", &work, "--since", &c2, &bad])
+        .output()
+        .unwrap())
+    .assert_exit(0);
+    let out = pull(&bad);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("the commit is not signed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+}
+
+#[test]
+fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A tree with `.git/config` in it, which `git add` would never make:
+    // built by hand, and signed by alice (the signature is not the point).
+    let config_blob = bed.git_input(
+        &["hash-object", "-w", "--stdin"],
+        b"[core]\n\tfsmonitor = touch /tmp/datum-pwned\n",
+    );
+    let mktree = |input: String| bed.git_input(&["mktree"], input.as_bytes());
+    let dot_git = mktree(format!("100644 blob {config_blob}\tconfig\n"));
+    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
+    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
+    let root = mktree(format!(
+        "040000 tree {dot_git}\t.git\n040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n"
+    ));
+    let key = bed.p("keys/alice").display().to_string();
+    let signing = format!("user.signingkey={key}");
+    let hostile = bed.git(
+        "work",
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &signing,
+            "commit-tree",
+            "-S",
+            "-p",
+            &c1,
+            "-m",
+            "hostile",
+            &root,
+        ],
+    );
+    bed.git("work", &["reset", "-q", "--soft", &hostile]);
+    bed.push();
+    let before = bed.snapshot();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("cannot fetch main"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("nothing was changed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+    assert!(!Path::new("/tmp/datum-pwned").exists());
+}
+
+#[test]
+fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_must_be() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let signers = bed.p("allowed_signers").display().to_string();
+    for output in ["human", "json"] {
+        let out = Run(bed
+            .datum(&[
+                "--output",
+                output,
+                "pull",
+                "--url",
+                "http://deploy:canary-s3cret@127.0.0.1:9/x.git",
+                "--allowed-signers",
+                &signers,
+            ])
+            .output()
+            .unwrap());
+        out.assert_exit(1);
+        let all = format!("{}{}", out.stdout(), out.stderr());
+        assert!(!all.contains("canary-s3cret"), "{all}");
+        assert!(
+            all.contains("http://(sensitive)@127.0.0.1:9/x.git"),
+            "{all}"
+        );
+    }
+
+    // An allowed_signers anyone may write decides nothing.
+    bed.revision("one", Some("alice"));
+    bed.push();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(
+        bed.p("allowed_signers"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("writable by group or others (mode 0666)"),
+        "{}",
+        out.stderr()
+    );
+    assert!(std::fs::symlink_metadata(bed.link()).is_err());
+
+    // A link made by hand to a folder is replaced; the folder stays.
+    std::fs::set_permissions(
+        bed.p("allowed_signers"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    bed.write("by-hand/datum.yaml", SETTINGS);
+    std::fs::create_dir_all(bed.p("root/etc/datum")).unwrap();
+    std::os::unix::fs::symlink(bed.p("by-hand"), bed.link()).unwrap();
+    bed.pull(&[]).assert_exit(2);
+    assert!(bed.deployed().is_some());
+    assert!(bed.p("by-hand/datum.yaml").exists());
+    std::fs::remove_file(bed.link()).unwrap();
+
+    // A folder in place of the link is not replaced.
+    std::fs::set_permissions(
+        bed.p("allowed_signers"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    bed.write("root/etc/datum/repository/datum.yaml", SETTINGS);
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("is a directory, not a link datum pull manages"),
+        "{}",
+        out.stderr()
+    );
+    assert!(bed.p("root/etc/datum/repository/datum.yaml").exists());
+}
+
+#[test]
+fn the_systemd_timer_and_its_service_verify() {
+    if !have("systemd-analyze", "systemd") {
+        return;
+    }
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
+    let dir = tempfile::tempdir().unwrap();
+    for unit in ["datum-pull.service", "datum-pull.timer"] {
+        let text = std::fs::read_to_string(deploy.join(unit)).unwrap();
+        std::fs::write(
+            dir.path().join(unit),
+            text.replace("/usr/local/bin/datum", DATUM),
+        )
+        .unwrap();
+    }
+    let service = std::fs::read_to_string(dir.path().join("datum-pull.service")).unwrap();
+    for option in [
+        "ProtectSystem=strict",
+        "ReadWritePaths=/etc/datum /var/lib/datum",
+        "NoNewPrivileges=true",
+    ] {
+        assert!(service.contains(option), "the unit lost {option}");
+    }
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join("datum-pull.timer"))
+        .arg(dir.path().join("datum-pull.service"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("datum-pull."), "warnings: {stderr}");
+}
+
+/// Stops the gpg-agent of a test's GnuPG home when dropped.
+struct GpgHome(PathBuf);
+
+impl Drop for GpgHome {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .args(["--kill", "gpg-agent"])
+            .env("GNUPGHOME", &self.0)
+            .status();
+    }
+}
+
+#[test]
+fn openpgp_signatures_are_checked_against_a_keyring_when_one_is_configured() {
+    if !tools() || !have("gpg", "gnupg") || !have("gpgv", "gpgv") {
+        return;
+    }
+    let bed = Bed::new();
+    let home = GpgHome(bed.p("gnupg"));
+    std::fs::create_dir(&home.0).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .args(["--batch", "--passphrase", ""])
+            .args(args)
+            .env("GNUPGHOME", &home.0)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "gpg {args:?}: {out:?}");
+        out.stdout
+    };
+    gpg(&[
+        "--quick-gen-key",
+        "Alice <alice@example.com>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    gpg(&[
+        "--quick-gen-key",
+        "Bob <bob@example.com>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    // A key that expired on 2020-01-02, and a gpg that signs as if it were
+    // 2020-01-01 so it can still use it.
+    gpg(&[
+        "--faked-system-time",
+        "20200101T000000!",
+        "--quick-gen-key",
+        "Old <old@example.com>",
+        "ed25519",
+        "sign",
+        "1d",
+    ]);
+    let keyring = gpg(&["--export", "alice@example.com", "old@example.com"]);
+    std::fs::write(bed.p("trusted.gpg"), keyring).unwrap();
+    bed.write(
+        "gpg-2020",
+        "#!/bin/sh\nexec gpg --faked-system-time '20200101T120000!' \"$@\"\n",
+    );
+    std::fs::set_permissions(bed.p("gpg-2020"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let commit = |content: &str, who: &str, program: &str| {
+        bed.write("work/datum.yaml", SETTINGS);
+        bed.write("work/base/motd.yaml", &motd(content));
+        let key = format!("user.signingkey={who}");
+        let program = format!("gpg.program={program}");
+        let mut cmd = Command::new("git");
+        cmd.current_dir(bed.p("work"))
+            .env("GNUPGHOME", &home.0)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "A")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com");
+        bed.git("work", &["add", "-A"]);
+        let out = cmd
+            .args([
+                "-c",
+                "gpg.format=openpgp",
+                "-c",
+                &key,
+                "-c",
+                &program,
+                "commit",
+                "-q",
+                "-S",
+                "-m",
+                content,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        bed.push();
+        bed.git("work", &["rev-parse", "HEAD"])
+    };
+    let keyring = bed.p("trusted.gpg").display().to_string();
+    let pgp = |bed: &Bed| bed.pull(&["--openpgp-keyring", &keyring]);
+
+    // Without a keyring, an OpenPGP signature cannot be trusted.
+    let c1 = commit("one", "alice@example.com", "gpg");
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("an OpenPGP signature, which needs openpgp_keyring"),
+        "{}",
+        out.stderr()
+    );
+
+    let out = pgp(&bed);
+    out.assert_exit(2);
+    assert!(
+        out.stdout().contains("signed by Alice <alice@example.com>"),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    commit("by bob", "bob@example.com", "gpg");
+    let before = bed.snapshot();
+    let out = pgp(&bed);
+    out.assert_exit(1);
+    assert!(out.stderr().contains("trusted.gpg"), "{}", out.stderr());
+    assert!(
+        out.stderr()
+            .contains("it is signed with a key that is not in"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+
+    let old = bed.p("gpg-2020").display().to_string();
+    commit("by old", "old@example.com", &old);
+    let out = pgp(&bed);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("it is signed with a key that has expired"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+}
+
+/// Removes what a test bed test wrote under the container's /etc and
+/// /var/lib, pass or fail.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}
+
+// The shipped timer's service as systemd runs it: under its sandbox (no
+// capabilities, the system read-only but /etc/datum and /var/lib/datum) it
+// deploys a signed revision from a remote, tells the running agent to reload
+// (the agent then reports the new revision), and a refused revision fails
+// the unit and changes nothing.
+datum_testkit::testbed_test!(
+    the_pull_service_deploys_under_real_systemd_and_the_agent_reloads,
+    {
+        use datum_testkit::testbed::within::{self, TestUnit};
+
+        // The agent unit's test uses the same /etc/datum and port.
+        let _lock = within::lock("datum-agent-unit");
+        let _cleanup = Cleanup(
+            [
+                "/etc/datum/repository",
+                "/etc/datum/pull.yaml",
+                "/etc/datum/allowed_signers",
+                "/etc/datum/host.yaml",
+                "/var/lib/datum",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+        );
+        // Outside /tmp: the service has a private one.
+        std::fs::create_dir_all("/srv").unwrap();
+        let bed = Bed::new_in(Path::new("/srv"));
+        within::write("/etc/datum/host.yaml", "name: testbed-pull\nlabels: {}\n");
+        within::write(
+            "/etc/datum/allowed_signers",
+            std::fs::read(bed.p("allowed_signers")).unwrap(),
+        );
+        within::write(
+            "/etc/datum/pull.yaml",
+            format!(
+                "url: {}\nref: main\nallowed_signers: /etc/datum/allowed_signers\n",
+                bed.url()
+            ),
+        );
+        let c1 = bed.revision("one", Some("alice"));
+        bed.push();
+
+        // The binary where the shipped units run it from (a checkout under
+        // /tmp or /home is hidden from them by PrivateTmp and ProtectHome).
+        let installed = Path::new("/usr/local/bin/datum");
+        std::fs::copy(DATUM, installed).unwrap();
+        let _binary = Cleanup(vec![installed.to_path_buf()]);
+        let pull = TestUnit::install(
+            "datum-pull.service",
+            include_str!("../../../deploy/systemd/datum-pull.service"),
+        );
+        let agent = TestUnit::install(
+            "datum-agent.service",
+            include_str!("../../../deploy/systemd/datum-agent.service"),
+        );
+        let journal = |unit: &str| {
+            Command::new("journalctl")
+                .args(["--no-pager", "-u", unit, "-n", "30"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        let deployed =
+            || datum_pull::deployed_revision(Path::new("/etc/datum/repository")).map(|d| d.commit);
+
+        // A oneshot: `start` returns when it is done.
+        within::systemctl_ok(&["start", pull.name()]);
+        assert_eq!(
+            within::property(pull.name(), "Result"),
+            "success",
+            "{}",
+            journal(pull.name())
+        );
+        assert_eq!(
+            deployed().as_deref(),
+            Some(c1.as_str()),
+            "{}",
+            journal(pull.name())
+        );
+
+        within::systemctl_ok(&["start", agent.name()]);
+        let revision = |c: &str| format!("datum_repository_revision_info{{revision=\"{c}\"}} 1");
+        let metrics = || {
+            TcpStream::connect_timeout(&"127.0.0.1:9477".parse().unwrap(), Duration::from_secs(1))
+                .ok()
+                .map(|_| within::http_get(9477, "/metrics"))
+        };
+        let up = wait(Duration::from_secs(20), || {
+            metrics().filter(|m| m.contains(&revision(&c1)))
+        });
+        assert!(
+            up.is_some(),
+            "the agent does not report {c1}:\n{}",
+            journal(agent.name())
+        );
+
+        // A new revision: the service deploys it and the agent reloads it.
+        let c2 = bed.revision("two", Some("alice"));
+        bed.push();
+        within::systemctl_ok(&["start", pull.name()]);
+        assert_eq!(
+            within::property(pull.name(), "Result"),
+            "success",
+            "{}",
+            journal(pull.name())
+        );
+        let reloaded = wait(Duration::from_secs(20), || {
+            metrics().filter(|m| m.contains(&revision(&c2)))
+        });
+        assert!(
+            reloaded.is_some(),
+            "the agent did not reload {c2}:\n{}",
+            journal(agent.name())
+        );
+
+        // A refused revision fails the unit and changes nothing.
+        bed.revision("unsigned", None);
+        bed.push();
+        let out = within::systemctl(&["start", pull.name()]);
+        assert!(
+            !out.status.success(),
+            "an unsigned revision did not fail the unit"
+        );
+        assert!(
+            journal(pull.name()).contains("the commit is not signed"),
+            "{}",
+            journal(pull.name())
+        );
+        assert_eq!(deployed().as_deref(), Some(c2.as_str()));
+        within::systemctl_ok(&["stop", agent.name()]);
+    }
+);

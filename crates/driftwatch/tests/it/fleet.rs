@@ -1,0 +1,99 @@
+//! `--report-to`: the stack's report reaches a real `datum server` (run
+//! here in-process on a free loopback port, SQLite store), with its
+//! categories and history, and without a sensitive value.
+
+use std::path::Path;
+use std::time::Duration;
+
+use datum_fleet::IdentityKind;
+
+use crate::support::{outcome, report};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server folder with the stack `shop-prod` enrolled; the server serves
+/// from a thread until the test process ends.
+fn server(dir: &Path) -> (datum_fleet::AdminCredentials, std::path::PathBuf) {
+    let port = free_port();
+    let made = datum_server::init_command(
+        &dir.join("srv"),
+        &datum_server::InitOptions {
+            listen: format!("127.0.0.1:{port}"),
+            names: vec![],
+            url: None,
+            store: "sqlite".into(),
+            sampling: None,
+        },
+    )
+    .unwrap();
+    let creds =
+        datum_server::enroll_command(&dir.join("srv"), "shop-prod", IdentityKind::Stack, None)
+            .unwrap();
+    let report_to = dir.join("report.yaml");
+    datum_server::init::write_credentials(&report_to, &creds).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let srv = dir.join("srv");
+    std::thread::spawn(move || {
+        let _ = datum_server::serve(&srv, &datum_server::ServeOptions::default(), |_, _, _| {
+            let _ = tx.send(());
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    (made.admin, report_to)
+}
+
+#[test]
+fn a_stack_reports_beside_hosts_without_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    for _ in 0..2 {
+        let out = outcome(report("canary").arg("--report-to").arg(&report_to));
+        assert!(
+            out.stderr.contains("reported to https://127.0.0.1:"),
+            "{}",
+            out.stderr
+        );
+    }
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let hosts = client.get_json("/v1/hosts").unwrap();
+    let stack = &hosts["hosts"][0];
+    assert_eq!(stack["name"], "shop-prod");
+    assert_eq!(stack["kind"], "stack");
+    assert_eq!(stack["reports"], 2, "its history");
+    assert!(
+        stack["counts"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k == "changed_outside"),
+        "{stack}"
+    );
+    let history = client.get_json("/v1/hosts/shop-prod/reports").unwrap();
+    assert_eq!(history["reports"].as_array().unwrap().len(), 2);
+    let drift = client.get_json("/v1/drift").unwrap();
+    assert!(!drift["clusters"].as_array().unwrap().is_empty(), "{drift}");
+    for text in [hosts.to_string(), history.to_string(), drift.to_string()] {
+        assert!(
+            !text.contains("CANARY-7f3a"),
+            "a secret reached the server: {text}"
+        );
+    }
+    // The outbox is empty once delivered.
+    let mut store =
+        datum_store::Store::open(&driftwatch::fleet::default_outbox(&report_to)).unwrap();
+    assert_eq!(store.outbox_status().unwrap().depth, 0);
+    assert_eq!(store.outbox_status().unwrap().delivered_total, 2);
+    let _ = &mut store;
+}
