@@ -7,6 +7,7 @@
 # under 1 s. Not a test: prints one JSON line and appends it to $OUT.
 #
 #   bench/web.sh            (NO_BUILD=1 uses target/release/datum as built)
+#   BASELINE_BIN=/tmp/datum-old NO_BUILD=1 bench/web.sh   (side by side with an older build)
 #
 # The fleet is populated with SQL by bench/fleet-load.py (the same data as
 # bench/fleet.sh's queries: 10% drifted with 20 findings, 5% failed on the
@@ -61,9 +62,18 @@ INSERT INTO drift_clusters (signature, observed, hosts, subject, category, class
     FROM findings GROUP BY signature, observed ON CONFLICT DO NOTHING;
 ANALYZE;
 SQL
-serve # renders every host's picture (backfill), then serves
 url="https://127.0.0.1:$port"
 admin=$(sed -n 's/^token: //p' "$W/srv/admin.yaml")
-load_start=$(cut -d' ' -f1 /proc/loadavg)
-r=$(node bench/web-load.mjs "$url" "$admin" "$W/srv/server.pem" "$W/srv/ca.pem" "$LOADS")
-echo "{\"run\": \"$(date -u +%FT%TZ)\", \"hosts\": $HOSTS, \"store\": \"postgres\", \"nproc\": $(nproc), \"load1\": $load_start, \"web\": $r, \"server_rss_mib\": $(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")}" | tee -a "$OUT"
+# BASELINE_BIN=<an older datum>: the same store served by it and by this
+# build in turn (baseline, current, baseline, current), each run its own line
+# with "bin": "baseline" or "current", so the two are compared in one run.
+runs=(current)
+if [ -n "${BASELINE_BIN:-}" ]; then runs=(baseline current baseline current); fi
+for which in "${runs[@]}"; do
+  if [ "$which" = baseline ]; then bin=$BASELINE_BIN; else bin=$datum; fi
+  datum=$bin serve # the first renders every host's picture (backfill), then serves
+  load_start=$(cut -d' ' -f1 /proc/loadavg)
+  r=$(node bench/web-load.mjs "$url" "$admin" "$W/srv/server.pem" "$W/srv/ca.pem" "$LOADS")
+  echo "{\"run\": \"$(date -u +%FT%TZ)\", \"bin\": \"$which\", \"hosts\": $HOSTS, \"store\": \"postgres\", \"nproc\": $(nproc), \"load1\": $load_start, \"load1_end\": $(cut -d' ' -f1 /proc/loadavg), \"web\": $r, \"server_rss_mib\": $(awk '/VmHWM/ {print $2/1024}' "/proc/$server_pid/status")}" | tee -a "$OUT"
+  kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
+done

@@ -21,14 +21,36 @@ use crate::views::HostRow;
 /// of whole rows, so 10,000 hosts cost one narrow scan and one small JSON
 /// decode (the labels) each.
 pub async fn list_rows<B: Backend>(fleet: &Fleet<B>) -> Result<Vec<HostRow>, StoreError> {
+    narrow_rows(
+        fleet,
+        "SELECT name, kind, enrolled_at, labels, last_report_at, revision, open_findings, \
+         quarantined, last_apply_failed, check_errors, expected_interval_s, trees_differing, \
+         reports_held FROM hosts",
+    )
+    .await
+}
+
+/// Every host and stack with only what its state and staleness need (no
+/// labels, revision or held reports: the overview counts states and lists
+/// the stale by name).
+pub async fn state_rows<B: Backend>(fleet: &Fleet<B>) -> Result<Vec<HostRow>, StoreError> {
+    narrow_rows(
+        fleet,
+        "SELECT name, kind, enrolled_at, CAST(NULL AS TEXT), last_report_at, CAST(NULL AS TEXT), \
+         open_findings, quarantined, last_apply_failed, check_errors, expected_interval_s, \
+         trees_differing, CAST(0 AS BIGINT) FROM hosts",
+    )
+    .await
+}
+
+/// The rows of `sql`, whose columns are those of [`list_rows`].
+async fn narrow_rows<B: Backend>(
+    fleet: &Fleet<B>,
+    sql: &'static str,
+) -> Result<Vec<HostRow>, StoreError> {
     Ok(fleet
         .backend()
-        .rows(Stmt::new(
-            "SELECT name, kind, enrolled_at, labels, last_report_at, revision, open_findings, \
-             quarantined, last_apply_failed, check_errors, expected_interval_s, trees_differing, \
-             reports_held FROM hosts",
-            vec![],
-        ))
+        .rows(Stmt::new(sql, vec![]))
         .await?
         .into_iter()
         .map(|mut r| {

@@ -169,7 +169,16 @@ export class Host {
     this.root = root;
   }
   live(p) { return path.join(this.root, p.replace(/^\//, '')); }
-  run(repo, args) { return runCode(['--repo', repo, '--root', this.root, '--color', 'never', ...args]); }
+  /// A pass, then its report delivered: `datum apply` / `check` queue the
+  /// report and deliver it from a detached `datum outbox --background`, so
+  /// `datum outbox --flush` (which waits for that delivery) makes the
+  /// report, and what the server's reply asked, done before the next step.
+  run(repo, args) {
+    const code = runCode(['--repo', repo, '--root', this.root, '--color', 'never', ...args]);
+    const doc = JSON.parse(run(['--root', this.root, '--output', 'json', 'outbox', '--flush']));
+    if (doc.depth !== 0) throw new Error(`${this.name}: ${doc.depth} report(s) still queued: ${JSON.stringify(doc)}`);
+    return code;
+  }
 }
 
 /// A driftwatch stack's report, as `driftwatch --report-to` sends it (the

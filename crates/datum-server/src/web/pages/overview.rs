@@ -28,9 +28,9 @@ pub async fn page<B: Backend>(
     let staleness = app.staleness();
     let now = app.now();
     let (rows, rollout, drift, recent) = tokio::try_join!(
-        queries::list_rows(&app.fleet),
-        app.fleet.rollout(None),
-        app.fleet.drift(now),
+        queries::state_rows(&app.fleet),
+        app.fleet.rollout_summary(),
+        app.fleet.drift_summary(now, SHOWN),
         crate::instructions::recent(&app.fleet, SHOWN as i64),
     )?;
     let mut by_state: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
@@ -55,7 +55,6 @@ pub async fn page<B: Backend>(
             })
         })
         .collect();
-    let pending = rollout.pending.len();
     let groups: Vec<_> = rollout
         .groups
         .iter()
@@ -73,8 +72,6 @@ pub async fn page<B: Backend>(
             })
         })
         .collect();
-    let many = drift.clusters.iter().filter(|c| c.hosts > 1).count();
-    let clusters: Vec<_> = drift.clusters.iter().take(SHOWN).collect();
     let stale_list: Vec<_> = stale.hosts.iter().take(SHOWN).collect();
     render::page(
         "overview.html",
@@ -92,20 +89,20 @@ pub async fn page<B: Backend>(
                 "states": states,
                 "rollout": {
                     "revision": rollout.revision,
-                    "converged": rollout.converged.len(),
-                    "failed": rollout.failed.len(),
-                    "pending": pending,
-                    "total": rollout.converged.len() + rollout.failed.len() + pending,
+                    "converged": rollout.converged,
+                    "failed": rollout.failed,
+                    "pending": rollout.pending,
+                    "total": rollout.converged + rollout.failed + rollout.pending,
                     "groups": groups,
                     "group_count": rollout.groups.len(),
                 },
                 "stale": stale_list,
                 "stale_count": stale.hosts.len(),
                 "drift": {
-                    "clusters": clusters,
-                    "count": drift.clusters.len(),
-                    "many": many,
-                    "single": drift.clusters.len() - many,
+                    "clusters": drift.clusters,
+                    "count": drift.count,
+                    "many": drift.many,
+                    "single": drift.count - drift.many,
                     "hosts_drifted": drift.hosts_drifted,
                     "hosts_total": drift.hosts_total,
                 },
