@@ -646,8 +646,8 @@ fn rollout_writes(
         .filter(|f| seen.insert(f.resource.as_str()))
         .collect();
     for chunk in failures.chunks(CHUNK) {
-        let mut params = Vec::with_capacity(chunk.len() * 11);
-        for (f, changed_by) in chunk {
+        let mut params = Vec::with_capacity(chunk.len() * 10);
+        for f in chunk {
             params.extend([
                 host.into(),
                 revision.into(),
