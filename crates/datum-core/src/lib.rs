@@ -18,6 +18,7 @@
 )]
 
 pub mod boundary;
+pub mod changed_by;
 pub mod content;
 pub mod diff;
 pub mod id;
@@ -28,6 +29,7 @@ pub mod progress;
 pub mod resource;
 
 pub use boundary::Boundary;
+pub use changed_by::{ChangedBy, WriterKind};
 pub use content::{Content, sha256_hex};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
 pub use id::{ParseIdError, ResourceId};

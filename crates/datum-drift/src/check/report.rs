@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 use super::findings::CheckFinding;
 
-/// The `format_version` of the check's JSON document.
+/// The `format_version` of the check's JSON document (each finding's
+/// `changed_by` list was added within version 1: a reader that does not know
+/// it ignores it).
 pub const FORMAT_VERSION: &str = "1";
 
 /// One finding with its history and what the class's policy did about it.
@@ -30,6 +32,9 @@ pub struct Reported {
     /// `reported`, `reverted`, `revert failed: ...`, `accepted (patch ...)`,
     /// `quarantined`, `backed off`...
     pub action: String,
+    /// The class's `on_change_by` rule that chose the policy
+    /// (`on_change_by.person: quarantine`); `None`: the class's `policy`.
+    pub rule: Option<String>,
 }
 
 /// Counters for the summary line and for benchmarks.
@@ -214,6 +219,9 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         if let Some(target) = &f.target {
             let _ = writeln!(out, "        path: {target}");
         }
+        if let Some(rule) = &r.rule {
+            let _ = writeln!(out, "    rule: {rule}");
+        }
         for d in &f.finding.diffs {
             let _ = writeln!(
                 out,
@@ -222,6 +230,9 @@ pub fn human(report: &CheckReport, color: bool) -> String {
                 d.before_display(),
                 d.after_display()
             );
+        }
+        for w in &f.changed_by {
+            let _ = writeln!(out, "    changed by: {}", w.summary());
         }
         if let Some(diff) = &f.content_diff {
             for line in diff.lines() {
@@ -310,8 +321,7 @@ pub fn human(report: &CheckReport, color: bool) -> String {
     out
 }
 
-/// The JSON document of `--output json` (`format_version` "1"; every time
-/// RFC 3339 UTC).
+/// The JSON document of `--output json` (every time RFC 3339 UTC).
 pub fn json(report: &CheckReport) -> Value {
     let findings: Vec<Value> = report
         .findings
@@ -325,9 +335,11 @@ pub fn json(report: &CheckReport) -> Value {
                 "target": f.target,
                 "diffs": f.finding.diffs,
                 "content_diff": f.content_diff,
+                "changed_by": f.changed_by,
                 "first_seen": when(r.first_seen),
                 "passes": r.passes,
                 "action": r.action,
+                "rule": r.rule,
             })
         })
         .collect();
@@ -421,6 +433,34 @@ pub fn markdown(report: &CheckReport) -> String {
             );
         }
     }
+    let attributed: Vec<&Reported> = report
+        .findings
+        .iter()
+        .filter(|r| !r.finding.changed_by.is_empty())
+        .collect();
+    if !attributed.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Changed by:");
+        for r in attributed {
+            for w in &r.finding.changed_by {
+                let _ = writeln!(
+                    out,
+                    "- {}: {}",
+                    inline_code(&r.finding.finding.subject),
+                    cell(&w.summary())
+                );
+            }
+            if let Some(rule) = &r.rule {
+                let _ = writeln!(
+                    out,
+                    "- {}: rule {} ({})",
+                    inline_code(&r.finding.finding.subject),
+                    inline_code(rule),
+                    cell(&r.action)
+                );
+            }
+        }
+    }
     if !report.quarantined.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -459,6 +499,7 @@ mod tests {
             class: "normal".to_owned(),
             target: Some("/etc/motd".to_owned()),
             content_diff,
+            changed_by: Vec::new(),
         };
         CheckReport {
             host: "web-01".to_owned(),
@@ -478,6 +519,7 @@ mod tests {
                     first_seen: 1_700_000_000,
                     passes: 3,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -489,6 +531,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -500,6 +543,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reverted".to_owned(),
+                    rule: None,
                 },
             ],
             quarantined: vec![(
@@ -564,5 +608,39 @@ mod tests {
         let j = json(&sample());
         assert_eq!(j["findings"].as_array().unwrap().len(), 3);
         assert_eq!(j["dedupe_key"], datum_report::dedupe_key("datum", "web-01"));
+        assert_eq!(j["format_version"], FORMAT_VERSION);
+    }
+
+    #[test]
+    fn every_rendering_names_who_changed_it() {
+        let mut r = sample();
+        let mut w = datum_core::ChangedBy::unknown("/etc/motd", "modified", 5, Some(77), "x");
+        w.kind = datum_core::WriterKind::Person;
+        w.reason = None;
+        w.via = "sshd session from 10.0.0.7 port 5555".to_owned();
+        w.uid = Some(1001);
+        w.user = Some("alice".to_owned());
+        w.process = Some("vim /etc/motd".to_owned());
+        // On the sensitive one too: attribution is metadata.
+        r.findings[2].finding.changed_by = vec![w.clone()];
+        r.findings[2].rule = Some("on_change_by.person: quarantine".to_owned());
+        let line =
+            "alice (uid 1001) via sshd session from 10.0.0.7 port 5555: vim /etc/motd (pid 77)";
+        assert!(human(&r, false).contains(&format!("    changed by: {line}")));
+        assert!(markdown(&r).contains(&format!("- `File[secret]`: {line}")));
+        assert!(
+            markdown(&r)
+                .contains("- `File[secret]`: rule `on_change_by.person: quarantine` (reverted)")
+        );
+        assert!(human(&r, false).contains("    rule: on_change_by.person: quarantine\n"));
+        assert_eq!(
+            json(&r)["findings"][2]["rule"],
+            "on_change_by.person: quarantine"
+        );
+        let j = json(&r);
+        assert_eq!(j["findings"][2]["changed_by"][0]["user"], "alice");
+        assert_eq!(j["findings"][2]["changed_by"][0]["kind"], "person");
+        assert_eq!(j["findings"][0]["changed_by"], serde_json::json!([]));
+        assert!(!markdown(&sample()).contains("Changed by"));
     }
 }

@@ -58,7 +58,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .entries
         .iter()
         .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-        .any(|e| classes.get(&e.class).policy != Policy::Report);
+        .any(|e| classes.get(&e.class).acts());
     let need = if acts {
         context::StoreNeed::Required("checked")
     } else {
@@ -243,6 +243,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
     });
 
+    // Who changed each drifted resource, as the agent's attribution recorded
+    // it (before the policies: a class's `on_change_by` rules decide on it).
+    for f in &mut findings {
+        f.changed_by = store
+            .writers(&f.id)
+            .with_context(|| format!("cannot read who changed {}", f.id))?;
+    }
+
     let mut policies = Policies {
         global,
         args,
@@ -267,7 +275,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .iter()
         .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
     let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, &host);
-    actions.extend(package_files.iter().map(|_| "reported".to_owned()));
+    actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
     findings.extend(package_files);
     errors.extend(failed);
 
@@ -331,6 +339,29 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     } else {
         FindingScope::All
     };
+    let clean_writers: Vec<ResourceId> = {
+        let written = store
+            .written_resources()
+            .context("cannot read who changed what")?;
+        let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+        let failed: HashSet<&str> = errors.iter().map(|(w, _)| w.as_str()).collect();
+        let drifted: HashSet<&ResourceId> = findings.iter().map(|f| &f.id).collect();
+        if written.is_empty() {
+            Vec::new()
+        } else {
+            by_class
+                .values()
+                .flatten()
+                .map(|&i| &lazy.entries[i].id)
+                .filter(|id| !drifted.contains(id))
+                .filter(|id| {
+                    let shown = id.to_string();
+                    written.contains(shown.as_str()) && !failed.contains(shown.as_str())
+                })
+                .cloned()
+                .collect()
+        }
+    };
     // What the fleet report says besides the findings (read before the
     // history's transaction: class bounds come from the store).
     let fleet_report = match &reporting {
@@ -354,6 +385,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
         let ages =
             batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        // A resource found clean forgets who changed it before: the next
+        // drift is somebody else's doing.
+        for id in &clean_writers {
+            batch.forget_writers(id)?;
+        }
         // The fleet report, queued with the check it describes.
         if let (Some(r), Some(mut report)) = (&reporting, fleet_report) {
             report.trees = std::mem::take(&mut trees);
@@ -394,13 +430,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             .into_iter()
             .zip(actions)
             .enumerate()
-            .map(|(i, (finding, action))| {
+            .map(|(i, (finding, (action, rule)))| {
                 let age = ages.get(i);
                 Reported {
                     finding,
                     first_seen: age.map_or(now, |a| a.first_seen),
                     passes: age.map_or(1, |a| a.passes),
                     action,
+                    rule,
                 }
             })
             .collect(),
@@ -628,8 +665,10 @@ struct Policies<'a> {
 
 impl Policies<'_> {
     /// One action word per finding, in order.
-    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<String>> {
-        let mut actions: Vec<String> = vec!["reported".to_owned(); findings.len()];
+    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<(String, Option<String>)>> {
+        let mut actions: Vec<(String, Option<String>)> =
+            vec![("reported".to_owned(), None); findings.len()];
+        let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
         let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
         for f in findings {
@@ -637,7 +676,17 @@ impl Policies<'_> {
                 continue;
             }
             let spec = self.classes.get(&f.class);
-            let action = match spec.policy {
+            let (policy, rule) = spec.policy_for(&f.changed_by);
+            let drift_by = if rule.is_some() {
+                match f.changed_by.first() {
+                    Some(w) => format!(" by {}", w.via),
+                    None => " by a writer not identified".to_owned(),
+                }
+            } else {
+                String::new()
+            };
+            rules.insert(f.id.clone(), rule);
+            let action = match policy {
                 Policy::Report => "reported".to_owned(),
                 Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
                 Policy::Accept => self.accept(&f.id, findings)?,
@@ -648,7 +697,7 @@ impl Policies<'_> {
                     };
                     self.store.quarantine(
                         &target,
-                        &format!("drift: {}", f.finding.category),
+                        &format!("drift{drift_by}: {}", f.finding.category),
                         QuarantineSource::Policy,
                         self.now,
                     )?;
@@ -664,7 +713,7 @@ impl Policies<'_> {
         }
         for (i, f) in findings.iter().enumerate() {
             if let Some(a) = handled.get(&f.id) {
-                actions[i] = a.clone();
+                actions[i] = (a.clone(), rules.get(&f.id).cloned().flatten());
             }
         }
         Ok(actions)

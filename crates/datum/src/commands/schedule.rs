@@ -135,6 +135,23 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     ms(r.p95_ms),
                 )?;
             }
+            // Who-changed-it rules, one line per class that has any.
+            for r in rows.iter().filter(|r| r.attributed) {
+                let said = match r.on_change_by {
+                    None => format!("every change: {}", r.policy.word()),
+                    Some(w) if w.other.is_some() => format!("changes by {}", w.describe()),
+                    Some(w) => format!(
+                        "changes by {}; by anyone else: {}",
+                        w.describe(),
+                        r.policy.word()
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{}: writers attributed (fanotify, under datum agent); {said}",
+                    r.class
+                )?;
+            }
         }
     }
     Ok(ExitCode::CLEAN)
