@@ -66,9 +66,13 @@ url="https://127.0.0.1:$port"
 admin=$(sed -n 's/^token: //p' "$W/srv/admin.yaml")
 # BASELINE_BIN=<an older datum>: the same store served by it and by this
 # build in turn (baseline, current, baseline, current), each run its own line
-# with "bin": "baseline" or "current", so the two are compared in one run.
+# with "bin": "baseline" or "current", so the two are compared in one run
+# (ROUNDS=2 pairs by default).
 runs=(current)
-if [ -n "${BASELINE_BIN:-}" ]; then runs=(baseline current baseline current); fi
+if [ -n "${BASELINE_BIN:-}" ]; then
+  runs=()
+  for _ in $(seq "${ROUNDS:-2}"); do runs+=(baseline current); done
+fi
 for which in "${runs[@]}"; do
   if [ "$which" = baseline ]; then bin=$BASELINE_BIN; else bin=$datum; fi
   datum=$bin serve # the first renders every host's picture (backfill), then serves

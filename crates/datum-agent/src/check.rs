@@ -139,10 +139,17 @@ impl Cancel {
 /// catalogue and reports this.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The repository has lint errors (already shown to the operator by the
-    /// checker, with file and line).
-    #[error("{repo}: the repository has {errors} error(s); keeping the last good catalogue")]
-    Lint { repo: PathBuf, errors: usize },
+    /// The repository has lint errors (each logged by the checker on one
+    /// line, with its file and line); `first` is the first of them, as
+    /// `FILE:LINE:COL: error: message` with the file's full path.
+    #[error(
+        "{repo}: the repository has {errors} error(s), the first {first}; keeping the last good catalogue"
+    )]
+    Lint {
+        repo: PathBuf,
+        errors: usize,
+        first: String,
+    },
     /// Anything else (no datum.yaml, host identity, unreadable files).
     #[error("{repo}: cannot load the repository: {source}")]
     Other {

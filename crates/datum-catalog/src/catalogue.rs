@@ -47,6 +47,7 @@ impl Catalogue {
         let view = JsonView::new(self, explain);
         let resources: Vec<Value> = self.resources.iter().map(|r| view.resource(r)).collect();
         json!({
+            "format_version": FORMAT_VERSION,
             "host": view.host(),
             "resources": resources,
         })
@@ -78,6 +79,9 @@ impl Catalogue {
         serde_json::to_writer_pretty(out, &view)
     }
 }
+
+/// The `format_version` of the catalogue's JSON document (`datum catalogue`).
+pub const FORMAT_VERSION: &str = "1";
 
 /// Fields a caller adds to a resource's JSON: `(key, value)` or nothing.
 pub type ExtraFields<'a> = dyn Fn(&Resource) -> Option<(String, Value)> + 'a;
@@ -162,7 +166,8 @@ impl Serialize for JsonView<'_> {
     // The keys in the order `to_json`'s object prints them (sorted).
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
-        let mut map = serializer.serialize_map(Some(2))?;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("format_version", FORMAT_VERSION)?;
         map.serialize_entry("host", &self.host())?;
         map.serialize_entry("resources", &Resources(self))?;
         map.end()

@@ -18,15 +18,18 @@
 )]
 
 pub mod boundary;
+pub mod changed_by;
 pub mod content;
 pub mod diff;
 pub mod id;
 pub mod observed;
 pub mod origin;
 pub mod outcome;
+pub mod progress;
 pub mod resource;
 
 pub use boundary::Boundary;
+pub use changed_by::{ChangedBy, WriterKind};
 pub use content::{Content, sha256_hex};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
 pub use id::{ParseIdError, ResourceId};

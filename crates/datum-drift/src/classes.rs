@@ -7,7 +7,19 @@
 //!   normal:   {interval: 1h}
 //!   edited:   {interval: 15m, content: metadata, audit_every: 10, policy: accept}
 //!   frozen:   {interval: 5m, policy: quarantine, scope: host}
+//!   config:
+//!     interval: 1h
+//!     watch: true
+//!     attribute: true          # the agent finds out who changed each file
+//!     policy: revert
+//!     on_change_by: {package_manager: accept, person: quarantine, other: revert}
 //! ```
+//!
+//! `on_change_by` (needs `attribute: true`) picks the policy by who made the
+//! change (see [`ClassSpec::policy_for`]): a package upgrade the declaration
+//! should follow, a person's edit held for review, anything else put back.
+//! A writer the agent could not identify counts as `other`; a rule not given
+//! falls back to `policy`.
 //!
 //! `content: metadata` (opt-in, never the default) skips reading a file whose
 //! size, mtime, ctime, inode and device all equal what was recorded at its
@@ -24,6 +36,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use datum_core::{ChangedBy, WriterKind};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -57,6 +70,16 @@ pub enum Policy {
 }
 
 impl Policy {
+    fn parse(word: &str) -> Option<Policy> {
+        match word {
+            "report" => Some(Policy::Report),
+            "revert" => Some(Policy::Revert),
+            "accept" => Some(Policy::Accept),
+            "quarantine" => Some(Policy::Quarantine),
+            _ => None,
+        }
+    }
+
     pub fn word(self) -> &'static str {
         match self {
             Policy::Report => "report",
@@ -64,6 +87,35 @@ impl Policy {
             Policy::Accept => "accept",
             Policy::Quarantine => "quarantine",
         }
+    }
+}
+
+/// `on_change_by`: the policy by who changed a resource.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WriterRules {
+    /// dpkg or apt (a package upgrade).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package_manager: Option<Policy>,
+    /// A person's login session (sshd, a terminal, a login session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person: Option<Policy>,
+    /// Anything else: a unit, some process, a writer not identified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<Policy>,
+}
+
+impl WriterRules {
+    /// `package_manager → accept, person → quarantine, other → revert`.
+    pub fn describe(&self) -> String {
+        [
+            ("package_manager", self.package_manager),
+            ("person", self.person),
+            ("other", self.other),
+        ]
+        .iter()
+        .filter_map(|(k, p)| p.map(|p| format!("{k} → {}", p.word())))
+        .collect::<Vec<_>>()
+        .join(", ")
     }
 }
 
@@ -88,6 +140,13 @@ pub struct ClassSpec {
     pub scope: Scope,
     /// For an agent: react to file-system events between intervals.
     pub watch: bool,
+    /// For an agent watching the class: find out which process, user and
+    /// login session made each change (fanotify), see `datum_host::attribution`.
+    /// Only meaningful with `watch: true`.
+    pub attribute: bool,
+    /// The policy by who changed a resource (with `attribute: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_change_by: Option<WriterRules>,
     /// Flap detection for `revert`: this many reverts within `flap_window`
     /// and the resource is quarantined instead of reverted again.
     pub flap_limit: u64,
@@ -100,6 +159,40 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
 }
 
 impl ClassSpec {
+    /// Whether drift of this class may be acted on (a policy, or a writer
+    /// rule, other than `report`).
+    pub fn acts(&self) -> bool {
+        self.policy != Policy::Report
+            || self.on_change_by.is_some_and(|r| {
+                [r.package_manager, r.person, r.other]
+                    .iter()
+                    .flatten()
+                    .any(|p| *p != Policy::Report)
+            })
+    }
+
+    /// The policy for drift written by `writers`, and the rule that chose
+    /// it (`None`: the class's `policy`). A person among the writers decides
+    /// (the most careful reading); only package-manager writers make it the
+    /// package manager's; anything else, or nobody known, is `other`.
+    pub fn policy_for(&self, writers: &[ChangedBy]) -> (Policy, Option<String>) {
+        let Some(rules) = self.on_change_by else {
+            return (self.policy, None);
+        };
+        let kinds = || writers.iter().map(|w| w.kind);
+        let (key, rule) = if kinds().any(|k| k == WriterKind::Person) {
+            ("person", rules.person)
+        } else if !writers.is_empty() && kinds().all(|k| k == WriterKind::PackageManager) {
+            ("package_manager", rules.package_manager)
+        } else {
+            ("other", rules.other)
+        };
+        match rule {
+            Some(p) => (p, Some(format!("on_change_by.{key}: {}", p.word()))),
+            None => (self.policy, None),
+        }
+    }
+
     /// The class used when `datum.yaml` declares none of that name.
     pub fn default_named(name: &str) -> Self {
         ClassSpec {
@@ -110,6 +203,8 @@ impl ClassSpec {
             policy: Policy::Report,
             scope: Scope::Resource,
             watch: false,
+            attribute: false,
+            on_change_by: None,
             flap_limit: 3,
             flap_window: Duration::from_secs(3600),
         }
@@ -138,6 +233,8 @@ const KEYS: &[&str] = &[
     "policy",
     "scope",
     "watch",
+    "attribute",
+    "on_change_by",
     "flap_limit",
     "flap_window",
 ];
@@ -224,6 +321,35 @@ impl Classes {
                         Some(b) => spec.watch = b,
                         None => err(key, "must be true or false".to_owned()),
                     },
+                    "attribute" => match v.as_bool() {
+                        Some(b) => spec.attribute = b,
+                        None => err(key, "must be true or false".to_owned()),
+                    },
+                    "on_change_by" => {
+                        let mut rules = WriterRules::default();
+                        match v.as_object() {
+                            Some(map) => {
+                                for (who, p) in map {
+                                    let policy = p.as_str().and_then(Policy::parse);
+                                    let slot = match who.as_str() {
+                                        "package_manager" => &mut rules.package_manager,
+                                        "person" => &mut rules.person,
+                                        "other" => &mut rules.other,
+                                        _ => {
+                                            err(&format!("on_change_by.{who}"), "unknown writer (known: package_manager, person, other)".to_owned());
+                                            continue;
+                                        }
+                                    };
+                                    match policy {
+                                        Some(p) => *slot = Some(p),
+                                        None => err(&format!("on_change_by.{who}"), "must be `report`, `revert`, `accept` or `quarantine`".to_owned()),
+                                    }
+                                }
+                            }
+                            None => err(key, "must be a mapping of writer (package_manager, person, other) to policy".to_owned()),
+                        }
+                        spec.on_change_by = Some(rules);
+                    }
                     other => err(other, format!("unknown key (known: {})", KEYS.join(", "))),
                 }
             }
@@ -231,6 +357,18 @@ impl Classes {
                 err(
                     "audit_every",
                     "only means something with `content: metadata`".to_owned(),
+                );
+            }
+            if spec.on_change_by.is_some() && !spec.attribute {
+                err(
+                    "on_change_by",
+                    "needs `attribute: true` (the rules decide on who changed a file)".to_owned(),
+                );
+            }
+            if spec.attribute && !spec.watch {
+                err(
+                    "attribute",
+                    "needs `watch: true` (the agent attributes the changes it watches)".to_owned(),
                 );
             }
             if spec.scope == Scope::Host && spec.policy != Policy::Quarantine {
@@ -304,6 +442,72 @@ mod tests {
         assert_eq!(c.get("edited").audit_every, Some(10));
         assert_eq!(c.get("normal").content, ContentMode::Full);
         assert_eq!(c.get("nope").name, "normal");
+    }
+
+    fn writer(kind: WriterKind) -> ChangedBy {
+        let mut w = ChangedBy::unknown("/etc/x", "modified", 0, Some(1), "test");
+        w.kind = kind;
+        w
+    }
+
+    #[test]
+    fn writer_rules_pick_the_policy_by_who_changed_it() {
+        let c = Classes::parse(&json!({
+            "config": {"watch": true, "attribute": true, "policy": "report",
+                       "on_change_by": {"package_manager": "accept", "person": "quarantine", "other": "revert"}},
+            "partial": {"watch": true, "attribute": true, "policy": "report",
+                        "on_change_by": {"person": "quarantine"}},
+            "plain": {"policy": "report"},
+        }))
+        .unwrap();
+        let spec = c.get("config");
+        assert!(spec.acts());
+        let pm = writer(WriterKind::PackageManager);
+        let person = writer(WriterKind::Person);
+        let unit = writer(WriterKind::Unit);
+        assert_eq!(
+            spec.policy_for(std::slice::from_ref(&pm)),
+            (
+                Policy::Accept,
+                Some("on_change_by.package_manager: accept".to_owned())
+            )
+        );
+        // A person among several writers decides.
+        assert_eq!(
+            spec.policy_for(&[pm.clone(), person.clone()]).0,
+            Policy::Quarantine
+        );
+        assert_eq!(spec.policy_for(&[unit]).0, Policy::Revert);
+        // Nobody known is `other`, never a guess.
+        assert_eq!(spec.policy_for(&[]).0, Policy::Revert);
+        assert_eq!(
+            spec.policy_for(&[writer(WriterKind::Unknown)]).0,
+            Policy::Revert
+        );
+        // A rule not given falls back to the class's policy.
+        assert_eq!(c.get("partial").policy_for(&[pm]), (Policy::Report, None));
+        assert_eq!(c.get("plain").policy_for(&[person]), (Policy::Report, None));
+        assert!(!c.get("plain").acts());
+        assert_eq!(
+            spec.on_change_by.unwrap().describe(),
+            "package_manager → accept, person → quarantine, other → revert"
+        );
+        let errs = Classes::parse(&json!({
+            "a": {"on_change_by": {"person": "quarantine"}},
+            "b": {"watch": true, "attribute": true, "on_change_by": {"robot": "revert", "person": "shrug"}},
+            "c": {"attribute": true},
+        }))
+        .unwrap_err();
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "a.on_change_by",
+                "b.on_change_by.person",
+                "b.on_change_by.robot",
+                "c.attribute"
+            ]
+        );
     }
 
     #[test]

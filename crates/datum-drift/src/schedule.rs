@@ -28,6 +28,11 @@ pub struct ScheduleRow {
     /// The class is watched (`watch: true`): under the agent a change is
     /// checked within the debounce, not at the next interval.
     pub watched: bool,
+    /// The agent finds out who changed each file (`attribute: true`).
+    pub attributed: bool,
+    /// The policy by who changed a resource (`on_change_by`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_change_by: Option<crate::classes::WriterRules>,
     pub resources: usize,
 }
 
@@ -52,6 +57,8 @@ impl ScheduleRow {
             }),
             resources,
             watched: false,
+            attributed: spec.attribute,
+            on_change_by: spec.on_change_by,
         }
     }
 }

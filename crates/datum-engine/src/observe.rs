@@ -42,6 +42,7 @@ impl Observations {
                     continue;
                 };
                 let observed = provider.observe(host, resource);
+                datum_core::progress::observed();
                 if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(observed);
                 }

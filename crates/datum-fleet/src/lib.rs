@@ -28,5 +28,5 @@ pub use delivery::{Backoff, Budget, Delivered, Queue, Queued, deliver};
 pub use report::{
     ClassBound, FORMAT_VERSION, Failure, FieldChange, Finding, Instruction, InstructionAction,
     InstructionDone, PendingChange, Quarantined, Reply, Report, ReportKind, SamplingPlan,
-    SamplingUsed, TreeFingerprint,
+    SamplingUsed, TreeFingerprint, Writer,
 };

@@ -241,6 +241,52 @@ pub struct Finding {
     /// [`DIFF_KEPT`] bytes; never for a sensitive resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_diff: Option<String>,
+    /// Who changed the resource, as the host's attribution read it (a
+    /// class with `attribute: true`); empty when nothing was attributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_by: Vec<Writer>,
+}
+
+/// Who changed a finding's resource (issue 20): enough to know whom to ask,
+/// and never the command line or environment (either may carry a value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Writer {
+    /// `person`, `package_manager`, `unit`, `process` or `unknown`.
+    pub kind: String,
+    /// How the change arrived: `sshd session from 10.0.0.7 port 51234`,
+    /// `terminal /dev/pts/3`, `dpkg (package upgrade)`, `systemd unit
+    /// backup.service`, `unknown`.
+    pub via: String,
+    /// The writer's user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Who logged in (the audit login uid's name, kept across `su`/`sudo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_user: Option<String>,
+    /// The systemd unit its cgroup names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// Unix seconds when the change was seen.
+    pub at: i64,
+}
+
+impl Writer {
+    /// One line for a person: `alice (login alice) via sshd session from …`,
+    /// `dpkg (package upgrade)`, `unknown`.
+    pub fn line(&self) -> String {
+        let who = match (&self.user, &self.login_user) {
+            (Some(u), Some(l)) if u != l => format!("{u} (login {l})"),
+            (Some(u), _) => u.clone(),
+            (None, Some(l)) => format!("login {l}"),
+            (None, None) => String::new(),
+        };
+        if who.is_empty() {
+            self.via.clone()
+        } else {
+            format!("{who} via {}", self.via)
+        }
+    }
 }
 
 /// One field of a finding: what the host has and what is declared.

@@ -8,7 +8,8 @@
 //! staged copy ([`staging`]), Datum's own private folders ([`private`]),
 //! reading the repository ([`repo`]), users and groups ([`accounts`]),
 //! running programs without a shell ([`command`]) and validators in a
-//! throwaway sandbox ([`sandbox`]), and the per-root lock ([`lock`]).
+//! throwaway sandbox ([`sandbox`]), the per-root lock ([`lock`]), and who
+//! changed a watched file (fanotify and `/proc`, [`attribution`]).
 //! `datum pull` writes its checkouts and switches its link with the same
 //! handles (a checkout is written with [`Located::create_new`] beneath a
 //! [`PrivateDir`], the link swapped by [`Located::stage_symlink`]).
@@ -24,6 +25,7 @@
 
 pub mod accounts;
 pub mod admin;
+pub mod attribution;
 pub mod boundary;
 mod cache;
 pub mod command;

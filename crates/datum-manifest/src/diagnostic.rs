@@ -116,6 +116,26 @@ impl Diagnostic {
         out.push_str(&self.message);
         out
     }
+
+    /// [`Diagnostic::one_line`] with the file's full path under the
+    /// repository `root` (`/srv/repo/base/ssh.yaml:7:5: error: ...`), for a
+    /// log line read away from the repository.
+    pub fn one_line_in(&self, root: &std::path::Path) -> String {
+        match &self.origin {
+            Some(o) => {
+                let full = Origin {
+                    file: root.join(&o.file),
+                    ..o.clone()
+                };
+                Diagnostic {
+                    origin: Some(full),
+                    ..self.clone()
+                }
+                .one_line()
+            }
+            None => format!("{}: {}", root.display(), self.one_line()),
+        }
+    }
 }
 
 impl fmt::Display for Diagnostic {
@@ -304,22 +324,8 @@ fn position(o: &Origin) -> String {
     }
 }
 
-struct Paint {
-    on: bool,
-}
-
-impl Paint {
-    fn wrap(&self, code: &str, text: &str) -> String {
-        if self.on {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
-    }
-}
-
 fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool) {
-    let paint = Paint { on: color };
+    let paint = datum_report::style::Paint::new(color);
     let level_code = match d.severity {
         Severity::Error => "1;31",
         Severity::Warning => "1;33",

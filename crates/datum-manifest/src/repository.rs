@@ -39,68 +39,84 @@ pub struct Repository {
     pub diagnostics: Diagnostics,
 }
 
+/// Reads `datum.yaml` alone: the repository's canonical root, its settings,
+/// and the problems found so far. Fails as [`Repository::load`] does when it
+/// cannot be read or parsed at all.
+fn read_settings(root: &Path) -> Result<(PathBuf, Settings, Diagnostics), Diagnostics> {
+    let mut diags = Diagnostics::new();
+    let settings_place = Place::new(SETTINGS_FILE, "");
+    let canonical_root = match datum_host::repo::canonicalize(root) {
+        Ok(p) => p,
+        Err(e) => {
+            diags.push(Diagnostic::error(format!(
+                "cannot open the repository {}: {e}",
+                root.display()
+            )));
+            return Err(diags);
+        }
+    };
+    let settings_path = canonical_root.join(SETTINGS_FILE);
+    let text = match datum_host::repo::read_to_string(&settings_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            diags.push(Diagnostic::error(format!(
+                "{} is not a Datum repository: it has no {SETTINGS_FILE}",
+                root.display()
+            )));
+            return Err(diags);
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(format!("cannot read {SETTINGS_FILE}: {e}"))
+                    .at(settings_place.whole_file()),
+            );
+            return Err(diags);
+        }
+    };
+    diags.sources_mut().insert(SETTINGS_FILE, text.as_str());
+    let parsed = yaml::parse(&text);
+    let had_syntax_errors = !parsed.errors.is_empty();
+    for e in parsed.errors {
+        diags.push(
+            Diagnostic::error(e.message)
+                .at(settings_place.origin(e.start))
+                .until(e.end),
+        );
+    }
+    let mut docs = parsed.documents.into_iter().filter(|d| !d.is_null());
+    let Some(settings_doc) = docs.next() else {
+        if !had_syntax_errors {
+            diags.push(
+                Diagnostic::error(format!("{SETTINGS_FILE} is empty: it must list the layers"))
+                    .at(settings_place.whole_file()),
+            );
+        }
+        return Err(diags);
+    };
+    if let Some(extra) = docs.next() {
+        diags.push(
+            Diagnostic::error(format!("{SETTINGS_FILE} must hold one document"))
+                .at(settings_place.origin(extra.start)),
+        );
+    }
+    let settings = settings::read(&settings_doc, &settings_place, &canonical_root, &mut diags);
+    Ok((canonical_root, settings, diags))
+}
+
+impl Settings {
+    /// `datum.yaml` of the repository at `root`, without reading any
+    /// manifest (what a report header needs: the layers and their matchers).
+    pub fn load(root: &Path) -> Result<Settings, Diagnostics> {
+        read_settings(root).map(|(_, settings, _)| settings)
+    }
+}
+
 impl Repository {
     /// Loads the repository at `root`. Fails only when `datum.yaml` cannot be
     /// read or parsed at all (without it there are no layers to read); every
     /// other problem is recorded in [`Repository::diagnostics`].
     pub fn load(root: &Path) -> Result<Repository, Diagnostics> {
-        let mut diags = Diagnostics::new();
-        let settings_place = Place::new(SETTINGS_FILE, "");
-        let canonical_root = match datum_host::repo::canonicalize(root) {
-            Ok(p) => p,
-            Err(e) => {
-                diags.push(Diagnostic::error(format!(
-                    "cannot open the repository {}: {e}",
-                    root.display()
-                )));
-                return Err(diags);
-            }
-        };
-        let settings_path = canonical_root.join(SETTINGS_FILE);
-        let text = match datum_host::repo::read_to_string(&settings_path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                diags.push(Diagnostic::error(format!(
-                    "{} is not a Datum repository: it has no {SETTINGS_FILE}",
-                    root.display()
-                )));
-                return Err(diags);
-            }
-            Err(e) => {
-                diags.push(
-                    Diagnostic::error(format!("cannot read {SETTINGS_FILE}: {e}"))
-                        .at(settings_place.whole_file()),
-                );
-                return Err(diags);
-            }
-        };
-        diags.sources_mut().insert(SETTINGS_FILE, text.as_str());
-        let parsed = yaml::parse(&text);
-        let had_syntax_errors = !parsed.errors.is_empty();
-        for e in parsed.errors {
-            diags.push(
-                Diagnostic::error(e.message)
-                    .at(settings_place.origin(e.start))
-                    .until(e.end),
-            );
-        }
-        let mut docs = parsed.documents.into_iter().filter(|d| !d.is_null());
-        let Some(settings_doc) = docs.next() else {
-            if !had_syntax_errors {
-                diags.push(
-                    Diagnostic::error(format!("{SETTINGS_FILE} is empty: it must list the layers"))
-                        .at(settings_place.whole_file()),
-                );
-            }
-            return Err(diags);
-        };
-        if let Some(extra) = docs.next() {
-            diags.push(
-                Diagnostic::error(format!("{SETTINGS_FILE} must hold one document"))
-                    .at(settings_place.origin(extra.start)),
-            );
-        }
-        let settings = settings::read(&settings_doc, &settings_place, &canonical_root, &mut diags);
+        let (canonical_root, settings, mut diags) = read_settings(root)?;
 
         let mut repo = Repository {
             root: root.to_owned(),

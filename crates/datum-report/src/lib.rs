@@ -62,6 +62,8 @@
 
 pub mod history;
 pub mod markdown;
+pub mod style;
+pub mod time;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

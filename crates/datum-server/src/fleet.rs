@@ -25,7 +25,7 @@
 //! Owns: [`Fleet`] and the read SQL. Must not: authenticate (the API does)
 //! or format anything for a person.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datum_fleet::Report;
@@ -609,7 +609,39 @@ impl<B: Backend> Fleet<B> {
         for (c, rows) in summary.clusters.iter_mut().zip(samples) {
             c.sample_hosts = rows.iter().filter_map(|r| text(r, 0)).collect();
         }
+        self.attach_writers(&mut summary.clusters).await?;
         Ok(summary)
+    }
+
+    /// Who changed each cluster's findings: the distinct writer lines over
+    /// its hosts, at most [`views::SAMPLE_HOSTS`] (only attributed
+    /// findings are read).
+    async fn attach_writers(&self, clusters: &mut [views::DriftCluster]) -> Result<(), StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT DISTINCT signature, observed, changed_by FROM findings WHERE changed_by <> '[]'",
+                vec![],
+            ))
+            .await?;
+        let mut by_cluster: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
+        for r in &rows {
+            let writers: Vec<datum_fleet::Writer> = json(r, 2);
+            by_cluster
+                .entry((
+                    text(r, 0).unwrap_or_default(),
+                    text(r, 1).unwrap_or_default(),
+                ))
+                .or_default()
+                .extend(writers.iter().map(datum_fleet::Writer::line));
+        }
+        for c in clusters {
+            let key = (c.signature.clone(), c.observed.clone().unwrap_or_default());
+            if let Some(lines) = by_cluster.remove(&key) {
+                c.changed_by = lines.into_iter().take(views::SAMPLE_HOSTS).collect();
+            }
+        }
+        Ok(())
     }
 
     /// The drift clusters kept at ingest, with the first hosts of each.
@@ -641,13 +673,15 @@ impl<B: Backend> Fleet<B> {
             samples.entry((signature, observed)).or_default().push(host);
         }
         let counts = counts.first();
-        Ok(views::drift_of(
+        let mut view = views::drift_of(
             clusters,
             samples,
             u(counts.and_then(|r| int(r, 0))),
             u(counts.and_then(|r| int(r, 1))),
             now,
-        ))
+        );
+        self.attach_writers(&mut view.clusters).await?;
+        Ok(view)
     }
 
     /// Renders the pre-rendered picture of hosts stored before it existed

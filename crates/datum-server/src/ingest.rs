@@ -291,7 +291,7 @@ impl Phases for Ingest {
                     if s.report.kind != ReportKind::Apply {
                         self.findings_at[i] = Some(stmts.len());
                         stmts.push(Stmt::new(
-                            "SELECT signature, observed, class FROM findings WHERE host = $1",
+                            "SELECT signature, observed, class, changed_by FROM findings WHERE host = $1",
                             vec![s.report.host.as_str().into()],
                         ));
                     }
@@ -321,6 +321,8 @@ impl Phases for Ingest {
 struct Stored {
     observed: String,
     class: String,
+    /// Its writers as stored (JSON, `[]` when none).
+    changed_by: String,
 }
 
 fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
@@ -331,6 +333,7 @@ fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
                 Stored {
                     observed: r.get(1).and_then(Val::text).unwrap_or("").to_owned(),
                     class: r.get(2).and_then(Val::text).unwrap_or("").to_owned(),
+                    changed_by: r.get(3).and_then(Val::text).unwrap_or("[]").to_owned(),
                 },
             ))
         })
@@ -706,7 +709,7 @@ fn finding_writes(
         }
     }
     gone.sort_unstable();
-    let mut written: Vec<&Finding> = Vec::new();
+    let mut written: Vec<(&Finding, String)> = Vec::new();
     for (signature, f) in &now {
         let observed = f.observed.as_deref().unwrap_or("");
         let old = stored.get(*signature);
@@ -721,8 +724,11 @@ fn finding_writes(
         if m.sample.is_none() {
             m.sample = Some((*f).clone());
         }
-        if joins || old.is_some_and(|o| o.class != f.class) {
-            written.push(f);
+        // Who changed it: a finding already open is written again when the
+        // host's attribution names other writers.
+        let changed_by = serde_json::to_string(&f.changed_by).unwrap_or_else(|_| "[]".into());
+        if joins || old.is_some_and(|o| o.class != f.class || o.changed_by != changed_by) {
+            written.push((f, changed_by));
         }
     }
     for chunk in gone.chunks(CHUNK) {
@@ -737,8 +743,8 @@ fn finding_writes(
         ));
     }
     for chunk in written.chunks(CHUNK) {
-        let mut params = Vec::with_capacity(chunk.len() * 10);
-        for f in chunk {
+        let mut params = Vec::with_capacity(chunk.len() * 11);
+        for (f, changed_by) in chunk {
             params.extend([
                 host.into(),
                 f.signature.as_str().into(),
@@ -750,16 +756,17 @@ fn finding_writes(
                 f.first_seen.into(),
                 report.finished_at.into(),
                 f.checks.unwrap_or(1).into(),
+                changed_by.as_str().into(),
             ]);
         }
         stmts.push(Stmt::built(
             format!(
                 "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
-                 first_seen, last_seen, checks) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
+                 first_seen, last_seen, checks, changed_by) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
                  subject = excluded.subject, category = excluded.category, class = excluded.class, \
                  paths = excluded.paths, observed = excluded.observed, first_seen = excluded.first_seen, \
-                 last_seen = excluded.last_seen, checks = excluded.checks",
-                values_rows(1, 10, chunk.len())
+                 last_seen = excluded.last_seen, checks = excluded.checks, changed_by = excluded.changed_by",
+                values_rows(1, 11, chunk.len())
             ),
             params,
         ));

@@ -34,6 +34,17 @@ fn object(required: &[&str], props: Value) -> Value {
     json!({"type": "object", "required": required, "properties": props})
 }
 
+/// Who changed a finding's resource (its own function, as [`field_change`]).
+fn writer() -> Value {
+    object(
+        &["kind", "via", "at"],
+        json!({
+            "kind": s("string"), "via": s("string"), "user": s("string"),
+            "login_user": s("string"), "unit": s("string"), "at": s("integer")
+        }),
+    )
+}
+
 /// One field of a finding (its own function: `json!` nests only so deep).
 fn field_change() -> Value {
     object(
@@ -222,7 +233,8 @@ fn schemas() -> Value {
                     "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),
                     "first_seen": s("integer"), "checks": int(),
                     "changes": list(field_change()),
-                    "content_diff": s("string")
+                    "content_diff": s("string"),
+                    "changed_by": list(writer())
                 }))),
                 "changed": list(s("string")),
                 "changed_total": int(),
@@ -285,7 +297,7 @@ fn schemas() -> Value {
             "clusters": list(object(&["subject", "category", "signature", "hosts", "spread", "first_seen"], json!({
                 "subject": s("string"), "category": s("string"), "class": s("string"),
                 "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),
-                "hosts": int(), "sample_hosts": list(s("string")), "variants": int(),
+                "hosts": int(), "sample_hosts": list(s("string")), "changed_by": list(s("string")), "variants": int(),
                 "spread": {"type": "string", "enum": ["many hosts", "one host"]},
                 "first_seen": s("string"), "last_seen": s("string")
             })))

@@ -807,6 +807,11 @@ pub struct DriftCluster {
     pub hosts: u64,
     /// Up to 20 of them, by name.
     pub sample_hosts: Vec<String>,
+    /// Who changed it, one line per distinct writer the hosts' attribution
+    /// named (`alice via sshd session from …`, `dpkg (package upgrade)`);
+    /// empty when no host of the cluster attributed it.
+    #[serde(default)]
+    pub changed_by: Vec<String>,
     /// Other clusters with the same signature but another observed value
     /// (hosts changed in the same place, to different things).
     pub variants: u64,
@@ -923,6 +928,7 @@ pub fn drift_of(
                 observed: c.observed,
                 hosts: c.hosts,
                 sample_hosts: names,
+                changed_by: Vec::new(),
                 spread: if c.hosts > 1 {
                     "many hosts"
                 } else {

@@ -28,9 +28,13 @@ pub struct GlobalArgs {
     /// Resolve every managed path under this folder (demos, image builds, tests).
     #[arg(long, global = true, default_value = "/", env = "DATUM_ROOT")]
     pub root: PathBuf,
-    /// Output format.
+    /// Output format: human (tables, diffs, colour on a terminal) or json (one
+    /// document with `format_version`, times in RFC 3339 UTC).
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
+    /// Same as --output json.
+    #[arg(long, global = true, conflicts_with = "output")]
+    pub json: bool,
     /// Host identity file (default: ROOT/etc/datum/host.yaml).
     #[arg(long, global = true)]
     pub host_file: Option<PathBuf>,

@@ -92,6 +92,7 @@ pub(crate) fn findings<'a>(
             class: owner.class.clone(),
             target: Some(path),
             content_diff: None,
+            changed_by: Vec::new(),
         });
     }
     (findings, Vec::new())

@@ -48,16 +48,31 @@ pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
         .context("cannot establish the host identity")
 }
 
-/// Whether human output gets colour: on a terminal unless told otherwise.
+/// Whether human output gets colour: `--color always|never`, else on a
+/// terminal unless `NO_COLOR` is set (the rule of both tools,
+/// `datum_report::style`).
 pub fn use_color(global: &GlobalArgs) -> bool {
-    match global.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::env::var_os("NO_COLOR").is_none()
-                && std::io::IsTerminal::is_terminal(&std::io::stdout())
-        }
-    }
+    datum_report::style::stdout_wants_colour(match global.color {
+        ColorChoice::Always => datum_report::style::Choice::Always,
+        ColorChoice::Never => datum_report::style::Choice::Never,
+        ColorChoice::Auto => datum_report::style::Choice::Auto,
+    })
+}
+
+/// The names of the layers of `datum.yaml` this host gets, in order (for a
+/// report's header; empty when `datum.yaml` cannot be read, which the
+/// compile has already reported).
+pub fn layers_used(global: &GlobalArgs, identity: &HostIdentity) -> Vec<String> {
+    datum_manifest::Settings::load(&global.repo)
+        .map(|settings| {
+            settings
+                .layers
+                .iter()
+                .filter(|l| l.matcher.matches(&identity.labels))
+                .map(|l| l.name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Compiles the repository for this host. Manifest errors are printed as
@@ -483,6 +498,10 @@ pub fn absolutize(global: &mut GlobalArgs) -> Result<()> {
         }
     };
     global.root = absolute(&global.root)?;
+    // Absolute, never resolved: messages name the repository in full (not
+    // `.`), and a link `datum pull` manages stays a link (pinned later).
+    global.repo = std::path::absolute(&global.repo)
+        .with_context(|| format!("cannot make {} absolute", global.repo.display()))?;
     if let Some(state) = &global.state {
         global.state = Some(
             std::path::absolute(state)

@@ -40,6 +40,9 @@ fn main() {
         Ok(Err(e)) => exit::usage_error(e),
         Err(e) => std::process::exit(exit::report_error(&e.into()).into()),
     };
+    if cli.global.json {
+        cli.global.output = cli::OutputFormat::Json;
+    }
     let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
         "info"
     } else {

@@ -657,7 +657,8 @@ fn schedule_states_the_detection_bound_per_class() {
     let o = s.datum(&["schedule", "--output", "json"]);
     assert_exit(&o, 0);
     let rows: Value = serde_json::from_slice(&o.stdout).expect("json");
-    let critical = rows
+    assert_eq!(rows["format_version"], "1");
+    let critical = rows["classes"]
         .as_array()
         .expect("rows")
         .iter()

@@ -334,7 +334,8 @@ fn hosts_report_and_the_fleet_shows_them() {
         h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
     }
     let v = server.fleet(&["hosts"]);
-    assert_eq!(v["format_version"], 1);
+    // The CLI's rule: format_version "1" (the HTTP API's integer 1 is its own).
+    assert_eq!(v["format_version"], "1");
     assert_eq!(v["states"]["converged"], 3, "{v}");
     let row = host_row(&v, "web-2");
     assert_eq!(row["labels"]["role"], "web");

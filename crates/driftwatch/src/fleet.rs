@@ -104,6 +104,7 @@ pub fn send(
                     })
                     .collect(),
                 content_diff: None,
+                changed_by: Vec::new(),
             }
         })
         .collect();

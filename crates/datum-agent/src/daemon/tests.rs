@@ -27,6 +27,7 @@ impl ClassChecker for Fake {
             return Err(LoadError::Lint {
                 repo: "/repo".into(),
                 errors: 1,
+                first: "/repo/base/a.yaml:3:1: error: broken".into(),
             });
         }
         Ok(self.loaded.clone())

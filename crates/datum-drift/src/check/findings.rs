@@ -12,7 +12,7 @@
 //! Must not: read the host, or keep a value of a sensitive resource (its
 //! differences carry paths only, and no content diff is produced).
 
-use datum_core::{Diff, Observed, Presence, ResourceId};
+use datum_core::{ChangedBy, Diff, Observed, Presence, ResourceId};
 use datum_report::{AttrDiff, Finding};
 use serde_json::Value;
 
@@ -27,6 +27,10 @@ pub struct CheckFinding {
     /// A unified diff of the content (live -> declared); `None` when the
     /// resource is sensitive or no text was read.
     pub content_diff: Option<String>,
+    /// Who changed it, as the agent's attribution saw it (classes with
+    /// `attribute: true`; empty otherwise). Metadata: shown for a sensitive
+    /// resource too.
+    pub changed_by: Vec<ChangedBy>,
 }
 
 /// What `findings_for` needs to know about a resource.
@@ -102,6 +106,7 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         class: r.class.to_owned(),
         target: r.target.map(str::to_owned),
         content_diff,
+        changed_by: Vec::new(),
     }]
 }
 
@@ -162,6 +167,7 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
             class: r.class.to_owned(),
             target: r.target.map(str::to_owned),
             content_diff: None,
+            changed_by: Vec::new(),
         })
         .collect()
 }

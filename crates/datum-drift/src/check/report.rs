@@ -7,12 +7,19 @@
 //! print (the binary writes the strings), read the host, or show a value of a
 //! sensitive resource (the findings already carry none).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use datum_report::markdown::{Table, cell, inline_code, marker_line};
+use datum_report::style::{self, Paint};
 use serde_json::{Value, json};
 
 use super::findings::CheckFinding;
+
+/// The `format_version` of the check's JSON document (each finding's
+/// `changed_by` list was added within version 1: a reader that does not know
+/// it ignores it).
+pub const FORMAT_VERSION: &str = "1";
 
 /// One finding with its history and what the class's policy did about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +32,9 @@ pub struct Reported {
     /// `reported`, `reverted`, `revert failed: ...`, `accepted (patch ...)`,
     /// `quarantined`, `backed off`...
     pub action: String,
+    /// The class's `on_change_by` rule that chose the policy
+    /// (`on_change_by.person: quarantine`); `None`: the class's `policy`.
+    pub rule: Option<String>,
 }
 
 /// Counters for the summary line and for benchmarks.
@@ -45,6 +55,10 @@ pub struct CheckStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckReport {
     pub host: String,
+    /// The host's labels (what chose its layers).
+    pub labels: BTreeMap<String, String>,
+    /// The layers of `datum.yaml` this host gets, in order.
+    pub layers: Vec<String>,
     pub findings: Vec<Reported>,
     /// Quarantined resources (`Kind[name]` or `host`) with the reason and who.
     pub quarantined: Vec<(String, String)>,
@@ -76,69 +90,225 @@ impl CheckReport {
 }
 
 fn when(secs: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
+    datum_report::time::rfc3339(secs)
 }
 
-/// Text for a terminal; with `color`, categories are coloured.
-pub fn human(report: &CheckReport, color: bool) -> String {
-    let paint = |code: &str, text: &str| {
-        if color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
+/// The categories in the order a report lists them (worst first), with the
+/// plan marker and colour of each; an unknown category comes last, as `~`.
+const CATEGORIES: &[(&str, &str, &str)] = &[
+    ("deleted_outside", "-", style::RED),
+    ("type_changed", "-/+", style::MAGENTA),
+    ("changed_outside", "~", style::YELLOW),
+    ("unmanaged", "+", style::CYAN),
+];
+
+fn category_rank(category: &str) -> (usize, &'static str, &'static str) {
+    CATEGORIES
+        .iter()
+        .position(|(c, _, _)| *c == category)
+        .map_or((CATEGORIES.len(), "~", style::YELLOW), |i| {
+            (i, CATEGORIES[i].1, CATEGORIES[i].2)
+        })
+}
+
+/// Findings per category, in report order.
+fn counts(report: &CheckReport) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    let mut sorted: Vec<&str> = report
+        .findings
+        .iter()
+        .map(|r| r.finding.finding.category.as_str())
+        .collect();
+    sorted.sort_by_key(|c| (category_rank(c).0, *c));
+    for c in sorted {
+        match counts.last_mut() {
+            Some((last, n)) if last == c => *n += 1,
+            _ => counts.push((c.to_owned(), 1)),
         }
-    };
+    }
+    counts
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Text for a terminal, laid out like `datum plan`: a header naming the host,
+/// its labels and the layers used; the findings grouped by category (worst
+/// first), one aligned line each with the plan's marker, its details
+/// indented under it; quarantines and errors; a summary line with the
+/// counts. With `color`, markers and categories are coloured.
+pub fn human(report: &CheckReport, color: bool) -> String {
+    let paint = Paint::new(color);
     let mut out = String::new();
-    for r in &report.findings {
+    let labels: Vec<String> = report
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        paint.wrap(style::BOLD, &format!("Check of {}", report.host))
+    );
+    let _ = writeln!(
+        out,
+        "  labels  {}",
+        if labels.is_empty() {
+            "(none)".to_owned()
+        } else {
+            labels.join(", ")
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  layers  {}",
+        if report.layers.is_empty() {
+            "(none)".to_owned()
+        } else {
+            report.layers.join(", ")
+        }
+    );
+    let mut rows: Vec<&Reported> = report.findings.iter().collect();
+    rows.sort_by_key(|r| {
+        let category = &r.finding.finding.category;
+        (category_rank(category).0, category.clone())
+    });
+    let subject_width = rows
+        .iter()
+        .map(|r| r.finding.finding.subject.chars().count())
+        .chain(report.quarantined.iter().map(|(w, _)| w.chars().count()))
+        .chain(report.errors.iter().map(|(w, _)| w.chars().count()))
+        .max()
+        .unwrap_or(0);
+    let class_width = rows
+        .iter()
+        .map(|r| r.finding.class.chars().count() + 2)
+        .max()
+        .unwrap_or(0);
+    let action_width = rows
+        .iter()
+        .map(|r| r.action.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut current: Option<&str> = None;
+    for r in rows {
         let f = &r.finding;
-        let code = match f.finding.category.as_str() {
-            "deleted_outside" | "type_changed" => "31",
-            "unmanaged" => "36",
-            _ => "33",
-        };
+        let category = f.finding.category.as_str();
+        let (_, marker, sgr) = category_rank(category);
+        if current != Some(category) {
+            let n = report
+                .findings
+                .iter()
+                .filter(|o| o.finding.finding.category == category)
+                .count();
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{} ({n})", paint.wrap(sgr, category));
+            current = Some(category);
+        }
+        let class = format!("[{}]", f.class);
         let _ = writeln!(
             out,
-            "{}  {}  [{}] {} (first seen {}, {} check{})",
-            paint(code, &f.finding.category),
-            f.finding.subject,
-            f.class,
+            "  {} {}  {class:<class_width$}  {:<action_width$}  first seen {}, {}",
+            paint.padded(sgr, marker, 3),
+            paint.padded(style::BOLD, &f.finding.subject, subject_width),
             r.action,
             when(r.first_seen),
-            r.passes,
-            if r.passes == 1 { "" } else { "s" }
+            plural(r.passes as usize, "check", "checks"),
         );
         if let Some(target) = &f.target {
-            let _ = writeln!(out, "    path: {target}");
+            let _ = writeln!(out, "        path: {target}");
+        }
+        if let Some(rule) = &r.rule {
+            let _ = writeln!(out, "    rule: {rule}");
         }
         for d in &f.finding.diffs {
             let _ = writeln!(
                 out,
-                "    {}: {} -> {}",
+                "        {}: {} -> {}",
                 d.path(),
                 d.before_display(),
                 d.after_display()
             );
         }
+        for w in &f.changed_by {
+            let _ = writeln!(out, "    changed by: {}", w.summary());
+        }
         if let Some(diff) = &f.content_diff {
             for line in diff.lines() {
-                let _ = writeln!(out, "    {line}");
+                let sgr = if line.starts_with("+++") || line.starts_with("---") {
+                    style::BOLD
+                } else if line.starts_with('+') {
+                    style::GREEN
+                } else if line.starts_with('-') {
+                    style::RED
+                } else if line.starts_with("@@") {
+                    style::CYAN
+                } else {
+                    ""
+                };
+                let line = if sgr.is_empty() {
+                    line.to_owned()
+                } else {
+                    paint.wrap(sgr, line)
+                };
+                let _ = writeln!(out, "        {line}");
             }
         }
     }
-    for (what, why) in &report.quarantined {
-        let _ = writeln!(out, "{}  {what}: {why}", paint("35", "quarantined"));
+    if !report.quarantined.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} ({})",
+            paint.wrap(style::MAGENTA, "quarantined"),
+            report.quarantined.len()
+        );
+        for (what, why) in &report.quarantined {
+            let _ = writeln!(
+                out,
+                "  {} {:<subject_width$}  {why}",
+                paint.padded(style::MAGENTA, "#", 3),
+                what
+            );
+        }
     }
-    for (what, why) in &report.errors {
-        let _ = writeln!(out, "{}  {what}: {why}", paint("31;1", "error"));
+    if !report.errors.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} ({})",
+            paint.wrap(style::RED_BOLD, "not inspected"),
+            report.errors.len()
+        );
+        for (what, why) in &report.errors {
+            let _ = writeln!(
+                out,
+                "  {} {:<subject_width$}  {why}",
+                paint.padded(style::RED_BOLD, "!", 3),
+                what
+            );
+        }
     }
-    let _ = writeln!(
-        out,
-        "Check: {} finding(s), {} quarantined, {} error(s); {} resources inspected ({}{} trusted by metadata) in {} ms.",
-        report.findings.len(),
+    let by_category: Vec<String> = counts(report)
+        .iter()
+        .map(|(c, n)| format!("{n} {c}"))
+        .collect();
+    let findings = if by_category.is_empty() {
+        "no drift".to_owned()
+    } else {
+        format!(
+            "{} ({})",
+            plural(report.findings.len(), "finding", "findings"),
+            by_category.join(", ")
+        )
+    };
+    let _ = writeln!(out);
+    let line = format!(
+        "Check: {findings}, {} quarantined, {}; {} inspected ({}{} trusted by metadata) in {} ms.",
         report.quarantined.len(),
-        report.errors.len(),
-        report.stats.resources,
+        plural(report.errors.len(), "error", "errors"),
+        plural(report.stats.resources, "resource", "resources"),
         if report.stats.deep {
             ""
         } else {
@@ -147,10 +317,11 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         report.stats.metadata_only,
         report.stats.duration_ms
     );
+    let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
     out
 }
 
-/// The JSON document of `--output json`.
+/// The JSON document of `--output json` (every time RFC 3339 UTC).
 pub fn json(report: &CheckReport) -> Value {
     let findings: Vec<Value> = report
         .findings
@@ -164,17 +335,27 @@ pub fn json(report: &CheckReport) -> Value {
                 "target": f.target,
                 "diffs": f.finding.diffs,
                 "content_diff": f.content_diff,
-                "first_seen": r.first_seen,
+                "changed_by": f.changed_by,
+                "first_seen": when(r.first_seen),
                 "passes": r.passes,
                 "action": r.action,
+                "rule": r.rule,
             })
         })
         .collect();
+    let counts: serde_json::Map<String, Value> = counts(report)
+        .into_iter()
+        .map(|(c, n)| (c, json!(n)))
+        .collect();
     json!({
+        "format_version": FORMAT_VERSION,
         "host": report.host,
+        "labels": report.labels,
+        "layers": report.layers,
         "dedupe_key": report.dedupe_key(),
         "fingerprint": report.fingerprint(),
         "drift": report.drifted(),
+        "counts": counts,
         "findings": findings,
         "quarantined": report.quarantined.iter().map(|(w, r)| json!({"target": w, "reason": r})).collect::<Vec<_>>(),
         "errors": report.errors.iter().map(|(w, r)| json!({"resource": w, "reason": r})).collect::<Vec<_>>(),
@@ -252,6 +433,34 @@ pub fn markdown(report: &CheckReport) -> String {
             );
         }
     }
+    let attributed: Vec<&Reported> = report
+        .findings
+        .iter()
+        .filter(|r| !r.finding.changed_by.is_empty())
+        .collect();
+    if !attributed.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Changed by:");
+        for r in attributed {
+            for w in &r.finding.changed_by {
+                let _ = writeln!(
+                    out,
+                    "- {}: {}",
+                    inline_code(&r.finding.finding.subject),
+                    cell(&w.summary())
+                );
+            }
+            if let Some(rule) = &r.rule {
+                let _ = writeln!(
+                    out,
+                    "- {}: rule {} ({})",
+                    inline_code(&r.finding.finding.subject),
+                    inline_code(rule),
+                    cell(&r.action)
+                );
+            }
+        }
+    }
     if !report.quarantined.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -290,9 +499,15 @@ mod tests {
             class: "normal".to_owned(),
             target: Some("/etc/motd".to_owned()),
             content_diff,
+            changed_by: Vec::new(),
         };
         CheckReport {
             host: "web-01".to_owned(),
+            labels: BTreeMap::from([
+                ("env".to_owned(), "prod".to_owned()),
+                ("role".to_owned(), "web".to_owned()),
+            ]),
+            layers: vec!["base".to_owned(), "web".to_owned()],
             findings: vec![
                 Reported {
                     finding: finding(
@@ -304,6 +519,7 @@ mod tests {
                     first_seen: 1_700_000_000,
                     passes: 3,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -315,6 +531,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reported".to_owned(),
+                    rule: None,
                 },
                 Reported {
                     finding: finding(
@@ -326,6 +543,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reverted".to_owned(),
+                    rule: None,
                 },
             ],
             quarantined: vec![(
@@ -341,6 +559,16 @@ mod tests {
                 catalogue_reused: false,
             },
         }
+    }
+
+    #[test]
+    fn human_report() {
+        insta::assert_snapshot!(human(&sample(), false));
+    }
+
+    #[test]
+    fn json_document() {
+        insta::assert_json_snapshot!(json(&sample()));
     }
 
     #[test]
@@ -376,8 +604,43 @@ mod tests {
         assert!(!text.contains('\x1b'));
         assert!(text.contains("content: (sensitive) -> (sensitive)"));
         assert!(human(&sample(), true).contains("\x1b[33m"));
+        assert!(!json(&sample()).to_string().contains('\x1b'));
         let j = json(&sample());
         assert_eq!(j["findings"].as_array().unwrap().len(), 3);
         assert_eq!(j["dedupe_key"], datum_report::dedupe_key("datum", "web-01"));
+        assert_eq!(j["format_version"], FORMAT_VERSION);
+    }
+
+    #[test]
+    fn every_rendering_names_who_changed_it() {
+        let mut r = sample();
+        let mut w = datum_core::ChangedBy::unknown("/etc/motd", "modified", 5, Some(77), "x");
+        w.kind = datum_core::WriterKind::Person;
+        w.reason = None;
+        w.via = "sshd session from 10.0.0.7 port 5555".to_owned();
+        w.uid = Some(1001);
+        w.user = Some("alice".to_owned());
+        w.process = Some("vim /etc/motd".to_owned());
+        // On the sensitive one too: attribution is metadata.
+        r.findings[2].finding.changed_by = vec![w.clone()];
+        r.findings[2].rule = Some("on_change_by.person: quarantine".to_owned());
+        let line =
+            "alice (uid 1001) via sshd session from 10.0.0.7 port 5555: vim /etc/motd (pid 77)";
+        assert!(human(&r, false).contains(&format!("    changed by: {line}")));
+        assert!(markdown(&r).contains(&format!("- `File[secret]`: {line}")));
+        assert!(
+            markdown(&r)
+                .contains("- `File[secret]`: rule `on_change_by.person: quarantine` (reverted)")
+        );
+        assert!(human(&r, false).contains("    rule: on_change_by.person: quarantine\n"));
+        assert_eq!(
+            json(&r)["findings"][2]["rule"],
+            "on_change_by.person: quarantine"
+        );
+        let j = json(&r);
+        assert_eq!(j["findings"][2]["changed_by"][0]["user"], "alice");
+        assert_eq!(j["findings"][2]["changed_by"][0]["kind"], "person");
+        assert_eq!(j["findings"][0]["changed_by"], serde_json::json!([]));
+        assert!(!markdown(&sample()).contains("Changed by"));
     }
 }

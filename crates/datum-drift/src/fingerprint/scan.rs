@@ -762,6 +762,7 @@ fn hash_file(
                 let chunk = buf.get(..n).unwrap_or_default();
                 hasher.update(chunk);
                 size += n as u64;
+                datum_core::progress::bytes_hashed(n as u64);
                 // A short read from a regular file means end of file; having also reached
                 // the size fstat gave, the usual extra read that returns 0 would only cost
                 // a system call per file (~5% of a warm pass over small files).
@@ -773,6 +774,7 @@ fn hash_file(
             Err(e) => return Err(io_error(&target.path(), "read", e.into())),
         }
     }
+    datum_core::progress::file_hashed();
     Ok(Some(Node::File {
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,

@@ -70,6 +70,8 @@ impl EntryProvider for FileProvider {
             Some(expected) => at.hash_expecting(expected)?,
             None => at.hash(KEEP_CONTENT_UP_TO)?,
         };
+        datum_core::progress::file_hashed();
+        datum_core::progress::bytes_hashed(hashed.size);
         let mut meta = stat.meta;
         meta.size = hashed.size;
         meta.sha256 = Some(hashed.sha256.clone());

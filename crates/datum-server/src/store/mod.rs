@@ -215,6 +215,11 @@ impl MIGRATIONS {
             "web",
             include_str!("../../migrations/sqlite/0003_web.sql"),
         ),
+        (
+            4,
+            "changed by",
+            include_str!("../../migrations/sqlite/0004_changed_by.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -231,6 +236,11 @@ impl MIGRATIONS {
             3,
             "web",
             include_str!("../../migrations/postgres/0003_web.sql"),
+        ),
+        (
+            4,
+            "changed by",
+            include_str!("../../migrations/postgres/0004_changed_by.sql"),
         ),
     ];
 }

@@ -152,6 +152,104 @@ fn drift_clusters() {
     on_both!(the_same_drift_on_many_hosts_is_one_cluster);
 }
 
+fn writer(kind: &str, via: &str, user: Option<&str>, at: i64) -> datum_fleet::Writer {
+    datum_fleet::Writer {
+        kind: kind.into(),
+        via: via.into(),
+        user: user.map(str::to_owned),
+        login_user: user.map(str::to_owned),
+        unit: None,
+        at,
+    }
+}
+
+async fn the_drift_view_says_who_changed_it<B: Backend>(f: &Fleet<B>) {
+    // The same upgrade on two hosts, by dpkg on one and not attributed on
+    // the other; a person's edit on a third.
+    for (host, by) in [
+        (
+            "h1",
+            Some(writer(
+                "package_manager",
+                "dpkg (package upgrade)",
+                Some("root"),
+                50_000,
+            )),
+        ),
+        ("h2", None),
+    ] {
+        let mut r = report(host, ReportKind::Check, 1, 50_000);
+        let mut conf = finding("File[nginx-conf]", "upgrade-obs", "normal");
+        conf.changed_by.extend(by);
+        r.findings.push(conf);
+        ingest(f, &r).await;
+    }
+    let mut r = report("h3", ReportKind::Check, 1, 50_000);
+    let mut motd = finding("File[motd]", "person-obs", "normal");
+    motd.changed_by.push(writer(
+        "person",
+        "sshd session from 10.0.0.7 port 51234",
+        Some("alice"),
+        49_990,
+    ));
+    r.findings.push(motd);
+    ingest(f, &r).await;
+
+    let v = f.drift(50_010).await.unwrap();
+    let by = |subject: &str| {
+        v.clusters
+            .iter()
+            .find(|c| c.subject == subject)
+            .unwrap()
+            .changed_by
+            .clone()
+    };
+    assert_eq!(
+        by("File[nginx-conf]"),
+        vec!["root via dpkg (package upgrade)"]
+    );
+    assert_eq!(
+        by("File[motd]"),
+        vec!["alice via sshd session from 10.0.0.7 port 51234"]
+    );
+    // The API's JSON carries it too.
+    let json = serde_json::to_value(&v).unwrap();
+    assert!(
+        json.to_string().contains("alice via sshd session"),
+        "{json}"
+    );
+
+    // A later check of the same open finding with another writer replaces it.
+    let mut r = report("h3", ReportKind::Check, 2, 50_100);
+    let mut motd = finding("File[motd]", "person-obs", "normal");
+    motd.changed_by
+        .push(writer("person", "terminal /dev/pts/3", Some("bob"), 50_090));
+    r.findings.push(motd);
+    ingest(f, &r).await;
+    let v = f.drift(50_110).await.unwrap();
+    let motd = v
+        .clusters
+        .iter()
+        .find(|c| c.subject == "File[motd]")
+        .unwrap();
+    assert_eq!(motd.changed_by, vec!["bob via terminal /dev/pts/3"]);
+    // Findings nobody attributed say nothing.
+    ingest(f, &report("h1", ReportKind::Check, 2, 50_200)).await;
+    let v = f.drift(50_210).await.unwrap();
+    let conf = v
+        .clusters
+        .iter()
+        .find(|c| c.subject == "File[nginx-conf]")
+        .unwrap();
+    assert_eq!(conf.hosts, 1);
+    assert!(conf.changed_by.is_empty(), "{:?}", conf.changed_by);
+}
+
+#[test]
+fn drift_changed_by() {
+    on_both!(the_drift_view_says_who_changed_it);
+}
+
 async fn a_class_check_replaces_only_its_class<B: Backend>(f: &Fleet<B>) {
     let mut r = report("h", ReportKind::Check, 1, 40_000);
     r.findings.push(finding("File[a]", "x", "critical"));

@@ -158,6 +158,7 @@ pub fn finding(subject: &str, observed: &str, class: &str) -> Finding {
         checks: Some(2),
         changes: vec![],
         content_diff: None,
+        changed_by: vec![],
     }
 }
 

@@ -193,7 +193,7 @@ mod tests {
 
     fn open() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("s.db")).unwrap();
+        let store = Store::open(&dir.path().join("s.db")).unwrap();
         (dir, store)
     }
 

@@ -18,6 +18,7 @@ mod policy;
 mod schema;
 mod service;
 mod verified;
+mod writers;
 
 use std::path::{Path, PathBuf};
 

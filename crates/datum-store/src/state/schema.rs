@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5],
+    migrations: &[V1, V2, V3, V4, V5, V6],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -191,6 +191,19 @@ CREATE TABLE fleet_instructions (
     applied_at   INTEGER NOT NULL,
     outcome      TEXT NOT NULL,
     reported     INTEGER NOT NULL DEFAULT 0
+);
+";
+
+/// Version 6: who changed a watched resource (issue 20), one row per
+/// distinct writer since the resource was last clean. `writer` is the JSON
+/// of `datum_core::ChangedBy`: ids, names, command line, unit, never content.
+const V6: &str = "
+CREATE TABLE writers (
+    resource    TEXT NOT NULL,
+    writer_key  TEXT NOT NULL,
+    at          INTEGER NOT NULL,
+    writer      TEXT NOT NULL,
+    PRIMARY KEY (resource, writer_key)
 );
 ";
 

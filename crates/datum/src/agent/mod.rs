@@ -26,6 +26,8 @@
 //! checkout, whatever the link does meanwhile. [`puller`] pulls on an
 //! interval and asks for a reload when a new revision was deployed.
 
+mod attribution;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,7 +61,6 @@ pub struct Paths {
     /// The `--state FILE` the operator gave (else the state store is in the
     /// root's `var/lib/datum`, reached through the boundary).
     pub state: Option<PathBuf>,
-    pub color: bool,
     /// Passed to a delegated `datum check` (see the module header).
     pub lock_timeout: Duration,
 }
@@ -86,7 +87,10 @@ pub struct RepoChecker {
     classes: Option<Classes>,
     store: Option<Store>,
     known: HashMap<ResourceId, Known>,
+    /// Who changed the files of classes with `attribute: true`.
+    attribution: Option<attribution::Feed>,
     warn: Box<dyn Fn(&str)>,
+    info: Box<dyn Fn(&str)>,
     /// The folder the repository was read from at the last good load.
     pinned: Option<PathBuf>,
     /// The revision `datum pull` deployed there, if it did.
@@ -111,7 +115,9 @@ impl RepoChecker {
             classes: None,
             store: None,
             known: HashMap::new(),
+            attribution: None,
             warn,
+            info: Box::new(|_| {}),
             pinned: None,
             revision: None,
             reporting: None,
@@ -140,6 +146,13 @@ impl RepoChecker {
         }
     }
 
+    /// `info` receives what the agent reports as it goes (who changed a
+    /// watched file).
+    pub fn with_info(mut self, info: Box<dyn Fn(&str)>) -> Self {
+        self.info = info;
+        self
+    }
+
     /// The agent's own checks only report (a class with a policy is
     /// delegated to `datum check`, which refuses to act without a usable
     /// store), so an unusable store means checking without history, said
@@ -166,11 +179,26 @@ impl RepoChecker {
         crate::context::StateFiles::at(&self.paths.root, self.paths.state.as_deref())
     }
 
+    /// Each error on one line (`FILE:LINE:COL: error: ...`, the file's full
+    /// path), logged, and the first of them in the error the reload reports:
+    /// a journal or a JSON log gets one event per error, never a rendered
+    /// excerpt spread over lines.
     fn lint_error(&self, diagnostics: &datum_catalog::Diagnostics) -> LoadError {
-        eprint!("{}", diagnostics.render(self.paths.color));
+        let errors: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity == datum_catalog::Severity::Error)
+            .map(|d| d.one_line_in(&self.paths.repo))
+            .collect();
+        for line in &errors {
+            tracing::error!("{line}");
+        }
         LoadError::Lint {
             repo: self.paths.repo.clone(),
-            errors: diagnostics.error_count().max(1),
+            errors: errors.len().max(1),
+            first: errors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "(not located)".to_owned()),
         }
     }
 
@@ -212,12 +240,17 @@ impl ClassChecker for RepoChecker {
         let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
             Err(errors) => {
-                for e in &errors {
-                    eprintln!("error: {e}");
+                let lines: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("{}: error: {e}", paths.repo.join("datum.yaml").display()))
+                    .collect();
+                for line in &lines {
+                    tracing::error!("{line}");
                 }
                 return Err(LoadError::Lint {
                     repo: paths.repo.clone(),
                     errors: errors.len(),
+                    first: lines.first().cloned().unwrap_or_default(),
                 });
             }
         };
@@ -241,6 +274,7 @@ impl ClassChecker for RepoChecker {
         // Forget resources that are no longer declared.
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
         self.known.retain(|id, _| ids.contains(id));
+        self.restart_attribution(&classes, &loaded);
         self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
         self.pinned = Some(paths.repo.clone());
         self.identity = Some(identity);
@@ -258,6 +292,7 @@ impl ClassChecker for RepoChecker {
     }
 
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> Result<CheckReport, CheckError> {
+        self.record_writers(scope);
         let scope_word = match scope {
             Scope::All => "all".to_owned(),
             Scope::Class(c) => c.clone(),
@@ -315,6 +350,9 @@ impl ClassChecker for RepoChecker {
         let mut any_drift = false;
         let mut any_error = false;
         let mut delegated: Vec<String> = Vec::new();
+        // Resources found clean here: whoever changed them before is
+        // forgotten (the next drift is somebody else's doing).
+        let mut clean: Vec<ResourceId> = Vec::new();
         // `datum check` runs a class whose policy acts on drift, and one
         // checked metadata-first (its audit cadence lives in check's
         // history); this process checks the rest by full content.
@@ -330,9 +368,7 @@ impl ClassChecker for RepoChecker {
             self.classes.as_ref().map_or((false, Policy::Report), |c| {
                 let spec = c.get(class);
                 (
-                    shallow
-                        || spec.policy != Policy::Report
-                        || spec.content == ContentMode::Metadata,
+                    shallow || spec.acts() || spec.content == ContentMode::Metadata,
                     spec.policy,
                 )
             })
@@ -407,6 +443,9 @@ impl ClassChecker for RepoChecker {
                 for (resource, observed) in chunk.iter().zip(observations) {
                     subjects.push(resource.id.to_string());
                     let known = inspect(resource, observed, &quarantined, &mut signatures);
+                    if known.state == "converged" {
+                        clean.push(resource.id.clone());
+                    }
                     any_drift |= known.state == "drifted";
                     any_error |= known.state == "failed";
                     self.known.insert(resource.id.clone(), known);
@@ -475,8 +514,83 @@ impl ClassChecker for RepoChecker {
                 );
             }
         }
+        if let (Some(store), false) = (self.store.as_mut(), clean.is_empty())
+            && self.attribution.is_some()
+            && let Err(e) = store.forget_writers(&clean)
+        {
+            (self.warn)(&format!(
+                "could not forget who changed clean resources: {e}"
+            ));
+        }
         drop(lock);
         Ok(report)
+    }
+}
+
+impl RepoChecker {
+    /// Starts attribution for the classes that ask (`attribute: true` and
+    /// watched), keeping the running one when nothing it marks changed.
+    fn restart_attribution(&mut self, classes: &Classes, loaded: &Loaded) {
+        let asking: BTreeSet<String> = classes
+            .classes
+            .values()
+            .filter(|c| c.attribute && c.watch)
+            .map(|c| c.name.clone())
+            .collect();
+        let plan = attribution::AttributionPlan::new(&loaded.watch, &asking);
+        if plan.is_empty() {
+            self.attribution = None;
+            return;
+        }
+        if self.attribution.as_ref().is_some_and(|f| *f.plan() == plan) {
+            return;
+        }
+        // The old marks go before the new ones are made.
+        self.attribution = None;
+        let classes: Vec<&str> = plan.classes.iter().map(String::as_str).collect();
+        (self.info)(&format!(
+            "attribution: reading who changes the files of class(es) {}",
+            classes.join(", ")
+        ));
+        self.attribution = Some(attribution::Feed::start(plan, &*self.warn));
+    }
+
+    /// Moves what attribution heard into the state store, where `datum
+    /// check` (this process's or a delegated one) reports it with the
+    /// findings. A watched change of an attributing class while fanotify is
+    /// unusable is recorded as unknown, with the reason.
+    fn record_writers(&mut self, scope: &Scope) {
+        let Some(feed) = self.attribution.as_ref() else {
+            return;
+        };
+        let mut writers = feed.drain();
+        if let Scope::Resources { class, ids } = scope
+            && feed.plan().classes.contains(class)
+        {
+            let at = crate::context::now();
+            for id in ids {
+                if let Some(w) = feed.unavailable(&id.to_string(), at) {
+                    writers.push((id.clone(), w));
+                }
+            }
+        }
+        if writers.is_empty() {
+            return;
+        }
+        for (id, w) in &writers {
+            (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
+        }
+        self.open_store();
+        let Some(store) = self.store.as_mut() else {
+            (self.warn)(&format!(
+                "attribution: {} writer(s) not recorded: no state store",
+                writers.len()
+            ));
+            return;
+        };
+        if let Err(e) = store.record_writers(&writers) {
+            (self.warn)(&format!("attribution: could not record writers: {e}"));
+        }
     }
 }
 

@@ -61,11 +61,11 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         host_file: global.host_file.clone(),
         labels: global.labels.clone(),
         state: global.state.clone(),
-        color: context::use_color(global),
         lock_timeout: global.lock_timeout,
     };
     let log: Log = Arc::new(line);
-    let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)));
+    let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)))
+        .with_info(Box::new(|w| line(LogLevel::Info, w)));
     let agent = Agent::new(AgentConfig {
         host: identity.name.clone(),
         listen: (!args.once).then(|| args.listen.clone()),

@@ -7,6 +7,8 @@ use anyhow::{Context as _, Result, bail};
 use datum_host::lock::RootLock;
 use datum_host::{FileKind, HostError};
 
+use datum_report::style::{self, Paint};
+
 use crate::cli::{BackupCommand, GlobalArgs, OutputFormat};
 use crate::context;
 use crate::exit::ExitCode;
@@ -18,25 +20,29 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;
             if global.output == OutputFormat::Json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&entries)?)?;
+                crate::render::json::print("backups", serde_json::to_value(&entries)?)?;
             } else if entries.is_empty() {
                 writeln!(out, "no backups")?;
             } else {
-                writeln!(
-                    out,
+                let paint = Paint::new(context::use_color(global));
+                let header = format!(
                     "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH",
                     "ID", "SAVED", "REASON", "BYTES", "RESOURCE"
-                )?;
+                );
+                writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
                 for e in entries {
+                    let reason = e.reason.as_str();
+                    let sgr = match reason {
+                        "remove" => style::RED,
+                        "drift" | "revert" => style::YELLOW,
+                        _ => style::CYAN,
+                    };
                     writeln!(
                         out,
-                        "{:<10} {:<20} {:<8} {:>9}  {:<28} {}",
-                        e.id,
-                        humantime::format_rfc3339_seconds(
-                            std::time::UNIX_EPOCH
-                                + std::time::Duration::from_secs(e.saved_at.max(0) as u64)
-                        ),
-                        e.reason,
+                        "{} {:<20} {} {:>9}  {:<28} {}",
+                        paint.padded(style::BOLD, &e.id.to_string(), 10),
+                        datum_report::time::rfc3339(e.saved_at),
+                        paint.padded(sgr, reason, 8),
                         e.size,
                         e.resource,
                         e.path.display()

@@ -22,13 +22,12 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout();
     if global.output == OutputFormat::Json {
         let json = serde_json::json!({
-            "format_version": 1,
             "revision": made.revision,
             "ref": made.git_ref,
             "output": made.output,
             "bytes": made.bytes,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        crate::render::json::print("bundle", json)?;
     } else {
         writeln!(
             out,

@@ -11,7 +11,7 @@
 //! measured), metadata-first decisions, the policies and the history.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -58,7 +58,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .entries
         .iter()
         .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-        .any(|e| classes.get(&e.class).policy != Policy::Report);
+        .any(|e| classes.get(&e.class).acts());
     let need = if acts {
         context::StoreNeed::Required("checked")
     } else {
@@ -149,7 +149,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             .collect();
         let unread = indices.len() - to_observe.len();
         stats.metadata_only += unread;
-        progress.advance(unread as u64, 0);
+        progress.advance(unread as u64);
         // A batch at a time, decoded, observed, and dropped unless a policy
         // or the package check needs it: a check of 20,000 files never
         // holds 20,000 decoded resources.
@@ -163,13 +163,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             };
             let refs: Vec<&Resource> = resources.iter().collect();
             let results = datum_engine::observe_all(&refs, &host);
-            let mut bytes = 0;
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
                 *keep = r.id.kind == datum_providers::package::KIND;
                 match result {
                     Ok(mut observed) => {
-                        bytes += observed.meta.as_ref().map_or(0, |m| m.size);
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }
@@ -209,7 +207,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                     .zip(keep)
                     .filter_map(|(r, keep)| keep.then_some(r)),
             );
-            progress.advance(batch.len() as u64, bytes);
+            progress.advance(batch.len() as u64);
         }
         stats.resources += indices.len();
         timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
@@ -245,6 +243,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
     });
 
+    // Who changed each drifted resource, as the agent's attribution recorded
+    // it (before the policies: a class's `on_change_by` rules decide on it).
+    for f in &mut findings {
+        f.changed_by = store
+            .writers(&f.id)
+            .with_context(|| format!("cannot read who changed {}", f.id))?;
+    }
+
     let mut policies = Policies {
         global,
         args,
@@ -269,7 +275,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         .iter()
         .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
     let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, &host);
-    actions.extend(package_files.iter().map(|_| "reported".to_owned()));
+    actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
     findings.extend(package_files);
     errors.extend(failed);
 
@@ -333,6 +339,29 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     } else {
         FindingScope::All
     };
+    let clean_writers: Vec<ResourceId> = {
+        let written = store
+            .written_resources()
+            .context("cannot read who changed what")?;
+        let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+        let failed: HashSet<&str> = errors.iter().map(|(w, _)| w.as_str()).collect();
+        let drifted: HashSet<&ResourceId> = findings.iter().map(|f| &f.id).collect();
+        if written.is_empty() {
+            Vec::new()
+        } else {
+            by_class
+                .values()
+                .flatten()
+                .map(|&i| &lazy.entries[i].id)
+                .filter(|id| !drifted.contains(id))
+                .filter(|id| {
+                    let shown = id.to_string();
+                    written.contains(shown.as_str()) && !failed.contains(shown.as_str())
+                })
+                .cloned()
+                .collect()
+        }
+    };
     // What the fleet report says besides the findings (read before the
     // history's transaction: class bounds come from the store).
     let fleet_report = match &reporting {
@@ -356,6 +385,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         }
         let ages =
             batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        // A resource found clean forgets who changed it before: the next
+        // drift is somebody else's doing.
+        for id in &clean_writers {
+            batch.forget_writers(id)?;
+        }
         // The fleet report, queued with the check it describes.
         if let (Some(r), Some(mut report)) = (&reporting, fleet_report) {
             report.trees = std::mem::take(&mut trees);
@@ -390,17 +424,20 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
 
     let report = CheckReport {
         host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        layers: context::layers_used(global, &identity),
         findings: findings
             .into_iter()
             .zip(actions)
             .enumerate()
-            .map(|(i, (finding, action))| {
+            .map(|(i, (finding, (action, rule)))| {
                 let age = ages.get(i);
                 Reported {
                     finding,
                     first_seen: age.map_or(now, |a| a.first_seen),
                     passes: age.map_or(1, |a| a.passes),
                     action,
+                    rule,
                 }
             })
             .collect(),
@@ -413,7 +450,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     match global.output {
         OutputFormat::Human => {
             write!(
@@ -423,11 +460,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
             )?;
         }
         OutputFormat::Json => {
-            writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&datum_drift::check::json(&report))?
-            )?;
+            crate::render::json::print("", datum_drift::check::json(&report))?;
         }
     }
     // Delivery needs no lock: another pass may start meanwhile.
@@ -632,8 +665,10 @@ struct Policies<'a> {
 
 impl Policies<'_> {
     /// One action word per finding, in order.
-    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<String>> {
-        let mut actions: Vec<String> = vec!["reported".to_owned(); findings.len()];
+    fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<(String, Option<String>)>> {
+        let mut actions: Vec<(String, Option<String>)> =
+            vec![("reported".to_owned(), None); findings.len()];
+        let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
         let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
         for f in findings {
@@ -641,7 +676,17 @@ impl Policies<'_> {
                 continue;
             }
             let spec = self.classes.get(&f.class);
-            let action = match spec.policy {
+            let (policy, rule) = spec.policy_for(&f.changed_by);
+            let drift_by = if rule.is_some() {
+                match f.changed_by.first() {
+                    Some(w) => format!(" by {}", w.via),
+                    None => " by a writer not identified".to_owned(),
+                }
+            } else {
+                String::new()
+            };
+            rules.insert(f.id.clone(), rule);
+            let action = match policy {
                 Policy::Report => "reported".to_owned(),
                 Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
                 Policy::Accept => self.accept(&f.id, findings)?,
@@ -652,7 +697,7 @@ impl Policies<'_> {
                     };
                     self.store.quarantine(
                         &target,
-                        &format!("drift: {}", f.finding.category),
+                        &format!("drift{drift_by}: {}", f.finding.category),
                         QuarantineSource::Policy,
                         self.now,
                     )?;
@@ -668,7 +713,7 @@ impl Policies<'_> {
         }
         for (i, f) in findings.iter().enumerate() {
             if let Some(a) = handled.get(&f.id) {
-                actions[i] = a.clone();
+                actions[i] = (a.clone(), rules.get(&f.id).cloned().flatten());
             }
         }
         Ok(actions)
@@ -1013,54 +1058,23 @@ fn declared_source(
     found
 }
 
-/// A progress line on stderr, only on a terminal and only once a check has
-/// run for a second: resources inspected, bytes read, rate.
+/// The check's progress bar (the shared style, `render::progress`): resources
+/// advance between batches; files and bytes hashed move inside them.
 struct Progress {
-    started: Instant,
-    total: u64,
-    done: u64,
-    bytes: u64,
     bar: Option<indicatif::ProgressBar>,
-    enabled: bool,
 }
 
 impl Progress {
     fn new(total: usize) -> Self {
         Progress {
-            started: Instant::now(),
-            total: total as u64,
-            done: 0,
-            bytes: 0,
-            bar: None,
-            enabled: std::io::stderr().is_terminal(),
+            bar: crate::render::progress::resources(total as u64),
         }
     }
 
-    fn advance(&mut self, resources: u64, bytes: u64) {
-        self.done += resources;
-        self.bytes += bytes;
-        if !self.enabled || self.started.elapsed() < Duration::from_secs(1) {
-            return;
+    fn advance(&mut self, resources: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(resources);
         }
-        let bar = self.bar.get_or_insert_with(|| {
-            let bar = indicatif::ProgressBar::with_draw_target(
-                Some(self.total),
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            if let Ok(style) =
-                indicatif::ProgressStyle::with_template("{pos}/{len} resources {msg}")
-            {
-                bar.set_style(style);
-            }
-            bar
-        });
-        let secs = self.started.elapsed().as_secs_f64().max(0.001);
-        bar.set_position(self.done);
-        bar.set_message(format!(
-            "{:.1} MiB hashed, {:.1} MiB/s",
-            self.bytes as f64 / 1048576.0,
-            self.bytes as f64 / 1048576.0 / secs
-        ));
     }
 
     fn finish(&mut self) {

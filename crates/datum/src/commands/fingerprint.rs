@@ -29,8 +29,12 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         threads: args.threads,
         progress: None,
     };
-    let scanned = scan(&args.path, &opts)
-        .with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
+    let bar = crate::render::progress::hashing();
+    let scanned = scan(&args.path, &opts);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let scanned = scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
     let mut out = std::io::stdout().lock();
     if global.verbose {
         for (path, node) in scanned.tree.walk() {

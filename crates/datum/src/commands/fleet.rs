@@ -40,9 +40,9 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
     let json = client
         .get_json(&path)
         .with_context(|| format!("{}{path}", creds.server))?;
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     if global.output == OutputFormat::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        crate::render::json::print("view", json)?;
         return Ok(ExitCode::CLEAN);
     }
     let color = crate::context::use_color(global);
@@ -72,11 +72,7 @@ fn encode(text: &str) -> String {
 }
 
 fn paint(color: bool, code: &str, text: &str) -> String {
-    if color {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_owned()
-    }
+    datum_report::style::Paint::new(color).wrap(code, text)
 }
 
 fn state_colour(state: &str) -> &'static str {

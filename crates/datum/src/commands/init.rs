@@ -121,16 +121,15 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
         eprint!("{}", diagnostics.render(false));
         bail!("the new repository does not lint clean (a bug in datum init)");
     }
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     match global.output {
         OutputFormat::Json => {
             let doc = serde_json::json!({
-                "format_version": "1",
                 "repository": dir,
                 "host": host,
                 "files": files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::render::json::print("", doc)?;
         }
         OutputFormat::Human => {
             let d = dir.display();

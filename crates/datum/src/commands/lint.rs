@@ -29,10 +29,15 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         &global.labels,
     )?;
     let diagnostics = datum_catalog::lint(&global.repo, identity.as_ref());
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     match global.output {
         OutputFormat::Json => {
-            writeln!(out, "{}", serde_json::to_string_pretty(&diagnostics)?)?;
+            let doc = serde_json::json!({
+                "repository": global.repo,
+                "errors": diagnostics.error_count(),
+                "diagnostics": diagnostics,
+            });
+            crate::render::json::print("", doc)?;
         }
         OutputFormat::Human => {
             if diagnostics.error_count() == 0 {
@@ -121,7 +126,7 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         .iter()
         .filter(|r| r.unreadable.is_some() || r.diagnostics.error_count() > 0)
         .count();
-    let mut out = anstream::stdout();
+    let mut out = std::io::stdout();
     match global.output {
         OutputFormat::Json => {
             let hosts: Vec<serde_json::Value> = results
@@ -137,12 +142,11 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
                 })
                 .collect();
             let doc = serde_json::json!({
-                "format_version": "1",
                 "repository": global.repo,
                 "hosts": hosts,
                 "failed": failed,
             });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            crate::render::json::print("", doc)?;
         }
         OutputFormat::Human => {
             let color = use_color(global);

@@ -46,7 +46,6 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout();
     if global.output == OutputFormat::Json {
         let doc = json!({
-            "format_version": 1,
             "server": server,
             "depth": status.depth,
             "oldest_queued_at": status.oldest_queued_at,
@@ -60,7 +59,7 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
             "last_refused": status.last_refused,
             "delivered_now": delivered.as_ref().map(|d| d.delivered + d.duplicates),
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        crate::render::json::print("outbox", doc)?;
     } else {
         writeln!(
             out,

@@ -1,8 +1,6 @@
 //! `datum plan` and `datum apply`: compile, lock the root, run one pass,
 //! record it, and report.
 
-use std::io::Write;
-
 use anyhow::{Context as _, Result};
 use datum_engine::{Mode, PassContext};
 use datum_host::lock::RootLock;
@@ -67,12 +65,7 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         OutputFormat::Json => {
             let summary =
                 datum_engine::run_pass(catalogue, &mut ctx, &mut datum_engine::SilentReporter);
-            let json = render::json::pass(&identity.name, mode, &summary);
-            writeln!(
-                std::io::stdout(),
-                "{}",
-                serde_json::to_string_pretty(&json)?
-            )?;
+            render::json::print("", render::json::pass(&identity.name, mode, &summary))?;
             summary
         }
     };

@@ -5,7 +5,7 @@
 //! Also what the agent's puller calls ([`settle`], [`pull_once`]): the same
 //! settings, the same lint gate, never `--allow-rollback`.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,11 +48,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
                 eprintln!("warning: {w}");
             }
             match global.output {
-                OutputFormat::Json => writeln!(
-                    out,
-                    "{}",
-                    serde_json::to_string_pretty(&outcome_json(&outcome))?
-                )?,
+                OutputFormat::Json => crate::render::json::print("", outcome_json(&outcome))?,
                 OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
             }
             Ok(ExitCode::for_pending(matches!(
@@ -62,7 +58,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
         }
         Err(e) => {
             if global.output == OutputFormat::Json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&error_json(&e))?)?;
+                crate::render::json::print("", error_json(&e))?;
             }
             Err(e.into())
         }
@@ -196,13 +192,11 @@ fn outcome_line(outcome: &Outcome, config: &PullConfig) -> String {
 fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::UpToDate { revision, warnings } => serde_json::json!({
-            "format_version": 1,
             "outcome": "up_to_date",
             "revision": revision,
             "warnings": warnings,
         }),
         Outcome::Deployed(d) => serde_json::json!({
-            "format_version": 1,
             "outcome": "deployed",
             "revision": d.record.revision,
             "previous": d.record.previous,
@@ -224,7 +218,6 @@ fn outcome_json(outcome: &Outcome) -> serde_json::Value {
 fn error_json(e: &PullError) -> serde_json::Value {
     let refusal = e.refusal();
     serde_json::json!({
-        "format_version": 1,
         "outcome": if refusal.is_some() { "refused" } else { "failed" },
         "reason": e.word(),
         "revision": refusal.map(|r| r.revision.clone()),
@@ -252,12 +245,11 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
     let mut out = std::io::stdout();
     if global.output == OutputFormat::Json {
         let json = serde_json::json!({
-            "format_version": 1,
             "link": link,
             "deployed": deployed,
             "history": history,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        crate::render::json::print("status", json)?;
         return Ok(ExitCode::CLEAN);
     }
     match &deployed {
@@ -312,14 +304,11 @@ struct Progress {
 
 impl Progress {
     fn new(human: bool) -> Self {
-        let bar = (human && std::io::stderr().is_terminal()).then(|| {
-            let bar = indicatif::ProgressBar::with_draw_target(
-                None,
-                indicatif::ProgressDrawTarget::stderr(),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
+        let bar = if human {
+            crate::render::progress::steps()
+        } else {
+            None
+        };
         Progress { bar }
     }
 

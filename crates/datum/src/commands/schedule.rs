@@ -9,6 +9,7 @@ use std::io::Write as _;
 use anyhow::Result;
 use datum_drift::classes::Classes;
 use datum_drift::schedule::{ScheduleRow, format_ms};
+use datum_report::style::{self, Paint};
 
 use crate::cli::{GlobalArgs, OutputFormat};
 use crate::context;
@@ -20,8 +21,8 @@ const RECENT: usize = 50;
 pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     let catalogue = context::compile(global, &identity)?;
-    let settings = match datum_manifest::Repository::load(&global.repo) {
-        Ok(r) => r.settings,
+    let settings = match datum_manifest::Settings::load(&global.repo) {
+        Ok(settings) => settings,
         Err(_) => anyhow::bail!("{}: cannot read datum.yaml", global.repo.display()),
     };
     let classes = Classes::parse(&settings.classes).map_err(|errors| {
@@ -77,10 +78,14 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         .collect();
     let mut out = std::io::stdout().lock();
     match global.output {
-        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?,
+        OutputFormat::Json => {
+            drop(out);
+            crate::render::json::print("classes", serde_json::to_value(&rows)?)?;
+            return Ok(ExitCode::CLEAN);
+        }
         OutputFormat::Human => {
-            writeln!(
-                out,
+            let paint = Paint::new(context::use_color(global));
+            let header = format!(
                 "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
                 "CLASS",
                 "RESOURCES",
@@ -90,7 +95,8 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 "P50",
                 "P95",
                 "DETECTED WITHIN"
-            )?;
+            );
+            writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
             for r in &rows {
                 let content = match (r.content, r.audit_every) {
                     (datum_drift::classes::ContentMode::Full, _) => "full".to_owned(),
@@ -98,10 +104,21 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     (_, None) => "metadata".to_owned(),
                 };
                 let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), format_ms);
+                let policy = r.policy.word();
+                let policy_sgr = match policy {
+                    "revert" => style::YELLOW,
+                    "quarantine" => style::MAGENTA,
+                    "accept" => style::CYAN,
+                    _ => "",
+                };
+                let bound = match r.detection_bound_ms {
+                    Some(b) => format!("{:>16}", format_ms(b)),
+                    None => paint.wrap(style::DIM, &format!("{:>16}", "(no check yet)")),
+                };
                 writeln!(
                     out,
-                    "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
-                    r.class,
+                    "{} {:>9} {:>16} {:<10} {} {:>9} {:>9} {bound}",
+                    paint.padded(style::BOLD, &r.class, 12),
                     r.resources,
                     if r.watched {
                         format!("{} +watch", format_ms(r.interval_s * 1000))
@@ -109,11 +126,30 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                         format_ms(r.interval_s * 1000)
                     },
                     content,
-                    r.policy.word(),
+                    if policy_sgr.is_empty() {
+                        format!("{policy:<10}")
+                    } else {
+                        paint.padded(policy_sgr, policy, 10)
+                    },
                     ms(r.p50_ms),
                     ms(r.p95_ms),
-                    r.detection_bound_ms
-                        .map_or_else(|| "(no check yet)".to_owned(), format_ms),
+                )?;
+            }
+            // Who-changed-it rules, one line per class that has any.
+            for r in rows.iter().filter(|r| r.attributed) {
+                let said = match r.on_change_by {
+                    None => format!("every change: {}", r.policy.word()),
+                    Some(w) if w.other.is_some() => format!("changes by {}", w.describe()),
+                    Some(w) => format!(
+                        "changes by {}; by anyone else: {}",
+                        w.describe(),
+                        r.policy.word()
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{}: writers attributed (fanotify, under datum agent); {said}",
+                    r.class
                 )?;
             }
         }

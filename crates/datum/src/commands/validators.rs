@@ -5,6 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use datum_providers::validators::{self, Scope};
+use datum_report::style::{self, Paint};
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, OutputFormat};
@@ -35,25 +36,25 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 })
             })
             .collect();
-        let doc = json!({"format_version": "1", "validators": list});
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        crate::render::json::print("validators", json!(list))?;
         return Ok(ExitCode::CLEAN);
     }
-    writeln!(
-        out,
+    let paint = Paint::new(crate::context::use_color(global));
+    let header = format!(
         "{:<16} {:<6} {:<16} {:<15} {:<24} WHAT",
         "NAME", "SCOPE", "BINARY", "PACKAGE", "HERE"
-    )?;
+    );
+    writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
     for (v, found) in rows {
-        let here = match &found {
-            None => "built in".to_owned(),
-            Some(Some(path)) => path.display().to_string(),
-            Some(None) => "not installed".to_owned(),
+        let (here, sgr) = match &found {
+            None => ("built in".to_owned(), style::GREEN),
+            Some(Some(path)) => (path.display().to_string(), style::GREEN),
+            Some(None) => ("not installed".to_owned(), style::RED),
         };
         writeln!(
             out,
-            "{:<16} {:<6} {:<16} {:<15} {:<24} {}",
-            v.name,
+            "{} {:<6} {:<16} {:<15} {} {}",
+            paint.padded(style::BOLD, v.name, 16),
             if v.scope == Scope::Group {
                 "group"
             } else {
@@ -61,7 +62,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             },
             v.binary.unwrap_or("-"),
             v.package.unwrap_or("-"),
-            here,
+            paint.padded(sgr, &here, 24),
             if validators::is_admin(v) {
                 format!("{} (from {})", v.summary, validators::admin::ADMIN_DIR)
             } else {

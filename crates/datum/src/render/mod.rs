@@ -5,6 +5,7 @@
 
 pub mod diff;
 pub mod json;
+pub mod progress;
 
 use std::io::Write;
 
@@ -154,19 +155,7 @@ impl Reporter for HumanReporter {
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::PassStarted { resources } => {
-                if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                    let bar = indicatif::ProgressBar::new(resources as u64);
-                    bar.set_style(
-                        indicatif::ProgressStyle::with_template(
-                            "{spinner} [{bar:30}] {pos}/{len} resources, {per_sec} {msg}",
-                        )
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                    );
-                    // Only passes that last are worth a bar.
-                    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-                    self.progress = Some(bar);
-                }
+                self.progress = progress::resources(resources as u64);
             }
             Event::ResourceStarted { id } => {
                 if let Some(bar) = &self.progress {

@@ -252,6 +252,19 @@ pub fn check_finding(
             .as_deref()
             .filter(|_| !sensitive)
             .map(|d| bounded(d, DIFF_KEPT)),
+        changed_by: f.changed_by.iter().map(writer).collect(),
+    }
+}
+
+/// A writer as the fleet carries it: who and how, never the command line.
+fn writer(w: &datum_core::ChangedBy) -> datum_fleet::Writer {
+    datum_fleet::Writer {
+        kind: w.kind.word().to_owned(),
+        via: w.via.clone(),
+        user: w.user.clone(),
+        login_user: w.login_user.clone(),
+        unit: w.unit.clone(),
+        at: w.at,
     }
 }
 

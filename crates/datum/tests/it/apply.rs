@@ -283,7 +283,8 @@ fn schedule_states_a_watched_class_bound_as_debounce_plus_inspection() {
     assert_exit(&out, 0);
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = |name: &str| {
-        rows.as_array()
+        rows["classes"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|r| r["class"] == name)

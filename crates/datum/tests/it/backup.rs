@@ -18,7 +18,9 @@ fn replaced_content_is_kept_and_can_be_shown_and_restored() {
 
     let list = s.datum(&["--output", "json", "backup", "list"]);
     assert_exit(&list, 0);
-    let entries: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1");
+    let entries = &doc["backups"];
     assert_eq!(entries.as_array().unwrap().len(), 1, "{entries}");
     assert_eq!(entries[0]["path"], "/f.conf");
     let id = entries[0]["id"].to_string().trim_matches('"').to_owned();

@@ -15,6 +15,7 @@ mod apply;
 mod backup;
 mod boundary;
 mod config;
+mod conventions;
 mod crash;
 mod generate;
 mod init;

@@ -45,7 +45,10 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
     // The backup exists (restore works) but `show` does not print it.
     let list: serde_json::Value =
         serde_json::from_slice(&s.datum(&["--output", "json", "backup", "list"]).stdout).unwrap();
-    let id = list[0]["id"].to_string().trim_matches('"').to_owned();
+    let id = list["backups"][0]["id"]
+        .to_string()
+        .trim_matches('"')
+        .to_owned();
     let show = s.datum(&["backup", "show", &id]);
     assert_exit(&show, 0);
     assert!(!stdout(&show).contains(CANARY));

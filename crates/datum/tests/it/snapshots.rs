@@ -23,18 +23,6 @@ fn settings(s: &Sandbox) -> insta::Settings {
     settings
 }
 
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
-}
-
 const REPO: &str = "datum: v1alpha1\ntype: Directory\nname: app\ndesired: {path: /app, mode: \"0750\"}\n\
 ---\ndatum: v1alpha1\ntype: File\nname: config\ndesired:\n  path: /app/config.ini\n  mode: \"0640\"\n  content: \"[main]\\nport = 8080\\nworkers = 4\\n\"\n\
 ---\ndatum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /app/token\n  mode: \"0600\"\n  content: \"secret-value\\n\"\n";

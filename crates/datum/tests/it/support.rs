@@ -116,3 +116,16 @@ pub fn mode_of(p: &Path) -> u32 {
 }
 
 pub use datum_testkit::run::{assert_exit, code, stderr, stdout};
+
+/// `text` as a regular expression matching itself (for insta filters).
+pub fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}

@@ -136,11 +136,13 @@ pub(super) fn colour(choice: ColorChoice, io: &Io<'_>) -> bool {
 /// The rule behind [`colour`]: an explicit choice wins; `auto` colours a terminal unless
 /// `NO_COLOR` is set to anything but the empty string (<https://no-color.org>).
 fn colour_for(choice: ColorChoice, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
-    match choice {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => terminal && no_color.is_none_or(std::ffi::OsStr::is_empty),
-    }
+    use datum_report::style::{Choice, wants_colour};
+    let choice = match choice {
+        ColorChoice::Always => Choice::Always,
+        ColorChoice::Never => Choice::Never,
+        ColorChoice::Auto => Choice::Auto,
+    };
+    wants_colour(choice, terminal, no_color)
 }
 
 fn write_file(path: &Path, text: &str, what: &'static str) -> Result<()> {
@@ -223,11 +225,11 @@ pub(super) struct StackResult {
 
 fn error_markdown(name: &str, message: &str, at: &str) -> String {
     format!(
-        "## Drift report: {}\n\nChecked at {}.\n\n**driftwatch could not check this stack:** {}\n\n{}\n",
+        "{}\n## Drift report: {}\n\nChecked at {}.\n\n**driftwatch could not check this stack:** {}\n",
+        marker_line(&datum_report::dedupe_key(classify::TOOL, name)),
         cell(name),
         inline_code(at),
         cell(message),
-        marker_line(&datum_report::dedupe_key(classify::TOOL, name))
     )
 }
 

@@ -1,6 +1,6 @@
 //! The Markdown report: a summary table, one state/observed table per finding, unapplied
-//! changes apart, and the dedupe-key marker on the last line so the nightly job can find
-//! and edit the issue of this stack. Sized for a GitHub issue body (65,536 characters):
+//! changes apart, and the dedupe-key marker on the first line (as in every Markdown report of
+//! Datum's) so the nightly job can find and edit the issue of this stack. Sized for a GitHub issue body (65,536 characters):
 //! long values are shortened and very large reports list the rest as a count.
 
 use datum_report::markdown::{Table, cell, inline_code, marker_line};
@@ -24,6 +24,8 @@ fn code_list(items: &[&str]) -> String {
 /// Render the report; `generated_at` is the RFC 3339 time of the run.
 pub fn render(report: &Report, generated_at: &str) -> String {
     let mut out = String::new();
+    out.push_str(&marker_line(&report.key));
+    out.push('\n');
     out.push_str(&format!("## Drift report: {}\n\n", cell(&report.stack)));
     out.push_str(&format!("Checked at {}.\n\n", inline_code(generated_at)));
     if report.findings.is_empty() && report.pending.is_empty() {
@@ -199,8 +201,6 @@ pub fn render(report: &Report, generated_at: &str) -> String {
         "Fingerprint: {}\n\n",
         inline_code(&report.fingerprint())
     ));
-    out.push_str(&marker_line(&report.key));
-    out.push('\n');
     out
 }
 

@@ -13,28 +13,18 @@ const MAX_VALUE_CHARS: usize = 60;
 /// Diffs listed per line before "(+N more)".
 const MAX_DIFFS: usize = 4;
 
+/// The painter both tools share (`datum_report::style`), with driftwatch's diff lines.
 pub(crate) struct Paint {
     pub(crate) on: bool,
 }
 
 impl Paint {
     pub(crate) fn wrap(&self, code: &str, text: &str) -> String {
-        if self.on {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
+        datum_report::style::Paint::new(self.on).wrap(code, text)
     }
 
     fn marker(&self, marker: &str) -> String {
-        let code = match marker {
-            "-/+" => "35",
-            "-" => "31",
-            "~" => "33",
-            "+" => "32",
-            _ => "2",
-        };
-        self.wrap(code, marker)
+        datum_report::style::Paint::new(self.on).marker(marker)
     }
 
     /// One line of a unified diff: headers bold, hunks cyan, removals red, additions green.

@@ -92,13 +92,8 @@ fn markdown_snapshot() {
     let out = outcome(report("shop-prod").arg("--markdown").arg(&md));
     assert_eq!(out.code, 2);
     let text = std::fs::read_to_string(&md).unwrap();
-    assert!(
-        text.trim_end()
-            .lines()
-            .last()
-            .unwrap()
-            .starts_with("<!-- driftwatch-")
-    );
+    // The marker on the first line, as in every Markdown report of Datum's.
+    assert!(text.lines().next().unwrap().starts_with("<!-- driftwatch-"));
     insta::assert_snapshot!("shop_prod_markdown", text);
 }
 
@@ -163,7 +158,12 @@ fn step_summary_appends() {
     );
     assert_eq!(out.code, 2);
     let text = std::fs::read_to_string(&summary).unwrap();
-    assert!(text.starts_with("earlier step\n## Drift report: shop-prod"));
+    // Appended after the earlier step, marker line first.
+    assert!(
+        text.starts_with("earlier step\n<!-- driftwatch-")
+            && text.contains("-->\n## Drift report: shop-prod"),
+        "{text}"
+    );
     let missing = outcome(report("shop-prod").arg("--step-summary"));
     assert_eq!(missing.code, 1);
     assert!(missing.stderr.contains("GITHUB_STEP_SUMMARY"));

@@ -294,9 +294,9 @@ fn several_stacks_as_json_and_markdown_files() {
         ("broken", ""),
     ] {
         let text = std::fs::read_to_string(md.join(format!("{name}.md"))).unwrap();
-        let last = text.trim_end().lines().last().unwrap();
-        assert!(last.starts_with("<!-- driftwatch-"), "{name}: {last}");
-        assert!(last.contains(key), "{name}: {last}");
+        let first = text.lines().next().unwrap();
+        assert!(first.starts_with("<!-- driftwatch-"), "{name}: {first}");
+        assert!(first.contains(key), "{name}: {first}");
     }
     let summary = std::fs::read_to_string(md.join("summary.md")).unwrap();
     assert!(summary.contains("| `broken` | error | 1 |"), "{summary}");

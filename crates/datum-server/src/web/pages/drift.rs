@@ -46,6 +46,7 @@ pub async fn page<B: Backend>(
             "observed": c.observed,
             "hosts": c.hosts,
             "sample_hosts": c.sample_hosts,
+            "changed_by": c.changed_by,
             "more": c.hosts.saturating_sub(c.sample_hosts.len() as u64),
             "variants": c.variants,
             "first_seen": c.first_seen,

@@ -93,14 +93,19 @@ pub async fn page<B: Backend>(
         .iter()
         .map(|f| {
             let found = newest(&reports, &f.signature);
-            let (changes, diff, seq, checks) = match found {
+            let (changes, diff, seq, checks, changed_by) = match found {
                 Some((finding, seq)) => (
                     finding.changes.clone(),
                     finding.content_diff.as_deref().map(diff_lines),
                     Some(seq),
                     finding.checks.unwrap_or(f.checks),
+                    finding
+                        .changed_by
+                        .iter()
+                        .map(|w| json!({"line": w.line(), "kind": w.kind, "at": w.at}))
+                        .collect(),
                 ),
-                None => (Vec::new(), None, None, f.checks),
+                None => (Vec::new(), None, None, f.checks, Vec::new()),
             };
             json!({
                 "subject": f.subject,
@@ -115,6 +120,7 @@ pub async fn page<B: Backend>(
                 "diff": diff,
                 "seq": seq,
                 "sensitive": changes.iter().any(|c| c.sensitive),
+                "changed_by": changed_by,
             })
         })
         .collect();

@@ -1,0 +1,162 @@
+//! Real fanotify marks on a temporary directory, real writers: this process,
+//! another user in a new login session (`setpriv`, login uid written to
+//! `/proc/self/loginuid`), and a writer that is gone before it is read.
+//! They need root (fanotify, setpriv); CI runs as root.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use datum_core::WriterKind;
+
+use super::*;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A directory anyone may write in, marked.
+fn marked() -> (tempfile::TempDir, PathBuf, Attributor) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("etc");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let a = Attributor::start(&BTreeSet::from([dir.clone()]), Own::current()).unwrap();
+    assert_eq!(a.dirs().count(), 1, "{:?}", a.unmarked());
+    (tmp, dir, a)
+}
+
+/// Events for `path` read within a few seconds.
+fn writers_of(a: &mut Attributor, path: &Path) -> Vec<ChangedBy> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut found = Vec::new();
+    while Instant::now() < deadline {
+        a.wait(Duration::from_millis(100));
+        found.extend(
+            a.read_pending()
+                .into_iter()
+                .filter(|e| e.path == path)
+                .map(|e| e.writer),
+        );
+        if !found.is_empty() {
+            break;
+        }
+    }
+    found
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn own_writes_are_datum() {
+    if !is_root() {
+        eprintln!("skipped: fanotify needs root");
+        return;
+    }
+    let (_tmp, dir, mut a) = marked();
+    let file = dir.join("motd");
+    std::fs::write(&file, "hello\n").unwrap();
+    let writers = writers_of(&mut a, &file);
+    assert!(!writers.is_empty());
+    assert!(
+        writers.iter().all(|w| w.kind == WriterKind::Datum),
+        "{writers:?}"
+    );
+    assert_eq!(writers[0].via, "datum (own apply)");
+}
+
+#[test]
+fn another_user_in_a_new_login_session_is_named() {
+    if !is_root() {
+        eprintln!("skipped: fanotify needs root");
+        return;
+    }
+    let (_tmp, dir, mut a) = marked();
+    let file = dir.join("sshd_config");
+    // A new session whose login uid is 65534 (nobody), then that user
+    // writes and stays a moment so that it can be read.
+    let script = format!(
+        "echo 65534 > /proc/self/loginuid && exec setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'echo edited >> {} && sleep 3'",
+        file.display()
+    );
+    let mut child = Command::new("setsid")
+        .args(["sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&file);
+    let writers = writers_of(&mut a, &file);
+    let _ = child.kill();
+    let _ = child.wait();
+    let w = writers
+        .iter()
+        .find(|w| w.kind != WriterKind::Unknown)
+        .unwrap_or_else(|| panic!("no writer named: {writers:?}"));
+    assert_eq!(w.kind, WriterKind::Person, "{w:?}");
+    assert_eq!(w.uid, Some(65534));
+    assert_eq!(w.user.as_deref(), Some("nobody"));
+    assert_eq!(w.login_uid, Some(65534));
+    assert!(w.session.is_some(), "{w:?}");
+    assert!(w.via.starts_with("login session "), "{}", w.via);
+    assert!(
+        w.process.as_deref().unwrap_or("").contains("echo edited"),
+        "{w:?}"
+    );
+    assert!(!w.parents.is_empty(), "{w:?}");
+}
+
+#[test]
+fn a_writer_gone_before_it_is_read_is_unknown_with_the_reason() {
+    if !is_root() {
+        eprintln!("skipped: fanotify needs root");
+        return;
+    }
+    let (_tmp, dir, mut a) = marked();
+    let file = dir.join("hosts");
+    // The writer exits (and is reaped) before any event is read.
+    let status = Command::new("sh")
+        .args(["-c", &format!("echo x > {}", file.display())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let writers = writers_of(&mut a, &file);
+    assert!(!writers.is_empty());
+    for w in &writers {
+        assert_eq!(w.kind, WriterKind::Unknown, "{w:?}");
+        let reason = w.reason.as_deref().unwrap();
+        assert!(
+            reason.contains("exited before it could be read"),
+            "{reason}"
+        );
+        assert!(reason.contains("auditd"), "{reason}");
+        assert!(w.pid.is_some());
+    }
+}
+
+#[test]
+fn a_missing_directory_is_unmarked_with_the_reason() {
+    if !is_root() {
+        eprintln!("skipped: fanotify needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let a = Attributor::start(&BTreeSet::from([missing.clone()]), Own::current()).unwrap();
+    assert_eq!(a.dirs().count(), 0);
+    assert_eq!(a.unmarked()[0].0, missing);
+    assert!(
+        a.unmarked()[0].1.contains("cannot open"),
+        "{:?}",
+        a.unmarked()
+    );
+}

@@ -1,0 +1,269 @@
+//! The agent's side of "who changed it": for the classes with
+//! `attribute: true` (and `watch: true`), a thread reads fanotify events
+//! through `datum_host::attribution` as they come (so the writer is read
+//! while it still exists), and each check first moves what it heard into
+//! the state store, keyed by resource, where `datum check` finds it for the
+//! findings it reports and the class rules it applies.
+//!
+//! Owns: which directories are marked (the parent of each file, a tree and
+//! its folders), mapping an event's path back to resources, dropping Datum's
+//! own writes (never drift), and the "unknown" writer when fanotify could not
+//! be used. Must not: decide what a writer means for a policy (`datum check`
+//! does), or run for a class that did not ask.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use datum_agent::WatchTarget;
+use datum_core::{ChangedBy, ResourceId, WriterKind};
+use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, tree_dirs};
+
+/// How long the reader blocks in one poll.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Which resources a path belongs to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AttributionPlan {
+    files: BTreeMap<PathBuf, Vec<ResourceId>>,
+    trees: Vec<(PathBuf, ResourceId)>,
+    /// The classes that asked.
+    pub classes: BTreeSet<String>,
+}
+
+impl AttributionPlan {
+    /// The targets of the classes in `attributing`.
+    pub fn new(targets: &[WatchTarget], attributing: &BTreeSet<String>) -> Self {
+        let mut plan = AttributionPlan {
+            classes: attributing.clone(),
+            ..Self::default()
+        };
+        for t in targets.iter().filter(|t| attributing.contains(&t.class)) {
+            let path = std::path::absolute(&t.path).unwrap_or_else(|_| t.path.clone());
+            if t.subtree {
+                plan.trees.push((path, t.resource.clone()));
+            } else {
+                plan.files.entry(path).or_default().push(t.resource.clone());
+            }
+        }
+        plan
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.trees.is_empty()
+    }
+
+    /// The directories to mark, and a note for each tree cut short.
+    fn dirs(&self) -> (BTreeSet<PathBuf>, Vec<String>) {
+        let mut dirs = BTreeSet::new();
+        let mut notes = Vec::new();
+        for path in self.files.keys() {
+            dirs.insert(path.parent().unwrap_or(Path::new("/")).to_path_buf());
+        }
+        for (path, id) in &self.trees {
+            let (found, cut) = tree_dirs(path, MAX_GROUPS);
+            if cut {
+                notes.push(format!(
+                    "{id}: only the first {MAX_GROUPS} folders of {} are attributed",
+                    path.display()
+                ));
+            }
+            dirs.extend(found);
+        }
+        (dirs, notes)
+    }
+
+    /// The resources an event on `path` (from marked directory `dir`) may
+    /// concern; an event on the directory itself (an overflow) concerns all
+    /// of its files.
+    fn resources_of(&self, path: &Path, dir: &Path) -> Vec<ResourceId> {
+        let mut out: Vec<ResourceId> = Vec::new();
+        if path == dir {
+            for (file, ids) in &self.files {
+                if file.parent() == Some(dir) {
+                    out.extend(ids.iter().cloned());
+                }
+            }
+        } else if let Some(ids) = self.files.get(path) {
+            out.extend(ids.iter().cloned());
+        }
+        for (root, id) in &self.trees {
+            if path.starts_with(root) || dir.starts_with(root) {
+                out.push(id.clone());
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// The reader thread and what it has heard.
+pub struct Feed {
+    plan: AttributionPlan,
+    /// Read by the thread as events arrive, and by [`Feed::drain`] for what
+    /// is still queued when a check starts.
+    attributor: Option<Arc<Mutex<Attributor>>>,
+    heard: Arc<Mutex<Vec<Attributed>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// Why attribution does not work at all (fanotify unavailable).
+    broken: Option<String>,
+}
+
+impl Feed {
+    /// Marks the plan's directories; `warn` hears each one that could not be.
+    pub fn start(plan: AttributionPlan, warn: &dyn Fn(&str)) -> Feed {
+        let (dirs, notes) = plan.dirs();
+        for n in &notes {
+            warn(&format!("attribution: {n}"));
+        }
+        let mut feed = Feed {
+            plan,
+            attributor: None,
+            heard: Arc::default(),
+            stop: Arc::default(),
+            thread: None,
+            broken: None,
+        };
+        let attributor = match Attributor::start(&dirs, Own::current()) {
+            Ok(a) => a,
+            Err(e) => {
+                warn(&format!("attribution: {e}"));
+                feed.broken = Some(e.to_string());
+                return feed;
+            }
+        };
+        for (dir, why) in attributor.unmarked() {
+            warn(&format!(
+                "attribution: {} is not marked ({why}): its writers are unknown",
+                dir.display()
+            ));
+        }
+        let waiter = match attributor.waiter() {
+            Ok(w) => w,
+            Err(e) => {
+                warn(&format!("attribution: {e}"));
+                feed.broken = Some(format!("cannot wait for fanotify events: {e}"));
+                return feed;
+            }
+        };
+        let attributor = Arc::new(Mutex::new(attributor));
+        feed.attributor = Some(Arc::clone(&attributor));
+        let (heard, stop) = (Arc::clone(&feed.heard), Arc::clone(&feed.stop));
+        feed.thread = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if !waiter.wait(POLL) {
+                    continue;
+                }
+                read_into(&attributor, &heard);
+            }
+        }));
+        feed
+    }
+
+    pub fn plan(&self) -> &AttributionPlan {
+        &self.plan
+    }
+
+    /// Everything heard so far, by resource, without Datum's own writes
+    /// (events still queued are read first, so nothing written before the
+    /// check started is left for the next one).
+    pub fn drain(&self) -> Vec<(ResourceId, ChangedBy)> {
+        if let Some(a) = &self.attributor {
+            read_into(a, &self.heard);
+        }
+        let heard = match self.heard.lock() {
+            Ok(mut h) => std::mem::take(&mut *h),
+            Err(_) => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for a in heard {
+            if a.writer.kind == WriterKind::Datum {
+                continue;
+            }
+            for id in self.plan.resources_of(&a.path, &a.dir) {
+                out.push((id, a.writer.clone()));
+            }
+        }
+        out
+    }
+
+    /// The writer recorded for a watched change when fanotify could not be
+    /// used at all.
+    pub fn unavailable(&self, path: &str, at: i64) -> Option<ChangedBy> {
+        self.broken
+            .as_ref()
+            .map(|why| ChangedBy::unknown(path, "changed", at, None, why.clone()))
+    }
+}
+
+/// Reads what is queued into `heard` (the lock is held for one
+/// non-blocking read).
+fn read_into(attributor: &Mutex<Attributor>, heard: &Mutex<Vec<Attributed>>) {
+    let events = match attributor.lock() {
+        Ok(mut a) => a.read_pending(),
+        Err(_) => return,
+    };
+    if !events.is_empty()
+        && let Ok(mut h) = heard.lock()
+    {
+        h.extend(events);
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(class: &str, name: &str, path: &str, subtree: bool) -> WatchTarget {
+        WatchTarget {
+            resource: ResourceId::new(if subtree { "Tree" } else { "File" }, name),
+            class: class.to_owned(),
+            path: PathBuf::from(path),
+            subtree,
+        }
+    }
+
+    #[test]
+    fn only_attributing_classes_are_planned_and_paths_map_back() {
+        let targets = [
+            target("critical", "sshd", "/r/etc/ssh/sshd_config", false),
+            target("critical", "conf", "/r/etc/app", true),
+            target("normal", "motd", "/r/etc/motd", false),
+        ];
+        let plan = AttributionPlan::new(&targets, &BTreeSet::from(["critical".to_owned()]));
+        let sshd = ResourceId::new("File", "sshd");
+        let conf = ResourceId::new("Tree", "conf");
+        assert_eq!(
+            plan.resources_of(Path::new("/r/etc/ssh/sshd_config"), Path::new("/r/etc/ssh")),
+            vec![sshd.clone()]
+        );
+        assert_eq!(
+            plan.resources_of(Path::new("/r/etc/ssh"), Path::new("/r/etc/ssh")),
+            [sshd]
+        );
+        assert_eq!(
+            plan.resources_of(Path::new("/r/etc/app/a/b.conf"), Path::new("/r/etc/app/a")),
+            [conf]
+        );
+        assert!(
+            plan.resources_of(Path::new("/r/etc/motd"), Path::new("/r/etc"))
+                .is_empty()
+        );
+        let none = AttributionPlan::new(&targets, &BTreeSet::new());
+        assert!(none.is_empty());
+    }
+}

@@ -1,0 +1,291 @@
+//! The conventions every command follows (README, "Conventions"): one JSON
+//! document per command with `format_version` "1" and RFC 3339 UTC times,
+//! `--json` the same as `--output json`, colour with `--color always` and
+//! never when piped or with `NO_COLOR`, the repository named in full, and
+//! the human `check` report laid out like `plan` (snapshot).
+
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::support::*;
+
+const REPO: &str = "datum: v1alpha1\ntype: Directory\nname: app\ndesired: {path: /app, mode: \"0750\"}\n\
+---\ndatum: v1alpha1\ntype: File\nname: config\ndesired:\n  path: /app/config.ini\n  mode: \"0640\"\n  content: \"[main]\\nport = 8080\\nworkers = 4\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /app/motd\n  mode: \"0644\"\n  content: \"hello\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /app/token\n  mode: \"0600\"\n  content: \"secret-value\\n\"\n";
+
+/// Two layers, the second only for `role: web` (the sandbox host has it).
+fn sandbox() -> Sandbox {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n  - name: web\n    path: web\n    match: {role: web}\n  - name: db\n    path: db\n    match: {role: db}\n",
+    );
+    s.write("repo/base/main.yaml", REPO);
+    s.write(
+        "repo/web/banner.yaml",
+        "datum: v1alpha1\ntype: File\nname: banner\ndesired: {path: /app/banner, mode: \"0644\", content: \"web\\n\"}\n",
+    );
+    s.write("repo/db/skip.yaml", "");
+    s
+}
+
+/// `datum` on the sandbox without a `--color` of the sandbox's own.
+fn datum(s: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::cargo_bin("datum").expect("datum binary");
+    cmd.arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(args)
+        .env_remove("NO_COLOR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run datum")
+}
+
+/// A host that applied, then drifted in three ways (content, mode, gone).
+fn drifted() -> Sandbox {
+    let s = sandbox();
+    assert_exit(&s.datum(&["apply"]), 2);
+    std::fs::write(
+        s.live("/app/config.ini"),
+        "[main]\nport = 9090\nworkers = 4\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        s.live("/app/motd"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::remove_file(s.live("/app/banner")).unwrap();
+    std::fs::write(s.live("/app/token"), "hand-edited\n").unwrap();
+    s
+}
+
+fn is_rfc3339_utc(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 20
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// Every time in a document (a key ending in `_at`, `first_seen`,
+/// `last_seen`, `saved`) is an RFC 3339 UTC string or null.
+fn assert_times(doc: &Value, what: &str) {
+    match doc {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k.ends_with("_at") || k == "first_seen" || k == "last_seen" {
+                    assert!(
+                        v.is_null() || v.as_str().is_some_and(is_rfc3339_utc),
+                        "{what}: {k} = {v} is not RFC 3339 UTC"
+                    );
+                } else {
+                    assert_times(v, what);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| assert_times(v, what)),
+        _ => {}
+    }
+}
+
+/// What differs between two runs of the same command by nature: durations
+/// and the history's pass count.
+fn steady(mut doc: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("duration_ms");
+                map.remove("passes");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut doc);
+    doc
+}
+
+fn json_of(o: &Output, what: &str) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}{}", stdout(o), stderr(o)))
+}
+
+#[test]
+fn every_json_document_has_format_version_rfc3339_times_and_json_is_output_json() {
+    let s = drifted();
+    let commands: &[&[&str]] = &[
+        &["lint"],
+        &["catalogue"],
+        &["plan"],
+        &["check"],
+        &["schedule"],
+        &["validators"],
+        &["backup", "list"],
+        &["pull", "--status"],
+    ];
+    for args in commands {
+        let what = args.join(" ");
+        let long: Vec<&str> = ["--output", "json"]
+            .iter()
+            .chain(args.iter())
+            .copied()
+            .collect();
+        let short: Vec<&str> = ["--json"].iter().chain(args.iter()).copied().collect();
+        let a = datum(&s, &long, &[]);
+        let b = datum(&s, &short, &[]);
+        assert_eq!(code(&a), code(&b), "{what}: {}", stderr(&a));
+        let (a, b) = (json_of(&a, &what), json_of(&b, &what));
+        assert_eq!(a["format_version"], "1", "{what}: {a}");
+        assert_times(&a, &what);
+        assert_eq!(
+            steady(a),
+            steady(b),
+            "{what}: --json differs from --output json"
+        );
+    }
+    // After an apply that replaced drifted files: their backups, dated.
+    assert_exit(&s.datum(&["apply"]), 2);
+    let list = json_of(
+        &datum(&s, &["--json", "backup", "list"], &[]),
+        "backup list",
+    );
+    let backups = list["backups"].as_array().expect("backups");
+    assert!(!backups.is_empty(), "{list}");
+    assert!(
+        backups
+            .iter()
+            .all(|b| b["saved_at"].as_str().is_some_and(is_rfc3339_utc)),
+        "{list}"
+    );
+    // The check's findings are dated, and its header's facts are fields.
+    let check = json_of(&datum(&s, &["--json", "check"], &[]), "check");
+    assert_eq!(check["labels"]["role"], "web", "{check}");
+    assert_eq!(
+        check["layers"],
+        serde_json::json!(["base", "web"]),
+        "{check}"
+    );
+    // --json and --output human together are a usage error.
+    assert_exit(&datum(&s, &["--json", "--output", "human", "plan"], &[]), 1);
+}
+
+#[test]
+fn colour_with_color_always_and_none_when_piped_or_with_no_color() {
+    let s = drifted();
+    assert_exit(&s.datum(&["apply"]), 2);
+    std::fs::write(s.live("/app/motd"), "changed\n").unwrap();
+    for args in [
+        &["check"][..],
+        &["plan"],
+        &["schedule"],
+        &["backup", "list"],
+        &["validators"],
+    ] {
+        let what = args.join(" ");
+        let always: Vec<&str> = ["--color", "always"].iter().chain(args).copied().collect();
+        let coloured = datum(&s, &always, &[]);
+        assert!(
+            stdout(&coloured).contains("\x1b["),
+            "{what} --color always: no colour:\n{}{}",
+            stdout(&coloured),
+            stderr(&coloured)
+        );
+        // An explicit choice wins over NO_COLOR.
+        let still = datum(&s, &always, &[("NO_COLOR", "1")]);
+        assert!(stdout(&still).contains("\x1b["), "{what}");
+        // Piped (auto), with or without NO_COLOR: plain.
+        for env in [&[][..], &[("NO_COLOR", "1")]] {
+            let plain = datum(&s, args, env);
+            assert!(
+                !stdout(&plain).contains('\x1b') && !stderr(&plain).contains('\x1b'),
+                "{what} piped {env:?}: colour:\n{}",
+                stdout(&plain)
+            );
+        }
+        let never: Vec<&str> = ["--color", "never"].iter().chain(args).copied().collect();
+        assert!(!stdout(&datum(&s, &never, &[])).contains('\x1b'), "{what}");
+    }
+}
+
+#[test]
+fn the_check_report_names_host_labels_layers_and_groups_findings() {
+    let s = drifted();
+    let out = s.datum(&["check"]);
+    assert_exit(&out, 2);
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "[TIME]");
+    settings.add_filter(r"in \d+ ms", "in N ms");
+    settings.add_filter(
+        &regex_escape(&s.dir.path().display().to_string()),
+        "[SANDBOX]",
+    );
+    settings.bind(|| {
+        insta::assert_snapshot!("check_report", stdout(&out));
+    });
+    let text = stdout(&out);
+    assert!(text.starts_with("Check of test-host\n"), "{text}");
+    assert!(text.contains("labels  env=test, role=web"), "{text}");
+    assert!(text.contains("layers  base, web\n"), "{text}");
+    assert!(
+        !text.contains("secret-value") && !text.contains("hand-edited"),
+        "{text}"
+    );
+}
+
+#[test]
+fn messages_name_the_repository_in_full() {
+    let s = sandbox();
+    let out = Command::cargo_bin("datum")
+        .unwrap()
+        .current_dir(s.repo())
+        .args(["--repo", ".", "--root"])
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .arg("lint")
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let repo = std::fs::canonicalize(s.repo()).unwrap();
+    let said = stdout(&out);
+    assert!(
+        said.starts_with(&format!("{}: no errors", repo.display()))
+            || said.starts_with(&format!("{}: no errors", s.repo().display())),
+        "{said}"
+    );
+}
+
+#[test]
+fn an_agent_reload_error_is_one_line_with_the_full_file_and_line() {
+    let s = sandbox();
+    s.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: x\ndesired: {path: /x, mdoe: \"0644\"}\n",
+    );
+    let out = datum(&s, &["--log-format", "text", "agent", "--once"], &[]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    let file = s.repo().join("base/broken.yaml");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(&format!("{}:4:", file.display())))
+        .collect();
+    assert!(!lines.is_empty(), "no FILE:LINE line:\n{err}");
+    assert!(lines.iter().all(|l| l.contains("error")), "{err}");
+    // No rendered excerpt (`-->`, `|` gutters) spread over lines.
+    assert!(!err.contains(" --> "), "{err}");
+}
