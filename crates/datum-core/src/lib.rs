@@ -25,11 +25,12 @@ pub mod observed;
 pub mod origin;
 pub mod outcome;
 pub mod resource;
+pub mod schema;
 
 pub use boundary::Boundary;
 pub use content::{Content, sha256_hex};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
-pub use id::{ParseIdError, ResourceId};
+pub use id::{ParseIdError, ReferenceText, ResourceId};
 pub use observed::{FileMeta, Observed, Presence};
 pub use origin::Origin;
 pub use outcome::{Intent, Outcome, Phase};
