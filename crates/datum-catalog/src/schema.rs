@@ -36,12 +36,8 @@ pub fn manifest_schema() -> Value {
     });
     let mut per_kind = Vec::new();
     for provider in datum_providers::registry() {
-        let mut desired = provider.declaration_schema(&mut generator).to_value();
-        // `desired:` left empty is an empty mapping, which some kinds take
-        // (a Package named by its resource name).
-        if provider.check(&json!({})).is_ok() {
-            desired = json!({"anyOf": [desired, {"type": "null"}]});
-        }
+        let declaration = provider.declaration_schema(&mut generator).to_value();
+        let desired = as_layer_document(declaration);
         per_kind.push(json!({
             "if": {
                 "properties": {"type": {"const": provider.kind()}},
@@ -66,6 +62,45 @@ pub fn manifest_schema() -> Value {
     Value::Object(top)
 }
 
+/// A kind's declaration schema (a whole declaration, as the merged resource
+/// must be) as one layer's document may write it: a document may override
+/// only some fields of a resource another layer declares, so no field is
+/// required there (missing fields are judged on the merged resource, by
+/// lint), and a field set to null removes what an earlier layer set. What
+/// one document writes must still be right: each value's type, unknown
+/// fields, two fields that exclude each other.
+fn as_layer_document(mut declaration: Value) -> Value {
+    let only_requires = |v: &Value| {
+        v.as_object()
+            .is_some_and(|o| o.keys().all(|k| k == "required"))
+    };
+    if let Some(object) = declaration.as_object_mut() {
+        object.remove("required");
+        // "at least one of" (Service's state or enabled).
+        for key in ["anyOf", "oneOf"] {
+            if object
+                .get(key)
+                .and_then(Value::as_array)
+                .is_some_and(|items| items.iter().all(only_requires))
+            {
+                object.remove(key);
+            }
+        }
+        // "needs X unless ..." (a Symlink's target).
+        if object.get("then").is_some_and(only_requires) {
+            object.remove("if");
+            object.remove("then");
+        }
+        if let Some(Value::Object(properties)) = object.get_mut("properties") {
+            for property in properties.values_mut() {
+                let declared = property.take();
+                *property = json!({"anyOf": [declared, {"type": "null"}]});
+            }
+        }
+    }
+    json!({"anyOf": [declaration, {"type": "null"}]})
+}
+
 /// [`manifest_schema`] as the shipped file holds it: pretty, one newline.
 pub fn manifest_schema_text() -> String {
     let mut text = serde_json::to_string_pretty(&manifest_schema()).unwrap_or_default();
@@ -87,6 +122,10 @@ mod tests {
         for (kind, branch) in kinds.iter().zip(branches) {
             assert_eq!(&branch["if"]["properties"]["type"]["const"], kind);
         }
+        // A layer may override one field of a File, or remove one.
+        let file = &branches[0]["then"]["properties"]["desired"]["anyOf"][0];
+        assert!(file.get("required").is_none(), "{file:#}");
+        assert_eq!(file["additionalProperties"], false);
         // The shared value types are defined once and referenced.
         assert!(schema["$defs"]["Mode"].is_object(), "{schema:#}");
         assert!(schema["$defs"]["Reference"].is_object(), "{schema:#}");

@@ -113,7 +113,9 @@ fn the_schema_refuses_what_lint_refuses() {
         good.replace("content: hi", "content: hi\n  source: files/motd"),
         good.replace("[Directory/etc]", "[etc]"),
         good.replace("name: motd", "name: \"mo[td]\""),
-        "datum: v1alpha1\ntype: Service\nname: nginx\ndesired:\n  name: nginx\n".to_owned(),
+        "datum: v1alpha1\ntype: Service\nname: nginx\ndesired:\n  state: started\n".to_owned(),
+        "datum: v1alpha1\ntype: Service\nname: nginx\ndesired:\n  reload_on: File/nginx\n"
+            .to_owned(),
         "datum: v1alpha1\ntype: Package\nname: nginx\ndesired:\n  state: latest\n".to_owned(),
     ];
     for text in &bad {
@@ -122,7 +124,15 @@ fn the_schema_refuses_what_lint_refuses() {
             "the schema accepts:\n{text}"
         );
     }
-    // `desired:` left empty is an empty mapping: a Package takes it.
-    let package = "datum: v1alpha1\ntype: Package\nname: nginx\ndesired:\n";
-    assert_eq!(errors_of(&validator, package), Vec::<String>::new());
+    // A layer's document may override some fields of a resource another
+    // layer declares (lint judges the merged resource), remove one with
+    // null, or leave `desired:` empty.
+    for text in [
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {validate: sshd}\n",
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  mode: null\n  ensure: absent\n",
+        "datum: v1alpha1\ntype: Service\nname: nginx\ndesired:\n  settle: 1s\n",
+        "datum: v1alpha1\ntype: Package\nname: nginx\ndesired:\n",
+    ] {
+        assert_eq!(errors_of(&validator, text), Vec::<String>::new(), "{text}");
+    }
 }
