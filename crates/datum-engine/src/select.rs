@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn a_pass_visits_the_selection_holds_what_it_must_and_refuses_a_stale_plan() {
         use datum_catalog::Catalogue;
-        use datum_core::{Outcome, Resource};
+        use datum_core::Resource;
 
         use crate::{Mode, PassContext, SilentReporter, run_pass_with};
 
