@@ -26,6 +26,7 @@ pub use client::{Client, ClientError, SendError, Timeouts};
 pub use credentials::{AdminCredentials, Credentials, CredentialsError, IdentityKind};
 pub use delivery::{Backoff, Budget, Delivered, Queue, Queued, deliver};
 pub use report::{
-    ClassBound, FORMAT_VERSION, Failure, Finding, Quarantined, Reply, Report, ReportKind,
-    SamplingPlan, SamplingUsed, TreeFingerprint,
+    ClassBound, FORMAT_VERSION, Failure, FieldChange, Finding, Instruction, InstructionAction,
+    InstructionDone, PendingChange, Quarantined, Reply, Report, ReportKind, SamplingPlan,
+    SamplingUsed, TreeFingerprint,
 };

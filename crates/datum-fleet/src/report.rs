@@ -134,7 +134,25 @@ pub struct Report {
     /// round; `None` when the server asked for no sampling.
     #[serde(default)]
     pub sampling: Option<SamplingUsed>,
+    /// What became of the server's instructions (quarantine, release) this
+    /// host received since its last report: the server marks each one done
+    /// when it reads this.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<InstructionDone>,
+    /// A stack's pending changes (what its next normal apply would do), at
+    /// most [`PENDING_KEPT`]; empty for a host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingChange>,
 }
+
+/// At most this many pending changes of a stack travel.
+pub const PENDING_KEPT: usize = 100;
+
+/// At most this many bytes of one finding's content diff travel.
+pub const DIFF_KEPT: usize = 16 * 1024;
+
+/// At most this many bytes of one field value of a finding travel.
+pub const VALUE_KEPT: usize = 512;
 
 /// At most this many changed resources are named in one report.
 pub const CHANGED_KEPT: usize = 100;
@@ -152,6 +170,10 @@ pub struct ClassBound {
     /// Interval + measured inspection time (p95), when measured.
     pub bound_ms: Option<u64>,
     pub resources: u64,
+    /// What a check does with drift in the class (`report`, `revert`,
+    /// `accept`, `quarantine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// A Tree's two root hashes. Equal means the tree is exactly as declared.
@@ -207,6 +229,41 @@ pub struct Finding {
     pub observed: Option<String>,
     /// Unix seconds of the first check that saw it (this host).
     pub first_seen: i64,
+    /// Consecutive checks of this host that saw it (this one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<u64>,
+    /// What differs, field by field: the live value and the declared one,
+    /// each at most [`VALUE_KEPT`] bytes; a sensitive resource's fields
+    /// carry no value at all (`sensitive: true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// A unified diff of the content (live -> declared), at most
+    /// [`DIFF_KEPT`] bytes; never for a sensitive resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_diff: Option<String>,
+}
+
+/// One field of a finding: what the host has and what is declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldChange {
+    pub path: String,
+    /// The live value, as shown to a person; `None` when withheld.
+    pub observed: Option<String>,
+    /// The declared value; `None` when withheld.
+    pub declared: Option<String>,
+    /// The values are secret: only the path travels.
+    #[serde(default)]
+    pub sensitive: bool,
+}
+
+/// One pending change of a stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingChange {
+    pub address: String,
+    /// `create`, `update`, `replace`, `delete`...
+    pub action: String,
 }
 
 /// A quarantined resource (or the whole host: `host`).
@@ -216,6 +273,12 @@ pub struct Quarantined {
     pub target: String,
     /// `person`, `policy` or `flapping`.
     pub source: String,
+    /// Why (a person's words, or the policy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix seconds it has been quarantined since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
 }
 
 /// How a check took part in the fleet's sampling.
@@ -236,6 +299,71 @@ pub struct Reply {
     pub duplicate: bool,
     /// The fleet's sampling plan, for the host's next checks.
     pub sampling: Option<SamplingPlan>,
+    /// What a person asked of this host through the server and the host has
+    /// not confirmed yet, oldest first. The host carries them out when it
+    /// receives them (in the transaction that records the delivery) and
+    /// confirms them in its next report ([`Report::instructions`]); until
+    /// then every reply repeats them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<Instruction>,
+}
+
+/// What a person can ask of a host through the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstructionAction {
+    /// Exclude the target from apply, never revert it (`datum quarantine`).
+    Quarantine,
+    /// Lift a quarantine (`datum release`).
+    Release,
+}
+
+impl InstructionAction {
+    pub fn word(self) -> &'static str {
+        match self {
+            InstructionAction::Quarantine => "quarantine",
+            InstructionAction::Release => "release",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "quarantine" => Some(InstructionAction::Quarantine),
+            "release" => Some(InstructionAction::Release),
+            _ => None,
+        }
+    }
+}
+
+/// One instruction, as the server hands it to a host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instruction {
+    /// 32 hex digits drawn by the server: the host carries out a key once,
+    /// however often it is repeated.
+    pub key: String,
+    pub action: InstructionAction,
+    /// `Kind[name]`, or `host` for the whole host.
+    pub target: String,
+    /// Why, in the words of the person who asked.
+    pub reason: String,
+    /// Who asked (the name given at login, or the script's).
+    pub by: String,
+    /// Unix seconds it was asked at.
+    pub at: i64,
+}
+
+/// The target word of a whole-host quarantine.
+pub const HOST_TARGET: &str = "host";
+
+/// What a host did with one instruction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionDone {
+    pub key: String,
+    /// `quarantined`, `released`, `not quarantined`, or `refused: why`.
+    pub outcome: String,
+    /// Unix seconds the host carried it out.
+    pub at: i64,
 }
 
 /// The fleet's sampling plan, handed to every host in each reply.

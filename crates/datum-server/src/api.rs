@@ -53,6 +53,8 @@ pub struct App<B> {
     pub metrics: Metrics,
     tokens: Mutex<HashMap<String, (Option<Identity>, Instant)>>,
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// The web view's templates and per-process limits.
+    pub web: crate::web::WebState,
     /// The clock (Unix seconds); tests replace it.
     pub clock: Box<dyn Fn() -> i64 + Send + Sync>,
 }
@@ -65,6 +67,7 @@ impl<B: Backend> App<B> {
             metrics: Metrics::default(),
             tokens: Mutex::new(HashMap::new()),
             buckets: Mutex::new(HashMap::new()),
+            web: crate::web::WebState::new(),
             clock: Box::new(unix_now),
         }
     }
@@ -234,6 +237,7 @@ pub fn router<B: Backend>(app: Arc<App<B>>) -> axum::Router {
         .route("/metrics", get(metrics::<B>))
         .route("/openapi.json", get(openapi))
         .route("/healthz", get(healthz::<B>))
+        .merge(crate::web::routes::<B>())
         .fallback(|| async { ApiError::NotFound("no such endpoint".to_owned()) })
         .layer(axum::middleware::from_fn(
             move |req: Request, next: axum::middleware::Next| bounded(timeout, req, next),
@@ -341,11 +345,17 @@ async fn take_report<B: Backend>(
         )
         .await?;
     app.metrics.ingested(report.kind.word(), fresh);
+    // What the host says it did with the instructions it had, then what it
+    // still has to do (repeated until a report confirms it).
+    crate::instructions::confirm(&app.fleet, &report.host, report.seq, &report.instructions)
+        .await?;
+    let instructions = crate::instructions::for_reply(&app.fleet, &report.host, now).await?;
     Ok(Reply {
         format_version: FORMAT_VERSION,
         accepted: true,
         duplicate: !fresh,
         sampling: app.config.sampling_plan(now),
+        instructions,
     })
 }
 

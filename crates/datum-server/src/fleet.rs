@@ -67,31 +67,69 @@ fn shape(backend: &'static str, what: &str) -> StoreError {
 }
 
 /// Column `i` of `row` as an integer (NULL: `None`).
-fn int(row: &Row, i: usize) -> Option<i64> {
+pub(crate) fn int(row: &Row, i: usize) -> Option<i64> {
     row.get(i).and_then(Val::int)
 }
 
-fn text(row: &Row, i: usize) -> Option<String> {
+pub(crate) fn text(row: &Row, i: usize) -> Option<String> {
     row.get(i).and_then(Val::text).map(str::to_owned)
 }
 
-fn json<T: serde::de::DeserializeOwned + Default>(row: &Row, i: usize) -> T {
+pub(crate) fn json<T: serde::de::DeserializeOwned + Default>(row: &Row, i: usize) -> T {
     row.get(i)
         .and_then(Val::text)
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default()
 }
 
-fn u(v: Option<i64>) -> u64 {
+pub(crate) fn u(v: Option<i64>) -> u64 {
     v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0)
 }
 
-const HOST_COLUMNS: &str = "SELECT name, kind, enrolled_at, labels, last_report_at, last_report_kind, \
+/// The drift clusters kept at ingest that have hosts.
+const CLUSTERS: &str = "SELECT signature, observed, hosts, subject, category, class, paths, first_seen, \
+     last_seen FROM drift_clusters WHERE hosts > 0";
+
+/// Hosts that reported, and how many of them have open findings.
+const DRIFT_COUNTS: &str = "SELECT count(*), CAST(coalesce(sum(CASE WHEN open_findings > 0 THEN 1 ELSE 0 END), 0) \
+     AS BIGINT) FROM hosts WHERE last_report_at IS NOT NULL";
+
+/// A row of [`CLUSTERS`].
+fn cluster_of(r: &Row, now: i64) -> ClusterRow {
+    ClusterRow {
+        signature: text(r, 0).unwrap_or_default(),
+        observed: text(r, 1).filter(|o| !o.is_empty()),
+        hosts: u(int(r, 2)),
+        subject: text(r, 3).unwrap_or_default(),
+        category: text(r, 4).unwrap_or_default(),
+        class: text(r, 5).unwrap_or_default(),
+        paths: json(r, 6),
+        first_seen: int(r, 7).unwrap_or(now),
+        last_seen: int(r, 8).unwrap_or(now),
+    }
+}
+
+/// A failure row: host, resource, phase, validator, validator_version,
+/// exit_status, signature, message.
+fn failure_of(r: &Row) -> FailureRow {
+    FailureRow {
+        host: text(r, 0).unwrap_or_default(),
+        resource: text(r, 1).unwrap_or_default(),
+        phase: text(r, 2).unwrap_or_default(),
+        validator: text(r, 3),
+        validator_version: text(r, 4),
+        exit_status: int(r, 5),
+        signature: text(r, 6).unwrap_or_default(),
+        message: text(r, 7).unwrap_or_default(),
+    }
+}
+
+pub(crate) const HOST_COLUMNS: &str = "SELECT name, kind, enrolled_at, labels, last_report_at, last_report_kind, \
      revision, datum_version, counts, resources, open_findings, quarantined, last_apply_at, \
      last_apply_revision, last_apply_failed, check_errors, expected_interval_s, outbox_depth, \
      outbox_dropped, classes, trees, trees_differing, reports_held, last_deep_round FROM hosts";
 
-fn host_row(r: &Row) -> HostRow {
+pub(crate) fn host_row(r: &Row) -> HostRow {
     HostRow {
         name: text(r, 0).unwrap_or_default(),
         kind: text(r, 1).unwrap_or_default(),
@@ -267,6 +305,18 @@ impl<B: Backend> Fleet<B> {
             .collect())
     }
 
+    /// One host or stack, by name.
+    pub async fn host(&self, name: &str) -> Result<Option<HostRow>, StoreError> {
+        static ONE: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("{HOST_COLUMNS} WHERE name = $1"));
+        Ok(self
+            .backend
+            .rows(Stmt::new(ONE.as_str(), vec![name.into()]))
+            .await?
+            .first()
+            .map(host_row))
+    }
+
     /// The hosts view (every host, by name).
     pub async fn hosts(&self, staleness: &Staleness) -> Result<views::HostsView, StoreError> {
         let doc = self.hosts_json(staleness).await?;
@@ -427,19 +477,7 @@ impl<B: Backend> Fleet<B> {
                 revision: text(r, 1),
             })
             .collect();
-        let failures: Vec<FailureRow> = failure_rows
-            .iter()
-            .map(|r| FailureRow {
-                host: text(r, 0).unwrap_or_default(),
-                resource: text(r, 1).unwrap_or_default(),
-                phase: text(r, 2).unwrap_or_default(),
-                validator: text(r, 3),
-                validator_version: text(r, 4),
-                exit_status: int(r, 5),
-                signature: text(r, 6).unwrap_or_default(),
-                message: text(r, 7).unwrap_or_default(),
-            })
-            .collect();
+        let failures: Vec<FailureRow> = failure_rows.iter().map(failure_of).collect();
         let hosts_total = u(total.first().and_then(|r| int(r, 0)));
         Ok(views::rollout_of(
             revision,
@@ -451,59 +489,148 @@ impl<B: Backend> Fleet<B> {
         ))
     }
 
+    /// What the overview shows of the rollout of the latest revision: its
+    /// counts and failure groups, from a row per distinct label set and
+    /// the failed hosts' rows (not a row per host, as [`Fleet::rollout`]).
+    pub async fn rollout_summary(&self) -> Result<views::RolloutSummary, StoreError> {
+        let revision = self.latest_revision().await?;
+        let rev = revision.clone().unwrap_or_default();
+        let mut answers = self
+            .backend
+            .read(vec![
+                Stmt::new(
+                    "SELECT labels, count(*), CAST(coalesce(sum(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END), 0) \
+                     AS BIGINT) FROM host_revisions WHERE revision = $1 GROUP BY labels",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT count(*) FROM hosts h WHERE kind = 'host' AND NOT EXISTS \
+                     (SELECT 1 FROM host_revisions r WHERE r.revision = $1 AND r.host = h.name)",
+                    vec![rev.as_str().into()],
+                ),
+                Stmt::new(
+                    "SELECT f.host, f.resource, f.phase, f.validator, f.validator_version, f.exit_status, \
+                     f.signature, f.message, r.labels FROM failures f JOIN host_revisions r \
+                     ON r.revision = f.revision AND r.host = f.host WHERE f.revision = $1",
+                    vec![rev.as_str().into()],
+                ),
+            ])
+            .await?
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (set_rows, pending, failure_rows) = (next(), next(), next());
+        let mut sets: Vec<BTreeMap<String, String>> = Vec::new();
+        let mut set_of: HashMap<String, usize> = HashMap::new();
+        let mut index = |text: String, sets: &mut Vec<BTreeMap<String, String>>| {
+            *set_of.entry(text).or_insert_with_key(|text| {
+                sets.push(serde_json::from_str(text).unwrap_or_default());
+                sets.len() - 1
+            })
+        };
+        let applied: Vec<(usize, u64, u64)> = set_rows
+            .into_iter()
+            .map(|r| {
+                let set = index(text(&r, 0).unwrap_or_default(), &mut sets);
+                (set, u(int(&r, 1)), u(int(&r, 2)))
+            })
+            .collect();
+        let failed_sets: Vec<(String, usize)> = failure_rows
+            .iter()
+            .map(|r| {
+                (
+                    text(r, 0).unwrap_or_default(),
+                    index(text(r, 8).unwrap_or_default(), &mut sets),
+                )
+            })
+            .collect();
+        let failed_sets: HashMap<&str, usize> =
+            failed_sets.iter().map(|(h, s)| (h.as_str(), *s)).collect();
+        let failures: Vec<FailureRow> = failure_rows.iter().map(failure_of).collect();
+        Ok(views::rollout_summary_of(
+            revision,
+            &sets,
+            &applied,
+            &failed_sets,
+            u(pending.first().and_then(|r| int(r, 0))),
+            &failures,
+        ))
+    }
+
+    /// What the overview shows of drift: the first `shown` clusters of
+    /// [`Fleet::drift`] and its counts, with sample hosts read for those
+    /// clusters only (one index range each), not for every finding.
+    pub async fn drift_summary(
+        &self,
+        now: i64,
+        shown: usize,
+    ) -> Result<views::DriftSummary, StoreError> {
+        let mut answers = self
+            .backend
+            .read(vec![
+                Stmt::new(CLUSTERS, vec![]),
+                Stmt::new(DRIFT_COUNTS, vec![]),
+            ])
+            .await?
+            .into_iter();
+        let mut next = || answers.next().unwrap_or_default();
+        let (cluster_rows, counts) = (next(), next());
+        let counts = counts.first();
+        let view = views::drift_of(
+            cluster_rows.iter().map(|r| cluster_of(r, now)).collect(),
+            HashMap::new(),
+            u(counts.and_then(|r| int(r, 0))),
+            u(counts.and_then(|r| int(r, 1))),
+            now,
+        );
+        let mut summary = views::DriftSummary::of(&view, shown);
+        if summary.clusters.is_empty() {
+            return Ok(summary);
+        }
+        let samples = self
+            .backend
+            .read(
+                summary
+                    .clusters
+                    .iter()
+                    .map(|c| {
+                        Stmt::new(
+                            "SELECT host FROM findings WHERE signature = $1 AND observed = $2 \
+                             ORDER BY host LIMIT $3",
+                            vec![
+                                c.signature.as_str().into(),
+                                c.observed.clone().unwrap_or_default().into(),
+                                (views::SAMPLE_HOSTS as i64).into(),
+                            ],
+                        )
+                    })
+                    .collect(),
+            )
+            .await?;
+        for (c, rows) in summary.clusters.iter_mut().zip(samples) {
+            c.sample_hosts = rows.iter().filter_map(|r| text(r, 0)).collect();
+        }
+        Ok(summary)
+    }
+
     /// The drift clusters kept at ingest, with the first hosts of each.
     pub async fn drift(&self, now: i64) -> Result<views::DriftView, StoreError> {
         let mut answers = self
             .backend
             .read(vec![
-                Stmt::new(
-                    "SELECT signature, observed, hosts, subject, category, class, paths, first_seen, \
-                     last_seen FROM drift_clusters WHERE hosts > 0",
-                    vec![],
-                ),
+                Stmt::new(CLUSTERS, vec![]),
                 Stmt::new(
                     "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
                      row_number() OVER (PARTITION BY signature, observed ORDER BY host) AS n \
                      FROM findings) AS ranked WHERE n <= $1",
                     vec![(views::SAMPLE_HOSTS as i64).into()],
                 ),
-                Stmt::new(
-                    "SELECT count(*), CAST(coalesce(sum(CASE WHEN open_findings > 0 THEN 1 ELSE 0 END), 0) \
-                     AS BIGINT) FROM hosts WHERE last_report_at IS NOT NULL",
-                    vec![],
-                ),
+                Stmt::new(DRIFT_COUNTS, vec![]),
             ])
             .await?
             .into_iter();
         let mut next = || answers.next().unwrap_or_default();
         let (cluster_rows, sample_rows, counts) = (next(), next(), next());
-        // Most clusters share a few path lists: each is decoded once.
-        let mut paths: HashMap<String, Vec<String>> = HashMap::new();
-        let clusters: Vec<ClusterRow> = cluster_rows
-            .iter()
-            .map(|r| {
-                let p = r.get(6).and_then(Val::text).unwrap_or("[]");
-                let p = match paths.get(p) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let v: Vec<String> = serde_json::from_str(p).unwrap_or_default();
-                        paths.insert(p.to_owned(), v.clone());
-                        v
-                    }
-                };
-                ClusterRow {
-                    signature: text(r, 0).unwrap_or_default(),
-                    observed: text(r, 1).filter(|o| !o.is_empty()),
-                    hosts: u(int(r, 2)),
-                    subject: text(r, 3).unwrap_or_default(),
-                    category: text(r, 4).unwrap_or_default(),
-                    class: text(r, 5).unwrap_or_default(),
-                    paths: p,
-                    first_seen: int(r, 7).unwrap_or(now),
-                    last_seen: int(r, 8).unwrap_or(now),
-                }
-            })
-            .collect();
+        let clusters: Vec<ClusterRow> = cluster_rows.iter().map(|r| cluster_of(r, now)).collect();
         let mut samples: HashMap<(String, String), Vec<String>> = HashMap::new();
         for mut r in sample_rows {
             let mut take = |i: usize| match r.get_mut(i) {

@@ -355,6 +355,8 @@ struct ClusterMove {
     last_seen: i64,
     /// A finding of it (for a cluster that did not exist yet).
     sample: Option<Finding>,
+    /// The most consecutive checks a host of this batch saw it in.
+    checks: u64,
 }
 
 impl BatchState {
@@ -366,6 +368,7 @@ impl BatchState {
                 first_seen: i64::MAX,
                 last_seen: 0,
                 sample: None,
+                checks: 0,
             })
     }
 
@@ -382,7 +385,7 @@ impl BatchState {
         }
         let moves: Vec<(&(String, String), &ClusterMove)> = self.clusters.iter().collect();
         for chunk in moves.chunks(CHUNK) {
-            let mut params = Vec::with_capacity(chunk.len() * 9);
+            let mut params = Vec::with_capacity(chunk.len() * 10);
             for ((signature, observed), m) in chunk {
                 let (subject, category, class, paths) = match &m.sample {
                     Some(f) => (
@@ -405,18 +408,21 @@ impl BatchState {
                     paths.into(),
                     m.first_seen.into(),
                     m.last_seen.into(),
+                    m.checks.into(),
                 ]);
             }
             stmts.push(Stmt::built(
                 format!(
                     "INSERT INTO drift_clusters (signature, observed, hosts, subject, category, class, \
-                     paths, first_seen, last_seen) VALUES {} ON CONFLICT (signature, observed) DO UPDATE \
-                     SET hosts = drift_clusters.hosts + excluded.hosts, first_seen = CASE \
+                     paths, first_seen, last_seen, checks) VALUES {} ON CONFLICT (signature, observed) \
+                     DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, first_seen = CASE \
                      WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
                      ELSE drift_clusters.first_seen END, last_seen = CASE \
                      WHEN excluded.last_seen > drift_clusters.last_seen THEN excluded.last_seen \
-                     ELSE drift_clusters.last_seen END",
-                    values_rows(1, 9, chunk.len())
+                     ELSE drift_clusters.last_seen END, checks = CASE \
+                     WHEN excluded.checks > drift_clusters.checks THEN excluded.checks \
+                     ELSE drift_clusters.checks END",
+                    values_rows(1, 10, chunk.len())
                 ),
                 params,
             ));
@@ -707,6 +713,7 @@ fn finding_writes(
         let joins = old.is_none_or(|o| o.observed != observed);
         let m = batch.cluster(signature, observed);
         m.last_seen = m.last_seen.max(report.finished_at);
+        m.checks = m.checks.max(f.checks.unwrap_or(1));
         if joins {
             m.delta += 1;
             m.first_seen = m.first_seen.min(f.first_seen);
@@ -730,7 +737,7 @@ fn finding_writes(
         ));
     }
     for chunk in written.chunks(CHUNK) {
-        let mut params = Vec::with_capacity(chunk.len() * 9);
+        let mut params = Vec::with_capacity(chunk.len() * 10);
         for f in chunk {
             params.extend([
                 host.into(),
@@ -742,16 +749,17 @@ fn finding_writes(
                 f.observed.as_deref().unwrap_or("").into(),
                 f.first_seen.into(),
                 report.finished_at.into(),
+                f.checks.unwrap_or(1).into(),
             ]);
         }
         stmts.push(Stmt::built(
             format!(
                 "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
-                 first_seen, last_seen) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
+                 first_seen, last_seen, checks) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
                  subject = excluded.subject, category = excluded.category, class = excluded.class, \
                  paths = excluded.paths, observed = excluded.observed, first_seen = excluded.first_seen, \
-                 last_seen = excluded.last_seen",
-                values_rows(1, 9, chunk.len())
+                 last_seen = excluded.last_seen, checks = excluded.checks",
+                values_rows(1, 10, chunk.len())
             ),
             params,
         ));

@@ -2,7 +2,7 @@
 //!
 //! Every host (and every driftwatch stack) delivers its reports here over
 //! HTTPS; operators read the fleet back through the same API (`datum
-//! fleet`, and later a web view). The layers, each in its own module:
+//! fleet`, and the web view). The layers, each in its own module:
 //!
 //! - [`config`] and [`init`]: the server's folder (`server.yaml`, the CA
 //!   and certificate made with rcgen, `admin.yaml`) and enrolling hosts
@@ -20,6 +20,10 @@
 //! - [`api`]: the JSON handlers and their rules (who may write what, size,
 //!   rate and time bounds); [`openapi`]: the document describing them;
 //!   [`metrics`]: the Prometheus exposition;
+//! - [`web`]: the web view at `/` (server-rendered pages over the same
+//!   query layer, sign-in with the admin credential, quarantine and
+//!   release); [`instructions`]: what a person asks of a host through the
+//!   server, and how it reaches the host;
 //! - [`mod@serve`]: TLS, HTTP and the `init` / `enroll` / `serve` commands.
 //!
 //! The server keeps no state but the store: several processes on one
@@ -31,11 +35,13 @@ pub mod config;
 pub mod fleet;
 pub mod ingest;
 pub mod init;
+pub mod instructions;
 pub mod metrics;
 pub mod openapi;
 pub mod serve;
 pub mod store;
 pub mod views;
+pub mod web;
 
 pub use config::ServerConfig;
 pub use init::{InitOptions, Initialised, ServerDir};

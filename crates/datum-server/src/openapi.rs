@@ -34,6 +34,17 @@ fn object(required: &[&str], props: Value) -> Value {
     json!({"type": "object", "required": required, "properties": props})
 }
 
+/// One field of a finding (its own function: `json!` nests only so deep).
+fn field_change() -> Value {
+    object(
+        &["path", "observed", "declared"],
+        json!({
+            "path": s("string"), "observed": nullable("string"), "declared": nullable("string"),
+            "sensitive": s("boolean")
+        }),
+    )
+}
+
 fn r(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
@@ -193,7 +204,8 @@ fn schemas() -> Value {
                 "counts": counts(),
                 "resources": int(),
                 "classes": list(object(&["class", "interval_s", "resources"], json!({
-                    "class": s("string"), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "nullable": true}, "resources": int()
+                    "class": s("string"), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "nullable": true}, "resources": int(),
+                    "policy": {"type": "string", "enum": ["report", "revert", "accept", "quarantine"]}
                 }))),
                 "expected_interval_s": int(),
                 "validators": map_of(s("string")),
@@ -208,11 +220,19 @@ fn schemas() -> Value {
                 "findings": list(object(&["subject", "category", "class", "paths", "signature", "first_seen"], json!({
                     "subject": s("string"), "category": s("string"), "class": s("string"),
                     "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),
-                    "first_seen": s("integer")
+                    "first_seen": s("integer"), "checks": int(),
+                    "changes": list(field_change()),
+                    "content_diff": s("string")
                 }))),
                 "changed": list(s("string")),
                 "changed_total": int(),
-                "quarantined": list(object(&["target", "source"], json!({"target": s("string"), "source": s("string")}))),
+                "quarantined": list(object(&["target", "source"], json!({
+                    "target": s("string"), "source": s("string"), "reason": s("string"), "since": s("integer")
+                }))),
+                "instructions": list(object(&["key", "outcome", "at"], json!({
+                    "key": s("string"), "outcome": s("string"), "at": s("integer")
+                }))),
+                "pending": list(object(&["address", "action"], json!({"address": s("string"), "action": s("string")}))),
                 "sampling": {"type": "object", "nullable": true, "required": ["round", "deep"],
                              "properties": {"round": int(), "deep": s("boolean")}}
             }
@@ -222,7 +242,11 @@ fn schemas() -> Value {
             "accepted": s("boolean"),
             "duplicate": s("boolean"),
             "sampling": {"type": "object", "nullable": true, "required": ["fraction", "round_s", "seed", "round"],
-                         "properties": {"fraction": s("number"), "round_s": int(), "seed": int(), "round": int()}}
+                         "properties": {"fraction": s("number"), "round_s": int(), "seed": int(), "round": int()}},
+            "instructions": list(object(&["key", "action", "target", "reason", "by", "at"], json!({
+                "key": s("string"), "action": {"type": "string", "enum": ["quarantine", "release"]},
+                "target": s("string"), "reason": s("string"), "by": s("string"), "at": s("integer")
+            })))
         })),
         "HostsView": object(&["format_version", "generated_at", "states", "hosts"], json!({
             "format_version": s("integer"),
@@ -359,6 +383,8 @@ mod tests {
             changed_total: 0,
             quarantined: vec![],
             sampling: None,
+            instructions: vec![],
+            pending: vec![],
         };
         let value = serde_json::to_value(&report).unwrap();
         let props = doc["components"]["schemas"]["Report"]["properties"]

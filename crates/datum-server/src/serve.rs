@@ -246,10 +246,18 @@ pub async fn accept_loop<B: crate::store::Backend>(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((tcp, _)) = accepted else { continue };
+                let Ok((tcp, peer)) = accepted else { continue };
                 let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
-                let router = router.clone();
+                // Every request knows its client's address (the web view
+                // records it with what a person does).
+                let router = tower::ServiceExt::map_request(
+                    router.clone(),
+                    move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                        req.extensions_mut().insert(crate::web::Peer(peer));
+                        req
+                    },
+                );
                 tasks.spawn(async move {
                     let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await else {
                         return;

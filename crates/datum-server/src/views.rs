@@ -517,6 +517,29 @@ pub fn rollout_of(
     failed.sort();
     pending.sort_by(|a, b| a.name.cmp(&b.name));
 
+    let groups = failure_groups(&counts, &set_of, failures);
+    let converged_labels = counts.separating(converged.iter().map(|a| a.labels), converged.len());
+    RolloutView {
+        format_version: VIEW_FORMAT_VERSION,
+        revision,
+        hosts_total,
+        converged: converged.into_iter().map(|a| a.host.clone()).collect(),
+        converged_labels,
+        failed,
+        pending,
+        groups,
+    }
+}
+
+/// Failures grouped by (resource, validator, signature), largest group
+/// first, each with the label values that separate its hosts (`set_of`: a
+/// host that applied the revision -> its label set; other hosts' failures
+/// are not the rollout's).
+fn failure_groups(
+    counts: &LabelCounts<'_>,
+    set_of: &HashMap<&str, usize>,
+    failures: &[FailureRow],
+) -> Vec<FailureGroup> {
     // Group by (resource, validator, signature).
     let mut by_key: BTreeMap<(&str, Option<&str>, &str), Vec<&FailureRow>> = BTreeMap::new();
     for f in failures
@@ -563,16 +586,56 @@ pub fn rollout_of(
             .cmp(&a.hosts.len())
             .then(a.resource.cmp(&b.resource))
     });
-    let converged_labels = counts.separating(converged.iter().map(|a| a.labels), converged.len());
-    RolloutView {
-        format_version: VIEW_FORMAT_VERSION,
+    groups
+}
+
+/// What the overview shows of a rollout: the counts and the failure
+/// groups, without the host lists (at 10,000 hosts those are most of the
+/// work of [`RolloutView`]). The same numbers as the view's list lengths.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RolloutSummary {
+    pub revision: Option<String>,
+    pub converged: u64,
+    pub failed: u64,
+    pub pending: u64,
+    pub groups: Vec<FailureGroup>,
+}
+
+impl RolloutSummary {
+    /// The summary of a whole view (what [`rollout_summary_of`] computes
+    /// from counts).
+    pub fn of(view: &RolloutView) -> Self {
+        RolloutSummary {
+            revision: view.revision.clone(),
+            converged: view.converged.len() as u64,
+            failed: view.failed.len() as u64,
+            pending: view.pending.len() as u64,
+            groups: view.groups.clone(),
+        }
+    }
+}
+
+/// The rollout summary from counts: per distinct label set of the hosts
+/// that applied the revision, how many did and how many of them failed
+/// (`applied`: `(set, hosts, failed)`); the failed hosts' label sets
+/// (`failed_sets`); how many hosts have not applied it; the failures.
+pub fn rollout_summary_of(
+    revision: Option<String>,
+    label_sets: &[BTreeMap<String, String>],
+    applied: &[(usize, u64, u64)],
+    failed_sets: &HashMap<&str, usize>,
+    pending: u64,
+    failures: &[FailureRow],
+) -> RolloutSummary {
+    let counts = LabelCounts::weighted(label_sets, applied.iter().map(|&(set, n, _)| (set, n)));
+    let hosts: u64 = applied.iter().map(|a| a.1).sum();
+    let failed: u64 = applied.iter().map(|a| a.2).sum();
+    RolloutSummary {
         revision,
-        hosts_total,
-        converged: converged.into_iter().map(|a| a.host.clone()).collect(),
-        converged_labels,
+        converged: hosts - failed.min(hosts),
         failed,
         pending,
-        groups,
+        groups: failure_groups(&counts, failed_sets, failures),
     }
 }
 
@@ -590,14 +653,22 @@ impl<'a> LabelCounts<'a> {
     /// The counts over hosts whose label sets are `members` (indexes into
     /// `sets`; an index out of range is a host without labels).
     fn new(sets: &'a [BTreeMap<String, String>], members: impl Iterator<Item = usize>) -> Self {
-        let mut hosts = 0;
         let mut per_set: HashMap<usize, u64> = HashMap::new();
         for m in members {
-            hosts += 1;
             *per_set.entry(m).or_insert(0) += 1;
         }
+        Self::weighted(sets, per_set.into_iter())
+    }
+
+    /// The counts over `n` hosts per label set `(set, n)`.
+    fn weighted(
+        sets: &'a [BTreeMap<String, String>],
+        per_set: impl Iterator<Item = (usize, u64)>,
+    ) -> Self {
+        let mut hosts = 0;
         let mut totals = HashMap::new();
         for (set, n) in per_set {
+            hosts += n;
             for (k, v) in sets.get(set).into_iter().flatten() {
                 *totals.entry((k.as_str(), v.as_str())).or_insert(0) += n;
             }
@@ -693,6 +764,32 @@ pub struct DriftView {
     pub hosts_total: u64,
     pub hosts_drifted: u64,
     pub clusters: Vec<DriftCluster>,
+}
+
+/// What the overview shows of drift: the first clusters of the view (in
+/// its order) and its counts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriftSummary {
+    pub clusters: Vec<DriftCluster>,
+    /// Clusters in all.
+    pub count: u64,
+    /// Clusters on more than one host.
+    pub many: u64,
+    pub hosts_drifted: u64,
+    pub hosts_total: u64,
+}
+
+impl DriftSummary {
+    /// The summary of a whole view, its first `shown` clusters.
+    pub fn of(view: &DriftView, shown: usize) -> Self {
+        DriftSummary {
+            clusters: view.clusters.iter().take(shown).cloned().collect(),
+            count: view.clusters.len() as u64,
+            many: view.clusters.iter().filter(|c| c.hosts > 1).count() as u64,
+            hosts_drifted: view.hosts_drifted,
+            hosts_total: view.hosts_total,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1154,6 +1251,7 @@ mod tests {
             interval_s: 300,
             bound_ms: Some(301_000),
             resources: 3,
+            policy: None,
         }];
         let mut b = host("b", &[]);
         b.last_deep_round = Some(96);
@@ -1162,6 +1260,7 @@ mod tests {
             interval_s: 3600,
             bound_ms: None,
             resources: 1,
+            policy: None,
         }];
         let v = sampling(Some(&plan), &[a, b], &[(100, 3)]);
         assert_eq!(v.period_rounds, Some(4));

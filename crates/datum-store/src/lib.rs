@@ -102,8 +102,13 @@ pub use state::{
     Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
     FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus,
     OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
-    QuarantineTarget, Store, StoredDeployment, StoredPass, VerifiedRecord, require_room,
+    QuarantineTarget, ReceivedInstruction, Store, StoredDeployment, StoredPass, VerifiedRecord,
+    require_room,
 };
+/// How the fleet server names quarantine targets (`host`, `Kind[name]`).
+pub mod fleet_targets {
+    pub use crate::state::{target_of, word_of};
+}
 
 /// Where the state database lives, relative to the root.
 pub const STATE_DB_PATH: &str = "var/lib/datum/state.db";

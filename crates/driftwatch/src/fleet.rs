@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use datum_fleet::report::{finding_signature, new_key, observed_hash};
+use datum_fleet::report::{bounded, finding_signature, new_key, observed_hash};
 use datum_fleet::{Credentials, IdentityKind, ReportKind};
 
 use crate::classify::Report;
@@ -81,6 +81,29 @@ pub fn send(
                     .as_ref()
                     .and_then(|a| a.first_seen.and_hms_opt(0, 0, 0))
                     .map_or(now, |t| t.and_utc().timestamp()),
+                checks: None,
+                // Each attribute as driftwatch shows it: a sensitive one
+                // (or one driftwatch withheld) travels by its path only.
+                changes: f
+                    .diffs
+                    .iter()
+                    .map(|d| {
+                        let withheld = d.after.is_none() || d.shown.is_sensitive();
+                        let value = |v: Option<&str>| {
+                            v.filter(|_| !withheld)
+                                .map(|v| bounded(v, datum_fleet::report::VALUE_KEPT))
+                        };
+                        // A refresh-only plan goes from the recorded state
+                        // (before) to what the provider found (after).
+                        datum_fleet::FieldChange {
+                            path: d.shown.path().to_owned(),
+                            observed: value(d.shown.after()),
+                            declared: value(d.shown.before()),
+                            sensitive: withheld,
+                        }
+                    })
+                    .collect(),
+                content_diff: None,
             }
         })
         .collect();
@@ -113,6 +136,16 @@ pub fn send(
         changed_total: 0,
         quarantined: Vec::new(),
         sampling: None,
+        instructions: Vec::new(),
+        pending: report
+            .pending
+            .iter()
+            .take(datum_fleet::report::PENDING_KEPT)
+            .map(|p| datum_fleet::PendingChange {
+                address: p.address.clone(),
+                action: p.action.clone(),
+            })
+            .collect(),
     };
     let store_error = |e: datum_store::StoreError| Error::Fleet(e.to_string());
     let mut store = datum_store::Store::open(outbox).map_err(store_error)?;

@@ -210,6 +210,11 @@ impl MIGRATIONS {
             "current state",
             include_str!("../../migrations/sqlite/0002_current_state.sql"),
         ),
+        (
+            3,
+            "web",
+            include_str!("../../migrations/sqlite/0003_web.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -221,6 +226,11 @@ impl MIGRATIONS {
             2,
             "current state",
             include_str!("../../migrations/postgres/0002_current_state.sql"),
+        ),
+        (
+            3,
+            "web",
+            include_str!("../../migrations/postgres/0003_web.sql"),
         ),
     ];
 }

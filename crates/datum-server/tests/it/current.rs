@@ -54,6 +54,15 @@ async fn findings<B: Backend>(f: &Fleet<B>) -> Vec<FindingRow> {
 /// across hosts that left: see the migration's header).
 async fn assert_clusters_match_findings<B: Backend>(f: &Fleet<B>, now: i64, step: &str) {
     let kept = f.drift(now).await.unwrap();
+    // The overview's summary: the view's first clusters (their sample
+    // hosts read per cluster) and its counts.
+    for shown in [1, 2, usize::MAX] {
+        assert_eq!(
+            f.drift_summary(now, shown).await.unwrap(),
+            views::DriftSummary::of(&kept, shown),
+            "{step}: the overview's first {shown} clusters"
+        );
+    }
     let rows = findings(f).await;
     let total = f
         .hosts(&at(now, 3.0))
@@ -248,6 +257,8 @@ async fn a_mixed_fleet<B: Backend>(f: &Fleet<B>) {
     q.quarantined.push(datum_fleet::report::Quarantined {
         target: "File[motd]".into(),
         source: "person".into(),
+        reason: None,
+        since: None,
     });
     ingest(f, &q).await;
     let mut old = report("db-0", ReportKind::Apply, 1, 1_000);
@@ -345,6 +356,11 @@ async fn the_hosts_document_is_the_hosts_view_of_the_rows<B: Backend>(f: &Fleet<
         &failures,
     );
     assert_eq!(fast, slow);
+    // The overview's summary (counts from grouped rows) says the same.
+    assert_eq!(
+        f.rollout_summary().await.unwrap(),
+        views::RolloutSummary::of(&fast)
+    );
     assert_eq!(fast.groups[0].labels["nginx_version"], vec!["1.26"]);
     assert_eq!(
         fast.pending.len(),

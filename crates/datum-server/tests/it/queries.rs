@@ -77,6 +77,13 @@ async fn a_partial_rollout_groups_failures_by_label<B: Backend>(f: &Fleet<B>) {
     ingest(f, &db).await;
     let v = f.rollout(None).await.unwrap();
     assert_eq!(v.revision.as_deref(), Some("git:r2"));
+    let summary = f.rollout_summary().await.unwrap();
+    assert_eq!(
+        (summary.converged, summary.failed, summary.pending),
+        (4, 2, 1),
+        "the overview's counts: db-0 has not applied git:r2"
+    );
+    assert_eq!(summary.groups, v.groups);
     assert_eq!(v.converged, vec!["web-0", "web-1", "web-2", "web-3"]);
     assert_eq!(v.failed, vec!["web-4", "web-5"]);
     assert_eq!(v.pending.len(), 1);

@@ -110,6 +110,7 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
             interval_s: 600,
             bound_ms: Some(600_040),
             resources: 12,
+            policy: Some("report".into()),
         }],
         expected_interval_s: 600,
         validators: BTreeMap::new(),
@@ -120,6 +121,8 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
         changed_total: 0,
         quarantined: vec![],
         sampling: None,
+        instructions: vec![],
+        pending: vec![],
     }
 }
 
@@ -152,6 +155,9 @@ pub fn finding(subject: &str, observed: &str, class: &str) -> Finding {
         paths,
         observed: Some(observed.into()),
         first_seen: 1_000,
+        checks: Some(2),
+        changes: vec![],
+        content_diff: None,
     }
 }
 

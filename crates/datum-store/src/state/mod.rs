@@ -11,6 +11,7 @@
 
 mod deployments;
 mod findings;
+mod instructions;
 mod outbox;
 mod passes;
 mod policy;
@@ -24,6 +25,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use instructions::{ReceivedInstruction, target_of, word_of};
 pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};

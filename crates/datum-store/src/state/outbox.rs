@@ -249,16 +249,23 @@ impl Queue for Outbox<'_> {
             .as_ref()
             .and_then(|p| serde_json::to_string(p).ok());
         let now = Self::now();
-        self.write("cannot record the delivery", |tx| {
-            tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
-            tx.execute(
+        let batch = self.store.batch()?;
+        ensure_state(&batch)?;
+        (|| {
+            batch.tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+            batch.tx.execute(
                 "UPDATE outbox_state SET failures = 0, next_attempt_ms = 0, last_error = NULL,
                      dropped = 0, delivered_total = delivered_total + 1,
                      last_delivered_at = ?1, sampling = ?2 WHERE id = 1",
                 params![now, sampling],
             )?;
             Ok(())
-        })
+        })()
+        .map_err(sql(batch.path, "cannot record the delivery"))?;
+        // What a person asked through the server is carried out with the
+        // delivery that brought it: acknowledged means done.
+        batch.receive_instructions(&reply.instructions, now)?;
+        batch.commit()
     }
 
     fn refused(&mut self, id: i64, why: &str) -> Result<(), StoreError> {
@@ -326,6 +333,7 @@ mod tests {
                 seed: 9,
                 round: 3,
             }),
+            instructions: Vec::new(),
         }
     }
 

@@ -68,7 +68,8 @@ pub enum QuarantineSource {
 }
 
 impl QuarantineSource {
-    fn as_str(self) -> &'static str {
+    /// The word stored and reported: `person`, `policy`, `flapping`.
+    pub fn as_str(self) -> &'static str {
         match self {
             QuarantineSource::Person => "person",
             QuarantineSource::Policy => "policy",
@@ -153,6 +154,11 @@ impl Batch<'_> {
             .map_err(sql(self.path, "cannot record quarantine"))
     }
 
+    /// Everything quarantined, as this transaction sees it.
+    pub fn quarantined(&self) -> Result<Vec<Quarantine>, StoreError> {
+        read_quarantined(&self.tx, self.path)
+    }
+
     /// Releases `target` (`datum release`). Returns whether it was quarantined.
     pub fn release(&self, target: &QuarantineTarget) -> Result<bool, StoreError> {
         self.tx
@@ -194,6 +200,34 @@ impl Batch<'_> {
     }
 }
 
+/// Everything quarantined, oldest first, as `conn` sees it.
+fn read_quarantined(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+) -> Result<Vec<Quarantine>, StoreError> {
+    let rows: Vec<(String, String, String, i64)> = conn
+        .prepare_cached(
+            "SELECT target, reason, source, since FROM quarantine ORDER BY since, target",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect()
+        })
+        .map_err(sql(path, "cannot read quarantine"))?;
+    rows.into_iter()
+        .map(|(target, reason, source, since)| {
+            Ok(Quarantine {
+                target: QuarantineTarget::from_key(&target)
+                    .ok_or_else(|| malformed(path, "quarantine target", &target))?,
+                reason,
+                source: QuarantineSource::parse(&source)
+                    .ok_or_else(|| malformed(path, "quarantine source", &source))?,
+                since,
+            })
+        })
+        .collect()
+}
+
 impl Store {
     /// The accepted observation of `id`, if any. The caller compares both
     /// hashes with the current ones: a change in either means it is no longer
@@ -218,28 +252,7 @@ impl Store {
 
     /// Everything quarantined, oldest first.
     pub fn quarantined(&self) -> Result<Vec<Quarantine>, StoreError> {
-        let rows: Vec<(String, String, String, i64)> = self
-            .conn
-            .prepare_cached(
-                "SELECT target, reason, source, since FROM quarantine ORDER BY since, target",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-                    .collect()
-            })
-            .map_err(sql(&self.path, "cannot read quarantine"))?;
-        rows.into_iter()
-            .map(|(target, reason, source, since)| {
-                Ok(Quarantine {
-                    target: QuarantineTarget::from_key(&target)
-                        .ok_or_else(|| malformed(&self.path, "quarantine target", &target))?,
-                    reason,
-                    source: QuarantineSource::parse(&source)
-                        .ok_or_else(|| malformed(&self.path, "quarantine source", &source))?,
-                    since,
-                })
-            })
-            .collect()
+        read_quarantined(&self.conn, &self.path)
     }
 
     /// The quarantine of `target`, if any (the host's quarantine is not

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4],
+    migrations: &[V1, V2, V3, V4, V5],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -173,6 +173,24 @@ CREATE TABLE outbox_state (
     delivered_total    INTEGER NOT NULL DEFAULT 0,
     last_delivered_at  INTEGER,
     sampling           TEXT
+);
+";
+
+/// Version 5: the server's instructions (issue 15): a quarantine or release
+/// a person asked for through `datum server`, carried out when the reply
+/// that brought it was recorded. `reported` is 0 until a queued report
+/// confirms it to the server.
+const V5: &str = "
+CREATE TABLE fleet_instructions (
+    key          TEXT PRIMARY KEY,
+    action       TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    asked_at     INTEGER NOT NULL,
+    applied_at   INTEGER NOT NULL,
+    outcome      TEXT NOT NULL,
+    reported     INTEGER NOT NULL DEFAULT 0
 );
 ";
 

@@ -365,12 +365,10 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
                 drifted.insert(&f.id);
                 let sensitive = by_id.get(&f.id).is_some_and(|r| r.sensitive);
                 let first_seen = ages.get(i).map_or(now, |a| a.first_seen);
-                report.findings.push(build::check_finding(
-                    f,
-                    observations.get(&f.id),
-                    sensitive,
-                    first_seen,
-                ));
+                let mut finding =
+                    build::check_finding(f, observations.get(&f.id), sensitive, first_seen);
+                finding.checks = ages.get(i).map(|a| a.passes);
+                report.findings.push(finding);
             }
             let failed: HashSet<&str> = errors.iter().map(|(id, _)| id.as_str()).collect();
             report.counts = BTreeMap::from([
@@ -487,23 +485,7 @@ fn check_report(
     };
     let mut report = common.report();
     report.classes_checked = classes_checked;
-    report.quarantined = store
-        .quarantined()
-        .context("cannot read quarantines")?
-        .into_iter()
-        .map(|q| datum_fleet::Quarantined {
-            target: match q.target {
-                QuarantineTarget::Resource(id) => id.to_string(),
-                QuarantineTarget::Host => "host".to_owned(),
-            },
-            source: match q.source {
-                QuarantineSource::Person => "person",
-                QuarantineSource::Policy => "policy",
-                QuarantineSource::Flapping => "flapping",
-            }
-            .to_owned(),
-        })
-        .collect();
+    // What is quarantined is added when the report is queued.
     Ok(report)
 }
 

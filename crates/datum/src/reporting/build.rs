@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use datum_core::{Observed, Outcome, Resource};
 use datum_drift::check::CheckFinding;
 use datum_fleet::report::{
-    CHANGED_KEPT, MESSAGE_KEPT, bounded, failure_signature, finding_signature, observed_hash,
+    CHANGED_KEPT, DIFF_KEPT, MESSAGE_KEPT, bounded, failure_signature, finding_signature,
+    observed_hash,
 };
-use datum_fleet::{ClassBound, Failure, Finding, Report, ReportKind, TreeFingerprint};
+use datum_fleet::{ClassBound, Failure, FieldChange, Finding, Report, ReportKind, TreeFingerprint};
 
 /// What every report of a host says about the pass.
 #[derive(Debug, Clone)]
@@ -66,6 +67,8 @@ impl Common {
             changed_total: 0,
             quarantined: Vec::new(),
             sampling: None,
+            instructions: Vec::new(),
+            pending: Vec::new(),
         }
     }
 }
@@ -240,7 +243,37 @@ pub fn check_finding(
         paths: sig.paths,
         observed: observed_hash,
         first_seen,
+        checks: None,
+        changes: field_changes(&f.finding.diffs, sensitive),
+        // `findings_for` makes no content diff for a sensitive resource;
+        // the check here keeps that true whatever it does.
+        content_diff: f
+            .content_diff
+            .as_deref()
+            .filter(|_| !sensitive)
+            .map(|d| bounded(d, DIFF_KEPT)),
     }
+}
+
+/// A finding's differences as the fleet shows them: values bounded, and
+/// none at all when the resource (or the difference) is sensitive.
+pub fn field_changes(diffs: &[datum_report::AttrDiff], sensitive: bool) -> Vec<FieldChange> {
+    diffs
+        .iter()
+        .map(|d| {
+            let withheld = sensitive || d.is_sensitive();
+            let value = |v: Option<&str>| {
+                v.filter(|_| !withheld)
+                    .map(|v| bounded(v, datum_fleet::report::VALUE_KEPT))
+            };
+            FieldChange {
+                path: d.path().to_owned(),
+                observed: value(d.before()),
+                declared: value(d.after()),
+                sensitive: withheld,
+            }
+        })
+        .collect()
 }
 
 /// The Tree fingerprint pair an observation carries.

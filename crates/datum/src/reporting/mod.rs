@@ -100,8 +100,24 @@ impl Reporting {
         self.credentials.as_ref().and_then(|c| c.interval)
     }
 
-    /// Queues `report` in `batch` (drawing its key and sequence number).
+    /// Queues `report` in `batch` (drawing its key and sequence number),
+    /// with what is quarantined on the host as the batch sees it and the
+    /// server's instructions it has carried out since its last report.
     pub fn enqueue(&self, batch: &Batch<'_>, mut report: Report, now: i64) -> anyhow::Result<()> {
+        report.quarantined = batch
+            .quarantined()?
+            .into_iter()
+            .map(|q| datum_fleet::Quarantined {
+                target: datum_store::fleet_targets::word_of(&q.target),
+                source: q.source.as_str().to_owned(),
+                reason: Some(datum_fleet::report::bounded(
+                    &q.reason,
+                    datum_fleet::report::VALUE_KEPT,
+                )),
+                since: Some(q.since),
+            })
+            .collect();
+        report.instructions = batch.instructions_to_confirm()?;
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();
         let body = serde_json::to_vec(&report)?;
@@ -287,6 +303,7 @@ pub fn class_bounds(
                 .map(|p| p.p95_ms);
             ClassBound {
                 class: name.clone(),
+                policy: Some(spec.policy.word().to_owned()),
                 interval_s: spec.interval.as_secs(),
                 bound_ms: p95.map(|p| {
                     datum_drift::schedule::detection_bound(spec.interval, Duration::from_millis(p))
