@@ -5,7 +5,7 @@
 //! `datum catalogue` prints. It must never put content bytes in that JSON:
 //! only content checksums leave the process.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use datum_core::{Resource, ResourceId, sha256_hex};
@@ -36,6 +36,40 @@ pub struct Catalogue {
 impl Catalogue {
     pub fn get(&self, id: &ResourceId) -> Option<&Resource> {
         self.resources.iter().find(|r| &r.id == id)
+    }
+
+    /// The resources `targets` name plus everything they require, directly
+    /// or through another requirement (the added `autorequires` included:
+    /// they are in `requires` too), like `terraform -target`. Every target
+    /// that names no resource of this catalogue comes back as the error,
+    /// in the order given.
+    pub fn with_requirements(
+        &self,
+        targets: &[ResourceId],
+    ) -> Result<BTreeSet<ResourceId>, Vec<ResourceId>> {
+        let by_id: HashMap<&ResourceId, &Resource> =
+            self.resources.iter().map(|r| (&r.id, r)).collect();
+        let unknown: Vec<ResourceId> = targets
+            .iter()
+            .filter(|t| !by_id.contains_key(t))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(unknown);
+        }
+        let mut selected = BTreeSet::new();
+        let mut todo: Vec<&ResourceId> = targets.iter().collect();
+        while let Some(id) = todo.pop() {
+            if !selected.insert(id.clone()) {
+                continue;
+            }
+            if let Some(r) = by_id.get(id) {
+                // A requirement the catalogue does not hold was refused at
+                // compile time; skipping one here cannot widen the selection.
+                todo.extend(r.requires.iter().filter(|dep| by_id.contains_key(dep)));
+            }
+        }
+        Ok(selected)
     }
 
     /// The JSON `datum catalogue` prints: the host, and per resource its id,
@@ -228,6 +262,14 @@ pub(crate) fn declaration_hash(
     sha256_hex(text.as_bytes())
 }
 
+/// [`canonical`] as a new string: the form to hash a JSON value by (a saved
+/// plan's observation fingerprints use it too).
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    canonical(v, &mut out);
+    out
+}
+
 /// Canonical JSON: object keys sorted whatever map type serde_json was built
 /// with, so the hash cannot change with a dependency's feature flags.
 fn canonical(v: &Value, out: &mut String) {
@@ -267,6 +309,68 @@ fn canonical(v: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn catalogue(edges: &[(&str, &[&str])]) -> Catalogue {
+        let resources = edges
+            .iter()
+            .map(|(name, requires)| Resource {
+                requires: requires
+                    .iter()
+                    .map(|r| ResourceId::new("File", *r))
+                    .collect(),
+                ..Resource::new(ResourceId::new("File", *name), json!({}))
+            })
+            .collect();
+        Catalogue {
+            host: HostIdentity::default(),
+            resources,
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_target_brings_everything_it_requires_and_nothing_else() {
+        // d -> c -> a, c -> b; e is independent; f requires d (a dependent).
+        let c = catalogue(&[
+            ("a", &[]),
+            ("b", &[]),
+            ("c", &["a", "b"]),
+            ("d", &["c"]),
+            ("e", &[]),
+            ("f", &["d"]),
+        ]);
+        let names = |ids: BTreeSet<ResourceId>| -> Vec<String> {
+            ids.into_iter().map(|i| i.name).collect()
+        };
+        let got = c
+            .with_requirements(&[ResourceId::new("File", "d")])
+            .unwrap();
+        assert_eq!(names(got), ["a", "b", "c", "d"]);
+        let got = c
+            .with_requirements(&[ResourceId::new("File", "e"), ResourceId::new("File", "b")])
+            .unwrap();
+        assert_eq!(names(got), ["b", "e"]);
+    }
+
+    #[test]
+    fn unknown_targets_are_named_all_at_once() {
+        let c = catalogue(&[("a", &[])]);
+        let err = c
+            .with_requirements(&[
+                ResourceId::new("File", "x"),
+                ResourceId::new("File", "a"),
+                ResourceId::new("Directory", "a"),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            err,
+            [
+                ResourceId::new("File", "x"),
+                ResourceId::new("Directory", "a")
+            ]
+        );
+    }
 
     #[test]
     fn canonical_json_sorts_nested_keys() {

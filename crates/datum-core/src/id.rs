@@ -49,6 +49,25 @@ impl ResourceId {
     }
 }
 
+/// A reference as a manifest writes it (`File/sshd-config` or
+/// `File[sshd-config]`), for JSON Schemas: what [`ResourceId::parse`]
+/// accepts. ([`ResourceId`]'s own serde form is a `kind`/`name` object.)
+pub struct ReferenceText;
+
+impl schemars::JsonSchema for ReferenceText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Reference".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Z][A-Za-z0-9]*(/.*[^\\]]|\\[.+\\])$",
+            "description": "A resource reference: Kind/name (File/sshd-config) or Kind[name].",
+        })
+    }
+}
+
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}[{}]", self.kind, self.name)

@@ -27,12 +27,13 @@ pub mod origin;
 pub mod outcome;
 pub mod progress;
 pub mod resource;
+pub mod schema;
 
 pub use boundary::Boundary;
 pub use changed_by::{ChangedBy, WriterKind};
 pub use content::{Content, sha256_hex};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
-pub use id::{ParseIdError, ResourceId};
+pub use id::{ParseIdError, ReferenceText, ResourceId};
 pub use observed::{FileMeta, Observed, Presence};
 pub use origin::Origin;
 pub use outcome::{Intent, Outcome, Phase};

@@ -28,7 +28,9 @@ mod gate;
 mod observe;
 mod pass;
 mod report;
+mod select;
 
 pub use observe::observe_all;
-pub use pass::{Mode, PassContext, fill_content_for_display, run_pass};
+pub use pass::{Mode, PassContext, fill_content_for_display, run_pass, run_pass_with};
 pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};
+pub use select::{PassOptions, Stale, fingerprint};

@@ -11,24 +11,18 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use datum_catalog::Catalogue;
 use datum_core::{Observed, Resource};
 use datum_host::Host;
 use datum_providers::ProviderError;
 
-/// One slot per catalogue resource, in catalogue order; `None` once taken.
+/// One slot per resource the pass visits, in pass order; `None` once taken.
 pub(crate) struct Observations {
     slots: Vec<Mutex<Option<Result<Observed, ProviderError>>>>,
 }
 
 impl Observations {
-    /// Observes every resource of `catalogue`, `threads` at a time.
-    pub(crate) fn gather(catalogue: &Catalogue, host: &Host, threads: usize) -> Self {
-        let all: Vec<&Resource> = catalogue.resources.iter().collect();
-        Self::gather_resources(&all, host, threads)
-    }
-
-    /// [`Observations::gather`] over any list of resources.
+    /// Observes every resource of `resources` (those a pass visits),
+    /// `threads` at a time.
     pub(crate) fn gather_resources(resources: &[&Resource], host: &Host, threads: usize) -> Self {
         let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
@@ -56,6 +50,16 @@ impl Observations {
             work();
         });
         Self { slots }
+    }
+
+    /// The fingerprint of the observation at `index` (`None` when it
+    /// failed or was already taken), for saved plans.
+    pub(crate) fn fingerprint(&self, index: usize) -> Option<String> {
+        let slot = self.slots.get(index)?.lock().ok()?;
+        match slot.as_ref()? {
+            Ok(observed) => Some(crate::select::fingerprint(observed)),
+            Err(_) => None,
+        }
     }
 
     /// The observation of the resource at catalogue position `index`, once.

@@ -16,6 +16,7 @@ use crate::activation::Notifications;
 use crate::gate::{self, ValidationGate};
 use crate::observe::{self, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
+use crate::select::{self, PassOptions, Stale};
 
 /// Whether the pass may change the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,15 +85,46 @@ pub fn run_pass(
     ctx: &mut PassContext<'_>,
     reporter: &mut dyn Reporter,
 ) -> PassSummary {
+    // Without `expect` there is nothing to be stale against.
+    run_pass_with(catalogue, ctx, reporter, &PassOptions::default()).unwrap_or_default()
+}
+
+/// [`run_pass`] over the part of `catalogue` that `options` selects, and,
+/// when `options.expect` holds a saved plan's fingerprints, only if every
+/// selected resource is observed as the plan saw it: otherwise nothing is
+/// changed and the differences come back as [`Stale`].
+pub fn run_pass_with(
+    catalogue: &Catalogue,
+    ctx: &mut PassContext<'_>,
+    reporter: &mut dyn Reporter,
+    options: &PassOptions,
+) -> Result<PassSummary, Stale> {
     let started = Instant::now();
+    let selected: Vec<&Resource> = catalogue
+        .resources
+        .iter()
+        .filter(|r| options.selects(&r.id))
+        .collect();
     reporter.event(Event::PassStarted {
-        resources: catalogue.resources.len(),
+        resources: selected.len(),
     });
     if ctx.mode == Mode::Apply {
-        sweep_stale_staging(catalogue, ctx.host);
+        sweep_stale_staging(&selected, ctx.host);
     }
+    // The whole catalogue: a selected file notifies its service even when
+    // the service is not selected (the reload is then owed, durably).
     let mut notifications = Notifications::from_catalogue(catalogue);
-    let observations = Observations::gather(catalogue, ctx.host, observe::default_threads());
+    let observations =
+        Observations::gather_resources(&selected, ctx.host, observe::default_threads());
+    let observed: Vec<(ResourceId, Option<String>)> = selected
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id.clone(), observations.fingerprint(i)))
+        .collect();
+    // A saved plan: nothing changes unless the host is as it was planned.
+    if let Some(expected) = &options.expect {
+        select::compare(&observed, expected)?;
+    }
     // Every verified record in one query, instead of one per resource.
     let verified: HashMap<ResourceId, VerifiedRecord> = ctx
         .store
@@ -107,10 +139,12 @@ pub fn run_pass(
     // its own phases (and reports its change); a package the batch could not
     // install fails there, naming apt's error.
     if ctx.mode == Mode::Apply {
-        let packages: Vec<&Resource> = catalogue
-            .resources
+        let packages: Vec<&Resource> = selected
             .iter()
-            .filter(|r| r.id.kind == "Package" && !ctx.skip.contains(&r.id))
+            .copied()
+            .filter(|r| {
+                r.id.kind == "Package" && !ctx.skip.contains(&r.id) && !options.hold.contains(&r.id)
+            })
             .collect();
         if !packages.is_empty() {
             let _ = datum_providers::package::install_batch(ctx.host, &packages);
@@ -120,12 +154,15 @@ pub fn run_pass(
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
     let mut changed: HashSet<ResourceId> = HashSet::new();
-    let mut summary = PassSummary::default();
+    let mut summary = PassSummary {
+        observed,
+        ..PassSummary::default()
+    };
     let mut emit = |report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
     };
-    for (index, resource) in catalogue.resources.iter().enumerate() {
+    for (index, &resource) in selected.iter().enumerate() {
         reporter.event(Event::ResourceStarted { id: &resource.id });
         let t0 = Instant::now();
         let blocker = resource
@@ -150,13 +187,23 @@ pub fn run_pass(
                 // the host since then.
                 let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
                 let cached = observations.take(index).filter(|_| !fresh);
-                run_resource(
-                    resource,
-                    cached,
-                    verified.get(&resource.id),
-                    &mut notifications,
-                    ctx,
-                )
+                if options.hold.contains(&resource.id) {
+                    held(
+                        resource,
+                        cached,
+                        &options.hold_reason,
+                        &mut notifications,
+                        ctx,
+                    )
+                } else {
+                    run_resource(
+                        resource,
+                        cached,
+                        verified.get(&resource.id),
+                        &mut notifications,
+                        ctx,
+                    )
+                }
             }
         };
         if matches!(
@@ -208,7 +255,29 @@ pub fn run_pass(
         emit(report, reporter);
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
-    summary
+    Ok(summary)
+}
+
+/// A held resource (see [`PassOptions::hold`]): planned, never applied; one
+/// that would change is blocked by itself, and so blocks its dependents.
+fn held(
+    resource: &Resource,
+    cached: Option<Result<Observed, ProviderError>>,
+    reason: &str,
+    notifications: &mut Notifications,
+    ctx: &mut PassContext<'_>,
+) -> Step {
+    let mode = ctx.mode;
+    ctx.mode = Mode::Plan;
+    let mut step = run_resource(resource, cached, None, notifications, ctx);
+    ctx.mode = mode;
+    if matches!(step.outcome, Outcome::WouldChange { .. }) {
+        step.outcome = Outcome::Blocked {
+            by: resource.id.clone(),
+        };
+        step.detail = Some(format!("{reason}: not applied"));
+    }
+    step
 }
 
 fn run_resource(
@@ -413,9 +482,9 @@ fn backup_before_change(
 
 /// A pass killed between staging and rename leaves a hidden staging directory
 /// beside its target; remove those before anything else runs.
-fn sweep_stale_staging(catalogue: &Catalogue, host: &Host) {
+fn sweep_stale_staging(resources: &[&Resource], host: &Host) {
     let mut dirs = BTreeSet::new();
-    for resource in &catalogue.resources {
+    for resource in resources {
         if let Some(provider) = datum_providers::lookup(&resource.id.kind) {
             for declared in provider.managed_paths(resource) {
                 if let Some(parent) = declared.parent() {

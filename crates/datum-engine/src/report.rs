@@ -30,6 +30,11 @@ pub struct ResourceReport {
 pub struct PassSummary {
     pub resources: Vec<ResourceReport>,
     pub duration_ms: u64,
+    /// The fingerprint of every visited resource's observation before the
+    /// pass changed anything (`None`: it could not be observed), in pass
+    /// order: what a saved plan records.
+    #[serde(skip)]
+    pub observed: Vec<(ResourceId, Option<String>)>,
 }
 
 impl PassSummary {

@@ -26,6 +26,110 @@ pub const ENVELOPE_KEYS: &[&str] = &[
     "sensitive",
 ];
 
+/// A resource document's envelope as written, for its JSON Schema (editor
+/// support; `datum_catalog::schema` adds each kind's `desired`). [`read`]
+/// stays the authority; a test holds this type to [`ENVELOPE_KEYS`].
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Datum resource document",
+    description = "One resource of a Datum repository: its type and name, the provider's `desired` fields, and the engine's settings."
+)]
+pub struct Envelope {
+    /// The format version.
+    #[schemars(with = "FormatVersion")]
+    pub datum: String,
+    /// The resource type.
+    #[schemars(rename = "type", with = "ResourceType")]
+    pub kind: String,
+    /// The resource's name, unique per type (`File[name]` in messages).
+    #[schemars(with = "ResourceName")]
+    pub name: String,
+    /// The resource type's own fields (`validate:` too, for the named
+    /// validator); empty (null) for none.
+    #[schemars(with = "Desired")]
+    pub desired: serde_json::Value,
+    /// Resources this one needs first: Kind/name references.
+    #[schemars(with = "Option<Vec<datum_core::ReferenceText>>")]
+    pub requires: Option<Vec<String>>,
+    /// The drift class (`datum.yaml`'s `classes:`; default `normal`).
+    #[schemars(with = "Option<ClassName>")]
+    pub class: Option<String>,
+    /// Never show this resource's content or validator output anywhere.
+    pub sensitive: Option<bool>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct Desired;
+
+impl schemars::JsonSchema for Desired {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Desired".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": ["object", "null"] })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct FormatVersion;
+
+impl schemars::JsonSchema for FormatVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FormatVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "const": crate::API_VERSION })
+    }
+}
+
+/// Any type name: the catalogue's schema narrows it to the registered ones.
+pub struct ResourceType;
+
+impl schemars::JsonSchema for ResourceType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ResourceType".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "minLength": 1 })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct ResourceName;
+
+impl schemars::JsonSchema for ResourceName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ResourceName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // What `name_problem` refuses: brackets and control characters.
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "pattern": "^[^\\[\\]\\x00-\\x1f\\x7f-\\x9f]+$",
+        })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct ClassName;
+
+impl schemars::JsonSchema for ClassName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClassName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "minLength": 1, "examples": ["normal", "critical"] })
+    }
+}
+
 /// The class a resource has when its documents name none.
 pub const DEFAULT_CLASS: &str = "normal";
 
@@ -343,6 +447,28 @@ mod tests {
         let mut diags = Diagnostics::new();
         let doc = read(node, &Place::new("base/a.yaml", "base"), 0, &mut diags);
         (doc, diags.iter().map(|d| d.one_line()).collect())
+    }
+
+    #[test]
+    fn the_envelope_type_has_exactly_the_envelope_keys() {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<Envelope>();
+        let mut names: Vec<&str> = schema.as_value()["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        names.sort();
+        let mut want = ENVELOPE_KEYS.to_vec();
+        want.sort();
+        assert_eq!(names, want);
+        let required: Vec<&str> = schema.as_value()["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(required, ["datum", "type", "name", "desired"]);
     }
 
     #[test]

@@ -102,6 +102,10 @@ pub trait Provider: Send + Sync {
     /// just the first.
     fn check(&self, desired: &serde_json::Value) -> Result<(), Vec<FieldError>>;
 
+    /// The JSON Schema of `desired` as written in a manifest (for editors;
+    /// see `common::schema`), from the kind's declaration type.
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+
     /// Whether declarations of this type carry content (`content:`, `source:`
     /// or `template:`), which the catalogue renders into `Resource::content`.
     fn takes_content(&self) -> bool {

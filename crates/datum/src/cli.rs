@@ -94,9 +94,9 @@ pub enum Command {
     /// Compile the repository for this host and print the catalogue as JSON.
     Catalogue(CatalogueArgs),
     /// Show what an apply would change; change nothing (exit 2 when changes are pending).
-    Plan,
+    Plan(PlanArgs),
     /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both).
-    Apply,
+    Apply(ApplyArgs),
     /// List the validators this build ships, the binary each needs, and whether it is installed here.
     Validators,
     /// Inspect and restore the content saved before files were replaced or removed.
@@ -137,6 +137,43 @@ pub enum Command {
 pub struct GenerateArgs {
     /// The folder to write into (created when missing; existing files are refused).
     pub dir: PathBuf,
+}
+
+/// Which part of the catalogue a plan or an apply covers (all of it by default).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectArgs {
+    /// Only this resource and everything it requires, like terraform -target
+    /// (repeatable): --target File/sshd-config.
+    #[arg(long = "target", value_name = "KIND/NAME", value_parser = parse_target)]
+    pub targets: Vec<datum_core::ResourceId>,
+    /// Only resources of this drift class; what they require from other
+    /// classes is checked, never changed (not in sync: they are blocked).
+    #[arg(long, value_name = "NAME")]
+    pub class: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Save the plan to FILE (mode 0600) for `datum apply FILE`, which
+    /// applies exactly it and refuses if anything changed since.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// A plan saved by `datum plan --out FILE`: apply exactly that plan,
+    /// refused if the catalogue or anything it observed changed since.
+    #[arg(value_name = "PLAN", conflicts_with_all = ["targets", "class"])]
+    pub plan: Option<PathBuf>,
+}
+
+fn parse_target(text: &str) -> Result<datum_core::ResourceId, String> {
+    datum_core::ResourceId::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,8 @@
     reason = "test helpers fail loudly on a broken fixture"
 )]
 
+mod schema;
+
 use std::path::{Path, PathBuf};
 
 use datum_catalog::{HostIdentity, compile, lint};

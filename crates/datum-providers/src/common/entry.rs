@@ -35,6 +35,9 @@ pub trait EntryProvider: Send + Sync {
     type Desired: EntryDesired;
     /// The manifest `type:`.
     const KIND: &'static str;
+    /// The declaration as written in a manifest, for its JSON Schema
+    /// (see [`Provider::declaration_schema`]).
+    type Declaration: schemars::JsonSchema;
     /// Whether declarations carry content (see [`Provider::takes_content`]).
     const TAKES_CONTENT: bool = false;
 
@@ -72,6 +75,10 @@ impl<T: EntryProvider> Provider for T {
 
     fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         T::check_fields(desired)
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <T::Declaration as schemars::JsonSchema>::json_schema(generator)
     }
 
     fn takes_content(&self) -> bool {

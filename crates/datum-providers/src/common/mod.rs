@@ -10,6 +10,7 @@
 pub mod entry;
 pub mod fields;
 pub mod meta;
+pub mod schema;
 
 pub use fields::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields};
 pub use meta::{MetaDesired, compare_meta, create_meta_changes, observe_meta};

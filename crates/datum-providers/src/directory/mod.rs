@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
+use crate::common::schema;
 use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
     create_meta_changes, observe_meta, text_change,
@@ -65,8 +66,33 @@ impl EntryDesired for DirectoryDesired {
     }
 }
 
+/// A Directory's `desired` as written in a manifest: the type its JSON
+/// Schema is derived from (held to [`FIELDS`] and to `check` below).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Directory",
+    description = "A folder with owner, group and mode (its content is not managed: use Tree for that)."
+)]
+pub struct DirectoryDeclaration {
+    #[schemars(with = "schema::HostPath")]
+    pub path: String,
+    #[schemars(with = "Option<schema::Account>")]
+    pub owner: Option<String>,
+    #[schemars(with = "Option<schema::Account>")]
+    pub group: Option<String>,
+    #[schemars(with = "Option<schema::Mode>")]
+    pub mode: Option<String>,
+    #[schemars(with = "Option<schema::Ensure>")]
+    pub ensure: Option<String>,
+    #[schemars(with = "Option<schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
+
 impl EntryProvider for DirectoryProvider {
     type Desired = DirectoryDesired;
+    type Declaration = DirectoryDeclaration;
     const KIND: &'static str = "Directory";
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
@@ -197,6 +223,28 @@ mod tests {
     use super::*;
     use crate::Provider;
     use crate::testing::resource;
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        use crate::common::schema;
+        let p = DirectoryProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+        want.push("validate");
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, ["path"]);
+        let cases = [
+            serde_json::json!({"path": "/etc/ssh"}),
+            serde_json::json!({"path": "/etc/ssh", "owner": "root", "group": 0, "mode": "0755", "ensure": "absent"}),
+            serde_json::json!({"path": "/etc/ssh", "mode": 755}),
+            serde_json::json!({"path": "/etc/ssh", "content": "x"}),
+            serde_json::json!({"path": "etc"}),
+            serde_json::json!({"owner": "root"}),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
+    }
 
     fn present(owner: &str, mode: &str) -> Observed {
         let mut o = Observed::absent();

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::common::entry::EntryDesired;
 use crate::common::fields::declared_path;
+use crate::common::schema;
 use crate::common::{Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::{FieldError, ProviderError};
 
@@ -25,6 +26,48 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::optional("mode", FieldKind::Mode),
     FieldSpec::optional("ensure", FieldKind::Ensure),
 ];
+
+/// A File's `desired` as written in a manifest: the type its JSON Schema is
+/// derived from (the tests below hold it to [`FIELDS`] and to [`check`]).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "File",
+    description = "A regular file: content from `content`, `source` (a file of the repository) or `template` (a minijinja template), with owner, group and mode.",
+    extend("not" = {"anyOf": [
+        {"required": ["content", "source"]},
+        {"required": ["content", "template"]},
+        {"required": ["source", "template"]},
+        {"required": ["ensure", "content"], "properties": {"ensure": {"const": "absent"}}},
+        {"required": ["ensure", "source"], "properties": {"ensure": {"const": "absent"}}},
+        {"required": ["ensure", "template"], "properties": {"ensure": {"const": "absent"}}},
+    ]})
+)]
+pub struct FileDeclaration {
+    /// Where the file lives on the host.
+    #[schemars(with = "schema::HostPath")]
+    pub path: String,
+    /// The content itself (at most one of content, source and template).
+    pub content: Option<String>,
+    /// A file of the repository, relative to the layer (`files/sshd_config`).
+    #[schemars(with = "Option<schema::NonEmptyText>")]
+    pub source: Option<String>,
+    /// A minijinja template of the repository, rendered with the host's facts.
+    #[schemars(with = "Option<schema::NonEmptyText>")]
+    pub template: Option<String>,
+    #[schemars(with = "Option<schema::Account>")]
+    pub owner: Option<String>,
+    #[schemars(with = "Option<schema::Account>")]
+    pub group: Option<String>,
+    #[schemars(with = "Option<schema::Mode>")]
+    pub mode: Option<String>,
+    #[schemars(with = "Option<schema::Ensure>")]
+    pub ensure: Option<String>,
+    /// The validator the staged content must pass before it goes live.
+    #[schemars(with = "Option<schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
 
 /// Checks a raw declaration (content fields still in place).
 pub fn check(desired: &Value) -> Result<(), Vec<FieldError>> {
@@ -106,6 +149,51 @@ mod tests {
             Ok(()) => Vec::new(),
             Err(errors) => errors.into_iter().map(|e| e.path.join(".")).collect(),
         }
+    }
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        let p = crate::file::FileProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).chain(["validate"]).collect();
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, ["path"]);
+        let cases = [
+            json!({"path": "/etc/motd"}),
+            json!({"path": "/etc/motd", "content": "hi\n", "owner": "root", "group": 0, "mode": "0644"}),
+            json!({"path": "/etc/motd", "source": "files/motd", "mode": "4755"}),
+            json!({"path": "/etc/motd", "template": "t/motd.j2", "ensure": "present"}),
+            json!({"path": "/etc/motd", "ensure": "absent"}),
+            json!({"path": "/etc/motd", "content": "x", "source": "y"}),
+            json!({"path": "/etc/motd", "source": "y", "template": "z"}),
+            json!({"path": "/etc/motd", "content": "x", "ensure": "absent"}),
+            json!({"path": "/etc/motd", "mode": 644}),
+            json!({"path": "/etc/motd", "mode": "999"}),
+            json!({"path": "/etc/motd", "mode": "17777"}),
+            json!({"path": "/etc/motd", "mode": "00644"}),
+            json!({"path": "/etc/motd", "mode": "44"}),
+            json!({"path": "/etc/motd", "content": 5}),
+            json!({"path": "/etc/motd", "content": null}),
+            json!({"path": "/etc/motd", "source": ""}),
+            json!({"path": "/etc/motd", "owner": "a b"}),
+            json!({"path": "/etc/motd", "owner": "a:b"}),
+            json!({"path": "/etc/motd", "owner": -1}),
+            json!({"path": "/etc/motd", "owner": 4294967296u64}),
+            json!({"path": "/etc/motd", "ensure": "gone"}),
+            json!({"path": "/etc/motd", "colour": "red"}),
+            json!({"path": "motd"}),
+            json!({"path": "/etc/../motd"}),
+            json!({"path": "/etc//motd"}),
+            json!({"path": "/etc/motd/"}),
+            json!({"path": "/etc/.motd"}),
+            json!({"path": "/etc/..motd"}),
+            json!({"path": "/"}),
+            json!({"content": "x"}),
+            json!("a string"),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
     }
 
     #[test]

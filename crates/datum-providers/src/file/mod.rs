@@ -22,7 +22,7 @@ use crate::common::entry::EntryProvider;
 use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
 use crate::{FieldError, ProviderError, Staged, StagingGate};
 
-pub use desired::{CONTENT_FIELDS, FileDesired};
+pub use desired::{CONTENT_FIELDS, FileDeclaration, FileDesired};
 
 /// Observation hashes content without keeping it: a pass over 20,000 files
 /// must not hold their bytes. The engine reads the few files that differ
@@ -38,6 +38,7 @@ pub struct FileProvider;
 
 impl EntryProvider for FileProvider {
     type Desired = FileDesired;
+    type Declaration = desired::FileDeclaration;
     const KIND: &'static str = "File";
     const TAKES_CONTENT: bool = true;
 

@@ -101,6 +101,77 @@ pub struct PackageSpec {
 
 const FIELDS: &[&str] = &["name", "version", "state"];
 
+/// A Package's `desired` as written in a manifest: the type its JSON Schema
+/// is derived from (held to `FIELDS` and to `PackageSpec::parse` below).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Package",
+    description = "A Debian package, installed, held or absent, optionally at a version.",
+    extend("not" = {"required": ["version", "state"], "properties": {"state": {"const": "absent"}}})
+)]
+pub struct PackageDeclaration {
+    /// The package (default: the resource's name), optionally `:arch`.
+    #[schemars(with = "Option<PackageName>")]
+    pub name: Option<String>,
+    /// Exactly this version as `dpkg-query -W` shows it, or a prefix ending
+    /// in `*` (`1.22.*`).
+    #[schemars(with = "Option<PackageVersion>")]
+    pub version: Option<String>,
+    #[schemars(with = "Option<PackageState>")]
+    pub state: Option<String>,
+    #[schemars(with = "Option<crate::common::schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct PackageName;
+
+impl schemars::JsonSchema for PackageName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PackageName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?$",
+            "description": "A Debian package name (lower-case letters, digits, `+-.`), optionally with `:architecture`.",
+        })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct PackageVersion;
+
+impl schemars::JsonSchema for PackageVersion {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PackageVersion".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Za-z0-9.+~:-]+\\*?$",
+            "description": "A Debian version (`1.22.1-9`, with its epoch `1:9.2p1-2` as dpkg shows it) or a prefix ending in `*` (`1.22.*`).",
+        })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct PackageState;
+
+impl schemars::JsonSchema for PackageState {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PackageState".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "enum": ["installed", "absent", "held"], "description": "Default installed." })
+    }
+}
+
 impl PackageSpec {
     /// Parses `desired`. `default_name` (the resource's own name) is the
     /// package when `desired.name` is absent. Returns every problem found.
@@ -305,6 +376,37 @@ mod tests {
         let mut p: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
         p.sort();
         p
+    }
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        use crate::common::schema;
+        let p = crate::package::PackageProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS.to_vec();
+        want.push("validate");
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, [] as [&str; 0]);
+        let cases = [
+            json!({}),
+            json!({"state": "installed"}),
+            json!({"name": "nginx-light", "version": "1.22.1-9", "state": "held"}),
+            json!({"name": "libc6:amd64", "version": "1.22.*"}),
+            json!({"name": "openssh-server", "version": "1:9.2p1-2"}),
+            json!({"state": "absent"}),
+            json!({"state": "absent", "version": "1.0"}),
+            json!({"state": "latest"}),
+            json!({"name": "Bad Name"}),
+            json!({"name": "x"}),
+            json!({"version": 1.2}),
+            json!({"version": ""}),
+            json!({"version": "1.*.2"}),
+            json!({"version": "1 2"}),
+            json!({"release": "bookworm"}),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
     }
 
     #[test]

@@ -534,6 +534,10 @@ impl Provider for PackageProvider {
         KIND
     }
 
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <desired::PackageDeclaration as schemars::JsonSchema>::json_schema(generator)
+    }
+
     fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource name stands in for `name:` when that is absent; it is
         // not known here, so a valid placeholder keeps the other checks going

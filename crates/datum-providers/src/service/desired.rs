@@ -75,6 +75,82 @@ pub struct ServiceSpec {
     pub settle: Duration,
 }
 
+/// A Service's `desired` as written in a manifest: the type its JSON Schema
+/// is derived from (held to `FIELDS` and to `ServiceSpec::parse` below).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Service",
+    description = "A systemd unit: whether it runs and starts at boot, and which resources reload or restart it when they change.",
+    extend("anyOf" = [{"required": ["state"]}, {"required": ["enabled"]}])
+)]
+pub struct ServiceDeclaration {
+    /// The unit (default: the resource's name); `.service` is added when no
+    /// suffix is given.
+    #[schemars(with = "Option<UnitName>")]
+    pub name: Option<String>,
+    #[schemars(with = "Option<RunStateWord>")]
+    pub state: Option<String>,
+    /// Whether the unit starts at boot.
+    pub enabled: Option<bool>,
+    /// Resources whose change reloads the unit (after their group validated).
+    #[schemars(with = "Option<UniqueReferences>")]
+    pub reload_on: Option<Vec<String>>,
+    /// Resources whose change restarts the unit.
+    #[schemars(with = "Option<UniqueReferences>")]
+    pub restart_on: Option<Vec<String>>,
+    /// How long verification watches the unit stay up (default 2s).
+    #[schemars(with = "Option<crate::common::schema::Duration>")]
+    pub settle: Option<String>,
+    #[schemars(with = "Option<crate::common::schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct UnitName;
+
+impl schemars::JsonSchema for UnitName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UnitName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Za-z0-9:_@\\\\][A-Za-z0-9:_.@\\\\-]{0,254}$",
+            "description": "A systemd unit name (letters, digits and `:-_.@\\`), such as nginx or getty@tty1.service.",
+        })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct RunStateWord;
+
+impl schemars::JsonSchema for RunStateWord {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RunState".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "enum": ["running", "stopped"] })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct UniqueReferences;
+
+impl schemars::JsonSchema for UniqueReferences {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UniqueReferences".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let item = generator.subschema_for::<datum_core::ReferenceText>();
+        schemars::json_schema!({ "type": "array", "items": item, "uniqueItems": true })
+    }
+}
+
 const FIELDS: &[&str] = &[
     "name",
     "state",
@@ -305,6 +381,37 @@ mod tests {
 
     fn paths(errors: &[FieldError]) -> Vec<String> {
         errors.iter().map(|e| e.path.join(".")).collect()
+    }
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        use crate::common::schema;
+        let p = crate::service::ServiceProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS.to_vec();
+        want.push("validate");
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, [] as [&str; 0]);
+        let cases = [
+            json!({"state": "running"}),
+            json!({"enabled": false}),
+            json!({"name": "getty@tty1", "state": "stopped", "enabled": true, "settle": "1s"}),
+            json!({"state": "running", "reload_on": ["File/nginx-conf", "File[site]"], "restart_on": ["Package/nginx"]}),
+            json!({}),
+            json!({"name": "nginx"}),
+            json!({"state": "started"}),
+            json!({"state": "running", "enabled": "yes"}),
+            json!({"state": "running", "name": "-x"}),
+            json!({"state": "running", "name": "a b"}),
+            json!({"state": "running", "reload_on": "File/x"}),
+            json!({"state": "running", "reload_on": ["nope"]}),
+            json!({"state": "running", "reload_on": ["File/a", "File/a"]}),
+            json!({"state": "running", "settle": 3}),
+            json!({"state": "running", "user": "root"}),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
     }
 
     #[test]

@@ -198,6 +198,10 @@ impl Provider for ServiceProvider {
         "Service"
     }
 
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <desired::ServiceDeclaration as schemars::JsonSchema>::json_schema(generator)
+    }
+
     fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in for `name:` when that is absent;
         // it is not known here, so a placeholder keeps the other checks going

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
+use crate::common::schema;
 use crate::common::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields, text_change};
 use crate::{FieldError, ProviderError, StagingGate};
 
@@ -68,8 +69,32 @@ impl EntryDesired for SymlinkDesired {
     }
 }
 
+/// A Symlink's `desired` as written in a manifest: the type its JSON
+/// Schema is derived from (held to [`FIELDS`] and to `check` below).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Symlink",
+    description = "A symbolic link at `path` pointing at `target` (required unless `ensure: absent`).",
+    extend("if" = {"not": {"required": ["ensure"], "properties": {"ensure": {"const": "absent"}}}}),
+    extend("then" = {"required": ["target"]})
+)]
+pub struct SymlinkDeclaration {
+    #[schemars(with = "schema::HostPath")]
+    pub path: String,
+    /// What the link points at, written into it as given.
+    #[schemars(with = "Option<schema::NonEmptyText>")]
+    pub target: Option<String>,
+    #[schemars(with = "Option<schema::Ensure>")]
+    pub ensure: Option<String>,
+    #[schemars(with = "Option<schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
+
 impl EntryProvider for SymlinkProvider {
     type Desired = SymlinkDesired;
+    type Declaration = SymlinkDeclaration;
     const KIND: &'static str = "Symlink";
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
@@ -192,6 +217,28 @@ mod tests {
     use super::*;
     use crate::Provider;
     use crate::testing::resource;
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        use crate::common::schema;
+        let p = SymlinkProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+        want.push("validate");
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, ["path"]);
+        let cases = [
+            serde_json::json!({"path": "/etc/a", "target": "/etc/b"}),
+            serde_json::json!({"path": "/etc/a", "target": "b", "ensure": "present"}),
+            serde_json::json!({"path": "/etc/a", "ensure": "absent"}),
+            serde_json::json!({"path": "/etc/a"}),
+            serde_json::json!({"path": "/etc/a", "target": ""}),
+            serde_json::json!({"path": "/etc/a", "target": "b", "mode": "0644"}),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
+    }
 
     fn link(target: &str) -> Observed {
         let mut o = Observed::absent();

@@ -49,6 +49,7 @@ use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
 
 use crate::common::fields::{declared_path, format_mode, parse_mode};
+use crate::common::schema;
 use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::{FieldError, Provider, ProviderError, StagingGate};
 use archive::{DeclaredEntry, DeclaredTree};
@@ -72,6 +73,39 @@ const FIELDS: &[FieldSpec] = &[
 ];
 
 /// A Tree declaration in typed form.
+/// A Tree's `desired` as written in a manifest: the type its JSON Schema is
+/// derived from (held to `FIELDS` and to `check` below).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Tree",
+    description = "A folder of the repository copied to `path`, every file with owner, group and mode; `purge` removes what is not declared."
+)]
+pub struct TreeDeclaration {
+    #[schemars(with = "schema::HostPath")]
+    pub path: String,
+    /// The folder of the repository, relative to the layer (`trees/limits.d`).
+    #[schemars(with = "schema::NonEmptyText")]
+    pub source: String,
+    #[schemars(with = "Option<schema::Account>")]
+    pub owner: Option<String>,
+    #[schemars(with = "Option<schema::Account>")]
+    pub group: Option<String>,
+    /// The mode of every file.
+    #[schemars(with = "Option<schema::Mode>")]
+    pub mode: Option<String>,
+    /// The mode of every folder.
+    #[schemars(with = "Option<schema::Mode>")]
+    pub dir_mode: Option<String>,
+    /// gitignore patterns of entries on the host that are neither managed nor purged.
+    pub exclude: Option<Vec<String>>,
+    /// Remove what is under `path` but not in the source (default false).
+    pub purge: Option<bool>,
+    #[schemars(with = "Option<schema::ValidatorName>")]
+    pub validate: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct TreeDesired {
     pub path: PathBuf,
@@ -170,6 +204,10 @@ impl Provider for TreeProvider {
         }
         errors.extend(check_fields("Tree", &scalar, FIELDS));
         all_or_nothing(errors)
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <TreeDeclaration as schemars::JsonSchema>::json_schema(generator)
     }
 
     fn takes_tree(&self) -> bool {
@@ -775,6 +813,34 @@ pub fn mode_text(mode: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
+        use crate::common::schema;
+        let p = TreeProvider;
+        let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
+        let (names, required) = schema::fields_of(&schema);
+        let mut want: Vec<&str> = FIELDS
+            .iter()
+            .map(|f| f.name)
+            .chain(["exclude", "purge"])
+            .collect();
+        want.push("validate");
+        want.sort();
+        assert_eq!(names, want);
+        assert_eq!(required, ["path", "source"]);
+        let cases = [
+            serde_json::json!({"path": "/etc/limits.d", "source": "trees/limits.d"}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "owner": "root", "group": "adm", "mode": "0640", "dir_mode": "0750", "exclude": ["*.local"], "purge": true}),
+            serde_json::json!({"path": "/etc/limits.d"}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "purge": "yes"}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "exclude": "*.local"}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "exclude": [1]}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "dir_mode": 755}),
+            serde_json::json!({"path": "/etc/limits.d", "source": "t", "ensure": "absent"}),
+        ];
+        schema::agrees_with_check(&p, &cases).unwrap();
+    }
 
     fn observed_with(items: Value) -> Observed {
         let mut o = Observed::absent();

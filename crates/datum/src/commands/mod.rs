@@ -15,7 +15,9 @@ mod outbox;
 mod pass;
 pub mod pull;
 mod release;
+mod saved_plan;
 mod schedule;
+mod selection;
 mod server;
 mod validators;
 
@@ -33,8 +35,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         &cli.command,
         Command::Lint(_)
             | Command::Catalogue(_)
-            | Command::Plan
-            | Command::Apply
+            | Command::Plan(_)
+            | Command::Apply(_)
             | Command::Validators
             | Command::Agent(_)
             | Command::Check(_)
@@ -57,8 +59,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Init(args) => init::run(global, args),
         Command::Lint(args) => lint::run(global, args),
         Command::Catalogue(args) => catalogue::run(global, args),
-        Command::Plan => pass::run(global, datum_engine::Mode::Plan),
-        Command::Apply => apply::run(global),
+        Command::Plan(args) => pass::plan(global, args),
+        Command::Apply(args) => apply::run(global, args),
         Command::Backup(cmd) => backup::run(global, cmd),
         Command::Validators => validators::run(global),
         // The agent pins the repository at every (re)load itself.

@@ -1,21 +1,58 @@
 //! `datum plan` and `datum apply`: compile, lock the root, run one pass,
 //! record it, and report.
 
+use std::io::Write;
+use std::path::Path;
+
 use anyhow::{Context as _, Result};
 use datum_engine::{Mode, PassContext};
 use datum_host::lock::RootLock;
 
-use crate::cli::{GlobalArgs, OutputFormat};
+use super::saved_plan::SavedPlan;
+use super::selection::Selection;
+use crate::cli::{GlobalArgs, OutputFormat, PlanArgs, SelectArgs};
 use crate::context;
 use crate::exit::ExitCode;
 use crate::render::{self, HumanReporter};
 use crate::reporting::Reporting;
 
-pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
+/// What a plan or an apply is asked to do besides a full pass.
+#[derive(Default)]
+pub struct Request<'a> {
+    /// `--target`, `--class`.
+    pub select: SelectArgs,
+    /// `datum plan --out FILE`.
+    pub out: Option<&'a Path>,
+    /// `datum apply FILE`: the plan and its file.
+    pub saved: Option<(&'a SavedPlan, &'a Path)>,
+}
+
+/// `datum plan`.
+pub fn plan(global: &GlobalArgs, args: &PlanArgs) -> Result<ExitCode> {
+    run(
+        global,
+        Mode::Plan,
+        Request {
+            select: args.select.clone(),
+            out: args.out.as_deref(),
+            saved: None,
+        },
+    )
+}
+
+pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     // Compile before touching anything: a manifest error applies nothing.
     let stamped = context::compile_stamped(global, &identity)?;
     let catalogue = &stamped.catalogue;
+    // An unknown target, or a saved plan made for another catalogue,
+    // stops here: nothing was locked, observed or changed.
+    let selection = Selection::resolve(catalogue, &request.select)?;
+    let mut options = selection.options();
+    if let Some((saved, file)) = request.saved {
+        saved.check_same(catalogue, &global.root, file)?;
+        options.expect = Some(saved.expected()?);
+    }
     let host = context::host(global, &identity, &catalogue.boundary);
     // An apply on a host that reports to a fleet server queues its report.
     let reporting = if mode == Mode::Apply {
@@ -55,20 +92,61 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         skip,
     };
     let color = context::use_color(global);
+    let stale = |e: datum_engine::Stale| -> anyhow::Error {
+        let file = request.saved.map_or(Path::new(""), |(_, f)| f);
+        anyhow::anyhow!(
+            "the saved plan {} is stale: {e}; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
+            file.display()
+        )
+    };
     let summary = match global.output {
         OutputFormat::Human => {
+            if let Some(banner) = selection.banner(mode) {
+                writeln!(std::io::stdout(), "{banner}")?;
+            }
             let mut reporter = HumanReporter::new(mode, color, global.verbose);
-            let summary = datum_engine::run_pass(catalogue, &mut ctx, &mut reporter);
+            let summary = datum_engine::run_pass_with(catalogue, &mut ctx, &mut reporter, &options)
+                .map_err(stale)?;
             reporter.finish(&summary)?;
+            if let Some(footer) = selection.footer(mode) {
+                writeln!(std::io::stdout(), "{footer}")?;
+            }
             summary
         }
         OutputFormat::Json => {
-            let summary =
-                datum_engine::run_pass(catalogue, &mut ctx, &mut datum_engine::SilentReporter);
-            render::json::print("", render::json::pass(&identity.name, mode, &summary))?;
+            let summary = datum_engine::run_pass_with(
+                catalogue,
+                &mut ctx,
+                &mut datum_engine::SilentReporter,
+                &options,
+            )
+            .map_err(stale)?;
+            let mut json = render::json::pass(&identity.name, mode, &summary);
+            if let Some(obj) = json.as_object_mut() {
+                obj.insert("selection".to_owned(), selection.json());
+                if let Some(out) = request.out {
+                    obj.insert(
+                        "saved_plan".to_owned(),
+                        serde_json::Value::String(out.display().to_string()),
+                    );
+                }
+            }
+            if let Some(out) = request.out {
+                save_plan(catalogue, global, &selection, &summary, out)?;
+            }
+            render::json::print("", json)?;
             summary
         }
     };
+    if let (Some(out), OutputFormat::Human) = (request.out, global.output) {
+        save_plan(catalogue, global, &selection, &summary, out)?;
+        writeln!(
+            std::io::stdout(),
+            "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
+            out.display(),
+            out.display()
+        )?;
+    }
     // Orphan blobs and temporaries from killed passes (we hold the lock).
     if let Some(backups) = backups.as_mut() {
         let _ = backups.gc();
@@ -111,6 +189,31 @@ pub fn run(global: &GlobalArgs, mode: Mode) -> Result<ExitCode> {
         r.after_pass(global, store);
     }
     Ok(code)
+}
+
+/// Writes `datum plan --out FILE`. A plan that could not observe some
+/// resource (exit 1) is not saved: there is nothing exact to apply.
+fn save_plan(
+    catalogue: &datum_catalog::Catalogue,
+    global: &GlobalArgs,
+    selection: &Selection,
+    summary: &datum_engine::PassSummary,
+    out: &Path,
+) -> Result<()> {
+    if plan_exit(summary) == ExitCode::ERROR {
+        anyhow::bail!(
+            "some resources could not be observed, so no plan was saved to {}",
+            out.display()
+        );
+    }
+    SavedPlan::new(
+        catalogue,
+        &global.root,
+        selection,
+        summary,
+        std::time::SystemTime::now(),
+    )
+    .write(out)
 }
 
 /// The fleet report of an apply.

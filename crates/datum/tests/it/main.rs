@@ -24,4 +24,5 @@ mod sensitive;
 mod snapshots;
 mod state_store;
 mod support;
+mod targeting;
 mod validation;

@@ -1,0 +1,359 @@
+//! Saved plans: `datum plan --out FILE` and `datum apply FILE`.
+//!
+//! A saved plan is a JSON document (`format_version` "1") that records what
+//! an apply of it must find to be the same apply: the Datum version, the
+//! host and root, the selection (`--target`, `--class`), the catalogue's
+//! digest with one hash per resource (its declaration, class and
+//! requirements, so a refusal can name what changed), and per planned
+//! resource its action and the fingerprint of what the plan observed
+//! (`datum_engine::fingerprint`). `datum apply FILE` compiles the repository
+//! again and refuses, naming what differs, when the catalogue changed; the
+//! engine then observes once, as in every pass, and refuses before changing
+//! anything when an observation no longer matches its fingerprint.
+//!
+//! The file never holds content, a desired field's value or validator
+//! output: ids, actions, outcome words and hashes only, so a sensitive
+//! resource's secret cannot reach it. It is written mode 0600, atomically,
+//! never through a link at its name (`datum_host::named::write_secret`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+use datum_catalog::Catalogue;
+use datum_core::{ResourceId, sha256_hex};
+use datum_engine::PassSummary;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::selection::Selection;
+use crate::cli::SelectArgs;
+
+/// The format this build writes and reads.
+pub const FORMAT_VERSION: &str = "1";
+
+/// What the file says it is.
+const KIND: &str = "datum-plan";
+
+/// The largest plan file read (a catalogue of 100,000 resources is ~30 MB).
+const READ_LIMIT: u64 = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedPlan {
+    pub format_version: String,
+    pub kind: String,
+    pub datum_version: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub host: String,
+    pub root: String,
+    pub selection: SavedSelection,
+    pub catalogue: SavedCatalogue,
+    pub planned: Vec<PlannedResource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedSelection {
+    pub partial: bool,
+    pub targets: Vec<String>,
+    pub class: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedCatalogue {
+    pub digest: String,
+    /// Resource id -> [`resource_hash`].
+    pub resources: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedResource {
+    pub id: String,
+    pub action: datum_core::Action,
+    /// The outcome word of the plan (`would change`, `unchanged`, ...).
+    pub outcome: String,
+    /// The fingerprint of what was observed (`None`: it could not be).
+    pub observed: Option<String>,
+}
+
+impl SavedPlan {
+    /// The plan a pass in plan mode produced.
+    pub fn new(
+        catalogue: &Catalogue,
+        root: &Path,
+        selection: &Selection,
+        summary: &PassSummary,
+        now: std::time::SystemTime,
+    ) -> SavedPlan {
+        let fingerprints: BTreeMap<&ResourceId, &Option<String>> =
+            summary.observed.iter().map(|(id, f)| (id, f)).collect();
+        let planned = summary
+            .resources
+            // Group validation reports are not resources of the catalogue.
+            .iter()
+            .filter(|r| catalogue.get(&r.id).is_some())
+            .map(|r| PlannedResource {
+                id: r.id.to_string(),
+                action: r.action,
+                outcome: r.outcome.word().to_owned(),
+                observed: fingerprints.get(&r.id).and_then(|f| (*f).clone()),
+            })
+            .collect();
+        let (digest, resources) = catalogue_digest(catalogue);
+        SavedPlan {
+            format_version: FORMAT_VERSION.to_owned(),
+            kind: KIND.to_owned(),
+            datum_version: env!("CARGO_PKG_VERSION").to_owned(),
+            created_at: humantime::format_rfc3339_seconds(now).to_string(),
+            host: catalogue.host.name.clone(),
+            root: root.display().to_string(),
+            selection: SavedSelection {
+                partial: selection.is_partial(),
+                targets: selection.targets.iter().map(ToString::to_string).collect(),
+                class: selection.class.clone(),
+            },
+            catalogue: SavedCatalogue { digest, resources },
+            planned,
+        }
+    }
+
+    /// Writes the plan to `path`: 0600, atomically, never through a link.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(self)?;
+        text.push('\n');
+        datum_host::named::write_secret(path, text.as_bytes())
+            .with_context(|| format!("cannot save the plan to {}", path.display()))
+    }
+
+    /// Reads a plan file, refusing anything this build did not write.
+    pub fn read(path: &Path) -> Result<SavedPlan> {
+        let bytes = datum_host::named::read_trusted(path, READ_LIMIT)
+            .with_context(|| format!("cannot read the saved plan {}", path.display()))?
+            .with_context(|| {
+                format!(
+                    "cannot read the saved plan {}: no such file",
+                    path.display()
+                )
+            })?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not a saved Datum plan (not JSON)", path.display()))?;
+        if value.get("kind").and_then(|k| k.as_str()) != Some(KIND) {
+            bail!(
+                "{}: not a saved Datum plan (write one with `datum plan --out FILE`)",
+                path.display()
+            );
+        }
+        let version = value.get("format_version").and_then(|v| v.as_str());
+        if version != Some(FORMAT_VERSION) {
+            bail!(
+                "{}: saved plan format version {} is not the one this Datum reads ({FORMAT_VERSION}); make the plan again",
+                path.display(),
+                version.map_or_else(|| "(none)".to_owned(), |v| format!("`{v}`"))
+            );
+        }
+        serde_json::from_value(value)
+            .with_context(|| format!("{}: a damaged saved plan", path.display()))
+    }
+
+    /// The selection flags the plan was made with.
+    pub fn select_args(&self) -> Result<SelectArgs> {
+        let targets = self
+            .selection
+            .targets
+            .iter()
+            .map(|t| ResourceId::parse(t))
+            .collect::<Result<Vec<_>, _>>()
+            .context("the saved plan names a target that is not a resource reference")?;
+        Ok(SelectArgs {
+            targets,
+            class: self.selection.class.clone(),
+        })
+    }
+
+    /// Refuses when this apply is not the one the plan was made for: another
+    /// Datum, host or root, or a catalogue that changed (naming what did).
+    pub fn check_same(&self, catalogue: &Catalogue, root: &Path, path: &Path) -> Result<()> {
+        let stale = |what: String| -> anyhow::Error {
+            anyhow::anyhow!(
+                "the saved plan {} is stale: {what}; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
+                path.display()
+            )
+        };
+        let version = env!("CARGO_PKG_VERSION");
+        if self.datum_version != version {
+            return Err(stale(format!(
+                "it was made by Datum {}, this is Datum {version}",
+                self.datum_version
+            )));
+        }
+        if self.host != catalogue.host.name {
+            return Err(stale(format!(
+                "it was made for host {}, this is host {}",
+                self.host, catalogue.host.name
+            )));
+        }
+        let root = root.display().to_string();
+        if self.root != root {
+            return Err(stale(format!(
+                "it was made for the root {}, this apply is for {root}",
+                self.root
+            )));
+        }
+        let (digest, now) = catalogue_digest(catalogue);
+        if digest == self.catalogue.digest {
+            return Ok(());
+        }
+        let mut what = Vec::new();
+        for (id, hash) in &now {
+            match self.catalogue.resources.get(id) {
+                None => what.push(format!("{id} was added")),
+                Some(then) if then != hash => what.push(format!("{id} changed")),
+                Some(_) => {}
+            }
+        }
+        for id in self.catalogue.resources.keys() {
+            if !now.contains_key(id) {
+                what.push(format!("{id} was removed"));
+            }
+        }
+        if what.is_empty() {
+            what.push("the repository's boundary settings changed".to_owned());
+        }
+        Err(stale(format!(
+            "the catalogue changed since the plan was made: {}",
+            what.join(", ")
+        )))
+    }
+
+    /// The fingerprints the engine must observe again.
+    pub fn expected(&self) -> Result<BTreeMap<ResourceId, Option<String>>> {
+        self.planned
+            .iter()
+            .map(|p| {
+                ResourceId::parse(&p.id)
+                    .map(|id| (id, p.observed.clone()))
+                    .with_context(|| format!("the saved plan names `{}`, not a resource", p.id))
+            })
+            .collect()
+    }
+}
+
+/// One resource's entry in the catalogue digest: everything declared about
+/// it (the declaration hash covers fields, content, validator, sensitivity
+/// and explicit requirements), its class and all its requirements.
+fn resource_hash(r: &datum_core::Resource) -> String {
+    let requires: Vec<String> = r.requires.iter().map(ToString::to_string).collect();
+    let value = json!({
+        "declaration": r.declaration_hash,
+        "class": r.class,
+        "requires": requires,
+    });
+    sha256_hex(datum_catalog::catalogue::canonical_json(&value).as_bytes())
+}
+
+/// The catalogue's digest and the per-resource hashes it is made of.
+fn catalogue_digest(catalogue: &Catalogue) -> (String, BTreeMap<String, String>) {
+    let resources: BTreeMap<String, String> = catalogue
+        .resources
+        .iter()
+        .map(|r| (r.id.to_string(), resource_hash(r)))
+        .collect();
+    let boundary = serde_json::to_value(&catalogue.boundary).unwrap_or_default();
+    let value = json!({
+        "host": catalogue.host,
+        "resources": resources,
+        "boundary": boundary,
+    });
+    let digest = sha256_hex(datum_catalog::catalogue::canonical_json(&value).as_bytes());
+    (digest, resources)
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{Action, Outcome, Resource};
+    use datum_engine::ResourceReport;
+
+    use super::*;
+
+    fn catalogue(motd_hash: &str) -> Catalogue {
+        let r = |name: &str, hash: &str| Resource {
+            declaration_hash: hash.to_owned(),
+            ..Resource::new(ResourceId::new("File", name), json!({}))
+        };
+        Catalogue {
+            host: datum_catalog::HostIdentity {
+                name: "web-01".to_owned(),
+                ..Default::default()
+            },
+            resources: vec![r("motd", motd_hash), r("issue", "i1")],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        }
+    }
+
+    fn plan(c: &Catalogue) -> SavedPlan {
+        let id = ResourceId::new("File", "motd");
+        let summary = PassSummary {
+            resources: vec![ResourceReport {
+                id: id.clone(),
+                origin: Default::default(),
+                target: None,
+                action: Action::Update,
+                diff: Default::default(),
+                outcome: Outcome::WouldChange {
+                    intent: datum_core::Intent::Corrective,
+                },
+                sensitive: false,
+                detail: None,
+                duration_ms: 0,
+            }],
+            duration_ms: 0,
+            observed: vec![(id, Some("f1".to_owned()))],
+        };
+        SavedPlan::new(
+            c,
+            Path::new("/r"),
+            &Selection::default(),
+            &summary,
+            std::time::UNIX_EPOCH,
+        )
+    }
+
+    #[test]
+    fn a_plan_checks_clean_against_its_own_catalogue_and_names_what_changed() {
+        let c = catalogue("m1");
+        let p = plan(&c);
+        assert_eq!(p.created_at, "1970-01-01T00:00:00Z");
+        assert_eq!(p.planned[0].observed.as_deref(), Some("f1"));
+        p.check_same(&c, Path::new("/r"), Path::new("p.json"))
+            .unwrap();
+        let err = p
+            .check_same(&catalogue("m2"), Path::new("/r"), Path::new("p.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the catalogue changed since the plan was made: File[motd] changed;"),
+            "{err}"
+        );
+        assert!(!err.contains("File[issue]"), "{err}");
+        let err = p
+            .check_same(&c, Path::new("/other"), Path::new("p.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("made for the root /r"), "{err}");
+    }
+
+    #[test]
+    fn the_file_round_trips_and_foreign_versions_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        let p = plan(&catalogue("m1"));
+        p.write(&path).unwrap();
+        assert_eq!(SavedPlan::read(&path).unwrap(), p);
+        let mut v = serde_json::to_value(&p).unwrap();
+        v["format_version"] = json!("9");
+        datum_host::named::write_report(&path, v.to_string().as_bytes()).unwrap();
+        let err = SavedPlan::read(&path).unwrap_err().to_string();
+        assert!(err.contains("format version `9`"), "{err}");
+    }
+}
