@@ -31,7 +31,9 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         Some(p) => {
             let link = p.repository()?;
             // Pulls deploy to the link; the agent reads nothing else.
-            if global.repo != std::path::Path::new(".") && global.repo != link {
+            // `--repo` left at its default (`.`, made absolute at start-up).
+            let default_repo = std::path::absolute(".").ok();
+            if Some(&global.repo) != default_repo.as_ref() && global.repo != link {
                 anyhow::bail!(
                     "--pull-interval deploys the repository to {} but --repo is {}: leave --repo out (or give that path)",
                     link.display(),
