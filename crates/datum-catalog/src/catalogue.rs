@@ -262,7 +262,7 @@ pub(crate) fn declaration_hash(
     sha256_hex(text.as_bytes())
 }
 
-/// [`canonical`] as a new string: the form to hash a JSON value by (a saved
+/// `canonical` as a new string: the form to hash a JSON value by (a saved
 /// plan's observation fingerprints use it too).
 pub fn canonical_json(v: &Value) -> String {
     let mut out = String::new();

@@ -27,7 +27,7 @@ pub const ENVELOPE_KEYS: &[&str] = &[
 ];
 
 /// A resource document's envelope as written, for its JSON Schema (editor
-/// support; `datum_catalog::schema` adds each kind's `desired`). [`read`]
+/// support; `datum_catalog::schema` adds each kind's `desired`). `read`
 /// stays the authority; a test holds this type to [`ENVELOPE_KEYS`].
 #[derive(schemars::JsonSchema)]
 #[schemars(

@@ -67,7 +67,7 @@ impl EntryDesired for DirectoryDesired {
 }
 
 /// A Directory's `desired` as written in a manifest: the type its JSON
-/// Schema is derived from (held to [`FIELDS`] and to `check` below).
+/// Schema is derived from (held to `FIELDS` and to `check` below).
 #[derive(schemars::JsonSchema)]
 #[schemars(
     deny_unknown_fields,

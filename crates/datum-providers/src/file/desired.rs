@@ -28,7 +28,7 @@ pub const FIELDS: &[FieldSpec] = &[
 ];
 
 /// A File's `desired` as written in a manifest: the type its JSON Schema is
-/// derived from (the tests below hold it to [`FIELDS`] and to [`check`]).
+/// derived from (the tests below hold it to `FIELDS` and to `check`).
 #[derive(schemars::JsonSchema)]
 #[schemars(
     deny_unknown_fields,

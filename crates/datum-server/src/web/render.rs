@@ -3,7 +3,7 @@
 //! page carries.
 //!
 //! Escaping is minijinja's HTML auto-escaping (on for every `.html`
-//! template); the only markup made outside a template is [`when`]'s
+//! template); the only markup made outside a template is `when`'s
 //! `<time>` element, from numbers.
 //!
 //! Headers: a Content-Security-Policy that allows the server's own scripts,

@@ -163,7 +163,7 @@ impl Selection {
     }
 }
 
-/// "unknown target File[motdd] (did you mean File[motd]?)", for each.
+/// "unknown target `File[motdd]` (did you mean `File[motd]`?)", for each.
 fn unknown_targets(catalogue: &Catalogue, unknown: &[ResourceId]) -> String {
     let names: Vec<String> = catalogue
         .resources
