@@ -81,6 +81,14 @@ fn several_real_stacks_in_one_run() {
     );
     for name in ["orders", "network", "broken", "summary"] {
         let page = std::fs::read_to_string(md.path().join(format!("{name}.md"))).unwrap();
-        assert!(page.starts_with("## Drift "), "{name}: {page}");
+        // A stack's page starts with its dedupe-key marker line, then the
+        // heading; the summary has no marker.
+        let mut lines = page.lines();
+        if name != "summary" {
+            let marker = lines.next().unwrap_or_default();
+            assert!(marker.starts_with("<!-- driftwatch-"), "{name}: {page}");
+        }
+        let heading = lines.next().unwrap_or_default();
+        assert!(heading.starts_with("## Drift "), "{name}: {page}");
     }
 }
