@@ -71,7 +71,10 @@ function record(ctx) {
   ctx.on('console', (m) => { if (m.type() === 'error') log.errors.push(`${m.location().url}: ${m.text()}`); });
   ctx.on('weberror', (e) => log.errors.push(String(e.error())));
   ctx.on('response', (r) => {
-    log.bodies.push(r.body().then((b) => ({ url: r.url(), body: b.toString('utf8') }), () => null));
+    // A body Chromium never hands over (a response of a page already
+    // navigated away from) must not hang the run: 10 s each, then skipped.
+    const body = r.body().then((b) => ({ url: r.url(), body: b.toString('utf8') }), () => null);
+    log.bodies.push(Promise.race([body, new Promise((done) => setTimeout(() => done(null), 10_000))]));
   });
   return log;
 }
