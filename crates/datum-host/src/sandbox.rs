@@ -181,6 +181,13 @@ impl Sandbox {
             .map(|p| p.bytes.as_slice())
     }
 
+    /// Every placed file: its path in the view and its bytes.
+    pub fn placed_files(&self) -> impl Iterator<Item = (&Path, &[u8])> {
+        self.placed
+            .iter()
+            .map(|p| (p.path.as_path(), p.bytes.as_slice()))
+    }
+
     /// The names of the files placed directly in folder `dir`.
     pub fn placed_in(&self, dir: &Path) -> Vec<OsString> {
         self.placed

@@ -274,6 +274,18 @@ fn assert_rejects(verdict: Result<(), Rejection>, what: &str) {
             );
             assert_eq!(r.validator, what);
             assert_eq!(r.host, "test-host");
+            // The diagnostic: the offending line, quoted from the content.
+            assert!(
+                r.output.contains("offending line"),
+                "{what}: no offending line quoted in:\n{}",
+                r.output
+            );
+            // A parser's "no" reads like a checker's exit status.
+            assert!(
+                !r.summary().contains("killed by a signal"),
+                "{}",
+                r.summary()
+            );
         }
     }
 }
@@ -558,6 +570,7 @@ fn verdict(v: &Result<(), Rejection>) -> String {
                 format!("validator error {status:?}: {}", r.output)
             }
             RejectionKind::TimedOut => "timed out".to_owned(),
+            RejectionKind::NotRun => format!("not run: {}", r.output),
             RejectionKind::MissingBinary { .. } => "missing".to_owned(),
         },
     }

@@ -1,6 +1,8 @@
 //! Exit codes, decided in one place.
 //!
-//! `plan` and `check`: 0 nothing to do, 2 changes pending or drift found.
+//! `plan`: 0 nothing to do, 2 changes pending, 4 some change would fail
+//! (validation, a missing validator binary), 6 both.
+//! `check`: 0 nothing to do, 2 drift found.
 //! `pull`: 0 the deployed revision is current, 2 a new revision was
 //! deployed, 1 refused or failed (nothing changed).
 //! `apply`: Puppet's detailed exit codes: 0 nothing changed, 2 changes

@@ -37,7 +37,25 @@ pub fn toml(bytes: &[u8]) -> Result<(), String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     text.parse::<toml::Table>()
         .map(drop)
-        .map_err(|e| format!("invalid TOML: {}", e.message()))
+        .map_err(|e| match e.span() {
+            Some(span) => {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!(
+                    "invalid TOML at line {line}, column {column}: {}",
+                    e.message().trim()
+                )
+            }
+            None => format!("invalid TOML: {}", e.message().trim()),
+        })
+}
+
+/// The line a parser's message names (`... at line N, ...`), for quoting it.
+pub fn line_in(message: &str) -> Option<usize> {
+    let rest = &message[message.find(" at line ")? + " at line ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 #[cfg(test)]
@@ -55,7 +73,9 @@ mod tests {
                 .contains("invalid YAML")
         );
         assert!(toml(b"a = 1\n[t]\nb = \"x\"\n").is_ok());
-        assert!(toml(b"a = \n").is_err());
+        let err = toml(b"a = 1\nb = \n").unwrap_err();
+        assert!(err.starts_with("invalid TOML at line 2"), "{err}");
+        assert_eq!(line_in(&err), Some(2));
         assert!(json(&[0xff, 0xfe]).is_err());
     }
 }

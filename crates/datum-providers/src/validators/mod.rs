@@ -41,6 +41,7 @@
 pub mod admin;
 pub mod builtin;
 pub mod nginx;
+pub mod quote;
 pub mod run;
 
 use std::path::Path;
@@ -163,7 +164,9 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("visudo"),
         package: Some("sudo"),
         scope: Scope::File,
-        check: Check::Staged(&["-c", "-q", "-f", STAGED]),
+        // No -q: visudo then names the file, line and column and shows
+        // the line with a caret under the mistake.
+        check: Check::Staged(&["-c", "-f", STAGED]),
         main_config: None,
         precheck: None,
         version_args: Some(&["-V"]),
@@ -241,7 +244,8 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         binary: Some("haproxy"),
         package: Some("haproxy"),
         scope: Scope::File,
-        check: Check::Staged(&["-c", "-q", "-f", STAGED]),
+        // No -q: it would hide the alerts that name the file and line.
+        check: Check::Staged(&["-c", "-f", STAGED]),
         main_config: None,
         precheck: None,
         version_args: Some(&["-v"]),

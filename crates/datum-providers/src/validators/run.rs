@@ -11,7 +11,7 @@ use datum_host::command::{self, CommandSpec};
 use datum_host::sandbox::{self, Isolation, Sandbox};
 use datum_host::{Host, HostError};
 
-use super::{CONFIG, CONFIG_DIR, Check, STAGED, ValidatorDef};
+use super::{CONFIG, CONFIG_DIR, Check, STAGED, ValidatorDef, builtin, quote};
 use crate::Staged;
 
 /// How much validator output a failure report keeps.
@@ -29,6 +29,9 @@ pub enum RejectionKind {
         status: Option<i32>,
     },
     TimedOut,
+    /// The validator could not be run at all (the sandbox could not be
+    /// built, the program could not start): no verdict.
+    NotRun,
     /// The binary is not installed on this host: a failure, never a skip.
     MissingBinary {
         binary: &'static str,
@@ -61,12 +64,17 @@ impl Rejection {
             Some(code) => format!("exit {code}"),
             None => "killed by a signal".to_owned(),
         };
+        // Datum's own precheck refused before the program ran.
+        let verdict = |s: &Option<i32>| match s {
+            Some(_) => status(s),
+            None => "refused before it ran".to_owned(),
+        };
         match &self.kind {
             RejectionKind::Invalid { status: s } => format!(
                 "validation failed ({} on {}{version}, {})",
                 self.validator,
                 self.host,
-                status(s)
+                verdict(s)
             ),
             RejectionKind::ValidatorError { status: s } => format!(
                 "validator {} could not check the content on {}{version} ({})",
@@ -76,6 +84,10 @@ impl Rejection {
             ),
             RejectionKind::TimedOut => format!(
                 "validator {} timed out on {}{version}",
+                self.validator, self.host
+            ),
+            RejectionKind::NotRun => format!(
+                "validator {} could not run on {}{version}",
                 self.validator, self.host
             ),
             RejectionKind::MissingBinary { binary, package } => {
@@ -141,7 +153,7 @@ fn process_isolation(def: &ValidatorDef, host: &Host) -> Result<Isolation, Rejec
 }
 
 fn cannot_run(def: &ValidatorDef, host: &Host, e: &HostError) -> Rejection {
-    let kind = RejectionKind::ValidatorError { status: None };
+    let kind = RejectionKind::NotRun;
     reject(def, host, kind, e.to_string())
 }
 
@@ -151,6 +163,7 @@ fn run_binary(
     args: Vec<std::ffi::OsString>,
     isolation: Isolation,
     view: &Sandbox,
+    quote: &dyn Fn(&str) -> String,
 ) -> Result<(), Rejection> {
     let Some(binary) = def.binary else {
         return Ok(());
@@ -172,10 +185,7 @@ fn run_binary(
     };
     let out = match ran {
         Ok(out) => out,
-        Err(e) => {
-            let kind = RejectionKind::ValidatorError { status: None };
-            return Err(reject(def, host, kind, e.to_string()));
-        }
+        Err(e) => return Err(reject(def, host, RejectionKind::NotRun, e.to_string())),
     };
     if out.success() {
         return Ok(());
@@ -184,6 +194,13 @@ fn run_binary(
     output.push_str(&out.stderr.text());
     if out.stdout.truncated || out.stderr.truncated {
         output.push_str("\n(output truncated)");
+    }
+    let quoted = quote(&output);
+    if !quoted.is_empty() {
+        if !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&quoted);
     }
     let kind = if out.timed_out {
         RejectionKind::TimedOut
@@ -224,8 +241,17 @@ pub fn validate_staged_in(
     isolation: Isolation,
 ) -> Result<(), Rejection> {
     match def.check {
-        Check::Builtin(parse) => parse(staged.bytes).map_err(|message| {
-            let kind = RejectionKind::Invalid { status: None };
+        // A parser's "no" reads like a checker's that exits 1.
+        Check::Builtin(parse) => parse(staged.bytes).map_err(|mut message| {
+            let line = builtin::line_in(&message);
+            if let Some(n) = line {
+                let quoted = quote::offending_at(staged.bytes, n);
+                if !quoted.is_empty() {
+                    message.push('\n');
+                    message.push_str(&quoted);
+                }
+            }
+            let kind = RejectionKind::Invalid { status: Some(1) };
             reject(def, host, kind, message)
         }),
         Check::Staged(args) => {
@@ -238,7 +264,8 @@ pub fn validate_staged_in(
                 staged.gid,
             );
             let args = argv(args, &[(STAGED, staged.path)]);
-            run_binary(def, host, args, isolation, &view)
+            let quote = |output: &str| quote::offending(output, &[(staged.path, staged.bytes)]);
+            run_binary(def, host, args, isolation, &view, &quote)
         }
         // A group validator pointed at one file would validate a
         // combination that never exists; the engine runs it per group.
@@ -280,7 +307,31 @@ pub fn validate_group_in(
     }
     let dir = config.parent().unwrap_or(Path::new("/"));
     let args = argv(args, &[(CONFIG, &config), (CONFIG_DIR, dir)]);
-    run_binary(def, host, args, isolation, view)
+    // The lines it names: of the files laid into the view, and of the live
+    // files of the application's configuration folder.
+    let quote = |output: &str| {
+        let mut files: Vec<(std::path::PathBuf, Vec<u8>)> = view
+            .placed_files()
+            .map(|(p, b)| (p.to_path_buf(), b.to_vec()))
+            .collect();
+        for token in output.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '"')) {
+            let candidate = token.split(':').next().unwrap_or_default();
+            let path = Path::new(candidate);
+            if path.is_absolute()
+                && path.starts_with(dir)
+                && !files.iter().any(|(p, _)| p == path)
+                && let Ok(bytes) = view.read_as_program(path, 1024 * 1024)
+            {
+                files.push((path.to_path_buf(), bytes));
+            }
+        }
+        let refs: Vec<(&Path, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_path(), b.as_slice()))
+            .collect();
+        quote::offending(output, &refs)
+    };
+    run_binary(def, host, args, isolation, view, &quote)
 }
 
 #[cfg(test)]

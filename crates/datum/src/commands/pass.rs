@@ -291,9 +291,10 @@ fn apply_report(
     )
 }
 
-/// A plan exits 2 when anything would change (a change that would fail
-/// validation is still a pending change), 1 when a resource could not even be
-/// observed, 0 otherwise.
+/// A plan's exit code says one thing each: 0 nothing to do, 2 changes
+/// pending, 4 some change would fail (validation, a missing validator
+/// binary, a resource blocked by one that would fail), 6 both; 1 when a
+/// resource could not even be observed (nothing exact to plan).
 fn plan_exit(summary: &datum_engine::PassSummary) -> ExitCode {
     use datum_core::{Outcome, Phase};
     let unobservable = summary.resources.iter().any(|r| {
@@ -308,5 +309,5 @@ fn plan_exit(summary: &datum_engine::PassSummary) -> ExitCode {
     if unobservable {
         return ExitCode::ERROR;
     }
-    ExitCode::for_pending(summary.any_changed() || summary.any_failed())
+    ExitCode::for_apply(summary.any_changed(), summary.any_failed())
 }

@@ -3,6 +3,11 @@
 //! skipped by apply (its dependents blocked) and never reverted by a check;
 //! a person's quarantine is never downgraded by an automatic one.
 //!
+//! A name the catalogue does not declare is refused (exit 1, naming it and
+//! the closest declared name): a typo must not look like a quarantine that
+//! protects something. Releasing a quarantine that outlived its
+//! declaration (the resource left the repository) stays possible.
+//!
 //! Must not: touch the host (only the state store).
 
 use anyhow::{Context as _, Result, bail};
@@ -22,6 +27,29 @@ fn target(name: Option<&str>, host: bool) -> Result<QuarantineTarget> {
     }
 }
 
+/// Refuses a resource the catalogue for this host does not declare.
+fn declared(global: &GlobalArgs, id: &ResourceId) -> Result<()> {
+    let identity = context::identity(global)?;
+    let catalogue = context::compile(global, &identity)
+        .with_context(|| format!("cannot check that {id} is declared"))?;
+    if catalogue.resources.iter().any(|r| &r.id == id) {
+        return Ok(());
+    }
+    let names: Vec<String> = catalogue
+        .resources
+        .iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    let wanted = id.to_string();
+    let hint = datum_manifest::suggest::closest(&wanted, names.iter().map(String::as_str))
+        .map(|c| format!("; did you mean {c}?"))
+        .unwrap_or_default();
+    bail!(
+        "{id} is not declared in the catalogue for host {}{hint}",
+        identity.name
+    )
+}
+
 fn shown(t: &QuarantineTarget) -> String {
     match t {
         QuarantineTarget::Host => "the host".to_owned(),
@@ -36,6 +64,11 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
     }
     let mut store = context::open_store(global, context::StoreNeed::Required("released"))?
         .context("the state store could not be opened")?;
+    if let QuarantineTarget::Resource(id) = &target
+        && store.quarantine_of(&target)?.is_none()
+    {
+        declared(global, id)?;
+    }
     if store.release(&target)? {
         println!("released {}", shown(&target));
         Ok(ExitCode::CLEAN)
@@ -46,6 +79,9 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
 
 pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode> {
     let target = target(args.name.as_deref(), args.host)?;
+    if let QuarantineTarget::Resource(id) = &target {
+        declared(global, id)?;
+    }
     let mut store = context::open_store(global, context::StoreNeed::Required("quarantined"))?
         .context("the state store could not be opened")?;
     store.quarantine(

@@ -17,6 +17,7 @@ mod boundary;
 mod config;
 mod conventions;
 mod crash;
+mod exit_codes;
 mod generate;
 mod init;
 mod lint;

@@ -57,7 +57,8 @@ fn a_broken_sshd_config_never_goes_live_and_blocks_only_its_dependents() {
         "Port 22\nNoSuchDirective yes\n",
     );
     let plan = s.datum(&["plan"]);
-    assert_exit(&plan, 2);
+    // sshd_config would fail, and the banner that requires it is blocked.
+    assert_exit(&plan, 4);
     assert!(
         stdout(&plan).contains("would fail: validation failed (sshd on test-host"),
         "{}",
@@ -75,6 +76,11 @@ fn a_broken_sshd_config_never_goes_live_and_blocks_only_its_dependents() {
     assert!(
         text.contains("NoSuchDirective"),
         "validator output is shown for a non-sensitive file:\n{text}"
+    );
+    // ...and the line it names is quoted from the content.
+    assert!(
+        text.contains("offending line:\n") && text.contains(":2: NoSuchDirective yes"),
+        "{text}"
     );
     assert!(
         text.contains("# File[banner]  blocked (by File[sshd-config])"),
@@ -167,10 +173,16 @@ fn visudo_rejects_a_broken_sudoers_drop_in_and_the_live_one_stays() {
     );
     let out = s.datum(&["apply"]);
     assert_exit(&out, 4);
+    let text = stdout(&out);
     assert!(
-        stdout(&out).contains("validation failed (sudoers on test-host"),
-        "{}",
-        stdout(&out)
+        text.contains("validation failed (sudoers on test-host"),
+        "{text}"
+    );
+    // Without -q visudo says where; the line is quoted.
+    assert!(text.contains("syntax error"), "{text}");
+    assert!(
+        text.contains("/ops:1: %ops ALL=(root /usr/bin/apt-get"),
+        "{text}"
     );
     assert_eq!(
         fs::read_to_string(s.live("/ops")).unwrap(),

@@ -1,0 +1,92 @@
+//! Exit codes that mean one thing: `plan` 0 nothing to do, 2 changes
+//! pending, 4 some change would fail, 6 both; `quarantine` and `release` of
+//! a name the catalogue does not declare are errors (exit 1), not a
+//! quarantine that protects nothing.
+
+use std::fs;
+
+use super::support::{Sandbox, assert_exit, stderr, stdout};
+
+fn json_file(name: &str, content: &str) -> String {
+    format!(
+        "datum: v1alpha1\ntype: File\nname: {name}\ndesired:\n  path: /{name}.json\n  content: \"{content}\"\n  validate: json\n"
+    )
+}
+
+#[test]
+fn plan_exits_0_2_4_or_6() {
+    let good = json_file("good", "{}\\n");
+    let s = Sandbox::with_base(&good);
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_exit(&s.datum(&["plan"]), 0);
+
+    // Only a change that would fail validation: 4.
+    let bad = json_file("bad", "{ not json\\n");
+    s.write("repo/base/main.yaml", &format!("{good}---\n{bad}"));
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("would fail: validation failed (json on test-host, exit 1)"),
+        "{}",
+        stdout(&out)
+    );
+    // A failing change and a pending one: 6.
+    let other = json_file("other", "[1]\\n");
+    s.write(
+        "repo/base/main.yaml",
+        &format!("{good}---\n{bad}---\n{other}"),
+    );
+    assert_exit(&s.datum(&["plan"]), 6);
+    assert_exit(&s.datum(&["--output", "json", "plan"]), 6);
+    // A plan never writes.
+    assert!(!s.live("/bad.json").exists());
+    assert!(!s.live("/other.json").exists());
+}
+
+#[test]
+fn quarantine_and_release_of_an_undeclared_name_are_refused() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+
+    let out = s.datum(&["quarantine", "File/mtod", "--reason", "typo"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("File[mtod] is not declared in the catalogue for host test-host"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean File[motd]?"), "{err}");
+    // Nothing was quarantined: apply still manages everything.
+    fs::write(s.live("/etc/motd"), "edited\n").unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+
+    let out = s.datum(&["release", "Service/nope"]);
+    assert_exit(&out, 1);
+    assert!(
+        stderr(&out).contains("Service[nope] is not declared in the catalogue"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A declared name works, and a quarantine that outlived its declaration
+    // can still be released.
+    assert_exit(
+        &s.datum(&["quarantine", "File/motd", "--reason", "hand fix"]),
+        0,
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: other\ndesired:\n  path: /etc/other\n  content: \"x\\n\"\n",
+    );
+    let out = s.datum(&["release", "File/motd"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("released File[motd]"),
+        "{}",
+        stdout(&out)
+    );
+}
