@@ -27,6 +27,9 @@ pub(crate) struct Notifications {
     owed: HashMap<ResourceId, (OwedAction, Vec<String>)>,
     /// Group validator name -> its verdict in this pass (validated once).
     groups: HashMap<&'static str, Result<(), Rejection>>,
+    /// Groups that could not be validated before writing, with why (see
+    /// `group`): their failure report says so.
+    pub(crate) not_overlaid: HashMap<&'static str, String>,
 }
 
 fn merge(slot: &mut (OwedAction, Vec<String>), action: OwedAction, reasons: &[String]) {
@@ -78,6 +81,19 @@ impl Notifications {
             services,
             owed: HashMap::new(),
             groups: HashMap::new(),
+            not_overlaid: HashMap::new(),
+        }
+    }
+
+    /// Notifications that notify nothing (for a resource planned but never
+    /// written).
+    pub(crate) fn none() -> Self {
+        Self {
+            by_notifier: HashMap::new(),
+            services: HashMap::new(),
+            owed: HashMap::new(),
+            groups: HashMap::new(),
+            not_overlaid: HashMap::new(),
         }
     }
 
@@ -157,6 +173,7 @@ impl Notifications {
                         catalogue,
                         changed,
                         &resource.id,
+                        self.not_overlaid.get(def.name),
                     ));
                 }
                 self.groups.insert(def.name, verdict);
@@ -278,7 +295,14 @@ impl Notifications {
             let verdict = validators::validate_group(def, ctx.host);
             if let Err(rejection) = &verdict {
                 let none = ResourceId::new("Group", def.name);
-                reports.push(group_report(def, rejection, catalogue, changed, &none));
+                reports.push(group_report(
+                    def,
+                    rejection,
+                    catalogue,
+                    changed,
+                    &none,
+                    self.not_overlaid.get(def.name),
+                ));
             }
             self.groups.insert(def.name, verdict);
         }
@@ -318,43 +342,52 @@ fn group_validators(catalogue: &Catalogue, ids: &[&ResourceId]) -> Vec<&'static 
     defs
 }
 
+/// Whether a group's validator output may echo something sensitive: a
+/// sensitive member, or any sensitive resource under the configuration's
+/// folder (the validator reads the whole configuration, not only the files
+/// that name it: an included file holding a credential).
+pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue) -> bool {
+    let config_dir = def
+        .main_config
+        .and_then(|c| std::path::Path::new(c).parent())
+        .map(|d| d.to_path_buf());
+    catalogue.resources.iter().any(|r| {
+        r.sensitive
+            && (r.validate.as_deref() == Some(def.name)
+                || config_dir.as_ref().is_some_and(|dir| {
+                    r.desired_str("path")
+                        .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
+                }))
+    })
+}
+
 fn group_report(
     def: &ValidatorDef,
     rejection: &Rejection,
     catalogue: &Catalogue,
     changed: &HashSet<ResourceId>,
     service: &ResourceId,
+    not_overlaid: Option<&String>,
 ) -> ResourceReport {
-    let members: Vec<&Resource> = catalogue
+    let written: Vec<String> = catalogue
         .resources
         .iter()
         .filter(|r| r.validate.as_deref() == Some(def.name))
-        .collect();
-    let written: Vec<String> = members
-        .iter()
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    // The validator reads the whole configuration, not only the files that
-    // name it: any sensitive resource under the configuration's folder (an
-    // included file holding a credential) hides the output too.
-    let config_dir = def
-        .main_config
-        .and_then(|c| std::path::Path::new(c).parent())
-        .map(|d| d.to_path_buf());
-    let sensitive = members.iter().any(|r| r.sensitive)
-        || catalogue.resources.iter().any(|r| {
-            r.sensitive
-                && config_dir.as_ref().is_some_and(|dir| {
-                    r.desired_str("path")
-                        .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
-                })
-        });
+    let sensitive = group_sensitive(def, catalogue);
     let not_reloaded = if service.kind == "Service" {
         format!("; {service} not reloaded")
     } else {
         String::new()
     };
+    // Written first only where the group could not be laid over its live
+    // paths (see `group`): the report says why.
+    let why = not_overlaid
+        .filter(|_| !written.is_empty())
+        .map(|why| format!(" (written before validation: {why})"))
+        .unwrap_or_default();
     ResourceReport {
         id: ResourceId::new("Group", def.name),
         origin: Origin::default(),
@@ -364,7 +397,7 @@ fn group_report(
         outcome: Outcome::Failed {
             phase: Phase::Apply,
             reason: format!(
-                "{}; files written: {}{not_reloaded}",
+                "{}; files written: {}{why}{not_reloaded}",
                 rejection.summary(),
                 if written.is_empty() {
                     "none in this pass".to_owned()

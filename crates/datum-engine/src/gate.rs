@@ -1,9 +1,11 @@
 //! The checkpoint between staging and activation: the resource's named
 //! validator, looked up by the engine in the program's registry, run on the
 //! staged copy. Group validators pass a single file through: they run on the
-//! assembled configuration once the group is written (see `activation`).
+//! assembled configuration, with the group's files laid over their live
+//! paths before any is written (see `group`), and again once the group is
+//! written, before a reload (see `activation`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use datum_core::Resource;
 use datum_host::Host;
@@ -68,36 +70,23 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
     if def.scope != Scope::File {
         return Ok(());
     }
-    let Some(content) = &resource.content else {
-        return Ok(());
-    };
-    let Some(declared) = resource.desired_str("path").map(Path::new) else {
-        return Ok(());
-    };
     let failed = |summary: String| GateRejection {
         summary,
         detail: None,
     };
-    let bytes = datum_host::repo::content_bytes(content).map_err(|e| failed(e.to_string()))?;
-    let meta = MetaDesired::parse(&resource.desired).ok();
-    let mode = meta
-        .as_ref()
-        .and_then(|m| m.mode)
-        .unwrap_or(datum_providers::file::DEFAULT_MODE);
-    let (uid, gid) = meta
-        .as_ref()
-        .and_then(|m| m.resolve(host).ok())
-        .unwrap_or((None, None));
+    let Some(placement) = Placement::declared(resource, host).map_err(failed)? else {
+        return Ok(());
+    };
     let isolation = match def.check {
         validators::Check::Builtin(_) => Isolation::Unsandboxed,
         _ => sandbox::isolation().map_err(|e| failed(e.to_string()))?,
     };
+    let (mode, uid, gid) = (placement.mode, placement.uid, placement.gid);
     match isolation {
         Isolation::Sandboxed => {
-            let target = host.resolve(declared).map_err(|e| failed(e.to_string()))?;
             let staged = Staged {
-                path: &target,
-                bytes: &bytes,
+                path: &placement.live,
+                bytes: &placement.bytes,
                 mode,
                 uid,
                 gid,
@@ -105,21 +94,63 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
             validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
         }
         Isolation::Unsandboxed => {
-            let name = declared.file_name().unwrap_or("content".as_ref());
-            let scratch = sandbox::ScratchCopy::new(name, &bytes, mode, uid, gid).map_err(|e| {
-                failed(format!(
-                    "cannot prepare a scratch copy for validator {}: {e}",
-                    def.name
-                ))
-            })?;
+            let name = placement.live.file_name().unwrap_or("content".as_ref());
+            let scratch = sandbox::ScratchCopy::new(name, &placement.bytes, mode, uid, gid)
+                .map_err(|e| {
+                    failed(format!(
+                        "cannot prepare a scratch copy for validator {}: {e}",
+                        def.name
+                    ))
+                })?;
             let staged = Staged {
                 path: scratch.path(),
-                bytes: &bytes,
+                bytes: &placement.bytes,
                 mode,
                 uid,
                 gid,
             };
             validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
         }
+    }
+}
+
+/// A File's declared content as it would lie at its live path: the bytes,
+/// the declared mode and owner (validators such as visudo judge them).
+pub(crate) struct Placement {
+    /// The live path on the machine (under the root).
+    pub live: PathBuf,
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+impl Placement {
+    /// `None` for a resource that declares no content or no path.
+    pub(crate) fn declared(resource: &Resource, host: &Host) -> Result<Option<Self>, String> {
+        let Some(content) = &resource.content else {
+            return Ok(None);
+        };
+        let Some(declared) = resource.desired_str("path").map(Path::new) else {
+            return Ok(None);
+        };
+        let bytes = datum_host::repo::content_bytes(content).map_err(|e| e.to_string())?;
+        let meta = MetaDesired::parse(&resource.desired).ok();
+        let mode = meta
+            .as_ref()
+            .and_then(|m| m.mode)
+            .unwrap_or(datum_providers::file::DEFAULT_MODE);
+        let (uid, gid) = meta
+            .as_ref()
+            .and_then(|m| m.resolve(host).ok())
+            .unwrap_or((None, None));
+        let live = host.resolve(declared).map_err(|e| e.to_string())?;
+        Ok(Some(Self {
+            live,
+            bytes: bytes.into_owned(),
+            mode,
+            uid,
+            gid,
+        }))
     }
 }

@@ -25,6 +25,7 @@
 
 mod activation;
 mod gate;
+mod group;
 mod observe;
 mod pass;
 mod report;

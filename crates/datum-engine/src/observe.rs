@@ -62,6 +62,16 @@ impl Observations {
         }
     }
 
+    /// Looks at the observation at `index` without taking it (`None` when
+    /// it failed or was already taken).
+    pub(crate) fn peek<T>(&self, index: usize, f: impl FnOnce(&Observed) -> T) -> Option<T> {
+        let slot = self.slots.get(index)?.lock().ok()?;
+        match slot.as_ref()? {
+            Ok(observed) => Some(f(observed)),
+            Err(_) => None,
+        }
+    }
+
     /// The observation of the resource at catalogue position `index`, once.
     pub(crate) fn take(&self, index: usize) -> Option<Result<Observed, ProviderError>> {
         self.slots

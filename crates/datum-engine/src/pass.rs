@@ -14,6 +14,7 @@ use datum_store::{Store, VerifiedRecord};
 
 use crate::activation::Notifications;
 use crate::gate::{self, ValidationGate};
+use crate::group::GroupChecks;
 use crate::observe::{self, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 use crate::select::{self, PassOptions, Stale};
@@ -133,6 +134,12 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
+    // Every group with a changed file is validated as a whole, its changed
+    // files laid over their live paths in the validator's view, before any
+    // file is written: a refused group writes nothing.
+    let groups = GroupChecks::before_writing(catalogue, &selected, &observations, ctx, options);
+    notifications.not_overlaid = groups.not_overlaid.clone();
+
     // Packages are installed in one apt transaction up front: one dependency
     // resolution, one download, and the validators they provide are on the
     // host before the files that need them. Each Package resource still runs
@@ -162,6 +169,9 @@ pub fn run_pass_with(
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
     };
+    for report in &groups.reports {
+        emit(report.clone(), reporter);
+    }
     for (index, &resource) in selected.iter().enumerate() {
         reporter.event(Event::ResourceStarted { id: &resource.id });
         let t0 = Instant::now();
@@ -187,7 +197,9 @@ pub fn run_pass_with(
                 // the host since then.
                 let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
                 let cached = observations.take(index).filter(|_| !fresh);
-                if options.hold.contains(&resource.id) {
+                if groups.refuses(&resource.id) {
+                    groups.refused_step(resource, cached, ctx)
+                } else if options.hold.contains(&resource.id) {
                     held(
                         resource,
                         cached,
@@ -280,7 +292,7 @@ fn held(
     step
 }
 
-fn run_resource(
+pub(crate) fn run_resource(
     resource: &Resource,
     cached: Option<Result<Observed, ProviderError>>,
     known: Option<&VerifiedRecord>,

@@ -238,7 +238,7 @@ fn the_validators_command_lists_every_shipped_validator() {
 }
 
 #[test]
-fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
+fn a_group_that_fails_validation_is_refused_again_until_it_is_fixed() {
     if !require("nginx") {
         return;
     }
@@ -250,24 +250,20 @@ fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
     let s = Sandbox::with_base(&conf("server_tokens off;"));
     std::fs::create_dir_all(s.live("/etc/nginx")).unwrap();
     assert_exit(&s.datum(&["apply"]), 2);
+    let live = fs::read(s.live("/etc/nginx/nginx.conf")).unwrap();
 
     s.write("repo/base/main.yaml", &conf("no_such_directive on;"));
     let broken = s.datum(&["apply"]);
-    assert_exit(&broken, 6);
+    assert_exit(&broken, 4);
+    let text = stdout(&broken);
     assert!(
-        stdout(&broken)
-            .contains("! Group[nginx]  failed (apply): validation failed (nginx on test-host"),
-        "{}",
-        stdout(&broken)
+        text.contains("! Group[nginx]  failed (apply): validation failed (nginx on test-host"),
+        "{text}"
     );
-    assert!(
-        stdout(&broken).contains("no_such_directive"),
-        "{}",
-        stdout(&broken)
-    );
+    assert!(text.contains("no_such_directive"), "{text}");
+    assert_eq!(fs::read(s.live("/etc/nginx/nginx.conf")).unwrap(), live);
 
-    // Nothing changes in the next pass, but the configuration on disk is
-    // still invalid: the pass says so again instead of reporting "converged".
+    // Nothing was written, so the next pass refuses it again.
     let again = s.datum(&["apply"]);
     assert_exit(&again, 4);
     assert!(
@@ -279,6 +275,104 @@ fn a_group_that_failed_validation_is_reported_again_until_it_is_fixed() {
     s.write("repo/base/main.yaml", &conf("server_tokens on;"));
     assert_exit(&s.datum(&["apply"]), 2);
     assert_exit(&s.datum(&["apply"]), 0);
+}
+
+/// A two-file nginx group under `--root` (the main file includes the site
+/// by its path under the root) and a file outside it.
+fn nginx_group(s: &Sandbox, marker: &str, site: &str, unrelated: &str) {
+    let root = s.root().display().to_string();
+    s.write(
+        "repo/base/files/nginx.conf",
+        &format!(
+            "# {marker}\nevents {{ worker_connections 64; }}\nhttp {{\n    access_log off;\n    include {root}/etc/nginx/sites-enabled/*.conf;\n}}\n"
+        ),
+    );
+    s.write("repo/base/files/x.conf", site);
+    s.write(
+        "repo/base/main.yaml",
+        &format!("datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  source: files/nginx.conf\n  validate: nginx\n\
+---\ndatum: v1alpha1\ntype: File\nname: site\ndesired:\n  path: /etc/nginx/sites-enabled/x.conf\n  source: files/x.conf\n  validate: nginx\n\
+---\ndatum: v1alpha1\ntype: File\nname: unrelated\ndesired:\n  path: /unrelated\n  content: \"{unrelated}\\n\"\n"),
+    );
+}
+
+const GOOD_SITE: &str =
+    "server {\n    listen 127.0.0.1:8097;\n    location / { return 200 \"ok\"; }\n}\n";
+const BROKEN_SITE: &str =
+    "server {\n    listen 127.0.0.1:8097;\n    datum_no_such_directive on;\n}\n";
+
+#[test]
+fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail() {
+    if !require("nginx") || !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs nginx and root (the validator sandbox)");
+        return;
+    }
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    fs::create_dir_all(s.live("/etc/nginx/sites-enabled")).unwrap();
+    nginx_group(&s, "v1", GOOD_SITE, "one");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let conf = s.live("/etc/nginx/nginx.conf");
+    let site = s.live("/etc/nginx/sites-enabled/x.conf");
+    let stat = |p: &std::path::Path| {
+        let m = fs::metadata(p).unwrap();
+        (m.ino(), m.mtime(), m.mtime_nsec(), fs::read(p).unwrap())
+    };
+    let before = (stat(&conf), stat(&site));
+
+    // Both files change; the included site now breaks the whole. Only the
+    // group is pending, and it would fail: 4.
+    nginx_group(&s, "v2", BROKEN_SITE, "one");
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 4);
+    let text = stdout(&plan);
+    for needle in [
+        "! Group[nginx]  failed (plan): validation failed (nginx on test-host, nginx version: nginx/",
+        "would fail validation (nginx): validated with File[nginx-conf], File[site] laid over the live configuration",
+        "! File[nginx-conf]  failed (plan): would fail validation (nginx)",
+        "! File[site]  failed (plan): would fail validation (nginx)",
+        "datum_no_such_directive",
+        "offending line:",
+        "/etc/nginx/sites-enabled/x.conf:3:     datum_no_such_directive on;",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
+    }
+    // With an unrelated change pending too: 6.
+    nginx_group(&s, "v2", BROKEN_SITE, "two");
+    assert_exit(&s.datum(&["plan"]), 6);
+
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    for needle in [
+        "! Group[nginx]  failed (apply): validation failed (nginx on test-host",
+        "no file written (nginx): validated with File[nginx-conf], File[site]",
+        "! File[nginx-conf]  failed (apply): not written: Group[nginx] failed validation",
+        "! File[site]  failed (apply): not written: Group[nginx] failed validation",
+        "datum_no_such_directive",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
+    }
+    // No file of the group changed: same inode, mtime and bytes.
+    assert!((stat(&conf), stat(&site)) == before, "a group file changed");
+    assert!(
+        !s.files_under_root()
+            .iter()
+            .any(|p| p.contains(".datum.stage."))
+    );
+    // The independent file converged.
+    assert_eq!(fs::read_to_string(s.live("/unrelated")).unwrap(), "two\n");
+    assert_exit(&s.datum(&["plan"]), 4);
+
+    // Fixed: both files go live together.
+    nginx_group(&s, "v2", GOOD_SITE, "two");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(fs::read_to_string(&site).unwrap(), GOOD_SITE);
+    assert!(fs::read_to_string(&conf).unwrap().starts_with("# v2\n"));
+    assert_exit(&s.datum(&["plan"]), 0);
 }
 
 /// How a process that cannot build the validator sandbox behaves: as a
