@@ -541,11 +541,15 @@ const FALLBACK_REASONS: [&str; 3] = ["backend", "limit", "overflow"];
 
 /// The finding kinds every class exports even at zero, so a rule can tell
 /// "no drift" from "never checked".
-const BASE_KINDS: [&str; 4] = [
+const BASE_KINDS: [&str; 6] = [
     "changed_outside",
     "deleted_outside",
     "type_changed",
     "unmanaged",
+    // A reload or restart owed, a live configuration its group validator
+    // refuses: the host "will be wrong after its next restart".
+    "activation_owed",
+    "invalid_live_config",
 ];
 
 fn set_kinds(

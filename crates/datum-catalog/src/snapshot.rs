@@ -260,6 +260,10 @@ pub struct Summary {
     /// The declared `path`, for resources that have one.
     pub path: Option<String>,
     pub declaration_hash: String,
+    /// The validator the resource names (`datum check` looks for the live
+    /// configuration of groups without decoding every resource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validate: Option<String>,
 }
 
 impl Summary {
@@ -269,6 +273,7 @@ impl Summary {
             class: r.class.clone(),
             path: r.desired_str("path").map(str::to_owned),
             declaration_hash: r.declaration_hash.clone(),
+            validate: r.validate.clone(),
         }
     }
 }

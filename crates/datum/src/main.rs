@@ -13,6 +13,7 @@
     )
 )]
 
+mod activation_findings;
 mod agent;
 mod cli;
 mod commands;

@@ -242,7 +242,7 @@ desired:\n  state: running\n  reload_on: [File/nginx-conf, File/site]\n  settle:
 }
 
 testbed_test!(
-    a_broken_site_in_the_nginx_group_is_written_but_never_reloaded,
+    a_broken_site_in_the_nginx_group_changes_no_file_and_reloads_nothing,
     {
         let nginx = Nginx::take();
         let repo = Repo::new(&nginx_manifest(""));
@@ -255,6 +255,8 @@ testbed_test!(
         let reloads = nginx.reloads();
         assert_eq!(reloads, 1, "the first apply reloads once");
         let pid = nginx.main_pid();
+        let live_conf = fs::read(NGINX_CONF).unwrap();
+        let live_site = fs::read(SITE).unwrap();
 
         // 2. Both files change; the site now holds a directive nginx rejects.
         repo.write("repo/base/files/nginx.conf", &nginx_conf("v2"));
@@ -262,17 +264,16 @@ testbed_test!(
             "repo/base/files/x.conf",
             &site("new", "    datum_no_such_directive on;\n"),
         );
+        // The plan validates the group as it would be: it would fail (4).
         let plan = repo.datum(&["plan"]);
-        plan.assert_exit(2);
+        plan.assert_exit(4);
+        assert_contains(&plan.line("File[site]"), "would fail validation (nginx)");
         let broken = repo.datum(&["apply"]);
-        broken.assert_exit(6);
-        // Both files are on disk: a group is validated as a whole, after writing.
-        assert_eq!(fs::read_to_string(NGINX_CONF).unwrap(), nginx_conf("v2"));
-        assert!(
-            fs::read_to_string(SITE)
-                .unwrap()
-                .contains("datum_no_such_directive")
-        );
+        broken.assert_exit(4);
+        // The group was validated with both files laid over their live
+        // paths, before any was written: neither file changed...
+        assert_eq!(fs::read(NGINX_CONF).unwrap(), live_conf);
+        assert_eq!(fs::read(SITE).unwrap(), live_site);
         // ...and nginx was not reloaded: it serves what it loaded before.
         assert_eq!(nginx.reloads(), reloads, "a reload was attempted");
         assert_eq!(served_body(), "old\n");
@@ -283,35 +284,22 @@ testbed_test!(
         for needle in [
             "failed",
             "validation failed (nginx on testbed",
-            "files written: File[nginx-conf], File[site]",
+            "no file written (nginx): validated with File[nginx-conf], File[site]",
             "Service[nginx] not reloaded",
         ] {
             assert_contains(&group, needle);
         }
         assert_contains(&broken.stdout(), "datum_no_such_directive");
-        let service = broken.line("Service[nginx]");
-        for needle in [
-            "failed",
-            "not reloaded: Group[nginx] failed validation",
-            "the new files are on disk",
-            "nginx.service keeps serving the configuration it loaded",
-            "the reload stays owed",
-        ] {
-            assert_contains(&service, needle);
-        }
-        assert_contains(&broken.line("File[site]"), "done");
+        assert_contains(
+            &broken.line("File[site]"),
+            "not written: Group[nginx] failed validation",
+        );
+        assert_contains(&broken.line("Service[nginx]"), "blocked");
 
-        // 3. Nothing fixed yet: the reload is still owed and still withheld.
-        let plan = repo.datum(&["plan"]);
-        plan.assert_exit(2);
-        assert_contains(&plan.block("Service[nginx]"), "reload (after File[");
+        // 3. Nothing fixed yet: refused again, still nothing reloaded.
         let again = repo.datum(&["apply"]);
         again.assert_exit(4);
-        assert_contains(
-            &again.line("Group[nginx]"),
-            "files written: none in this pass",
-        );
-        assert_contains(&again.line("Service[nginx]"), "the reload stays owed");
+        assert_contains(&again.line("Group[nginx]"), "no file written");
         assert_eq!(nginx.reloads(), reloads);
         assert_eq!(served_body(), "old\n");
 
@@ -409,7 +397,8 @@ testbed_test!(
         ));
 
         let plan = repo.datum(&["plan"]);
-        plan.assert_exit(2);
+        // It would fail, and File[after] with it: 4.
+        plan.assert_exit(4);
         assert_contains(&plan.line("File[haproxy-cfg]"), "would fail");
 
         let out = repo.datum(&["apply"]);

@@ -96,6 +96,8 @@ fn when(secs: i64) -> String {
 /// The categories in the order a report lists them (worst first), with the
 /// plan marker and colour of each; an unknown category comes last, as `~`.
 const CATEGORIES: &[(&str, &str, &str)] = &[
+    ("invalid_live_config", "!", style::RED),
+    ("activation_owed", "!", style::RED),
     ("deleted_outside", "-", style::RED),
     ("type_changed", "-/+", style::MAGENTA),
     ("changed_outside", "~", style::YELLOW),

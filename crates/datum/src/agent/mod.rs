@@ -457,8 +457,16 @@ impl ClassChecker for RepoChecker {
                 .resources
                 .iter()
                 .filter_map(|r| Some((r.id.kind.as_str(), r.desired_str("path")?)));
-            let (package_files, failed) =
+            let (mut package_files, mut failed) =
                 crate::conffiles::findings(declared, resources.iter().copied(), &host);
+            // Reloads owed, live configurations their group validator refuses.
+            let (activation, activation_failed) = crate::activation_findings::findings(
+                resources.iter().map(|r| (*r).into()),
+                self.store.as_ref(),
+                &host,
+            );
+            package_files.extend(activation);
+            failed.extend(activation_failed);
             for (id, reason) in failed {
                 any_error = true;
                 (self.warn)(&format!("{id}: {reason}"));

@@ -278,6 +278,23 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
     findings.extend(package_files);
     errors.extend(failed);
+    // Reloads owed and live configurations their group validator refuses
+    // (report only).
+    let (activation, failed) = crate::activation_findings::findings(
+        lazy.entries
+            .iter()
+            .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+            .map(|e| crate::activation_findings::Checked {
+                id: &e.id,
+                class: &e.class,
+                validate: e.validate.as_deref(),
+            }),
+        Some(&*store),
+        &host,
+    );
+    actions.extend(activation.iter().map(|_| ("reported".to_owned(), None)));
+    findings.extend(activation);
+    errors.extend(failed);
 
     let quarantined: Vec<(String, String)> = store
         .quarantined()
