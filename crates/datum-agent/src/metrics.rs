@@ -623,6 +623,9 @@ mod tests {
             "datum_resources{class=\"critical\",state=\"quarantined\"} 0",
             "datum_drift_findings{class=\"critical\",kind=\"changed_outside\"} 1",
             "datum_drift_findings{class=\"critical\",kind=\"unmanaged\"} 0",
+            // A host that will be wrong after its next restart shows, at 0 too.
+            "datum_drift_findings{class=\"critical\",kind=\"activation_owed\"} 0",
+            "datum_drift_findings{class=\"critical\",kind=\"invalid_live_config\"} 0",
             "datum_validation_failures_total{validator=\"sshd\"} 1",
             "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
             "datum_watch_events_total 1",

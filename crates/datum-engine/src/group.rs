@@ -27,7 +27,7 @@ use datum_core::{Action, Diff, Observed, Origin, Outcome, Phase, Resource, Resou
 use datum_host::sandbox::{self, Isolation, Sandbox};
 use datum_providers::ProviderError;
 use datum_providers::service;
-use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
+use datum_providers::validators::{self, Rejection, RejectionKind, Scope, ValidatorDef};
 
 use crate::activation::{Notifications, group_sensitive};
 use crate::gate::{Placement, validator_of};
@@ -104,8 +104,29 @@ impl GroupChecks {
                         Isolation::Sandboxed,
                         &view,
                     );
-                    if let Err(rejection) = verdict {
-                        checks.refuse(&group, &rejection, catalogue, ctx.mode);
+                    match verdict {
+                        Ok(()) => {}
+                        // A plan on a host where this pass's packages would
+                        // install the validator first cannot run it yet.
+                        Err(Rejection {
+                            kind:
+                                RejectionKind::MissingBinary {
+                                    binary,
+                                    package: Some(package),
+                                },
+                            ..
+                        }) if ctx.mode == Mode::Plan
+                            && catalogue
+                                .resources
+                                .iter()
+                                .any(|r| r.id == ResourceId::new("Package", package)) =>
+                        {
+                            checks.not_overlaid.insert(
+                                group.def.name,
+                                format!("`{binary}` is not installed yet (Package[{package}] installs it)"),
+                            );
+                        }
+                        Err(rejection) => checks.refuse(&group, &rejection, catalogue, ctx.mode),
                     }
                 }
                 Overlay::Refused(rejection) => {

@@ -134,12 +134,6 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
-    // Every group with a changed file is validated as a whole, its changed
-    // files laid over their live paths in the validator's view, before any
-    // file is written: a refused group writes nothing.
-    let groups = GroupChecks::before_writing(catalogue, &selected, &observations, ctx, options);
-    notifications.not_overlaid = groups.not_overlaid.clone();
-
     // Packages are installed in one apt transaction up front: one dependency
     // resolution, one download, and the validators they provide are on the
     // host before the files that need them. Each Package resource still runs
@@ -157,6 +151,13 @@ pub fn run_pass_with(
             let _ = datum_providers::package::install_batch(ctx.host, &packages);
         }
     }
+
+    // Every group with a changed file is validated as a whole, its changed
+    // files laid over their live paths in the validator's view, before any
+    // file is written (after the packages that install the validators): a
+    // refused group writes nothing.
+    let groups = GroupChecks::before_writing(catalogue, &selected, &observations, ctx, options);
+    notifications.not_overlaid = groups.not_overlaid.clone();
 
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();

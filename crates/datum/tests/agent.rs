@@ -342,6 +342,45 @@ fn once_exits_like_check() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
 
+#[test]
+fn a_live_configuration_its_group_validator_refuses_is_in_the_metrics() {
+    if datum_host::command::which("nginx").is_none() || !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "nginx and root are required here"
+        );
+        println!("skipped: needs nginx and root (the validator sandbox)");
+        return;
+    }
+    let estate = Estate::new("1h");
+    estate.write(
+        "repo/base/nginx.yaml",
+        "datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  content: \"events {}\\nhttp { server_tokens off; }\\n\"\n  validate: nginx\n",
+    );
+    std::fs::create_dir_all(estate.path("root/etc/nginx")).unwrap();
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Broken by hand: nginx would refuse it at its next restart.
+    estate.write(
+        "root/etc/nginx/nginx.conf",
+        "events {}\nhttp { datum_no_such_directive on; }\n",
+    );
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_drift_findings{class=\"normal\",kind=\"invalid_live_config\"} 1",
+        Duration::from_secs(15),
+    );
+    assert!(
+        agent
+            .metrics()
+            .contains("datum_drift_findings{class=\"normal\",kind=\"activation_owed\"} 0")
+    );
+}
+
 /// A repository big enough that a pass takes a while, so SIGTERM lands
 /// inside one.
 fn big_estate(files: usize) -> Estate {
