@@ -334,7 +334,7 @@ fn hosts_report_and_the_fleet_shows_them() {
         h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
     }
     let v = server.fleet(&["hosts"]);
-    // The CLI's rule: format_version "1" (the HTTP API's integer 1 is its own).
+    // format_version "1", the CLI's rule and the HTTP API's.
     assert_eq!(v["format_version"], "1");
     assert_eq!(v["states"]["converged"], 3, "{v}");
     let row = host_row(&v, "web-2");
