@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result, bail};
 use datum_core::ResourceId;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{GlobalArgs, QuarantineArgs, ReleaseArgs};
+use crate::cli::{GlobalArgs, OutputFormat, QuarantineArgs, ReleaseArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -50,6 +50,16 @@ fn declared(global: &GlobalArgs, id: &ResourceId) -> Result<()> {
     )
 }
 
+/// The JSON form of a target: `{"host": true}` or `{"resource": "File[x]"}`.
+fn target_json(t: &QuarantineTarget) -> serde_json::Value {
+    match t {
+        QuarantineTarget::Host => serde_json::json!({"host": true, "resource": null}),
+        QuarantineTarget::Resource(id) => {
+            serde_json::json!({"host": false, "resource": id.to_string()})
+        }
+    }
+}
+
 fn shown(t: &QuarantineTarget) -> String {
     match t {
         QuarantineTarget::Host => "the host".to_owned(),
@@ -70,7 +80,13 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
         declared(global, id)?;
     }
     if store.release(&target)? {
-        println!("released {}", shown(&target));
+        if global.output == OutputFormat::Json {
+            let mut doc = target_json(&target);
+            doc["released"] = serde_json::json!(true);
+            crate::render::json::print("release", doc)?;
+        } else {
+            println!("released {}", shown(&target));
+        }
         Ok(ExitCode::CLEAN)
     } else {
         bail!("{} is not quarantined", shown(&target))
@@ -90,9 +106,17 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
         QuarantineSource::Person,
         context::now(),
     )?;
-    println!(
-        "quarantined {}: excluded from apply and never reverted until `datum release`",
-        shown(&target)
-    );
+    if global.output == OutputFormat::Json {
+        let mut doc = target_json(&target);
+        doc["quarantined"] = serde_json::json!(true);
+        doc["reason"] = serde_json::json!(args.reason);
+        doc["source"] = serde_json::json!("person");
+        crate::render::json::print("quarantine", doc)?;
+    } else {
+        println!(
+            "quarantined {}: excluded from apply and never reverted until `datum release`",
+            shown(&target)
+        );
+    }
     Ok(ExitCode::CLEAN)
 }
