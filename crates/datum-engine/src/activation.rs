@@ -388,24 +388,34 @@ fn group_report(
         .filter(|_| !written.is_empty())
         .map(|why| format!(" (written before validation: {why})"))
         .unwrap_or_default();
+    let reason = format!(
+        "{}; files written: {}{why}{not_reloaded}",
+        rejection.summary(),
+        if written.is_empty() {
+            "none in this pass".to_owned()
+        } else {
+            written.join(", ")
+        }
+    );
+    group_failure(def, rejection, sensitive, Phase::Apply, reason)
+}
+
+/// The report of a group that failed validation: `Group[name]`, failed in
+/// `phase` for `reason`, with the validator's output unless `sensitive`.
+pub(crate) fn group_failure(
+    def: &ValidatorDef,
+    rejection: &Rejection,
+    sensitive: bool,
+    phase: Phase,
+    reason: String,
+) -> ResourceReport {
     ResourceReport {
         id: ResourceId::new("Group", def.name),
         origin: Origin::default(),
         target: None,
         action: Action::None,
         diff: Default::default(),
-        outcome: Outcome::Failed {
-            phase: Phase::Apply,
-            reason: format!(
-                "{}; files written: {}{why}{not_reloaded}",
-                rejection.summary(),
-                if written.is_empty() {
-                    "none in this pass".to_owned()
-                } else {
-                    written.join(", ")
-                }
-            ),
-        },
+        outcome: Outcome::Failed { phase, reason },
         sensitive,
         detail: if sensitive || rejection.output.trim().is_empty() {
             None

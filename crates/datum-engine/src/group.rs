@@ -23,13 +23,13 @@
 use std::collections::{HashMap, HashSet};
 
 use datum_catalog::Catalogue;
-use datum_core::{Action, Diff, Observed, Origin, Outcome, Phase, Resource, ResourceId};
+use datum_core::{Action, Observed, Outcome, Phase, Resource, ResourceId};
 use datum_host::sandbox::{self, Isolation, Sandbox};
 use datum_providers::ProviderError;
 use datum_providers::service;
 use datum_providers::validators::{self, Rejection, RejectionKind, Scope, ValidatorDef};
 
-use crate::activation::{Notifications, group_sensitive};
+use crate::activation::{Notifications, group_failure, group_sensitive};
 use crate::gate::{Placement, validator_of};
 use crate::observe::Observations;
 use crate::pass::{Mode, PassContext, Step, run_resource};
@@ -205,29 +205,19 @@ impl GroupChecks {
             Mode::Apply => "no file written",
         };
         let sensitive = group_sensitive(def, catalogue);
-        self.reports.push(ResourceReport {
-            id: ResourceId::new("Group", def.name),
-            origin: Origin::default(),
-            target: None,
-            action: Action::None,
-            diff: Diff::default(),
-            outcome: Outcome::Failed {
-                phase: phase(mode),
-                reason: format!(
-                    "{}; {laid} ({}): validated with {} laid over the live configuration{not_reloaded}",
-                    rejection.summary(),
-                    def.name,
-                    members.join(", ")
-                ),
-            },
+        let reason = format!(
+            "{}; {laid} ({}): validated with {} laid over the live configuration{not_reloaded}",
+            rejection.summary(),
+            def.name,
+            members.join(", ")
+        );
+        self.reports.push(group_failure(
+            def,
+            rejection,
             sensitive,
-            detail: if sensitive || rejection.output.trim().is_empty() {
-                None
-            } else {
-                Some(rejection.output.clone())
-            },
-            duration_ms: 0,
-        });
+            phase(mode),
+            reason,
+        ));
     }
 }
 

@@ -361,6 +361,13 @@ testbed_test!(
         assert_eq!(nginx.reloads(), reloads, "killed before the reload");
         assert_eq!(served_body(), "old\n", "still the configuration it loaded");
 
+        // While it is owed, check says so (exit 2): nginx serves the old site.
+        let check = repo.datum(&["check"]);
+        check.assert_exit(2);
+        assert_contains(&check.stdout(), "activation_owed (1)");
+        assert_contains(&check.stdout(), "Service[nginx]");
+        assert_contains(&check.stdout(), "reload owed since");
+
         // The next pass has no file to change: the reload it performs is the one
         // the killed pass recorded, validated first.
         let plan = repo.datum(&["plan"]);
@@ -377,6 +384,8 @@ testbed_test!(
         // Performed means no longer owed.
         repo.datum(&["apply"]).assert_exit(0);
         assert_eq!(nginx.reloads(), reloads + 1);
+        let check = repo.datum(&["check"]);
+        check.assert_exit(0);
     }
 );
 

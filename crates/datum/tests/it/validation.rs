@@ -301,12 +301,8 @@ const GOOD_SITE: &str =
 const BROKEN_SITE: &str =
     "server {\n    listen 127.0.0.1:8097;\n    datum_no_such_directive on;\n}\n";
 
-#[test]
-fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail() {
-    if !require("nginx") || !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs nginx and root (the validator sandbox)");
-        return;
-    }
+/// The group applied with a valid site.
+fn applied_nginx_group() -> Sandbox {
     let s = Sandbox::new();
     s.write(
         "repo/datum.yaml",
@@ -315,6 +311,16 @@ fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail()
     fs::create_dir_all(s.live("/etc/nginx/sites-enabled")).unwrap();
     nginx_group(&s, "v1", GOOD_SITE, "one");
     assert_exit(&s.datum(&["apply"]), 2);
+    s
+}
+
+#[test]
+fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail() {
+    if !require("nginx") || !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs nginx and root (the validator sandbox)");
+        return;
+    }
+    let s = applied_nginx_group();
     let conf = s.live("/etc/nginx/nginx.conf");
     let site = s.live("/etc/nginx/sites-enabled/x.conf");
     let stat = |p: &std::path::Path| {
@@ -578,14 +584,7 @@ fn check_reports_a_live_configuration_its_group_validator_refuses() {
         eprintln!("skipped: needs nginx and root (the validator sandbox)");
         return;
     }
-    let s = Sandbox::new();
-    s.write(
-        "repo/datum.yaml",
-        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
-    );
-    fs::create_dir_all(s.live("/etc/nginx/sites-enabled")).unwrap();
-    nginx_group(&s, "v1", GOOD_SITE, "one");
-    assert_exit(&s.datum(&["apply"]), 2);
+    let s = applied_nginx_group();
     let (code, findings, _) = check_findings(&s);
     assert_eq!((code, findings), (0, vec![]));
 
