@@ -730,7 +730,8 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
         .collect();
     for (i, h) in hosts.iter().enumerate() {
         let out = h.run_delivered(&repo, &["apply"]);
-        assert_exit(&out, if i < 2 { 2 } else { 6 });
+        // The newer hosts refuse the group before writing: nothing changes.
+        assert_exit(&out, if i < 2 { 2 } else { 4 });
     }
     let v = server.fleet(&["rollout"]);
     assert_eq!(
@@ -740,12 +741,27 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
     );
     assert_eq!(v["failed"], serde_json::json!(["web-003", "web-004"]));
     let groups = v["groups"].as_array().unwrap();
-    assert_eq!(
-        groups.len(),
-        1,
-        "one line for the group, not one per host: {v}"
+    // One line per failure, not one per host: the group that failed
+    // validation, and its member that was therefore not written.
+    assert_eq!(groups.len(), 2, "{v}");
+    for g in groups {
+        assert_eq!(g["hosts"], serde_json::json!(["web-003", "web-004"]), "{g}");
+    }
+    let member = groups
+        .iter()
+        .find(|g| g["resource"] == "File[nginx-conf]")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        member["message"]
+            .as_str()
+            .unwrap()
+            .contains("not written: Group[nginx] failed validation"),
+        "{member}"
     );
-    let g = &groups[0];
+    let g = groups
+        .iter()
+        .find(|g| g["resource"] == "Group[nginx]")
+        .unwrap_or_else(|| panic!("{v}"));
     assert_eq!(g["validator"], "nginx");
     assert_eq!(g["labels"], serde_json::json!({"nginx_version": ["1.26"]}));
     assert!(
