@@ -978,6 +978,23 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
     );
     assert!(json.to_string().contains("quarantined"), "{json:#}");
     assert!(!s.live("/etc/app/app.conf").exists(), "{json:#}");
+    // A person reads "quarantined", not "blocked (by itself)".
+    let human = stdout(&s.datum(&["plan", "--color", "never"]));
+    let line = |id: &str| {
+        human
+            .lines()
+            .find(|l| l.contains(id))
+            .unwrap_or_else(|| panic!("{id}: {human}"))
+            .to_owned()
+    };
+    assert!(
+        line("Directory[etc-app]").ends_with("quarantined (not applied)"),
+        "{human}"
+    );
+    assert!(
+        line("File[app-conf]").contains("blocked (by Directory[etc-app])"),
+        "{human}"
+    );
     // Released: the next apply recreates it.
     assert_exit(&s.datum(&["release", "Directory/etc-app"]), 0);
     s.datum(&["apply"]);
