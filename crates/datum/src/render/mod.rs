@@ -93,6 +93,17 @@ impl HumanReporter {
                 };
                 format!("failed ({phase}): {reason}{at}")
             }
+            // Held back by its own state, not by a requirement: say which.
+            Outcome::Blocked { by } if *by == r.id => {
+                if r.detail
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("quarantined"))
+                {
+                    "quarantined (not applied)".to_owned()
+                } else {
+                    "held (not selected; it would change)".to_owned()
+                }
+            }
             Outcome::Blocked { by } => format!("blocked (by {by})"),
         };
         let head = format!("{marker} {}", r.id);
