@@ -73,14 +73,15 @@ pub(crate) fn findings<'a>(
                         finding: datum_report::Finding {
                             subject: service.id.to_string(),
                             category: ACTIVATION_OWED.to_owned(),
+                            // Declared -> observed, like every check finding.
                             diffs: vec![AttrDiff::plain(
                                 "activation",
+                                "performed",
                                 format!(
                                     "{verb} owed since {} (after {})",
                                     datum_report::time::rfc3339(o.since),
                                     o.reasons.join(", ")
                                 ),
-                                "performed",
                             )],
                         },
                         id: service.id.clone(),
@@ -122,7 +123,7 @@ pub(crate) fn findings<'a>(
             finding: datum_report::Finding {
                 subject,
                 category: INVALID_LIVE_CONFIG.to_owned(),
-                diffs: vec![AttrDiff::plain("validation", rejection.summary(), "passes")],
+                diffs: vec![AttrDiff::plain("validation", "passes", rejection.summary())],
             },
             id: member.id.clone(),
             class: member.class.to_owned(),
