@@ -300,6 +300,19 @@ impl Store {
         self.write(|b| b.release(target))
     }
 
+    /// How many reverts of `id` the log holds since `window_start` (what
+    /// [`Batch::record_revert`] would count, less the one it logs).
+    pub fn reverts_since(&self, id: &ResourceId, window_start: i64) -> Result<u64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM reverts WHERE resource = ?1 AND at >= ?2",
+                params![id.to_string(), window_start],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(u64_from_sql)
+            .map_err(sql(&self.path, "cannot read reverts"))
+    }
+
     /// See [`Batch::record_revert`]; one transaction.
     pub fn record_revert(
         &mut self,

@@ -1,14 +1,18 @@
-//! `datum check`: observe and diff every resource, report drift, and apply
-//! each class's reconciliation policy.
+//! `datum check` and `datum reconcile`: observe and diff every resource,
+//! report drift, and (reconcile only) apply each class's policy.
 //!
-//! Detection never changes the host: only a class whose policy is `revert`
-//! does, through the engine's normal apply pass (validators included) on a
-//! catalogue holding just the drifted resources, after the drifted content is
-//! saved in the backup store. A resource a person quarantined is never
-//! reverted (break-glass). What the report means is decided in
-//! `datum_drift::check`; this module drives the observation (the engine's
-//! per-pass cache, class by class so each class's inspection time is
-//! measured), metadata-first decisions, the policies and the history.
+//! `check` only looks: it changes nothing on the host and takes no policy
+//! decision (no revert, no acceptance, no quarantine, no flap count); per
+//! finding it says what the class's policy would do ("would revert"). It
+//! records its history (passes, findings, inspection times) when a state
+//! store exists. `reconcile` is the deliberate act: a class whose policy is
+//! `revert` is reverted through the engine's normal apply pass (validators
+//! included) on a catalogue holding just the drifted resources, after the
+//! drifted content is saved in the backup store. A resource a person
+//! quarantined is never reverted (break-glass). What the report means is
+//! decided in `datum_drift::check`; this module drives the observation (the
+//! engine's per-pass cache, class by class so each class's inspection time
+//! is measured), metadata-first decisions, the policies and the history.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
@@ -39,7 +43,15 @@ const COMMAND: &str = "check";
 /// Resources observed per batch: progress advances between batches.
 const BATCH: usize = 4096;
 
-pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
+/// Whether the policies are only described (`datum check`) or applied
+/// (`datum reconcile`, and the agent through it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Look,
+    Reconcile,
+}
+
+pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> {
     let started = Instant::now();
     let identity = context::identity(global)?;
     // The snapshot of the last compile when the repository has not changed
@@ -51,16 +63,17 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let host = context::host(global, &identity, &lazy.boundary);
     let _lock = RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?;
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
-    // A check that would act (revert, accept, quarantine) needs the store
-    // and refuses without it, like apply; a report-only check goes on
-    // read-only, recording nothing.
-    let acts = lazy
+    // A reconcile that would act (revert, accept, quarantine) needs the
+    // store and refuses without it, like apply; a check (or a reconcile of
+    // report-only classes) goes on read-only without one, recording nothing.
+    let acts = act == Act::Reconcile
+        && lazy
         .entries
         .iter()
         .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
         .any(|e| classes.get(&e.class).acts());
     let need = if acts {
-        context::StoreNeed::Required("checked")
+        context::StoreNeed::Required("reconciled")
     } else {
         context::StoreNeed::Optional("checking (report only)")
     };
@@ -264,6 +277,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         person_quarantined: &person_quarantined,
         now,
         backups: None,
+        act,
     };
     let mut actions = policies.apply(&findings)?;
 
@@ -661,6 +675,7 @@ struct Policies<'a> {
     person_quarantined: &'a HashSet<String>,
     now: i64,
     backups: Option<BackupStore>,
+    act: Act,
 }
 
 impl Policies<'_> {
@@ -686,10 +701,16 @@ impl Policies<'_> {
                 String::new()
             };
             rules.insert(f.id.clone(), rule);
+            let look = self.act == Act::Look;
             let action = match policy {
                 Policy::Report => "reported".to_owned(),
                 Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
+                Policy::Accept if look => "would accept".to_owned(),
                 Policy::Accept => self.accept(&f.id, findings)?,
+                Policy::Quarantine if look => match spec.scope {
+                    Scope::Host => "would quarantine the host".to_owned(),
+                    Scope::Resource => "would quarantine".to_owned(),
+                },
                 Policy::Quarantine => {
                     let target = match spec.scope {
                         Scope::Host => QuarantineTarget::Host,
@@ -739,6 +760,19 @@ impl Policies<'_> {
             return Ok("not reverted: quarantined".to_owned());
         }
         let window_start = self.now - spec.flap_window.as_secs() as i64;
+        if self.act == Act::Look {
+            // What a reconcile now would decide, without logging a revert.
+            let count = self.store.reverts_since(id, window_start)? + 1;
+            return Ok(match flap_decision(count, spec.flap_limit) {
+                FlapDecision::Revert => "would revert".to_owned(),
+                FlapDecision::BackOff => format!(
+                    "would back off: reverted {} times within {}",
+                    count - 1,
+                    humantime::format_duration(spec.flap_window)
+                ),
+                FlapDecision::Escalate => "would quarantine: flapping".to_owned(),
+            });
+        }
         let count = self.store.record_revert(id, self.now, window_start)?;
         Ok(match flap_decision(count, spec.flap_limit) {
             FlapDecision::Revert => {

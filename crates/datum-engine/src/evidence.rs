@@ -1,0 +1,201 @@
+//! Evidence first: the content a change is about to destroy is saved in the
+//! backup store before it goes, and a save that fails stops the change.
+//!
+//! What is saved: a regular file replaced by new declared content or
+//! removed (File and the file-like types), and inside a Tree every regular
+//! file whose content is overwritten, replaced by another type, or purged as
+//! unmanaged. When the resource names a single-file validator, a content
+//! update is saved only once the validator accepted the staged copy (from
+//! the staging gate, just before the rename), so content that validation
+//! refused to write leaves no backup entry behind.
+//!
+//! Must not: change the host (it reads the live files through the
+//! boundary, never through a link).
+
+use std::path::PathBuf;
+
+use datum_core::{Action, Diff, Observed, Presence, Resource};
+use datum_host::Host;
+use datum_providers::{GateRejection, Provider, Staged, StagingGate};
+use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+use serde_json::Value;
+
+/// One live file to save before the change, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToSave {
+    pub declared: PathBuf,
+    pub reason: BackupReason,
+}
+
+/// The live files `diff` would overwrite or remove.
+pub(crate) fn to_save(
+    provider: &dyn Provider,
+    resource: &Resource,
+    observed: &Observed,
+    diff: &Diff,
+) -> Vec<ToSave> {
+    if observed.presence != Presence::Present {
+        // Absent: nothing to lose. Another type (a file where a folder is
+        // declared) is saved below when it is a regular file.
+        if !matches!(observed.presence, Presence::OtherType(_)) {
+            return Vec::new();
+        }
+    }
+    if resource.id.kind == "Tree" && observed.presence == Presence::Present {
+        return tree_entries(resource, observed);
+    }
+    let destroys_content = match diff.action() {
+        Action::Remove | Action::Replace => true,
+        Action::Update => diff.content.is_some(),
+        _ => false,
+    };
+    // Something of another type is saved when it turns out to be a
+    // regular file (`save` looks).
+    let is_file = observed.meta.as_ref().is_some_and(|m| m.sha256.is_some())
+        || matches!(observed.presence, Presence::OtherType(_));
+    if !destroys_content || !is_file {
+        return Vec::new();
+    }
+    let reason = if diff.action() == Action::Remove {
+        BackupReason::Remove
+    } else {
+        BackupReason::Update
+    };
+    provider
+        .managed_paths(resource)
+        .into_iter()
+        .map(|declared| ToSave { declared, reason })
+        .collect()
+}
+
+/// A Tree's entries whose content an apply destroys: overwritten files,
+/// files where the declaration wants another type, and (with `purge`)
+/// unmanaged files. Which of them are regular files is decided when they
+/// are read.
+fn tree_entries(resource: &Resource, observed: &Observed) -> Vec<ToSave> {
+    let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+        return Vec::new();
+    };
+    let purge = resource
+        .desired
+        .get("purge")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let items = observed
+        .fields
+        .get("tree")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for item in items {
+        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+        if path.is_empty() || path == "." {
+            continue;
+        }
+        let reason = match item.get("category").and_then(Value::as_str) {
+            Some("unmanaged") if purge => BackupReason::Remove,
+            Some("type_changed") => BackupReason::Update,
+            Some("changed")
+                if item
+                    .get("fields")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("content"))) =>
+            {
+                BackupReason::Update
+            }
+            _ => continue,
+        };
+        out.push(ToSave {
+            declared: base.join(path),
+            reason,
+        });
+    }
+    out
+}
+
+/// Why the evidence could not be kept (the change is then not made).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot save the old content of {path} in the backup store ({source}): not replaced")]
+pub(crate) struct NotSaved {
+    path: String,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Saves every regular file of `files` that is still there; the first
+/// failure stops (and is returned). Retention runs after the saves so the
+/// store stays bounded.
+pub(crate) fn save(
+    host: &Host,
+    backups: &mut BackupStore,
+    resource: &Resource,
+    files: &[ToSave],
+    now: i64,
+) -> Result<(), NotSaved> {
+    let mut saved = false;
+    for file in files {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| NotSaved {
+            path: file.declared.display().to_string(),
+            source,
+        };
+        // Through the boundary: never evidence read through a link.
+        let Some(at) = host.try_locate(&file.declared).map_err(|e| failed(e.into()))? else {
+            continue;
+        };
+        let Some(stat) = at.lstat().map_err(|e| failed(e.into()))? else {
+            continue;
+        };
+        if stat.kind != datum_host::fs::FileKind::File {
+            continue;
+        }
+        let bytes = at.read().map_err(|e| failed(e.into()))?;
+        backups
+            .save(&SavedFile {
+                resource: &resource.id,
+                declared_path: &file.declared,
+                bytes: &bytes,
+                mode: stat.meta.mode,
+                uid: stat.meta.uid,
+                gid: stat.meta.gid,
+                reason: file.reason,
+                sensitive: resource.sensitive,
+                at: now,
+            })
+            .map_err(|e| failed(e.into()))?;
+        saved = true;
+    }
+    if saved {
+        // Pruning is housekeeping: the evidence is already kept.
+        let _ = backups.prune(&Retention::default(), now);
+    }
+    Ok(())
+}
+
+/// A staging gate that saves the evidence once the inner gate (the
+/// resource's validator) accepted the staged copy, just before it replaces
+/// the live file: refused content leaves no backup entry, and a save that
+/// fails stops the rename.
+pub(crate) struct EvidenceGate<'a, G> {
+    pub inner: G,
+    pub host: &'a Host,
+    pub backups: Option<&'a mut BackupStore>,
+    pub resource: &'a Resource,
+    pub files: Vec<ToSave>,
+    pub now: i64,
+}
+
+impl<G: StagingGate> StagingGate for EvidenceGate<'_, G> {
+    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
+        self.inner.check_staged(staged)?;
+        let files = std::mem::take(&mut self.files);
+        if let Some(backups) = self.backups.as_deref_mut() {
+            save(self.host, backups, self.resource, &files, self.now).map_err(|e| {
+                GateRejection {
+                    summary: e.to_string(),
+                    detail: None,
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
