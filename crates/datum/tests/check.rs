@@ -139,7 +139,16 @@ impl Sandbox {
 
     /// `datum check --output json`, parsed, with the exit code.
     fn check_json(&self, extra: &[&str]) -> (i32, Value) {
-        let mut args = vec!["check", "--output", "json"];
+        self.json_of("check", extra)
+    }
+
+    /// `datum reconcile --output json` (the policies applied), parsed.
+    fn reconcile_json(&self, extra: &[&str]) -> (i32, Value) {
+        self.json_of("reconcile", extra)
+    }
+
+    fn json_of(&self, command: &str, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec![command, "--output", "json"];
         args.extend_from_slice(extra);
         let o = self.datum(&args);
         let json: Value = serde_json::from_slice(&o.stdout)
@@ -402,8 +411,28 @@ fn sampling_decides_between_deep_and_metadata_passes() {
 
 // ---- policies -------------------------------------------------------------
 
+/// Every regular file under `dir`, with its bytes and mode.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let meta = fs::symlink_metadata(&p).expect("lstat");
+            if meta.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = fs::read(&p).unwrap_or_default();
+                out.push((p, bytes, meta.permissions().mode()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
-fn revert_restores_only_the_drifted_resources_of_its_class() {
+fn check_only_says_what_revert_would_do_and_reconcile_does_it() {
     let s = Sandbox::new(
         "classes:\n  critical: {interval: 60s, policy: revert}\n",
         Some("critical"),
@@ -411,22 +440,47 @@ fn revert_restores_only_the_drifted_resources_of_its_class() {
     .applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     fs::write(s.live("/etc/app/app.conf"), "listen = 1\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let actions = |json: &Value| -> Vec<(String, String)> {
+        json["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                (
+                    f["subject"].as_str().unwrap().to_owned(),
+                    f["action"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    // `check` only looks, however often: the host's files (the backup store
+    // included) stay byte for byte as they were, and it says what a
+    // reconcile would do.
+    let etc = s.live("/etc");
+    let before = snapshot(&etc);
+    let backups_before = stdout(&s.datum(&["backup", "list"]));
+    for _ in 0..2 {
+        let (code, json) = s.check_json(&[]);
+        assert_eq!(code, 2);
+        assert_eq!(
+            actions(&json),
+            vec![
+                pair("File[motd]", "would revert"),
+                pair("File[app-conf]", "reported")
+            ]
+        );
+        let human = stdout(&s.datum(&["check"]));
+        assert!(human.contains("would revert"), "{human}");
+    }
+    assert_eq!(snapshot(&etc), before, "check changed the host");
+    assert_eq!(stdout(&s.datum(&["backup", "list"])), backups_before);
+    // No flap count either: three checks, then the first reconcile reverts.
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
-    let actions: Vec<(&str, &str)> = json["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .map(|f| {
-            (
-                f["subject"].as_str().unwrap(),
-                f["action"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        actions,
-        vec![("File[motd]", "reverted"), ("File[app-conf]", "reported")]
+        actions(&json),
+        vec![pair("File[motd]", "reverted"), pair("File[app-conf]", "reported")]
     );
     assert_eq!(
         fs::read_to_string(s.live("/etc/motd")).expect("read"),
@@ -471,13 +525,13 @@ fn revert_goes_through_validation() {
     let live = s.live("/etc/sudoers.d/ops");
     // Passes the validator: restored.
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
-    let (_, json) = s.check_json(&[]);
+    let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
     assert_eq!(fs::read_to_string(&live).unwrap(), SUDOERS_OK);
     // A declaration the validator rejects is never written by a revert.
     s.write("repo/base/files/sudoers-ops", "ops ALL=(ALL NOPASSWD\n");
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     let action = json["findings"][0]["action"].as_str().expect("action");
     assert!(action.starts_with("revert failed"), "{json:#}");
@@ -494,7 +548,7 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     let actions: Vec<String> = (0..3)
         .map(|_| {
             fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
-            let (_, json) = s.check_json(&[]);
+            let (_, json) = s.reconcile_json(&[]);
             json["findings"][0]["action"]
                 .as_str()
                 .expect("action")
@@ -504,7 +558,7 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     assert_eq!(actions[0], "reverted");
     assert!(actions[1].starts_with("backed off"), "{actions:?}");
     assert_eq!(actions[2], "quarantined: flapping");
-    let (_, json) = s.check_json(&[]);
+    let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["quarantined"][0]["target"], "File[motd]");
 }
 
@@ -522,7 +576,12 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     .expect("edit");
     let patches = s.dir.path().join("patches");
     let patch_dir = patches.to_str().expect("utf8");
+    // A check says what would happen and writes no patch.
     let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2);
+    assert_eq!(json["findings"][0]["action"], "would accept", "{json:#}");
+    assert!(!patches.exists());
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2);
     let action = json["findings"][0]["action"].as_str().expect("action");
     assert!(action.starts_with("accepted (patch: "), "{action}");
@@ -566,6 +625,10 @@ fn quarantine_blocks_apply_until_release() {
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 2);
+    assert_eq!(json["findings"][0]["action"], "would quarantine");
+    assert_eq!(json["quarantined"], serde_json::json!([]), "{json:#}");
+    let (code, json) = s.reconcile_json(&[]);
+    assert_eq!(code, 2);
     assert_eq!(json["findings"][0]["action"], "quarantined");
     // Apply skips it (and says so); the drift stays.
     let o = s.datum(&["apply"]);
@@ -605,7 +668,7 @@ fn check_never_reverts_what_a_person_quarantined() {
         0,
     );
     fs::write(s.live("/etc/motd"), "hot fix\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     assert_eq!(
         json["findings"][0]["action"],
@@ -882,7 +945,7 @@ fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
         fs::write(confd.join("10-a.conf"), "a = 9\n").expect("edit");
         fs::write(confd.join("stray.conf"), "x\n").expect("stray");
         fs::write(confd.join("keep.swp"), "swap").expect("swp");
-        let (code, json) = s.check_json(&[]);
+        let (code, json) = s.reconcile_json(&[]);
         assert_eq!(code, 2);
         let cats: Vec<String> = findings(&json).into_iter().map(|f| f.1).collect();
         assert_eq!(cats, vec!["changed_outside", "unmanaged"], "{json:#}");
@@ -914,7 +977,7 @@ fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
     fs::write(confd.join("10-a.conf"), "a = 5\n").expect("edit");
     let patches = s.dir.path().join("patches");
     let dir = patches.to_str().expect("utf8");
-    let (code, json) = s.check_json(&["--patch-dir", dir]);
+    let (code, json) = s.reconcile_json(&["--patch-dir", dir]);
     assert_eq!(code, 2);
     assert!(
         json["findings"][0]["action"]
@@ -933,7 +996,7 @@ fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
     assert_eq!(s.check_json(&["--patch-dir", dir]).0, 0);
     // Another change is a new observation: reported (and accepted) again.
     fs::write(confd.join("10-a.conf"), "a = 6\n").expect("edit");
-    assert_eq!(s.check_json(&["--patch-dir", dir]).0, 2);
+    assert_eq!(s.reconcile_json(&["--patch-dir", dir]).0, 2);
 }
 
 #[test]
