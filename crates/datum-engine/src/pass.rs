@@ -10,7 +10,7 @@ use datum_core::{
 use datum_host::Host;
 use datum_providers::{Provider, ProviderError};
 use datum_store::backup::BackupStore;
-use datum_store::{Store, VerifiedRecord};
+use datum_store::{ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
 use crate::evidence::{self, EvidenceGate};
@@ -134,6 +134,12 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
+    // Resources whose last apply failed: one that converges now is cleared.
+    let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
+        (Mode::Apply, Some(store)) => store.failed_applies().unwrap_or_default(),
+        _ => BTreeSet::new(),
+    };
+
     // Packages are installed in one apt transaction up front: one dependency
     // resolution, one download, and the validators they provide are on the
     // host before the files that need them. Each Package resource still runs
@@ -239,6 +245,9 @@ pub fn run_pass_with(
                 stopped.insert(resource.id.clone(), by.clone());
             }
             _ => {}
+        }
+        if ctx.mode == Mode::Apply {
+            remember_failure(resource, &step.outcome, &failed_before, ctx);
         }
         let report = ResourceReport {
             id: resource.id.clone(),
@@ -471,6 +480,42 @@ fn record_verified(resource: &Resource, observed: &Observed, ctx: &mut PassConte
             observed.meta.as_ref(),
             now,
         );
+    }
+}
+
+/// Records a failed apply for `datum check` (which reports the resource as
+/// not converged, with this failure, rather than as drift), and forgets it
+/// once an apply converges the resource. A store write failing does not
+/// fail the resource (like a verified record): the check then reports what
+/// it observes without the failure.
+fn remember_failure(
+    resource: &Resource,
+    outcome: &Outcome,
+    failed_before: &BTreeSet<String>,
+    ctx: &mut PassContext<'_>,
+) {
+    let now = ctx.now;
+    let Some(store) = ctx.store.as_deref_mut() else {
+        return;
+    };
+    match outcome {
+        Outcome::Failed { phase, reason } => {
+            let _ = store.record_apply_failure(
+                &resource.id,
+                &ApplyFailure {
+                    declaration_hash: resource.declaration_hash.clone(),
+                    phase: phase.to_string(),
+                    reason: reason.clone(),
+                    failed_at: now,
+                },
+            );
+        }
+        Outcome::Changed { .. } | Outcome::Unchanged
+            if failed_before.contains(&resource.id.to_string()) =>
+        {
+            let _ = store.clear_apply_failure(&resource.id);
+        }
+        _ => {}
     }
 }
 

@@ -99,7 +99,7 @@ pub mod backup;
 
 pub use error::{StoreError, StoreWarning};
 pub use state::{
-    Accepted, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
+    Accepted, ApplyFailure, Batch, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER, FLUSH_AFTER_RECORDS, FindingAge,
     FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox, OutboxStatus,
     OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource,
     QuarantineTarget, ReceivedInstruction, Store, StoredDeployment, StoredPass, VerifiedRecord,

@@ -1106,11 +1106,12 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     );
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+    // Declared but never applied: not converged (not deleted outside).
     assert_eq!(
         findings(&json),
         [(
             "File[extra]".to_owned(),
-            "deleted_outside".to_owned(),
+            "not_converged".to_owned(),
             vec!["presence".to_owned()]
         )]
     );
@@ -1207,4 +1208,110 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+// ---- drift is what the apply loop did not produce ---------------------------
+
+#[test]
+fn a_never_applied_root_is_not_converged_not_drifted() {
+    let s = Sandbox::new("", None);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "{json:#}");
+    let found = json["findings"].as_array().expect("findings");
+    assert!(!found.is_empty(), "{json:#}");
+    for f in found {
+        assert_eq!(f["category"], "not_converged", "{json:#}");
+        assert!(
+            f["action"].as_str().unwrap().contains("never applied"),
+            "{json:#}"
+        );
+    }
+    // One finding per resource, whatever its differences (a Tree has
+    // several).
+    let subjects: Vec<&str> = found
+        .iter()
+        .map(|f| f["subject"].as_str().unwrap())
+        .collect();
+    let mut unique = subjects.clone();
+    unique.dedup();
+    assert_eq!(subjects, unique);
+    assert!(subjects.contains(&"Tree[conf-d]"), "{subjects:?}");
+    let human = stdout(&s.datum(&["check"]));
+    assert!(human.contains("not_converged"), "{human}");
+    // Applied: converged, and an edit afterwards is drift again.
+    let s = s.applied();
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+}
+
+#[test]
+fn a_resource_whose_last_apply_failed_is_not_converged_with_the_failure() {
+    let s = Sandbox::new("", None).applied();
+    s.write(
+        "repo/base/app.yaml",
+        "datum: v1alpha1\ntype: File\nname: settings\ndesired:\n  path: /etc/app/settings.json\n  content: \"{\\\"broken\\\": \\n\"\n  validate: json\n",
+    );
+    fs::write(s.live("/etc/app/settings.json"), "{\"live\": 1}\n").expect("write");
+    assert_exit(&s.datum(&["apply"]), 4);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        findings(&json),
+        vec![(
+            "File[settings]".to_owned(),
+            "not_converged".to_owned(),
+            vec!["content".to_owned()]
+        )],
+        "{json:#}"
+    );
+    let action = json["findings"][0]["action"].as_str().unwrap();
+    assert!(
+        action.starts_with("not converged: its last apply failed (apply): "),
+        "{action}"
+    );
+    assert!(action.contains("json"), "{action}");
+    // Fixed and applied: converged; a later edit is drift.
+    s.write(
+        "repo/base/app.yaml",
+        "datum: v1alpha1\ntype: File\nname: settings\ndesired:\n  path: /etc/app/settings.json\n  content: \"{\\\"declared\\\": 2}\\n\"\n  validate: json\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(s.check_json(&[]).0, 0);
+    fs::write(s.live("/etc/app/settings.json"), "{\"edited\": 3}\n").expect("edit");
+    one_finding(&s, "File[settings]", "changed_outside", &["content"]);
+}
+
+#[test]
+fn metadata_drift_found_by_an_audit_stays_reported_with_its_history() {
+    let s = Sandbox::new(METADATA_CLASSES, Some("audited")).applied();
+    // Check 2 trusts metadata; the stamp-preserving edit (size, mtime,
+    // ctime as recorded: the worst case) is missed by check 3 and found by
+    // the audit (check 4, every 3rd).
+    assert_eq!(s.check_json(&[]).0, 0);
+    edit_keeping_size_and_mtime(
+        &s.live("/etc/motd"),
+        "Welcome to TEST-host.\nAuthorised use only.\n",
+    );
+    forge_verified_meta(&s);
+    assert_eq!(s.check_json(&[]).0, 0);
+    let audit = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+    let first_seen = audit["findings"][0]["first_seen"].clone();
+    assert_eq!(audit["findings"][0]["passes"], 1);
+    // The following metadata passes keep reporting it, and its history
+    // goes on (same first seen, one more pass each), through the next
+    // audit too.
+    for passes in 2..=4 {
+        let json = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+        assert_eq!(json["findings"][0]["first_seen"], first_seen, "{json:#}");
+        assert_eq!(json["findings"][0]["passes"], passes, "{json:#}");
+    }
+    // A plan sees it too (apply reads content, never the stamp).
+    assert_exit(&s.datum(&["plan"]), 2);
+    // The file matches again: the finding closes.
+    fs::write(
+        s.live("/etc/motd"),
+        "Welcome to test-host.\nAuthorised use only.\n",
+    )
+    .expect("restore");
+    assert_eq!(s.check_json(&[]).0, 0);
 }

@@ -28,6 +28,8 @@ pub struct Accepted {
     /// the observation itself.
     pub observation_hash: String,
     pub accepted_at: i64,
+    /// The patch (or content file) the acceptance wrote for the repository.
+    pub patch: Option<String>,
 }
 
 /// What is excluded from apply.
@@ -235,7 +237,7 @@ impl Store {
     pub fn accepted(&self, id: &ResourceId) -> Result<Option<Accepted>, StoreError> {
         self.conn
             .query_row(
-                "SELECT declaration_hash, observation_hash, accepted_at FROM accepted \
+                "SELECT declaration_hash, observation_hash, accepted_at, patch FROM accepted \
                  WHERE resource = ?1",
                 [id.to_string()],
                 |r| {
@@ -243,6 +245,7 @@ impl Store {
                         declaration_hash: r.get(0)?,
                         observation_hash: r.get(1)?,
                         accepted_at: r.get(2)?,
+                        patch: r.get(3)?,
                     })
                 },
             )
@@ -277,6 +280,18 @@ impl Store {
         at: i64,
     ) -> Result<(), StoreError> {
         self.write(|b| b.accept(id, declaration_hash, observation_hash, at))
+    }
+
+    /// Records where the acceptance of `id` wrote its patch.
+    pub fn set_accepted_patch(&mut self, id: &ResourceId, patch: &str) -> Result<(), StoreError> {
+        self.write(|b| {
+            b.tx.execute(
+                "UPDATE accepted SET patch = ?2 WHERE resource = ?1",
+                params![id.to_string(), patch],
+            )
+            .map(drop)
+            .map_err(sql(b.path, "cannot record the accepted patch"))
+        })
     }
 
     /// See [`Batch::clear_accepted`]; one transaction.

@@ -442,7 +442,13 @@ impl ClassChecker for RepoChecker {
                 let observations = datum_engine::observe_all(chunk, &host);
                 for (resource, observed) in chunk.iter().zip(observations) {
                     subjects.push(resource.id.to_string());
-                    let known = inspect(resource, observed, &quarantined, &mut signatures);
+                    let known = inspect(
+                        resource,
+                        observed,
+                        &quarantined,
+                        self.store.as_ref(),
+                        &mut signatures,
+                    );
                     if known.state == "converged" {
                         clean.push(resource.id.clone());
                     }
@@ -1029,6 +1035,7 @@ fn inspect(
     resource: &Resource,
     observed: Result<datum_core::Observed, datum_providers::ProviderError>,
     quarantined: &HashSet<ResourceId>,
+    store: Option<&datum_store::Store>,
     signatures: &mut Vec<FindingSignature>,
 ) -> Known {
     let mut known = Known {
@@ -1052,6 +1059,19 @@ fn inspect(
         observed: &observed,
         diff: &diff,
     });
+    // Never applied, or its last apply failed: not drift (see `converged`).
+    // Without a readable store nothing is known, and the findings stand.
+    let unconverged = !findings.is_empty()
+        && store.is_some_and(|s| {
+            crate::converged::why_not(s, &resource.id).is_ok_and(|why| why.is_some())
+        });
+    let findings = if unconverged {
+        datum_drift::check::not_converged(findings)
+            .into_iter()
+            .collect()
+    } else {
+        findings
+    };
     known.tree = crate::reporting::build::tree_fingerprint(&resource.id.to_string(), &observed);
     for f in &findings {
         known.fleet.push(crate::reporting::build::check_finding(

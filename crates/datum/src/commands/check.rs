@@ -264,6 +264,20 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
             .with_context(|| format!("cannot read who changed {}", f.id))?;
     }
 
+    // Drift is what the apply loop did not produce: a resource never
+    // applied, or whose last apply failed, is not converged (with the
+    // failure), whatever its differences look like; no policy acts on it.
+    let unconverged = not_converged(&mut findings, store)?;
+
+    // A metadata-first class does not trust a stamp again once the content
+    // behind it was seen to differ: the stamp is dropped (the declaration
+    // and time of the last verified apply kept), so every following pass,
+    // metadata or audit, reads the file until an apply verifies it. The
+    // finding stays open and its history continues.
+    if persistent {
+        distrust_stamps(&findings, &classes, store)?;
+    }
+
     let mut policies = Policies {
         global,
         args,
@@ -278,6 +292,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         now,
         backups: None,
         act,
+        unconverged: &unconverged,
     };
     let mut actions = policies.apply(&findings)?;
 
@@ -653,6 +668,87 @@ fn trusted_by_metadata(
     Ok(trusted)
 }
 
+/// Folds the findings of every resource the apply loop never made match
+/// (no verified apply in the store, or a failed last apply) into one
+/// `not_converged` finding each; returns what to tell a person about each.
+fn not_converged(
+    findings: &mut Vec<CheckFinding>,
+    store: &Store,
+) -> Result<BTreeMap<ResourceId, String>> {
+    let mut why: BTreeMap<ResourceId, String> = BTreeMap::new();
+    for id in findings.iter().map(|f| &f.id) {
+        if why.contains_key(id) {
+            continue;
+        }
+        let Some(text) = crate::converged::why_not(store, id)
+            .with_context(|| format!("cannot read the last apply of {id}"))?
+        else {
+            continue;
+        };
+        why.insert(id.clone(), text);
+    }
+    if why.is_empty() {
+        return Ok(why);
+    }
+    let mut folded: Vec<CheckFinding> = Vec::with_capacity(findings.len());
+    let mut pending: BTreeMap<ResourceId, Vec<CheckFinding>> = BTreeMap::new();
+    // In order, each not-converged resource at the place of its first finding.
+    let mut order: Vec<Result<CheckFinding, ResourceId>> = Vec::new();
+    for f in findings.drain(..) {
+        if why.contains_key(&f.id) {
+            if !pending.contains_key(&f.id) {
+                order.push(Err(f.id.clone()));
+            }
+            pending.entry(f.id.clone()).or_default().push(f);
+        } else {
+            order.push(Ok(f));
+        }
+    }
+    for item in order {
+        match item {
+            Ok(f) => folded.push(f),
+            Err(id) => {
+                if let Some(f) = pending
+                    .remove(&id)
+                    .and_then(datum_drift::check::not_converged)
+                {
+                    folded.push(f);
+                }
+            }
+        }
+    }
+    *findings = folded;
+    Ok(why)
+}
+
+/// Drops the verified stamp (metadata) of every drifted File of a
+/// metadata-first class, keeping its declaration hash and time: metadata
+/// passes never trust it again, and the next verified apply records a new
+/// one.
+fn distrust_stamps(findings: &[CheckFinding], classes: &Classes, store: &mut Store) -> Result<()> {
+    let mut done: HashSet<&ResourceId> = HashSet::new();
+    for f in findings {
+        if f.id.kind != "File"
+            || classes.get(&f.class).content != ContentMode::Metadata
+            || !done.insert(&f.id)
+        {
+            continue;
+        }
+        let Some(rec) = store
+            .last_verified(&f.id)
+            .with_context(|| format!("cannot read the last apply of {}", f.id))?
+        else {
+            continue;
+        };
+        if rec.meta.is_some() {
+            store
+                .record_verified(&f.id, &rec.declaration_hash, None, rec.verified_at)
+                .with_context(|| format!("cannot drop the stamp of {}", f.id))?;
+        }
+    }
+    Ok(())
+}
+
 /// What an accepted observation is compared by: presence and the observed
 /// fields (content hash included), never the content itself.
 fn observation_hash(observed: &Observed) -> String {
@@ -676,6 +772,8 @@ struct Policies<'a> {
     now: i64,
     backups: Option<BackupStore>,
     act: Act,
+    /// Why each not-converged resource is not (no policy acts on those).
+    unconverged: &'a BTreeMap<ResourceId, String>,
 }
 
 impl Policies<'_> {
@@ -688,6 +786,10 @@ impl Policies<'_> {
         let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
         for f in findings {
             if handled.contains_key(&f.id) {
+                continue;
+            }
+            if let Some(why) = self.unconverged.get(&f.id) {
+                handled.insert(f.id.clone(), why.clone());
                 continue;
             }
             let spec = self.classes.get(&f.class);
