@@ -10,7 +10,7 @@ use datum_core::{
 use datum_host::Host;
 use datum_providers::{Provider, ProviderError};
 use datum_store::backup::BackupStore;
-use datum_store::{ApplyFailure, Store, VerifiedRecord};
+use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
 use crate::evidence::{self, EvidenceGate};
@@ -134,6 +134,13 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
+    // Observations a reconcile accepted: not reverted while they hold.
+    let accepted: HashMap<String, Accepted> = ctx
+        .store
+        .as_deref()
+        .and_then(|s| s.all_accepted().ok())
+        .unwrap_or_default();
+
     // Resources whose last apply failed: one that converges now is cleared.
     let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
         (Mode::Apply, Some(store)) => store.failed_applies().unwrap_or_default(),
@@ -202,6 +209,12 @@ pub fn run_pass_with(
                         &mut notifications,
                         ctx,
                     )
+                } else if let Some(step) = accepted_as_is(
+                    resource,
+                    cached.as_ref(),
+                    accepted.get(&resource.id.to_string()),
+                ) {
+                    step
                 } else {
                     run_resource(
                         resource,
@@ -273,6 +286,30 @@ pub fn run_pass_with(
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
+}
+
+/// A resource whose observation a reconcile accepted (policy `accept`), with
+/// the same declaration and the same observation still: left as it is, not
+/// reverted nor called corrective, until the declaration follows (or the
+/// host moves again). `None`: run it as usual.
+fn accepted_as_is(
+    resource: &Resource,
+    cached: Option<&Result<Observed, ProviderError>>,
+    accepted: Option<&Accepted>,
+) -> Option<Step> {
+    let accepted = accepted.filter(|a| a.declaration_hash == resource.declaration_hash)?;
+    let observed = cached?.as_ref().ok()?;
+    if observed.acceptance_hash() != accepted.observation_hash {
+        return None;
+    }
+    let patch = accepted
+        .patch
+        .as_deref()
+        .map_or_else(String::new, |p| format!(" (patch: {p})"));
+    Some(Step {
+        detail: Some(format!("accepted, not yet in the repository{patch}")),
+        ..Step::new(Action::None, Diff::default(), Outcome::Unchanged)
+    })
 }
 
 /// A held resource (see [`PassOptions::hold`]): planned, never applied; one

@@ -588,8 +588,39 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     // Accepted: not reported again while nothing changes.
     let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 0, "{json:#}");
-    // The patch applies to the repository, and then the host converges.
+    // Accepted means accepted: plan and apply leave it, and say why.
+    let accepted = "Welcome to test-host.\nAuthorised use only.\nMaintenance on Sunday.\n";
     let patch = patches.join("File-motd.patch");
+    for command in ["plan", "apply"] {
+        let o = s.datum(&[command]);
+        assert_exit(&o, 0);
+        let text = stdout(&o);
+        assert!(
+            text.contains(&format!(
+                "File[motd]  unchanged: accepted, not yet in the repository (patch: {})",
+                patch.display()
+            )),
+            "{command}: {text}"
+        );
+        assert!(!text.contains("corrective"), "{command}: {text}");
+        assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), accepted);
+    }
+    let o = s.datum(&["--output", "json", "plan"]);
+    let plan: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let motd = plan["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["id"] == "File[motd]")
+        .expect("motd");
+    assert!(
+        motd["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("accepted, not yet in the repository"),
+        "{motd:#}"
+    );
+    // The patch applies to the repository, and then the host converges.
     let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
     assert!(summary.contains("File[motd]"), "{summary}");
     let applied = std::process::Command::new("patch")
@@ -1314,4 +1345,42 @@ fn metadata_drift_found_by_an_audit_stays_reported_with_its_history() {
     )
     .expect("restore");
     assert_eq!(s.check_json(&[]).0, 0);
+}
+
+#[test]
+fn schedule_states_both_bounds_of_a_metadata_class() {
+    let s = Sandbox::new(METADATA_CLASSES, Some("audited")).applied();
+    s.check_json(&[]);
+    let o = s.datum(&["schedule", "--output", "json"]);
+    assert_exit(&o, 0);
+    let rows: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let row = |name: &str| {
+        rows["classes"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["class"] == name)
+            .cloned()
+            .expect("class")
+    };
+    let audited = row("audited");
+    let p95 = audited["p95_ms"].as_u64().expect("measured");
+    assert_eq!(audited["detection_bound_ms"].as_u64(), Some(300_000 + p95));
+    assert_eq!(
+        audited["stamp_preserving_bound_ms"].as_u64(),
+        Some(3 * 300_000 + p95),
+        "{audited:#}"
+    );
+    assert_eq!(row("cheap")["stamp_preserving_never"], true);
+    let human = stdout(&s.datum(&["schedule"]));
+    assert!(
+        human.contains("audited: metadata-visible changes within 5m")
+            && human.contains("edits that keep size and times: within 15m"),
+        "{human}"
+    );
+    assert!(
+        human.contains("cheap: metadata-visible changes within")
+            && human.contains("edits that keep size and times: never"),
+        "{human}"
+    );
 }

@@ -253,6 +253,33 @@ impl Store {
             .map_err(sql(&self.path, "cannot read accepted observation"))
     }
 
+    /// Every accepted observation, by resource (display form): what a pass
+    /// must not revert while both hashes still match.
+    pub fn all_accepted(
+        &self,
+    ) -> Result<std::collections::HashMap<String, Accepted>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT resource, declaration_hash, observation_hash, accepted_at, patch \
+                 FROM accepted",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        Accepted {
+                            declaration_hash: r.get(1)?,
+                            observation_hash: r.get(2)?,
+                            accepted_at: r.get(3)?,
+                            patch: r.get(4)?,
+                        },
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(sql(&self.path, "cannot read accepted observations"))
+    }
+
     /// Everything quarantined, oldest first.
     pub fn quarantined(&self) -> Result<Vec<Quarantine>, StoreError> {
         read_quarantined(&self.conn, &self.path)

@@ -250,7 +250,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         match store.accepted(&f.id) {
             Ok(Some(a)) => {
                 a.declaration_hash != resource.declaration_hash
-                    || a.observation_hash != observation_hash(observed)
+                    || a.observation_hash != observed.acceptance_hash()
             }
             _ => true,
         }
@@ -749,13 +749,6 @@ fn distrust_stamps(findings: &[CheckFinding], classes: &Classes, store: &mut Sto
     Ok(())
 }
 
-/// What an accepted observation is compared by: presence and the observed
-/// fields (content hash included), never the content itself.
-fn observation_hash(observed: &Observed) -> String {
-    let value = serde_json::json!({"presence": observed.presence, "fields": observed.fields});
-    datum_core::sha256_hex(value.to_string().as_bytes())
-}
-
 /// The policies of the classes, applied to this check's findings.
 struct Policies<'a> {
     global: &'a GlobalArgs,
@@ -1033,7 +1026,7 @@ impl Policies<'_> {
         self.store.accept(
             id,
             &resource.declaration_hash,
-            &observation_hash(observed),
+            &observed.acceptance_hash(),
             self.now,
         )?;
         // A private folder, opened once: every patch and the summary are
@@ -1057,6 +1050,9 @@ impl Policies<'_> {
             .get()
             .context("the repository could not be loaded")?;
         let written = write_accept_patch(repository, resource, observed, findings, &dir)?;
+        // Plan and apply point at it while the repository has not followed.
+        self.store
+            .set_accepted_patch(id, &written.display().to_string())?;
         Ok(format!("accepted (patch: {})", written.display()))
     }
 }
