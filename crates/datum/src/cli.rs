@@ -104,7 +104,7 @@ pub enum Command {
     Backup(BackupCommand),
     /// Check continuously: per-class schedules, file-change watches, Prometheus metrics.
     Agent(AgentArgs),
-    /// Report drift (exit 0 none, 2 drift, 1 error) and what each class's policy would do; change nothing.
+    /// Report drift (exit 0 none, 2 drift, 1 error) and what each policy would do; change nothing.
     Check(CheckArgs),
     /// Check, then apply each class's policy to the drift found (revert, accept, quarantine).
     Reconcile(CheckArgs),

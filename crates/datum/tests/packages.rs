@@ -880,12 +880,12 @@ fn check_reports_edited_conffiles_of_declared_packages_only() {
     let dir = dir.path();
     let root = dir.join("root");
     // The File's content differs from the packaged one: declared, so it is
-    // the File's business (here: drift, since it was never applied).
+    // the File's business (here: not converged, since it was never applied).
     assert_eq!(
         check_scratch(dir),
         (
             2,
-            vec![("File[declared]".to_owned(), "changed_outside".to_owned())]
+            vec![("File[declared]".to_owned(), "not_converged".to_owned())]
         )
     );
     fs::write(root.join("etc/demo/declared.conf"), "# ours\n").unwrap();
@@ -964,7 +964,8 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
     assert_eq!(
         findings,
         [
-            ("Package[demo]".to_owned(), "changed_outside".to_owned()),
+            // Never applied here: not converged, not drift.
+            ("Package[demo]".to_owned(), "not_converged".to_owned()),
             (
                 "Package[demo]:/etc/demo/edited.conf".to_owned(),
                 "changed_outside".to_owned()
