@@ -139,7 +139,10 @@ pub(crate) fn save(
             source,
         };
         // Through the boundary: never evidence read through a link.
-        let Some(at) = host.try_locate(&file.declared).map_err(|e| failed(e.into()))? else {
+        let Some(at) = host
+            .try_locate(&file.declared)
+            .map_err(|e| failed(e.into()))?
+        else {
             continue;
         };
         let Some(stat) = at.lstat().map_err(|e| failed(e.into()))? else {
@@ -197,5 +200,91 @@ impl<G: StagingGate> StagingGate for EvidenceGate<'_, G> {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{ResourceId, diff::ContentChange};
+    use serde_json::json;
+
+    use super::*;
+
+    fn tree(purge: bool) -> Resource {
+        Resource::new(
+            ResourceId::new("Tree", "t"),
+            json!({"path": "/etc/t", "source": "tree", "purge": purge}),
+        )
+    }
+
+    fn observed_tree() -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert(
+            "tree".into(),
+            json!([
+                {"category": "changed", "path": "a.conf", "fields": ["content"]},
+                {"category": "changed", "path": "m.conf", "fields": ["mode"]},
+                {"category": "unmanaged", "path": "sub/stray.conf"},
+                {"category": "missing", "path": "gone.conf"},
+                {"category": "type_changed", "path": "d", "declared": "directory", "found": "file"},
+            ]),
+        );
+        o
+    }
+
+    #[test]
+    fn a_tree_saves_what_it_overwrites_and_what_purge_removes() {
+        let provider = datum_providers::lookup("Tree").expect("Tree");
+        let saved = |purge: bool| -> Vec<(String, BackupReason)> {
+            to_save(provider, &tree(purge), &observed_tree(), &Diff::default())
+                .into_iter()
+                .map(|s| (s.declared.display().to_string(), s.reason))
+                .collect()
+        };
+        assert_eq!(
+            saved(false),
+            vec![
+                ("/etc/t/a.conf".to_owned(), BackupReason::Update),
+                ("/etc/t/d".to_owned(), BackupReason::Update),
+            ]
+        );
+        assert_eq!(
+            saved(true),
+            vec![
+                ("/etc/t/a.conf".to_owned(), BackupReason::Update),
+                ("/etc/t/sub/stray.conf".to_owned(), BackupReason::Remove),
+                ("/etc/t/d".to_owned(), BackupReason::Update),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_saves_only_when_content_goes() {
+        let provider = datum_providers::lookup("File").expect("File");
+        let file = Resource::new(ResourceId::new("File", "f"), json!({"path": "/f"}));
+        let mut present = Observed::absent();
+        present.presence = Presence::Present;
+        present.meta = Some(datum_core::FileMeta {
+            sha256: Some("ab".into()),
+            ..datum_core::FileMeta::default()
+        });
+        let mut diff = Diff {
+            action: Some(Action::Update),
+            ..Diff::default()
+        };
+        // A mode change keeps the content: nothing to save.
+        assert!(to_save(provider, &file, &present, &diff).is_empty());
+        diff.content = Some(ContentChange {
+            before: None,
+            after: b"new".to_vec(),
+            before_sha256: Some("ab".into()),
+            after_sha256: "cd".into(),
+        });
+        let saved = to_save(provider, &file, &present, &diff);
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].reason, BackupReason::Update);
+        // Nothing there: nothing to lose.
+        assert!(to_save(provider, &file, &Observed::absent(), &diff).is_empty());
     }
 }

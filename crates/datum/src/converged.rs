@@ -16,7 +16,8 @@ pub fn why_not(store: &Store, id: &ResourceId) -> Result<Option<String>, StoreEr
             f.phase, f.reason
         )));
     }
-    Ok(store.last_verified(id)?.is_none().then(|| {
-        "not converged: never applied (`datum apply` converges it)".to_owned()
-    }))
+    Ok(store
+        .last_verified(id)?
+        .is_none()
+        .then(|| "not converged: never applied (`datum apply` converges it)".to_owned()))
 }

@@ -480,7 +480,10 @@ fn check_only_says_what_revert_would_do_and_reconcile_does_it() {
     assert_eq!(code, 2);
     assert_eq!(
         actions(&json),
-        vec![pair("File[motd]", "reverted"), pair("File[app-conf]", "reported")]
+        vec![
+            pair("File[motd]", "reverted"),
+            pair("File[app-conf]", "reported")
+        ]
     );
     assert_eq!(
         fs::read_to_string(s.live("/etc/motd")).expect("read"),

@@ -255,9 +255,7 @@ impl Store {
 
     /// Every accepted observation, by resource (display form): what a pass
     /// must not revert while both hashes still match.
-    pub fn all_accepted(
-        &self,
-    ) -> Result<std::collections::HashMap<String, Accepted>, StoreError> {
+    pub fn all_accepted(&self) -> Result<std::collections::HashMap<String, Accepted>, StoreError> {
         self.conn
             .prepare_cached(
                 "SELECT resource, declaration_hash, observation_hash, accepted_at, patch \

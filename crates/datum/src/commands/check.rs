@@ -68,10 +68,10 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     // report-only classes) goes on read-only without one, recording nothing.
     let acts = act == Act::Reconcile
         && lazy
-        .entries
-        .iter()
-        .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-        .any(|e| classes.get(&e.class).acts());
+            .entries
+            .iter()
+            .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+            .any(|e| classes.get(&e.class).acts());
     let need = if acts {
         context::StoreNeed::Required("reconciled")
     } else {

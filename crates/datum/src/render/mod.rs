@@ -105,7 +105,11 @@ impl HumanReporter {
         self.out.extend_from_slice(line.as_bytes());
         let body = diff::field_lines(r, self.color);
         self.out.extend_from_slice(body.as_bytes());
-        if let Some(detail) = r.detail.as_ref().filter(|_| r.outcome != Outcome::Unchanged) {
+        if let Some(detail) = r
+            .detail
+            .as_ref()
+            .filter(|_| r.outcome != Outcome::Unchanged)
+        {
             for l in detail.lines() {
                 self.out
                     .extend_from_slice(format!("    | {l}\n").as_bytes());

@@ -128,11 +128,17 @@ fn tree_overwrites_and_purges_are_backed_up() {
     fs::write(s.live("/etc/t/a.conf"), "a = edited\n").unwrap();
     fs::write(s.live("/etc/t/sub/stray.conf"), "stray\n").unwrap();
     assert_exit(&s.datum(&["apply"]), 2);
-    assert_eq!(fs::read_to_string(s.live("/etc/t/a.conf")).unwrap(), "a = 1\n");
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/a.conf")).unwrap(),
+        "a = 1\n"
+    );
     assert!(!s.live("/etc/t/sub/stray.conf").exists());
     assert_eq!(
         backup_paths(&s),
-        vec!["/etc/t/a.conf".to_owned(), "/etc/t/sub/stray.conf".to_owned()]
+        vec![
+            "/etc/t/a.conf".to_owned(),
+            "/etc/t/sub/stray.conf".to_owned()
+        ]
     );
     let list = s.datum(&["backup", "list", "/etc/t/sub/stray.conf"]);
     assert!(stdout(&list).contains("remove"), "{}", stdout(&list));
