@@ -973,7 +973,8 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
         ]
     );
 
-    // Declared absent: the package itself is the drift, its files are not.
+    // Declared absent: the package itself is the finding (not converged:
+    // never applied here), its files are not.
     write(
         dir.join("repo/base/main.yaml"),
         "datum: v1alpha1\ntype: Package\nname: demo\ndesired: {name: datum-demo, state: absent}\n",
@@ -981,6 +982,6 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
     let (_, findings) = check_scratch(dir);
     assert_eq!(
         findings,
-        [("Package[demo]".to_owned(), "changed_outside".to_owned())]
+        [("Package[demo]".to_owned(), "not_converged".to_owned())]
     );
 }
