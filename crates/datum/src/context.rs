@@ -158,8 +158,13 @@ pub fn compiled(
         forget_snapshot(global);
     }
     let state = StateFiles::of(global);
-    compile_or_reuse(&global.repo, &state, identity)
-        .map_err(|d| repository_errors(global, &d, what))
+    // A compile that hashes large `source:` trees takes seconds: say so.
+    let bar = crate::render::progress::compiling();
+    let compiled = compile_or_reuse(&global.repo, &state, identity);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    compiled.map_err(|d| repository_errors(global, &d, what))
 }
 
 /// Where Datum keeps its own files: the private folder (when it exists, or

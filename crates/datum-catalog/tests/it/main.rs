@@ -891,6 +891,22 @@ mod lint_errors {
     }
 
     #[test]
+    fn a_directory_refuses_validate_it_could_never_run() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/d.yaml",
+            "datum: v1alpha1\ntype: Directory\nname: d\ndesired:\n  path: /etc/nginx\n  validate: nginx\n",
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0]
+                .starts_with("base/d.yaml:6:13: error: Directory[d]: `validate` on a Directory"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn unknown_envelope_and_settings_keys() {
         let repo = Repo::new(&format!("{TWO_LAYERS}colour: red\n"));
         repo.file(
