@@ -4,7 +4,8 @@
 //! What is saved: a regular file replaced by new declared content or
 //! removed (File and the file-like types), and inside a Tree every regular
 //! file whose content is overwritten, replaced by another type, or purged as
-//! unmanaged. When the resource names a single-file validator, a content
+//! unmanaged (a purged folder: every regular file below it). When the
+//! resource names a single-file validator, a content
 //! update is saved only once the validator accepted the staged copy (from
 //! the staging gate, just before the rename), so content that validation
 //! refused to write leaves no backup entry behind.
@@ -12,10 +13,10 @@
 //! Must not: change the host (it reads the live files through the
 //! boundary, never through a link).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, Observed, Presence, Resource};
-use datum_host::Host;
+use datum_host::{Host, Located};
 use datum_providers::{GateRejection, Provider, Staged, StagingGate};
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
 use serde_json::Value;
@@ -122,9 +123,10 @@ pub(crate) struct NotSaved {
     source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-/// Saves every regular file of `files` that is still there; the first
-/// failure stops (and is returned). Retention runs after the saves so the
-/// store stays bounded.
+/// Saves every regular file of `files` that is still there (inside a
+/// folder, for a purge, every regular file below it); the first failure
+/// stops (and is returned). Retention runs after the saves so the store
+/// stays bounded.
 pub(crate) fn save(
     host: &Host,
     backups: &mut BackupStore,
@@ -134,44 +136,82 @@ pub(crate) fn save(
 ) -> Result<(), NotSaved> {
     let mut saved = false;
     for file in files {
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| NotSaved {
-            path: file.declared.display().to_string(),
-            source,
-        };
         // Through the boundary: never evidence read through a link.
-        let Some(at) = host
+        let at = host
             .try_locate(&file.declared)
-            .map_err(|e| failed(e.into()))?
-        else {
-            continue;
-        };
-        let Some(stat) = at.lstat().map_err(|e| failed(e.into()))? else {
-            continue;
-        };
-        if stat.kind != datum_host::fs::FileKind::File {
-            continue;
-        }
-        let bytes = at.read().map_err(|e| failed(e.into()))?;
-        backups
-            .save(&SavedFile {
-                resource: &resource.id,
-                declared_path: &file.declared,
-                bytes: &bytes,
-                mode: stat.meta.mode,
-                uid: stat.meta.uid,
-                gid: stat.meta.gid,
+            .map_err(|e| not_saved(&file.declared, e))?;
+        if let Some(at) = at {
+            let mut saving = Saving {
+                backups,
+                resource,
                 reason: file.reason,
-                sensitive: resource.sensitive,
-                at: now,
-            })
-            .map_err(|e| failed(e.into()))?;
-        saved = true;
+                now,
+                saved: &mut saved,
+            };
+            saving.entry(&at, &file.declared)?;
+        }
     }
     if saved {
         // Pruning is housekeeping: the evidence is already kept.
         let _ = backups.prune(&Retention::default(), now);
     }
     Ok(())
+}
+
+fn not_saved(path: &Path, e: impl std::error::Error + Send + Sync + 'static) -> NotSaved {
+    NotSaved {
+        path: path.display().to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// One save's settings, for the walk below a purged folder.
+struct Saving<'a> {
+    backups: &'a mut BackupStore,
+    resource: &'a Resource,
+    reason: BackupReason,
+    now: i64,
+    saved: &'a mut bool,
+}
+
+impl Saving<'_> {
+    /// Saves `at` if it is a regular file; a folder is only entered for a
+    /// removal (what a purge takes away with it); links and the rest hold
+    /// no content to lose.
+    fn entry(&mut self, at: &Located, declared: &Path) -> Result<(), NotSaved> {
+        let Some(stat) = at.lstat().map_err(|e| not_saved(declared, e))? else {
+            return Ok(());
+        };
+        match stat.kind {
+            datum_host::fs::FileKind::File => {
+                let bytes = at.read().map_err(|e| not_saved(declared, e))?;
+                self.backups
+                    .save(&SavedFile {
+                        resource: &self.resource.id,
+                        declared_path: declared,
+                        bytes: &bytes,
+                        mode: stat.meta.mode,
+                        uid: stat.meta.uid,
+                        gid: stat.meta.gid,
+                        reason: self.reason,
+                        sensitive: self.resource.sensitive,
+                        at: self.now,
+                    })
+                    .map_err(|e| not_saved(declared, e))?;
+                *self.saved = true;
+            }
+            datum_host::fs::FileKind::Directory if self.reason == BackupReason::Remove => {
+                let Some(dir) = at.open_dir().map_err(|e| not_saved(declared, e))? else {
+                    return Ok(());
+                };
+                for (name, _) in dir.list().map_err(|e| not_saved(declared, e))? {
+                    self.entry(&dir.entry(&name), &declared.join(&name))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// A staging gate that saves the evidence once the inner gate (the

@@ -127,7 +127,11 @@ fn tree_overwrites_and_purges_are_backed_up() {
     assert_eq!(backup_paths(&s), Vec::<String>::new());
     fs::write(s.live("/etc/t/a.conf"), "a = edited\n").unwrap();
     fs::write(s.live("/etc/t/sub/stray.conf"), "stray\n").unwrap();
+    // An unmanaged folder: purged whole, every file in it saved first.
+    fs::create_dir_all(s.live("/etc/t/extra/deep")).unwrap();
+    fs::write(s.live("/etc/t/extra/deep/kept.conf"), "kept\n").unwrap();
     assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/etc/t/extra").exists());
     assert_eq!(
         fs::read_to_string(s.live("/etc/t/a.conf")).unwrap(),
         "a = 1\n"
@@ -137,6 +141,7 @@ fn tree_overwrites_and_purges_are_backed_up() {
         backup_paths(&s),
         vec![
             "/etc/t/a.conf".to_owned(),
+            "/etc/t/extra/deep/kept.conf".to_owned(),
             "/etc/t/sub/stray.conf".to_owned()
         ]
     );
