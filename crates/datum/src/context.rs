@@ -254,6 +254,44 @@ pub fn compile_or_reuse(
     Ok((lazy, Provenance::Compiled))
 }
 
+/// The name of the host's digest key in the state folder.
+pub const DIGEST_KEY_FILE: &str = "digest.key";
+
+/// This host's key for sensitive resources' digests (`datum_core::digest`):
+/// read from the state folder, created there (0600, never over an existing
+/// file or a link) the first time it is needed. `None` where there is no
+/// state folder yet, or the key cannot be read or made: then outputs carry
+/// no digest for sensitive content rather than a plain checksum.
+pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
+    let dir = StateFiles::of(global).dir?;
+    let read = |dir: &PrivateDir| -> Option<datum_core::DigestKey> {
+        let bytes = dir.read(DIGEST_KEY_FILE).ok()??;
+        let bytes: [u8; 32] = bytes.try_into().ok()?;
+        Some(datum_core::DigestKey::from_bytes(bytes))
+    };
+    match dir.lstat(DIGEST_KEY_FILE) {
+        Ok(Some(_)) => {
+            let key = read(&dir);
+            if key.is_none() {
+                eprintln!(
+                    "warning: {} is not a 32-byte key: sensitive resources are shown without a digest",
+                    dir.file_path(DIGEST_KEY_FILE).display()
+                );
+            }
+            key
+        }
+        Ok(None) => {
+            let secret = datum_host::random_secret().ok()?;
+            match dir.write_new(DIGEST_KEY_FILE, &secret, 0o600) {
+                Ok(()) => Some(datum_core::DigestKey::from_bytes(secret)),
+                // Another pass made it meanwhile: use theirs.
+                Err(_) => read(&dir),
+            }
+        }
+        Err(_) => None,
+    }
+}
+
 /// Removes the catalogue snapshot (the next run compiles).
 pub fn forget_snapshot(global: &GlobalArgs) {
     forget_snapshot_of(&StateFiles::of(global));

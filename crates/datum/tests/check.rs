@@ -243,8 +243,13 @@ fn content_edit_keeping_size_and_mtime_is_seen_by_a_full_check() {
     );
     let json = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
     let diff = json["findings"][0]["content_diff"].as_str().expect("diff");
-    assert!(diff.contains("-Welcome to TEST-host."), "{diff}");
-    assert!(diff.contains("+Welcome to test-host."), "{diff}");
+    // Declared -> live: the host's edit is the `+` line.
+    assert!(diff.contains("+Welcome to TEST-host."), "{diff}");
+    assert!(diff.contains("-Welcome to test-host."), "{diff}");
+    assert!(
+        diff.contains("(declared)") && diff.contains("(live)"),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -252,8 +257,9 @@ fn chmod_is_a_mode_change() {
     let s = Sandbox::new("", None).applied();
     fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
     let json = one_finding(&s, "File[motd]", "changed_outside", &["mode"]);
-    assert_eq!(json["findings"][0]["diffs"][0]["before"], "0600");
-    assert_eq!(json["findings"][0]["diffs"][0]["after"], "0644");
+    // In the direction reality moved: declared 0644, now 0600.
+    assert_eq!(json["findings"][0]["diffs"][0]["before"], "0644");
+    assert_eq!(json["findings"][0]["diffs"][0]["after"], "0600");
 }
 
 #[test]
@@ -261,7 +267,8 @@ fn chown_is_an_owner_change() {
     let s = Sandbox::new("", None).applied();
     std::os::unix::fs::chown(s.live("/etc/app/app.conf"), Some(1234), None).expect("chown");
     let json = one_finding(&s, "File[app-conf]", "changed_outside", &["owner"]);
-    assert_eq!(json["findings"][0]["diffs"][0]["before"], "svc");
+    assert_eq!(json["findings"][0]["diffs"][0]["before"], "root");
+    assert_eq!(json["findings"][0]["diffs"][0]["after"], "svc");
 }
 
 #[test]

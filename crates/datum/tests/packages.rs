@@ -731,7 +731,7 @@ testbed_test!(
         assert_eq!(subject, &format!("Package[openssh-server]:{PAM_SSHD}"));
         assert_eq!(category, "changed_outside");
         assert_eq!(diffs[0]["path"], "content");
-        assert_contains(diffs[0]["after"].as_str().unwrap(), "(packaged)");
+        assert_contains(diffs[0]["before"].as_str().unwrap(), "(packaged)");
         assert_ne!(diffs[0]["before"], diffs[0]["after"]);
 
         // A hand edit of the declared conffile: reported once, as File drift.
@@ -776,8 +776,9 @@ testbed_test!(
             .iter()
             .find(|d| d["path"] == "version")
             .unwrap_or_else(|| panic!("no version difference: {diffs}"));
-        assert_eq!(version["before"], installed_version.as_str());
-        assert_contains(version["after"].as_str().unwrap(), "1:9.1p1-1");
+        // Declared -> installed, the direction reality moved.
+        assert_eq!(version["after"], installed_version.as_str());
+        assert_contains(version["before"].as_str().unwrap(), "1:9.1p1-1");
         let plan = datum(dir, None, &["plan"]);
         plan.assert_exit(2);
         assert_contains(&plan.line("Package[openssh-server]"), "update");

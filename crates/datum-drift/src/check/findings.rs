@@ -12,6 +12,11 @@
 //!   match (never applied, or its last apply failed): not drift, work that
 //!   apply still owes ([`not_converged`] folds the other findings into it).
 //!
+//! Every difference reads in the direction reality moved: from the declared
+//! value (`before`) to what the host has now (`after`), and a content diff
+//! from the declared text to the live one, so a line added on the host is a
+//! `+`. (`datum plan` shows the other direction: what apply will do.)
+//!
 //! Must not: read the host, or keep a value of a sensitive resource (its
 //! differences carry paths only, and no content diff is produced).
 
@@ -27,7 +32,7 @@ pub struct CheckFinding {
     pub class: String,
     /// The managed path, for display.
     pub target: Option<String>,
-    /// A unified diff of the content (live -> declared); `None` when the
+    /// A unified diff of the content (declared -> live); `None` when the
     /// resource is sensitive or no text was read.
     pub content_diff: Option<String>,
     /// Who changed it, as the agent's attribution saw it (classes with
@@ -65,10 +70,12 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         diffs.push(if r.sensitive {
             AttrDiff::sensitive(change.field.clone())
         } else {
+            // The provider's diff goes live -> declared (what apply does):
+            // drift is the other way round.
             AttrDiff::plain(
                 change.field.clone(),
-                show(change.before.as_ref()),
                 show(change.after.as_ref()),
+                show(change.before.as_ref()),
             )
         });
     }
@@ -79,13 +86,13 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         } else {
             diffs.push(AttrDiff::plain(
                 "content",
-                short(content.before_sha256.as_deref().unwrap_or("(none)")),
                 short(&content.after_sha256),
+                short(content.before_sha256.as_deref().unwrap_or("(none)")),
             ));
             if r.observed.presence == Presence::Present {
                 content_diff = text_diff(
-                    content.before.as_deref(),
                     &content.after,
+                    content.before.as_deref(),
                     r.target.unwrap_or("content"),
                 );
             }
@@ -95,7 +102,7 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
     if category != "changed_outside" {
         diffs.retain(|d| d.path() == "type" || category == "deleted_outside");
         if category == "deleted_outside" {
-            diffs = vec![AttrDiff::plain("presence", "absent", "present")];
+            diffs = vec![AttrDiff::plain("presence", "present", "absent")];
         }
         content_diff = None;
     }
@@ -149,17 +156,17 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
         let path = item.get("path").and_then(Value::as_str).unwrap_or("");
         let path = if path.is_empty() { "." } else { path };
         let (category, diff) = match item.get("category").and_then(Value::as_str) {
-            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "present", "undeclared")),
+            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "undeclared", "present")),
             Some("missing") => (
                 "deleted_outside",
-                AttrDiff::plain(path, "absent", "present"),
+                AttrDiff::plain(path, "present", "absent"),
             ),
             Some("type_changed") => (
                 "type_changed",
                 AttrDiff::plain(
                     path,
-                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
                     item.get("declared").and_then(Value::as_str).unwrap_or("?"),
+                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
                 ),
             ),
             _ => {
@@ -171,7 +178,7 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
                 let diff = if r.sensitive {
                     AttrDiff::sensitive(path)
                 } else {
-                    AttrDiff::plain(path, format!("changed: {}", fields.join(", ")), "declared")
+                    AttrDiff::plain(path, "declared", format!("changed: {}", fields.join(", ")))
                 };
                 ("changed_outside", diff)
             }
@@ -211,16 +218,16 @@ fn short(sha: &str) -> String {
     }
 }
 
-/// A unified diff from the live text to the declared one, for text that is
-/// valid UTF-8 on both sides.
-fn text_diff(before: Option<&[u8]>, after: &[u8], name: &str) -> Option<String> {
-    let before = std::str::from_utf8(before?).ok()?;
-    let after = std::str::from_utf8(after).ok()?;
-    let diff = similar::TextDiff::from_lines(before, after);
+/// A unified diff from the declared text to the live one (what changed on
+/// the host), for text that is valid UTF-8 on both sides.
+fn text_diff(declared: &[u8], live: Option<&[u8]>, name: &str) -> Option<String> {
+    let declared = std::str::from_utf8(declared).ok()?;
+    let live = std::str::from_utf8(live?).ok()?;
+    let diff = similar::TextDiff::from_lines(declared, live);
     Some(
         diff.unified_diff()
             .context_radius(2)
-            .header(&format!("{name} (live)"), &format!("{name} (declared)"))
+            .header(&format!("{name} (declared)"), &format!("{name} (live)"))
             .to_string(),
     )
 }
@@ -274,7 +281,12 @@ mod tests {
         assert_eq!(f[0].finding.category, "changed_outside");
         let paths: Vec<&str> = f[0].finding.diffs.iter().map(|d| d.path()).collect();
         assert_eq!(paths, vec!["mode", "content"]);
-        assert!(f[0].content_diff.as_deref().unwrap().contains("+new"));
+        // Declared -> live: the host's "old" text is what was added there.
+        let diff = f[0].content_diff.as_deref().unwrap();
+        assert!(diff.contains("-new\n") && diff.contains("+old\n"), "{diff}");
+        assert!(diff.contains("--- /etc/x (declared)") && diff.contains("+++ /etc/x (live)"));
+        let mode = &f[0].finding.diffs[0];
+        assert_eq!((mode.before(), mode.after()), (Some("0644"), Some("0600")));
 
         let f = run("File", Presence::Absent, update(&["mode"], true), false);
         assert_eq!(f[0].finding.category, "deleted_outside");

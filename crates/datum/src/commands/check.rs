@@ -1128,7 +1128,7 @@ fn write_accept_patch(
                     }
                     "type_changed" => format!(
                         "`{base}/{entry}` is now a {}: make `{folder}/{entry}` one",
-                        d.before_display()
+                        d.after_display()
                     ),
                     _ => format!(
                         "copy `{base}/{entry}` from the host to `{folder}/{entry}` (`datum backup list {base}/{entry}`)"
@@ -1146,7 +1146,7 @@ fn write_accept_patch(
                 notes.push(format!(
                     "{at}: set `{}` to `{}` ({})",
                     d.path(),
-                    d.before_display(),
+                    d.after_display(),
                     f.finding.category
                 ));
             }
