@@ -570,6 +570,14 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     assert_eq!(actions[2], "quarantined: flapping");
     let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["quarantined"][0]["target"], "File[motd]");
+    // The reason counts the reverts really made (the limit, 1), and the
+    // human report does not say "flapping" twice.
+    let human = stdout(&s.datum(&["check", "--color", "never"]));
+    assert!(
+        human.contains("flapping: drifted again after 1 revert within 1h"),
+        "{human}"
+    );
+    assert!(!human.contains("flapping: flapping"), "{human}");
 }
 
 #[test]

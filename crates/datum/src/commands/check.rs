@@ -882,9 +882,14 @@ impl Policies<'_> {
             FlapDecision::Escalate => {
                 self.store.quarantine(
                     &QuarantineTarget::Resource(id.clone()),
+                    // Shown after the source word ("flapping: drifted
+                    // again ..."), so the reason does not repeat it. Every
+                    // decision is logged, so the reverts done are the limit
+                    // (the one after it backed off), not `count - 1`.
                     &format!(
-                        "flapping: drifted again after {} reverts within {}",
-                        count - 1,
+                        "drifted again after {} revert{} within {}",
+                        spec.flap_limit,
+                        if spec.flap_limit == 1 { "" } else { "s" },
                         humantime::format_duration(spec.flap_window)
                     ),
                     QuarantineSource::Flapping,
