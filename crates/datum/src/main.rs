@@ -20,6 +20,7 @@ mod commands;
 mod conffiles;
 mod config;
 mod context;
+mod converged;
 mod exit;
 mod logging;
 mod render;

@@ -7,7 +7,10 @@
 //! - `type_changed`: something of another type is there (a file became a
 //!   directory or a link);
 //! - `unmanaged`: an entry inside a Tree that no declaration covers and no
-//!   exclusion hides.
+//!   exclusion hides;
+//! - `not_converged`: the resource differs, but the apply loop never made it
+//!   match (never applied, or its last apply failed): not drift, work that
+//!   apply still owes ([`not_converged`] folds the other findings into it).
 //!
 //! Every difference reads in the direction reality moved: from the declared
 //! value (`before`) to what the host has now (`after`), and a content diff
@@ -115,6 +118,26 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         content_diff,
         changed_by: Vec::new(),
     }]
+}
+
+/// The category of a resource the apply loop never made match.
+pub const NOT_CONVERGED: &str = "not_converged";
+
+/// One resource's findings folded into a single `not_converged` finding
+/// (every difference kept, the first content diff too): drift is what the
+/// apply loop did not produce, and a resource never applied, or whose last
+/// apply failed, was never produced. `None` when there is nothing to fold.
+pub fn not_converged(found: Vec<CheckFinding>) -> Option<CheckFinding> {
+    let mut found = found.into_iter();
+    let mut first = found.next()?;
+    first.finding.category = NOT_CONVERGED.to_owned();
+    for other in found {
+        first.finding.diffs.extend(other.finding.diffs);
+        if first.content_diff.is_none() {
+            first.content_diff = other.content_diff;
+        }
+    }
+    Some(first)
 }
 
 /// A Tree's differences, grouped by category: one finding per category,
