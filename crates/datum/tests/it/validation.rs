@@ -597,10 +597,18 @@ fn check_reports_a_live_configuration_its_group_validator_refuses() {
         !findings.iter().any(|(c, _)| c == "invalid_live_config"),
         "{findings:?}"
     );
+    // ...and the files it refused are work apply still owes, not drift.
+    for member in ["File[nginx-conf]", "File[site]"] {
+        assert!(
+            findings.contains(&("not_converged".to_owned(), member.to_owned())),
+            "{member}: {findings:?}"
+        );
+    }
 
-    // Someone breaks the live site by hand: the drift and the refused
-    // configuration, exit 2.
+    // Back to the applied declaration; then someone breaks the live site by
+    // hand: the drift and the refused configuration, exit 2.
     nginx_group(&s, "v1", GOOD_SITE, "one");
+    assert_exit(&s.datum(&["apply"]), 0);
     fs::write(s.live("/etc/nginx/sites-enabled/x.conf"), BROKEN_SITE).unwrap();
     let (code, findings, doc) = check_findings(&s);
     assert_eq!(code, 2, "{doc}");
