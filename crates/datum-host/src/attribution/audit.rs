@@ -186,7 +186,7 @@ fn text(value: &str) -> Option<String> {
     if value == "(null)" || value == "(none)" || value.is_empty() {
         return None;
     }
-    if value.len() % 2 == 0 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if value.len().is_multiple_of(2) && value.bytes().all(|b| b.is_ascii_hexdigit()) {
         let bytes = hex::decode(value).ok()?;
         let words: Vec<String> = bytes
             .split(|b| *b == 0)
@@ -367,6 +367,20 @@ pub fn find<'a>(
         .rev()
         .filter(|e| e.at <= until + 1 && e.at >= until - WINDOW_SECS)
         .find(|e| e.pid == Some(pid) && e.touches(path, false))
+}
+
+/// The events since `since` (Unix seconds) whose `PATH` records name `path`
+/// (or, with `subtree`, something below it), oldest first: the writers of a
+/// change when fanotify gave no pid.
+pub fn naming<'a>(
+    events: &'a [AuditEvent],
+    path: &'a Path,
+    subtree: bool,
+    since: i64,
+) -> impl Iterator<Item = &'a AuditEvent> + 'a {
+    events
+        .iter()
+        .filter(move |e| e.at >= since && e.pid.is_some() && e.touches(path, subtree))
 }
 
 /// Why a gone writer stays unknown after looking at the audit subsystem.

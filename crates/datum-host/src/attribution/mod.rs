@@ -104,7 +104,7 @@ fn now() -> i64 {
 
 /// User names from the machine's `/etc/passwd` (processes are the
 /// machine's, whatever `--root` says).
-fn load_names() -> HashMap<u32, String> {
+pub fn user_names() -> HashMap<u32, String> {
     let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
@@ -223,7 +223,7 @@ impl Attributor {
             groups,
             unmarked,
             own,
-            names: load_names(),
+            names: user_names(),
             audit: audit::Fallback::system(),
         })
     }
@@ -318,7 +318,7 @@ impl Attributor {
             }
         }
         if !gone.is_empty() {
-            self.from_audit(&mut gone, at);
+            self.look_up_in_audit_log(&mut gone, at);
             out.extend(gone.into_iter().map(|(_, _, a)| a));
         }
         out
@@ -328,7 +328,7 @@ impl Attributor {
     /// for the batch (searched again a few times for a while, as auditd
     /// writes its log a moment after the system call), else unknown with
     /// the reason.
-    fn from_audit(&self, gone: &mut [(i32, &'static str, Attributed)], at: i64) {
+    fn look_up_in_audit_log(&self, gone: &mut [(i32, &'static str, Attributed)], at: i64) {
         let mut found = vec![false; gone.len()];
         let mut lookup = self.audit.recent();
         for attempt in 0..AUDIT_TRIES {
@@ -389,7 +389,7 @@ impl Attributor {
             Ok(mut w) => {
                 // A user created after start: read the names once more.
                 if w.user.is_none() || (w.login_uid.is_some() && w.login_user.is_none()) {
-                    self.names = load_names();
+                    self.names = user_names();
                     w.user = w.uid.and_then(|u| self.names.get(&u).cloned());
                     w.login_user = w.login_uid.and_then(|u| self.names.get(&u).cloned());
                 }
