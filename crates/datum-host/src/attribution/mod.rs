@@ -55,7 +55,7 @@ const MASK: u64 = FAN_MODIFY | FAN_ATTRIB | FAN_MOVED_TO | FAN_CREATE | FAN_DELE
 /// fanotify could not be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AttributionError {
-    #[error("fanotify is unavailable ({0}): writers of watched files are unknown")]
+    #[error("fanotify is unavailable ({0}): writers of watched files are known only from the audit log, when auditd runs and has a record")]
     Unavailable(Errno),
 }
 
