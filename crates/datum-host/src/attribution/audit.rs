@@ -306,13 +306,19 @@ impl Fallback {
         }
     }
 
-    /// The recent events: `ausearch --input-logs --format raw -ts recent`.
-    pub fn recent(&self) -> Lookup {
+    /// The recent events: `ausearch --input-logs --format raw -ts recent`,
+    /// of one process (`-p PID`) when `pid` is given. (Not `-f PATH`: it
+    /// misses a `PATH` record whose name is relative to the writer's cwd.)
+    pub fn recent(&self, pid: Option<i32>) -> Lookup {
         if !(self.running)() {
             return Lookup::NotRunning;
         }
-        let out = Command::new(&self.program)
-            .args(["--input-logs", "--format", "raw", "-ts", "recent"])
+        let mut cmd = Command::new(&self.program);
+        cmd.args(["--input-logs", "--format", "raw", "-ts", "recent"]);
+        if let Some(pid) = pid {
+            cmd.arg("-p").arg(pid.to_string());
+        }
+        let out = cmd
             .env("LC_ALL", "C")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -325,8 +331,11 @@ impl Fallback {
             }
             Ok(o) => {
                 let err = String::from_utf8_lossy(&o.stderr);
-                // `<no matches>`, exit 1: a search that found nothing.
-                if o.status.code() == Some(1) && err.contains("no matches") {
+                // Exit 1 and nothing on stderr (`--format raw` prints no
+                // `<no matches>`): a search that found nothing. A log it
+                // cannot read is exit 1 with `Error opening …`.
+                let nothing = err.trim().is_empty() || err.trim() == "<no matches>";
+                if o.status.code() == Some(1) && nothing {
                     Lookup::Events(Vec::new())
                 } else {
                     Lookup::Failed(format!(
@@ -508,6 +517,19 @@ mod tests {
         assert!(r.contains("no record of it writing /etc/app/a.conf"), "{r}");
         assert!(r.contains("auditctl -w /etc/app -p wa"), "{r}");
         let off = Fallback::with_check(|| false);
-        assert_eq!(off.recent(), Lookup::NotRunning);
+        assert_eq!(off.recent(None), Lookup::NotRunning);
+        let missing = Fallback {
+            running: || true,
+            program: PathBuf::from("/nonexistent/ausearch"),
+        };
+        let Lookup::Failed(why) = missing.recent(Some(1)) else {
+            panic!("a missing ausearch is a failure");
+        };
+        assert!(why.contains("cannot run /nonexistent/ausearch"), "{why}");
+        let r = unknown_reason(42, p, &Lookup::Failed(why));
+        assert!(
+            r.contains("auditd runs but its log could not be searched"),
+            "{r}"
+        );
     }
 }

@@ -55,7 +55,9 @@ const MASK: u64 = FAN_MODIFY | FAN_ATTRIB | FAN_MOVED_TO | FAN_CREATE | FAN_DELE
 /// fanotify could not be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AttributionError {
-    #[error("fanotify is unavailable ({0}): writers of watched files are known only from the audit log, when auditd runs and has a record")]
+    #[error(
+        "fanotify is unavailable ({0}): writers of watched files are known only from the audit log, when auditd runs and has a record"
+    )]
     Unavailable(Errno),
 }
 
@@ -330,7 +332,9 @@ impl Attributor {
     /// the reason.
     fn look_up_in_audit_log(&self, gone: &mut [(i32, &'static str, Attributed)], at: i64) {
         let mut found = vec![false; gone.len()];
-        let mut lookup = self.audit.recent();
+        // One process (the usual case): search its events only.
+        let pid = Some(gone[0].0).filter(|p| gone.iter().all(|(q, _, _)| q == p));
+        let mut lookup = self.audit.recent(pid);
         for attempt in 0..AUDIT_TRIES {
             if let audit::Lookup::Events(events) = &lookup {
                 for (i, (pid, event, a)) in gone.iter_mut().enumerate() {
@@ -354,7 +358,7 @@ impl Attributor {
                 break;
             }
             std::thread::sleep(AUDIT_RETRY);
-            lookup = self.audit.recent();
+            lookup = self.audit.recent(pid);
         }
         for (i, (pid, _, a)) in gone.iter_mut().enumerate() {
             if !found[i] {

@@ -57,6 +57,30 @@ fn wait_for(path: &Path) {
     }
 }
 
+/// `nobody` in a new session whose login uid is 65534 appends to `file`,
+/// then runs `then` (`sleep 3` to stay readable, `true` to exit at once).
+fn nobody_in_a_session(file: &Path, then: &str) -> Command {
+    let script = format!(
+        "echo 65534 > /proc/self/loginuid && exec setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'echo edited >> {} && {then}'",
+        file.display()
+    );
+    let mut cmd = Command::new("setsid");
+    cmd.args(["sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+/// A writer that is gone (exited and reaped) before any event is read.
+fn write_and_exit(file: &Path) {
+    let status = Command::new("sh")
+        .args(["-c", &format!("echo x > {}", file.display())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 #[test]
 fn own_writes_are_datum() {
     if !is_root() {
@@ -83,19 +107,8 @@ fn another_user_in_a_new_login_session_is_named() {
     }
     let (_tmp, dir, mut a) = marked();
     let file = dir.join("sshd_config");
-    // A new session whose login uid is 65534 (nobody), then that user
-    // writes and stays a moment so that it can be read.
-    let script = format!(
-        "echo 65534 > /proc/self/loginuid && exec setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'echo edited >> {} && sleep 3'",
-        file.display()
-    );
-    let mut child = Command::new("setsid")
-        .args(["sh", "-c", &script])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // nobody writes and stays a moment so that it can be read.
+    let mut child = nobody_in_a_session(&file, "sleep 3").spawn().unwrap();
     wait_for(&file);
     let writers = writers_of(&mut a, &file);
     let _ = child.kill();
@@ -128,11 +141,7 @@ fn a_writer_gone_before_it_is_read_is_unknown_with_the_reason() {
     let mut a = a.with_audit(audit::Fallback::with_check(|| false));
     let file = dir.join("hosts");
     // The writer exits (and is reaped) before any event is read.
-    let status = Command::new("sh")
-        .args(["-c", &format!("echo x > {}", file.display())])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_and_exit(&file);
     let writers = writers_of(&mut a, &file);
     assert!(!writers.is_empty());
     for w in &writers {
@@ -203,15 +212,7 @@ fn a_writer_gone_before_it_is_read_is_named_from_the_audit_log() {
     let file = dir.join("resolv.conf");
     // nobody, in a new login session (login uid 65534), writes and exits;
     // it is reaped before any event is read, so /proc has nothing of it.
-    let script = format!(
-        "echo 65534 > /proc/self/loginuid && exec setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'echo edited >> {}'",
-        file.display()
-    );
-    let status = Command::new("setsid")
-        .args(["sh", "-c", &script])
-        .stdin(std::process::Stdio::null())
-        .status()
-        .unwrap();
+    let status = nobody_in_a_session(&file, "true").status().unwrap();
     assert!(status.success());
     let writers = writers_of(&mut a, &file);
     assert!(!writers.is_empty());
@@ -246,11 +247,7 @@ fn a_gone_writer_without_an_audit_record_is_unknown_and_names_the_rule() {
     // No audit watch on this directory: the log has nothing to say.
     let (_tmp, dir, mut a) = marked();
     let file = dir.join("hosts");
-    let status = Command::new("sh")
-        .args(["-c", &format!("echo x > {}", file.display())])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_and_exit(&file);
     let writers = writers_of(&mut a, &file);
     assert!(!writers.is_empty());
     for w in &writers {

@@ -569,7 +569,7 @@ impl RepoChecker {
         {
             let at = crate::context::now();
             if feed.is_broken() {
-                let lookup = datum_host::attribution::audit::Fallback::system().recent();
+                let lookup = datum_host::attribution::audit::Fallback::system().recent(None);
                 for id in ids {
                     for w in feed.unavailable(id, at, &lookup) {
                         writers.push((id.clone(), w));
