@@ -102,14 +102,20 @@ impl Catalogue {
     /// [`Catalogue::write_json_pretty`] with fields the caller adds to some
     /// resources (`datum catalogue` adds each Tree's declared
     /// `fingerprint`, which needs the host's account files).
+    ///
+    /// A sensitive resource never shows its content's SHA-256 (nor its
+    /// declaration hash, which covers it): with `key`, the host's keyed
+    /// digests of both (`content_digest`, `declaration_hash`), else none.
     pub fn write_json_pretty_with(
         &self,
         explain: bool,
         extra: &ExtraFields<'_>,
+        key: Option<&datum_core::DigestKey>,
         out: impl std::io::Write,
     ) -> serde_json::Result<()> {
         let mut view = JsonView::new(self, explain);
         view.extra = Some(extra);
+        view.key = key;
         serde_json::to_writer_pretty(out, &view)
     }
 }
@@ -129,6 +135,8 @@ struct JsonView<'a> {
     auto: HashMap<&'a ResourceId, Vec<String>>,
     /// Fields added by the caller.
     extra: Option<&'a ExtraFields<'a>>,
+    /// The host's key for sensitive resources' digests.
+    key: Option<&'a datum_core::DigestKey>,
 }
 
 impl<'a> JsonView<'a> {
@@ -142,6 +150,7 @@ impl<'a> JsonView<'a> {
             explain,
             auto,
             extra: None,
+            key: None,
         }
     }
 
@@ -158,20 +167,36 @@ impl<'a> JsonView<'a> {
             .map(ToString::to_string)
             .filter(|s| !auto.contains(s))
             .collect();
+        // A secret's plain hash would let a guess be confirmed: keyed, or none.
+        let sha256 = r.content.as_ref().map(|c| c.sha256.clone());
+        let (sha256, declaration_hash) = if r.sensitive {
+            (None, self.key.map(|k| k.digest(&r.declaration_hash)))
+        } else {
+            (sha256, Some(r.declaration_hash.clone()))
+        };
         let mut v = json!({
             "id": r.id.to_string(),
             "type": r.id.kind,
             "name": r.id.name,
             "desired": r.desired,
-            "content_sha256": r.content.as_ref().map(|c| c.sha256.clone()),
+            "content_sha256": sha256,
             "requires": explicit,
             "autorequires": auto,
             "class": r.class,
             "sensitive": r.sensitive,
             "validate": r.validate,
             "origin": r.origin.to_string(),
-            "declaration_hash": r.declaration_hash,
+            "declaration_hash": declaration_hash,
         });
+        if r.sensitive
+            && let Some(obj) = v.as_object_mut()
+        {
+            let digest = r
+                .content
+                .as_ref()
+                .and_then(|c| self.key.map(|k| k.digest(&c.sha256)));
+            obj.insert("content_digest".to_owned(), json!(digest));
+        }
         if let Some((key, value)) = self.extra.and_then(|f| f(r))
             && let Some(obj) = v.as_object_mut()
         {

@@ -178,6 +178,19 @@ impl<'r> Analysis<'r> {
             }
 
             let Some(provider) = provider else { continue };
+            if let Some(v) = &doc.validate
+                && !provider.takes_validator()
+            {
+                self.diags.push(
+                    Diagnostic::error(format!(
+                        "`validate` on a {kind}: a {kind} stages no content for a validator to check (name the validator on the File or Tree that holds the configuration)",
+                        kind = doc.id.kind
+                    ))
+                    .resource(&doc.id)
+                    .at(v.origin())
+                    .until(v.end),
+                );
+            }
             if provider.takes_content() {
                 let values: Vec<bool> = doc
                     .desired_fields()

@@ -377,8 +377,11 @@ fn hash_open(file: &mut std::fs::File) -> std::io::Result<(crate::hashes::Source
             sha.update(&buf[..n]);
             b3.update(&buf[..n]);
             size += n as u64;
+            // A compile that hashes a large `source:` shows it moving.
+            datum_core::progress::bytes_hashed(n as u64);
         }
     })?;
+    datum_core::progress::file_hashed();
     let digests = crate::hashes::SourceDigests {
         sha256: sha.finalize().into(),
         blake3: *b3.finalize().as_bytes(),

@@ -31,6 +31,8 @@ mod report;
 mod select;
 
 pub use observe::observe_all;
-pub use pass::{Mode, PassContext, fill_content_for_display, run_pass, run_pass_with};
+pub use pass::{
+    DIFF_CONTENT_LIMIT, Mode, PassContext, fill_content_for_display, run_pass, run_pass_with,
+};
 pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};
 pub use select::{PassOptions, Stale, fingerprint};

@@ -367,8 +367,8 @@ fn run_resource(
     }
 }
 
-/// Largest content read back for a text diff.
-const DIFF_CONTENT_LIMIT: u64 = 1024 * 1024;
+/// Largest content read back for a text diff (either side).
+pub const DIFF_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// Observation keeps checksums, not bytes: for the few resources whose
 /// content differs, read both sides (bounded) so a person gets a text diff.
@@ -388,6 +388,22 @@ pub fn fill_content_for_display(
         return;
     }
     let small = |size: u64| size <= DIFF_CONTENT_LIMIT;
+    // Both sides or neither: a diff against one side left empty would show
+    // every line as removed (or added), which is not what changed.
+    let live_small = observed.presence != Presence::Present
+        || observed.meta.as_ref().is_some_and(|m| small(m.size));
+    let declared_small = resource.content.as_ref().is_none_or(|c| small(c.size));
+    if !(live_small && declared_small) {
+        change.before = None;
+        if resource
+            .content
+            .as_ref()
+            .is_some_and(|c| c.source.is_some())
+        {
+            change.after.clear();
+        }
+        return;
+    }
     if change.before.is_none()
         && observed.presence == Presence::Present
         && observed.meta.as_ref().is_some_and(|m| small(m.size))

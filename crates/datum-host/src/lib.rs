@@ -396,6 +396,21 @@ impl Host {
 /// One result of [`Host::lstat_many`] with the index of its path.
 type Lstated = (usize, Result<Option<Stat>, HostError>);
 
+/// 32 bytes from the kernel's random pool (`getrandom(2)`), for secrets such
+/// as the host's digest key. Fails rather than returning weaker bytes.
+pub fn random_secret() -> std::io::Result<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    let mut done = 0;
+    while done < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[done..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(bytes)
+}
+
 /// A random hex suffix for names that must not collide (staging
 /// directories, temporary files in Datum's own folders).
 pub(crate) fn random_suffix() -> String {

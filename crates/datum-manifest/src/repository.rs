@@ -167,9 +167,18 @@ impl Repository {
                 return;
             }
         };
-        let Ok(text) = String::from_utf8(bytes) else {
-            diags.push(Diagnostic::error("the manifest is not UTF-8 text").at(place.whole_file()));
-            return;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let (offset, pos) = first_invalid_byte(e.as_bytes(), e.utf8_error());
+                diags.push(
+                    Diagnostic::error(format!(
+                        "the manifest is not UTF-8 text: byte {offset} is not part of a UTF-8 character (save the file as UTF-8)"
+                    ))
+                    .at(place.origin(pos)),
+                );
+                return;
+            }
         };
         self.sources.insert(place.file.to_path_buf(), text.as_str());
         let parsed = yaml::parse(&text);
@@ -278,5 +287,35 @@ fn collect_manifests(
                 out.push((rel, canonical));
             }
         }
+    }
+}
+
+/// The byte offset of the first byte that is not UTF-8, and its line and
+/// column (1-based; the column counts the characters before it on its line).
+fn first_invalid_byte(bytes: &[u8], error: std::str::Utf8Error) -> (usize, crate::yaml::Pos) {
+    let offset = error.valid_up_to();
+    let valid = &bytes[..offset];
+    let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let line = 1 + valid.iter().filter(|b| **b == b'\n').count();
+    // The prefix is valid UTF-8, so its characters can be counted.
+    let column = 1 + std::str::from_utf8(&valid[line_start..]).map_or(0, |t| t.chars().count());
+    (offset, crate::yaml::Pos::at(line, column))
+}
+
+#[cfg(test)]
+mod utf8_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_byte_that_is_not_utf8_has_a_line_and_column() {
+        let bytes = "datum: v1alpha1\nname: é\ncontent: \"caf"
+            .as_bytes()
+            .to_vec();
+        let mut bytes = bytes;
+        bytes.extend_from_slice(b"\xe9\"\n");
+        let e = String::from_utf8(bytes.clone()).unwrap_err();
+        let (offset, pos) = first_invalid_byte(&bytes, e.utf8_error());
+        assert_eq!(offset, bytes.len() - 3);
+        assert_eq!((pos.line, pos.column), (3, 14), "after `content: \"caf`");
     }
 }

@@ -112,6 +112,14 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether `validate:` means anything for this type: something is staged
+    /// (content, a tree, a link) that a validator can check before it goes
+    /// live. A type that stages nothing (a Directory) refuses `validate:` at
+    /// compile time instead of ignoring it.
+    fn takes_validator(&self) -> bool {
+        true
+    }
+
     /// Whether declarations of this type carry a folder of the repository
     /// (`source:`), which the catalogue reads and packs into
     /// `Resource::content` (see `tree::archive`). Tree only.

@@ -138,6 +138,23 @@ pub struct ConfigError {
 }
 
 impl ServerConfig {
+    /// The store as a person may see it: a PostgreSQL URL's password is
+    /// replaced by `***` (the URL itself stays in `server.yaml`, mode 0600).
+    pub fn store_shown(&self) -> String {
+        let Some((scheme, rest)) = self.store.split_once("://") else {
+            return self.store.clone();
+        };
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(authority_end);
+        match authority.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+                None => self.store.clone(),
+            },
+            None => self.store.clone(),
+        }
+    }
+
     /// A configuration for a server reached at `url`, listening on `listen`.
     pub fn new(url: String, listen: String, store: String) -> Self {
         ServerConfig {
@@ -268,6 +285,19 @@ mod humantime_serde {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_store_password_is_never_shown() {
+        let mut c = super::ServerConfig::new("https://h:1".into(), "h:1".into(), "sqlite".into());
+        assert_eq!(c.store_shown(), "sqlite");
+        c.store = "postgres://fleet:s3cr3t-canary@db.example:5432/fleet?sslmode=require".into();
+        assert_eq!(
+            c.store_shown(),
+            "postgres://fleet:***@db.example:5432/fleet?sslmode=require"
+        );
+        c.store = "postgresql://fleet@db/fleet".into();
+        assert_eq!(c.store_shown(), "postgresql://fleet@db/fleet");
+    }
+
     use super::*;
 
     #[test]

@@ -175,7 +175,7 @@ pub struct ReportSummary {
 /// `GET /v1/hosts/{name}/reports`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HistoryView {
-    pub format_version: u32,
+    pub format_version: String,
     pub name: String,
     pub reports: Vec<ReportSummary>,
     /// Per day (`YYYY-MM-DD`): reports, applies, failed reports, most
@@ -795,7 +795,7 @@ impl<B: Backend> Fleet<B> {
             })
             .collect();
         Ok(Some(HistoryView {
-            format_version: views::VIEW_FORMAT_VERSION,
+            format_version: views::VIEW_FORMAT_VERSION.to_owned(),
             name: name.to_owned(),
             reports,
             daily,

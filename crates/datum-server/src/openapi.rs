@@ -22,6 +22,11 @@ fn int() -> Value {
     json!({"type": "integer", "minimum": 0})
 }
 
+/// A view's `format_version`: the string every Datum JSON document carries.
+fn view_version() -> Value {
+    json!({"type": "string", "enum": [crate::views::VIEW_FORMAT_VERSION]})
+}
+
 fn map_of(v: Value) -> Value {
     json!({"type": "object", "additionalProperties": v})
 }
@@ -261,7 +266,7 @@ fn schemas() -> Value {
             })))
         })),
         "HostsView": object(&["format_version", "generated_at", "states", "hosts"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "generated_at": s("string"),
             "states": counts(),
             "hosts": list(object(&["name", "kind", "labels", "state", "last_report", "revision", "reports"], json!({
@@ -275,7 +280,7 @@ fn schemas() -> Value {
             })))
         })),
         "RolloutView": object(&["format_version", "revision", "hosts_total", "converged", "failed", "pending", "groups"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "revision": nullable("string"),
             "hosts_total": int(),
             "converged": list(s("string")),
@@ -290,7 +295,7 @@ fn schemas() -> Value {
             })))
         })),
         "DriftView": object(&["format_version", "generated_at", "hosts_total", "hosts_drifted", "clusters"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "generated_at": s("string"),
             "hosts_total": int(),
             "hosts_drifted": int(),
@@ -303,7 +308,7 @@ fn schemas() -> Value {
             })))
         })),
         "StaleView": object(&["format_version", "generated_at", "factor", "hosts"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "generated_at": s("string"),
             "factor": s("number"),
             "hosts": list(object(&["name", "age_s", "allowed_s", "overdue_s", "never_reported"], json!({
@@ -313,7 +318,7 @@ fn schemas() -> Value {
             })))
         })),
         "SamplingView": object(&["format_version", "enabled", "hosts_total", "deep_in_period", "overdue", "classes"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "enabled": s("boolean"),
             "fraction": nullable("number"),
             "round_s": {"type": "integer", "nullable": true},
@@ -330,7 +335,7 @@ fn schemas() -> Value {
             })))
         })),
         "HistoryView": object(&["format_version", "name", "reports", "daily"], json!({
-            "format_version": s("integer"),
+            "format_version": view_version(),
             "name": s("string"),
             "reports": list(object(&["seq", "kind", "received_at", "finished_at", "revision", "exit_code"], json!({
                 "seq": int(), "kind": s("string"), "received_at": s("string"), "finished_at": s("string"),

@@ -30,8 +30,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-/// The version of every view document.
-pub const VIEW_FORMAT_VERSION: u32 = 1;
+/// The version of every view document: the string "1", as in every JSON
+/// document `datum` and `driftwatch` print (one convention for the CLI and
+/// the HTTP API; the host-to-server report keeps its own integer version).
+pub const VIEW_FORMAT_VERSION: &str = "1";
 
 /// One `hosts` row, as stored.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,7 +128,7 @@ pub fn rfc3339(secs: i64) -> String {
 /// `GET /v1/hosts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostsView {
-    pub format_version: u32,
+    pub format_version: String,
     pub generated_at: String,
     /// Hosts per state.
     pub states: BTreeMap<String, u64>,
@@ -192,7 +194,7 @@ pub fn hosts(rows: &[HostRow], staleness: &Staleness) -> HostsView {
         })
         .collect();
     HostsView {
-        format_version: VIEW_FORMAT_VERSION,
+        format_version: VIEW_FORMAT_VERSION.to_owned(),
         generated_at: rfc3339(staleness.now),
         states,
         hosts,
@@ -322,7 +324,7 @@ fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
 /// `GET /v1/stale`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StaleView {
-    pub format_version: u32,
+    pub format_version: String,
     pub generated_at: String,
     pub factor: f64,
     pub hosts: Vec<StaleHost>,
@@ -364,7 +366,7 @@ pub fn stale(rows: &[HostRow], staleness: &Staleness) -> StaleView {
         .collect();
     hosts.sort_by(|a, b| b.overdue_s.cmp(&a.overdue_s).then(a.name.cmp(&b.name)));
     StaleView {
-        format_version: VIEW_FORMAT_VERSION,
+        format_version: VIEW_FORMAT_VERSION.to_owned(),
         generated_at: rfc3339(staleness.now),
         factor: staleness.factor,
         hosts,
@@ -397,7 +399,7 @@ pub struct FailureRow {
 /// `GET /v1/rollout`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RolloutView {
-    pub format_version: u32,
+    pub format_version: String,
     /// `None` when no host has applied anything yet.
     pub revision: Option<String>,
     pub hosts_total: u64,
@@ -520,7 +522,7 @@ pub fn rollout_of(
     let groups = failure_groups(&counts, &set_of, failures);
     let converged_labels = counts.separating(converged.iter().map(|a| a.labels), converged.len());
     RolloutView {
-        format_version: VIEW_FORMAT_VERSION,
+        format_version: VIEW_FORMAT_VERSION.to_owned(),
         revision,
         hosts_total,
         converged: converged.into_iter().map(|a| a.host.clone()).collect(),
@@ -758,7 +760,7 @@ pub struct FindingRow {
 /// `GET /v1/drift`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftView {
-    pub format_version: u32,
+    pub format_version: String,
     pub generated_at: String,
     /// Hosts the fleet has (that have reported at least once).
     pub hosts_total: u64,
@@ -947,7 +949,7 @@ pub fn drift_of(
             .then(a.subject.cmp(&b.subject))
     });
     DriftView {
-        format_version: VIEW_FORMAT_VERSION,
+        format_version: VIEW_FORMAT_VERSION.to_owned(),
         generated_at: rfc3339(now),
         hosts_total,
         hosts_drifted,
@@ -958,7 +960,7 @@ pub fn drift_of(
 /// `GET /v1/sampling`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SamplingView {
-    pub format_version: u32,
+    pub format_version: String,
     pub enabled: bool,
     pub fraction: Option<f64>,
     pub round_s: Option<u64>,
@@ -1020,7 +1022,7 @@ pub fn sampling(
     }
     let Some(plan) = plan else {
         return SamplingView {
-            format_version: VIEW_FORMAT_VERSION,
+            format_version: VIEW_FORMAT_VERSION.to_owned(),
             enabled: false,
             fraction: None,
             round_s: None,
@@ -1053,7 +1055,7 @@ pub fn sampling(
         .collect();
     overdue.sort();
     SamplingView {
-        format_version: VIEW_FORMAT_VERSION,
+        format_version: VIEW_FORMAT_VERSION.to_owned(),
         enabled: true,
         fraction: Some(plan.fraction),
         round_s: Some(plan.round_s),

@@ -158,8 +158,13 @@ pub fn compiled(
         forget_snapshot(global);
     }
     let state = StateFiles::of(global);
-    compile_or_reuse(&global.repo, &state, identity)
-        .map_err(|d| repository_errors(global, &d, what))
+    // A compile that hashes large `source:` trees takes seconds: say so.
+    let bar = crate::render::progress::compiling();
+    let compiled = compile_or_reuse(&global.repo, &state, identity);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    compiled.map_err(|d| repository_errors(global, &d, what))
 }
 
 /// Where Datum keeps its own files: the private folder (when it exists, or
@@ -247,6 +252,44 @@ pub fn compile_or_reuse(
     let mut lazy = LazyCatalogue::compiled(catalogue, classes);
     lazy.stamp_digest = stamp_digest;
     Ok((lazy, Provenance::Compiled))
+}
+
+/// The name of the host's digest key in the state folder.
+pub const DIGEST_KEY_FILE: &str = "digest.key";
+
+/// This host's key for sensitive resources' digests (`datum_core::digest`):
+/// read from the state folder, created there (0600, never over an existing
+/// file or a link) the first time it is needed. `None` where there is no
+/// state folder yet, or the key cannot be read or made: then outputs carry
+/// no digest for sensitive content rather than a plain checksum.
+pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
+    let dir = StateFiles::of(global).dir?;
+    let read = |dir: &PrivateDir| -> Option<datum_core::DigestKey> {
+        let bytes = dir.read(DIGEST_KEY_FILE).ok()??;
+        let bytes: [u8; 32] = bytes.try_into().ok()?;
+        Some(datum_core::DigestKey::from_bytes(bytes))
+    };
+    match dir.lstat(DIGEST_KEY_FILE) {
+        Ok(Some(_)) => {
+            let key = read(&dir);
+            if key.is_none() {
+                eprintln!(
+                    "warning: {} is not a 32-byte key: sensitive resources are shown without a digest",
+                    dir.file_path(DIGEST_KEY_FILE).display()
+                );
+            }
+            key
+        }
+        Ok(None) => {
+            let secret = datum_host::random_secret().ok()?;
+            match dir.write_new(DIGEST_KEY_FILE, &secret, 0o600) {
+                Ok(()) => Some(datum_core::DigestKey::from_bytes(secret)),
+                // Another pass made it meanwhile: use theirs.
+                Err(_) => read(&dir),
+            }
+        }
+        Err(_) => None,
+    }
 }
 
 /// Removes the catalogue snapshot (the next run compiles).

@@ -59,11 +59,20 @@ impl Server {
         let dir = parent.join("srv");
         let port = free_port();
         let mut cmd = datum();
-        cmd.args(["server", "init", "--dir"])
+        cmd.args(["--json", "server", "init", "--dir"])
             .arg(&dir)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--store", store])
             .args(extra);
-        assert_exit(&cmd.output().unwrap(), 0);
+        let out = cmd.output().unwrap();
+        assert_exit(&out, 0);
+        let made: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(made["format_version"], "1", "{made}");
+        assert_eq!(made["url"], format!("https://127.0.0.1:{port}"), "{made}");
+        assert_eq!(
+            made["admin_credentials"],
+            dir.join("admin.yaml").to_str().unwrap(),
+            "{made}"
+        );
         Server {
             dir,
             port,
@@ -334,7 +343,7 @@ fn hosts_report_and_the_fleet_shows_them() {
         h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
     }
     let v = server.fleet(&["hosts"]);
-    // The CLI's rule: format_version "1" (the HTTP API's integer 1 is its own).
+    // format_version "1", the CLI's rule and the HTTP API's.
     assert_eq!(v["format_version"], "1");
     assert_eq!(v["states"]["converged"], 3, "{v}");
     let row = host_row(&v, "web-2");
@@ -570,16 +579,19 @@ fn a_host_token_cannot_write_another_hosts_reports() {
     );
     // Its own credentials again: the queued reports go out, in order.
     let own = t.path().join("own.yaml");
-    assert_exit(
-        &datum()
-            .args(["server", "enroll", "web-b", "--dir"])
-            .arg(&server.dir)
-            .arg("--out")
-            .arg(&own)
-            .output()
-            .unwrap(),
-        0,
-    );
+    let enrolled = datum()
+        .args(["--json", "server", "enroll", "web-b", "--dir"])
+        .arg(&server.dir)
+        .arg("--out")
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert_exit(&enrolled, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&enrolled.stdout).unwrap();
+    assert_eq!(doc["format_version"], "1", "{doc}");
+    assert_eq!(doc["name"], "web-b", "{doc}");
+    assert_eq!(doc["kind"], "host", "{doc}");
+    assert_eq!(doc["credentials"], own.to_str().unwrap(), "{doc}");
     std::fs::copy(&own, &report).unwrap();
     assert_exit(&b.run(&repo, &["outbox", "--flush"]), 0);
     assert_eq!(

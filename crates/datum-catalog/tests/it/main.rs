@@ -378,10 +378,12 @@ mod catalogue {
         assert!(!explained.to_string().contains("CANARY"));
         let r = &explained["resources"][0];
         assert_eq!(r["id"], "File[token]");
-        assert_eq!(
-            r["content_sha256"],
-            datum_core::sha256_hex(b"CANARY-s3cret")
-        );
+        // A sensitive file's checksum would confirm a guessed secret: none
+        // without the host's key (the CLI passes it; see datum_core::digest).
+        assert!(r["content_sha256"].is_null(), "{r}");
+        assert!(r["content_digest"].is_null(), "{r}");
+        let sha = datum_core::sha256_hex(b"CANARY-s3cret");
+        assert!(!plain.contains(&sha) && !explained.to_string().contains(&sha));
         assert_eq!(r["origin"], "base/secret.yaml:1:1");
         assert_eq!(
             r["fields"]["mode"],
@@ -886,6 +888,22 @@ mod lint_errors {
         assert!(lines[0].contains("repository content must never decide what runs as root"));
         assert!(
             lines[1].starts_with("base/b.yaml:6:13: error: File[b]: unknown validator `shd`"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_directory_refuses_validate_it_could_never_run() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/d.yaml",
+            "datum: v1alpha1\ntype: Directory\nname: d\ndesired:\n  path: /etc/nginx\n  validate: nginx\n",
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0]
+                .starts_with("base/d.yaml:6:13: error: Directory[d]: `validate` on a Directory"),
             "{lines:?}"
         );
     }

@@ -40,6 +40,8 @@ pub trait EntryProvider: Send + Sync {
     type Declaration: schemars::JsonSchema;
     /// Whether declarations carry content (see [`Provider::takes_content`]).
     const TAKES_CONTENT: bool = false;
+    /// Whether `validate:` applies (see [`Provider::takes_validator`]).
+    const TAKES_VALIDATOR: bool = true;
 
     /// Checks declared fields without host access (see [`Provider::check`]).
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
@@ -83,6 +85,10 @@ impl<T: EntryProvider> Provider for T {
 
     fn takes_content(&self) -> bool {
         T::TAKES_CONTENT
+    }
+
+    fn takes_validator(&self) -> bool {
+        T::TAKES_VALIDATOR
     }
 
     fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {

@@ -53,6 +53,12 @@ impl FieldSpec {
             required: false,
         }
     }
+
+    /// `validate:`, in the table of every kind that takes a validator. The
+    /// manifest reader takes it out of `desired` (the catalogue checks the
+    /// name), so here it only makes an unknown field's hint complete
+    /// ("known: ..., validate"; `validator:` reads "did you mean `validate`?").
+    pub const VALIDATE: FieldSpec = FieldSpec::optional("validate", FieldKind::NonEmptyText);
 }
 
 /// Whether the resource should exist.
@@ -118,8 +124,10 @@ pub fn parse_mode(value: &Value) -> Result<u32, String> {
             "`mode` \"{text}\" is not an octal mode: use 3 or 4 octal digits, such as \"0644\" or \"4755\""
         ));
     }
+    // 3 or 4 digits, with at most one more leading zero ("01777"):
+    // "00000000000000644" is not a mode anyone means.
     let significant = text.trim_start_matches('0');
-    if text.len() < 3 || significant.len() > 4 {
+    if !(3..=5).contains(&text.len()) || significant.len() > 4 {
         return Err(format!(
             "`mode` \"{text}\" is not an octal mode: use 3 or 4 octal digits, such as \"0644\" or \"4755\""
         ));
@@ -320,6 +328,7 @@ mod tests {
             (json!("44"), "3 or 4"),
             (json!(""), "octal"),
             (json!("17777"), "3 or 4"),
+            (json!("00000000000000644"), "3 or 4"),
             (json!(true), "found a boolean"),
         ];
         for (value, hint) in bad {

@@ -66,7 +66,7 @@ value_schema!(
     Mode,
     {
         "type": "string",
-        "pattern": "^0*[0-7]{3,4}$",
+        "pattern": "^0?[0-7]{3,4}$",
         "description": "A quoted octal mode such as \"0644\" or \"4755\" (unquoted, YAML reads a number and the octal meaning is lost).",
     }
 );

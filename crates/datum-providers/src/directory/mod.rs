@@ -86,14 +86,13 @@ pub struct DirectoryDeclaration {
     pub mode: Option<String>,
     #[schemars(with = "Option<schema::Ensure>")]
     pub ensure: Option<String>,
-    #[schemars(with = "Option<schema::ValidatorName>")]
-    pub validate: Option<String>,
 }
 
 impl EntryProvider for DirectoryProvider {
     type Desired = DirectoryDesired;
     type Declaration = DirectoryDeclaration;
     const KIND: &'static str = "Directory";
+    const TAKES_VALIDATOR: bool = false;
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let errors = check_fields("Directory", desired, FIELDS);
@@ -231,9 +230,9 @@ mod tests {
         let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
         let (names, required) = schema::fields_of(&schema);
         let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
-        want.push("validate");
         want.sort();
-        assert_eq!(names, want);
+        assert_eq!(names, want, "no `validate`: a Directory stages nothing");
+        assert!(!p.takes_validator());
         assert_eq!(required, ["path"]);
         let cases = [
             serde_json::json!({"path": "/etc/ssh"}),

@@ -25,6 +25,7 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::optional("group", FieldKind::Account),
     FieldSpec::optional("mode", FieldKind::Mode),
     FieldSpec::optional("ensure", FieldKind::Ensure),
+    FieldSpec::VALIDATE,
 ];
 
 /// A File's `desired` as written in a manifest: the type its JSON Schema is
@@ -152,11 +153,29 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_field_hint_names_every_file_field() {
+        let errors = check(&json!({"path": "/etc/motd", "bogus": 1})).unwrap_err();
+        assert!(
+            errors[0].message.contains(
+                "(known: path, content, source, template, owner, group, mode, ensure, validate)"
+            ),
+            "{}",
+            errors[0].message
+        );
+        let errors = check(&json!({"path": "/etc/motd", "validator": "sshd"})).unwrap_err();
+        assert!(
+            errors[0].message.contains("did you mean `validate`?"),
+            "{}",
+            errors[0].message
+        );
+    }
+
+    #[test]
     fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
         let p = crate::file::FileProvider;
         let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
         let (names, required) = schema::fields_of(&schema);
-        let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).chain(["validate"]).collect();
+        let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
         want.sort();
         assert_eq!(names, want);
         assert_eq!(required, ["path"]);
@@ -224,7 +243,7 @@ mod tests {
             (json!({"path": "motd"}), vec!["path"]),
             (json!({"content": "x"}), vec![""]),
             (
-                json!({"path": "/etc/motd", "validate": "sshd"}),
+                json!({"path": "/etc/motd", "validate": ""}),
                 vec!["validate"],
             ),
             (

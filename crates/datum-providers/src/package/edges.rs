@@ -4,8 +4,9 @@
 //! installed, so when the catalogue also declares the package that provides
 //! the validator's program, the File must come after it: an implicit
 //! ordering edge, the same one an author would write as `requires:`. When it
-//! declares none, `datum lint` warns, because on a fresh host the validator
-//! would be missing and the File would fail.
+//! declares Packages but not that one, `datum lint` warns, because on a fresh
+//! host the validator would be missing and the File would fail. (A catalogue
+//! with no Package at all leaves packages to the host's image: no warning.)
 //!
 //! This module is pure: it reads resources and the validator table, and
 //! returns edges and findings. Adding the edges to the graph is the
@@ -98,8 +99,13 @@ pub fn implicit_edges(resources: &[Resource]) -> Vec<(ResourceId, ResourceId)> {
 
 /// Resources whose validator's program no declared package provides (the
 /// lint warning): on a host without it the validator is missing and the
-/// resource fails.
+/// resource fails. A catalogue that declares no Package at all leaves this
+/// host's packages to something else (its image, another tool, a scratch
+/// root): then there is nothing Datum could order, and nothing to warn of.
 pub fn missing_validator_packages(resources: &[Resource]) -> Vec<MissingValidatorPackage> {
+    if !resources.iter().any(|r| r.id.kind == "Package") {
+        return Vec::new();
+    }
     let packages = installed_packages(resources);
     let mut missing = Vec::new();
     for resource in resources {
@@ -190,6 +196,14 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_catalogue_without_packages_is_not_warned_about_them() {
+        let mut none = catalogue();
+        none.retain(|r| r.id.kind != "Package");
+        assert!(none.iter().any(|r| packaged_validator(r).is_some()));
+        assert_eq!(missing_validator_packages(&none), []);
     }
 
     #[test]

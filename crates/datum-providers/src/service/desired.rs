@@ -158,6 +158,9 @@ const FIELDS: &[&str] = &[
     "reload_on",
     "restart_on",
     "settle",
+    // Taken out of `desired` by the manifest reader; listed so an unknown
+    // field's hint names every field a Service may write.
+    "validate",
 ];
 
 impl ServiceSpec {
@@ -390,7 +393,6 @@ mod tests {
         let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
         let (names, required) = schema::fields_of(&schema);
         let mut want: Vec<&str> = FIELDS.to_vec();
-        want.push("validate");
         want.sort();
         assert_eq!(names, want);
         assert_eq!(required, [] as [&str; 0]);

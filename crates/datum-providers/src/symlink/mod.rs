@@ -27,6 +27,7 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::required("path", FieldKind::Path),
     FieldSpec::optional("target", FieldKind::NonEmptyText),
     FieldSpec::optional("ensure", FieldKind::Ensure),
+    FieldSpec::VALIDATE,
 ];
 
 /// A Symlink declaration in typed form.
@@ -225,7 +226,6 @@ mod tests {
         let schema = crate::Provider::declaration_schema(&p, &mut schema::generator());
         let (names, required) = schema::fields_of(&schema);
         let mut want: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
-        want.push("validate");
         want.sort();
         assert_eq!(names, want);
         assert_eq!(required, ["path"]);

@@ -70,6 +70,7 @@ const FIELDS: &[FieldSpec] = &[
     FieldSpec::optional("group", FieldKind::Account),
     FieldSpec::optional("mode", FieldKind::Mode),
     FieldSpec::optional("dir_mode", FieldKind::Mode),
+    FieldSpec::VALIDATE,
 ];
 
 /// A Tree declaration in typed form.
@@ -825,7 +826,6 @@ mod tests {
             .map(|f| f.name)
             .chain(["exclude", "purge"])
             .collect();
-        want.push("validate");
         want.sort();
         assert_eq!(names, want);
         assert_eq!(required, ["path", "source"]);

@@ -280,8 +280,10 @@ async fn the_hosts_document_is_the_hosts_view_of_the_rows<B: Backend>(f: &Fleet<
         let staleness = at(now, 3.0);
         let rows = f.host_rows().await.unwrap();
         let slow = views::hosts(&rows, &staleness);
-        let fast: views::HostsView =
-            serde_json::from_slice(&f.hosts_json(&staleness).await.unwrap()).unwrap();
+        let bytes = f.hosts_json(&staleness).await.unwrap();
+        let raw: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(raw["format_version"], "1", "the CLI's convention");
+        let fast: views::HostsView = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(fast, slow, "at {now}");
         assert_eq!(f.hosts(&staleness).await.unwrap(), slow);
     }

@@ -14,7 +14,8 @@ use crate::exit::ExitCode;
 pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let made = datum_pull::bundle::create(&BundleRequest {
-        repository: cwd.join(&args.from),
+        // Components drop the `.` of `--from .`, so messages name the folder.
+        repository: cwd.join(&args.from).components().collect(),
         git_ref: args.git_ref.clone(),
         since: args.since.clone(),
         output: cwd.join(&args.file),

@@ -25,7 +25,8 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
             ("fingerprint".to_owned(), value)
         })
     };
-    catalogue.write_json_pretty_with(args.explain, &fingerprint, &mut out)?;
+    let key = context::digest_key(global);
+    catalogue.write_json_pretty_with(args.explain, &fingerprint, key.as_ref(), &mut out)?;
     writeln!(out)?;
     out.flush()?;
     Ok(ExitCode::CLEAN)

@@ -10,7 +10,7 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 use datum_drift::fingerprint::{Algorithm, Exclusions, ScanOptions, scan};
 
-use crate::cli::{FingerprintArgs, GlobalArgs};
+use crate::cli::{FingerprintArgs, GlobalArgs, OutputFormat};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
@@ -35,6 +35,31 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         bar.finish_and_clear();
     }
     let scanned = scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
+    if global.output == OutputFormat::Json {
+        let mut doc = serde_json::json!({
+            "path": args.path,
+            "algorithm": if args.compat { "compat" } else { "native" },
+            "fingerprint": scanned.root_hash().to_string(),
+        });
+        if global.verbose {
+            let entries: Vec<serde_json::Value> = scanned
+                .tree
+                .walk()
+                .into_iter()
+                .map(|(path, node)| {
+                    let shown = if path.as_os_str().is_empty() {
+                        ".".to_owned()
+                    } else {
+                        path.display().to_string()
+                    };
+                    serde_json::json!({"path": shown, "hash": node.hash.to_string()})
+                })
+                .collect();
+            doc["entries"] = serde_json::json!(entries);
+        }
+        crate::render::json::print("fingerprint", doc)?;
+        return Ok(ExitCode::CLEAN);
+    }
     let mut out = std::io::stdout().lock();
     if global.verbose {
         for (path, node) in scanned.tree.walk() {

@@ -67,12 +67,28 @@ pub fn completions(dir: &Path) -> Result<ExitCode> {
         (Shell::Fish, format!("{BIN}.fish")),
     ] {
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), BIN, &mut script);
+        clap_complete::generate(shell, &mut completed_command(), BIN, &mut script);
         files.push((file, String::from_utf8(script)?));
     }
     write_all(dir, &files)?;
     println!("wrote bash, zsh and fish completions to {}", dir.display());
     Ok(ExitCode::CLEAN)
+}
+
+/// The command line a shell should offer: every argument and visible
+/// command of [`Cli`], without the hidden ones (these two generators), which
+/// clap_complete would otherwise list beside `check` and `apply`.
+fn completed_command() -> clap::Command {
+    let full = Cli::command();
+    let mut root = clap::Command::new(BIN)
+        .about(full.get_about().cloned().unwrap_or_default())
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .args(full.get_arguments().cloned());
+    for sub in full.get_subcommands().filter(|s| !s.is_hide_set()) {
+        root = root.subcommand(sub.clone());
+    }
+    root
 }
 
 /// Writes every file or none (the folder is created when missing).
@@ -83,4 +99,26 @@ fn write_all(dir: &Path, files: &[(String, String)]) -> Result<()> {
         .collect();
     datum_host::named::create_new_files(dir, &files)
         .with_context(|| format!("cannot write into {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_offer_every_visible_command_and_no_hidden_one() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut completed_command(), BIN, &mut script);
+            let script = String::from_utf8(script).unwrap();
+            for visible in ["check", "apply", "schedule", "lock-timeout", "output"] {
+                assert!(script.contains(visible), "{shell}: {visible} missing");
+            }
+            assert!(
+                !script.contains("generate-man"),
+                "{shell} offers a hidden command"
+            );
+            assert!(!script.contains("generate-completions"), "{shell}");
+        }
+    }
 }

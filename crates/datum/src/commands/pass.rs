@@ -121,7 +121,8 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
                 &options,
             )
             .map_err(stale)?;
-            let mut json = render::json::pass(&identity.name, mode, &summary);
+            let key = context::digest_key(global);
+            let mut json = render::json::pass(&identity.name, mode, &summary, key.as_ref());
             if let Some(obj) = json.as_object_mut() {
                 obj.insert("selection".to_owned(), selection.json());
                 if let Some(out) = request.out {

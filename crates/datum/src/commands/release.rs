@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use datum_core::ResourceId;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{GlobalArgs, QuarantineArgs, ReleaseArgs};
+use crate::cli::{GlobalArgs, OutputFormat, QuarantineArgs, ReleaseArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -19,6 +19,16 @@ fn target(name: Option<&str>, host: bool) -> Result<QuarantineTarget> {
         (None, false) => bail!("name a resource (Kind/name) or give --host"),
         (None, true) => Ok(QuarantineTarget::Host),
         (Some(n), false) => Ok(QuarantineTarget::Resource(ResourceId::parse(n)?)),
+    }
+}
+
+/// The JSON form of a target: `{"host": true}` or `{"resource": "File[x]"}`.
+fn target_json(t: &QuarantineTarget) -> serde_json::Value {
+    match t {
+        QuarantineTarget::Host => serde_json::json!({"host": true, "resource": null}),
+        QuarantineTarget::Resource(id) => {
+            serde_json::json!({"host": false, "resource": id.to_string()})
+        }
     }
 }
 
@@ -37,7 +47,13 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
     let mut store = context::open_store(global, context::StoreNeed::Required("released"))?
         .context("the state store could not be opened")?;
     if store.release(&target)? {
-        println!("released {}", shown(&target));
+        if global.output == OutputFormat::Json {
+            let mut doc = target_json(&target);
+            doc["released"] = serde_json::json!(true);
+            crate::render::json::print("release", doc)?;
+        } else {
+            println!("released {}", shown(&target));
+        }
         Ok(ExitCode::CLEAN)
     } else {
         bail!("{} is not quarantined", shown(&target))
@@ -54,9 +70,17 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
         QuarantineSource::Person,
         context::now(),
     )?;
-    println!(
-        "quarantined {}: excluded from apply and never reverted until `datum release`",
-        shown(&target)
-    );
+    if global.output == OutputFormat::Json {
+        let mut doc = target_json(&target);
+        doc["quarantined"] = serde_json::json!(true);
+        doc["reason"] = serde_json::json!(args.reason);
+        doc["source"] = serde_json::json!("person");
+        crate::render::json::print("quarantine", doc)?;
+    } else {
+        println!(
+            "quarantined {}: excluded from apply and never reverted until `datum release`",
+            shown(&target)
+        );
+    }
     Ok(ExitCode::CLEAN)
 }

@@ -5,10 +5,11 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 use datum_fleet::IdentityKind;
 
-use crate::cli::{GlobalArgs, ServerCommand};
+use crate::cli::{GlobalArgs, OutputFormat, ServerCommand};
 use crate::exit::ExitCode;
 
-pub fn run(_global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
+pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
+    let json = global.output == OutputFormat::Json;
     match cmd {
         ServerCommand::Init(args) => {
             let made = datum_server::init_command(
@@ -22,12 +23,24 @@ pub fn run(_global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 },
             )
             .with_context(|| format!("cannot initialise a server in {}", args.dir.display()))?;
+            if json {
+                crate::render::json::print(
+                    "server_init",
+                    serde_json::json!({
+                        "dir": args.dir,
+                        "store": made.dir.config.store_shown(),
+                        "admin_credentials": made.dir.path(datum_server::config::ADMIN_FILE),
+                        "url": made.dir.config.url.to_string(),
+                    }),
+                )?;
+                return Ok(ExitCode::CLEAN);
+            }
             let mut out = std::io::stdout();
             writeln!(
                 out,
                 "Server folder {} ready (store: {}).\n  admin credential: {} (for `datum fleet --credentials`)\n  hosts report to:  {}\nNext: `datum server enroll HOST --dir {} --out report.yaml`, then `datum server serve --dir {}`.",
                 args.dir.display(),
-                made.dir.config.store,
+                made.dir.config.store_shown(),
                 made.dir.path(datum_server::config::ADMIN_FILE).display(),
                 made.dir.config.url,
                 args.dir.display(),
@@ -47,6 +60,18 @@ pub fn run(_global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
             credentials.interval = args.interval;
             datum_server::init::write_credentials(&args.out, &credentials)
                 .with_context(|| format!("cannot write {}", args.out.display()))?;
+            if json {
+                crate::render::json::print(
+                    "server_enroll",
+                    serde_json::json!({
+                        "name": args.name,
+                        "kind": kind.word(),
+                        "credentials": args.out,
+                        "install_as": crate::reporting::REPORT_FILE,
+                    }),
+                )?;
+                return Ok(ExitCode::CLEAN);
+            }
             writeln!(
                 std::io::stdout(),
                 "Enrolled {} `{}`: its credentials are in {} (install as ROOT/{} on the host, mode 0600).",

@@ -48,6 +48,9 @@ fn value_text(v: Option<&serde_json::Value>) -> String {
     }
 }
 
+/// SHA-256 of no bytes: declared content that is really empty.
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
 /// A unified diff of text content, or a checksum line for binary content.
 pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String {
     let before = change.before.as_deref().unwrap_or_default();
@@ -58,11 +61,13 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
             change.after_sha256
         );
     };
-    if change.before.is_none() && change.before_sha256.is_some() {
+    let declared_missing = change.after.is_empty() && change.after_sha256 != EMPTY_SHA256;
+    if (change.before.is_none() && change.before_sha256.is_some()) || declared_missing {
         return format!(
-            "    content: {} -> {} (live file too large to diff)\n",
-            change.before_sha256.as_deref().unwrap_or_default(),
-            change.after_sha256
+            "    content: {} -> {} (too large to diff: over {})\n",
+            change.before_sha256.as_deref().unwrap_or("(none)"),
+            change.after_sha256,
+            indicatif::HumanBytes(datum_engine::DIFF_CONTENT_LIMIT)
         );
     }
     let diff = TextDiff::from_lines(old, new);

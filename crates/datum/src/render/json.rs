@@ -57,20 +57,35 @@ fn rfc3339_times(value: &mut Value) {
     }
 }
 
-pub fn pass(host: &str, mode: Mode, summary: &PassSummary) -> Value {
+/// A pass (plan or apply) as JSON. A sensitive resource's content shows no
+/// SHA-256 (a guessed secret could be confirmed against it): the host's
+/// keyed digests (`before_digest`, `after_digest`) when `key` is given, else
+/// nothing.
+pub fn pass(
+    host: &str,
+    mode: Mode,
+    summary: &PassSummary,
+    key: Option<&datum_core::DigestKey>,
+) -> Value {
     let resources: Vec<Value> = summary
         .resources
         .iter()
         .map(|r| {
             let content = r.diff.content.as_ref().map(|c| {
+                if r.sensitive {
+                    let keyed = |sha: &str| key.map(|k| k.digest(sha));
+                    return json!({
+                        "before_sha256": null,
+                        "after_sha256": null,
+                        "before_digest": c.before_sha256.as_deref().and_then(keyed),
+                        "after_digest": keyed(&c.after_sha256),
+                        "diff": SENSITIVE_PLACEHOLDER,
+                    });
+                }
                 json!({
                     "before_sha256": c.before_sha256,
                     "after_sha256": c.after_sha256,
-                    "diff": if r.sensitive {
-                        SENSITIVE_PLACEHOLDER.to_owned()
-                    } else {
-                        content_diff(c, r.target.as_deref().unwrap_or(&r.id.to_string()), false)
-                    },
+                    "diff": content_diff(c, r.target.as_deref().unwrap_or(&r.id.to_string()), false),
                 })
             });
             json!({

@@ -57,6 +57,16 @@ pub fn resources_to(total: u64, target: ProgressDrawTarget) -> ProgressBar {
 /// A spinner over hashing alone (`datum fingerprint`): files and bytes
 /// hashed and the rate, or `None` when stderr is not a terminal.
 pub fn hashing() -> Option<ProgressBar> {
+    hashing_with("")
+}
+
+/// [`hashing`] while the repository compiles (its `source:` files are
+/// hashed unless the cache of an earlier compile knows them).
+pub fn compiling() -> Option<ProgressBar> {
+    hashing_with("compiling the repository: ")
+}
+
+fn hashing_with(prefix: &'static str) -> Option<ProgressBar> {
     wanted().then(|| {
         let start = Snapshot::now();
         let style = ProgressStyle::with_template(HASHING)
@@ -65,6 +75,7 @@ pub fn hashing() -> Option<ProgressBar> {
                 "work",
                 move |state: &ProgressState, w: &mut dyn std::fmt::Write| {
                     let done = Snapshot::since(start);
+                    let _ = w.write_str(prefix);
                     let _ = w.write_str(&hashed(done, state.elapsed()));
                 },
             );

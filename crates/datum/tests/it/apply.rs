@@ -304,3 +304,51 @@ fn schedule_states_a_watched_class_bound_as_debounce_plus_inspection() {
         "{normal}"
     );
 }
+
+/// `lines` numbered lines of a configuration file.
+fn numbered(lines: usize) -> String {
+    (0..lines)
+        .map(|i| format!("line {i} of the configuration\n"))
+        .collect()
+}
+
+#[test]
+fn a_two_megabyte_source_diffs_line_by_line_and_a_huge_one_says_it_is_too_large() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: big\ndesired:\n  path: /big.conf\n  source: files/big.conf\n",
+    );
+    let two_mb = numbered(70_000);
+    assert!(two_mb.len() > 2_000_000);
+    s.write("repo/base/files/big.conf", &two_mb);
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(
+        s.live("/big.conf"),
+        two_mb.replace("line 500 of", "line 500 EDITED of"),
+    )
+    .unwrap();
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("-line 500 EDITED of the configuration"),
+        "{text}"
+    );
+    assert!(text.contains("+line 500 of the configuration"), "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with('-'))
+            .count()
+            <= 2,
+        "only the edited line (and the header) is removed: {text}"
+    );
+    // Past the limit on either side: checksums and the reason, never a
+    // diff against an empty side.
+    let huge = numbered(400_000);
+    assert!(huge.len() as u64 > 8 * 1024 * 1024);
+    s.write("repo/base/files/big.conf", &huge);
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(text.contains("too large to diff"), "{text}");
+    assert!(!text.contains("+line 1 of"), "{text}");
+}

@@ -184,6 +184,41 @@ fn every_json_document_has_format_version_rfc3339_times_and_json_is_output_json(
 }
 
 #[test]
+fn quarantine_release_and_fingerprint_answer_json_when_asked() {
+    let s = drifted();
+    let q = datum(
+        &s,
+        &["--json", "quarantine", "--reason", "looking", "File/motd"],
+        &[],
+    );
+    assert_exit(&q, 0);
+    let q = json_of(&q, "quarantine");
+    assert_eq!(q["format_version"], "1", "{q}");
+    assert_eq!(q["resource"], "File[motd]", "{q}");
+    assert_eq!(q["reason"], "looking", "{q}");
+    assert_eq!(q["quarantined"], true, "{q}");
+    let r = datum(&s, &["--output", "json", "release", "File/motd"], &[]);
+    assert_exit(&r, 0);
+    let r = json_of(&r, "release");
+    assert_eq!(r["resource"], "File[motd]", "{r}");
+    assert_eq!(r["released"], true, "{r}");
+    let tree = s.repo();
+    let tree = tree.to_str().expect("utf-8 path");
+    let f = datum(&s, &["--json", "-v", "fingerprint", tree], &[]);
+    assert_exit(&f, 0);
+    let f = json_of(&f, "fingerprint");
+    let human = datum(&s, &["fingerprint", tree], &[]);
+    assert_eq!(
+        f["fingerprint"].as_str(),
+        Some(stdout(&human).trim()),
+        "the same root hash in both forms: {f}"
+    );
+    let entries = f["entries"].as_array().expect("entries with -v");
+    assert_eq!(entries[0]["path"], ".", "{f}");
+    assert!(entries.iter().any(|e| e["path"] == "base/main.yaml"), "{f}");
+}
+
+#[test]
 fn colour_with_color_always_and_none_when_piped_or_with_no_color() {
     let s = drifted();
     assert_exit(&s.datum(&["apply"]), 2);

@@ -83,4 +83,11 @@ fn a_clean_repository_lints_clean() {
     let s = Sandbox::new();
     let out = s.datum_repo(&examples_dir(), &["lint"]);
     assert_exit(&out, 0);
+    // Every host of the example lints without a warning (they are the first
+    // thing a new user runs).
+    let all = s.datum_repo(&examples_dir(), &["lint", "--all-hosts"]);
+    assert_exit(&all, 0);
+    let text = format!("{}{}", stdout(&all), stderr(&all));
+    assert!(text.contains("4 host(s), no errors"), "{text}");
+    assert!(!text.contains("warning"), "{text}");
 }

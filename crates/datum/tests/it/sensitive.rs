@@ -66,3 +66,83 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
         }
     }
 }
+
+/// SHA-256 hex of `bytes`, as `sha256sum` prints it.
+fn sha256sum(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex_of(&sha2::Sha256::digest(bytes))
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_sensitive_files_checksum_is_keyed_never_the_plain_sha256() {
+    let content = "password=hunter2\n";
+    let plain = sha256sum(content.as_bytes());
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: {content:?}\n"
+    ));
+    // Before any state folder: no key, so no digest at all.
+    let first = s.datum(&["catalogue"]);
+    assert_exit(&first, 0);
+    assert!(!stdout(&first).contains(&plain), "{}", stdout(&first));
+    let doc: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert!(doc["resources"][0]["content_sha256"].is_null(), "{doc}");
+    assert!(doc["resources"][0]["content_digest"].is_null(), "{doc}");
+    assert!(doc["resources"][0]["declaration_hash"].is_null(), "{doc}");
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/token"), "password=guess\n").unwrap();
+    let guessed = sha256sum(b"password=guess\n");
+    // With the state folder: keyed digests, the same on every run.
+    let catalogue = |s: &Sandbox| -> serde_json::Value {
+        let o = s.datum(&["catalogue"]);
+        assert_exit(&o, 0);
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let a = catalogue(&s);
+    let digest = a["resources"][0]["content_digest"]
+        .as_str()
+        .expect("digest")
+        .to_owned();
+    assert!(digest.starts_with("keyed-blake3:"), "{digest}");
+    assert!(!digest.contains(&plain));
+    assert_eq!(
+        catalogue(&s)["resources"][0]["content_digest"],
+        digest.as_str()
+    );
+    let plan = s.datum(&["--output", "json", "plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(!text.contains(&plain) && !text.contains(&guessed), "{text}");
+    let doc: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let c = &doc["resources"][0]["content"];
+    assert_eq!(c["after_digest"], digest.as_str(), "{doc}");
+    assert!(
+        c["before_digest"].as_str().is_some_and(|d| d != digest),
+        "{doc}"
+    );
+    assert!(
+        c["after_sha256"].is_null() && c["before_sha256"].is_null(),
+        "{doc}"
+    );
+    // The key: 32 bytes, mode 0600, in the state folder.
+    let key = s.live("/var/lib/datum/digest.key");
+    let meta = fs::symlink_metadata(&key).unwrap();
+    assert_eq!(meta.len(), 32);
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    // A link planted where the key goes is never followed: no digest.
+    fs::remove_file(&key).unwrap();
+    let elsewhere = s.dir.path().join("attacker-key");
+    fs::write(&elsewhere, [0u8; 32]).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &key).unwrap();
+    let linked = catalogue(&s);
+    assert!(
+        linked["resources"][0]["content_digest"].is_null(),
+        "{linked}"
+    );
+}
