@@ -479,7 +479,12 @@ fn rules_by_writer_quarantine_a_persons_edit_and_accept_a_package_upgrade() {
         .unwrap()
         .iter()
         .find(|q| q["target"] == "File[sshd]")
-        .unwrap_or_else(|| panic!("not quarantined: {json}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "not quarantined: {json}\nagent log:\n{}",
+                agent.log.lock().unwrap().join("\n")
+            )
+        });
     let reason = quarantined["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("by policy: drift by login session "),
