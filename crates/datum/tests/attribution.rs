@@ -459,6 +459,10 @@ fn rules_by_writer_quarantine_a_persons_edit_and_accept_a_package_upgrade() {
     );
     let agent = e.start();
     agent.wait_log("attribution: reading who changes");
+    // The first full check must be over: an edit made while it runs can be
+    // read by it before its writer is heard, and then the class's own
+    // policy (revert) applies (seen under load).
+    agent.wait_log("check (full) of all classes");
 
     // A person's edit: quarantined by the rule, not reverted.
     let sshd = e.path("root/etc/app/sshd.conf");
