@@ -53,4 +53,12 @@ impl Observed {
             meta: None,
         }
     }
+
+    /// What an accepted observation is compared by (`datum reconcile` records
+    /// it, plan and apply compare with it): presence and the observed fields
+    /// (content hash included), never the content itself.
+    pub fn acceptance_hash(&self) -> String {
+        let value = serde_json::json!({"presence": self.presence, "fields": self.fields});
+        crate::sha256_hex(value.to_string().as_bytes())
+    }
 }

@@ -1,6 +1,10 @@
 //! The number an operator must be able to state per class: how long drift
 //! can go unnoticed. The bound is the class's interval plus the time one
-//! inspection takes (p95 over recent checks, from the state store).
+//! inspection takes (p95 over recent checks, from the state store). A
+//! metadata-first class has two: that one for changes its metadata shows
+//! (size, times, inode, owner, mode), and `audit_every` × interval plus the
+//! inspection time for an edit that keeps size and times (only a content
+//! audit reads it; without `audit_every`, never).
 //!
 //! Owns: [`ScheduleRow`] and [`detection_bound`]. Must not: read the store
 //! (the binary passes the percentiles in).
@@ -25,6 +29,17 @@ pub struct ScheduleRow {
     /// Interval + p95 (for a watched class under `datum agent`: the
     /// watch's debounce + p95); `None` until a check has been measured.
     pub detection_bound_ms: Option<u64>,
+    /// A metadata-first class: how long an edit that keeps size and times
+    /// can go unnoticed (`audit_every` × interval + p95); `None` for a full
+    /// class (covered by `detection_bound_ms`), for a metadata class without
+    /// an audit (never detected: see `stamp_preserving_never`), or before a
+    /// check was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stamp_preserving_bound_ms: Option<u64>,
+    /// A metadata-first class without `audit_every`: an edit that keeps size
+    /// and times is never detected.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stamp_preserving_never: bool,
     /// The class is watched (`watch: true`): under the agent a change is
     /// checked within the debounce, not at the next interval.
     pub watched: bool,
@@ -41,6 +56,16 @@ pub fn detection_bound(interval: Duration, inspection_p95: Duration) -> Duration
     interval + inspection_p95
 }
 
+/// A metadata-first class's bound for an edit that keeps size and times:
+/// the audit comes every `audit_every` checks of the class.
+pub fn stamp_preserving_bound(
+    interval: Duration,
+    audit_every: u64,
+    inspection_p95: Duration,
+) -> Duration {
+    interval.saturating_mul(u32::try_from(audit_every.max(1)).unwrap_or(u32::MAX)) + inspection_p95
+}
+
 impl ScheduleRow {
     pub fn new(spec: &ClassSpec, resources: usize, p: Option<(u64, u64, usize)>) -> Self {
         ScheduleRow {
@@ -55,6 +80,15 @@ impl ScheduleRow {
             detection_bound_ms: p.map(|x| {
                 detection_bound(spec.interval, Duration::from_millis(x.1)).as_millis() as u64
             }),
+            stamp_preserving_bound_ms: match (spec.content, spec.audit_every, p) {
+                (ContentMode::Metadata, Some(every), Some(x)) => Some(
+                    stamp_preserving_bound(spec.interval, every, Duration::from_millis(x.1))
+                        .as_millis() as u64,
+                ),
+                _ => None,
+            },
+            stamp_preserving_never: spec.content == ContentMode::Metadata
+                && spec.audit_every.is_none(),
             resources,
             watched: false,
             attributed: spec.attribute,
@@ -79,5 +113,22 @@ mod tests {
         assert_eq!(row.detection_bound_ms, Some(3_600_250));
         assert_eq!(format_ms(3_600_250), "1h 250ms");
         assert_eq!(ScheduleRow::new(&spec, 0, None).detection_bound_ms, None);
+        assert_eq!(row.stamp_preserving_bound_ms, None);
+        assert!(!row.stamp_preserving_never);
+    }
+
+    #[test]
+    fn a_metadata_class_states_the_audit_bound_for_stamp_preserving_edits() {
+        let mut spec = ClassSpec::default_named("cheap");
+        spec.content = ContentMode::Metadata;
+        spec.interval = Duration::from_secs(300);
+        spec.audit_every = Some(3);
+        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)));
+        assert_eq!(row.detection_bound_ms, Some(300_250));
+        assert_eq!(row.stamp_preserving_bound_ms, Some(900_250));
+        spec.audit_every = None;
+        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)));
+        assert_eq!(row.stamp_preserving_bound_ms, None);
+        assert!(row.stamp_preserving_never);
     }
 }

@@ -82,10 +82,16 @@ impl Notifications {
     }
 
     /// A resource changed (or would): every service it notifies now owes an
-    /// activation, recorded durably before anything else happens.
-    pub(crate) fn resource_changed(&mut self, resource: &Resource, ctx: &mut PassContext<'_>) {
+    /// activation, recorded durably before anything else happens. A record
+    /// the store refused is the error (the caller fails the resource: a
+    /// reload nobody remembers would never happen).
+    pub(crate) fn resource_changed(
+        &mut self,
+        resource: &Resource,
+        ctx: &mut PassContext<'_>,
+    ) -> Result<(), String> {
         let Some(targets) = self.by_notifier.get(&resource.id) else {
-            return;
+            return Ok(());
         };
         let reason = format!("{} changed", resource.id);
         for (service, action) in targets {
@@ -97,9 +103,16 @@ impl Notifications {
             if ctx.mode == Mode::Apply
                 && let Some(store) = ctx.store.as_deref_mut()
             {
-                let _ = store.owe(service, *action, &reason, ctx.now);
+                store.owe(service, *action, &reason, ctx.now).map_err(|e| {
+                    let what = match action {
+                        OwedAction::Reload => "reload",
+                        OwedAction::Restart => "restart",
+                    };
+                    format!("cannot record the {what} {service} owes in the state store ({e}): not changed")
+                })?;
             }
         }
+        Ok(())
     }
 
     /// Runs after a Service resource's own phases: if an activation is owed

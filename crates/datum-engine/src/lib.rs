@@ -24,6 +24,7 @@
 )]
 
 mod activation;
+mod evidence;
 mod gate;
 mod observe;
 mod pass;

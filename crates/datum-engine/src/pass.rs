@@ -9,10 +9,11 @@ use datum_core::{
 };
 use datum_host::Host;
 use datum_providers::{Provider, ProviderError};
-use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
-use datum_store::{Store, VerifiedRecord};
+use datum_store::backup::BackupStore;
+use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
+use crate::evidence::{self, EvidenceGate};
 use crate::gate::{self, ValidationGate};
 use crate::observe::{self, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
@@ -133,6 +134,19 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
+    // Observations a reconcile accepted: not reverted while they hold.
+    let accepted: HashMap<String, Accepted> = ctx
+        .store
+        .as_deref()
+        .and_then(|s| s.all_accepted().ok())
+        .unwrap_or_default();
+
+    // Resources whose last apply failed: one that converges now is cleared.
+    let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
+        (Mode::Apply, Some(store)) => store.failed_applies().unwrap_or_default(),
+        _ => BTreeSet::new(),
+    };
+
     // Packages are installed in one apt transaction up front: one dependency
     // resolution, one download, and the validators they provide are on the
     // host before the files that need them. Each Package resource still runs
@@ -195,6 +209,12 @@ pub fn run_pass_with(
                         &mut notifications,
                         ctx,
                     )
+                } else if let Some(step) = accepted_as_is(
+                    resource,
+                    cached.as_ref(),
+                    accepted.get(&resource.id.to_string()),
+                ) {
+                    step
                 } else {
                     run_resource(
                         resource,
@@ -211,7 +231,14 @@ pub fn run_pass_with(
             Outcome::Changed { .. } | Outcome::WouldChange { .. }
         ) {
             changed.insert(resource.id.clone());
-            notifications.resource_changed(resource, ctx);
+            // Recorded before the change already; a store that refuses now
+            // still fails the resource, so nobody relies on the record.
+            if let Err(reason) = notifications.resource_changed(resource, ctx) {
+                step.outcome = Outcome::Failed {
+                    phase: Phase::Apply,
+                    reason,
+                };
+            }
         }
         // A service that others notify: validate their groups, then reload.
         if !matches!(
@@ -231,6 +258,9 @@ pub fn run_pass_with(
                 stopped.insert(resource.id.clone(), by.clone());
             }
             _ => {}
+        }
+        if ctx.mode == Mode::Apply {
+            remember_failure(resource, &step.outcome, &failed_before, ctx);
         }
         let report = ResourceReport {
             id: resource.id.clone(),
@@ -256,6 +286,30 @@ pub fn run_pass_with(
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
+}
+
+/// A resource whose observation a reconcile accepted (policy `accept`), with
+/// the same declaration and the same observation still: left as it is, not
+/// reverted nor called corrective, until the declaration follows (or the
+/// host moves again). `None`: run it as usual.
+fn accepted_as_is(
+    resource: &Resource,
+    cached: Option<&Result<Observed, ProviderError>>,
+    accepted: Option<&Accepted>,
+) -> Option<Step> {
+    let accepted = accepted.filter(|a| a.declaration_hash == resource.declaration_hash)?;
+    let observed = cached?.as_ref().ok()?;
+    if observed.acceptance_hash() != accepted.observation_hash {
+        return None;
+    }
+    let patch = accepted
+        .patch
+        .as_deref()
+        .map_or_else(String::new, |p| format!(" (patch: {p})"));
+    Some(Step {
+        detail: Some(format!("accepted, not yet in the repository{patch}")),
+        ..Step::new(Action::None, Diff::default(), Outcome::Unchanged)
+    })
 }
 
 /// A held resource (see [`PassOptions::hold`]): planned, never applied; one
@@ -331,20 +385,45 @@ fn run_resource(
                 detail: rejection.detail,
             };
         }
-        notifications.resource_changed(resource, ctx);
+        // A plan records nothing: this cannot fail.
+        if let Err(e) = notifications.resource_changed(resource, ctx) {
+            return failed_step(action, diff, e);
+        }
         return Step::new(action, diff, Outcome::WouldChange { intent });
+    }
+    // Evidence first (see `evidence`): what the change destroys is saved
+    // before it happens, or, for a content update a validator checks, once
+    // the validator accepted the staged copy. A save that fails stops it.
+    let files = evidence::to_save(provider, resource, &observed, &diff);
+    let after_validation =
+        resource.validate.is_some() && action == Action::Update && diff.content.is_some();
+    let host = ctx.host;
+    if !after_validation
+        && !files.is_empty()
+        && let Some(backups) = ctx.backups.as_deref_mut()
+        && let Err(e) = evidence::save(host, backups, resource, &files, ctx.now)
+    {
+        return failed_step(action, diff, e.to_string());
     }
     // The services this resource notifies owe an activation from the moment
     // the change is about to happen: recorded durably before the write, so a
-    // pass killed after the write still leaves the reload owed.
-    notifications.resource_changed(resource, ctx);
-
-    backup_before_change(provider, resource, &observed, &diff, ctx);
-    let mut gate = ValidationGate {
+    // pass killed after the write still leaves the reload owed. A record
+    // that cannot be written stops the change (the reload would be lost).
+    if let Err(e) = notifications.resource_changed(resource, ctx) {
+        return failed_step(action, diff, e);
+    }
+    let now = ctx.now;
+    let mut gate = EvidenceGate {
+        inner: ValidationGate { resource, host },
+        host,
+        backups: ctx.backups.as_deref_mut(),
         resource,
-        host: ctx.host,
+        files: if after_validation { files } else { Vec::new() },
+        now,
     };
-    if let Err(e) = provider.apply(ctx.host, resource, &observed, &diff, &mut gate) {
+    let applied = provider.apply(host, resource, &observed, &diff, &mut gate);
+    drop(gate);
+    if let Err(e) = applied {
         return Step::failed(Phase::Apply, action, diff, &e);
     }
     match provider.verify(ctx.host, resource) {
@@ -422,6 +501,19 @@ pub fn fill_content_for_display(
     }
 }
 
+/// A resource the pass did not change, because what must happen before the
+/// change (saving the evidence, recording an owed reload) failed.
+fn failed_step(action: Action, diff: Diff, reason: String) -> Step {
+    Step::new(
+        action,
+        diff,
+        Outcome::Failed {
+            phase: Phase::Apply,
+            reason,
+        },
+    )
+}
+
 /// Intentional when the declaration differs from the one last verified.
 fn intent_of(resource: &Resource, known: Option<&VerifiedRecord>) -> Intent {
     match known {
@@ -444,55 +536,39 @@ fn record_verified(resource: &Resource, observed: &Observed, ctx: &mut PassConte
     }
 }
 
-/// Keeps the old content of a regular file that is about to be replaced or
-/// removed, so an apply never destroys the evidence of what was there.
-fn backup_before_change(
-    provider: &dyn Provider,
+/// Records a failed apply for `datum check` (which reports the resource as
+/// not converged, with this failure, rather than as drift), and forgets it
+/// once an apply converges the resource. A store write failing does not
+/// fail the resource (like a verified record): the check then reports what
+/// it observes without the failure.
+fn remember_failure(
     resource: &Resource,
-    observed: &Observed,
-    diff: &Diff,
+    outcome: &Outcome,
+    failed_before: &BTreeSet<String>,
     ctx: &mut PassContext<'_>,
 ) {
-    let host = ctx.host;
     let now = ctx.now;
-    let Some(backups) = ctx.backups.as_deref_mut() else {
+    let Some(store) = ctx.store.as_deref_mut() else {
         return;
     };
-    let destroys_content = match diff.action() {
-        Action::Remove | Action::Replace => true,
-        Action::Update => diff.content.is_some(),
-        _ => false,
-    };
-    let is_file = observed.presence == Presence::Present
-        && observed.meta.as_ref().is_some_and(|m| m.sha256.is_some());
-    if !destroys_content || !is_file {
-        return;
-    }
-    for declared in provider.managed_paths(resource) {
-        let Ok(Some(bytes)) = host.read(&declared) else {
-            continue;
-        };
-        let meta = observed.meta.clone().unwrap_or_default();
-        let reason = if diff.action() == Action::Remove {
-            BackupReason::Remove
-        } else {
-            BackupReason::Update
-        };
-        let saved = backups.save(&SavedFile {
-            resource: &resource.id,
-            declared_path: &declared,
-            bytes: &bytes,
-            mode: meta.mode,
-            uid: meta.uid,
-            gid: meta.gid,
-            reason,
-            sensitive: resource.sensitive,
-            at: now,
-        });
-        // Retention is applied after every save so the store stays bounded.
-        if saved.is_ok() {
-            let _ = backups.prune(&Retention::default(), now);
+    match outcome {
+        Outcome::Failed { phase, reason } => {
+            let _ = store.record_apply_failure(
+                &resource.id,
+                &ApplyFailure {
+                    declaration_hash: resource.declaration_hash.clone(),
+                    phase: phase.to_string(),
+                    reason: reason.clone(),
+                    failed_at: now,
+                },
+            );
         }
+        Outcome::Changed { .. } | Outcome::Unchanged
+            if failed_before.contains(&resource.id.to_string()) =>
+        {
+            let _ = store.clear_apply_failure(&resource.id);
+        }
+        _ => {}
     }
 }
 

@@ -104,8 +104,10 @@ pub enum Command {
     Backup(BackupCommand),
     /// Check continuously: per-class schedules, file-change watches, Prometheus metrics.
     Agent(AgentArgs),
-    /// Report drift (exit 0 none, 2 drift, 1 error); apply each class's policy.
+    /// Report drift (exit 0 none, 2 drift, 1 error) and what each policy would do; change nothing.
     Check(CheckArgs),
+    /// Check, then apply each class's policy to the drift found (revert, accept, quarantine).
+    Reconcile(CheckArgs),
     /// Per class: interval, inspection time (p50/p95) and detection bound.
     Schedule,
     /// Print a tree's Merkle fingerprint (the path as given, not under --root).

@@ -67,17 +67,18 @@ pub(crate) fn findings<'a>(
             continue;
         };
         let (category, diff) = match (&d.actual_md5, d.found) {
-            (_, Some(found)) => ("type_changed", AttrDiff::plain("type", found, "file")),
+            // Declared (here: packaged) -> observed, like every check finding.
+            (_, Some(found)) => ("type_changed", AttrDiff::plain("type", "file", found)),
             (None, None) => (
                 "deleted_outside",
-                AttrDiff::plain("presence", "absent", "present"),
+                AttrDiff::plain("presence", "present", "absent"),
             ),
             (Some(actual), None) => (
                 "changed_outside",
                 AttrDiff::plain(
                     "content",
-                    md5(actual),
                     format!("{} (packaged)", md5(&d.expected_md5)),
+                    md5(actual),
                 ),
             ),
         };

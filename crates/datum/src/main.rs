@@ -19,6 +19,7 @@ mod commands;
 mod conffiles;
 mod config;
 mod context;
+mod converged;
 mod exit;
 mod logging;
 mod render;

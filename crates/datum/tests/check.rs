@@ -139,7 +139,16 @@ impl Sandbox {
 
     /// `datum check --output json`, parsed, with the exit code.
     fn check_json(&self, extra: &[&str]) -> (i32, Value) {
-        let mut args = vec!["check", "--output", "json"];
+        self.json_of("check", extra)
+    }
+
+    /// `datum reconcile --output json` (the policies applied), parsed.
+    fn reconcile_json(&self, extra: &[&str]) -> (i32, Value) {
+        self.json_of("reconcile", extra)
+    }
+
+    fn json_of(&self, command: &str, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec![command, "--output", "json"];
         args.extend_from_slice(extra);
         let o = self.datum(&args);
         let json: Value = serde_json::from_slice(&o.stdout)
@@ -234,8 +243,13 @@ fn content_edit_keeping_size_and_mtime_is_seen_by_a_full_check() {
     );
     let json = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
     let diff = json["findings"][0]["content_diff"].as_str().expect("diff");
-    assert!(diff.contains("-Welcome to TEST-host."), "{diff}");
-    assert!(diff.contains("+Welcome to test-host."), "{diff}");
+    // Declared -> live: the host's edit is the `+` line.
+    assert!(diff.contains("+Welcome to TEST-host."), "{diff}");
+    assert!(diff.contains("-Welcome to test-host."), "{diff}");
+    assert!(
+        diff.contains("(declared)") && diff.contains("(live)"),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -243,8 +257,9 @@ fn chmod_is_a_mode_change() {
     let s = Sandbox::new("", None).applied();
     fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
     let json = one_finding(&s, "File[motd]", "changed_outside", &["mode"]);
-    assert_eq!(json["findings"][0]["diffs"][0]["before"], "0600");
-    assert_eq!(json["findings"][0]["diffs"][0]["after"], "0644");
+    // In the direction reality moved: declared 0644, now 0600.
+    assert_eq!(json["findings"][0]["diffs"][0]["before"], "0644");
+    assert_eq!(json["findings"][0]["diffs"][0]["after"], "0600");
 }
 
 #[test]
@@ -252,7 +267,8 @@ fn chown_is_an_owner_change() {
     let s = Sandbox::new("", None).applied();
     std::os::unix::fs::chown(s.live("/etc/app/app.conf"), Some(1234), None).expect("chown");
     let json = one_finding(&s, "File[app-conf]", "changed_outside", &["owner"]);
-    assert_eq!(json["findings"][0]["diffs"][0]["before"], "svc");
+    assert_eq!(json["findings"][0]["diffs"][0]["before"], "root");
+    assert_eq!(json["findings"][0]["diffs"][0]["after"], "svc");
 }
 
 #[test]
@@ -402,8 +418,28 @@ fn sampling_decides_between_deep_and_metadata_passes() {
 
 // ---- policies -------------------------------------------------------------
 
+/// Every regular file under `dir`, with its bytes and mode.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            let meta = fs::symlink_metadata(&p).expect("lstat");
+            if meta.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = fs::read(&p).unwrap_or_default();
+                out.push((p, bytes, meta.permissions().mode()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
-fn revert_restores_only_the_drifted_resources_of_its_class() {
+fn check_only_says_what_revert_would_do_and_reconcile_does_it() {
     let s = Sandbox::new(
         "classes:\n  critical: {interval: 60s, policy: revert}\n",
         Some("critical"),
@@ -411,22 +447,50 @@ fn revert_restores_only_the_drifted_resources_of_its_class() {
     .applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     fs::write(s.live("/etc/app/app.conf"), "listen = 1\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let actions = |json: &Value| -> Vec<(String, String)> {
+        json["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                (
+                    f["subject"].as_str().unwrap().to_owned(),
+                    f["action"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    // `check` only looks, however often: the host's files (the backup store
+    // included) stay byte for byte as they were, and it says what a
+    // reconcile would do.
+    let etc = s.live("/etc");
+    let before = snapshot(&etc);
+    let backups_before = stdout(&s.datum(&["backup", "list"]));
+    for _ in 0..2 {
+        let (code, json) = s.check_json(&[]);
+        assert_eq!(code, 2);
+        assert_eq!(
+            actions(&json),
+            vec![
+                pair("File[motd]", "would revert"),
+                pair("File[app-conf]", "reported")
+            ]
+        );
+        let human = stdout(&s.datum(&["check"]));
+        assert!(human.contains("would revert"), "{human}");
+    }
+    assert_eq!(snapshot(&etc), before, "check changed the host");
+    assert_eq!(stdout(&s.datum(&["backup", "list"])), backups_before);
+    // No flap count either: three checks, then the first reconcile reverts.
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
-    let actions: Vec<(&str, &str)> = json["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .map(|f| {
-            (
-                f["subject"].as_str().unwrap(),
-                f["action"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        actions,
-        vec![("File[motd]", "reverted"), ("File[app-conf]", "reported")]
+        actions(&json),
+        vec![
+            pair("File[motd]", "reverted"),
+            pair("File[app-conf]", "reported")
+        ]
     );
     assert_eq!(
         fs::read_to_string(s.live("/etc/motd")).expect("read"),
@@ -471,13 +535,13 @@ fn revert_goes_through_validation() {
     let live = s.live("/etc/sudoers.d/ops");
     // Passes the validator: restored.
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
-    let (_, json) = s.check_json(&[]);
+    let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
     assert_eq!(fs::read_to_string(&live).unwrap(), SUDOERS_OK);
     // A declaration the validator rejects is never written by a revert.
     s.write("repo/base/files/sudoers-ops", "ops ALL=(ALL NOPASSWD\n");
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     let action = json["findings"][0]["action"].as_str().expect("action");
     assert!(action.starts_with("revert failed"), "{json:#}");
@@ -494,7 +558,7 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     let actions: Vec<String> = (0..3)
         .map(|_| {
             fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
-            let (_, json) = s.check_json(&[]);
+            let (_, json) = s.reconcile_json(&[]);
             json["findings"][0]["action"]
                 .as_str()
                 .expect("action")
@@ -504,7 +568,7 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     assert_eq!(actions[0], "reverted");
     assert!(actions[1].starts_with("backed off"), "{actions:?}");
     assert_eq!(actions[2], "quarantined: flapping");
-    let (_, json) = s.check_json(&[]);
+    let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["quarantined"][0]["target"], "File[motd]");
 }
 
@@ -522,15 +586,51 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     .expect("edit");
     let patches = s.dir.path().join("patches");
     let patch_dir = patches.to_str().expect("utf8");
+    // A check says what would happen and writes no patch.
     let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2);
+    assert_eq!(json["findings"][0]["action"], "would accept", "{json:#}");
+    assert!(!patches.exists());
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2);
     let action = json["findings"][0]["action"].as_str().expect("action");
     assert!(action.starts_with("accepted (patch: "), "{action}");
     // Accepted: not reported again while nothing changes.
     let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 0, "{json:#}");
-    // The patch applies to the repository, and then the host converges.
+    // Accepted means accepted: plan and apply leave it, and say why.
+    let accepted = "Welcome to test-host.\nAuthorised use only.\nMaintenance on Sunday.\n";
     let patch = patches.join("File-motd.patch");
+    for command in ["plan", "apply"] {
+        let o = s.datum(&[command]);
+        assert_exit(&o, 0);
+        let text = stdout(&o);
+        assert!(
+            text.contains(&format!(
+                "File[motd]  unchanged: accepted, not yet in the repository (patch: {})",
+                patch.display()
+            )),
+            "{command}: {text}"
+        );
+        assert!(!text.contains("corrective"), "{command}: {text}");
+        assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), accepted);
+    }
+    let o = s.datum(&["--output", "json", "plan"]);
+    let plan: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let motd = plan["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["id"] == "File[motd]")
+        .expect("motd");
+    assert!(
+        motd["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("accepted, not yet in the repository"),
+        "{motd:#}"
+    );
+    // The patch applies to the repository, and then the host converges.
     let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
     assert!(summary.contains("File[motd]"), "{summary}");
     let applied = std::process::Command::new("patch")
@@ -565,6 +665,10 @@ fn quarantine_blocks_apply_until_release() {
     .applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2);
+    assert_eq!(json["findings"][0]["action"], "would quarantine");
+    assert_eq!(json["quarantined"], serde_json::json!([]), "{json:#}");
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     assert_eq!(json["findings"][0]["action"], "quarantined");
     // Apply skips it (and says so); the drift stays.
@@ -605,7 +709,7 @@ fn check_never_reverts_what_a_person_quarantined() {
         0,
     );
     fs::write(s.live("/etc/motd"), "hot fix\n").expect("edit");
-    let (code, json) = s.check_json(&[]);
+    let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     assert_eq!(
         json["findings"][0]["action"],
@@ -882,7 +986,7 @@ fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
         fs::write(confd.join("10-a.conf"), "a = 9\n").expect("edit");
         fs::write(confd.join("stray.conf"), "x\n").expect("stray");
         fs::write(confd.join("keep.swp"), "swap").expect("swp");
-        let (code, json) = s.check_json(&[]);
+        let (code, json) = s.reconcile_json(&[]);
         assert_eq!(code, 2);
         let cats: Vec<String> = findings(&json).into_iter().map(|f| f.1).collect();
         assert_eq!(cats, vec!["changed_outside", "unmanaged"], "{json:#}");
@@ -914,7 +1018,7 @@ fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
     fs::write(confd.join("10-a.conf"), "a = 5\n").expect("edit");
     let patches = s.dir.path().join("patches");
     let dir = patches.to_str().expect("utf8");
-    let (code, json) = s.check_json(&["--patch-dir", dir]);
+    let (code, json) = s.reconcile_json(&["--patch-dir", dir]);
     assert_eq!(code, 2);
     assert!(
         json["findings"][0]["action"]
@@ -933,7 +1037,7 @@ fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
     assert_eq!(s.check_json(&["--patch-dir", dir]).0, 0);
     // Another change is a new observation: reported (and accepted) again.
     fs::write(confd.join("10-a.conf"), "a = 6\n").expect("edit");
-    assert_eq!(s.check_json(&["--patch-dir", dir]).0, 2);
+    assert_eq!(s.reconcile_json(&["--patch-dir", dir]).0, 2);
 }
 
 #[test]
@@ -971,6 +1075,23 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
     );
     assert!(json.to_string().contains("quarantined"), "{json:#}");
     assert!(!s.live("/etc/app/app.conf").exists(), "{json:#}");
+    // A person reads "quarantined", not "blocked (by itself)".
+    let human = stdout(&s.datum(&["plan", "--color", "never"]));
+    let line = |id: &str| {
+        human
+            .lines()
+            .find(|l| l.contains(id))
+            .unwrap_or_else(|| panic!("{id}: {human}"))
+            .to_owned()
+    };
+    assert!(
+        line("Directory[etc-app]").ends_with("quarantined (not applied)"),
+        "{human}"
+    );
+    assert!(
+        line("File[app-conf]").contains("blocked (by Directory[etc-app])"),
+        "{human}"
+    );
     // Released: the next apply recreates it.
     assert_exit(&s.datum(&["release", "Directory/etc-app"]), 0);
     s.datum(&["apply"]);
@@ -1043,11 +1164,12 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     );
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+    // Declared but never applied: not converged (not deleted outside).
     assert_eq!(
         findings(&json),
         [(
             "File[extra]".to_owned(),
-            "deleted_outside".to_owned(),
+            "not_converged".to_owned(),
             vec!["presence".to_owned()]
         )]
     );
@@ -1144,4 +1266,148 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+// ---- drift is what the apply loop did not produce ---------------------------
+
+#[test]
+fn a_never_applied_root_is_not_converged_not_drifted() {
+    let s = Sandbox::new("", None);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "{json:#}");
+    let found = json["findings"].as_array().expect("findings");
+    assert!(!found.is_empty(), "{json:#}");
+    for f in found {
+        assert_eq!(f["category"], "not_converged", "{json:#}");
+        assert!(
+            f["action"].as_str().unwrap().contains("never applied"),
+            "{json:#}"
+        );
+    }
+    // One finding per resource, whatever its differences (a Tree has
+    // several).
+    let subjects: Vec<&str> = found
+        .iter()
+        .map(|f| f["subject"].as_str().unwrap())
+        .collect();
+    let mut unique = subjects.clone();
+    unique.dedup();
+    assert_eq!(subjects, unique);
+    assert!(subjects.contains(&"Tree[conf-d]"), "{subjects:?}");
+    let human = stdout(&s.datum(&["check"]));
+    assert!(human.contains("not_converged"), "{human}");
+    // Applied: converged, and an edit afterwards is drift again.
+    let s = s.applied();
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+}
+
+#[test]
+fn a_resource_whose_last_apply_failed_is_not_converged_with_the_failure() {
+    let s = Sandbox::new("", None).applied();
+    s.write(
+        "repo/base/app.yaml",
+        "datum: v1alpha1\ntype: File\nname: settings\ndesired:\n  path: /etc/app/settings.json\n  content: \"{\\\"broken\\\": \\n\"\n  validate: json\n",
+    );
+    fs::write(s.live("/etc/app/settings.json"), "{\"live\": 1}\n").expect("write");
+    assert_exit(&s.datum(&["apply"]), 4);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        findings(&json),
+        vec![(
+            "File[settings]".to_owned(),
+            "not_converged".to_owned(),
+            vec!["content".to_owned()]
+        )],
+        "{json:#}"
+    );
+    let action = json["findings"][0]["action"].as_str().unwrap();
+    assert!(
+        action.starts_with("not converged: its last apply failed (apply): "),
+        "{action}"
+    );
+    assert!(action.contains("json"), "{action}");
+    // Fixed and applied: converged; a later edit is drift.
+    s.write(
+        "repo/base/app.yaml",
+        "datum: v1alpha1\ntype: File\nname: settings\ndesired:\n  path: /etc/app/settings.json\n  content: \"{\\\"declared\\\": 2}\\n\"\n  validate: json\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(s.check_json(&[]).0, 0);
+    fs::write(s.live("/etc/app/settings.json"), "{\"edited\": 3}\n").expect("edit");
+    one_finding(&s, "File[settings]", "changed_outside", &["content"]);
+}
+
+#[test]
+fn metadata_drift_found_by_an_audit_stays_reported_with_its_history() {
+    let s = Sandbox::new(METADATA_CLASSES, Some("audited")).applied();
+    // Check 2 trusts metadata; the stamp-preserving edit (size, mtime,
+    // ctime as recorded: the worst case) is missed by check 3 and found by
+    // the audit (check 4, every 3rd).
+    assert_eq!(s.check_json(&[]).0, 0);
+    edit_keeping_size_and_mtime(
+        &s.live("/etc/motd"),
+        "Welcome to TEST-host.\nAuthorised use only.\n",
+    );
+    forge_verified_meta(&s);
+    assert_eq!(s.check_json(&[]).0, 0);
+    let audit = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+    let first_seen = audit["findings"][0]["first_seen"].clone();
+    assert_eq!(audit["findings"][0]["passes"], 1);
+    // The following metadata passes keep reporting it, and its history
+    // goes on (same first seen, one more pass each), through the next
+    // audit too.
+    for passes in 2..=4 {
+        let json = one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+        assert_eq!(json["findings"][0]["first_seen"], first_seen, "{json:#}");
+        assert_eq!(json["findings"][0]["passes"], passes, "{json:#}");
+    }
+    // A plan sees it too (apply reads content, never the stamp).
+    assert_exit(&s.datum(&["plan"]), 2);
+    // The file matches again: the finding closes.
+    fs::write(
+        s.live("/etc/motd"),
+        "Welcome to test-host.\nAuthorised use only.\n",
+    )
+    .expect("restore");
+    assert_eq!(s.check_json(&[]).0, 0);
+}
+
+#[test]
+fn schedule_states_both_bounds_of_a_metadata_class() {
+    let s = Sandbox::new(METADATA_CLASSES, Some("audited")).applied();
+    s.check_json(&[]);
+    let o = s.datum(&["schedule", "--output", "json"]);
+    assert_exit(&o, 0);
+    let rows: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let row = |name: &str| {
+        rows["classes"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["class"] == name)
+            .cloned()
+            .expect("class")
+    };
+    let audited = row("audited");
+    let p95 = audited["p95_ms"].as_u64().expect("measured");
+    assert_eq!(audited["detection_bound_ms"].as_u64(), Some(300_000 + p95));
+    assert_eq!(
+        audited["stamp_preserving_bound_ms"].as_u64(),
+        Some(3 * 300_000 + p95),
+        "{audited:#}"
+    );
+    assert_eq!(row("cheap")["stamp_preserving_never"], true);
+    let human = stdout(&s.datum(&["schedule"]));
+    assert!(
+        human.contains("audited: metadata-visible changes within 5m")
+            && human.contains("edits that keep size and times: within 15m"),
+        "{human}"
+    );
+    assert!(
+        human.contains("cheap: metadata-visible changes within")
+            && human.contains("edits that keep size and times: never"),
+        "{human}"
+    );
 }

@@ -731,7 +731,7 @@ testbed_test!(
         assert_eq!(subject, &format!("Package[openssh-server]:{PAM_SSHD}"));
         assert_eq!(category, "changed_outside");
         assert_eq!(diffs[0]["path"], "content");
-        assert_contains(diffs[0]["after"].as_str().unwrap(), "(packaged)");
+        assert_contains(diffs[0]["before"].as_str().unwrap(), "(packaged)");
         assert_ne!(diffs[0]["before"], diffs[0]["after"]);
 
         // A hand edit of the declared conffile: reported once, as File drift.
@@ -776,8 +776,9 @@ testbed_test!(
             .iter()
             .find(|d| d["path"] == "version")
             .unwrap_or_else(|| panic!("no version difference: {diffs}"));
-        assert_eq!(version["before"], installed_version.as_str());
-        assert_contains(version["after"].as_str().unwrap(), "1:9.1p1-1");
+        // Declared -> installed, the direction reality moved.
+        assert_eq!(version["after"], installed_version.as_str());
+        assert_contains(version["before"].as_str().unwrap(), "1:9.1p1-1");
         let plan = datum(dir, None, &["plan"]);
         plan.assert_exit(2);
         assert_contains(&plan.line("Package[openssh-server]"), "update");
@@ -880,12 +881,12 @@ fn check_reports_edited_conffiles_of_declared_packages_only() {
     let dir = dir.path();
     let root = dir.join("root");
     // The File's content differs from the packaged one: declared, so it is
-    // the File's business (here: drift, since it was never applied).
+    // the File's business (here: not converged, since it was never applied).
     assert_eq!(
         check_scratch(dir),
         (
             2,
-            vec![("File[declared]".to_owned(), "changed_outside".to_owned())]
+            vec![("File[declared]".to_owned(), "not_converged".to_owned())]
         )
     );
     fs::write(root.join("etc/demo/declared.conf"), "# ours\n").unwrap();
@@ -964,7 +965,8 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
     assert_eq!(
         findings,
         [
-            ("Package[demo]".to_owned(), "changed_outside".to_owned()),
+            // Never applied here: not converged, not drift.
+            ("Package[demo]".to_owned(), "not_converged".to_owned()),
             (
                 "Package[demo]:/etc/demo/edited.conf".to_owned(),
                 "changed_outside".to_owned()
@@ -972,7 +974,8 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
         ]
     );
 
-    // Declared absent: the package itself is the drift, its files are not.
+    // Declared absent: the package itself is the finding (not converged:
+    // never applied here), its files are not.
     write(
         dir.join("repo/base/main.yaml"),
         "datum: v1alpha1\ntype: Package\nname: demo\ndesired: {name: datum-demo, state: absent}\n",
@@ -980,6 +983,6 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
     let (_, findings) = check_scratch(dir);
     assert_eq!(
         findings,
-        [("Package[demo]".to_owned(), "changed_outside".to_owned())]
+        [("Package[demo]".to_owned(), "not_converged".to_owned())]
     );
 }

@@ -7,7 +7,15 @@
 //! - `type_changed`: something of another type is there (a file became a
 //!   directory or a link);
 //! - `unmanaged`: an entry inside a Tree that no declaration covers and no
-//!   exclusion hides.
+//!   exclusion hides;
+//! - `not_converged`: the resource differs, but the apply loop never made it
+//!   match (never applied, or its last apply failed): not drift, work that
+//!   apply still owes ([`not_converged`] folds the other findings into it).
+//!
+//! Every difference reads in the direction reality moved: from the declared
+//! value (`before`) to what the host has now (`after`), and a content diff
+//! from the declared text to the live one, so a line added on the host is a
+//! `+`. (`datum plan` shows the other direction: what apply will do.)
 //!
 //! Must not: read the host, or keep a value of a sensitive resource (its
 //! differences carry paths only, and no content diff is produced).
@@ -24,7 +32,7 @@ pub struct CheckFinding {
     pub class: String,
     /// The managed path, for display.
     pub target: Option<String>,
-    /// A unified diff of the content (live -> declared); `None` when the
+    /// A unified diff of the content (declared -> live); `None` when the
     /// resource is sensitive or no text was read.
     pub content_diff: Option<String>,
     /// Who changed it, as the agent's attribution saw it (classes with
@@ -62,10 +70,12 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         diffs.push(if r.sensitive {
             AttrDiff::sensitive(change.field.clone())
         } else {
+            // The provider's diff goes live -> declared (what apply does):
+            // drift is the other way round.
             AttrDiff::plain(
                 change.field.clone(),
-                show(change.before.as_ref()),
                 show(change.after.as_ref()),
+                show(change.before.as_ref()),
             )
         });
     }
@@ -76,13 +86,13 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         } else {
             diffs.push(AttrDiff::plain(
                 "content",
-                short(content.before_sha256.as_deref().unwrap_or("(none)")),
                 short(&content.after_sha256),
+                short(content.before_sha256.as_deref().unwrap_or("(none)")),
             ));
             if r.observed.presence == Presence::Present {
                 content_diff = text_diff(
-                    content.before.as_deref(),
                     &content.after,
+                    content.before.as_deref(),
                     r.target.unwrap_or("content"),
                 );
             }
@@ -92,7 +102,7 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
     if category != "changed_outside" {
         diffs.retain(|d| d.path() == "type" || category == "deleted_outside");
         if category == "deleted_outside" {
-            diffs = vec![AttrDiff::plain("presence", "absent", "present")];
+            diffs = vec![AttrDiff::plain("presence", "present", "absent")];
         }
         content_diff = None;
     }
@@ -108,6 +118,26 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         content_diff,
         changed_by: Vec::new(),
     }]
+}
+
+/// The category of a resource the apply loop never made match.
+pub const NOT_CONVERGED: &str = "not_converged";
+
+/// One resource's findings folded into a single `not_converged` finding
+/// (every difference kept, the first content diff too): drift is what the
+/// apply loop did not produce, and a resource never applied, or whose last
+/// apply failed, was never produced. `None` when there is nothing to fold.
+pub fn not_converged(found: Vec<CheckFinding>) -> Option<CheckFinding> {
+    let mut found = found.into_iter();
+    let mut first = found.next()?;
+    first.finding.category = NOT_CONVERGED.to_owned();
+    for other in found {
+        first.finding.diffs.extend(other.finding.diffs);
+        if first.content_diff.is_none() {
+            first.content_diff = other.content_diff;
+        }
+    }
+    Some(first)
 }
 
 /// A Tree's differences, grouped by category: one finding per category,
@@ -126,17 +156,17 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
         let path = item.get("path").and_then(Value::as_str).unwrap_or("");
         let path = if path.is_empty() { "." } else { path };
         let (category, diff) = match item.get("category").and_then(Value::as_str) {
-            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "present", "undeclared")),
+            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "undeclared", "present")),
             Some("missing") => (
                 "deleted_outside",
-                AttrDiff::plain(path, "absent", "present"),
+                AttrDiff::plain(path, "present", "absent"),
             ),
             Some("type_changed") => (
                 "type_changed",
                 AttrDiff::plain(
                     path,
-                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
                     item.get("declared").and_then(Value::as_str).unwrap_or("?"),
+                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
                 ),
             ),
             _ => {
@@ -148,7 +178,7 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
                 let diff = if r.sensitive {
                     AttrDiff::sensitive(path)
                 } else {
-                    AttrDiff::plain(path, format!("changed: {}", fields.join(", ")), "declared")
+                    AttrDiff::plain(path, "declared", format!("changed: {}", fields.join(", ")))
                 };
                 ("changed_outside", diff)
             }
@@ -188,16 +218,16 @@ fn short(sha: &str) -> String {
     }
 }
 
-/// A unified diff from the live text to the declared one, for text that is
-/// valid UTF-8 on both sides.
-fn text_diff(before: Option<&[u8]>, after: &[u8], name: &str) -> Option<String> {
-    let before = std::str::from_utf8(before?).ok()?;
-    let after = std::str::from_utf8(after).ok()?;
-    let diff = similar::TextDiff::from_lines(before, after);
+/// A unified diff from the declared text to the live one (what changed on
+/// the host), for text that is valid UTF-8 on both sides.
+fn text_diff(declared: &[u8], live: Option<&[u8]>, name: &str) -> Option<String> {
+    let declared = std::str::from_utf8(declared).ok()?;
+    let live = std::str::from_utf8(live?).ok()?;
+    let diff = similar::TextDiff::from_lines(declared, live);
     Some(
         diff.unified_diff()
             .context_radius(2)
-            .header(&format!("{name} (live)"), &format!("{name} (declared)"))
+            .header(&format!("{name} (declared)"), &format!("{name} (live)"))
             .to_string(),
     )
 }
@@ -251,7 +281,12 @@ mod tests {
         assert_eq!(f[0].finding.category, "changed_outside");
         let paths: Vec<&str> = f[0].finding.diffs.iter().map(|d| d.path()).collect();
         assert_eq!(paths, vec!["mode", "content"]);
-        assert!(f[0].content_diff.as_deref().unwrap().contains("+new"));
+        // Declared -> live: the host's "old" text is what was added there.
+        let diff = f[0].content_diff.as_deref().unwrap();
+        assert!(diff.contains("-new\n") && diff.contains("+old\n"), "{diff}");
+        assert!(diff.contains("--- /etc/x (declared)") && diff.contains("+++ /etc/x (live)"));
+        let mode = &f[0].finding.diffs[0];
+        assert_eq!((mode.before(), mode.after()), (Some("0644"), Some("0600")));
 
         let f = run("File", Presence::Absent, update(&["mode"], true), false);
         assert_eq!(f[0].finding.category, "deleted_outside");

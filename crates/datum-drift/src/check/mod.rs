@@ -10,5 +10,5 @@
 pub mod findings;
 pub mod report;
 
-pub use findings::{CheckFinding, Inspected, findings_for};
+pub use findings::{CheckFinding, Inspected, NOT_CONVERGED, findings_for, not_converged};
 pub use report::{CheckReport, CheckStats, Reported, human, json, markdown};

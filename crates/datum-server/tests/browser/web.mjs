@@ -170,8 +170,9 @@ async function scenario(label, store) {
     await page.goto(`${server.url}/hosts?labels=role%3Dweb`);
     await Promise.all([page.waitForURL(/\/hosts\/web-002$/), page.click('a.host:text-is("web-002")')]);
     const diff = await page.textContent('pre.diff');
-    assert.ok(diff.includes('-BACK AT 5 -- bob'), `the live line: ${diff}`);
-    assert.ok(diff.includes('+maintenance: sundays 02:00 UTC'), `the declared line: ${diff}`);
+    // Drift reads declared -> live: the host's line is the `+`.
+    assert.ok(diff.includes('+BACK AT 5 -- bob'), `the live line: ${diff}`);
+    assert.ok(diff.includes('-maintenance: sundays 02:00 UTC'), `the declared line: ${diff}`);
     const hostText = await page.textContent('main');
     for (const want of ['nginx_version', 'critical', 'normal', 'Tree[limits]']) {
       assert.ok(hostText.includes(want), `the host page shows ${want}`);

@@ -10,6 +10,7 @@
 //! the engine and `datum check` decide, this module remembers.
 
 mod deployments;
+mod failures;
 mod findings;
 mod instructions;
 mod outbox;
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
+pub use failures::ApplyFailure;
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
 pub use instructions::{ReceivedInstruction, target_of, word_of};
 pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};

@@ -28,6 +28,8 @@ pub struct Accepted {
     /// the observation itself.
     pub observation_hash: String,
     pub accepted_at: i64,
+    /// The patch (or content file) the acceptance wrote for the repository.
+    pub patch: Option<String>,
 }
 
 /// What is excluded from apply.
@@ -235,7 +237,7 @@ impl Store {
     pub fn accepted(&self, id: &ResourceId) -> Result<Option<Accepted>, StoreError> {
         self.conn
             .query_row(
-                "SELECT declaration_hash, observation_hash, accepted_at FROM accepted \
+                "SELECT declaration_hash, observation_hash, accepted_at, patch FROM accepted \
                  WHERE resource = ?1",
                 [id.to_string()],
                 |r| {
@@ -243,11 +245,37 @@ impl Store {
                         declaration_hash: r.get(0)?,
                         observation_hash: r.get(1)?,
                         accepted_at: r.get(2)?,
+                        patch: r.get(3)?,
                     })
                 },
             )
             .optional()
             .map_err(sql(&self.path, "cannot read accepted observation"))
+    }
+
+    /// Every accepted observation, by resource (display form): what a pass
+    /// must not revert while both hashes still match.
+    pub fn all_accepted(&self) -> Result<std::collections::HashMap<String, Accepted>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT resource, declaration_hash, observation_hash, accepted_at, patch \
+                 FROM accepted",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        Accepted {
+                            declaration_hash: r.get(1)?,
+                            observation_hash: r.get(2)?,
+                            accepted_at: r.get(3)?,
+                            patch: r.get(4)?,
+                        },
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(sql(&self.path, "cannot read accepted observations"))
     }
 
     /// Everything quarantined, oldest first.
@@ -279,6 +307,18 @@ impl Store {
         self.write(|b| b.accept(id, declaration_hash, observation_hash, at))
     }
 
+    /// Records where the acceptance of `id` wrote its patch.
+    pub fn set_accepted_patch(&mut self, id: &ResourceId, patch: &str) -> Result<(), StoreError> {
+        self.write(|b| {
+            b.tx.execute(
+                "UPDATE accepted SET patch = ?2 WHERE resource = ?1",
+                params![id.to_string(), patch],
+            )
+            .map(drop)
+            .map_err(sql(b.path, "cannot record the accepted patch"))
+        })
+    }
+
     /// See [`Batch::clear_accepted`]; one transaction.
     pub fn clear_accepted(&mut self, id: &ResourceId) -> Result<bool, StoreError> {
         self.write(|b| b.clear_accepted(id))
@@ -298,6 +338,19 @@ impl Store {
     /// See [`Batch::release`]; one transaction.
     pub fn release(&mut self, target: &QuarantineTarget) -> Result<bool, StoreError> {
         self.write(|b| b.release(target))
+    }
+
+    /// How many reverts of `id` the log holds since `window_start` (what
+    /// [`Batch::record_revert`] would count, less the one it logs).
+    pub fn reverts_since(&self, id: &ResourceId, window_start: i64) -> Result<u64, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM reverts WHERE resource = ?1 AND at >= ?2",
+                params![id.to_string(), window_start],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(u64_from_sql)
+            .map_err(sql(&self.path, "cannot read reverts"))
     }
 
     /// See [`Batch::record_revert`]; one transaction.

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -205,6 +205,24 @@ CREATE TABLE writers (
     writer      TEXT NOT NULL,
     PRIMARY KEY (resource, writer_key)
 );
+";
+
+/// Version 7 (issue 14): the last apply of a resource that failed, so a
+/// check reports it as not converged (with the failure) instead of as drift,
+/// until an apply verifies it; and the patch an acceptance wrote, so plan and
+/// apply can point at it. `reason` is the engine's one-line outcome (never
+/// validator output, never content).
+const V7: &str = "
+CREATE TABLE apply_failures (
+    resource          TEXT PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    declaration_hash  TEXT NOT NULL,
+    phase             TEXT NOT NULL,
+    reason            TEXT NOT NULL,
+    failed_at         INTEGER NOT NULL
+);
+ALTER TABLE accepted ADD COLUMN patch TEXT;
 ";
 
 #[cfg(test)]

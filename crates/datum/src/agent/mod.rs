@@ -14,10 +14,10 @@
 //! checked in process (the catalogue stays compiled between checks, so a
 //! watch-triggered check of one file costs one observation). A class with
 //! another policy (`revert`, `accept`, `quarantine`) or `content: metadata`
-//! is checked by running `datum check --class NAME --output json` as a child
+//! is checked by running `datum reconcile --class NAME --output json` as a child
 //! process, so the policy (flap detection, backups, patches) and the
 //! metadata-first rules (audit every Nth check) behave exactly as `datum
-//! check` documents; its JSON is folded into the same counts. That child
+//! reconcile` documents; its JSON is folded into the same counts. That child
 //! takes the root lock itself.
 //!
 //! A repository reached through a link (`datum pull` deploys one) is pinned
@@ -61,7 +61,7 @@ pub struct Paths {
     /// The `--state FILE` the operator gave (else the state store is in the
     /// root's `var/lib/datum`, reached through the boundary).
     pub state: Option<PathBuf>,
-    /// Passed to a delegated `datum check` (see the module header).
+    /// Passed to a delegated `datum reconcile` (see the module header).
     pub lock_timeout: Duration,
 }
 
@@ -154,7 +154,7 @@ impl RepoChecker {
     }
 
     /// The agent's own checks only report (a class with a policy is
-    /// delegated to `datum check`, which refuses to act without a usable
+    /// delegated to `datum reconcile`, which refuses to act without a usable
     /// store), so an unusable store means checking without history, said
     /// every time it is tried again; it is never replaced.
     fn open_store(&mut self) {
@@ -353,7 +353,7 @@ impl ClassChecker for RepoChecker {
         // Resources found clean here: whoever changed them before is
         // forgotten (the next drift is somebody else's doing).
         let mut clean: Vec<ResourceId> = Vec::new();
-        // `datum check` runs a class whose policy acts on drift, and one
+        // `datum reconcile` runs a class whose policy acts on drift, and one
         // checked metadata-first (its audit cadence lives in check's
         // history); this process checks the rest by full content.
         // Under the fleet's sampling plan, a round that is not this host's
@@ -373,7 +373,7 @@ impl ClassChecker for RepoChecker {
                 )
             })
         };
-        // Delegated classes first: their `datum check` takes the root lock,
+        // Delegated classes first: their `datum reconcile` takes the root lock,
         // which this process takes afterwards for its own classes.
         let mut order: Vec<(&String, &Vec<&Resource>, bool, Policy)> = by_class
             .iter()
@@ -442,7 +442,13 @@ impl ClassChecker for RepoChecker {
                 let observations = datum_engine::observe_all(chunk, &host);
                 for (resource, observed) in chunk.iter().zip(observations) {
                     subjects.push(resource.id.to_string());
-                    let known = inspect(resource, observed, &quarantined, &mut signatures);
+                    let known = inspect(
+                        resource,
+                        observed,
+                        &quarantined,
+                        self.store.as_ref(),
+                        &mut signatures,
+                    );
                     if known.state == "converged" {
                         clean.push(resource.id.clone());
                     }
@@ -613,9 +619,9 @@ impl RepoChecker {
         picture
     }
 
-    /// Checks `class` by running `datum check --class CLASS --output json`,
-    /// which applies the class's policy; returns the class picture and the
-    /// child's exit code.
+    /// Checks `class` by running `datum reconcile --class CLASS --output
+    /// json`, which applies the class's policy; returns the class picture
+    /// and the child's exit code.
     fn delegate(
         p: &Paths,
         class: &str,
@@ -629,7 +635,7 @@ impl RepoChecker {
         // at a limit) is not made for.
         #[expect(
             clippy::disallowed_methods,
-            reason = "the agent re-runs its own executable (`datum check --class C --output json`) with arguments it builds itself"
+            reason = "the agent re-runs its own executable (`datum reconcile --class C --output json`) with arguments it builds itself"
         )]
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("--repo").arg(&p.repo).arg("--root").arg(&p.root);
@@ -648,7 +654,7 @@ impl RepoChecker {
         for (k, v) in &p.labels {
             cmd.arg("--label").arg(format!("{k}={v}"));
         }
-        cmd.arg("check").arg("--class").arg(class);
+        cmd.arg("reconcile").arg("--class").arg(class);
         // The store is the child's for the duration: it records history.
         let out = cmd
             .stdin(std::process::Stdio::null())
@@ -904,12 +910,12 @@ impl Courier {
     }
 }
 
-/// Why a delegated `datum check` gave nothing usable.
+/// Why a delegated `datum reconcile` gave nothing usable.
 #[derive(Debug, thiserror::Error)]
 enum DelegateError {
-    #[error("cannot run datum check: {0}")]
+    #[error("cannot run datum reconcile: {0}")]
     Spawn(#[source] std::io::Error),
-    #[error("datum check exited {code} without a JSON report: {source}")]
+    #[error("datum reconcile exited {code} without a JSON report: {source}")]
     Output {
         code: i32,
         #[source]
@@ -917,7 +923,7 @@ enum DelegateError {
     },
 }
 
-/// A class picture from `datum check --output json` for the whole class:
+/// A class picture from `datum reconcile --output json` for the whole class:
 /// reverted resources count as changed, accepted ones as converged, those
 /// with open findings as drifted, quarantined and erroring ones as such.
 fn picture_from_json(
@@ -1032,6 +1038,7 @@ fn inspect(
     resource: &Resource,
     observed: Result<datum_core::Observed, datum_providers::ProviderError>,
     quarantined: &HashSet<ResourceId>,
+    store: Option<&datum_store::Store>,
     signatures: &mut Vec<FindingSignature>,
 ) -> Known {
     let mut known = Known {
@@ -1055,6 +1062,19 @@ fn inspect(
         observed: &observed,
         diff: &diff,
     });
+    // Never applied, or its last apply failed: not drift (see `converged`).
+    // Without a readable store nothing is known, and the findings stand.
+    let unconverged = !findings.is_empty()
+        && store.is_some_and(|s| {
+            crate::converged::why_not(s, &resource.id).is_ok_and(|why| why.is_some())
+        });
+    let findings = if unconverged {
+        datum_drift::check::not_converged(findings)
+            .into_iter()
+            .collect()
+    } else {
+        findings
+    };
     known.tree = crate::reporting::build::tree_fingerprint(&resource.id.to_string(), &observed);
     for f in &findings {
         known.fleet.push(crate::reporting::build::check_finding(

@@ -1,14 +1,18 @@
-//! `datum check`: observe and diff every resource, report drift, and apply
-//! each class's reconciliation policy.
+//! `datum check` and `datum reconcile`: observe and diff every resource,
+//! report drift, and (reconcile only) apply each class's policy.
 //!
-//! Detection never changes the host: only a class whose policy is `revert`
-//! does, through the engine's normal apply pass (validators included) on a
-//! catalogue holding just the drifted resources, after the drifted content is
-//! saved in the backup store. A resource a person quarantined is never
-//! reverted (break-glass). What the report means is decided in
-//! `datum_drift::check`; this module drives the observation (the engine's
-//! per-pass cache, class by class so each class's inspection time is
-//! measured), metadata-first decisions, the policies and the history.
+//! `check` only looks: it changes nothing on the host and takes no policy
+//! decision (no revert, no acceptance, no quarantine, no flap count); per
+//! finding it says what the class's policy would do ("would revert"). It
+//! records its history (passes, findings, inspection times) when a state
+//! store exists. `reconcile` is the deliberate act: a class whose policy is
+//! `revert` is reverted through the engine's normal apply pass (validators
+//! included) on a catalogue holding just the drifted resources, after the
+//! drifted content is saved in the backup store. A resource a person
+//! quarantined is never reverted (break-glass). What the report means is
+//! decided in `datum_drift::check`; this module drives the observation (the
+//! engine's per-pass cache, class by class so each class's inspection time
+//! is measured), metadata-first decisions, the policies and the history.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
@@ -39,7 +43,15 @@ const COMMAND: &str = "check";
 /// Resources observed per batch: progress advances between batches.
 const BATCH: usize = 4096;
 
-pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
+/// Whether the policies are only described (`datum check`) or applied
+/// (`datum reconcile`, and the agent through it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Look,
+    Reconcile,
+}
+
+pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> {
     let started = Instant::now();
     let identity = context::identity(global)?;
     // The snapshot of the last compile when the repository has not changed
@@ -51,16 +63,17 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
     let host = context::host(global, &identity, &lazy.boundary);
     let _lock = RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?;
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
-    // A check that would act (revert, accept, quarantine) needs the store
-    // and refuses without it, like apply; a report-only check goes on
-    // read-only, recording nothing.
-    let acts = lazy
-        .entries
-        .iter()
-        .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-        .any(|e| classes.get(&e.class).acts());
+    // A reconcile that would act (revert, accept, quarantine) needs the
+    // store and refuses without it, like apply; a check (or a reconcile of
+    // report-only classes) goes on read-only without one, recording nothing.
+    let acts = act == Act::Reconcile
+        && lazy
+            .entries
+            .iter()
+            .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+            .any(|e| classes.get(&e.class).acts());
     let need = if acts {
-        context::StoreNeed::Required("checked")
+        context::StoreNeed::Required("reconciled")
     } else {
         context::StoreNeed::Optional("checking (report only)")
     };
@@ -237,7 +250,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         match store.accepted(&f.id) {
             Ok(Some(a)) => {
                 a.declaration_hash != resource.declaration_hash
-                    || a.observation_hash != observation_hash(observed)
+                    || a.observation_hash != observed.acceptance_hash()
             }
             _ => true,
         }
@@ -249,6 +262,20 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         f.changed_by = store
             .writers(&f.id)
             .with_context(|| format!("cannot read who changed {}", f.id))?;
+    }
+
+    // Drift is what the apply loop did not produce: a resource never
+    // applied, or whose last apply failed, is not converged (with the
+    // failure), whatever its differences look like; no policy acts on it.
+    let unconverged = not_converged(&mut findings, store)?;
+
+    // A metadata-first class does not trust a stamp again once the content
+    // behind it was seen to differ: the stamp is dropped (the declaration
+    // and time of the last verified apply kept), so every following pass,
+    // metadata or audit, reads the file until an apply verifies it. The
+    // finding stays open and its history continues.
+    if persistent {
+        distrust_stamps(&findings, &classes, store)?;
     }
 
     let mut policies = Policies {
@@ -264,6 +291,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<ExitCode> {
         person_quarantined: &person_quarantined,
         now,
         backups: None,
+        act,
+        unconverged: &unconverged,
     };
     let mut actions = policies.apply(&findings)?;
 
@@ -639,11 +668,85 @@ fn trusted_by_metadata(
     Ok(trusted)
 }
 
-/// What an accepted observation is compared by: presence and the observed
-/// fields (content hash included), never the content itself.
-fn observation_hash(observed: &Observed) -> String {
-    let value = serde_json::json!({"presence": observed.presence, "fields": observed.fields});
-    datum_core::sha256_hex(value.to_string().as_bytes())
+/// Folds the findings of every resource the apply loop never made match
+/// (no verified apply in the store, or a failed last apply) into one
+/// `not_converged` finding each; returns what to tell a person about each.
+fn not_converged(
+    findings: &mut Vec<CheckFinding>,
+    store: &Store,
+) -> Result<BTreeMap<ResourceId, String>> {
+    let mut why: BTreeMap<ResourceId, String> = BTreeMap::new();
+    for id in findings.iter().map(|f| &f.id) {
+        if why.contains_key(id) {
+            continue;
+        }
+        let Some(text) = crate::converged::why_not(store, id)
+            .with_context(|| format!("cannot read the last apply of {id}"))?
+        else {
+            continue;
+        };
+        why.insert(id.clone(), text);
+    }
+    if why.is_empty() {
+        return Ok(why);
+    }
+    let mut folded: Vec<CheckFinding> = Vec::with_capacity(findings.len());
+    let mut pending: BTreeMap<ResourceId, Vec<CheckFinding>> = BTreeMap::new();
+    // In order, each not-converged resource at the place of its first finding.
+    let mut order: Vec<Result<CheckFinding, ResourceId>> = Vec::new();
+    for f in findings.drain(..) {
+        if why.contains_key(&f.id) {
+            if !pending.contains_key(&f.id) {
+                order.push(Err(f.id.clone()));
+            }
+            pending.entry(f.id.clone()).or_default().push(f);
+        } else {
+            order.push(Ok(f));
+        }
+    }
+    for item in order {
+        match item {
+            Ok(f) => folded.push(f),
+            Err(id) => {
+                if let Some(f) = pending
+                    .remove(&id)
+                    .and_then(datum_drift::check::not_converged)
+                {
+                    folded.push(f);
+                }
+            }
+        }
+    }
+    *findings = folded;
+    Ok(why)
+}
+
+/// Drops the verified stamp (metadata) of every drifted File of a
+/// metadata-first class, keeping its declaration hash and time: metadata
+/// passes never trust it again, and the next verified apply records a new
+/// one.
+fn distrust_stamps(findings: &[CheckFinding], classes: &Classes, store: &mut Store) -> Result<()> {
+    let mut done: HashSet<&ResourceId> = HashSet::new();
+    for f in findings {
+        if f.id.kind != "File"
+            || classes.get(&f.class).content != ContentMode::Metadata
+            || !done.insert(&f.id)
+        {
+            continue;
+        }
+        let Some(rec) = store
+            .last_verified(&f.id)
+            .with_context(|| format!("cannot read the last apply of {}", f.id))?
+        else {
+            continue;
+        };
+        if rec.meta.is_some() {
+            store
+                .record_verified(&f.id, &rec.declaration_hash, None, rec.verified_at)
+                .with_context(|| format!("cannot drop the stamp of {}", f.id))?;
+        }
+    }
+    Ok(())
 }
 
 /// The policies of the classes, applied to this check's findings.
@@ -661,6 +764,9 @@ struct Policies<'a> {
     person_quarantined: &'a HashSet<String>,
     now: i64,
     backups: Option<BackupStore>,
+    act: Act,
+    /// Why each not-converged resource is not (no policy acts on those).
+    unconverged: &'a BTreeMap<ResourceId, String>,
 }
 
 impl Policies<'_> {
@@ -675,6 +781,10 @@ impl Policies<'_> {
             if handled.contains_key(&f.id) {
                 continue;
             }
+            if let Some(why) = self.unconverged.get(&f.id) {
+                handled.insert(f.id.clone(), why.clone());
+                continue;
+            }
             let spec = self.classes.get(&f.class);
             let (policy, rule) = spec.policy_for(&f.changed_by);
             let drift_by = if rule.is_some() {
@@ -686,10 +796,16 @@ impl Policies<'_> {
                 String::new()
             };
             rules.insert(f.id.clone(), rule);
+            let look = self.act == Act::Look;
             let action = match policy {
                 Policy::Report => "reported".to_owned(),
                 Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
+                Policy::Accept if look => "would accept".to_owned(),
                 Policy::Accept => self.accept(&f.id, findings)?,
+                Policy::Quarantine if look => match spec.scope {
+                    Scope::Host => "would quarantine the host".to_owned(),
+                    Scope::Resource => "would quarantine".to_owned(),
+                },
                 Policy::Quarantine => {
                     let target = match spec.scope {
                         Scope::Host => QuarantineTarget::Host,
@@ -739,6 +855,19 @@ impl Policies<'_> {
             return Ok("not reverted: quarantined".to_owned());
         }
         let window_start = self.now - spec.flap_window.as_secs() as i64;
+        if self.act == Act::Look {
+            // What a reconcile now would decide, without logging a revert.
+            let count = self.store.reverts_since(id, window_start)? + 1;
+            return Ok(match flap_decision(count, spec.flap_limit) {
+                FlapDecision::Revert => "would revert".to_owned(),
+                FlapDecision::BackOff => format!(
+                    "would back off: reverted {} times within {}",
+                    count - 1,
+                    humantime::format_duration(spec.flap_window)
+                ),
+                FlapDecision::Escalate => "would quarantine: flapping".to_owned(),
+            });
+        }
         let count = self.store.record_revert(id, self.now, window_start)?;
         Ok(match flap_decision(count, spec.flap_limit) {
             FlapDecision::Revert => {
@@ -897,7 +1026,7 @@ impl Policies<'_> {
         self.store.accept(
             id,
             &resource.declaration_hash,
-            &observation_hash(observed),
+            &observed.acceptance_hash(),
             self.now,
         )?;
         // A private folder, opened once: every patch and the summary are
@@ -921,6 +1050,9 @@ impl Policies<'_> {
             .get()
             .context("the repository could not be loaded")?;
         let written = write_accept_patch(repository, resource, observed, findings, &dir)?;
+        // Plan and apply point at it while the repository has not followed.
+        self.store
+            .set_accepted_patch(id, &written.display().to_string())?;
         Ok(format!("accepted (patch: {})", written.display()))
     }
 }
@@ -996,7 +1128,7 @@ fn write_accept_patch(
                     }
                     "type_changed" => format!(
                         "`{base}/{entry}` is now a {}: make `{folder}/{entry}` one",
-                        d.before_display()
+                        d.after_display()
                     ),
                     _ => format!(
                         "copy `{base}/{entry}` from the host to `{folder}/{entry}` (`datum backup list {base}/{entry}`)"
@@ -1014,7 +1146,7 @@ fn write_accept_patch(
                 notes.push(format!(
                     "{at}: set `{}` to `{}` ({})",
                     d.path(),
-                    d.before_display(),
+                    d.after_display(),
                     f.finding.category
                 ));
             }

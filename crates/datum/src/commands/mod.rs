@@ -40,6 +40,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
             | Command::Validators
             | Command::Agent(_)
             | Command::Check(_)
+            | Command::Reconcile(_)
     );
     if uses_validators {
         // Read once, before anything runs; a definition that cannot be
@@ -65,7 +66,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Validators => validators::run(global),
         // The agent pins the repository at every (re)load itself.
         Command::Agent(args) => agent::run(&cli.global, args),
-        Command::Check(args) => check::run(global, args),
+        Command::Check(args) => check::run(global, args, check::Act::Look),
+        Command::Reconcile(args) => check::run(global, args, check::Act::Reconcile),
         Command::Schedule => schedule::run(global),
         Command::Fingerprint(args) => fingerprint::run(global, args),
         Command::Quarantine(args) => release::quarantine(global, args),

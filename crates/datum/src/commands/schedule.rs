@@ -1,6 +1,9 @@
 //! `datum schedule`: per class, the check interval, the inspection time
 //! measured over recent checks (p50/p95 from the state store) and the
-//! detection bound = interval + p95: how long drift can go unnoticed.
+//! detection bound = interval + p95: how long drift can go unnoticed. A
+//! metadata-first class states its second bound on a line of its own: an
+//! edit that keeps size and times waits for the content audit
+//! (`audit_every` × interval + p95), or is never seen without one.
 //!
 //! Must not: inspect the host (it reads the catalogue and the store).
 
@@ -133,6 +136,32 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     },
                     ms(r.p50_ms),
                     ms(r.p95_ms),
+                )?;
+            }
+            // Metadata-first classes: the bound for what metadata cannot show.
+            for r in rows
+                .iter()
+                .filter(|r| r.content == datum_drift::classes::ContentMode::Metadata)
+            {
+                let visible = r
+                    .detection_bound_ms
+                    .map_or_else(|| "(no check yet)".to_owned(), format_ms);
+                let hidden = match (r.audit_every, r.stamp_preserving_bound_ms) {
+                    (None, _) => "never (no audit_every: add one to bound it)".to_owned(),
+                    (Some(n), Some(b)) => format!(
+                        "within {} (audit every {n} checks × {} + p95)",
+                        format_ms(b),
+                        format_ms(r.interval_s * 1000)
+                    ),
+                    (Some(n), None) => format!(
+                        "at the audit, every {n} checks × {} + inspection (no check yet)",
+                        format_ms(r.interval_s * 1000)
+                    ),
+                };
+                writeln!(
+                    out,
+                    "{}: metadata-visible changes within {visible}; edits that keep size and times: {hidden}",
+                    r.class
                 )?;
             }
             // Who-changed-it rules, one line per class that has any.

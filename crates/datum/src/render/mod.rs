@@ -73,11 +73,16 @@ impl HumanReporter {
             (_, Action::Replace) => ("-/+", AnsiColor::Magenta.on_default()),
             _ => ("~", AnsiColor::Yellow.on_default()),
         };
-        if matches!(r.outcome, Outcome::Unchanged) && !self.verbose {
+        // Unchanged with a reason (an accepted observation) is shown: it is
+        // left as it is on purpose.
+        if matches!(r.outcome, Outcome::Unchanged) && !self.verbose && r.detail.is_none() {
             return;
         }
         let status = match &r.outcome {
-            Outcome::Unchanged => "unchanged".to_owned(),
+            Outcome::Unchanged => match &r.detail {
+                Some(why) => format!("unchanged: {}", why.lines().next().unwrap_or("")),
+                None => "unchanged".to_owned(),
+            },
             Outcome::WouldChange { intent } => {
                 format!("{} ({})", r.action.word(), intent_word(*intent))
             }
@@ -93,6 +98,17 @@ impl HumanReporter {
                 };
                 format!("failed ({phase}): {reason}{at}")
             }
+            // Held back by its own state, not by a requirement: say which.
+            Outcome::Blocked { by } if *by == r.id => {
+                if r.detail
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("quarantined"))
+                {
+                    "quarantined (not applied)".to_owned()
+                } else {
+                    "held (not selected; it would change)".to_owned()
+                }
+            }
             Outcome::Blocked { by } => format!("blocked (by {by})"),
         };
         let head = format!("{marker} {}", r.id);
@@ -100,7 +116,11 @@ impl HumanReporter {
         self.out.extend_from_slice(line.as_bytes());
         let body = diff::field_lines(r, self.color);
         self.out.extend_from_slice(body.as_bytes());
-        if let Some(detail) = &r.detail {
+        if let Some(detail) = r
+            .detail
+            .as_ref()
+            .filter(|_| r.outcome != Outcome::Unchanged)
+        {
             for l in detail.lines() {
                 self.out
                     .extend_from_slice(format!("    | {l}\n").as_bytes());

@@ -229,7 +229,8 @@ pub fn check_finding(
             .finding
             .diffs
             .iter()
-            .map(|d| (d.path().to_owned(), d.before_display().to_owned()))
+            // A check finding reads declared (before) -> observed (after).
+            .map(|d| (d.path().to_owned(), d.after_display().to_owned()))
             .collect();
         Some(observed_hash(
             pairs.iter().map(|(p, v)| (p.as_str(), v.as_str())),
@@ -281,8 +282,8 @@ pub fn field_changes(diffs: &[datum_report::AttrDiff], sensitive: bool) -> Vec<F
             };
             FieldChange {
                 path: d.path().to_owned(),
-                observed: value(d.before()),
-                declared: value(d.after()),
+                observed: value(d.after()),
+                declared: value(d.before()),
                 sensitive: withheld,
             }
         })

@@ -37,3 +37,114 @@ fn replaced_content_is_kept_and_can_be_shown_and_restored() {
     // The restored file is drift from the declaration again.
     assert_exit(&s.datum(&["plan"]), 2);
 }
+
+/// A File declaring `content` at /f.conf, with `extra` fields.
+fn file_decl(content: &str, extra: &str) -> String {
+    format!(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: {content:?}\n{extra}"
+    )
+}
+
+fn backup_paths(s: &Sandbox) -> Vec<String> {
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    assert_exit(&list, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let mut paths: Vec<String> = doc["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn a_backup_that_cannot_be_saved_stops_the_replacement() {
+    let s = Sandbox::with_base(&file_decl("declared\n", ""));
+    let before = b"what was there before\n";
+    fs::write(s.live("/f.conf"), before).unwrap();
+    // A first apply creates the backup store; then the fan-out folder this
+    // content's blob goes to is made unusable (a file in its place: it
+    // fails for root as for anyone).
+    let other = file_decl("declared\n", "");
+    s.write("repo/base/main.yaml", &other.replace("/f.conf", "/g.conf"));
+    assert_exit(&s.datum(&["apply"]), 2);
+    s.write("repo/base/main.yaml", &file_decl("declared\n", ""));
+    let sha = datum_core::sha256_hex(before);
+    let fan = s.live("/var/lib/datum/backups/objects").join(&sha[..2]);
+    let _ = fs::remove_dir_all(&fan);
+    fs::write(&fan, "in the way").unwrap();
+
+    let o = s.datum(&["apply"]);
+    assert_exit(&o, 4);
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("cannot save the old content"), "{text}");
+    assert!(text.contains("not replaced"), "{text}");
+    assert_eq!(fs::read(s.live("/f.conf")).unwrap(), before);
+    assert_eq!(backup_paths(&s), Vec::<String>::new());
+    // A store that works again: replaced, with the evidence kept.
+    fs::remove_file(&fan).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "declared\n");
+    assert_eq!(backup_paths(&s), vec!["/f.conf".to_owned()]);
+}
+
+#[test]
+fn content_the_validator_refuses_leaves_no_backup_entry() {
+    let s = Sandbox::with_base(&file_decl("{\"broken\": \n", "  validate: json\n"));
+    fs::write(s.live("/f.conf"), "{\"live\": 1}\n").unwrap();
+    let o = s.datum(&["apply"]);
+    assert_exit(&o, 4);
+    assert_eq!(
+        fs::read_to_string(s.live("/f.conf")).unwrap(),
+        "{\"live\": 1}\n"
+    );
+    assert_eq!(backup_paths(&s), Vec::<String>::new());
+    // Valid content: saved once the validator accepted it, then replaced.
+    s.write(
+        "repo/base/main.yaml",
+        &file_decl("{\"declared\": 2}\n", "  validate: json\n"),
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(backup_paths(&s), vec!["/f.conf".to_owned()]);
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let id = doc["backups"][0]["id"].to_string();
+    let show = s.datum(&["backup", "show", id.trim_matches('"')]);
+    assert_eq!(stdout(&show), "{\"live\": 1}\n");
+}
+
+#[test]
+fn tree_overwrites_and_purges_are_backed_up() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  purge: true\n",
+    );
+    s.write("repo/base/tree/a.conf", "a = 1\n");
+    s.write("repo/base/tree/sub/b.conf", "b = 2\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(backup_paths(&s), Vec::<String>::new());
+    fs::write(s.live("/etc/t/a.conf"), "a = edited\n").unwrap();
+    fs::write(s.live("/etc/t/sub/stray.conf"), "stray\n").unwrap();
+    // An unmanaged folder: purged whole, every file in it saved first.
+    fs::create_dir_all(s.live("/etc/t/extra/deep")).unwrap();
+    fs::write(s.live("/etc/t/extra/deep/kept.conf"), "kept\n").unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/etc/t/extra").exists());
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/a.conf")).unwrap(),
+        "a = 1\n"
+    );
+    assert!(!s.live("/etc/t/sub/stray.conf").exists());
+    assert_eq!(
+        backup_paths(&s),
+        vec![
+            "/etc/t/a.conf".to_owned(),
+            "/etc/t/extra/deep/kept.conf".to_owned(),
+            "/etc/t/sub/stray.conf".to_owned()
+        ]
+    );
+    let list = s.datum(&["backup", "list", "/etc/t/sub/stray.conf"]);
+    assert!(stdout(&list).contains("remove"), "{}", stdout(&list));
+}

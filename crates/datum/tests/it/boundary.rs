@@ -438,7 +438,7 @@ fn planted_links_are_never_written_through_by_any_writer() {
         assert_exit(&s.datum(&["apply"]), 2);
         fs::write(s.live("/etc/motd"), "drifted\n").unwrap();
         v.plant(&s.live(&format!("/var/lib/datum/accepted/{planted}")));
-        let out = s.datum(&["check"]);
+        let out = s.datum(&["reconcile"]);
         assert_exit(&out, 1);
         v.assert_untouched(planted);
     }

@@ -1,0 +1,330 @@
+//! Evidence first: the content a change is about to destroy is saved in the
+//! backup store before it goes, and a save that fails stops the change.
+//!
+//! What is saved: a regular file replaced by new declared content or
+//! removed (File and the file-like types), and inside a Tree every regular
+//! file whose content is overwritten, replaced by another type, or purged as
+//! unmanaged (a purged folder: every regular file below it). When the
+//! resource names a single-file validator, a content
+//! update is saved only once the validator accepted the staged copy (from
+//! the staging gate, just before the rename), so content that validation
+//! refused to write leaves no backup entry behind.
+//!
+//! Must not: change the host (it reads the live files through the
+//! boundary, never through a link).
+
+use std::path::{Path, PathBuf};
+
+use datum_core::{Action, Diff, Observed, Presence, Resource};
+use datum_host::{Host, Located};
+use datum_providers::{GateRejection, Provider, Staged, StagingGate};
+use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+use serde_json::Value;
+
+/// One live file to save before the change, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToSave {
+    pub declared: PathBuf,
+    pub reason: BackupReason,
+}
+
+/// The live files `diff` would overwrite or remove.
+pub(crate) fn to_save(
+    provider: &dyn Provider,
+    resource: &Resource,
+    observed: &Observed,
+    diff: &Diff,
+) -> Vec<ToSave> {
+    if observed.presence != Presence::Present {
+        // Absent: nothing to lose. Another type (a file where a folder is
+        // declared) is saved below when it is a regular file.
+        if !matches!(observed.presence, Presence::OtherType(_)) {
+            return Vec::new();
+        }
+    }
+    if resource.id.kind == "Tree" && observed.presence == Presence::Present {
+        return tree_entries(resource, observed);
+    }
+    let destroys_content = match diff.action() {
+        Action::Remove | Action::Replace => true,
+        Action::Update => diff.content.is_some(),
+        _ => false,
+    };
+    // Something of another type is saved when it turns out to be a
+    // regular file (`save` looks).
+    let is_file = observed.meta.as_ref().is_some_and(|m| m.sha256.is_some())
+        || matches!(observed.presence, Presence::OtherType(_));
+    if !destroys_content || !is_file {
+        return Vec::new();
+    }
+    let reason = if diff.action() == Action::Remove {
+        BackupReason::Remove
+    } else {
+        BackupReason::Update
+    };
+    provider
+        .managed_paths(resource)
+        .into_iter()
+        .map(|declared| ToSave { declared, reason })
+        .collect()
+}
+
+/// A Tree's entries whose content an apply destroys: overwritten files,
+/// files where the declaration wants another type, and (with `purge`)
+/// unmanaged files. Which of them are regular files is decided when they
+/// are read.
+fn tree_entries(resource: &Resource, observed: &Observed) -> Vec<ToSave> {
+    let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+        return Vec::new();
+    };
+    let purge = resource
+        .desired
+        .get("purge")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let items = observed
+        .fields
+        .get("tree")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for item in items {
+        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+        if path.is_empty() || path == "." {
+            continue;
+        }
+        let reason = match item.get("category").and_then(Value::as_str) {
+            Some("unmanaged") if purge => BackupReason::Remove,
+            Some("type_changed") => BackupReason::Update,
+            Some("changed")
+                if item
+                    .get("fields")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("content"))) =>
+            {
+                BackupReason::Update
+            }
+            _ => continue,
+        };
+        out.push(ToSave {
+            declared: base.join(path),
+            reason,
+        });
+    }
+    out
+}
+
+/// Why the evidence could not be kept (the change is then not made).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot save the old content of {path} in the backup store ({source}): not replaced")]
+pub(crate) struct NotSaved {
+    path: String,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Saves every regular file of `files` that is still there (inside a
+/// folder, for a purge, every regular file below it); the first failure
+/// stops (and is returned). Retention runs after the saves so the store
+/// stays bounded.
+pub(crate) fn save(
+    host: &Host,
+    backups: &mut BackupStore,
+    resource: &Resource,
+    files: &[ToSave],
+    now: i64,
+) -> Result<(), NotSaved> {
+    let mut saved = false;
+    for file in files {
+        // Through the boundary: never evidence read through a link.
+        let at = host
+            .try_locate(&file.declared)
+            .map_err(|e| not_saved(&file.declared, e))?;
+        if let Some(at) = at {
+            let mut saving = Saving {
+                backups,
+                resource,
+                reason: file.reason,
+                now,
+                saved: &mut saved,
+            };
+            saving.entry(&at, &file.declared)?;
+        }
+    }
+    if saved {
+        // Pruning is housekeeping: the evidence is already kept.
+        let _ = backups.prune(&Retention::default(), now);
+    }
+    Ok(())
+}
+
+fn not_saved(path: &Path, e: impl std::error::Error + Send + Sync + 'static) -> NotSaved {
+    NotSaved {
+        path: path.display().to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// One save's settings, for the walk below a purged folder.
+struct Saving<'a> {
+    backups: &'a mut BackupStore,
+    resource: &'a Resource,
+    reason: BackupReason,
+    now: i64,
+    saved: &'a mut bool,
+}
+
+impl Saving<'_> {
+    /// Saves `at` if it is a regular file; a folder is only entered for a
+    /// removal (what a purge takes away with it); links and the rest hold
+    /// no content to lose.
+    fn entry(&mut self, at: &Located, declared: &Path) -> Result<(), NotSaved> {
+        let Some(stat) = at.lstat().map_err(|e| not_saved(declared, e))? else {
+            return Ok(());
+        };
+        match stat.kind {
+            datum_host::fs::FileKind::File => {
+                let bytes = at.read().map_err(|e| not_saved(declared, e))?;
+                self.backups
+                    .save(&SavedFile {
+                        resource: &self.resource.id,
+                        declared_path: declared,
+                        bytes: &bytes,
+                        mode: stat.meta.mode,
+                        uid: stat.meta.uid,
+                        gid: stat.meta.gid,
+                        reason: self.reason,
+                        sensitive: self.resource.sensitive,
+                        at: self.now,
+                    })
+                    .map_err(|e| not_saved(declared, e))?;
+                *self.saved = true;
+            }
+            datum_host::fs::FileKind::Directory if self.reason == BackupReason::Remove => {
+                let Some(dir) = at.open_dir().map_err(|e| not_saved(declared, e))? else {
+                    return Ok(());
+                };
+                for (name, _) in dir.list().map_err(|e| not_saved(declared, e))? {
+                    self.entry(&dir.entry(&name), &declared.join(&name))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A staging gate that saves the evidence once the inner gate (the
+/// resource's validator) accepted the staged copy, just before it replaces
+/// the live file: refused content leaves no backup entry, and a save that
+/// fails stops the rename.
+pub(crate) struct EvidenceGate<'a, G> {
+    pub inner: G,
+    pub host: &'a Host,
+    pub backups: Option<&'a mut BackupStore>,
+    pub resource: &'a Resource,
+    pub files: Vec<ToSave>,
+    pub now: i64,
+}
+
+impl<G: StagingGate> StagingGate for EvidenceGate<'_, G> {
+    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
+        self.inner.check_staged(staged)?;
+        let files = std::mem::take(&mut self.files);
+        if let Some(backups) = self.backups.as_deref_mut() {
+            save(self.host, backups, self.resource, &files, self.now).map_err(|e| {
+                GateRejection {
+                    summary: e.to_string(),
+                    detail: None,
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{ResourceId, diff::ContentChange};
+    use serde_json::json;
+
+    use super::*;
+
+    fn tree(purge: bool) -> Resource {
+        Resource::new(
+            ResourceId::new("Tree", "t"),
+            json!({"path": "/etc/t", "source": "tree", "purge": purge}),
+        )
+    }
+
+    fn observed_tree() -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert(
+            "tree".into(),
+            json!([
+                {"category": "changed", "path": "a.conf", "fields": ["content"]},
+                {"category": "changed", "path": "m.conf", "fields": ["mode"]},
+                {"category": "unmanaged", "path": "sub/stray.conf"},
+                {"category": "missing", "path": "gone.conf"},
+                {"category": "type_changed", "path": "d", "declared": "directory", "found": "file"},
+            ]),
+        );
+        o
+    }
+
+    #[test]
+    fn a_tree_saves_what_it_overwrites_and_what_purge_removes() {
+        let provider = datum_providers::lookup("Tree").expect("Tree");
+        let saved = |purge: bool| -> Vec<(String, BackupReason)> {
+            to_save(provider, &tree(purge), &observed_tree(), &Diff::default())
+                .into_iter()
+                .map(|s| (s.declared.display().to_string(), s.reason))
+                .collect()
+        };
+        assert_eq!(
+            saved(false),
+            vec![
+                ("/etc/t/a.conf".to_owned(), BackupReason::Update),
+                ("/etc/t/d".to_owned(), BackupReason::Update),
+            ]
+        );
+        assert_eq!(
+            saved(true),
+            vec![
+                ("/etc/t/a.conf".to_owned(), BackupReason::Update),
+                ("/etc/t/sub/stray.conf".to_owned(), BackupReason::Remove),
+                ("/etc/t/d".to_owned(), BackupReason::Update),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_saves_only_when_content_goes() {
+        let provider = datum_providers::lookup("File").expect("File");
+        let file = Resource::new(ResourceId::new("File", "f"), json!({"path": "/f"}));
+        let mut present = Observed::absent();
+        present.presence = Presence::Present;
+        present.meta = Some(datum_core::FileMeta {
+            sha256: Some("ab".into()),
+            ..datum_core::FileMeta::default()
+        });
+        let mut diff = Diff {
+            action: Some(Action::Update),
+            ..Diff::default()
+        };
+        // A mode change keeps the content: nothing to save.
+        assert!(to_save(provider, &file, &present, &diff).is_empty());
+        diff.content = Some(ContentChange {
+            before: None,
+            after: b"new".to_vec(),
+            before_sha256: Some("ab".into()),
+            after_sha256: "cd".into(),
+        });
+        let saved = to_save(provider, &file, &present, &diff);
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].reason, BackupReason::Update);
+        // Nothing there: nothing to lose.
+        assert!(to_save(provider, &file, &Observed::absent(), &diff).is_empty());
+    }
+}
