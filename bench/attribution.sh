@@ -15,14 +15,21 @@
 #   2. detection latency: EDITS (default 200) single edits, one at a time,
 #      each timed from the write to /metrics showing one more open finding
 #      (polled every 2 ms): p50/p99/max.
-# The load average is printed first: the machine may be shared.
-# Environment: FILES, BURST, EDITS, BENCH_ROOT (default a fresh mktemp -d),
-# DATUM_BIN (default: cargo build --release). Needs root (fanotify).
+# ROUNDS (default 3) rounds, each running both modes one after the other
+# (off, then on) with a fresh agent, so a change in the machine's load hits
+# both; the burst figures are the median and min-max over the rounds, the
+# latency percentiles are over all rounds' edits.
+# The load average is printed before, between the rounds and after: the
+# machine may be shared.
+# Environment: FILES, BURST, EDITS, ROUNDS, BENCH_ROOT (default a fresh
+# mktemp -d), DATUM_BIN (default: cargo build --release). Needs root
+# (fanotify).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-200}
 BURST=${BURST:-10000}
 EDITS=${EDITS:-200}
+ROUNDS=${ROUNDS:-3}
 W=${BENCH_ROOT:-$(mktemp -d)}
 if [ -n "${DATUM_BIN:-}" ]; then
   DATUM=$(realpath "$DATUM_BIN")
@@ -32,10 +39,11 @@ else
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 
-python3 - "$W" "$FILES" "$BURST" "$EDITS" "$DATUM" <<'EOF'
-import os, shutil, signal, socket, subprocess, sys, time, urllib.request
+python3 - "$W" "$FILES" "$BURST" "$EDITS" "$DATUM" "$ROUNDS" <<'EOF'
+import os, shutil, signal, socket, statistics, subprocess, sys, time, urllib.request
 
 W, FILES, BURST, EDITS, DATUM = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+ROUNDS = int(sys.argv[6])
 TICK = os.sysconf("SC_CLK_TCK")
 DRIFT = 'datum_drift_findings{class="watched",kind="changed_outside"}'
 
@@ -127,16 +135,31 @@ def run(attribute):
         with open(path, "w") as f:
             f.write(f"line {i % FILES}\n")
         wait_for(url, lambda v: v == 0, 10)
-    lat.sort()
-    q = lambda x: lat[min(len(lat) - 1, int(round(x * (len(lat) - 1))))]
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=60)
-    return t_write, t_seen, burst_cpu, q(0.5), q(0.99), lat[0], lat[-1]
+    return (t_write, t_seen, burst_cpu), lat
 
-rows = [("off", run(False)), ("on", run(True))]
-print(f"{FILES} watched files; burst of {BURST} appends; {EDITS} single edits")
-print(f"{'attribute':<10} {'burst write s':>13} {'all seen s':>10} {'agent CPU s':>11} {'p50 ms':>8} {'p99 ms':>8} {'min-max ms':>16}")
-for name, (tw, ts, c, p50, p99, lo, hi) in rows:
-    print(f"{name:<10} {tw:>13.3f} {ts:>10.3f} {c:>11.2f} {p50:>8.1f} {p99:>8.1f} {lo:>7.1f}-{hi:<8.1f}")
+def load():
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+results = {"off": ([], []), "on": ([], [])}
+for r in range(ROUNDS):
+    for name in ("off", "on"):
+        burst, lat = run(name == "on")
+        results[name][0].append(burst)
+        results[name][1].extend(lat)
+    print(f"round {r + 1}/{ROUNDS} done, load average {load()}", flush=True)
+
+def med(xs):
+    return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
+
+print(f"{FILES} watched files; {ROUNDS} rounds; per round and mode a burst of {BURST} appends and {EDITS} single edits")
+print("burst figures: median (min-max) over the rounds, seconds")
+print(f"{'attribute':<10} {'burst write s':>22} {'all seen s':>22} {'agent CPU s':>22} {'p50 ms':>7} {'p99 ms':>7} {'min-max ms':>14}")
+for name, (bursts, lat) in results.items():
+    lat.sort()
+    q = lambda x: lat[min(len(lat) - 1, int(round(x * (len(lat) - 1))))]
+    tw, ts, c = ([b[i] for b in bursts] for i in range(3))
+    print(f"{name:<10} {med(tw):>22} {med(ts):>22} {med(c):>22} {q(0.5):>7.1f} {q(0.99):>7.1f} {lat[0]:>6.1f}-{lat[-1]:<7.1f}")
 EOF
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -18,10 +18,11 @@
 //!
 //! Limits, said rather than hidden: a directory created under a marked tree
 //! after start is not marked; a process that exits before its event is read
-//! is unknown (the audit subsystem is named as the fallback only when
-//! `auditd` runs, and Datum does not read its log yet); more than
+//! is looked up in the audit log ([`audit`]) when `auditd` runs, and is
+//! unknown with the reason when the log has no record of it; more than
 //! [`MAX_GROUPS`] directories are left unmarked, each with the reason.
 
+pub mod audit;
 mod events;
 pub mod process;
 
@@ -43,13 +44,20 @@ pub use self::process::Own;
 /// allows 128 groups per user by default).
 pub const MAX_GROUPS: usize = 64;
 
+/// Searches of the audit log for a batch of gone writers, and the pause
+/// between them (auditd writes a record a few milliseconds after the call).
+const AUDIT_TRIES: usize = 4;
+const AUDIT_RETRY: Duration = Duration::from_millis(150);
+
 /// The events asked for on each marked directory.
 const MASK: u64 = FAN_MODIFY | FAN_ATTRIB | FAN_MOVED_TO | FAN_CREATE | FAN_DELETE;
 
 /// fanotify could not be used at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AttributionError {
-    #[error("fanotify is unavailable ({0}): writers of watched files are unknown")]
+    #[error(
+        "fanotify is unavailable ({0}): writers of watched files are known only from the audit log, when auditd runs and has a record"
+    )]
     Unavailable(Errno),
 }
 
@@ -75,6 +83,7 @@ pub struct Attributor {
     unmarked: Vec<(PathBuf, String)>,
     own: Own,
     names: HashMap<u32, String>,
+    audit: audit::Fallback,
 }
 
 impl std::fmt::Debug for Attributor {
@@ -97,7 +106,7 @@ fn now() -> i64 {
 
 /// User names from the machine's `/etc/passwd` (processes are the
 /// machine's, whatever `--root` says).
-fn load_names() -> HashMap<u32, String> {
+pub fn user_names() -> HashMap<u32, String> {
     let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
@@ -107,33 +116,6 @@ fn load_names() -> HashMap<u32, String> {
             Some((uid, name.to_owned()))
         })
         .collect()
-}
-
-/// Whether the audit daemon runs (the fallback for a writer that is gone).
-fn auditd_running() -> bool {
-    std::fs::read_dir("/proc").is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                && std::fs::read_to_string(e.path().join("comm"))
-                    .is_ok_and(|c| c.trim_end() == "auditd")
-        })
-    })
-}
-
-/// Why a writer whose process is gone stays unknown.
-pub fn gone_reason(pid: i32, path: &Path) -> String {
-    let audit = if auditd_running() {
-        format!(
-            "auditd is running, but Datum does not read its log yet (`ausearch -f {}` may name the writer)",
-            path.display()
-        )
-    } else {
-        "the audit subsystem (auditd) is not running, so there is no record to fall back on"
-            .to_owned()
-    };
-    format!("process {pid} exited before it could be read; {audit}")
 }
 
 /// Copies of the groups' descriptors, to wait on (see [`Attributor::waiter`]).
@@ -243,8 +225,16 @@ impl Attributor {
             groups,
             unmarked,
             own,
-            names: load_names(),
+            names: user_names(),
+            audit: audit::Fallback::system(),
         })
+    }
+
+    /// Where a gone writer is looked up (the machine's auditd unless a
+    /// test says otherwise).
+    pub fn with_audit(mut self, audit: audit::Fallback) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// The directories marked.
@@ -291,6 +281,7 @@ impl Attributor {
         }
         let at = now();
         let mut out = Vec::with_capacity(raw.len());
+        let mut gone = Vec::new();
         for (i, event) in raw {
             let dir = self.groups[i].dir.clone();
             if event.mask & FAN_Q_OVERFLOW != 0 {
@@ -315,15 +306,77 @@ impl Attributor {
                 None => dir.clone(),
             };
             let shown = path.display().to_string();
-            let writer = self.describe(event.pid, &shown, event.word(), at);
-            out.push(Attributed { path, dir, writer });
+            match self.describe(event.pid, &shown, event.word(), at) {
+                Ok(writer) => out.push(Attributed { path, dir, writer }),
+                Err(pid) => gone.push((
+                    pid,
+                    event.word(),
+                    Attributed {
+                        writer: ChangedBy::unknown(shown, event.word(), at, Some(pid), ""),
+                        path,
+                        dir,
+                    },
+                )),
+            }
+        }
+        if !gone.is_empty() {
+            self.look_up_in_audit_log(&mut gone, at);
+            out.extend(gone.into_iter().map(|(_, _, a)| a));
         }
         out
     }
 
-    fn describe(&mut self, pid: i32, path: &str, event: &str, at: i64) -> ChangedBy {
+    /// Writers gone before they were read: their audit records, one search
+    /// for the batch (searched again a few times for a while, as auditd
+    /// writes its log a moment after the system call), else unknown with
+    /// the reason.
+    fn look_up_in_audit_log(&self, gone: &mut [(i32, &'static str, Attributed)], at: i64) {
+        let mut found = vec![false; gone.len()];
+        // One process (the usual case): search its events only.
+        let pid = Some(gone[0].0).filter(|p| gone.iter().all(|(q, _, _)| q == p));
+        let mut lookup = self.audit.recent(pid);
+        for attempt in 0..AUDIT_TRIES {
+            if let audit::Lookup::Events(events) = &lookup {
+                for (i, (pid, event, a)) in gone.iter_mut().enumerate() {
+                    if found[i] {
+                        continue;
+                    }
+                    if let Some(e) = audit::find(events, *pid, &a.path, at) {
+                        let names = &self.names;
+                        a.writer = e.writer(
+                            &self.own,
+                            &|u| names.get(&u).cloned(),
+                            &a.writer.path,
+                            event,
+                        );
+                        found[i] = true;
+                    }
+                }
+            }
+            let searchable = matches!(lookup, audit::Lookup::Events(_));
+            if !searchable || found.iter().all(|f| *f) || attempt + 1 == AUDIT_TRIES {
+                break;
+            }
+            std::thread::sleep(AUDIT_RETRY);
+            lookup = self.audit.recent(pid);
+        }
+        for (i, (pid, _, a)) in gone.iter_mut().enumerate() {
+            if !found[i] {
+                a.writer.reason = Some(audit::unknown_reason(*pid, &a.path, &lookup));
+            }
+        }
+    }
+
+    /// The writer read from `/proc`, or `Err(pid)` when it is gone.
+    fn describe(&mut self, pid: i32, path: &str, event: &str, at: i64) -> Result<ChangedBy, i32> {
         if pid <= 0 {
-            return ChangedBy::unknown(path, event, at, None, "the kernel reported no process");
+            return Ok(ChangedBy::unknown(
+                path,
+                event,
+                at,
+                None,
+                "the kernel reported no process",
+            ));
         }
         let described = {
             let names = &self.names;
@@ -340,19 +393,13 @@ impl Attributor {
             Ok(mut w) => {
                 // A user created after start: read the names once more.
                 if w.user.is_none() || (w.login_uid.is_some() && w.login_user.is_none()) {
-                    self.names = load_names();
+                    self.names = user_names();
                     w.user = w.uid.and_then(|u| self.names.get(&u).cloned());
                     w.login_user = w.login_uid.and_then(|u| self.names.get(&u).cloned());
                 }
-                w
+                Ok(w)
             }
-            Err(process::Gone { pid }) => ChangedBy::unknown(
-                path,
-                event,
-                at,
-                Some(pid),
-                gone_reason(pid, Path::new(path)),
-            ),
+            Err(process::Gone { pid }) => Err(pid),
         }
     }
 }

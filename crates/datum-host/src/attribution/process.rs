@@ -17,7 +17,7 @@ const MAX_PARENTS: usize = 32;
 const MAX_CMDLINE: usize = 512;
 
 /// Package managers, by process name (`comm`, at most 15 bytes).
-const PACKAGE_MANAGERS: &[&str] = &[
+pub(super) const PACKAGE_MANAGERS: &[&str] = &[
     "dpkg",
     "apt",
     "apt-get",

@@ -7,8 +7,9 @@
 //!
 //! Owns: which directories are marked (the parent of each file, a tree and
 //! its folders), mapping an event's path back to resources, dropping Datum's
-//! own writes (never drift), and the "unknown" writer when fanotify could not
-//! be used. Must not: decide what a writer means for a policy (`datum check`
+//! own writes (never drift), and, when fanotify could not be used, the audit
+//! log's writers of a changed resource or the "unknown" writer with the
+//! reason. Must not: decide what a writer means for a policy (`datum check`
 //! does), or run for a class that did not ask.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use datum_agent::WatchTarget;
 use datum_core::{ChangedBy, ResourceId, WriterKind};
-use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, tree_dirs};
+use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, audit, tree_dirs};
 
 /// How long the reader blocks in one poll.
 const POLL: Duration = Duration::from_millis(100);
@@ -50,6 +51,21 @@ impl AttributionPlan {
             }
         }
         plan
+    }
+
+    /// The paths of `id` (a file, or a tree's root with `true`).
+    fn paths_of(&self, id: &ResourceId) -> Vec<(PathBuf, bool)> {
+        let files = self
+            .files
+            .iter()
+            .filter(|(_, ids)| ids.contains(id))
+            .map(|(p, _)| (p.clone(), false));
+        let trees = self
+            .trees
+            .iter()
+            .filter(|(_, t)| t == id)
+            .map(|(p, _)| (p.clone(), true));
+        files.chain(trees).collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,6 +128,10 @@ pub struct Feed {
     thread: Option<JoinHandle<()>>,
     /// Why attribution does not work at all (fanotify unavailable).
     broken: Option<String>,
+    /// When the feed started (Unix seconds) and the audit events already
+    /// reported, for the audit fallback while fanotify is unusable.
+    started: i64,
+    audit_seen: Mutex<BTreeSet<u64>>,
 }
 
 impl Feed {
@@ -128,6 +148,8 @@ impl Feed {
             stop: Arc::default(),
             thread: None,
             broken: None,
+            started: crate::context::now(),
+            audit_seen: Mutex::default(),
         };
         let attributor = match Attributor::start(&dirs, Own::current()) {
             Ok(a) => a,
@@ -192,12 +214,67 @@ impl Feed {
         out
     }
 
-    /// The writer recorded for a watched change when fanotify could not be
-    /// used at all.
-    pub fn unavailable(&self, path: &str, at: i64) -> Option<ChangedBy> {
-        self.broken
-            .as_ref()
-            .map(|why| ChangedBy::unknown(path, "changed", at, None, why.clone()))
+    /// The writers recorded for a watched change of `id` when fanotify
+    /// could not be used at all: what the audit log says wrote its paths
+    /// since the agent started (Datum's own writes left out), else one
+    /// unknown writer with both reasons. Empty when fanotify works.
+    pub fn unavailable(&self, id: &ResourceId, at: i64, lookup: &audit::Lookup) -> Vec<ChangedBy> {
+        let Some(why) = self.broken.as_ref() else {
+            return Vec::new();
+        };
+        let paths = self.plan.paths_of(id);
+        let own = Own::current();
+        let names = datum_host::attribution::user_names();
+        let mut out = Vec::new();
+        if let audit::Lookup::Events(events) = lookup
+            && let Ok(mut seen) = self.audit_seen.lock()
+        {
+            for (path, subtree) in &paths {
+                for e in audit::naming(events, path, *subtree, self.started) {
+                    if !seen.insert(e.serial) {
+                        continue;
+                    }
+                    let w = e.writer(
+                        &own,
+                        &|u| names.get(&u).cloned(),
+                        &path.display().to_string(),
+                        "changed",
+                    );
+                    if w.kind != WriterKind::Datum {
+                        out.push(w);
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            let shown = paths
+                .first()
+                .map_or_else(|| id.to_string(), |(p, _)| p.display().to_string());
+            let audit = match lookup {
+                audit::Lookup::NotRunning => {
+                    "the audit subsystem (auditd) is not running either".to_owned()
+                }
+                audit::Lookup::Failed(e) => {
+                    format!("auditd runs but its log could not be searched: {e}")
+                }
+                audit::Lookup::Events(_) => format!(
+                    "auditd has no new record of a write to {shown} since the agent started (no audit watch covers it?)"
+                ),
+            };
+            out.push(ChangedBy::unknown(
+                shown,
+                "changed",
+                at,
+                None,
+                format!("{why}; {audit}"),
+            ));
+        }
+        out
+    }
+
+    /// Whether fanotify is unusable (so the audit log is all there is).
+    pub fn is_broken(&self) -> bool {
+        self.broken.is_some()
     }
 }
 

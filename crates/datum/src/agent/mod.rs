@@ -572,7 +572,7 @@ impl RepoChecker {
     /// Moves what attribution heard into the state store, where `datum
     /// check` (this process's or a delegated one) reports it with the
     /// findings. A watched change of an attributing class while fanotify is
-    /// unusable is recorded as unknown, with the reason.
+    /// unusable gets the audit log's writers, or unknown with the reason.
     fn record_writers(&mut self, scope: &Scope) {
         let Some(feed) = self.attribution.as_ref() else {
             return;
@@ -582,9 +582,12 @@ impl RepoChecker {
             && feed.plan().classes.contains(class)
         {
             let at = crate::context::now();
-            for id in ids {
-                if let Some(w) = feed.unavailable(&id.to_string(), at) {
-                    writers.push((id.clone(), w));
+            if feed.is_broken() {
+                let lookup = datum_host::attribution::audit::Fallback::system().recent(None);
+                for id in ids {
+                    for w in feed.unavailable(id, at, &lookup) {
+                        writers.push((id.clone(), w));
+                    }
                 }
             }
         }

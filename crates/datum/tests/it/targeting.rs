@@ -122,7 +122,7 @@ fn apply_class_changes_only_that_class_and_never_what_it_requires_from_others() 
     assert_exit(&o, 4);
     let out = stdout(&o);
     assert!(
-        out.contains("# Directory[app]  blocked (by Directory[app])"),
+        out.contains("# Directory[app]  held (not selected; it would change)"),
         "{out}"
     );
     assert!(
