@@ -329,6 +329,23 @@ fn tree_changes_name_the_entry_and_the_category() {
     one_finding(&s, "Tree[conf-d]", "deleted_outside", &["10-a.conf"]);
 }
 
+#[test]
+fn a_tree_entry_shows_its_declared_and_observed_mode_and_owner() {
+    let s = Sandbox::new("", None).applied();
+    let entry = s.live("/etc/app/conf.d/10-a.conf");
+    fs::set_permissions(&entry, fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::os::unix::fs::chown(&entry, Some(1234), None).expect("chown");
+    let json = one_finding(&s, "Tree[conf-d]", "changed_outside", &["10-a.conf"]);
+    let d = &json["findings"][0]["diffs"][0];
+    assert_eq!(d["before"], "mode 0644, owner 0", "{json:#}");
+    assert_eq!(d["after"], "mode 0777, owner 1234", "{json:#}");
+    let human = stdout(&s.datum(&["check", "--color", "never"]));
+    assert!(
+        human.contains("10-a.conf: mode 0644, owner 0 -> mode 0777, owner 1234"),
+        "{human}"
+    );
+}
+
 // ---- metadata-first -----------------------------------------------------
 
 const METADATA_CLASSES: &str = "classes:\n  cheap: {interval: 5m, content: metadata}\n  audited: {interval: 5m, content: metadata, audit_every: 3}\n";

@@ -178,7 +178,8 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
                 let diff = if r.sensitive {
                     AttrDiff::sensitive(path)
                 } else {
-                    AttrDiff::plain(path, "declared", format!("changed: {}", fields.join(", ")))
+                    let (declared, observed) = entry_values(item, &fields);
+                    AttrDiff::plain(path, declared, observed)
                 };
                 ("changed_outside", diff)
             }
@@ -200,6 +201,45 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
             changed_by: Vec::new(),
         })
         .collect()
+}
+
+/// Both sides of a changed Tree entry, declared -> observed, with the values
+/// the observation carries (`mode 0644, owner 0` -> `mode 0777, owner 1000`);
+/// content is named, its text is not here. An observation without values
+/// (recorded by an older Datum) says only which fields changed.
+fn entry_values(item: &Value, fields: &[&str]) -> (String, String) {
+    let values: Vec<(&str, &str, &str)> = item
+        .get("values")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| {
+                    Some((
+                        v.get("field")?.as_str()?,
+                        v.get("declared")?.as_str()?,
+                        v.get("observed")?.as_str()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if values.is_empty() {
+        return (
+            "declared".to_owned(),
+            format!("changed: {}", fields.join(", ")),
+        );
+    }
+    let mut declared = Vec::new();
+    let mut observed = Vec::new();
+    if fields.contains(&"content") {
+        declared.push("content as declared".to_owned());
+        observed.push("content changed".to_owned());
+    }
+    for (field, d, o) in values {
+        declared.push(format!("{field} {d}"));
+        observed.push(format!("{field} {o}"));
+    }
+    (declared.join(", "), observed.join(", "))
 }
 
 fn show(v: Option<&Value>) -> String {
@@ -333,5 +373,16 @@ mod tests {
         let cats: Vec<&str> = f.iter().map(|f| f.finding.category.as_str()).collect();
         assert_eq!(cats, vec!["changed_outside", "unmanaged"]);
         assert_eq!(f[1].finding.diffs.len(), 2);
+        assert_eq!(f[0].finding.diffs[0].after(), Some("changed: content"));
+    }
+
+    #[test]
+    fn a_changed_tree_entry_shows_declared_and_observed_values() {
+        let item = json!({"category": "changed", "path": "a.conf", "fields": ["content", "mode", "owner"],
+            "values": [{"field": "mode", "declared": "0644", "observed": "0777"},
+                       {"field": "owner", "declared": "0", "observed": "1000"}]});
+        let (declared, observed) = entry_values(&item, &["content", "mode", "owner"]);
+        assert_eq!(declared, "content as declared, mode 0644, owner 0");
+        assert_eq!(observed, "content changed, mode 0777, owner 1000");
     }
 }

@@ -81,16 +81,21 @@ impl std::fmt::Display for TreeDifference {
     }
 }
 
-/// Names every difference between `declared` and `observed`, parents before children and
-/// siblings in byte order. Empty exactly when the root hashes are equal.
-///
-/// Both trees must have been fingerprinted with the same algorithm. Fields the algorithm
-/// does not cover are not reported (compat: a directory's own mode/owner, a link's target),
-/// so the result agrees with the root hash.
-pub fn compare(
+/// The declared and the observed value of one changed attribute, as people read them
+/// (`mode` `0644` / `0777`; `owner` and `group` as numeric ids; `content` as the hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedValue {
+    pub field: &'static str,
+    pub declared: String,
+    pub observed: String,
+}
+
+/// [`compare`], with each `Changed` difference's declared and observed values (empty
+/// for the other kinds of difference), so a report can say `mode: 0644 -> 0777`.
+pub fn compare_with_values(
     declared: &FingerprintedTree,
     observed: &FingerprintedTree,
-) -> Result<Vec<TreeDifference>, FingerprintError> {
+) -> Result<Vec<(TreeDifference, Vec<ChangedValue>)>, FingerprintError> {
     if declared.algorithm != observed.algorithm {
         return Err(FingerprintError::AlgorithmMismatch {
             declared: declared.algorithm,
@@ -109,31 +114,56 @@ pub fn compare(
     Ok(out)
 }
 
+/// Names every difference between `declared` and `observed`, parents before children and
+/// siblings in byte order. Empty exactly when the root hashes are equal.
+///
+/// Both trees must have been fingerprinted with the same algorithm. Fields the algorithm
+/// does not cover are not reported (compat: a directory's own mode/owner, a link's target),
+/// so the result agrees with the root hash.
+pub fn compare(
+    declared: &FingerprintedTree,
+    observed: &FingerprintedTree,
+) -> Result<Vec<TreeDifference>, FingerprintError> {
+    Ok(compare_with_values(declared, observed)?
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect())
+}
+
+/// What a walk collects: each difference with its changed values.
+type Found = Vec<(TreeDifference, Vec<ChangedValue>)>;
+
 fn compare_nodes(
     algorithm: Algorithm,
     declared: &FingerprintedNode,
     observed: &FingerprintedNode,
     path: &mut PathBuf,
-    out: &mut Vec<TreeDifference>,
+    out: &mut Found,
 ) {
     if declared.hash == observed.hash {
         return;
     }
     let (want, found) = (declared.entry.kind(), observed.entry.kind());
     if want != found {
-        out.push(TreeDifference::TypeChanged {
-            path: path.clone(),
-            declared: want,
-            found,
-        });
+        out.push((
+            TreeDifference::TypeChanged {
+                path: path.clone(),
+                declared: want,
+                found,
+            },
+            Vec::new(),
+        ));
         return;
     }
-    let fields = changed_fields(algorithm, &declared.entry, &observed.entry);
-    if !fields.is_empty() {
-        out.push(TreeDifference::Changed {
-            path: path.clone(),
-            fields,
-        });
+    let values = changed_fields(algorithm, &declared.entry, &observed.entry);
+    if !values.is_empty() {
+        out.push((
+            TreeDifference::Changed {
+                path: path.clone(),
+                fields: values.iter().map(|v| v.field).collect(),
+            },
+            values,
+        ));
     }
     if want == EntryKind::Directory {
         compare_children(algorithm, &declared.children, &observed.children, path, out);
@@ -145,7 +175,7 @@ fn compare_children(
     declared: &BTreeMap<Vec<u8>, FingerprintedNode>,
     observed: &BTreeMap<Vec<u8>, FingerprintedNode>,
     path: &mut PathBuf,
-    out: &mut Vec<TreeDifference>,
+    out: &mut Found,
 ) {
     // A merge of two sorted maps: one pass, byte order kept in the output.
     let mut want = declared.iter().peekable();
@@ -160,16 +190,22 @@ fn compare_children(
         match order {
             std::cmp::Ordering::Less => {
                 if let Some((name, _)) = want.next() {
-                    out.push(TreeDifference::Missing {
-                        path: path.join(bytes_as_path(name)),
-                    });
+                    out.push((
+                        TreeDifference::Missing {
+                            path: path.join(bytes_as_path(name)),
+                        },
+                        Vec::new(),
+                    ));
                 }
             }
             std::cmp::Ordering::Greater => {
                 if let Some((name, _)) = have.next() {
-                    out.push(TreeDifference::Unmanaged {
-                        path: path.join(bytes_as_path(name)),
-                    });
+                    out.push((
+                        TreeDifference::Unmanaged {
+                            path: path.join(bytes_as_path(name)),
+                        },
+                        Vec::new(),
+                    ));
                 }
             }
             std::cmp::Ordering::Equal => {
@@ -183,8 +219,9 @@ fn compare_children(
     }
 }
 
-/// The covered attributes that differ between two entries of the same kind.
-fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> Vec<&'static str> {
+/// The covered attributes that differ between two entries of the same kind, with both
+/// values.
+fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> Vec<ChangedValue> {
     let mut fields = Vec::new();
     match (declared, observed) {
         (
@@ -203,10 +240,10 @@ fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> V
                 ..
             },
         ) => {
-            push_if(&mut fields, c1 != c2, "content");
-            push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
-            push_if(&mut fields, u1 != u2, "owner");
-            push_if(&mut fields, g1 != g2, "group");
+            push_if(&mut fields, "content", c1, c2);
+            push_mode(&mut fields, *m1, *m2);
+            push_if(&mut fields, "owner", u1, u2);
+            push_if(&mut fields, "group", g1, g2);
         }
         (
             Entry::Dir {
@@ -221,9 +258,9 @@ fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> V
             },
         ) if algorithm == Algorithm::Native => {
             // Native only: the spec's function does not hash a directory's own attributes.
-            push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
-            push_if(&mut fields, u1 != u2, "owner");
-            push_if(&mut fields, g1 != g2, "group");
+            push_mode(&mut fields, *m1, *m2);
+            push_if(&mut fields, "owner", u1, u2);
+            push_if(&mut fields, "group", g1, g2);
         }
         (
             Entry::Symlink {
@@ -235,15 +272,17 @@ fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> V
                 target: t2,
             },
         ) => {
-            push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
-            push_if(
-                &mut fields,
-                algorithm == Algorithm::Native && t1 != t2,
-                "target",
-            );
+            push_mode(&mut fields, *m1, *m2);
+            if algorithm == Algorithm::Native && t1 != t2 {
+                fields.push(ChangedValue {
+                    field: "target",
+                    declared: String::from_utf8_lossy(t1).into_owned(),
+                    observed: String::from_utf8_lossy(t2).into_owned(),
+                });
+            }
         }
         (Entry::Other { mode: m1, .. }, Entry::Other { mode: m2, .. }) => {
-            push_if(&mut fields, m1 & 0o7777 != m2 & 0o7777, "mode");
+            push_mode(&mut fields, *m1, *m2);
         }
         // Compat directories, and different kinds (reported as TypeChanged before this is
         // called), have no covered field to compare.
@@ -252,10 +291,28 @@ fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> V
     fields
 }
 
-fn push_if(fields: &mut Vec<&'static str>, cond: bool, name: &'static str) {
-    if cond {
-        fields.push(name);
+fn push_if<T: PartialEq + std::fmt::Display>(
+    fields: &mut Vec<ChangedValue>,
+    field: &'static str,
+    declared: &T,
+    observed: &T,
+) {
+    if declared != observed {
+        fields.push(ChangedValue {
+            field,
+            declared: declared.to_string(),
+            observed: observed.to_string(),
+        });
     }
+}
+
+fn push_mode(fields: &mut Vec<ChangedValue>, declared: u32, observed: u32) {
+    push_if(
+        fields,
+        "mode",
+        &format!("{:04o}", declared & 0o7777),
+        &format!("{:04o}", observed & 0o7777),
+    );
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ mod node_hash;
 mod scan;
 mod tree;
 
-pub use compare::{TreeDifference, compare};
+pub use compare::{ChangedValue, TreeDifference, compare, compare_with_values};
 pub use digest::{Algorithm, ContentHash, ContentHasher, Digest, HashFunction};
 pub use error::FingerprintError;
 pub use exclude::Exclusions;

@@ -41,8 +41,9 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_drift::fingerprint::{
-    Algorithm, ContentHash, Digest, Entry, Exclusions, FingerprintedNode, FingerprintedTree,
-    HashFunction, Node, ScanOptions, TreeDifference, compare, fingerprint_tree, scan_dir,
+    Algorithm, ChangedValue, ContentHash, Digest, Entry, Exclusions, FingerprintedNode,
+    FingerprintedTree, HashFunction, Node, ScanOptions, TreeDifference, compare_with_values,
+    fingerprint_tree, scan_dir,
 };
 use datum_host::fs::FileKind;
 use datum_host::{Dir, Host, HostError, Located};
@@ -253,11 +254,21 @@ impl Provider for TreeProvider {
         // compares), while the findings stay value-free.
         let items = differences
             .iter()
-            .map(|diff| {
+            .map(|(diff, values)| {
                 let mut item = difference_json(diff);
                 if let (Some(node), Some(obj)) = (tree.root.get(diff.path()), item.as_object_mut())
                 {
                     obj.insert("observed".to_owned(), Value::String(node.hash.to_string()));
+                    // Declared and observed mode, owner, group, link target
+                    // (`mode: 0644 -> 0777`); content by its diff, never a hash.
+                    let shown: Vec<Value> = values
+                        .iter()
+                        .filter(|v| v.field != "content")
+                        .map(|v| json!({"field": v.field, "declared": v.declared, "observed": v.observed}))
+                        .collect();
+                    if !shown.is_empty() {
+                        obj.insert("values".to_owned(), Value::Array(shown));
+                    }
                 }
                 item
             })
@@ -302,7 +313,7 @@ pub fn differences(
     d: &TreeDesired,
     live: &Dir,
 ) -> Result<Vec<TreeDifference>, ProviderError> {
-    scan_and_compare(host, d, live).map(|(found, _, _)| found)
+    scan_and_compare(host, d, live).map(|(found, _, _)| found.into_iter().map(|(d, _)| d).collect())
 }
 
 /// Where an observation keeps the two root hashes:
@@ -333,12 +344,15 @@ pub fn declared_fingerprint(host: &Host, resource: &Resource) -> Result<String, 
     Ok(tree.root_hash().to_string())
 }
 
+/// Each difference with its declared and observed values.
+type Differences = Vec<(TreeDifference, Vec<ChangedValue>)>;
+
 /// [`differences`], with the scanned host tree and the declared root hash.
 fn scan_and_compare(
     host: &Host,
     d: &TreeDesired,
     live: &Dir,
-) -> Result<(Vec<TreeDifference>, FingerprintedTree, String), ProviderError> {
+) -> Result<(Differences, FingerprintedTree, String), ProviderError> {
     let exclusions = d.exclusions()?;
     let scanned = scan_dir(
         live.fd(),
@@ -376,10 +390,11 @@ fn scan_and_compare(
             field: "source".to_owned(),
             message: e.to_string(),
         })?;
-    let found = compare(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
-        field: "source".to_owned(),
-        message: e.to_string(),
-    })?;
+    let found =
+        compare_with_values(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
+            field: "source".to_owned(),
+            message: e.to_string(),
+        })?;
     let declared_root = declared.root_hash().to_string();
     Ok((found, scanned.tree, declared_root))
 }
@@ -814,6 +829,7 @@ pub fn mode_text(mode: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datum_drift::fingerprint::compare;
 
     #[test]
     fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
