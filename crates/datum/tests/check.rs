@@ -330,6 +330,29 @@ fn tree_changes_name_the_entry_and_the_category() {
 }
 
 #[test]
+fn a_sensitive_trees_entries_show_no_values_and_no_content() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "repo/base/main.yaml",
+        &MANIFEST.replace("name: conf-d\n", "name: conf-d\nsensitive: true\n"),
+    );
+    let s = s.applied();
+    let canary = "CANARY-tree-7f3e";
+    fs::write(
+        s.live("/etc/app/conf.d/sub/20-b.conf"),
+        format!("b = {canary}\n"),
+    )
+    .expect("edit");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "{json:#}");
+    let human = stdout(&s.datum(&["check", "--color", "never"]));
+    for text in [json.to_string(), human] {
+        assert!(!text.contains(canary), "{text}");
+        assert!(!text.contains("b = 2"), "the declared content: {text}");
+    }
+}
+
+#[test]
 fn a_tree_entry_shows_its_declared_and_observed_mode_and_owner() {
     let s = Sandbox::new("", None).applied();
     let entry = s.live("/etc/app/conf.d/10-a.conf");
@@ -344,6 +367,18 @@ fn a_tree_entry_shows_its_declared_and_observed_mode_and_owner() {
         human.contains("10-a.conf: mode 0644, owner 0 -> mode 0777, owner 1234"),
         "{human}"
     );
+    // A content edit of an entry: its text diff, declared -> live, as for a File.
+    fs::write(s.live("/etc/app/conf.d/sub/20-b.conf"), "b = 3\n").expect("edit");
+    let (_, json) = s.check_json(&[]);
+    let tree = json["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["subject"] == "Tree[conf-d]" && f["category"] == "changed_outside")
+        .expect("the Tree's finding");
+    let diff = tree["content_diff"].as_str().expect("a content diff");
+    assert!(diff.contains("-b = 2") && diff.contains("+b = 3"), "{diff}");
+    assert!(diff.contains("sub/20-b.conf (declared)"), "{diff}");
 }
 
 // ---- metadata-first -----------------------------------------------------

@@ -152,6 +152,9 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
         .unwrap_or_default();
     let mut by_category: std::collections::BTreeMap<&'static str, Vec<AttrDiff>> =
         std::collections::BTreeMap::new();
+    // The changed entries' text diffs (the observation makes none for a
+    // sensitive Tree; checked again here).
+    let mut content_diffs: Vec<&str> = Vec::new();
     for item in &items {
         let path = item.get("path").and_then(Value::as_str).unwrap_or("");
         let path = if path.is_empty() { "." } else { path };
@@ -179,6 +182,9 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
                     AttrDiff::sensitive(path)
                 } else {
                     let (declared, observed) = entry_values(item, &fields);
+                    if let Some(text) = item.get("content_diff").and_then(Value::as_str) {
+                        content_diffs.push(text);
+                    }
                     AttrDiff::plain(path, declared, observed)
                 };
                 ("changed_outside", diff)
@@ -197,7 +203,8 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
             id: r.id.clone(),
             class: r.class.to_owned(),
             target: r.target.map(str::to_owned),
-            content_diff: None,
+            content_diff: (category == "changed_outside" && !content_diffs.is_empty())
+                .then(|| content_diffs.concat()),
             changed_by: Vec::new(),
         })
         .collect()

@@ -269,6 +269,14 @@ impl Provider for TreeProvider {
                     if !shown.is_empty() {
                         obj.insert("values".to_owned(), Value::Array(shown));
                     }
+                    // A text diff of a changed entry's content, as for a
+                    // File (never for a sensitive resource).
+                    if !resource.sensitive
+                        && values.iter().any(|v| v.field == "content")
+                        && let Some(text) = entry_content_diff(host, &d, diff.path())
+                    {
+                        obj.insert("content_diff".to_owned(), Value::String(text));
+                    }
                 }
                 item
             })
@@ -487,6 +495,42 @@ fn insert_at(root: &mut Node, path: &[u8], node: Node) {
 fn bytes_path(bytes: &[u8]) -> &Path {
     use std::os::unix::ffi::OsStrExt;
     Path::new(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// Largest entry whose content a check diffs (either side).
+const ENTRY_DIFF_LIMIT: u64 = 1024 * 1024;
+
+/// The unified diff from an entry's declared text to the live one (what
+/// changed on the host), when both are text of at most [`ENTRY_DIFF_LIMIT`].
+/// The live file is read through the boundary, never through a link.
+fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let archive::DeclaredEntry::File { size, source, .. } =
+        d.entries.get(rel.as_os_str().as_bytes())?
+    else {
+        return None;
+    };
+    if *size > ENTRY_DIFF_LIMIT {
+        return None;
+    }
+    let live_path = d.path.join(rel);
+    let live = host.read(&live_path).ok()??;
+    if live.len() as u64 > ENTRY_DIFF_LIMIT {
+        return None;
+    }
+    let declared = datum_host::repo::read(source).ok()?;
+    let (declared, live) = (
+        std::str::from_utf8(&declared).ok()?,
+        std::str::from_utf8(&live).ok()?,
+    );
+    let name = live_path.display();
+    Some(
+        similar::TextDiff::from_lines(declared, live)
+            .unified_diff()
+            .context_radius(2)
+            .header(&format!("{name} (declared)"), &format!("{name} (live)"))
+            .to_string(),
+    )
 }
 
 /// How a difference travels in `Observed::fields["tree"]`.
