@@ -41,6 +41,10 @@ use crate::select::PassOptions;
 pub(crate) struct GroupChecks {
     /// A changed member -> the group validator that refused its group.
     refused: HashMap<ResourceId, &'static str>,
+    /// A refused group's validator output, for each member's failure too (a
+    /// person who opens the member's failure reads why); `None` when the
+    /// group touches anything sensitive or the validator said nothing.
+    outputs: HashMap<&'static str, Option<String>>,
     /// Groups that could not be laid over their live paths, with why.
     pub(crate) not_overlaid: HashMap<&'static str, String>,
     /// One report per refused group.
@@ -158,6 +162,7 @@ impl GroupChecks {
         let mut step = run_resource(resource, cached, None, &mut silent, ctx);
         ctx.mode = mode;
         if matches!(step.outcome, Outcome::WouldChange { .. }) {
+            step.detail = self.outputs.get(name).cloned().flatten();
             step.outcome = Outcome::Failed {
                 phase: phase(mode),
                 reason: match mode {
@@ -205,6 +210,10 @@ impl GroupChecks {
             Mode::Apply => "no file written",
         };
         let sensitive = group_sensitive(def, catalogue);
+        self.outputs.insert(
+            def.name,
+            (!sensitive && !rejection.output.trim().is_empty()).then(|| rejection.output.clone()),
+        );
         let reason = format!(
             "{}; {laid} ({}): validated with {} laid over the live configuration{not_reloaded}",
             rejection.summary(),
