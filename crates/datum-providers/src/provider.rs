@@ -204,6 +204,12 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// A Merkle fingerprint of the declared state and of what was observed,
+    /// entry by entry (a Tree's).
+    fn fingerprints(&self) -> Option<&dyn Fingerprints> {
+        None
+    }
+
     /// Reads the current state from the host.
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError>;
 
@@ -379,4 +385,16 @@ pub trait TakesSourceFolder: Send + Sync {
 
     /// The folder read and packed as the resource's content.
     fn pack(&self, dir: &Path) -> Result<Content, std::io::Error>;
+}
+
+/// Capability: the kind's state has a Merkle fingerprint (a Tree's), which
+/// `datum catalogue` shows and fleet reports compare.
+pub trait Fingerprints: Send + Sync {
+    /// The declared state's root fingerprint (what the host will show once
+    /// applied).
+    fn declared(&self, host: &Host, resource: &Resource) -> Result<String, ProviderError>;
+
+    /// The observed entries' own fingerprints, by path relative to the
+    /// resource (`"missing"` where the host has none).
+    fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String>;
 }

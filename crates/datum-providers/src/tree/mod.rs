@@ -253,6 +253,35 @@ impl OwnsPaths for TreeProvider {
     }
 }
 
+/// A Tree is fingerprinted as a Merkle tree (see [`declared_fingerprint`]).
+impl crate::Fingerprints for TreeProvider {
+    fn declared(&self, host: &Host, resource: &Resource) -> Result<String, ProviderError> {
+        declared_fingerprint(host, resource)
+    }
+
+    fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .fields
+            .get("tree")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| {
+                        Some((
+                            i.get("path")?.as_str()?.to_owned(),
+                            i.get("observed")
+                                .and_then(Value::as_str)
+                                .unwrap_or("missing")
+                                .to_owned(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// A Tree's `source:` is a folder of the repository, packed as its content.
 impl TakesSourceFolder for TreeProvider {
     fn field(&self) -> &'static str {
@@ -303,6 +332,10 @@ impl Provider for TreeProvider {
     }
 
     fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+        Some(self)
+    }
+
+    fn fingerprints(&self) -> Option<&dyn crate::Fingerprints> {
         Some(self)
     }
 
