@@ -101,9 +101,15 @@ impl Faults {
 
 /// A registry of the two fakes sharing one journal and one fault set.
 pub fn fake_registry() -> (Registry, Journal, Faults) {
+    let (providers, journal, faults) = fake_providers();
+    (Registry::new(providers), journal, faults)
+}
+
+/// The two fakes, to list in a registry beside other providers.
+pub fn fake_providers() -> (Vec<Box<dyn Provider>>, Journal, Faults) {
     let journal = Journal::default();
     let faults = Faults::default();
-    let registry = Registry::new(vec![
+    let providers: Vec<Box<dyn Provider>> = vec![
         Box::new(FakeFile {
             journal: journal.clone(),
             faults: faults.clone(),
@@ -112,8 +118,8 @@ pub fn fake_registry() -> (Registry, Journal, Faults) {
             journal: journal.clone(),
             faults: faults.clone(),
         }),
-    ]);
-    (registry, journal, faults)
+    ];
+    (providers, journal, faults)
 }
 
 /// A `FakeFile[name]` at `path` with `content`, requiring `requires`.
