@@ -69,7 +69,7 @@ pub fn reference_markdown() -> String {
         if let Some(text) = def.get("description").and_then(Value::as_str) {
             lines.push(one_line(text));
         }
-        lines.push(format!("Value: {}.", value_text(def, &defs)));
+        lines.push(format!("Value: {}.", value_text(def)));
         if let Some(pattern) = def.get("pattern").and_then(Value::as_str) {
             lines.push(format!("Pattern: `{pattern}`."));
         }
@@ -116,7 +116,7 @@ fn fields_table(out: &mut String, schema: &Value, defs: &Map<String, Value>, fir
         let _ = writeln!(
             out,
             "| `{name}` | {} | {} | {} |",
-            value_text(property, defs),
+            value_text(property),
             if required.contains(&name.as_str()) {
                 "yes"
             } else {
@@ -134,7 +134,7 @@ fn referenced<'a>(schema: &Value, defs: &'a Map<String, Value>) -> Option<&'a Va
 
 /// A short text for what a schema accepts: `[HostPath](#hostpath)`,
 /// `list of Reference`, `` `running` or `stopped` ``, `integer (at most 10)`.
-fn value_text(schema: &Value, defs: &Map<String, Value>) -> String {
+fn value_text(schema: &Value) -> String {
     if let Some(name) = schema
         .get("$ref")
         .and_then(Value::as_str)
@@ -154,7 +154,7 @@ fn value_text(schema: &Value, defs: &Map<String, Value>) -> String {
             let texts: Vec<String> = items
                 .iter()
                 .filter(|i| i.get("type").and_then(Value::as_str) != Some("null"))
-                .map(|i| value_text(i, defs))
+                .map(|i| value_text(i))
                 .collect();
             if !texts.is_empty() {
                 return texts.join(" or ");
@@ -173,7 +173,7 @@ fn value_text(schema: &Value, defs: &Map<String, Value>) -> String {
         Some(Value::String(t)) if t == "array" => {
             let item = schema
                 .get("items")
-                .map(|i| value_text(i, defs))
+                .map(|i| value_text(i))
                 .unwrap_or_else(|| "values".to_owned());
             let unique = if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
                 ", each once"
