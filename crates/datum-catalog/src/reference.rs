@@ -154,7 +154,7 @@ fn value_text(schema: &Value) -> String {
             let texts: Vec<String> = items
                 .iter()
                 .filter(|i| i.get("type").and_then(Value::as_str) != Some("null"))
-                .map(|i| value_text(i))
+                .map(value_text)
                 .collect();
             if !texts.is_empty() {
                 return texts.join(" or ");
@@ -173,7 +173,7 @@ fn value_text(schema: &Value) -> String {
         Some(Value::String(t)) if t == "array" => {
             let item = schema
                 .get("items")
-                .map(|i| value_text(i))
+                .map(value_text)
                 .unwrap_or_else(|| "values".to_owned());
             let unique = if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
                 ", each once"
