@@ -239,12 +239,15 @@ impl<'r> Analysis<'r> {
                 obj.retain(|_, v| !v.is_null());
             }
             if let Err(errors) = provider.check(&desired) {
+                let secret = doc.sensitive.as_ref().is_some_and(|s| s.value);
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own {
                         let (origin, end) = field_location(doc, &e.path);
-                        self.diags
-                            .push(field_diagnostic(&e, &doc.id, origin, Some(end)));
+                        let hide = secret || is_sensitive_field(provider, &e);
+                        self.diags.push(
+                            field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
+                        );
                     }
                 }
             }
@@ -413,7 +416,13 @@ impl<'r> Analysis<'r> {
                         (d.origin(), None)
                     }
                 };
-                self.diags.push(field_diagnostic(&e, &m.id, origin, end));
+                let secret = m
+                    .sensitive
+                    .and_then(|d| self.doc(d).sensitive.as_ref())
+                    .is_some_and(|s| s.value);
+                let hide = secret || is_sensitive_field(provider, &e);
+                self.diags
+                    .push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
             }
         }
     }
@@ -862,6 +871,7 @@ impl<'r> Analysis<'r> {
 
     fn resource(&self, m: Merged, content: Option<Content>, requires: Vec<ResourceId>) -> Resource {
         let last = self.doc(m.last_doc());
+        let provider = self.providers[m.last_doc()];
         let class = m
             .class
             .and_then(|d| self.doc(d).class.as_ref())
@@ -917,6 +927,13 @@ impl<'r> Analysis<'r> {
 
         let desired =
             serde_json::Value::Object(m.fields.into_iter().map(|(k, (v, _))| (k, v)).collect());
+        // A field that is sensitive by its nature (a User's password hash)
+        // makes the whole resource sensitive, whatever `sensitive:` says.
+        let sensitive = sensitive
+            || provider
+                .map_or(&[][..], |p| p.sensitive_fields())
+                .iter()
+                .any(|f| desired.get(f).is_some());
         let declaration_hash = declaration_hash(
             &m.id,
             &desired,
@@ -988,6 +1005,13 @@ fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
         }
     }
     (doc.desired_origin.origin(), doc.desired_origin.end)
+}
+
+/// Whether a field error is about a value sensitive by its kind's nature.
+fn is_sensitive_field(provider: &dyn Provider, e: &FieldError) -> bool {
+    e.path
+        .first()
+        .is_some_and(|f| provider.sensitive_fields().contains(&f.as_str()))
 }
 
 fn field_diagnostic(

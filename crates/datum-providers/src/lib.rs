@@ -24,12 +24,14 @@
 pub mod common;
 pub mod directory;
 pub mod file;
+pub mod group;
 pub mod package;
 pub mod provider;
 pub mod registry;
 pub mod service;
 pub mod symlink;
 pub mod tree;
+pub mod user;
 pub mod validators;
 
 #[cfg(test)]
@@ -54,6 +56,8 @@ pub fn registry() -> &'static Registry {
             Box::new(service::ServiceProvider),
             Box::new(package::PackageProvider),
             Box::new(tree::TreeProvider),
+            Box::new(group::GroupProvider),
+            Box::new(user::UserProvider),
         ])
     });
     &SHIPPED

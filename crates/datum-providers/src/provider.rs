@@ -210,6 +210,14 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Fields of `desired` whose value is sensitive whatever the resource's
+    /// `sensitive:` says (a User's `password_hash`): the catalogue masks
+    /// them wherever it shows a declaration, and the provider itself never
+    /// puts them in an observation, a diff or an error.
+    fn sensitive_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Reads the current state from the host.
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError>;
 
