@@ -129,7 +129,10 @@ mod tests {
         assert_eq!(Paint::new(false).marker("~"), "~");
         assert_eq!(Paint::new(true).marker("!"), "\x1b[1;31m!\x1b[0m");
         assert_eq!(Paint::new(true).diff_line("-a"), "\x1b[31m-a\x1b[0m");
-        assert_eq!(Paint::new(true).diff_line("@@ -1 +1 @@"), "\x1b[36m@@ -1 +1 @@\x1b[0m");
+        assert_eq!(
+            Paint::new(true).diff_line("@@ -1 +1 @@"),
+            "\x1b[36m@@ -1 +1 @@\x1b[0m"
+        );
         assert_eq!(Paint::new(true).diff_line(" same"), " same");
         assert_eq!(Paint::new(false).diff_line("+b"), "+b");
     }

@@ -1,8 +1,8 @@
 //! Field differences and unified content diffs, as text.
 
-use datum_report::style::{self, Paint};
 use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
 use datum_engine::ResourceReport;
+use datum_report::style::{self, Paint};
 use similar::{ChangeTag, TextDiff};
 
 /// The indented lines under a resource: one per changed field, then the

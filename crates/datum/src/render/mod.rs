@@ -9,9 +9,9 @@ pub mod progress;
 
 use std::io::Write;
 
-use datum_report::style::{self, Paint};
 use datum_core::{Action, Outcome};
 use datum_engine::{Event, Mode, PassSummary, Reporter, ResourceReport};
+use datum_report::style::{self, Paint};
 
 /// Prints each resource as it finishes, then a summary line. On a terminal,
 /// a progress bar on stderr counts resources while the pass runs.
