@@ -223,7 +223,7 @@ def cmd_populate(a):
     w("COPY failures (host, revision, resource, phase, validator, validator_version, exit_status, signature, message, at) FROM stdin;\n")
     for i in range(a.hosts):
         if i % 20 == 3:
-            w("%s\t%s\tGroup[nginx]\tapply\tnginx\tnginx version: nginx/1.22.1\t1\tsig-http3\t"
+            w("%s\t%s\tValidationGroup[nginx]\tapply\tnginx\tnginx version: nginx/1.22.1\t1\tsig-http3\t"
               "validation failed (nginx, exit 1)\\nnginx: [emerg] unknown directive \"http3\"\t%d\n" % (host_name(i), latest, now))
     w("\\.\n")
     w("COPY findings (host, signature, subject, category, class, paths, observed, first_seen, last_seen) FROM stdin;\n")

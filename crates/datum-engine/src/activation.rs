@@ -19,9 +19,15 @@ use crate::gate::validator_of;
 use crate::pass::{Mode, PassContext, Step, activation_change};
 use crate::report::ResourceReport;
 
-/// The kind name of a group validator's pseudo-resource (`Group[nginx]`):
-/// the engine's own, never a provider's.
-pub(crate) const GROUP_KIND: &str = "Group";
+/// The kind name of a group validator's pseudo-resource
+/// (`ValidationGroup[nginx]`): the engine's own, never a provider's (it was
+/// `Group` before the Group kind existed; [`LEGACY_GROUP_KIND`]).
+pub const GROUP_KIND: &str = "ValidationGroup";
+
+/// What state stores written before the rename call a failing group's owed
+/// revalidation; read (and cleared) as a group's, since no Group resource
+/// ever owes an activation.
+const LEGACY_GROUP_KIND: &str = "Group";
 
 /// A resource others notify (one whose kind has the activation capability).
 #[derive(Clone)]
@@ -223,7 +229,7 @@ impl Notifications {
                 self.groups.insert(def.name, verdict);
             }
             if matches!(self.groups.get(def.name), Some(Err(_))) {
-                failed.push(format!("Group[{}]", def.name));
+                failed.push(format!("{GROUP_KIND}[{}]", def.name));
             }
         }
         if !failed.is_empty() {
@@ -319,7 +325,7 @@ impl Notifications {
             .and_then(|s| s.owed_reloads().ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|o| o.service.kind == GROUP_KIND)
+            .filter(|o| o.service.kind == GROUP_KIND || o.service.kind == LEGACY_GROUP_KIND)
             .map(|o| o.service.name)
             .collect();
         for resource in &catalogue.resources {
@@ -360,6 +366,7 @@ impl Notifications {
                     }
                     Ok(()) => {
                         let _ = store.clear_reload(&id);
+                        let _ = store.clear_reload(&ResourceId::new(LEGACY_GROUP_KIND, *name));
                     }
                 }
             }
@@ -444,7 +451,7 @@ fn group_report(
     group_failure(def, rejection, sensitive, Phase::Apply, reason)
 }
 
-/// The report of a group that failed validation: `Group[name]`, failed in
+/// The report of a group that failed validation: `ValidationGroup[name]`, failed in
 /// `phase` for `reason`, with the validator's output unless `sensitive`.
 pub(crate) fn group_failure(
     def: &ValidatorDef,

@@ -28,7 +28,7 @@ use datum_host::sandbox::{self, Isolation, Sandbox};
 use datum_providers::validators::{self, Rejection, RejectionKind, Scope, ValidatorDef};
 use datum_providers::{ProviderError, Registry};
 
-use crate::activation::{Notifications, group_failure, group_sensitive};
+use crate::activation::{GROUP_KIND, Notifications, group_failure, group_sensitive};
 use crate::gate::{Placement, validator_of};
 use crate::observe::Observations;
 use crate::pass::{Mode, PassContext, Step, run_resource};
@@ -166,10 +166,10 @@ impl GroupChecks {
                 phase: phase(mode),
                 reason: match mode {
                     Mode::Plan => format!(
-                        "would fail validation ({name}): the assembled configuration with this file is refused (see Group[{name}])"
+                        "would fail validation ({name}): the assembled configuration with this file is refused (see {GROUP_KIND}[{name}])"
                     ),
                     Mode::Apply => format!(
-                        "not written: Group[{name}] failed validation with this file laid over its live path; no file of the group was written"
+                        "not written: {GROUP_KIND}[{name}] failed validation with this file laid over its live path; no file of the group was written"
                     ),
                 },
             };

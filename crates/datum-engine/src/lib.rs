@@ -35,6 +35,7 @@ mod select;
 #[cfg(test)]
 mod rules_tests;
 
+pub use activation::GROUP_KIND;
 pub use observe::observe_all;
 pub use pass::{
     DIFF_CONTENT_LIMIT, Mode, PassContext, fill_content_for_display, run_pass, run_pass_with,

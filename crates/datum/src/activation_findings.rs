@@ -114,7 +114,7 @@ pub(crate) fn findings<'a>(
         let Err(rejection) = validators::validate_group(def, host) else {
             continue;
         };
-        let subject = format!("Group[{}]", def.name);
+        let subject = format!("{}[{}]", datum_engine::GROUP_KIND, def.name);
         if !matches!(rejection.kind, RejectionKind::Invalid { .. }) {
             errors.push((subject, rejection.summary()));
             continue;

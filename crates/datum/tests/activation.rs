@@ -101,7 +101,7 @@ trait RunExt {
 }
 
 impl RunExt for Run {
-    /// The report line of one resource (`! Group[nginx]  failed ...`).
+    /// The report line of one resource (`! ValidationGroup[nginx]  failed ...`).
     #[track_caller]
     fn line(&self, id: &str) -> String {
         let text = self.stdout();
@@ -280,7 +280,7 @@ testbed_test!(
         assert_eq!(nginx.main_pid(), pid);
         assert_eq!(within::property("nginx.service", "ActiveState"), "active");
         // The report says exactly that.
-        let group = broken.line("Group[nginx]");
+        let group = broken.line("ValidationGroup[nginx]");
         for needle in [
             "failed",
             "validation failed (nginx on testbed",
@@ -292,14 +292,14 @@ testbed_test!(
         assert_contains(&broken.stdout(), "datum_no_such_directive");
         assert_contains(
             &broken.line("File[site]"),
-            "not written: Group[nginx] failed validation",
+            "not written: ValidationGroup[nginx] failed validation",
         );
         assert_contains(&broken.line("Service[nginx]"), "blocked");
 
         // 3. Nothing fixed yet: refused again, still nothing reloaded.
         let again = repo.datum(&["apply"]);
         again.assert_exit(4);
-        assert_contains(&again.line("Group[nginx]"), "no file written");
+        assert_contains(&again.line("ValidationGroup[nginx]"), "no file written");
         assert_eq!(nginx.reloads(), reloads);
         assert_eq!(served_body(), "old\n");
 
@@ -311,7 +311,7 @@ testbed_test!(
         assert_eq!(nginx.reloads(), reloads + 1);
         assert_eq!(served_body(), "new\n");
         assert!(
-            !fixed.stdout().contains("Group[nginx]"),
+            !fixed.stdout().contains("ValidationGroup[nginx]"),
             "{}",
             fixed.stdout()
         );
@@ -488,7 +488,7 @@ testbed_test!(a_sensitive_member_hides_the_group_validators_output, {
         all.push_str(&run.stdout());
         all.push_str(&run.stderr());
         if args == ["apply"] {
-            group_lines.push(run.line("Group[nginx]"));
+            group_lines.push(run.line("ValidationGroup[nginx]"));
         }
     }
     assert!(!all.contains(CANARY), "the canary leaked:\n{all}");

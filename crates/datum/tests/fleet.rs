@@ -755,12 +755,12 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
         member["message"]
             .as_str()
             .unwrap()
-            .contains("not written: Group[nginx] failed validation"),
+            .contains("not written: ValidationGroup[nginx] failed validation"),
         "{member}"
     );
     let g = groups
         .iter()
-        .find(|g| g["resource"] == "Group[nginx]")
+        .find(|g| g["resource"] == "ValidationGroup[nginx]")
         .unwrap_or_else(|| panic!("{v}"));
     assert_eq!(g["validator"], "nginx");
     assert_eq!(g["labels"], serde_json::json!({"nginx_version": ["1.26"]}));
@@ -782,7 +782,8 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
     let text = server.fleet_text(&["rollout"]);
     assert!(
         text.contains("converged  2 host(s) (nginx_version=1.24)")
-            && text.contains("failed  2 host(s) (nginx_version=1.26): Group[nginx] [nginx"),
+            && text
+                .contains("failed  2 host(s) (nginx_version=1.26): ValidationGroup[nginx] [nginx"),
         "{text}"
     );
     let hosts = server.fleet(&["hosts"]);

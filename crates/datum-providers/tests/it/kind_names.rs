@@ -27,12 +27,6 @@ const PENDING: &[&str] = &[
     "crates/datum/src/conffiles.rs",
     "crates/datum/src/commands/check.rs",
     "crates/datum/src/agent/mod.rs",
-    // Not the Group kind: the engine reports a group validator's failure as
-    // `Group[validator]` (its own pseudo-resource, older than the Group kind
-    // of issue 12 item 5), and the fleet report recognises it by that name.
-    // The two now share a name; renaming the pseudo-resource changes every
-    // report that shows one, so it is left to a decision of its own.
-    "crates/datum/src/reporting/build.rs",
 ];
 
 /// The workspace's top folder (two up from this crate's manifest).

@@ -123,7 +123,7 @@ mod tests {
             "host",
             "File[motd]",
             "Tree[www]",
-            "Group[nginx]",
+            "ValidationGroup[nginx]",
             "File[a b]",
         ] {
             assert!(super::valid_target(ok), "{ok}");

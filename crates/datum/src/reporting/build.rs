@@ -124,9 +124,9 @@ pub fn apply_report(
                 }
             }
             Outcome::Failed { phase, reason } => {
-                // A group validator's failure is reported on `Group[NAME]`,
-                // NAME being the validator.
-                let validator = if r.id.kind == "Group" {
+                // A group validator's failure is reported on
+                // `ValidationGroup[NAME]`, NAME being the validator.
+                let validator = if r.id.kind == datum_engine::GROUP_KIND {
                     Some(r.id.name.clone())
                 } else {
                     resource

@@ -257,7 +257,9 @@ fn a_group_that_fails_validation_is_refused_again_until_it_is_fixed() {
     assert_exit(&broken, 4);
     let text = stdout(&broken);
     assert!(
-        text.contains("! Group[nginx]  failed (apply): validation failed (nginx on test-host"),
+        text.contains(
+            "! ValidationGroup[nginx]  failed (apply): validation failed (nginx on test-host"
+        ),
         "{text}"
     );
     assert!(text.contains("no_such_directive"), "{text}");
@@ -267,7 +269,7 @@ fn a_group_that_fails_validation_is_refused_again_until_it_is_fixed() {
     let again = s.datum(&["apply"]);
     assert_exit(&again, 4);
     assert!(
-        stdout(&again).contains("Group[nginx]"),
+        stdout(&again).contains("ValidationGroup[nginx]"),
         "{}",
         stdout(&again)
     );
@@ -336,7 +338,7 @@ fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail()
     assert_exit(&plan, 4);
     let text = stdout(&plan);
     for needle in [
-        "! Group[nginx]  failed (plan): validation failed (nginx on test-host, nginx version: nginx/",
+        "! ValidationGroup[nginx]  failed (plan): validation failed (nginx on test-host, nginx version: nginx/",
         "would fail validation (nginx): validated with File[nginx-conf], File[site] laid over the live configuration",
         "! File[nginx-conf]  failed (plan): would fail validation (nginx)",
         "! File[site]  failed (plan): would fail validation (nginx)",
@@ -354,10 +356,10 @@ fn a_group_with_one_broken_include_changes_no_file_and_plan_says_it_would_fail()
     assert_exit(&out, 6);
     let text = stdout(&out);
     for needle in [
-        "! Group[nginx]  failed (apply): validation failed (nginx on test-host",
+        "! ValidationGroup[nginx]  failed (apply): validation failed (nginx on test-host",
         "no file written (nginx): validated with File[nginx-conf], File[site]",
-        "! File[nginx-conf]  failed (apply): not written: Group[nginx] failed validation",
-        "! File[site]  failed (apply): not written: Group[nginx] failed validation",
+        "! File[nginx-conf]  failed (apply): not written: ValidationGroup[nginx] failed validation",
+        "! File[site]  failed (apply): not written: ValidationGroup[nginx] failed validation",
         "datum_no_such_directive",
     ] {
         assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
@@ -613,7 +615,7 @@ fn check_reports_a_live_configuration_its_group_validator_refuses() {
     let (code, findings, doc) = check_findings(&s);
     assert_eq!(code, 2, "{doc}");
     for wanted in [
-        ("invalid_live_config", "Group[nginx]"),
+        ("invalid_live_config", "ValidationGroup[nginx]"),
         ("changed_outside", "File[site]"),
     ] {
         assert!(
