@@ -27,7 +27,8 @@
 //!    (its columns and the pre-rendered JSON the hosts view lists), the
 //!    sampling round, the daily aggregate, retention; then, for the whole
 //!    batch, in key order, the revisions' last-applied times and the drift
-//!    clusters' host counts.
+//!    clusters' host counts, and the store's generation (so every
+//!    server's kept answers are computed again, see [`crate::cache`]).
 //!
 //! Owns: the ingest SQL, [`GroupCommit`]. Must not: authenticate, or read
 //! anything but what the report's own host stored.
@@ -310,6 +311,8 @@ impl Phases for Ingest {
                     writes(s, &stored, &mut batch, &mut stmts);
                 }
                 batch.finish(&mut stmts);
+                // Last, so the slot's row is held only until the commit.
+                stmts.push(crate::cache::bump());
                 Step::Run(stmts)
             }
             _ => Step::Commit,
