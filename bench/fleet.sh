@@ -124,6 +124,8 @@ kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
 python3 bench/fleet-load.py populate --hosts "$HOSTS" --days 30 --reports-per-host "${REPORTS_PER_HOST:-3}" | psql -X -q "$qstore" >/dev/null
 # The admin token of this folder, in the new database too.
 psql -X -q "$qstore" -c "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ('$(printf %s "$admin" | sha256sum | cut -d' ' -f1)', 'admin', 'admin', 0)"
+# The hosts' tokens (for the reports stored between queries below).
+python3 bench/fleet-load.py tokens --hosts "$HOSTS" | sed '/^COPY hosts/,$d' | psql -X -q "$qstore"
 "$datum" server serve --dir "$W/srv" --store "$qstore" 2>"$W/serve3.log" &
 server_pid=$!
 for _ in $(seq 100); do grep -q listening "$W/serve3.log" && break; sleep 0.1; done
