@@ -275,7 +275,7 @@ impl Phases for Ingest {
     fn next(&mut self, rows: Vec<Vec<Row>>) -> Result<Step, StoreError> {
         self.phase += 1;
         Ok(match self.phase {
-            1 => Step::Run(self.reports.chunks(CHUNK).map(|c| key_gate(c)).collect()),
+            1 => Step::Run(self.reports.chunks(CHUNK).map(key_gate).collect()),
             2 => {
                 // One report per host in a batch: the hosts whose key was
                 // new name the new reports.
