@@ -175,7 +175,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
                 }
             };
             let refs: Vec<&Resource> = resources.iter().collect();
-            let results = datum_engine::observe_all(&refs, &host);
+            let results = datum_engine::observe_all(datum_providers::registry(), &refs, &host);
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
                 *keep = r.id.kind == datum_providers::package::KIND;
@@ -1007,6 +1007,7 @@ impl Policies<'_> {
             autorequires: Vec::new(),
         };
         let mut ctx = PassContext {
+            registry: datum_providers::registry(),
             host: self.host,
             mode: Mode::Apply,
             store: Some(&mut *self.store),
