@@ -25,6 +25,9 @@
 #
 # Needs root (PuppetDB's kit, runuser for PostgreSQL). The machine may be
 # shared: every result carries the load average.
+#
+# SECTIONS (default "ingest puppetdb queries host") runs only some of them,
+# e.g. SECTIONS=queries NO_BUILD=1 bench/fleet.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SB=${1:-../shared/bench}
@@ -44,6 +47,8 @@ cleanup() {
 trap cleanup EXIT
 
 CONCURRENCY=${CONCURRENCY:-64}
+SECTIONS=${SECTIONS:-ingest puppetdb queries host}
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 [ -n "${NO_BUILD:-}" ] || { cargo build --release --quiet -p datum && cargo build --release --quiet -p datum-server --example fleet-load; }
 datum=$PWD/target/release/datum
 load=$PWD/target/release/examples/fleet-load
@@ -66,16 +71,36 @@ server_pid=$!
 for _ in $(seq 100); do grep -q listening "$W/serve.log" && break; sleep 0.1; done
 url="https://127.0.0.1:$port"
 admin=$(sed -n 's/^token: //p' "$W/srv/admin.yaml")
+if want ingest; then
 # Warm-up (connections, prepared statements), then the measured run.
 "$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count 1000 --concurrency "$CONCURRENCY" --seq-offset 0 >/dev/null
+# PostgreSQL's own CPU seconds (the postmaster and its backends; the
+# pool's backends live through the run), before and after each series.
+pg_cpu() {
+  python3 - "$(head -1 "$pg_dir/data/postmaster.pid")" <<'EOF'
+import os, sys
+pm, t = sys.argv[1], 0
+for p in os.listdir("/proc"):
+    try:
+        f = open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        continue
+    if p == pm or f[1] == pm:
+        t += int(f[11]) + int(f[12])
+print(round(t / os.sysconf("SC_CLK_TCK"), 2))
+EOF
+}
+c0=$(pg_cpu)
 r=$("$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count "$INGEST" --concurrency "$CONCURRENCY" --pid "$server_pid" --seq-offset 1)
-note "{\"datum_ingest_postgres\": $r}"
+note "{\"datum_ingest_postgres\": $r, \"postgres_cpu_s\": $(python3 -c "print(round($(pg_cpu) - $c0, 2))")}"
+c0=$(pg_cpu)
 r=$("$load" ingest "$url" "$W/srv/ca.pem" --hosts "$HOSTS" --count "$((INGEST / 4))" --concurrency 4 --pid "$server_pid" --seq-offset 100)
-note "{\"datum_ingest_postgres_4_hosts_at_once\": $r}"
+note "{\"datum_ingest_postgres_4_hosts_at_once\": $r, \"postgres_cpu_s\": $(python3 -c "print(round($(pg_cpu) - $c0, 2))")}"
+fi
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 
 # --- 1b. PuppetDB 7, same machine, same run --------------------------------
-if [ -f "$SB/puppetdb/setup.sh" ]; then
+if want puppetdb && [ -f "$SB/puppetdb/setup.sh" ]; then
   (cd "$SB/puppetdb" && sh setup.sh install >/dev/null 2>&1 && sh setup.sh reset >/dev/null && sh setup.sh start >/dev/null)
   pdb=$(python3 "$SB/puppetdb/bench.py" --out "$W/pdb" ingest --first 0 --count "$PDB_COUNT" --concurrency 4 2>&1 | tail -1 || true)
   res=$(ls -t "$W"/pdb/ingest-*.json 2>/dev/null | head -1 || true)
@@ -87,6 +112,7 @@ if [ -f "$SB/puppetdb/setup.sh" ]; then
   (cd "$SB/puppetdb" && sh setup.sh stop >/dev/null 2>&1 || true)
 fi
 
+if want queries; then
 # --- 2. Queries at 10,000 hosts, 30 days ------------------------------------
 psql -X -q "$DATUM_TEST_POSTGRES" -c "CREATE DATABASE fleetq"
 qstore="${DATUM_TEST_POSTGRES%/*}/fleetq"
@@ -98,12 +124,24 @@ kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
 python3 bench/fleet-load.py populate --hosts "$HOSTS" --days 30 --reports-per-host "${REPORTS_PER_HOST:-3}" | psql -X -q "$qstore" >/dev/null
 # The admin token of this folder, in the new database too.
 psql -X -q "$qstore" -c "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ('$(printf %s "$admin" | sha256sum | cut -d' ' -f1)', 'admin', 'admin', 0)"
+# The hosts' tokens (for the reports stored between queries below).
+python3 bench/fleet-load.py tokens --hosts "$HOSTS" | sed '/^COPY hosts/,$d' | psql -X -q "$qstore"
 "$datum" server serve --dir "$W/srv" --store "$qstore" 2>"$W/serve3.log" &
 server_pid=$!
 for _ in $(seq 100); do grep -q listening "$W/serve3.log" && break; sleep 0.1; done
+# Asked again and again with nothing stored in between: the answers each
+# server process keeps while the store's generation is unchanged.
 q=$("$load" query "$url" "$W/srv/ca.pem" --admin "$admin" --requests 200)
 note "{\"datum_queries_10k_hosts_30_days\": $q, \"rss_mib\": $(awk '/VmHWM/ {print $2/1024}' /proc/$server_pid/status)}"
+# A report stored (untimed) before every request: each answer computed
+# afresh, as while the fleet reports.
+q=$("$load" query "$url" "$W/srv/ca.pem" --admin "$admin" --requests 200 --ingest-between)
+note "{\"datum_queries_10k_hosts_30_days_report_before_each\": $q, \"rss_mib\": $(awk '/VmHWM/ {print $2/1024}' /proc/$server_pid/status)}"
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 
+fi
+
+want host || exit 0
 # --- 3. Host side -------------------------------------------------------------
 H=$W/host
 python3 - "$H" <<'EOF'
@@ -143,21 +181,35 @@ sleep 3
 # outbox is checked empty at the end: every report was delivered.
 time_runs() {
   python3 - "$RUNS" "$@" <<'EOF'
-import os, subprocess, sys, time, statistics, json
+import os, re, subprocess, sys, time, statistics, json
 n = int(sys.argv[1]); gap = float(sys.argv[2]); cmd = sys.argv[3:]
-t = []; cpu = []
+t = []; cpu = []; own = []; phases = {}
+env = dict(os.environ, DATUM_LOG="datum::reporting=debug")
 for _ in range(n):
     time.sleep(gap)
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    err = p.stderr.read().decode(errors="replace")
     _, _, ru = os.wait4(p.pid, 0)
     t.append((time.perf_counter() - t0) * 1000)
     # The pass's own CPU (a detached delivery is not waited for, so not in it).
     cpu.append((ru.ru_utime + ru.ru_stime) * 1000)
-t.sort(); cpu.sort()
-print(json.dumps({"median_ms": round(statistics.median(t), 2), "min_ms": round(t[0], 2), "max_ms": round(t[-1], 2),
-                  "cpu_median_ms": round(statistics.median(cpu), 2), "cpu_min_ms": round(cpu[0], 2), "cpu_max_ms": round(cpu[-1], 2),
-                  "runs": n, "gap_s": gap}))
+    # What reporting cost inside the pass, as the pass timed it.
+    m = re.search(r"total_ms=([0-9.]+)", err)
+    if m:
+        own.append(float(m.group(1)))
+        for k, v in re.findall(r"(\w+)=([0-9.]+)", err.split("phases=", 1)[1]):
+            phases.setdefault(k, []).append(float(v))
+def stats(xs):
+    xs = sorted(xs)
+    return {"median_ms": round(statistics.median(xs), 3), "min_ms": round(xs[0], 3), "max_ms": round(xs[-1], 3)}
+out = {"median_ms": round(statistics.median(t), 2), "min_ms": round(min(t), 2), "max_ms": round(max(t), 2),
+       "cpu_median_ms": round(statistics.median(cpu), 2), "cpu_min_ms": round(min(cpu), 2), "cpu_max_ms": round(max(cpu), 2),
+       "runs": n, "gap_s": gap}
+if own:
+    out["reporting_in_pass"] = stats(own)
+    out["reporting_phases_median_ms"] = {k: round(statistics.median(v), 3) for k, v in phases.items()}
+print(json.dumps(out))
 EOF
 }
 GAP=${GAP:-0.5}

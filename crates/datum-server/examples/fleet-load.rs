@@ -50,7 +50,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fleet-load ingest URL CA --hosts N --count C [--concurrency N] [--fresh-connections] [--pid P] [--seq-offset K]\n       fleet-load query URL CA --admin TOKEN [--requests N]"
+        "usage: fleet-load ingest URL CA --hosts N --count C [--concurrency N] [--fresh-connections] [--pid P] [--seq-offset K]\n       fleet-load query URL CA --admin TOKEN [--requests N] [--ingest-between]"
     );
     std::process::exit(2)
 }
@@ -68,6 +68,9 @@ struct Opts {
     max_seconds: u64,
     admin: String,
     requests: usize,
+    /// Query mode: store one report (untimed) before each request, so no
+    /// answer is served from what the server kept.
+    ingest_between: bool,
 }
 
 impl Opts {
@@ -84,6 +87,7 @@ impl Opts {
             max_seconds: 600,
             admin: String::new(),
             requests: 200,
+            ingest_between: false,
         };
         let mut positional = Vec::new();
         let mut it = args.iter();
@@ -99,6 +103,7 @@ impl Opts {
                 "--max-seconds" => o.max_seconds = value().parse().unwrap_or_else(|_| usage()),
                 "--admin" => o.admin = value(),
                 "--requests" => o.requests = value().parse().unwrap_or_else(|_| usage()),
+                "--ingest-between" => o.ingest_between = true,
                 _ if a.starts_with("--") => usage(),
                 _ => positional.push(a.clone()),
             }
@@ -250,6 +255,23 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     (sorted[i] * 100.0).round() / 100.0
 }
 
+/// Posts one report of host number `i`; exits on anything but a 200.
+fn post_one(agent: &ureq::Agent, template: &str, url: &str, i: u64, seq: u64) {
+    let host = host_name(i);
+    let key = hex(&Sha256::digest(format!("{host}/{seq}/between"))[..16]);
+    let body = fill(template, &key, &host, seq, unix_now());
+    let status = agent
+        .post(&format!("{url}/v1/reports"))
+        .header("Authorization", &format!("Bearer {}", token(&host)))
+        .content_type("application/json")
+        .send(body.as_bytes())
+        .map(|r| r.status().as_u16());
+    if !matches!(status, Ok(200)) {
+        eprintln!("posting a report of {host} between queries: {status:?}");
+        std::process::exit(1);
+    }
+}
+
 fn ingest(o: &Opts) {
     let template = Arc::new(template());
     let next = Arc::new(AtomicU64::new(0));
@@ -385,6 +407,9 @@ fn ingest(o: &Opts) {
 
 fn query(o: &Opts) {
     let mut out = serde_json::Map::new();
+    let (poster, template) = (agent(&o.ca), template());
+    // Above any sequence number a populated or ingested host holds.
+    let mut seq = 1_000_000 + unix_now() as u64 % 1_000_000;
     for (name, path) in [
         ("hosts", "/v1/hosts"),
         ("rollout", "/v1/rollout"),
@@ -399,6 +424,10 @@ fn query(o: &Opts) {
         for i in 0..o.requests + 5 {
             if Instant::now() > deadline {
                 break;
+            }
+            if o.ingest_between {
+                post_one(&poster, &template, &o.url, i as u64 % o.hosts, seq);
+                seq += 1;
             }
             let t0 = Instant::now();
             let mut r = agent

@@ -427,7 +427,8 @@ async fn rollout<B: Backend>(
     app.admin(&headers).await?;
     let q: RolloutQuery = query(raw.as_deref())?;
     let revision = q.revision.filter(|r| !r.is_empty());
-    Ok(Json(app.fleet.rollout(revision.as_deref()).await?).into_response())
+    let body = app.fleet.rollout_json(revision.as_deref()).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn drift<B: Backend>(
@@ -435,7 +436,8 @@ async fn drift<B: Backend>(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     app.admin(&headers).await?;
-    Ok(Json(app.fleet.drift(app.now()).await?).into_response())
+    let body = app.fleet.drift_json(app.now()).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 async fn sampling<B: Backend>(

@@ -28,8 +28,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use datum_fleet::Report;
 
+use crate::cache::{self, ViewCache};
 use crate::ingest::{GroupCommit, Submitted};
 use crate::store::{Backend, Row, Stmt, StoreError, Val};
 use crate::views::{
@@ -57,6 +60,8 @@ pub struct Fleet<B> {
     backend: B,
     /// Reports waiting to be written (shared by every clone).
     commit: Arc<GroupCommit>,
+    /// Answers kept while the store's generation is unchanged.
+    cache: Arc<ViewCache>,
 }
 
 fn shape(backend: &'static str, what: &str) -> StoreError {
@@ -197,6 +202,7 @@ impl<B: Backend> Fleet<B> {
         Fleet {
             backend,
             commit: Arc::default(),
+            cache: Arc::default(),
         }
     }
 
@@ -234,6 +240,7 @@ impl<B: Backend> Fleet<B> {
                  ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
                 vec![name.into(), kind.into(), now.into()],
             ));
+            stmts.push(cache::bump());
         }
         self.backend.execute(stmts).await
     }
@@ -323,10 +330,41 @@ impl<B: Backend> Fleet<B> {
         serde_json::from_slice(&doc).map_err(|e| shape(self.backend.name(), &e.to_string()))
     }
 
+    /// The store's generation (see [`crate::cache`]): unchanged, nothing a
+    /// view shows has changed.
+    pub async fn generation(&self) -> Result<i64, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(cache::GENERATION, vec![]))
+            .await?;
+        Ok(rows.first().and_then(|r| int(r, 0)).unwrap_or(0))
+    }
+
     /// The hosts view as its JSON document, written from one narrow row per
     /// host and the picture each report left pre-rendered (nothing stored
-    /// is decoded): what `GET /v1/hosts` sends.
-    pub async fn hosts_json(&self, staleness: &Staleness) -> Result<Vec<u8>, StoreError> {
+    /// is decoded): what `GET /v1/hosts` sends. The rows are kept while the
+    /// store's generation is unchanged, the document for one second.
+    pub async fn hosts_json(&self, staleness: &Staleness) -> Result<Bytes, StoreError> {
+        let generation = self.generation().await?;
+        if let Some(doc) = self.cache.hosts_doc(generation, staleness) {
+            return Ok(doc);
+        }
+        let listings = match self.cache.hosts(generation) {
+            Some(kept) => kept,
+            None => {
+                let listings = Arc::new(self.host_listings().await?);
+                self.cache.keep_hosts(generation, Arc::clone(&listings));
+                listings
+            }
+        };
+        let doc = Bytes::from(views::hosts_document(&listings, staleness));
+        self.cache
+            .keep_hosts_doc(generation, *staleness, doc.clone());
+        Ok(doc)
+    }
+
+    /// One narrow row per host with its pre-rendered picture, by name.
+    async fn host_listings(&self) -> Result<Vec<HostListing>, StoreError> {
         let rows = self
             .backend
             .rows(Stmt::new(
@@ -336,7 +374,7 @@ impl<B: Backend> Fleet<B> {
                 vec![],
             ))
             .await?;
-        let listings = rows
+        let mut listings: Vec<HostListing> = rows
             .into_iter()
             .map(|mut r| {
                 let members = match r.get_mut(11) {
@@ -366,7 +404,8 @@ impl<B: Backend> Fleet<B> {
                 }
             })
             .collect();
-        Ok(views::hosts_document(listings, staleness))
+        listings.sort_by(|a, b| a.row.name.cmp(&b.row.name));
+        Ok(listings)
     }
 
     /// Hosts whose last report (or enrolment) is older than they allow.
@@ -487,6 +526,51 @@ impl<B: Backend> Fleet<B> {
             pending,
             &failures,
         ))
+    }
+
+    /// The rollout document (`GET /v1/rollout`), kept while the store's
+    /// generation is unchanged (it does not depend on the clock).
+    pub async fn rollout_json(&self, revision: Option<&str>) -> Result<Bytes, StoreError> {
+        let generation = self.generation().await?;
+        if let Some(doc) = self.cache.rollout(generation, revision) {
+            return Ok(doc);
+        }
+        let view = self.rollout(revision).await?;
+        let doc = Bytes::from(
+            serde_json::to_vec(&view).map_err(|e| shape(self.backend.name(), &e.to_string()))?,
+        );
+        self.cache.keep_rollout(generation, revision, doc.clone());
+        Ok(doc)
+    }
+
+    /// The drift document (`GET /v1/drift`): the view kept while the
+    /// store's generation is unchanged, the document for one second.
+    pub async fn drift_json(&self, now: i64) -> Result<Bytes, StoreError> {
+        let generation = self.generation().await?;
+        if let Some(doc) = self.cache.drift_doc(generation, now) {
+            return Ok(doc);
+        }
+        let view = match self.cache.drift(generation) {
+            Some(kept) => kept,
+            None => {
+                let view = Arc::new(self.drift(now).await?);
+                self.cache.keep_drift(generation, Arc::clone(&view));
+                view
+            }
+        };
+        let generated_at = views::rfc3339(now);
+        let doc = if view.generated_at == generated_at {
+            serde_json::to_vec(&*view)
+        } else {
+            serde_json::to_vec(&views::DriftView {
+                generated_at,
+                ..(*view).clone()
+            })
+        }
+        .map_err(|e| shape(self.backend.name(), &e.to_string()))?;
+        let doc = Bytes::from(doc);
+        self.cache.keep_drift_doc(generation, now, doc.clone());
+        Ok(doc)
     }
 
     /// What the overview shows of the rollout of the latest revision: its
@@ -698,7 +782,7 @@ impl<B: Backend> Fleet<B> {
         if u(missing.first().and_then(|r| int(r, 0))) == 0 {
             return Ok(0);
         }
-        let stmts: Vec<Stmt> = self
+        let mut stmts: Vec<Stmt> = self
             .host_rows()
             .await?
             .iter()
@@ -714,6 +798,7 @@ impl<B: Backend> Fleet<B> {
             })
             .collect();
         let n = stmts.len() as u64;
+        stmts.push(cache::bump());
         self.backend.execute(stmts).await?;
         Ok(n)
     }

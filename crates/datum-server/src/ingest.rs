@@ -27,7 +27,8 @@
 //!    (its columns and the pre-rendered JSON the hosts view lists), the
 //!    sampling round, the daily aggregate, retention; then, for the whole
 //!    batch, in key order, the revisions' last-applied times and the drift
-//!    clusters' host counts.
+//!    clusters' host counts, and the store's generation (so every
+//!    server's kept answers are computed again, see [`crate::cache`]).
 //!
 //! Owns: the ingest SQL, [`GroupCommit`]. Must not: authenticate, or read
 //! anything but what the report's own host stored.
@@ -244,9 +245,8 @@ struct Ingest {
     /// Per report (batch order): its key was new.
     fresh: Vec<bool>,
     phase: u8,
-    /// Per report of `reports`: the row index of its findings query in
-    /// phase 2's answer.
-    findings_at: Vec<Option<usize>>,
+    /// Where the findings queries start in phase 2's answers.
+    findings_from: usize,
 }
 
 impl Ingest {
@@ -259,7 +259,7 @@ impl Ingest {
             fresh: vec![false; batch.len()],
             position: order,
             phase: 0,
-            findings_at: Vec::new(),
+            findings_from: 0,
         }
     }
 
@@ -275,41 +275,74 @@ impl Phases for Ingest {
     fn next(&mut self, rows: Vec<Vec<Row>>) -> Result<Step, StoreError> {
         self.phase += 1;
         Ok(match self.phase {
-            1 => Step::Run(self.reports.iter().map(|s| key_gate(s)).collect()),
+            1 => Step::Run(self.reports.chunks(CHUNK).map(key_gate).collect()),
             2 => {
-                for (i, answer) in rows.iter().enumerate() {
-                    self.fresh[self.position[i]] = !answer.is_empty();
+                // One report per host in a batch: the hosts whose key was
+                // new name the new reports.
+                let new_hosts: BTreeSet<&str> = rows
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.first().and_then(Val::text))
+                    .collect();
+                for (i, s) in self.reports.iter().enumerate() {
+                    self.fresh[self.position[i]] = new_hosts.contains(s.report.host.as_str());
                 }
                 if !self.fresh.iter().any(|f| *f) {
                     return Ok(Step::Commit);
                 }
-                let mut stmts = Vec::new();
-                self.findings_at = vec![None; self.reports.len()];
-                for i in self.new_ones() {
-                    let s = &self.reports[i];
-                    stmts.push(host_lock(&s.report, s.received_at));
-                    if s.report.kind != ReportKind::Apply {
-                        self.findings_at[i] = Some(stmts.len());
-                        stmts.push(Stmt::new(
-                            "SELECT signature, observed, class, changed_by FROM findings WHERE host = $1",
-                            vec![s.report.host.as_str().into()],
-                        ));
-                    }
+                let new: Vec<&Submitted> = self
+                    .new_ones()
+                    .into_iter()
+                    .map(|i| &*self.reports[i])
+                    .collect();
+                // The hosts' rows (in host order, so two servers lock them
+                // in the same order), then the stored findings of the
+                // checking ones.
+                let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(host_lock).collect();
+                self.findings_from = stmts.len();
+                let checking: Vec<&str> = new
+                    .iter()
+                    .filter(|s| s.report.kind != ReportKind::Apply)
+                    .map(|s| s.report.host.as_str())
+                    .collect();
+                for chunk in checking.chunks(CHUNK) {
+                    stmts.push(Stmt::built(
+                        format!(
+                            "SELECT signature, observed, class, changed_by, host FROM findings \
+                             WHERE host IN {}",
+                            values_rows(1, chunk.len(), 1)
+                        ),
+                        chunk.iter().map(|h| Val::from(*h)).collect(),
+                    ));
                 }
                 Step::Run(stmts)
             }
             3 => {
+                let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
+                for row in rows.into_iter().skip(self.findings_from).flatten() {
+                    let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
+                    by_host.entry(host).or_default().push(row);
+                }
                 let mut batch = BatchState::default();
-                let mut stmts = Vec::new();
-                for i in self.new_ones() {
-                    let s = &self.reports[i];
-                    let stored = self.findings_at[i]
-                        .and_then(|at| rows.get(at))
+                let new: Vec<&Submitted> = self
+                    .new_ones()
+                    .into_iter()
+                    .map(|i| &*self.reports[i])
+                    .collect();
+                // The reports themselves first: retention and the counts
+                // below see them.
+                let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(report_rows).collect();
+                for s in &new {
+                    let stored = by_host
+                        .get(&s.report.host)
                         .map(|r| stored_findings(r))
                         .unwrap_or_default();
                     writes(s, &stored, &mut batch, &mut stmts);
                 }
+                stmts.extend(new.chunks(CHUNK).map(daily_rows));
                 batch.finish(&mut stmts);
+                // Last, so the slot's row is held only until the commit.
+                stmts.push(crate::cache::bump());
                 Step::Run(stmts)
             }
             _ => Step::Commit,
@@ -442,38 +475,118 @@ impl BatchState {
     }
 }
 
-/// The report's idempotency key: a row back means it was new.
-fn key_gate(s: &Submitted) -> Stmt {
-    Stmt::new(
-        "INSERT INTO report_keys (host, key, at) VALUES ($1, $2, $3) \
-         ON CONFLICT (host, key) DO NOTHING RETURNING host",
-        vec![
+/// The reports' idempotency keys: a host back means its report was new.
+fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
+    let mut params = Vec::with_capacity(reports.len() * 3);
+    for s in reports {
+        params.extend([
             s.report.host.as_str().into(),
             s.report.key.as_str().into(),
             s.received_at.into(),
-        ],
+        ]);
+    }
+    Stmt::built(
+        format!(
+            "INSERT INTO report_keys (host, key, at) VALUES {} \
+             ON CONFLICT (host, key) DO NOTHING RETURNING host",
+            values_rows(1, 3, reports.len())
+        ),
+        params,
     )
 }
 
-/// The host's row, created if need be and locked for the transaction.
-fn host_lock(report: &Report, received_at: i64) -> Stmt {
-    Stmt::new(
-        "INSERT INTO hosts (name, kind, enrolled_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
-        vec![
-            report.host.as_str().into(),
-            if report.kind == ReportKind::Stack {
+/// The hosts' rows (in the order given), created if need be and locked for
+/// the transaction.
+fn host_lock(reports: &[&Submitted]) -> Stmt {
+    let mut params = Vec::with_capacity(reports.len() * 3);
+    for s in reports {
+        params.extend([
+            s.report.host.as_str().into(),
+            if s.report.kind == ReportKind::Stack {
                 "stack"
             } else {
                 "host"
             }
             .into(),
-            received_at.into(),
-        ],
+            s.received_at.into(),
+        ]);
+    }
+    Stmt::built(
+        format!(
+            "INSERT INTO hosts (name, kind, enrolled_at) VALUES {} \
+             ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
+            values_rows(1, 3, reports.len())
+        ),
+        params,
     )
 }
 
-/// Everything one new report writes besides its key and its host's lock;
+/// The reports as stored (one row each).
+fn report_rows(reports: &[&Submitted]) -> Stmt {
+    let mut params = Vec::with_capacity(reports.len() * 9);
+    for s in reports {
+        let report = &s.report;
+        params.extend([
+            report.host.as_str().into(),
+            report.key.as_str().into(),
+            report.seq.into(),
+            report.kind.word().into(),
+            s.received_at.into(),
+            report.finished_at.into(),
+            report.revision.as_str().into(),
+            i64::from(report.exit_code).into(),
+            s.raw.as_str().into(),
+        ]);
+    }
+    Stmt::built(
+        format!(
+            "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
+             VALUES {} ON CONFLICT (host, key) DO NOTHING",
+            values_rows(1, 9, reports.len())
+        ),
+        params,
+    )
+}
+
+/// The reports counted in their hosts' daily aggregates (one host per
+/// report in a batch, so one row per key).
+fn daily_rows(reports: &[&Submitted]) -> Stmt {
+    let mut params = Vec::with_capacity(reports.len() * 5);
+    for s in reports {
+        let report = &s.report;
+        let apply = report.kind == ReportKind::Apply;
+        let failed_apply = apply && !report.failures.is_empty();
+        let check_errors = !apply && report.exit_code == 1;
+        params.extend([
+            report.host.as_str().into(),
+            (report.finished_at.div_euclid(86_400)).into(),
+            apply.into(),
+            (failed_apply || check_errors).into(),
+            (report.findings.len() as u64).into(),
+        ]);
+    }
+    Stmt::built(
+        format!(
+            "INSERT INTO daily (host, day, applies, failed, max_findings, reports) \
+             VALUES {} ON CONFLICT (host, day) DO UPDATE SET \
+             reports = daily.reports + 1, applies = daily.applies + excluded.applies, \
+             failed = daily.failed + excluded.failed, \
+             max_findings = CASE WHEN excluded.max_findings > daily.max_findings \
+             THEN excluded.max_findings ELSE daily.max_findings END",
+            (0..reports.len())
+                .map(|r| {
+                    let n = |c: usize| 1 + r * 5 + c;
+                    format!("(${}, ${}, ${}, ${}, ${}, 1)", n(0), n(1), n(2), n(3), n(4))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        params,
+    )
+}
+
+/// Everything one new report writes besides its key, its host's lock, its
+/// own row and its daily aggregate (written for the batch at once);
 /// `stored` is the host's findings before it (checks).
 fn writes(
     s: &Submitted,
@@ -483,21 +596,6 @@ fn writes(
 ) {
     let report = &s.report;
     let host = report.host.as_str();
-    stmts.push(Stmt::new(
-        "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, key) DO NOTHING",
-        vec![
-            host.into(),
-            report.key.as_str().into(),
-            report.seq.into(),
-            report.kind.word().into(),
-            s.received_at.into(),
-            report.finished_at.into(),
-            report.revision.as_str().into(),
-            i64::from(report.exit_code).into(),
-            s.raw.as_str().into(),
-        ],
-    ));
     let apply = report.kind == ReportKind::Apply;
     let failed_apply = apply && !report.failures.is_empty();
     let labels = serde_json::to_string(&report.labels).unwrap_or_default();
@@ -577,21 +675,6 @@ fn writes(
             vec![host.into(), sampling.round.into()],
         ));
     }
-    stmts.push(Stmt::new(
-        "INSERT INTO daily (host, day, reports, applies, failed, max_findings) \
-         VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT (host, day) DO UPDATE SET \
-         reports = daily.reports + 1, applies = daily.applies + excluded.applies, \
-         failed = daily.failed + excluded.failed, \
-         max_findings = CASE WHEN excluded.max_findings > daily.max_findings \
-         THEN excluded.max_findings ELSE daily.max_findings END",
-        vec![
-            host.into(),
-            (report.finished_at.div_euclid(86_400)).into(),
-            apply.into(),
-            (failed_apply || check_errors).into(),
-            (report.findings.len() as u64).into(),
-        ],
-    ));
     // Retention: the newest N reports of the host stay.
     stmts.push(Stmt::new(
         "DELETE FROM reports WHERE host = $1 AND id <= \

@@ -14,6 +14,8 @@
 //!   (hosts, rollout, drift, stale, sampling, history), each view reading
 //!   only the current state it shows; [`ingest`]: storing reports in
 //!   batches (group commit) and keeping that current state up to date;
+//! - [`cache`]: answers one process keeps while the store's generation
+//!   (bumped by every write a view shows) is unchanged;
 //! - [`views`]: the pure computations behind what the fleet shows (states,
 //!   failure groups and the labels that separate them, drift clusters,
 //!   staleness, sampling bounds), and the documents the API returns;
@@ -31,6 +33,7 @@
 //! only what reports say, and a report never carries a sensitive value.
 
 pub mod api;
+pub mod cache;
 pub mod config;
 pub mod fleet;
 pub mod ingest;

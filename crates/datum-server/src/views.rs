@@ -263,7 +263,8 @@ pub struct HostListing {
 /// the same JSON document as [`hosts`] over the same hosts (its members in
 /// another order), without building a [`HostView`] per host or decoding
 /// anything stored.
-pub fn hosts_document(mut listings: Vec<HostListing>, staleness: &Staleness) -> Vec<u8> {
+pub fn hosts_document(listings: &[HostListing], staleness: &Staleness) -> Vec<u8> {
+    let mut listings: Vec<&HostListing> = listings.iter().collect();
     listings.sort_by(|a, b| a.row.name.cmp(&b.row.name));
     let mut states: BTreeMap<&str, u64> = STATES.iter().map(|s| (*s, 0)).collect();
     let words: Vec<&'static str> = listings

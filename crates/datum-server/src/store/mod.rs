@@ -220,6 +220,11 @@ impl MIGRATIONS {
             "changed by",
             include_str!("../../migrations/sqlite/0004_changed_by.sql"),
         ),
+        (
+            5,
+            "generation",
+            include_str!("../../migrations/sqlite/0005_generation.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -241,6 +246,11 @@ impl MIGRATIONS {
             4,
             "changed by",
             include_str!("../../migrations/postgres/0004_changed_by.sql"),
+        ),
+        (
+            5,
+            "generation",
+            include_str!("../../migrations/postgres/0005_generation.sql"),
         ),
     ];
 }

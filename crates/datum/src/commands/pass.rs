@@ -55,8 +55,9 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     }
     let host = context::host(global, &identity, &catalogue.boundary);
     // An apply on a host that reports to a fleet server queues its report.
+    let mut cost = crate::reporting::Cost::default();
     let reporting = if mode == Mode::Apply {
-        Reporting::load(&host)
+        cost.time("load", || Reporting::load(&host))
     } else {
         None
     };
@@ -167,16 +168,18 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             duration_ms: summary.duration_ms,
             exit_code: code.0,
         };
-        let report = reporting
-            .as_ref()
-            .map(|r| apply_report(global, r, &stamped, &identity, &record, &summary, store));
+        let report = reporting.as_ref().map(|r| {
+            cost.time("build", || {
+                apply_report(global, r, &stamped, &identity, &record, &summary, store)
+            })
+        });
         // The pass and its report in one transaction: a recorded pass has
         // its report queued, and a pass that was not recorded has none.
         let recorded = (|| -> Result<()> {
             let batch = store.batch()?;
             batch.record_pass(&record)?;
             if let (Some(r), Some(report)) = (&reporting, report) {
-                r.enqueue(&batch, report, record.finished_at)?;
+                cost.time("queue", || r.enqueue(&batch, report, record.finished_at))?;
             }
             batch.commit()?;
             Ok(())
@@ -188,7 +191,8 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, &mut store) {
-        r.after_pass(global, store);
+        cost.time("hand_off", || r.after_pass(global, store));
+        cost.log();
     }
     Ok(code)
 }

@@ -213,6 +213,47 @@ impl Reporting {
     }
 }
 
+/// What reporting cost one pass, phase by phase (reading `report.yaml`,
+/// building the report, queueing it, handing the delivery off), logged at
+/// debug level for `datum::reporting` (`DATUM_LOG=datum::reporting=debug`):
+/// reporting's share of a pass, measured inside it, apart from the noise
+/// of the whole pass's time. `bench/fleet.sh` reads it.
+#[derive(Debug, Default)]
+pub struct Cost {
+    phases: Vec<(&'static str, Duration)>,
+}
+
+impl Cost {
+    /// Runs `f` as `phase`.
+    pub fn time<T>(&mut self, phase: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        self.phases.push((phase, start.elapsed()));
+        out
+    }
+
+    /// Logs the phases and their sum (nothing unless debug is on for
+    /// `datum::reporting`).
+    pub fn log(&self) {
+        if !tracing::enabled!(target: "datum::reporting", tracing::Level::DEBUG) {
+            return;
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let phases: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(p, d)| format!("{p}={:.3}", ms(*d)))
+            .collect();
+        let total: Duration = self.phases.iter().map(|(_, d)| *d).sum();
+        tracing::debug!(
+            target: "datum::reporting",
+            total_ms = ms(total),
+            phases = %phases.join(" "),
+            "what reporting cost this pass"
+        );
+    }
+}
+
 /// How long a delivery waits for another delivery of the same outbox (one
 /// pass's `PASS_BUDGET` plus a slow last request).
 pub const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
