@@ -1,7 +1,6 @@
 //! Drift detection for `datum check`.
 //!
-//! Owns: [`fingerprint`], the Merkle fingerprints of owned trees (scan a host tree,
-//! fingerprint a declared one, compare them); [`classes`] (interval, content mode,
+//! Owns: [`classes`] (interval, content mode,
 //! policy per resource class, from `datum.yaml`); [`metadata`] (metadata-first
 //! evaluation); [`sampling`] (which hosts a pass reads deeply); [`check`] (findings
 //! and the report); [`policy`] (quarantine sets, flap detection, accept patches) and
@@ -19,7 +18,6 @@
 
 pub mod check;
 pub mod classes;
-pub mod fingerprint;
 pub mod metadata;
 pub mod policy;
 pub mod sampling;

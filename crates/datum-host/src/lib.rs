@@ -38,6 +38,7 @@ pub mod paths;
 pub mod private;
 pub mod repo;
 pub mod sandbox;
+pub mod tree_scan;
 pub mod staging;
 
 use std::collections::{HashMap, HashSet};
