@@ -459,6 +459,7 @@ impl Metrics {
 
     /// Records a finished check (`unix`: when it finished).
     pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
+        self.check_errors.inc_by(report.failed);
         let mut seen = self.lock();
         for (class, r) in &report.classes {
             let label = ClassLabel {
