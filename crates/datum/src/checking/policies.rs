@@ -14,8 +14,8 @@ use anyhow::{Context as _, Result, bail};
 use datum_catalog::Catalogue;
 use datum_core::{Observed, Presence, Resource, ResourceId};
 use datum_drift::check::CheckFinding;
-use datum_drift::classes::{ClassSpec, Classes, Policy, Scope};
-use datum_drift::policy::{FlapDecision, flap_decision};
+use datum_drift::classes::{Classes, Policy};
+use datum_drift::policy::{Decision, Standing, decide};
 use datum_engine::{Mode, PassContext};
 use datum_host::Host;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
@@ -73,19 +73,38 @@ impl Policies<'_> {
             };
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
-            let action = match policy {
-                Policy::Report => "reported".to_owned(),
-                Policy::Revert => self.decide_revert(spec, &f.id, &mut to_revert)?,
-                Policy::Accept if look => "would accept".to_owned(),
-                Policy::Accept => self.accept(&f.id, findings)?,
-                Policy::Quarantine if look => match spec.scope {
-                    Scope::Host => "would quarantine the host".to_owned(),
-                    Scope::Resource => "would quarantine".to_owned(),
-                },
-                Policy::Quarantine => {
-                    let target = match spec.scope {
-                        Scope::Host => QuarantineTarget::Host,
-                        Scope::Resource => QuarantineTarget::Resource(f.id.clone()),
+            let standing = self.standing(policy, &f.id)?;
+            let window_start = self.now - spec.flap_window.as_secs() as i64;
+            let store = &mut *self.store;
+            let (id, now) = (&f.id, self.now);
+            // A check counts the revert it would make; a reconcile logs it.
+            let decision = decide(policy, spec, look, standing, || {
+                if look {
+                    store.reverts_since(id, window_start).map(|n| n + 1)
+                } else {
+                    store.record_revert(id, now, window_start)
+                }
+            })?;
+            let action = match &decision {
+                Decision::Revert { would: false } => {
+                    to_revert.push(f.id.clone());
+                    "reverting".to_owned()
+                }
+                Decision::Escalate { would: false } => {
+                    self.store.quarantine(
+                        &QuarantineTarget::Resource(f.id.clone()),
+                        &Decision::flapping_reason(spec),
+                        QuarantineSource::Flapping,
+                        self.now,
+                    )?;
+                    "quarantined: flapping".to_owned()
+                }
+                Decision::Accept { would: false } => self.accept(&f.id, findings)?,
+                Decision::Quarantine { would: false, host } => {
+                    let target = if *host {
+                        QuarantineTarget::Host
+                    } else {
+                        QuarantineTarget::Resource(f.id.clone())
                     };
                     self.store.quarantine(
                         &target,
@@ -95,6 +114,7 @@ impl Policies<'_> {
                     )?;
                     "quarantined".to_owned()
                 }
+                other => other.word().unwrap_or_else(|| "reported".to_owned()),
             };
             handled.insert(f.id.clone(), action);
         }
@@ -111,68 +131,26 @@ impl Policies<'_> {
         Ok(actions)
     }
 
-    fn decide_revert(
-        &mut self,
-        spec: &ClassSpec,
-        id: &ResourceId,
-        to_revert: &mut Vec<ResourceId>,
-    ) -> Result<String> {
-        // Break-glass: what a person quarantined stays as the person left it.
-        if self.person_quarantined.contains(&id.to_string())
-            || self.person_quarantined.contains("host")
-        {
-            return Ok("not reverted: quarantined by a person".to_owned());
-        }
-        if self
-            .store
-            .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
-            .is_some()
-        {
-            return Ok("not reverted: quarantined".to_owned());
-        }
-        let window_start = self.now - spec.flap_window.as_secs() as i64;
-        if self.act == Act::Look {
-            // What a reconcile now would decide, without logging a revert.
-            let count = self.store.reverts_since(id, window_start)? + 1;
-            return Ok(match flap_decision(count, spec.flap_limit) {
-                FlapDecision::Revert => "would revert".to_owned(),
-                FlapDecision::BackOff => format!(
-                    "would back off: reverted {} times within {}",
-                    count - 1,
-                    humantime::format_duration(spec.flap_window)
-                ),
-                FlapDecision::Escalate => "would quarantine: flapping".to_owned(),
+    /// Whether a quarantine holds `id` (read only for a `revert` policy:
+    /// the others do not depend on it).
+    fn standing(&self, policy: Policy, id: &ResourceId) -> Result<Standing> {
+        if policy != Policy::Revert {
+            return Ok(Standing {
+                person_quarantined: false,
+                quarantined: false,
             });
         }
-        let count = self.store.record_revert(id, self.now, window_start)?;
-        Ok(match flap_decision(count, spec.flap_limit) {
-            FlapDecision::Revert => {
-                to_revert.push(id.clone());
-                "reverting".to_owned()
-            }
-            FlapDecision::BackOff => format!(
-                "backed off: reverted {} times within {}",
-                count - 1,
-                humantime::format_duration(spec.flap_window)
-            ),
-            FlapDecision::Escalate => {
-                self.store.quarantine(
-                    &QuarantineTarget::Resource(id.clone()),
-                    // Shown after the source word ("flapping: drifted
-                    // again ..."), so the reason does not repeat it. Every
-                    // decision is logged, so the reverts done are the limit
-                    // (the one after it backed off), not `count - 1`.
-                    &format!(
-                        "drifted again after {} revert{} within {}",
-                        spec.flap_limit,
-                        if spec.flap_limit == 1 { "" } else { "s" },
-                        humantime::format_duration(spec.flap_window)
-                    ),
-                    QuarantineSource::Flapping,
-                    self.now,
-                )?;
-                "quarantined: flapping".to_owned()
-            }
+        // Break-glass: what a person quarantined stays as the person left it.
+        let person_quarantined = self.person_quarantined.contains(&id.to_string())
+            || self.person_quarantined.contains("host");
+        let quarantined = !person_quarantined
+            && self
+                .store
+                .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
+                .is_some();
+        Ok(Standing {
+            person_quarantined,
+            quarantined,
         })
     }
 
