@@ -72,7 +72,11 @@ impl Decision {
                 window,
             } => format!(
                 "{} reverted {reverts} times within {}",
-                if *would { "would back off:" } else { "backed off:" },
+                if *would {
+                    "would back off:"
+                } else {
+                    "backed off:"
+                },
                 humantime::format_duration(*window)
             ),
             Decision::Escalate { would: true } => "would quarantine: flapping".to_owned(),

@@ -38,8 +38,8 @@ pub mod paths;
 pub mod private;
 pub mod repo;
 pub mod sandbox;
-pub mod tree_scan;
 pub mod staging;
+pub mod tree_scan;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -127,6 +127,15 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether a resource of this type owns the whole folder at its
+    /// declared `path`, entries included (a Tree): drift is looked for in
+    /// the subtree, evidence and accepted changes are per entry, and files
+    /// inside it are no other finding's. Check and the agent ask this
+    /// instead of naming a kind.
+    fn owns_subtree(&self) -> bool {
+        false
+    }
+
     /// Host paths (as declared, not yet under `--root`) this resource manages.
     fn managed_paths(&self, _resource: &Resource) -> Vec<PathBuf> {
         Vec::new()

@@ -44,8 +44,8 @@ use datum_fingerprint::{
     Algorithm, ChangedValue, ContentHash, Digest, Entry, Exclusions, FingerprintedNode,
     FingerprintedTree, HashFunction, Node, TreeDifference, compare_with_values, fingerprint_tree,
 };
-use datum_host::tree_scan::{ScanOptions, scan_dir};
 use datum_host::fs::FileKind;
+use datum_host::tree_scan::{ScanOptions, scan_dir};
 use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
 
@@ -213,6 +213,10 @@ impl Provider for TreeProvider {
     }
 
     fn takes_tree(&self) -> bool {
+        true
+    }
+
+    fn owns_subtree(&self) -> bool {
         true
     }
 

@@ -920,8 +920,10 @@ fn picture_from_report(
     validation_failures: &mut BTreeMap<String, u64>,
 ) -> ClassReport {
     let by_id: HashMap<&ResourceId, &Resource> = resources.iter().map(|r| (&r.id, *r)).collect();
-    let by_name: HashMap<String, &ResourceId> =
-        resources.iter().map(|r| (r.id.to_string(), &r.id)).collect();
+    let by_name: HashMap<String, &ResourceId> = resources
+        .iter()
+        .map(|r| (r.id.to_string(), &r.id))
+        .collect();
     let mut state: HashMap<&ResourceId, &'static str> = HashMap::new();
     let mut picture = ClassReport::default();
     for reported in &checked.findings {
@@ -1157,7 +1159,7 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
                 resource: r.id.clone(),
                 class: r.class.clone(),
                 path,
-                subtree: r.id.kind == "Tree",
+                subtree: crate::checking::owns_subtree(&r.id.kind),
             })
         })
         .collect();
@@ -1170,6 +1172,8 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
 
 #[cfg(test)]
 mod tests {
+    use datum_drift::check::{CheckFinding, Reported};
+
     use super::*;
 
     fn resource(kind: &str, name: &str, validate: Option<&str>) -> Resource {
@@ -1181,7 +1185,7 @@ mod tests {
     }
 
     #[test]
-    fn a_delegated_report_becomes_counts() {
+    fn a_reconciled_class_report_becomes_counts() {
         let rs = [
             resource("File", "a", None),
             resource("File", "b", Some("sshd")),
@@ -1190,18 +1194,48 @@ mod tests {
             resource("File", "e", None),
         ];
         let refs: Vec<&Resource> = rs.iter().collect();
-        let json = serde_json::json!({
-            "findings": [
-                {"subject": "File[a]", "category": "changed_outside", "action": "reverted"},
-                {"subject": "File[b]", "category": "changed_outside", "action": "revert failed: validation failed (sshd, exit 255)"},
-                {"subject": "File[c]", "category": "deleted_outside", "action": "backed off: reverted 4 times within 1h"},
-                {"subject": "File[zz]", "category": "changed_outside", "action": "reported"},
+        let found = |name: &str, category: &str, action: &str| Reported {
+            finding: CheckFinding {
+                finding: datum_report::Finding {
+                    subject: format!("File[{name}]"),
+                    category: category.to_owned(),
+                    diffs: Vec::new(),
+                },
+                id: ResourceId::new("File", name),
+                class: "critical".to_owned(),
+                target: None,
+                content_diff: None,
+                changed_by: Vec::new(),
+            },
+            first_seen: 0,
+            passes: 1,
+            action: action.to_owned(),
+            rule: None,
+        };
+        let checked = datum_drift::check::CheckReport {
+            host: "h".to_owned(),
+            labels: BTreeMap::new(),
+            layers: Vec::new(),
+            findings: vec![
+                found("a", "changed_outside", "reverted"),
+                found(
+                    "b",
+                    "changed_outside",
+                    "revert failed: validation failed (sshd, exit 255)",
+                ),
+                found(
+                    "c",
+                    "deleted_outside",
+                    "backed off: reverted 4 times within 1h",
+                ),
+                found("zz", "changed_outside", "reported"),
             ],
-            "quarantined": [{"target": "File[d]", "reason": "by policy: drift"}],
-            "errors": [],
-        });
+            quarantined: vec![("File[d]".to_owned(), "by policy: drift".to_owned())],
+            errors: Vec::new(),
+            stats: datum_drift::check::CheckStats::default(),
+        };
         let mut validation = BTreeMap::new();
-        let p = picture_from_json(&refs, &json, &mut validation);
+        let p = picture_from_report(&refs, &checked, &mut validation);
         let state = |s: &str| p.states.get(s).copied().unwrap_or(0);
         assert_eq!(
             (

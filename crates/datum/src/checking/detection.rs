@@ -153,7 +153,11 @@ pub(super) fn not_converged(
 /// metadata-first class, keeping its declaration hash and time: metadata
 /// passes never trust it again, and the next verified apply records a new
 /// one.
-pub(super) fn distrust_stamps(findings: &[CheckFinding], classes: &Classes, store: &mut Store) -> Result<()> {
+pub(super) fn distrust_stamps(
+    findings: &[CheckFinding],
+    classes: &Classes,
+    store: &mut Store,
+) -> Result<()> {
     let mut done: HashSet<&ResourceId> = HashSet::new();
     for f in findings {
         if f.id.kind != "File"

@@ -76,6 +76,12 @@ pub struct Checking<'a> {
     pub progress: bool,
 }
 
+/// Whether resources of `kind` own the whole folder at their path (the
+/// provider's capability; an unknown kind owns nothing).
+pub fn owns_subtree(kind: &str) -> bool {
+    datum_providers::lookup(kind).is_some_and(|p| p.owns_subtree())
+}
+
 /// What one check found and did.
 pub struct Checked {
     pub report: CheckReport,
@@ -307,8 +313,8 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         catalogue: &catalogue,
         by_id: &by_id,
         repository: std::cell::OnceCell::new(),
-        classes: classes,
-        host: host,
+        classes,
+        host,
         store,
         observations: &observations,
         person_quarantined: &person_quarantined,
@@ -437,7 +443,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         Some(r) => Some(check_report(
             global,
             &lazy,
-            &identity,
+            identity,
             &record,
             classes,
             store,
@@ -494,7 +500,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     let report = CheckReport {
         host: identity.name.clone(),
         labels: identity.labels.clone(),
-        layers: context::layers_used(global, &identity),
+        layers: context::layers_used(global, identity),
         findings: findings
             .into_iter()
             .zip(actions)

@@ -47,7 +47,10 @@ pub(super) struct Policies<'a> {
 
 impl Policies<'_> {
     /// One action word per finding, in order.
-    pub(super) fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<(String, Option<String>)>> {
+    pub(super) fn apply(
+        &mut self,
+        findings: &[CheckFinding],
+    ) -> Result<Vec<(String, Option<String>)>> {
         let mut actions: Vec<(String, Option<String>)> =
             vec![("reported".to_owned(), None); findings.len()];
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
@@ -178,7 +181,7 @@ impl Policies<'_> {
             return Ok(());
         };
         let mut paths: Vec<PathBuf> = Vec::new();
-        if id.kind == "Tree" {
+        if super::owns_subtree(&id.kind) {
             for f in findings.iter().filter(|f| &f.id == id) {
                 if matches!(f.finding.category.as_str(), "changed_outside" | "unmanaged") {
                     paths.extend(f.finding.diffs.iter().map(|d| base.join(d.path())));
@@ -370,7 +373,7 @@ fn write_accept_patch(
             }
         }
     }
-    if id.kind == "Tree" {
+    if super::owns_subtree(&id.kind) {
         // A Tree's entries: what to copy into (or remove from) its source
         // folder. The live files are in the backup store (reason `drift`).
         let base = resource.desired_str("path").unwrap_or("");
