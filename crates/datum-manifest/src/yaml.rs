@@ -213,6 +213,7 @@ pub fn parse(text: &str) -> Parsed {
         anchors: HashMap::new(),
         depth: 0,
         nodes: 0,
+        expanded: 0,
         errors: Vec::new(),
     };
     let mut parsed = Parsed::default();
@@ -220,7 +221,11 @@ pub fn parse(text: &str) -> Parsed {
         match builder.next() {
             Ok(None) => break,
             Ok(Some((Event::DocumentStart(_), span))) => {
+                // Anchors and the alias budget are per document (YAML's
+                // anchors do not cross `---`), so a long file of plain
+                // documents is never refused for its length.
                 builder.anchors.clear();
+                builder.expanded = 0;
                 match builder.document(span) {
                     Ok(doc) => parsed.documents.push(doc),
                     Err(e) => {
@@ -257,16 +262,20 @@ fn error_at(span: Span, message: impl Into<String>) -> YamlError {
 
 /// Deeper nesting than this is refused rather than risking the stack.
 const MAX_DEPTH: usize = 200;
-/// More values than this in one file (aliases counted expanded) is refused:
-/// a few nested aliases can otherwise expand to gigabytes.
-const MAX_NODES: usize = 1_000_000;
+/// More values than this copied by aliases into one document is refused: a
+/// few nested aliases can otherwise expand to gigabytes. Values written out
+/// in the file are not counted (the file's size bounds them).
+const MAX_EXPANDED: usize = 1_000_000;
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
     /// Anchored values and how many values each holds.
     anchors: HashMap<usize, (Node, usize)>,
     depth: usize,
+    /// Values built so far in the current document (to size anchors).
     nodes: usize,
+    /// Values copied by aliases in the current document.
+    expanded: usize,
     /// Problems that do not stop the file (duplicate keys, unknown tags).
     errors: Vec<YamlError>,
 }
@@ -331,12 +340,6 @@ impl<'a> Builder<'a> {
         self.depth -= 1;
         let (anchor, node) = result?;
         self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(error_at(
-                span,
-                format!("more than {MAX_NODES} values (counting aliases expanded)"),
-            ));
-        }
         if anchor != 0 {
             self.anchors
                 .insert(anchor, (node.clone(), self.nodes - nodes_before));
@@ -365,11 +368,14 @@ impl<'a> Builder<'a> {
                 // The copy counts as many values as it holds (minus itself,
                 // which the caller counts).
                 self.nodes += count.saturating_sub(1);
+                self.expanded += count;
                 // Checked before copying, so a bomb never allocates.
-                if self.nodes > MAX_NODES {
+                if self.expanded > MAX_EXPANDED {
                     return Err(error_at(
                         span,
-                        format!("more than {MAX_NODES} values (counting aliases expanded)"),
+                        format!(
+                            "aliases in this document expand to more than {MAX_EXPANDED} values"
+                        ),
                     ));
                 }
                 // The alias's own position is more useful in messages than
@@ -686,6 +692,50 @@ mod tests {
         let p = parse(&text);
         assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
         assert!(p.errors[0].message.contains("more than"), "{:?}", p.errors);
+    }
+
+    #[test]
+    fn a_long_file_of_plain_documents_is_not_refused_for_its_length() {
+        // 60,000 documents of 21 values: 1.26 million values in one file,
+        // more than the alias budget, but no alias anywhere.
+        let mut text = String::new();
+        for i in 0..60_000 {
+            text.push_str(&format!(
+                "---\ntype: File\nname: f{i}\npath: /srv/f/{i}\nmode: \"0644\"\nowner: root\ngroup: root\nlabels: {{a: b, c: d}}\ncontent: x\nclass: normal\n"
+            ));
+        }
+        let p = parse(&text);
+        assert!(p.errors.is_empty(), "{:?}", p.errors.first());
+        assert_eq!(p.documents.len(), 60_000);
+    }
+
+    #[test]
+    fn the_alias_budget_is_per_document() {
+        // Each document expands its aliases to 10,000 values: 200 of them
+        // are two million in the file, fine; one document past the budget
+        // is refused, and named by its alias's line.
+        let mut doc = String::from("---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..4 {
+            let prev = i - 1;
+            doc.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
+        }
+        let text = doc.repeat(200);
+        let p = parse(&text);
+        assert!(p.errors.is_empty(), "{:?}", p.errors.first());
+        assert_eq!(p.documents.len(), 200);
+        let mut bomb = doc.clone();
+        for i in 4..7 {
+            let prev = i - 1;
+            bomb.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
+        }
+        let p = parse(&format!("{doc}{bomb}"));
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert!(
+            p.errors[0].message.contains("expand to more than"),
+            "{:?}",
+            p.errors
+        );
+        assert_eq!(p.errors[0].start.line, 12, "{:?}", p.errors);
     }
 
     #[test]
