@@ -174,11 +174,12 @@ impl<'a> JsonView<'a> {
         } else {
             (sha256, Some(r.declaration_hash.clone()))
         };
+        let desired = masked(r);
         let mut v = json!({
             "id": r.id.to_string(),
             "type": r.id.kind,
             "name": r.id.name,
-            "desired": r.desired,
+            "desired": desired,
             "content_sha256": sha256,
             "requires": explicit,
             "autorequires": auto,
@@ -329,6 +330,37 @@ fn canonical(v: &Value, out: &mut String) {
             let _ = write!(out, "{scalar}");
         }
     }
+}
+
+/// The fields of `desired` whose values are sensitive by their kind's
+/// nature (a User's `password_hash`), as far as they are declared.
+pub fn declared_sensitive_fields<'a>(
+    kind: &str,
+    desired: &'a Value,
+) -> impl Iterator<Item = &'static str> + 'a {
+    datum_providers::lookup(kind)
+        .map_or(&[][..], |p| p.sensitive_fields())
+        .iter()
+        .copied()
+        .filter(move |f| desired.get(f).is_some())
+}
+
+/// A resource's declared fields as shown: the values its kind calls
+/// sensitive (a User's `password_hash`) replaced by `(sensitive)`.
+fn masked(r: &Resource) -> std::borrow::Cow<'_, Value> {
+    let fields: Vec<&str> = declared_sensitive_fields(&r.id.kind, &r.desired).collect();
+    if fields.is_empty() {
+        return std::borrow::Cow::Borrowed(&r.desired);
+    }
+    let mut shown = r.desired.clone();
+    if let Some(map) = shown.as_object_mut() {
+        for f in fields {
+            if let Some(v) = map.get_mut(f) {
+                *v = Value::String("(sensitive)".to_owned());
+            }
+        }
+    }
+    std::borrow::Cow::Owned(shown)
 }
 
 #[cfg(test)]

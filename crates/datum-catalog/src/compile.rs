@@ -236,12 +236,15 @@ impl<'r> Analysis<'r> {
                 obj.retain(|_, v| !v.is_null());
             }
             if let Err(errors) = provider.check(&desired) {
+                let secret = doc.sensitive.as_ref().is_some_and(|s| s.value);
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own {
                         let (origin, end) = field_location(doc, &e.path);
-                        self.diags
-                            .push(field_diagnostic(&e, &doc.id, origin, Some(end)));
+                        let hide = secret || is_sensitive_field(provider, &e);
+                        self.diags.push(
+                            field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
+                        );
                     }
                 }
             }
@@ -403,7 +406,13 @@ impl<'r> Analysis<'r> {
                         (d.origin(), None)
                     }
                 };
-                self.diags.push(field_diagnostic(&e, &m.id, origin, end));
+                let secret = m
+                    .sensitive
+                    .and_then(|d| self.doc(d).sensitive.as_ref())
+                    .is_some_and(|s| s.value);
+                let hide = secret || is_sensitive_field(provider, &e);
+                self.diags
+                    .push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
             }
         }
     }
@@ -892,6 +901,12 @@ impl<'r> Analysis<'r> {
 
         let desired =
             serde_json::Value::Object(m.fields.into_iter().map(|(k, (v, _))| (k, v)).collect());
+        // A field that is sensitive by its nature (a User's password hash)
+        // makes the whole resource sensitive, whatever `sensitive:` says.
+        let sensitive = sensitive
+            || crate::catalogue::declared_sensitive_fields(&m.id.kind, &desired)
+                .next()
+                .is_some();
         let declaration_hash = declaration_hash(
             &m.id,
             &desired,
@@ -968,6 +983,13 @@ fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
         }
     }
     (doc.desired_origin.origin(), doc.desired_origin.end)
+}
+
+/// Whether a field error is about a value sensitive by its kind's nature.
+fn is_sensitive_field(provider: &dyn Provider, e: &FieldError) -> bool {
+    e.path
+        .first()
+        .is_some_and(|f| provider.sensitive_fields().contains(&f.as_str()))
 }
 
 fn field_diagnostic(

@@ -39,6 +39,7 @@ mod graph;
 pub mod hashes;
 pub mod host;
 mod merge;
+pub mod reference;
 pub mod schema;
 pub mod snapshot;
 pub mod validators;

@@ -7,7 +7,8 @@
 //! catalogue with the classes of `datum.yaml`. It must not decide where the
 //! file lives (the CLI does: next to the state store) and must not hold a
 //! secret: a snapshot is refused for a catalogue in which a sensitive
-//! resource carries rendered bytes (inline or template content), and a
+//! resource carries rendered bytes (inline or template content) or a value
+//! sensitive by its kind's nature (a User's password hash), and a
 //! sensitive resource's content is never written (its checksum and the path
 //! of its repository file are).
 //!
@@ -631,9 +632,13 @@ pub fn save_in(
     }
     if let Some(r) = catalogue.resources.iter().find(|r| {
         r.sensitive
-            && r.content
+            && (r
+                .content
                 .as_ref()
                 .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
+                || crate::catalogue::declared_sensitive_fields(&r.id.kind, &r.desired)
+                    .next()
+                    .is_some())
     }) {
         return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
     }

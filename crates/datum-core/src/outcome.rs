@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::ResourceId;
 
-/// The five phases of a pass. Validation is a step inside `apply`.
+/// The phases of a pass a failure can belong to. Validation is a step
+/// inside `apply`; diffing is pure and cannot fail, so it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Observe,
-    Diff,
     Plan,
     Apply,
     Verify,
@@ -21,7 +21,6 @@ impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Phase::Observe => "observe",
-            Phase::Diff => "diff",
             Phase::Plan => "plan",
             Phase::Apply => "apply",
             Phase::Verify => "verify",

@@ -70,7 +70,9 @@ pub struct Host {
     boundary: Arc<Boundary>,
     root_dir: Arc<OnceLock<Dir>>,
     dirs: Arc<Mutex<HashMap<PathBuf, Dir>>>,
-    accounts: Arc<OnceLock<Accounts>>,
+    /// The parsed account files, read on first use and dropped when a
+    /// provider changed them ([`Host::forget_accounts`]).
+    accounts: Arc<Mutex<Option<Arc<Accounts>>>>,
     swept: Arc<Mutex<HashSet<PathBuf>>>,
     pass_cache: PassCache,
 }
@@ -93,7 +95,7 @@ impl Host {
             boundary: Arc::new(Boundary::default()),
             root_dir: Arc::new(OnceLock::new()),
             dirs: Arc::new(Mutex::new(HashMap::new())),
-            accounts: Arc::new(OnceLock::new()),
+            accounts: Arc::new(Mutex::new(None)),
             swept: Arc::new(Mutex::new(HashSet::new())),
             pass_cache: PassCache::default(),
         }
@@ -339,18 +341,29 @@ impl Host {
         self.pass_cache.get_or_default()
     }
 
-    /// The parsed account files, read on first use.
-    pub fn accounts(&self) -> Result<&Accounts, HostError> {
-        if let Some(accounts) = self.accounts.get() {
-            return Ok(accounts);
+    /// The parsed account files, read on first use (and again after
+    /// [`Host::forget_accounts`]).
+    pub fn accounts(&self) -> Result<Arc<Accounts>, HostError> {
+        let mut slot = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(accounts) = slot.as_ref() {
+            return Ok(Arc::clone(accounts));
         }
-        let loaded = Accounts::load(self)?;
-        Ok(self.accounts.get_or_init(|| loaded))
+        let loaded = Arc::new(Accounts::load(self)?);
+        *slot = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// Forgets the parsed account files: a provider that just added or
+    /// changed a user or group calls this, so that a file owned by that
+    /// user, applied later in the same pass, resolves the new name.
+    pub fn forget_accounts(&self) {
+        *self.accounts.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// A user's number from a name or a decimal number.
     pub fn lookup_user(&self, name_or_number: &str) -> Result<u32, HostError> {
-        let db = &self.accounts()?.users;
+        let accounts = self.accounts()?;
+        let db = &accounts.users;
         db.lookup(name_or_number)
             .ok_or_else(|| HostError::UnknownUser {
                 name: name_or_number.to_owned(),
@@ -360,7 +373,8 @@ impl Host {
 
     /// A group's number from a name or a decimal number.
     pub fn lookup_group(&self, name_or_number: &str) -> Result<u32, HostError> {
-        let db = &self.accounts()?.groups;
+        let accounts = self.accounts()?;
+        let db = &accounts.groups;
         db.lookup(name_or_number)
             .ok_or_else(|| HostError::UnknownGroup {
                 name: name_or_number.to_owned(),

@@ -53,6 +53,10 @@ pub struct Diagnostic {
     /// Extra lines shown under the snippet (`note: ...`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The offending line is not shown (it holds a sensitive value): only
+    /// its position.
+    #[serde(skip)]
+    pub hide_source: bool,
 }
 
 fn id_as_text<S: Serializer>(id: &Option<ResourceId>, s: S) -> Result<S::Ok, S::Error> {
@@ -72,6 +76,7 @@ impl Diagnostic {
             origin: None,
             end: None,
             notes: Vec::new(),
+            hide_source: false,
         }
     }
 
@@ -95,6 +100,13 @@ impl Diagnostic {
 
     pub fn resource(mut self, id: &ResourceId) -> Self {
         self.resource = Some(id.clone());
+        self
+    }
+
+    /// Shows the position only, never the line: it holds a sensitive value
+    /// (a User's password hash, anything in a `sensitive: true` resource).
+    pub fn hiding_source(mut self, hide: bool) -> Self {
+        self.hide_source = hide;
         self
     }
 
@@ -348,7 +360,9 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
         }
         return;
     };
-    let line_text = sources.line(&origin.file, origin.line);
+    let line_text = sources
+        .line(&origin.file, origin.line)
+        .filter(|_| !d.hide_source);
     let gutter = origin.line.to_string().len();
     let pad = " ".repeat(gutter);
     let _ = writeln!(
@@ -429,6 +443,18 @@ mod tests {
         let expected = "error: File[sshd-config]: unknown field `mdoe`\n --> base/ssh.yaml:7:5\n  |\n7 |     mdoe: \"0600\"\n  |     ^^^^^^^^^^^^\n";
         assert_eq!(text, expected);
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn a_sensitive_line_is_pointed_at_never_shown() {
+        let mut ds = sample();
+        let d = ds.items[0].clone().hiding_source(true);
+        ds.items[0] = d;
+        let text = ds.render(false);
+        assert_eq!(
+            text,
+            "error: File[sshd-config]: unknown field `mdoe`\n --> base/ssh.yaml:7:5\n"
+        );
     }
 
     #[test]

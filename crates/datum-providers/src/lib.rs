@@ -21,11 +21,13 @@
 pub mod common;
 pub mod directory;
 pub mod file;
+pub mod group;
 pub mod package;
 pub mod provider;
 pub mod service;
 pub mod symlink;
 pub mod tree;
+pub mod user;
 pub mod validators;
 
 #[cfg(test)]
@@ -44,6 +46,8 @@ pub fn registry() -> &'static [&'static dyn Provider] {
         &service::ServiceProvider,
         &package::PackageProvider,
         &tree::TreeProvider,
+        &group::GroupProvider,
+        &user::UserProvider,
     ]
 }
 

@@ -136,6 +136,14 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Fields of `desired` whose value is sensitive whatever the resource's
+    /// `sensitive:` says (a User's `password_hash`): the catalogue masks
+    /// them wherever it shows a declaration, and the provider itself never
+    /// puts them in an observation, a diff or an error.
+    fn sensitive_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Host paths (as declared, not yet under `--root`) this resource manages.
     fn managed_paths(&self, _resource: &Resource) -> Vec<PathBuf> {
         Vec::new()

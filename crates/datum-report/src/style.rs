@@ -76,6 +76,23 @@ impl Paint {
         self.wrap(sgr, marker)
     }
 
+    /// One line of a unified diff: headers bold, hunks cyan, removals red,
+    /// additions green, context as it is.
+    pub fn diff_line(&self, line: &str) -> String {
+        let sgr = if line.starts_with("---") || line.starts_with("+++") {
+            BOLD
+        } else if line.starts_with("@@") {
+            CYAN
+        } else if line.starts_with('-') {
+            RED
+        } else if line.starts_with('+') {
+            GREEN
+        } else {
+            return line.to_owned();
+        };
+        self.wrap(sgr, line)
+    }
+
     /// `text` padded to `width` columns, then painted (padding outside the escape codes
     /// keeps columns aligned whether colour is on or not).
     pub fn padded(&self, sgr: &str, text: &str, width: usize) -> String {
@@ -111,5 +128,12 @@ mod tests {
         );
         assert_eq!(Paint::new(false).marker("~"), "~");
         assert_eq!(Paint::new(true).marker("!"), "\x1b[1;31m!\x1b[0m");
+        assert_eq!(Paint::new(true).diff_line("-a"), "\x1b[31m-a\x1b[0m");
+        assert_eq!(
+            Paint::new(true).diff_line("@@ -1 +1 @@"),
+            "\x1b[36m@@ -1 +1 @@\x1b[0m"
+        );
+        assert_eq!(Paint::new(true).diff_line(" same"), " same");
+        assert_eq!(Paint::new(false).diff_line("+b"), "+b");
     }
 }

@@ -136,3 +136,19 @@ fn the_schema_refuses_what_lint_refuses() {
         assert_eq!(errors_of(&validator, text), Vec::<String>::new(), "{text}");
     }
 }
+
+#[test]
+fn the_shipped_reference_page_is_current() {
+    use datum_catalog::reference::{REFERENCE_FILE, reference_markdown};
+    let shipped = top().join(REFERENCE_FILE);
+    let want = reference_markdown();
+    if std::env::var_os("DATUM_UPDATE_SCHEMA").is_some() {
+        std::fs::write(&shipped, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&shipped).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is stale: the declaration types say something else now. Regenerate it with `cargo run -p datum-catalog --example manifest-reference > docs/manifests.md` (or DATUM_UPDATE_SCHEMA=1 cargo nextest run -p datum-catalog) and commit it",
+        shipped.display()
+    );
+}

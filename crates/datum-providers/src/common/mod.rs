@@ -1,4 +1,5 @@
-//! What File, Directory and Symlink share: the typed provider contract of a
+//! What File, Directory and Symlink share (and User and Group: their
+//! account files, [`account_files`]): the typed provider contract of a
 //! file-system entry at a declared path ([`entry`]), checking declared fields
 //! (field tables, modes, owners, `ensure`), reading ownership and mode into
 //! observed fields, comparing them, and resolving owners for apply.
@@ -7,6 +8,7 @@
 //! kind stays in its folder. The checks are pure; the observe and apply
 //! helpers go through `datum_host` and never touch the machine directly.
 
+pub mod account_files;
 pub mod entry;
 pub mod fields;
 pub mod meta;

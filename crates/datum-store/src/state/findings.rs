@@ -15,34 +15,26 @@ use serde::{Deserialize, Serialize};
 use super::{Batch, Store, malformed, sql, u64_from_sql};
 use crate::error::StoreError;
 
-/// The value-free identity of one drift finding.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct FindingSignature {
-    /// `File[motd]`.
-    pub subject: String,
-    /// `changed_outside`, `deleted_outside`, `type_changed`, `unmanaged`...
-    pub category: String,
-    /// Field or file paths that differ; order and duplicates do not matter.
-    pub paths: Vec<String>,
-}
+/// The value-free identity of one drift finding: the one signature type of
+/// every report (`File[motd]`, `changed_outside`, the paths that differ).
+pub use datum_report::Signature as FindingSignature;
 
-impl FindingSignature {
-    /// The canonical key: JSON of subject, category and the sorted, deduplicated
-    /// paths. Readable in the database, and equal for equal findings.
-    fn key(&self) -> (String, Vec<String>) {
-        let set: BTreeSet<&String> = self.paths.iter().collect();
-        let paths: Vec<String> = set.into_iter().cloned().collect();
-        let key =
-            serde_json::to_string(&(&self.subject, &self.category, &paths)).unwrap_or_else(|_| {
-                format!(
-                    "{}\u{0}{}\u{0}{}",
-                    self.subject,
-                    self.category,
-                    paths.join("\u{0}")
-                )
-            });
-        (key, paths)
-    }
+/// The canonical key: JSON of subject, category and the sorted, deduplicated
+/// paths. Readable in the database, and equal for equal findings (whatever
+/// order and duplicates the paths came in).
+fn key(signature: &FindingSignature) -> (String, Vec<String>) {
+    let set: BTreeSet<&String> = signature.paths.iter().collect();
+    let paths: Vec<String> = set.into_iter().cloned().collect();
+    let key = serde_json::to_string(&(&signature.subject, &signature.category, &paths))
+        .unwrap_or_else(|_| {
+            format!(
+                "{}\u{0}{}\u{0}{}",
+                signature.subject,
+                signature.category,
+                paths.join("\u{0}")
+            )
+        });
+    (key, paths)
 }
 
 /// How old a finding is, after the current check was recorded.
@@ -98,7 +90,7 @@ impl Batch<'_> {
         scope: FindingScope<'_>,
     ) -> Result<Vec<FindingAge>, StoreError> {
         let err = || sql(self.path, "cannot record findings");
-        let keyed: Vec<(String, Vec<String>)> = findings.iter().map(|f| f.key()).collect();
+        let keyed: Vec<(String, Vec<String>)> = findings.iter().map(key).collect();
 
         // Clear what this check could have seen and did not.
         let seen: BTreeSet<&str> = keyed.iter().map(|(k, _)| k.as_str()).collect();
@@ -259,12 +251,12 @@ mod tests {
     #[test]
     fn path_order_and_duplicates_do_not_change_the_key() {
         assert_eq!(
-            sig("File[a]", &["mode", "content", "mode"]).key().0,
-            sig("File[a]", &["content", "mode"]).key().0
+            key(&sig("File[a]", &["mode", "content", "mode"])).0,
+            key(&sig("File[a]", &["content", "mode"])).0
         );
         assert_ne!(
-            sig("File[a]", &["mode"]).key().0,
-            sig("File[a]", &["content", "mode"]).key().0
+            key(&sig("File[a]", &["mode"])).0,
+            key(&sig("File[a]", &["content", "mode"])).0
         );
     }
 

@@ -302,7 +302,7 @@ fn plan_exit(summary: &datum_engine::PassSummary) -> ExitCode {
         matches!(
             r.outcome,
             Outcome::Failed {
-                phase: Phase::Observe | Phase::Diff,
+                phase: Phase::Observe,
                 ..
             }
         )

@@ -1,8 +1,8 @@
 //! Field differences and unified content diffs, as text.
 
-use anstyle::{AnsiColor, Style};
 use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
 use datum_engine::ResourceReport;
+use datum_report::style::{self, Paint};
 use similar::{ChangeTag, TextDiff};
 
 /// The indented lines under a resource: one per changed field, then the
@@ -75,22 +75,18 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         out.push_str(&format!("    {}\n", hunk.header()));
         for change in hunk.iter_changes() {
-            let (sign, style) = match change.tag() {
-                ChangeTag::Delete => ("-", AnsiColor::Red.on_default()),
-                ChangeTag::Insert => ("+", AnsiColor::Green.on_default()),
-                ChangeTag::Equal => (" ", Style::new()),
+            let (sign, sgr) = match change.tag() {
+                ChangeTag::Delete => ("-", style::RED),
+                ChangeTag::Insert => ("+", style::GREEN),
+                ChangeTag::Equal => (" ", ""),
             };
             let mut line = format!("{sign}{}", change.value());
             if !line.ends_with('\n') {
                 line.push_str("\n\\ No newline at end of file\n");
             }
             for l in line.lines() {
-                if color && sign != " " {
-                    out.push_str(&format!(
-                        "    {}{l}{}\n",
-                        style.render(),
-                        style.render_reset()
-                    ));
+                if sign != " " {
+                    out.push_str(&format!("    {}\n", Paint::new(color).wrap(sgr, l)));
                 } else {
                     out.push_str(&format!("    {l}\n"));
                 }

@@ -9,9 +9,9 @@ pub mod progress;
 
 use std::io::Write;
 
-use anstyle::{AnsiColor, Style};
 use datum_core::{Action, Outcome};
 use datum_engine::{Event, Mode, PassSummary, Reporter, ResourceReport};
+use datum_report::style::{self, Paint};
 
 /// Prints each resource as it finishes, then a summary line. On a terminal,
 /// a progress bar on stderr counts resources while the pass runs.
@@ -55,23 +55,19 @@ impl HumanReporter {
         }
     }
 
-    fn paint(&self, style: Style, text: &str) -> String {
-        if self.color {
-            format!("{}{text}{}", style.render(), style.render_reset())
-        } else {
-            text.to_owned()
-        }
+    fn paint(&self, sgr: &str, text: &str) -> String {
+        Paint::new(self.color).wrap(sgr, text)
     }
 
     fn resource(&mut self, r: &ResourceReport) {
-        let (marker, style) = match (&r.outcome, r.action) {
-            (Outcome::Failed { .. }, _) => ("!", AnsiColor::Red.on_default().bold()),
-            (Outcome::Blocked { .. }, _) => ("#", AnsiColor::Yellow.on_default()),
-            (Outcome::Unchanged, _) => ("=", Style::new().dimmed()),
-            (_, Action::Create) => ("+", AnsiColor::Green.on_default()),
-            (_, Action::Remove) => ("-", AnsiColor::Red.on_default()),
-            (_, Action::Replace) => ("-/+", AnsiColor::Magenta.on_default()),
-            _ => ("~", AnsiColor::Yellow.on_default()),
+        let (marker, sgr) = match (&r.outcome, r.action) {
+            (Outcome::Failed { .. }, _) => ("!", style::RED_BOLD),
+            (Outcome::Blocked { .. }, _) => ("#", style::YELLOW),
+            (Outcome::Unchanged, _) => ("=", style::DIM),
+            (_, Action::Create) => ("+", style::GREEN),
+            (_, Action::Remove) => ("-", style::RED),
+            (_, Action::Replace) => ("-/+", style::MAGENTA),
+            _ => ("~", style::YELLOW),
         };
         // Unchanged with a reason (an accepted observation) is shown: it is
         // left as it is on purpose.
@@ -112,7 +108,7 @@ impl HumanReporter {
             Outcome::Blocked { by } => format!("blocked (by {by})"),
         };
         let head = format!("{marker} {}", r.id);
-        let line = format!("{}  {}\n", self.paint(style, &head), status);
+        let line = format!("{}  {}\n", self.paint(sgr, &head), status);
         self.out.extend_from_slice(line.as_bytes());
         let body = diff::field_lines(r, self.color);
         self.out.extend_from_slice(body.as_bytes());
@@ -156,7 +152,7 @@ impl HumanReporter {
                 summary.duration_ms
             ),
         };
-        let line = self.paint(Style::new().bold(), line.trim_end()) + "\n";
+        let line = self.paint(style::BOLD, line.trim_end()) + "\n";
         self.out.extend_from_slice(line.as_bytes());
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(&self.out)?;

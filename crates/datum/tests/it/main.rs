@@ -11,6 +11,7 @@
     reason = "test code: a panic is the test failing, with its message"
 )]
 
+mod accounts;
 mod apply;
 mod backup;
 mod boundary;

@@ -13,36 +13,8 @@ const MAX_VALUE_CHARS: usize = 60;
 /// Diffs listed per line before "(+N more)".
 const MAX_DIFFS: usize = 4;
 
-/// The painter both tools share (`datum_report::style`), with driftwatch's diff lines.
-pub(crate) struct Paint {
-    pub(crate) on: bool,
-}
-
-impl Paint {
-    pub(crate) fn wrap(&self, code: &str, text: &str) -> String {
-        datum_report::style::Paint::new(self.on).wrap(code, text)
-    }
-
-    fn marker(&self, marker: &str) -> String {
-        datum_report::style::Paint::new(self.on).marker(marker)
-    }
-
-    /// One line of a unified diff: headers bold, hunks cyan, removals red, additions green.
-    fn diff_line(&self, line: &str) -> String {
-        let code = if line.starts_with("---") || line.starts_with("+++") {
-            "1"
-        } else if line.starts_with("@@") {
-            "36"
-        } else if line.starts_with('-') {
-            "31"
-        } else if line.starts_with('+') {
-            "32"
-        } else {
-            return line.to_owned();
-        };
-        self.wrap(code, line)
-    }
-}
+/// The painter both tools share (`datum_report::style`).
+pub(crate) use datum_report::style::Paint;
 
 /// The line diffs of a finding's multi-line values, indented under its line.
 fn diff_blocks(finding: &Finding, paint: &Paint) -> String {

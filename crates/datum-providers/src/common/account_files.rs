@@ -1,0 +1,391 @@
+//! What User and Group share: the root's account files, parsed once per
+//! pass, and the shadow-utils programs that change them.
+//!
+//! Observation reads `ROOT/etc/passwd`, `ROOT/etc/group` and (only when a
+//! User declares `password_hash`) `ROOT/etc/shadow` through the boundary,
+//! never NSS: a pass gives the same answer for a root directory as for the
+//! image it becomes. The parsed files are kept in the pass's cache and
+//! dropped as soon as a User or Group changed them ([`changed`]), together
+//! with the host's name lookups, so a File owned by a user created earlier
+//! in the pass resolves its owner.
+//!
+//! Changes go through `useradd`, `usermod`, `userdel`, `groupadd`,
+//! `groupmod`, `groupdel` and `chpasswd` with `--root ROOT` (they chroot
+//! into the root, so a link inside it is resolved inside it, never on the
+//! machine Datum runs on), run by the host's command runner (no shell). A
+//! password hash is given to `chpasswd -e` on its standard input, never on
+//! a command line another local user could read in `/proc`, and is never
+//! part of an error, a field value or a debug print.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use datum_host::command::{self, CommandSpec};
+use datum_host::{Host, HostError};
+
+/// How long one shadow-utils program may take (they lock the files and may
+/// wait for another writer).
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One line of `passwd`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasswdEntry {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: String,
+    pub shell: String,
+}
+
+/// One line of `group`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub name: String,
+    pub gid: u32,
+    pub members: Vec<String>,
+}
+
+/// A password hash from `shadow`. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ShadowHash(String);
+
+impl ShadowHash {
+    /// Whether this is exactly `declared` (compared whole, never shown).
+    pub fn is(&self, declared: &str) -> bool {
+        self.0 == declared
+    }
+}
+
+impl fmt::Debug for ShadowHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ShadowHash(..)")
+    }
+}
+
+/// The parsed account files of one root.
+#[derive(Debug, Clone, Default)]
+pub struct AccountFiles {
+    users: HashMap<String, PasswdEntry>,
+    groups: HashMap<String, GroupEntry>,
+    /// Group names in file order (a number's name is its first group's).
+    group_order: Vec<String>,
+    /// `None` until a User that declares a hash asks for it.
+    shadow: Option<HashMap<String, ShadowHash>>,
+}
+
+/// `name:x:...` lines, skipping comments, blanks, NIS (`+`/`-`) entries and
+/// lines with too few fields (they name nobody useradd would manage).
+fn records(text: &str, fields: usize) -> impl Iterator<Item = Vec<&str>> {
+    text.lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(['+', '-']))
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .filter(move |f| f.len() >= fields && !f[0].is_empty())
+}
+
+impl AccountFiles {
+    /// Parses `passwd` and `group` text. The first entry of a name wins, as
+    /// for getpwnam.
+    pub fn parse(passwd: &str, group: &str) -> Self {
+        let mut files = AccountFiles::default();
+        for f in records(passwd, 7) {
+            let (Ok(uid), Ok(gid)) = (f[2].parse(), f[3].parse()) else {
+                continue;
+            };
+            files
+                .users
+                .entry(f[0].to_owned())
+                .or_insert_with(|| PasswdEntry {
+                    name: f[0].to_owned(),
+                    uid,
+                    gid,
+                    home: f[5].to_owned(),
+                    shell: f[6].to_owned(),
+                });
+        }
+        for f in records(group, 4) {
+            let Ok(gid) = f[2].parse() else { continue };
+            if !files.groups.contains_key(f[0]) {
+                files.group_order.push(f[0].to_owned());
+            }
+            let members = f[3]
+                .split(',')
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned)
+                .collect();
+            files
+                .groups
+                .entry(f[0].to_owned())
+                .or_insert_with(|| GroupEntry {
+                    name: f[0].to_owned(),
+                    gid,
+                    members,
+                });
+        }
+        files
+    }
+
+    /// Adds the hashes of a `shadow` file.
+    pub fn with_shadow(mut self, shadow: &str) -> Self {
+        let hashes = records(shadow, 2)
+            .map(|f| (f[0].to_owned(), ShadowHash(f[1].to_owned())))
+            .collect();
+        self.shadow = Some(hashes);
+        self
+    }
+
+    pub fn user(&self, name: &str) -> Option<&PasswdEntry> {
+        self.users.get(name)
+    }
+
+    pub fn group(&self, name: &str) -> Option<&GroupEntry> {
+        self.groups.get(name)
+    }
+
+    /// The name of the group numbered `gid` (the first one, as getgrgid).
+    pub fn groups_by_id(&self, gid: u32) -> Option<&str> {
+        self.group_order
+            .iter()
+            .find(|name| self.groups.get(*name).is_some_and(|g| g.gid == gid))
+            .map(String::as_str)
+    }
+
+    /// A group's number from its name or a decimal number.
+    pub fn group_id(&self, name_or_number: &str) -> Option<u32> {
+        if let Ok(n) = name_or_number.parse() {
+            return Some(n);
+        }
+        self.groups.get(name_or_number).map(|g| g.gid)
+    }
+
+    /// The supplementary groups that list `user` as a member, by name.
+    pub fn memberships(&self, user: &str) -> BTreeSet<String> {
+        self.groups
+            .values()
+            .filter(|g| g.members.iter().any(|m| m == user))
+            .map(|g| g.name.clone())
+            .collect()
+    }
+
+    /// A user's password hash; `None` when the shadow file was not read or
+    /// has no line for them.
+    pub fn hash(&self, user: &str) -> Option<&ShadowHash> {
+        self.shadow.as_ref()?.get(user)
+    }
+}
+
+/// Why the account files could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(
+        "{path} is missing under {}: users and groups are managed only in a root that has its account files",
+        root.display()
+    )]
+    NoAccountFiles { path: &'static str, root: PathBuf },
+    /// A shadow-utils program said no. `output` is its own words (it never
+    /// sees a password hash: that goes to chpasswd on standard input, whose
+    /// output is not kept).
+    #[error("`{program} {target}` failed on {host} ({status}){}", suffix(output))]
+    Refused {
+        program: &'static str,
+        target: String,
+        host: String,
+        status: String,
+        output: String,
+    },
+}
+
+fn suffix(output: &str) -> String {
+    let text = output.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
+}
+
+/// The parsed files of this pass, shared by every User and Group.
+#[derive(Default)]
+struct PassFiles(Mutex<Option<Arc<AccountFiles>>>);
+
+fn read_text(host: &Host, path: &'static str) -> Result<String, AccountError> {
+    match host.read(Path::new(path))? {
+        Some(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        None => Err(AccountError::NoAccountFiles {
+            path,
+            root: host.root().to_path_buf(),
+        }),
+    }
+}
+
+/// This pass's account files: parsed on first use, the shadow file too when
+/// `with_shadow` (and then kept for the rest of the pass).
+pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, AccountError> {
+    let cache = host.pass_cache::<PassFiles>();
+    let mut slot = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(files) = slot.as_ref()
+        && (!with_shadow || files.shadow.is_some())
+    {
+        return Ok(Arc::clone(files));
+    }
+    let mut files = AccountFiles::parse(
+        &read_text(host, "/etc/passwd")?,
+        &read_text(host, "/etc/group")?,
+    );
+    if with_shadow {
+        files = files.with_shadow(&read_text(host, "/etc/shadow")?);
+    }
+    let files = Arc::new(files);
+    *slot = Some(Arc::clone(&files));
+    Ok(files)
+}
+
+/// Drops what this pass read of the account files (after a change).
+pub fn changed(host: &Host) {
+    *host
+        .pass_cache::<PassFiles>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
+    host.forget_accounts();
+}
+
+/// Runs one shadow-utils program on the host's root. `target` names the
+/// user or group in an error.
+pub fn run_tool(
+    host: &Host,
+    program: &'static str,
+    args: Vec<String>,
+    target: &str,
+) -> Result<(), AccountError> {
+    let mut spec = CommandSpec::new(program).timeout(TIMEOUT);
+    if host.root() != Path::new("/") {
+        spec = spec.arg("--root").arg(host.root().as_os_str().to_owned());
+    }
+    let out = command::run(&spec.args(args))?;
+    changed(host);
+    if out.success() {
+        return Ok(());
+    }
+    Err(AccountError::Refused {
+        program,
+        target: target.to_owned(),
+        host: host.name().to_owned(),
+        status: status_words(out.status, out.timed_out),
+        output: out.stderr.text(),
+    })
+}
+
+/// Sets a user's password hash with `chpasswd -e`, the line on its standard
+/// input. Its output is dropped unread: it could quote the line.
+pub fn set_hash(host: &Host, user: &str, hash: &str) -> Result<(), AccountError> {
+    let mut spec = CommandSpec::new("chpasswd").timeout(TIMEOUT).arg("-e");
+    if host.root() != Path::new("/") {
+        spec = spec.arg("--root").arg(host.root().as_os_str().to_owned());
+    }
+    let out = command::run(&spec.input(format!("{user}:{hash}\n").into_bytes()))?;
+    changed(host);
+    if out.success() {
+        return Ok(());
+    }
+    Err(AccountError::Refused {
+        program: "chpasswd",
+        target: user.to_owned(),
+        host: host.name().to_owned(),
+        status: status_words(out.status, out.timed_out),
+        output: String::new(),
+    })
+}
+
+fn status_words(status: Option<i32>, timed_out: bool) -> String {
+    match (timed_out, status) {
+        (true, _) => "timed out".to_owned(),
+        (false, Some(code)) => format!("exit {code}"),
+        (false, None) => "killed by a signal".to_owned(),
+    }
+}
+
+/// A user or group name shadow-utils and every tool after it accept: a
+/// lower-case letter or `_` first, then lower-case letters, digits, `_`,
+/// `-` and `.`, an optional final `$` (machine accounts), at most 32
+/// characters. (Debian's useradd is more lenient; names outside this set
+/// break other tools, so they are refused before anything runs.)
+pub fn check_name(name: &str) -> Result<(), String> {
+    let body = name.strip_suffix('$').unwrap_or(name);
+    let mut chars = body.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+    if !first_ok || !rest_ok || name.len() > 32 {
+        return Err(format!(
+            "`{name}` is not a usable account name (a lower-case letter or `_`, then lower-case letters, digits, `_`, `-` or `.`, at most 32 characters)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\n# comment\n+nis\nalice:x:1000:1000:Alice:/home/alice:/bin/sh\nbad:x:no:1:::\nalice:x:1001:1001::/other:/bin/false\n";
+    const GROUP: &str = "root:x:0:\nalice:x:1000:\nops:x:3000:alice,bob\nwheel:x:10:bob\n";
+
+    #[test]
+    fn entries_parse_first_name_wins_and_bad_lines_are_skipped() {
+        let f = AccountFiles::parse(PASSWD, GROUP);
+        let alice = f.user("alice").unwrap();
+        assert_eq!((alice.uid, alice.gid), (1000, 1000));
+        assert_eq!(alice.home, "/home/alice");
+        assert_eq!(alice.shell, "/bin/sh");
+        assert!(f.user("bad").is_none());
+        assert!(f.user("+nis").is_none());
+        assert_eq!(f.group("ops").unwrap().members, ["alice", "bob"]);
+        assert_eq!(f.group_id("ops"), Some(3000));
+        assert_eq!(f.group_id("42"), Some(42));
+        assert_eq!(f.group_id("nobody-here"), None);
+        assert_eq!(
+            f.memberships("bob").into_iter().collect::<Vec<_>>(),
+            ["ops", "wheel"]
+        );
+        assert!(f.memberships("carol").is_empty());
+    }
+
+    #[test]
+    fn a_hash_is_compared_never_shown() {
+        let f = AccountFiles::parse(PASSWD, GROUP)
+            .with_shadow("alice:$6$salt$CANARYHASH:20000::::::\n");
+        let h = f.hash("alice").unwrap();
+        assert!(h.is("$6$salt$CANARYHASH"));
+        assert!(!h.is("$6$salt$other"));
+        assert!(!format!("{f:?}").contains("CANARY"));
+        assert!(AccountFiles::parse(PASSWD, GROUP).hash("alice").is_none());
+    }
+
+    #[test]
+    fn names_that_break_tools_are_refused() {
+        for good in ["alice", "_apt", "www-data", "host$", "a.b", "u1"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Alice",
+            "-rf",
+            "1abc",
+            "a b",
+            "a:b",
+            "a/b",
+            &"a".repeat(33),
+            "$",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The Group resource type: a group in the root's account files.
+//!
+//! ```yaml
+//! datum: v1alpha1
+//! type: Group
+//! name: ops
+//! desired:
+//!   gid: 3000          # optional: useradd's next free number otherwise
+//!   system: false      # optional, when created: a system group (-r)
+//!   ensure: present    # or absent
+//! ```
+//!
+//! Observed from `ROOT/etc/group` (parsed once per pass, see
+//! `common::account_files`), changed with `groupadd`, `groupmod` and
+//! `groupdel --root ROOT`. Members are the Users' business (`groups:` of a
+//! User), so a Group never rewrites its member list. `system` decides only
+//! how a new group's number is chosen; an existing group is never
+//! re-created for it.
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::Host;
+use serde_json::{Value, json};
+
+use crate::common::account_files::{self, AccountError};
+use crate::common::fields::type_name;
+use crate::common::{Ensure, all_or_nothing};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+/// The manifest `type:` of this kind.
+pub const KIND: &str = "Group";
+
+const FIELDS: &[&str] = &["name", "gid", "system", "ensure"];
+
+/// A Group declaration, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDesired {
+    /// The group's name (default: the resource's name).
+    pub name: String,
+    pub gid: Option<u32>,
+    pub system: bool,
+    pub ensure: Ensure,
+}
+
+/// A Group's `desired` as written in a manifest (the type its JSON Schema is
+/// derived from; held to [`GroupDesired::parse`] by the tests).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "Group",
+    description = "A group in the host's /etc/group (changed with groupadd, groupmod and groupdel)."
+)]
+pub struct GroupDeclaration {
+    /// The group's name (default: the resource's name).
+    #[schemars(with = "Option<AccountName>")]
+    pub name: Option<String>,
+    /// The group's number.
+    #[schemars(range(max = 4294967294u32))]
+    pub gid: Option<u32>,
+    /// When created: a system group (its number from the system range).
+    pub system: Option<bool>,
+    #[schemars(with = "Option<crate::common::schema::Ensure>")]
+    pub ensure: Option<String>,
+}
+
+/// A value of the manifest schema: a user or group name.
+pub struct AccountName;
+
+impl schemars::JsonSchema for AccountName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AccountName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[a-z_][a-z0-9_.-]{0,30}[a-z0-9_.$-]?$",
+            "description": "A user or group name: a lower-case letter or `_`, then lower-case letters, digits, `_`, `-` or `.` (a final `$` allowed), at most 32 characters.",
+        })
+    }
+}
+
+/// A declared account number: an integer below 2^32 - 1 (the "no id"
+/// value of chown).
+pub(crate) fn account_id(value: &Value, field: &str) -> Result<u32, FieldError> {
+    value
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n != u32::MAX)
+        .ok_or_else(|| {
+            FieldError::new(
+                &[field],
+                format!(
+                    "`{field}` must be a number from 0 to 4294967294, found {}",
+                    type_name(value)
+                ),
+            )
+        })
+}
+
+pub(crate) fn unknown_fields(
+    kind: &str,
+    map: &serde_json::Map<String, Value>,
+    known: &[&str],
+) -> Vec<FieldError> {
+    map.keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .map(|k| {
+            FieldError::new(
+                &[k],
+                format!(
+                    "unknown field `{k}` for {kind} (known: {})",
+                    known.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
+impl GroupDesired {
+    /// Parses `desired`; `default_name` is the resource's own name. Returns
+    /// every problem found.
+    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
+        let Some(map) = desired.as_object() else {
+            return Err(vec![FieldError::new(
+                &[],
+                format!(
+                    "`desired` of a Group must be a mapping, found {}",
+                    type_name(desired)
+                ),
+            )]);
+        };
+        let mut errors = unknown_fields(KIND, map, FIELDS);
+        let name = match map.get("name") {
+            None => default_name.to_owned(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["name"],
+                    format!("`name` must be a string, found {}", type_name(other)),
+                ));
+                String::new()
+            }
+        };
+        if !name.is_empty()
+            && let Err(m) = account_files::check_name(&name)
+        {
+            errors.push(FieldError::new(&["name"], m));
+        }
+        let gid = map
+            .get("gid")
+            .map(|v| account_id(v, "gid"))
+            .transpose()
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+        let system = match map.get("system") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["system"],
+                    format!("`system` must be true or false, found {}", type_name(other)),
+                ));
+                false
+            }
+        };
+        let ensure = Ensure::parse(map.get("ensure"))
+            .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
+            .unwrap_or(Ensure::Present);
+        all_or_nothing(errors)?;
+        Ok(GroupDesired {
+            name,
+            gid,
+            system,
+            ensure,
+        })
+    }
+}
+
+fn desired(resource: &Resource) -> Result<GroupDesired, ProviderError> {
+    GroupDesired::parse(&resource.desired, &resource.id.name).map_err(|errors| {
+        ProviderError::Invalid {
+            field: errors.first().map(|e| e.path.join(".")).unwrap_or_default(),
+            message: errors
+                .iter()
+                .map(|e| e.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    })
+}
+
+pub(crate) fn account_failure(e: AccountError) -> ProviderError {
+    match e {
+        AccountError::Host(h) => ProviderError::Host(h),
+        other => ProviderError::Invalid {
+            field: String::new(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// The `Group` resource type.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GroupProvider;
+
+impl Provider for GroupProvider {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <GroupDeclaration as schemars::JsonSchema>::json_schema(generator)
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        // The resource's own name stands in when `name:` is absent; it is
+        // checked when the resource is observed.
+        GroupDesired::parse(desired, "group").map(drop)
+    }
+
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = desired(resource)?;
+        let files = account_files::current(host, false).map_err(account_failure)?;
+        let Some(group) = files.group(&d.name) else {
+            return Ok(Observed::absent());
+        };
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        observed.fields.insert("gid".to_owned(), json!(group.gid));
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        let Ok(d) = GroupDesired::parse(&resource.desired, &resource.id.name) else {
+            // `check` refused this declaration before any pass started.
+            return Diff::default();
+        };
+        diff(&d, observed)
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        observed: &Observed,
+        diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = desired(resource)?;
+        let run = |program, args: Vec<String>| {
+            account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
+        };
+        match diff.action {
+            Some(Action::Remove) => run("groupdel", vec!["--".into(), d.name.clone()]),
+            Some(Action::Create) => {
+                let mut args = Vec::new();
+                if let Some(gid) = d.gid {
+                    args.extend(["-g".to_owned(), gid.to_string()]);
+                }
+                if d.system {
+                    args.push("-r".to_owned());
+                }
+                args.extend(["--".to_owned(), d.name.clone()]);
+                run("groupadd", args)
+            }
+            Some(_) if observed.presence == Presence::Present => match d.gid {
+                Some(gid) => run(
+                    "groupmod",
+                    vec!["-g".into(), gid.to_string(), "--".into(), d.name.clone()],
+                ),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The pure comparison behind [`GroupProvider::diff`].
+pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    let present = observed.presence == Presence::Present;
+    match (d.ensure, present) {
+        (Ensure::Absent, true) => {
+            out.action = Some(Action::Remove);
+            out.changes.push(ensure_change("present", "absent"));
+        }
+        (Ensure::Absent, false) => {}
+        (Ensure::Present, false) => {
+            out.action = Some(Action::Create);
+            out.changes.push(ensure_change("absent", "present"));
+            if let Some(gid) = d.gid {
+                out.changes.push(FieldChange {
+                    field: "gid".to_owned(),
+                    before: None,
+                    after: Some(json!(gid)),
+                });
+            }
+        }
+        (Ensure::Present, true) => {
+            if let Some(gid) = d.gid {
+                let seen = observed.fields.get("gid");
+                if seen != Some(&json!(gid)) {
+                    out.changes.push(FieldChange {
+                        field: "gid".to_owned(),
+                        before: seen.cloned(),
+                        after: Some(json!(gid)),
+                    });
+                }
+            }
+            if !out.changes.is_empty() {
+                out.action = Some(Action::Update);
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn ensure_change(before: &str, after: &str) -> FieldChange {
+    FieldChange {
+        field: "ensure".to_owned(),
+        before: Some(json!(before)),
+        after: Some(json!(after)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::schema;
+
+    fn observed(gid: u32) -> Observed {
+        let mut o = Observed::absent();
+        o.presence = Presence::Present;
+        o.fields.insert("gid".into(), json!(gid));
+        o
+    }
+
+    #[test]
+    fn declarations_parse_and_every_problem_is_named() {
+        let d = GroupDesired::parse(&json!({"gid": 3000, "system": true}), "ops").unwrap();
+        assert_eq!(d.name, "ops");
+        assert_eq!(d.gid, Some(3000));
+        assert!(d.system);
+        assert_eq!(d.ensure, Ensure::Present);
+        let errors = GroupDesired::parse(
+            &json!({"gid": -1, "system": "yes", "ensure": "gone", "members": []}),
+            "Bad Name",
+        )
+        .unwrap_err();
+        let fields: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
+        assert_eq!(
+            fields,
+            ["members", "name", "gid", "system", "ensure"],
+            "{errors:?}"
+        );
+        assert!(GroupDesired::parse(&json!({"gid": 4294967295u64}), "ops").is_err());
+    }
+
+    #[test]
+    fn diff_creates_renumbers_and_removes() {
+        let d = GroupDesired::parse(&json!({"gid": 3000}), "ops").unwrap();
+        let create = diff(&d, &Observed::absent());
+        assert_eq!(create.action, Some(Action::Create));
+        assert_eq!(diff(&d, &observed(3000)).action, None);
+        let renumber = diff(&d, &observed(3001));
+        assert_eq!(renumber.action, Some(Action::Update));
+        assert_eq!(renumber.changes[0].before, Some(json!(3001)));
+        let free = GroupDesired::parse(&json!({}), "ops").unwrap();
+        assert_eq!(diff(&free, &observed(12)).action, None);
+        let gone = GroupDesired::parse(&json!({"ensure": "absent"}), "ops").unwrap();
+        assert_eq!(diff(&gone, &observed(3000)).action, Some(Action::Remove));
+        assert_eq!(diff(&gone, &Observed::absent()).action, None);
+    }
+
+    #[test]
+    fn the_schema_agrees_with_check() {
+        let cases = [
+            json!({}),
+            json!({"gid": 3000, "system": true, "ensure": "absent", "name": "ops"}),
+            json!({"gid": "3000"}),
+            json!({"gid": -1}),
+            json!({"members": ["a"]}),
+            json!({"name": "Ops"}),
+            json!({"system": 1}),
+        ];
+        schema::agrees_with_check(&GroupProvider, &cases).unwrap();
+    }
+}

@@ -1,0 +1,753 @@
+//! The User resource type: an account in the root's passwd and shadow files.
+//!
+//! ```yaml
+//! datum: v1alpha1
+//! type: User
+//! name: deploy
+//! desired:
+//!   uid: 2000               # optional: useradd's next free number otherwise
+//!   gid: deploy             # primary group, a name or a number (optional)
+//!   groups: [ops, www-data] # supplementary groups, exactly these (optional)
+//!   home: /srv/deploy       # optional
+//!   shell: /bin/bash        # optional
+//!   system: false           # optional, when created: a system account (-r)
+//!   ensure: present         # or absent
+//!   password_hash: "$6$..." # optional, sensitive: a crypt(3) hash, never a password
+//! ```
+//!
+//! Observed from `ROOT/etc/passwd` and `ROOT/etc/group` (and `shadow`, only
+//! when `password_hash` is declared), parsed once per pass
+//! (`common::account_files`); changed with `useradd`, `usermod` and
+//! `userdel --root ROOT`, the hash with `chpasswd -e` on standard input.
+//! Fields not declared are not managed. A home directory is never created
+//! or deleted (`useradd -M`, `userdel` without `-r`): declare a Directory
+//! for it, so that what appears on the host is what a manifest names.
+//!
+//! # The password hash is sensitive
+//!
+//! Its value never leaves this module: the observation records only whether
+//! the live hash is the declared one (`password_hash: declared` or
+//! `other`), a change shows `(sensitive)` on both sides, and the catalogue
+//! masks it (`Provider::sensitive_fields`). A clear-text password cannot be
+//! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
+//! locked marker (`!`, `*`, `!$id$...`) is refused at compile time.
+
+use std::collections::BTreeSet;
+
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_host::Host;
+use serde_json::{Value, json};
+
+use crate::common::account_files::{self, AccountFiles};
+use crate::common::fields::type_name;
+use crate::common::{Ensure, all_or_nothing};
+use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
+use crate::{FieldError, Provider, ProviderError, StagingGate};
+
+/// The manifest `type:` of this kind.
+pub const KIND: &str = "User";
+
+const FIELDS: &[&str] = &[
+    "name",
+    "uid",
+    "gid",
+    "groups",
+    "home",
+    "shell",
+    "system",
+    "ensure",
+    "password_hash",
+];
+
+/// What a change to the hash shows instead of it.
+const HIDDEN: &str = "(sensitive)";
+
+/// A User declaration, parsed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserDesired {
+    pub name: String,
+    pub uid: Option<u32>,
+    /// The primary group as declared: a name or a decimal number.
+    pub gid: Option<String>,
+    /// Supplementary groups, when managed.
+    pub groups: Option<BTreeSet<String>>,
+    pub home: Option<String>,
+    pub shell: Option<String>,
+    pub system: bool,
+    pub ensure: Ensure,
+    password_hash: Option<String>,
+}
+
+impl std::fmt::Debug for UserDesired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserDesired")
+            .field("name", &self.name)
+            .field("uid", &self.uid)
+            .field("gid", &self.gid)
+            .field("groups", &self.groups)
+            .field("home", &self.home)
+            .field("shell", &self.shell)
+            .field("system", &self.system)
+            .field("ensure", &self.ensure)
+            .field(
+                "password_hash",
+                &self.password_hash.as_ref().map(|_| HIDDEN),
+            )
+            .finish()
+    }
+}
+
+/// A User's `desired` as written in a manifest (the type its JSON Schema is
+/// derived from; held to [`UserDesired::parse`] by the tests).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    deny_unknown_fields,
+    transform = datum_core::schema::optional_never_null,
+    title = "User",
+    description = "An account in the host's /etc/passwd (changed with useradd, usermod and userdel; never its home directory)."
+)]
+pub struct UserDeclaration {
+    /// The account's name (default: the resource's name).
+    #[schemars(with = "Option<AccountName>")]
+    pub name: Option<String>,
+    /// The account's number.
+    #[schemars(range(max = 4294967294u32))]
+    pub uid: Option<u32>,
+    /// The primary group: a name or a number.
+    #[schemars(with = "Option<GroupRef>")]
+    pub gid: Option<String>,
+    /// Supplementary groups, exactly these.
+    #[schemars(with = "Option<UniqueNames>")]
+    pub groups: Option<Vec<String>>,
+    /// The home directory (never created or removed: declare a Directory).
+    #[schemars(with = "Option<crate::common::schema::HostPath>")]
+    pub home: Option<String>,
+    /// The login shell.
+    #[schemars(with = "Option<crate::common::schema::HostPath>")]
+    pub shell: Option<String>,
+    /// When created: a system account (its number from the system range).
+    pub system: Option<bool>,
+    #[schemars(with = "Option<crate::common::schema::Ensure>")]
+    pub ensure: Option<String>,
+    /// A crypt(3) hash (`$6$...`, `$y$...`) or a locked marker (`!`, `*`);
+    /// sensitive: never shown. Never a password.
+    #[schemars(with = "Option<PasswordHash>")]
+    pub password_hash: Option<String>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct UniqueNames;
+
+impl schemars::JsonSchema for UniqueNames {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UniqueAccountNames".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let item = generator.subschema_for::<AccountName>();
+        schemars::json_schema!({ "type": "array", "items": item, "uniqueItems": true })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct GroupRef;
+
+impl schemars::JsonSchema for GroupRef {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GroupRef".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let name = generator.subschema_for::<AccountName>();
+        schemars::json_schema!({
+            "description": "A group by name or number.",
+            "oneOf": [name, { "type": "integer", "minimum": 0, "maximum": 4294967294u64 }]
+        })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct PasswordHash;
+
+impl schemars::JsonSchema for PasswordHash {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PasswordHash".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^(!?\\$[a-z0-9]+\\$[^:\\s]+|!|\\*|!\\*)$",
+            "description": "A crypt(3) hash such as `$y$...` or `$6$...` (mkpasswd), or `!` / `*` for a locked account. Sensitive: never shown.",
+            "writeOnly": true,
+        })
+    }
+}
+
+/// Whether `text` is a crypt(3) hash or a locked marker, never a password.
+fn check_hash(text: &str) -> Result<(), String> {
+    let locked = matches!(text, "!" | "*" | "!*");
+    let body = text.strip_prefix('!').unwrap_or(text);
+    let hash = body.strip_prefix('$').is_some_and(|rest| {
+        let mut parts = rest.splitn(2, '$');
+        let id = parts.next().unwrap_or("");
+        let tail = parts.next().unwrap_or("");
+        !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && !tail.is_empty()
+            && !tail.bytes().any(|b| b == b':' || b.is_ascii_whitespace())
+    });
+    if locked || hash {
+        Ok(())
+    } else {
+        // The value itself is not quoted: it may be a password.
+        Err("`password_hash` must be a crypt(3) hash such as `$y$...` or `$6$...` (make one with `mkpasswd`), or `!` / `*` for a locked account; a password is never declared".to_owned())
+    }
+}
+
+fn text_field(
+    map: &serde_json::Map<String, Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    match map.get(field)? {
+        Value::String(s) => Some(s.clone()),
+        other => {
+            errors.push(FieldError::new(
+                &[field],
+                format!("`{field}` must be a string, found {}", type_name(other)),
+            ));
+            None
+        }
+    }
+}
+
+fn absolute_path(value: &str, field: &str) -> Result<(), FieldError> {
+    let ok = value.starts_with('/')
+        && !value.contains([':', '\n', '\0'])
+        && value
+            .split('/')
+            .skip(1)
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+        || value == "/";
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            &[field],
+            format!("`{field}` must be an absolute, normalised path without `:`"),
+        ))
+    }
+}
+
+impl UserDesired {
+    /// Parses `desired`; `default_name` is the resource's own name. Returns
+    /// every problem found (never quoting a password hash).
+    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
+        let Some(map) = desired.as_object() else {
+            return Err(vec![FieldError::new(
+                &[],
+                format!(
+                    "`desired` of a User must be a mapping, found {}",
+                    type_name(desired)
+                ),
+            )]);
+        };
+        let mut errors = unknown_fields(KIND, map, FIELDS);
+        let name = text_field(map, "name", &mut errors).unwrap_or_else(|| default_name.to_owned());
+        if let Err(m) = account_files::check_name(&name) {
+            errors.push(FieldError::new(&["name"], m));
+        }
+        let uid = map
+            .get("uid")
+            .map(|v| account_id(v, "uid"))
+            .transpose()
+            .map_err(|e| errors.push(e))
+            .ok()
+            .flatten();
+        let gid = match map.get("gid") {
+            None => None,
+            Some(Value::String(s)) if account_files::check_name(s).is_ok() => Some(s.clone()),
+            Some(v @ Value::Number(_)) => account_id(v, "gid")
+                .map(|n| n.to_string())
+                .map_err(|e| errors.push(e))
+                .ok(),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["gid"],
+                    format!(
+                        "`gid` must be a group name or number, found {}",
+                        match other {
+                            Value::String(s) => format!("`{s}`"),
+                            v => type_name(v).to_owned(),
+                        }
+                    ),
+                ));
+                None
+            }
+        };
+        let groups = match map.get("groups") {
+            None => None,
+            Some(Value::Array(items)) => {
+                let mut set = BTreeSet::new();
+                for (i, item) in items.iter().enumerate() {
+                    let index = i.to_string();
+                    match item.as_str().map(|s| (s, account_files::check_name(s))) {
+                        Some((s, Ok(()))) => {
+                            if !set.insert(s.to_owned()) {
+                                errors.push(FieldError::new(
+                                    &["groups", &index],
+                                    format!("`{s}` is listed twice in `groups`"),
+                                ));
+                            }
+                        }
+                        Some((_, Err(m))) => errors.push(FieldError::new(&["groups", &index], m)),
+                        None => errors.push(FieldError::new(
+                            &["groups", &index],
+                            format!(
+                                "a group in `groups` must be a name, found {}",
+                                type_name(item)
+                            ),
+                        )),
+                    }
+                }
+                Some(set)
+            }
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["groups"],
+                    format!(
+                        "`groups` must be a list of group names, found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+        let home = text_field(map, "home", &mut errors);
+        if let Some(h) = &home
+            && let Err(e) = absolute_path(h, "home")
+        {
+            errors.push(e);
+        }
+        let shell = text_field(map, "shell", &mut errors);
+        if let Some(s) = &shell
+            && let Err(e) = absolute_path(s, "shell")
+        {
+            errors.push(e);
+        }
+        let system = match map.get("system") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["system"],
+                    format!("`system` must be true or false, found {}", type_name(other)),
+                ));
+                false
+            }
+        };
+        let ensure = Ensure::parse(map.get("ensure"))
+            .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
+            .unwrap_or(Ensure::Present);
+        let password_hash = match map.get("password_hash") {
+            None => None,
+            Some(Value::String(s)) => match check_hash(s) {
+                Ok(()) => Some(s.clone()),
+                Err(m) => {
+                    errors.push(FieldError::new(&["password_hash"], m));
+                    None
+                }
+            },
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["password_hash"],
+                    format!(
+                        "`password_hash` must be a string, found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+        all_or_nothing(errors)?;
+        Ok(UserDesired {
+            name,
+            uid,
+            gid,
+            groups,
+            home,
+            shell,
+            system,
+            ensure,
+            password_hash,
+        })
+    }
+
+    /// Whether a password hash is declared (its value stays here).
+    pub fn declares_hash(&self) -> bool {
+        self.password_hash.is_some()
+    }
+}
+
+fn desired(resource: &Resource) -> Result<UserDesired, ProviderError> {
+    UserDesired::parse(&resource.desired, &resource.id.name).map_err(|errors| {
+        ProviderError::Invalid {
+            field: errors.first().map(|e| e.path.join(".")).unwrap_or_default(),
+            message: errors
+                .iter()
+                .map(|e| e.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    })
+}
+
+/// What observe records about a user (never the hash itself).
+pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
+    let Some(user) = files.user(&d.name) else {
+        return Observed::absent();
+    };
+    let mut observed = Observed::absent();
+    observed.presence = Presence::Present;
+    let fields = &mut observed.fields;
+    fields.insert("uid".to_owned(), json!(user.uid));
+    fields.insert("gid".to_owned(), json!(user.gid));
+    // The primary group by name too, when it has one: a declared name is
+    // compared by name (renumbering the group is the Group's business).
+    if let Some(group) = files.groups_by_id(user.gid) {
+        fields.insert("gid_name".to_owned(), json!(group));
+    }
+    fields.insert(
+        "groups".to_owned(),
+        json!(files.memberships(&d.name).into_iter().collect::<Vec<_>>()),
+    );
+    fields.insert("home".to_owned(), json!(user.home));
+    fields.insert("shell".to_owned(), json!(user.shell));
+    if let Some(declared) = &d.password_hash {
+        let same = files.hash(&d.name).is_some_and(|h| h.is(declared));
+        fields.insert(
+            "password_hash".to_owned(),
+            json!(if same { "declared" } else { "other" }),
+        );
+    }
+    observed
+}
+
+/// The `User` resource type.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UserProvider;
+
+impl Provider for UserProvider {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <UserDeclaration as schemars::JsonSchema>::json_schema(generator)
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        UserDesired::parse(desired, "user").map(drop)
+    }
+
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn sensitive_fields(&self) -> &'static [&'static str] {
+        &["password_hash"]
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        let d = desired(resource)?;
+        let files = account_files::current(host, d.declares_hash()).map_err(account_failure)?;
+        Ok(observation(&d, &files))
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        let Ok(d) = UserDesired::parse(&resource.desired, &resource.id.name) else {
+            return Diff::default();
+        };
+        diff(&d, observed)
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        let d = desired(resource)?;
+        let run = |program, args: Vec<String>| {
+            account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
+        };
+        let changed = |field: &str| diff.changes.iter().any(|c| c.field == field);
+        match diff.action {
+            Some(Action::Remove) => return run("userdel", vec!["--".into(), d.name.clone()]),
+            Some(Action::Create) => {
+                let mut args = vec!["-M".to_owned()];
+                args.extend(account_args(&d, true, |_| true));
+                if d.system {
+                    args.push("-r".to_owned());
+                }
+                args.extend(["--".to_owned(), d.name.clone()]);
+                run("useradd", args)?;
+            }
+            Some(_) => {
+                let args = account_args(&d, false, changed);
+                if !args.is_empty() {
+                    let mut all = args;
+                    all.extend(["--".to_owned(), d.name.clone()]);
+                    run("usermod", all)?;
+                }
+            }
+            None => return Ok(()),
+        }
+        if let Some(hash) = &d.password_hash
+            && (diff.action == Some(Action::Create) || changed("password_hash"))
+        {
+            account_files::set_hash(host, &d.name, hash).map_err(account_failure)?;
+        }
+        Ok(())
+    }
+}
+
+/// useradd/usermod options for the declared fields `wanted` selects.
+fn account_args(d: &UserDesired, creating: bool, wanted: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut option = |field: &str, flag: &str, value: Option<String>| {
+        if let Some(value) = value
+            && wanted(field)
+        {
+            args.extend([flag.to_owned(), value]);
+        }
+    };
+    option("uid", "-u", d.uid.map(|n| n.to_string()));
+    option("gid", "-g", d.gid.clone());
+    option(
+        "groups",
+        "-G",
+        d.groups
+            .as_ref()
+            // A new account has no supplementary groups to clear.
+            .filter(|g| !g.is_empty() || !creating)
+            .map(|g| g.iter().cloned().collect::<Vec<_>>().join(",")),
+    );
+    option("home", "-d", d.home.clone());
+    option("shell", "-s", d.shell.clone());
+    args
+}
+
+fn change(field: &str, before: Option<&Value>, after: Value) -> FieldChange {
+    FieldChange {
+        field: field.to_owned(),
+        before: before.cloned(),
+        after: Some(after),
+    }
+}
+
+/// The pure comparison behind [`UserProvider::diff`].
+pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
+    let mut out = Diff::default();
+    let present = observed.presence == Presence::Present;
+    match (d.ensure, present) {
+        (Ensure::Absent, true) => {
+            out.action = Some(Action::Remove);
+            out.changes.push(ensure_change("present", "absent"));
+            return out;
+        }
+        (Ensure::Absent, false) => return out,
+        (Ensure::Present, false) => {
+            out.action = Some(Action::Create);
+            out.changes.push(ensure_change("absent", "present"));
+        }
+        (Ensure::Present, true) => {}
+    }
+    let seen = |field: &str| {
+        if present {
+            observed.fields.get(field)
+        } else {
+            None
+        }
+    };
+    if let Some(uid) = d.uid
+        && seen("uid") != Some(&json!(uid))
+    {
+        out.changes.push(change("uid", seen("uid"), json!(uid)));
+    }
+    if let Some(gid) = &d.gid {
+        let same = match gid.parse::<u32>() {
+            Ok(n) => seen("gid") == Some(&json!(n)),
+            Err(_) => seen("gid_name") == Some(&json!(gid)),
+        };
+        if !same {
+            let before = seen("gid_name").or(seen("gid"));
+            out.changes.push(change("gid", before, json!(gid)));
+        }
+    }
+    if let Some(groups) = &d.groups {
+        let want: Vec<&String> = groups.iter().collect();
+        let have = seen("groups");
+        // A new account starts without supplementary groups.
+        if (present || !want.is_empty()) && have != Some(&json!(want)) {
+            out.changes.push(change("groups", have, json!(want)));
+        }
+    }
+    for field in ["home", "shell"] {
+        let declared = if field == "home" { &d.home } else { &d.shell };
+        if let Some(value) = declared
+            && seen(field) != Some(&json!(value))
+        {
+            out.changes.push(change(field, seen(field), json!(value)));
+        }
+    }
+    if d.password_hash.is_some() && seen("password_hash") != Some(&json!("declared")) {
+        out.changes.push(FieldChange {
+            field: "password_hash".to_owned(),
+            before: present.then(|| json!(HIDDEN)),
+            after: Some(json!(HIDDEN)),
+        });
+    }
+    if out.action.is_none() && !out.changes.is_empty() {
+        out.action = Some(Action::Update);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::schema;
+
+    const CANARY: &str = "$6$salt$CANARY-HASH-7f3a";
+
+    fn files() -> AccountFiles {
+        AccountFiles::parse(
+            "deploy:x:2000:3000::/srv/deploy:/bin/bash\n",
+            "ops:x:3000:\nwww-data:x:33:deploy\nadm:x:4:deploy\n",
+        )
+        .with_shadow(&format!("deploy:{CANARY}:20000::::::\n"))
+    }
+
+    fn parse(v: Value) -> UserDesired {
+        UserDesired::parse(&v, "deploy").unwrap()
+    }
+
+    #[test]
+    fn a_matching_account_has_no_diff() {
+        let d = parse(json!({
+            "uid": 2000, "gid": "ops", "groups": ["adm", "www-data"],
+            "home": "/srv/deploy", "shell": "/bin/bash", "password_hash": CANARY
+        }));
+        let observed = observation(&d, &files());
+        assert_eq!(observed.fields["password_hash"], json!("declared"));
+        let diff = diff(&d, &observed);
+        assert!(diff.changes.is_empty(), "{:?}", diff.changes);
+        // The primary group by number works too.
+        let d = parse(json!({"gid": 3000}));
+        assert!(
+            super::diff(&d, &observation(&d, &files()))
+                .changes
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn differences_are_fields_and_the_hash_is_never_shown() {
+        let d = parse(json!({
+            "uid": 2001, "gid": "adm", "groups": ["ops"], "shell": "/bin/sh",
+            "password_hash": "$y$j9T$other$CANARY-OTHER"
+        }));
+        let observed = observation(&d, &files());
+        assert_eq!(observed.fields["password_hash"], json!("other"));
+        let diff = diff(&d, &observed);
+        let fields: Vec<&str> = diff.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["uid", "gid", "groups", "shell", "password_hash"]);
+        assert_eq!(diff.action, Some(Action::Update));
+        assert_eq!(diff.changes[1].before, Some(json!("ops")));
+        assert_eq!(diff.changes[2].before, Some(json!(["adm", "www-data"])));
+        let shown = format!("{diff:?} {observed:?} {d:?}");
+        assert!(!shown.contains("CANARY"), "{shown}");
+        assert_eq!(
+            account_args(&d, false, |f| diff.changes.iter().any(|c| c.field == f)),
+            ["-u", "2001", "-g", "adm", "-G", "ops", "-s", "/bin/sh"]
+        );
+    }
+
+    #[test]
+    fn a_missing_account_is_created_and_an_absent_one_removed() {
+        let d = parse(json!({"uid": 2100, "groups": []}));
+        let created = diff(&d, &observation(&d, &AccountFiles::default()));
+        assert_eq!(created.action, Some(Action::Create));
+        assert_eq!(created.changes.len(), 2, "{:?}", created.changes);
+        let gone = parse(json!({"ensure": "absent"}));
+        assert_eq!(
+            diff(&gone, &observation(&gone, &files())).action,
+            Some(Action::Remove)
+        );
+        assert_eq!(diff(&gone, &Observed::absent()).action, None);
+    }
+
+    #[test]
+    fn a_password_is_refused_without_being_quoted() {
+        let errors =
+            UserDesired::parse(&json!({"password_hash": "hunter2-CANARY"}), "deploy").unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(
+            !errors[0].message.contains("CANARY"),
+            "{}",
+            errors[0].message
+        );
+        for ok in ["!", "*", "!$6$s$h", "$y$j9T$salt$hash"] {
+            assert!(check_hash(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "$", "$6$", "$6$a b", "$6$a:b", "plain", "$$x"] {
+            assert!(check_hash(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_problem_is_named() {
+        let errors = UserDesired::parse(
+            &json!({"uid": "2000", "gid": "Bad Group", "groups": ["ops", "ops", 3],
+                    "home": "relative", "shell": "/bin/../sh", "system": "no",
+                    "ensure": "maybe", "comment": "x"}),
+            "deploy",
+        )
+        .unwrap_err();
+        let fields: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
+        assert_eq!(
+            fields,
+            [
+                "comment", "uid", "gid", "groups.1", "groups.2", "home", "shell", "system",
+                "ensure"
+            ],
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn the_schema_agrees_with_check() {
+        let cases = [
+            json!({}),
+            json!({"uid": 2000, "gid": "ops", "groups": ["a", "b"], "home": "/srv/d",
+                   "shell": "/bin/sh", "system": true, "ensure": "present",
+                   "password_hash": "$6$s$h"}),
+            json!({"gid": 33}),
+            json!({"uid": -1}),
+            json!({"groups": ["a", "a"]}),
+            json!({"groups": "a"}),
+            json!({"home": "relative"}),
+            json!({"password_hash": "secret"}),
+            json!({"password_hash": "!"}),
+            json!({"name": "Deploy"}),
+            json!({"comment": "x"}),
+        ];
+        schema::agrees_with_check(&UserProvider, &cases).unwrap();
+    }
+}

@@ -1,0 +1,209 @@
+//! User and Group on a root with its own account files: created, changed
+//! and removed by the real shadow-utils (`useradd --root ...`), observed by
+//! parsing the files, drift found by `check`, and the password hash never
+//! shown anywhere.
+
+use std::fs;
+
+use crate::support::*;
+
+const HASH: &str = "$6$saltsalt$CANARY-HASH-b81d";
+
+/// shadow-utils chroot into the root (CAP_SYS_CHROOT): the suite runs as root.
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn accounts_root(s: &Sandbox) {
+    s.write(
+        "root/etc/passwd",
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    s.write(
+        "root/etc/group",
+        "root:x:0:\nusers:x:100:\nnogroup:x:65534:\n",
+    );
+    s.write(
+        "root/etc/shadow",
+        "root:*:20000:0:99999:7:::\nnobody:*:20000:0:99999:7:::\n",
+    );
+    s.write("root/etc/gshadow", "root:*::\nusers:*::\nnogroup:*::\n");
+    fs::set_permissions(
+        s.live("/etc/shadow"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o640),
+    )
+    .unwrap();
+}
+
+fn manifest(shell: &str, ensure: &str) -> String {
+    format!(
+        r#"datum: v1alpha1
+type: Group
+name: ops
+desired: {{gid: 3000}}
+---
+datum: v1alpha1
+type: User
+name: deploy
+requires: [Group/ops]
+desired:
+  uid: 2000
+  gid: ops
+  groups: [ops]
+  home: /srv/deploy
+  shell: {shell}
+  ensure: {ensure}
+  password_hash: "{HASH}"
+"#
+    )
+}
+
+fn file_owned_by_deploy() -> &'static str {
+    r#"---
+datum: v1alpha1
+type: Directory
+name: srv
+desired: {path: /srv, mode: "0755"}
+---
+datum: v1alpha1
+type: File
+name: deploy-key
+requires: [User/deploy]
+desired: {path: /srv/key, owner: deploy, group: ops, mode: "0600", content: "k\n"}
+"#
+}
+
+fn line_of<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.split(':').next() == Some(name))
+}
+
+#[test]
+fn users_and_groups_are_created_checked_and_removed_through_shadow_utils() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let s = Sandbox::with_base(&format!(
+        "{}{}",
+        manifest("/bin/sh", "present"),
+        file_owned_by_deploy()
+    ));
+    accounts_root(&s);
+    let mut outputs = vec![s.datum(&["plan"]), s.datum(&["--output", "json", "plan"])];
+    let apply = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&apply, 2);
+    outputs.push(apply);
+
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(
+        line_of(&passwd, "deploy"),
+        Some("deploy:x:2000:3000::/srv/deploy:/bin/sh"),
+        "{passwd}"
+    );
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "ops"), Some("ops:x:3000:deploy"), "{group}");
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    assert!(
+        line_of(&shadow, "deploy").is_some_and(|l| l.starts_with(&format!("deploy:{HASH}:"))),
+        "{shadow}"
+    );
+    // The File owned by the new user resolved it in the same pass.
+    let key = fs::metadata(s.live("/srv/key")).unwrap();
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&key),
+            std::os::unix::fs::MetadataExt::gid(&key)
+        ),
+        (2000, 3000)
+    );
+    // Nothing under the root but the account files and what was declared:
+    // no home directory was made.
+    assert!(!s.live("/srv/deploy").exists());
+
+    // Converged: nothing to do.
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 0);
+    outputs.push(plan);
+
+    // A hand edit of the shell and the hash is drift, named by field; the
+    // hash only as "(sensitive)".
+    let edited = passwd.replace("/srv/deploy:/bin/sh", "/srv/deploy:/bin/bash");
+    fs::write(s.live("/etc/passwd"), edited).unwrap();
+    let shadow_edited = shadow.replace(HASH, "$6$other$CANARY-OTHER-b81d");
+    fs::write(s.live("/etc/shadow"), shadow_edited).unwrap();
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 2);
+    let text = stdout(&check);
+    assert!(text.contains("shell"), "{text}");
+    assert!(text.contains("password_hash"), "{text}");
+    outputs.push(check);
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let shown = stdout(&plan);
+    assert!(
+        shown.contains("/bin/bash") && shown.contains("(sensitive)"),
+        "{shown}"
+    );
+    outputs.push(plan);
+    outputs.push(s.datum(&["apply"]));
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(
+        line_of(&passwd, "deploy"),
+        Some("deploy:x:2000:3000::/srv/deploy:/bin/sh")
+    );
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    assert!(line_of(&shadow, "deploy").is_some_and(|l| l.contains(HASH)));
+    let catalogue = s.datum(&["catalogue"]);
+    assert_exit(&catalogue, 0);
+    assert!(stdout(&catalogue).contains("(sensitive)"));
+    outputs.push(catalogue);
+
+    // The hash never appears in any output, nor in Datum's state.
+    for o in &outputs {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
+    }
+    for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
+        if entry.file_type().unwrap().is_file() {
+            let bytes = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("CANARY"),
+                "{:?} holds the hash",
+                entry.path()
+            );
+        }
+    }
+
+    // ensure: absent removes the account (the group stays: it is declared).
+    s.write("repo/base/main.yaml", &manifest("/bin/sh", "absent"));
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(line_of(&passwd, "deploy"), None, "{passwd}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "ops"), Some("ops:x:3000:"), "{group}");
+}
+
+#[test]
+fn a_clear_text_password_is_refused_at_compile_time_without_being_quoted() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  password_hash: hunter2-CANARY\n",
+    );
+    let o = s.datum(&["plan"]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("password_hash") && err.contains("main.yaml"),
+        "{err}"
+    );
+    assert!(!err.contains("CANARY"), "{err}");
+}
+
+#[test]
+fn a_root_without_account_files_is_a_failure_naming_the_file() {
+    let s = Sandbox::with_base("datum: v1alpha1\ntype: Group\nname: ops\ndesired: {gid: 3000}\n");
+    let o = s.datum(&["plan"]);
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(all.contains("/etc/passwd"), "{all}");
+    assert!(!s.live("/etc/group").exists());
+}
