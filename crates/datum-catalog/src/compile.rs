@@ -23,29 +23,31 @@ use std::path::PathBuf;
 use datum_core::{Content, Origin, Resource, ResourceId};
 use datum_manifest::yaml::Pos;
 use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
-use datum_providers::{FieldError, Provider};
+use datum_providers::{FieldError, Provider, Registry};
 
 use crate::catalogue::{Catalogue, declaration_hash};
-
-/// Fields naming resources whose change notifies this one (engine-level
-/// activation: the requirement is implied).
-const NOTIFY_FIELDS: &[&str] = &["reload_on", "restart_on"];
 use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
 use crate::graph;
 use crate::host::HostIdentity;
 use crate::merge::{self, ContentSet, DocView, Merged};
 use crate::validators;
 
-/// The types whose `path` takes part in parent-directory ordering, and the
-/// one that declares directories.
-const PATH_KINDS: &[&str] = &["File", "Directory", "Symlink", "Tree"];
-const DIRECTORY_KIND: &str = "Directory";
+/// A path a merged resource claims (see `OwnsPaths::claim`), owned.
+struct Claim {
+    /// The field that declares it, for the diagnostic's location.
+    field: &'static str,
+    path: String,
+    present: bool,
+    holds_children: bool,
+}
 
 pub(crate) struct Analysis<'r> {
     repo: &'r Repository,
+    /// The resource types this compile knows.
+    registry: &'r Registry,
     diags: Diagnostics,
     /// Per document: its provider, when the type is known.
-    providers: Vec<Option<&'static dyn Provider>>,
+    providers: Vec<Option<&'r dyn Provider>>,
     /// Per document: its checked content field (content-taking types only).
     contents: Vec<Option<ContentDecl>>,
     /// Per document: what it does to the content (a refused field still
@@ -53,8 +55,8 @@ pub(crate) struct Analysis<'r> {
     content_set: Vec<ContentSet>,
     templates: Templates,
     resolver: Resolver,
-    /// Per document of a tree-taking type (Tree): the repository folder its
-    /// `source:` names, checked to stay inside the repository.
+    /// Per document of a kind that takes a source folder (Tree): the
+    /// repository folder it names, checked to stay inside the repository.
     tree_dirs: Vec<Option<PathBuf>>,
     /// Record where each field came from (`catalogue --explain`). Off
     /// otherwise: for 20,000 resources those origins are most of the
@@ -73,10 +75,11 @@ struct Edge {
 }
 
 impl<'r> Analysis<'r> {
-    pub(crate) fn new(repo: &'r Repository) -> Self {
+    pub(crate) fn new(repo: &'r Repository, registry: &'r Registry) -> Self {
         let n = repo.documents.len();
         Self {
             repo,
+            registry,
             diags: repo.diagnostics.clone(),
             providers: vec![None; n],
             contents: vec![None; n],
@@ -155,10 +158,10 @@ impl<'r> Analysis<'r> {
         }
         for i in 0..self.repo.documents.len() {
             let doc = self.doc(i);
-            let provider = datum_providers::lookup(&doc.id.kind);
+            let provider = self.registry.lookup(&doc.id.kind);
             if provider.is_none() {
                 self.diags.push(
-                    Diagnostic::error(unknown_type_message(&doc.id.kind))
+                    Diagnostic::error(unknown_type_message(self.registry, &doc.id.kind))
                         .resource(&doc.id)
                         .at(doc.kind.origin())
                         .until(doc.kind.end),
@@ -218,8 +221,8 @@ impl<'r> Analysis<'r> {
                 self.contents[i] = decl;
             }
 
-            if provider.takes_tree() {
-                self.tree_dirs[i] = self.tree_source(i);
+            if let Some(folder) = provider.source_folder() {
+                self.tree_dirs[i] = self.tree_source(i, folder.field());
             }
 
             // A resource declared once is checked whole after merging (the
@@ -251,14 +254,15 @@ impl<'r> Analysis<'r> {
         }
     }
 
-    /// The folder a Tree document's `source:` names, with the same
-    /// repository-escape checks as a File's source (a link leading out of the
-    /// repository is refused); problems are reported at the field.
-    fn tree_source(&mut self, i: usize) -> Option<PathBuf> {
+    /// The folder a document's source-folder field (a Tree's `source:`)
+    /// names, with the same repository-escape checks as a File's source (a
+    /// link leading out of the repository is refused); problems are
+    /// reported at the field.
+    fn tree_source(&mut self, i: usize, field: &str) -> Option<PathBuf> {
         let doc = self.doc(i);
         let (value, origin) = doc
             .desired_fields()
-            .find(|(k, _, _)| *k == "source")
+            .find(|(k, _, _)| *k == field)
             .map(|(_, v, start)| (v, doc.origin_at(start)))?;
         let text = value.as_str()?;
         let layer_path = self
@@ -271,10 +275,11 @@ impl<'r> Analysis<'r> {
                 return Some(abs);
             }
             Ok((_, rel, _)) => format!(
-                "`source: {text}` is not a folder ({}); a Tree's source is a folder",
-                rel.display()
+                "`{field}: {text}` is not a folder ({}); a {kind}'s {field} is a folder",
+                rel.display(),
+                kind = doc.id.kind
             ),
-            Err(problem) => format!("`source`: {problem}"),
+            Err(problem) => format!("`{field}`: {problem}"),
         };
         self.diags.push(
             Diagnostic::error(problem)
@@ -285,19 +290,24 @@ impl<'r> Analysis<'r> {
         None
     }
 
-    /// A Tree's declared content: its source folder packed as content.
-    fn render_tree(&self, m: &Merged) -> Result<Option<Content>, Box<Diagnostic>> {
-        let Some((_, d)) = m.fields.get("source") else {
+    /// A source-folder resource's declared content (a Tree's): its folder
+    /// packed as content by its kind.
+    fn render_tree(
+        &self,
+        m: &Merged,
+        folder: &dyn datum_providers::TakesSourceFolder,
+    ) -> Result<Option<Content>, Box<Diagnostic>> {
+        let Some((_, d)) = m.fields.get(folder.field()) else {
             return Ok(None);
         };
         // A refused folder is already reported.
         let Some(dir) = self.tree_dirs.get(*d).and_then(Option::as_ref) else {
             return Ok(None);
         };
-        match datum_providers::tree::archive::read_source_dir(dir) {
-            Ok(tree) => Ok(Some(datum_providers::tree::archive::pack(&tree))),
+        match folder.pack(dir) {
+            Ok(content) => Ok(Some(content)),
             Err(e) => {
-                let (origin, end) = field_location(self.doc(*d), &["source".to_owned()]);
+                let (origin, end) = field_location(self.doc(*d), &[folder.field().to_owned()]);
                 Err(Box::new(
                     Diagnostic::error(format!("cannot read the tree source: {e}"))
                         .resource(&m.id)
@@ -550,39 +560,29 @@ impl<'r> Analysis<'r> {
         let paths: Vec<Option<(String, bool)>> = merged
             .iter()
             .map(|m| {
-                if !PATH_KINDS.contains(&m.id.kind.as_str()) {
-                    return None;
-                }
                 // Something being removed neither needs its parent nor can
                 // serve as one: ordering it after the folder would remove the
                 // folder first.
-                if is_absent(m) {
-                    return None;
-                }
-                let path = m.fields.get("path")?.0.as_str()?;
-                Some((path.to_owned(), m.id.kind == DIRECTORY_KIND))
+                let claim = self.claim(m).filter(|c| c.present)?;
+                Some((claim.path, claim.holds_children))
             })
             .collect();
         let mut added = graph::add_parent_edges(&mut plain, &paths);
         // A resource that reloads or restarts on others (a Service's
-        // `reload_on`/`restart_on`) runs after them, so it sees their changes
-        // in the same pass.
+        // `reload_on`/`restart_on`, by its kind's activation capability)
+        // runs after them, so it sees their changes in the same pass.
         for (from, m) in merged.iter().enumerate() {
-            for field in NOTIFY_FIELDS {
-                let Some(list) = m.fields.get(field).and_then(|f| f.0.as_array()) else {
+            let Some(activates) = self.providers[m.last_doc()].and_then(|p| p.activation()) else {
+                continue;
+            };
+            let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
+            for (id, _) in activates.notified_by(&field) {
+                let Some(to) = merged.iter().position(|o| o.id == id) else {
                     continue;
                 };
-                for text in list.iter().filter_map(|v| v.as_str()) {
-                    let Ok(id) = ResourceId::parse(text) else {
-                        continue;
-                    };
-                    let Some(to) = merged.iter().position(|o| o.id == id) else {
-                        continue;
-                    };
-                    if to != from && !graph::reaches(&plain, to, from) {
-                        plain[from].push(to);
-                        added.push((from, to));
-                    }
+                if to != from && !graph::reaches(&plain, to, from) {
+                    plain[from].push(to);
+                    added.push((from, to));
                 }
             }
         }
@@ -632,22 +632,28 @@ impl<'r> Analysis<'r> {
         resources: Vec<Resource>,
         autorequires: &mut Vec<(ResourceId, ResourceId)>,
     ) -> Vec<Resource> {
-        for missing in datum_providers::package::missing_validator_packages(&resources) {
-            let origin = resources
-                .iter()
-                .find(|r| r.id == missing.resource)
-                .map(|r| r.origin.clone());
-            let mut d = Diagnostic::warning(format!(
-                "validator {} needs a binary from a package, and no Package provides it; declare Package[{}] (and the file will be ordered after it)",
-                missing.validator, missing.package
-            ))
-            .resource(&missing.resource);
-            if let Some(origin) = origin {
-                d = d.at(origin);
+        // Kinds that order others after themselves (a Package before the
+        // File whose validator it installs), by their ordering capability.
+        let mut edges: Vec<(ResourceId, ResourceId)> = Vec::new();
+        for ordering in self.registry.iter().filter_map(|p| p.ordering()) {
+            for (id, message) in ordering.warnings(&resources) {
+                let origin = resources
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| r.origin.clone());
+                let mut d = Diagnostic::warning(message).resource(&id);
+                if let Some(origin) = origin {
+                    d = d.at(origin);
+                }
+                self.diags.push(d);
             }
-            self.diags.push(d);
+            edges.extend(
+                ordering
+                    .edges(&resources)
+                    .into_iter()
+                    .map(|e| (e.from, e.after)),
+            );
         }
-        let edges = datum_providers::package::implicit_edges(&resources);
         if edges.is_empty() {
             return resources;
         }
@@ -690,50 +696,60 @@ impl<'r> Analysis<'r> {
         reorder(resources, &sequence)
     }
 
+    /// The path a merged resource claims, by its kind's path capability.
+    fn claim(&self, m: &Merged) -> Option<Claim> {
+        let paths = self.providers[m.last_doc()]?.paths()?;
+        let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
+        paths.claim(&field).map(|c| Claim {
+            field: c.field,
+            path: c.path.to_owned(),
+            present: c.present,
+            holds_children: c.holds_children,
+        })
+    }
+
     /// Two resources managing one path would fight on every pass.
     fn check_paths(&mut self, merged: &[Merged]) {
-        let mut seen: HashMap<String, &Merged> = HashMap::new();
-        for m in merged {
-            if !PATH_KINDS.contains(&m.id.kind.as_str()) {
-                continue;
-            }
-            let Some((serde_json::Value::String(path), doc)) = m.fields.get("path") else {
+        let claims: Vec<Option<Claim>> = merged.iter().map(|m| self.claim(m)).collect();
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, m) in merged.iter().enumerate() {
+            let Some(claim) = &claims[i] else {
                 continue;
             };
-            let key = path.trim_end_matches('/').to_owned();
-            if let Some(prev) = seen.get(&key) {
-                let (origin, end) = field_location(self.doc(*doc), &["path".to_owned()]);
+            let key = claim.path.trim_end_matches('/').to_owned();
+            if let Some(&prev) = seen.get(&key) {
+                let (origin, end) = self.claim_location(m, claim);
                 self.diags.push(
-                    Diagnostic::error(format!("path `{path}` is also managed by {}", prev.id))
-                        .resource(&m.id)
-                        .at(origin)
-                        .until(end),
+                    Diagnostic::error(format!(
+                        "path `{}` is also managed by {}",
+                        claim.path, merged[prev].id
+                    ))
+                    .resource(&m.id)
+                    .at(origin)
+                    .until(end),
                 );
             } else {
-                seen.insert(key, m);
+                seen.insert(key, i);
             }
         }
         // Something declared present inside a folder declared absent: one of
         // the two can never converge.
-        for m in merged {
-            if !PATH_KINDS.contains(&m.id.kind.as_str()) || is_absent(m) {
-                continue;
-            }
-            let Some((serde_json::Value::String(path), doc)) = m.fields.get("path") else {
+        for (i, m) in merged.iter().enumerate() {
+            let Some(claim) = claims[i].as_ref().filter(|c| c.present) else {
                 continue;
             };
-            let mut current = std::path::Path::new(path.as_str()).parent();
+            let mut current = std::path::Path::new(claim.path.as_str()).parent();
             while let Some(parent) = current {
                 let key = parent.to_str().map(|p| p.trim_end_matches('/'));
-                if let Some(dir) = key.and_then(|k| seen.get(k))
-                    && dir.id.kind == DIRECTORY_KIND
+                if let Some(&d) = key.and_then(|k| seen.get(k))
+                    && let Some(dir) = claims[d].as_ref().filter(|c| c.holds_children)
                 {
-                    if is_absent(dir) {
-                        let (origin, end) = field_location(self.doc(*doc), &["path".to_owned()]);
+                    if !dir.present {
+                        let (origin, end) = self.claim_location(m, claim);
                         self.diags.push(
                             Diagnostic::error(format!(
-                                "`{path}` is declared present inside {}, which is declared absent",
-                                dir.id
+                                "`{}` is declared present inside {}, which is declared absent",
+                                claim.path, merged[d].id
                             ))
                             .resource(&m.id)
                             .at(origin)
@@ -745,6 +761,15 @@ impl<'r> Analysis<'r> {
                 current = parent.parent();
             }
         }
+    }
+
+    /// Where a claim's field is written (the document that wrote it).
+    fn claim_location(&self, m: &Merged, claim: &Claim) -> (Origin, Pos) {
+        let doc = m
+            .fields
+            .get(claim.field)
+            .map_or_else(|| m.last_doc(), |(_, d)| *d);
+        field_location(self.doc(doc), &[claim.field.to_owned()])
     }
 
     /// Every resource's content for this host, read and hashed on all cores
@@ -795,8 +820,8 @@ impl<'r> Analysis<'r> {
 
     /// The winning content field as bytes for this host.
     fn render(&self, m: &Merged, host: &HostIdentity) -> Result<Option<Content>, Box<Diagnostic>> {
-        if self.providers[m.last_doc()].is_some_and(|p| p.takes_tree()) {
-            return self.render_tree(m);
+        if let Some(folder) = self.providers[m.last_doc()].and_then(|p| p.source_folder()) {
+            return self.render_tree(m, folder);
         }
         let Some(decl) = m.content.and_then(|d| self.contents[d].as_ref()) else {
             return Ok(None);
@@ -846,6 +871,7 @@ impl<'r> Analysis<'r> {
 
     fn resource(&self, m: Merged, content: Option<Content>, requires: Vec<ResourceId>) -> Resource {
         let last = self.doc(m.last_doc());
+        let provider = self.providers[m.last_doc()];
         let class = m
             .class
             .and_then(|d| self.doc(d).class.as_ref())
@@ -904,9 +930,10 @@ impl<'r> Analysis<'r> {
         // A field that is sensitive by its nature (a User's password hash)
         // makes the whole resource sensitive, whatever `sensitive:` says.
         let sensitive = sensitive
-            || crate::catalogue::declared_sensitive_fields(&m.id.kind, &desired)
-                .next()
-                .is_some();
+            || provider
+                .map_or(&[][..], |p| p.sensitive_fields())
+                .iter()
+                .any(|f| desired.get(f).is_some());
         let declaration_hash = declaration_hash(
             &m.id,
             &desired,
@@ -969,11 +996,6 @@ fn reorder<T>(mut items: Vec<T>, sequence: &[usize]) -> Vec<T> {
     items
 }
 
-/// Whether the resource is declared `ensure: absent`.
-fn is_absent(m: &Merged) -> bool {
-    m.fields.get("ensure").and_then(|(v, _)| v.as_str()) == Some("absent")
-}
-
 /// Where a field path is written in a document: the deepest part of the path
 /// the document has, else its `desired:` key.
 fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
@@ -1012,11 +1034,8 @@ fn field_diagnostic(
     d
 }
 
-fn unknown_type_message(kind: &str) -> String {
-    let known: Vec<&str> = datum_providers::registry()
-        .iter()
-        .map(|p| p.kind())
-        .collect();
+fn unknown_type_message(registry: &Registry, kind: &str) -> String {
+    let known: Vec<&str> = registry.kinds();
     if let Some(close) = known.iter().find(|k| k.eq_ignore_ascii_case(kind)) {
         return format!("unknown type `{kind}`; did you mean `{close}`?");
     }

@@ -3,7 +3,7 @@
 //!
 //! This crate owns everything between reading the repository
 //! (`datum-manifest`) and running a pass (the engine): resource types looked
-//! up in the provider registry, field checks, layering, content from inline
+//! up in the provider registry it is handed ([`Compiler`]), field checks, layering, content from inline
 //! text, repository files or templates, `requires` and cycles, implicit
 //! parent-directory ordering, and the declaration hash. It must not touch the
 //! managed machine (apart from reading the host file in [`HostIdentity::load`])
@@ -48,43 +48,132 @@ use std::path::Path;
 
 pub use catalogue::Catalogue;
 pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
+use datum_providers::Registry;
 pub use hashes::{HashCacheFile, SourceDigests, SourceHashes};
 pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
+
+/// The compiler with the resource types it knows: the registry is handed in
+/// (the binary passes [`datum_providers::registry`], a test its own), and
+/// every check, field layering and ordering edge is asked of the providers
+/// found there. The free functions below are this with the shipped registry.
+#[derive(Debug, Clone, Copy)]
+pub struct Compiler<'r> {
+    registry: &'r Registry,
+}
+
+impl Compiler<'static> {
+    /// The compiler for the resource types this build ships.
+    pub fn shipped() -> Self {
+        Self::new(datum_providers::registry())
+    }
+}
+
+impl<'r> Compiler<'r> {
+    pub fn new(registry: &'r Registry) -> Self {
+        Self { registry }
+    }
+
+    /// The resource types this compiler knows.
+    pub fn registry(&self) -> &'r Registry {
+        self.registry
+    }
+
+    /// See [`lint`].
+    pub fn lint(&self, repo: &Path, host: Option<&HostIdentity>) -> Diagnostics {
+        match Repository::load(repo) {
+            Ok(r) => self.lint_repository(&r, host),
+            Err(diags) => diags,
+        }
+    }
+
+    /// See [`lint_repository`].
+    pub fn lint_repository(&self, repo: &Repository, host: Option<&HostIdentity>) -> Diagnostics {
+        compile::Analysis::new(repo, self.registry).run(host).1
+    }
+
+    /// See [`compile`].
+    pub fn compile(&self, repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
+        let repository = Repository::load(repo)?;
+        self.compile_repository(&repository, host)
+    }
+
+    /// See [`compile_explained`].
+    pub fn compile_explained(
+        &self,
+        repo: &Path,
+        host: &HostIdentity,
+    ) -> Result<Catalogue, Diagnostics> {
+        self.compile_cached(repo, host, true, None)
+    }
+
+    /// See [`compile_repository`].
+    pub fn compile_repository(
+        &self,
+        repo: &Repository,
+        host: &HostIdentity,
+    ) -> Result<Catalogue, Diagnostics> {
+        self.compile_repository_cached(repo, host, None)
+    }
+
+    /// See [`compile_cached`].
+    pub fn compile_cached(
+        &self,
+        repo: &Path,
+        host: &HostIdentity,
+        explain: bool,
+        hashes: Option<&dyn SourceHashes>,
+    ) -> Result<Catalogue, Diagnostics> {
+        let repository = Repository::load(repo)?;
+        let mut analysis = compile::Analysis::new(&repository, self.registry).with_hashes(hashes);
+        if explain {
+            analysis = analysis.explaining();
+        }
+        match analysis.run(Some(host)) {
+            (Some(catalogue), _) => Ok(catalogue),
+            (None, diags) => Err(diags),
+        }
+    }
+
+    /// See [`compile_repository_cached`].
+    pub fn compile_repository_cached(
+        &self,
+        repo: &Repository,
+        host: &HostIdentity,
+        hashes: Option<&dyn SourceHashes>,
+    ) -> Result<Catalogue, Diagnostics> {
+        match compile::Analysis::new(repo, self.registry)
+            .with_hashes(hashes)
+            .run(Some(host))
+        {
+            (Some(catalogue), _) => Ok(catalogue),
+            (None, diags) => Err(diags),
+        }
+    }
+}
 
 /// Checks the repository at `repo`: every document of every layer. With a
 /// host, also compiles that host's view (renders its templates, resolves
 /// `requires` against its catalogue); without one, templates are only parsed.
 /// An empty result means the repository is clean.
 pub fn lint(repo: &Path, host: Option<&HostIdentity>) -> Diagnostics {
-    match Repository::load(repo) {
-        Ok(r) => lint_repository(&r, host),
-        Err(diags) => diags,
-    }
+    Compiler::shipped().lint(repo, host)
 }
 
 /// [`lint`] for a repository already loaded.
 pub fn lint_repository(repo: &Repository, host: Option<&HostIdentity>) -> Diagnostics {
-    compile::Analysis::new(repo).run(host).1
+    Compiler::shipped().lint_repository(repo, host)
 }
 
 /// Compiles the repository at `repo` for `host`. Fails with every problem
 /// found (in any layer, not only the host's) when there is at least one error.
 pub fn compile(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
-    let repository = Repository::load(repo)?;
-    compile_repository(&repository, host)
+    Compiler::shipped().compile(repo, host)
 }
 
 /// [`compile`], recording in every resource which layer and `file:line`
 /// each field came from (`Resource::field_origins`, for `--explain`).
 pub fn compile_explained(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
-    let repository = Repository::load(repo)?;
-    match compile::Analysis::new(&repository)
-        .explaining()
-        .run(Some(host))
-    {
-        (Some(catalogue), _) => Ok(catalogue),
-        (None, diags) => Err(diags),
-    }
+    Compiler::shipped().compile_explained(repo, host)
 }
 
 /// [`compile`] for a repository already loaded.
@@ -92,10 +181,7 @@ pub fn compile_repository(
     repo: &Repository,
     host: &HostIdentity,
 ) -> Result<Catalogue, Diagnostics> {
-    match compile::Analysis::new(repo).run(Some(host)) {
-        (Some(catalogue), _) => Ok(catalogue),
-        (None, diags) => Err(diags),
-    }
+    Compiler::shipped().compile_repository(repo, host)
 }
 
 /// [`compile`] with remembered source hashes: a `source:` file whose size,
@@ -108,15 +194,7 @@ pub fn compile_cached(
     explain: bool,
     hashes: Option<&dyn SourceHashes>,
 ) -> Result<Catalogue, Diagnostics> {
-    let repository = Repository::load(repo)?;
-    let mut analysis = compile::Analysis::new(&repository).with_hashes(hashes);
-    if explain {
-        analysis = analysis.explaining();
-    }
-    match analysis.run(Some(host)) {
-        (Some(catalogue), _) => Ok(catalogue),
-        (None, diags) => Err(diags),
-    }
+    Compiler::shipped().compile_cached(repo, host, explain, hashes)
 }
 
 /// [`compile_repository`] with remembered source hashes (see [`compile_cached`]).
@@ -125,11 +203,5 @@ pub fn compile_repository_cached(
     host: &HostIdentity,
     hashes: Option<&dyn SourceHashes>,
 ) -> Result<Catalogue, Diagnostics> {
-    match compile::Analysis::new(repo)
-        .with_hashes(hashes)
-        .run(Some(host))
-    {
-        (Some(catalogue), _) => Ok(catalogue),
-        (None, diags) => Err(diags),
-    }
+    Compiler::shipped().compile_repository_cached(repo, host, hashes)
 }

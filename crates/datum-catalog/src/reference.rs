@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn every_kind_and_its_fields_are_on_the_page() {
         let page = reference_markdown();
-        for provider in datum_providers::registry() {
+        for provider in datum_providers::registry().iter() {
             let heading = format!("\n### {}\n", provider.kind());
             assert!(page.contains(&heading), "{heading} missing");
         }

@@ -22,20 +22,23 @@ use serde_json::{Map, Value, json};
 /// Where the repository ships the schema, from its top folder.
 pub const SCHEMA_FILE: &str = "schema/datum-manifest.schema.json";
 
-/// The schema of one YAML document of a layer (a resource manifest).
+/// The schema of one YAML document of a layer (a resource manifest), for
+/// the resource types this build ships.
 pub fn manifest_schema() -> Value {
+    manifest_schema_of(datum_providers::registry())
+}
+
+/// The schema of a resource manifest for the types `registry` knows.
+pub fn manifest_schema_of(registry: &datum_providers::Registry) -> Value {
     let mut generator = datum_providers::common::schema::generator();
     let mut root = datum_manifest::document::Envelope::json_schema(&mut generator).to_value();
-    let kinds: Vec<&str> = datum_providers::registry()
-        .iter()
-        .map(|p| p.kind())
-        .collect();
+    let kinds: Vec<&str> = registry.kinds();
     root["properties"]["type"] = json!({
         "enum": kinds,
         "description": "The resource type.",
     });
     let mut per_kind = Vec::new();
-    for provider in datum_providers::registry() {
+    for provider in registry.iter() {
         let declaration = provider.declaration_schema(&mut generator).to_value();
         let desired = as_layer_document(declaration);
         per_kind.push(json!({

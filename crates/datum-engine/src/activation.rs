@@ -11,18 +11,31 @@ use std::collections::{HashMap, HashSet};
 
 use datum_catalog::Catalogue;
 use datum_core::{Action, FieldChange, Intent, Origin, Outcome, Phase, Resource, ResourceId};
-use datum_providers::service::{self, ServiceSpec};
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
+use datum_providers::{OnChange, Registry};
 use datum_store::OwedAction;
 
 use crate::gate::validator_of;
 use crate::pass::{Mode, PassContext, Step, activation_change};
 use crate::report::ResourceReport;
 
+/// The kind name of a group validator's pseudo-resource (`Group[nginx]`):
+/// the engine's own, never a provider's.
+pub(crate) const GROUP_KIND: &str = "Group";
+
+/// A resource others notify (one whose kind has the activation capability).
+#[derive(Clone)]
+struct Activated {
+    /// What a person calls it (the unit), for reports.
+    subject: String,
+    /// The resources whose change it follows.
+    members: Vec<ResourceId>,
+}
+
 /// Which services each resource notifies, and what is owed so far.
 pub(crate) struct Notifications {
     by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>>,
-    services: HashMap<ResourceId, ServiceSpec>,
+    services: HashMap<ResourceId, Activated>,
     /// Owed in this pass (kept in memory too, for passes without a store).
     owed: HashMap<ResourceId, (OwedAction, Vec<String>)>,
     /// Group validator name -> its verdict in this pass (validated once).
@@ -44,37 +57,55 @@ fn merge(slot: &mut (OwedAction, Vec<String>), action: OwedAction, reasons: &[St
 }
 
 fn verb(action: OwedAction) -> &'static str {
+    how(action).verb()
+}
+
+/// The provider's word for an owed action.
+fn how(action: OwedAction) -> OnChange {
     match action {
-        OwedAction::Reload => "reload",
-        OwedAction::Restart => "restart",
+        OwedAction::Reload => OnChange::Reload,
+        OwedAction::Restart => OnChange::Restart,
+    }
+}
+
+/// The state store's word for what a change asks.
+fn owed(how: OnChange) -> OwedAction {
+    match how {
+        OnChange::Reload => OwedAction::Reload,
+        OnChange::Restart => OwedAction::Restart,
     }
 }
 
 impl Notifications {
-    pub(crate) fn from_catalogue(catalogue: &Catalogue) -> Self {
+    pub(crate) fn from_catalogue(catalogue: &Catalogue, registry: &Registry) -> Self {
         let mut by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>> = HashMap::new();
         let mut services = HashMap::new();
-        for resource in catalogue
-            .resources
-            .iter()
-            .filter(|r| r.id.kind == "Service")
-        {
-            let Ok(spec) = service::spec(resource) else {
+        for resource in &catalogue.resources {
+            let Some(activates) = registry
+                .lookup(&resource.id.kind)
+                .and_then(|p| p.activation())
+            else {
                 continue;
             };
-            for id in &spec.reload_on {
-                by_notifier
-                    .entry(id.clone())
-                    .or_default()
-                    .push((resource.id.clone(), OwedAction::Reload));
+            let notifiers = activates.notified_by(&|field| resource.desired.get(field));
+            // Reloads first, as the declaration lists them.
+            let mut members = Vec::new();
+            for wanted in [OnChange::Reload, OnChange::Restart] {
+                for (id, _) in notifiers.iter().filter(|(_, h)| *h == wanted) {
+                    by_notifier
+                        .entry(id.clone())
+                        .or_default()
+                        .push((resource.id.clone(), owed(wanted)));
+                    members.push(id.clone());
+                }
             }
-            for id in &spec.restart_on {
-                by_notifier
-                    .entry(id.clone())
-                    .or_default()
-                    .push((resource.id.clone(), OwedAction::Restart));
-            }
-            services.insert(resource.id.clone(), spec);
+            services.insert(
+                resource.id.clone(),
+                Activated {
+                    subject: activates.subject(resource),
+                    members,
+                },
+            );
         }
         Self {
             by_notifier,
@@ -143,7 +174,7 @@ impl Notifications {
         catalogue: &Catalogue,
         ctx: &mut PassContext<'_>,
     ) -> Vec<ResourceReport> {
-        let Some(spec) = self.services.get(&resource.id).cloned() else {
+        let Some(activated) = self.services.get(&resource.id).cloned() else {
             return Vec::new();
         };
         let mut owed = self.owed.remove(&resource.id);
@@ -175,7 +206,7 @@ impl Notifications {
         // resources that notify this service.
         let mut reports = Vec::new();
         let mut failed = Vec::new();
-        let members: Vec<&ResourceId> = spec.reload_on.iter().chain(&spec.restart_on).collect();
+        let members: Vec<&ResourceId> = activated.members.iter().collect();
         for def in group_validators(catalogue, &members) {
             if !self.groups.contains_key(def.name) {
                 let verdict = validators::validate_group(def, ctx.host);
@@ -201,19 +232,19 @@ impl Notifications {
                 reason: format!(
                     "not {verb}ed: {} failed validation; the new files are on disk, {} keeps serving the configuration it loaded, and the {verb} stays owed",
                     failed.join(", "),
-                    spec.unit,
+                    activated.subject,
                     verb = verb(action)
                 ),
             };
             return reports;
         }
 
-        let provider = datum_providers::lookup("Service");
-        let activated = match action {
-            OwedAction::Reload => service::reload(ctx.host, &spec),
-            OwedAction::Restart => service::restart(ctx.host, &spec),
+        let provider = ctx.registry.lookup(&resource.id.kind);
+        let done = match provider.and_then(|p| p.activation()) {
+            Some(activates) => activates.activate(ctx.host, resource, how(action)),
+            None => Ok(()),
         };
-        if let Err(e) = activated {
+        if let Err(e) = done {
             step.outcome = Outcome::Failed {
                 phase: Phase::Apply,
                 reason: format!("{} failed: {e}", verb(action)),
@@ -288,7 +319,7 @@ impl Notifications {
             .and_then(|s| s.owed_reloads().ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|o| o.service.kind == "Group")
+            .filter(|o| o.service.kind == GROUP_KIND)
             .map(|o| o.service.name)
             .collect();
         for resource in &catalogue.resources {
@@ -307,7 +338,7 @@ impl Notifications {
             }
             let verdict = validators::validate_group(def, ctx.host);
             if let Err(rejection) = &verdict {
-                let none = ResourceId::new("Group", def.name);
+                let none = ResourceId::new(GROUP_KIND, def.name);
                 reports.push(group_report(
                     def,
                     rejection,
@@ -322,7 +353,7 @@ impl Notifications {
         // Remember failing groups (and forget fixed ones) durably.
         if let Some(store) = ctx.store.as_deref_mut() {
             for (name, verdict) in &self.groups {
-                let id = ResourceId::new("Group", *name);
+                let id = ResourceId::new(GROUP_KIND, *name);
                 match verdict {
                     Err(_) => {
                         let _ = store.owe(&id, OwedAction::Reload, "failed validation", ctx.now);
@@ -390,7 +421,7 @@ fn group_report(
         .map(|r| r.id.to_string())
         .collect();
     let sensitive = group_sensitive(def, catalogue);
-    let not_reloaded = if service.kind == "Service" {
+    let not_reloaded = if service.kind != GROUP_KIND {
         format!("; {service} not reloaded")
     } else {
         String::new()
@@ -423,7 +454,7 @@ pub(crate) fn group_failure(
     reason: String,
 ) -> ResourceReport {
     ResourceReport {
-        id: ResourceId::new("Group", def.name),
+        id: ResourceId::new(GROUP_KIND, def.name),
         origin: Origin::default(),
         target: None,
         action: Action::None,

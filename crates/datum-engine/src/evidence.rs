@@ -19,7 +19,6 @@ use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::{Host, Located};
 use datum_providers::{GateRejection, Provider, Staged, StagingGate};
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
-use serde_json::Value;
 
 /// One live file to save before the change, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +41,19 @@ pub(crate) fn to_save(
             return Vec::new();
         }
     }
-    if resource.id.kind == "Tree" && observed.presence == Presence::Present {
-        return tree_entries(resource, observed);
+    let paths = provider.paths();
+    if let Some(entries) = paths.and_then(|p| p.destroyed_entries(resource, observed)) {
+        return entries
+            .into_iter()
+            .map(|(declared, removed)| ToSave {
+                declared,
+                reason: if removed {
+                    BackupReason::Remove
+                } else {
+                    BackupReason::Update
+                },
+            })
+            .collect();
     }
     let destroys_content = match diff.action() {
         Action::Remove | Action::Replace => true,
@@ -62,57 +72,12 @@ pub(crate) fn to_save(
     } else {
         BackupReason::Update
     };
-    provider
-        .managed_paths(resource)
+    paths
+        .map(|p| p.managed_paths(resource))
+        .unwrap_or_default()
         .into_iter()
         .map(|declared| ToSave { declared, reason })
         .collect()
-}
-
-/// A Tree's entries whose content an apply destroys: overwritten files,
-/// files where the declaration wants another type, and (with `purge`)
-/// unmanaged files. Which of them are regular files is decided when they
-/// are read.
-fn tree_entries(resource: &Resource, observed: &Observed) -> Vec<ToSave> {
-    let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
-        return Vec::new();
-    };
-    let purge = resource
-        .desired
-        .get("purge")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let items = observed
-        .fields
-        .get("tree")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    for item in items {
-        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
-        if path.is_empty() || path == "." {
-            continue;
-        }
-        let reason = match item.get("category").and_then(Value::as_str) {
-            Some("unmanaged") if purge => BackupReason::Remove,
-            Some("type_changed") => BackupReason::Update,
-            Some("changed")
-                if item
-                    .get("fields")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("content"))) =>
-            {
-                BackupReason::Update
-            }
-            _ => continue,
-        };
-        out.push(ToSave {
-            declared: base.join(path),
-            reason,
-        });
-    }
-    out
 }
 
 /// Why the evidence could not be kept (the change is then not made).

@@ -5,14 +5,13 @@
 //! paths before any is written (see `group`), and again once the group is
 //! written, before a reload (see `activation`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use datum_core::Resource;
 use datum_host::Host;
 use datum_host::sandbox::{self, Isolation};
-use datum_providers::common::meta::MetaDesired;
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
-use datum_providers::{GateRejection, Staged, StagingGate};
+use datum_providers::{GateRejection, Provider, Staged, StagingGate};
 
 /// The validator a resource names, if it names one. A name the registry does
 /// not know never reaches the engine (the catalogue refuses it), but if it
@@ -63,7 +62,11 @@ impl StagingGate for ValidationGate<'_> {
 /// judge), so nothing is written to the host, not even a scratch copy. A
 /// non-root process that opted out of the sandbox gets a private scratch
 /// copy with the target's file name instead.
-pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
+pub fn dry_run(
+    provider: &dyn Provider,
+    resource: &Resource,
+    host: &Host,
+) -> Result<(), GateRejection> {
     let Some(def) = validator_of(resource)? else {
         return Ok(());
     };
@@ -74,7 +77,7 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
         summary,
         detail: None,
     };
-    let Some(placement) = Placement::declared(resource, host).map_err(failed)? else {
+    let Some(placement) = Placement::declared(provider, resource, host).map_err(failed)? else {
         return Ok(());
     };
     let isolation = match def.check {
@@ -114,8 +117,9 @@ pub fn dry_run(resource: &Resource, host: &Host) -> Result<(), GateRejection> {
     }
 }
 
-/// A File's declared content as it would lie at its live path: the bytes,
-/// the declared mode and owner (validators such as visudo judge them).
+/// A resource's declared content as it would lie at its live path (the
+/// first path its kind owns): the bytes, the declared mode and owner
+/// (validators such as visudo judge them).
 pub(crate) struct Placement {
     /// The live path on the machine (under the root).
     pub live: PathBuf,
@@ -126,25 +130,25 @@ pub(crate) struct Placement {
 }
 
 impl Placement {
-    /// `None` for a resource that declares no content or no path.
-    pub(crate) fn declared(resource: &Resource, host: &Host) -> Result<Option<Self>, String> {
+    /// `None` for a resource that declares no content or owns no path.
+    pub(crate) fn declared(
+        provider: &dyn Provider,
+        resource: &Resource,
+        host: &Host,
+    ) -> Result<Option<Self>, String> {
         let Some(content) = &resource.content else {
             return Ok(None);
         };
-        let Some(declared) = resource.desired_str("path").map(Path::new) else {
+        let Some(paths) = provider.paths() else {
+            return Ok(None);
+        };
+        let Some(declared) = paths.managed_paths(resource).into_iter().next() else {
             return Ok(None);
         };
         let bytes = datum_host::repo::content_bytes(content).map_err(|e| e.to_string())?;
-        let meta = MetaDesired::parse(&resource.desired).ok();
-        let mode = meta
-            .as_ref()
-            .and_then(|m| m.mode)
-            .unwrap_or(datum_providers::file::DEFAULT_MODE);
-        let (uid, gid) = meta
-            .as_ref()
-            .and_then(|m| m.resolve(host).ok())
-            .unwrap_or((None, None));
-        let live = host.resolve(declared).map_err(|e| e.to_string())?;
+        let meta = paths.declared_meta(host, resource)?;
+        let (mode, uid, gid) = (meta.mode, meta.uid, meta.gid);
+        let live = host.resolve(&declared).map_err(|e| e.to_string())?;
         Ok(Some(Self {
             live,
             bytes: bytes.into_owned(),

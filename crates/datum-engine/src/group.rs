@@ -25,9 +25,8 @@ use std::collections::{HashMap, HashSet};
 use datum_catalog::Catalogue;
 use datum_core::{Action, Observed, Outcome, Phase, Resource, ResourceId};
 use datum_host::sandbox::{self, Isolation, Sandbox};
-use datum_providers::ProviderError;
-use datum_providers::service;
 use datum_providers::validators::{self, Rejection, RejectionKind, Scope, ValidatorDef};
+use datum_providers::{ProviderError, Registry};
 
 use crate::activation::{Notifications, group_failure, group_sensitive};
 use crate::gate::{Placement, validator_of};
@@ -79,7 +78,7 @@ impl GroupChecks {
             {
                 continue;
             }
-            let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
+            let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
                 continue;
             };
             let action = observations
@@ -120,21 +119,21 @@ impl GroupChecks {
                                 },
                             ..
                         }) if ctx.mode == Mode::Plan
-                            && catalogue
-                                .resources
-                                .iter()
-                                .any(|r| r.id == ResourceId::new("Package", package)) =>
+                            && let Some(installer) =
+                                installer_of(ctx.registry, catalogue, &group, package) =>
                         {
                             checks.not_overlaid.insert(
                                 group.def.name,
-                                format!("`{binary}` is not installed yet (Package[{package}] installs it)"),
+                                format!(
+                                    "`{binary}` is not installed yet ({installer} installs it)"
+                                ),
                             );
                         }
-                        Err(rejection) => checks.refuse(&group, &rejection, catalogue, ctx.mode),
+                        Err(rejection) => checks.refuse(&group, &rejection, catalogue, ctx),
                     }
                 }
                 Overlay::Refused(rejection) => {
-                    checks.refuse(&group, &rejection, catalogue, ctx.mode);
+                    checks.refuse(&group, &rejection, catalogue, ctx);
                 }
             }
         }
@@ -183,8 +182,9 @@ impl GroupChecks {
         group: &Group<'_>,
         rejection: &Rejection,
         catalogue: &Catalogue,
-        mode: Mode,
+        ctx: &PassContext<'_>,
     ) {
+        let mode = ctx.mode;
         let def = group.def;
         for (resource, _) in &group.changed {
             self.refused.insert(resource.id.clone(), def.name);
@@ -194,7 +194,7 @@ impl GroupChecks {
             .iter()
             .map(|(r, _)| r.id.to_string())
             .collect();
-        let services = notified(catalogue, &group.changed);
+        let services = notified(ctx.registry, catalogue, &group.changed);
         let not_reloaded = if services.is_empty() {
             String::new()
         } else {
@@ -265,7 +265,11 @@ fn overlay(group: &Group<'_>, ctx: &PassContext<'_>) -> Overlay {
     }
     let mut view = Sandbox::new();
     for (resource, action) in &group.changed {
-        if resource.id.kind != "File" {
+        let single_file = ctx
+            .registry
+            .lookup(&resource.id.kind)
+            .is_some_and(|p| p.takes_content());
+        if !single_file {
             return Overlay::Cannot(format!(
                 "{} is not a single file, so the group could not be laid over its live paths before writing",
                 resource.id
@@ -277,7 +281,10 @@ fn overlay(group: &Group<'_>, ctx: &PassContext<'_>) -> Overlay {
                 resource.id
             ));
         }
-        match Placement::declared(resource, ctx.host) {
+        let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
+            continue;
+        };
+        match Placement::declared(provider, resource, ctx.host) {
             Ok(Some(p)) => {
                 view.place(p.live, p.bytes, p.mode, p.uid, p.gid);
             }
@@ -294,21 +301,45 @@ fn overlay(group: &Group<'_>, ctx: &PassContext<'_>) -> Overlay {
     Overlay::Ready(view)
 }
 
-/// The services that reload or restart on a change of these members.
-fn notified(catalogue: &Catalogue, members: &[(&Resource, Action)]) -> Vec<String> {
+/// The resources that reload or restart on a change of these members
+/// (those whose kind has the activation capability and names one of them).
+fn notified(
+    registry: &Registry,
+    catalogue: &Catalogue,
+    members: &[(&Resource, Action)],
+) -> Vec<String> {
     let ids: HashSet<&ResourceId> = members.iter().map(|(r, _)| &r.id).collect();
     catalogue
         .resources
         .iter()
-        .filter(|r| r.id.kind == "Service")
         .filter(|r| {
-            service::spec(r).is_ok_and(|spec| {
-                spec.reload_on
-                    .iter()
-                    .chain(&spec.restart_on)
-                    .any(|id| ids.contains(id))
-            })
+            registry
+                .lookup(&r.id.kind)
+                .and_then(|p| p.activation())
+                .is_some_and(|a| {
+                    a.notified_by(&|field| r.desired.get(field))
+                        .iter()
+                        .any(|(id, _)| ids.contains(id))
+                })
         })
         .map(|r| r.id.to_string())
         .collect()
+}
+
+/// The resource of the catalogue that installs `package` (the validator's
+/// package) before a changed member of `group`, by the ordering capability
+/// of its kind (a declared Package), if there is one.
+fn installer_of(
+    registry: &Registry,
+    catalogue: &Catalogue,
+    group: &Group<'_>,
+    package: &str,
+) -> Option<ResourceId> {
+    let members: HashSet<&ResourceId> = group.changed.iter().map(|(r, _)| &r.id).collect();
+    registry
+        .iter()
+        .filter_map(|p| p.ordering())
+        .flat_map(|o| o.edges(&catalogue.resources))
+        .find(|edge| members.contains(&edge.from) && edge.after.name == package)
+        .map(|edge| edge.after)
 }

@@ -32,6 +32,9 @@ mod pass;
 mod report;
 mod select;
 
+#[cfg(test)]
+mod rules_tests;
+
 pub use observe::observe_all;
 pub use pass::{
     DIFF_CONTENT_LIMIT, Mode, PassContext, fill_content_for_display, run_pass, run_pass_with,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datum_core::{Observed, Resource};
 use datum_host::Host;
-use datum_providers::ProviderError;
+use datum_providers::{ProviderError, Registry};
 
 /// One slot per resource the pass visits, in pass order; `None` once taken.
 pub(crate) struct Observations {
@@ -23,7 +23,12 @@ pub(crate) struct Observations {
 impl Observations {
     /// Observes every resource of `resources` (those a pass visits),
     /// `threads` at a time.
-    pub(crate) fn gather_resources(resources: &[&Resource], host: &Host, threads: usize) -> Self {
+    pub(crate) fn gather_resources(
+        registry: &Registry,
+        resources: &[&Resource],
+        host: &Host,
+        threads: usize,
+    ) -> Self {
         let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let work = || {
@@ -32,7 +37,7 @@ impl Observations {
                 let Some(&resource) = resources.get(i) else {
                     break;
                 };
-                let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
+                let Some(provider) = registry.lookup(&resource.id.kind) else {
                     continue;
                 };
                 let observed = provider.observe(host, resource);
@@ -82,8 +87,12 @@ impl Observations {
 
 /// Observes `resources` the way a pass does (once each, in parallel over the
 /// available cores), for `datum check`, which diffs without applying.
-pub fn observe_all(resources: &[&Resource], host: &Host) -> Vec<Result<Observed, ProviderError>> {
-    let observations = Observations::gather_resources(resources, host, default_threads());
+pub fn observe_all(
+    registry: &Registry,
+    resources: &[&Resource],
+    host: &Host,
+) -> Vec<Result<Observed, ProviderError>> {
+    let observations = Observations::gather_resources(registry, resources, host, default_threads());
     (0..resources.len())
         .map(|i| {
             observations.take(i).unwrap_or_else(|| {

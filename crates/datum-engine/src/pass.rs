@@ -8,7 +8,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Provider, ProviderError};
+use datum_providers::{Provider, ProviderError, Registry};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
@@ -31,6 +31,9 @@ pub enum Mode {
 
 /// What a pass runs against.
 pub struct PassContext<'a> {
+    /// The resource types this pass knows (the catalogue was compiled
+    /// against the same registry).
+    pub registry: &'a Registry,
     pub host: &'a Host,
     pub mode: Mode,
     /// The state store, when one could be opened (intent labels, verified
@@ -111,13 +114,17 @@ pub fn run_pass_with(
         resources: selected.len(),
     });
     if ctx.mode == Mode::Apply {
-        sweep_stale_staging(&selected, ctx.host);
+        sweep_stale_staging(ctx.registry, &selected, ctx.host);
     }
     // The whole catalogue: a selected file notifies its service even when
     // the service is not selected (the reload is then owed, durably).
-    let mut notifications = Notifications::from_catalogue(catalogue);
-    let observations =
-        Observations::gather_resources(&selected, ctx.host, observe::default_threads());
+    let mut notifications = Notifications::from_catalogue(catalogue, ctx.registry);
+    let observations = Observations::gather_resources(
+        ctx.registry,
+        &selected,
+        ctx.host,
+        observe::default_threads(),
+    );
     let observed: Vec<(ResourceId, Option<String>)> = selected
         .iter()
         .enumerate()
@@ -148,23 +155,17 @@ pub fn run_pass_with(
         _ => BTreeSet::new(),
     };
 
-    // Packages are installed in one apt transaction up front: one dependency
+    // Kinds that batch (Packages: one apt transaction, one dependency
     // resolution, one download, and the validators they provide are on the
-    // host before the files that need them. Each Package resource still runs
-    // its own phases (and reports its change); a package the batch could not
-    // install fails there, naming apt's error.
-    if ctx.mode == Mode::Apply {
-        let packages: Vec<&Resource> = selected
-            .iter()
-            .copied()
-            .filter(|r| {
-                r.id.kind == "Package" && !ctx.skip.contains(&r.id) && !options.hold.contains(&r.id)
-            })
-            .collect();
-        if !packages.is_empty() {
-            let _ = datum_providers::package::install_batch(ctx.host, &packages);
-        }
-    }
+    // host before the files that need them) apply their resources together
+    // up front. Each resource still runs its own phases, diffing what the
+    // batch saw before it changed anything (so it reports its change); one
+    // the batch could not apply fails in its own apply, naming why.
+    let batched = if ctx.mode == Mode::Apply {
+        apply_batches(&selected, ctx, options)
+    } else {
+        HashMap::new()
+    };
 
     // Every group with a changed file is validated as a whole, its changed
     // files laid over their live paths in the validator's view, before any
@@ -212,6 +213,11 @@ pub fn run_pass_with(
                 // the host since then.
                 let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
                 let cached = observations.take(index).filter(|_| !fresh);
+                // What a batch changed is diffed as the batch saw it before.
+                let cached = match batched.get(&resource.id) {
+                    Some(before) => Some(Ok(before.clone())),
+                    None => cached,
+                };
                 if groups.refuses(&resource.id) {
                     groups.refused_step(resource, cached, ctx)
                 } else if options.hold.contains(&resource.id) {
@@ -354,7 +360,7 @@ pub(crate) fn run_resource(
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
 ) -> Step {
-    let Some(provider) = datum_providers::lookup(&resource.id.kind) else {
+    let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
         // The catalogue refuses unknown types; this guards a programming error.
         return Step::new(
             Action::None,
@@ -386,7 +392,7 @@ pub(crate) fn run_resource(
     if ctx.mode == Mode::Plan {
         // Validators run in the dry run too, on changed content only.
         if diff.content.is_some()
-            && let Err(rejection) = gate::dry_run(resource, ctx.host)
+            && let Err(rejection) = gate::dry_run(provider, resource, ctx.host)
         {
             return Step {
                 action,
@@ -499,7 +505,8 @@ pub fn fill_content_for_display(
     if change.before.is_none()
         && observed.presence == Presence::Present
         && observed.meta.as_ref().is_some_and(|m| small(m.size))
-        && let Some(declared) = provider.managed_paths(resource).first()
+        && let Some(paths) = provider.paths()
+        && let Some(declared) = paths.managed_paths(resource).first()
     {
         // Through the boundary: never content reached through a link.
         change.before = host.read(declared).ok().flatten();
@@ -585,13 +592,42 @@ fn remember_failure(
     }
 }
 
+/// Runs every batching kind's batch over the resources of that kind the
+/// pass may change (selected, neither quarantined nor held), in registry
+/// order; returns what each changed resource was before.
+fn apply_batches(
+    selected: &[&Resource],
+    ctx: &PassContext<'_>,
+    options: &PassOptions,
+) -> HashMap<ResourceId, Observed> {
+    let mut before = HashMap::new();
+    for provider in ctx.registry.iter() {
+        let Some(batches) = provider.batching() else {
+            continue;
+        };
+        let members: Vec<&Resource> = selected
+            .iter()
+            .copied()
+            .filter(|r| {
+                r.id.kind == provider.kind()
+                    && !ctx.skip.contains(&r.id)
+                    && !options.hold.contains(&r.id)
+            })
+            .collect();
+        if !members.is_empty() {
+            before.extend(batches.apply_batch(ctx.host, &members).before);
+        }
+    }
+    before
+}
+
 /// A pass killed between staging and rename leaves a hidden staging directory
 /// beside its target; remove those before anything else runs.
-fn sweep_stale_staging(resources: &[&Resource], host: &Host) {
+fn sweep_stale_staging(registry: &Registry, resources: &[&Resource], host: &Host) {
     let mut dirs = BTreeSet::new();
     for resource in resources {
-        if let Some(provider) = datum_providers::lookup(&resource.id.kind) {
-            for declared in provider.managed_paths(resource) {
+        if let Some(paths) = registry.lookup(&resource.id.kind).and_then(|p| p.paths()) {
+            for declared in paths.managed_paths(resource) {
                 if let Some(parent) = declared.parent() {
                     dirs.insert(parent.to_path_buf());
                 }

@@ -167,6 +167,7 @@ mod tests {
             boundary: Default::default(),
         };
         let mut ctx = PassContext {
+            registry: datum_providers::registry(),
             host: &host,
             mode: Mode::Apply,
             store: None,

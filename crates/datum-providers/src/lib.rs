@@ -1,7 +1,10 @@
 //! Datum's resource types, one folder per kind, and the registry that lists them.
 //!
-//! Adding a resource type: write a folder implementing [`Provider`], add one line
-//! to [`registry`]. Nothing in the engine or the catalogue changes. The shipped
+//! Adding a resource type: write a folder implementing [`Provider`] (and the
+//! optional capabilities it has: paths, ordering, batching, activation, a
+//! source folder), add one line to [`registry`]. Nothing in the engine or the
+//! catalogue changes: they are handed a [`Registry`] and discover what a kind
+//! can do through its capabilities, never by its name. The shipped
 //! validators are listed, by name, in [`validators`].
 //!
 //! Providers reach the machine only through `datum_host`, and every managed
@@ -24,6 +27,7 @@ pub mod file;
 pub mod group;
 pub mod package;
 pub mod provider;
+pub mod registry;
 pub mod service;
 pub mod symlink;
 pub mod tree;
@@ -34,26 +38,35 @@ pub mod validators;
 mod testing;
 
 pub use provider::{
-    FieldError, GateRejection, OpenGate, Provider, ProviderError, Staged, StagingGate,
+    Activates, Batched, Batches, DeclaredMeta, FieldError, FieldLookup, Fingerprints,
+    GateRejection, KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim,
+    Provider, ProviderError, Staged, StagingGate, TakesSourceFolder,
 };
+pub use registry::Registry;
 
-/// Every resource type this build of Datum knows, in the order `datum` lists them.
-pub fn registry() -> &'static [&'static dyn Provider] {
-    &[
-        &file::FileProvider,
-        &directory::DirectoryProvider,
-        &symlink::SymlinkProvider,
-        &service::ServiceProvider,
-        &package::PackageProvider,
-        &tree::TreeProvider,
-        &group::GroupProvider,
-        &user::UserProvider,
-    ]
+/// The registry of every resource type this build of Datum ships, in the
+/// order `datum` lists them: the one place a new kind is added. Built once;
+/// the binary hands it to the catalogue and the engine.
+pub fn registry() -> &'static Registry {
+    static SHIPPED: std::sync::LazyLock<Registry> = std::sync::LazyLock::new(|| {
+        Registry::new(vec![
+            Box::new(file::FileProvider),
+            Box::new(directory::DirectoryProvider),
+            Box::new(symlink::SymlinkProvider),
+            Box::new(service::ServiceProvider),
+            Box::new(package::PackageProvider),
+            Box::new(tree::TreeProvider),
+            Box::new(group::GroupProvider),
+            Box::new(user::UserProvider),
+        ])
+    });
+    &SHIPPED
 }
 
-/// The provider for a manifest `type:`, if there is one.
+/// The shipped provider for a manifest `type:`, if there is one (shorthand
+/// for `registry().lookup(kind)`, for front-ends that hold no registry).
 pub fn lookup(kind: &str) -> Option<&'static dyn Provider> {
-    registry().iter().copied().find(|p| p.kind() == kind)
+    registry().lookup(kind)
 }
 
 #[cfg(test)]
@@ -66,7 +79,8 @@ mod tests {
             assert_eq!(lookup(kind).map(|p| p.kind()), Some(kind));
         }
         assert!(lookup("file").is_none());
-        let mut kinds: Vec<&str> = registry().iter().map(|p| p.kind()).collect();
+        let mut kinds = registry().kinds();
+        kinds.sort_unstable();
         kinds.dedup();
         assert_eq!(kinds.len(), registry().len());
         assert!(lookup("File").is_some_and(|p| p.takes_content()));

@@ -6,11 +6,23 @@
 //! when validation fails, blocking dependents, hiding sensitive output) belong
 //! to the engine, not here: a provider only offers the staged copy to the
 //! engine's [`StagingGate`] before it makes a change live.
+//!
+//! One required trait, [`Provider`], and optional capabilities the engine and
+//! the catalogue discover through it instead of matching kind names (in the
+//! spirit of mgmt's optional resource interfaces): a kind that owns host
+//! paths answers [`Provider::paths`], one that orders other resources after
+//! itself answers [`Provider::ordering`], one whose resources are applied
+//! together answers [`Provider::batching`], one that is reloaded or
+//! restarted when others change answers [`Provider::activation`], and one
+//! that carries a folder of the repository answers
+//! [`Provider::source_folder`]. Each accessor defaults to `None`: a new kind
+//! implements only what it has, and nothing above the providers names it.
 
 use std::path::{Path, PathBuf};
 
-use datum_core::{Diff, Observed, Resource};
+use datum_core::{Content, Diff, Observed, Resource, ResourceId};
 use datum_host::{Host, HostError};
+use serde_json::Value;
 
 /// A problem with one declared field, found without touching the host.
 /// `path` is the field path inside `desired` (`["mode"]`, `["ensure"]`), so the
@@ -51,15 +63,56 @@ pub enum ProviderError {
     Rejected(#[from] GateRejection),
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
-    /// systemd refused, or a unit did not settle (see `service`). Boxed: it
-    /// carries the unit, host and systemctl output, and would make every
-    /// provider's `Result` large.
+    /// A kind's own failure (systemd refused, apt refused, ...), in that
+    /// kind's error type (see [`KindError`]).
     #[error(transparent)]
-    Service(Box<crate::service::ServiceError>),
-    /// apt or dpkg refused, or the package database is not consistent (see
-    /// `package`). Boxed for the same reason as `Service`.
-    #[error(transparent)]
-    Package(Box<crate::package::PackageError>),
+    Kind(KindError),
+}
+
+/// One kind's own error type behind one boxed trait object, so the contract
+/// names no kind: `ServiceError`, `PackageError` and whatever a new kind
+/// brings all travel as this. Boxed: they carry units, hosts and tool output,
+/// and would make every provider's `Result` large. Display and source are the
+/// inner error's; [`KindError::downcast_ref`] gets the typed error back.
+pub struct KindError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl KindError {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(error))
+    }
+
+    /// The kind's own error, if it is a `T`.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for KindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Display for KindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for KindError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl ProviderError {
+    /// The kind's own error, if this is one and it is a `T`.
+    pub fn kind_error<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            Self::Kind(e) => e.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
 }
 
 /// A complete staged copy, as the gate sees it: where it is (a validator is
@@ -120,11 +173,41 @@ pub trait Provider: Send + Sync {
         true
     }
 
-    /// Whether declarations of this type carry a folder of the repository
-    /// (`source:`), which the catalogue reads and packs into
-    /// `Resource::content` (see `tree::archive`). Tree only.
-    fn takes_tree(&self) -> bool {
-        false
+    /// Host paths this kind's resources own (conflict checks, parent
+    /// ordering, staging sweeps, backups, text diffs).
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        None
+    }
+
+    /// Ordering edges this kind adds to a compiled catalogue beyond
+    /// `requires` and paths (a Package before the File whose validator it
+    /// installs).
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        None
+    }
+
+    /// Applying every resource of this kind together, before the pass's
+    /// per-resource loop (one apt transaction for every Package).
+    fn batching(&self) -> Option<&dyn Batches> {
+        None
+    }
+
+    /// Being reloaded or restarted when resources it names change (a
+    /// Service's `reload_on`/`restart_on`).
+    fn activation(&self) -> Option<&dyn Activates> {
+        None
+    }
+
+    /// A folder of the repository the catalogue reads and packs into
+    /// `Resource::content` (a Tree's `source:`).
+    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+        None
+    }
+
+    /// A Merkle fingerprint of the declared state and of what was observed,
+    /// entry by entry (a Tree's).
+    fn fingerprints(&self) -> Option<&dyn Fingerprints> {
+        None
     }
 
     /// Whether a resource of this type owns the whole folder at its
@@ -142,11 +225,6 @@ pub trait Provider: Send + Sync {
     /// puts them in an observation, a diff or an error.
     fn sensitive_fields(&self) -> &'static [&'static str] {
         &[]
-    }
-
-    /// Host paths (as declared, not yet under `--root`) this resource manages.
-    fn managed_paths(&self, _resource: &Resource) -> Vec<PathBuf> {
-        Vec::new()
     }
 
     /// Reads the current state from the host.
@@ -176,4 +254,164 @@ pub trait Provider: Send + Sync {
         let diff = self.diff(resource, &observed);
         Ok((observed, diff))
     }
+}
+
+/// A declaration's top-level field by name, as whoever holds it stores it
+/// (the catalogue's merged fields, a compiled resource's `desired`).
+pub type FieldLookup<'a> = &'a dyn Fn(&str) -> Option<&'a Value>;
+
+/// The path a declaration claims, for the catalogue's checks and ordering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathClaim<'a> {
+    /// The field that declares it (where a conflict is reported).
+    pub field: &'static str,
+    /// As declared (not under `--root`).
+    pub path: &'a str,
+    /// False for something declared absent: it neither needs its parent nor
+    /// can serve as one (ordering it after the folder would remove the
+    /// folder first), but it still conflicts with another claim of the path.
+    pub present: bool,
+    /// Whether what is declared there is a folder other claims inside it are
+    /// ordered after (a Directory), and conflict with when it is absent.
+    pub holds_children: bool,
+}
+
+/// The declared owner and mode of content staged at a resource's path (a
+/// validator such as visudo judges them; `datum plan` shows it the content
+/// as it would lie there).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeclaredMeta {
+    pub mode: u32,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+/// Capability: resources of this kind own host paths.
+pub trait OwnsPaths: Send + Sync {
+    /// The path a declaration claims, read from its fields; `None` when it
+    /// claims none (or the field is not a path).
+    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>>;
+
+    /// Host paths (as declared, not yet under `--root`) this resource
+    /// manages; the first is the one whose content a text diff shows.
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf>;
+
+    /// The owner and mode content would have at the first managed path, or
+    /// an error saying why they cannot be known (an owner the host does not
+    /// know).
+    fn declared_meta(&self, _host: &Host, _resource: &Resource) -> Result<DeclaredMeta, String> {
+        Ok(DeclaredMeta {
+            mode: 0o644,
+            ..DeclaredMeta::default()
+        })
+    }
+
+    /// Paths inside the resource whose content an apply destroys, when that
+    /// is finer than the managed paths themselves (a Tree's changed
+    /// entries), each with whether the apply removes it (else overwrites).
+    /// `None`: the managed paths are what the change destroys.
+    fn destroyed_entries(
+        &self,
+        _resource: &Resource,
+        _observed: &Observed,
+    ) -> Option<Vec<(PathBuf, bool)>> {
+        None
+    }
+}
+
+/// A resource that must run after another, and why the catalogue says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderingEdge {
+    pub from: ResourceId,
+    pub after: ResourceId,
+}
+
+/// Capability: resources of this kind order others after themselves.
+pub trait OrdersOthers: Send + Sync {
+    /// `(resource, what it must follow)` for the compiled catalogue (all
+    /// kinds), in catalogue order.
+    fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge>;
+
+    /// Warnings about edges that should exist and cannot (a validator's
+    /// package nobody declares), each with the resource it concerns.
+    fn warnings(&self, _resources: &[Resource]) -> Vec<(ResourceId, String)> {
+        Vec::new()
+    }
+}
+
+/// What a batch did to the resources it applied.
+#[derive(Debug, Default)]
+pub struct Batched {
+    /// Resources the batch changed, each with what it observed before: the
+    /// engine diffs that (so the change is reported where it belongs), and
+    /// the resource's own apply then finds nothing left to do.
+    pub before: Vec<(ResourceId, Observed)>,
+}
+
+/// Capability: resources of this kind are applied together.
+pub trait Batches: Send + Sync {
+    /// Called once per applying pass, before the per-resource loop, with
+    /// every resource of this kind the pass may change. A failure is never
+    /// the pass's: what the batch could not do is left to each resource's
+    /// own apply, which then fails naming why.
+    fn apply_batch(&self, host: &Host, resources: &[&Resource]) -> Batched;
+}
+
+/// What a change of a notifying resource asks of the one it notifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OnChange {
+    Reload,
+    Restart,
+}
+
+impl OnChange {
+    /// `reload` or `restart`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Reload => "reload",
+            Self::Restart => "restart",
+        }
+    }
+}
+
+/// Capability: resources of this kind are activated when others change.
+pub trait Activates: Send + Sync {
+    /// The resources whose change this declaration follows, and how, read
+    /// from its fields (the catalogue orders it after them).
+    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)>;
+
+    /// Performs the activation; the engine validates the notifiers' groups
+    /// before, and verifies the resource after.
+    fn activate(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        how: OnChange,
+    ) -> Result<(), ProviderError>;
+
+    /// What a person calls the activated thing (a unit name), for reports.
+    fn subject(&self, resource: &Resource) -> String {
+        resource.id.to_string()
+    }
+}
+
+/// Capability: declarations of this kind carry a folder of the repository.
+pub trait TakesSourceFolder: Send + Sync {
+    /// The `desired` field naming the folder.
+    fn field(&self) -> &'static str;
+
+    /// The folder read and packed as the resource's content.
+    fn pack(&self, dir: &Path) -> Result<Content, std::io::Error>;
+}
+
+/// Capability: the kind's state has a Merkle fingerprint (a Tree's), which
+/// `datum catalogue` shows and fleet reports compare.
+pub trait Fingerprints: Send + Sync {
+    /// The declared state's root fingerprint (what the host will show once
+    /// applied).
+    fn declared(&self, host: &Host, resource: &Resource) -> Result<String, ProviderError>;
+
+    /// The observed entries' own fingerprints, by path relative to the
+    /// resource (`"missing"` where the host has none).
+    fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String>;
 }

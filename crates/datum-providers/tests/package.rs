@@ -49,8 +49,22 @@ fn pass(r: &Resource) -> Result<(Diff, Observed), ProviderError> {
 }
 
 fn pass_on(host: &Host, r: &Resource) -> Result<(Diff, Observed), ProviderError> {
+    pass_after(host, r, None)
+}
+
+/// [`pass_on`] the way the engine runs it after a batch: diffing what the
+/// batch saw before it changed the package, when it did.
+fn pass_after(
+    host: &Host,
+    r: &Resource,
+    batch: Option<&package::BatchOutcome>,
+) -> Result<(Diff, Observed), ProviderError> {
     let p = PackageProvider;
-    let observed = p.observe(host, r)?;
+    let before = batch.and_then(|b| b.before.iter().find(|(id, _)| *id == r.id));
+    let observed = match before {
+        Some((_, observed)) => observed.clone(),
+        None => p.observe(host, r)?,
+    };
     let diff = p.diff(r, &observed);
     if !diff.is_empty() {
         p.apply(host, r, &observed, &diff, &mut OpenGate)?;
@@ -292,7 +306,7 @@ testbed_test!(a_batch_installs_every_pending_package_in_one_transaction, {
     // Within the pass each resource still reports its own change, its apply
     // has nothing left to do, and its verify reads the database afresh.
     for r in [&a, &b] {
-        let (diff, after) = pass_on(&host, r).unwrap();
+        let (diff, after) = pass_after(&host, r, Some(&outcome)).unwrap();
         assert_eq!(diff.action(), Action::Create, "{}", r.id);
         assert_eq!(after.fields["state"], json!("installed"));
     }
@@ -317,7 +331,10 @@ testbed_test!(unknown_packages_and_versions_fail_naming_them, {
     let err = pass(&unknown).unwrap_err();
     let text = err.to_string();
     assert!(
-        matches!(&err, ProviderError::Package(e) if matches!(**e, PackageError::Unknown { .. })),
+        matches!(
+            err.kind_error::<PackageError>(),
+            Some(PackageError::Unknown { .. })
+        ),
         "{err:?}"
     );
     assert!(
@@ -398,7 +415,10 @@ testbed_test!(a_half_configured_package_fails_verify, {
     let err = p.verify(&host(), &fine).unwrap_err();
     let text = err.to_string();
     assert!(
-        matches!(&err, ProviderError::Package(e) if matches!(**e, PackageError::Inconsistent { .. })),
+        matches!(
+            err.kind_error::<PackageError>(),
+            Some(PackageError::Inconsistent { .. })
+        ),
         "{err:?}"
     );
     assert!(text.contains("not consistent"), "{text}");
@@ -543,9 +563,9 @@ testbed_test!(
         assert_eq!(outcome.installed, std::slice::from_ref(&b.id));
         assert_eq!(outcome.removed, std::slice::from_ref(&a_absent.id));
         assert_eq!(history_entries(), entries + 1);
-        let (diff, _) = pass_on(&host, &a_absent).unwrap();
+        let (diff, _) = pass_after(&host, &a_absent, Some(&outcome)).unwrap();
         assert_eq!(diff.action(), Action::Remove);
-        let (diff, _) = pass_on(&host, &b).unwrap();
+        let (diff, _) = pass_after(&host, &b, Some(&outcome)).unwrap();
         assert_eq!(diff.action(), Action::Create);
         assert_eq!(
             status_of("datum-it-flavour-b").as_deref(),

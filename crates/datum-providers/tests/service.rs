@@ -136,18 +136,16 @@ testbed_test!(a_unit_that_exits_soon_after_starting_fails_verify, {
     let text = err.to_string();
     // Caught either in the gap between exit and restart (not active) or
     // after the restart (the counter moved): both are "did not stay up".
-    match &err {
-        ProviderError::Service(e) => match &**e {
-            ServiceError::Unsettled { why, .. } => assert!(
-                matches!(
-                    **why,
-                    Instability::NotActive { .. } | Instability::Restarted { .. }
-                ),
-                "{text}"
+    match err.kind_error::<ServiceError>() {
+        Some(ServiceError::Unsettled { why, .. }) => assert!(
+            matches!(
+                **why,
+                Instability::NotActive { .. } | Instability::Restarted { .. }
             ),
-            _ => panic!("expected Unsettled, got {text}"),
-        },
-        other => panic!("expected a Service error, got {other}"),
+            "{text}"
+        ),
+        Some(_) => panic!("expected Unsettled, got {text}"),
+        None => panic!("expected a Service error, got {text}"),
     }
     assert!(text.contains("datum-it-flaky.service"), "{text}");
     assert!(text.contains("did not settle within 3s"), "{text}");

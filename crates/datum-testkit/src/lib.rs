@@ -10,6 +10,9 @@
 //!
 //! [`run`]: what one run of a built binary did (exit code, streams).
 //!
+//! [`fake`]: fake resource types (a registry the engine has never heard of)
+//! for the engine's unit tests of its safety rules.
+//!
 //! [`tools`]: whether a program a test drives is installed (skip, or fail
 //! when CI requires it).
 //!
@@ -28,6 +31,7 @@
 )]
 
 pub mod apt;
+pub mod fake;
 pub mod run;
 pub mod testbed;
 pub mod tools;

@@ -11,6 +11,7 @@
     reason = "test helpers fail loudly on a broken fixture"
 )]
 
+mod capabilities;
 mod schema;
 
 use std::path::{Path, PathBuf};

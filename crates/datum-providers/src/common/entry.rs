@@ -20,7 +20,10 @@ use datum_host::fs::Stat;
 use datum_host::{Host, Located};
 use serde_json::Value;
 
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{
+    DeclaredMeta, FieldError, FieldLookup, OwnsPaths, PathClaim, Provider, ProviderError,
+    StagingGate,
+};
 
 /// A declaration naming one path.
 pub trait EntryDesired: Sized {
@@ -42,6 +45,11 @@ pub trait EntryProvider: Send + Sync {
     const TAKES_CONTENT: bool = false;
     /// Whether `validate:` applies (see [`Provider::takes_validator`]).
     const TAKES_VALIDATOR: bool = true;
+    /// Whether the entry is a folder whose declared contents are ordered
+    /// after it (see [`PathClaim::holds_children`]).
+    const HOLDS_CHILDREN: bool = false;
+    /// The mode of an entry created without a declared `mode`.
+    const DEFAULT_MODE: u32;
 
     /// Checks declared fields without host access (see [`Provider::check`]).
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
@@ -91,10 +99,8 @@ impl<T: EntryProvider> Provider for T {
         T::TAKES_VALIDATOR
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        T::Desired::from_resource(resource)
-            .map(|d| vec![d.path().to_owned()])
-            .unwrap_or_default()
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
     }
 
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
@@ -138,4 +144,38 @@ impl<T: EntryProvider> Provider for T {
             }
         }
     }
+}
+
+/// Every entry type owns the one path it declares (`path:`).
+impl<T: EntryProvider> OwnsPaths for T {
+    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+        path_claim(field, T::HOLDS_CHILDREN)
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        T::Desired::from_resource(resource)
+            .map(|d| vec![d.path().to_owned()])
+            .unwrap_or_default()
+    }
+
+    fn declared_meta(&self, host: &Host, resource: &Resource) -> Result<DeclaredMeta, String> {
+        Ok(crate::common::meta::declared_meta(
+            host,
+            &resource.desired,
+            T::DEFAULT_MODE,
+        ))
+    }
+}
+
+/// The claim of a declaration whose `path:` names one entry and whose
+/// `ensure: absent` removes it (the entry types and Tree).
+pub fn path_claim<'a>(field: FieldLookup<'a>, holds_children: bool) -> Option<PathClaim<'a>> {
+    let path = field("path")?.as_str()?;
+    let present = field("ensure").and_then(Value::as_str) != Some("absent");
+    Some(PathClaim {
+        field: "path",
+        path,
+        present,
+        holds_children,
+    })
 }

@@ -138,6 +138,20 @@ pub fn create_meta_changes(
     changes.push(text_change("mode", None, Some(&format_mode(mode))));
 }
 
+/// The owner and mode content declared in `desired` would have on `host`
+/// (`default_mode` when none is declared; an owner or group the host does
+/// not know, or a field that does not parse, leaves it unset: the apply
+/// then fails naming it).
+pub fn declared_meta(host: &Host, desired: &Value, default_mode: u32) -> crate::DeclaredMeta {
+    let meta = MetaDesired::parse(desired).ok();
+    let mode = meta.as_ref().and_then(|m| m.mode).unwrap_or(default_mode);
+    let (uid, gid) = meta
+        .as_ref()
+        .and_then(|m| m.resolve(host).ok())
+        .unwrap_or((None, None));
+    crate::DeclaredMeta { mode, uid, gid }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

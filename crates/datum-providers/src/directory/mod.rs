@@ -93,6 +93,8 @@ impl EntryProvider for DirectoryProvider {
     type Declaration = DirectoryDeclaration;
     const KIND: &'static str = "Directory";
     const TAKES_VALIDATOR: bool = false;
+    const HOLDS_CHILDREN: bool = true;
+    const DEFAULT_MODE: u32 = DEFAULT_MODE;
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let errors = check_fields("Directory", desired, FIELDS);

@@ -41,6 +41,7 @@ impl EntryProvider for FileProvider {
     type Declaration = desired::FileDeclaration;
     const KIND: &'static str = "File";
     const TAKES_CONTENT: bool = true;
+    const DEFAULT_MODE: u32 = DEFAULT_MODE;
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         desired::check(desired)

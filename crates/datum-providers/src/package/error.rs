@@ -96,7 +96,7 @@ pub enum PackageError {
 
 impl From<PackageError> for crate::ProviderError {
     fn from(err: PackageError) -> Self {
-        crate::ProviderError::Package(Box::new(err))
+        crate::ProviderError::Kind(crate::KindError::new(err))
     }
 }
 

@@ -21,12 +21,12 @@
 //!   recommends, never removing a package the repository did not declare
 //!   absent, and refusing to run under a `--root` other than `/`. A held
 //!   package is changed only when its declaration names a version.
-//! * **Batching**: [`install_batch`], called by the engine before its
-//!   per-resource loop, installs every Package that needs installing in one
-//!   apt transaction. Each resource's own observe then reports what the
-//!   package was before the transaction (so the pass reports the change where
-//!   it belongs), its apply finds nothing left to do, and its verify reads the
-//!   database afresh.
+//! * **Batching**: [`install_batch`] (the [`Batches`] capability, which the
+//!   engine calls before its per-resource loop) installs every Package that
+//!   needs installing in one apt transaction and returns what each changed
+//!   package was before it; the engine diffs that (so the pass reports the
+//!   change where it belongs), each resource's apply finds nothing left to
+//!   do, and its verify reads the database afresh.
 //! * **Verify** is stronger than the fields: the package is installed at the
 //!   declared version, and the database is consistent (nothing
 //!   half-installed, half-configured, unpacked or waiting for triggers, and
@@ -48,7 +48,7 @@ pub mod edges;
 pub mod error;
 pub mod status;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource, ResourceId};
@@ -63,7 +63,9 @@ pub use edges::{
 pub use error::PackageError;
 pub use status::{DpkgState, PackageRecord, StatusDb};
 
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{
+    Batched, Batches, FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate,
+};
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
 /// database (cached per pass in the [`Host`]).
@@ -218,17 +220,23 @@ fn pin(spec: &PackageSpec) -> String {
     }
 }
 
-/// What [`install_batch`] left for this pass: observations from before its
-/// transaction, and the packages the catalogue declares absent.
+/// What [`install_batch`] leaves for the rest of the pass: the packages the
+/// catalogue declares absent, which a single resource's apply passes to apt
+/// as the only packages it may remove (a catalogue-wide fact one resource
+/// cannot see; kept in the host's per-pass cache, beside the parsed dpkg
+/// database).
 #[derive(Debug, Default)]
 struct BatchState {
-    before: Mutex<HashMap<ResourceId, Observed>>,
     declared_absent: Mutex<Vec<String>>,
 }
 
 /// What [`install_batch`] did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct BatchOutcome {
+    /// Each resource the transaction changed (`installed` and `removed`),
+    /// observed as it was before: the engine diffs that, so the pass reports
+    /// the change where it belongs.
+    pub before: Vec<(ResourceId, Observed)>,
     /// Resources whose packages the transaction installed, upgraded or
     /// downgraded. Their own apply finds nothing to do; their observe
     /// reports the package as it was before, so the pass shows the change.
@@ -359,14 +367,13 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
                     package: first.id.name.clone(),
                     source,
                 })?;
-                let mut before = state.before.lock().unwrap_or_else(|p| p.into_inner());
                 for (resource, _, observed, _) in pending {
-                    before.insert(resource.id.clone(), observed);
+                    outcome.before.push((resource.id.clone(), observed));
                     outcome.installed.push(resource.id.clone());
                 }
                 for (resource, spec, observed) in absent_before {
                     if db.get(&spec.name).is_none_or(|r| r.state.is_absent()) {
-                        before.insert(resource.id.clone(), observed);
+                        outcome.before.push((resource.id.clone(), observed));
                         outcome.removed.push(resource.id.clone());
                     }
                 }
@@ -424,27 +431,6 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
             }
         }
     }
-}
-
-/// The observation [`install_batch`] recorded for a resource before its
-/// transaction, if it installed that resource's package in this pass.
-fn before_batch(host: &Host, id: &ResourceId) -> Option<Observed> {
-    host.pass_cache::<BatchState>()
-        .before
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(id)
-        .cloned()
-}
-
-/// Forgets that snapshot once the resource is verified: from then on the
-/// pass has reported the change, and observing it shows the host as it is.
-fn forget_batch(host: &Host, id: &ResourceId) {
-    host.pass_cache::<BatchState>()
-        .before
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(id);
 }
 
 /// Makes the package match the declaration, acting on a fresh reading.
@@ -529,9 +515,54 @@ fn consistency_problems(host: &Host, spec: &PackageSpec) -> Result<Vec<String>, 
     Ok(problems)
 }
 
+/// Every Package the pass may change is installed in one apt transaction
+/// (see [`install_batch`]).
+impl Batches for PackageProvider {
+    fn apply_batch(&self, host: &Host, resources: &[&Resource]) -> Batched {
+        // A failure here is each resource's own apply's to report.
+        install_batch(host, resources)
+            .map(|outcome| Batched {
+                before: outcome.before,
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A resource whose validator's program a declared Package provides runs
+/// after that Package (see [`edges`]).
+impl OrdersOthers for PackageProvider {
+    fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge> {
+        implicit_edges(resources)
+            .into_iter()
+            .map(|(from, after)| OrderingEdge { from, after })
+            .collect()
+    }
+
+    fn warnings(&self, resources: &[Resource]) -> Vec<(ResourceId, String)> {
+        missing_validator_packages(resources)
+            .into_iter()
+            .map(|missing| {
+                let message = format!(
+                    "validator {} needs a binary from a package, and no Package provides it; declare Package[{}] (and the file will be ordered after it)",
+                    missing.validator, missing.package
+                );
+                (missing.resource, message)
+            })
+            .collect()
+    }
+}
+
 impl Provider for PackageProvider {
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    fn batching(&self) -> Option<&dyn Batches> {
+        Some(self)
+    }
+
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
     }
 
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -547,9 +578,6 @@ impl Provider for PackageProvider {
 
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
         let spec = spec(resource)?;
-        if let Some(before) = before_batch(host, &resource.id) {
-            return Ok(before);
-        }
         Ok(observe_fresh(host, &spec)?)
     }
 
@@ -573,12 +601,11 @@ impl Provider for PackageProvider {
         Ok(converge(host, &spec)?)
     }
 
-    /// Reads the database afresh (not the batch's "before", which it forgets), compares the
+    /// Reads the database afresh, compares the
     /// fields, and, when they match, requires a consistent database: an
     /// error naming what dpkg left unfinished otherwise.
     fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
         let spec = spec(resource)?;
-        forget_batch(host, &resource.id);
         let observed = observe_fresh(host, &spec)?;
         let diff = diff_spec(&spec, &observed);
         if diff.is_empty() && spec.state.wants_installed() {

@@ -89,7 +89,7 @@ pub enum ServiceError {
 
 impl From<ServiceError> for crate::ProviderError {
     fn from(err: ServiceError) -> Self {
-        crate::ProviderError::Service(Box::new(err))
+        crate::ProviderError::Kind(crate::KindError::new(err))
     }
 }
 

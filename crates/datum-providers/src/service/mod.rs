@@ -57,14 +57,14 @@ pub mod systemctl;
 
 use std::collections::BTreeMap;
 
-use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource, ResourceId};
 use datum_host::Host;
 use serde_json::{Value, json};
 
 pub use desired::{RunState, ServiceSpec};
 pub use error::{Instability, ServiceError};
 
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{Activates, FieldError, FieldLookup, OnChange, Provider, ProviderError, StagingGate};
 use systemctl::{UnitStatus, Verb};
 
 /// The Service provider. Stateless: everything it knows comes from systemd
@@ -193,9 +193,53 @@ fn state_satisfied(declared: RunState, observed: Option<&str>) -> bool {
     }
 }
 
+/// A Service is reloaded or restarted when a resource it names in
+/// `reload_on`/`restart_on` changes.
+impl Activates for ServiceProvider {
+    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)> {
+        let mut out = Vec::new();
+        for (name, how) in [
+            ("reload_on", OnChange::Reload),
+            ("restart_on", OnChange::Restart),
+        ] {
+            let Some(list) = field(name).and_then(Value::as_array) else {
+                continue;
+            };
+            for text in list.iter().filter_map(Value::as_str) {
+                if let Ok(id) = ResourceId::parse(text) {
+                    out.push((id, how));
+                }
+            }
+        }
+        out
+    }
+
+    fn activate(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        how: OnChange,
+    ) -> Result<(), ProviderError> {
+        let spec = spec(resource)?;
+        match how {
+            OnChange::Reload => reload(host, &spec)?,
+            OnChange::Restart => restart(host, &spec)?,
+        };
+        Ok(())
+    }
+
+    fn subject(&self, resource: &Resource) -> String {
+        spec(resource).map_or_else(|_| resource.id.name.clone(), |s| s.unit)
+    }
+}
+
 impl Provider for ServiceProvider {
     fn kind(&self) -> &'static str {
         "Service"
+    }
+
+    fn activation(&self) -> Option<&dyn Activates> {
+        Some(self)
     }
 
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -97,6 +97,8 @@ impl EntryProvider for SymlinkProvider {
     type Desired = SymlinkDesired;
     type Declaration = SymlinkDeclaration;
     const KIND: &'static str = "Symlink";
+    // A link has no mode of its own; content is never staged at one.
+    const DEFAULT_MODE: u32 = 0o777;
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
         let mut errors = check_fields("Symlink", desired, FIELDS);

@@ -52,7 +52,10 @@ use serde_json::{Value, json};
 use crate::common::fields::{declared_path, format_mode, parse_mode};
 use crate::common::schema;
 use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{
+    DeclaredMeta, FieldError, FieldLookup, OwnsPaths, PathClaim, Provider, ProviderError,
+    StagingGate, TakesSourceFolder,
+};
 use archive::{DeclaredEntry, DeclaredTree};
 
 /// The type name.
@@ -178,6 +181,118 @@ fn exclude_rules(desired: &Value) -> Result<Vec<String>, String> {
 #[derive(Debug, Default)]
 pub struct TreeProvider;
 
+/// A Tree owns its folder (`path:`); files declared inside it are not
+/// ordered after it (the tree writes its own folders).
+impl OwnsPaths for TreeProvider {
+    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+        crate::common::entry::path_claim(field, false)
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        declared_path(&resource.desired)
+            .map(|p| vec![p])
+            .unwrap_or_default()
+    }
+
+    fn declared_meta(&self, host: &Host, resource: &Resource) -> Result<DeclaredMeta, String> {
+        Ok(crate::common::meta::declared_meta(
+            host,
+            &resource.desired,
+            DEFAULT_FILE_MODE,
+        ))
+    }
+
+    /// The entries whose content an apply destroys: overwritten files,
+    /// files where the declaration wants another type, and (with `purge`)
+    /// unmanaged files (`true`: removed). Which of them are regular files
+    /// is decided when they are read.
+    fn destroyed_entries(
+        &self,
+        resource: &Resource,
+        observed: &Observed,
+    ) -> Option<Vec<(PathBuf, bool)>> {
+        if observed.presence != Presence::Present {
+            return None;
+        }
+        let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+            return Some(Vec::new());
+        };
+        let purge = resource
+            .desired
+            .get("purge")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let items = observed
+            .fields
+            .get("tree")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for item in items {
+            let path = item.get("path").and_then(Value::as_str).unwrap_or("");
+            if path.is_empty() || path == "." {
+                continue;
+            }
+            let removed = match item.get("category").and_then(Value::as_str) {
+                Some("unmanaged") if purge => true,
+                Some("type_changed") => false,
+                Some("changed")
+                    if item
+                        .get("fields")
+                        .and_then(Value::as_array)
+                        .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("content"))) =>
+                {
+                    false
+                }
+                _ => continue,
+            };
+            out.push((base.join(path), removed));
+        }
+        Some(out)
+    }
+}
+
+/// A Tree is fingerprinted as a Merkle tree (see [`declared_fingerprint`]).
+impl crate::Fingerprints for TreeProvider {
+    fn declared(&self, host: &Host, resource: &Resource) -> Result<String, ProviderError> {
+        declared_fingerprint(host, resource)
+    }
+
+    fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String> {
+        observed
+            .fields
+            .get("tree")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| {
+                        Some((
+                            i.get("path")?.as_str()?.to_owned(),
+                            i.get("observed")
+                                .and_then(Value::as_str)
+                                .unwrap_or("missing")
+                                .to_owned(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A Tree's `source:` is a folder of the repository, packed as its content.
+impl TakesSourceFolder for TreeProvider {
+    fn field(&self) -> &'static str {
+        "source"
+    }
+
+    fn pack(&self, dir: &Path) -> Result<datum_core::Content, std::io::Error> {
+        archive::read_source_dir(dir).map(|tree| archive::pack(&tree))
+    }
+}
+
 impl Provider for TreeProvider {
     fn kind(&self) -> &'static str {
         "Tree"
@@ -212,18 +327,20 @@ impl Provider for TreeProvider {
         <TreeDeclaration as schemars::JsonSchema>::json_schema(generator)
     }
 
-    fn takes_tree(&self) -> bool {
-        true
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
     }
 
     fn owns_subtree(&self) -> bool {
         true
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        declared_path(&resource.desired)
-            .map(|p| vec![p])
-            .unwrap_or_default()
+    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+        Some(self)
+    }
+
+    fn fingerprints(&self) -> Option<&dyn crate::Fingerprints> {
+        Some(self)
     }
 
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {

@@ -25,6 +25,8 @@ use datum_providers::{
 };
 use serde_json::{Value, json};
 
+mod kind_names;
+
 /// A temporary root with its own account files.
 struct Root {
     dir: tempfile::TempDir,

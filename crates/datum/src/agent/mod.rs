@@ -475,7 +475,8 @@ impl ClassChecker for RepoChecker {
                     report.cancelled = true;
                     break 'classes;
                 }
-                let observations = datum_engine::observe_all(chunk, &host);
+                let observations =
+                    datum_engine::observe_all(datum_providers::registry(), chunk, &host);
                 for (resource, observed) in chunk.iter().zip(observations) {
                     subjects.push(resource.id.to_string());
                     let known = inspect(

@@ -204,7 +204,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
                 }
             };
             let refs: Vec<&Resource> = resources.iter().collect();
-            let results = datum_engine::observe_all(&refs, host);
+            let results = datum_engine::observe_all(datum_providers::registry(), &refs, host);
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
                 *keep = r.id.kind == datum_providers::package::KIND;

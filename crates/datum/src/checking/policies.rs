@@ -247,6 +247,7 @@ impl Policies<'_> {
             autorequires: Vec::new(),
         };
         let mut ctx = PassContext {
+            registry: datum_providers::registry(),
             host: self.host,
             mode: Mode::Apply,
             store: Some(&mut *self.store),

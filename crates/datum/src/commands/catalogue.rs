@@ -17,13 +17,12 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     // for the tree once applied (and what its fleet reports compare).
     let host = context::host(global, &identity, &catalogue.boundary);
     let fingerprint = |r: &datum_core::Resource| {
-        (r.id.kind == datum_providers::tree::KIND).then(|| {
-            let value = match datum_providers::tree::declared_fingerprint(&host, r) {
-                Ok(hash) => serde_json::Value::String(hash),
-                Err(_) => serde_json::Value::Null,
-            };
-            ("fingerprint".to_owned(), value)
-        })
+        let fingerprints = datum_providers::lookup(&r.id.kind)?.fingerprints()?;
+        let value = match fingerprints.declared(&host, r) {
+            Ok(hash) => serde_json::Value::String(hash),
+            Err(_) => serde_json::Value::Null,
+        };
+        Some(("fingerprint".to_owned(), value))
     };
     let key = context::digest_key(global);
     catalogue.write_json_pretty_with(args.explain, &fingerprint, key.as_ref(), &mut out)?;

@@ -84,6 +84,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         _ => Default::default(),
     };
     let mut ctx = PassContext {
+        registry: datum_providers::registry(),
         host: &host,
         mode,
         store: store.as_mut(),

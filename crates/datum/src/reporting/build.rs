@@ -201,25 +201,12 @@ pub fn check_finding(
     let sig = f.finding.signature();
     let observed_hash = if sensitive {
         None
-    } else if f.id.kind == datum_providers::tree::KIND {
+    } else if let Some(fingerprints) =
+        datum_providers::lookup(&f.id.kind).and_then(|p| p.fingerprints())
+    {
         // The host entries' own fingerprints, where they exist.
         let entries: BTreeMap<String, String> = observed
-            .and_then(|o| o.fields.get("tree"))
-            .and_then(|v| v.as_array())
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|i| {
-                        Some((
-                            i.get("path")?.as_str()?.to_owned(),
-                            i.get("observed")
-                                .and_then(|o| o.as_str())
-                                .unwrap_or("missing")
-                                .to_owned(),
-                        ))
-                    })
-                    .collect()
-            })
+            .map(|o| fingerprints.observed_entries(o))
             .unwrap_or_default();
         Some(observed_hash(sig.paths.iter().map(|p| {
             (p.as_str(), entries.get(p).map_or("missing", String::as_str))

@@ -1,0 +1,113 @@
+//! The compiler is handed its registry and asks each kind's capabilities,
+//! never its name: kinds it has never heard of (the fakes of
+//! `datum_testkit::fake`) get path conflict checks, parent-folder ordering
+//! and activation ordering from what they declare they can do.
+
+use datum_catalog::{Compiler, HostIdentity};
+use datum_providers::Registry;
+use datum_providers::directory::DirectoryProvider;
+use datum_testkit::fake::fake_providers;
+
+use super::{Repo, ids};
+
+fn registry() -> Registry {
+    let (mut providers, _, _) = fake_providers();
+    providers.push(Box::new(DirectoryProvider));
+    Registry::new(providers)
+}
+
+fn doc(kind: &str, name: &str, desired: &str) -> String {
+    format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired:\n{desired}")
+}
+
+fn one_host() -> HostIdentity {
+    HostIdentity {
+        name: "h".to_owned(),
+        labels: Default::default(),
+    }
+}
+
+#[test]
+fn a_kind_the_compiler_never_heard_of_is_ordered_by_its_capabilities() {
+    let repo =
+        Repo::new("datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n");
+    repo.file(
+        "base/all.yaml",
+        &[
+            doc("FakeUnit", "web", "  reload_on: [\"FakeFile[site]\"]\n"),
+            doc(
+                "FakeFile",
+                "site",
+                "  path: /etc/app/site\n  content: \"x\\n\"\n",
+            ),
+            doc("Directory", "app", "  path: /etc/app\n"),
+        ]
+        .join("---\n"),
+    );
+    let registry = registry();
+    let compiler = Compiler::new(&registry);
+    let cat = compiler.compile(repo.path(), &one_host()).unwrap();
+    // The file after its folder (paths), the unit after the file it
+    // follows (activation), whatever the order written.
+    assert_eq!(
+        ids(&cat),
+        ["Directory[app]", "FakeFile[site]", "FakeUnit[web]"]
+    );
+    let auto: Vec<(String, String)> = cat
+        .autorequires
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert!(
+        auto.contains(&("FakeFile[site]".into(), "Directory[app]".into())),
+        "{auto:?}"
+    );
+    assert!(
+        auto.contains(&("FakeUnit[web]".into(), "FakeFile[site]".into())),
+        "{auto:?}"
+    );
+
+    // The shipped registry does not know these kinds at all.
+    let shipped = datum_catalog::lint(repo.path(), None);
+    assert!(
+        shipped
+            .iter()
+            .any(|d| d.one_line().contains("unknown type `FakeFile`")),
+        "{shipped:?}"
+    );
+}
+
+#[test]
+fn two_kinds_claiming_one_path_conflict_and_nothing_lives_in_an_absent_folder() {
+    let repo =
+        Repo::new("datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n");
+    repo.file(
+        "base/all.yaml",
+        &[
+            doc("FakeFile", "a", "  path: /srv/x\n  content: \"a\\n\"\n"),
+            doc("Directory", "x", "  path: /srv/x/\n"),
+            doc("Directory", "gone", "  path: /opt/gone\n  ensure: absent\n"),
+            doc(
+                "FakeFile",
+                "inside",
+                "  path: /opt/gone/f\n  content: \"f\\n\"\n",
+            ),
+        ]
+        .join("---\n"),
+    );
+    let registry = registry();
+    let diags = Compiler::new(&registry).lint(repo.path(), Some(&one_host()));
+    let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("path `/srv/x/` is also managed by FakeFile[a]")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "`/opt/gone/f` is declared present inside Directory[gone], which is declared absent"
+        )),
+        "{lines:#?}"
+    );
+}

@@ -1,0 +1,408 @@
+//! The engine's safety rules, each tested with fake resource types
+//! (`datum_testkit::fake`) the engine has never heard of: what holds here
+//! holds for every kind, because nothing in the engine names one. The host
+//! is a real temporary root, the state and backup stores are real SQLite.
+
+use std::collections::HashSet;
+
+use datum_catalog::Catalogue;
+use datum_core::{Intent, Outcome, Phase, Resource, ResourceId};
+use datum_host::Host;
+use datum_providers::Registry;
+use datum_store::Store;
+use datum_store::backup::BackupStore;
+use datum_testkit::fake::{
+    FAKE_FILE, FAKE_UNIT, Faults, Journal, fake_file, fake_registry, fake_unit, read_live,
+};
+
+use crate::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
+
+fn id(name: &str) -> ResourceId {
+    ResourceId::new(FAKE_FILE, name)
+}
+
+fn unit(name: &str) -> ResourceId {
+    ResourceId::new(FAKE_UNIT, name)
+}
+
+fn catalogue(resources: Vec<Resource>) -> Catalogue {
+    Catalogue {
+        host: Default::default(),
+        resources,
+        autorequires: Vec::new(),
+        boundary: Default::default(),
+    }
+}
+
+/// A temporary root, the fake registry, and (optionally) real stores.
+struct Bed {
+    root: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    host: Host,
+    registry: Registry,
+    journal: Journal,
+    faults: Faults,
+    store: Store,
+    backups: BackupStore,
+}
+
+impl Bed {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path().to_path_buf());
+        let (registry, journal, faults) = fake_registry();
+        let store = Store::open(&state.path().join("state.db")).unwrap();
+        let backups = BackupStore::open(&state.path().join("backups")).unwrap();
+        Self {
+            root,
+            _state: state,
+            host,
+            registry,
+            journal,
+            faults,
+            store,
+            backups,
+        }
+    }
+
+    fn pass(&mut self, catalogue: &Catalogue, mode: Mode) -> PassSummary {
+        let mut ctx = PassContext {
+            registry: &self.registry,
+            host: &self.host,
+            mode,
+            store: Some(&mut self.store),
+            backups: Some(&mut self.backups),
+            now: 1_000,
+            skip: HashSet::new(),
+        };
+        run_pass(catalogue, &mut ctx, &mut SilentReporter)
+    }
+
+    fn live(&self, path: &str) -> Option<String> {
+        read_live(self.root.path(), path)
+    }
+
+    fn write(&self, path: &str, text: &str) {
+        std::fs::write(self.root.path().join(path.trim_start_matches('/')), text).unwrap();
+    }
+}
+
+fn outcome<'s>(summary: &'s PassSummary, id: &ResourceId) -> &'s Outcome {
+    &summary
+        .resources
+        .iter()
+        .find(|r| &r.id == id)
+        .unwrap_or_else(|| panic!("{id} not reported"))
+        .outcome
+}
+
+fn words(summary: &PassSummary) -> Vec<(String, &'static str)> {
+    summary
+        .resources
+        .iter()
+        .map(|r| (r.id.to_string(), r.outcome.word()))
+        .collect()
+}
+
+#[test]
+fn resources_run_in_catalogue_order_and_a_changed_requirement_means_a_fresh_observation() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![
+        fake_file("a", "/a", "a\n", &[]),
+        fake_file("b", "/b", "b\n", &[id("a")]),
+        fake_file("c", "/c", "c\n", &[]),
+    ]);
+    let summary = bed.pass(&cat, Mode::Apply);
+    assert_eq!(
+        bed.journal.of("apply"),
+        ["FakeFile[a]", "FakeFile[b]", "FakeFile[c]"]
+    );
+    assert_eq!(
+        words(&summary),
+        [
+            ("FakeFile[a]".into(), "changed"),
+            ("FakeFile[b]".into(), "changed"),
+            ("FakeFile[c]".into(), "changed")
+        ]
+    );
+    // b requires a, which changed: b is observed again after a (once up
+    // front, once fresh, once by its verify); c is not.
+    let observed = bed.journal.of("observe");
+    let count = |name: &str| observed.iter().filter(|o| *o == name).count();
+    assert_eq!(count("FakeFile[b]"), 3, "{observed:?}");
+    assert_eq!(count("FakeFile[c]"), 2, "{observed:?}");
+    assert_eq!(bed.live("/b").as_deref(), Some("b\n"));
+
+    // A second pass changes nothing and applies nothing.
+    bed.journal.clear();
+    let summary = bed.pass(&cat, Mode::Apply);
+    assert!(bed.journal.of("apply").is_empty());
+    assert!(
+        summary
+            .resources
+            .iter()
+            .all(|r| r.outcome.word() == "unchanged")
+    );
+}
+
+#[test]
+fn a_failed_resource_blocks_its_dependents_directly_and_through_others_and_nothing_else() {
+    let mut bed = Bed::new();
+    bed.faults.fail_apply("FakeFile[a]");
+    let cat = catalogue(vec![
+        fake_file("a", "/a", "a\n", &[]),
+        fake_file("b", "/b", "b\n", &[id("a")]),
+        fake_file("c", "/c", "c\n", &[id("b")]),
+        fake_file("d", "/d", "d\n", &[]),
+    ]);
+    let summary = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&summary, &id("a")),
+        Outcome::Failed { phase: Phase::Apply, reason } if reason.contains("injected apply failure")
+    ));
+    assert_eq!(
+        outcome(&summary, &id("b")),
+        &Outcome::Blocked { by: id("a") }
+    );
+    assert_eq!(
+        outcome(&summary, &id("c")),
+        &Outcome::Blocked { by: id("a") }
+    );
+    assert!(matches!(
+        outcome(&summary, &id("d")),
+        Outcome::Changed { .. }
+    ));
+    // Blocked resources were never applied; nothing was rolled back.
+    assert_eq!(bed.journal.of("apply"), ["FakeFile[a]", "FakeFile[d]"]);
+    assert_eq!(bed.live("/b"), None);
+    assert_eq!(bed.live("/d").as_deref(), Some("d\n"));
+
+    // A failed observation blocks the same way, and so does a verify that
+    // finds the change did not hold.
+    let mut bed = Bed::new();
+    bed.faults.fail_observe("FakeFile[a]");
+    bed.faults.leave_unconverged("FakeFile[c]");
+    let cat = catalogue(vec![
+        fake_file("a", "/a", "a\n", &[]),
+        fake_file("b", "/b", "b\n", &[id("a")]),
+        fake_file("c", "/c", "c\n", &[]),
+        fake_file("e", "/e", "e\n", &[id("c")]),
+    ]);
+    let summary = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&summary, &id("a")),
+        Outcome::Failed {
+            phase: Phase::Observe,
+            ..
+        }
+    ));
+    assert_eq!(
+        outcome(&summary, &id("b")),
+        &Outcome::Blocked { by: id("a") }
+    );
+    assert!(matches!(
+        outcome(&summary, &id("c")),
+        Outcome::Failed { phase: Phase::Verify, reason } if reason.contains("still differs after apply")
+    ));
+    assert_eq!(
+        outcome(&summary, &id("e")),
+        &Outcome::Blocked { by: id("c") }
+    );
+}
+
+#[test]
+fn a_refused_staged_copy_never_goes_live_and_a_plan_says_it_would_fail() {
+    let mut bed = Bed::new();
+    bed.write("/conf.json", "{\"old\": true}\n");
+    let refused = Resource {
+        validate: Some("json".to_owned()),
+        ..fake_file("conf", "/conf.json", "{not json\n", &[])
+    };
+    let cat = catalogue(vec![refused.clone()]);
+
+    let plan = bed.pass(&cat, Mode::Plan);
+    assert!(matches!(
+        outcome(&plan, &id("conf")),
+        Outcome::Failed { phase: Phase::Plan, reason } if reason.starts_with("would fail: ")
+    ));
+    let applied = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&applied, &id("conf")),
+        Outcome::Failed { phase: Phase::Apply, reason } if reason.contains("json")
+    ));
+    // The live file is byte-identical, and no staged copy is left beside it.
+    assert_eq!(bed.live("/conf.json").as_deref(), Some("{\"old\": true}\n"));
+    let left: Vec<_> = std::fs::read_dir(bed.root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["conf.json"], "{left:?}");
+
+    // Valid content passes the same gate and goes live.
+    let accepted = Resource {
+        validate: Some("json".to_owned()),
+        ..fake_file("conf", "/conf.json", "{\"new\": true}\n", &[])
+    };
+    let summary = bed.pass(&catalogue(vec![accepted]), Mode::Apply);
+    assert!(matches!(
+        outcome(&summary, &id("conf")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(bed.live("/conf.json").as_deref(), Some("{\"new\": true}\n"));
+}
+
+#[test]
+fn the_old_content_is_saved_before_it_is_replaced_and_refused_content_leaves_no_backup() {
+    let mut bed = Bed::new();
+    bed.write("/plain", "old plain\n");
+    bed.write("/checked.json", "{\"old\": 1}\n");
+    let cat = catalogue(vec![
+        fake_file("plain", "/plain", "new plain\n", &[]),
+        Resource {
+            validate: Some("json".to_owned()),
+            ..fake_file("checked", "/checked.json", "{broken\n", &[])
+        },
+    ]);
+    bed.pass(&cat, Mode::Apply);
+    let entries = bed.backups.list(None).unwrap();
+    let saved: Vec<(String, String)> = entries
+        .iter()
+        .map(|e| (e.resource.clone(), e.path.display().to_string()))
+        .collect();
+    // Only the replaced file; the validated one whose new content was
+    // refused kept its old content, so there is nothing to keep evidence of.
+    assert_eq!(saved, [("FakeFile[plain]".into(), "/plain".into())]);
+    let (_, bytes) = bed.backups.get(entries[0].id).unwrap();
+    assert_eq!(bytes, b"old plain\n");
+    assert_eq!(bed.live("/plain").as_deref(), Some("new plain\n"));
+}
+
+#[test]
+fn a_change_makes_its_notified_resource_owe_an_activation_until_one_succeeds() {
+    let mut bed = Bed::new();
+    bed.faults.fail_activate("FakeUnit[web]");
+    let cat = catalogue(vec![
+        fake_file("site", "/site", "v1\n", &[]),
+        fake_unit("web", &[id("site")]),
+    ]);
+    // The plan shows the pending reload and performs nothing.
+    let plan = bed.pass(&cat, Mode::Plan);
+    assert!(matches!(
+        outcome(&plan, &unit("web")),
+        Outcome::WouldChange { .. }
+    ));
+    assert!(bed.journal.of("reload").is_empty());
+
+    let first = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&first, &unit("web")),
+        Outcome::Failed { phase: Phase::Apply, reason } if reason.starts_with("reload failed: ")
+    ));
+    // Owed durably, naming why.
+    let owed = bed.store.owed_reloads().unwrap();
+    assert_eq!(owed.len(), 1);
+    assert_eq!(owed[0].service, unit("web"));
+    assert_eq!(owed[0].reasons, ["FakeFile[site] changed"]);
+
+    // Nothing changes in the next pass, but the reload is still owed: it
+    // is performed, and once it succeeds it is no longer owed.
+    bed.faults.clear();
+    let second = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(outcome(&second, &id("site")), Outcome::Unchanged));
+    assert!(matches!(
+        outcome(&second, &unit("web")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(bed.journal.of("reload"), ["FakeUnit[web]", "FakeUnit[web]"]);
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+
+    // In sync and owing nothing: no activation.
+    let third = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(outcome(&third, &unit("web")), Outcome::Unchanged));
+    assert_eq!(bed.journal.of("reload").len(), 2);
+}
+
+#[test]
+fn a_sensitive_resource_keeps_validator_output_and_live_content_out_of_its_report() {
+    const CANARY: &str = "CANARY-7f3a9";
+    let bad = format!("{{\"key\": {CANARY}}}\n");
+    for sensitive in [false, true] {
+        let mut bed = Bed::new();
+        bed.write("/secret.json", &format!("{{\"old\": \"{CANARY}-live\"}}\n"));
+        let resource = Resource {
+            validate: Some("json".to_owned()),
+            sensitive,
+            ..fake_file("secret", "/secret.json", &bad, &[])
+        };
+        let cat = catalogue(vec![resource]);
+        for mode in [Mode::Plan, Mode::Apply] {
+            let summary = bed.pass(&cat, mode);
+            let report = &summary.resources[0];
+            assert!(matches!(report.outcome, Outcome::Failed { .. }));
+            let detail = report.detail.clone().unwrap_or_default();
+            let live_shown = report
+                .diff
+                .content
+                .as_ref()
+                .and_then(|c| c.before.as_deref())
+                .is_some_and(|b| String::from_utf8_lossy(b).contains(CANARY));
+            if sensitive {
+                assert!(report.sensitive);
+                assert!(!detail.contains(CANARY), "{mode:?}: {detail}");
+                assert!(
+                    !live_shown,
+                    "{mode:?}: the live content was read for display"
+                );
+            } else {
+                // The canary is really there for a plain resource: the
+                // sensitive case above could fail.
+                assert!(detail.contains(CANARY), "{mode:?}: {detail}");
+                assert!(live_shown, "{mode:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_change_is_intentional_when_the_declaration_moved_and_corrective_when_the_host_did() {
+    let mut bed = Bed::new();
+    let v1 = catalogue(vec![fake_file("f", "/f", "one\n", &[])]);
+    let first = bed.pass(&v1, Mode::Apply);
+    assert_eq!(
+        outcome(&first, &id("f")),
+        &Outcome::Changed {
+            intent: Intent::Intentional
+        }
+    );
+    // Someone edits the file: putting it back is corrective (planned and
+    // applied alike).
+    bed.write("/f", "edited by hand\n");
+    let plan = bed.pass(&v1, Mode::Plan);
+    assert_eq!(
+        outcome(&plan, &id("f")),
+        &Outcome::WouldChange {
+            intent: Intent::Corrective
+        }
+    );
+    let second = bed.pass(&v1, Mode::Apply);
+    assert_eq!(
+        outcome(&second, &id("f")),
+        &Outcome::Changed {
+            intent: Intent::Corrective
+        }
+    );
+    // The repository changes the declaration: intentional again.
+    let v2 = catalogue(vec![Resource {
+        declaration_hash: "v2".to_owned(),
+        ..fake_file("f", "/f", "two\n", &[])
+    }]);
+    let third = bed.pass(&v2, Mode::Apply);
+    assert_eq!(
+        outcome(&third, &id("f")),
+        &Outcome::Changed {
+            intent: Intent::Intentional
+        }
+    );
+    assert_eq!(bed.live("/f").as_deref(), Some("two\n"));
+}

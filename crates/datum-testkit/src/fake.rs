@@ -1,0 +1,387 @@
+//! Fake resource types for engine tests: a [`Registry`] of kinds the engine
+//! has never heard of, so a test of a safety rule shows that the rule is the
+//! engine's (it holds for any kind) and not something a shipped provider
+//! happens to do.
+//!
+//! - [`FakeFile`] (`FakeFile[name]`) owns one real file under the host's
+//!   root: `desired.path`, content from `Resource::content`. It writes
+//!   through `datum_providers::file::write_staged`, so the engine's staging
+//!   gate (validator, evidence) sees a real staged copy, and the live file a
+//!   test reads back is real. It owns its path (the paths capability), so
+//!   evidence and staging sweeps reach it.
+//! - [`FakeUnit`] (`FakeUnit[name]`) is always in sync and is activated
+//!   (the activation capability) when a resource it lists in `reload_on` or
+//!   `restart_on` changes; it never touches the host.
+//!
+//! Both write what the engine asked of them to a shared [`Journal`]
+//! (`observe FakeFile[a]`, `apply FakeFile[a]`, `reload FakeUnit[web]`), and
+//! fail on demand ([`Faults`]): the test double stands in for "a resource
+//! type", not for the host (the host is a real temporary root).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use datum_core::{
+    Action, ContentChange, Diff, FieldChange, FileMeta, Observed, Presence, Resource, ResourceId,
+};
+use datum_host::Host;
+use datum_providers::{
+    Activates, FieldError, FieldLookup, OnChange, OwnsPaths, PathClaim, Provider, ProviderError,
+    Registry, StagingGate,
+};
+use serde_json::{Value, json};
+
+/// The kind names the fakes register under.
+pub const FAKE_FILE: &str = "FakeFile";
+pub const FAKE_UNIT: &str = "FakeUnit";
+
+/// What the engine asked of the fakes, in order, one line per call.
+#[derive(Debug, Clone, Default)]
+pub struct Journal(Arc<Mutex<Vec<String>>>);
+
+impl Journal {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The lines that start with `verb ` (`apply`, `reload`, ...), without
+    /// the verb.
+    pub fn of(&self, verb: &str) -> Vec<String> {
+        let prefix = format!("{verb} ");
+        self.lines()
+            .iter()
+            .filter_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            .collect()
+    }
+
+    pub fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+/// Which calls fail, by resource id (`FakeFile[a]`), set by the test.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Arc<Mutex<FaultSet>>);
+
+#[derive(Debug, Default)]
+struct FaultSet {
+    observe: BTreeSet<String>,
+    apply: BTreeSet<String>,
+    /// Verify reports the content still differs.
+    unconverged: BTreeSet<String>,
+    activate: BTreeSet<String>,
+}
+
+impl Faults {
+    pub fn fail_observe(&self, id: &str) {
+        self.0.lock().unwrap().observe.insert(id.to_owned());
+    }
+    pub fn fail_apply(&self, id: &str) {
+        self.0.lock().unwrap().apply.insert(id.to_owned());
+    }
+    pub fn leave_unconverged(&self, id: &str) {
+        self.0.lock().unwrap().unconverged.insert(id.to_owned());
+    }
+    pub fn fail_activate(&self, id: &str) {
+        self.0.lock().unwrap().activate.insert(id.to_owned());
+    }
+    pub fn clear(&self) {
+        *self.0.lock().unwrap() = FaultSet::default();
+    }
+    fn has(&self, which: fn(&FaultSet) -> &BTreeSet<String>, id: &ResourceId) -> bool {
+        which(&self.0.lock().unwrap()).contains(&id.to_string())
+    }
+}
+
+/// A registry of the two fakes sharing one journal and one fault set.
+pub fn fake_registry() -> (Registry, Journal, Faults) {
+    let (providers, journal, faults) = fake_providers();
+    (Registry::new(providers), journal, faults)
+}
+
+/// The two fakes, to list in a registry beside other providers.
+pub fn fake_providers() -> (Vec<Box<dyn Provider>>, Journal, Faults) {
+    let journal = Journal::default();
+    let faults = Faults::default();
+    let providers: Vec<Box<dyn Provider>> = vec![
+        Box::new(FakeFile {
+            journal: journal.clone(),
+            faults: faults.clone(),
+        }),
+        Box::new(FakeUnit {
+            journal: journal.clone(),
+            faults: faults.clone(),
+        }),
+    ];
+    (providers, journal, faults)
+}
+
+/// A `FakeFile[name]` at `path` with `content`, requiring `requires`.
+pub fn fake_file(name: &str, path: &str, content: &str, requires: &[ResourceId]) -> Resource {
+    Resource {
+        content: Some(datum_core::Content::new(content.as_bytes().to_vec())),
+        requires: requires.to_vec(),
+        ..Resource::new(ResourceId::new(FAKE_FILE, name), json!({ "path": path }))
+    }
+}
+
+/// A `FakeUnit[name]` reloaded when any of `reload_on` changes.
+pub fn fake_unit(name: &str, reload_on: &[ResourceId]) -> Resource {
+    let list: Vec<String> = reload_on.iter().map(ToString::to_string).collect();
+    Resource::new(
+        ResourceId::new(FAKE_UNIT, name),
+        json!({ "reload_on": list }),
+    )
+}
+
+/// A file under the root, with its content from the catalogue.
+pub struct FakeFile {
+    journal: Journal,
+    faults: Faults,
+}
+
+fn declared_path(resource: &Resource) -> Result<PathBuf, ProviderError> {
+    resource
+        .desired_str("path")
+        .map(PathBuf::from)
+        .ok_or_else(|| ProviderError::Invalid {
+            field: "path".to_owned(),
+            message: "missing".to_owned(),
+        })
+}
+
+fn injected(what: &str, id: &ResourceId) -> ProviderError {
+    ProviderError::Invalid {
+        field: "fault".to_owned(),
+        message: format!("injected {what} failure of {id}"),
+    }
+}
+
+impl Provider for FakeFile {
+    fn kind(&self) -> &'static str {
+        FAKE_FILE
+    }
+
+    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        match desired.get("path").and_then(Value::as_str) {
+            Some(_) => Ok(()),
+            None => Err(vec![FieldError::new(&["path"], "`path` is required")]),
+        }
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Value as schemars::JsonSchema>::json_schema(generator)
+    }
+
+    fn takes_content(&self) -> bool {
+        true
+    }
+
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
+    }
+
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        self.journal.push(format!("observe {}", resource.id));
+        if self.faults.has(|f| &f.observe, &resource.id) {
+            return Err(injected("observe", &resource.id));
+        }
+        let path = declared_path(resource)?;
+        let Some(bytes) = host.read(&path)? else {
+            return Ok(Observed::absent());
+        };
+        let sha256 = datum_core::sha256_hex(&bytes);
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        observed
+            .fields
+            .insert("content_sha256".to_owned(), json!(sha256));
+        observed.meta = Some(FileMeta {
+            size: bytes.len() as u64,
+            mode: 0o644,
+            sha256: Some(sha256),
+            ..FileMeta::default()
+        });
+        Ok(observed)
+    }
+
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        let Some(content) = &resource.content else {
+            return Diff::default();
+        };
+        let live = observed.meta.as_ref().and_then(|m| m.sha256.clone());
+        if live.as_deref() == Some(content.sha256.as_str()) {
+            return Diff::default();
+        }
+        let action = match observed.presence {
+            Presence::Absent => Action::Create,
+            _ => Action::Update,
+        };
+        Diff {
+            action: Some(action),
+            changes: vec![FieldChange {
+                field: "content_sha256".to_owned(),
+                before: live.clone().map(Value::String),
+                after: Some(json!(content.sha256)),
+            }],
+            content: Some(ContentChange {
+                before: None,
+                after: content.bytes.clone(),
+                before_sha256: live,
+                after_sha256: content.sha256.clone(),
+            }),
+        }
+    }
+
+    fn apply(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        _diff: &Diff,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        self.journal.push(format!("apply {}", resource.id));
+        if self.faults.has(|f| &f.apply, &resource.id) {
+            return Err(injected("apply", &resource.id));
+        }
+        let path = declared_path(resource)?;
+        let bytes = resource
+            .content
+            .as_ref()
+            .map(|c| c.bytes.clone())
+            .unwrap_or_default();
+        let at = host.locate(&path)?;
+        datum_providers::file::write_staged(host, &at, &bytes, None, None, 0o644, gate)
+    }
+
+    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
+        let observed = self.observe(host, resource)?;
+        let mut diff = self.diff(resource, &observed);
+        if self.faults.has(|f| &f.unconverged, &resource.id) {
+            diff.action = Some(Action::Update);
+            diff.changes.push(FieldChange {
+                field: "content_sha256".to_owned(),
+                before: None,
+                after: None,
+            });
+        }
+        Ok((observed, diff))
+    }
+}
+
+impl OwnsPaths for FakeFile {
+    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+        Some(PathClaim {
+            field: "path",
+            path: field("path")?.as_str()?,
+            present: true,
+            holds_children: false,
+        })
+    }
+
+    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
+        declared_path(resource).map(|p| vec![p]).unwrap_or_default()
+    }
+}
+
+/// Something reloaded when the resources it names change; always in sync.
+pub struct FakeUnit {
+    journal: Journal,
+    faults: Faults,
+}
+
+impl Provider for FakeUnit {
+    fn kind(&self) -> &'static str {
+        FAKE_UNIT
+    }
+
+    fn check(&self, _desired: &Value) -> Result<(), Vec<FieldError>> {
+        Ok(())
+    }
+
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <Value as schemars::JsonSchema>::json_schema(generator)
+    }
+
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn activation(&self) -> Option<&dyn Activates> {
+        Some(self)
+    }
+
+    fn observe(&self, _host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        self.journal.push(format!("observe {}", resource.id));
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        Ok(observed)
+    }
+
+    fn diff(&self, _resource: &Resource, _observed: &Observed) -> Diff {
+        Diff::default()
+    }
+
+    fn apply(
+        &self,
+        _host: &Host,
+        resource: &Resource,
+        _observed: &Observed,
+        _diff: &Diff,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        self.journal.push(format!("apply {}", resource.id));
+        Ok(())
+    }
+}
+
+impl Activates for FakeUnit {
+    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)> {
+        let mut out = Vec::new();
+        for (name, how) in [
+            ("reload_on", OnChange::Reload),
+            ("restart_on", OnChange::Restart),
+        ] {
+            for text in field(name)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if let Ok(id) = ResourceId::parse(text) {
+                    out.push((id, how));
+                }
+            }
+        }
+        out
+    }
+
+    fn activate(
+        &self,
+        _host: &Host,
+        resource: &Resource,
+        how: OnChange,
+    ) -> Result<(), ProviderError> {
+        self.journal.push(format!("{} {}", how.verb(), resource.id));
+        if self.faults.has(|f| &f.activate, &resource.id) {
+            return Err(injected(how.verb(), &resource.id));
+        }
+        Ok(())
+    }
+
+    fn subject(&self, resource: &Resource) -> String {
+        format!("unit {}", resource.id.name)
+    }
+}
+
+/// Reads a file under `root` (a test's view of the host).
+pub fn read_live(root: &Path, declared: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(declared.trim_start_matches('/'))).ok()
+}
