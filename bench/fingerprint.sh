@@ -14,7 +14,8 @@
 #   INSTALL=1                           apt-get install aide (+ gcc libssl-dev for the C
 #                                       floor) first; rows whose tool is missing are skipped
 #   SKIP_COLD=1                         no cold-cache rows
-#   FP                                  a prebuilt datum-fingerprint (default: build it)
+#   FP                                  a prebuilt datum binary (default: build it); the
+#                                       script runs `$FP fingerprint ...`
 # Needs root: the estate must be owned by 0:0 for the reference root hash below, and
 # dropping caches needs it. Writes nothing into the repository.
 set -euo pipefail
@@ -40,12 +41,14 @@ if [[ ${INSTALL:-0} == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- build
-# FP=/path/to/datum-fingerprint measures a binary built elsewhere (e.g. from a clean
-# checkout while the work tree is mid-edit).
+# FP=/path/to/datum measures a binary built elsewhere (e.g. from a clean checkout while
+# the work tree is mid-edit). Datum is timed through `datum fingerprint` (the standalone
+# datum-fingerprint binary was removed, issue 12).
 if [[ -z ${FP:-} ]]; then
-  (cd "$REPO" && cargo build --release -q -p datum-drift --bin datum-fingerprint)
-  FP=$REPO/target/release/datum-fingerprint
+  (cd "$REPO" && cargo build --release -q -p datum --bin datum)
+  FP=$REPO/target/release/datum
 fi
+FPC=("$FP" fingerprint)
 
 # ---------------------------------------------------------------- setup (idempotent)
 mkdir -p "$D" "$W"
@@ -83,7 +86,7 @@ fi
 [[ -f $W/files.list ]] || find "$E" -type f -print0 > "$W/files.list"
 
 # ---------------------------------------------------------------- correctness first
-ours=$("$FP" --compat "$E")
+ours=$("${FPC[@]}" --compat "$E")
 theirs=$("$PY" "$SB/fingerprint_ref.py" "$E")
 echo "# compat root: datum $ours, reference $theirs (expected $REF_ROOT when owned by 0:0)"
 [[ $ours == "$theirs" ]] || { echo "MISMATCH: datum --compat differs from fingerprint_ref.py" >&2; exit 1; }
@@ -100,12 +103,12 @@ T() { # T LABEL FILES BYTES [timecmd options] -- CMD...
 w=(-n "$RUNS" --warmup 1 --)
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 # "default" = ScanOptions::threads 0: max(cores, 8) workers (8 on this machine class)
-T "datum native, default threads"  "$n" "$b" "${w[@]}" "$FP" "$E"
-T "datum native, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --threads 2 "$E"
-T "datum native, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --threads 1 "$E"
-T "datum compat, default threads"  "$n" "$b" "${w[@]}" "$FP" --compat "$E"
-T "datum compat, 2 threads"        "$n" "$b" "${w[@]}" "$FP" --compat --threads 2 "$E"
-T "datum compat, 1 thread"         "$n" "$b" "${w[@]}" "$FP" --compat --threads 1 "$E"
+T "datum native, default threads"  "$n" "$b" "${w[@]}" "${FPC[@]}" "$E"
+T "datum native, 2 threads"        "$n" "$b" "${w[@]}" "${FPC[@]}" --threads 2 "$E"
+T "datum native, 1 thread"         "$n" "$b" "${w[@]}" "${FPC[@]}" --threads 1 "$E"
+T "datum compat, default threads"  "$n" "$b" "${w[@]}" "${FPC[@]}" --compat "$E"
+T "datum compat, 2 threads"        "$n" "$b" "${w[@]}" "${FPC[@]}" --compat --threads 2 "$E"
+T "datum compat, 1 thread"         "$n" "$b" "${w[@]}" "${FPC[@]}" --compat --threads 1 "$E"
 T "python fingerprint_ref.py"      "$n" "$b" "${w[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
 T "sha256sum -c"                   "$n" "$b" "${w[@]}" sh -c "cd '$E' && exec sha256sum -c --quiet '$W/sums.txt'"
 T "sha256sum -c, 2 parallel"       "$n" "$b" "${w[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
@@ -120,9 +123,9 @@ T "find -printf (metadata only)"   "$n" 0    "${w[@]}" sh -c "exec find '$E' -pr
 
 if [[ ${SKIP_COLD:-0} != 1 ]] && { sync && echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
   c=(-n "$COLD_RUNS" --warmup 0 --drop-caches --)
-  T "COLD datum native, default threads" "$n" "$b" "${c[@]}" "$FP" "$E"
-  T "COLD datum native, 2 threads" "$n" "$b" "${c[@]}" "$FP" --threads 2 "$E"
-  T "COLD datum compat, default threads" "$n" "$b" "${c[@]}" "$FP" --compat "$E"
+  T "COLD datum native, default threads" "$n" "$b" "${c[@]}" "${FPC[@]}" "$E"
+  T "COLD datum native, 2 threads" "$n" "$b" "${c[@]}" "${FPC[@]}" --threads 2 "$E"
+  T "COLD datum compat, default threads" "$n" "$b" "${c[@]}" "${FPC[@]}" --compat "$E"
   T "COLD sha256sum -c, 2 parallel" "$n" "$b" "${c[@]}" sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"
   T "COLD python fingerprint_ref.py" "$n" "$b" "${c[@]}" "$PY" "$SB/fingerprint_ref.py" "$E"
   # leave the page cache warm for whatever runs next
@@ -151,16 +154,16 @@ pair() { # pair "A label" "B label" TIMECMD_OPTION; commands in the arrays PA an
 }
 echo
 echo "# paired, alternating A and B, ratio B/A per pair: median [min-max]"
-PA=("$FP" "$E"); PB=("$PY" "$SB/fingerprint_ref.py" "$E")
+PA=("${FPC[@]}" "$E"); PB=("$PY" "$SB/fingerprint_ref.py" "$E")
 pair "datum native, default threads" "python fingerprint_ref.py" "--warmup 1"
-PA=("$FP" --compat "$E")
+PA=("${FPC[@]}" --compat "$E")
 pair "datum compat, default threads" "python fingerprint_ref.py" "--warmup 1"
 if [[ $HAVE_AIDE == 1 ]]; then
-  PA=("$FP" "$E"); PB=(aide --check -c "$W/aide-std-w1.conf")
+  PA=("${FPC[@]}" "$E"); PB=(aide --check -c "$W/aide-std-w1.conf")
   pair "datum native, default threads" "aide --check (1 worker)" "--warmup 1"
 fi
 if [[ ${SKIP_COLD:-0} != 1 ]]; then
-  PA=(sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"); PB=("$FP" "$E")
+  PA=(sh -c "cd '$E' && ls '$W'/sums.part.* | xargs -P2 -n1 sha256sum -c --quiet"); PB=("${FPC[@]}" "$E")
   pair "COLD sha256sum -c, 2 parallel" "COLD datum native, default threads" "--warmup 0 --drop-caches"
   find "$E" -type f -print0 | xargs -0 cat > /dev/null
 fi

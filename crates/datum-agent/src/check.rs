@@ -109,6 +109,9 @@ pub struct CheckReport {
     pub exit_code: i32,
     /// Whether the check stopped early because it was cancelled.
     pub cancelled: bool,
+    /// Classes whose check could not run at all (counted in
+    /// `datum_check_errors_total`, like a check that failed as a whole).
+    pub failed: u64,
 }
 
 /// Asks a running check to stop after the resource in flight.

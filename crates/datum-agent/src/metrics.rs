@@ -459,6 +459,7 @@ impl Metrics {
 
     /// Records a finished check (`unix`: when it finished).
     pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
+        self.check_errors.inc_by(report.failed);
         let mut seen = self.lock();
         for (class, r) in &report.classes {
             let label = ClassLabel {
@@ -592,6 +593,7 @@ mod tests {
             validation_failures: BTreeMap::from([("sshd".into(), 1)]),
             exit_code: 2,
             cancelled: false,
+            failed: 0,
         }
     }
 
@@ -746,5 +748,18 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("datum_repository_loaded 0"));
         assert!(text.contains("datum_repository_reload_failures_total 1"));
+    }
+
+    #[test]
+    fn a_class_whose_check_could_not_run_is_a_check_error() {
+        let m = Metrics::new("0");
+        m.checked("full", &report(), Duration::from_secs(1));
+        assert!(m.encode().contains("datum_check_errors_total 0"));
+        let failed = CheckReport {
+            failed: 1,
+            ..report()
+        };
+        m.checked("full", &failed, Duration::from_secs(2));
+        assert!(m.encode().contains("datum_check_errors_total 1"));
     }
 }

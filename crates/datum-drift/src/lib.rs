@@ -1,13 +1,17 @@
-//! Drift detection for `datum check`.
+//! Drift detection for `datum check`: the vocabulary and the pure decisions.
 //!
-//! Owns: [`fingerprint`], the Merkle fingerprints of owned trees (scan a host tree,
-//! fingerprint a declared one, compare them); [`classes`] (interval, content mode,
-//! policy per resource class, from `datum.yaml`); [`metadata`] (metadata-first
-//! evaluation); [`sampling`] (which hosts a pass reads deeply); [`check`] (findings
-//! and the report); [`policy`] (quarantine sets, flap detection, accept patches) and
-//! [`schedule`] (detection bounds). Must not: apply anything to the host; detection
-//! reads, and reconciliation goes through the engine's normal apply path (driven by
-//! the `datum` binary, since the Tree provider depends on this crate).
+//! Owns: [`classes`] (interval, content mode, policy per resource class,
+//! from `datum.yaml`); [`metadata`] (metadata-first evaluation);
+//! [`sampling`] (which hosts a pass reads deeply); [`check`] (findings and
+//! the report); [`policy`] (what each policy decides about a drifted
+//! resource, quarantine sets, flap detection, accept patches) and
+//! [`schedule`] (detection bounds). Must not: read or change the host, or
+//! depend on the engine: the catalogue compiler validates `classes:` with
+//! this crate, so it sits below the catalogue. Running a check (observe
+//! through the engine, carry out the decisions, record the history) is
+//! `crates/datum/src/checking`, which `datum check`, `datum reconcile` and
+//! the agent share. The Merkle fingerprints are `datum-fingerprint` (scanned
+//! by `datum_host::tree_scan`).
 
 #![cfg_attr(
     test,
@@ -19,7 +23,6 @@
 
 pub mod check;
 pub mod classes;
-pub mod fingerprint;
 pub mod metadata;
 pub mod policy;
 pub mod sampling;

@@ -1,5 +1,7 @@
 //! The decisions behind the reconciliation policies, kept pure so they are
-//! tested without a host: which resources a quarantine excludes from apply,
+//! tested without a host: what each policy does about one drifted resource
+//! ([`decide`]: report, revert with flap detection, accept, quarantine, and
+//! the words the report says), which resources a quarantine excludes from apply,
 //! when a resource that keeps drifting back stops being reverted (flap
 //! detection), and the patch that lets a declaration follow an accepted
 //! change.
@@ -8,9 +10,140 @@
 //! the engine and `datum_store`).
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use datum_core::ResourceId;
 use datum_store::{Quarantine, QuarantineTarget};
+
+use crate::classes::{ClassSpec, Policy, Scope};
+
+/// Where a drifted resource stands before its class's policy is applied
+/// (read from the store by the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// A person quarantined it, or the whole host (break-glass: never
+    /// reverted).
+    pub person_quarantined: bool,
+    /// A policy or flap detection quarantined it.
+    pub quarantined: bool,
+}
+
+/// What one class's policy does about one drifted resource. `would` is a
+/// `datum check` (describe only); otherwise the caller carries it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Report only.
+    Report,
+    /// A quarantine keeps it as it is (`person`: a person's break-glass).
+    Quarantined { person: bool },
+    /// Revert it through the engine.
+    Revert { would: bool },
+    /// It drifted back too often within the window: leave it this time.
+    BackOff {
+        would: bool,
+        reverts: u64,
+        window: Duration,
+    },
+    /// Still drifting after the back-off: quarantine it as flapping, with
+    /// [`Decision::flapping_reason`].
+    Escalate { would: bool },
+    /// Accept the observation and write a patch for the repository.
+    Accept { would: bool },
+    /// Quarantine the resource (or the host).
+    Quarantine { would: bool, host: bool },
+}
+
+impl Decision {
+    /// The report's action word for a decision that does not depend on the
+    /// act's outcome (`None` for an accept or a revert carried out: their
+    /// word comes from what happened).
+    pub fn word(&self) -> Option<String> {
+        Some(match self {
+            Decision::Report => "reported".to_owned(),
+            Decision::Quarantined { person: true } => {
+                "not reverted: quarantined by a person".to_owned()
+            }
+            Decision::Quarantined { person: false } => "not reverted: quarantined".to_owned(),
+            Decision::Revert { would: true } => "would revert".to_owned(),
+            Decision::Revert { would: false } => "reverting".to_owned(),
+            Decision::BackOff {
+                would,
+                reverts,
+                window,
+            } => format!(
+                "{} reverted {reverts} times within {}",
+                if *would {
+                    "would back off:"
+                } else {
+                    "backed off:"
+                },
+                humantime::format_duration(*window)
+            ),
+            Decision::Escalate { would: true } => "would quarantine: flapping".to_owned(),
+            Decision::Escalate { would: false } => "quarantined: flapping".to_owned(),
+            Decision::Accept { would: true } => "would accept".to_owned(),
+            Decision::Accept { would: false } => return None,
+            Decision::Quarantine { would: true, host } => {
+                if *host {
+                    "would quarantine the host".to_owned()
+                } else {
+                    "would quarantine".to_owned()
+                }
+            }
+            Decision::Quarantine { would: false, .. } => "quarantined".to_owned(),
+        })
+    }
+
+    /// The reason an escalation quarantines with (shown after the source
+    /// word, "flapping: drifted again ...", so it does not repeat it). Every
+    /// decision is logged, so the reverts done are the limit (the one after
+    /// it backed off).
+    pub fn flapping_reason(spec: &ClassSpec) -> String {
+        format!(
+            "drifted again after {} revert{} within {}",
+            spec.flap_limit,
+            if spec.flap_limit == 1 { "" } else { "s" },
+            humantime::format_duration(spec.flap_window)
+        )
+    }
+}
+
+/// The decision of `policy` (the class's, or the `on_change_by` rule's) for
+/// one drifted resource of `spec`'s class. `look`: a `datum check`, which
+/// decides without acting. `reverts` is called only for a `revert` policy on
+/// a resource no quarantine holds: it gives the reverts within the class's
+/// flap window, this one included (a reconcile records this one; a check
+/// counts it without recording).
+pub fn decide<E>(
+    policy: Policy,
+    spec: &ClassSpec,
+    look: bool,
+    standing: Standing,
+    reverts: impl FnOnce() -> Result<u64, E>,
+) -> Result<Decision, E> {
+    Ok(match policy {
+        Policy::Report => Decision::Report,
+        Policy::Revert if standing.person_quarantined => Decision::Quarantined { person: true },
+        Policy::Revert if standing.quarantined => Decision::Quarantined { person: false },
+        Policy::Revert => {
+            let count = reverts()?;
+            match flap_decision(count, spec.flap_limit) {
+                FlapDecision::Revert => Decision::Revert { would: look },
+                FlapDecision::BackOff => Decision::BackOff {
+                    would: look,
+                    reverts: count - 1,
+                    window: spec.flap_window,
+                },
+                FlapDecision::Escalate => Decision::Escalate { would: look },
+            }
+        }
+        Policy::Accept => Decision::Accept { would: look },
+        Policy::Quarantine => Decision::Quarantine {
+            would: look,
+            host: spec.scope == Scope::Host,
+        },
+    })
+}
 
 /// The resources an apply must skip: every quarantined resource, and all of
 /// them when the host itself is quarantined.
@@ -115,6 +248,124 @@ mod tests {
         let all = skip_set(&[q(QuarantineTarget::Host)], [&a, &b]);
         assert_eq!(all.len(), 2);
         assert!(skip_set(&[], [&a]).is_empty());
+    }
+
+    fn spec(policy: Policy) -> ClassSpec {
+        let mut spec = ClassSpec::default_named("critical");
+        spec.policy = policy;
+        spec.flap_limit = 2;
+        spec.flap_window = Duration::from_secs(3600);
+        spec
+    }
+
+    const FREE: Standing = Standing {
+        person_quarantined: false,
+        quarantined: false,
+    };
+
+    fn decided(policy: Policy, look: bool, standing: Standing, count: u64) -> Decision {
+        let spec = spec(policy);
+        decide::<()>(policy, &spec, look, standing, || Ok(count)).unwrap()
+    }
+
+    #[test]
+    fn report_only_reports_whatever_the_standing() {
+        for look in [true, false] {
+            let d = decided(Policy::Report, look, FREE, 99);
+            assert_eq!(d, Decision::Report);
+            assert_eq!(d.word().as_deref(), Some("reported"));
+        }
+    }
+
+    #[test]
+    fn revert_reverts_then_backs_off_then_escalates() {
+        let d = decided(Policy::Revert, false, FREE, 1);
+        assert_eq!(d, Decision::Revert { would: false });
+        assert_eq!(d.word().as_deref(), Some("reverting"));
+        assert_eq!(
+            decided(Policy::Revert, true, FREE, 2).word().as_deref(),
+            Some("would revert")
+        );
+        let d = decided(Policy::Revert, false, FREE, 3);
+        assert_eq!(
+            d.word().as_deref(),
+            Some("backed off: reverted 2 times within 1h")
+        );
+        assert_eq!(
+            decided(Policy::Revert, true, FREE, 3).word().as_deref(),
+            Some("would back off: reverted 2 times within 1h")
+        );
+        let d = decided(Policy::Revert, false, FREE, 4);
+        assert_eq!(d, Decision::Escalate { would: false });
+        assert_eq!(d.word().as_deref(), Some("quarantined: flapping"));
+        assert_eq!(
+            Decision::flapping_reason(&spec(Policy::Revert)),
+            "drifted again after 2 reverts within 1h"
+        );
+    }
+
+    #[test]
+    fn revert_never_touches_what_a_quarantine_holds_and_counts_no_revert() {
+        let person = Standing {
+            person_quarantined: true,
+            quarantined: true,
+        };
+        let spec = spec(Policy::Revert);
+        let d = decide::<()>(Policy::Revert, &spec, false, person, || {
+            panic!("a quarantined resource must not count a revert")
+        })
+        .unwrap();
+        assert_eq!(
+            d.word().as_deref(),
+            Some("not reverted: quarantined by a person")
+        );
+        let policy = Standing {
+            person_quarantined: false,
+            quarantined: true,
+        };
+        let d = decide::<()>(Policy::Revert, &spec, false, policy, || {
+            panic!("a quarantined resource must not count a revert")
+        })
+        .unwrap();
+        assert_eq!(d.word().as_deref(), Some("not reverted: quarantined"));
+    }
+
+    #[test]
+    fn a_failed_revert_count_is_an_error_not_a_decision() {
+        let spec = spec(Policy::Revert);
+        assert_eq!(
+            decide(Policy::Revert, &spec, false, FREE, || Err("store")),
+            Err("store")
+        );
+    }
+
+    #[test]
+    fn accept_is_described_by_check_and_carried_out_by_reconcile() {
+        let d = decided(Policy::Accept, true, FREE, 0);
+        assert_eq!(d.word().as_deref(), Some("would accept"));
+        // The word of a carried-out accept names its patch: the caller's.
+        assert_eq!(decided(Policy::Accept, false, FREE, 0).word(), None);
+    }
+
+    #[test]
+    fn quarantine_takes_the_resource_or_the_host() {
+        assert_eq!(
+            decided(Policy::Quarantine, true, FREE, 0).word().as_deref(),
+            Some("would quarantine")
+        );
+        let mut host = spec(Policy::Quarantine);
+        host.scope = Scope::Host;
+        let d = decide::<()>(Policy::Quarantine, &host, true, FREE, || Ok(0)).unwrap();
+        assert_eq!(d.word().as_deref(), Some("would quarantine the host"));
+        let d = decide::<()>(Policy::Quarantine, &host, false, FREE, || Ok(0)).unwrap();
+        assert_eq!(
+            d,
+            Decision::Quarantine {
+                would: false,
+                host: true
+            }
+        );
+        assert_eq!(d.word().as_deref(), Some("quarantined"));
     }
 
     #[test]

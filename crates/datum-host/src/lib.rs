@@ -39,6 +39,7 @@ pub mod private;
 pub mod repo;
 pub mod sandbox;
 pub mod staging;
+pub mod tree_scan;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -210,6 +210,15 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Whether a resource of this type owns the whole folder at its
+    /// declared `path`, entries included (a Tree): drift is looked for in
+    /// the subtree, evidence and accepted changes are per entry, and files
+    /// inside it are no other finding's. Check and the agent ask this
+    /// instead of naming a kind.
+    fn owns_subtree(&self) -> bool {
+        false
+    }
+
     /// Fields of `desired` whose value is sensitive whatever the resource's
     /// `sensitive:` says (a User's `password_hash`): the catalogue masks
     /// them wherever it shows a declaration, and the provider itself never

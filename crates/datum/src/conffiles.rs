@@ -51,7 +51,7 @@ pub(crate) fn findings<'a>(
     let mut files: HashSet<&Path> = HashSet::new();
     let mut trees: Vec<&Path> = Vec::new();
     for (kind, path) in declared {
-        if kind == "Tree" {
+        if crate::checking::owns_subtree(kind) {
             trees.push(Path::new(path));
         } else {
             files.insert(Path::new(path));

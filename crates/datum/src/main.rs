@@ -15,6 +15,7 @@
 
 mod activation_findings;
 mod agent;
+mod checking;
 mod cli;
 mod commands;
 mod conffiles;

@@ -284,7 +284,7 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
 }
 
 #[test]
-fn a_revert_class_is_reverted_by_the_agent_through_datum_check() {
+fn a_revert_class_is_reverted_by_the_agent_in_process() {
     let estate = Estate::new("1h");
     let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
     estate.write(
@@ -320,6 +320,100 @@ fn a_revert_class_is_reverted_by_the_agent_through_datum_check() {
         agent
             .metrics()
             .contains("datum_drift_findings{class=\"critical\",kind=\"changed_outside\"} 0")
+    );
+}
+
+/// An estate whose `critical` class reverts, with the agent running and
+/// its first pass seen converged.
+fn reverting_estate() -> (Estate, Agent) {
+    let estate = Estate::new("1h");
+    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &settings.replace(
+            "critical: {interval: 60s, watch: true}",
+            "critical: {interval: 60s, watch: true, policy: revert}",
+        ),
+    );
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    (estate, agent)
+}
+
+/// Waits until the watched file holds `text` again; its content then.
+fn wait_content(estate: &Estate, text: &str, agent: &Agent) {
+    let restored = wait("the revert", Duration::from_secs(5), || {
+        let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).ok()?;
+        (now == text).then_some(())
+    });
+    let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).unwrap();
+    assert!(
+        restored.is_some(),
+        "not reverted to {text:?} (now {now:?}):\n{}",
+        agent.log_text()
+    );
+}
+
+#[test]
+fn a_revert_with_a_broken_repository_on_disk_applies_the_last_good_catalogue() {
+    let (estate, agent) = reverting_estate();
+    // The repository on disk stops compiling; the reload is refused (and
+    // counted), the last good catalogue keeps running.
+    estate.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: [\n",
+    );
+    agent.signal("HUP");
+    agent.wait_metric("datum_repository_loaded 0", Duration::from_secs(10));
+    agent.wait_metric(
+        "datum_repository_reload_failures_total 1",
+        Duration::from_secs(1),
+    );
+    // Drift in the revert class is reverted from that catalogue: the check
+    // runs in this process on what it loaded, never compiling the broken
+    // repository again.
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(5),
+    );
+    let metrics = agent.metrics();
+    // The refusal is what went wrong, and it stays counted; the check
+    // itself ran, so no check error is claimed.
+    assert!(
+        metrics.contains("datum_repository_reload_failures_total 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("datum_check_errors_total 0"), "{metrics}");
+    assert!(
+        !agent.log_text().contains("check of class"),
+        "{}",
+        agent.log_text()
+    );
+}
+
+#[test]
+fn a_repository_edit_that_was_never_reloaded_does_not_go_live_through_a_revert() {
+    let (estate, agent) = reverting_estate();
+    // A valid edit of the declaration, with no SIGHUP.
+    let files = std::fs::read_to_string(estate.path("repo/base/files.yaml")).unwrap();
+    estate.write(
+        "repo/base/files.yaml",
+        &files.replace("PermitRootLogin no", "PermitRootLogin prohibit-password"),
+    );
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    // Reverted to the declaration the agent loaded, not to the one on disk.
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).unwrap(),
+        "PermitRootLogin no\n",
+        "{}",
+        agent.log_text()
     );
 }
 

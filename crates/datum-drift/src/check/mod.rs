@@ -2,9 +2,9 @@
 //! ([`findings`]) and the report built from them ([`report`]).
 //!
 //! The observation itself (the engine's per-pass cache, metadata-first
-//! decisions, the class policies that reconcile) is driven by the `datum`
-//! binary's `check` command, which can see the engine and the providers;
-//! this crate cannot (the Tree provider depends on it for fingerprints).
+//! decisions, carrying out the class policies) is `crates/datum/src/checking`,
+//! which can see the engine and the providers; this crate sits below the
+//! catalogue (which validates `classes:` with it) and cannot.
 //! Must not: read the host or the store.
 
 pub mod findings;

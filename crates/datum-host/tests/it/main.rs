@@ -4,6 +4,7 @@
 //! file through staging, kills it with SIGKILL at varying moments, and checks
 //! the guarantee staging exists for: the target is always one complete
 //! version, never empty or partial, and the next pass removes the leftovers.
+//! [`fingerprint`] scans real trees for their Merkle fingerprints.
 
 #![allow(
     clippy::disallowed_methods,
@@ -13,6 +14,8 @@
     clippy::unwrap_used,
     reason = "test helpers fail loudly at the first surprise"
 )]
+
+mod fingerprint;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use datum_drift::fingerprint::{Algorithm, Entry, ScanOptions, scan};
+use datum_fingerprint::{Algorithm, Entry};
+use datum_host::tree_scan::{ScanOptions, scan};
 
 const MAGIC: &[u8] = b"datum-tree2\n";
 

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Observation scans the host tree and compares it with the declared one
-//! through Merkle fingerprints (`datum_drift::fingerprint`, native algorithm):
+//! through Merkle fingerprints (`datum_fingerprint`, scanned by `datum_host::tree_scan`, native algorithm):
 //! an undrifted tree is proved by its root hash, and only differing subtrees
 //! are entered. The differences (changed, missing, unmanaged, type changed)
 //! are carried in the observation (`fields.tree`), so `diff` stays pure and
@@ -40,12 +40,12 @@ pub mod archive;
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
-use datum_drift::fingerprint::{
+use datum_fingerprint::{
     Algorithm, ChangedValue, ContentHash, Digest, Entry, Exclusions, FingerprintedNode,
-    FingerprintedTree, HashFunction, Node, ScanOptions, TreeDifference, compare_with_values,
-    fingerprint_tree, scan_dir,
+    FingerprintedTree, HashFunction, Node, TreeDifference, compare_with_values, fingerprint_tree,
 };
 use datum_host::fs::FileKind;
+use datum_host::tree_scan::{ScanOptions, scan_dir};
 use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
 
@@ -329,6 +329,10 @@ impl Provider for TreeProvider {
 
     fn paths(&self) -> Option<&dyn OwnsPaths> {
         Some(self)
+    }
+
+    fn owns_subtree(&self) -> bool {
+        true
     }
 
     fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
@@ -990,7 +994,7 @@ pub fn mode_text(mode: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datum_drift::fingerprint::compare;
+    use datum_fingerprint::compare;
 
     #[test]
     fn the_declaration_type_has_the_field_table_and_agrees_with_check() {

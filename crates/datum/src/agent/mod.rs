@@ -11,14 +11,16 @@
 //! resource name or value in a metric.
 //!
 //! A class whose policy is `report` and whose content mode is `full` is
-//! checked in process (the catalogue stays compiled between checks, so a
-//! watch-triggered check of one file costs one observation). A class with
-//! another policy (`revert`, `accept`, `quarantine`) or `content: metadata`
-//! is checked by running `datum reconcile --class NAME --output json` as a child
-//! process, so the policy (flap detection, backups, patches) and the
+//! checked here resource by resource (the catalogue stays compiled between
+//! checks, so a watch-triggered check of one file costs one observation). A
+//! class with another policy (`revert`, `accept`, `quarantine`) or
+//! `content: metadata`, and every class in a sampled metadata round, is
+//! checked by [`crate::checking`], in process, on the catalogue this agent
+//! has loaded: the policies (flap detection, backups, patches) and the
 //! metadata-first rules (audit every Nth check) behave exactly as `datum
-//! reconcile` documents; its JSON is folded into the same counts. That child
-//! takes the root lock itself.
+//! reconcile` documents, and a revert applies the last good catalogue, never
+//! a repository edit on disk that was not reloaded (or one that failed to
+//! load). Its report is folded into the same counts.
 //!
 //! A repository reached through a link (`datum pull` deploys one) is pinned
 //! at every load to the folder the link points at then: the catalogue, the
@@ -36,6 +38,7 @@ use datum_agent::{
     Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
     Scope, WatchTarget,
 };
+use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
@@ -45,6 +48,7 @@ use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
 
 pub mod puller;
+use crate::cli::{CheckArgs, GlobalArgs};
 use crate::reporting::Reporting;
 
 /// Resources observed per batch: the cancel flag is looked at between
@@ -61,7 +65,7 @@ pub struct Paths {
     /// The `--state FILE` the operator gave (else the state store is in the
     /// root's `var/lib/datum`, reached through the boundary).
     pub state: Option<PathBuf>,
-    /// Passed to a delegated `datum reconcile` (see the module header).
+    /// How long a check waits for the root lock.
     pub lock_timeout: Duration,
 }
 
@@ -85,6 +89,11 @@ pub struct RepoChecker {
     identity: Option<HostIdentity>,
     catalogue: Option<Catalogue>,
     classes: Option<Classes>,
+    /// `datum.yaml`'s `classes:` as loaded (the in-process reconcile's
+    /// catalogue carries them).
+    classes_doc: serde_json::Value,
+    /// The options the agent was started with (see [`Self::pinned_global`]).
+    global: GlobalArgs,
     store: Option<Store>,
     known: HashMap<ResourceId, Known>,
     /// Who changed the files of classes with `attribute: true`.
@@ -107,12 +116,14 @@ pub struct RepoChecker {
 impl RepoChecker {
     /// `warn` receives warnings that are not tied to one check (a state
     /// store that could not be opened).
-    pub fn new(paths: Paths, warn: Box<dyn Fn(&str)>) -> Self {
+    pub fn new(paths: Paths, global: GlobalArgs, warn: Box<dyn Fn(&str)>) -> Self {
         Self {
             paths,
             identity: None,
             catalogue: None,
             classes: None,
+            classes_doc: serde_json::Value::Null,
+            global,
             store: None,
             known: HashMap::new(),
             attribution: None,
@@ -126,15 +137,16 @@ impl RepoChecker {
         }
     }
 
-    /// The paths with the repository pinned at the last good load.
-    fn pinned_paths(&self) -> Paths {
-        Paths {
-            repo: self
-                .pinned
-                .clone()
-                .unwrap_or_else(|| self.paths.repo.clone()),
-            ..self.paths.clone()
-        }
+    /// The global options of the in-process reconcile: the repository pinned
+    /// at the last good load (it names the patches' sources and the fleet
+    /// report's revision), the rest as the agent was started.
+    fn pinned_global(&self) -> GlobalArgs {
+        let mut global = self.global.clone();
+        global.repo = self
+            .pinned
+            .clone()
+            .unwrap_or_else(|| self.paths.repo.clone());
+        global
     }
 
     /// Delivers what is queued now, in this thread (for `--once`, whose
@@ -153,10 +165,10 @@ impl RepoChecker {
         self
     }
 
-    /// The agent's own checks only report (a class with a policy is
-    /// delegated to `datum reconcile`, which refuses to act without a usable
-    /// store), so an unusable store means checking without history, said
-    /// every time it is tried again; it is never replaced.
+    /// A report-only class is checked without history when the store is
+    /// unusable (said every time it is tried again; it is never replaced);
+    /// a class whose policy acts is refused without one, like `datum
+    /// reconcile`.
     fn open_store(&mut self) {
         if self.store.is_some() {
             return;
@@ -217,6 +229,8 @@ enum RepoProblem {
     NoSettings,
     #[error("the catalogue is not loaded")]
     NotLoaded,
+    #[error("the state store is unusable: a class whose policy acts is not checked without one")]
+    NoStore,
 }
 
 impl ClassChecker for RepoChecker {
@@ -254,6 +268,7 @@ impl ClassChecker for RepoChecker {
                 });
             }
         };
+        let classes_doc = lazy.classes.clone();
         let catalogue = match lazy.into_catalogue() {
             Ok(catalogue) => catalogue,
             Err(e) => {
@@ -280,6 +295,7 @@ impl ClassChecker for RepoChecker {
         self.identity = Some(identity);
         self.catalogue = Some(catalogue);
         self.class_table = Some(classes.clone());
+        self.classes_doc = classes_doc;
         self.classes = Some(classes);
         self.reporting = Reporting::load(&host);
         self.courier = None;
@@ -373,8 +389,8 @@ impl ClassChecker for RepoChecker {
                 )
             })
         };
-        // Delegated classes first: their `datum reconcile` takes the root lock,
-        // which this process takes afterwards for its own classes.
+        // Classes whose policy acts first (as `datum check` orders nothing,
+        // this only keeps the log readable).
         let mut order: Vec<(&String, &Vec<&Resource>, bool, Policy)> = by_class
             .iter()
             .map(|(c, rs)| {
@@ -383,7 +399,15 @@ impl ClassChecker for RepoChecker {
             })
             .collect();
         order.sort_by_key(|(_, _, delegate, _)| !*delegate);
-        let mut lock: Option<RootLock> = None;
+        let global = self.pinned_global();
+        // Whether an in-process reconcile queued a fleet report.
+        let mut queued = false;
+        // One writer per root for the whole check: no apply changes files
+        // under it, and the state store is written by one process at a time.
+        let lock = RootLock::acquire(&host, self.paths.lock_timeout).map_err(|e| CheckError {
+            scope: scope_word.clone(),
+            source: Box::new(e),
+        })?;
         'classes: for (class, resources, delegate, policy) in order {
             if cancel.is_cancelled() {
                 report.cancelled = true;
@@ -391,20 +415,40 @@ impl ClassChecker for RepoChecker {
             }
             let t0 = Instant::now();
             if delegate {
-                let picture = Self::delegate(
-                    &self.pinned_paths(),
-                    class,
-                    resources,
-                    &mut report.validation_failures,
-                );
-                // What the in-process path knew of these resources is stale.
+                let checked = match self.classes.as_ref() {
+                    Some(classes) if classes.get(class).acts() && self.store.is_none() => {
+                        Err(anyhow::Error::new(RepoProblem::NoStore))
+                    }
+                    Some(classes) => reconcile_class(&mut ReconcileClass {
+                        global: &global,
+                        class,
+                        identity,
+                        catalogue,
+                        classes_doc: &self.classes_doc,
+                        classes,
+                        host: &host,
+                        store: self.store.as_mut(),
+                    }),
+                    None => Err(anyhow::Error::new(RepoProblem::NotLoaded)),
+                };
+                // What the resource-by-resource path knew of these resources
+                // is stale.
                 for r in resources {
                     self.known.remove(&r.id);
                 }
-                match picture {
-                    Ok((picture, exit)) => {
+                match checked {
+                    Ok(checked) => {
+                        let exit = checked.exit.0;
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;
+                        for (id, reason) in &checked.report.errors {
+                            (self.warn)(&format!("{id}: {reason}"));
+                        }
+                        let picture = picture_from_report(
+                            resources,
+                            &checked.report,
+                            &mut report.validation_failures,
+                        );
                         report.classes.insert(
                             class.clone(),
                             ClassReport {
@@ -412,27 +456,19 @@ impl ClassChecker for RepoChecker {
                                 ..picture
                             },
                         );
+                        queued |= checked.reporting.is_some();
                     }
                     Err(e) => {
                         any_error = true;
+                        report.failed += 1;
                         (self.warn)(&format!(
-                            "check of class {class} (policy {}) failed: {e}",
+                            "check of class {class} (policy {}) failed: {e:#}",
                             policy.word()
                         ));
                     }
                 }
                 delegated.push(class.clone());
                 continue;
-            }
-            // One writer per root: no apply changes files under the check,
-            // and the state store is written by one process at a time.
-            if lock.is_none() {
-                lock = Some(
-                    RootLock::acquire(&host, self.paths.lock_timeout).map_err(|e| CheckError {
-                        scope: scope_word.clone(),
-                        source: Box::new(e),
-                    })?,
-                );
             }
             for chunk in resources.chunks(BATCH) {
                 if cancel.is_cancelled() {
@@ -537,6 +573,9 @@ impl ClassChecker for RepoChecker {
                 "could not forget who changed clean resources: {e}"
             ));
         }
+        if queued {
+            self.wake_courier();
+        }
         drop(lock);
         Ok(report)
     }
@@ -628,57 +667,6 @@ impl RepoChecker {
         picture
     }
 
-    /// Checks `class` by running `datum reconcile --class CLASS --output
-    /// json`, which applies the class's policy; returns the class picture
-    /// and the child's exit code.
-    fn delegate(
-        p: &Paths,
-        class: &str,
-        resources: &[&Resource],
-        validation_failures: &mut BTreeMap<String, u64>,
-    ) -> Result<(ClassReport, i32), DelegateError> {
-        let exe = std::env::current_exe().map_err(DelegateError::Spawn)?;
-        // This very binary, not a program from the repository: its JSON
-        // report is read whole and its warnings go to the agent's log, which
-        // the bounded runner of datum-host (a fixed environment, output cut
-        // at a limit) is not made for.
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the agent re-runs its own executable (`datum reconcile --class C --output json`) with arguments it builds itself"
-        )]
-        let mut cmd = std::process::Command::new(exe);
-        cmd.arg("--repo").arg(&p.repo).arg("--root").arg(&p.root);
-        if let Some(state) = &p.state {
-            cmd.arg("--state").arg(state);
-        }
-        cmd.arg("--color")
-            .arg("never")
-            .arg("--output")
-            .arg("json")
-            .arg("--lock-timeout")
-            .arg(format!("{}ms", p.lock_timeout.as_millis()));
-        if let Some(h) = &p.host_file {
-            cmd.arg("--host-file").arg(h);
-        }
-        for (k, v) in &p.labels {
-            cmd.arg("--label").arg(format!("{k}={v}"));
-        }
-        cmd.arg("reconcile").arg("--class").arg(class);
-        // The store is the child's for the duration: it records history.
-        let out = cmd
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(DelegateError::Spawn)?;
-        let code = out.status.code().unwrap_or(1);
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .map_err(|source| DelegateError::Output { code, source })?;
-        Ok((
-            picture_from_json(resources, &json, validation_failures),
-            code,
-        ))
-    }
-
     /// Records the check in the state store (one transaction), like `datum
     /// check` does, so `datum schedule` sees the agent's inspection times and
     /// finding history continues across agent restarts.
@@ -766,16 +754,21 @@ impl RepoChecker {
                 "could not record the check in the state store: {e}"
             ));
         } else if self.reporting.is_some() {
-            self.courier
-                .get_or_insert_with(|| {
-                    Courier::start(
-                        self.paths.root.clone(),
-                        self.paths.state.clone(),
-                        self.reporting.clone(),
-                    )
-                })
-                .wake();
+            self.wake_courier();
         }
+    }
+
+    /// Starts the delivery thread if needed and tells it a report is queued.
+    fn wake_courier(&mut self) {
+        self.courier
+            .get_or_insert_with(|| {
+                Courier::start(
+                    self.paths.root.clone(),
+                    self.paths.state.clone(),
+                    self.reporting.clone(),
+                )
+            })
+            .wake();
     }
 }
 
@@ -919,44 +912,27 @@ impl Courier {
     }
 }
 
-/// Why a delegated `datum reconcile` gave nothing usable.
-#[derive(Debug, thiserror::Error)]
-enum DelegateError {
-    #[error("cannot run datum reconcile: {0}")]
-    Spawn(#[source] std::io::Error),
-    #[error("datum reconcile exited {code} without a JSON report: {source}")]
-    Output {
-        code: i32,
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-/// A class picture from `datum reconcile --output json` for the whole class:
+/// A class picture from the in-process reconcile of the whole class:
 /// reverted resources count as changed, accepted ones as converged, those
 /// with open findings as drifted, quarantined and erroring ones as such.
-fn picture_from_json(
+fn picture_from_report(
     resources: &[&Resource],
-    json: &serde_json::Value,
+    checked: &datum_drift::check::CheckReport,
     validation_failures: &mut BTreeMap<String, u64>,
 ) -> ClassReport {
-    let by_id: HashMap<String, &Resource> =
-        resources.iter().map(|r| (r.id.to_string(), *r)).collect();
-    let mut state: HashMap<&str, &'static str> = HashMap::new();
+    let by_id: HashMap<&ResourceId, &Resource> = resources.iter().map(|r| (&r.id, *r)).collect();
+    let by_name: HashMap<String, &ResourceId> = resources
+        .iter()
+        .map(|r| (r.id.to_string(), &r.id))
+        .collect();
+    let mut state: HashMap<&ResourceId, &'static str> = HashMap::new();
     let mut picture = ClassReport::default();
-    let empty = Vec::new();
-    let list = |key: &str| {
-        json.get(key)
-            .and_then(|v| v.as_array())
-            .unwrap_or(&empty)
-            .clone()
-    };
-    for f in list("findings") {
-        let subject = f["subject"].as_str().unwrap_or_default();
-        let Some((id, r)) = by_id.get_key_value(subject) else {
+    for reported in &checked.findings {
+        let f = &reported.finding;
+        let Some((id, r)) = by_id.get_key_value(&f.id) else {
             continue;
         };
-        let action = f["action"].as_str().unwrap_or("reported");
+        let action = reported.action.as_str();
         let s = if action.starts_with("reverted") {
             "changed"
         } else if action.starts_with("accepted") {
@@ -974,47 +950,77 @@ fn picture_from_json(
             "drifted"
         };
         if s == "drifted" || s == "quarantined" || s == "failed" {
-            let kind = f["category"]
-                .as_str()
-                .unwrap_or("changed_outside")
-                .to_owned();
-            *picture.findings.entry(kind).or_insert(0) += 1;
+            *picture
+                .findings
+                .entry(f.finding.category.clone())
+                .or_insert(0) += 1;
         }
         // The worst state of a resource with several findings wins.
         let rank = |s: &str| STATE_RANK.iter().position(|x| *x == s).unwrap_or(0);
-        let entry = state.entry(id.as_str()).or_insert(s);
+        let entry = state.entry(*id).or_insert(s);
         if rank(s) > rank(entry) {
             *entry = s;
         }
     }
-    for q in list("quarantined") {
-        let target = q["target"].as_str().unwrap_or_default();
+    for (target, _) in &checked.quarantined {
         if target == "host" {
             for r in resources {
-                state.insert(
-                    by_id
-                        .get_key_value(&r.id.to_string())
-                        .map_or("", |(k, _)| k),
-                    "quarantined",
-                );
+                state.insert(&r.id, "quarantined");
             }
-        } else if let Some((id, _)) = by_id.get_key_value(target) {
-            state.insert(id.as_str(), "quarantined");
+        } else if let Some(id) = by_name.get(target) {
+            state.insert(*id, "quarantined");
         }
     }
-    for e in list("errors") {
-        if let Some((id, _)) = by_id.get_key_value(e["resource"].as_str().unwrap_or_default()) {
-            state.insert(id.as_str(), "failed");
+    for (resource, _) in &checked.errors {
+        if let Some(id) = by_name.get(resource) {
+            state.insert(*id, "failed");
         }
     }
     for r in resources {
-        let s = state
-            .get(r.id.to_string().as_str())
-            .copied()
-            .unwrap_or("converged");
+        let s = state.get(&r.id).copied().unwrap_or("converged");
         *picture.states.entry(s.to_owned()).or_insert(0) += 1;
     }
     picture
+}
+
+/// What [`reconcile_class`] runs on: the agent's loaded catalogue and its
+/// open store.
+struct ReconcileClass<'a> {
+    global: &'a GlobalArgs,
+    class: &'a str,
+    identity: &'a HostIdentity,
+    catalogue: &'a Catalogue,
+    classes_doc: &'a serde_json::Value,
+    classes: &'a Classes,
+    host: &'a Host,
+    store: Option<&'a mut Store>,
+}
+
+/// `datum reconcile --class CLASS` in process, on the loaded catalogue (the
+/// caller holds the root lock).
+fn reconcile_class(c: &mut ReconcileClass<'_>) -> anyhow::Result<crate::checking::Checked> {
+    let args = CheckArgs {
+        markdown: None,
+        sample: None,
+        pass_seed: 0,
+        class: Some(c.class.to_owned()),
+        patch_dir: None,
+    };
+    crate::checking::run(crate::checking::Checking {
+        global: c.global,
+        args: &args,
+        act: crate::checking::Act::Reconcile,
+        identity: c.identity,
+        // The whole catalogue: the check of a class's packages leaves out
+        // the configuration files any resource declares.
+        catalogue: LazyCatalogue::compiled(c.catalogue.clone(), c.classes_doc.clone()),
+        catalogue_reused: true,
+        classes: c.classes,
+        host: c.host,
+        store: c.store.as_deref_mut(),
+        started: Instant::now(),
+        progress: false,
+    })
 }
 
 /// States from least to most in need of attention.
@@ -1154,7 +1160,7 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
                 resource: r.id.clone(),
                 class: r.class.clone(),
                 path,
-                subtree: r.id.kind == "Tree",
+                subtree: crate::checking::owns_subtree(&r.id.kind),
             })
         })
         .collect();
@@ -1167,6 +1173,8 @@ fn loaded(catalogue: &Catalogue, classes: &Classes, host: &Host) -> Loaded {
 
 #[cfg(test)]
 mod tests {
+    use datum_drift::check::{CheckFinding, Reported};
+
     use super::*;
 
     fn resource(kind: &str, name: &str, validate: Option<&str>) -> Resource {
@@ -1178,7 +1186,7 @@ mod tests {
     }
 
     #[test]
-    fn a_delegated_report_becomes_counts() {
+    fn a_reconciled_class_report_becomes_counts() {
         let rs = [
             resource("File", "a", None),
             resource("File", "b", Some("sshd")),
@@ -1187,18 +1195,48 @@ mod tests {
             resource("File", "e", None),
         ];
         let refs: Vec<&Resource> = rs.iter().collect();
-        let json = serde_json::json!({
-            "findings": [
-                {"subject": "File[a]", "category": "changed_outside", "action": "reverted"},
-                {"subject": "File[b]", "category": "changed_outside", "action": "revert failed: validation failed (sshd, exit 255)"},
-                {"subject": "File[c]", "category": "deleted_outside", "action": "backed off: reverted 4 times within 1h"},
-                {"subject": "File[zz]", "category": "changed_outside", "action": "reported"},
+        let found = |name: &str, category: &str, action: &str| Reported {
+            finding: CheckFinding {
+                finding: datum_report::Finding {
+                    subject: format!("File[{name}]"),
+                    category: category.to_owned(),
+                    diffs: Vec::new(),
+                },
+                id: ResourceId::new("File", name),
+                class: "critical".to_owned(),
+                target: None,
+                content_diff: None,
+                changed_by: Vec::new(),
+            },
+            first_seen: 0,
+            passes: 1,
+            action: action.to_owned(),
+            rule: None,
+        };
+        let checked = datum_drift::check::CheckReport {
+            host: "h".to_owned(),
+            labels: BTreeMap::new(),
+            layers: Vec::new(),
+            findings: vec![
+                found("a", "changed_outside", "reverted"),
+                found(
+                    "b",
+                    "changed_outside",
+                    "revert failed: validation failed (sshd, exit 255)",
+                ),
+                found(
+                    "c",
+                    "deleted_outside",
+                    "backed off: reverted 4 times within 1h",
+                ),
+                found("zz", "changed_outside", "reported"),
             ],
-            "quarantined": [{"target": "File[d]", "reason": "by policy: drift"}],
-            "errors": [],
-        });
+            quarantined: vec![("File[d]".to_owned(), "by policy: drift".to_owned())],
+            errors: Vec::new(),
+            stats: datum_drift::check::CheckStats::default(),
+        };
         let mut validation = BTreeMap::new();
-        let p = picture_from_json(&refs, &json, &mut validation);
+        let p = picture_from_report(&refs, &checked, &mut validation);
         let state = |s: &str| p.states.get(s).copied().unwrap_or(0);
         assert_eq!(
             (

@@ -66,8 +66,9 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         lock_timeout: global.lock_timeout,
     };
     let log: Log = Arc::new(line);
-    let mut checker = RepoChecker::new(paths, Box::new(|w| line(LogLevel::Warn, w)))
-        .with_info(Box::new(|w| line(LogLevel::Info, w)));
+    let mut checker =
+        RepoChecker::new(paths, global.clone(), Box::new(|w| line(LogLevel::Warn, w)))
+            .with_info(Box::new(|w| line(LogLevel::Info, w)));
     let agent = Agent::new(AgentConfig {
         host: identity.name.clone(),
         listen: (!args.once).then(|| args.listen.clone()),

@@ -3,12 +3,13 @@
 //!
 //! The path is taken as given, not under `--root`: it fingerprints any tree
 //! (a host's, a repository folder, a benchmark estate). Must not: contain
-//! fingerprint logic (that is `datum_drift::fingerprint`).
+//! fingerprint logic (that is `datum_fingerprint` and `datum_host::tree_scan`).
 
 use std::io::Write as _;
 
 use anyhow::{Context as _, Result};
-use datum_drift::fingerprint::{Algorithm, Exclusions, ScanOptions, scan};
+use datum_fingerprint::{Algorithm, Exclusions};
+use datum_host::tree_scan::{ScanOptions, scan};
 
 use crate::cli::{FingerprintArgs, GlobalArgs, OutputFormat};
 use crate::exit::ExitCode;

@@ -3,13 +3,17 @@
 //!
 //! Owns: the tree model ([`Node`]), the two fingerprint definitions ([`Algorithm::Compat`],
 //! the specification's reference function byte for byte, and [`Algorithm::Native`],
-//! Datum's default that also covers link targets and directory owners), scanning a host
-//! tree ([`scan`]), fingerprinting a declared tree ([`fingerprint_declared`]) and
-//! comparing the two ([`compare`]). Must not: decide what drift *means* for a resource
-//! (the Tree provider and `datum check` do), print, or write to the host.
+//! Datum's default that also covers link targets and directory owners), fingerprinting a
+//! declared tree ([`fingerprint_declared`]) and comparing the two ([`compare`]).
+//!
+//! Must not: decide what drift *means* for a resource (the Tree provider and `datum check`
+//! do), print, or touch the host. Scanning a host tree is machine access and lives in
+//! `datum_host::tree_scan`, which builds a [`Node`] tree and hashes it with
+//! [`fingerprint_tree`]. This crate sits below the providers (the Tree provider uses it)
+//! and depends on no other Datum crate.
 //!
 //! ```
-//! use datum_drift::fingerprint::{Algorithm, Node, fingerprint_declared};
+//! use datum_fingerprint::{Algorithm, Node, fingerprint_declared};
 //!
 //! let mut root = Node::dir(0o755, 0, 0);
 //! root.insert("a", Node::file_with_bytes(Algorithm::Compat, 0o644, 0, 0, b"hi\n")).ok();
@@ -23,12 +27,19 @@
 //! );
 //! ```
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly"
+    )
+)]
+
 mod compare;
 mod digest;
 mod error;
 mod exclude;
 mod node_hash;
-mod scan;
 mod tree;
 
 pub use compare::{ChangedValue, TreeDifference, compare, compare_with_values};
@@ -36,8 +47,4 @@ pub use digest::{Algorithm, ContentHash, ContentHasher, Digest, HashFunction};
 pub use error::FingerprintError;
 pub use exclude::Exclusions;
 pub use node_hash::{fingerprint_declared, fingerprint_tree};
-pub use scan::{
-    MIN_DEFAULT_THREADS, ScanOptions, ScanProgress, ScanStats, ScannedTree, default_threads, scan,
-    scan_dir,
-};
 pub use tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, Node, OtherKind};

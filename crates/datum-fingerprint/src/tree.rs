@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::digest::{Algorithm, ContentHash, Digest};
-use super::exclude::Exclusions;
+use crate::digest::{Algorithm, ContentHash, Digest};
+use crate::exclude::Exclusions;
 
 /// One entry of a tree. Names are raw bytes (no decoding: a Unix file name is any byte
 /// string without `/` and NUL); modes are the permission bits `st_mode & 0o7777`.

@@ -1,4 +1,5 @@
-//! Reading a tree from the host: a walk with `lstat` semantics, then the regular files'
+//! Reading a tree from the host for its Merkle fingerprint (the model and the hash
+//! definitions are `datum_fingerprint`, which does no I/O): a walk with `lstat` semantics, then the regular files'
 //! contents hashed in parallel.
 //!
 //! Owns: [`scan`], [`ScanOptions`], [`ScannedTree`]. Must not: follow a symbolic link
@@ -24,11 +25,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
-use super::digest::Algorithm;
-use super::error::FingerprintError;
-use super::exclude::Exclusions;
-use super::node_hash::fingerprint_tree;
-use super::tree::{FingerprintedTree, Node, OtherKind};
+use datum_fingerprint::{
+    Algorithm, Exclusions, FingerprintError, FingerprintedTree, Node, OtherKind, fingerprint_tree,
+};
 
 /// Read buffer per worker: large enough that a 1 MiB file takes four reads, small
 /// enough to stay in L2 while it is hashed.
@@ -95,7 +94,7 @@ pub struct ScannedTree {
 
 impl ScannedTree {
     /// The root fingerprint.
-    pub fn root_hash(&self) -> super::digest::Digest {
+    pub fn root_hash(&self) -> datum_fingerprint::Digest {
         self.tree.root_hash()
     }
 }

@@ -67,7 +67,7 @@ impl Algorithm {
         ContentHasher::new(self.content_function())
     }
 
-    /// The content hash of `bytes` as this algorithm expects it in a [`crate::fingerprint::Node`]
+    /// The content hash of `bytes` as this algorithm expects it in a [`crate::Node`]
     /// (what the Tree provider calls on each rendered file of a declaration).
     pub fn hash_content(self, bytes: &[u8]) -> ContentHash {
         let mut hasher = self.content_hasher();

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::digest::{Algorithm, HashFunction};
+use crate::digest::{Algorithm, HashFunction};
 
 /// Why a scan, a fingerprint or a comparison failed.
 #[derive(Debug, thiserror::Error)]

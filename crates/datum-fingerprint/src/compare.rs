@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::digest::Algorithm;
-use super::error::FingerprintError;
-use super::tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, bytes_as_path};
+use crate::digest::Algorithm;
+use crate::error::FingerprintError;
+use crate::tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, bytes_as_path};
 
 /// One way the observed tree differs from the declared one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,7 +318,7 @@ fn push_mode(fields: &mut Vec<ChangedValue>, declared: u32, observed: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::{Node, fingerprint_tree};
+    use crate::{Node, fingerprint_tree};
 
     fn tree(algorithm: Algorithm, edit: impl FnOnce(&mut Node)) -> FingerprintedTree {
         let mut root = Node::dir(0o755, 0, 0);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use super::error::FingerprintError;
+use crate::error::FingerprintError;
 
 /// A compiled set of gitignore-style rules (`*.swp`, `/cache/`, `!keep.conf`, `**/tmp`).
 #[derive(Debug, Clone)]

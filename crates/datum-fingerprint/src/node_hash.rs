@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest as _;
 
-use super::digest::{Algorithm, ContentHash, Digest};
-use super::error::FingerprintError;
-use super::tree::{Entry, FingerprintedNode, FingerprintedTree, Node, OtherKind, bytes_as_path};
+use crate::digest::{Algorithm, ContentHash, Digest};
+use crate::error::FingerprintError;
+use crate::tree::{Entry, FingerprintedNode, FingerprintedTree, Node, OtherKind, bytes_as_path};
 
 /// Fingerprints a whole tree (consuming it), keeping every node's hash.
 ///
@@ -31,7 +31,7 @@ pub fn fingerprint_tree(
 
 /// The root fingerprint of a declared tree (built from the catalogue), without copying it.
 ///
-/// Equal to the root hash that [`crate::fingerprint::scan`] returns for a host tree that
+/// Equal to the root hash that `datum_host::tree_scan::scan` returns for a host tree that
 /// matches the declaration in every attribute the algorithm covers.
 pub fn fingerprint_declared(node: &Node, algorithm: Algorithm) -> Result<Digest, FingerprintError> {
     let mut path = PathBuf::new();

@@ -1,11 +1,11 @@
 //! In-memory throughput of the two content hash functions at the estate's file sizes
 //! (no I/O): the measurement behind choosing BLAKE3 for the native fingerprint.
 //!
-//! `cargo run --release -p datum-drift --example hash_throughput`
+//! `cargo run --release -p datum-fingerprint --example hash_throughput`
 
 use std::time::Instant;
 
-use datum_drift::fingerprint::Algorithm;
+use datum_fingerprint::Algorithm;
 
 fn main() {
     // 256 B .. 16 KiB: the estate's config files (median 1.8 KB); 1 MiB: its blobs.

@@ -1,0 +1,182 @@
+//! Which resources a check reads, and what it concludes from the store
+//! before a policy runs: content read or trusted by metadata (a File whose
+//! metadata equals its last verified apply), findings of resources the
+//! apply loop never made match folded into one `not_converged` each, and
+//! stamps no longer trusted once the content behind them differed. Must
+//! not: decide a policy (that is [`super::policies`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use datum_catalog::snapshot::Summary;
+use datum_core::ResourceId;
+use datum_drift::check::CheckFinding;
+use datum_drift::classes::{ClassSpec, Classes, ContentMode};
+use datum_host::Host;
+use datum_store::Store;
+
+use super::COMMAND;
+
+/// Whether this check reads content for `spec`'s resources: a full class
+/// does unless sampling made this a metadata pass; a metadata class does
+/// when its audit is due.
+pub(super) fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
+    if spec.content == ContentMode::Full {
+        return Ok(deep);
+    }
+    let Some(every) = spec.audit_every else {
+        return Ok(false);
+    };
+    let since = store
+        .inspections_since_full_content(COMMAND, &spec.name)
+        .context("cannot read the inspection history")?;
+    Ok(match since {
+        None => true,
+        Some(n) => n + 1 >= every,
+    })
+}
+
+/// Which of the resources at `indices` are Files whose metadata equals what
+/// their last verified apply recorded (and whose declaration has not changed
+/// since): those are trusted without being read (or even decoded). One
+/// `lstat` each, batched per directory on all cores (20,000 of them are most
+/// of a metadata pass). The result is aligned with `indices`.
+pub(super) fn trusted_by_metadata(
+    entries: &[Summary],
+    indices: &[usize],
+    host: &Host,
+    store: &mut Store,
+) -> Result<Vec<bool>, datum_store::StoreError> {
+    // Every File with a path is looked at (one `lstat` each, batched per
+    // directory on all cores) while the store is read for the records of
+    // the same declaration: the two take about as long, and a File without
+    // a usable record is simply not trusted.
+    let files: Vec<(usize, PathBuf)> = indices
+        .iter()
+        .enumerate()
+        .filter_map(|(at, &i)| {
+            let entry = entries.get(i).filter(|e| e.id.kind == "File")?;
+            let declared = PathBuf::from(entry.path.as_deref()?);
+            datum_host::paths::check_declared(&declared).ok()?;
+            Some((at, declared))
+        })
+        .collect();
+    let by_name: HashMap<&str, usize> = files
+        .iter()
+        .map(|(at, _)| (entries[indices[*at]].id.name.as_str(), *at))
+        .collect();
+    let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
+    let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
+    let (stats, visited) = std::thread::scope(|scope| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let paths = &paths;
+        // Through the boundary: a File behind a parent link is not
+        // trusted (and its observation reports the link).
+        let looking = scope.spawn(move || host.lstat_many(paths, threads));
+        let visited = store.visit_verified_meta("File", |name, declaration_hash, meta| {
+            if let Some(&at) = by_name.get(name)
+                && entries[indices[at]].declaration_hash == declaration_hash
+            {
+                recorded[at] = Some(meta);
+            }
+        });
+        (looking.join().unwrap_or_default(), visited)
+    });
+    visited?;
+    let mut trusted = vec![false; indices.len()];
+    for ((at, _), stat) in files.iter().zip(stats) {
+        trusted[*at] = match (stat, &recorded[*at]) {
+            (Ok(Some(stat)), Some(recorded)) if stat.kind == datum_host::fs::FileKind::File => {
+                datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
+            }
+            _ => false,
+        };
+    }
+    Ok(trusted)
+}
+
+/// Folds the findings of every resource the apply loop never made match
+/// (no verified apply in the store, or a failed last apply) into one
+/// `not_converged` finding each; returns what to tell a person about each.
+pub(super) fn not_converged(
+    findings: &mut Vec<CheckFinding>,
+    store: &Store,
+) -> Result<BTreeMap<ResourceId, String>> {
+    let mut why: BTreeMap<ResourceId, String> = BTreeMap::new();
+    for id in findings.iter().map(|f| &f.id) {
+        if why.contains_key(id) {
+            continue;
+        }
+        let Some(text) = crate::converged::why_not(store, id)
+            .with_context(|| format!("cannot read the last apply of {id}"))?
+        else {
+            continue;
+        };
+        why.insert(id.clone(), text);
+    }
+    if why.is_empty() {
+        return Ok(why);
+    }
+    let mut folded: Vec<CheckFinding> = Vec::with_capacity(findings.len());
+    let mut pending: BTreeMap<ResourceId, Vec<CheckFinding>> = BTreeMap::new();
+    // In order, each not-converged resource at the place of its first finding.
+    let mut order: Vec<Result<CheckFinding, ResourceId>> = Vec::new();
+    for f in findings.drain(..) {
+        if why.contains_key(&f.id) {
+            if !pending.contains_key(&f.id) {
+                order.push(Err(f.id.clone()));
+            }
+            pending.entry(f.id.clone()).or_default().push(f);
+        } else {
+            order.push(Ok(f));
+        }
+    }
+    for item in order {
+        match item {
+            Ok(f) => folded.push(f),
+            Err(id) => {
+                if let Some(f) = pending
+                    .remove(&id)
+                    .and_then(datum_drift::check::not_converged)
+                {
+                    folded.push(f);
+                }
+            }
+        }
+    }
+    *findings = folded;
+    Ok(why)
+}
+
+/// Drops the verified stamp (metadata) of every drifted File of a
+/// metadata-first class, keeping its declaration hash and time: metadata
+/// passes never trust it again, and the next verified apply records a new
+/// one.
+pub(super) fn distrust_stamps(
+    findings: &[CheckFinding],
+    classes: &Classes,
+    store: &mut Store,
+) -> Result<()> {
+    let mut done: HashSet<&ResourceId> = HashSet::new();
+    for f in findings {
+        if f.id.kind != "File"
+            || classes.get(&f.class).content != ContentMode::Metadata
+            || !done.insert(&f.id)
+        {
+            continue;
+        }
+        let Some(rec) = store
+            .last_verified(&f.id)
+            .with_context(|| format!("cannot read the last apply of {}", f.id))?
+        else {
+            continue;
+        };
+        if rec.meta.is_some() {
+            store
+                .record_verified(&f.id, &rec.declaration_hash, None, rec.verified_at)
+                .with_context(|| format!("cannot drop the stamp of {}", f.id))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,605 @@
+//! One check or reconcile of a catalogue: what `datum check` and `datum
+//! reconcile` run after loading, and what `datum agent` runs in process on
+//! the catalogue it has loaded.
+//!
+//! Owns the observation (the engine's per-pass cache, class by class so
+//! each class's inspection time is measured), the metadata-first decisions
+//! ([`detection`]), the policies ([`policies`]: revert through the engine's
+//! apply pass, accept with a patch, quarantine), the history written to the
+//! state store and the fleet report queued with it. What a finding *means*
+//! is decided in `datum_drift::check`, what a policy decides in
+//! `datum_drift::policy`. Must not: load the repository (the caller hands
+//! in the catalogue: compiled from disk by the CLI, the last good one held
+//! by the agent, so a revert never applies a declaration that was not
+//! loaded), print a report (it returns one), or take the root lock (the
+//! caller holds it).
+
+mod detection;
+mod policies;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use datum_catalog::snapshot::LazyCatalogue;
+use datum_catalog::{Catalogue, HostIdentity};
+use datum_core::{Observed, Resource, ResourceId};
+use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
+use datum_drift::classes::Classes;
+use datum_host::Host;
+use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
+
+use crate::cli::{CheckArgs, GlobalArgs};
+use crate::context;
+use crate::exit::ExitCode;
+use crate::reporting::{Reporting, build};
+
+use detection::{distrust_stamps, not_converged, reads_content, trusted_by_metadata};
+use policies::Policies;
+
+/// The `command` recorded in the state store for checks.
+pub const COMMAND: &str = "check";
+
+/// Resources observed per batch: progress advances between batches.
+const BATCH: usize = 4096;
+
+/// Whether the policies are only described (`datum check`) or applied
+/// (`datum reconcile`, and the agent's classes whose policy acts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Look,
+    Reconcile,
+}
+
+/// What one check is run on.
+pub struct Checking<'a> {
+    pub global: &'a GlobalArgs,
+    /// `--class`, `--sample`, `--pass-seed`, `--patch-dir` (`--markdown` is
+    /// the front-end's).
+    pub args: &'a CheckArgs,
+    pub act: Act,
+    pub identity: &'a HostIdentity,
+    /// The catalogue to check (its resources decoded batch by batch).
+    pub catalogue: LazyCatalogue,
+    /// Whether the catalogue is a snapshot of an earlier compile (shown in
+    /// the report's statistics).
+    pub catalogue_reused: bool,
+    pub classes: &'a Classes,
+    pub host: &'a Host,
+    /// The state store; `None` checks with a scratch store and records
+    /// nothing (a check without a store). A policy that acts needs one: the
+    /// caller refuses before.
+    pub store: Option<&'a mut Store>,
+    /// When the command started (the report's duration counts from here).
+    pub started: Instant,
+    /// Whether to draw the progress bar (a terminal's front-end).
+    pub progress: bool,
+}
+
+/// Whether resources of `kind` own the whole folder at their path (the
+/// provider's capability; an unknown kind owns nothing).
+pub fn owns_subtree(kind: &str) -> bool {
+    datum_providers::lookup(kind).is_some_and(|p| p.owns_subtree())
+}
+
+/// What one check found and did.
+pub struct Checked {
+    pub report: CheckReport,
+    pub exit: ExitCode,
+    /// `report.yaml`, when the host reports to a fleet server (the report
+    /// was queued; the caller delivers).
+    pub reporting: Option<Reporting>,
+}
+
+/// Observes, diffs, applies the policies (`Act::Reconcile`) or describes
+/// them (`Act::Look`), records the history; returns the report.
+pub fn run(c: Checking<'_>) -> Result<Checked> {
+    let Checking {
+        global,
+        args,
+        act,
+        identity,
+        catalogue: mut lazy,
+        catalogue_reused,
+        classes,
+        host,
+        store: opened,
+        started,
+        progress: show_progress,
+    } = c;
+    // A report queued in a scratch store goes nowhere: nothing to deliver.
+    let persistent = opened.is_some();
+    // Without a store (report only): nothing remembered, nothing recorded.
+    let mut scratch_store;
+    let store: &mut Store = match opened {
+        Some(store) => store,
+        None => {
+            scratch_store = Store::open_in_memory().context("cannot open an in-memory store")?;
+            &mut scratch_store
+        }
+    };
+    let now = context::now();
+
+    // A host that reports to a fleet server follows the server's sampling
+    // plan (unless told otherwise): it deep-checks in its own round of
+    // every period, and checks metadata in the others.
+    let reporting = Reporting::load(host);
+    let plan = match (&reporting, args.sample) {
+        (Some(_), None) => store.sampling_plan().unwrap_or(None),
+        _ => None,
+    };
+    let sampled = plan.map(|p| datum_fleet::SamplingUsed {
+        round: p.round_at(now),
+        deep: p.deep_at(&identity.name, now),
+    });
+    let deep = match (args.sample, sampled) {
+        (Some(fraction), _) => {
+            datum_drift::sampling::deep_check(&identity.name, args.pass_seed, fraction)
+        }
+        (None, Some(s)) => s.deep,
+        (None, None) => true,
+    };
+    let quarantines = store.quarantined().context("cannot read quarantines")?;
+    let person_quarantined: HashSet<String> = quarantines
+        .iter()
+        .filter(|q| q.source == QuarantineSource::Person)
+        .map(|q| match &q.target {
+            QuarantineTarget::Resource(id) => id.to_string(),
+            QuarantineTarget::Host => "host".to_owned(),
+        })
+        .collect();
+
+    // Class by class: the inspection time of each is what `datum schedule`
+    // turns into a detection bound.
+    let mut by_class: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, entry) in lazy.entries.iter().enumerate() {
+        if args.class.as_deref().is_none_or(|c| c == entry.class) {
+            by_class.entry(entry.class.clone()).or_default().push(i);
+        }
+    }
+    let selected: usize = by_class.values().map(Vec::len).sum();
+    let mut progress = Progress::new(selected, show_progress);
+    let mut stats = CheckStats {
+        deep,
+        catalogue_reused,
+        ..CheckStats::default()
+    };
+    let mut findings: Vec<CheckFinding> = Vec::new();
+    let mut observations: BTreeMap<ResourceId, Observed> = BTreeMap::new();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    let mut timings: Vec<(String, u64, bool)> = Vec::new();
+    // Each inspected Tree's declared and observed root (the fleet report).
+    let mut trees: Vec<datum_fleet::TreeFingerprint> = Vec::new();
+    // The inspected resources that drifted, and the packages (whose
+    // configuration files are checked after the policies).
+    let mut inspected: Vec<Resource> = Vec::new();
+    for (class, indices) in &by_class {
+        let spec = classes.get(class);
+        let t0 = Instant::now();
+        let full = reads_content(spec, deep, store)?;
+        let trusted = if full {
+            vec![false; indices.len()]
+        } else {
+            trusted_by_metadata(&lazy.entries, indices, host, store)
+                .context("cannot read the last verified applies")?
+        };
+        let to_observe: Vec<usize> = indices
+            .iter()
+            .zip(&trusted)
+            .filter(|(_, trusted)| !**trusted)
+            .map(|(i, _)| *i)
+            .collect();
+        let unread = indices.len() - to_observe.len();
+        stats.metadata_only += unread;
+        progress.advance(unread as u64);
+        // A batch at a time, decoded, observed, and dropped unless a policy
+        // or the package check needs it: a check of 20,000 files never
+        // holds 20,000 decoded resources.
+        for batch in to_observe.chunks(BATCH) {
+            let resources = match lazy.take(batch) {
+                Ok(resources) => resources,
+                Err(e) => {
+                    context::forget_snapshot(global);
+                    bail!("{e}; nothing was checked (run the check again)");
+                }
+            };
+            let refs: Vec<&Resource> = resources.iter().collect();
+            let results = datum_engine::observe_all(datum_providers::registry(), &refs, host);
+            let mut keep = vec![false; resources.len()];
+            for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
+                *keep = r.id.kind == datum_providers::package::KIND;
+                match result {
+                    Ok(mut observed) => {
+                        if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
+                            trees.push(t);
+                        }
+                        let Some(provider) = datum_providers::lookup(&r.id.kind) else {
+                            continue;
+                        };
+                        let mut diff = provider.diff(r, &observed);
+                        datum_engine::fill_content_for_display(
+                            provider, r, &observed, &mut diff, host,
+                        );
+                        // Kept for `accept`'s patch (never for a sensitive
+                        // resource: the engine leaves those empty).
+                        if let Some(before) = diff.content.as_ref().and_then(|c| c.before.clone()) {
+                            observed.content = Some(before);
+                        }
+                        let found = datum_drift::check::findings_for(&Inspected {
+                            id: &r.id,
+                            class: &r.class,
+                            sensitive: r.sensitive,
+                            target: r.desired_str("path"),
+                            observed: &observed,
+                            diff: &diff,
+                        });
+                        if !found.is_empty() {
+                            observations.insert(r.id.clone(), observed);
+                            *keep = true;
+                        }
+                        findings.extend(found);
+                    }
+                    Err(e) => errors.push((r.id.to_string(), e.to_string())),
+                }
+            }
+            drop(refs);
+            inspected.extend(
+                resources
+                    .into_iter()
+                    .zip(keep)
+                    .filter_map(|(r, keep)| keep.then_some(r)),
+            );
+            progress.advance(batch.len() as u64);
+        }
+        stats.resources += indices.len();
+        timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
+    }
+    progress.finish();
+    // What the policies act on: the drifted resources.
+    let catalogue = Catalogue {
+        host: lazy.host.clone(),
+        resources: inspected,
+        autorequires: Vec::new(),
+        boundary: lazy.boundary.clone(),
+    };
+    // By id: a mass drift (a package upgrade touching thousands of files)
+    // must not cost a scan of the catalogue per finding.
+    let by_id: HashMap<&ResourceId, &Resource> =
+        catalogue.resources.iter().map(|r| (&r.id, r)).collect();
+
+    // Accepted observations are not drift until the declaration or the
+    // observation changes.
+    findings.retain(|f| {
+        let Some(resource) = by_id.get(&f.id) else {
+            return true;
+        };
+        let Some(observed) = observations.get(&f.id) else {
+            return true;
+        };
+        match store.accepted(&f.id) {
+            Ok(Some(a)) => {
+                a.declaration_hash != resource.declaration_hash
+                    || a.observation_hash != observed.acceptance_hash()
+            }
+            _ => true,
+        }
+    });
+
+    // Who changed each drifted resource, as the agent's attribution recorded
+    // it (before the policies: a class's `on_change_by` rules decide on it).
+    for f in &mut findings {
+        f.changed_by = store
+            .writers(&f.id)
+            .with_context(|| format!("cannot read who changed {}", f.id))?;
+    }
+
+    // Drift is what the apply loop did not produce: a resource never
+    // applied, or whose last apply failed, is not converged (with the
+    // failure), whatever its differences look like; no policy acts on it.
+    let unconverged = not_converged(&mut findings, store)?;
+
+    // A metadata-first class does not trust a stamp again once the content
+    // behind it was seen to differ: the stamp is dropped (the declaration
+    // and time of the last verified apply kept), so every following pass,
+    // metadata or audit, reads the file until an apply verifies it. The
+    // finding stays open and its history continues.
+    if persistent {
+        distrust_stamps(&findings, classes, store)?;
+    }
+
+    let mut policies = Policies {
+        global,
+        args,
+        catalogue: &catalogue,
+        by_id: &by_id,
+        repository: std::cell::OnceCell::new(),
+        classes,
+        host,
+        store,
+        observations: &observations,
+        person_quarantined: &person_quarantined,
+        now,
+        backups: None,
+        act,
+        unconverged: &unconverged,
+    };
+    let mut actions = policies.apply(&findings)?;
+
+    // Configuration files of the declared packages changed after the
+    // package installed them. Report only, whatever the class's policy:
+    // nothing declares their content, so there is nothing to revert to.
+    let declared = lazy
+        .entries
+        .iter()
+        .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
+    let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, host);
+    actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
+    findings.extend(package_files);
+    errors.extend(failed);
+    // Reloads owed and live configurations their group validator refuses
+    // (report only).
+    let (activation, failed) = crate::activation_findings::findings(
+        lazy.entries
+            .iter()
+            .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+            .map(|e| crate::activation_findings::Checked {
+                id: &e.id,
+                class: &e.class,
+                validate: e.validate.as_deref(),
+            }),
+        Some(&*store),
+        host,
+    );
+    actions.extend(activation.iter().map(|_| ("reported".to_owned(), None)));
+    findings.extend(activation);
+    errors.extend(failed);
+
+    let quarantined: Vec<(String, String)> = store
+        .quarantined()
+        .context("cannot read quarantines")?
+        .into_iter()
+        .map(|q| {
+            let what = match q.target {
+                QuarantineTarget::Resource(id) => id.to_string(),
+                QuarantineTarget::Host => "host".to_owned(),
+            };
+            let who = match q.source {
+                QuarantineSource::Person => "by a person",
+                QuarantineSource::Policy => "by policy",
+                QuarantineSource::Flapping => "flapping",
+            };
+            (what, format!("{who}: {}", q.reason))
+        })
+        .collect();
+
+    stats.duration_ms = started.elapsed().as_millis() as u64;
+    let exit = if !errors.is_empty() {
+        ExitCode::ERROR
+    } else {
+        ExitCode::for_pending(!findings.is_empty() || !quarantined.is_empty())
+    };
+
+    // History: first seen and passes per finding, inspection time per class.
+    let signatures: Vec<FindingSignature> = findings
+        .iter()
+        .map(|f| {
+            let s = f.finding.signature();
+            FindingSignature {
+                subject: s.subject,
+                category: s.category,
+                paths: s.paths,
+            }
+        })
+        .collect();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for f in &findings {
+        *counts.entry(f.finding.category.clone()).or_default() += 1;
+    }
+    let record = datum_store::PassRecord {
+        started_at: now,
+        finished_at: context::now(),
+        command: COMMAND.to_owned(),
+        host: identity.name.clone(),
+        counts,
+        duration_ms: stats.duration_ms,
+        exit_code: exit.0,
+    };
+    let subjects: Vec<String> = by_class
+        .values()
+        .flatten()
+        .map(|&i| lazy.entries[i].id.to_string())
+        .collect();
+    let scope = if args.class.is_some() {
+        FindingScope::Subjects(&subjects)
+    } else {
+        FindingScope::All
+    };
+    let clean_writers: Vec<ResourceId> = {
+        let written = store
+            .written_resources()
+            .context("cannot read who changed what")?;
+        let written: HashSet<&str> = written.iter().map(String::as_str).collect();
+        let failed: HashSet<&str> = errors.iter().map(|(w, _)| w.as_str()).collect();
+        let drifted: HashSet<&ResourceId> = findings.iter().map(|f| &f.id).collect();
+        if written.is_empty() {
+            Vec::new()
+        } else {
+            by_class
+                .values()
+                .flatten()
+                .map(|&i| &lazy.entries[i].id)
+                .filter(|id| !drifted.contains(id))
+                .filter(|id| {
+                    let shown = id.to_string();
+                    written.contains(shown.as_str()) && !failed.contains(shown.as_str())
+                })
+                .cloned()
+                .collect()
+        }
+    };
+    // What the fleet report says besides the findings (read before the
+    // history's transaction: class bounds come from the store).
+    let fleet_report = match &reporting {
+        Some(r) => Some(check_report(
+            global,
+            &lazy,
+            identity,
+            &record,
+            classes,
+            store,
+            r.interval(),
+            args.class.iter().cloned().collect(),
+        )?),
+        None => None,
+    };
+    let ages = {
+        let batch = store.batch().context("cannot write the check history")?;
+        let pass_id = batch.record_pass(&record)?;
+        for (class, ms, full) in &timings {
+            batch.record_class_inspection_full(pass_id, class, *ms, *full)?;
+        }
+        let ages =
+            batch.record_findings_scoped(pass_id, &identity.name, &signatures, now, scope)?;
+        // A resource found clean forgets who changed it before: the next
+        // drift is somebody else's doing.
+        for id in &clean_writers {
+            batch.forget_writers(id)?;
+        }
+        // The fleet report, queued with the check it describes.
+        if let (Some(r), Some(mut report)) = (&reporting, fleet_report) {
+            report.trees = std::mem::take(&mut trees);
+            report.sampling = sampled;
+            let mut drifted: HashSet<&ResourceId> = HashSet::new();
+            for (i, f) in findings.iter().enumerate() {
+                drifted.insert(&f.id);
+                let sensitive = by_id.get(&f.id).is_some_and(|r| r.sensitive);
+                let first_seen = ages.get(i).map_or(now, |a| a.first_seen);
+                let mut finding =
+                    build::check_finding(f, observations.get(&f.id), sensitive, first_seen);
+                finding.checks = ages.get(i).map(|a| a.passes);
+                report.findings.push(finding);
+            }
+            let failed: HashSet<&str> = errors.iter().map(|(id, _)| id.as_str()).collect();
+            report.counts = BTreeMap::from([
+                ("drifted".to_owned(), drifted.len() as u64),
+                ("failed".to_owned(), failed.len() as u64),
+                ("quarantined".to_owned(), report.quarantined.len() as u64),
+                (
+                    "converged".to_owned(),
+                    (stats.resources as u64)
+                        .saturating_sub(drifted.len() as u64 + failed.len() as u64),
+                ),
+                ("metadata_only".to_owned(), stats.metadata_only as u64),
+            ]);
+            r.enqueue(&batch, report, record.finished_at)?;
+        }
+        batch.commit()?;
+        ages
+    };
+
+    let report = CheckReport {
+        host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        layers: context::layers_used(global, identity),
+        findings: findings
+            .into_iter()
+            .zip(actions)
+            .enumerate()
+            .map(|(i, (finding, (action, rule)))| {
+                let age = ages.get(i);
+                Reported {
+                    finding,
+                    first_seen: age.map_or(now, |a| a.first_seen),
+                    passes: age.map_or(1, |a| a.passes),
+                    action,
+                    rule,
+                }
+            })
+            .collect(),
+        quarantined,
+        errors,
+        stats,
+    };
+    Ok(Checked {
+        report,
+        exit,
+        reporting: reporting.filter(|_| persistent),
+    })
+}
+
+/// The fleet report of a check, without its findings and trees (added
+/// once the history has dated them).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site; a struct would only rename them"
+)]
+fn check_report(
+    global: &GlobalArgs,
+    lazy: &datum_catalog::snapshot::LazyCatalogue,
+    identity: &datum_catalog::HostIdentity,
+    record: &datum_store::PassRecord,
+    classes: &Classes,
+    store: &Store,
+    stated: Option<Duration>,
+    classes_checked: Vec<String>,
+) -> Result<datum_fleet::Report> {
+    let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &lazy.entries {
+        *per_class.entry(e.class.clone()).or_insert(0) += 1;
+    }
+    let (bounds, expected) =
+        crate::reporting::class_bounds(classes, &per_class, Some(store), stated);
+    let common = build::Common {
+        kind: datum_fleet::ReportKind::Check,
+        host: identity.name.clone(),
+        labels: identity.labels.clone(),
+        revision: crate::reporting::revision::repository_revision(
+            &global.repo,
+            lazy.stamp_digest.as_deref(),
+        ),
+        catalogue: build::catalogue_hash(
+            lazy.entries
+                .iter()
+                .map(|e| (e.id.to_string(), e.declaration_hash.as_str())),
+        ),
+        started_at: record.started_at,
+        finished_at: record.finished_at,
+        duration_ms: record.duration_ms,
+        exit_code: record.exit_code,
+        resources: lazy.entries.len() as u64,
+        classes: bounds,
+        expected_interval_s: expected,
+    };
+    let mut report = common.report();
+    report.classes_checked = classes_checked;
+    // What is quarantined is added when the report is queued.
+    Ok(report)
+}
+
+/// The check's progress bar (the shared style, `render::progress`): resources
+/// advance between batches; files and bytes hashed move inside them.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(total: usize, shown: bool) -> Self {
+        Progress {
+            bar: shown
+                .then(|| crate::render::progress::resources(total as u64))
+                .flatten(),
+        }
+    }
+
+    fn advance(&mut self, resources: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(resources);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

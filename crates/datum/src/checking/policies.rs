@@ -1,0 +1,469 @@
+//! The classes' policies applied to one check's findings: report, revert
+//! (through the engine's normal apply pass, after saving the drifted
+//! content; flap detection may back off or quarantine), accept (record the
+//! observation, write the patch that makes the repository follow it) and
+//! quarantine (the resource or the host). `Act::Look` only says what each
+//! would do. A resource a person quarantined is never reverted
+//! (break-glass). Must not: observe (the check did) or print.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use datum_catalog::Catalogue;
+use datum_core::{Observed, Presence, Resource, ResourceId};
+use datum_drift::check::CheckFinding;
+use datum_drift::classes::{Classes, Policy};
+use datum_drift::policy::{Decision, Standing, decide};
+use datum_engine::{Mode, PassContext};
+use datum_host::Host;
+use datum_store::backup::{BackupReason, BackupStore, SavedFile};
+use datum_store::{QuarantineSource, QuarantineTarget, Store};
+
+use super::Act;
+use crate::cli::{CheckArgs, GlobalArgs};
+use crate::context;
+
+/// The policies of the classes, applied to this check's findings.
+pub(super) struct Policies<'a> {
+    pub(super) global: &'a GlobalArgs,
+    pub(super) args: &'a CheckArgs,
+    pub(super) catalogue: &'a Catalogue,
+    pub(super) by_id: &'a HashMap<&'a ResourceId, &'a Resource>,
+    /// Loaded on first use (only `accept` needs the documents).
+    pub(super) repository: std::cell::OnceCell<datum_catalog::Repository>,
+    pub(super) classes: &'a Classes,
+    pub(super) host: &'a Host,
+    pub(super) store: &'a mut Store,
+    pub(super) observations: &'a BTreeMap<ResourceId, Observed>,
+    pub(super) person_quarantined: &'a HashSet<String>,
+    pub(super) now: i64,
+    pub(super) backups: Option<BackupStore>,
+    pub(super) act: Act,
+    /// Why each not-converged resource is not (no policy acts on those).
+    pub(super) unconverged: &'a BTreeMap<ResourceId, String>,
+}
+
+impl Policies<'_> {
+    /// One action word per finding, in order.
+    pub(super) fn apply(
+        &mut self,
+        findings: &[CheckFinding],
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let mut actions: Vec<(String, Option<String>)> =
+            vec![("reported".to_owned(), None); findings.len()];
+        let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
+        let mut to_revert: Vec<ResourceId> = Vec::new();
+        let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
+        for f in findings {
+            if handled.contains_key(&f.id) {
+                continue;
+            }
+            if let Some(why) = self.unconverged.get(&f.id) {
+                handled.insert(f.id.clone(), why.clone());
+                continue;
+            }
+            let spec = self.classes.get(&f.class);
+            let (policy, rule) = spec.policy_for(&f.changed_by);
+            let drift_by = if rule.is_some() {
+                match f.changed_by.first() {
+                    Some(w) => format!(" by {}", w.via),
+                    None => " by a writer not identified".to_owned(),
+                }
+            } else {
+                String::new()
+            };
+            rules.insert(f.id.clone(), rule);
+            let look = self.act == Act::Look;
+            let standing = self.standing(policy, &f.id)?;
+            let window_start = self.now - spec.flap_window.as_secs() as i64;
+            let store = &mut *self.store;
+            let (id, now) = (&f.id, self.now);
+            // A check counts the revert it would make; a reconcile logs it.
+            let decision = decide(policy, spec, look, standing, || {
+                if look {
+                    store.reverts_since(id, window_start).map(|n| n + 1)
+                } else {
+                    store.record_revert(id, now, window_start)
+                }
+            })?;
+            let action = match &decision {
+                Decision::Revert { would: false } => {
+                    to_revert.push(f.id.clone());
+                    "reverting".to_owned()
+                }
+                Decision::Escalate { would: false } => {
+                    self.store.quarantine(
+                        &QuarantineTarget::Resource(f.id.clone()),
+                        &Decision::flapping_reason(spec),
+                        QuarantineSource::Flapping,
+                        self.now,
+                    )?;
+                    "quarantined: flapping".to_owned()
+                }
+                Decision::Accept { would: false } => self.accept(&f.id, findings)?,
+                Decision::Quarantine { would: false, host } => {
+                    let target = if *host {
+                        QuarantineTarget::Host
+                    } else {
+                        QuarantineTarget::Resource(f.id.clone())
+                    };
+                    self.store.quarantine(
+                        &target,
+                        &format!("drift{drift_by}: {}", f.finding.category),
+                        QuarantineSource::Policy,
+                        self.now,
+                    )?;
+                    "quarantined".to_owned()
+                }
+                other => other.word().unwrap_or_else(|| "reported".to_owned()),
+            };
+            handled.insert(f.id.clone(), action);
+        }
+        if !to_revert.is_empty() {
+            for (id, outcome) in self.revert(&to_revert, findings)? {
+                handled.insert(id, outcome);
+            }
+        }
+        for (i, f) in findings.iter().enumerate() {
+            if let Some(a) = handled.get(&f.id) {
+                actions[i] = (a.clone(), rules.get(&f.id).cloned().flatten());
+            }
+        }
+        Ok(actions)
+    }
+
+    /// Whether a quarantine holds `id` (read only for a `revert` policy:
+    /// the others do not depend on it).
+    fn standing(&self, policy: Policy, id: &ResourceId) -> Result<Standing> {
+        if policy != Policy::Revert {
+            return Ok(Standing {
+                person_quarantined: false,
+                quarantined: false,
+            });
+        }
+        // Break-glass: what a person quarantined stays as the person left it.
+        let person_quarantined = self.person_quarantined.contains(&id.to_string())
+            || self.person_quarantined.contains("host");
+        let quarantined = !person_quarantined
+            && self
+                .store
+                .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
+                .is_some();
+        Ok(Standing {
+            person_quarantined,
+            quarantined,
+        })
+    }
+
+    fn backups(&mut self) -> Result<&mut BackupStore> {
+        if self.backups.is_none() {
+            self.backups = Some(context::open_backups(self.global)?);
+        }
+        self.backups
+            .as_mut()
+            .context("the backup store could not be opened")
+    }
+
+    /// Saves the drifted content of `id` (regular files it manages, or the
+    /// changed and unmanaged files inside a Tree) with `reason`.
+    fn save_evidence(
+        &mut self,
+        id: &ResourceId,
+        findings: &[CheckFinding],
+        reason: BackupReason,
+    ) -> Result<()> {
+        let Some(&resource) = self.by_id.get(id) else {
+            return Ok(());
+        };
+        let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+            return Ok(());
+        };
+        let mut paths: Vec<PathBuf> = Vec::new();
+        if super::owns_subtree(&id.kind) {
+            for f in findings.iter().filter(|f| &f.id == id) {
+                if matches!(f.finding.category.as_str(), "changed_outside" | "unmanaged") {
+                    paths.extend(f.finding.diffs.iter().map(|d| base.join(d.path())));
+                }
+            }
+        } else {
+            paths.push(base);
+        }
+        let host = self.host;
+        let now = self.now;
+        let sensitive = resource.sensitive;
+        let backups = self.backups()?;
+        for declared in paths {
+            // Through the boundary: never evidence read through a link.
+            let Ok(Some(at)) = host.try_locate(&declared) else {
+                continue;
+            };
+            let Ok(Some(stat)) = at.lstat() else {
+                continue;
+            };
+            if stat.kind != datum_host::fs::FileKind::File {
+                continue;
+            }
+            let Ok(bytes) = at.read() else {
+                continue;
+            };
+            backups.save(&SavedFile {
+                resource: id,
+                declared_path: &declared,
+                bytes: &bytes,
+                mode: stat.meta.mode,
+                uid: stat.meta.uid,
+                gid: stat.meta.gid,
+                reason,
+                sensitive,
+                at: now,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies the declaration to `ids` only, through the engine (staging,
+    /// validators, verify), after saving what drifted.
+    fn revert(
+        &mut self,
+        ids: &[ResourceId],
+        findings: &[CheckFinding],
+    ) -> Result<Vec<(ResourceId, String)>> {
+        for id in ids {
+            self.save_evidence(id, findings, BackupReason::Revert)?;
+        }
+        let wanted: HashSet<&ResourceId> = ids.iter().collect();
+        let filtered = Catalogue {
+            host: self.catalogue.host.clone(),
+            boundary: self.catalogue.boundary.clone(),
+            resources: self
+                .catalogue
+                .resources
+                .iter()
+                .filter(|r| wanted.contains(&r.id))
+                .cloned()
+                .collect(),
+            autorequires: Vec::new(),
+        };
+        let mut ctx = PassContext {
+            registry: datum_providers::registry(),
+            host: self.host,
+            mode: Mode::Apply,
+            store: Some(&mut *self.store),
+            backups: self.backups.as_mut(),
+            now: self.now,
+            skip: HashSet::new(),
+        };
+        let summary =
+            datum_engine::run_pass(&filtered, &mut ctx, &mut datum_engine::SilentReporter);
+        Ok(summary
+            .resources
+            .into_iter()
+            .filter(|r| wanted.contains(&r.id))
+            .map(|r| {
+                let word = match &r.outcome {
+                    datum_core::Outcome::Changed { .. } | datum_core::Outcome::Unchanged => {
+                        "reverted".to_owned()
+                    }
+                    other => match other {
+                        datum_core::Outcome::Failed { reason, .. } => {
+                            format!("revert failed: {reason}")
+                        }
+                        o => format!("revert {}", o.word()),
+                    },
+                };
+                (r.id, word)
+            })
+            .collect())
+    }
+
+    /// Records the observation as accepted and writes the patch that makes
+    /// the repository follow it.
+    fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String> {
+        let (Some(&resource), Some(observed)) = (self.by_id.get(id), self.observations.get(id))
+        else {
+            return Ok("reported".to_owned());
+        };
+        self.save_evidence(id, findings, BackupReason::Drift)?;
+        self.store.accept(
+            id,
+            &resource.declaration_hash,
+            &observed.acceptance_hash(),
+            self.now,
+        )?;
+        // A private folder, opened once: every patch and the summary are
+        // written relative to it without following a link.
+        let dir = match &self.args.patch_dir {
+            Some(dir) => datum_host::PrivateDir::open_path(dir, true),
+            None => datum_host::PrivateDir::open_in(
+                self.host,
+                &Path::new(context::STATE_FOLDER).join("accepted"),
+                true,
+            ),
+        }
+        .context("cannot open the folder for accepted patches")?
+        .context("the folder for accepted patches could not be created")?;
+        if self.repository.get().is_none() {
+            let loaded = load_repository(self.global)?;
+            let _ = self.repository.set(loaded);
+        }
+        let repository = self
+            .repository
+            .get()
+            .context("the repository could not be loaded")?;
+        let written = write_accept_patch(repository, resource, observed, findings, &dir)?;
+        // Plan and apply point at it while the repository has not followed.
+        self.store
+            .set_accepted_patch(id, &written.display().to_string())?;
+        Ok(format!("accepted (patch: {})", written.display()))
+    }
+}
+
+/// Writes `<dir>/<Kind>-<name>.patch` (content, against the repository
+/// source when it is a `source:` file) or `.content` (the observed bytes, for
+/// inline content and templates), and appends to `<dir>/SUMMARY.md` what to
+/// commit. Returns the file written.
+fn write_accept_patch(
+    repository: &datum_catalog::Repository,
+    resource: &Resource,
+    observed: &Observed,
+    findings: &[CheckFinding],
+    dir: &datum_host::PrivateDir,
+) -> Result<PathBuf> {
+    let id = &resource.id;
+    let mut notes: Vec<String> = Vec::new();
+    let mut name = datum_drift::policy::patch_file_name(id, "txt");
+    let mut written = dir.file_path(&name);
+    let source = declared_source(repository, id);
+    let declared = resource
+        .content
+        .as_ref()
+        .and_then(|c| datum_host::repo::content_bytes(c).ok());
+    if observed.presence == Presence::Present
+        && let (Some(live), Some(declared)) = (&observed.content, declared)
+        && !resource.sensitive
+        && live.as_slice() != declared.as_ref()
+    {
+        match &source {
+            Some((key, rel)) if key == "source" => {
+                if let Some(patch) = datum_drift::policy::content_patch(rel, &declared, live) {
+                    name = datum_drift::policy::patch_file_name(id, "patch");
+                    written = dir.file_path(&name);
+                    dir.write_atomic(&name, patch.as_bytes())
+                        .with_context(|| format!("cannot write {}", written.display()))?;
+                    notes.push(format!(
+                        "apply `{}` to the repository (`patch -p1` or `git apply`): it updates `{rel}`",
+                        written.display()
+                    ));
+                }
+            }
+            other => {
+                name = datum_drift::policy::patch_file_name(id, "content");
+                written = dir.file_path(&name);
+                dir.write_atomic(&name, live)
+                    .with_context(|| format!("cannot write {}", written.display()))?;
+                let what = match other {
+                    Some((key, rel)) => format!("`{key}: {rel}`"),
+                    None => "the inline `content:`".to_owned(),
+                };
+                notes.push(format!(
+                    "the observed content is in `{}`; carry it into {what} by hand",
+                    written.display()
+                ));
+            }
+        }
+    }
+    if super::owns_subtree(&id.kind) {
+        // A Tree's entries: what to copy into (or remove from) its source
+        // folder. The live files are in the backup store (reason `drift`).
+        let base = resource.desired_str("path").unwrap_or("");
+        let folder = source.as_ref().map_or_else(
+            || "(the Tree's source folder)".to_owned(),
+            |(_, rel)| rel.clone(),
+        );
+        for f in findings.iter().filter(|f| &f.id == id) {
+            for d in &f.finding.diffs {
+                let entry = d.path();
+                notes.push(match f.finding.category.as_str() {
+                    "deleted_outside" => {
+                        format!("remove `{folder}/{entry}` (deleted on the host)")
+                    }
+                    "type_changed" => format!(
+                        "`{base}/{entry}` is now a {}: make `{folder}/{entry}` one",
+                        d.after_display()
+                    ),
+                    _ => format!(
+                        "copy `{base}/{entry}` from the host to `{folder}/{entry}` (`datum backup list {base}/{entry}`)"
+                    ),
+                });
+            }
+        }
+    } else {
+        for f in findings.iter().filter(|f| &f.id == id) {
+            for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
+                let at = resource
+                    .field_origins
+                    .get(d.path())
+                    .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+                notes.push(format!(
+                    "{at}: set `{}` to `{}` ({})",
+                    d.path(),
+                    d.after_display(),
+                    f.finding.category
+                ));
+            }
+        }
+    }
+    if notes.is_empty() {
+        notes.push("nothing to carry (sensitive or no declared content)".to_owned());
+        dir.write_atomic(&name, b"")
+            .with_context(|| format!("cannot write {}", written.display()))?;
+    }
+    let mut summary = dir
+        .append("SUMMARY.md")
+        .with_context(|| format!("cannot write {}", dir.file_path("SUMMARY.md").display()))?;
+    writeln!(summary, "## {id} (declared at {})", resource.origin)?;
+    for n in notes {
+        writeln!(summary, "- {n}")?;
+    }
+    writeln!(summary)?;
+    Ok(written)
+}
+
+/// The content key (`source`, `template`) of the document that declares
+/// `id`'s content, and its path relative to the repository.
+fn declared_source(
+    repository: &datum_catalog::Repository,
+    id: &ResourceId,
+) -> Option<(String, String)> {
+    let mut found = None;
+    for doc in repository.documents.iter().filter(|d| &d.id == id) {
+        for (key, value, _) in doc.desired_fields() {
+            if matches!(key, "source" | "template") {
+                let text = value.as_str()?;
+                let layer = repository.layer_of(doc)?;
+                let rel = layer.path.join(text);
+                found = Some((key.to_owned(), rel.to_string_lossy().into_owned()));
+            } else if key == "content" {
+                found = None;
+            }
+        }
+    }
+    found
+}
+
+/// The repository's documents, for `accept`'s patches (which name the file
+/// that declares a resource's content).
+fn load_repository(global: &GlobalArgs) -> Result<datum_catalog::Repository> {
+    match datum_catalog::Repository::load(&global.repo) {
+        Ok(r) => Ok(r),
+        Err(diagnostics) => {
+            eprint!("{}", diagnostics.render(context::use_color(global)));
+            bail!(
+                "the repository has {} error(s); nothing was checked",
+                diagnostics.error_count()
+            )
+        }
+    }
+}
