@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::common::account_files::{self, AccountError};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "Group";
@@ -205,9 +205,61 @@ pub(crate) fn account_failure(e: AccountError) -> ProviderError {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GroupProvider;
 
+/// The account name a declared, present Group resource manages.
+fn declared_name(resource: &Resource) -> Option<String> {
+    let d = GroupDesired::parse(&resource.desired, &resource.id.name).ok()?;
+    (d.ensure == Ensure::Present).then_some(d.name)
+}
+
+/// The group names a declaration uses: its `group` (a File's, a
+/// Directory's), `gid` and `groups` (a User's), numbers left out.
+fn groups_named(desired: &Value) -> Vec<&str> {
+    let mut names: Vec<&str> = ["group", "gid"]
+        .iter()
+        .filter_map(|f| desired.get(f).and_then(Value::as_str))
+        .collect();
+    if let Some(items) = desired.get("groups").and_then(Value::as_array) {
+        names.extend(items.iter().filter_map(Value::as_str));
+    }
+    names.retain(|n| n.parse::<u32>().is_err());
+    names
+}
+
+/// Whatever names a declared Group (a file's group, a user's primary or
+/// supplementary group) comes after it: the group exists before anything
+/// is chowned to it or joins it.
+impl OrdersOthers for GroupProvider {
+    fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge> {
+        let groups: Vec<(String, &Resource)> = resources
+            .iter()
+            .filter(|r| r.id.kind == KIND)
+            .filter_map(|r| declared_name(r).map(|n| (n, r)))
+            .collect();
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let mut edges = Vec::new();
+        for r in resources.iter().filter(|r| r.id.kind != KIND) {
+            for name in groups_named(&r.desired) {
+                if let Some((_, group)) = groups.iter().find(|(n, _)| n == name) {
+                    edges.push(OrderingEdge {
+                        from: r.id.clone(),
+                        after: group.id.clone(),
+                    });
+                }
+            }
+        }
+        edges
+    }
+}
+
 impl Provider for GroupProvider {
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
     }
 
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -376,6 +428,40 @@ mod tests {
         let gone = GroupDesired::parse(&json!({"ensure": "absent"}), "ops").unwrap();
         assert_eq!(diff(&gone, &observed(3000)).action, Some(Action::Remove));
         assert_eq!(diff(&gone, &Observed::absent()).action, None);
+    }
+
+    #[test]
+    fn what_names_a_declared_group_is_ordered_after_it() {
+        use datum_core::ResourceId;
+        let r = |kind: &str, name: &str, desired: Value| {
+            Resource::new(ResourceId::new(kind, name), desired)
+        };
+        let resources = [
+            r("File", "key", json!({"path": "/k", "group": "ops"})),
+            r(
+                "User",
+                "deploy",
+                json!({"gid": "web", "groups": ["ops", "adm"]}),
+            ),
+            r("File", "numeric", json!({"path": "/n", "group": "3000"})),
+            r("Group", "ops", json!({"gid": 3000})),
+            r("Group", "web-group", json!({"name": "web"})),
+            r("Group", "adm", json!({"ensure": "absent"})),
+        ];
+        let edges: Vec<(String, String)> = GroupProvider
+            .edges(&resources)
+            .into_iter()
+            .map(|e| (e.from.to_string(), e.after.to_string()))
+            .collect();
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            edges,
+            [
+                pair("File[key]", "Group[ops]"),
+                pair("User[deploy]", "Group[web-group]"),
+                pair("User[deploy]", "Group[ops]"),
+            ]
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ use crate::common::account_files::{self, AccountFiles};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
-use crate::{FieldError, Provider, ProviderError, StagingGate};
+use crate::{FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "User";
@@ -440,9 +440,43 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct UserProvider;
 
+/// Whatever is owned by a declared User (a file's, a directory's `owner`)
+/// comes after it: the account exists before anything is chowned to it.
+impl OrdersOthers for UserProvider {
+    fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge> {
+        let users: Vec<(String, &Resource)> = resources
+            .iter()
+            .filter(|r| r.id.kind == KIND)
+            .filter_map(|r| {
+                let d = UserDesired::parse(&r.desired, &r.id.name).ok()?;
+                (d.ensure == Ensure::Present).then_some((d.name, r))
+            })
+            .collect();
+        if users.is_empty() {
+            return Vec::new();
+        }
+        resources
+            .iter()
+            .filter(|r| r.id.kind != KIND)
+            .filter_map(|r| {
+                let owner = r.desired.get("owner").and_then(Value::as_str)?;
+                let (_, user) = users.iter().find(|(n, _)| n == owner)?;
+                Some(OrderingEdge {
+                    from: r.id.clone(),
+                    after: user.id.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
 impl Provider for UserProvider {
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
     }
 
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -728,6 +762,39 @@ mod tests {
                 "ensure"
             ],
             "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn what_a_declared_user_owns_is_ordered_after_it() {
+        use datum_core::ResourceId;
+        let r = |kind: &str, name: &str, desired: Value| {
+            Resource::new(ResourceId::new(kind, name), desired)
+        };
+        let resources = [
+            r("File", "key", json!({"path": "/k", "owner": "deploy"})),
+            r(
+                "Directory",
+                "home",
+                json!({"path": "/srv/app", "owner": "app"}),
+            ),
+            r("File", "root", json!({"path": "/r", "owner": "root"})),
+            r("User", "deploy", json!({})),
+            r("User", "app-user", json!({"name": "app"})),
+            r("User", "gone", json!({"ensure": "absent"})),
+            r("File", "gone-file", json!({"path": "/g", "owner": "gone"})),
+        ];
+        let edges: Vec<(String, String)> = UserProvider
+            .edges(&resources)
+            .into_iter()
+            .map(|e| (e.from.to_string(), e.after.to_string()))
+            .collect();
+        assert_eq!(
+            edges,
+            [
+                ("File[key]".to_owned(), "User[deploy]".to_owned()),
+                ("Directory[home]".to_owned(), "User[app-user]".to_owned()),
+            ]
         );
     }
 

@@ -45,7 +45,6 @@ desired: {{gid: 3000}}
 datum: v1alpha1
 type: User
 name: deploy
-requires: [Group/ops]
 desired:
   uid: 2000
   gid: ops
@@ -59,8 +58,7 @@ desired:
 }
 
 fn file_owned_by_deploy() -> &'static str {
-    r#"---
-datum: v1alpha1
+    r#"datum: v1alpha1
 type: Directory
 name: srv
 desired: {path: /srv, mode: "0755"}
@@ -68,8 +66,8 @@ desired: {path: /srv, mode: "0755"}
 datum: v1alpha1
 type: File
 name: deploy-key
-requires: [User/deploy]
 desired: {path: /srv/key, owner: deploy, group: ops, mode: "0600", content: "k\n"}
+---
 "#
 }
 
@@ -83,12 +81,39 @@ fn users_and_groups_are_created_checked_and_removed_through_shadow_utils() {
         eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
         return;
     }
+    // The File comes first in the manifest: it is ordered after the User
+    // and the Group it names by their ordering capability, no `requires`.
     let s = Sandbox::with_base(&format!(
         "{}{}",
-        manifest("/bin/sh", "present"),
-        file_owned_by_deploy()
+        file_owned_by_deploy(),
+        manifest("/bin/sh", "present")
     ));
     accounts_root(&s);
+    let catalogue: serde_json::Value =
+        serde_json::from_slice(&s.datum(&["catalogue"]).stdout).unwrap();
+    let auto = |name: &str| {
+        catalogue["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["autorequires"].clone())
+            .unwrap()
+    };
+    let key = auto("deploy-key");
+    assert!(
+        key.as_array().unwrap().iter().any(|v| v == "User[deploy]")
+            && key.as_array().unwrap().iter().any(|v| v == "Group[ops]"),
+        "{key}"
+    );
+    assert!(
+        auto("deploy")
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "Group[ops]"),
+        "{catalogue}"
+    );
     let mut outputs = vec![s.datum(&["plan"]), s.datum(&["--output", "json", "plan"])];
     let apply = s.datum(&["--output", "json", "apply"]);
     assert_exit(&apply, 2);
@@ -176,6 +201,7 @@ fn users_and_groups_are_created_checked_and_removed_through_shadow_utils() {
 
     // ensure: absent removes the account (the group stays: it is declared).
     s.write("repo/base/main.yaml", &manifest("/bin/sh", "absent"));
+    fs::remove_file(s.live("/srv/key")).unwrap();
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 2);
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
