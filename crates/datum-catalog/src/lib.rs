@@ -53,7 +53,7 @@ pub use hashes::{HashCacheFile, SourceDigests, SourceHashes};
 pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
 
 /// The compiler with the resource types it knows: the registry is handed in
-/// (the binary passes [`datum_providers::registry`], a test its own), and
+/// (the binary passes [`datum_providers::registry()`], a test its own), and
 /// every check, field layering and ordering edge is asked of the providers
 /// found there. The free functions below are this with the shipped registry.
 #[derive(Debug, Clone, Copy)]

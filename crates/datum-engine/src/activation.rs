@@ -21,7 +21,7 @@ use crate::report::ResourceReport;
 
 /// The kind name of a group validator's pseudo-resource
 /// (`ValidationGroup[nginx]`): the engine's own, never a provider's (it was
-/// `Group` before the Group kind existed; [`LEGACY_GROUP_KIND`]).
+/// `Group` before the Group kind existed, which state stores may still hold).
 pub const GROUP_KIND: &str = "ValidationGroup";
 
 /// What state stores written before the rename call a failing group's owed

@@ -2,7 +2,7 @@
 //!
 //! Adding a resource type: write a folder implementing [`Provider`] (and the
 //! optional capabilities it has: paths, ordering, batching, activation, a
-//! source folder), add one line to [`registry`]. Nothing in the engine or the
+//! source folder), add one line to [`registry()`]. Nothing in the engine or the
 //! catalogue changes: they are handed a [`Registry`] and discover what a kind
 //! can do through its capabilities, never by its name. The shipped
 //! validators are listed, by name, in [`validators`].

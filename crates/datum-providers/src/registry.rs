@@ -2,7 +2,7 @@
 //!
 //! The catalogue and the engine are handed a [`Registry`] instead of
 //! reaching for a global, so a test hands them a fake provider (see
-//! `datum-testkit`) and the shipped program hands them [`crate::registry`].
+//! `datum-testkit`) and the shipped program hands them [`crate::registry()`].
 //! Must not: decide anything about a kind; it only finds providers by name.
 
 use crate::Provider;
