@@ -211,6 +211,20 @@ fn check_value(name: &str, kind: FieldKind, value: &Value) -> Result<(), String>
 
 /// `Ok` when no problem was found, else every problem: the shape
 /// `Provider::check` returns.
+/// Field problems found again at observe or apply (a declaration `check`
+/// accepted cannot fail here; a resource built by hand can), as one
+/// provider error: the first problem's field, every message.
+pub fn invalid(errors: Vec<FieldError>) -> crate::ProviderError {
+    crate::ProviderError::Invalid {
+        field: errors.first().map(|e| e.path.join(".")).unwrap_or_default(),
+        message: errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
 pub fn all_or_nothing(errors: Vec<FieldError>) -> Result<(), Vec<FieldError>> {
     if errors.is_empty() {
         Ok(())

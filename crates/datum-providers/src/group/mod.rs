@@ -179,25 +179,15 @@ impl GroupDesired {
 }
 
 fn desired(resource: &Resource) -> Result<GroupDesired, ProviderError> {
-    GroupDesired::parse(&resource.desired, &resource.id.name).map_err(|errors| {
-        ProviderError::Invalid {
-            field: errors.first().map(|e| e.path.join(".")).unwrap_or_default(),
-            message: errors
-                .iter()
-                .map(|e| e.message.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-        }
-    })
+    GroupDesired::parse(&resource.desired, &resource.id.name)
+        .map_err(crate::common::fields::invalid)
 }
 
 pub(crate) fn account_failure(e: AccountError) -> ProviderError {
     match e {
         AccountError::Host(h) => ProviderError::Host(h),
-        other => ProviderError::Invalid {
-            field: String::new(),
-            message: other.to_string(),
-        },
+        // The kind's own error type behind the contract's one boxed error.
+        other => ProviderError::Kind(crate::KindError::new(other)),
     }
 }
 

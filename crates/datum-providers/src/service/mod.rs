@@ -87,15 +87,7 @@ pub enum Activation {
 /// resource's name). The engine uses it for `reload_on`/`restart_on` and to
 /// call [`reload`] or [`restart`].
 pub fn spec(resource: &Resource) -> Result<ServiceSpec, ProviderError> {
-    ServiceSpec::parse(&resource.desired, &resource.id.name).map_err(|errors| {
-        let field = errors.first().map(|e| e.path.join(".")).unwrap_or_default();
-        let message = errors
-            .iter()
-            .map(|e| e.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        ProviderError::Invalid { field, message }
-    })
+    ServiceSpec::parse(&resource.desired, &resource.id.name).map_err(crate::common::fields::invalid)
 }
 
 /// Reloads a running unit (`systemctl reload`) so it reads its changed

@@ -393,16 +393,7 @@ impl UserDesired {
 }
 
 fn desired(resource: &Resource) -> Result<UserDesired, ProviderError> {
-    UserDesired::parse(&resource.desired, &resource.id.name).map_err(|errors| {
-        ProviderError::Invalid {
-            field: errors.first().map(|e| e.path.join(".")).unwrap_or_default(),
-            message: errors
-                .iter()
-                .map(|e| e.message.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-        }
-    })
+    UserDesired::parse(&resource.desired, &resource.id.name).map_err(crate::common::fields::invalid)
 }
 
 /// What observe records about a user (never the hash itself).
