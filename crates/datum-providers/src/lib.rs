@@ -38,9 +38,10 @@ pub mod validators;
 mod testing;
 
 pub use provider::{
-    Activates, Batched, Batches, DeclaredMeta, FieldError, FieldLookup, Fingerprints,
-    GateRejection, KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim,
-    Provider, ProviderError, Staged, StagingGate, TakesSourceFolder,
+    Activates, Batched, Batches, DeclaredMeta, ExtraDrift, ExtraFinding, ExtraFindings, FieldError,
+    FieldLookup, Fingerprints, GateRejection, KindError, OnChange, OpenGate, OrderingEdge,
+    OrdersOthers, OwnsPaths, PathClaim, Provider, ProviderError, Staged, StagingGate,
+    TakesSourceFolder,
 };
 pub use registry::Registry;
 

@@ -227,6 +227,14 @@ pub trait Provider: Send + Sync {
         &[]
     }
 
+    /// Findings a check adds for this kind beyond each resource's own diff:
+    /// what its resources put on the host without declaring it, changed
+    /// since (a Package's configuration files). Check asks this instead of
+    /// naming a kind.
+    fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
+        None
+    }
+
     /// Reads the current state from the host.
     fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError>;
 
@@ -414,4 +422,44 @@ pub trait Fingerprints: Send + Sync {
     /// The observed entries' own fingerprints, by path relative to the
     /// resource (`"missing"` where the host has none).
     fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String>;
+}
+
+/// One extra finding (see [`ExtraFindings`]), in terms no check type knows
+/// (the providers sit below the check): the check words it as its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraFinding {
+    /// The resource it belongs to (whose class's report it is part of).
+    pub owner: ResourceId,
+    /// The host path it is about (not under the root).
+    pub path: PathBuf,
+    pub drift: ExtraDrift,
+}
+
+/// How the thing at an [`ExtraFinding`]'s path differs from what the
+/// resource put there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtraDrift {
+    /// Still there with other content: `field` and both sides as shown to a
+    /// person (a digest, never the content itself).
+    Changed {
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
+    /// Gone.
+    Deleted,
+    /// Replaced by another type of entry (`found`: `symlink`, `directory`).
+    TypeChanged { found: String },
+}
+
+/// Extra findings of a kind (a Package's configuration files edited after
+/// it installed them): report only, since nothing declares their content.
+pub trait ExtraFindings: Send + Sync {
+    /// The extra findings of `resources` (this kind's resources the check
+    /// inspected), read from `host`. An error fails them all.
+    fn findings(
+        &self,
+        host: &Host,
+        resources: &[&Resource],
+    ) -> Result<Vec<ExtraFinding>, ProviderError>;
 }

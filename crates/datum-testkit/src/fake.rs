@@ -76,6 +76,10 @@ struct FaultSet {
     /// Verify reports the content still differs.
     unconverged: BTreeSet<String>,
     activate: BTreeSet<String>,
+    /// What `FakeUnit`'s extra findings capability reports.
+    extra: Vec<datum_providers::ExtraFinding>,
+    /// Whether reading them fails.
+    extra_unreadable: bool,
 }
 
 impl Faults {
@@ -90,6 +94,15 @@ impl Faults {
     }
     pub fn fail_activate(&self, id: &str) {
         self.0.lock().unwrap().activate.insert(id.to_owned());
+    }
+    /// A check asks `FakeUnit`'s extra findings capability and gets this
+    /// (when `finding.owner` is one of the units it asks about).
+    pub fn report_extra(&self, finding: datum_providers::ExtraFinding) {
+        self.0.lock().unwrap().extra.push(finding);
+    }
+    /// The extra findings cannot be read (like a damaged package database).
+    pub fn fail_extra(&self) {
+        self.0.lock().unwrap().extra_unreadable = true;
     }
     pub fn clear(&self) {
         *self.0.lock().unwrap() = FaultSet::default();
@@ -318,6 +331,10 @@ impl Provider for FakeUnit {
         Some(self)
     }
 
+    fn extra_findings(&self) -> Option<&dyn datum_providers::ExtraFindings> {
+        Some(self)
+    }
+
     fn observe(&self, _host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
         self.journal.push(format!("observe {}", resource.id));
         let mut observed = Observed::absent();
@@ -384,4 +401,28 @@ impl Activates for FakeUnit {
 /// Reads a file under `root` (a test's view of the host).
 pub fn read_live(root: &Path, declared: &str) -> Option<String> {
     std::fs::read_to_string(root.join(declared.trim_start_matches('/'))).ok()
+}
+
+/// `FakeUnit`'s extra findings: what the test set with
+/// [`Faults::report_extra`], for the units asked about.
+impl datum_providers::ExtraFindings for FakeUnit {
+    fn findings(
+        &self,
+        _host: &Host,
+        resources: &[&Resource],
+    ) -> Result<Vec<datum_providers::ExtraFinding>, ProviderError> {
+        let faults = self.faults.0.lock().unwrap();
+        if faults.extra_unreadable {
+            return Err(ProviderError::Invalid {
+                field: "extra".to_owned(),
+                message: "the fake's database is unreadable".to_owned(),
+            });
+        }
+        Ok(faults
+            .extra
+            .iter()
+            .filter(|f| resources.iter().any(|r| r.id == f.owner))
+            .cloned()
+            .collect())
+    }
 }

@@ -13,15 +13,11 @@
     )
 )]
 
-mod activation_findings;
 mod agent;
-mod checking;
 mod cli;
 mod commands;
-mod conffiles;
 mod config;
 mod context;
-mod converged;
 mod exit;
 mod logging;
 mod render;

@@ -47,6 +47,9 @@ pub struct Inspected<'a> {
     pub id: &'a ResourceId,
     pub class: &'a str,
     pub sensitive: bool,
+    /// Whether the resource owns the whole folder at its path (its kind's
+    /// `owns_subtree` capability, a Tree's): its findings are per entry.
+    pub owns_subtree: bool,
     pub target: Option<&'a str>,
     pub observed: &'a Observed,
     pub diff: &'a Diff,
@@ -54,7 +57,7 @@ pub struct Inspected<'a> {
 
 /// The findings of one inspected resource (empty when it has not drifted).
 pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
-    if r.id.kind == "Tree" && r.observed.presence == Presence::Present {
+    if r.owns_subtree && r.observed.presence == Presence::Present {
         return tree_findings(r);
     }
     if r.diff.is_empty() {
@@ -295,6 +298,7 @@ mod tests {
             id: &id,
             class: "normal",
             sensitive,
+            owns_subtree: false,
             target: Some("/etc/x"),
             observed: &observed,
             diff: &diff,
@@ -373,6 +377,7 @@ mod tests {
             id: &id,
             class: "normal",
             sensitive: false,
+            owns_subtree: true,
             target: None,
             observed: &observed,
             diff: &Diff::default(),

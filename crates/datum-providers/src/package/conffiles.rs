@@ -189,6 +189,59 @@ pub fn parse_md5sums(text: &str) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+/// A check's extra findings for the declared, installed packages: their
+/// configuration files (dpkg's conffiles, and files a package put under
+/// `/etc`) that differ from the packaged version, one each. Whether a File or
+/// Tree declares the path is the check's business (it leaves those out).
+impl crate::provider::ExtraFindings for super::PackageProvider {
+    fn findings(
+        &self,
+        host: &Host,
+        resources: &[&datum_core::Resource],
+    ) -> Result<Vec<crate::provider::ExtraFinding>, crate::ProviderError> {
+        use crate::provider::{ExtraDrift, ExtraFinding};
+        let mut owners: std::collections::BTreeMap<String, &datum_core::Resource> =
+            std::collections::BTreeMap::new();
+        for r in resources {
+            // An invalid declaration already failed its own observation.
+            if let Ok(spec) = super::spec(r)
+                && spec.state != super::Wanted::Absent
+            {
+                owners.insert(spec.bare_name().to_owned(), r);
+            }
+        }
+        if owners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<String> = owners.keys().cloned().collect();
+        let drift = changed_conffiles(host, Some(&names))
+            .map_err(|e| crate::ProviderError::Kind(crate::KindError::new(e)))?;
+        let md5 = |sum: &str| format!("md5:{}", sum.get(..12).unwrap_or(sum));
+        Ok(drift
+            .into_iter()
+            .filter_map(|d| {
+                let owner = owners.get(&d.package)?;
+                let drift = match (&d.actual_md5, d.found) {
+                    (_, Some(found)) => ExtraDrift::TypeChanged {
+                        found: found.to_owned(),
+                    },
+                    (None, None) => ExtraDrift::Deleted,
+                    (Some(actual), None) => ExtraDrift::Changed {
+                        field: "content",
+                        expected: format!("{} (packaged)", md5(&d.expected_md5)),
+                        found: md5(actual),
+                    },
+                };
+                Some(ExtraFinding {
+                    owner: owner.id.clone(),
+                    path: d.path,
+                    drift,
+                })
+            })
+            .collect())
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(bytes.len() * 2);

@@ -565,6 +565,10 @@ impl Provider for PackageProvider {
         Some(self)
     }
 
+    fn extra_findings(&self) -> Option<&dyn crate::provider::ExtraFindings> {
+        Some(self)
+    }
+
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         <desired::PackageDeclaration as schemars::JsonSchema>::json_schema(generator)
     }

@@ -1,5 +1,5 @@
 //! `datum check` and `datum reconcile`: load the catalogue, run one check
-//! of it ([`crate::checking`]), print the report.
+//! of it (`datum_check::run`), print the report.
 //!
 //! `check` only looks: it changes nothing on the host and takes no policy
 //! decision (no revert, no acceptance, no quarantine, no flap count); per
@@ -20,11 +20,11 @@ use datum_catalog::snapshot::Summary;
 use datum_drift::classes::Classes;
 use datum_host::lock::RootLock;
 
-pub use crate::checking::Act;
-use crate::checking::{Checked, Checking};
 use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
 use crate::context;
 use crate::exit::ExitCode;
+pub use datum_check::Act;
+use datum_check::{CheckError, Checked, Checking};
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> {
     let started = Instant::now();
@@ -53,13 +53,22 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         context::StoreNeed::Optional("checking (report only)")
     };
     let mut store = context::open_store(global, need)?;
-    let Checked {
-        report,
-        exit,
-        reporting,
-    } = crate::checking::run(Checking {
-        global,
-        args,
+    let lazy_len = lazy
+        .entries
+        .iter()
+        .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
+        .count() as u64;
+    let options = datum_check::Options {
+        class: args.class.clone(),
+        sample: args.sample,
+        pass_seed: args.pass_seed,
+        patch_dir: args.patch_dir.clone(),
+    };
+    let checked = datum_check::run(Checking {
+        registry: datum_providers::registry(),
+        repo: &global.repo,
+        layers: context::layers_used(global, &identity),
+        options: &options,
         act,
         identity: &identity,
         catalogue: lazy,
@@ -67,9 +76,28 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         classes: &classes,
         host: &host,
         store: store.as_mut(),
+        backups: &|| context::open_backups(global),
         started,
-        progress: true,
-    })?;
+        progress: crate::render::progress::resources(lazy_len),
+    });
+    let Checked {
+        report,
+        exit_code,
+        reporting,
+    } = match checked {
+        Ok(checked) => checked,
+        Err(CheckError::Snapshot(e)) => {
+            // Damaged after it was checked: the next check compiles.
+            context::forget_snapshot(global);
+            bail!("{}", CheckError::Snapshot(e));
+        }
+        Err(CheckError::Repository(diagnostics)) => {
+            eprint!("{}", diagnostics.render(context::use_color(global)));
+            bail!("{}", CheckError::Repository(diagnostics));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let exit = ExitCode(exit_code);
     if let Some(path) = &args.markdown {
         // Never through a link planted at the report's name.
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
@@ -91,7 +119,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, store.as_mut()) {
-        r.after_pass(global, store);
+        crate::reporting::after_pass(r, global, store);
     }
     Ok(exit)
 }

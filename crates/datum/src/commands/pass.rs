@@ -191,7 +191,9 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, &mut store) {
-        cost.time("hand_off", || r.after_pass(global, store));
+        cost.time("hand_off", || {
+            crate::reporting::after_pass(r, global, store)
+        });
         cost.log();
     }
     Ok(code)

@@ -22,12 +22,12 @@ use datum_report::AttrDiff;
 use datum_store::{OwedAction, Store};
 
 /// The finding categories this module adds.
-pub(crate) const ACTIVATION_OWED: &str = "activation_owed";
-pub(crate) const INVALID_LIVE_CONFIG: &str = "invalid_live_config";
+pub const ACTIVATION_OWED: &str = "activation_owed";
+pub const INVALID_LIVE_CONFIG: &str = "invalid_live_config";
 
 /// A resource a check covers, as far as this module needs it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Checked<'a> {
+pub struct Checked<'a> {
     pub id: &'a ResourceId,
     pub class: &'a str,
     /// The validator it names, if any.
@@ -48,7 +48,7 @@ impl<'a> From<&'a Resource> for Checked<'a> {
 /// and for the groups among `checked` whose live configuration fails its
 /// validator. Errors (the store cannot be read, a validator could not give
 /// a verdict) come back as (resource, reason) pairs.
-pub(crate) fn findings<'a>(
+pub fn findings<'a>(
     checked: impl IntoIterator<Item = Checked<'a>>,
     store: Option<&Store>,
     host: &Host,

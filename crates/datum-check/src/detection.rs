@@ -1,9 +1,10 @@
 //! Which resources a check reads, and what it concludes from the store
-//! before a policy runs: content read or trusted by metadata (a File whose
-//! metadata equals its last verified apply), findings of resources the
+//! before a policy runs: content read or trusted by metadata (a regular file
+//! a path-owning kind declares, whose metadata equals its last verified
+//! apply), findings of resources the
 //! apply loop never made match folded into one `not_converged` each, and
 //! stamps no longer trusted once the content behind them differed. Must
-//! not: decide a policy (that is [`super::policies`]).
+//! not: decide a policy (that is [`crate::policies`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,12 +17,14 @@ use datum_drift::classes::{ClassSpec, Classes, ContentMode};
 use datum_host::Host;
 use datum_store::Store;
 
-use super::COMMAND;
+use datum_providers::Registry;
+
+use crate::COMMAND;
 
 /// Whether this check reads content for `spec`'s resources: a full class
 /// does unless sampling made this a metadata pass; a metadata class does
 /// when its audit is due.
-pub(super) fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
+pub fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
     if spec.content == ContentMode::Full {
         return Ok(deep);
     }
@@ -37,34 +40,54 @@ pub(super) fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Resu
     })
 }
 
-/// Which of the resources at `indices` are Files whose metadata equals what
-/// their last verified apply recorded (and whose declaration has not changed
-/// since): those are trusted without being read (or even decoded). One
-/// `lstat` each, batched per directory on all cores (20,000 of them are most
-/// of a metadata pass). The result is aligned with `indices`.
-pub(super) fn trusted_by_metadata(
+/// Whether a resource of `kind` can be trusted by its metadata: its kind
+/// owns a path (`Provider::paths`), so when that path is a regular file
+/// whose metadata equals what the last verified apply recorded, nothing it
+/// declares can have changed. The store records metadata per kind; what
+/// sits at the path decides the rest (a folder, a link is never trusted).
+pub fn metadata_first(registry: &Registry, kind: &str) -> bool {
+    registry.lookup(kind).is_some_and(|p| p.paths().is_some())
+}
+
+/// Which of the resources at `indices` are regular files whose metadata
+/// equals what their last verified apply recorded (and whose declaration has
+/// not changed since): those are trusted without being read (or even
+/// decoded). One `lstat` each, batched per directory on all cores (20,000
+/// of them are most of a metadata pass). The result is aligned with
+/// `indices`.
+pub fn trusted_by_metadata(
+    registry: &Registry,
     entries: &[Summary],
     indices: &[usize],
     host: &Host,
     store: &mut Store,
 ) -> Result<Vec<bool>, datum_store::StoreError> {
-    // Every File with a path is looked at (one `lstat` each, batched per
-    // directory on all cores) while the store is read for the records of
-    // the same declaration: the two take about as long, and a File without
-    // a usable record is simply not trusted.
+    // Every resource of a metadata-first kind with a path is looked at (one
+    // `lstat` each, batched per directory on all cores) while the store is
+    // read for the records of the same declaration: the two take about as
+    // long, and one without a usable record is simply not trusted.
+    let mut kinds: Vec<&str> = Vec::new();
     let files: Vec<(usize, PathBuf)> = indices
         .iter()
         .enumerate()
         .filter_map(|(at, &i)| {
-            let entry = entries.get(i).filter(|e| e.id.kind == "File")?;
+            let entry = entries
+                .get(i)
+                .filter(|e| metadata_first(registry, &e.id.kind))?;
             let declared = PathBuf::from(entry.path.as_deref()?);
             datum_host::paths::check_declared(&declared).ok()?;
+            if !kinds.contains(&entry.id.kind.as_str()) {
+                kinds.push(&entry.id.kind);
+            }
             Some((at, declared))
         })
         .collect();
-    let by_name: HashMap<&str, usize> = files
+    let by_id: HashMap<(&str, &str), usize> = files
         .iter()
-        .map(|(at, _)| (entries[indices[*at]].id.name.as_str(), *at))
+        .map(|(at, _)| {
+            let id = &entries[indices[*at]].id;
+            ((id.kind.as_str(), id.name.as_str()), *at)
+        })
         .collect();
     let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
     let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
@@ -74,13 +97,19 @@ pub(super) fn trusted_by_metadata(
         // Through the boundary: a File behind a parent link is not
         // trusted (and its observation reports the link).
         let looking = scope.spawn(move || host.lstat_many(paths, threads));
-        let visited = store.visit_verified_meta("File", |name, declaration_hash, meta| {
-            if let Some(&at) = by_name.get(name)
-                && entries[indices[at]].declaration_hash == declaration_hash
-            {
-                recorded[at] = Some(meta);
+        let mut visited = Ok(());
+        for kind in &kinds {
+            visited = store.visit_verified_meta(kind, |name, declaration_hash, meta| {
+                if let Some(&at) = by_id.get(&(*kind, name))
+                    && entries[indices[at]].declaration_hash == declaration_hash
+                {
+                    recorded[at] = Some(meta);
+                }
+            });
+            if visited.is_err() {
+                break;
             }
-        });
+        }
         (looking.join().unwrap_or_default(), visited)
     });
     visited?;
@@ -99,7 +128,7 @@ pub(super) fn trusted_by_metadata(
 /// Folds the findings of every resource the apply loop never made match
 /// (no verified apply in the store, or a failed last apply) into one
 /// `not_converged` finding each; returns what to tell a person about each.
-pub(super) fn not_converged(
+pub fn not_converged(
     findings: &mut Vec<CheckFinding>,
     store: &Store,
 ) -> Result<BTreeMap<ResourceId, String>> {
@@ -149,18 +178,19 @@ pub(super) fn not_converged(
     Ok(why)
 }
 
-/// Drops the verified stamp (metadata) of every drifted File of a
-/// metadata-first class, keeping its declaration hash and time: metadata
+/// Drops the verified stamp (metadata) of every drifted resource of a
+/// metadata-first kind in a metadata-first class, keeping its declaration hash and time: metadata
 /// passes never trust it again, and the next verified apply records a new
 /// one.
-pub(super) fn distrust_stamps(
+pub fn distrust_stamps(
+    registry: &Registry,
     findings: &[CheckFinding],
     classes: &Classes,
     store: &mut Store,
 ) -> Result<()> {
     let mut done: HashSet<&ResourceId> = HashSet::new();
     for f in findings {
-        if f.id.kind != "File"
+        if !metadata_first(registry, &f.id.kind)
             || classes.get(&f.class).content != ContentMode::Metadata
             || !done.insert(&f.id)
         {

@@ -193,6 +193,7 @@ fn exit_status(reason: &str) -> Option<i32> {
 /// observation (for the hash of what it drifted to), `sensitive` whether
 /// the resource is.
 pub fn check_finding(
+    registry: &datum_providers::Registry,
     f: &CheckFinding,
     observed: Option<&Observed>,
     sensitive: bool,
@@ -201,9 +202,7 @@ pub fn check_finding(
     let sig = f.finding.signature();
     let observed_hash = if sensitive {
         None
-    } else if let Some(fingerprints) =
-        datum_providers::lookup(&f.id.kind).and_then(|p| p.fingerprints())
-    {
+    } else if let Some(fingerprints) = registry.lookup(&f.id.kind).and_then(|p| p.fingerprints()) {
         // The host entries' own fingerprints, where they exist.
         let entries: BTreeMap<String, String> = observed
             .map(|o| fingerprints.observed_entries(o))

@@ -29,6 +29,14 @@
 //! Owns: [`Reporting`] (finding the credentials, queueing, delivering) and
 //! the class bounds a report carries. Must not: decide what a pass found.
 
+#![cfg_attr(
+    test,
+    allow(
+        clippy::disallowed_methods,
+        reason = "unit tests build their fixtures on disk directly; the code under test goes through datum-host"
+    )
+)]
+
 pub mod build;
 pub mod revision;
 
@@ -39,8 +47,6 @@ use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
 use datum_host::lock::RootLock;
 use datum_host::{Host, PrivateDir};
 use datum_store::{Batch, OUTBOX_LIMIT, Store};
-
-use crate::cli::GlobalArgs;
 
 /// Where a host's reporting configuration lives, under the root.
 pub const REPORT_FILE: &str = "etc/datum/report.yaml";
@@ -123,37 +129,6 @@ impl Reporting {
         let body = serde_json::to_vec(&report)?;
         batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
         Ok(())
-    }
-
-    /// After a pass queued its report in `store`: says what the last
-    /// delivery left, then has the outbox delivered off the pass's path (a
-    /// detached `datum outbox --background`; see the module header).
-    pub fn after_pass(&self, global: &GlobalArgs, store: &mut Store) {
-        let Some(creds) = &self.credentials else {
-            return;
-        };
-        if let Ok(status) = store.outbox_status()
-            && status.backoff.failures > 0
-        {
-            eprintln!(
-                "warning: {} report(s) queued for {}; the last delivery failed ({}); retried with backoff (`datum outbox --flush` now)",
-                status.depth,
-                creds.server,
-                status
-                    .backoff
-                    .last_error
-                    .as_deref()
-                    .unwrap_or("unknown error")
-            );
-        }
-        if std::env::var_os("INVOCATION_ID").is_some() {
-            self.deliver(store, PASS_BUDGET, true);
-            return;
-        }
-        if let Err(e) = spawn_delivery(global, store.path()) {
-            eprintln!("warning: cannot start the delivery in the background ({e}); delivering now");
-            self.deliver(store, PASS_BUDGET, true);
-        }
     }
 
     /// Delivers the outbox of `store` until it is empty, the server cannot
@@ -275,19 +250,6 @@ pub fn delivery_lock(state: &Path) -> Result<RootLock, datum_host::HostError> {
     RootLock::acquire_in(&dir, &lock, DELIVERY_LOCK_WAIT)
 }
 
-/// Starts `datum outbox --background` for this root and state store,
-/// detached.
-fn spawn_delivery(global: &GlobalArgs, state: &Path) -> anyhow::Result<u32> {
-    let exe = std::env::current_exe()?;
-    let spec = datum_host::command::CommandSpec::new(exe.to_string_lossy())
-        .arg("--root")
-        .arg(global.root.as_os_str())
-        .arg("--state")
-        .arg(state.as_os_str())
-        .args(["outbox", "--background"]);
-    Ok(datum_host::command::spawn_detached(&spec)?)
-}
-
 fn warn(d: &Delivered, server: &str) {
     for why in &d.refused {
         eprintln!("warning: {server} refused a report for good and it was set aside: {why}");
@@ -363,4 +325,66 @@ pub fn class_bounds(
             .unwrap_or(3600)
     });
     (bounds, expected)
+}
+
+/// The agent's delivery thread: delivers the outbox whenever a report is
+/// queued, and again when the backoff allows, on its own connection to the
+/// state store, so a server that is down never delays a check.
+pub struct Courier {
+    wake: std::sync::mpsc::Sender<()>,
+}
+
+impl Courier {
+    /// Starts the thread; `open` opens the state store (never creating
+    /// one; `None` when it is unusable, tried again a minute later).
+    pub fn start(
+        open: impl FnMut() -> Option<Store> + Send + 'static,
+        reporting: Option<Reporting>,
+    ) -> Courier {
+        let mut open = open;
+        let (wake, rx) = std::sync::mpsc::channel::<()>();
+        let _ = std::thread::Builder::new()
+            .name("datum-courier".to_owned())
+            .spawn(move || {
+                let Some(reporting) = reporting else { return };
+                let mut store: Option<Store> = None;
+                let mut wait = Duration::from_secs(0);
+                loop {
+                    match rx.recv_timeout(wait) {
+                        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                    while rx.try_recv().is_ok() {}
+                    if store.is_none() {
+                        // Never creates one; an unusable store is warned
+                        // about by the checks.
+                        store = open();
+                    }
+                    let Some(s) = store.as_mut() else {
+                        wait = Duration::from_secs(60);
+                        continue;
+                    };
+                    let outcome = reporting.deliver(s, Duration::from_secs(60), true);
+                    // Sleep until the backoff allows the next attempt (or a
+                    // new report arrives); idle for a minute when empty.
+                    let next = s
+                        .outbox_status()
+                        .map(|st| (st.depth, st.backoff.next_attempt_ms));
+                    wait = match (outcome, next) {
+                        (_, Ok((0, _))) => Duration::from_secs(3600),
+                        (_, Ok((_, at))) => {
+                            let ms = (at - now_ms()).clamp(100, 300_000);
+                            Duration::from_millis(ms as u64)
+                        }
+                        _ => Duration::from_secs(60),
+                    };
+                }
+            });
+        Courier { wake }
+    }
+
+    /// Tells the thread a report is queued.
+    pub fn wake(&self) {
+        let _ = self.wake.send(());
+    }
 }

@@ -1,44 +1,31 @@
-//! One check or reconcile of a catalogue: what `datum check` and `datum
-//! reconcile` run after loading, and what `datum agent` runs in process on
-//! the catalogue it has loaded.
+//! One check or reconcile of a catalogue ([`run`]).
 //!
 //! Owns the observation (the engine's per-pass cache, class by class so
-//! each class's inspection time is measured), the metadata-first decisions
-//! ([`detection`]), the policies ([`policies`]: revert through the engine's
-//! apply pass, accept with a patch, quarantine), the history written to the
-//! state store and the fleet report queued with it. What a finding *means*
-//! is decided in `datum_drift::check`, what a policy decides in
-//! `datum_drift::policy`. Must not: load the repository (the caller hands
-//! in the catalogue: compiled from disk by the CLI, the last good one held
-//! by the agent, so a revert never applies a declaration that was not
-//! loaded), print a report (it returns one), or take the root lock (the
-//! caller holds it).
-
-mod detection;
-mod policies;
+//! each class's inspection time is measured), the history written to the
+//! state store and the fleet report queued with it; the metadata-first
+//! decisions are [`crate::detection`]'s, the policies [`crate::policies`]'.
+//! What a finding *means* is decided in `datum_drift::check`, what a policy
+//! decides in `datum_drift::policy`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Context as _;
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Observed, Resource, ResourceId};
 use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
 use datum_drift::classes::Classes;
 use datum_host::Host;
+use datum_providers::Registry;
+use datum_reporting::{Reporting, build};
+use datum_store::backup::BackupStore;
 use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
 
-use crate::cli::{CheckArgs, GlobalArgs};
-use crate::context;
-use crate::exit::ExitCode;
-use crate::reporting::{Reporting, build};
-
-use detection::{distrust_stamps, not_converged, reads_content, trusted_by_metadata};
-use policies::Policies;
-
-/// The `command` recorded in the state store for checks.
-pub const COMMAND: &str = "check";
+use crate::COMMAND;
+use crate::detection::{distrust_stamps, not_converged, reads_content, trusted_by_metadata};
+use crate::policies::Policies;
 
 /// Resources observed per batch: progress advances between batches.
 const BATCH: usize = 4096;
@@ -51,12 +38,51 @@ pub enum Act {
     Reconcile,
 }
 
+/// What a person chose for one check (`datum check`'s `--class`,
+/// `--sample`, `--pass-seed`, `--patch-dir`).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Check only the resources of this class.
+    pub class: Option<String>,
+    /// Deep-check this host only when hash(host, seed) falls under this
+    /// fraction; metadata otherwise.
+    pub sample: Option<f64>,
+    /// The pass's seed for `sample`.
+    pub pass_seed: u64,
+    /// Where policy `accept` writes patches (default the root's
+    /// `/var/lib/datum/accepted`).
+    pub patch_dir: Option<PathBuf>,
+}
+
+/// Why a check could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The catalogue snapshot could not be decoded: the caller forgets it
+    /// (the next check compiles).
+    #[error("{0}; nothing was checked (run the check again)")]
+    Snapshot(String),
+    /// Policy `accept` needs the repository's documents (to name the file
+    /// that declares a resource's content), and they do not load.
+    #[error("the repository has {} error(s); nothing was checked", .0.error_count())]
+    Repository(datum_catalog::Diagnostics),
+    /// The state store could not be read or written.
+    #[error(transparent)]
+    Store(#[from] datum_store::StoreError),
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
 /// What one check is run on.
 pub struct Checking<'a> {
-    pub global: &'a GlobalArgs,
-    /// `--class`, `--sample`, `--pass-seed`, `--patch-dir` (`--markdown` is
-    /// the front-end's).
-    pub args: &'a CheckArgs,
+    /// The providers of the catalogue's kinds.
+    pub registry: &'a Registry,
+    /// The repository the catalogue was compiled from (pinned by the
+    /// caller): accept's patches name its files, the fleet report its
+    /// revision.
+    pub repo: &'a Path,
+    /// The layers of the repository this host uses (shown in the report).
+    pub layers: Vec<String>,
+    pub options: &'a Options,
     pub act: Act,
     pub identity: &'a HostIdentity,
     /// The catalogue to check (its resources decoded batch by batch).
@@ -70,22 +96,21 @@ pub struct Checking<'a> {
     /// nothing (a check without a store). A policy that acts needs one: the
     /// caller refuses before.
     pub store: Option<&'a mut Store>,
+    /// Opens the backup store (on first use: a revert or accept saves the
+    /// drifted content there first).
+    pub backups: &'a dyn Fn() -> anyhow::Result<BackupStore>,
     /// When the command started (the report's duration counts from here).
     pub started: Instant,
-    /// Whether to draw the progress bar (a terminal's front-end).
-    pub progress: bool,
-}
-
-/// Whether resources of `kind` own the whole folder at their path (the
-/// provider's capability; an unknown kind owns nothing).
-pub fn owns_subtree(kind: &str) -> bool {
-    datum_providers::lookup(kind).is_some_and(|p| p.owns_subtree())
+    /// The progress bar to advance (a terminal's front-end), if any.
+    pub progress: Option<indicatif::ProgressBar>,
 }
 
 /// What one check found and did.
 pub struct Checked {
     pub report: CheckReport,
-    pub exit: ExitCode,
+    /// 0 clean, 1 something could not be checked, 2 drift or quarantines
+    /// open (as the pass is recorded and `datum check` exits).
+    pub exit_code: i32,
     /// `report.yaml`, when the host reports to a fleet server (the report
     /// was queued; the caller delivers).
     pub reporting: Option<Reporting>,
@@ -93,10 +118,12 @@ pub struct Checked {
 
 /// Observes, diffs, applies the policies (`Act::Reconcile`) or describes
 /// them (`Act::Look`), records the history; returns the report.
-pub fn run(c: Checking<'_>) -> Result<Checked> {
+pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     let Checking {
-        global,
-        args,
+        registry,
+        repo,
+        layers,
+        options: args,
         act,
         identity,
         catalogue: mut lazy,
@@ -104,8 +131,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         classes,
         host,
         store: opened,
+        backups,
         started,
-        progress: show_progress,
+        progress: bar,
     } = c;
     // A report queued in a scratch store goes nowhere: nothing to deliver.
     let persistent = opened.is_some();
@@ -118,7 +146,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
             &mut scratch_store
         }
     };
-    let now = context::now();
+    let now = crate::now();
 
     // A host that reports to a fleet server follows the server's sampling
     // plan (unless told otherwise): it deep-checks in its own round of
@@ -157,8 +185,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
             by_class.entry(entry.class.clone()).or_default().push(i);
         }
     }
-    let selected: usize = by_class.values().map(Vec::len).sum();
-    let mut progress = Progress::new(selected, show_progress);
+    let mut progress = Progress { bar };
     let mut stats = CheckStats {
         deep,
         catalogue_reused,
@@ -180,7 +207,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         let trusted = if full {
             vec![false; indices.len()]
         } else {
-            trusted_by_metadata(&lazy.entries, indices, host, store)
+            trusted_by_metadata(registry, &lazy.entries, indices, host, store)
                 .context("cannot read the last verified applies")?
         };
         let to_observe: Vec<usize> = indices
@@ -198,22 +225,22 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         for batch in to_observe.chunks(BATCH) {
             let resources = match lazy.take(batch) {
                 Ok(resources) => resources,
-                Err(e) => {
-                    context::forget_snapshot(global);
-                    bail!("{e}; nothing was checked (run the check again)");
-                }
+                Err(e) => return Err(CheckError::Snapshot(e.to_string())),
             };
             let refs: Vec<&Resource> = resources.iter().collect();
-            let results = datum_engine::observe_all(datum_providers::registry(), &refs, host);
+            let results = datum_engine::observe_all(registry, &refs, host);
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
-                *keep = r.id.kind == datum_providers::package::KIND;
+                // Kept for the kind's extra findings (checked after the policies).
+                *keep = registry
+                    .lookup(&r.id.kind)
+                    .is_some_and(|p| p.extra_findings().is_some());
                 match result {
                     Ok(mut observed) => {
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }
-                        let Some(provider) = datum_providers::lookup(&r.id.kind) else {
+                        let Some(provider) = registry.lookup(&r.id.kind) else {
                             continue;
                         };
                         let mut diff = provider.diff(r, &observed);
@@ -229,6 +256,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
                             id: &r.id,
                             class: &r.class,
                             sensitive: r.sensitive,
+                            owns_subtree: provider.owns_subtree(),
                             target: r.desired_str("path"),
                             observed: &observed,
                             diff: &diff,
@@ -304,11 +332,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     // metadata or audit, reads the file until an apply verifies it. The
     // finding stays open and its history continues.
     if persistent {
-        distrust_stamps(&findings, classes, store)?;
+        distrust_stamps(registry, &findings, classes, store)?;
     }
 
     let mut policies = Policies {
-        global,
+        registry,
+        repo,
+        backups_opener: backups,
         args,
         catalogue: &catalogue,
         by_id: &by_id,
@@ -325,24 +355,26 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     };
     let mut actions = policies.apply(&findings)?;
 
-    // Configuration files of the declared packages changed after the
-    // package installed them. Report only, whatever the class's policy:
-    // nothing declares their content, so there is nothing to revert to.
-    let declared = lazy
-        .entries
-        .iter()
-        .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?)));
-    let (package_files, failed) = crate::conffiles::findings(declared, &catalogue.resources, host);
-    actions.extend(package_files.iter().map(|_| ("reported".to_owned(), None)));
-    findings.extend(package_files);
+    // What the kinds add (a Package's configuration files changed after it
+    // installed them). Report only, whatever the class's policy: nothing
+    // declares their content, so there is nothing to revert to.
+    let declared = crate::extra::Declared::new(
+        registry,
+        lazy.entries
+            .iter()
+            .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?))),
+    );
+    let (extra, failed) = crate::extra::findings(registry, &declared, &catalogue.resources, host);
+    actions.extend(extra.iter().map(|_| ("reported".to_owned(), None)));
+    findings.extend(extra);
     errors.extend(failed);
     // Reloads owed and live configurations their group validator refuses
     // (report only).
-    let (activation, failed) = crate::activation_findings::findings(
+    let (activation, failed) = crate::activation::findings(
         lazy.entries
             .iter()
             .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-            .map(|e| crate::activation_findings::Checked {
+            .map(|e| crate::activation::Checked {
                 id: &e.id,
                 class: &e.class,
                 validate: e.validate.as_deref(),
@@ -373,10 +405,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         .collect();
 
     stats.duration_ms = started.elapsed().as_millis() as u64;
-    let exit = if !errors.is_empty() {
-        ExitCode::ERROR
+    let exit_code = if !errors.is_empty() {
+        1
+    } else if !findings.is_empty() || !quarantined.is_empty() {
+        2
     } else {
-        ExitCode::for_pending(!findings.is_empty() || !quarantined.is_empty())
+        0
     };
 
     // History: first seen and passes per finding, inspection time per class.
@@ -397,12 +431,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     }
     let record = datum_store::PassRecord {
         started_at: now,
-        finished_at: context::now(),
+        finished_at: crate::now(),
         command: COMMAND.to_owned(),
         host: identity.name.clone(),
         counts,
         duration_ms: stats.duration_ms,
-        exit_code: exit.0,
+        exit_code,
     };
     let subjects: Vec<String> = by_class
         .values()
@@ -441,7 +475,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     // history's transaction: class bounds come from the store).
     let fleet_report = match &reporting {
         Some(r) => Some(check_report(
-            global,
+            repo,
             &lazy,
             identity,
             &record,
@@ -474,8 +508,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
                 drifted.insert(&f.id);
                 let sensitive = by_id.get(&f.id).is_some_and(|r| r.sensitive);
                 let first_seen = ages.get(i).map_or(now, |a| a.first_seen);
-                let mut finding =
-                    build::check_finding(f, observations.get(&f.id), sensitive, first_seen);
+                let mut finding = build::check_finding(
+                    registry,
+                    f,
+                    observations.get(&f.id),
+                    sensitive,
+                    first_seen,
+                );
                 finding.checks = ages.get(i).map(|a| a.passes);
                 report.findings.push(finding);
             }
@@ -500,7 +539,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     let report = CheckReport {
         host: identity.name.clone(),
         labels: identity.labels.clone(),
-        layers: context::layers_used(global, identity),
+        layers,
         findings: findings
             .into_iter()
             .zip(actions)
@@ -522,7 +561,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     };
     Ok(Checked {
         report,
-        exit,
+        exit_code,
         reporting: reporting.filter(|_| persistent),
     })
 }
@@ -534,7 +573,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
     reason = "one call site; a struct would only rename them"
 )]
 fn check_report(
-    global: &GlobalArgs,
+    repo: &Path,
     lazy: &datum_catalog::snapshot::LazyCatalogue,
     identity: &datum_catalog::HostIdentity,
     record: &datum_store::PassRecord,
@@ -542,19 +581,19 @@ fn check_report(
     store: &Store,
     stated: Option<Duration>,
     classes_checked: Vec<String>,
-) -> Result<datum_fleet::Report> {
+) -> anyhow::Result<datum_fleet::Report> {
     let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
     for e in &lazy.entries {
         *per_class.entry(e.class.clone()).or_insert(0) += 1;
     }
     let (bounds, expected) =
-        crate::reporting::class_bounds(classes, &per_class, Some(store), stated);
+        datum_reporting::class_bounds(classes, &per_class, Some(store), stated);
     let common = build::Common {
         kind: datum_fleet::ReportKind::Check,
         host: identity.name.clone(),
         labels: identity.labels.clone(),
-        revision: crate::reporting::revision::repository_revision(
-            &global.repo,
+        revision: datum_reporting::revision::repository_revision(
+            repo,
             lazy.stamp_digest.as_deref(),
         ),
         catalogue: build::catalogue_hash(
@@ -576,21 +615,13 @@ fn check_report(
     Ok(report)
 }
 
-/// The check's progress bar (the shared style, `render::progress`): resources
-/// advance between batches; files and bytes hashed move inside them.
+/// The check's progress bar, if it draws one: resources advance between
+/// batches.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
-    fn new(total: usize, shown: bool) -> Self {
-        Progress {
-            bar: shown
-                .then(|| crate::render::progress::resources(total as u64))
-                .flatten(),
-        }
-    }
-
     fn advance(&mut self, resources: u64) {
         if let Some(bar) = &self.bar {
             bar.inc(resources);

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use datum_catalog::Catalogue;
 use datum_core::{Observed, Presence, Resource, ResourceId};
 use datum_drift::check::CheckFinding;
@@ -18,39 +18,43 @@ use datum_drift::classes::{Classes, Policy};
 use datum_drift::policy::{Decision, Standing, decide};
 use datum_engine::{Mode, PassContext};
 use datum_host::Host;
+use datum_providers::Registry;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
 use datum_store::{QuarantineSource, QuarantineTarget, Store};
 
-use super::Act;
-use crate::cli::{CheckArgs, GlobalArgs};
-use crate::context;
+use crate::{Act, CheckError, Options};
 
 /// The policies of the classes, applied to this check's findings.
-pub(super) struct Policies<'a> {
-    pub(super) global: &'a GlobalArgs,
-    pub(super) args: &'a CheckArgs,
-    pub(super) catalogue: &'a Catalogue,
-    pub(super) by_id: &'a HashMap<&'a ResourceId, &'a Resource>,
+pub(crate) struct Policies<'a> {
+    pub(crate) registry: &'a Registry,
+    /// The repository the catalogue came from (accept's patches name its
+    /// files).
+    pub(crate) repo: &'a Path,
+    /// Opens the backup store, on first use.
+    pub(crate) backups_opener: &'a dyn Fn() -> Result<BackupStore>,
+    pub(crate) args: &'a Options,
+    pub(crate) catalogue: &'a Catalogue,
+    pub(crate) by_id: &'a HashMap<&'a ResourceId, &'a Resource>,
     /// Loaded on first use (only `accept` needs the documents).
-    pub(super) repository: std::cell::OnceCell<datum_catalog::Repository>,
-    pub(super) classes: &'a Classes,
-    pub(super) host: &'a Host,
-    pub(super) store: &'a mut Store,
-    pub(super) observations: &'a BTreeMap<ResourceId, Observed>,
-    pub(super) person_quarantined: &'a HashSet<String>,
-    pub(super) now: i64,
-    pub(super) backups: Option<BackupStore>,
-    pub(super) act: Act,
+    pub(crate) repository: std::cell::OnceCell<datum_catalog::Repository>,
+    pub(crate) classes: &'a Classes,
+    pub(crate) host: &'a Host,
+    pub(crate) store: &'a mut Store,
+    pub(crate) observations: &'a BTreeMap<ResourceId, Observed>,
+    pub(crate) person_quarantined: &'a HashSet<String>,
+    pub(crate) now: i64,
+    pub(crate) backups: Option<BackupStore>,
+    pub(crate) act: Act,
     /// Why each not-converged resource is not (no policy acts on those).
-    pub(super) unconverged: &'a BTreeMap<ResourceId, String>,
+    pub(crate) unconverged: &'a BTreeMap<ResourceId, String>,
 }
 
 impl Policies<'_> {
     /// One action word per finding, in order.
-    pub(super) fn apply(
+    pub(crate) fn apply(
         &mut self,
         findings: &[CheckFinding],
-    ) -> Result<Vec<(String, Option<String>)>> {
+    ) -> Result<Vec<(String, Option<String>)>, CheckError> {
         let mut actions: Vec<(String, Option<String>)> =
             vec![("reported".to_owned(), None); findings.len()];
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
@@ -159,7 +163,7 @@ impl Policies<'_> {
 
     fn backups(&mut self) -> Result<&mut BackupStore> {
         if self.backups.is_none() {
-            self.backups = Some(context::open_backups(self.global)?);
+            self.backups = Some((self.backups_opener)()?);
         }
         self.backups
             .as_mut()
@@ -181,7 +185,7 @@ impl Policies<'_> {
             return Ok(());
         };
         let mut paths: Vec<PathBuf> = Vec::new();
-        if super::owns_subtree(&id.kind) {
+        if crate::owns_subtree(self.registry, &id.kind) {
             for f in findings.iter().filter(|f| &f.id == id) {
                 if matches!(f.finding.category.as_str(), "changed_outside" | "unmanaged") {
                     paths.extend(f.finding.diffs.iter().map(|d| base.join(d.path())));
@@ -247,7 +251,7 @@ impl Policies<'_> {
             autorequires: Vec::new(),
         };
         let mut ctx = PassContext {
-            registry: datum_providers::registry(),
+            registry: self.registry,
             host: self.host,
             mode: Mode::Apply,
             store: Some(&mut *self.store),
@@ -280,7 +284,7 @@ impl Policies<'_> {
 
     /// Records the observation as accepted and writes the patch that makes
     /// the repository follow it.
-    fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String> {
+    fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String, CheckError> {
         let (Some(&resource), Some(observed)) = (self.by_id.get(id), self.observations.get(id))
         else {
             return Ok("reported".to_owned());
@@ -298,21 +302,29 @@ impl Policies<'_> {
             Some(dir) => datum_host::PrivateDir::open_path(dir, true),
             None => datum_host::PrivateDir::open_in(
                 self.host,
-                &Path::new(context::STATE_FOLDER).join("accepted"),
+                &Path::new(datum_host::lock::STATE_FOLDER).join("accepted"),
                 true,
             ),
         }
         .context("cannot open the folder for accepted patches")?
         .context("the folder for accepted patches could not be created")?;
         if self.repository.get().is_none() {
-            let loaded = load_repository(self.global)?;
+            let loaded =
+                datum_catalog::Repository::load(self.repo).map_err(CheckError::Repository)?;
             let _ = self.repository.set(loaded);
         }
         let repository = self
             .repository
             .get()
             .context("the repository could not be loaded")?;
-        let written = write_accept_patch(repository, resource, observed, findings, &dir)?;
+        let written = write_accept_patch(
+            self.registry,
+            repository,
+            resource,
+            observed,
+            findings,
+            &dir,
+        )?;
         // Plan and apply point at it while the repository has not followed.
         self.store
             .set_accepted_patch(id, &written.display().to_string())?;
@@ -325,6 +337,7 @@ impl Policies<'_> {
 /// inline content and templates), and appends to `<dir>/SUMMARY.md` what to
 /// commit. Returns the file written.
 fn write_accept_patch(
+    registry: &Registry,
     repository: &datum_catalog::Repository,
     resource: &Resource,
     observed: &Observed,
@@ -374,7 +387,7 @@ fn write_accept_patch(
             }
         }
     }
-    if super::owns_subtree(&id.kind) {
+    if crate::owns_subtree(registry, &id.kind) {
         // A Tree's entries: what to copy into (or remove from) its source
         // folder. The live files are in the backup store (reason `drift`).
         let base = resource.desired_str("path").unwrap_or("");
@@ -451,19 +464,4 @@ fn declared_source(
         }
     }
     found
-}
-
-/// The repository's documents, for `accept`'s patches (which name the file
-/// that declares a resource's content).
-fn load_repository(global: &GlobalArgs) -> Result<datum_catalog::Repository> {
-    match datum_catalog::Repository::load(&global.repo) {
-        Ok(r) => Ok(r),
-        Err(diagnostics) => {
-            eprint!("{}", diagnostics.render(context::use_color(global)));
-            bail!(
-                "the repository has {} error(s); nothing was checked",
-                diagnostics.error_count()
-            )
-        }
-    }
 }
