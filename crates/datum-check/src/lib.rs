@@ -61,3 +61,6 @@ pub(crate) fn now() -> i64 {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod run_tests;

@@ -39,7 +39,7 @@ pub use id::{ParseIdError, ReferenceText, ResourceId};
 pub use observed::{FileMeta, Observed, Presence};
 pub use origin::Origin;
 pub use outcome::{Intent, Outcome, Phase};
-pub use resource::Resource;
+pub use resource::{DEFAULT_CLASS, Resource};
 
 /// How a value from a resource marked `sensitive: true` is written wherever a
 /// person or a machine could read it.

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Content, Origin, ResourceId};
 
+/// The class a resource has when its documents name none (the drift
+/// classes of `datum.yaml` give every other class its settings; this one
+/// exists whether declared or not).
+pub const DEFAULT_CLASS: &str = "normal";
+
 /// A resource as the engine sees it.
 ///
 /// Engine-owned settings (the envelope: `requires`, `class`, `sensitive`,
@@ -47,7 +52,7 @@ impl Resource {
             desired,
             content: None,
             requires: Vec::new(),
-            class: "normal".to_owned(),
+            class: DEFAULT_CLASS.to_owned(),
             sensitive: false,
             validate: None,
             origin: Origin::default(),

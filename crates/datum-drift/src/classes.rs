@@ -41,7 +41,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The class every resource has unless it names another.
-pub const DEFAULT_CLASS: &str = "normal";
+pub use datum_core::DEFAULT_CLASS;
 
 /// How deeply a class's resources are inspected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

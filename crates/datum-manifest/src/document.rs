@@ -131,7 +131,7 @@ impl schemars::JsonSchema for ClassName {
 }
 
 /// The class a resource has when its documents name none.
-pub const DEFAULT_CLASS: &str = "normal";
+pub use datum_core::DEFAULT_CLASS;
 
 /// A resource declaration as written in one layer.
 #[derive(Debug, Clone, PartialEq)]

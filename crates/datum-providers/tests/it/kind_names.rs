@@ -13,23 +13,11 @@
 
 use std::path::{Path, PathBuf};
 
-/// Files that still compare kind names, and why they may for now.
-///
-/// The check and agent code is being moved into a library by issue 12 item 3
-/// (branch issue-12a), which removes its kind names while moving it: these
-/// files are left alone here so the two branches merge. Whoever merges last
-/// empties this list (the guard then holds everywhere); a file listed here
-/// that no longer compares a kind name fails the test, so the list only
-/// shrinks.
-const PENDING: &[&str] = &[
-    // issue 12 item 3, left for its next step: check's conffile findings
-    // (an "extra findings" capability needs a finding type the providers
-    // can return) and the metadata-first detection (File only).
-    "crates/datum-drift/src/check/findings.rs",
-    "crates/datum/src/conffiles.rs",
-    "crates/datum/src/checking/mod.rs",
-    "crates/datum/src/checking/detection.rs",
-];
+/// Files that still compare kind names, and why they may for now: none
+/// (check, the agent and their findings ask capabilities: `owns_subtree`,
+/// `paths`, `extra_findings`). A file listed here that no longer compares a
+/// kind name fails the test, so the list only shrinks.
+const PENDING: &[&str] = &[];
 
 /// The workspace's top folder (two up from this crate's manifest).
 fn workspace() -> PathBuf {

@@ -1,0 +1,351 @@
+//! The check run and its policies on fake resource types
+//! (`datum_testkit::fake`): a real temporary root, real SQLite state and
+//! backup stores, the engine's real apply pass for reverts. What a policy
+//! *decides* is tested in `datum_drift::policy`; these tests show that what
+//! was decided is carried out (or, for `check`, only described), and the
+//! detection rules that run before a policy.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use datum_catalog::snapshot::LazyCatalogue;
+use datum_catalog::{Catalogue, HostIdentity};
+use datum_core::{Resource, ResourceId};
+use datum_drift::classes::Classes;
+use datum_engine::{Mode, PassContext, SilentReporter, run_pass};
+use datum_host::Host;
+use datum_providers::{ExtraDrift, ExtraFinding, Registry};
+use datum_store::Store;
+use datum_store::backup::BackupStore;
+use datum_testkit::fake::{Faults, fake_file, fake_registry, fake_unit, read_live};
+use serde_json::json;
+
+use crate::{Act, Checked, Checking, Options, detection};
+
+struct Bed {
+    root: tempfile::TempDir,
+    state: tempfile::TempDir,
+    host: Host,
+    registry: Registry,
+    faults: Faults,
+    store: Store,
+    identity: HostIdentity,
+}
+
+fn in_class(mut r: Resource, class: &str) -> Resource {
+    r.class = class.to_owned();
+    r
+}
+
+fn catalogue(resources: Vec<Resource>) -> Catalogue {
+    Catalogue {
+        host: Default::default(),
+        resources,
+        autorequires: Vec::new(),
+        boundary: Default::default(),
+    }
+}
+
+fn classes_doc() -> serde_json::Value {
+    json!({
+        "guarded": {"interval": "1m", "policy": "revert"},
+        "frozen": {"interval": "1m", "policy": "quarantine"},
+        "watched": {"interval": "1m", "policy": "report"},
+        "light": {"interval": "1m", "content": "metadata", "policy": "report"},
+    })
+}
+
+impl Bed {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("etc/web")).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path().to_path_buf());
+        let (registry, _journal, faults) = fake_registry();
+        let store = Store::open(&state.path().join("state.db")).unwrap();
+        Bed {
+            root,
+            state,
+            host,
+            registry,
+            faults,
+            store,
+            identity: HostIdentity {
+                name: "h".to_owned(),
+                labels: BTreeMap::new(),
+            },
+        }
+    }
+
+    fn backups(&self) -> BackupStore {
+        BackupStore::open(&self.state.path().join("backups")).unwrap()
+    }
+
+    /// Applies `catalogue` (the verified records a check trusts).
+    fn apply(&mut self, catalogue: &Catalogue) {
+        let mut backups = self.backups();
+        let mut ctx = PassContext {
+            registry: &self.registry,
+            host: &self.host,
+            mode: Mode::Apply,
+            store: Some(&mut self.store),
+            backups: Some(&mut backups),
+            now: 1_000,
+            skip: HashSet::new(),
+        };
+        let summary = run_pass(catalogue, &mut ctx, &mut SilentReporter);
+        assert!(!summary.any_failed(), "{:?}", summary.resources);
+    }
+
+    fn check(&mut self, catalogue: &Catalogue, act: Act) -> Checked {
+        let classes = Classes::parse(&classes_doc()).unwrap();
+        let state = self.state.path().to_path_buf();
+        let backups = move || Ok::<_, anyhow::Error>(BackupStore::open(&state.join("backups"))?);
+        crate::run(Checking {
+            registry: &self.registry,
+            repo: self.root.path(),
+            layers: Vec::new(),
+            options: &Options::default(),
+            act,
+            identity: &self.identity,
+            catalogue: LazyCatalogue::compiled(catalogue.clone(), classes_doc()),
+            catalogue_reused: false,
+            classes: &classes,
+            host: &self.host,
+            store: Some(&mut self.store),
+            backups: &backups,
+            started: Instant::now(),
+            progress: None,
+        })
+        .unwrap()
+    }
+
+    fn write(&self, declared: &str, text: &str) {
+        std::fs::write(
+            self.root.path().join(declared.trim_start_matches('/')),
+            text,
+        )
+        .unwrap();
+    }
+
+    fn live(&self, declared: &str) -> Option<String> {
+        read_live(self.root.path(), declared)
+    }
+}
+
+/// (subject, category, action) of each finding.
+fn actions(checked: &Checked) -> Vec<(String, String, String)> {
+    checked
+        .report
+        .findings
+        .iter()
+        .map(|r| {
+            (
+                r.finding.finding.subject.clone(),
+                r.finding.finding.category.clone(),
+                r.action.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn revert_is_described_by_check_and_carried_out_by_reconcile_after_saving_the_drift() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![in_class(
+        fake_file("a", "/etc/a.conf", "declared\n", &[]),
+        "guarded",
+    )]);
+    bed.apply(&cat);
+    let clean = bed.check(&cat, Act::Look);
+    assert!(clean.report.findings.is_empty());
+    assert_eq!(clean.exit_code, 0);
+
+    bed.write("/etc/a.conf", "edited by hand\n");
+    let looked = bed.check(&cat, Act::Look);
+    assert_eq!(looked.exit_code, 2);
+    let a = actions(&looked);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1, "changed_outside");
+    assert!(a[0].2.starts_with("would revert"), "{a:?}");
+    assert_eq!(bed.live("/etc/a.conf").as_deref(), Some("edited by hand\n"));
+    assert!(bed.backups().list(None).unwrap().is_empty());
+
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    assert_eq!(bed.live("/etc/a.conf").as_deref(), Some("declared\n"));
+    // The drifted content was saved before it was replaced.
+    assert!(!bed.backups().list(None).unwrap().is_empty());
+    assert!(bed.check(&cat, Act::Look).report.findings.is_empty());
+}
+
+#[test]
+fn quarantine_holds_the_resource_and_a_report_class_only_reports() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![
+        in_class(fake_file("q", "/etc/q.conf", "declared\n", &[]), "frozen"),
+        in_class(fake_file("r", "/etc/r.conf", "declared\n", &[]), "watched"),
+    ]);
+    bed.apply(&cat);
+    bed.write("/etc/q.conf", "x\n");
+    bed.write("/etc/r.conf", "y\n");
+    let looked = bed.check(&cat, Act::Look);
+    let by_subject: BTreeMap<String, String> = actions(&looked)
+        .into_iter()
+        .map(|(s, _, a)| (s, a))
+        .collect();
+    assert!(
+        by_subject["FakeFile[q]"].starts_with("would quarantine"),
+        "{by_subject:?}"
+    );
+    assert_eq!(by_subject["FakeFile[r]"], "reported");
+    assert!(bed.store.quarantined().unwrap().is_empty());
+
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    let by_subject: BTreeMap<String, String> = actions(&reconciled)
+        .into_iter()
+        .map(|(s, _, a)| (s, a))
+        .collect();
+    assert_eq!(by_subject["FakeFile[q]"], "quarantined");
+    assert_eq!(by_subject["FakeFile[r]"], "reported");
+    let held: Vec<datum_store::QuarantineTarget> = bed
+        .store
+        .quarantined()
+        .unwrap()
+        .into_iter()
+        .map(|q| q.target)
+        .collect();
+    assert_eq!(
+        held,
+        vec![datum_store::QuarantineTarget::Resource(ResourceId::new(
+            datum_testkit::fake::FAKE_FILE,
+            "q"
+        ))]
+    );
+    // Nothing was put back: a quarantine is not a revert.
+    assert_eq!(bed.live("/etc/q.conf").as_deref(), Some("x\n"));
+    assert_eq!(reconciled.report.quarantined.len(), 1);
+}
+
+#[test]
+fn a_resource_never_applied_is_not_converged_and_no_policy_acts_on_it() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![in_class(
+        fake_file("n", "/etc/n.conf", "declared\n", &[]),
+        "guarded",
+    )]);
+    bed.write("/etc/n.conf", "whatever was there\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    let a = actions(&reconciled);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1, "not_converged");
+    assert!(a[0].2.contains("never applied"), "{a:?}");
+    assert_eq!(
+        bed.live("/etc/n.conf").as_deref(),
+        Some("whatever was there\n")
+    );
+}
+
+#[test]
+fn a_kinds_extra_findings_are_reported_whatever_the_policy() {
+    let mut bed = Bed::new();
+    let unit = in_class(fake_unit("web", &[]), "guarded");
+    let cat = catalogue(vec![
+        unit.clone(),
+        in_class(
+            fake_file("a", "/etc/web/declared.conf", "x\n", &[]),
+            "guarded",
+        ),
+    ]);
+    bed.apply(&cat);
+    for path in ["/etc/web/edited.conf", "/etc/web/declared.conf"] {
+        bed.faults.report_extra(ExtraFinding {
+            owner: unit.id.clone(),
+            path: path.into(),
+            drift: ExtraDrift::Deleted,
+        });
+    }
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    // The declared path is the File's (clean here), not the unit's.
+    assert_eq!(
+        actions(&reconciled),
+        vec![(
+            "FakeUnit[web]:/etc/web/edited.conf".to_owned(),
+            "deleted_outside".to_owned(),
+            "reported".to_owned()
+        )]
+    );
+    assert_eq!(reconciled.exit_code, 2);
+    bed.faults.fail_extra();
+    let failed = bed.check(&cat, Act::Look);
+    assert_eq!(failed.exit_code, 1);
+    assert_eq!(failed.report.errors.len(), 1);
+}
+
+#[test]
+fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
+    let mut bed = Bed::new();
+    let file = in_class(fake_file("m", "/etc/m.conf", "declared\n", &[]), "light");
+    let unit = in_class(fake_unit("u", &[]), "light");
+    let cat = catalogue(vec![file.clone(), unit.clone()]);
+    bed.apply(&cat);
+    // The fake records no real metadata: record what is on disk, as an
+    // apply of a real file would.
+    let stat = bed
+        .host
+        .lstat(std::path::Path::new("/etc/m.conf"))
+        .unwrap()
+        .unwrap();
+    let meta = datum_core::FileMeta {
+        sha256: Some(datum_core::sha256_hex(b"declared\n")),
+        ..stat.meta
+    };
+    bed.store
+        .record_verified(&file.id, &file.declaration_hash, Some(&meta), 1_000)
+        .unwrap();
+    let lazy = LazyCatalogue::compiled(cat.clone(), classes_doc());
+    let trusted = |bed: &mut Bed| {
+        detection::trusted_by_metadata(
+            &bed.registry,
+            &lazy.entries,
+            &[0, 1],
+            &bed.host,
+            &mut bed.store,
+        )
+        .unwrap()
+    };
+    assert!(detection::metadata_first(&bed.registry, &file.id.kind));
+    assert!(!detection::metadata_first(&bed.registry, &unit.id.kind));
+    assert_eq!(trusted(&mut bed), vec![true, false]);
+
+    // Touched: read again, and the drift it shows makes the stamp
+    // untrusted until an apply verifies it.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    bed.write("/etc/m.conf", "changed!\n");
+    assert_eq!(trusted(&mut bed), vec![false, false]);
+    let looked = bed.check(&cat, Act::Look);
+    assert_eq!(actions(&looked)[0].1, "changed_outside");
+    assert!(
+        bed.store
+            .last_verified(&file.id)
+            .unwrap()
+            .unwrap()
+            .meta
+            .is_none()
+    );
+    // Put back by hand: without the stamp it is still not trusted.
+    bed.write("/etc/m.conf", "declared\n");
+    assert_eq!(trusted(&mut bed), vec![false, false]);
+}
+
+#[test]
+fn reads_content_follows_the_class_and_sampling() {
+    let bed = Bed::new();
+    let classes = Classes::parse(&classes_doc()).unwrap();
+    let full = classes.get("guarded");
+    let light = classes.get("light");
+    assert!(detection::reads_content(full, true, &bed.store).unwrap());
+    assert!(!detection::reads_content(full, false, &bed.store).unwrap());
+    // A metadata class without `audit_every` never reads content.
+    assert!(!detection::reads_content(light, true, &bed.store).unwrap());
+}
