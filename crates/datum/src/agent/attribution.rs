@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use datum_agent::WatchTarget;
+use datum_agent::{Loaded, Scope, WatchTarget};
 use datum_core::{ChangedBy, ResourceId, WriterKind};
+use datum_drift::classes::Classes;
 use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, audit, tree_dirs};
 
 /// How long the reader blocks in one poll.
@@ -297,6 +298,78 @@ impl Drop for Feed {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// The agent's attribution: started and stopped with the classes that ask,
+/// drained into the state store before each check.
+impl super::RepoChecker {
+    /// Starts attribution for the classes that ask (`attribute: true` and
+    /// watched), keeping the running one when nothing it marks changed.
+    pub(super) fn restart_attribution(&mut self, classes: &Classes, loaded: &Loaded) {
+        let asking: BTreeSet<String> = classes
+            .classes
+            .values()
+            .filter(|c| c.attribute && c.watch)
+            .map(|c| c.name.clone())
+            .collect();
+        let plan = AttributionPlan::new(&loaded.watch, &asking);
+        if plan.is_empty() {
+            self.attribution = None;
+            return;
+        }
+        if self.attribution.as_ref().is_some_and(|f| *f.plan() == plan) {
+            return;
+        }
+        // The old marks go before the new ones are made.
+        self.attribution = None;
+        let classes: Vec<&str> = plan.classes.iter().map(String::as_str).collect();
+        (self.info)(&format!(
+            "attribution: reading who changes the files of class(es) {}",
+            classes.join(", ")
+        ));
+        self.attribution = Some(Feed::start(plan, &*self.warn));
+    }
+
+    /// Moves what attribution heard into the state store, where `datum
+    /// check` (this process's or a delegated one) reports it with the
+    /// findings. A watched change of an attributing class while fanotify is
+    /// unusable gets the audit log's writers, or unknown with the reason.
+    pub(super) fn record_writers(&mut self, scope: &Scope) {
+        let Some(feed) = self.attribution.as_ref() else {
+            return;
+        };
+        let mut writers = feed.drain();
+        if let Scope::Resources { class, ids } = scope
+            && feed.plan().classes.contains(class)
+        {
+            let at = crate::context::now();
+            if feed.is_broken() {
+                let lookup = datum_host::attribution::audit::Fallback::system().recent(None);
+                for id in ids {
+                    for w in feed.unavailable(id, at, &lookup) {
+                        writers.push((id.clone(), w));
+                    }
+                }
+            }
+        }
+        if writers.is_empty() {
+            return;
+        }
+        for (id, w) in &writers {
+            (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
+        }
+        self.open_store();
+        let Some(store) = self.store.as_mut() else {
+            (self.warn)(&format!(
+                "attribution: {} writer(s) not recorded: no state store",
+                writers.len()
+            ));
+            return;
+        };
+        if let Err(e) = store.record_writers(&writers) {
+            (self.warn)(&format!("attribution: could not record writers: {e}"));
         }
     }
 }
