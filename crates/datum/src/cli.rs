@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use datum_report::render::Format;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,10 +29,11 @@ pub struct GlobalArgs {
     /// Resolve every managed path under this folder (demos, image builds, tests).
     #[arg(long, global = true, default_value = "/", env = "DATUM_ROOT")]
     pub root: PathBuf,
-    /// Output format: human (tables, diffs, colour on a terminal) or json (one
-    /// document with `format_version`, times in RFC 3339 UTC).
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
-    pub output: OutputFormat,
+    /// Output format: human (tables, diffs, colour on a terminal), json (one
+    /// document with `format_version`, times in RFC 3339 UTC) or markdown
+    /// (plan, apply, check); a command without the format refuses it (exit 1).
+    #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
+    pub output: Format,
     /// Same as --output json.
     #[arg(long, global = true, conflicts_with = "output")]
     pub json: bool,
@@ -70,12 +72,6 @@ pub struct GlobalArgs {
     /// drift, owed reload and finding history.
     #[arg(long, global = true)]
     pub rebuild_state: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Human,
-    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

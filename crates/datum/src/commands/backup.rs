@@ -9,7 +9,7 @@ use datum_host::{FileKind, HostError};
 
 use datum_report::style::{self, Paint};
 
-use crate::cli::{BackupCommand, GlobalArgs, OutputFormat};
+use crate::cli::{BackupCommand, Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -19,7 +19,7 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
     match cmd {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;
-            if global.output == OutputFormat::Json {
+            if global.output == Format::Json {
                 crate::render::json::print("backups", serde_json::to_value(&entries)?)?;
             } else if entries.is_empty() {
                 writeln!(out, "no backups")?;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use datum_pull::bundle::BundleRequest;
 
-use crate::cli::{BundleArgs, GlobalArgs, OutputFormat};
+use crate::cli::{BundleArgs, Format, GlobalArgs};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
@@ -21,7 +21,7 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
         output: cwd.join(&args.file),
     })?;
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let json = serde_json::json!({
             "revision": made.revision,
             "ref": made.git_ref,

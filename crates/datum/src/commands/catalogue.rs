@@ -16,8 +16,10 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     // A Tree's declared Merkle root: what `datum fingerprint PATH` prints
     // for the tree once applied (and what its fleet reports compare).
     let host = context::host(global, &identity, &catalogue.boundary);
+    // The kinds this binary ships: the one registry every command uses.
+    let registry = datum_providers::registry();
     let fingerprint = |r: &datum_core::Resource| {
-        let fingerprints = datum_providers::lookup(&r.id.kind)?.fingerprints()?;
+        let fingerprints = registry.lookup(&r.id.kind)?.fingerprints()?;
         let value = match fingerprints.declared(&host, r) {
             Ok(hash) => serde_json::Value::String(hash),
             Err(_) => serde_json::Value::Null,
@@ -25,7 +27,13 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
         Some(("fingerprint".to_owned(), value))
     };
     let key = context::digest_key(global);
-    catalogue.write_json_pretty_with(args.explain, &fingerprint, key.as_ref(), &mut out)?;
+    catalogue.write_json_pretty_with(
+        registry,
+        args.explain,
+        &fingerprint,
+        key.as_ref(),
+        &mut out,
+    )?;
     writeln!(out)?;
     out.flush()?;
     Ok(ExitCode::CLEAN)

@@ -12,7 +12,6 @@
 //! reusing its snapshot), the root lock, which store a run needs, and the
 //! output (human, JSON, `--markdown`).
 
-use std::io::Write as _;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
@@ -22,7 +21,7 @@ use datum_host::lock::RootLock;
 
 pub use crate::checking::Act;
 use crate::checking::{Checked, Checking};
-use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
+use crate::cli::{CheckArgs, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -75,19 +74,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let mut out = std::io::stdout();
-    match global.output {
-        OutputFormat::Human => {
-            write!(
-                out,
-                "{}",
-                datum_drift::check::human(&report, context::use_color(global))
-            )?;
-        }
-        OutputFormat::Json => {
-            crate::render::json::print("", datum_drift::check::json(&report))?;
-        }
-    }
+    crate::render::print(&report, global)?;
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, store.as_mut()) {

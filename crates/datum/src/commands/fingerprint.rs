@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result};
 use datum_fingerprint::{Algorithm, Exclusions};
 use datum_host::tree_scan::{ScanOptions, scan};
 
-use crate::cli::{FingerprintArgs, GlobalArgs, OutputFormat};
+use crate::cli::{FingerprintArgs, Format, GlobalArgs};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
@@ -36,7 +36,7 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         bar.finish_and_clear();
     }
     let scanned = scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let mut doc = serde_json::json!({
             "path": args.path,
             "algorithm": if args.compat { "compat" } else { "native" },

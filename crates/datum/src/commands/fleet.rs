@@ -10,7 +10,7 @@ use datum_fleet::{AdminCredentials, Client, Timeouts};
 use datum_server::fleet::HistoryView;
 use datum_server::views::{DriftView, HostsView, RolloutView, SamplingView, StaleView};
 
-use crate::cli::{FleetArgs, FleetView, GlobalArgs, OutputFormat};
+use crate::cli::{FleetArgs, FleetView, Format, GlobalArgs};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
@@ -41,7 +41,7 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
         .get_json(&path)
         .with_context(|| format!("{}{path}", creds.server))?;
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         crate::render::json::print("view", json)?;
         return Ok(ExitCode::CLEAN);
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cli::{GlobalArgs, InitArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs, InitArgs};
 use crate::exit::ExitCode;
 
 const DATUM_YAML: &str = "\
@@ -123,7 +123,7 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
     }
     let mut out = std::io::stdout();
     match global.output {
-        OutputFormat::Json => {
+        Format::Json => {
             let doc = serde_json::json!({
                 "repository": dir,
                 "host": host,
@@ -131,7 +131,9 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
             });
             crate::render::json::print("", doc)?;
         }
-        OutputFormat::Human => {
+        // Refused before the command ran (`commands::formats`).
+        Format::Markdown => return Err(super::refused("datum init", global)),
+        Format::Human => {
             let d = dir.display();
             writeln!(out, "created a Datum repository in {d}:")?;
             for (p, _) in &files {

@@ -9,7 +9,7 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 use serde_json::json;
 
-use crate::cli::{GlobalArgs, OutboxArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs, OutboxArgs};
 use crate::context;
 use crate::exit::ExitCode;
 use crate::reporting::Reporting;
@@ -44,7 +44,7 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
         .and_then(|r| r.credentials.as_ref())
         .map(|c| c.server.clone());
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let doc = json!({
             "server": server,
             "depth": status.depth,

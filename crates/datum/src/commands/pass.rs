@@ -10,9 +10,12 @@ use datum_host::lock::RootLock;
 
 use super::saved_plan::SavedPlan;
 use super::selection::Selection;
-use crate::cli::{GlobalArgs, OutputFormat, PlanArgs, SelectArgs};
+use datum_report::render::Format;
+
+use crate::cli::{GlobalArgs, PlanArgs, SelectArgs};
 use crate::context;
 use crate::exit::ExitCode;
+use crate::render::pass::PassReport;
 use crate::render::{self, HumanReporter};
 use crate::reporting::Reporting;
 
@@ -102,7 +105,9 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         )
     };
     let summary = match global.output {
-        OutputFormat::Human => {
+        // Streamed resource by resource while the pass runs: the same text
+        // `PassReport` renders, printed as it becomes known.
+        Format::Human => {
             if let Some(banner) = selection.banner(mode) {
                 writeln!(std::io::stdout(), "{banner}")?;
             }
@@ -113,9 +118,19 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             if let Some(footer) = selection.footer(mode) {
                 writeln!(std::io::stdout(), "{footer}")?;
             }
+            if let Some(out) = request.out {
+                save_plan(catalogue, global, &selection, &summary, out)?;
+                writeln!(
+                    std::io::stdout(),
+                    "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
+                    out.display(),
+                    out.display()
+                )?;
+            }
             summary
         }
-        OutputFormat::Json => {
+        // One document once the pass is over.
+        Format::Json | Format::Markdown => {
             let summary = datum_engine::run_pass_with(
                 catalogue,
                 &mut ctx,
@@ -123,33 +138,25 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
                 &options,
             )
             .map_err(stale)?;
-            let key = context::digest_key(global);
-            let mut json = render::json::pass(&identity.name, mode, &summary, key.as_ref());
-            if let Some(obj) = json.as_object_mut() {
-                obj.insert("selection".to_owned(), selection.json());
-                if let Some(out) = request.out {
-                    obj.insert(
-                        "saved_plan".to_owned(),
-                        serde_json::Value::String(out.display().to_string()),
-                    );
-                }
-            }
             if let Some(out) = request.out {
                 save_plan(catalogue, global, &selection, &summary, out)?;
             }
-            render::json::print("", json)?;
+            let key = context::digest_key(global);
+            let report = PassReport {
+                host: &identity.name,
+                mode,
+                summary: &summary,
+                key: key.as_ref(),
+                verbose: global.verbose,
+                selection: selection.json(),
+                banner: selection.banner(mode),
+                footer: selection.footer(mode),
+                saved_plan: request.out,
+            };
+            render::print(&report, global)?;
             summary
         }
     };
-    if let (Some(out), OutputFormat::Human) = (request.out, global.output) {
-        save_plan(catalogue, global, &selection, &summary, out)?;
-        writeln!(
-            std::io::stdout(),
-            "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
-            out.display(),
-            out.display()
-        )?;
-    }
     // Orphan blobs and temporaries from killed passes (we hold the lock).
     if let Some(backups) = backups.as_mut() {
         let _ = backups.gc();

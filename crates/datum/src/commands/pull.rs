@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
 
-use crate::cli::{GlobalArgs, OutputFormat, PullArgs};
+use crate::cli::{Format, GlobalArgs, PullArgs};
 use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
 
@@ -38,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
     let who = args
         .allow_rollback
         .then(datum_host::accounts::invoking_user);
-    let mut progress = Progress::new(global.output == OutputFormat::Human);
+    let mut progress = Progress::new(global.output == Format::Human);
     let outcome = pull_once(global, &config, who, &mut |step| progress.step(step));
     progress.finish();
     let mut out = std::io::stdout();
@@ -48,8 +48,10 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
                 eprintln!("warning: {w}");
             }
             match global.output {
-                OutputFormat::Json => crate::render::json::print("", outcome_json(&outcome))?,
-                OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
+                Format::Json => crate::render::json::print("", outcome_json(&outcome))?,
+                // Refused before the command ran (`commands::formats`).
+                Format::Markdown => return Err(super::refused("datum pull", global)),
+                Format::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
             }
             Ok(ExitCode::for_pending(matches!(
                 outcome,
@@ -57,7 +59,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
             )))
         }
         Err(e) => {
-            if global.output == OutputFormat::Json {
+            if global.output == Format::Json {
                 crate::render::json::print("", error_json(&e))?;
             }
             Err(e.into())
@@ -243,7 +245,7 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
         None => Vec::new(),
     };
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let json = serde_json::json!({
             "link": link,
             "deployed": deployed,

@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result, bail};
 use datum_core::ResourceId;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{GlobalArgs, OutputFormat, QuarantineArgs, ReleaseArgs};
+use crate::cli::{Format, GlobalArgs, QuarantineArgs, ReleaseArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -80,7 +80,7 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
         declared(global, id)?;
     }
     if store.release(&target)? {
-        if global.output == OutputFormat::Json {
+        if global.output == Format::Json {
             let mut doc = target_json(&target);
             doc["released"] = serde_json::json!(true);
             crate::render::json::print("release", doc)?;
@@ -106,7 +106,7 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
         QuarantineSource::Person,
         context::now(),
     )?;
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let mut doc = target_json(&target);
         doc["quarantined"] = serde_json::json!(true);
         doc["reason"] = serde_json::json!(args.reason);

@@ -5,11 +5,11 @@ use std::io::Write as _;
 use anyhow::{Context as _, Result};
 use datum_fleet::IdentityKind;
 
-use crate::cli::{GlobalArgs, OutputFormat, ServerCommand};
+use crate::cli::{Format, GlobalArgs, ServerCommand};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
-    let json = global.output == OutputFormat::Json;
+    let json = global.output == Format::Json;
     match cmd {
         ServerCommand::Init(args) => {
             let made = datum_server::init_command(

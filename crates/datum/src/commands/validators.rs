@@ -8,7 +8,7 @@ use datum_providers::validators::{self, Scope};
 use datum_report::style::{self, Paint};
 use serde_json::json;
 
-use crate::cli::{GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
@@ -20,7 +20,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             (v, found)
         })
         .collect();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let list: Vec<_> = rows
             .iter()
             .map(|(v, found)| {

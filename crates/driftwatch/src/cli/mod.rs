@@ -15,6 +15,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path as FsPath, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use datum_report::render::Format;
 
 use crate::classify::Options;
 use crate::error::{Error, Result};
@@ -54,13 +55,6 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
-}
-
-/// The format of the report on stdout (the same choice `datum` offers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Human,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -105,9 +99,9 @@ pub struct OutputArgs {
     /// Exit 2 when there are unapplied changes, even without drift.
     #[arg(long)]
     pub fail_on_pending: bool,
-    /// The report on stdout: human (text) or json.
+    /// The report on stdout: human (text), json or markdown.
     #[arg(long, value_enum, default_value = "human", value_name = "FORMAT")]
-    pub output: OutputFormat,
+    pub output: Format,
     /// Same as --output json.
     #[arg(long)]
     pub json: bool,
@@ -132,8 +126,9 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    pub fn wants_json(&self) -> bool {
-        self.json || self.output == OutputFormat::Json
+    /// The format of the report on stdout: `--output`, or json with `--json`.
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.output }
     }
 }
 
