@@ -3,10 +3,18 @@
 use std::io::Write;
 
 use anyhow::Result;
+use clap::Args;
 
-use crate::cli::{CatalogueArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct CatalogueArgs {
+    /// Say which layer and file each field came from.
+    #[arg(long)]
+    pub explain: bool,
+}
 
 pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
@@ -36,5 +44,5 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     )?;
     writeln!(out)?;
     out.flush()?;
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -10,9 +10,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 
-use crate::cli::{Format, GlobalArgs, InitArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create it (default: --repo). Created if missing; an existing repository is refused.
+    pub dir: Option<PathBuf>,
+    /// The host file to write, hosts/NAME.yaml (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+}
 
 const DATUM_YAML: &str = "\
 # A Datum repository. Layers apply in order, later ones override earlier
@@ -148,5 +158,5 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
             )?;
         }
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -5,11 +5,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use datum_catalog::{Diagnostics, HostIdentity, Repository};
 
-use crate::cli::{Format, GlobalArgs, LintArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::context::use_color;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Also render the repository for every host file in REPO/hosts/*.yaml (templates included).
+    #[arg(long)]
+    pub all_hosts: bool,
+}
 
 pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
     if !crate::context::is_repository(&global.repo) {
@@ -52,7 +60,7 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         }
     }
     Ok(if diagnostics.error_count() == 0 {
-        ExitCode::CLEAN
+        ExitCode::Clean
     } else {
         ExitCode::ERROR
     })
@@ -188,7 +196,7 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         }
     }
     Ok(if failed == 0 {
-        ExitCode::CLEAN
+        ExitCode::Clean
     } else {
         ExitCode::ERROR
     })

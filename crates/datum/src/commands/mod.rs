@@ -1,26 +1,26 @@
 //! One module per command: an args struct plus one function; which
 //! `--output` formats each has ([`formats`]).
 
-mod agent;
-mod apply;
-mod backup;
-mod bundle;
-mod catalogue;
-mod check;
-mod fingerprint;
-mod fleet;
-mod generate;
-mod init;
-mod lint;
-mod outbox;
-mod pass;
+pub mod agent;
+pub mod apply;
+pub mod backup;
+pub mod bundle;
+pub mod catalogue;
+pub mod check;
+pub mod fingerprint;
+pub mod fleet;
+pub mod generate;
+pub mod init;
+pub mod lint;
+pub mod outbox;
+pub mod pass;
 pub mod pull;
-mod release;
-mod saved_plan;
-mod schedule;
-mod selection;
-mod server;
-mod validators;
+pub mod release;
+pub mod saved_plan;
+pub mod schedule;
+pub mod selection;
+pub mod server;
+pub mod validators;
 
 use anyhow::{Context, Result};
 

@@ -3,8 +3,10 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use datum_engine::{Mode, PassContext};
 use datum_host::lock::RootLock;
 
@@ -12,12 +14,23 @@ use super::saved_plan::SavedPlan;
 use super::selection::Selection;
 use datum_report::render::Format;
 
-use crate::cli::{GlobalArgs, PlanArgs, SelectArgs};
+use super::selection::SelectArgs;
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
 use crate::render::pass::PassReport;
 use crate::render::{self, HumanReporter};
 use crate::reporting::Reporting;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Save the plan to FILE (mode 0600) for `datum apply FILE`, which
+    /// applies exactly it and refuses if anything changed since.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
 
 /// What a plan or an apply is asked to do besides a full pass.
 #[derive(Default)]
@@ -173,7 +186,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             host: identity.name.clone(),
             counts: summary.counts(),
             duration_ms: summary.duration_ms,
-            exit_code: code.0,
+            exit_code: code.code(),
         };
         let report = reporting.as_ref().map(|r| {
             cost.time("build", || {

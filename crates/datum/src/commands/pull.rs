@@ -10,11 +10,49 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
 
-use crate::cli::{Format, GlobalArgs, PullArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The branch or tag to deploy (default `ref:` of pull.yaml, else main).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG")]
+    pub git_ref: Option<String>,
+    /// Who may sign a deployable revision (ssh-keygen's allowed_signers format).
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Where the agent reads the repository: a link, a host path under --root (default /etc/datum/repository).
+    #[arg(long, value_name = "PATH")]
+    pub deploy: Option<PathBuf>,
+    /// The pull settings (default ROOT/etc/datum/pull.yaml; options win over it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Take the revision from this bundle (made by `datum bundle`) instead of the remote.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Deploy a revision that does not descend from the deployed one (a person's decision; recorded).
+    #[arg(long)]
+    pub allow_rollback: bool,
+    /// Checkouts to keep, the deployed one included (default 3).
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Revoked SSH keys (a KRL or a list of public keys).
+    #[arg(long, value_name = "FILE")]
+    pub revoked_keys: Option<PathBuf>,
+    /// An exported OpenPGP keyring (gpg --export) whose keys may sign.
+    #[arg(long, value_name = "FILE")]
+    pub openpgp_keyring: Option<PathBuf>,
+    /// Show the deployed revision and the recent deployments; change nothing.
+    #[arg(long)]
+    pub status: bool,
+}
 
 /// The largest `pull.yaml` read.
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -252,7 +290,7 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
             "history": history,
         });
         crate::render::json::print("status", json)?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     match &deployed {
         Some(d) => writeln!(
@@ -296,7 +334,7 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
         }
         writeln!(out, "{line}")?;
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
 
 /// A spinner with the step on stderr, on a terminal only.

@@ -11,12 +11,34 @@
 //! Must not: touch the host (only the state store).
 
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 use datum_core::ResourceId;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{Format, GlobalArgs, QuarantineArgs, ReleaseArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct QuarantineArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Quarantine the whole host instead.
+    #[arg(long)]
+    pub host: bool,
+    /// Why (shown by every check until release).
+    #[arg(long)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Release the host's quarantine.
+    #[arg(long)]
+    pub host: bool,
+}
 
 fn target(name: Option<&str>, host: bool) -> Result<QuarantineTarget> {
     match (name, host) {
@@ -87,7 +109,7 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
         } else {
             println!("released {}", shown(&target));
         }
-        Ok(ExitCode::CLEAN)
+        Ok(ExitCode::Clean)
     } else {
         bail!("{} is not quarantined", shown(&target))
     }
@@ -118,5 +140,5 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
             shown(&target)
         );
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

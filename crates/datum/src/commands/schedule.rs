@@ -84,7 +84,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         Format::Json => {
             drop(out);
             crate::render::json::print("classes", serde_json::to_value(&rows)?)?;
-            return Ok(ExitCode::CLEAN);
+            return Ok(ExitCode::Clean);
         }
         // Refused before the command ran (`commands::formats`).
         Format::Markdown => return Err(super::refused("datum schedule", global)),
@@ -185,5 +185,5 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

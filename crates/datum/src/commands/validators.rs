@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             })
             .collect();
         crate::render::json::print("validators", json!(list))?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     let paint = Paint::new(crate::context::use_color(global));
     let header = format!(
@@ -70,5 +70,5 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             }
         )?;
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
