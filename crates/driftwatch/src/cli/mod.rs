@@ -2,8 +2,8 @@
 //! (`report` for `report`, `run` for `run`, [`crate::codify`] for `codify`), and
 //! `output` for everything that leaves the process.
 //!
-//! Usage errors are mapped to exit 1 here (clap's default is 2, which a CI job would read
-//! as "drift found"). Output goes to the writers passed in, so tests can run commands in
+//! Usage errors are mapped to exit 1 by [`crate::exit`] (clap's default is 2, which a CI job
+//! would read as "drift found"). Output goes to the writers passed in, so tests can run commands in
 //! process; only `main.rs` touches the real stdout and stderr.
 
 mod output;
@@ -202,30 +202,25 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            let code = match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    exit::CLEAN
-                }
-                _ => exit::ERROR,
-            };
+            let kind = exit::kind_of_usage(&e);
             let text = e.render().to_string();
-            let sink: &mut dyn Write = if code == exit::CLEAN {
+            let sink: &mut dyn Write = if kind == exit::ErrorKind::Help {
                 io.stdout
             } else {
                 io.stderr
             };
             let _ = sink.write_all(text.as_bytes());
-            return code;
+            return exit::for_kind(kind);
         }
     };
     match execute(cli, runner, io) {
         Ok(code) => code,
         Err(e) => {
-            let code = exit::for_error(&e);
-            if code == exit::ERROR {
+            let kind = exit::kind_of(&e);
+            if kind != exit::ErrorKind::ClosedOutput {
                 let _ = writeln!(io.stderr, "driftwatch: error: {}", one_line(&e));
             }
-            code
+            exit::for_kind(kind)
         }
     }
 }
