@@ -1,6 +1,6 @@
 //! Everything a person or a program reads about a pass: human text (colour on
 //! a terminal, plain when piped), JSON and Markdown, through
-//! `datum_report::render` ([`print`] is where every report leaves `datum`).
+//! `datum_report::render` ([`print()`] is where every report leaves `datum`).
 //! Sensitive content is replaced by `(sensitive)` here, at the last step, and
 //! validator output for sensitive resources never reaches this module at all
 //! (the engine drops it).
