@@ -25,6 +25,7 @@ pub mod common;
 pub mod directory;
 pub mod file;
 pub mod group;
+pub mod kind;
 pub mod package;
 pub mod provider;
 pub mod registry;
@@ -37,10 +38,11 @@ pub mod validators;
 #[cfg(test)]
 mod testing;
 
+pub use kind::Kind;
 pub use provider::{
-    Activates, Batched, Batches, DeclaredMeta, FieldError, FieldLookup, Fingerprints,
+    Activates, Batched, Batches, Declared, DeclaredMeta, FieldError, FieldLookup, Fingerprints,
     GateRejection, KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim,
-    Provider, ProviderError, Staged, StagingGate, TakesSourceFolder,
+    Planned, Provider, ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
 };
 pub use registry::Registry;
 
