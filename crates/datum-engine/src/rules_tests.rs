@@ -115,7 +115,7 @@ fn resources_run_in_catalogue_order_and_a_changed_requirement_means_a_fresh_obse
     ]);
     let summary = bed.pass(&cat, Mode::Apply);
     assert_eq!(
-        bed.journal.of("apply"),
+        bed.journal.of("stage"),
         ["FakeFile[a]", "FakeFile[b]", "FakeFile[c]"]
     );
     assert_eq!(
@@ -137,7 +137,7 @@ fn resources_run_in_catalogue_order_and_a_changed_requirement_means_a_fresh_obse
     // A second pass changes nothing and applies nothing.
     bed.journal.clear();
     let summary = bed.pass(&cat, Mode::Apply);
-    assert!(bed.journal.of("apply").is_empty());
+    assert!(bed.journal.of("stage").is_empty());
     assert!(
         summary
             .resources
@@ -174,7 +174,7 @@ fn a_failed_resource_blocks_its_dependents_directly_and_through_others_and_nothi
         Outcome::Changed { .. }
     ));
     // Blocked resources were never applied; nothing was rolled back.
-    assert_eq!(bed.journal.of("apply"), ["FakeFile[a]", "FakeFile[d]"]);
+    assert_eq!(bed.journal.of("stage"), ["FakeFile[a]", "FakeFile[d]"]);
     assert_eq!(bed.live("/b"), None);
     assert_eq!(bed.live("/d").as_deref(), Some("d\n"));
 
