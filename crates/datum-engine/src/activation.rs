@@ -256,8 +256,8 @@ impl Notifications {
             return reports;
         }
 
-        let done = match bound.and_then(|b| b.provider.activation()) {
-            Some(activates) => activates.activate(ctx.host, resource, how(action)),
+        let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
+            Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
             None => Ok(()),
         };
         if let Err(e) = done {

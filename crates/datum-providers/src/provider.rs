@@ -543,14 +543,10 @@ pub trait Activates: Send + Sync {
     /// from its fields (the catalogue orders it after them).
     fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)>;
 
-    /// Performs the activation; the engine validates the notifiers' groups
-    /// before, and verifies the resource after.
-    fn activate(
-        &self,
-        host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError>;
+    /// Performs the activation (the reload or restart) with the
+    /// declaration the pass holds; the engine validates the notifiers'
+    /// groups before, and verifies the resource after.
+    fn activate(&self, host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError>;
 
     /// What a person calls the activated thing (a unit name), for reports.
     fn subject(&self, resource: &Resource) -> String {

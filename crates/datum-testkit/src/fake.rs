@@ -432,12 +432,8 @@ impl Activates for FakeUnit {
         out
     }
 
-    fn activate(
-        &self,
-        _host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError> {
+    fn activate(&self, _host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError> {
+        let resource = d.resource;
         self.journal.push(format!("{} {}", how.verb(), resource.id));
         if self.faults.has(|f| &f.activate, &resource.id) {
             return Err(injected(how.verb(), &resource.id));

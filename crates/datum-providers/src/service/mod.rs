@@ -64,9 +64,10 @@ use serde_json::{Value, json};
 pub use desired::{RunState, ServiceSpec};
 pub use error::{Instability, ServiceError};
 
-use crate::kind::planned;
+use crate::kind::{declaration, planned};
 use crate::{
-    Activates, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError, StagingGate,
+    Activates, Declared, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError,
+    StagingGate,
 };
 use systemctl::{UnitStatus, Verb};
 
@@ -209,16 +210,11 @@ impl Activates for ServiceProvider {
         out
     }
 
-    fn activate(
-        &self,
-        host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError> {
-        let spec = spec(resource)?;
+    fn activate(&self, host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError> {
+        let spec = declaration::<Self>(d)?;
         match how {
-            OnChange::Reload => reload(host, &spec)?,
-            OnChange::Restart => restart(host, &spec)?,
+            OnChange::Reload => reload(host, spec)?,
+            OnChange::Restart => restart(host, spec)?,
         };
         Ok(())
     }

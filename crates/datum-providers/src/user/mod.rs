@@ -495,7 +495,7 @@ impl Kind for UserProvider {
         d: &UserDesired,
     ) -> Result<Observed, ProviderError> {
         let files = account_files::current(host, d.declares_hash()).map_err(account_failure)?;
-        Ok(observation(&d, &files))
+        Ok(observation(d, &files))
     }
 
     fn plan(&self, _resource: &Resource, d: &UserDesired, observed: &Observed) -> Diff {
@@ -529,7 +529,7 @@ impl Kind for UserProvider {
             Some(Action::Remove) => return run("userdel", vec!["--".into(), d.name.clone()]),
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
-                args.extend(account_args(&d, true, |_| true));
+                args.extend(account_args(d, true, |_| true));
                 if d.system {
                     args.push("-r".to_owned());
                 }
@@ -537,7 +537,7 @@ impl Kind for UserProvider {
                 run("useradd", args)?;
             }
             Some(_) => {
-                let args = account_args(&d, false, changed);
+                let args = account_args(d, false, changed);
                 if !args.is_empty() {
                     let mut all = args;
                     all.extend(["--".to_owned(), d.name.clone()]);
