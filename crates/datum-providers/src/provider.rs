@@ -1,11 +1,15 @@
 //! The contract every resource type implements.
 //!
-//! A provider turns a resource's declared fields into observations of the host,
-//! a diff, and changes. Pure steps (`check`, `diff`) never touch the host, so
-//! they are tested as plain functions. Safety rules (validator lookup, what to do
+//! A provider turns a resource's declared fields into a typed declaration
+//! (parsed once per pass, [`Provider::declare`]), observations of the host,
+//! a plan, and changes, each step a separate call the engine drives:
+//! `stage`, `validation_target`, then `activate` or `discard`, then
+//! `verify`. Pure steps (`check`, `plan`) never touch the host, so they are
+//! tested as plain functions. Safety rules (validator lookup, what to do
 //! when validation fails, blocking dependents, hiding sensitive output) belong
-//! to the engine, not here: a provider only offers the staged copy to the
-//! engine's [`StagingGate`] before it makes a change live.
+//! to the engine, not here: a provider stages, says what to validate, and
+//! makes live or discards what the engine tells it to (a kind that writes
+//! entry by entry offers each to the engine's [`StagingGate`]).
 //!
 //! One required trait, [`Provider`], and optional capabilities the engine and
 //! the catalogue discover through it instead of matching kind names (in the

@@ -335,7 +335,7 @@ impl Kind for GroupProvider {
     }
 }
 
-/// The pure comparison behind [`GroupProvider::diff`].
+/// The pure comparison behind the `Group` kind's plan.
 pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
     let mut out = Diff::default();
     let present = observed.presence == Presence::Present;

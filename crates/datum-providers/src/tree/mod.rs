@@ -682,7 +682,7 @@ pub fn difference_json(d: &TreeDifference) -> Value {
     }
 }
 
-/// The pure comparison behind [`TreeProvider::diff`]: unmanaged entries are
+/// The pure comparison behind the `Tree` kind's plan: unmanaged entries are
 /// a change only when the tree purges them.
 pub fn diff(purge: bool, observed: &Observed) -> Diff {
     let mut out = Diff::default();

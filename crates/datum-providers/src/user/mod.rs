@@ -589,7 +589,7 @@ fn change(field: &str, before: Option<&Value>, after: Value) -> FieldChange {
     }
 }
 
-/// The pure comparison behind [`UserProvider::diff`].
+/// The pure comparison behind the `User` kind's plan.
 pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
     let mut out = Diff::default();
     let present = observed.presence == Presence::Present;
