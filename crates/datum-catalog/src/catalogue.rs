@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use datum_core::{Resource, ResourceId, sha256_hex};
+use datum_providers::Registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -77,8 +78,8 @@ impl Catalogue {
     /// `requires`, added `autorequires`, class, sensitive, validate, origin
     /// (`file:line:col`) and declaration hash. With `explain`, a `fields` map
     /// says which layer and line each field came from.
-    pub fn to_json(&self, explain: bool) -> Value {
-        let view = JsonView::new(self, explain);
+    pub fn to_json(&self, registry: &Registry, explain: bool) -> Value {
+        let view = JsonView::new(self, registry, explain);
         let resources: Vec<Value> = self.resources.iter().map(|r| view.resource(r)).collect();
         json!({
             "format_version": FORMAT_VERSION,
@@ -93,10 +94,11 @@ impl Catalogue {
     /// `Value`).
     pub fn write_json_pretty(
         &self,
+        registry: &Registry,
         explain: bool,
         out: impl std::io::Write,
     ) -> serde_json::Result<()> {
-        serde_json::to_writer_pretty(out, &JsonView::new(self, explain))
+        serde_json::to_writer_pretty(out, &JsonView::new(self, registry, explain))
     }
 
     /// [`Catalogue::write_json_pretty`] with fields the caller adds to some
@@ -108,12 +110,13 @@ impl Catalogue {
     /// digests of both (`content_digest`, `declaration_hash`), else none.
     pub fn write_json_pretty_with(
         &self,
+        registry: &Registry,
         explain: bool,
         extra: &ExtraFields<'_>,
         key: Option<&datum_core::DigestKey>,
         out: impl std::io::Write,
     ) -> serde_json::Result<()> {
-        let mut view = JsonView::new(self, explain);
+        let mut view = JsonView::new(self, registry, explain);
         view.extra = Some(extra);
         view.key = key;
         serde_json::to_writer_pretty(out, &view)
@@ -130,6 +133,8 @@ pub type ExtraFields<'a> = dyn Fn(&Resource) -> Option<(String, Value)> + 'a;
 /// serialised.
 struct JsonView<'a> {
     catalogue: &'a Catalogue,
+    /// The kinds, for the fields each calls sensitive.
+    registry: &'a Registry,
     explain: bool,
     /// Added requirements by dependent.
     auto: HashMap<&'a ResourceId, Vec<String>>,
@@ -140,13 +145,14 @@ struct JsonView<'a> {
 }
 
 impl<'a> JsonView<'a> {
-    fn new(catalogue: &'a Catalogue, explain: bool) -> Self {
+    fn new(catalogue: &'a Catalogue, registry: &'a Registry, explain: bool) -> Self {
         let mut auto: HashMap<&ResourceId, Vec<String>> = HashMap::new();
         for (from, to) in &catalogue.autorequires {
             auto.entry(from).or_default().push(to.to_string());
         }
         JsonView {
             catalogue,
+            registry,
             explain,
             auto,
             extra: None,
@@ -174,7 +180,7 @@ impl<'a> JsonView<'a> {
         } else {
             (sha256, Some(r.declaration_hash.clone()))
         };
-        let desired = masked(r);
+        let desired = masked(self.registry, r);
         let mut v = json!({
             "id": r.id.to_string(),
             "type": r.id.kind,
@@ -335,10 +341,12 @@ fn canonical(v: &Value, out: &mut String) {
 /// The fields of `desired` whose values are sensitive by their kind's
 /// nature (a User's `password_hash`), as far as they are declared.
 pub fn declared_sensitive_fields<'a>(
+    registry: &'a Registry,
     kind: &str,
     desired: &'a Value,
 ) -> impl Iterator<Item = &'static str> + 'a {
-    datum_providers::lookup(kind)
+    registry
+        .lookup(kind)
         .map_or(&[][..], |p| p.sensitive_fields())
         .iter()
         .copied()
@@ -347,8 +355,8 @@ pub fn declared_sensitive_fields<'a>(
 
 /// A resource's declared fields as shown: the values its kind calls
 /// sensitive (a User's `password_hash`) replaced by `(sensitive)`.
-fn masked(r: &Resource) -> std::borrow::Cow<'_, Value> {
-    let fields: Vec<&str> = declared_sensitive_fields(&r.id.kind, &r.desired).collect();
+fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Value> {
+    let fields: Vec<&str> = declared_sensitive_fields(registry, &r.id.kind, &r.desired).collect();
     if fields.is_empty() {
         return std::borrow::Cow::Borrowed(&r.desired);
     }

@@ -605,6 +605,7 @@ pub fn load_in(
 /// place (mode 0600), unless the stamp is racy or a sensitive resource
 /// carries rendered bytes.
 pub fn save(
+    registry: &datum_providers::Registry,
     path: &Path,
     stamp: Stamp,
     catalogue: &Catalogue,
@@ -615,12 +616,13 @@ pub fn save(
     else {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     };
-    save_in(&dir, &name, stamp, catalogue, classes)
+    save_in(registry, &dir, &name, stamp, catalogue, classes)
 }
 
 /// [`save`] as `name` in Datum's private folder `dir` (a fresh temporary
 /// file renamed into place; a link there is refused, never written through).
 pub fn save_in(
+    registry: &datum_providers::Registry,
     dir: &datum_host::PrivateDir,
     name: &std::ffi::OsStr,
     stamp: Stamp,
@@ -636,7 +638,7 @@ pub fn save_in(
                 .content
                 .as_ref()
                 .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
-                || crate::catalogue::declared_sensitive_fields(&r.id.kind, &r.desired)
+                || crate::catalogue::declared_sensitive_fields(registry, &r.id.kind, &r.desired)
                     .next()
                     .is_some())
     }) {
@@ -854,9 +856,15 @@ mod tests {
 
         /// Saves `c` under a settled stamp of the repository.
         fn save(&self, c: &Catalogue) {
-            save(&self.path, settled_stamp(self.repo.path()), c, &classes())
-                .unwrap()
-                .unwrap();
+            save(
+                datum_providers::registry(),
+                &self.path,
+                settled_stamp(self.repo.path()),
+                c,
+                &classes(),
+            )
+            .unwrap()
+            .unwrap();
         }
 
         fn load(&self, host: &HostIdentity) -> Option<LazyCatalogue> {
@@ -926,9 +934,15 @@ mod tests {
                 .push(resource(&format!("extra{i}"), false, b"e"));
         }
         let mut lazy = {
-            save(path, settled_stamp(repo.path()), &many, &classes())
-                .unwrap()
-                .unwrap();
+            save(
+                datum_providers::registry(),
+                path,
+                settled_stamp(repo.path()),
+                &many,
+                &classes(),
+            )
+            .unwrap()
+            .unwrap();
             t.load(&c.host).unwrap()
         };
         let one = lazy.take(&[20]).unwrap();
@@ -1021,13 +1035,27 @@ mod tests {
         let t = Setup::new();
         let (repo, path) = (&t.repo, &t.path);
         let fresh = Stamp::take(repo.path()).unwrap();
-        let got = save(path, fresh, &catalogue(false, b"x"), &classes()).unwrap();
+        let got = save(
+            datum_providers::registry(),
+            path,
+            fresh,
+            &catalogue(false, b"x"),
+            &classes(),
+        )
+        .unwrap();
         assert!(matches!(got, Err(NotSaved::Racy(_))), "{got:?}");
         assert!(!path.exists());
 
         let canary = b"CANARY-5f2d9 secret";
         let stamp = settled_stamp(repo.path());
-        let got = save(path, stamp, &catalogue(true, canary), &classes()).unwrap();
+        let got = save(
+            datum_providers::registry(),
+            path,
+            stamp,
+            &catalogue(true, canary),
+            &classes(),
+        )
+        .unwrap();
         assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
         assert!(!path.exists());
     }

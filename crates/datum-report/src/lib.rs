@@ -23,6 +23,10 @@
 //!   sorted paths, so a value that moves every night (a resource version, an mtime) does not
 //!   look like new drift, while a new path or a new subject does. An empty report is
 //!   `"clean"`.
+//! * [`render`] is the one interface every report is shown through: a [`render::Format`]
+//!   chosen once by the front end and a [`render::Render`] implementation per report, in
+//!   the crate that owns the report's data (so this crate depends on none of them). [`json`]
+//!   holds the conventions of every JSON document (`format_version`, RFC 3339 times).
 //! * [`markdown`] has the escaping rules every Markdown report must use (table cells, inline
 //!   code) and the marker line that carries the dedupe key.
 //! * [`history`] remembers, per key, when each [`Signature`] was first seen and for how many
@@ -30,7 +34,7 @@
 //!   trait so tests can replay several days. Loading and saving the JSON history file is the
 //!   only I/O in this crate.
 //!
-//! Nothing here prints, reads configuration or knows about OpenTofu.
+//! Nothing here prints, reads configuration, chooses a format or knows about OpenTofu.
 //!
 //! ```
 //! use datum_report::{AttrDiff, Finding, dedupe_key, fingerprint, markdown};
@@ -61,7 +65,9 @@
 )]
 
 pub mod history;
+pub mod json;
 pub mod markdown;
+pub mod render;
 pub mod style;
 pub mod time;
 

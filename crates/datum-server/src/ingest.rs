@@ -23,9 +23,11 @@
 //!    (checks);
 //! 3. everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
-//!    stored ones, so an unchanged finding costs nothing), the host's picture
-//!    (its columns and the pre-rendered JSON the hosts view lists), the
-//!    sampling round, the daily aggregate, retention; then, for the whole
+//!    stored ones, so an unchanged finding costs nothing; a finding the host
+//!    did not have is a plain insert), the sampling round, retention, then
+//!    the host's picture (its columns, the pre-rendered JSON the hosts view
+//!    lists, and its counts) as the one new version of its row the report
+//!    writes; the daily aggregates of the batch at once; then, for the whole
 //!    batch, in key order, the revisions' last-applied times and the drift
 //!    clusters' host counts, and the store's generation (so every
 //!    server's kept answers are computed again, see [`crate::cache`]).
@@ -496,7 +498,10 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
 }
 
 /// The hosts' rows (in the order given), created if need be and locked for
-/// the transaction.
+/// the transaction. An existing row of the same kind is locked without
+/// being written (PostgreSQL locks every conflicting row of `ON CONFLICT DO
+/// UPDATE`, even those its `WHERE` leaves as they are): the picture below
+/// is the report's one new version of its host's row.
 fn host_lock(reports: &[&Submitted]) -> Stmt {
     let mut params = Vec::with_capacity(reports.len() * 3);
     for s in reports {
@@ -514,7 +519,8 @@ fn host_lock(reports: &[&Submitted]) -> Stmt {
     Stmt::built(
         format!(
             "INSERT INTO hosts (name, kind, enrolled_at) VALUES {} \
-             ON CONFLICT (name) DO UPDATE SET kind = excluded.kind",
+             ON CONFLICT (name) DO UPDATE SET kind = excluded.kind \
+             WHERE hosts.kind <> excluded.kind",
             values_rows(1, 3, reports.len())
         ),
         params,
@@ -624,18 +630,27 @@ fn writes(
         outbox_depth: s.outbox.depth,
         datum_version: Some(report.datum_version.as_str()),
     };
-    // The host's picture. Only a report at least as recent as the last one
-    // moves it (a late duplicate of an old report cannot).
+    if let Some(sampling) = report.sampling.filter(|s| s.deep) {
+        stmts.push(Stmt::new(
+            "INSERT INTO deep_checks (host, round, at) VALUES ($1, $2, $3) ON CONFLICT (host, round) DO NOTHING",
+            vec![host.into(), sampling.round.into(), report.finished_at.into()],
+        ));
+        stmts.push(Stmt::new(
+            "UPDATE hosts SET last_deep_round = $2 WHERE name = $1 \
+             AND (last_deep_round IS NULL OR last_deep_round < $2)",
+            vec![host.into(), sampling.round.into()],
+        ));
+    }
+    // Retention: the newest N reports of the host stay.
     stmts.push(Stmt::new(
-        "UPDATE hosts SET labels = $2, last_report_at = $3, last_report_kind = $4, seq = $5, \
-         revision = $6, catalogue = $7, datum_version = $8, counts = $9, resources = $10, \
-         quarantined = $11, expected_interval_s = $12, outbox_depth = $13, outbox_dropped = $14, \
-         classes = $15, trees = $16, trees_differing = $17, \
-         last_apply_at = CASE WHEN $18 = 1 THEN $3 ELSE last_apply_at END, \
-         last_apply_revision = CASE WHEN $18 = 1 THEN $6 ELSE last_apply_revision END, \
-         last_apply_failed = CASE WHEN $18 = 1 THEN $19 ELSE last_apply_failed END, \
-         check_errors = CASE WHEN $18 = 1 THEN check_errors ELSE $20 END, view_json = $21 \
-         WHERE name = $1 AND (last_report_at IS NULL OR last_report_at <= $3)",
+        "DELETE FROM reports WHERE host = $1 AND id <= \
+         (SELECT id FROM reports WHERE host = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        vec![host.into(), i64::from(s.reports_kept).into()],
+    ));
+    // The host's picture and its counts, one new version of its row, last:
+    // the counts see the changes above, whatever order reports came in.
+    stmts.push(Stmt::new(
+        PICTURE.as_str(),
         vec![
             host.into(),
             labels.into(),
@@ -664,30 +679,60 @@ fn writes(
             picture.members().into(),
         ],
     ));
-    if let Some(sampling) = report.sampling.filter(|s| s.deep) {
-        stmts.push(Stmt::new(
-            "INSERT INTO deep_checks (host, round, at) VALUES ($1, $2, $3) ON CONFLICT (host, round) DO NOTHING",
-            vec![host.into(), sampling.round.into(), report.finished_at.into()],
-        ));
-        stmts.push(Stmt::new(
-            "UPDATE hosts SET last_deep_round = $2 WHERE name = $1 \
-             AND (last_deep_round IS NULL OR last_deep_round < $2)",
-            vec![host.into(), sampling.round.into()],
-        ));
-    }
-    // Retention: the newest N reports of the host stay.
-    stmts.push(Stmt::new(
-        "DELETE FROM reports WHERE host = $1 AND id <= \
-         (SELECT id FROM reports WHERE host = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-        vec![host.into(), i64::from(s.reports_kept).into()],
-    ));
-    // Counted after the changes above, whatever order reports came in.
-    stmts.push(Stmt::new(
-        "UPDATE hosts SET reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
-         open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) WHERE name = $1",
-        vec![host.into()],
-    ));
 }
+
+/// The host picture's columns a report sets (`column = $n`): only a report
+/// at least as recent as the last one moves them (a late duplicate of an
+/// old report cannot), and its counts (reports held, findings open) are
+/// taken whatever order reports came in.
+static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    const FRESH: &str = "(last_report_at IS NULL OR last_report_at <= $3)";
+    let set = [
+        ("labels", "$2"),
+        ("last_report_at", "$3"),
+        ("last_report_kind", "$4"),
+        ("seq", "$5"),
+        ("revision", "$6"),
+        ("catalogue", "$7"),
+        ("datum_version", "$8"),
+        ("counts", "$9"),
+        ("resources", "$10"),
+        ("quarantined", "$11"),
+        ("expected_interval_s", "$12"),
+        ("outbox_depth", "$13"),
+        ("outbox_dropped", "$14"),
+        ("classes", "$15"),
+        ("trees", "$16"),
+        ("trees_differing", "$17"),
+        (
+            "last_apply_at",
+            "CASE WHEN $18 = 1 THEN $3 ELSE last_apply_at END",
+        ),
+        (
+            "last_apply_revision",
+            "CASE WHEN $18 = 1 THEN $6 ELSE last_apply_revision END",
+        ),
+        (
+            "last_apply_failed",
+            "CASE WHEN $18 = 1 THEN $19 ELSE last_apply_failed END",
+        ),
+        (
+            "check_errors",
+            "CASE WHEN $18 = 1 THEN check_errors ELSE $20 END",
+        ),
+        ("view_json", "$21"),
+    ]
+    .iter()
+    .map(|(column, value)| format!("{column} = CASE WHEN {FRESH} THEN {value} ELSE {column} END"))
+    .collect::<Vec<_>>()
+    .join(", ");
+    format!(
+        "UPDATE hosts SET {set}, \
+         reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
+         open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) \
+         WHERE name = $1"
+    )
+});
 
 /// An apply: the host's outcome of the revision (with its labels now) and
 /// the failures of this apply of it.
@@ -792,6 +837,10 @@ fn finding_writes(
         }
     }
     gone.sort_unstable();
+    // Findings the host did not have (plain inserts: its stored findings
+    // were read under its row's lock, so none of these is there) and
+    // findings it had that changed (upserts).
+    let mut opened: Vec<(&Finding, String)> = Vec::new();
     let mut written: Vec<(&Finding, String)> = Vec::new();
     for (signature, f) in &now {
         let observed = f.observed.as_deref().unwrap_or("");
@@ -810,7 +859,9 @@ fn finding_writes(
         // Who changed it: a finding already open is written again when the
         // host's attribution names other writers.
         let changed_by = serde_json::to_string(&f.changed_by).unwrap_or_else(|_| "[]".into());
-        if joins || old.is_some_and(|o| o.class != f.class || o.changed_by != changed_by) {
+        if old.is_none() {
+            opened.push((f, changed_by));
+        } else if joins || old.is_some_and(|o| o.class != f.class || o.changed_by != changed_by) {
             written.push((f, changed_by));
         }
     }
@@ -825,35 +876,51 @@ fn finding_writes(
             params,
         ));
     }
-    for chunk in written.chunks(CHUNK) {
-        let mut params = Vec::with_capacity(chunk.len() * 11);
-        for (f, changed_by) in chunk {
-            params.extend([
-                host.into(),
-                f.signature.as_str().into(),
-                f.subject.as_str().into(),
-                f.category.as_str().into(),
-                f.class.as_str().into(),
-                serde_json::to_string(&f.paths).unwrap_or_default().into(),
-                f.observed.as_deref().unwrap_or("").into(),
-                f.first_seen.into(),
-                report.finished_at.into(),
-                f.checks.unwrap_or(1).into(),
-                changed_by.as_str().into(),
-            ]);
-        }
+    for chunk in opened.chunks(CHUNK) {
         stmts.push(Stmt::built(
             format!(
-                "INSERT INTO findings (host, signature, subject, category, class, paths, observed, \
-                 first_seen, last_seen, checks, changed_by) VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
+                "{FINDING_INSERT} VALUES {}",
+                values_rows(1, 11, chunk.len())
+            ),
+            finding_params(host, report.finished_at, chunk),
+        ));
+    }
+    for chunk in written.chunks(CHUNK) {
+        stmts.push(Stmt::built(
+            format!(
+                "{FINDING_INSERT} VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
                  subject = excluded.subject, category = excluded.category, class = excluded.class, \
                  paths = excluded.paths, observed = excluded.observed, first_seen = excluded.first_seen, \
                  last_seen = excluded.last_seen, checks = excluded.checks, changed_by = excluded.changed_by",
                 values_rows(1, 11, chunk.len())
             ),
-            params,
+            finding_params(host, report.finished_at, chunk),
         ));
     }
+}
+
+const FINDING_INSERT: &str = "INSERT INTO findings (host, signature, subject, category, class, \
+     paths, observed, first_seen, last_seen, checks, changed_by)";
+
+/// The parameters of findings rows, as [`FINDING_INSERT`] lists the columns.
+fn finding_params(host: &str, finished_at: i64, chunk: &[(&Finding, String)]) -> Vec<Val> {
+    let mut params = Vec::with_capacity(chunk.len() * 11);
+    for (f, changed_by) in chunk {
+        params.extend([
+            host.into(),
+            f.signature.as_str().into(),
+            f.subject.as_str().into(),
+            f.category.as_str().into(),
+            f.class.as_str().into(),
+            serde_json::to_string(&f.paths).unwrap_or_default().into(),
+            f.observed.as_deref().unwrap_or("").into(),
+            f.first_seen.into(),
+            finished_at.into(),
+            f.checks.unwrap_or(1).into(),
+            changed_by.as_str().into(),
+        ]);
+    }
+    params
 }
 
 #[cfg(test)]

@@ -243,8 +243,14 @@ pub fn compile_or_reuse(
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
         // with rendered content) only costs the next run a compile.
-        if let Err(e) = snapshot::save_in(dir, snapshot_name.as_ref(), stamp, &catalogue, &classes)
-            && e.kind() != std::io::ErrorKind::PermissionDenied
+        if let Err(e) = snapshot::save_in(
+            datum_providers::registry(),
+            dir,
+            snapshot_name.as_ref(),
+            stamp,
+            &catalogue,
+            &classes,
+        ) && e.kind() != std::io::ErrorKind::PermissionDenied
         {
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
         }

@@ -1,69 +1,210 @@
-//! Exit codes, decided in one place.
+//! Exit codes, decided in one place: every way `datum` ends is an
+//! [`ExitCode`] (what the command concluded) or an [`ErrorKind`] (what kind
+//! of error stopped it), and [`ExitCode::code`] is the only table from either
+//! to a number. The table in the README ("Exit codes") is this one.
 //!
-//! `plan`: 0 nothing to do, 2 changes pending, 4 some change would fail
-//! (validation, a missing validator binary), 6 both.
-//! `check`: 0 nothing to do, 2 drift found.
-//! `pull`: 0 the deployed revision is current, 2 a new revision was
-//! deployed, 1 refused or failed (nothing changed).
-//! `apply`: Puppet's detailed exit codes: 0 nothing changed, 2 changes
-//! applied, 4 failures, 6 changes and failures.
-//! 1 for every error before any resource ran, usage errors included (clap's
-//! own exit code 2 would read as "changes" to a script).
+//! | code | meaning |
+//! |---|---|
+//! | 0 | nothing to do, nothing changed, no drift; `--help`, `--version`; a reader that closed stdout (`datum plan \| head`) |
+//! | 2 | changes: pending (`plan`), applied (`apply`), drift or quarantine (`check`), a new revision deployed (`pull`), reports queued (`outbox`) |
+//! | 4 | failures: some change failed (`apply`) or would fail (`plan`: validation, a missing validator binary) |
+//! | 6 | both 2 and 4 |
+//! | 1 | an error: a usage error (clap's own exit code 2 would read as "changes" to a script), a format the command has no form in, or any failure before or outside the resources (a manifest error, a lock, the state store, a resource that could not be checked) |
+//!
+//! `apply` and `plan` follow Puppet's detailed exit codes.
 
 use std::io::Write;
 
-/// A process exit code.
+/// What a command concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitCode(pub i32);
+pub enum ExitCode {
+    /// Nothing to do, nothing changed, no drift.
+    Clean,
+    /// Changes pending or made, drift found, a revision deployed.
+    Changes,
+    /// Some change failed or would fail.
+    Failures,
+    /// [`ExitCode::Changes`] and [`ExitCode::Failures`].
+    ChangesAndFailures,
+    /// An error of this kind.
+    Error(ErrorKind),
+}
+
+/// The kinds of error, each with its exit code (in [`ExitCode::code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `--help` or `--version`: clap's "errors" that are not errors.
+    Help,
+    /// The command line: an unknown option, a bad value, a format the
+    /// command has no form in.
+    Usage,
+    /// The reader closed stdout: their choice, not a failure.
+    ClosedOutput,
+    /// Anything else that stopped the command (input, state, a lock, a
+    /// check that could not run), with nothing applied.
+    Failed,
+}
 
 impl ExitCode {
-    pub const CLEAN: ExitCode = ExitCode(0);
-    pub const ERROR: ExitCode = ExitCode(1);
-    pub const CHANGES: ExitCode = ExitCode(2);
+    /// Shorthand for the most common error.
+    pub const ERROR: ExitCode = ExitCode::Error(ErrorKind::Failed);
 
-    /// Puppet-style code for an apply.
+    /// The number the process exits with: the one table (see the module).
+    pub fn code(self) -> i32 {
+        match self {
+            ExitCode::Clean => 0,
+            ExitCode::Changes => 2,
+            ExitCode::Failures => 4,
+            ExitCode::ChangesAndFailures => 6,
+            ExitCode::Error(kind) => match kind {
+                ErrorKind::Help | ErrorKind::ClosedOutput => 0,
+                ErrorKind::Usage | ErrorKind::Failed => 1,
+            },
+        }
+    }
+
+    /// Puppet-style code for an apply (and a plan: failures that would happen).
     pub fn for_apply(changed: bool, failed: bool) -> ExitCode {
-        ExitCode(i32::from(changed) * 2 + i32::from(failed) * 4)
+        match (changed, failed) {
+            (false, false) => ExitCode::Clean,
+            (true, false) => ExitCode::Changes,
+            (false, true) => ExitCode::Failures,
+            (true, true) => ExitCode::ChangesAndFailures,
+        }
     }
 
     /// Code for a dry run or a drift check.
     pub fn for_pending(pending: bool) -> ExitCode {
-        if pending { Self::CHANGES } else { Self::CLEAN }
+        if pending {
+            ExitCode::Changes
+        } else {
+            ExitCode::Clean
+        }
+    }
+
+    /// The conclusion a number stands for (`datum agent --once` gets the
+    /// check's code as a number from the agent library).
+    pub fn from_code(code: i32) -> ExitCode {
+        match code {
+            0 => ExitCode::Clean,
+            2 => ExitCode::Changes,
+            4 => ExitCode::Failures,
+            6 => ExitCode::ChangesAndFailures,
+            _ => ExitCode::ERROR,
+        }
     }
 }
 
 impl From<ExitCode> for i32 {
     fn from(code: ExitCode) -> i32 {
-        code.0
+        code.code()
     }
 }
 
-/// Prints a clap error; help and version are not errors.
-pub fn usage_error(err: clap::Error) -> ! {
-    let _ = err.print();
-    let code = match err.kind() {
-        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
-        _ => 1,
-    };
-    std::process::exit(code)
-}
-
-/// Prints an error with its cause chain and returns exit 1. A broken pipe
-/// (`datum plan | head`) is not an error.
-pub fn report_error(err: &anyhow::Error) -> ExitCode {
-    let broken_pipe = err.chain().any(|cause| {
+/// The kind of a command's error.
+pub fn kind_of(err: &anyhow::Error) -> ErrorKind {
+    let closed = err.chain().any(|cause| {
         cause
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     });
-    if broken_pipe {
-        return ExitCode::CLEAN;
+    if closed {
+        ErrorKind::ClosedOutput
+    } else if err
+        .downcast_ref::<datum_report::render::Unsupported>()
+        .is_some()
+    {
+        ErrorKind::Usage
+    } else {
+        ErrorKind::Failed
     }
-    let mut stderr = anstream::stderr();
-    let mut text = format!("error: {err}");
-    for cause in err.chain().skip(1) {
-        text.push_str(&format!("\n  caused by: {cause}"));
+}
+
+/// The kind of a clap error: help and version are not errors.
+pub fn kind_of_usage(err: &clap::Error) -> ErrorKind {
+    match err.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+            ErrorKind::Help
+        }
+        _ => ErrorKind::Usage,
     }
-    let _ = writeln!(stderr, "{text}");
-    ExitCode::ERROR
+}
+
+/// Prints a clap error (or the help it carries) and exits.
+pub fn usage_error(err: clap::Error) -> ! {
+    let _ = err.print();
+    std::process::exit(ExitCode::Error(kind_of_usage(&err)).code())
+}
+
+/// Prints an error with its cause chain (unless the reader closed stdout,
+/// `datum plan | head`) and returns its code.
+pub fn report_error(err: &anyhow::Error) -> ExitCode {
+    let kind = kind_of(err);
+    if kind != ErrorKind::ClosedOutput {
+        let mut stderr = anstream::stderr();
+        let mut text = format!("error: {err}");
+        for cause in err.chain().skip(1) {
+            text.push_str(&format!("\n  caused by: {cause}"));
+        }
+        let _ = writeln!(stderr, "{text}");
+    }
+    ExitCode::Error(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use datum_report::render::{Format, Unsupported};
+
+    use super::*;
+
+    #[test]
+    fn exit_0_nothing_to_do_help_and_a_closed_pipe() {
+        assert_eq!(ExitCode::Clean.code(), 0);
+        assert_eq!(ExitCode::for_apply(false, false).code(), 0);
+        assert_eq!(ExitCode::for_pending(false).code(), 0);
+        let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("cannot write the plan");
+        assert_eq!(report_error(&pipe).code(), 0);
+        let help = crate::cli::Cli::try_parse_from(["datum", "--help"]).unwrap_err();
+        assert_eq!(ExitCode::Error(kind_of_usage(&help)).code(), 0);
+        let version = crate::cli::Cli::try_parse_from(["datum", "--version"]).unwrap_err();
+        assert_eq!(ExitCode::Error(kind_of_usage(&version)).code(), 0);
+    }
+
+    #[test]
+    fn exit_1_usage_unsupported_format_and_every_other_error() {
+        let typo = crate::cli::Cli::try_parse_from(["datum", "plna"]).unwrap_err();
+        assert_eq!(kind_of_usage(&typo), ErrorKind::Usage);
+        assert_eq!(ExitCode::Error(kind_of_usage(&typo)).code(), 1);
+        let format: anyhow::Error =
+            Unsupported::new("datum lint", Format::Markdown, &[Format::Human]).into();
+        assert_eq!(kind_of(&format), ErrorKind::Usage);
+        assert_eq!(report_error(&format).code(), 1);
+        let other = anyhow::anyhow!("base/main.yaml:3: unknown field `mdoe`");
+        assert_eq!(kind_of(&other), ErrorKind::Failed);
+        assert_eq!(report_error(&other).code(), 1);
+        assert_eq!(ExitCode::ERROR.code(), 1);
+        assert_eq!(ExitCode::from_code(1), ExitCode::ERROR);
+        assert_eq!(ExitCode::from_code(3), ExitCode::ERROR);
+    }
+
+    #[test]
+    fn exit_2_changes_or_drift() {
+        assert_eq!(ExitCode::for_apply(true, false).code(), 2);
+        assert_eq!(ExitCode::for_pending(true).code(), 2);
+        assert_eq!(ExitCode::from_code(2), ExitCode::Changes);
+    }
+
+    #[test]
+    fn exit_4_failures() {
+        assert_eq!(ExitCode::for_apply(false, true).code(), 4);
+        assert_eq!(ExitCode::from_code(4), ExitCode::Failures);
+    }
+
+    #[test]
+    fn exit_6_changes_and_failures() {
+        assert_eq!(ExitCode::for_apply(true, true).code(), 6);
+        assert_eq!(ExitCode::from_code(6), ExitCode::ChangesAndFailures);
+    }
 }

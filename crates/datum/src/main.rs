@@ -44,7 +44,7 @@ fn main() {
         Err(e) => std::process::exit(exit::report_error(&e.into()).into()),
     };
     if cli.global.json {
-        cli.global.output = cli::OutputFormat::Json;
+        cli.global.output = cli::Format::Json;
     }
     let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
         "info"

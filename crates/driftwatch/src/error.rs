@@ -49,6 +49,9 @@ pub enum Error {
     Output(#[from] std::io::Error),
     #[error("{0}")]
     Usage(&'static str),
+    /// `--output` names a format the report has no form in.
+    #[error(transparent)]
+    Format(#[from] datum_report::render::Unsupported),
     #[error("codify: {0}")]
     Codify(String),
     #[error("a plan parser thread panicked")]

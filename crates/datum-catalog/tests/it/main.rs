@@ -293,7 +293,7 @@ mod catalogue {
         assert_eq!(ids(&cat), ["Directory[app]", "File[conf]", "File[other]"]);
         let conf = cat.get(&ResourceId::new("File", "conf")).unwrap();
         assert_eq!(conf.requires, [ResourceId::new("Directory", "app")]);
-        let json = cat.to_json(false);
+        let json = cat.to_json(datum_providers::registry(), false);
         assert_eq!(
             json["resources"][1]["autorequires"],
             serde_json::json!(["Directory[app]"])
@@ -370,8 +370,9 @@ mod catalogue {
             ),
         );
         let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
-        let plain = serde_json::to_string(&cat.to_json(false)).unwrap();
-        let explained = cat.to_json(true);
+        let plain =
+            serde_json::to_string(&cat.to_json(datum_providers::registry(), false)).unwrap();
+        let explained = cat.to_json(datum_providers::registry(), true);
         // Without asking for explanations, none are recorded.
         let lean = compile(repo.path(), &web()).unwrap();
         assert!(lean.resources[0].field_origins.is_empty());
@@ -396,7 +397,10 @@ mod catalogue {
                 || plain.contains("\"name\":\"web-01\"")
         );
         assert!(
-            r.get("fields").is_some() && cat.to_json(false)["resources"][0].get("fields").is_none()
+            r.get("fields").is_some()
+                && cat.to_json(datum_providers::registry(), false)["resources"][0]
+                    .get("fields")
+                    .is_none()
         );
     }
 
@@ -430,13 +434,19 @@ mod catalogue {
                 repo.file(p, t);
             }
             let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
-            let pretty = serde_json::to_string_pretty(&cat.to_json(true)).unwrap();
+            let pretty =
+                serde_json::to_string_pretty(&cat.to_json(datum_providers::registry(), true))
+                    .unwrap();
             // Streamed one resource at a time: the very same bytes, with
             // explanations and without.
             for explain in [true, false] {
                 let mut streamed = Vec::new();
-                cat.write_json_pretty(explain, &mut streamed).unwrap();
-                let whole = serde_json::to_string_pretty(&cat.to_json(explain)).unwrap();
+                cat.write_json_pretty(datum_providers::registry(), explain, &mut streamed)
+                    .unwrap();
+                let whole = serde_json::to_string_pretty(
+                    &cat.to_json(datum_providers::registry(), explain),
+                )
+                .unwrap();
                 assert_eq!(String::from_utf8(streamed).unwrap(), whole);
             }
             pretty.replace(&repo.path().display().to_string(), "")

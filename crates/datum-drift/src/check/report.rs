@@ -3,7 +3,8 @@
 //! report by its dedupe key and tells new drift from old by a fingerprint
 //! that leaves values out.
 //!
-//! Owns: [`CheckReport`] and [`human`], [`json()`](json()), [`markdown`]. Must not:
+//! Owns: [`CheckReport`] and [`human`], [`json()`](json()), [`markdown`], and
+//! its `datum_report::render::Render` implementation over them. Must not:
 //! print (the binary writes the strings), read the host, or show a value of a
 //! sensitive resource (the findings already carry none).
 
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use datum_report::markdown::{Table, cell, inline_code, marker_line};
+use datum_report::render::Render;
 use datum_report::style::{self, Paint};
 use serde_json::{Value, json};
 
@@ -321,6 +323,26 @@ pub fn human(report: &CheckReport, color: bool) -> String {
     );
     let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
     out
+}
+
+/// The check's report in every format of `datum_report::render`: the
+/// renderings below, behind the one interface every report is shown through.
+impl Render for CheckReport {
+    fn what(&self) -> String {
+        "the check report".to_owned()
+    }
+
+    fn human(&self, paint: Paint) -> String {
+        human(self, paint.on)
+    }
+
+    fn json(&self) -> String {
+        datum_report::json::pretty(&datum_report::json::document("", json(self)))
+    }
+
+    fn markdown(&self) -> Option<String> {
+        Some(markdown(self))
+    }
 }
 
 /// The JSON document of `--output json` (every time RFC 3339 UTC).

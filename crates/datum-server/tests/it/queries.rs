@@ -59,6 +59,36 @@ fn retention() {
     on_both!(retention_keeps_the_last_reports);
 }
 
+async fn a_late_report_moves_the_counts_not_the_picture<B: Backend>(f: &Fleet<B>) {
+    let mut newer = report("web-1", ReportKind::Check, 2, 20_000);
+    newer.revision = "git:new".into();
+    newer.findings.push(finding("File[motd]", "h1", "normal"));
+    ingest(f, &newer).await;
+    // An older report delivered late (a host's outbox drained after a
+    // newer one went another way).
+    let mut older = report("web-1", ReportKind::Check, 1, 10_000);
+    older.revision = "git:old".into();
+    older.labels.insert("role".into(), "db".into());
+    older.findings.push(finding("File[motd]", "h1", "normal"));
+    assert!(ingest(f, &older).await, "stored: a report of its own");
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    let h = &hosts.hosts[0];
+    assert_eq!(
+        h.revision.as_deref(),
+        Some("git:new"),
+        "the newer picture stays"
+    );
+    assert_eq!(h.labels["role"], "web");
+    assert_eq!(h.last_report.as_deref(), Some("1970-01-01T05:33:20Z"));
+    assert_eq!(h.reports, 2, "but the late report is counted");
+    assert_eq!(h.findings, 1);
+}
+
+#[test]
+fn late_report() {
+    on_both!(a_late_report_moves_the_counts_not_the_picture);
+}
+
 async fn a_partial_rollout_groups_failures_by_label<B: Backend>(f: &Fleet<B>) {
     for i in 0..6 {
         let version = if i < 4 { "1.24" } else { "1.26" };

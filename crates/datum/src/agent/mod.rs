@@ -48,7 +48,8 @@ use datum_host::lock::RootLock;
 use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
 
 pub mod puller;
-use crate::cli::{CheckArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::commands::check::CheckArgs;
 use crate::reporting::Reporting;
 
 /// Resources observed per batch: the cancel flag is looked at between
@@ -438,7 +439,7 @@ impl ClassChecker for RepoChecker {
                 }
                 match checked {
                     Ok(checked) => {
-                        let exit = checked.exit.0;
+                        let exit = checked.exit.code();
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;
                         for (id, reason) in &checked.report.errors {

@@ -22,7 +22,8 @@ use datum_agent::daemon::Control;
 use datum_agent::{LogLevel, Metrics};
 use datum_pull::{Outcome, Overrides, PullConfig};
 
-use crate::cli::{AgentArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::commands::agent::AgentArgs;
 
 /// Pulls for the agent.
 pub struct Puller {

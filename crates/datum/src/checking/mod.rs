@@ -29,7 +29,8 @@ use datum_drift::classes::Classes;
 use datum_host::Host;
 use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
 
-use crate::cli::{CheckArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::commands::check::CheckArgs;
 use crate::context;
 use crate::exit::ExitCode;
 use crate::reporting::{Reporting, build};
@@ -402,7 +403,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked> {
         host: identity.name.clone(),
         counts,
         duration_ms: stats.duration_ms,
-        exit_code: exit.0,
+        exit_code: exit.code(),
     };
     let subjects: Vec<String> = by_class
         .values()

@@ -22,7 +22,8 @@ use datum_store::backup::{BackupReason, BackupStore, SavedFile};
 use datum_store::{QuarantineSource, QuarantineTarget, Store};
 
 use super::Act;
-use crate::cli::{CheckArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
+use crate::commands::check::CheckArgs;
 use crate::context;
 
 /// The policies of the classes, applied to this check's findings.

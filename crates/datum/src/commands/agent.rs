@@ -5,16 +5,41 @@
 //! repository is the link `datum pull` deploys, pulled once before the first
 //! load and then on the interval (`crate::agent::puller`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
+use clap::Args;
 use datum_agent::{Agent, AgentConfig, Log, LogLevel};
 
 use crate::agent::puller::{Pulled, Puller};
 use crate::agent::{Paths, RepoChecker};
-use crate::cli::{AgentArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Check every class once, then exit with `datum check`'s code (for cron).
+    #[arg(long)]
+    pub once: bool,
+    /// Where to serve /metrics and /healthz (loopback by default).
+    #[arg(long, value_name = "ADDR", default_value = datum_agent::http::DEFAULT_LISTEN)]
+    pub listen: String,
+    /// Interval of the backstop pass over every class.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub full_interval: Duration,
+    /// How long file-change events are gathered before a watched class is checked.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub debounce: Duration,
+    /// Also pull the repository this often (settings from pull.yaml) and reload on a new verified revision.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub pull_interval: Option<Duration>,
+    /// The pull settings for --pull-interval (default ROOT/etc/datum/pull.yaml).
+    #[arg(long, value_name = "FILE", requires = "pull_interval")]
+    pub pull_config: Option<PathBuf>,
+}
 
 /// The agent's log lines, as `tracing` events (see `logging`).
 fn line(level: LogLevel, text: &str) {
@@ -87,7 +112,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         // The process ends now: deliver here rather than in the
         // background.
         checker.deliver_now();
-        return Ok(ExitCode(code));
+        return Ok(ExitCode::from_code(code));
     }
     if let Some(p) = puller {
         p.spawn(
@@ -98,5 +123,5 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         )?;
     }
     agent.run(&mut checker, |_| {})?;
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -1,12 +1,26 @@
 //! `datum apply`: a full pass, part of one (`--target`, `--class`), or
 //! exactly a saved plan (`datum apply FILE`).
 
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::Args;
 
 use super::pass::{self, Request};
 use super::saved_plan::SavedPlan;
-use crate::cli::{ApplyArgs, GlobalArgs};
+use super::selection::SelectArgs;
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// A plan saved by `datum plan --out FILE`: apply exactly that plan,
+    /// refused if the catalogue or anything it observed changed since.
+    #[arg(value_name = "PLAN", conflicts_with_all = ["targets", "class"])]
+    pub plan: Option<PathBuf>,
+}
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<ExitCode> {
     let mode = datum_engine::Mode::Apply;

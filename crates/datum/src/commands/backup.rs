@@ -2,16 +2,31 @@
 //! replaced or removed.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
+use clap::Subcommand;
 use datum_host::lock::RootLock;
 use datum_host::{FileKind, HostError};
 
 use datum_report::style::{self, Paint};
 
-use crate::cli::{BackupCommand, GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// List saved versions, newest first.
+    List {
+        /// Only versions of this path (as declared, e.g. /etc/ssh/sshd_config).
+        path: Option<PathBuf>,
+    },
+    /// Print one saved version.
+    Show { id: u64 },
+    /// Put a saved version back in place (atomically).
+    Restore { id: u64 },
+}
 
 pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
     let store = context::open_backups(global)?;
@@ -19,7 +34,7 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
     match cmd {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;
-            if global.output == OutputFormat::Json {
+            if global.output == Format::Json {
                 crate::render::json::print("backups", serde_json::to_value(&entries)?)?;
             } else if entries.is_empty() {
                 writeln!(out, "no backups")?;
@@ -100,5 +115,5 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             )?;
         }
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

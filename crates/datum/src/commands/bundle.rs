@@ -6,10 +6,27 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use clap::Args;
 use datum_pull::bundle::BundleRequest;
 
-use crate::cli::{BundleArgs, GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The git repository to bundle from (a work tree or a bare repository).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub from: PathBuf,
+    /// The branch or tag to bundle (the host pulls it with the same --ref).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG", default_value = "main")]
+    pub git_ref: String,
+    /// Leave out the history of this revision (one the host has deployed).
+    #[arg(long, value_name = "REVISION")]
+    pub since: Option<String>,
+    /// The bundle file to write.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
 
 pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
@@ -21,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
         output: cwd.join(&args.file),
     })?;
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let json = serde_json::json!({
             "revision": made.revision,
             "ref": made.git_ref,
@@ -40,5 +57,5 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
             made.git_ref
         )?;
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -3,10 +3,18 @@
 use std::io::Write;
 
 use anyhow::Result;
+use clap::Args;
 
-use crate::cli::{CatalogueArgs, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct CatalogueArgs {
+    /// Say which layer and file each field came from.
+    #[arg(long)]
+    pub explain: bool,
+}
 
 pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
@@ -16,8 +24,10 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     // A Tree's declared Merkle root: what `datum fingerprint PATH` prints
     // for the tree once applied (and what its fleet reports compare).
     let host = context::host(global, &identity, &catalogue.boundary);
+    // The kinds this binary ships: the one registry every command uses.
+    let registry = datum_providers::registry();
     let fingerprint = |r: &datum_core::Resource| {
-        let fingerprints = datum_providers::lookup(&r.id.kind)?.fingerprints()?;
+        let fingerprints = registry.lookup(&r.id.kind)?.fingerprints()?;
         let value = match fingerprints.declared(&host, r) {
             Ok(hash) => serde_json::Value::String(hash),
             Err(_) => serde_json::Value::Null,
@@ -25,8 +35,14 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
         Some(("fingerprint".to_owned(), value))
     };
     let key = context::digest_key(global);
-    catalogue.write_json_pretty_with(args.explain, &fingerprint, key.as_ref(), &mut out)?;
+    catalogue.write_json_pretty_with(
+        registry,
+        args.explain,
+        &fingerprint,
+        key.as_ref(),
+        &mut out,
+    )?;
     writeln!(out)?;
     out.flush()?;
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

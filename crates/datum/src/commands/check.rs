@@ -12,19 +12,39 @@
 //! reusing its snapshot), the root lock, which store a run needs, and the
 //! output (human, JSON, `--markdown`).
 
-use std::io::Write as _;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 use datum_catalog::snapshot::Summary;
 use datum_drift::classes::Classes;
 use datum_host::lock::RootLock;
 
 pub use crate::checking::Act;
 use crate::checking::{Checked, Checking};
-use crate::cli::{CheckArgs, GlobalArgs, OutputFormat};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Also write the report as Markdown to FILE (for an issue tracker).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Deep-check this host only when hash(host, seed) falls under FRACTION (0..1); metadata otherwise.
+    #[arg(long, value_name = "FRACTION")]
+    pub sample: Option<f64>,
+    /// Seed of this pass for --sample (share it across a fleet).
+    #[arg(long, default_value_t = 0)]
+    pub pass_seed: u64,
+    /// Check only the resources of this class.
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Where policy `accept` writes patches (default ROOT/var/lib/datum/accepted).
+    #[arg(long)]
+    pub patch_dir: Option<PathBuf>,
+}
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> {
     let started = Instant::now();
@@ -75,19 +95,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let mut out = std::io::stdout();
-    match global.output {
-        OutputFormat::Human => {
-            write!(
-                out,
-                "{}",
-                datum_drift::check::human(&report, context::use_color(global))
-            )?;
-        }
-        OutputFormat::Json => {
-            crate::render::json::print("", datum_drift::check::json(&report))?;
-        }
-    }
+    crate::render::print(&report, global)?;
     // Delivery needs no lock: another pass may start meanwhile.
     drop(lock);
     if let (Some(r), Some(store)) = (&reporting, store.as_mut()) {

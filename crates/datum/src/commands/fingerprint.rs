@@ -6,13 +6,30 @@
 //! fingerprint logic (that is `datum_fingerprint` and `datum_host::tree_scan`).
 
 use std::io::Write as _;
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use datum_fingerprint::{Algorithm, Exclusions};
 use datum_host::tree_scan::{ScanOptions, scan};
 
-use crate::cli::{FingerprintArgs, GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// The tree to fingerprint.
+    pub path: PathBuf,
+    /// The specification's reference algorithm (SHA-256), byte for byte.
+    #[arg(long)]
+    pub compat: bool,
+    /// Leave out entries matching this gitignore rule (repeatable).
+    #[arg(long)]
+    pub exclude: Vec<String>,
+    /// Hashing threads (0: automatic).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
 
 pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
     let exclude = if args.exclude.is_empty() {
@@ -36,7 +53,7 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         bar.finish_and_clear();
     }
     let scanned = scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let mut doc = serde_json::json!({
             "path": args.path,
             "algorithm": if args.compat { "compat" } else { "native" },
@@ -59,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
             doc["entries"] = serde_json::json!(entries);
         }
         crate::render::json::print("fingerprint", doc)?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     let mut out = std::io::stdout().lock();
     if global.verbose {
@@ -73,5 +90,5 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         }
     }
     writeln!(out, "{}", scanned.root_hash())?;
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -4,14 +4,50 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
+use clap::{Args, Subcommand};
 use datum_fleet::{AdminCredentials, Client, Timeouts};
 use datum_server::fleet::HistoryView;
 use datum_server::views::{DriftView, HostsView, RolloutView, SamplingView, StaleView};
 
-use crate::cli::{FleetArgs, FleetView, GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The admin credential (DIR/admin.yaml from `datum server init`).
+    #[arg(long, env = "DATUM_FLEET_CREDENTIALS")]
+    pub credentials: PathBuf,
+    #[command(subcommand)]
+    pub view: FleetView,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetView {
+    /// Every host and stack: state, last report, revision, counts.
+    Hosts,
+    /// Which hosts converged, failed or have not applied a revision yet.
+    Rollout {
+        /// The revision (default: the one applied most recently).
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Drift across hosts: the same change on many hosts vs a change on one.
+    Drift,
+    /// Hosts whose last report is older than their interval allows.
+    Stale,
+    /// The sampling plan, who deep-checked, and each class's detection bound.
+    Sampling,
+    /// One host's (or stack's) recent reports and daily history.
+    History {
+        name: String,
+        /// How many reports.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
 
 pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
     let bytes = datum_host::named::read(&args.credentials)
@@ -41,9 +77,9 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
         .get_json(&path)
         .with_context(|| format!("{}{path}", creds.server))?;
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         crate::render::json::print("view", json)?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     let color = crate::context::use_color(global);
     let text = match &args.view {
@@ -55,7 +91,7 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
         FleetView::History { .. } => history(&serde_json::from_value(json)?),
     };
     write!(out, "{text}")?;
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
 
 /// Percent-encodes a query or path value.

@@ -13,13 +13,21 @@
 //! `/etc/datum/datum.toml`: the pages ship to other machines.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::Args;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The folder to write into (created when missing; existing files are refused).
+    pub dir: PathBuf,
+}
 
 /// The name every page and completion is generated for.
 const BIN: &str = "datum";
@@ -33,7 +41,7 @@ pub fn man(dir: &Path) -> Result<ExitCode> {
     collect_pages(&command, BIN, &mut pages)?;
     write_all(dir, &pages)?;
     println!("wrote {} manual pages to {}", pages.len(), dir.display());
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
 
 /// One page for `command` (named `name`, with its `datum-` prefix) and one
@@ -72,7 +80,7 @@ pub fn completions(dir: &Path) -> Result<ExitCode> {
     }
     write_all(dir, &files)?;
     println!("wrote bash, zsh and fish completions to {}", dir.display());
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
 
 /// The command line a shell should offer: every argument and visible

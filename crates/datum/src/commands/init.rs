@@ -10,9 +10,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 
-use crate::cli::{GlobalArgs, InitArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create it (default: --repo). Created if missing; an existing repository is refused.
+    pub dir: Option<PathBuf>,
+    /// The host file to write, hosts/NAME.yaml (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+}
 
 const DATUM_YAML: &str = "\
 # A Datum repository. Layers apply in order, later ones override earlier
@@ -123,7 +133,7 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
     }
     let mut out = std::io::stdout();
     match global.output {
-        OutputFormat::Json => {
+        Format::Json => {
             let doc = serde_json::json!({
                 "repository": dir,
                 "host": host,
@@ -131,7 +141,9 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
             });
             crate::render::json::print("", doc)?;
         }
-        OutputFormat::Human => {
+        // Refused before the command ran (`commands::formats`).
+        Format::Markdown => return Err(super::refused("datum init", global)),
+        Format::Human => {
             let d = dir.display();
             writeln!(out, "created a Datum repository in {d}:")?;
             for (p, _) in &files {
@@ -146,5 +158,5 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
             )?;
         }
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

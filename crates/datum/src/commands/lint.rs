@@ -5,11 +5,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use datum_catalog::{Diagnostics, HostIdentity, Repository};
 
-use crate::cli::{GlobalArgs, LintArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::context::use_color;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Also render the repository for every host file in REPO/hosts/*.yaml (templates included).
+    #[arg(long)]
+    pub all_hosts: bool,
+}
 
 pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
     if !crate::context::is_repository(&global.repo) {
@@ -31,7 +39,7 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
     let diagnostics = datum_catalog::lint(&global.repo, identity.as_ref());
     let mut out = std::io::stdout();
     match global.output {
-        OutputFormat::Json => {
+        Format::Json => {
             let doc = serde_json::json!({
                 "repository": global.repo,
                 "errors": diagnostics.error_count(),
@@ -39,7 +47,9 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
             });
             crate::render::json::print("", doc)?;
         }
-        OutputFormat::Human => {
+        // Refused before the command ran (`commands::formats`).
+        Format::Markdown => return Err(super::refused("datum lint", global)),
+        Format::Human => {
             if diagnostics.error_count() == 0 {
                 eprint!("{}", diagnostics.render(use_color(global)));
                 writeln!(out, "{}: no errors", global.repo.display())?;
@@ -50,7 +60,7 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         }
     }
     Ok(if diagnostics.error_count() == 0 {
-        ExitCode::CLEAN
+        ExitCode::Clean
     } else {
         ExitCode::ERROR
     })
@@ -128,7 +138,7 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         .count();
     let mut out = std::io::stdout();
     match global.output {
-        OutputFormat::Json => {
+        Format::Json => {
             let hosts: Vec<serde_json::Value> = results
                 .iter()
                 .map(|r| {
@@ -148,7 +158,9 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
             });
             crate::render::json::print("", doc)?;
         }
-        OutputFormat::Human => {
+        // Refused before the command ran (`commands::formats`).
+        Format::Markdown => return Err(super::refused("datum lint", global)),
+        Format::Human => {
             let color = use_color(global);
             for r in &results {
                 let file = r.file.display();
@@ -184,7 +196,7 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         }
     }
     Ok(if failed == 0 {
-        ExitCode::CLEAN
+        ExitCode::Clean
     } else {
         ExitCode::ERROR
     })

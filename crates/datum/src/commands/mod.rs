@@ -1,35 +1,95 @@
-//! One module per command: an args struct (in `cli.rs`) plus one function.
+//! One module per command: an args struct plus one function; which
+//! `--output` formats each has ([`formats`]).
 
-mod agent;
-mod apply;
-mod backup;
-mod bundle;
-mod catalogue;
-mod check;
-mod fingerprint;
-mod fleet;
-mod generate;
-mod init;
-mod lint;
-mod outbox;
-mod pass;
+pub mod agent;
+pub mod apply;
+pub mod backup;
+pub mod bundle;
+pub mod catalogue;
+pub mod check;
+pub mod fingerprint;
+pub mod fleet;
+pub mod generate;
+pub mod init;
+pub mod lint;
+pub mod outbox;
+pub mod pass;
 pub mod pull;
-mod release;
-mod saved_plan;
-mod schedule;
-mod selection;
-mod server;
-mod validators;
+pub mod release;
+pub mod saved_plan;
+pub mod schedule;
+pub mod selection;
+pub mod server;
+pub mod validators;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{Cli, Command};
+use datum_report::render::{Format, Unsupported};
+
+use crate::cli::{Cli, Command, GlobalArgs};
 use crate::exit::ExitCode;
+
+/// The formats of the commands whose output is a report (`datum_report::render`).
+const REPORT: &[Format] = &Format::ALL;
+/// The formats of the commands that print their own lines or document.
+const OWN: &[Format] = &[Format::Human, Format::Json];
+
+/// Which `--output` formats each command has: the one place a format is
+/// accepted or refused. Exhaustive, so a new command states its formats; a
+/// new format is refused by every command until it is listed here (and
+/// every report implements it: `datum_report::render::Render` has one
+/// method per format).
+fn formats(command: &Command) -> &'static [Format] {
+    match command {
+        Command::Plan(_) | Command::Apply(_) | Command::Check(_) | Command::Reconcile(_) => REPORT,
+        // `catalogue` prints JSON whatever `--output` says: it has no other form.
+        Command::Init(_)
+        | Command::Lint(_)
+        | Command::Catalogue(_)
+        | Command::Validators
+        | Command::Backup(_)
+        | Command::Agent(_)
+        | Command::Schedule
+        | Command::Fingerprint(_)
+        | Command::Quarantine(_)
+        | Command::Release(_)
+        | Command::Pull(_)
+        | Command::Bundle(_)
+        | Command::Server(_)
+        | Command::Fleet(_)
+        | Command::Outbox(_)
+        | Command::GenerateMan(_)
+        | Command::GenerateCompletions(_) => OWN,
+    }
+}
+
+/// The command's name as typed (`datum backup`), for errors.
+fn name(command: &Command) -> String {
+    use clap::Subcommand as _;
+    let debug = format!("{command:?}");
+    let variant = debug.split(['(', ' ', '{']).next().unwrap_or_default();
+    let name = Command::augment_subcommands(clap::Command::new("datum"))
+        .get_subcommands()
+        .find(|c| c.get_name().replace('-', "").eq_ignore_ascii_case(variant))
+        .map_or_else(|| variant.to_lowercase(), |c| c.get_name().to_owned());
+    format!("datum {name}")
+}
+
+/// The error for a format a command has no form in (exit 1, before
+/// anything ran). Commands that print their own output match every format
+/// and end in this for the ones `formats` already refused.
+pub fn refused(command: &str, global: &GlobalArgs) -> anyhow::Error {
+    Unsupported::new(command, global.output, OWN).into()
+}
 
 pub fn run(cli: &Cli) -> Result<ExitCode> {
     // A repository reached through a link (`datum pull` deploys one) is
     // pinned to the folder the link points at now, so a switch during this
     // command cannot mix two revisions in what it reads.
+    let supported = formats(&cli.command);
+    if !supported.contains(&cli.global.output) {
+        return Err(Unsupported::new(name(&cli.command), cli.global.output, supported).into());
+    }
     let global = &crate::context::pinned(&cli.global)?;
     let uses_validators = matches!(
         &cli.command,

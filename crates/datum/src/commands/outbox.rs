@@ -7,12 +7,24 @@
 use std::io::Write as _;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use serde_json::json;
 
-use crate::cli::{GlobalArgs, OutboxArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 use crate::reporting::Reporting;
+
+#[derive(Debug, Args)]
+pub struct OutboxArgs {
+    /// Deliver what is queued now, whatever the backoff says.
+    #[arg(long)]
+    pub flush: bool,
+    /// Deliver quietly, respecting the backoff: what a pass starts in the
+    /// background after queueing its report.
+    #[arg(long, hide = true, conflicts_with = "flush")]
+    pub background: bool,
+}
 
 pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
     let host = datum_host::Host::new(&global.root);
@@ -23,7 +35,7 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
         if let (Some(r), Ok(Some(mut store))) = (&reporting, store) {
             r.deliver(&mut store, crate::reporting::PASS_BUDGET, true);
         }
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     let mut store =
         context::open_store(global, context::StoreNeed::Optional("showing the outbox"))?
@@ -44,7 +56,7 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
         .and_then(|r| r.credentials.as_ref())
         .map(|c| c.server.clone());
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let doc = json!({
             "server": server,
             "depth": status.depth,

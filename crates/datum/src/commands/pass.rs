@@ -3,18 +3,34 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use datum_engine::{Mode, PassContext};
 use datum_host::lock::RootLock;
 
 use super::saved_plan::SavedPlan;
 use super::selection::Selection;
-use crate::cli::{GlobalArgs, OutputFormat, PlanArgs, SelectArgs};
+use datum_report::render::Format;
+
+use super::selection::SelectArgs;
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
+use crate::render::pass::PassReport;
 use crate::render::{self, HumanReporter};
 use crate::reporting::Reporting;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Save the plan to FILE (mode 0600) for `datum apply FILE`, which
+    /// applies exactly it and refuses if anything changed since.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
 
 /// What a plan or an apply is asked to do besides a full pass.
 #[derive(Default)]
@@ -102,7 +118,9 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         )
     };
     let summary = match global.output {
-        OutputFormat::Human => {
+        // Streamed resource by resource while the pass runs: the same text
+        // `PassReport` renders, printed as it becomes known.
+        Format::Human => {
             if let Some(banner) = selection.banner(mode) {
                 writeln!(std::io::stdout(), "{banner}")?;
             }
@@ -113,9 +131,19 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             if let Some(footer) = selection.footer(mode) {
                 writeln!(std::io::stdout(), "{footer}")?;
             }
+            if let Some(out) = request.out {
+                save_plan(catalogue, global, &selection, &summary, out)?;
+                writeln!(
+                    std::io::stdout(),
+                    "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
+                    out.display(),
+                    out.display()
+                )?;
+            }
             summary
         }
-        OutputFormat::Json => {
+        // One document once the pass is over.
+        Format::Json | Format::Markdown => {
             let summary = datum_engine::run_pass_with(
                 catalogue,
                 &mut ctx,
@@ -123,33 +151,25 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
                 &options,
             )
             .map_err(stale)?;
-            let key = context::digest_key(global);
-            let mut json = render::json::pass(&identity.name, mode, &summary, key.as_ref());
-            if let Some(obj) = json.as_object_mut() {
-                obj.insert("selection".to_owned(), selection.json());
-                if let Some(out) = request.out {
-                    obj.insert(
-                        "saved_plan".to_owned(),
-                        serde_json::Value::String(out.display().to_string()),
-                    );
-                }
-            }
             if let Some(out) = request.out {
                 save_plan(catalogue, global, &selection, &summary, out)?;
             }
-            render::json::print("", json)?;
+            let key = context::digest_key(global);
+            let report = PassReport {
+                host: &identity.name,
+                mode,
+                summary: &summary,
+                key: key.as_ref(),
+                verbose: global.verbose,
+                selection: selection.json(),
+                banner: selection.banner(mode),
+                footer: selection.footer(mode),
+                saved_plan: request.out,
+            };
+            render::print(&report, global)?;
             summary
         }
     };
-    if let (Some(out), OutputFormat::Human) = (request.out, global.output) {
-        save_plan(catalogue, global, &selection, &summary, out)?;
-        writeln!(
-            std::io::stdout(),
-            "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
-            out.display(),
-            out.display()
-        )?;
-    }
     // Orphan blobs and temporaries from killed passes (we hold the lock).
     if let Some(backups) = backups.as_mut() {
         let _ = backups.gc();
@@ -166,7 +186,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             host: identity.name.clone(),
             counts: summary.counts(),
             duration_ms: summary.duration_ms,
-            exit_code: code.0,
+            exit_code: code.code(),
         };
         let report = reporting.as_ref().map(|r| {
             cost.time("build", || {

@@ -10,11 +10,49 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
 
-use crate::cli::{GlobalArgs, OutputFormat, PullArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The branch or tag to deploy (default `ref:` of pull.yaml, else main).
+    #[arg(long = "ref", value_name = "BRANCH_OR_TAG")]
+    pub git_ref: Option<String>,
+    /// Who may sign a deployable revision (ssh-keygen's allowed_signers format).
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Where the agent reads the repository: a link, a host path under --root (default /etc/datum/repository).
+    #[arg(long, value_name = "PATH")]
+    pub deploy: Option<PathBuf>,
+    /// The pull settings (default ROOT/etc/datum/pull.yaml; options win over it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Take the revision from this bundle (made by `datum bundle`) instead of the remote.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: Option<PathBuf>,
+    /// Deploy a revision that does not descend from the deployed one (a person's decision; recorded).
+    #[arg(long)]
+    pub allow_rollback: bool,
+    /// Checkouts to keep, the deployed one included (default 3).
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Revoked SSH keys (a KRL or a list of public keys).
+    #[arg(long, value_name = "FILE")]
+    pub revoked_keys: Option<PathBuf>,
+    /// An exported OpenPGP keyring (gpg --export) whose keys may sign.
+    #[arg(long, value_name = "FILE")]
+    pub openpgp_keyring: Option<PathBuf>,
+    /// Show the deployed revision and the recent deployments; change nothing.
+    #[arg(long)]
+    pub status: bool,
+}
 
 /// The largest `pull.yaml` read.
 const CONFIG_LIMIT: u64 = 1 << 20;
@@ -38,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
     let who = args
         .allow_rollback
         .then(datum_host::accounts::invoking_user);
-    let mut progress = Progress::new(global.output == OutputFormat::Human);
+    let mut progress = Progress::new(global.output == Format::Human);
     let outcome = pull_once(global, &config, who, &mut |step| progress.step(step));
     progress.finish();
     let mut out = std::io::stdout();
@@ -48,8 +86,10 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
                 eprintln!("warning: {w}");
             }
             match global.output {
-                OutputFormat::Json => crate::render::json::print("", outcome_json(&outcome))?,
-                OutputFormat::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
+                Format::Json => crate::render::json::print("", outcome_json(&outcome))?,
+                // Refused before the command ran (`commands::formats`).
+                Format::Markdown => return Err(super::refused("datum pull", global)),
+                Format::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
             }
             Ok(ExitCode::for_pending(matches!(
                 outcome,
@@ -57,7 +97,7 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
             )))
         }
         Err(e) => {
-            if global.output == OutputFormat::Json {
+            if global.output == Format::Json {
                 crate::render::json::print("", error_json(&e))?;
             }
             Err(e.into())
@@ -243,14 +283,14 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
         None => Vec::new(),
     };
     let mut out = std::io::stdout();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let json = serde_json::json!({
             "link": link,
             "deployed": deployed,
             "history": history,
         });
         crate::render::json::print("status", json)?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     match &deployed {
         Some(d) => writeln!(
@@ -294,7 +334,7 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
         }
         writeln!(out, "{line}")?;
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }
 
 /// A spinner with the step on stderr, on a terminal only.

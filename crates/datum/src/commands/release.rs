@@ -11,12 +11,34 @@
 //! Must not: touch the host (only the state store).
 
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 use datum_core::ResourceId;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{GlobalArgs, OutputFormat, QuarantineArgs, ReleaseArgs};
+use crate::cli::{Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct QuarantineArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Quarantine the whole host instead.
+    #[arg(long)]
+    pub host: bool,
+    /// Why (shown by every check until release).
+    #[arg(long)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The resource, as Kind/name.
+    pub name: Option<String>,
+    /// Release the host's quarantine.
+    #[arg(long)]
+    pub host: bool,
+}
 
 fn target(name: Option<&str>, host: bool) -> Result<QuarantineTarget> {
     match (name, host) {
@@ -80,14 +102,14 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
         declared(global, id)?;
     }
     if store.release(&target)? {
-        if global.output == OutputFormat::Json {
+        if global.output == Format::Json {
             let mut doc = target_json(&target);
             doc["released"] = serde_json::json!(true);
             crate::render::json::print("release", doc)?;
         } else {
             println!("released {}", shown(&target));
         }
-        Ok(ExitCode::CLEAN)
+        Ok(ExitCode::Clean)
     } else {
         bail!("{} is not quarantined", shown(&target))
     }
@@ -106,7 +128,7 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
         QuarantineSource::Person,
         context::now(),
     )?;
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let mut doc = target_json(&target);
         doc["quarantined"] = serde_json::json!(true);
         doc["reason"] = serde_json::json!(args.reason);
@@ -118,5 +140,5 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
             shown(&target)
         );
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

@@ -26,8 +26,8 @@ use datum_engine::PassSummary;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::selection::SelectArgs;
 use super::selection::Selection;
-use crate::cli::SelectArgs;
 
 /// The format this build writes and reads.
 pub const FORMAT_VERSION: &str = "1";

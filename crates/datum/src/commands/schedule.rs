@@ -14,7 +14,7 @@ use datum_drift::classes::Classes;
 use datum_drift::schedule::{ScheduleRow, format_ms};
 use datum_report::style::{self, Paint};
 
-use crate::cli::{GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -81,12 +81,14 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         .collect();
     let mut out = std::io::stdout().lock();
     match global.output {
-        OutputFormat::Json => {
+        Format::Json => {
             drop(out);
             crate::render::json::print("classes", serde_json::to_value(&rows)?)?;
-            return Ok(ExitCode::CLEAN);
+            return Ok(ExitCode::Clean);
         }
-        OutputFormat::Human => {
+        // Refused before the command ran (`commands::formats`).
+        Format::Markdown => return Err(super::refused("datum schedule", global)),
+        Format::Human => {
             let paint = Paint::new(context::use_color(global));
             let header = format!(
                 "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
@@ -183,5 +185,5 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

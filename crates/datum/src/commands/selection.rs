@@ -5,12 +5,28 @@
 use std::collections::{BTreeSet, HashSet};
 
 use anyhow::{Result, bail};
+use clap::Args;
 use datum_catalog::Catalogue;
 use datum_core::ResourceId;
 use datum_engine::{Mode, PassOptions};
 use serde_json::{Value, json};
 
-use crate::cli::SelectArgs;
+/// Which part of the catalogue a plan or an apply covers (all of it by default).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectArgs {
+    /// Only this resource and everything it requires, like terraform -target
+    /// (repeatable): --target File/sshd-config.
+    #[arg(long = "target", value_name = "KIND/NAME", value_parser = parse_target)]
+    pub targets: Vec<datum_core::ResourceId>,
+    /// Only resources of this drift class; what they require from other
+    /// classes is checked, never changed (not in sync: they are blocked).
+    #[arg(long, value_name = "NAME")]
+    pub class: Option<String>,
+}
+
+fn parse_target(text: &str) -> Result<datum_core::ResourceId, String> {
+    datum_core::ResourceId::parse(text).map_err(|e| e.to_string())
+}
 
 /// A resolved selection.
 #[derive(Debug, Clone, Default)]

@@ -1,15 +1,87 @@
 //! `datum server init | enroll | serve`: thin commands over `datum-server`.
 
 use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use clap::{Args, Subcommand};
 use datum_fleet::IdentityKind;
 
-use crate::cli::{GlobalArgs, OutputFormat, ServerCommand};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
 
+#[derive(Debug, Subcommand)]
+pub enum ServerCommand {
+    /// Create a server folder: CA and certificate, admin credential, configuration.
+    Init(ServerInitArgs),
+    /// Issue a host (or stack) its token and write its report.yaml.
+    Enroll(ServerEnrollArgs),
+    /// Serve: take reports over HTTPS and answer the fleet's queries.
+    Serve(ServerServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerInitArgs {
+    /// The server's folder (created, mode 0700).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where the server listens (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: String,
+    /// The URL hosts report to (default: https:// and the listen address).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Another name or address the certificate is valid for (repeatable).
+    #[arg(long = "name")]
+    pub names: Vec<String>,
+    /// `sqlite` (embedded, in DIR) or postgres://user:password@host:port/db.
+    #[arg(long, default_value = "sqlite")]
+    pub store: String,
+    /// Host sampling: the share of hosts deep-checked per round (0..1].
+    #[arg(long, value_name = "FRACTION")]
+    pub sampling: Option<f64>,
+    /// The length of a sampling round.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub round: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerEnrollArgs {
+    /// The host's name, as its host.yaml says (or the stack's name).
+    pub name: String,
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Where to write the host's report.yaml (install it as ROOT/etc/datum/report.yaml).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Enroll a driftwatch stack instead of a host.
+    #[arg(long)]
+    pub stack: bool,
+    /// The longest gap between two of its reports (default: its shortest class interval).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub interval: Option<Duration>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerServeArgs {
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Listen here instead of server.yaml's address (port 0: any free port).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
 pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
-    let json = global.output == OutputFormat::Json;
+    let json = global.output == Format::Json;
     match cmd {
         ServerCommand::Init(args) => {
             let made = datum_server::init_command(
@@ -33,7 +105,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                         "url": made.dir.config.url.to_string(),
                     }),
                 )?;
-                return Ok(ExitCode::CLEAN);
+                return Ok(ExitCode::Clean);
             }
             let mut out = std::io::stdout();
             writeln!(
@@ -46,7 +118,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 args.dir.display(),
                 args.dir.display(),
             )?;
-            Ok(ExitCode::CLEAN)
+            Ok(ExitCode::Clean)
         }
         ServerCommand::Enroll(args) => {
             let kind = if args.stack {
@@ -70,7 +142,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                         "install_as": crate::reporting::REPORT_FILE,
                     }),
                 )?;
-                return Ok(ExitCode::CLEAN);
+                return Ok(ExitCode::Clean);
             }
             writeln!(
                 std::io::stdout(),
@@ -80,7 +152,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 args.out.display(),
                 crate::reporting::REPORT_FILE
             )?;
-            Ok(ExitCode::CLEAN)
+            Ok(ExitCode::Clean)
         }
         ServerCommand::Serve(args) => {
             datum_server::serve(
@@ -98,7 +170,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 },
             )
             .with_context(|| format!("datum server ({})", args.dir.display()))?;
-            Ok(ExitCode::CLEAN)
+            Ok(ExitCode::Clean)
         }
     }
 }

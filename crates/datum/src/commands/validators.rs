@@ -8,7 +8,7 @@ use datum_providers::validators::{self, Scope};
 use datum_report::style::{self, Paint};
 use serde_json::json;
 
-use crate::cli::{GlobalArgs, OutputFormat};
+use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
 
 pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
@@ -20,7 +20,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             (v, found)
         })
         .collect();
-    if global.output == OutputFormat::Json {
+    if global.output == Format::Json {
         let list: Vec<_> = rows
             .iter()
             .map(|(v, found)| {
@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             })
             .collect();
         crate::render::json::print("validators", json!(list))?;
-        return Ok(ExitCode::CLEAN);
+        return Ok(ExitCode::Clean);
     }
     let paint = Paint::new(crate::context::use_color(global));
     let header = format!(
@@ -70,5 +70,5 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             }
         )?;
     }
-    Ok(ExitCode::CLEAN)
+    Ok(ExitCode::Clean)
 }

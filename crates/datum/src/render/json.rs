@@ -1,5 +1,6 @@
 //! The JSON form of a pass (`--output json`). Stable field names; content only
-//! as checksums and, for non-sensitive text, a unified diff.
+//! as checksums and, for non-sensitive text, a unified diff. The conventions of
+//! every document (`format_version`, RFC 3339 times) are `datum_report::json`'s.
 
 use datum_core::SENSITIVE_PLACEHOLDER;
 use datum_engine::{Mode, PassSummary};
@@ -7,54 +8,14 @@ use serde_json::{Value, json};
 
 use super::diff::content_diff;
 
-/// The `format_version` of every JSON document `datum` prints.
-pub const FORMAT_VERSION: &str = "1";
-
-/// A JSON document as `datum` prints it (the conventions of every command,
-/// in one place): an object carries `format_version` "1" (set here, so a
-/// command cannot forget it; a list becomes `{"format_version", key: list}`),
-/// and every time is RFC 3339 UTC: an integer under a key ending in `_at`, or
-/// named `first_seen`/`last_seen`, is Unix seconds and is rewritten as one.
-pub fn document(key: &str, value: Value) -> Value {
-    let mut value = match value {
-        Value::Object(_) => value,
-        other => json!({ key: other }),
-    };
-    rfc3339_times(&mut value);
-    if let Value::Object(map) = &mut value {
-        map.insert("format_version".to_owned(), json!(FORMAT_VERSION));
-    }
-    value
-}
+pub use datum_report::json::{FORMAT_VERSION, document};
 
 /// Writes [`document`] of `value`, pretty-printed, with a final newline.
 pub fn print(key: &str, value: Value) -> std::io::Result<()> {
     use std::io::Write as _;
-    let text = serde_json::to_string_pretty(&document(key, value))?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
+    out.write_all(datum_report::json::pretty(&document(key, value)).as_bytes())?;
     out.flush()
-}
-
-fn is_time_key(key: &str) -> bool {
-    key.ends_with("_at") || key == "first_seen" || key == "last_seen"
-}
-
-fn rfc3339_times(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map.iter_mut() {
-                match v.as_i64() {
-                    Some(secs) if is_time_key(k) => {
-                        *v = Value::String(datum_report::time::rfc3339(secs));
-                    }
-                    _ => rfc3339_times(v),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
-        _ => {}
-    }
 }
 
 /// A pass (plan or apply) as JSON. A sensitive resource's content shows no
@@ -111,31 +72,4 @@ pub fn pass(
         "counts": summary.counts(),
         "duration_ms": summary.duration_ms,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn a_document_has_format_version_and_rfc3339_times() {
-        let doc = document(
-            "backups",
-            json!([{"id": 1, "saved_at": 1_700_000_000, "size": 5}]),
-        );
-        assert_eq!(doc["format_version"], "1");
-        assert_eq!(doc["backups"][0]["saved_at"], "2023-11-14T22:13:20Z");
-        assert_eq!(doc["backups"][0]["size"], 5);
-        let doc = document(
-            "",
-            json!({"format_version": 1, "oldest_queued_at": null, "last_delivered_at": 0, "first_seen": "2023-11-14T22:13:20Z", "nested": {"deployed_at": 60}}),
-        );
-        assert_eq!(doc["format_version"], "1");
-        assert_eq!(doc["oldest_queued_at"], Value::Null);
-        assert_eq!(doc["last_delivered_at"], "1970-01-01T00:00:00Z");
-        assert_eq!(doc["first_seen"], "2023-11-14T22:13:20Z");
-        assert_eq!(doc["nested"]["deployed_at"], "1970-01-01T00:01:00Z");
-    }
 }

@@ -1,17 +1,35 @@
 //! Everything a person or a program reads about a pass: human text (colour on
-//! a terminal, plain when piped) and JSON. Sensitive content is replaced by
-//! `(sensitive)` here, at the last step, and validator output for sensitive
-//! resources never reaches this module at all (the engine drops it).
+//! a terminal, plain when piped), JSON and Markdown, through
+//! `datum_report::render` ([`print()`] is where every report leaves `datum`).
+//! Sensitive content is replaced by `(sensitive)` here, at the last step, and
+//! validator output for sensitive resources never reaches this module at all
+//! (the engine drops it).
 
 pub mod diff;
 pub mod json;
+pub mod pass;
 pub mod progress;
 
 use std::io::Write;
 
 use datum_core::{Action, Outcome};
 use datum_engine::{Event, Mode, PassSummary, Reporter, ResourceReport};
+use datum_report::render::Render;
 use datum_report::style::{self, Paint};
+
+use crate::cli::GlobalArgs;
+
+/// Writes `report` to stdout in the format `--output` chose (colour as
+/// `--color` and the terminal say): the one way a report leaves `datum`. A
+/// format the report has no form in is an error, never another format.
+pub fn print(report: &(impl Render + ?Sized), global: &GlobalArgs) -> anyhow::Result<()> {
+    let paint = Paint::new(crate::context::use_color(global));
+    let text = datum_report::render::render(report, global.output, paint)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
 
 /// Prints each resource as it finishes, then a summary line. On a terminal,
 /// a progress bar on stderr counts resources while the pass runs.
@@ -55,72 +73,9 @@ impl HumanReporter {
         }
     }
 
-    fn paint(&self, sgr: &str, text: &str) -> String {
-        Paint::new(self.color).wrap(sgr, text)
-    }
-
     fn resource(&mut self, r: &ResourceReport) {
-        let (marker, sgr) = match (&r.outcome, r.action) {
-            (Outcome::Failed { .. }, _) => ("!", style::RED_BOLD),
-            (Outcome::Blocked { .. }, _) => ("#", style::YELLOW),
-            (Outcome::Unchanged, _) => ("=", style::DIM),
-            (_, Action::Create) => ("+", style::GREEN),
-            (_, Action::Remove) => ("-", style::RED),
-            (_, Action::Replace) => ("-/+", style::MAGENTA),
-            _ => ("~", style::YELLOW),
-        };
-        // Unchanged with a reason (an accepted observation) is shown: it is
-        // left as it is on purpose.
-        if matches!(r.outcome, Outcome::Unchanged) && !self.verbose && r.detail.is_none() {
-            return;
-        }
-        let status = match &r.outcome {
-            Outcome::Unchanged => match &r.detail {
-                Some(why) => format!("unchanged: {}", why.lines().next().unwrap_or("")),
-                None => "unchanged".to_owned(),
-            },
-            Outcome::WouldChange { intent } => {
-                format!("{} ({})", r.action.word(), intent_word(*intent))
-            }
-            Outcome::Changed { intent } => {
-                format!("{} ({}), done", r.action.word(), intent_word(*intent))
-            }
-            Outcome::Failed { phase, reason } => {
-                // Point at the declaration, as every error does.
-                let at = if r.origin.line > 0 {
-                    format!(" (declared at {})", r.origin)
-                } else {
-                    String::new()
-                };
-                format!("failed ({phase}): {reason}{at}")
-            }
-            // Held back by its own state, not by a requirement: say which.
-            Outcome::Blocked { by } if *by == r.id => {
-                if r.detail
-                    .as_deref()
-                    .is_some_and(|d| d.starts_with("quarantined"))
-                {
-                    "quarantined (not applied)".to_owned()
-                } else {
-                    "held (not selected; it would change)".to_owned()
-                }
-            }
-            Outcome::Blocked { by } => format!("blocked (by {by})"),
-        };
-        let head = format!("{marker} {}", r.id);
-        let line = format!("{}  {}\n", self.paint(sgr, &head), status);
-        self.out.extend_from_slice(line.as_bytes());
-        let body = diff::field_lines(r, self.color);
-        self.out.extend_from_slice(body.as_bytes());
-        if let Some(detail) = r
-            .detail
-            .as_ref()
-            .filter(|_| r.outcome != Outcome::Unchanged)
-        {
-            for l in detail.lines() {
-                self.out
-                    .extend_from_slice(format!("    | {l}\n").as_bytes());
-            }
+        if let Some(text) = resource_text(r, Paint::new(self.color), self.verbose) {
+            self.out.extend_from_slice(text.as_bytes());
         }
     }
 
@@ -132,32 +87,109 @@ impl HumanReporter {
         if let Some(e) = self.write_error.take() {
             return Err(e);
         }
-        let counts = summary.counts();
-        let n = |k: &str| counts.get(k).copied().unwrap_or(0);
-        let line = match self.mode {
-            Mode::Plan => format!(
-                "Plan: {} to change, {} unchanged, {} failed, {} blocked ({} ms).\n",
-                n("would_change"),
-                n("unchanged"),
-                n("failed"),
-                n("blocked"),
-                summary.duration_ms
-            ),
-            Mode::Apply => format!(
-                "Apply: {} changed, {} unchanged, {} failed, {} blocked ({} ms).\n",
-                n("changed"),
-                n("unchanged"),
-                n("failed"),
-                n("blocked"),
-                summary.duration_ms
-            ),
-        };
-        let line = self.paint(style::BOLD, line.trim_end()) + "\n";
+        let line = summary_line(self.mode, summary, Paint::new(self.color));
         self.out.extend_from_slice(line.as_bytes());
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(&self.out)?;
         stdout.flush()
     }
+}
+
+/// What a person reads about one resource: its marker, id and status, the
+/// changed fields and content diff, and the detail (validator output); `None`
+/// for an unchanged resource nobody asked to see (`--verbose` shows them).
+pub fn resource_text(r: &ResourceReport, paint: Paint, verbose: bool) -> Option<String> {
+    let (marker, sgr) = match (&r.outcome, r.action) {
+        (Outcome::Failed { .. }, _) => ("!", style::RED_BOLD),
+        (Outcome::Blocked { .. }, _) => ("#", style::YELLOW),
+        (Outcome::Unchanged, _) => ("=", style::DIM),
+        (_, Action::Create) => ("+", style::GREEN),
+        (_, Action::Remove) => ("-", style::RED),
+        (_, Action::Replace) => ("-/+", style::MAGENTA),
+        _ => ("~", style::YELLOW),
+    };
+    // Unchanged with a reason (an accepted observation) is shown: it is
+    // left as it is on purpose.
+    if matches!(r.outcome, Outcome::Unchanged) && !verbose && r.detail.is_none() {
+        return None;
+    }
+    let mut out = String::new();
+    let head = format!("{marker} {}", r.id);
+    out.push_str(&format!("{}  {}\n", paint.wrap(sgr, &head), status(r)));
+    out.push_str(&diff::field_lines(r, paint.on));
+    if let Some(detail) = r
+        .detail
+        .as_ref()
+        .filter(|_| r.outcome != Outcome::Unchanged)
+    {
+        for l in detail.lines() {
+            out.push_str(&format!("    | {l}\n"));
+        }
+    }
+    Some(out)
+}
+
+/// A resource's outcome in words: `create (intentional)`, `failed (validate): ...`.
+pub fn status(r: &ResourceReport) -> String {
+    match &r.outcome {
+        Outcome::Unchanged => match &r.detail {
+            Some(why) => format!("unchanged: {}", why.lines().next().unwrap_or("")),
+            None => "unchanged".to_owned(),
+        },
+        Outcome::WouldChange { intent } => {
+            format!("{} ({})", r.action.word(), intent_word(*intent))
+        }
+        Outcome::Changed { intent } => {
+            format!("{} ({}), done", r.action.word(), intent_word(*intent))
+        }
+        Outcome::Failed { phase, reason } => {
+            // Point at the declaration, as every error does.
+            let at = if r.origin.line > 0 {
+                format!(" (declared at {})", r.origin)
+            } else {
+                String::new()
+            };
+            format!("failed ({phase}): {reason}{at}")
+        }
+        // Held back by its own state, not by a requirement: say which.
+        Outcome::Blocked { by } if *by == r.id => {
+            if r.detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("quarantined"))
+            {
+                "quarantined (not applied)".to_owned()
+            } else {
+                "held (not selected; it would change)".to_owned()
+            }
+        }
+        Outcome::Blocked { by } => format!("blocked (by {by})"),
+    }
+}
+
+/// The last line of a plan or an apply, with its newline:
+/// `Plan: 1 to change, 3 unchanged, 0 failed, 0 blocked (12 ms).`
+pub fn summary_line(mode: Mode, summary: &PassSummary, paint: Paint) -> String {
+    let counts = summary.counts();
+    let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let line = match mode {
+        Mode::Plan => format!(
+            "Plan: {} to change, {} unchanged, {} failed, {} blocked ({} ms).",
+            n("would_change"),
+            n("unchanged"),
+            n("failed"),
+            n("blocked"),
+            summary.duration_ms
+        ),
+        Mode::Apply => format!(
+            "Apply: {} changed, {} unchanged, {} failed, {} blocked ({} ms).",
+            n("changed"),
+            n("unchanged"),
+            n("failed"),
+            n("blocked"),
+            summary.duration_ms
+        ),
+    };
+    paint.wrap(style::BOLD, &line) + "\n"
 }
 
 fn intent_word(intent: datum_core::Intent) -> &'static str {

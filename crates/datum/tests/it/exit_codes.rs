@@ -1,7 +1,8 @@
 //! Exit codes that mean one thing: `plan` 0 nothing to do, 2 changes
 //! pending, 4 some change would fail, 6 both; `quarantine` and `release` of
 //! a name the catalogue does not declare are errors (exit 1), not a
-//! quarantine that protects nothing.
+//! quarantine that protects nothing; an `--output` format a command has no
+//! form in is refused (exit 1, before anything ran), never replaced by another.
 
 use std::fs;
 
@@ -89,4 +90,58 @@ fn quarantine_and_release_of_an_undeclared_name_are_refused() {
         "{}",
         stdout(&out)
     );
+}
+
+#[test]
+fn a_format_a_command_lacks_is_refused_not_replaced() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    for (args, command) in [
+        (
+            &["--output", "markdown", "validators"][..],
+            "datum validators",
+        ),
+        (&["--output", "markdown", "lint"][..], "datum lint"),
+        (
+            &["--output", "markdown", "backup", "list"][..],
+            "datum backup",
+        ),
+        (&["--output", "markdown", "apply"][..], ""),
+    ] {
+        let out = s.datum(args);
+        if command.is_empty() {
+            // apply has a Markdown form: it ran.
+            assert_exit(&out, 2);
+            assert!(
+                stdout(&out).starts_with("## Apply: test-host"),
+                "{}",
+                stdout(&out)
+            );
+            continue;
+        }
+        assert_exit(&out, 1);
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "error: {command} cannot be shown as markdown (--output markdown); it can be shown as: human, json\n"
+            )
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+    // A check's Markdown on stdout is the report `--markdown FILE` writes.
+    fs::write(s.live("/etc/motd"), "edited\n").unwrap();
+    let file = s.dir.path().join("report.md");
+    let out = s.datum(&[
+        "--output",
+        "markdown",
+        "check",
+        "--markdown",
+        file.to_str().unwrap(),
+    ]);
+    assert_exit(&out, 2);
+    let written = fs::read_to_string(&file).unwrap();
+    assert!(written.contains("File[motd]"), "{written}");
+    assert_eq!(stdout(&out), written);
 }

@@ -41,6 +41,12 @@ fn plan_apply_and_drift_transcripts() {
         .unwrap();
         std::fs::write(s.live("/app/token"), "hand-edited\n").unwrap();
         insta::assert_snapshot!("plan_after_hand_edits", transcript(&s.datum(&["plan"])));
+        // The same plan for a pull request: fields by name, never a value.
+        let md = s.datum(&["--output", "markdown", "plan"]);
+        for secret in ["secret-value", "hand-edited", "9090"] {
+            assert!(!stdout(&md).contains(secret), "{}", stdout(&md));
+        }
+        insta::assert_snapshot!("plan_after_hand_edits_markdown", transcript(&md));
     });
 }
 

@@ -2,8 +2,8 @@
 //! (`report` for `report`, `run` for `run`, [`crate::codify`] for `codify`), and
 //! `output` for everything that leaves the process.
 //!
-//! Usage errors are mapped to exit 1 here (clap's default is 2, which a CI job would read
-//! as "drift found"). Output goes to the writers passed in, so tests can run commands in
+//! Usage errors are mapped to exit 1 by [`crate::exit`] (clap's default is 2, which a CI job
+//! would read as "drift found"). Output goes to the writers passed in, so tests can run commands in
 //! process; only `main.rs` touches the real stdout and stderr.
 
 mod output;
@@ -15,6 +15,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path as FsPath, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use datum_report::render::Format;
 
 use crate::classify::Options;
 use crate::error::{Error, Result};
@@ -54,13 +55,6 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
-}
-
-/// The format of the report on stdout (the same choice `datum` offers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Human,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -105,9 +99,9 @@ pub struct OutputArgs {
     /// Exit 2 when there are unapplied changes, even without drift.
     #[arg(long)]
     pub fail_on_pending: bool,
-    /// The report on stdout: human (text) or json.
+    /// The report on stdout: human (text), json or markdown.
     #[arg(long, value_enum, default_value = "human", value_name = "FORMAT")]
-    pub output: OutputFormat,
+    pub output: Format,
     /// Same as --output json.
     #[arg(long)]
     pub json: bool,
@@ -132,8 +126,9 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    pub fn wants_json(&self) -> bool {
-        self.json || self.output == OutputFormat::Json
+    /// The format of the report on stdout: `--output`, or json with `--json`.
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.output }
     }
 }
 
@@ -207,30 +202,25 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            let code = match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
-                    exit::CLEAN
-                }
-                _ => exit::ERROR,
-            };
+            let kind = exit::kind_of_usage(&e);
             let text = e.render().to_string();
-            let sink: &mut dyn Write = if code == exit::CLEAN {
+            let sink: &mut dyn Write = if kind == exit::ErrorKind::Help {
                 io.stdout
             } else {
                 io.stderr
             };
             let _ = sink.write_all(text.as_bytes());
-            return code;
+            return exit::for_kind(kind);
         }
     };
     match execute(cli, runner, io) {
         Ok(code) => code,
         Err(e) => {
-            let code = exit::for_error(&e);
-            if code == exit::ERROR {
+            let kind = exit::kind_of(&e);
+            if kind != exit::ErrorKind::ClosedOutput {
                 let _ = writeln!(io.stderr, "driftwatch: error: {}", one_line(&e));
             }
-            code
+            exit::for_kind(kind)
         }
     }
 }

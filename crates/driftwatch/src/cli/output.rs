@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use datum_report::markdown::{cell, inline_code, marker_line};
+use datum_report::render::Format;
+use datum_report::style::Paint;
 
 use super::{ColorChoice, CommonArgs, Io, OutputArgs, one_line, options};
 use crate::classify::{self, Report};
 use crate::error::{Error, Result};
 use crate::history;
 use crate::plan::Plan;
+use crate::report::views::{self, RunChecked, RunReport, RunStack, StackReport};
 use crate::report::{self, json, summary};
 use crate::rules::Rules;
 use crate::runner::Timings;
@@ -169,21 +171,25 @@ pub(super) fn emit_single(
             report::step_summary::append(&md)?;
         }
     }
-    if output.wants_json() {
+    let format = output.format();
+    if format == Format::Json {
+        // The JSON carries the timings: they end here.
         if let Some(t) = timing.as_mut() {
             t.own += started.elapsed();
         }
-        let timings = timing.as_ref().map(StackTiming::json);
-        let meta = json::Meta {
+    }
+    let timings = timing.as_ref().map(StackTiming::json);
+    let view = StackReport {
+        report,
+        meta: json::Meta {
             exit_code: i32::from(checked.code),
             generated_at: &at,
             timings: timings.as_ref(),
-        };
-        io.stdout.write_all(json::render(report, meta).as_bytes())?;
-    } else {
-        io.stdout
-            .write_all(report::text::render(report, colour(output.color, io)).as_bytes())?;
-    }
+        },
+    };
+    let paint = Paint::new(colour(output.color, io));
+    io.stdout
+        .write_all(datum_report::render::render(&view, format, paint)?.as_bytes())?;
     for note in &report.notes {
         writeln!(io.stderr, "driftwatch: note: {note}")?;
     }
@@ -194,7 +200,7 @@ pub(super) fn emit_single(
         report::text::summary_line(report)
     )?;
     if let Some(mut t) = timing {
-        if !output.wants_json() {
+        if format != Format::Json {
             t.own += started.elapsed();
         }
         writeln!(
@@ -223,16 +229,6 @@ pub(super) struct StackResult {
     pub timing: Option<StackTiming>,
 }
 
-fn error_markdown(name: &str, message: &str, at: &str) -> String {
-    format!(
-        "{}\n## Drift report: {}\n\nChecked at {}.\n\n**driftwatch could not check this stack:** {}\n",
-        marker_line(&datum_report::dedupe_key(classify::TOOL, name)),
-        cell(name),
-        inline_code(at),
-        cell(message),
-    )
-}
-
 fn stack_markdowns(
     stacks: &mut [StackResult],
     messages: &[Option<String>],
@@ -245,7 +241,7 @@ fn stack_markdowns(
             let started = std::time::Instant::now();
             let md = match (&s.result, message) {
                 (Ok(checked), _) => report::markdown::render(&checked.report, at),
-                (Err(_), m) => error_markdown(&s.name, m.as_deref().unwrap_or("error"), at),
+                (Err(_), m) => views::error_markdown(&s.name, m.as_deref().unwrap_or("error"), at),
             };
             if let Some(t) = s.timing.as_mut() {
                 t.own += started.elapsed();
@@ -267,14 +263,6 @@ fn rows_of<'a>(stacks: &'a [StackResult], messages: &'a [Option<String>]) -> Vec
             },
         })
         .collect()
-}
-
-fn summary_markdown(rows: &[summary::Row<'_>], at: &str) -> String {
-    format!(
-        "## Drift summary\n\nChecked at {}.\n\n{}",
-        inline_code(at),
-        summary::markdown(rows)
-    )
 }
 
 fn write_markdowns(
@@ -309,7 +297,12 @@ pub(super) fn write_markdown_dir(
     let messages = messages_of(stacks);
     let markdowns = stack_markdowns(stacks, &messages, &at);
     let rows = rows_of(stacks, &messages);
-    write_markdowns(dir, stacks, &markdowns, &summary_markdown(&rows, &at))
+    write_markdowns(
+        dir,
+        stacks,
+        &markdowns,
+        &views::summary_markdown(&rows, &at),
+    )
 }
 
 fn messages_of(stacks: &[StackResult]) -> Vec<Option<String>> {
@@ -344,7 +337,7 @@ pub(super) fn emit_many(
     };
     let rows = rows_of(stacks, &messages);
     let worst = summary::worst_exit(&rows);
-    let summary_md = summary_markdown(&rows, &at);
+    let summary_md = views::summary_markdown(&rows, &at);
     if let Some(dir) = markdown_dir {
         write_markdowns(dir, stacks, &markdowns, &summary_md)?;
     }
@@ -357,77 +350,27 @@ pub(super) fn emit_many(
         report::step_summary::append(&all)?;
     }
 
-    if output.wants_json() {
-        let docs: Vec<serde_json::Value> = stacks
+    let run = RunReport {
+        stacks: stacks
             .iter()
             .zip(&messages)
-            .map(|(s, message)| {
-                let mut entry = serde_json::json!({
-                    "name": s.name,
-                    "chdir": s.chdir.display().to_string(),
-                });
-                match (&s.result, message) {
-                    (Ok(c), _) => {
-                        let timings = s.timing.as_ref().map(StackTiming::json);
-                        let meta = json::Meta {
-                            exit_code: i32::from(c.code),
-                            generated_at: &at,
-                            timings: timings.as_ref(),
-                        };
-                        entry["exit_code"] = c.code.into();
-                        entry["report"] = json::value(&c.report, meta);
-                    }
-                    (Err(_), m) => {
-                        entry["exit_code"] = crate::exit::ERROR.into();
-                        entry["error"] = m.clone().unwrap_or_default().into();
-                    }
-                }
-                entry
+            .map(|(s, message)| RunStack {
+                name: &s.name,
+                chdir: &s.chdir,
+                outcome: match (&s.result, message) {
+                    (Ok(c), _) => Ok(RunChecked {
+                        report: &c.report,
+                        code: c.code,
+                        timings: s.timing.as_ref().map(StackTiming::json),
+                    }),
+                    (Err(_), m) => Err(m.as_deref().unwrap_or("error")),
+                },
             })
-            .collect();
-        let count = |code: u8| rows.iter().filter(|r| r.exit() == code).count();
-        let doc = serde_json::json!({
-            "format_version": json::FORMAT_VERSION,
-            "schema": "driftwatch/run",
-            "generated_at": at,
-            "exit_code": worst,
-            "summary": {
-                "stacks": rows.len(),
-                "clean": count(crate::exit::CLEAN),
-                "drift": count(crate::exit::DRIFT),
-                "error": count(crate::exit::ERROR),
-            },
-            "stacks": docs,
-        });
-        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
-        text.push('\n');
-        io.stdout.write_all(text.as_bytes())?;
-    } else {
-        let p = report::text::Paint { on: paint };
-        for (s, message) in stacks.iter().zip(&messages) {
-            let title = format!("=== {} ({})", s.name, s.chdir.display());
-            writeln!(io.stdout, "{}", p.wrap("1", &title))?;
-            match (&s.result, message) {
-                (Ok(c), _) => io
-                    .stdout
-                    .write_all(report::text::render(&c.report, paint).as_bytes())?,
-                (Err(_), m) => writeln!(
-                    io.stdout,
-                    "{}",
-                    p.wrap(
-                        "31",
-                        &format!(
-                            "! could not check this stack: {}",
-                            m.as_deref().unwrap_or("error")
-                        )
-                    )
-                )?,
-            }
-            writeln!(io.stdout)?;
-        }
-        io.stdout
-            .write_all(summary::text(&rows, paint).as_bytes())?;
-    }
+            .collect(),
+        generated_at: &at,
+    };
+    let text = datum_report::render::render(&run, output.format(), Paint::new(paint))?;
+    io.stdout.write_all(text.as_bytes())?;
     for (s, message) in stacks.iter().zip(&messages) {
         match (&s.result, message) {
             (Ok(c), _) => {

@@ -1,7 +1,8 @@
 //! Every way a [`Report`](crate::classify::Report) leaves the program.
 //!
 //! `text` is for a terminal or a CI log, `json` for machines (versioned schema),
-//! `markdown` for a GitHub issue and the step summary. Renderers return strings and never
+//! `markdown` for a GitHub issue and the step summary; `views` puts them behind
+//! `datum_report::render::Render`, the interface every Datum report is shown through. Renderers return strings and never
 //! write; the CLI decides where output goes, except that `step_summary` owns the append to
 //! `$GITHUB_STEP_SUMMARY`. They only ever see values that survived
 //! masking at parse time, so no renderer needs to know what is secret.
@@ -11,6 +12,7 @@ pub mod markdown;
 pub mod step_summary;
 pub mod summary;
 pub mod text;
+pub mod views;
 
 /// The two sides of every drift diff, named once so that every format says the same.
 /// Drift reads in the direction reality moved: from what the last apply recorded in state

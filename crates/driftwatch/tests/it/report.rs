@@ -95,6 +95,10 @@ fn markdown_snapshot() {
     // The marker on the first line, as in every Markdown report of Datum's.
     assert!(text.lines().next().unwrap().starts_with("<!-- driftwatch-"));
     insta::assert_snapshot!("shop_prod_markdown", text);
+    // `--output markdown` prints the same document on stdout.
+    let out = outcome(report("shop-prod").args(["--output", "markdown"]));
+    assert_eq!(out.code, 2);
+    assert_eq!(out.stdout, std::fs::read_to_string(&md).unwrap());
 }
 
 #[test]

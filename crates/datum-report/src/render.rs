@@ -1,0 +1,182 @@
+//! The one interface every report is rendered through: a [`Format`] chosen once by the
+//! front end, and a [`Render`] implementation per report (a plan or an apply, a check, a
+//! driftwatch stack or run).
+//!
+//! Owns: the list of output formats and the rule that turns a report into the bytes of
+//! one format ([`render`]). Must not: know any report's data (each report implements
+//! [`Render`] in the crate that owns its data, so this crate depends on none of them),
+//! print, or choose a format itself.
+//!
+//! Adding a format is one variant of [`Format`], one method of [`Render`] and, when the
+//! format has conventions of its own, one module here (as [`crate::json`] and
+//! [`crate::markdown`] are): [`render`] matches every variant without a wildcard, and every
+//! report must implement the new method, so the compiler lists each place to finish.
+//! A report that cannot be shown in a format says so ([`Unsupported`]); a command never
+//! falls back to another format silently.
+
+use crate::style::Paint;
+
+/// How a report leaves the program: `human` (text for a person: tables, diffs, colour on
+/// a terminal, plain when piped), `json` (one document with `format_version`, see
+/// [`crate::json`]) or `markdown` (for an issue tracker or a CI summary, see
+/// [`crate::markdown`]). The variants carry no doc comments of their own: clap would turn
+/// them into per-value help and switch every help text to its long layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Format {
+    Human,
+    Json,
+    Markdown,
+}
+
+impl Format {
+    /// Every format, in the order help texts list them.
+    pub const ALL: [Format; 3] = [Format::Human, Format::Json, Format::Markdown];
+
+    /// The name on the command line (`--output NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Human => "human",
+            Format::Json => "json",
+            Format::Markdown => "markdown",
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A report (or a command) that cannot be shown in the format asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} cannot be shown as {format} (--output {format}); it can be shown as: {}", names(.supported))]
+pub struct Unsupported {
+    /// What was to be shown: `the plan`, `datum backup list`.
+    pub what: String,
+    pub format: Format,
+    /// The formats it does support.
+    pub supported: Vec<Format>,
+}
+
+fn names(formats: &[Format]) -> String {
+    let names: Vec<&str> = formats.iter().map(|f| f.name()).collect();
+    names.join(", ")
+}
+
+impl Unsupported {
+    /// `what` cannot be shown as `format`; it can be as each of `supported`.
+    pub fn new(what: impl Into<String>, format: Format, supported: &[Format]) -> Self {
+        Unsupported {
+            what: what.into(),
+            format,
+            supported: supported.to_vec(),
+        }
+    }
+}
+
+/// A report, in every format there is. One method per [`Format`], none with a default:
+/// a new format is not done until every report has said how it looks in it (or that it
+/// has no such form).
+pub trait Render {
+    /// What the report is, for errors: `the plan`, `the check report`.
+    fn what(&self) -> String;
+
+    /// Text for a person; `paint` is on only for a terminal that wants colour.
+    fn human(&self, paint: Paint) -> String;
+
+    /// The JSON document, `format_version` included, as [`crate::json::pretty`] writes it
+    /// (a report may serialise a typed struct, whose field order a `Value` would lose).
+    fn json(&self) -> String;
+
+    /// The Markdown document, or `None` when this report has no Markdown form.
+    fn markdown(&self) -> Option<String>;
+}
+
+/// The formats `report` can be rendered in.
+pub fn supported(report: &(impl Render + ?Sized)) -> Vec<Format> {
+    Format::ALL
+        .into_iter()
+        .filter(|f| match f {
+            Format::Human | Format::Json => true,
+            Format::Markdown => report.markdown().is_some(),
+        })
+        .collect()
+}
+
+/// `report` in `format`: the exact bytes to write (JSON pretty-printed, every format
+/// ending with a newline as its renderer made it).
+pub fn render(
+    report: &(impl Render + ?Sized),
+    format: Format,
+    paint: Paint,
+) -> Result<String, Unsupported> {
+    match format {
+        Format::Human => Ok(report.human(paint)),
+        Format::Json => Ok(report.json()),
+        Format::Markdown => report
+            .markdown()
+            .ok_or_else(|| Unsupported::new(report.what(), format, &supported(report))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Plain(bool);
+
+    impl Render for Plain {
+        fn what(&self) -> String {
+            "the plain report".to_owned()
+        }
+        fn human(&self, paint: Paint) -> String {
+            paint.wrap(crate::style::BOLD, "hello") + "\n"
+        }
+        fn json(&self) -> String {
+            crate::json::pretty(&serde_json::json!({"format_version": "1", "hello": true}))
+        }
+        fn markdown(&self) -> Option<String> {
+            self.0.then(|| "# hello\n".to_owned())
+        }
+    }
+
+    #[test]
+    fn each_format_goes_to_its_method() {
+        let r = Plain(true);
+        assert_eq!(
+            render(&r, Format::Human, Paint::new(false)).unwrap(),
+            "hello\n"
+        );
+        assert_eq!(
+            render(&r, Format::Human, Paint::new(true)).unwrap(),
+            "\x1b[1mhello\x1b[0m\n"
+        );
+        assert_eq!(
+            render(&r, Format::Json, Paint::new(true)).unwrap(),
+            "{\n  \"format_version\": \"1\",\n  \"hello\": true\n}\n"
+        );
+        assert_eq!(
+            render(&r, Format::Markdown, Paint::new(false)).unwrap(),
+            "# hello\n"
+        );
+    }
+
+    #[test]
+    fn a_format_a_report_lacks_is_an_error_naming_what_it_has() {
+        let err = render(&Plain(false), Format::Markdown, Paint::new(false)).unwrap_err();
+        assert_eq!(err.supported, vec![Format::Human, Format::Json]);
+        assert_eq!(
+            err.to_string(),
+            "the plain report cannot be shown as markdown (--output markdown); it can be shown as: human, json"
+        );
+        assert_eq!(supported(&Plain(true)), Format::ALL.to_vec());
+    }
+
+    #[test]
+    fn names_are_the_command_line_words() {
+        let names: Vec<String> = Format::ALL.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["human", "json", "markdown"]);
+    }
+}
