@@ -16,6 +16,7 @@ use datum_providers::{OnChange, Registry};
 use datum_store::OwedAction;
 
 use crate::gate::validator_of;
+use crate::observe::Bound;
 use crate::pass::{Mode, PassContext, Step, activation_change};
 use crate::report::ResourceReport;
 
@@ -86,13 +87,22 @@ impl Notifications {
     pub(crate) fn from_catalogue(catalogue: &Catalogue, registry: &Registry) -> Self {
         let mut by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>> = HashMap::new();
         let mut services = HashMap::new();
-        for resource in &catalogue.resources {
-            let Some(activates) = registry
-                .lookup(&resource.id.kind)
-                .and_then(|p| p.activation())
-            else {
-                continue;
-            };
+        // By capability, then the kind's resources in catalogue order (no
+        // lookup by name per resource).
+        let activating = registry
+            .iter()
+            .filter_map(|p| Some((p.kind(), p.activation()?)));
+        let mut with_activation: Vec<(usize, &dyn datum_providers::Activates, &Resource)> =
+            Vec::new();
+        for (kind, activates) in activating {
+            for (i, resource) in catalogue.resources.iter().enumerate() {
+                if resource.id.kind == kind {
+                    with_activation.push((i, activates, resource));
+                }
+            }
+        }
+        with_activation.sort_by_key(|(i, _, _)| *i);
+        for (_, activates, resource) in with_activation {
             let notifiers = activates.notified_by(&|field| resource.desired.get(field));
             // Reloads first, as the declaration lists them.
             let mut members = Vec::new();
@@ -175,6 +185,7 @@ impl Notifications {
     pub(crate) fn activate(
         &mut self,
         resource: &Resource,
+        bound: Option<&Bound<'_>>,
         step: &mut Step,
         changed: &HashSet<ResourceId>,
         catalogue: &Catalogue,
@@ -245,9 +256,8 @@ impl Notifications {
             return reports;
         }
 
-        let provider = ctx.registry.lookup(&resource.id.kind);
-        let done = match provider.and_then(|p| p.activation()) {
-            Some(activates) => activates.activate(ctx.host, resource, how(action)),
+        let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
+            Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
             None => Ok(()),
         };
         if let Err(e) = done {
@@ -257,8 +267,8 @@ impl Notifications {
             };
             return reports;
         }
-        if let Some(provider) = provider {
-            match provider.verify(ctx.host, resource) {
+        if let Some(bound) = bound {
+            match bound.provider.verify_declared(ctx.host, &bound.declared) {
                 Ok((_, remaining)) if remaining.is_empty() => {}
                 Ok((_, remaining)) => {
                     step.outcome = Outcome::Failed {

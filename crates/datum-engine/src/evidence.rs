@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::{Host, Located};
-use datum_providers::{GateRejection, Provider, Staged, StagingGate};
+use datum_providers::{GateRejection, Staged, StagingGate};
+
+use crate::observe::Bound;
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
 
 /// One live file to save before the change, and why.
@@ -28,12 +30,7 @@ pub(crate) struct ToSave {
 }
 
 /// The live files `diff` would overwrite or remove.
-pub(crate) fn to_save(
-    provider: &dyn Provider,
-    resource: &Resource,
-    observed: &Observed,
-    diff: &Diff,
-) -> Vec<ToSave> {
+pub(crate) fn to_save(bound: &Bound<'_>, observed: &Observed, diff: &Diff) -> Vec<ToSave> {
     if observed.presence != Presence::Present {
         // Absent: nothing to lose. Another type (a file where a folder is
         // declared) is saved below when it is a regular file.
@@ -41,8 +38,8 @@ pub(crate) fn to_save(
             return Vec::new();
         }
     }
-    let paths = provider.paths();
-    if let Some(entries) = paths.and_then(|p| p.destroyed_entries(resource, observed)) {
+    let paths = bound.provider.paths();
+    if let Some(entries) = paths.and_then(|p| p.destroyed_entries(&bound.declared, observed)) {
         return entries
             .into_iter()
             .map(|(declared, removed)| ToSave {
@@ -73,7 +70,7 @@ pub(crate) fn to_save(
         BackupReason::Update
     };
     paths
-        .map(|p| p.managed_paths(resource))
+        .map(|p| p.managed_paths(&bound.declared))
         .unwrap_or_default()
         .into_iter()
         .map(|declared| ToSave { declared, reason })
@@ -213,13 +210,30 @@ mod tests {
     use datum_core::{ResourceId, diff::ContentChange};
     use serde_json::json;
 
+    use datum_providers::Provider;
+
     use super::*;
 
     fn tree(purge: bool) -> Resource {
-        Resource::new(
-            ResourceId::new("Tree", "t"),
-            json!({"path": "/etc/t", "source": "tree", "purge": purge}),
-        )
+        // An empty source folder, packed as the catalogue packs one.
+        let source = tempfile::tempdir().unwrap();
+        let pack = datum_providers::lookup("Tree")
+            .and_then(|p| p.source_folder())
+            .expect("Tree takes a source folder");
+        Resource {
+            content: Some(pack.pack(source.path()).unwrap()),
+            ..Resource::new(
+                ResourceId::new("Tree", "t"),
+                json!({"path": "/etc/t", "source": "tree", "purge": purge}),
+            )
+        }
+    }
+
+    fn bound<'a>(provider: &'a dyn Provider, resource: &'a Resource) -> Bound<'a> {
+        Bound {
+            provider,
+            declared: provider.declare(resource).unwrap(),
+        }
     }
 
     fn observed_tree() -> Observed {
@@ -242,7 +256,8 @@ mod tests {
     fn a_tree_saves_what_it_overwrites_and_what_purge_removes() {
         let provider = datum_providers::lookup("Tree").expect("Tree");
         let saved = |purge: bool| -> Vec<(String, BackupReason)> {
-            to_save(provider, &tree(purge), &observed_tree(), &Diff::default())
+            let tree = tree(purge);
+            to_save(&bound(provider, &tree), &observed_tree(), &Diff::default())
                 .into_iter()
                 .map(|s| (s.declared.display().to_string(), s.reason))
                 .collect()
@@ -279,17 +294,17 @@ mod tests {
             ..Diff::default()
         };
         // A mode change keeps the content: nothing to save.
-        assert!(to_save(provider, &file, &present, &diff).is_empty());
+        assert!(to_save(&bound(provider, &file), &present, &diff).is_empty());
         diff.content = Some(ContentChange {
             before: None,
             after: b"new".to_vec(),
             before_sha256: Some("ab".into()),
             after_sha256: "cd".into(),
         });
-        let saved = to_save(provider, &file, &present, &diff);
+        let saved = to_save(&bound(provider, &file), &present, &diff);
         assert_eq!(saved.len(), 1);
         assert_eq!(saved[0].reason, BackupReason::Update);
         // Nothing there: nothing to lose.
-        assert!(to_save(provider, &file, &Observed::absent(), &diff).is_empty());
+        assert!(to_save(&bound(provider, &file), &Observed::absent(), &diff).is_empty());
     }
 }

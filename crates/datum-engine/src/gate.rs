@@ -11,7 +11,9 @@ use datum_core::Resource;
 use datum_host::Host;
 use datum_host::sandbox::{self, Isolation};
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
-use datum_providers::{GateRejection, Provider, Staged, StagingGate};
+use datum_providers::{GateRejection, Staged, StagingGate};
+
+use crate::observe::Bound;
 
 /// The validator a resource names, if it names one. A name the registry does
 /// not know never reaches the engine (the catalogue refuses it), but if it
@@ -62,12 +64,8 @@ impl StagingGate for ValidationGate<'_> {
 /// judge), so nothing is written to the host, not even a scratch copy. A
 /// non-root process that opted out of the sandbox gets a private scratch
 /// copy with the target's file name instead.
-pub fn dry_run(
-    provider: &dyn Provider,
-    resource: &Resource,
-    host: &Host,
-) -> Result<(), GateRejection> {
-    let Some(def) = validator_of(resource)? else {
+pub(crate) fn dry_run(bound: &Bound<'_>, host: &Host) -> Result<(), GateRejection> {
+    let Some(def) = validator_of(bound.resource())? else {
         return Ok(());
     };
     if def.scope != Scope::File {
@@ -77,7 +75,7 @@ pub fn dry_run(
         summary,
         detail: None,
     };
-    let Some(placement) = Placement::declared(provider, resource, host).map_err(failed)? else {
+    let Some(placement) = Placement::declared(bound, host).map_err(failed)? else {
         return Ok(());
     };
     let isolation = match def.check {
@@ -131,22 +129,18 @@ pub(crate) struct Placement {
 
 impl Placement {
     /// `None` for a resource that declares no content or owns no path.
-    pub(crate) fn declared(
-        provider: &dyn Provider,
-        resource: &Resource,
-        host: &Host,
-    ) -> Result<Option<Self>, String> {
-        let Some(content) = &resource.content else {
+    pub(crate) fn declared(bound: &Bound<'_>, host: &Host) -> Result<Option<Self>, String> {
+        let Some(content) = &bound.resource().content else {
             return Ok(None);
         };
-        let Some(paths) = provider.paths() else {
+        let Some(paths) = bound.provider.paths() else {
             return Ok(None);
         };
-        let Some(declared) = paths.managed_paths(resource).into_iter().next() else {
+        let Some(declared) = paths.managed_paths(&bound.declared).into_iter().next() else {
             return Ok(None);
         };
         let bytes = datum_host::repo::content_bytes(content).map_err(|e| e.to_string())?;
-        let meta = paths.declared_meta(host, resource)?;
+        let meta = paths.declared_meta(host, &bound.declared)?;
         let (mode, uid, gid) = (meta.mode, meta.uid, meta.gid);
         let live = host.resolve(&declared).map_err(|e| e.to_string())?;
         Ok(Some(Self {

@@ -30,7 +30,7 @@ use datum_providers::{ProviderError, Registry};
 
 use crate::activation::{GROUP_KIND, Notifications, group_failure, group_sensitive};
 use crate::gate::{Placement, validator_of};
-use crate::observe::Observations;
+use crate::observe::{Bound, Observations};
 use crate::pass::{Mode, PassContext, Step, run_resource};
 use crate::report::ResourceReport;
 use crate::select::PassOptions;
@@ -54,20 +54,22 @@ pub(crate) struct GroupChecks {
 struct Group<'a> {
     def: &'static ValidatorDef,
     changed: Vec<(&'a Resource, Action)>,
+    /// Each changed member's provider and declaration, as `changed`.
+    bound: Vec<&'a Bound<'a>>,
 }
 
 impl GroupChecks {
     /// Validates every group with a changed member among `selected`, with
     /// its changed files laid over their live paths.
-    pub(crate) fn before_writing(
+    pub(crate) fn before_writing<'a>(
         catalogue: &Catalogue,
-        selected: &[&Resource],
-        observations: &Observations,
+        selected: &[&'a Resource],
+        observations: &'a Observations<'a>,
         ctx: &PassContext<'_>,
         options: &PassOptions,
     ) -> Self {
         let mut checks = GroupChecks::default();
-        let mut groups: Vec<Group<'_>> = Vec::new();
+        let mut groups: Vec<Group<'a>> = Vec::new();
         for (index, &resource) in selected.iter().enumerate() {
             let Ok(Some(def)) = validator_of(resource) else {
                 continue;
@@ -78,20 +80,26 @@ impl GroupChecks {
             {
                 continue;
             }
-            let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
+            let Some(bound) = observations.bound(index) else {
                 continue;
             };
             let action = observations
-                .peek(index, |observed| provider.diff(resource, observed).action())
+                .peek(index, |observed| {
+                    bound.provider.plan(&bound.declared, observed).action()
+                })
                 .unwrap_or(Action::None);
             if !action.is_change() {
                 continue;
             }
             match groups.iter_mut().find(|g| g.def.name == def.name) {
-                Some(group) => group.changed.push((resource, action)),
+                Some(group) => {
+                    group.changed.push((resource, action));
+                    group.bound.push(bound);
+                }
                 None => groups.push(Group {
                     def,
                     changed: vec![(resource, action)],
+                    bound: vec![bound],
                 }),
             }
         }
@@ -150,6 +158,7 @@ impl GroupChecks {
     pub(crate) fn refused_step(
         &self,
         resource: &Resource,
+        bound: Option<&Bound<'_>>,
         cached: Option<Result<Observed, ProviderError>>,
         ctx: &mut PassContext<'_>,
     ) -> Step {
@@ -158,7 +167,7 @@ impl GroupChecks {
         ctx.mode = Mode::Plan;
         // Notifies nothing: a file that is not written owes no reload.
         let mut silent = Notifications::none();
-        let mut step = run_resource(resource, cached, None, &mut silent, ctx);
+        let mut step = run_resource(resource, bound, cached, None, &mut silent, ctx);
         ctx.mode = mode;
         if matches!(step.outcome, Outcome::WouldChange { .. }) {
             step.detail = self.outputs.get(name).cloned().flatten();
@@ -264,11 +273,8 @@ fn overlay(group: &Group<'_>, ctx: &PassContext<'_>) -> Overlay {
         }
     }
     let mut view = Sandbox::new();
-    for (resource, action) in &group.changed {
-        let single_file = ctx
-            .registry
-            .lookup(&resource.id.kind)
-            .is_some_and(|p| p.takes_content());
+    for ((resource, action), bound) in group.changed.iter().zip(&group.bound) {
+        let single_file = bound.provider.takes_content();
         if !single_file {
             return Overlay::Cannot(format!(
                 "{} is not a single file, so the group could not be laid over its live paths before writing",
@@ -281,10 +287,7 @@ fn overlay(group: &Group<'_>, ctx: &PassContext<'_>) -> Overlay {
                 resource.id
             ));
         }
-        let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
-            continue;
-        };
-        match Placement::declared(provider, resource, ctx.host) {
+        match Placement::declared(bound, ctx.host) {
             Ok(Some(p)) => {
                 view.place(p.live, p.bytes, p.mode, p.uid, p.gid);
             }

@@ -13,23 +13,40 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datum_core::{Observed, Resource};
 use datum_host::Host;
-use datum_providers::{ProviderError, Registry};
+use datum_providers::{Declared, Provider, ProviderError, Registry};
+
+/// A resource the pass visits, with its provider (looked up once) and its
+/// declaration (parsed once): what every later step of the pass is handed.
+pub(crate) struct Bound<'a> {
+    pub provider: &'a dyn Provider,
+    pub declared: Declared<'a>,
+}
+
+impl Bound<'_> {
+    pub(crate) fn resource(&self) -> &Resource {
+        self.declared.resource
+    }
+}
 
 /// One slot per resource the pass visits, in pass order; `None` once taken.
-pub(crate) struct Observations {
+pub(crate) struct Observations<'a> {
+    bound: Vec<Option<Bound<'a>>>,
     slots: Vec<Mutex<Option<Result<Observed, ProviderError>>>>,
 }
 
-impl Observations {
-    /// Observes every resource of `resources` (those a pass visits),
-    /// `threads` at a time.
+impl<'a> Observations<'a> {
+    /// Looks up, declares and observes every resource of `resources`
+    /// (those a pass visits), `threads` at a time. A declaration that does
+    /// not parse is that resource's failed observation.
     pub(crate) fn gather_resources(
-        registry: &Registry,
-        resources: &[&Resource],
+        registry: &'a Registry,
+        resources: &[&'a Resource],
         host: &Host,
         threads: usize,
     ) -> Self {
         let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
+        let bound: Vec<Mutex<Option<Bound<'a>>>> =
+            resources.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
         let work = || {
             loop {
@@ -40,7 +57,16 @@ impl Observations {
                 let Some(provider) = registry.lookup(&resource.id.kind) else {
                     continue;
                 };
-                let observed = provider.observe(host, resource);
+                let observed = match provider.declare(resource) {
+                    Ok(declared) => {
+                        let observed = provider.observe_declared(host, &declared);
+                        if let Ok(mut slot) = bound[i].lock() {
+                            *slot = Some(Bound { provider, declared });
+                        }
+                        observed
+                    }
+                    Err(e) => Err(e),
+                };
                 datum_core::progress::observed();
                 if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(observed);
@@ -54,7 +80,17 @@ impl Observations {
             }
             work();
         });
-        Self { slots }
+        let bound = bound
+            .into_iter()
+            .map(|slot| slot.into_inner().ok().flatten())
+            .collect();
+        Self { bound, slots }
+    }
+
+    /// The provider and declaration of the resource at `index` (`None`
+    /// when its kind is unknown or its declaration did not parse).
+    pub(crate) fn bound(&self, index: usize) -> Option<&Bound<'a>> {
+        self.bound.get(index)?.as_ref()
     }
 
     /// The fingerprint of the observation at `index` (`None` when it

@@ -8,7 +8,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Provider, ProviderError, Registry};
+use datum_providers::{Provider, ProviderError, Registry, StagingGate};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
@@ -16,7 +16,7 @@ use crate::activation::Notifications;
 use crate::evidence::{self, EvidenceGate};
 use crate::gate::{self, ValidationGate};
 use crate::group::GroupChecks;
-use crate::observe::{self, Observations};
+use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 use crate::select::{self, PassOptions, Stale};
 
@@ -113,9 +113,6 @@ pub fn run_pass_with(
     reporter.event(Event::PassStarted {
         resources: selected.len(),
     });
-    if ctx.mode == Mode::Apply {
-        sweep_stale_staging(ctx.registry, &selected, ctx.host);
-    }
     // The whole catalogue: a selected file notifies its service even when
     // the service is not selected (the reload is then owed, durably).
     let mut notifications = Notifications::from_catalogue(catalogue, ctx.registry);
@@ -125,6 +122,10 @@ pub fn run_pass_with(
         ctx.host,
         observe::default_threads(),
     );
+    // Before anything is written (observation reads no staging directory).
+    if ctx.mode == Mode::Apply {
+        sweep_stale_staging(&observations, selected.len(), ctx.host);
+    }
     let observed: Vec<(ResourceId, Option<String>)> = selected
         .iter()
         .enumerate()
@@ -218,11 +219,13 @@ pub fn run_pass_with(
                     Some(before) => Some(Ok(before.clone())),
                     None => cached,
                 };
+                let bound = observations.bound(index);
                 if groups.refuses(&resource.id) {
-                    groups.refused_step(resource, cached, ctx)
+                    groups.refused_step(resource, bound, cached, ctx)
                 } else if options.hold.contains(&resource.id) {
                     held(
                         resource,
+                        bound,
                         cached,
                         &options.hold_reason,
                         &mut notifications,
@@ -237,6 +240,7 @@ pub fn run_pass_with(
                 } else {
                     run_resource(
                         resource,
+                        observations.bound(index),
                         cached,
                         verified.get(&resource.id),
                         &mut notifications,
@@ -264,7 +268,9 @@ pub fn run_pass_with(
             step.outcome,
             Outcome::Failed { .. } | Outcome::Blocked { .. }
         ) {
-            let extra = notifications.activate(resource, &mut step, &changed, catalogue, ctx);
+            let bound = observations.bound(index);
+            let extra =
+                notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
             for group_report in extra {
                 emit(group_report, reporter);
             }
@@ -335,6 +341,7 @@ fn accepted_as_is(
 /// that would change is blocked by itself, and so blocks its dependents.
 fn held(
     resource: &Resource,
+    bound: Option<&Bound<'_>>,
     cached: Option<Result<Observed, ProviderError>>,
     reason: &str,
     notifications: &mut Notifications,
@@ -342,7 +349,7 @@ fn held(
 ) -> Step {
     let mode = ctx.mode;
     ctx.mode = Mode::Plan;
-    let mut step = run_resource(resource, cached, None, notifications, ctx);
+    let mut step = run_resource(resource, bound, cached, None, notifications, ctx);
     ctx.mode = mode;
     if matches!(step.outcome, Outcome::WouldChange { .. }) {
         step.outcome = Outcome::Blocked {
@@ -355,28 +362,36 @@ fn held(
 
 pub(crate) fn run_resource(
     resource: &Resource,
+    bound: Option<&Bound<'_>>,
     cached: Option<Result<Observed, ProviderError>>,
     known: Option<&VerifiedRecord>,
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
 ) -> Step {
-    let Some(provider) = ctx.registry.lookup(&resource.id.kind) else {
-        // The catalogue refuses unknown types; this guards a programming error.
+    let Some(bound) = bound else {
+        // A declaration that did not parse failed its observation; the
+        // catalogue refuses unknown types, so the rest guards a programming
+        // error.
+        let reason = match cached {
+            Some(Err(e)) => return Step::failed(Phase::Observe, Action::None, Diff::default(), &e),
+            _ => format!("no provider for type `{}`", resource.id.kind),
+        };
         return Step::new(
             Action::None,
             Diff::default(),
             Outcome::Failed {
                 phase: Phase::Plan,
-                reason: format!("no provider for type `{}`", resource.id.kind),
+                reason,
             },
         );
     };
-    let observed = match cached.unwrap_or_else(|| provider.observe(ctx.host, resource)) {
+    let (provider, declared) = (bound.provider, &bound.declared);
+    let observed = match cached.unwrap_or_else(|| provider.observe_declared(ctx.host, declared)) {
         Ok(o) => o,
         Err(e) => return Step::failed(Phase::Observe, Action::None, Diff::default(), &e),
     };
-    let mut diff = provider.diff(resource, &observed);
-    fill_content_for_display(provider, resource, &observed, &mut diff, ctx.host);
+    let mut diff = provider.plan(declared, &observed);
+    fill_content(bound, &observed, &mut diff, ctx.host);
     let action = diff.action();
     if !action.is_change() {
         // Re-recording an identical verification would only cost writes.
@@ -392,7 +407,7 @@ pub(crate) fn run_resource(
     if ctx.mode == Mode::Plan {
         // Validators run in the dry run too, on changed content only.
         if diff.content.is_some()
-            && let Err(rejection) = gate::dry_run(provider, resource, ctx.host)
+            && let Err(rejection) = gate::dry_run(bound, ctx.host)
         {
             return Step {
                 action,
@@ -413,7 +428,7 @@ pub(crate) fn run_resource(
     // Evidence first (see `evidence`): what the change destroys is saved
     // before it happens, or, for a content update a validator checks, once
     // the validator accepted the staged copy. A save that fails stops it.
-    let files = evidence::to_save(provider, resource, &observed, &diff);
+    let files = evidence::to_save(bound, &observed, &diff);
     let after_validation =
         resource.validate.is_some() && action == Action::Update && diff.content.is_some();
     let host = ctx.host;
@@ -431,21 +446,55 @@ pub(crate) fn run_resource(
     if let Err(e) = notifications.resource_changed(resource, ctx) {
         return failed_step(action, diff, e);
     }
+    // Stage; the validator judges the staged copy; evidence; activate. A
+    // refusal (or evidence that cannot be kept) discards the staged copy,
+    // and the live object was never touched.
+    let staging = match provider.stage(host, declared, &observed, &diff) {
+        Ok(staging) => staging,
+        Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
+    };
+    let mut validation = ValidationGate { resource, host };
+    let mut files_after = if after_validation { files } else { Vec::new() };
+    if let Some(target) = provider.validation_target(&staging) {
+        let checked = validation
+            .check_staged(&target)
+            .map_err(ProviderError::from);
+        let checked = checked.and_then(|()| {
+            let files = std::mem::take(&mut files_after);
+            match ctx.backups.as_deref_mut() {
+                Some(backups) if !files.is_empty() => {
+                    evidence::save(host, backups, resource, &files, ctx.now).map_err(|e| {
+                        ProviderError::from(datum_providers::GateRejection {
+                            summary: e.to_string(),
+                            detail: None,
+                        })
+                    })
+                }
+                _ => Ok(()),
+            }
+        });
+        if let Err(e) = checked {
+            provider.discard(staging);
+            return Step::failed(Phase::Apply, action, diff, &e);
+        }
+    }
+    // A kind that stages entry by entry as it activates (a Tree) offers
+    // each to the same validator, with the evidence kept on acceptance.
     let now = ctx.now;
     let mut gate = EvidenceGate {
-        inner: ValidationGate { resource, host },
+        inner: validation,
         host,
         backups: ctx.backups.as_deref_mut(),
         resource,
-        files: if after_validation { files } else { Vec::new() },
+        files: files_after,
         now,
     };
-    let applied = provider.apply(host, resource, &observed, &diff, &mut gate);
+    let applied = provider.activate(host, declared, staging, &mut gate);
     drop(gate);
     if let Err(e) = applied {
         return Step::failed(Phase::Apply, action, diff, &e);
     }
-    match provider.verify(ctx.host, resource) {
+    match provider.verify_declared(ctx.host, declared) {
         Err(e) => Step::failed(Phase::Verify, action, diff, &e),
         Ok((_, remaining)) if !remaining.is_empty() => {
             let fields = remaining.changed_fields().join(", ");
@@ -479,6 +528,17 @@ pub fn fill_content_for_display(
     diff: &mut Diff,
     host: &Host,
 ) {
+    if diff.content.is_none() {
+        return;
+    }
+    if let Ok(declared) = provider.declare(resource) {
+        fill_content(&Bound { provider, declared }, observed, diff, host);
+    }
+}
+
+/// [`fill_content_for_display`] with the declaration the pass holds.
+pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Diff, host: &Host) {
+    let (provider, resource) = (bound.provider, bound.resource());
     let Some(change) = diff.content.as_mut() else {
         return;
     };
@@ -506,7 +566,7 @@ pub fn fill_content_for_display(
         && observed.presence == Presence::Present
         && observed.meta.as_ref().is_some_and(|m| small(m.size))
         && let Some(paths) = provider.paths()
-        && let Some(declared) = paths.managed_paths(resource).first()
+        && let Some(declared) = paths.managed_paths(&bound.declared).first()
     {
         // Through the boundary: never content reached through a link.
         change.before = host.read(declared).ok().flatten();
@@ -622,12 +682,12 @@ fn apply_batches(
 }
 
 /// A pass killed between staging and rename leaves a hidden staging directory
-/// beside its target; remove those before anything else runs.
-fn sweep_stale_staging(registry: &Registry, resources: &[&Resource], host: &Host) {
+/// beside its target; remove those before anything is written.
+fn sweep_stale_staging(observations: &Observations<'_>, visited: usize, host: &Host) {
     let mut dirs = BTreeSet::new();
-    for resource in resources {
-        if let Some(paths) = registry.lookup(&resource.id.kind).and_then(|p| p.paths()) {
-            for declared in paths.managed_paths(resource) {
+    for bound in (0..visited).filter_map(|i| observations.bound(i)) {
+        if let Some(paths) = bound.provider.paths() {
+            for declared in paths.managed_paths(&bound.declared) {
                 if let Some(parent) = declared.parent() {
                     dirs.insert(parent.to_path_buf());
                 }

@@ -115,7 +115,7 @@ fn resources_run_in_catalogue_order_and_a_changed_requirement_means_a_fresh_obse
     ]);
     let summary = bed.pass(&cat, Mode::Apply);
     assert_eq!(
-        bed.journal.of("apply"),
+        bed.journal.of("stage"),
         ["FakeFile[a]", "FakeFile[b]", "FakeFile[c]"]
     );
     assert_eq!(
@@ -137,7 +137,7 @@ fn resources_run_in_catalogue_order_and_a_changed_requirement_means_a_fresh_obse
     // A second pass changes nothing and applies nothing.
     bed.journal.clear();
     let summary = bed.pass(&cat, Mode::Apply);
-    assert!(bed.journal.of("apply").is_empty());
+    assert!(bed.journal.of("stage").is_empty());
     assert!(
         summary
             .resources
@@ -174,7 +174,7 @@ fn a_failed_resource_blocks_its_dependents_directly_and_through_others_and_nothi
         Outcome::Changed { .. }
     ));
     // Blocked resources were never applied; nothing was rolled back.
-    assert_eq!(bed.journal.of("apply"), ["FakeFile[a]", "FakeFile[d]"]);
+    assert_eq!(bed.journal.of("stage"), ["FakeFile[a]", "FakeFile[d]"]);
     assert_eq!(bed.live("/b"), None);
     assert_eq!(bed.live("/d").as_deref(), Some("d\n"));
 
@@ -238,6 +238,12 @@ fn a_refused_staged_copy_never_goes_live_and_a_plan_says_it_would_fail() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(left, ["conf.json"], "{left:?}");
+    // The steps: the plan staged nothing; the refused apply staged once,
+    // discarded that copy, and never activated it.
+    assert_eq!(bed.journal.of("stage"), ["FakeFile[conf]"]);
+    assert_eq!(bed.journal.of("discard"), ["FakeFile[conf]"]);
+    assert!(bed.journal.of("activate").is_empty());
+    bed.journal.clear();
 
     // Valid content passes the same gate and goes live.
     let accepted = Resource {
@@ -250,6 +256,199 @@ fn a_refused_staged_copy_never_goes_live_and_a_plan_says_it_would_fail() {
         Outcome::Changed { .. }
     ));
     assert_eq!(bed.live("/conf.json").as_deref(), Some("{\"new\": true}\n"));
+    // Accepted: staged, activated, never discarded.
+    assert_eq!(bed.journal.of("stage"), ["FakeFile[conf]"]);
+    assert_eq!(bed.journal.of("activate"), ["FakeFile[conf]"]);
+    assert!(bed.journal.of("discard").is_empty());
+}
+
+/// Each call of `declare` in the journal, sorted (observers run in parallel).
+fn declared(journal: &Journal) -> Vec<String> {
+    let mut all = journal.of("declare");
+    all.sort();
+    all
+}
+
+#[test]
+fn a_pass_looks_each_kind_up_once_and_parses_each_declaration_once() {
+    let mut bed = Bed::new();
+    bed.write("/site.json", "{\"v\": 0}\n");
+    let cat = catalogue(vec![
+        Resource {
+            validate: Some("json".to_owned()),
+            ..fake_file("site", "/site.json", "{\"v\": 1}\n", &[])
+        },
+        // Observed again after its requirement changed: still one parse.
+        fake_file("after", "/after", "x\n", &[id("site")]),
+        fake_unit("web", &[id("site")]),
+    ]);
+    let everyone = ["FakeFile[after]", "FakeFile[site]", "FakeUnit[web]"];
+    for mode in [Mode::Plan, Mode::Apply, Mode::Apply] {
+        bed.journal.clear();
+        let before = bed.registry.lookups();
+        bed.pass(&cat, mode);
+        assert_eq!(bed.registry.lookups() - before, 3, "{mode:?}");
+        assert_eq!(declared(&bed.journal), everyone, "{mode:?}");
+    }
+    // The changing apply (the second pass) did everything a change does:
+    // validated, saved the old content, activated, reloaded.
+    assert_eq!(bed.live("/site.json").as_deref(), Some("{\"v\": 1}\n"));
+    assert_eq!(bed.backups.list(None).unwrap().len(), 1);
+}
+
+/// A provider that counts how often its declarations are parsed, around a
+/// shipped one (every other call goes to the inner provider as it is).
+struct CountingDeclares {
+    inner: &'static dyn datum_providers::Provider,
+    declares: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+mod counting {
+    use datum_core::{Diff, Observed, Resource};
+    use datum_host::Host;
+    use datum_providers::{
+        Activates, Batches, Declared, FieldError, Fingerprints, OrdersOthers, OwnsPaths, Provider,
+        ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
+    };
+
+    impl Provider for super::CountingDeclares {
+        fn kind(&self) -> &'static str {
+            self.inner.kind()
+        }
+        fn check(&self, desired: &serde_json::Value) -> Result<(), Vec<FieldError>> {
+            self.inner.check(desired)
+        }
+        fn declaration_schema(&self, g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            self.inner.declaration_schema(g)
+        }
+        fn takes_content(&self) -> bool {
+            self.inner.takes_content()
+        }
+        fn takes_validator(&self) -> bool {
+            self.inner.takes_validator()
+        }
+        fn paths(&self) -> Option<&dyn OwnsPaths> {
+            self.inner.paths()
+        }
+        fn ordering(&self) -> Option<&dyn OrdersOthers> {
+            self.inner.ordering()
+        }
+        fn batching(&self) -> Option<&dyn Batches> {
+            self.inner.batching()
+        }
+        fn activation(&self) -> Option<&dyn Activates> {
+            self.inner.activation()
+        }
+        fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+            self.inner.source_folder()
+        }
+        fn fingerprints(&self) -> Option<&dyn Fingerprints> {
+            self.inner.fingerprints()
+        }
+        fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError> {
+            self.declares
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.inner.declare(resource)
+        }
+        fn observe_declared(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+        ) -> Result<Observed, ProviderError> {
+            self.inner.observe_declared(host, d)
+        }
+        fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff {
+            self.inner.plan(d, observed)
+        }
+        fn stage(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+            observed: &Observed,
+            diff: &Diff,
+        ) -> Result<Staging, ProviderError> {
+            self.inner.stage(host, d, observed, diff)
+        }
+        fn validation_target<'s>(&self, staging: &'s Staging) -> Option<Staged<'s>> {
+            self.inner.validation_target(staging)
+        }
+        fn activate(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+            staging: Staging,
+            gate: &mut dyn StagingGate,
+        ) -> Result<(), ProviderError> {
+            self.inner.activate(host, d, staging, gate)
+        }
+        fn discard(&self, staging: Staging) {
+            self.inner.discard(staging);
+        }
+        fn verify_declared(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+        ) -> Result<(Observed, Diff), ProviderError> {
+            self.inner.verify_declared(host, d)
+        }
+    }
+}
+
+#[test]
+fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_and_verify() {
+    let declares = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut bed = Bed::new();
+    bed.registry = Registry::new(vec![Box::new(CountingDeclares {
+        inner: datum_providers::registry().lookup("File").unwrap(),
+        declares: declares.clone(),
+    })]);
+    bed.write("/app.json", "{\"v\": 0}\n");
+    let file = |text: &str| Resource {
+        validate: Some("json".to_owned()),
+        content: Some(datum_core::Content::new(text.as_bytes().to_vec())),
+        ..Resource::new(
+            ResourceId::new("File", "app"),
+            serde_json::json!({"path": "/app.json", "mode": "0640"}),
+        )
+    };
+    let count = |bed: &mut Bed, cat: &Catalogue, mode: Mode| {
+        let before = declares.load(std::sync::atomic::Ordering::Relaxed);
+        let lookups = bed.registry.lookups();
+        let summary = bed.pass(cat, mode);
+        assert_eq!(bed.registry.lookups() - lookups, 1, "{mode:?}");
+        let parsed = declares.load(std::sync::atomic::Ordering::Relaxed) - before;
+        (summary, parsed)
+    };
+    // Plan (with the validator's dry run), apply (stage, validate, evidence,
+    // rename, verify), a converged pass, a refused change: one parse each.
+    let cat = catalogue(vec![file("{\"v\": 1}\n")]);
+    let (plan, parsed) = count(&mut bed, &cat, Mode::Plan);
+    assert!(matches!(
+        outcome(&plan, &ResourceId::new("File", "app")),
+        Outcome::WouldChange { .. }
+    ));
+    assert_eq!(parsed, 1);
+    let (applied, parsed) = count(&mut bed, &cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&applied, &ResourceId::new("File", "app")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(parsed, 1);
+    assert_eq!(bed.live("/app.json").as_deref(), Some("{\"v\": 1}\n"));
+    assert_eq!(bed.backups.list(None).unwrap().len(), 1);
+    let (_, parsed) = count(&mut bed, &cat, Mode::Apply);
+    assert_eq!(parsed, 1);
+    let refused = catalogue(vec![file("{broken\n")]);
+    let (summary, parsed) = count(&mut bed, &refused, Mode::Apply);
+    assert!(matches!(
+        outcome(&summary, &ResourceId::new("File", "app")),
+        Outcome::Failed {
+            phase: Phase::Apply,
+            ..
+        }
+    ));
+    assert_eq!(parsed, 1);
+    assert_eq!(bed.live("/app.json").as_deref(), Some("{\"v\": 1}\n"));
 }
 
 #[test]

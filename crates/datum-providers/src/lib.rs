@@ -1,8 +1,12 @@
 //! Datum's resource types, one folder per kind, and the registry that lists them.
 //!
-//! Adding a resource type: write a folder implementing [`Provider`] (and the
-//! optional capabilities it has: paths, ordering, batching, activation, a
-//! source folder), add one line to [`registry()`]. Nothing in the engine or the
+//! Adding a resource type: write a folder implementing [`Kind`] (its typed
+//! declaration and the steps of a change: observe, plan, stage, validation
+//! target, activate, discard, verify; and the optional capabilities it has:
+//! paths, ordering, batching, activation, a source folder), add one line to
+//! [`registry()`]. A blanket impl makes every `Kind` a [`Provider`], the
+//! object-safe form the engine holds; a kind that is one entry at a path
+//! implements the narrower [`common::entry::EntryProvider`] instead. Nothing in the engine or the
 //! catalogue changes: they are handed a [`Registry`] and discover what a kind
 //! can do through its capabilities, never by its name. The shipped
 //! validators are listed, by name, in [`validators`].
@@ -25,6 +29,7 @@ pub mod common;
 pub mod directory;
 pub mod file;
 pub mod group;
+pub mod kind;
 pub mod package;
 pub mod provider;
 pub mod registry;
@@ -37,11 +42,12 @@ pub mod validators;
 #[cfg(test)]
 mod testing;
 
+pub use kind::Kind;
 pub use provider::{
-    Activates, Batched, Batches, DeclaredMeta, ExtraDrift, ExtraFinding, ExtraFindings, FieldError,
-    FieldLookup, Fingerprints, GateRejection, KindError, OnChange, OpenGate, OrderingEdge,
-    OrdersOthers, OwnsPaths, PathClaim, Provider, ProviderError, Staged, StagingGate,
-    TakesSourceFolder,
+    Activates, Batched, Batches, Declared, DeclaredMeta, ExtraDrift, ExtraFinding, ExtraFindings,
+    FieldError, FieldLookup, Fingerprints, GateRejection, KindError, OnChange, OpenGate,
+    OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned, Provider, ProviderError, Staged,
+    Staging, StagingGate, TakesSourceFolder,
 };
 pub use registry::Registry;
 

@@ -1,11 +1,15 @@
 //! The contract every resource type implements.
 //!
-//! A provider turns a resource's declared fields into observations of the host,
-//! a diff, and changes. Pure steps (`check`, `diff`) never touch the host, so
-//! they are tested as plain functions. Safety rules (validator lookup, what to do
+//! A provider turns a resource's declared fields into a typed declaration
+//! (parsed once per pass, [`Provider::declare`]), observations of the host,
+//! a plan, and changes, each step a separate call the engine drives:
+//! `stage`, `validation_target`, then `activate` or `discard`, then
+//! `verify`. Pure steps (`check`, `plan`) never touch the host, so they are
+//! tested as plain functions. Safety rules (validator lookup, what to do
 //! when validation fails, blocking dependents, hiding sensitive output) belong
-//! to the engine, not here: a provider only offers the staged copy to the
-//! engine's [`StagingGate`] before it makes a change live.
+//! to the engine, not here: a provider stages, says what to validate, and
+//! makes live or discards what the engine tells it to (a kind that writes
+//! entry by entry offers each to the engine's [`StagingGate`]).
 //!
 //! One required trait, [`Provider`], and optional capabilities the engine and
 //! the catalogue discover through it instead of matching kind names (in the
@@ -18,6 +22,7 @@
 //! [`Provider::source_folder`]. Each accessor defaults to `None`: a new kind
 //! implements only what it has, and nothing above the providers names it.
 
+use std::any::Any;
 use std::path::{Path, PathBuf};
 
 use datum_core::{Content, Diff, Observed, Resource, ResourceId};
@@ -145,7 +150,97 @@ impl StagingGate for OpenGate {
     }
 }
 
-/// One resource type. Object-safe: the engine holds `&dyn Provider`.
+/// A resource's declaration in its kind's typed form, parsed once
+/// ([`Provider::declare`]) and held beside the resource for a whole pass:
+/// every step of the pass (observe, plan, stage, activate, verify, and the
+/// capabilities that read the declaration) is handed this instead of
+/// parsing `desired` again. Opaque to the engine: only the kind that made
+/// it reads it (see [`crate::Kind`]).
+pub struct Declared<'r> {
+    pub resource: &'r Resource,
+    declaration: Box<dyn Any + Send + Sync>,
+}
+
+impl<'r> Declared<'r> {
+    pub fn new<T: Any + Send + Sync>(resource: &'r Resource, declaration: T) -> Self {
+        Self {
+            resource,
+            declaration: Box::new(declaration),
+        }
+    }
+
+    /// The typed declaration, if it is a `T` (it is for the kind that
+    /// declared it).
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.declaration.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for Declared<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Declared")
+            .field("resource", &self.resource.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Provider::stage`] prepared for one change, held by the engine
+/// until it calls [`Provider::activate`] or [`Provider::discard`]: a staged
+/// copy beside the target, or, for a kind with nothing to stage, the plan it
+/// will act on. Opaque to the engine, like [`Declared`].
+pub struct Staging(Box<dyn Any>);
+
+impl Staging {
+    pub fn new<T: Any>(staging: T) -> Self {
+        Self(Box::new(staging))
+    }
+
+    /// The kind's own staging value, if it is a `T`.
+    pub fn into_inner<T: Any>(self) -> Result<T, Self> {
+        self.0.downcast::<T>().map(|b| *b).map_err(Self)
+    }
+
+    /// The kind's own staging value, by reference.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for Staging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Staging(..)")
+    }
+}
+
+/// The plan a kind with nothing to stage carries from `stage` to
+/// `activate` (a Service, a Package, a User): what was observed and what
+/// differs.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub observed: Observed,
+    pub diff: Diff,
+}
+
+/// One resource type, as the engine and the catalogue hold it:
+/// object-safe (`&dyn Provider`). A kind does not implement this itself: it
+/// implements the typed [`crate::Kind`] (or [`crate::common::entry::EntryProvider`]
+/// for an entry at a path), and a blanket impl makes it a `Provider`.
+///
+/// The steps of a change are separate calls the engine drives, each handed
+/// the declaration parsed once ([`Provider::declare`]): [`observe_declared`]
+/// (the host as it is), [`plan`] (observed against declared), [`stage`]
+/// (the staged copy, or nothing), [`validation_target`] (what the
+/// resource's validator is pointed at), [`activate`] (make it live: the
+/// rename, the systemctl call) or [`discard`] (the staged copy removed,
+/// the live object untouched), and [`verify_declared`].
+///
+/// [`observe_declared`]: Provider::observe_declared
+/// [`plan`]: Provider::plan
+/// [`stage`]: Provider::stage
+/// [`validation_target`]: Provider::validation_target
+/// [`activate`]: Provider::activate
+/// [`discard`]: Provider::discard
+/// [`verify_declared`]: Provider::verify_declared
 pub trait Provider: Send + Sync {
     /// The manifest `type:` this provider implements (`File`).
     fn kind(&self) -> &'static str;
@@ -235,15 +330,81 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Parses the resource's declaration into the kind's typed form, once
+    /// per pass; every other step is handed the result. An error names the
+    /// field (the catalogue has checked the fields, so this is rare: a
+    /// resource built by hand, a name that is not valid for the host).
+    fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError>;
+
     /// Reads the current state from the host.
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError>;
+    fn observe_declared(&self, host: &Host, d: &Declared<'_>) -> Result<Observed, ProviderError>;
 
-    /// Compares declared and observed state. Pure.
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff;
+    /// Compares declared and observed state: the plan (what `datum plan`
+    /// shows, and what `stage` and `activate` carry out). Pure.
+    fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff;
 
-    /// Makes the host match the declaration. Content changes are staged beside
-    /// the target and offered to `gate` before they go live; a failure at any
-    /// step leaves the live object as it was.
+    /// Prepares the change `diff` without making it live: a content change
+    /// is written to a staged copy beside the target, with its owner, group
+    /// and mode; a kind with nothing to stage returns the plan it will act
+    /// on. The live object is as it was.
+    fn stage(
+        &self,
+        host: &Host,
+        d: &Declared<'_>,
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Staging, ProviderError>;
+
+    /// What the resource's validator is pointed at: the complete staged
+    /// copy, or `None` when nothing was staged (owner or mode only, a
+    /// removal, a kind with nothing to stage).
+    fn validation_target<'s>(&self, staging: &'s Staging) -> Option<Staged<'s>>;
+
+    /// Makes a staged change live (the rename over the live file, the
+    /// systemctl or apt call). A kind that writes several entries one at a
+    /// time (a Tree) offers each staged entry to `gate` as it goes; a kind
+    /// whose one staged copy the engine already validated through
+    /// [`Provider::validation_target`] does not call it. A failure leaves
+    /// the live object as it was.
+    fn activate(
+        &self,
+        host: &Host,
+        d: &Declared<'_>,
+        staging: Staging,
+        gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError>;
+
+    /// Removes what `stage` wrote, leaving the live object untouched (the
+    /// validator refused it, or the evidence could not be saved).
+    fn discard(&self, staging: Staging);
+
+    /// Confirms the host now holds the declared state. Returns what was
+    /// observed (the engine records its metadata as the last verified state)
+    /// and the remaining difference (empty when converged).
+    fn verify_declared(
+        &self,
+        host: &Host,
+        d: &Declared<'_>,
+    ) -> Result<(Observed, Diff), ProviderError>;
+
+    /// [`Provider::observe_declared`] for a resource not yet declared (parses it).
+    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+        self.observe_declared(host, &self.declare(resource)?)
+    }
+
+    /// [`Provider::plan`] for a resource not yet declared; a declaration
+    /// that does not parse (which `observe` has refused already) plans
+    /// nothing.
+    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
+        match self.declare(resource) {
+            Ok(d) => self.plan(&d, observed),
+            Err(_) => Diff::default(),
+        }
+    }
+
+    /// Every step of a change in order, with `gate` standing in for the
+    /// engine's validator: stage, offer the validation target to `gate`
+    /// (a refusal discards the staged copy and is returned), activate.
     fn apply(
         &self,
         host: &Host,
@@ -251,16 +412,22 @@ pub trait Provider: Send + Sync {
         observed: &Observed,
         diff: &Diff,
         gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError>;
+    ) -> Result<(), ProviderError> {
+        let d = self.declare(resource)?;
+        let staging = self.stage(host, &d, observed, diff)?;
+        let refused = self
+            .validation_target(&staging)
+            .and_then(|target| gate.check_staged(&target).err());
+        if let Some(rejection) = refused {
+            self.discard(staging);
+            return Err(rejection.into());
+        }
+        self.activate(host, &d, staging, gate)
+    }
 
-    /// Confirms the host now holds the declared state. Returns what was
-    /// observed (the engine records its metadata as the last verified state)
-    /// and the remaining difference (empty when converged). Providers that know
-    /// more than the field set (Service) override this.
+    /// [`Provider::verify_declared`] for a resource not yet declared.
     fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
-        let observed = self.observe(host, resource)?;
-        let diff = self.diff(resource, &observed);
-        Ok((observed, diff))
+        self.verify_declared(host, &self.declare(resource)?)
     }
 }
 
@@ -302,12 +469,12 @@ pub trait OwnsPaths: Send + Sync {
 
     /// Host paths (as declared, not yet under `--root`) this resource
     /// manages; the first is the one whose content a text diff shows.
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf>;
+    fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf>;
 
     /// The owner and mode content would have at the first managed path, or
     /// an error saying why they cannot be known (an owner the host does not
     /// know).
-    fn declared_meta(&self, _host: &Host, _resource: &Resource) -> Result<DeclaredMeta, String> {
+    fn declared_meta(&self, _host: &Host, _d: &Declared<'_>) -> Result<DeclaredMeta, String> {
         Ok(DeclaredMeta {
             mode: 0o644,
             ..DeclaredMeta::default()
@@ -320,7 +487,7 @@ pub trait OwnsPaths: Send + Sync {
     /// `None`: the managed paths are what the change destroys.
     fn destroyed_entries(
         &self,
-        _resource: &Resource,
+        _d: &Declared<'_>,
         _observed: &Observed,
     ) -> Option<Vec<(PathBuf, bool)>> {
         None
@@ -388,14 +555,10 @@ pub trait Activates: Send + Sync {
     /// from its fields (the catalogue orders it after them).
     fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)>;
 
-    /// Performs the activation; the engine validates the notifiers' groups
-    /// before, and verifies the resource after.
-    fn activate(
-        &self,
-        host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError>;
+    /// Performs the activation (the reload or restart) with the
+    /// declaration the pass holds; the engine validates the notifiers'
+    /// groups before, and verifies the resource after.
+    fn activate(&self, host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError>;
 
     /// What a person calls the activated thing (a unit name), for reports.
     fn subject(&self, resource: &Resource) -> String {

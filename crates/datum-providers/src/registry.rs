@@ -5,11 +5,16 @@
 //! `datum-testkit`) and the shipped program hands them [`crate::registry()`].
 //! Must not: decide anything about a kind; it only finds providers by name.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::Provider;
 
 /// The resource types one program knows, in the order `datum` lists them.
 pub struct Registry {
     providers: Vec<Box<dyn Provider>>,
+    /// How many times [`Registry::lookup`] was called (a pass looks each
+    /// resource's kind up once; tests hold it to that).
+    lookups: AtomicUsize,
 }
 
 impl Registry {
@@ -22,11 +27,15 @@ impl Registry {
                 unique.push(provider);
             }
         }
-        Self { providers: unique }
+        Self {
+            providers: unique,
+            lookups: AtomicUsize::new(0),
+        }
     }
 
     /// The provider for a manifest `type:`, if there is one.
     pub fn lookup(&self, kind: &str) -> Option<&dyn Provider> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
         self.providers
             .iter()
             .find(|p| p.kind() == kind)
@@ -41,6 +50,11 @@ impl Registry {
     /// Every kind name, in listing order.
     pub fn kinds(&self) -> Vec<&'static str> {
         self.iter().map(|p| p.kind()).collect()
+    }
+
+    /// How many lookups by name this registry has answered so far.
+    pub fn lookups(&self) -> usize {
+        self.lookups.load(Ordering::Relaxed)
     }
 
     pub fn len(&self) -> usize {

@@ -26,9 +26,10 @@ use datum_core::{
     Action, ContentChange, Diff, FieldChange, FileMeta, Observed, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
+use datum_providers::file::StagedContent;
 use datum_providers::{
-    Activates, FieldError, FieldLookup, OnChange, OwnsPaths, PathClaim, Provider, ProviderError,
-    Registry, StagingGate,
+    Activates, Declared, FieldError, FieldLookup, Kind, OnChange, OwnsPaths, PathClaim, Planned,
+    Provider, ProviderError, Registry, Staged, StagingGate,
 };
 use serde_json::{Value, json};
 
@@ -159,6 +160,15 @@ pub struct FakeFile {
     faults: Faults,
 }
 
+/// A [`FakeFile`]'s declaration, parsed once per pass (`declare` in the
+/// journal each time it is).
+pub struct FakeFileDeclared {
+    id: ResourceId,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    sha256: Option<String>,
+}
+
 fn declared_path(resource: &Resource) -> Result<PathBuf, ProviderError> {
     resource
         .desired_str("path")
@@ -176,20 +186,32 @@ fn injected(what: &str, id: &ResourceId) -> ProviderError {
     }
 }
 
-impl Provider for FakeFile {
-    fn kind(&self) -> &'static str {
-        FAKE_FILE
-    }
+impl Kind for FakeFile {
+    const KIND: &'static str = FAKE_FILE;
+    type Declaration = FakeFileDeclared;
+    type Written = Value;
+    /// The staged copy, and the resource it is for (for the journal).
+    type Staging = (StagedContent, ResourceId);
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         match desired.get("path").and_then(Value::as_str) {
             Some(_) => Ok(()),
             None => Err(vec![FieldError::new(&["path"], "`path` is required")]),
         }
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <Value as schemars::JsonSchema>::json_schema(generator)
+    fn declare(&self, resource: &Resource) -> Result<FakeFileDeclared, ProviderError> {
+        self.journal.push(format!("declare {}", resource.id));
+        Ok(FakeFileDeclared {
+            id: resource.id.clone(),
+            path: declared_path(resource)?,
+            bytes: resource
+                .content
+                .as_ref()
+                .map(|c| c.bytes.clone())
+                .unwrap_or_default(),
+            sha256: resource.content.as_ref().map(|c| c.sha256.clone()),
+        })
     }
 
     fn takes_content(&self) -> bool {
@@ -200,13 +222,17 @@ impl Provider for FakeFile {
         Some(self)
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+    fn observe(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        d: &FakeFileDeclared,
+    ) -> Result<Observed, ProviderError> {
         self.journal.push(format!("observe {}", resource.id));
         if self.faults.has(|f| &f.observe, &resource.id) {
             return Err(injected("observe", &resource.id));
         }
-        let path = declared_path(resource)?;
-        let Some(bytes) = host.read(&path)? else {
+        let Some(bytes) = host.read(&d.path)? else {
             return Ok(Observed::absent());
         };
         let sha256 = datum_core::sha256_hex(&bytes);
@@ -224,12 +250,12 @@ impl Provider for FakeFile {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        let Some(content) = &resource.content else {
+    fn plan(&self, _resource: &Resource, d: &FakeFileDeclared, observed: &Observed) -> Diff {
+        let Some(sha256) = &d.sha256 else {
             return Diff::default();
         };
         let live = observed.meta.as_ref().and_then(|m| m.sha256.clone());
-        if live.as_deref() == Some(content.sha256.as_str()) {
+        if live.as_deref() == Some(sha256.as_str()) {
             return Diff::default();
         }
         let action = match observed.presence {
@@ -241,42 +267,63 @@ impl Provider for FakeFile {
             changes: vec![FieldChange {
                 field: "content_sha256".to_owned(),
                 before: live.clone().map(Value::String),
-                after: Some(json!(content.sha256)),
+                after: Some(json!(sha256)),
             }],
             content: Some(ContentChange {
                 before: None,
-                after: content.bytes.clone(),
+                after: d.bytes.clone(),
                 before_sha256: live,
-                after_sha256: content.sha256.clone(),
+                after_sha256: sha256.clone(),
             }),
         }
     }
 
-    fn apply(
+    fn stage(
+        &self,
+        host: &Host,
+        d: &FakeFileDeclared,
+        _observed: &Observed,
+        _diff: &Diff,
+    ) -> Result<Self::Staging, ProviderError> {
+        let id = d.id.clone();
+        self.journal.push(format!("stage {id}"));
+        if self.faults.has(|f| &f.apply, &id) {
+            return Err(injected("apply", &id));
+        }
+        let at = host.locate(&d.path)?;
+        let staged = StagedContent::write(host, &at, d.bytes.clone(), None, None, 0o644)?;
+        Ok((staged, id))
+    }
+
+    fn validation_target<'s>(&self, staging: &'s Self::Staging) -> Option<Staged<'s>> {
+        Some(staging.0.target())
+    }
+
+    fn activate(
+        &self,
+        _host: &Host,
+        resource: &Resource,
+        _d: &FakeFileDeclared,
+        (staged, _): Self::Staging,
+        _gate: &mut dyn StagingGate,
+    ) -> Result<(), ProviderError> {
+        self.journal.push(format!("activate {}", resource.id));
+        staged.commit()
+    }
+
+    fn discard(&self, (staged, id): Self::Staging) {
+        self.journal.push(format!("discard {id}"));
+        staged.discard();
+    }
+
+    fn verify(
         &self,
         host: &Host,
         resource: &Resource,
-        _observed: &Observed,
-        _diff: &Diff,
-        gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
-        self.journal.push(format!("apply {}", resource.id));
-        if self.faults.has(|f| &f.apply, &resource.id) {
-            return Err(injected("apply", &resource.id));
-        }
-        let path = declared_path(resource)?;
-        let bytes = resource
-            .content
-            .as_ref()
-            .map(|c| c.bytes.clone())
-            .unwrap_or_default();
-        let at = host.locate(&path)?;
-        datum_providers::file::write_staged(host, &at, &bytes, None, None, 0o644, gate)
-    }
-
-    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
-        let observed = self.observe(host, resource)?;
-        let mut diff = self.diff(resource, &observed);
+        d: &FakeFileDeclared,
+    ) -> Result<(Observed, Diff), ProviderError> {
+        let observed = Kind::observe(self, host, resource, d)?;
+        let mut diff = Kind::plan(self, resource, d, &observed);
         if self.faults.has(|f| &f.unconverged, &resource.id) {
             diff.action = Some(Action::Update);
             diff.changes.push(FieldChange {
@@ -299,8 +346,10 @@ impl OwnsPaths for FakeFile {
         })
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        declared_path(resource).map(|p| vec![p]).unwrap_or_default()
+    fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf> {
+        d.get::<FakeFileDeclared>()
+            .map(|typed| vec![typed.path.clone()])
+            .unwrap_or_default()
     }
 }
 
@@ -310,17 +359,19 @@ pub struct FakeUnit {
     faults: Faults,
 }
 
-impl Provider for FakeUnit {
-    fn kind(&self) -> &'static str {
-        FAKE_UNIT
-    }
+impl Kind for FakeUnit {
+    const KIND: &'static str = FAKE_UNIT;
+    type Declaration = ();
+    type Written = Value;
+    type Staging = Planned;
 
-    fn check(&self, _desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, _desired: &Value) -> Result<(), Vec<FieldError>> {
         Ok(())
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <Value as schemars::JsonSchema>::json_schema(generator)
+    fn declare(&self, resource: &Resource) -> Result<(), ProviderError> {
+        self.journal.push(format!("declare {}", resource.id));
+        Ok(())
     }
 
     fn takes_validator(&self) -> bool {
@@ -335,26 +386,44 @@ impl Provider for FakeUnit {
         Some(self)
     }
 
-    fn observe(&self, _host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
+    fn observe(
+        &self,
+        _host: &Host,
+        resource: &Resource,
+        _d: &(),
+    ) -> Result<Observed, ProviderError> {
         self.journal.push(format!("observe {}", resource.id));
         let mut observed = Observed::absent();
         observed.presence = Presence::Present;
         Ok(observed)
     }
 
-    fn diff(&self, _resource: &Resource, _observed: &Observed) -> Diff {
+    fn plan(&self, _resource: &Resource, _d: &(), _observed: &Observed) -> Diff {
         Diff::default()
     }
 
-    fn apply(
+    fn stage(
+        &self,
+        _host: &Host,
+        _d: &(),
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(Planned {
+            observed: observed.clone(),
+            diff: diff.clone(),
+        })
+    }
+
+    fn activate(
         &self,
         _host: &Host,
         resource: &Resource,
-        _observed: &Observed,
-        _diff: &Diff,
+        _d: &(),
+        _staging: Planned,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        self.journal.push(format!("apply {}", resource.id));
+        self.journal.push(format!("activate {}", resource.id));
         Ok(())
     }
 }
@@ -380,12 +449,8 @@ impl Activates for FakeUnit {
         out
     }
 
-    fn activate(
-        &self,
-        _host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError> {
+    fn activate(&self, _host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError> {
+        let resource = d.resource;
         self.journal.push(format!("{} {}", how.verb(), resource.id));
         if self.faults.has(|f| &f.activate, &resource.id) {
             return Err(injected(how.verb(), &resource.id));

@@ -1,6 +1,6 @@
 //! The typed side of the providers whose resource is one entry of the file
 //! system at a declared path (File, Directory, Symlink), and the blanket
-//! impl that makes each of them a [`Provider`] for the engine.
+//! impl that makes each of them a [`Kind`] (and so a `Provider`) for the engine.
 //!
 //! What the three share lives once, here: parse the declaration, map its
 //! path under the root, look at what is there without following a link (an
@@ -11,7 +11,7 @@
 //! transition is an error naming it, for observe as much as for apply). A type writes only what differs: its field
 //! checks, what it reads from an entry that is there, the pure diff, and how
 //! it converges and removes. Must not: run validators or keep backups (the
-//! engine does, see [`Provider`]).
+//! engine does, see [`crate::Provider`]).
 
 use std::path::{Path, PathBuf};
 
@@ -20,13 +20,14 @@ use datum_host::fs::Stat;
 use datum_host::{Host, Located};
 use serde_json::Value;
 
+use crate::kind::declaration;
 use crate::{
-    DeclaredMeta, FieldError, FieldLookup, OwnsPaths, PathClaim, Provider, ProviderError,
-    StagingGate,
+    Declared, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, ProviderError,
+    Staged, StagingGate,
 };
 
 /// A declaration naming one path.
-pub trait EntryDesired: Sized {
+pub trait EntryDesired: Sized + Send + Sync + 'static {
     /// The typed declaration (fields already checked by the catalogue).
     fn from_resource(resource: &Resource) -> Result<Self, ProviderError>;
     /// The declared path (as on the managed machine, not under the root).
@@ -39,11 +40,14 @@ pub trait EntryProvider: Send + Sync {
     /// The manifest `type:`.
     const KIND: &'static str;
     /// The declaration as written in a manifest, for its JSON Schema
-    /// (see [`Provider::declaration_schema`]).
-    type Declaration: schemars::JsonSchema;
-    /// Whether declarations carry content (see [`Provider::takes_content`]).
+    /// (see [`crate::Provider::declaration_schema`]).
+    type Written: schemars::JsonSchema;
+    /// What [`EntryProvider::stage`] hands [`EntryProvider::converge`]: a
+    /// staged copy, or `()` for an entry with nothing to stage.
+    type Staging: 'static;
+    /// Whether declarations carry content (see [`crate::Provider::takes_content`]).
     const TAKES_CONTENT: bool = false;
-    /// Whether `validate:` applies (see [`Provider::takes_validator`]).
+    /// Whether `validate:` applies (see [`crate::Provider::takes_validator`]).
     const TAKES_VALIDATOR: bool = true;
     /// Whether the entry is a folder whose declared contents are ordered
     /// after it (see [`PathClaim::holds_children`]).
@@ -51,7 +55,7 @@ pub trait EntryProvider: Send + Sync {
     /// The mode of an entry created without a declared `mode`.
     const DEFAULT_MODE: u32;
 
-    /// Checks declared fields without host access (see [`Provider::check`]).
+    /// Checks declared fields without host access (see [`crate::Provider::check`]).
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
 
     /// Observes the entry at `at`, which exists and whose `lstat` is `stat`.
@@ -65,30 +69,56 @@ pub trait EntryProvider: Send + Sync {
     /// Compares declared and observed state. Pure.
     fn diff(d: &Self::Desired, observed: &Observed) -> Diff;
 
-    /// Creates, updates or replaces the entry at `at` so that it matches `d`.
-    fn converge(
+    /// Prepares creating, updating or replacing the entry at `at` (a
+    /// staged copy beside it, complete with owner and mode); the live entry
+    /// is untouched.
+    fn stage(
         host: &Host,
         d: &Self::Desired,
         at: &Located,
         diff: &Diff,
-        gate: &mut dyn StagingGate,
+    ) -> Result<Self::Staging, ProviderError>;
+
+    /// The staged copy a validator is pointed at (see
+    /// [`crate::Provider::validation_target`]).
+    fn target(_staging: &Self::Staging) -> Option<Staged<'_>> {
+        None
+    }
+
+    /// Makes the entry at `at` match `d`, from what `stage` prepared.
+    fn converge(
+        host: &Host,
+        d: &Self::Desired,
+        at: &Located,
+        staging: Self::Staging,
     ) -> Result<(), ProviderError>;
 
     /// Removes the entry at `at` (declared `ensure: absent`).
     fn remove(host: &Host, at: &Located) -> Result<(), ProviderError>;
 }
 
-impl<T: EntryProvider> Provider for T {
-    fn kind(&self) -> &'static str {
-        T::KIND
+/// What an entry kind carries from staging to activation.
+pub enum EntryStaging<S> {
+    /// Nothing to do.
+    Nothing,
+    /// Remove the entry (looked up again when it is done).
+    Remove,
+    /// Converge the entry at the located path with what was staged.
+    Converge(Located, S),
+}
+
+impl<T: EntryProvider> Kind for T {
+    const KIND: &'static str = <T as EntryProvider>::KIND;
+    type Declaration = T::Desired;
+    type Written = T::Written;
+    type Staging = EntryStaging<<T as EntryProvider>::Staging>;
+
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        <T as EntryProvider>::check_fields(desired)
     }
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
-        T::check_fields(desired)
-    }
-
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <T::Declaration as schemars::JsonSchema>::json_schema(generator)
+    fn declare(&self, resource: &Resource) -> Result<T::Desired, ProviderError> {
+        T::Desired::from_resource(resource)
     }
 
     fn takes_content(&self) -> bool {
@@ -103,45 +133,66 @@ impl<T: EntryProvider> Provider for T {
         Some(self)
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = T::Desired::from_resource(resource)?;
+    fn observe(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        d: &T::Desired,
+    ) -> Result<Observed, ProviderError> {
         // A missing parent: nothing can be there.
         let Some(at) = host.try_locate(d.path())? else {
             return Ok(Observed::absent());
         };
         match at.lstat()? {
-            Some(stat) => T::observe_present(host, &d, &at, stat),
+            Some(stat) => T::observe_present(host, d, &at, stat),
             None => Ok(Observed::absent()),
         }
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        // `observe` has already refused a declaration that does not parse.
-        match T::Desired::from_resource(resource) {
-            Ok(d) => T::diff(&d, observed),
-            Err(_) => Diff::default(),
+    fn plan(&self, _resource: &Resource, d: &T::Desired, observed: &Observed) -> Diff {
+        <T as EntryProvider>::diff(d, observed)
+    }
+
+    fn stage(
+        &self,
+        host: &Host,
+        d: &T::Desired,
+        _observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Self::Staging, ProviderError> {
+        match diff.action() {
+            Action::None => Ok(EntryStaging::Nothing),
+            Action::Remove => Ok(EntryStaging::Remove),
+            Action::Create | Action::Update | Action::Replace => {
+                let at = host.locate(d.path())?;
+                let staged = <T as EntryProvider>::stage(host, d, &at, diff)?;
+                Ok(EntryStaging::Converge(at, staged))
+            }
         }
     }
 
-    fn apply(
+    fn validation_target<'s>(&self, staging: &'s Self::Staging) -> Option<Staged<'s>> {
+        match staging {
+            EntryStaging::Converge(_, staged) => T::target(staged),
+            _ => None,
+        }
+    }
+
+    fn activate(
         &self,
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        diff: &Diff,
-        gate: &mut dyn StagingGate,
+        _resource: &Resource,
+        d: &T::Desired,
+        staging: Self::Staging,
+        _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = T::Desired::from_resource(resource)?;
-        match diff.action() {
-            Action::None => Ok(()),
-            Action::Remove => match host.try_locate(d.path())? {
+        match staging {
+            EntryStaging::Nothing => Ok(()),
+            EntryStaging::Remove => match host.try_locate(d.path())? {
                 Some(at) => T::remove(host, &at),
                 None => Ok(()),
             },
-            Action::Create | Action::Update | Action::Replace => {
-                let at = host.locate(d.path())?;
-                T::converge(host, &d, &at, diff, gate)
-            }
+            EntryStaging::Converge(at, staged) => T::converge(host, d, &at, staged),
         }
     }
 }
@@ -152,16 +203,16 @@ impl<T: EntryProvider> OwnsPaths for T {
         path_claim(field, T::HOLDS_CHILDREN)
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        T::Desired::from_resource(resource)
-            .map(|d| vec![d.path().to_owned()])
+    fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf> {
+        declaration::<T>(d)
+            .map(|typed| vec![typed.path().to_owned()])
             .unwrap_or_default()
     }
 
-    fn declared_meta(&self, host: &Host, resource: &Resource) -> Result<DeclaredMeta, String> {
+    fn declared_meta(&self, host: &Host, d: &Declared<'_>) -> Result<DeclaredMeta, String> {
         Ok(crate::common::meta::declared_meta(
             host,
-            &resource.desired,
+            &d.resource.desired,
             T::DEFAULT_MODE,
         ))
     }

@@ -23,7 +23,7 @@ use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
     create_meta_changes, observe_meta, text_change,
 };
-use crate::{FieldError, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError};
 
 /// Mode of a created directory when none is declared.
 pub const DEFAULT_MODE: u32 = 0o755;
@@ -90,7 +90,8 @@ pub struct DirectoryDeclaration {
 
 impl EntryProvider for DirectoryProvider {
     type Desired = DirectoryDesired;
-    type Declaration = DirectoryDeclaration;
+    type Written = DirectoryDeclaration;
+    type Staging = ();
     const KIND: &'static str = "Directory";
     const TAKES_VALIDATOR: bool = false;
     const HOLDS_CHILDREN: bool = true;
@@ -122,12 +123,20 @@ impl EntryProvider for DirectoryProvider {
         diff(d, observed)
     }
 
+    fn stage(
+        _host: &Host,
+        _d: &DirectoryDesired,
+        _at: &Located,
+        _diff: &Diff,
+    ) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     fn converge(
         host: &Host,
         d: &DirectoryDesired,
         at: &Located,
-        _diff: &Diff,
-        _gate: &mut dyn StagingGate,
+        _staging: (),
     ) -> Result<(), ProviderError> {
         converge(host, d, at)
     }

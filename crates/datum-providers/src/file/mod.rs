@@ -38,7 +38,8 @@ pub struct FileProvider;
 
 impl EntryProvider for FileProvider {
     type Desired = FileDesired;
-    type Declaration = desired::FileDeclaration;
+    type Written = desired::FileDeclaration;
+    type Staging = FileStaging;
     const KIND: &'static str = "File";
     const TAKES_CONTENT: bool = true;
     const DEFAULT_MODE: u32 = DEFAULT_MODE;
@@ -91,14 +92,37 @@ impl EntryProvider for FileProvider {
         diff(d, observed)
     }
 
-    fn converge(
+    fn stage(
         host: &Host,
         d: &FileDesired,
         at: &Located,
         diff: &Diff,
-        gate: &mut dyn StagingGate,
+    ) -> Result<FileStaging, ProviderError> {
+        stage(host, d, at, diff)
+    }
+
+    fn target(staging: &FileStaging) -> Option<Staged<'_>> {
+        match staging {
+            FileStaging::Content(staged) => Some(staged.target()),
+            FileStaging::Metadata { .. } => None,
+        }
+    }
+
+    fn converge(
+        _host: &Host,
+        _d: &FileDesired,
+        at: &Located,
+        staging: FileStaging,
     ) -> Result<(), ProviderError> {
-        converge(host, d, at, diff, gate)
+        match staging {
+            FileStaging::Content(staged) => staged.commit(),
+            FileStaging::Metadata { uid, gid, mode } => {
+                if uid.is_some() || gid.is_some() || mode.is_some() {
+                    at.set_metadata(uid, gid, mode)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     fn remove(_host: &Host, at: &Located) -> Result<(), ProviderError> {
@@ -186,14 +210,25 @@ fn remove(at: &Located) -> Result<(), ProviderError> {
     }
 }
 
-/// Creates, replaces or updates the file so it matches the declaration.
-fn converge(
+/// What staging a File prepared: a complete new file beside the live one,
+/// or owner and mode to set in place (same content).
+pub enum FileStaging {
+    Content(StagedContent),
+    Metadata {
+        uid: Option<u32>,
+        gid: Option<u32>,
+        mode: Option<u32>,
+    },
+}
+
+/// Prepares creating, replacing or updating the file so it matches the
+/// declaration; the live file is untouched.
+fn stage(
     host: &Host,
     d: &FileDesired,
     at: &Located,
     diff: &Diff,
-    gate: &mut dyn StagingGate,
-) -> Result<(), ProviderError> {
+) -> Result<FileStaging, ProviderError> {
     // Look again: the observation may be stale, and the safety rules below
     // must hold for what is there now.
     let current = at.lstat()?;
@@ -221,10 +256,12 @@ fn converge(
             .or(current_file.map(|m| m.mode))
             .unwrap_or(DEFAULT_MODE);
         let bytes = match &d.content {
-            Some(c) => datum_host::repo::content_bytes(c)?,
-            None => std::borrow::Cow::Borrowed(&[][..]),
+            Some(c) => datum_host::repo::content_bytes(c)?.into_owned(),
+            None => Vec::new(),
         };
-        return write_staged(host, at, &bytes, uid, gid, mode, gate);
+        return Ok(FileStaging::Content(StagedContent::write(
+            host, at, bytes, uid, gid, mode,
+        )?));
     };
 
     // Same content: fix owner and mode in place. A chown clears set-id bits,
@@ -237,44 +274,89 @@ fn converge(
         None if owner_changes => Some(existing.mode),
         _ => None,
     };
-    if owner_changes || mode.is_some() {
-        at.set_metadata(uid, gid, mode)?;
+    Ok(FileStaging::Metadata { uid, gid, mode })
+}
+
+/// A complete staged copy inside its target's open parent (see
+/// `datum_host::staging`), with the bytes written to it: what a validator
+/// is pointed at, then renamed into place or discarded. Dropped without a
+/// commit, it removes itself.
+pub struct StagedContent {
+    file: datum_host::staging::StagedFile,
+    bytes: Vec<u8>,
+    mode: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+}
+
+impl StagedContent {
+    /// Writes `bytes` to a new staged copy beside `at`, with owner, group
+    /// and mode set and synced (stale copies of a killed pass swept first).
+    pub fn write(
+        host: &Host,
+        at: &Located,
+        bytes: Vec<u8>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        mode: u32,
+    ) -> Result<Self, ProviderError> {
+        host.sweep_stale_staging(at.parent())?;
+        let mut file = at.stage_file()?;
+        file.write_all(&bytes)?;
+        file.set_owner(uid, gid)?;
+        file.set_mode(mode)?;
+        file.sync()?;
+        Ok(Self {
+            file,
+            bytes,
+            mode,
+            uid,
+            gid,
+        })
     }
-    Ok(())
+
+    /// The staged copy as the gate sees it.
+    pub fn target(&self) -> Staged<'_> {
+        Staged {
+            path: self.file.path(),
+            bytes: &self.bytes,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+        }
+    }
+
+    /// Renames the staged copy over the live file.
+    pub fn commit(self) -> Result<(), ProviderError> {
+        Ok(self.file.commit()?)
+    }
+
+    /// Removes the staged copy; the live file is untouched. A staging
+    /// directory that could not be removed is swept by the next pass.
+    pub fn discard(self) {
+        let _ = self.file.discard();
+    }
 }
 
 /// Writes `bytes` through a staged copy inside `at`'s open parent, offers it
-/// to the gate, and renames it into place (see `datum_host::staging`).
+/// to the gate, and renames it into place (see `datum_host::staging`): for
+/// a kind that writes several entries one at a time (a Tree's files).
 pub fn write_staged(
     host: &Host,
     at: &Located,
-    bytes: &[u8],
+    bytes: Vec<u8>,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: u32,
     gate: &mut dyn StagingGate,
 ) -> Result<(), ProviderError> {
-    host.sweep_stale_staging(at.parent())?;
-    let mut staged = at.stage_file()?;
-    staged.write_all(bytes)?;
-    staged.set_owner(uid, gid)?;
-    staged.set_mode(mode)?;
-    staged.sync()?;
-    let offered = Staged {
-        path: staged.path(),
-        bytes,
-        mode,
-        uid,
-        gid,
-    };
-    if let Err(rejection) = gate.check_staged(&offered) {
-        // The rejection is what matters; a staging directory that could not
-        // be removed is swept by the next pass.
-        let _ = staged.discard();
+    let staged = StagedContent::write(host, at, bytes, uid, gid, mode)?;
+    if let Err(rejection) = gate.check_staged(&staged.target()) {
+        // The rejection is what matters.
+        staged.discard();
         return Err(rejection.into());
     }
-    staged.commit()?;
-    Ok(())
+    staged.commit()
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use crate::common::account_files::{self, AccountError};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
-use crate::{FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate};
+use crate::kind::planned;
+use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError, StagingGate};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "Group";
@@ -243,20 +244,21 @@ impl OrdersOthers for GroupProvider {
     }
 }
 
-impl Provider for GroupProvider {
-    fn kind(&self) -> &'static str {
-        KIND
+impl Kind for GroupProvider {
+    const KIND: &'static str = KIND;
+    type Declaration = GroupDesired;
+    type Written = GroupDeclaration;
+    type Staging = Planned;
+
+    fn declare(&self, resource: &Resource) -> Result<GroupDesired, ProviderError> {
+        desired(resource)
     }
 
     fn ordering(&self) -> Option<&dyn OrdersOthers> {
         Some(self)
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <GroupDeclaration as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in when `name:` is absent; it is
         // checked when the resource is observed.
         GroupDesired::parse(desired, "group").map(drop)
@@ -266,8 +268,12 @@ impl Provider for GroupProvider {
         false
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = desired(resource)?;
+    fn observe(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        d: &GroupDesired,
+    ) -> Result<Observed, ProviderError> {
         let files = account_files::current(host, false).map_err(account_failure)?;
         let Some(group) = files.group(&d.name) else {
             return Ok(Observed::absent());
@@ -278,23 +284,29 @@ impl Provider for GroupProvider {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        let Ok(d) = GroupDesired::parse(&resource.desired, &resource.id.name) else {
-            // `check` refused this declaration before any pass started.
-            return Diff::default();
-        };
-        diff(&d, observed)
+    fn plan(&self, _resource: &Resource, d: &GroupDesired, observed: &Observed) -> Diff {
+        diff(d, observed)
     }
 
-    fn apply(
+    fn stage(
         &self,
-        host: &Host,
-        resource: &Resource,
+        _host: &Host,
+        _d: &GroupDesired,
         observed: &Observed,
         diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(planned(observed, diff))
+    }
+
+    fn activate(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        d: &GroupDesired,
+        staging: Planned,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = desired(resource)?;
+        let (observed, diff) = (&staging.observed, &staging.diff);
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
@@ -323,7 +335,7 @@ impl Provider for GroupProvider {
     }
 }
 
-/// The pure comparison behind [`GroupProvider::diff`].
+/// The pure comparison behind the `Group` kind's plan.
 pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
     let mut out = Diff::default();
     let present = observed.presence == Presence::Present;

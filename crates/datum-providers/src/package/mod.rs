@@ -63,8 +63,10 @@ pub use edges::{
 pub use error::PackageError;
 pub use status::{DpkgState, PackageRecord, StatusDb};
 
+use crate::kind::planned;
 use crate::{
-    Batched, Batches, FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate,
+    Batched, Batches, FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
+    StagingGate,
 };
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
@@ -552,9 +554,14 @@ impl OrdersOthers for PackageProvider {
     }
 }
 
-impl Provider for PackageProvider {
-    fn kind(&self) -> &'static str {
-        KIND
+impl Kind for PackageProvider {
+    const KIND: &'static str = KIND;
+    type Declaration = PackageSpec;
+    type Written = desired::PackageDeclaration;
+    type Staging = Planned;
+
+    fn declare(&self, resource: &Resource) -> Result<PackageSpec, ProviderError> {
+        spec(resource)
     }
 
     fn batching(&self) -> Option<&dyn Batches> {
@@ -569,51 +576,60 @@ impl Provider for PackageProvider {
         Some(self)
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <desired::PackageDeclaration as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource name stands in for `name:` when that is absent; it is
         // not known here, so a valid placeholder keeps the other checks going
         // and the name itself is checked when the resource is observed.
         PackageSpec::parse(desired, "placeholder").map(drop)
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let spec = spec(resource)?;
-        Ok(observe_fresh(host, &spec)?)
-    }
-
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        match PackageSpec::parse(&resource.desired, &resource.id.name) {
-            Ok(spec) => diff_spec(&spec, observed),
-            // `check` refused this declaration before any pass started.
-            Err(_) => Diff::default(),
-        }
-    }
-
-    fn apply(
+    fn observe(
         &self,
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        _diff: &Diff,
+        _resource: &Resource,
+        spec: &PackageSpec,
+    ) -> Result<Observed, ProviderError> {
+        Ok(observe_fresh(host, spec)?)
+    }
+
+    fn plan(&self, _resource: &Resource, spec: &PackageSpec, observed: &Observed) -> Diff {
+        diff_spec(spec, observed)
+    }
+
+    fn stage(
+        &self,
+        _host: &Host,
+        _spec: &PackageSpec,
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(planned(observed, diff))
+    }
+
+    fn activate(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        spec: &PackageSpec,
+        _staging: Planned,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let spec = spec(resource)?;
-        Ok(converge(host, &spec)?)
+        Ok(converge(host, spec)?)
     }
 
     /// Reads the database afresh, compares the
     /// fields, and, when they match, requires a consistent database: an
     /// error naming what dpkg left unfinished otherwise.
-    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
-        let spec = spec(resource)?;
-        let observed = observe_fresh(host, &spec)?;
-        let diff = diff_spec(&spec, &observed);
+    fn verify(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        spec: &PackageSpec,
+    ) -> Result<(Observed, Diff), ProviderError> {
+        let observed = observe_fresh(host, spec)?;
+        let diff = diff_spec(spec, &observed);
         if diff.is_empty() && spec.state.wants_installed() {
-            let problems = consistency_problems(host, &spec)?;
+            let problems = consistency_problems(host, spec)?;
             if !problems.is_empty() {
                 return Err(PackageError::Inconsistent {
                     package: spec.name.clone(),
@@ -630,6 +646,7 @@ impl Provider for PackageProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Provider;
     use std::path::Path;
 
     fn resource(name: &str, desired: Value) -> Resource {
@@ -671,7 +688,7 @@ Version: 3.0
 
     fn diff_for(host: &Host, name: &str, desired: Value) -> Diff {
         let r = resource(name, desired);
-        let observed = PackageProvider.observe(host, &r).unwrap();
+        let observed = Provider::observe(&PackageProvider, host, &r).unwrap();
         PackageProvider.diff(&r, &observed)
     }
 
@@ -680,20 +697,20 @@ Version: 3.0
         let root = root();
         let host = Host::with_name(root.path(), "h");
         let p = PackageProvider;
-        let o = p.observe(&host, &resource("pinned", json!({}))).unwrap();
+        let o = Provider::observe(&p, &host, &resource("pinned", json!({}))).unwrap();
         assert_eq!(o.presence, Presence::Present);
         assert_eq!(o.fields["state"], json!("held"));
         assert_eq!(o.fields["version"], json!("1:2.5-3"));
         assert_eq!(o.fields["held"], json!(true));
         assert_eq!(o.fields["status"], json!("hold ok installed"));
-        let o = p.observe(&host, &resource("leftover", json!({}))).unwrap();
+        let o = Provider::observe(&p, &host, &resource("leftover", json!({}))).unwrap();
         assert_eq!(o.presence, Presence::Absent);
         assert_eq!(o.fields["state"], json!("absent"));
         assert_eq!(o.fields["version"], Value::Null);
-        let o = p.observe(&host, &resource("nosuch", json!({}))).unwrap();
+        let o = Provider::observe(&p, &host, &resource("nosuch", json!({}))).unwrap();
         assert_eq!(o.presence, Presence::Absent);
         assert!(!o.fields.contains_key("status"));
-        let o = p.observe(&host, &resource("broken", json!({}))).unwrap();
+        let o = Provider::observe(&p, &host, &resource("broken", json!({}))).unwrap();
         assert_eq!(o.fields["state"], json!("half-configured"));
         // One parse for every observation of the pass.
         assert_eq!(host.pass_cache::<status::StatusCache>().parses(), 1);
@@ -788,7 +805,7 @@ Version: 3.0
         let root = root();
         let host = Host::with_name(root.path(), "h");
         let r = resource("nosuch", json!({}));
-        let observed = PackageProvider.observe(&host, &r).unwrap();
+        let observed = Provider::observe(&PackageProvider, &host, &r).unwrap();
         let diff = PackageProvider.diff(&r, &observed);
         let err = PackageProvider
             .apply(&host, &r, &observed, &diff, &mut crate::OpenGate)

@@ -64,7 +64,11 @@ use serde_json::{Value, json};
 pub use desired::{RunState, ServiceSpec};
 pub use error::{Instability, ServiceError};
 
-use crate::{Activates, FieldError, FieldLookup, OnChange, Provider, ProviderError, StagingGate};
+use crate::kind::{declaration, planned};
+use crate::{
+    Activates, Declared, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError,
+    StagingGate,
+};
 use systemctl::{UnitStatus, Verb};
 
 /// The Service provider. Stateless: everything it knows comes from systemd
@@ -92,7 +96,7 @@ pub fn spec(resource: &Resource) -> Result<ServiceSpec, ProviderError> {
 
 /// Reloads a running unit (`systemctl reload`) so it reads its changed
 /// configuration. Call it only after the configuration validated; follow it
-/// with [`Provider::verify`], which checks that the reload did not fail and
+/// with [`crate::Provider::verify`], which checks that the reload did not fail and
 /// that the unit stayed up.
 pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
     let status = loaded_status(host, &spec.unit)?;
@@ -110,7 +114,7 @@ pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErro
 }
 
 /// Restarts a running unit (`systemctl restart`); a unit that is not running
-/// is left alone. Follow it with [`Provider::verify`].
+/// is left alone. Follow it with [`crate::Provider::verify`].
 pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
     let status = loaded_status(host, &spec.unit)?;
     if !status.is_active() {
@@ -206,16 +210,11 @@ impl Activates for ServiceProvider {
         out
     }
 
-    fn activate(
-        &self,
-        host: &Host,
-        resource: &Resource,
-        how: OnChange,
-    ) -> Result<(), ProviderError> {
-        let spec = spec(resource)?;
+    fn activate(&self, host: &Host, d: &Declared<'_>, how: OnChange) -> Result<(), ProviderError> {
+        let spec = declaration::<Self>(d)?;
         match how {
-            OnChange::Reload => reload(host, &spec)?,
-            OnChange::Restart => restart(host, &spec)?,
+            OnChange::Reload => reload(host, spec)?,
+            OnChange::Restart => restart(host, spec)?,
         };
         Ok(())
     }
@@ -225,37 +224,38 @@ impl Activates for ServiceProvider {
     }
 }
 
-impl Provider for ServiceProvider {
-    fn kind(&self) -> &'static str {
-        "Service"
+impl Kind for ServiceProvider {
+    const KIND: &'static str = "Service";
+    type Declaration = ServiceSpec;
+    type Written = desired::ServiceDeclaration;
+    type Staging = Planned;
+
+    fn declare(&self, resource: &Resource) -> Result<ServiceSpec, ProviderError> {
+        spec(resource)
     }
 
     fn activation(&self) -> Option<&dyn Activates> {
         Some(self)
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <desired::ServiceDeclaration as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in for `name:` when that is absent;
         // it is not known here, so a placeholder keeps the other checks going
         // and the name itself is checked when the resource is observed.
         ServiceSpec::parse(desired, "service").map(drop)
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let spec = spec(resource)?;
+    fn observe(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        spec: &ServiceSpec,
+    ) -> Result<Observed, ProviderError> {
         let status = systemctl::show(host, &spec.unit)?;
         Ok(observation(&spec.unit, &status))
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        let Ok(spec) = ServiceSpec::parse(&resource.desired, &resource.id.name) else {
-            // `check` refused this declaration before any pass started.
-            return Diff::default();
-        };
+    fn plan(&self, _resource: &Resource, spec: &ServiceSpec, observed: &Observed) -> Diff {
         let mut changes = Vec::new();
         let absent = observed.presence == Presence::Absent;
         if absent {
@@ -299,15 +299,24 @@ impl Provider for ServiceProvider {
         }
     }
 
-    fn apply(
+    fn stage(
+        &self,
+        _host: &Host,
+        _spec: &ServiceSpec,
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(planned(observed, diff))
+    }
+
+    fn activate(
         &self,
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        _diff: &Diff,
+        _resource: &Resource,
+        spec: &ServiceSpec,
+        _staging: Planned,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let spec = spec(resource)?;
         let unit = spec.unit.as_str();
         // Act on a fresh reading, not the plan's: time passed since then.
         let mut status = systemctl::show(host, unit)?;
@@ -347,15 +356,19 @@ impl Provider for ServiceProvider {
     /// Watches the unit for the settle interval when `state` is declared (see
     /// the module documentation), then compares fields. Instability is an
     /// error naming what moved; a field that differs is the returned diff.
-    fn verify(&self, host: &Host, resource: &Resource) -> Result<(Observed, Diff), ProviderError> {
-        let spec = spec(resource)?;
+    fn verify(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        spec: &ServiceSpec,
+    ) -> Result<(Observed, Diff), ProviderError> {
         let status = loaded_status(host, &spec.unit)?;
         let status = match spec.state {
             Some(state) => settle::watch(host, &spec.unit, state, spec.settle)?,
             None => status,
         };
         let observed = observation(&spec.unit, &status);
-        let diff = self.diff(resource, &observed);
+        let diff = Kind::plan(self, resource, spec, &observed);
         Ok((observed, diff))
     }
 }
@@ -363,6 +376,7 @@ impl Provider for ServiceProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Provider;
     use datum_core::ResourceId;
 
     fn resource(desired: Value) -> Resource {
@@ -450,7 +464,7 @@ mod tests {
         let p = ServiceProvider;
         let host = Host::with_name("/tmp/not-a-system", "h");
         let r = resource(json!({"state": "running"}));
-        let err = p.observe(&host, &r).unwrap_err();
+        let err = Provider::observe(&p, &host, &r).unwrap_err();
         assert!(
             err.to_string()
                 .contains("only be managed on the running system"),
@@ -461,6 +475,6 @@ mod tests {
             reload(&host, &spec),
             Err(ServiceError::NotRunningSystem { .. })
         ));
-        assert!(p.verify(&host, &r).is_err());
+        assert!(Provider::verify(&p, &host, &r).is_err());
     }
 }

@@ -21,7 +21,7 @@ use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
 use crate::common::schema;
 use crate::common::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields, text_change};
-use crate::{FieldError, ProviderError, StagingGate};
+use crate::{FieldError, ProviderError};
 
 pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::required("path", FieldKind::Path),
@@ -95,7 +95,8 @@ pub struct SymlinkDeclaration {
 
 impl EntryProvider for SymlinkProvider {
     type Desired = SymlinkDesired;
-    type Declaration = SymlinkDeclaration;
+    type Written = SymlinkDeclaration;
+    type Staging = ();
     const KIND: &'static str = "Symlink";
     // A link has no mode of its own; content is never staged at one.
     const DEFAULT_MODE: u32 = 0o777;
@@ -134,12 +135,20 @@ impl EntryProvider for SymlinkProvider {
         diff(d, observed)
     }
 
+    fn stage(
+        _host: &Host,
+        _d: &SymlinkDesired,
+        _at: &Located,
+        _diff: &Diff,
+    ) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     fn converge(
         host: &Host,
         d: &SymlinkDesired,
         at: &Located,
-        _diff: &Diff,
-        _gate: &mut dyn StagingGate,
+        _staging: (),
     ) -> Result<(), ProviderError> {
         match &d.target {
             Some(target) => converge(host, at, Path::new(target)),

@@ -52,8 +52,9 @@ use serde_json::{Value, json};
 use crate::common::fields::{declared_path, format_mode, parse_mode};
 use crate::common::schema;
 use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
+use crate::kind::{declaration, planned};
 use crate::{
-    DeclaredMeta, FieldError, FieldLookup, OwnsPaths, PathClaim, Provider, ProviderError,
+    DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, Planned, ProviderError,
     StagingGate, TakesSourceFolder,
 };
 use archive::{DeclaredEntry, DeclaredTree};
@@ -188,16 +189,16 @@ impl OwnsPaths for TreeProvider {
         crate::common::entry::path_claim(field, false)
     }
 
-    fn managed_paths(&self, resource: &Resource) -> Vec<PathBuf> {
-        declared_path(&resource.desired)
-            .map(|p| vec![p])
+    fn managed_paths(&self, d: &crate::Declared<'_>) -> Vec<PathBuf> {
+        declaration::<Self>(d)
+            .map(|t| vec![t.path.clone()])
             .unwrap_or_default()
     }
 
-    fn declared_meta(&self, host: &Host, resource: &Resource) -> Result<DeclaredMeta, String> {
+    fn declared_meta(&self, host: &Host, d: &crate::Declared<'_>) -> Result<DeclaredMeta, String> {
         Ok(crate::common::meta::declared_meta(
             host,
-            &resource.desired,
+            &d.resource.desired,
             DEFAULT_FILE_MODE,
         ))
     }
@@ -208,20 +209,16 @@ impl OwnsPaths for TreeProvider {
     /// is decided when they are read.
     fn destroyed_entries(
         &self,
-        resource: &Resource,
+        d: &crate::Declared<'_>,
         observed: &Observed,
     ) -> Option<Vec<(PathBuf, bool)>> {
         if observed.presence != Presence::Present {
             return None;
         }
-        let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+        let Ok(typed) = declaration::<Self>(d) else {
             return Some(Vec::new());
         };
-        let purge = resource
-            .desired
-            .get("purge")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (base, purge) = (&typed.path, typed.purge);
         let items = observed
             .fields
             .get("tree")
@@ -293,12 +290,17 @@ impl TakesSourceFolder for TreeProvider {
     }
 }
 
-impl Provider for TreeProvider {
-    fn kind(&self) -> &'static str {
-        "Tree"
+impl Kind for TreeProvider {
+    const KIND: &'static str = KIND;
+    type Declaration = TreeDesired;
+    type Written = TreeDeclaration;
+    type Staging = Planned;
+
+    fn declare(&self, resource: &Resource) -> Result<TreeDesired, ProviderError> {
+        TreeDesired::from_resource(resource)
     }
 
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         let mut scalar = desired.clone();
         let mut errors = Vec::new();
         if let Some(map) = scalar.as_object_mut() {
@@ -323,10 +325,6 @@ impl Provider for TreeProvider {
         all_or_nothing(errors)
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <TreeDeclaration as schemars::JsonSchema>::json_schema(generator)
-    }
-
     fn paths(&self) -> Option<&dyn OwnsPaths> {
         Some(self)
     }
@@ -343,8 +341,12 @@ impl Provider for TreeProvider {
         Some(self)
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = TreeDesired::from_resource(resource)?;
+    fn observe(
+        &self,
+        host: &Host,
+        resource: &Resource,
+        d: &TreeDesired,
+    ) -> Result<Observed, ProviderError> {
         // Through the boundary: a tree behind a parent link is an error
         // naming the link, never a listing of where it points.
         let Some(at) = host.try_locate(&d.path)? else {
@@ -362,7 +364,7 @@ impl Provider for TreeProvider {
         let Some(live) = at.open_dir()? else {
             return Ok(Observed::absent());
         };
-        let (differences, tree, declared_root) = scan_and_compare(host, &d, &live)?;
+        let (differences, tree, declared_root) = scan_and_compare(host, d, &live)?;
         observed.presence = Presence::Present;
         // Both root hashes, for the fleet report: an undrifted tree proves
         // itself by their equality (one hash), see [`FINGERPRINT_FIELD`].
@@ -394,7 +396,7 @@ impl Provider for TreeProvider {
                     // File (never for a sensitive resource).
                     if !resource.sensitive
                         && values.iter().any(|v| v.field == "content")
-                        && let Some(text) = entry_content_diff(host, &d, diff.path())
+                        && let Some(text) = entry_content_diff(host, d, diff.path())
                     {
                         obj.insert("content_diff".to_owned(), Value::String(text));
                     }
@@ -408,29 +410,35 @@ impl Provider for TreeProvider {
         Ok(observed)
     }
 
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        let purge = resource
-            .desired
-            .get("purge")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        diff(purge, observed)
+    fn plan(&self, _resource: &Resource, d: &TreeDesired, observed: &Observed) -> Diff {
+        diff(d.purge, observed)
     }
 
-    fn apply(
+    fn stage(
+        &self,
+        _host: &Host,
+        _d: &TreeDesired,
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        // Entries are staged and offered to the gate one at a time, as
+        // `activate` writes them (parents first): see `converge`.
+        Ok(planned(observed, diff))
+    }
+
+    fn activate(
         &self,
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
-        diff: &Diff,
+        _resource: &Resource,
+        d: &TreeDesired,
+        staging: Planned,
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        if !diff.action().is_change() {
+        if !staging.diff.action().is_change() {
             return Ok(());
         }
-        let d = TreeDesired::from_resource(resource)?;
         let at = host.locate(&d.path)?;
-        converge(host, &d, &at, gate)
+        converge(host, d, &at, gate)
     }
 }
 
@@ -674,7 +682,7 @@ pub fn difference_json(d: &TreeDifference) -> Value {
     }
 }
 
-/// The pure comparison behind [`TreeProvider::diff`]: unmanaged entries are
+/// The pure comparison behind the `Tree` kind's plan: unmanaged entries are
 /// a change only when the tree purges them.
 pub fn diff(purge: bool, observed: &Observed) -> Diff {
     let mut out = Diff::default();
@@ -960,7 +968,7 @@ fn ensure_file(
         });
     }
     let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
-    crate::file::write_staged(host, at, &bytes, uid, gid, mode, gate)
+    crate::file::write_staged(host, at, bytes, uid, gid, mode, gate)
 }
 
 fn ensure_link(at: &Located, to: &[u8]) -> Result<(), ProviderError> {
@@ -994,6 +1002,7 @@ pub fn mode_text(mode: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Provider;
     use datum_fingerprint::compare;
 
     #[test]

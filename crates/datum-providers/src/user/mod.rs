@@ -42,7 +42,8 @@ use crate::common::account_files::{self, AccountFiles};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
-use crate::{FieldError, OrderingEdge, OrdersOthers, Provider, ProviderError, StagingGate};
+use crate::kind::planned;
+use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError, StagingGate};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "User";
@@ -461,20 +462,21 @@ impl OrdersOthers for UserProvider {
     }
 }
 
-impl Provider for UserProvider {
-    fn kind(&self) -> &'static str {
-        KIND
+impl Kind for UserProvider {
+    const KIND: &'static str = KIND;
+    type Declaration = UserDesired;
+    type Written = UserDeclaration;
+    type Staging = Planned;
+
+    fn declare(&self, resource: &Resource) -> Result<UserDesired, ProviderError> {
+        desired(resource)
     }
 
     fn ordering(&self) -> Option<&dyn OrdersOthers> {
         Some(self)
     }
 
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <UserDeclaration as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn check(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         UserDesired::parse(desired, "user").map(drop)
     }
 
@@ -486,28 +488,39 @@ impl Provider for UserProvider {
         &["password_hash"]
     }
 
-    fn observe(&self, host: &Host, resource: &Resource) -> Result<Observed, ProviderError> {
-        let d = desired(resource)?;
-        let files = account_files::current(host, d.declares_hash()).map_err(account_failure)?;
-        Ok(observation(&d, &files))
-    }
-
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        let Ok(d) = UserDesired::parse(&resource.desired, &resource.id.name) else {
-            return Diff::default();
-        };
-        diff(&d, observed)
-    }
-
-    fn apply(
+    fn observe(
         &self,
         host: &Host,
-        resource: &Resource,
-        _observed: &Observed,
+        _resource: &Resource,
+        d: &UserDesired,
+    ) -> Result<Observed, ProviderError> {
+        let files = account_files::current(host, d.declares_hash()).map_err(account_failure)?;
+        Ok(observation(d, &files))
+    }
+
+    fn plan(&self, _resource: &Resource, d: &UserDesired, observed: &Observed) -> Diff {
+        diff(d, observed)
+    }
+
+    fn stage(
+        &self,
+        _host: &Host,
+        _d: &UserDesired,
+        observed: &Observed,
         diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(planned(observed, diff))
+    }
+
+    fn activate(
+        &self,
+        host: &Host,
+        _resource: &Resource,
+        d: &UserDesired,
+        staging: Planned,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
-        let d = desired(resource)?;
+        let diff = &staging.diff;
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
@@ -516,7 +529,7 @@ impl Provider for UserProvider {
             Some(Action::Remove) => return run("userdel", vec!["--".into(), d.name.clone()]),
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
-                args.extend(account_args(&d, true, |_| true));
+                args.extend(account_args(d, true, |_| true));
                 if d.system {
                     args.push("-r".to_owned());
                 }
@@ -524,7 +537,7 @@ impl Provider for UserProvider {
                 run("useradd", args)?;
             }
             Some(_) => {
-                let args = account_args(&d, false, changed);
+                let args = account_args(d, false, changed);
                 if !args.is_empty() {
                     let mut all = args;
                     all.extend(["--".to_owned(), d.name.clone()]);
@@ -576,7 +589,7 @@ fn change(field: &str, before: Option<&Value>, after: Value) -> FieldChange {
     }
 }
 
-/// The pure comparison behind [`UserProvider::diff`].
+/// The pure comparison behind the `User` kind's plan.
 pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
     let mut out = Diff::default();
     let present = observed.presence == Presence::Present;
