@@ -22,8 +22,12 @@ trap cleanup EXIT
 datum=${DATUM:-$PWD/target/release/datum}; load=$PWD/target/release/examples/fleet-load
 eval "$(./scripts/postgres start)"; pg_dir=$DATUM_TEST_POSTGRES_DIR
 psql -X -q "$DATUM_TEST_POSTGRES" -c "ALTER SYSTEM SET shared_preload_libraries='pg_stat_statements'"
-bin=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
-runuser -u postgres -- $bin/pg_ctl -D $pg_dir/data -w restart -l $pg_dir/server.log >/dev/null
+# Restart with the library loaded, as the cluster's owner (scripts/postgres
+# runs it as `postgres` when we are root), with the options it started with.
+bin=""
+for v in 17 16 15 14 13; do [ -x "/usr/lib/postgresql/$v/bin/pg_ctl" ] && { bin=/usr/lib/postgresql/$v/bin; break; }; done
+as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_owner "$bin/pg_ctl" -D "$pg_dir/data" -w restart -l "$pg_dir/server.log" >/dev/null
 psql -X -q "$DATUM_TEST_POSTGRES" -c "CREATE DATABASE fleet"
 store="${DATUM_TEST_POSTGRES%/*}/fleet"
 psql -X -q "$store" -c "CREATE EXTENSION pg_stat_statements"
