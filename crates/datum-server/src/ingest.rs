@@ -20,7 +20,8 @@
 //! 2. for the new ones, in host order, the host's row (locked, so two
 //!    servers storing reports of one host take turns, and always in the
 //!    same order, so they cannot deadlock), and the host's stored findings
-//!    (checks);
+//!    (checks) with its last report's time (a check older than that is
+//!    late: stored and counted, but it leaves the newer findings alone);
 //! 3. everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
@@ -247,8 +248,11 @@ struct Ingest {
     /// Per report (batch order): its key was new.
     fresh: Vec<bool>,
     phase: u8,
-    /// Where the findings queries start in phase 2's answers.
-    findings_from: usize,
+    /// Where the checking hosts' last-report times start in phase 2's
+    /// answers (the findings queries follow them).
+    latest_from: usize,
+    /// How many of phase 2's answers are last-report times.
+    latest_queries: usize,
 }
 
 impl Ingest {
@@ -261,7 +265,8 @@ impl Ingest {
             fresh: vec![false; batch.len()],
             position: order,
             phase: 0,
-            findings_from: 0,
+            latest_from: 0,
+            latest_queries: 0,
         }
     }
 
@@ -301,12 +306,26 @@ impl Phases for Ingest {
                 // in the same order), then the stored findings of the
                 // checking ones.
                 let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(host_lock).collect();
-                self.findings_from = stmts.len();
+                self.latest_from = stmts.len();
                 let checking: Vec<&str> = new
                     .iter()
                     .filter(|s| s.report.kind != ReportKind::Apply)
                     .map(|s| s.report.host.as_str())
                     .collect();
+                // Their last reports' times, read under the lock: a check
+                // older than the host's last report is late (its outbox
+                // drained after a newer one went another way, a restored
+                // state store) and must not replace newer findings.
+                for chunk in checking.chunks(CHUNK) {
+                    stmts.push(Stmt::built(
+                        format!(
+                            "SELECT name, last_report_at FROM hosts WHERE name IN {}",
+                            values_rows(1, chunk.len(), 1)
+                        ),
+                        chunk.iter().map(|h| Val::from(*h)).collect(),
+                    ));
+                }
+                self.latest_queries = stmts.len() - self.latest_from;
                 for chunk in checking.chunks(CHUNK) {
                     stmts.push(Stmt::built(
                         format!(
@@ -320,8 +339,15 @@ impl Phases for Ingest {
                 Step::Run(stmts)
             }
             3 => {
+                let mut answers = rows.into_iter().skip(self.latest_from);
+                let latest: HashMap<String, i64> = answers
+                    .by_ref()
+                    .take(self.latest_queries)
+                    .flatten()
+                    .filter_map(|r| Some((r.first()?.text()?.to_owned(), r.get(1)?.int()?)))
+                    .collect();
                 let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
-                for row in rows.into_iter().skip(self.findings_from).flatten() {
+                for row in answers.flatten() {
                     let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
                     by_host.entry(host).or_default().push(row);
                 }
@@ -339,7 +365,10 @@ impl Phases for Ingest {
                         .get(&s.report.host)
                         .map(|r| stored_findings(r))
                         .unwrap_or_default();
-                    writes(s, &stored, &mut batch, &mut stmts);
+                    let late = latest
+                        .get(&s.report.host)
+                        .is_some_and(|last| s.report.finished_at < *last);
+                    writes(s, &stored, late, &mut batch, &mut stmts);
                 }
                 stmts.extend(new.chunks(CHUNK).map(daily_rows));
                 batch.finish(&mut stmts);
@@ -593,10 +622,13 @@ fn daily_rows(reports: &[&Submitted]) -> Stmt {
 
 /// Everything one new report writes besides its key, its host's lock, its
 /// own row and its daily aggregate (written for the batch at once);
-/// `stored` is the host's findings before it (checks).
+/// `stored` is the host's findings before it (checks); a `late` check
+/// (older than the host's last report) is kept and counted but leaves the
+/// host's findings and the drift clusters as the newer report left them.
 fn writes(
     s: &Submitted,
     stored: &HashMap<String, Stored>,
+    late: bool,
     batch: &mut BatchState,
     stmts: &mut Vec<Stmt>,
 ) {
@@ -607,7 +639,7 @@ fn writes(
     let labels = serde_json::to_string(&report.labels).unwrap_or_default();
     if apply {
         rollout_writes(report, &labels, failed_apply, batch, stmts);
-    } else {
+    } else if !late {
         finding_writes(report, stored, batch, stmts);
     }
     let trees_differing = report

@@ -69,7 +69,7 @@ async fn a_late_report_moves_the_counts_not_the_picture<B: Backend>(f: &Fleet<B>
     let mut older = report("web-1", ReportKind::Check, 1, 10_000);
     older.revision = "git:old".into();
     older.labels.insert("role".into(), "db".into());
-    older.findings.push(finding("File[motd]", "h1", "normal"));
+    older.findings.push(finding("File[issue]", "h0", "normal"));
     assert!(ingest(f, &older).await, "stored: a report of its own");
     let hosts = f.hosts(&at(20_010)).await.unwrap();
     let h = &hosts.hosts[0];
@@ -82,6 +82,22 @@ async fn a_late_report_moves_the_counts_not_the_picture<B: Backend>(f: &Fleet<B>
     assert_eq!(h.last_report.as_deref(), Some("1970-01-01T05:33:20Z"));
     assert_eq!(h.reports, 2, "but the late report is counted");
     assert_eq!(h.findings, 1);
+    // Nor does it replace the newer report's findings: the drift the host
+    // shows is what its newest check found.
+    let subjects = |v: &datum_server::views::DriftView| {
+        v.clusters
+            .iter()
+            .map(|c| c.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    let v = f.drift(20_010).await.unwrap();
+    assert_eq!(subjects(&v), vec!["File[motd]"], "the newer findings stay");
+    // A newer report still moves them.
+    let mut newest = report("web-1", ReportKind::Check, 3, 30_000);
+    newest.findings.push(finding("File[issue]", "h2", "normal"));
+    ingest(f, &newest).await;
+    let v = f.drift(30_010).await.unwrap();
+    assert_eq!(subjects(&v), vec!["File[issue]"]);
 }
 
 #[test]
