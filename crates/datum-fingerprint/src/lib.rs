@@ -46,5 +46,5 @@ pub use compare::{ChangedValue, TreeDifference, compare, compare_with_values};
 pub use digest::{Algorithm, ContentHash, ContentHasher, Digest, HashFunction};
 pub use error::FingerprintError;
 pub use exclude::Exclusions;
-pub use node_hash::{fingerprint_declared, fingerprint_tree};
+pub use node_hash::{dir_hash, fingerprint_declared, fingerprint_tree, leaf_hash};
 pub use tree::{Entry, EntryKind, FingerprintedNode, FingerprintedTree, Node, OtherKind};

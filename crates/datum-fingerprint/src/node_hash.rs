@@ -107,8 +107,13 @@ const NATIVE_LINK: &[u8] = b"datum-fp1:l";
 const NATIVE_OTHER: &[u8] = b"datum-fp1:o";
 const NATIVE_DIR: &[u8] = b"datum-fp1:d";
 
-/// The fingerprint of a non-directory entry.
-pub(crate) fn leaf_hash(
+/// The fingerprint of a non-directory entry (`path`, relative to the tree root, names it
+/// in the error). What [`fingerprint_tree`] computes for every leaf; public so that a scan
+/// can hash leaves as it meets them and keep no tree (`datum_host::tree_scan::scan_root`).
+///
+/// Fails only when a file's content hash was made with another function than the
+/// algorithm's.
+pub fn leaf_hash(
     algorithm: Algorithm,
     entry: &Entry,
     path: &Path,
@@ -176,8 +181,10 @@ pub(crate) fn leaf_hash(
 }
 
 /// The fingerprint of a directory from its own attributes and its children's hashes,
-/// which must come in raw byte order of their names.
-pub(crate) fn dir_hash<'a>(
+/// which must come in raw byte order of their names; `count` is how many there are.
+/// What [`fingerprint_tree`] computes for every directory; public for the same reason as
+/// [`leaf_hash`].
+pub fn dir_hash<'a>(
     algorithm: Algorithm,
     entry: &Entry,
     count: usize,

@@ -1,8 +1,10 @@
 //! Reading a tree from the host for its Merkle fingerprint (the model and the hash
-//! definitions are `datum_fingerprint`, which does no I/O): a walk with `lstat` semantics, then the regular files'
-//! contents hashed in parallel.
+//! definitions are `datum_fingerprint`, which does no I/O): a walk with `lstat` semantics
+//! while the regular files' contents are hashed in parallel, each node fingerprinted as
+//! soon as its children are ([`scan`] keeps every node, [`scan_root`] only what the open
+//! directories still need, so its memory follows the tree's depth, not its size).
 //!
-//! Owns: [`scan`], [`ScanOptions`], [`ScannedTree`]. Must not: follow a symbolic link
+//! Owns: [`scan`], [`scan_root`], [`ScanOptions`], [`ScannedTree`]. Must not: follow a symbolic link
 //! (never: not the root, not an entry, not during an open), write anything, or read a
 //! file twice. The cost of a content pass is per-file system calls as much as bytes
 //! (bench PEERS.md: ~4 µs of open/read/close per file against ~9 µs of SHA-256 for the
@@ -14,7 +16,7 @@
 //! (`O_DIRECTORY|O_NOFOLLOW`, then `fstat`) and calls `lstat` only for links and special
 //! files. The walk runs while the workers already hash what it found.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -26,7 +28,8 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
 use datum_fingerprint::{
-    Algorithm, Exclusions, FingerprintError, FingerprintedTree, Node, OtherKind, fingerprint_tree,
+    Algorithm, Digest, Entry, Exclusions, FingerprintError, FingerprintedNode, FingerprintedTree,
+    OtherKind, dir_hash, leaf_hash,
 };
 
 /// Read buffer per worker: large enough that a 1 MiB file takes four reads, small
@@ -94,19 +97,43 @@ pub struct ScannedTree {
 
 impl ScannedTree {
     /// The root fingerprint.
-    pub fn root_hash(&self) -> datum_fingerprint::Digest {
+    pub fn root_hash(&self) -> Digest {
         self.tree.root_hash()
     }
 }
 
+/// A tree's root fingerprint without the tree: what [`scan_root`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScannedRoot {
+    /// The root fingerprint (equal to [`ScannedTree::root_hash`] of the same tree).
+    pub hash: Digest,
+    /// What was read.
+    pub stats: ScanStats,
+}
+
 /// Scans the tree at `path` (never following links, the root included: a root that is a
-/// symlink is a one-leaf tree) and fingerprints it.
+/// symlink is a one-leaf tree) and fingerprints it, keeping every node's fingerprint.
 ///
 /// An entry that disappears between the directory listing and its open is left out, as
 /// if the listing had come a moment later; one that changes type in that window fails
 /// the scan with [`FingerprintError::Unstable`].
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ScannedTree, FingerprintError> {
-    scan_with(Start::Path, path, opts, max_open_dirs())
+    let scanned = scan_with(Start::Path, path, opts, max_open_dirs(), Keep::Tree)?;
+    into_tree(scanned, opts.algorithm, path)
+}
+
+/// [`scan`] for the root fingerprint alone, in memory that grows with the tree's depth and
+/// its directories' widths, not with its number of files: each node is hashed as soon as
+/// its children are, and then only its hash is kept, in its parent, until that parent is
+/// hashed in turn. The walk stays at most a bounded number of files ahead of the hashing
+/// (it hashes files itself while the backlog is full), so the directories held open for
+/// queued files are bounded too. Same rules, same errors, same hash as [`scan`].
+pub fn scan_root(path: &Path, opts: &ScanOptions) -> Result<ScannedRoot, FingerprintError> {
+    let scanned = scan_with(Start::Path, path, opts, max_open_dirs(), Keep::Hashes)?;
+    Ok(ScannedRoot {
+        hash: scanned.root.hash(),
+        stats: scanned.stats,
+    })
 }
 
 /// [`scan`] of a directory already open (reached through the host's
@@ -118,7 +145,25 @@ pub fn scan_dir(
     path: &Path,
     opts: &ScanOptions,
 ) -> Result<ScannedTree, FingerprintError> {
-    scan_with(Start::Dir(dir), path, opts, max_open_dirs())
+    let scanned = scan_with(Start::Dir(dir), path, opts, max_open_dirs(), Keep::Tree)?;
+    into_tree(scanned, opts.algorithm, path)
+}
+
+fn into_tree(
+    scanned: Scanned,
+    algorithm: Algorithm,
+    path: &Path,
+) -> Result<ScannedTree, FingerprintError> {
+    match scanned.root {
+        Done::Node(root) => Ok(ScannedTree {
+            tree: FingerprintedTree { algorithm, root },
+            stats: scanned.stats,
+        }),
+        // A scan that keeps the tree makes nodes only; a bare hash here is a bug.
+        Done::Hash(_) => Err(FingerprintError::WorkerFailed {
+            path: path.to_path_buf(),
+        }),
+    }
 }
 
 /// Where a scan starts.
@@ -130,91 +175,120 @@ enum Start<'a> {
     Dir(BorrowedFd<'a>),
 }
 
+/// What a scan keeps of each finished node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Keep {
+    /// Its hash only (the root's is the answer).
+    #[default]
+    Hashes,
+    /// The whole fingerprinted node, children included.
+    Tree,
+}
+
+/// Files the walk may have queued and not yet seen hashed before it hashes files itself:
+/// enough to keep every worker busy, few enough that the directories they hold open and
+/// the names waiting in them stay small whatever the number of files.
+const MAX_BACKLOG: usize = 1024;
+
+/// What [`scan_with`] found.
+struct Scanned {
+    root: Done,
+    stats: ScanStats,
+    /// The most directories that were open (listed, not yet fingerprinted) at once.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the tests check the bound on open directories")
+    )]
+    peak_open: usize,
+}
+
 fn scan_with(
     start: Start<'_>,
     path: &Path,
     opts: &ScanOptions,
     max_open_dirs: usize,
-) -> Result<ScannedTree, FingerprintError> {
+    keep: Keep,
+) -> Result<Scanned, FingerprintError> {
     let threads = match opts.threads {
         0 => default_threads(),
         n => n,
     };
-    let queue = JobQueue::default();
+    let queue = JobQueue::new(opts.algorithm, keep);
     // The walk runs on this thread while `threads - 1` workers already hash what it has
     // found; when the walk is done this thread becomes a worker too. On two cores that
     // hides the walk (~10% of a warm pass) behind the hashing.
     //
-    // Workers allocate nothing: their buffers are made here and their results go into
-    // slots that the walk adds to the queue with each job. With a per-thread allocator
-    // (the `datum` binary uses mimalloc) every allocating thread would otherwise keep
-    // megabytes of its own pages, which eight workers multiply.
+    // Workers allocate nothing (when only hashes are kept): their buffers are made here,
+    // and a finished file or directory becomes a hash in a slot its parent already has.
+    // With a per-thread allocator (the `datum` binary uses mimalloc) every allocating
+    // thread would otherwise keep megabytes of its own pages, which eight workers multiply.
     let (walked, errors) = std::thread::scope(|s| {
         // A thread the system refuses to start just means fewer workers.
         let workers: Vec<_> = (1..threads)
             .filter_map(|_| {
-                let worker = Worker::new(&queue, opts);
+                let mut worker = Worker::new(&queue, opts);
                 std::thread::Builder::new()
                     .name("datum-hash".into())
                     .spawn_scoped(s, move || worker.run())
                     .ok()
             })
             .collect();
-        let walked = walk_root(start, path, opts.exclude.as_ref(), &queue, max_open_dirs);
+        let mut helper = Worker::new(&queue, opts);
+        let walked = walk_root(start, path, opts, &queue, &mut helper, max_open_dirs);
         if walked.is_err() {
             queue.abort();
         } else {
             queue.close();
         }
-        let mut errors = vec![Worker::new(&queue, opts).run()];
+        let mut errors = vec![helper.run()];
         for worker in workers {
-            // A panicked worker is counted as missing files below, never silently lost.
+            // A panicked worker leaves its files unhashed and so the root unfinished,
+            // which is reported below, never silently lost.
             errors.push(worker.join().unwrap_or(Ok(())));
         }
         (walked, errors)
     });
-    let (skeleton, mut stats, jobs) = walked?;
+    let mut stats = walked?;
     for result in errors {
         result?;
     }
-    let QueueState { results, done, .. } = queue.into_state();
-    if done != jobs || results.len() != jobs {
-        return Err(FingerprintError::WorkerFailed {
+    let state = queue.into_state();
+    stats.files = state.files;
+    stats.bytes = state.bytes;
+    let unfinished = state.open.iter().any(Option::is_some);
+    match state.root {
+        Some(Slot::Done(root)) if !unfinished => Ok(Scanned {
+            root,
+            stats,
+            peak_open: state.peak_open,
+        }),
+        Some(Slot::Vanished) => Err(FingerprintError::Unstable {
             path: path.to_path_buf(),
-        });
-    }
-    let mut hashed = results;
-    for node in hashed.iter().flatten() {
-        if let Node::File { size, .. } = node {
-            stats.files += 1;
-            stats.bytes += size;
-        }
-    }
-    let node = skeleton
-        .assemble(&mut hashed)
-        .ok_or_else(|| FingerprintError::Unstable {
+        }),
+        _ => Err(FingerprintError::WorkerFailed {
             path: path.to_path_buf(),
-        })?;
-    let tree = fingerprint_tree(node, opts.algorithm)?;
-    Ok(ScannedTree { tree, stats })
+        }),
+    }
 }
 
-/// Walks from the root, feeding regular files to `queue`; returns the skeleton, the
-/// walk's counts and how many files were queued.
+/// Walks from the root, feeding regular files to `queue` and finishing everything else
+/// itself; returns the walk's counts.
 fn walk_root(
     start: Start<'_>,
     path: &Path,
-    exclude: Option<&Exclusions>,
+    opts: &ScanOptions,
     queue: &JobQueue,
+    helper: &mut Worker<'_>,
     max_open_dirs: usize,
-) -> Result<(Skeleton, ScanStats, usize), FingerprintError> {
+) -> Result<ScanStats, FingerprintError> {
     let mut walk = Walk {
         root: path,
         root_fd: None,
-        exclude,
+        exclude: opts.exclude.as_ref(),
+        algorithm: opts.algorithm,
         queue,
+        helper,
         pending: Vec::new(),
-        queued: 0,
         open_dirs: Arc::new(AtomicUsize::new(0)),
         max_open_dirs,
         stats: ScanStats::default(),
@@ -240,23 +314,20 @@ fn walk_root(
             rustix::fs::openat(&fd, c".", flags, Mode::empty())
                 .map_err(|e| io_error(path, "open", e.into()))?,
         ));
-        let skeleton = walk.dir(fd, &st, &mut path.to_path_buf())?;
-        walk.flush();
-        return Ok((skeleton, walk.stats, walk.queued));
+        walk.dir(fd, &st, &mut path.to_path_buf(), None)?;
+        walk.flush()?;
+        return Ok(walk.stats);
     }
     let st = rustix::fs::lstat(path).map_err(|e| io_error(path, "lstat", e.into()))?;
-    let skeleton = walk
-        .entry(
-            &Place::Root(path),
-            FileType::from_raw_mode(st.st_mode),
-            Some(st),
-            &mut path.to_path_buf(),
-        )?
-        .ok_or_else(|| FingerprintError::Unstable {
-            path: path.to_path_buf(),
-        })?;
-    walk.flush();
-    Ok((skeleton, walk.stats, walk.queued))
+    walk.entry(
+        &Place::Root(path),
+        FileType::from_raw_mode(st.st_mode),
+        Some(st),
+        &mut path.to_path_buf(),
+        None,
+    )?;
+    walk.flush()?;
+    Ok(walk.stats)
 }
 
 /// The thread count used when [`ScanOptions::threads`] is 0: one per core, and at least
@@ -275,8 +346,113 @@ pub fn default_threads() -> usize {
 /// See [`default_threads`].
 pub const MIN_DEFAULT_THREADS: usize = 8;
 
-/// Files found by the walk and not yet taken by a worker.
-#[derive(Default)]
+/// Where a finished node goes: slot `.1` of open directory `.0`, or (`None`) the root.
+type Parent = Option<(usize, usize)>;
+
+/// A finished node: its hash, or (when the tree is kept) the whole fingerprinted node.
+enum Done {
+    Hash(Digest),
+    Node(FingerprintedNode),
+}
+
+impl Done {
+    fn hash(&self) -> Digest {
+        *self.hash_ref()
+    }
+
+    fn hash_ref(&self) -> &Digest {
+        match self {
+            Done::Hash(hash) => hash,
+            Done::Node(node) => &node.hash,
+        }
+    }
+
+    fn leaf(
+        keep: Keep,
+        algorithm: Algorithm,
+        entry: Entry,
+        path: &Path,
+    ) -> Result<Done, FingerprintError> {
+        let hash = leaf_hash(algorithm, &entry, path)?;
+        Ok(match keep {
+            Keep::Hashes => Done::Hash(hash),
+            Keep::Tree => Done::Node(FingerprintedNode {
+                hash,
+                entry,
+                children: BTreeMap::new(),
+            }),
+        })
+    }
+}
+
+/// One entry of an open directory.
+enum Slot {
+    /// Not fingerprinted yet.
+    Pending,
+    /// Gone between the listing and its open: left out, as if listed a moment later.
+    Vanished,
+    Done(Done),
+}
+
+/// A directory listed by the walk whose entries are not all fingerprinted yet.
+struct OpenDir {
+    parent: Parent,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    /// Every entry not excluded, in raw byte order of the names (the hash's order).
+    children: Vec<(Vec<u8>, Slot)>,
+    /// Entries still `Pending`.
+    remaining: usize,
+}
+
+impl OpenDir {
+    /// The directory's fingerprint from its finished entries.
+    fn finish(self, algorithm: Algorithm, keep: Keep) -> Done {
+        let entry = Entry::Dir {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+        };
+        let present = || {
+            self.children.iter().filter_map(|(name, slot)| match slot {
+                Slot::Done(done) => Some((name.as_slice(), done)),
+                Slot::Pending | Slot::Vanished => None,
+            })
+        };
+        let count = present().count();
+        let hash = dir_hash(
+            algorithm,
+            &entry,
+            count,
+            present().map(|(name, done)| (name, done.hash_ref())),
+        );
+        match keep {
+            Keep::Hashes => Done::Hash(hash),
+            Keep::Tree => Done::Node(FingerprintedNode {
+                hash,
+                entry,
+                children: self
+                    .children
+                    .into_iter()
+                    .filter_map(|(name, slot)| match slot {
+                        Slot::Done(Done::Node(node)) => Some((name, node)),
+                        Slot::Done(Done::Hash(_)) | Slot::Pending | Slot::Vanished => None,
+                    })
+                    .collect(),
+            }),
+        }
+    }
+}
+
+/// A regular file found by the walk, and where its fingerprint goes.
+struct Job {
+    target: Target,
+    at: Parent,
+}
+
+/// Files found by the walk and not yet taken by a worker, and the directories waiting for
+/// them.
 struct JobQueue {
     state: Mutex<QueueState>,
     ready: Condvar,
@@ -284,42 +460,131 @@ struct JobQueue {
 
 #[derive(Default)]
 struct QueueState {
-    jobs: VecDeque<(usize, Target)>,
-    /// One slot per queued file, filled by the worker that hashed it (`None` also for a
-    /// file that vanished); grown by the walk, so workers never allocate.
-    results: Vec<Option<Node>>,
-    /// Files hashed (or found vanished) so far.
-    done: usize,
+    algorithm: Algorithm,
+    keep: Keep,
+    jobs: VecDeque<Job>,
+    /// Directories with entries still pending, by id (`None`: a free id, in `free`).
+    open: Vec<Option<OpenDir>>,
+    free: Vec<usize>,
+    /// The most directories open at once (`open.len() - free.len()` at its highest).
+    peak_open: usize,
+    /// The root, once finished.
+    root: Option<Slot>,
+    /// Regular files hashed and their bytes.
+    files: u64,
+    bytes: u64,
     /// The walk has finished: no more jobs will come.
     closed: bool,
     /// Something failed: workers stop at once.
     aborted: bool,
 }
 
+impl QueueState {
+    /// Registers a listed directory; one without entries is finished at once.
+    fn open_dir(&mut self, dir: OpenDir) -> usize {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.open.push(None);
+                self.open.len() - 1
+            }
+        };
+        if let Some(free) = self.open.get_mut(id) {
+            *free = Some(dir);
+        }
+        self.peak_open = self.peak_open.max(self.open.len() - self.free.len());
+        self.settle(id);
+        id
+    }
+
+    /// Puts a finished (or vanished) node in its slot, and finishes every directory that
+    /// this completes, up the tree.
+    fn fill(&mut self, at: Parent, value: Slot) {
+        let Some((id, index)) = at else {
+            self.root = Some(value);
+            return;
+        };
+        if let Some(Some(dir)) = self.open.get_mut(id)
+            && let Some((_, slot)) = dir.children.get_mut(index)
+            && matches!(slot, Slot::Pending)
+        {
+            *slot = value;
+            dir.remaining -= 1;
+        }
+        // Otherwise a slot filled twice or never made: a bug, and its directory stays open,
+        // which the scan reports as unfinished.
+        self.settle(id);
+    }
+
+    /// Finishes directory `id` if it has nothing pending, and its parents likewise.
+    fn settle(&mut self, mut id: usize) {
+        loop {
+            if !matches!(self.open.get(id), Some(Some(dir)) if dir.remaining == 0) {
+                return;
+            }
+            let Some(dir) = self.open.get_mut(id).and_then(Option::take) else {
+                return;
+            };
+            self.free.push(id);
+            let parent = dir.parent;
+            let done = Slot::Done(dir.finish(self.algorithm, self.keep));
+            match parent {
+                None => {
+                    self.root = Some(done);
+                    return;
+                }
+                Some((up, index)) => {
+                    if let Some(Some(up_dir)) = self.open.get_mut(up)
+                        && let Some((_, slot)) = up_dir.children.get_mut(index)
+                        && matches!(slot, Slot::Pending)
+                    {
+                        *slot = done;
+                        up_dir.remaining -= 1;
+                    }
+                    id = up;
+                }
+            }
+        }
+    }
+}
+
 impl JobQueue {
+    fn new(algorithm: Algorithm, keep: Keep) -> JobQueue {
+        JobQueue {
+            state: Mutex::new(QueueState {
+                algorithm,
+                keep,
+                ..QueueState::default()
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, QueueState> {
-        // A poisoned lock only means another worker panicked; the state itself (a queue
-        // and two flags) is always consistent, and the missing results are detected.
+        // A poisoned lock only means another worker panicked; the state itself is
+        // changed one whole step at a time, and the missing results are detected.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(&self, jobs: &mut Vec<(usize, Target)>) {
+    /// Queues `jobs`; returns how many files are queued now.
+    fn push(&self, jobs: &mut Vec<Job>) -> usize {
         let mut state = self.lock();
-        let slots = state.results.len() + jobs.len();
-        state.results.resize_with(slots, || None);
         state.jobs.extend(jobs.drain(..));
+        let backlog = state.jobs.len();
         drop(state);
         self.ready.notify_all();
+        backlog
     }
 
-    /// Stores a batch's results (in the slots the walk made for them).
-    fn finish(&self, done: &mut Vec<(usize, Option<Node>)>) {
+    /// Stores a batch's results in the slots their directories keep for them.
+    fn finish(&self, done: &mut Vec<(Parent, Slot, u64)>) {
         let mut state = self.lock();
-        for (index, node) in done.drain(..) {
-            if let Some(slot) = state.results.get_mut(index) {
-                *slot = node;
-                state.done += 1;
+        for (at, slot, size) in done.drain(..) {
+            if matches!(slot, Slot::Done(_)) {
+                state.files += 1;
+                state.bytes += size;
             }
+            state.fill(at, slot);
         }
     }
 
@@ -340,7 +605,7 @@ impl JobQueue {
     }
 
     /// Up to `BATCH` jobs; empty when the queue is closed and drained, or aborted.
-    fn take(&self, into: &mut Vec<(usize, Target)>) {
+    fn take(&self, into: &mut Vec<Job>) {
         let mut state = self.lock();
         loop {
             if state.aborted {
@@ -360,6 +625,15 @@ impl JobQueue {
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
+
+    /// Up to `BATCH` jobs if more than `limit` are queued (never waits).
+    fn take_over(&self, limit: usize, into: &mut Vec<Job>) {
+        let mut state = self.lock();
+        if !state.aborted && state.jobs.len() > limit {
+            let n = state.jobs.len().min(BATCH);
+            into.extend(state.jobs.drain(..n));
+        }
+    }
 }
 
 /// A worker: hashes batches from the queue until it is drained; the first error stops
@@ -367,17 +641,20 @@ impl JobQueue {
 struct Worker<'a> {
     queue: &'a JobQueue,
     algorithm: Algorithm,
+    keep: Keep,
     progress: Option<&'a ScanProgress>,
     buf: Vec<u8>,
-    batch: Vec<(usize, Target)>,
-    done: Vec<(usize, Option<Node>)>,
+    batch: Vec<Job>,
+    done: Vec<(Parent, Slot, u64)>,
 }
 
 impl<'a> Worker<'a> {
     fn new(queue: &'a JobQueue, opts: &'a ScanOptions) -> Worker<'a> {
+        let keep = queue.lock().keep;
         Worker {
             queue,
             algorithm: opts.algorithm,
+            keep,
             progress: opts.progress.as_deref(),
             buf: vec![0u8; READ_BUFFER],
             batch: Vec::with_capacity(BATCH),
@@ -385,66 +662,81 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn run(mut self) -> Result<(), FingerprintError> {
+    fn run(&mut self) -> Result<(), FingerprintError> {
         loop {
             self.queue.take(&mut self.batch);
             if self.batch.is_empty() {
                 return Ok(());
             }
-            for (index, target) in self.batch.drain(..) {
-                match hash_file(&target, self.algorithm, &mut self.buf) {
-                    Ok(node) => {
-                        if let (Some(p), Some(Node::File { size, .. })) = (self.progress, &node) {
-                            p.files.fetch_add(1, Ordering::Relaxed);
-                            p.bytes.fetch_add(*size, Ordering::Relaxed);
-                        }
-                        self.done.push((index, node));
-                    }
-                    Err(e) => {
-                        self.queue.abort();
-                        return Err(e);
-                    }
-                }
-            }
-            self.queue.finish(&mut self.done);
+            self.hash_batch()?;
         }
     }
-}
 
-/// The tree as walked: everything but the regular files' contents, which are indices
-/// into the job list until the workers have hashed them.
-enum Skeleton {
-    Dir {
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        children: Vec<(Vec<u8>, Skeleton)>,
-    },
-    File(usize),
-    Leaf(Node),
-}
-
-impl Skeleton {
-    /// Replaces file indices by the hashed nodes; `None` for a file that vanished.
-    fn assemble(self, hashed: &mut [Option<Node>]) -> Option<Node> {
-        match self {
-            Skeleton::Dir {
-                mode,
-                uid,
-                gid,
-                children,
-            } => Some(Node::Dir {
-                mode,
-                uid,
-                gid,
-                children: children
-                    .into_iter()
-                    .filter_map(|(name, child)| child.assemble(hashed).map(|node| (name, node)))
-                    .collect(),
-            }),
-            Skeleton::File(index) => hashed.get_mut(index).and_then(Option::take),
-            Skeleton::Leaf(node) => Some(node),
+    /// Hashes batches while more than `limit` files are queued (the walk, ahead).
+    fn help(&mut self, limit: usize) -> Result<(), FingerprintError> {
+        loop {
+            self.queue.take_over(limit, &mut self.batch);
+            if self.batch.is_empty() {
+                return Ok(());
+            }
+            self.hash_batch()?;
         }
+    }
+
+    fn hash_batch(&mut self) -> Result<(), FingerprintError> {
+        // Taken out and put back, so that its allocation is reused.
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut failed = None;
+        for job in batch.drain(..) {
+            match self.hash_one(&job.target) {
+                Ok(Some((done, size))) => self.done.push((job.at, Slot::Done(done), size)),
+                Ok(None) => self.done.push((job.at, Slot::Vanished, 0)),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        self.batch = batch;
+        if let Some(e) = failed {
+            self.done.clear();
+            self.queue.abort();
+            return Err(e);
+        }
+        self.queue.finish(&mut self.done);
+        Ok(())
+    }
+
+    fn hash_one(&mut self, target: &Target) -> Result<Option<(Done, u64)>, FingerprintError> {
+        let Some(entry) = hash_file(target, self.algorithm, &mut self.buf)? else {
+            return Ok(None);
+        };
+        let size = match entry {
+            Entry::File { size, .. } => size,
+            _ => 0,
+        };
+        if let Some(p) = self.progress {
+            p.files.fetch_add(1, Ordering::Relaxed);
+            p.bytes.fetch_add(size, Ordering::Relaxed);
+        }
+        // The content hash was made with the algorithm's own function, so this cannot
+        // fail; the path is looked up only if it does.
+        let done =
+            Done::leaf(self.keep, self.algorithm, entry, Path::new("")).map_err(|e| match e {
+                FingerprintError::ContentFunction {
+                    algorithm,
+                    expected,
+                    found,
+                    ..
+                } => FingerprintError::ContentFunction {
+                    path: target.path(),
+                    algorithm,
+                    expected,
+                    found,
+                },
+                other => other,
+            })?;
+        Ok(Some((done, size)))
     }
 }
 
@@ -526,34 +818,45 @@ impl Place<'_> {
     }
 }
 
-struct Walk<'a> {
+struct Walk<'a, 'w> {
     root: &'a Path,
     /// The root directory, for files queued by relative path.
     root_fd: Option<Arc<OwnedFd>>,
     exclude: Option<&'a Exclusions>,
+    algorithm: Algorithm,
     queue: &'a JobQueue,
+    /// This thread's own worker, for when the backlog is full.
+    helper: &'a mut Worker<'w>,
     /// Files found since the last hand-over to the queue (one lock per batch, not per file).
-    pending: Vec<(usize, Target)>,
-    queued: usize,
+    pending: Vec<Job>,
     open_dirs: Arc<AtomicUsize>,
     max_open_dirs: usize,
     stats: ScanStats,
 }
 
-impl Walk<'_> {
-    fn flush(&mut self) {
-        if !self.pending.is_empty() {
-            self.queue.push(&mut self.pending);
+impl Walk<'_, '_> {
+    /// Hands the files found so far to the workers, and helps them while the backlog is
+    /// full, so that the walk never runs far ahead of the hashing.
+    fn flush(&mut self) -> Result<(), FingerprintError> {
+        if !self.pending.is_empty() && self.queue.push(&mut self.pending) > MAX_BACKLOG {
+            self.helper.help(MAX_BACKLOG)?;
         }
+        Ok(())
     }
 
-    /// Lists the open directory `fd` (at `path`) and walks its entries.
+    fn fill(&self, at: Parent, value: Slot) {
+        self.queue.lock().fill(at, value);
+    }
+
+    /// Lists the open directory `fd` (at `path`) and walks its entries; its fingerprint
+    /// goes to `at` once they are all done.
     fn dir(
         &mut self,
         fd: OwnedFd,
         st: &Stat,
         path: &mut PathBuf,
-    ) -> Result<Skeleton, FingerprintError> {
+        at: Parent,
+    ) -> Result<(), FingerprintError> {
         self.stats.dirs += 1;
         let share = self.open_dirs.fetch_add(1, Ordering::Relaxed) < self.max_open_dirs;
         let handle = Arc::new(DirHandle {
@@ -575,38 +878,50 @@ impl Walk<'_> {
         }
         drop(listing);
 
-        let mut children = Vec::with_capacity(names.len());
+        // Types and exclusions before the directory is registered, so that it has a slot
+        // for exactly the entries that are part of the tree.
+        let mut kept = Vec::with_capacity(names.len());
         for (name, file_type) in names {
             path.push(OsStr::from_bytes(name.to_bytes()));
-            let child = self.child(&handle, share, name, file_type, path);
+            let found = self.classify(&handle, &name, file_type, path);
             path.pop();
-            if let Some((name, child)) = child? {
-                children.push((name, child));
+            if let Some((file_type, st)) = found? {
+                kept.push((name, file_type, st));
             }
         }
-        // Hand this directory's files over now rather than after the next 64.
-        self.flush();
-        Ok(Skeleton::Dir {
+        kept.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let id = self.queue.lock().open_dir(OpenDir {
+            parent: at,
             mode: st.st_mode & 0o7777,
             uid: st.st_uid,
             gid: st.st_gid,
-            children,
-        })
+            children: kept
+                .iter()
+                .map(|(name, ..)| (name.as_bytes().to_vec(), Slot::Pending))
+                .collect(),
+            remaining: kept.len(),
+        });
+        for (index, (name, file_type, st)) in kept.into_iter().enumerate() {
+            path.push(OsStr::from_bytes(name.to_bytes()));
+            let child = self.child(&handle, share, name, file_type, st, path, Some((id, index)));
+            path.pop();
+            child?;
+        }
+        // Hand this directory's files over now rather than after the next 64.
+        self.flush()
     }
 
-    /// One directory entry, unless excluded or vanished.
-    fn child(
+    /// An entry's type (`lstat` when `readdir` gives none), unless excluded or vanished.
+    fn classify(
         &mut self,
         dir: &Arc<DirHandle>,
-        share: bool,
-        name: CString,
+        name: &CStr,
         file_type: FileType,
-        path: &mut PathBuf,
-    ) -> Result<Option<(Vec<u8>, Skeleton)>, FingerprintError> {
-        let place = Place::In(dir, &name);
+        path: &Path,
+    ) -> Result<Option<(FileType, Option<Stat>)>, FingerprintError> {
         // d_type from readdir; a file system without it makes us ask lstat.
         let (file_type, st) = if file_type == FileType::Unknown {
-            match place.lstat() {
+            match Place::In(dir, name).lstat() {
                 Ok(st) => (FileType::from_raw_mode(st.st_mode), Some(st)),
                 Err(Errno::NOENT) => return Ok(None),
                 Err(e) => return Err(io_error(path, "lstat", e.into())),
@@ -621,48 +936,68 @@ impl Walk<'_> {
                 return Ok(None);
             }
         }
+        Ok(Some((file_type, st)))
+    }
+
+    /// One directory entry that is part of the tree.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the walk's position: directory, entry, path and slot"
+    )]
+    fn child(
+        &mut self,
+        dir: &Arc<DirHandle>,
+        share: bool,
+        name: CString,
+        file_type: FileType,
+        st: Option<Stat>,
+        path: &mut PathBuf,
+        at: Parent,
+    ) -> Result<(), FingerprintError> {
         if file_type == FileType::RegularFile {
             let target = match (&self.root_fd, share) {
-                (_, true) | (None, false) => Target::At(Arc::clone(dir), name.clone()),
+                (_, true) | (None, false) => Target::At(Arc::clone(dir), name),
                 (Some(root), false) => Target::Beneath(
                     Arc::clone(root),
                     path.strip_prefix(self.root).unwrap_or(path).to_path_buf(),
                     path.clone(),
                 ),
             };
-            return Ok(Some((name.into_bytes(), self.queue_file(target))));
+            return self.queue_file(target, at);
         }
-        let node = self.entry(&place, file_type, st, path)?;
-        Ok(node.map(|node| (name.into_bytes(), node)))
+        self.entry(&Place::In(dir, &name), file_type, st, path, at)
     }
 
-    fn queue_file(&mut self, target: Target) -> Skeleton {
+    fn queue_file(&mut self, target: Target, at: Parent) -> Result<(), FingerprintError> {
         // Mode and owner come from the fstat after the open, with the bytes.
-        let index = self.queued;
-        self.queued += 1;
-        self.pending.push((index, target));
+        self.pending.push(Job { target, at });
         if self.pending.len() >= 4 * BATCH {
-            self.flush();
+            self.flush()?;
         }
-        Skeleton::File(index)
+        Ok(())
     }
 
-    /// Anything but a regular file inside a directory (or the root, whatever it is);
-    /// `None` if it vanished. `st` is its lstat when already known.
+    /// Anything but a regular file inside a directory (or the root, whatever it is),
+    /// finished into `at` (a vanished one as vanished). `st` is its lstat when already
+    /// known.
     fn entry(
         &mut self,
         place: &Place<'_>,
         file_type: FileType,
         st: Option<Stat>,
         path: &mut PathBuf,
-    ) -> Result<Option<Skeleton>, FingerprintError> {
+        at: Parent,
+    ) -> Result<(), FingerprintError> {
         if file_type == FileType::RegularFile {
-            return Ok(Some(self.queue_file(Target::Path(path.clone()))));
+            return self.queue_file(Target::Path(path.clone()), at);
         }
         if file_type == FileType::Directory {
             let fd = match place.open_dir() {
                 Ok(fd) => fd,
-                Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::NOENT) => {
+                    self.fill(at, Slot::Vanished);
+                    return Ok(());
+                }
                 // Replaced by a link or a file since the listing.
                 Err(Errno::LOOP | Errno::NOTDIR) => {
                     return Err(FingerprintError::Unstable { path: path.clone() });
@@ -671,13 +1006,16 @@ impl Walk<'_> {
             };
             // The directory's attributes from the descriptor: those of what is listed.
             let st = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
-            return self.dir(fd, &st, path).map(Some);
+            return self.dir(fd, &st, path, at);
         }
         let st = match st {
             Some(st) => st,
             None => match place.lstat() {
                 Ok(st) => st,
-                Err(Errno::NOENT) => return Ok(None),
+                Err(Errno::NOENT) => {
+                    self.fill(at, Slot::Vanished);
+                    return Ok(());
+                }
                 Err(e) => return Err(io_error(path, "lstat", e.into())),
             },
         };
@@ -686,30 +1024,48 @@ impl Walk<'_> {
         }
         self.stats.others += 1;
         let mode = st.st_mode & 0o7777;
-        let kind = match file_type {
+        let entry = match file_type {
             FileType::Symlink => {
                 let target = match place.readlink() {
                     Ok(t) => t,
-                    Err(Errno::NOENT) => return Ok(None),
+                    Err(Errno::NOENT) => {
+                        self.fill(at, Slot::Vanished);
+                        return Ok(());
+                    }
                     Err(Errno::INVAL) => {
                         return Err(FingerprintError::Unstable { path: path.clone() });
                     }
                     Err(e) => return Err(io_error(path, "readlink", e.into())),
                 };
-                return Ok(Some(Skeleton::Leaf(Node::Symlink {
+                Entry::Symlink {
                     mode,
                     target: target.into_bytes(),
-                })));
+                }
             }
-            FileType::Fifo => OtherKind::Fifo,
-            FileType::Socket => OtherKind::Socket,
-            FileType::CharacterDevice => OtherKind::CharDevice,
-            FileType::BlockDevice => OtherKind::BlockDevice,
+            FileType::Fifo => Entry::Other {
+                mode,
+                kind: OtherKind::Fifo,
+            },
+            FileType::Socket => Entry::Other {
+                mode,
+                kind: OtherKind::Socket,
+            },
+            FileType::CharacterDevice => Entry::Other {
+                mode,
+                kind: OtherKind::CharDevice,
+            },
+            FileType::BlockDevice => Entry::Other {
+                mode,
+                kind: OtherKind::BlockDevice,
+            },
             // Regular files and directories are handled above; a type the kernel does not
             // name is as good as changed under us.
             _ => return Err(FingerprintError::Unstable { path: path.clone() }),
         };
-        Ok(Some(Skeleton::Leaf(Node::Other { mode, kind })))
+        let rel = path.strip_prefix(self.root).unwrap_or(path);
+        let done = Done::leaf(self.helper.keep, self.algorithm, entry, rel)?;
+        self.fill(at, Slot::Done(done));
+        Ok(())
     }
 }
 
@@ -718,7 +1074,7 @@ fn hash_file(
     target: &Target,
     algorithm: Algorithm,
     buf: &mut [u8],
-) -> Result<Option<Node>, FingerprintError> {
+) -> Result<Option<Entry>, FingerprintError> {
     // NOFOLLOW: a file replaced by a link since the listing fails with ELOOP instead of
     // being followed. NONBLOCK: a file replaced by a fifo cannot hang the scan. NOCTTY: a
     // terminal device cannot become our controlling terminal.
@@ -774,7 +1130,7 @@ fn hash_file(
         }
     }
     datum_core::progress::file_hashed();
-    Ok(Some(Node::File {
+    Ok(Some(Entry::File {
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,
         gid: st.st_gid,
@@ -799,6 +1155,68 @@ mod tests {
         std::fs::write(path, bytes).unwrap();
     }
 
+    fn tree(start: Start<'_>, path: &Path, opts: &ScanOptions, limit: usize) -> ScannedTree {
+        let scanned = scan_with(start, path, opts, limit, Keep::Tree).unwrap();
+        into_tree(scanned, opts.algorithm, path).unwrap()
+    }
+
+    /// 120 directories of 20 files (2,400 files, more than `MAX_BACKLOG`), nested three
+    /// deep, plus an empty directory and a link in each.
+    fn wide_tree(base: &Path) {
+        for a in 0..4 {
+            for b in 0..5 {
+                for c in 0..6 {
+                    let d = base.join(format!("a{a}/b{b}/c{c}"));
+                    std::fs::create_dir_all(d.join("empty")).unwrap();
+                    std::os::unix::fs::symlink("f0", d.join("link")).unwrap();
+                    for i in 0..20 {
+                        write(&d.join(format!("f{i}")), format!("{a}{b}{c}{i}").as_bytes());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_root_only_scan_keeps_few_directories_open_and_hashes_like_a_full_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        wide_tree(dir.path());
+        for algorithm in [Algorithm::Compat, Algorithm::Native] {
+            // One thread: no workers at all, so only the walk's own hashing under a full
+            // backlog keeps it from queueing every file first (and keeps it from waiting
+            // forever).
+            for threads in [1, 3] {
+                let opts = ScanOptions {
+                    algorithm,
+                    threads,
+                    ..ScanOptions::default()
+                };
+                let full = tree(Start::Path, dir.path(), &opts, 4096);
+                let root = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Hashes).unwrap();
+                assert_eq!(
+                    root.root.hash(),
+                    full.root_hash(),
+                    "{algorithm}, {threads} threads"
+                );
+                assert_eq!(root.stats, full.stats);
+                assert_eq!(root.stats.files, 2400);
+                // 1 + 4 + 20 + 120 directories and 120 empty ones: a walk that held every
+                // directory until the end would have all 265 open. Bounded, it holds those
+                // with files queued or being hashed (about MAX_BACKLOG / 20 = 51 leaves and
+                // the few their batches spill into), their parents (one per 6 leaves) and
+                // the way down from the root: ~68 with one thread, ~75 with three.
+                let bound = 100;
+                assert!(
+                    root.peak_open <= bound,
+                    "{} directories open at once (bound {bound})",
+                    root.peak_open
+                );
+                let public = scan_root(dir.path(), &opts).unwrap();
+                assert_eq!(public.hash, full.root_hash());
+            }
+        }
+    }
+
     #[test]
     fn files_queued_by_path_hash_like_files_opened_in_their_directory() {
         let dir = tempfile::tempdir().unwrap();
@@ -816,19 +1234,29 @@ mod tests {
                 threads,
                 ..ScanOptions::default()
             };
-            let shared = scan_with(Start::Path, dir.path(), &opts, 4096).unwrap();
+            let shared = tree(Start::Path, dir.path(), &opts, 4096);
             let open =
                 rustix::fs::open(dir.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
                     .unwrap();
             // 0: every file by relative path; 2: the first directories shared, then paths.
             for limit in [0, 2] {
-                let limited =
-                    scan_with(Start::Dir(open.as_fd()), dir.path(), &opts, limit).unwrap();
+                let limited = tree(Start::Dir(open.as_fd()), dir.path(), &opts, limit);
                 assert_eq!(
                     limited.tree, shared.tree,
                     "limit {limit}, {threads} threads"
                 );
                 assert_eq!(limited.stats, shared.stats);
+                let root = scan_with(
+                    Start::Dir(open.as_fd()),
+                    dir.path(),
+                    &opts,
+                    limit,
+                    Keep::Hashes,
+                )
+                .unwrap();
+                assert_eq!(root.root.hash(), shared.root_hash());
+                assert!(matches!(root.root, Done::Hash(_)));
+                assert_eq!(root.stats, shared.stats);
             }
             assert_eq!(shared.stats.files, 60);
         }

@@ -17,7 +17,7 @@ use datum_fingerprint::{
     Algorithm, EntryKind, Exclusions, Node, TreeDifference, compare, fingerprint_declared,
     fingerprint_tree,
 };
-use datum_host::tree_scan::{ScanOptions, ScanProgress, scan};
+use datum_host::tree_scan::{ScanOptions, ScanProgress, scan, scan_root};
 
 /// Builds trees on disk; modes are applied after ownership (a chown clears setuid bits).
 struct Builder {
@@ -101,11 +101,13 @@ fn opts(algorithm: Algorithm, threads: usize) -> ScanOptions {
     }
 }
 
+/// The root hash, checked to be the same from a full scan and a root-only one.
 fn root_hash(path: &Path, algorithm: Algorithm) -> String {
-    scan(path, &opts(algorithm, 2))
-        .unwrap()
-        .root_hash()
-        .to_string()
+    let full = scan(path, &opts(algorithm, 2)).unwrap();
+    let root = scan_root(path, &opts(algorithm, 2)).unwrap();
+    assert_eq!(root.hash, full.root_hash(), "{}", path.display());
+    assert_eq!(root.stats, full.stats, "{}", path.display());
+    full.root_hash().to_string()
 }
 
 /// Checks a compat golden value; on a mismatch keeps the tree for inspection with the
@@ -442,6 +444,9 @@ fn excluded_entries_are_not_part_of_the_fingerprint_at_all() {
     let scanned = scan(&root, &with(Algorithm::Native)).unwrap();
     assert_eq!(scanned.root_hash().to_string(), clean);
     assert_eq!(scanned.stats.excluded, 3);
+    let root_only = scan_root(&root, &with(Algorithm::Native)).unwrap();
+    assert_eq!(root_only.hash.to_string(), clean);
+    assert_eq!(root_only.stats, scanned.stats);
     assert_eq!(
         scan(&root, &with(Algorithm::Compat))
             .unwrap()

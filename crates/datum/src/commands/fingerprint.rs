@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 use clap::Args;
 use datum_fingerprint::{Algorithm, Exclusions};
-use datum_host::tree_scan::{ScanOptions, scan};
+use datum_host::tree_scan::{ScanOptions, scan, scan_root};
 
 use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
@@ -48,18 +48,26 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         progress: None,
     };
     let bar = crate::render::progress::hashing();
-    let scanned = scan(&args.path, &opts);
+    // Without -v only the root hash is printed: `scan_root` keeps no tree, so memory does
+    // not grow with the number of files. Listing every entry (parents first) needs every
+    // hash before the first line, so -v keeps the whole fingerprinted tree.
+    let scanned = if global.verbose {
+        scan(&args.path, &opts).map(|tree| (tree.root_hash(), Some(tree)))
+    } else {
+        scan_root(&args.path, &opts).map(|root| (root.hash, None))
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let scanned = scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
+    let (root_hash, tree) =
+        scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
     if global.output == Format::Json {
         let mut doc = serde_json::json!({
             "path": args.path,
             "algorithm": if args.compat { "compat" } else { "native" },
-            "fingerprint": scanned.root_hash().to_string(),
+            "fingerprint": root_hash.to_string(),
         });
-        if global.verbose {
+        if let Some(scanned) = &tree {
             let entries: Vec<serde_json::Value> = scanned
                 .tree
                 .walk()
@@ -79,7 +87,7 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         return Ok(ExitCode::Clean);
     }
     let mut out = std::io::stdout().lock();
-    if global.verbose {
+    if let Some(scanned) = &tree {
         for (path, node) in scanned.tree.walk() {
             let shown = if path.as_os_str().is_empty() {
                 ".".to_owned()
@@ -89,6 +97,6 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
             writeln!(out, "{}  {shown}", node.hash)?;
         }
     }
-    writeln!(out, "{}", scanned.root_hash())?;
+    writeln!(out, "{root_hash}")?;
     Ok(ExitCode::Clean)
 }
