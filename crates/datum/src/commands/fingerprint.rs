@@ -32,11 +32,6 @@ pub struct FingerprintArgs {
 }
 
 pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
-    // Before the workers' buffers are allocated. Without the flag (kernels before 3.15)
-    // the fingerprint is the same, only the peak memory is higher.
-    if let Err(e) = datum_host::tree_scan::avoid_huge_pages() {
-        tracing::debug!("transparent huge pages stay on: {e}");
-    }
     let exclude = if args.exclude.is_empty() {
         None
     } else {
