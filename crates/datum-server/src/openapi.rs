@@ -18,6 +18,17 @@ fn nullable(t: &str) -> Value {
     json!({"type": t, "nullable": true})
 }
 
+/// A report's text: any string without a NUL character (the stores cannot
+/// hold one; the handler refuses it, in a map's keys too, which OpenAPI 3.0
+/// cannot describe).
+fn text() -> Value {
+    json!({"type": "string", "pattern": "^[^\\u0000]*$"})
+}
+
+fn nullable_text() -> Value {
+    json!({"type": "string", "pattern": "^[^\\u0000]*$", "nullable": true})
+}
+
 /// A count or duration: the handler reads it as a `u64`.
 fn int() -> Value {
     json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
@@ -60,8 +71,8 @@ fn writer() -> Value {
     strict(
         &["kind", "via", "at"],
         json!({
-            "kind": s("string"), "via": s("string"), "user": s("string"),
-            "login_user": s("string"), "unit": s("string"), "at": i64_int()
+            "kind": text(), "via": text(), "user": text(),
+            "login_user": text(), "unit": text(), "at": i64_int()
         }),
     )
 }
@@ -71,7 +82,7 @@ fn field_change() -> Value {
     strict(
         &["path", "observed", "declared"],
         json!({
-            "path": s("string"), "observed": nullable("string"), "declared": nullable("string"),
+            "path": text(), "observed": nullable_text(), "declared": nullable_text(),
             "sensitive": s("boolean")
         }),
     )
@@ -91,39 +102,39 @@ fn report() -> Value {
             "key": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
             "seq": int(),
             "kind": {"type": "string", "enum": ["apply", "check", "agent", "stack"]},
-            "host": s("string"),
-            "labels": labels(),
-            "datum_version": s("string"),
-            "revision": s("string"),
-            "catalogue": s("string"),
+            "host": text(),
+            "labels": map_of(text()),
+            "datum_version": text(),
+            "revision": text(),
+            "catalogue": text(),
             "started_at": i64_int(),
             "finished_at": i64_int(),
             "duration_ms": int(),
             "exit_code": i32_int(false),
-            "classes_checked": list(s("string")),
+            "classes_checked": list(text()),
             "counts": counts(),
             "resources": int(),
             "classes": list(class_bound()),
             "expected_interval_s": int(),
-            "validators": map_of(s("string")),
+            "validators": map_of(text()),
             "trees": list(strict(&["resource", "declared"], json!({
-                "resource": s("string"), "declared": s("string"), "observed": nullable("string")
+                "resource": text(), "declared": text(), "observed": nullable_text()
             }))),
             "failures": list(strict(&["resource", "phase", "message", "signature"], json!({
-                "resource": s("string"), "phase": s("string"), "validator": nullable("string"),
-                "validator_version": nullable("string"), "exit_status": i32_int(true),
-                "message": s("string"), "signature": s("string")
+                "resource": text(), "phase": text(), "validator": nullable_text(),
+                "validator_version": nullable_text(), "exit_status": i32_int(true),
+                "message": text(), "signature": text()
             }))),
             "findings": list(finding()),
-            "changed": list(s("string")),
+            "changed": list(text()),
             "changed_total": int(),
             "quarantined": list(strict(&["target", "source"], json!({
-                "target": s("string"), "source": s("string"), "reason": s("string"), "since": i64_int()
+                "target": text(), "source": text(), "reason": text(), "since": i64_int()
             }))),
             "instructions": list(strict(&["key", "outcome", "at"], json!({
-                "key": s("string"), "outcome": s("string"), "at": i64_int()
+                "key": text(), "outcome": text(), "at": i64_int()
             }))),
-            "pending": list(strict(&["address", "action"], json!({"address": s("string"), "action": s("string")}))),
+            "pending": list(strict(&["address", "action"], json!({"address": text(), "action": text()}))),
             "sampling": {"type": "object", "nullable": true, "additionalProperties": false, "required": ["round", "deep"],
                          "properties": {"round": int(), "deep": s("boolean")}}
         }
@@ -142,11 +153,11 @@ fn finding() -> Value {
             "first_seen",
         ],
         json!({
-            "subject": s("string"), "category": s("string"), "class": s("string"),
-            "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),
+            "subject": text(), "category": text(), "class": text(),
+            "paths": list(text()), "signature": text(), "observed": nullable_text(),
             "first_seen": i64_int(), "checks": int(),
             "changes": list(field_change()),
-            "content_diff": s("string"),
+            "content_diff": text(),
             "changed_by": list(writer())
         }),
     )
@@ -157,7 +168,7 @@ fn class_bound() -> Value {
     strict(
         &["class", "interval_s", "resources"],
         json!({
-            "class": s("string"), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true}, "resources": int(),
+            "class": text(), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true}, "resources": int(),
             "policy": {"type": "string", "enum": ["report", "revert", "accept", "quarantine"]}
         }),
     )
@@ -238,6 +249,7 @@ pub fn document() -> Value {
             "/v1/reports": {"post": {
                 "operationId": "postReport",
                 "summary": "Deliver one report (idempotent by its key)",
+                "description": "No string of a report, a map's keys included, may hold a NUL character (400).",
                 "security": [{"bearer": []}],
                 "parameters": [
                     {"name": "Idempotency-Key", "in": "header", "required": false, "description": "The report's `key`; when sent, it must equal it (400 otherwise)", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
