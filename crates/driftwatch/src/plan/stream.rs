@@ -10,7 +10,9 @@
 //! deserialized by serde_json straight from the buffer, with borrowed strings; when an
 //! entry runs past the end of what was read, more is read and it is parsed again from its
 //! start. Skipped members are checked for structure (balanced brackets, closed strings),
-//! not parsed; every value driftwatch uses is parsed by serde_json in full. Memory is the
+//! not parsed, 64 bytes at a time ([`super::structural`]); so are the values after
+//! `actions` in a no-op change (`before`, `after`, ...), which a no-op does not use. Every
+//! value driftwatch uses is parsed by serde_json in full. Memory is the
 //! buffer (it grows to the largest single entry) plus what the caller keeps. Errors are
 //! positioned in lines and columns of the whole document, counted as the scanner passes
 //! newlines.
