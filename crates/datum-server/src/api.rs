@@ -297,6 +297,12 @@ async fn take_report<B: Backend>(
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| ApiError::BadRequest("the report is not UTF-8".to_owned()))?;
     let report = parse_report(text)?;
+    if holds_nul(text) {
+        // PostgreSQL's text cannot hold it: refused on every store alike.
+        return Err(ApiError::BadRequest(
+            "the report holds a NUL character (\\u0000), which no field may contain".to_owned(),
+        ));
+    }
     if report.host != who.name {
         return Err(ApiError::Forbidden(format!(
             "this token belongs to `{}`: it cannot write reports of `{}`",
@@ -357,6 +363,22 @@ async fn take_report<B: Backend>(
         sampling: app.config.sampling_plan(now),
         instructions,
     })
+}
+
+/// Whether JSON text holds the escape of a NUL character (`\u0000`; JSON
+/// cannot hold a raw one): an escape is one when an odd number of
+/// backslashes leads to it (`\\u0000` is a backslash and `u0000`).
+fn holds_nul(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("u0000").map(|i| i + from) {
+        let backslashes = bytes[..i].iter().rev().take_while(|b| **b == b'\\').count();
+        if backslashes % 2 == 1 {
+            return true;
+        }
+        from = i + 1;
+    }
+    false
 }
 
 /// A report's JSON, parsed once. Only when that fails is it read again,
@@ -504,5 +526,23 @@ async fn healthz<B: Backend>(State(app): State<Arc<App<B>>>) -> Response {
             Json(serde_json::json!({"status": "unavailable", "error": e.to_string()})),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_nul;
+
+    #[test]
+    fn a_nul_escape_is_found_and_an_escaped_backslash_is_not_one() {
+        assert!(holds_nul(r#"{"a": "x\u0000y"}"#));
+        assert!(holds_nul(r#"{"a": "\\\u0000"}"#), "a backslash, then NUL");
+        assert!(!holds_nul(r#"{"a": "\\u0000"}"#), "a backslash, then u0000");
+        assert!(!holds_nul(r#"{"a": "u0000", "b": "\u0001"}"#));
+        // What serde_json writes for a NUL is found.
+        let json = serde_json::to_string(&serde_json::json!({"a": "x\0y"})).unwrap();
+        assert!(holds_nul(&json), "{json}");
+        let json = serde_json::to_string(&serde_json::json!({"a": "\\u0000"})).unwrap();
+        assert!(!holds_nul(&json), "{json}");
     }
 }

@@ -19,9 +19,12 @@
 //!    it writes nothing else;
 //! 2. for the new ones, in host order, the host's row (locked, so two
 //!    servers storing reports of one host take turns, and always in the
-//!    same order, so they cannot deadlock), and the host's stored findings
-//!    (checks) with its last report's time (a check older than that is
-//!    late: stored and counted, but it leaves the newer findings alone);
+//!    same order, so they cannot deadlock), then, in one statement per
+//!    chunk, the checking hosts' last report times with their stored
+//!    findings, and the applying hosts' last apply of the revision they
+//!    report. A report older than that is late: stored and counted, but a
+//!    late check leaves the newer findings and clusters alone and a late
+//!    apply the revision's newer outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
@@ -248,11 +251,11 @@ struct Ingest {
     /// Per report (batch order): its key was new.
     fresh: Vec<bool>,
     phase: u8,
-    /// Where the checking hosts' last-report times start in phase 2's
-    /// answers (the findings queries follow them).
-    latest_from: usize,
-    /// How many of phase 2's answers are last-report times.
-    latest_queries: usize,
+    /// Where the reads start in phase 2's answers (after the host locks):
+    /// the checking hosts' first, then the applying hosts'.
+    reads_from: usize,
+    /// How many of phase 2's reads are the checking hosts'.
+    check_reads: usize,
 }
 
 impl Ingest {
@@ -265,8 +268,8 @@ impl Ingest {
             fresh: vec![false; batch.len()],
             position: order,
             phase: 0,
-            latest_from: 0,
-            latest_queries: 0,
+            reads_from: 0,
+            check_reads: 0,
         }
     }
 
@@ -306,50 +309,49 @@ impl Phases for Ingest {
                 // in the same order), then the stored findings of the
                 // checking ones.
                 let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(host_lock).collect();
-                self.latest_from = stmts.len();
-                let checking: Vec<&str> = new
-                    .iter()
-                    .filter(|s| s.report.kind != ReportKind::Apply)
-                    .map(|s| s.report.host.as_str())
-                    .collect();
-                // Their last reports' times, read under the lock: a check
-                // older than the host's last report is late (its outbox
-                // drained after a newer one went another way, a restored
-                // state store) and must not replace newer findings.
-                for chunk in checking.chunks(CHUNK) {
-                    stmts.push(Stmt::built(
-                        format!(
-                            "SELECT name, last_report_at FROM hosts WHERE name IN {}",
-                            values_rows(1, chunk.len(), 1)
-                        ),
-                        chunk.iter().map(|h| Val::from(*h)).collect(),
-                    ));
-                }
-                self.latest_queries = stmts.len() - self.latest_from;
-                for chunk in checking.chunks(CHUNK) {
-                    stmts.push(Stmt::built(
-                        format!(
-                            "SELECT signature, observed, class, changed_by, host FROM findings \
-                             WHERE host IN {}",
-                            values_rows(1, chunk.len(), 1)
-                        ),
-                        chunk.iter().map(|h| Val::from(*h)).collect(),
-                    ));
-                }
+                self.reads_from = stmts.len();
+                let (applying, checking): (Vec<&Submitted>, Vec<&Submitted>) =
+                    new.iter().partition(|s| s.report.kind == ReportKind::Apply);
+                // Read under the lock: a report older than what it would
+                // replace is late (its outbox drained after a newer one
+                // went another way, a restored state store) and must not
+                // replace newer state. A check is judged by the host's last
+                // report, and reads the findings it compares with in the
+                // same statement; an apply by the last apply of its
+                // revision.
+                stmts.extend(checking.chunks(CHUNK).map(check_read));
+                self.check_reads = stmts.len() - self.reads_from;
+                stmts.extend(applying.chunks(CHUNK).map(apply_read));
                 Step::Run(stmts)
             }
             3 => {
-                let mut answers = rows.into_iter().skip(self.latest_from);
-                let latest: HashMap<String, i64> = answers
-                    .by_ref()
-                    .take(self.latest_queries)
-                    .flatten()
-                    .filter_map(|r| Some((r.first()?.text()?.to_owned(), r.get(1)?.int()?)))
-                    .collect();
+                let mut answers = rows.into_iter().skip(self.reads_from);
+                let mut latest: HashMap<String, i64> = HashMap::new();
                 let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
+                // Host, its last report's time, then a finding's columns
+                // (NULL when it has none).
+                for row in answers.by_ref().take(self.check_reads).flatten() {
+                    let Some(host) = row.first().and_then(Val::text) else {
+                        continue;
+                    };
+                    if let Some(last) = row.get(1).and_then(Val::int) {
+                        latest.insert(host.to_owned(), last);
+                    }
+                    if row.get(2).and_then(Val::text).is_some() {
+                        by_host
+                            .entry(host.to_owned())
+                            .or_default()
+                            .push(row[2..].to_vec());
+                    }
+                }
+                // Host, the last apply of its revision.
                 for row in answers.flatten() {
-                    let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
-                    by_host.entry(host).or_default().push(row);
+                    if let (Some(host), Some(last)) = (
+                        row.first().and_then(Val::text),
+                        row.get(1).and_then(Val::int),
+                    ) {
+                        latest.insert(host.to_owned(), last);
+                    }
                 }
                 let mut batch = BatchState::default();
                 let new: Vec<&Submitted> = self
@@ -526,6 +528,41 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
     )
 }
 
+/// The checking hosts' last report times and stored findings, one row per
+/// finding (or one with NULL findings columns for a host with none).
+fn check_read(reports: &[&Submitted]) -> Stmt {
+    Stmt::built(
+        format!(
+            "SELECT hosts.name, hosts.last_report_at, findings.signature, findings.observed, \
+             findings.class, findings.changed_by FROM hosts \
+             LEFT JOIN findings ON findings.host = hosts.name WHERE hosts.name IN {}",
+            values_rows(1, reports.len(), 1)
+        ),
+        reports
+            .iter()
+            .map(|s| Val::from(s.report.host.as_str()))
+            .collect(),
+    )
+}
+
+/// When the applying hosts last applied the revisions they report.
+fn apply_read(reports: &[&Submitted]) -> Stmt {
+    let mut params = Vec::with_capacity(reports.len() * 2);
+    for s in reports {
+        params.extend([
+            s.report.host.as_str().into(),
+            s.report.revision.as_str().into(),
+        ]);
+    }
+    Stmt::built(
+        format!(
+            "SELECT host, last_at FROM host_revisions WHERE (host, revision) IN (VALUES {})",
+            values_rows(1, 2, reports.len())
+        ),
+        params,
+    )
+}
+
 /// The hosts' rows (in the order given), created if need be and locked for
 /// the transaction. An existing row of the same kind is locked without
 /// being written (PostgreSQL locks every conflicting row of `ON CONFLICT DO
@@ -622,9 +659,11 @@ fn daily_rows(reports: &[&Submitted]) -> Stmt {
 
 /// Everything one new report writes besides its key, its host's lock, its
 /// own row and its daily aggregate (written for the batch at once);
-/// `stored` is the host's findings before it (checks); a `late` check
-/// (older than the host's last report) is kept and counted but leaves the
-/// host's findings and the drift clusters as the newer report left them.
+/// `stored` is the host's findings before it (checks). A `late` report is
+/// kept and counted, but a late check (older than the host's last report)
+/// leaves the host's findings and the drift clusters as the newer report
+/// left them, and a late apply (older than the host's last apply of that
+/// revision) the revision's outcome and failures.
 fn writes(
     s: &Submitted,
     stored: &HashMap<String, Stored>,
@@ -637,9 +676,11 @@ fn writes(
     let apply = report.kind == ReportKind::Apply;
     let failed_apply = apply && !report.failures.is_empty();
     let labels = serde_json::to_string(&report.labels).unwrap_or_default();
-    if apply {
+    if late {
+        // Older than what it would replace: stored and counted only.
+    } else if apply {
         rollout_writes(report, &labels, failed_apply, batch, stmts);
-    } else if !late {
+    } else {
         finding_writes(report, stored, batch, stmts);
     }
     let trees_differing = report

@@ -18,8 +18,30 @@ fn nullable(t: &str) -> Value {
     json!({"type": t, "nullable": true})
 }
 
+/// A report's text: any string without a NUL character (the stores cannot
+/// hold one; the handler refuses it, in a map's keys too, which OpenAPI 3.0
+/// cannot describe).
+fn text() -> Value {
+    json!({"type": "string", "pattern": "^[^\\u0000]*$"})
+}
+
+fn nullable_text() -> Value {
+    json!({"type": "string", "pattern": "^[^\\u0000]*$", "nullable": true})
+}
+
+/// A count or duration: the handler reads it as a `u64`.
 fn int() -> Value {
-    json!({"type": "integer", "minimum": 0})
+    json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
+}
+
+/// A time in Unix seconds (or any signed value the handler reads as `i64`).
+fn i64_int() -> Value {
+    json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
+}
+
+/// An exit status: the handler reads it as an `i32`.
+fn i32_int(nullable: bool) -> Value {
+    json!({"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX, "nullable": nullable})
 }
 
 /// A view's `format_version`: the string every Datum JSON document carries.
@@ -39,24 +61,115 @@ fn object(required: &[&str], props: Value) -> Value {
     json!({"type": "object", "required": required, "properties": props})
 }
 
+/// An object of a report: the handler refuses members it does not know.
+fn strict(required: &[&str], props: Value) -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
+}
+
 /// Who changed a finding's resource (its own function, as [`field_change`]).
 fn writer() -> Value {
-    object(
+    strict(
         &["kind", "via", "at"],
         json!({
-            "kind": s("string"), "via": s("string"), "user": s("string"),
-            "login_user": s("string"), "unit": s("string"), "at": s("integer")
+            "kind": text(), "via": text(), "user": text(),
+            "login_user": text(), "unit": text(), "at": i64_int()
         }),
     )
 }
 
 /// One field of a finding (its own function: `json!` nests only so deep).
 fn field_change() -> Value {
-    object(
+    strict(
         &["path", "observed", "declared"],
         json!({
-            "path": s("string"), "observed": nullable("string"), "declared": nullable("string"),
+            "path": text(), "observed": nullable_text(), "declared": nullable_text(),
             "sensitive": s("boolean")
+        }),
+    )
+}
+
+/// A report as the handler reads it: every bound and every refused member
+/// the handler has, so a report this document calls valid is accepted.
+fn report() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["format_version", "key", "seq", "kind", "host", "labels", "datum_version", "revision",
+                     "catalogue", "started_at", "finished_at", "duration_ms", "exit_code", "counts",
+                     "resources", "expected_interval_s"],
+        "properties": {
+            "format_version": {"type": "integer", "enum": [datum_fleet::FORMAT_VERSION]},
+            "key": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+            "seq": int(),
+            "kind": {"type": "string", "enum": ["apply", "check", "agent", "stack"]},
+            "host": text(),
+            "labels": map_of(text()),
+            "datum_version": text(),
+            "revision": text(),
+            "catalogue": text(),
+            "started_at": i64_int(),
+            "finished_at": i64_int(),
+            "duration_ms": int(),
+            "exit_code": i32_int(false),
+            "classes_checked": list(text()),
+            "counts": counts(),
+            "resources": int(),
+            "classes": list(class_bound()),
+            "expected_interval_s": int(),
+            "validators": map_of(text()),
+            "trees": list(strict(&["resource", "declared"], json!({
+                "resource": text(), "declared": text(), "observed": nullable_text()
+            }))),
+            "failures": list(strict(&["resource", "phase", "message", "signature"], json!({
+                "resource": text(), "phase": text(), "validator": nullable_text(),
+                "validator_version": nullable_text(), "exit_status": i32_int(true),
+                "message": text(), "signature": text()
+            }))),
+            "findings": list(finding()),
+            "changed": list(text()),
+            "changed_total": int(),
+            "quarantined": list(strict(&["target", "source"], json!({
+                "target": text(), "source": text(), "reason": text(), "since": i64_int()
+            }))),
+            "instructions": list(strict(&["key", "outcome", "at"], json!({
+                "key": text(), "outcome": text(), "at": i64_int()
+            }))),
+            "pending": list(strict(&["address", "action"], json!({"address": text(), "action": text()}))),
+            "sampling": {"type": "object", "nullable": true, "additionalProperties": false, "required": ["round", "deep"],
+                         "properties": {"round": int(), "deep": s("boolean")}}
+        }
+    })
+}
+
+/// One drift finding of a report.
+fn finding() -> Value {
+    strict(
+        &[
+            "subject",
+            "category",
+            "class",
+            "paths",
+            "signature",
+            "first_seen",
+        ],
+        json!({
+            "subject": text(), "category": text(), "class": text(),
+            "paths": list(text()), "signature": text(), "observed": nullable_text(),
+            "first_seen": i64_int(), "checks": int(),
+            "changes": list(field_change()),
+            "content_diff": text(),
+            "changed_by": list(writer())
+        }),
+    )
+}
+
+/// One drift class of a report, with its detection bound.
+fn class_bound() -> Value {
+    strict(
+        &["class", "interval_s", "resources"],
+        json!({
+            "class": text(), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true}, "resources": int(),
+            "policy": {"type": "string", "enum": ["report", "revert", "accept", "quarantine"]}
         }),
     )
 }
@@ -136,9 +249,10 @@ pub fn document() -> Value {
             "/v1/reports": {"post": {
                 "operationId": "postReport",
                 "summary": "Deliver one report (idempotent by its key)",
+                "description": "No string of a report, a map's keys included, may hold a NUL character (400).",
                 "security": [{"bearer": []}],
                 "parameters": [
-                    {"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+                    {"name": "Idempotency-Key", "in": "header", "required": false, "description": "The report's `key`; when sent, it must equal it (400 otherwise)", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
                     {"name": "Datum-Outbox-Depth", "in": "header", "required": false, "schema": int()},
                     {"name": "Datum-Outbox-Dropped", "in": "header", "required": false, "schema": int()}
                 ],
@@ -196,64 +310,7 @@ pub fn document() -> Value {
 fn schemas() -> Value {
     json!({
         "Error": object(&["error"], json!({"error": s("string")})),
-        "Report": {
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["format_version", "key", "seq", "kind", "host", "labels", "datum_version", "revision",
-                         "catalogue", "started_at", "finished_at", "duration_ms", "exit_code", "counts",
-                         "resources", "expected_interval_s"],
-            "properties": {
-                "format_version": {"type": "integer", "enum": [datum_fleet::FORMAT_VERSION]},
-                "key": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-                "seq": int(),
-                "kind": {"type": "string", "enum": ["apply", "check", "agent", "stack"]},
-                "host": s("string"),
-                "labels": labels(),
-                "datum_version": s("string"),
-                "revision": s("string"),
-                "catalogue": s("string"),
-                "started_at": s("integer"),
-                "finished_at": s("integer"),
-                "duration_ms": int(),
-                "exit_code": s("integer"),
-                "classes_checked": list(s("string")),
-                "counts": counts(),
-                "resources": int(),
-                "classes": list(object(&["class", "interval_s", "resources"], json!({
-                    "class": s("string"), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "nullable": true}, "resources": int(),
-                    "policy": {"type": "string", "enum": ["report", "revert", "accept", "quarantine"]}
-                }))),
-                "expected_interval_s": int(),
-                "validators": map_of(s("string")),
-                "trees": list(object(&["resource", "declared"], json!({
-                    "resource": s("string"), "declared": s("string"), "observed": nullable("string")
-                }))),
-                "failures": list(object(&["resource", "phase", "message", "signature"], json!({
-                    "resource": s("string"), "phase": s("string"), "validator": nullable("string"),
-                    "validator_version": nullable("string"), "exit_status": nullable("integer"),
-                    "message": s("string"), "signature": s("string")
-                }))),
-                "findings": list(object(&["subject", "category", "class", "paths", "signature", "first_seen"], json!({
-                    "subject": s("string"), "category": s("string"), "class": s("string"),
-                    "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),
-                    "first_seen": s("integer"), "checks": int(),
-                    "changes": list(field_change()),
-                    "content_diff": s("string"),
-                    "changed_by": list(writer())
-                }))),
-                "changed": list(s("string")),
-                "changed_total": int(),
-                "quarantined": list(object(&["target", "source"], json!({
-                    "target": s("string"), "source": s("string"), "reason": s("string"), "since": s("integer")
-                }))),
-                "instructions": list(object(&["key", "outcome", "at"], json!({
-                    "key": s("string"), "outcome": s("string"), "at": s("integer")
-                }))),
-                "pending": list(object(&["address", "action"], json!({"address": s("string"), "action": s("string")}))),
-                "sampling": {"type": "object", "nullable": true, "required": ["round", "deep"],
-                             "properties": {"round": int(), "deep": s("boolean")}}
-            }
-        },
+        "Report": report(),
         "Reply": object(&["format_version", "accepted", "duplicate", "sampling"], json!({
             "format_version": s("integer"),
             "accepted": s("boolean"),

@@ -105,6 +105,49 @@ fn late_report() {
     on_both!(a_late_report_moves_the_counts_not_the_picture);
 }
 
+async fn a_late_apply_leaves_the_revisions_newer_outcome<B: Backend>(f: &Fleet<B>) {
+    // The newer apply of git:r2 failed; an older, converged apply of it
+    // arrives late.
+    let mut newer = report("web-1", ReportKind::Apply, 2, 20_000);
+    newer.revision = "git:r2".into();
+    newer.failures.push(failure("File[shop]", "sig-new"));
+    newer.exit_code = 4;
+    ingest(f, &newer).await;
+    let mut older = report("web-1", ReportKind::Apply, 1, 10_000);
+    older.revision = "git:r2".into();
+    assert!(ingest(f, &older).await, "stored: a report of its own");
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.failed, vec!["web-1"], "the newer outcome stays");
+    assert!(v.converged.is_empty(), "{:?}", v.converged);
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].reports, 2, "but the late report is counted");
+    // A late failed apply of another host's converged revision adds no
+    // failure either.
+    let mut good = report("web-2", ReportKind::Apply, 2, 20_000);
+    good.revision = "git:r2".into();
+    ingest(f, &good).await;
+    let mut bad = report("web-2", ReportKind::Apply, 1, 15_000);
+    bad.revision = "git:r2".into();
+    bad.failures.push(failure("File[shop]", "sig-old"));
+    bad.exit_code = 4;
+    ingest(f, &bad).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, vec!["web-2"]);
+    assert_eq!(v.failed, vec!["web-1"]);
+    // A newer apply still moves it.
+    let mut fixed = report("web-1", ReportKind::Apply, 3, 30_000);
+    fixed.revision = "git:r2".into();
+    ingest(f, &fixed).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, vec!["web-1", "web-2"]);
+    assert!(v.failed.is_empty(), "{:?}", v.failed);
+}
+
+#[test]
+fn late_apply() {
+    on_both!(a_late_apply_leaves_the_revisions_newer_outcome);
+}
+
 async fn a_partial_rollout_groups_failures_by_label<B: Backend>(f: &Fleet<B>) {
     for i in 0..6 {
         let version = if i < 4 { "1.24" } else { "1.26" };
