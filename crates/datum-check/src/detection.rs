@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
 use datum_catalog::snapshot::Summary;
 use datum_core::ResourceId;
 use datum_drift::check::CheckFinding;
@@ -20,11 +19,12 @@ use datum_store::Store;
 use datum_providers::Registry;
 
 use crate::COMMAND;
+use crate::error::{CheckError, Context as _};
 
 /// Whether this check reads content for `spec`'s resources: a full class
 /// does unless sampling made this a metadata pass; a metadata class does
 /// when its audit is due.
-pub fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool> {
+pub fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool, CheckError> {
     if spec.content == ContentMode::Full {
         return Ok(deep);
     }
@@ -131,7 +131,7 @@ pub fn trusted_by_metadata(
 pub fn not_converged(
     findings: &mut Vec<CheckFinding>,
     store: &Store,
-) -> Result<BTreeMap<ResourceId, String>> {
+) -> Result<BTreeMap<ResourceId, String>, CheckError> {
     let mut why: BTreeMap<ResourceId, String> = BTreeMap::new();
     for id in findings.iter().map(|f| &f.id) {
         if why.contains_key(id) {
@@ -187,7 +187,7 @@ pub fn distrust_stamps(
     findings: &[CheckFinding],
     classes: &Classes,
     store: &mut Store,
-) -> Result<()> {
+) -> Result<(), CheckError> {
     let mut done: HashSet<&ResourceId> = HashSet::new();
     for f in findings {
         if !metadata_first(registry, &f.id.kind)

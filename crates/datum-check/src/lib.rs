@@ -38,12 +38,14 @@
 pub mod activation;
 pub mod converged;
 pub mod detection;
+mod error;
 pub mod extra;
 pub mod policies;
 mod run;
 pub mod watch;
 
-pub use run::{Act, CheckError, Checked, Checking, Options, run};
+pub use error::{CheckError, OpenerError};
+pub use run::{Act, Checked, Checking, Options, run};
 
 /// The `command` recorded in the state store for checks.
 pub const COMMAND: &str = "check";

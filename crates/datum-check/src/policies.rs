@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
 use datum_catalog::Catalogue;
 use datum_core::{Observed, Presence, Resource, ResourceId};
 use datum_drift::check::CheckFinding;
@@ -22,7 +21,8 @@ use datum_providers::Registry;
 use datum_store::backup::{BackupReason, BackupStore, SavedFile};
 use datum_store::{QuarantineSource, QuarantineTarget, Store};
 
-use crate::{Act, CheckError, Options};
+use crate::error::{CheckError, Context as _};
+use crate::{Act, Options};
 
 /// The policies of the classes, applied to this check's findings.
 pub(crate) struct Policies<'a> {
@@ -31,7 +31,7 @@ pub(crate) struct Policies<'a> {
     /// files).
     pub(crate) repo: &'a Path,
     /// Opens the backup store, on first use.
-    pub(crate) backups_opener: &'a dyn Fn() -> Result<BackupStore>,
+    pub(crate) backups_opener: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     pub(crate) args: &'a Options,
     pub(crate) catalogue: &'a Catalogue,
     pub(crate) by_id: &'a HashMap<&'a ResourceId, &'a Resource>,
@@ -140,7 +140,7 @@ impl Policies<'_> {
 
     /// Whether a quarantine holds `id` (read only for a `revert` policy:
     /// the others do not depend on it).
-    fn standing(&self, policy: Policy, id: &ResourceId) -> Result<Standing> {
+    fn standing(&self, policy: Policy, id: &ResourceId) -> Result<Standing, CheckError> {
         if policy != Policy::Revert {
             return Ok(Standing {
                 person_quarantined: false,
@@ -161,13 +161,12 @@ impl Policies<'_> {
         })
     }
 
-    fn backups(&mut self) -> Result<&mut BackupStore> {
-        if self.backups.is_none() {
-            self.backups = Some((self.backups_opener)()?);
-        }
-        self.backups
-            .as_mut()
-            .context("the backup store could not be opened")
+    fn backups(&mut self) -> Result<&mut BackupStore, CheckError> {
+        let store = match self.backups.take() {
+            Some(store) => store,
+            None => (self.backups_opener)().map_err(CheckError::Backups)?,
+        };
+        Ok(self.backups.insert(store))
     }
 
     /// Saves the drifted content of `id` (regular files it manages, or the
@@ -177,7 +176,7 @@ impl Policies<'_> {
         id: &ResourceId,
         findings: &[CheckFinding],
         reason: BackupReason,
-    ) -> Result<()> {
+    ) -> Result<(), CheckError> {
         let Some(&resource) = self.by_id.get(id) else {
             return Ok(());
         };
@@ -233,7 +232,7 @@ impl Policies<'_> {
         &mut self,
         ids: &[ResourceId],
         findings: &[CheckFinding],
-    ) -> Result<Vec<(ResourceId, String)>> {
+    ) -> Result<Vec<(ResourceId, String)>, CheckError> {
         for id in ids {
             self.save_evidence(id, findings, BackupReason::Revert)?;
         }
@@ -307,16 +306,15 @@ impl Policies<'_> {
             ),
         }
         .context("cannot open the folder for accepted patches")?
-        .context("the folder for accepted patches could not be created")?;
-        if self.repository.get().is_none() {
-            let loaded =
-                datum_catalog::Repository::load(self.repo).map_err(CheckError::Repository)?;
-            let _ = self.repository.set(loaded);
-        }
-        let repository = self
-            .repository
-            .get()
-            .context("the repository could not be loaded")?;
+        .ok_or(CheckError::NoPatchFolder)?;
+        let repository = match self.repository.get() {
+            Some(repository) => repository,
+            None => {
+                let loaded =
+                    datum_catalog::Repository::load(self.repo).map_err(CheckError::Repository)?;
+                self.repository.get_or_init(|| loaded)
+            }
+        };
         let written = write_accept_patch(
             self.registry,
             repository,
@@ -343,7 +341,7 @@ fn write_accept_patch(
     observed: &Observed,
     findings: &[CheckFinding],
     dir: &datum_host::PrivateDir,
-) -> Result<PathBuf> {
+) -> Result<PathBuf, CheckError> {
     let id = &resource.id;
     let mut notes: Vec<String> = Vec::new();
     let mut name = datum_drift::policy::patch_file_name(id, "txt");
@@ -436,11 +434,15 @@ fn write_accept_patch(
     let mut summary = dir
         .append("SUMMARY.md")
         .with_context(|| format!("cannot write {}", dir.file_path("SUMMARY.md").display()))?;
-    writeln!(summary, "## {id} (declared at {})", resource.origin)?;
+    let summary_failed = |e| CheckError::Io {
+        what: format!("cannot write {}", dir.file_path("SUMMARY.md").display()),
+        source: e,
+    };
+    writeln!(summary, "## {id} (declared at {})", resource.origin).map_err(summary_failed)?;
     for n in notes {
-        writeln!(summary, "- {n}")?;
+        writeln!(summary, "- {n}").map_err(summary_failed)?;
     }
-    writeln!(summary)?;
+    writeln!(summary).map_err(summary_failed)?;
     Ok(written)
 }
 

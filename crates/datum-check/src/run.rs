@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Observed, Resource, ResourceId};
@@ -25,6 +24,7 @@ use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTa
 
 use crate::COMMAND;
 use crate::detection::{distrust_stamps, not_converged, reads_content, trusted_by_metadata};
+use crate::error::{CheckError, Context as _};
 use crate::policies::Policies;
 
 /// Resources observed per batch: progress advances between batches.
@@ -54,24 +54,6 @@ pub struct Options {
     pub patch_dir: Option<PathBuf>,
 }
 
-/// Why a check could not run to its end.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    /// The catalogue snapshot could not be decoded: the caller forgets it
-    /// (the next check compiles).
-    #[error("{0}; nothing was checked (run the check again)")]
-    Snapshot(String),
-    /// Policy `accept` needs the repository's documents (to name the file
-    /// that declares a resource's content), and they do not load.
-    #[error("the repository has {} error(s); nothing was checked", .0.error_count())]
-    Repository(datum_catalog::Diagnostics),
-    /// The state store could not be read or written.
-    #[error(transparent)]
-    Store(#[from] datum_store::StoreError),
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
-
 /// What one check is run on.
 pub struct Checking<'a> {
     /// The providers of the catalogue's kinds.
@@ -98,7 +80,7 @@ pub struct Checking<'a> {
     pub store: Option<&'a mut Store>,
     /// Opens the backup store (on first use: a revert or accept saves the
     /// drifted content there first).
-    pub backups: &'a dyn Fn() -> anyhow::Result<BackupStore>,
+    pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     /// When the command started (the report's duration counts from here).
     pub started: Instant,
     /// The progress bar to advance (a terminal's front-end), if any.
@@ -581,7 +563,7 @@ fn check_report(
     store: &Store,
     stated: Option<Duration>,
     classes_checked: Vec<String>,
-) -> anyhow::Result<datum_fleet::Report> {
+) -> Result<datum_fleet::Report, CheckError> {
     let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
     for e in &lazy.entries {
         *per_class.entry(e.class.clone()).or_insert(0) += 1;

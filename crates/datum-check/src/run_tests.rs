@@ -100,7 +100,9 @@ impl Bed {
     fn check(&mut self, catalogue: &Catalogue, act: Act) -> Checked {
         let classes = Classes::parse(&classes_doc()).unwrap();
         let state = self.state.path().to_path_buf();
-        let backups = move || Ok::<_, anyhow::Error>(BackupStore::open(&state.join("backups"))?);
+        let backups = move || -> Result<BackupStore, crate::OpenerError> {
+            Ok(BackupStore::open(&state.join("backups"))?)
+        };
         crate::run(Checking {
             registry: &self.registry,
             repo: self.root.path(),

@@ -70,11 +70,6 @@ impl Memory {
     }
 }
 
-/// A class whose policy acts is not checked without a state store.
-#[derive(Debug, thiserror::Error)]
-#[error("the state store is unusable: a class whose policy acts is not checked without one")]
-struct NoStore;
-
 /// One check of the agent, on what it has loaded.
 pub struct AgentCheck<'a> {
     pub registry: &'a Registry,
@@ -94,7 +89,7 @@ pub struct AgentCheck<'a> {
     pub live_repo: &'a Path,
     /// The layers this host uses (the reconcile's report).
     pub layers: Vec<String>,
-    pub backups: &'a dyn Fn() -> anyhow::Result<BackupStore>,
+    pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     /// The agent's state store, if it could open one.
     pub store: Option<&'a mut Store>,
     /// `report.yaml`, when the host reports to a fleet server.
@@ -154,7 +149,7 @@ struct State<'a> {
     repo: &'a Path,
     live_repo: &'a Path,
     layers: Vec<String>,
-    backups: &'a dyn Fn() -> anyhow::Result<BackupStore>,
+    backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     store: Option<&'a mut Store>,
     reporting: Option<&'a Reporting>,
     attributing: bool,
@@ -249,7 +244,7 @@ impl State<'_> {
             let t0 = Instant::now();
             if delegate {
                 let checked = if self.classes.get(class).acts() && self.store.is_none() {
-                    Err(CheckError::Failed(anyhow::Error::new(NoStore)))
+                    Err(CheckError::NoStore)
                 } else {
                     self.reconcile_class(class)
                 };

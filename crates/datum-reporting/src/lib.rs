@@ -67,6 +67,17 @@ pub struct Reporting {
     pub credentials: Option<Credentials>,
 }
 
+/// Why a report could not be queued in the outbox.
+#[derive(Debug, thiserror::Error)]
+pub enum EnqueueError {
+    /// The state store (the outbox, its quarantines and sequence) failed.
+    #[error("cannot queue the fleet report")]
+    Store(#[from] datum_store::StoreError),
+    /// The report could not be written as JSON.
+    #[error("cannot encode the fleet report")]
+    Encode(#[source] serde_json::Error),
+}
+
 impl Reporting {
     /// The set-up of `host`: `None` when it does not report. The file is
     /// read through the boundary (never through a parent link).
@@ -109,7 +120,12 @@ impl Reporting {
     /// Queues `report` in `batch` (drawing its key and sequence number),
     /// with what is quarantined on the host as the batch sees it and the
     /// server's instructions it has carried out since its last report.
-    pub fn enqueue(&self, batch: &Batch<'_>, mut report: Report, now: i64) -> anyhow::Result<()> {
+    pub fn enqueue(
+        &self,
+        batch: &Batch<'_>,
+        mut report: Report,
+        now: i64,
+    ) -> Result<(), EnqueueError> {
         report.quarantined = batch
             .quarantined()?
             .into_iter()
@@ -126,7 +142,7 @@ impl Reporting {
         report.instructions = batch.instructions_to_confirm()?;
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();
-        let body = serde_json::to_vec(&report)?;
+        let body = serde_json::to_vec(&report).map_err(EnqueueError::Encode)?;
         batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
         Ok(())
     }

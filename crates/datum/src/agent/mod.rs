@@ -297,7 +297,7 @@ impl ClassChecker for RepoChecker {
         // The in-process reconciles name the repository pinned at the last
         // good load (patches' sources, the layers shown).
         let global = self.pinned_global();
-        let backups = || crate::context::open_backups(&global);
+        let backups = || crate::context::open_backups(&global).map_err(Into::into);
         let checked = datum_check::watch::run_agent_check(
             AgentCheck {
                 registry: datum_providers::registry(),

@@ -96,7 +96,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         classes: &classes,
         host: &host,
         store: store.as_mut(),
-        backups: &|| context::open_backups(global),
+        backups: &|| context::open_backups(global).map_err(Into::into),
         started,
         progress: crate::render::progress::resources(lazy_len),
     });

@@ -10,25 +10,34 @@ use super::output::{self, Inputs};
 use super::{Io, ReportArgs, load_rules, masker};
 use crate::error::{Error, Result};
 use crate::plan::{Plan, PlanRole, read_plan_file};
+use crate::rules::Rules;
 
 pub(super) fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
     let masker = masker(&args.common)?;
-    let (refresh, normal) = match (&args.refresh_plan, &args.plan) {
+    let (refresh, normal, rules) = match (&args.refresh_plan, &args.plan) {
         (Some(r), Some(p)) => {
             let (r, p) = (r.clone(), p.clone());
-            std::thread::scope(|scope| -> Result<(Plan, Option<Plan>)> {
+            std::thread::scope(|scope| -> Result<(Plan, Option<Plan>, Result<Rules>)> {
                 let m = &masker;
                 let other = scope.spawn(move || read_plan_file(&p, PlanRole::Normal, m));
                 let first = read_plan_file(&r, PlanRole::RefreshOnly, m)?;
+                // The refresh-only plan is the smaller job (its changes are no-ops): the
+                // configuration is read here while the normal plan is still being read,
+                // and its errors still come after both plans' (as when read last).
+                let rules = load_rules(args.config.as_deref());
                 let second = other.join().map_err(|_| Error::Thread)??;
-                Ok((first, Some(second)))
+                Ok((first, Some(second), rules))
             })?
         }
-        (Some(r), None) => (read_plan_file(r, PlanRole::RefreshOnly, &masker)?, None),
+        (Some(r), None) => (
+            read_plan_file(r, PlanRole::RefreshOnly, &masker)?,
+            None,
+            load_rules(args.config.as_deref()),
+        ),
         (None, Some(p)) => {
             // One normal plan: drift from its own resource_drift, changes from itself.
             let plan = read_plan_file(p, PlanRole::Combined, &masker)?;
-            (plan.clone(), Some(plan))
+            (plan.clone(), Some(plan), load_rules(args.config.as_deref()))
         }
         (None, None) => return Err(Error::Usage("give --refresh-plan, --plan or both")),
     };
@@ -37,7 +46,7 @@ pub(super) fn cmd_report(args: ReportArgs, io: &mut Io<'_>) -> Result<u8> {
         .stack
         .clone()
         .unwrap_or_else(|| "default".to_owned());
-    let rules = load_rules(args.config.as_deref())?;
+    let rules = rules?;
     let now = crate::history::now(args.common.now.as_deref())?;
     let checked = output::classify_stack(
         Inputs {

@@ -8,6 +8,7 @@
 pub mod parse;
 mod raw;
 mod stream;
+mod structural;
 
 use serde_json::Value;
 

@@ -353,10 +353,16 @@ impl Entries<'_> {
                         .map(|e| record_drift(plan, e))
                 } else {
                     scanner
-                        .parse(|bytes| {
-                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
-                            Ok((change_entry(raw, role, source_name), used))
-                        })?
+                        .parse_quick(
+                            |bytes| {
+                                super::raw::quick_no_op(bytes)
+                                    .map(|(raw, used)| (change_entry(raw, role, source_name), used))
+                            },
+                            |bytes| {
+                                let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                                Ok((change_entry(raw, role, source_name), used))
+                            },
+                        )?
                         .map(|e| match e {
                             // Only a no-op gets this far in a refresh-only plan.
                             Some(_) if role == PlanRole::RefreshOnly => plan.listed_no_ops += 1,

@@ -10,12 +10,16 @@
 //! deserialized by serde_json straight from the buffer, with borrowed strings; when an
 //! entry runs past the end of what was read, more is read and it is parsed again from its
 //! start. Skipped members are checked for structure (balanced brackets, closed strings),
-//! not parsed; every value driftwatch uses is parsed by serde_json in full. Memory is the
+//! not parsed, 64 bytes at a time ([`super::structural`]); so are the values after
+//! `actions` in a no-op change (`before`, `after`, ...), which a no-op does not use. Every
+//! value driftwatch uses is parsed by serde_json in full. Memory is the
 //! buffer (it grows to the largest single entry) plus what the caller keeps. Errors are
 //! positioned in lines and columns of the whole document, counted as the scanner passes
 //! newlines.
 
 use std::io::Read;
+
+use super::structural::{self, quote_or_backslash};
 
 /// The first buffer, and at least how much is read at a time.
 const CHUNK: usize = 4 << 20;
@@ -266,83 +270,43 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    /// An object or array, brackets matched, strings skipped whole. One loop over the
-    /// buffer does both (strings are most of the bytes, and most are short, so a call per
-    /// string would cost more than the string); the state that must survive a refill is
-    /// whether the cursor is inside a string, and the closers still expected.
+    /// An object or array, brackets matched, strings skipped whole, by
+    /// [`structural::walk`] (64 bytes at a time); the state that must survive a refill is
+    /// whether the cursor is inside a string (or just after a backslash in one), and the
+    /// closers still expected.
     fn scan_container(&mut self) -> Result<(), Stop> {
         let mut closers: Vec<u8> = Vec::with_capacity(16);
-        let mut in_string = false;
+        let mut state = structural::State::default();
         loop {
             if self.pos >= self.end && !self.fill()? {
+                if state.escaped {
+                    // Where the byte walk stopped: on the backslash that ended the input.
+                    self.pos -= 1;
+                }
                 return Err(self.syntax("truncated JSON"));
             }
-            // Work on a local slice (no reloads through `self` in the hot loop); newlines
-            // are noted and applied after it.
-            let buf = &self.buf[..self.end];
-            let mut i = self.pos;
-            let mut lines = 0usize;
-            let mut last_newline = None;
-            let mut outcome = None;
-            while i < buf.len() {
-                if in_string {
-                    i += quote_or_backslash(&buf[i..]);
-                    let Some(&b) = buf.get(i) else { break };
-                    if b == b'"' {
-                        in_string = false;
-                        i += 1;
-                        continue;
-                    }
-                    // A backslash and the byte it escapes (which may be in the next read).
-                    if i + 1 >= buf.len() {
-                        break;
-                    }
-                    i += 2;
-                    continue;
-                }
-                match buf[i] {
-                    b'"' => in_string = true,
-                    b'{' => closers.push(b'}'),
-                    b'[' => closers.push(b']'),
-                    b @ (b'}' | b']') => {
-                        if closers.pop() != Some(b) {
-                            outcome = Some(Err(i));
-                            break;
-                        }
-                        if closers.is_empty() {
-                            outcome = Some(Ok(i + 1));
-                            break;
-                        }
-                    }
-                    b'\n' => {
-                        lines += 1;
-                        last_newline = Some(i);
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            if let Some(at) = last_newline {
-                self.line += lines;
+            let mut lines = structural::Lines::default();
+            let outcome = structural::walk(
+                &self.buf[..self.end],
+                self.pos,
+                &mut state,
+                &mut closers,
+                &mut lines,
+            );
+            if let Some(at) = lines.last {
+                self.line += lines.count;
                 self.line_start = self.base + at as u64 + 1;
             }
             match outcome {
-                Some(Ok(end)) => {
+                structural::Outcome::Closed(end) => {
                     self.pos = end;
                     return Ok(());
                 }
-                Some(Err(at)) => {
+                structural::Outcome::Mismatch(at) => {
                     self.pos = at;
                     return Err(self.syntax("invalid JSON"));
                 }
-                None => {}
-            }
-            self.pos = i;
-            if self.pos < self.end {
-                // Stopped on a backslash at the end of what is buffered: read on.
-                if !self.fill()? {
-                    return Err(self.syntax("truncated JSON"));
-                }
+                structural::Outcome::More => self.pos = self.end,
             }
         }
     }
@@ -378,13 +342,7 @@ impl<R: Read> Scanner<R> {
                     self.fill()?;
                 }
                 Ok((value, used)) => {
-                    let taken = &self.buf[self.pos..self.pos + used];
-                    if let Some(last) = memchr::memrchr(b'\n', taken) {
-                        self.line += memchr::memchr_iter(b'\n', taken).count();
-                        self.line_start = self.base + (self.pos + last) as u64 + 1;
-                    }
-                    self.pos += used;
-                    self.keep = self.pos;
+                    self.consumed(used);
                     return Ok(value);
                 }
                 Err(error) if error.is_eof() && !self.eof => {
@@ -395,6 +353,39 @@ impl<R: Read> Scanner<R> {
         }
     }
 
+    /// [`Scanner::parse`] with a quicker way first: `quick` gets the bytes from the value's
+    /// start to the end of what is buffered and returns the value and how many bytes it
+    /// used, or `None` (it declines: not its kind of value, something it would have to
+    /// parse, or the value runs past what is buffered); then `parse` reads the value as
+    /// [`Scanner::parse`] does, so every error is the one `parse` finds.
+    pub fn parse_quick<T>(
+        &mut self,
+        quick: impl FnOnce(&[u8]) -> Option<(T, usize)>,
+        parse: impl FnMut(&[u8]) -> Result<(T, usize), serde_json::Error>,
+    ) -> Result<T, Stop> {
+        if self.peek()?.is_none() {
+            return Err(self.syntax("truncated JSON"));
+        }
+        match quick(&self.buf[self.pos..self.end]) {
+            Some((value, used)) if self.pos + used <= self.end => {
+                self.consumed(used);
+                Ok(value)
+            }
+            _ => self.parse(parse),
+        }
+    }
+
+    /// `used` bytes from the cursor were taken by a value: note their newlines, pass them.
+    fn consumed(&mut self, used: usize) {
+        let taken = &self.buf[self.pos..self.pos + used];
+        if let Some(last) = memchr::memrchr(b'\n', taken) {
+            self.line += memchr::memchr_iter(b'\n', taken).count();
+            self.line_start = self.base + (self.pos + last) as u64 + 1;
+        }
+        self.pos += used;
+        self.keep = self.pos;
+    }
+
     /// After the document: only whitespace may follow.
     pub fn finish(&mut self) -> Result<(), Stop> {
         match self.peek()? {
@@ -402,39 +393,6 @@ impl<R: Read> Scanner<R> {
             Some(_) => Err(self.syntax("trailing characters after the document")),
         }
     }
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The bytes of `word` equal to `byte`, as their high bits (exact for the lowest one).
-fn bytes_equal(word: u64, byte: u8) -> u64 {
-    let x = word ^ (ONES * u64::from(byte));
-    x.wrapping_sub(ONES) & !x & HIGHS
-}
-
-#[inline]
-/// Offset of the first `"` or `\\` in `hay`, or its length: eight bytes at a time (the
-/// bytes of a plan are mostly string contents), `memchr` once a string is long.
-fn quote_or_backslash(hay: &[u8]) -> usize {
-    let mut i = 0;
-    while i + 8 <= hay.len() && i < 64 {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&hay[i..i + 8]);
-        let word = u64::from_le_bytes(word);
-        let hits = bytes_equal(word, b'"') | bytes_equal(word, b'\\');
-        if hits != 0 {
-            return i + (hits.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    if i + 8 <= hay.len() {
-        return i + memchr::memchr2(b'"', b'\\', &hay[i..]).unwrap_or(hay.len() - i);
-    }
-    while i < hay.len() && hay[i] != b'"' && hay[i] != b'\\' {
-        i += 1;
-    }
-    i
 }
 
 /// Deserialize one `T` from the start of `bytes`, and say how many bytes it took (for
@@ -515,18 +473,6 @@ mod tests {
         "skip_big": {"s": "a \\ b \" c ] } [ {", "n": [true, false, null, -1.5e3]},
         "b": "plain", "c": 12, "d": [], "skip_e": "tail"}
 "#;
-
-    #[test]
-    fn quote_or_backslash_finds_the_first() {
-        for n in 0..80 {
-            for tail in ["\"", "\\\\x", ""] {
-                let hay = format!("{}{tail}y\"", "a".repeat(n));
-                let want = if tail.is_empty() { n + 1 } else { n };
-                assert_eq!(quote_or_backslash(hay.as_bytes()), want, "{hay}");
-            }
-            assert_eq!(quote_or_backslash("é".repeat(n).as_bytes()), 2 * n);
-        }
-    }
 
     #[test]
     fn every_boundary_gives_the_same_values() {
