@@ -333,20 +333,14 @@ fn walk_root(
 }
 
 /// Asks the kernel not to back this process's memory with transparent huge pages from now
-/// on (`prctl(PR_SET_THP_DISABLE)`; children inherit it). For a process that does little
-/// but scan: the scan's own memory is small and scattered (buffers, a few open
-/// directories), and an allocator that advises its arena for huge pages (mimalloc does,
+/// on (`prctl(PR_SET_THP_DISABLE)`; children inherit it). `datum` calls it first thing,
+/// for every command: an allocator that advises its arena for huge pages (mimalloc does,
 /// where THP is `madvise`) otherwise gets a whole 2 MiB resident for each region it
-/// touches, which made most of `datum fingerprint`'s peak (docs/benchmarks.md). Hashing
-/// speed is the same either way (a 256 KiB read buffer per worker). Fails only on a kernel
-/// without the flag (before 3.15), where nothing changes.
+/// touches, which made most of `datum fingerprint`'s peak and a quarter of `datum check`'s
+/// (docs/benchmarks.md). Fails only on a kernel without the flag (before 3.15), where
+/// nothing changes.
 pub fn avoid_huge_pages() -> Result<(), std::io::Error> {
     rustix::thread::disable_transparent_huge_pages(true).map_err(std::io::Error::from)
-}
-
-/// Undoes [`avoid_huge_pages`]: the kernel's default again for memory touched from now on.
-pub fn allow_huge_pages() -> Result<(), std::io::Error> {
-    rustix::thread::disable_transparent_huge_pages(false).map_err(std::io::Error::from)
 }
 
 /// The thread count used when [`ScanOptions::threads`] is 0: one per core, and at least

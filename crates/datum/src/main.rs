@@ -32,14 +32,13 @@ mod reporting;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    // Small pages until the command is known, before the first allocation:
+    // Small pages for the whole process, before the first allocation:
     // mimalloc advises its arena for transparent huge pages, and each 2 MiB
-    // region touched would then stay resident whole. `datum fingerprint`
-    // keeps small pages (most of its peak memory was 2 MiB pages,
-    // docs/benchmarks.md); every other command gets the kernel's default back
-    // below, before it does any work. A kernel without the flag changes
-    // nothing.
-    let small_pages = datum_host::tree_scan::avoid_huge_pages().is_ok();
+    // region touched would then stay resident whole. Without them the peak
+    // memory of every command falls by 7-37% (docs/benchmarks.md, "Small
+    // pages"), for a few per cent more page faults. A kernel without the
+    // flag changes nothing, so a failure is ignored.
+    let _ = datum_host::tree_scan::avoid_huge_pages();
     // The command line, with this machine's /etc/datum/datum.toml as its
     // defaults (flag > environment > file > built-in).
     let mut cli = match config::parse() {
@@ -47,11 +46,6 @@ fn main() {
         Ok(Err(e)) => exit::usage_error(e),
         Err(e) => std::process::exit(exit::report_error(&e.into()).into()),
     };
-    if small_pages && !matches!(cli.command, cli::Command::Fingerprint(_)) {
-        // Undoing a flag just set cannot fail where setting it worked; if it
-        // did, the command runs on small pages, which changes only speed.
-        let _ = datum_host::tree_scan::allow_huge_pages();
-    }
     if cli.global.json {
         cli.global.output = cli::Format::Json;
     }
