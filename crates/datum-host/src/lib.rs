@@ -33,6 +33,7 @@ mod error;
 pub mod fs;
 mod located;
 pub mod lock;
+pub mod memory;
 pub mod named;
 pub mod paths;
 pub mod private;

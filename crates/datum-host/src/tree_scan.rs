@@ -332,17 +332,6 @@ fn walk_root(
     Ok(walk.stats)
 }
 
-/// Asks the kernel not to back this process's memory with transparent huge pages from now
-/// on (`prctl(PR_SET_THP_DISABLE)`; children inherit it). `datum` calls it first thing,
-/// for every command: an allocator that advises its arena for huge pages (mimalloc does,
-/// where THP is `madvise`) otherwise gets a whole 2 MiB resident for each region it
-/// touches, which made most of `datum fingerprint`'s peak and a quarter of `datum check`'s
-/// (docs/benchmarks.md). Fails only on a kernel without the flag (before 3.15), where
-/// nothing changes.
-pub fn avoid_huge_pages() -> Result<(), std::io::Error> {
-    rustix::thread::disable_transparent_huge_pages(true).map_err(std::io::Error::from)
-}
-
 /// The thread count used when [`ScanOptions::threads`] is 0: one per core, and at least
 /// [`MIN_DEFAULT_THREADS`].
 ///

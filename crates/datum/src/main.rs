@@ -38,7 +38,7 @@ fn main() {
     // memory of every command falls by 7-37% (docs/benchmarks.md, "Small
     // pages"), for a few per cent more page faults. A kernel without the
     // flag changes nothing, so a failure is ignored.
-    let _ = datum_host::tree_scan::avoid_huge_pages();
+    let _ = datum_host::memory::avoid_huge_pages();
     // The command line, with this machine's /etc/datum/datum.toml as its
     // defaults (flag > environment > file > built-in).
     let mut cli = match config::parse() {

@@ -15,6 +15,11 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Small pages, before the first allocation: with mimalloc's huge pages the
+    // 100,000-resource pair took 158 MiB and 0.99 s, without 148 MiB and 0.82 s (median
+    // of 5 alternating runs, docs/benchmarks.md "driftwatch"). Ignored where the kernel
+    // lacks the flag.
+    let _ = datum_host::memory::avoid_huge_pages();
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut out = stdout.lock();
