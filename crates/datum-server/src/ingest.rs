@@ -19,10 +19,10 @@
 //!    it writes nothing else;
 //! 2. for the new ones, in host order, the host's row (locked, so two
 //!    servers storing reports of one host take turns, and always in the
-//!    same order, so they cannot deadlock), then, in one statement per
-//!    chunk, the checking hosts' last report times with their stored
-//!    findings, and the applying hosts' last apply of the revision they
-//!    report. A report older than that is late: stored and counted, but a
+//!    same order, so they cannot deadlock), then the checking hosts' last
+//!    report times and stored findings, and the applying hosts' last apply
+//!    of the revision they report. A report older than that is late: stored
+//!    and counted, but a
 //!    late check leaves the newer findings and clusters alone and a late
 //!    apply the revision's newer outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
@@ -252,10 +252,13 @@ struct Ingest {
     fresh: Vec<bool>,
     phase: u8,
     /// Where the reads start in phase 2's answers (after the host locks):
-    /// the checking hosts' first, then the applying hosts'.
+    /// the checking hosts' last-report times, their findings, then the
+    /// applying hosts' revisions.
     reads_from: usize,
-    /// How many of phase 2's reads are the checking hosts'.
-    check_reads: usize,
+    /// How many of phase 2's reads are last-report times.
+    latest_reads: usize,
+    /// How many of phase 2's reads are stored findings.
+    findings_reads: usize,
 }
 
 impl Ingest {
@@ -269,7 +272,8 @@ impl Ingest {
             position: order,
             phase: 0,
             reads_from: 0,
-            check_reads: 0,
+            latest_reads: 0,
+            findings_reads: 0,
         }
     }
 
@@ -316,40 +320,76 @@ impl Phases for Ingest {
                 // replace is late (its outbox drained after a newer one
                 // went another way, a restored state store) and must not
                 // replace newer state. A check is judged by the host's last
-                // report, and reads the findings it compares with in the
-                // same statement; an apply by the last apply of its
-                // revision.
-                stmts.extend(checking.chunks(CHUNK).map(check_read));
-                self.check_reads = stmts.len() - self.reads_from;
-                stmts.extend(applying.chunks(CHUNK).map(apply_read));
+                // report, an apply by the last apply of its revision. (One
+                // statement of hosts LEFT JOIN findings instead of the
+                // first two made PostgreSQL's CPU per report 2.7 times
+                // greater at 64 reports a batch: docs/benchmarks.md.)
+                stmts.extend(checking.chunks(CHUNK).map(|c| {
+                    Stmt::built(
+                        format!(
+                            "SELECT name, last_report_at FROM hosts WHERE name IN {}",
+                            values_rows(1, c.len(), 1)
+                        ),
+                        c.iter()
+                            .map(|s| Val::from(s.report.host.as_str()))
+                            .collect(),
+                    )
+                }));
+                self.latest_reads = stmts.len() - self.reads_from;
+                stmts.extend(checking.chunks(CHUNK).map(|c| {
+                    Stmt::built(
+                        format!(
+                            "SELECT signature, observed, class, changed_by, host FROM findings \
+                             WHERE host IN {}",
+                            values_rows(1, c.len(), 1)
+                        ),
+                        c.iter()
+                            .map(|s| Val::from(s.report.host.as_str()))
+                            .collect(),
+                    )
+                }));
+                self.findings_reads = stmts.len() - self.reads_from - self.latest_reads;
+                stmts.extend(applying.chunks(CHUNK).map(|c| {
+                    Stmt::built(
+                        format!(
+                            "SELECT host, revision, last_at FROM host_revisions WHERE host IN {}",
+                            values_rows(1, c.len(), 1)
+                        ),
+                        c.iter()
+                            .map(|s| Val::from(s.report.host.as_str()))
+                            .collect(),
+                    )
+                }));
                 Step::Run(stmts)
             }
             3 => {
                 let mut answers = rows.into_iter().skip(self.reads_from);
-                let mut latest: HashMap<String, i64> = HashMap::new();
+                let mut latest: HashMap<String, i64> = answers
+                    .by_ref()
+                    .take(self.latest_reads)
+                    .flatten()
+                    .filter_map(|r| Some((r.first()?.text()?.to_owned(), r.get(1)?.int()?)))
+                    .collect();
                 let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
-                // Host, its last report's time, then a finding's columns
-                // (NULL when it has none).
-                for row in answers.by_ref().take(self.check_reads).flatten() {
-                    let Some(host) = row.first().and_then(Val::text) else {
-                        continue;
-                    };
-                    if let Some(last) = row.get(1).and_then(Val::int) {
-                        latest.insert(host.to_owned(), last);
-                    }
-                    if row.get(2).and_then(Val::text).is_some() {
-                        by_host
-                            .entry(host.to_owned())
-                            .or_default()
-                            .push(row[2..].to_vec());
-                    }
+                for row in answers.by_ref().take(self.findings_reads).flatten() {
+                    let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
+                    by_host.entry(host).or_default().push(row);
                 }
-                // Host, the last apply of its revision.
+                // Host, revision, its last apply: only the revision each
+                // applying report names counts.
+                let reported: HashMap<&str, &str> = self
+                    .reports
+                    .iter()
+                    .filter(|s| s.report.kind == ReportKind::Apply)
+                    .map(|s| (s.report.host.as_str(), s.report.revision.as_str()))
+                    .collect();
                 for row in answers.flatten() {
-                    if let (Some(host), Some(last)) = (
+                    if let (Some(host), Some(revision), Some(last)) = (
                         row.first().and_then(Val::text),
-                        row.get(1).and_then(Val::int),
-                    ) {
+                        row.get(1).and_then(Val::text),
+                        row.get(2).and_then(Val::int),
+                    ) && reported.get(host) == Some(&revision)
+                    {
                         latest.insert(host.to_owned(), last);
                     }
                 }
@@ -523,41 +563,6 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
             "INSERT INTO report_keys (host, key, at) VALUES {} \
              ON CONFLICT (host, key) DO NOTHING RETURNING host",
             values_rows(1, 3, reports.len())
-        ),
-        params,
-    )
-}
-
-/// The checking hosts' last report times and stored findings, one row per
-/// finding (or one with NULL findings columns for a host with none).
-fn check_read(reports: &[&Submitted]) -> Stmt {
-    Stmt::built(
-        format!(
-            "SELECT hosts.name, hosts.last_report_at, findings.signature, findings.observed, \
-             findings.class, findings.changed_by FROM hosts \
-             LEFT JOIN findings ON findings.host = hosts.name WHERE hosts.name IN {}",
-            values_rows(1, reports.len(), 1)
-        ),
-        reports
-            .iter()
-            .map(|s| Val::from(s.report.host.as_str()))
-            .collect(),
-    )
-}
-
-/// When the applying hosts last applied the revisions they report.
-fn apply_read(reports: &[&Submitted]) -> Stmt {
-    let mut params = Vec::with_capacity(reports.len() * 2);
-    for s in reports {
-        params.extend([
-            s.report.host.as_str().into(),
-            s.report.revision.as_str().into(),
-        ]);
-    }
-    Stmt::built(
-        format!(
-            "SELECT host, last_at FROM host_revisions WHERE (host, revision) IN (VALUES {})",
-            values_rows(1, 2, reports.len())
         ),
         params,
     )
