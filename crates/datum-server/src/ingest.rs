@@ -22,9 +22,8 @@
 //!    same order, so they cannot deadlock), then the checking hosts' last
 //!    report times and stored findings, and the applying hosts' last apply
 //!    of the revision they report. A report older than that is late: stored
-//!    and counted, but a
-//!    late check leaves the newer findings and clusters alone and a late
-//!    apply the revision's newer outcome and failures;
+//!    and counted, but a late check leaves the newer findings and clusters
+//!    alone and a late apply the revision's newer outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
@@ -324,40 +323,24 @@ impl Phases for Ingest {
                 // statement of hosts LEFT JOIN findings instead of the
                 // first two made PostgreSQL's CPU per report 2.7 times
                 // greater at 64 reports a batch: docs/benchmarks.md.)
-                stmts.extend(checking.chunks(CHUNK).map(|c| {
-                    Stmt::built(
-                        format!(
-                            "SELECT name, last_report_at FROM hosts WHERE name IN {}",
-                            values_rows(1, c.len(), 1)
-                        ),
-                        c.iter()
-                            .map(|s| Val::from(s.report.host.as_str()))
-                            .collect(),
-                    )
-                }));
+                stmts.extend(
+                    checking.chunks(CHUNK).map(|c| {
+                        hosts_in("SELECT name, last_report_at FROM hosts WHERE name IN", c)
+                    }),
+                );
                 self.latest_reads = stmts.len() - self.reads_from;
                 stmts.extend(checking.chunks(CHUNK).map(|c| {
-                    Stmt::built(
-                        format!(
-                            "SELECT signature, observed, class, changed_by, host FROM findings \
-                             WHERE host IN {}",
-                            values_rows(1, c.len(), 1)
-                        ),
-                        c.iter()
-                            .map(|s| Val::from(s.report.host.as_str()))
-                            .collect(),
+                    hosts_in(
+                        "SELECT signature, observed, class, changed_by, host FROM findings \
+                         WHERE host IN",
+                        c,
                     )
                 }));
                 self.findings_reads = stmts.len() - self.reads_from - self.latest_reads;
                 stmts.extend(applying.chunks(CHUNK).map(|c| {
-                    Stmt::built(
-                        format!(
-                            "SELECT host, revision, last_at FROM host_revisions WHERE host IN {}",
-                            values_rows(1, c.len(), 1)
-                        ),
-                        c.iter()
-                            .map(|s| Val::from(s.report.host.as_str()))
-                            .collect(),
+                    hosts_in(
+                        "SELECT host, revision, last_at FROM host_revisions WHERE host IN",
+                        c,
                     )
                 }));
                 Step::Run(stmts)
@@ -565,6 +548,17 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
             values_rows(1, 3, reports.len())
         ),
         params,
+    )
+}
+
+/// `select` (ending in `IN`) for the hosts of `reports`.
+fn hosts_in(select: &str, reports: &[&Submitted]) -> Stmt {
+    Stmt::built(
+        format!("{select} {}", values_rows(1, reports.len(), 1)),
+        reports
+            .iter()
+            .map(|s| Val::from(s.report.host.as_str()))
+            .collect(),
     )
 }
 
