@@ -675,12 +675,13 @@ fn writes(
     let apply = report.kind == ReportKind::Apply;
     let failed_apply = apply && !report.failures.is_empty();
     let labels = serde_json::to_string(&report.labels).unwrap_or_default();
-    if late {
-        // Older than what it would replace: stored and counted only.
-    } else if apply {
-        rollout_writes(report, &labels, failed_apply, batch, stmts);
-    } else {
-        finding_writes(report, stored, batch, stmts);
+    // A late report is older than what it would replace: stored and counted only.
+    if !late {
+        if apply {
+            rollout_writes(report, &labels, failed_apply, batch, stmts);
+        } else {
+            finding_writes(report, stored, batch, stmts);
+        }
     }
     let trees_differing = report
         .trees

@@ -18,6 +18,7 @@
     reason = "test code: a panic is the test failing, with its message"
 )]
 
+mod api;
 mod cache;
 mod current;
 mod queries;
