@@ -17,6 +17,7 @@ use datum_core::{Observed, Resource, ResourceId};
 use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
 use datum_drift::classes::Classes;
 use datum_host::Host;
+use datum_engine::{ContentDiff, Inspection};
 use datum_providers::Registry;
 use datum_reporting::{Reporting, build};
 use datum_store::backup::BackupStore;
@@ -210,25 +211,20 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 Err(e) => return Err(CheckError::Snapshot(e.to_string())),
             };
             let refs: Vec<&Resource> = resources.iter().collect();
-            let results = datum_engine::observe_all(registry, &refs, host);
+            let results = datum_engine::inspect_all(registry, &refs, host, ContentDiff::Read);
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
+                let provider = registry.lookup(&r.id.kind);
                 // Kept for the kind's extra findings (checked after the policies).
-                *keep = registry
-                    .lookup(&r.id.kind)
-                    .is_some_and(|p| p.extra_findings().is_some());
+                *keep = provider.is_some_and(|p| p.extra_findings().is_some());
                 match result {
-                    Ok(mut observed) => {
+                    Ok(Inspection {
+                        mut observed,
+                        diff,
+                    }) => {
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }
-                        let Some(provider) = registry.lookup(&r.id.kind) else {
-                            continue;
-                        };
-                        let mut diff = provider.diff(r, &observed);
-                        datum_engine::fill_content_for_display(
-                            provider, r, &observed, &mut diff, host,
-                        );
                         // Kept for `accept`'s patch (never for a sensitive
                         // resource: the engine leaves those empty).
                         if let Some(before) = diff.content.as_ref().and_then(|c| c.before.clone()) {
@@ -238,7 +234,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             id: &r.id,
                             class: &r.class,
                             sensitive: r.sensitive,
-                            owns_subtree: provider.owns_subtree(),
+                            owns_subtree: provider.is_some_and(|p| p.owns_subtree()),
                             target: r.desired_str("path"),
                             observed: &observed,
                             diff: &diff,

@@ -31,6 +31,7 @@ use datum_core::{Resource, ResourceId};
 use datum_drift::check::{Inspected, findings_for};
 use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_host::Host;
+use datum_engine::{ContentDiff, Inspection};
 use datum_providers::Registry;
 use datum_reporting::Reporting;
 use datum_store::backup::BackupStore;
@@ -292,13 +293,14 @@ impl State<'_> {
                     report.cancelled = true;
                     break 'classes;
                 }
-                let observations = datum_engine::observe_all(self.registry, chunk, host);
-                for (resource, observed) in chunk.iter().zip(observations) {
+                let inspections =
+                    datum_engine::inspect_all(self.registry, chunk, host, ContentDiff::Skip);
+                for (resource, inspection) in chunk.iter().zip(inspections) {
                     subjects.push(resource.id.to_string());
                     let known = inspect(
                         self.registry,
                         resource,
-                        observed,
+                        inspection,
                         &quarantined,
                         self.store.as_deref(),
                         &mut signatures,
@@ -700,7 +702,7 @@ pub const WATCH_COMMAND: &str = "agent-watch";
 fn inspect(
     registry: &Registry,
     resource: &Resource,
-    observed: Result<datum_core::Observed, datum_providers::ProviderError>,
+    inspection: Result<Inspection, datum_providers::ProviderError>,
     quarantined: &HashSet<ResourceId>,
     store: Option<&datum_store::Store>,
     signatures: &mut Vec<FindingSignature>,
@@ -712,11 +714,12 @@ fn inspect(
         fleet: Vec::new(),
         tree: None,
     };
-    let (Ok(observed), Some(provider)) = (observed, registry.lookup(&resource.id.kind)) else {
+    let (Ok(Inspection { observed, diff }), Some(provider)) =
+        (inspection, registry.lookup(&resource.id.kind))
+    else {
         known.state = "failed";
         return known;
     };
-    let diff = provider.diff(resource, &observed);
     let findings = findings_for(&Inspected {
         id: &resource.id,
         class: &resource.class,

@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use datum_core::{Observed, Resource};
+use datum_core::{Diff, Observed, Resource};
 use datum_host::Host;
 use datum_providers::{Declared, Provider, ProviderError, Registry};
 
@@ -44,46 +44,22 @@ impl<'a> Observations<'a> {
         host: &Host,
         threads: usize,
     ) -> Self {
-        let slots: Vec<_> = resources.iter().map(|_| Mutex::new(None)).collect();
-        let bound: Vec<Mutex<Option<Bound<'a>>>> =
-            resources.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
-        let work = || {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&resource) = resources.get(i) else {
-                    break;
-                };
-                let Some(provider) = registry.lookup(&resource.id.kind) else {
-                    continue;
-                };
-                let observed = match provider.declare(resource) {
-                    Ok(declared) => {
-                        let observed = provider.observe_declared(host, &declared);
-                        if let Ok(mut slot) = bound[i].lock() {
-                            *slot = Some(Bound { provider, declared });
-                        }
-                        observed
-                    }
-                    Err(e) => Err(e),
-                };
-                datum_core::progress::observed();
-                if let Ok(mut slot) = slots[i].lock() {
-                    *slot = Some(observed);
+        let (bound, slots) = in_parallel(resources, threads, |resource| {
+            let provider = registry.lookup(&resource.id.kind)?;
+            Some(match provider.declare(resource) {
+                Ok(declared) => {
+                    let observed = provider.observe_declared(host, &declared);
+                    (Some(Bound { provider, declared }), observed)
                 }
-            }
-        };
-        let threads = threads.clamp(1, resources.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 1..threads {
-                scope.spawn(work);
-            }
-            work();
-        });
-        let bound = bound
-            .into_iter()
-            .map(|slot| slot.into_inner().ok().flatten())
-            .collect();
+                Err(e) => (None, Err(e)),
+            })
+        })
+        .into_iter()
+        .map(|done| match done {
+            Some((bound, observed)) => (bound, Mutex::new(Some(observed))),
+            None => (None, Mutex::new(None)),
+        })
+        .unzip();
         Self { bound, slots }
     }
 
@@ -121,23 +97,102 @@ impl<'a> Observations<'a> {
     }
 }
 
-/// Observes `resources` the way a pass does (once each, in parallel over the
-/// available cores), for `datum check`, which diffs without applying.
-pub fn observe_all(
+/// What a check learns of one resource: its observation and the plan
+/// made from the same declaration (parsed once, in the observer thread).
+#[derive(Debug)]
+pub struct Inspection {
+    pub observed: Observed,
+    pub diff: Diff,
+}
+
+/// Whether [`inspect_all`] reads both sides of a content difference back
+/// for a text diff (bounded, never for a sensitive resource).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentDiff {
+    /// Read them (bounded; never for a sensitive resource): a report shows them.
+    Read,
+    /// Checksums only: nothing shows the text.
+    Skip,
+}
+
+/// Observes and plans `resources` the way a pass does (each looked up and
+/// declared once, in parallel over the available cores), without applying
+/// anything: `datum check` and the agent's watch.
+pub fn inspect_all(
     registry: &Registry,
     resources: &[&Resource],
     host: &Host,
-) -> Vec<Result<Observed, ProviderError>> {
-    let observations = Observations::gather_resources(registry, resources, host, default_threads());
-    (0..resources.len())
-        .map(|i| {
-            observations.take(i).unwrap_or_else(|| {
-                Err(ProviderError::Invalid {
-                    field: "type".to_owned(),
-                    message: "no provider for this type".to_owned(),
-                })
+    content: ContentDiff,
+) -> Vec<Result<Inspection, ProviderError>> {
+    in_parallel(resources, default_threads(), |resource| {
+        Some(inspect(registry, resource, host, content))
+    })
+    .into_iter()
+    .map(|done| {
+        done.unwrap_or_else(|| {
+            Err(ProviderError::Invalid {
+                field: "type".to_owned(),
+                message: "no provider for this type".to_owned(),
             })
         })
+    })
+    .collect()
+}
+
+fn inspect(
+    registry: &Registry,
+    resource: &Resource,
+    host: &Host,
+    content: ContentDiff,
+) -> Result<Inspection, ProviderError> {
+    let provider = registry
+        .lookup(&resource.id.kind)
+        .ok_or_else(|| ProviderError::Invalid {
+            field: "type".to_owned(),
+            message: "no provider for this type".to_owned(),
+        })?;
+    let declared = provider.declare(resource)?;
+    let observed = provider.observe_declared(host, &declared)?;
+    let mut diff = provider.plan(&declared, &observed);
+    if content == ContentDiff::Read {
+        crate::pass::fill_content(&Bound { provider, declared }, &observed, &mut diff, host);
+    }
+    Ok(Inspection { observed, diff })
+}
+
+/// `work` on every resource, `threads` at a time (each taking the next
+/// unclaimed one), results in the order of `resources`; `None` where `work`
+/// gave none.
+fn in_parallel<'r, T: Send>(
+    resources: &[&'r Resource],
+    threads: usize,
+    work: impl Fn(&'r Resource) -> Option<T> + Sync,
+) -> Vec<Option<T>> {
+    let slots: Vec<Mutex<Option<T>>> = resources.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let worker = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&resource) = resources.get(i) else {
+                break;
+            };
+            let done = work(resource);
+            datum_core::progress::observed();
+            if let (Some(done), Ok(mut slot)) = (done, slots[i].lock()) {
+                *slot = Some(done);
+            }
+        }
+    };
+    let threads = threads.clamp(1, resources.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.into_inner().ok().flatten())
         .collect()
 }
 

@@ -8,7 +8,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Provider, ProviderError, Registry, StagingGate};
+use datum_providers::{Declared, Provider, ProviderError, Registry, StagingGate};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
@@ -163,7 +163,7 @@ pub fn run_pass_with(
     // batch saw before it changed anything (so it reports its change); one
     // the batch could not apply fails in its own apply, naming why.
     let batched = if ctx.mode == Mode::Apply {
-        apply_batches(&selected, ctx, options)
+        apply_batches(&selected, &observations, ctx, options)
     } else {
         HashMap::new()
     };
@@ -520,23 +520,7 @@ pub const DIFF_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
 /// Observation keeps checksums, not bytes: for the few resources whose
 /// content differs, read both sides (bounded) so a person gets a text diff.
 /// Never for a sensitive resource: its content is never shown. `datum check`
-/// calls this too, for the findings it reports.
-pub fn fill_content_for_display(
-    provider: &dyn Provider,
-    resource: &Resource,
-    observed: &Observed,
-    diff: &mut Diff,
-    host: &Host,
-) {
-    if diff.content.is_none() {
-        return;
-    }
-    if let Ok(declared) = provider.declare(resource) {
-        fill_content(&Bound { provider, declared }, observed, diff, host);
-    }
-}
-
-/// [`fill_content_for_display`] with the declaration the pass holds.
+/// has it done through [`crate::inspect_all`], for the findings it reports.
 pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Diff, host: &Host) {
     let (provider, resource) = (bound.provider, bound.resource());
     let Some(change) = diff.content.as_mut() else {
@@ -657,6 +641,7 @@ fn remember_failure(
 /// order; returns what each changed resource was before.
 fn apply_batches(
     selected: &[&Resource],
+    observations: &Observations<'_>,
     ctx: &PassContext<'_>,
     options: &PassOptions,
 ) -> HashMap<ResourceId, Observed> {
@@ -665,14 +650,18 @@ fn apply_batches(
         let Some(batches) = provider.batching() else {
             continue;
         };
-        let members: Vec<&Resource> = selected
+        // The declarations the pass holds (one that did not parse fails
+        // in its own apply).
+        let members: Vec<&Declared<'_>> = selected
             .iter()
-            .copied()
-            .filter(|r| {
+            .enumerate()
+            .filter(|(_, r)| {
                 r.id.kind == provider.kind()
                     && !ctx.skip.contains(&r.id)
                     && !options.hold.contains(&r.id)
             })
+            .filter_map(|(index, _)| observations.bound(index))
+            .map(|bound| &bound.declared)
             .collect();
         if !members.is_empty() {
             before.extend(batches.apply_batch(ctx.host, &members).before);

@@ -528,8 +528,9 @@ pub trait Batches: Send + Sync {
     /// Called once per applying pass, before the per-resource loop, with
     /// every resource of this kind the pass may change. A failure is never
     /// the pass's: what the batch could not do is left to each resource's
-    /// own apply, which then fails naming why.
-    fn apply_batch(&self, host: &Host, resources: &[&Resource]) -> Batched;
+    /// own apply, which then fails naming why. Handed the declarations the
+    /// pass parsed (each of this kind), never the raw resources.
+    fn apply_batch(&self, host: &Host, declared: &[&Declared<'_>]) -> Batched;
 }
 
 /// What a change of a notifying resource asks of the one it notifies.

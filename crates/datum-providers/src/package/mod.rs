@@ -65,8 +65,8 @@ pub use status::{DpkgState, PackageRecord, StatusDb};
 
 use crate::kind::planned;
 use crate::{
-    Batched, Batches, FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
-    StagingGate,
+    Batched, Batches, Declared, FieldError, Kind, OrderingEdge, OrdersOthers, Planned,
+    ProviderError, StagingGate,
 };
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
@@ -273,27 +273,36 @@ pub struct BatchOutcome {
 /// Returns an error only when the database cannot be read or the host is
 /// not the running system.
 pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcome, PackageError> {
-    let state = host.pass_cache::<BatchState>();
-    let mut outcome = BatchOutcome::default();
-    let mut specs: Vec<(&Resource, PackageSpec)> = Vec::new();
-    let mut declared_absent = Vec::new();
+    let mut invalid = Vec::new();
+    let mut parsed: Vec<(&Resource, PackageSpec)> = Vec::new();
     for resource in resources.iter().filter(|r| r.id.kind == KIND) {
         match PackageSpec::parse(&resource.desired, &resource.id.name) {
-            Ok(spec) => {
-                if spec.state == Wanted::Absent {
-                    declared_absent.push(spec.name.clone());
-                }
-                specs.push((resource, spec));
-            }
-            Err(_) => outcome
-                .left
-                .push((resource.id.clone(), "invalid declaration".to_owned())),
+            Ok(spec) => parsed.push((resource, spec)),
+            Err(_) => invalid.push((resource.id.clone(), "invalid declaration".to_owned())),
         }
     }
+    let specs: Vec<(&Resource, &PackageSpec)> = parsed.iter().map(|(r, s)| (*r, s)).collect();
+    let mut outcome = install_specs(host, &specs)?;
+    outcome.left.splice(0..0, invalid);
+    Ok(outcome)
+}
+
+/// [`install_batch`] for declarations already parsed (what the engine
+/// hands the [`Batches`] capability).
+pub fn install_specs(
+    host: &Host,
+    specs: &[(&Resource, &PackageSpec)],
+) -> Result<BatchOutcome, PackageError> {
+    let state = host.pass_cache::<BatchState>();
+    let mut outcome = BatchOutcome::default();
     *state
         .declared_absent
         .lock()
-        .unwrap_or_else(|p| p.into_inner()) = declared_absent;
+        .unwrap_or_else(|p| p.into_inner()) = specs
+        .iter()
+        .filter(|(_, spec)| spec.state == Wanted::Absent)
+        .map(|(_, spec)| spec.name.clone())
+        .collect();
 
     // Resources whose requirements are all batchable Packages, to a fixpoint.
     let mut eligible: BTreeSet<ResourceId> = specs.iter().map(|(r, _)| r.id.clone()).collect();
@@ -331,7 +340,7 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
             let record = db.get(&spec.name);
             needs_install(spec, record).then(|| {
                 let held = record.is_some_and(PackageRecord::is_held);
-                (*r, spec, observation(&spec.name, record), held)
+                (*r, *spec, observation(&spec.name, record), held)
             })
         })
         .collect();
@@ -345,7 +354,7 @@ pub fn install_batch(host: &Host, resources: &[&Resource]) -> Result<BatchOutcom
             let record = db.get(&spec.name);
             record
                 .is_some_and(|rec| !rec.state.is_absent())
-                .then(|| (*r, spec, observation(&spec.name, record)))
+                .then(|| (*r, *spec, observation(&spec.name, record)))
         })
         .collect();
     drop(db);
@@ -520,9 +529,13 @@ fn consistency_problems(host: &Host, spec: &PackageSpec) -> Result<Vec<String>, 
 /// Every Package the pass may change is installed in one apt transaction
 /// (see [`install_batch`]).
 impl Batches for PackageProvider {
-    fn apply_batch(&self, host: &Host, resources: &[&Resource]) -> Batched {
+    fn apply_batch(&self, host: &Host, declared: &[&Declared<'_>]) -> Batched {
+        let specs: Vec<(&Resource, &PackageSpec)> = declared
+            .iter()
+            .filter_map(|d| Some((d.resource, crate::kind::declaration::<Self>(d).ok()?)))
+            .collect();
         // A failure here is each resource's own apply's to report.
-        install_batch(host, resources)
+        install_specs(host, &specs)
             .map(|outcome| Batched {
                 before: outcome.before,
             })
