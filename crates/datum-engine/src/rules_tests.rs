@@ -15,7 +15,7 @@ use datum_testkit::fake::{
     FAKE_FILE, FAKE_UNIT, Faults, Journal, fake_file, fake_registry, fake_unit, read_live,
 };
 
-use crate::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
+use crate::{ContentDiff, Mode, PassContext, PassSummary, SilentReporter, inspect_all, run_pass};
 
 fn id(name: &str) -> ResourceId {
     ResourceId::new(FAKE_FILE, name)
@@ -449,6 +449,57 @@ fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_a
     ));
     assert_eq!(parsed, 1);
     assert_eq!(bed.live("/app.json").as_deref(), Some("{\"v\": 1}\n"));
+}
+
+/// What `datum check` and the agent's watch use: each resource looked up
+/// and declared once for its observation and its plan, the content diff's
+/// two sides read only when asked (and never for a sensitive resource).
+#[test]
+fn inspecting_declares_each_resource_once_and_reads_content_only_when_asked() {
+    let declares = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut bed = Bed::new();
+    bed.registry = Registry::new(vec![Box::new(CountingDeclares {
+        inner: datum_providers::registry().lookup("File").unwrap(),
+        declares: declares.clone(),
+    })]);
+    bed.write("/a.conf", "old a\n");
+    bed.write("/b.conf", "same\n");
+    bed.write("/secret.conf", "old secret\n");
+    let file = |name: &str, path: &str, text: &str, sensitive: bool| Resource {
+        content: Some(datum_core::Content::new(text.as_bytes().to_vec())),
+        sensitive,
+        ..Resource::new(
+            ResourceId::new("File", name),
+            serde_json::json!({"path": path}),
+        )
+    };
+    let resources = [
+        file("a", "/a.conf", "new a\n", false),
+        file("b", "/b.conf", "same\n", false),
+        file("secret", "/secret.conf", "new secret\n", true),
+    ];
+    let refs: Vec<&Resource> = resources.iter().collect();
+    for (content, shown) in [(ContentDiff::Read, true), (ContentDiff::Skip, false)] {
+        let before = declares.load(std::sync::atomic::Ordering::Relaxed);
+        let lookups = bed.registry.lookups();
+        let inspected = inspect_all(&bed.registry, &refs, &bed.host, content);
+        assert_eq!(
+            declares.load(std::sync::atomic::Ordering::Relaxed) - before,
+            3,
+            "{content:?}"
+        );
+        assert_eq!(bed.registry.lookups() - lookups, 3, "{content:?}");
+        let [a, b, secret] = &inspected[..] else {
+            panic!("{inspected:?}")
+        };
+        let a = a.as_ref().unwrap();
+        let change = a.diff.content.as_ref().expect("a's content differs");
+        assert_eq!(change.before.is_some(), shown, "{content:?}: {change:?}");
+        assert!(b.as_ref().unwrap().diff.is_empty(), "{content:?}");
+        let secret = secret.as_ref().unwrap();
+        let change = secret.diff.content.as_ref().expect("its content differs");
+        assert!(change.before.is_none(), "never read back: {change:?}");
+    }
 }
 
 #[test]
