@@ -308,7 +308,7 @@ pub fn install_specs(
     let mut eligible: BTreeSet<ResourceId> = specs.iter().map(|(r, _)| r.id.clone()).collect();
     loop {
         let before = eligible.len();
-        for (resource, _) in &specs {
+        for (resource, _) in specs {
             if resource.requires.iter().any(|dep| !eligible.contains(dep)) {
                 eligible.remove(&resource.id);
             }
@@ -317,7 +317,7 @@ pub fn install_specs(
             break;
         }
     }
-    for (resource, _) in &specs {
+    for (resource, _) in specs {
         if !eligible.contains(&resource.id) {
             outcome.left.push((
                 resource.id.clone(),
