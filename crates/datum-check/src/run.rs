@@ -16,8 +16,8 @@ use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Observed, Resource, ResourceId};
 use datum_drift::check::{CheckFinding, CheckReport, CheckStats, Inspected, Reported};
 use datum_drift::classes::Classes;
-use datum_host::Host;
 use datum_engine::{ContentDiff, Inspection};
+use datum_host::Host;
 use datum_providers::Registry;
 use datum_reporting::{Reporting, build};
 use datum_store::backup::BackupStore;
@@ -218,10 +218,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 // Kept for the kind's extra findings (checked after the policies).
                 *keep = provider.is_some_and(|p| p.extra_findings().is_some());
                 match result {
-                    Ok(Inspection {
-                        mut observed,
-                        diff,
-                    }) => {
+                    Ok(Inspection { mut observed, diff }) => {
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }

@@ -8,7 +8,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Declared, Provider, ProviderError, Registry, StagingGate};
+use datum_providers::{Declared, ProviderError, Registry, StagingGate};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
