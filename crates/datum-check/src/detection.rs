@@ -66,7 +66,9 @@ pub fn trusted_by_metadata(
     // `lstat` each, batched per directory on all cores) while the store is
     // read for the records of the same declaration: the two take about as
     // long, and one without a usable record is simply not trusted.
-    let mut kinds: Vec<&str> = Vec::new();
+    // Per kind (a handful), the resources by name: one string hashed per
+    // resource and per store row.
+    let mut kinds: Vec<(&str, HashMap<&str, usize>)> = Vec::new();
     let files: Vec<(usize, PathBuf)> = indices
         .iter()
         .enumerate()
@@ -76,17 +78,16 @@ pub fn trusted_by_metadata(
                 .filter(|e| metadata_first(registry, &e.id.kind))?;
             let declared = PathBuf::from(entry.path.as_deref()?);
             datum_host::paths::check_declared(&declared).ok()?;
-            if !kinds.contains(&entry.id.kind.as_str()) {
-                kinds.push(&entry.id.kind);
-            }
+            let kind = entry.id.kind.as_str();
+            let by_name = match kinds.iter().position(|(k, _)| *k == kind) {
+                Some(k) => &mut kinds[k].1,
+                None => {
+                    kinds.push((kind, HashMap::new()));
+                    &mut kinds.last_mut()?.1
+                }
+            };
+            by_name.insert(entry.id.name.as_str(), at);
             Some((at, declared))
-        })
-        .collect();
-    let by_id: HashMap<(&str, &str), usize> = files
-        .iter()
-        .map(|(at, _)| {
-            let id = &entries[indices[*at]].id;
-            ((id.kind.as_str(), id.name.as_str()), *at)
         })
         .collect();
     let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
@@ -98,9 +99,9 @@ pub fn trusted_by_metadata(
         // trusted (and its observation reports the link).
         let looking = scope.spawn(move || host.lstat_many(paths, threads));
         let mut visited = Ok(());
-        for kind in &kinds {
+        for (kind, by_name) in &kinds {
             visited = store.visit_verified_meta(kind, |name, declaration_hash, meta| {
-                if let Some(&at) = by_id.get(&(*kind, name))
+                if let Some(&at) = by_name.get(name)
                     && entries[indices[at]].declaration_hash == declaration_hash
                 {
                     recorded[at] = Some(meta);

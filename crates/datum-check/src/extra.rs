@@ -49,12 +49,14 @@ impl<'a> Declared<'a> {
 }
 
 /// The extra findings of the `checked` resources whose kind has the
-/// capability, one check finding each, leaving out what `declared` covers.
+/// capability, one check finding each, leaving out what `declared` covers
+/// (built only when some checked resource has the capability: a check of
+/// 20,000 Files and no Package never indexes their paths).
 /// A kind whose findings cannot be read (the package database) comes back
 /// as a (resource, reason) pair, attributed to its first resource.
-pub fn findings<'a>(
+pub fn findings<'a, 'd>(
     registry: &Registry,
-    declared: &Declared<'_>,
+    declared: impl FnOnce() -> Declared<'d>,
     checked: impl IntoIterator<Item = &'a Resource>,
     host: &Host,
 ) -> (Vec<CheckFinding>, Vec<(String, String)>) {
@@ -72,6 +74,10 @@ pub fn findings<'a>(
     }
     let mut findings = Vec::new();
     let mut errors = Vec::new();
+    if by_kind.is_empty() {
+        return (findings, errors);
+    }
+    let declared = declared();
     for (extra, resources) in by_kind.values() {
         let found = match extra.findings(host, resources) {
             Ok(found) => found,
@@ -177,8 +183,8 @@ mod tests {
         faults.report_extra(at(&unit, "/etc/web/declared.conf", ExtraDrift::Deleted));
         // A unit this check did not inspect.
         faults.report_extra(at(&other, "/etc/other.conf", ExtraDrift::Deleted));
-        let declared = Declared::new(&registry, [(FAKE_FILE, "/etc/web/declared.conf")]);
-        let (found, errors) = findings(&registry, &declared, [&unit], &host);
+        let declared = || Declared::new(&registry, [(FAKE_FILE, "/etc/web/declared.conf")]);
+        let (found, errors) = findings(&registry, declared, [&unit], &host);
         assert!(errors.is_empty(), "{errors:?}");
         let words: Vec<(String, String, String)> = found
             .iter()
@@ -229,11 +235,17 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let host = Host::new(root.path().to_path_buf());
         let file = Resource::new(ResourceId::new(FAKE_FILE, "a"), serde_json::json!({}));
-        let (found, errors) = findings(&registry, &Declared::default(), [&file], &host);
+        // Nothing with the capability: the declared paths are never indexed.
+        let (found, errors) = findings(
+            &registry,
+            || -> Declared<'_> { panic!("indexed for nothing") },
+            [&file],
+            &host,
+        );
         assert!(found.is_empty() && errors.is_empty());
         faults.fail_extra();
         let unit = fake_unit("web", &[]);
-        let (found, errors) = findings(&registry, &Declared::default(), [&file, &unit], &host);
+        let (found, errors) = findings(&registry, Declared::default, [&file, &unit], &host);
         assert!(found.is_empty());
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].0, format!("{FAKE_UNIT}[web]"));

@@ -333,13 +333,15 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // What the kinds add (a Package's configuration files changed after it
     // installed them). Report only, whatever the class's policy: nothing
     // declares their content, so there is nothing to revert to.
-    let declared = crate::extra::Declared::new(
-        registry,
-        lazy.entries
-            .iter()
-            .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?))),
-    );
-    let (extra, failed) = crate::extra::findings(registry, &declared, &catalogue.resources, host);
+    let declared = || {
+        crate::extra::Declared::new(
+            registry,
+            lazy.entries
+                .iter()
+                .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?))),
+        )
+    };
+    let (extra, failed) = crate::extra::findings(registry, declared, &catalogue.resources, host);
     actions.extend(extra.iter().map(|_| ("reported".to_owned(), None)));
     findings.extend(extra);
     errors.extend(failed);

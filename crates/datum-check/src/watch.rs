@@ -315,15 +315,17 @@ impl State<'_> {
             }
             // Configuration files the class's packages installed, edited
             // since: findings of the Package, as `datum check` reports them.
-            let declared = crate::extra::Declared::new(
-                self.registry,
-                catalogue
-                    .resources
-                    .iter()
-                    .filter_map(|r| Some((r.id.kind.as_str(), r.desired_str("path")?))),
-            );
+            let declared = || {
+                crate::extra::Declared::new(
+                    self.registry,
+                    catalogue
+                        .resources
+                        .iter()
+                        .filter_map(|r| Some((r.id.kind.as_str(), r.desired_str("path")?))),
+                )
+            };
             let (mut package_files, mut failed) =
-                crate::extra::findings(self.registry, &declared, resources.iter().copied(), host);
+                crate::extra::findings(self.registry, declared, resources.iter().copied(), host);
             // Reloads owed, live configurations their group validator refuses.
             let (activation, activation_failed) = crate::activation::findings(
                 resources.iter().map(|r| (*r).into()),

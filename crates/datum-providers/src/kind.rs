@@ -54,6 +54,7 @@ pub trait Kind: Send + Sync {
     fn stage(
         &self,
         host: &Host,
+        resource: &Resource,
         d: &Self::Declaration,
         observed: &Observed,
         diff: &Diff,
@@ -241,7 +242,7 @@ impl<T: Kind> Provider for T {
         diff: &Diff,
     ) -> Result<Staging, ProviderError> {
         let typed = declaration::<T>(d)?;
-        Kind::stage(self, host, typed, observed, diff).map(Staging::new)
+        Kind::stage(self, host, d.resource, typed, observed, diff).map(Staging::new)
     }
 
     fn validation_target<'s>(&self, staging: &'s Staging) -> Option<Staged<'s>> {

@@ -281,6 +281,7 @@ impl Kind for FakeFile {
     fn stage(
         &self,
         host: &Host,
+        _resource: &Resource,
         d: &FakeFileDeclared,
         _observed: &Observed,
         _diff: &Diff,
@@ -405,6 +406,7 @@ impl Kind for FakeUnit {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _d: &(),
         observed: &Observed,
         diff: &Diff,

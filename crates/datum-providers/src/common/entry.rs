@@ -58,22 +58,25 @@ pub trait EntryProvider: Send + Sync {
     /// Checks declared fields without host access (see [`crate::Provider::check`]).
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>>;
 
-    /// Observes the entry at `at`, which exists and whose `lstat` is `stat`.
+    /// Observes the entry at `at`, which exists and whose `lstat` is `stat`
+    /// (`resource` is the one `d` was declared from).
     fn observe_present(
         host: &Host,
+        resource: &Resource,
         d: &Self::Desired,
         at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError>;
 
     /// Compares declared and observed state. Pure.
-    fn diff(d: &Self::Desired, observed: &Observed) -> Diff;
+    fn diff(resource: &Resource, d: &Self::Desired, observed: &Observed) -> Diff;
 
     /// Prepares creating, updating or replacing the entry at `at` (a
     /// staged copy beside it, complete with owner and mode); the live entry
     /// is untouched.
     fn stage(
         host: &Host,
+        resource: &Resource,
         d: &Self::Desired,
         at: &Located,
         diff: &Diff,
@@ -136,7 +139,7 @@ impl<T: EntryProvider> Kind for T {
     fn observe(
         &self,
         host: &Host,
-        _resource: &Resource,
+        resource: &Resource,
         d: &T::Desired,
     ) -> Result<Observed, ProviderError> {
         // A missing parent: nothing can be there.
@@ -144,18 +147,19 @@ impl<T: EntryProvider> Kind for T {
             return Ok(Observed::absent());
         };
         match at.lstat()? {
-            Some(stat) => T::observe_present(host, d, &at, stat),
+            Some(stat) => T::observe_present(host, resource, d, &at, stat),
             None => Ok(Observed::absent()),
         }
     }
 
-    fn plan(&self, _resource: &Resource, d: &T::Desired, observed: &Observed) -> Diff {
-        <T as EntryProvider>::diff(d, observed)
+    fn plan(&self, resource: &Resource, d: &T::Desired, observed: &Observed) -> Diff {
+        <T as EntryProvider>::diff(resource, d, observed)
     }
 
     fn stage(
         &self,
         host: &Host,
+        resource: &Resource,
         d: &T::Desired,
         _observed: &Observed,
         diff: &Diff,
@@ -165,7 +169,7 @@ impl<T: EntryProvider> Kind for T {
             Action::Remove => Ok(EntryStaging::Remove),
             Action::Create | Action::Update | Action::Replace => {
                 let at = host.locate(d.path())?;
-                let staged = <T as EntryProvider>::stage(host, d, &at, diff)?;
+                let staged = <T as EntryProvider>::stage(host, resource, d, &at, diff)?;
                 Ok(EntryStaging::Converge(at, staged))
             }
         }

@@ -104,6 +104,7 @@ impl EntryProvider for DirectoryProvider {
 
     fn observe_present(
         host: &Host,
+        _resource: &Resource,
         d: &DirectoryDesired,
         _at: &Located,
         stat: Stat,
@@ -119,12 +120,13 @@ impl EntryProvider for DirectoryProvider {
         Ok(observed)
     }
 
-    fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
+    fn diff(_resource: &Resource, d: &DirectoryDesired, observed: &Observed) -> Diff {
         diff(d, observed)
     }
 
     fn stage(
         _host: &Host,
+        _resource: &Resource,
         _d: &DirectoryDesired,
         _at: &Located,
         _diff: &Diff,

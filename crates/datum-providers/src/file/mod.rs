@@ -13,7 +13,7 @@
 
 mod desired;
 
-use datum_core::{Action, ContentChange, Diff, FieldChange, Observed, Presence};
+use datum_core::{Action, Content, ContentChange, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::fs::{self, FileKind, Stat};
 use datum_host::{Host, HostError, Located};
 use serde_json::Value;
@@ -50,6 +50,7 @@ impl EntryProvider for FileProvider {
 
     fn observe_present(
         host: &Host,
+        resource: &Resource,
         d: &FileDesired,
         at: &Located,
         stat: Stat,
@@ -62,7 +63,7 @@ impl EntryProvider for FileProvider {
         }
         // Compared by BLAKE3 when the declaration carries it (SHA-256 only
         // for a file that differs); the result is the same either way.
-        let expected = d.content.as_ref().and_then(|c| {
+        let expected = d.content(resource).and_then(|c| {
             Some(fs::Expected {
                 size: c.size,
                 sha256: &c.sha256,
@@ -88,17 +89,18 @@ impl EntryProvider for FileProvider {
         Ok(observed)
     }
 
-    fn diff(d: &FileDesired, observed: &Observed) -> Diff {
-        diff(d, observed)
+    fn diff(resource: &Resource, d: &FileDesired, observed: &Observed) -> Diff {
+        diff(d, d.content(resource), observed)
     }
 
     fn stage(
         host: &Host,
+        resource: &Resource,
         d: &FileDesired,
         at: &Located,
         diff: &Diff,
     ) -> Result<FileStaging, ProviderError> {
-        stage(host, d, at, diff)
+        stage(host, d, d.content(resource), at, diff)
     }
 
     fn target(staging: &FileStaging) -> Option<Staged<'_>> {
@@ -131,7 +133,7 @@ impl EntryProvider for FileProvider {
 }
 
 /// The pure comparison behind [`FileProvider::diff`].
-pub fn diff(d: &FileDesired, observed: &Observed) -> Diff {
+pub fn diff(d: &FileDesired, content: Option<&Content>, observed: &Observed) -> Diff {
     let mut out = Diff::default();
     match (d.ensure, &observed.presence) {
         (Ensure::Absent, Presence::Absent) => {}
@@ -145,7 +147,7 @@ pub fn diff(d: &FileDesired, observed: &Observed) -> Diff {
         (Ensure::Present, Presence::Absent) => {
             out.action = Some(Action::Create);
             create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
-            out.content = d.content.as_ref().map(|c| new_content(c, None));
+            out.content = content.map(|c| new_content(c, None));
         }
         (Ensure::Present, Presence::OtherType(kind)) => {
             // A directory shows as a replace in the plan and fails at apply:
@@ -154,11 +156,11 @@ pub fn diff(d: &FileDesired, observed: &Observed) -> Diff {
             out.changes
                 .push(text_change("type", Some(kind), Some("file")));
             create_meta_changes(&d.meta, DEFAULT_MODE, &mut out.changes);
-            out.content = d.content.as_ref().map(|c| new_content(c, None));
+            out.content = content.map(|c| new_content(c, None));
         }
         (Ensure::Present, Presence::Present) => {
             compare_meta(&d.meta, observed, &mut out.changes);
-            if let Some(content) = &d.content {
+            if let Some(content) = content {
                 let have = observed
                     .fields
                     .get("content_sha256")
@@ -226,6 +228,7 @@ pub enum FileStaging {
 fn stage(
     host: &Host,
     d: &FileDesired,
+    content: Option<&Content>,
     at: &Located,
     diff: &Diff,
 ) -> Result<FileStaging, ProviderError> {
@@ -255,7 +258,7 @@ fn stage(
             .mode
             .or(current_file.map(|m| m.mode))
             .unwrap_or(DEFAULT_MODE);
-        let bytes = match &d.content {
+        let bytes = match content {
             Some(c) => datum_host::repo::content_bytes(c)?.into_owned(),
             None => Vec::new(),
         };

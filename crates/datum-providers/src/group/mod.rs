@@ -291,6 +291,7 @@ impl Kind for GroupProvider {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _d: &GroupDesired,
         observed: &Observed,
         diff: &Diff,

@@ -612,6 +612,7 @@ impl Kind for PackageProvider {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _spec: &PackageSpec,
         observed: &Observed,
         diff: &Diff,

@@ -302,6 +302,7 @@ impl Kind for ServiceProvider {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _spec: &ServiceSpec,
         observed: &Observed,
         diff: &Diff,

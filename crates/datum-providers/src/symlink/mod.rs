@@ -112,6 +112,7 @@ impl EntryProvider for SymlinkProvider {
 
     fn observe_present(
         _host: &Host,
+        _resource: &Resource,
         _d: &SymlinkDesired,
         at: &Located,
         stat: Stat,
@@ -131,12 +132,13 @@ impl EntryProvider for SymlinkProvider {
         Ok(observed)
     }
 
-    fn diff(d: &SymlinkDesired, observed: &Observed) -> Diff {
+    fn diff(_resource: &Resource, d: &SymlinkDesired, observed: &Observed) -> Diff {
         diff(d, observed)
     }
 
     fn stage(
         _host: &Host,
+        _resource: &Resource,
         _d: &SymlinkDesired,
         _at: &Located,
         _diff: &Diff,

@@ -417,6 +417,7 @@ impl Kind for TreeProvider {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _d: &TreeDesired,
         observed: &Observed,
         diff: &Diff,

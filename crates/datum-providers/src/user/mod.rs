@@ -505,6 +505,7 @@ impl Kind for UserProvider {
     fn stage(
         &self,
         _host: &Host,
+        _resource: &Resource,
         _d: &UserDesired,
         observed: &Observed,
         diff: &Diff,
