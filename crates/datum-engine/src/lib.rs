@@ -34,6 +34,8 @@ mod select;
 
 #[cfg(test)]
 mod rules_tests;
+#[cfg(test)]
+mod write_tests;
 
 pub use activation::GROUP_KIND;
 pub use observe::observe_all;

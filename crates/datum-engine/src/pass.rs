@@ -1,4 +1,34 @@
 //! The pass itself: the five phases per resource, in dependency order.
+//!
+//! # Writing many files (issue 17)
+//!
+//! A first apply of thousands of files is bound by fsync, not by CPU: each
+//! staged copy must be on disk before its rename, and each rename must be
+//! on disk before the state store records it. Two things keep that cost
+//! down without changing the order anyone can observe:
+//!
+//! - **Staging ahead** ([`stage_ahead`]): a run of consecutive resources of
+//!   a kind whose staging touches nothing live ([`Provider::stages_ahead`]:
+//!   File), that require nothing, have no validator and are neither held,
+//!   quarantined nor refused, is staged up to [`STAGE_AHEAD`] at a time on
+//!   [`STAGE_AHEAD_THREADS`] threads before the loop reaches them: each copy
+//!   written, given its owner and mode and fsynced, in parallel, so the
+//!   file system commits many fsyncs together. The loop then runs every
+//!   resource's phases in order exactly as before, with the copy already
+//!   staged: evidence, the owed reload, the rename, verify, the record. A
+//!   staged copy the loop does not use (the resource was blocked, or failed
+//!   before its rename) is discarded, and the live file was never touched.
+//!   The run stops at the first resource of another kind (a User, a
+//!   Directory, a Package may change what a later file's staging reads).
+//! - **Directory fsyncs once per directory**: a File's rename leaves its
+//!   parent's fsync owed to the pass's [`datum_host::Durability`], and the
+//!   state store flushes it before every commit
+//!   ([`datum_store::Store::set_durability`]), so no record is ever ahead of
+//!   the disk. The pass also makes everything durable before a resource
+//!   whose requirements changed runs, before a service is reloaded
+//!   (`activation`), and at its end; a directory whose fsync failed fails
+//!   the resources that wrote there ([`make_durable`]). `datum_host::durability`
+//!   says why this is safe after SIGKILL and after a power cut.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -8,7 +38,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Provider, ProviderError, Registry, StagingGate};
+use datum_providers::{Provider, ProviderError, Registry, Staging, StagingGate};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
@@ -135,6 +165,13 @@ pub fn run_pass_with(
     if let Some(expected) = &options.expect {
         select::compare(&observed, expected)?;
     }
+    // From here on, nothing is recorded before what it describes is
+    // durable (see the module header).
+    if ctx.mode == Mode::Apply
+        && let Some(store) = ctx.store.as_deref_mut()
+    {
+        store.set_durability(Some(ctx.host.durability().clone()));
+    }
     // Every verified record in one query, instead of one per resource.
     let verified: HashMap<ResourceId, VerifiedRecord> = ctx
         .store
@@ -182,16 +219,37 @@ pub fn run_pass_with(
         observed,
         ..PassSummary::default()
     };
-    let mut emit = |report: ResourceReport, reporter: &mut dyn Reporter| {
+    let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
     };
     for report in &groups.reports {
-        emit(report.clone(), reporter);
+        emit(&mut summary, report.clone(), reporter);
     }
+    // Copies staged ahead of the loop, by index, and where that run ends.
+    let mut ahead: HashMap<usize, Staging> = HashMap::new();
+    let mut ahead_until = 0;
     for (index, &resource) in selected.iter().enumerate() {
         reporter.event(Event::ResourceStarted { id: &resource.id });
         let t0 = Instant::now();
+        if ctx.mode == Mode::Apply && index >= ahead_until {
+            let run = AheadRun {
+                selected: &selected,
+                observations: &observations,
+                options,
+                groups: &groups,
+                accepted: &accepted,
+                batched: &batched,
+            };
+            (ahead, ahead_until) = stage_ahead(&run, index, ctx);
+        }
+        let staged_ahead = ahead.remove(&index);
+        // What this resource requires is durable before it acts.
+        if ctx.mode == Mode::Apply && resource.requires.iter().any(|dep| changed.contains(dep)) {
+            for failed in make_durable(ctx, &selected, &mut summary.resources) {
+                stopped.insert(failed.clone(), failed);
+            }
+        }
         let blocker = resource
             .requires
             .iter()
@@ -238,13 +296,14 @@ pub fn run_pass_with(
                 ) {
                     step
                 } else {
-                    run_resource(
+                    run_resource_staged(
                         resource,
                         observations.bound(index),
                         cached,
                         verified.get(&resource.id),
                         &mut notifications,
                         ctx,
+                        staged_ahead,
                     )
                 }
             }
@@ -272,7 +331,7 @@ pub fn run_pass_with(
             let extra =
                 notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
             for group_report in extra {
-                emit(group_report, reporter);
+                emit(&mut summary, group_report, reporter);
             }
         }
         match &step.outcome {
@@ -303,14 +362,184 @@ pub fn run_pass_with(
             },
             duration_ms: t0.elapsed().as_millis() as u64,
         };
-        emit(report, reporter);
+        emit(&mut summary, report, reporter);
     }
     // Groups whose files changed but that no service activation validated.
     for report in notifications.validate_remaining_groups(catalogue, &changed, ctx) {
-        emit(report, reporter);
+        emit(&mut summary, report, reporter);
+    }
+    if ctx.mode == Mode::Apply {
+        make_durable(ctx, &selected, &mut summary.resources);
+        if let Some(store) = ctx.store.as_deref_mut() {
+            store.set_durability(None);
+        }
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
+}
+
+/// Makes every rename of the pass so far durable (the directory fsyncs it
+/// owes, see the module header). A directory whose fsync failed fails the
+/// resources reported changed there: their change may not survive a power
+/// cut, so they are recorded as failed, not verified, and the next pass
+/// writes them again. Returns the resources it failed.
+fn make_durable(
+    ctx: &mut PassContext<'_>,
+    selected: &[&Resource],
+    reports: &mut [ResourceReport],
+) -> Vec<ResourceId> {
+    if ctx.host.durability().flush().is_ok() {
+        return Vec::new();
+    }
+    let failures = ctx.host.durability().take_failures();
+    let mut failed = Vec::new();
+    for report in reports.iter_mut() {
+        if !matches!(report.outcome, Outcome::Changed { .. }) {
+            continue;
+        }
+        let Some(target) = report.target.as_deref().map(std::path::Path::new) else {
+            continue;
+        };
+        // The target's own folder, or a folder inside it (a Tree).
+        let Some(failure) = failures.iter().find(|f| {
+            target.parent() == Some(f.declared.as_path()) || f.declared.starts_with(target)
+        }) else {
+            continue;
+        };
+        let reason = format!(
+            "changed, but the change may not survive a power cut: {}",
+            failure.error()
+        );
+        report.outcome = Outcome::Failed {
+            phase: Phase::Verify,
+            reason: reason.clone(),
+        };
+        failed.push(report.id.clone());
+        if let Some(store) = ctx.store.as_deref_mut() {
+            // Not verified after all (a buffered record is dropped).
+            let _ = store.forget(&report.id);
+            let _ = store.record_apply_failure(
+                &report.id,
+                &ApplyFailure {
+                    declaration_hash: selected
+                        .iter()
+                        .find(|r| r.id == report.id)
+                        .map(|r| r.declaration_hash.clone())
+                        .unwrap_or_default(),
+                    phase: Phase::Verify.to_string(),
+                    reason,
+                    failed_at: ctx.now,
+                },
+            );
+        }
+    }
+    failed
+}
+
+/// How many resources are staged ahead of the loop at most: their staged
+/// copies (open, with their content kept for the gate) exist together.
+pub(crate) const STAGE_AHEAD: usize = 128;
+
+/// How many threads stage ahead: fsync waits for the disk, not the CPU,
+/// and a file system commits fsyncs that arrive together at once (on this
+/// machine class 16 threads fsync 2,000 new files 10-20x faster than one).
+pub(crate) const STAGE_AHEAD_THREADS: usize = 16;
+
+/// What [`stage_ahead`] looks at to decide which resources it may stage.
+struct AheadRun<'p, 'a> {
+    selected: &'p [&'a Resource],
+    observations: &'p Observations<'a>,
+    options: &'p PassOptions,
+    groups: &'p GroupChecks,
+    accepted: &'p HashMap<String, Accepted>,
+    batched: &'p HashMap<ResourceId, Observed>,
+}
+
+/// Stages ahead the run of resources that starts at `start` (see the
+/// module header): returns the staged copies by index, and the index where
+/// the run ends (the next call's start). A resource whose staging fails
+/// here is simply not staged ahead: the loop stages it again and reports
+/// what fails then.
+fn stage_ahead(
+    run: &AheadRun<'_, '_>,
+    start: usize,
+    ctx: &PassContext<'_>,
+) -> (HashMap<usize, Staging>, usize) {
+    let mut end = start;
+    let mut eligible = Vec::new();
+    while end < run.selected.len() && end < start + STAGE_AHEAD {
+        let Some(bound) = run.observations.bound(end) else {
+            break;
+        };
+        if !bound.provider.stages_ahead() {
+            break;
+        }
+        let resource = run.selected[end];
+        if resource.requires.is_empty()
+            && resource.validate.is_none()
+            && !ctx.skip.contains(&resource.id)
+            && !run.options.hold.contains(&resource.id)
+            && !run.groups.refuses(&resource.id)
+            && !run.batched.contains_key(&resource.id)
+            && !run.accepted.contains_key(&resource.id.to_string())
+        {
+            eligible.push(end);
+        }
+        end += 1;
+    }
+    if end == start {
+        // Not a kind that stages ahead: the loop stages it itself.
+        return (HashMap::new(), start + 1);
+    }
+    if eligible.len() < 2 {
+        // Nothing to gain from threads for one copy.
+        return (HashMap::new(), end);
+    }
+    let host = ctx.host;
+    let slots: Vec<std::sync::Mutex<Option<Staging>>> = eligible
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&index) = eligible.get(k) else {
+                break;
+            };
+            let Some(bound) = run.observations.bound(index) else {
+                continue;
+            };
+            let staged = run.observations.peek(index, |observed| {
+                let diff = bound.provider.plan(&bound.declared, observed);
+                match diff.action() {
+                    Action::Create | Action::Update | Action::Replace => bound
+                        .provider
+                        .stage(host, &bound.declared, observed, &diff)
+                        .ok(),
+                    Action::None | Action::Remove => None,
+                }
+            });
+            if let Some(staging) = staged.flatten()
+                && let Ok(mut slot) = slots[k].lock()
+            {
+                *slot = Some(staging);
+            }
+        }
+    };
+    let threads = STAGE_AHEAD_THREADS.min(eligible.len());
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
+        }
+        work();
+    });
+    let staged = eligible
+        .into_iter()
+        .zip(slots)
+        .filter_map(|(index, slot)| Some((index, slot.into_inner().ok()??)))
+        .collect();
+    (staged, end)
 }
 
 /// A resource whose observation a reconcile accepted (policy `accept`), with
@@ -367,6 +596,21 @@ pub(crate) fn run_resource(
     known: Option<&VerifiedRecord>,
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
+) -> Step {
+    run_resource_staged(resource, bound, cached, known, notifications, ctx, None)
+}
+
+/// [`run_resource`], with the copy [`stage_ahead`] staged from the same
+/// observation, if it did (used instead of staging again; dropped, which
+/// removes it, when the resource stops before its rename).
+fn run_resource_staged(
+    resource: &Resource,
+    bound: Option<&Bound<'_>>,
+    cached: Option<Result<Observed, ProviderError>>,
+    known: Option<&VerifiedRecord>,
+    notifications: &mut Notifications,
+    ctx: &mut PassContext<'_>,
+    staged_ahead: Option<Staging>,
 ) -> Step {
     let Some(bound) = bound else {
         // A declaration that did not parse failed its observation; the
@@ -449,7 +693,11 @@ pub(crate) fn run_resource(
     // Stage; the validator judges the staged copy; evidence; activate. A
     // refusal (or evidence that cannot be kept) discards the staged copy,
     // and the live object was never touched.
-    let staging = match provider.stage(host, declared, &observed, &diff) {
+    let staged = match staged_ahead {
+        Some(staging) => Ok(staging),
+        None => provider.stage(host, declared, &observed, &diff),
+    };
+    let staging = match staged {
         Ok(staging) => staging,
         Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
     };
