@@ -5,6 +5,11 @@
 #
 #   bench/apply-first.sh [SHARED_BENCH_DIR]     (default ../shared/bench)
 #
+# BASELINE=path/to/another/datum adds a third side, alternated with the two
+# others in the same rounds (an older build: before and after side by side
+# under the same load). DATUM=path picks the binary measured (default the
+# release build, built first unless NO_BUILD=1).
+#
 # Every run starts from an empty live root: only the estate's directories
 # exist (neither tool is asked to create them), no file, and for Datum no
 # state store either (a real first apply: compile, observe 2,000 absent
@@ -13,7 +18,7 @@
 # sha256`, owner, group, mode) into a fresh destination. The two sides
 # alternate, one run each per round, RUNS rounds (default 5) after one
 # untimed warm-up each; the resets between runs are not timed and end with a
-# `sync`, so no run pays for the previous run's writeback. Each run is timed
+# `sync`, so no run pays for the other's writeback. Each run is timed
 # by timecmd.py (whole process); the table gives the median [min-max] of the
 # runs.
 #
@@ -49,6 +54,8 @@ fresh() {
 }
 
 datum=("$DATUM" --repo "$W/repo" --root "$W/root" --host-file "$W/host.yaml" apply)
+BASELINE=${BASELINE:+$(realpath "$BASELINE")}
+baseline=("$BASELINE" --repo "$W/repo" --root "$W/root" --host-file "$W/host.yaml" apply)
 puppet=(puppet apply --detailed-exitcodes "$W/cm/puppet-files.pp")
 
 # A file changed less than 2 s ago is compiled on every run anyway (there
@@ -81,13 +88,24 @@ check_datum
 fresh "$W/puppet"
 "${puppet[@]}" >/dev/null 2>&1 || [ $? = 2 ] || { echo "puppet apply failed" >&2; exit 1; }
 check_puppet
+# Each side's tree is emptied right after its run, so its deletions are a
+# whole run of the other side old when it runs again (ext4 avoids reusing
+# inodes deleted moments ago, and searching past them costs a run that
+# follows a mass deletion far more than a first apply on a host pays).
+fresh "$W/root"
+fresh "$W/puppet"
 for _ in $(seq "$RUNS"); do
-	fresh "$W/root"
 	T "datum apply (first)" "${datum[@]}" >/dev/null
 	check_datum
-	fresh "$W/puppet"
+	fresh "$W/root"
 	T "puppet apply (first)" "${puppet[@]}" >/dev/null
 	check_puppet
+	fresh "$W/puppet"
+	if [ -n "$BASELINE" ]; then
+		T "datum apply (first, baseline)" "${baseline[@]}" >/dev/null
+		check_datum
+		fresh "$W/root"
+	fi
 done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 cat "$rows" >>"$tsv"
@@ -110,7 +128,12 @@ for label, rs in runs.items():
         label, len(rs), med[label], min(wall), max(wall), st.median(r[1] for r in rs),
         st.median(r[2] for r in rs), med[label] / n * 1e6, ",".join(sorted({r[3] for r in rs}))))
 d, p = med.get("datum apply (first)"), med.get("puppet apply (first)")
+b = med.get("datum apply (first, baseline)")
+print()
 if d and p:
-    print("\nPuppet / Datum (median wall): %.1fx; load average at the end: %s" % (p / d, load))
+    print("Puppet / Datum (median wall): %.1fx" % (p / d))
+if b and p:
+    print("Puppet / baseline Datum (median wall): %.1fx" % (p / b))
+print("load average at the end: %s" % load)
 EOF
 echo "rows appended to $tsv"

@@ -24,6 +24,7 @@
 )]
 
 mod activation;
+mod ahead;
 mod evidence;
 mod gate;
 mod group;

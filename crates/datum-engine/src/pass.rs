@@ -7,19 +7,20 @@
 //! on disk before the state store records it. Two things keep that cost
 //! down without changing the order anyone can observe:
 //!
-//! - **Staging ahead** ([`stage_ahead`]): a run of consecutive resources of
-//!   a kind whose staging touches nothing live ([`Provider::stages_ahead`]:
-//!   File), that require nothing, have no validator and are neither held,
-//!   quarantined nor refused, is staged up to [`STAGE_AHEAD`] at a time on
-//!   [`STAGE_AHEAD_THREADS`] threads before the loop reaches them: each copy
-//!   written, given its owner and mode and fsynced, in parallel, so the
-//!   file system commits many fsyncs together. The loop then runs every
-//!   resource's phases in order exactly as before, with the copy already
-//!   staged: evidence, the owed reload, the rename, verify, the record. A
-//!   staged copy the loop does not use (the resource was blocked, or failed
-//!   before its rename) is discarded, and the live file was never touched.
-//!   The run stops at the first resource of another kind (a User, a
-//!   Directory, a Package may change what a later file's staging reads).
+//! - **Staging ahead** (`ahead`): resources of a kind whose staging touches
+//!   nothing live ([`Provider::stages_ahead`]: File), that require nothing,
+//!   have no validator and are neither held, quarantined nor refused, are
+//!   staged by worker threads up to `ahead::STAGE_AHEAD` positions before
+//!   the loop reaches them: each copy written, given its owner and mode and
+//!   fsynced on its own thread, so the file system commits many fsyncs
+//!   together, while the loop activates the ones before. The loop then runs
+//!   every resource's phases in order exactly as before, with the copy
+//!   already staged: evidence, the owed reload, the rename, verify, the
+//!   record. A staged copy the loop does not use (the resource was blocked,
+//!   or failed before its rename) is discarded, and the live file was never
+//!   touched. Nothing is staged past a resource of another kind the loop
+//!   has not finished (a User, a Directory, a Package may change what a
+//!   later file's staging reads).
 //! - **Directory fsyncs once per directory**: a File's rename leaves its
 //!   parent's fsync owed to the pass's [`datum_host::Durability`], and the
 //!   state store flushes it before every commit
@@ -43,6 +44,7 @@ use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
+use crate::ahead::{Ahead, AheadInputs};
 use crate::evidence::{self, EvidenceGate};
 use crate::gate::{self, ValidationGate};
 use crate::group::GroupChecks;
@@ -226,144 +228,154 @@ pub fn run_pass_with(
     for report in &groups.reports {
         emit(&mut summary, report.clone(), reporter);
     }
-    // Copies staged ahead of the loop, by index, and where that run ends.
-    let mut ahead: HashMap<usize, Staging> = HashMap::new();
-    let mut ahead_until = 0;
-    for (index, &resource) in selected.iter().enumerate() {
-        reporter.event(Event::ResourceStarted { id: &resource.id });
-        let t0 = Instant::now();
-        if ctx.mode == Mode::Apply && index >= ahead_until {
-            let run = AheadRun {
-                selected: &selected,
-                observations: &observations,
-                options,
-                groups: &groups,
-                accepted: &accepted,
-                batched: &batched,
-            };
-            (ahead, ahead_until) = stage_ahead(&run, index, ctx);
+    // Copies staged ahead of the loop by worker threads (see `ahead`).
+    let ahead = Ahead::new(
+        &AheadInputs {
+            selected: &selected,
+            observations: &observations,
+            options,
+            groups: &groups,
+            accepted: &accepted,
+            batched: &batched,
+        },
+        &ctx.skip,
+        ctx.host,
+        ctx.mode == Mode::Apply,
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..ahead.threads() {
+            scope.spawn(|| ahead.work());
         }
-        let staged_ahead = ahead.remove(&index);
-        // What this resource requires is durable before it acts.
-        if ctx.mode == Mode::Apply && resource.requires.iter().any(|dep| changed.contains(dep)) {
-            for failed in make_durable(ctx, &selected, &mut summary.resources) {
-                stopped.insert(failed.clone(), failed);
-            }
-        }
-        let blocker = resource
-            .requires
-            .iter()
-            .find_map(|dep| stopped.get(dep).cloned());
-        let quarantined = ctx.skip.contains(&resource.id);
-        let mut step = match blocker {
-            _ if quarantined => Step {
-                detail: Some("quarantined: excluded from apply until `datum release`".to_owned()),
-                ..Step::new(
-                    Action::None,
-                    Diff::default(),
-                    Outcome::Blocked {
-                        by: resource.id.clone(),
-                    },
-                )
-            },
-            Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
-            None => {
-                // Observed up front, unless something it requires changed
-                // the host since then.
-                let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
-                let cached = observations.take(index).filter(|_| !fresh);
-                // What a batch changed is diffed as the batch saw it before.
-                let cached = match batched.get(&resource.id) {
-                    Some(before) => Some(Ok(before.clone())),
-                    None => cached,
-                };
-                let bound = observations.bound(index);
-                if groups.refuses(&resource.id) {
-                    groups.refused_step(resource, bound, cached, ctx)
-                } else if options.hold.contains(&resource.id) {
-                    held(
-                        resource,
-                        bound,
-                        cached,
-                        &options.hold_reason,
-                        &mut notifications,
-                        ctx,
-                    )
-                } else if let Some(step) = accepted_as_is(
-                    resource,
-                    cached.as_ref(),
-                    accepted.get(&resource.id.to_string()),
-                ) {
-                    step
-                } else {
-                    run_resource_staged(
-                        resource,
-                        observations.bound(index),
-                        cached,
-                        verified.get(&resource.id),
-                        &mut notifications,
-                        ctx,
-                        staged_ahead,
-                    )
+        // The workers stop when the loop ends, however it ends.
+        let _stop = ahead.stop_on_drop();
+        for (index, &resource) in selected.iter().enumerate() {
+            reporter.event(Event::ResourceStarted { id: &resource.id });
+            let t0 = Instant::now();
+            let staged_ahead = ahead.take(index);
+            // What this resource requires is durable before it acts.
+            if ctx.mode == Mode::Apply && resource.requires.iter().any(|dep| changed.contains(dep))
+            {
+                for failed in make_durable(ctx, &selected, &mut summary.resources) {
+                    stopped.insert(failed.clone(), failed);
                 }
             }
-        };
-        if matches!(
-            step.outcome,
-            Outcome::Changed { .. } | Outcome::WouldChange { .. }
-        ) {
-            changed.insert(resource.id.clone());
-            // Recorded before the change already; a store that refuses now
-            // still fails the resource, so nobody relies on the record.
-            if let Err(reason) = notifications.resource_changed(resource, ctx) {
-                step.outcome = Outcome::Failed {
-                    phase: Phase::Apply,
-                    reason,
-                };
+            let blocker = resource
+                .requires
+                .iter()
+                .find_map(|dep| stopped.get(dep).cloned());
+            let quarantined = ctx.skip.contains(&resource.id);
+            let mut step = match blocker {
+                _ if quarantined => Step {
+                    detail: Some(
+                        "quarantined: excluded from apply until `datum release`".to_owned(),
+                    ),
+                    ..Step::new(
+                        Action::None,
+                        Diff::default(),
+                        Outcome::Blocked {
+                            by: resource.id.clone(),
+                        },
+                    )
+                },
+                Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
+                None => {
+                    // Observed up front, unless something it requires changed
+                    // the host since then.
+                    let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
+                    let cached = observations.take(index).filter(|_| !fresh);
+                    // What a batch changed is diffed as the batch saw it before.
+                    let cached = match batched.get(&resource.id) {
+                        Some(before) => Some(Ok(before.clone())),
+                        None => cached,
+                    };
+                    let bound = observations.bound(index);
+                    if groups.refuses(&resource.id) {
+                        groups.refused_step(resource, bound, cached, ctx)
+                    } else if options.hold.contains(&resource.id) {
+                        held(
+                            resource,
+                            bound,
+                            cached,
+                            &options.hold_reason,
+                            &mut notifications,
+                            ctx,
+                        )
+                    } else if let Some(step) = accepted_as_is(
+                        resource,
+                        cached.as_ref(),
+                        accepted.get(&resource.id.to_string()),
+                    ) {
+                        step
+                    } else {
+                        run_resource_staged(
+                            resource,
+                            observations.bound(index),
+                            cached,
+                            verified.get(&resource.id),
+                            &mut notifications,
+                            ctx,
+                            staged_ahead,
+                        )
+                    }
+                }
+            };
+            if matches!(
+                step.outcome,
+                Outcome::Changed { .. } | Outcome::WouldChange { .. }
+            ) {
+                changed.insert(resource.id.clone());
+                // Recorded before the change already; a store that refuses now
+                // still fails the resource, so nobody relies on the record.
+                if let Err(reason) = notifications.resource_changed(resource, ctx) {
+                    step.outcome = Outcome::Failed {
+                        phase: Phase::Apply,
+                        reason,
+                    };
+                }
             }
-        }
-        // A service that others notify: validate their groups, then reload.
-        if !matches!(
-            step.outcome,
-            Outcome::Failed { .. } | Outcome::Blocked { .. }
-        ) {
-            let bound = observations.bound(index);
-            let extra =
-                notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
-            for group_report in extra {
-                emit(&mut summary, group_report, reporter);
+            // A service that others notify: validate their groups, then reload.
+            if !matches!(
+                step.outcome,
+                Outcome::Failed { .. } | Outcome::Blocked { .. }
+            ) {
+                let bound = observations.bound(index);
+                let extra =
+                    notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
+                for group_report in extra {
+                    emit(&mut summary, group_report, reporter);
+                }
             }
-        }
-        match &step.outcome {
-            Outcome::Failed { .. } => {
-                stopped.insert(resource.id.clone(), resource.id.clone());
+            match &step.outcome {
+                Outcome::Failed { .. } => {
+                    stopped.insert(resource.id.clone(), resource.id.clone());
+                }
+                Outcome::Blocked { by } => {
+                    stopped.insert(resource.id.clone(), by.clone());
+                }
+                _ => {}
             }
-            Outcome::Blocked { by } => {
-                stopped.insert(resource.id.clone(), by.clone());
+            if ctx.mode == Mode::Apply {
+                remember_failure(resource, &step.outcome, &failed_before, ctx);
             }
-            _ => {}
+            let report = ResourceReport {
+                id: resource.id.clone(),
+                origin: resource.origin.clone(),
+                target: resource.desired_str("path").map(str::to_owned),
+                action: step.action,
+                diff: step.diff,
+                outcome: step.outcome,
+                sensitive: resource.sensitive,
+                // Validator output may echo a secret: never for a sensitive resource.
+                detail: if resource.sensitive {
+                    None
+                } else {
+                    step.detail
+                },
+                duration_ms: t0.elapsed().as_millis() as u64,
+            };
+            emit(&mut summary, report, reporter);
         }
-        if ctx.mode == Mode::Apply {
-            remember_failure(resource, &step.outcome, &failed_before, ctx);
-        }
-        let report = ResourceReport {
-            id: resource.id.clone(),
-            origin: resource.origin.clone(),
-            target: resource.desired_str("path").map(str::to_owned),
-            action: step.action,
-            diff: step.diff,
-            outcome: step.outcome,
-            sensitive: resource.sensitive,
-            // Validator output may echo a secret: never for a sensitive resource.
-            detail: if resource.sensitive {
-                None
-            } else {
-                step.detail
-            },
-            duration_ms: t0.elapsed().as_millis() as u64,
-        };
-        emit(&mut summary, report, reporter);
-    }
+    });
     // Groups whose files changed but that no service activation validated.
     for report in notifications.validate_remaining_groups(catalogue, &changed, ctx) {
         emit(&mut summary, report, reporter);
@@ -436,112 +448,6 @@ fn make_durable(
     failed
 }
 
-/// How many resources are staged ahead of the loop at most: their staged
-/// copies (open, with their content kept for the gate) exist together.
-pub(crate) const STAGE_AHEAD: usize = 128;
-
-/// How many threads stage ahead: fsync waits for the disk, not the CPU,
-/// and a file system commits fsyncs that arrive together at once (on this
-/// machine class 16 threads fsync 2,000 new files 10-20x faster than one).
-pub(crate) const STAGE_AHEAD_THREADS: usize = 16;
-
-/// What [`stage_ahead`] looks at to decide which resources it may stage.
-struct AheadRun<'p, 'a> {
-    selected: &'p [&'a Resource],
-    observations: &'p Observations<'a>,
-    options: &'p PassOptions,
-    groups: &'p GroupChecks,
-    accepted: &'p HashMap<String, Accepted>,
-    batched: &'p HashMap<ResourceId, Observed>,
-}
-
-/// Stages ahead the run of resources that starts at `start` (see the
-/// module header): returns the staged copies by index, and the index where
-/// the run ends (the next call's start). A resource whose staging fails
-/// here is simply not staged ahead: the loop stages it again and reports
-/// what fails then.
-fn stage_ahead(
-    run: &AheadRun<'_, '_>,
-    start: usize,
-    ctx: &PassContext<'_>,
-) -> (HashMap<usize, Staging>, usize) {
-    let mut end = start;
-    let mut eligible = Vec::new();
-    while end < run.selected.len() && end < start + STAGE_AHEAD {
-        let Some(bound) = run.observations.bound(end) else {
-            break;
-        };
-        if !bound.provider.stages_ahead() {
-            break;
-        }
-        let resource = run.selected[end];
-        if resource.requires.is_empty()
-            && resource.validate.is_none()
-            && !ctx.skip.contains(&resource.id)
-            && !run.options.hold.contains(&resource.id)
-            && !run.groups.refuses(&resource.id)
-            && !run.batched.contains_key(&resource.id)
-            && !run.accepted.contains_key(&resource.id.to_string())
-        {
-            eligible.push(end);
-        }
-        end += 1;
-    }
-    if end == start {
-        // Not a kind that stages ahead: the loop stages it itself.
-        return (HashMap::new(), start + 1);
-    }
-    if eligible.len() < 2 {
-        // Nothing to gain from threads for one copy.
-        return (HashMap::new(), end);
-    }
-    let host = ctx.host;
-    let slots: Vec<std::sync::Mutex<Option<Staging>>> = eligible
-        .iter()
-        .map(|_| std::sync::Mutex::new(None))
-        .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || {
-        loop {
-            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&index) = eligible.get(k) else {
-                break;
-            };
-            let Some(bound) = run.observations.bound(index) else {
-                continue;
-            };
-            let staged = run.observations.peek(index, |observed| {
-                let diff = bound.provider.plan(&bound.declared, observed);
-                match diff.action() {
-                    Action::Create | Action::Update | Action::Replace => bound
-                        .provider
-                        .stage(host, &bound.declared, observed, &diff)
-                        .ok(),
-                    Action::None | Action::Remove => None,
-                }
-            });
-            if let Some(staging) = staged.flatten()
-                && let Ok(mut slot) = slots[k].lock()
-            {
-                *slot = Some(staging);
-            }
-        }
-    };
-    let threads = STAGE_AHEAD_THREADS.min(eligible.len());
-    std::thread::scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(work);
-        }
-        work();
-    });
-    let staged = eligible
-        .into_iter()
-        .zip(slots)
-        .filter_map(|(index, slot)| Some((index, slot.into_inner().ok()??)))
-        .collect();
-    (staged, end)
-}
-
 /// A resource whose observation a reconcile accepted (policy `accept`), with
 /// the same declaration and the same observation still: left as it is, not
 /// reverted nor called corrective, until the declaration follows (or the
@@ -600,7 +506,7 @@ pub(crate) fn run_resource(
     run_resource_staged(resource, bound, cached, known, notifications, ctx, None)
 }
 
-/// [`run_resource`], with the copy [`stage_ahead`] staged from the same
+/// [`run_resource`], with the copy `ahead` staged from the same
 /// observation, if it did (used instead of staging again; dropped, which
 /// removes it, when the resource stops before its rename).
 fn run_resource_staged(

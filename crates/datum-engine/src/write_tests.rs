@@ -13,7 +13,7 @@ use datum_providers::file::FileProvider;
 use datum_store::Store;
 use serde_json::json;
 
-use crate::pass::STAGE_AHEAD;
+use crate::ahead::STAGE_AHEAD;
 use crate::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
 
 fn file(name: &str, path: &str, content: &str) -> Resource {
