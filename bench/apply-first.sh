@@ -10,17 +10,15 @@
 # under the same load). DATUM=path picks the binary measured (default the
 # release build, built first unless NO_BUILD=1).
 #
-# Every run starts from an empty live root: only the estate's directories
-# exist (neither tool is asked to create them), no file, and for Datum no
-# state store either (a real first apply: compile, observe 2,000 absent
-# paths, stage, fsync and rename every file, record them). Puppet gets the
-# same files from gen-cm-peers.py's manifest (`source`, `checksum =>
-# sha256`, owner, group, mode) into a fresh destination. The two sides
+# Every run starts from an empty live root of its own: only the estate's
+# directories exist (neither tool is asked to create them), no file, and for
+# Datum no state store either (a real first apply: compile, observe 2,000
+# absent paths, stage, fsync and rename every file, record them). Puppet
+# gets the same files from gen-cm-peers.py's manifest (`source`, `checksum
+# => sha256`, owner, group, mode) into a fresh destination. The sides
 # alternate, one run each per round, RUNS rounds (default 5) after one
-# untimed warm-up each; the resets between runs are not timed and end with a
-# `sync`, so no run pays for the other's writeback. Each run is timed
-# by timecmd.py (whole process); the table gives the median [min-max] of the
-# runs.
+# untimed warm-up each. Each run is timed by timecmd.py (whole process); the
+# table gives the median [min-max] of the runs.
 #
 # Needs root (owner root is declared) and Debian's puppet package
 # (installed if missing).
@@ -46,66 +44,67 @@ printf 'name: bench\nlabels: {}\n' >"$W/host.yaml"
 bytes=$(find "$W/src" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 
 # An empty live tree at $1/estate: the estate's directories, nothing else.
-fresh() {
-	rm -rf "$1"
+skeleton() {
 	mkdir -p "$1/estate"
 	(cd "$W/src" && find . -mindepth 1 -type d -print0) | (cd "$1/estate" && xargs -0 -r mkdir -p)
-	sync
 }
 
-datum=("$DATUM" --repo "$W/repo" --root "$W/root" --host-file "$W/host.yaml" apply)
+# Every run gets its own fresh root (Datum) or destination (Puppet, with
+# its manifest pointed there), made before the first run: nothing is
+# deleted while runs are timed (ext4 avoids reusing inodes deleted moments
+# ago, and a run right after a mass deletion pays for searching past them,
+# which a first apply on a host does not).
+rm -rf "$W/runs"
+mkdir -p "$W/runs"
+sides=(datum puppet)
+[ -n "${BASELINE:-}" ] && sides+=(baseline)
+for i in $(seq 0 "$RUNS"); do
+	for side in "${sides[@]}"; do
+		skeleton "$W/runs/$side-$i"
+	done
+	sed "s#'$W/puppet/estate/#'$W/runs/puppet-$i/estate/#" "$W/cm/puppet-files.pp" >"$W/runs/puppet-$i.pp"
+done
+sync
 BASELINE=${BASELINE:+$(realpath "$BASELINE")}
-baseline=("$BASELINE" --repo "$W/repo" --root "$W/root" --host-file "$W/host.yaml" apply)
-puppet=(puppet apply --detailed-exitcodes "$W/cm/puppet-files.pp")
+cmd() { # side run
+	case $1 in
+	datum) echo "$DATUM" --repo "$W/repo" --root "$W/runs/datum-$2" --host-file "$W/host.yaml" apply ;;
+	baseline) echo "$BASELINE" --repo "$W/repo" --root "$W/runs/baseline-$2" --host-file "$W/host.yaml" apply ;;
+	puppet) echo puppet apply --detailed-exitcodes "$W/runs/puppet-$2.pp" ;;
+	esac
+}
+label() {
+	case $1 in
+	datum) echo "datum apply (first)" ;;
+	baseline) echo "datum apply (first, baseline)" ;;
+	puppet) echo "puppet apply (first)" ;;
+	esac
+}
+check() { # side run
+	local got
+	got=$(find "$W/runs/$1-$2/estate" -type f | wc -l)
+	[ "$got" = "$N" ] || { echo "$(label "$1") wrote $got files, not $N" >&2; exit 1; }
+}
 
-# A file changed less than 2 s ago is compiled on every run anyway (there
-# is no snapshot in an empty root), but let the repository settle.
+# Let the regenerated repository settle.
 sleep 3
 tsv="$W/results.tsv"
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
-T() {
-	local label=$1
-	shift
-	python3 "$SB/timecmd.py" --tsv "$rows" --label "$label" -n 1 --warmup 0 --files "$N" --bytes "$bytes" -- "$@"
-}
-check_datum() {
-	local got
-	got=$(find "$W/root/estate" -type f | wc -l)
-	[ "$got" = "$N" ] || { echo "datum apply wrote $got files, not $N" >&2; exit 1; }
-}
-check_puppet() {
-	local got
-	got=$(find "$W/puppet/estate" -type f | wc -l)
-	[ "$got" = "$N" ] || { echo "puppet apply wrote $got files, not $N" >&2; exit 1; }
-}
-
-echo "== first apply of $N new files ($((bytes / 1000000)) MB), $RUNS runs each, alternating; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-# Warm-up (page cache of the declared copy, Puppet's Ruby): not counted.
-fresh "$W/root"
-"${datum[@]}" >/dev/null 2>&1 || [ $? = 2 ] || { echo "datum apply failed" >&2; "${datum[@]}"; exit 1; }
-check_datum
-fresh "$W/puppet"
-"${puppet[@]}" >/dev/null 2>&1 || [ $? = 2 ] || { echo "puppet apply failed" >&2; exit 1; }
-check_puppet
-# Each side's tree is emptied right after its run, so its deletions are a
-# whole run of the other side old when it runs again (ext4 avoids reusing
-# inodes deleted moments ago, and searching past them costs a run that
-# follows a mass deletion far more than a first apply on a host pays).
-fresh "$W/root"
-fresh "$W/puppet"
-for _ in $(seq "$RUNS"); do
-	T "datum apply (first)" "${datum[@]}" >/dev/null
-	check_datum
-	fresh "$W/root"
-	T "puppet apply (first)" "${puppet[@]}" >/dev/null
-	check_puppet
-	fresh "$W/puppet"
-	if [ -n "$BASELINE" ]; then
-		T "datum apply (first, baseline)" "${baseline[@]}" >/dev/null
-		check_datum
-		fresh "$W/root"
-	fi
+echo "== first apply of $N new files ($((bytes / 1000000)) MB), $RUNS runs each, alternating (${sides[*]}); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Warm-up (page cache of the declared copy, Puppet's Ruby): run 0, not counted.
+for side in "${sides[@]}"; do
+	# shellcheck disable=SC2046
+	$(cmd "$side" 0) >/dev/null 2>&1 || [ $? = 2 ] || { echo "$(label "$side") failed" >&2; exit 1; }
+	check "$side" 0
+done
+for i in $(seq 1 "$RUNS"); do
+	for side in "${sides[@]}"; do
+		# shellcheck disable=SC2046
+		python3 "$SB/timecmd.py" --tsv "$rows" --label "$(label "$side")" -n 1 --warmup 0 \
+			--files "$N" --bytes "$bytes" -- $(cmd "$side" "$i") >/dev/null
+		check "$side" "$i"
+	done
 done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 cat "$rows" >>"$tsv"
@@ -136,4 +135,5 @@ if b and p:
     print("Puppet / baseline Datum (median wall): %.1fx" % (p / b))
 print("load average at the end: %s" % load)
 EOF
+rm -rf "$W/runs"
 echo "rows appended to $tsv"
