@@ -256,6 +256,19 @@ impl Notifications {
             return reports;
         }
 
+        // The files the service is about to load are durable first (their
+        // renames' directory fsyncs, see `datum_host::durability`): a
+        // service never runs on a configuration a power cut could take back.
+        if let Err(e) = ctx.host.durability().flush() {
+            step.outcome = Outcome::Failed {
+                phase: Phase::Apply,
+                reason: format!(
+                    "not {verb}ed: the new files are not durable ({e}); the {verb} stays owed",
+                    verb = verb(action)
+                ),
+            };
+            return reports;
+        }
         let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
             Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
             None => Ok(()),

@@ -24,6 +24,7 @@
 )]
 
 mod activation;
+mod ahead;
 mod evidence;
 mod gate;
 mod group;
@@ -34,6 +35,8 @@ mod select;
 
 #[cfg(test)]
 mod rules_tests;
+#[cfg(test)]
+mod write_tests;
 
 pub use activation::GROUP_KIND;
 pub use observe::{ContentDiff, Inspection, inspect_all};

@@ -1,4 +1,35 @@
 //! The pass itself: the five phases per resource, in dependency order.
+//!
+//! # Writing many files (issue 17)
+//!
+//! A first apply of thousands of files is bound by fsync, not by CPU: each
+//! staged copy must be on disk before its rename, and each rename must be
+//! on disk before the state store records it. Two things keep that cost
+//! down without changing the order anyone can observe:
+//!
+//! - **Staging ahead** (`ahead`): resources of a kind whose staging touches
+//!   nothing live ([`Provider::stages_ahead`]: File), that require nothing,
+//!   have no validator and are neither held, quarantined nor refused, are
+//!   staged by worker threads up to `ahead::STAGE_AHEAD` positions before
+//!   the loop reaches them: each copy written, given its owner and mode and
+//!   fsynced on its own thread, so the file system commits many fsyncs
+//!   together, while the loop activates the ones before. The loop then runs
+//!   every resource's phases in order exactly as before, with the copy
+//!   already staged: evidence, the owed reload, the rename, verify, the
+//!   record. A staged copy the loop does not use (the resource was blocked,
+//!   or failed before its rename) is discarded, and the live file was never
+//!   touched. Nothing is staged past a resource of another kind the loop
+//!   has not finished (a User, a Directory, a Package may change what a
+//!   later file's staging reads).
+//! - **Directory fsyncs once per directory**: a File's rename leaves its
+//!   parent's fsync owed to the pass's [`datum_host::Durability`], and the
+//!   state store flushes it before every commit
+//!   ([`datum_store::Store::set_durability`]), so no record is ever ahead of
+//!   the disk. The pass also makes everything durable before a resource
+//!   whose requirements changed runs, before a service is reloaded
+//!   (`activation`), and at its end; a directory whose fsync failed fails
+//!   the resources that wrote there ([`make_durable`]). `datum_host::durability`
+//!   says why this is safe after SIGKILL and after a power cut.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -8,11 +39,12 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Declared, ProviderError, Registry, StagingGate};
+use datum_providers::{Declared, ProviderError, Registry, Staging, StagingGate};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
+use crate::ahead::{Ahead, AheadInputs};
 use crate::evidence::{self, EvidenceGate};
 use crate::gate::{self, ValidationGate};
 use crate::group::GroupChecks;
@@ -135,6 +167,13 @@ pub fn run_pass_with(
     if let Some(expected) = &options.expect {
         select::compare(&observed, expected)?;
     }
+    // From here on, nothing is recorded before what it describes is
+    // durable (see the module header).
+    if ctx.mode == Mode::Apply
+        && let Some(store) = ctx.store.as_deref_mut()
+    {
+        store.set_durability(Some(ctx.host.durability().clone()));
+    }
     // Every verified record in one query, instead of one per resource.
     let verified: HashMap<ResourceId, VerifiedRecord> = ctx
         .store
@@ -182,135 +221,231 @@ pub fn run_pass_with(
         observed,
         ..PassSummary::default()
     };
-    let mut emit = |report: ResourceReport, reporter: &mut dyn Reporter| {
+    let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
     };
     for report in &groups.reports {
-        emit(report.clone(), reporter);
+        emit(&mut summary, report.clone(), reporter);
     }
-    for (index, &resource) in selected.iter().enumerate() {
-        reporter.event(Event::ResourceStarted { id: &resource.id });
-        let t0 = Instant::now();
-        let blocker = resource
-            .requires
-            .iter()
-            .find_map(|dep| stopped.get(dep).cloned());
-        let quarantined = ctx.skip.contains(&resource.id);
-        let mut step = match blocker {
-            _ if quarantined => Step {
-                detail: Some("quarantined: excluded from apply until `datum release`".to_owned()),
-                ..Step::new(
-                    Action::None,
-                    Diff::default(),
-                    Outcome::Blocked {
-                        by: resource.id.clone(),
-                    },
-                )
-            },
-            Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
-            None => {
-                // Observed up front, unless something it requires changed
-                // the host since then.
-                let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
-                let cached = observations.take(index).filter(|_| !fresh);
-                // What a batch changed is diffed as the batch saw it before.
-                let cached = match batched.get(&resource.id) {
-                    Some(before) => Some(Ok(before.clone())),
-                    None => cached,
-                };
-                let bound = observations.bound(index);
-                if groups.refuses(&resource.id) {
-                    groups.refused_step(resource, bound, cached, ctx)
-                } else if options.hold.contains(&resource.id) {
-                    held(
-                        resource,
-                        bound,
-                        cached,
-                        &options.hold_reason,
-                        &mut notifications,
-                        ctx,
-                    )
-                } else if let Some(step) = accepted_as_is(
-                    resource,
-                    cached.as_ref(),
-                    accepted.get(&resource.id.to_string()),
-                ) {
-                    step
-                } else {
-                    run_resource(
-                        resource,
-                        observations.bound(index),
-                        cached,
-                        verified.get(&resource.id),
-                        &mut notifications,
-                        ctx,
-                    )
+    // Copies staged ahead of the loop by worker threads (see `ahead`).
+    let ahead = Ahead::new(
+        &AheadInputs {
+            selected: &selected,
+            observations: &observations,
+            options,
+            groups: &groups,
+            accepted: &accepted,
+            batched: &batched,
+        },
+        &ctx.skip,
+        ctx.host,
+        ctx.mode == Mode::Apply,
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..ahead.threads() {
+            scope.spawn(|| ahead.work());
+        }
+        // The workers stop when the loop ends, however it ends.
+        let _stop = ahead.stop_on_drop();
+        for (index, &resource) in selected.iter().enumerate() {
+            reporter.event(Event::ResourceStarted { id: &resource.id });
+            let t0 = Instant::now();
+            let staged_ahead = ahead.take(index);
+            // What this resource requires is durable before it acts.
+            if ctx.mode == Mode::Apply && resource.requires.iter().any(|dep| changed.contains(dep))
+            {
+                for failed in make_durable(ctx, &selected, &mut summary.resources) {
+                    stopped.insert(failed.clone(), failed);
                 }
             }
-        };
-        if matches!(
-            step.outcome,
-            Outcome::Changed { .. } | Outcome::WouldChange { .. }
-        ) {
-            changed.insert(resource.id.clone());
-            // Recorded before the change already; a store that refuses now
-            // still fails the resource, so nobody relies on the record.
-            if let Err(reason) = notifications.resource_changed(resource, ctx) {
-                step.outcome = Outcome::Failed {
-                    phase: Phase::Apply,
-                    reason,
-                };
+            let blocker = resource
+                .requires
+                .iter()
+                .find_map(|dep| stopped.get(dep).cloned());
+            let quarantined = ctx.skip.contains(&resource.id);
+            let mut step = match blocker {
+                _ if quarantined => Step {
+                    detail: Some(
+                        "quarantined: excluded from apply until `datum release`".to_owned(),
+                    ),
+                    ..Step::new(
+                        Action::None,
+                        Diff::default(),
+                        Outcome::Blocked {
+                            by: resource.id.clone(),
+                        },
+                    )
+                },
+                Some(by) => Step::new(Action::None, Diff::default(), Outcome::Blocked { by }),
+                None => {
+                    // Observed up front, unless something it requires changed
+                    // the host since then.
+                    let fresh = resource.requires.iter().any(|dep| changed.contains(dep));
+                    let cached = observations.take(index).filter(|_| !fresh);
+                    // What a batch changed is diffed as the batch saw it before.
+                    let cached = match batched.get(&resource.id) {
+                        Some(before) => Some(Ok(before.clone())),
+                        None => cached,
+                    };
+                    let bound = observations.bound(index);
+                    if groups.refuses(&resource.id) {
+                        groups.refused_step(resource, bound, cached, ctx)
+                    } else if options.hold.contains(&resource.id) {
+                        held(
+                            resource,
+                            bound,
+                            cached,
+                            &options.hold_reason,
+                            &mut notifications,
+                            ctx,
+                        )
+                    } else if let Some(step) = accepted_as_is(
+                        resource,
+                        cached.as_ref(),
+                        accepted.get(&resource.id.to_string()),
+                    ) {
+                        step
+                    } else {
+                        run_resource_staged(
+                            resource,
+                            observations.bound(index),
+                            cached,
+                            verified.get(&resource.id),
+                            &mut notifications,
+                            ctx,
+                            staged_ahead,
+                        )
+                    }
+                }
+            };
+            if matches!(
+                step.outcome,
+                Outcome::Changed { .. } | Outcome::WouldChange { .. }
+            ) {
+                changed.insert(resource.id.clone());
+                // Recorded before the change already; a store that refuses now
+                // still fails the resource, so nobody relies on the record.
+                if let Err(reason) = notifications.resource_changed(resource, ctx) {
+                    step.outcome = Outcome::Failed {
+                        phase: Phase::Apply,
+                        reason,
+                    };
+                }
             }
-        }
-        // A service that others notify: validate their groups, then reload.
-        if !matches!(
-            step.outcome,
-            Outcome::Failed { .. } | Outcome::Blocked { .. }
-        ) {
-            let bound = observations.bound(index);
-            let extra =
-                notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
-            for group_report in extra {
-                emit(group_report, reporter);
+            // A service that others notify: validate their groups, then reload.
+            if !matches!(
+                step.outcome,
+                Outcome::Failed { .. } | Outcome::Blocked { .. }
+            ) {
+                let bound = observations.bound(index);
+                let extra =
+                    notifications.activate(resource, bound, &mut step, &changed, catalogue, ctx);
+                for group_report in extra {
+                    emit(&mut summary, group_report, reporter);
+                }
             }
-        }
-        match &step.outcome {
-            Outcome::Failed { .. } => {
-                stopped.insert(resource.id.clone(), resource.id.clone());
+            match &step.outcome {
+                Outcome::Failed { .. } => {
+                    stopped.insert(resource.id.clone(), resource.id.clone());
+                }
+                Outcome::Blocked { by } => {
+                    stopped.insert(resource.id.clone(), by.clone());
+                }
+                _ => {}
             }
-            Outcome::Blocked { by } => {
-                stopped.insert(resource.id.clone(), by.clone());
+            if ctx.mode == Mode::Apply {
+                remember_failure(resource, &step.outcome, &failed_before, ctx);
             }
-            _ => {}
+            let report = ResourceReport {
+                id: resource.id.clone(),
+                origin: resource.origin.clone(),
+                target: resource.desired_str("path").map(str::to_owned),
+                action: step.action,
+                diff: step.diff,
+                outcome: step.outcome,
+                sensitive: resource.sensitive,
+                // Validator output may echo a secret: never for a sensitive resource.
+                detail: if resource.sensitive {
+                    None
+                } else {
+                    step.detail
+                },
+                duration_ms: t0.elapsed().as_millis() as u64,
+            };
+            emit(&mut summary, report, reporter);
         }
-        if ctx.mode == Mode::Apply {
-            remember_failure(resource, &step.outcome, &failed_before, ctx);
-        }
-        let report = ResourceReport {
-            id: resource.id.clone(),
-            origin: resource.origin.clone(),
-            target: resource.desired_str("path").map(str::to_owned),
-            action: step.action,
-            diff: step.diff,
-            outcome: step.outcome,
-            sensitive: resource.sensitive,
-            // Validator output may echo a secret: never for a sensitive resource.
-            detail: if resource.sensitive {
-                None
-            } else {
-                step.detail
-            },
-            duration_ms: t0.elapsed().as_millis() as u64,
-        };
-        emit(report, reporter);
-    }
+    });
     // Groups whose files changed but that no service activation validated.
     for report in notifications.validate_remaining_groups(catalogue, &changed, ctx) {
-        emit(report, reporter);
+        emit(&mut summary, report, reporter);
+    }
+    if ctx.mode == Mode::Apply {
+        make_durable(ctx, &selected, &mut summary.resources);
+        if let Some(store) = ctx.store.as_deref_mut() {
+            store.set_durability(None);
+        }
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
+}
+
+/// Makes every rename of the pass so far durable (the directory fsyncs it
+/// owes, see the module header). A directory whose fsync failed fails the
+/// resources reported changed there: their change may not survive a power
+/// cut, so they are recorded as failed, not verified, and the next pass
+/// writes them again. Returns the resources it failed.
+fn make_durable(
+    ctx: &mut PassContext<'_>,
+    selected: &[&Resource],
+    reports: &mut [ResourceReport],
+) -> Vec<ResourceId> {
+    if ctx.host.durability().flush().is_ok() {
+        return Vec::new();
+    }
+    let failures = ctx.host.durability().take_failures();
+    let mut failed = Vec::new();
+    for report in reports.iter_mut() {
+        if !matches!(report.outcome, Outcome::Changed { .. }) {
+            continue;
+        }
+        let Some(target) = report.target.as_deref().map(std::path::Path::new) else {
+            continue;
+        };
+        // The target's own folder, or a folder inside it (a Tree).
+        let Some(failure) = failures.iter().find(|f| {
+            target.parent() == Some(f.declared.as_path()) || f.declared.starts_with(target)
+        }) else {
+            continue;
+        };
+        let reason = format!(
+            "changed, but the change may not survive a power cut: {}",
+            failure.error()
+        );
+        report.outcome = Outcome::Failed {
+            phase: Phase::Verify,
+            reason: reason.clone(),
+        };
+        failed.push(report.id.clone());
+        if let Some(store) = ctx.store.as_deref_mut() {
+            // Not verified after all (a buffered record is dropped).
+            let _ = store.forget(&report.id);
+            let _ = store.record_apply_failure(
+                &report.id,
+                &ApplyFailure {
+                    declaration_hash: selected
+                        .iter()
+                        .find(|r| r.id == report.id)
+                        .map(|r| r.declaration_hash.clone())
+                        .unwrap_or_default(),
+                    phase: Phase::Verify.to_string(),
+                    reason,
+                    failed_at: ctx.now,
+                },
+            );
+        }
+    }
+    failed
 }
 
 /// A resource whose observation a reconcile accepted (policy `accept`), with
@@ -367,6 +502,21 @@ pub(crate) fn run_resource(
     known: Option<&VerifiedRecord>,
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
+) -> Step {
+    run_resource_staged(resource, bound, cached, known, notifications, ctx, None)
+}
+
+/// [`run_resource`], with the copy `ahead` staged from the same
+/// observation, if it did (used instead of staging again; dropped, which
+/// removes it, when the resource stops before its rename).
+fn run_resource_staged(
+    resource: &Resource,
+    bound: Option<&Bound<'_>>,
+    cached: Option<Result<Observed, ProviderError>>,
+    known: Option<&VerifiedRecord>,
+    notifications: &mut Notifications,
+    ctx: &mut PassContext<'_>,
+    staged_ahead: Option<Staging>,
 ) -> Step {
     let Some(bound) = bound else {
         // A declaration that did not parse failed its observation; the
@@ -449,7 +599,11 @@ pub(crate) fn run_resource(
     // Stage; the validator judges the staged copy; evidence; activate. A
     // refusal (or evidence that cannot be kept) discards the staged copy,
     // and the live object was never touched.
-    let staging = match provider.stage(host, declared, &observed, &diff) {
+    let staged = match staged_ahead {
+        Some(staging) => Ok(staging),
+        None => provider.stage(host, declared, &observed, &diff),
+    };
+    let staging = match staged {
         Ok(staging) => staging,
         Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
     };

@@ -29,6 +29,7 @@ pub mod attribution;
 pub mod boundary;
 mod cache;
 pub mod command;
+pub mod durability;
 mod error;
 pub mod fs;
 mod located;
@@ -50,6 +51,7 @@ pub use accounts::Accounts;
 pub use boundary::{Boundary, Dir};
 pub use cache::PassCache;
 pub use command::{CommandOutput, CommandSpec};
+pub use durability::{Durability, NotDurable};
 pub use error::{HostError, ParentLink, UnsafeTransition};
 pub use fs::{FileKind, Stat};
 pub use located::Located;
@@ -76,6 +78,8 @@ pub struct Host {
     accounts: Arc<Mutex<Option<Arc<Accounts>>>>,
     swept: Arc<Mutex<HashSet<PathBuf>>>,
     pass_cache: PassCache,
+    /// Directory fsyncs owed by deferred commits (see [`durability`]).
+    durability: Durability,
 }
 
 impl Host {
@@ -99,6 +103,7 @@ impl Host {
             accounts: Arc::new(Mutex::new(None)),
             swept: Arc::new(Mutex::new(HashSet::new())),
             pass_cache: PassCache::default(),
+            durability: Durability::default(),
         }
     }
 
@@ -332,6 +337,13 @@ impl Host {
             .retain(|p, _| !p.starts_with(declared));
     }
 
+    /// The directory fsyncs this pass owes (see [`durability`]): what a
+    /// deferred commit ([`StagedFile::commit_deferred`]) adds to, and what
+    /// the state store flushes before it records anything.
+    pub fn durability(&self) -> &Durability {
+        &self.durability
+    }
+
     /// This pass's cache of type `T` (created empty on first use, shared by
     /// clones of this host): where a provider keeps what it reads once per
     /// pass, such as the parsed package database. See [`PassCache`].
@@ -393,18 +405,16 @@ impl Host {
 
     /// Removes stale staging directories from `dir`, once per pass per
     /// directory: after the first sweep any staging there is our own.
+    /// The lock is held while sweeping: files are staged on several
+    /// threads, and a sweep running beside another thread's fresh staging
+    /// directory in the same folder would remove it.
     pub fn sweep_stale_staging(&self, dir: &Dir) -> Result<usize, HostError> {
-        {
-            let swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
-            if swept.contains(dir.declared()) {
-                return Ok(0);
-            }
+        let mut swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
+        if swept.contains(dir.declared()) {
+            return Ok(0);
         }
         let removed = staging::cleanup_stale(dir)?;
-        self.swept
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(dir.declared().to_path_buf());
+        swept.insert(dir.declared().to_path_buf());
         Ok(removed)
     }
 }

@@ -15,6 +15,13 @@
 //! link after it was opened cannot redirect the write: the handle still
 //! names the directory that was walked into.
 //!
+//! Durability: the staged content is fsynced before the rename (always: a
+//! rename may reach the disk with any later journal commit, so it must never
+//! name content that is not there yet), and the parent directory is fsynced
+//! after it, either at once ([`StagedFile::commit`]) or once per directory
+//! for a whole batch of renames ([`StagedFile::commit_deferred`] and
+//! [`crate::durability`], which says why that keeps every guarantee).
+//!
 //! The guarantee: until `commit` renames, the live file is untouched, and
 //! whatever fails (or is dropped) removes the staging directory. A pass that
 //! was killed leaves a staging directory behind and never a partial target;
@@ -32,6 +39,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::boundary::{Dir, errno};
+use crate::durability::Durability;
 use crate::fs::FileKind;
 use crate::{HostError, Located};
 
@@ -99,13 +107,18 @@ impl StageDir {
         ))
     }
 
-    /// Renames the entry over the target and makes the rename durable.
-    fn commit(&mut self) -> Result<(), HostError> {
+    /// Renames the entry over the target and makes the rename durable: now
+    /// (`durability` `None`: the parent is fsynced) or at the next
+    /// [`Durability::flush`] (the parent is remembered there).
+    fn commit(&mut self, durability: Option<&Durability>) -> Result<(), HostError> {
         rustix::fs::renameat(&self.dir, &self.name, self.parent.fd(), &self.name)
             .map_err(|e| HostError::io("rename into", &self.target, errno(e)))?;
         self.finished = true;
         let removed = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR);
-        self.parent.sync()?;
+        match durability {
+            Some(durability) => durability.defer(&self.parent),
+            None => self.parent.sync()?,
+        }
         removed.map_err(|e| {
             HostError::io(
                 "remove staging directory",
@@ -232,7 +245,16 @@ impl StagedFile {
     /// staging directory is removed.
     pub fn commit(mut self) -> Result<(), HostError> {
         self.sync()?;
-        self.stage.commit()
+        self.stage.commit(None)
+    }
+
+    /// [`StagedFile::commit`], with the parent's fsync owed to `durability`
+    /// (see [`crate::durability`]): the content is fsynced before the
+    /// rename, as always, and the rename is durable after the next
+    /// [`Durability::flush`].
+    pub fn commit_deferred(mut self, durability: &Durability) -> Result<(), HostError> {
+        self.sync()?;
+        self.stage.commit(Some(durability))
     }
 
     /// Throws the staged copy away; the target is untouched.
@@ -278,7 +300,13 @@ impl StagedSymlink {
 
     /// Renames the link over its path and removes the staging directory.
     pub fn commit(mut self) -> Result<(), HostError> {
-        self.stage.commit()
+        self.stage.commit(None)
+    }
+
+    /// [`StagedSymlink::commit`], with the parent's fsync owed to
+    /// `durability` (see [`crate::durability`]).
+    pub fn commit_deferred(mut self, durability: &Durability) -> Result<(), HostError> {
+        self.stage.commit(Some(durability))
     }
 
     pub fn discard(mut self) -> Result<(), HostError> {

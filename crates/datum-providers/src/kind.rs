@@ -31,7 +31,7 @@ pub trait Kind: Send + Sync {
     type Written: schemars::JsonSchema;
     /// What `stage` hands `activate` (a staged copy, or [`Planned`] for a
     /// kind with nothing to stage).
-    type Staging: 'static;
+    type Staging: Send + 'static;
 
     /// Checks declared fields without host access (see [`Provider::check`]).
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>>;
@@ -129,6 +129,10 @@ pub trait Kind: Send + Sync {
     fn owns_subtree(&self) -> bool {
         false
     }
+    /// See [`Provider::stages_ahead`].
+    fn stages_ahead(&self) -> bool {
+        false
+    }
     /// See [`Provider::sensitive_fields`].
     fn sensitive_fields(&self) -> &'static [&'static str] {
         &[]
@@ -209,6 +213,10 @@ impl<T: Kind> Provider for T {
 
     fn owns_subtree(&self) -> bool {
         Kind::owns_subtree(self)
+    }
+
+    fn stages_ahead(&self) -> bool {
+        Kind::stages_ahead(self)
     }
 
     fn sensitive_fields(&self) -> &'static [&'static str] {

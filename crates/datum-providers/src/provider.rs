@@ -188,10 +188,12 @@ impl std::fmt::Debug for Declared<'_> {
 /// until it calls [`Provider::activate`] or [`Provider::discard`]: a staged
 /// copy beside the target, or, for a kind with nothing to stage, the plan it
 /// will act on. Opaque to the engine, like [`Declared`].
-pub struct Staging(Box<dyn Any>);
+/// `Send`: the engine may stage a run of resources on several threads
+/// ahead of the loop that activates them (see [`Provider::stages_ahead`]).
+pub struct Staging(Box<dyn Any + Send>);
 
 impl Staging {
-    pub fn new<T: Any>(staging: T) -> Self {
+    pub fn new<T: Any + Send>(staging: T) -> Self {
         Self(Box::new(staging))
     }
 
@@ -303,6 +305,19 @@ pub trait Provider: Send + Sync {
     /// entry by entry (a Tree's).
     fn fingerprints(&self) -> Option<&dyn Fingerprints> {
         None
+    }
+
+    /// Whether [`Provider::stage`] may run ahead of the pass's loop, on
+    /// another thread, for a resource that requires nothing: staging
+    /// touches nothing live (a hidden copy beside the target) and depends
+    /// only on the declaration, the observation and what is on the host
+    /// before the pass changes anything. The engine stages runs of such
+    /// resources in parallel (their content fsynced together) and
+    /// activates them in order as before; a copy it does not use is
+    /// discarded. A File does; a kind that acts when it stages, or whose
+    /// staging reads what an earlier resource may change, must not.
+    fn stages_ahead(&self) -> bool {
+        false
     }
 
     /// Whether a resource of this type owns the whole folder at its

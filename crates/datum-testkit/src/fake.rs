@@ -302,14 +302,14 @@ impl Kind for FakeFile {
 
     fn activate(
         &self,
-        _host: &Host,
+        host: &Host,
         resource: &Resource,
         _d: &FakeFileDeclared,
         (staged, _): Self::Staging,
         _gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         self.journal.push(format!("activate {}", resource.id));
-        staged.commit()
+        staged.commit(host)
     }
 
     fn discard(&self, (staged, id): Self::Staging) {

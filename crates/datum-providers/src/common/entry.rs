@@ -44,7 +44,10 @@ pub trait EntryProvider: Send + Sync {
     type Written: schemars::JsonSchema;
     /// What [`EntryProvider::stage`] hands [`EntryProvider::converge`]: a
     /// staged copy, or `()` for an entry with nothing to stage.
-    type Staging: 'static;
+    type Staging: Send + 'static;
+    /// Whether staging may run ahead of the pass (see
+    /// [`crate::Provider::stages_ahead`]).
+    const STAGES_AHEAD: bool = false;
     /// Whether declarations carry content (see [`crate::Provider::takes_content`]).
     const TAKES_CONTENT: bool = false;
     /// Whether `validate:` applies (see [`crate::Provider::takes_validator`]).
@@ -130,6 +133,10 @@ impl<T: EntryProvider> Kind for T {
 
     fn takes_validator(&self) -> bool {
         T::TAKES_VALIDATOR
+    }
+
+    fn stages_ahead(&self) -> bool {
+        T::STAGES_AHEAD
     }
 
     fn paths(&self) -> Option<&dyn OwnsPaths> {

@@ -42,6 +42,9 @@ impl EntryProvider for FileProvider {
     type Staging = FileStaging;
     const KIND: &'static str = "File";
     const TAKES_CONTENT: bool = true;
+    // Staging writes a hidden copy beside the target (owner and mode
+    // resolved from the host as it is) and changes nothing live.
+    const STAGES_AHEAD: bool = true;
     const DEFAULT_MODE: u32 = DEFAULT_MODE;
 
     fn check_fields(desired: &Value) -> Result<(), Vec<FieldError>> {
@@ -111,13 +114,13 @@ impl EntryProvider for FileProvider {
     }
 
     fn converge(
-        _host: &Host,
+        host: &Host,
         _d: &FileDesired,
         at: &Located,
         staging: FileStaging,
     ) -> Result<(), ProviderError> {
         match staging {
-            FileStaging::Content(staged) => staged.commit(),
+            FileStaging::Content(staged) => staged.commit(host),
             FileStaging::Metadata { uid, gid, mode } => {
                 if uid.is_some() || gid.is_some() || mode.is_some() {
                     at.set_metadata(uid, gid, mode)?;
@@ -329,9 +332,12 @@ impl StagedContent {
         }
     }
 
-    /// Renames the staged copy over the live file.
-    pub fn commit(self) -> Result<(), ProviderError> {
-        Ok(self.file.commit()?)
+    /// Renames the staged copy over the live file (its content fsynced
+    /// first); the parent directory's fsync is owed to the pass's
+    /// [`Host::durability`], which the state store flushes before it
+    /// records the resource (see `datum_host::durability`).
+    pub fn commit(self, host: &Host) -> Result<(), ProviderError> {
+        Ok(self.file.commit_deferred(host.durability())?)
     }
 
     /// Removes the staged copy; the live file is untouched. A staging
@@ -359,7 +365,7 @@ pub fn write_staged(
         staged.discard();
         return Err(rejection.into());
     }
-    staged.commit()
+    staged.commit(host)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
 pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord};
 
-use datum_host::PrivateDir;
+use datum_host::{Durability, PrivateDir};
 
 use crate::error::StoreError;
 
@@ -98,6 +98,10 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     pending: verified::Pending,
+    /// Directory fsyncs a pass owes: flushed before every commit, so
+    /// nothing is recorded while a change it describes could still be lost
+    /// (see [`Store::set_durability`]).
+    durability: Option<Durability>,
 }
 
 impl Drop for Store {
@@ -134,6 +138,7 @@ impl Store {
             conn,
             path: dir.file_path(name),
             pending: verified::Pending::default(),
+            durability: None,
         })
     }
 
@@ -145,6 +150,7 @@ impl Store {
             conn: crate::db::open_memory(&schema::SCHEMA)?,
             path: PathBuf::from(":memory:"),
             pending: verified::Pending::default(),
+            durability: None,
         })
     }
 
@@ -162,9 +168,21 @@ impl Store {
                 conn,
                 path: dir.file_path(name),
                 pending: verified::Pending::default(),
+                durability: None,
             },
             moved,
         ))
+    }
+
+    /// Makes every commit wait for `durability` first
+    /// ([`Durability::flush`] before the transaction commits; `None` stops
+    /// it). A pass that defers its directory fsyncs sets this, so the
+    /// store never records a resource as verified, an owed reload as done
+    /// or anything else about a change before the renames that made the
+    /// change are durable (see `datum_host::durability`). A flush that fails
+    /// fails the commit ([`StoreError::Host`]): nothing is recorded.
+    pub fn set_durability(&mut self, durability: Option<Durability>) {
+        self.durability = durability;
     }
 
     /// The database file this store was opened from.
@@ -187,6 +205,7 @@ impl Store {
             tx,
             path: &self.path,
             pending: Some(&mut self.pending),
+            durability: self.durability.as_ref(),
         };
         batch.write_pending()?;
         Ok(batch)
@@ -225,13 +244,26 @@ pub struct Batch<'s> {
     /// The store's buffer, written at the start of this batch and emptied
     /// only once the batch has committed.
     pending: Option<&'s mut verified::Pending>,
+    /// Flushed before the commit (see [`Store::set_durability`]).
+    durability: Option<&'s Durability>,
 }
 
 impl Batch<'_> {
     /// Makes every write of this batch durable (fsync, see `db::open` on
     /// `synchronous = FULL`).
     pub fn commit(self) -> Result<(), StoreError> {
-        let Batch { tx, path, pending } = self;
+        let Batch {
+            tx,
+            path,
+            pending,
+            durability,
+        } = self;
+        if let Some(durability) = durability {
+            durability.flush().map_err(|e| StoreError::Host {
+                path: path.to_owned(),
+                source: Box::new(e),
+            })?;
+        }
         tx.commit().map_err(sql(path, "cannot commit"))?;
         if let Some(pending) = pending {
             pending.clear();

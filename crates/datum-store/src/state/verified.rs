@@ -475,6 +475,37 @@ mod tests {
     }
 
     #[test]
+    fn nothing_commits_before_the_renames_it_records_are_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = tempfile::tempdir().unwrap();
+        std::fs::create_dir(live.path().join("etc")).unwrap();
+        let host = datum_host::Host::new(live.path());
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        store.set_durability(Some(host.durability().clone()));
+        // A rename whose directory fsync is owed, then its record.
+        let at = host.locate(std::path::Path::new("/etc/motd")).unwrap();
+        at.stage_file()
+            .unwrap()
+            .commit_deferred(host.durability())
+            .unwrap();
+        let motd = ResourceId::new("File", "motd");
+        store.record_verified(&motd, "h", None, 1).unwrap();
+        assert!(
+            host.durability().is_pending(),
+            "buffered: nothing committed"
+        );
+        store.flush().unwrap();
+        assert!(!host.durability().is_pending(), "the commit flushed first");
+        assert_eq!(host.durability().dir_syncs(), 1);
+        assert_eq!(Store::open(&path).unwrap().all_verified().unwrap().len(), 1);
+        // Without a pending directory a commit syncs nothing more.
+        store.record_verified(&motd, "h2", None, 2).unwrap();
+        store.flush().unwrap();
+        assert_eq!(host.durability().dir_syncs(), 1);
+    }
+
+    #[test]
     fn all_verified_keeps_names_with_brackets_intact() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("state.db")).unwrap();

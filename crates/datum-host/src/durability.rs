@@ -1,0 +1,255 @@
+//! Directory fsyncs deferred to one per directory per flush (issue 17).
+//!
+//! Making a staged copy live takes two things on disk: the copy's content
+//! (its own `fsync`, always done before the rename, see [`crate::staging`])
+//! and the rename, which is an entry in the parent directory and is durable
+//! only once that directory is fsynced. A pass that writes 2,000 new files
+//! into 40 directories used to fsync the parent after every rename: 2,000
+//! directory fsyncs, each a journal commit. With [`Durability`] the rename
+//! is made as before, the parent is only *remembered* ([`Durability::defer`]),
+//! and [`Durability::flush`] fsyncs each remembered directory once: 40
+//! directory fsyncs for those 2,000 files, or 1 for N files in one
+//! directory.
+//!
+//! # Why this is safe
+//!
+//! - **Atomicity** does not depend on fsync at all: a reader, a validator or
+//!   a process killed with SIGKILL sees either the old file or the complete
+//!   new one, because the copy is complete before `renameat` and the rename
+//!   is atomic. A SIGKILL loses nothing the kernel has been told: the page
+//!   cache and the directory entries survive the process, and the kernel
+//!   writes them back as usual. What was pending here is only an *fsync*.
+//! - **Power loss**: the content of every staged copy is fsynced before its
+//!   rename is issued (the rename may reach the disk with any later journal
+//!   commit, so waiting for the directory fsync would not be enough), so a
+//!   rename that survives a crash always names complete content. A rename
+//!   whose directory fsync had not happened yet may be lost: after reboot the
+//!   old file (or no file) is there, complete, never a torn one.
+//! - **Nothing is recorded ahead of the disk**: the state store calls
+//!   [`Durability::flush`] before every commit (`datum_store::Store::set_durability`),
+//!   so a resource is never recorded as verified while its rename could
+//!   still be lost; the engine also flushes before a service is reloaded,
+//!   before a resource that requires a changed one runs, and at the end of
+//!   every pass. A rename lost to a power cut is therefore simply not
+//!   recorded, and the next pass observes and writes it again.
+//! - **A failed directory fsync is sticky**: Linux reports a writeback
+//!   error once, and a retried fsync may succeed without the data being on
+//!   disk. A directory whose fsync failed is kept in a failure list, every
+//!   later flush fails too (so nothing is recorded on top of it), until
+//!   the engine takes the list ([`Durability::take_failures`]) and fails the
+//!   resources that wrote there.
+//!
+//! One `Durability` belongs to one [`crate::Host`] (so to one pass; clones
+//! share it). Dropped with directories still pending (a pass that returned
+//! early), it fsyncs them, best effort.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::{Dir, HostError};
+
+/// Directories whose renames are not yet durable, shared by clones.
+#[derive(Debug, Clone, Default)]
+pub struct Durability {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    state: Mutex<State>,
+    /// Directory fsyncs done by [`Durability::flush`] (for tests and
+    /// statistics).
+    synced: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Keyed by the real path: one fsync per directory however many
+    /// entries were renamed into it.
+    pending: HashMap<PathBuf, Dir>,
+    failed: Vec<NotDurable>,
+}
+
+/// A directory whose fsync failed: the renames made in it since the last
+/// successful flush may not survive a power cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotDurable {
+    /// As declared (under the root), to match against resources.
+    pub declared: PathBuf,
+    /// The real path, for messages.
+    pub path: PathBuf,
+    /// What fsync said (`errno`).
+    pub errno: i32,
+}
+
+impl NotDurable {
+    /// The failure as a [`HostError`] naming the directory.
+    pub fn error(&self) -> HostError {
+        HostError::io(
+            "sync directory",
+            &self.path,
+            std::io::Error::from_raw_os_error(self.errno),
+        )
+    }
+}
+
+impl Durability {
+    /// Remembers that an entry was renamed into `dir`: its fsync is owed
+    /// until the next [`Durability::flush`].
+    pub fn defer(&self, dir: &Dir) {
+        let mut state = self.lock();
+        if !state.pending.contains_key(dir.path()) {
+            state.pending.insert(dir.path().to_path_buf(), dir.clone());
+        }
+    }
+
+    /// Whether any directory fsync is owed.
+    pub fn is_pending(&self) -> bool {
+        !self.lock().pending.is_empty()
+    }
+
+    /// fsyncs every directory owed, once each. Fails if any of them fails,
+    /// or failed in an earlier flush whose failures were not yet taken
+    /// ([`Durability::take_failures`]): until then nothing may be recorded
+    /// as durable.
+    pub fn flush(&self) -> Result<(), HostError> {
+        // Taken out under the lock, synced outside it: a rename made
+        // meanwhile (another thread) is owed to the next flush.
+        let owed: Vec<Dir> = {
+            let mut state = self.lock();
+            if state.pending.is_empty() && state.failed.is_empty() {
+                return Ok(());
+            }
+            state.pending.drain().map(|(_, dir)| dir).collect()
+        };
+        let mut failed = Vec::new();
+        for dir in owed {
+            self.inner.synced.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = dir.sync() {
+                let errno = match &e {
+                    HostError::Io { source, .. } => source.raw_os_error(),
+                    _ => None,
+                };
+                failed.push(NotDurable {
+                    declared: dir.declared().to_path_buf(),
+                    path: dir.path().to_path_buf(),
+                    errno: errno.unwrap_or(libc_eio()),
+                });
+            }
+        }
+        let mut state = self.lock();
+        state.failed.extend(failed);
+        match state.failed.first() {
+            None => Ok(()),
+            Some(first) => Err(first.error()),
+        }
+    }
+
+    /// The directories whose fsync failed since the last call, emptied:
+    /// the caller fails what was written there, and flushing works again.
+    pub fn take_failures(&self) -> Vec<NotDurable> {
+        std::mem::take(&mut self.lock().failed)
+    }
+
+    /// How many directory fsyncs [`Durability::flush`] has made so far.
+    pub fn dir_syncs(&self) -> u64 {
+        self.inner.synced.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Best effort: a pass that ended early still makes its renames
+        // durable (nothing can be reported any more).
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for (_, dir) in state.pending.drain() {
+            let _ = dir.sync();
+        }
+    }
+}
+
+/// `EIO`, for a failure without an errno (the directory could not be
+/// reopened for some other reason).
+fn libc_eio() -> i32 {
+    rustix::io::Errno::IO.raw_os_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::Host;
+
+    #[test]
+    fn renames_into_one_directory_cost_one_fsync_per_flush() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("a/b")).unwrap();
+        let host = Host::new(root.path());
+        let durability = host.durability().clone();
+        for i in 0..50 {
+            let at = host.locate(Path::new(&format!("/a/b/f{i}"))).unwrap();
+            let mut staged = at.stage_file().unwrap();
+            staged.write_all(b"x").unwrap();
+            staged.commit_deferred(&durability).unwrap();
+        }
+        let other = host.locate(Path::new("/a/g")).unwrap();
+        other
+            .stage_symlink(Path::new("b"))
+            .unwrap()
+            .commit_deferred(&durability)
+            .unwrap();
+        assert!(durability.is_pending());
+        assert_eq!(durability.dir_syncs(), 0, "nothing synced before the flush");
+        durability.flush().unwrap();
+        assert_eq!(durability.dir_syncs(), 2, "one fsync per directory");
+        assert!(!durability.is_pending());
+        durability.flush().unwrap();
+        assert_eq!(durability.dir_syncs(), 2, "nothing owed, nothing synced");
+        assert_eq!(
+            std::fs::read_dir(root.path().join("a/b")).unwrap().count(),
+            50
+        );
+        // The immediate commit still syncs by itself and owes nothing.
+        let at = host.locate(Path::new("/a/now")).unwrap();
+        at.stage_file().unwrap().commit().unwrap();
+        assert!(!durability.is_pending());
+    }
+
+    #[test]
+    fn a_failed_directory_sync_stays_failed_until_taken() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        let host = Host::new(root.path());
+        let durability = host.durability().clone();
+        let dir = host.dir(Path::new("/d")).unwrap();
+        // What `flush` records when fsync fails (EIO from the disk).
+        let eio = NotDurable {
+            declared: PathBuf::from("/d"),
+            path: root.path().join("d"),
+            errno: libc_eio(),
+        };
+        durability.lock().failed.push(eio.clone());
+        durability.defer(&dir);
+        let err = durability.flush().unwrap_err();
+        assert!(err.to_string().contains("sync directory"), "{err}");
+        assert_eq!(
+            durability.dir_syncs(),
+            1,
+            "the owed directory was still synced"
+        );
+        assert!(durability.flush().is_err(), "sticky until taken");
+        assert_eq!(durability.take_failures(), vec![eio]);
+        durability.flush().unwrap();
+        assert!(durability.take_failures().is_empty());
+    }
+}
