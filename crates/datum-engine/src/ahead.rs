@@ -64,7 +64,12 @@ pub(crate) struct Ahead<'p, 'a> {
     plan: Vec<(usize, usize)>,
     planned: HashSet<usize>,
     state: Mutex<State>,
-    changed: Condvar,
+    /// Workers wait here for the loop to open the window; woken one at a
+    /// time (a worker that claims a resource wakes the next), so a step of
+    /// the loop does not wake all of them.
+    window: Condvar,
+    /// The loop waits here for a copy a worker is staging.
+    staged: Condvar,
 }
 
 #[derive(Default)]
@@ -74,6 +79,8 @@ struct State {
     /// The next entry of `plan` a worker looks at.
     next: usize,
     slots: HashMap<usize, Slot>,
+    /// The resource the loop waits for, if it does.
+    waiting: Option<usize>,
     done: bool,
 }
 
@@ -123,7 +130,8 @@ impl<'p, 'a> Ahead<'p, 'a> {
             planned: plan.iter().map(|&(index, _)| index).collect(),
             plan,
             state: Mutex::new(State::default()),
-            changed: Condvar::new(),
+            window: Condvar::new(),
+            staged: Condvar::new(),
         }
     }
 
@@ -140,8 +148,15 @@ impl<'p, 'a> Ahead<'p, 'a> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wait<'g>(&self, guard: MutexGuard<'g, State>) -> MutexGuard<'g, State> {
-        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
+    fn wait<'g>(&self, on: &Condvar, guard: MutexGuard<'g, State>) -> MutexGuard<'g, State> {
+        on.wait(guard).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether plan entry `k` may be claimed now.
+    fn open(&self, state: &State, k: usize) -> bool {
+        self.plan.get(k).is_some_and(|&(index, gate)| {
+            state.current >= gate && index < state.current + STAGE_AHEAD
+        })
     }
 
     /// A worker: stages planned resources in order, within the window,
@@ -165,18 +180,26 @@ impl<'p, 'a> Ahead<'p, 'a> {
                     state.next += 1;
                     break index;
                 }
-                state = self.wait(state);
+                state = self.wait(&self.window, state);
             };
             state.slots.insert(index, Slot::Claimed);
+            // The next entry may be open too: pass the turn on.
+            let more = self.open(&state, state.next);
             drop(state);
+            if more {
+                self.window.notify_one();
+            }
             // A panic in a provider must not leave the loop waiting.
             let staged = catch_unwind(AssertUnwindSafe(|| self.stage(index)))
                 .ok()
                 .flatten();
             let mut state = self.lock();
             state.slots.insert(index, Slot::Ready(staged));
+            let waiting = state.waiting == Some(index);
             drop(state);
-            self.changed.notify_all();
+            if waiting {
+                self.staged.notify_one();
+            }
         }
     }
 
@@ -201,7 +224,10 @@ impl<'p, 'a> Ahead<'p, 'a> {
     pub(crate) fn take(&self, index: usize) -> Option<Staging> {
         let mut state = self.lock();
         state.current = index;
-        self.changed.notify_all();
+        // The window moved by one: one more entry may be open.
+        if self.open(&state, state.next) {
+            self.window.notify_one();
+        }
         if !self.planned.contains(&index) {
             return None;
         }
@@ -220,7 +246,9 @@ impl<'p, 'a> Ahead<'p, 'a> {
                 }
                 Some(Slot::Claimed) => {
                     state.slots.insert(index, Slot::Claimed);
-                    state = self.wait(state);
+                    state.waiting = Some(index);
+                    state = self.wait(&self.staged, state);
+                    state.waiting = None;
                 }
             }
         }
@@ -239,6 +267,7 @@ pub(crate) struct StopOnDrop<'x, 'p, 'a>(&'x Ahead<'p, 'a>);
 impl Drop for StopOnDrop<'_, '_, '_> {
     fn drop(&mut self) {
         self.0.lock().done = true;
-        self.0.changed.notify_all();
+        self.0.window.notify_all();
+        self.0.staged.notify_all();
     }
 }
