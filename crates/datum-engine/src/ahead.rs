@@ -120,6 +120,7 @@ impl<'p, 'a> Ahead<'p, 'a> {
                 && !inputs.groups.refuses(id)
                 && !inputs.batched.contains_key(id)
                 && !inputs.accepted.contains_key(&id.to_string())
+                && will_write(inputs.observations, index)
             {
                 plan.push((index, gate));
             }
@@ -133,6 +134,12 @@ impl<'p, 'a> Ahead<'p, 'a> {
             window: Condvar::new(),
             staged: Condvar::new(),
         }
+    }
+
+    /// How many resources may be staged ahead (none in a converged pass).
+    #[cfg(test)]
+    pub(crate) fn planned(&self) -> usize {
+        self.plan.len()
     }
 
     /// How many worker threads are worth starting.
@@ -270,4 +277,21 @@ impl Drop for StopOnDrop<'_, '_, '_> {
         self.0.window.notify_all();
         self.0.staged.notify_all();
     }
+}
+
+/// Whether the resource at `index` writes something as observed: only
+/// those are worth a worker (a converged pass, most passes on a quiet
+/// host, starts none and plans nothing twice).
+fn will_write(observations: &Observations<'_>, index: usize) -> bool {
+    let Some(bound) = observations.bound(index) else {
+        return false;
+    };
+    observations
+        .peek(index, |observed| {
+            matches!(
+                bound.provider.plan(&bound.declared, observed).action(),
+                Action::Create | Action::Update | Action::Replace
+            )
+        })
+        .unwrap_or(false)
 }

@@ -158,3 +158,44 @@ fn a_file_that_cannot_be_staged_ahead_is_staged_by_the_loop_and_fails_alone() {
     assert!(root.path().join("ok/f3/inside").is_dir());
     assert!(staging_left(root.path()).is_empty());
 }
+
+/// A converged pass (the common one) stages nothing ahead and starts no
+/// worker; a pass with one new file among converged ones plans that one.
+#[test]
+fn only_files_that_will_be_written_are_staged_ahead() {
+    let root = tempfile::tempdir().unwrap();
+    let host = Host::new(root.path());
+    let mut cat: Vec<Resource> = (0..20)
+        .map(|i| file(&format!("f{i}"), &format!("/f{i}"), "same\n"))
+        .collect();
+    apply(&host, &catalogue(cat.clone()), None);
+    let planned = |cat: &[Resource]| {
+        let registry = Registry::new(vec![Box::new(FileProvider)]);
+        let selected: Vec<&Resource> = cat.iter().collect();
+        let observations =
+            crate::observe::Observations::gather_resources(&registry, &selected, &host, 2);
+        let (options, groups) = (
+            crate::PassOptions::default(),
+            crate::group::GroupChecks::default(),
+        );
+        let (accepted, batched) = (Default::default(), Default::default());
+        let ahead = crate::ahead::Ahead::new(
+            &crate::ahead::AheadInputs {
+                selected: &selected,
+                observations: &observations,
+                options: &options,
+                groups: &groups,
+                accepted: &accepted,
+                batched: &batched,
+            },
+            &HashSet::new(),
+            &host,
+            true,
+        );
+        (ahead.planned(), ahead.threads())
+    };
+    assert_eq!(planned(&cat), (0, 0), "converged: nothing ahead");
+    cat.push(file("new", "/new", "new\n"));
+    cat.push(file("newer", "/newer", "newer\n"));
+    assert_eq!(planned(&cat), (2, 2), "the two new files only");
+}
