@@ -614,7 +614,7 @@ impl<'r> Analysis<'r> {
         }
         let resources = reorder(resources, &sequence);
         let mut autorequires = autorequires;
-        let resources = self.package_edges(resources, &mut autorequires);
+        let resources = self.capability_edges(resources, &mut autorequires);
         Some(Catalogue {
             host: host.clone(),
             resources,
@@ -623,17 +623,18 @@ impl<'r> Analysis<'r> {
         })
     }
 
-    /// A File whose validator's binary comes from a package the catalogue
-    /// declares runs after that Package (the package installs the validator);
-    /// a validated File with no such Package is worth a warning, since the
-    /// validator must then already be on every host the file reaches.
-    fn package_edges(
+    /// The ordering edges and warnings of every kind with the ordering
+    /// capability (`Provider::ordering`), added where they make no cycle.
+    /// For example, a resource whose validator's binary a declared Package
+    /// installs runs after that Package, and a validated resource with no
+    /// such Package is worth a warning, since the validator must then
+    /// already be on every host the resource reaches.
+    fn capability_edges(
         &mut self,
         resources: Vec<Resource>,
         autorequires: &mut Vec<(ResourceId, ResourceId)>,
     ) -> Vec<Resource> {
-        // Kinds that order others after themselves (a Package before the
-        // File whose validator it installs), by their ordering capability.
+        // (from, after): `from` runs after `after`.
         let mut edges: Vec<(ResourceId, ResourceId)> = Vec::new();
         for ordering in self.registry.iter().filter_map(|p| p.ordering()) {
             for (id, message) in ordering.warnings(&resources) {
@@ -672,8 +673,8 @@ impl<'r> Analysis<'r> {
             })
             .collect();
         let mut added = Vec::new();
-        for (file, package) in &edges {
-            let (Some(&f), Some(&p)) = (index.get(file), index.get(package)) else {
+        for (from, after) in &edges {
+            let (Some(&f), Some(&p)) = (index.get(from), index.get(after)) else {
                 continue;
             };
             if f != p && !plain[f].contains(&p) && !graph::reaches(&plain, p, f) {
@@ -687,10 +688,10 @@ impl<'r> Analysis<'r> {
         }
         let mut resources = resources;
         for &(f, p) in &added {
-            let package = resources.get(p).map(|r| r.id.clone());
-            if let (Some(package), Some(file)) = (package, resources.get_mut(f)) {
-                autorequires.push((file.id.clone(), package.clone()));
-                file.requires.push(package);
+            let after = resources.get(p).map(|r| r.id.clone());
+            if let (Some(after), Some(from)) = (after, resources.get_mut(f)) {
+                autorequires.push((from.id.clone(), after.clone()));
+                from.requires.push(after);
             }
         }
         reorder(resources, &sequence)

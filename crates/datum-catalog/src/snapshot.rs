@@ -30,6 +30,25 @@
 //! outside it are refused), and the host identity is its only other input.
 //! A snapshot decides what a pass writes, so it is trusted only when owned by
 //! the user reading it and writable by nobody else.
+//!
+//! A checkout of a revision that nothing changes once it is written (the
+//! folder `datum pull` writes for a commit) needs no stamp: its content is
+//! the commit's tree, so the commit names it. For such a folder the caller
+//! passes a [`Revision`] and the snapshot is keyed by it ([`RepoKey`])
+//! instead of a stamp: loading it then costs no `lstat` of any repository
+//! entry, and another commit (or no revision: the folder is no longer
+//! vouched for) compiles again. This crate cannot tell such a checkout
+//! from a folder someone edits (it knows nothing of `datum pull`, and must
+//! not: that would pull git and the state store into the compiler's
+//! dependencies), so the caller vouches for it; the binary does so only
+//! for a checkout `datum_pull::immutable_checkout` accepts (written by
+//! `datum pull` into Datum's private folder, owned by the user running
+//! Datum and writable by nobody else, named by the commit its marker
+//! records). The price, said plainly: a hand edit of such a checkout (by
+//! root, or by that user) is not seen until the next pull, a new build, new
+//! host labels or `--recompile`, exactly as a hand edit of the snapshot
+//! itself would not be; a `source:` file's bytes are still verified against
+//! their SHA-256 before anything is written.
 
 use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt as _;
@@ -45,8 +64,9 @@ use crate::hashes::{FileKey, now_ns};
 use crate::host::HostIdentity;
 
 /// First bytes of a snapshot file; a file without them (or of another
-/// format) is ignored and replaced.
-const MAGIC: &[u8] = b"datum catalogue snapshot v1\n";
+/// format) is ignored and replaced. v3: a Tree's packed content is
+/// `datum-tree3` (the repository folder once, not a path per file).
+const MAGIC: &[u8] = b"datum catalogue snapshot v3\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).
@@ -197,40 +217,112 @@ impl Stamp {
     }
 }
 
-/// One directory of a stamp: its own key, then each entry's.
-fn dir_holds(root: &Path, dir: &StampedDir) -> bool {
-    use rustix::fs::{AtFlags, Mode, OFlags};
-    let abs = join(root, &dir.path);
-    let Ok(fd) = rustix::fs::open(
-        &abs,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) else {
-        return false;
-    };
-    let same = |stat: rustix::fs::Stat, want: &FileKey| key_of_stat(&stat) == *want;
-    match rustix::fs::fstat(&fd) {
-        Ok(stat) if same(stat, &dir.key) => {}
-        _ => return false,
-    }
-    dir.entries.iter().all(|e| {
-        matches!(
-            rustix::fs::statat(&fd, e.name.as_slice(), AtFlags::SYMLINK_NOFOLLOW),
-            Ok(stat) if same(stat, &e.key)
-        )
-    })
+/// A checkout of one revision, vouched for by its deployer as unchanged
+/// since it was written (see the module documentation for who may vouch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// The checkout's own folder (canonical).
+    root: PathBuf,
+    /// The commit it was written from, and that commit's tree.
+    commit: String,
+    tree: String,
 }
 
-/// [`FileKey::of`] for a raw `stat`.
-fn key_of_stat(stat: &rustix::fs::Stat) -> FileKey {
-    let ns = |secs: i64, nanos: i64| secs.saturating_mul(1_000_000_000).saturating_add(nanos);
-    FileKey {
-        size: stat.st_size as u64,
-        mtime_ns: ns(stat.st_mtime, stat.st_mtime_nsec as i64),
-        ctime_ns: ns(stat.st_ctime, stat.st_ctime_nsec as i64),
-        inode: stat.st_ino,
-        device: stat.st_dev,
+impl Revision {
+    /// The checkout at `folder` (a link to it is resolved) of `commit`,
+    /// whose tree is `tree`.
+    pub fn new(folder: &Path, commit: &str, tree: &str) -> std::io::Result<Revision> {
+        Ok(Revision {
+            root: datum_host::repo::canonicalize(folder)?,
+            commit: commit.to_owned(),
+            tree: tree.to_owned(),
+        })
     }
+}
+
+/// What a snapshot's repository was, for telling whether it is the same now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RepoKey {
+    /// An ordinary folder: every entry's key ([`Stamp::still_holds`]).
+    Stamp(Stamp),
+    /// An immutable checkout: the same exactly when the caller vouches for
+    /// the same revision at the same folder (no entry is looked at).
+    Revision(Revision),
+}
+
+impl RepoKey {
+    /// The key of the repository at `repo`: `revision` when the caller
+    /// vouches for one, else a [`Stamp`] of every entry.
+    pub fn take(repo: &Path, revision: Option<Revision>) -> std::io::Result<RepoKey> {
+        match revision {
+            Some(r) => Ok(RepoKey::Revision(r)),
+            None => Stamp::take(repo).map(RepoKey::Stamp),
+        }
+    }
+
+    /// The repository's folder (canonical).
+    fn root(&self) -> &Path {
+        match self {
+            RepoKey::Stamp(s) => &s.root,
+            RepoKey::Revision(r) => &r.root,
+        }
+    }
+
+    /// 16 hex digits naming what the catalogue was compiled from: the
+    /// [`Stamp::digest`], or for a revision the same hash over its folder,
+    /// commit and tree (equal while the same checkout is deployed).
+    pub fn digest(&self) -> String {
+        match self {
+            RepoKey::Stamp(s) => s.digest(),
+            RepoKey::Revision(r) => {
+                use sha2::Digest as _;
+                let bytes = rmp_serde::to_vec(r).unwrap_or_default();
+                hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+            }
+        }
+    }
+
+    /// What a fleet report names as the revision compiled: `git:<commit>`
+    /// for a revision (the same on every host that deployed it), else
+    /// `stamp:<digest>`.
+    pub fn label(&self) -> String {
+        match self {
+            RepoKey::Revision(r) => format!("git:{}", r.commit),
+            RepoKey::Stamp(s) => format!("stamp:{}", s.digest()),
+        }
+    }
+
+    /// The entry changed too recently to be trusted, if any (never for a
+    /// revision: nothing changes it).
+    fn racy_entry(&self) -> Option<PathBuf> {
+        match self {
+            RepoKey::Stamp(s) => s.racy_entry(),
+            RepoKey::Revision(_) => None,
+        }
+    }
+}
+
+/// One directory of a stamp: its own key, then each entry's.
+fn dir_holds(root: &Path, dir: &StampedDir) -> bool {
+    let Ok(open) = datum_host::repo::StampDir::open(&join(root, &dir.path)) else {
+        return false;
+    };
+    let same = |key: datum_host::repo::EntryKey, want: &FileKey| {
+        FileKey {
+            size: key.size,
+            mtime_ns: key.mtime_ns,
+            ctime_ns: key.ctime_ns,
+            inode: key.inode,
+            device: key.device,
+        } == *want
+    };
+    match open.key() {
+        Ok(key) if same(key, &dir.key) => {}
+        _ => return false,
+    }
+    dir.entries
+        .iter()
+        .all(|e| matches!(open.key_of(e.name.as_slice()), Ok(key) if same(key, &e.key)))
 }
 
 fn join(root: &Path, rel: &[u8]) -> PathBuf {
@@ -248,7 +340,7 @@ struct Header {
     /// The key of the executable that wrote the snapshot.
     program: Option<FileKey>,
     host: HostIdentity,
-    stamp: Stamp,
+    key: RepoKey,
 }
 
 /// What a check needs of every resource before deciding which to inspect:
@@ -327,10 +419,10 @@ pub struct LazyCatalogue {
     pub boundary: datum_core::Boundary,
     /// One per resource, in the catalogue's (dependency) order.
     pub entries: Vec<Summary>,
-    /// [`Stamp::digest`] of the repository this catalogue was compiled
-    /// from, when a stamp was taken (the fleet report's revision of a
-    /// repository that is not a git checkout).
-    pub stamp_digest: Option<String>,
+    /// [`RepoKey::label`] of the repository this catalogue was compiled
+    /// from, when a key was taken (the fleet report's revision of a
+    /// repository that is not itself a git checkout).
+    pub revision: Option<String>,
     resources: Resources,
 }
 
@@ -356,7 +448,7 @@ impl LazyCatalogue {
             autorequires: catalogue.autorequires,
             boundary: catalogue.boundary,
             resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
-            stamp_digest: None,
+            revision: None,
         }
     }
 
@@ -535,9 +627,19 @@ fn program_key() -> Option<FileKey> {
 /// by this very program, for `host`, from `repo` as it is now. Anything else
 /// (no file, another format, another build, another host, any change in the
 /// repository) is `None`. Only the summaries are decoded here.
-pub fn load(path: &Path, repo: &Path, host: &HostIdentity) -> Option<LazyCatalogue> {
+///
+/// `revision` is the caller's word that `repo` is that revision's
+/// immutable checkout (see the module documentation): then the snapshot
+/// must have been keyed by the same revision, and no entry is looked at;
+/// without it, the snapshot must carry a stamp that still holds.
+pub fn load(
+    path: &Path,
+    repo: &Path,
+    revision: Option<&Revision>,
+    host: &HostIdentity,
+) -> Option<LazyCatalogue> {
     let (dir, name) = datum_host::PrivateDir::open_parent_of(path, false).ok()??;
-    load_in(&dir, &name, repo, host)
+    load_in(&dir, &name, repo, revision, host)
 }
 
 /// [`load`] of the snapshot `name` in Datum's private folder `dir` (opened
@@ -546,6 +648,7 @@ pub fn load_in(
     dir: &datum_host::PrivateDir,
     name: &std::ffi::OsStr,
     repo: &Path,
+    revision: Option<&Revision>,
     host: &HostIdentity,
 ) -> Option<LazyCatalogue> {
     use std::io::{BufReader, Seek as _};
@@ -571,21 +674,34 @@ pub fn load_in(
         || program.is_none()
         || header.program != program
         || &header.host != host
-        || datum_host::repo::canonicalize(repo).ok().as_deref() != Some(header.stamp.root.as_path())
+        || datum_host::repo::canonicalize(repo).ok().as_deref() != Some(header.key.root())
     {
         return None;
     }
-    // The repository is checked while the index is decoded: both take a
-    // while, and a changed repository only wastes the decoding.
-    let (holds, index) = std::thread::scope(|scope| {
-        let check = scope.spawn(|| header.stamp.still_holds());
-        let index: Option<Index> = rmp_serde::from_read(&mut reader).ok();
-        (check.join().unwrap_or(false), index)
-    });
+    let (holds, index) = match (&header.key, revision) {
+        // The same commit at the same folder, vouched for again now: the
+        // same files, without looking at one.
+        (RepoKey::Revision(then), Some(now)) => {
+            if then != now {
+                return None;
+            }
+            (true, rmp_serde::from_read::<_, Index>(&mut reader).ok())
+        }
+        // The repository is checked while the index is decoded: both take
+        // a while, and a changed repository only wastes the decoding.
+        (RepoKey::Stamp(stamp), None) => std::thread::scope(|scope| {
+            let check = scope.spawn(|| stamp.still_holds());
+            let index: Option<Index> = rmp_serde::from_read(&mut reader).ok();
+            (check.join().unwrap_or(false), index)
+        }),
+        // A revision no longer vouched for (its checkout may be edited
+        // now), or a folder that became a checkout: compiled again.
+        (RepoKey::Revision(_), None) | (RepoKey::Stamp(_), Some(_)) => return None,
+    };
     let index = index.filter(|i| holds && i.spans.len() == i.entries.len())?;
     let base = reader.stream_position().ok()?;
     Some(LazyCatalogue {
-        stamp_digest: Some(header.stamp.digest()),
+        revision: Some(header.key.label()),
         host: index.host,
         classes: index.classes,
         boundary: index.boundary,
@@ -601,13 +717,13 @@ pub fn load_in(
 }
 
 /// Writes `catalogue` (with the repository's `classes`) to `path` under
-/// `stamp` (taken before the compile), to a temporary file renamed into
-/// place (mode 0600), unless the stamp is racy or a sensitive resource
-/// carries rendered bytes.
+/// `key` (taken before the compile), to a temporary file renamed into
+/// place (mode 0600), unless the key is a racy stamp or a sensitive
+/// resource carries rendered bytes.
 pub fn save(
     registry: &datum_providers::Registry,
     path: &Path,
-    stamp: Stamp,
+    key: RepoKey,
     catalogue: &Catalogue,
     classes: &Value,
 ) -> std::io::Result<Result<(), NotSaved>> {
@@ -616,7 +732,7 @@ pub fn save(
     else {
         return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     };
-    save_in(registry, &dir, &name, stamp, catalogue, classes)
+    save_in(registry, &dir, &name, key, catalogue, classes)
 }
 
 /// [`save`] as `name` in Datum's private folder `dir` (a fresh temporary
@@ -625,11 +741,11 @@ pub fn save_in(
     registry: &datum_providers::Registry,
     dir: &datum_host::PrivateDir,
     name: &std::ffi::OsStr,
-    stamp: Stamp,
+    key: RepoKey,
     catalogue: &Catalogue,
     classes: &Value,
 ) -> std::io::Result<Result<(), NotSaved>> {
-    if let Some(entry) = stamp.racy_entry() {
+    if let Some(entry) = key.racy_entry() {
         return Ok(Err(NotSaved::Racy(entry)));
     }
     if let Some(r) = catalogue.resources.iter().find(|r| {
@@ -670,7 +786,7 @@ pub fn save_in(
         version: env!("CARGO_PKG_VERSION").to_owned(),
         program: program_key(),
         host: catalogue.host.clone(),
-        stamp,
+        key,
     };
     let index = Index {
         host: catalogue.host.clone(),
@@ -830,10 +946,10 @@ mod tests {
         serde_json::json!({"critical": {"interval": "5m"}})
     }
 
-    fn settled_stamp(repo: &Path) -> Stamp {
+    fn settled_stamp(repo: &Path) -> RepoKey {
         let mut stamp = Stamp::take(repo).unwrap();
         stamp.taken_ns += RACY_WINDOW_NS + 1;
-        stamp
+        RepoKey::Stamp(stamp)
     }
 
     /// A repository, a state folder, and where its snapshot goes.
@@ -868,7 +984,7 @@ mod tests {
         }
 
         fn load(&self, host: &HostIdentity) -> Option<LazyCatalogue> {
-            load(&self.path, self.repo.path(), host)
+            load(&self.path, self.repo.path(), None, host)
         }
     }
 
@@ -914,7 +1030,7 @@ mod tests {
         let mut other = host.clone();
         other.labels.insert("role".to_owned(), "db".to_owned());
         assert!(t.load(&other).is_none());
-        assert!(load(path, &repo.path().join("base"), &host).is_none());
+        assert!(load(path, &repo.path().join("base"), None, &host).is_none());
         past_the_clock_tick();
         fs::write(repo.path().join("base/files/motd"), "changed\n").unwrap();
         assert!(t.load(&host).is_none());
@@ -1038,7 +1154,7 @@ mod tests {
         let got = save(
             datum_providers::registry(),
             path,
-            fresh,
+            RepoKey::Stamp(fresh),
             &catalogue(false, b"x"),
             &classes(),
         )
@@ -1058,6 +1174,59 @@ mod tests {
         .unwrap();
         assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
         assert!(!path.exists());
+    }
+
+    fn commit(c: char) -> String {
+        c.to_string().repeat(40)
+    }
+
+    #[test]
+    fn a_vouched_revision_is_reused_without_looking_at_a_file() {
+        let t = Setup::new();
+        let c = catalogue(false, b"x");
+        let at = |commit: &str| Revision::new(t.repo.path(), commit, &"e".repeat(40)).unwrap();
+        let load_at = |r: Option<&Revision>| load(&t.path, t.repo.path(), r, &c.host);
+        // Saved right after the files were written: a stamp that fresh is
+        // refused as racy, a revision is not (nothing changes its files).
+        let key = RepoKey::take(t.repo.path(), Some(at(&commit('a')))).unwrap();
+        save(datum_providers::registry(), &t.path, key, &c, &classes())
+            .unwrap()
+            .unwrap();
+        assert!(load_at(Some(&at(&commit('a')))).is_some());
+
+        // An edit that a stamp would see (size, mtime, ctime all move; a
+        // new file): the revision's snapshot does not look, so it loads.
+        past_the_clock_tick();
+        fs::write(t.repo.path().join("base/files/motd"), "edited by hand\n").unwrap();
+        fs::write(t.repo.path().join("base/new.yaml"), "x").unwrap();
+        let lazy = load_at(Some(&at(&commit('a')))).expect("keyed by the commit alone");
+        assert_eq!(lazy.revision, Some(format!("git:{}", commit('a'))));
+
+        // Another commit, or no longer vouched for: compiled again.
+        assert!(load_at(Some(&at(&commit('b')))).is_none());
+        assert!(
+            load_at(None).is_none(),
+            "not a checkout now: the stamp rules"
+        );
+        let other_tree = Revision::new(t.repo.path(), &commit('a'), &"f".repeat(40)).unwrap();
+        assert!(load_at(Some(&other_tree)).is_none());
+    }
+
+    #[test]
+    fn a_stamped_snapshot_is_not_taken_for_a_revision() {
+        let t = Setup::new();
+        let c = catalogue(false, b"x");
+        t.save(&c);
+        assert!(t.load(&c.host).is_some());
+        let r = Revision::new(t.repo.path(), &commit('a'), &"e".repeat(40)).unwrap();
+        assert!(load(&t.path, t.repo.path(), Some(&r), &c.host).is_none());
+        // Two keys of one folder differ, and two revisions' digests too.
+        assert_ne!(
+            settled_stamp(t.repo.path()).digest(),
+            RepoKey::Revision(r.clone()).digest()
+        );
+        let b = Revision::new(t.repo.path(), &commit('b'), &"e".repeat(40)).unwrap();
+        assert_ne!(RepoKey::Revision(r).digest(), RepoKey::Revision(b).digest());
     }
 
     #[test]

@@ -569,10 +569,7 @@ fn check_report(
         kind: datum_fleet::ReportKind::Check,
         host: identity.name.clone(),
         labels: identity.labels.clone(),
-        revision: datum_reporting::revision::repository_revision(
-            repo,
-            lazy.stamp_digest.as_deref(),
-        ),
+        revision: datum_reporting::revision::repository_revision(repo, lazy.revision.as_deref()),
         catalogue: build::catalogue_hash(
             lazy.entries
                 .iter()

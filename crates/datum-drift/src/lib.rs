@@ -8,9 +8,9 @@
 //! [`schedule`] (detection bounds). Must not: read or change the host, or
 //! depend on the engine: the catalogue compiler validates `classes:` with
 //! this crate, so it sits below the catalogue. Running a check (observe
-//! through the engine, carry out the decisions, record the history) is
-//! `crates/datum/src/checking`, which `datum check`, `datum reconcile` and
-//! the agent share. The Merkle fingerprints are `datum-fingerprint` (scanned
+//! through the engine, carry out the decisions, record the history) is the
+//! `datum-check` crate, which `datum check`, `datum reconcile` and the agent
+//! share. The Merkle fingerprints are `datum-fingerprint` (scanned
 //! by `datum_host::tree_scan`).
 
 #![cfg_attr(

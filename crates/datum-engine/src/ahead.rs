@@ -14,7 +14,7 @@
 //!   User, a Directory or a Package may change what a later file's staging
 //!   reads: an owner, a parent folder);
 //! - at most [`STAGE_AHEAD`] positions ahead of the loop, so the copies that
-//!   exist at once (open, their content kept for the gate) stay bounded.
+//!   exist at once (open, their content kept for the validator) stay bounded.
 //!
 //! The loop takes a resource's copy when it reaches it ([`Ahead::take`]) and
 //! runs its phases exactly as before; a copy it does not use is dropped,

@@ -5,10 +5,10 @@
 //! removed (File and the file-like types), and inside a Tree every regular
 //! file whose content is overwritten, replaced by another type, or purged as
 //! unmanaged (a purged folder: every regular file below it). When the
-//! resource names a single-file validator, a content
-//! update is saved only once the validator accepted the staged copy (from
-//! the staging gate, just before the rename), so content that validation
-//! refused to write leaves no backup entry behind.
+//! resource names a single-file validator, a content update is saved only
+//! once the validator accepted the staged copy, just before the rename (for
+//! a Tree, once its first staged entry is accepted), so content that
+//! validation refused to write leaves no backup entry behind.
 //!
 //! Must not: change the host (it reads the live files through the
 //! boundary, never through a link).
@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::{Host, Located};
-use datum_providers::{GateRejection, Staged, StagingGate};
 
 use crate::observe::Bound;
 use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
@@ -171,35 +170,6 @@ impl Saving<'_> {
                 }
             }
             _ => {}
-        }
-        Ok(())
-    }
-}
-
-/// A staging gate that saves the evidence once the inner gate (the
-/// resource's validator) accepted the staged copy, just before it replaces
-/// the live file: refused content leaves no backup entry, and a save that
-/// fails stops the rename.
-pub(crate) struct EvidenceGate<'a, G> {
-    pub inner: G,
-    pub host: &'a Host,
-    pub backups: Option<&'a mut BackupStore>,
-    pub resource: &'a Resource,
-    pub files: Vec<ToSave>,
-    pub now: i64,
-}
-
-impl<G: StagingGate> StagingGate for EvidenceGate<'_, G> {
-    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
-        self.inner.check_staged(staged)?;
-        let files = std::mem::take(&mut self.files);
-        if let Some(backups) = self.backups.as_deref_mut() {
-            save(self.host, backups, self.resource, &files, self.now).map_err(|e| {
-                GateRejection {
-                    summary: e.to_string(),
-                    detail: None,
-                }
-            })?;
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use datum_core::Resource;
 use datum_host::Host;
 use datum_host::sandbox::{self, Isolation};
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
-use datum_providers::{GateRejection, Staged, StagingGate};
+use datum_providers::{GateRejection, Staged};
 
 use crate::observe::Bound;
 
@@ -40,20 +40,18 @@ pub fn to_gate(rejection: Rejection) -> GateRejection {
     }
 }
 
-/// Runs the resource's single-file validator on staged content.
-pub struct ValidationGate<'a> {
-    pub resource: &'a Resource,
-    pub host: &'a Host,
-}
-
-impl StagingGate for ValidationGate<'_> {
-    fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection> {
-        match validator_of(self.resource)? {
-            Some(def) if def.scope == Scope::File => {
-                validators::validate_staged(def, self.host, staged).map_err(to_gate)
-            }
-            _ => Ok(()),
+/// Runs the resource's single-file validator on a staged copy (a group
+/// validator passes it through: see the module header).
+pub(crate) fn check_staged(
+    resource: &Resource,
+    host: &Host,
+    staged: &Staged<'_>,
+) -> Result<(), GateRejection> {
+    match validator_of(resource)? {
+        Some(def) if def.scope == Scope::File => {
+            validators::validate_staged(def, host, staged).map_err(to_gate)
         }
+        _ => Ok(()),
     }
 }
 

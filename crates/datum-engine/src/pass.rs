@@ -39,14 +39,14 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::{Declared, ProviderError, Registry, Staging, StagingGate};
+use datum_providers::{Activated, ProviderError, Registry, Staging};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
 use crate::activation::Notifications;
 use crate::ahead::{Ahead, AheadInputs};
-use crate::evidence::{self, EvidenceGate};
-use crate::gate::{self, ValidationGate};
+use crate::evidence;
+use crate::gate;
 use crate::group::GroupChecks;
 use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
@@ -148,21 +148,42 @@ pub fn run_pass_with(
     // The whole catalogue: a selected file notifies its service even when
     // the service is not selected (the reload is then owed, durably).
     let mut notifications = Notifications::from_catalogue(catalogue, ctx.registry);
-    let observations = Observations::gather_resources(
+    // Observations a reconcile accepted: not reverted while they hold.
+    let accepted: HashMap<String, Accepted> = ctx
+        .store
+        .as_deref()
+        .and_then(|s| s.all_accepted().ok())
+        .unwrap_or_default();
+    // A fingerprint is the hash of a whole observation: only a plan being
+    // saved, or a saved one being applied, needs them. Without, a converged
+    // resource's observation keeps only what its verified record needs
+    // (see `observe::Held::Converged`), unless a reconcile accepted it.
+    let fingerprints = options.fingerprints || options.expect.is_some();
+    let slim = |id: &ResourceId| !fingerprints && !accepted.contains_key(&id.to_string());
+    let mut observations = Observations::gather_resources(
         ctx.registry,
         &selected,
         ctx.host,
         observe::default_threads(),
+        &slim,
+        match ctx.mode {
+            Mode::Apply => observe::Sweep::Folders,
+            Mode::Plan => observe::Sweep::Nothing,
+        },
     );
     // Before anything is written (observation reads no staging directory).
     if ctx.mode == Mode::Apply {
-        sweep_stale_staging(&observations, selected.len(), ctx.host);
+        sweep_stale_staging(&observations, ctx.host);
     }
-    let observed: Vec<(ResourceId, Option<String>)> = selected
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.id.clone(), observations.fingerprint(i)))
-        .collect();
+    let observed: Vec<(ResourceId, Option<String>)> = if fingerprints {
+        selected
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), observations.fingerprint(i)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     // A saved plan: nothing changes unless the host is as it was planned.
     if let Some(expected) = &options.expect {
         select::compare(&observed, expected)?;
@@ -182,13 +203,6 @@ pub fn run_pass_with(
         .map(|all| all.into_iter().collect())
         .unwrap_or_default();
 
-    // Observations a reconcile accepted: not reverted while they hold.
-    let accepted: HashMap<String, Accepted> = ctx
-        .store
-        .as_deref()
-        .and_then(|s| s.all_accepted().ok())
-        .unwrap_or_default();
-
     // Resources whose last apply failed: one that converges now is cleared.
     let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
         (Mode::Apply, Some(store)) => store.failed_applies().unwrap_or_default(),
@@ -202,7 +216,7 @@ pub fn run_pass_with(
     // batch saw before it changed anything (so it reports its change); one
     // the batch could not apply fails in its own apply, naming why.
     let batched = if ctx.mode == Mode::Apply {
-        apply_batches(&selected, &observations, ctx, options)
+        apply_batches(&selected, &mut observations, ctx, options)
     } else {
         HashMap::new()
     };
@@ -288,7 +302,25 @@ pub fn run_pass_with(
                         Some(before) => Some(Ok(before.clone())),
                         None => cached,
                     };
-                    let bound = observations.bound(index);
+                    // Observed converged, its declaration dropped: declared
+                    // again only if it is needed after all.
+                    let converged = observations.converged(index);
+                    let redeclared = match converged {
+                        Some(_)
+                            if fresh
+                                || groups.refuses(&resource.id)
+                                || options.hold.contains(&resource.id) =>
+                        {
+                            observations.redeclare(index, resource)
+                        }
+                        _ => None,
+                    };
+                    let bound = redeclared.as_ref().or_else(|| observations.bound(index));
+                    // A slimmed observation serves only the converged step.
+                    let cached = match &redeclared {
+                        Some(_) if observations.slimmed(index) => None,
+                        _ => cached,
+                    };
                     if groups.refuses(&resource.id) {
                         groups.refused_step(resource, bound, cached, ctx)
                     } else if options.hold.contains(&resource.id) {
@@ -307,15 +339,24 @@ pub fn run_pass_with(
                     ) {
                         step
                     } else {
-                        run_resource_staged(
-                            resource,
-                            observations.bound(index),
-                            cached,
-                            verified.get(&resource.id),
-                            &mut notifications,
-                            ctx,
-                            staged_ahead,
-                        )
+                        match (converged.filter(|_| redeclared.is_none()), cached) {
+                            (Some(action), Some(Ok(observed))) => converged_step(
+                                resource,
+                                action,
+                                observed,
+                                verified.get(&resource.id),
+                                ctx,
+                            ),
+                            (_, cached) => run_resource_staged(
+                                resource,
+                                bound,
+                                cached,
+                                verified.get(&resource.id),
+                                &mut notifications,
+                                ctx,
+                                staged_ahead,
+                            ),
+                        }
                     }
                 }
             };
@@ -506,6 +547,42 @@ pub(crate) fn run_resource(
     run_resource_staged(resource, bound, cached, known, notifications, ctx, None)
 }
 
+/// A resource observed converged whose declaration the pass dropped (see
+/// `observe::Held::Converged`): what [`run_resource`] does for a
+/// converged resource, from the observation alone.
+fn converged_step(
+    resource: &Resource,
+    action: Option<Action>,
+    observed: Observed,
+    known: Option<&VerifiedRecord>,
+    ctx: &mut PassContext<'_>,
+) -> Step {
+    let diff = Diff {
+        action,
+        ..Diff::default()
+    };
+    unchanged(resource, diff, &observed, known, ctx)
+}
+
+/// A resource that matches its declaration: recorded as verified in an
+/// apply (unless the store already holds this very verification).
+fn unchanged(
+    resource: &Resource,
+    diff: Diff,
+    observed: &Observed,
+    known: Option<&VerifiedRecord>,
+    ctx: &mut PassContext<'_>,
+) -> Step {
+    // Re-recording an identical verification would only cost writes.
+    let same = known.is_some_and(|k| {
+        k.declaration_hash == resource.declaration_hash && k.meta == observed.meta
+    });
+    if ctx.mode == Mode::Apply && !same {
+        record_verified(resource, observed, ctx);
+    }
+    Step::new(diff.action(), diff, Outcome::Unchanged)
+}
+
 /// [`run_resource`], with the copy `ahead` staged from the same
 /// observation, if it did (used instead of staging again; dropped, which
 /// removes it, when the resource stops before its rename).
@@ -544,14 +621,7 @@ fn run_resource_staged(
     fill_content(bound, &observed, &mut diff, ctx.host);
     let action = diff.action();
     if !action.is_change() {
-        // Re-recording an identical verification would only cost writes.
-        let same = known.is_some_and(|k| {
-            k.declaration_hash == resource.declaration_hash && k.meta == observed.meta
-        });
-        if ctx.mode == Mode::Apply && !same {
-            record_verified(resource, &observed, ctx);
-        }
-        return Step::new(action, diff, Outcome::Unchanged);
+        return unchanged(resource, diff, &observed, known, ctx);
     }
     let intent = intent_of(resource, known);
     if ctx.mode == Mode::Plan {
@@ -607,46 +677,24 @@ fn run_resource_staged(
         Ok(staging) => staging,
         Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
     };
-    let mut validation = ValidationGate { resource, host };
+    // Each staged part (one for most kinds; entry by entry for a Tree) is
+    // judged by the validator, the evidence is kept once the first part is
+    // accepted, and only then does `activate` make it live (and stage the
+    // next part, if any). A refusal discards the staged part.
     let mut files_after = if after_validation { files } else { Vec::new() };
-    if let Some(target) = provider.validation_target(&staging) {
-        let checked = validation
-            .check_staged(&target)
-            .map_err(ProviderError::from);
-        let checked = checked.and_then(|()| {
-            let files = std::mem::take(&mut files_after);
-            match ctx.backups.as_deref_mut() {
-                Some(backups) if !files.is_empty() => {
-                    evidence::save(host, backups, resource, &files, ctx.now).map_err(|e| {
-                        ProviderError::from(datum_providers::GateRejection {
-                            summary: e.to_string(),
-                            detail: None,
-                        })
-                    })
-                }
-                _ => Ok(()),
-            }
-        });
-        if let Err(e) = checked {
+    let mut staging = staging;
+    loop {
+        if let Some(target) = provider.validation_target(&staging)
+            && let Err(e) = judge_part(resource, &target, &mut files_after, ctx)
+        {
             provider.discard(staging);
             return Step::failed(Phase::Apply, action, diff, &e);
         }
-    }
-    // A kind that stages entry by entry as it activates (a Tree) offers
-    // each to the same validator, with the evidence kept on acceptance.
-    let now = ctx.now;
-    let mut gate = EvidenceGate {
-        inner: validation,
-        host,
-        backups: ctx.backups.as_deref_mut(),
-        resource,
-        files: files_after,
-        now,
-    };
-    let applied = provider.activate(host, declared, staging, &mut gate);
-    drop(gate);
-    if let Err(e) = applied {
-        return Step::failed(Phase::Apply, action, diff, &e);
+        match provider.activate(host, declared, staging) {
+            Ok(Activated::Done) => break,
+            Ok(Activated::Next(next)) => staging = next,
+            Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
+        }
     }
     match provider.verify_declared(ctx.host, declared) {
         Err(e) => Step::failed(Phase::Verify, action, diff, &e),
@@ -665,6 +713,29 @@ fn run_resource_staged(
             record_verified(resource, &after, ctx);
             Step::new(action, diff, Outcome::Changed { intent })
         }
+    }
+}
+
+/// The validator's verdict on one staged part, then, once it is accepted,
+/// the evidence still owed (`files`, taken the first time).
+fn judge_part(
+    resource: &Resource,
+    target: &datum_providers::Staged<'_>,
+    files: &mut Vec<evidence::ToSave>,
+    ctx: &mut PassContext<'_>,
+) -> Result<(), ProviderError> {
+    gate::check_staged(resource, ctx.host, target)?;
+    let files = std::mem::take(files);
+    match ctx.backups.as_deref_mut() {
+        Some(backups) if !files.is_empty() => {
+            evidence::save(ctx.host, backups, resource, &files, ctx.now).map_err(|e| {
+                ProviderError::from(datum_providers::GateRejection {
+                    summary: e.to_string(),
+                    detail: None,
+                })
+            })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -795,7 +866,7 @@ fn remember_failure(
 /// order; returns what each changed resource was before.
 fn apply_batches(
     selected: &[&Resource],
-    observations: &Observations<'_>,
+    observations: &mut Observations<'_>,
     ctx: &PassContext<'_>,
     options: &PassOptions,
 ) -> HashMap<ResourceId, Observed> {
@@ -806,19 +877,15 @@ fn apply_batches(
         };
         // The declarations the pass holds (one that did not parse fails
         // in its own apply).
-        let members: Vec<&Declared<'_>> = selected
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| {
+        let mut members = observations.declared_mut(|index| {
+            selected.get(index).is_some_and(|r| {
                 r.id.kind == provider.kind()
                     && !ctx.skip.contains(&r.id)
                     && !options.hold.contains(&r.id)
             })
-            .filter_map(|(index, _)| observations.bound(index))
-            .map(|bound| &bound.declared)
-            .collect();
+        });
         if !members.is_empty() {
-            before.extend(batches.apply_batch(ctx.host, &members).before);
+            before.extend(batches.apply_batch(ctx.host, &mut members).before);
         }
     }
     before
@@ -826,19 +893,9 @@ fn apply_batches(
 
 /// A pass killed between staging and rename leaves a hidden staging directory
 /// beside its target; remove those before anything is written.
-fn sweep_stale_staging(observations: &Observations<'_>, visited: usize, host: &Host) {
-    let mut dirs = BTreeSet::new();
-    for bound in (0..visited).filter_map(|i| observations.bound(i)) {
-        if let Some(paths) = bound.provider.paths() {
-            for declared in paths.managed_paths(&bound.declared) {
-                if let Some(parent) = declared.parent() {
-                    dirs.insert(parent.to_path_buf());
-                }
-            }
-        }
-    }
-    for declared in dirs {
-        if let Ok(dir) = host.dir(&declared) {
+fn sweep_stale_staging(observations: &Observations<'_>, host: &Host) {
+    for declared in observations.folders() {
+        if let Ok(dir) = host.dir(declared) {
             let _ = host.sweep_stale_staging(&dir);
         }
     }

@@ -307,8 +307,8 @@ mod counting {
     use datum_core::{Diff, Observed, Resource};
     use datum_host::Host;
     use datum_providers::{
-        Activates, Batches, Declared, FieldError, Fingerprints, OrdersOthers, OwnsPaths, Provider,
-        ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
+        Activated, Activates, Batches, Declared, FieldError, Fingerprints, OrdersOthers, OwnsPaths,
+        Provider, ProviderError, Staged, Staging, TakesSourceFolder,
     };
 
     impl Provider for super::CountingDeclares {
@@ -377,9 +377,8 @@ mod counting {
             host: &Host,
             d: &Declared<'_>,
             staging: Staging,
-            gate: &mut dyn StagingGate,
-        ) -> Result<(), ProviderError> {
-            self.inner.activate(host, d, staging, gate)
+        ) -> Result<Activated, ProviderError> {
+            self.inner.activate(host, d, staging)
         }
         fn discard(&self, staging: Staging) {
             self.inner.discard(staging);
@@ -655,4 +654,163 @@ fn a_change_is_intentional_when_the_declaration_moved_and_corrective_when_the_ho
         }
     );
     assert_eq!(bed.live("/f").as_deref(), Some("two\n"));
+}
+
+/// A pass over a quiet host does not hold every parsed declaration: a
+/// resource observed converged keeps only its observation, and is declared
+/// again only when it needs its declaration after all (here: observed again
+/// because its requirement changed). Its folder is still swept of staging
+/// leftovers, and it is still recorded as verified.
+#[test]
+fn a_converged_resource_holds_no_declaration_and_is_declared_again_only_when_needed() {
+    let mut bed = Bed::new();
+    std::fs::create_dir(bed.root.path().join("quiet")).unwrap();
+    bed.write("/site", "v0\n");
+    bed.write("/after", "x\n");
+    bed.write("/quiet/plain", "p\n");
+    let leftover = bed.root.path().join("quiet/.datum.stage.killed");
+    std::fs::create_dir(&leftover).unwrap();
+    let cat = catalogue(vec![
+        fake_file("site", "/site", "v1\n", &[]),
+        fake_file("after", "/after", "x\n", &[id("site")]),
+        fake_file("plain", "/quiet/plain", "p\n", &[]),
+    ]);
+    let selected: Vec<&Resource> = cat.resources.iter().collect();
+    let observations = crate::observe::Observations::gather_resources(
+        &bed.registry,
+        &selected,
+        &bed.host,
+        2,
+        &|_| true,
+        crate::observe::Sweep::Folders,
+    );
+    assert!(
+        observations.bound(0).is_some(),
+        "a change keeps its declaration"
+    );
+    for converged in [1, 2] {
+        assert!(observations.bound(converged).is_none());
+        assert!(observations.converged(converged).is_some());
+        // Reduced to what the verified record needs.
+        assert_eq!(
+            observations.peek(converged, |o| (o.fields.is_empty(), o.meta.is_some())),
+            Some((true, true))
+        );
+    }
+    assert_eq!(observations.peek(0, |o| o.fields.is_empty()), Some(false));
+    drop(observations);
+    // Kept whole when the caller says so (a plan being saved, an accepted
+    // observation).
+    let observations = crate::observe::Observations::gather_resources(
+        &bed.registry,
+        &selected,
+        &bed.host,
+        2,
+        &|_| false,
+        crate::observe::Sweep::Folders,
+    );
+    assert_eq!(observations.peek(1, |o| o.fields.is_empty()), Some(false));
+    assert!(!observations.slimmed(1));
+    assert!(
+        observations
+            .folders()
+            .contains(std::path::Path::new("/quiet")),
+        "the folders of converged resources are still known"
+    );
+    drop(observations);
+
+    bed.journal.clear();
+    let summary = bed.pass(&cat, Mode::Apply);
+    assert_eq!(
+        words(&summary),
+        [
+            ("FakeFile[site]".into(), "changed"),
+            ("FakeFile[after]".into(), "unchanged"),
+            ("FakeFile[plain]".into(), "unchanged"),
+        ]
+    );
+    // `after` is declared again for its fresh observation; `plain` never.
+    assert_eq!(
+        declared(&bed.journal),
+        [
+            "FakeFile[after]",
+            "FakeFile[after]",
+            "FakeFile[plain]",
+            "FakeFile[site]"
+        ]
+    );
+    assert!(!leftover.exists(), "staging leftovers swept");
+    let verified: Vec<ResourceId> = bed
+        .store
+        .all_verified()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    for name in ["site", "after", "plain"] {
+        assert!(verified.contains(&id(name)), "{name} recorded as verified");
+    }
+}
+
+/// A change in several parts (a kind that returns `Activated::Next`, as a
+/// Tree does): the engine runs the validator on every staged part before
+/// it goes live; a refused part is discarded, never written, and nothing
+/// after it is staged; the parts accepted before it are live and the
+/// resource fails naming the validator.
+#[test]
+fn every_part_of_a_change_in_parts_is_judged_before_it_goes_live() {
+    let mut bed = Bed::new();
+    bed.write("/a.json", "{\"v\": 0}\n");
+    let parts = |b: &str, c: &str| Resource {
+        validate: Some("json".to_owned()),
+        desired: serde_json::json!({"path": "/a.json", "also": {"/b.json": b, "/c.json": c}}),
+        ..fake_file("parts", "/a.json", "{\"v\": 1}\n", &[])
+    };
+    let summary = bed.pass(
+        &catalogue(vec![parts("{\"b\": 1}\n", "{broken\n")]),
+        Mode::Apply,
+    );
+    assert!(matches!(
+        outcome(&summary, &id("parts")),
+        Outcome::Failed { phase: Phase::Apply, reason } if reason.contains("json")
+    ));
+    assert_eq!(bed.live("/a.json").as_deref(), Some("{\"v\": 1}\n"));
+    assert_eq!(bed.live("/b.json").as_deref(), Some("{\"b\": 1}\n"));
+    assert_eq!(bed.live("/c.json"), None, "refused: never written");
+    // Three parts staged, two went live, the refused one was discarded.
+    assert_eq!(bed.journal.of("activate").len(), 2);
+    assert_eq!(bed.journal.of("discard"), ["FakeFile[parts]"]);
+    // The old content of the first part was kept once it was accepted.
+    assert_eq!(bed.backups.list(None).unwrap().len(), 1);
+    let left: Vec<_> = std::fs::read_dir(bed.root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".datum.stage."))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // A refused first part: nothing of the change goes live.
+    bed.journal.clear();
+    let first_refused = Resource {
+        content: Some(datum_core::Content::new(b"{nope\n".to_vec())),
+        ..parts("{\"b\": 2}\n", "{\"c\": 2}\n")
+    };
+    bed.pass(&catalogue(vec![first_refused]), Mode::Apply);
+    assert_eq!(bed.live("/a.json").as_deref(), Some("{\"v\": 1}\n"));
+    assert_eq!(bed.live("/b.json").as_deref(), Some("{\"b\": 1}\n"));
+    assert!(bed.journal.of("activate").is_empty());
+
+    // All accepted: every part is live.
+    bed.journal.clear();
+    let all_good = Resource {
+        content: Some(datum_core::Content::new(b"{\"v\": 3}\n".to_vec())),
+        ..parts("{\"b\": 3}\n", "{\"c\": 3}\n")
+    };
+    let summary = bed.pass(&catalogue(vec![all_good]), Mode::Apply);
+    assert!(matches!(
+        outcome(&summary, &id("parts")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(bed.live("/c.json").as_deref(), Some("{\"c\": 3}\n"));
+    assert_eq!(bed.journal.of("activate").len(), 3);
 }

@@ -35,6 +35,10 @@ pub struct PassOptions {
     /// The observation fingerprints a saved plan recorded, per resource
     /// (`None`: the plan could not observe it).
     pub expect: Option<BTreeMap<ResourceId, Option<String>>>,
+    /// Record every observation's fingerprint in `PassSummary::observed`
+    /// (a plan about to be saved). Off, a pass computes none (a saved plan
+    /// being applied, `expect`, computes them anyway).
+    pub fingerprints: bool,
 }
 
 impl PassOptions {
@@ -190,7 +194,7 @@ mod tests {
             only: Some(BTreeSet::from([id("a"), id("b")])),
             hold: HashSet::from([id("a")]),
             hold_reason: "outside the class".to_owned(),
-            expect: None,
+            ..PassOptions::default()
         };
         let summary = run(&held).unwrap();
         assert_eq!(
@@ -210,9 +214,16 @@ mod tests {
         // fingerprint changes nothing, with the right one it applies.
         let only_c = PassOptions {
             only: Some(BTreeSet::from([id("c")])),
+            fingerprints: true,
             ..PassOptions::default()
         };
         let observed = run(&only_c).map(|s| s.observed.clone());
+        // A pass that saves no plan computes no fingerprint.
+        let unsaved = PassOptions {
+            fingerprints: false,
+            ..only_c.clone()
+        };
+        assert!(run(&unsaved).unwrap().observed.is_empty());
         // (That was an apply: undo it to plan from the same state again.)
         std::fs::remove_file(root.path().join("c")).unwrap();
         let mut expected: BTreeMap<ResourceId, Option<String>> =

@@ -172,8 +172,14 @@ fn only_files_that_will_be_written_are_staged_ahead() {
     let planned = |cat: &[Resource]| {
         let registry = Registry::new(vec![Box::new(FileProvider)]);
         let selected: Vec<&Resource> = cat.iter().collect();
-        let observations =
-            crate::observe::Observations::gather_resources(&registry, &selected, &host, 2);
+        let observations = crate::observe::Observations::gather_resources(
+            &registry,
+            &selected,
+            &host,
+            2,
+            &|_| true,
+            crate::observe::Sweep::Folders,
+        );
         let (options, groups) = (
             crate::PassOptions::default(),
             crate::group::GroupChecks::default(),

@@ -220,7 +220,17 @@ fn compare_children(
 }
 
 /// The covered attributes that differ between two entries of the same kind, with both
-/// values.
+/// values: what a `Changed` difference carries. Public so that a comparison that walks
+/// the declared side as a stream (the Tree provider's) names changes exactly as
+/// [`compare_with_values`] does.
+pub fn changed_values(
+    algorithm: Algorithm,
+    declared: &Entry,
+    observed: &Entry,
+) -> Vec<ChangedValue> {
+    changed_fields(algorithm, declared, observed)
+}
+
 fn changed_fields(algorithm: Algorithm, declared: &Entry, observed: &Entry) -> Vec<ChangedValue> {
     let mut fields = Vec::new();
     match (declared, observed) {

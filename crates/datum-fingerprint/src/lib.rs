@@ -42,7 +42,7 @@ mod exclude;
 mod node_hash;
 mod tree;
 
-pub use compare::{ChangedValue, TreeDifference, compare, compare_with_values};
+pub use compare::{ChangedValue, TreeDifference, changed_values, compare, compare_with_values};
 pub use digest::{Algorithm, ContentHash, ContentHasher, Digest, HashFunction};
 pub use error::FingerprintError;
 pub use exclude::Exclusions;

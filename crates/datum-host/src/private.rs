@@ -479,6 +479,19 @@ impl PrivateDir {
     pub fn sync(&self) -> Result<(), HostError> {
         self.dir.sync()
     }
+
+    /// Bytes free for this process on the folder's file system (`fstatvfs`
+    /// on its handle): the reserved blocks count for root, not for others.
+    pub fn available_bytes(&self) -> Result<u64, HostError> {
+        let st = rustix::fs::fstatvfs(self.dir.fd())
+            .map_err(|e| HostError::io("read the free space of", self.path(), errno(e)))?;
+        let blocks = if rustix::process::geteuid().is_root() {
+            st.f_bfree
+        } else {
+            st.f_bavail
+        };
+        Ok(blocks.saturating_mul(st.f_frsize))
+    }
 }
 
 #[cfg(test)]

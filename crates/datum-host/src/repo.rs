@@ -119,6 +119,62 @@ pub fn pinned(path: &Path) -> Result<std::path::PathBuf, HostError> {
     }
 }
 
+/// What a change stamp compares of a repository entry: size, times,
+/// identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryKey {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    pub device: u64,
+}
+
+impl EntryKey {
+    fn of(stat: &rustix::fs::Stat) -> Self {
+        // i64 nanoseconds reach the year 2262.
+        let ns = |secs: i64, nanos: i64| secs.saturating_mul(1_000_000_000).saturating_add(nanos);
+        EntryKey {
+            size: stat.st_size as u64,
+            mtime_ns: ns(stat.st_mtime, stat.st_mtime_nsec as i64),
+            ctime_ns: ns(stat.st_ctime, stat.st_ctime_nsec as i64),
+            inode: stat.st_ino,
+            device: stat.st_dev,
+        }
+    }
+}
+
+/// A repository folder opened (`O_PATH`, the folder itself not a link) to
+/// compare its entries with a change stamp, one `fstatat` each without
+/// following a link.
+#[derive(Debug)]
+pub struct StampDir(std::os::fd::OwnedFd);
+
+impl StampDir {
+    /// Opens the folder at `path`.
+    pub fn open(path: &Path) -> std::io::Result<StampDir> {
+        rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map(StampDir)
+        .map_err(Into::into)
+    }
+
+    /// The folder's own key.
+    pub fn key(&self) -> std::io::Result<EntryKey> {
+        Ok(EntryKey::of(&rustix::fs::fstat(&self.0)?))
+    }
+
+    /// The key of the entry `name` in the folder (a link's own, not its
+    /// target's).
+    pub fn key_of(&self, name: &[u8]) -> std::io::Result<EntryKey> {
+        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(EntryKey::of(&stat))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -151,6 +151,43 @@ pub fn scan_dir(
     into_tree(scanned, opts.algorithm, path)
 }
 
+/// Asked about each directory of a kept tree as soon as it is fingerprinted, with its
+/// path relative to the root and its node (entries included): `true` drops its entries
+/// from the kept tree (the directory's own node and hash stay). It runs on the scan's
+/// threads, under the scan's lock, so it should be quick.
+#[derive(Clone)]
+pub struct Prune(pub Arc<PruneFn>);
+
+/// The question [`Prune`] asks.
+pub type PruneFn = dyn Fn(&Path, &FingerprintedNode) -> bool + Send + Sync;
+
+impl std::fmt::Debug for Prune {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prune")
+    }
+}
+
+/// [`scan_dir`], keeping of each directory that `prune` accepts only its own node: what
+/// lets a comparison prove equal subtrees while the scan runs, so that the tree kept is
+/// the part that differs (and the directories above it), not the whole tree. The root
+/// hash and every kept node are those of [`scan_dir`].
+pub fn scan_dir_pruned(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    opts: &ScanOptions,
+    prune: Prune,
+) -> Result<ScannedTree, FingerprintError> {
+    let scanned = scan_with_prune(
+        Start::Dir(dir),
+        path,
+        opts,
+        max_open_dirs(),
+        Keep::Tree,
+        Some(prune),
+    )?;
+    into_tree(scanned, opts.algorithm, path)
+}
+
 fn into_tree(
     scanned: Scanned,
     algorithm: Algorithm,
@@ -211,11 +248,23 @@ fn scan_with(
     max_open_dirs: usize,
     keep: Keep,
 ) -> Result<Scanned, FingerprintError> {
+    scan_with_prune(start, path, opts, max_open_dirs, keep, None)
+}
+
+fn scan_with_prune(
+    start: Start<'_>,
+    path: &Path,
+    opts: &ScanOptions,
+    max_open_dirs: usize,
+    keep: Keep,
+    prune: Option<Prune>,
+) -> Result<Scanned, FingerprintError> {
     let threads = match opts.threads {
         0 => default_threads(),
         n => n,
     };
     let queue = JobQueue::new(opts.algorithm, keep);
+    queue.lock().prune = prune;
     // The walk runs on this thread while `threads - 1` workers already hash what it has
     // found; when the walk is done this thread becomes a worker too. On two cores that
     // hides the walk (~10% of a warm pass) behind the hashing.
@@ -399,6 +448,8 @@ enum Slot {
 /// A directory listed by the walk whose entries are not all fingerprinted yet.
 struct OpenDir {
     parent: Parent,
+    /// Its path relative to the scanned root (for [`Prune`]).
+    rel: PathBuf,
     mode: u32,
     uid: u32,
     gid: u32,
@@ -410,7 +461,7 @@ struct OpenDir {
 
 impl OpenDir {
     /// The directory's fingerprint from its finished entries.
-    fn finish(self, algorithm: Algorithm, keep: Keep) -> Done {
+    fn finish(self, algorithm: Algorithm, keep: Keep, prune: Option<&Prune>) -> Done {
         let entry = Entry::Dir {
             mode: self.mode,
             uid: self.uid,
@@ -431,18 +482,24 @@ impl OpenDir {
         );
         match keep {
             Keep::Hashes => Done::Hash(hash),
-            Keep::Tree => Done::Node(FingerprintedNode {
-                hash,
-                entry,
-                children: self
-                    .children
-                    .into_iter()
-                    .filter_map(|(name, slot)| match slot {
-                        Slot::Done(Done::Node(node)) => Some((name, node)),
-                        Slot::Done(Done::Hash(_)) | Slot::Pending | Slot::Vanished => None,
-                    })
-                    .collect(),
-            }),
+            Keep::Tree => {
+                let mut node = FingerprintedNode {
+                    hash,
+                    entry,
+                    children: self
+                        .children
+                        .into_iter()
+                        .filter_map(|(name, slot)| match slot {
+                            Slot::Done(Done::Node(node)) => Some((name, node)),
+                            Slot::Done(Done::Hash(_)) | Slot::Pending | Slot::Vanished => None,
+                        })
+                        .collect(),
+                };
+                if prune.is_some_and(|p| (p.0)(&self.rel, &node)) {
+                    node.children.clear();
+                }
+                Done::Node(node)
+            }
         }
     }
 }
@@ -464,6 +521,7 @@ struct JobQueue {
 struct QueueState {
     algorithm: Algorithm,
     keep: Keep,
+    prune: Option<Prune>,
     jobs: VecDeque<Job>,
     /// Directories with entries still pending, by id (`None`: a free id, in `free`).
     open: Vec<Option<OpenDir>>,
@@ -529,7 +587,7 @@ impl QueueState {
             };
             self.free.push(id);
             let parent = dir.parent;
-            let done = Slot::Done(dir.finish(self.algorithm, self.keep));
+            let done = Slot::Done(dir.finish(self.algorithm, self.keep, self.prune.as_ref()));
             match parent {
                 None => {
                     self.root = Some(done);
@@ -892,8 +950,10 @@ impl Walk<'_, '_> {
             }
         }
         kept.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let rel = path.strip_prefix(self.root).unwrap_or(path).to_path_buf();
         let id = self.queue.lock().open_dir(OpenDir {
             parent: at,
+            rel,
             mode: st.st_mode & 0o7777,
             uid: st.st_uid,
             gid: st.st_gid,
@@ -1262,6 +1322,37 @@ mod tests {
             }
             assert_eq!(shared.stats.files, 60);
         }
+    }
+
+    #[test]
+    fn a_pruned_scan_keeps_only_the_folders_not_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        wide_tree(dir.path());
+        let open =
+            rustix::fs::open(dir.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let opts = ScanOptions::default();
+        let full = scan_dir(open.as_fd(), dir.path(), &opts).unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let prune = Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            // Its entries are all there when it is asked.
+            assert!(rel.ends_with("empty") || !node.children.is_empty());
+            rel.starts_with("a1")
+        }));
+        let pruned = scan_dir_pruned(open.as_fd(), dir.path(), &opts, prune).unwrap();
+        assert_eq!(pruned.root_hash(), full.root_hash());
+        assert_eq!(pruned.stats, full.stats);
+        // Every folder is asked about once, the root and the empty ones included.
+        assert_eq!(asked.load(Ordering::Relaxed) as u64, full.stats.dirs);
+        let kept = |t: &ScannedTree, p: &str| t.tree.root.get(Path::new(p)).cloned();
+        assert!(kept(&pruned, "a1").is_some_and(|n| n.children.is_empty()));
+        assert!(kept(&pruned, "a1/b0").is_none());
+        assert_eq!(kept(&pruned, "a2/b3/c1"), kept(&full, "a2/b3/c1"));
+        assert_eq!(
+            kept(&pruned, "a1").map(|n| n.hash),
+            kept(&full, "a1").map(|n| n.hash)
+        );
     }
 
     #[test]

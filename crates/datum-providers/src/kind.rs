@@ -15,8 +15,8 @@ use datum_host::Host;
 use serde_json::Value;
 
 use crate::{
-    Activates, Batches, Declared, ExtraFindings, FieldError, Fingerprints, OrdersOthers, OwnsPaths,
-    Planned, Provider, ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
+    Activated, Activates, Batches, Declared, ExtraFindings, FieldError, Fingerprints, OrdersOthers,
+    OwnsPaths, Planned, Provider, ProviderError, Staged, Staging, TakesSourceFolder,
 };
 
 /// One resource type in typed form. See [`Provider`] for what each step
@@ -72,8 +72,7 @@ pub trait Kind: Send + Sync {
         resource: &Resource,
         d: &Self::Declaration,
         staging: Self::Staging,
-        gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError>;
+    ) -> Result<Activated<Self::Staging>, ProviderError>;
 
     /// See [`Provider::discard`]; dropping the staging value by default
     /// (a staged copy removes itself when dropped).
@@ -154,6 +153,18 @@ pub fn declaration<'d, T: Kind>(d: &'d Declared<'_>) -> Result<&'d T::Declaratio
                 d.resource.id,
                 T::KIND
             ),
+        })
+}
+
+/// [`declaration`], mutably (for a batch, see [`crate::Batches`]).
+pub fn declaration_mut<'d, T: Kind>(
+    d: &'d mut Declared<'_>,
+) -> Result<&'d mut T::Declaration, ProviderError> {
+    let id = d.resource.id.to_string();
+    d.get_mut::<T::Declaration>()
+        .ok_or_else(|| ProviderError::Invalid {
+            field: "type".to_owned(),
+            message: format!("{id} was declared by another kind than {}", T::KIND),
         })
 }
 
@@ -262,8 +273,7 @@ impl<T: Kind> Provider for T {
         host: &Host,
         d: &Declared<'_>,
         staging: Staging,
-        gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated, ProviderError> {
         let typed = declaration::<T>(d)?;
         let staging = staging
             .into_inner::<T::Staging>()
@@ -275,7 +285,12 @@ impl<T: Kind> Provider for T {
                     T::KIND
                 ),
             })?;
-        Kind::activate(self, host, d.resource, typed, staging, gate)
+        Ok(
+            match Kind::activate(self, host, d.resource, typed, staging)? {
+                Activated::Done => Activated::Done,
+                Activated::Next(next) => Activated::Next(Staging::new(next)),
+            },
+        )
     }
 
     fn discard(&self, staging: Staging) {

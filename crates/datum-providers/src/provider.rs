@@ -9,7 +9,8 @@
 //! when validation fails, blocking dependents, hiding sensitive output) belong
 //! to the engine, not here: a provider stages, says what to validate, and
 //! makes live or discards what the engine tells it to (a kind that writes
-//! entry by entry offers each to the engine's [`StagingGate`]).
+//! entry by entry stages the next entry as it makes one live, and the
+//! engine checks each: [`Activated::Next`]).
 //!
 //! One required trait, [`Provider`], and optional capabilities the engine and
 //! the catalogue discover through it instead of matching kind names (in the
@@ -133,11 +134,26 @@ pub struct Staged<'a> {
     pub gid: Option<u32>,
 }
 
-/// The engine's checkpoint between staging and activation.
+/// What [`Provider::activate`] did with a staged change.
+#[derive(Debug)]
+pub enum Activated<S = Staging> {
+    /// The change is live.
+    Done,
+    /// Part of it is live and the next part is staged: the engine checks
+    /// that part as it checked the first ([`Provider::validation_target`],
+    /// evidence) and calls `activate` again with it, or `discard`s it. A
+    /// kind whose change is many entries written one at a time (a Tree)
+    /// goes live this way, so no staged copy ever replaces a live one
+    /// without the engine's say.
+    Next(S),
+}
+
+/// A validator's stand-in for [`Provider::apply`] (every step of a change
+/// in one call, for tools and tests; the engine drives the steps itself).
 pub trait StagingGate {
-    /// Called with the complete staged copy, after owner, group and mode are
-    /// set, before it replaces the live file. An error means the change must not
-    /// go live: the provider removes the staged copy and returns the error.
+    /// Called with each complete staged copy, after owner, group and mode
+    /// are set, before it replaces the live file. An error means the change
+    /// must not go live.
     fn check_staged(&mut self, staged: &Staged<'_>) -> Result<(), GateRejection>;
 }
 
@@ -173,6 +189,12 @@ impl<'r> Declared<'r> {
     /// declared it).
     pub fn get<T: Any>(&self) -> Option<&T> {
         self.declaration.downcast_ref::<T>()
+    }
+
+    /// The typed declaration, mutably: a batch tells each declaration of
+    /// its kind what it learned of the others (see [`Batches`]).
+    pub fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
+        self.declaration.downcast_mut::<T>()
     }
 }
 
@@ -376,18 +398,18 @@ pub trait Provider: Send + Sync {
     fn validation_target<'s>(&self, staging: &'s Staging) -> Option<Staged<'s>>;
 
     /// Makes a staged change live (the rename over the live file, the
-    /// systemctl or apt call). A kind that writes several entries one at a
-    /// time (a Tree) offers each staged entry to `gate` as it goes; a kind
-    /// whose one staged copy the engine already validated through
-    /// [`Provider::validation_target`] does not call it. A failure leaves
-    /// the live object as it was.
+    /// systemctl or apt call), once the engine has checked what
+    /// [`Provider::validation_target`] showed it. A kind that writes several
+    /// entries one at a time (a Tree) makes one part live and returns the
+    /// next part staged ([`Activated::Next`]), for the engine to check in
+    /// turn. A failure leaves the live object (or the part being written) as
+    /// it was.
     fn activate(
         &self,
         host: &Host,
         d: &Declared<'_>,
         staging: Staging,
-        gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError>;
+    ) -> Result<Activated, ProviderError>;
 
     /// Removes what `stage` wrote, leaving the live object untouched (the
     /// validator refused it, or the evidence could not be saved).
@@ -419,7 +441,8 @@ pub trait Provider: Send + Sync {
 
     /// Every step of a change in order, with `gate` standing in for the
     /// engine's validator: stage, offer the validation target to `gate`
-    /// (a refusal discards the staged copy and is returned), activate.
+    /// (a refusal discards the staged copy and is returned), activate, and
+    /// the same for each further part a multi-part change stages.
     fn apply(
         &self,
         host: &Host,
@@ -429,15 +452,20 @@ pub trait Provider: Send + Sync {
         gate: &mut dyn StagingGate,
     ) -> Result<(), ProviderError> {
         let d = self.declare(resource)?;
-        let staging = self.stage(host, &d, observed, diff)?;
-        let refused = self
-            .validation_target(&staging)
-            .and_then(|target| gate.check_staged(&target).err());
-        if let Some(rejection) = refused {
-            self.discard(staging);
-            return Err(rejection.into());
+        let mut staging = self.stage(host, &d, observed, diff)?;
+        loop {
+            let refused = self
+                .validation_target(&staging)
+                .and_then(|target| gate.check_staged(&target).err());
+            if let Some(rejection) = refused {
+                self.discard(staging);
+                return Err(rejection.into());
+            }
+            match self.activate(host, &d, staging)? {
+                Activated::Done => return Ok(()),
+                Activated::Next(next) => staging = next,
+            }
         }
-        self.activate(host, &d, staging, gate)
     }
 
     /// [`Provider::verify_declared`] for a resource not yet declared.
@@ -544,8 +572,12 @@ pub trait Batches: Send + Sync {
     /// every resource of this kind the pass may change. A failure is never
     /// the pass's: what the batch could not do is left to each resource's
     /// own apply, which then fails naming why. Handed the declarations the
-    /// pass parsed (each of this kind), never the raw resources.
-    fn apply_batch(&self, host: &Host, declared: &[&Declared<'_>]) -> Batched;
+    /// pass parsed (each of this kind), never the raw resources, and
+    /// mutably: what one resource's own apply must know of the others (a
+    /// Package: the packages declared absent beside it, which apt may
+    /// remove for it) is written into its declaration here, so it travels
+    /// with the resource instead of through a hidden per-pass cache.
+    fn apply_batch(&self, host: &Host, declared: &mut [&mut Declared<'_>]) -> Batched;
 }
 
 /// What a change of a notifying resource asks of the one it notifies.

@@ -61,5 +61,5 @@ pub mod verify;
 pub use checkout::{DeployedRevision, deployed_revision};
 pub use config::{Overrides, PullConfig};
 pub use error::{ConfigError, FAILURE_WORDS, PullError, Reason, Refusal};
-pub use pull::{Deployed, Outcome, Request, Step, pull};
+pub use pull::{Deployed, Outcome, Request, Step, immutable_checkout, pull};
 pub use source::Source;

@@ -179,7 +179,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     let mut store = match state_dir.lstat(&state_name)? {
         Some(_) => Some(Store::open_in(&state_dir, &state_name).map_err(store_error)?),
         None => {
-            datum_store::require_room(state_dir.path(), &state_path).map_err(store_error)?;
+            datum_store::require_room(&state_dir, &state_path).map_err(store_error)?;
             None
         }
     };
@@ -551,6 +551,62 @@ fn deployed_marker(
     }
 }
 
+/// The revision of `repository` when it is a checkout `datum pull` wrote
+/// under `root` that nothing has changed since, as far as Datum's own
+/// permissions can tell: what the catalogue snapshot may be keyed by
+/// instead of a stamp of every file (`datum_catalog::snapshot::Revision`).
+/// `None` for anything else (a repository put somewhere by hand, a
+/// checkout whose folder lets others write, anything that cannot be read):
+/// then the caller stamps every entry, as for any folder.
+///
+/// Why a checkout that passes is unchanged: `datum pull` writes it inside
+/// `var/lib/datum/pull` (a private folder: owned by the user running Datum,
+/// writable by nobody else, 0700 when created, so no other user can even
+/// reach into it), as a fresh folder whose files it creates with `O_EXCL`
+/// (no one else holds a link or a descriptor to them), folders 0755 and
+/// files 0644 or 0755; it renames it to the commit's name only once
+/// complete (the marker last, then `syncfs`), and never writes into it
+/// again (a later pull of the same commit reuses it as it is; pruning
+/// removes it whole). So the only writers are that user and root. The
+/// check below is what can be tested cheaply (a walk of the private folders
+/// from the root, one `lstat`, one marker read; never a walk of the
+/// checkout): each folder on the way private, the checkout a folder (not a
+/// link) owned by that user and writable by nobody else, the very folder
+/// `repository` names, and its marker naming the commit it is named by. A
+/// person who edits a checkout by hand (root can) is outside what `datum
+/// pull` promises: the edit bypassed the signature and `datum lint`, and a
+/// catalogue snapshot keyed by the commit does not see it until the next
+/// pull or `--recompile` (see `docs/pull.md`).
+pub fn immutable_checkout(root: &Path, repository: &Path) -> Option<DeployedRevision> {
+    use std::os::unix::fs::MetadataExt as _;
+    let folder = datum_host::repo::canonicalize(repository).ok()?;
+    let name = folder.file_name()?.to_owned();
+    // Most repositories are not named by a commit: nothing more is read.
+    if !commit::is_commit_id(name.to_str()?) {
+        return None;
+    }
+    let host = Host::new(root);
+    let checkouts = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), false)
+        .ok()??
+        .subdir("pull", false)
+        .ok()??
+        .subdir(CHECKOUTS, false)
+        .ok()??;
+    let st = checkouts.lstat(&name).ok()??;
+    let named = datum_host::repo::metadata(&folder).ok()?;
+    if st.kind != FileKind::Directory
+        || (st.meta.dev, st.meta.inode) != (named.dev(), named.ino())
+        || st.meta.uid != checkouts.dir().uid()
+        || st.meta.mode & 0o022 != 0
+    {
+        return None;
+    }
+    let dir = checkouts.dir().open_child_dir(&name).ok()??;
+    checkout::read_marker(&dir)
+        .ok()?
+        .filter(|m| OsStr::new(&m.commit) == name)
+}
+
 /// Removes the staged links a switch that was killed left beside the link:
 /// staging folders ([`datum_host::staging::STAGE_PREFIX`]) holding nothing
 /// but a link of the link's name. Anything else staged there (an `apply`
@@ -604,6 +660,91 @@ mod tests {
             (Path::new("/etc/datum"), OsStr::new("repository"))
         );
         assert!(split_link(Path::new("/repository")).is_err());
+    }
+
+    /// A root with a checkout of `c` where `datum pull` puts it, its
+    /// marker naming `marked`.
+    fn checkout_of(c: &str, marked: &str) -> (tempfile::TempDir, PathBuf) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let checkouts = root.path().join("var/lib/datum/pull/checkouts");
+        std::fs::create_dir_all(checkouts.join(c).join("base")).unwrap();
+        for private in [
+            "var/lib/datum",
+            "var/lib/datum/pull",
+            "var/lib/datum/pull/checkouts",
+        ] {
+            std::fs::set_permissions(
+                root.path().join(private),
+                std::fs::Permissions::from_mode(0o700),
+            )
+            .unwrap();
+        }
+        let folder = checkouts.join(c);
+        std::fs::write(folder.join("datum.yaml"), "datum: v1alpha1\n").unwrap();
+        let marker = DeployedRevision {
+            format_version: 1,
+            commit: marked.to_owned(),
+            tree: "e".repeat(40),
+            git_ref: "main".into(),
+            source: "file:///srv/r.git".into(),
+            signer: "alice@example.com".into(),
+            key: "ED25519 SHA256:x".into(),
+            checked_out_at: 1,
+        };
+        std::fs::write(
+            folder.join(checkout::MARKER),
+            serde_json::to_vec(&marker).unwrap(),
+        )
+        .unwrap();
+        (root, folder)
+    }
+
+    #[test]
+    fn only_a_checkout_datum_pull_wrote_is_taken_as_immutable() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let c = "c".repeat(40);
+        let (root, folder) = checkout_of(&c, &c);
+        let found = immutable_checkout(root.path(), &folder).expect("a pull checkout");
+        assert_eq!(found.commit, c);
+        // Through the deploy link, as every command reads it.
+        let link = root.path().join("repository");
+        std::os::unix::fs::symlink(&folder, &link).unwrap();
+        assert_eq!(
+            immutable_checkout(root.path(), &link).map(|m| m.commit),
+            Some(c.clone())
+        );
+        // Under another root it is not that root's checkout.
+        let other = tempfile::tempdir().unwrap();
+        assert_eq!(immutable_checkout(other.path(), &folder), None);
+        // A sub-folder of a checkout is not a checkout.
+        assert_eq!(immutable_checkout(root.path(), &folder.join("base")), None);
+
+        // A folder others may write to.
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert_eq!(immutable_checkout(root.path(), &folder), None);
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(immutable_checkout(root.path(), &folder).is_some());
+        // A pull folder others may write to.
+        let pull = root.path().join("var/lib/datum/pull");
+        std::fs::set_permissions(&pull, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(immutable_checkout(root.path(), &folder), None);
+        std::fs::set_permissions(&pull, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+        // A marker naming another commit than the folder's name, or none.
+        let d = "d".repeat(40);
+        let (root, folder) = checkout_of(&c, &d);
+        assert_eq!(immutable_checkout(root.path(), &folder), None);
+        std::fs::remove_file(folder.join(checkout::MARKER)).unwrap();
+        assert_eq!(immutable_checkout(root.path(), &folder), None);
+
+        // A copy of a checkout elsewhere (named by its commit, with its
+        // marker) is an ordinary folder.
+        let (root, folder) = checkout_of(&c, &c);
+        let copy = root.path().join("srv").join(&c);
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::copy(folder.join(checkout::MARKER), copy.join(checkout::MARKER)).unwrap();
+        assert_eq!(immutable_checkout(root.path(), &copy), None);
     }
 
     #[test]

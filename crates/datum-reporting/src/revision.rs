@@ -3,23 +3,22 @@
 //! One function, [`repository_revision`]: `git:<commit>` when the
 //! repository folder is (inside) a git checkout, read from the checkout's
 //! own files (`HEAD`, the ref it names, `packed-refs`; no `git` process),
-//! else `stamp:<digest>` of the catalogue snapshot's stamp of the folder
-//! (what the catalogue was compiled from), else `unknown`.
+//! else what the catalogue was compiled from as the snapshot names it
+//! (`git:<commit>` of a checkout `datum pull` wrote, `stamp:<digest>` of
+//! any other folder), else `unknown`.
 //!
 //! Owns: that choice. Must not: run git, or write anything.
 
 use std::path::{Path, PathBuf};
 
 /// The revision of the repository at `repo`, whose catalogue was compiled
-/// under a stamp with digest `stamp` (when one was taken).
-pub fn repository_revision(repo: &Path, stamp: Option<&str>) -> String {
+/// from `compiled_from` (`git:<commit>` or `stamp:<digest>`, when a key was
+/// taken).
+pub fn repository_revision(repo: &Path, compiled_from: Option<&str>) -> String {
     if let Some(commit) = git_head(repo) {
         return format!("git:{commit}");
     }
-    match stamp {
-        Some(d) => format!("stamp:{d}"),
-        None => "unknown".to_owned(),
-    }
+    compiled_from.map_or_else(|| "unknown".to_owned(), str::to_owned)
 }
 
 fn read_text(path: &Path) -> Option<String> {
@@ -123,7 +122,14 @@ mod tests {
         assert_eq!(git_head(&wt), Some(b));
         // Not a checkout.
         let plain = tempfile::tempdir().unwrap();
-        assert_eq!(repository_revision(plain.path(), Some("d1")), "stamp:d1");
+        assert_eq!(
+            repository_revision(plain.path(), Some("stamp:d1")),
+            "stamp:d1"
+        );
+        assert_eq!(
+            repository_revision(plain.path(), Some("git:c0ffee")),
+            "git:c0ffee"
+        );
         assert_eq!(repository_revision(plain.path(), None), "unknown");
     }
 }

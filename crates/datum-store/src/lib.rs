@@ -39,9 +39,12 @@
 //! exception to "committed when the call returns": they are buffered and
 //! written together (see [`Store::flush`]), because a pass records every
 //! resource and one fsync each would cost more than the pass. Owed reloads,
-//! quarantine and everything else commit before the call returns. A database that is corrupt, foreign or from a newer Datum is renamed
-//! to `<file>.corrupt-<unix-ts>` and rebuilt empty, with a [`StoreWarning`]:
-//! losing history is better than refusing to run.
+//! quarantine and everything else commit before the call returns. A
+//! database that is corrupt, foreign or from a newer Datum is an error
+//! ([`StoreError::Unusable`]) and is never replaced silently: it holds
+//! quarantines and owed reloads, and acting without them could undo them.
+//! Only the operator's `--rebuild-state` moves it aside (`<file>.corrupt-<unix-ts>`,
+//! with a [`StoreWarning`]) and starts empty (see `db`).
 //!
 //! All times are Unix seconds (`i64`), passed in by the caller so tests and
 //! replays control the clock; durations are milliseconds.

@@ -4,11 +4,14 @@
 //! happens to do.
 //!
 //! - [`FakeFile`] (`FakeFile[name]`) owns one real file under the host's
-//!   root: `desired.path`, content from `Resource::content`. It writes
-//!   through `datum_providers::file::write_staged`, so the engine's staging
-//!   gate (validator, evidence) sees a real staged copy, and the live file a
+//!   root: `desired.path`, content from `Resource::content`. It stages
+//!   through `datum_providers::file::StagedContent`, so the engine's
+//!   validator and evidence see a real staged copy, and the live file a
 //!   test reads back is real. It owns its path (the paths capability), so
-//!   evidence and staging sweeps reach it.
+//!   evidence and staging sweeps reach it. With `desired.also` (path ->
+//!   text) its change has further parts, each staged after the one before
+//!   went live and handed back to the engine (`Activated::Next`), as a
+//!   Tree's entries are.
 //! - [`FakeUnit`] (`FakeUnit[name]`) is always in sync and is activated
 //!   (the activation capability) when a resource it lists in `reload_on` or
 //!   `restart_on` changes; it never touches the host.
@@ -28,8 +31,8 @@ use datum_core::{
 use datum_host::Host;
 use datum_providers::file::StagedContent;
 use datum_providers::{
-    Activates, Declared, FieldError, FieldLookup, Kind, OnChange, OwnsPaths, PathClaim, Planned,
-    Provider, ProviderError, Registry, Staged, StagingGate,
+    Activated, Activates, Declared, FieldError, FieldLookup, Kind, OnChange, OwnsPaths, PathClaim,
+    Planned, Provider, ProviderError, Registry, Staged,
 };
 use serde_json::{Value, json};
 
@@ -167,6 +170,18 @@ pub struct FakeFileDeclared {
     path: PathBuf,
     bytes: Vec<u8>,
     sha256: Option<String>,
+    /// `desired.also` (path -> text): further parts of the same change,
+    /// written one at a time after `path`, each staged and handed back to
+    /// the engine to judge (a change in several parts, like a Tree's).
+    also: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// A [`FakeFile`]'s staged part, the resource it is for (for the journal),
+/// and the parts still to write.
+pub struct FakeStaging {
+    staged: StagedContent,
+    id: ResourceId,
+    rest: Vec<(PathBuf, Vec<u8>)>,
 }
 
 fn declared_path(resource: &Resource) -> Result<PathBuf, ProviderError> {
@@ -190,8 +205,7 @@ impl Kind for FakeFile {
     const KIND: &'static str = FAKE_FILE;
     type Declaration = FakeFileDeclared;
     type Written = Value;
-    /// The staged copy, and the resource it is for (for the journal).
-    type Staging = (StagedContent, ResourceId);
+    type Staging = FakeStaging;
 
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         match desired.get("path").and_then(Value::as_str) {
@@ -211,6 +225,20 @@ impl Kind for FakeFile {
                 .map(|c| c.bytes.clone())
                 .unwrap_or_default(),
             sha256: resource.content.as_ref().map(|c| c.sha256.clone()),
+            also: resource
+                .desired
+                .get("also")
+                .and_then(Value::as_object)
+                .map(|parts| {
+                    parts
+                        .iter()
+                        .map(|(path, text)| {
+                            let text = text.as_str().unwrap_or_default();
+                            (PathBuf::from(path), text.as_bytes().to_vec())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -293,11 +321,15 @@ impl Kind for FakeFile {
         }
         let at = host.locate(&d.path)?;
         let staged = StagedContent::write(host, &at, d.bytes.clone(), None, None, 0o644)?;
-        Ok((staged, id))
+        Ok(FakeStaging {
+            staged,
+            id,
+            rest: d.also.clone(),
+        })
     }
 
     fn validation_target<'s>(&self, staging: &'s Self::Staging) -> Option<Staged<'s>> {
-        Some(staging.0.target())
+        Some(staging.staged.target())
     }
 
     fn activate(
@@ -305,16 +337,27 @@ impl Kind for FakeFile {
         host: &Host,
         resource: &Resource,
         _d: &FakeFileDeclared,
-        (staged, _): Self::Staging,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+        staging: Self::Staging,
+    ) -> Result<Activated<Self::Staging>, ProviderError> {
+        let FakeStaging {
+            staged,
+            id,
+            mut rest,
+        } = staging;
         self.journal.push(format!("activate {}", resource.id));
-        staged.commit(host)
+        staged.commit(host)?;
+        if rest.is_empty() {
+            return Ok(Activated::Done);
+        }
+        let (path, bytes) = rest.remove(0);
+        let at = host.locate(&path)?;
+        let staged = StagedContent::write(host, &at, bytes, None, None, 0o644)?;
+        Ok(Activated::Next(FakeStaging { staged, id, rest }))
     }
 
-    fn discard(&self, (staged, id): Self::Staging) {
-        self.journal.push(format!("discard {id}"));
-        staged.discard();
+    fn discard(&self, staging: Self::Staging) {
+        self.journal.push(format!("discard {}", staging.id));
+        staging.staged.discard();
     }
 
     fn verify(
@@ -423,10 +466,9 @@ impl Kind for FakeUnit {
         resource: &Resource,
         _d: &(),
         _staging: Planned,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated<Planned>, ProviderError> {
         self.journal.push(format!("activate {}", resource.id));
-        Ok(())
+        Ok(Activated::Done)
     }
 }
 

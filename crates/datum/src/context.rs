@@ -82,19 +82,20 @@ pub fn compile(global: &GlobalArgs, identity: &HostIdentity) -> Result<Catalogue
     compile_with(global, identity, false)
 }
 
-/// A compiled catalogue with what a fleet report needs besides: the digest
-/// of the repository stamp it was compiled under (`None` when no stamp was
+/// A compiled catalogue with what a fleet report needs besides: the
+/// revision it was compiled from (`git:<commit>` of a `datum pull`
+/// checkout, `stamp:<digest>` of any other folder; `None` when no key was
 /// taken) and `datum.yaml`'s classes.
 pub struct Stamped {
     pub catalogue: Catalogue,
-    pub stamp_digest: Option<String>,
+    pub revision: Option<String>,
     pub classes: serde_json::Value,
 }
 
-/// [`compile`], with the stamp digest and classes ([`Stamped`]).
+/// [`compile`], with the revision and classes ([`Stamped`]).
 pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<Stamped> {
     let (lazy, _) = compiled(global, identity, "applied")?;
-    let (digest, classes) = (lazy.stamp_digest.clone(), lazy.classes.clone());
+    let (revision, classes) = (lazy.revision.clone(), lazy.classes.clone());
     let catalogue = match lazy.into_catalogue() {
         Ok(catalogue) => catalogue,
         Err(e) => {
@@ -105,7 +106,7 @@ pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<S
     };
     Ok(Stamped {
         catalogue,
-        stamp_digest: digest,
+        revision,
         classes,
     })
 }
@@ -173,6 +174,9 @@ pub fn compiled(
 pub struct StateFiles {
     pub dir: Option<PrivateDir>,
     pub name: String,
+    /// The host root, where `datum pull` keeps its checkouts (a repository
+    /// that is one of them is keyed by its commit in the snapshot).
+    pub root: PathBuf,
 }
 
 impl StateFiles {
@@ -195,6 +199,7 @@ impl StateFiles {
         StateFiles {
             dir,
             name: state_name_of(state),
+            root: root.to_path_buf(),
         }
     }
 
@@ -221,16 +226,28 @@ pub fn compile_or_reuse(
     state: &StateFiles,
     identity: &HostIdentity,
 ) -> Result<(LazyCatalogue, Provenance), datum_catalog::Diagnostics> {
-    use datum_catalog::snapshot::{self, Stamp};
+    use datum_catalog::snapshot::{self, RepoKey};
     let snapshot_name = state.sibling_name(SNAPSHOT_EXTENSION);
+    // A checkout `datum pull` wrote is keyed by its commit: reusing its
+    // snapshot reads one marker instead of an `lstat` per repository entry
+    // (`datum_pull::immutable_checkout` says why that is sound). Any other
+    // folder keeps its stamp of every entry.
+    let revision = datum_pull::immutable_checkout(&state.root, repo)
+        .and_then(|m| snapshot::Revision::new(repo, &m.commit, &m.tree).ok());
     if let Some(dir) = &state.dir
-        && let Some(lazy) = snapshot::load_in(dir, snapshot_name.as_ref(), repo, identity)
+        && let Some(lazy) = snapshot::load_in(
+            dir,
+            snapshot_name.as_ref(),
+            repo,
+            revision.as_ref(),
+            identity,
+        )
     {
         return Ok((lazy, Provenance::Snapshot));
     }
     // Taken before the compile reads anything: an edit made meanwhile
     // leaves the stamp stale, never the snapshot.
-    let stamp = Stamp::take(repo);
+    let stamp = RepoKey::take(repo, revision);
     let repository = datum_catalog::Repository::load(repo)?;
     let hashes = source_hashes_in(state);
     let catalogue = datum_catalog::compile_repository_cached(&repository, identity, Some(&hashes));
@@ -238,7 +255,7 @@ pub fn compile_or_reuse(
     let catalogue = catalogue?;
     let classes = repository.settings.classes.clone();
     drop(repository);
-    let stamp_digest = stamp.as_ref().ok().map(Stamp::digest);
+    let revision = stamp.as_ref().ok().map(RepoKey::label);
     // Like the source hashes: only where Datum already keeps state.
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
@@ -256,7 +273,7 @@ pub fn compile_or_reuse(
         }
     }
     let mut lazy = LazyCatalogue::compiled(catalogue, classes);
-    lazy.stamp_digest = stamp_digest;
+    lazy.revision = revision;
     Ok((lazy, Provenance::Compiled))
 }
 
@@ -481,7 +498,7 @@ pub fn open_store_at(
                 .map_err(refuse)?;
             // A full file system first: SQLite would fail on it with a less
             // helpful I/O error, or open and then fail to record the pass.
-            datum_store::require_room(dir.path(), &path).map_err(|e| refuse(e.into()))?;
+            datum_store::require_room(&dir, &path).map_err(|e| refuse(e.into()))?;
             let store = match Store::open_in(&dir, &name) {
                 Ok(store) => store,
                 Err(e @ StoreError::Unusable { .. }) if rebuild => {

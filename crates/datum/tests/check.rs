@@ -1276,6 +1276,101 @@ fn the_drift_scenarios_hold_when_the_catalogue_comes_from_the_snapshot() {
     assert_eq!(got, want, "{json:#}");
 }
 
+/// Moves the sandbox's repository to where `datum pull` keeps the checkout
+/// of `commit` (its private folders 0700, its marker naming `commit`), and
+/// leaves a link to it where the repository was, as `datum pull` deploys.
+fn deploy_as_checkout(s: &Sandbox, commit: &str) -> PathBuf {
+    let checkouts = s.root().join("var/lib/datum/pull/checkouts");
+    fs::create_dir_all(&checkouts).expect("mkdir");
+    for private in [
+        "var/lib/datum",
+        "var/lib/datum/pull",
+        "var/lib/datum/pull/checkouts",
+    ] {
+        fs::set_permissions(s.root().join(private), fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+    }
+    let folder = checkouts.join(commit);
+    fs::rename(s.repo(), &folder).expect("move the repository");
+    std::os::unix::fs::symlink(&folder, s.repo()).expect("link");
+    write_marker(&folder, commit);
+    folder
+}
+
+/// A checkout's `.datum-revision.json` naming `commit`.
+fn write_marker(folder: &Path, commit: &str) {
+    let marker = serde_json::json!({
+        "format_version": 1,
+        "commit": commit,
+        "tree": "e".repeat(40),
+        "ref": "main",
+        "source": "file:///srv/infra.git",
+        "signer": "alice@example.com",
+        "key": "ED25519 SHA256:x",
+        "checked_out_at": 1,
+    });
+    fs::write(
+        folder.join(".datum-revision.json"),
+        serde_json::to_vec(&marker).expect("json"),
+    )
+    .expect("marker");
+}
+
+#[test]
+fn a_pull_checkout_is_remembered_by_its_commit_and_any_other_folder_by_its_stamp() {
+    let s = Sandbox::new("", None);
+    let commit = "c".repeat(40);
+    let folder = deploy_as_checkout(&s, &commit);
+    // No settling: a stamp this fresh would be racy and never saved; a
+    // commit's checkout is remembered at once.
+    let s = s.applied();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+
+    // A source edited in the checkout by hand (a stamp sees this: size,
+    // mtime and ctime move) and a new document: the snapshot is keyed by the
+    // commit, so no repository entry is looked at and the edit is unseen ...
+    s.write("repo/base/files/motd", "A banner edited in the checkout.\n");
+    s.write(
+        "repo/base/extra.yaml",
+        "datum: v1alpha1\ntype: File\nname: extra\ndesired: {path: /etc/extra, content: \"x\\n\"}\n",
+    );
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+    // ... until a compile is asked for, which reads the files as they are.
+    let (code, json) = s.check_json(&["--recompile"]);
+    assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
+    fs::remove_file(folder.join("base/extra.yaml")).expect("rm");
+
+    // The marker names another commit than the folder: not a checkout
+    // `datum pull` wrote, so the commit's snapshot is not taken, and the
+    // folder is stamped like any other (just changed: racy, not saved).
+    write_marker(&folder, &"d".repeat(40));
+    let (_, json) = s.check_json(&[]);
+    assert_eq!(catalogue_source(&json), "compiled", "{json:#}");
+    settle();
+    let (_, json) = s.check_json(&[]);
+    assert_eq!(catalogue_source(&json), "compiled", "{json:#}");
+    let (_, json) = s.check_json(&[]);
+    assert_eq!(catalogue_source(&json), "snapshot", "{json:#}");
+    // Stamped: an edit that keeps size and mtime is seen (ctime moved).
+    edit_keeping_size_and_mtime(
+        &folder.join("base/files/app.conf"),
+        "listen = 8081\nworkers = 4\n",
+    );
+    let (_, json) = s.check_json(&[]);
+    assert_eq!(catalogue_source(&json), "compiled", "{json:#}");
+
+    // The right marker again: keyed by the commit once more.
+    write_marker(&folder, &commit);
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "compiled");
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "snapshot");
+    // A checkout folder others may write to is not trusted to stay as
+    // written: stamped again.
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o775)).expect("chmod");
+    assert_eq!(catalogue_source(&s.check_json(&[]).1), "compiled");
+}
+
 #[test]
 fn a_check_of_a_broken_repository_leaves_nothing_behind() {
     let s = Sandbox::new("", None);

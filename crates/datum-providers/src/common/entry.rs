@@ -20,10 +20,11 @@ use datum_host::fs::Stat;
 use datum_host::{Host, Located};
 use serde_json::Value;
 
+use crate::Activated;
 use crate::kind::declaration;
 use crate::{
     Declared, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, ProviderError,
-    Staged, StagingGate,
+    Staged,
 };
 
 /// A declaration naming one path.
@@ -195,16 +196,17 @@ impl<T: EntryProvider> Kind for T {
         _resource: &Resource,
         d: &T::Desired,
         staging: Self::Staging,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated<Self::Staging>, ProviderError> {
         match staging {
-            EntryStaging::Nothing => Ok(()),
-            EntryStaging::Remove => match host.try_locate(d.path())? {
-                Some(at) => T::remove(host, &at),
-                None => Ok(()),
-            },
-            EntryStaging::Converge(at, staged) => T::converge(host, d, &at, staged),
+            EntryStaging::Nothing => {}
+            EntryStaging::Remove => {
+                if let Some(at) = host.try_locate(d.path())? {
+                    T::remove(host, &at)?;
+                }
+            }
+            EntryStaging::Converge(at, staged) => T::converge(host, d, &at, staged)?,
         }
+        Ok(Activated::Done)
     }
 }
 

@@ -1,15 +1,16 @@
 //! `File`: a regular file's content, owner, group and mode, or its absence.
 //!
 //! Content changes go through a staged copy beside the target
-//! (`datum_host::staging`): written, given its owner, group and mode, offered
-//! to the engine's gate (where a validator runs), and only then renamed over
-//! the live file. Owner and mode changes alone are made in place, without
+//! (`datum_host::staging`): written, given its owner, group and mode, shown
+//! to the engine as the validation target (the engine runs the validator),
+//! and only then renamed over the live file by `activate`. Owner and mode changes alone are made in place, without
 //! rewriting the content. A directory in the way is a failure, never a
 //! recursive delete; a missing parent directory is a failure naming it.
 //!
 //! This module must not run validators or decide what to do when one says
-//! no: the gate (the engine) does. It must not keep backups either: the engine
-//! saves the old content before calling `apply`.
+//! no: the engine does. It must not keep backups either: the engine saves
+//! the old content before `activate` (for a validated file, once the
+//! validator accepted the staged copy).
 
 mod desired;
 
@@ -20,7 +21,7 @@ use serde_json::Value;
 
 use crate::common::entry::EntryProvider;
 use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
-use crate::{FieldError, ProviderError, Staged, StagingGate};
+use crate::{FieldError, ProviderError, Staged};
 
 pub use desired::{CONTENT_FIELDS, FileDeclaration, FileDesired};
 
@@ -321,7 +322,7 @@ impl StagedContent {
         })
     }
 
-    /// The staged copy as the gate sees it.
+    /// The staged copy as the validator sees it.
     pub fn target(&self) -> Staged<'_> {
         Staged {
             path: self.file.path(),
@@ -345,27 +346,6 @@ impl StagedContent {
     pub fn discard(self) {
         let _ = self.file.discard();
     }
-}
-
-/// Writes `bytes` through a staged copy inside `at`'s open parent, offers it
-/// to the gate, and renames it into place (see `datum_host::staging`): for
-/// a kind that writes several entries one at a time (a Tree's files).
-pub fn write_staged(
-    host: &Host,
-    at: &Located,
-    bytes: Vec<u8>,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mode: u32,
-    gate: &mut dyn StagingGate,
-) -> Result<(), ProviderError> {
-    let staged = StagedContent::write(host, at, bytes, uid, gid, mode)?;
-    if let Err(rejection) = gate.check_staged(&staged.target()) {
-        // The rejection is what matters.
-        staged.discard();
-        return Err(rejection.into());
-    }
-    staged.commit(host)
 }
 
 #[cfg(test)]

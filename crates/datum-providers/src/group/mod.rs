@@ -21,11 +21,12 @@ use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
 
+use crate::Activated;
 use crate::common::account_files::{self, AccountError};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::kind::planned;
-use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError, StagingGate};
+use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "Group";
@@ -305,13 +306,12 @@ impl Kind for GroupProvider {
         _resource: &Resource,
         d: &GroupDesired,
         staging: Planned,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated<Planned>, ProviderError> {
         let (observed, diff) = (&staging.observed, &staging.diff);
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
-        match diff.action {
+        let done = match diff.action {
             Some(Action::Remove) => run("groupdel", vec!["--".into(), d.name.clone()]),
             Some(Action::Create) => {
                 let mut args = Vec::new();
@@ -332,7 +332,8 @@ impl Kind for GroupProvider {
                 None => Ok(()),
             },
             _ => Ok(()),
-        }
+        };
+        done.map(|()| Activated::Done)
     }
 }
 

@@ -49,7 +49,7 @@ pub mod error;
 pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource, ResourceId};
 use datum_host::Host;
@@ -63,10 +63,11 @@ pub use edges::{
 pub use error::PackageError;
 pub use status::{DpkgState, PackageRecord, StatusDb};
 
+use crate::Activated;
 use crate::kind::planned;
 use crate::{
     Batched, Batches, Declared, FieldError, Kind, OrderingEdge, OrdersOthers, Planned,
-    ProviderError, StagingGate,
+    ProviderError,
 };
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
@@ -222,14 +223,15 @@ fn pin(spec: &PackageSpec) -> String {
     }
 }
 
-/// What [`install_batch`] leaves for the rest of the pass: the packages the
-/// catalogue declares absent, which a single resource's apply passes to apt
-/// as the only packages it may remove (a catalogue-wide fact one resource
-/// cannot see; kept in the host's per-pass cache, beside the parsed dpkg
-/// database).
-#[derive(Debug, Default)]
-struct BatchState {
-    declared_absent: Mutex<Vec<String>>,
+/// A Package's declaration as a pass holds it: what the manifest says, and
+/// the packages declared absent beside it in the pass's batch, which its own
+/// apply lets apt remove (a catalogue-wide fact one resource cannot see; the
+/// batch writes it here, see [`Batches`]). Empty for a resource applied
+/// without a batch: then apt may remove nothing else for it.
+#[derive(Debug, Clone)]
+pub struct PackageDeclared {
+    pub spec: PackageSpec,
+    pub absent_alongside: Arc<[String]>,
 }
 
 /// What [`install_batch`] did.
@@ -293,16 +295,8 @@ pub fn install_specs(
     host: &Host,
     specs: &[(&Resource, &PackageSpec)],
 ) -> Result<BatchOutcome, PackageError> {
-    let state = host.pass_cache::<BatchState>();
     let mut outcome = BatchOutcome::default();
-    *state
-        .declared_absent
-        .lock()
-        .unwrap_or_else(|p| p.into_inner()) = specs
-        .iter()
-        .filter(|(_, spec)| spec.state == Wanted::Absent)
-        .map(|(_, spec)| spec.name.clone())
-        .collect();
+    let absent_names = absent_alongside(specs.iter().map(|(_, spec)| *spec));
 
     // Resources whose requirements are all batchable Packages, to a fixpoint.
     let mut eligible: BTreeSet<ResourceId> = specs.iter().map(|(r, _)| r.id.clone()).collect();
@@ -362,11 +356,6 @@ pub fn install_specs(
         return Ok(outcome);
     }
     apt::ensure_running_system(host, &pending[0].1.name)?;
-    let absent_names = state
-        .declared_absent
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
 
     loop {
         let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
@@ -444,8 +433,23 @@ pub fn install_specs(
     }
 }
 
-/// Makes the package match the declaration, acting on a fresh reading.
-fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
+/// The names of the packages declared absent among `specs`: what apt may
+/// remove while it applies any one of them.
+fn absent_alongside<'s>(specs: impl Iterator<Item = &'s PackageSpec>) -> Vec<String> {
+    specs
+        .filter(|spec| spec.state == Wanted::Absent)
+        .map(|spec| spec.name.clone())
+        .collect()
+}
+
+/// Makes the package match the declaration, acting on a fresh reading;
+/// apt may remove `absent_alongside` (packages declared absent) beside it,
+/// nothing else.
+fn converge(
+    host: &Host,
+    spec: &PackageSpec,
+    absent_alongside: &[String],
+) -> Result<(), PackageError> {
     let status_error = |source| PackageError::Status {
         package: spec.name.clone(),
         source,
@@ -458,26 +462,14 @@ fn converge(host: &Host, spec: &PackageSpec) -> Result<(), PackageError> {
         Wanted::Absent => {
             if record.as_ref().is_some_and(|r| !r.state.is_absent()) {
                 apt::ensure_running_system(host, &spec.name)?;
-                let declared_absent = host
-                    .pass_cache::<BatchState>()
-                    .declared_absent
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                apt::remove(host, &spec.name, &declared_absent, held)?;
+                apt::remove(host, &spec.name, absent_alongside, held)?;
             }
         }
         Wanted::Installed | Wanted::Held => {
             if needs_install(spec, record.as_ref()) {
                 apt::ensure_running_system(host, &spec.name)?;
                 let pins = [pin(spec)];
-                let declared_absent = host
-                    .pass_cache::<BatchState>()
-                    .declared_absent
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                apt::install(&pins, held, &declared_absent).map_err(|failure| {
+                apt::install(&pins, held, absent_alongside).map_err(|failure| {
                     if failure.wanted_removals() {
                         let others = apt::removals_for_install(&pins);
                         if !others.is_empty() {
@@ -529,10 +521,22 @@ fn consistency_problems(host: &Host, spec: &PackageSpec) -> Result<Vec<String>, 
 /// Every Package the pass may change is installed in one apt transaction
 /// (see [`install_batch`]).
 impl Batches for PackageProvider {
-    fn apply_batch(&self, host: &Host, declared: &[&Declared<'_>]) -> Batched {
+    fn apply_batch(&self, host: &Host, declared: &mut [&mut Declared<'_>]) -> Batched {
+        let absent: Arc<[String]> = absent_alongside(
+            declared
+                .iter()
+                .filter_map(|d| crate::kind::declaration::<Self>(d).ok())
+                .map(|d| &d.spec),
+        )
+        .into();
+        for d in declared.iter_mut() {
+            if let Ok(d) = crate::kind::declaration_mut::<Self>(d) {
+                d.absent_alongside = absent.clone();
+            }
+        }
         let specs: Vec<(&Resource, &PackageSpec)> = declared
             .iter()
-            .filter_map(|d| Some((d.resource, crate::kind::declaration::<Self>(d).ok()?)))
+            .filter_map(|d| Some((d.resource, &crate::kind::declaration::<Self>(d).ok()?.spec)))
             .collect();
         // A failure here is each resource's own apply's to report.
         install_specs(host, &specs)
@@ -569,12 +573,15 @@ impl OrdersOthers for PackageProvider {
 
 impl Kind for PackageProvider {
     const KIND: &'static str = KIND;
-    type Declaration = PackageSpec;
+    type Declaration = PackageDeclared;
     type Written = desired::PackageDeclaration;
     type Staging = Planned;
 
-    fn declare(&self, resource: &Resource) -> Result<PackageSpec, ProviderError> {
-        spec(resource)
+    fn declare(&self, resource: &Resource) -> Result<PackageDeclared, ProviderError> {
+        Ok(PackageDeclared {
+            spec: spec(resource)?,
+            absent_alongside: Arc::from([]),
+        })
     }
 
     fn batching(&self) -> Option<&dyn Batches> {
@@ -600,20 +607,20 @@ impl Kind for PackageProvider {
         &self,
         host: &Host,
         _resource: &Resource,
-        spec: &PackageSpec,
+        d: &PackageDeclared,
     ) -> Result<Observed, ProviderError> {
-        Ok(observe_fresh(host, spec)?)
+        Ok(observe_fresh(host, &d.spec)?)
     }
 
-    fn plan(&self, _resource: &Resource, spec: &PackageSpec, observed: &Observed) -> Diff {
-        diff_spec(spec, observed)
+    fn plan(&self, _resource: &Resource, d: &PackageDeclared, observed: &Observed) -> Diff {
+        diff_spec(&d.spec, observed)
     }
 
     fn stage(
         &self,
         _host: &Host,
         _resource: &Resource,
-        _spec: &PackageSpec,
+        _d: &PackageDeclared,
         observed: &Observed,
         diff: &Diff,
     ) -> Result<Planned, ProviderError> {
@@ -624,11 +631,11 @@ impl Kind for PackageProvider {
         &self,
         host: &Host,
         _resource: &Resource,
-        spec: &PackageSpec,
+        d: &PackageDeclared,
         _staging: Planned,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
-        Ok(converge(host, spec)?)
+    ) -> Result<Activated<Planned>, ProviderError> {
+        converge(host, &d.spec, &d.absent_alongside)?;
+        Ok(Activated::Done)
     }
 
     /// Reads the database afresh, compares the
@@ -638,8 +645,9 @@ impl Kind for PackageProvider {
         &self,
         host: &Host,
         _resource: &Resource,
-        spec: &PackageSpec,
+        d: &PackageDeclared,
     ) -> Result<(Observed, Diff), ProviderError> {
+        let spec = &d.spec;
         let observed = observe_fresh(host, spec)?;
         let diff = diff_spec(spec, &observed);
         if diff.is_empty() && spec.state.wants_installed() {
@@ -728,6 +736,38 @@ Version: 3.0
         assert_eq!(o.fields["state"], json!("half-configured"));
         // One parse for every observation of the pass.
         assert_eq!(host.pass_cache::<status::StatusCache>().parses(), 1);
+    }
+
+    /// What one Package's own apply must know of the others (the packages
+    /// declared absent, which apt may remove for it) travels in its
+    /// declaration, written there by the batch: no per-pass cache.
+    #[test]
+    fn the_batch_tells_each_declaration_which_packages_are_declared_absent() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let resources = [
+            resource("demo", json!({})),
+            resource("leftover", json!({"state": "absent"})),
+            resource("gone", json!({"name": "nosuch", "state": "absent"})),
+        ];
+        let mut declared: Vec<Declared<'_>> = resources
+            .iter()
+            .map(|r| Provider::declare(&PackageProvider, r).unwrap())
+            .collect();
+        let absent = |d: &Declared<'_>| -> Vec<String> {
+            crate::kind::declaration::<PackageProvider>(d)
+                .unwrap()
+                .absent_alongside
+                .to_vec()
+        };
+        assert!(absent(&declared[0]).is_empty(), "nothing before the batch");
+        let mut members: Vec<&mut Declared<'_>> = declared.iter_mut().collect();
+        // Everything is as declared: no transaction (apt is never run here).
+        let batched = Batches::apply_batch(&PackageProvider, &host, &mut members);
+        assert!(batched.before.is_empty());
+        for d in &declared {
+            assert_eq!(absent(d), ["leftover", "nosuch"], "{}", d.resource.id);
+        }
     }
 
     #[test]

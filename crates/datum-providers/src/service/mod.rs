@@ -64,11 +64,9 @@ use serde_json::{Value, json};
 pub use desired::{RunState, ServiceSpec};
 pub use error::{Instability, ServiceError};
 
+use crate::Activated;
 use crate::kind::{declaration, planned};
-use crate::{
-    Activates, Declared, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError,
-    StagingGate,
-};
+use crate::{Activates, Declared, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError};
 use systemctl::{UnitStatus, Verb};
 
 /// The Service provider. Stateless: everything it knows comes from systemd
@@ -316,8 +314,7 @@ impl Kind for ServiceProvider {
         _resource: &Resource,
         spec: &ServiceSpec,
         _staging: Planned,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated<Planned>, ProviderError> {
         let unit = spec.unit.as_str();
         // Act on a fresh reading, not the plan's: time passed since then.
         let mut status = systemctl::show(host, unit)?;
@@ -351,7 +348,7 @@ impl Kind for ServiceProvider {
         if spec.state == Some(RunState::Running) && !status.is_active() {
             systemctl::request(host, Verb::Start, unit)?;
         }
-        Ok(())
+        Ok(Activated::Done)
     }
 
     /// Watches the unit for the settle interval when `state` is declared (see

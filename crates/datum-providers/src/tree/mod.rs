@@ -36,16 +36,14 @@
 //! decide what a difference means for a policy (that is `datum check`).
 
 pub mod archive;
+mod compare;
 
 use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
-use datum_fingerprint::{
-    Algorithm, ChangedValue, ContentHash, Digest, Entry, Exclusions, FingerprintedNode,
-    FingerprintedTree, HashFunction, Node, TreeDifference, compare_with_values, fingerprint_tree,
-};
+use datum_fingerprint::{Algorithm, Exclusions, FingerprintedTree, TreeDifference};
 use datum_host::fs::FileKind;
-use datum_host::tree_scan::{ScanOptions, scan_dir};
+use datum_host::tree_scan::{Prune, ScanOptions, scan_dir_pruned};
 use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
 
@@ -54,10 +52,11 @@ use crate::common::schema;
 use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::kind::{declaration, planned};
 use crate::{
-    DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, Planned, ProviderError,
-    StagingGate, TakesSourceFolder,
+    Activated, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, Planned,
+    ProviderError, Staged, TakesSourceFolder,
 };
-use archive::{DeclaredEntry, DeclaredTree};
+use archive::{DeclaredTree, EntryRef};
+use compare::{Differences, EntryMeta};
 
 /// The type name.
 pub const KIND: &str = "Tree";
@@ -120,8 +119,9 @@ pub struct TreeDesired {
     pub dir_mode: Option<u32>,
     pub exclude: Vec<String>,
     pub purge: bool,
-    /// Declared entries below the root (from the catalogue).
-    pub entries: DeclaredTree,
+    /// Declared entries below the root (from the catalogue); shared with
+    /// the scan, which compares each folder as it finishes it.
+    pub entries: std::sync::Arc<DeclaredTree>,
 }
 
 impl TreeDesired {
@@ -150,8 +150,18 @@ impl TreeDesired {
                 .get("purge")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            entries,
+            entries: std::sync::Arc::new(entries),
         })
+    }
+
+    /// The metadata declared for every entry, owner and group as resolved ids.
+    fn entry_meta(&self, uid: Option<u32>, gid: Option<u32>) -> EntryMeta {
+        EntryMeta {
+            file_mode: self.meta.mode,
+            dir_mode: self.dir_mode,
+            uid,
+            gid,
+        }
     }
 
     /// The compiled exclusion rules.
@@ -286,7 +296,7 @@ impl TakesSourceFolder for TreeProvider {
     }
 
     fn pack(&self, dir: &Path) -> Result<datum_core::Content, std::io::Error> {
-        archive::read_source_dir(dir).map(|tree| archive::pack(&tree))
+        archive::read_source_dir(dir).map(|tree| archive::pack(dir, &tree))
     }
 }
 
@@ -294,7 +304,7 @@ impl Kind for TreeProvider {
     const KIND: &'static str = KIND;
     type Declaration = TreeDesired;
     type Written = TreeDeclaration;
-    type Staging = Planned;
+    type Staging = TreeStaging;
 
     fn declare(&self, resource: &Resource) -> Result<TreeDesired, ProviderError> {
         TreeDesired::from_resource(resource)
@@ -421,10 +431,18 @@ impl Kind for TreeProvider {
         _d: &TreeDesired,
         observed: &Observed,
         diff: &Diff,
-    ) -> Result<Planned, ProviderError> {
-        // Entries are staged and offered to the gate one at a time, as
-        // `activate` writes them (parents first): see `converge`.
-        Ok(planned(observed, diff))
+    ) -> Result<TreeStaging, ProviderError> {
+        // Entries are staged one at a time, as `activate` reaches them
+        // (parents first): each is handed back to the engine to check
+        // before it replaces the live one (see `TreeStaging`).
+        Ok(TreeStaging {
+            planned: planned(observed, diff),
+            walk: None,
+        })
+    }
+
+    fn validation_target<'s>(&self, staging: &'s TreeStaging) -> Option<Staged<'s>> {
+        staging.walk.as_ref()?.pending.as_ref().map(|p| p.target())
     }
 
     fn activate(
@@ -432,14 +450,127 @@ impl Kind for TreeProvider {
         host: &Host,
         _resource: &Resource,
         d: &TreeDesired,
-        staging: Planned,
-        gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
-        if !staging.diff.action().is_change() {
-            return Ok(());
+        staging: TreeStaging,
+    ) -> Result<Activated<TreeStaging>, ProviderError> {
+        if !staging.planned.diff.action().is_change() {
+            return Ok(Activated::Done);
         }
-        let at = host.locate(&d.path)?;
-        converge(host, d, &at, gate)
+        let mut walk = match staging.walk {
+            Some(walk) => walk,
+            None => Walk::start(host, d)?,
+        };
+        // The entry the engine has just checked goes live.
+        if let Some(pending) = walk.pending.take() {
+            pending.commit(host)?;
+        }
+        match walk.advance(host, d)? {
+            true => Ok(Activated::Next(TreeStaging {
+                planned: staging.planned,
+                walk: Some(walk),
+            })),
+            false => Ok(Activated::Done),
+        }
+    }
+
+    fn discard(&self, staging: TreeStaging) {
+        if let Some(pending) = staging.walk.and_then(|w| w.pending) {
+            pending.discard();
+        }
+    }
+}
+
+/// What a Tree carries from `stage` through each `activate`: the plan, and
+/// where the walk over the declared entries stands. A Tree's change is many
+/// entries; folders, links, owners and modes are set as the walk reaches
+/// them, and each file whose content changes is staged beside its target
+/// and handed back to the engine ([`Activated::Next`]), which runs the
+/// Tree's validator on it and keeps the evidence before the next
+/// `activate` renames it over the live file. An entry the engine refuses
+/// is discarded; the entries before it are live (a Tree is not one atomic
+/// change; `datum plan` runs the validator on every changed entry first).
+pub struct TreeStaging {
+    planned: Planned,
+    walk: Option<Walk>,
+}
+
+/// The walk of one Tree's activation, between two calls of `activate`.
+struct Walk {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    exclusions: Exclusions,
+    live: Dir,
+    folders: Folders,
+    /// The next declared entry to handle (its position in tree order).
+    next: usize,
+    /// The file staged for the engine to check, not yet live.
+    pending: Option<crate::file::StagedContent>,
+}
+
+impl Walk {
+    /// Owner, exclusions, and the tree's own folder, made as declared.
+    fn start(host: &Host, d: &TreeDesired) -> Result<Walk, ProviderError> {
+        let root = host.locate(&d.path)?;
+        let (uid, gid) = d.meta.resolve(host)?;
+        let exclusions = d.exclusions()?;
+        ensure_dir(host, &root, uid, gid, d.dir_mode)?;
+        let Some(live) = root.open_dir()? else {
+            return Err(HostError::MissingParent {
+                path: root.path().to_path_buf(),
+                parent: root.path().to_path_buf(),
+            }
+            .into());
+        };
+        Ok(Walk {
+            uid,
+            gid,
+            exclusions,
+            folders: Folders::new(live.clone()),
+            live,
+            next: 0,
+            pending: None,
+        })
+    }
+
+    /// Makes each declared entry after the last one handled match, in path
+    /// order (parents first), until a file's new content is staged (`true`:
+    /// it is in `pending`) or the declared entries are done; then (with
+    /// `purge`) removes the unmanaged entries (`false`). Every check is made
+    /// afresh on the live entry, and every entry is reached from the tree's
+    /// own handle, one folder at a time, without following a link.
+    fn advance(&mut self, host: &Host, d: &TreeDesired) -> Result<bool, ProviderError> {
+        while let Some((path, entry)) = d.entries.at(self.next) {
+            self.next += 1;
+            let rel = bytes_path(path);
+            let is_dir = matches!(entry, EntryRef::Dir);
+            if excluded(&self.exclusions, rel, is_dir) {
+                continue;
+            }
+            let target = self.folders.entry(rel)?;
+            match entry {
+                EntryRef::Dir => ensure_dir(host, &target, self.uid, self.gid, d.dir_mode)?,
+                EntryRef::File { blake3, .. } => {
+                    let source = d.entries.source_of(path);
+                    let want = Declared {
+                        blake3,
+                        source: &source,
+                    };
+                    let staged = stage_file(host, &target, want, self.uid, self.gid, d.meta.mode)?;
+                    if let Some(staged) = staged {
+                        self.pending = Some(staged);
+                        return Ok(true);
+                    }
+                }
+                EntryRef::Symlink(to) => ensure_link(&target, to)?,
+            }
+        }
+        if d.purge {
+            for difference in differences(host, d, &self.live)? {
+                if let TreeDifference::Unmanaged { path } = difference {
+                    self.folders.entry(&path)?.remove_all()?;
+                }
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -472,43 +603,31 @@ pub fn declared_fingerprint(host: &Host, resource: &Resource) -> Result<String, 
     let d = TreeDesired::from_resource(resource)?;
     let (uid, gid) = d.meta.resolve(host)?;
     let (me, my_group) = datum_host::accounts::current_ids();
-    let (uid, gid) = (uid.unwrap_or(me), gid.unwrap_or(my_group));
-    let mut node = declared_node(&d, Some(uid), Some(gid), None);
-    node.prune(&d.exclusions()?);
-    let tree = fingerprint_tree(node, Algorithm::Native).map_err(|e| ProviderError::Invalid {
-        field: "source".to_owned(),
-        message: e.to_string(),
-    })?;
-    Ok(tree.root_hash().to_string())
+    let meta = d.entry_meta(Some(uid.unwrap_or(me)), Some(gid.unwrap_or(my_group)));
+    let (_, root) =
+        compare::compare(&d.entries, &meta, &d.exclusions()?, None, None).map_err(|e| {
+            ProviderError::Invalid {
+                field: "source".to_owned(),
+                message: e.to_string(),
+            }
+        })?;
+    Ok(root.to_string())
 }
 
-/// Each difference with its declared and observed values.
-type Differences = Vec<(TreeDifference, Vec<ChangedValue>)>;
-
 /// [`differences`], with the scanned host tree and the declared root hash.
+/// The host tree is scanned, and each folder, as the scan finishes it, is
+/// compared with its declaration ([`compare::proves`]): a folder equal to it
+/// keeps only its own hash, so the tree kept is the part that differs and
+/// the folders above it. Then that tree is walked once beside the declared
+/// entries ([`compare::compare`]); no declared tree is built.
 fn scan_and_compare(
     host: &Host,
     d: &TreeDesired,
     live: &Dir,
 ) -> Result<(Differences, FingerprintedTree, String), ProviderError> {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex, PoisonError};
     let exclusions = d.exclusions()?;
-    let scanned = scan_dir(
-        live.fd(),
-        live.path(),
-        &ScanOptions {
-            algorithm: Algorithm::Native,
-            exclude: Some(exclusions.clone()),
-            threads: 0,
-            progress: None,
-        },
-    )
-    .map_err(|e| {
-        ProviderError::Host(HostError::io(
-            "scan",
-            live.path(),
-            std::io::Error::other(e.to_string()),
-        ))
-    })?;
     // Unknown accounts are an apply-time error (as for File): here they are
     // simply not compared.
     let uid = d
@@ -521,105 +640,56 @@ fn scan_and_compare(
         .group
         .as_deref()
         .and_then(|g| host.lookup_group(g).ok());
-    let mut declared = declared_node(d, uid, gid, Some(&scanned.tree.root));
-    declared.prune(&exclusions);
-    let declared =
-        fingerprint_tree(declared, Algorithm::Native).map_err(|e| ProviderError::Invalid {
-            field: "source".to_owned(),
-            message: e.to_string(),
-        })?;
-    let found =
-        compare_with_values(&declared, &scanned.tree).map_err(|e| ProviderError::Invalid {
-            field: "source".to_owned(),
-            message: e.to_string(),
-        })?;
-    let declared_root = declared.root_hash().to_string();
-    Ok((found, scanned.tree, declared_root))
-}
-
-/// The declared tree as a fingerprint node. Where owner or group are not
-/// declared, the observed node at the same path (if any) lends its own.
-pub fn declared_node(
-    d: &TreeDesired,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    observed: Option<&FingerprintedNode>,
-) -> Node {
-    // What is not declared is not managed: the observed entry of the same
-    // kind at the same path lends its mode, owner or group.
-    let meta_at = |rel: &Path, dir: bool| -> (u32, u32, u32) {
-        let default = if dir {
-            DEFAULT_DIR_MODE
-        } else {
-            DEFAULT_FILE_MODE
-        };
-        let declared_mode = if dir { d.dir_mode } else { d.meta.mode };
-        let seen = observed
-            .and_then(|o| o.get(rel))
-            .and_then(|n| match &n.entry {
-                Entry::Dir { mode, uid, gid } if dir => Some((*mode, *uid, *gid)),
-                Entry::File { mode, uid, gid, .. } if !dir => Some((*mode, *uid, *gid)),
-                _ => None,
-            });
-        let (sm, su, sg) = seen.unwrap_or((default, 0, 0));
-        (
-            declared_mode.unwrap_or(sm),
-            uid.unwrap_or(su),
-            gid.unwrap_or(sg),
-        )
-    };
-    let (rm, ru, rg) = meta_at(Path::new(""), true);
-    let mut root = Node::dir(rm, ru, rg);
-    for (path, entry) in &d.entries {
-        let rel = bytes_path(path);
-        let node = match entry {
-            DeclaredEntry::Dir => {
-                let (m, u, g) = meta_at(rel, true);
-                Node::dir(m, u, g)
-            }
-            DeclaredEntry::File { blake3, size, .. } => {
-                let (m, u, g) = meta_at(rel, false);
-                Node::File {
-                    mode: m,
-                    uid: u,
-                    gid: g,
-                    size: *size,
-                    content: ContentHash {
-                        function: HashFunction::Blake3,
-                        digest: Digest(*blake3),
-                    },
+    let meta = d.entry_meta(uid, gid);
+    let proved = Arc::new(Mutex::new(HashSet::<PathBuf>::new()));
+    let prune = {
+        let (entries, exclusions, proved) = (
+            Arc::clone(&d.entries),
+            exclusions.clone(),
+            Arc::clone(&proved),
+        );
+        Prune(Arc::new(
+            move |rel: &Path, node: &datum_fingerprint::FingerprintedNode| {
+                let mut proved = proved.lock().unwrap_or_else(PoisonError::into_inner);
+                let equal = compare::proves(&entries, &meta, &exclusions, &proved, rel, node);
+                if equal {
+                    proved.insert(rel.to_path_buf());
                 }
-            }
-            DeclaredEntry::Symlink(target) => Node::symlink(target.clone()),
-        };
-        insert_at(&mut root, path, node);
-    }
-    root
-}
-
-/// Inserts `node` at the `/`-separated `path` (parents come first in byte
-/// order, so they exist already; a missing one is created as a folder).
-fn insert_at(root: &mut Node, path: &[u8], node: Node) {
-    let mut parts: Vec<&[u8]> = path
-        .split(|b| *b == b'/')
-        .filter(|p| !p.is_empty())
-        .collect();
-    let Some(last) = parts.pop() else { return };
-    let mut here = root;
-    for part in parts {
-        let Node::Dir {
-            children,
-            mode,
-            uid,
-            gid,
-        } = here
-        else {
-            return;
-        };
-        let fresh = Node::dir(*mode, *uid, *gid);
-        here = children.entry(part.to_vec()).or_insert(fresh);
-    }
-    let _ = here.insert(last.to_vec(), node);
+                equal
+            },
+        ))
+    };
+    let scanned = scan_dir_pruned(
+        live.fd(),
+        live.path(),
+        &ScanOptions {
+            algorithm: Algorithm::Native,
+            exclude: Some(exclusions.clone()),
+            threads: 0,
+            progress: None,
+        },
+        prune,
+    )
+    .map_err(|e| {
+        ProviderError::Host(HostError::io(
+            "scan",
+            live.path(),
+            std::io::Error::other(e.to_string()),
+        ))
+    })?;
+    let proved = std::mem::take(&mut *proved.lock().unwrap_or_else(PoisonError::into_inner));
+    let (found, declared_root) = compare::compare(
+        &d.entries,
+        &meta,
+        &exclusions,
+        Some(&scanned.tree.root),
+        Some(&proved),
+    )
+    .map_err(|e| ProviderError::Invalid {
+        field: "source".to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok((found, scanned.tree, declared_root.to_string()))
 }
 
 fn bytes_path(bytes: &[u8]) -> &Path {
@@ -635,12 +705,10 @@ const ENTRY_DIFF_LIMIT: u64 = 1024 * 1024;
 /// The live file is read through the boundary, never through a link.
 fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt;
-    let archive::DeclaredEntry::File { size, source, .. } =
-        d.entries.get(rel.as_os_str().as_bytes())?
-    else {
+    let EntryRef::File { size, .. } = d.entries.get(rel.as_os_str().as_bytes())? else {
         return None;
     };
-    if *size > ENTRY_DIFF_LIMIT {
+    if size > ENTRY_DIFF_LIMIT {
         return None;
     }
     let live_path = d.path.join(rel);
@@ -648,7 +716,7 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
     if live.len() as u64 > ENTRY_DIFF_LIMIT {
         return None;
     }
-    let declared = datum_host::repo::read(source).ok()?;
+    let declared = datum_host::repo::read(&d.entries.source_of(rel.as_os_str().as_bytes())).ok()?;
     let (declared, live) = (
         std::str::from_utf8(&declared).ok()?,
         std::str::from_utf8(&live).ok()?,
@@ -749,57 +817,6 @@ fn change(path: &str, before: Option<&str>, after: &str) -> FieldChange {
         before: before.map(|b| Value::String(b.to_owned())),
         after: Some(Value::String(after.to_owned())),
     }
-}
-
-/// Makes the host tree match the declaration: the root, then every declared
-/// entry in path order (parents first), then (with `purge`) the unmanaged
-/// entries. Every check is made afresh on the live entry, and every entry is
-/// reached from the tree's own handle, one folder at a time, without
-/// following a link.
-fn converge(
-    host: &Host,
-    d: &TreeDesired,
-    root: &Located,
-    gate: &mut dyn StagingGate,
-) -> Result<(), ProviderError> {
-    let (uid, gid) = d.meta.resolve(host)?;
-    let exclusions = d.exclusions()?;
-    ensure_dir(host, root, uid, gid, d.dir_mode)?;
-    let Some(live) = root.open_dir()? else {
-        return Err(HostError::MissingParent {
-            path: root.path().to_path_buf(),
-            parent: root.path().to_path_buf(),
-        }
-        .into());
-    };
-    let mut folders = Folders::new(live.clone());
-    for (path, entry) in &d.entries {
-        let rel = bytes_path(path);
-        let is_dir = matches!(entry, DeclaredEntry::Dir);
-        if excluded(&exclusions, rel, is_dir) {
-            continue;
-        }
-        let target = folders.entry(rel)?;
-        match entry {
-            DeclaredEntry::Dir => ensure_dir(host, &target, uid, gid, d.dir_mode)?,
-            DeclaredEntry::File { blake3, source, .. } => {
-                let want = Declared {
-                    blake3,
-                    source: source.as_path(),
-                };
-                ensure_file(host, &target, want, uid, gid, d.meta.mode, gate)?;
-            }
-            DeclaredEntry::Symlink(to) => ensure_link(&target, to)?,
-        }
-    }
-    if d.purge {
-        for difference in differences(host, d, &live)? {
-            if let TreeDifference::Unmanaged { path } = difference {
-                folders.entry(&path)?.remove_all()?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The folders of a tree opened so far, by path relative to its root.
@@ -925,15 +942,17 @@ fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
     Algorithm::Native.hash_content(bytes).digest.0 == *blake3
 }
 
-fn ensure_file(
+/// A declared file's new content staged beside `at` (with owner, group and
+/// mode), or `None` when the live file already holds it (its owner, group
+/// and mode are then set as declared).
+fn stage_file(
     host: &Host,
     at: &Located,
     want: Declared<'_>,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<u32>,
-    gate: &mut dyn StagingGate,
-) -> Result<(), ProviderError> {
+) -> Result<Option<crate::file::StagedContent>, ProviderError> {
     let current = at.lstat()?;
     let mut kept_mode = None;
     if let Some(stat) = &current {
@@ -947,7 +966,8 @@ fn ensure_file(
             }
             FileKind::File => {
                 if same_content(&at.read()?, want.blake3) {
-                    return fix_meta(at, &stat.meta, uid, gid, mode);
+                    fix_meta(at, &stat.meta, uid, gid, mode)?;
+                    return Ok(None);
                 }
                 // An undeclared mode carries over to the rewritten file.
                 kept_mode = Some(stat.meta.mode);
@@ -969,7 +989,7 @@ fn ensure_file(
         });
     }
     let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
-    crate::file::write_staged(host, at, bytes, uid, gid, mode, gate)
+    crate::file::StagedContent::write(host, at, bytes, uid, gid, mode).map(Some)
 }
 
 fn ensure_link(at: &Located, to: &[u8]) -> Result<(), ProviderError> {
@@ -1004,7 +1024,6 @@ pub fn mode_text(mode: u32) -> String {
 mod tests {
     use super::*;
     use crate::Provider;
-    use datum_fingerprint::compare;
 
     #[test]
     fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
@@ -1079,56 +1098,43 @@ mod tests {
 
     #[test]
     fn undeclared_mode_and_owner_are_taken_from_the_host() {
-        let entries: DeclaredTree = [(
+        use datum_fingerprint::{Node, fingerprint_tree};
+        let entries: archive::DeclaredEntries = [(
             b"a".to_vec(),
-            DeclaredEntry::File {
+            archive::DeclaredEntry::File {
                 blake3: Algorithm::Native.hash_content(b"x").digest.0,
                 size: 1,
-                source: PathBuf::from("/repo/a"),
             },
         )]
         .into();
-        let mut d = TreeDesired {
-            path: PathBuf::from("/etc/t"),
-            meta: MetaDesired::default(),
-            dir_mode: None,
-            exclude: Vec::new(),
-            purge: false,
-            entries,
-        };
+        let entries = archive::decode(&archive::encode(Path::new("/repo"), &entries)).unwrap();
         let mut host = Node::dir(0o750, 7, 8);
         let _ = host.insert(
             "a",
             Node::file_with_bytes(Algorithm::Native, 0o600, 7, 8, b"x"),
         );
         let host = fingerprint_tree(host, Algorithm::Native).unwrap();
-        let declared = fingerprint_tree(
-            declared_node(&d, None, None, Some(&host.root)),
-            Algorithm::Native,
+        let none = Exclusions::new(Vec::<String>::new()).unwrap();
+        let (found, root) = compare::compare(
+            &entries,
+            &EntryMeta::default(),
+            &none,
+            Some(&host.root),
+            None,
         )
         .unwrap();
-        assert!(compare(&declared, &host).unwrap().is_empty());
+        assert!(found.is_empty());
+        assert_eq!(root, host.root_hash());
         // Declared: compared.
-        d.meta.mode = Some(0o644);
-        let declared = fingerprint_tree(
-            declared_node(&d, Some(0), None, Some(&host.root)),
-            Algorithm::Native,
-        )
-        .unwrap();
-        let found = compare(&declared, &host).unwrap();
-        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        let meta = EntryMeta {
+            file_mode: Some(0o644),
+            uid: Some(0),
+            ..EntryMeta::default()
+        };
+        let (found, root) =
+            compare::compare(&entries, &meta, &none, Some(&host.root), None).unwrap();
+        let shown: Vec<String> = found.iter().map(|(d, _)| d.to_string()).collect();
         assert_eq!(shown, vec!["changed . (owner)", "changed a (mode, owner)"]);
-    }
-
-    #[test]
-    fn nested_entries_land_under_their_parents() {
-        let mut root = Node::dir(0o755, 0, 0);
-        insert_at(&mut root, b"sub", Node::dir(0o700, 0, 0));
-        insert_at(&mut root, b"sub/a", Node::symlink("x"));
-        assert!(root.get(Path::new("sub/a")).is_some());
-        assert!(matches!(
-            root.get(Path::new("sub")),
-            Some(Node::Dir { mode: 0o700, .. })
-        ));
+        assert_ne!(root, host.root_hash());
     }
 }

@@ -38,12 +38,13 @@ use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
 
+use crate::Activated;
 use crate::common::account_files::{self, AccountFiles};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
 use crate::kind::planned;
-use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError, StagingGate};
+use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "User";
@@ -519,15 +520,17 @@ impl Kind for UserProvider {
         _resource: &Resource,
         d: &UserDesired,
         staging: Planned,
-        _gate: &mut dyn StagingGate,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Activated<Planned>, ProviderError> {
         let diff = &staging.diff;
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
         let changed = |field: &str| diff.changes.iter().any(|c| c.field == field);
         match diff.action {
-            Some(Action::Remove) => return run("userdel", vec!["--".into(), d.name.clone()]),
+            Some(Action::Remove) => {
+                run("userdel", vec!["--".into(), d.name.clone()])?;
+                return Ok(Activated::Done);
+            }
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
                 args.extend(account_args(d, true, |_| true));
@@ -545,14 +548,14 @@ impl Kind for UserProvider {
                     run("usermod", all)?;
                 }
             }
-            None => return Ok(()),
+            None => return Ok(Activated::Done),
         }
         if let Some(hash) = &d.password_hash
             && (diff.action == Some(Action::Create) || changed("password_hash"))
         {
             account_files::set_hash(host, &d.name, hash).map_err(account_failure)?;
         }
-        Ok(())
+        Ok(Activated::Done)
     }
 }
 

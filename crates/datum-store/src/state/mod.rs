@@ -47,19 +47,11 @@ pub const MIN_FREE: u64 = 1024 * 1024;
 /// room to record a pass ([`MIN_FREE`] bytes), so an apply finds a full disk
 /// before it changes anything rather than after, when owed reloads could no
 /// longer be kept. `path` names the store in the error.
-pub fn require_room(folder: &Path, path: &Path) -> Result<(), StoreError> {
-    let st = rustix::fs::statvfs(folder).map_err(|e| StoreError::Io {
-        path: folder.to_owned(),
-        action: "cannot read free space",
-        source: e.into(),
+pub fn require_room(folder: &PrivateDir, path: &Path) -> Result<(), StoreError> {
+    let available = folder.available_bytes().map_err(|e| StoreError::Host {
+        path: folder.path().to_owned(),
+        source: Box::new(e),
     })?;
-    // Root may use the reserved blocks, anybody else only the rest.
-    let blocks = if rustix::process::geteuid().is_root() {
-        st.f_bfree
-    } else {
-        st.f_bavail
-    };
-    let available = blocks.saturating_mul(st.f_frsize);
     if available < MIN_FREE {
         return Err(StoreError::Full {
             path: path.to_owned(),

@@ -65,6 +65,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     // stops here: nothing was locked, observed or changed.
     let selection = Selection::resolve(catalogue, &request.select)?;
     let mut options = selection.options();
+    options.fingerprints = request.out.is_some();
     if let Some((saved, file)) = request.saved {
         saved.check_same(catalogue, &global.root, file)?;
         options.expect = Some(saved.expected()?);
@@ -273,7 +274,7 @@ fn apply_report(
         labels: identity.labels.clone(),
         revision: crate::reporting::revision::repository_revision(
             &global.repo,
-            stamped.stamp_digest.as_deref(),
+            stamped.revision.as_deref(),
         ),
         catalogue: build::catalogue_hash(
             catalogue

@@ -110,6 +110,7 @@ impl Selection {
                 None => String::new(),
             },
             expect: None,
+            fingerprints: false,
         }
     }
 

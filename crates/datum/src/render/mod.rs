@@ -31,8 +31,10 @@ pub fn print(report: &(impl Render + ?Sized), global: &GlobalArgs) -> anyhow::Re
     Ok(())
 }
 
-/// Prints each resource as it finishes, then a summary line. On a terminal,
-/// a progress bar on stderr counts resources while the pass runs.
+/// Prints each resource as it finishes, then a summary line: the human form
+/// of [`pass::PassReport`], streamed (the same bytes, from the same
+/// functions; a test holds them equal). On a terminal, a progress bar on
+/// stderr counts resources while the pass runs.
 pub struct HumanReporter {
     mode: Mode,
     color: bool,
@@ -40,10 +42,17 @@ pub struct HumanReporter {
     out: Vec<u8>,
     progress: Option<indicatif::ProgressBar>,
     write_error: Option<std::io::Error>,
+    sink: Box<dyn Write>,
 }
 
 impl HumanReporter {
+    /// Streams to stdout.
     pub fn new(mode: Mode, color: bool, verbose: bool) -> Self {
+        Self::to(mode, color, verbose, Box::new(std::io::stdout()))
+    }
+
+    /// Streams to `sink`.
+    fn to(mode: Mode, color: bool, verbose: bool, sink: Box<dyn Write>) -> Self {
         Self {
             mode,
             color,
@@ -51,6 +60,7 @@ impl HumanReporter {
             out: Vec::new(),
             progress: None,
             write_error: None,
+            sink,
         }
     }
 
@@ -60,10 +70,8 @@ impl HumanReporter {
             return;
         }
         let bytes = std::mem::take(&mut self.out);
-        let write = || {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&bytes).and_then(|()| stdout.flush())
-        };
+        let sink = &mut self.sink;
+        let mut write = || sink.write_all(&bytes).and_then(|()| sink.flush());
         let result = match &self.progress {
             Some(bar) => bar.suspend(write),
             None => write(),
@@ -89,9 +97,8 @@ impl HumanReporter {
         }
         let line = summary_line(self.mode, summary, Paint::new(self.color));
         self.out.extend_from_slice(line.as_bytes());
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(&self.out)?;
-        stdout.flush()
+        self.sink.write_all(&self.out)?;
+        self.sink.flush()
     }
 }
 
@@ -217,6 +224,104 @@ impl Reporter for HumanReporter {
                     bar.inc(1);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use datum_core::{Intent, ResourceId};
+    use datum_engine::{Mode, PassSummary};
+
+    use super::*;
+
+    /// A sink a test reads back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn report(name: &str, action: Action, outcome: Outcome) -> ResourceReport {
+        ResourceReport {
+            id: ResourceId::new("File", name),
+            origin: Default::default(),
+            target: Some(format!("/etc/{name}")),
+            action,
+            diff: Default::default(),
+            outcome,
+            sensitive: false,
+            detail: None,
+            duration_ms: 1,
+        }
+    }
+
+    /// What a person sees while a pass runs is, byte for byte, the human
+    /// form of the finished report (`--output human` streams it; the other
+    /// formats render the report once it is over).
+    #[test]
+    fn the_streamed_text_is_the_reports_human_form() {
+        let summary = PassSummary {
+            resources: vec![
+                report(
+                    "a",
+                    Action::Create,
+                    Outcome::Changed {
+                        intent: Intent::Intentional,
+                    },
+                ),
+                report("b", Action::None, Outcome::Unchanged),
+                report(
+                    "c",
+                    Action::Update,
+                    Outcome::Failed {
+                        phase: datum_core::Phase::Apply,
+                        reason: "validation failed".to_owned(),
+                    },
+                ),
+                report(
+                    "d",
+                    Action::None,
+                    Outcome::Blocked {
+                        by: ResourceId::new("File", "c"),
+                    },
+                ),
+            ],
+            duration_ms: 12,
+            ..PassSummary::default()
+        };
+        for (color, verbose) in [(false, false), (true, false), (false, true)] {
+            let sink = Shared::default();
+            let mut streamed =
+                HumanReporter::to(Mode::Apply, color, verbose, Box::new(sink.clone()));
+            for r in &summary.resources {
+                streamed.event(Event::ResourceFinished { report: r });
+            }
+            streamed.finish(&summary).unwrap();
+            let rendered = pass::PassReport {
+                host: "h",
+                mode: Mode::Apply,
+                summary: &summary,
+                key: None,
+                verbose,
+                selection: serde_json::Value::Null,
+                banner: None,
+                footer: None,
+                saved_plan: None,
+            }
+            .human(Paint::new(color));
+            let streamed = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+            assert_eq!(streamed, rendered, "color {color}, verbose {verbose}");
+            assert!(streamed.contains("File[c]"), "{streamed}");
         }
     }
 }

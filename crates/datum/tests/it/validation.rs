@@ -659,3 +659,64 @@ fn check_reports_a_reload_an_apply_owes() {
     assert_eq!(code, 1, "{doc}");
     assert!(text.contains("under --root"), "{text}");
 }
+
+/// A Tree with a validator: the engine judges each staged entry before it
+/// replaces the live one (the Tree stages entry by entry and hands each
+/// back), so a refused entry never goes live and the walk stops there;
+/// the entries accepted before it are live, and the old content they
+/// replaced is kept as evidence.
+#[test]
+fn each_entry_of_a_validated_tree_is_judged_before_it_goes_live() {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: Tree\nname: conf\ndesired:\n  path: /conf.d\n  source: trees/conf\n  validate: json\n",
+    );
+    s.write("repo/base/trees/conf/a.json", "{\"a\": 1}\n");
+    s.write("repo/base/trees/conf/b.json", "{\"b\": 1}\n");
+    s.write("repo/base/trees/conf/c.json", "{\"c\": 1}\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+
+    s.write("repo/base/trees/conf/a.json", "{\"a\": 2}\n");
+    s.write("repo/base/trees/conf/b.json", "{broken\n");
+    s.write("repo/base/trees/conf/c.json", "{\"c\": 2}\n");
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    let text = stdout(&out);
+    assert!(
+        text.contains("Tree[conf]  failed (apply): validation failed (json"),
+        "{text}"
+    );
+    let live = |name: &str| fs::read_to_string(s.live(&format!("/conf.d/{name}"))).unwrap();
+    assert_eq!(
+        live("a.json"),
+        "{\"a\": 2}\n",
+        "accepted before the refusal"
+    );
+    assert_eq!(live("b.json"), "{\"b\": 1}\n", "refused: never live");
+    assert_eq!(
+        live("c.json"),
+        "{\"c\": 1}\n",
+        "after the refusal: not written"
+    );
+    let listing = stdout(&s.datum(&["backup", "list"]));
+    assert!(listing.contains("/conf.d/a.json"), "{listing}");
+    assert!(
+        !std::fs::read_dir(s.live("/conf.d")).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".datum.stage.")),
+        "no staged copy left"
+    );
+
+    // Mended, the next apply writes the rest.
+    s.write("repo/base/trees/conf/b.json", "{\"b\": 2}\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(live("b.json"), "{\"b\": 2}\n");
+    assert_eq!(live("c.json"), "{\"c\": 2}\n");
+}
