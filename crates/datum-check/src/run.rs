@@ -214,11 +214,14 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             let results = datum_engine::inspect_all(registry, &refs, host, ContentDiff::Read);
             let mut keep = vec![false; resources.len()];
             for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
-                let provider = registry.lookup(&r.id.kind);
-                // Kept for the kind's extra findings (checked after the policies).
-                *keep = provider.is_some_and(|p| p.extra_findings().is_some());
                 match result {
-                    Ok(Inspection { mut observed, diff }) => {
+                    Ok(Inspection {
+                        provider,
+                        mut observed,
+                        diff,
+                    }) => {
+                        // Kept for the kind's extra findings (checked after the policies).
+                        *keep = provider.extra_findings().is_some();
                         if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
                             trees.push(t);
                         }
@@ -231,7 +234,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             id: &r.id,
                             class: &r.class,
                             sensitive: r.sensitive,
-                            owns_subtree: provider.is_some_and(|p| p.owns_subtree()),
+                            owns_subtree: provider.owns_subtree(),
                             target: r.desired_str("path"),
                             observed: &observed,
                             diff: &diff,

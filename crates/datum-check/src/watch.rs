@@ -716,8 +716,11 @@ fn inspect(
         fleet: Vec::new(),
         tree: None,
     };
-    let (Ok(Inspection { observed, diff }), Some(provider)) =
-        (inspection, registry.lookup(&resource.id.kind))
+    let Ok(Inspection {
+        provider,
+        observed,
+        diff,
+    }) = inspection
     else {
         known.state = "failed";
         return known;

@@ -237,11 +237,23 @@ impl<'a> Observations<'a> {
 }
 
 /// What a check learns of one resource: its observation and the plan
-/// made from the same declaration (parsed once, in the observer thread).
-#[derive(Debug)]
-pub struct Inspection {
+/// made from the same declaration (parsed once, in the observer thread),
+/// with the provider that made them (so a caller asking for a capability
+/// does not look the kind up again).
+pub struct Inspection<'r> {
+    pub provider: &'r dyn Provider,
     pub observed: Observed,
     pub diff: Diff,
+}
+
+impl std::fmt::Debug for Inspection<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inspection")
+            .field("kind", &self.provider.kind())
+            .field("observed", &self.observed)
+            .field("diff", &self.diff)
+            .finish()
+    }
 }
 
 /// Whether [`inspect_all`] reads both sides of a content difference back
@@ -257,12 +269,12 @@ pub enum ContentDiff {
 /// Observes and plans `resources` the way a pass does (each looked up and
 /// declared once, in parallel over the available cores), without applying
 /// anything: `datum check` and the agent's watch.
-pub fn inspect_all(
-    registry: &Registry,
+pub fn inspect_all<'r>(
+    registry: &'r Registry,
     resources: &[&Resource],
     host: &Host,
     content: ContentDiff,
-) -> Vec<Result<Inspection, ProviderError>> {
+) -> Vec<Result<Inspection<'r>, ProviderError>> {
     in_parallel(resources, default_threads(), |resource| {
         Some(inspect(registry, resource, host, content))
     })
@@ -278,12 +290,12 @@ pub fn inspect_all(
     .collect()
 }
 
-fn inspect(
-    registry: &Registry,
+fn inspect<'r>(
+    registry: &'r Registry,
     resource: &Resource,
     host: &Host,
     content: ContentDiff,
-) -> Result<Inspection, ProviderError> {
+) -> Result<Inspection<'r>, ProviderError> {
     let provider = registry
         .lookup(&resource.id.kind)
         .ok_or_else(|| ProviderError::Invalid {
@@ -296,7 +308,11 @@ fn inspect(
     if content == ContentDiff::Read {
         crate::pass::fill_content(&Bound { provider, declared }, &observed, &mut diff, host);
     }
-    Ok(Inspection { observed, diff })
+    Ok(Inspection {
+        provider,
+        observed,
+        diff,
+    })
 }
 
 /// `work` on every resource, `threads` at a time (each taking the next

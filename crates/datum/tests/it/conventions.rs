@@ -324,3 +324,24 @@ fn an_agent_reload_error_is_one_line_with_the_full_file_and_line() {
     // No rendered excerpt (`-->`, `|` gutters) spread over lines.
     assert!(!err.contains(" --> "), "{err}");
 }
+
+/// The allocator is built to commit its arena as it is used (.cargo/config.toml):
+/// committed all at once, every command's peak memory was 2-13 MiB higher
+/// (docs/benchmarks.md, "mimalloc's arena commit"). mimalloc prints its options
+/// when asked to be verbose.
+#[test]
+fn the_allocator_commits_its_arena_as_it_is_used() {
+    let out = Command::cargo_bin("datum")
+        .expect("datum binary")
+        .arg("--version")
+        .env("MIMALLOC_VERBOSE", "1")
+        .env_remove("MIMALLOC_ARENA_EAGER_COMMIT")
+        .output()
+        .expect("run datum");
+    assert_exit(&out, 0);
+    let err = stderr(&out);
+    assert!(
+        err.contains("option 'arena_eager_commit': 0"),
+        "mimalloc's options:\n{err}"
+    );
+}
