@@ -15,6 +15,9 @@
 # with ../shared/bench/timecmd.py; state stores are per build, so neither reads
 # what the other wrote. Prints a table (medians, min-max, CPU, peak RSS) and the
 # load average before and after.
+#
+# BEFORE_ENV / AFTER_ENV: VAR=VALUE words set for that build's runs only (an old
+# build that does not turn huge pages off itself: BEFORE_ENV=MIMALLOC_ALLOW_THP=0).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,9 +29,14 @@ RUNS=${RUNS:-5}
 PY=/usr/bin/python3
 [[ $# == 2 ]] || { echo "usage: $0 BEFORE_BIN AFTER_BIN" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || { echo "run as root" >&2; exit 1; }
-BEFORE=$(realpath "$1"); AFTER=$(realpath "$2")
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
+# Both builds are run from copies written here, one after the other: a program's
+# peak RSS counts the pages of its own file that it maps, and a file written
+# minutes ago (a fresh build) is mapped in larger pieces than one written long
+# ago (seen here: the same binary, copied again, 2-3 MiB higher on every check row).
+cp "$(realpath "$1")" "$OUT/before-datum"; cp "$(realpath "$2")" "$OUT/after-datum"
+BEFORE=$OUT/before-datum; AFTER=$OUT/after-datum
 
 mkdir -p "$D" "$C"
 [[ -d $E ]] || "$PY" "$SB/make-estate.py" "$E"
@@ -54,6 +62,8 @@ cmd_for() { # cmd_for BIN files|tree|bare ARGS... -> sets the array CMD
                      --state "$OUT/$tag-$which.db" "$@") ;;
     bare) CMD=("$bin" "$@") ;;
   esac
+  local envs; [[ $tag == before ]] && envs=${BEFORE_ENV:-} || envs=${AFTER_ENV:-}
+  [[ -z $envs ]] || CMD=(env $envs "${CMD[@]}")
 }
 for bin in "$BEFORE" "$AFTER"; do
   # A verified apply first: the metadata pass and the no-op apply compare with it.
@@ -74,8 +84,8 @@ row() { # row LABEL files|tree|bare ARGS... (both builds, alternating; one warm-
   done
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load before $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# before: $BEFORE"
-echo "# after:  $AFTER"
+echo "# before: $1 ${BEFORE_ENV:-}"
+echo "# after:  $2 ${AFTER_ENV:-}"
 row "check, 1 Tree (full)" tree check
 row "check, 20,000 Files (full)" files check
 row "check, 20,000 Files (metadata)" files check --sample 0
