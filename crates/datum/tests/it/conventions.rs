@@ -327,7 +327,7 @@ fn an_agent_reload_error_is_one_line_with_the_full_file_and_line() {
 
 /// The allocator is built to commit its arena as it is used (.cargo/config.toml):
 /// committed all at once, every command's peak memory was 2-13 MiB higher
-/// (docs/benchmarks.md, "mimalloc's arena commit"). mimalloc prints its options
+/// (docs/benchmarks.md, "Issue 12's sixth round"). mimalloc prints its options
 /// when asked to be verbose.
 #[test]
 fn the_allocator_commits_its_arena_as_it_is_used() {
