@@ -32,8 +32,9 @@ pub struct FileMeta {
 }
 
 /// The observed state of one resource, in the same field names as its desired
-/// state so that diffing is a field-by-field comparison.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// state so that diffing is a field-by-field comparison. Its `Debug` shows the
+/// content's length, never its bytes (the content may be sensitive).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observed {
     pub presence: Presence,
     pub fields: BTreeMap<String, serde_json::Value>,
@@ -42,6 +43,21 @@ pub struct Observed {
     #[serde(skip)]
     pub content: Option<Vec<u8>>,
     pub meta: Option<FileMeta>,
+}
+
+impl std::fmt::Debug for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let content = self
+            .content
+            .as_ref()
+            .map(|bytes| format!("<{} bytes, not shown>", bytes.len()));
+        f.debug_struct("Observed")
+            .field("presence", &self.presence)
+            .field("fields", &self.fields)
+            .field("content", &content)
+            .field("meta", &self.meta)
+            .finish()
+    }
 }
 
 impl Observed {
@@ -60,5 +76,22 @@ impl Observed {
     pub fn acceptance_hash(&self) -> String {
         let value = serde_json::json!({"presence": self.presence, "fields": self.fields});
         crate::sha256_hex(value.to_string().as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_contents_length_never_its_bytes() {
+        let observed = Observed {
+            content: Some(b"CANARY-debug-7f3a".to_vec()),
+            ..Observed::absent()
+        };
+        let printed = format!("{observed:?} {observed:#?}");
+        assert!(!printed.contains("CANARY"), "{printed}");
+        assert!(printed.contains("<17 bytes, not shown>"), "{printed}");
+        assert!(format!("{:?}", Observed::absent()).contains("content: None"));
     }
 }
