@@ -29,7 +29,7 @@ use std::sync::Mutex;
 
 /// A hash computed this close (in nanoseconds) after the file's last change
 /// is not remembered (see the module documentation).
-pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+pub const RACY_WINDOW_NS: i64 = datum_core::observed::RACY_WINDOW_NS;
 
 /// The first line of a cache file; anything else is ignored (and rewritten).
 const HEADER: &str = "datum source hashes v2";

@@ -91,7 +91,7 @@ pub fn trusted_by_metadata(
         })
         .collect();
     let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
-    let mut recorded: Vec<Option<datum_core::FileMeta>> = vec![None; indices.len()];
+    let mut recorded: Vec<Option<(datum_core::FileMeta, i64)>> = vec![None; indices.len()];
     let (stats, visited) = std::thread::scope(|scope| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let paths = &paths;
@@ -100,11 +100,11 @@ pub fn trusted_by_metadata(
         let looking = scope.spawn(move || host.lstat_many(paths, threads));
         let mut visited = Ok(());
         for (kind, by_name) in &kinds {
-            visited = store.visit_verified_meta(kind, |name, declaration_hash, meta| {
+            visited = store.visit_verified_meta(kind, |name, declaration_hash, meta, when| {
                 if let Some(&at) = by_name.get(name)
                     && entries[indices[at]].declaration_hash == declaration_hash
                 {
-                    recorded[at] = Some(meta);
+                    recorded[at] = Some((meta, when));
                 }
             });
             if visited.is_err() {
@@ -117,8 +117,10 @@ pub fn trusted_by_metadata(
     let mut trusted = vec![false; indices.len()];
     for ((at, _), stat) in files.iter().zip(stats) {
         trusted[*at] = match (stat, &recorded[*at]) {
-            (Ok(Some(stat)), Some(recorded)) if stat.kind == datum_host::fs::FileKind::File => {
-                datum_drift::metadata::unchanged_since_verified(recorded, &stat.meta)
+            (Ok(Some(stat)), Some((recorded, verified_at)))
+                if stat.kind == datum_host::fs::FileKind::File =>
+            {
+                datum_drift::metadata::unchanged_since_verified(recorded, *verified_at, &stat.meta)
             }
             _ => false,
         };

@@ -302,8 +302,11 @@ fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
         sha256: Some(datum_core::sha256_hex(b"declared\n")),
         ..stat.meta
     };
+    // Verified once the file had been quiet (seconds after its ctime): a
+    // record of a file that had just changed is not trusted.
+    let quiet = stat.meta.ctime_ns / 1_000_000_000 + 3;
     bed.store
-        .record_verified(&file.id, &file.declaration_hash, Some(&meta), 1_000)
+        .record_verified(&file.id, &file.declaration_hash, Some(&meta), quiet)
         .unwrap();
     let lazy = LazyCatalogue::compiled(cat.clone(), classes_doc());
     let trusted = |bed: &mut Bed| {
@@ -318,6 +321,15 @@ fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
     };
     assert!(detection::metadata_first(&bed.registry, &file.id.kind));
     assert!(!detection::metadata_first(&bed.registry, &unit.id.kind));
+    assert_eq!(trusted(&mut bed), vec![true, false]);
+    // The same record made in the second the file changed: racy, read.
+    bed.store
+        .record_verified(&file.id, &file.declaration_hash, Some(&meta), quiet - 3)
+        .unwrap();
+    assert_eq!(trusted(&mut bed), vec![false, false]);
+    bed.store
+        .record_verified(&file.id, &file.declaration_hash, Some(&meta), quiet)
+        .unwrap();
     assert_eq!(trusted(&mut bed), vec![true, false]);
 
     // Touched: read again, and the drift it shows makes the stamp

@@ -31,6 +31,25 @@ pub struct FileMeta {
     pub sha256: Option<String>,
 }
 
+/// A record of file metadata made this close (in nanoseconds) after the
+/// file's last change does not vouch for its content: timestamps come from a
+/// coarse clock, so a write in the same tick as the read that verified it
+/// can leave every field as it was (what git calls "racy clean").
+pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+
+impl FileMeta {
+    /// Whether this metadata, recorded by a verification that started at
+    /// `verified_at` (Unix seconds), was quiet then: the file had not changed
+    /// within [`RACY_WINDOW_NS`] before it. Only such a record can vouch
+    /// that unchanged metadata means unchanged content. An mtime set ahead
+    /// counts as a change (it is never quiet).
+    pub fn quiet_at(&self, verified_at: i64) -> bool {
+        // Seconds, truncated: never later than the verification's start.
+        let verified_ns = verified_at.saturating_mul(1_000_000_000);
+        self.ctime_ns.max(self.mtime_ns) < verified_ns.saturating_sub(RACY_WINDOW_NS)
+    }
+}
+
 /// The observed state of one resource, in the same field names as its desired
 /// state so that diffing is a field-by-field comparison. Its `Debug` shows the
 /// content's length, never its bytes (the content may be sensitive).

@@ -8,15 +8,32 @@
 //! misses, by design: any change that preserves all of them, until the next
 //! full audit (`audit_every`).
 //!
+//! One window remains, which git calls "racy clean": timestamps come from a
+//! coarse clock, so a write in the same tick as the verification's read can
+//! leave every field as it was while the content moved. A record whose file
+//! changed within [`RACY_WINDOW_NS`] before its verification started is
+//! therefore never trusted ([`FileMeta::quiet_at`]): the file is read until
+//! an apply records it again after it has been quiet that long (the next
+//! apply does: it re-records a verification that was not quiet).
+//!
 //! Owns: [`unchanged_since_verified`]. Must not: read content.
 
 use datum_core::FileMeta;
 
+pub use datum_core::observed::RACY_WINDOW_NS;
+
 /// True when `now` shows no sign of change since `recorded` (the metadata of
-/// the last verified apply). A recorded value without a content hash is not
-/// trusted: it proves nothing about content.
-pub fn unchanged_since_verified(recorded: &FileMeta, now: &FileMeta) -> bool {
+/// the last verified apply, which started at `verified_at`, Unix seconds). A
+/// recorded value without a content hash is not trusted: it proves nothing
+/// about content; nor is one of a file that had just changed when it was
+/// recorded.
+pub fn unchanged_since_verified(recorded: &FileMeta, verified_at: i64, now: &FileMeta) -> bool {
+    // Seconds, truncated: never later than the verification's start.
+    let verified_ns = verified_at.saturating_mul(1_000_000_000);
+    let quiet =
+        recorded.ctime_ns.max(recorded.mtime_ns) < verified_ns.saturating_sub(RACY_WINDOW_NS);
     recorded.sha256.is_some()
+        && quiet
         && recorded.size == now.size
         && recorded.mtime_ns == now.mtime_ns
         && recorded.ctime_ns == now.ctime_ns
@@ -45,11 +62,15 @@ mod tests {
         }
     }
 
+    /// Verified long after the file last changed (`meta()`'s times are ~0).
+    const LATER: i64 = 1_000;
+
     #[test]
     fn any_moved_field_means_read_it() {
         let base = meta();
         assert!(unchanged_since_verified(
             &base,
+            LATER,
             &FileMeta {
                 sha256: None,
                 ..meta()
@@ -68,12 +89,37 @@ mod tests {
         for change in changes {
             let mut now = meta();
             change(&mut now);
-            assert!(!unchanged_since_verified(&base, &now));
+            assert!(!unchanged_since_verified(&base, LATER, &now));
         }
         let unhashed = FileMeta {
             sha256: None,
             ..meta()
         };
-        assert!(!unchanged_since_verified(&unhashed, &meta()));
+        assert!(!unchanged_since_verified(&unhashed, LATER, &meta()));
+    }
+
+    #[test]
+    fn a_record_of_a_file_that_had_just_changed_is_not_trusted() {
+        let at = |secs: i64, nanos: i64| secs * 1_000_000_000 + nanos;
+        let changed_at = |ctime_ns: i64, mtime_ns: i64| FileMeta {
+            ctime_ns,
+            mtime_ns,
+            ..meta()
+        };
+        // Verified at second 100: changed before 98 is quiet, later is not.
+        for (ctime, mtime, trusted) in [
+            (at(97, 999_999_999), at(97, 0), true),
+            (at(98, 0), at(97, 0), false),
+            (at(99, 500), at(90, 0), false),
+            (at(90, 0), at(100, 1), false), // an mtime set ahead counts too
+            (at(100, 0), at(100, 0), false),
+        ] {
+            let recorded = changed_at(ctime, mtime);
+            assert_eq!(
+                unchanged_since_verified(&recorded, 100, &recorded),
+                trusted,
+                "ctime {ctime} mtime {mtime}"
+            );
+        }
     }
 }

@@ -573,9 +573,13 @@ fn unchanged(
     known: Option<&VerifiedRecord>,
     ctx: &mut PassContext<'_>,
 ) -> Step {
-    // Re-recording an identical verification would only cost writes.
+    // Re-recording an identical verification would only cost writes, unless
+    // it was made while the file had just changed: then only a record made
+    // now, once it is quiet, lets a metadata check trust it.
     let same = known.is_some_and(|k| {
-        k.declaration_hash == resource.declaration_hash && k.meta == observed.meta
+        k.declaration_hash == resource.declaration_hash
+            && k.meta == observed.meta
+            && k.meta.as_ref().is_none_or(|m| m.quiet_at(k.verified_at))
     });
     if ctx.mode == Mode::Apply && !same {
         record_verified(resource, observed, ctx);

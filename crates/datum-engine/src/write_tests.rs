@@ -36,6 +36,16 @@ fn catalogue(resources: Vec<Resource>) -> Catalogue {
 }
 
 fn apply(host: &Host, catalogue: &Catalogue, store: Option<&mut Store>) -> PassSummary {
+    apply_at(1_000, host, catalogue, store)
+}
+
+/// An apply whose pass started at `now` (Unix seconds).
+fn apply_at(
+    now: i64,
+    host: &Host,
+    catalogue: &Catalogue,
+    store: Option<&mut Store>,
+) -> PassSummary {
     let registry = Registry::new(vec![Box::new(FileProvider)]);
     let mut ctx = PassContext {
         registry: &registry,
@@ -43,7 +53,7 @@ fn apply(host: &Host, catalogue: &Catalogue, store: Option<&mut Store>) -> PassS
         mode: Mode::Apply,
         store,
         backups: None,
-        now: 1_000,
+        now,
         skip: HashSet::new(),
     };
     run_pass(catalogue, &mut ctx, &mut SilentReporter)
@@ -133,6 +143,39 @@ fn the_store_records_the_files_only_once_their_folder_is_durable() {
     let summary = apply(&again, &catalogue(resources), Some(&mut store));
     assert_eq!(summary.counts().get("unchanged"), Some(&40));
     assert_eq!(again.durability().dir_syncs(), 0);
+}
+
+#[test]
+fn a_verification_made_while_the_file_had_just_changed_is_made_again_once_it_is_quiet() {
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    let host = Host::new(root.path());
+    let mut store = Store::open(&state.path().join("state.db")).unwrap();
+    let cat = catalogue(vec![file("f", "/etc/f", "x\n")]);
+    let id = ResourceId::new("File", "f");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let verified = |store: &mut Store| store.last_verified(&id).unwrap().unwrap();
+
+    apply_at(now, &host, &cat, Some(&mut store));
+    let first = verified(&mut store);
+    let meta = first.meta.clone().unwrap();
+    assert!(
+        !meta.quiet_at(first.verified_at),
+        "written in this pass: racy"
+    );
+    // Unchanged, but the record could not vouch for it: recorded again.
+    let summary = apply_at(now + 5, &host, &cat, Some(&mut store));
+    assert_eq!(summary.counts().get("unchanged"), Some(&1));
+    let second = verified(&mut store);
+    assert_eq!((second.verified_at, &second.meta), (now + 5, &first.meta));
+    assert!(meta.quiet_at(second.verified_at));
+    // Quiet now: an identical verification is not written again.
+    apply_at(now + 10, &host, &cat, Some(&mut store));
+    assert_eq!(verified(&mut store).verified_at, now + 5);
 }
 
 #[test]

@@ -223,7 +223,7 @@ impl Store {
         Ok(all)
     }
 
-    /// Calls `visit(name, declaration_hash, meta)` for every verified record
+    /// Calls `visit(name, declaration_hash, meta, verified_at)` for every verified record
     /// of `kind` that has file metadata, without building a record for each
     /// (a metadata pass reads 20,000 of them to trust most without a second
     /// look: no allocation per row). `meta.sha256` is `Some("")` when a
@@ -233,14 +233,15 @@ impl Store {
     pub fn visit_verified_meta(
         &mut self,
         kind: &str,
-        mut visit: impl FnMut(&str, &str, FileMeta),
+        mut visit: impl FnMut(&str, &str, FileMeta, i64),
     ) -> Result<(), StoreError> {
         self.flush()?;
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT name, declaration_hash, size, mtime_ns, ctime_ns, inode, dev, mode, \
-                 uid, gid, sha256 IS NOT NULL FROM verified WHERE kind = ?1 AND has_meta",
+                 uid, gid, sha256 IS NOT NULL, verified_at FROM verified \
+                 WHERE kind = ?1 AND has_meta",
             )
             .map_err(sql(&self.path, "cannot read verified state"))?;
         let mut rows = stmt
@@ -270,7 +271,8 @@ impl Store {
                 })
             })()
             .map_err(bad)?;
-            visit(text(0)?, text(1)?, meta);
+            let verified_at: i64 = row.get(11).map_err(bad)?;
+            visit(text(0)?, text(1)?, meta, verified_at);
         }
         Ok(())
     }
@@ -439,14 +441,14 @@ mod tests {
             .unwrap();
         let mut seen = Vec::new();
         store
-            .visit_verified_meta("File", |name, decl, m| {
-                seen.push((name.to_owned(), decl.to_owned(), m))
+            .visit_verified_meta("File", |name, decl, m, at| {
+                seen.push((name.to_owned(), decl.to_owned(), m, at))
             })
             .unwrap();
         seen.sort_by(|x, y| x.0.cmp(&y.0));
         let names: Vec<(&str, &str)> = seen
             .iter()
-            .map(|(n, d, _)| (n.as_str(), d.as_str()))
+            .map(|(n, d, _, _)| (n.as_str(), d.as_str()))
             .collect();
         assert_eq!(names, [("a[1]", "da"), ("b", "db2")]);
         let a = &seen[0].2;
@@ -457,6 +459,7 @@ mod tests {
         assert_eq!((a.mode, a.uid, a.gid), (0o100_640, 0, 42));
         assert!(a.sha256.is_some(), "a content hash was recorded");
         assert!(seen[1].2.sha256.is_none(), "none recorded");
+        assert_eq!((seen[0].3, seen[1].3), (1, 2), "when each was verified");
     }
 
     #[test]
