@@ -303,6 +303,17 @@ struct CountingDeclares {
     declares: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// A bed whose only kind is the shipped `File`, its declarations counted.
+fn bed_counting_file_declares() -> (Bed, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let declares = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut bed = Bed::new();
+    bed.registry = Registry::new(vec![Box::new(CountingDeclares {
+        inner: datum_providers::registry().lookup("File").unwrap(),
+        declares: declares.clone(),
+    })]);
+    (bed, declares)
+}
+
 mod counting {
     use datum_core::{Diff, Observed, Resource};
     use datum_host::Host;
@@ -395,12 +406,7 @@ mod counting {
 
 #[test]
 fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_and_verify() {
-    let declares = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut bed = Bed::new();
-    bed.registry = Registry::new(vec![Box::new(CountingDeclares {
-        inner: datum_providers::registry().lookup("File").unwrap(),
-        declares: declares.clone(),
-    })]);
+    let (mut bed, declares) = bed_counting_file_declares();
     bed.write("/app.json", "{\"v\": 0}\n");
     let file = |text: &str| Resource {
         validate: Some("json".to_owned()),
@@ -455,12 +461,7 @@ fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_a
 /// two sides read only when asked (and never for a sensitive resource).
 #[test]
 fn inspecting_declares_each_resource_once_and_reads_content_only_when_asked() {
-    let declares = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut bed = Bed::new();
-    bed.registry = Registry::new(vec![Box::new(CountingDeclares {
-        inner: datum_providers::registry().lookup("File").unwrap(),
-        declares: declares.clone(),
-    })]);
+    let (mut bed, declares) = bed_counting_file_declares();
     bed.write("/a.conf", "old a\n");
     bed.write("/b.conf", "same\n");
     bed.write("/secret.conf", "old secret\n");

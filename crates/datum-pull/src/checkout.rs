@@ -54,6 +54,23 @@ pub struct DeployedRevision {
     pub checked_out_at: i64,
 }
 
+#[cfg(test)]
+impl DeployedRevision {
+    /// A marker for `commit` as `datum pull` writes one, for tests.
+    pub(crate) fn for_test(commit: &str) -> Self {
+        Self {
+            format_version: MARKER_FORMAT,
+            commit: commit.to_owned(),
+            tree: "b".repeat(40),
+            git_ref: "main".into(),
+            source: "file:///srv/r.git".into(),
+            signer: "alice@example.com".into(),
+            key: "ED25519 SHA256:x".into(),
+            checked_out_at: 1,
+        }
+    }
+}
+
 /// The revision deployed at `repository` (the link the agent reads, or a
 /// checkout folder itself): the commit `datum pull` wrote there, read from
 /// its marker. `None` when the folder is not a checkout made by `datum pull`
@@ -297,16 +314,7 @@ mod tests {
         let folder = Dir::open_path(dir.path()).unwrap();
         assert_eq!(read_marker(&folder).unwrap(), None);
         assert_eq!(deployed_revision(dir.path()), None);
-        let marker = DeployedRevision {
-            format_version: MARKER_FORMAT,
-            commit: "a".repeat(40),
-            tree: "b".repeat(40),
-            git_ref: "main".into(),
-            source: "file:///srv/r.git".into(),
-            signer: "alice@example.com".into(),
-            key: "ED25519 SHA256:x".into(),
-            checked_out_at: 1,
-        };
+        let marker = DeployedRevision::for_test(&"a".repeat(40));
         std::fs::write(
             dir.path().join(MARKER),
             serde_json::to_vec(&marker).unwrap(),

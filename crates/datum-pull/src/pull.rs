@@ -682,16 +682,7 @@ mod tests {
         }
         let folder = checkouts.join(c);
         std::fs::write(folder.join("datum.yaml"), "datum: v1alpha1\n").unwrap();
-        let marker = DeployedRevision {
-            format_version: 1,
-            commit: marked.to_owned(),
-            tree: "e".repeat(40),
-            git_ref: "main".into(),
-            source: "file:///srv/r.git".into(),
-            signer: "alice@example.com".into(),
-            key: "ED25519 SHA256:x".into(),
-            checked_out_at: 1,
-        };
+        let marker = DeployedRevision::for_test(marked);
         std::fs::write(
             folder.join(checkout::MARKER),
             serde_json::to_vec(&marker).unwrap(),
