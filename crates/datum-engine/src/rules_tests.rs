@@ -461,7 +461,7 @@ fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_a
 /// two sides read only when asked (and never for a sensitive resource).
 #[test]
 fn inspecting_declares_each_resource_once_and_reads_content_only_when_asked() {
-    let (mut bed, declares) = bed_counting_file_declares();
+    let (bed, declares) = bed_counting_file_declares();
     bed.write("/a.conf", "old a\n");
     bed.write("/b.conf", "same\n");
     bed.write("/secret.conf", "old secret\n");
