@@ -65,8 +65,9 @@ use crate::host::HostIdentity;
 
 /// First bytes of a snapshot file; a file without them (or of another
 /// format) is ignored and replaced. v3: a Tree's packed content is
-/// `datum-tree3` (the repository folder once, not a path per file).
-const MAGIC: &[u8] = b"datum catalogue snapshot v3\n";
+/// `datum-tree3` (the repository folder once, not a path per file). v4: the
+/// stamp packs each folder's names and keys, and carries its digest.
+const MAGIC: &[u8] = b"datum catalogue snapshot v4\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).
@@ -79,11 +80,17 @@ pub enum NotSaved {
 }
 
 /// Every entry under a repository root and its key, in path order.
+///
+/// Packed per folder (its names in one buffer, its keys in one list), so a
+/// repository of 200,000 files costs two allocations per folder instead of
+/// one per file, about 60 bytes a file, whether taken, saved or loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     root: PathBuf,
     /// When the stamp was taken (nanoseconds since the epoch).
     taken_ns: i64,
+    /// [`Stamp::digest`], computed once when the stamp is taken.
+    digest: String,
     dirs: Vec<StampedDir>,
 }
 
@@ -94,14 +101,44 @@ struct StampedDir {
     #[serde(with = "serde_bytes")]
     path: Vec<u8>,
     key: FileKey,
-    entries: Vec<StampedEntry>,
+    /// The entries' names in byte order, each followed by a NUL (which no
+    /// file name contains).
+    #[serde(with = "serde_bytes")]
+    names: Vec<u8>,
+    /// Their keys, in the same order.
+    keys: Vec<FileKey>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct StampedEntry {
-    #[serde(with = "serde_bytes")]
-    name: Vec<u8>,
-    key: FileKey,
+impl StampedDir {
+    /// Each entry's name and key.
+    fn entries(&self) -> impl Iterator<Item = (&[u8], &FileKey)> {
+        self.names.split(|&b| b == 0).zip(&self.keys)
+    }
+}
+
+/// SHA-256 fed by a serializer, so that a digest of a large value never
+/// holds its encoding.
+struct HashWriter(sha2::Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(&mut self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// 16 hex digits of SHA-256 over `value`'s MessagePack encoding.
+fn short_digest(value: &impl Serialize) -> String {
+    use sha2::Digest as _;
+    let mut hasher = HashWriter(sha2::Sha256::new());
+    // Writing to a hasher cannot fail; a value that cannot be encoded
+    // (none here) digests what was written of it.
+    let _ = rmp_serde::encode::write(&mut hasher, value);
+    hex::encode(&hasher.0.finalize()[..8])
 }
 
 impl Stamp {
@@ -116,7 +153,7 @@ impl Stamp {
         while let Some(rel) = pending.pop() {
             let abs = join(root, &rel);
             let key = FileKey::of(&datum_host::repo::symlink_metadata(&abs)?);
-            let mut entries = Vec::new();
+            let mut entries: Vec<(Vec<u8>, FileKey)> = Vec::new();
             for entry in datum_host::repo::read_dir(&abs)? {
                 let entry = entry?;
                 let name = entry.file_name().as_bytes().to_vec();
@@ -134,21 +171,25 @@ impl Stamp {
                     child.extend_from_slice(&name);
                     pending.push(child);
                 } else {
-                    entries.push(StampedEntry {
-                        name,
-                        key: FileKey::of(&meta),
-                    });
+                    entries.push((name, FileKey::of(&meta)));
                 }
             }
-            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let mut names = Vec::with_capacity(entries.iter().map(|e| e.0.len() + 1).sum());
+            for (name, _) in &entries {
+                names.extend_from_slice(name);
+                names.push(0);
+            }
             dirs.push(StampedDir {
                 path: rel,
                 key,
-                entries,
+                names,
+                keys: entries.into_iter().map(|(_, key)| key).collect(),
             });
         }
         dirs.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Stamp {
+            digest: short_digest(&(root, &dirs)),
             root: root.to_owned(),
             taken_ns,
             dirs,
@@ -157,7 +198,7 @@ impl Stamp {
 
     /// How many entries (directories included) the stamp covers.
     pub fn len(&self) -> usize {
-        self.dirs.iter().map(|d| 1 + d.entries.len()).sum()
+        self.dirs.iter().map(|d| 1 + d.keys.len()).sum()
     }
 
     /// 16 hex digits of SHA-256 over what the stamp records of the
@@ -165,9 +206,7 @@ impl Stamp {
     /// when the stamp was taken): equal for two stamps of an unchanged
     /// repository.
     pub fn digest(&self) -> String {
-        use sha2::Digest as _;
-        let bytes = rmp_serde::to_vec(&(&self.root, &self.dirs)).unwrap_or_default();
-        hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+        self.digest.clone()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -181,9 +220,9 @@ impl Stamp {
             if dir.key.is_racy(self.taken_ns) {
                 return Some(join(&self.root, &dir.path));
             }
-            for e in &dir.entries {
-                if e.key.is_racy(self.taken_ns) {
-                    return Some(join(&join(&self.root, &dir.path), &e.name));
+            for (name, key) in dir.entries() {
+                if key.is_racy(self.taken_ns) {
+                    return Some(join(&join(&self.root, &dir.path), name));
                 }
             }
         }
@@ -274,11 +313,7 @@ impl RepoKey {
     pub fn digest(&self) -> String {
         match self {
             RepoKey::Stamp(s) => s.digest(),
-            RepoKey::Revision(r) => {
-                use sha2::Digest as _;
-                let bytes = rmp_serde::to_vec(r).unwrap_or_default();
-                hex::encode(&sha2::Sha256::digest(&bytes)[..8])
-            }
+            RepoKey::Revision(r) => short_digest(r),
         }
     }
 
@@ -320,9 +355,8 @@ fn dir_holds(root: &Path, dir: &StampedDir) -> bool {
         Ok(key) if same(key, &dir.key) => {}
         _ => return false,
     }
-    dir.entries
-        .iter()
-        .all(|e| matches!(open.key_of(e.name.as_slice()), Ok(key) if same(key, &e.key)))
+    dir.entries()
+        .all(|(name, want)| matches!(open.key_of(name), Ok(key) if same(key, want)))
 }
 
 fn join(root: &Path, rel: &[u8]) -> PathBuf {
@@ -829,6 +863,43 @@ mod tests {
         std::os::unix::fs::symlink("motd", dir.path().join("base/files/link")).unwrap();
         fs::create_dir_all(dir.path().join(".git/objects")).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_stamp_packs_each_folder_and_its_digest_names_the_repository_as_it_is() {
+        let dir = tree();
+        let stamp = Stamp::take(dir.path()).unwrap();
+        let entries: Vec<(String, String)> = stamp
+            .dirs
+            .iter()
+            .flat_map(|d| {
+                d.entries().map(|(name, _)| {
+                    let folder = String::from_utf8_lossy(&d.path).into_owned();
+                    (folder, String::from_utf8_lossy(name).into_owned())
+                })
+            })
+            .collect();
+        let want = [
+            ("", "datum.yaml"),
+            ("base/files", "link"),
+            ("base/files", "motd"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(d, n)| ((*d).into(), (*n).into()))
+            .collect();
+        assert_eq!(entries, want);
+        let motd = &stamp.dirs[2];
+        assert_eq!(motd.keys.len(), 2);
+        assert_eq!(motd.keys[1].size, 6, "each key beside its name");
+        // Saved and loaded: the same stamp, still holding, the same digest.
+        let back: Stamp = rmp_serde::from_slice(&rmp_serde::to_vec(&stamp).unwrap()).unwrap();
+        assert_eq!(back, stamp);
+        assert!(back.still_holds());
+        assert_eq!(Stamp::take(dir.path()).unwrap().digest(), stamp.digest());
+        past_the_clock_tick();
+        fs::write(dir.path().join("base/files/motd"), "hellO\n").unwrap();
+        assert_ne!(Stamp::take(dir.path()).unwrap().digest(), stamp.digest());
     }
 
     #[test]
