@@ -8,7 +8,9 @@
 # Sizes (the issue's: 1x and 10x estates; 20k and 100k resources; 20k and 100k plan pairs):
 #   * estates: the standard estate (20,000 files, 282 MB) and 10x (200,000 files in 2,000
 #     directories, 2.8 GB), both from make-estate.py: `datum fingerprint` (peer: the Python
-#     reference fingerprint) and `datum check` of one Tree owning the estate;
+#     reference fingerprint) and `datum check` of one Tree owning the estate, on a host
+#     that never applied it (no state store: the repository is compiled every time) and
+#     on one that did (the catalogue snapshot is reused);
 #   * File resources: 20,000 (the standard estate) and 100,000 (make-estate.py --files 100000
 #     --dirs 1000), one File per file with a repository source (bench/make-datum-repo.py):
 #     `plan --recompile` (the compile from YAML), a no-op `apply` from the catalogue snapshot,
@@ -90,9 +92,15 @@ if on driftwatch; then
 fi
 
 datum_in() { # datum_in KIND NAME ARGS...: the datum command line for one repository
+  # Each workload keeps its state (store, snapshot, source hashes) in a folder of its
+  # own, as a host does: a shared folder would make every compile load every other
+  # repository's source hashes (34 MB with both File repositories, in every Tree row).
+  # STATE_TAG names a second state for the same repository (the Tree's snapshot rows).
   local kind=$1 name=$2; shift 2
+  local state=$S/state-$kind-$name${STATE_TAG:-}
+  mkdir -p -m 700 "$state"
   CMD=("$DATUM" --repo "$S/$kind-$name" --root "$D" --host-file "$S/host.yaml"
-       --state "$S/$kind-$name.db" "$@")
+       --state "$state/state.db" "$@")
 }
 # Converge first (a verified apply), and show each workload is clean: a row of a failing
 # command measures nothing.
@@ -104,6 +112,8 @@ done
 for name in standard x10; do
   on tree || break
   datum_in tree "$name" check; "${CMD[@]}" >/dev/null || { echo "check of tree-$name is not clean" >&2; exit 1; }
+  # A host that applied the Tree once: its checks start from the catalogue snapshot.
+  STATE_TAG=-applied datum_in tree "$name" apply; "${CMD[@]}" >/dev/null || true
 done
 # A repository changed less than 2 s ago is compiled on every run (the snapshot's racy window).
 sleep 3
@@ -126,6 +136,8 @@ fi
 if on tree; then
   for e in standard x10; do
     datum_in tree "$e" check; T "tree|datum check, one Tree (full)|$e" "${CMD[@]}"
+    STATE_TAG=-applied datum_in tree "$e" check
+    T "tree|datum check, one Tree (full), from the snapshot|$e" "${CMD[@]}"
   done
 fi
 if on files; then

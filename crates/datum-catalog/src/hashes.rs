@@ -102,10 +102,12 @@ pub struct HashCacheFile {
     /// The private folder it lives in (`None`: a folder that is missing or
     /// not private; then nothing is read or written) and its name there.
     dir: Option<(datum_host::PrivateDir, std::ffi::OsString)>,
-    /// What the file held when loaded, sorted by path: read without a lock
-    /// by every hashing thread. Digests are bytes, not hex, and the list is
-    /// exactly sized: 20,000 entries cost about 3 MB plus their paths.
-    known: Vec<Entry>,
+    /// What the file held, sorted by path, read when first asked for (a
+    /// compile that hashes no `source:` file, a repository of Trees, never
+    /// reads it): then read without a lock by every hashing thread. Digests
+    /// are bytes, not hex, and the list is exactly sized: 20,000 entries
+    /// cost about 3 MB plus their paths.
+    known: std::sync::OnceLock<Vec<Entry>>,
     /// Recorded during this pass; looked up only after a save and reload (a
     /// pass hashes each source once, so it never asks for what it recorded).
     recorded: Mutex<Vec<Entry>>,
@@ -129,38 +131,21 @@ impl HashCacheFile {
     }
 
     fn load_from(dir: Option<(datum_host::PrivateDir, std::ffi::OsString)>) -> Self {
-        use std::io::BufRead as _;
-        let mut known: Vec<Entry> = Vec::new();
-        // Line by line through one small buffer: the file (about 200 bytes
-        // a source) is never held whole.
-        if let Some((dir, name)) = &dir
-            && let Ok(Some(file)) = dir.open_read(name)
-        {
-            let mut reader = std::io::BufReader::new(file);
-            let mut line = String::new();
-            if reader.read_line(&mut line).is_ok() && line.trim_end() == HEADER {
-                loop {
-                    line.clear();
-                    match reader.read_line(&mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => known.extend(parse_line(line.trim_end_matches(['\n', '\r']))),
-                    }
-                }
-            }
-        }
-        known.shrink_to_fit();
-        known.sort_by(|a, b| a.0.cmp(&b.0));
-        known.dedup_by(|a, b| a.0 == b.0);
         Self {
             dir,
-            known,
+            known: std::sync::OnceLock::new(),
             recorded: Mutex::new(Vec::new()),
         }
     }
 
+    /// The remembered entries, read from the file the first time.
+    fn known(&self) -> &[Entry] {
+        self.known.get_or_init(|| read_entries(self.dir.as_ref()))
+    }
+
     /// How many files are remembered (loaded and recorded since).
     pub fn len(&self) -> usize {
-        self.known.len() + self.recorded.lock().map_or(0, |r| r.len())
+        self.known().len() + self.recorded.lock().map_or(0, |r| r.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -179,7 +164,7 @@ impl HashCacheFile {
             return Ok(());
         }
         // Recorded entries first, so they win over what was loaded.
-        let mut all: Vec<&Entry> = recorded.iter().chain(&self.known).collect();
+        let mut all: Vec<&Entry> = recorded.iter().chain(self.known()).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.dedup_by(|a, b| a.0 == b.0);
         let mut text = String::with_capacity(64 + all.len() * 160);
@@ -215,11 +200,9 @@ impl HashCacheFile {
 
 impl SourceHashes for HashCacheFile {
     fn get(&self, path: &Path, key: &FileKey) -> Option<SourceDigests> {
-        let i = self
-            .known
-            .binary_search_by(|e| e.0.as_ref().cmp(path))
-            .ok()?;
-        let (_, k, digests) = self.known.get(i)?;
+        let known = self.known();
+        let i = known.binary_search_by(|e| e.0.as_ref().cmp(path)).ok()?;
+        let (_, k, digests) = known.get(i)?;
         (k == key).then_some(*digests)
     }
 
@@ -251,6 +234,34 @@ fn parse_line(line: &str) -> Option<Entry> {
     };
     let path = parts.next().filter(|p| !p.is_empty())?;
     Some((Path::new(path).into(), key, digests))
+}
+
+/// The entries of the cache file `name` in `dir` (none when it cannot be
+/// read or is foreign), sorted by path, one per path.
+fn read_entries(dir: Option<&(datum_host::PrivateDir, std::ffi::OsString)>) -> Vec<Entry> {
+    use std::io::BufRead as _;
+    let mut known: Vec<Entry> = Vec::new();
+    // Line by line through one small buffer: the file (about 200 bytes a
+    // source) is never held whole.
+    if let Some((dir, name)) = dir
+        && let Ok(Some(file)) = dir.open_read(name)
+    {
+        let mut reader = std::io::BufReader::new(file);
+        let mut line = String::new();
+        if reader.read_line(&mut line).is_ok() && line.trim_end() == HEADER {
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => known.extend(parse_line(line.trim_end_matches(['\n', '\r']))),
+                }
+            }
+        }
+    }
+    known.shrink_to_fit();
+    known.sort_by(|a, b| a.0.cmp(&b.0));
+    known.dedup_by(|a, b| a.0 == b.0);
+    known
 }
 
 /// Now, in nanoseconds since the epoch (0 if the clock is before it, which
@@ -293,7 +304,9 @@ mod tests {
         cache.save().unwrap();
 
         let again = HashCacheFile::load(&cache_path);
+        assert!(again.known.get().is_none(), "read only when first asked");
         assert_eq!(again.get(&src, &key(1)), Some(digests));
+        assert_eq!(again.known.get().map(Vec::len), Some(1));
         assert_eq!(again.get(&src, &key(2)), None);
         let mut moved = key(1);
         moved.ctime_ns += 1;

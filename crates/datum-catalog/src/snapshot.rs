@@ -50,7 +50,7 @@
 //! itself would not be; a `source:` file's bytes are still verified against
 //! their SHA-256 before anything is written.
 
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -795,26 +795,19 @@ pub fn save_in(
         return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
     }
     let invalid = |e: rmp_serde::encode::Error| std::io::Error::other(e.to_string());
-    let mut records = Vec::new();
+    // Each record's length first (encoded into a counter), so the index can
+    // precede the records; then everything is encoded again straight into
+    // the file. Nothing is held whole: a Tree of 200,000 files is a 15 MB
+    // record, which a buffer (and a copy per resource) used to hold twice.
     let mut spans = Vec::with_capacity(catalogue.resources.len());
+    let mut offset = 0u64;
     for r in &catalogue.resources {
-        let start = records.len();
-        let stored = StoredResource {
-            resource: Resource {
-                field_origins: Default::default(),
-                ..r.clone()
-            },
-            bytes: r
-                .content
-                .as_ref()
-                .map(|c| c.bytes.clone())
-                .unwrap_or_default(),
-            source: r.content.as_ref().and_then(|c| c.source.clone()),
-        };
-        rmp_serde::encode::write(&mut records, &stored).map_err(invalid)?;
-        let len = u32::try_from(records.len() - start)
+        let mut counter = Counter(0);
+        rmp_serde::encode::write(&mut counter, &StoredRef::of(r)).map_err(invalid)?;
+        let len = u32::try_from(counter.0)
             .map_err(|_| std::io::Error::other(format!("{} is too large to remember", r.id)))?;
-        spans.push((start as u64, len));
+        spans.push((offset, len));
+        offset += counter.0;
     }
     let header = Header {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -832,15 +825,73 @@ pub fn save_in(
     };
     // Compact form (structs as arrays): the program that reads it is the
     // one that wrote it (the header says so), so field names add nothing.
-    let mut bytes = MAGIC.to_vec();
-    rmp_serde::encode::write(&mut bytes, &header).map_err(invalid)?;
-    rmp_serde::encode::write(&mut bytes, &index).map_err(invalid)?;
-    bytes.extend_from_slice(&records);
     // A fresh temporary file named after what it becomes (a write killed
     // half-way leaves a file that says what it was), renamed into place.
-    dir.write_atomic(name, &bytes)
-        .map_err(std::io::Error::other)?;
+    dir.write_atomic_with(name, |file| {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+        out.write_all(MAGIC)?;
+        rmp_serde::encode::write(&mut out, &header).map_err(invalid)?;
+        rmp_serde::encode::write(&mut out, &index).map_err(invalid)?;
+        for r in &catalogue.resources {
+            rmp_serde::encode::write(&mut out, &StoredRef::of(r)).map_err(invalid)?;
+        }
+        out.flush()
+    })
+    .map_err(std::io::Error::other)?;
     Ok(Ok(()))
+}
+
+/// Counts what is written to it.
+struct Counter(u64);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A [`StoredResource`] as written: the resource without its content's
+/// bytes (which it never serialises) or field origins, and the bytes
+/// borrowed. Encodes exactly as a `StoredResource` does.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    resource: Resource,
+    #[serde(with = "serde_bytes")]
+    bytes: &'a [u8],
+    source: Option<&'a PathBuf>,
+}
+
+impl<'a> StoredRef<'a> {
+    fn of(r: &'a Resource) -> Self {
+        let content = r.content.as_ref();
+        StoredRef {
+            resource: Resource {
+                id: r.id.clone(),
+                desired: r.desired.clone(),
+                content: content.map(|c| datum_core::Content {
+                    bytes: Vec::new(),
+                    sha256: c.sha256.clone(),
+                    size: c.size,
+                    source: None,
+                    blake3: c.blake3.clone(),
+                }),
+                requires: r.requires.clone(),
+                class: r.class.clone(),
+                sensitive: r.sensitive,
+                validate: r.validate.clone(),
+                origin: r.origin.clone(),
+                field_origins: Default::default(),
+                declaration_hash: r.declaration_hash.clone(),
+            },
+            bytes: content.map_or(&[], |c| c.bytes.as_slice()),
+            source: content.and_then(|c| c.source.as_ref()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -360,6 +360,17 @@ impl PrivateDir {
     /// (`O_EXCL`, 0600), fsynced, renamed over the name, the folder fsynced.
     /// A link already at `name` is refused.
     pub fn write_atomic(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> Result<(), HostError> {
+        self.write_atomic_with(name, |file| file.write_all(bytes))
+    }
+
+    /// [`PrivateDir::write_atomic`] of what `write` writes to the temporary
+    /// file (a large file is written as it is made, never held whole). A
+    /// `write` that fails leaves `name` as it was.
+    pub fn write_atomic_with(
+        &self,
+        name: impl AsRef<OsStr>,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> Result<(), HostError> {
         let name = name.as_ref();
         self.require_regular_or_absent(name)?;
         let mut tmp_name = OsString::from(".");
@@ -368,7 +379,7 @@ impl PrivateDir {
         let tmp_path = self.file_path(&tmp_name);
         let written = (|| {
             let mut file = self.create_new(&tmp_name, 0o600)?;
-            file.write_all(bytes)
+            write(&mut file)
                 .and_then(|()| file.sync_all())
                 .map_err(|e| HostError::io("write", &tmp_path, e))?;
             self.rename(&tmp_name, name)
@@ -519,6 +530,22 @@ mod tests {
         dir.write_atomic("state.catalogue", b"one").unwrap();
         dir.write_atomic("state.catalogue", b"two").unwrap();
         assert_eq!(dir.read("state.catalogue").unwrap().unwrap(), b"two");
+        // Written as it is made; a writer that fails half-way leaves the
+        // old file as it was and no temporary file.
+        let failed = dir.write_atomic_with("state.catalogue", |file| {
+            file.write_all(b"half of a new")?;
+            Err(std::io::Error::other("the encoder gave up"))
+        });
+        assert!(failed.unwrap_err().to_string().contains("gave up"));
+        assert_eq!(dir.read("state.catalogue").unwrap().unwrap(), b"two");
+        let names: Vec<_> = dir.list().unwrap().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["state.catalogue"], "no temporary file left");
+        dir.write_atomic_with("state.catalogue", |file| {
+            file.write_all(b"thr")?;
+            file.write_all(b"ee")
+        })
+        .unwrap();
+        assert_eq!(dir.read("state.catalogue").unwrap().unwrap(), b"three");
 
         let canary = outside.path().join("canary");
         std::fs::write(&canary, b"outside").unwrap();

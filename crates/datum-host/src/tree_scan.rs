@@ -167,6 +167,25 @@ impl std::fmt::Debug for Prune {
     }
 }
 
+/// [`scan`], keeping of each directory that `prune` accepts only its own node (see
+/// [`scan_dir_pruned`]): what lets a caller take each directory's entries as the scan
+/// finishes it, so that the whole tree is never held.
+pub fn scan_pruned(
+    path: &Path,
+    opts: &ScanOptions,
+    prune: Prune,
+) -> Result<ScannedTree, FingerprintError> {
+    let scanned = scan_with_prune(
+        Start::Path,
+        path,
+        opts,
+        max_open_dirs(),
+        Keep::Tree,
+        Some(prune),
+    )?;
+    into_tree(scanned, opts.algorithm, path)
+}
+
 /// [`scan_dir`], keeping of each directory that `prune` accepts only its own node: what
 /// lets a comparison prove equal subtrees while the scan runs, so that the tree kept is
 /// the part that differs (and the directories above it), not the whole tree. The root

@@ -32,8 +32,10 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use datum_fingerprint::{Algorithm, Entry};
-use datum_host::tree_scan::{ScanOptions, scan};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use datum_fingerprint::{Algorithm, Entry, FingerprintedNode};
+use datum_host::tree_scan::{Prune, ScanOptions, scan_pruned};
 
 const MAGIC: &[u8] = b"datum-tree3\n";
 /// The previous format's magic: what the checksum is computed over (see [`pack`]).
@@ -194,14 +196,30 @@ fn push_entry(out: &mut Vec<u8>, path: &[u8], entry: &DeclaredEntry) {
     out.extend_from_slice(payload);
 }
 
+/// Entries in path byte order, borrowed: what [`encode`] and [`pack`] take
+/// (a [`DeclaredEntries`] map, or the sorted list [`read_source_dir`] gives).
+pub trait SortedEntries<'a>: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone {}
+
+impl<'a, I: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone> SortedEntries<'a> for I {}
+
+/// A map's entries as [`SortedEntries`].
+pub fn entries_of_map(map: &DeclaredEntries) -> impl SortedEntries<'_> {
+    map.iter().map(|(path, entry)| (path.as_slice(), entry))
+}
+
+/// A sorted list's entries as [`SortedEntries`].
+pub fn entries_of_list(list: &[(Vec<u8>, DeclaredEntry)]) -> impl SortedEntries<'_> {
+    list.iter().map(|(path, entry)| (path.as_slice(), entry))
+}
+
 /// Packs `entries`, read from the repository folder `source` (see the
 /// module header for the format).
-pub fn encode(source: &Path, entries: &DeclaredEntries) -> Vec<u8> {
+pub fn encode<'a>(source: &Path, entries: impl SortedEntries<'a>) -> Vec<u8> {
     let folder = source.as_os_str().as_bytes();
     // Sized first: a 200,000-file tree is ~16 MB, and a vector grown by
     // doubling would hold up to twice that while the catalogue is compiled.
     let size = entries
-        .iter()
+        .clone()
         .fold(MAGIC.len() + 4 + folder.len(), |n, (path, e)| {
             let payload = match e {
                 DeclaredEntry::Dir => 0,
@@ -226,9 +244,9 @@ pub fn encode(source: &Path, entries: &DeclaredEntries) -> Vec<u8> {
 /// repository is checked out elsewhere. The checksum is computed over the
 /// previous format (`datum-tree2`) with every repository path empty, as it
 /// always was: a new build does not see every Tree as changed.
-pub fn pack(source: &Path, entries: &DeclaredEntries) -> datum_core::Content {
+pub fn pack<'a>(source: &Path, entries: impl SortedEntries<'a>) -> datum_core::Content {
     use sha2::Digest as _;
-    let bytes = encode(source, entries);
+    let bytes = encode(source, entries.clone());
     // Hashed entry by entry, never held whole.
     let mut hasher = sha2::Sha256::new();
     hasher.update(MAGIC_V2);
@@ -362,44 +380,94 @@ pub fn decode(bytes: &[u8]) -> Result<DeclaredTree, ArchiveError> {
 /// Scans the repository folder `dir` into declared entries: regular files
 /// by hash (hashed in parallel, read once, not kept), folders (empty ones
 /// too), links as links. Other entries (fifos, sockets) are refused: they
-/// cannot be declared.
-pub fn read_source_dir(dir: &Path) -> Result<DeclaredEntries, std::io::Error> {
-    let scanned = scan(
-        dir,
-        &ScanOptions {
-            algorithm: Algorithm::Native,
-            exclude: None,
-            threads: 0,
-            progress: None,
-        },
-    )
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut tree = DeclaredEntries::new();
-    for (rel, node) in scanned.tree.walk() {
-        if rel.as_os_str().is_empty() {
-            continue;
-        }
-        let key = rel.as_os_str().as_bytes().to_vec();
-        let entry = match &node.entry {
-            Entry::Dir { .. } => DeclaredEntry::Dir,
-            Entry::File { size, content, .. } => DeclaredEntry::File {
-                blake3: content.digest.0,
-                size: *size,
-            },
-            Entry::Symlink { target, .. } => DeclaredEntry::Symlink(target.clone()),
-            Entry::Other { .. } => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} is neither a file, a folder nor a link",
-                        dir.join(&rel).display()
-                    ),
-                ));
+/// cannot be declared. Each folder's entries are taken as the scan finishes
+/// the folder, and dropped from the scanned tree: the scan never holds the
+/// whole tree beside the declared entries (at 200,000 files that was the
+/// larger of the two).
+pub fn read_source_dir(dir: &Path) -> Result<Vec<(Vec<u8>, DeclaredEntry)>, std::io::Error> {
+    // Each folder's entries in one exactly sized list: no list grown by
+    // doubling to 200,000 entries.
+    type Found = (Vec<Vec<(Vec<u8>, DeclaredEntry)>>, Option<Vec<u8>>);
+    let found: Arc<Mutex<Found>> = Arc::default();
+    let prune = {
+        let found = found.clone();
+        Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
+            let mut found = found.lock().unwrap_or_else(PoisonError::into_inner);
+            let (folders, other) = &mut *found;
+            let mut entries = Vec::with_capacity(node.children.len());
+            for (name, child) in &node.children {
+                let mut key = rel.as_os_str().as_bytes().to_vec();
+                if !key.is_empty() {
+                    key.push(b'/');
+                }
+                key.extend_from_slice(name);
+                match declared_entry(&child.entry) {
+                    Some(entry) => entries.push((key, entry)),
+                    // The first in byte order is named, whichever folder
+                    // the scan finished first.
+                    None if other.as_ref().is_none_or(|o| key < *o) => *other = Some(key),
+                    None => {}
+                }
             }
-        };
-        tree.insert(key, entry);
+            folders.push(entries);
+            true
+        }))
+    };
+    let options = ScanOptions {
+        algorithm: Algorithm::Native,
+        exclude: None,
+        threads: 0,
+        progress: None,
+    };
+    let scanned =
+        scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let (folders, other) =
+        std::mem::take(&mut *found.lock().unwrap_or_else(PoisonError::into_inner));
+    // Every folder below the root was pruned; the root's own entries are
+    // here only if the scan kept them.
+    let mut root = Vec::new();
+    for (name, child) in &scanned.tree.root.children {
+        match declared_entry(&child.entry) {
+            Some(entry) => root.push((name.clone(), entry)),
+            None => return Err(not_declarable(dir, name)),
+        }
     }
-    Ok(tree)
+    drop(scanned);
+    if let Some(rel) = other {
+        return Err(not_declarable(dir, &rel));
+    }
+    // One list, each folder's freed as it is moved in, then in byte order.
+    let mut entries = Vec::with_capacity(root.len() + folders.iter().map(Vec::len).sum::<usize>());
+    entries.append(&mut root);
+    for mut folder in folders {
+        entries.append(&mut folder);
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries)
+}
+
+fn not_declarable(dir: &Path, rel: &[u8]) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is neither a file, a folder nor a link",
+            dir.join(std::ffi::OsStr::from_bytes(rel)).display()
+        ),
+    )
+}
+
+/// What an entry of a repository folder declares (`None`: a kind that
+/// cannot be declared).
+fn declared_entry(entry: &Entry) -> Option<DeclaredEntry> {
+    match entry {
+        Entry::Dir { .. } => Some(DeclaredEntry::Dir),
+        Entry::File { size, content, .. } => Some(DeclaredEntry::File {
+            blake3: content.digest.0,
+            size: *size,
+        }),
+        Entry::Symlink { target, .. } => Some(DeclaredEntry::Symlink(target.clone())),
+        Entry::Other { .. } => None,
+    }
 }
 
 #[cfg(test)]
@@ -434,7 +502,7 @@ mod tests {
             DeclaredEntry::Symlink(b"../a.conf".to_vec()),
         );
         t.insert(b"odd name\n".to_vec(), file(b""));
-        let bytes = encode(Path::new("/repo/t"), &t);
+        let bytes = encode(Path::new("/repo/t"), entries_of_map(&t));
         assert_eq!(bytes.capacity(), bytes.len(), "sized before it is written");
         let back = decode(&bytes).unwrap();
         assert_eq!(entries_of(&back), t);
@@ -458,9 +526,18 @@ mod tests {
         let here: DeclaredEntries = [(b"a".to_vec(), file(b"x"))].into();
         let other: DeclaredEntries = [(b"a".to_vec(), file(b"y"))].into();
         let (one, two) = (Path::new("/one"), Path::new("/two"));
-        assert_eq!(pack(one, &here).sha256, pack(two, &here).sha256);
-        assert_ne!(pack(one, &here).sha256, pack(one, &other).sha256);
-        assert_eq!(entries_of(&decode(&pack(one, &here).bytes).unwrap()), here);
+        assert_eq!(
+            pack(one, entries_of_map(&here)).sha256,
+            pack(two, entries_of_map(&here)).sha256
+        );
+        assert_ne!(
+            pack(one, entries_of_map(&here)).sha256,
+            pack(one, entries_of_map(&other)).sha256
+        );
+        assert_eq!(
+            entries_of(&decode(&pack(one, entries_of_map(&here)).bytes).unwrap()),
+            here
+        );
     }
 
     /// The checksum (and so every Tree's declaration hash) is what the
@@ -483,7 +560,7 @@ mod tests {
         v2.extend_from_slice(b"d\x01\0\0\0d\0\0\0\0\0\0\0\0");
         v2.extend_from_slice(b"l\x03\0\0\0d/l\x04\0\0\0\0\0\0\0../a");
         assert_eq!(
-            pack(Path::new("/r"), &t).sha256,
+            pack(Path::new("/r"), entries_of_map(&t)).sha256,
             datum_core::sha256_hex(&v2)
         );
     }
@@ -491,7 +568,7 @@ mod tests {
     #[test]
     fn damaged_bytes_are_an_error_not_a_panic() {
         let t: DeclaredEntries = [(b"a".to_vec(), file(b"xyz"))].into();
-        let bytes = encode(Path::new("/r"), &t);
+        let bytes = encode(Path::new("/r"), entries_of_map(&t));
         let header = MAGIC.len() + 4 + 2;
         for cut in 0..bytes.len() {
             if cut == header {
@@ -505,12 +582,12 @@ mod tests {
     #[test]
     fn an_entry_without_its_folder_is_refused() {
         let orphan: DeclaredEntries = [(b"d/a".to_vec(), file(b"x"))].into();
-        assert!(decode(&encode(Path::new("/r"), &orphan)).is_err());
+        assert!(decode(&encode(Path::new("/r"), entries_of_map(&orphan))).is_err());
         let under_a_file: DeclaredEntries =
             [(b"d".to_vec(), file(b"x")), (b"d/a".to_vec(), file(b"x"))].into();
-        assert!(decode(&encode(Path::new("/r"), &under_a_file)).is_err());
+        assert!(decode(&encode(Path::new("/r"), entries_of_map(&under_a_file))).is_err());
         let empty_part: DeclaredEntries = [(b"/a".to_vec(), file(b"x"))].into();
-        assert!(decode(&encode(Path::new("/r"), &empty_part)).is_err());
+        assert!(decode(&encode(Path::new("/r"), entries_of_map(&empty_part))).is_err());
     }
 
     #[test]
@@ -519,7 +596,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"A").unwrap();
         std::fs::create_dir(dir.path().join("empty")).unwrap();
         std::os::unix::fs::symlink("/etc/shadow", dir.path().join("l")).unwrap();
-        let t = read_source_dir(dir.path()).unwrap();
+        let t: DeclaredEntries = read_source_dir(dir.path()).unwrap().into_iter().collect();
         assert_eq!(t.get(&b"a"[..]), Some(&file(b"A")));
         assert_eq!(t.get(&b"empty"[..]), Some(&DeclaredEntry::Dir));
         assert_eq!(
@@ -527,5 +604,56 @@ mod tests {
             Some(&DeclaredEntry::Symlink(b"/etc/shadow".to_vec()))
         );
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn a_deep_folder_reads_as_the_whole_scan_says_and_a_socket_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["a/b/c", "a/b-x", "z", "a-b"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        for (f, bytes) in [
+            ("a/b/c/deep", "1"),
+            ("a/b/f", "2"),
+            ("a/top", "3"),
+            ("r", "4"),
+        ] {
+            std::fs::write(dir.path().join(f), bytes).unwrap();
+        }
+        std::os::unix::fs::symlink("../r", dir.path().join("a/b/l")).unwrap();
+        // The oracle: every entry of the whole scanned tree.
+        let options = ScanOptions {
+            algorithm: Algorithm::Native,
+            exclude: None,
+            threads: 0,
+            progress: None,
+        };
+        let whole = datum_host::tree_scan::scan(dir.path(), &options).unwrap();
+        let want: DeclaredEntries = whole
+            .tree
+            .walk()
+            .into_iter()
+            .filter(|(rel, _)| !rel.as_os_str().is_empty())
+            .map(|(rel, node)| {
+                let entry = declared_entry(&node.entry).unwrap();
+                (rel.as_os_str().as_bytes().to_vec(), entry)
+            })
+            .collect();
+        assert_eq!(want.len(), 11);
+        let got = read_source_dir(dir.path()).unwrap();
+        assert_eq!(
+            got,
+            want.into_iter().collect::<Vec<_>>(),
+            "every entry, in byte order"
+        );
+
+        // Two sockets: the first in byte order is the one named.
+        let _sockets: Vec<_> = ["a/b/c/zz-sock", "a/b/a-sock"]
+            .iter()
+            .map(|s| std::os::unix::net::UnixListener::bind(dir.path().join(s)).unwrap())
+            .collect();
+        let err = read_source_dir(dir.path()).unwrap_err().to_string();
+        let first = dir.path().join("a/b/a-sock");
+        assert!(err.contains(&first.display().to_string()), "{err}");
     }
 }

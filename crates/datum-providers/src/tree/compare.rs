@@ -544,7 +544,11 @@ mod tests {
             };
             let mut map = DeclaredEntries::new();
             entries(&declared, "", &mut map);
-            let tree = archive::decode(&archive::encode(Path::new("/r"), &map)).unwrap();
+            let tree = archive::decode(&archive::encode(
+                Path::new("/r"),
+                archive::entries_of_map(&map),
+            ))
+            .unwrap();
             let exclusions = Exclusions::new(rng.pick(&rules).iter().copied()).unwrap();
             let mut host = host_node(&mut rng, &host, clean);
             host.prune(&exclusions);

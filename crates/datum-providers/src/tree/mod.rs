@@ -296,7 +296,8 @@ impl TakesSourceFolder for TreeProvider {
     }
 
     fn pack(&self, dir: &Path) -> Result<datum_core::Content, std::io::Error> {
-        archive::read_source_dir(dir).map(|tree| archive::pack(dir, &tree))
+        archive::read_source_dir(dir)
+            .map(|tree| archive::pack(dir, archive::entries_of_list(&tree)))
     }
 }
 
@@ -1107,7 +1108,11 @@ mod tests {
             },
         )]
         .into();
-        let entries = archive::decode(&archive::encode(Path::new("/repo"), &entries)).unwrap();
+        let entries = archive::decode(&archive::encode(
+            Path::new("/repo"),
+            archive::entries_of_map(&entries),
+        ))
+        .unwrap();
         let mut host = Node::dir(0o750, 7, 8);
         let _ = host.insert(
             "a",
