@@ -49,19 +49,33 @@ pub fn metadata_first(registry: &Registry, kind: &str) -> bool {
     registry.lookup(kind).is_some_and(|p| p.paths().is_some())
 }
 
+/// What a metadata pass may conclude about a resource before reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Unchanged since its last verified apply: not read.
+    Trusted,
+    /// Its metadata equals the record, but the record was made while the
+    /// file had just changed (`FileMeta::quiet_at`): read, and when it
+    /// matches, its verification is recorded again now that it is quiet
+    /// (see [`refresh_racy`]).
+    Racy,
+    /// Read.
+    Read,
+}
+
 /// Which of the resources at `indices` are regular files whose metadata
 /// equals what their last verified apply recorded (and whose declaration has
 /// not changed since): those are trusted without being read (or even
-/// decoded). One `lstat` each, batched per directory on all cores (20,000
-/// of them are most of a metadata pass). The result is aligned with
-/// `indices`.
+/// decoded), unless the record is racy. One `lstat` each, batched per
+/// directory on all cores (20,000 of them are most of a metadata pass). The
+/// result is aligned with `indices`.
 pub fn trusted_by_metadata(
     registry: &Registry,
     entries: &[Summary],
     indices: &[usize],
     host: &Host,
     store: &mut Store,
-) -> Result<Vec<bool>, datum_store::StoreError> {
+) -> Result<Vec<Trust>, datum_store::StoreError> {
     // Every resource of a metadata-first kind with a path is looked at (one
     // `lstat` each, batched per directory on all cores) while the store is
     // read for the records of the same declaration: the two take about as
@@ -114,18 +128,45 @@ pub fn trusted_by_metadata(
         (looking.join().unwrap_or_default(), visited)
     });
     visited?;
-    let mut trusted = vec![false; indices.len()];
+    let mut trusted = vec![Trust::Read; indices.len()];
     for ((at, _), stat) in files.iter().zip(stats) {
         trusted[*at] = match (stat, &recorded[*at]) {
             (Ok(Some(stat)), Some((recorded, verified_at)))
                 if stat.kind == datum_host::fs::FileKind::File =>
             {
-                datum_drift::metadata::unchanged_since_verified(recorded, *verified_at, &stat.meta)
+                if !datum_drift::metadata::same_as_recorded(recorded, &stat.meta) {
+                    Trust::Read
+                } else if recorded.quiet_at(*verified_at) {
+                    Trust::Trusted
+                } else {
+                    Trust::Racy
+                }
             }
-            _ => false,
+            _ => Trust::Read,
         };
     }
     Ok(trusted)
+}
+
+/// Records again, at `now`, the verification of a resource whose record was
+/// racy ([`Trust::Racy`]) and which this check read and found matching its
+/// declaration: a fresh verification, as an apply's would be, so the next
+/// metadata pass trusts it without an apply in between. Only when the file
+/// is still as recorded, and quiet at `now` (else the new record would be
+/// racy too).
+pub fn refresh_racy(
+    store: &mut Store,
+    resource: &datum_core::Resource,
+    observed: &datum_core::Observed,
+    now: i64,
+) -> Result<(), datum_store::StoreError> {
+    let Some(meta) = observed.meta.as_ref().filter(|m| m.sha256.is_some()) else {
+        return Ok(());
+    };
+    if !meta.quiet_at(now) {
+        return Ok(());
+    }
+    store.record_verified(&resource.id, &resource.declaration_hash, Some(meta), now)
 }
 
 /// Folds the findings of every resource the apply loop never made match

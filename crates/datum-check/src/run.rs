@@ -24,7 +24,9 @@ use datum_store::backup::BackupStore;
 use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
 
 use crate::COMMAND;
-use crate::detection::{distrust_stamps, not_converged, reads_content, trusted_by_metadata};
+use crate::detection::{
+    Trust, distrust_stamps, not_converged, reads_content, refresh_racy, trusted_by_metadata,
+};
 use crate::error::{CheckError, Context as _};
 use crate::policies::Policies;
 
@@ -188,7 +190,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         let t0 = Instant::now();
         let full = reads_content(spec, deep, store)?;
         let trusted = if full {
-            vec![false; indices.len()]
+            vec![Trust::Read; indices.len()]
         } else {
             trusted_by_metadata(registry, &lazy.entries, indices, host, store)
                 .context("cannot read the last verified applies")?
@@ -196,7 +198,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         let to_observe: Vec<usize> = indices
             .iter()
             .zip(&trusted)
-            .filter(|(_, trusted)| !**trusted)
+            .filter(|(_, trusted)| **trusted != Trust::Trusted)
+            .map(|(i, _)| *i)
+            .collect();
+        let racy: std::collections::HashSet<usize> = indices
+            .iter()
+            .zip(&trusted)
+            .filter(|(_, trusted)| **trusted == Trust::Racy)
             .map(|(i, _)| *i)
             .collect();
         let unread = indices.len() - to_observe.len();
@@ -213,7 +221,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             let refs: Vec<&Resource> = resources.iter().collect();
             let results = datum_engine::inspect_all(registry, &refs, host, ContentDiff::Read);
             let mut keep = vec![false; resources.len()];
-            for ((r, result), keep) in resources.iter().zip(results).zip(&mut keep) {
+            for (((r, result), keep), index) in
+                resources.iter().zip(results).zip(&mut keep).zip(batch)
+            {
                 match result {
                     Ok(Inspection {
                         provider,
@@ -242,6 +252,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         if !found.is_empty() {
                             observations.insert(r.id.clone(), observed);
                             *keep = true;
+                        } else if racy.contains(index) {
+                            refresh_racy(store, r, &observed, now)
+                                .context("cannot record a verification")?;
                         }
                         findings.extend(found);
                     }

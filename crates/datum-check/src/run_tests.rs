@@ -16,6 +16,8 @@ use datum_engine::{Mode, PassContext, SilentReporter, run_pass};
 use datum_host::Host;
 use datum_providers::{ExtraDrift, ExtraFinding, Registry};
 use datum_store::Store;
+
+use crate::detection::Trust;
 use datum_store::backup::BackupStore;
 use datum_testkit::fake::{Faults, fake_file, fake_registry, fake_unit, read_live};
 use serde_json::json;
@@ -321,22 +323,22 @@ fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
     };
     assert!(detection::metadata_first(&bed.registry, &file.id.kind));
     assert!(!detection::metadata_first(&bed.registry, &unit.id.kind));
-    assert_eq!(trusted(&mut bed), vec![true, false]);
+    assert_eq!(trusted(&mut bed), [Trust::Trusted, Trust::Read]);
     // The same record made in the second the file changed: racy, read.
     bed.store
         .record_verified(&file.id, &file.declaration_hash, Some(&meta), quiet - 3)
         .unwrap();
-    assert_eq!(trusted(&mut bed), vec![false, false]);
+    assert_eq!(trusted(&mut bed), [Trust::Racy, Trust::Read]);
     bed.store
         .record_verified(&file.id, &file.declaration_hash, Some(&meta), quiet)
         .unwrap();
-    assert_eq!(trusted(&mut bed), vec![true, false]);
+    assert_eq!(trusted(&mut bed), [Trust::Trusted, Trust::Read]);
 
     // Touched: read again, and the drift it shows makes the stamp
     // untrusted until an apply verifies it.
     std::thread::sleep(std::time::Duration::from_millis(20));
     bed.write("/etc/m.conf", "changed!\n");
-    assert_eq!(trusted(&mut bed), vec![false, false]);
+    assert_eq!(trusted(&mut bed), [Trust::Read, Trust::Read]);
     let looked = bed.check(&cat, Act::Look);
     assert_eq!(actions(&looked)[0].1, "changed_outside");
     assert!(
@@ -349,7 +351,7 @@ fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
     );
     // Put back by hand: without the stamp it is still not trusted.
     bed.write("/etc/m.conf", "declared\n");
-    assert_eq!(trusted(&mut bed), vec![false, false]);
+    assert_eq!(trusted(&mut bed), [Trust::Read, Trust::Read]);
 }
 
 #[test]

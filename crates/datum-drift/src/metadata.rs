@@ -28,12 +28,14 @@ pub use datum_core::observed::RACY_WINDOW_NS;
 /// about content; nor is one of a file that had just changed when it was
 /// recorded.
 pub fn unchanged_since_verified(recorded: &FileMeta, verified_at: i64, now: &FileMeta) -> bool {
-    // Seconds, truncated: never later than the verification's start.
-    let verified_ns = verified_at.saturating_mul(1_000_000_000);
-    let quiet =
-        recorded.ctime_ns.max(recorded.mtime_ns) < verified_ns.saturating_sub(RACY_WINDOW_NS);
+    same_as_recorded(recorded, now) && recorded.quiet_at(verified_at)
+}
+
+/// True when `now` equals `recorded` in every value a metadata check
+/// compares, and `recorded` has a content hash; whether the record can vouch
+/// for the content is [`unchanged_since_verified`]'s question.
+pub fn same_as_recorded(recorded: &FileMeta, now: &FileMeta) -> bool {
     recorded.sha256.is_some()
-        && quiet
         && recorded.size == now.size
         && recorded.mtime_ns == now.mtime_ns
         && recorded.ctime_ns == now.ctime_ns

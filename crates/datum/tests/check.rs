@@ -424,6 +424,41 @@ fn forge_verified_meta(s: &Sandbox) {
 }
 
 #[test]
+fn a_check_records_again_a_racy_verification_it_read_and_found_as_declared() {
+    // The apply recorded motd as it wrote it: a racy record, so a metadata
+    // check reads the file rather than trusting it.
+    let s = Sandbox::new(METADATA_CLASSES, Some("cheap")).applied();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(
+        (code, json["metadata_only"].as_u64()),
+        (0, Some(0)),
+        "{json:#}"
+    );
+    // Once the file is quiet, a check still reads it (the record is what
+    // it was) and, finding it as declared, records its verification again...
+    wait_out_racy_records();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(
+        (code, json["metadata_only"].as_u64()),
+        (0, Some(0)),
+        "{json:#}"
+    );
+    // ...so the next trusts it, without an apply in between.
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 0, "{json:#}");
+    assert!(
+        json["metadata_only"].as_u64().expect("count") >= 1,
+        "{json:#}"
+    );
+    // And an edit is still seen (ctime moved: read, reported).
+    edit_keeping_size_and_mtime(
+        &s.live("/etc/motd"),
+        "Welcome to TEST-host.\nAuthorised use only.\n",
+    );
+    one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+}
+
+#[test]
 fn metadata_mode_reads_a_file_whose_ctime_moved() {
     let s = Sandbox::new(METADATA_CLASSES, Some("cheap")).applied();
     edit_keeping_size_and_mtime(
