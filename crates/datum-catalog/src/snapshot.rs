@@ -116,29 +116,15 @@ impl StampedDir {
     }
 }
 
-/// SHA-256 fed by a serializer, so that a digest of a large value never
-/// holds its encoding.
-struct HashWriter(sha2::Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        sha2::Digest::update(&mut self.0, bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// 16 hex digits of SHA-256 over `value`'s MessagePack encoding.
+/// 16 hex digits of SHA-256 over `value`'s MessagePack encoding, fed to the
+/// hasher as it is encoded (a large value's encoding is never held).
 fn short_digest(value: &impl Serialize) -> String {
     use sha2::Digest as _;
-    let mut hasher = HashWriter(sha2::Sha256::new());
+    let mut hasher = sha2::Sha256::new();
     // Writing to a hasher cannot fail; a value that cannot be encoded
     // (none here) digests what was written of it.
     let _ = rmp_serde::encode::write(&mut hasher, value);
-    hex::encode(&hasher.0.finalize()[..8])
+    hex::encode(&hasher.finalize()[..8])
 }
 
 impl Stamp {

@@ -49,19 +49,7 @@ pub fn metadata_first(registry: &Registry, kind: &str) -> bool {
     registry.lookup(kind).is_some_and(|p| p.paths().is_some())
 }
 
-/// What a metadata pass may conclude about a resource before reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
-    /// Unchanged since its last verified apply: not read.
-    Trusted,
-    /// Its metadata equals the record, but the record was made while the
-    /// file had just changed (`FileMeta::quiet_at`): read, and when it
-    /// matches, its verification is recorded again now that it is quiet
-    /// (see [`refresh_racy`]).
-    Racy,
-    /// Read.
-    Read,
-}
+pub use datum_drift::metadata::Trust;
 
 /// Which of the resources at `indices` are regular files whose metadata
 /// equals what their last verified apply recorded (and whose declaration has
@@ -134,13 +122,7 @@ pub fn trusted_by_metadata(
             (Ok(Some(stat)), Some((recorded, verified_at)))
                 if stat.kind == datum_host::fs::FileKind::File =>
             {
-                if !datum_drift::metadata::same_as_recorded(recorded, &stat.meta) {
-                    Trust::Read
-                } else if recorded.quiet_at(*verified_at) {
-                    Trust::Trusted
-                } else {
-                    Trust::Racy
-                }
+                datum_drift::metadata::trust(recorded, *verified_at, &stat.meta)
             }
             _ => Trust::Read,
         };

@@ -13,28 +13,45 @@
 //! leave every field as it was while the content moved. A record whose file
 //! changed within [`RACY_WINDOW_NS`] before its verification started is
 //! therefore never trusted ([`FileMeta::quiet_at`]): the file is read until
-//! an apply records it again after it has been quiet that long (the next
-//! apply does: it re-records a verification that was not quiet).
+//! its verification is recorded again once it has been quiet that long (by
+//! the next apply, or by the first check that reads it and finds it as
+//! declared: [`Trust::Racy`]).
 //!
-//! Owns: [`unchanged_since_verified`]. Must not: read content.
+//! Owns: [`trust`]. Must not: read content.
 
 use datum_core::FileMeta;
 
 pub use datum_core::observed::RACY_WINDOW_NS;
 
-/// True when `now` shows no sign of change since `recorded` (the metadata of
-/// the last verified apply, which started at `verified_at`, Unix seconds). A
-/// recorded value without a content hash is not trusted: it proves nothing
-/// about content; nor is one of a file that had just changed when it was
-/// recorded.
-pub fn unchanged_since_verified(recorded: &FileMeta, verified_at: i64, now: &FileMeta) -> bool {
-    same_as_recorded(recorded, now) && recorded.quiet_at(verified_at)
+/// What a metadata pass may conclude about a file before reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Unchanged since its last verified apply: not read.
+    Trusted,
+    /// Its metadata equals the record, but the record was made while the
+    /// file had just changed ([`FileMeta::quiet_at`]): read, and when it
+    /// matches, its verification can be recorded again now that it is quiet.
+    Racy,
+    /// Read.
+    Read,
+}
+
+/// What `now` (the file's metadata) allows against `recorded`, the metadata
+/// of the last verified apply, which started at `verified_at` (Unix
+/// seconds). A record without a content hash proves nothing about content.
+pub fn trust(recorded: &FileMeta, verified_at: i64, now: &FileMeta) -> Trust {
+    if !same_as_recorded(recorded, now) {
+        Trust::Read
+    } else if recorded.quiet_at(verified_at) {
+        Trust::Trusted
+    } else {
+        Trust::Racy
+    }
 }
 
 /// True when `now` equals `recorded` in every value a metadata check
-/// compares, and `recorded` has a content hash; whether the record can vouch
-/// for the content is [`unchanged_since_verified`]'s question.
-pub fn same_as_recorded(recorded: &FileMeta, now: &FileMeta) -> bool {
+/// compares, and `recorded` has a content hash.
+fn same_as_recorded(recorded: &FileMeta, now: &FileMeta) -> bool {
     recorded.sha256.is_some()
         && recorded.size == now.size
         && recorded.mtime_ns == now.mtime_ns
@@ -70,14 +87,11 @@ mod tests {
     #[test]
     fn any_moved_field_means_read_it() {
         let base = meta();
-        assert!(unchanged_since_verified(
-            &base,
-            LATER,
-            &FileMeta {
-                sha256: None,
-                ..meta()
-            }
-        ));
+        let unhashed_now = FileMeta {
+            sha256: None,
+            ..meta()
+        };
+        assert_eq!(trust(&base, LATER, &unhashed_now), Trust::Trusted);
         let changes: Vec<fn(&mut FileMeta)> = vec![
             |m| m.size = 11,
             |m| m.mtime_ns = 9,
@@ -91,13 +105,13 @@ mod tests {
         for change in changes {
             let mut now = meta();
             change(&mut now);
-            assert!(!unchanged_since_verified(&base, LATER, &now));
+            assert_eq!(trust(&base, LATER, &now), Trust::Read);
         }
         let unhashed = FileMeta {
             sha256: None,
             ..meta()
         };
-        assert!(!unchanged_since_verified(&unhashed, LATER, &meta()));
+        assert_eq!(trust(&unhashed, LATER, &meta()), Trust::Read);
     }
 
     #[test]
@@ -109,17 +123,17 @@ mod tests {
             ..meta()
         };
         // Verified at second 100: changed before 98 is quiet, later is not.
-        for (ctime, mtime, trusted) in [
-            (at(97, 999_999_999), at(97, 0), true),
-            (at(98, 0), at(97, 0), false),
-            (at(99, 500), at(90, 0), false),
-            (at(90, 0), at(100, 1), false), // an mtime set ahead counts too
-            (at(100, 0), at(100, 0), false),
+        for (ctime, mtime, want) in [
+            (at(97, 999_999_999), at(97, 0), Trust::Trusted),
+            (at(98, 0), at(97, 0), Trust::Racy),
+            (at(99, 500), at(90, 0), Trust::Racy),
+            (at(90, 0), at(100, 1), Trust::Racy), // an mtime set ahead counts too
+            (at(100, 0), at(100, 0), Trust::Racy),
         ] {
             let recorded = changed_at(ctime, mtime);
             assert_eq!(
-                unchanged_since_verified(&recorded, 100, &recorded),
-                trusted,
+                trust(&recorded, 100, &recorded),
+                want,
                 "ctime {ctime} mtime {mtime}"
             );
         }

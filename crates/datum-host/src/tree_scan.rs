@@ -175,15 +175,7 @@ pub fn scan_pruned(
     opts: &ScanOptions,
     prune: Prune,
 ) -> Result<ScannedTree, FingerprintError> {
-    let scanned = scan_with_prune(
-        Start::Path,
-        path,
-        opts,
-        max_open_dirs(),
-        Keep::Tree,
-        Some(prune),
-    )?;
-    into_tree(scanned, opts.algorithm, path)
+    pruned_tree(Start::Path, path, opts, prune)
 }
 
 /// [`scan_dir`], keeping of each directory that `prune` accepts only its own node: what
@@ -196,14 +188,16 @@ pub fn scan_dir_pruned(
     opts: &ScanOptions,
     prune: Prune,
 ) -> Result<ScannedTree, FingerprintError> {
-    let scanned = scan_with_prune(
-        Start::Dir(dir),
-        path,
-        opts,
-        max_open_dirs(),
-        Keep::Tree,
-        Some(prune),
-    )?;
+    pruned_tree(Start::Dir(dir), path, opts, prune)
+}
+
+fn pruned_tree(
+    start: Start<'_>,
+    path: &Path,
+    opts: &ScanOptions,
+    prune: Prune,
+) -> Result<ScannedTree, FingerprintError> {
+    let scanned = scan_with_prune(start, path, opts, max_open_dirs(), Keep::Tree, Some(prune))?;
     into_tree(scanned, opts.algorithm, path)
 }
 

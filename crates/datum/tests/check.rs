@@ -393,6 +393,11 @@ fn a_tree_entry_shows_its_declared_and_observed_mode_and_owner() {
 
 // ---- metadata-first -----------------------------------------------------
 
+/// How many files a check trusted by their metadata, unread.
+fn unread(json: &Value) -> u64 {
+    json["metadata_only"].as_u64().expect("metadata_only count")
+}
+
 const METADATA_CLASSES: &str = "classes:\n  cheap: {interval: 5m, content: metadata}\n  audited: {interval: 5m, content: metadata, audit_every: 3}\n";
 
 /// Makes the store believe the current metadata of `/etc/motd` is what the
@@ -429,27 +434,16 @@ fn a_check_records_again_a_racy_verification_it_read_and_found_as_declared() {
     // check reads the file rather than trusting it.
     let s = Sandbox::new(METADATA_CLASSES, Some("cheap")).applied();
     let (code, json) = s.check_json(&[]);
-    assert_eq!(
-        (code, json["metadata_only"].as_u64()),
-        (0, Some(0)),
-        "{json:#}"
-    );
+    assert_eq!((code, unread(&json)), (0, 0), "{json:#}");
     // Once the file is quiet, a check still reads it (the record is what
     // it was) and, finding it as declared, records its verification again...
     wait_out_racy_records();
     let (code, json) = s.check_json(&[]);
-    assert_eq!(
-        (code, json["metadata_only"].as_u64()),
-        (0, Some(0)),
-        "{json:#}"
-    );
+    assert_eq!((code, unread(&json)), (0, 0), "{json:#}");
     // ...so the next trusts it, without an apply in between.
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 0, "{json:#}");
-    assert!(
-        json["metadata_only"].as_u64().expect("count") >= 1,
-        "{json:#}"
-    );
+    assert!(unread(&json) >= 1, "{json:#}");
     // And an edit is still seen (ctime moved: read, reported).
     edit_keeping_size_and_mtime(
         &s.live("/etc/motd"),
@@ -478,10 +472,7 @@ fn metadata_mode_misses_an_edit_that_keeps_all_metadata_until_the_audit() {
     // this one trusts metadata; the audit (every 3rd) comes after the next.
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 0, "{json:#}");
-    assert!(
-        json["metadata_only"].as_u64().expect("count") >= 1,
-        "{json:#}"
-    );
+    assert!(unread(&json) >= 1, "{json:#}");
     edit_keeping_size_and_mtime(
         &s.live("/etc/motd"),
         "Welcome to TEST-host.\nAuthorised use only.\n",
@@ -490,7 +481,7 @@ fn metadata_mode_misses_an_edit_that_keeps_all_metadata_until_the_audit() {
     // The documented blind spot: nothing is read, nothing is reported...
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 0, "metadata must trust the file: {json:#}");
-    assert_eq!(json["metadata_only"].as_u64(), Some(1), "{json:#}");
+    assert_eq!(unread(&json), 1, "{json:#}");
     // ...until the audit reads content: every 3rd check of the class.
     one_finding(&s, "File[motd]", "changed_outside", &["content"]);
 
@@ -1307,10 +1298,7 @@ fn the_drift_scenarios_hold_when_the_catalogue_comes_from_the_snapshot() {
     let s = s.applied().quiet();
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
-    assert!(
-        json["metadata_only"].as_u64().expect("count") >= 1,
-        "{json:#}"
-    );
+    assert!(unread(&json) >= 1, "{json:#}");
 
     edit_keeping_size_and_mtime(&s.live("/etc/app/app.conf"), "listen = 8081\nworkers = 4\n");
     fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");

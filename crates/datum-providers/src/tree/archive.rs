@@ -419,26 +419,16 @@ pub fn read_source_dir(dir: &Path) -> Result<Vec<(Vec<u8>, DeclaredEntry)>, std:
         threads: 0,
         progress: None,
     };
-    let scanned =
-        scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // Every folder is pruned, the root too (it is finished like any other):
+    // what the scan returns is the root's own node, not needed here.
+    scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
     let (folders, other) =
         std::mem::take(&mut *found.lock().unwrap_or_else(PoisonError::into_inner));
-    // Every folder below the root was pruned; the root's own entries are
-    // here only if the scan kept them.
-    let mut root = Vec::new();
-    for (name, child) in &scanned.tree.root.children {
-        match declared_entry(&child.entry) {
-            Some(entry) => root.push((name.clone(), entry)),
-            None => return Err(not_declarable(dir, name)),
-        }
-    }
-    drop(scanned);
     if let Some(rel) = other {
         return Err(not_declarable(dir, &rel));
     }
     // One list, each folder's freed as it is moved in, then in byte order.
-    let mut entries = Vec::with_capacity(root.len() + folders.iter().map(Vec::len).sum::<usize>());
-    entries.append(&mut root);
+    let mut entries = Vec::with_capacity(folders.iter().map(Vec::len).sum::<usize>());
     for mut folder in folders {
         entries.append(&mut folder);
     }
