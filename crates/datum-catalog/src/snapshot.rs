@@ -494,104 +494,64 @@ impl LazyCatalogue {
                 base,
                 spans,
             } => {
-                use std::os::unix::fs::FileExt as _;
-                // Shared from here on: the decoding threads read them.
-                let (path, file, base, spans) = (&*path, &*file, *base, &*spans);
-                let read_err = |source| SnapshotError::Read {
-                    path: path.clone(),
-                    source,
-                };
-                // A damaged index must not ask for more than the file has.
-                let file_len = file.metadata().map_err(read_err)?.len();
-                let fits = |offset: u64, len: u64| {
-                    base.saturating_add(offset).saturating_add(len) <= file_len
-                };
-                // Many records: one read of the range that holds them (a
-                // class's resources are mostly neighbours); a few: one read
-                // each.
-                let whole = if indices.len() > 16 {
-                    let range = indices.iter().filter_map(|&i| spans.get(i));
-                    let lo = range.clone().map(|(o, _)| *o).min().unwrap_or(0);
-                    let hi = range.map(|(o, l)| o + u64::from(*l)).max().unwrap_or(0);
-                    if !fits(lo, hi - lo) {
-                        return Err(SnapshotError::Damaged {
+                let records = Records {
+                    path,
+                    file,
+                    base: *base,
+                    spans,
+                    len: file
+                        .metadata()
+                        .map_err(|source| SnapshotError::Read {
                             path: path.clone(),
-                            index: indices.first().copied().unwrap_or(0),
-                        });
-                    }
-                    let mut bytes = vec![0u8; usize::try_from(hi - lo).unwrap_or(0)];
-                    file.read_exact_at(&mut bytes, base + lo)
-                        .map_err(read_err)?;
-                    Some((lo, bytes))
-                } else {
-                    None
+                            source,
+                        })?
+                        .len()
+                        .saturating_sub(*base),
                 };
-                match &whole {
+                // Many records are read a window at a time (a class's
+                // resources are mostly neighbours); a few, one read each.
+                let window = if indices.len() > 16 { READ_WINDOW } else { 0 };
+                // Each decoded resource goes straight to its slot: no second
+                // list of them, nor the records' bytes, is held beside the
+                // catalogue.
+                let mut slots: Vec<Option<Resource>> = indices.iter().map(|_| None).collect();
+                if indices.len() >= PARALLEL_DECODE {
                     // Decoded on all cores: 20,000 records are tens of
                     // milliseconds of allocation on one.
-                    Some((lo, all)) if indices.len() >= PARALLEL_DECODE => {
-                        let threads = std::thread::available_parallelism()
-                            .map_or(1, |n| n.get())
-                            .clamp(1, 8);
-                        let chunk = indices.len().div_ceil(threads);
-                        std::thread::scope(|scope| {
-                            let workers: Vec<_> = indices
-                                .chunks(chunk)
-                                .map(|part| {
-                                    scope.spawn(move || -> Result<Vec<Resource>, SnapshotError> {
-                                        part.iter()
-                                            .map(|&i| {
-                                                decode_at(path, spans, i, |o, l| {
-                                                    let o = usize::try_from(o.checked_sub(*lo)?)
-                                                        .ok()?;
-                                                    all.get(o..o + l)
-                                                })
-                                            })
-                                            .collect()
-                                    })
-                                })
-                                .collect();
-                            let mut out = Vec::with_capacity(indices.len());
-                            for worker in workers {
-                                let part =
-                                    worker.join().map_err(|_| SnapshotError::Damaged {
-                                        path: path.clone(),
-                                        index: 0,
-                                    })??;
-                                out.extend(part);
-                            }
-                            Ok(out)
-                        })
-                    }
-                    Some((lo, all)) => indices
-                        .iter()
-                        .map(|&i| {
-                            decode_at(path, spans, i, |o, l| {
-                                let o = usize::try_from(o.checked_sub(*lo)?).ok()?;
-                                all.get(o..o + l)
+                    let threads = std::thread::available_parallelism()
+                        .map_or(1, |n| n.get())
+                        .clamp(1, 8);
+                    let chunk = indices.len().div_ceil(threads);
+                    let records = &records;
+                    std::thread::scope(|scope| {
+                        let workers: Vec<_> = indices
+                            .chunks(chunk)
+                            .zip(slots.chunks_mut(chunk))
+                            .map(|(part, slots)| {
+                                scope.spawn(move || records.decode_into(part, slots, window))
                             })
+                            .collect();
+                        workers.into_iter().try_for_each(|worker| {
+                            worker.join().map_err(|_| SnapshotError::Damaged {
+                                path: path.clone(),
+                                index: 0,
+                            })?
                         })
-                        .collect(),
-                    None => {
-                        let mut one = Vec::new();
-                        indices
-                            .iter()
-                            .map(|&i| {
-                                let &(offset, len) = spans
-                                    .get(i)
-                                    .filter(|(o, l)| fits(*o, u64::from(*l)))
-                                    .ok_or_else(|| SnapshotError::Damaged {
-                                        path: path.clone(),
-                                        index: i,
-                                    })?;
-                                one.resize(len as usize, 0);
-                                file.read_exact_at(&mut one, base + offset)
-                                    .map_err(read_err)?;
-                                decode_at(path, spans, i, |_, _| Some(one.as_slice()))
-                            })
-                            .collect()
-                    }
+                    })?;
+                } else {
+                    records.decode_into(indices, &mut slots, window)?;
                 }
+                // In place: `Option<Resource>` and `Resource` have one size.
+                slots
+                    .into_iter()
+                    .zip(indices)
+                    .map(|(slot, &index)| {
+                        slot.ok_or_else(|| SnapshotError::Damaged {
+                            path: path.clone(),
+                            index,
+                        })
+                    })
+                    .collect()
             }
         }
     }
@@ -611,6 +571,66 @@ impl LazyCatalogue {
 
 /// Requests of at least this many resources are decoded on all cores.
 const PARALLEL_DECODE: usize = 2048;
+
+/// How much of the snapshot one read brings in when many records are asked
+/// for: each decoding thread holds one such window, never the whole file.
+const READ_WINDOW: u64 = 256 * 1024;
+
+/// The records of a snapshot file, read at their spans.
+struct Records<'a> {
+    path: &'a PathBuf,
+    file: &'a std::fs::File,
+    /// Where the records start in the file.
+    base: u64,
+    spans: &'a [(u64, u32)],
+    /// How many bytes the file has from `base` on.
+    len: u64,
+}
+
+impl Records<'_> {
+    /// Decodes the records at `indices` into `slots` (one each), reading
+    /// `window` bytes at a time (at least a record; 0: each record alone).
+    fn decode_into(
+        &self,
+        indices: &[usize],
+        slots: &mut [Option<Resource>],
+        window: u64,
+    ) -> Result<(), SnapshotError> {
+        use std::os::unix::fs::FileExt as _;
+        let mut bytes: Vec<u8> = Vec::new();
+        // The file offset (from `base`) of `bytes[0]`.
+        let mut at = 0u64;
+        for (&i, slot) in indices.iter().zip(slots) {
+            let damaged = || SnapshotError::Damaged {
+                path: self.path.clone(),
+                index: i,
+            };
+            // A damaged index must not ask for more than the file has.
+            let &(offset, len) = self.spans.get(i).ok_or_else(damaged)?;
+            let end = offset.checked_add(u64::from(len)).ok_or_else(damaged)?;
+            if end > self.len {
+                return Err(damaged());
+            }
+            let held = at + bytes.len() as u64;
+            if offset < at || end > held {
+                let want = window.max(u64::from(len)).min(self.len - offset);
+                bytes.resize(usize::try_from(want).map_err(|_| damaged())?, 0);
+                self.file
+                    .read_exact_at(&mut bytes, self.base + offset)
+                    .map_err(|source| SnapshotError::Read {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+                at = offset;
+            }
+            let from = usize::try_from(offset - at).map_err(|_| damaged())?;
+            *slot = Some(decode_at(self.path, self.spans, i, |_, l| {
+                bytes.get(from..from.checked_add(l)?)
+            })?);
+        }
+        Ok(())
+    }
+}
 
 /// Decodes record `i`, whose bytes `record(offset, len)` returns.
 fn decode_at<'a>(
@@ -1224,6 +1244,39 @@ mod tests {
         assert!(t.load(&c.host).is_none(), "group-writable");
         fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
         assert!(t.load(&c.host).is_some());
+    }
+
+    #[test]
+    fn records_are_read_a_window_at_a_time_in_any_order_and_size() {
+        let t = Setup::new();
+        let mut many = catalogue(false, b"x");
+        // Records larger than a read window, between small ones.
+        let big = |i: usize| vec![b'a' + (i % 26) as u8; READ_WINDOW as usize + 1000 * i];
+        for i in 0..40 {
+            let bytes = if i % 10 == 3 {
+                big(i)
+            } else {
+                i.to_string().into_bytes()
+            };
+            many.resources
+                .push(resource(&format!("w{i}"), false, &bytes));
+        }
+        t.save(&many);
+        // Backwards, then forwards past the big ones: each record is read
+        // again where the window does not hold it.
+        let mut wanted: Vec<usize> = (20..many.resources.len()).rev().collect();
+        wanted.extend(2..20);
+        let got = t.load(&many.host).unwrap().take(&wanted).unwrap();
+        assert_eq!(got.len(), wanted.len());
+        for (r, &i) in got.iter().zip(&wanted) {
+            assert_eq!(r.id, many.resources[i].id);
+            assert_eq!(
+                r.content.as_ref().unwrap().bytes,
+                many.resources[i].content.as_ref().unwrap().bytes,
+                "{}",
+                r.id
+            );
+        }
     }
 
     #[test]

@@ -68,7 +68,8 @@ impl std::fmt::Debug for ContentChange {
 pub struct Diff {
     pub action: Option<Action>,
     pub changes: Vec<FieldChange>,
-    pub content: Option<ContentChange>,
+    /// Boxed: most diffs have none, and a pass holds a diff per resource.
+    pub content: Option<Box<ContentChange>>,
 }
 
 impl Diff {

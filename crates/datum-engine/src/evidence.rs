@@ -265,12 +265,12 @@ mod tests {
         };
         // A mode change keeps the content: nothing to save.
         assert!(to_save(&bound(provider, &file), &present, &diff).is_empty());
-        diff.content = Some(ContentChange {
+        diff.content = Some(Box::new(ContentChange {
             before: None,
             after: b"new".to_vec(),
             before_sha256: Some("ab".into()),
             after_sha256: "cd".into(),
-        });
+        }));
         let saved = to_save(&bound(provider, &file), &present, &diff);
         assert_eq!(saved.len(), 1);
         assert_eq!(saved[0].reason, BackupReason::Update);

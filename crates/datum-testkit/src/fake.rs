@@ -297,12 +297,12 @@ impl Kind for FakeFile {
                 before: live.clone().map(Value::String),
                 after: Some(json!(sha256)),
             }],
-            content: Some(ContentChange {
+            content: Some(Box::new(ContentChange {
                 before: None,
                 after: d.bytes.clone(),
                 before_sha256: live,
                 after_sha256: sha256.clone(),
-            }),
+            })),
         }
     }
 

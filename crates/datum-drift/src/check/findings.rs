@@ -316,11 +316,13 @@ mod tests {
                     after: Some(json!("0644")),
                 })
                 .collect(),
-            content: content.then(|| ContentChange {
-                before: Some(b"old\n".to_vec()),
-                after: b"new\n".to_vec(),
-                before_sha256: Some("a".repeat(64)),
-                after_sha256: "b".repeat(64),
+            content: content.then(|| {
+                Box::new(ContentChange {
+                    before: Some(b"old\n".to_vec()),
+                    after: b"new\n".to_vec(),
+                    before_sha256: Some("a".repeat(64)),
+                    after_sha256: "b".repeat(64),
+                })
             }),
         }
     }

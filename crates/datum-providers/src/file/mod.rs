@@ -190,8 +190,8 @@ fn remove_diff(out: &mut Diff, found: &str) {
     });
 }
 
-fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> ContentChange {
-    ContentChange {
+fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Box<ContentChange> {
+    Box::new(ContentChange {
         before: observed.and_then(|o| o.content.clone()),
         // Empty for content kept in a repository file; the engine fills it
         // in when a diff is shown.
@@ -203,7 +203,7 @@ fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Co
                 .map(str::to_owned)
         }),
         after_sha256: content.sha256.clone(),
-    }
+    })
 }
 
 /// Removes what is at `at` unless it is a directory (looked at afresh, not
