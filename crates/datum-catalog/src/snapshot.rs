@@ -666,7 +666,8 @@ fn program_key() -> Option<FileKey> {
 /// Reads the snapshot at `path` and returns its catalogue when it was written
 /// by this very program, for `host`, from `repo` as it is now. Anything else
 /// (no file, another format, another build, another host, any change in the
-/// repository) is `None`. Only the summaries are decoded here.
+/// repository) is an error saying which ([`Unused`]). Only the summaries are
+/// decoded here.
 ///
 /// `revision` is the caller's word that `repo` is that revision's
 /// immutable checkout (see the module documentation): then the snapshot
@@ -677,9 +678,35 @@ pub fn load(
     repo: &Path,
     revision: Option<&Revision>,
     host: &HostIdentity,
-) -> Option<LazyCatalogue> {
-    let (dir, name) = datum_host::PrivateDir::open_parent_of(path, false).ok()??;
+) -> Result<LazyCatalogue, Unused> {
+    let (dir, name) = datum_host::PrivateDir::open_parent_of(path, false)
+        .map_err(|_| Unused::Unreadable)?
+        .ok_or(Unused::Missing)?;
     load_in(&dir, &name, repo, revision, host)
+}
+
+/// Why a snapshot was not used (the repository is compiled instead): for
+/// a log line, so that a compile nobody expected can be explained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unused {
+    #[error("there is none yet")]
+    Missing,
+    #[error("it cannot be read")]
+    Unreadable,
+    #[error("it is not owned by this user or is writable by others")]
+    NotPrivate,
+    #[error("it is in another format or damaged")]
+    Format,
+    #[error("another build of datum wrote it")]
+    OtherProgram,
+    #[error("it was compiled for another host identity")]
+    OtherHost,
+    #[error("it was compiled from another repository folder")]
+    OtherFolder,
+    #[error("a file or folder of the repository changed since it was compiled")]
+    RepositoryChanged,
+    #[error("it was compiled from another revision, or the checkout is no longer vouched for")]
+    OtherRevision,
 }
 
 /// [`load`] of the snapshot `name` in Datum's private folder `dir` (opened
@@ -690,40 +717,47 @@ pub fn load_in(
     repo: &Path,
     revision: Option<&Revision>,
     host: &HostIdentity,
-) -> Option<LazyCatalogue> {
+) -> Result<LazyCatalogue, Unused> {
     use std::io::{BufReader, Seek as _};
     use std::os::unix::fs::MetadataExt as _;
     let path = dir.file_path(name);
     let path = path.as_path();
-    let file = dir.open_read(name).ok()??;
+    let file = dir
+        .open_read(name)
+        .map_err(|_| Unused::Unreadable)?
+        .ok_or(Unused::Missing)?;
     // A catalogue decides what a pass writes: trusted only when written by
     // this user and writable by nobody else (like the state store beside it).
-    let meta = file.metadata().ok()?;
+    let meta = file.metadata().map_err(|_| Unused::Unreadable)?;
     if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
-        return None;
+        return Err(Unused::NotPrivate);
     }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut magic = vec![0u8; MAGIC.len()];
-    reader.read_exact(&mut magic).ok()?;
+    reader.read_exact(&mut magic).map_err(|_| Unused::Format)?;
     if magic != MAGIC {
-        return None;
+        return Err(Unused::Format);
     }
-    let header: Header = rmp_serde::from_read(&mut reader).ok()?;
+    let header: Header = rmp_serde::from_read(&mut reader).map_err(|_| Unused::Format)?;
+    if header.version != env!("CARGO_PKG_VERSION") {
+        return Err(Unused::Format);
+    }
     let program = program_key();
-    if header.version != env!("CARGO_PKG_VERSION")
-        || program.is_none()
-        || header.program != program
-        || &header.host != host
-        || datum_host::repo::canonicalize(repo).ok().as_deref() != Some(header.key.root())
-    {
-        return None;
+    if program.is_none() || header.program != program {
+        return Err(Unused::OtherProgram);
+    }
+    if &header.host != host {
+        return Err(Unused::OtherHost);
+    }
+    if datum_host::repo::canonicalize(repo).ok().as_deref() != Some(header.key.root()) {
+        return Err(Unused::OtherFolder);
     }
     let (holds, index) = match (&header.key, revision) {
         // The same commit at the same folder, vouched for again now: the
         // same files, without looking at one.
         (RepoKey::Revision(then), Some(now)) => {
             if then != now {
-                return None;
+                return Err(Unused::OtherRevision);
             }
             (true, rmp_serde::from_read::<_, Index>(&mut reader).ok())
         }
@@ -736,11 +770,18 @@ pub fn load_in(
         }),
         // A revision no longer vouched for (its checkout may be edited
         // now), or a folder that became a checkout: compiled again.
-        (RepoKey::Revision(_), None) | (RepoKey::Stamp(_), Some(_)) => return None,
+        (RepoKey::Revision(_), None) | (RepoKey::Stamp(_), Some(_)) => {
+            return Err(Unused::OtherRevision);
+        }
     };
-    let index = index.filter(|i| holds && i.spans.len() == i.entries.len())?;
-    let base = reader.stream_position().ok()?;
-    Some(LazyCatalogue {
+    if !holds {
+        return Err(Unused::RepositoryChanged);
+    }
+    let index = index
+        .filter(|i| i.spans.len() == i.entries.len())
+        .ok_or(Unused::Format)?;
+    let base = reader.stream_position().map_err(|_| Unused::Unreadable)?;
+    Ok(LazyCatalogue {
         revision: Some(header.key.label()),
         host: index.host,
         classes: index.classes,
@@ -1111,7 +1152,7 @@ mod tests {
             .unwrap();
         }
 
-        fn load(&self, host: &HostIdentity) -> Option<LazyCatalogue> {
+        fn load(&self, host: &HostIdentity) -> Result<LazyCatalogue, Unused> {
             load(&self.path, self.repo.path(), None, host)
         }
     }
@@ -1157,11 +1198,19 @@ mod tests {
         // each compiles again.
         let mut other = host.clone();
         other.labels.insert("role".to_owned(), "db".to_owned());
-        assert!(t.load(&other).is_none());
-        assert!(load(path, &repo.path().join("base"), None, &host).is_none());
+        // Each says why (the binary logs it).
+        assert_eq!(t.load(&other).err(), Some(Unused::OtherHost));
+        assert_eq!(
+            load(path, &repo.path().join("base"), None, &host).err(),
+            Some(Unused::OtherFolder)
+        );
+        assert_eq!(
+            load(&path.with_extension("none"), repo.path(), None, &host).err(),
+            Some(Unused::Missing)
+        );
         past_the_clock_tick();
         fs::write(repo.path().join("base/files/motd"), "changed\n").unwrap();
-        assert!(t.load(&host).is_none());
+        assert_eq!(t.load(&host).err(), Some(Unused::RepositoryChanged));
     }
 
     #[test]
@@ -1239,11 +1288,15 @@ mod tests {
         let path = &t.path;
         let c = catalogue(false, b"x");
         t.save(&c);
-        assert!(t.load(&c.host).is_some());
+        assert!(t.load(&c.host).is_ok());
         fs::set_permissions(path, fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(t.load(&c.host).is_none(), "group-writable");
+        assert_eq!(
+            t.load(&c.host).err(),
+            Some(Unused::NotPrivate),
+            "group-writable"
+        );
         fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(t.load(&c.host).is_some());
+        assert!(t.load(&c.host).is_ok());
     }
 
     #[test]
@@ -1353,7 +1406,7 @@ mod tests {
         save(datum_providers::registry(), &t.path, key, &c, &classes())
             .unwrap()
             .unwrap();
-        assert!(load_at(Some(&at(&commit('a')))).is_some());
+        assert!(load_at(Some(&at(&commit('a')))).is_ok());
 
         // An edit that a stamp would see (size, mtime, ctime all move; a
         // new file): the revision's snapshot does not look, so it loads.
@@ -1364,13 +1417,20 @@ mod tests {
         assert_eq!(lazy.revision, Some(format!("git:{}", commit('a'))));
 
         // Another commit, or no longer vouched for: compiled again.
-        assert!(load_at(Some(&at(&commit('b')))).is_none());
-        assert!(
-            load_at(None).is_none(),
+        assert_eq!(
+            load_at(Some(&at(&commit('b')))).err(),
+            Some(Unused::OtherRevision)
+        );
+        assert_eq!(
+            load_at(None).err(),
+            Some(Unused::OtherRevision),
             "not a checkout now: the stamp rules"
         );
         let other_tree = Revision::new(t.repo.path(), &commit('a'), &"f".repeat(40)).unwrap();
-        assert!(load_at(Some(&other_tree)).is_none());
+        assert_eq!(
+            load_at(Some(&other_tree)).err(),
+            Some(Unused::OtherRevision)
+        );
     }
 
     #[test]
@@ -1378,9 +1438,12 @@ mod tests {
         let t = Setup::new();
         let c = catalogue(false, b"x");
         t.save(&c);
-        assert!(t.load(&c.host).is_some());
+        assert!(t.load(&c.host).is_ok());
         let r = Revision::new(t.repo.path(), &commit('a'), &"e".repeat(40)).unwrap();
-        assert!(load(&t.path, t.repo.path(), Some(&r), &c.host).is_none());
+        assert_eq!(
+            load(&t.path, t.repo.path(), Some(&r), &c.host).err(),
+            Some(Unused::OtherRevision)
+        );
         // Two keys of one folder differ, and two revisions' digests too.
         assert_ne!(
             settled_stamp(t.repo.path()).digest(),
@@ -1396,7 +1459,7 @@ mod tests {
         let path = &t.path;
         let c = catalogue(false, b"x");
         fs::write(path, b"something else entirely").unwrap();
-        assert!(t.load(&c.host).is_none());
+        assert_eq!(t.load(&c.host).err(), Some(Unused::Format));
         t.save(&c);
         let mut bytes = fs::read(path).unwrap();
         let keep = bytes.len() - 5;

@@ -234,16 +234,20 @@ pub fn compile_or_reuse(
     // folder keeps its stamp of every entry.
     let revision = datum_pull::immutable_checkout(&state.root, repo)
         .and_then(|m| snapshot::Revision::new(repo, &m.commit, &m.tree).ok());
-    if let Some(dir) = &state.dir
-        && let Some(lazy) = snapshot::load_in(
+    if let Some(dir) = &state.dir {
+        match snapshot::load_in(
             dir,
             snapshot_name.as_ref(),
             repo,
             revision.as_ref(),
             identity,
-        )
-    {
-        return Ok((lazy, Provenance::Snapshot));
+        ) {
+            Ok(lazy) => return Ok((lazy, Provenance::Snapshot)),
+            // Why this run compiles (`--log-level debug`).
+            Err(why) => tracing::debug!(
+                "compiling the repository: the catalogue snapshot is not used: {why}"
+            ),
+        }
     }
     // Taken before the compile reads anything: an edit made meanwhile
     // leaves the stamp stale, never the snapshot.

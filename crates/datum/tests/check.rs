@@ -1418,6 +1418,37 @@ fn a_pull_checkout_is_remembered_by_its_commit_and_any_other_folder_by_its_stamp
 }
 
 #[test]
+fn the_debug_log_says_why_the_catalogue_snapshot_was_not_used() {
+    let s = Sandbox::new("", None);
+    settle();
+    let s = s.applied();
+    let debug_check = || s.datum(&["--log-level", "debug", "check"]);
+    let o = debug_check();
+    assert_exit(&o, 0);
+    assert!(
+        !stderr(&o).contains("snapshot is not used"),
+        "{}",
+        stderr(&o)
+    );
+    s.write("repo/base/files/motd", "A new banner.\n");
+    let o = debug_check();
+    assert!(
+        stderr(&o).contains(
+            "the catalogue snapshot is not used: a file or folder of the repository changed"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    s.write("host.yaml", "name: test-host\nlabels:\n  role: db\n");
+    let o = debug_check();
+    assert!(
+        stderr(&o).contains("is not used: it was compiled for another host identity"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_check_of_a_broken_repository_leaves_nothing_behind() {
     let s = Sandbox::new("", None);
     s.write(
