@@ -624,34 +624,22 @@ impl Records<'_> {
                 at = offset;
             }
             let from = usize::try_from(offset - at).map_err(|_| damaged())?;
-            *slot = Some(decode_at(self.path, self.spans, i, |_, l| {
-                bytes.get(from..from.checked_add(l)?)
-            })?);
+            let record = bytes.get(from..from.saturating_add(len as usize));
+            *slot = Some(record.and_then(decode_record).ok_or_else(damaged)?);
         }
         Ok(())
     }
 }
 
-/// Decodes record `i`, whose bytes `record(offset, len)` returns.
-fn decode_at<'a>(
-    path: &Path,
-    spans: &[(u64, u32)],
-    i: usize,
-    record: impl FnOnce(u64, usize) -> Option<&'a [u8]>,
-) -> Result<Resource, SnapshotError> {
-    let damaged = || SnapshotError::Damaged {
-        path: path.to_owned(),
-        index: i,
-    };
-    let &(offset, len) = spans.get(i).ok_or_else(damaged)?;
-    let bytes = record(offset, len as usize).ok_or_else(damaged)?;
-    let stored: StoredResource = rmp_serde::from_slice(bytes).map_err(|_| damaged())?;
+/// The resource one record holds (`None`: not a record).
+fn decode_record(bytes: &[u8]) -> Option<Resource> {
+    let stored: StoredResource = rmp_serde::from_slice(bytes).ok()?;
     let mut r = stored.resource;
     if let Some(content) = r.content.as_mut() {
         content.bytes = stored.bytes;
         content.source = stored.source;
     }
-    Ok(r)
+    Some(r)
 }
 
 /// The key of the running executable (`None` when it cannot be found: then
@@ -739,11 +727,9 @@ pub fn load_in(
         return Err(Unused::Format);
     }
     let header: Header = rmp_serde::from_read(&mut reader).map_err(|_| Unused::Format)?;
-    if header.version != env!("CARGO_PKG_VERSION") {
-        return Err(Unused::Format);
-    }
     let program = program_key();
-    if program.is_none() || header.program != program {
+    if header.version != env!("CARGO_PKG_VERSION") || program.is_none() || header.program != program
+    {
         return Err(Unused::OtherProgram);
     }
     if &header.host != host {
