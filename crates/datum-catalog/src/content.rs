@@ -339,10 +339,21 @@ pub(crate) fn hash_source(
     cache: Option<&dyn crate::hashes::SourceHashes>,
 ) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use crate::hashes::FileKey;
-    let mut file = datum_host::repo::open(path)?;
     let Some(cache) = cache else {
-        return hash_open(&mut file);
+        return hash_open(&mut datum_host::repo::open(path)?);
     };
+    // A remembered hash is looked up by the file's key from an lstat: no
+    // open and close for the file that did not change (most of them). The
+    // key names the file itself (inode and device) as it is now, so a hit
+    // is that file's hash, whatever happened to the path before; and the
+    // bytes are verified against it again before anything is written.
+    if let Ok(meta) = datum_host::repo::symlink_metadata(path)
+        && meta.is_file()
+        && let Some(digests) = cache.get(path, &FileKey::of(&meta))
+    {
+        return Ok((digests, meta.len()));
+    }
+    let mut file = datum_host::repo::open(path)?;
     // The key comes from the open file before reading: a change during the
     // read moves ctime past it, so the next pass misses and hashes again.
     let key = FileKey::of(&file.metadata()?);
@@ -491,6 +502,61 @@ mod tests {
             d[0].origin.as_ref().unwrap().file,
             PathBuf::from("base/templates/motd.j2")
         );
+    }
+
+    /// A cache of source hashes held in memory.
+    #[derive(Default)]
+    struct Remembered(std::sync::Mutex<Vec<(PathBuf, crate::hashes::FileKey, SourceDigests)>>);
+
+    impl crate::hashes::SourceHashes for Remembered {
+        fn get(&self, path: &Path, key: &crate::hashes::FileKey) -> Option<SourceDigests> {
+            let all = self.0.lock().unwrap();
+            all.iter()
+                .rev()
+                .find(|(p, k, _)| p == path && k == key)
+                .map(|e| e.2)
+        }
+        fn put(&self, path: &Path, key: crate::hashes::FileKey, digests: SourceDigests) {
+            self.0.lock().unwrap().push((path.to_owned(), key, digests));
+        }
+    }
+
+    use crate::hashes::SourceDigests;
+
+    #[test]
+    fn a_remembered_hash_stands_for_that_very_file_only() {
+        use crate::hashes::{FileKey, SourceHashes as _};
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().canonicalize().unwrap().join("motd");
+        std::fs::write(&path, "hello").unwrap();
+        let cache = Remembered::default();
+        // Digests no file has: returned only when the cache is believed.
+        let made_up = SourceDigests {
+            sha256: [7; 32],
+            blake3: [9; 32],
+        };
+        let key = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
+        cache.put(&path, key, made_up);
+        assert_eq!(hash_source(&path, Some(&cache)).unwrap(), (made_up, 5));
+
+        // Another file of the same size renamed into its place: read again.
+        let other = dir.path().join("motd.new");
+        std::fs::write(&other, "world").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        let (digests, size) = hash_source(&path, Some(&cache)).unwrap();
+        assert_eq!(size, 5);
+        assert_eq!(
+            digests.sha256,
+            <[u8; 32]>::from(sha2::Sha256::digest("world"))
+        );
+
+        // A link in its place is refused, whatever the cache says of it.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("elsewhere", &path).unwrap();
+        let link = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
+        cache.put(&path, link, made_up);
+        assert!(hash_source(&path, Some(&cache)).is_err());
     }
 
     #[test]

@@ -190,22 +190,24 @@ impl Store {
 
     /// Every verified record, sorted by resource id.
     pub fn all_verified(&self) -> Result<Vec<(ResourceId, VerifiedRecord)>, StoreError> {
-        let rows: Vec<(String, String, rusqlite::Result<VerifiedRecord>)> = self
+        let read = |e| sql(&self.path, "cannot read verified state")(e);
+        // No ORDER BY: SQLite would sort whole rows (20,000 of them spilled
+        // to its sorter, 7 % of a no-op apply's CPU) by its own collation,
+        // and Rust's order is sorted for below anyway. Rows are decoded as
+        // they are stepped, into one list.
+        let mut stmt = self
             .conn
-            .prepare(&format!(
-                "SELECT kind, name, {COLUMNS} FROM verified ORDER BY kind, name"
-            ))
-            .and_then(|mut stmt| {
-                stmt.query_map([], |row| {
-                    Ok((row.get(0)?, row.get(1)?, from_row_at(row, 2)))
-                })?
-                .collect()
-            })
-            .map_err(sql(&self.path, "cannot read verified state"))?;
-        let mut all = Vec::with_capacity(rows.len());
-        for (kind, name, record) in rows {
-            let record = record.map_err(|e| malformed(&self.path, "verified record", e))?;
-            all.push((ResourceId::new(kind, name), record));
+            .prepare_cached(&format!("SELECT kind, name, {COLUMNS} FROM verified"))
+            .map_err(read)?;
+        let mut rows = stmt.query([]).map_err(read)?;
+        let mut all = Vec::new();
+        while let Some(row) = rows.next().map_err(read)? {
+            let record = (|| -> rusqlite::Result<(ResourceId, VerifiedRecord)> {
+                let (kind, name): (String, String) = (row.get(0)?, row.get(1)?);
+                Ok((ResourceId::new(kind, name), from_row_at(row, 2)?))
+            })()
+            .map_err(|e| malformed(&self.path, "verified record", e))?;
+            all.push(record);
         }
         if !self.pending.records.is_empty() {
             // Records not yet flushed win over what the database holds.
@@ -218,8 +220,7 @@ impl Store {
             }
             all = merged.into_iter().collect();
         }
-        // ORDER BY sorts by SQLite's collation; the caller gets Rust's order.
-        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(all)
     }
 
@@ -521,5 +522,35 @@ mod tests {
         assert_eq!(all[0].0, plain);
         assert_eq!(all[1].0, odd);
         assert_eq!(all[1].1.meta, Some(meta()));
+    }
+
+    #[test]
+    fn all_verified_is_in_resource_order_whatever_order_they_were_written_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        // Written in an order that is neither the ids' nor SQLite's by name.
+        let ids = [
+            ("File", "b"),
+            ("Directory", "z"),
+            ("File", "a"),
+            ("Directory", "a"),
+        ]
+        .map(|(k, n)| ResourceId::new(k, n));
+        // One flush each: a flush writes its buffer in its own order.
+        for (i, id) in ids.iter().enumerate() {
+            store.record_verified(id, "h", None, i as i64).unwrap();
+            store.flush().unwrap();
+        }
+        // From the database alone (nothing buffered) and with one record
+        // buffered over it.
+        let read = Store::open(&path).unwrap().all_verified().unwrap();
+        let mut sorted = ids.to_vec();
+        sorted.sort();
+        assert_eq!(read.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), sorted);
+        store.record_verified(&ids[3], "h2", None, 9).unwrap();
+        let read = store.all_verified().unwrap();
+        assert_eq!(read.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), sorted);
+        assert_eq!(read[0].1.declaration_hash, "h2");
     }
 }
