@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use datum_core::{Resource, ResourceId, sha256_hex};
+use datum_core::{Desired, Resource, ResourceId, sha256_hex};
 use datum_providers::Registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -260,7 +260,7 @@ impl Serialize for Resources<'_, '_> {
 /// validate, sensitive, and its explicit requirements.
 pub(crate) fn declaration_hash(
     id: &ResourceId,
-    desired: &Value,
+    desired: &Desired,
     content_sha256: Option<&str>,
     validate: Option<&str>,
     sensitive: bool,
@@ -274,7 +274,18 @@ pub(crate) fn declaration_hash(
     text.push_str("{\"content_sha256\":");
     text.push_str(&content_sha256.map_or_else(|| "null".to_owned(), string));
     text.push_str(",\"desired\":");
-    canonical(desired, &mut text);
+    // The object `canonical` writes: keys in sorted order (a `Desired`
+    // holds them so).
+    text.push('{');
+    for (i, (k, v)) in desired.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&string(k));
+        text.push(':');
+        canonical(v, &mut text);
+    }
+    text.push('}');
     text.push_str(",\"kind\":");
     text.push_str(&string(&id.kind));
     text.push_str(",\"name\":");
@@ -343,7 +354,7 @@ fn canonical(v: &Value, out: &mut String) {
 pub fn declared_sensitive_fields<'a>(
     registry: &'a Registry,
     kind: &str,
-    desired: &'a Value,
+    desired: &'a Desired,
 ) -> impl Iterator<Item = &'static str> + 'a {
     registry
         .lookup(kind)
@@ -355,17 +366,15 @@ pub fn declared_sensitive_fields<'a>(
 
 /// A resource's declared fields as shown: the values its kind calls
 /// sensitive (a User's `password_hash`) replaced by `(sensitive)`.
-fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Value> {
+fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Desired> {
     let fields: Vec<&str> = declared_sensitive_fields(registry, &r.id.kind, &r.desired).collect();
     if fields.is_empty() {
         return std::borrow::Cow::Borrowed(&r.desired);
     }
     let mut shown = r.desired.clone();
-    if let Some(map) = shown.as_object_mut() {
-        for f in fields {
-            if let Some(v) = map.get_mut(f) {
-                *v = Value::String("(sensitive)".to_owned());
-            }
+    for f in fields {
+        if let Some(v) = shown.get_mut(f) {
+            *v = Value::String("(sensitive)".to_owned());
         }
     }
     std::borrow::Cow::Owned(shown)
@@ -450,7 +459,8 @@ mod tests {
     #[test]
     fn the_hash_is_over_the_canonical_json_of_the_declaration() {
         let id = ResourceId::new("File", "a");
-        let desired = json!({"path": "/a", "mode": "0600"});
+        // Nested keys out of order and a key that needs escaping.
+        let desired = json!({"path": "/a", "mode": "0600", "e\"v": {"z": 1, "a": [2]}});
         let requires = [ResourceId::new("Directory", "d")];
         let whole = json!({
             "kind": "File", "name": "a", "desired": desired, "content_sha256": "00",
@@ -459,7 +469,14 @@ mod tests {
         let mut text = String::new();
         canonical(&whole, &mut text);
         assert_eq!(
-            declaration_hash(&id, &desired, Some("00"), Some("sshd"), true, &requires),
+            declaration_hash(
+                &id,
+                &Desired::from(desired),
+                Some("00"),
+                Some("sshd"),
+                true,
+                &requires
+            ),
             sha256_hex(text.as_bytes())
         );
     }
@@ -467,7 +484,7 @@ mod tests {
     #[test]
     fn the_hash_changes_with_every_declared_part() {
         let id = ResourceId::new("File", "a");
-        let d = json!({"path": "/a"});
+        let d = Desired::from(json!({"path": "/a"}));
         let base = declaration_hash(&id, &d, Some("00"), None, false, &[]);
         assert_eq!(
             base,
@@ -475,7 +492,14 @@ mod tests {
         );
         assert_ne!(
             base,
-            declaration_hash(&id, &json!({"path": "/b"}), Some("00"), None, false, &[])
+            declaration_hash(
+                &id,
+                &Desired::from(json!({"path": "/b"})),
+                Some("00"),
+                None,
+                false,
+                &[]
+            )
         );
         assert_ne!(
             base,

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use crate::hashes::SourceHashes;
 use std::path::PathBuf;
 
-use datum_core::{Content, Origin, Resource, ResourceId};
+use datum_core::{Content, Desired, Origin, Resource, ResourceId};
 use datum_manifest::yaml::Pos;
 use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
 use datum_providers::{FieldError, Provider, Registry};
@@ -926,8 +926,7 @@ impl<'r> Analysis<'r> {
             }
         }
 
-        let desired =
-            serde_json::Value::Object(m.fields.into_iter().map(|(k, (v, _))| (k, v)).collect());
+        let desired = Desired::from_fields(m.fields.into_iter().map(|(k, (v, _))| (k, v)));
         // A field that is sensitive by its nature (a User's password hash)
         // makes the whole resource sensitive, whatever `sensitive:` says.
         let sensitive = sensitive

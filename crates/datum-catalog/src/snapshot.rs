@@ -1066,7 +1066,7 @@ mod tests {
     fn resource(name: &str, sensitive: bool, bytes: &[u8]) -> Resource {
         Resource {
             id: ResourceId::new("File", name),
-            desired: serde_json::json!({"path": format!("/etc/{name}"), "mode": "0644"}),
+            desired: serde_json::json!({"path": format!("/etc/{name}"), "mode": "0644"}).into(),
             content: Some(datum_core::Content::new(bytes.to_vec())),
             requires: vec![],
             class: "normal".to_owned(),

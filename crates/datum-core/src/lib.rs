@@ -20,6 +20,7 @@
 pub mod boundary;
 pub mod changed_by;
 pub mod content;
+pub mod desired;
 pub mod diff;
 pub mod digest;
 pub mod id;
@@ -33,6 +34,7 @@ pub mod schema;
 pub use boundary::Boundary;
 pub use changed_by::{ChangedBy, WriterKind};
 pub use content::{Content, sha256_hex};
+pub use desired::{Desired, Fields};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
 pub use digest::DigestKey;
 pub use id::{ParseIdError, ReferenceText, ResourceId};

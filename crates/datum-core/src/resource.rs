@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Content, Origin, ResourceId};
+use crate::{Content, Desired, Origin, ResourceId};
 
 /// The class a resource has when its documents name none (the drift
 /// classes of `datum.yaml` give every other class its settings; this one
@@ -23,7 +23,7 @@ pub struct Resource {
     /// The provider's fields after layering (for File: path, owner, group, mode,
     /// ensure; the content fields `content`/`source`/`template` are resolved
     /// into [`Resource::content`] and removed from here).
-    pub desired: serde_json::Value,
+    pub desired: Desired,
     /// Rendered content, for resources that declare some.
     pub content: Option<Content>,
     pub requires: Vec<ResourceId>,
@@ -46,10 +46,10 @@ impl Resource {
     /// requirements, class `normal`, not sensitive, no validator, no origin.
     /// What tests and hand-built catalogues start from (struct update syntax
     /// sets the rest); the catalogue fills every field itself.
-    pub fn new(id: ResourceId, desired: serde_json::Value) -> Self {
+    pub fn new(id: ResourceId, desired: impl Into<Desired>) -> Self {
         Resource {
             id,
-            desired,
+            desired: desired.into(),
             content: None,
             requires: Vec::new(),
             class: DEFAULT_CLASS.to_owned(),

@@ -764,7 +764,8 @@ fn every_part_of_a_change_in_parts_is_judged_before_it_goes_live() {
     bed.write("/a.json", "{\"v\": 0}\n");
     let parts = |b: &str, c: &str| Resource {
         validate: Some("json".to_owned()),
-        desired: serde_json::json!({"path": "/a.json", "also": {"/b.json": b, "/c.json": c}}),
+        desired: serde_json::json!({"path": "/a.json", "also": {"/b.json": b, "/c.json": c}})
+            .into(),
         ..fake_file("parts", "/a.json", "{\"v\": 1}\n", &[])
     };
     let summary = bed.pass(

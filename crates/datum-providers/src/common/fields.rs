@@ -6,6 +6,7 @@
 //! line. It also parses the values (modes, owners, `ensure`) into typed form
 //! for the later phases. Pure: no host access.
 
+use datum_core::Fields;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -305,7 +306,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The declared path (after `check`, always present and valid).
-pub fn declared_path(desired: &Value) -> Result<PathBuf, String> {
+pub fn declared_path(desired: &dyn Fields) -> Result<PathBuf, String> {
     match desired.get("path") {
         Some(Value::String(s)) => Ok(PathBuf::from(s)),
         Some(other) => Err(format!(

@@ -17,6 +17,7 @@
 //! how a new group's number is chosen; an existing group is never
 //! re-created for it.
 
+use datum_core::Fields;
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
@@ -100,13 +101,9 @@ pub(crate) fn account_id(value: &Value, field: &str) -> Result<u32, FieldError> 
         })
 }
 
-pub(crate) fn unknown_fields(
-    kind: &str,
-    map: &serde_json::Map<String, Value>,
-    known: &[&str],
-) -> Vec<FieldError> {
+pub(crate) fn unknown_fields(kind: &str, map: &dyn Fields, known: &[&str]) -> Vec<FieldError> {
     map.keys()
-        .filter(|k| !known.contains(&k.as_str()))
+        .filter(|k| !known.contains(k))
         .map(|k| {
             FieldError::new(
                 &[k],
@@ -122,16 +119,14 @@ pub(crate) fn unknown_fields(
 impl GroupDesired {
     /// Parses `desired`; `default_name` is the resource's own name. Returns
     /// every problem found.
-    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
-        let Some(map) = desired.as_object() else {
+    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+        if let Err(found) = desired.mapping() {
             return Err(vec![FieldError::new(
                 &[],
-                format!(
-                    "`desired` of a Group must be a mapping, found {}",
-                    type_name(desired)
-                ),
+                format!("`desired` of a Group must be a mapping, found {found}"),
             )]);
-        };
+        }
+        let map = desired;
         let mut errors = unknown_fields(KIND, map, FIELDS);
         let name = match map.get("name") {
             None => default_name.to_owned(),
@@ -205,7 +200,7 @@ fn declared_name(resource: &Resource) -> Option<String> {
 
 /// The group names a declaration uses: its `group` (a File's, a
 /// Directory's), `gid` and `groups` (a User's), numbers left out.
-fn groups_named(desired: &Value) -> Vec<&str> {
+fn groups_named(desired: &dyn Fields) -> Vec<&str> {
     let mut names: Vec<&str> = ["group", "gid"]
         .iter()
         .filter_map(|f| desired.get(f).and_then(Value::as_str))

@@ -6,6 +6,7 @@
 //! option such as `-oAPT::...`) and a version made of the characters Debian
 //! allows.
 
+use datum_core::Fields;
 use serde_json::Value;
 
 use crate::FieldError;
@@ -177,25 +178,24 @@ impl schemars::JsonSchema for PackageState {
 impl PackageSpec {
     /// Parses `desired`. `default_name` (the resource's own name) is the
     /// package when `desired.name` is absent. Returns every problem found.
-    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let empty = serde_json::Map::new();
-        let map = match desired {
-            Value::Object(map) => map,
-            // `desired: {}` written as nothing: the resource name is the package.
-            Value::Null => &empty,
-            other => {
+        // `desired: {}` written as nothing (null) reads as no fields: the
+        // resource name is the package.
+        match desired.mapping() {
+            Ok(()) | Err("null") => {}
+            Err(found) => {
                 return Err(vec![FieldError::new(
                     &[],
                     format!(
-                        "a Package's `desired` must be a mapping (name, version, state), found {}",
-                        type_name(other)
+                        "a Package's `desired` must be a mapping (name, version, state), found {found}"
                     ),
                 )]);
             }
-        };
+        }
+        let map = desired;
         for key in map.keys() {
-            if !FIELDS.contains(&key.as_str()) {
+            if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
                     format!(

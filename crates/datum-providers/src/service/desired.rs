@@ -6,6 +6,7 @@
 //! option (`--root=...`) and a notification list is a list of resource
 //! references, never anything the engine would have to guess at.
 
+use datum_core::Fields;
 use std::time::Duration;
 
 use datum_core::ResourceId;
@@ -166,16 +167,17 @@ const FIELDS: &[&str] = &[
 impl ServiceSpec {
     /// Parses `desired`. `default_name` (the resource's own name) is the unit
     /// when `desired.name` is absent. Returns every problem found.
-    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let Some(map) = desired.as_object() else {
+        if desired.mapping().is_err() {
             return Err(vec![FieldError::new(
                 &[],
                 "a Service's `desired` must be a mapping with at least `state` or `enabled`",
             )]);
-        };
+        }
+        let map = desired;
         for key in map.keys() {
-            if !FIELDS.contains(&key.as_str()) {
+            if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
                     format!(

@@ -32,6 +32,7 @@
 //! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
 //! locked marker (`!`, `*`, `!$id$...`) is refused at compile time.
 
+use datum_core::Fields;
 use std::collections::BTreeSet;
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
@@ -209,11 +210,7 @@ fn check_hash(text: &str) -> Result<(), String> {
     }
 }
 
-fn text_field(
-    map: &serde_json::Map<String, Value>,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> Option<String> {
+fn text_field(map: &dyn Fields, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {
     match map.get(field)? {
         Value::String(s) => Some(s.clone()),
         other => {
@@ -247,16 +244,14 @@ fn absolute_path(value: &str, field: &str) -> Result<(), FieldError> {
 impl UserDesired {
     /// Parses `desired`; `default_name` is the resource's own name. Returns
     /// every problem found (never quoting a password hash).
-    pub fn parse(desired: &Value, default_name: &str) -> Result<Self, Vec<FieldError>> {
-        let Some(map) = desired.as_object() else {
+    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+        if let Err(found) = desired.mapping() {
             return Err(vec![FieldError::new(
                 &[],
-                format!(
-                    "`desired` of a User must be a mapping, found {}",
-                    type_name(desired)
-                ),
+                format!("`desired` of a User must be a mapping, found {found}"),
             )]);
-        };
+        }
+        let map = desired;
         let mut errors = unknown_fields(KIND, map, FIELDS);
         let name = text_field(map, "name", &mut errors).unwrap_or_else(|| default_name.to_owned());
         if let Err(m) = account_files::check_name(&name) {
