@@ -344,9 +344,12 @@ pub(crate) fn hash_source(
     };
     // A remembered hash is looked up by the file's key from an lstat: no
     // open and close for the file that did not change (most of them). The
-    // key names the file itself (inode and device) as it is now, so a hit
-    // is that file's hash, whatever happened to the path before; and the
-    // bytes are verified against it again before anything is written.
+    // key names the file itself (inode, device, size, times), so a hit is
+    // that very file's hash. Unlike the open below, an lstat follows a link
+    // that replaced a parent folder since the path was resolved: the hash is
+    // still that file's, and the apply that reads the source refuses the
+    // link (it re-reads the bytes without following links and checks them
+    // against this SHA-256 before writing anything).
     if let Ok(meta) = datum_host::repo::symlink_metadata(path)
         && meta.is_file()
         && let Some(digests) = cache.get(path, &FileKey::of(&meta))
@@ -357,9 +360,6 @@ pub(crate) fn hash_source(
     // The key comes from the open file before reading: a change during the
     // read moves ctime past it, so the next pass misses and hashes again.
     let key = FileKey::of(&file.metadata()?);
-    if let Some(digests) = cache.get(path, &key) {
-        return Ok((digests, key.size));
-    }
     let (digests, size) = hash_open(&mut file)?;
     if size == key.size && !key.is_racy(crate::hashes::now_ns()) {
         cache.put(path, key, digests);
@@ -504,6 +504,8 @@ mod tests {
         );
     }
 
+    use crate::hashes::SourceDigests;
+
     /// A cache of source hashes held in memory.
     #[derive(Default)]
     struct Remembered(std::sync::Mutex<Vec<(PathBuf, crate::hashes::FileKey, SourceDigests)>>);
@@ -520,8 +522,6 @@ mod tests {
             self.0.lock().unwrap().push((path.to_owned(), key, digests));
         }
     }
-
-    use crate::hashes::SourceDigests;
 
     #[test]
     fn a_remembered_hash_stands_for_that_very_file_only() {

@@ -1,6 +1,9 @@
 //! A resource's own declared fields ([`Desired`]) and the read access a
-//! kind's checks need ([`Fields`]), whether the fields are the catalogue's or
-//! a JSON value (a check during compile, a test).
+//! kind's checks need ([`DeclaredFields`]), whether the fields are the
+//! catalogue's or a JSON value (a check during compile, a test).
+//!
+//! Pure data: no kind's field names or rules live here (each kind's folder
+//! owns those), and nothing here parses YAML or touches the machine.
 
 use std::fmt;
 
@@ -20,13 +23,19 @@ pub struct Desired(Box<[(Box<str>, Value)]>);
 
 /// Read access to declared fields: what a kind's parsing and checks use, so
 /// the same code reads a resource's [`Desired`] and a JSON value.
-pub trait Fields {
-    /// `Err` with the JSON type's name when the fields are not a mapping
-    /// (only a JSON value can be anything else).
+pub trait DeclaredFields {
+    /// `Err` with the JSON type's name ([`type_name`]) when the fields are
+    /// not a mapping (only a JSON value can be anything else).
     fn mapping(&self) -> Result<(), &'static str>;
+    /// Whether no fields were written at all (`desired:` with nothing, a
+    /// JSON null), which some kinds read as "no fields".
+    fn is_null(&self) -> bool {
+        false
+    }
     /// The field `name`, if declared.
     fn get(&self, name: &str) -> Option<&Value>;
-    /// Every field, in name order for a [`Desired`].
+    /// Every field, in name order for a [`Desired`] (boxed: the kinds that
+    /// list fields do it once per parse, for unknown-field errors).
     fn entries(&self) -> Box<dyn Iterator<Item = (&str, &Value)> + '_>;
     /// Whether the field `name` is declared.
     fn contains_key(&self, name: &str) -> bool {
@@ -96,7 +105,7 @@ impl Desired {
     }
 }
 
-impl Fields for Desired {
+impl DeclaredFields for Desired {
     fn mapping(&self) -> Result<(), &'static str> {
         Ok(())
     }
@@ -108,16 +117,27 @@ impl Fields for Desired {
     }
 }
 
-impl Fields for Value {
+/// How a JSON value's type is named in messages ("found a list").
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+impl DeclaredFields for Value {
     fn mapping(&self) -> Result<(), &'static str> {
         match self {
             Value::Object(_) => Ok(()),
-            Value::Null => Err("null"),
-            Value::Bool(_) => Err("a boolean"),
-            Value::Number(_) => Err("a number"),
-            Value::String(_) => Err("a string"),
-            Value::Array(_) => Err("a list"),
+            other => Err(type_name(other)),
         }
+    }
+    fn is_null(&self) -> bool {
+        Value::is_null(self)
     }
     fn get(&self, name: &str) -> Option<&Value> {
         self.as_object().and_then(|m| m.get(name))
@@ -190,8 +210,9 @@ impl<'de> Deserialize<'de> for Desired {
                 f.write_str("a mapping of declared fields")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Desired, A::Error> {
-                // Sized from the map's own length (a snapshot and JSON both
-                // say it), so the list is exact without a second copy.
+                // Sized from the map's length where the format says it (a
+                // MessagePack snapshot does; JSON does not, and the list
+                // grows), capped so a hostile length cannot reserve much.
                 let mut all = Vec::with_capacity(access.size_hint().unwrap_or(0).min(4096));
                 while let Some((k, v)) = access.next_entry::<String, Value>()? {
                     all.push((k, v));
@@ -251,20 +272,26 @@ mod tests {
         assert!(serde_json::from_str::<Desired>("[1]").is_err());
     }
 
+    fn d_empty() -> Desired {
+        Desired::default()
+    }
+
     #[test]
     fn a_json_value_reads_like_the_fields_it_holds() {
         let value = json!({"b": 2, "a": 1});
-        let fields: &dyn Fields = &value;
+        let fields: &dyn DeclaredFields = &value;
         assert_eq!(fields.mapping(), Ok(()));
         assert_eq!(fields.get("a"), Some(&json!(1)));
         assert!(fields.contains_key("b"));
         let mut keys: Vec<&str> = fields.keys().collect();
         keys.sort_unstable();
         assert_eq!(keys, ["a", "b"]);
-        assert_eq!(Fields::mapping(&json!([1])), Err("a list"));
-        assert_eq!(Fields::entries(&json!("x")).count(), 0);
+        assert_eq!(DeclaredFields::mapping(&json!([1])), Err("a list"));
+        assert!(DeclaredFields::is_null(&Value::Null));
+        assert!(!DeclaredFields::is_null(&d_empty()));
+        assert_eq!(DeclaredFields::entries(&json!("x")).count(), 0);
         let d = Desired::from(value);
-        let fields: &dyn Fields = &d;
+        let fields: &dyn DeclaredFields = &d;
         assert_eq!(fields.keys().collect::<Vec<_>>(), ["a", "b"]);
     }
 }

@@ -34,7 +34,7 @@ pub mod schema;
 pub use boundary::Boundary;
 pub use changed_by::{ChangedBy, WriterKind};
 pub use content::{Content, sha256_hex};
-pub use desired::{Desired, Fields};
+pub use desired::{DeclaredFields, Desired};
 pub use diff::{Action, ContentChange, Diff, FieldChange};
 pub use digest::DigestKey;
 pub use id::{ParseIdError, ReferenceText, ResourceId};

@@ -80,6 +80,37 @@ pub fn lookup(kind: &str) -> Option<&'static dyn Provider> {
 mod tests {
     use super::*;
 
+    /// A `desired:` that is not a mapping is named by its type, through the
+    /// same parser a pass uses on the catalogue's fields; a Package reads
+    /// nothing written as no fields.
+    #[test]
+    fn a_desired_that_is_not_a_mapping_is_refused_naming_what_it_is() {
+        let list = serde_json::json!([1]);
+        let message = |errors: Vec<FieldError>| errors[0].message.clone();
+        assert_eq!(
+            message(user::UserDesired::parse(&list, "deploy").unwrap_err()),
+            "`desired` of a User must be a mapping, found a list"
+        );
+        assert_eq!(
+            message(group::GroupDesired::parse(&list, "deploy").unwrap_err()),
+            "`desired` of a Group must be a mapping, found a list"
+        );
+        assert_eq!(
+            message(package::PackageSpec::parse(&list, "curl").unwrap_err()),
+            "a Package's `desired` must be a mapping (name, version, state), found a list"
+        );
+        assert_eq!(
+            message(service::ServiceSpec::parse(&list, "web").unwrap_err()),
+            "a Service's `desired` must be a mapping with at least `state` or `enabled`"
+        );
+        assert!(package::PackageSpec::parse(&serde_json::Value::Null, "curl").is_ok());
+        assert!(package::PackageSpec::parse(&datum_core::Desired::default(), "curl").is_ok());
+        assert_eq!(
+            message(package::PackageSpec::parse(&serde_json::json!("x"), "curl").unwrap_err()),
+            "a Package's `desired` must be a mapping (name, version, state), found a string"
+        );
+    }
+
     #[test]
     fn each_kind_is_registered_once_under_its_name() {
         for kind in ["File", "Directory", "Symlink"] {

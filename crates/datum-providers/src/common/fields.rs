@@ -6,9 +6,9 @@
 //! line. It also parses the values (modes, owners, `ensure`) into typed form
 //! for the later phases. Pure: no host access.
 
-use datum_core::Fields;
 use std::path::{Path, PathBuf};
 
+use datum_core::DeclaredFields;
 use serde_json::Value;
 
 use crate::FieldError;
@@ -87,17 +87,9 @@ impl Ensure {
     }
 }
 
-/// The YAML word for a value's type, for messages.
-pub fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
-}
+/// The YAML word for a value's type, for messages (the core's, which
+/// `DeclaredFields::mapping` names a non-mapping `desired:` with).
+pub use datum_core::desired::type_name;
 
 /// Parses a mode: a quoted string of octal digits, 3 or 4 significant
 /// (`644`, `0644`, `4755`), at most `07777`. Numbers are refused because YAML
@@ -306,7 +298,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The declared path (after `check`, always present and valid).
-pub fn declared_path(desired: &dyn Fields) -> Result<PathBuf, String> {
+pub fn declared_path(desired: &dyn DeclaredFields) -> Result<PathBuf, String> {
     match desired.get("path") {
         Some(Value::String(s)) => Ok(PathBuf::from(s)),
         Some(other) => Err(format!(

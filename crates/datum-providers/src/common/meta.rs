@@ -8,10 +8,9 @@
 //! one, so `datum plan` can still show what would change when a package that
 //! creates the user comes first in the same pass.
 
-use datum_core::Fields;
 use std::collections::BTreeMap;
 
-use datum_core::{FieldChange, FileMeta, Observed};
+use datum_core::{DeclaredFields, FieldChange, FileMeta, Observed};
 use datum_host::{Host, HostError};
 use serde_json::Value;
 
@@ -28,7 +27,7 @@ pub struct MetaDesired {
 
 impl MetaDesired {
     /// Reads `owner`, `group` and `mode`; the error names the bad field.
-    pub fn parse(desired: &dyn Fields) -> Result<Self, (String, String)> {
+    pub fn parse(desired: &dyn DeclaredFields) -> Result<Self, (String, String)> {
         let account = |field: &str| -> Result<Option<String>, (String, String)> {
             desired
                 .get(field)
@@ -143,7 +142,11 @@ pub fn create_meta_changes(
 /// (`default_mode` when none is declared; an owner or group the host does
 /// not know, or a field that does not parse, leaves it unset: the apply
 /// then fails naming it).
-pub fn declared_meta(host: &Host, desired: &dyn Fields, default_mode: u32) -> crate::DeclaredMeta {
+pub fn declared_meta(
+    host: &Host,
+    desired: &dyn DeclaredFields,
+    default_mode: u32,
+) -> crate::DeclaredMeta {
     let meta = MetaDesired::parse(desired).ok();
     let mode = meta.as_ref().and_then(|m| m.mode).unwrap_or(default_mode);
     let (uid, gid) = meta

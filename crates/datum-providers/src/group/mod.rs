@@ -17,8 +17,7 @@
 //! how a new group's number is chosen; an existing group is never
 //! re-created for it.
 
-use datum_core::Fields;
-use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
 
@@ -101,7 +100,11 @@ pub(crate) fn account_id(value: &Value, field: &str) -> Result<u32, FieldError> 
         })
 }
 
-pub(crate) fn unknown_fields(kind: &str, map: &dyn Fields, known: &[&str]) -> Vec<FieldError> {
+pub(crate) fn unknown_fields(
+    kind: &str,
+    map: &dyn DeclaredFields,
+    known: &[&str],
+) -> Vec<FieldError> {
     map.keys()
         .filter(|k| !known.contains(k))
         .map(|k| {
@@ -119,7 +122,10 @@ pub(crate) fn unknown_fields(kind: &str, map: &dyn Fields, known: &[&str]) -> Ve
 impl GroupDesired {
     /// Parses `desired`; `default_name` is the resource's own name. Returns
     /// every problem found.
-    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(
+        desired: &dyn DeclaredFields,
+        default_name: &str,
+    ) -> Result<Self, Vec<FieldError>> {
         if let Err(found) = desired.mapping() {
             return Err(vec![FieldError::new(
                 &[],
@@ -200,7 +206,7 @@ fn declared_name(resource: &Resource) -> Option<String> {
 
 /// The group names a declaration uses: its `group` (a File's, a
 /// Directory's), `gid` and `groups` (a User's), numbers left out.
-fn groups_named(desired: &dyn Fields) -> Vec<&str> {
+fn groups_named(desired: &dyn DeclaredFields) -> Vec<&str> {
     let mut names: Vec<&str> = ["group", "gid"]
         .iter()
         .filter_map(|f| desired.get(f).and_then(Value::as_str))

@@ -6,7 +6,7 @@
 //! option such as `-oAPT::...`) and a version made of the characters Debian
 //! allows.
 
-use datum_core::Fields;
+use datum_core::DeclaredFields;
 use serde_json::Value;
 
 use crate::FieldError;
@@ -178,12 +178,16 @@ impl schemars::JsonSchema for PackageState {
 impl PackageSpec {
     /// Parses `desired`. `default_name` (the resource's own name) is the
     /// package when `desired.name` is absent. Returns every problem found.
-    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(
+        desired: &dyn DeclaredFields,
+        default_name: &str,
+    ) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
         // `desired: {}` written as nothing (null) reads as no fields: the
         // resource name is the package.
         match desired.mapping() {
-            Ok(()) | Err("null") => {}
+            Ok(()) => {}
+            Err(_) if desired.is_null() => {}
             Err(found) => {
                 return Err(vec![FieldError::new(
                     &[],

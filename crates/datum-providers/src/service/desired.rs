@@ -6,10 +6,9 @@
 //! option (`--root=...`) and a notification list is a list of resource
 //! references, never anything the engine would have to guess at.
 
-use datum_core::Fields;
 use std::time::Duration;
 
-use datum_core::ResourceId;
+use datum_core::{DeclaredFields, ResourceId};
 use serde_json::Value;
 
 use crate::FieldError;
@@ -167,7 +166,10 @@ const FIELDS: &[&str] = &[
 impl ServiceSpec {
     /// Parses `desired`. `default_name` (the resource's own name) is the unit
     /// when `desired.name` is absent. Returns every problem found.
-    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(
+        desired: &dyn DeclaredFields,
+        default_name: &str,
+    ) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
         if desired.mapping().is_err() {
             return Err(vec![FieldError::new(

@@ -173,7 +173,7 @@ impl TreeDesired {
     }
 }
 
-fn exclude_rules(desired: &dyn datum_core::Fields) -> Result<Vec<String>, String> {
+fn exclude_rules(desired: &dyn datum_core::DeclaredFields) -> Result<Vec<String>, String> {
     match desired.get("exclude") {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items

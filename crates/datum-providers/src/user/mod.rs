@@ -32,10 +32,9 @@
 //! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
 //! locked marker (`!`, `*`, `!$id$...`) is refused at compile time.
 
-use datum_core::Fields;
 use std::collections::BTreeSet;
 
-use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
 
@@ -210,7 +209,11 @@ fn check_hash(text: &str) -> Result<(), String> {
     }
 }
 
-fn text_field(map: &dyn Fields, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {
+fn text_field(
+    map: &dyn DeclaredFields,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
     match map.get(field)? {
         Value::String(s) => Some(s.clone()),
         other => {
@@ -244,7 +247,10 @@ fn absolute_path(value: &str, field: &str) -> Result<(), FieldError> {
 impl UserDesired {
     /// Parses `desired`; `default_name` is the resource's own name. Returns
     /// every problem found (never quoting a password hash).
-    pub fn parse(desired: &dyn Fields, default_name: &str) -> Result<Self, Vec<FieldError>> {
+    pub fn parse(
+        desired: &dyn DeclaredFields,
+        default_name: &str,
+    ) -> Result<Self, Vec<FieldError>> {
         if let Err(found) = desired.mapping() {
             return Err(vec![FieldError::new(
                 &[],
