@@ -86,29 +86,33 @@ mod tests {
     #[test]
     fn a_desired_that_is_not_a_mapping_is_refused_naming_what_it_is() {
         let list = serde_json::json!([1]);
-        let message = |errors: Vec<FieldError>| errors[0].message.clone();
-        assert_eq!(
-            message(user::UserDesired::parse(&list, "deploy").unwrap_err()),
-            "`desired` of a User must be a mapping, found a list"
-        );
-        assert_eq!(
-            message(group::GroupDesired::parse(&list, "deploy").unwrap_err()),
-            "`desired` of a Group must be a mapping, found a list"
-        );
-        assert_eq!(
-            message(package::PackageSpec::parse(&list, "curl").unwrap_err()),
-            "a Package's `desired` must be a mapping (name, version, state), found a list"
-        );
-        assert_eq!(
-            message(service::ServiceSpec::parse(&list, "web").unwrap_err()),
-            "a Service's `desired` must be a mapping with at least `state` or `enabled`"
-        );
+        let cases = [
+            (
+                user::UserDesired::parse(&list, "deploy").map(drop),
+                "`desired` of a User must be a mapping, found a list",
+            ),
+            (
+                group::GroupDesired::parse(&list, "deploy").map(drop),
+                "`desired` of a Group must be a mapping, found a list",
+            ),
+            (
+                package::PackageSpec::parse(&list, "curl").map(drop),
+                "a Package's `desired` must be a mapping (name, version, state), found a list",
+            ),
+            (
+                package::PackageSpec::parse(&serde_json::json!("x"), "curl").map(drop),
+                "a Package's `desired` must be a mapping (name, version, state), found a string",
+            ),
+            (
+                service::ServiceSpec::parse(&list, "web").map(drop),
+                "a Service's `desired` must be a mapping with at least `state` or `enabled`",
+            ),
+        ];
+        for (parsed, want) in cases {
+            assert_eq!(parsed.unwrap_err()[0].message, want);
+        }
         assert!(package::PackageSpec::parse(&serde_json::Value::Null, "curl").is_ok());
         assert!(package::PackageSpec::parse(&datum_core::Desired::default(), "curl").is_ok());
-        assert_eq!(
-            message(package::PackageSpec::parse(&serde_json::json!("x"), "curl").unwrap_err()),
-            "a Package's `desired` must be a mapping (name, version, state), found a string"
-        );
     }
 
     #[test]
