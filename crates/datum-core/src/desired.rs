@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 /// five fields) was the largest single thing a pass over 20,000 resources
 /// held: 12.6 MB of a 50 MB heap. Serialized as a map in the same sorted
 /// order, so JSON output, the catalogue snapshot and declaration hashes are
-/// the bytes they were. Field names are shared ([`shared_name`]): 20,000
+/// the bytes they were. Field names are shared (see `shared_name`): 20,000
 /// Files name the same five fields.
 #[derive(Clone, Default, PartialEq)]
 pub struct Desired(Box<[(Arc<str>, Value)]>);
