@@ -274,18 +274,8 @@ pub(crate) fn declaration_hash(
     text.push_str("{\"content_sha256\":");
     text.push_str(&content_sha256.map_or_else(|| "null".to_owned(), string));
     text.push_str(",\"desired\":");
-    // The object `canonical` writes: keys in sorted order (a `Desired`
-    // holds them so).
-    text.push('{');
-    for (i, (k, v)) in desired.iter().enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        text.push_str(&string(k));
-        text.push(':');
-        canonical(v, &mut text);
-    }
-    text.push('}');
+    // A `Desired` holds its fields in sorted order already.
+    canonical_object(desired.iter(), &mut text);
     text.push_str(",\"kind\":");
     text.push_str(&string(&id.kind));
     text.push_str(",\"name\":");
@@ -313,25 +303,29 @@ pub fn canonical_json(v: &Value) -> String {
     out
 }
 
+/// `{"key":value,...}` for fields already in key order, each value canonical.
+fn canonical_object<'v>(fields: impl Iterator<Item = (&'v str, &'v Value)>, out: &mut String) {
+    out.push('{');
+    for (i, (k, v)) in fields.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{}", Value::String(k.to_owned()));
+        out.push(':');
+        canonical(v, out);
+    }
+    out.push('}');
+}
+
 /// Canonical JSON: object keys sorted whatever map type serde_json was built
 /// with, so the hash cannot change with a dependency's feature flags.
 fn canonical(v: &Value, out: &mut String) {
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "{}", Value::String(k.clone()));
-                out.push(':');
-                if let Some(inner) = map.get(k) {
-                    canonical(inner, out);
-                }
-            }
-            out.push('}');
+            let mut fields: Vec<(&str, &Value)> =
+                map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            canonical_object(fields.into_iter(), out);
         }
         Value::Array(items) => {
             out.push('[');

@@ -64,17 +64,9 @@ pub trait DeclaredFields {
     }
     /// The field `name`, if declared.
     fn get(&self, name: &str) -> Option<&Value>;
-    /// Every field, in name order for a [`Desired`] (boxed: the kinds that
-    /// list fields do it once per parse, for unknown-field errors).
-    fn entries(&self) -> Box<dyn Iterator<Item = (&str, &Value)> + '_>;
-    /// Whether the field `name` is declared.
-    fn contains_key(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-    /// Every field's name.
-    fn keys(&self) -> Box<dyn Iterator<Item = &str> + '_> {
-        Box::new(self.entries().map(|(k, _)| k))
-    }
+    /// Every field's name (boxed: the kinds that list them do it once per
+    /// parse, for unknown-field errors).
+    fn keys(&self) -> Box<dyn Iterator<Item = &str> + '_>;
 }
 
 impl Desired {
@@ -129,15 +121,6 @@ impl Desired {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// The fields as a JSON object (a copy).
-    pub fn to_value(&self) -> Value {
-        Value::Object(
-            self.iter()
-                .map(|(k, v)| (k.to_owned(), v.clone()))
-                .collect(),
-        )
-    }
 }
 
 impl DeclaredFields for Desired {
@@ -147,8 +130,8 @@ impl DeclaredFields for Desired {
     fn get(&self, name: &str) -> Option<&Value> {
         Desired::get(self, name)
     }
-    fn entries(&self) -> Box<dyn Iterator<Item = (&str, &Value)> + '_> {
-        Box::new(self.iter())
+    fn keys(&self) -> Box<dyn Iterator<Item = &str> + '_> {
+        Box::new(self.iter().map(|(k, _)| k))
     }
 }
 
@@ -177,9 +160,9 @@ impl DeclaredFields for Value {
     fn get(&self, name: &str) -> Option<&Value> {
         self.as_object().and_then(|m| m.get(name))
     }
-    fn entries(&self) -> Box<dyn Iterator<Item = (&str, &Value)> + '_> {
+    fn keys(&self) -> Box<dyn Iterator<Item = &str> + '_> {
         match self.as_object() {
-            Some(m) => Box::new(m.iter().map(|(k, v)| (k.as_str(), v))),
+            Some(m) => Box::new(m.keys().map(String::as_str)),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -317,7 +300,7 @@ mod tests {
         );
         let back: Desired = rmp_serde::from_slice(&rmp_serde::to_vec(&d).unwrap()).unwrap();
         assert_eq!(back, d);
-        assert_eq!(back.to_value(), value);
+        assert_eq!(back, value);
         let from_json: Desired = serde_json::from_str(r#"{"b": 1, "a": 2}"#).unwrap();
         assert_eq!(
             from_json.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -345,24 +328,19 @@ mod tests {
         .unwrap();
     }
 
-    fn d_empty() -> Desired {
-        Desired::default()
-    }
-
     #[test]
     fn a_json_value_reads_like_the_fields_it_holds() {
         let value = json!({"b": 2, "a": 1});
         let fields: &dyn DeclaredFields = &value;
         assert_eq!(fields.mapping(), Ok(()));
         assert_eq!(fields.get("a"), Some(&json!(1)));
-        assert!(fields.contains_key("b"));
         let mut keys: Vec<&str> = fields.keys().collect();
         keys.sort_unstable();
         assert_eq!(keys, ["a", "b"]);
         assert_eq!(DeclaredFields::mapping(&json!([1])), Err("a list"));
         assert!(DeclaredFields::is_null(&Value::Null));
-        assert!(!DeclaredFields::is_null(&d_empty()));
-        assert_eq!(DeclaredFields::entries(&json!("x")).count(), 0);
+        assert!(!DeclaredFields::is_null(&Desired::default()));
+        assert_eq!(DeclaredFields::keys(&json!("x")).count(), 0);
         let d = Desired::from(value);
         let fields: &dyn DeclaredFields = &d;
         assert_eq!(fields.keys().collect::<Vec<_>>(), ["a", "b"]);

@@ -132,9 +132,8 @@ impl GroupDesired {
                 format!("`desired` of a Group must be a mapping, found {found}"),
             )]);
         }
-        let map = desired;
-        let mut errors = unknown_fields(KIND, map, FIELDS);
-        let name = match map.get("name") {
+        let mut errors = unknown_fields(KIND, desired, FIELDS);
+        let name = match desired.get("name") {
             None => default_name.to_owned(),
             Some(Value::String(s)) => s.clone(),
             Some(other) => {
@@ -150,14 +149,14 @@ impl GroupDesired {
         {
             errors.push(FieldError::new(&["name"], m));
         }
-        let gid = map
+        let gid = desired
             .get("gid")
             .map(|v| account_id(v, "gid"))
             .transpose()
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
-        let system = match map.get("system") {
+        let system = match desired.get("system") {
             None => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => {
@@ -168,7 +167,7 @@ impl GroupDesired {
                 false
             }
         };
-        let ensure = Ensure::parse(map.get("ensure"))
+        let ensure = Ensure::parse(desired.get("ensure"))
             .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
             .unwrap_or(Ensure::Present);
         all_or_nothing(errors)?;

@@ -197,8 +197,7 @@ impl PackageSpec {
                 )]);
             }
         }
-        let map = desired;
-        for key in map.keys() {
+        for key in desired.keys() {
             if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
@@ -210,7 +209,7 @@ impl PackageSpec {
             }
         }
 
-        let name = match map.get("name") {
+        let name = match desired.get("name") {
             None => check_name(default_name).map(|()| default_name.to_owned()),
             Some(Value::String(s)) => check_name(s).map(|()| s.clone()),
             Some(other) => Err(format!(
@@ -221,7 +220,7 @@ impl PackageSpec {
         .map_err(|m| errors.push(FieldError::new(&["name"], m)))
         .ok();
 
-        let state = match map.get("state") {
+        let state = match desired.get("state") {
             None => Some(Wanted::Installed),
             Some(Value::String(s)) => match s.as_str() {
                 "installed" => Some(Wanted::Installed),
@@ -247,7 +246,7 @@ impl PackageSpec {
             }
         };
 
-        let version = match map.get("version") {
+        let version = match desired.get("version") {
             None => None,
             Some(Value::String(s)) => VersionReq::parse(s)
                 .map_err(|m| errors.push(FieldError::new(&["version"], m)))

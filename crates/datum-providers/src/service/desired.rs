@@ -177,8 +177,7 @@ impl ServiceSpec {
                 "a Service's `desired` must be a mapping with at least `state` or `enabled`",
             )]);
         }
-        let map = desired;
-        for key in map.keys() {
+        for key in desired.keys() {
             if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
@@ -190,7 +189,7 @@ impl ServiceSpec {
             }
         }
 
-        let unit = match map.get("name") {
+        let unit = match desired.get("name") {
             None => unit_name(default_name),
             Some(Value::String(s)) => unit_name(s),
             Some(other) => Err(format!(
@@ -201,7 +200,7 @@ impl ServiceSpec {
         .map_err(|m| errors.push(FieldError::new(&["name"], m)))
         .ok();
 
-        let state = match map.get("state") {
+        let state = match desired.get("state") {
             None => None,
             Some(Value::String(s)) if s == "running" => Some(RunState::Running),
             Some(Value::String(s)) if s == "stopped" => Some(RunState::Stopped),
@@ -224,7 +223,7 @@ impl ServiceSpec {
             }
         };
 
-        let enabled = match map.get("enabled") {
+        let enabled = match desired.get("enabled") {
             None => None,
             Some(Value::Bool(b)) => Some(*b),
             Some(other) => {
@@ -239,8 +238,8 @@ impl ServiceSpec {
             }
         };
 
-        let reload_on = references(map.get("reload_on"), "reload_on", &mut errors);
-        let restart_on = references(map.get("restart_on"), "restart_on", &mut errors);
+        let reload_on = references(desired.get("reload_on"), "reload_on", &mut errors);
+        let restart_on = references(desired.get("restart_on"), "restart_on", &mut errors);
         for id in reload_on.iter().filter(|id| restart_on.contains(id)) {
             errors.push(FieldError::new(
                 &["reload_on"],
@@ -250,7 +249,7 @@ impl ServiceSpec {
             ));
         }
 
-        let settle = match map.get("settle") {
+        let settle = match desired.get("settle") {
             None => Some(DEFAULT_SETTLE),
             Some(Value::String(s)) => parse_duration(s)
                 .map_err(|m| errors.push(FieldError::new(&["settle"], m)))

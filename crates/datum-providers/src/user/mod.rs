@@ -257,20 +257,20 @@ impl UserDesired {
                 format!("`desired` of a User must be a mapping, found {found}"),
             )]);
         }
-        let map = desired;
-        let mut errors = unknown_fields(KIND, map, FIELDS);
-        let name = text_field(map, "name", &mut errors).unwrap_or_else(|| default_name.to_owned());
+        let mut errors = unknown_fields(KIND, desired, FIELDS);
+        let name =
+            text_field(desired, "name", &mut errors).unwrap_or_else(|| default_name.to_owned());
         if let Err(m) = account_files::check_name(&name) {
             errors.push(FieldError::new(&["name"], m));
         }
-        let uid = map
+        let uid = desired
             .get("uid")
             .map(|v| account_id(v, "uid"))
             .transpose()
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
-        let gid = match map.get("gid") {
+        let gid = match desired.get("gid") {
             None => None,
             Some(Value::String(s)) if account_files::check_name(s).is_ok() => Some(s.clone()),
             Some(v @ Value::Number(_)) => account_id(v, "gid")
@@ -291,7 +291,7 @@ impl UserDesired {
                 None
             }
         };
-        let groups = match map.get("groups") {
+        let groups = match desired.get("groups") {
             None => None,
             Some(Value::Array(items)) => {
                 let mut set = BTreeSet::new();
@@ -329,19 +329,19 @@ impl UserDesired {
                 None
             }
         };
-        let home = text_field(map, "home", &mut errors);
+        let home = text_field(desired, "home", &mut errors);
         if let Some(h) = &home
             && let Err(e) = absolute_path(h, "home")
         {
             errors.push(e);
         }
-        let shell = text_field(map, "shell", &mut errors);
+        let shell = text_field(desired, "shell", &mut errors);
         if let Some(s) = &shell
             && let Err(e) = absolute_path(s, "shell")
         {
             errors.push(e);
         }
-        let system = match map.get("system") {
+        let system = match desired.get("system") {
             None => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => {
@@ -352,10 +352,10 @@ impl UserDesired {
                 false
             }
         };
-        let ensure = Ensure::parse(map.get("ensure"))
+        let ensure = Ensure::parse(desired.get("ensure"))
             .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
             .unwrap_or(Ensure::Present);
-        let password_hash = match map.get("password_hash") {
+        let password_hash = match desired.get("password_hash") {
             None => None,
             Some(Value::String(s)) => match check_hash(s) {
                 Ok(()) => Some(s.clone()),
