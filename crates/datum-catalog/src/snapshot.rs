@@ -404,12 +404,13 @@ struct Index {
     spans: Vec<(u64, u32)>,
 }
 
-/// A resource with the content fields `Resource`'s own serde form leaves out.
-#[derive(Debug, Serialize, Deserialize)]
-struct StoredResource {
+/// A resource with the content fields `Resource`'s own serde form leaves out,
+/// its bytes borrowed from the record.
+#[derive(Debug, Deserialize)]
+struct StoredResource<'a> {
     resource: Resource,
-    #[serde(with = "serde_bytes")]
-    bytes: Vec<u8>,
+    #[serde(borrow, with = "serde_bytes")]
+    bytes: &'a [u8],
     source: Option<PathBuf>,
 }
 
@@ -611,9 +612,24 @@ impl Records<'_> {
             if end > self.len {
                 return Err(damaged());
             }
+            // A record as large as a window is read alone, into a buffer
+            // its content then shares: a packed tree of 200,000 files is a
+            // 20 MB record, held once rather than read and then copied.
+            if u64::from(len) >= window.max(1) {
+                let mut alone = vec![0u8; len as usize];
+                self.file
+                    .read_exact_at(&mut alone, self.base + offset)
+                    .map_err(|source| SnapshotError::Read {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+                let alone = bytes::Bytes::from(alone);
+                *slot = Some(decode_record(&alone, Some(&alone)).ok_or_else(damaged)?);
+                continue;
+            }
             let held = at + bytes.len() as u64;
             if offset < at || end > held {
-                let want = window.max(u64::from(len)).min(self.len - offset);
+                let want = window.min(self.len - offset);
                 bytes.resize(usize::try_from(want).map_err(|_| damaged())?, 0);
                 self.file
                     .read_exact_at(&mut bytes, self.base + offset)
@@ -625,18 +641,34 @@ impl Records<'_> {
             }
             let from = usize::try_from(offset - at).map_err(|_| damaged())?;
             let record = bytes.get(from..from.saturating_add(len as usize));
-            *slot = Some(record.and_then(decode_record).ok_or_else(damaged)?);
+            *slot = Some(
+                record
+                    .and_then(|record| decode_record(record, None))
+                    .ok_or_else(damaged)?,
+            );
         }
         Ok(())
     }
 }
 
-/// The resource one record holds (`None`: not a record).
-fn decode_record(bytes: &[u8]) -> Option<Resource> {
-    let stored: StoredResource = rmp_serde::from_slice(bytes).ok()?;
+/// The resource one record holds (`None`: not a record). Its content's
+/// bytes are a slice of `shared` when the record is that buffer, a copy
+/// otherwise (a record among others in a window: the window is reused).
+fn decode_record(record: &[u8], shared: Option<&bytes::Bytes>) -> Option<Resource> {
+    let stored: StoredResource = rmp_serde::from_slice(record).ok()?;
     let mut r = stored.resource;
     if let Some(content) = r.content.as_mut() {
-        content.bytes = stored.bytes;
+        // Where the borrowed bytes lie in the record (they always lie in it:
+        // the decoder borrows from what it reads).
+        let within = (stored.bytes.as_ptr() as usize)
+            .checked_sub(record.as_ptr() as usize)
+            .filter(|from| from + stored.bytes.len() <= record.len());
+        content.bytes = match (shared, within) {
+            (Some(shared), Some(from)) if shared.as_ptr() == record.as_ptr() => {
+                shared.slice(from..from + stored.bytes.len())
+            }
+            _ => bytes::Bytes::copy_from_slice(stored.bytes),
+        };
         content.source = stored.source;
     }
     Some(r)
@@ -907,7 +939,7 @@ impl<'a> StoredRef<'a> {
                 id: r.id.clone(),
                 desired: r.desired.clone(),
                 content: content.map(|c| datum_core::Content {
-                    bytes: Vec::new(),
+                    bytes: bytes::Bytes::new(),
                     sha256: c.sha256.clone(),
                     size: c.size,
                     source: None,
@@ -921,7 +953,7 @@ impl<'a> StoredRef<'a> {
                 field_origins: Default::default(),
                 declaration_hash: r.declaration_hash.clone(),
             },
-            bytes: content.map_or(&[], |c| c.bytes.as_slice()),
+            bytes: content.map_or(&[], |c| &c.bytes[..]),
             source: content.and_then(|c| c.source.as_ref()),
         }
     }
@@ -1170,7 +1202,7 @@ mod tests {
             assert_eq!(got.declaration_hash, want.declaration_hash);
         }
         assert_eq!(
-            back.resources[0].content.as_ref().unwrap().bytes,
+            &back.resources[0].content.as_ref().unwrap().bytes[..],
             b"hello\n"
         );
 
@@ -1226,7 +1258,7 @@ mod tests {
         };
         let one = lazy.take(&[20]).unwrap();
         assert_eq!(one[0].id, ResourceId::new("File", "extra18"));
-        assert_eq!(one[0].content.as_ref().unwrap().bytes, b"e");
+        assert_eq!(&one[0].content.as_ref().unwrap().bytes[..], b"e");
         t.save(&c);
         for mut lazy in [
             t.load(&c.host).unwrap(),
@@ -1235,7 +1267,7 @@ mod tests {
             let second = lazy.take(&[1]).unwrap();
             assert_eq!(second[0].id, ResourceId::new("File", "hosts"));
             let first = lazy.take(&[0]).unwrap();
-            assert_eq!(first[0].content.as_ref().unwrap().bytes, b"hello\n");
+            assert_eq!(&first[0].content.as_ref().unwrap().bytes[..], b"hello\n");
             assert!(lazy.take(&[7]).is_err(), "no such resource");
         }
     }
@@ -1283,6 +1315,31 @@ mod tests {
         );
         fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
         assert!(t.load(&c.host).is_ok());
+    }
+
+    /// A record read alone lends its buffer to its content (a packed tree
+    /// is held once, not read and then copied); a record among others in a
+    /// window gets its own copy (the window is reused for the next records).
+    #[test]
+    fn a_record_read_alone_shares_its_buffer_with_its_content() {
+        let r = resource("big", false, &[7u8; 4096]);
+        let record = rmp_serde::to_vec(&StoredRef::of(&r)).unwrap();
+        let alone = bytes::Bytes::from(record.clone());
+        let within = |b: &bytes::Bytes| {
+            let (start, end) = (
+                alone.as_ptr() as usize,
+                alone.as_ptr() as usize + alone.len(),
+            );
+            (start..end).contains(&(b.as_ptr() as usize))
+        };
+        let shared = decode_record(&alone, Some(&alone)).unwrap();
+        let shared = &shared.content.as_ref().unwrap().bytes;
+        assert_eq!(&shared[..], &[7u8; 4096][..]);
+        assert!(within(shared), "a slice of the record's buffer");
+        let copied = decode_record(&record, None).unwrap();
+        let copied = &copied.content.as_ref().unwrap().bytes;
+        assert_eq!(copied, shared);
+        assert!(!within(copied), "its own copy");
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn content_bytes(
     content: &datum_core::Content,
 ) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
     let Some(path) = &content.source else {
-        return Ok(std::borrow::Cow::Borrowed(content.bytes.as_slice()));
+        return Ok(std::borrow::Cow::Borrowed(&content.bytes[..]));
     };
     let bytes = read(path).map_err(|e| HostError::io("read", path, e))?;
     if hex::encode(Sha256::digest(&bytes)) != content.sha256 {

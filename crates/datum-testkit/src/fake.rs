@@ -222,7 +222,7 @@ impl Kind for FakeFile {
             bytes: resource
                 .content
                 .as_ref()
-                .map(|c| c.bytes.clone())
+                .map(|c| c.bytes.to_vec())
                 .unwrap_or_default(),
             sha256: resource.content.as_ref().map(|c| c.sha256.clone()),
             also: resource

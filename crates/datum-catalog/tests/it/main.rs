@@ -984,7 +984,7 @@ mod lint_errors {
 fn content_bytes(c: &datum_core::Content) -> Vec<u8> {
     match &c.source {
         Some(path) => std::fs::read(path).unwrap(),
-        None => c.bytes.clone(),
+        None => c.bytes.to_vec(),
     }
 }
 

@@ -278,7 +278,7 @@ mod tests {
         let resource =
             crate::testing::resource("File", json!({"path": "/x", "content": "hi"}), None);
         let d = FileDesired::from_resource(&resource).unwrap();
-        assert_eq!(d.content(&resource).unwrap().bytes, b"hi");
+        assert_eq!(&d.content(&resource).unwrap().bytes[..], b"hi");
     }
 
     #[test]

@@ -132,9 +132,8 @@ impl TreeDesired {
         };
         let desired = &resource.desired;
         let entries = match &resource.content {
-            Some(content) => {
-                archive::decode(&content.bytes).map_err(|e| invalid("source", e.to_string()))?
-            }
+            Some(content) => archive::decode(content.bytes.clone())
+                .map_err(|e| invalid("source", e.to_string()))?,
             None => return Err(invalid("source", "no declared tree".to_owned())),
         };
         Ok(TreeDesired {
@@ -1108,10 +1107,9 @@ mod tests {
             },
         )]
         .into();
-        let entries = archive::decode(&archive::encode(
-            Path::new("/repo"),
-            archive::entries_of_map(&entries),
-        ))
+        let entries = archive::decode(
+            archive::encode(Path::new("/repo"), archive::entries_of_map(&entries)).into(),
+        )
         .unwrap();
         let mut host = Node::dir(0o750, 7, 8);
         let _ = host.insert(
