@@ -144,9 +144,9 @@ impl EntryKey {
     }
 }
 
-/// A repository folder opened (`O_PATH`, the folder itself not a link) to
-/// compare its entries with a change stamp, one `fstatat` each without
-/// following a link.
+/// A repository folder opened (the folder itself, not a link) to compare it
+/// with a change stamp: its own key, and every entry's name and key, one
+/// `fstatat` each relative to the open folder, never following a link.
 #[derive(Debug)]
 pub struct StampDir(std::os::fd::OwnedFd);
 
@@ -155,7 +155,7 @@ impl StampDir {
     pub fn open(path: &Path) -> std::io::Result<StampDir> {
         rustix::fs::open(
             path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map(StampDir)
@@ -167,11 +167,23 @@ impl StampDir {
         Ok(EntryKey::of(&rustix::fs::fstat(&self.0)?))
     }
 
-    /// The key of the entry `name` in the folder (a link's own, not its
-    /// target's).
-    pub fn key_of(&self, name: &[u8]) -> std::io::Result<EntryKey> {
-        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(EntryKey::of(&stat))
+    /// Every entry (`.` and `..` aside) as the folder lists them: its name,
+    /// its key (a link's own, not its target's) and whether it is a folder.
+    pub fn entries(&self) -> std::io::Result<Vec<(Vec<u8>, EntryKey, bool)>> {
+        let mut dir = rustix::fs::Dir::read_from(&self.0)?;
+        let mut entries = Vec::new();
+        while let Some(entry) = dir.read() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+            let is_dir = rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::Directory;
+            entries.push((name.to_bytes().to_vec(), EntryKey::of(&stat), is_dir));
+        }
+        Ok(entries)
     }
 }
 
