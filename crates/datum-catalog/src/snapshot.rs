@@ -129,20 +129,25 @@ fn read_stamped_dir(
     use sha2::Digest as _;
     let open = datum_host::repo::StampDir::open(&join(root, rel))?;
     let key = file_key(open.key()?);
-    let mut entries: Vec<(Vec<u8>, Option<FileKey>)> = Vec::new();
-    for (name, key, is_dir) in open.entries()? {
-        if !is_dir {
-            entries.push((name, Some(file_key(key))));
-        } else if !(rel.is_empty() && name == b".git") {
-            entries.push((name, None));
+    // Names in one buffer, each entry a span of it and its key (none for a
+    // folder): a few allocations a folder, none an entry.
+    let mut names: Vec<u8> = Vec::new();
+    let mut entries: Vec<((usize, usize), Option<FileKey>)> = Vec::new();
+    open.each_entry(|name, key, is_dir| {
+        if is_dir && rel.is_empty() && name == b".git" {
+            return;
         }
-    }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries.push(((names.len(), name.len()), (!is_dir).then(|| file_key(key))));
+        names.extend_from_slice(name);
+    })?;
+    let name_of = |(at, len): (usize, usize)| names.get(at..at + len).unwrap_or_default();
+    entries.sort_unstable_by(|a, b| name_of(a.0).cmp(name_of(b.0)));
     let mut hasher = sha2::Sha256::new();
     let mut count = 0;
     let mut newest: Option<(&[u8], FileKey)> = None;
     let mut dirs = Vec::new();
-    for (name, key) in &entries {
+    for &(span, key) in &entries {
+        let name = name_of(span);
         // A name never holds a NUL: it ends each one.
         hasher.update(name);
         hasher.update([0]);
@@ -159,8 +164,8 @@ fn read_stamped_dir(
                     hasher.update(n.to_le_bytes());
                 }
                 let time = |k: &FileKey| k.ctime_ns.max(k.mtime_ns);
-                if newest.is_none_or(|(_, n)| time(key) > time(&n)) {
-                    newest = Some((name, *key));
+                if newest.is_none_or(|(_, n)| time(&key) > time(&n)) {
+                    newest = Some((name, key));
                 }
             }
             None => {

@@ -317,12 +317,15 @@ fn push_if<T: PartialEq + std::fmt::Display>(
 }
 
 fn push_mode(fields: &mut Vec<ChangedValue>, declared: u32, observed: u32) {
-    push_if(
-        fields,
-        "mode",
-        &format!("{:04o}", declared & 0o7777),
-        &format!("{:04o}", observed & 0o7777),
-    );
+    // Formatted only when they differ: a Tree compares every entry.
+    let (declared, observed) = (declared & 0o7777, observed & 0o7777);
+    if declared != observed {
+        fields.push(ChangedValue {
+            field: "mode",
+            declared: format!("{declared:04o}"),
+            observed: format!("{observed:04o}"),
+        });
+    }
 }
 
 #[cfg(test)]

@@ -167,12 +167,14 @@ impl StampDir {
         Ok(EntryKey::of(&rustix::fs::fstat(&self.0)?))
     }
 
-    /// Every entry (`.` and `..` aside) as the folder lists them: its name,
-    /// its key (a link's own, not its target's) and whether it is a folder.
-    pub fn entries(&self) -> std::io::Result<Vec<(Vec<u8>, EntryKey, bool)>> {
-        let mut dir = rustix::fs::Dir::read_from(&self.0)?;
-        let mut entries = Vec::new();
-        while let Some(entry) = dir.read() {
+    /// Calls `each` with every entry (`.` and `..` aside) as the folder
+    /// lists them: its name, its key (a link's own, not its target's) and
+    /// whether it is a folder. The folder is read through one buffer on the
+    /// stack, with no allocation per entry; call it once per opening.
+    pub fn each_entry(&self, mut each: impl FnMut(&[u8], EntryKey, bool)) -> std::io::Result<()> {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+        let mut dir = rustix::fs::RawDir::new(&self.0, &mut buf);
+        while let Some(entry) = dir.next() {
             let entry = entry?;
             let name = entry.file_name();
             if matches!(name.to_bytes(), b"." | b"..") {
@@ -181,9 +183,9 @@ impl StampDir {
             let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
             let is_dir = rustix::fs::FileType::from_raw_mode(stat.st_mode)
                 == rustix::fs::FileType::Directory;
-            entries.push((name.to_bytes().to_vec(), EntryKey::of(&stat), is_dir));
+            each(name.to_bytes(), EntryKey::of(&stat), is_dir);
         }
-        Ok(entries)
+        Ok(())
     }
 }
 
