@@ -429,16 +429,6 @@ pub trait Provider: Send + Sync {
         self.observe_declared(host, &self.declare(resource)?)
     }
 
-    /// [`Provider::plan`] for a resource not yet declared; a declaration
-    /// that does not parse (which `observe` has refused already) plans
-    /// nothing.
-    fn diff(&self, resource: &Resource, observed: &Observed) -> Diff {
-        match self.declare(resource) {
-            Ok(d) => self.plan(&d, observed),
-            Err(_) => Diff::default(),
-        }
-    }
-
     /// Every step of a change in order, with `gate` standing in for the
     /// engine's validator: stage, offer the validation target to `gate`
     /// (a refusal discards the staged copy and is returned), activate, and

@@ -65,7 +65,7 @@ fn pass_after(
         Some((_, observed)) => observed.clone(),
         None => p.observe(host, r)?,
     };
-    let diff = p.diff(r, &observed);
+    let diff = p.plan(&p.declare(r).unwrap(), &observed);
     if !diff.is_empty() {
         p.apply(host, r, &observed, &diff, &mut OpenGate)?;
     }
@@ -395,7 +395,10 @@ testbed_test!(a_half_configured_package_fails_verify, {
     let p = PackageProvider;
     let observed = p.observe(&host(), &r).unwrap();
     assert_eq!(observed.fields["state"], json!("half-configured"));
-    assert_eq!(p.diff(&r, &observed).changed_fields(), ["state"]);
+    assert_eq!(
+        p.plan(&p.declare(&r).unwrap(), &observed).changed_fields(),
+        ["state"]
+    );
 
     // Verify names the package and what dpkg --audit says.
     let (_, diff) = p.verify(&host(), &r).unwrap();

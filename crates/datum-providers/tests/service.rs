@@ -42,7 +42,7 @@ fn converge(r: &Resource) -> Result<(), ProviderError> {
     let p = ServiceProvider;
     let host = host();
     let observed = p.observe(&host, r)?;
-    let diff = p.diff(r, &observed);
+    let diff = p.plan(&p.declare(r).unwrap(), &observed);
     p.apply(&host, r, &observed, &diff, &mut OpenGate)
 }
 
@@ -59,7 +59,10 @@ testbed_test!(starts_a_stopped_unit_and_verifies_it, {
 
     let before = p.observe(&host(), &r).unwrap();
     assert_eq!(before.fields["state"], json!("stopped"));
-    assert_eq!(p.diff(&r, &before).changed_fields(), ["state"]);
+    assert_eq!(
+        p.plan(&p.declare(&r).unwrap(), &before).changed_fields(),
+        ["state"]
+    );
 
     converge(&r).unwrap();
     let (observed, diff) = p.verify(&host(), &r).unwrap();
@@ -69,7 +72,7 @@ testbed_test!(starts_a_stopped_unit_and_verifies_it, {
 
     // A second pass has nothing to do.
     let again = p.observe(&host(), &r).unwrap();
-    assert!(p.diff(&r, &again).is_empty());
+    assert!(p.plan(&p.declare(&r).unwrap(), &again).is_empty());
 });
 
 testbed_test!(stops_a_running_unit, {
@@ -94,8 +97,11 @@ testbed_test!(enables_and_disables_a_unit, {
 
     let enable = resource("datum-it-enable", json!({"enabled": true}));
     assert_eq!(
-        p.diff(&enable, &p.observe(&host(), &enable).unwrap())
-            .changed_fields(),
+        p.plan(
+            &p.declare(&enable).unwrap(),
+            &p.observe(&host(), &enable).unwrap()
+        )
+        .changed_fields(),
         ["enabled"]
     );
     converge(&enable).unwrap();
@@ -239,7 +245,10 @@ testbed_test!(a_missing_unit_fails_naming_it, {
     // A plan on a machine where the package is not installed yet still works.
     let observed = p.observe(&host(), &r).unwrap();
     assert_eq!(observed.presence, datum_core::Presence::Absent);
-    assert_eq!(p.diff(&r, &observed).changed_fields(), ["unit", "state"]);
+    assert_eq!(
+        p.plan(&p.declare(&r).unwrap(), &observed).changed_fields(),
+        ["unit", "state"]
+    );
 
     for err in [
         converge(&r).unwrap_err(),

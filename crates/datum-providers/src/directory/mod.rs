@@ -360,7 +360,11 @@ mod tests {
             ),
         ];
         for (name, desired, observed, action, fields) in cases {
-            let d = DirectoryProvider.diff(&resource("Directory", desired, None), &observed);
+            let d = crate::testing::diff(
+                &DirectoryProvider,
+                &resource("Directory", desired, None),
+                &observed,
+            );
             assert_eq!(d.action(), action, "{name}");
             assert_eq!(d.changed_fields(), fields, "{name}");
         }

@@ -354,7 +354,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::Provider;
     use crate::testing::resource;
 
     fn present(owner: &str, mode: &str, content: &[u8]) -> Observed {
@@ -379,7 +378,7 @@ mod tests {
 
     fn run(desired: Value, content: Option<&[u8]>, observed: &Observed) -> Diff {
         let r = resource("File", desired, content.map(|c| Content::new(c.to_vec())));
-        FileProvider.diff(&r, observed)
+        crate::testing::diff(&FileProvider, &r, observed)
     }
 
     /// Name, desired, declared content, observed, expected action and fields.

@@ -711,7 +711,7 @@ Version: 3.0
     fn diff_for(host: &Host, name: &str, desired: Value) -> Diff {
         let r = resource(name, desired);
         let observed = Provider::observe(&PackageProvider, host, &r).unwrap();
-        PackageProvider.diff(&r, &observed)
+        crate::testing::diff(&PackageProvider, &r, &observed)
     }
 
     #[test]
@@ -860,7 +860,7 @@ Version: 3.0
         let host = Host::with_name(root.path(), "h");
         let r = resource("nosuch", json!({}));
         let observed = Provider::observe(&PackageProvider, &host, &r).unwrap();
-        let diff = PackageProvider.diff(&r, &observed);
+        let diff = crate::testing::diff(&PackageProvider, &r, &observed);
         let err = PackageProvider
             .apply(&host, &r, &observed, &diff, &mut crate::OpenGate)
             .unwrap_err();

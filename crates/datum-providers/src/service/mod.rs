@@ -399,24 +399,24 @@ mod tests {
     fn a_unit_in_the_declared_state_has_no_diff() {
         let p = ServiceProvider;
         let r = resource(json!({"state": "running", "enabled": true}));
-        assert!(p.diff(&r, &observed("active", "enabled")).is_empty());
+        assert!(crate::testing::diff(&p, &r, &observed("active", "enabled")).is_empty());
         let r = resource(json!({"state": "stopped", "enabled": false}));
-        assert!(p.diff(&r, &observed("inactive", "disabled")).is_empty());
-        assert!(p.diff(&r, &observed("failed", "static")).is_empty());
+        assert!(crate::testing::diff(&p, &r, &observed("inactive", "disabled")).is_empty());
+        assert!(crate::testing::diff(&p, &r, &observed("failed", "static")).is_empty());
     }
 
     #[test]
     fn state_and_enablement_differences_are_fields() {
         let p = ServiceProvider;
         let r = resource(json!({"state": "running", "enabled": true}));
-        let d = p.diff(&r, &observed("failed", "disabled"));
+        let d = crate::testing::diff(&p, &r, &observed("failed", "disabled"));
         assert_eq!(d.action(), Action::Update);
         assert_eq!(changed(&d), ["state", "enabled"]);
         assert_eq!(d.changes[0].before, Some(json!("failed")));
         assert_eq!(d.changes[0].after, Some(json!("running")));
 
         let r = resource(json!({"state": "stopped"}));
-        let d = p.diff(&r, &observed("activating", "enabled"));
+        let d = crate::testing::diff(&p, &r, &observed("activating", "enabled"));
         assert_eq!(changed(&d), ["state"], "enabled is not managed here");
     }
 
@@ -431,7 +431,7 @@ mod tests {
         };
         let o = observation("nosuch.service", &status);
         assert_eq!(o.presence, Presence::Absent);
-        let d = p.diff(&r, &o);
+        let d = crate::testing::diff(&p, &r, &o);
         assert_eq!(changed(&d), ["unit", "state"]);
         assert_eq!(d.changes[0].after, Some(json!("nosuch.service")));
         assert_eq!(d.changes[1].before, None);

@@ -345,11 +345,19 @@ mod tests {
             ),
         ];
         for (name, desired, observed, action, fields) in cases {
-            let d = SymlinkProvider.diff(&resource("Symlink", desired, None), &observed);
+            let d = crate::testing::diff(
+                &SymlinkProvider,
+                &resource("Symlink", desired, None),
+                &observed,
+            );
             assert_eq!(d.action(), action, "{name}");
             assert_eq!(d.changed_fields(), fields, "{name}");
         }
-        let d = SymlinkProvider.diff(&resource("Symlink", want, None), &link("releases/1"));
+        let d = crate::testing::diff(
+            &SymlinkProvider,
+            &resource("Symlink", want, None),
+            &link("releases/1"),
+        );
         assert_eq!(
             d.changes,
             vec![text_change(

@@ -82,7 +82,7 @@ fn provider(r: &Resource) -> &'static dyn Provider {
 
 fn plan(root: &Root, r: &Resource) -> Diff {
     let observed = provider(r).observe(&root.host, r).unwrap();
-    provider(r).diff(r, &observed)
+    provider(r).plan(&provider(r).declare(r).unwrap(), &observed)
 }
 
 fn apply_with(
@@ -92,7 +92,7 @@ fn apply_with(
 ) -> Result<Diff, ProviderError> {
     let p = provider(r);
     let observed = p.observe(&root.host, r)?;
-    let diff = p.diff(r, &observed);
+    let diff = p.plan(&p.declare(r).unwrap(), &observed);
     p.apply(&root.host, r, &observed, &diff, gate)?;
     Ok(diff)
 }
