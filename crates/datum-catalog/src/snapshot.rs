@@ -70,8 +70,9 @@ use crate::host::HostIdentity;
 /// format) is ignored and replaced. v3: a Tree's packed content is
 /// `datum-tree3` (the repository folder once, not a path per file). v4: the
 /// stamp packs each folder's names and keys, and carries its digest. v5: the
-/// stamp keeps a digest of each folder's entries instead of their keys.
-const MAGIC: &[u8] = b"datum catalogue snapshot v5\n";
+/// stamp keeps a digest of each folder's entries instead of their keys. v6:
+/// a Tree's packed content is `datum-tree4` (its entries in tree order).
+const MAGIC: &[u8] = b"datum catalogue snapshot v6\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).

@@ -11,17 +11,18 @@
 //! Packing keeps `datum_core::Resource` unchanged: a tree is content with
 //! structure.
 //!
-//! Owns: the format (`datum-tree3\n`, a `u32` length and the repository
-//! folder's absolute path, then per entry in path byte order a kind byte
-//! `d`/`f`/`l`, a `u32` path length, the path relative to the folder, a
-//! `u64` payload length and the payload: for a file its 32-byte hash and
-//! `u64` size; for a link its target), [`read_source_dir`], and the unpacked
-//! form ([`DeclaredTree`]: the packed bytes themselves, shared with the
-//! catalogue, and each entry's offset in tree order, so a 200,000-file tree
-//! unpacks into 1.6 MB beside its packed 20 MB, rather than a copy of it).
-//! The previous format (`datum-tree2`) also carried each file's absolute
-//! repository path; the catalogue snapshot's format version was bumped with
-//! it.
+//! Owns: the format (`datum-tree4\n`, a `u32` length and the repository
+//! folder's absolute path, then per entry in tree order ([`tree_order`]: a
+//! folder's entries right after it) a kind byte `d`/`f`/`l`, a `u32` path
+//! length, the path relative to the folder, a `u64` payload length and the
+//! payload: for a file its 32-byte hash and `u64` size; for a link its
+//! target), [`pack_source_dir`] (which packs each folder as the scan
+//! finishes it), and the unpacked form ([`DeclaredTree`]: the packed bytes
+//! themselves, shared with the catalogue, and each entry's offset, so a
+//! 200,000-file tree unpacks into 1.6 MB beside its packed 20 MB, rather
+//! than a copy of it). `datum-tree3` held the same entries in path byte
+//! order; `datum-tree2` also carried each file's absolute repository path.
+//! The catalogue snapshot's format version was bumped with each.
 //! Must not: read the managed host (this reads the repository only), follow
 //! a symbolic link (a link in the folder is declared as that link, so it can
 //! never pull in a file from outside the repository), or render templates:
@@ -37,7 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use datum_fingerprint::{Algorithm, Entry, FingerprintedNode};
 use datum_host::tree_scan::{Prune, ScanOptions, scan_pruned};
 
-const MAGIC: &[u8] = b"datum-tree3\n";
+const MAGIC: &[u8] = b"datum-tree4\n";
 /// The previous format's magic: what the checksum is computed over (see [`pack`]).
 const MAGIC_V2: &[u8] = b"datum-tree2\n";
 
@@ -55,7 +56,7 @@ pub enum DeclaredEntry {
 }
 
 /// Declared entries by path relative to the root (raw bytes, `/`-separated):
-/// what [`read_source_dir`] reads and [`pack`] packs.
+/// what [`pack`] packs (a scanned repository folder's entries).
 pub type DeclaredEntries = BTreeMap<Vec<u8>, DeclaredEntry>;
 
 /// A declared entry of an unpacked [`DeclaredTree`], borrowed from it.
@@ -173,7 +174,7 @@ fn push_entry(out: &mut Vec<u8>, path: &[u8], entry: &DeclaredEntry) {
 }
 
 /// Entries in path byte order, borrowed: what [`encode`] and [`pack`] take
-/// (a [`DeclaredEntries`] map, or the sorted list [`read_source_dir`] gives).
+/// (a [`DeclaredEntries`] map).
 pub trait SortedEntries<'a>: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone {}
 
 impl<'a, I: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone> SortedEntries<'a> for I {}
@@ -183,43 +184,50 @@ pub fn entries_of_map(map: &DeclaredEntries) -> impl SortedEntries<'_> {
     map.iter().map(|(path, entry)| (path.as_slice(), entry))
 }
 
-/// A sorted list's entries as [`SortedEntries`].
-pub fn entries_of_list(list: &[(Vec<u8>, DeclaredEntry)]) -> impl SortedEntries<'_> {
-    list.iter().map(|(path, entry)| (path.as_slice(), entry))
-}
-
 /// Packs `entries`, read from the repository folder `source` (see the
-/// module header for the format).
+/// module header for the format), in tree order.
 pub fn encode<'a>(source: &Path, entries: impl SortedEntries<'a>) -> Vec<u8> {
     let folder = source.as_os_str().as_bytes();
-    // Sized first: a 200,000-file tree is ~16 MB, and a vector grown by
-    // doubling would hold up to twice that while the catalogue is compiled.
-    let size = entries
-        .clone()
+    let mut in_tree_order: Vec<(&[u8], &DeclaredEntry)> = entries.collect();
+    in_tree_order.sort_by(|a, b| tree_order(a.0, b.0));
+    // Sized first: a 200,000-file tree is ~20 MB, and a vector grown by
+    // doubling would hold up to twice that.
+    let size = in_tree_order
+        .iter()
         .fold(MAGIC.len() + 4 + folder.len(), |n, (path, e)| {
-            let payload = match e {
-                DeclaredEntry::Dir => 0,
-                DeclaredEntry::File { .. } => 40,
-                DeclaredEntry::Symlink(t) => t.len(),
-            };
-            n + 1 + 4 + path.len() + 8 + payload
+            n + entry_len(path, e)
         });
     let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(folder.len() as u32).to_le_bytes());
-    out.extend_from_slice(folder);
-    for (path, entry) in entries {
+    push_header(&mut out, folder);
+    for (path, entry) in in_tree_order {
         push_entry(&mut out, path, entry);
     }
     out
+}
+
+fn push_header(out: &mut Vec<u8>, folder: &[u8]) {
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(folder.len() as u32).to_le_bytes());
+    out.extend_from_slice(folder);
+}
+
+/// How many bytes [`push_entry`] writes for an entry.
+fn entry_len(path: &[u8], entry: &DeclaredEntry) -> usize {
+    let payload = match entry {
+        DeclaredEntry::Dir => 0,
+        DeclaredEntry::File { .. } => 40,
+        DeclaredEntry::Symlink(t) => t.len(),
+    };
+    1 + 4 + path.len() + 8 + payload
 }
 
 /// The tree as declared content for the catalogue: the packed bytes, with a
 /// checksum over everything but the repository folder (hashes, sizes, names,
 /// link targets), so the declaration hash does not change when the
 /// repository is checked out elsewhere. The checksum is computed over the
-/// previous format (`datum-tree2`) with every repository path empty, as it
-/// always was: a new build does not see every Tree as changed.
+/// entries in path byte order after the magic of `datum-tree2` (whose
+/// entries, every repository path empty, are encoded as this format's), as
+/// it always was: a new build does not see every Tree as changed.
 pub fn pack<'a>(source: &Path, entries: impl SortedEntries<'a>) -> datum_core::Content {
     use sha2::Digest as _;
     let bytes = encode(source, entries.clone());
@@ -240,6 +248,131 @@ pub fn pack<'a>(source: &Path, entries: impl SortedEntries<'a>) -> datum_core::C
         // A packed tree is compared entry by entry, never as one file.
         blake3: None,
     }
+}
+
+/// Scans the repository folder `dir` and packs it (what [`pack`] gives for
+/// its entries, without holding them as a list first): regular files by
+/// hash (hashed in parallel, read once, not kept), folders (empty ones too),
+/// links as links; other entries (fifos, sockets) are refused, the first in
+/// path byte order named. Each
+/// folder is packed as the scan finishes it (its entries in name order, so
+/// a folder's own bytes are one piece of the tree order), and the pieces
+/// are joined in tree order, each freed once copied. At 200,000 files the
+/// list of entries was 23 MB beside the 20 MB it was packed into.
+pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error> {
+    use sha2::Digest as _;
+    // Each finished folder's entries, packed, by the folder's path.
+    type Found = (std::collections::HashMap<Vec<u8>, Vec<u8>>, Option<Vec<u8>>);
+    let found: Arc<Mutex<Found>> = Arc::default();
+    let prune = {
+        let found = found.clone();
+        Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
+            let rel = rel.as_os_str().as_bytes();
+            let entries: Vec<(Vec<u8>, Option<DeclaredEntry>)> = node
+                .children
+                .iter()
+                .map(|(name, child)| {
+                    let mut path = rel.to_vec();
+                    if !path.is_empty() {
+                        path.push(b'/');
+                    }
+                    path.extend_from_slice(name);
+                    (path, declared_entry(&child.entry))
+                })
+                .collect();
+            let mut piece = Vec::with_capacity(
+                entries
+                    .iter()
+                    .filter_map(|(p, e)| e.as_ref().map(|e| entry_len(p, e)))
+                    .sum(),
+            );
+            let mut undeclarable = None;
+            for (path, entry) in &entries {
+                match entry {
+                    Some(entry) => push_entry(&mut piece, path, entry),
+                    None if undeclarable.is_none() => undeclarable = Some(path),
+                    None => {}
+                }
+            }
+            let mut found = found.lock().unwrap_or_else(PoisonError::into_inner);
+            let (pieces, other) = &mut *found;
+            // The first in byte order is named, whichever folder the scan
+            // finished first.
+            if let Some(path) = undeclarable
+                && other.as_ref().is_none_or(|o| path < o)
+            {
+                *other = Some(path.clone());
+            }
+            pieces.insert(rel.to_vec(), piece);
+            true
+        }))
+    };
+    let options = ScanOptions {
+        algorithm: Algorithm::Native,
+        exclude: None,
+        threads: 0,
+        progress: None,
+    };
+    scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let (mut pieces, other) =
+        std::mem::take(&mut *found.lock().unwrap_or_else(PoisonError::into_inner));
+    if let Some(rel) = other {
+        return Err(not_declarable(dir, &rel));
+    }
+    let folder = dir.as_os_str().as_bytes();
+    let size = pieces
+        .values()
+        .fold(MAGIC.len() + 4 + folder.len(), |n, p| n + p.len());
+    let mut out = Vec::with_capacity(size);
+    push_header(&mut out, folder);
+    let missing = |rel: &[u8]| {
+        std::io::Error::other(format!(
+            "the scan of {} left the folder {} out",
+            dir.display(),
+            String::from_utf8_lossy(rel)
+        ))
+    };
+    // Tree order: a folder's piece, each sub-folder's piece right after the
+    // sub-folder's own entry.
+    let root = pieces.remove(&b""[..]).ok_or_else(|| missing(b""))?;
+    let mut open: Vec<(Vec<u8>, usize)> = vec![(root, 0)];
+    while let Some((piece, at)) = open.last_mut() {
+        let Some(raw) = read_entry(piece, *at) else {
+            open.pop();
+            continue;
+        };
+        out.extend_from_slice(piece.get(*at..raw.next).unwrap_or_default());
+        *at = raw.next;
+        if raw.kind == b'd' {
+            let path = raw.path.to_vec();
+            let sub = pieces.remove(&path).ok_or_else(|| missing(&path))?;
+            open.push((sub, 0));
+        }
+    }
+    // The checksum: every entry in path byte order, as `pack` hashes them.
+    let first = MAGIC.len() + 4 + folder.len();
+    let mut offsets = Vec::new();
+    let mut at = first;
+    while let Some(raw) = read_entry(&out, at) {
+        offsets.push(at);
+        at = raw.next;
+    }
+    offsets.sort_unstable_by(|a, b| path_of(&out, *a).cmp(path_of(&out, *b)));
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(MAGIC_V2);
+    for at in offsets {
+        if let Some(raw) = read_entry(&out, at) {
+            hasher.update(out.get(at..raw.next).unwrap_or_default());
+        }
+    }
+    Ok(datum_core::Content {
+        sha256: format!("{:x}", hasher.finalize()),
+        size: out.len() as u64,
+        bytes: out.into(),
+        source: None,
+        // A packed tree is compared entry by entry, never as one file.
+        blake3: None,
+    })
 }
 
 /// One packed entry as its header says, borrowed from the packed bytes.
@@ -302,10 +435,10 @@ fn path_of(bytes: &[u8], at: usize) -> &[u8] {
     read_entry(bytes, at).map_or(&[], |raw| raw.path)
 }
 
-/// Unpacks what [`encode`] packed: checks every entry once and orders them
-/// in tree order, keeping `packed` itself (see [`DeclaredTree`]). Refuses
+/// Unpacks what [`encode`] packed: checks every entry once (in tree order,
+/// each path once), keeping `packed` itself (see [`DeclaredTree`]). Refuses
 /// an entry whose parent folder is not declared before it (a packed tree
-/// from [`read_source_dir`] always declares every folder).
+/// from [`pack_source_dir`] always declares every folder).
 pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
     let bytes = &packed[..];
     if bytes.get(..MAGIC.len()) != Some(MAGIC) {
@@ -335,7 +468,7 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
     while at < bytes.len() {
         let err = ArchiveError { offset: at };
         let raw = read_entry(bytes, at).ok_or(err.clone())?;
-        // A known kind, a file's payload a hash and a size; byte order, each
+        // A known kind, a file's payload a hash and a size; tree order, each
         // path once, no empty or absolute component.
         if raw.entry().is_none() || (raw.kind == b'f' && raw.payload.len() != 40) {
             return Err(err);
@@ -344,14 +477,13 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
         if path.is_empty() || path.split(|b| *b == b'/').any(<[u8]>::is_empty) {
             return Err(err);
         }
-        if previous.is_some_and(|prev| prev >= path) {
+        if previous.is_some_and(|prev| tree_order(prev, path) != Ordering::Less) {
             return Err(err);
         }
         previous = Some(path);
         order.push(at);
         at = raw.next;
     }
-    order.sort_unstable_by(|a, b| tree_order(path_of(bytes, *a), path_of(bytes, *b)));
     // Every entry's parent folder is declared (and so comes right before
     // its first entry, in tree order): what a walk of the tree relies on.
     let mut parents: Vec<&[u8]> = Vec::new();
@@ -377,65 +509,6 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
         packed,
         order,
     })
-}
-
-/// Scans the repository folder `dir` into declared entries: regular files
-/// by hash (hashed in parallel, read once, not kept), folders (empty ones
-/// too), links as links. Other entries (fifos, sockets) are refused: they
-/// cannot be declared. Each folder's entries are taken as the scan finishes
-/// the folder, and dropped from the scanned tree: the scan never holds the
-/// whole tree beside the declared entries (at 200,000 files that was the
-/// larger of the two).
-pub fn read_source_dir(dir: &Path) -> Result<Vec<(Vec<u8>, DeclaredEntry)>, std::io::Error> {
-    // Each folder's entries in one exactly sized list: no list grown by
-    // doubling to 200,000 entries.
-    type Found = (Vec<Vec<(Vec<u8>, DeclaredEntry)>>, Option<Vec<u8>>);
-    let found: Arc<Mutex<Found>> = Arc::default();
-    let prune = {
-        let found = found.clone();
-        Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
-            let mut found = found.lock().unwrap_or_else(PoisonError::into_inner);
-            let (folders, other) = &mut *found;
-            let mut entries = Vec::with_capacity(node.children.len());
-            for (name, child) in &node.children {
-                let mut key = rel.as_os_str().as_bytes().to_vec();
-                if !key.is_empty() {
-                    key.push(b'/');
-                }
-                key.extend_from_slice(name);
-                match declared_entry(&child.entry) {
-                    Some(entry) => entries.push((key, entry)),
-                    // The first in byte order is named, whichever folder
-                    // the scan finished first.
-                    None if other.as_ref().is_none_or(|o| key < *o) => *other = Some(key),
-                    None => {}
-                }
-            }
-            folders.push(entries);
-            true
-        }))
-    };
-    let options = ScanOptions {
-        algorithm: Algorithm::Native,
-        exclude: None,
-        threads: 0,
-        progress: None,
-    };
-    // Every folder is pruned, the root too (it is finished like any other):
-    // what the scan returns is the root's own node, not needed here.
-    scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let (folders, other) =
-        std::mem::take(&mut *found.lock().unwrap_or_else(PoisonError::into_inner));
-    if let Some(rel) = other {
-        return Err(not_declarable(dir, &rel));
-    }
-    // One list, each folder's freed as it is moved in, then in byte order.
-    let mut entries = Vec::with_capacity(folders.iter().map(Vec::len).sum::<usize>());
-    for mut folder in folders {
-        entries.append(&mut folder);
-    }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    Ok(entries)
 }
 
 fn not_declarable(dir: &Path, rel: &[u8]) -> std::io::Error {
@@ -596,7 +669,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"A").unwrap();
         std::fs::create_dir(dir.path().join("empty")).unwrap();
         std::os::unix::fs::symlink("/etc/shadow", dir.path().join("l")).unwrap();
-        let t: DeclaredEntries = read_source_dir(dir.path()).unwrap().into_iter().collect();
+        let t = entries_of(&decode(pack_source_dir(dir.path()).unwrap().bytes).unwrap());
         assert_eq!(t.get(&b"a"[..]), Some(&file(b"A")));
         assert_eq!(t.get(&b"empty"[..]), Some(&DeclaredEntry::Dir));
         assert_eq!(
@@ -640,19 +713,21 @@ mod tests {
             })
             .collect();
         assert_eq!(want.len(), 11);
-        let got = read_source_dir(dir.path()).unwrap();
-        assert_eq!(
-            got,
-            want.into_iter().collect::<Vec<_>>(),
-            "every entry, in byte order"
-        );
+        // Packed folder by folder as the scan finishes them, joined in tree
+        // order: the very bytes and checksum of packing the whole list.
+        let got = pack_source_dir(dir.path()).unwrap();
+        let whole = pack(dir.path(), entries_of_map(&want));
+        assert_eq!(entries_of(&decode(got.bytes.clone()).unwrap()), want);
+        assert_eq!(got.bytes, whole.bytes);
+        assert_eq!(got.sha256, whole.sha256);
+        assert_eq!(got.size, whole.size);
 
         // Two sockets: the first in byte order is the one named.
         let _sockets: Vec<_> = ["a/b/c/zz-sock", "a/b/a-sock"]
             .iter()
             .map(|s| std::os::unix::net::UnixListener::bind(dir.path().join(s)).unwrap())
             .collect();
-        let err = read_source_dir(dir.path()).unwrap_err().to_string();
+        let err = pack_source_dir(dir.path()).unwrap_err().to_string();
         let first = dir.path().join("a/b/a-sock");
         assert!(err.contains(&first.display().to_string()), "{err}");
     }

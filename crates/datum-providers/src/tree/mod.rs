@@ -295,8 +295,7 @@ impl TakesSourceFolder for TreeProvider {
     }
 
     fn pack(&self, dir: &Path) -> Result<datum_core::Content, std::io::Error> {
-        archive::read_source_dir(dir)
-            .map(|tree| archive::pack(dir, archive::entries_of_list(&tree)))
+        archive::pack_source_dir(dir)
     }
 }
 
