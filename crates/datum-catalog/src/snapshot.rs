@@ -628,6 +628,17 @@ struct Records<'a> {
 }
 
 impl Records<'_> {
+    /// Fills `buf` from the file at `offset` (from `base`).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), SnapshotError> {
+        use std::os::unix::fs::FileExt as _;
+        self.file
+            .read_exact_at(buf, self.base + offset)
+            .map_err(|source| SnapshotError::Read {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
     /// Decodes the records at `indices` into `slots` (one each), reading
     /// `window` bytes at a time (at least a record; 0: each record alone).
     fn decode_into(
@@ -636,7 +647,6 @@ impl Records<'_> {
         slots: &mut [Option<Resource>],
         window: u64,
     ) -> Result<(), SnapshotError> {
-        use std::os::unix::fs::FileExt as _;
         let mut bytes: Vec<u8> = Vec::new();
         // The file offset (from `base`) of `bytes[0]`.
         let mut at = 0u64;
@@ -656,12 +666,7 @@ impl Records<'_> {
             // 20 MB record, held once rather than read and then copied.
             if u64::from(len) >= window.max(1) {
                 let mut alone = vec![0u8; len as usize];
-                self.file
-                    .read_exact_at(&mut alone, self.base + offset)
-                    .map_err(|source| SnapshotError::Read {
-                        path: self.path.clone(),
-                        source,
-                    })?;
+                self.read_at(&mut alone, offset)?;
                 let alone = bytes::Bytes::from(alone);
                 *slot = Some(decode_record(&alone, Some(&alone)).ok_or_else(damaged)?);
                 continue;
@@ -670,12 +675,7 @@ impl Records<'_> {
             if offset < at || end > held {
                 let want = window.min(self.len - offset);
                 bytes.resize(usize::try_from(want).map_err(|_| damaged())?, 0);
-                self.file
-                    .read_exact_at(&mut bytes, self.base + offset)
-                    .map_err(|source| SnapshotError::Read {
-                        path: self.path.clone(),
-                        source,
-                    })?;
+                self.read_at(&mut bytes, offset)?;
                 at = offset;
             }
             let from = usize::try_from(offset - at).map_err(|_| damaged())?;
