@@ -39,7 +39,7 @@ use datum_fingerprint::{Algorithm, Entry, FingerprintedNode};
 use datum_host::tree_scan::{Prune, ScanOptions, scan_pruned};
 
 const MAGIC: &[u8] = b"datum-tree4\n";
-/// The previous format's magic: what the checksum is computed over (see [`pack`]).
+/// The previous format's magic: what the checksum is computed over (see [`content_of`]).
 const MAGIC_V2: &[u8] = b"datum-tree2\n";
 
 /// One declared entry below the tree's root, as read from the repository.
@@ -56,7 +56,7 @@ pub enum DeclaredEntry {
 }
 
 /// Declared entries by path relative to the root (raw bytes, `/`-separated):
-/// what [`pack`] packs (a scanned repository folder's entries).
+/// what a repository folder declares (the tests' oracle for packing).
 pub type DeclaredEntries = BTreeMap<Vec<u8>, DeclaredEntry>;
 
 /// A declared entry of an unpacked [`DeclaredTree`], borrowed from it.
@@ -173,22 +173,14 @@ fn push_entry(out: &mut Vec<u8>, path: &[u8], entry: &DeclaredEntry) {
     out.extend_from_slice(payload);
 }
 
-/// Entries in path byte order, borrowed: what [`encode`] and [`pack`] take
-/// (a [`DeclaredEntries`] map).
-pub trait SortedEntries<'a>: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone {}
-
-impl<'a, I: Iterator<Item = (&'a [u8], &'a DeclaredEntry)> + Clone> SortedEntries<'a> for I {}
-
-/// A map's entries as [`SortedEntries`].
-pub fn entries_of_map(map: &DeclaredEntries) -> impl SortedEntries<'_> {
-    map.iter().map(|(path, entry)| (path.as_slice(), entry))
-}
-
 /// Packs `entries`, read from the repository folder `source` (see the
-/// module header for the format), in tree order.
-pub fn encode<'a>(source: &Path, entries: impl SortedEntries<'a>) -> Vec<u8> {
+/// module header for the format), in tree order: the whole list at once,
+/// which the tests use as [`pack_source_dir`]'s oracle.
+#[cfg(test)]
+pub fn encode(source: &Path, entries: &DeclaredEntries) -> Vec<u8> {
     let folder = source.as_os_str().as_bytes();
-    let mut in_tree_order: Vec<(&[u8], &DeclaredEntry)> = entries.collect();
+    let mut in_tree_order: Vec<(&[u8], &DeclaredEntry)> =
+        entries.iter().map(|(p, e)| (p.as_slice(), e)).collect();
     in_tree_order.sort_by(|a, b| tree_order(a.0, b.0));
     // Sized first: a 200,000-file tree is ~20 MB, and a vector grown by
     // doubling would hold up to twice that.
@@ -221,37 +213,50 @@ fn entry_len(path: &[u8], entry: &DeclaredEntry) -> usize {
     1 + 4 + path.len() + 8 + payload
 }
 
-/// The tree as declared content for the catalogue: the packed bytes, with a
-/// checksum over everything but the repository folder (hashes, sizes, names,
-/// link targets), so the declaration hash does not change when the
-/// repository is checked out elsewhere. The checksum is computed over the
-/// entries in path byte order after the magic of `datum-tree2` (whose
-/// entries, every repository path empty, are encoded as this format's), as
-/// it always was: a new build does not see every Tree as changed.
-pub fn pack<'a>(source: &Path, entries: impl SortedEntries<'a>) -> datum_core::Content {
+/// The whole list `entries` packed as content ([`content_of`]): the tests'
+/// oracle for [`pack_source_dir`].
+#[cfg(test)]
+pub fn pack(source: &Path, entries: &DeclaredEntries) -> datum_core::Content {
+    content_of(encode(source, entries))
+}
+
+/// Packed bytes as the catalogue's content, with a checksum over everything
+/// but the repository folder (hashes, sizes, names, link targets), so the
+/// declaration hash does not change when the repository is checked out
+/// elsewhere. The checksum is computed over the entries in path byte order
+/// after the magic of `datum-tree2` (whose entries, every repository path
+/// empty, are encoded as this format's), as it always was: a new build does
+/// not see every Tree as changed. Each entry is hashed where the packed bytes
+/// hold it; only its offset is sorted.
+fn content_of(packed: Vec<u8>) -> datum_core::Content {
     use sha2::Digest as _;
-    let bytes = encode(source, entries.clone());
-    // Hashed entry by entry, never held whole.
+    let first = len_at(&packed, MAGIC.len(), 4).map_or(packed.len(), |n| MAGIC.len() + 4 + n);
+    let mut offsets = Vec::new();
+    let mut at = first;
+    while let Some(raw) = read_entry(&packed, at) {
+        offsets.push(at);
+        at = raw.next;
+    }
+    offsets.sort_unstable_by(|a, b| path_of(&packed, *a).cmp(path_of(&packed, *b)));
     let mut hasher = sha2::Sha256::new();
     hasher.update(MAGIC_V2);
-    let mut one = Vec::new();
-    for (path, entry) in entries {
-        one.clear();
-        push_entry(&mut one, path, entry);
-        hasher.update(&one);
+    for at in offsets {
+        if let Some(raw) = read_entry(&packed, at) {
+            hasher.update(packed.get(at..raw.next).unwrap_or_default());
+        }
     }
     datum_core::Content {
         sha256: format!("{:x}", hasher.finalize()),
-        size: bytes.len() as u64,
-        bytes: bytes.into(),
+        size: packed.len() as u64,
+        bytes: packed.into(),
         source: None,
         // A packed tree is compared entry by entry, never as one file.
         blake3: None,
     }
 }
 
-/// Scans the repository folder `dir` and packs it (what [`pack`] gives for
-/// its entries, without holding them as a list first): regular files by
+/// Scans the repository folder `dir` and packs it (the bytes and checksum
+/// of packing the whole list of its entries, without holding that list): regular files by
 /// hash (hashed in parallel, read once, not kept), folders (empty ones too),
 /// links as links; other entries (fifos, sockets) are refused, the first in
 /// path byte order named. Each
@@ -260,7 +265,6 @@ pub fn pack<'a>(source: &Path, entries: impl SortedEntries<'a>) -> datum_core::C
 /// are joined in tree order, each freed once copied. At 200,000 files the
 /// list of entries was 23 MB beside the 20 MB it was packed into.
 pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error> {
-    use sha2::Digest as _;
     // Each finished folder's entries, packed, by the folder's path.
     type Found = (std::collections::HashMap<Vec<u8>, Vec<u8>>, Option<Vec<u8>>);
     let found: Arc<Mutex<Found>> = Arc::default();
@@ -268,29 +272,31 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
         let found = found.clone();
         Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
             let rel = rel.as_os_str().as_bytes();
-            let entries: Vec<(Vec<u8>, Option<DeclaredEntry>)> = node
-                .children
-                .iter()
-                .map(|(name, child)| {
-                    let mut path = rel.to_vec();
-                    if !path.is_empty() {
-                        path.push(b'/');
+            // Each entry's path is built in one buffer, reused.
+            let mut path = rel.to_vec();
+            fn at<'p>(path: &'p mut Vec<u8>, rel: &[u8], name: &[u8]) -> &'p [u8] {
+                path.truncate(rel.len());
+                if !rel.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(name);
+                path
+            }
+            let mut size = 0;
+            for (name, child) in &node.children {
+                if let Some(entry) = declared_entry(&child.entry) {
+                    size += entry_len(at(&mut path, rel, name), &entry);
+                }
+            }
+            let mut piece = Vec::with_capacity(size);
+            let mut undeclarable: Option<Vec<u8>> = None;
+            for (name, child) in &node.children {
+                match declared_entry(&child.entry) {
+                    Some(entry) => push_entry(&mut piece, at(&mut path, rel, name), &entry),
+                    // Children come in name order: the first is the least.
+                    None if undeclarable.is_none() => {
+                        undeclarable = Some(at(&mut path, rel, name).to_vec())
                     }
-                    path.extend_from_slice(name);
-                    (path, declared_entry(&child.entry))
-                })
-                .collect();
-            let mut piece = Vec::with_capacity(
-                entries
-                    .iter()
-                    .filter_map(|(p, e)| e.as_ref().map(|e| entry_len(p, e)))
-                    .sum(),
-            );
-            let mut undeclarable = None;
-            for (path, entry) in &entries {
-                match entry {
-                    Some(entry) => push_entry(&mut piece, path, entry),
-                    None if undeclarable.is_none() => undeclarable = Some(path),
                     None => {}
                 }
             }
@@ -299,9 +305,9 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
             // The first in byte order is named, whichever folder the scan
             // finished first.
             if let Some(path) = undeclarable
-                && other.as_ref().is_none_or(|o| path < o)
+                && other.as_ref().is_none_or(|o| path < *o)
             {
-                *other = Some(path.clone());
+                *other = Some(path);
             }
             pieces.insert(rel.to_vec(), piece);
             true
@@ -349,30 +355,7 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
             open.push((sub, 0));
         }
     }
-    // The checksum: every entry in path byte order, as `pack` hashes them.
-    let first = MAGIC.len() + 4 + folder.len();
-    let mut offsets = Vec::new();
-    let mut at = first;
-    while let Some(raw) = read_entry(&out, at) {
-        offsets.push(at);
-        at = raw.next;
-    }
-    offsets.sort_unstable_by(|a, b| path_of(&out, *a).cmp(path_of(&out, *b)));
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(MAGIC_V2);
-    for at in offsets {
-        if let Some(raw) = read_entry(&out, at) {
-            hasher.update(out.get(at..raw.next).unwrap_or_default());
-        }
-    }
-    Ok(datum_core::Content {
-        sha256: format!("{:x}", hasher.finalize()),
-        size: out.len() as u64,
-        bytes: out.into(),
-        source: None,
-        // A packed tree is compared entry by entry, never as one file.
-        blake3: None,
-    })
+    Ok(content_of(out))
 }
 
 /// One packed entry as its header says, borrowed from the packed bytes.
@@ -435,7 +418,7 @@ fn path_of(bytes: &[u8], at: usize) -> &[u8] {
     read_entry(bytes, at).map_or(&[], |raw| raw.path)
 }
 
-/// Unpacks what [`encode`] packed: checks every entry once (in tree order,
+/// Unpacks what [`pack_source_dir`] packed: checks every entry once (in tree order,
 /// each path once), keeping `packed` itself (see [`DeclaredTree`]). Refuses
 /// an entry whose parent folder is not declared before it (a packed tree
 /// from [`pack_source_dir`] always declares every folder).
@@ -464,6 +447,10 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
     }
     let mut order = Vec::with_capacity(count);
     let mut previous: Option<&[u8]> = None;
+    // The open folders above the current entry: every entry's parent folder
+    // is declared (and so comes right before its first entry, in tree
+    // order), which a walk of the tree relies on.
+    let mut parents: Vec<&[u8]> = Vec::new();
     let mut at = first;
     while at < bytes.len() {
         let err = ArchiveError { offset: at };
@@ -480,16 +467,6 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
         if previous.is_some_and(|prev| tree_order(prev, path) != Ordering::Less) {
             return Err(err);
         }
-        previous = Some(path);
-        order.push(at);
-        at = raw.next;
-    }
-    // Every entry's parent folder is declared (and so comes right before
-    // its first entry, in tree order): what a walk of the tree relies on.
-    let mut parents: Vec<&[u8]> = Vec::new();
-    for &at in &order {
-        let raw = read_entry(bytes, at).ok_or(ArchiveError { offset: at })?;
-        let path = raw.path;
         let parent = path
             .iter()
             .rposition(|b| *b == b'/')
@@ -498,11 +475,14 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
             parents.pop();
         }
         if !parent.is_empty() && parents.is_empty() {
-            return Err(ArchiveError { offset: 0 });
+            return Err(err);
         }
         if raw.kind == b'd' {
             parents.push(path);
         }
+        previous = Some(path);
+        order.push(at);
+        at = raw.next;
     }
     Ok(DeclaredTree {
         source,
@@ -567,7 +547,7 @@ mod tests {
             DeclaredEntry::Symlink(b"../a.conf".to_vec()),
         );
         t.insert(b"odd name\n".to_vec(), file(b""));
-        let bytes = encode(Path::new("/repo/t"), entries_of_map(&t));
+        let bytes = encode(Path::new("/repo/t"), &t);
         assert_eq!(bytes.capacity(), bytes.len(), "sized before it is written");
         let shared = bytes::Bytes::from(bytes);
         let back = decode(shared.clone()).unwrap();
@@ -596,18 +576,9 @@ mod tests {
         let here: DeclaredEntries = [(b"a".to_vec(), file(b"x"))].into();
         let other: DeclaredEntries = [(b"a".to_vec(), file(b"y"))].into();
         let (one, two) = (Path::new("/one"), Path::new("/two"));
-        assert_eq!(
-            pack(one, entries_of_map(&here)).sha256,
-            pack(two, entries_of_map(&here)).sha256
-        );
-        assert_ne!(
-            pack(one, entries_of_map(&here)).sha256,
-            pack(one, entries_of_map(&other)).sha256
-        );
-        assert_eq!(
-            entries_of(&decode(pack(one, entries_of_map(&here)).bytes).unwrap()),
-            here
-        );
+        assert_eq!(pack(one, &here).sha256, pack(two, &here).sha256);
+        assert_ne!(pack(one, &here).sha256, pack(one, &other).sha256);
+        assert_eq!(entries_of(&decode(pack(one, &here).bytes).unwrap()), here);
     }
 
     /// The checksum (and so every Tree's declaration hash) is what the
@@ -630,7 +601,7 @@ mod tests {
         v2.extend_from_slice(b"d\x01\0\0\0d\0\0\0\0\0\0\0\0");
         v2.extend_from_slice(b"l\x03\0\0\0d/l\x04\0\0\0\0\0\0\0../a");
         assert_eq!(
-            pack(Path::new("/r"), entries_of_map(&t)).sha256,
+            pack(Path::new("/r"), &t).sha256,
             datum_core::sha256_hex(&v2)
         );
     }
@@ -638,7 +609,7 @@ mod tests {
     #[test]
     fn damaged_bytes_are_an_error_not_a_panic() {
         let t: DeclaredEntries = [(b"a".to_vec(), file(b"xyz"))].into();
-        let bytes = encode(Path::new("/r"), entries_of_map(&t));
+        let bytes = encode(Path::new("/r"), &t);
         let header = MAGIC.len() + 4 + 2;
         for cut in 0..bytes.len() {
             if cut == header {
@@ -655,12 +626,12 @@ mod tests {
     #[test]
     fn an_entry_without_its_folder_is_refused() {
         let orphan: DeclaredEntries = [(b"d/a".to_vec(), file(b"x"))].into();
-        assert!(decode(encode(Path::new("/r"), entries_of_map(&orphan)).into()).is_err());
+        assert!(decode(encode(Path::new("/r"), &orphan).into()).is_err());
         let under_a_file: DeclaredEntries =
             [(b"d".to_vec(), file(b"x")), (b"d/a".to_vec(), file(b"x"))].into();
-        assert!(decode(encode(Path::new("/r"), entries_of_map(&under_a_file)).into()).is_err());
+        assert!(decode(encode(Path::new("/r"), &under_a_file).into()).is_err());
         let empty_part: DeclaredEntries = [(b"/a".to_vec(), file(b"x"))].into();
-        assert!(decode(encode(Path::new("/r"), entries_of_map(&empty_part)).into()).is_err());
+        assert!(decode(encode(Path::new("/r"), &empty_part).into()).is_err());
     }
 
     #[test]
@@ -716,7 +687,7 @@ mod tests {
         // Packed folder by folder as the scan finishes them, joined in tree
         // order: the very bytes and checksum of packing the whole list.
         let got = pack_source_dir(dir.path()).unwrap();
-        let whole = pack(dir.path(), entries_of_map(&want));
+        let whole = pack(dir.path(), &want);
         assert_eq!(entries_of(&decode(got.bytes.clone()).unwrap()), want);
         assert_eq!(got.bytes, whole.bytes);
         assert_eq!(got.sha256, whole.sha256);

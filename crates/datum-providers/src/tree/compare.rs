@@ -544,10 +544,7 @@ mod tests {
             };
             let mut map = DeclaredEntries::new();
             entries(&declared, "", &mut map);
-            let tree = archive::decode(
-                archive::encode(Path::new("/r"), archive::entries_of_map(&map)).into(),
-            )
-            .unwrap();
+            let tree = archive::decode(archive::encode(Path::new("/r"), &map).into()).unwrap();
             let exclusions = Exclusions::new(rng.pick(&rules).iter().copied()).unwrap();
             let mut host = host_node(&mut rng, &host, clean);
             host.prune(&exclusions);

@@ -1106,10 +1106,8 @@ mod tests {
             },
         )]
         .into();
-        let entries = archive::decode(
-            archive::encode(Path::new("/repo"), archive::entries_of_map(&entries)).into(),
-        )
-        .unwrap();
+        let entries =
+            archive::decode(archive::encode(Path::new("/repo"), &entries).into()).unwrap();
         let mut host = Node::dir(0o750, 7, 8);
         let _ = host.insert(
             "a",
