@@ -71,8 +71,9 @@ use crate::host::HostIdentity;
 /// `datum-tree3` (the repository folder once, not a path per file). v4: the
 /// stamp packs each folder's names and keys, and carries its digest. v5: the
 /// stamp keeps a digest of each folder's entries instead of their keys. v6:
-/// a Tree's packed content is `datum-tree4` (its entries in tree order).
-const MAGIC: &[u8] = b"datum catalogue snapshot v6\n";
+/// a Tree's packed content is `datum-tree4` (its entries in tree order). v7:
+/// `datum-tree5` (no payload length where the kind fixes it).
+const MAGIC: &[u8] = b"datum catalogue snapshot v7\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).

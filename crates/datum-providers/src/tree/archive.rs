@@ -11,16 +11,18 @@
 //! Packing keeps `datum_core::Resource` unchanged: a tree is content with
 //! structure.
 //!
-//! Owns: the format (`datum-tree4\n`, a `u32` length and the repository
+//! Owns: the format (`datum-tree5\n`, a `u32` length and the repository
 //! folder's absolute path, then per entry in tree order ([`tree_order`]: a
 //! folder's entries right after it) a kind byte `d`/`f`/`l`, a `u32` path
-//! length, the path relative to the folder, a `u64` payload length and the
-//! payload: for a file its 32-byte hash and `u64` size; for a link its
-//! target), [`pack_source_dir`] (which packs each folder as the scan
-//! finishes it), and the unpacked form ([`DeclaredTree`]: the packed bytes
-//! themselves, shared with the catalogue, and each entry's offset, so a
-//! 200,000-file tree unpacks into 1.6 MB beside its packed 20 MB, rather
-//! than a copy of it). `datum-tree3` held the same entries in path byte
+//! length, the path relative to the folder and what the kind declares: a
+//! folder nothing, a file its 32-byte hash and `u64` size, a link a `u32`
+//! length and its target), [`pack_source_dir`] (which packs each folder as
+//! the scan finishes it), and the unpacked form ([`DeclaredTree`]: the
+//! packed bytes themselves, shared with the catalogue, and each entry's
+//! `u32` offset, so a 200,000-file tree unpacks into 0.8 MB beside its
+//! packed 18 MB, rather than a copy of it). `datum-tree4` also gave every
+//! entry a `u64` payload length (1.6 MB at 200,000 files, though a folder's
+//! and a file's kind fix it); `datum-tree3` held the entries in path byte
 //! order; `datum-tree2` also carried each file's absolute repository path.
 //! The catalogue snapshot's format version was bumped with each.
 //! Must not: read the managed host (this reads the repository only), follow
@@ -38,7 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use datum_fingerprint::{Algorithm, Entry, FingerprintedNode};
 use datum_host::tree_scan::{Prune, ScanOptions, scan_pruned};
 
-const MAGIC: &[u8] = b"datum-tree4\n";
+const MAGIC: &[u8] = b"datum-tree5\n";
 /// The previous format's magic: what the checksum is computed over (see [`content_of`]).
 const MAGIC_V2: &[u8] = b"datum-tree2\n";
 
@@ -86,15 +88,21 @@ impl EntryRef<'_> {
 /// starts in them, in tree order (parents first, siblings by raw byte name,
 /// a folder's entries right after it: [`tree_order`]), so a walk beside a
 /// scanned host tree is one pass and a lookup is a binary search. Holding
-/// offsets rather than decoded entries, a tree of 200,000 files costs 1.6 MB
-/// beside its packed bytes (decoded into lists, it cost 20 MB).
+/// `u32` offsets rather than decoded entries, a tree of 200,000 files costs
+/// 0.8 MB beside its packed bytes (decoded into lists, it cost 20 MB); a
+/// packed tree is at most [`MAX_PACKED`] bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclaredTree {
     source: PathBuf,
     packed: bytes::Bytes,
     /// Each entry's offset in `packed`, in tree order.
-    order: Vec<usize>,
+    order: Vec<u32>,
 }
+
+/// The most bytes a packed tree may have (its offsets are `u32`): about 45
+/// million files with paths of 50 bytes. [`pack_source_dir`] refuses a
+/// larger folder by name.
+pub const MAX_PACKED: usize = u32::MAX as usize;
 
 /// Orders `/`-separated paths as a tree walk meets them: component by
 /// component, so `a/b` comes before `a-c` (byte order puts `a-c` first)
@@ -126,7 +134,7 @@ impl DeclaredTree {
 
     /// The entry at position `i` of the tree order, with its path.
     pub fn at(&self, i: usize) -> Option<(&[u8], EntryRef<'_>)> {
-        let raw = read_entry(&self.packed, *self.order.get(i)?)?;
+        let raw = read_entry(&self.packed, *self.order.get(i)? as usize)?;
         Some((raw.path, raw.entry()?))
     }
 
@@ -143,7 +151,7 @@ impl DeclaredTree {
     /// The position of the entry at `path` in the tree order.
     pub fn find(&self, path: &[u8]) -> Option<usize> {
         self.order
-            .binary_search_by(|at| tree_order(path_of(&self.packed, *at), path))
+            .binary_search_by(|at| tree_order(path_of(&self.packed, *at as usize), path))
             .ok()
     }
 }
@@ -156,21 +164,25 @@ pub struct ArchiveError {
 }
 
 fn push_entry(out: &mut Vec<u8>, path: &[u8], entry: &DeclaredEntry) {
-    let mut file_payload = [0u8; 40];
-    let (kind, payload): (u8, &[u8]) = match entry {
-        DeclaredEntry::Dir => (b'd', &[]),
-        DeclaredEntry::File { blake3, size } => {
-            file_payload[..32].copy_from_slice(blake3);
-            file_payload[32..].copy_from_slice(&size.to_le_bytes());
-            (b'f', &file_payload)
-        }
-        DeclaredEntry::Symlink(target) => (b'l', target),
+    let kind = match entry {
+        DeclaredEntry::Dir => b'd',
+        DeclaredEntry::File { .. } => b'f',
+        DeclaredEntry::Symlink(_) => b'l',
     };
     out.push(kind);
     out.extend_from_slice(&(path.len() as u32).to_le_bytes());
     out.extend_from_slice(path);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
+    match entry {
+        DeclaredEntry::Dir => {}
+        DeclaredEntry::File { blake3, size } => {
+            out.extend_from_slice(blake3);
+            out.extend_from_slice(&size.to_le_bytes());
+        }
+        DeclaredEntry::Symlink(target) => {
+            out.extend_from_slice(&(target.len() as u32).to_le_bytes());
+            out.extend_from_slice(target);
+        }
+    }
 }
 
 /// Packs `entries`, read from the repository folder `source` (see the
@@ -207,11 +219,14 @@ fn push_header(out: &mut Vec<u8>, folder: &[u8]) {
 fn entry_len(path: &[u8], entry: &DeclaredEntry) -> usize {
     let payload = match entry {
         DeclaredEntry::Dir => 0,
-        DeclaredEntry::File { .. } => 40,
-        DeclaredEntry::Symlink(t) => t.len(),
+        DeclaredEntry::File { .. } => FILE_PAYLOAD,
+        DeclaredEntry::Symlink(t) => 4 + t.len(),
     };
-    1 + 4 + path.len() + 8 + payload
+    1 + 4 + path.len() + payload
 }
+
+/// A file's payload: its BLAKE3 hash and `u64` size.
+const FILE_PAYLOAD: usize = 40;
 
 /// The whole list `entries` packed as content ([`content_of`]): the tests'
 /// oracle for [`pack_source_dir`].
@@ -224,10 +239,11 @@ pub fn pack(source: &Path, entries: &DeclaredEntries) -> datum_core::Content {
 /// but the repository folder (hashes, sizes, names, link targets), so the
 /// declaration hash does not change when the repository is checked out
 /// elsewhere. The checksum is computed over the entries in path byte order
-/// after the magic of `datum-tree2` (whose entries, every repository path
-/// empty, are encoded as this format's), as it always was: a new build does
-/// not see every Tree as changed. Each entry is hashed where the packed bytes
-/// hold it; only its offset is sorted.
+/// after the magic of `datum-tree2`, each entry as that format encoded it
+/// (its repository path empty: a kind byte, a `u32` path length, the path,
+/// a `u64` payload length and the payload), as it always was: a new build
+/// does not see every Tree as changed. Each entry is hashed from where the
+/// packed bytes hold it, piece by piece; only its offset is sorted.
 fn content_of(packed: Vec<u8>) -> datum_core::Content {
     use sha2::Digest as _;
     let first = len_at(&packed, MAGIC.len(), 4).map_or(packed.len(), |n| MAGIC.len() + 4 + n);
@@ -242,7 +258,11 @@ fn content_of(packed: Vec<u8>) -> datum_core::Content {
     hasher.update(MAGIC_V2);
     for at in offsets {
         if let Some(raw) = read_entry(&packed, at) {
-            hasher.update(packed.get(at..raw.next).unwrap_or_default());
+            hasher.update([raw.kind]);
+            hasher.update((raw.path.len() as u32).to_le_bytes());
+            hasher.update(raw.path);
+            hasher.update((raw.payload.len() as u64).to_le_bytes());
+            hasher.update(raw.payload);
         }
     }
     datum_core::Content {
@@ -329,6 +349,13 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
     let size = pieces
         .values()
         .fold(MAGIC.len() + 4 + folder.len(), |n, p| n + p.len());
+    if size > MAX_PACKED {
+        return Err(std::io::Error::other(format!(
+            "{} is too large a Tree: its entries pack into {size} bytes, more than {MAX_PACKED} \
+             (about 45 million files); declare its sub-folders as Trees of their own",
+            dir.display()
+        )));
+    }
     let mut out = Vec::with_capacity(size);
     push_header(&mut out, folder);
     let missing = |rel: &[u8]| {
@@ -395,19 +422,24 @@ fn len_at(bytes: &[u8], at: usize, n: usize) -> Option<usize> {
     usize::try_from(u64::from_le_bytes(le)).ok()
 }
 
-/// The packed entry starting at `at` (`None`: its header or its lengths
-/// run past the bytes).
+/// The packed entry starting at `at` (`None`: an unknown kind, or its
+/// header or its lengths run past the bytes).
 fn read_entry(bytes: &[u8], at: usize) -> Option<RawEntry<'_>> {
     let kind = *bytes.get(at)?;
     let path_len = len_at(bytes, at.checked_add(1)?, 4)?;
     let path_at = at.checked_add(5)?;
-    let payload_len_at = path_at.checked_add(path_len)?;
-    let payload_len = len_at(bytes, payload_len_at, 8)?;
-    let payload_at = payload_len_at.checked_add(8)?;
+    let path_end = path_at.checked_add(path_len)?;
+    // What follows the path: fixed by the kind, or (a link) a `u32` length.
+    let (payload_at, payload_len) = match kind {
+        b'd' => (path_end, 0),
+        b'f' => (path_end, FILE_PAYLOAD),
+        b'l' => (path_end.checked_add(4)?, len_at(bytes, path_end, 4)?),
+        _ => return None,
+    };
     let next = payload_at.checked_add(payload_len)?;
     Some(RawEntry {
         kind,
-        path: bytes.get(path_at..payload_len_at)?,
+        path: bytes.get(path_at..path_end)?,
         payload: bytes.get(payload_at..next)?,
         next,
     })
@@ -457,7 +489,7 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
         let raw = read_entry(bytes, at).ok_or(err.clone())?;
         // A known kind, a file's payload a hash and a size; tree order, each
         // path once, no empty or absolute component.
-        if raw.entry().is_none() || (raw.kind == b'f' && raw.payload.len() != 40) {
+        if raw.entry().is_none() {
             return Err(err);
         }
         let path = raw.path;
@@ -481,7 +513,7 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
             parents.push(path);
         }
         previous = Some(path);
-        order.push(at);
+        order.push(u32::try_from(at).map_err(|_| err)?);
         at = raw.next;
     }
     Ok(DeclaredTree {
@@ -607,19 +639,51 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_that_fixes_its_payload_packs_no_length() {
+        let t: DeclaredEntries = [
+            (b"a".to_vec(), file(b"x")),
+            (b"d".to_vec(), DeclaredEntry::Dir),
+            (b"d/l".to_vec(), DeclaredEntry::Symlink(b"../a".to_vec())),
+        ]
+        .into();
+        let mut want = b"datum-tree5\n\x02\0\0\0/r".to_vec();
+        want.extend_from_slice(b"f\x01\0\0\0a");
+        want.extend_from_slice(&*blake3_of(b"x"));
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(b"d\x01\0\0\0d");
+        want.extend_from_slice(b"l\x03\0\0\0d/l\x04\0\0\0../a");
+        let bytes = encode(Path::new("/r"), &t);
+        assert_eq!(bytes, want);
+        assert_eq!(entries_of(&decode(bytes.into()).unwrap()), t);
+    }
+
+    #[test]
     fn damaged_bytes_are_an_error_not_a_panic() {
-        let t: DeclaredEntries = [(b"a".to_vec(), file(b"xyz"))].into();
+        let t: DeclaredEntries = [
+            (b"a".to_vec(), file(b"xyz")),
+            (b"l".to_vec(), DeclaredEntry::Symlink(b"a".to_vec())),
+        ]
+        .into();
         let bytes = encode(Path::new("/r"), &t);
         let header = MAGIC.len() + 4 + 2;
+        let second = header + 1 + 4 + 1 + FILE_PAYLOAD;
         for cut in 0..bytes.len() {
-            if cut == header {
-                continue; // an empty tree is valid
+            if cut == header || cut == second {
+                continue; // an empty tree, or the file alone, is valid
             }
             assert!(
                 decode(bytes::Bytes::copy_from_slice(&bytes[..cut])).is_err(),
                 "cut at {cut}"
             );
         }
+        // A kind this format does not know.
+        let mut unknown = bytes.clone();
+        unknown[header] = b'x';
+        assert!(decode(unknown.into()).is_err());
+        // A link whose length runs past the end.
+        let mut long = bytes.clone();
+        long[second + 1 + 4 + 1] = 9;
+        assert!(decode(long.into()).is_err());
         assert!(decode(bytes::Bytes::from_static(b"something else")).is_err());
     }
 
