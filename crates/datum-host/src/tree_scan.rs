@@ -38,6 +38,10 @@ use datum_fingerprint::{
 /// `datum fingerprint`).
 const READ_BUFFER: usize = 128 * 1024;
 
+/// See [`QueueState::cold`].
+const COLD_READS: u64 = 16;
+const COLD_SHARE: u64 = 64;
+
 /// Files a worker takes from the queue at a time: one lock per batch rather than per
 /// file, small enough that the workers finish together.
 const BATCH: usize = 16;
@@ -252,6 +256,20 @@ struct Scanned {
         expect(dead_code, reason = "the tests check the bound on open directories")
     )]
     peak_open: usize,
+    /// Threads that hashed files (the walking thread included): one per core while the
+    /// files' bytes are in the page cache, more once a read waited for the disk (see
+    /// [`default_threads`]).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the tests check the threads that hashed")
+    )]
+    hashing_threads: usize,
+    /// Whether the standby threads were woken ([`QueueState::cold`]).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the tests check when the cache counts as cold")
+    )]
+    cold: bool,
 }
 
 fn scan_with(
@@ -272,9 +290,10 @@ fn scan_with_prune(
     keep: Keep,
     prune: Option<Prune>,
 ) -> Result<Scanned, FingerprintError> {
-    let threads = match opts.threads {
-        0 => default_threads(),
-        n => n,
+    // Threads beyond the cores stand by until a read has to wait for the disk.
+    let (threads, active) = match opts.threads {
+        0 => (default_threads(), cores()),
+        n => (n, n),
     };
     let queue = JobQueue::new(opts.algorithm, keep);
     queue.lock().prune = prune;
@@ -289,15 +308,15 @@ fn scan_with_prune(
     let (walked, errors) = std::thread::scope(|s| {
         // A thread the system refuses to start just means fewer workers.
         let workers: Vec<_> = (1..threads)
-            .filter_map(|_| {
-                let mut worker = Worker::new(&queue, opts);
+            .filter_map(|i| {
+                let mut worker = Worker::new(&queue, opts, i >= active);
                 std::thread::Builder::new()
                     .name("datum-hash".into())
                     .spawn_scoped(s, move || worker.run())
                     .ok()
             })
             .collect();
-        let mut helper = Worker::new(&queue, opts);
+        let mut helper = Worker::new(&queue, opts, false);
         let walked = walk_root(start, path, opts, &queue, &mut helper, max_open_dirs);
         if walked.is_err() {
             queue.abort();
@@ -325,6 +344,8 @@ fn scan_with_prune(
             root,
             stats,
             peak_open: state.peak_open,
+            hashing_threads: state.hashing_threads,
+            cold: state.cold,
         }),
         Some(Slot::Vanished) => Err(FingerprintError::Unstable {
             path: path.to_path_buf(),
@@ -394,17 +415,24 @@ fn walk_root(
     Ok(walk.stats)
 }
 
-/// The thread count used when [`ScanOptions::threads`] is 0: one per core, and at least
-/// [`MIN_DEFAULT_THREADS`].
+/// The most threads used when [`ScanOptions::threads`] is 0: one per core, and at least
+/// [`MIN_DEFAULT_THREADS`]. Only one per core hashes while files are read from the page
+/// cache; the rest stand by until a read would wait for the disk (a first read with
+/// `RWF_NOWAIT` says so, or the file system cannot say), and from then on all of them hash.
 ///
 /// More threads than cores pay off when the page cache is cold: a worker waiting for the
 /// disk holds no core, and the virtual disk of the bench machine answers several
 /// outstanding reads faster than one at a time (PEERS.md: two `sha256sum -c` readers are
-/// 1.7x one). When the cache is warm the extra threads only take turns on the cores.
+/// 1.7x one). When the cache is warm the extra threads would only take turns on the
+/// cores, and each allocating thread keeps pages of its own (with mimalloc, the `datum`
+/// binary's allocator): six such threads were ~3 MiB of a 50 MiB check of a Tree of
+/// 200,000 files.
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .max(MIN_DEFAULT_THREADS)
+    cores().max(MIN_DEFAULT_THREADS)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// See [`default_threads`].
@@ -550,6 +578,15 @@ struct QueueState {
     closed: bool,
     /// Something failed: workers stop at once.
     aborted: bool,
+    /// Enough reads waited for the disk (or could not tell) that standby workers hash
+    /// too: at least [`COLD_READS`], and one in [`COLD_SHARE`] of the files hashed. A
+    /// few files the kernel evicted from a warm cache (a proactive reclaim, as DAMON's
+    /// `pageout` on the bench machine, leaves ~300 of 200,000) do not count.
+    cold: bool,
+    /// Files whose first read waited for the disk.
+    cold_reads: u64,
+    /// Threads that took jobs.
+    hashing_threads: usize,
 }
 
 impl QueueState {
@@ -650,8 +687,17 @@ impl JobQueue {
     }
 
     /// Stores a batch's results in the slots their directories keep for them.
-    fn finish(&self, done: &mut Vec<(Parent, Slot, u64)>) {
+    /// `cold`: how many of them waited for the disk (see [`QueueState::cold`]).
+    fn finish(&self, done: &mut Vec<(Parent, Slot, u64)>, cold: u64) {
         let mut state = self.lock();
+        state.cold_reads += cold;
+        if !state.cold
+            && state.cold_reads >= COLD_READS
+            && state.cold_reads * COLD_SHARE >= state.files + done.len() as u64
+        {
+            state.cold = true;
+            self.ready.notify_all();
+        }
         for (at, slot, size) in done.drain(..) {
             if matches!(slot, Slot::Done(_)) {
                 state.files += 1;
@@ -677,14 +723,22 @@ impl JobQueue {
         self.ready.notify_all();
     }
 
-    /// Up to `BATCH` jobs; empty when the queue is closed and drained, or aborted.
-    fn take(&self, into: &mut Vec<Job>) {
+    /// Counts a thread that hashes.
+    fn count_hashing_thread(&self) {
+        self.lock().hashing_threads += 1;
+    }
+
+    /// Up to `BATCH` jobs; empty when the queue is closed and drained, or aborted. A
+    /// `standby` worker takes none until a read waited for the disk, and returns empty
+    /// when the queue closes before that.
+    fn take(&self, into: &mut Vec<Job>, standby: bool) {
         let mut state = self.lock();
         loop {
             if state.aborted {
                 return;
             }
-            if !state.jobs.is_empty() {
+            let taking = !standby || state.cold;
+            if taking && !state.jobs.is_empty() {
                 let n = state.jobs.len().min(BATCH);
                 into.extend(state.jobs.drain(..n));
                 return;
@@ -719,10 +773,16 @@ struct Worker<'a> {
     buf: Vec<u8>,
     batch: Vec<Job>,
     done: Vec<(Parent, Slot, u64)>,
+    /// Waits for a read that waited for the disk before it takes jobs.
+    standby: bool,
+    /// Has hashed a batch (counted once in the scan's stats).
+    counted: bool,
+    /// Files of the current batch whose first read waited for the disk.
+    cold: u64,
 }
 
 impl<'a> Worker<'a> {
-    fn new(queue: &'a JobQueue, opts: &'a ScanOptions) -> Worker<'a> {
+    fn new(queue: &'a JobQueue, opts: &'a ScanOptions, standby: bool) -> Worker<'a> {
         let keep = queue.lock().keep;
         Worker {
             queue,
@@ -732,12 +792,15 @@ impl<'a> Worker<'a> {
             buf: vec![0u8; READ_BUFFER],
             batch: Vec::with_capacity(BATCH),
             done: Vec::with_capacity(BATCH),
+            standby,
+            counted: false,
+            cold: 0,
         }
     }
 
     fn run(&mut self) -> Result<(), FingerprintError> {
         loop {
-            self.queue.take(&mut self.batch);
+            self.queue.take(&mut self.batch, self.standby);
             if self.batch.is_empty() {
                 return Ok(());
             }
@@ -757,6 +820,10 @@ impl<'a> Worker<'a> {
     }
 
     fn hash_batch(&mut self) -> Result<(), FingerprintError> {
+        if !self.counted {
+            self.counted = true;
+            self.queue.count_hashing_thread();
+        }
         // Taken out and put back, so that its allocation is reused.
         let mut batch = std::mem::take(&mut self.batch);
         let mut failed = None;
@@ -776,14 +843,18 @@ impl<'a> Worker<'a> {
             self.queue.abort();
             return Err(e);
         }
-        self.queue.finish(&mut self.done);
+        self.queue
+            .finish(&mut self.done, std::mem::take(&mut self.cold));
         Ok(())
     }
 
     fn hash_one(&mut self, target: &Target) -> Result<Option<(Done, u64)>, FingerprintError> {
-        let Some(entry) = hash_file(target, self.algorithm, &mut self.buf)? else {
+        let Some((entry, cache)) = hash_file(target, self.algorithm, &mut self.buf)? else {
             return Ok(None);
         };
+        if cache == Cache::Cold {
+            self.cold += 1;
+        }
         let size = match entry {
             Entry::File { size, .. } => size,
             _ => 0,
@@ -1145,11 +1216,35 @@ impl Walk<'_, '_> {
 }
 
 /// Opens, checks and hashes one regular file.
+/// Whether a file's first read found its bytes in the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cache {
+    Warm,
+    /// Not cached, or the file system cannot say.
+    Cold,
+}
+
+/// The first read of a file, without waiting for the disk (`RWF_NOWAIT`): `None` when
+/// its bytes are not in the page cache, or the file system cannot tell (then the caller
+/// reads as usual). A short read is a read: the rest follows without the flag.
+fn read_if_cached(fd: &OwnedFd, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+    use rustix::io::{ReadWriteFlags, preadv2};
+    match preadv2(
+        fd,
+        &mut [std::io::IoSliceMut::new(buf)],
+        0,
+        ReadWriteFlags::NOWAIT,
+    ) {
+        Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => None,
+        other => Some(other),
+    }
+}
+
 fn hash_file(
     target: &Target,
     algorithm: Algorithm,
     buf: &mut [u8],
-) -> Result<Option<Entry>, FingerprintError> {
+) -> Result<Option<(Entry, Cache)>, FingerprintError> {
     // NOFOLLOW: a file replaced by a link since the listing fails with ELOOP instead of
     // being followed. NONBLOCK: a file replaced by a fifo cannot hang the scan. NOCTTY: a
     // terminal device cannot become our controlling terminal.
@@ -1185,8 +1280,20 @@ fn hash_file(
     let mut hasher = algorithm.content_hasher();
     let mut size = 0u64;
     let expected = u64::try_from(st.st_size).unwrap_or(0);
+    let mut cache = Cache::Warm;
+    let mut first = true;
     loop {
-        match rustix::io::read(&fd, &mut *buf) {
+        // Read at offsets (the first read's flag needs `preadv2`, which leaves the file
+        // position where it was).
+        let read = if std::mem::take(&mut first) {
+            read_if_cached(&fd, buf).unwrap_or_else(|| {
+                cache = Cache::Cold;
+                rustix::io::pread(&fd, &mut *buf, 0)
+            })
+        } else {
+            rustix::io::pread(&fd, &mut *buf, size)
+        };
+        match read {
             Ok(0) => break,
             Ok(n) => {
                 let chunk = buf.get(..n).unwrap_or_default();
@@ -1205,13 +1312,14 @@ fn hash_file(
         }
     }
     datum_core::progress::file_hashed();
-    Ok(Some(Entry::File {
+    let entry = Entry::File {
         mode: st.st_mode & 0o7777,
         uid: st.st_uid,
         gid: st.st_gid,
         size,
         content: hasher.finish(),
-    }))
+    };
+    Ok(Some((entry, cache)))
 }
 
 fn io_error(path: &Path, op: &'static str, source: std::io::Error) -> FingerprintError {
@@ -1366,6 +1474,117 @@ mod tests {
             kept(&pruned, "a1").map(|n| n.hash),
             kept(&full, "a1").map(|n| n.hash)
         );
+    }
+
+    fn default_options() -> ScanOptions {
+        ScanOptions {
+            algorithm: Algorithm::Native,
+            ..ScanOptions::default()
+        }
+    }
+
+    /// Whether the file system under `dir` says if a file's bytes are cached (`RWF_NOWAIT`):
+    /// ext4 and xfs do.
+    fn says_what_is_cached(dir: &Path) -> bool {
+        let probe = dir.join("probe");
+        write(&probe, b"cached");
+        let fd = rustix::fs::open(&probe, OFlags::RDONLY, Mode::empty()).unwrap();
+        let mut buf = [0u8; 16];
+        let said = read_if_cached(&fd, &mut buf).is_some();
+        std::fs::remove_file(&probe).unwrap();
+        said
+    }
+
+    #[test]
+    fn files_in_the_page_cache_are_hashed_by_one_thread_per_core() {
+        let dir = tempfile::tempdir().unwrap();
+        if !says_what_is_cached(dir.path()) {
+            eprintln!(
+                "skipped: the file system of {} cannot say",
+                dir.path().display()
+            );
+            return;
+        }
+        wide_tree(dir.path());
+        let opts = default_options();
+        // Read once: in the page cache now.
+        let warm = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Hashes).unwrap();
+        // A few files evicted (as a proactive reclaim does) do not make the cache cold,
+        // even the first ones the scan reads.
+        for i in 0..COLD_READS - 1 {
+            evict(&dir.path().join(format!("a0/b0/c0/f{i}")));
+        }
+        let again = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Hashes).unwrap();
+        assert_eq!(again.root.hash(), warm.root.hash());
+        assert!(
+            !again.cold,
+            "{} files read from the disk woke the standby threads",
+            COLD_READS - 1
+        );
+        assert!(
+            (1..=cores()).contains(&again.hashing_threads),
+            "{} threads hashed, {} cores",
+            again.hashing_threads,
+            cores()
+        );
+    }
+
+    /// Writes `file` to disk and drops it from the page cache: its next read waits.
+    fn evict(file: &Path) {
+        let file = std::fs::File::open(file).unwrap();
+        file.sync_all().unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    }
+
+    #[test]
+    fn a_read_that_waits_for_the_disk_wakes_the_standby_threads() {
+        if default_threads() == cores() {
+            eprintln!("skipped: {} cores, no thread stands by", cores());
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        if !says_what_is_cached(dir.path()) {
+            eprintln!(
+                "skipped: the file system of {} cannot say",
+                dir.path().display()
+            );
+            return;
+        }
+        wide_tree(dir.path());
+        let opts = default_options();
+        let warm = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Hashes).unwrap();
+        // Written to disk and dropped from the page cache: every first read waits.
+        for file in walkdir(dir.path()) {
+            evict(&file);
+        }
+        let cold = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Hashes).unwrap();
+        assert_eq!(cold.root.hash(), warm.root.hash(), "the same bytes hashed");
+        assert!(cold.cold);
+        assert!(
+            cold.hashing_threads > cores(),
+            "{} threads hashed, {} cores, up to {}",
+            cold.hashing_threads,
+            cores(),
+            default_threads()
+        );
+    }
+
+    /// Every regular file below `dir`.
+    fn walkdir(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let entry = entry.unwrap();
+                let kind = entry.file_type().unwrap();
+                if kind.is_dir() {
+                    todo.push(entry.path());
+                } else if kind.is_file() {
+                    files.push(entry.path());
+                }
+            }
+        }
+        files
     }
 
     #[test]
