@@ -290,9 +290,10 @@ fn scan_with_prune(
     keep: Keep,
     prune: Option<Prune>,
 ) -> Result<Scanned, FingerprintError> {
-    // Threads beyond the cores stand by until a read has to wait for the disk.
+    // A worker per core (the walking thread hashes only once the walk is done, or while
+    // it is far ahead); the others stand by until reads wait for the disk.
     let (threads, active) = match opts.threads {
-        0 => (default_threads(), cores()),
+        0 => (default_threads(), hashing_threads_when_warm()),
         n => (n, n),
     };
     let queue = JobQueue::new(opts.algorithm, keep);
@@ -416,8 +417,8 @@ fn walk_root(
 }
 
 /// The most threads used when [`ScanOptions::threads`] is 0: one per core, and at least
-/// [`MIN_DEFAULT_THREADS`]. Only one per core hashes while files are read from the page
-/// cache; the rest stand by until a read would wait for the disk (a first read with
+/// [`MIN_DEFAULT_THREADS`]. Only a worker per core (and the walking thread) hash while
+/// files are read from the page cache; the rest stand by until a read would wait for the disk (a first read with
 /// `RWF_NOWAIT` says so, or the file system cannot say), and from then on all of them hash.
 ///
 /// More threads than cores pay off when the page cache is cold: a worker waiting for the
@@ -433,6 +434,12 @@ pub fn default_threads() -> usize {
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Threads that hash while the files are in the page cache: a worker per core, and the
+/// walking thread.
+fn hashing_threads_when_warm() -> usize {
+    cores() + 1
 }
 
 /// See [`default_threads`].
@@ -555,7 +562,11 @@ struct Job {
 /// them.
 struct JobQueue {
     state: Mutex<QueueState>,
+    /// Jobs were queued, or the queue closed or aborted.
     ready: Condvar,
+    /// The reads turned cold (standby workers start), or the queue closed or aborted.
+    /// Apart from `ready`, so that queueing jobs does not wake the standby workers.
+    cold_ready: Condvar,
 }
 
 #[derive(Default)]
@@ -667,6 +678,7 @@ impl JobQueue {
                 ..QueueState::default()
             }),
             ready: Condvar::new(),
+            cold_ready: Condvar::new(),
         }
     }
 
@@ -696,7 +708,7 @@ impl JobQueue {
             && state.cold_reads * COLD_SHARE >= state.files + done.len() as u64
         {
             state.cold = true;
-            self.ready.notify_all();
+            self.cold_ready.notify_all();
         }
         for (at, slot, size) in done.drain(..) {
             if matches!(slot, Slot::Done(_)) {
@@ -716,11 +728,13 @@ impl JobQueue {
     fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_all();
+        self.cold_ready.notify_all();
     }
 
     fn abort(&self) {
         self.lock().aborted = true;
         self.ready.notify_all();
+        self.cold_ready.notify_all();
     }
 
     /// Counts a thread that hashes.
@@ -728,17 +742,27 @@ impl JobQueue {
         self.lock().hashing_threads += 1;
     }
 
-    /// Up to `BATCH` jobs; empty when the queue is closed and drained, or aborted. A
-    /// `standby` worker takes none until a read waited for the disk, and returns empty
-    /// when the queue closes before that.
-    fn take(&self, into: &mut Vec<Job>, standby: bool) {
+    /// For a standby worker: waits until reads turn cold (true: start hashing) or the
+    /// queue closes or aborts first (false).
+    fn wait_for_cold(&self) -> bool {
+        let mut state = self.lock();
+        while !state.cold && !state.closed && !state.aborted {
+            state = self
+                .cold_ready
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.cold && !state.aborted
+    }
+
+    /// Up to `BATCH` jobs; empty when the queue is closed and drained, or aborted.
+    fn take(&self, into: &mut Vec<Job>) {
         let mut state = self.lock();
         loop {
             if state.aborted {
                 return;
             }
-            let taking = !standby || state.cold;
-            if taking && !state.jobs.is_empty() {
+            if !state.jobs.is_empty() {
                 let n = state.jobs.len().min(BATCH);
                 into.extend(state.jobs.drain(..n));
                 return;
@@ -799,8 +823,11 @@ impl<'a> Worker<'a> {
     }
 
     fn run(&mut self) -> Result<(), FingerprintError> {
+        if self.standby && !self.queue.wait_for_cold() {
+            return Ok(());
+        }
         loop {
-            self.queue.take(&mut self.batch, self.standby);
+            self.queue.take(&mut self.batch);
             if self.batch.is_empty() {
                 return Ok(());
             }
@@ -1496,7 +1523,7 @@ mod tests {
     }
 
     #[test]
-    fn files_in_the_page_cache_are_hashed_by_one_thread_per_core() {
+    fn files_in_the_page_cache_are_hashed_by_a_worker_per_core() {
         let dir = tempfile::tempdir().unwrap();
         if !says_what_is_cached(dir.path()) {
             eprintln!(
@@ -1522,7 +1549,7 @@ mod tests {
             COLD_READS - 1
         );
         assert!(
-            (1..=cores()).contains(&again.hashing_threads),
+            (1..=hashing_threads_when_warm()).contains(&again.hashing_threads),
             "{} threads hashed, {} cores",
             again.hashing_threads,
             cores()
@@ -1538,7 +1565,7 @@ mod tests {
 
     #[test]
     fn a_read_that_waits_for_the_disk_wakes_the_standby_threads() {
-        if default_threads() == cores() {
+        if default_threads() <= hashing_threads_when_warm() {
             eprintln!("skipped: {} cores, no thread stands by", cores());
             return;
         }
@@ -1561,7 +1588,7 @@ mod tests {
         assert_eq!(cold.root.hash(), warm.root.hash(), "the same bytes hashed");
         assert!(cold.cold);
         assert!(
-            cold.hashing_threads > cores(),
+            cold.hashing_threads > hashing_threads_when_warm(),
             "{} threads hashed, {} cores, up to {}",
             cold.hashing_threads,
             cores(),
