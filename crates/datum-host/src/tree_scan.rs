@@ -1522,16 +1522,23 @@ mod tests {
         said
     }
 
+    /// A temporary folder on a file system that says what is cached; `None` (and a
+    /// line saying the test is skipped) on one that cannot.
+    fn dir_that_says_what_is_cached() -> Option<tempfile::TempDir> {
+        let dir = tempfile::tempdir().unwrap();
+        if says_what_is_cached(dir.path()) {
+            return Some(dir);
+        }
+        let path = dir.path().display();
+        eprintln!("skipped: the file system of {path} cannot say what is cached");
+        None
+    }
+
     #[test]
     fn files_in_the_page_cache_are_hashed_by_a_worker_per_core() {
-        let dir = tempfile::tempdir().unwrap();
-        if !says_what_is_cached(dir.path()) {
-            eprintln!(
-                "skipped: the file system of {} cannot say",
-                dir.path().display()
-            );
+        let Some(dir) = dir_that_says_what_is_cached() else {
             return;
-        }
+        };
         wide_tree(dir.path());
         let opts = default_options();
         // Read once: in the page cache now.
@@ -1569,14 +1576,9 @@ mod tests {
             eprintln!("skipped: {} cores, no thread stands by", cores());
             return;
         }
-        let dir = tempfile::tempdir().unwrap();
-        if !says_what_is_cached(dir.path()) {
-            eprintln!(
-                "skipped: the file system of {} cannot say",
-                dir.path().display()
-            );
+        let Some(dir) = dir_that_says_what_is_cached() else {
             return;
-        }
+        };
         // A file system that holds every file in memory (tmpfs) cannot drop one.
         let probe = dir.path().join("evicted");
         write(&probe, b"evicted");
