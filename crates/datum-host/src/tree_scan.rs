@@ -417,16 +417,17 @@ fn walk_root(
 }
 
 /// The most threads used when [`ScanOptions::threads`] is 0: one per core, and at least
-/// [`MIN_DEFAULT_THREADS`]. Only a worker per core (and the walking thread) hash while
-/// files are read from the page cache; the rest stand by until a read would wait for the disk (a first read with
-/// `RWF_NOWAIT` says so, or the file system cannot say), and from then on all of them hash.
+/// [`MIN_DEFAULT_THREADS`]. While the files are read from the page cache only a worker per
+/// core (and the walking thread) hash; the rest stand by until reads wait for the disk (a
+/// first read with `RWF_NOWAIT` says so, or the file system cannot say; see
+/// `QueueState::cold`), and from then on all of them hash.
 ///
 /// More threads than cores pay off when the page cache is cold: a worker waiting for the
 /// disk holds no core, and the virtual disk of the bench machine answers several
 /// outstanding reads faster than one at a time (PEERS.md: two `sha256sum -c` readers are
 /// 1.7x one). When the cache is warm the extra threads would only take turns on the
 /// cores, and each allocating thread keeps pages of its own (with mimalloc, the `datum`
-/// binary's allocator): six such threads were ~3 MiB of a 50 MiB check of a Tree of
+/// binary's allocator): five such threads were ~6 MiB of a 51 MiB check of a Tree of
 /// 200,000 files.
 pub fn default_threads() -> usize {
     cores().max(MIN_DEFAULT_THREADS)
