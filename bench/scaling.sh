@@ -14,7 +14,9 @@
 #   * File resources: 20,000 (the standard estate) and 100,000 (make-estate.py --files 100000
 #     --dirs 1000), one File per file with a repository source (bench/make-datum-repo.py):
 #     `plan --recompile` (the compile from YAML), a no-op `apply` from the catalogue snapshot,
-#     and the metadata pass (`check --sample 0`; peer: `find -printf`);
+#     and the metadata pass (`check --sample 0`; peer: `find -printf`), also of the same
+#     repository as `datum pull` deploys it (committed, signed, pulled under --root: a
+#     checkout Datum wrote and nobody else can, so the snapshot needs no stamp of its files);
 #   * plan pairs: make-plans.py's 20,000 and 100,000-resource refresh-only + normal plans
 #     (~127 MB and ~640 MB per plan): `driftwatch report` (peer: jq merely reading both).
 # The Tree's declared copy in the repository is a hard-link copy of the live estate at 10x
@@ -83,6 +85,33 @@ files_repo() { # files_repo NAME LIVE: one File per file of LIVE (at /NAME under
 }
 on tree && { tree_repo standard "$D/standard"; tree_repo x10 "$D/x10"; }
 on files && { files_repo standard "$D/standard"; files_repo files100k "$D/files100k"; }
+pull_repo() { # pull_repo NAME: files-NAME committed, signed and deployed by `datum pull` at
+  # /etc/datum/repo-NAME under --root $D (once; the git work folder is removed afterwards)
+  local name=$1 w=$S/pull-$1 link=/etc/datum/repo-$1
+  [[ -L $D$link ]] && return 0
+  echo "# deploying files-$name with datum pull" >&2
+  rm -rf "$w"; mkdir -p "$w"
+  cp -al "$S/files-$name" "$w/work"
+  (
+    export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+    export GIT_AUTHOR_NAME=Bench GIT_AUTHOR_EMAIL=bench@example.com
+    export GIT_COMMITTER_NAME=Bench GIT_COMMITTER_EMAIL=bench@example.com
+    ssh-keygen -q -t ed25519 -N '' -C bench -f "$w/key"
+    echo "bench@example.com $(cut -d' ' -f1,2 "$w/key.pub")" >"$w/allowed_signers"
+    git -C "$w/work" init -q -b main
+    git -C "$w/work" add -A
+    git -C "$w/work" -c gpg.format=ssh -c "user.signingkey=$w/key" commit -q -S -m bench
+    git clone -q --bare "$w/work" "$w/remote.git"
+  )
+  mkdir -p -m 700 "$S/state-pull-$name"
+  local rc=0 # 2: deployed
+  "$DATUM" --root "$D" --state "$S/state-pull-$name/state.db" --host-file "$S/host.yaml" pull \
+    --url "file://$w/remote.git" --allowed-signers "$w/allowed_signers" --deploy "$link" \
+    >/dev/null || rc=$?
+  [[ $rc == 0 || $rc == 2 ]] || { echo "datum pull of files-$name failed (exit $rc)" >&2; exit 1; }
+  rm -rf "$w"
+}
+on files && { pull_repo standard; pull_repo files100k; }
 if on driftwatch; then
   for n in 20000 100000; do
     data=$DW/$n
@@ -105,10 +134,17 @@ datum_in() { # datum_in KIND NAME ARGS...: the datum command line for one reposi
 }
 # Converge first (a verified apply), and show each workload is clean: a row of a failing
 # command measures nothing.
+pulled() { # pulled NAME ARGS...: the datum command line for the pulled files-NAME
+  local name=$1; shift
+  CMD=("$DATUM" --repo "$D/etc/datum/repo-$name" --root "$D" --host-file "$S/host.yaml"
+       --state "$S/state-pull-$name/state.db" "$@")
+}
 for name in standard files100k; do
   on files || break
   datum_in files "$name" apply; "${CMD[@]}" >/dev/null || true
   datum_in files "$name" check; "${CMD[@]}" >/dev/null || { echo "check of files-$name is not clean" >&2; exit 1; }
+  pulled "$name" apply; "${CMD[@]}" >/dev/null || true
+  pulled "$name" check; "${CMD[@]}" >/dev/null || { echo "check of the pulled files-$name is not clean" >&2; exit 1; }
 done
 for name in standard x10; do
   on tree || break
@@ -148,6 +184,7 @@ if on files; then
     datum_in files "$e" plan --recompile; T "files|datum plan --recompile|$e" "${CMD[@]}"
     datum_in files "$e" apply; T "files|datum apply, no-op from the snapshot|$e" "${CMD[@]}"
     datum_in files "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass)|$e" "${CMD[@]}"
+    pulled "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass), a datum pull checkout|$e" "${CMD[@]}"
     T "files|find -printf (metadata only)|$e" sh -c "exec find '$D/$e' -printf '%s %T@ %m %U %G\n' >/dev/null"
   done
 fi
