@@ -135,7 +135,7 @@ impl DeclaredTree {
     /// The entry at position `i` of the tree order, with its path.
     pub fn at(&self, i: usize) -> Option<(&[u8], EntryRef<'_>)> {
         let raw = read_entry(&self.packed, *self.order.get(i)? as usize)?;
-        Some((raw.path, raw.entry()?))
+        Some((raw.path, raw.entry))
     }
 
     /// Every entry in tree order.
@@ -164,21 +164,20 @@ pub struct ArchiveError {
 }
 
 fn push_entry(out: &mut Vec<u8>, path: &[u8], entry: &DeclaredEntry) {
-    let kind = match entry {
-        DeclaredEntry::Dir => b'd',
-        DeclaredEntry::File { .. } => b'f',
-        DeclaredEntry::Symlink(_) => b'l',
+    let head = |out: &mut Vec<u8>, kind: u8| {
+        out.push(kind);
+        out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+        out.extend_from_slice(path);
     };
-    out.push(kind);
-    out.extend_from_slice(&(path.len() as u32).to_le_bytes());
-    out.extend_from_slice(path);
     match entry {
-        DeclaredEntry::Dir => {}
+        DeclaredEntry::Dir => head(out, b'd'),
         DeclaredEntry::File { blake3, size } => {
+            head(out, b'f');
             out.extend_from_slice(blake3);
             out.extend_from_slice(&size.to_le_bytes());
         }
         DeclaredEntry::Symlink(target) => {
+            head(out, b'l');
             out.extend_from_slice(&(target.len() as u32).to_le_bytes());
             out.extend_from_slice(target);
         }
@@ -376,7 +375,7 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
         };
         out.extend_from_slice(piece.get(*at..raw.next).unwrap_or_default());
         *at = raw.next;
-        if raw.kind == b'd' {
+        if raw.entry == EntryRef::Dir {
             let path = raw.path.to_vec();
             let sub = pieces.remove(&path).ok_or_else(|| missing(&path))?;
             open.push((sub, 0));
@@ -387,31 +386,14 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
 
 /// One packed entry as its header says, borrowed from the packed bytes.
 struct RawEntry<'a> {
+    /// The kind byte and the payload as packed (what the checksum hashes).
     kind: u8,
-    path: &'a [u8],
     payload: &'a [u8],
+    path: &'a [u8],
+    /// What the entry declares.
+    entry: EntryRef<'a>,
     /// Where the next entry starts.
     next: usize,
-}
-
-impl<'a> RawEntry<'a> {
-    /// What the entry declares (`None`: an unknown kind or a file payload
-    /// that is not a hash and a size).
-    fn entry(&self) -> Option<EntryRef<'a>> {
-        match self.kind {
-            b'd' => Some(EntryRef::Dir),
-            b'f' => {
-                let (blake3, size) = self.payload.split_first_chunk::<32>()?;
-                let size: &[u8; 8] = size.try_into().ok()?;
-                Some(EntryRef::File {
-                    blake3,
-                    size: u64::from_le_bytes(*size),
-                })
-            }
-            b'l' => Some(EntryRef::Symlink(self.payload)),
-            _ => None,
-        }
-    }
 }
 
 /// The `n`-byte little-endian length at `at`.
@@ -437,10 +419,23 @@ fn read_entry(bytes: &[u8], at: usize) -> Option<RawEntry<'_>> {
         _ => return None,
     };
     let next = payload_at.checked_add(payload_len)?;
+    let payload = bytes.get(payload_at..next)?;
+    let entry = match kind {
+        b'd' => EntryRef::Dir,
+        b'f' => {
+            let (blake3, size) = payload.split_first_chunk::<32>()?;
+            EntryRef::File {
+                blake3,
+                size: u64::from_le_bytes(size.try_into().ok()?),
+            }
+        }
+        _ => EntryRef::Symlink(payload),
+    };
     Some(RawEntry {
         kind,
+        payload,
         path: bytes.get(path_at..path_end)?,
-        payload: bytes.get(payload_at..next)?,
+        entry,
         next,
     })
 }
@@ -487,11 +482,8 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
     while at < bytes.len() {
         let err = ArchiveError { offset: at };
         let raw = read_entry(bytes, at).ok_or(err.clone())?;
-        // A known kind, a file's payload a hash and a size; tree order, each
-        // path once, no empty or absolute component.
-        if raw.entry().is_none() {
-            return Err(err);
-        }
+        // (`read_entry` knows the kind and its payload.) Tree order, each path
+        // once, no empty or absolute component.
         let path = raw.path;
         if path.is_empty() || path.split(|b| *b == b'/').any(<[u8]>::is_empty) {
             return Err(err);
@@ -509,7 +501,7 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
         if !parent.is_empty() && parents.is_empty() {
             return Err(err);
         }
-        if raw.kind == b'd' {
+        if raw.entry == EntryRef::Dir {
             parents.push(path);
         }
         previous = Some(path);
@@ -613,17 +605,22 @@ mod tests {
         assert_eq!(entries_of(&decode(pack(one, &here).bytes).unwrap()), here);
     }
 
+    /// A file `a`, a folder `d` and in it a link `d/l` to `../a`.
+    fn file_folder_link() -> DeclaredEntries {
+        [
+            (b"a".to_vec(), file(b"x")),
+            (b"d".to_vec(), DeclaredEntry::Dir),
+            (b"d/l".to_vec(), DeclaredEntry::Symlink(b"../a".to_vec())),
+        ]
+        .into()
+    }
+
     /// The checksum (and so every Tree's declaration hash) is what the
     /// previous format gave: a catalogue compiled by an older build does not
     /// see its Trees as changed.
     #[test]
     fn the_checksum_is_the_one_the_previous_format_gave() {
-        let t: DeclaredEntries = [
-            (b"a".to_vec(), file(b"x")),
-            (b"d".to_vec(), DeclaredEntry::Dir),
-            (b"d/l".to_vec(), DeclaredEntry::Symlink(b"../a".to_vec())),
-        ]
-        .into();
+        let t = file_folder_link();
         // `datum-tree2`, each file's repository path left empty, written out
         // by hand.
         let mut v2 = b"datum-tree2\n".to_vec();
@@ -640,12 +637,7 @@ mod tests {
 
     #[test]
     fn a_kind_that_fixes_its_payload_packs_no_length() {
-        let t: DeclaredEntries = [
-            (b"a".to_vec(), file(b"x")),
-            (b"d".to_vec(), DeclaredEntry::Dir),
-            (b"d/l".to_vec(), DeclaredEntry::Symlink(b"../a".to_vec())),
-        ]
-        .into();
+        let t = file_folder_link();
         let mut want = b"datum-tree5\n\x02\0\0\0/r".to_vec();
         want.extend_from_slice(b"f\x01\0\0\0a");
         want.extend_from_slice(&*blake3_of(b"x"));
