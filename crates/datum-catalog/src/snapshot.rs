@@ -438,10 +438,44 @@ struct Index {
     host: HostIdentity,
     classes: Value,
     boundary: datum_core::Boundary,
+    #[serde(deserialize_with = "sized_vec")]
     autorequires: Vec<(ResourceId, ResourceId)>,
+    #[serde(deserialize_with = "sized_vec")]
     entries: Vec<Summary>,
     /// Offset (from the start of the records) and length of each record.
+    #[serde(deserialize_with = "sized_vec")]
     spans: Vec<(u64, u32)>,
+}
+
+/// At most this many elements are reserved ahead for a list of the index,
+/// whatever length it claims (a damaged file reserves no more).
+const MOST_RESERVED: usize = 1 << 20;
+
+/// A list of the index read into room for its whole length at once: serde's
+/// own `Vec` reserves no more than 1 MiB ahead and then doubles, copying
+/// 20,000 summaries (3 MB) twice and touching the pages of every copy.
+fn sized_vec<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Sized<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Sized<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MOST_RESERVED));
+            while let Some(item) = seq.next_element()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_seq(Sized(std::marker::PhantomData))
 }
 
 /// A resource with the content fields `Resource`'s own serde form leaves out,

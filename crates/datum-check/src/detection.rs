@@ -7,7 +7,7 @@
 //! not: decide a policy (that is [`crate::policies`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use datum_catalog::snapshot::Summary;
 use datum_core::ResourceId;
@@ -71,15 +71,16 @@ pub fn trusted_by_metadata(
     // Per kind (a handful), the resources by name: one string hashed per
     // resource and per store row.
     let mut kinds: Vec<(&str, HashMap<&str, usize>)> = Vec::new();
-    let files: Vec<(usize, PathBuf)> = indices
+    // The declared paths borrowed from the summaries: no copy per file.
+    let files: Vec<(usize, &Path)> = indices
         .iter()
         .enumerate()
         .filter_map(|(at, &i)| {
             let entry = entries
                 .get(i)
                 .filter(|e| metadata_first(registry, &e.id.kind))?;
-            let declared = PathBuf::from(entry.path.as_deref()?);
-            datum_host::paths::check_declared(&declared).ok()?;
+            let declared = Path::new(entry.path.as_deref()?);
+            datum_host::paths::check_declared(declared).ok()?;
             let kind = entry.id.kind.as_str();
             let by_name = match kinds.iter().position(|(k, _)| *k == kind) {
                 Some(k) => &mut kinds[k].1,
@@ -92,7 +93,7 @@ pub fn trusted_by_metadata(
             Some((at, declared))
         })
         .collect();
-    let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
+    let paths: Vec<&Path> = files.iter().map(|&(_, p)| p).collect();
     let mut recorded: Vec<Option<(datum_core::FileMeta, i64)>> = vec![None; indices.len()];
     let (stats, visited) = std::thread::scope(|scope| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

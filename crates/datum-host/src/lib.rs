@@ -259,13 +259,12 @@ impl Host {
         }
         let mut order: Vec<usize> = (0..declared.len()).collect();
         // Declarations are usually written folder by folder already.
-        if !order.is_sorted_by(|&a, &b| split(declared[a]) <= split(declared[b])) {
+        let in_order = order.is_sorted_by(|&a, &b| split(declared[a]) <= split(declared[b]));
+        if !in_order {
             order.sort_unstable_by(|&a, &b| split(declared[a]).cmp(&split(declared[b])));
         }
         let threads = threads.clamp(1, 64);
         let chunk = order.len().div_ceil(threads).max(512);
-        let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
-        results.resize_with(declared.len(), || None);
         let parts: Vec<Vec<Lstated>> = std::thread::scope(|scope| {
             let workers: Vec<_> = order
                 .chunks(chunk)
@@ -282,6 +281,18 @@ impl Host {
                 })
                 .collect()
         });
+        // The parts cover `order` in its order, each index once: already
+        // the declared order when nothing was sorted (no second list of
+        // every result to scatter into, 2 MB at 20,000 paths).
+        if in_order {
+            return parts
+                .into_iter()
+                .flatten()
+                .map(|(_, result)| result)
+                .collect();
+        }
+        let mut results: Vec<Option<Result<Option<Stat>, HostError>>> = Vec::new();
+        results.resize_with(declared.len(), || None);
         for (i, result) in parts.into_iter().flatten() {
             results[i] = Some(result);
         }
@@ -610,16 +621,27 @@ mod tests {
         }
         let host = Host::new(root.path());
         let refs: Vec<&Path> = declared.iter().map(PathBuf::as_path).collect();
-        for threads in [1, 3] {
-            let many = host.lstat_many(&refs, threads);
-            assert_eq!(many.len(), declared.len());
-            for (p, got) in declared.iter().zip(&many) {
-                assert_eq!(
-                    got.as_ref().unwrap(),
-                    &host.lstat(p).unwrap(),
-                    "{}",
-                    p.display()
-                );
+        // Also already grouped by parent (what lstat_many sorts by, and
+        // then does not scatter): each answer must stay with its path.
+        let mut grouped = refs.clone();
+        grouped.sort_by_key(|p| {
+            use std::os::unix::ffi::OsStrExt as _;
+            let parent = p.parent().map(|q| q.as_os_str().as_bytes().to_vec());
+            (parent, p.file_name().map(|n| n.as_bytes().to_vec()))
+        });
+        assert_ne!(grouped, refs, "the declared order is not grouped");
+        for order in [&refs, &grouped] {
+            for threads in [1, 3] {
+                let many = host.lstat_many(order, threads);
+                assert_eq!(many.len(), order.len());
+                for (p, got) in order.iter().zip(&many) {
+                    assert_eq!(
+                        got.as_ref().unwrap(),
+                        &host.lstat(p).unwrap(),
+                        "{}",
+                        p.display()
+                    );
+                }
             }
         }
         let many = host.lstat_many(&refs, 2);
