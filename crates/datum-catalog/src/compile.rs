@@ -163,8 +163,8 @@ impl<'r> Analysis<'r> {
                 self.diags.push(
                     Diagnostic::error(unknown_type_message(self.registry, &doc.id.kind))
                         .resource(&doc.id)
-                        .at(doc.kind.origin())
-                        .until(doc.kind.end),
+                        .at(doc.origin_at(doc.kind_span.start))
+                        .until(doc.kind_span.end),
                 );
             }
             self.providers[i] = provider;
@@ -339,11 +339,11 @@ impl<'r> Analysis<'r> {
                         "duplicate name: {} is already declared in layer `{}` at {}",
                         doc.id,
                         self.layer_name(doc),
-                        prev.name.origin()
+                        prev.origin_at(prev.name_span.start)
                     ))
                     .resource(&doc.id)
-                    .at(doc.name.origin())
-                    .until(doc.name.end),
+                    .at(doc.origin_at(doc.name_span.start))
+                    .until(doc.name_span.end),
                 );
             } else {
                 first.insert((doc.layer, &doc.id), i);
@@ -411,10 +411,7 @@ impl<'r> Analysis<'r> {
                         (o, Some(end))
                     }
                     // Not written anywhere: point at the first `desired:`.
-                    None => {
-                        let d = &self.doc(m.first_doc()).desired_origin;
-                        (d.origin(), None)
-                    }
+                    None => (self.doc(m.first_doc()).desired_location().0, None),
                 };
                 let secret = m
                     .sensitive
@@ -1004,7 +1001,7 @@ fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
             return found;
         }
     }
-    (doc.desired_origin.origin(), doc.desired_origin.end)
+    doc.desired_location()
 }
 
 /// Whether a field error is about a value sensitive by its kind's nature.

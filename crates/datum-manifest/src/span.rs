@@ -68,6 +68,35 @@ impl Place {
     }
 }
 
+/// Where something was written in a file that is known from context (a
+/// document's own [`Place`]): its start and end, and nothing else, so a
+/// document keeps the spans of its envelope fields without a copy of their
+/// text or of the place for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: Pos,
+    /// Where the written text ends (for the caret's width).
+    pub end: Pos,
+}
+
+impl Span {
+    /// A node's span.
+    pub fn of(node: &Node) -> Self {
+        Self {
+            start: node.start,
+            end: node.end,
+        }
+    }
+
+    /// An entry's key, spanning to the end of its value.
+    pub fn of_key(entry: &Entry) -> Self {
+        Self {
+            start: entry.key_start,
+            end: entry.value.end.max(entry.key_end),
+        }
+    }
+}
+
 /// A value and where it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spanned<T> {
@@ -79,6 +108,14 @@ pub struct Spanned<T> {
 }
 
 impl<T> Spanned<T> {
+    /// Where it was written, without the value or the place.
+    pub fn span(&self) -> Span {
+        Span {
+            start: self.start,
+            end: self.end,
+        }
+    }
+
     /// Where the value starts, as an origin for messages and `--explain`.
     pub fn origin(&self) -> Origin {
         self.place.origin(self.start)
