@@ -249,6 +249,9 @@ pub fn compile_or_reuse(
             ),
         }
     }
+    // The compile builds and drops more than the rest of the run holds:
+    // what it frees goes back to the system at once (crate::allocator).
+    let prompt_purge = crate::allocator::PromptPurge::start();
     // Taken before the compile reads anything: an edit made meanwhile
     // leaves the stamp stale, never the snapshot.
     let stamp = RepoKey::take(repo, revision);
@@ -276,6 +279,7 @@ pub fn compile_or_reuse(
             eprintln!("warning: cannot save the catalogue snapshot: {e}");
         }
     }
+    drop(prompt_purge);
     let mut lazy = LazyCatalogue::compiled(catalogue, classes);
     lazy.revision = revision;
     Ok((lazy, Provenance::Compiled))

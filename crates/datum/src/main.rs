@@ -14,6 +14,7 @@
 )]
 
 mod agent;
+mod allocator;
 mod cli;
 mod commands;
 mod config;
@@ -23,14 +24,6 @@ mod logging;
 mod render;
 mod reporting;
 
-// A check decodes, observes and drops tens of thousands of small values
-// (resources, observations, paths) on several threads; mimalloc does that
-// markedly faster than the system allocator (a metadata check of 20,000
-// files 65 -> 55 ms, a full one 215 -> 195 ms here) for some more resident
-// memory (27 -> 37 MiB and 34 -> 52 MiB; see docs/benchmarks.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     // Small pages for the whole process, before the first allocation:
     // mimalloc advises its arena for transparent huge pages, and each 2 MiB
@@ -39,6 +32,8 @@ fn main() {
     // pages"), for a few per cent more page faults. A kernel without the
     // flag changes nothing, so a failure is ignored.
     let _ = datum_host::memory::avoid_huge_pages();
+    // Freed memory back to the system within 10 ms (see allocator.rs).
+    allocator::configure();
     // The command line, with this machine's /etc/datum/datum.toml as its
     // defaults (flag > environment > file > built-in).
     let mut cli = match config::parse() {
