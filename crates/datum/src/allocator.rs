@@ -12,9 +12,9 @@
 //!
 //! Measured side by side (docs/benchmarks.md, "Issue 17, 2026-12-04
 //! evening"): the check of one Tree of 200,000 files that compiles it 64 ->
-//! 46 MiB, `plan --recompile` of 20,000 Files 111 -> 84 MiB, a no-op apply
-//! and a full check of 20,000 Files 5-7 MiB less; the time of the compile
-//! 3-5 % more, of the checks and applies from the snapshot 0-2 %. An
+//! 46 MiB, `plan --recompile` of 20,000 Files 113 -> 84 MiB, a no-op apply
+//! and a full check of 20,000 Files 6-8 MiB less; for 2-5 % more time
+//! (CPU: `plan --recompile` +2.4 %, the full check +2.7 %). An
 //! operator's `MIMALLOC_PURGE_DELAY` (or its old name) wins over both.
 //!
 //! The only `unsafe` in the workspace (`unsafe_code` is denied everywhere
