@@ -262,7 +262,7 @@ pub(crate) fn read(
         );
     }
 
-    let (desired, desired_origin, validate) = match desired_entry {
+    let (desired, desired_span, validate) = match desired_entry {
         None => {
             local.push(
                 Diagnostic::error("the document has no `desired` (write `desired: {}` for none)")
@@ -276,7 +276,7 @@ pub(crate) fn read(
             (empty, Span::of(node), None)
         }
         Some(e) => {
-            let origin = Span::of_key(&e);
+            let span = Span::of_key(&e);
             match e.value.value {
                 Value::Map(mut fields) => {
                     let mut validate = None;
@@ -301,7 +301,7 @@ pub(crate) fn read(
                         start: e.value.start,
                         end: e.value.end,
                     };
-                    (desired, origin, validate)
+                    (desired, span, validate)
                 }
                 Value::Null => {
                     let empty = Node {
@@ -309,7 +309,7 @@ pub(crate) fn read(
                         start: e.value.start,
                         end: e.value.end,
                     };
-                    (empty, origin, None)
+                    (empty, span, None)
                 }
                 ref other => {
                     let found = Node {
@@ -330,7 +330,7 @@ pub(crate) fn read(
                         start: e.value.start,
                         end: e.value.end,
                     };
-                    (empty, origin, None)
+                    (empty, span, None)
                 }
             }
         }
@@ -400,7 +400,7 @@ pub(crate) fn read(
         kind_span,
         name_span,
         desired,
-        desired_span: desired_origin,
+        desired_span,
         requires,
         class,
         sensitive,
