@@ -19,7 +19,10 @@
 //!
 //! The only `unsafe` in the workspace (`unsafe_code` is denied everywhere
 //! else, and a test keeps it that way): two calls into mimalloc's option
-//! table, which takes plain integers and is safe to call from any thread.
+//! table, which take and return plain integers. mimalloc's API lets a program
+//! set options at run time; its own threads read them without locking, so one
+//! may see the old delay for a moment, which only moves when memory is
+//! returned.
 
 // A check decodes, observes and drops tens of thousands of small values
 // (resources, observations, paths) on several threads; mimalloc does that
@@ -102,8 +105,9 @@ impl Drop for PromptPurge {
     reason = "mimalloc's option table: see the module documentation"
 )]
 fn purge_delay() -> std::ffi::c_long {
-    // SAFETY: reads one entry of mimalloc's option table by a valid index;
-    // no pointer is involved and the call is thread-safe.
+    // SAFETY: reads one entry of mimalloc's option table by a valid index
+    // (the options were read from the environment when the process loaded);
+    // no pointer is involved.
     unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }
 }
 
