@@ -71,29 +71,34 @@ pub fn trusted_by_metadata(
     // Per kind (a handful), the resources by name: one string hashed per
     // resource and per store row.
     let mut kinds: Vec<(&str, HashMap<&str, usize>)> = Vec::new();
-    // The declared paths borrowed from the summaries: no copy per file.
-    let files: Vec<(usize, &Path)> = indices
-        .iter()
-        .enumerate()
-        .filter_map(|(at, &i)| {
-            let entry = entries
-                .get(i)
-                .filter(|e| metadata_first(registry, &e.id.kind))?;
-            let declared = Path::new(entry.path.as_deref()?);
-            datum_host::paths::check_declared(declared).ok()?;
-            let kind = entry.id.kind.as_str();
-            let by_name = match kinds.iter().position(|(k, _)| *k == kind) {
-                Some(k) => &mut kinds[k].1,
-                None => {
-                    kinds.push((kind, HashMap::new()));
-                    &mut kinds.last_mut()?.1
-                }
-            };
-            by_name.insert(entry.id.name.as_str(), at);
-            Some((at, declared))
-        })
-        .collect();
-    let paths: Vec<&Path> = files.iter().map(|&(_, p)| p).collect();
+    // Which of `indices` are looked at, and their declared paths borrowed
+    // from the summaries (no copy per file). A path the boundary refuses
+    // (relative, not normalised) is not checked here: its `lstat` is an
+    // error, so it is not trusted.
+    let mut looked_at: Vec<usize> = Vec::new();
+    let mut paths: Vec<&Path> = Vec::new();
+    for (at, &i) in indices.iter().enumerate() {
+        let Some(entry) = entries
+            .get(i)
+            .filter(|e| metadata_first(registry, &e.id.kind))
+        else {
+            continue;
+        };
+        let Some(declared) = entry.path.as_deref() else {
+            continue;
+        };
+        let kind = entry.id.kind.as_str();
+        let k = match kinds.iter().position(|(k, _)| *k == kind) {
+            Some(k) => k,
+            None => {
+                kinds.push((kind, HashMap::new()));
+                kinds.len() - 1
+            }
+        };
+        kinds[k].1.insert(entry.id.name.as_str(), at);
+        looked_at.push(at);
+        paths.push(Path::new(declared));
+    }
     let mut recorded: Vec<Option<(datum_core::FileMeta, i64)>> = vec![None; indices.len()];
     let (stats, visited) = std::thread::scope(|scope| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -118,8 +123,8 @@ pub fn trusted_by_metadata(
     });
     visited?;
     let mut trusted = vec![Trust::Read; indices.len()];
-    for ((at, _), stat) in files.iter().zip(stats) {
-        trusted[*at] = match (stat, &recorded[*at]) {
+    for (&at, stat) in looked_at.iter().zip(stats) {
+        trusted[at] = match (stat, &recorded[at]) {
             (Ok(Some(stat)), Some((recorded, verified_at)))
                 if stat.kind == datum_host::fs::FileKind::File =>
             {

@@ -49,21 +49,20 @@ impl Place {
     }
 
     pub fn spanned<T>(&self, value: T, node: &Node) -> Spanned<T> {
-        Spanned {
-            value,
-            place: self.clone(),
-            start: node.start,
-            end: node.end,
-        }
+        self.at(value, Span::of(node))
     }
 
     /// An entry's key, spanning to the end of its value.
     pub fn key<T>(&self, value: T, entry: &Entry) -> Spanned<T> {
+        self.at(value, Span::of_key(entry))
+    }
+
+    fn at<T>(&self, value: T, span: Span) -> Spanned<T> {
         Spanned {
             value,
             place: self.clone(),
-            start: entry.key_start,
-            end: entry.value.end.max(entry.key_end),
+            start: span.start,
+            end: span.end,
         }
     }
 }
