@@ -48,9 +48,21 @@ pub(crate) struct ContentDecl {
     /// The key's position (what `--explain` shows for `content`).
     pub origin: Origin,
     pub end: Pos,
-    /// For source and template: the canonical file and its path relative to
-    /// the repository. `None` when the path was refused (already reported).
-    pub file: Option<(PathBuf, PathBuf)>,
+    /// For source and template: the file. `None` when the path was refused
+    /// (already reported).
+    pub file: Option<SourceFile>,
+}
+
+/// A `source:` or `template:` file as the resolver found it.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceFile {
+    /// The canonical file.
+    pub abs: PathBuf,
+    /// Its path relative to the repository root.
+    pub rel: PathBuf,
+    /// Its key from the resolver's `lstat`: what the source-hash cache is
+    /// asked with, so that hashing a remembered file costs no second `lstat`.
+    pub key: crate::hashes::FileKey,
 }
 
 /// Finds and checks the content field of `doc` (for a provider that takes
@@ -100,8 +112,12 @@ pub(crate) fn declared(
             ContentKind::Inline => None,
             ContentKind::Source | ContentKind::Template => {
                 match resolver.resolve_file(&layer_path, text) {
-                    Ok((abs, rel, true)) => Some((abs, rel)),
-                    Ok((_, rel, false)) => {
+                    Ok((abs, rel, Some(meta))) => Some(SourceFile {
+                        abs,
+                        rel,
+                        key: crate::hashes::FileKey::of(&meta),
+                    }),
+                    Ok((_, rel, None)) => {
                         diags.push(
                             Diagnostic::error(format!(
                                 "`{key}: {text}` is not a file ({})",
@@ -333,9 +349,11 @@ fn pos_of(text: &str, offset: usize) -> Pos {
 /// SHA-256 and BLAKE3 of a repository file and its size, read in one
 /// streaming pass with a buffer reused per thread; with a cache, not read at
 /// all when the cache remembers the file under its current key (see
-/// `crate::hashes`).
+/// `crate::hashes`). `known`: the file's key from an `lstat` this compile
+/// already made (the resolver's), so none is made here.
 pub(crate) fn hash_source(
     path: &Path,
+    known: Option<&crate::hashes::FileKey>,
     cache: Option<&dyn crate::hashes::SourceHashes>,
 ) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use crate::hashes::FileKey;
@@ -349,12 +367,23 @@ pub(crate) fn hash_source(
     // that replaced a parent folder since the path was resolved: the hash is
     // still that file's, and the apply that reads the source refuses the
     // link (it re-reads the bytes without following links and checks them
-    // against this SHA-256 before writing anything).
-    if let Ok(meta) = datum_host::repo::symlink_metadata(path)
-        && meta.is_file()
-        && let Some(digests) = cache.get(path, &FileKey::of(&meta))
-    {
-        return Ok((digests, meta.len()));
+    // against this SHA-256 before writing anything). The resolver's lstat,
+    // made earlier in this compile, is as good as one made now: the stamp the
+    // catalogue is saved with was taken before either, so a change since
+    // then is seen by the next run, which compiles again.
+    let remembered = match known {
+        Some(key) => cache.get(path, key).map(|digests| (digests, key.size)),
+        None => datum_host::repo::symlink_metadata(path)
+            .ok()
+            .filter(|meta| meta.is_file())
+            .and_then(|meta| {
+                cache
+                    .get(path, &FileKey::of(&meta))
+                    .map(|digests| (digests, meta.len()))
+            }),
+    };
+    if let Some(hit) = remembered {
+        return Ok(hit);
     }
     let mut file = datum_host::repo::open(path)?;
     // The key comes from the open file before reading: a change during the
@@ -524,6 +553,44 @@ mod tests {
     }
 
     #[test]
+    fn a_key_the_compile_already_has_is_what_the_cache_is_asked_with() {
+        use crate::hashes::{FileKey, SourceHashes as _};
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().canonicalize().unwrap().join("motd");
+        std::fs::write(&path, "hello").unwrap();
+        let live = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
+        let cache = Remembered::default();
+        let made_up = SourceDigests {
+            sha256: [7; 32],
+            blake3: [9; 32],
+        };
+        // Remembered under a key the file no longer has: only the given key
+        // finds it (no lstat of the file is made when a key is given).
+        let earlier = FileKey {
+            ctime_ns: live.ctime_ns - 1,
+            size: 3,
+            ..live
+        };
+        cache.put(&path, earlier, made_up);
+        assert_eq!(
+            hash_source(&path, Some(&earlier), Some(&cache)).unwrap(),
+            (made_up, 3)
+        );
+        let (read, size) = hash_source(&path, None, Some(&cache)).unwrap();
+        assert_eq!(
+            (read.sha256, size),
+            (sha2::Sha256::digest("hello").into(), 5)
+        );
+        // A given key the cache does not know: the file is read.
+        let (read, size) = hash_source(&path, Some(&live), Some(&cache)).unwrap();
+        assert_eq!(
+            (read.sha256, size),
+            (sha2::Sha256::digest("hello").into(), 5)
+        );
+    }
+
+    #[test]
     fn a_remembered_hash_stands_for_that_very_file_only() {
         use crate::hashes::{FileKey, SourceHashes as _};
         use sha2::Digest as _;
@@ -538,13 +605,16 @@ mod tests {
         };
         let key = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
         cache.put(&path, key, made_up);
-        assert_eq!(hash_source(&path, Some(&cache)).unwrap(), (made_up, 5));
+        assert_eq!(
+            hash_source(&path, None, Some(&cache)).unwrap(),
+            (made_up, 5)
+        );
 
         // Another file of the same size renamed into its place: read again.
         let other = dir.path().join("motd.new");
         std::fs::write(&other, "world").unwrap();
         std::fs::rename(&other, &path).unwrap();
-        let (digests, size) = hash_source(&path, Some(&cache)).unwrap();
+        let (digests, size) = hash_source(&path, None, Some(&cache)).unwrap();
         assert_eq!(size, 5);
         assert_eq!(
             digests.sha256,
@@ -556,7 +626,7 @@ mod tests {
         std::os::unix::fs::symlink("elsewhere", &path).unwrap();
         let link = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
         cache.put(&path, link, made_up);
-        assert!(hash_source(&path, Some(&cache)).is_err());
+        assert!(hash_source(&path, None, Some(&cache)).is_err());
     }
 
     #[test]

@@ -72,13 +72,15 @@ impl Resolver {
             .map(|(abs, rel, _)| (abs, rel))
     }
 
-    /// [`Resolver::resolve`], also saying whether the path is a regular file
-    /// (from the same `lstat`, so no second system call).
+    /// [`Resolver::resolve`], also giving the metadata of the regular file
+    /// the path names (`None`: something else, a folder for instance), from
+    /// the same `lstat` (the target's, for a link), so that a caller needs no
+    /// second system call for the file's size, times or inode.
     pub fn resolve_file(
         &mut self,
         base: &Path,
         declared: &str,
-    ) -> Result<(PathBuf, PathBuf, bool), PathProblem> {
+    ) -> Result<(PathBuf, PathBuf, Option<std::fs::Metadata>), PathProblem> {
         let problem_declared = || declared.to_owned();
         if declared.is_empty() {
             return Err(PathProblem::Empty {
@@ -122,7 +124,7 @@ impl Resolver {
             source,
         };
         let Some((name, parent)) = relative.split_last() else {
-            return Ok((self.root.clone(), rel, false));
+            return Ok((self.root.clone(), rel, None));
         };
         let parent_rel: PathBuf = parent.iter().collect();
         let parent_canonical = match self.dirs.get(&parent_rel) {
@@ -140,22 +142,22 @@ impl Resolver {
             Err(kind) => return Err(io(std::io::Error::from(kind))),
         };
         let candidate = parent_canonical.join(name);
-        let (canonical, is_file) = match datum_host::repo::symlink_metadata(&candidate) {
+        let (canonical, file) = match datum_host::repo::symlink_metadata(&candidate) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
             Err(e) => return Err(io(e)),
             // Only a link needs the full walk (it may point anywhere).
             Ok(meta) if meta.file_type().is_symlink() => {
                 match datum_host::repo::canonicalize(&candidate) {
                     Ok(c) => {
-                        let is_file = datum_host::repo::metadata(&c).is_ok_and(|m| m.is_file());
-                        (c, is_file)
+                        let file = datum_host::repo::metadata(&c).ok().filter(|m| m.is_file());
+                        (c, file)
                     }
                     // A dangling link: report what is more useful, that it is missing.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
                     Err(e) => return Err(io(e)),
                 }
             }
-            Ok(meta) => (candidate, meta.is_file()),
+            Ok(meta) => (candidate, Some(meta).filter(|m| m.is_file())),
         };
         if !canonical.starts_with(&self.root) {
             return Err(PathProblem::LinkOutside {
@@ -163,7 +165,7 @@ impl Resolver {
                 resolved: canonical,
             });
         }
-        Ok((canonical, rel, is_file))
+        Ok((canonical, rel, file))
     }
 }
 
@@ -246,5 +248,24 @@ mod tests {
         let err = resolve_inside(&root, Path::new("base"), "files/link").unwrap_err();
         assert!(matches!(err, PathProblem::LinkOutside { .. }), "{err}");
         assert!(err.to_string().contains("outside the repository"));
+    }
+
+    #[test]
+    fn a_resolved_file_comes_with_its_own_metadata() {
+        use std::os::unix::fs::MetadataExt as _;
+        let (_d, root) = repo();
+        std::os::unix::fs::symlink("motd", root.join("base/files/alias")).unwrap();
+        let mut r = Resolver::new(&root);
+        let motd = std::fs::metadata(root.join("base/files/motd")).unwrap();
+        let (_, _, meta) = r.resolve_file(Path::new("base"), "files/motd").unwrap();
+        let meta = meta.expect("a regular file has metadata");
+        assert_eq!((meta.ino(), meta.len()), (motd.ino(), 2));
+        // A link inside the repository: its target's metadata, not the link's.
+        let (abs, _, meta) = r.resolve_file(Path::new("base"), "files/alias").unwrap();
+        assert_eq!(abs, root.join("base/files/motd"));
+        assert_eq!(meta.expect("the target is a file").ino(), motd.ino());
+        // A folder is not a file.
+        let (_, _, meta) = r.resolve_file(Path::new("base"), "files").unwrap();
+        assert!(meta.is_none());
     }
 }
