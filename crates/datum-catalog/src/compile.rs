@@ -788,42 +788,45 @@ impl<'r> Analysis<'r> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(8);
-        let results: Vec<Result<Option<Content>, Box<Diagnostic>>> =
-            if threads <= 1 || merged.len() < 256 {
-                merged.iter().map(|m| this.render(m, host)).collect()
-            } else {
-                let chunk = merged.len().div_ceil(threads);
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = merged
-                        .chunks(chunk)
-                        .map(|part| {
-                            scope.spawn(move || {
-                                part.iter()
-                                    .map(|m| this.render(m, host))
-                                    .collect::<Vec<_>>()
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .flat_map(|h| match h.join() {
-                            Ok(part) => part,
-                            // A panic is a bug: let it surface as one.
-                            Err(panic) => std::panic::resume_unwind(panic),
-                        })
-                        .collect()
-                })
-            };
-        results
-            .into_iter()
-            .map(|r| match r {
-                Ok(content) => content,
-                Err(d) => {
-                    self.diags.push(*d);
-                    None
+        // Each thread renders straight into its own stretch of the result:
+        // no per-thread list joined into a second one (20,000 contents held
+        // three times at the compile's peak).
+        let mut contents: Vec<Option<Content>> = Vec::new();
+        contents.resize_with(merged.len(), || None);
+        let render_into = |slots: &mut [Option<Content>], part: &[Merged]| {
+            let mut problems = Vec::new();
+            for (slot, m) in slots.iter_mut().zip(part) {
+                match this.render(m, host) {
+                    Ok(content) => *slot = content,
+                    Err(d) => problems.push(*d),
                 }
+            }
+            problems
+        };
+        let problems: Vec<Diagnostic> = if threads <= 1 || merged.len() < 256 {
+            render_into(&mut contents, merged)
+        } else {
+            let chunk = merged.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = contents
+                    .chunks_mut(chunk)
+                    .zip(merged.chunks(chunk))
+                    .map(|(slots, part)| scope.spawn(move || render_into(slots, part)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| match h.join() {
+                        Ok(problems) => problems,
+                        // A panic is a bug: let it surface as one.
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    })
+                    .collect()
             })
-            .collect()
+        };
+        for d in problems {
+            self.diags.push(d);
+        }
+        contents
     }
 
     /// The winning content field as bytes for this host.
@@ -831,7 +834,10 @@ impl<'r> Analysis<'r> {
         if let Some(folder) = self.providers[m.last_doc()].and_then(|p| p.source_folder()) {
             return self.render_tree(m, folder);
         }
-        let Some(decl) = m.content.and_then(|d| self.contents[d].as_ref()) else {
+        let Some((doc, decl)) = m
+            .content
+            .and_then(|d| Some((self.doc(d), self.contents[d].as_ref()?)))
+        else {
             return Ok(None);
         };
         match decl.kind {
@@ -856,7 +862,7 @@ impl<'r> Analysis<'r> {
                             file.rel.display()
                         ))
                         .resource(&m.id)
-                        .at(decl.origin.clone())
+                        .at(doc.origin_at(decl.key))
                         .until(decl.end),
                     )),
                 }
@@ -869,12 +875,9 @@ impl<'r> Analysis<'r> {
                 if !self.templates.is_loaded(rel) {
                     return Ok(None);
                 }
-                let layer = m
-                    .content
-                    .map(|d| self.layer_name(self.doc(d)))
-                    .unwrap_or_default();
+                let layer = self.layer_name(doc);
                 self.templates
-                    .render(rel, host, &m.id, &decl.origin, &layer)
+                    .render(rel, host, &m.id, &doc.origin_at(decl.key), &layer)
                     .map(|text| Some(Content::new(text.into_bytes())))
             }
         }
@@ -901,12 +904,12 @@ impl<'r> Analysis<'r> {
             let (origin, _) = field_location(self.doc(*doc), std::slice::from_ref(field));
             field_origins.insert(field.clone(), origin);
         }
-        if let Some(decl) = m
+        if let Some((doc, decl)) = m
             .content
             .filter(|_| self.explain)
-            .and_then(|d| self.contents.get(d)?.as_ref())
+            .and_then(|d| Some((self.doc(d), self.contents.get(d)?.as_ref()?)))
         {
-            field_origins.insert("content".to_owned(), decl.origin.clone());
+            field_origins.insert("content".to_owned(), doc.origin_at(decl.key));
         }
         let envelope = [
             (

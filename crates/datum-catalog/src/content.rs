@@ -43,10 +43,12 @@ impl ContentKind {
 #[derive(Debug, Clone)]
 pub(crate) struct ContentDecl {
     pub kind: ContentKind,
-    /// The inline text, or the path as written.
+    /// The inline text (empty for a file: its path is in `file`).
     pub text: String,
-    /// The key's position (what `--explain` shows for `content`).
-    pub origin: Origin,
+    /// Where the key was written in its document's file (what `--explain`
+    /// shows for `content`): a position, not an `Origin`, so that 20,000
+    /// documents do not each hold a copy of their file's path.
+    pub key: Pos,
     pub end: Pos,
     /// For source and template: the file. `None` when the path was refused
     /// (already reported).
@@ -83,14 +85,13 @@ pub(crate) fn declared(
         let Some(kind) = ContentKind::from_key(key) else {
             continue;
         };
-        let origin = doc.origin_at(key_start);
         // `source: null` in an override clears content; nothing to check.
         if value.is_null() {
             continue;
         }
-        let (_, end) = doc
+        let end = doc
             .field_span(&[key.to_owned()])
-            .unwrap_or((origin.clone(), value.end));
+            .map_or(value.end, |(_, end)| end);
         // Two content fields: the provider's check reports it (File does);
         // the first one is used for the remaining checks.
         if found.is_some() {
@@ -143,8 +144,11 @@ pub(crate) fn declared(
         };
         found = Some(ContentDecl {
             kind,
-            text: text.to_owned(),
-            origin,
+            text: match kind {
+                ContentKind::Inline => text.to_owned(),
+                ContentKind::Source | ContentKind::Template => String::new(),
+            },
+            key: key_start,
             end,
             file,
         });
