@@ -141,7 +141,12 @@ impl Resolver {
             Err(std::io::ErrorKind::NotFound) => return Err(missing(rel)),
             Err(kind) => return Err(io(std::io::Error::from(kind))),
         };
-        let candidate = parent_canonical.join(name);
+        // Exactly sized: `join` leaves room for twice the folder's path, and
+        // a compile keeps 20,000 of these while it hashes their files.
+        let mut candidate =
+            PathBuf::with_capacity(parent_canonical.as_os_str().len() + 1 + name.len());
+        candidate.push(&parent_canonical);
+        candidate.push(name);
         let (canonical, file) = match datum_host::repo::symlink_metadata(&candidate) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
             Err(e) => return Err(io(e)),
