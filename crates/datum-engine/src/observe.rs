@@ -90,23 +90,24 @@ impl<'a> Observations<'a> {
         slim: &(dyn Fn(&ResourceId) -> bool + Sync),
         sweep: Sweep,
     ) -> Self {
-        let folders = Mutex::new(BTreeSet::new());
-        let (held, slots) = in_parallel(resources, threads, |resource| {
+        // Each resource's folders travel with its result and are gathered
+        // afterwards, in pass order, where neighbours mostly share a folder:
+        // no lock and no set insertion (a path compared component by
+        // component) per resource on the observer threads.
+        let done = in_parallel(resources, threads, |resource| {
             let provider = registry.lookup(&resource.id.kind)?;
             let declared = match provider.declare(resource) {
                 Ok(declared) => declared,
-                Err(e) => return Some((Held::Nothing, Err(e))),
+                Err(e) => return Some((Held::Nothing, Err(e), Vec::new())),
             };
-            if let (Sweep::Folders, Some(paths)) = (sweep, provider.paths()) {
-                let parents: Vec<PathBuf> = paths
+            let parents: Vec<PathBuf> = match (sweep, provider.paths()) {
+                (Sweep::Folders, Some(paths)) => paths
                     .managed_paths(&declared)
                     .iter()
                     .filter_map(|p| p.parent().map(Path::to_path_buf))
-                    .collect();
-                if let Ok(mut folders) = folders.lock() {
-                    folders.extend(parents);
-                }
-            }
+                    .collect(),
+                _ => Vec::new(),
+            };
             let mut observed = provider.observe_declared(host, &declared);
             let droppable = provider.batching().is_none() && provider.activation().is_none();
             let held = match &mut observed {
@@ -132,18 +133,34 @@ impl<'a> Observations<'a> {
                 }
                 _ => Held::Bound(Bound { provider, declared }),
             };
-            Some((held, observed))
-        })
-        .into_iter()
-        .map(|done| match done {
-            Some((held, observed)) => (held, Mutex::new(Some(observed))),
-            None => (Held::Nothing, Mutex::new(None)),
-        })
-        .unzip();
+            Some((held, observed, parents))
+        });
+        let mut folders = BTreeSet::new();
+        let mut last: Option<PathBuf> = None;
+        let mut held = Vec::with_capacity(done.len());
+        let mut slots = Vec::with_capacity(done.len());
+        for one in done {
+            match one {
+                Some((h, observed, parents)) => {
+                    for parent in parents {
+                        if last.as_deref().map(Path::as_os_str) != Some(parent.as_os_str()) {
+                            folders.insert(parent.clone());
+                            last = Some(parent);
+                        }
+                    }
+                    held.push(h);
+                    slots.push(Mutex::new(Some(observed)));
+                }
+                None => {
+                    held.push(Held::Nothing);
+                    slots.push(Mutex::new(None));
+                }
+            }
+        }
         Self {
             held,
             slots,
-            folders: folders.into_inner().unwrap_or_default(),
+            folders,
         }
     }
 

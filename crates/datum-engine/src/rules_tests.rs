@@ -816,3 +816,38 @@ fn every_part_of_a_change_in_parts_is_judged_before_it_goes_live() {
     assert_eq!(bed.live("/c.json").as_deref(), Some("{\"c\": 3}\n"));
     assert_eq!(bed.journal.of("activate").len(), 3);
 }
+
+/// The folders an apply sweeps of staging leftovers: every resource's, once
+/// each, whatever the order (a folder coming back after another is kept once),
+/// and none for a plan.
+#[test]
+fn the_folders_to_sweep_are_every_resources_once_each() {
+    let bed = Bed::new();
+    for folder in ["a", "b"] {
+        std::fs::create_dir(bed.root.path().join(folder)).unwrap();
+    }
+    let cat = catalogue(vec![
+        fake_file("a1", "/a/1", "x\n", &[]),
+        fake_file("a2", "/a/2", "x\n", &[]),
+        fake_file("b1", "/b/1", "x\n", &[]),
+        fake_file("a3", "/a/3", "x\n", &[]),
+        fake_file("top", "/top", "x\n", &[]),
+    ]);
+    let selected: Vec<&Resource> = cat.resources.iter().collect();
+    let gather = |sweep| {
+        crate::observe::Observations::gather_resources(
+            &bed.registry,
+            &selected,
+            &bed.host,
+            2,
+            &|_| true,
+            sweep,
+        )
+        .folders()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(gather(crate::observe::Sweep::Folders), ["/", "/a", "/b"]);
+    assert!(gather(crate::observe::Sweep::Nothing).is_empty());
+}
