@@ -21,7 +21,7 @@ use crate::hashes::SourceHashes;
 use std::path::PathBuf;
 
 use datum_core::{Content, Desired, Origin, Resource, ResourceId};
-use datum_manifest::yaml::Pos;
+use datum_manifest::yaml::{Node, Pos};
 use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
 use datum_providers::{FieldError, Provider, Registry};
 
@@ -41,8 +41,47 @@ struct Claim {
     holds_children: bool,
 }
 
+/// The documents' `desired` mappings, which the checks read and point their
+/// messages into.
+pub(crate) enum Written {
+    /// Left in the documents: the caller keeps the repository (a lint).
+    InDocuments,
+    /// Taken out of them (`Repository::take_desired`) by a compile that owns
+    /// the repository, in document order. Let go once nothing more can be
+    /// reported about them, before the contents are rendered: they were a
+    /// fifth of a `plan --recompile`'s peak at 20,000 Files.
+    Taken(Vec<Node>),
+}
+
+/// What a mapping that was let go reads as (and a document past the end).
+const RELEASED: &Node = &Node {
+    value: datum_manifest::yaml::Value::Map(Vec::new()),
+    start: Pos { line: 0, column: 0 },
+    end: Pos { line: 0, column: 0 },
+};
+
+impl Written {
+    /// Lets the taken mappings go (the documents' own stay: their owner
+    /// keeps them).
+    fn release(&mut self) {
+        if let Written::Taken(nodes) = self {
+            *nodes = Vec::new();
+        }
+    }
+
+    /// Document `i`'s `desired` mapping.
+    fn of<'a>(&'a self, i: usize, doc: &'a Document) -> &'a Node {
+        match self {
+            Written::InDocuments => &doc.desired,
+            Written::Taken(nodes) => nodes.get(i).unwrap_or(RELEASED),
+        }
+    }
+}
+
 pub(crate) struct Analysis<'r> {
     repo: &'r Repository,
+    /// Every document's `desired` mapping (see [`Written`]).
+    written: Written,
     /// The resource types this compile knows.
     registry: &'r Registry,
     diags: Diagnostics,
@@ -57,7 +96,7 @@ pub(crate) struct Analysis<'r> {
     resolver: Resolver,
     /// Per document of a kind that takes a source folder (Tree): the
     /// repository folder it names, checked to stay inside the repository.
-    tree_dirs: Vec<Option<PathBuf>>,
+    tree_dirs: Vec<Option<TreeDir>>,
     /// Record where each field came from (`catalogue --explain`). Off
     /// otherwise: for 20,000 resources those origins are most of the
     /// catalogue's memory.
@@ -65,6 +104,16 @@ pub(crate) struct Analysis<'r> {
     /// Remembered source hashes (see `crate::hashes`), when the caller keeps
     /// some.
     hashes: Option<&'r dyn SourceHashes>,
+}
+
+/// A source folder a document names, with where its field is written (for a
+/// problem reading it while rendering, when the `desired` mapping has been
+/// let go).
+#[derive(Clone)]
+struct TreeDir {
+    path: PathBuf,
+    at: Pos,
+    end: Pos,
 }
 
 /// A requirement edge with the `requires:` entry that wrote it.
@@ -75,10 +124,13 @@ struct Edge {
 }
 
 impl<'r> Analysis<'r> {
-    pub(crate) fn new(repo: &'r Repository, registry: &'r Registry) -> Self {
+    /// An analysis of `repo`, whose documents' `desired` mappings are in
+    /// the documents or in `written` (see [`Written`]).
+    pub(crate) fn new(repo: &'r Repository, written: Written, registry: &'r Registry) -> Self {
         let n = repo.documents.len();
         Self {
             repo,
+            written,
             registry,
             diags: repo.diagnostics.clone(),
             providers: vec![None; n],
@@ -142,6 +194,16 @@ impl<'r> Analysis<'r> {
         &self.repo.documents[i]
     }
 
+    /// Document `i`'s `desired` mapping.
+    fn desired(&self, i: usize) -> &Node {
+        self.written.of(i, self.doc(i))
+    }
+
+    /// Where a field path is written in document `i` (see [`field_location`]).
+    fn field_location(&self, i: usize, path: &[String]) -> (Origin, Pos) {
+        field_location(self.doc(i), self.desired(i), path)
+    }
+
     fn layer_name(&self, doc: &Document) -> String {
         self.repo
             .layer_of(doc)
@@ -195,8 +257,10 @@ impl<'r> Analysis<'r> {
                 );
             }
             if provider.takes_content() {
-                let values: Vec<bool> = doc
-                    .desired_fields()
+                let values: Vec<bool> = self
+                    .written
+                    .of(i, doc)
+                    .entries()
                     .filter(|(k, _, _)| CONTENT_KEYS.contains(k))
                     .map(|(_, v, _)| v.is_null())
                     .collect();
@@ -207,7 +271,13 @@ impl<'r> Analysis<'r> {
                 } else {
                     ContentSet::Clears
                 };
-                let decl = content::declared(self.repo, doc, &mut self.resolver, &mut self.diags);
+                let decl = content::declared(
+                    self.repo,
+                    doc,
+                    self.written.of(i, doc),
+                    &mut self.resolver,
+                    &mut self.diags,
+                );
                 if let Some(ContentDecl {
                     kind: ContentKind::Template,
                     file: Some(file),
@@ -234,7 +304,7 @@ impl<'r> Analysis<'r> {
             // fields it writes are its own. Missing fields are judged on the
             // merged resource.
             // Null means "remove what an earlier layer set": nothing to check.
-            let mut desired = doc.desired.to_json();
+            let mut desired = self.desired(i).to_json();
             if let Some(obj) = desired.as_object_mut() {
                 obj.retain(|_, v| !v.is_null());
             }
@@ -243,7 +313,7 @@ impl<'r> Analysis<'r> {
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own {
-                        let (origin, end) = field_location(doc, &e.path);
+                        let (origin, end) = self.field_location(i, &e.path);
                         let hide = secret || is_sensitive_field(provider, &e);
                         self.diags.push(
                             field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
@@ -258,12 +328,15 @@ impl<'r> Analysis<'r> {
     /// names, with the same repository-escape checks as a File's source (a
     /// link leading out of the repository is refused); problems are
     /// reported at the field.
-    fn tree_source(&mut self, i: usize, field: &str) -> Option<PathBuf> {
+    fn tree_source(&mut self, i: usize, field: &str) -> Option<TreeDir> {
         let doc = self.doc(i);
-        let (value, origin) = doc
-            .desired_fields()
+        let (value, at) = self
+            .written
+            .of(i, doc)
+            .entries()
             .find(|(k, _, _)| *k == field)
-            .map(|(_, v, start)| (v, doc.origin_at(start)))?;
+            .map(|(_, v, start)| (v, start))?;
+        let origin = doc.origin_at(at);
         let text = value.as_str()?;
         let layer_path = self
             .repo
@@ -272,7 +345,11 @@ impl<'r> Analysis<'r> {
             .unwrap_or_default();
         let problem = match self.resolver.resolve_file(&layer_path, text) {
             Ok((abs, _, None)) if datum_host::repo::metadata(&abs).is_ok_and(|m| m.is_dir()) => {
-                return Some(abs);
+                return Some(TreeDir {
+                    path: abs,
+                    at,
+                    end: value.end,
+                });
             }
             Ok((_, rel, _)) => format!(
                 "`{field}: {text}` is not a folder ({}); a {kind}'s {field} is a folder",
@@ -304,15 +381,16 @@ impl<'r> Analysis<'r> {
         let Some(dir) = self.tree_dirs.get(*d).and_then(Option::as_ref) else {
             return Ok(None);
         };
-        match folder.pack(dir) {
+        match folder.pack(&dir.path) {
             Ok(content) => Ok(Some(content)),
             Err(e) => {
-                let (origin, end) = field_location(self.doc(*d), &[folder.field().to_owned()]);
+                // The document's `desired` mapping may be gone by now: the
+                // place was kept with the folder.
                 Err(Box::new(
                     Diagnostic::error(format!("cannot read the tree source: {e}"))
                         .resource(&m.id)
-                        .at(origin)
-                        .until(end),
+                        .at(self.doc(*d).origin_at(dir.at))
+                        .until(dir.end),
                 ))
             }
         }
@@ -322,8 +400,8 @@ impl<'r> Analysis<'r> {
     /// content fields of a content-taking type (those are layered as one).
     fn doc_fields(&self, i: usize) -> Vec<(String, serde_json::Value)> {
         let takes_content = self.providers[i].is_some_and(|p| p.takes_content());
-        self.doc(i)
-            .desired_fields()
+        self.desired(i)
+            .entries()
             .filter(|(k, _, _)| !(takes_content && CONTENT_KEYS.contains(k)))
             .map(|(k, v, _)| (k.to_owned(), v.to_json()))
             .collect()
@@ -383,7 +461,7 @@ impl<'r> Analysis<'r> {
             // fields plus the winning content field.
             let mut desired = m.desired_json();
             if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
-                for (k, v, _) in self.doc(d).desired_fields() {
+                for (k, v, _) in self.desired(d).entries() {
                     if CONTENT_KEYS.contains(&k) && !v.is_null() {
                         obj.insert(k.to_owned(), v.to_json());
                     }
@@ -407,7 +485,7 @@ impl<'r> Analysis<'r> {
                 }
                 let (origin, end) = match written {
                     Some(doc) => {
-                        let (o, end) = field_location(self.doc(doc), &e.path);
+                        let (o, end) = self.field_location(doc, &e.path);
                         (o, Some(end))
                     }
                     // Not written anywhere: point at the first `desired:`.
@@ -544,6 +622,13 @@ impl<'r> Analysis<'r> {
         let edges = self.resolve(&merged, Some((host, union)));
         let acyclic = self.check_cycles(&merged, &edges);
         self.check_paths(&merged);
+        // Every check that points into a `desired` mapping has run: a
+        // compile that holds them lets them go before rendering, the
+        // longest and fullest part of it (only `--explain` still reads
+        // them, for each field's origin).
+        if !self.explain {
+            self.written.release();
+        }
 
         let contents = self.render_all(&merged, host);
         if let Some(hashes) = self.hashes {
@@ -719,12 +804,14 @@ impl<'r> Analysis<'r> {
     /// Two resources managing one path would fight on every pass.
     fn check_paths(&mut self, merged: &[Merged]) {
         let claims: Vec<Option<Claim>> = merged.iter().map(|m| self.claim(m)).collect();
-        let mut seen: HashMap<String, usize> = HashMap::new();
+        // Keyed by the claims' own paths: no second copy of each (this runs
+        // at the compile's fullest, before the `desired` mappings go).
+        let mut seen: HashMap<&str, usize> = HashMap::new();
         for (i, m) in merged.iter().enumerate() {
             let Some(claim) = &claims[i] else {
                 continue;
             };
-            let key = claim.path.trim_end_matches('/').to_owned();
+            let key = claim.path.trim_end_matches('/');
             if let Some(&prev) = seen.get(&key) {
                 let (origin, end) = self.claim_location(m, claim);
                 self.diags.push(
@@ -777,7 +864,7 @@ impl<'r> Analysis<'r> {
             .fields
             .get(claim.field)
             .map_or_else(|| m.last_doc(), |(_, d)| *d);
-        field_location(self.doc(doc), &[claim.field.to_owned()])
+        self.field_location(doc, &[claim.field.to_owned()])
     }
 
     /// Every resource's content for this host, read and hashed on all cores
@@ -901,7 +988,7 @@ impl<'r> Analysis<'r> {
 
         let mut field_origins = std::collections::BTreeMap::new();
         for (field, (_, doc)) in m.fields.iter().filter(|_| self.explain) {
-            let (origin, _) = field_location(self.doc(*doc), std::slice::from_ref(field));
+            let (origin, _) = self.field_location(*doc, std::slice::from_ref(field));
             field_origins.insert(field.clone(), origin);
         }
         if let Some((doc, decl)) = m
@@ -1009,11 +1096,12 @@ fn reorder<T>(mut items: Vec<T>, sequence: &[usize]) -> Vec<T> {
     items
 }
 
-/// Where a field path is written in a document: the deepest part of the path
-/// the document has, else its `desired:` key.
-fn field_location(doc: &Document, path: &[String]) -> (Origin, Pos) {
+/// Where a field path is written in a document whose `desired` mapping is
+/// `desired`: the deepest part of the path the document has, else its
+/// `desired:` key.
+fn field_location(doc: &Document, desired: &Node, path: &[String]) -> (Origin, Pos) {
     for len in (1..=path.len()).rev() {
-        if let Some(found) = doc.field_span(&path[..len]) {
+        if let Some(found) = doc.field_span_in(desired, &path[..len]) {
             return found;
         }
     }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use datum_core::{Origin, ResourceId};
-use datum_manifest::yaml::Pos;
+use datum_manifest::yaml::{Node, Pos};
 use datum_manifest::{Diagnostic, Diagnostics, Document, Repository, Resolver};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 
@@ -67,12 +67,13 @@ pub(crate) struct SourceFile {
     pub key: crate::hashes::FileKey,
 }
 
-/// Finds and checks the content field of `doc` (for a provider that takes
-/// content): non-string values and refused or missing paths. Returns the
-/// first one.
+/// Finds and checks the content field of `doc`, whose `desired` mapping is
+/// `desired` (for a provider that takes content): non-string values and
+/// refused or missing paths. Returns the first one.
 pub(crate) fn declared(
     repo: &Repository,
     doc: &Document,
+    desired: &Node,
     resolver: &mut Resolver,
     diags: &mut Diagnostics,
 ) -> Option<ContentDecl> {
@@ -81,7 +82,7 @@ pub(crate) fn declared(
         .layer_of(doc)
         .map(|l| l.path.clone())
         .unwrap_or_default();
-    for (key, value, key_start) in doc.desired_fields() {
+    for (key, value, key_start) in desired.entries() {
         let Some(kind) = ContentKind::from_key(key) else {
             continue;
         };
@@ -90,7 +91,7 @@ pub(crate) fn declared(
             continue;
         }
         let end = doc
-            .field_span(&[key.to_owned()])
+            .field_span_in(desired, &[key.to_owned()])
             .map_or(value.end, |(_, end)| end);
         // Two content fields: the provider's check reports it (File does);
         // the first one is used for the remaining checks.

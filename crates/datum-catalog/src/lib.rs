@@ -47,6 +47,7 @@ pub mod validators;
 use std::path::Path;
 
 pub use catalogue::Catalogue;
+use compile::Written;
 pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
 use datum_providers::Registry;
 pub use hashes::{HashCacheFile, SourceDigests, SourceHashes};
@@ -88,13 +89,15 @@ impl<'r> Compiler<'r> {
 
     /// See [`lint_repository`].
     pub fn lint_repository(&self, repo: &Repository, host: Option<&HostIdentity>) -> Diagnostics {
-        compile::Analysis::new(repo, self.registry).run(host).1
+        compile::Analysis::new(repo, Written::InDocuments, self.registry)
+            .run(host)
+            .1
     }
 
     /// See [`compile`].
     pub fn compile(&self, repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
         let repository = Repository::load(repo)?;
-        self.compile_repository(&repository, host)
+        self.compile_loaded(repository, host, false, None)
     }
 
     /// See [`compile_explained`].
@@ -112,7 +115,10 @@ impl<'r> Compiler<'r> {
         repo: &Repository,
         host: &HostIdentity,
     ) -> Result<Catalogue, Diagnostics> {
-        self.compile_repository_cached(repo, host, None)
+        match compile::Analysis::new(repo, Written::InDocuments, self.registry).run(Some(host)) {
+            (Some(catalogue), _) => Ok(catalogue),
+            (None, diags) => Err(diags),
+        }
     }
 
     /// See [`compile_cached`].
@@ -124,27 +130,24 @@ impl<'r> Compiler<'r> {
         hashes: Option<&dyn SourceHashes>,
     ) -> Result<Catalogue, Diagnostics> {
         let repository = Repository::load(repo)?;
-        let mut analysis = compile::Analysis::new(&repository, self.registry).with_hashes(hashes);
+        self.compile_loaded(repository, host, explain, hashes)
+    }
+
+    /// See [`compile_loaded`].
+    pub fn compile_loaded(
+        &self,
+        mut repository: Repository,
+        host: &HostIdentity,
+        explain: bool,
+        hashes: Option<&dyn SourceHashes>,
+    ) -> Result<Catalogue, Diagnostics> {
+        let written = Written::Taken(repository.take_desired());
+        let mut analysis =
+            compile::Analysis::new(&repository, written, self.registry).with_hashes(hashes);
         if explain {
             analysis = analysis.explaining();
         }
         match analysis.run(Some(host)) {
-            (Some(catalogue), _) => Ok(catalogue),
-            (None, diags) => Err(diags),
-        }
-    }
-
-    /// See [`compile_repository_cached`].
-    pub fn compile_repository_cached(
-        &self,
-        repo: &Repository,
-        host: &HostIdentity,
-        hashes: Option<&dyn SourceHashes>,
-    ) -> Result<Catalogue, Diagnostics> {
-        match compile::Analysis::new(repo, self.registry)
-            .with_hashes(hashes)
-            .run(Some(host))
-        {
             (Some(catalogue), _) => Ok(catalogue),
             (None, diags) => Err(diags),
         }
@@ -197,11 +200,16 @@ pub fn compile_cached(
     Compiler::shipped().compile_cached(repo, host, explain, hashes)
 }
 
-/// [`compile_repository`] with remembered source hashes (see [`compile_cached`]).
-pub fn compile_repository_cached(
-    repo: &Repository,
+/// [`compile_cached`] for a repository already loaded, which the compile
+/// consumes: what it holds of each document is let go as soon as the
+/// compile no longer needs it, so its peak is lower than
+/// [`compile_repository`]'s (the repository's settings, such as its
+/// classes, are to be copied out first).
+pub fn compile_loaded(
+    repo: Repository,
     host: &HostIdentity,
+    explain: bool,
     hashes: Option<&dyn SourceHashes>,
 ) -> Result<Catalogue, Diagnostics> {
-    Compiler::shipped().compile_repository_cached(repo, host, hashes)
+    Compiler::shipped().compile_loaded(repo, host, explain, hashes)
 }

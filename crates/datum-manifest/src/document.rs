@@ -148,7 +148,9 @@ pub struct Document {
     pub kind_span: Span,
     /// Where the `name:` value is written (for "duplicate name" errors).
     pub name_span: Span,
-    /// The provider's fields as written, `validate` removed. Always a mapping.
+    /// The provider's fields as written, `validate` removed. Always a
+    /// mapping: an empty one once a compile that owns the repository has
+    /// taken it out ([`crate::Repository::take_desired`]).
     pub desired: Node,
     /// Where `desired:` is written (for problems with the whole mapping, such
     /// as a required field that is missing).
@@ -174,7 +176,13 @@ impl Document {
     /// Origin and end of a field path inside `desired` (`["mode"]`): from the
     /// key to the end of its value. `None` when the document does not write it.
     pub fn field_span(&self, path: &[String]) -> Option<(Origin, Pos)> {
-        let loc = self.desired.entry_at(path)?;
+        self.field_span_in(&self.desired, path)
+    }
+
+    /// [`Document::field_span`] in this document's `desired` mapping held
+    /// elsewhere (taken out by [`crate::Repository::take_desired`]).
+    pub fn field_span_in(&self, desired: &Node, path: &[String]) -> Option<(Origin, Pos)> {
+        let loc = desired.entry_at(path)?;
         Some((self.place.origin(loc.start), loc.end))
     }
 
@@ -182,11 +190,7 @@ impl Document {
     /// starts (turn it into an origin with [`Document::origin_at`] only when
     /// needed: most fields never appear in a message).
     pub fn desired_fields(&self) -> impl Iterator<Item = (&str, &Node, Pos)> {
-        self.desired
-            .as_map()
-            .unwrap_or(&[])
-            .iter()
-            .map(|e| (e.key.as_str(), &e.value, e.key_start))
+        self.desired.entries()
     }
 
     /// A position in this document's file, as an origin.

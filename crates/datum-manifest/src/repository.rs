@@ -204,6 +204,25 @@ impl Repository {
         }
     }
 
+    /// Takes every document's `desired` mapping out, in document order,
+    /// leaving an empty mapping at the same place in each. For a compile
+    /// that owns the repository: the mappings are the largest part of a
+    /// loaded repository, and it can let them go as soon as nothing more
+    /// is reported about them, while it still needs the rest.
+    pub fn take_desired(&mut self) -> Vec<yaml::Node> {
+        self.documents
+            .iter_mut()
+            .map(|d| {
+                let empty = yaml::Node {
+                    value: yaml::Value::Map(Vec::new()),
+                    start: d.desired.start,
+                    end: d.desired.end,
+                };
+                std::mem::replace(&mut d.desired, empty)
+            })
+            .collect()
+    }
+
     /// The layer a document belongs to.
     pub fn layer_of(&self, doc: &Document) -> Option<&settings::Layer> {
         self.settings.layers.get(doc.layer)

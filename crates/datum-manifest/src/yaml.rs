@@ -123,6 +123,15 @@ impl Node {
         }
     }
 
+    /// A mapping's entries as `(key, value, where the key starts)`; none for
+    /// anything else.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &Node, Pos)> {
+        self.as_map()
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| (e.key.as_str(), &e.value, e.key_start))
+    }
+
     /// The entry for `key` when this is a mapping.
     pub fn get(&self, key: &str) -> Option<&Entry> {
         self.as_map()?.iter().find(|e| e.key == key)

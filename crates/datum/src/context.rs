@@ -256,12 +256,13 @@ pub fn compile_or_reuse(
     // leaves the stamp stale, never the snapshot.
     let stamp = RepoKey::take(repo, revision);
     let repository = datum_catalog::Repository::load(repo)?;
+    let classes = repository.settings.classes.clone();
     let hashes = source_hashes_in(state);
-    let catalogue = datum_catalog::compile_repository_cached(&repository, identity, Some(&hashes));
+    // The compile consumes the repository: it lets each part go once done
+    // with it.
+    let catalogue = datum_catalog::compile_loaded(repository, identity, false, Some(&hashes));
     save_source_hashes_at(state, &hashes);
     let catalogue = catalogue?;
-    let classes = repository.settings.classes.clone();
-    drop(repository);
     let revision = stamp.as_ref().ok().map(RepoKey::label);
     // Like the source hashes: only where Datum already keeps state.
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {

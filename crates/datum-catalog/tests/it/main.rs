@@ -964,6 +964,54 @@ mod lint_errors {
         );
     }
 
+    /// A compile takes each document's `desired` mapping out of the
+    /// repository and lets it go before it renders; a lint keeps them. Both
+    /// must report the same problems at the same places, those found after
+    /// the mappings are gone included (a Tree folder that cannot be packed,
+    /// a template with an undefined variable).
+    #[test]
+    fn a_compile_reports_what_a_lint_reports_where_it_does_after_letting_the_fields_go() {
+        use std::os::unix::net::UnixListener;
+        let repo = Repo::two_layers();
+        repo.file("base/a.yaml", &file_doc("a", "/etc/x", ""))
+            .file("base/b.yaml", &file_doc("b", "/etc/x", ""))
+            .file("base/c.yaml", &file_doc("c", "/etc/c", "  mode: '0644'\n"))
+            .file("web/c.yaml", &file_doc("c", "/etc/c", "  mode: 9\n  owner: [x]\n"))
+            .file("base/templates/t.j2", "{{ labels.missing }}\n")
+            .file(
+                "base/d.yaml",
+                &file_doc("d", "/etc/d", "  template: templates/t.j2\n"),
+            )
+            .file("base/trees/t/ok", "ok\n")
+            .file(
+                "base/t.yaml",
+                "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /srv/t\n  owner: root\n  source: trees/t\n",
+            );
+        // A socket: a Tree cannot declare it, so packing its folder fails
+        // while rendering.
+        let _socket = UnixListener::bind(repo.path().join("base/trees/t/sock")).unwrap();
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let compiled: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(compiled, repo.lint_for(&web()));
+        assert!(
+            compiled
+                .iter()
+                .any(|l| l
+                    .starts_with("base/t.yaml:7:3: error: Tree[t]: cannot read the tree source:")),
+            "{compiled:#?}"
+        );
+        for expected in [
+            "base/b.yaml:5:3: error: File[b]: path `/etc/x` is also managed by File[a]",
+            "base/templates/t.j2:1:4: error: File[d]: template error",
+            "web/c.yaml:6:3: error: File[c]:",
+        ] {
+            assert!(
+                compiled.iter().any(|l| l.starts_with(expected)),
+                "{expected} in {compiled:#?}"
+            );
+        }
+    }
+
     #[test]
     fn a_repository_without_datum_yaml() {
         let dir = tempfile::tempdir().unwrap();

@@ -38,6 +38,30 @@ fn names(r: &Repository) -> Vec<String> {
     r.documents.iter().map(|d| d.id.to_string()).collect()
 }
 
+/// A compile that owns the repository takes the `desired` mappings out
+/// to let them go early: each comes back in document order, and each
+/// document keeps an empty mapping where its own was written.
+#[test]
+fn the_desired_mappings_are_taken_out_in_document_order() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "base/a.yaml", &doc("File", "a"));
+    write(
+        root,
+        "base/b.yaml",
+        "datum: v1alpha1\ntype: File\nname: b\ndesired:\n  path: /b\n  mode: '0600'\n",
+    );
+    let mut r = Repository::load(root).unwrap();
+    let before: Vec<_> = r.documents.iter().map(|d| d.desired.clone()).collect();
+    let taken = r.take_desired();
+    assert_eq!(taken, before);
+    assert_eq!(taken[1].get("mode").unwrap().value.as_str(), Some("0600"));
+    for (d, was) in r.documents.iter().zip(&before) {
+        assert_eq!(d.desired.as_map(), Some(&[][..]));
+        assert_eq!((d.desired.start, d.desired.end), (was.start, was.end));
+    }
+}
+
 #[test]
 fn documents_load_in_layer_then_path_then_position_order() {
     let dir = repo();
