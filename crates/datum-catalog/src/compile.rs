@@ -21,7 +21,7 @@ use crate::hashes::SourceHashes;
 use std::path::PathBuf;
 
 use datum_core::{Content, Desired, Origin, Resource, ResourceId};
-use datum_manifest::yaml::{Node, Pos};
+use datum_manifest::yaml::{Node, Pos, Value};
 use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
 use datum_providers::{FieldError, Provider, Registry};
 
@@ -55,7 +55,7 @@ pub(crate) enum Written {
 
 /// What a mapping that was let go reads as (and a document past the end).
 const RELEASED: &Node = &Node {
-    value: datum_manifest::yaml::Value::Map(Vec::new()),
+    value: Value::Map(Vec::new()),
     start: Pos { line: 0, column: 0 },
     end: Pos { line: 0, column: 0 },
 };
@@ -66,6 +66,53 @@ impl Written {
     fn release(&mut self) {
         if let Written::Taken(nodes) = self {
             *nodes = Vec::new();
+        }
+    }
+
+    /// Document `i`'s top-level fields for layering, as JSON, without the
+    /// content fields of a content-taking type (those are layered as one).
+    /// With `take` (the host's merge: nothing reads a value in them after
+    /// it), a text value is moved out of a taken mapping instead of copied
+    /// (it goes on into the catalogue), leaving a null that keeps its place
+    /// for messages; lists and mappings are copied, so that a message can
+    /// still point inside them.
+    fn fields(
+        &mut self,
+        i: usize,
+        doc: &Document,
+        takes_content: bool,
+        take: bool,
+    ) -> Vec<(String, serde_json::Value)> {
+        let layered = |k: &str| !(takes_content && CONTENT_KEYS.contains(&k));
+        match self {
+            Written::Taken(nodes) if take => {
+                let Some(entries) = nodes.get_mut(i).and_then(|n| match &mut n.value {
+                    Value::Map(entries) => Some(entries),
+                    _ => None,
+                }) else {
+                    return Vec::new();
+                };
+                entries
+                    .iter_mut()
+                    .filter(|e| layered(&e.key))
+                    .map(|e| {
+                        let value = match std::mem::replace(&mut e.value.value, Value::Null) {
+                            Value::Str(text) => serde_json::Value::String(text),
+                            other => {
+                                e.value.value = other;
+                                e.value.to_json()
+                            }
+                        };
+                        (e.key.clone(), value)
+                    })
+                    .collect()
+            }
+            _ => self
+                .of(i, doc)
+                .entries()
+                .filter(|(k, _, _)| layered(k))
+                .map(|(k, v, _)| (k.to_owned(), v.to_json()))
+                .collect(),
         }
     }
 
@@ -174,7 +221,7 @@ impl<'r> Analysis<'r> {
                 .all(|l| l.matcher.matches(&h.labels))
         });
         if !host_gets_all {
-            let all = self.merge((0..self.repo.documents.len()).collect());
+            let all = self.merge((0..self.repo.documents.len()).collect(), false);
             self.check_merged(&all, true);
             let edges = self.resolve(&all, None);
             self.check_cycles(&all, &edges);
@@ -396,17 +443,6 @@ impl<'r> Analysis<'r> {
         }
     }
 
-    /// A document's top-level fields for layering: as written, without the
-    /// content fields of a content-taking type (those are layered as one).
-    fn doc_fields(&self, i: usize) -> Vec<(String, serde_json::Value)> {
-        let takes_content = self.providers[i].is_some_and(|p| p.takes_content());
-        self.desired(i)
-            .entries()
-            .filter(|(k, _, _)| !(takes_content && CONTENT_KEYS.contains(k)))
-            .map(|(k, v, _)| (k.to_owned(), v.to_json()))
-            .collect()
-    }
-
     fn check_duplicates(&mut self) {
         let mut first: HashMap<(usize, &ResourceId), usize> = HashMap::new();
         for (i, doc) in self.repo.documents.iter().enumerate() {
@@ -431,13 +467,19 @@ impl<'r> Analysis<'r> {
 
     // ---- merged resources ------------------------------------------------
 
-    fn merge(&self, order: Vec<usize>) -> Vec<Merged> {
+    /// The resources `order`'s documents make, layered. With `take` (the
+    /// host's merge, the last to read the documents' values), see
+    /// [`Written::fields`].
+    fn merge(&mut self, order: Vec<usize>, take: bool) -> Vec<Merged> {
+        let (repo, providers, content_set) = (self.repo, &self.providers, &self.content_set);
+        let written = &mut self.written;
         merge::merge(order, |i| {
-            let doc = self.doc(i);
+            let doc = &repo.documents[i];
+            let takes_content = providers[i].is_some_and(|p| p.takes_content());
             DocView {
                 id: &doc.id,
-                fields: self.doc_fields(i),
-                content: self.content_set[i],
+                fields: written.fields(i, doc, takes_content, take),
+                content: content_set[i],
                 sets_requires: doc.requires.is_some(),
                 sets_class: doc.class.is_some(),
                 sets_sensitive: doc.sensitive.is_some(),
@@ -617,7 +659,7 @@ impl<'r> Analysis<'r> {
         let order: Vec<usize> = (0..self.repo.documents.len())
             .filter(|&i| applies.get(self.doc(i).layer).copied().unwrap_or(false))
             .collect();
-        let merged = self.merge(order);
+        let merged = self.merge(order, true);
         self.check_merged(&merged, false);
         let edges = self.resolve(&merged, Some((host, union)));
         let acyclic = self.check_cycles(&merged, &edges);

@@ -63,6 +63,28 @@ impl Merged {
 pub(crate) struct Fields(Vec<(String, (serde_json::Value, usize))>);
 
 impl Fields {
+    /// The fields one document writes (null ones dropped: there is nothing
+    /// earlier for them to remove); of a key written twice, the later.
+    fn first(fields: Vec<(String, serde_json::Value)>, doc: usize) -> Fields {
+        let mut list: Vec<(String, (serde_json::Value, usize))> = fields
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k, (v, doc)))
+            .collect();
+        // Stable: of two equal keys the later stays after the earlier, and
+        // `dedup_by` keeps the earlier's slot with the later's value.
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        list.shrink_to_fit();
+        Fields(list)
+    }
+
     fn find(&self, key: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
     }
@@ -151,7 +173,7 @@ pub(crate) struct DocView<'a> {
 /// resources, in the order each resource was first declared.
 pub(crate) fn merge<'a>(
     order: impl IntoIterator<Item = usize>,
-    view: impl Fn(usize) -> DocView<'a>,
+    mut view: impl FnMut(usize) -> DocView<'a>,
 ) -> Vec<Merged> {
     // At most one resource per document: room for all of them at once, not
     // grown by doubling (given back below when layers declared some twice).
@@ -177,11 +199,17 @@ pub(crate) fn merge<'a>(
             continue;
         };
         m.docs.push(doc);
-        for (k, value) in v.fields {
-            if value.is_null() {
-                m.fields.remove(&k);
-            } else {
-                m.fields.insert(k, (value, doc));
+        if m.docs.len() == 1 {
+            // The first (most often the only) document: its fields sorted
+            // once into exactly sized room, not inserted one by one.
+            m.fields = Fields::first(v.fields, doc);
+        } else {
+            for (k, value) in v.fields {
+                if value.is_null() {
+                    m.fields.remove(&k);
+                } else {
+                    m.fields.insert(k, (value, doc));
+                }
             }
         }
         match v.content {
@@ -313,5 +341,57 @@ mod tests {
             json!({"path": "/a", "ensure": "absent"})
         );
         assert_eq!(merged[0].content, None);
+    }
+
+    /// The first document's fields are sorted at once rather than inserted
+    /// one by one: the result must be what inserting gives (in key order,
+    /// nulls dropped, the later of a repeated key kept) and a later
+    /// document must still find each field.
+    #[test]
+    fn a_first_documents_fields_are_what_inserting_them_gives() {
+        let fields = vec![
+            ("path", json!("/a")),
+            ("mode", json!("0644")),
+            ("group", json!(null)),
+            ("owner", json!("root")),
+            ("mode", json!("0600")),
+            ("ensure", json!("present")),
+        ];
+        let mut inserted = Fields::default();
+        for (k, v) in &fields {
+            if !v.is_null() {
+                inserted.insert((*k).to_owned(), (v.clone(), 0));
+            }
+        }
+        let first = Fields::first(
+            fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            0,
+        );
+        let listed = |f: &Fields| -> Vec<(String, serde_json::Value)> {
+            f.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect()
+        };
+        assert_eq!(listed(&first), listed(&inserted));
+        assert_eq!(first.get("mode").unwrap().0, json!("0600"));
+        assert!(first.get("group").is_none());
+        assert_eq!(first.0.len(), first.0.capacity());
+        let docs = [
+            doc("a", fields.clone(), ContentSet::Untouched, false),
+            doc(
+                "a",
+                vec![("owner", json!("www"))],
+                ContentSet::Untouched,
+                false,
+            ),
+        ];
+        let merged = run(&docs);
+        assert_eq!(
+            merged[0].desired_json(),
+            json!({"ensure": "present", "mode": "0600", "owner": "www", "path": "/a"})
+        );
+        assert_eq!(merged[0].fields["owner"].1, 1);
+        assert_eq!(merged[0].fields["path"].1, 0);
     }
 }

@@ -990,6 +990,12 @@ mod lint_errors {
         // A socket: a Tree cannot declare it, so packing its folder fails
         // while rendering.
         let _socket = UnixListener::bind(repo.path().join("base/trees/t/sock")).unwrap();
+        // A host outside the web layer: the merge of every layer runs first
+        // and must still see every value the host's merge then takes.
+        let db = host("db-01", &[]);
+        let err = compile(repo.path(), &db).unwrap_err();
+        let compiled: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(compiled, repo.lint_for(&db));
         let err = compile(repo.path(), &web()).unwrap_err();
         let compiled: Vec<String> = err.iter().map(|d| d.one_line()).collect();
         assert_eq!(compiled, repo.lint_for(&web()));
@@ -1009,6 +1015,46 @@ mod lint_errors {
                 compiled.iter().any(|l| l.starts_with(expected)),
                 "{expected} in {compiled:#?}"
             );
+        }
+    }
+
+    /// The compile that takes the `desired` mappings (and moves their text
+    /// values into the catalogue) builds what a compile that leaves them in
+    /// the repository builds, for a host with every layer and one without.
+    #[test]
+    fn taking_the_written_fields_changes_no_catalogue() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            &file_doc(
+                "a",
+                "/etc/a",
+                "  mode: '0644'\n  owner: root\n  content: \"hi\\n\"\n",
+            ),
+        )
+        .file(
+            "web/a.yaml",
+            &file_doc("a", "/etc/a", "  mode: '0600'\n  owner: null\n"),
+        )
+        .file(
+            "base/d.yaml",
+            "datum: v1alpha1\ntype: Directory\nname: etc\ndesired:\n  path: /etc\n  mode: '0755'\n",
+        );
+        let registry = datum_providers::registry();
+        for h in [web(), host("db-01", &[])] {
+            let loaded = datum_catalog::Repository::load(repo.path()).unwrap();
+            let kept = datum_catalog::compile_repository(&loaded, &h).unwrap();
+            let taken = compile(repo.path(), &h).unwrap();
+            assert_eq!(
+                taken.to_json(registry, false),
+                kept.to_json(registry, false),
+                "{}",
+                h.name
+            );
+            let a = taken.resources.iter().find(|r| r.id.name == "a").unwrap();
+            let mode = if h.name == "web-01" { "0600" } else { "0644" };
+            assert_eq!(a.desired.get("mode").unwrap(), mode);
+            assert_eq!(a.desired.get("owner").is_some(), h.name != "web-01");
         }
     }
 
