@@ -71,16 +71,7 @@ impl Fields {
             .filter(|(_, v)| !v.is_null())
             .map(|(k, v)| (k, (v, doc)))
             .collect();
-        // Stable: of two equal keys the later stays after the earlier, and
-        // `dedup_by` keeps the earlier's slot with the later's value.
-        list.sort_by(|a, b| a.0.cmp(&b.0));
-        list.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                std::mem::swap(later, earlier);
-            }
-            same
-        });
+        datum_core::desired::sort_keeping_last(&mut list);
         list.shrink_to_fit();
         Fields(list)
     }

@@ -69,6 +69,22 @@ pub trait DeclaredFields {
     fn keys(&self) -> Box<dyn Iterator<Item = &str> + '_>;
 }
 
+/// Sorts `(key, value)` pairs by key and keeps, of a key given twice, the
+/// value given last: the pairs a map built from the same ones would hold, in
+/// its order. Stable, so of equal keys the later stays after the earlier; the
+/// dedup moves the later value into the earlier's place and drops the rest.
+/// Pairs that come sorted and unique are neither moved nor copied.
+pub fn sort_keeping_last<K: Ord, V>(pairs: &mut Vec<(K, V)>) {
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    pairs.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            std::mem::swap(later, earlier);
+        }
+        same
+    });
+}
+
 impl Desired {
     /// The fields, sorted by name; of a name given twice the last stands
     /// (as in a map built from the same pairs).
@@ -82,18 +98,7 @@ impl Desired {
     }
 
     fn from_named(mut all: Vec<(Arc<str>, Value)>) -> Self {
-        // Stable, so of equal names the later stays after the earlier; the
-        // dedup moves the later value into the earlier's place and drops the
-        // rest. Fields that come sorted and unique (the catalogue's) are
-        // neither moved nor copied.
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                std::mem::swap(later, earlier);
-            }
-            same
-        });
+        sort_keeping_last(&mut all);
         Desired(all.into_boxed_slice())
     }
 
