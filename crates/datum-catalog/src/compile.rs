@@ -71,11 +71,12 @@ impl Written {
 
     /// Document `i`'s top-level fields for layering, as JSON, without the
     /// content fields of a content-taking type (those are layered as one).
-    /// With `take` (the host's merge: nothing reads a value in them after
-    /// it), a text value is moved out of a taken mapping instead of copied
-    /// (it goes on into the catalogue), leaving a null that keeps its place
-    /// for messages; lists and mappings are copied, so that a message can
-    /// still point inside them.
+    /// With `take` (the host's merge: after it, only the content fields are
+    /// read again, which are not layered here and never taken), a text value
+    /// is moved out of a taken mapping instead of copied (it goes on into
+    /// the catalogue), leaving a null that keeps its place for messages;
+    /// lists and mappings are copied, so that a message can still point
+    /// inside them.
     fn fields(
         &mut self,
         i: usize,
