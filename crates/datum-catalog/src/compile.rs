@@ -979,7 +979,7 @@ impl<'r> Analysis<'r> {
                 };
                 // Hashed, not kept: the bytes are read again when a File
                 // is written (and refused if they changed meanwhile).
-                match content::hash_source(&file.abs, Some(&file.key), self.hashes) {
+                match content::hash_source(&file.abs, &file.key, self.hashes) {
                     Ok((digests, size)) => Ok(Some(Content::from_source(
                         file.abs.clone(),
                         digests.sha256_hex(),

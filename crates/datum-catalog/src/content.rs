@@ -353,42 +353,31 @@ fn pos_of(text: &str, offset: usize) -> Pos {
 
 /// SHA-256 and BLAKE3 of a repository file and its size, read in one
 /// streaming pass with a buffer reused per thread; with a cache, not read at
-/// all when the cache remembers the file under its current key (see
-/// `crate::hashes`). `known`: the file's key from an `lstat` this compile
-/// already made (the resolver's), so none is made here.
+/// all when the cache remembers the file under `key` (see `crate::hashes`).
+/// `key`: the file's key from the `lstat` this compile already made (the
+/// resolver's), so none is made here.
 pub(crate) fn hash_source(
     path: &Path,
-    known: Option<&crate::hashes::FileKey>,
+    key: &crate::hashes::FileKey,
     cache: Option<&dyn crate::hashes::SourceHashes>,
 ) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use crate::hashes::FileKey;
     let Some(cache) = cache else {
         return hash_open(&mut datum_host::repo::open(path)?);
     };
-    // A remembered hash is looked up by the file's key from an lstat: no
-    // open and close for the file that did not change (most of them). The
-    // key names the file itself (inode, device, size, times), so a hit is
-    // that very file's hash. Unlike the open below, an lstat follows a link
-    // that replaced a parent folder since the path was resolved: the hash is
+    // A remembered hash is looked up by the file's key: no open and close
+    // for the file that did not change (most of them). The key names the
+    // file itself (inode, device, size, times), so a hit is that very file's
+    // hash. Unlike the open below, the resolver's lstat followed a link that
+    // replaced a parent folder since the path was resolved: the hash is
     // still that file's, and the apply that reads the source refuses the
     // link (it re-reads the bytes without following links and checks them
-    // against this SHA-256 before writing anything). The resolver's lstat,
-    // made earlier in this compile, is as good as one made now: the stamp the
-    // catalogue is saved with was taken before either, so a change since
-    // then is seen by the next run, which compiles again.
-    let remembered = match known {
-        Some(key) => cache.get(path, key).map(|digests| (digests, key.size)),
-        None => datum_host::repo::symlink_metadata(path)
-            .ok()
-            .filter(|meta| meta.is_file())
-            .and_then(|meta| {
-                cache
-                    .get(path, &FileKey::of(&meta))
-                    .map(|digests| (digests, meta.len()))
-            }),
-    };
-    if let Some(hit) = remembered {
-        return Ok(hit);
+    // against this SHA-256 before writing anything). A key taken earlier in
+    // this compile is as good as one taken now: the stamp the catalogue is
+    // saved with was taken before either, so a change since then is seen by
+    // the next run, which compiles again.
+    if let Some(digests) = cache.get(path, key) {
+        return Ok((digests, key.size));
     }
     let mut file = datum_host::repo::open(path)?;
     // The key comes from the open file before reading: a change during the
@@ -557,8 +546,11 @@ mod tests {
         }
     }
 
+    /// The cache is asked with the key the compile already has (no lstat of
+    /// its own): a hit stands for the file remembered under that key, a
+    /// miss reads the file at the path, and what is read is never a link.
     #[test]
-    fn a_key_the_compile_already_has_is_what_the_cache_is_asked_with() {
+    fn a_remembered_hash_stands_for_the_key_it_was_remembered_under() {
         use crate::hashes::{FileKey, SourceHashes as _};
         use sha2::Digest as _;
         let dir = tempfile::tempdir().unwrap();
@@ -566,12 +558,13 @@ mod tests {
         std::fs::write(&path, "hello").unwrap();
         let live = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
         let cache = Remembered::default();
+        // Digests no file has: returned only when the cache is believed.
         let made_up = SourceDigests {
             sha256: [7; 32],
             blake3: [9; 32],
         };
-        // Remembered under a key the file no longer has: only the given key
-        // finds it (no lstat of the file is made when a key is given).
+        // Remembered under a key the file no longer has: that key finds it,
+        // though the file's own key would not (no lstat is made here).
         let earlier = FileKey {
             ctime_ns: live.ctime_ns - 1,
             size: 3,
@@ -579,59 +572,33 @@ mod tests {
         };
         cache.put(&path, earlier, made_up);
         assert_eq!(
-            hash_source(&path, Some(&earlier), Some(&cache)).unwrap(),
+            hash_source(&path, &earlier, Some(&cache)).unwrap(),
             (made_up, 3)
         );
-        let (read, size) = hash_source(&path, None, Some(&cache)).unwrap();
+        // The file's own key, which the cache does not know: read.
+        let (read, size) = hash_source(&path, &live, Some(&cache)).unwrap();
         assert_eq!(
             (read.sha256, size),
             (sha2::Sha256::digest("hello").into(), 5)
         );
-        // A given key the cache does not know: the file is read.
-        let (read, size) = hash_source(&path, Some(&live), Some(&cache)).unwrap();
-        assert_eq!(
-            (read.sha256, size),
-            (sha2::Sha256::digest("hello").into(), 5)
-        );
-    }
 
-    #[test]
-    fn a_remembered_hash_stands_for_that_very_file_only() {
-        use crate::hashes::{FileKey, SourceHashes as _};
-        use sha2::Digest as _;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().canonicalize().unwrap().join("motd");
-        std::fs::write(&path, "hello").unwrap();
-        let cache = Remembered::default();
-        // Digests no file has: returned only when the cache is believed.
-        let made_up = SourceDigests {
-            sha256: [7; 32],
-            blake3: [9; 32],
-        };
-        let key = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
-        cache.put(&path, key, made_up);
-        assert_eq!(
-            hash_source(&path, None, Some(&cache)).unwrap(),
-            (made_up, 5)
-        );
-
-        // Another file of the same size renamed into its place: read again.
+        // Another file of the same size renamed into its place, with its
+        // own key: read again, its own bytes.
         let other = dir.path().join("motd.new");
         std::fs::write(&other, "world").unwrap();
         std::fs::rename(&other, &path).unwrap();
-        let (digests, size) = hash_source(&path, None, Some(&cache)).unwrap();
+        let renamed = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
+        let (digests, size) = hash_source(&path, &renamed, Some(&cache)).unwrap();
         assert_eq!(size, 5);
         assert_eq!(
             digests.sha256,
             <[u8; 32]>::from(sha2::Sha256::digest("world"))
         );
 
-        // A link in its place is refused, whatever the cache says of it.
+        // A link in its place is refused when it has to be read.
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("elsewhere", &path).unwrap();
-        let link = FileKey::of(&std::fs::symlink_metadata(&path).unwrap());
-        cache.put(&path, link, made_up);
-        assert!(hash_source(&path, None, Some(&cache)).is_err());
+        assert!(hash_source(&path, &live, Some(&cache)).is_err());
     }
 
     #[test]
