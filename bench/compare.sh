@@ -12,9 +12,10 @@
 #   * no-op apply of the 20,000 Files from the catalogue snapshot;
 #   * fingerprint of the estate.
 # Each row runs BEFORE and AFTER alternately, RUNS times each after one warm-up,
-# with ../shared/bench/timecmd.py; state stores are per build, so neither reads
-# what the other wrote. Prints a table (medians, min-max, CPU, peak RSS) and the
-# load average before and after.
+# with ../shared/bench/timecmd.py; state stores (and the caches beside them)
+# are per build, in a folder each, so neither reads what the other wrote.
+# Prints a table (medians, min-max, CPU, peak RSS) and the load average before
+# and after.
 #
 # BEFORE_ENV / AFTER_ENV: VAR=VALUE words set for that build's runs only (an old
 # build that does not turn huge pages off itself: BEFORE_ENV=MIMALLOC_ALLOW_THP=0).
@@ -30,6 +31,10 @@ PY=/usr/bin/python3
 [[ $# == 2 ]] || { echo "usage: $0 BEFORE_BIN AFTER_BIN" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || { echo "run as root" >&2; exit 1; }
 OUT=$(mktemp -d)
+# A private state folder per build: the source-hash cache and the catalogue
+# snapshots live beside the store, one per folder, so builds in one folder
+# would share (and could overwrite) each other's cache.
+mkdir -m 700 "$OUT/before" "$OUT/after"
 trap 'rm -rf "$OUT"' EXIT
 # Both builds are run from copies written here, one after the other: a program's
 # peak RSS counts the pages of its own file that it maps, and a file written
@@ -59,7 +64,7 @@ cmd_for() { # cmd_for BIN files|tree|bare ARGS... -> sets the array CMD
   local bin=$1 which=$2 tag; tag=$(tag_of "$1"); shift 2
   case $which in
     files|tree) CMD=("$bin" --repo "$C/$which-repo" --root "$D" --host-file "$C/host.yaml"
-                     --state "$OUT/$tag-$which.db" "$@") ;;
+                     --state "$OUT/$tag/$which.db" "$@") ;;
     bare) CMD=("$bin" "$@") ;;
   esac
   local envs; [[ $tag == before ]] && envs=${BEFORE_ENV:-} || envs=${AFTER_ENV:-}
