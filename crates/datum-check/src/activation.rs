@@ -57,10 +57,16 @@ pub fn findings<'a>(
     let mut findings = Vec::new();
     let mut errors = Vec::new();
 
-    let by_id: BTreeMap<&ResourceId, &Checked<'a>> = checked.iter().map(|r| (r.id, r)).collect();
     if let Some(store) = store {
         match store.owed_reloads() {
             Ok(owed) => {
+                // Looked up by id only when something is owed (most checks:
+                // nothing, and 20,000 ids are not worth a map then).
+                let by_id: BTreeMap<&ResourceId, &Checked<'a>> = if owed.is_empty() {
+                    BTreeMap::new()
+                } else {
+                    checked.iter().map(|r| (r.id, r)).collect()
+                };
                 for o in owed {
                     let Some(service) = by_id.get(&o.service) else {
                         continue;

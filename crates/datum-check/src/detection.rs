@@ -91,7 +91,9 @@ pub fn trusted_by_metadata(
         let k = match kinds.iter().position(|(k, _)| *k == kind) {
             Some(k) => k,
             None => {
-                kinds.push((kind, HashMap::new()));
+                // Room for every resource looked at (one kind, usually): a
+                // map grown by doubling copies itself a dozen times.
+                kinds.push((kind, HashMap::with_capacity(indices.len() - at)));
                 kinds.len() - 1
             }
         };

@@ -432,11 +432,17 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         duration_ms: stats.duration_ms,
         exit_code,
     };
-    let subjects: Vec<String> = by_class
-        .values()
-        .flatten()
-        .map(|&i| lazy.entries[i].id.to_string())
-        .collect();
+    // The subjects a check of some classes speaks for (a check of every
+    // class speaks for all, and names none).
+    let subjects: Vec<String> = if args.class.is_some() {
+        by_class
+            .values()
+            .flatten()
+            .map(|&i| lazy.entries[i].id.to_string())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let scope = if args.class.is_some() {
         FindingScope::Subjects(&subjects)
     } else {
@@ -578,7 +584,12 @@ fn check_report(
 ) -> Result<datum_fleet::Report, CheckError> {
     let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
     for e in &lazy.entries {
-        *per_class.entry(e.class.clone()).or_insert(0) += 1;
+        match per_class.get_mut(&e.class) {
+            Some(n) => *n += 1,
+            None => {
+                per_class.insert(e.class.clone(), 1);
+            }
+        }
     }
     let (bounds, expected) =
         datum_reporting::class_bounds(classes, &per_class, Some(store), stated);

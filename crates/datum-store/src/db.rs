@@ -36,6 +36,10 @@ use crate::error::StoreError;
 /// but a checkpoint can still briefly need the lock).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How much of a database file SQLite reads through a mapping (see
+/// `try_open`): more than a state store of 100,000 resources holds.
+const MMAP_SIZE: u64 = 256 * 1024 * 1024;
+
 /// What a database file must contain, and how to get there from older versions.
 pub(crate) struct Schema {
     /// Written to `PRAGMA application_id`, so a foreign SQLite file at our path
@@ -187,6 +191,17 @@ fn try_open(
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sqlite("cannot set busy timeout"))?;
 
+    // Pages are read through a mapping of the file instead of a `pread`
+    // into a buffer each: the integrity check and a metadata pass read
+    // every page of a state store of 20,000 resources (5 MB), whose copies
+    // and freshly touched buffers were a tenth of that pass. Writes still go
+    // through the file (SQLite maps it read-only). Nothing truncates the
+    // file under a mapping: the folder is private, SQLite shrinks a file
+    // only when vacuumed (Datum never does), and a store is replaced only
+    // by renaming. An I/O error reading a mapped page ends the process
+    // (SIGBUS) instead of failing a query: closed either way.
+    conn.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE}"))
+        .map_err(sqlite("cannot set pragmas"))?;
     // quick_check reads every page and checks its structure (not the
     // index-to-table agreement that integrity_check adds): linear in the
     // database size, a few milliseconds for thousands of resources, and it is
