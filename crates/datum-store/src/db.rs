@@ -36,9 +36,8 @@ use crate::error::StoreError;
 /// but a checkpoint can still briefly need the lock).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How much of a database file SQLite reads through a mapping (see
-/// `try_open`): more than a state store of 100,000 resources holds.
-const MMAP_SIZE: u64 = 256 * 1024 * 1024;
+/// SQLite's page cache per connection, in KiB (its default is 2,000).
+const CACHE_KIB: u32 = 512;
 
 /// What a database file must contain, and how to get there from older versions.
 pub(crate) struct Schema {
@@ -191,16 +190,11 @@ fn try_open(
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sqlite("cannot set busy timeout"))?;
 
-    // Pages are read through a mapping of the file instead of a `pread`
-    // into a buffer each: the integrity check and a metadata pass read
-    // every page of a state store of 20,000 resources (5 MB), whose copies
-    // and freshly touched buffers were a tenth of that pass. Writes still go
-    // through the file (SQLite maps it read-only). Nothing truncates the
-    // file under a mapping: the folder is private, SQLite shrinks a file
-    // only when vacuumed (Datum never does), and a store is replaced only
-    // by renaming. An I/O error reading a mapped page ends the process
-    // (SIGBUS) instead of failing a query: closed either way.
-    conn.execute_batch(&format!("PRAGMA mmap_size = {MMAP_SIZE}"))
+    // A small page cache: the integrity check and a metadata pass read
+    // every page once (5 MB for a store of 20,000 resources), and each
+    // page of SQLite's default 2 MB cache was fresh memory the process
+    // faulted in; the b-tree's upper pages, which lookups share, stay.
+    conn.execute_batch(&format!("PRAGMA cache_size = -{CACHE_KIB}"))
         .map_err(sqlite("cannot set pragmas"))?;
     // quick_check reads every page and checks its structure (not the
     // index-to-table agreement that integrity_check adds): linear in the
