@@ -35,11 +35,11 @@ pub const FLUSH_AFTER_RECORDS: usize = 4096;
 /// old, so a long pass does not keep much unsaved.
 pub const FLUSH_AFTER: Duration = Duration::from_secs(2);
 
-/// Verified records (`Some`) and forgets (`None`) not yet written, keyed by
-/// the display form of the resource id.
+/// Verified records (`Some`) and forgets (`None`) not yet written, by
+/// resource id.
 #[derive(Default)]
 pub(super) struct Pending {
-    records: BTreeMap<String, (ResourceId, Option<VerifiedRecord>)>,
+    records: BTreeMap<ResourceId, Option<VerifiedRecord>>,
     since: Option<Instant>,
 }
 
@@ -55,14 +55,12 @@ impl Pending {
 
     fn put(&mut self, id: &ResourceId, record: Option<VerifiedRecord>) {
         self.since.get_or_insert_with(Instant::now);
-        self.records.insert(id.to_string(), (id.clone(), record));
+        self.records.insert(id.clone(), record);
     }
 
     /// `None`: nothing buffered for `id`; `Some(None)`: a buffered forget.
     fn get(&self, id: &ResourceId) -> Option<Option<&VerifiedRecord>> {
-        self.records
-            .get(&id.to_string())
-            .map(|(_, record)| record.as_ref())
+        self.records.get(id).map(Option::as_ref)
     }
 
     fn due(&self) -> bool {
@@ -111,7 +109,7 @@ impl Batch<'_> {
         let Some(pending) = self.pending.as_deref() else {
             return Ok(());
         };
-        for (id, record) in pending.records.values() {
+        for (id, record) in &pending.records {
             match record {
                 Some(r) => {
                     self.record_verified(id, &r.declaration_hash, r.meta.as_ref(), r.verified_at)?
@@ -136,13 +134,12 @@ impl Batch<'_> {
         let m = meta.cloned().unwrap_or_default();
         self.tx
             .prepare_cached(
-                "INSERT OR REPLACE INTO verified (resource, kind, name, declaration_hash, \
-                 verified_at, has_meta, size, mtime_ns, ctime_ns, inode, dev, mode, uid, gid, \
-                 sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT OR REPLACE INTO verified (kind, name, declaration_hash, verified_at, \
+                 has_meta, size, mtime_ns, ctime_ns, inode, dev, mode, uid, gid, sha256) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
-                    id.to_string(),
                     id.kind,
                     id.name,
                     declaration_hash,
@@ -167,7 +164,10 @@ impl Batch<'_> {
     /// absent`). Returns whether there was a record.
     pub fn forget(&self, id: &ResourceId) -> Result<bool, StoreError> {
         self.tx
-            .execute("DELETE FROM verified WHERE resource = ?1", [id.to_string()])
+            .execute(
+                "DELETE FROM verified WHERE kind = ?1 AND name = ?2",
+                [&id.kind, &id.name],
+            )
             .map(|n| n > 0)
             .map_err(sql(self.path, "cannot forget verified state"))
     }
@@ -182,9 +182,9 @@ impl Store {
         }
         self.conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM verified WHERE resource = ?1"
+                "SELECT {COLUMNS} FROM verified WHERE kind = ?1 AND name = ?2"
             ))
-            .and_then(|mut stmt| stmt.query_row([id.to_string()], from_row).optional())
+            .and_then(|mut stmt| stmt.query_row([&id.kind, &id.name], from_row).optional())
             .map_err(sql(&self.path, "cannot read verified state"))
     }
 
@@ -218,7 +218,7 @@ impl Store {
         if !self.pending.records.is_empty() {
             // Records not yet flushed win over what the database holds.
             let mut merged: BTreeMap<ResourceId, VerifiedRecord> = all.into_iter().collect();
-            for (id, record) in self.pending.records.values() {
+            for (id, record) in &self.pending.records {
                 match record {
                     Some(record) => merged.insert(id.clone(), record.clone()),
                     None => merged.remove(id),
