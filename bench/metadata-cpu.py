@@ -33,7 +33,7 @@ REPOS = {
 }
 
 
-def check(binary, tag, where, verb=("check", "--sample", "0")):
+def datum(binary, tag, where, verb=("check", "--sample", "0")):
     state = os.path.join(OUT, f"{tag}-{where}")
     os.makedirs(state, mode=0o700, exist_ok=True)
     return [binary, "--repo", REPOS[where], "--root", D,
@@ -61,10 +61,10 @@ def main():
     tags = [f"{i}-{os.path.basename(b)}" for i, b in enumerate(binaries)]
     for binary, tag in zip(binaries, tags):
         for where in REPOS:
-            subprocess.run(check(binary, tag, where, ("apply",)),
+            subprocess.run(datum(binary, tag, where, ("apply",)),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(2):
-                run(check(binary, tag, where))
+                run(datum(binary, tag, where))
     # A repository changed less than 2 s ago is compiled on every run.
     time.sleep(2.5)
     load_before = open("/proc/loadavg").read().split()[:3]
@@ -73,7 +73,7 @@ def main():
     for _ in range(runs):
         for binary, tag in zip(binaries, tags):
             for where in REPOS:
-                seen.setdefault((tag, where), []).append(run(check(binary, tag, where)))
+                seen.setdefault((tag, where), []).append(run(datum(binary, tag, where)))
         seen.setdefault(("find -printf", ""), []).append(run(find))
     print(f"# {runs} runs each, alternating; load before {' '.join(load_before)}, "
           f"after {' '.join(open('/proc/loadavg').read().split()[:3])}")

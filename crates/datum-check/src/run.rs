@@ -434,16 +434,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     };
     // The subjects a check of some classes speaks for (a check of every
     // class speaks for all, and names none).
-    let subjects: Vec<String> = if args.class.is_some() {
-        by_class
+    let subjects: Vec<String>;
+    let scope = if args.class.is_some() {
+        subjects = by_class
             .values()
             .flatten()
             .map(|&i| lazy.entries[i].id.to_string())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let scope = if args.class.is_some() {
+            .collect();
         FindingScope::Subjects(&subjects)
     } else {
         FindingScope::All

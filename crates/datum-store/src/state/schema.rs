@@ -228,8 +228,8 @@ ALTER TABLE accepted ADD COLUMN patch TEXT;
 /// Version 8: verified records keyed by (kind, name) in the table's own
 /// b-tree (`WITHOUT ROWID`). The display form `resource` was a second copy
 /// of the id in every row and, as the primary key, again in an index of
-/// its own: a tenth of a store of 20,000 resources, which the integrity
-/// check at every open and a metadata pass read whole.
+/// its own: 8 % of a store of 20,000 resources (4.74 -> 4.35 MB), which
+/// the integrity check at every open and a metadata pass read whole.
 const V8: &str = "
 CREATE TABLE verified_by_id (
     kind              TEXT NOT NULL,
