@@ -148,6 +148,24 @@ impl Node {
         }
     }
 
+    /// Moves every position in the node down by `lines` (a piece of a text
+    /// parsed from its own line 1, see [`parse`]).
+    fn shift_lines(&mut self, lines: u32) {
+        self.start.line = self.start.line.saturating_add(lines);
+        self.end.line = self.end.line.saturating_add(lines);
+        match &mut self.value {
+            Value::Seq(items) => items.iter_mut().for_each(|n| n.shift_lines(lines)),
+            Value::Map(entries) => {
+                for e in entries {
+                    e.key_start.line = e.key_start.line.saturating_add(lines);
+                    e.key_end.line = e.key_end.line.saturating_add(lines);
+                    e.value.shift_lines(lines);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Whether the node is an empty document (`---` followed by nothing).
     pub fn is_null(&self) -> bool {
         matches!(self.value, Value::Null)
@@ -215,8 +233,174 @@ pub struct Located {
     pub end: Pos,
 }
 
-/// Parses every document in `text`.
+/// Parses every document in `text`. A long text of many documents is cut
+/// at its document markers and its pieces parsed side by side (see
+/// [`pieces`]); the result is the one a single pass gives.
 pub fn parse(text: &str) -> Parsed {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    parse_in(text, cores.min(text.len() / PIECE_AT_LEAST))
+}
+
+/// The least text a piece gets (a text is cut into at most one piece per
+/// core). A thread costs its allocator's pages (about 4 MiB more at the
+/// peak of a compile, measured with 2 pieces) and parsing takes ~50 ms per
+/// MB here, so only a long file is worth it: `plan --recompile` of 100,000
+/// Files in one 21 MB manifest 4.3 -> 3.9 s, while the 4 MB manifest of
+/// 20,000 stays on one thread (80 ms faster in 2 pieces, for the same
+/// 4 MiB; docs/benchmarks.md, "Issue 17, 2026-12-05").
+const PIECE_AT_LEAST: usize = 4 << 20;
+
+/// [`parse`] in (at most) `wanted` pieces.
+fn parse_in(text: &str, wanted: usize) -> Parsed {
+    parse_cut(text, &pieces(text, wanted))
+}
+
+/// A piece of a text: where it starts, and the number of lines before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cut<'a> {
+    lines_before: u32,
+    start: usize,
+    text: &'a str,
+}
+
+/// Parses the pieces side by side and joins them in order, each moved to
+/// its lines in the whole text. The result is exactly one pass's: a piece
+/// that stopped at a syntax error (other than the last) is parsed again
+/// with the rest of the text behind it, since a cut may have turned the
+/// error one pass meets just after it into another (an unclosed quote
+/// that meets the end of its piece instead of the next marker); nothing
+/// after the error is kept.
+fn parse_cut(text: &str, pieces: &[Cut<'_>]) -> Parsed {
+    let [first, others @ ..] = pieces else {
+        return Parsed::default();
+    };
+    if others.is_empty() {
+        return parse_piece(first.text).parsed;
+    }
+    let results: Vec<Piece> = std::thread::scope(|scope| {
+        let others: Vec<_> = others
+            .iter()
+            .map(|cut| scope.spawn(move || parse_piece(cut.text)))
+            .collect();
+        let mut results = vec![parse_piece(first.text)];
+        for handle in others {
+            match handle.join() {
+                Ok(piece) => results.push(piece),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        results
+    });
+    let mut parsed = Parsed::default();
+    parsed
+        .documents
+        .reserve(results.iter().map(|r| r.parsed.documents.len()).sum());
+    let last = pieces.len() - 1;
+    for (i, (mut piece, cut)) in results.into_iter().zip(pieces).enumerate() {
+        if piece.stopped && i < last {
+            piece = parse_piece(&text[cut.start..]);
+        }
+        let Piece {
+            parsed:
+                Parsed {
+                    mut documents,
+                    mut errors,
+                },
+            stopped,
+        } = piece;
+        let by = cut.lines_before;
+        if by > 0 {
+            for doc in &mut documents {
+                doc.shift_lines(by);
+            }
+            for e in &mut errors {
+                // Line 0 is "no position": it stays so.
+                for pos in [&mut e.start, &mut e.end] {
+                    if pos.line > 0 {
+                        pos.line = pos.line.saturating_add(by);
+                    }
+                }
+            }
+        }
+        parsed.documents.append(&mut documents);
+        parsed.errors.append(&mut errors);
+        // A syntax error ends the file: what follows it is not read.
+        if stopped {
+            break;
+        }
+    }
+    parsed
+}
+
+/// `text` cut into at most `wanted` pieces of about equal length, each
+/// beginning at a line that is a document marker (`---` at the start of a
+/// line, then a space, a tab or the end of the line). YAML forbids such a
+/// line inside any value (no scalar, quoted or not, and no collection can
+/// span it), so every piece is a stream of whole documents, or one pass
+/// would also have stopped at a syntax error there (see [`parse_cut`]). A
+/// text with a directive line (`%YAML`, `%TAG`) after its start is never
+/// cut: a directive belongs to the document after it.
+fn pieces(text: &str, wanted: usize) -> Vec<Cut<'_>> {
+    let mut starts = vec![0usize];
+    if wanted >= 2 && !text.contains("\n%") {
+        for i in 1..wanted {
+            let target = text.len() / wanted * i;
+            if target <= starts.last().copied().unwrap_or(0) {
+                continue;
+            }
+            match next_marker(text.as_bytes(), target) {
+                Some(at) => starts.push(at),
+                None => break,
+            }
+        }
+    }
+    cut_at(text, &starts)
+}
+
+/// The pieces of `text` that begin at `starts` (ascending, the first 0).
+fn cut_at<'a>(text: &'a str, starts: &[usize]) -> Vec<Cut<'a>> {
+    let mut lines_before = 0u32;
+    let mut cuts = Vec::with_capacity(starts.len());
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let piece = &text[start..end];
+        cuts.push(Cut {
+            lines_before,
+            start,
+            text: piece,
+        });
+        let newlines = piece.bytes().filter(|&b| b == b'\n').count();
+        lines_before = lines_before.saturating_add(u32::try_from(newlines).unwrap_or(u32::MAX));
+    }
+    cuts
+}
+
+/// Where the first document-marker line that begins after `from` begins.
+fn next_marker(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < bytes.len() {
+        let newline = i + bytes[i..].iter().position(|&b| b == b'\n')?;
+        let line = newline + 1;
+        let rest = &bytes[line..];
+        if rest.starts_with(b"---")
+            && matches!(rest.get(3), None | Some(b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            return Some(line);
+        }
+        i = line;
+    }
+    None
+}
+
+/// One piece's documents and problems, and whether a syntax error stopped
+/// it before its end.
+struct Piece {
+    parsed: Parsed,
+    stopped: bool,
+}
+
+/// Parses every document in one piece of text, from its own line 1.
+fn parse_piece(text: &str) -> Piece {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
@@ -226,6 +410,7 @@ pub fn parse(text: &str) -> Parsed {
         errors: Vec::new(),
     };
     let mut parsed = Parsed::default();
+    let mut stopped = false;
     loop {
         match builder.next() {
             Ok(None) => break,
@@ -239,6 +424,7 @@ pub fn parse(text: &str) -> Parsed {
                     Ok(doc) => parsed.documents.push(doc),
                     Err(e) => {
                         builder.errors.push(e);
+                        stopped = true;
                         break;
                     }
                 }
@@ -249,16 +435,18 @@ pub fn parse(text: &str) -> Parsed {
                 builder
                     .errors
                     .push(error_at(span, "unexpected YAML event outside a document"));
+                stopped = true;
                 break;
             }
             Err(e) => {
                 builder.errors.push(e);
+                stopped = true;
                 break;
             }
         }
     }
     parsed.errors = builder.errors;
-    parsed
+    Piece { parsed, stopped }
 }
 
 fn error_at(span: Span, message: impl Into<String>) -> YamlError {
@@ -751,5 +939,119 @@ mod tests {
     fn non_ascii_columns_count_characters() {
         let doc = one("é: ü\nk: v\n");
         assert_eq!(doc.get("é").unwrap().value.start.column, 4);
+    }
+
+    /// Documents of every shape a manifest uses, numbered, some with
+    /// problems that do not stop the file (a duplicate key, a tag).
+    fn many_documents(count: usize) -> String {
+        let mut text = String::from("# a comment before the first document\n");
+        for i in 0..count {
+            match i % 6 {
+                0 => text.push_str(&format!(
+                    "---\ntype: File\nname: f{i}\ndesired:\n  path: /etc/f{i}\n  mode: \"0644\"\n  content: |\n    line one {i}\n    ----\n    --- not a marker inside, indented\n"
+                )),
+                1 => text.push_str(&format!(
+                    "--- # a marker with a comment\nname: s{i}\nlist: [a, b, {{c: d}}]\nquoted: 'it''s {i}'\n"
+                )),
+                2 => text.push_str(&format!("---\nname: d{i}\nname: again\nvalue: !!int 7\n")),
+                3 => text.push_str("---\n"),
+                4 => text.push_str(&format!(
+                    "---\nkey: &k {{a: 1}}\nother: *k\nfolded: >\n  some\n  text {i}\n...\n"
+                )),
+                _ => text.push_str(&format!("---\n- {i}\n- ---x\n- nested:\n    - 1.5\n    - ~\n")),
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn a_text_parsed_in_pieces_is_what_one_pass_gives() {
+        let text = many_documents(600);
+        assert_eq!(pieces(&text, 4).len(), 4, "the text is cut");
+        let one_pass = parse_in(&text, 1);
+        assert!(
+            !one_pass.errors.is_empty(),
+            "the duplicate keys are reported"
+        );
+        for wanted in [2, 3, 4, 7] {
+            let cut = parse_in(&text, wanted);
+            assert_eq!(cut.documents.len(), one_pass.documents.len());
+            // Positions included: every piece's lines count from the text's
+            // first line.
+            assert_eq!(cut.documents, one_pass.documents, "in {wanted} pieces");
+            assert_eq!(cut.errors, one_pass.errors, "in {wanted} pieces");
+        }
+        // The last document's values are on the text's last lines.
+        let last = one_pass.documents.last().unwrap();
+        assert_eq!(last.end.line as usize, text.lines().count() + 1);
+    }
+
+    #[test]
+    fn a_syntax_error_in_a_later_piece_ends_the_file_as_one_pass_does() {
+        let mut text = many_documents(300);
+        text.push_str("---\nname: broken\nvalue: [unclosed\n---\nname: after\n");
+        text.push_str(&many_documents(300));
+        let one_pass = parse_in(&text, 1);
+        let syntax: Vec<_> = one_pass
+            .errors
+            .iter()
+            .filter(|e| e.message.contains("syntax error"))
+            .collect();
+        assert_eq!(syntax.len(), 1, "{:?}", one_pass.errors);
+        let broken_line = text.lines().position(|l| l == "value: [unclosed").unwrap() + 1;
+        assert!(
+            syntax[0].start.line as usize > broken_line,
+            "{:?}",
+            syntax[0]
+        );
+        let cut = parse_in(&text, 2);
+        assert_eq!(pieces(&text, 2).len(), 2);
+        // Nothing after the error is read, in pieces as in one pass.
+        assert_eq!(cut.documents, one_pass.documents);
+        assert_eq!(cut.errors, one_pass.errors);
+        assert!(cut.documents.iter().all(|d| {
+            d.get("name")
+                .is_none_or(|n| n.value.as_str() != Some("after"))
+        }));
+    }
+
+    #[test]
+    fn an_error_that_a_cut_changes_is_the_one_pass_error() {
+        // A cut just after an unclosed value: its piece ends in the middle
+        // of it, where one pass meets the next marker instead.
+        for unclosed in [
+            "v: \"open quote\n",
+            "v: 'open\n",
+            "v: [open\n",
+            "v: {a: 1\n",
+        ] {
+            let text = format!("---\na: 1\n---\n{unclosed}---\nname: after\n");
+            let marker = text.find("---\nname").unwrap();
+            let cut = parse_cut(&text, &cut_at(&text, &[0, marker]));
+            let one_pass = parse_in(&text, 1);
+            assert_eq!(
+                one_pass.errors.len(),
+                1,
+                "{unclosed:?}: {:?}",
+                one_pass.errors
+            );
+            assert_eq!(cut.errors, one_pass.errors, "{unclosed:?}");
+            assert_eq!(cut.documents, one_pass.documents, "{unclosed:?}");
+        }
+    }
+
+    #[test]
+    fn a_text_is_cut_only_at_document_markers_and_never_with_a_directive() {
+        let text = many_documents(200);
+        for cut in pieces(&text, 5).iter().skip(1) {
+            let first = cut.text.lines().next().unwrap();
+            assert!(first == "---" || first.starts_with("--- "), "{first:?}");
+        }
+        // A directive belongs to the document after it: never cut.
+        let directive = format!("{text}...\n%YAML 1.2\n---\nname: last\n{text}");
+        assert_eq!(pieces(&directive, 4).len(), 1);
+        // Lines that only begin with dashes are values, not markers.
+        let no_marker = format!("- a\n{}", "----\n---x\n  ---\n".repeat(1000));
+        assert_eq!(pieces(&no_marker, 4).len(), 1);
     }
 }
