@@ -242,13 +242,12 @@ pub fn parse(text: &str) -> Parsed {
 }
 
 /// The least text a piece gets (a text is cut into at most one piece per
-/// core). A thread costs its allocator's pages (about 4 MiB more at the
-/// peak of a compile, measured with 2 pieces) and parsing takes ~50 ms per
-/// MB here, so only a long file is worth it: `plan --recompile` of 100,000
-/// Files in one 21 MB manifest 4.3 -> 3.9 s, while the 4 MB manifest of
-/// 20,000 stays on one thread (80 ms faster in 2 pieces, for the same
-/// 4 MiB; docs/benchmarks.md, "Issue 17, 2026-12-05").
-const PIECE_AT_LEAST: usize = 4 << 20;
+/// core). Parsing takes ~40 ms per MB here and a thread well under a
+/// millisecond; the pieces' nodes are the same nodes, so the memory is the
+/// same within a fraction of a MiB (`plan --recompile` of 20,000 Files in
+/// one 4 MB manifest, two pieces: 64.5 -> 64.7 MiB, 0.87 -> 0.79 s;
+/// docs/benchmarks.md, "Issue 17, 2026-12-05").
+const PIECE_AT_LEAST: usize = 512 << 10;
 
 /// [`parse`] in (at most) `wanted` pieces.
 fn parse_in(text: &str, wanted: usize) -> Parsed {
