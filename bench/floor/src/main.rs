@@ -11,6 +11,11 @@
 //! One thread, a 128 KiB buffer reused for every file (as Datum's observer
 //! does); nothing is kept. Prints what it counted, so a run that did less
 //! than asked shows.
+// The workspace's rule that only datum-host touches the machine (clippy.toml,
+// found from here too) is for Datum; this measuring tool is not part of it and
+// reads the files it times itself.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Read as _;
 use std::process::ExitCode;
 
@@ -62,7 +67,10 @@ fn read(list: &str, hash: bool) -> Result<String> {
         }
         files += 1;
     }
-    Ok(format!("{files} files, {bytes} bytes, xor of digests {}", hex(&digest)))
+    Ok(format!(
+        "{files} files, {bytes} bytes, xor of digests {}",
+        hex(&digest)
+    ))
 }
 
 fn hex(bytes: &[u8]) -> String {
