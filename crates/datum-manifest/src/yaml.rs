@@ -234,18 +234,19 @@ pub struct Located {
 }
 
 /// Parses every document in `text`. A long text of many documents is cut
-/// at its document markers and its pieces parsed side by side (see
-/// [`pieces`]); the result is the one a single pass gives.
+/// at its document markers and its pieces parsed side by side (one per
+/// core, each at least `PIECE_AT_LEAST`); the result is the one a single
+/// pass gives.
 pub fn parse(text: &str) -> Parsed {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     parse_in(text, cores.min(text.len() / PIECE_AT_LEAST))
 }
 
 /// The least text a piece gets (a text is cut into at most one piece per
-/// core). Parsing takes ~40 ms per MB here and a thread well under a
+/// core). Parsing takes 40-50 ms per MB here and a thread well under a
 /// millisecond; the pieces' nodes are the same nodes, so the memory is the
 /// same within a fraction of a MiB (`plan --recompile` of 20,000 Files in
-/// one 4 MB manifest, two pieces: 64.5 -> 64.7 MiB, 0.87 -> 0.79 s;
+/// one 4 MB manifest, two pieces: 0.84 -> 0.80 s, 63.3 MiB either way;
 /// docs/benchmarks.md, "Issue 17, 2026-12-05").
 const PIECE_AT_LEAST: usize = 512 << 10;
 
