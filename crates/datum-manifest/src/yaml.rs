@@ -238,8 +238,14 @@ pub struct Located {
 /// core, each at least `PIECE_AT_LEAST`); the result is the one a single
 /// pass gives.
 pub fn parse(text: &str) -> Parsed {
+    let pieces = text.len() / PIECE_AT_LEAST;
+    if pieces < 2 {
+        // Most manifests: no thread, and no asking how many cores there
+        // are (which reads the process's cgroup files every time).
+        return parse_piece(text).parsed;
+    }
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    parse_in(text, cores.min(text.len() / PIECE_AT_LEAST))
+    parse_in(text, cores.min(pieces))
 }
 
 /// The least text a piece gets (a text is cut into at most one piece per
@@ -256,7 +262,6 @@ fn parse_in(text: &str, wanted: usize) -> Parsed {
 }
 
 /// A piece of a text: where it starts, and the number of lines before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Cut<'a> {
     lines_before: u32,
     start: usize,
