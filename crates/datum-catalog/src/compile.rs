@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use datum_core::{Content, Desired, Origin, Resource, ResourceId};
 use datum_manifest::yaml::{Node, Pos, Value};
 use datum_manifest::{DEFAULT_CLASS, Diagnostic, Diagnostics, Document, Repository, Resolver};
-use datum_providers::{FieldError, Provider, Registry};
+use datum_providers::{FieldError, PathClaim, Provider, Registry};
 
 use crate::catalogue::{Catalogue, declaration_hash};
 use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
@@ -31,15 +31,6 @@ use crate::graph;
 use crate::host::HostIdentity;
 use crate::merge::{self, ContentSet, DocView, Merged};
 use crate::validators;
-
-/// A path a merged resource claims (see `OwnsPaths::claim`), owned.
-struct Claim {
-    /// The field that declares it, for the diagnostic's location.
-    field: &'static str,
-    path: String,
-    present: bool,
-    holds_children: bool,
-}
 
 /// The documents' `desired` mappings, which the checks read and point their
 /// messages into.
@@ -51,6 +42,17 @@ pub(crate) enum Written {
     /// reported about them, before the contents are rendered: they were a
     /// fifth of a `plan --recompile`'s peak at 20,000 Files.
     Taken(Vec<Node>),
+}
+
+/// What a merge takes out of the written mappings (see [`Written::fields`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Nothing: it copies (a check of every layer, before the host's merge).
+    Nothing,
+    /// The texts, leaving the entries to point at (`--explain`).
+    Texts,
+    /// The values and their entries, but the content fields.
+    Entries,
 }
 
 /// What a mapping that was let go reads as (and a document past the end).
@@ -72,49 +74,68 @@ impl Written {
     /// Document `i`'s top-level fields for layering, as JSON, without the
     /// content fields of a content-taking type (those are layered as one).
     /// With `take` (the host's merge: after it, only the content fields are
-    /// read again, which are not layered here and never taken), a text value
-    /// is moved out of a taken mapping instead of copied (it goes on into
-    /// the catalogue), leaving a null that keeps its place for messages;
-    /// lists and mappings are copied, so that a message can still point
-    /// inside them.
+    /// read again, which are not layered here and never taken), the values
+    /// are moved out of a taken mapping instead of copied (they go on into
+    /// the catalogue), and their entries go with them: a message that points
+    /// at one of them finds it by parsing the document again
+    /// ([`Repository::desired_as_written`]), which only a repository with
+    /// problems pays for. Every mapping held and every field merged at once
+    /// were the peak of a 100,000-File compile. (`--explain`, which points
+    /// at every field, takes only the texts and keeps the entries.)
     fn fields(
         &mut self,
         i: usize,
         doc: &Document,
         takes_content: bool,
-        take: bool,
+        take: Take,
     ) -> Vec<(String, serde_json::Value)> {
         let layered = |k: &str| !(takes_content && CONTENT_KEYS.contains(&k));
-        match self {
-            Written::Taken(nodes) if take => {
-                let Some(entries) = nodes.get_mut(i).and_then(|n| match &mut n.value {
+        let entries = match self {
+            Written::Taken(nodes) if take != Take::Nothing => {
+                nodes.get_mut(i).and_then(|n| match &mut n.value {
                     Value::Map(entries) => Some(entries),
                     _ => None,
-                }) else {
-                    return Vec::new();
-                };
-                entries
-                    .iter_mut()
-                    .filter(|e| layered(&e.key))
-                    .map(|e| {
-                        let value = match std::mem::replace(&mut e.value.value, Value::Null) {
-                            Value::Str(text) => serde_json::Value::String(text),
-                            other => {
-                                e.value.value = other;
-                                e.value.to_json()
-                            }
-                        };
-                        (e.key.clone(), value)
-                    })
-                    .collect()
+                })
             }
-            _ => self
-                .of(i, doc)
-                .entries()
-                .filter(|(k, _, _)| layered(k))
-                .map(|(k, v, _)| (k.to_owned(), v.to_json()))
-                .collect(),
+            _ => {
+                return self
+                    .of(i, doc)
+                    .entries()
+                    .filter(|(k, _, _)| layered(k))
+                    .map(|(k, v, _)| (k.to_owned(), v.to_json()))
+                    .collect();
+            }
+        };
+        let Some(entries) = entries else {
+            return Vec::new();
+        };
+        if take == Take::Entries {
+            let mut fields = Vec::with_capacity(entries.len());
+            entries.retain_mut(|e| {
+                if !layered(&e.key) {
+                    return true;
+                }
+                let value = std::mem::replace(&mut e.value, RELEASED.clone());
+                fields.push((std::mem::take(&mut e.key), value.into_json()));
+                false
+            });
+            entries.shrink_to_fit();
+            return fields;
         }
+        entries
+            .iter_mut()
+            .filter(|e| layered(&e.key))
+            .map(|e| {
+                let value = match std::mem::replace(&mut e.value.value, Value::Null) {
+                    Value::Str(text) => serde_json::Value::String(text),
+                    other => {
+                        e.value.value = other;
+                        e.value.to_json()
+                    }
+                };
+                (e.key.clone(), value)
+            })
+            .collect()
     }
 
     /// Document `i`'s `desired` mapping.
@@ -152,6 +173,9 @@ pub(crate) struct Analysis<'r> {
     /// Remembered source hashes (see `crate::hashes`), when the caller keeps
     /// some.
     hashes: Option<&'r dyn SourceHashes>,
+    /// A merge took fields' entries out of the written mappings: messages
+    /// about them parse their document again (see [`Written::fields`]).
+    reparse: bool,
 }
 
 /// A source folder a document names, with where its field is written (for a
@@ -189,6 +213,7 @@ impl<'r> Analysis<'r> {
             tree_dirs: vec![None; n],
             explain: false,
             hashes: None,
+            reparse: false,
         }
     }
 
@@ -248,8 +273,18 @@ impl<'r> Analysis<'r> {
     }
 
     /// Where a field path is written in document `i` (see [`field_location`]).
+    /// After a merge that took the entries out, a field no longer held is
+    /// found in the document parsed again (only a message needs it).
     fn field_location(&self, i: usize, path: &[String]) -> (Origin, Pos) {
-        field_location(self.doc(i), self.desired(i), path)
+        let (doc, held) = (self.doc(i), self.desired(i));
+        let is_held = |k: &String| held.entries().any(|(key, _, _)| key == k.as_str());
+        if self.reparse
+            && !path.first().is_some_and(is_held)
+            && let Some(written) = self.repo.desired_as_written(doc)
+        {
+            return field_location(doc, &written, path);
+        }
+        field_location(doc, held, path)
     }
 
     fn layer_name(&self, doc: &Document) -> String {
@@ -472,6 +507,14 @@ impl<'r> Analysis<'r> {
     /// host's merge, the last to read the documents' values), see
     /// [`Written::fields`].
     fn merge(&mut self, order: Vec<usize>, take: bool) -> Vec<Merged> {
+        let take = match (take, self.explain) {
+            (false, _) => Take::Nothing,
+            (true, true) => Take::Texts,
+            (true, false) => {
+                self.reparse = matches!(self.written, Written::Taken(_));
+                Take::Entries
+            }
+        };
         let (repo, providers, content_set) = (self.repo, &self.providers, &self.content_set);
         let written = &mut self.written;
         merge::merge(order, |i| {
@@ -692,7 +735,7 @@ impl<'r> Analysis<'r> {
             .iter()
             .map(|e| e.iter().map(|x| x.to).collect())
             .collect();
-        let paths: Vec<Option<(String, bool)>> = merged
+        let paths: Vec<Option<(&str, bool)>> = merged
             .iter()
             .map(|m| {
                 // Something being removed neither needs its parent nor can
@@ -703,6 +746,7 @@ impl<'r> Analysis<'r> {
             })
             .collect();
         let mut added = graph::add_parent_edges(&mut plain, &paths);
+        drop(paths);
         // A resource that reloads or restarts on others (a Service's
         // `reload_on`/`restart_on`, by its kind's activation capability)
         // runs after them, so it sees their changes in the same pass.
@@ -833,21 +877,19 @@ impl<'r> Analysis<'r> {
     }
 
     /// The path a merged resource claims, by its kind's path capability.
-    fn claim(&self, m: &Merged) -> Option<Claim> {
+    /// Its path is borrowed from the merged fields: the claims of every
+    /// resource are held at once, at the compile's fullest (a copy of each
+    /// path was ~15 MB of a 100,000-File compile's peak).
+    fn claim<'m>(&self, m: &'m Merged) -> Option<PathClaim<'m>> {
         let paths = self.providers[m.last_doc()]?.paths()?;
         let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
-        paths.claim(&field).map(|c| Claim {
-            field: c.field,
-            path: c.path.to_owned(),
-            present: c.present,
-            holds_children: c.holds_children,
-        })
+        paths.claim(&field)
     }
 
     /// Two resources managing one path would fight on every pass.
     fn check_paths(&mut self, merged: &[Merged]) {
-        let claims: Vec<Option<Claim>> = merged.iter().map(|m| self.claim(m)).collect();
-        // Keyed by the claims' own paths: no second copy of each (this runs
+        let claims: Vec<Option<PathClaim<'_>>> = merged.iter().map(|m| self.claim(m)).collect();
+        // Keyed by the claims' paths, borrowed: no copy of each (this runs
         // at the compile's fullest, before the `desired` mappings go).
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for (i, m) in merged.iter().enumerate() {
@@ -876,7 +918,7 @@ impl<'r> Analysis<'r> {
             let Some(claim) = claims[i].as_ref().filter(|c| c.present) else {
                 continue;
             };
-            let mut current = std::path::Path::new(claim.path.as_str()).parent();
+            let mut current = std::path::Path::new(claim.path).parent();
             while let Some(parent) = current {
                 let key = parent.to_str().map(|p| p.trim_end_matches('/'));
                 if let Some(&d) = key.and_then(|k| seen.get(k))
@@ -902,7 +944,7 @@ impl<'r> Analysis<'r> {
     }
 
     /// Where a claim's field is written (the document that wrote it).
-    fn claim_location(&self, m: &Merged, claim: &Claim) -> (Origin, Pos) {
+    fn claim_location(&self, m: &Merged, claim: &PathClaim<'_>) -> (Origin, Pos) {
         let doc = m
             .fields
             .get(claim.field)

@@ -129,7 +129,7 @@ pub(crate) fn reaches(edges: &Edges, from: usize, to: usize) -> bool {
 /// that would close a cycle, are skipped. Returns the edges added.
 pub(crate) fn add_parent_edges(
     edges: &mut Edges,
-    paths: &[Option<(String, bool)>],
+    paths: &[Option<(&str, bool)>],
 ) -> Vec<(usize, usize)> {
     let mut dirs: HashMap<&str, usize> = HashMap::new();
     for (i, p) in paths.iter().enumerate() {
@@ -195,11 +195,11 @@ mod tests {
     #[test]
     fn parent_edges_go_to_the_nearest_declared_directory() {
         let paths = vec![
-            Some(("/etc".to_owned(), true)),
-            Some(("/etc/ssh/".to_owned(), true)),
-            Some(("/etc/ssh/sshd_config".to_owned(), false)),
-            Some(("/etc/motd".to_owned(), false)),
-            Some(("/srv/x".to_owned(), false)),
+            Some(("/etc", true)),
+            Some(("/etc/ssh/", true)),
+            Some(("/etc/ssh/sshd_config", false)),
+            Some(("/etc/motd", false)),
+            Some(("/srv/x", false)),
             None,
         ];
         let mut edges = vec![Vec::new(); paths.len()];
@@ -210,10 +210,7 @@ mod tests {
     #[test]
     fn parent_edges_never_close_a_cycle() {
         // The directory explicitly requires the file inside it.
-        let paths = vec![
-            Some(("/etc/x".to_owned(), true)),
-            Some(("/etc/x/f".to_owned(), false)),
-        ];
+        let paths = vec![Some(("/etc/x", true)), Some(("/etc/x/f", false))];
         let mut edges = vec![vec![1], vec![]];
         assert!(add_parent_edges(&mut edges, &paths).is_empty());
         assert_eq!(order(&edges).1, Vec::<usize>::new());

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datum_core::{Origin, ResourceId};
 use serde::{Serialize, Serializer};
@@ -158,23 +158,113 @@ impl fmt::Display for Diagnostic {
 
 /// The text of every file diagnostics may point into, keyed by the path
 /// relative to the repository, so the renderer can show the offending line.
+///
+/// A manifest's text is not held: it is read again, only when a message
+/// about it is shown, and shown only when it is still what was parsed (its
+/// length and BLAKE3 the same). A repository's manifests are its largest
+/// text, and held for the whole compile they were a tenth of a 100,000-File
+/// compile's peak memory, for messages that are most often never written.
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
-    files: BTreeMap<PathBuf, Arc<str>>,
+    files: BTreeMap<PathBuf, Source>,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// Held in memory (the settings file, templates: small, or kept anyway).
+    Held(Arc<str>),
+    /// On disk, read when first needed (shared by the map's clones).
+    OnDisk(Arc<OnDisk>),
+}
+
+/// A file whose text is read again when a message shows a line of it.
+#[derive(Debug)]
+struct OnDisk {
+    /// Its canonical path (read without following links, as it was loaded).
+    canonical: PathBuf,
+    len: usize,
+    digest: blake3::Hash,
+    /// The text read again: `None` when it cannot be read or has changed.
+    text: OnceLock<Option<Box<str>>>,
+    /// Where each of its lines begins, once a line is asked for: a
+    /// repository with thousands of messages about one large manifest finds
+    /// each line without scanning the text from its start.
+    lines: OnceLock<Vec<usize>>,
+}
+
+impl OnDisk {
+    fn text(&self) -> Option<&str> {
+        self.text
+            .get_or_init(|| {
+                let bytes = datum_host::repo::read(&self.canonical).ok()?;
+                let same = bytes.len() == self.len && blake3::hash(&bytes) == self.digest;
+                let text = String::from_utf8(bytes).ok().filter(|_| same)?;
+                Some(text.into_boxed_str())
+            })
+            .as_deref()
+    }
 }
 
 impl SourceMap {
     pub fn insert(&mut self, path: impl Into<PathBuf>, text: impl Into<Arc<str>>) {
-        self.files.insert(path.into(), text.into());
+        self.files.insert(path.into(), Source::Held(text.into()));
+    }
+
+    /// Records `text`, read from `canonical`, by its length and BLAKE3 only:
+    /// [`SourceMap::get`] reads the file again and returns it while it is
+    /// still `text`.
+    pub fn insert_on_disk(&mut self, path: impl Into<PathBuf>, canonical: &Path, text: &str) {
+        let on_disk = OnDisk {
+            canonical: canonical.to_owned(),
+            len: text.len(),
+            digest: blake3::hash(text.as_bytes()),
+            text: OnceLock::new(),
+            lines: OnceLock::new(),
+        };
+        self.files
+            .insert(path.into(), Source::OnDisk(Arc::new(on_disk)));
     }
 
     pub fn get(&self, path: &Path) -> Option<&str> {
-        self.files.get(path).map(|t| &**t)
+        match self.files.get(path)? {
+            Source::Held(text) => Some(text),
+            Source::OnDisk(file) => file.text(),
+        }
     }
 
     /// Line `line` (1-based) of `path`, without its newline.
     pub fn line(&self, path: &Path, line: usize) -> Option<&str> {
-        self.get(path)?.lines().nth(line.checked_sub(1)?)
+        self.from_line(path, line)?.lines().next()
+    }
+
+    /// The text of `path` from the beginning of line `line` (1-based) on.
+    pub fn from_line(&self, path: &Path, line: usize) -> Option<&str> {
+        let index = line.checked_sub(1)?;
+        match self.files.get(path)? {
+            Source::Held(text) => {
+                let start = if index == 0 {
+                    0
+                } else {
+                    text.match_indices('\n').nth(index - 1)?.0 + 1
+                };
+                text.get(start..)
+            }
+            Source::OnDisk(file) => {
+                let text = file.text()?;
+                let starts = file.lines.get_or_init(|| {
+                    std::iter::once(0)
+                        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                        .collect()
+                });
+                text.get(*starts.get(index)?..)
+            }
+        }
+    }
+
+    /// Whether `path`'s text has a directive line (`%YAML`, `%TAG`) after
+    /// its first (see [`crate::yaml::document_at`]).
+    pub fn has_directive(&self, path: &Path) -> bool {
+        self.get(path).is_none_or(|t| t.contains("\n%"))
     }
 
     pub fn extend(&mut self, other: &SourceMap) {
@@ -486,5 +576,32 @@ mod tests {
         let messages: Vec<_> = ds.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(messages, ["first", "second", "unknown field `mdoe`"]);
         assert_eq!(ds.summary(), "3 errors, 0 warnings");
+    }
+
+    #[test]
+    fn a_manifest_line_is_read_again_only_while_the_file_is_what_was_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().canonicalize().unwrap().join("a.yaml");
+        let parsed = "datum: v1alpha1\ntype: File\nname: x\n";
+        std::fs::write(&file, parsed).unwrap();
+        let mut early = SourceMap::default();
+        early.insert_on_disk("base/a.yaml", &file, parsed);
+        let mut late = SourceMap::default();
+        late.insert_on_disk("base/a.yaml", &file, parsed);
+        // Unchanged: the line is shown, read from the file.
+        assert_eq!(early.line(Path::new("base/a.yaml"), 3), Some("name: x"));
+        // Changed after it was parsed (same length, other bytes): a line of
+        // the new text would point at something the message is not about.
+        std::fs::write(&file, parsed.replace("name: x", "name: y")).unwrap();
+        assert_eq!(late.line(Path::new("base/a.yaml"), 3), None);
+        // What was read once stays, in the map and its clones.
+        assert_eq!(
+            early.clone().line(Path::new("base/a.yaml"), 3),
+            Some("name: x")
+        );
+        // Gone: nothing to show, and no error.
+        let mut gone = SourceMap::default();
+        gone.insert_on_disk("base/b.yaml", &dir.path().join("b.yaml"), parsed);
+        assert_eq!(gone.get(Path::new("base/b.yaml")), None);
     }
 }

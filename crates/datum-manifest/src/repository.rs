@@ -180,7 +180,8 @@ impl Repository {
                 return;
             }
         };
-        self.sources.insert(place.file.to_path_buf(), text.as_str());
+        self.sources
+            .insert_on_disk(place.file.to_path_buf(), canonical, &text);
         let parsed = yaml::parse(&text);
         for e in parsed.errors {
             diags.push(
@@ -221,6 +222,23 @@ impl Repository {
                 std::mem::replace(&mut d.desired, empty)
             })
             .collect()
+    }
+
+    /// Document `doc`'s `desired` mapping as written, parsed again from its
+    /// file: for a compile that let the mapping go (after
+    /// [`Repository::take_desired`]) and must still point into it. `None`
+    /// when the file cannot be read or no longer holds what was parsed.
+    pub fn desired_as_written(&self, doc: &Document) -> Option<yaml::Node> {
+        let file = &doc.place.file;
+        let rest = self.sources.from_line(file, doc.start.line as usize)?;
+        let node = yaml::document_at(rest, doc.start, self.sources.has_directive(file))?;
+        let yaml::Value::Map(entries) = node.value else {
+            return None;
+        };
+        entries
+            .into_iter()
+            .find(|e| e.key == "desired")
+            .map(|e| e.value)
     }
 
     /// The layer a document belongs to.

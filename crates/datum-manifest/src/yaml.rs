@@ -171,6 +171,23 @@ impl Node {
         matches!(self.value, Value::Null)
     }
 
+    /// The value as JSON, positions dropped, its texts moved (not copied).
+    pub fn into_json(self) -> serde_json::Value {
+        match self.value {
+            Value::Str(s) => serde_json::Value::String(s),
+            Value::Seq(items) => {
+                serde_json::Value::Array(items.into_iter().map(Node::into_json).collect())
+            }
+            Value::Map(entries) => serde_json::Value::Object(
+                entries
+                    .into_iter()
+                    .map(|e| (e.key, e.value.into_json()))
+                    .collect(),
+            ),
+            _ => self.to_json(),
+        }
+    }
+
     /// The value as JSON, positions dropped.
     pub fn to_json(&self) -> serde_json::Value {
         match &self.value {
@@ -335,6 +352,27 @@ fn parse_cut(text: &str, pieces: &[Cut<'_>]) -> Parsed {
         }
     }
     parsed
+}
+
+/// The document that one pass over a whole text finds starting at `start`,
+/// parsed again on its own from `rest`, the whole text from the beginning of
+/// line `start.line` on: up to the next document-marker line (YAML forbids
+/// one inside a document, see [`parse`]). Lines are the whole text's. `None`
+/// when no document starts there (the text is not the one parsed), or when
+/// the whole text (`whole_has_directive`) has a directive line, which
+/// belongs to the document after it and may be out of reach.
+pub fn document_at(rest: &str, start: Pos, whole_has_directive: bool) -> Option<Node> {
+    if whole_has_directive || start.line == 0 {
+        return None;
+    }
+    let end = next_marker(rest.as_bytes(), 0).unwrap_or(rest.len());
+    let mut piece = parse_piece(rest.get(..end)?);
+    if piece.stopped || !piece.parsed.errors.is_empty() {
+        return None;
+    }
+    let mut node = piece.parsed.documents.drain(..).find(|d| !d.is_null())?;
+    node.shift_lines(start.line - 1);
+    (node.start == start).then_some(node)
 }
 
 /// `text` cut into at most `wanted` pieces of about equal length, each
@@ -967,6 +1005,47 @@ mod tests {
             }
         }
         text
+    }
+
+    #[test]
+    fn a_document_parsed_again_on_its_own_is_what_one_pass_gave() {
+        let text = many_documents(60);
+        let one_pass = parse_in(&text, 1);
+        let from_line = |line: u32| {
+            let skip = text.split_inclusive('\n').take(line as usize - 1);
+            &text[skip.map(str::len).sum::<usize>()..]
+        };
+        let (mut same, mut refused) = (0, 0);
+        for doc in one_pass.documents.iter().filter(|d| !d.is_null()) {
+            let again = document_at(from_line(doc.start.line), doc.start, false);
+            // A document with a duplicate key is not given back (its
+            // message came from the first pass).
+            let duplicate = one_pass
+                .errors
+                .iter()
+                .any(|e| e.start.line > doc.start.line && e.start.line <= doc.end.line);
+            if duplicate {
+                assert_eq!(again, None);
+                refused += 1;
+            } else {
+                assert_eq!(again.as_ref(), Some(doc), "at line {}", doc.start.line);
+                same += 1;
+            }
+            assert_eq!(doc.clone().into_json(), doc.to_json());
+        }
+        assert!(
+            same >= 40 && refused == 10,
+            "{same} same, {refused} refused"
+        );
+        // No document starts there (the caller checks that the text is the
+        // one parsed), or the text has a directive: nothing.
+        let first = one_pass.documents.iter().find(|d| !d.is_null()).unwrap();
+        let inside = Pos::at(first.start.line as usize, 3);
+        assert_eq!(document_at(from_line(inside.line), inside, false), None);
+        assert_eq!(
+            document_at(from_line(first.start.line), first.start, true),
+            None
+        );
     }
 
     #[test]

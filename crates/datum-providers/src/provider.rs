@@ -465,8 +465,10 @@ pub trait Provider: Send + Sync {
 }
 
 /// A declaration's top-level field by name, as whoever holds it stores it
-/// (the catalogue's merged fields, a compiled resource's `desired`).
-pub type FieldLookup<'a> = &'a dyn Fn(&str) -> Option<&'a Value>;
+/// (the catalogue's merged fields, a compiled resource's `desired`). The
+/// values live as long as their holder (`'a`), not only as long as the
+/// lookup (`'f`): a claim's path borrows from them, not copied.
+pub type FieldLookup<'f, 'a> = &'f dyn Fn(&str) -> Option<&'a Value>;
 
 /// The path a declaration claims, for the catalogue's checks and ordering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,7 +500,7 @@ pub struct DeclaredMeta {
 pub trait OwnsPaths: Send + Sync {
     /// The path a declaration claims, read from its fields; `None` when it
     /// claims none (or the field is not a path).
-    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>>;
+    fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>>;
 
     /// Host paths (as declared, not yet under `--root`) this resource
     /// manages; the first is the one whose content a text diff shows.
@@ -591,7 +593,7 @@ impl OnChange {
 pub trait Activates: Send + Sync {
     /// The resources whose change this declaration follows, and how, read
     /// from its fields (the catalogue orders it after them).
-    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)>;
+    fn notified_by(&self, field: FieldLookup<'_, '_>) -> Vec<(ResourceId, OnChange)>;
 
     /// Performs the activation (the reload or restart) with the
     /// declaration the pass holds; the engine validates the notifiers'

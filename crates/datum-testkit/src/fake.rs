@@ -381,7 +381,7 @@ impl Kind for FakeFile {
 }
 
 impl OwnsPaths for FakeFile {
-    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+    fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         Some(PathClaim {
             field: "path",
             path: field("path")?.as_str()?,
@@ -473,7 +473,7 @@ impl Kind for FakeUnit {
 }
 
 impl Activates for FakeUnit {
-    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)> {
+    fn notified_by(&self, field: FieldLookup<'_, '_>) -> Vec<(ResourceId, OnChange)> {
         let mut out = Vec::new();
         for (name, how) in [
             ("reload_on", OnChange::Reload),

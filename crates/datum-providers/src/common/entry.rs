@@ -212,7 +212,7 @@ impl<T: EntryProvider> Kind for T {
 
 /// Every entry type owns the one path it declares (`path:`).
 impl<T: EntryProvider> OwnsPaths for T {
-    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+    fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         path_claim(field, T::HOLDS_CHILDREN)
     }
 
@@ -233,7 +233,7 @@ impl<T: EntryProvider> OwnsPaths for T {
 
 /// The claim of a declaration whose `path:` names one entry and whose
 /// `ensure: absent` removes it (the entry types and Tree).
-pub fn path_claim<'a>(field: FieldLookup<'a>, holds_children: bool) -> Option<PathClaim<'a>> {
+pub fn path_claim<'a>(field: FieldLookup<'_, 'a>, holds_children: bool) -> Option<PathClaim<'a>> {
     let path = field("path")?.as_str()?;
     let present = field("ensure").and_then(Value::as_str) != Some("absent");
     Some(PathClaim {

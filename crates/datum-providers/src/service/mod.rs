@@ -190,7 +190,7 @@ fn state_satisfied(declared: RunState, observed: Option<&str>) -> bool {
 /// A Service is reloaded or restarted when a resource it names in
 /// `reload_on`/`restart_on` changes.
 impl Activates for ServiceProvider {
-    fn notified_by(&self, field: FieldLookup<'_>) -> Vec<(ResourceId, OnChange)> {
+    fn notified_by(&self, field: FieldLookup<'_, '_>) -> Vec<(ResourceId, OnChange)> {
         let mut out = Vec::new();
         for (name, how) in [
             ("reload_on", OnChange::Reload),

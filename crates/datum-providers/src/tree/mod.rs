@@ -194,7 +194,7 @@ pub struct TreeProvider;
 /// A Tree owns its folder (`path:`); files declared inside it are not
 /// ordered after it (the tree writes its own folders).
 impl OwnsPaths for TreeProvider {
-    fn claim<'a>(&self, field: FieldLookup<'a>) -> Option<PathClaim<'a>> {
+    fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         crate::common::entry::path_claim(field, false)
     }
 
