@@ -447,6 +447,50 @@ struct Index {
     spans: Vec<(u64, u32)>,
 }
 
+/// [`Index`] as written: the same fields in the same order (the compact
+/// form writes a struct as an array of its fields), borrowed.
+#[derive(Serialize)]
+struct IndexRef<'a> {
+    host: &'a HostIdentity,
+    classes: &'a Value,
+    boundary: &'a datum_core::Boundary,
+    autorequires: &'a [(ResourceId, ResourceId)],
+    entries: SummariesOf<'a>,
+    spans: Vec<(u64, u32)>,
+}
+
+/// The [`Summary`] of each resource, written one at a time.
+struct SummariesOf<'a>(&'a [Resource]);
+
+impl Serialize for SummariesOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(SummaryRef::of))
+    }
+}
+
+/// [`Summary`] as written, borrowed from its resource.
+#[derive(Serialize)]
+struct SummaryRef<'a> {
+    id: &'a ResourceId,
+    class: &'a str,
+    path: Option<&'a str>,
+    declaration_hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    validate: Option<&'a str>,
+}
+
+impl<'a> SummaryRef<'a> {
+    fn of(r: &'a Resource) -> Self {
+        SummaryRef {
+            id: &r.id,
+            class: &r.class,
+            path: r.desired_str("path"),
+            declaration_hash: &r.declaration_hash,
+            validate: r.validate.as_deref(),
+        }
+    }
+}
+
 /// At most this many elements are reserved ahead for a list of the index,
 /// whatever length it claims (a damaged file reserves no more).
 const MOST_RESERVED: usize = 1 << 20;
@@ -633,8 +677,32 @@ impl LazyCatalogue {
 
     /// Every resource, as the [`Catalogue`] a pass runs.
     pub fn into_catalogue(mut self) -> Result<Catalogue, SnapshotError> {
-        let all: Vec<usize> = (0..self.entries.len()).collect();
-        let resources = self.take(&all)?;
+        // The summaries are not part of a catalogue: let them go first.
+        self.entries = Vec::new();
+        let resources =
+            match std::mem::replace(&mut self.resources, Resources::Compiled(Vec::new())) {
+                // Unwrapped where they are (an `Option<Resource>` is a
+                // `Resource`'s size): a second list of every resource beside the
+                // first was the peak of a 100,000-File `plan --recompile`.
+                Resources::Compiled(all) => all
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, r)| {
+                        r.ok_or_else(|| SnapshotError::Damaged {
+                            path: PathBuf::from("(compiled)"),
+                            index,
+                        })
+                    })
+                    .collect::<Result<Vec<Resource>, SnapshotError>>()?,
+                snapshot => {
+                    self.resources = snapshot;
+                    let all: Vec<usize> = match &self.resources {
+                        Resources::Snapshot { spans, .. } => (0..spans.len()).collect(),
+                        Resources::Compiled(_) => Vec::new(),
+                    };
+                    self.take(&all)?
+                }
+            };
         Ok(Catalogue {
             host: self.host,
             resources,
@@ -954,12 +1022,14 @@ pub fn save_in(
         host: catalogue.host.clone(),
         key,
     };
-    let index = Index {
-        host: catalogue.host.clone(),
-        classes: classes.clone(),
-        boundary: catalogue.boundary.clone(),
-        autorequires: catalogue.autorequires.clone(),
-        entries: catalogue.resources.iter().map(Summary::of).collect(),
+    // Written as [`Index`] is read, from borrowed parts: a copy of every
+    // summary was a third of a 100,000-File catalogue, held beside it.
+    let index = IndexRef {
+        host: &catalogue.host,
+        classes,
+        boundary: &catalogue.boundary,
+        autorequires: &catalogue.autorequires,
+        entries: SummariesOf(&catalogue.resources),
         spans,
     };
     // Compact form (structs as arrays): the program that reads it is the
@@ -1203,6 +1273,23 @@ mod tests {
             autorequires: vec![],
             boundary: datum_core::Boundary::default(),
         }
+    }
+
+    #[test]
+    fn a_compiled_catalogue_is_handed_over_in_the_list_it_was_compiled_into() {
+        let lazy = LazyCatalogue::compiled(catalogue(false, b"hello\n"), classes());
+        let Resources::Compiled(all) = &lazy.resources else {
+            panic!("compiled");
+        };
+        let (at, ids): (usize, Vec<ResourceId>) = (
+            all.as_ptr() as usize,
+            all.iter().flatten().map(|r| r.id.clone()).collect(),
+        );
+        let handed = lazy.into_catalogue().unwrap();
+        // The same allocation: the resources were not copied into a second.
+        assert_eq!(handed.resources.as_ptr() as usize, at);
+        let handed: Vec<ResourceId> = handed.resources.into_iter().map(|r| r.id).collect();
+        assert_eq!(handed, ids);
     }
 
     fn classes() -> Value {

@@ -69,7 +69,11 @@ pub(crate) enum Sweep {
 /// One slot per resource the pass visits, in pass order; `None` once taken.
 pub(crate) struct Observations<'a> {
     held: Vec<Held<'a>>,
-    slots: Vec<Mutex<Option<Result<Observed, ProviderError>>>>,
+    /// Boxed: a slot is emptied when its resource's turn comes, and an
+    /// emptied slot should not keep an observation's room (150 bytes) to the
+    /// end of the pass, beside the reports that take its place (14 MB at
+    /// 100,000 Files).
+    slots: Vec<Mutex<Option<Box<Result<Observed, ProviderError>>>>>,
     /// The folders holding the paths of every resource visited (staging
     /// leftovers are swept there), gathered as they are declared.
     folders: BTreeSet<PathBuf>,
@@ -98,7 +102,7 @@ impl<'a> Observations<'a> {
             let provider = registry.lookup(&resource.id.kind)?;
             let declared = match provider.declare(resource) {
                 Ok(declared) => declared,
-                Err(e) => return Some((Held::Nothing, Err(e), Vec::new())),
+                Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new())),
             };
             let parents: Vec<PathBuf> = match (sweep, provider.paths()) {
                 (Sweep::Folders, Some(paths)) => paths
@@ -133,7 +137,7 @@ impl<'a> Observations<'a> {
                 }
                 _ => Held::Bound(Bound { provider, declared }),
             };
-            Some((held, observed, parents))
+            Some((held, Box::new(observed), parents))
         });
         let mut folders = BTreeSet::new();
         let mut last: Option<PathBuf> = None;
@@ -229,7 +233,7 @@ impl<'a> Observations<'a> {
     /// failed or was already taken), for saved plans.
     pub(crate) fn fingerprint(&self, index: usize) -> Option<String> {
         let slot = self.slots.get(index)?.lock().ok()?;
-        match slot.as_ref()? {
+        match slot.as_deref()? {
             Ok(observed) => Some(crate::select::fingerprint(observed)),
             Err(_) => None,
         }
@@ -239,7 +243,7 @@ impl<'a> Observations<'a> {
     /// it failed or was already taken).
     pub(crate) fn peek<T>(&self, index: usize, f: impl FnOnce(&Observed) -> T) -> Option<T> {
         let slot = self.slots.get(index)?.lock().ok()?;
-        match slot.as_ref()? {
+        match slot.as_deref()? {
             Ok(observed) => Some(f(observed)),
             Err(_) => None,
         }
@@ -250,6 +254,7 @@ impl<'a> Observations<'a> {
         self.slots
             .get(index)
             .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
+            .map(|observed| *observed)
     }
 }
 
