@@ -66,6 +66,9 @@ pub(crate) enum Sweep {
     Nothing,
 }
 
+/// One resource's observation, or why there is none.
+type Observation = Result<Observed, ProviderError>;
+
 /// One slot per resource the pass visits, in pass order; `None` once taken.
 pub(crate) struct Observations<'a> {
     held: Vec<Held<'a>>,
@@ -73,7 +76,7 @@ pub(crate) struct Observations<'a> {
     /// emptied slot should not keep an observation's room (150 bytes) to the
     /// end of the pass, beside the reports that take its place (14 MB at
     /// 100,000 Files).
-    slots: Vec<Mutex<Option<Box<Result<Observed, ProviderError>>>>>,
+    slots: Vec<Mutex<Option<Box<Observation>>>>,
     /// The folders holding the paths of every resource visited (staging
     /// leftovers are swept there), gathered as they are declared.
     folders: BTreeSet<PathBuf>,
