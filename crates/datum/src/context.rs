@@ -94,14 +94,16 @@ pub struct Stamped {
 
 /// [`compile`], with the revision and classes ([`Stamped`]).
 pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<Stamped> {
-    let (lazy, _) = compiled(global, identity, "applied")?;
+    let (lazy, _) = compiled_for(global, identity, "applied", Purpose::Pass)?;
     let (revision, classes) = (lazy.revision.clone(), lazy.classes.clone());
     let catalogue = match lazy.into_catalogue() {
         Ok(catalogue) => catalogue,
         Err(e) => {
             eprintln!("warning: {e}; compiling the repository");
             forget_snapshot(global);
-            compiled(global, identity, "applied")?.0.into_catalogue()?
+            compiled_for(global, identity, "applied", Purpose::Pass)?
+                .0
+                .into_catalogue()?
         }
     };
     Ok(Stamped {
@@ -124,13 +126,18 @@ pub fn compile_with(
         save_source_hashes(global, &hashes);
         return compiled.map_err(|d| repository_errors(global, &d, "applied"));
     }
-    match compiled(global, identity, "applied")?.0.into_catalogue() {
+    match compiled_for(global, identity, "applied", Purpose::Pass)?
+        .0
+        .into_catalogue()
+    {
         Ok(catalogue) => Ok(catalogue),
         Err(e) => {
             // Damaged after it was checked (a disk error): forget it.
             eprintln!("warning: {e}; compiling the repository");
             forget_snapshot(global);
-            Ok(compiled(global, identity, "applied")?.0.into_catalogue()?)
+            Ok(compiled_for(global, identity, "applied", Purpose::Pass)?
+                .0
+                .into_catalogue()?)
         }
     }
 }
@@ -154,6 +161,26 @@ pub fn compiled(
     identity: &HostIdentity,
     what: &str,
 ) -> Result<(LazyCatalogue, Provenance)> {
+    compiled_for(global, identity, what, Purpose::Check)
+}
+
+/// What a caller does with a [`LazyCatalogue`] it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Reads its summaries (a check picks what to look at by them).
+    Check,
+    /// Only turns it into the catalogue a pass runs: a compile hands it
+    /// over without summaries (see `LazyCatalogue::compiled_for_pass`).
+    Pass,
+}
+
+/// [`compiled`] for `purpose`.
+fn compiled_for(
+    global: &GlobalArgs,
+    identity: &HostIdentity,
+    what: &str,
+    purpose: Purpose,
+) -> Result<(LazyCatalogue, Provenance)> {
     require_repository(global)?;
     if global.recompile {
         forget_snapshot(global);
@@ -161,7 +188,7 @@ pub fn compiled(
     let state = StateFiles::of(global);
     // A compile that hashes large `source:` trees takes seconds: say so.
     let bar = crate::render::progress::compiling();
-    let compiled = compile_or_reuse(&global.repo, &state, identity);
+    let compiled = compile_or_reuse(&global.repo, &state, identity, purpose);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -225,6 +252,7 @@ pub fn compile_or_reuse(
     repo: &Path,
     state: &StateFiles,
     identity: &HostIdentity,
+    purpose: Purpose,
 ) -> Result<(LazyCatalogue, Provenance), datum_catalog::Diagnostics> {
     use datum_catalog::snapshot::{self, RepoKey};
     let snapshot_name = state.sibling_name(SNAPSHOT_EXTENSION);
@@ -281,7 +309,10 @@ pub fn compile_or_reuse(
         }
     }
     drop(prompt_purge);
-    let mut lazy = LazyCatalogue::compiled(catalogue, classes);
+    let mut lazy = match purpose {
+        Purpose::Check => LazyCatalogue::compiled(catalogue, classes),
+        Purpose::Pass => LazyCatalogue::compiled_for_pass(catalogue, classes),
+    };
     lazy.revision = revision;
     Ok((lazy, Provenance::Compiled))
 }

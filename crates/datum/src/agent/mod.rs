@@ -212,8 +212,13 @@ impl ClassChecker for RepoChecker {
         // changed (a restart or SIGHUP with nothing new costs no compile, and
         // the decoded catalogue is all that stays in memory).
         let state = self.state_files();
-        let (lazy, _) = crate::context::compile_or_reuse(&paths.repo, &state, &identity)
-            .map_err(|d| self.lint_error(&d))?;
+        let (lazy, _) = crate::context::compile_or_reuse(
+            &paths.repo,
+            &state,
+            &identity,
+            crate::context::Purpose::Pass,
+        )
+        .map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&lazy.classes) {
             Ok(c) => c,
             Err(errors) => {
@@ -239,11 +244,16 @@ impl ClassChecker for RepoChecker {
                 // compile.
                 (self.warn)(&format!("{e}; compiling the repository"));
                 crate::context::forget_snapshot_of(&state);
-                crate::context::compile_or_reuse(&paths.repo, &state, &identity)
-                    .map_err(|d| self.lint_error(&d))?
-                    .0
-                    .into_catalogue()
-                    .map_err(|e| self.other(e))?
+                crate::context::compile_or_reuse(
+                    &paths.repo,
+                    &state,
+                    &identity,
+                    crate::context::Purpose::Pass,
+                )
+                .map_err(|d| self.lint_error(&d))?
+                .0
+                .into_catalogue()
+                .map_err(|e| self.other(e))?
             }
         };
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
