@@ -195,13 +195,13 @@ pub fn run_pass_with(
     {
         store.set_durability(Some(ctx.host.durability().clone()));
     }
-    // Every verified record in one query, instead of one per resource.
-    let mut verified = VerifiedRecords::new(
-        ctx.store
-            .as_deref()
-            .and_then(|s| s.all_verified().ok())
-            .unwrap_or_default(),
-    );
+    // An apply compares every resource with its verified record: all of
+    // them in one query, instead of one per resource. A plan reads one only
+    // for what it will report as a change (see `VerifiedRecords`).
+    let mut verified = match ctx.mode {
+        Mode::Apply => VerifiedRecords::all(ctx.store.as_deref()),
+        Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
+    };
 
     // Resources whose last apply failed: one that converges now is cleared.
     let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
@@ -347,14 +347,22 @@ pub fn run_pass_with(
                                 resource,
                                 action,
                                 observed,
-                                verified.take(&resource.id).as_ref(),
+                                // A plan reports a converged resource
+                                // unchanged without its record.
+                                match ctx.mode {
+                                    Mode::Apply => {
+                                        verified.take(&resource.id, ctx.store.as_deref())
+                                    }
+                                    Mode::Plan => None,
+                                }
+                                .as_ref(),
                                 ctx,
                             ),
                             (_, cached) => run_resource_staged(
                                 resource,
                                 bound,
                                 cached,
-                                verified.take(&resource.id).as_ref(),
+                                verified.take(&resource.id, ctx.store.as_deref()).as_ref(),
                                 &mut notifications,
                                 ctx,
                                 staged_ahead,
@@ -567,26 +575,48 @@ fn converged_step(
     unchanged(resource, diff, &observed, known, ctx)
 }
 
-/// Every verified record of the store, sorted by resource: looked up by
-/// binary search (a map of 20,000 records held a third more, for nothing a
-/// pass needs).
-///
-/// Each is taken when its resource's turn comes (a pass visits a resource
-/// once), so that its texts are not held to the end of the pass beside the
-/// reports that take their place (13 MB at 100,000 Files).
-struct VerifiedRecords(Vec<(ResourceId, Option<VerifiedRecord>)>);
+/// The store's verified records, as a pass reads them.
+enum VerifiedRecords {
+    /// Every record, sorted by resource: looked up by binary search (a map
+    /// of 20,000 records held a third more, for nothing a pass needs). Each
+    /// is taken when its resource's turn comes (a pass visits a resource
+    /// once), so its texts are not held to the end of the pass.
+    All(Vec<(ResourceId, Option<VerifiedRecord>)>),
+    /// Read one at a time, when asked: a plan needs the record of a
+    /// resource it reports as changing (corrective or intentional), never
+    /// of one that is converged, and a quiet host's records were 28 MB of a
+    /// 100,000-File plan. Past `ON_DEMAND_MOST` questions, all are read.
+    OnDemand { asked: usize },
+}
+
+/// How many records a plan reads one at a time before it reads them all.
+pub(crate) const ON_DEMAND_MOST: usize = 1024;
 
 impl VerifiedRecords {
-    fn new(mut all: Vec<(ResourceId, VerifiedRecord)>) -> Self {
+    fn all(store: Option<&Store>) -> Self {
+        let mut all = store
+            .and_then(|s| s.all_verified().ok())
+            .unwrap_or_default();
         // The store hands them out sorted already (one linear pass then); a
         // store that did not must not make a lookup miss.
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        VerifiedRecords(all.into_iter().map(|(id, r)| (id, Some(r))).collect())
+        VerifiedRecords::All(all.into_iter().map(|(id, r)| (id, Some(r))).collect())
     }
 
-    fn take(&mut self, id: &ResourceId) -> Option<VerifiedRecord> {
-        let at = self.0.binary_search_by(|(k, _)| k.cmp(id)).ok()?;
-        self.0.get_mut(at).and_then(|(_, r)| r.take())
+    /// The record of `id`, once.
+    fn take(&mut self, id: &ResourceId, store: Option<&Store>) -> Option<VerifiedRecord> {
+        if let VerifiedRecords::OnDemand { asked } = self {
+            *asked += 1;
+            if *asked <= ON_DEMAND_MOST {
+                return store.and_then(|s| s.last_verified(id).ok().flatten());
+            }
+            *self = VerifiedRecords::all(store);
+        }
+        let VerifiedRecords::All(all) = self else {
+            return None;
+        };
+        let at = all.binary_search_by(|(k, _)| k.cmp(id)).ok()?;
+        all.get_mut(at).and_then(|(_, r)| r.take())
     }
 }
 

@@ -657,6 +657,42 @@ fn a_change_is_intentional_when_the_declaration_moved_and_corrective_when_the_ho
     assert_eq!(bed.live("/f").as_deref(), Some("two\n"));
 }
 
+/// A plan reads the verified record only of what it reports as changing,
+/// one at a time, and all of them once it has asked for more than
+/// `ON_DEMAND_MOST`: the intent is right on either side of the switch, and
+/// for a declaration that moved.
+#[test]
+fn a_plan_tells_corrective_from_intentional_reading_records_one_by_one_or_all() {
+    let mut bed = Bed::new();
+    let count = super::pass::ON_DEMAND_MOST + 8;
+    let files: Vec<Resource> = (0..count)
+        .map(|i| fake_file(&format!("f{i:05}"), &format!("/f{i:05}"), "one\n", &[]))
+        .collect();
+    bed.pass(&catalogue(files.clone()), Mode::Apply);
+    for i in 0..count {
+        bed.write(&format!("/f{i:05}"), "edited by hand\n");
+    }
+    // The last one's declaration moved: intentional, whichever way its
+    // record was read.
+    let mut moved = files;
+    if let Some(last) = moved.last_mut() {
+        last.declaration_hash = "moved".to_owned();
+    }
+    let plan = bed.pass(&catalogue(moved), Mode::Plan);
+    for i in 0..count {
+        let expected = if i + 1 == count {
+            Intent::Intentional
+        } else {
+            Intent::Corrective
+        };
+        assert_eq!(
+            outcome(&plan, &id(&format!("f{i:05}"))),
+            &Outcome::WouldChange { intent: expected },
+            "f{i:05}"
+        );
+    }
+}
+
 /// A pass over a quiet host does not hold every parsed declaration: a
 /// resource observed converged keeps only its observation, and is declared
 /// again only when it needs its declaration after all (here: observed again
