@@ -59,7 +59,7 @@ pub(crate) struct ContentDecl {
 #[derive(Debug, Clone)]
 pub(crate) struct SourceFile {
     /// The canonical file.
-    pub abs: PathBuf,
+    pub abs: std::sync::Arc<Path>,
     /// Its path relative to the repository root.
     pub rel: PathBuf,
     /// Its key from the resolver's `lstat`: what the source-hash cache is
@@ -115,7 +115,7 @@ pub(crate) fn declared(
             ContentKind::Source | ContentKind::Template => {
                 match resolver.resolve_file(&layer_path, text) {
                     Ok((abs, rel, Some(meta))) => Some(SourceFile {
-                        abs,
+                        abs: abs.into(),
                         rel,
                         key: crate::hashes::FileKey::of(&meta),
                     }),

@@ -824,7 +824,7 @@ fn decode_record(record: &[u8], shared: Option<&bytes::Bytes>) -> Option<Resourc
             }
             _ => bytes::Bytes::copy_from_slice(stored.bytes),
         };
-        content.source = stored.source;
+        content.source = stored.source.map(Into::into);
     }
     Some(r)
 }
@@ -1085,7 +1085,7 @@ struct StoredRef<'a> {
     resource: Resource,
     #[serde(with = "serde_bytes")]
     bytes: &'a [u8],
-    source: Option<&'a PathBuf>,
+    source: Option<&'a Path>,
 }
 
 impl<'a> StoredRef<'a> {
@@ -1111,7 +1111,7 @@ impl<'a> StoredRef<'a> {
                 declaration_hash: r.declaration_hash.clone(),
             },
             bytes: content.map_or(&[], |c| &c.bytes[..]),
-            source: content.and_then(|c| c.source.as_ref()),
+            source: content.and_then(|c| c.source.as_deref()),
         }
     }
 }

@@ -93,13 +93,13 @@ pub fn canonicalize(path: &Path) -> std::io::Result<std::path::PathBuf> {
 pub fn content_bytes(
     content: &datum_core::Content,
 ) -> Result<std::borrow::Cow<'_, [u8]>, HostError> {
-    let Some(path) = &content.source else {
+    let Some(path) = content.source.as_deref() else {
         return Ok(std::borrow::Cow::Borrowed(&content.bytes[..]));
     };
     let bytes = read(path).map_err(|e| HostError::io("read", path, e))?;
     if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
         return Err(HostError::ContentChanged {
-            path: path.clone(),
+            path: path.to_owned(),
             expected: content.sha256.clone(),
         });
     }
