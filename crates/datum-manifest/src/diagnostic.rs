@@ -184,6 +184,9 @@ struct OnDisk {
     canonical: PathBuf,
     len: usize,
     digest: blake3::Hash,
+    /// Whether the text has a directive line after its first (see
+    /// [`SourceMap::has_directive`]): found once, not per message.
+    directive: bool,
     /// The text read again: `None` when it cannot be read or has changed.
     text: OnceLock<Option<Box<str>>>,
     /// Where each of its lines begins, once a line is asked for: a
@@ -218,6 +221,7 @@ impl SourceMap {
             canonical: canonical.to_owned(),
             len: text.len(),
             digest: blake3::hash(text.as_bytes()),
+            directive: text.contains("\n%"),
             text: OnceLock::new(),
             lines: OnceLock::new(),
         };
@@ -264,7 +268,11 @@ impl SourceMap {
     /// Whether `path`'s text has a directive line (`%YAML`, `%TAG`) after
     /// its first (see [`crate::yaml::document_at`]).
     pub fn has_directive(&self, path: &Path) -> bool {
-        self.get(path).is_none_or(|t| t.contains("\n%"))
+        match self.files.get(path) {
+            Some(Source::Held(text)) => text.contains("\n%"),
+            Some(Source::OnDisk(file)) => file.directive,
+            None => true,
+        }
     }
 
     pub fn extend(&mut self, other: &SourceMap) {
