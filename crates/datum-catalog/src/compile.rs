@@ -247,7 +247,7 @@ impl<'r> Analysis<'r> {
                 .all(|l| l.matcher.matches(&h.labels))
         });
         if !host_gets_all {
-            let all = self.merge((0..self.repo.documents.len()).collect(), false);
+            let all = self.merge((0..self.repo.documents.len()).collect(), Take::Nothing);
             self.check_merged(&all, true);
             let edges = self.resolve(&all, None);
             self.check_cycles(&all, &edges);
@@ -506,15 +506,7 @@ impl<'r> Analysis<'r> {
     /// The resources `order`'s documents make, layered. With `take` (the
     /// host's merge, the last to read the documents' values), see
     /// [`Written::fields`].
-    fn merge(&mut self, order: Vec<usize>, take: bool) -> Vec<Merged> {
-        let take = match (take, self.explain) {
-            (false, _) => Take::Nothing,
-            (true, true) => Take::Texts,
-            (true, false) => {
-                self.reparse = matches!(self.written, Written::Taken(_));
-                Take::Entries
-            }
-        };
+    fn merge(&mut self, order: Vec<usize>, take: Take) -> Vec<Merged> {
         let (repo, providers, content_set) = (self.repo, &self.providers, &self.content_set);
         let written = &mut self.written;
         merge::merge(order, |i| {
@@ -703,7 +695,15 @@ impl<'r> Analysis<'r> {
         let order: Vec<usize> = (0..self.repo.documents.len())
             .filter(|&i| applies.get(self.doc(i).layer).copied().unwrap_or(false))
             .collect();
-        let merged = self.merge(order, true);
+        // The last merge to read the documents' values: it takes them (only
+        // the texts for `--explain`, which points at every field later).
+        let take = if self.explain {
+            Take::Texts
+        } else {
+            Take::Entries
+        };
+        let merged = self.merge(order, take);
+        self.reparse = take == Take::Entries && matches!(self.written, Written::Taken(_));
         self.check_merged(&merged, false);
         let edges = self.resolve(&merged, Some((host, union)));
         let acyclic = self.check_cycles(&merged, &edges);

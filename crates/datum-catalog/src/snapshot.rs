@@ -421,12 +421,13 @@ pub struct Summary {
 
 impl Summary {
     fn of(r: &Resource) -> Self {
+        let s = SummaryRef::of(r);
         Summary {
-            id: r.id.clone(),
-            class: r.class.clone(),
-            path: r.desired_str("path").map(str::to_owned),
-            declaration_hash: r.declaration_hash.clone(),
-            validate: r.validate.clone(),
+            id: s.id.clone(),
+            class: s.class.to_owned(),
+            path: s.path.map(str::to_owned),
+            declaration_hash: s.declaration_hash.to_owned(),
+            validate: s.validate.map(str::to_owned),
         }
     }
 }
@@ -468,7 +469,8 @@ impl Serialize for SummariesOf<'_> {
     }
 }
 
-/// [`Summary`] as written, borrowed from its resource.
+/// [`Summary`] as written, borrowed from its resource (what a summary holds
+/// is chosen here once: [`Summary::of`] copies it).
 #[derive(Serialize)]
 struct SummaryRef<'a> {
     id: &'a ResourceId,
@@ -691,31 +693,25 @@ impl LazyCatalogue {
     /// Every resource, as the [`Catalogue`] a pass runs.
     pub fn into_catalogue(mut self) -> Result<Catalogue, SnapshotError> {
         // The summaries are not part of a catalogue: let them go first.
-        self.entries = Vec::new();
-        let resources =
-            match std::mem::replace(&mut self.resources, Resources::Compiled(Vec::new())) {
-                // Unwrapped where they are (an `Option<Resource>` is a
-                // `Resource`'s size): a second list of every resource beside the
-                // first was the peak of a 100,000-File `plan --recompile`.
-                Resources::Compiled(all) => all
-                    .into_iter()
-                    .enumerate()
-                    .map(|(index, r)| {
-                        r.ok_or_else(|| SnapshotError::Damaged {
-                            path: PathBuf::from("(compiled)"),
-                            index,
-                        })
+        let count = std::mem::take(&mut self.entries).len();
+        let resources = if let Resources::Compiled(all) = &mut self.resources {
+            // Unwrapped where they are (an `Option<Resource>` is a
+            // `Resource`'s size): a second list of every resource beside the
+            // first was the peak of a 100,000-File `plan --recompile`.
+            std::mem::take(all)
+                .into_iter()
+                .enumerate()
+                .map(|(index, r)| {
+                    r.ok_or_else(|| SnapshotError::Damaged {
+                        path: PathBuf::from("(compiled)"),
+                        index,
                     })
-                    .collect::<Result<Vec<Resource>, SnapshotError>>()?,
-                snapshot => {
-                    self.resources = snapshot;
-                    let all: Vec<usize> = match &self.resources {
-                        Resources::Snapshot { spans, .. } => (0..spans.len()).collect(),
-                        Resources::Compiled(_) => Vec::new(),
-                    };
-                    self.take(&all)?
-                }
-            };
+                })
+                .collect::<Result<Vec<Resource>, SnapshotError>>()?
+        } else {
+            let all: Vec<usize> = (0..count).collect();
+            self.take(&all)?
+        };
         Ok(Catalogue {
             host: self.host,
             resources,

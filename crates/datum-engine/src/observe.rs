@@ -73,9 +73,10 @@ type Observation = Result<Observed, ProviderError>;
 pub(crate) struct Observations<'a> {
     held: Vec<Held<'a>>,
     /// Boxed: a slot is emptied when its resource's turn comes, and an
-    /// emptied slot should not keep an observation's room (150 bytes) to the
-    /// end of the pass, beside the reports that take its place (14 MB at
-    /// 100,000 Files).
+    /// emptied slot then holds 16 bytes instead of an observation's 150 to
+    /// the end of the pass (14 MB of heap at 100,000 Files; the peak RSS
+    /// did not move with it, docs/benchmarks.md "Issue 17, 2026-12-05
+    /// morning").
     slots: Vec<Mutex<Option<Box<Observation>>>>,
     /// The folders holding the paths of every resource visited (staging
     /// leftovers are swept there), gathered as they are declared.

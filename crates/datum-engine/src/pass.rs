@@ -347,15 +347,9 @@ pub fn run_pass_with(
                                 resource,
                                 action,
                                 observed,
-                                // A plan reports a converged resource
-                                // unchanged without its record.
-                                match ctx.mode {
-                                    Mode::Apply => {
-                                        verified.take(&resource.id, ctx.store.as_deref())
-                                    }
-                                    Mode::Plan => None,
-                                }
-                                .as_ref(),
+                                verified
+                                    .take_converged(&resource.id, ctx.store.as_deref())
+                                    .as_ref(),
                                 ctx,
                             ),
                             (_, cached) => run_resource_staged(
@@ -601,6 +595,16 @@ impl VerifiedRecords {
         // store that did not must not make a lookup miss.
         all.sort_by(|a, b| a.0.cmp(&b.0));
         VerifiedRecords::All(all.into_iter().map(|(id, r)| (id, Some(r))).collect())
+    }
+
+    /// The record of a resource observed converged: an apply compares it
+    /// to decide whether to record the verification again; a plan (reading
+    /// on demand) reports it unchanged without asking the store.
+    fn take_converged(&mut self, id: &ResourceId, store: Option<&Store>) -> Option<VerifiedRecord> {
+        match self {
+            VerifiedRecords::OnDemand { .. } => None,
+            VerifiedRecords::All(_) => self.take(id, store),
+        }
     }
 
     /// The record of `id`, once.

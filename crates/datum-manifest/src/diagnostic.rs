@@ -221,7 +221,7 @@ impl SourceMap {
             canonical: canonical.to_owned(),
             len: text.len(),
             digest: blake3::hash(text.as_bytes()),
-            directive: text.contains("\n%"),
+            directive: crate::yaml::has_directive(text),
             text: OnceLock::new(),
             lines: OnceLock::new(),
         };
@@ -265,11 +265,10 @@ impl SourceMap {
         }
     }
 
-    /// Whether `path`'s text has a directive line (`%YAML`, `%TAG`) after
-    /// its first (see [`crate::yaml::document_at`]).
+    /// [`crate::yaml::has_directive`] of `path`'s text (true when unknown).
     pub fn has_directive(&self, path: &Path) -> bool {
         match self.files.get(path) {
-            Some(Source::Held(text)) => text.contains("\n%"),
+            Some(Source::Held(text)) => crate::yaml::has_directive(text),
             Some(Source::OnDisk(file)) => file.directive,
             None => true,
         }

@@ -354,6 +354,13 @@ fn parse_cut(text: &str, pieces: &[Cut<'_>]) -> Parsed {
     parsed
 }
 
+/// Whether `text` has a directive line (`%YAML`, `%TAG`) after its first: a
+/// directive belongs to the document after it, so such a text is neither cut
+/// into pieces nor parsed again a document at a time.
+pub fn has_directive(text: &str) -> bool {
+    text.contains("\n%")
+}
+
 /// The document that one pass over a whole text finds starting at `start`,
 /// parsed again on its own from `rest`, the whole text from the beginning of
 /// line `start.line` on: up to the next document-marker line (YAML forbids
@@ -385,7 +392,7 @@ pub fn document_at(rest: &str, start: Pos, whole_has_directive: bool) -> Option<
 /// cut: a directive belongs to the document after it.
 fn pieces(text: &str, wanted: usize) -> Vec<Cut<'_>> {
     let mut starts = vec![0usize];
-    if wanted >= 2 && !text.contains("\n%") {
+    if wanted >= 2 && !has_directive(text) {
         for i in 1..wanted {
             let target = text.len() / wanted * i;
             if target <= starts.last().copied().unwrap_or(0) {
