@@ -114,10 +114,10 @@ pub(crate) fn declared(
             ContentKind::Inline => None,
             ContentKind::Source | ContentKind::Template => {
                 match resolver.resolve_file(&layer_path, text) {
-                    Ok((abs, rel, Some(meta))) => Some(SourceFile {
+                    Ok((abs, rel, Some(key))) => Some(SourceFile {
                         abs: abs.into(),
                         rel,
-                        key: crate::hashes::FileKey::of(&meta),
+                        key: key.into(),
                     }),
                     Ok((_, rel, None)) => {
                         diags.push(

@@ -66,6 +66,25 @@ impl FileKey {
     }
 }
 
+impl From<datum_host::repo::EntryKey> for FileKey {
+    fn from(k: datum_host::repo::EntryKey) -> Self {
+        let datum_host::repo::EntryKey {
+            size,
+            mtime_ns,
+            ctime_ns,
+            inode,
+            device,
+        } = k;
+        FileKey {
+            size,
+            mtime_ns,
+            ctime_ns,
+            inode,
+            device,
+        }
+    }
+}
+
 /// The two digests of a source file's bytes: SHA-256 (the checksum of
 /// record) and BLAKE3 (what `datum check` compares live files by).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
+use datum_host::repo::{EntryKind, EntryStat};
+
 /// Why a declared path is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PathProblem {
@@ -52,6 +54,11 @@ pub struct Resolver {
     root: PathBuf,
     /// Folder (relative) -> its canonical path, or the error kind.
     dirs: HashMap<PathBuf, Result<PathBuf, std::io::ErrorKind>>,
+    /// The folder whose entries were looked at last, open (by its canonical
+    /// path): a repository lists its files folder by folder, so most
+    /// lookups are one `lstat` of one name relative to it. One, not one per
+    /// folder: a repository of many folders would hold a descriptor each.
+    open: Option<(PathBuf, datum_host::repo::Folder)>,
 }
 
 impl Resolver {
@@ -59,7 +66,23 @@ impl Resolver {
         Self {
             root: canonical_root.to_owned(),
             dirs: HashMap::new(),
+            open: None,
         }
+    }
+
+    /// `lstat` of `name` in the folder at the canonical path `parent`.
+    fn lstat_in(
+        &mut self,
+        parent: &Path,
+        name: &std::ffi::OsStr,
+    ) -> std::io::Result<datum_host::repo::EntryStat> {
+        let folder = match self.open.take() {
+            Some((path, folder)) if path == parent => (path, folder),
+            _ => (parent.to_owned(), datum_host::repo::Folder::open(parent)?),
+        };
+        let stat = folder.1.lstat(name);
+        self.open = Some(folder);
+        stat
     }
 
     /// See [`resolve_inside`].
@@ -72,15 +95,15 @@ impl Resolver {
             .map(|(abs, rel, _)| (abs, rel))
     }
 
-    /// [`Resolver::resolve`], also giving the metadata of the regular file
-    /// the path names (`None`: something else, a folder for instance), from
-    /// the same `lstat` (the target's, for a link), so that a caller needs no
-    /// second system call for the file's size, times or inode.
+    /// [`Resolver::resolve`], also giving the key (size, times, identity) of
+    /// the regular file the path names (`None`: something else, a folder for
+    /// instance), from the same `lstat` (the target's, for a link), so that a
+    /// caller needs no second system call for it.
     pub fn resolve_file(
         &mut self,
         base: &Path,
         declared: &str,
-    ) -> Result<(PathBuf, PathBuf, Option<std::fs::Metadata>), PathProblem> {
+    ) -> Result<(PathBuf, PathBuf, Option<datum_host::repo::EntryKey>), PathProblem> {
         let problem_declared = || declared.to_owned();
         if declared.is_empty() {
             return Err(PathProblem::Empty {
@@ -147,14 +170,15 @@ impl Resolver {
             PathBuf::with_capacity(parent_canonical.as_os_str().len() + 1 + name.len());
         candidate.push(&parent_canonical);
         candidate.push(name);
-        let (canonical, file) = match datum_host::repo::symlink_metadata(&candidate) {
+        let file_key = |s: EntryStat| (s.kind == EntryKind::File).then_some(s.key);
+        let (canonical, file) = match self.lstat_in(&parent_canonical, name) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing(rel)),
             Err(e) => return Err(io(e)),
             // Only a link needs the full walk (it may point anywhere).
-            Ok(meta) if meta.file_type().is_symlink() => {
+            Ok(entry) if entry.kind == EntryKind::Link => {
                 match datum_host::repo::canonicalize(&candidate) {
                     Ok(c) => {
-                        let file = datum_host::repo::metadata(&c).ok().filter(|m| m.is_file());
+                        let file = datum_host::repo::stat_following(&c).ok().and_then(file_key);
                         (c, file)
                     }
                     // A dangling link: report what is more useful, that it is missing.
@@ -162,7 +186,7 @@ impl Resolver {
                     Err(e) => return Err(io(e)),
                 }
             }
-            Ok(meta) => (candidate, Some(meta).filter(|m| m.is_file())),
+            Ok(entry) => (candidate, file_key(entry)),
         };
         if !canonical.starts_with(&self.root) {
             return Err(PathProblem::LinkOutside {
@@ -260,17 +284,29 @@ mod tests {
         use std::os::unix::fs::MetadataExt as _;
         let (_d, root) = repo();
         std::os::unix::fs::symlink("motd", root.join("base/files/alias")).unwrap();
+        std::fs::write(root.join("common/y"), "yyy").unwrap();
         let mut r = Resolver::new(&root);
         let motd = std::fs::metadata(root.join("base/files/motd")).unwrap();
-        let (_, _, meta) = r.resolve_file(Path::new("base"), "files/motd").unwrap();
-        let meta = meta.expect("a regular file has metadata");
-        assert_eq!((meta.ino(), meta.len()), (motd.ino(), 2));
-        // A link inside the repository: its target's metadata, not the link's.
-        let (abs, _, meta) = r.resolve_file(Path::new("base"), "files/alias").unwrap();
+        let (_, _, key) = r.resolve_file(Path::new("base"), "files/motd").unwrap();
+        let key = key.expect("a regular file has a key");
+        assert_eq!((key.inode, key.size), (motd.ino(), 2));
+        assert_eq!(
+            key.mtime_ns,
+            motd.mtime() * 1_000_000_000 + motd.mtime_nsec()
+        );
+        // A link inside the repository: its target's key, not the link's.
+        let (abs, _, key) = r.resolve_file(Path::new("base"), "files/alias").unwrap();
         assert_eq!(abs, root.join("base/files/motd"));
-        assert_eq!(meta.expect("the target is a file").ino(), motd.ino());
+        assert_eq!(key.expect("the target is a file").inode, motd.ino());
         // A folder is not a file.
-        let (_, _, meta) = r.resolve_file(Path::new("base"), "files").unwrap();
-        assert!(meta.is_none());
+        let (_, _, key) = r.resolve_file(Path::new("base"), "files").unwrap();
+        assert!(key.is_none());
+        // Each file of another folder is looked at in that folder, and back.
+        for (file, size) in [("../common/x", 1), ("../common/y", 3), ("files/motd", 2)] {
+            let (abs, _, key) = r.resolve_file(Path::new("base"), file).unwrap();
+            let meta = std::fs::metadata(&abs).unwrap();
+            let key = key.expect("a file");
+            assert_eq!((key.inode, key.size), (meta.ino(), size), "{file}");
+        }
     }
 }
