@@ -24,11 +24,14 @@
 //! relative to the open directory) and compares. Why the key can be
 //! trusted, and the "racy clean" window of coarse timestamps, are explained
 //! in [`crate::hashes`]: a stamp with an entry changed within
-//! [`crate::hashes::RACY_WINDOW_NS`] of its taking is not saved. The stamp is taken
-//! *before* the compile reads anything, so an edit made during the compile
-//! leaves the saved stamp stale and the next run compiles again. The
-//! program's own executable (its key) and the host identity are part of the
-//! header: a new build or new labels compile again. The compiler reads
+//! [`crate::hashes::RACY_WINDOW_NS`] of its taking is not saved. The stamp's
+//! moment is fixed *before* the compile reads anything and its walk may run
+//! beside the compile ([`RepoKey::start`]): an edit made during the compile
+//! is either seen by the walk (and, later than the stamp's moment, racy: the
+//! stamp is not saved) or not (the saved stamp is stale), and either way the
+//! next run compiles again. The program's own executable (its key) and the
+//! host identity are part of the header: a new build or new labels compile
+//! again. The compiler reads
 //! nothing outside the repository (sources and templates that resolve
 //! outside it are refused), and the host identity is its only other input.
 //! A snapshot decides what a pass writes, so it is trusted only when owned by
@@ -213,7 +216,13 @@ fn short_digest(value: &impl Serialize) -> String {
 impl Stamp {
     /// Walks `root` (links are recorded, never followed; `.git` is skipped).
     pub fn take(root: &Path) -> std::io::Result<Stamp> {
-        let taken_ns = now_ns();
+        Self::take_since(root, now_ns())
+    }
+
+    /// [`Stamp::take`] for a stamp that counts from `taken_ns` (nanoseconds
+    /// since the epoch), a moment before the walk: an entry changed after it
+    /// is racy, so the stamp can be walked while the compile reads.
+    fn take_since(root: &Path, taken_ns: i64) -> std::io::Result<Stamp> {
         // The repository's own folder, not a link to it: below it, links
         // are entries like any other.
         let root = &datum_host::repo::canonicalize(root)?;
@@ -331,13 +340,45 @@ pub enum RepoKey {
     Revision(Revision),
 }
 
+/// A [`RepoKey`] whose moment is fixed and whose walk is still to do
+/// ([`RepoKey::start`]).
+#[derive(Debug)]
+pub struct StartedKey {
+    repo: PathBuf,
+    revision: Option<Revision>,
+    taken_ns: i64,
+}
+
+impl StartedKey {
+    /// Walks the repository (nothing for a revision). May run on another
+    /// thread while the compile reads the repository.
+    pub fn walk(self) -> std::io::Result<RepoKey> {
+        match self.revision {
+            Some(r) => Ok(RepoKey::Revision(r)),
+            None => Stamp::take_since(&self.repo, self.taken_ns).map(RepoKey::Stamp),
+        }
+    }
+}
+
 impl RepoKey {
     /// The key of the repository at `repo`: `revision` when the caller
     /// vouches for one, else a [`Stamp`] of every entry.
     pub fn take(repo: &Path, revision: Option<Revision>) -> std::io::Result<RepoKey> {
-        match revision {
-            Some(r) => Ok(RepoKey::Revision(r)),
-            None => Stamp::take(repo).map(RepoKey::Stamp),
+        Self::start(repo, revision).walk()
+    }
+
+    /// [`RepoKey::take`] in two steps: the moment the key counts from now,
+    /// the walk when [`StartedKey::walk`] is called. Start it before the
+    /// compile reads anything; the walk may then run beside the compile: an
+    /// entry changed after the start is racy whenever the walk sees it (its
+    /// ctime is later than the start, and no one can set a ctime), so such a
+    /// stamp is never saved, and one changed after the walk saw it leaves the
+    /// stamp stale. Either way the next run compiles again.
+    pub fn start(repo: &Path, revision: Option<Revision>) -> StartedKey {
+        StartedKey {
+            repo: repo.to_owned(),
+            revision,
+            taken_ns: now_ns(),
         }
     }
 
@@ -1247,6 +1288,30 @@ mod tests {
         let mut stamp = Stamp::take(dir.path()).unwrap();
         assert!(stamp.racy_entry().is_some(), "just written: racy");
         stamp.taken_ns += RACY_WINDOW_NS + 1;
+        assert_eq!(stamp.racy_entry(), None);
+    }
+
+    #[test]
+    fn a_stamp_walked_after_its_start_counts_from_the_start() {
+        let dir = tree();
+        // Started long before the tree was written (the walk ran while
+        // something changed it): every entry is later than the start, racy.
+        let hour = 3_600_000_000_000;
+        let mut started = RepoKey::start(dir.path(), None);
+        started.taken_ns -= hour;
+        let RepoKey::Stamp(stamp) = started.walk().unwrap() else {
+            panic!("an ordinary folder is stamped")
+        };
+        assert!(
+            stamp.racy_entry().is_some(),
+            "changed after the start: racy"
+        );
+        // Started well after: nothing in the window.
+        let mut started = RepoKey::start(dir.path(), None);
+        started.taken_ns += hour;
+        let RepoKey::Stamp(stamp) = started.walk().unwrap() else {
+            panic!("an ordinary folder is stamped")
+        };
         assert_eq!(stamp.racy_entry(), None);
     }
 

@@ -280,17 +280,28 @@ pub fn compile_or_reuse(
     // The compile builds and drops more than the rest of the run holds:
     // what it frees goes back to the system at once (crate::allocator).
     let prompt_purge = crate::allocator::PromptPurge::start();
-    // Taken before the compile reads anything: an edit made meanwhile
-    // leaves the stamp stale, never the snapshot.
-    let stamp = RepoKey::take(repo, revision);
-    let repository = datum_catalog::Repository::load(repo)?;
-    let classes = repository.settings.classes.clone();
+    // Started before the compile reads anything, walked beside it (one
+    // `lstat` per repository entry, a sixth of a compile's time when it ran
+    // first): an edit made meanwhile leaves the stamp stale or racy (not
+    // saved), never the snapshot (`RepoKey::start`).
+    let started = RepoKey::start(repo, revision);
     let hashes = source_hashes_in(state);
-    // The compile consumes the repository: it lets each part go once done
-    // with it.
-    let catalogue = datum_catalog::compile_loaded(repository, identity, false, Some(&hashes));
+    let (stamp, compiled) = std::thread::scope(|scope| {
+        let stamp = scope.spawn(move || started.walk());
+        let compiled = datum_catalog::Repository::load(repo).and_then(|repository| {
+            let classes = repository.settings.classes.clone();
+            // The compile consumes the repository: it lets each part go
+            // once done with it.
+            datum_catalog::compile_loaded(repository, identity, false, Some(&hashes))
+                .map(|catalogue| (catalogue, classes))
+        });
+        let stamp = stamp
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (stamp, compiled)
+    });
     save_source_hashes_at(state, &hashes);
-    let catalogue = catalogue?;
+    let (catalogue, classes) = compiled?;
     let revision = stamp.as_ref().ok().map(RepoKey::label);
     // Like the source hashes: only where Datum already keeps state.
     if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
