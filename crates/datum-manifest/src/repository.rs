@@ -182,7 +182,17 @@ impl Repository {
         };
         self.sources
             .insert_on_disk(place.file.to_path_buf(), canonical, &text);
-        let parsed = yaml::parse(&text);
+        // Each document read on the thread that parsed it (a long file is
+        // parsed in pieces on every core), with its own problems.
+        let parsed = yaml::parse_each(&text, |node| {
+            // `---` separators with nothing between them are allowed.
+            if node.is_null() {
+                return (None, Vec::new());
+            }
+            let mut own = Diagnostics::new();
+            let doc = document::read(node, place, layer, &mut own);
+            (doc, own.into_vec())
+        });
         for e in parsed.errors {
             diags.push(
                 Diagnostic::error(e.message)
@@ -194,12 +204,11 @@ impl Repository {
         // would leave up to half of a large repository's documents' room
         // unused (and copy it on every step).
         self.documents.reserve(parsed.documents.len());
-        for node in parsed.documents {
-            // `---` separators with nothing between them are allowed.
-            if node.is_null() {
-                continue;
+        for (doc, problems) in parsed.documents {
+            for d in problems {
+                diags.push(d);
             }
-            if let Some(doc) = document::read(node, place, layer, diags) {
+            if let Some(doc) = doc {
                 self.documents.push(doc);
             }
         }

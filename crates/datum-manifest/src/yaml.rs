@@ -79,13 +79,23 @@ pub struct YamlError {
     pub end: Pos,
 }
 
-/// Every document of one file, and the problems found while reading it. A
-/// syntax error ends the file (the parser cannot resynchronise), but the
-/// documents completed before it are kept.
-#[derive(Debug, Clone, Default)]
-pub struct Parsed {
-    pub documents: Vec<Node>,
+/// Every document of one file (as nodes, or what [`parse_each`] made of
+/// each), and the problems found while reading it. A syntax error ends the
+/// file (the parser cannot resynchronise), but the documents completed
+/// before it are kept.
+#[derive(Debug, Clone)]
+pub struct Parsed<T = Node> {
+    pub documents: Vec<T>,
     pub errors: Vec<YamlError>,
+}
+
+impl<T> Default for Parsed<T> {
+    fn default() -> Self {
+        Parsed {
+            documents: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
 }
 
 impl Node {
@@ -251,31 +261,50 @@ pub struct Located {
 }
 
 /// Parses every document in `text`. A long text of many documents is cut
-/// at its document markers and its pieces parsed side by side (one per
-/// core, each at least `PIECE_AT_LEAST`); the result is the one a single
-/// pass gives.
+/// at its document markers into pieces that the cores parse side by side
+/// (a few pieces per core, each at least [`PIECE_AT_LEAST`], handed to
+/// whichever core is free); the result is the one a single pass gives.
 pub fn parse(text: &str) -> Parsed {
-    let pieces = text.len() / PIECE_AT_LEAST;
-    if pieces < 2 {
-        // Most manifests: no thread, and no asking how many cores there
-        // are (which reads the process's cgroup files every time).
-        return parse_piece(text).parsed;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    parse_in(text, cores.min(pieces))
+    parse_each(text, |node| node)
 }
 
-/// The least text a piece gets (a text is cut into at most one piece per
-/// core). Parsing takes 40-50 ms per MB here and a thread well under a
-/// millisecond; the pieces' nodes are the same nodes, so the memory is the
-/// same within a fraction of a MiB (`plan --recompile` of 20,000 Files in
-/// one 4 MB manifest, two pieces: 0.84 -> 0.80 s, 63.3 MiB either way;
-/// docs/benchmarks.md, "Issue 17, 2026-12-05").
-const PIECE_AT_LEAST: usize = 512 << 10;
+/// [`parse`], each document turned into what `each` makes of it on the
+/// thread that parsed it (the pieces of a long text are parsed on several).
+pub fn parse_each<T: Send>(text: &str, each: impl Fn(Node) -> T + Sync) -> Parsed<T> {
+    if text.len() < 2 * PIECE_AT_LEAST {
+        // Most manifests: no thread, and no asking how many cores there
+        // are (which reads the process's cgroup files every time).
+        return parse_piece(text).parsed.map(&each);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let wanted = (text.len() / PIECE_AT_LEAST).min(cores.saturating_mul(PIECES_PER_CORE));
+    parse_cut(text, &pieces(text, wanted), cores, &each)
+}
 
-/// [`parse`] in (at most) `wanted` pieces.
+impl Parsed {
+    /// Each document as `each` makes it.
+    fn map<T>(self, each: impl Fn(Node) -> T) -> Parsed<T> {
+        Parsed {
+            documents: self.documents.into_iter().map(each).collect(),
+            errors: self.errors,
+        }
+    }
+}
+
+/// The least text a piece gets. Parsing takes 40-50 ms per MB here and a
+/// piece's handing over well under a millisecond; the pieces' nodes are the
+/// same nodes, so the memory is the same within a fraction of a MiB.
+const PIECE_AT_LEAST: usize = 256 << 10;
+
+/// How many pieces a core gets, about: one each left a core idle for a
+/// third of the parse whenever the other ran something else meanwhile (the
+/// compile's stamp walk does), several let the free one take more.
+const PIECES_PER_CORE: usize = 4;
+
+/// [`parse`] in (at most) `wanted` pieces, on as many threads.
+#[cfg(test)]
 fn parse_in(text: &str, wanted: usize) -> Parsed {
-    parse_cut(text, &pieces(text, wanted))
+    parse_cut(text, &pieces(text, wanted), wanted, &|node| node)
 }
 
 /// A piece of a text: where it starts, and the number of lines before it.
@@ -285,65 +314,81 @@ struct Cut<'a> {
     text: &'a str,
 }
 
-/// Parses the pieces side by side and joins them in order, each moved to
-/// its lines in the whole text. The result is exactly one pass's: a piece
-/// that stopped at a syntax error (other than the last) is parsed again
-/// with the rest of the text behind it, since a cut may have turned the
-/// error one pass meets just after it into another (an unclosed quote
-/// that meets the end of its piece instead of the next marker); nothing
-/// after the error is kept.
-fn parse_cut(text: &str, pieces: &[Cut<'_>]) -> Parsed {
+/// Parses the pieces on up to `threads` threads (the calling one among
+/// them), each piece moved to its lines in the whole text, and joins them in
+/// order. The result is exactly one pass's: a piece that stopped at a syntax
+/// error (other than the last) is parsed again with the rest of the text
+/// behind it, since a cut may have turned the error one pass meets just
+/// after it into another (an unclosed quote that meets the end of its piece
+/// instead of the next marker); nothing after the error is kept.
+fn parse_cut<T: Send>(
+    text: &str,
+    pieces: &[Cut<'_>],
+    threads: usize,
+    each: &(impl Fn(Node) -> T + Sync),
+) -> Parsed<T> {
+    // A piece parsed from `from` on, moved to the whole text's lines, each
+    // document made into what `each` makes of it.
+    let parse_from = |from: &str, lines_before: u32| {
+        let mut piece = parse_piece(from);
+        piece.shift_lines(lines_before);
+        (piece.parsed.map(each), piece.stopped)
+    };
     let [first, others @ ..] = pieces else {
         return Parsed::default();
     };
     if others.is_empty() {
-        return parse_piece(first.text).parsed;
+        return parse_from(first.text, first.lines_before).0;
     }
-    let results: Vec<Piece> = std::thread::scope(|scope| {
-        let others: Vec<_> = others
-            .iter()
-            .map(|cut| scope.spawn(move || parse_piece(cut.text)))
-            .collect();
-        let mut results = vec![parse_piece(first.text)];
-        for handle in others {
-            match handle.join() {
-                Ok(piece) => results.push(piece),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    // Takes the next piece nobody has, until none is left.
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(cut) = pieces.get(i) else {
+                return done;
+            };
+            done.push((i, parse_from(cut.text, cut.lines_before)));
         }
-        results
+    };
+    let mut results: Vec<Option<(Parsed<T>, bool)>> =
+        std::iter::repeat_with(|| None).take(pieces.len()).collect();
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads.min(pieces.len()))
+            .map(|_| scope.spawn(work))
+            .collect();
+        let mine = work();
+        let theirs = helpers.into_iter().flat_map(|h| match h.join() {
+            Ok(done) => done,
+            Err(panic) => std::panic::resume_unwind(panic),
+        });
+        for (i, piece) in mine.into_iter().chain(theirs) {
+            results[i] = Some(piece);
+        }
     });
     let mut parsed = Parsed::default();
-    parsed
-        .documents
-        .reserve(results.iter().map(|r| r.parsed.documents.len()).sum());
+    parsed.documents.reserve(
+        results
+            .iter()
+            .flatten()
+            .map(|(r, _)| r.documents.len())
+            .sum(),
+    );
     let last = pieces.len() - 1;
-    for (i, (mut piece, cut)) in results.into_iter().zip(pieces).enumerate() {
-        if piece.stopped && i < last {
-            piece = parse_piece(&text[cut.start..]);
+    for (i, (piece, cut)) in results.into_iter().zip(pieces).enumerate() {
+        // Every piece was taken by some thread.
+        let Some(mut piece) = piece else { continue };
+        if piece.1 && i < last {
+            piece = parse_from(&text[cut.start..], cut.lines_before);
         }
-        let Piece {
-            parsed:
-                Parsed {
-                    mut documents,
-                    mut errors,
-                },
+        let (
+            Parsed {
+                mut documents,
+                mut errors,
+            },
             stopped,
-        } = piece;
-        let by = cut.lines_before;
-        if by > 0 {
-            for doc in &mut documents {
-                doc.shift_lines(by);
-            }
-            for e in &mut errors {
-                // Line 0 is "no position": it stays so.
-                for pos in [&mut e.start, &mut e.end] {
-                    if pos.line > 0 {
-                        pos.line = pos.line.saturating_add(by);
-                    }
-                }
-            }
-        }
+        ) = piece;
         parsed.documents.append(&mut documents);
         parsed.errors.append(&mut errors);
         // A syntax error ends the file: what follows it is not read.
@@ -447,6 +492,27 @@ fn next_marker(bytes: &[u8], from: usize) -> Option<usize> {
 struct Piece {
     parsed: Parsed,
     stopped: bool,
+}
+
+impl Piece {
+    /// Moves every position down by `by` lines (the lines before the
+    /// piece in the whole text).
+    fn shift_lines(&mut self, by: u32) {
+        if by == 0 {
+            return;
+        }
+        for doc in &mut self.parsed.documents {
+            doc.shift_lines(by);
+        }
+        for e in &mut self.parsed.errors {
+            // Line 0 is "no position": it stays so.
+            for pos in [&mut e.start, &mut e.end] {
+                if pos.line > 0 {
+                    pos.line = pos.line.saturating_add(by);
+                }
+            }
+        }
+    }
 }
 
 /// Parses every document in one piece of text, from its own line 1.
@@ -1065,12 +1131,17 @@ mod tests {
             "the duplicate keys are reported"
         );
         for wanted in [2, 3, 4, 7] {
-            let cut = parse_in(&text, wanted);
-            assert_eq!(cut.documents.len(), one_pass.documents.len());
-            // Positions included: every piece's lines count from the text's
-            // first line.
-            assert_eq!(cut.documents, one_pass.documents, "in {wanted} pieces");
-            assert_eq!(cut.errors, one_pass.errors, "in {wanted} pieces");
+            // As many threads as pieces, and fewer: a thread takes whichever
+            // piece is next, and the pieces join in the text's order.
+            for threads in [wanted, 2, 1] {
+                let cut = parse_cut(&text, &pieces(&text, wanted), threads, &|node| node);
+                assert_eq!(cut.documents.len(), one_pass.documents.len());
+                // Positions included: every piece's lines count from the
+                // text's first line.
+                let how = format!("{wanted} pieces, {threads} threads");
+                assert_eq!(cut.documents, one_pass.documents, "{how}");
+                assert_eq!(cut.errors, one_pass.errors, "{how}");
+            }
         }
         // The last document's values are on the text's last lines.
         let last = one_pass.documents.last().unwrap();
@@ -1095,15 +1166,17 @@ mod tests {
             "{:?}",
             syntax[0]
         );
-        let cut = parse_in(&text, 2);
         assert_eq!(pieces(&text, 2).len(), 2);
-        // Nothing after the error is read, in pieces as in one pass.
-        assert_eq!(cut.documents, one_pass.documents);
-        assert_eq!(cut.errors, one_pass.errors);
-        assert!(cut.documents.iter().all(|d| {
-            d.get("name")
-                .is_none_or(|n| n.value.as_str() != Some("after"))
-        }));
+        for (wanted, threads) in [(2, 2), (5, 2), (5, 3)] {
+            let cut = parse_cut(&text, &pieces(&text, wanted), threads, &|node| node);
+            // Nothing after the error is read, in pieces as in one pass.
+            assert_eq!(cut.documents, one_pass.documents, "{wanted} pieces");
+            assert_eq!(cut.errors, one_pass.errors, "{wanted} pieces");
+            assert!(cut.documents.iter().all(|d| {
+                d.get("name")
+                    .is_none_or(|n| n.value.as_str() != Some("after"))
+            }));
+        }
     }
 
     #[test]
@@ -1118,7 +1191,7 @@ mod tests {
         ] {
             let text = format!("---\na: 1\n---\n{unclosed}---\nname: after\n");
             let marker = text.find("---\nname").unwrap();
-            let cut = parse_cut(&text, &cut_at(&text, &[0, marker]));
+            let cut = parse_cut(&text, &cut_at(&text, &[0, marker]), 2, &|node| node);
             let one_pass = parse_in(&text, 1);
             assert_eq!(
                 one_pass.errors.len(),
