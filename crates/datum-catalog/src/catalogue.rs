@@ -6,7 +6,6 @@
 //! only content checksums leave the process.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt::Write as _;
 
 use datum_core::{Desired, Resource, ResourceId, sha256_hex};
 use datum_providers::Registry;
@@ -268,58 +267,69 @@ pub(crate) fn declaration_hash(
 ) -> String {
     // Written field by field in sorted key order (the same bytes as the
     // canonical form of the equivalent object) so the desired fields are not
-    // copied for every resource.
-    let mut text = String::with_capacity(256);
-    let string = |s: &str| Value::String(s.to_owned()).to_string();
-    text.push_str("{\"content_sha256\":");
-    text.push_str(&content_sha256.map_or_else(|| "null".to_owned(), string));
-    text.push_str(",\"desired\":");
+    // copied for every resource, and each string is escaped straight into
+    // the text.
+    let mut text = Vec::with_capacity(256);
+    let optional = |s: Option<&str>, out: &mut Vec<u8>| match s {
+        Some(s) => json_string(s, out),
+        None => out.extend_from_slice(b"null"),
+    };
+    text.extend_from_slice(b"{\"content_sha256\":");
+    optional(content_sha256, &mut text);
+    text.extend_from_slice(b",\"desired\":");
     // A `Desired` holds its fields in sorted order already.
     canonical_object(desired.iter(), &mut text);
-    text.push_str(",\"kind\":");
-    text.push_str(&string(&id.kind));
-    text.push_str(",\"name\":");
-    text.push_str(&string(&id.name));
-    text.push_str(",\"requires\":[");
+    text.extend_from_slice(b",\"kind\":");
+    json_string(&id.kind, &mut text);
+    text.extend_from_slice(b",\"name\":");
+    json_string(&id.name, &mut text);
+    text.extend_from_slice(b",\"requires\":[");
     for (i, r) in requires.iter().enumerate() {
         if i > 0 {
-            text.push(',');
+            text.push(b',');
         }
-        text.push_str(&string(&r.to_string()));
+        json_string(&r.to_string(), &mut text);
     }
-    text.push_str("],\"sensitive\":");
-    text.push_str(if sensitive { "true" } else { "false" });
-    text.push_str(",\"validate\":");
-    text.push_str(&validate.map_or_else(|| "null".to_owned(), string));
-    text.push('}');
-    sha256_hex(text.as_bytes())
+    text.extend_from_slice(b"],\"sensitive\":");
+    text.extend_from_slice(if sensitive { b"true" } else { b"false" });
+    text.extend_from_slice(b",\"validate\":");
+    optional(validate, &mut text);
+    text.push(b'}');
+    sha256_hex(&text)
 }
 
 /// `canonical` as a new string: the form to hash a JSON value by (a saved
 /// plan's observation fingerprints use it too).
 pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     canonical(v, &mut out);
-    out
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// `s` as a JSON string (quoted and escaped as serde_json does).
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    // Writing a string into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// `{"key":value,...}` for fields already in key order, each value canonical.
-fn canonical_object<'v>(fields: impl Iterator<Item = (&'v str, &'v Value)>, out: &mut String) {
-    out.push('{');
+fn canonical_object<'v>(fields: impl Iterator<Item = (&'v str, &'v Value)>, out: &mut Vec<u8>) {
+    out.push(b'{');
     for (i, (k, v)) in fields.enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        let _ = write!(out, "{}", Value::String(k.to_owned()));
-        out.push(':');
+        json_string(k, out);
+        out.push(b':');
         canonical(v, out);
     }
-    out.push('}');
+    out.push(b'}');
 }
 
 /// Canonical JSON: object keys sorted whatever map type serde_json was built
 /// with, so the hash cannot change with a dependency's feature flags.
-fn canonical(v: &Value, out: &mut String) {
+fn canonical(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Object(map) => {
             let mut fields: Vec<(&str, &Value)> =
@@ -328,17 +338,18 @@ fn canonical(v: &Value, out: &mut String) {
             canonical_object(fields.into_iter(), out);
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
+        // A scalar as serde_json writes it (into memory: cannot fail).
         scalar => {
-            let _ = write!(out, "{scalar}");
+            let _ = serde_json::to_writer(&mut *out, scalar);
         }
     }
 }
@@ -442,12 +453,8 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_nested_keys() {
-        let mut s = String::new();
-        canonical(
-            &json!({"b": {"y": 1, "x": [true, null]}, "a": "t\"q"}),
-            &mut s,
-        );
-        assert_eq!(s, r#"{"a":"t\"q","b":{"x":[true,null],"y":1}}"#);
+        let s = canonical_json(&json!({"b": {"y": 1.5, "x": [true, null]}, "a": "t\"q\u{1}é"}));
+        assert_eq!(s, r#"{"a":"t\"q\u0001é","b":{"x":[true,null],"y":1.5}}"#);
     }
 
     #[test]
@@ -460,8 +467,7 @@ mod tests {
             "kind": "File", "name": "a", "desired": desired, "content_sha256": "00",
             "validate": "sshd", "sensitive": true, "requires": ["Directory[d]"],
         });
-        let mut text = String::new();
-        canonical(&whole, &mut text);
+        let text = canonical_json(&whole);
         assert_eq!(
             declaration_hash(
                 &id,

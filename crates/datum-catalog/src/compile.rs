@@ -297,7 +297,9 @@ impl<'r> Analysis<'r> {
     // ---- every document on its own -------------------------------------
 
     fn check_documents(&mut self) {
-        let mut declarations: HashMap<&ResourceId, usize> = HashMap::new();
+        self.declare_contents();
+        let mut declarations: HashMap<&ResourceId, usize> =
+            HashMap::with_capacity(self.repo.documents.len());
         for d in &self.repo.documents {
             *declarations.entry(&d.id).or_default() += 1;
         }
@@ -354,24 +356,16 @@ impl<'r> Analysis<'r> {
                 } else {
                     ContentSet::Clears
                 };
-                let decl = content::declared(
-                    self.repo,
-                    doc,
-                    self.written.of(i, doc),
-                    &mut self.resolver,
-                    &mut self.diags,
-                );
                 if let Some(ContentDecl {
                     kind: ContentKind::Template,
                     file: Some(file),
                     ..
-                }) = &decl
+                }) = &self.contents[i]
                 {
                     let layer = self.layer_name(doc);
                     self.templates
                         .load(&file.abs, &file.rel, &doc.id, &layer, &mut self.diags);
                 }
-                self.contents[i] = decl;
             }
 
             if let Some(folder) = provider.source_folder() {
@@ -404,6 +398,35 @@ impl<'r> Analysis<'r> {
                     }
                 }
             }
+        }
+    }
+
+    /// Every content-taking document's declared content
+    /// (`content::declared`: its content field, a `source:` or `template:`
+    /// path resolved inside the repository with one `lstat`), the documents
+    /// split into one stretch per core, each with a resolver of its own.
+    fn declare_contents(&mut self) {
+        let mut contents = std::mem::take(&mut self.contents);
+        let this = &*self;
+        let problems = in_stretches(&mut contents, |first, slots| {
+            let mut resolver = Resolver::new(&this.repo.canonical_root);
+            let mut own = Diagnostics::new();
+            for (i, slot) in (first..).zip(slots.iter_mut()) {
+                let doc = this.doc(i);
+                let takes_content = this
+                    .registry
+                    .lookup(&doc.id.kind)
+                    .is_some_and(|p| p.takes_content());
+                if takes_content {
+                    let desired = this.written.of(i, doc);
+                    *slot = content::declared(this.repo, doc, desired, &mut resolver, &mut own);
+                }
+            }
+            own.into_vec()
+        });
+        self.contents = contents;
+        for d in problems.into_iter().flatten() {
+            self.diags.push(d);
         }
     }
 
@@ -786,6 +809,20 @@ impl<'r> Analysis<'r> {
             .zip(explicit)
             .map(|((m, content), requires)| self.resource(m, content, requires))
             .collect();
+        // Over the explicit requirements only, as before the edges added
+        // below.
+        in_stretches(&mut resources, |_, stretch| {
+            for r in stretch {
+                r.declaration_hash = declaration_hash(
+                    &r.id,
+                    &r.desired,
+                    r.content.as_ref().map(|c| c.sha256.as_str()),
+                    r.validate.as_deref(),
+                    r.sensitive,
+                    &r.requires,
+                );
+            }
+        });
         for (&(from, _), (_, to_id)) in added.iter().zip(&autorequires) {
             if let Some(r) = resources.get_mut(from) {
                 r.requires.push(to_id.clone());
@@ -957,45 +994,22 @@ impl<'r> Analysis<'r> {
     /// Problems are reported in resource order, whatever thread found them.
     fn render_all(&mut self, merged: &[Merged], host: &HostIdentity) -> Vec<Option<Content>> {
         let this = &*self;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8);
         // Each thread renders straight into its own stretch of the result:
         // no per-thread list joined into a second one (20,000 contents held
         // three times at the compile's peak).
         let mut contents: Vec<Option<Content>> = Vec::new();
         contents.resize_with(merged.len(), || None);
-        let render_into = |slots: &mut [Option<Content>], part: &[Merged]| {
+        let problems = in_stretches(&mut contents, |first, slots| {
             let mut problems = Vec::new();
-            for (slot, m) in slots.iter_mut().zip(part) {
+            for (slot, m) in slots.iter_mut().zip(&merged[first..]) {
                 match this.render(m, host) {
                     Ok(content) => *slot = content,
                     Err(d) => problems.push(*d),
                 }
             }
             problems
-        };
-        let problems: Vec<Diagnostic> = if threads <= 1 || merged.len() < 256 {
-            render_into(&mut contents, merged)
-        } else {
-            let chunk = merged.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = contents
-                    .chunks_mut(chunk)
-                    .zip(merged.chunks(chunk))
-                    .map(|(slots, part)| scope.spawn(move || render_into(slots, part)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| match h.join() {
-                        Ok(problems) => problems,
-                        // A panic is a bug: let it surface as one.
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    })
-                    .collect()
-            })
-        };
-        for d in problems {
+        });
+        for d in problems.into_iter().flatten() {
             self.diags.push(d);
         }
         contents
@@ -1119,14 +1133,6 @@ impl<'r> Analysis<'r> {
                 .map_or(&[][..], |p| p.sensitive_fields())
                 .iter()
                 .any(|f| desired.get(f).is_some());
-        let declaration_hash = declaration_hash(
-            &m.id,
-            &desired,
-            content.as_ref().map(|c| c.sha256.as_str()),
-            validate.as_deref(),
-            sensitive,
-            &requires,
-        );
         Resource {
             id: m.id,
             desired,
@@ -1137,9 +1143,43 @@ impl<'r> Analysis<'r> {
             validate,
             origin: last.origin(),
             field_origins,
-            declaration_hash,
+            // Hashed for every resource at once, on every core
+            // (`host_catalogue`).
+            declaration_hash: String::new(),
         }
     }
+}
+
+/// `each` on `items` split into one stretch per core (up to 8; one stretch,
+/// on this thread, for a few hundred items), with the index of the
+/// stretch's first item; what each stretch gave, in order.
+fn in_stretches<T: Send, R: Send>(
+    items: &mut [T],
+    each: impl Fn(usize, &mut [T]) -> R + Sync,
+) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads <= 1 || items.len() < 256 {
+        return vec![each(0, items)];
+    }
+    let chunk = items.len().div_ceil(threads);
+    let each = &each;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(k, part)| scope.spawn(move || each(k * chunk, part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                // A panic is a bug: let it surface as one.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 /// `items` in the order `sequence` gives (`sequence[k]` is the index of the

@@ -813,6 +813,83 @@ mod lint_errors {
     }
 
     #[test]
+    fn content_paths_checked_in_parallel_are_each_reported_at_their_document() {
+        // 600 documents: their content paths are resolved in a stretch per
+        // core, each with its own folder caches; every problem is still
+        // found, once, at its own document, and the good paths resolve.
+        let repo = Repo::two_layers();
+        for d in 0..3 {
+            repo.file(&format!("base/files/d{d}/ok"), "fine\n");
+        }
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("x"), "secret").unwrap();
+        std::os::unix::fs::symlink(outside.path(), repo.path().join("base/files/out")).unwrap();
+        let source = |i: usize| match i % 100 {
+            7 => "files/d1/nope".to_owned(),
+            51 => "files/out/x".to_owned(),
+            99 => "../../x".to_owned(),
+            _ => format!("files/d{}/ok", i % 3),
+        };
+        let docs: Vec<String> = (0..600)
+            .map(|i| {
+                file_doc(
+                    &format!("f{i:03}"),
+                    &format!("/f{i}"),
+                    &format!("  source: {}\n", source(i)),
+                )
+            })
+            .collect();
+        repo.file("base/all.yaml", &docs.join("---\n"));
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 18, "{lines:#?}");
+        for (i, line) in (0..600)
+            .filter(|i| [7, 51, 99].contains(&(i % 100)))
+            .zip(&lines)
+        {
+            // Each document is 7 lines with its separator; `source` is on
+            // its sixth.
+            let at = format!(
+                "base/all.yaml:{}:11: error: File[f{i:03}]: `source`: ",
+                i * 7 + 6
+            );
+            assert!(line.starts_with(&at), "{line} (wanted {at})");
+            let why = match i % 100 {
+                7 => "does not exist",
+                51 => "outside the repository",
+                _ => "leaves the repository",
+            };
+            assert!(line.contains(why), "{line}");
+        }
+        repo.file(
+            "base/all.yaml",
+            &(0..600)
+                .map(|i| {
+                    file_doc(
+                        &format!("f{i:03}"),
+                        &format!("/f{i}"),
+                        &format!("  source: files/d{}/ok\n", i % 3),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("---\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        assert_eq!(cat.resources.len(), 600);
+        for r in &cat.resources {
+            let source = r
+                .content
+                .as_ref()
+                .and_then(|c| c.source.as_deref())
+                .unwrap();
+            assert!(
+                source.ends_with("ok") && source.starts_with(repo.path().canonicalize().unwrap()),
+                "{}",
+                source.display()
+            );
+        }
+    }
+
+    #[test]
     fn template_syntax_errors_without_a_host_and_undefined_variables_with_one() {
         let repo = Repo::two_layers();
         repo.file("base/templates/bad.j2", "ok\n{% if %}\n")
