@@ -90,6 +90,7 @@ impl<'a> Observations<'a> {
     /// `slim` says, per resource, whether an observation found converged
     /// may be reduced to what the verified record needs (see
     /// [`Held::Converged`]).
+    #[cfg(test)]
     pub(crate) fn gather_resources(
         registry: &'a Registry,
         resources: &[&'a Resource],
@@ -98,11 +99,30 @@ impl<'a> Observations<'a> {
         slim: &(dyn Fn(&ResourceId) -> bool + Sync),
         sweep: Sweep,
     ) -> Self {
+        Self::gather_alongside(registry, resources, host, threads, slim, sweep, || ()).0
+    }
+
+    /// [`Observations::gather_resources`], the calling thread running
+    /// `alongside` first (work that must stay on it, such as a read of the
+    /// state store) while the other observers start.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "gather_resources' arguments and the one thing to run beside it"
+    )]
+    pub(crate) fn gather_alongside<R>(
+        registry: &'a Registry,
+        resources: &[&'a Resource],
+        host: &Host,
+        threads: usize,
+        slim: &(dyn Fn(&ResourceId) -> bool + Sync),
+        sweep: Sweep,
+        alongside: impl FnOnce() -> R,
+    ) -> (Self, R) {
         // Each resource's folders travel with its result and are gathered
         // afterwards, in pass order, where neighbours mostly share a folder:
         // no lock and no set insertion (a path compared component by
         // component) per resource on the observer threads.
-        let done = in_parallel(resources, threads, |resource| {
+        let (done, beside) = in_parallel_alongside(resources, threads, alongside, |resource| {
             let provider = registry.lookup(&resource.id.kind)?;
             let declared = match provider.declare(resource) {
                 Ok(declared) => declared,
@@ -165,11 +185,14 @@ impl<'a> Observations<'a> {
                 }
             }
         }
-        Self {
-            held,
-            slots,
-            folders,
-        }
+        (
+            Self {
+                held,
+                slots,
+                folders,
+            },
+            beside,
+        )
     }
 
     /// The provider and declaration of the resource at `index` (`None`
@@ -349,6 +372,17 @@ fn in_parallel<'r, T: Send>(
     threads: usize,
     work: impl Fn(&'r Resource) -> Option<T> + Sync,
 ) -> Vec<Option<T>> {
+    in_parallel_alongside(resources, threads, || (), work).0
+}
+
+/// [`in_parallel`], the calling thread running `alongside` before it takes
+/// resources too (the other threads start at once).
+fn in_parallel_alongside<'r, T: Send, R>(
+    resources: &[&'r Resource],
+    threads: usize,
+    alongside: impl FnOnce() -> R,
+    work: impl Fn(&'r Resource) -> Option<T> + Sync,
+) -> (Vec<Option<T>>, R) {
     let slots: Vec<Mutex<Option<T>>> = resources.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let worker = || {
@@ -365,16 +399,19 @@ fn in_parallel<'r, T: Send>(
         }
     };
     let threads = threads.clamp(1, resources.len().max(1));
-    std::thread::scope(|scope| {
+    let beside = std::thread::scope(|scope| {
         for _ in 1..threads {
             scope.spawn(worker);
         }
+        let beside = alongside();
         worker();
+        beside
     });
-    slots
+    let done = slots
         .into_iter()
         .map(|slot| slot.into_inner().ok().flatten())
-        .collect()
+        .collect();
+    (done, beside)
 }
 
 /// How many observers to run: the cores, and a few more for I/O waits on a

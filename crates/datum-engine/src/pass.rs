@@ -160,7 +160,12 @@ pub fn run_pass_with(
     // (see `observe::Held::Converged`), unless a reconcile accepted it.
     let fingerprints = options.fingerprints || options.expect.is_some();
     let slim = |id: &ResourceId| !fingerprints && !accepted.contains_key(&id.to_string());
-    let mut observations = Observations::gather_resources(
+    // An apply compares every resource with its verified record: all of
+    // them in one query, instead of one per resource, read while the other
+    // observers start (the store stays on this thread). A plan reads one
+    // only for what it will report as a change (see `VerifiedRecords`).
+    let store = ctx.store.as_deref();
+    let (mut observations, mut verified) = Observations::gather_alongside(
         ctx.registry,
         &selected,
         ctx.host,
@@ -169,6 +174,10 @@ pub fn run_pass_with(
         match ctx.mode {
             Mode::Apply => observe::Sweep::Folders,
             Mode::Plan => observe::Sweep::Nothing,
+        },
+        || match ctx.mode {
+            Mode::Apply => VerifiedRecords::all(store),
+            Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
         },
     );
     // Before anything is written (observation reads no staging directory).
@@ -195,14 +204,6 @@ pub fn run_pass_with(
     {
         store.set_durability(Some(ctx.host.durability().clone()));
     }
-    // An apply compares every resource with its verified record: all of
-    // them in one query, instead of one per resource. A plan reads one only
-    // for what it will report as a change (see `VerifiedRecords`).
-    let mut verified = match ctx.mode {
-        Mode::Apply => VerifiedRecords::all(ctx.store.as_deref()),
-        Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
-    };
-
     // Resources whose last apply failed: one that converges now is cleared.
     let failed_before: BTreeSet<String> = match (ctx.mode, ctx.store.as_deref()) {
         (Mode::Apply, Some(store)) => store.failed_applies().unwrap_or_default(),
@@ -957,12 +958,26 @@ fn apply_batches(
 
 /// A pass killed between staging and rename leaves a hidden staging directory
 /// beside its target; remove those before anything is written.
+/// The folders are listed on every core (a thousand folders took 10 ms of
+/// a 0.25 s no-op apply on one).
 fn sweep_stale_staging(observations: &Observations<'_>, host: &Host) {
-    for declared in observations.folders() {
-        if let Ok(dir) = host.dir(declared) {
-            let _ = host.sweep_stale_staging(&dir);
+    let folders: Vec<&std::path::PathBuf> = observations.folders().iter().collect();
+    let sweep = |part: &[&std::path::PathBuf]| {
+        for declared in part {
+            if let Ok(dir) = host.dir(declared) {
+                let _ = host.sweep_stale_staging(&dir);
+            }
         }
+    };
+    let threads = observe::default_threads();
+    if threads <= 1 || folders.len() < 64 {
+        return sweep(&folders);
     }
+    std::thread::scope(|scope| {
+        for part in folders.chunks(folders.len().div_ceil(threads)) {
+            scope.spawn(move || sweep(part));
+        }
+    });
 }
 
 /// A field change that says an activation is pending (for plans).

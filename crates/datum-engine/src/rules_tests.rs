@@ -887,3 +887,45 @@ fn the_folders_to_sweep_are_every_resources_once_each() {
     assert_eq!(gather(crate::observe::Sweep::Folders), ["/", "/a", "/b"]);
     assert!(gather(crate::observe::Sweep::Nothing).is_empty());
 }
+
+/// A killed apply's staging leftovers are removed by the next apply from
+/// every folder it manages (the folders are listed on several threads past
+/// a few dozen), and a plan removes none; anything else in a folder stays.
+#[test]
+fn an_apply_sweeps_staging_leftovers_from_every_folder_and_a_plan_from_none() {
+    let mut bed = Bed::new();
+    let folders: Vec<String> = (0..150).map(|i| format!("d{i:03}")).collect();
+    let mut resources = Vec::new();
+    for f in &folders {
+        let dir = bed.root.path().join(f);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(dir.join(format!("{}left", datum_host::staging::STAGE_PREFIX)))
+            .unwrap();
+        std::fs::write(dir.join("keep"), "mine\n").unwrap();
+        // Converged already: nothing is staged, so only the sweep removes
+        // the leftovers.
+        std::fs::write(dir.join("file"), "x\n").unwrap();
+        resources.push(fake_file(f, &format!("/{f}/file"), "x\n", &[]));
+    }
+    let cat = catalogue(resources);
+    let left = |bed: &Bed| {
+        folders
+            .iter()
+            .filter(|f| {
+                let dir = bed.root.path().join(f);
+                dir.join(format!("{}left", datum_host::staging::STAGE_PREFIX))
+                    .exists()
+            })
+            .count()
+    };
+    bed.pass(&cat, Mode::Plan);
+    assert_eq!(left(&bed), 150, "a plan writes nothing");
+    let summary = bed.pass(&cat, Mode::Apply);
+    let words = words(&summary);
+    assert!(words.iter().all(|(_, w)| *w == "unchanged"), "{words:?}");
+    assert_eq!(left(&bed), 0, "every folder swept");
+    for f in &folders {
+        assert_eq!(bed.live(&format!("/{f}/keep")).as_deref(), Some("mine\n"));
+        assert_eq!(bed.live(&format!("/{f}/file")).as_deref(), Some("x\n"));
+    }
+}
