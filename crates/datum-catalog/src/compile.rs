@@ -30,6 +30,7 @@ use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
 use crate::graph;
 use crate::host::HostIdentity;
 use crate::merge::{self, ContentSet, DocView, Merged};
+use crate::stretches::in_stretches;
 use crate::validators;
 
 /// The documents' `desired` mappings, which the checks read and point their
@@ -1148,38 +1149,6 @@ impl<'r> Analysis<'r> {
             declaration_hash: String::new(),
         }
     }
-}
-
-/// `each` on `items` split into one stretch per core (up to 8; one stretch,
-/// on this thread, for a few hundred items), with the index of the
-/// stretch's first item; what each stretch gave, in order.
-fn in_stretches<T: Send, R: Send>(
-    items: &mut [T],
-    each: impl Fn(usize, &mut [T]) -> R + Sync,
-) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    if threads <= 1 || items.len() < 256 {
-        return vec![each(0, items)];
-    }
-    let chunk = items.len().div_ceil(threads);
-    let each = &each;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks_mut(chunk)
-            .enumerate()
-            .map(|(k, part)| scope.spawn(move || each(k * chunk, part)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(r) => r,
-                // A panic is a bug: let it surface as one.
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    })
 }
 
 /// `items` in the order `sequence` gives (`sequence[k]` is the index of the

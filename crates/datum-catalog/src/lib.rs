@@ -42,6 +42,7 @@ mod merge;
 pub mod reference;
 pub mod schema;
 pub mod snapshot;
+mod stretches;
 pub mod validators;
 
 use std::path::Path;

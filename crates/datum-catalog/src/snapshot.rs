@@ -1056,15 +1056,27 @@ pub fn save_in(
     // precede the records; then everything is encoded again straight into
     // the file. Nothing is held whole: a Tree of 200,000 files is a 15 MB
     // record, which a buffer (and a copy per resource) used to hold twice.
+    // The lengths are counted on every core (the records are encoded
+    // twice; this is the half nothing else waits on).
+    let lengths = crate::stretches::each_stretch(&catalogue.resources, |stretch| {
+        stretch
+            .iter()
+            .map(|r| {
+                let mut counter = Counter(0);
+                rmp_serde::encode::write(&mut counter, &StoredRef::of(r)).map_err(invalid)?;
+                u32::try_from(counter.0).map_err(|_| {
+                    std::io::Error::other(format!("{} is too large to remember", r.id))
+                })
+            })
+            .collect::<std::io::Result<Vec<u32>>>()
+    });
     let mut spans = Vec::with_capacity(catalogue.resources.len());
     let mut offset = 0u64;
-    for r in &catalogue.resources {
-        let mut counter = Counter(0);
-        rmp_serde::encode::write(&mut counter, &StoredRef::of(r)).map_err(invalid)?;
-        let len = u32::try_from(counter.0)
-            .map_err(|_| std::io::Error::other(format!("{} is too large to remember", r.id)))?;
-        spans.push((offset, len));
-        offset += counter.0;
+    for len in lengths {
+        for len in len? {
+            spans.push((offset, len));
+            offset += u64::from(len);
+        }
     }
     let header = Header {
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -1115,11 +1127,13 @@ impl std::io::Write for Counter {
 }
 
 /// A [`StoredResource`] as written: the resource without its content's
-/// bytes (which it never serialises) or field origins, and the bytes
+/// bytes (which `Content` never serialises) or field origins, and the bytes
 /// borrowed. Encodes exactly as a `StoredResource` does.
 #[derive(Serialize)]
 struct StoredRef<'a> {
-    resource: Resource,
+    /// The resource itself (borrowed) unless it has field origins to leave
+    /// out (only an `--explain` compile records them).
+    resource: std::borrow::Cow<'a, Resource>,
     #[serde(with = "serde_bytes")]
     bytes: &'a [u8],
     source: Option<&'a Path>,
@@ -1128,25 +1142,16 @@ struct StoredRef<'a> {
 impl<'a> StoredRef<'a> {
     fn of(r: &'a Resource) -> Self {
         let content = r.content.as_ref();
-        StoredRef {
-            resource: Resource {
-                id: r.id.clone(),
-                desired: r.desired.clone(),
-                content: content.map(|c| datum_core::Content {
-                    bytes: bytes::Bytes::new(),
-                    sha256: c.sha256.clone(),
-                    size: c.size,
-                    source: None,
-                    blake3: c.blake3.clone(),
-                }),
-                requires: r.requires.clone(),
-                class: r.class.clone(),
-                sensitive: r.sensitive,
-                validate: r.validate.clone(),
-                origin: r.origin.clone(),
+        let resource = if r.field_origins.is_empty() {
+            std::borrow::Cow::Borrowed(r)
+        } else {
+            std::borrow::Cow::Owned(Resource {
                 field_origins: Default::default(),
-                declaration_hash: r.declaration_hash.clone(),
-            },
+                ..r.clone()
+            })
+        };
+        StoredRef {
+            resource,
             bytes: content.map_or(&[], |c| &c.bytes[..]),
             source: content.and_then(|c| c.source.as_deref()),
         }
