@@ -726,12 +726,27 @@ impl<'r> Analysis<'r> {
         } else {
             Take::Entries
         };
-        let merged = self.merge(order, take);
-        self.reparse = take == Take::Entries && matches!(self.written, Written::Taken(_));
-        self.check_merged(&merged, false);
-        let edges = self.resolve(&merged, Some((host, union)));
-        let acyclic = self.check_cycles(&merged, &edges);
-        self.check_paths(&merged);
+        // The source-hash cache is read on another thread while this one
+        // merges and checks (the render, which asks it, waited for it on
+        // one core), when some content comes from a `source:` file.
+        let prepare = self.hashes.filter(|_| {
+            self.contents
+                .iter()
+                .flatten()
+                .any(|d| d.kind == ContentKind::Source)
+        });
+        let (merged, edges, acyclic) = std::thread::scope(|scope| {
+            if let Some(hashes) = prepare {
+                scope.spawn(move || hashes.prepare());
+            }
+            let merged = self.merge(order, take);
+            self.reparse = take == Take::Entries && matches!(self.written, Written::Taken(_));
+            self.check_merged(&merged, false);
+            let edges = self.resolve(&merged, Some((host, union)));
+            let acyclic = self.check_cycles(&merged, &edges);
+            self.check_paths(&merged);
+            (merged, edges, acyclic)
+        });
         // Every check that points into a `desired` mapping has run: a
         // compile that holds them lets them go before rendering, the
         // longest and fullest part of it (only `--explain` still reads

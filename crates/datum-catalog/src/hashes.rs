@@ -110,6 +110,9 @@ pub trait SourceHashes: Sync {
     fn get(&self, path: &Path, key: &FileKey) -> Option<SourceDigests>;
     /// Remembers `digests` for `path` under `key`.
     fn put(&self, path: &Path, key: FileKey, digests: SourceDigests);
+    /// Sources will be asked for soon: a cache may read what it remembers
+    /// now (the compile asks on a thread of its own while it checks).
+    fn prepare(&self) {}
     /// Every source of the compile is hashed: nothing is asked for again
     /// until the next compile, so a cache may let go of what it read.
     fn hashed_all(&self) {}
@@ -234,6 +237,10 @@ impl HashCacheFile {
 }
 
 impl SourceHashes for HashCacheFile {
+    fn prepare(&self) {
+        self.with_known(|_| ());
+    }
+
     fn get(&self, path: &Path, key: &FileKey) -> Option<SourceDigests> {
         self.with_known(|known| {
             let i = known
