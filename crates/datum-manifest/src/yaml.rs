@@ -262,7 +262,7 @@ pub struct Located {
 
 /// Parses every document in `text`. A long text of many documents is cut
 /// at its document markers into pieces that the cores parse side by side
-/// (a few pieces per core, each at least [`PIECE_AT_LEAST`], handed to
+/// (a few pieces per core, each at least 256 KiB, handed to
 /// whichever core is free); the result is the one a single pass gives.
 pub fn parse(text: &str) -> Parsed {
     parse_each(text, |node| node)
