@@ -57,7 +57,7 @@ enum Held<'a> {
     Nothing,
 }
 
-/// Whether [`Observations::gather_resources`] notes the folders of the
+/// Whether [`Observations::gather_alongside`] notes the folders of the
 /// resources' paths (an apply sweeps them of staging leftovers; a plan
 /// does not need them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,24 +90,11 @@ impl<'a> Observations<'a> {
     /// `slim` says, per resource, whether an observation found converged
     /// may be reduced to what the verified record needs (see
     /// [`Held::Converged`]).
-    #[cfg(test)]
-    pub(crate) fn gather_resources(
-        registry: &'a Registry,
-        resources: &[&'a Resource],
-        host: &Host,
-        threads: usize,
-        slim: &(dyn Fn(&ResourceId) -> bool + Sync),
-        sweep: Sweep,
-    ) -> Self {
-        Self::gather_alongside(registry, resources, host, threads, slim, sweep, || ()).0
-    }
-
-    /// [`Observations::gather_resources`], the calling thread running
-    /// `alongside` first (work that must stay on it, such as a read of the
-    /// state store) while the other observers start.
+    /// The calling thread runs `alongside` first (work that must stay on it,
+    /// such as a read of the state store) while the other observers start.
     #[allow(
         clippy::too_many_arguments,
-        reason = "gather_resources' arguments and the one thing to run beside it"
+        reason = "what the observers need, and the one thing to run beside them"
     )]
     pub(crate) fn gather_alongside<R>(
         registry: &'a Registry,

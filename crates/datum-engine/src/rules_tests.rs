@@ -713,14 +713,16 @@ fn a_converged_resource_holds_no_declaration_and_is_declared_again_only_when_nee
         fake_file("plain", "/quiet/plain", "p\n", &[]),
     ]);
     let selected: Vec<&Resource> = cat.resources.iter().collect();
-    let observations = crate::observe::Observations::gather_resources(
+    let observations = crate::observe::Observations::gather_alongside(
         &bed.registry,
         &selected,
         &bed.host,
         2,
         &|_| true,
         crate::observe::Sweep::Folders,
-    );
+        || (),
+    )
+    .0;
     assert!(
         observations.bound(0).is_some(),
         "a change keeps its declaration"
@@ -738,14 +740,16 @@ fn a_converged_resource_holds_no_declaration_and_is_declared_again_only_when_nee
     drop(observations);
     // Kept whole when the caller says so (a plan being saved, an accepted
     // observation).
-    let observations = crate::observe::Observations::gather_resources(
+    let observations = crate::observe::Observations::gather_alongside(
         &bed.registry,
         &selected,
         &bed.host,
         2,
         &|_| false,
         crate::observe::Sweep::Folders,
-    );
+        || (),
+    )
+    .0;
     assert_eq!(observations.peek(1, |o| o.fields.is_empty()), Some(false));
     assert!(!observations.slimmed(1));
     assert!(
@@ -871,14 +875,16 @@ fn the_folders_to_sweep_are_every_resources_once_each() {
     ]);
     let selected: Vec<&Resource> = cat.resources.iter().collect();
     let gather = |sweep| {
-        crate::observe::Observations::gather_resources(
+        crate::observe::Observations::gather_alongside(
             &bed.registry,
             &selected,
             &bed.host,
             2,
             &|_| true,
             sweep,
+            || (),
         )
+        .0
         .folders()
         .iter()
         .map(|p| p.display().to_string())

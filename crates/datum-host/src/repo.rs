@@ -14,6 +14,7 @@
 
 use std::fs::File;
 use std::io::Read as _;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -26,6 +27,12 @@ use crate::HostError;
 pub fn open(canonical: &Path) -> std::io::Result<File> {
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    open_without_links(canonical, flags).map(File::from)
+}
+
+/// Opens `canonical` with `flags` (which include `NOFOLLOW`), refusing a
+/// link anywhere on the way.
+fn open_without_links(canonical: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
     match rustix::fs::openat2(
         rustix::fs::CWD,
         canonical,
@@ -33,12 +40,12 @@ pub fn open(canonical: &Path) -> std::io::Result<File> {
         Mode::empty(),
         ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     ) {
-        Ok(fd) => Ok(File::from(fd)),
+        Ok(fd) => Ok(fd),
         // A kernel without openat2 (before 5.6): the final component is
         // still never followed.
-        Err(rustix::io::Errno::NOSYS) => rustix::fs::open(canonical, flags, Mode::empty())
-            .map(File::from)
-            .map_err(std::io::Error::from),
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::open(canonical, flags, Mode::empty()).map_err(Into::into)
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -189,25 +196,13 @@ pub fn stat_following(path: &Path) -> std::io::Result<EntryStat> {
 /// followed on the way to the folder (a canonical path has none; one swapped
 /// in since is refused).
 #[derive(Debug)]
-pub struct Folder(std::os::fd::OwnedFd);
+pub struct Folder(OwnedFd);
 
 impl Folder {
     /// Opens the folder at the canonical path `canonical`.
     pub fn open(canonical: &Path) -> std::io::Result<Folder> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat2(
-            rustix::fs::CWD,
-            canonical,
-            flags,
-            Mode::empty(),
-            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-        ) {
-            Ok(fd) => Ok(Folder(fd)),
-            Err(rustix::io::Errno::NOSYS) => rustix::fs::open(canonical, flags, Mode::empty())
-                .map(Folder)
-                .map_err(Into::into),
-            Err(e) => Err(e.into()),
-        }
+        open_without_links(canonical, flags).map(Folder)
     }
 
     /// `lstat` of the entry `name` (one component) of this folder.
@@ -221,7 +216,7 @@ impl Folder {
 /// with a change stamp: its own key, and every entry's name and key, one
 /// `fstatat` each relative to the open folder, never following a link.
 #[derive(Debug)]
-pub struct StampDir(std::os::fd::OwnedFd);
+pub struct StampDir(OwnedFd);
 
 impl StampDir {
     /// Opens the folder at `path`.
