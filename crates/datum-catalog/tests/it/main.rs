@@ -625,6 +625,42 @@ mod lint_errors {
     }
 
     #[test]
+    fn merged_resources_checked_in_parallel_are_each_reported_at_their_field() {
+        // 600 resources, checked in a stretch per core once merged: every
+        // bad mode is reported once, at its own line, by lint and by the
+        // host's compile alike.
+        let repo = Repo::two_layers();
+        let docs: Vec<String> = (0..600)
+            .map(|i| {
+                let mode = if i % 100 == 42 { "0999" } else { "0644" };
+                file_doc(
+                    &format!("f{i:03}"),
+                    &format!("/f{i}"),
+                    &format!("  mode: \"{mode}\"\n"),
+                )
+            })
+            .collect();
+        repo.file("base/all.yaml", &docs.join("---\n"));
+        let compiled: Vec<String> = compile(repo.path(), &web())
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        for lines in [repo.lint(), compiled] {
+            assert_eq!(lines.len(), 6, "{lines:#?}");
+            for (k, line) in lines.iter().enumerate() {
+                let i = k * 100 + 42;
+                // Seven lines a document with its separator; `mode` on the sixth.
+                let at = format!(
+                    "base/all.yaml:{}:3: error: File[f{i:03}]: `mode`",
+                    i * 7 + 6
+                );
+                assert!(line.starts_with(&at), "{line} (wanted {at})");
+            }
+        }
+    }
+
+    #[test]
     fn missing_required_fields_point_at_desired() {
         let repo = Repo::two_layers();
         repo.file(
