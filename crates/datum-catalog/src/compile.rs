@@ -555,66 +555,52 @@ impl<'r> Analysis<'r> {
     /// meet on one host may legitimately contradict each other (`ensure:
     /// absent` for one role, content for another).
     fn check_merged(&mut self, merged: &[Merged], missing_only: bool) {
-        // Each resource on its own: one stretch of them per core.
-        let this = &*self;
-        let problems = crate::stretches::each_stretch(merged, |stretch| {
-            let mut problems = Vec::new();
-            for m in stretch {
-                this.check_one_merged(m, missing_only, &mut problems);
-            }
-            problems
-        });
-        for d in problems.into_iter().flatten() {
-            self.diags.push(d);
-        }
-    }
-
-    /// [`Analysis::check_merged`] of one resource, its problems added to
-    /// `problems`.
-    fn check_one_merged(&self, m: &Merged, missing_only: bool, problems: &mut Vec<Diagnostic>) {
-        let Some(provider) = self.providers[m.last_doc()] else {
-            return;
-        };
-        // The provider checks the declaration as written: the merged
-        // fields plus the winning content field.
-        let mut desired = m.desired_json();
-        if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
-            for (k, v, _) in self.desired(d).entries() {
-                if CONTENT_KEYS.contains(&k) && !v.is_null() {
-                    obj.insert(k.to_owned(), v.to_json());
-                }
-            }
-        }
-        let Err(errors) = provider.check(&desired) else {
-            return;
-        };
-        for e in errors {
-            let written = e.path.first().and_then(|k| {
-                let content = if CONTENT_KEYS.contains(&k.as_str()) {
-                    m.content
-                } else {
-                    None
-                };
-                content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
-            });
-            // (A resource declared once has no other layer to contradict.)
-            if missing_only && written.is_some() && m.docs.len() > 1 {
+        for m in merged {
+            let Some(provider) = self.providers[m.last_doc()] else {
                 continue;
-            }
-            let (origin, end) = match written {
-                Some(doc) => {
-                    let (o, end) = self.field_location(doc, &e.path);
-                    (o, Some(end))
-                }
-                // Not written anywhere: point at the first `desired:`.
-                None => (self.doc(m.first_doc()).desired_location().0, None),
             };
-            let secret = m
-                .sensitive
-                .and_then(|d| self.doc(d).sensitive.as_ref())
-                .is_some_and(|s| s.value);
-            let hide = secret || is_sensitive_field(provider, &e);
-            problems.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
+            // The provider checks the declaration as written: the merged
+            // fields plus the winning content field.
+            let mut desired = m.desired_json();
+            if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
+                for (k, v, _) in self.desired(d).entries() {
+                    if CONTENT_KEYS.contains(&k) && !v.is_null() {
+                        obj.insert(k.to_owned(), v.to_json());
+                    }
+                }
+            }
+            let Err(errors) = provider.check(&desired) else {
+                continue;
+            };
+            for e in errors {
+                let written = e.path.first().and_then(|k| {
+                    let content = if CONTENT_KEYS.contains(&k.as_str()) {
+                        m.content
+                    } else {
+                        None
+                    };
+                    content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
+                });
+                // (A resource declared once has no other layer to contradict.)
+                if missing_only && written.is_some() && m.docs.len() > 1 {
+                    continue;
+                }
+                let (origin, end) = match written {
+                    Some(doc) => {
+                        let (o, end) = self.field_location(doc, &e.path);
+                        (o, Some(end))
+                    }
+                    // Not written anywhere: point at the first `desired:`.
+                    None => (self.doc(m.first_doc()).desired_location().0, None),
+                };
+                let secret = m
+                    .sensitive
+                    .and_then(|d| self.doc(d).sensitive.as_ref())
+                    .is_some_and(|s| s.value);
+                let hide = secret || is_sensitive_field(provider, &e);
+                self.diags
+                    .push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
+            }
         }
     }
 
