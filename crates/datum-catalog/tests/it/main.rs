@@ -625,10 +625,10 @@ mod lint_errors {
     }
 
     #[test]
-    fn merged_resources_checked_in_parallel_are_each_reported_at_their_field() {
-        // 600 resources, checked in a stretch per core once merged: every
-        // bad mode is reported once, at its own line, by lint and by the
-        // host's compile alike.
+    fn every_bad_field_of_many_resources_is_reported_once_at_its_line() {
+        // 600 resources (more than the compile's per-core stretches start
+        // at): every bad mode is reported once, at its own line, by lint and
+        // by the host's compile alike.
         let repo = Repo::two_layers();
         let docs: Vec<String> = (0..600)
             .map(|i| {
