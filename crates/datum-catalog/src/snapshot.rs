@@ -132,17 +132,19 @@ fn read_stamped_dir(
     rel: &[u8],
 ) -> std::io::Result<(FileKey, DirEntries, Vec<Vec<u8>>)> {
     use sha2::Digest as _;
-    let open = datum_host::repo::StampDir::open(&join(root, rel))?;
-    let key = file_key(open.key()?);
+    let open = datum_host::repo::Folder::open(&join(root, rel))?;
+    let key = FileKey::from(open.key()?);
     // Names in one buffer, each entry a span of it and its key (none for a
     // folder): a few allocations a folder, none an entry.
     let mut names: Vec<u8> = Vec::new();
     let mut entries: Vec<((usize, usize), Option<FileKey>)> = Vec::new();
-    open.each_entry(|name, key, is_dir| {
+    open.each_entry(|name, entry| {
+        let is_dir = entry.kind == datum_host::repo::EntryKind::Folder;
         if is_dir && rel.is_empty() && name == b".git" {
             return;
         }
-        entries.push(((names.len(), name.len()), (!is_dir).then(|| file_key(key))));
+        let key = (!is_dir).then(|| FileKey::from(entry.key));
+        entries.push(((names.len(), name.len()), key));
         names.extend_from_slice(name);
     })?;
     let name_of = |(at, len): (usize, usize)| names.get(at..at + len).unwrap_or_default();
@@ -190,16 +192,6 @@ fn read_stamped_dir(
         newest: newest.map(|(name, key)| (name.to_vec(), key)),
     };
     Ok((key, entries, dirs))
-}
-
-fn file_key(key: datum_host::repo::EntryKey) -> FileKey {
-    FileKey {
-        size: key.size,
-        mtime_ns: key.mtime_ns,
-        ctime_ns: key.ctime_ns,
-        inode: key.inode,
-        device: key.device,
-    }
 }
 
 /// 16 hex digits of SHA-256 over `value`'s MessagePack encoding, fed to the
@@ -361,14 +353,10 @@ impl StartedKey {
 }
 
 impl RepoKey {
-    /// The key of the repository at `repo`: `revision` when the caller
-    /// vouches for one, else a [`Stamp`] of every entry.
-    pub fn take(repo: &Path, revision: Option<Revision>) -> std::io::Result<RepoKey> {
-        Self::start(repo, revision).walk()
-    }
-
-    /// [`RepoKey::take`] in two steps: the moment the key counts from now,
-    /// the walk when [`StartedKey::walk`] is called. Start it before the
+    /// The key of the repository at `repo` (`revision` when the caller
+    /// vouches for one, else a [`Stamp`] of every entry), in two steps: the
+    /// moment the key counts from now, the walk when [`StartedKey::walk`] is
+    /// called. Start it before the
     /// compile reads anything; the walk may then run beside the compile: an
     /// entry changed after the start is racy whenever the walk sees it (its
     /// ctime is later than the start, and no one can set a ctime), so such a
@@ -1687,7 +1675,9 @@ mod tests {
         let load_at = |r: Option<&Revision>| load(&t.path, t.repo.path(), r, &c.host);
         // Saved right after the files were written: a stamp that fresh is
         // refused as racy, a revision is not (nothing changes its files).
-        let key = RepoKey::take(t.repo.path(), Some(at(&commit('a')))).unwrap();
+        let key = RepoKey::start(t.repo.path(), Some(at(&commit('a'))))
+            .walk()
+            .unwrap();
         save(datum_providers::registry(), &t.path, key, &c, &classes())
             .unwrap()
             .unwrap();

@@ -189,45 +189,21 @@ pub fn stat_following(path: &Path) -> std::io::Result<EntryStat> {
     Ok(EntryStat::of(&rustix::fs::stat(path)?))
 }
 
-/// A repository folder opened by its canonical path to `lstat` its entries
-/// by name: the kernel walks one component per entry instead of the whole
-/// path (a compile of 20,000 `source:` files spent most of its path checks
-/// walking the repository's own location again for every file). No link is
-/// followed on the way to the folder (a canonical path has none; one swapped
-/// in since is refused).
+/// A repository folder, opened by its canonical path (no link is followed
+/// on the way: a canonical path has none, and one swapped in since is
+/// refused), to look at its entries relative to it: one `lstat` by name
+/// walks one component instead of the whole path (a compile of 20,000
+/// `source:` files spent most of its path checks walking the repository's
+/// own location again for every file), and a change stamp reads every
+/// entry's name and key, never following a link.
 #[derive(Debug)]
 pub struct Folder(OwnedFd);
 
 impl Folder {
     /// Opens the folder at the canonical path `canonical`.
     pub fn open(canonical: &Path) -> std::io::Result<Folder> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         open_without_links(canonical, flags).map(Folder)
-    }
-
-    /// `lstat` of the entry `name` (one component) of this folder.
-    pub fn lstat(&self, name: &std::ffi::OsStr) -> std::io::Result<EntryStat> {
-        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(EntryStat::of(&stat))
-    }
-}
-
-/// A repository folder opened (the folder itself, not a link) to compare it
-/// with a change stamp: its own key, and every entry's name and key, one
-/// `fstatat` each relative to the open folder, never following a link.
-#[derive(Debug)]
-pub struct StampDir(OwnedFd);
-
-impl StampDir {
-    /// Opens the folder at `path`.
-    pub fn open(path: &Path) -> std::io::Result<StampDir> {
-        rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map(StampDir)
-        .map_err(Into::into)
     }
 
     /// The folder's own key.
@@ -235,11 +211,17 @@ impl StampDir {
         Ok(EntryKey::of(&rustix::fs::fstat(&self.0)?))
     }
 
+    /// `lstat` of the entry `name` (one component) of this folder.
+    pub fn lstat(&self, name: &std::ffi::OsStr) -> std::io::Result<EntryStat> {
+        let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(EntryStat::of(&stat))
+    }
+
     /// Calls `each` with every entry (`.` and `..` aside) as the folder
-    /// lists them: its name, its key (a link's own, not its target's) and
-    /// whether it is a folder. The folder is read through one buffer on the
-    /// stack, with no allocation per entry; call it once per opening.
-    pub fn each_entry(&self, mut each: impl FnMut(&[u8], EntryKey, bool)) -> std::io::Result<()> {
+    /// lists them: its name and what its `lstat` says (a link's own key, not
+    /// its target's). The folder is read through one buffer on the stack,
+    /// with no allocation per entry; call it once per opening.
+    pub fn each_entry(&self, mut each: impl FnMut(&[u8], EntryStat)) -> std::io::Result<()> {
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
         let mut dir = rustix::fs::RawDir::new(&self.0, &mut buf);
         while let Some(entry) = dir.next() {
@@ -249,9 +231,7 @@ impl StampDir {
                 continue;
             }
             let stat = rustix::fs::statat(&self.0, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-            let is_dir = rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                == rustix::fs::FileType::Directory;
-            each(name.to_bytes(), EntryKey::of(&stat), is_dir);
+            each(name.to_bytes(), EntryStat::of(&stat));
         }
         Ok(())
     }
