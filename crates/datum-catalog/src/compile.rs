@@ -298,6 +298,10 @@ impl<'r> Analysis<'r> {
     // ---- every document on its own -------------------------------------
 
     fn check_documents(&mut self) {
+        let registry = self.registry;
+        for (slot, doc) in self.providers.iter_mut().zip(&self.repo.documents) {
+            *slot = registry.lookup(&doc.id.kind);
+        }
         self.declare_contents();
         let mut declarations: HashMap<&ResourceId, usize> =
             HashMap::with_capacity(self.repo.documents.len());
@@ -306,7 +310,7 @@ impl<'r> Analysis<'r> {
         }
         for i in 0..self.repo.documents.len() {
             let doc = self.doc(i);
-            let provider = self.registry.lookup(&doc.id.kind);
+            let provider = self.providers[i];
             if provider.is_none() {
                 self.diags.push(
                     Diagnostic::error(unknown_type_message(self.registry, &doc.id.kind))
@@ -315,7 +319,6 @@ impl<'r> Analysis<'r> {
                         .until(doc.kind_span.end),
                 );
             }
-            self.providers[i] = provider;
 
             if let Some(v) = &doc.validate
                 && let Err(problem) = validators::check(&v.value)
@@ -414,11 +417,7 @@ impl<'r> Analysis<'r> {
             let mut own = Diagnostics::new();
             for (i, slot) in (first..).zip(slots.iter_mut()) {
                 let doc = this.doc(i);
-                let takes_content = this
-                    .registry
-                    .lookup(&doc.id.kind)
-                    .is_some_and(|p| p.takes_content());
-                if takes_content {
+                if this.providers[i].is_some_and(|p| p.takes_content()) {
                     let desired = this.written.of(i, doc);
                     *slot = content::declared(this.repo, doc, desired, &mut resolver, &mut own);
                 }
