@@ -30,8 +30,8 @@ use crate::content::{self, CONTENT_KEYS, ContentDecl, ContentKind, Templates};
 use crate::graph;
 use crate::host::HostIdentity;
 use crate::merge::{self, ContentSet, DocView, Merged};
-use crate::stretches::in_stretches;
 use crate::validators;
+use datum_core::parallel::in_stretches;
 
 /// The documents' `desired` mappings, which the checks read and point their
 /// messages into.

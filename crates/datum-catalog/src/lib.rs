@@ -42,7 +42,6 @@ mod merge;
 pub mod reference;
 pub mod schema;
 pub mod snapshot;
-mod stretches;
 pub mod validators;
 
 use std::path::Path;

@@ -1046,7 +1046,7 @@ pub fn save_in(
     // record, which a buffer (and a copy per resource) used to hold twice.
     // The lengths are counted on every core (the records are encoded
     // twice; this is the half nothing else waits on).
-    let lengths = crate::stretches::each_stretch(&catalogue.resources, |stretch| {
+    let lengths = datum_core::parallel::each_stretch(&catalogue.resources, |stretch| {
         stretch
             .iter()
             .map(|r| {

@@ -27,6 +27,7 @@ pub mod id;
 pub mod observed;
 pub mod origin;
 pub mod outcome;
+pub mod parallel;
 pub mod progress;
 pub mod resource;
 pub mod schema;

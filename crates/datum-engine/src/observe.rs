@@ -11,7 +11,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datum_core::{Action, Diff, Observed, Resource, ResourceId};
 use datum_host::Host;
@@ -370,42 +369,14 @@ fn in_parallel_alongside<'r, T: Send, R>(
     alongside: impl FnOnce() -> R,
     work: impl Fn(&'r Resource) -> Option<T> + Sync,
 ) -> (Vec<Option<T>>, R) {
-    let slots: Vec<Mutex<Option<T>>> = resources.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    let worker = || {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(&resource) = resources.get(i) else {
-                break;
-            };
-            let done = work(resource);
-            datum_core::progress::observed();
-            if let (Some(done), Ok(mut slot)) = (done, slots[i].lock()) {
-                *slot = Some(done);
-            }
-        }
-    };
-    let threads = threads.clamp(1, resources.len().max(1));
-    let beside = std::thread::scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(worker);
-        }
-        let beside = alongside();
-        worker();
-        beside
-    });
-    let done = slots
-        .into_iter()
-        .map(|slot| slot.into_inner().ok().flatten())
-        .collect();
-    (done, beside)
+    datum_core::parallel::each_taken(resources, threads, alongside, |_, &resource| {
+        let done = work(resource);
+        datum_core::progress::observed();
+        done
+    })
 }
 
-/// How many observers to run: the cores, and a few more for I/O waits on a
-/// cold cache (bounded: more threads than that only contend).
+/// How many observers to run: the cores (up to 8).
 pub(crate) fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 8)
+    datum_core::parallel::cores()
 }

@@ -962,20 +962,11 @@ fn apply_batches(
 /// a 0.25 s no-op apply on one).
 fn sweep_stale_staging(observations: &Observations<'_>, host: &Host) {
     let folders: Vec<&std::path::PathBuf> = observations.folders().iter().collect();
-    let sweep = |part: &[&std::path::PathBuf]| {
-        for declared in part {
+    datum_core::parallel::each_stretch(&folders, |stretch| {
+        for declared in stretch {
             if let Ok(dir) = host.dir(declared) {
                 let _ = host.sweep_stale_staging(&dir);
             }
-        }
-    };
-    let threads = observe::default_threads();
-    if threads <= 1 || folders.len() < 64 {
-        return sweep(&folders);
-    }
-    std::thread::scope(|scope| {
-        for part in folders.chunks(folders.len().div_ceil(threads)) {
-            scope.spawn(move || sweep(part));
         }
     });
 }

@@ -896,11 +896,11 @@ fn the_folders_to_sweep_are_every_resources_once_each() {
 
 /// A killed apply's staging leftovers are removed by the next apply from
 /// every folder it manages (the folders are listed on several threads past
-/// a few dozen), and a plan removes none; anything else in a folder stays.
+/// a few hundred), and a plan removes none; anything else in a folder stays.
 #[test]
 fn an_apply_sweeps_staging_leftovers_from_every_folder_and_a_plan_from_none() {
     let mut bed = Bed::new();
-    let folders: Vec<String> = (0..150).map(|i| format!("d{i:03}")).collect();
+    let folders: Vec<String> = (0..300).map(|i| format!("d{i:03}")).collect();
     let mut resources = Vec::new();
     for f in &folders {
         let dir = bed.root.path().join(f);
@@ -925,7 +925,7 @@ fn an_apply_sweeps_staging_leftovers_from_every_folder_and_a_plan_from_none() {
             .count()
     };
     bed.pass(&cat, Mode::Plan);
-    assert_eq!(left(&bed), 150, "a plan writes nothing");
+    assert_eq!(left(&bed), 300, "a plan writes nothing");
     let summary = bed.pass(&cat, Mode::Apply);
     let words = words(&summary);
     assert!(words.iter().all(|(_, w)| *w == "unchanged"), "{words:?}");

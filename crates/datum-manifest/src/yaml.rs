@@ -340,45 +340,19 @@ fn parse_cut<T: Send>(
     if others.is_empty() {
         return parse_from(first.text, first.lines_before).0;
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    // Takes the next piece nobody has, until none is left.
-    let work = || {
-        let mut done = Vec::new();
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(cut) = pieces.get(i) else {
-                return done;
-            };
-            done.push((i, parse_from(cut.text, cut.lines_before)));
-        }
-    };
-    let mut results: Vec<Option<(Parsed<T>, bool)>> =
-        std::iter::repeat_with(|| None).take(pieces.len()).collect();
-    std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads.min(pieces.len()))
-            .map(|_| scope.spawn(work))
-            .collect();
-        let mine = work();
-        let theirs = helpers.into_iter().flat_map(|h| match h.join() {
-            Ok(done) => done,
-            Err(panic) => std::panic::resume_unwind(panic),
-        });
-        for (i, piece) in mine.into_iter().chain(theirs) {
-            results[i] = Some(piece);
-        }
-    });
-    let mut parsed = Parsed::default();
-    parsed.documents.reserve(
-        results
-            .iter()
-            .flatten()
-            .map(|(r, _)| r.documents.len())
-            .sum(),
+    // Whichever thread is free takes the next piece.
+    let (results, ()) = datum_core::parallel::each_taken(
+        pieces,
+        threads,
+        || (),
+        |_, cut| parse_from(cut.text, cut.lines_before),
     );
+    let mut parsed = Parsed::default();
+    parsed
+        .documents
+        .reserve(results.iter().map(|(r, _)| r.documents.len()).sum());
     let last = pieces.len() - 1;
-    for (i, (piece, cut)) in results.into_iter().zip(pieces).enumerate() {
-        // Every piece was taken by some thread.
-        let Some(mut piece) = piece else { continue };
+    for (i, (mut piece, cut)) in results.into_iter().zip(pieces).enumerate() {
         if piece.1 && i < last {
             piece = parse_from(&text[cut.start..], cut.lines_before);
         }
