@@ -310,7 +310,7 @@ pub fn inspect_all<'r>(
     host: &Host,
     content: ContentDiff,
 ) -> Vec<Result<Inspection<'r>, ProviderError>> {
-    in_parallel(resources, default_threads(), |resource| {
+    in_parallel(resources, datum_core::parallel::cores(), |resource| {
         Some(inspect(registry, resource, host, content))
     })
     .into_iter()
@@ -374,9 +374,4 @@ fn in_parallel_alongside<'r, T: Send, R>(
         datum_core::progress::observed();
         done
     })
-}
-
-/// How many observers to run: the cores (up to 8).
-pub(crate) fn default_threads() -> usize {
-    datum_core::parallel::cores()
 }

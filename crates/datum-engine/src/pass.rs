@@ -169,7 +169,7 @@ pub fn run_pass_with(
         ctx.registry,
         &selected,
         ctx.host,
-        observe::default_threads(),
+        datum_core::parallel::cores(),
         &slim,
         match ctx.mode {
             Mode::Apply => observe::Sweep::Folders,
