@@ -50,7 +50,7 @@ pub use catalogue::Catalogue;
 use compile::Written;
 pub use datum_manifest::{Diagnostic, Diagnostics, Repository, Severity};
 use datum_providers::Registry;
-pub use hashes::{HashCacheFile, SourceDigests, SourceHashes};
+pub use hashes::{AfterHashing, HashCacheFile, SourceDigests, SourceHashes};
 pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
 
 /// The compiler with the resource types it knows: the registry is handed in

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use datum_catalog::snapshot::LazyCatalogue;
-use datum_catalog::{Catalogue, HashCacheFile, HostIdentity};
+use datum_catalog::{AfterHashing, Catalogue, HashCacheFile, HostIdentity};
 use datum_host::{Host, PrivateDir};
 use datum_store::backup::BackupStore;
 use datum_store::{Store, StoreError};
@@ -422,11 +422,19 @@ pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
     source_hashes_in(&StateFiles::of(global))
 }
 
+/// Saved as soon as the compile has hashed every source, where a state
+/// store exists (see [`save_source_hashes`]), so the compile does not carry
+/// them through building its catalogue; forgotten there elsewhere.
 fn source_hashes_in(state: &StateFiles) -> HashCacheFile {
-    match &state.dir {
+    let cache = match &state.dir {
         Some(dir) => HashCacheFile::load_in(dir, SOURCE_HASHES.as_ref()),
         None => HashCacheFile::load(Path::new("/nonexistent").join(SOURCE_HASHES).as_path()),
-    }
+    };
+    cache.after_hashing(if state.exists() {
+        AfterHashing::Save
+    } else {
+        AfterHashing::Forget
+    })
 }
 
 /// Writes the remembered hashes back, only where a state store already
