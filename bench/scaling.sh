@@ -13,7 +13,8 @@
 #     on one that did (the catalogue snapshot is reused);
 #   * File resources: 20,000 (the standard estate) and 100,000 (make-estate.py --files 100000
 #     --dirs 1000), one File per file with a repository source (bench/make-datum-repo.py):
-#     `plan --recompile` (the compile from YAML), a no-op `apply` from the catalogue snapshot,
+#     `plan --recompile` (the compile from YAML; also with no source-hash cache, every source
+#     read and hashed), a no-op `apply` from the catalogue snapshot,
 #     and the metadata pass (`check --sample 0`; peer: `find -printf`), also of the same
 #     repository as `datum pull` deploys it (committed, signed, pulled under --root: a
 #     checkout Datum wrote and nobody else can, so the snapshot needs no stamp of its files);
@@ -182,6 +183,11 @@ fi
 if on files; then
   for e in standard files100k; do
     datum_in files "$e" plan --recompile; T "files|datum plan --recompile|$e" "${CMD[@]}"
+    # The same with no source-hash cache (removed before every run): every `source:` file
+    # read and hashed, as the first plan after a first apply into a new state folder does,
+    # or one after most of the repository changed.
+    T "files|datum plan --recompile, no source-hash cache|$e" \
+      sh -c 'rm -f "$0"; exec "$@"' "$S/state-files-$e/source-hashes" "${CMD[@]}"
     datum_in files "$e" apply; T "files|datum apply, no-op from the snapshot|$e" "${CMD[@]}"
     datum_in files "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass)|$e" "${CMD[@]}"
     pulled "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass), a datum pull checkout|$e" "${CMD[@]}"
