@@ -139,13 +139,13 @@ pub fn trusted_by_metadata(
 }
 
 /// Records again, at `now`, the verification of a resource whose record was
-/// racy ([`Trust::Racy`]) and which this check read and found matching its
-/// declaration: a fresh verification, as an apply's would be (the metadata
-/// observed before the read, the content read matching), so the next
-/// metadata pass trusts it without an apply in between. Only when that
-/// metadata is quiet at `now`, the check's start: else the new record would
-/// be racy too.
-pub fn refresh_racy(
+/// racy or whose metadata moved since ([`Trust::refreshable`]) and which this
+/// check read and found matching its declaration: a fresh verification, as
+/// an apply's would be (the metadata observed before the read, the content
+/// read matching), so the next metadata pass trusts it without an apply in
+/// between. Only when that metadata is quiet at `now`, the check's start:
+/// else the new record would be racy too.
+pub fn refresh_verified(
     store: &mut Store,
     resource: &datum_core::Resource,
     observed: &datum_core::Observed,

@@ -25,7 +25,7 @@ use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTa
 
 use crate::COMMAND;
 use crate::detection::{
-    Trust, distrust_stamps, not_converged, reads_content, refresh_racy, trusted_by_metadata,
+    Trust, distrust_stamps, not_converged, reads_content, refresh_verified, trusted_by_metadata,
 };
 use crate::error::{CheckError, Context as _};
 use crate::policies::Policies;
@@ -201,10 +201,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             .filter(|(_, trusted)| **trusted != Trust::Trusted)
             .map(|(i, _)| *i)
             .collect();
-        let racy: std::collections::HashSet<usize> = indices
+        // Read because the record was racy or the metadata moved: found as
+        // declared, recorded again (`datum_drift::metadata`).
+        let refreshable: std::collections::HashSet<usize> = indices
             .iter()
             .zip(&trusted)
-            .filter(|(_, trusted)| **trusted == Trust::Racy)
+            .filter(|(_, trusted)| trusted.refreshable())
             .map(|(i, _)| *i)
             .collect();
         let unread = indices.len() - to_observe.len();
@@ -252,10 +254,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         if !found.is_empty() {
                             observations.insert(r.id.clone(), observed);
                             *keep = true;
-                        } else if racy.contains(index) {
+                        } else if refreshable.contains(index) {
                             // Like an apply's record: a store that refuses
                             // only costs the next check a read.
-                            let _ = refresh_racy(store, r, &observed, now);
+                            let _ = refresh_verified(store, r, &observed, now);
                         }
                         findings.extend(found);
                     }

@@ -338,7 +338,7 @@ fn metadata_first_trusts_an_unchanged_path_of_a_path_owning_kind_only() {
     // untrusted until an apply verifies it.
     std::thread::sleep(std::time::Duration::from_millis(20));
     bed.write("/etc/m.conf", "changed!\n");
-    assert_eq!(trusted(&mut bed), [Trust::Read, Trust::Read]);
+    assert_eq!(trusted(&mut bed), [Trust::Moved, Trust::Read]);
     let looked = bed.check(&cat, Act::Look);
     assert_eq!(actions(&looked)[0].1, "changed_outside");
     assert!(

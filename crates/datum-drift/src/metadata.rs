@@ -17,6 +17,12 @@
 //! the next apply, or by the first check that reads it and finds it as
 //! declared: [`Trust::Racy`]).
 //!
+//! The same holds for a file whose metadata moved while its content stayed
+//! (a hard link made to it, a `chmod` and back, a backup tool's `touch`):
+//! it is read ([`Trust::Moved`]) and, found as declared, its verification
+//! is recorded again, so one benign change costs one read, not a read by
+//! every metadata pass until the next apply.
+//!
 //! Owns: [`trust`]. Must not: read content.
 
 use datum_core::FileMeta;
@@ -32,16 +38,31 @@ pub enum Trust {
     /// file had just changed ([`FileMeta::quiet_at`]): read, and when it
     /// matches, its verification can be recorded again now that it is quiet.
     Racy,
-    /// Read.
+    /// Its metadata moved since the record (of its current declaration, with
+    /// a content hash) was made: read, and when it matches its declaration,
+    /// its verification can be recorded again with the metadata it has now.
+    Moved,
+    /// Read: nothing recorded to compare with, or a record without a
+    /// content hash (one that drift made untrusted until an apply).
     Read,
+}
+
+impl Trust {
+    /// Whether a check that reads the file and finds it as declared records
+    /// its verification again ([`Trust::Racy`], [`Trust::Moved`]).
+    pub fn refreshable(self) -> bool {
+        matches!(self, Trust::Racy | Trust::Moved)
+    }
 }
 
 /// What `now` (the file's metadata) allows against `recorded`, the metadata
 /// of the last verified apply, which started at `verified_at` (Unix
 /// seconds). A record without a content hash proves nothing about content.
 pub fn trust(recorded: &FileMeta, verified_at: i64, now: &FileMeta) -> Trust {
-    if !same_as_recorded(recorded, now) {
+    if recorded.sha256.is_none() {
         Trust::Read
+    } else if !same_as_recorded(recorded, now) {
+        Trust::Moved
     } else if recorded.quiet_at(verified_at) {
         Trust::Trusted
     } else {
@@ -85,7 +106,7 @@ mod tests {
     const LATER: i64 = 1_000;
 
     #[test]
-    fn any_moved_field_means_read_it() {
+    fn any_moved_field_means_read_it_and_a_record_without_a_hash_proves_nothing() {
         let base = meta();
         let unhashed_now = FileMeta {
             sha256: None,
@@ -105,13 +126,15 @@ mod tests {
         for change in changes {
             let mut now = meta();
             change(&mut now);
-            assert_eq!(trust(&base, LATER, &now), Trust::Read);
+            assert_eq!(trust(&base, LATER, &now), Trust::Moved);
+            assert!(Trust::Moved.refreshable());
         }
         let unhashed = FileMeta {
             sha256: None,
             ..meta()
         };
         assert_eq!(trust(&unhashed, LATER, &meta()), Trust::Read);
+        assert!(!Trust::Read.refreshable());
     }
 
     #[test]

@@ -453,6 +453,30 @@ fn a_check_records_again_a_racy_verification_it_read_and_found_as_declared() {
 }
 
 #[test]
+fn a_check_records_again_a_verification_whose_metadata_moved_while_the_content_stayed() {
+    let s = Sandbox::new(METADATA_CLASSES, Some("cheap"))
+        .applied()
+        .quiet();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, unread(&json)), (0, 1), "trusted unread: {json:#}");
+    // A hard link to it moves its ctime (the link count), not its content.
+    fs::hard_link(s.live("/etc/motd"), s.dir.path().join("motd-link")).expect("link");
+    wait_out_racy_records();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, unread(&json)), (0, 0), "read, as declared: {json:#}");
+    // Recorded again as this check found it: the next trusts it, with no
+    // apply in between (before, every metadata pass read it until one).
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, unread(&json)), (0, 1), "trusted again: {json:#}");
+    // And an edit is still seen (ctime moved again: read, reported).
+    edit_keeping_size_and_mtime(
+        &s.live("/etc/motd"),
+        "Welcome to TEST-host.\nAuthorised use only.\n",
+    );
+    one_finding(&s, "File[motd]", "changed_outside", &["content"]);
+}
+
+#[test]
 fn metadata_mode_reads_a_file_whose_ctime_moved() {
     let s = Sandbox::new(METADATA_CLASSES, Some("cheap")).applied();
     edit_keeping_size_and_mtime(
