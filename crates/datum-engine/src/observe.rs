@@ -82,28 +82,37 @@ pub(crate) struct Observations<'a> {
     folders: BTreeSet<PathBuf>,
 }
 
+/// How a pass observes its resources: everything
+/// [`Observations::gather_alongside`] needs besides the resources.
+pub(crate) struct Observers<'a, 's> {
+    pub(crate) registry: &'a Registry,
+    pub(crate) host: &'s Host,
+    /// How many resources are observed at once.
+    pub(crate) threads: usize,
+    /// Per resource, whether an observation found converged may be reduced
+    /// to what the verified record needs (see [`Held::Converged`]).
+    pub(crate) slim: &'s (dyn Fn(&ResourceId) -> bool + Sync),
+    pub(crate) sweep: Sweep,
+}
+
 impl<'a> Observations<'a> {
     /// Looks up, declares and observes every resource of `resources`
-    /// (those a pass visits), `threads` at a time. A declaration that does
+    /// (those a pass visits), as `observers` says. A declaration that does
     /// not parse is that resource's failed observation.
-    /// `slim` says, per resource, whether an observation found converged
-    /// may be reduced to what the verified record needs (see
-    /// [`Held::Converged`]).
     /// The calling thread runs `alongside` first (work that must stay on it,
     /// such as a read of the state store) while the other observers start.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "what the observers need, and the one thing to run beside them"
-    )]
     pub(crate) fn gather_alongside<R>(
-        registry: &'a Registry,
+        observers: &Observers<'a, '_>,
         resources: &[&'a Resource],
-        host: &Host,
-        threads: usize,
-        slim: &(dyn Fn(&ResourceId) -> bool + Sync),
-        sweep: Sweep,
         alongside: impl FnOnce() -> R,
     ) -> (Self, R) {
+        let Observers {
+            registry,
+            host,
+            threads,
+            slim,
+            sweep,
+        } = *observers;
         // Each resource's folders travel with its result and are gathered
         // afterwards, in pass order, where neighbours mostly share a folder:
         // no lock and no set insertion (a path compared component by

@@ -165,21 +165,21 @@ pub fn run_pass_with(
     // observers start (the store stays on this thread). A plan reads one
     // only for what it will report as a change (see `VerifiedRecords`).
     let store = ctx.store.as_deref();
-    let (mut observations, mut verified) = Observations::gather_alongside(
-        ctx.registry,
-        &selected,
-        ctx.host,
-        datum_core::parallel::cores(),
-        &slim,
-        match ctx.mode {
+    let observers = observe::Observers {
+        registry: ctx.registry,
+        host: ctx.host,
+        threads: datum_core::parallel::cores(),
+        slim: &slim,
+        sweep: match ctx.mode {
             Mode::Apply => observe::Sweep::Folders,
             Mode::Plan => observe::Sweep::Nothing,
         },
-        || match ctx.mode {
+    };
+    let (mut observations, mut verified) =
+        Observations::gather_alongside(&observers, &selected, || match ctx.mode {
             Mode::Apply => VerifiedRecords::all(store),
             Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
-        },
-    );
+        });
     // Before anything is written (observation reads no staging directory).
     if ctx.mode == Mode::Apply {
         sweep_stale_staging(&observations, ctx.host);

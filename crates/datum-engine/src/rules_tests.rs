@@ -714,12 +714,14 @@ fn a_converged_resource_holds_no_declaration_and_is_declared_again_only_when_nee
     ]);
     let selected: Vec<&Resource> = cat.resources.iter().collect();
     let observations = crate::observe::Observations::gather_alongside(
-        &bed.registry,
+        &crate::observe::Observers {
+            registry: &bed.registry,
+            host: &bed.host,
+            threads: 2,
+            slim: &|_| true,
+            sweep: crate::observe::Sweep::Folders,
+        },
         &selected,
-        &bed.host,
-        2,
-        &|_| true,
-        crate::observe::Sweep::Folders,
         || (),
     )
     .0;
@@ -741,12 +743,14 @@ fn a_converged_resource_holds_no_declaration_and_is_declared_again_only_when_nee
     // Kept whole when the caller says so (a plan being saved, an accepted
     // observation).
     let observations = crate::observe::Observations::gather_alongside(
-        &bed.registry,
+        &crate::observe::Observers {
+            registry: &bed.registry,
+            host: &bed.host,
+            threads: 2,
+            slim: &|_| false,
+            sweep: crate::observe::Sweep::Folders,
+        },
         &selected,
-        &bed.host,
-        2,
-        &|_| false,
-        crate::observe::Sweep::Folders,
         || (),
     )
     .0;
@@ -876,12 +880,14 @@ fn the_folders_to_sweep_are_every_resources_once_each() {
     let selected: Vec<&Resource> = cat.resources.iter().collect();
     let gather = |sweep| {
         crate::observe::Observations::gather_alongside(
-            &bed.registry,
+            &crate::observe::Observers {
+                registry: &bed.registry,
+                host: &bed.host,
+                threads: 2,
+                slim: &|_| true,
+                sweep,
+            },
             &selected,
-            &bed.host,
-            2,
-            &|_| true,
-            sweep,
             || (),
         )
         .0

@@ -215,16 +215,15 @@ fn only_files_that_will_be_written_are_staged_ahead() {
     let planned = |cat: &[Resource]| {
         let registry = Registry::new(vec![Box::new(FileProvider)]);
         let selected: Vec<&Resource> = cat.iter().collect();
-        let observations = crate::observe::Observations::gather_alongside(
-            &registry,
-            &selected,
-            &host,
-            2,
-            &|_| true,
-            crate::observe::Sweep::Folders,
-            || (),
-        )
-        .0;
+        let observers = crate::observe::Observers {
+            registry: &registry,
+            host: &host,
+            threads: 2,
+            slim: &|_| true,
+            sweep: crate::observe::Sweep::Folders,
+        };
+        let observations =
+            crate::observe::Observations::gather_alongside(&observers, &selected, || ()).0;
         let (options, groups) = (
             crate::PassOptions::default(),
             crate::group::GroupChecks::default(),
