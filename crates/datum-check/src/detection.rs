@@ -144,20 +144,22 @@ pub fn trusted_by_metadata(
 /// an apply's would be (the metadata observed before the read, the content
 /// read matching), so the next metadata pass trusts it without an apply in
 /// between. Only when that metadata is quiet at `now`, the check's start:
-/// else the new record would be racy too.
+/// else the new record would be racy too. Whether it was recorded.
 pub fn refresh_verified(
     store: &mut Store,
     resource: &datum_core::Resource,
     observed: &datum_core::Observed,
     now: i64,
-) -> Result<(), datum_store::StoreError> {
+) -> Result<bool, datum_store::StoreError> {
     let Some(meta) = observed.meta.as_ref().filter(|m| m.sha256.is_some()) else {
-        return Ok(());
+        return Ok(false);
     };
     if !meta.quiet_at(now) {
-        return Ok(());
+        return Ok(false);
     }
-    store.record_verified(&resource.id, &resource.declaration_hash, Some(meta), now)
+    store
+        .record_verified(&resource.id, &resource.declaration_hash, Some(meta), now)
+        .map(|()| true)
 }
 
 /// Folds the findings of every resource the apply loop never made match

@@ -257,7 +257,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         } else if refreshable.contains(index) {
                             // Like an apply's record: a store that refuses
                             // only costs the next check a read.
-                            let _ = refresh_verified(store, r, &observed, now);
+                            if refresh_verified(store, r, &observed, now).unwrap_or(false) {
+                                stats.verified_again += 1;
+                            }
                         }
                         findings.extend(found);
                     }

@@ -464,10 +464,12 @@ fn a_check_records_again_a_verification_whose_metadata_moved_while_the_content_s
     wait_out_racy_records();
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, unread(&json)), (0, 0), "read, as declared: {json:#}");
+    assert_eq!(json["verified_again"], 1, "{json:#}");
     // Recorded again as this check found it: the next trusts it, with no
     // apply in between (before, every metadata pass read it until one).
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, unread(&json)), (0, 1), "trusted again: {json:#}");
+    assert_eq!(json["verified_again"], 0, "{json:#}");
     // And an edit is still seen (ctime moved again: read, reported).
     edit_keeping_size_and_mtime(
         &s.live("/etc/motd"),

@@ -45,6 +45,10 @@ pub struct CheckStats {
     pub resources: usize,
     /// Files trusted unread by metadata-first evaluation.
     pub metadata_only: usize,
+    /// Files a metadata pass read because their record was racy or their
+    /// metadata had moved, found as declared and recorded as verified again
+    /// (the next pass trusts them unread).
+    pub verified_again: usize,
     /// Whether content was read (false for a metadata pass of sampling).
     pub deep: bool,
     pub duration_ms: u64,
@@ -309,7 +313,7 @@ pub fn human(report: &CheckReport, color: bool) -> String {
     };
     let _ = writeln!(out);
     let line = format!(
-        "Check: {findings}, {} quarantined, {}; {} inspected ({}{} trusted by metadata) in {} ms.",
+        "Check: {findings}, {} quarantined, {}; {} inspected ({}{} trusted by metadata{}) in {} ms.",
         report.quarantined.len(),
         plural(report.errors.len(), "error", "errors"),
         plural(report.stats.resources, "resource", "resources"),
@@ -319,6 +323,10 @@ pub fn human(report: &CheckReport, color: bool) -> String {
             "metadata pass, "
         },
         report.stats.metadata_only,
+        match report.stats.verified_again {
+            0 => String::new(),
+            n => format!(", {n} verified again"),
+        },
         report.stats.duration_ms
     );
     let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
@@ -385,6 +393,7 @@ pub fn json(report: &CheckReport) -> Value {
         "errors": report.errors.iter().map(|(w, r)| json!({"resource": w, "reason": r})).collect::<Vec<_>>(),
         "resources": report.stats.resources,
         "metadata_only": report.stats.metadata_only,
+        "verified_again": report.stats.verified_again,
         "deep": report.stats.deep,
         "duration_ms": report.stats.duration_ms,
         "catalogue": if report.stats.catalogue_reused { "snapshot" } else { "compiled" },
@@ -578,6 +587,7 @@ mod tests {
             stats: CheckStats {
                 resources: 12,
                 metadata_only: 0,
+                verified_again: 0,
                 deep: true,
                 duration_ms: 5,
                 catalogue_reused: false,
@@ -588,6 +598,20 @@ mod tests {
     #[test]
     fn human_report() {
         insta::assert_snapshot!(human(&sample(), false));
+    }
+
+    #[test]
+    fn the_summary_says_how_many_were_verified_again_only_when_some_were() {
+        let mut r = sample();
+        r.stats.deep = false;
+        r.stats.metadata_only = 7;
+        assert!(human(&r, false).contains("(metadata pass, 7 trusted by metadata) in 5 ms."));
+        r.stats.verified_again = 3;
+        assert!(
+            human(&r, false)
+                .contains("(metadata pass, 7 trusted by metadata, 3 verified again) in 5 ms.")
+        );
+        assert_eq!(json(&r)["verified_again"], 3);
     }
 
     #[test]
