@@ -92,16 +92,21 @@ pub struct Stamped {
     pub classes: serde_json::Value,
 }
 
-/// [`compile`], with the revision and classes ([`Stamped`]).
-pub fn compile_stamped(global: &GlobalArgs, identity: &HostIdentity) -> Result<Stamped> {
-    let (lazy, _) = compiled_for(global, identity, "applied", Purpose::Pass)?;
+/// [`compile`], with the revision and classes ([`Stamped`]), for `purpose`
+/// ([`Purpose::Pass`] or [`Purpose::Apply`]).
+pub fn compile_stamped(
+    global: &GlobalArgs,
+    identity: &HostIdentity,
+    purpose: Purpose,
+) -> Result<Stamped> {
+    let (lazy, _) = compiled_for(global, identity, "applied", purpose)?;
     let (revision, classes) = (lazy.revision.clone(), lazy.classes.clone());
     let catalogue = match lazy.into_catalogue() {
         Ok(catalogue) => catalogue,
         Err(e) => {
             eprintln!("warning: {e}; compiling the repository");
             forget_snapshot(global);
-            compiled_for(global, identity, "applied", Purpose::Pass)?
+            compiled_for(global, identity, "applied", purpose)?
                 .0
                 .into_catalogue()?
         }
@@ -154,7 +159,8 @@ pub enum Provenance {
 /// The compiled catalogue and classes for this host: the snapshot of an
 /// earlier compile when the repository has not changed since (see
 /// `datum_catalog::snapshot`), else a compile, remembered for next time
-/// where a state store already exists. `what` completes "nothing was ..."
+/// where a state store already exists (or, for [`Purpose::Apply`], where
+/// the state folder does). `what` completes "nothing was ..."
 /// in the error for a repository with errors.
 pub fn compiled(
     global: &GlobalArgs,
@@ -172,6 +178,11 @@ pub enum Purpose {
     /// Only turns it into the catalogue a pass runs: a compile hands it
     /// over without summaries (see `LazyCatalogue::compiled_for_pass`).
     Pass,
+    /// [`Purpose::Pass`] for an apply, which makes the state store when
+    /// there is none: a compile remembers its snapshot and source hashes
+    /// wherever the state folder exists, not only beside an existing store
+    /// (else the first apply's work is done again by the run after it).
+    Apply,
 }
 
 /// [`compiled`] for `purpose`.
@@ -285,7 +296,11 @@ pub fn compile_or_reuse(
     // first): an edit made meanwhile leaves the stamp stale or racy (not
     // saved), never the snapshot (`RepoKey::start`).
     let started = RepoKey::start(repo, revision);
-    let hashes = source_hashes_in(state);
+    // Remembered only where Datum already keeps state (a dry run on a host
+    // it has never managed leaves no file behind), or where an apply is
+    // about to.
+    let remembers = state.exists() || (purpose == Purpose::Apply && state.dir.is_some());
+    let hashes = source_hashes_in(state, remembers);
     let (stamp, compiled) = std::thread::scope(|scope| {
         let stamp = scope.spawn(move || started.walk());
         let compiled = datum_catalog::Repository::load(repo).and_then(|repository| {
@@ -300,11 +315,11 @@ pub fn compile_or_reuse(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (stamp, compiled)
     });
-    save_source_hashes_at(state, &hashes);
+    save_source_hashes_if(&hashes, remembers);
     let (catalogue, classes) = compiled?;
     let revision = stamp.as_ref().ok().map(RepoKey::label);
-    // Like the source hashes: only where Datum already keeps state.
-    if let (Ok(stamp), true, Some(dir)) = (stamp, state.exists(), &state.dir) {
+    // Like the source hashes.
+    if let (Ok(stamp), true, Some(dir)) = (stamp, remembers, &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
         // with rendered content) only costs the next run a compile.
         if let Err(e) = snapshot::save_in(
@@ -322,7 +337,7 @@ pub fn compile_or_reuse(
     drop(prompt_purge);
     let mut lazy = match purpose {
         Purpose::Check => LazyCatalogue::compiled(catalogue, classes),
-        Purpose::Pass => LazyCatalogue::compiled_for_pass(catalogue, classes),
+        Purpose::Pass | Purpose::Apply => LazyCatalogue::compiled_for_pass(catalogue, classes),
     };
     lazy.revision = revision;
     Ok((lazy, Provenance::Compiled))
@@ -419,18 +434,19 @@ fn repository_errors(
 /// bytes are hashed again before they are written either way). Kept next to
 /// the state store.
 pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
-    source_hashes_in(&StateFiles::of(global))
+    let state = StateFiles::of(global);
+    source_hashes_in(&state, state.exists())
 }
 
-/// Saved as soon as the compile has hashed every source, where a state
-/// store exists (see [`save_source_hashes`]), so the compile does not carry
-/// them through building its catalogue; forgotten there elsewhere.
-fn source_hashes_in(state: &StateFiles) -> HashCacheFile {
+/// Saved as soon as the compile has hashed every source when they are to
+/// be `remembered` (see [`save_source_hashes`]), so the compile does not
+/// carry them through building its catalogue; forgotten there otherwise.
+fn source_hashes_in(state: &StateFiles, remembered: bool) -> HashCacheFile {
     let cache = match &state.dir {
         Some(dir) => HashCacheFile::load_in(dir, SOURCE_HASHES.as_ref()),
         None => HashCacheFile::load(Path::new("/nonexistent").join(SOURCE_HASHES).as_path()),
     };
-    cache.after_hashing(if state.exists() {
+    cache.after_hashing(if remembered {
         AfterHashing::Save
     } else {
         AfterHashing::Forget
@@ -441,12 +457,12 @@ fn source_hashes_in(state: &StateFiles) -> HashCacheFile {
 /// exists: a dry run on a host Datum has never managed leaves no file
 /// behind. A cache that cannot be written costs time, not correctness.
 pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
-    save_source_hashes_at(&StateFiles::of(global), hashes);
+    save_source_hashes_if(hashes, StateFiles::of(global).exists());
 }
 
-/// [`save_source_hashes`] beside the state store of `state`.
-fn save_source_hashes_at(state: &StateFiles, hashes: &HashCacheFile) {
-    if !state.exists() {
+/// [`save_source_hashes`] when they are to be `remembered`.
+fn save_source_hashes_if(hashes: &HashCacheFile, remembered: bool) {
+    if !remembered {
         return;
     }
     // A user who may read but not write Datum's state (a plan by a

@@ -1247,6 +1247,25 @@ fn catalogue_source(json: &Value) -> &str {
 }
 
 #[test]
+fn a_first_apply_into_an_existing_state_folder_remembers_its_compile() {
+    let s = Sandbox::new("", None);
+    let state = s.live("/var/lib/datum");
+    fs::create_dir_all(&state).expect("mkdir");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o700)).expect("chmod");
+    settle();
+    let kept = || ["state.catalogue", "source-hashes"].map(|f| state.join(f).exists());
+    // A plan is a dry run: with no store there, it leaves nothing.
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_eq!(kept(), [false, false]);
+    // The apply makes the store: what its compile made is kept beside it
+    // (before, the next run compiled and hashed every source again).
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(kept(), [true, true]);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+}
+
+#[test]
 fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     let s = Sandbox::new("", None);
     settle();

@@ -59,7 +59,11 @@ pub fn plan(global: &GlobalArgs, args: &PlanArgs) -> Result<ExitCode> {
 pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     // Compile before touching anything: a manifest error applies nothing.
-    let stamped = context::compile_stamped(global, &identity)?;
+    let purpose = match mode {
+        Mode::Apply => context::Purpose::Apply,
+        Mode::Plan => context::Purpose::Pass,
+    };
+    let stamped = context::compile_stamped(global, &identity, purpose)?;
     let catalogue = &stamped.catalogue;
     // An unknown target, or a saved plan made for another catalogue,
     // stops here: nothing was locked, observed or changed.
