@@ -32,6 +32,7 @@ mod observe;
 mod pass;
 mod report;
 mod select;
+mod verified;
 
 #[cfg(test)]
 mod rules_tests;

@@ -51,6 +51,7 @@ use crate::group::GroupChecks;
 use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 use crate::select::{self, PassOptions, Stale};
+use crate::verified::VerifiedRecords;
 
 /// Whether the pass may change the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +178,7 @@ pub fn run_pass_with(
     };
     let (mut observations, mut verified) =
         Observations::gather_alongside(&observers, &selected, || match ctx.mode {
-            Mode::Apply => VerifiedRecords::all(store),
+            Mode::Apply => VerifiedRecords::all(store, &selected),
             Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
         });
     // Before anything is written (observation reads no staging directory).
@@ -349,7 +350,12 @@ pub fn run_pass_with(
                                 action,
                                 observed,
                                 verified
-                                    .take_converged(&resource.id, ctx.store.as_deref())
+                                    .take_converged(
+                                        index,
+                                        &resource.id,
+                                        ctx.store.as_deref(),
+                                        &selected,
+                                    )
                                     .as_ref(),
                                 ctx,
                             ),
@@ -357,7 +363,9 @@ pub fn run_pass_with(
                                 resource,
                                 bound,
                                 cached,
-                                verified.take(&resource.id, ctx.store.as_deref()).as_ref(),
+                                verified
+                                    .take(index, &resource.id, ctx.store.as_deref(), &selected)
+                                    .as_ref(),
                                 &mut notifications,
                                 ctx,
                                 staged_ahead,
@@ -568,61 +576,6 @@ fn converged_step(
         ..Diff::default()
     };
     unchanged(resource, diff, &observed, known, ctx)
-}
-
-/// The store's verified records, as a pass reads them.
-enum VerifiedRecords {
-    /// Every record, sorted by resource: looked up by binary search (a map
-    /// of 20,000 records held a third more, for nothing a pass needs). Each
-    /// is taken when its resource's turn comes (a pass visits a resource
-    /// once), so its texts are not held to the end of the pass.
-    All(Vec<(ResourceId, Option<VerifiedRecord>)>),
-    /// Read one at a time, when asked: a plan needs the record of a
-    /// resource it reports as changing (corrective or intentional), never
-    /// of one that is converged, and a quiet host's records were 28 MB of a
-    /// 100,000-File plan. Past `ON_DEMAND_MOST` questions, all are read.
-    OnDemand { asked: usize },
-}
-
-/// How many records a plan reads one at a time before it reads them all.
-pub(crate) const ON_DEMAND_MOST: usize = 1024;
-
-impl VerifiedRecords {
-    fn all(store: Option<&Store>) -> Self {
-        let mut all = store
-            .and_then(|s| s.all_verified().ok())
-            .unwrap_or_default();
-        // The store hands them out sorted already (one linear pass then); a
-        // store that did not must not make a lookup miss.
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        VerifiedRecords::All(all.into_iter().map(|(id, r)| (id, Some(r))).collect())
-    }
-
-    /// The record of a resource observed converged: an apply compares it
-    /// to decide whether to record the verification again; a plan (reading
-    /// on demand) reports it unchanged without asking the store.
-    fn take_converged(&mut self, id: &ResourceId, store: Option<&Store>) -> Option<VerifiedRecord> {
-        match self {
-            VerifiedRecords::OnDemand { .. } => None,
-            VerifiedRecords::All(_) => self.take(id, store),
-        }
-    }
-
-    /// The record of `id`, once.
-    fn take(&mut self, id: &ResourceId, store: Option<&Store>) -> Option<VerifiedRecord> {
-        if let VerifiedRecords::OnDemand { asked } = self {
-            *asked += 1;
-            if *asked <= ON_DEMAND_MOST {
-                return store.and_then(|s| s.last_verified(id).ok().flatten());
-            }
-            *self = VerifiedRecords::all(store);
-        }
-        let VerifiedRecords::All(all) = self else {
-            return None;
-        };
-        let at = all.binary_search_by(|(k, _)| k.cmp(id)).ok()?;
-        all.get_mut(at).and_then(|(_, r)| r.take())
-    }
 }
 
 /// A resource that matches its declaration: recorded as verified in an

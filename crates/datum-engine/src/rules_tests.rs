@@ -664,7 +664,7 @@ fn a_change_is_intentional_when_the_declaration_moved_and_corrective_when_the_ho
 #[test]
 fn a_plan_tells_corrective_from_intentional_reading_records_one_by_one_or_all() {
     let mut bed = Bed::new();
-    let count = super::pass::ON_DEMAND_MOST + 8;
+    let count = super::verified::ON_DEMAND_MOST + 8;
     let files: Vec<Resource> = (0..count)
         .map(|i| fake_file(&format!("f{i:05}"), &format!("/f{i:05}"), "one\n", &[]))
         .collect();

@@ -188,6 +188,40 @@ impl Store {
             .map_err(sql(&self.path, "cannot read verified state"))
     }
 
+    /// Calls `each(id, record)` for every verified record (buffered records
+    /// included, in place of what the database holds for the same
+    /// resource), in no particular order, one at a time: a caller that
+    /// keeps them in a form of its own never holds them all as records.
+    pub fn each_verified(
+        &self,
+        mut each: impl FnMut(ResourceId, VerifiedRecord),
+    ) -> Result<(), StoreError> {
+        let read = |e| sql(&self.path, "cannot read verified state")(e);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT kind, name, {COLUMNS} FROM verified"))
+            .map_err(read)?;
+        let mut rows = stmt.query([]).map_err(read)?;
+        let buffered = !self.pending.records.is_empty();
+        while let Some(row) = rows.next().map_err(read)? {
+            let (id, record) = (|| -> rusqlite::Result<(ResourceId, VerifiedRecord)> {
+                let (kind, name): (String, String) = (row.get(0)?, row.get(1)?);
+                Ok((ResourceId::new(kind, name), from_row_at(row, 2)?))
+            })()
+            .map_err(|e| malformed(&self.path, "verified record", e))?;
+            if buffered && self.pending.get(&id).is_some() {
+                continue;
+            }
+            each(id, record);
+        }
+        for (id, record) in &self.pending.records {
+            if let Some(record) = record {
+                each(id.clone(), record.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// Every verified record, sorted by resource id.
     pub fn all_verified(&self) -> Result<Vec<(ResourceId, VerifiedRecord)>, StoreError> {
         let read = |e| sql(&self.path, "cannot read verified state")(e);
@@ -560,5 +594,33 @@ mod tests {
         let read = store.all_verified().unwrap();
         assert_eq!(read.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), sorted);
         assert_eq!(read[0].1.declaration_hash, "h2");
+    }
+
+    #[test]
+    fn each_verified_gives_what_all_verified_gives_buffered_records_winning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        let ids = ["a", "b", "c"].map(|n| ResourceId::new("File", n));
+        for (i, id) in ids.iter().enumerate() {
+            store
+                .record_verified(id, "h", Some(&meta()), i as i64)
+                .unwrap();
+        }
+        store.flush().unwrap();
+        // Buffered over the database: one replaced, one forgotten, one new.
+        store.record_verified(&ids[1], "h2", None, 7).unwrap();
+        store.forget(&ids[2]).unwrap();
+        let new = ResourceId::new("Directory", "d");
+        store.record_verified(&new, "h3", None, 8).unwrap();
+        let mut each = Vec::new();
+        store.each_verified(|id, r| each.push((id, r))).unwrap();
+        each.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(each, store.all_verified().unwrap());
+        let hashes: Vec<&str> = each
+            .iter()
+            .map(|(_, r)| r.declaration_hash.as_str())
+            .collect();
+        assert_eq!(hashes, ["h3", "h", "h2"]);
     }
 }
