@@ -197,6 +197,8 @@ impl Store {
         mut each: impl FnMut(ResourceId, VerifiedRecord),
     ) -> Result<(), StoreError> {
         let read = |e| sql(&self.path, "cannot read verified state")(e);
+        // No ORDER BY: SQLite would sort whole rows (20,000 of them spilled
+        // to its sorter, 7 % of a no-op apply's CPU) by its own collation.
         let mut stmt = self
             .conn
             .prepare_cached(&format!("SELECT kind, name, {COLUMNS} FROM verified"))
@@ -224,42 +226,14 @@ impl Store {
 
     /// Every verified record, sorted by resource id.
     pub fn all_verified(&self) -> Result<Vec<(ResourceId, VerifiedRecord)>, StoreError> {
-        let read = |e| sql(&self.path, "cannot read verified state")(e);
-        // No ORDER BY: SQLite would sort whole rows (20,000 of them spilled
-        // to its sorter, 7 % of a no-op apply's CPU) by its own collation,
-        // and Rust's order is sorted for below anyway. Rows are decoded as
-        // they are stepped, into one list.
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!("SELECT kind, name, {COLUMNS} FROM verified"))
-            .map_err(read)?;
         // Sized once from a count (a list grown by doubling held 32,768
         // records' room for 20,000, 2 MB unused at a no-op apply's peak).
         let count: usize = self
             .conn
             .query_row("SELECT count(*) FROM verified", [], |row| row.get(0))
-            .map_err(read)?;
-        let mut rows = stmt.query([]).map_err(read)?;
-        let mut all = Vec::with_capacity(count);
-        while let Some(row) = rows.next().map_err(read)? {
-            let record = (|| -> rusqlite::Result<(ResourceId, VerifiedRecord)> {
-                let (kind, name): (String, String) = (row.get(0)?, row.get(1)?);
-                Ok((ResourceId::new(kind, name), from_row_at(row, 2)?))
-            })()
-            .map_err(|e| malformed(&self.path, "verified record", e))?;
-            all.push(record);
-        }
-        if !self.pending.records.is_empty() {
-            // Records not yet flushed win over what the database holds.
-            let mut merged: BTreeMap<ResourceId, VerifiedRecord> = all.into_iter().collect();
-            for (id, record) in &self.pending.records {
-                match record {
-                    Some(record) => merged.insert(id.clone(), record.clone()),
-                    None => merged.remove(id),
-                };
-            }
-            all = merged.into_iter().collect();
-        }
+            .map_err(sql(&self.path, "cannot read verified state"))?;
+        let mut all = Vec::with_capacity(count + self.pending.records.len());
+        self.each_verified(|id, record| all.push((id, record)))?;
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(all)
     }
