@@ -15,7 +15,7 @@
 //! Owns: [`VerifiedRecords`]. Must not: write to the store.
 
 use datum_core::{FileMeta, Resource, ResourceId};
-use datum_store::{Store, VerifiedRecord};
+use datum_store::{Store, VerifiedRecord, VerifiedView};
 
 /// The store's verified records, as a pass reads them.
 pub(crate) enum VerifiedRecords {
@@ -48,12 +48,14 @@ impl VerifiedRecords {
         let mut held: Vec<Option<Held>> = Vec::new();
         held.resize_with(visited.len(), || None);
         if let Some(store) = store {
-            let read = store.each_verified(|id, record| {
-                if let Ok(at) = places.binary_search_by(|(k, _)| (*k).cmp(&id))
+            let read = store.each_verified(|view| {
+                let id = (view.kind, view.name);
+                if let Ok(at) =
+                    places.binary_search_by(|(k, _)| (k.kind.as_str(), k.name.as_str()).cmp(&id))
                     && let Some((_, place)) = places.get(at)
                     && let Some(slot) = held.get_mut(*place)
                 {
-                    *slot = Some(Held::of(record));
+                    *slot = Some(Held::of(view));
                 }
             });
             if read.is_err() {
@@ -113,24 +115,12 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    fn of(record: VerifiedRecord) -> Self {
-        let VerifiedRecord {
-            declaration_hash,
-            meta,
-            verified_at,
-        } = record;
-        let (meta, sha256) = match meta {
-            Some(mut meta) => {
-                let sha256 = meta.sha256.take().map(Hash::of);
-                (Some(meta), sha256)
-            }
-            None => (None, None),
-        };
+    fn of(view: VerifiedView<'_>) -> Self {
         Held {
-            declaration_hash: Hash::of(declaration_hash),
-            meta,
-            sha256,
-            verified_at,
+            declaration_hash: Hash::of(view.declaration_hash),
+            sha256: view.sha256.map(Hash::of),
+            meta: view.meta,
+            verified_at: view.verified_at,
         }
     }
 
@@ -162,14 +152,14 @@ enum Hash {
 }
 
 impl Hash {
-    fn of(text: String) -> Self {
+    fn of(text: &str) -> Self {
         let mut bytes = [0u8; 32];
         let lower_hex =
             text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if lower_hex && hex::decode_to_slice(&text, &mut bytes).is_ok() {
+        if lower_hex && hex::decode_to_slice(text, &mut bytes).is_ok() {
             Hash::Bytes(bytes)
         } else {
-            Hash::Text(text.into_boxed_str())
+            Hash::Text(text.into())
         }
     }
 
@@ -218,10 +208,19 @@ mod tests {
                 verified_at: -1,
             },
         ] {
-            assert_eq!(Held::of(r.clone()).into_record(), r);
+            let id = ResourceId::new("File", "f");
+            let view = VerifiedView {
+                kind: &id.kind,
+                name: &id.name,
+                declaration_hash: &r.declaration_hash,
+                meta: r.meta.clone().map(|m| FileMeta { sha256: None, ..m }),
+                sha256: r.meta.as_ref().and_then(|m| m.sha256.as_deref()),
+                verified_at: r.verified_at,
+            };
+            assert_eq!(Held::of(view).into_record(), r);
         }
-        assert!(matches!(Hash::of(hex.clone()), Hash::Bytes(_)));
-        assert!(matches!(Hash::of(hex.to_uppercase()), Hash::Text(_)));
+        assert!(matches!(Hash::of(&hex), Hash::Bytes(_)));
+        assert!(matches!(Hash::of(&hex.to_uppercase()), Hash::Text(_)));
     }
 
     #[test]

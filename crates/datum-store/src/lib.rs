@@ -106,7 +106,7 @@ pub use state::{
     FindingAge, FindingRecord, FindingScope, FindingSignature, MIN_FREE, OUTBOX_LIMIT, Outbox,
     OutboxStatus, OwedAction, OwedReload, PASSES_KEPT, PassRecord, Percentiles, Quarantine,
     QuarantineSource, QuarantineTarget, ReceivedInstruction, Store, StoredDeployment, StoredPass,
-    VerifiedRecord, require_room,
+    VerifiedRecord, VerifiedView, require_room,
 };
 /// How the fleet server names quarantine targets (`host`, `Kind[name]`).
 pub mod fleet_targets {

@@ -33,7 +33,7 @@ pub use outbox::{OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
-pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord};
+pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord, VerifiedView};
 
 use datum_host::{Durability, PrivateDir};
 

@@ -103,6 +103,102 @@ fn from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<VerifiedRecord> {
     })
 }
 
+/// One verified record as [`Store::each_verified`] hands it out, borrowed
+/// from the row (or the buffered record) it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedView<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub declaration_hash: &'a str,
+    /// The metadata without its content hash (`sha256` is always `None`
+    /// here: it is [`VerifiedView::sha256`]).
+    pub meta: Option<FileMeta>,
+    pub sha256: Option<&'a str>,
+    pub verified_at: i64,
+}
+
+impl<'a> VerifiedView<'a> {
+    fn of(id: &'a ResourceId, record: &'a VerifiedRecord) -> Self {
+        VerifiedView {
+            kind: &id.kind,
+            name: &id.name,
+            declaration_hash: &record.declaration_hash,
+            meta: record.meta.as_ref().map(|m| FileMeta {
+                sha256: None,
+                ..without_text(m)
+            }),
+            sha256: record.meta.as_ref().and_then(|m| m.sha256.as_deref()),
+            verified_at: record.verified_at,
+        }
+    }
+
+    /// The record it shows, owned.
+    pub fn to_record(&self) -> (ResourceId, VerifiedRecord) {
+        (
+            ResourceId::new(self.kind, self.name),
+            VerifiedRecord {
+                declaration_hash: self.declaration_hash.to_owned(),
+                meta: self.meta.as_ref().map(|m| FileMeta {
+                    sha256: self.sha256.map(str::to_owned),
+                    ..without_text(m)
+                }),
+                verified_at: self.verified_at,
+            },
+        )
+    }
+}
+
+/// `meta`'s numbers (a copy with no text to allocate).
+fn without_text(meta: &FileMeta) -> FileMeta {
+    FileMeta {
+        size: meta.size,
+        mtime_ns: meta.mtime_ns,
+        ctime_ns: meta.ctime_ns,
+        inode: meta.inode,
+        dev: meta.dev,
+        mode: meta.mode,
+        uid: meta.uid,
+        gid: meta.gid,
+        sha256: None,
+    }
+}
+
+/// A `SELECT kind, name, {COLUMNS}` row, borrowed.
+fn view_of<'r>(row: &'r Row<'_>) -> rusqlite::Result<VerifiedView<'r>> {
+    let text = |i: usize| -> rusqlite::Result<&'r str> {
+        row.get_ref(i)?.as_str().map_err(rusqlite::Error::from)
+    };
+    let has_meta: bool = row.get(4)?;
+    let (meta, sha256) = if has_meta {
+        let sha256 = match row.get_ref(13)? {
+            rusqlite::types::ValueRef::Null => None,
+            v => Some(v.as_str().map_err(rusqlite::Error::from)?),
+        };
+        let meta = FileMeta {
+            size: u64_from_sql(row.get(5)?),
+            mtime_ns: row.get(6)?,
+            ctime_ns: row.get(7)?,
+            inode: u64_from_sql(row.get(8)?),
+            dev: u64_from_sql(row.get(9)?),
+            mode: row.get(10)?,
+            uid: row.get(11)?,
+            gid: row.get(12)?,
+            sha256: None,
+        };
+        (Some(meta), sha256)
+    } else {
+        (None, None)
+    };
+    Ok(VerifiedView {
+        kind: text(0)?,
+        name: text(1)?,
+        declaration_hash: text(2)?,
+        meta,
+        sha256,
+        verified_at: row.get(3)?,
+    })
+}
+
 impl Batch<'_> {
     /// Writes the store's buffered records into this batch.
     pub(super) fn write_pending(&self) -> Result<(), StoreError> {
@@ -188,14 +284,12 @@ impl Store {
             .map_err(sql(&self.path, "cannot read verified state"))
     }
 
-    /// Calls `each(id, record)` for every verified record (buffered records
-    /// included, in place of what the database holds for the same
-    /// resource), in no particular order, one at a time: a caller that
-    /// keeps them in a form of its own never holds them all as records.
-    pub fn each_verified(
-        &self,
-        mut each: impl FnMut(ResourceId, VerifiedRecord),
-    ) -> Result<(), StoreError> {
+    /// Calls `each` for every verified record (buffered records included,
+    /// in place of what the database holds for the same resource), in no
+    /// particular order, one at a time and borrowed from where it was read:
+    /// a caller that keeps them in a form of its own allocates nothing for
+    /// the ones it does not keep.
+    pub fn each_verified(&self, mut each: impl FnMut(VerifiedView<'_>)) -> Result<(), StoreError> {
         let read = |e| sql(&self.path, "cannot read verified state")(e);
         // No ORDER BY: SQLite would sort whole rows (20,000 of them spilled
         // to its sorter, 7 % of a no-op apply's CPU) by its own collation.
@@ -206,19 +300,20 @@ impl Store {
         let mut rows = stmt.query([]).map_err(read)?;
         let buffered = !self.pending.records.is_empty();
         while let Some(row) = rows.next().map_err(read)? {
-            let (id, record) = (|| -> rusqlite::Result<(ResourceId, VerifiedRecord)> {
-                let (kind, name): (String, String) = (row.get(0)?, row.get(1)?);
-                Ok((ResourceId::new(kind, name), from_row_at(row, 2)?))
-            })()
-            .map_err(|e| malformed(&self.path, "verified record", e))?;
-            if buffered && self.pending.get(&id).is_some() {
+            let view = view_of(row).map_err(|e| malformed(&self.path, "verified record", e))?;
+            if buffered
+                && self
+                    .pending
+                    .get(&ResourceId::new(view.kind, view.name))
+                    .is_some()
+            {
                 continue;
             }
-            each(id, record);
+            each(view);
         }
         for (id, record) in &self.pending.records {
             if let Some(record) = record {
-                each(id.clone(), record.clone());
+                each(VerifiedView::of(id, record));
             }
         }
         Ok(())
@@ -233,7 +328,7 @@ impl Store {
             .query_row("SELECT count(*) FROM verified", [], |row| row.get(0))
             .map_err(sql(&self.path, "cannot read verified state"))?;
         let mut all = Vec::with_capacity(count + self.pending.records.len());
-        self.each_verified(|id, record| all.push((id, record)))?;
+        self.each_verified(|view| all.push(view.to_record()))?;
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(all)
     }
@@ -588,7 +683,7 @@ mod tests {
         let new = ResourceId::new("Directory", "d");
         store.record_verified(&new, "h3", None, 8).unwrap();
         let mut each = Vec::new();
-        store.each_verified(|id, r| each.push((id, r))).unwrap();
+        store.each_verified(|v| each.push(v.to_record())).unwrap();
         each.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(each, store.all_verified().unwrap());
         let hashes: Vec<&str> = each
