@@ -83,15 +83,8 @@ fn from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<VerifiedRecord> {
     let has_meta: bool = row.get(at + 2)?;
     let meta = if has_meta {
         Some(FileMeta {
-            size: u64_from_sql(row.get(at + 3)?),
-            mtime_ns: row.get(at + 4)?,
-            ctime_ns: row.get(at + 5)?,
-            inode: u64_from_sql(row.get(at + 6)?),
-            dev: u64_from_sql(row.get(at + 7)?),
-            mode: row.get(at + 8)?,
-            uid: row.get(at + 9)?,
-            gid: row.get(at + 10)?,
             sha256: row.get(at + 11)?,
+            ..numbers_at(row, at + 3)?
         })
     } else {
         None
@@ -100,6 +93,23 @@ fn from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<VerifiedRecord> {
         declaration_hash: row.get(at)?,
         meta,
         verified_at: row.get(at + 1)?,
+    })
+}
+
+/// The metadata's numbers, from the columns of [`COLUMNS`] that start at
+/// `size` (column `at`), without the content hash. Every reader of a
+/// verified row takes them from here, whatever columns come before.
+fn numbers_at(row: &Row<'_>, at: usize) -> rusqlite::Result<FileMeta> {
+    Ok(FileMeta {
+        size: u64_from_sql(row.get(at)?),
+        mtime_ns: row.get(at + 1)?,
+        ctime_ns: row.get(at + 2)?,
+        inode: u64_from_sql(row.get(at + 3)?),
+        dev: u64_from_sql(row.get(at + 4)?),
+        mode: row.get(at + 5)?,
+        uid: row.get(at + 6)?,
+        gid: row.get(at + 7)?,
+        sha256: None,
     })
 }
 
@@ -174,18 +184,7 @@ fn view_of<'r>(row: &'r Row<'_>) -> rusqlite::Result<VerifiedView<'r>> {
             rusqlite::types::ValueRef::Null => None,
             v => Some(v.as_str().map_err(rusqlite::Error::from)?),
         };
-        let meta = FileMeta {
-            size: u64_from_sql(row.get(5)?),
-            mtime_ns: row.get(6)?,
-            ctime_ns: row.get(7)?,
-            inode: u64_from_sql(row.get(8)?),
-            dev: u64_from_sql(row.get(9)?),
-            mode: row.get(10)?,
-            uid: row.get(11)?,
-            gid: row.get(12)?,
-            sha256: None,
-        };
-        (Some(meta), sha256)
+        (Some(numbers_at(row, 5)?), sha256)
     } else {
         (None, None)
     };
@@ -369,15 +368,8 @@ impl Store {
             };
             let meta = (|| -> rusqlite::Result<FileMeta> {
                 Ok(FileMeta {
-                    size: u64_from_sql(row.get(2)?),
-                    mtime_ns: row.get(3)?,
-                    ctime_ns: row.get(4)?,
-                    inode: u64_from_sql(row.get(5)?),
-                    dev: u64_from_sql(row.get(6)?),
-                    mode: row.get(7)?,
-                    uid: row.get(8)?,
-                    gid: row.get(9)?,
                     sha256: row.get::<_, bool>(10)?.then(String::new),
+                    ..numbers_at(row, 2)?
                 })
             })()
             .map_err(bad)?;
