@@ -56,7 +56,7 @@
 //! itself would not be; a `source:` file's bytes are still verified against
 //! their SHA-256 before anything is written.
 
-use std::io::{Read as _, Write as _};
+use std::io::{Read as _, Seek as _, Write as _};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,8 +75,10 @@ use crate::host::HostIdentity;
 /// stamp packs each folder's names and keys, and carries its digest. v5: the
 /// stamp keeps a digest of each folder's entries instead of their keys. v6:
 /// a Tree's packed content is `datum-tree4` (its entries in tree order). v7:
-/// `datum-tree5` (no payload length where the kind fixes it).
-const MAGIC: &[u8] = b"datum catalogue snapshot v7\n";
+/// `datum-tree5` (no payload length where the kind fixes it). v8: the
+/// index's length (8 bytes, little-endian) before the index, which is then
+/// read at once and decoded from memory.
+const MAGIC: &[u8] = b"datum catalogue snapshot v8\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).
@@ -918,7 +920,7 @@ pub fn load_in(
     revision: Option<&Revision>,
     host: &HostIdentity,
 ) -> Result<LazyCatalogue, Unused> {
-    use std::io::{BufReader, Seek as _};
+    use std::io::BufReader;
     use std::os::unix::fs::MetadataExt as _;
     let path = dir.file_path(name);
     let path = path.as_path();
@@ -957,13 +959,13 @@ pub fn load_in(
             if then != now {
                 return Err(Unused::OtherRevision);
             }
-            (true, rmp_serde::from_read::<_, Index>(&mut reader).ok())
+            (true, read_index(&mut reader, meta.len()))
         }
         // The repository is checked while the index is decoded: both take
         // a while, and a changed repository only wastes the decoding.
         (RepoKey::Stamp(stamp), None) => std::thread::scope(|scope| {
             let check = scope.spawn(|| stamp.still_holds());
-            let index: Option<Index> = rmp_serde::from_read(&mut reader).ok();
+            let index = read_index(&mut reader, meta.len());
             (check.join().unwrap_or(false), index)
         }),
         // A revision no longer vouched for (its checkout may be edited
@@ -993,6 +995,23 @@ pub fn load_in(
             spans: index.spans,
         },
     })
+}
+
+/// Reads the index (its length first) whole and decodes it from memory:
+/// decoded from the file's reader, each of its 100,000 strings was a
+/// `read_to_end` of its own (a sixth of a metadata pass).
+/// A length past the file's size (`file_size`) is damage, refused before
+/// anything is reserved for it.
+fn read_index(reader: &mut impl std::io::Read, file_size: u64) -> Option<Index> {
+    let mut length = [0u8; 8];
+    reader.read_exact(&mut length).ok()?;
+    let length = u64::from_le_bytes(length);
+    if length > file_size {
+        return None;
+    }
+    let mut bytes = vec![0u8; usize::try_from(length).ok()?];
+    reader.read_exact(&mut bytes).ok()?;
+    rmp_serde::from_slice(&bytes).ok()
 }
 
 /// Writes `catalogue` (with the repository's `classes`) to `path` under
@@ -1090,11 +1109,20 @@ pub fn save_in(
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
         out.write_all(MAGIC)?;
         rmp_serde::encode::write(&mut out, &header).map_err(invalid)?;
+        // The index's length goes before it, patched in once the index is
+        // written (streamed: it is not held whole to be measured).
+        out.flush()?;
+        let length_at = out.get_mut().stream_position()?;
+        out.write_all(&[0u8; 8])?;
         rmp_serde::encode::write(&mut out, &index).map_err(invalid)?;
+        out.flush()?;
+        let length = out.get_mut().stream_position()? - length_at - 8;
         for r in &catalogue.resources {
             rmp_serde::encode::write(&mut out, &StoredRef::of(r)).map_err(invalid)?;
         }
-        out.flush()
+        out.flush()?;
+        use std::os::unix::fs::FileExt as _;
+        out.get_ref().write_all_at(&length.to_le_bytes(), length_at)
     })
     .map_err(std::io::Error::other)?;
     Ok(Ok(()))
@@ -1726,6 +1754,36 @@ mod tests {
         );
         let b = Revision::new(t.repo.path(), &commit('b'), &"e".repeat(40)).unwrap();
         assert_ne!(RepoKey::Revision(r).digest(), RepoKey::Revision(b).digest());
+    }
+
+    #[test]
+    fn the_index_is_read_by_its_length_and_a_damaged_length_compiles_again() {
+        let t = Setup::new();
+        let c = catalogue(false, b"x");
+        t.save(&c);
+        let bytes = fs::read(&t.path).unwrap();
+        // The length follows the header.
+        let mut after_header = std::io::Cursor::new(&bytes[MAGIC.len()..]);
+        let _: Header = rmp_serde::from_read(&mut after_header).unwrap();
+        let at = MAGIC.len() + usize::try_from(after_header.position()).unwrap();
+        let length = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let index_end = at + 8 + usize::try_from(length).unwrap();
+        let index: Index = rmp_serde::from_slice(&bytes[at + 8..index_end]).unwrap();
+        assert_eq!(index.entries.len(), c.resources.len());
+        for (damaged, why) in [
+            (u64::MAX, "more than any file holds"),
+            (bytes.len() as u64 + 1, "past the file's end"),
+            (length - 1, "the index cut short"),
+        ] {
+            let mut copy = bytes.clone();
+            copy[at..at + 8].copy_from_slice(&damaged.to_le_bytes());
+            fs::write(&t.path, &copy).unwrap();
+            assert_eq!(t.load(&c.host).err(), Some(Unused::Format), "{why}");
+        }
+        // Put back, it loads and its records are where the index says.
+        fs::write(&t.path, &bytes).unwrap();
+        let mut lazy = t.load(&c.host).unwrap();
+        assert_eq!(lazy.take(&[0]).unwrap()[0].id, c.resources[0].id);
     }
 
     #[test]

@@ -317,14 +317,14 @@ impl Host {
         let mut open: Option<(&Path, Result<Option<Dir>, HostError>)> = None;
         for (&i, slot) in indices.iter().zip(out.iter_mut()) {
             let path = declared[i];
-            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            let split = paths::check_declared(path)
+                .ok()
+                .and_then(|()| paths::split_declared(path));
+            let Some((parent, name)) = split else {
+                // `/`, or a path refused: the plain lookup says why.
                 *slot = self.lstat(path);
                 continue;
             };
-            if paths::check_declared(path).is_err() {
-                *slot = self.lstat(path);
-                continue;
-            }
             if open.as_ref().is_none_or(|(p, _)| *p != parent) {
                 let dir = match self.dir(parent) {
                     Ok(dir) => Ok(Some(dir)),

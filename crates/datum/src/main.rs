@@ -61,5 +61,6 @@ fn main() {
         Ok(code) => code,
         Err(err) => exit::report_error(&err),
     };
+    allocator::before_exit();
     std::process::exit(code.into());
 }

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -256,6 +256,34 @@ DROP TABLE verified;
 ALTER TABLE verified_by_id RENAME TO verified;
 ";
 
+/// Version 9: a verified record's file metadata in one column, `meta`
+/// (size, mtime, ctime, inode and device as 8 bytes each, mode, owner and
+/// group as 4, big-endian; NULL for a record without metadata), in place of
+/// `has_meta` and a column per number: a metadata pass reads every row, and
+/// each column read was a step of SQLite's and a call through rusqlite (half
+/// of the pass's reading of the store). The numbers move bit for bit
+/// (`printf('%016x')` writes a negative integer as its two's complement,
+/// which is how the unsigned ones were stored).
+const V9: &str = "
+CREATE TABLE verified_v9 (
+    kind              TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    declaration_hash  TEXT NOT NULL,
+    verified_at       INTEGER NOT NULL,
+    meta              BLOB,
+    sha256            TEXT,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+INSERT INTO verified_v9
+    SELECT kind, name, declaration_hash, verified_at,
+           CASE WHEN has_meta THEN unhex(printf('%016x%016x%016x%016x%016x%08x%08x%08x',
+               size, mtime_ns, ctime_ns, inode, dev, mode, uid, gid)) END,
+           CASE WHEN has_meta THEN sha256 END
+    FROM verified;
+DROP TABLE verified;
+ALTER TABLE verified_v9 RENAME TO verified;
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +346,65 @@ mod tests {
         assert!(store.forget(&file).unwrap());
         store.flush().unwrap();
         assert_eq!(store.last_verified(&file).unwrap(), None);
+    }
+
+    #[test]
+    fn version_8_metadata_moves_into_one_column_bit_for_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let v8 = Schema {
+            application_id: APPLICATION_ID,
+            migrations: &[V1, V2, V3, V4, V5, V6, V7, V8],
+        };
+        {
+            let dir = crate::db::private_dir(path.parent().unwrap()).unwrap();
+            let conn = crate::db::open(&dir, "state.db", &v8).unwrap();
+            // The unsigned numbers as the store wrote them (their bits as
+            // i64: -1 is u64::MAX), the signed ones at their extremes.
+            conn.execute_batch(
+                "INSERT INTO verified (kind, name, declaration_hash, verified_at, has_meta, \
+                 size, mtime_ns, ctime_ns, inode, dev, mode, uid, gid, sha256) VALUES \
+                 ('File', '/etc/a', 'h1', 5, 1, -1, -9223372036854775808, \
+                  9223372036854775807, 7, -2, 33188, 4294967295, 0, 'ab'), \
+                 ('File', '/etc/b', 'h2', 6, 1, 0, 0, 0, 0, 0, 0, 0, 0, NULL), \
+                 ('Service', 'a', 'h3', 7, 0, NULL, NULL, NULL, NULL, NULL, NULL, \
+                  NULL, NULL, NULL);",
+            )
+            .unwrap();
+        }
+        let store = crate::Store::open(&path).unwrap();
+        let a = store
+            .last_verified(&ResourceId::new("File", "/etc/a"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((a.declaration_hash.as_str(), a.verified_at), ("h1", 5));
+        assert_eq!(
+            a.meta,
+            Some(datum_core::FileMeta {
+                size: u64::MAX,
+                mtime_ns: i64::MIN,
+                ctime_ns: i64::MAX,
+                inode: 7,
+                dev: u64::MAX - 1,
+                mode: 0o100_644,
+                uid: u32::MAX,
+                gid: 0,
+                sha256: Some("ab".to_owned()),
+            })
+        );
+        let b = store
+            .last_verified(&ResourceId::new("File", "/etc/b"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.meta, Some(datum_core::FileMeta::default()));
+        let service = store
+            .last_verified(&ResourceId::new("Service", "a"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (service.declaration_hash.as_str(), service.meta),
+            ("h3", None)
+        );
     }
 
     #[test]

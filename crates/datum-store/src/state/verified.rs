@@ -12,7 +12,7 @@ use datum_core::{FileMeta, ResourceId};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Batch, Store, malformed, sql, u64_from_sql, u64_to_sql};
+use super::{Batch, Store, malformed, sql};
 use crate::error::StoreError;
 
 /// What the store remembers about one resource's last verified apply.
@@ -69,8 +69,7 @@ impl Pending {
     }
 }
 
-const COLUMNS: &str = "declaration_hash, verified_at, has_meta, size, mtime_ns, ctime_ns, \
-                       inode, dev, mode, uid, gid, sha256";
+const COLUMNS: &str = "declaration_hash, verified_at, meta, sha256";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<VerifiedRecord> {
     from_row_at(row, 0)
@@ -80,14 +79,12 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<VerifiedRecord> {
 /// are read by position: a name lookup per column costs more than the value
 /// when a check reads 20,000 records.
 fn from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<VerifiedRecord> {
-    let has_meta: bool = row.get(at + 2)?;
-    let meta = if has_meta {
-        Some(FileMeta {
-            sha256: row.get(at + 11)?,
-            ..numbers_at(row, at + 3)?
-        })
-    } else {
-        None
+    let meta = match meta_at(row, at + 2)? {
+        Some(numbers) => Some(FileMeta {
+            sha256: row.get(at + 3)?,
+            ..numbers
+        }),
+        None => None,
     };
     Ok(VerifiedRecord {
         declaration_hash: row.get(at)?,
@@ -96,21 +93,81 @@ fn from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<VerifiedRecord> {
     })
 }
 
-/// The metadata's numbers, from the columns of [`COLUMNS`] that start at
-/// `size` (column `at`), without the content hash. Every reader of a
-/// verified row takes them from here, whatever columns come before.
-fn numbers_at(row: &Row<'_>, at: usize) -> rusqlite::Result<FileMeta> {
-    Ok(FileMeta {
-        size: u64_from_sql(row.get(at)?),
-        mtime_ns: row.get(at + 1)?,
-        ctime_ns: row.get(at + 2)?,
-        inode: u64_from_sql(row.get(at + 3)?),
-        dev: u64_from_sql(row.get(at + 4)?),
-        mode: row.get(at + 5)?,
-        uid: row.get(at + 6)?,
-        gid: row.get(at + 7)?,
+/// How long the `meta` column's value is: size, mtime, ctime, inode and
+/// device as 8 bytes each, mode, owner and group as 4, all big-endian.
+const META_LEN: usize = 5 * 8 + 3 * 4;
+
+/// The metadata's numbers as the `meta` column keeps them ([`META_LEN`]).
+/// One value instead of a column each: a metadata pass reads 20,000 rows,
+/// and each column read is a step of SQLite's and a call through rusqlite.
+fn meta_bytes(meta: &FileMeta) -> [u8; META_LEN] {
+    let mut out = [0u8; META_LEN];
+    let parts: [&[u8]; 8] = [
+        &meta.size.to_be_bytes(),
+        &meta.mtime_ns.to_be_bytes(),
+        &meta.ctime_ns.to_be_bytes(),
+        &meta.inode.to_be_bytes(),
+        &meta.dev.to_be_bytes(),
+        &meta.mode.to_be_bytes(),
+        &meta.uid.to_be_bytes(),
+        &meta.gid.to_be_bytes(),
+    ];
+    let mut at = 0;
+    for part in parts {
+        out[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    out
+}
+
+/// [`meta_bytes`] read back (without the content hash); `None` for a value
+/// of another length.
+fn meta_from_bytes(bytes: &[u8]) -> Option<FileMeta> {
+    let bytes: &[u8; META_LEN] = bytes.try_into().ok()?;
+    let eight = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at..at + 8]);
+        b
+    };
+    let four = |at: usize| {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&bytes[at..at + 4]);
+        u32::from_be_bytes(b)
+    };
+    Some(FileMeta {
+        size: u64::from_be_bytes(eight(0)),
+        mtime_ns: i64::from_be_bytes(eight(8)),
+        ctime_ns: i64::from_be_bytes(eight(16)),
+        inode: u64::from_be_bytes(eight(24)),
+        dev: u64::from_be_bytes(eight(32)),
+        mode: four(40),
+        uid: four(44),
+        gid: four(48),
         sha256: None,
     })
+}
+
+/// The metadata's numbers from the `meta` column (column `at`), without
+/// the content hash; `None` when the record has no metadata. Every reader
+/// of a verified row takes them from here, whatever columns come before.
+fn meta_at(row: &Row<'_>, at: usize) -> rusqlite::Result<Option<FileMeta>> {
+    match row.get_ref(at)? {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        rusqlite::types::ValueRef::Blob(bytes) => {
+            meta_from_bytes(bytes).map(Some).ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    at,
+                    rusqlite::types::Type::Blob,
+                    format!("file metadata of {} bytes, not {META_LEN}", bytes.len()).into(),
+                )
+            })
+        }
+        other => Err(rusqlite::Error::InvalidColumnType(
+            at,
+            "meta".to_owned(),
+            other.data_type(),
+        )),
+    }
 }
 
 /// One verified record as [`Store::each_verified`] hands it out, borrowed
@@ -178,15 +235,10 @@ fn view_of<'r>(row: &'r Row<'_>) -> rusqlite::Result<VerifiedView<'r>> {
     let text = |i: usize| -> rusqlite::Result<&'r str> {
         row.get_ref(i)?.as_str().map_err(rusqlite::Error::from)
     };
-    let has_meta: bool = row.get(4)?;
-    let (meta, sha256) = if has_meta {
-        let sha256 = match row.get_ref(13)? {
-            rusqlite::types::ValueRef::Null => None,
-            v => Some(v.as_str().map_err(rusqlite::Error::from)?),
-        };
-        (Some(numbers_at(row, 5)?), sha256)
-    } else {
-        (None, None)
+    let meta = meta_at(row, 4)?;
+    let sha256 = match (&meta, row.get_ref(5)?) {
+        (None, _) | (_, rusqlite::types::ValueRef::Null) => None,
+        (Some(_), v) => Some(v.as_str().map_err(rusqlite::Error::from)?),
     };
     Ok(VerifiedView {
         kind: text(0)?,
@@ -226,12 +278,10 @@ impl Batch<'_> {
         meta: Option<&FileMeta>,
         at: i64,
     ) -> Result<(), StoreError> {
-        let m = meta.cloned().unwrap_or_default();
         self.tx
             .prepare_cached(
                 "INSERT OR REPLACE INTO verified (kind, name, declaration_hash, verified_at, \
-                 has_meta, size, mtime_ns, ctime_ns, inode, dev, mode, uid, gid, sha256) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 meta, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -239,16 +289,8 @@ impl Batch<'_> {
                     id.name,
                     declaration_hash,
                     at,
-                    meta.is_some(),
-                    u64_to_sql(m.size),
-                    m.mtime_ns,
-                    m.ctime_ns,
-                    u64_to_sql(m.inode),
-                    u64_to_sql(m.dev),
-                    m.mode,
-                    m.uid,
-                    m.gid,
-                    m.sha256,
+                    meta.map(meta_bytes),
+                    meta.and_then(|m| m.sha256.as_deref()),
                 ])
             })
             .map(drop)
@@ -348,9 +390,8 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT name, declaration_hash, size, mtime_ns, ctime_ns, inode, dev, mode, \
-                 uid, gid, sha256 IS NOT NULL, verified_at FROM verified \
-                 WHERE kind = ?1 AND has_meta",
+                "SELECT name, declaration_hash, meta, sha256 IS NOT NULL, verified_at \
+                 FROM verified WHERE kind = ?1 AND meta IS NOT NULL",
             )
             .map_err(sql(&self.path, "cannot read verified state"))?;
         let mut rows = stmt
@@ -367,13 +408,18 @@ impl Store {
                     .map_err(bad)
             };
             let meta = (|| -> rusqlite::Result<FileMeta> {
+                let numbers = meta_at(row, 2)?.ok_or(rusqlite::Error::InvalidColumnType(
+                    2,
+                    "meta".to_owned(),
+                    rusqlite::types::Type::Null,
+                ))?;
                 Ok(FileMeta {
-                    sha256: row.get::<_, bool>(10)?.then(String::new),
-                    ..numbers_at(row, 2)?
+                    sha256: row.get::<_, bool>(3)?.then(String::new),
+                    ..numbers
                 })
             })()
             .map_err(bad)?;
-            let verified_at: i64 = row.get(11).map_err(bad)?;
+            let verified_at: i64 = row.get(4).map_err(bad)?;
             visit(text(0)?, text(1)?, meta, verified_at);
         }
         Ok(())
@@ -515,6 +561,62 @@ mod tests {
             store.last_verified(&b).unwrap().is_some(),
             "written on drop"
         );
+    }
+
+    #[test]
+    fn metadata_of_another_length_is_refused_by_every_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        let file = ResourceId::new("File", "/etc/a");
+        store
+            .record_verified(&file, "da", Some(&meta()), 1)
+            .unwrap();
+        store.flush().unwrap();
+        // Read back as written, then cut short by one byte.
+        assert_eq!(
+            store.last_verified(&file).unwrap().unwrap().meta,
+            Some(meta())
+        );
+        store
+            .conn
+            .execute(
+                "UPDATE verified SET meta = substr(meta, 1, length(meta) - 1)",
+                [],
+            )
+            .unwrap();
+        let malformed = |e: StoreError| matches!(e, StoreError::Malformed { .. });
+        // An error, whichever way it is read: never a record without it.
+        assert!(store.last_verified(&file).is_err());
+        assert!(malformed(store.each_verified(|_| ()).unwrap_err()));
+        assert!(malformed(
+            store
+                .visit_verified_meta("File", |_, _, _, _| ())
+                .unwrap_err()
+        ));
+    }
+
+    #[test]
+    fn metadata_bytes_hold_every_number_at_its_extremes() {
+        for m in [
+            meta(),
+            FileMeta {
+                size: u64::MAX,
+                mtime_ns: i64::MIN,
+                ctime_ns: i64::MAX,
+                inode: 0,
+                dev: u64::MAX,
+                mode: u32::MAX,
+                uid: u32::MAX,
+                gid: 0,
+                sha256: None,
+            },
+        ] {
+            let back = meta_from_bytes(&meta_bytes(&m)).unwrap();
+            assert_eq!(back, FileMeta { sha256: None, ..m });
+        }
+        assert_eq!(meta_from_bytes(&[0u8; META_LEN - 1]), None);
+        assert_eq!(meta_from_bytes(&[0u8; META_LEN + 1]), None);
     }
 
     #[test]
