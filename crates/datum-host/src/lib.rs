@@ -29,6 +29,7 @@ pub mod attribution;
 pub mod boundary;
 mod cache;
 pub mod command;
+pub mod descriptors;
 pub mod durability;
 mod error;
 pub mod fs;

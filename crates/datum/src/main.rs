@@ -32,6 +32,9 @@ fn main() {
     // pages"), for a few per cent more page faults. A kernel without the
     // flag changes nothing, so a failure is ignored.
     let _ = datum_host::memory::avoid_huge_pages();
+    // Room for a pass's folder handles, made while this is the only thread
+    // (see the function: growing it later makes the threads wait).
+    datum_host::descriptors::make_room_before_threads(datum_host::descriptors::ROOM);
     // Freed memory back to the system within 10 ms (see allocator.rs).
     allocator::configure();
     // The command line, with this machine's /etc/datum/datum.toml as its
