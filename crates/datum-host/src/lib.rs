@@ -9,7 +9,9 @@
 //! reading the repository ([`repo`]), users and groups ([`accounts`]),
 //! running programs without a shell ([`command`]) and validators in a
 //! throwaway sandbox ([`sandbox`]), the per-root lock ([`lock`]), and who
-//! changed a watched file (fanotify and `/proc`, [`attribution`]).
+//! changed a watched file (fanotify and `/proc`, [`attribution`]), and the
+//! process-wide settings the binaries make before they start a thread
+//! ([`memory`], [`descriptors`]).
 //! `datum pull` writes its checkouts and switches its link with the same
 //! handles (a checkout is written with [`Located::create_new`] beneath a
 //! [`PrivateDir`], the link swapped by [`Located::stage_symlink`]).
