@@ -42,6 +42,7 @@ mod merge;
 pub mod reference;
 pub mod schema;
 pub mod snapshot;
+pub mod summaries;
 pub mod validators;
 
 use std::path::Path;

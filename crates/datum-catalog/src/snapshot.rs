@@ -68,6 +68,8 @@ use serde_json::Value;
 use crate::catalogue::Catalogue;
 use crate::hashes::{FileKey, now_ns};
 use crate::host::HostIdentity;
+use crate::summaries::WrittenSummaries;
+pub use crate::summaries::{Summaries, Summary};
 
 /// First bytes of a snapshot file; a file without them (or of another
 /// format) is ignored and replaced. v3: a Tree's packed content is
@@ -434,46 +436,16 @@ struct Header {
     key: RepoKey,
 }
 
-/// What a check needs of every resource before deciding which to inspect:
-/// kept apart from the whole resource so that a metadata pass which trusts
-/// every file never decodes one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Summary {
-    pub id: ResourceId,
-    pub class: String,
-    /// The declared `path`, for resources that have one.
-    pub path: Option<String>,
-    pub declaration_hash: String,
-    /// The validator the resource names (`datum check` looks for the live
-    /// configuration of groups without decoding every resource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validate: Option<String>,
-}
-
-impl Summary {
-    fn of(r: &Resource) -> Self {
-        let s = SummaryRef::of(r);
-        Summary {
-            id: s.id.clone(),
-            class: s.class.to_owned(),
-            path: s.path.map(str::to_owned),
-            declaration_hash: s.declaration_hash.to_owned(),
-            validate: s.validate.map(str::to_owned),
-        }
-    }
-}
-
 /// The second part of a snapshot: the summaries, and where each resource's
 /// own record starts and ends after it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Index {
     host: HostIdentity,
     classes: Value,
     boundary: datum_core::Boundary,
     #[serde(deserialize_with = "sized_vec")]
     autorequires: Vec<(ResourceId, ResourceId)>,
-    #[serde(deserialize_with = "sized_vec")]
-    entries: Vec<Summary>,
+    entries: Summaries,
     /// Offset (from the start of the records) and length of each record.
     #[serde(deserialize_with = "sized_vec")]
     spans: Vec<(u64, u32)>,
@@ -487,41 +459,8 @@ struct IndexRef<'a> {
     classes: &'a Value,
     boundary: &'a datum_core::Boundary,
     autorequires: &'a [(ResourceId, ResourceId)],
-    entries: SummariesOf<'a>,
+    entries: WrittenSummaries<'a>,
     spans: Vec<(u64, u32)>,
-}
-
-/// The [`Summary`] of each resource, written one at a time.
-struct SummariesOf<'a>(&'a [Resource]);
-
-impl Serialize for SummariesOf<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(SummaryRef::of))
-    }
-}
-
-/// [`Summary`] as written, borrowed from its resource (what a summary holds
-/// is chosen here once: [`Summary::of`] copies it).
-#[derive(Serialize)]
-struct SummaryRef<'a> {
-    id: &'a ResourceId,
-    class: &'a str,
-    path: Option<&'a str>,
-    declaration_hash: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    validate: Option<&'a str>,
-}
-
-impl<'a> SummaryRef<'a> {
-    fn of(r: &'a Resource) -> Self {
-        SummaryRef {
-            id: &r.id,
-            class: &r.class,
-            path: r.desired_str("path"),
-            declaration_hash: &r.declaration_hash,
-            validate: r.validate.as_deref(),
-        }
-    }
 }
 
 /// At most this many elements are reserved ahead for a list of the index,
@@ -590,7 +529,7 @@ pub struct LazyCatalogue {
     /// `datum.yaml`'s `boundary:`.
     pub boundary: datum_core::Boundary,
     /// One per resource, in the catalogue's (dependency) order.
-    pub entries: Vec<Summary>,
+    pub entries: Summaries,
     /// [`RepoKey::label`] of the repository this catalogue was compiled
     /// from, when a key was taken (the fleet report's revision of a
     /// repository that is not itself a git checkout).
@@ -615,7 +554,7 @@ impl LazyCatalogue {
     pub fn compiled(catalogue: Catalogue, classes: Value) -> Self {
         let mut lazy = Self::compiled_for_pass(catalogue, classes);
         if let Resources::Compiled(all) = &lazy.resources {
-            lazy.entries = all.iter().flatten().map(Summary::of).collect();
+            lazy.entries = Summaries::of(all.iter().flatten());
         }
         lazy
     }
@@ -627,7 +566,7 @@ impl LazyCatalogue {
     /// peak, for nothing a pass reads.
     pub fn compiled_for_pass(catalogue: Catalogue, classes: Value) -> Self {
         LazyCatalogue {
-            entries: Vec::new(),
+            entries: Summaries::default(),
             host: catalogue.host,
             classes,
             autorequires: catalogue.autorequires,
@@ -1098,7 +1037,7 @@ pub fn save_in(
         classes,
         boundary: &catalogue.boundary,
         autorequires: &catalogue.autorequires,
-        entries: SummariesOf(&catalogue.resources),
+        entries: WrittenSummaries(&catalogue.resources),
         spans,
     };
     // Compact form (structs as arrays): the program that reads it is the
@@ -1444,9 +1383,8 @@ mod tests {
         let lazy = t.load(&host).expect("an unchanged repository reuses it");
         assert_eq!(lazy.classes, classes());
         assert_eq!(lazy.host, host);
-        let summaries: Vec<Summary> = c.resources.iter().map(Summary::of).collect();
-        assert_eq!(lazy.entries, summaries);
-        assert_eq!(lazy.entries[0].path.as_deref(), Some("/etc/motd"));
+        assert_eq!(lazy.entries, Summaries::of(&c.resources));
+        assert_eq!(lazy.entries.at(0).path, Some("/etc/motd"));
         let back = lazy.into_catalogue().unwrap();
         assert_eq!(back.resources.len(), 2);
         for (got, want) in back.resources.iter().zip(&c.resources) {

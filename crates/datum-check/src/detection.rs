@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use datum_catalog::snapshot::Summary;
+use datum_catalog::snapshot::Summaries;
 use datum_core::ResourceId;
 use datum_drift::check::CheckFinding;
 use datum_drift::classes::{ClassSpec, Classes, ContentMode};
@@ -59,7 +59,7 @@ pub use datum_drift::metadata::Trust;
 /// result is aligned with `indices`.
 pub fn trusted_by_metadata(
     registry: &Registry,
-    entries: &[Summary],
+    entries: &Summaries,
     indices: &[usize],
     host: &Host,
     store: &mut Store,
@@ -84,7 +84,7 @@ pub fn trusted_by_metadata(
         else {
             continue;
         };
-        let Some(declared) = entry.path.as_deref() else {
+        let Some(declared) = entry.path else {
             continue;
         };
         let kind = entry.id.kind.as_str();
@@ -112,7 +112,7 @@ pub fn trusted_by_metadata(
         for (kind, by_name) in &kinds {
             visited = store.visit_verified_meta(kind, |name, declaration_hash, meta, when| {
                 if let Some(&at) = by_name.get(name)
-                    && entries[indices[at]].declaration_hash == declaration_hash
+                    && entries.at(indices[at]).declaration_hash == declaration_hash
                 {
                     recorded[at] = Some((meta, when));
                 }

@@ -167,7 +167,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     let mut by_class: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, entry) in lazy.entries.iter().enumerate() {
         if args.class.as_deref().is_none_or(|c| c == entry.class) {
-            by_class.entry(entry.class.clone()).or_default().push(i);
+            by_class.entry(entry.class.to_owned()).or_default().push(i);
         }
     }
     let mut progress = Progress { bar };
@@ -359,7 +359,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             registry,
             lazy.entries
                 .iter()
-                .filter_map(|e| Some((e.id.kind.as_str(), e.path.as_deref()?))),
+                .filter_map(|e| Some((e.id.kind.as_str(), e.path?))),
         )
     };
     let (extra, failed) = crate::extra::findings(registry, declared, &catalogue.resources, host);
@@ -373,9 +373,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             .iter()
             .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
             .map(|e| crate::activation::Checked {
-                id: &e.id,
-                class: &e.class,
-                validate: e.validate.as_deref(),
+                id: e.id,
+                class: e.class,
+                validate: e.validate,
             }),
         Some(&*store),
         host,
@@ -443,7 +443,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         subjects = by_class
             .values()
             .flatten()
-            .map(|&i| lazy.entries[i].id.to_string())
+            .map(|&i| lazy.entries.at(i).id.to_string())
             .collect();
         FindingScope::Subjects(&subjects)
     } else {
@@ -462,7 +462,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             by_class
                 .values()
                 .flatten()
-                .map(|&i| &lazy.entries[i].id)
+                .map(|&i| lazy.entries.at(i).id)
                 .filter(|id| !drifted.contains(id))
                 .filter(|id| {
                     let shown = id.to_string();
@@ -584,11 +584,11 @@ fn check_report(
     classes_checked: Vec<String>,
 ) -> Result<datum_fleet::Report, CheckError> {
     let mut per_class: BTreeMap<String, u64> = BTreeMap::new();
-    for e in &lazy.entries {
-        match per_class.get_mut(&e.class) {
+    for e in lazy.entries.iter() {
+        match per_class.get_mut(e.class) {
             Some(n) => *n += 1,
             None => {
-                per_class.insert(e.class.clone(), 1);
+                per_class.insert(e.class.to_owned(), 1);
             }
         }
     }
@@ -602,7 +602,7 @@ fn check_report(
         catalogue: build::catalogue_hash(
             lazy.entries
                 .iter()
-                .map(|e| (e.id.to_string(), e.declaration_hash.as_str())),
+                .map(|e| (e.id.to_string(), e.declaration_hash)),
         ),
         started_at: record.started_at,
         finished_at: record.finished_at,

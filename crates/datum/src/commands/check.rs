@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use datum_catalog::snapshot::Summary;
+use datum_catalog::snapshot::Summaries;
 use datum_drift::classes::Classes;
 use datum_host::lock::RootLock;
 
@@ -66,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
             .entries
             .iter()
             .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
-            .any(|e| classes.get(&e.class).acts());
+            .any(|e| classes.get(e.class).acts());
     let need = if acts {
         context::StoreNeed::Required("reconciled")
     } else {
@@ -134,7 +134,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
 
 /// The classes of `datum.yaml`, and every resource's class checked against
 /// them.
-fn load_classes(settings: &serde_json::Value, entries: &[Summary]) -> Result<Classes> {
+fn load_classes(settings: &serde_json::Value, entries: &Summaries) -> Result<Classes> {
     let classes = match Classes::parse(settings) {
         Ok(c) => c,
         Err(errors) => {
@@ -142,8 +142,7 @@ fn load_classes(settings: &serde_json::Value, entries: &[Summary]) -> Result<Cla
             bail!("{}", lines.join("\n"));
         }
     };
-    let unknown =
-        classes.unknown_classes(entries.iter().map(|e| (e.id.to_string(), e.class.as_str())));
+    let unknown = classes.unknown_classes(entries.iter().map(|e| (e.id.to_string(), e.class)));
     if !unknown.is_empty() {
         let lines: Vec<String> = unknown
             .iter()
