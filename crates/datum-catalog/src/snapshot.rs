@@ -79,7 +79,8 @@ pub use crate::summaries::{Summaries, Summary};
 /// a Tree's packed content is `datum-tree4` (its entries in tree order). v7:
 /// `datum-tree5` (no payload length where the kind fixes it). v8: the
 /// index's length (8 bytes, little-endian) before the index, which is then
-/// read at once and decoded from memory.
+/// read at once and decoded from memory, and every part of a summary
+/// written (`nil` for an absent one: [`crate::summaries`]).
 const MAGIC: &[u8] = b"datum catalogue snapshot v8\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run

@@ -160,9 +160,11 @@ impl Summaries {
     }
 }
 
-/// At most this many summaries are reserved ahead, whatever length the
-/// index claims (a damaged file reserves no more).
+/// At most this many summaries, and bytes of their text, are reserved
+/// ahead, whatever length the index claims (a damaged file reserves no
+/// more; past them the lists grow as they are read).
 const MOST_RESERVED: usize = 1 << 20;
+const MOST_TEXT_RESERVED: usize = 4 << 20;
 
 /// A summary as a snapshot's index holds it: its parts in order, every
 /// part written (`nil` for an absent one).
@@ -208,7 +210,8 @@ impl<'de> Deserialize<'de> for Summaries {
                 let count = seq.size_hint().unwrap_or(0).min(MOST_RESERVED);
                 // About a hundred bytes of text each (a class, a path, a
                 // 64-digit hash).
-                let mut all = Summaries::with_capacity(count, count * 100);
+                let mut all =
+                    Summaries::with_capacity(count, (count * 100).min(MOST_TEXT_RESERVED));
                 type Read<'de> = (
                     ResourceId,
                     &'de str,
