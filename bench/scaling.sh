@@ -14,7 +14,8 @@
 #   * File resources: 20,000 (the standard estate) and 100,000 (make-estate.py --files 100000
 #     --dirs 1000), one File per file with a repository source (bench/make-datum-repo.py):
 #     `plan --recompile` (the compile from YAML; also with no source-hash cache, every source
-#     read and hashed), a no-op `apply` from the catalogue snapshot,
+#     read and hashed), a no-op `apply` from the catalogue snapshot (also with
+#     --trust-metadata, of the ordinary folder and of the pulled checkout below),
 #     and the metadata pass (`check --sample 0`; peer: `find -printf`), also of the same
 #     repository as `datum pull` deploys it (committed, signed, pulled under --root: a
 #     checkout Datum wrote and nobody else can, so the snapshot needs no stamp of its files);
@@ -189,6 +190,13 @@ if on files; then
     T "files|datum plan --recompile, no source-hash cache|$e" \
       sh -c 'rm -f "$0"; exec "$@"' "$S/state-files-$e/source-hashes" "${CMD[@]}"
     datum_in files "$e" apply; T "files|datum apply, no-op from the snapshot|$e" "${CMD[@]}"
+    # The same, asked to trust metadata (a file its quiet verified record vouches for is not
+    # read: the trade a `content: metadata` class makes, here made explicitly), of the
+    # ordinary folder and of the pulled checkout (no stamp of its sources).
+    datum_in files "$e" apply --trust-metadata
+    T "files|datum apply --trust-metadata, no-op from the snapshot|$e" "${CMD[@]}"
+    pulled "$e" apply --trust-metadata
+    T "files|datum apply --trust-metadata, no-op, a datum pull checkout|$e" "${CMD[@]}"
     datum_in files "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass)|$e" "${CMD[@]}"
     pulled "$e" check --sample 0; T "files|datum check --sample 0 (metadata pass), a datum pull checkout|$e" "${CMD[@]}"
     T "files|find -printf (metadata only)|$e" sh -c "exec find '$D/$e' -printf '%s %T@ %m %U %G\n' >/dev/null"

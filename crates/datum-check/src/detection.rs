@@ -49,7 +49,7 @@ pub fn metadata_first(registry: &Registry, kind: &str) -> bool {
     registry.lookup(kind).is_some_and(|p| p.paths().is_some())
 }
 
-pub use datum_drift::metadata::Trust;
+pub use datum_core::trust::Trust;
 
 /// Which of the resources at `indices` are regular files whose metadata
 /// equals what their last verified apply recorded (and whose declaration has
@@ -130,7 +130,7 @@ pub fn trusted_by_metadata(
             (Ok(Some(stat)), Some((recorded, verified_at)))
                 if stat.kind == datum_host::fs::FileKind::File =>
             {
-                datum_drift::metadata::trust(recorded, *verified_at, &stat.meta)
+                datum_core::trust::trust(recorded, *verified_at, &stat.meta)
             }
             _ => Trust::Read,
         };

@@ -202,7 +202,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             .map(|(i, _)| *i)
             .collect();
         // Read because the record was racy or the metadata moved: found as
-        // declared, recorded again (`datum_drift::metadata`).
+        // declared, recorded again (`datum_core::trust`).
         let refreshable: std::collections::HashSet<usize> = indices
             .iter()
             .zip(&trusted)

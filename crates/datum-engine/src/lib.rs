@@ -37,6 +37,8 @@ mod verified;
 #[cfg(test)]
 mod rules_tests;
 #[cfg(test)]
+mod trust_tests;
+#[cfg(test)]
 mod write_tests;
 
 pub use activation::GROUP_KIND;

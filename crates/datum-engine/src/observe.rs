@@ -12,9 +12,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use datum_core::{Action, Diff, Observed, Resource, ResourceId};
+use datum_core::{Action, Diff, Observed, Presence, Resource, ResourceId};
 use datum_host::Host;
+use datum_host::fs::{FileKind, Stat};
 use datum_providers::{Declared, Provider, ProviderError, Registry};
+
+use crate::verified::VerifiedRecords;
 
 /// A resource the pass visits, with its provider (looked up once) and its
 /// declaration (parsed once): what every later step of the pass is handed.
@@ -50,6 +53,10 @@ enum Held<'a> {
         /// (what the verified record needs): its fields, a few hundred bytes
         /// per file, are dropped too.
         slimmed: bool,
+        /// Whether it was taken as converged by its metadata, unread (see
+        /// [`Observers::trusting`]): its observation is its verified
+        /// record's metadata, slimmed.
+        trusted: bool,
     },
     /// Unknown kind, or a declaration that did not parse (its observation
     /// holds the error).
@@ -93,6 +100,11 @@ pub(crate) struct Observers<'a, 's> {
     /// to what the verified record needs (see [`Held::Converged`]).
     pub(crate) slim: &'s (dyn Fn(&ResourceId) -> bool + Sync),
     pub(crate) sweep: Sweep,
+    /// The verified records, and what [`Observations::look_alongside`]
+    /// found at each resource's path: a resource whose regular file's
+    /// metadata its record vouches for ([`VerifiedRecords::trusts`]) is
+    /// taken as converged, unread. `None`: every resource is read.
+    pub(crate) trusting: Option<(&'s VerifiedRecords, &'s [Option<Stat>])>,
 }
 
 impl<'a> Observations<'a> {
@@ -112,52 +124,73 @@ impl<'a> Observations<'a> {
             threads,
             slim,
             sweep,
+            trusting,
         } = *observers;
         // Each resource's folders travel with its result and are gathered
         // afterwards, in pass order, where neighbours mostly share a folder:
         // no lock and no set insertion (a path compared component by
         // component) per resource on the observer threads.
-        let (done, beside) = in_parallel_alongside(resources, threads, alongside, |resource| {
-            let provider = registry.lookup(&resource.id.kind)?;
-            let declared = match provider.declare(resource) {
-                Ok(declared) => declared,
-                Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new())),
-            };
-            let parents: Vec<PathBuf> = match (sweep, provider.paths()) {
-                (Sweep::Folders, Some(paths)) => paths
-                    .managed_paths(&declared)
-                    .iter()
-                    .filter_map(|p| p.parent().map(Path::to_path_buf))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let mut observed = provider.observe_declared(host, &declared);
-            let droppable = provider.batching().is_none() && provider.activation().is_none();
-            let held = match &mut observed {
-                Ok(o) if droppable => {
-                    let diff = provider.plan(&declared, o);
-                    let converged = !diff.action().is_change()
-                        && diff.changes.is_empty()
-                        && diff.content.is_none();
-                    if converged {
-                        let slimmed = slim(&resource.id);
-                        if slimmed {
-                            o.fields = Default::default();
-                            o.content = None;
-                        }
-                        Held::Converged {
-                            provider,
-                            action: diff.action,
-                            slimmed,
-                        }
-                    } else {
-                        Held::Bound(Bound { provider, declared })
-                    }
+        let (done, beside) =
+            in_parallel_alongside(resources, threads, alongside, |at, resource| {
+                let provider = registry.lookup(&resource.id.kind)?;
+                let declared = match provider.declare(resource) {
+                    Ok(declared) => declared,
+                    Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new())),
+                };
+                let parents: Vec<PathBuf> = match (sweep, provider.paths()) {
+                    (Sweep::Folders, Some(paths)) => paths
+                        .managed_paths(&declared)
+                        .iter()
+                        .filter_map(|p| p.parent().map(Path::to_path_buf))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let droppable = provider.batching().is_none() && provider.activation().is_none();
+                if let Some((records, stats)) = trusting
+                    && let Some(Some(stat)) = stats.get(at)
+                    && let Some(meta) = records.trusts(at, resource, &stat.meta)
+                {
+                    let observed = Observed {
+                        presence: Presence::Present,
+                        fields: Default::default(),
+                        content: None,
+                        meta: Some(meta),
+                    };
+                    let held = Held::Converged {
+                        provider,
+                        action: None,
+                        slimmed: true,
+                        trusted: true,
+                    };
+                    return Some((held, Box::new(Ok(observed)), parents));
                 }
-                _ => Held::Bound(Bound { provider, declared }),
-            };
-            Some((held, Box::new(observed), parents))
-        });
+                let mut observed = provider.observe_declared(host, &declared);
+                let held = match &mut observed {
+                    Ok(o) if droppable => {
+                        let diff = provider.plan(&declared, o);
+                        let converged = !diff.action().is_change()
+                            && diff.changes.is_empty()
+                            && diff.content.is_none();
+                        if converged {
+                            let slimmed = slim(&resource.id);
+                            if slimmed {
+                                o.fields = Default::default();
+                                o.content = None;
+                            }
+                            Held::Converged {
+                                provider,
+                                action: diff.action,
+                                slimmed,
+                                trusted: false,
+                            }
+                        } else {
+                            Held::Bound(Bound { provider, declared })
+                        }
+                    }
+                    _ => Held::Bound(Bound { provider, declared }),
+                };
+                Some((held, Box::new(observed), parents))
+            });
         let mut folders = BTreeSet::new();
         let mut last: Option<PathBuf> = None;
         let mut held = Vec::with_capacity(done.len());
@@ -188,6 +221,38 @@ impl<'a> Observations<'a> {
             },
             beside,
         )
+    }
+
+    /// For a pass asked to trust metadata, before it observes: the
+    /// `lstat` of each resource's path where the resource could be taken as
+    /// converged by its metadata (its kind owns one path, no batch or
+    /// activation reads its declaration later, `observers.slim` allows it,
+    /// and a regular file is there), in the order of `resources`; looked
+    /// at on every core while the calling thread runs `alongside` (the
+    /// verified records' read, which decides the rest).
+    pub(crate) fn look_alongside<R>(
+        observers: &Observers<'a, '_>,
+        resources: &[&'a Resource],
+        alongside: impl FnOnce() -> R,
+    ) -> (Vec<Option<Stat>>, R) {
+        let Observers {
+            registry,
+            host,
+            threads,
+            slim,
+            ..
+        } = *observers;
+        in_parallel_alongside(resources, threads, alongside, |_, resource| {
+            let provider = registry.lookup(&resource.id.kind)?;
+            let candidate = provider.batching().is_none()
+                && provider.activation().is_none()
+                && slim(&resource.id);
+            let paths = provider.paths().filter(|_| candidate)?;
+            let declared = provider.declare(resource).ok()?;
+            let [path] = paths.managed_paths(&declared).try_into().ok()?;
+            let stat = host.lstat(&path).ok()??;
+            (stat.kind == FileKind::File).then_some(stat)
+        })
     }
 
     /// The provider and declaration of the resource at `index` (`None`
@@ -223,6 +288,15 @@ impl<'a> Observations<'a> {
             Held::Converged { action, .. } => Some(*action),
             _ => None,
         }
+    }
+
+    /// Whether the resource at `index` was taken as converged by its
+    /// metadata, unread (see [`Observers::trusting`]).
+    pub(crate) fn trusted(&self, index: usize) -> bool {
+        matches!(
+            self.held.get(index),
+            Some(Held::Converged { trusted: true, .. })
+        )
     }
 
     /// Whether the observation at `index` was slimmed (see
@@ -319,7 +393,7 @@ pub fn inspect_all<'r>(
     host: &Host,
     content: ContentDiff,
 ) -> Vec<Result<Inspection<'r>, ProviderError>> {
-    in_parallel(resources, datum_core::parallel::cores(), |resource| {
+    in_parallel(resources, datum_core::parallel::cores(), |_, resource| {
         Some(inspect(registry, resource, host, content))
     })
     .into_iter()
@@ -365,7 +439,7 @@ fn inspect<'r>(
 fn in_parallel<'r, T: Send>(
     resources: &[&'r Resource],
     threads: usize,
-    work: impl Fn(&'r Resource) -> Option<T> + Sync,
+    work: impl Fn(usize, &'r Resource) -> Option<T> + Sync,
 ) -> Vec<Option<T>> {
     in_parallel_alongside(resources, threads, || (), work).0
 }
@@ -376,10 +450,10 @@ fn in_parallel_alongside<'r, T: Send, R>(
     resources: &[&'r Resource],
     threads: usize,
     alongside: impl FnOnce() -> R,
-    work: impl Fn(&'r Resource) -> Option<T> + Sync,
+    work: impl Fn(usize, &'r Resource) -> Option<T> + Sync,
 ) -> (Vec<Option<T>>, R) {
-    datum_core::parallel::each_taken(resources, threads, alongside, |_, &resource| {
-        let done = work(resource);
+    datum_core::parallel::each_taken(resources, threads, alongside, |at, &resource| {
+        let done = work(at, resource);
         datum_core::progress::observed();
         done
     })

@@ -165,8 +165,12 @@ pub fn run_pass_with(
     // them in one query, instead of one per resource, read while the other
     // observers start (the store stays on this thread). A plan reads one
     // only for what it will report as a change (see `VerifiedRecords`).
+    // Asked to trust metadata, a plan too reads them all, while every
+    // path that could be trusted is looked at, and before the observers
+    // start: the records and the paths' metadata decide what is read.
     let store = ctx.store.as_deref();
-    let observers = observe::Observers {
+    let trust = options.trust_metadata && !fingerprints;
+    let mut observers = observe::Observers {
         registry: ctx.registry,
         host: ctx.host,
         threads: datum_core::parallel::cores(),
@@ -175,12 +179,32 @@ pub fn run_pass_with(
             Mode::Apply => observe::Sweep::Folders,
             Mode::Plan => observe::Sweep::Nothing,
         },
+        trusting: None,
     };
-    let (mut observations, mut verified) =
-        Observations::gather_alongside(&observers, &selected, || match ctx.mode {
-            Mode::Apply => VerifiedRecords::all(store, &selected),
-            Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
+    let looked = trust.then(|| {
+        Observations::look_alongside(&observers, &selected, || {
+            VerifiedRecords::all(store, &selected)
+        })
+    });
+    let first = looked
+        .as_ref()
+        .map(|(stats, records)| (records, stats.as_slice()));
+    observers.trusting = first;
+    let (mut observations, alongside) =
+        Observations::gather_alongside(&observers, &selected, || match (&first, ctx.mode) {
+            (Some(_), _) => None,
+            (None, Mode::Apply) => Some(VerifiedRecords::all(store, &selected)),
+            (None, Mode::Plan) => Some(VerifiedRecords::OnDemand { asked: 0 }),
         });
+    let mut verified = match (looked, alongside) {
+        (Some((_, records)), _) | (None, Some(records)) => records,
+        (None, None) => VerifiedRecords::OnDemand { asked: 0 },
+    };
+    let trusted_by_metadata = trust.then(|| {
+        (0..selected.len())
+            .filter(|&i| observations.trusted(i))
+            .count() as u64
+    });
     // Before anything is written (observation reads no staging directory).
     if ctx.mode == Mode::Apply {
         sweep_stale_staging(&observations, ctx.host);
@@ -237,6 +261,7 @@ pub fn run_pass_with(
     // 20,000 reports held half as much again, unused, at the pass's peak).
     let mut summary = PassSummary {
         observed,
+        trusted_by_metadata,
         resources: Vec::with_capacity(selected.len() + groups.reports.len()),
         ..PassSummary::default()
     };

@@ -35,6 +35,9 @@ pub struct PassSummary {
     /// order: what a saved plan records.
     #[serde(skip)]
     pub observed: Vec<(ResourceId, Option<String>)>,
+    /// How many resources were taken as converged by their metadata, not
+    /// read (`None`: the pass was not asked to trust metadata).
+    pub trusted_by_metadata: Option<u64>,
 }
 
 impl PassSummary {

@@ -39,6 +39,15 @@ pub struct PassOptions {
     /// (a plan about to be saved). Off, a pass computes none (a saved plan
     /// being applied, `expect`, computes them anyway).
     pub fingerprints: bool,
+    /// Take a resource as converged, without reading it, when its kind owns
+    /// a path, that path is a regular file whose metadata (size, times,
+    /// inode, device, mode, owner) equals what its last verified record
+    /// holds, the record was made while the file was quiet and its
+    /// declaration has not changed since (`datum plan`/`apply
+    /// --trust-metadata`; the trade `datum_core::trust` describes). Never
+    /// for a pass that computes fingerprints, nor for a resource whose
+    /// observation a reconcile accepted: those are read.
+    pub trust_metadata: bool,
 }
 
 impl PassOptions {

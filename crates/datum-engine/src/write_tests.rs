@@ -221,6 +221,7 @@ fn only_files_that_will_be_written_are_staged_ahead() {
             threads: 2,
             slim: &|_| true,
             sweep: crate::observe::Sweep::Folders,
+            trusting: None,
         };
         let observations =
             crate::observe::Observations::gather_alongside(&observers, &selected, || ()).0;

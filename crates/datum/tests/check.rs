@@ -139,7 +139,7 @@ impl Sandbox {
 
     /// Applied again once the files the first apply wrote are quiet: only
     /// then does a metadata pass trust their records (a record of a file
-    /// that had just changed is racy; `datum_drift::metadata`).
+    /// that had just changed is racy; `datum_core::trust`).
     fn quiet(self) -> Self {
         wait_out_racy_records();
         let o = self.datum(&["apply"]);
@@ -1229,7 +1229,7 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
 /// verified record, as the store keeps its time (whole seconds, truncated).
 fn wait_out_racy_records() {
     std::thread::sleep(std::time::Duration::from_millis(
-        (datum_drift::metadata::RACY_WINDOW_NS / 1_000_000) as u64 + 1_200,
+        (datum_core::trust::RACY_WINDOW_NS / 1_000_000) as u64 + 1_200,
     ));
 }
 

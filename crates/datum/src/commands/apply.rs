@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use super::pass::{self, Request};
+use super::pass::{self, Request, TrustArgs};
 use super::saved_plan::SavedPlan;
 use super::selection::SelectArgs;
 use crate::cli::GlobalArgs;
@@ -18,8 +18,10 @@ pub struct ApplyArgs {
     pub select: SelectArgs,
     /// A plan saved by `datum plan --out FILE`: apply exactly that plan,
     /// refused if the catalogue or anything it observed changed since.
-    #[arg(value_name = "PLAN", conflicts_with_all = ["targets", "class"])]
+    #[arg(value_name = "PLAN", conflicts_with_all = ["targets", "class", "trust_metadata"])]
     pub plan: Option<PathBuf>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
 }
 
 pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<ExitCode> {
@@ -31,6 +33,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<ExitCode> {
                 select: saved.select_args()?,
                 out: None,
                 saved: Some((&saved, file)),
+                trust: TrustArgs::default(),
             };
             pass::run(global, mode, request)
         }
@@ -39,6 +42,7 @@ pub fn run(global: &GlobalArgs, args: &ApplyArgs) -> Result<ExitCode> {
             mode,
             Request {
                 select: args.select.clone(),
+                trust: args.trust,
                 ..Request::default()
             },
         ),

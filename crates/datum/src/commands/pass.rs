@@ -28,8 +28,23 @@ pub struct PlanArgs {
     pub select: SelectArgs,
     /// Save the plan to FILE (mode 0600) for `datum apply FILE`, which
     /// applies exactly it and refuses if anything changed since.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "trust_metadata")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+}
+
+/// `--trust-metadata`, for `datum plan` and `datum apply`.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct TrustArgs {
+    /// Do not read a file whose size, mtime, ctime, inode, mode and owner are
+    /// what its last verified apply recorded (made while the file was
+    /// quiet) and whose declaration has not changed since: take it as
+    /// converged, as a `content: metadata` class of `datum check` does. Only
+    /// a change that keeps all of these (ctime too, which needs the clock
+    /// or the disk tampered with) goes unseen; off by default.
+    #[arg(long)]
+    pub trust_metadata: bool,
 }
 
 /// What a plan or an apply is asked to do besides a full pass.
@@ -41,6 +56,8 @@ pub struct Request<'a> {
     pub out: Option<&'a Path>,
     /// `datum apply FILE`: the plan and its file.
     pub saved: Option<(&'a SavedPlan, &'a Path)>,
+    /// `--trust-metadata`.
+    pub trust: TrustArgs,
 }
 
 /// `datum plan`.
@@ -52,6 +69,7 @@ pub fn plan(global: &GlobalArgs, args: &PlanArgs) -> Result<ExitCode> {
             select: args.select.clone(),
             out: args.out.as_deref(),
             saved: None,
+            trust: args.trust,
         },
     )
 }
@@ -70,6 +88,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     let selection = Selection::resolve(catalogue, &request.select)?;
     let mut options = selection.options();
     options.fingerprints = request.out.is_some();
+    options.trust_metadata = request.trust.trust_metadata;
     if let Some((saved, file)) = request.saved {
         saved.check_same(catalogue, &global.root, file)?;
         options.expect = Some(saved.expected()?);

@@ -111,6 +111,7 @@ impl Selection {
             },
             expect: None,
             fingerprints: false,
+            trust_metadata: false,
         }
     }
 

@@ -64,12 +64,17 @@ pub fn pass(
             })
         })
         .collect();
-    json!({
+    let mut document = json!({
         "format_version": FORMAT_VERSION,
         "command": if mode == Mode::Apply { "apply" } else { "plan" },
         "host": host,
         "resources": resources,
         "counts": summary.counts(),
         "duration_ms": summary.duration_ms,
-    })
+    });
+    // Only when asked (`--trust-metadata`): how many unchanged were not read.
+    if let (Some(trusted), Some(fields)) = (summary.trusted_by_metadata, document.as_object_mut()) {
+        fields.insert("trusted_by_metadata".to_owned(), trusted.into());
+    }
+    document
 }

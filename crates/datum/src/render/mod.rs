@@ -178,9 +178,14 @@ pub fn status(r: &ResourceReport) -> String {
 pub fn summary_line(mode: Mode, summary: &PassSummary, paint: Paint) -> String {
     let counts = summary.counts();
     let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+    // `--trust-metadata`: how many of the unchanged were not read.
+    let unread = summary
+        .trusted_by_metadata
+        .map(|trusted| format!(" ({trusted} by their metadata, not read)"))
+        .unwrap_or_default();
     let line = match mode {
         Mode::Plan => format!(
-            "Plan: {} to change, {} unchanged, {} failed, {} blocked ({} ms).",
+            "Plan: {} to change, {} unchanged{unread}, {} failed, {} blocked ({} ms).",
             n("would_change"),
             n("unchanged"),
             n("failed"),
@@ -188,7 +193,7 @@ pub fn summary_line(mode: Mode, summary: &PassSummary, paint: Paint) -> String {
             summary.duration_ms
         ),
         Mode::Apply => format!(
-            "Apply: {} changed, {} unchanged, {} failed, {} blocked ({} ms).",
+            "Apply: {} changed, {} unchanged{unread}, {} failed, {} blocked ({} ms).",
             n("changed"),
             n("unchanged"),
             n("failed"),

@@ -352,3 +352,74 @@ fn a_two_megabyte_source_diffs_line_by_line_and_a_huge_one_says_it_is_too_large(
     assert!(text.contains("too large to diff"), "{text}");
     assert!(!text.contains("+line 1 of"), "{text}");
 }
+
+#[test]
+fn trust_metadata_leaves_unread_only_files_a_quiet_record_vouches_for() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired:\n  path: /a.conf\n  content: \"a\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: b\ndesired:\n  path: /b.conf\n  content: \"b\\n\"\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    // Records made within 2 s of a file's change vouch for nothing: the
+    // first trusting pass reads both.
+    let out = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("2 unchanged (0 by their metadata, not read)"),
+        "{}",
+        stdout(&out)
+    );
+    // Once the files have been quiet that long (a record's time is in
+    // whole seconds: 3 s to be sure), a pass that reads records them
+    // again, and the next trusting pass reads neither.
+    std::thread::sleep(std::time::Duration::from_millis(3_100));
+    assert_exit(&s.datum(&["apply"]), 0);
+    let out = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("2 unchanged (2 by their metadata, not read)"),
+        "{}",
+        stdout(&out)
+    );
+    let plan = s.datum(&["plan", "--trust-metadata", "--json"]);
+    assert_exit(&plan, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(doc["trusted_by_metadata"], 2, "{doc}");
+    // Not asked: every file read, and no such count.
+    let plan = s.datum(&["plan", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert!(doc.get("trusted_by_metadata").is_none(), "{doc}");
+    assert!(!stdout(&s.datum(&["apply"])).contains("by their metadata"));
+
+    // A hand edit moves the file's metadata: read, and put right.
+    fs::write(s.live("/a.conf"), "hand edit\n").unwrap();
+    let out = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&out, 2);
+    assert!(
+        stdout(&out).contains("~ File[a]  update (corrective), done"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("1 unchanged (1 by their metadata, not read)"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(fs::read_to_string(s.live("/a.conf")).unwrap(), "a\n");
+
+    // A saved plan holds every observation whole: not with this flag.
+    let saved = s.dir.path().join("plan.json");
+    let saved = saved.to_str().unwrap();
+    for args in [
+        vec!["plan", "--out", saved, "--trust-metadata"],
+        vec!["apply", saved, "--trust-metadata"],
+    ] {
+        let out = s.datum(&args);
+        assert_exit(&out, 1);
+        assert!(
+            stderr(&out).contains("cannot be used with"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

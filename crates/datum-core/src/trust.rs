@@ -1,12 +1,13 @@
 //! Metadata-first evaluation: whether a file can be trusted unread.
 //!
-//! A class with `content: metadata` skips reading a file whose size, mtime,
-//! ctime, inode and device equal the values recorded at its last verified
-//! apply (and whose mode and owner still match). ctime is the strong part:
+//! `datum check` (a class with `content: metadata`) and a pass asked to
+//! (`datum plan`/`apply --trust-metadata`) skip reading a file whose size,
+//! mtime, ctime, inode and device equal the values recorded at its last
+//! verified apply (and whose mode and owner still match). ctime is the strong part:
 //! user space cannot set it, so an edit that also restores the mtime still
 //! moves it, unless the clock or the file system is tampered with. What this
 //! misses, by design: any change that preserves all of them, until the next
-//! full audit (`audit_every`).
+//! full audit (`audit_every`) or the next pass that reads.
 //!
 //! One window remains, which git calls "racy clean": timestamps come from a
 //! coarse clock, so a write in the same tick as the verification's read can
@@ -25,9 +26,8 @@
 //!
 //! Owns: [`trust`]. Must not: read content.
 
-use datum_core::FileMeta;
-
-pub use datum_core::observed::RACY_WINDOW_NS;
+use crate::observed::FileMeta;
+pub use crate::observed::RACY_WINDOW_NS;
 
 /// What a metadata pass may conclude about a file before reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
