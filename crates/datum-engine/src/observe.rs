@@ -104,7 +104,14 @@ pub(crate) struct Observers<'a, 's> {
     /// found at each resource's path: a resource whose regular file's
     /// metadata its record vouches for ([`VerifiedRecords::trusts`]) is
     /// taken as converged, unread. `None`: every resource is read.
-    pub(crate) trusting: Option<(&'s VerifiedRecords, &'s [Option<Stat>])>,
+    pub(crate) trusting: Option<(&'s VerifiedRecords, &'s [Option<Looked>])>,
+}
+
+/// What [`Observations::look_alongside`] found at a resource's one path: a
+/// regular file, with its metadata.
+pub(crate) struct Looked {
+    path: PathBuf,
+    stat: Stat,
 }
 
 impl<'a> Observations<'a> {
@@ -133,6 +140,13 @@ impl<'a> Observations<'a> {
         let (done, beside) =
             in_parallel_alongside(resources, threads, alongside, |at, resource| {
                 let provider = registry.lookup(&resource.id.kind)?;
+                // Vouched for by its record: not read, nor declared again.
+                if let Some((records, looked)) = trusting
+                    && let Some(Some(looked)) = looked.get(at)
+                    && let Some(meta) = records.trusts(at, resource, &looked.stat.meta)
+                {
+                    return Some(trusted(provider, meta, &looked.path, sweep));
+                }
                 let declared = match provider.declare(resource) {
                     Ok(declared) => declared,
                     Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new())),
@@ -146,24 +160,6 @@ impl<'a> Observations<'a> {
                     _ => Vec::new(),
                 };
                 let droppable = provider.batching().is_none() && provider.activation().is_none();
-                if let Some((records, stats)) = trusting
-                    && let Some(Some(stat)) = stats.get(at)
-                    && let Some(meta) = records.trusts(at, resource, &stat.meta)
-                {
-                    let observed = Observed {
-                        presence: Presence::Present,
-                        fields: Default::default(),
-                        content: None,
-                        meta: Some(meta),
-                    };
-                    let held = Held::Converged {
-                        provider,
-                        action: None,
-                        slimmed: true,
-                        trusted: true,
-                    };
-                    return Some((held, Box::new(Ok(observed)), parents));
-                }
                 let mut observed = provider.observe_declared(host, &declared);
                 let held = match &mut observed {
                     Ok(o) if droppable => {
@@ -223,9 +219,8 @@ impl<'a> Observations<'a> {
         )
     }
 
-    /// For a pass asked to trust metadata, before it observes: the
-    /// `lstat` of each resource's path where the resource could be taken as
-    /// converged by its metadata (its kind owns one path, no batch or
+    /// For a pass asked to trust metadata, before it observes: the path
+    /// and `lstat` of each resource that could be taken as converged by its metadata (its kind owns one path, no batch or
     /// activation reads its declaration later, `observers.slim` allows it,
     /// and a regular file is there), in the order of `resources`; looked
     /// at on every core while the calling thread runs `alongside` (the
@@ -234,7 +229,7 @@ impl<'a> Observations<'a> {
         observers: &Observers<'a, '_>,
         resources: &[&'a Resource],
         alongside: impl FnOnce() -> R,
-    ) -> (Vec<Option<Stat>>, R) {
+    ) -> (Vec<Option<Looked>>, R) {
         let Observers {
             registry,
             host,
@@ -251,7 +246,7 @@ impl<'a> Observations<'a> {
             let declared = provider.declare(resource).ok()?;
             let [path] = paths.managed_paths(&declared).try_into().ok()?;
             let stat = host.lstat(&path).ok()??;
-            (stat.kind == FileKind::File).then_some(stat)
+            (stat.kind == FileKind::File).then_some(Looked { path, stat })
         })
     }
 
@@ -352,6 +347,34 @@ impl<'a> Observations<'a> {
             .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
             .map(|observed| *observed)
     }
+}
+
+/// What the pass keeps of a resource taken as converged by its metadata at
+/// `path`, unread: a converged observation, slimmed, whose metadata and
+/// content hash are its record's (`meta`), and the folder to sweep.
+fn trusted<'a>(
+    provider: &'a dyn Provider,
+    meta: datum_core::FileMeta,
+    path: &Path,
+    sweep: Sweep,
+) -> (Held<'a>, Box<Observation>, Vec<PathBuf>) {
+    let observed = Observed {
+        presence: Presence::Present,
+        fields: Default::default(),
+        content: None,
+        meta: Some(meta),
+    };
+    let held = Held::Converged {
+        provider,
+        action: None,
+        slimmed: true,
+        trusted: true,
+    };
+    let parents = match sweep {
+        Sweep::Folders => path.parent().map(Path::to_path_buf).into_iter().collect(),
+        Sweep::Nothing => Vec::new(),
+    };
+    (held, Box::new(Ok(observed)), parents)
 }
 
 /// What a check learns of one resource: its observation and the plan

@@ -370,6 +370,12 @@ pub fn run_pass_with(
                         step
                     } else {
                         match (converged.filter(|_| redeclared.is_none()), cached) {
+                            // Its record vouched for it (`--trust-metadata`):
+                            // the record stands as it is.
+                            (Some(action), Some(Ok(_))) if observations.trusted(index) => {
+                                verified.forget(index);
+                                trusted_step(action)
+                            }
                             (Some(action), Some(Ok(observed))) => converged_step(
                                 resource,
                                 action,
@@ -601,6 +607,16 @@ fn converged_step(
         ..Diff::default()
     };
     unchanged(resource, diff, &observed, known, ctx)
+}
+
+/// A resource taken as converged by its metadata, unread: its verified
+/// record vouched for exactly what is on the host, so nothing is recorded.
+fn trusted_step(action: Option<Action>) -> Step {
+    let diff = Diff {
+        action,
+        ..Diff::default()
+    };
+    Step::new(diff.action(), diff, Outcome::Unchanged)
 }
 
 /// A resource that matches its declaration: recorded as verified in an
@@ -896,7 +912,7 @@ fn remember_failure(
             );
         }
         Outcome::Changed { .. } | Outcome::Unchanged
-            if failed_before.contains(&resource.id.to_string()) =>
+            if !failed_before.is_empty() && failed_before.contains(&resource.id.to_string()) =>
         {
             let _ = store.clear_apply_failure(&resource.id);
         }

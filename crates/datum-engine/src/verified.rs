@@ -108,6 +108,16 @@ impl VerifiedRecords {
         (trust(&recorded, held.verified_at, now) == Trust::Trusted).then_some(recorded)
     }
 
+    /// Lets the record of the resource at `place` go unread (its resource
+    /// needs nothing of it: its metadata vouched for it).
+    pub(crate) fn forget(&mut self, place: usize) {
+        if let VerifiedRecords::All(held) = self
+            && let Some(slot) = held.get_mut(place)
+        {
+            *slot = None;
+        }
+    }
+
     /// The record of `id`, the resource at `place` of `visited`, once.
     pub(crate) fn take(
         &mut self,
