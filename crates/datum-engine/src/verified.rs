@@ -210,14 +210,14 @@ impl Hash {
 
     fn text(&self) -> String {
         match self {
-            Hash::Bytes(bytes) => hex_text(bytes),
+            Hash::Bytes(bytes) => hex::encode(bytes),
             Hash::Text(text) => text.to_string(),
         }
     }
 
     fn into_text(self) -> String {
         match self {
-            Hash::Bytes(bytes) => hex_text(&bytes),
+            Hash::Bytes(bytes) => hex::encode(bytes),
             Hash::Text(text) => text.into_string(),
         }
     }
@@ -240,17 +240,6 @@ fn lower_hex_bytes(text: &str) -> Option<[u8; 32]> {
         *byte = (digit(pair[0])? << 4) | digit(pair[1])?;
     }
     Some(bytes)
-}
-
-/// `bytes` as 64 lowercase hex digits, written into the string at once
-/// (`hex::encode` pushes them a character at a time).
-fn hex_text(bytes: &[u8; 32]) -> String {
-    let mut digits = [0u8; 64];
-    // 32 bytes always fit 64 digits, and hex digits are ASCII.
-    let _ = hex::encode_to_slice(bytes, &mut digits);
-    std::str::from_utf8(&digits)
-        .map(str::to_owned)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
