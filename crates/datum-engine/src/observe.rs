@@ -237,7 +237,9 @@ impl<'a> Observations<'a> {
             slim,
             ..
         } = *observers;
-        in_parallel_alongside(resources, threads, alongside, |_, resource| {
+        // Not counted as observed (the progress bar's count): the
+        // observers that follow count each resource once.
+        datum_core::parallel::each_taken(resources, threads, alongside, |_, &resource| {
             let provider = registry.lookup(&resource.id.kind)?;
             let candidate = provider.batching().is_none()
                 && provider.activation().is_none()
