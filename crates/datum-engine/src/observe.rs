@@ -220,11 +220,12 @@ impl<'a> Observations<'a> {
     }
 
     /// For a pass asked to trust metadata, before it observes: the path
-    /// and `lstat` of each resource that could be taken as converged by its metadata (its kind owns one path, no batch or
-    /// activation reads its declaration later, `observers.slim` allows it,
-    /// and a regular file is there), in the order of `resources`; looked
-    /// at on every core while the calling thread runs `alongside` (the
-    /// verified records' read, which decides the rest).
+    /// and `lstat` of each resource that could be taken as converged by its
+    /// metadata (its kind owns one path, no batch or activation reads its
+    /// declaration later, `observers.slim` allows it, and a regular file is
+    /// there), in the order of `resources`; looked at on every core while
+    /// the calling thread runs `alongside` (the verified records' read,
+    /// which decides the rest).
     pub(crate) fn look_alongside<R>(
         observers: &Observers<'a, '_>,
         resources: &[&'a Resource],
