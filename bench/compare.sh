@@ -9,7 +9,8 @@
 #   * check, one Tree owning the estate (full content);
 #   * check, 20,000 File resources (full), and their metadata pass (--sample 0);
 #   * plan --recompile of the 20,000 Files (the compile from YAML);
-#   * no-op apply of the 20,000 Files from the catalogue snapshot;
+#   * no-op apply of the 20,000 Files from the catalogue snapshot (also with --trust-metadata,
+#     when both builds have it);
 #   * fingerprint of the estate.
 # Each row runs BEFORE and AFTER alternately, RUNS times each after one warm-up,
 # with ../shared/bench/timecmd.py; state stores (and the caches beside them)
@@ -96,6 +97,10 @@ row "check, 20,000 Files (full)" files check
 row "check, 20,000 Files (metadata)" files check --sample 0
 row "plan --recompile, 20,000 Files" files plan --recompile
 row "no-op apply from the snapshot, 20,000 Files" files apply
+# Only when both builds have the flag (it came in 5592fee).
+if "$BEFORE" apply --help | grep -q -- --trust-metadata && "$AFTER" apply --help | grep -q -- --trust-metadata; then
+  row "no-op apply --trust-metadata, 20,000 Files" files apply --trust-metadata
+fi
 row "fingerprint of the estate" bare fingerprint "$E"
 echo "# load after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
