@@ -182,3 +182,64 @@ fn a_pass_trusting_metadata_reads_only_what_no_quiet_record_vouches_for() {
     assert!(changes(&outcome(&apply, "b")));
     assert_eq!(read("b"), "b\n");
 }
+
+/// The look at a path goes through the boundary like any observation: a
+/// parent folder swapped for a link to the very same files (same inodes,
+/// same times: every field of their records still matches) vouches for
+/// nothing, and the files behind it are not trusted.
+#[test]
+fn a_parent_swapped_for_a_link_is_never_trusted_through() {
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    let resources = vec![file("a", "a\n"), file("b", "b\n")];
+    let cat = Catalogue {
+        host: Default::default(),
+        resources,
+        autorequires: Vec::new(),
+        boundary: Default::default(),
+    };
+    let host = Host::new(root.path());
+    let mut store = Store::open(&state.path().join("state.db")).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let trusting = PassOptions {
+        trust_metadata: true,
+        ..PassOptions::default()
+    };
+    pass(
+        Mode::Apply,
+        now,
+        &host,
+        &cat,
+        &mut store,
+        &PassOptions::default(),
+    );
+    pass(
+        Mode::Apply,
+        now + 10,
+        &host,
+        &cat,
+        &mut store,
+        &PassOptions::default(),
+    );
+    let plan = pass(Mode::Plan, now + 20, &host, &cat, &mut store, &trusting);
+    assert_eq!(plan.trusted_by_metadata, Some(2), "trusted before the swap");
+
+    // A rename keeps the files' inodes and times; the link leads to them.
+    std::fs::rename(root.path().join("etc"), root.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", root.path().join("etc")).unwrap();
+    let fresh = Host::new(root.path());
+    let plan = pass(Mode::Plan, now + 20, &fresh, &cat, &mut store, &trusting);
+    assert_eq!(plan.trusted_by_metadata, Some(0));
+    for r in &plan.resources {
+        assert!(
+            !matches!(r.outcome, Outcome::Unchanged),
+            "{} was taken as converged through a link: {:?}",
+            r.id,
+            r.outcome
+        );
+    }
+}
