@@ -79,28 +79,62 @@ fn live_meta(host: &Host, name: &str, sha256: &str) -> FileMeta {
     }
 }
 
-#[test]
-fn a_pass_trusting_metadata_reads_only_what_no_quiet_record_vouches_for() {
+/// A root with `/etc`, a state store, a catalogue of `resources`, and the
+/// clock's current second.
+struct Bed {
+    root: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    host: Host,
+    store: Store,
+    cat: Catalogue,
+    now: i64,
+}
+
+fn bed(resources: Vec<Resource>) -> Bed {
     let root = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("etc")).unwrap();
-    let resources = vec![file("a", "a\n"), file("b", "b\n"), file("c", "c\n")];
     let cat = Catalogue {
         host: Default::default(),
-        resources: resources.clone(),
+        resources,
         autorequires: Vec::new(),
         boundary: Default::default(),
     };
     let host = Host::new(root.path());
-    let mut store = Store::open(&state.path().join("state.db")).unwrap();
+    let store = Store::open(&state.path().join("state.db")).unwrap();
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let trusting = PassOptions {
+    Bed {
+        root,
+        _state: state,
+        host,
+        store,
+        cat,
+        now,
+    }
+}
+
+fn trusting() -> PassOptions {
+    PassOptions {
         trust_metadata: true,
         ..PassOptions::default()
-    };
+    }
+}
+
+#[test]
+fn a_pass_trusting_metadata_reads_only_what_no_quiet_record_vouches_for() {
+    let resources = vec![file("a", "a\n"), file("b", "b\n"), file("c", "c\n")];
+    let Bed {
+        root,
+        _state,
+        host,
+        mut store,
+        cat,
+        now,
+    } = bed(resources.clone());
+    let trusting = trusting();
     let reading = PassOptions::default();
 
     // Written now: the records are racy, so nothing is trusted yet, and
@@ -189,50 +223,42 @@ fn a_pass_trusting_metadata_reads_only_what_no_quiet_record_vouches_for() {
 /// nothing, and the files behind it are not trusted.
 #[test]
 fn a_parent_swapped_for_a_link_is_never_trusted_through() {
-    let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("etc")).unwrap();
-    let resources = vec![file("a", "a\n"), file("b", "b\n")];
-    let cat = Catalogue {
-        host: Default::default(),
-        resources,
-        autorequires: Vec::new(),
-        boundary: Default::default(),
-    };
-    let host = Host::new(root.path());
-    let mut store = Store::open(&state.path().join("state.db")).unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let trusting = PassOptions {
-        trust_metadata: true,
-        ..PassOptions::default()
-    };
-    pass(
-        Mode::Apply,
-        now,
-        &host,
-        &cat,
-        &mut store,
-        &PassOptions::default(),
+    let mut b = bed(vec![file("a", "a\n"), file("b", "b\n")]);
+    let now = b.now;
+    // Recorded, then recorded again once quiet: trusted.
+    for at in [now, now + 10] {
+        pass(
+            Mode::Apply,
+            at,
+            &b.host,
+            &b.cat,
+            &mut b.store,
+            &PassOptions::default(),
+        );
+    }
+    let plan = pass(
+        Mode::Plan,
+        now + 20,
+        &b.host,
+        &b.cat,
+        &mut b.store,
+        &trusting(),
     );
-    pass(
-        Mode::Apply,
-        now + 10,
-        &host,
-        &cat,
-        &mut store,
-        &PassOptions::default(),
-    );
-    let plan = pass(Mode::Plan, now + 20, &host, &cat, &mut store, &trusting);
     assert_eq!(plan.trusted_by_metadata, Some(2), "trusted before the swap");
 
     // A rename keeps the files' inodes and times; the link leads to them.
-    std::fs::rename(root.path().join("etc"), root.path().join("elsewhere")).unwrap();
-    std::os::unix::fs::symlink("elsewhere", root.path().join("etc")).unwrap();
-    let fresh = Host::new(root.path());
-    let plan = pass(Mode::Plan, now + 20, &fresh, &cat, &mut store, &trusting);
+    let root = b.root.path();
+    std::fs::rename(root.join("etc"), root.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", root.join("etc")).unwrap();
+    let fresh = Host::new(root);
+    let plan = pass(
+        Mode::Plan,
+        now + 20,
+        &fresh,
+        &b.cat,
+        &mut b.store,
+        &trusting(),
+    );
     assert_eq!(plan.trusted_by_metadata, Some(0));
     for r in &plan.resources {
         assert!(
