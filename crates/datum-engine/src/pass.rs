@@ -181,24 +181,18 @@ pub fn run_pass_with(
         },
         trusting: None,
     };
-    let looked = trust.then(|| {
-        Observations::look_alongside(&observers, &selected, || {
+    let (mut observations, mut verified) = if trust {
+        let (looked, records) = Observations::look_alongside(&observers, &selected, || {
             VerifiedRecords::all(store, &selected)
-        })
-    });
-    let first = looked
-        .as_ref()
-        .map(|(stats, records)| (records, stats.as_slice()));
-    observers.trusting = first;
-    let (mut observations, alongside) =
-        Observations::gather_alongside(&observers, &selected, || match (&first, ctx.mode) {
-            (Some(_), _) => None,
-            (None, Mode::Apply) => Some(VerifiedRecords::all(store, &selected)),
-            (None, Mode::Plan) => Some(VerifiedRecords::OnDemand { asked: 0 }),
         });
-    let mut verified = match (looked, alongside) {
-        (Some((_, records)), _) | (None, Some(records)) => records,
-        (None, None) => VerifiedRecords::OnDemand { asked: 0 },
+        observers.trusting = Some((&records, &looked));
+        let (observations, ()) = Observations::gather_alongside(&observers, &selected, || ());
+        (observations, records)
+    } else {
+        Observations::gather_alongside(&observers, &selected, || match ctx.mode {
+            Mode::Apply => VerifiedRecords::all(store, &selected),
+            Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
+        })
     };
     let trusted_by_metadata = trust.then(|| {
         (0..selected.len())
