@@ -134,6 +134,14 @@ pub struct Report {
     /// round; `None` when the server asked for no sampling.
     #[serde(default)]
     pub sampling: Option<SamplingUsed>,
+    /// An apply asked to trust metadata (`datum apply --trust-metadata`):
+    /// how many of its unchanged resources it did not read because their
+    /// last verified record vouched for them (size, times, inode, mode and
+    /// owner as recorded). Their content was taken as converged, not
+    /// compared: a change that kept all of those would not have been seen.
+    /// `None` for a pass that read everything it inspected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_by_metadata: Option<u64>,
     /// What became of the server's instructions (quarantine, release) this
     /// host received since its last report: the server marks each one done
     /// when it reads this.

@@ -67,6 +67,7 @@ impl Common {
             changed_total: 0,
             quarantined: Vec::new(),
             sampling: None,
+            trusted_by_metadata: None,
             instructions: Vec::new(),
             pending: Vec::new(),
         }
@@ -113,6 +114,7 @@ pub fn apply_report(
         resources.iter().map(|r| (&r.id, r)).collect();
     let mut report = common.report();
     report.counts = summary.counts();
+    report.trusted_by_metadata = summary.trusted_by_metadata;
     report.validators = versions;
     for r in &summary.resources {
         let resource = by_id.get(&r.id).copied();
@@ -313,5 +315,42 @@ mod tests {
             Some(255)
         );
         assert_eq!(exit_status("no provider"), None);
+    }
+
+    /// A trusting apply's report says how many it did not read; a reading
+    /// one's report has no such key at all (an older server, which refuses
+    /// fields it does not know, still takes it).
+    #[test]
+    fn an_apply_report_says_whether_it_trusted_metadata() {
+        let common = Common {
+            kind: ReportKind::Apply,
+            host: "web-1".into(),
+            labels: BTreeMap::new(),
+            revision: "stamp:ab".into(),
+            catalogue: "c".into(),
+            started_at: 1,
+            finished_at: 2,
+            duration_ms: 1000,
+            exit_code: 0,
+            resources: 3,
+            classes: Vec::new(),
+            expected_interval_s: 600,
+        };
+        let report = |trusted| {
+            let summary = datum_engine::PassSummary {
+                trusted_by_metadata: trusted,
+                ..Default::default()
+            };
+            apply_report(&common, &summary, &[], BTreeMap::new(), "/")
+        };
+        let reading = serde_json::to_value(report(None)).unwrap();
+        assert!(reading.get("trusted_by_metadata").is_none(), "{reading}");
+        for n in [0, 3] {
+            let trusting = report(Some(n));
+            assert_eq!(trusting.trusted_by_metadata, Some(n));
+            let json = serde_json::to_string(&trusting).unwrap();
+            let back: Report = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.trusted_by_metadata, Some(n), "{json}");
+        }
     }
 }

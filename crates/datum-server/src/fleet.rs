@@ -175,6 +175,10 @@ pub struct ReportSummary {
     pub counts: BTreeMap<String, u64>,
     pub findings: u64,
     pub failures: u64,
+    /// An apply that trusted metadata: how many unchanged resources it did
+    /// not read (see `datum_fleet::Report::trusted_by_metadata`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_by_metadata: Option<u64>,
 }
 
 /// `GET /v1/hosts/{name}/reports`.
@@ -857,6 +861,7 @@ impl<B: Backend> Fleet<B> {
                     counts: body.counts,
                     findings: body.findings.len() as u64,
                     failures: body.failures.len() as u64,
+                    trusted_by_metadata: body.trusted_by_metadata,
                 })
             })
             .collect();

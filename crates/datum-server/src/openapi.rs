@@ -136,7 +136,9 @@ fn report() -> Value {
             }))),
             "pending": list(strict(&["address", "action"], json!({"address": text(), "action": text()}))),
             "sampling": {"type": "object", "nullable": true, "additionalProperties": false, "required": ["round", "deep"],
-                         "properties": {"round": int(), "deep": s("boolean")}}
+                         "properties": {"round": int(), "deep": s("boolean")}},
+            "trusted_by_metadata": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true,
+                                    "description": "An apply that trusted metadata: its unchanged resources not read"}
         }
     })
 }
@@ -397,7 +399,7 @@ fn schemas() -> Value {
             "reports": list(object(&["seq", "kind", "received_at", "finished_at", "revision", "exit_code"], json!({
                 "seq": int(), "kind": s("string"), "received_at": s("string"), "finished_at": s("string"),
                 "revision": s("string"), "exit_code": s("integer"), "counts": counts(),
-                "findings": int(), "failures": int()
+                "findings": int(), "failures": int(), "trusted_by_metadata": int()
             }))),
             "daily": list(object(&["day", "reports"], json!({
                 "day": s("string"), "reports": int(), "applies": int(), "failed": int(), "max_findings": int()
@@ -457,6 +459,7 @@ mod tests {
             changed_total: 0,
             quarantined: vec![],
             sampling: None,
+            trusted_by_metadata: None,
             instructions: vec![],
             pending: vec![],
         };

@@ -386,6 +386,31 @@ fn hosts_report_and_the_fleet_shows_them() {
     assert_exit(&hosts[0].run_as_service(&repo, &["check"]), 0);
     assert_eq!(hosts[0].outbox(&repo)["depth"], 0, "delivered in-line");
     assert_eq!(server.seqs("web-1"), vec![1, 2, 3]);
+    // An apply asked to trust metadata says so in its report, with how many
+    // it did not read (none here: the records are younger than the 2 s a
+    // record needs to vouch for a file); the others carry no such count.
+    let out = hosts[1].run_delivered(&repo, &["apply", "--trust-metadata"]);
+    assert_exit(&out, 0);
+    let history = server.fleet(&["history", "web-2"]);
+    let reports = history["reports"].as_array().unwrap();
+    let trusted: Vec<(u64, Option<u64>)> = reports
+        .iter()
+        .map(|r| {
+            let n = r.get("trusted_by_metadata").map(|n| n.as_u64().unwrap());
+            (r["seq"].as_u64().unwrap(), n)
+        })
+        .collect();
+    assert_eq!(
+        trusted,
+        vec![(3, Some(0)), (2, None), (1, None)],
+        "{history}"
+    );
+    let text = server.fleet_text(&["history", "web-2"]);
+    assert_eq!(
+        text.matches("by their metadata, not read").count(),
+        1,
+        "{text}"
+    );
 }
 
 #[test]

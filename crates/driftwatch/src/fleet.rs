@@ -137,6 +137,7 @@ pub fn send(
         changed_total: 0,
         quarantined: Vec::new(),
         sampling: None,
+        trusted_by_metadata: None,
         instructions: Vec::new(),
         pending: report
             .pending

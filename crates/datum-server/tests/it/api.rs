@@ -62,3 +62,75 @@ async fn a_report_holding_nul_is_refused_and_stores_nothing<B: Backend>(fleet: &
 fn a_report_holding_nul() {
     crate::on_both!(a_report_holding_nul_is_refused_and_stores_nothing);
 }
+
+async fn get<B: Backend>(app: &Arc<App<B>>, path: &str, token: &str) -> (StatusCode, String) {
+    let request = Request::get(path)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = router(Arc::clone(app)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// An apply that trusted metadata (`datum apply --trust-metadata`) says how
+/// many resources it did not read; the server keeps it with the report and
+/// shows it in the history and on the host page, so a converged host whose
+/// content was not compared is told from one whose content was. An apply
+/// that read everything says nothing of it.
+async fn a_trusting_apply_is_told_apart<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let hash = datum_fleet::credentials::token_hash(TOKEN);
+    fleet.enroll("web-1", "host", &hash, now).await.unwrap();
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    let app = Arc::new(App::new(
+        fleet.clone(),
+        ServerConfig::new(
+            "https://127.0.0.1:1".into(),
+            "127.0.0.1:1".into(),
+            "test".into(),
+        ),
+    ));
+    let page = async || {
+        let (status, html) = get(&app, "/hosts/web-1", ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        html
+    };
+
+    let reading = crate::support::report("web-1", ReportKind::Apply, 1, now);
+    let json = serde_json::to_string(&reading).unwrap();
+    assert!(!json.contains("trusted_by_metadata"), "{json}");
+    let (status, body) = post(&app, json).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!page().await.contains("Trusted metadata"));
+
+    let mut trusting = crate::support::report("web-1", ReportKind::Apply, 2, now + 60);
+    trusting.trusted_by_metadata = Some(12_345);
+    let (status, body) = post(&app, serde_json::to_string(&trusting).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let history = fleet.history("web-1", 10).await.unwrap().unwrap();
+    let by_seq = |seq| {
+        history
+            .reports
+            .iter()
+            .find(|r| r.seq == seq)
+            .unwrap_or_else(|| panic!("{seq} in {history:?}"))
+            .trusted_by_metadata
+    };
+    assert_eq!((by_seq(1), by_seq(2)), (None, Some(12_345)));
+    let html = page().await;
+    let at = html
+        .find("Trusted metadata")
+        .expect("the host page says so");
+    assert!(html[at..].contains("12,345"), "{}", &html[at..]);
+}
+
+#[test]
+fn a_trusting_apply() {
+    crate::on_both!(a_trusting_apply_is_told_apart);
+}

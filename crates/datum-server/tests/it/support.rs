@@ -121,6 +121,7 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
         changed_total: 0,
         quarantined: vec![],
         sampling: None,
+        trusted_by_metadata: None,
         instructions: vec![],
         pending: vec![],
     }

@@ -486,6 +486,11 @@ fn history(v: &HistoryView) -> String {
         .iter()
         .map(|r| {
             let counts: Vec<String> = r.counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let mut counts = counts.join(", ");
+            // As the trusting apply's own summary says it.
+            if let Some(n) = r.trusted_by_metadata {
+                let _ = write!(counts, " ({n} by their metadata, not read)");
+            }
             vec![
                 r.seq.to_string(),
                 r.kind.clone(),
@@ -494,7 +499,7 @@ fn history(v: &HistoryView) -> String {
                 r.exit_code.to_string(),
                 r.findings.to_string(),
                 r.failures.to_string(),
-                counts.join(", "),
+                counts,
             ]
         })
         .collect();

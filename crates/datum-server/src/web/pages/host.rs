@@ -135,6 +135,7 @@ pub async fn page<B: Backend>(
             "exit_code": r.exit_code,
             "duration_ms": r.duration_ms,
             "counts": r.counts,
+            "trusted_by_metadata": r.trusted_by_metadata,
             "changed": r.changed,
             "changed_total": r.changed_total,
             "validators": r.validators,
