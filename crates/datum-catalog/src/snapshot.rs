@@ -983,6 +983,25 @@ pub fn save_in(
     catalogue: &Catalogue,
     classes: &Value,
 ) -> std::io::Result<Result<(), NotSaved>> {
+    match write_in(registry, dir, name, key, catalogue, classes)? {
+        Ok(written) => written.commit().map(Ok).map_err(std::io::Error::other),
+        Err(not) => Ok(Err(not)),
+    }
+}
+
+/// [`save_in`] but for its last step: the snapshot is written in full to a
+/// temporary file, and becomes durable and takes its name when the
+/// [`datum_host::Unsynced`] is committed, which the caller may leave to
+/// another thread (its fsync waits for the disk, and nothing in the run
+/// that compiled reads the snapshot).
+pub fn write_in(
+    registry: &datum_providers::Registry,
+    dir: &datum_host::PrivateDir,
+    name: &std::ffi::OsStr,
+    key: RepoKey,
+    catalogue: &Catalogue,
+    classes: &Value,
+) -> std::io::Result<Result<datum_host::Unsynced, NotSaved>> {
     if let Some(entry) = key.racy_entry() {
         return Ok(Err(NotSaved::Racy(entry)));
     }
@@ -1045,7 +1064,7 @@ pub fn save_in(
     // one that wrote it (the header says so), so field names add nothing.
     // A fresh temporary file named after what it becomes (a write killed
     // half-way leaves a file that says what it was), renamed into place.
-    dir.write_atomic_with(name, |file| {
+    let written = dir.write_unsynced(name, |file| {
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
         out.write_all(MAGIC)?;
         rmp_serde::encode::write(&mut out, &header).map_err(invalid)?;
@@ -1063,9 +1082,8 @@ pub fn save_in(
         out.flush()?;
         use std::os::unix::fs::FileExt as _;
         out.get_ref().write_all_at(&length.to_le_bytes(), length_at)
-    })
-    .map_err(std::io::Error::other)?;
-    Ok(Ok(()))
+    });
+    written.map(Ok).map_err(std::io::Error::other)
 }
 
 /// Counts what is written to it.

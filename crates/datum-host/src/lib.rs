@@ -59,7 +59,7 @@ pub use error::{HostError, ParentLink, UnsafeTransition};
 pub use fs::{FileKind, Stat};
 pub use located::Located;
 pub use lock::RootLock;
-pub use private::PrivateDir;
+pub use private::{PrivateDir, Unsynced};
 pub use staging::{StagedFile, StagedSymlink};
 
 /// The machine a pass runs against, seen through `--root`.

@@ -321,17 +321,27 @@ pub fn compile_or_reuse(
     // Like the source hashes.
     if let (Ok(stamp), true, Some(dir)) = (stamp, remembers, &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
-        // with rendered content) only costs the next run a compile.
-        if let Err(e) = snapshot::save_in(
+        // with rendered content) only costs the next run a compile. Written
+        // here, made durable and put in place while the run goes on (see
+        // `crate::background`).
+        match snapshot::write_in(
             datum_providers::registry(),
             dir,
             snapshot_name.as_ref(),
             stamp,
             &catalogue,
             &classes,
-        ) && e.kind() != std::io::ErrorKind::PermissionDenied
-        {
-            eprintln!("warning: cannot save the catalogue snapshot: {e}");
+        ) {
+            Ok(Ok(written)) => {
+                crate::background::spawn("saving the catalogue snapshot", move || {
+                    written
+                        .commit()
+                        .map_err(|e| format!("cannot save the catalogue snapshot: {e}"))
+                })
+            }
+            Ok(Err(_not_saved)) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+            Err(e) => eprintln!("warning: cannot save the catalogue snapshot: {e}"),
         }
     }
     drop(prompt_purge);

@@ -15,6 +15,7 @@
 
 mod agent;
 mod allocator;
+mod background;
 mod cli;
 mod commands;
 mod config;
@@ -64,6 +65,8 @@ fn main() {
         Ok(code) => code,
         Err(err) => exit::report_error(&err),
     };
+    // What the command left to finish (a snapshot's commit), before exiting.
+    background::finish();
     allocator::before_exit();
     std::process::exit(code.into());
 }

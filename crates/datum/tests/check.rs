@@ -1261,6 +1261,14 @@ fn a_first_apply_into_an_existing_state_folder_remembers_its_compile() {
     // (before, the next run compiled and hashed every source again).
     assert_exit(&s.datum(&["apply"]), 2);
     assert_eq!(kept(), [true, true]);
+    // The snapshot is committed off the pass's path, but before the
+    // process ends: in place, and no temporary file of it left.
+    let temporary: Vec<_> = fs::read_dir(&state)
+        .expect("state folder")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(temporary.is_empty(), "{temporary:?}");
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
 }
