@@ -217,12 +217,23 @@ impl HashCacheFile {
     /// half a cache. Entries for files that no longer exist are dropped (a
     /// file hashed by this pass is not looked at again).
     pub fn save(&self) -> std::io::Result<()> {
+        match self.write_unsynced()? {
+            Some(written) => written.commit().map_err(std::io::Error::other),
+            None => Ok(()),
+        }
+    }
+
+    /// [`HashCacheFile::save`] but for its last step: the cache written in
+    /// full to a temporary file, durable and in place when the
+    /// [`datum_host::Unsynced`] is committed (which the caller may leave to
+    /// another thread); `None` when nothing was recorded.
+    pub fn write_unsynced(&self) -> std::io::Result<Option<datum_host::Unsynced>> {
         let recorded = match self.recorded.lock() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
         };
         if recorded.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let Some((dir, name)) = &self.dir else {
             return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
@@ -239,7 +250,7 @@ impl HashCacheFile {
             // A fresh temporary file per save (two passes saving at once
             // never write into the same one), renamed into Datum's private
             // folder; written line by line (100,000 sources are 16 MB).
-            dir.write_atomic_with(name, |file| {
+            dir.write_unsynced(name, |file| {
                 use std::io::Write as _;
                 let mut out = std::io::BufWriter::new(file);
                 writeln!(out, "{HEADER}")?;
@@ -262,6 +273,7 @@ impl HashCacheFile {
                 }
                 out.flush()
             })
+            .map(Some)
             .map_err(std::io::Error::other)
         })
     }

@@ -477,10 +477,17 @@ fn save_source_hashes_if(hashes: &HashCacheFile, remembered: bool) {
     }
     // A user who may read but not write Datum's state (a plan by a
     // non-root operator) simply does not remember: no warning for that.
-    if let Err(e) = hashes.save()
-        && e.kind() != std::io::ErrorKind::PermissionDenied
-    {
-        eprintln!("warning: cannot save the source hash cache: {e}");
+    // Written here, made durable and put in place while the run goes on
+    // (see `crate::background`), like the catalogue snapshot.
+    match hashes.write_unsynced() {
+        Ok(Some(written)) => crate::background::spawn("saving the source hash cache", move || {
+            written
+                .commit()
+                .map_err(|e| format!("cannot save the source hash cache: {e}"))
+        }),
+        Ok(None) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+        Err(e) => eprintln!("warning: cannot save the source hash cache: {e}"),
     }
 }
 
