@@ -240,6 +240,11 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         });
         cost.log();
     }
+    // The catalogue and the pass's summary go with the process, which ends
+    // next (`main`): freed one allocation at a time, 20,000 Files' took
+    // 5-6 ms nobody waits for. Plain data both, nothing to close or flush.
+    std::mem::forget(summary);
+    std::mem::forget(stamped);
     Ok(code)
 }
 
