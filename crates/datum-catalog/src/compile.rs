@@ -554,52 +554,67 @@ impl<'r> Analysis<'r> {
     /// meet on one host may legitimately contradict each other (`ensure:
     /// absent` for one role, content for another).
     fn check_merged(&mut self, merged: &[Merged], missing_only: bool) {
-        for m in merged {
-            let Some(provider) = self.providers[m.last_doc()] else {
-                continue;
-            };
-            // The provider checks the declaration as written: the merged
-            // fields plus the winning content field.
-            let mut desired = m.desired_json();
-            if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
-                for (k, v, _) in self.desired(d).entries() {
-                    if CONTENT_KEYS.contains(&k) && !v.is_null() {
-                        obj.insert(k.to_owned(), v.to_json());
-                    }
+        // Each resource checked on its own (the provider parses its merged
+        // fields): on every core; the problems are sorted by position later,
+        // like every diagnostic.
+        let this = &*self;
+        let found = datum_core::parallel::each_stretch(merged, |stretch| {
+            let mut own = Vec::new();
+            for m in stretch {
+                this.check_one_merged(m, missing_only, &mut own);
+            }
+            own
+        });
+        for d in found.into_iter().flatten() {
+            self.diags.push(d);
+        }
+    }
+
+    /// [`Analysis::check_merged`] of one resource, its problems into `out`.
+    fn check_one_merged(&self, m: &Merged, missing_only: bool, out: &mut Vec<Diagnostic>) {
+        let Some(provider) = self.providers[m.last_doc()] else {
+            return;
+        };
+        // The provider checks the declaration as written: the merged
+        // fields plus the winning content field.
+        let mut desired = m.desired_json();
+        if let (Some(d), Some(obj)) = (m.content, desired.as_object_mut()) {
+            for (k, v, _) in self.desired(d).entries() {
+                if CONTENT_KEYS.contains(&k) && !v.is_null() {
+                    obj.insert(k.to_owned(), v.to_json());
                 }
             }
-            let Err(errors) = provider.check(&desired) else {
-                continue;
-            };
-            for e in errors {
-                let written = e.path.first().and_then(|k| {
-                    let content = if CONTENT_KEYS.contains(&k.as_str()) {
-                        m.content
-                    } else {
-                        None
-                    };
-                    content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
-                });
-                // (A resource declared once has no other layer to contradict.)
-                if missing_only && written.is_some() && m.docs.len() > 1 {
-                    continue;
-                }
-                let (origin, end) = match written {
-                    Some(doc) => {
-                        let (o, end) = self.field_location(doc, &e.path);
-                        (o, Some(end))
-                    }
-                    // Not written anywhere: point at the first `desired:`.
-                    None => (self.doc(m.first_doc()).desired_location().0, None),
+        }
+        let Err(errors) = provider.check(&desired) else {
+            return;
+        };
+        for e in errors {
+            let written = e.path.first().and_then(|k| {
+                let content = if CONTENT_KEYS.contains(&k.as_str()) {
+                    m.content
+                } else {
+                    None
                 };
-                let secret = m
-                    .sensitive
-                    .and_then(|d| self.doc(d).sensitive.as_ref())
-                    .is_some_and(|s| s.value);
-                let hide = secret || is_sensitive_field(provider, &e);
-                self.diags
-                    .push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
+                content.or_else(|| m.fields.get(k).map(|(_, doc)| *doc))
+            });
+            // (A resource declared once has no other layer to contradict.)
+            if missing_only && written.is_some() && m.docs.len() > 1 {
+                continue;
             }
+            let (origin, end) = match written {
+                Some(doc) => {
+                    let (o, end) = self.field_location(doc, &e.path);
+                    (o, Some(end))
+                }
+                // Not written anywhere: point at the first `desired:`.
+                None => (self.doc(m.first_doc()).desired_location().0, None),
+            };
+            let secret = m
+                .sensitive
+                .and_then(|d| self.doc(d).sensitive.as_ref())
+                .is_some_and(|s| s.value);
+            let hide = secret || is_sensitive_field(provider, &e);
+            out.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
         }
     }
 

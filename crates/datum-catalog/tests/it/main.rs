@@ -544,6 +544,47 @@ mod lint_errors {
         lines.into_iter().next().unwrap()
     }
 
+    /// Enough resources that they are checked in stretches on every core:
+    /// every problem is found once, at its line, whichever stretch had it
+    /// (and printed in the order of the file, as every diagnostic is).
+    #[test]
+    fn field_problems_of_many_resources_are_each_found_once_at_their_line() {
+        let repo = Repo::two_layers();
+        let bad = [7, 150, 299, 300];
+        let docs: Vec<String> = (0..400)
+            .map(|i| {
+                let mode = if bad.contains(&i) {
+                    "  mode: \"banana\"\n"
+                } else {
+                    ""
+                };
+                file_doc(
+                    &format!("f{i}"),
+                    &format!("/etc/f{i}"),
+                    &format!("  content: x\n{mode}"),
+                )
+            })
+            .collect();
+        repo.file("base/many.yaml", &docs.join("---\n"));
+        for lines in [repo.lint(), repo.lint_for(&web())] {
+            let named: Vec<&str> = lines
+                .iter()
+                .map(|l| {
+                    assert!(l.contains("is not an octal mode"), "{l}");
+                    l.split("File[")
+                        .nth(1)
+                        .and_then(|r| r.split(']').next())
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(named, ["f7", "f150", "f299", "f300"], "{lines:#?}");
+            // Each at its own document's `mode:` line: 150 documents of 7 lines
+            // before it (`---` included), f7's one more, and its 7th line.
+            let at = format!("base/many.yaml:{}:3:", 150 * 7 + 1 + 7);
+            assert!(lines[1].starts_with(&at), "{}", lines[1]);
+        }
+    }
+
     #[test]
     fn yaml_syntax_errors() {
         let repo = Repo::two_layers();
