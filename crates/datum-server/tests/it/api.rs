@@ -14,18 +14,45 @@ use tower::ServiceExt as _;
 
 const TOKEN: &str = "dtm_h_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// The router over `fleet`, as `datum server` builds it.
+fn app<B: Backend>(fleet: &Fleet<B>) -> Arc<App<B>> {
+    Arc::new(App::new(
+        fleet.clone(),
+        ServerConfig::new(
+            "https://127.0.0.1:1".into(),
+            "127.0.0.1:1".into(),
+            "test".into(),
+        ),
+    ))
+}
+
+/// `request` through the router: its status and body.
+async fn answer<B: Backend>(app: &Arc<App<B>>, request: Request<Body>) -> (StatusCode, String) {
+    let response = router(Arc::clone(app)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A report delivered with the host's token.
 async fn post<B: Backend>(app: &Arc<App<B>>, body: String) -> (StatusCode, String) {
     let request = Request::post("/v1/reports")
         .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body))
         .unwrap();
-    let response = router(Arc::clone(app)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
+    answer(app, request).await
+}
+
+/// A page or view asked for with `token`.
+async fn get<B: Backend>(app: &Arc<App<B>>, path: &str, token: &str) -> (StatusCode, String) {
+    let request = Request::get(path)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::empty())
         .unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    answer(app, request).await
 }
 
 /// PostgreSQL's text cannot hold a NUL character: a report holding one is
@@ -35,14 +62,7 @@ async fn a_report_holding_nul_is_refused_and_stores_nothing<B: Backend>(fleet: &
     let now = 1_800_000_000;
     let hash = datum_fleet::credentials::token_hash(TOKEN);
     fleet.enroll("web-1", "host", &hash, now).await.unwrap();
-    let app = Arc::new(App::new(
-        fleet.clone(),
-        ServerConfig::new(
-            "https://127.0.0.1:1".into(),
-            "127.0.0.1:1".into(),
-            "test".into(),
-        ),
-    ));
+    let app = app(fleet);
     let mut report = crate::support::report("web-1", ReportKind::Check, 1, now);
     report.labels.insert("role".into(), "web\u{0}db".into());
     let (status, body) = post(&app, serde_json::to_string(&report).unwrap()).await;
@@ -63,19 +83,6 @@ fn a_report_holding_nul() {
     crate::on_both!(a_report_holding_nul_is_refused_and_stores_nothing);
 }
 
-async fn get<B: Backend>(app: &Arc<App<B>>, path: &str, token: &str) -> (StatusCode, String) {
-    let request = Request::get(path)
-        .header(header::AUTHORIZATION, format!("Bearer {token}"))
-        .body(Body::empty())
-        .unwrap();
-    let response = router(Arc::clone(app)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// An apply that trusted metadata (`datum apply --trust-metadata`) says how
 /// many resources it did not read; the server keeps it with the report and
 /// shows it in the history and on the host page, so a converged host whose
@@ -88,14 +95,7 @@ async fn a_trusting_apply_is_told_apart<B: Backend>(fleet: &Fleet<B>) {
     fleet.enroll("web-1", "host", &hash, now).await.unwrap();
     let admin = datum_fleet::credentials::token_hash(ADMIN);
     fleet.enroll("ops", "admin", &admin, now).await.unwrap();
-    let app = Arc::new(App::new(
-        fleet.clone(),
-        ServerConfig::new(
-            "https://127.0.0.1:1".into(),
-            "127.0.0.1:1".into(),
-            "test".into(),
-        ),
-    ));
+    let app = app(fleet);
     let page = async || {
         let (status, html) = get(&app, "/hosts/web-1", ADMIN).await;
         assert_eq!(status, StatusCode::OK, "{html}");
