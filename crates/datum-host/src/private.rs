@@ -34,6 +34,10 @@ const PARENT_MODE: u32 = 0o755;
 /// Mode of Datum's own folders.
 pub const PRIVATE_MODE: u32 = 0o700;
 
+/// How long a temporary file of Datum's own is left alone before a later
+/// write of the same file takes it for a killed process's leftover.
+pub const LEFTOVER_AGE_S: i64 = 3600;
+
 /// One of Datum's own folders, open.
 #[derive(Debug, Clone)]
 pub struct PrivateDir {
@@ -418,7 +422,7 @@ impl PrivateDir {
         name: impl AsRef<OsStr>,
         write: impl FnOnce(&mut File) -> std::io::Result<()>,
     ) -> Result<(), HostError> {
-        self.write_unsynced(name, write)?.commit()
+        self.write_temporary(name.as_ref(), write)?.commit()
     }
 
     /// The first half of [`PrivateDir::write_atomic_with`]: `write` fills a
@@ -429,12 +433,27 @@ impl PrivateDir {
     /// commit can be left to another thread. A `write` that fails, or an
     /// [`Unsynced`] dropped without its commit, removes the temporary file
     /// and leaves `name` as it was.
+    ///
+    /// A file written this way is one a killed process may well leave
+    /// behind (its commit waits while the rest of the run goes on): the
+    /// temporary files of `name` such a process left are swept first
+    /// once an hour old ([`LEFTOVER_AGE_S`]).
     pub fn write_unsynced(
         &self,
         name: impl AsRef<OsStr>,
         write: impl FnOnce(&mut File) -> std::io::Result<()>,
     ) -> Result<Unsynced, HostError> {
         let name = name.as_ref();
+        self.sweep_leftovers_of(name);
+        self.write_temporary(name, write)
+    }
+
+    /// `write` into a fresh temporary file for `name`, not yet committed.
+    fn write_temporary(
+        &self,
+        name: &OsStr,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> Result<Unsynced, HostError> {
         self.require_regular_or_absent(name)?;
         let mut tmp_name = OsString::from(".");
         tmp_name.push(name);
@@ -451,6 +470,33 @@ impl PrivateDir {
         write(&mut unsynced.file)
             .map_err(|e| HostError::io("write", self.file_path(&unsynced.tmp_name), e))?;
         Ok(unsynced)
+    }
+
+    /// Removes the temporary files of `name` (`.NAME.tmp-*`) that a process
+    /// killed between writing one and renaming it left behind (a pass
+    /// interrupted while its snapshot was being committed leaves 12 MB at
+    /// 20,000 Files), once untouched for [`LEFTOVER_AGE_S`]: a younger one
+    /// may be another process's, still being written. Best effort: what
+    /// cannot be listed or removed stays.
+    fn sweep_leftovers_of(&self, name: &OsStr) {
+        use std::os::unix::ffi::OsStrExt as _;
+        let mut prefix = b".".to_vec();
+        prefix.extend_from_slice(name.as_bytes());
+        prefix.extend_from_slice(b".tmp-");
+        let Ok(entries) = self.list() else { return };
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        for (entry, kind) in entries {
+            if kind != FileKind::File || !entry.as_bytes().starts_with(&prefix) {
+                continue;
+            }
+            if let Ok(Some(stat)) = self.lstat(&entry)
+                && now_ns.saturating_sub(stat.meta.mtime_ns) > LEFTOVER_AGE_S * 1_000_000_000
+            {
+                let _ = self.remove(&entry);
+            }
+        }
     }
 
     /// Writes the new file `name` with `bytes` and exactly `mode`,
@@ -679,6 +725,30 @@ mod tests {
         });
         assert!(failed.unwrap_err().to_string().contains("gave up"));
         assert_eq!(names(&dir), ["state.catalogue"]);
+
+        // What a killed process left: swept by the next write of the same
+        // file once an hour old; a fresh one (perhaps another process's,
+        // being written) and another file's stay.
+        let aged = |name: &str, age_s: u64| {
+            let file = std::fs::File::create(dir.file_path(name)).unwrap();
+            let then = std::time::SystemTime::now() - std::time::Duration::from_secs(age_s);
+            file.set_modified(then).unwrap();
+        };
+        aged(".state.catalogue.tmp-killed", 2 * 3600);
+        aged(".state.catalogue.tmp-writing", 60);
+        aged(".source-hashes.tmp-killed", 2 * 3600);
+        dir.write_unsynced("state.catalogue", |file| file.write_all(b"newest"))
+            .unwrap()
+            .commit()
+            .unwrap();
+        assert_eq!(
+            names(&dir),
+            [
+                ".source-hashes.tmp-killed",
+                ".state.catalogue.tmp-writing",
+                "state.catalogue"
+            ]
+        );
     }
 
     #[test]
