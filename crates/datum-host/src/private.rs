@@ -436,7 +436,7 @@ impl PrivateDir {
     ///
     /// A file written this way is one a killed process may well leave
     /// behind (its commit waits while the rest of the run goes on): the
-    /// temporary files of `name` such a process left are swept first
+    /// temporary files of `name` such a process left are swept first,
     /// once an hour old ([`LEFTOVER_AGE_S`]).
     pub fn write_unsynced(
         &self,
