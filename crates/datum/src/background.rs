@@ -2,13 +2,15 @@
 //! process must not end before it is done: each piece runs on a thread of
 //! its own, and `main` joins them all before it exits ([`finish`]).
 //!
-//! Today that is the catalogue snapshot's commit (`context::compile_or_reuse`):
-//! its fsync waits for the disk (20 ms for the 12 MB snapshot of 20,000
-//! Files) while the pass that compiled could already be reading the host,
-//! and nothing in that run reads the snapshot. A piece that fails says so
-//! once it is joined, as a warning, never changing the exit code; a process
-//! killed before the join leaves the old snapshot in place and no new one
-//! (the commit renames only what its fsync made durable).
+//! Today that is the commit of the caches a compile writes, the catalogue
+//! snapshot and the source-hash cache (`context::compile_or_reuse`): their
+//! fsync waits for the disk (20 ms for the 12 MB snapshot of 20,000 Files)
+//! while the pass that compiled could already be reading the host, and
+//! nothing in that run reads them. A piece that fails says so once it is
+//! joined, as a warning, never changing the exit code; a process killed
+//! before the join leaves the old file in place (the commit renames only
+//! what its fsync made durable) and a temporary one, which a later write
+//! of the same cache sweeps (`PrivateDir::write_unsynced`).
 //!
 //! Must not: hold work whose result the command needs, or whose failure
 //! should fail it.
