@@ -140,6 +140,10 @@ pub struct HashCacheFile {
     recorded: Mutex<Vec<Entry>>,
     /// What [`SourceHashes::hashed_all`] does with what was recorded.
     after_hashing: AfterHashing,
+    /// What [`AfterHashing::Save`] wrote when every source was hashed,
+    /// waiting for its commit ([`HashCacheFile::save`] or
+    /// [`HashCacheFile::write_unsynced`]): the compile goes on meanwhile.
+    written: Mutex<Option<datum_host::Unsynced>>,
 }
 
 type Entry = (Box<Path>, FileKey, SourceDigests);
@@ -150,9 +154,12 @@ type Entry = (Box<Path>, FileKey, SourceDigests);
 pub enum AfterHashing {
     /// Keeps them until the caller calls [`HashCacheFile::save`].
     Keep,
-    /// Writes them back at once and lets go of everything: the compile
-    /// builds its catalogue without them (100,000 recorded sources held
-    /// until a save after the compile were 20 MiB of its peak).
+    /// Writes them back at once (in full, to a temporary file, made durable
+    /// and put in place by the caller's [`HashCacheFile::save`] or the
+    /// commit of its [`HashCacheFile::write_unsynced`]; dropped unsaved
+    /// otherwise) and lets go of everything: the compile builds its
+    /// catalogue without them (100,000 recorded sources held until a save
+    /// after the compile were 20 MiB of its peak).
     Save,
     /// Lets go of them: nothing may be written (a dry run on a host Datum
     /// has never managed leaves no file behind).
@@ -180,6 +187,7 @@ impl HashCacheFile {
             known: std::sync::RwLock::new(None),
             recorded: Mutex::new(Vec::new()),
             after_hashing: AfterHashing::Keep,
+            written: Mutex::new(None),
         }
     }
 
@@ -226,8 +234,28 @@ impl HashCacheFile {
     /// [`HashCacheFile::save`] but for its last step: the cache written in
     /// full to a temporary file, durable and in place when the
     /// [`datum_host::Unsynced`] is committed (which the caller may leave to
-    /// another thread); `None` when nothing was recorded.
+    /// another thread); `None` when nothing was recorded. What
+    /// [`AfterHashing::Save`] already wrote is handed over as it is, or,
+    /// when more was recorded since, committed first and written again with
+    /// the rest.
     pub fn write_unsynced(&self) -> std::io::Result<Option<datum_host::Unsynced>> {
+        let pending = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(written) = pending {
+            if self.recorded.lock().is_ok_and(|r| r.is_empty()) {
+                return Ok(Some(written));
+            }
+            written.commit().map_err(std::io::Error::other)?;
+        }
+        self.write_recorded()
+    }
+
+    /// What was recorded and what the file holds, written to a temporary
+    /// file; `None` when nothing was recorded.
+    fn write_recorded(&self) -> std::io::Result<Option<datum_host::Unsynced>> {
         let recorded = match self.recorded.lock() {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
@@ -323,7 +351,11 @@ impl SourceHashes for HashCacheFile {
             // One that cannot be written keeps what it recorded: the caller's
             // own `save` tries again and says why it failed.
             AfterHashing::Save => {
-                if self.save().is_ok() {
+                if let Ok(written) = self.write_recorded() {
+                    *self
+                        .written
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = written;
                     self.let_go();
                 }
             }
@@ -480,6 +512,11 @@ mod tests {
         saving.put(&b, key(2), digests);
         saving.hashed_all();
         assert_eq!(held(&saving), (None, 0), "written, then nothing held");
+        // Written, not yet in place: the caller's save commits it (a
+        // compile's caller leaves that to another thread).
+        assert_eq!(HashCacheFile::load(&cache_path).get(&b, &key(2)), None);
+        assert!(saving.written.lock().unwrap().is_some());
+        saving.save().unwrap();
         let after = HashCacheFile::load(&cache_path);
         assert_eq!(after.get(&a, &key(1)), Some(digests), "what was read stays");
         assert_eq!(
@@ -488,6 +525,21 @@ mod tests {
             "what was hashed is added"
         );
         assert_eq!(after.len(), 2, "a file that is gone is dropped");
+
+        // Recorded after it was written: the written file is committed
+        // first, then written again with the rest.
+        let c = dir.path().join("c");
+        std::fs::write(&c, "c").unwrap();
+        let twice = HashCacheFile::load(&cache_path).after_hashing(AfterHashing::Save);
+        twice.put(&c, key(3), digests);
+        twice.hashed_all();
+        twice.put(&gone, key(4), digests);
+        twice.save().unwrap();
+        let after = HashCacheFile::load(&cache_path);
+        assert_eq!(after.get(&c, &key(3)), Some(digests));
+        assert_eq!(after.get(&b, &key(2)), Some(digests));
+        assert_eq!(after.len(), 4, "a, b, c and the one recorded last");
+        std::fs::remove_file(&c).unwrap();
 
         let text = std::fs::read(&cache_path).unwrap();
         let forgetting = HashCacheFile::load(&cache_path).after_hashing(AfterHashing::Forget);
