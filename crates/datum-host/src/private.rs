@@ -75,11 +75,6 @@ impl Unsynced {
         put?;
         self.dir.sync()
     }
-
-    /// The name the file takes when committed.
-    pub fn name(&self) -> &OsStr {
-        &self.name
-    }
 }
 
 impl Drop for Unsynced {
@@ -697,7 +692,6 @@ mod tests {
         let pending = dir
             .write_unsynced("state.catalogue", |file| file.write_all(b"new"))
             .unwrap();
-        assert_eq!(pending.name(), "state.catalogue");
         assert_eq!(dir.read("state.catalogue").unwrap().unwrap(), b"old");
         assert_eq!(
             names(&dir).len(),

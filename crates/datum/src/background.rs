@@ -28,6 +28,7 @@ static PENDING: Mutex<Vec<JoinHandle<Outcome>>> = Mutex::new(Vec::new());
 /// reload). Should no thread start, `work` is dropped unrun, with a
 /// warning: whatever it owns undoes itself when dropped (an uncommitted
 /// snapshot removes its temporary file, and the next run compiles).
+/// `what` names the file it saves, for that warning.
 pub fn spawn(what: &'static str, work: impl FnOnce() -> Outcome + Send + 'static) {
     let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
     let (done, running): (Vec<_>, Vec<_>) = pending.drain(..).partition(|h| h.is_finished());
@@ -37,7 +38,7 @@ pub fn spawn(what: &'static str, work: impl FnOnce() -> Outcome + Send + 'static
         .spawn(work)
     {
         Ok(handle) => pending.push(handle),
-        Err(e) => eprintln!("warning: {what}: cannot start a thread ({e}); not done"),
+        Err(e) => eprintln!("warning: cannot save {what}: cannot start a thread ({e})"),
     }
     drop(pending);
     for handle in done {

@@ -321,28 +321,16 @@ pub fn compile_or_reuse(
     // Like the source hashes.
     if let (Ok(stamp), true, Some(dir)) = (stamp, remembers, &state.dir) {
         // Not remembering (a file changed just now, a sensitive resource
-        // with rendered content) only costs the next run a compile. Written
-        // here, made durable and put in place while the run goes on (see
-        // `crate::background`).
-        match snapshot::write_in(
+        // with rendered content) only costs the next run a compile.
+        let written = snapshot::write_in(
             datum_providers::registry(),
             dir,
             snapshot_name.as_ref(),
             stamp,
             &catalogue,
             &classes,
-        ) {
-            Ok(Ok(written)) => {
-                crate::background::spawn("saving the catalogue snapshot", move || {
-                    written
-                        .commit()
-                        .map_err(|e| format!("cannot save the catalogue snapshot: {e}"))
-                })
-            }
-            Ok(Err(_not_saved)) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
-            Err(e) => eprintln!("warning: cannot save the catalogue snapshot: {e}"),
-        }
+        );
+        commit_later("the catalogue snapshot", written.map(Result::ok));
     }
     drop(prompt_purge);
     let mut lazy = match purpose {
@@ -475,19 +463,24 @@ fn save_source_hashes_if(hashes: &HashCacheFile, remembered: bool) {
     if !remembered {
         return;
     }
-    // A user who may read but not write Datum's state (a plan by a
-    // non-root operator) simply does not remember: no warning for that.
-    // Written here, made durable and put in place while the run goes on
-    // (see `crate::background`), like the catalogue snapshot.
-    match hashes.write_unsynced() {
-        Ok(Some(written)) => crate::background::spawn("saving the source hash cache", move || {
+    commit_later("the source hash cache", hashes.write_unsynced());
+}
+
+/// A cache written in full (the catalogue snapshot, the source hashes),
+/// made durable and put in place while the run goes on (see
+/// `crate::background`); `None`: nothing to save. A user who may read but
+/// not write Datum's state (a plan by a non-root operator) simply does not
+/// remember: no warning for that.
+fn commit_later(what: &'static str, written: std::io::Result<Option<datum_host::Unsynced>>) {
+    match written {
+        Ok(Some(written)) => crate::background::spawn(what, move || {
             written
                 .commit()
-                .map_err(|e| format!("cannot save the source hash cache: {e}"))
+                .map_err(|e| format!("cannot save {what}: {e}"))
         }),
         Ok(None) => {}
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
-        Err(e) => eprintln!("warning: cannot save the source hash cache: {e}"),
+        Err(e) => eprintln!("warning: cannot save {what}: {e}"),
     }
 }
 
