@@ -8,7 +8,8 @@ run takes 0.1 s; the differences looked for are a few milliseconds).
 
 Uses the 20,000-File workloads bench/scaling.sh sets up (run it once first,
 `ONLY=files` is enough): the repository in an ordinary folder and the same
-repository as `datum pull` deployed it. Each build gets a private state
+repository as `datum pull` deployed it. SIZE=files100k measures its
+100,000-File workloads instead (default: SIZE=standard). Each build gets a private state
 folder of its own under $OUT (default /var/tmp/drift-bench/metadata-cpu), is
 converged there with one apply and warmed with two checks; then every round
 runs each build's two checks and `find` once, alternating. CPU (user + system)
@@ -26,10 +27,11 @@ import time
 
 D = os.environ.get("BENCH_ROOT", "/var/tmp/drift-bench")
 S = os.path.join(D, "scaling")
-OUT = os.environ.get("OUT", os.path.join(D, "metadata-cpu"))
+SIZE = os.environ.get("SIZE", "standard")
+OUT = os.environ.get("OUT", os.path.join(D, "metadata-cpu" + ("" if SIZE == "standard" else "-" + SIZE)))
 REPOS = {
-    "ordinary": os.path.join(S, "files-standard"),
-    "pulled": os.path.join(D, "etc/datum/repo-standard"),
+    "ordinary": os.path.join(S, f"files-{SIZE}"),
+    "pulled": os.path.join(D, f"etc/datum/repo-{SIZE}"),
 }
 
 
@@ -69,7 +71,7 @@ def main():
     time.sleep(2.5)
     load_before = open("/proc/loadavg").read().split()[:3]
     seen = {}
-    find = ["find", os.path.join(D, "standard"), "-printf", "%s %T@ %m %U %G\\n"]
+    find = ["find", os.path.join(D, SIZE), "-printf", "%s %T@ %m %U %G\\n"]
     for _ in range(runs):
         for binary, tag in zip(binaries, tags):
             for where in REPOS:
