@@ -356,6 +356,40 @@ mod catalogue {
     }
 
     #[test]
+    fn each_path_inside_an_absent_folder_is_found_whatever_came_before_it() {
+        // Files of one folder in a row, another folder's between them, then
+        // the first folder again: each answer is about its own folder.
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("a", "/srv/gone/sub/a", ""),
+                file_doc("b", "/srv/gone/sub/b", ""),
+                file_doc("c", "/srv/kept/c", ""),
+                file_doc("d", "/srv/gone/sub/d", ""),
+                file_doc("e", "/srv/kept/e", ""),
+                "datum: v1alpha1\ntype: Directory\nname: gone\ndesired: {path: /srv/gone, ensure: absent}\n".to_owned(),
+                "datum: v1alpha1\ntype: Directory\nname: kept\ndesired: {path: /srv/kept}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let lines: Vec<String> = compile(repo.path(), &web())
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        let inside = |name: &str| {
+            format!(
+                "File[{name}]: `/srv/gone/sub/{name}` is declared present inside Directory[gone]"
+            )
+        };
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        for (line, name) in lines.iter().zip(["a", "b", "d"]) {
+            assert!(line.contains(&inside(name)), "{line}");
+        }
+    }
+
+    #[test]
     fn json_shows_checksums_never_content_and_explains_fields() {
         let repo = Repo::two_layers();
         repo.file(
