@@ -139,22 +139,42 @@ pub(crate) fn add_parent_edges(
             dirs.entry(trim(path)).or_insert(i);
         }
     }
+    // The nearest folder above a path depends on its parent only, and one
+    // folder's paths are mostly declared together: the last parent's answer
+    // is kept instead of looking up every ancestor of every path.
+    let nearest = |folder: &Path, except: usize| {
+        folder.ancestors().find_map(|at| {
+            let &dir = dirs.get(trim(at.to_str()?))?;
+            (dir != except).then_some(dir)
+        })
+    };
+    let mut last: Option<(&Path, Option<usize>)> = None;
     let mut added = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let Some((path, _)) = p else { continue };
-        let mut current = Path::new(trim(path)).parent();
-        while let Some(parent) = current {
-            let Some(key) = parent.to_str() else { break };
-            if let Some(&dir) = dirs.get(trim(key))
-                && dir != i
-            {
-                if !edges[i].contains(&dir) && !reaches(edges, dir, i) {
-                    edges[i].push(dir);
-                    added.push((i, dir));
-                }
-                break;
+        let Some(parent) = Path::new(trim(path)).parent() else {
+            continue;
+        };
+        let found = match last {
+            Some((p, found)) if p == parent => found,
+            _ => {
+                let found = nearest(parent, usize::MAX);
+                last = Some((parent, found));
+                found
             }
-            current = parent.parent();
+        };
+        // A folder above a path is never the path's own resource; should it
+        // be, the folders above it are asked as before.
+        let found = match found {
+            Some(dir) if dir == i => nearest(parent, i),
+            found => found,
+        };
+        if let Some(dir) = found
+            && !edges[i].contains(&dir)
+            && !reaches(edges, dir, i)
+        {
+            edges[i].push(dir);
+            added.push((i, dir));
         }
     }
     added
@@ -205,6 +225,30 @@ mod tests {
         let mut edges = vec![Vec::new(); paths.len()];
         let added = add_parent_edges(&mut edges, &paths);
         assert_eq!(added, [(1, 0), (2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn each_path_gets_its_own_folder_whatever_came_before_it() {
+        // One folder's files, another's, the first's again, one below a
+        // folder that is not declared, and a folder inside a folder.
+        let paths = vec![
+            Some(("/a", true)),
+            Some(("/b/", true)),
+            Some(("/a/1", false)),
+            Some(("/a/2", false)),
+            Some(("/b/3", false)),
+            Some(("/a/4", false)),
+            Some(("/c/5", false)),
+            Some(("/a/d", true)),
+            Some(("/a/d/6", false)),
+            Some(("/a/7", false)),
+        ];
+        let mut edges = vec![Vec::new(); paths.len()];
+        let added = add_parent_edges(&mut edges, &paths);
+        assert_eq!(
+            added,
+            [(2, 0), (3, 0), (4, 1), (5, 0), (7, 0), (8, 7), (9, 0)]
+        );
     }
 
     #[test]
