@@ -101,14 +101,14 @@ pub fn compile_stamped(
 ) -> Result<Stamped> {
     let (lazy, _) = compiled_for(global, identity, "applied", purpose)?;
     let (revision, classes) = (lazy.revision.clone(), lazy.classes.clone());
-    let catalogue = match lazy.into_catalogue() {
+    let catalogue = match lazy.into_catalogue_for_pass() {
         Ok(catalogue) => catalogue,
         Err(e) => {
             eprintln!("warning: {e}; compiling the repository");
             forget_snapshot(global);
             compiled_for(global, identity, "applied", purpose)?
                 .0
-                .into_catalogue()?
+                .into_catalogue_for_pass()?
         }
     };
     Ok(Stamped {
