@@ -663,7 +663,7 @@ mod tests {
         }
         let host = Host::new(root.path());
         let refs: Vec<&Path> = declared.iter().map(PathBuf::as_path).collect();
-        // Also already grouped by parent (what lstat_many sorts by, and
+        // Also sorted by parent (grouped, as lstat_many needs them, and
         // then does not scatter): each answer must stay with its path.
         let mut grouped = refs.clone();
         grouped.sort_by_key(|p| {
@@ -671,7 +671,7 @@ mod tests {
             let parent = p.parent().map(|q| q.as_os_str().as_bytes().to_vec());
             (parent, p.file_name().map(|n| n.as_bytes().to_vec()))
         });
-        assert_ne!(grouped, refs, "the declared order is not grouped");
+        assert_ne!(grouped, refs, "the declared order is not sorted");
         // And scattered (each result is moved to its place along the
         // permutation's cycles, here long ones).
         let scattered: Vec<&Path> = (0..refs.len())
