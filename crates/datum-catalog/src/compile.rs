@@ -980,27 +980,18 @@ impl<'r> Analysis<'r> {
             }
         }
         // Something declared present inside a folder declared absent: one of
-        // the two can never converge. The nearest claimed folder above a
-        // path depends on its parent only, and a folder's paths are mostly
-        // declared together: the last parent's answer is kept (at 100,000
-        // Files, half a million lookups of every ancestor became a thousand
-        // walks).
-        let mut last: Option<(&std::path::Path, Option<usize>)> = None;
+        // the two can never converge.
+        let mut nearest = graph::NearestFolder::default();
         for (i, m) in merged.iter().enumerate() {
             let Some(claim) = claims[i].as_ref().filter(|c| c.present) else {
                 continue;
             };
-            let Some(parent) = std::path::Path::new(claim.path).parent() else {
-                continue;
-            };
-            let folder = match last {
-                Some((p, folder)) if p == parent => folder,
-                _ => {
-                    let folder = nearest_folder_claim(parent, &seen, &claims);
-                    last = Some((parent, folder));
-                    folder
-                }
-            };
+            // The nearest claimed folder that holds what is inside it (a
+            // claimed path that holds nothing, a File, is passed over).
+            let folder = nearest.above(std::path::Path::new(claim.path), |at| {
+                let &d = seen.get(at.trim_end_matches('/'))?;
+                claims[d].as_ref().filter(|c| c.holds_children).map(|_| d)
+            });
             if let Some(d) = folder
                 && claims[d].as_ref().is_some_and(|dir| !dir.present)
             {
@@ -1276,22 +1267,6 @@ fn unknown_type_message(registry: &Registry, kind: &str) -> String {
     } else {
         format!("unknown type `{kind}`; known types: {}", known.join(", "))
     }
-}
-
-/// The claim of the nearest folder at or above `folder` that holds what is
-/// declared inside it (a Directory or a Tree, by the claim), if any:
-/// `seen` maps every claimed path (without a trailing `/`) to its index in
-/// `claims`. A claimed path that holds nothing (a File) is passed over.
-fn nearest_folder_claim(
-    folder: &std::path::Path,
-    seen: &HashMap<&str, usize>,
-    claims: &[Option<PathClaim<'_>>],
-) -> Option<usize> {
-    folder.ancestors().find_map(|at| {
-        let key = at.to_str()?.trim_end_matches('/');
-        let &d = seen.get(key)?;
-        claims[d].as_ref().filter(|c| c.holds_children).map(|_| d)
-    })
 }
 
 #[cfg(test)]

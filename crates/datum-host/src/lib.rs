@@ -475,8 +475,8 @@ fn grouped_by_parent(declared: &[&Path]) -> Option<Vec<usize>> {
         &bytes[..bytes.iter().rposition(|b| *b == b'/').unwrap_or(0)]
     }
     // Each run's folder, numbered in the order first seen.
-    let mut groups: HashMap<&[u8], u32> = HashMap::new();
-    let mut group_of_run: Vec<u32> = Vec::new();
+    let mut groups: HashMap<&[u8], usize> = HashMap::new();
+    let mut group_of_run: Vec<usize> = Vec::new();
     let mut run_starts: Vec<usize> = Vec::new();
     let mut scattered = false;
     let mut last: Option<&[u8]> = None;
@@ -486,7 +486,7 @@ fn grouped_by_parent(declared: &[&Path]) -> Option<Vec<usize>> {
             continue;
         }
         last = Some(folder);
-        let next = u32::try_from(groups.len()).unwrap_or(u32::MAX);
+        let next = groups.len();
         let group = *groups.entry(folder).or_insert(next);
         scattered |= group != next;
         group_of_run.push(group);
