@@ -965,16 +965,11 @@ impl<'r> Analysis<'r> {
             };
             let key = claim.path.trim_end_matches('/');
             if let Some(&prev) = seen.get(&key) {
-                let (origin, end) = self.claim_location(m, claim);
-                self.diags.push(
-                    Diagnostic::error(format!(
-                        "path `{}` is also managed by {}",
-                        claim.path, merged[prev].id
-                    ))
-                    .resource(&m.id)
-                    .at(origin)
-                    .until(end),
+                let message = format!(
+                    "path `{}` is also managed by {}",
+                    claim.path, merged[prev].id
                 );
+                self.diags.push(self.claim_error(m, claim, message));
             } else {
                 seen.insert(key, i);
             }
@@ -995,27 +990,27 @@ impl<'r> Analysis<'r> {
             if let Some(d) = folder
                 && claims[d].as_ref().is_some_and(|dir| !dir.present)
             {
-                let (origin, end) = self.claim_location(m, claim);
-                self.diags.push(
-                    Diagnostic::error(format!(
-                        "`{}` is declared present inside {}, which is declared absent",
-                        claim.path, merged[d].id
-                    ))
-                    .resource(&m.id)
-                    .at(origin)
-                    .until(end),
+                let message = format!(
+                    "`{}` is declared present inside {}, which is declared absent",
+                    claim.path, merged[d].id
                 );
+                self.diags.push(self.claim_error(m, claim, message));
             }
         }
     }
 
-    /// Where a claim's field is written (the document that wrote it).
-    fn claim_location(&self, m: &Merged, claim: &PathClaim<'_>) -> (Origin, Pos) {
+    /// An error about `m`'s path claim, at the claim's field where it is
+    /// written (the document that wrote it).
+    fn claim_error(&self, m: &Merged, claim: &PathClaim<'_>, message: String) -> Diagnostic {
         let doc = m
             .fields
             .get(claim.field)
             .map_or_else(|| m.last_doc(), |(_, d)| *d);
-        self.field_location(doc, &[claim.field.to_owned()])
+        let (origin, end) = self.field_location(doc, &[claim.field.to_owned()]);
+        Diagnostic::error(message)
+            .resource(&m.id)
+            .at(origin)
+            .until(end)
     }
 
     /// Every resource's content for this host, read and hashed on all cores
