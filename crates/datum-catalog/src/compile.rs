@@ -803,16 +803,26 @@ impl<'r> Analysis<'r> {
         // A resource that reloads or restarts on others (a Service's
         // `reload_on`/`restart_on`, by its kind's activation capability)
         // runs after them, so it sees their changes in the same pass.
+        let mut reach = graph::Reach::default();
+        // Made when the first activation is met (most catalogues are Files).
+        let mut position: Option<HashMap<&ResourceId, usize>> = None;
         for (from, m) in merged.iter().enumerate() {
             let Some(activates) = self.providers[m.last_doc()].and_then(|p| p.activation()) else {
                 continue;
             };
+            let position = position.get_or_insert_with(|| {
+                let mut first = HashMap::with_capacity(merged.len());
+                for (i, o) in merged.iter().enumerate() {
+                    first.entry(&o.id).or_insert(i);
+                }
+                first
+            });
             let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
             for (id, _) in activates.notified_by(&field) {
-                let Some(to) = merged.iter().position(|o| o.id == id) else {
+                let Some(&to) = position.get(&id) else {
                     continue;
                 };
-                if to != from && !graph::reaches(&plain, to, from) {
+                if to != from && !reach.reaches(&plain, to, from) {
                     plain[from].push(to);
                     added.push((from, to));
                 }
@@ -919,11 +929,12 @@ impl<'r> Analysis<'r> {
             })
             .collect();
         let mut added = Vec::new();
+        let mut reach = graph::Reach::default();
         for (from, after) in &edges {
             let (Some(&f), Some(&p)) = (index.get(from), index.get(after)) else {
                 continue;
             };
-            if f != p && !plain[f].contains(&p) && !graph::reaches(&plain, p, f) {
+            if f != p && !plain[f].contains(&p) && !reach.reaches(&plain, p, f) {
                 plain[f].push(p);
                 added.push((f, p));
             }

@@ -107,20 +107,49 @@ pub(crate) fn cycles(edges: &Edges, stuck: &[usize]) -> Vec<Vec<usize>> {
     found
 }
 
-/// Whether `from` reaches `to` following requirements.
-pub(crate) fn reaches(edges: &Edges, from: usize, to: usize) -> bool {
-    let mut seen = vec![false; edges.len()];
-    let mut stack = vec![from];
-    while let Some(i) = stack.pop() {
-        if i == to {
-            return true;
+/// Asks, for many pairs of one graph, whether the first reaches the second
+/// following requirements ([`Reach::reaches`]). The nodes seen are marked
+/// with the question's number in one list made once: a fresh list per
+/// question cost the whole graph each time, though a question visits only
+/// what its node requires (100,000 Files under 1,000 Directories, each File
+/// asking before its folder's edge: ten billion bytes zeroed, a tenth of the
+/// compile).
+#[derive(Default)]
+pub(crate) struct Reach {
+    /// The number of the question that last saw each node.
+    seen: Vec<u32>,
+    question: u32,
+    stack: Vec<usize>,
+}
+
+impl Reach {
+    /// Whether `from` reaches `to` (itself included) following `edges`.
+    pub(crate) fn reaches(&mut self, edges: &Edges, from: usize, to: usize) -> bool {
+        if self.seen.len() < edges.len() {
+            self.seen.resize(edges.len(), 0);
         }
-        if std::mem::replace(&mut seen[i], true) {
-            continue;
+        self.question = self.question.wrapping_add(1);
+        if self.question == 0 {
+            // Numbers wrapped: no mark may look like this question's.
+            self.seen.fill(0);
+            self.question = 1;
         }
-        stack.extend(edges[i].iter().copied().filter(|&r| r < edges.len()));
+        self.stack.clear();
+        self.stack.push(from);
+        while let Some(i) = self.stack.pop() {
+            if i == to {
+                return true;
+            }
+            let (Some(seen), Some(required)) = (self.seen.get_mut(i), edges.get(i)) else {
+                continue;
+            };
+            if std::mem::replace(seen, self.question) == self.question {
+                continue;
+            }
+            self.stack.extend_from_slice(required);
+        }
+        false
     }
-    false
 }
 
 /// Parent-directory edges: for every node with a path, the nearest ancestor
@@ -140,6 +169,7 @@ pub(crate) fn add_parent_edges(
         }
     }
     let mut nearest = NearestFolder::default();
+    let mut reach = Reach::default();
     let mut added = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let Some((path, _)) = p else { continue };
@@ -147,7 +177,7 @@ pub(crate) fn add_parent_edges(
         // the node itself.
         if let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
             && !edges[i].contains(&dir)
-            && !reaches(edges, dir, i)
+            && !reach.reaches(edges, dir, i)
         {
             edges[i].push(dir);
             added.push((i, dir));
@@ -217,6 +247,38 @@ mod tests {
         assert!(out.is_empty());
         assert_eq!(stuck, [0, 1, 2, 3, 4]);
         assert_eq!(cycles(&edges, &stuck), vec![vec![1, 2, 3, 1], vec![4, 4]]);
+    }
+
+    #[test]
+    fn one_reach_answers_many_questions_whatever_the_earlier_ones_saw() {
+        // 0 -> 1 -> 2, 3 -> 1, 4 alone; 5 -> 6 -> 5 (a cycle).
+        let edges = vec![vec![1], vec![2], vec![], vec![1], vec![], vec![6], vec![5]];
+        let mut reach = Reach::default();
+        // Each question after the first walks nodes an earlier one marked.
+        let questions = [
+            (0, 2, true),
+            (3, 2, true),
+            (3, 0, false),
+            (2, 0, false),
+            (1, 1, true),
+            (4, 2, false),
+            (5, 6, true),
+            (6, 0, false),
+            (0, 2, true),
+        ];
+        for (from, to, expected) in questions {
+            assert_eq!(reach.reaches(&edges, from, to), expected, "{from} -> {to}");
+        }
+        // When the question numbers wrap, older marks do not answer for the
+        // new round.
+        reach.question = u32::MAX;
+        assert!(reach.reaches(&edges, 3, 2));
+        assert!(reach.reaches(&edges, 0, 2));
+        assert!(!reach.reaches(&edges, 2, 3));
+        // A graph that grew since the first question (edges only, here a node).
+        let mut grown = edges.clone();
+        grown.push(vec![0]);
+        assert!(reach.reaches(&grown, 7, 2));
     }
 
     #[test]
