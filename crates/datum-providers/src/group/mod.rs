@@ -17,6 +17,8 @@
 //! how a new group's number is chosen; an existing group is never
 //! re-created for it.
 
+use std::collections::HashMap;
+
 use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
 use serde_json::{Value, json};
@@ -222,18 +224,22 @@ fn groups_named(desired: &dyn DeclaredFields) -> Vec<&str> {
 /// is chowned to it or joins it.
 impl OrdersOthers for GroupProvider {
     fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge> {
-        let groups: Vec<(String, &Resource)> = resources
-            .iter()
-            .filter(|r| r.id.kind == KIND)
-            .filter_map(|r| declared_name(r).map(|n| (n, r)))
-            .collect();
+        // By name, the first declaration of a name first (a second is a
+        // conflict reported elsewhere): every other resource looks its
+        // groups up here.
+        let mut groups: HashMap<String, &Resource> = HashMap::new();
+        for r in resources.iter().filter(|r| r.id.kind == KIND) {
+            if let Some(name) = declared_name(r) {
+                groups.entry(name).or_insert(r);
+            }
+        }
         if groups.is_empty() {
             return Vec::new();
         }
         let mut edges = Vec::new();
         for r in resources.iter().filter(|r| r.id.kind != KIND) {
             for name in groups_named(&r.desired) {
-                if let Some((_, group)) = groups.iter().find(|(n, _)| n == name) {
+                if let Some(group) = groups.get(name) {
                     edges.push(OrderingEdge {
                         from: r.id.clone(),
                         after: group.id.clone(),

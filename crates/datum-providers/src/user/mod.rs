@@ -32,7 +32,7 @@
 //! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
 //! locked marker (`!`, `*`, `!$id$...`) is refused at compile time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::Host;
@@ -438,14 +438,17 @@ pub struct UserProvider;
 /// comes after it: the account exists before anything is chowned to it.
 impl OrdersOthers for UserProvider {
     fn edges(&self, resources: &[Resource]) -> Vec<OrderingEdge> {
-        let users: Vec<(String, &Resource)> = resources
-            .iter()
-            .filter(|r| r.id.kind == KIND)
-            .filter_map(|r| {
-                let d = UserDesired::parse(&r.desired, &r.id.name).ok()?;
-                (d.ensure == Ensure::Present).then_some((d.name, r))
-            })
-            .collect();
+        // By name, the first declaration of a name first (a second is a
+        // conflict reported elsewhere): every other resource looks its
+        // owner up here.
+        let mut users: HashMap<String, &Resource> = HashMap::new();
+        for r in resources.iter().filter(|r| r.id.kind == KIND) {
+            if let Ok(d) = UserDesired::parse(&r.desired, &r.id.name)
+                && d.ensure == Ensure::Present
+            {
+                users.entry(d.name).or_insert(r);
+            }
+        }
         if users.is_empty() {
             return Vec::new();
         }
@@ -454,7 +457,7 @@ impl OrdersOthers for UserProvider {
             .filter(|r| r.id.kind != KIND)
             .filter_map(|r| {
                 let owner = r.desired.get("owner").and_then(Value::as_str)?;
-                let (_, user) = users.iter().find(|(n, _)| n == owner)?;
+                let user = users.get(owner)?;
                 Some(OrderingEdge {
                     from: r.id.clone(),
                     after: user.id.clone(),
