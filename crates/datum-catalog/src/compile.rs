@@ -985,28 +985,44 @@ impl<'r> Analysis<'r> {
                 seen.insert(key, i);
             }
         }
-        // Something declared present inside a folder declared absent: one of
-        // the two can never converge.
+        // Something declared inside another resource's path: the outer
+        // one's kind says whether it leaves that to others (a folder does, a
+        // file holds nothing, a Tree manages what it does not exclude); and
+        // nothing can be present inside a folder declared absent. Either
+        // way the two would undo each other on every pass.
         let mut nearest = graph::NearestFolder::default();
         for (i, m) in merged.iter().enumerate() {
-            let Some(claim) = claims[i].as_ref().filter(|c| c.present) else {
+            let Some(claim) = &claims[i] else {
                 continue;
             };
-            // The nearest claimed folder that holds what is inside it (a
-            // claimed path that holds nothing, a File, is passed over).
-            let folder = nearest.above(std::path::Path::new(claim.path), |at| {
-                let &d = seen.get(at.trim_end_matches('/'))?;
-                claims[d].as_ref().filter(|c| c.holds_children).map(|_| d)
-            });
-            if let Some(d) = folder
-                && claims[d].as_ref().is_some_and(|dir| !dir.present)
-            {
-                let message = format!(
+            let path = std::path::Path::new(claim.path.trim_end_matches('/'));
+            let Some(o) = nearest.above(path, |at| seen.get(at.trim_end_matches('/')).copied())
+            else {
+                continue;
+            };
+            let Some(outer) = &claims[o] else {
+                continue;
+            };
+            let outer_path = std::path::Path::new(outer.path.trim_end_matches('/'));
+            let below = path.strip_prefix(outer_path).unwrap_or(path);
+            let field = |k: &str| merged[o].fields.get(k).map(|(v, _)| v);
+            let leaves = self.providers[merged[o].last_doc()]
+                .and_then(|p| p.paths())
+                .map_or(Ok(()), |p| {
+                    p.leaves_inside(&field, below, claim.holds_children)
+                });
+            let message = match leaves {
+                Err(why) => format!(
+                    "`{}` is declared inside {}, {why}",
+                    claim.path, merged[o].id
+                ),
+                Ok(()) if claim.present && outer.holds_children && !outer.present => format!(
                     "`{}` is declared present inside {}, which is declared absent",
-                    claim.path, merged[d].id
-                );
-                self.diags.push(self.claim_error(m, claim, message));
-            }
+                    claim.path, merged[o].id
+                ),
+                Ok(()) => continue,
+            };
+            self.diags.push(self.claim_error(m, claim, message));
         }
     }
 

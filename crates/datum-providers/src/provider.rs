@@ -506,6 +506,22 @@ pub trait OwnsPaths: Send + Sync {
     /// manages; the first is the one whose content a text diff shows.
     fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf>;
 
+    /// Whether another resource may claim `below` (a path inside this
+    /// declaration's claim, relative to it; `is_dir`: a folder is claimed
+    /// there) or, if not, why: the end of "`/etc/app/conf` is declared
+    /// inside File[app], ...". A folder leaves its contents to others (the
+    /// default); a file holds nothing; a Tree manages everything below its
+    /// path that its `exclude` rules do not leave out. Without this check
+    /// the two would undo each other on every pass.
+    fn leaves_inside(
+        &self,
+        _field: FieldLookup<'_, '_>,
+        _below: &std::path::Path,
+        _is_dir: bool,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The owner and mode content would have at the first managed path, or
     /// an error saying why they cannot be known (an owner the host does not
     /// know).

@@ -356,6 +356,43 @@ mod catalogue {
     }
 
     #[test]
+    fn paths_inside_a_file_or_a_tree_are_errors_unless_the_tree_excludes_them() {
+        // A Tree ships and (with purge) removes everything below its path but
+        // what `exclude` leaves out; a File holds nothing. Another resource
+        // there would be undone on every pass.
+        let repo = Repo::two_layers();
+        repo.file("base/trees/t/shipped.conf", "a = 1\n");
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("app", "/etc/app", "  content: \"x\\n\"\n"),
+                file_doc("conf", "/etc/app/conf", ""),
+                "datum: v1alpha1\ntype: Tree\nname: t\ndesired: {path: /etc/t, source: trees/t, purge: true, exclude: [\"local/\", \"*.local\"]}\n".to_owned(),
+                file_doc("shipped", "/etc/t/shipped.conf", ""),
+                file_doc("mine", "/etc/t/x.local", ""),
+                "datum: v1alpha1\ntype: Directory\nname: local\ndesired: {path: /etc/t/local}\n".to_owned(),
+                file_doc("deeper", "/etc/t/local/y", ""),
+                "datum: v1alpha1\ntype: Tree\nname: nested\ndesired: {path: /etc/t/sub, source: trees/t}\n".to_owned(),
+                file_doc("elsewhere", "/etc/tt/z", ""),
+            ]
+            .join("---\n"),
+        );
+        let lines: Vec<String> = compile(repo.path(), &web())
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "base/all.yaml:12:3: error: File[conf]: `/etc/app/conf` is declared inside File[app], a file, not a folder",
+                "base/all.yaml:23:3: error: File[shipped]: `/etc/t/shipped.conf` is declared inside Tree[t], which manages everything below its path: ship `shipped.conf` in the tree's source, or leave it to this resource with the tree's `exclude`",
+                "base/all.yaml:45:11: error: Tree[nested]: `/etc/t/sub` is declared inside Tree[t], which manages everything below its path: ship `sub` in the tree's source, or leave it to this resource with the tree's `exclude`",
+            ]
+        );
+    }
+
+    #[test]
     fn each_path_inside_an_absent_folder_is_found_whatever_came_before_it() {
         // Files of one folder in a row, another folder's between them, then
         // the first folder again: each answer is about its own folder.

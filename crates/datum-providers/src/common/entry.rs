@@ -56,6 +56,10 @@ pub trait EntryProvider: Send + Sync {
     /// Whether the entry is a folder whose declared contents are ordered
     /// after it (see [`PathClaim::holds_children`]).
     const HOLDS_CHILDREN: bool = false;
+    /// Why no other resource may claim a path inside this entry's (see
+    /// [`OwnsPaths::leaves_inside`]), for an entry that can hold nothing
+    /// (a file); `None` leaves it to the host's boundary rules.
+    const HOLDS_NOTHING: Option<&'static str> = None;
     /// The mode of an entry created without a declared `mode`.
     const DEFAULT_MODE: u32;
 
@@ -214,6 +218,15 @@ impl<T: EntryProvider> Kind for T {
 impl<T: EntryProvider> OwnsPaths for T {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         path_claim(field, T::HOLDS_CHILDREN)
+    }
+
+    fn leaves_inside(
+        &self,
+        _field: FieldLookup<'_, '_>,
+        _below: &Path,
+        _is_dir: bool,
+    ) -> Result<(), String> {
+        T::HOLDS_NOTHING.map_or(Ok(()), |why| Err(why.to_owned()))
     }
 
     fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf> {

@@ -85,7 +85,7 @@ const FIELDS: &[FieldSpec] = &[
     deny_unknown_fields,
     transform = datum_core::schema::optional_never_null,
     title = "Tree",
-    description = "A folder of the repository copied to `path`, every file with owner, group and mode; `purge` removes what is not declared."
+    description = "A folder of the repository copied to `path`, every file with owner, group and mode; `purge` removes what is not declared. Another resource may be declared below `path` only where `exclude` leaves it out."
 )]
 pub struct TreeDeclaration {
     #[schemars(with = "schema::HostPath")]
@@ -196,6 +196,30 @@ pub struct TreeProvider;
 impl OwnsPaths for TreeProvider {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         crate::common::entry::path_claim(field, false)
+    }
+
+    /// Only what `exclude` leaves out: the rest the tree ships (and with
+    /// `purge` removes when its source does not have it).
+    fn leaves_inside(
+        &self,
+        field: FieldLookup<'_, '_>,
+        below: &Path,
+        is_dir: bool,
+    ) -> Result<(), String> {
+        let rules: Vec<&str> = field("exclude")
+            .and_then(Value::as_array)
+            .map(|items| items.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        // Rules that do not compile are the tree's own error, reported by
+        // its check; nothing is left out by them.
+        let left_out = Exclusions::new(rules).is_ok_and(|e| excluded(&e, below, is_dir));
+        if left_out {
+            return Ok(());
+        }
+        Err(format!(
+            "which manages everything below its path: ship `{}` in the tree's source, or leave it to this resource with the tree's `exclude`",
+            below.display()
+        ))
     }
 
     fn managed_paths(&self, d: &crate::Declared<'_>) -> Vec<PathBuf> {
