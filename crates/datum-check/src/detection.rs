@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use datum_catalog::snapshot::Summaries;
-use datum_core::ResourceId;
+use datum_core::{Resource, ResourceId};
 use datum_drift::check::CheckFinding;
 use datum_drift::classes::{ClassSpec, Classes, ContentMode};
 use datum_host::Host;
@@ -162,19 +162,26 @@ pub fn refresh_verified(
         .map(|()| true)
 }
 
-/// Folds the findings of every resource the apply loop never made match
-/// (no verified apply in the store, or a failed last apply) into one
-/// `not_converged` finding each; returns what to tell a person about each.
-pub fn not_converged(
+/// Folds the findings of every resource the apply loop never made match as
+/// declared now (no verified apply in the store, a failed last apply, or a
+/// verified apply of an earlier declaration) into one `not_converged`
+/// finding each; returns what to tell a person about each. `declared` gives
+/// each finding's resource as the catalogue declares it.
+pub fn not_converged<'r>(
     findings: &mut Vec<CheckFinding>,
     store: &Store,
+    declared: impl Fn(&ResourceId) -> Option<&'r Resource>,
 ) -> Result<BTreeMap<ResourceId, String>, CheckError> {
     let mut why: BTreeMap<ResourceId, String> = BTreeMap::new();
     for id in findings.iter().map(|f| &f.id) {
         if why.contains_key(id) {
             continue;
         }
-        let Some(text) = crate::converged::why_not(store, id)
+        // A finding always comes from a catalogue resource.
+        let Some(resource) = declared(id) else {
+            continue;
+        };
+        let Some(text) = crate::converged::why_not(store, resource)
             .with_context(|| format!("cannot read the last apply of {id}"))?
         else {
             continue;

@@ -88,6 +88,9 @@ pub struct Checking<'a> {
     pub started: Instant,
     /// The progress bar to advance (a terminal's front-end), if any.
     pub progress: Option<indicatif::ProgressBar>,
+    /// The host's digest key: a sensitive Tree's roots reach the fleet
+    /// report only as its keyed digests (none without a key).
+    pub digest_key: Option<&'a datum_core::DigestKey>,
 }
 
 /// What one check found and did.
@@ -119,6 +122,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         backups,
         started,
         progress: bar,
+        digest_key,
     } = c;
     // A report queued in a scratch store goes nowhere: nothing to deliver.
     let persistent = opened.is_some();
@@ -234,7 +238,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                     }) => {
                         // Kept for the kind's extra findings (checked after the policies).
                         *keep = provider.extra_findings().is_some();
-                        if let Some(t) = build::tree_fingerprint(&r.id.to_string(), &observed) {
+                        if let Some(t) = build::tree_fingerprint(r, &observed, digest_key) {
                             trees.push(t);
                         }
                         // Kept for `accept`'s patch (never for a sensitive
@@ -318,9 +322,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     }
 
     // Drift is what the apply loop did not produce: a resource never
-    // applied, or whose last apply failed, is not converged (with the
-    // failure), whatever its differences look like; no policy acts on it.
-    let unconverged = not_converged(&mut findings, store)?;
+    // applied, whose last apply failed, or whose declaration changed since
+    // its last verified apply, is not converged (with the reason), whatever
+    // its differences look like; no policy acts on it.
+    let unconverged = not_converged(&mut findings, store, |id| by_id.get(id).copied())?;
 
     // A metadata-first class does not trust a stamp again once the content
     // behind it was seen to differ: the stamp is dropped (the declaration

@@ -120,6 +120,7 @@ impl Bed {
             backups: &backups,
             started: Instant::now(),
             progress: None,
+            digest_key: None,
         })
         .unwrap()
     }
@@ -248,6 +249,60 @@ fn a_resource_never_applied_is_not_converged_and_no_policy_acts_on_it() {
         bed.live("/etc/n.conf").as_deref(),
         Some("whatever was there\n")
     );
+}
+
+#[test]
+fn a_declaration_changed_since_its_last_apply_is_owed_by_apply_and_no_policy_acts_on_it() {
+    // The repository changed, the host did not: what differs is the change
+    // `datum apply` owes, not drift. A quarantine class would hold the
+    // repository's own edit back, a revert class would "revert" it into
+    // place (counted as a revert, flapping included).
+    let mut bed = Bed::new();
+    let declared = |name: &str, class: &str, content: &str, hash: &str| {
+        let mut r = in_class(
+            fake_file(name, &format!("/etc/{name}.conf"), content, &[]),
+            class,
+        );
+        r.declaration_hash = hash.to_owned();
+        r
+    };
+    let before = catalogue(vec![
+        declared("g", "guarded", "one\n", "g1"),
+        declared("f", "frozen", "one\n", "f1"),
+        declared("s", "guarded", "one\n", "s1"),
+    ]);
+    bed.apply(&before);
+    let after = catalogue(vec![
+        declared("g", "guarded", "two\n", "g2"),
+        declared("f", "frozen", "two\n", "f2"),
+        declared("s", "guarded", "one\n", "s1"),
+    ]);
+    // The host moved only where the declaration did not.
+    bed.write("/etc/s.conf", "edited by hand\n");
+    let reconciled = bed.check(&after, Act::Reconcile);
+    let by_subject: BTreeMap<String, (String, String)> = actions(&reconciled)
+        .into_iter()
+        .map(|(s, c, a)| (s, (c, a)))
+        .collect();
+    for owed in ["FakeFile[g]", "FakeFile[f]"] {
+        let (category, action) = &by_subject[owed];
+        assert_eq!(category, "not_converged", "{by_subject:?}");
+        assert!(
+            action.contains("declaration changed since its last verified apply"),
+            "{by_subject:?}"
+        );
+    }
+    assert_eq!(
+        by_subject["FakeFile[s]"],
+        ("changed_outside".to_owned(), "reverted".to_owned())
+    );
+    assert_eq!(bed.live("/etc/g.conf").as_deref(), Some("one\n"));
+    assert_eq!(bed.live("/etc/f.conf").as_deref(), Some("one\n"));
+    assert_eq!(bed.live("/etc/s.conf").as_deref(), Some("one\n"));
+    assert!(bed.store.quarantined().unwrap().is_empty());
+    // Once applied, the new declarations are verified: nothing is open.
+    bed.apply(&after);
+    assert!(bed.check(&after, Act::Look).report.findings.is_empty());
 }
 
 #[test]

@@ -101,6 +101,9 @@ pub struct AgentCheck<'a> {
     /// Warnings not tied to a metric (a resource's error, a store write).
     pub warn: &'a dyn Fn(&str),
     pub memory: &'a mut Memory,
+    /// The host's digest key: a sensitive Tree's roots reach the fleet
+    /// report only as its keyed digests (none without a key).
+    pub digest_key: Option<&'a datum_core::DigestKey>,
 }
 
 /// What [`run_agent_check`] returns.
@@ -129,6 +132,7 @@ pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> Age
         reporting: c.reporting,
         attributing: c.attributing,
         warn: c.warn,
+        digest_key: c.digest_key,
         queued: false,
     };
     let report = state.check(scope, cancel);
@@ -155,6 +159,7 @@ struct State<'a> {
     reporting: Option<&'a Reporting>,
     attributing: bool,
     warn: &'a dyn Fn(&str),
+    digest_key: Option<&'a datum_core::DigestKey>,
     queued: bool,
 }
 
@@ -304,6 +309,7 @@ impl State<'_> {
                         &quarantined,
                         self.store.as_deref(),
                         &mut signatures,
+                        self.digest_key,
                     );
                     if known.state == "converged" {
                         clean.push(resource.id.clone());
@@ -424,6 +430,7 @@ impl State<'_> {
             backups: self.backups,
             started: Instant::now(),
             progress: None,
+            digest_key: self.digest_key,
         })
     }
 
@@ -708,6 +715,7 @@ fn inspect(
     quarantined: &HashSet<ResourceId>,
     store: Option<&datum_store::Store>,
     signatures: &mut Vec<FindingSignature>,
+    digest_key: Option<&datum_core::DigestKey>,
 ) -> Known {
     let mut known = Known {
         class: resource.class.clone(),
@@ -734,12 +742,12 @@ fn inspect(
         observed: &observed,
         diff: &diff,
     });
-    // Never applied, or its last apply failed: not drift (see `converged`).
+    // Never applied, its last apply failed, or its declaration changed
+    // since: not drift (see `converged`).
     // Without a readable store nothing is known, and the findings stand.
     let unconverged = !findings.is_empty()
-        && store.is_some_and(|s| {
-            crate::converged::why_not(s, &resource.id).is_ok_and(|why| why.is_some())
-        });
+        && store
+            .is_some_and(|s| crate::converged::why_not(s, resource).is_ok_and(|why| why.is_some()));
     let findings = if unconverged {
         datum_drift::check::not_converged(findings)
             .into_iter()
@@ -747,7 +755,7 @@ fn inspect(
     } else {
         findings
     };
-    known.tree = datum_reporting::build::tree_fingerprint(&resource.id.to_string(), &observed);
+    known.tree = datum_reporting::build::tree_fingerprint(resource, &observed, digest_key);
     for f in &findings {
         known.fleet.push(datum_reporting::build::check_finding(
             registry,

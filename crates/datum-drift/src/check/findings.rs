@@ -9,7 +9,8 @@
 //! - `unmanaged`: an entry inside a Tree that no declaration covers and no
 //!   exclusion hides;
 //! - `not_converged`: the resource differs, but the apply loop never made it
-//!   match (never applied, or its last apply failed): not drift, work that
+//!   match as declared now (never applied, its last apply failed, or its
+//!   declaration changed since its last verified apply): not drift, work that
 //!   apply still owes ([`not_converged`] folds the other findings into it).
 //!
 //! Every difference reads in the direction reality moved: from the declared
