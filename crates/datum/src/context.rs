@@ -129,7 +129,7 @@ pub fn compile_with(
         let hashes = source_hashes(global);
         let compiled = datum_catalog::compile_cached(&global.repo, identity, true, Some(&hashes));
         save_source_hashes(global, &hashes);
-        return compiled.map_err(|d| repository_errors(global, &d, "applied"));
+        return compiled.map_err(|d| repository_errors(global, d, "applied"));
     }
     match compiled_for(global, identity, "applied", Purpose::Pass)?
         .0
@@ -203,7 +203,7 @@ fn compiled_for(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    compiled.map_err(|d| repository_errors(global, &d, what))
+    compiled.map_err(|d| repository_errors(global, d, what))
 }
 
 /// Where Datum keeps its own files: the private folder (when it exists, or
@@ -414,17 +414,46 @@ fn require_repository(global: &GlobalArgs) -> Result<()> {
     Ok(())
 }
 
+/// A repository that does not compile: its diagnostics (already printed on
+/// stderr, with their source lines) and what was not done. Kept whole in the
+/// error, so `--output json` can carry every diagnostic with its file, line
+/// and column (`crate::render::json::error`).
+#[derive(Debug)]
+pub struct RepositoryErrors {
+    pub diagnostics: datum_catalog::Diagnostics,
+    message: String,
+}
+
+impl RepositoryErrors {
+    /// `diagnostics`, said as `message`.
+    pub fn new(diagnostics: datum_catalog::Diagnostics, message: String) -> Self {
+        Self {
+            diagnostics,
+            message,
+        }
+    }
+}
+
+impl std::fmt::Display for RepositoryErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RepositoryErrors {}
+
 /// Prints a repository's diagnostics and says nothing was done.
-fn repository_errors(
+pub fn repository_errors(
     global: &GlobalArgs,
-    diagnostics: &datum_catalog::Diagnostics,
+    diagnostics: datum_catalog::Diagnostics,
     what: &str,
 ) -> anyhow::Error {
     eprint!("{}", diagnostics.render(use_color(global)));
-    anyhow::anyhow!(
+    let message = format!(
         "the repository has {} error(s); nothing was {what}",
         diagnostics.error_count()
-    )
+    );
+    RepositoryErrors::new(diagnostics, message).into()
 }
 
 /// The content hashes of the repository's source files remembered by earlier

@@ -151,6 +151,30 @@ pub fn report_error(err: &anyhow::Error) -> ExitCode {
     ExitCode::Error(kind)
 }
 
+/// [`report_error`], and under `--output json` (`format` is the one asked
+/// for) an error that ends the command with exit 1 before it printed its
+/// own document is one JSON document on stdout too
+/// (`crate::render::json::error`: `format_version`, `command`, `error`,
+/// `errors`, `diagnostics`), so a script reading stdout gets the diagnostics,
+/// not an empty input. The human text stays on stderr, where a person or
+/// a log sees it whatever the script does with stdout.
+pub fn report_error_as(
+    err: &anyhow::Error,
+    format: datum_report::render::Format,
+    command: &str,
+) -> ExitCode {
+    let code = report_error(err);
+    if format == datum_report::render::Format::Json
+        && code.code() == 1
+        && !crate::render::json::begun()
+    {
+        // A stdout that cannot be written changes nothing: the exit code
+        // and stderr already say what happened.
+        let _ = crate::render::json::print("", crate::render::json::error(command, err));
+    }
+    code
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;

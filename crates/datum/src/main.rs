@@ -58,12 +58,16 @@ fn main() {
         cli.global.log_format,
         default_level,
     );
+    // Under `--output json` an error is also one JSON document on stdout
+    // (`exit::report_error_as`).
+    let command = commands::name(&cli.command);
+    let command = command.strip_prefix("datum ").unwrap_or(&command);
     if let Err(err) = context::absolutize(&mut cli.global) {
-        std::process::exit(exit::report_error(&err).into());
+        std::process::exit(exit::report_error_as(&err, cli.global.output, command).into());
     }
     let code = match commands::run(&cli) {
         Ok(code) => code,
-        Err(err) => exit::report_error(&err),
+        Err(err) => exit::report_error_as(&err, cli.global.output, command),
     };
     // What the command left to finish (a snapshot's commit), before exiting.
     background::finish();

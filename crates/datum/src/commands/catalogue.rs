@@ -20,6 +20,7 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     let catalogue = context::compile_with(global, &identity, args.explain)?;
     // Streamed: a catalogue of 20,000 resources is never one JSON value.
+    crate::render::json::begin();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // A Tree's declared Merkle root: what `datum fingerprint PATH` prints
     // for the tree once applied (and what its fleet reports compare).

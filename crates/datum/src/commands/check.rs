@@ -112,8 +112,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
             bail!("{}", CheckError::Snapshot(e));
         }
         Err(CheckError::Repository(diagnostics)) => {
-            eprint!("{}", diagnostics.render(context::use_color(global)));
-            bail!("{}", CheckError::Repository(diagnostics));
+            return Err(context::repository_errors(global, diagnostics, "checked"));
         }
         Err(e) => return Err(e.into()),
     };

@@ -107,10 +107,11 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         Ok(r) => r,
         Err(diagnostics) => {
             // Nothing host-specific can be said about a repository that
-            // does not load: the plain lint's answer.
+            // does not load: the plain lint's answer (exit 1; under
+            // `--output json`, the error document with every diagnostic).
             eprint!("{}", diagnostics.render(use_color(global)));
-            eprintln!("error: {} error(s) found", diagnostics.error_count());
-            return Ok(ExitCode::ERROR);
+            let message = format!("{} error(s) found", diagnostics.error_count());
+            return Err(crate::context::RepositoryErrors::new(diagnostics, message).into());
         }
     };
     let results: Vec<HostLint> = files

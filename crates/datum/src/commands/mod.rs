@@ -64,7 +64,7 @@ fn formats(command: &Command) -> &'static [Format] {
 }
 
 /// The command's name as typed (`datum backup`), for errors.
-fn name(command: &Command) -> String {
+pub fn name(command: &Command) -> String {
     use clap::Subcommand as _;
     let debug = format!("{command:?}");
     let variant = debug.split(['(', ' ', '{']).next().unwrap_or_default();

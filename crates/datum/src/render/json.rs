@@ -2,7 +2,10 @@
 //! as checksums and, for non-sensitive text, a unified diff. The conventions of
 //! every document (`format_version`, RFC 3339 times) are `datum_report::json`'s.
 
-use datum_core::SENSITIVE_PLACEHOLDER;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use datum_catalog::{Diagnostic, HostError, Severity};
+use datum_core::{Origin, SENSITIVE_PLACEHOLDER};
 use datum_engine::{Mode, PassSummary};
 use serde_json::{Value, json};
 
@@ -10,9 +13,26 @@ use super::diff::content_diff;
 
 pub use datum_report::json::{FORMAT_VERSION, document};
 
+/// Whether this process has begun its document on stdout ([`begin`]).
+static BEGUN: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the command's own output starts on stdout now: an error after
+/// this point gets no [`error`] document (stdout holds one document, never
+/// two). Every way a document leaves `datum` calls it: [`print`],
+/// `crate::render::print`, and `datum catalogue`, which streams its own.
+pub fn begin() {
+    BEGUN.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`begin`] was called.
+pub fn begun() -> bool {
+    BEGUN.load(Ordering::Relaxed)
+}
+
 /// Writes [`document`] of `value`, pretty-printed, with a final newline.
 pub fn print(key: &str, value: Value) -> std::io::Result<()> {
     use std::io::Write as _;
+    begin();
     let mut out = std::io::stdout().lock();
     out.write_all(datum_report::json::pretty(&document(key, value)).as_bytes())?;
     out.flush()
@@ -77,4 +97,55 @@ pub fn pass(
         fields.insert("trusted_by_metadata".to_owned(), trusted.into());
     }
     document
+}
+
+/// The document of `command` (`plan`, `backup`...) when it failed (exit 1)
+/// before printing its own: the error with its causes (`error`, as on
+/// stderr), the number of errors (`errors`, at least 1) and `diagnostics`,
+/// each as `datum lint` gives them (`severity`, `message`, `resource`,
+/// `origin` with `file`, `line`, `column` and `layer`). A repository that
+/// does not compile gives every diagnostic; a malformed host file gives its
+/// position (`layer` empty: the file is not in the repository); any other
+/// error is one diagnostic with its message and no position. Like `datum
+/// lint --output json`, never a source line: a diagnostic's position is
+/// all it shows of a sensitive resource.
+pub fn error(command: &str, err: &anyhow::Error) -> Value {
+    let message = format!("{err:#}");
+    let diagnostics =
+        diagnostics_of(err).unwrap_or_else(|| vec![Diagnostic::error(message.clone())]);
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count()
+        .max(1);
+    json!({
+        "command": command,
+        "error": message,
+        "errors": errors,
+        "diagnostics": diagnostics,
+    })
+}
+
+/// The diagnostics `err` (or one of its causes) carries, with positions.
+fn diagnostics_of(err: &anyhow::Error) -> Option<Vec<Diagnostic>> {
+    err.chain().find_map(|cause| {
+        if let Some(repository) = cause.downcast_ref::<crate::context::RepositoryErrors>() {
+            let all: Vec<Diagnostic> = repository.diagnostics.iter().cloned().collect();
+            return (!all.is_empty()).then_some(all);
+        }
+        match cause.downcast_ref::<HostError>() {
+            Some(HostError::Malformed {
+                path,
+                line,
+                column,
+                message,
+            }) => Some(vec![Diagnostic::error(message.clone()).at(Origin {
+                file: path.clone(),
+                line: *line,
+                column: *column,
+                layer: String::new(),
+            })]),
+            _ => None,
+        }
+    })
 }

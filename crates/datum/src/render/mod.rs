@@ -25,6 +25,7 @@ use crate::cli::GlobalArgs;
 pub fn print(report: &(impl Render + ?Sized), global: &GlobalArgs) -> anyhow::Result<()> {
     let paint = Paint::new(crate::context::use_color(global));
     let text = datum_report::render::render(report, global.output, paint)?;
+    json::begin();
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;

@@ -345,3 +345,144 @@ fn the_allocator_commits_its_arena_as_it_is_used() {
         "mimalloc's options:\n{err}"
     );
 }
+
+/// A manifest error at `base/main.yaml:4:41` (`mode: 644`, unquoted), and a
+/// sensitive resource with the same error whose line must never be shown.
+const UNQUOTED_MODE: &str = "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: 644}\n\
+---\ndatum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired: {path: /etc/token, content: \"s3cret-value\\n\", mode: 600}\n";
+
+/// The error document of `command` (`--output json`, exit 1): one JSON
+/// document on stdout with `format_version`, the command, the error and its
+/// diagnostics; the human text still on stderr.
+#[track_caller]
+fn error_document(o: &Output, command: &str) -> Value {
+    assert_exit(o, 1);
+    let doc = json_of(o, command);
+    assert_eq!(doc["format_version"], "1", "{command}: {doc:#}");
+    assert_eq!(doc["command"], command, "{doc:#}");
+    assert!(
+        doc["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{command}: {doc:#}"
+    );
+    assert!(doc["errors"].as_u64().is_some_and(|n| n >= 1), "{doc:#}");
+    assert!(!stderr(o).is_empty(), "{command}: nothing on stderr");
+    doc
+}
+
+#[test]
+fn a_manifest_error_under_json_is_a_document_with_every_diagnostic() {
+    let s = Sandbox::with_base(UNQUOTED_MODE);
+    for command in ["plan", "apply", "check", "catalogue"] {
+        for format in [&["--json"][..], &["--output", "json"]] {
+            let args: Vec<&str> = format.iter().copied().chain([command]).collect();
+            let o = s.datum(&args);
+            let doc = error_document(&o, command);
+            assert_eq!(doc["errors"], 2, "{command}: {doc:#}");
+            let first = &doc["diagnostics"][0];
+            assert_eq!(first["severity"], "error", "{doc:#}");
+            assert_eq!(first["resource"], "File[a]", "{doc:#}");
+            assert_eq!(first["origin"]["file"], "base/main.yaml", "{doc:#}");
+            assert_eq!(first["origin"]["line"], 4, "{doc:#}");
+            assert_eq!(first["origin"]["column"], 41, "{doc:#}");
+            assert_eq!(first["origin"]["layer"], "base", "{doc:#}");
+            assert!(
+                first["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("quoted octal")),
+                "{doc:#}"
+            );
+            let token = &doc["diagnostics"][1];
+            assert_eq!(token["resource"], "File[token]", "{doc:#}");
+            assert_eq!(token["origin"]["line"], 10, "{doc:#}");
+            // The sensitive resource's line is shown nowhere.
+            assert!(!stdout(&o).contains("s3cret"), "{}", stdout(&o));
+            assert!(!stderr(&o).contains("s3cret"), "{}", stderr(&o));
+            // The human diagnostics are still on stderr.
+            assert!(stderr(&o).contains("base/main.yaml:4:41"), "{}", stderr(&o));
+        }
+    }
+    assert!(
+        !s.live("/etc/a").exists(),
+        "a repository with errors was applied"
+    );
+    // lint's own document is unchanged: errors counted, no `error` field.
+    let lint = s.datum(&["--json", "lint"]);
+    assert_exit(&lint, 1);
+    let lint = json_of(&lint, "lint");
+    assert_eq!(lint["errors"], 2, "{lint:#}");
+    assert!(lint.get("error").is_none(), "{lint:#}");
+    assert!(lint.get("repository").is_some(), "{lint:#}");
+    // --all-hosts on a repository that does not load (datum.yaml): the
+    // error document.
+    s.write("repo/hosts/web-01.yaml", "name: web-01\nlabels: {}\n");
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}\n",
+    );
+    let all = s.datum(&["--json", "lint", "--all-hosts"]);
+    let doc = error_document(&all, "lint");
+    assert_eq!(
+        doc["diagnostics"][0]["origin"]["file"], "datum.yaml",
+        "{doc:#}"
+    );
+    assert_eq!(doc["diagnostics"][0]["origin"]["line"], 4, "{doc:#}");
+}
+
+#[test]
+fn a_host_file_error_under_json_is_a_document_with_its_position() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    let host = s.write("host.yaml", "name: h1\nname: h2\n");
+    for command in ["lint", "plan", "apply", "check", "catalogue"] {
+        let o = s.datum(&["--json", command]);
+        let doc = error_document(&o, command);
+        let d = &doc["diagnostics"][0];
+        assert_eq!(
+            d["origin"]["file"],
+            host.display().to_string(),
+            "{command}: {doc:#}"
+        );
+        assert_eq!(d["origin"]["line"], 2, "{command}: {doc:#}");
+        assert_eq!(d["origin"]["column"], 1, "{command}: {doc:#}");
+        assert!(
+            d["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("duplicate key `name`")),
+            "{doc:#}"
+        );
+        assert!(stderr(&o).contains("duplicate key"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_damaged_state_store_under_json_is_a_document_with_the_message() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let db = s.live("/var/lib/datum/state.db");
+    drop(datum_store::Store::open(&db).unwrap());
+    let mut bad = std::fs::read(&db).unwrap();
+    bad[..100].fill(0x5a);
+    std::fs::write(&db, &bad).unwrap();
+    let o = s.datum(&["--json", "apply"]);
+    let doc = error_document(&o, "apply");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not a database") && e.contains("--rebuild-state")),
+        "{doc:#}"
+    );
+    // No position to give: one diagnostic, its message the error's.
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["message"], doc["error"], "{doc:#}");
+    assert!(d["origin"].is_null(), "{doc:#}");
+    assert_eq!(doc["diagnostics"].as_array().map(Vec::len), Some(1));
+    // A command that printed its own document does not add a second one:
+    // a plan goes on read-only and reports as usual.
+    let plan = s.datum(&["--json", "plan"]);
+    let plan = json_of(&plan, "plan");
+    assert_eq!(plan["command"], "plan", "{plan:#}");
+    assert!(plan.get("error").is_none(), "{plan:#}");
+}
