@@ -367,8 +367,15 @@ impl<'r> Analysis<'r> {
                 }) = &self.contents[i]
                 {
                     let layer = self.layer_name(doc);
-                    self.templates
-                        .load(&file.abs, &file.rel, &doc.id, &layer, &mut self.diags);
+                    let sensitive = doc.sensitive.as_ref().is_some_and(|s| s.value);
+                    self.templates.load(
+                        &file.abs,
+                        &file.rel,
+                        &doc.id,
+                        &layer,
+                        sensitive,
+                        &mut self.diags,
+                    );
                 }
             }
 
@@ -609,11 +616,7 @@ impl<'r> Analysis<'r> {
                 // Not written anywhere: point at the first `desired:`.
                 None => (self.doc(m.first_doc()).desired_location().0, None),
             };
-            let secret = m
-                .sensitive
-                .and_then(|d| self.doc(d).sensitive.as_ref())
-                .is_some_and(|s| s.value);
-            let hide = secret || is_sensitive_field(provider, &e);
+            let hide = self.is_sensitive(m) || is_sensitive_field(provider, &e);
             out.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
         }
     }
@@ -954,6 +957,14 @@ impl<'r> Analysis<'r> {
         reorder(resources, &sequence)
     }
 
+    /// Whether a merged resource is sensitive (as its layers say, the last
+    /// one that says so deciding).
+    fn is_sensitive(&self, m: &Merged) -> bool {
+        m.sensitive
+            .and_then(|d| self.doc(d).sensitive.as_ref())
+            .is_some_and(|s| s.value)
+    }
+
     /// The path a merged resource claims, by its kind's path capability.
     /// Its path is borrowed from the merged fields: the claims of every
     /// resource are held at once, at the compile's fullest (a copy of each
@@ -1113,8 +1124,9 @@ impl<'r> Analysis<'r> {
                     return Ok(None);
                 }
                 let layer = self.layer_name(doc);
+                let origin = doc.origin_at(decl.key);
                 self.templates
-                    .render(rel, host, &m.id, &doc.origin_at(decl.key), &layer)
+                    .render(rel, host, &m.id, &origin, &layer, self.is_sensitive(m))
                     .map(|text| Some(Content::new(text.into_bytes())))
             }
         }

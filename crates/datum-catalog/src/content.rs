@@ -99,6 +99,9 @@ pub(crate) fn declared(
             continue;
         }
         let Some(text) = value.as_str() else {
+            // The value written is the content (or a path meant as one):
+            // pointed at, never shown, for it may be a secret whatever the
+            // resource's `sensitive:` says in this or another layer.
             diags.push(
                 Diagnostic::error(format!(
                     "`{key}` must be a string, found {}",
@@ -106,7 +109,8 @@ pub(crate) fn declared(
                 ))
                 .resource(&doc.id)
                 .at(doc.place.origin(value.start))
-                .until(value.end),
+                .until(value.end)
+                .hiding_source(true),
             );
             continue;
         };
@@ -189,12 +193,15 @@ impl Templates {
 
     /// Reads and parses a template (once), reporting syntax errors at the
     /// template's own line. Returns whether it is usable.
+    /// `sensitive`: the resource is, so a syntax error never shows the
+    /// template's line (it may hold the secret), only where it is.
     pub(crate) fn load(
         &mut self,
         abs: &Path,
         rel: &Path,
         id: &ResourceId,
         layer: &str,
+        sensitive: bool,
         diags: &mut Diagnostics,
     ) -> bool {
         if let Some(known) = self.sources.get(rel) {
@@ -228,14 +235,10 @@ impl Templates {
         let ok = match self.env.template_from_named_str(&name, &text) {
             Ok(_) => true,
             Err(err) => {
-                diags.push(template_diagnostic(
-                    "template syntax error",
-                    &err,
-                    &text,
-                    rel,
-                    layer,
-                    id,
-                ));
+                diags.push(
+                    template_diagnostic("template syntax error", &err, &text, rel, layer, id)
+                        .hiding_source(sensitive),
+                );
                 false
             }
         };
@@ -251,6 +254,8 @@ impl Templates {
     /// Renders a loaded template for `host`. Errors (undefined variables,
     /// failing filters) become a diagnostic at the template's line, with a
     /// note naming the resource's `template:` line.
+    /// `sensitive`: the resource is, so the error points at the template's
+    /// line without showing it.
     pub(crate) fn render(
         &self,
         rel: &Path,
@@ -258,6 +263,7 @@ impl Templates {
         id: &ResourceId,
         decl_origin: &Origin,
         layer: &str,
+        sensitive: bool,
     ) -> Result<String, Box<Diagnostic>> {
         let Some(Some(text)) = self.sources.get(rel) else {
             return Err(Box::new(
@@ -272,10 +278,12 @@ impl Templates {
             .and_then(|t| t.render(host_context(host)));
         result.map_err(|err| {
             Box::new(
-                template_diagnostic("template error", &err, text, rel, layer, id).note(format!(
-                    "rendering for host `{}`, declared at {decl_origin}",
-                    host.name
-                )),
+                template_diagnostic("template error", &err, text, rel, layer, id)
+                    .hiding_source(sensitive)
+                    .note(format!(
+                        "rendering for host `{}`, declared at {decl_origin}",
+                        host.name
+                    )),
             )
         })
     }
@@ -445,6 +453,7 @@ mod tests {
             Path::new("base/templates/motd.j2"),
             &ResourceId::new("File", "motd"),
             "base",
+            false,
             &mut diags,
         );
         (dir, t, diags, ok)
@@ -462,6 +471,7 @@ mod tests {
                 &ResourceId::new("File", "motd"),
                 &Origin::default(),
                 "base",
+                false,
             )
             .unwrap();
         assert_eq!(out, "web-01 web web-01 web\n");
@@ -478,6 +488,7 @@ mod tests {
                 &ResourceId::new("File", "motd"),
                 &Origin::default(),
                 "base",
+                false,
             )
             .unwrap_err();
         assert!(d.message.contains("undefined"), "{}", d.message);
@@ -497,7 +508,7 @@ mod tests {
         let mut t = Templates::new();
         let mut diags = Diagnostics::new();
         let id = ResourceId::new("File", "x");
-        assert!(t.load(&abs, Path::new("x.html"), &id, "base", &mut diags));
+        assert!(t.load(&abs, Path::new("x.html"), &id, "base", false, &mut diags));
         let out = t
             .render(
                 Path::new("x.html"),
@@ -505,6 +516,7 @@ mod tests {
                 &id,
                 &Origin::default(),
                 "base",
+                false,
             )
             .unwrap();
         assert_eq!(out, "<b>");

@@ -615,6 +615,52 @@ mod lint_errors {
         lines.into_iter().next().unwrap()
     }
 
+    /// A sensitive resource's template or content may hold the secret on
+    /// the very line an error is about: the error says where, never shows
+    /// the line. The same errors of an ordinary resource show it.
+    #[test]
+    fn a_sensitive_resources_template_and_content_errors_point_at_lines_never_show_them() {
+        let repo = Repo::two_layers();
+        let template = |name: &str, sensitive: bool, file: &str| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: {name}\nsensitive: {sensitive}\ndesired:\n  path: /etc/{name}.conf\n  template: templates/{file}\n"
+            )
+        };
+        repo.file(
+            "base/templates/db.j2",
+            "db_password=CANARY-RENDER region={{ host.labels.region }}\n",
+        );
+        repo.file("base/templates/broken.j2", "token=CANARY-SYNTAX {{ oops \n");
+        repo.file(
+            "base/templates/open.j2",
+            "VISIBLE-LINE region={{ host.labels.region }}\n",
+        );
+        repo.file(
+            "base/all.yaml",
+            &[
+                template("db", true, "db.j2"),
+                template("broken", true, "broken.j2"),
+                "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: 918273645546\n".to_owned(),
+                template("open", false, "open.j2"),
+            ]
+            .join("---\n"),
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        for secret in ["CANARY-RENDER", "CANARY-SYNTAX", "918273645546"] {
+            assert!(!text.contains(secret), "{secret} shown:\n{text}");
+        }
+        // Each is still reported where it is.
+        for place in [
+            "base/templates/db.j2:1:",
+            "base/templates/broken.j2:1:",
+            "base/all.yaml:23:",
+        ] {
+            assert!(text.contains(place), "{place} missing:\n{text}");
+        }
+        assert!(text.contains("VISIBLE-LINE"), "{text}");
+    }
+
     /// Enough resources that they are checked in stretches on every core:
     /// every problem is found once, at its line, whichever stretch had it
     /// (and printed in the order of the file, as every diagnostic is).
