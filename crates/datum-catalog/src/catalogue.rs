@@ -125,8 +125,9 @@ impl Catalogue {
 /// The `format_version` of the catalogue's JSON document (`datum catalogue`).
 pub const FORMAT_VERSION: &str = "1";
 
-/// Fields a caller adds to a resource's JSON: `(key, value)` or nothing.
-pub type ExtraFields<'a> = dyn Fn(&Resource) -> Option<(String, Value)> + 'a;
+/// Fields a caller adds to a resource's JSON: `(key, value)` pairs, maybe
+/// none.
+pub type ExtraFields<'a> = dyn Fn(&Resource) -> Vec<(String, Value)> + 'a;
 
 /// The JSON form of a catalogue, built resource by resource as it is
 /// serialised.
@@ -203,10 +204,10 @@ impl<'a> JsonView<'a> {
                 .and_then(|c| self.key.map(|k| k.digest(&c.sha256)));
             obj.insert("content_digest".to_owned(), json!(digest));
         }
-        if let Some((key, value)) = self.extra.and_then(|f| f(r))
+        if let Some(f) = self.extra
             && let Some(obj) = v.as_object_mut()
         {
-            obj.insert(key, value);
+            obj.extend(f(r));
         }
         if self.explain
             && let Some(obj) = v.as_object_mut()

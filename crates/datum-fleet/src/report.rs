@@ -185,6 +185,12 @@ pub struct ClassBound {
 }
 
 /// A Tree's two root hashes. Equal means the tree is exactly as declared.
+///
+/// For a sensitive Tree both are the host's keyed digests of the roots
+/// ([`KEYED_PREFIX`]`...`): a plain root is a checksum of the secrets
+/// (`datum fingerprint` of a guessed folder would confirm the guess), a
+/// keyed one is equal exactly when the roots are, and only on its host. A
+/// host without a key sends no pair for a sensitive Tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TreeFingerprint {
@@ -194,6 +200,10 @@ pub struct TreeFingerprint {
     /// `None` when the tree is missing or is not a directory.
     pub observed: Option<String>,
 }
+
+/// The prefix of a keyed digest in a [`TreeFingerprint`] (the host's
+/// `datum_core::digest::KEYED_PREFIX`).
+pub const KEYED_PREFIX: &str = "keyed-blake3:";
 
 /// A resource that failed in this pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -278,24 +278,82 @@ pub fn field_changes(diffs: &[datum_report::AttrDiff], sensitive: bool) -> Vec<F
         .collect()
 }
 
-/// The Tree fingerprint pair an observation carries.
-pub fn tree_fingerprint(resource: &str, observed: &Observed) -> Option<TreeFingerprint> {
+/// The Tree fingerprint pair an observation carries. A sensitive Tree's
+/// roots are checksums of its secrets (`datum fingerprint` of a guessed
+/// folder would confirm the guess): the report carries the host's keyed
+/// digests of both instead (equal exactly when the roots are), and no pair
+/// at all without a key.
+pub fn tree_fingerprint(
+    resource: &Resource,
+    observed: &Observed,
+    key: Option<&datum_core::DigestKey>,
+) -> Option<TreeFingerprint> {
     let fp = observed
         .fields
         .get(datum_providers::tree::FINGERPRINT_FIELD)?;
+    let declared = fp.get("declared")?.as_str()?;
+    let observed = fp.get("observed").and_then(|v| v.as_str());
+    let (declared, observed) = if resource.sensitive {
+        let key = key?;
+        (key.digest(declared), observed.map(|o| key.digest(o)))
+    } else {
+        (declared.to_owned(), observed.map(str::to_owned))
+    };
     Some(TreeFingerprint {
-        resource: resource.to_owned(),
-        declared: fp.get("declared")?.as_str()?.to_owned(),
-        observed: fp
-            .get("observed")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned),
+        resource: resource.id.to_string(),
+        declared,
+        observed,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sensitive Tree's roots reach the report only keyed: equal when the
+    /// roots are, never the roots themselves, and no pair without a key.
+    #[test]
+    fn a_sensitive_trees_roots_are_keyed_or_left_out() {
+        let (same, other) = ("a".repeat(64), "b".repeat(64));
+        let mut observed = Observed::absent();
+        observed.fields.insert(
+            datum_providers::tree::FINGERPRINT_FIELD.to_owned(),
+            serde_json::json!({"declared": same, "observed": same}),
+        );
+        let mut tree = Resource::new(
+            datum_core::ResourceId::new("Tree", "secrets"),
+            serde_json::json!({}),
+        );
+        let key = datum_core::DigestKey::from_bytes([7; 32]);
+        let plain = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        assert_eq!(
+            (plain.declared.as_str(), plain.observed.as_deref()),
+            (same.as_str(), Some(same.as_str()))
+        );
+        tree.sensitive = true;
+        let keyed = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        assert_eq!(keyed.resource, "Tree[secrets]");
+        assert_eq!(keyed.declared, key.digest(&same));
+        assert_eq!(keyed.observed.as_deref(), Some(keyed.declared.as_str()));
+        assert!(!keyed.declared.contains(&same));
+        assert!(
+            keyed
+                .declared
+                .starts_with(datum_fleet::report::KEYED_PREFIX)
+        );
+        assert_eq!(
+            datum_fleet::report::KEYED_PREFIX,
+            datum_core::digest::KEYED_PREFIX
+        );
+        assert_eq!(tree_fingerprint(&tree, &observed, None), None);
+        observed.fields.insert(
+            datum_providers::tree::FINGERPRINT_FIELD.to_owned(),
+            serde_json::json!({"declared": same, "observed": other}),
+        );
+        let drifted = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        assert_eq!(drifted.observed, Some(key.digest(&other)));
+        assert_ne!(drifted.observed.as_deref(), Some(drifted.declared.as_str()));
+    }
 
     #[test]
     fn messages_are_signed_without_the_host_or_its_root() {

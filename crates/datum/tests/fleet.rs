@@ -662,6 +662,109 @@ fn the_same_drift_on_many_hosts_is_told_from_a_change_on_one() {
     );
 }
 
+/// Every file under `dir` (the server's store and its WAL), as text.
+fn files_text(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&files_text(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
+}
+
+/// `datum fingerprint DIR`.
+fn fingerprint_of(dir: &Path) -> String {
+    let out = datum().arg("fingerprint").arg(dir).output().unwrap();
+    assert_exit(&out, 0);
+    stdout(&out).trim().to_owned()
+}
+
+/// A sensitive Tree's Merkle root is a checksum of its secrets: `datum
+/// fingerprint` of a folder holding a guess gives the same root when the
+/// guess is right. So the catalogue and the fleet report carry only the
+/// host's keyed digests of its roots, and the server still tells a tree as
+/// declared from a drifted one.
+#[test]
+fn a_sensitive_trees_roots_reach_neither_the_catalogue_nor_the_server_plain() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    let w = |rel: &str, text: &str| {
+        let p = repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n",
+    );
+    w(
+        "base/main.yaml",
+        "datum: v1alpha1\ntype: Tree\nname: secrets\nsensitive: true\ndesired: {path: /etc/secrets, source: trees/sec, mode: \"0600\"}\n",
+    );
+    w("base/trees/sec/db.conf", "password=hunter2\n");
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "vault-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    // Someone who guesses the secret builds the folder it would be in.
+    let guess = t.path().join("guess");
+    std::fs::create_dir(&guess).unwrap();
+    std::fs::set_permissions(&guess, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(guess.join("db.conf"), "password=hunter2\n").unwrap();
+    std::fs::set_permissions(
+        guess.join("db.conf"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let plain = fingerprint_of(&guess);
+    assert_eq!(
+        plain,
+        fingerprint_of(&h.live("/etc/secrets")),
+        "the guess is the tree's root: what must not be published"
+    );
+
+    let cat = h.run(&repo, &["catalogue"]);
+    assert_exit(&cat, 0);
+    assert!(!stdout(&cat).contains(&plain), "{}", stdout(&cat));
+    let cat: Value = serde_json::from_slice(&cat.stdout).unwrap();
+    let tree = &cat["resources"][0];
+    assert!(tree["fingerprint"].is_null(), "{tree}");
+    let keyed = tree["fingerprint_digest"].as_str().unwrap().to_owned();
+    assert!(keyed.starts_with("keyed-blake3:"), "{keyed}");
+
+    // Reports still accepted, and the tree still proves itself.
+    assert_exit(&h.run_delivered(&repo, &["check"]), 0);
+    let row = host_row(&server.fleet(&["hosts"]), "vault-1").clone();
+    assert_eq!(
+        (row["trees"].as_u64(), row["trees_differing"].as_u64()),
+        (Some(1), Some(0)),
+        "{row}"
+    );
+    // Drifted, the keyed roots differ and the server sees it.
+    std::fs::write(h.live("/etc/secrets/db.conf"), "password=changed\n").unwrap();
+    let drifted = fingerprint_of(&h.live("/etc/secrets"));
+    assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    let row = host_row(&server.fleet(&["hosts"]), "vault-1").clone();
+    assert_eq!(row["trees_differing"], 1, "{row}");
+
+    // What the server holds: the keyed digest, never a plain root.
+    let stored = files_text(&server.dir);
+    assert!(
+        !stored.contains(&plain),
+        "the declared root reached the server"
+    );
+    assert!(
+        !stored.contains(&drifted),
+        "the observed root reached the server"
+    );
+    assert!(stored.contains(&keyed), "the reports' trees are stored");
+}
+
 #[test]
 fn a_host_that_stops_reporting_is_stale_from_outside() {
     let t = tempfile::tempdir().unwrap();

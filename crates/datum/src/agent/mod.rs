@@ -308,6 +308,8 @@ impl ClassChecker for RepoChecker {
         // good load (patches' sources, the layers shown).
         let global = self.pinned_global();
         let backups = || crate::context::open_backups(&global).map_err(Into::into);
+        // Read each check: a key made after the agent started is used.
+        let key = crate::context::digest_key(&global);
         let checked = datum_check::watch::run_agent_check(
             AgentCheck {
                 registry: datum_providers::registry(),
@@ -325,6 +327,7 @@ impl ClassChecker for RepoChecker {
                 attributing: self.attribution.is_some(),
                 warn: &*self.warn,
                 memory: &mut self.memory,
+                digest_key: key.as_ref(),
             },
             scope,
             cancel,

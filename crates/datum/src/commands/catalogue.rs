@@ -27,15 +27,26 @@ pub fn run(global: &GlobalArgs, args: &CatalogueArgs) -> Result<ExitCode> {
     let host = context::host(global, &identity, &catalogue.boundary);
     // The kinds this binary ships: the one registry every command uses.
     let registry = datum_providers::registry();
-    let fingerprint = |r: &datum_core::Resource| {
-        let fingerprints = registry.lookup(&r.id.kind)?.fingerprints()?;
-        let value = match fingerprints.declared(&host, r) {
-            Ok(hash) => serde_json::Value::String(hash),
-            Err(_) => serde_json::Value::Null,
-        };
-        Some(("fingerprint".to_owned(), value))
-    };
     let key = context::digest_key(global);
+    let fingerprint = |r: &datum_core::Resource| {
+        let Some(fingerprints) = registry.lookup(&r.id.kind).and_then(|p| p.fingerprints()) else {
+            return Vec::new();
+        };
+        let declared = fingerprints.declared(&host, r).ok();
+        if r.sensitive {
+            // The root of a secret's tree is a checksum of its content:
+            // `datum fingerprint` of a guessed folder would confirm the
+            // guess. Keyed with the host's key (as a File's
+            // `content_digest`), or nothing.
+            let digest = declared.and_then(|hash| key.as_ref().map(|k| k.digest(&hash)));
+            vec![
+                ("fingerprint".to_owned(), serde_json::Value::Null),
+                ("fingerprint_digest".to_owned(), serde_json::json!(digest)),
+            ]
+        } else {
+            vec![("fingerprint".to_owned(), serde_json::json!(declared))]
+        }
+    };
     catalogue.write_json_pretty_with(
         registry,
         args.explain,

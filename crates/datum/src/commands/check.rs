@@ -84,6 +84,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         pass_seed: args.pass_seed,
         patch_dir: args.patch_dir.clone(),
     };
+    let key = context::digest_key(global);
     let checked = datum_check::run(Checking {
         registry: datum_providers::registry(),
         repo: &global.repo,
@@ -99,6 +100,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         backups: &|| context::open_backups(global).map_err(Into::into),
         started,
         progress: crate::render::progress::resources(lazy_len),
+        digest_key: key.as_ref(),
     });
     let Checked {
         report,

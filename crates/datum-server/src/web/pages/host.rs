@@ -27,6 +27,17 @@ use crate::web::render::{self, WebError};
 /// carried a finding has its diff).
 const REPORTS_READ: i64 = 50;
 
+/// A Tree root as the page shows it: its first 16 characters, or for a
+/// sensitive Tree's keyed digest (`keyed-blake3:...`, the host's MAC of
+/// the root, see `datum_fleet::TreeFingerprint`) `keyed ` and the first 12
+/// of the digest, so the prefix does not take the whole column.
+fn short_root(root: &str) -> String {
+    match root.strip_prefix(datum_fleet::report::KEYED_PREFIX) {
+        Some(digest) => format!("keyed {}", digest.chars().take(12).collect::<String>()),
+        None => root.chars().take(16).collect(),
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct Query {
     /// The key of an instruction just asked for (the page says so).
@@ -186,6 +197,8 @@ pub async fn page<B: Backend>(
                         "resource": t.resource,
                         "declared": t.declared,
                         "observed": t.observed,
+                        "declared_short": short_root(&t.declared),
+                        "observed_short": t.observed.as_deref().map(short_root),
                         "same": t.observed.as_deref() == Some(t.declared.as_str()),
                     })
                 })
@@ -257,5 +270,17 @@ mod tests {
             super::diff_lines("--- a (live)\n+++ a (declared)\n@@ -1 +1 @@\n-old\n+new\n same");
         let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["head", "head", "hunk", "del", "add", "ctx"]);
+    }
+
+    /// A sensitive Tree's keyed root shows as `keyed` and its digest, not
+    /// as the prefix cut at 16 characters; any text a host sent is cut on
+    /// character boundaries.
+    #[test]
+    fn tree_roots_are_shortened_keyed_or_plain() {
+        let keyed = format!("keyed-blake3:{}", "0123456789abcdef".repeat(4));
+        assert_eq!(super::short_root(&keyed), "keyed 0123456789ab");
+        assert_eq!(super::short_root(&"ab".repeat(32)), "abababababababab");
+        assert_eq!(super::short_root("ééééééééééééééééé"), "é".repeat(16));
+        assert_eq!(super::short_root("keyed-blake3:"), "keyed ");
     }
 }
