@@ -35,7 +35,17 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;
             if global.output == Format::Json {
-                crate::render::json::print("backups", serde_json::to_value(&entries)?)?;
+                // The key is read (or made) only when some entry needs it.
+                let key = if entries.iter().any(|e| e.sensitive) {
+                    context::digest_key(global)
+                } else {
+                    None
+                };
+                let shown = entries
+                    .iter()
+                    .map(|e| entry_json(e, key.as_ref()))
+                    .collect::<serde_json::Result<Vec<_>>>()?;
+                crate::render::json::print("backups", serde_json::Value::Array(shown))?;
             } else if entries.is_empty() {
                 writeln!(out, "no backups")?;
             } else {
@@ -116,4 +126,24 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::Clean)
+}
+
+/// One entry of `backup list --json`. A sensitive entry has no `sha256`
+/// (null): a plain checksum of a secret lets anyone confirm a guess. It has
+/// `content_digest` instead, the host's keyed digest of the saved content
+/// (the one `datum catalogue` shows for the same content), or null where
+/// there is no key.
+fn entry_json(
+    entry: &datum_store::backup::BackupEntry,
+    key: Option<&datum_core::DigestKey>,
+) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(entry)?;
+    if entry.sensitive
+        && let Some(obj) = v.as_object_mut()
+    {
+        obj.insert("sha256".to_owned(), serde_json::Value::Null);
+        let digest = key.map(|k| k.digest(&entry.sha256));
+        obj.insert("content_digest".to_owned(), serde_json::json!(digest));
+    }
+    Ok(v)
 }

@@ -146,3 +146,47 @@ fn a_sensitive_files_checksum_is_keyed_never_the_plain_sha256() {
         "{linked}"
     );
 }
+
+/// `backup list --json` showed a sensitive entry's `sha256`: the plain
+/// checksum of the replaced secret. It shows the host's keyed digest
+/// instead (`content_digest`, as the catalogue's), and `sha256` is null.
+#[test]
+fn a_sensitive_backup_is_listed_without_its_plain_sha256() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: sec\nsensitive: true\ndesired:\n  path: /sec.conf\n  mode: \"0600\"\n  content: \"password=declared\\n\"\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/sec.conf"), "password=hunter2\n").unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let plain = sha256sum(b"password=hunter2\n");
+    for args in [
+        &["--output", "json", "backup", "list"][..],
+        &["backup", "list"],
+    ] {
+        let o = s.datum(args);
+        assert_exit(&o, 0);
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(!all.contains(&plain), "{all}");
+    }
+    let list: serde_json::Value =
+        serde_json::from_slice(&s.datum(&["--output", "json", "backup", "list"]).stdout).unwrap();
+    let entry = &list["backups"][0];
+    assert_eq!(entry["sensitive"], true, "{list}");
+    assert!(entry["sha256"].is_null(), "{list}");
+    let digest = entry["content_digest"].as_str().expect("a keyed digest");
+    assert!(digest.starts_with("keyed-blake3:"), "{digest}");
+    // The catalogue's digest of the same content on the same host.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: sec\nsensitive: true\ndesired:\n  path: /sec.conf\n  mode: \"0600\"\n  content: \"password=hunter2\\n\"\n",
+    );
+    let cat: serde_json::Value = serde_json::from_slice(&s.datum(&["catalogue"]).stdout).unwrap();
+    assert_eq!(cat["resources"][0]["content_digest"], digest, "{cat}");
+    // Restore still works from the entry.
+    let id = entry["id"].to_string();
+    assert_exit(&s.datum(&["backup", "restore", &id]), 0);
+    assert_eq!(
+        fs::read_to_string(s.live("/sec.conf")).unwrap(),
+        "password=hunter2\n"
+    );
+}
