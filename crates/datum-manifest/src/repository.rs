@@ -298,6 +298,25 @@ fn collect_manifests(
         };
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
+            // A folder (never a content folder: theirs are ASCII names) or a
+            // manifest by its suffix, named in bytes that are not UTF-8:
+            // refused, not skipped, so that no part of the repository is
+            // left out without a word.
+            let bytes = name.as_encoded_bytes();
+            let hidden = bytes.starts_with(b".");
+            let folder = entry.file_type().is_ok_and(|t| t.is_dir());
+            let manifest = [&b".yaml"[..], b".yml"].iter().any(|s| bytes.ends_with(s));
+            if !hidden && (folder || manifest) {
+                let what = if folder { "folder" } else { "manifest" };
+                diags.push(
+                    Diagnostic::error(format!(
+                        "{what} {} has a name that is not UTF-8: rename it (its {} would be left out)",
+                        dir.join(&name).display(),
+                        if folder { "manifests" } else { "resources" }
+                    ))
+                    .at(Place::new(dir.join(&name), "").whole_file()),
+                );
+            }
             continue;
         };
         if name.starts_with('.') {

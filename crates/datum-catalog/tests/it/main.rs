@@ -615,6 +615,37 @@ mod lint_errors {
         lines.into_iter().next().unwrap()
     }
 
+    /// A manifest, or a folder of them, whose name is not UTF-8 is refused
+    /// by name: skipped, its resources were left out of every catalogue
+    /// with a clean lint. Other such files (not manifests) stay ignored.
+    #[test]
+    fn names_that_are_not_utf8_are_refused_where_manifests_would_be_left_out() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let repo = Repo::two_layers();
+        repo.file("base/ok.yaml", &file_doc("ok", "/etc/ok", ""));
+        let base = repo.path().join("base");
+        let name = |bytes: &[u8]| base.join(std::ffi::OsStr::from_bytes(bytes));
+        std::fs::write(name(b"caf\xe9.yaml"), file_doc("a", "/etc/a", "")).unwrap();
+        std::fs::create_dir(name(b"sub\xe9")).unwrap();
+        std::fs::write(name(b"sub\xe9").join("m.yaml"), file_doc("b", "/etc/b", "")).unwrap();
+        std::fs::write(name(b"notes\xe9.txt"), "not a manifest\n").unwrap();
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("manifest base/caf\u{fffd}.yaml has a name that is not UTF-8")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("folder base/sub\u{fffd} has a name that is not UTF-8")),
+            "{lines:#?}"
+        );
+        assert!(compile(repo.path(), &web()).is_err());
+    }
+
     /// A sensitive resource's template or content may hold the secret on
     /// the very line an error is about: the error says where, never shows
     /// the line. The same errors of an ordinary resource show it.
