@@ -140,6 +140,26 @@ fn in_root(root: &Path, relative: &str) -> std::io::Result<Option<String>> {
 
 const HOST_KEYS: &[&str] = &["datum", "name", "labels"];
 
+/// The text a scalar written on one line was written as (`None` for one
+/// spanning lines, or a position outside `text`).
+fn written_text<'t>(text: &'t str, node: &yaml::Node) -> Option<&'t str> {
+    if node.start.line != node.end.line {
+        return None;
+    }
+    let line = text
+        .lines()
+        .nth(usize::try_from(node.start.line).ok()?.checked_sub(1)?)?;
+    let column = |c: u32| usize::try_from(c).ok()?.checked_sub(1);
+    let (from, to) = (column(node.start.column)?, column(node.end.column)?);
+    let at = |chars: usize| {
+        line.char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(line.len()))
+            .nth(chars)
+    };
+    line.get(at(from)?..at(to)?)
+}
+
 fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
     let malformed = |pos: yaml::Pos, message: String| HostError::Malformed {
         path: path.to_owned(),
@@ -205,6 +225,25 @@ fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
                 Value::Null => {}
                 Value::Map(labels) => {
                     for l in labels {
+                        // A label is text: a number is taken as written, and
+                        // one whose digits YAML would change (`1.10` read as
+                        // 1.1, `007` as 7, twenty digits rounded) must be
+                        // quoted, or the host would match other layers
+                        // than the one its file names.
+                        if matches!(l.value.value, Value::Int(_) | Value::Float(_)) {
+                            let written = written_text(text, &l.value);
+                            let read = l.value.scalar_text().unwrap_or_default();
+                            if written != Some(read.as_str()) {
+                                let shown = written.unwrap_or(read.as_str());
+                                return Err(malformed(
+                                    l.value.start,
+                                    format!(
+                                        "label `{}` is written {shown}, which YAML reads as the number {read}: quote it (`{}: \"{shown}\"`), a label is text",
+                                        l.key, l.key
+                                    ),
+                                ));
+                            }
+                        }
                         let Some(v) = l.value.scalar_text() else {
                             return Err(malformed(
                                 l.value.start,
@@ -275,6 +314,43 @@ mod tests {
             std::fs::write(p, text).unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn numbers_are_labels_as_written_and_those_yaml_would_change_must_be_quoted() {
+        let path = Path::new("/etc/datum/host.yaml");
+        let id = parse_host_file(
+            path,
+            "name: w\nlabels:\n  tier: 1\n  ratio: 0.5\n  canary: true\n  v: \"1.10\"\n",
+        )
+        .unwrap();
+        assert_eq!(id.labels["tier"], "1");
+        assert_eq!(id.labels["ratio"], "0.5");
+        assert_eq!(id.labels["canary"], "true");
+        assert_eq!(id.labels["v"], "1.10");
+        for (text, label, shown, read) in [
+            (
+                "name: w\nlabels:\n  nginx_version: 1.10\n",
+                "nginx_version",
+                "1.10",
+                "1.1",
+            ),
+            ("name: w\nlabels: {rack: 007, x: y}\n", "rack", "007", "7"),
+            (
+                "name: w\nlabels: {build: 20261206000000000001}\n",
+                "build",
+                "20261206000000000001",
+                "20261206000000000000",
+            ),
+        ] {
+            let e = parse_host_file(path, text).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "label `{label}` is written {shown}, which YAML reads as the number {read}: quote it (`{label}: \"{shown}\"`)"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

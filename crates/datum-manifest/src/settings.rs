@@ -349,6 +349,26 @@ fn read_matcher(node: &Node, place: &Place, diags: &mut Diagnostics) -> Option<M
     let mut terms = Vec::new();
     let mut ok = true;
     for e in entries {
+        // A label is text, and a host file's number is taken as written: a
+        // decimal read as a number here (`1.10` as 1.1) would never match
+        // the host that wrote it, so it must be quoted.
+        let float = |n: &Node| matches!(n.value, Value::Float(_));
+        let floats = match &e.value.value {
+            Value::Seq(items) => items.iter().any(float),
+            _ => float(&e.value),
+        };
+        if floats {
+            ok = false;
+            diags.push(
+                Diagnostic::error(format!(
+                    "label `{}` in `match` is a decimal number as written: quote it (`{}: \"1.10\"`), a label is text and YAML would read 1.10 as 1.1",
+                    e.key, e.key
+                ))
+                .at(place.origin(e.value.start))
+                .until(e.value.end),
+            );
+            continue;
+        }
         let values: Option<Vec<String>> = match &e.value.value {
             Value::Seq(items) => items.iter().map(Node::scalar_text).collect(),
             _ => e.value.scalar_text().map(|v| vec![v]),
@@ -473,6 +493,29 @@ mod tests {
             lines[2].contains("unknown key `other` in `boundary`"),
             "{lines:?}"
         );
+    }
+
+    #[test]
+    fn a_decimal_in_a_match_must_be_quoted() {
+        let text = "datum: v1alpha1\nlayers:\n  - {name: a, path: a, match: {v: 1.10}}\n  - {name: b, path: b, match: {v: [\"1.10\", 2.0]}}\n  - {name: c, path: c, match: {v: \"1.10\", n: 7}}\n";
+        let doc = crate::yaml::parse(text).documents.remove(0);
+        let place = Place::new("datum.yaml", "");
+        let mut diags = Diagnostics::new();
+        let dir = tempfile::tempdir().unwrap();
+        for l in ["a", "b", "c"] {
+            std::fs::create_dir(dir.path().join(l)).unwrap();
+        }
+        read(&doc, &place, dir.path(), &mut diags);
+        let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines.iter().all(
+                |l| l.contains("label `v` in `match` is a decimal number as written: quote it")
+            ),
+            "{lines:#?}"
+        );
+        assert!(lines[0].starts_with("datum.yaml:3:"), "{lines:#?}");
+        assert!(lines[1].starts_with("datum.yaml:4:"), "{lines:#?}");
     }
 
     #[test]
