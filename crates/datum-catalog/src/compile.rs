@@ -801,8 +801,26 @@ impl<'r> Analysis<'r> {
                 Some((claim.path, claim.holds_children))
             })
             .collect();
-        let mut added = graph::add_parent_edges(&mut plain, &paths);
+        let (mut added, closing) = graph::add_parent_edges(&mut plain, &paths);
         drop(paths);
+        // A folder that requires what is inside it (directly or through
+        // others): the file cannot be made before its folder, so the
+        // implicit edge is not dropped in silence (the apply would then fail
+        // on a missing folder) but refused like any other cycle.
+        if !closing.is_empty() {
+            for (inside, folder) in closing {
+                let m = &merged[inside];
+                let message = format!(
+                    "dependency cycle: {} requires {}, which is inside its folder (a folder is made before what is in it): remove that requirement",
+                    merged[folder].id, m.id
+                );
+                match self.claim(m) {
+                    Some(claim) => self.diags.push(self.claim_error(m, &claim, message)),
+                    None => self.diags.push(Diagnostic::error(message).resource(&m.id)),
+                }
+            }
+            return None;
+        }
         // A resource that reloads or restarts on others (a Service's
         // `reload_on`/`restart_on`, by its kind's activation capability)
         // runs after them, so it sees their changes in the same pass.

@@ -154,12 +154,15 @@ impl Reach {
 
 /// Parent-directory edges: for every node with a path, the nearest ancestor
 /// path that a directory node declares. `paths[i]` is node i's path (if it
-/// manages one) and whether it is a directory. Edges already present, or
-/// that would close a cycle, are skipped. Returns the edges added.
+/// manages one) and whether it is a directory. Edges already present are
+/// skipped, and so are those that would close a cycle (the folder requires
+/// what is inside it): those come back as the second list, for the caller
+/// to refuse. Returns the edges added, then the ones that would close a
+/// cycle, each as (node, its folder).
 pub(crate) fn add_parent_edges(
     edges: &mut Edges,
     paths: &[Option<(&str, bool)>],
-) -> Vec<(usize, usize)> {
+) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
     let mut dirs: HashMap<&str, usize> = HashMap::new();
     for (i, p) in paths.iter().enumerate() {
         if let Some((path, true)) = p {
@@ -171,19 +174,26 @@ pub(crate) fn add_parent_edges(
     let mut nearest = NearestFolder::default();
     let mut reach = Reach::default();
     let mut added = Vec::new();
+    let mut closing = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let Some((path, _)) = p else { continue };
         // Every folder above a path is a shorter path than its own, so never
         // the node itself.
-        if let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
-            && !edges[i].contains(&dir)
-            && !reach.reaches(edges, dir, i)
-        {
+        let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
+        else {
+            continue;
+        };
+        if edges[i].contains(&dir) {
+            continue;
+        }
+        if reach.reaches(edges, dir, i) {
+            closing.push((i, dir));
+        } else {
             edges[i].push(dir);
             added.push((i, dir));
         }
     }
-    added
+    (added, closing)
 }
 
 /// The nearest folder above each of a run of paths that `folder_at` names
@@ -292,7 +302,7 @@ mod tests {
             None,
         ];
         let mut edges = vec![Vec::new(); paths.len()];
-        let added = add_parent_edges(&mut edges, &paths);
+        let (added, _) = add_parent_edges(&mut edges, &paths);
         assert_eq!(added, [(1, 0), (2, 1), (3, 0)]);
     }
 
@@ -313,7 +323,7 @@ mod tests {
             Some(("/a/7", false)),
         ];
         let mut edges = vec![Vec::new(); paths.len()];
-        let added = add_parent_edges(&mut edges, &paths);
+        let (added, _) = add_parent_edges(&mut edges, &paths);
         assert_eq!(
             added,
             [(2, 0), (3, 0), (4, 1), (5, 0), (7, 0), (8, 7), (9, 0)]
@@ -325,7 +335,10 @@ mod tests {
         // The directory explicitly requires the file inside it.
         let paths = vec![Some(("/etc/x", true)), Some(("/etc/x/f", false))];
         let mut edges = vec![vec![1], vec![]];
-        assert!(add_parent_edges(&mut edges, &paths).is_empty());
+        let (added, closing) = add_parent_edges(&mut edges, &paths);
+        assert!(added.is_empty());
+        // Said, for the compile to refuse.
+        assert_eq!(closing, [(1, 0)]);
         assert_eq!(order(&edges).1, Vec::<usize>::new());
     }
 }

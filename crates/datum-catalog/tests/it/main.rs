@@ -356,6 +356,35 @@ mod catalogue {
     }
 
     #[test]
+    fn a_folder_requiring_what_is_inside_it_is_a_cycle() {
+        // Directly, and through another resource.
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                "datum: v1alpha1\ntype: Directory\nname: app\nrequires: [File/conf]\ndesired: {path: /etc/app}\n".to_owned(),
+                file_doc("conf", "/etc/app/app.conf", "  content: \"y\\n\"\n"),
+                "datum: v1alpha1\ntype: Directory\nname: srv\nrequires: [File/other]\ndesired: {path: /srv/x}\n".to_owned(),
+                file_doc("other", "/etc/other", "").replace("desired:", "requires: [File/inner]\ndesired:"),
+                file_doc("inner", "/srv/x/inner", ""),
+            ]
+            .join("---\n"),
+        );
+        let lines: Vec<String> = compile(repo.path(), &web())
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "base/all.yaml:11:3: error: File[conf]: dependency cycle: Directory[app] requires File[conf], which is inside its folder (a folder is made before what is in it): remove that requirement",
+                "base/all.yaml:31:3: error: File[inner]: dependency cycle: Directory[srv] requires File[inner], which is inside its folder (a folder is made before what is in it): remove that requirement",
+            ]
+        );
+    }
+
+    #[test]
     fn paths_inside_a_file_or_a_tree_are_errors_unless_the_tree_excludes_them() {
         // A Tree ships and (with purge) removes everything below its path but
         // what `exclude` leaves out; a File holds nothing. Another resource
