@@ -152,6 +152,9 @@ impl Reach {
     }
 }
 
+/// A node and what it requires.
+pub(crate) type Pair = (usize, usize);
+
 /// Parent-directory edges: for every node with a path, the nearest ancestor
 /// path that a directory node declares. `paths[i]` is node i's path (if it
 /// manages one) and whether it is a directory. Edges already present are
@@ -162,7 +165,7 @@ impl Reach {
 pub(crate) fn add_parent_edges(
     edges: &mut Edges,
     paths: &[Option<(&str, bool)>],
-) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+) -> (Vec<Pair>, Vec<Pair>) {
     let mut dirs: HashMap<&str, usize> = HashMap::new();
     for (i, p) in paths.iter().enumerate() {
         if let Some((path, true)) = p {

@@ -324,11 +324,17 @@ impl<'a> Observations<'a> {
     }
 
     /// The fingerprint of the observation at `index` (`None` when it
-    /// failed or was already taken), for saved plans.
-    pub(crate) fn fingerprint(&self, index: usize) -> Option<String> {
+    /// failed or was already taken), for saved plans: keyed with `key` for
+    /// a `sensitive` resource (`select::sealed_fingerprint`).
+    pub(crate) fn fingerprint(
+        &self,
+        index: usize,
+        sensitive: bool,
+        key: Option<&datum_core::DigestKey>,
+    ) -> Option<String> {
         let slot = self.slots.get(index)?.lock().ok()?;
         match slot.as_deref()? {
-            Ok(observed) => Some(crate::select::fingerprint(observed)),
+            Ok(observed) => Some(crate::select::sealed_fingerprint(observed, sensitive, key)),
             Err(_) => None,
         }
     }

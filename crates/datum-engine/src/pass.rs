@@ -207,7 +207,10 @@ pub fn run_pass_with(
         selected
             .iter()
             .enumerate()
-            .map(|(i, r)| (r.id.clone(), observations.fingerprint(i)))
+            .map(|(i, r)| {
+                let key = options.digest_key.as_ref();
+                (r.id.clone(), observations.fingerprint(i, r.sensitive, key))
+            })
             .collect()
     } else {
         Vec::new()

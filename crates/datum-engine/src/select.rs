@@ -17,7 +17,11 @@
 //! (presence, fields, and the file metadata that says what is there: size,
 //! mode, owner, content hash; not times or inode numbers, which a read or a
 //! backup may change). Content itself is never part of an observation's
-//! JSON, so a fingerprint of a sensitive resource carries no secret.
+//! JSON, but its hash is: a plain fingerprint of a sensitive resource lets
+//! whoever reads it confirm a guessed secret (hash the guess with the
+//! guessable size, mode and owner). With `digest_key`, a sensitive
+//! resource's fingerprint is the host's keyed digest of it instead, in
+//! `PassSummary::observed` and in the comparison with `expect` alike.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -48,6 +52,11 @@ pub struct PassOptions {
     /// for a pass that computes fingerprints, nor for a resource whose
     /// observation a reconcile accepted: those are read.
     pub trust_metadata: bool,
+    /// The host's digest key: a sensitive resource's fingerprint (recorded
+    /// or compared with `expect`) is `DigestKey::digest` of the plain one,
+    /// which nobody without the key can test a guess against. `None`: every
+    /// fingerprint is plain (the caller keeps sensitive ones to itself).
+    pub digest_key: Option<datum_core::DigestKey>,
 }
 
 impl PassOptions {
@@ -72,7 +81,21 @@ fn describe(changed: &[(ResourceId, String)]) -> String {
         .join(", ")
 }
 
-/// The fingerprint of one observation (see the module header).
+/// The fingerprint of one observation (see the module header): plain, or
+/// for a `sensitive` resource keyed with `key` when there is one.
+pub(crate) fn sealed_fingerprint(
+    observed: &Observed,
+    sensitive: bool,
+    key: Option<&datum_core::DigestKey>,
+) -> String {
+    let plain = fingerprint(observed);
+    match key {
+        Some(key) if sensitive => key.digest(&plain),
+        _ => plain,
+    }
+}
+
+/// The plain fingerprint of one observation (see the module header).
 pub fn fingerprint(observed: &Observed) -> String {
     let meta = observed.meta.as_ref().map(|m| {
         json!({
@@ -154,6 +177,20 @@ mod tests {
         let mut other = file("aa", 0o644, 1);
         other.content = Some(b"other".to_vec());
         assert_eq!(base, fingerprint(&other));
+    }
+
+    /// A sensitive resource's fingerprint is keyed when there is a key;
+    /// any other is the plain one.
+    #[test]
+    fn a_sensitive_fingerprint_is_keyed() {
+        let observed = file("aa", 0o600, 1);
+        let plain = fingerprint(&observed);
+        let key = datum_core::DigestKey::from_bytes([7; 32]);
+        assert_eq!(sealed_fingerprint(&observed, false, Some(&key)), plain);
+        assert_eq!(sealed_fingerprint(&observed, true, None), plain);
+        let sealed = sealed_fingerprint(&observed, true, Some(&key));
+        assert_eq!(sealed, key.digest(&plain));
+        assert!(!sealed.contains(&plain));
     }
 
     #[test]

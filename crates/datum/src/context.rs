@@ -350,7 +350,27 @@ pub const DIGEST_KEY_FILE: &str = "digest.key";
 /// state folder yet, or the key cannot be read or made: then outputs carry
 /// no digest for sensitive content rather than a plain checksum.
 pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
-    let dir = StateFiles::of(global).dir?;
+    digest_key_in(&StateFiles::of(global).dir?)
+}
+
+/// [`digest_key`] for what cannot go without one (a saved plan that
+/// records a sensitive resource): the state folder is created, private, as
+/// the state store makes it, when there is none yet. An error says why
+/// there is no key.
+pub fn digest_key_created(global: &GlobalArgs) -> Result<datum_core::DigestKey> {
+    let dir = state_dir_at(&global.root, global.state.as_deref(), true)?
+        .context("the state folder could not be created")?;
+    digest_key_in(&dir).with_context(|| {
+        format!(
+            "there is no usable 32-byte key at {}",
+            dir.file_path(DIGEST_KEY_FILE).display()
+        )
+    })
+}
+
+/// The digest key in the state folder `dir`, made there (0600, never over
+/// an existing file or a link) when there is none.
+fn digest_key_in(dir: &PrivateDir) -> Option<datum_core::DigestKey> {
     let read = |dir: &PrivateDir| -> Option<datum_core::DigestKey> {
         let bytes = dir.read(DIGEST_KEY_FILE).ok()??;
         let bytes: [u8; 32] = bytes.try_into().ok()?;
@@ -358,7 +378,7 @@ pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
     };
     match dir.lstat(DIGEST_KEY_FILE) {
         Ok(Some(_)) => {
-            let key = read(&dir);
+            let key = read(dir);
             if key.is_none() {
                 eprintln!(
                     "warning: {} is not a 32-byte key: sensitive resources are shown without a digest",
@@ -372,7 +392,7 @@ pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
             match dir.write_new(DIGEST_KEY_FILE, &secret, 0o600) {
                 Ok(()) => Some(datum_core::DigestKey::from_bytes(secret)),
                 // Another pass made it meanwhile: use theirs.
-                Err(_) => read(&dir),
+                Err(_) => read(dir),
             }
         }
         Err(_) => None,

@@ -89,8 +89,10 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     let mut options = selection.options();
     options.fingerprints = request.out.is_some();
     options.trust_metadata = request.trust.trust_metadata;
+    // A saved plan records a sensitive resource only by keyed digests.
+    options.digest_key = plan_key(global, catalogue, &request)?;
     if let Some((saved, file)) = request.saved {
-        saved.check_same(catalogue, &global.root, file)?;
+        saved.check_same(catalogue, &global.root, file, options.digest_key.as_ref())?;
         options.expect = Some(saved.expected()?);
     }
     let host = context::host(global, &identity, &catalogue.boundary);
@@ -156,7 +158,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
                 writeln!(std::io::stdout(), "{footer}")?;
             }
             if let Some(out) = request.out {
-                save_plan(catalogue, global, &selection, &summary, out)?;
+                save_plan(catalogue, global, &selection, &summary, &options, out)?;
                 writeln!(
                     std::io::stdout(),
                     "Saved the plan to {}: `datum apply {}` applies exactly this plan, and refuses if the catalogue or anything it observed has changed.",
@@ -176,7 +178,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             )
             .map_err(stale)?;
             if let Some(out) = request.out {
-                save_plan(catalogue, global, &selection, &summary, out)?;
+                save_plan(catalogue, global, &selection, &summary, &options, out)?;
             }
             let key = context::digest_key(global);
             let report = PassReport {
@@ -248,6 +250,53 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     Ok(code)
 }
 
+/// The digest key a saved plan needs: none unless one is saved or applied
+/// and the catalogue has a sensitive resource (whose hash and observed
+/// fingerprint the plan records only keyed, see `saved_plan`).
+///
+/// Saving one, the key is made where there is none yet, with the state
+/// folder if need be: a plan is saved to be applied on this host, whose
+/// key the apply reads again. When no key can be had (a root this user
+/// cannot write), the plan is refused, before anything is observed,
+/// rather than saved with checksums a guessed secret could be tested
+/// against. Applying one, the key must be there: one made since the plan
+/// was saved makes the sensitive resources "changed" (refused as stale).
+fn plan_key(
+    global: &GlobalArgs,
+    catalogue: &datum_catalog::Catalogue,
+    request: &Request<'_>,
+) -> Result<Option<datum_core::DigestKey>> {
+    if request.out.is_none() && request.saved.is_none() {
+        return Ok(None);
+    }
+    let sensitive = super::saved_plan::sensitive_ids(catalogue);
+    let Some(first) = sensitive.first() else {
+        return Ok(None);
+    };
+    let more = match sensitive.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    if let Some(out) = request.out {
+        return context::digest_key_created(global).map(Some).with_context(|| {
+            format!(
+                "no plan was saved to {}: {first}{more} is sensitive, and a saved plan records a sensitive resource only by this host's keyed digest (a plain checksum would let whoever reads the file confirm a guessed secret), but this host's digest key cannot be read or made",
+                out.display()
+            )
+        });
+    }
+    match context::digest_key(global) {
+        Some(key) => Ok(Some(key)),
+        None => {
+            let file = request.saved.map_or(Path::new(""), |(_, f)| f);
+            anyhow::bail!(
+                "the saved plan {} cannot be checked: {first}{more} is sensitive, recorded only by this host's keyed digest, and this host's digest key cannot be read; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
+                file.display()
+            )
+        }
+    }
+}
+
 /// Writes `datum plan --out FILE`. A plan that could not observe some
 /// resource (exit 1) is not saved: there is nothing exact to apply.
 fn save_plan(
@@ -255,6 +304,7 @@ fn save_plan(
     global: &GlobalArgs,
     selection: &Selection,
     summary: &datum_engine::PassSummary,
+    options: &datum_engine::PassOptions,
     out: &Path,
 ) -> Result<()> {
     if plan_exit(summary) == ExitCode::ERROR {
@@ -269,7 +319,8 @@ fn save_plan(
         selection,
         summary,
         std::time::SystemTime::now(),
-    )
+        options.digest_key.as_ref(),
+    )?
     .write(out)
 }
 

@@ -13,15 +13,22 @@
 //!
 //! The file never holds content, a desired field's value or validator
 //! output: ids, actions, outcome words and hashes only, so a sensitive
-//! resource's secret cannot reach it. It is written mode 0600, atomically,
-//! never through a link at its name (`datum_host::named::write_secret`).
+//! resource's secret cannot reach it. Nor can a plain checksum of it: a
+//! sensitive resource's hash covers its content's SHA-256 and so does its
+//! observation's fingerprint, and whoever holds the file could hash a
+//! guessed secret and compare. For a sensitive resource both are the host's
+//! keyed digests (`datum_core::DigestKey`) instead, which the apply
+//! computes again with the same key; a plan of a catalogue with a sensitive
+//! resource is therefore not saved, nor applied, without the host's key
+//! (see `commands::pass`). It is written mode 0600, atomically, never
+//! through a link at its name (`datum_host::named::write_secret`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, bail};
 use datum_catalog::Catalogue;
-use datum_core::{ResourceId, sha256_hex};
+use datum_core::{DigestKey, ResourceId, sha256_hex};
 use datum_engine::PassSummary;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -62,7 +69,7 @@ pub struct SavedSelection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedCatalogue {
     pub digest: String,
-    /// Resource id -> [`resource_hash`].
+    /// Resource id -> [`resource_hash`] (keyed for a sensitive resource).
     pub resources: BTreeMap<String, String>,
 }
 
@@ -72,19 +79,23 @@ pub struct PlannedResource {
     pub action: datum_core::Action,
     /// The outcome word of the plan (`would change`, `unchanged`, ...).
     pub outcome: String,
-    /// The fingerprint of what was observed (`None`: it could not be).
+    /// The fingerprint of what was observed (`None`: it could not be);
+    /// keyed for a sensitive resource (`PassOptions::digest_key`).
     pub observed: Option<String>,
 }
 
 impl SavedPlan {
-    /// The plan a pass in plan mode produced.
+    /// The plan a pass in plan mode produced, the pass given `key` as its
+    /// `PassOptions::digest_key`. Refused when the catalogue has a
+    /// sensitive resource and there is no key.
     pub fn new(
         catalogue: &Catalogue,
         root: &Path,
         selection: &Selection,
         summary: &PassSummary,
         now: std::time::SystemTime,
-    ) -> SavedPlan {
+        key: Option<&DigestKey>,
+    ) -> Result<SavedPlan> {
         let fingerprints: BTreeMap<&ResourceId, &Option<String>> =
             summary.observed.iter().map(|(id, f)| (id, f)).collect();
         let planned = summary
@@ -99,8 +110,8 @@ impl SavedPlan {
                 observed: fingerprints.get(&r.id).and_then(|f| (*f).clone()),
             })
             .collect();
-        let (digest, resources) = catalogue_digest(catalogue);
-        SavedPlan {
+        let (digest, resources) = catalogue_digest(catalogue, key)?;
+        Ok(SavedPlan {
             format_version: FORMAT_VERSION.to_owned(),
             kind: KIND.to_owned(),
             datum_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -114,7 +125,7 @@ impl SavedPlan {
             },
             catalogue: SavedCatalogue { digest, resources },
             planned,
-        }
+        })
     }
 
     /// Writes the plan to `path`: 0600, atomically, never through a link.
@@ -172,7 +183,15 @@ impl SavedPlan {
 
     /// Refuses when this apply is not the one the plan was made for: another
     /// Datum, host or root, or a catalogue that changed (naming what did).
-    pub fn check_same(&self, catalogue: &Catalogue, root: &Path, path: &Path) -> Result<()> {
+    /// `key` is the host's digest key, which a sensitive resource's hash
+    /// needs (a key made since the plan was saved makes it "changed").
+    pub fn check_same(
+        &self,
+        catalogue: &Catalogue,
+        root: &Path,
+        path: &Path,
+        key: Option<&DigestKey>,
+    ) -> Result<()> {
         let stale = |what: String| -> anyhow::Error {
             anyhow::anyhow!(
                 "the saved plan {} is stale: {what}; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
@@ -199,7 +218,7 @@ impl SavedPlan {
                 self.root
             )));
         }
-        let (digest, now) = catalogue_digest(catalogue);
+        let (digest, now) = catalogue_digest(catalogue, key)?;
         if digest == self.catalogue.digest {
             return Ok(());
         }
@@ -238,6 +257,17 @@ impl SavedPlan {
     }
 }
 
+/// The sensitive resources of `catalogue`: a saved plan of it needs the
+/// host's digest key.
+pub fn sensitive_ids(catalogue: &Catalogue) -> Vec<String> {
+    catalogue
+        .resources
+        .iter()
+        .filter(|r| r.sensitive)
+        .map(|r| r.id.to_string())
+        .collect()
+}
+
 /// One resource's entry in the catalogue digest: everything declared about
 /// it (the declaration hash covers fields, content, validator, sensitivity
 /// and explicit requirements), its class and all its requirements.
@@ -251,13 +281,29 @@ fn resource_hash(r: &datum_core::Resource) -> String {
     sha256_hex(datum_catalog::catalogue::canonical_json(&value).as_bytes())
 }
 
-/// The catalogue's digest and the per-resource hashes it is made of.
-fn catalogue_digest(catalogue: &Catalogue) -> (String, BTreeMap<String, String>) {
-    let resources: BTreeMap<String, String> = catalogue
+/// The catalogue's digest and the per-resource hashes it is made of; a
+/// sensitive resource's hash is keyed with `key`, and without a key there
+/// is none to give (an error naming the resource).
+fn catalogue_digest(
+    catalogue: &Catalogue,
+    key: Option<&DigestKey>,
+) -> Result<(String, BTreeMap<String, String>)> {
+    let resources = catalogue
         .resources
         .iter()
-        .map(|r| (r.id.to_string(), resource_hash(r)))
-        .collect();
+        .map(|r| {
+            let hash = resource_hash(r);
+            let hash = match (r.sensitive, key) {
+                (false, _) => hash,
+                (true, Some(key)) => key.digest(&hash),
+                (true, None) => bail!(
+                    "{} is sensitive, and a saved plan records a sensitive resource only by the host's keyed digest: this host has no digest key",
+                    r.id
+                ),
+            };
+            Ok((r.id.to_string(), hash))
+        })
+        .collect::<Result<BTreeMap<String, String>>>()?;
     let boundary = serde_json::to_value(&catalogue.boundary).unwrap_or_default();
     let value = json!({
         "host": catalogue.host,
@@ -265,7 +311,7 @@ fn catalogue_digest(catalogue: &Catalogue) -> (String, BTreeMap<String, String>)
         "boundary": boundary,
     });
     let digest = sha256_hex(datum_catalog::catalogue::canonical_json(&value).as_bytes());
-    (digest, resources)
+    Ok((digest, resources))
 }
 
 #[cfg(test)]
@@ -317,7 +363,9 @@ mod tests {
             &Selection::default(),
             &summary,
             std::time::UNIX_EPOCH,
+            None,
         )
+        .unwrap()
     }
 
     #[test]
@@ -326,10 +374,10 @@ mod tests {
         let p = plan(&c);
         assert_eq!(p.created_at, "1970-01-01T00:00:00Z");
         assert_eq!(p.planned[0].observed.as_deref(), Some("f1"));
-        p.check_same(&c, Path::new("/r"), Path::new("p.json"))
+        p.check_same(&c, Path::new("/r"), Path::new("p.json"), None)
             .unwrap();
         let err = p
-            .check_same(&catalogue("m2"), Path::new("/r"), Path::new("p.json"))
+            .check_same(&catalogue("m2"), Path::new("/r"), Path::new("p.json"), None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -338,10 +386,44 @@ mod tests {
         );
         assert!(!err.contains("File[issue]"), "{err}");
         let err = p
-            .check_same(&c, Path::new("/other"), Path::new("p.json"))
+            .check_same(&c, Path::new("/other"), Path::new("p.json"), None)
             .unwrap_err()
             .to_string();
         assert!(err.contains("made for the root /r"), "{err}");
+    }
+
+    /// A sensitive resource's hash is the host's keyed digest: none
+    /// without a key, and another key reads as a changed resource.
+    #[test]
+    fn a_sensitive_resources_hash_is_keyed_and_needs_the_key() {
+        let mut c = catalogue("m1");
+        c.resources[0].sensitive = true;
+        let key = DigestKey::from_bytes([7; 32]);
+        let (_, plain) = catalogue_digest(&catalogue("m1"), None).unwrap();
+        let (_, keyed) = catalogue_digest(&c, Some(&key)).unwrap();
+        assert_eq!(keyed["File[issue]"], plain["File[issue]"]);
+        let secret = &keyed["File[motd]"];
+        assert!(
+            secret.starts_with(datum_core::digest::KEYED_PREFIX),
+            "{secret}"
+        );
+        assert_eq!(secret, &key.digest(&resource_hash(&c.resources[0])));
+        let err = catalogue_digest(&c, None).unwrap_err().to_string();
+        assert!(err.starts_with("File[motd] is sensitive"), "{err}");
+        let mut p = plan(&catalogue("m1"));
+        (p.catalogue.digest, p.catalogue.resources) = catalogue_digest(&c, Some(&key)).unwrap();
+        p.check_same(&c, Path::new("/r"), Path::new("p.json"), Some(&key))
+            .unwrap();
+        let other = DigestKey::from_bytes([8; 32]);
+        let err = p
+            .check_same(&c, Path::new("/r"), Path::new("p.json"), Some(&other))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("File[motd] changed"), "{err}");
+        assert!(
+            p.check_same(&c, Path::new("/r"), Path::new("p.json"), None)
+                .is_err()
+        );
     }
 
     #[test]

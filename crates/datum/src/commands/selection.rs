@@ -112,6 +112,7 @@ impl Selection {
             expect: None,
             fingerprints: false,
             trust_metadata: false,
+            digest_key: None,
         }
     }
 

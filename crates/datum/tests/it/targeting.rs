@@ -9,6 +9,15 @@ use crate::support::*;
 
 const CANARY: &str = "CANARY-77f0-saved-plan";
 
+/// What is under a root where only the host's digest key was made: the
+/// state folder and the key.
+const DIGEST_KEY: [&str; 4] = [
+    "var",
+    "var/lib",
+    "var/lib/datum",
+    "var/lib/datum/digest.key",
+];
+
 /// A folder with a config file and a secret in it (the files require the
 /// folder through the catalogue's parent-directory edge), a critical
 /// config, and an unrelated file.
@@ -185,9 +194,16 @@ fn a_saved_plan_is_applied_exactly_and_holds_no_sensitive_value() {
         .collect();
     assert_eq!(planned, ["Directory[app]", "File[secret]"]);
     assert!(
-        doc["planned"][1]["observed"]
+        doc["planned"][0]["observed"]
             .as_str()
             .is_some_and(|f| f.len() == 64)
+    );
+    // The secret's observation only by the host's keyed digest.
+    assert!(
+        doc["planned"][1]["observed"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("keyed-blake3:")),
+        "{doc}"
     );
 
     let apply = s.datum(&["apply", &file]);
@@ -227,11 +243,9 @@ fn a_saved_plan_is_refused_after_a_catalogue_edit_naming_what_changed() {
         "{err}"
     );
     assert!(!err.contains("File[other]"), "{err}");
-    assert!(
-        s.files_under_root().is_empty(),
-        "{:?}",
-        s.files_under_root()
-    );
+    // Nothing applied: only the digest key the plan of a sensitive
+    // resource needed (`datum plan --out` made it).
+    assert_eq!(s.files_under_root(), DIGEST_KEY);
 }
 
 #[test]
@@ -286,9 +300,155 @@ fn a_plan_is_never_written_through_a_link_and_a_foreign_file_is_not_applied() {
         "{}",
         stderr(&o)
     );
-    assert!(
-        s.files_under_root().is_empty(),
-        "{:?}",
-        s.files_under_root()
+    // Only the digest key, made by the first plan (of a catalogue with a
+    // sensitive resource) before its file was refused.
+    assert_eq!(s.files_under_root(), DIGEST_KEY);
+}
+
+/// A saved plan recorded a sensitive resource's hash over its declaration
+/// (which covers the content's SHA-256) and the fingerprint of its
+/// observation (which covers the live content's): anyone holding the file
+/// could plan the guessed repository on a host of their own and compare.
+/// Both are the host's keyed digests now: another host's plan of the same
+/// secret gives other values, and the plan still applies, and is still
+/// refused once the repository or the host changed.
+#[test]
+fn a_saved_plan_of_a_secret_cannot_be_matched_by_a_guess_elsewhere() {
+    let repo = |live: &str| {
+        let s = Sandbox::with_base(
+            "datum: v1alpha1\ntype: File\nname: sec\nsensitive: true\ndesired:\n  path: /sec.conf\n  mode: \"0600\"\n  content: \"password=hunter2\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /motd\n  content: \"hello\\n\"\n",
+        );
+        // The live secret, which the plan observes (and replaces).
+        fs::write(s.live("/sec.conf"), live).unwrap();
+        fs::set_permissions(s.live("/sec.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+        s
+    };
+    let plan_of = |s: &Sandbox| -> (String, serde_json::Value) {
+        let file = plan_file(s);
+        let o = s.datum(&["plan", "--out", &file]);
+        assert_exit(&o, 2);
+        let text = fs::read_to_string(&file).unwrap();
+        let doc = serde_json::from_str(&text).unwrap();
+        (text, doc)
+    };
+    let observed = |doc: &serde_json::Value, id: &str| -> serde_json::Value {
+        doc["planned"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .unwrap()["observed"]
+            .clone()
+    };
+    let host = repo("password=live-secret\n");
+    let (text, plan) = plan_of(&host);
+    for secret in ["password=hunter2\n", "password=live-secret\n"] {
+        assert!(!text.contains(&sha256_hex(secret.as_bytes())), "{text}");
+    }
+    // Whoever holds the plan guesses both secrets right, on their own host.
+    let guesser = repo("password=live-secret\n");
+    let (_, guess) = plan_of(&guesser);
+    let resources = |doc: &serde_json::Value, id: &str| doc["catalogue"]["resources"][id].clone();
+    // Like is compared with like: what is not sensitive is the same.
+    assert_eq!(
+        resources(&plan, "File[motd]"),
+        resources(&guess, "File[motd]")
     );
+    assert_eq!(
+        observed(&plan, "File[motd]"),
+        observed(&guess, "File[motd]")
+    );
+    let keyed = resources(&plan, "File[sec]");
+    assert!(
+        keyed
+            .as_str()
+            .is_some_and(|h| h.starts_with("keyed-blake3:")),
+        "{plan}"
+    );
+    assert_ne!(
+        keyed,
+        resources(&guess, "File[sec]"),
+        "the guess is confirmed"
+    );
+    assert_ne!(plan["catalogue"]["digest"], guess["catalogue"]["digest"]);
+    let seen = observed(&plan, "File[sec]");
+    assert!(
+        seen.as_str()
+            .is_some_and(|h| h.starts_with("keyed-blake3:")),
+        "{plan}"
+    );
+    assert_ne!(
+        seen,
+        observed(&guess, "File[sec]"),
+        "the live secret is confirmed"
+    );
+
+    // The plan applies, exactly.
+    let file = plan_file(&host);
+    assert_exit(&host.datum(&["apply", &file]), 2);
+    assert_eq!(
+        fs::read_to_string(host.live("/sec.conf")).unwrap(),
+        "password=hunter2\n"
+    );
+    // Refused once the secret's declaration changed...
+    fs::write(host.live("/sec.conf"), "password=live-secret\n").unwrap();
+    plan_of(&host);
+    host.write(
+        "repo/base/main.yaml",
+        &fs::read_to_string(host.repo().join("base/main.yaml"))
+            .unwrap()
+            .replace("hunter2", "hunter3"),
+    );
+    let o = host.datum(&["apply", &file]);
+    assert_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("the catalogue changed since the plan was made: File[sec] changed"),
+        "{}",
+        stderr(&o)
+    );
+    // ... or the live secret did.
+    plan_of(&host);
+    fs::write(host.live("/sec.conf"), "password=edited\n").unwrap();
+    let o = host.datum(&["apply", &file]);
+    assert_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("File[sec] (what is on the host changed)"),
+        "{}",
+        stderr(&o)
+    );
+    // ... or the key it was made with is gone (a new one is made).
+    plan_of(&host);
+    fs::remove_file(host.live("/var/lib/datum/digest.key")).unwrap();
+    let o = host.datum(&["apply", &file]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("File[sec] changed"), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(host.live("/sec.conf")).unwrap(),
+        "password=edited\n",
+        "nothing applied"
+    );
+
+    // Where no key can be made, no plan of a secret is saved.
+    let keyless = repo("password=live-secret\n");
+    fs::create_dir_all(keyless.live("/var/lib")).unwrap();
+    fs::write(keyless.live("/var/lib/datum"), "not a folder\n").unwrap();
+    let file = plan_file(&keyless);
+    let o = keyless.datum(&["plan", "--out", &file]);
+    assert_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("File[sec] is sensitive") && stderr(&o).contains("no plan was saved"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!std::path::Path::new(&file).exists());
+}
+
+/// SHA-256 hex of `bytes`.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
