@@ -162,11 +162,22 @@ impl Batch<'_> {
     }
 
     /// Releases `target` (`datum release`). Returns whether it was quarantined.
+    ///
+    /// A released resource's flap count starts afresh: the reverts that got
+    /// it quarantined as flapping would otherwise quarantine it again at the
+    /// next reconcile, undoing the person's release within one interval.
     pub fn release(&self, target: &QuarantineTarget) -> Result<bool, StoreError> {
-        self.tx
+        let released = self
+            .tx
             .execute("DELETE FROM quarantine WHERE target = ?1", [target.key()])
             .map(|n| n > 0)
-            .map_err(sql(self.path, "cannot release quarantine"))
+            .map_err(sql(self.path, "cannot release quarantine"))?;
+        if released && let QuarantineTarget::Resource(_) = target {
+            self.tx
+                .execute("DELETE FROM reverts WHERE resource = ?1", [target.key()])
+                .map_err(sql(self.path, "cannot release quarantine"))?;
+        }
+        Ok(released)
     }
 
     /// Logs one revert of `id` at `at` and returns how many reverts of `id`
@@ -372,6 +383,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn a_release_starts_the_resources_flap_count_afresh() {
+        let (_dir, mut store) = open();
+        let motd = ResourceId::new("File", "motd");
+        let other = ResourceId::new("File", "other");
+        for at in 1..=5 {
+            store.record_revert(&motd, at, 0).unwrap();
+            store.record_revert(&other, at, 0).unwrap();
+        }
+        let t = QuarantineTarget::Resource(motd.clone());
+        // Not quarantined: nothing released, the count stands.
+        assert!(!store.release(&t).unwrap());
+        assert_eq!(store.reverts_since(&motd, 0).unwrap(), 5);
+        store
+            .quarantine(&t, "flapping", QuarantineSource::Flapping, 6)
+            .unwrap();
+        assert!(store.release(&t).unwrap());
+        assert_eq!(store.reverts_since(&motd, 0).unwrap(), 0);
+        // Another resource's count is its own.
+        assert_eq!(store.reverts_since(&other, 0).unwrap(), 5);
     }
 
     #[test]
