@@ -332,12 +332,16 @@ impl Agent {
                 );
                 state.schedule.request_full(Instant::now());
             }
+            // Every loss while running, a watched folder removed or renamed
+            // away included (that removal is itself a change, and a folder
+            // made again in its place is watched only once re-armed): a full
+            // pass, which re-arms the watches first. A folder missing when
+            // the watches are armed is only counted (`arm`), so a folder
+            // that stays missing never loops.
             Wake::Watch(WatchNews::Lost { reason, detail }) => {
                 self.lost(state, reason, &detail);
-                if reason != "missing" {
-                    self.metrics.fallback_pass(reason);
-                    state.schedule.request_full(Instant::now());
-                }
+                self.metrics.fallback_pass(reason);
+                state.schedule.request_full(Instant::now());
             }
         }
     }
@@ -352,7 +356,7 @@ impl Agent {
         self.log(
             LogLevel::Warn,
             &format!(
-                "watch lost ({reason}): {detail}{hint}; watched classes fall back to their interval until the next full pass"
+                "watch lost ({reason}): {detail}{hint}; watched classes fall back to their interval until the next full pass re-arms it"
             ),
         );
         state.degraded = true;

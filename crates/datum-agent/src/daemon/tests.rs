@@ -274,6 +274,13 @@ fn overflow_and_lost_watches_run_a_full_pass_and_are_counted() {
         detail: "inotify watch limit reached".into(),
     });
     wait_for("the limit pass", || fulls(&shared) == 3);
+    // A watched folder removed or renamed away while running: its removal
+    // is a change, and one made again in its place is watched once re-armed.
+    control.inject(WatchNews::Lost {
+        reason: "missing",
+        detail: "the tree was removed or renamed; its watch is gone".into(),
+    });
+    wait_for("the missing-folder pass", || fulls(&shared) == 4);
     control.stop();
     handle.join().unwrap().unwrap();
     let text = metrics.encode();
@@ -282,7 +289,9 @@ fn overflow_and_lost_watches_run_a_full_pass_and_are_counted() {
         "datum_watch_errors_total{reason=\"limit\"} 1",
         "datum_fallback_full_passes_total{reason=\"overflow\"} 1",
         "datum_fallback_full_passes_total{reason=\"limit\"} 1",
-        "datum_checks_total{class=\"critical\",trigger=\"full\"} 3",
+        "datum_fallback_full_passes_total{reason=\"missing\"} 1",
+        "datum_watch_errors_total{reason=\"missing\"} 1",
+        "datum_checks_total{class=\"critical\",trigger=\"full\"} 4",
     ] {
         assert!(text.contains(line), "missing {line}:\n{text}");
     }
