@@ -27,13 +27,23 @@ use crate::exit::ExitCode;
 pub use datum_check::Act;
 use datum_check::{CheckError, Checked, Checking};
 
+/// A sampling fraction: a number from 0 to 1. Anything else (1.5, NaN, a
+/// typo) is refused: NaN compared false and meant "never read content".
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        Ok(_) => Err(format!("`{text}` is not a fraction from 0 to 1")),
+        Err(e) => Err(format!("`{text}` is not a number: {e}")),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Also write the report as Markdown to FILE (for an issue tracker).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
     /// Deep-check this host only when hash(host, seed) falls under FRACTION (0..1); metadata otherwise.
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub sample: Option<f64>,
     /// Seed of this pass for --sample (share it across a fleet).
     #[arg(long, default_value_t = 0)]
@@ -154,4 +164,19 @@ fn load_classes(settings: &serde_json::Value, entries: &Summaries) -> Result<Cla
         bail!("{}", lines.join("\n"));
     }
     Ok(classes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fraction;
+
+    #[test]
+    fn a_sample_is_a_fraction_from_0_to_1() {
+        for ok in ["0", "1", "0.25", "1.0"] {
+            assert!(parse_fraction(ok).is_ok(), "{ok}");
+        }
+        for bad in ["1.5", "7", "-0.1", "nan", "NaN", "inf", "0,5", ""] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+    }
 }
