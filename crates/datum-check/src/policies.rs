@@ -428,7 +428,14 @@ fn write_accept_patch(
     }
     if notes.is_empty() {
         notes.push("nothing to carry (sensitive or no declared content)".to_owned());
-        dir.write_atomic(&name, b"")
+    }
+    // No patch or content file (metadata only, a Tree, nothing to carry):
+    // the `.txt` named in the report, plan and apply holds the notes, so
+    // the path they point at exists.
+    if name.ends_with(".txt") {
+        let mut text = notes.join("\n");
+        text.push('\n');
+        dir.write_atomic(&name, text.as_bytes())
             .with_context(|| format!("cannot write {}", written.display()))?;
     }
     let mut summary = dir

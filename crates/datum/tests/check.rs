@@ -784,6 +784,30 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
 }
 
 #[test]
+fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2, "{json:#}");
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    let named = action
+        .strip_prefix("accepted (patch: ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{action}"));
+    // The file the report (and plan, apply) names exists and says what to
+    // set in the repository, and where.
+    let text = fs::read_to_string(named).unwrap_or_else(|e| panic!("{named}: {e}"));
+    assert!(text.contains("set `mode` to `0600`"), "{text}");
+}
+
+#[test]
 fn quarantine_blocks_apply_until_release() {
     let s = Sandbox::new(
         "classes:\n  frozen: {interval: 5m, policy: quarantine}\n",
