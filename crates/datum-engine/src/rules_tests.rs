@@ -529,6 +529,45 @@ fn the_old_content_is_saved_before_it_is_replaced_and_refused_content_leaves_no_
 }
 
 #[test]
+fn a_change_that_keeps_failing_after_its_evidence_was_saved_keeps_the_older_backups() {
+    let mut bed = Bed::new();
+    bed.write("/hosts", "hand-written original\n");
+    bed.pass(
+        &catalogue(vec![fake_file("hosts", "/hosts", "v1\n", &[])]),
+        Mode::Apply,
+    );
+    // The live file then stops taking writes (in the field, a bind mount
+    // over it: the rename fails with EBUSY). Every attempt saves the live
+    // file first, then fails; more attempts than the ten versions kept.
+    bed.write("/hosts", "v1-bind\n");
+    bed.faults.fail_apply("FakeFile[hosts]");
+    let v2 = catalogue(vec![fake_file("hosts", "/hosts", "v2\n", &[])]);
+    for _ in 0..12 {
+        let summary = bed.pass(&v2, Mode::Apply);
+        assert!(matches!(
+            outcome(&summary, &id("hosts")),
+            Outcome::Failed {
+                phase: Phase::Apply,
+                ..
+            }
+        ));
+    }
+    assert_eq!(bed.live("/hosts").as_deref(), Some("v1-bind\n"));
+    let kept: Vec<String> = bed
+        .backups
+        .list(None)
+        .unwrap()
+        .iter()
+        .map(|e| String::from_utf8_lossy(&bed.backups.get(e.id).unwrap().1).into_owned())
+        .collect();
+    assert_eq!(
+        kept,
+        ["v1-bind\n", "hand-written original\n"],
+        "the live file saved once, and the original still there"
+    );
+}
+
+#[test]
 fn a_change_makes_its_notified_resource_owe_an_activation_until_one_succeeds() {
     let mut bed = Bed::new();
     bed.faults.fail_activate("FakeUnit[web]");

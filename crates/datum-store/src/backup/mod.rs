@@ -4,8 +4,10 @@
 //! Layout under `<root>/var/lib/datum/backups` (mode 0700):
 //! - `objects/<sha256[..2]>/<sha256>`: the bytes, content-addressed, mode
 //!   0600, written atomically, stored once however often they are saved;
-//! - `index.db`: one row per save (resource, declared path, digest, size,
-//!   mode, owner, time, reason, sensitive flag).
+//! - `index.db`: one row per saved version (resource, declared path,
+//!   digest, size, mode, owner, time, reason, sensitive flag); saving again
+//!   what the newest row of that path already holds refreshes that row
+//!   instead of adding one (see [`BackupStore::save`]).
 //!
 //! The index is SQLite rather than one JSON file per entry because retention
 //! runs after every save and needs per-path ranking, age and total-size
@@ -172,7 +174,8 @@ pub struct BackupEntry {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    /// Unix seconds.
+    /// Unix seconds: when this version was last saved (a save identical to
+    /// the newest entry of its path refreshes it, see [`BackupStore::save`]).
     pub saved_at: i64,
     pub reason: BackupReason,
     /// The resource was `sensitive: true`: show `(sensitive)`, never the bytes.
@@ -324,21 +327,72 @@ impl BackupStore {
 
     /// Saves `file.bytes` (deduplicated) and records an entry for it. Returns
     /// the entry. The caller runs [`BackupStore::prune`] afterwards.
+    ///
+    /// A save identical to the newest entry of its path (same resource,
+    /// bytes, mode, owner and sensitivity) adds no entry: that entry is
+    /// returned with its `saved_at` moved forward to `file.at`, keeping its
+    /// id and first reason. A change that keeps failing after its evidence
+    /// was saved (a target that cannot be renamed over, a revert that never
+    /// holds) saves the same live file on every attempt; as new entries,
+    /// those copies would push the older, distinct versions past
+    /// `keep_per_path` and destroy the history the store exists to keep.
+    /// Only the newest entry is compared, so content that comes back after
+    /// another version (A, B, A) is still a new entry: the order of what was
+    /// on disk stays in the history.
     pub fn save(&mut self, file: &SavedFile<'_>) -> Result<BackupEntry, StoreError> {
         let sha = objects::sha256_hex(file.bytes);
         // Blob first, entry second: a crash in between leaves an orphan
-        // blob, never an entry whose bytes are missing.
+        // blob, never an entry whose bytes are missing. Done for a reused
+        // entry too: `put` repairs a damaged copy and refreshes the blob's
+        // time, so the entry being reused still has intact bytes.
         objects::put(&self.objects, &sha, file.bytes)?;
         let size = u64::try_from(file.bytes.len()).unwrap_or(u64::MAX);
         let resource = file.resource.to_string();
-        let id: i64 = self
+        let path = file.declared_path.as_os_str().as_bytes();
+        let index_path = self.index_path.clone();
+        let err = || sql_err(&index_path, "cannot record backup entry");
+        // One transaction for the look-up and the write, so two savers of
+        // the same path cannot both find no twin and both insert.
+        let tx = self
             .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err())?;
+        let newest = tx
+            .prepare_cached(&format!(
+                "SELECT {ENTRY_COLUMNS} FROM entries WHERE path = ?1 \
+                 ORDER BY saved_at DESC, id DESC LIMIT 1"
+            ))
+            .and_then(|mut s| s.query_row([path], raw_entry).optional())
+            .map_err(err())?;
+        let twin = newest.filter(|raw| {
+            raw.resource == resource
+                && raw.sha256 == sha
+                && raw.mode == file.mode
+                && raw.uid == file.uid
+                && raw.gid == file.gid
+                && raw.sensitive == file.sensitive
+        });
+        if let Some(mut raw) = twin {
+            // Never backwards: a clock set back must not make the entry
+            // look older than it was already known to be.
+            raw.saved_at = raw.saved_at.max(file.at);
+            tx.execute(
+                "UPDATE entries SET saved_at = ?2 WHERE id = ?1",
+                params![raw.id, raw.saved_at],
+            )
+            .map_err(err())?;
+            tx.commit().map_err(err())?;
+            // No new row: the path's ranking for `keep_per_path` is
+            // unchanged, so it is not marked dirty.
+            return self.entry(raw);
+        }
+        let id: i64 = tx
             .query_row(
                 "INSERT INTO entries (resource, path, sha256, size, mode, uid, gid, saved_at, \
                  reason, sensitive) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
                 params![
                     resource,
-                    file.declared_path.as_os_str().as_bytes(),
+                    path,
                     sha,
                     to_sql(size),
                     file.mode,
@@ -350,9 +404,9 @@ impl BackupStore {
                 ],
                 |r| r.get(0),
             )
-            .map_err(self.sql("cannot record backup entry"))?;
-        self.dirty_paths
-            .insert(file.declared_path.as_os_str().as_bytes().to_vec());
+            .map_err(err())?;
+        tx.commit().map_err(err())?;
+        self.dirty_paths.insert(path.to_vec());
         Ok(BackupEntry {
             id: from_sql(id),
             resource,

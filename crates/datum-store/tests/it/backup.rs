@@ -224,6 +224,92 @@ fn default_retention_keeps_ten_versions() {
 }
 
 #[test]
+fn saving_what_the_newest_entry_holds_refreshes_it_instead_of_pushing_older_versions_out() {
+    let root = tempfile::tempdir().unwrap();
+    let mut store = open(root.path());
+    let id = ResourceId::new("File", "hosts");
+    let path = Path::new("/etc/hosts");
+    let original = store
+        .save(&file(&id, path, b"hand-written original\n", 100))
+        .unwrap();
+    store.prune(&Retention::default(), 100).unwrap();
+
+    // A write that keeps failing after its evidence was saved: the same
+    // live file is saved before every attempt, more often than the ten
+    // versions a path keeps.
+    let attempts: Vec<_> = (200..215)
+        .map(|at| {
+            let entry = store.save(&file(&id, path, b"v1-bind\n", at)).unwrap();
+            store.prune(&Retention::default(), at).unwrap();
+            entry
+        })
+        .collect();
+    assert!(
+        attempts.iter().all(|e| e.id == attempts[0].id),
+        "one entry, reused: {attempts:?}"
+    );
+    assert_eq!(attempts[14].saved_at, 214, "its time is the last save's");
+    let kept: Vec<(u64, i64)> = store
+        .list(Some(path))
+        .unwrap()
+        .iter()
+        .map(|e| (e.id, e.saved_at))
+        .collect();
+    assert_eq!(kept, [(attempts[0].id, 214), (original.id, 100)]);
+    assert_eq!(
+        store.get(original.id).unwrap().1,
+        b"hand-written original\n",
+        "the only copy of the original is still there"
+    );
+    // A clock set back does not make the reused entry older.
+    let again = store.save(&file(&id, path, b"v1-bind\n", 150)).unwrap();
+    assert_eq!((again.id, again.saved_at), (attempts[0].id, 214));
+
+    // Whatever tells two versions apart makes a new entry: other content,
+    // content that comes back after it (A, B, A keeps all three), another
+    // mode, owner, sensitivity or resource.
+    let newest = |store: &BackupStore| store.list(Some(path)).unwrap()[0].id;
+    let mut ids = vec![attempts[0].id];
+    let variants = [
+        file(&id, path, b"other\n", 300),
+        file(&id, path, b"v1-bind\n", 301),
+        SavedFile {
+            mode: 0o100_600,
+            ..file(&id, path, b"v1-bind\n", 302)
+        },
+        SavedFile {
+            uid: 1,
+            mode: 0o100_600,
+            ..file(&id, path, b"v1-bind\n", 303)
+        },
+        SavedFile {
+            sensitive: true,
+            uid: 1,
+            mode: 0o100_600,
+            ..file(&id, path, b"v1-bind\n", 304)
+        },
+    ];
+    for variant in &variants {
+        let entry = store.save(variant).unwrap();
+        assert!(!ids.contains(&entry.id), "{variant:?} reused {entry:?}");
+        assert_eq!(newest(&store), entry.id);
+        ids.push(entry.id);
+    }
+    let renamed = ResourceId::new("File", "etc-hosts");
+    let entry = store
+        .save(&SavedFile {
+            resource: &renamed,
+            ..variants[4]
+        })
+        .unwrap();
+    assert!(
+        !ids.contains(&entry.id),
+        "another resource reused {entry:?}"
+    );
+    assert_eq!(store.list(Some(path)).unwrap().len(), 8);
+}
+
+#[test]
 fn gc_sweeps_old_orphans_and_debris_but_not_fresh_ones() {
     let root = tempfile::tempdir().unwrap();
     let mut store = open(root.path());
