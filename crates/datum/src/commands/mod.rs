@@ -33,6 +33,9 @@ use crate::exit::ExitCode;
 const REPORT: &[Format] = &Format::ALL;
 /// The formats of the commands that print their own lines or document.
 const OWN: &[Format] = &[Format::Human, Format::Json];
+/// The agent: log lines on stderr (`--log-format json` for machines), no
+/// document; `datum check --output json` is the one-shot report.
+const LOG_ONLY: &[Format] = &[Format::Human];
 
 /// Which `--output` formats each command has: the one place a format is
 /// accepted or refused. Exhaustive, so a new command states its formats; a
@@ -42,13 +45,13 @@ const OWN: &[Format] = &[Format::Human, Format::Json];
 fn formats(command: &Command) -> &'static [Format] {
     match command {
         Command::Plan(_) | Command::Apply(_) | Command::Check(_) | Command::Reconcile(_) => REPORT,
+        Command::Agent(_) => LOG_ONLY,
         // `catalogue` prints JSON whatever `--output` says: it has no other form.
         Command::Init(_)
         | Command::Lint(_)
         | Command::Catalogue(_)
         | Command::Validators
         | Command::Backup(_)
-        | Command::Agent(_)
         | Command::Schedule
         | Command::Fingerprint(_)
         | Command::Quarantine(_)

@@ -130,6 +130,16 @@ fn a_format_a_command_lacks_is_refused_not_replaced() {
         );
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
+    // The agent prints log lines, no document: JSON is refused, not an
+    // empty stdout (the refusal itself is the JSON error document).
+    let out = s.datum(&["--output", "json", "agent", "--once"]);
+    assert_exit(&out, 1);
+    assert_eq!(
+        stderr(&out),
+        "error: datum agent cannot be shown as json (--output json); it can be shown as: human\n"
+    );
+    let refusal: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON document");
+    assert!(refusal["format_version"].is_string(), "{refusal}");
     // A check's Markdown on stdout is the report `--markdown FILE` writes.
     fs::write(s.live("/etc/motd"), "edited\n").unwrap();
     let file = s.dir.path().join("report.md");
