@@ -461,9 +461,10 @@ fn reads_through_a_parent_link_leaving_the_root_never_show_what_is_there() {
     fs::write(outside.path().join(format!("{CANARY}.name")), "x").unwrap();
     let s = Sandbox::with_base(
         "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app/app.conf\n  content: \"declared\\n\"\n\
----\ndatum: v1alpha1\ntype: Tree\nname: tree\ndesired:\n  path: /etc/app\n  source: tree\n",
+---\ndatum: v1alpha1\ntype: Tree\nname: tree\ndesired:\n  path: /etc/app\n  source: tree\n  exclude: [app.conf]\n",
     );
-    s.write("repo/base/tree/app.conf", "declared\n");
+    // The File's path is left to it by the Tree's `exclude`.
+    s.write("repo/base/tree/other.conf", "declared\n");
     fs::create_dir_all(s.live("/etc")).unwrap();
     std::os::unix::fs::symlink(outside.path(), s.live("/etc/app")).unwrap();
     let markdown = s.dir.path().join("report.md");
