@@ -8,25 +8,38 @@ use datum_core::Resource;
 use datum_store::{Store, StoreError};
 
 /// Why `resource` is not converged (`None`: an apply verified its current
-/// declaration last). Read from the state store: no verified apply at all
-/// means never applied; a recorded failure means the last apply failed; a
-/// verified apply of another declaration means the repository changed since
-/// (the differences are the change `datum apply` still owes, not something
-/// that happened to the host: a policy acting on them would accept or
-/// quarantine the repository's own edit, or "revert" it into place).
+/// declaration). Read from the state store: an apply of this declaration
+/// that failed and none verified says how it failed; otherwise no verified
+/// apply at all means never applied, and a verified apply of another
+/// declaration means the repository changed since (the differences are the
+/// change `datum apply` still owes, not something that happened to the
+/// host: a policy acting on them would accept or quarantine the
+/// repository's own edit, or "revert" it into place).
+///
+/// A resource verified as declared now stays converged when a later apply
+/// of the same declaration failed (a revert or corrective apply): what
+/// differs is still drift, and its class's policy acts on it again (a
+/// revert is retried, its flap limits bounding the retries) rather than
+/// never again until someone runs `datum apply`.
 pub fn why_not(store: &Store, resource: &Resource) -> Result<Option<String>, StoreError> {
-    if let Some(f) = store.apply_failure(&resource.id)? {
+    let verified = store.last_verified(&resource.id)?;
+    if verified
+        .as_ref()
+        .is_some_and(|v| v.declaration_hash == resource.declaration_hash)
+    {
+        return Ok(None);
+    }
+    if let Some(f) = store.apply_failure(&resource.id)?
+        && f.declaration_hash == resource.declaration_hash
+    {
         return Ok(Some(format!(
             "not converged: its last apply failed ({}): {}",
             f.phase, f.reason
         )));
     }
-    Ok(match store.last_verified(&resource.id)? {
-        None => Some("not converged: never applied (`datum apply` converges it)".to_owned()),
-        Some(last) if last.declaration_hash != resource.declaration_hash => Some(
-            "not converged: its declaration changed since its last verified apply (`datum apply` converges it)"
-                .to_owned(),
-        ),
-        Some(_) => None,
-    })
+    Ok(Some(match verified {
+        None => "not converged: never applied (`datum apply` converges it)".to_owned(),
+        Some(_) => "not converged: its declaration changed since its last verified apply (`datum apply` converges it)"
+            .to_owned(),
+    }))
 }

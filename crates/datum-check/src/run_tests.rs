@@ -306,6 +306,36 @@ fn a_declaration_changed_since_its_last_apply_is_owed_by_apply_and_no_policy_act
 }
 
 #[test]
+fn a_failed_revert_of_a_verified_declaration_is_retried_not_given_up() {
+    // Verified as declared, drifted, and the revert failed: what differs is
+    // still drift, and the next reconcile reverts it again (the agent would
+    // otherwise never revert it until someone ran `datum apply`).
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![in_class(
+        fake_file("g", "/etc/g.conf", "declared\n", &[]),
+        "guarded",
+    )]);
+    bed.apply(&cat);
+    bed.write("/etc/g.conf", "edited by hand\n");
+    bed.faults.fail_apply("FakeFile[g]");
+    let failed = bed.check(&cat, Act::Reconcile);
+    assert!(
+        actions(&failed)[0].2.starts_with("revert failed"),
+        "{:?}",
+        actions(&failed)
+    );
+    assert_eq!(bed.live("/etc/g.conf").as_deref(), Some("edited by hand\n"));
+    let looked = bed.check(&cat, Act::Look);
+    let a = actions(&looked);
+    assert_eq!(a[0].1, "changed_outside", "{a:?}");
+    assert!(a[0].2.starts_with("would revert"), "{a:?}");
+    bed.faults.clear();
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    assert_eq!(bed.live("/etc/g.conf").as_deref(), Some("declared\n"));
+}
+
+#[test]
 fn a_kinds_extra_findings_are_reported_whatever_the_policy() {
     let mut bed = Bed::new();
     let unit = in_class(fake_unit("web", &[]), "guarded");
