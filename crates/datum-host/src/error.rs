@@ -62,6 +62,16 @@ pub enum HostError {
     #[error("path `{}` contains a NUL byte", path.display())]
     NulInPath { path: PathBuf },
 
+    /// Shown escaped: a newline in a path would split every line that
+    /// names it (diff headers, reports, logs).
+    #[error(
+        "path {path:?} contains a control character (a newline, a tab, ...): no managed path may"
+    )]
+    ControlInPath { path: PathBuf },
+
+    #[error("path `{}` is longer than the system allows ({max} bytes for a path, 255 for each of its names)", path.display())]
+    PathTooLong { path: PathBuf, max: usize },
+
     #[error("refusing to reach {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
     OutsideRoot {
         path: PathBuf,
@@ -171,6 +181,8 @@ impl HostError {
             | HostError::ContentChanged { path, .. }
             | HostError::NotNormalised { path, .. }
             | HostError::NulInPath { path }
+            | HostError::ControlInPath { path }
+            | HostError::PathTooLong { path, .. }
             | HostError::OutsideRoot { path, .. }
             | HostError::NotADirectory { path, .. }
             | HostError::NotPrivate { path, .. }

@@ -28,12 +28,26 @@ pub fn check_declared(declared: &Path) -> Result<(), HostError> {
             path: declared.to_path_buf(),
         });
     }
+    if bytes.iter().any(|&b| b < 0x20 || b == 0x7f) {
+        return Err(HostError::ControlInPath {
+            path: declared.to_path_buf(),
+        });
+    }
     if bytes == b"/" {
         return Ok(());
     }
-    let clean = bytes[1..]
-        .split(|b| *b == b'/')
-        .all(|part| !part.is_empty() && part != b"." && part != b"..");
+    // PATH_MAX and NAME_MAX (Linux): longer is refused by every system
+    // call, so at apply time, after everything before it was written.
+    const PATH_MAX: usize = 4095;
+    const NAME_MAX: usize = 255;
+    let parts = || bytes[1..].split(|b| *b == b'/');
+    if bytes.len() > PATH_MAX || parts().any(|part| part.len() > NAME_MAX) {
+        return Err(HostError::PathTooLong {
+            path: declared.to_path_buf(),
+            max: PATH_MAX,
+        });
+    }
+    let clean = parts().all(|part| !part.is_empty() && part != b"." && part != b"..");
     if clean {
         Ok(())
     } else {
@@ -120,6 +134,29 @@ mod tests {
             let got = resolve(Path::new(root), Path::new(declared)).unwrap();
             assert_eq!(got, PathBuf::from(want), "{root} + {declared}");
         }
+    }
+
+    #[test]
+    fn control_characters_and_names_too_long_for_the_system_are_rejected() {
+        for declared in ["/etc/mo\ntd", "/etc/\tx", "/etc/x\u{7f}", "/etc/\r"] {
+            let err = check_declared(Path::new(declared)).unwrap_err();
+            assert!(
+                matches!(err, HostError::ControlInPath { .. }),
+                "{declared:?}: {err}"
+            );
+            // Shown escaped: the message stays on one line.
+            assert!(!err.to_string().contains('\n'), "{err}");
+        }
+        let name = "n".repeat(255);
+        check_declared(Path::new(&format!("/etc/{name}"))).unwrap();
+        let long_name = format!("/etc/{name}n");
+        let long_path = format!("/{}", vec!["d".repeat(200); 21].join("/"));
+        for declared in [long_name, long_path] {
+            let err = check_declared(Path::new(&declared)).unwrap_err();
+            assert!(matches!(err, HostError::PathTooLong { .. }), "{err}");
+        }
+        // UTF-8 beyond ASCII is no control character.
+        check_declared(Path::new("/etc/caf\u{e9}/\u{2028}")).unwrap();
     }
 
     #[test]
