@@ -470,13 +470,6 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
     );
     if let Some(text) = line_text {
         let bar = paint.wrap("1;34", "|");
-        let _ = writeln!(out, "{pad} {bar}");
-        let _ = writeln!(
-            out,
-            "{} {bar} {}",
-            paint.wrap("1;34", &origin.line.to_string()),
-            text.replace('\t', " ")
-        );
         let line_chars = text.chars().count();
         let start = origin.column.max(1);
         let end = match d.end.map(|e| (e.line as usize, e.column as usize)) {
@@ -485,6 +478,14 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
             Some((line, _)) if line > origin.line => line_chars + 1,
             _ => start + 1,
         };
+        let (shown, start, end) = snippet_window(text, start, end);
+        let _ = writeln!(out, "{pad} {bar}");
+        let _ = writeln!(
+            out,
+            "{} {bar} {}",
+            paint.wrap("1;34", &origin.line.to_string()),
+            shown.replace('\t', " ")
+        );
         let width = end.saturating_sub(start).max(1);
         let carets = "^".repeat(width);
         let _ = writeln!(
@@ -499,9 +500,60 @@ fn render_one(out: &mut String, d: &Diagnostic, sources: &SourceMap, color: bool
     }
 }
 
+/// The most characters of a line a snippet shows.
+const SNIPPET_CHARS: usize = 160;
+
+/// The part of `line` a snippet shows, and the span's columns in it (1-based,
+/// `end` exclusive): the whole line when it is short, else a window that
+/// starts a little before the span, each cut marked `…` (a minified
+/// manifest's one line would otherwise be printed whole, hundreds of KB).
+fn snippet_window(line: &str, start: usize, end: usize) -> (String, usize, usize) {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SNIPPET_CHARS {
+        return (line.to_owned(), start, end);
+    }
+    let from = start.saturating_sub(1).saturating_sub(SNIPPET_CHARS / 4);
+    let to = (from + SNIPPET_CHARS).min(chars.len());
+    let lead = usize::from(from > 0);
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push('…');
+    }
+    shown.extend(chars.get(from..to).unwrap_or_default());
+    if to < chars.len() {
+        shown.push('…');
+    }
+    let start = start.saturating_sub(from).max(1) + lead;
+    let end = (end.min(to + 1).saturating_sub(from) + lead).max(start + 1);
+    (shown, start, end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_line_is_shown_around_its_span_not_whole() {
+        let line = format!("{}BAD{}", "a".repeat(5000), "z".repeat(5000));
+        let (shown, start, end) = snippet_window(&line, 5001, 5004);
+        assert!(
+            shown.chars().count() <= SNIPPET_CHARS + 2,
+            "{}",
+            shown.len()
+        );
+        assert!(shown.starts_with('…') && shown.ends_with('…'), "{shown}");
+        let chars: Vec<char> = shown.chars().collect();
+        assert_eq!(chars[start - 1..end - 1].iter().collect::<String>(), "BAD");
+        // A short line is shown whole, its columns unchanged.
+        assert_eq!(
+            snippet_window("mode: 644", 7, 10),
+            ("mode: 644".to_owned(), 7, 10)
+        );
+        // A span at the very start of a long line: no leading cut.
+        let (shown, start, end) = snippet_window(&line, 1, 4);
+        assert!(!shown.starts_with('…') && shown.ends_with('…'));
+        assert_eq!((start, end), (1, 4));
+    }
 
     fn sample() -> Diagnostics {
         let mut ds = Diagnostics::new();
