@@ -3,6 +3,9 @@
 
 /// Well-formed JSON.
 pub fn json(bytes: &[u8]) -> Result<(), String> {
+    // JSON is UTF-8 (RFC 8259); skipping a value does not look inside its
+    // strings, so invalid bytes in one would pass unchecked.
+    std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
         .map(drop)
         .map_err(|e| {
@@ -77,5 +80,11 @@ mod tests {
         assert!(err.starts_with("invalid TOML at line 2"), "{err}");
         assert_eq!(line_in(&err), Some(2));
         assert!(json(&[0xff, 0xfe]).is_err());
+        // Invalid UTF-8 inside a string of otherwise well-formed JSON.
+        assert!(
+            json(b"{\"a\": \"caf\xff\"}")
+                .unwrap_err()
+                .contains("not UTF-8")
+        );
     }
 }
