@@ -309,6 +309,18 @@ fn read_layer(
             );
             return None;
         }
+        // A layer's path is relative to the repository, not to a layer.
+        Err(crate::paths::PathProblem::Absolute { declared }) => {
+            diags.push(
+                Diagnostic::error(format!(
+                    "layer `{}`: `{declared}` is an absolute path: write a path relative to the repository (the folder of datum.yaml)",
+                    name.value
+                ))
+                .at(path.origin())
+                .until(path.end),
+            );
+            return None;
+        }
         Err(problem) => {
             diags.push(
                 Diagnostic::error(format!("layer `{}`: {problem}", name.value))
@@ -539,6 +551,22 @@ mod tests {
         // The layer with the bad key is dropped, the good one kept.
         assert_eq!(s.layers.len(), 1);
         assert_eq!(s.layers[0].name, "base");
+    }
+
+    #[test]
+    fn an_absolute_layer_path_is_told_to_be_relative_to_the_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "datum: v1alpha1\nlayers:\n  - {name: base, path: /etc}\n";
+        let doc = crate::yaml::parse(text).documents.remove(0);
+        let mut diags = Diagnostics::new();
+        read(&doc, &Place::new("datum.yaml", ""), dir.path(), &mut diags);
+        let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "datum.yaml:3:27: error: layer `base`: `/etc` is an absolute path: write a path relative to the repository (the folder of datum.yaml)"
+            ]
+        );
     }
 
     #[test]
