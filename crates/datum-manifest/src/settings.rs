@@ -564,7 +564,7 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "datum.yaml:3:27: error: layer `base`: `/etc` is an absolute path: write a path relative to the repository (the folder of datum.yaml)"
+                "datum.yaml:3:24: error: layer `base`: `/etc` is an absolute path: write a path relative to the repository (the folder of datum.yaml)"
             ]
         );
     }
