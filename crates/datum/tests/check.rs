@@ -657,13 +657,20 @@ fn revert_goes_through_validation() {
     let (_, json) = s.reconcile_json(&[]);
     assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
     assert_eq!(fs::read_to_string(&live).unwrap(), SUDOERS_OK);
-    // A declaration the validator rejects is never written by a revert.
+    // A declaration the validator rejects is never written. Edited in the
+    // repository, it is work apply owes, not a revert's (no revert puts a
+    // repository edit in place); the apply refuses it through the validator.
     s.write("repo/base/files/sudoers-ops", "ops ALL=(ALL NOPASSWD\n");
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
     let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
     let action = json["findings"][0]["action"].as_str().expect("action");
-    assert!(action.starts_with("revert failed"), "{json:#}");
+    assert!(
+        action.starts_with("not converged: its declaration changed"),
+        "{json:#}"
+    );
+    assert_eq!(fs::read_to_string(&live).unwrap(), "ops ALL=(ALL) ALL\n");
+    assert_exit(&s.datum(&["apply"]), 4);
     assert_eq!(fs::read_to_string(&live).unwrap(), "ops ALL=(ALL) ALL\n");
 }
 
@@ -1315,7 +1322,8 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     assert_eq!(catalogue_source(&s.check_json(&[]).1), "snapshot");
 
     // A declaration edited in the repository: compiled again, and the live
-    // file (still the old declaration) now differs from it.
+    // file (still the old declaration) now differs from it: the change
+    // apply owes, not drift.
     s.write("repo/base/files/motd", "A new banner.\n");
     let (code, json) = s.check_json(&[]);
     assert_eq!((code, catalogue_source(&json)), (2, "compiled"), "{json:#}");
@@ -1323,7 +1331,7 @@ fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
         findings(&json),
         [(
             "File[motd]".to_owned(),
-            "changed_outside".to_owned(),
+            "not_converged".to_owned(),
             vec!["content".to_owned()]
         )]
     );
