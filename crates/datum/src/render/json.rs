@@ -18,7 +18,7 @@ static BEGUN: AtomicBool = AtomicBool::new(false);
 
 /// Notes that the command's own output starts on stdout now: an error after
 /// this point gets no [`error`] document (stdout holds one document, never
-/// two). Every way a document leaves `datum` calls it: [`print`],
+/// two). Every way a document leaves `datum` calls it: [`print()`],
 /// `crate::render::print`, and `datum catalogue`, which streams its own.
 pub fn begin() {
     BEGUN.store(true, Ordering::Relaxed);
