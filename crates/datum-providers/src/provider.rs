@@ -509,7 +509,7 @@ pub trait OwnsPaths: Send + Sync {
     /// Whether another resource may claim `below` (a path inside this
     /// declaration's claim, relative to it; `is_dir`: a folder is claimed
     /// there) or, if not, why: the end of "`/etc/app/conf` is declared
-    /// inside File[app], ...". A folder leaves its contents to others (the
+    /// inside `File[app]`, ...". A folder leaves its contents to others (the
     /// default); a file holds nothing; a Tree manages everything below its
     /// path that its `exclude` rules do not leave out. Without this check
     /// the two would undo each other on every pass.
