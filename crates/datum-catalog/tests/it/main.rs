@@ -60,6 +60,15 @@ impl Repo {
             .collect()
     }
 
+    /// The errors of a compile for `host` that must fail, one line each.
+    fn compile_errors(&self, host: &HostIdentity) -> Vec<String> {
+        compile(self.path(), host)
+            .unwrap_err()
+            .iter()
+            .map(|d| d.one_line())
+            .collect()
+    }
+
     fn lint_for(&self, host: &HostIdentity) -> Vec<String> {
         lint(self.path(), Some(host))
             .iter()
@@ -342,11 +351,7 @@ mod catalogue {
             ]
             .join("---\n"),
         );
-        let lines: Vec<String> = compile(repo.path(), &web())
-            .unwrap_err()
-            .iter()
-            .map(|d| d.one_line())
-            .collect();
+        let lines = repo.compile_errors(&web());
         assert_eq!(
             lines,
             [
@@ -370,11 +375,7 @@ mod catalogue {
             ]
             .join("---\n"),
         );
-        let lines: Vec<String> = compile(repo.path(), &web())
-            .unwrap_err()
-            .iter()
-            .map(|d| d.one_line())
-            .collect();
+        let lines = repo.compile_errors(&web());
         assert_eq!(
             lines,
             [
@@ -406,11 +407,7 @@ mod catalogue {
             ]
             .join("---\n"),
         );
-        let lines: Vec<String> = compile(repo.path(), &web())
-            .unwrap_err()
-            .iter()
-            .map(|d| d.one_line())
-            .collect();
+        let lines = repo.compile_errors(&web());
         assert_eq!(
             lines,
             [
@@ -439,11 +436,7 @@ mod catalogue {
             ]
             .join("---\n"),
         );
-        let lines: Vec<String> = compile(repo.path(), &web())
-            .unwrap_err()
-            .iter()
-            .map(|d| d.one_line())
-            .collect();
+        let lines = repo.compile_errors(&web());
         let inside = |name: &str| {
             format!(
                 "File[{name}]: `/srv/gone/sub/{name}` is declared present inside Directory[gone]"
