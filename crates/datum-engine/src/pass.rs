@@ -681,6 +681,18 @@ fn run_resource_staged(
     }
     let intent = intent_of(resource, known);
     if ctx.mode == Mode::Plan {
+        // What the apply is certain to refuse (a folder where a file is
+        // declared) is a change that would fail, not a pending one.
+        if let Some(why) = provider.refuses(declared, &observed) {
+            return Step::new(
+                action,
+                diff,
+                Outcome::Failed {
+                    phase: Phase::Plan,
+                    reason: format!("would fail: {why}"),
+                },
+            );
+        }
         // Validators run in the dry run too, on changed content only.
         if diff.content.is_some()
             && let Err(rejection) = gate::dry_run(bound, ctx.host)

@@ -50,6 +50,11 @@ pub trait Kind: Send + Sync {
     /// See [`Provider::plan`]. Pure.
     fn plan(&self, resource: &Resource, d: &Self::Declaration, observed: &Observed) -> Diff;
 
+    /// See [`Provider::refuses`]. Pure.
+    fn refuses(&self, _d: &Self::Declaration, _observed: &Observed) -> Option<String> {
+        None
+    }
+
     /// See [`Provider::stage`].
     fn stage(
         &self,
@@ -251,6 +256,10 @@ impl<T: Kind> Provider for T {
             Ok(typed) => Kind::plan(self, d.resource, typed, observed),
             Err(_) => Diff::default(),
         }
+    }
+
+    fn refuses(&self, d: &Declared<'_>, observed: &Observed) -> Option<String> {
+        Kind::refuses(self, declaration::<T>(d).ok()?, observed)
     }
 
     fn stage(

@@ -380,6 +380,14 @@ pub trait Provider: Send + Sync {
     /// shows, and what `stage` and `activate` carry out). Pure.
     fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff;
 
+    /// Why the change a plan found cannot be made to what was observed, when
+    /// that is certain before anything is staged (`None`: nothing says it
+    /// cannot): `datum plan` then reports the change as one that would fail
+    /// (exit 4), as the apply will, rather than as pending (exit 2). Pure.
+    fn refuses(&self, _d: &Declared<'_>, _observed: &Observed) -> Option<String> {
+        None
+    }
+
     /// Prepares the change `diff` without making it live: a content change
     /// is written to a staged copy beside the target, with its owner, group
     /// and mode; a kind with nothing to stage returns the plan it will act

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use datum_core::{Action, Diff, Observed, Resource};
+use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::fs::Stat;
 use datum_host::{Host, Located};
 use serde_json::Value;
@@ -60,6 +60,10 @@ pub trait EntryProvider: Send + Sync {
     /// [`OwnsPaths::leaves_inside`]), for an entry that can hold nothing
     /// (a file); `None` leaves it to the host's boundary rules.
     const HOLDS_NOTHING: Option<&'static str> = None;
+    /// Whether staging refuses a directory found at the path (a file or a
+    /// link is never written over a folder: Datum removes a folder only
+    /// when asked to), so a plan can say so before the apply fails.
+    const REFUSES_A_DIRECTORY: bool = false;
     /// The mode of an entry created without a declared `mode`.
     const DEFAULT_MODE: u32;
 
@@ -166,6 +170,18 @@ impl<T: EntryProvider> Kind for T {
 
     fn plan(&self, resource: &Resource, d: &T::Desired, observed: &Observed) -> Diff {
         <T as EntryProvider>::diff(resource, d, observed)
+    }
+
+    fn refuses(&self, d: &T::Desired, observed: &Observed) -> Option<String> {
+        let found_a_directory =
+            matches!(&observed.presence, Presence::OtherType(kind) if kind == "directory");
+        (T::REFUSES_A_DIRECTORY && found_a_directory).then(|| {
+            datum_host::HostError::InTheWay {
+                path: d.path().to_owned(),
+                found: "directory".to_owned(),
+            }
+            .to_string()
+        })
     }
 
     fn stage(

@@ -44,6 +44,7 @@ impl EntryProvider for FileProvider {
     const KIND: &'static str = "File";
     const TAKES_CONTENT: bool = true;
     const HOLDS_NOTHING: Option<&'static str> = Some("a file, not a folder");
+    const REFUSES_A_DIRECTORY: bool = true;
     // Staging writes a hidden copy beside the target (owner and mode
     // resolved from the host as it is) and changes nothing live.
     const STAGES_AHEAD: bool = true;

@@ -15,6 +15,31 @@ fn json_file(name: &str, content: &str) -> String {
 }
 
 #[test]
+fn a_folder_where_a_file_or_link_is_declared_would_fail_in_plan_as_in_apply() {
+    // The apply never writes a file or a link over a folder (it removes one
+    // only when asked to): the plan says so, exit 4, instead of "replace".
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /etc/app.conf\n  content: \"x\\n\"\n\
+---\ndatum: v1alpha1\ntype: Symlink\nname: current\ndesired:\n  path: /srv/current\n  target: /srv/v2\n",
+    );
+    fs::create_dir_all(s.live("/etc/app.conf/inside")).unwrap();
+    fs::create_dir_all(s.live("/srv/current")).unwrap();
+    for command in ["plan", "apply"] {
+        let out = s.datum(&[command]);
+        assert_exit(&out, 4);
+        let text = stdout(&out) + &stderr(&out);
+        for path in ["/etc/app.conf", "/srv/current"] {
+            assert!(
+                text.contains(&format!("{path}: a directory is in the way")),
+                "{command}: {text}"
+            );
+        }
+    }
+    assert!(s.live("/etc/app.conf/inside").is_dir());
+    assert!(s.live("/srv/current").is_dir());
+}
+
+#[test]
 fn plan_exits_0_2_4_or_6() {
     let good = json_file("good", "{}\\n");
     let s = Sandbox::with_base(&good);
