@@ -14,7 +14,18 @@ pub(crate) fn check(repo: &Repository, diags: &mut Diagnostics) {
         Ok(classes) => classes,
         Err(errors) => {
             for e in errors {
-                diags.push(Diagnostic::error(e.to_string()));
+                // At the most precise place written: the field, else the
+                // class, else `classes:` itself.
+                let at = &repo.settings.classes_at;
+                let origin = std::iter::successors(Some(e.path.as_str()), |p| {
+                    (!p.is_empty()).then(|| p.rsplit_once('.').map_or("", |(head, _)| head))
+                })
+                .find_map(|p| at.get(p));
+                let mut d = Diagnostic::error(e.to_string());
+                if let Some(origin) = origin {
+                    d = d.at(origin.clone());
+                }
+                diags.push(d);
             }
             return;
         }

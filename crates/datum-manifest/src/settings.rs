@@ -20,9 +20,13 @@ use crate::yaml::{Node, Value};
 pub struct Settings {
     /// Layers in the order written: later layers override earlier ones.
     pub layers: Vec<Layer>,
-    /// Resource classes, kept as written until the drift issue gives them a
-    /// meaning (TODO issue 5: classes with interval, content mode and policy).
+    /// Resource classes as written (`datum_drift::classes` gives them their
+    /// meaning: interval, content mode, policy).
     pub classes: serde_json::Value,
+    /// Where `classes:` and each class and field in it are written, keyed by
+    /// the path a class error names (`""`, `critical`, `critical.interval`),
+    /// so that a problem found in the parsed classes points at its line.
+    pub classes_at: BTreeMap<String, datum_core::Origin>,
     /// What the repository allows beyond the strict file-system boundary
     /// (`boundary:`): parent links Datum may follow, and directories it may
     /// enter from an unprivileged user's directory.
@@ -84,6 +88,7 @@ pub(crate) fn read(
     let mut settings = Settings {
         layers: Vec::new(),
         classes: serde_json::Value::Object(Default::default()),
+        classes_at: BTreeMap::new(),
         boundary: datum_core::Boundary::default(),
     };
     let Some(entries) = doc.as_map() else {
@@ -145,6 +150,20 @@ pub(crate) fn read(
         },
     }
     if let Some(e) = doc.get("classes") {
+        settings
+            .classes_at
+            .insert(String::new(), place.origin(e.key_start));
+        for class in e.value.as_map().unwrap_or_default() {
+            settings
+                .classes_at
+                .insert(class.key.clone(), place.origin(class.key_start));
+            for field in class.value.as_map().unwrap_or_default() {
+                settings.classes_at.insert(
+                    format!("{}.{}", class.key, field.key),
+                    place.origin(field.value.start),
+                );
+            }
+        }
         match &e.value.value {
             Value::Map(_) | Value::Null => settings.classes = e.value.to_json(),
             _ => diags.push(

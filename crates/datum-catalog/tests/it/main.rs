@@ -637,6 +637,26 @@ mod lint_errors {
         lines.into_iter().next().unwrap()
     }
 
+    /// A class problem points at the line of what is wrong (the field's
+    /// value; its message names the key too).
+    #[test]
+    fn class_errors_point_at_their_line_in_datum_yaml() {
+        let repo = Repo::new(
+            "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  critical:\n    interval: banana\n  other: {policy: revert, colour: red}\n",
+        );
+        repo.file("base/ok.yaml", &file_doc("ok", "/etc/ok", ""));
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("datum.yaml:6:15: error: datum.yaml: classes.critical.interval"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines[1].starts_with("datum.yaml:7:35: error: datum.yaml: classes.other.colour"),
+            "{lines:#?}"
+        );
+    }
+
     /// A manifest, or a folder of them, whose name is not UTF-8 is refused
     /// by name: skipped, its resources were left out of every catalogue
     /// with a clean lint. Other such files (not manifests) stay ignored.
