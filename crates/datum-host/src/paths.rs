@@ -23,14 +23,14 @@ pub fn check_declared(declared: &Path) -> Result<(), HostError> {
             path: declared.to_path_buf(),
         });
     }
-    if bytes.contains(&0) {
-        return Err(HostError::NulInPath {
-            path: declared.to_path_buf(),
-        });
-    }
+    // One scan for what no path may hold (a NUL named as such), one walk
+    // of the names: this runs for every path of every pass.
     if bytes.iter().any(|&b| b < 0x20 || b == 0x7f) {
-        return Err(HostError::ControlInPath {
-            path: declared.to_path_buf(),
+        let path = declared.to_path_buf();
+        return Err(if bytes.contains(&0) {
+            HostError::NulInPath { path }
+        } else {
+            HostError::ControlInPath { path }
         });
     }
     if bytes == b"/" {
@@ -40,14 +40,20 @@ pub fn check_declared(declared: &Path) -> Result<(), HostError> {
     // call, so at apply time, after everything before it was written.
     const PATH_MAX: usize = 4095;
     const NAME_MAX: usize = 255;
-    let parts = || bytes[1..].split(|b| *b == b'/');
-    if bytes.len() > PATH_MAX || parts().any(|part| part.len() > NAME_MAX) {
-        return Err(HostError::PathTooLong {
-            path: declared.to_path_buf(),
-            max: PATH_MAX,
-        });
+    let too_long = || HostError::PathTooLong {
+        path: declared.to_path_buf(),
+        max: PATH_MAX,
+    };
+    if bytes.len() > PATH_MAX {
+        return Err(too_long());
     }
-    let clean = parts().all(|part| !part.is_empty() && part != b"." && part != b"..");
+    let mut clean = true;
+    for part in bytes[1..].split(|b| *b == b'/') {
+        if part.len() > NAME_MAX {
+            return Err(too_long());
+        }
+        clean &= !part.is_empty() && part != b"." && part != b"..";
+    }
     if clean {
         Ok(())
     } else {
