@@ -346,6 +346,8 @@ fn write_accept_patch(
     let mut notes: Vec<String> = Vec::new();
     let mut name = datum_drift::policy::patch_file_name(id, "txt");
     let mut written = dir.file_path(&name);
+    // Whether a patch or content file took the notes' place.
+    let mut carried = false;
     let source = declared_source(repository, id);
     let declared = resource
         .content
@@ -363,6 +365,7 @@ fn write_accept_patch(
                     written = dir.file_path(&name);
                     dir.write_atomic(&name, patch.as_bytes())
                         .with_context(|| format!("cannot write {}", written.display()))?;
+                    carried = true;
                     notes.push(format!(
                         "apply `{}` to the repository (`patch -p1` or `git apply`): it updates `{rel}`",
                         written.display()
@@ -374,6 +377,7 @@ fn write_accept_patch(
                 written = dir.file_path(&name);
                 dir.write_atomic(&name, live)
                     .with_context(|| format!("cannot write {}", written.display()))?;
+                carried = true;
                 let what = match other {
                     Some((key, rel)) => format!("`{key}: {rel}`"),
                     None => "the inline `content:`".to_owned(),
@@ -432,7 +436,7 @@ fn write_accept_patch(
     // No patch or content file (metadata only, a Tree, nothing to carry):
     // the `.txt` named in the report, plan and apply holds the notes, so
     // the path they point at exists.
-    if name.ends_with(".txt") {
+    if !carried {
         let mut text = notes.join("\n");
         text.push('\n');
         dir.write_atomic(&name, text.as_bytes())
