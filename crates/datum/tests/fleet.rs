@@ -290,14 +290,17 @@ impl Host {
     }
 }
 
+/// Writes `text` to `rel` below `dir`, making its folders.
+fn write_in(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 /// A repository: a motd, a config file and a Tree, in one layer.
 fn repo(parent: &Path) -> PathBuf {
     let repo = parent.join("repo");
-    let w = |rel: &str, text: &str| {
-        let p = repo.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let w = |rel: &str, text: &str| write_in(&repo, rel, text);
     w(
         "datum.yaml",
         "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
@@ -693,11 +696,7 @@ fn a_sensitive_trees_roots_reach_neither_the_catalogue_nor_the_server_plain() {
     use std::os::unix::fs::PermissionsExt as _;
     let t = tempfile::tempdir().unwrap();
     let repo = t.path().join("repo");
-    let w = |rel: &str, text: &str| {
-        let p = repo.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let w = |rel: &str, text: &str| write_in(&repo, rel, text);
     w(
         "datum.yaml",
         "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n",
@@ -824,11 +823,7 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
     }
     let t = tempfile::tempdir().unwrap();
     let repo = t.path().join("repo");
-    let w = |rel: &str, text: &str| {
-        let p = repo.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let w = |rel: &str, text: &str| write_in(&repo, rel, text);
     w(
         "datum.yaml",
         "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n  - {name: nginx-1.26, path: v126, match: {nginx_version: \"1.26\"}}\n",
