@@ -146,6 +146,8 @@ fn written_text<'t>(text: &'t str, node: &yaml::Node) -> Option<&'t str> {
     if node.start.line != node.end.line {
         return None;
     }
+    // The parser counts columns after a byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let line = text
         .lines()
         .nth(usize::try_from(node.start.line).ok()?.checked_sub(1)?)?;
@@ -328,6 +330,13 @@ mod tests {
         assert_eq!(id.labels["ratio"], "0.5");
         assert_eq!(id.labels["canary"], "true");
         assert_eq!(id.labels["v"], "1.10");
+        // Columns count after a byte order mark: a number on its first line
+        // is still read where it is written.
+        let id = parse_host_file(path, "\u{feff}{name: w, labels: {tier: 1, v: 0.5}}\n").unwrap();
+        assert_eq!(
+            (id.labels["tier"].as_str(), id.labels["v"].as_str()),
+            ("1", "0.5")
+        );
         for (text, label, shown, read) in [
             (
                 "name: w\nlabels:\n  nginx_version: 1.10\n",
