@@ -179,10 +179,13 @@ fn num(v: Value) -> String {
         .unwrap_or_else(|_| v.to_string())
 }
 
-/// A revision short enough for a table: `git:8c1e3f4a`.
+/// A revision short enough for a table: `git:8c1e3f4a`. Cut by
+/// characters: the revision is the host's word, not always hex.
 pub fn rev_text(r: &str) -> String {
     match r.split_once(':') {
-        Some((kind, id)) if id.len() > 10 => format!("{kind}:{}", &id[..10]),
+        Some((kind, id)) if id.chars().nth(10).is_some() => {
+            format!("{kind}:{}", id.chars().take(10).collect::<String>())
+        }
         _ => r.to_owned(),
     }
 }
@@ -315,6 +318,11 @@ mod tests {
         assert_eq!(num_text(-1_234_567), "-1,234,567");
         assert_eq!(rev_text("git:8c1e3f4a5b6c7d8e"), "git:8c1e3f4a5b");
         assert_eq!(rev_text("stamp:ab"), "stamp:ab");
+        // A host sends its revision as it likes: a multi-byte character at
+        // the cut is kept whole (a byte slice there panicked every page
+        // that listed the host).
+        assert_eq!(rev_text("git:aaaaaaaaaéé"), "git:aaaaaaaaaé");
+        assert_eq!(rev_text("git:ééééééééééé"), "git:éééééééééé");
     }
 
     #[test]

@@ -187,7 +187,10 @@ fn short_revision(r: Option<&str>) -> String {
     match r {
         None => "-".to_owned(),
         Some(r) => match r.split_once(':') {
-            Some((kind, id)) if id.len() > 12 => format!("{kind}:{}", &id[..12]),
+            // Cut by characters: the revision is the host's word.
+            Some((kind, id)) if id.chars().nth(12).is_some() => {
+                format!("{kind}:{}", id.chars().take(12).collect::<String>())
+            }
             _ => r.to_owned(),
         },
     }
@@ -531,4 +534,26 @@ fn history(v: &HistoryView) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_revision;
+
+    /// The revision is what a host reported: a multi-byte character at the
+    /// cut is kept whole (a byte slice there made `datum fleet hosts` and
+    /// `rollout` panic for the whole fleet).
+    #[test]
+    fn a_revision_is_cut_between_characters() {
+        assert_eq!(
+            short_revision(Some("git:8c1e3f4a5b6c7d8e")),
+            "git:8c1e3f4a5b6c"
+        );
+        assert_eq!(short_revision(Some("stamp:ab")), "stamp:ab");
+        assert_eq!(short_revision(None), "-");
+        assert_eq!(
+            short_revision(Some("git:aaaaaaaaaaaéé")),
+            "git:aaaaaaaaaaaé"
+        );
+    }
 }
