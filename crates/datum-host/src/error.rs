@@ -128,6 +128,9 @@ pub enum HostError {
     #[error("cannot remove directory {}: it is not empty (Datum removes only empty directories, never recursively)", path.display())]
     DirectoryNotEmpty { path: PathBuf },
 
+    #[error("refusing to change the owner or mode of {} in place: it has {links} hard links, and the change would reach every one of them (one may be outside what Datum manages); the file must be rewritten instead", path.display())]
+    HardLinked { path: PathBuf, links: u64 },
+
     #[error("program `{program}` not found in PATH or the standard system directories")]
     ProgramNotFound { program: String },
 
@@ -189,6 +192,7 @@ impl HostError {
             | HostError::MissingParent { path, .. }
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }
+            | HostError::HardLinked { path, .. }
             | HostError::LockTimeout { path, .. } => Some(path),
             HostError::ParentLink(e) => Some(&e.path),
             HostError::UnsafeTransition(e) => Some(&e.path),

@@ -48,6 +48,10 @@ impl FileKind {
 pub struct Stat {
     pub kind: FileKind,
     pub meta: FileMeta,
+    /// How many names the inode has (`st_nlink`). A regular file with more
+    /// than one is hard-linked: changing its owner or mode in place would
+    /// change every name, so it is rewritten instead.
+    pub links: u64,
 }
 
 fn nanos(secs: i64, nsecs: i64) -> i64 {
@@ -79,6 +83,7 @@ pub(crate) fn stat_of_raw(st: &rustix::fs::Stat) -> Stat {
             gid: st.st_gid,
             sha256: None,
         },
+        links: st.st_nlink,
     }
 }
 
@@ -374,5 +379,30 @@ mod tests {
             0o4750,
             "target untouched"
         );
+    }
+
+    #[test]
+    fn set_metadata_refuses_a_hard_linked_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, host) = host_with(&[("f", b"x")]);
+        let outside = tempfile::tempdir().unwrap();
+        let other = outside.path().join("other-name");
+        std::fs::hard_link(dir.path().join("f"), &other).unwrap();
+        let f = at(&host, "/f");
+        let before = f.lstat().unwrap().unwrap();
+        assert_eq!(before.links, 2);
+        let err = f.set_metadata(None, None, Some(0o666)).unwrap_err();
+        assert!(
+            matches!(err, HostError::HardLinked { links: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::metadata(&other).unwrap().permissions().mode() & 0o7777,
+            before.meta.mode,
+            "the other name keeps its mode"
+        );
+        std::fs::remove_file(&other).unwrap();
+        f.set_metadata(None, None, Some(0o600)).unwrap();
+        assert_eq!(f.lstat().unwrap().unwrap().meta.mode, 0o600);
     }
 }

@@ -193,6 +193,8 @@ impl Located {
     /// through one descriptor opened without following links (a link
     /// swapped in meanwhile is refused, not written through). The owner
     /// comes first because `chown` clears set-id bits the mode may need.
+    /// A regular file with more than one hard link is refused
+    /// ([`HostError::HardLinked`]): the change would reach its other names.
     pub fn set_metadata(
         &self,
         owner: Option<u32>,
@@ -203,10 +205,8 @@ impl Located {
         let fd = OwnedFd::from(file);
         let st =
             rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
-        if !matches!(
-            FileType::from_raw_mode(st.st_mode),
-            FileType::RegularFile | FileType::Directory
-        ) {
+        let file_type = FileType::from_raw_mode(st.st_mode);
+        if !matches!(file_type, FileType::RegularFile | FileType::Directory) {
             return Err(HostError::io(
                 "change the metadata of",
                 &self.path,
@@ -215,6 +215,17 @@ impl Located {
                     "not a regular file or directory",
                 ),
             ));
+        }
+        // A hard link's other names share the inode: a chown or chmod here
+        // would reach them too, wherever they are (a local user could link a
+        // file they cannot change to a path Datum manages, where
+        // `fs.protected_hardlinks` is off). Providers rewrite such a file by
+        // rename instead; this refusal is the boundary's own guarantee.
+        if file_type == FileType::RegularFile && st.st_nlink > 1 {
+            return Err(HostError::HardLinked {
+                path: self.path.clone(),
+                links: st.st_nlink,
+            });
         }
         self.chown_chmod(&fd, owner, group, mode)
     }

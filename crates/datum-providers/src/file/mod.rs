@@ -252,6 +252,9 @@ fn stage(
         Some(stat) if stat.kind == FileKind::File => Some(&stat.meta),
         _ => None,
     };
+    let hard_linked = current
+        .as_ref()
+        .is_some_and(|stat| stat.kind == FileKind::File && stat.links > 1);
     let (uid, gid) = d.meta.resolve(host)?;
 
     let Some(existing) = current_file.filter(|_| diff.content.is_none()) else {
@@ -283,6 +286,24 @@ fn stage(
         None if owner_changes => Some(existing.mode),
         _ => None,
     };
+    if hard_linked && (owner_changes || mode.is_some()) {
+        // A chown or chmod in place would reach the file's other names too
+        // (the host refuses it): the same bytes are written to a new file
+        // with the declared owner and mode, which the rename puts in this
+        // name's place, leaving the other names as they were.
+        let bytes = match content {
+            Some(c) => datum_host::repo::content_bytes(c)?.into_owned(),
+            None => at.read()?,
+        };
+        return Ok(FileStaging::Content(StagedContent::write(
+            host,
+            at,
+            bytes,
+            uid.or(Some(existing.uid)),
+            gid.or(Some(existing.gid)),
+            mode.unwrap_or(existing.mode),
+        )?));
+    }
     Ok(FileStaging::Metadata { uid, gid, mode })
 }
 

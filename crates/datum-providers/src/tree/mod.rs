@@ -940,6 +940,21 @@ fn fix_meta(
     gid: Option<u32>,
     mode: Option<u32>,
 ) -> Result<(), ProviderError> {
+    if let Some((uid, gid, mode)) = meta_changes(meta, uid, gid, mode) {
+        at.set_metadata(uid, gid, mode)?;
+    }
+    Ok(())
+}
+
+/// What [`fix_meta`] would set (owner, group, mode), or `None` when
+/// everything declared is as observed.
+#[allow(clippy::type_complexity)]
+fn meta_changes(
+    meta: &datum_core::FileMeta,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Option<(Option<u32>, Option<u32>, Option<u32>)> {
     let uid = uid.filter(|u| *u != meta.uid);
     let gid = gid.filter(|g| *g != meta.gid);
     let owner_changes = uid.is_some() || gid.is_some();
@@ -948,10 +963,7 @@ fn fix_meta(
         None if owner_changes => Some(meta.mode),
         _ => None,
     };
-    if owner_changes || mode.is_some() {
-        at.set_metadata(uid, gid, mode)?;
-    }
-    Ok(())
+    (owner_changes || mode.is_some()).then_some((uid, gid, mode))
 }
 
 /// A declared file: its hash and the repository file holding its bytes.
@@ -978,6 +990,7 @@ fn stage_file(
 ) -> Result<Option<crate::file::StagedContent>, ProviderError> {
     let current = at.lstat()?;
     let mut kept_mode = None;
+    let mut kept_owner = (None, None);
     if let Some(stat) = &current {
         match stat.kind {
             FileKind::Directory => {
@@ -988,9 +1001,18 @@ fn stage_file(
                 .into());
             }
             FileKind::File => {
-                if same_content(&at.read()?, want.blake3) {
+                // A hard-linked file whose owner or mode must change is
+                // rewritten instead: a change in place would reach its other
+                // names (the host refuses it).
+                let rewrite = stat.links > 1 && meta_changes(&stat.meta, uid, gid, mode).is_some();
+                if !rewrite && same_content(&at.read()?, want.blake3) {
                     fix_meta(at, &stat.meta, uid, gid, mode)?;
                     return Ok(None);
+                }
+                if rewrite {
+                    // The new file keeps what was not declared, as the
+                    // change in place would have.
+                    kept_owner = (Some(stat.meta.uid), Some(stat.meta.gid));
                 }
                 // An undeclared mode carries over to the rewritten file.
                 kept_mode = Some(stat.meta.mode);
@@ -1012,6 +1034,7 @@ fn stage_file(
         });
     }
     let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
+    let (uid, gid) = (uid.or(kept_owner.0), gid.or(kept_owner.1));
     crate::file::StagedContent::write(host, at, bytes, uid, gid, mode).map(Some)
 }
 

@@ -534,3 +534,48 @@ fn an_allowed_link_inside_the_root_is_followed_once_and_stays_inside() {
         stdout(&out)
     );
 }
+
+/// A hard link at a managed path shares its inode with a name elsewhere (a
+/// local user can make one where `fs.protected_hardlinks` is off). Setting
+/// the declared owner or mode in place would change that other name too:
+/// File and Tree rewrite the file by rename instead, and the other name
+/// keeps its mode and its content.
+#[test]
+fn a_hard_link_at_a_managed_path_never_passes_a_mode_change_on() {
+    let outside = tempfile::tempdir().unwrap();
+    let s = with_etc(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  mode: \"0666\"\n  content: \"declared\\n\"\n\
+---\ndatum: v1alpha1\ntype: Tree\nname: tree\ndesired:\n  path: /etc/t\n  source: tree\n  mode: \"0666\"\n",
+    );
+    s.write("repo/base/tree/entry.conf", "entry\n");
+    fs::create_dir_all(s.live("/etc/t")).unwrap();
+    let mut others = Vec::new();
+    for (managed, content) in [
+        ("/etc/app.conf", "declared\n"),
+        ("/etc/t/entry.conf", "entry\n"),
+    ] {
+        let other = outside.path().join(managed.replace('/', "_"));
+        fs::write(&other, content).unwrap();
+        fs::set_permissions(&other, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::hard_link(&other, s.live(managed)).unwrap();
+        others.push((managed, other));
+    }
+
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    for (managed, other) in &others {
+        let live = fs::metadata(s.live(managed)).unwrap();
+        let kept = fs::metadata(other).unwrap();
+        assert_eq!(live.mode() & 0o7777, 0o666, "{managed}: {}", stdout(&out));
+        assert_eq!(
+            kept.mode() & 0o7777,
+            0o600,
+            "{managed}: the other name changed"
+        );
+        assert_ne!(live.ino(), kept.ino(), "{managed}: still one inode");
+        assert_eq!(kept.nlink(), 1, "{managed}");
+    }
+    assert_eq!(staging_left(&s.root()), Vec::<String>::new());
+    // Converged: the next pass has nothing to do.
+    assert_exit(&s.datum(&["apply"]), 0);
+}
