@@ -107,17 +107,25 @@ impl Serialize for OJson {
     }
 }
 
+/// A literal string as JSON syntax must spell it: every string (and object key) of a
+/// `*.tf.json` file is a template, so a literal `${` or `%{` is written `$${` or `%%{`
+/// (an IAM policy's `${aws:username}` would otherwise be read as an interpolation).
+fn template_literal(s: &str) -> String {
+    s.replace("${", "$${").replace("%{", "%%{")
+}
+
 impl OJson {
+    /// The JSON-syntax spelling of a value to write: strings and keys escaped as literals.
     fn from_value(v: &Value) -> OJson {
         match v {
             Value::Null => OJson::Null,
             Value::Bool(b) => OJson::Bool(*b),
             Value::Number(n) => OJson::Number(n.clone()),
-            Value::String(s) => OJson::String(s.clone()),
+            Value::String(s) => OJson::String(template_literal(s)),
             Value::Array(items) => OJson::Array(items.iter().map(OJson::from_value).collect()),
             Value::Object(map) => OJson::Object(
                 map.iter()
-                    .map(|(k, v)| (k.clone(), OJson::from_value(v)))
+                    .map(|(k, v)| (template_literal(k), OJson::from_value(v)))
                     .collect(),
             ),
         }
@@ -295,7 +303,7 @@ impl Document for JsonDocument {
             },
             Spot::Insert => {
                 let key = match path.0.last() {
-                    Some(Step::Key(k)) => k.clone(),
+                    Some(Step::Key(k)) => template_literal(k),
                     _ => return false,
                 };
                 match self.doc.at_mut(&route) {
@@ -378,6 +386,34 @@ mod tests {
         assert_eq!(
             flat,
             r#"{"resource":{"t":{"n":{"z":"9","tags":{"b":"x","a":"y"},"a":2}}}}"#
+        );
+    }
+
+    #[test]
+    fn written_strings_are_template_literals() {
+        // JSON syntax reads every string as a template: a drifted IAM policy's
+        // `${aws:username}` must be written `$${aws:username}`, or the plan fails on it.
+        let mut d =
+            JsonDocument::parse(br#"{"resource":{"t":{"n":{"policy":"old","tags":{"b":"x"}}}}}"#)
+                .unwrap();
+        let policy = "arn:aws:s3:::b/${aws:username}/* 100%{x} $${y}";
+        assert!(d.write(
+            "t",
+            "n",
+            &Path::parse("policy").unwrap(),
+            &Value::from(policy)
+        ));
+        assert!(d.write(
+            "t",
+            "n",
+            &Path::parse("tags[\"k${v}\"]").unwrap(),
+            &Value::from("${w}")
+        ));
+        let text = d.render().unwrap();
+        let flat: String = text.split_whitespace().collect();
+        assert_eq!(
+            flat,
+            r#"{"resource":{"t":{"n":{"policy":"arn:aws:s3:::b/$${aws:username}/*100%%{x}$$${y}","tags":{"b":"x","k$${v}":"$${w}"}}}}}"#
         );
     }
 }
