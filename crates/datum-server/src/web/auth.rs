@@ -184,9 +184,20 @@ fn urlencode(s: &str) -> String {
 }
 
 /// Only a path of this server is a place to go back to after sign-in.
+/// Every character must be printable ASCII, as in a request's own path: a
+/// browser drops tabs and line breaks from a `Location` before reading it,
+/// so `/<TAB>/evil.example` would lead to another site, and a character
+/// outside ASCII cannot be put in the header at all.
 fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.contains('\\')
+                && n.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            n.to_owned()
+        }
         _ => "/".to_owned(),
     }
 }
@@ -553,6 +564,14 @@ mod tests {
         assert_eq!(safe_next(Some("//evil.example/")), "/");
         assert_eq!(safe_next(Some("https://evil.example/")), "/");
         assert_eq!(safe_next(Some("/\\evil.example")), "/");
+        // A browser drops tabs and line breaks from a Location it reads:
+        // these would be `//evil.example`.
+        assert_eq!(safe_next(Some("/\t/evil.example/")), "/");
+        assert_eq!(safe_next(Some("/\n/evil.example/")), "/");
+        assert_eq!(safe_next(Some("/\r/evil.example/")), "/");
+        // Not a header value: the redirect would be a 500.
+        assert_eq!(safe_next(Some("/hosts/é")), "/");
+        assert_eq!(safe_next(Some("/hosts?q=a b")), "/");
         assert_eq!(safe_next(None), "/");
     }
 
