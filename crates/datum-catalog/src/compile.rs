@@ -402,7 +402,9 @@ impl<'r> Analysis<'r> {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own {
                         let (origin, end) = self.field_location(i, &e.path);
-                        let hide = secret || is_sensitive_field(provider, &e);
+                        let hide = secret
+                            || is_sensitive_field(provider, &e)
+                            || declares_sensitive_field(provider, &desired);
                         self.diags.push(
                             field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
                         );
@@ -616,7 +618,9 @@ impl<'r> Analysis<'r> {
                 // Not written anywhere: point at the first `desired:`.
                 None => (self.doc(m.first_doc()).desired_location().0, None),
             };
-            let hide = self.is_sensitive(m) || is_sensitive_field(provider, &e);
+            let hide = self.is_sensitive(m)
+                || is_sensitive_field(provider, &e)
+                || declares_sensitive_field(provider, &desired);
             out.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
         }
     }
@@ -1287,6 +1291,17 @@ fn is_sensitive_field(provider: &dyn Provider, e: &FieldError) -> bool {
     e.path
         .first()
         .is_some_and(|f| provider.sensitive_fields().contains(&f.as_str()))
+}
+
+/// Whether `desired` declares a field its kind calls sensitive (a User's
+/// `password_hash`): that makes the whole resource sensitive, so no line of
+/// it is shown, not even another field's (`desired: {password_hash: ...,
+/// uid: x}` holds the hash on the line of the `uid` error).
+fn declares_sensitive_field(provider: &dyn Provider, desired: &serde_json::Value) -> bool {
+    provider
+        .sensitive_fields()
+        .iter()
+        .any(|f| desired.get(f).is_some_and(|v| !v.is_null()))
 }
 
 fn field_diagnostic(

@@ -193,11 +193,16 @@ impl Repository {
             let doc = document::read(node, place, layer, &mut own);
             (doc, own.into_vec())
         });
+        // A file that could not be parsed cannot say which of its lines are
+        // secret: one that mentions a password hash or `sensitive` shows
+        // where its syntax errors are, never their lines.
+        let secret = may_hold_secret(&text);
         for e in parsed.errors {
             diags.push(
                 Diagnostic::error(e.message)
                     .at(place.origin(e.start))
-                    .until(e.end),
+                    .until(e.end)
+                    .hiding_source(secret),
             );
         }
         // Room for this file's documents in one step: growing by doubling
@@ -259,6 +264,13 @@ impl Repository {
     pub fn layer_dir(&self, layer: &settings::Layer) -> PathBuf {
         self.canonical_root.join(&layer.path)
     }
+}
+
+/// Whether a manifest's text may hold a secret a syntax error's line would
+/// show: a User's `password_hash`, or a resource's `sensitive` (a word
+/// search, since the file could not be parsed; it errs towards hiding).
+fn may_hold_secret(text: &str) -> bool {
+    text.contains("password_hash") || text.contains("sensitive")
 }
 
 fn is_manifest(name: &str) -> bool {

@@ -734,6 +734,41 @@ mod lint_errors {
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
+    /// A User's password hash makes the whole resource sensitive: an error
+    /// about another field written on the hash's line (a flow mapping), in
+    /// the merged resource or in a layer's override, and a syntax error in a
+    /// file that holds a hash, point at their lines and never show them. An
+    /// ordinary resource's flow mapping still shows its line.
+    #[test]
+    fn a_password_hash_on_the_line_of_another_error_is_never_shown() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/users.yaml",
+            "datum: v1alpha1\ntype: User\nname: deploy\ndesired: {password_hash: \"$6$s$CANARY-FLOW\", uid: x}\n---\ndatum: v1alpha1\ntype: User\nname: ops\ndesired: {password_hash: \"$6$s$CANARY-BASE\"}\n---\ndatum: v1alpha1\ntype: Group\nname: open\ndesired: {gid: VISIBLE-LINE}\n",
+        );
+        repo.file(
+            "web/users.yaml",
+            "datum: v1alpha1\ntype: User\nname: ops\ndesired: {password_hash: \"$6$s$CANARY-OVERRIDE\", shell: rel}\n",
+        );
+        repo.file(
+            "base/broken.yaml",
+            "datum: v1alpha1\ntype: User\nname: broken\ndesired:\n  password_hash: \"$6$s$CANARY-SYNTAX\" x\n",
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        for secret in ["CANARY-FLOW", "CANARY-OVERRIDE", "CANARY-SYNTAX"] {
+            assert!(!text.contains(secret), "{secret} shown:\n{text}");
+        }
+        for place in [
+            "base/users.yaml:4:",
+            "web/users.yaml:4:",
+            "base/broken.yaml:5:",
+        ] {
+            assert!(text.contains(place), "{place} missing:\n{text}");
+        }
+        assert!(text.contains("VISIBLE-LINE"), "{text}");
+    }
+
     /// Enough resources that they are checked in stretches on every core:
     /// every problem is found once, at its line, whichever stretch had it
     /// (and printed in the order of the file, as every diagnostic is).
