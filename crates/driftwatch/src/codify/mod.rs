@@ -70,6 +70,10 @@ pub(crate) enum Spot {
 struct Source {
     file: ConfigFile,
     original: Vec<u8>,
+    /// The file is a symbolic link. It is read (OpenTofu follows it), but never written:
+    /// replacing it would turn the link into a copy (even when putting it back), and
+    /// writing through it would edit a file that may lie outside the stack.
+    is_link: bool,
 }
 
 impl Source {
@@ -197,6 +201,12 @@ fn plan_finding(
             continue;
         };
         declared = true;
+        if sources[file].is_link && matches!(spot, Spot::Literal | Spot::Insert) {
+            return Err(format!(
+                "{} is a symbolic link; codify does not write through links, edit its target by hand",
+                sources[file].file.path.display()
+            ));
+        }
         match spot {
             Spot::Literal | Spot::Insert => accepted.writes.push(Write {
                 file,
@@ -248,7 +258,15 @@ fn load_sources(dir: &std::path::Path) -> Result<Vec<Source>> {
         .map(|file| {
             let original =
                 std::fs::read(&file.path).map_err(|e| Error::file(&file.path, "cannot read", e))?;
-            Ok(Source { file, original })
+            let is_link = std::fs::symlink_metadata(&file.path)
+                .map_err(|e| Error::file(&file.path, "cannot read", e))?
+                .file_type()
+                .is_symlink();
+            Ok(Source {
+                file,
+                original,
+                is_link,
+            })
         })
         .collect()
 }

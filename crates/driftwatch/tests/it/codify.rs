@@ -260,3 +260,35 @@ fn refuses_values_from_expressions() {
     // Nothing was applied.
     assert!(fake.calls().iter().all(|c| c[2] != "apply"));
 }
+
+#[test]
+fn a_symlinked_file_is_neither_followed_out_of_the_stack_nor_replaced() {
+    // The stack's main.tf.json is a link to a file shared from outside the stack.
+    let root = tempfile::tempdir().unwrap();
+    let shared = root.path().join("shared");
+    let stack = root.path().join("stack");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&stack).unwrap();
+    let target = shared.join("main.tf.json");
+    std::fs::copy(fixture("shop-prod/main.tf.json"), &target).unwrap();
+    let before = std::fs::read(&target).unwrap();
+    let link = stack.join("main.tf.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fake = FakeRunner::new();
+    queue(&fake, "no-op", "no-op");
+    let run = codify(&stack, &fake);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "codify: refused kubernetes_config_map_v1.flags: {} is a symbolic link",
+            link.display()
+        )),
+        "{}",
+        run.stdout
+    );
+    // The link is still a link, its target is untouched, and nothing was applied.
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+    assert!(fake.calls().iter().all(|c| c[2] != "apply"));
+    assert_eq!(std::fs::read_dir(&stack).unwrap().count(), 1);
+}
