@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use datum_catalog::Catalogue;
 use datum_core::{Observed, Presence, Resource, ResourceId};
 use datum_drift::check::CheckFinding;
-use datum_drift::classes::{Classes, Policy};
+use datum_drift::classes::{ClassSpec, Classes, Policy, Scope};
 use datum_drift::policy::{Decision, Standing, decide};
 use datum_engine::{Mode, PassContext};
 use datum_host::Host;
@@ -80,7 +80,7 @@ impl Policies<'_> {
             };
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
-            let standing = self.standing(policy, &f.id)?;
+            let standing = self.standing(policy, spec, &f.id)?;
             let window_start = self.now - spec.flap_window.as_secs() as i64;
             let store = &mut *self.store;
             let (id, now) = (&f.id, self.now);
@@ -140,8 +140,22 @@ impl Policies<'_> {
 
     /// Whether a quarantine holds `id` (read only for a `revert` policy:
     /// the others do not depend on it).
-    fn standing(&self, policy: Policy, id: &ResourceId) -> Result<Standing, CheckError> {
-        if policy != Policy::Revert {
+    fn standing(
+        &self,
+        policy: Policy,
+        spec: &ClassSpec,
+        id: &ResourceId,
+    ) -> Result<Standing, CheckError> {
+        if policy == Policy::Quarantine && spec.scope == Scope::Host {
+            let person_quarantined = self.person_quarantined.contains("host");
+            let quarantined =
+                !person_quarantined && self.store.quarantine_of(&QuarantineTarget::Host)?.is_some();
+            return Ok(Standing {
+                person_quarantined,
+                quarantined,
+            });
+        }
+        if !matches!(policy, Policy::Revert | Policy::Quarantine) {
             return Ok(Standing {
                 person_quarantined: false,
                 quarantined: false,

@@ -614,6 +614,24 @@ fn fill_agent_report(
 /// A class picture from the in-process reconcile of the whole class:
 /// reverted resources count as changed, accepted ones as converged, those
 /// with open findings as drifted, quarantined and erroring ones as such.
+/// The metrics' state word (one of `datum_agent`'s `STATES`) of a drifted resource, from
+/// the action its policy reported: a quarantine held, made or kept
+/// ("quarantined", "already quarantined", "not reverted: quarantined by a
+/// person") is `quarantined`.
+fn state_of_action(action: &str) -> &'static str {
+    if action.starts_with("reverted") {
+        "changed"
+    } else if action.starts_with("accepted") {
+        "converged"
+    } else if action.starts_with("revert failed") {
+        "failed"
+    } else if action.contains("quarantined") {
+        "quarantined"
+    } else {
+        "drifted"
+    }
+}
+
 fn picture_from_report(
     resources: &[&Resource],
     checked: &datum_drift::check::CheckReport,
@@ -632,22 +650,13 @@ fn picture_from_report(
             continue;
         };
         let action = reported.action.as_str();
-        let s = if action.starts_with("reverted") {
-            "changed"
-        } else if action.starts_with("accepted") {
-            "converged"
-        } else if action.starts_with("revert failed") {
-            if action.contains("validat")
-                && let Some(v) = &r.validate
-            {
-                *validation_failures.entry(v.clone()).or_insert(0) += 1;
-            }
-            "failed"
-        } else if action.starts_with("quarantined") {
-            "quarantined"
-        } else {
-            "drifted"
-        };
+        let s = state_of_action(action);
+        if s == "failed"
+            && action.contains("validat")
+            && let Some(v) = &r.validate
+        {
+            *validation_failures.entry(v.clone()).or_insert(0) += 1;
+        }
         if s == "drifted" || s == "quarantined" || s == "failed" {
             *picture
                 .findings
@@ -924,5 +933,24 @@ mod tests {
         assert_eq!(p.findings.get("changed_outside"), Some(&1));
         assert_eq!(p.findings.get("deleted_outside"), Some(&1));
         assert_eq!(validation.get("sshd"), Some(&1));
+    }
+
+    #[test]
+    fn every_quarantine_word_counts_as_quarantined() {
+        for (action, state) in [
+            ("quarantined", "quarantined"),
+            ("quarantined: flapping", "quarantined"),
+            ("already quarantined", "quarantined"),
+            ("host already quarantined by a person", "quarantined"),
+            ("not reverted: quarantined by a person", "quarantined"),
+            ("would quarantine", "drifted"),
+            ("reverted", "changed"),
+            ("accepted (patch: x.patch)", "converged"),
+            ("revert failed: io", "failed"),
+            ("backed off: reverted 4 times within 1h", "drifted"),
+        ] {
+            assert_eq!(state_of_action(action), state, "{action}");
+            assert!(datum_agent::STATES.contains(&state));
+        }
     }
 }

@@ -18,7 +18,8 @@ use datum_store::{Quarantine, QuarantineTarget};
 use crate::classes::{ClassSpec, Policy, Scope};
 
 /// Where a drifted resource stands before its class's policy is applied
-/// (read from the store by the caller).
+/// (read from the store by the caller). For a `quarantine` policy whose
+/// class quarantines the host, both say where the host stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
     /// A person quarantined it, or the whole host (break-glass: never
@@ -51,6 +52,10 @@ pub enum Decision {
     Accept { would: bool },
     /// Quarantine the resource (or the host).
     Quarantine { would: bool, host: bool },
+    /// A `quarantine` policy's resource (or host, `host`) is quarantined
+    /// already (`person`: by a person): nothing more to do, and the
+    /// quarantine keeps its reason and time.
+    Held { person: bool, host: bool },
 }
 
 impl Decision {
@@ -91,6 +96,11 @@ impl Decision {
                 }
             }
             Decision::Quarantine { would: false, .. } => "quarantined".to_owned(),
+            Decision::Held { person, host } => format!(
+                "{} quarantined{}",
+                if *host { "host already" } else { "already" },
+                if *person { " by a person" } else { "" }
+            ),
         })
     }
 
@@ -138,6 +148,12 @@ pub fn decide<E>(
             }
         }
         Policy::Accept => Decision::Accept { would: look },
+        Policy::Quarantine if standing.person_quarantined || standing.quarantined => {
+            Decision::Held {
+                person: standing.person_quarantined,
+                host: spec.scope == Scope::Host,
+            }
+        }
         Policy::Quarantine => Decision::Quarantine {
             would: look,
             host: spec.scope == Scope::Host,
@@ -366,6 +382,36 @@ mod tests {
             }
         );
         assert_eq!(d.word().as_deref(), Some("quarantined"));
+    }
+
+    #[test]
+    fn a_quarantine_already_there_is_held_not_quarantined_again() {
+        let held = Standing {
+            person_quarantined: false,
+            quarantined: true,
+        };
+        for look in [true, false] {
+            let d = decided(Policy::Quarantine, look, held, 0);
+            assert_eq!(
+                d,
+                Decision::Held {
+                    person: false,
+                    host: false
+                }
+            );
+            assert_eq!(d.word().as_deref(), Some("already quarantined"));
+        }
+        let person = Standing {
+            person_quarantined: true,
+            quarantined: false,
+        };
+        let mut host = spec(Policy::Quarantine);
+        host.scope = Scope::Host;
+        let d = decide::<()>(Policy::Quarantine, &host, true, person, || Ok(0)).unwrap();
+        assert_eq!(
+            d.word().as_deref(),
+            Some("host already quarantined by a person")
+        );
     }
 
     #[test]

@@ -836,9 +836,13 @@ fn quarantine_blocks_apply_until_release() {
         fs::read_to_string(s.live("/etc/motd")).unwrap(),
         "defaced\n"
     );
-    // Every check reports it.
+    // Every check reports it, as held already (not as a quarantine still
+    // to come), and so does a second reconcile.
     let (_, json) = s.check_json(&[]);
     assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
+    assert_eq!(json["findings"][0]["action"], "already quarantined");
+    let (_, json) = s.reconcile_json(&[]);
+    assert_eq!(json["findings"][0]["action"], "already quarantined");
     // Released: the next apply restores it.
     assert_exit(&s.datum(&["release", "File/motd"]), 0);
     s.datum(&["apply"]);
