@@ -296,7 +296,8 @@ async fn take_report<B: Backend>(
         .map_err(|_| ApiError::TooLarge(limit))?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| ApiError::BadRequest("the report is not UTF-8".to_owned()))?;
-    let report = parse_report(text)?;
+    let mut report = parse_report(text)?;
+    check_numbers(&report)?;
     if holds_nul(text) {
         // PostgreSQL's text cannot hold it: refused on every store alike.
         return Err(ApiError::BadRequest(
@@ -340,6 +341,14 @@ async fn take_report<B: Backend>(
         dropped: header_u64(headers, OUTBOX_DROPPED_HEADER),
     };
     let now = app.now();
+    // A host's clock may run ahead of the server's (a machine booted with
+    // a wrong clock, before NTP): a report is never taken as newer than its
+    // arrival. Else one report dated next year made every later report of
+    // the host "late" until then (its state, findings and drift clusters
+    // frozen, the fleet's latest revision stuck on it) and kept the host
+    // from ever going stale in between. The stored body keeps the host's
+    // own time.
+    report.finished_at = report.finished_at.min(now);
     let fresh = app
         .fleet
         .ingest(
@@ -363,6 +372,31 @@ async fn take_report<B: Backend>(
         sampling: app.config.sampling_plan(now),
         instructions,
     })
+}
+
+/// The longest interval a report may state (a century): the stale
+/// arithmetic adds interval × factor to a time, which overflows
+/// PostgreSQL's bigint (an error for the whole `stale` view) long before
+/// SQLite's (which turns it into a float) on larger ones.
+pub const INTERVAL_MAX_S: u64 = 100 * 366 * 86_400;
+
+/// Refuses numbers no host's clock or configuration makes, which the views'
+/// arithmetic cannot take: a finish before 1970, an interval over a century.
+fn check_numbers(report: &Report) -> Result<(), ApiError> {
+    if report.finished_at < 0 {
+        return Err(ApiError::BadRequest(format!(
+            "finished_at {} is before 1970: the host's clock is wrong",
+            report.finished_at
+        )));
+    }
+    let mut intervals = std::iter::once(report.expected_interval_s)
+        .chain(report.classes.iter().map(|c| c.interval_s));
+    if let Some(i) = intervals.find(|i| *i > INTERVAL_MAX_S) {
+        return Err(ApiError::BadRequest(format!(
+            "an interval of {i} s is longer than a century ({INTERVAL_MAX_S} s)"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether JSON text holds the escape of a NUL character (`\u0000`; JSON

@@ -134,3 +134,89 @@ async fn a_trusting_apply_is_told_apart<B: Backend>(fleet: &Fleet<B>) {
 fn a_trusting_apply() {
     crate::on_both!(a_trusting_apply_is_told_apart);
 }
+
+/// The host's clock is not the server's. One report dated a year ahead (a
+/// machine booted with a wrong clock) is taken as received now, so the
+/// host's next reports are not "late": its findings show, and it goes
+/// stale when it falls silent. Numbers the stale arithmetic cannot take
+/// (an interval of 2^64 - 1 s, a finish before 1970) are refused with 400
+/// rather than stored, where they broke `/v1/stale` on PostgreSQL (bigint
+/// out of range) but not on SQLite.
+async fn the_hosts_clock_and_numbers_are_bounded<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    fleet
+        .enroll(
+            "web-1",
+            "host",
+            &datum_fleet::credentials::token_hash(TOKEN),
+            now,
+        )
+        .await
+        .unwrap();
+    fleet
+        .enroll(
+            "ops",
+            "admin",
+            &datum_fleet::credentials::token_hash(ADMIN),
+            now,
+        )
+        .await
+        .unwrap();
+    let mut app = App::new(
+        fleet.clone(),
+        ServerConfig::new(
+            "https://127.0.0.1:1".into(),
+            "127.0.0.1:1".into(),
+            "test".into(),
+        ),
+    );
+    app.clock = Box::new(move || now);
+    let app = Arc::new(app);
+
+    let ahead = crate::support::report("web-1", ReportKind::Check, 1, now + 365 * 86_400);
+    let (status, body) = post(&app, serde_json::to_string(&ahead).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut drifted = crate::support::report("web-1", ReportKind::Check, 2, now);
+    drifted.exit_code = 2;
+    drifted
+        .findings
+        .push(crate::support::finding("File[motd]", "h1", "normal"));
+    let (status, body) = post(&app, serde_json::to_string(&drifted).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = get(&app, "/v1/hosts", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let hosts: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let host = &hosts["hosts"][0];
+    assert_eq!(host["state"], "drifted", "{host}");
+    assert_eq!(host["findings"], 1, "{host}");
+    assert_eq!(host["last_report"], "2027-01-15T08:00:00Z", "{host}");
+
+    let mut huge = crate::support::report("web-1", ReportKind::Check, 3, now);
+    huge.expected_interval_s = u64::MAX;
+    let (status, body) = post(&app, serde_json::to_string(&huge).unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let mut huge_class = crate::support::report("web-1", ReportKind::Check, 4, now);
+    huge_class.classes[0].interval_s = u64::MAX;
+    let (status, body) = post(&app, serde_json::to_string(&huge_class).unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let mut before_1970 = crate::support::report("web-1", ReportKind::Check, 5, now);
+    before_1970.finished_at = i64::MIN;
+    let (status, body) = post(&app, serde_json::to_string(&before_1970).unwrap()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // Silent for longer than 600 s × 3: stale, on both stores.
+    let staleness = datum_server::views::Staleness {
+        now: now + 2_000,
+        factor: 3.0,
+        first_report_within: 3600,
+    };
+    let stale = fleet.stale(&staleness).await.unwrap();
+    let names: Vec<&str> = stale.hosts.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["web-1"], "{stale:?}");
+}
+
+#[test]
+fn the_hosts_clock_and_numbers() {
+    crate::on_both!(the_hosts_clock_and_numbers_are_bounded);
+}
