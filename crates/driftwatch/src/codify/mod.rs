@@ -341,20 +341,30 @@ impl Edits<'_> {
                 replace_file(&self.sources[i].file.path, &self.sources[i].original)?;
             }
         }
+        self.changed.retain(|i| wanted.contains_key(i));
+        // Recorded file by file, so that a write failing half way still lets restore()
+        // put back every file already written.
         for (&i, bytes) in &wanted {
+            if !self.changed.contains(&i) {
+                self.changed.push(i);
+            }
             replace_file(&self.sources[i].file.path, bytes)?;
         }
-        self.changed = wanted.keys().copied().collect();
+        self.changed.retain(|i| wanted.contains_key(i));
         Ok(())
     }
 
     /// Put every changed file back as it was.
     fn restore(&mut self) -> Result<()> {
+        // Every file is tried, even after one fails; the first failure is reported.
+        let mut first = None;
         for &i in &self.changed {
-            replace_file(&self.sources[i].file.path, &self.sources[i].original)?;
+            if let Err(e) = replace_file(&self.sources[i].file.path, &self.sources[i].original) {
+                first.get_or_insert(e);
+            }
         }
         self.changed.clear();
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 }
 
@@ -597,6 +607,49 @@ mod tests {
             "driftwatch/codify-shop-prod-eu-2026-10-28"
         );
         assert_eq!(sh("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn a_write_failing_half_way_is_put_back() {
+        // Two files to edit; the second cannot be written (a folder stands where it was
+        // read), so apply fails after the first was already replaced.
+        let dir = tempfile::tempdir().unwrap();
+        let doc = |name: &str| format!(r#"{{"resource":{{"t":{{"{name}":{{"v":"old"}}}}}}}}"#);
+        let a = dir.path().join("a.tf.json");
+        let b = dir.path().join("b.tf.json");
+        std::fs::write(&a, doc("a")).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(b.join("keep"), "").unwrap();
+        let source = |path: &std::path::Path, name: &str| Source {
+            file: ConfigFile {
+                path: path.to_owned(),
+                syntax: Syntax::Json,
+                is_override: false,
+            },
+            original: doc(name).into_bytes(),
+            is_link: false,
+        };
+        let sources = [source(&a, "a"), source(&b, "b")];
+        let accepted: Vec<Accepted> = [(0, "a"), (1, "b")]
+            .into_iter()
+            .map(|(file, name)| Accepted {
+                address: format!("t.{name}"),
+                rtype: "t".to_owned(),
+                rname: name.to_owned(),
+                writes: vec![Write {
+                    file,
+                    path: Path::parse("v").unwrap(),
+                    value: Value::from("new"),
+                }],
+            })
+            .collect();
+        let mut edits = Edits {
+            sources: &sources,
+            changed: Vec::new(),
+        };
+        assert!(edits.apply(&accepted).is_err());
+        let _ = edits.restore();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), doc("a"));
     }
 
     #[test]
