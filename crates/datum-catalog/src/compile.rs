@@ -400,7 +400,7 @@ impl<'r> Analysis<'r> {
                 let secret = doc.sensitive.as_ref().is_some_and(|s| s.value);
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
-                    if own {
+                    if own && !reported_as_content(provider, &e, &desired) {
                         let (origin, end) = self.field_location(i, &e.path);
                         let hide = secret
                             || is_sensitive_field(provider, &e)
@@ -598,6 +598,9 @@ impl<'r> Analysis<'r> {
             return;
         };
         for e in errors {
+            if reported_as_content(provider, &e, &desired) {
+                continue;
+            }
             let written = e.path.first().and_then(|k| {
                 let content = if CONTENT_KEYS.contains(&k.as_str()) {
                     m.content
@@ -1284,6 +1287,25 @@ fn field_location(doc: &Document, desired: &Node, path: &[String]) -> (Origin, P
         }
     }
     doc.desired_location()
+}
+
+/// Whether a provider's field error is about a content field whose value
+/// is not a string: `content::declared` has reported that already, at the
+/// value and without its line (it may be a secret), so the provider's
+/// wording of the same mistake would repeat it and show the line.
+fn reported_as_content(
+    provider: &dyn Provider,
+    e: &FieldError,
+    desired: &serde_json::Value,
+) -> bool {
+    provider.takes_content()
+        && e.path.len() == 1
+        && e.path.first().is_some_and(|k| {
+            CONTENT_KEYS.contains(&k.as_str())
+                && desired
+                    .get(k)
+                    .is_some_and(|v| !v.is_string() && !v.is_null())
+        })
 }
 
 /// Whether a field error is about a value sensitive by its kind's nature.

@@ -769,6 +769,45 @@ mod lint_errors {
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
+    /// A content field that is not a string is one mistake: one error, at
+    /// the value, without its line (the value may be a secret), whether the
+    /// resource is declared once or overridden by another layer. The
+    /// provider's own wording of it used to follow, with the line.
+    #[test]
+    fn content_that_is_not_a_string_is_one_error_without_its_line() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/files.yaml",
+            &[
+                file_doc("once", "/etc/once", "  content: 424242\n"),
+                file_doc("twice", "/etc/twice", "  content: ok\n"),
+            ]
+            .join("---\n"),
+        );
+        repo.file(
+            "web/files.yaml",
+            &file_doc("twice", "/etc/twice", "  content: [717171]\n"),
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        for secret in ["424242", "717171"] {
+            assert!(!text.contains(secret), "{secret} shown:\n{text}");
+        }
+        assert_eq!(
+            text.matches("`content` must be a string").count(),
+            2,
+            "{text}"
+        );
+        assert!(
+            text.contains("File[once]: `content` must be a string, found an integer"),
+            "{text}"
+        );
+        assert!(
+            text.contains("File[twice]: `content` must be a string, found a list"),
+            "{text}"
+        );
+    }
+
     /// Enough resources that they are checked in stretches on every core:
     /// every problem is found once, at its line, whichever stretch had it
     /// (and printed in the order of the file, as every diagnostic is).
