@@ -233,10 +233,10 @@ impl OrdersOthers for GroupProvider {
                 groups.entry(name).or_insert(r);
             }
         }
+        let mut edges = removals_after_users(resources);
         if groups.is_empty() {
-            return Vec::new();
+            return edges;
         }
-        let mut edges = Vec::new();
         for r in resources.iter().filter(|r| r.id.kind != KIND) {
             for name in groups_named(&r.desired) {
                 if let Some(group) = groups.get(name) {
@@ -249,6 +249,35 @@ impl OrdersOthers for GroupProvider {
         }
         edges
     }
+}
+
+/// A Group declared absent is removed after every User declared absent:
+/// groupdel refuses to remove a user's primary group ("cannot remove the
+/// primary group of user 'deploy'"), and a User removed is declared by its
+/// name alone, so which group was its primary one is not known before the
+/// pass. Removing the users first never stops a group's removal.
+fn removals_after_users(resources: &[Resource]) -> Vec<OrderingEdge> {
+    let absent = |r: &&Resource| match r.id.kind.as_str() {
+        KIND => {
+            GroupDesired::parse(&r.desired, &r.id.name).is_ok_and(|d| d.ensure == Ensure::Absent)
+        }
+        crate::user::KIND => crate::user::UserDesired::parse(&r.desired, &r.id.name)
+            .is_ok_and(|d| d.ensure == Ensure::Absent),
+        _ => false,
+    };
+    let (groups, users): (Vec<&Resource>, Vec<&Resource>) = resources
+        .iter()
+        .filter(absent)
+        .partition(|r| r.id.kind == KIND);
+    groups
+        .iter()
+        .flat_map(|g| {
+            users.iter().map(|u| OrderingEdge {
+                from: g.id.clone(),
+                after: u.id.clone(),
+            })
+        })
+        .collect()
 }
 
 impl Kind for GroupProvider {
@@ -471,6 +500,29 @@ mod tests {
                 pair("User[deploy]", "Group[web-group]"),
                 pair("User[deploy]", "Group[ops]"),
             ]
+        );
+    }
+
+    #[test]
+    fn a_group_removed_comes_after_the_users_removed() {
+        use datum_core::ResourceId;
+        let r = |kind: &str, name: &str, desired: Value| {
+            Resource::new(ResourceId::new(kind, name), desired)
+        };
+        let resources = [
+            r("Group", "ops", json!({"ensure": "absent"})),
+            r("Group", "kept", json!({})),
+            r("User", "deploy", json!({"ensure": "absent"})),
+            r("User", "app", json!({})),
+        ];
+        let edges: Vec<(String, String)> = GroupProvider
+            .edges(&resources)
+            .into_iter()
+            .map(|e| (e.from.to_string(), e.after.to_string()))
+            .collect();
+        assert_eq!(
+            edges,
+            [("Group[ops]".to_owned(), "User[deploy]".to_owned())]
         );
     }
 
