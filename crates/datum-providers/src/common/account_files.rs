@@ -255,6 +255,30 @@ pub fn changed(host: &Host) {
     host.forget_accounts();
 }
 
+/// Whether `login.defs` text turns on `USERGROUPS_ENAB` (shadow-utils'
+/// reading: the last setting wins, `yes` in any case; off when unset).
+pub fn user_groups_enabled(login_defs: &str) -> bool {
+    login_defs
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some("USERGROUPS_ENAB")).then(|| words.next().unwrap_or(""))
+        })
+        .next_back()
+        .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+}
+
+/// Whether `useradd` on this root makes a group named after each new user
+/// (`USERGROUPS_ENAB` of `ROOT/etc/login.defs`; a root without the file has
+/// it off, as useradd reads it).
+pub fn root_makes_user_groups(host: &Host) -> Result<bool, AccountError> {
+    Ok(host
+        .read(Path::new("/etc/login.defs"))?
+        .is_some_and(|bytes| user_groups_enabled(&String::from_utf8_lossy(&bytes))))
+}
+
 /// Runs one shadow-utils program on the host's root. `target` names the
 /// user or group in an error.
 pub fn run_tool(
@@ -367,6 +391,18 @@ mod tests {
         assert!(!h.is("$6$salt$other"));
         assert!(!format!("{f:?}").contains("CANARY"));
         assert!(AccountFiles::parse(PASSWD, GROUP).hash("alice").is_none());
+    }
+
+    #[test]
+    fn user_groups_follow_login_defs_as_useradd_reads_it() {
+        assert!(user_groups_enabled("# c\nUSERGROUPS_ENAB yes\n"));
+        assert!(user_groups_enabled("USERGROUPS_ENAB\tYES\n"));
+        assert!(!user_groups_enabled("USERGROUPS_ENAB no\n"));
+        assert!(!user_groups_enabled("#USERGROUPS_ENAB yes\n"));
+        assert!(!user_groups_enabled(
+            "USERGROUPS_ENAB yes\nUSERGROUPS_ENAB no\n"
+        ));
+        assert!(!user_groups_enabled(""));
     }
 
     #[test]

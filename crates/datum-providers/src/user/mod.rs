@@ -538,6 +538,13 @@ impl Kind for UserProvider {
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
                 args.extend(account_args(d, true, |_| true));
+                if d.gid.is_none() && name_group_exists(host, d).map_err(account_failure)? {
+                    // useradd would make a group named after the user and
+                    // refuses when one exists (a declared Group of that
+                    // name, made earlier): the user joins that group, as
+                    // it would have joined the one useradd makes.
+                    args.extend(["-g".to_owned(), d.name.clone()]);
+                }
                 if d.system {
                     args.push("-r".to_owned());
                 }
@@ -561,6 +568,17 @@ impl Kind for UserProvider {
         }
         Ok(Activated::Done)
     }
+}
+
+/// Whether a new account without a declared `gid` must be given its
+/// same-named group: useradd makes one on this root (`USERGROUPS_ENAB`) and
+/// the group exists already, which useradd refuses ("group deploy exists -
+/// if you want to add this user to that group, use -g"), on every pass.
+fn name_group_exists(host: &Host, d: &UserDesired) -> Result<bool, account_files::AccountError> {
+    Ok(account_files::current(host, false)?
+        .group(&d.name)
+        .is_some()
+        && account_files::root_makes_user_groups(host)?)
 }
 
 /// useradd/usermod options for the declared fields `wanted` selects.

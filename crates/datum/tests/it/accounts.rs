@@ -233,3 +233,56 @@ fn a_root_without_account_files_is_a_failure_naming_the_file() {
     assert!(all.contains("/etc/passwd"), "{all}");
     assert!(!s.live("/etc/group").exists());
 }
+
+/// On a root whose useradd makes a group per user (Debian's
+/// `USERGROUPS_ENAB yes`), a User without `gid` whose same-named Group is
+/// declared joins that group: useradd alone refuses ("group deploy exists")
+/// on every pass. And a Group removed with the User whose primary group it
+/// is goes after the User: groupdel refuses a primary group.
+#[test]
+fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+    };
+    let s = Sandbox::with_base(
+        &[
+            doc("Group", "ops", "{gid: 3000}"),
+            doc("Group", "deploy", "{gid: 3001}"),
+            doc("User", "deploy", "{uid: 2000}"),
+            doc("User", "app", "{uid: 2001, gid: ops}"),
+        ]
+        .join("---\n"),
+    );
+    accounts_root(&s);
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    let ids = |name: &str| {
+        line_of(&passwd, name).map(|l| l.split(':').skip(2).take(2).collect::<Vec<_>>())
+    };
+    assert_eq!(ids("deploy"), Some(vec!["2000", "3001"]), "{passwd}");
+    assert_eq!(ids("app"), Some(vec!["2001", "3000"]), "{passwd}");
+    assert_exit(&s.datum(&["plan"]), 0);
+
+    // The group and the user whose primary group it is, both removed: one
+    // pass, no failure, whatever order the manifest gives.
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "ops", "{ensure: absent}"),
+            doc("User", "app", "{ensure: absent}"),
+        ]
+        .join("---\n"),
+    );
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(line_of(&passwd, "app"), None, "{passwd}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "ops"), None, "{group}");
+}
