@@ -228,11 +228,22 @@ impl<B: Backend> Fleet<B> {
         token_hash: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut stmts = vec![
+        // A host or stack enrolled again loses its old token, whichever
+        // kind it had (one name is one row of `hosts`): a host's token must
+        // not outlive the name's enrolment as a stack, nor the other way.
+        let forget = if kind == "admin" {
             Stmt::new(
                 "DELETE FROM identities WHERE name = $1 AND kind = $2",
                 vec![name.into(), kind.into()],
-            ),
+            )
+        } else {
+            Stmt::new(
+                "DELETE FROM identities WHERE name = $1 AND kind <> 'admin'",
+                vec![name.into()],
+            )
+        };
+        let mut stmts = vec![
+            forget,
             Stmt::new(
                 "INSERT INTO identities (token_hash, name, kind, created_at) VALUES ($1, $2, $3, $4)",
                 vec![token_hash.into(), name.into(), kind.into(), now.into()],

@@ -220,3 +220,50 @@ async fn the_hosts_clock_and_numbers_are_bounded<B: Backend>(fleet: &Fleet<B>) {
 fn the_hosts_clock_and_numbers() {
     crate::on_both!(the_hosts_clock_and_numbers_are_bounded);
 }
+
+/// A name enrolled again loses its old token whatever kind it had: a host
+/// re-enrolled as a stack (or back) cannot keep reporting with the token
+/// of its first enrolment. Admin tokens of the same name are not touched.
+async fn enrolling_again_as_another_kind_ends_the_old_token<B: Backend>(fleet: &Fleet<B>) {
+    let now = 1_800_000_000;
+    let token = |t: &str| datum_fleet::credentials::token_hash(t);
+    fleet
+        .enroll("web-1", "host", &token("old-host"), now)
+        .await
+        .unwrap();
+    fleet
+        .enroll("web-1", "stack", &token("new-stack"), now)
+        .await
+        .unwrap();
+    assert_eq!(fleet.identity(&token("old-host")).await.unwrap(), None);
+    let stack = fleet.identity(&token("new-stack")).await.unwrap().unwrap();
+    assert_eq!(
+        (stack.name.as_str(), stack.kind.as_str()),
+        ("web-1", "stack")
+    );
+    fleet
+        .enroll("web-1", "host", &token("host-again"), now)
+        .await
+        .unwrap();
+    assert_eq!(fleet.identity(&token("new-stack")).await.unwrap(), None);
+    assert!(
+        fleet
+            .identity(&token("host-again"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A host named `admin` leaves the admin credentials alone.
+    fleet.add_admin(&token("the-admin"), now).await.unwrap();
+    fleet
+        .enroll("admin", "host", &token("admin-host"), now)
+        .await
+        .unwrap();
+    let admin = fleet.identity(&token("the-admin")).await.unwrap().unwrap();
+    assert_eq!(admin.kind, "admin");
+}
+
+#[test]
+fn enrolling_again_as_another_kind() {
+    crate::on_both!(enrolling_again_as_another_kind_ends_the_old_token);
+}
