@@ -242,7 +242,24 @@ pub fn router<B: Backend>(app: Arc<App<B>>) -> axum::Router {
         .layer(axum::middleware::from_fn(
             move |req: Request, next: axum::middleware::Next| bounded(timeout, req, next),
         ))
+        .layer(axum::middleware::from_fn(no_nul))
         .with_state(app)
+}
+
+/// A NUL character (`%00`) in the path or the query is refused (400)
+/// before any handler reads it: no name, revision or filter holds one,
+/// and PostgreSQL's text cannot (it answered 503, "the store failed",
+/// where SQLite found nothing).
+async fn no_nul(req: Request, next: axum::middleware::Next) -> Response {
+    let uri = req.uri();
+    if uri.path().contains("%00") || uri.query().is_some_and(|q| q.contains("%00")) {
+        return ApiError::BadRequest(
+            "the address holds a NUL character (%00), which no name or parameter may contain"
+                .to_owned(),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// Bounds the time of one request: 408 past `limit`.

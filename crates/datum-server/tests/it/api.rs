@@ -267,3 +267,32 @@ async fn enrolling_again_as_another_kind_ends_the_old_token<B: Backend>(fleet: &
 fn enrolling_again_as_another_kind() {
     crate::on_both!(enrolling_again_as_another_kind_ends_the_old_token);
 }
+
+/// A NUL character in the address is a bad request on both stores alike
+/// (PostgreSQL's text cannot hold one: it answered 503, "the store failed",
+/// where SQLite answered 404 or 200).
+async fn a_nul_in_the_address_is_a_bad_request<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    let app = app(fleet);
+    for path in [
+        "/v1/hosts/%00/reports",
+        "/v1/rollout?revision=%00",
+        "/hosts/web%001",
+        "/rollout?revision=git%3A%00",
+        "/rollout/failure?host=%00&resource=x&revision=y",
+    ] {
+        let (status, body) = get(&app, path, ADMIN).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(body.contains("NUL"), "{path}: {body}");
+    }
+    let (status, body) = get(&app, "/v1/rollout?revision=git%3Aabc", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[test]
+fn a_nul_in_the_address() {
+    crate::on_both!(a_nul_in_the_address_is_a_bad_request);
+}
