@@ -196,19 +196,29 @@ fn answer(
             message: format!("cannot read the answer: {}", describe(&e)),
             retry_after: None,
         })?;
+    classify(status, text, retry_after)
+}
+
+/// What an answer's status means for the request. Only the statuses with
+/// which a server says it read the request and will never take these bytes
+/// (400, 413, 415, 422) refuse it for good; anything else that is not a
+/// success (a redirect, 404, 405, 421: a proxy or a wrong address in front
+/// of the server, which never answers so) is tried again later, so a
+/// misconfiguration cannot empty the outbox report by report.
+fn classify(status: u16, text: String, retry_after: Option<Duration>) -> Result<String, SendError> {
     match status {
         200..=299 => Ok(text),
         401 | 403 => Err(SendError::Unauthorized {
             status,
             message: server_message(&text),
         }),
-        408 | 425 | 429 | 500..=599 => Err(SendError::Transient {
-            message: format!("HTTP {status}: {}", server_message(&text)),
-            retry_after,
-        }),
-        _ => Err(SendError::Refused {
+        400 | 413 | 415 | 422 => Err(SendError::Refused {
             status,
             message: server_message(&text),
+        }),
+        _ => Err(SendError::Transient {
+            message: format!("HTTP {status}: {}", server_message(&text)),
+            retry_after,
         }),
     }
 }
@@ -226,5 +236,42 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::Io(io) => format!("cannot reach the server: {io}"),
         ureq::Error::Timeout(what) => format!("timed out ({what})"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a server that read the report refuses it for good; a redirect
+    /// or a 404 (a proxy, a wrong address) keeps it queued, where it was
+    /// set aside and lost, one report per attempt, until the outbox was
+    /// empty.
+    #[test]
+    fn only_a_refusal_of_the_bytes_sets_a_report_aside() {
+        let kind = |status: u16| match classify(status, "{\"error\":\"x\"}".into(), None) {
+            Ok(_) => "ok",
+            Err(SendError::Refused { .. }) => "refused",
+            Err(SendError::Unauthorized { .. }) => "unauthorized",
+            Err(SendError::Transient { .. }) => "again",
+        };
+        assert_eq!(kind(200), "ok");
+        for status in [400, 413, 415, 422] {
+            assert_eq!(kind(status), "refused", "{status}");
+        }
+        assert_eq!((kind(401), kind(403)), ("unauthorized", "unauthorized"));
+        for status in [
+            301, 302, 307, 308, 404, 405, 408, 409, 421, 429, 500, 502, 503,
+        ] {
+            assert_eq!(kind(status), "again", "{status}");
+        }
+        let Err(SendError::Transient {
+            message,
+            retry_after,
+        }) = classify(429, String::new(), Some(Duration::from_secs(7)))
+        else {
+            panic!("429 is tried again");
+        };
+        assert_eq!(retry_after, Some(Duration::from_secs(7)), "{message}");
     }
 }
