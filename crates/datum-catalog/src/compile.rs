@@ -769,6 +769,7 @@ impl<'r> Analysis<'r> {
             let edges = self.resolve(&merged, Some((host, union)));
             let acyclic = self.check_cycles(&merged, &edges);
             self.check_paths(&merged);
+            self.check_exclusive(&merged);
             (merged, edges, acyclic)
         });
         // Every check that points into a `desired` mapping has run: a
@@ -1059,6 +1060,45 @@ impl<'r> Analysis<'r> {
                 Ok(()) => continue,
             };
             self.diags.push(self.claim_error(m, claim, message));
+        }
+    }
+
+    /// Two resources claiming what their kind manages alone (one account's
+    /// name, one uid: `Provider::exclusive_claims`) would undo each other
+    /// on every pass, or the second fail after the first was applied.
+    fn check_exclusive(&mut self, merged: &[Merged]) {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, m) in merged.iter().enumerate() {
+            let Some(provider) = self.providers[m.last_doc()] else {
+                continue;
+            };
+            let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
+            for claim in provider.exclusive_claims(&field, &m.id.name) {
+                let Some(&prev) = seen.get(&claim.key) else {
+                    seen.insert(claim.key, i);
+                    continue;
+                };
+                let doc = m
+                    .fields
+                    .get(claim.field)
+                    .map_or_else(|| m.last_doc(), |(_, d)| *d);
+                let (origin, end) = self.field_location(doc, &[claim.field.to_owned()]);
+                let secret = self.is_sensitive(m)
+                    || provider
+                        .sensitive_fields()
+                        .iter()
+                        .any(|f| m.fields.get(f).is_some());
+                self.diags.push(
+                    Diagnostic::error(format!(
+                        "{} is also managed by {}",
+                        claim.shown, merged[prev].id
+                    ))
+                    .resource(&m.id)
+                    .at(origin)
+                    .until(end)
+                    .hiding_source(secret),
+                );
+            }
         }
     }
 

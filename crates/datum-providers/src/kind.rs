@@ -15,8 +15,9 @@ use datum_host::Host;
 use serde_json::Value;
 
 use crate::{
-    Activated, Activates, Batches, Declared, ExtraFindings, FieldError, Fingerprints, OrdersOthers,
-    OwnsPaths, Planned, Provider, ProviderError, Staged, Staging, TakesSourceFolder,
+    Activated, Activates, Batches, Declared, Exclusive, ExtraFindings, FieldError, FieldLookup,
+    Fingerprints, OrdersOthers, OwnsPaths, Planned, Provider, ProviderError, Staged, Staging,
+    TakesSourceFolder,
 };
 
 /// One resource type in typed form. See [`Provider`] for what each step
@@ -141,6 +142,10 @@ pub trait Kind: Send + Sync {
     fn sensitive_fields(&self) -> &'static [&'static str] {
         &[]
     }
+    /// See [`Provider::exclusive_claims`].
+    fn exclusive_claims(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Vec<Exclusive> {
+        Vec::new()
+    }
     /// See [`Provider::extra_findings`].
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
         None
@@ -237,6 +242,10 @@ impl<T: Kind> Provider for T {
 
     fn sensitive_fields(&self) -> &'static [&'static str] {
         Kind::sensitive_fields(self)
+    }
+
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        Kind::exclusive_claims(self, field, name)
     }
 
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {

@@ -44,10 +44,10 @@ mod testing;
 
 pub use kind::Kind;
 pub use provider::{
-    Activated, Activates, Batched, Batches, Declared, DeclaredMeta, ExtraDrift, ExtraFinding,
-    ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection, KindError, OnChange,
-    OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned, Provider, ProviderError,
-    Staged, Staging, StagingGate, TakesSourceFolder,
+    Activated, Activates, Batched, Batches, Declared, DeclaredMeta, Exclusive, ExtraDrift,
+    ExtraFinding, ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection, KindError,
+    OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned, Provider,
+    ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
 };
 pub use registry::Registry;
 

@@ -359,6 +359,17 @@ pub trait Provider: Send + Sync {
         &[]
     }
 
+    /// What a resource of this kind manages that no other resource may
+    /// manage too, beyond paths (an account's name, a User's uid): each a
+    /// [`Exclusive`] claim. Two resources of one kind with the same key
+    /// would undo each other on every pass, or the second would fail after
+    /// the first was applied, so the catalogue refuses them at the field.
+    /// `field` looks up the merged declaration; `name` is the resource's
+    /// own name (the default of a `name:` field).
+    fn exclusive_claims(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Vec<Exclusive> {
+        Vec::new()
+    }
+
     /// Findings a check adds for this kind beyond each resource's own diff:
     /// what its resources put on the host without declaring it, changed
     /// since (a Package's configuration files). Check asks this instead of
@@ -477,6 +488,16 @@ pub trait Provider: Send + Sync {
 /// values live as long as their holder (`'a`), not only as long as the
 /// lookup (`'f`): a claim's path borrows from them, not copied.
 pub type FieldLookup<'f, 'a> = &'f dyn Fn(&str) -> Option<&'a Value>;
+
+/// One thing a declaration manages alone ([`Provider::exclusive_claims`]):
+/// `key` is compared with the other resources' keys of the same kind,
+/// `shown` names it in the error, at `field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusive {
+    pub field: &'static str,
+    pub key: String,
+    pub shown: String,
+}
 
 /// The path a declaration claims, for the catalogue's checks and ordering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1369,6 +1369,42 @@ mod lint_errors {
         assert_eq!(err.summary(), "3 errors, 0 warnings");
     }
 
+    /// Two Users naming one account, or two present Users (Groups) with one
+    /// uid (gid), would fight on every pass or fail half-way through an
+    /// apply: each is an error at the second one's field. A number used by
+    /// a User and a Group, or by a resource declared absent, is not.
+    #[test]
+    fn two_resources_managing_one_account_or_number() {
+        let repo = Repo::two_layers();
+        let doc = |kind: &str, name: &str, desired: &str| {
+            format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+        };
+        repo.file(
+            "base/accounts.yaml",
+            &[
+                doc("User", "deploy", "{uid: 2000}"),
+                doc("User", "deploy-again", "{name: deploy}"),
+                doc("User", "web", "{uid: 2000, password_hash: \"$6$s$CANARY\"}"),
+                doc("User", "gone", "{uid: 2000, ensure: absent}"),
+                doc("Group", "ops", "{gid: 2000}"),
+                doc("Group", "ops2", "{gid: 2000}"),
+                doc("Group", "deploy", "{}"),
+            ]
+            .join("---\n"),
+        );
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "base/accounts.yaml:9:11: error: User[deploy-again]: account `deploy` is also managed by User[deploy]",
+                "base/accounts.yaml:14:11: error: User[web]: uid 2000 is also managed by User[deploy]",
+                "base/accounts.yaml:29:11: error: Group[ops2]: gid 2000 is also managed by Group[ops]",
+            ]
+        );
+        assert!(!err.render(false).contains("CANARY"));
+    }
+
     #[test]
     fn two_resources_managing_one_path() {
         let repo = Repo::two_layers();

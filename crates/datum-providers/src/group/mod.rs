@@ -28,7 +28,9 @@ use crate::common::account_files::{self, AccountError};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::kind::planned;
-use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError};
+use crate::{
+    Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
+};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "Group";
@@ -82,6 +84,40 @@ impl schemars::JsonSchema for AccountName {
             "description": "A user or group name: a lower-case letter or `_`, then lower-case letters, digits, `_`, `-` or `.` (a final `$` allowed), at most 32 characters.",
         })
     }
+}
+
+/// What a User or Group declaration manages alone: its name (`what`:
+/// "account" or "group") and, while present, its number (`number`: "uid"
+/// or "gid", a number only: a User's `gid` names a group, it is not its
+/// own). Values that do not parse claim nothing (their errors are the
+/// field check's).
+pub(crate) fn account_claims(
+    field: FieldLookup<'_, '_>,
+    name: &str,
+    what: &str,
+    number: &'static str,
+) -> Vec<Exclusive> {
+    let account = match field("name") {
+        Some(v) => v.as_str().unwrap_or_default(),
+        None => name,
+    };
+    let mut claims = Vec::new();
+    if !account.is_empty() {
+        claims.push(Exclusive {
+            field: "name",
+            key: format!("{what} {account}"),
+            shown: format!("{what} `{account}`"),
+        });
+    }
+    let absent = field("ensure").and_then(Value::as_str) == Some("absent");
+    if let Some(n) = field(number).and_then(Value::as_u64).filter(|_| !absent) {
+        claims.push(Exclusive {
+            field: number,
+            key: format!("{number} {n}"),
+            shown: format!("{number} {n}"),
+        });
+    }
+    claims
 }
 
 /// A declared account number: an integer below 2^32 - 1 (the "no id"
@@ -302,6 +338,11 @@ impl Kind for GroupProvider {
 
     fn takes_validator(&self) -> bool {
         false
+    }
+
+    /// The group's name (whatever `ensure` says), and its gid while present.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        account_claims(field, name, "group", "gid")
     }
 
     fn observe(

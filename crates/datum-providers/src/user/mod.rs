@@ -44,7 +44,9 @@ use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
 use crate::kind::planned;
-use crate::{FieldError, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError};
+use crate::{
+    Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
+};
 
 /// The manifest `type:` of this kind.
 pub const KIND: &str = "User";
@@ -491,6 +493,12 @@ impl Kind for UserProvider {
 
     fn sensitive_fields(&self) -> &'static [&'static str] {
         &["password_hash"]
+    }
+
+    /// The account's name (whatever `ensure` says: one User adding what
+    /// another removes), and its uid while present.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        crate::group::account_claims(field, name, "account", "uid")
     }
 
     fn observe(
