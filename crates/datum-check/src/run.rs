@@ -141,6 +141,14 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // plan (unless told otherwise): it deep-checks in its own round of
     // every period, and checks metadata in the others.
     let reporting = Reporting::load(host);
+    if let Some(r) = reporting.as_ref().filter(|_| !persistent) {
+        // Said, not silent: else an enrolled host that only checks stays
+        // "new" (then stale) on the server with no word on the host.
+        eprintln!(
+            "warning: {} is set up, but this host has no state store yet (nothing was applied here): this check's report is not queued for the server; `datum apply` once creates the store",
+            r.path.display()
+        );
+    }
     let plan = match (&reporting, args.sample) {
         (Some(_), None) => store.sampling_plan().unwrap_or(None),
         _ => None,

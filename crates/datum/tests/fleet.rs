@@ -1072,6 +1072,26 @@ fn the_server_alert_rules_and_metrics() {
 /// Size and rate are bounded: a report over `report_bytes` is refused for
 /// good (set aside, counted, never blocking the queue), an identity over
 /// `reports_per_minute` is told when to come back (kept, retried).
+/// A check on an enrolled host that has no state store yet (nothing was
+/// applied) queues no report, and says so: before, the host stayed "new"
+/// and then stale on the server while its checks ran, with no word on it.
+#[test]
+fn a_check_before_any_apply_says_its_report_is_not_queued() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let server = Server::init(t.path(), "sqlite", &[]);
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let out = h.run(&repo, &["check"]);
+    assert!(
+        stderr(&out).contains("report is not queued"),
+        "{}",
+        stderr(&out)
+    );
+    assert_exit(&h.run(&repo, &["apply"]), 2);
+    let out = h.run(&repo, &["check"]);
+    assert!(!stderr(&out).contains("not queued"), "{}", stderr(&out));
+}
+
 #[test]
 fn reports_are_bounded_in_size_and_rate() {
     let t = tempfile::tempdir().unwrap();
