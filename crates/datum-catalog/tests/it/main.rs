@@ -1405,6 +1405,36 @@ mod lint_errors {
         assert!(!err.render(false).contains("CANARY"));
     }
 
+    /// Two Packages of one package, or two Services of one unit (`nginx`
+    /// is `nginx.service`), would undo each other on every pass.
+    #[test]
+    fn two_resources_managing_one_package_or_unit() {
+        let repo = Repo::two_layers();
+        let doc = |kind: &str, name: &str, desired: &str| {
+            format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+        };
+        repo.file(
+            "base/system.yaml",
+            &[
+                doc("Package", "nginx", "{}"),
+                doc("Package", "no-nginx", "{name: nginx, state: absent}"),
+                doc("Service", "nginx", "{state: running}"),
+                doc("Service", "web", "{name: nginx.service, state: stopped}"),
+                doc("Service", "getty", "{name: getty@tty1, enabled: true}"),
+            ]
+            .join("---\n"),
+        );
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "base/system.yaml:9:11: error: Package[no-nginx]: package `nginx` is also managed by Package[nginx]",
+                "base/system.yaml:19:11: error: Service[web]: unit `nginx.service` is also managed by Service[nginx]",
+            ]
+        );
+    }
+
     #[test]
     fn two_resources_managing_one_path() {
         let repo = Repo::two_layers();

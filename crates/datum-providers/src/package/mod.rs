@@ -66,8 +66,8 @@ pub use status::{DpkgState, PackageRecord, StatusDb};
 use crate::Activated;
 use crate::kind::planned;
 use crate::{
-    Batched, Batches, Declared, FieldError, Kind, OrderingEdge, OrdersOthers, Planned,
-    ProviderError,
+    Batched, Batches, Declared, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge,
+    OrdersOthers, Planned, ProviderError,
 };
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
@@ -594,6 +594,23 @@ impl Kind for PackageProvider {
 
     fn extra_findings(&self) -> Option<&dyn crate::provider::ExtraFindings> {
         Some(self)
+    }
+
+    /// The package (`name:`, else the resource's name, as written): two
+    /// Packages of one name would install and remove it in turn.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        let package = match field("name") {
+            Some(v) => v.as_str().unwrap_or_default(),
+            None => name,
+        };
+        if package.is_empty() {
+            return Vec::new();
+        }
+        vec![Exclusive {
+            field: "name",
+            key: format!("package {package}"),
+            shown: format!("package `{package}`"),
+        }]
     }
 
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {

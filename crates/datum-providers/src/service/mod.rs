@@ -66,7 +66,9 @@ pub use error::{Instability, ServiceError};
 
 use crate::Activated;
 use crate::kind::{declaration, planned};
-use crate::{Activates, Declared, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError};
+use crate::{
+    Activates, Declared, Exclusive, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError,
+};
 use systemctl::{UnitStatus, Verb};
 
 /// The Service provider. Stateless: everything it knows comes from systemd
@@ -234,6 +236,23 @@ impl Kind for ServiceProvider {
 
     fn activation(&self) -> Option<&dyn Activates> {
         Some(self)
+    }
+
+    /// The unit (`nginx` and `nginx.service` are one): two Services of one
+    /// unit would start and stop it in turn.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        let declared = match field("name") {
+            Some(v) => v.as_str().unwrap_or_default(),
+            None => name,
+        };
+        desired::unit_name(declared)
+            .map(|unit| Exclusive {
+                field: "name",
+                key: format!("unit {unit}"),
+                shown: format!("unit `{unit}`"),
+            })
+            .into_iter()
+            .collect()
     }
 
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
