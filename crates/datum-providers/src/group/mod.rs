@@ -269,7 +269,7 @@ impl OrdersOthers for GroupProvider {
                 groups.entry(name).or_insert(r);
             }
         }
-        let mut edges = removals_after_users(resources);
+        let mut edges = after_users_removed(resources);
         if groups.is_empty() {
             return edges;
         }
@@ -287,33 +287,45 @@ impl OrdersOthers for GroupProvider {
     }
 }
 
-/// A Group declared absent is removed after every User declared absent:
-/// groupdel refuses to remove a user's primary group ("cannot remove the
-/// primary group of user 'deploy'"), and a User removed is declared by its
-/// name alone, so which group was its primary one is not known before the
-/// pass. Removing the users first never stops a group's removal.
-fn removals_after_users(resources: &[Resource]) -> Vec<OrderingEdge> {
-    let absent = |r: &&Resource| match r.id.kind.as_str() {
-        KIND => {
-            GroupDesired::parse(&r.desired, &r.id.name).is_ok_and(|d| d.ensure == Ensure::Absent)
-        }
-        crate::user::KIND => crate::user::UserDesired::parse(&r.desired, &r.id.name)
-            .is_ok_and(|d| d.ensure == Ensure::Absent),
-        _ => false,
-    };
-    let (groups, users): (Vec<&Resource>, Vec<&Resource>) = resources
+/// Groups that must come after the Users declared absent:
+///
+/// - a Group declared absent, after every one of them: groupdel refuses to
+///   remove a user's primary group ("cannot remove the primary group of
+///   user 'deploy'"), and a User removed is declared by its name alone, so
+///   which group was its primary one is not known before the pass.
+///   Removing the users first never stops a group's removal;
+/// - a Group declared present, after the one of its name: userdel removes
+///   a user's own group with it (`USERGROUPS_ENAB`, and shadow-utils 4.13's
+///   userdel has no option against it), so the Group, observed after,
+///   finds it gone and makes it again in the same pass (with its declared
+///   gid) instead of reporting it unchanged and leaving it removed.
+fn after_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
+    let removed: Vec<(&Resource, String)> = resources
         .iter()
-        .filter(absent)
-        .partition(|r| r.id.kind == KIND);
-    groups
-        .iter()
-        .flat_map(|g| {
-            users.iter().map(|u| OrderingEdge {
-                from: g.id.clone(),
-                after: u.id.clone(),
-            })
+        .filter(|r| r.id.kind == crate::user::KIND)
+        .filter_map(|r| {
+            let d = crate::user::UserDesired::parse(&r.desired, &r.id.name).ok()?;
+            (d.ensure == Ensure::Absent).then_some((r, d.name))
         })
-        .collect()
+        .collect();
+    if removed.is_empty() {
+        return Vec::new();
+    }
+    let mut edges = Vec::new();
+    for r in resources.iter().filter(|r| r.id.kind == KIND) {
+        let Ok(d) = GroupDesired::parse(&r.desired, &r.id.name) else {
+            continue;
+        };
+        for (user, name) in &removed {
+            if d.ensure == Ensure::Absent || *name == d.name {
+                edges.push(OrderingEdge {
+                    from: r.id.clone(),
+                    after: user.id.clone(),
+                });
+            }
+        }
+    }
+    edges
 }
 
 impl Kind for GroupProvider {
@@ -545,7 +557,7 @@ mod tests {
     }
 
     #[test]
-    fn a_group_removed_comes_after_the_users_removed() {
+    fn a_group_removed_or_named_like_a_user_removed_comes_after_it() {
         use datum_core::ResourceId;
         let r = |kind: &str, name: &str, desired: Value| {
             Resource::new(ResourceId::new(kind, name), desired)
@@ -553,6 +565,7 @@ mod tests {
         let resources = [
             r("Group", "ops", json!({"ensure": "absent"})),
             r("Group", "kept", json!({})),
+            r("Group", "own", json!({"name": "deploy", "gid": 3001})),
             r("User", "deploy", json!({"ensure": "absent"})),
             r("User", "app", json!({})),
         ];
@@ -561,9 +574,13 @@ mod tests {
             .into_iter()
             .map(|e| (e.from.to_string(), e.after.to_string()))
             .collect();
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
         assert_eq!(
             edges,
-            [("Group[ops]".to_owned(), "User[deploy]".to_owned())]
+            [
+                pair("Group[ops]", "User[deploy]"),
+                pair("Group[own]", "User[deploy]"),
+            ]
         );
     }
 

@@ -285,4 +285,23 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
     assert_eq!(line_of(&passwd, "app"), None, "{passwd}");
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     assert_eq!(line_of(&group, "ops"), None, "{group}");
+
+    // A User removed whose own group is declared present: userdel takes the
+    // group with it (USERGROUPS_ENAB); the Group comes after the User and
+    // puts it back, with its number, in the same pass.
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "deploy", "{gid: 3001}"),
+            doc("User", "deploy", "{ensure: absent}"),
+        ]
+        .join("---\n"),
+    );
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(line_of(&passwd, "deploy"), None, "{passwd}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "deploy"), Some("deploy:x:3001:"), "{group}");
+    assert_exit(&s.datum(&["plan"]), 0);
 }
