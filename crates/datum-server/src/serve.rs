@@ -35,6 +35,9 @@ use crate::store::{MIGRATIONS, StoreError};
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the retention of daily aggregates and idempotency keys runs
+/// (and once when the server starts).
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +245,23 @@ pub async fn accept_loop<B: crate::store::Backend>(
     let grace = app.config.limits.request_timeout;
     let router = crate::api::router(Arc::clone(&app));
     let tasks = tokio_util_tracker();
+    // `retention.daily_days`: daily aggregates and remembered keys older
+    // than that go, now and every hour (every server process does it; the
+    // deletes are the same on each).
+    let pruner = {
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(PRUNE_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let days = app.config.retention.daily_days;
+                if let Err(e) = app.fleet.prune(app.now(), days).await {
+                    eprintln!("warning: cannot remove what is older than {days} days: {e}");
+                }
+            }
+        })
+    };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -273,6 +293,7 @@ pub async fn accept_loop<B: crate::store::Backend>(
             () = &mut shutdown => break,
         }
     }
+    pruner.abort();
     tasks.close();
     let _ = tokio::time::timeout(grace, tasks.wait()).await;
 }

@@ -1072,6 +1072,81 @@ fn the_server_alert_rules_and_metrics() {
 /// Size and rate are bounded: a report over `report_bytes` is refused for
 /// good (set aside, counted, never blocking the queue), an identity over
 /// `reports_per_minute` is told when to come back (kept, retried).
+/// `retention.daily_days` holds: a daily aggregate older than that is
+/// removed when the server starts (and every hour). Before, nothing ever
+/// removed one, nor a remembered idempotency key: both tables grew for
+/// ever.
+#[test]
+fn daily_aggregates_older_than_the_retention_are_removed() {
+    let t = tempfile::tempdir().unwrap();
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let config = server.dir.join("server.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        original.replace("daily_days: 400", "daily_days: 3"),
+    )
+    .unwrap();
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let path = h.root.join("etc/datum/report.yaml");
+    let credentials = datum_fleet::credentials::Credentials::parse(
+        &path,
+        &std::fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap();
+    let client = datum_fleet::client::Client::new(
+        &credentials.server,
+        &credentials.ca_pem,
+        &credentials.token,
+        datum_fleet::client::Timeouts::default(),
+    )
+    .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    // One report finished ten days ago (delivered late), one today.
+    for (seq, at) in [(1u64, now - 10 * 86_400), (2, now)] {
+        let key = format!("{seq:032x}");
+        let report = serde_json::json!({
+            "format_version": 1, "key": key, "seq": seq, "kind": "check", "host": "web-1",
+            "labels": {}, "datum_version": "0.1.0", "revision": "git:aaaa", "catalogue": "c",
+            "started_at": at, "finished_at": at, "duration_ms": 1, "exit_code": 0,
+            "counts": {}, "resources": 0, "expected_interval_s": 600
+        });
+        client
+            .post_report(&key, report.to_string().as_bytes(), 0, 0)
+            .unwrap();
+    }
+    let days = |server: &Server| -> Vec<String> {
+        server.fleet(&["history", "web-1"])["daily"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["day"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(days(&server).len(), 2, "{:?}", days(&server));
+    server.kill();
+    server.start();
+    // The first pruning runs as the server starts accepting.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let kept = loop {
+        let kept = days(&server);
+        if kept.len() < 2 || Instant::now() > deadline {
+            break kept;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(kept.len(), 1, "the day ten days ago is gone: {kept:?}");
+    assert_eq!(
+        server.seqs("web-1"),
+        [1, 2],
+        "reports have their own retention"
+    );
+}
+
 /// A check on an enrolled host that has no state store yet (nothing was
 /// applied) queues no report, and says so: before, the host stayed "new"
 /// and then stale on the server while its checks ran, with no word on it.
