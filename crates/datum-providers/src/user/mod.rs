@@ -229,8 +229,11 @@ fn text_field(
 }
 
 fn absolute_path(value: &str, field: &str) -> Result<(), FieldError> {
+    // A control character (a carriage return, an escape) is no passwd
+    // field: useradd fails half-way ("failure while writing changes to
+    // /etc/passwd") or the line reads back differently on every pass.
     let ok = value.starts_with('/')
-        && !value.contains([':', '\n', '\0'])
+        && !value.chars().any(|c| c == ':' || c.is_control())
         && value
             .split('/')
             .skip(1)
@@ -241,7 +244,9 @@ fn absolute_path(value: &str, field: &str) -> Result<(), FieldError> {
     } else {
         Err(FieldError::new(
             &[field],
-            format!("`{field}` must be an absolute, normalised path without `:`"),
+            format!(
+                "`{field}` must be an absolute, normalised path without `:` or control characters"
+            ),
         ))
     }
 }
@@ -801,6 +806,17 @@ mod tests {
             ],
             "{errors:?}"
         );
+    }
+
+    #[test]
+    fn a_home_or_shell_with_a_control_character_is_refused() {
+        for bad in ["/bin/sh\r", "/srv/a\u{1b}[2Jb", "/bin/sh\t", "/a\u{85}b"] {
+            let errors =
+                UserDesired::parse(&json!({"shell": bad, "home": bad}), "deploy").unwrap_err();
+            let fields: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
+            assert_eq!(fields, ["home", "shell"], "{bad:?}");
+        }
+        assert!(UserDesired::parse(&json!({"shell": "/bin/sh", "home": "/"}), "deploy").is_ok());
     }
 
     #[test]
