@@ -181,7 +181,7 @@ impl schemars::JsonSchema for PasswordHash {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^(!?\\$[a-z0-9]+\\$[^:\\s]+|!|\\*|!\\*)$",
+            "pattern": "^(!?\\$[a-z0-9]+\\$[^:\\s\\x00-\\x1f\\x7f]+|!|\\*|!\\*)$",
             "description": "A crypt(3) hash such as `$y$...` or `$6$...` (mkpasswd), or `!` / `*` for a locked account. Sensitive: never shown.",
             "writeOnly": true,
         })
@@ -201,7 +201,9 @@ fn check_hash(text: &str) -> Result<(), String> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
             && !tail.is_empty()
-            && !tail.bytes().any(|b| b == b':' || b.is_ascii_whitespace())
+            && !tail
+                .bytes()
+                .any(|b| b == b':' || b.is_ascii_whitespace() || b.is_ascii_control())
     });
     if locked || hash {
         Ok(())
@@ -783,7 +785,18 @@ mod tests {
         for ok in ["!", "*", "!$6$s$h", "$y$j9T$salt$hash"] {
             assert!(check_hash(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "$", "$6$", "$6$a b", "$6$a:b", "plain", "$$x"] {
+        for bad in [
+            "",
+            "$",
+            "$6$",
+            "$6$a b",
+            "$6$a:b",
+            "plain",
+            "$$x",
+            "$6$a\u{b}b",
+            "$6$a\0b",
+            "$6$a\u{1b}b",
+        ] {
             assert!(check_hash(bad).is_err(), "{bad}");
         }
     }
@@ -866,6 +879,7 @@ mod tests {
             json!({"home": "relative"}),
             json!({"password_hash": "secret"}),
             json!({"password_hash": "!"}),
+            json!({"password_hash": "$6$s$a\u{1b}b"}),
             json!({"name": "Deploy"}),
             json!({"comment": "x"}),
         ];
