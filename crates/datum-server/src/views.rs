@@ -971,7 +971,9 @@ pub struct SamplingView {
     pub hosts_total: u64,
     /// Hosts that deep-checked within the last `period_rounds` rounds.
     pub deep_in_period: u64,
-    /// Hosts that did not (a host that stopped checking, or a new one).
+    /// Hosts whose last deep round ended without a deep check of theirs (a
+    /// host that stopped checking, or a new one). A host whose own round is
+    /// the current one is not overdue until that round ends.
     pub overdue: Vec<String>,
     /// Deep checks recorded per recent round, newest first.
     pub rounds: Vec<RoundCount>,
@@ -1049,9 +1051,27 @@ pub fn sampling(
     let k = plan.period();
     let current = plan.round;
     let oldest_in_period = current.saturating_sub(k - 1);
+    let deep_in_period = hosts
+        .iter()
+        .filter(|h| h.last_deep_round.is_some_and(|r| r >= oldest_in_period))
+        .count() as u64;
+    // Overdue: the host's own round (its slot) came and ended without a
+    // deep check. The round in progress does not count yet: a host whose
+    // slot it is has until its end (else a k-th of the fleet read as
+    // overdue at the start of every round, on schedule).
     let mut overdue: Vec<String> = hosts
         .iter()
-        .filter(|h| h.last_deep_round.is_none_or(|r| r < oldest_in_period))
+        .filter(|h| {
+            let slot = datum_fleet::report::slot(&h.name, plan.seed, k);
+            // The last round before the current one that is this host's.
+            let Some(due) = current
+                .checked_sub(1)
+                .and_then(|last| last.checked_sub((last % k + k - slot) % k))
+            else {
+                return false;
+            };
+            h.last_deep_round.is_none_or(|r| r < due)
+        })
         .map(|h| h.name.clone())
         .collect();
     overdue.sort();
@@ -1063,7 +1083,7 @@ pub fn sampling(
         period_rounds: Some(k),
         current_round: Some(current),
         hosts_total: hosts.len() as u64,
-        deep_in_period: (hosts.len() - overdue.len()) as u64,
+        deep_in_period,
         overdue,
         rounds: deep_rounds
             .iter()
@@ -1271,10 +1291,25 @@ mod tests {
             resources: 1,
             policy: None,
         }];
-        let v = sampling(Some(&plan), &[a, b], &[(100, 3)]);
+        // The last round before the current one that is each host's own.
+        let due = |name: &str| {
+            let slot = datum_fleet::report::slot(name, 1, 4);
+            (96..100).find(|r| r % 4 == slot).unwrap()
+        };
+        a.last_deep_round = Some(due("a"));
+        b.last_deep_round = Some(due("b") - 4);
+        // Its own round is the current one and it has not checked yet: on
+        // schedule, not overdue (it was, before the round ended).
+        let name = (0..100)
+            .map(|i| format!("c{i}"))
+            .find(|n| datum_fleet::report::slot(n, 1, 4) == 100 % 4)
+            .unwrap();
+        let mut c = host(&name, &[]);
+        c.last_deep_round = Some(96);
+        let v = sampling(Some(&plan), &[a, b, c], &[(100, 3)]);
         assert_eq!(v.period_rounds, Some(4));
         assert_eq!(v.overdue, vec!["b"]);
-        assert_eq!(v.deep_in_period, 1);
+        assert_eq!(v.deep_in_period, u64::from(due("a") >= 97));
         let normal = &v.classes[0];
         assert_eq!(normal.bound_guaranteed_s, Some(4 * 600 + 300));
         assert_eq!(normal.bound_expected_s, Some(5 * 600 / 2 + 300));
