@@ -77,7 +77,23 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
         }
         BackupCommand::Show { id } => {
             let (entry, bytes) = store.get(*id)?;
-            if entry.sensitive {
+            if global.output == Format::Json {
+                // The entry as `list` shows it, and the content as text when
+                // it is UTF-8 (else null, with `binary`: the human form
+                // prints the bytes); a sensitive entry's content never.
+                let key = entry
+                    .sensitive
+                    .then(|| context::digest_key(global))
+                    .flatten();
+                let mut doc = entry_json(&entry, key.as_ref())?;
+                let text = std::str::from_utf8(&bytes).ok();
+                doc["content"] = match (entry.sensitive, text) {
+                    (false, Some(text)) => serde_json::json!(text),
+                    _ => serde_json::Value::Null,
+                };
+                doc["binary"] = serde_json::json!(!entry.sensitive && text.is_none());
+                crate::render::json::print("backup", doc)?;
+            } else if entry.sensitive {
                 writeln!(out, "{}", datum_core::SENSITIVE_PLACEHOLDER)?;
             } else {
                 out.write_all(&bytes)?;
@@ -117,12 +133,22 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             staged
                 .commit()
                 .with_context(|| format!("cannot restore {}", entry.path.display()))?;
-            writeln!(
-                out,
-                "restored {} from backup {}",
-                entry.path.display(),
-                entry.id
-            )?;
+            if global.output == Format::Json {
+                let doc = serde_json::json!({
+                    "restored": true,
+                    "id": entry.id,
+                    "path": entry.path,
+                    "resource": entry.resource,
+                });
+                crate::render::json::print("restored", doc)?;
+            } else {
+                writeln!(
+                    out,
+                    "restored {} from backup {}",
+                    entry.path.display(),
+                    entry.id
+                )?;
+            }
         }
     }
     Ok(ExitCode::Clean)

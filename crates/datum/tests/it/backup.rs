@@ -2,6 +2,8 @@
 
 use std::fs;
 
+use serde_json::json;
+
 use crate::support::*;
 
 #[test]
@@ -29,7 +31,23 @@ fn replaced_content_is_kept_and_can_be_shown_and_restored() {
     assert_exit(&show, 0);
     assert_eq!(stdout(&show), "what was there before\n");
 
-    assert_exit(&s.datum(&["backup", "restore", &id]), 0);
+    // `--output json` prints one JSON document, for show and restore too.
+    let show = s.datum(&["--output", "json", "backup", "show", &id]);
+    assert_exit(&show, 0);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&show.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&show)));
+    assert_eq!(doc["format_version"], "1");
+    assert_eq!(doc["content"], "what was there before\n");
+    assert_eq!(doc["path"], "/f.conf");
+
+    let restore = s.datum(&["--output", "json", "backup", "restore", &id]);
+    assert_exit(&restore, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&restore.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&restore)));
+    assert_eq!(
+        (&doc["restored"], &doc["path"]),
+        (&json!(true), &json!("/f.conf"))
+    );
     assert_eq!(
         fs::read_to_string(s.live("/f.conf")).unwrap(),
         "what was there before\n"

@@ -52,6 +52,11 @@ fn sensitive_content_never_appears_in_any_output_or_the_state_store() {
     let show = s.datum(&["backup", "show", &id]);
     assert_exit(&show, 0);
     assert!(!stdout(&show).contains(CANARY));
+    let show = s.datum(&["--output", "json", "backup", "show", &id]);
+    assert_exit(&show, 0);
+    assert!(!stdout(&show).contains(CANARY));
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert!(doc["content"].is_null() && doc["sha256"].is_null(), "{doc}");
     // The state store never holds the value.
     let db = fs::read(s.live("/var/lib/datum/state.db")).unwrap();
     assert!(!String::from_utf8_lossy(&db).contains(CANARY));
