@@ -142,6 +142,9 @@ impl Finding {
             (Category::Ignored, _) if !self.ignored_by.is_empty() => {
                 format!("covered by ignore_changes ({})", self.ignored_by.join(", "))
             }
+            (Category::Ignored, Some(Action::Update)) if self.left_alone_by_update => {
+                "the next apply updates other attributes and leaves this drift alone".to_owned()
+            }
             (Category::Ignored, None) => {
                 "not among the normal plan's changes; the next apply leaves it alone".to_owned()
             }
@@ -242,19 +245,18 @@ fn to_diff(leaf: &LeafDiff) -> Diff {
     }
 }
 
-/// Whether an update's known changes are all on paths that did not drift. An update whose
-/// changed paths are unknown (empty: nothing to compare, e.g. a trimmed plan) says nothing,
-/// so it counts as reverting the drift. `drifted` is every path that drifted, those hidden
-/// by `--ignore-attr` included: an update that reverts a hidden path still reverts drift,
-/// and is not an unapplied change.
+/// Whether an update's changes are all on paths that did not drift: neither a path it
+/// changes nor one it leaves known only after apply (which may be a drifted one) touches a
+/// drifted path. An update that says nothing about its paths (neither list has any: e.g. a
+/// trimmed plan) counts as reverting the drift. `drifted` is every path that drifted, those
+/// hidden by `--ignore-attr` included: an update that reverts a hidden path still reverts
+/// drift, and is not an unapplied change.
 fn updates_only_other_paths(change: &ChangeEntry, drifted: &[&Path]) -> bool {
-    !change.changed_paths.is_empty()
+    let touches_drift = |path: &Path| drifted.iter().any(|d| path.covers(d) || d.covers(path));
+    (!change.changed_paths.is_empty() || !change.unknown_paths.is_empty())
         && !drifted.is_empty()
-        && !change.changed_paths.iter().any(|changed| {
-            drifted
-                .iter()
-                .any(|d| changed.covers(d) || d.covers(changed))
-        })
+        && !change.changed_paths.iter().any(touches_drift)
+        && !change.unknown_paths.iter().any(touches_drift)
 }
 
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
@@ -492,6 +494,7 @@ mod tests {
             importing: false,
             replace_paths: Vec::new(),
             changed_paths: Vec::new(),
+            unknown_paths: Vec::new(),
         }
     }
 
@@ -592,6 +595,46 @@ mod tests {
         // When the update touches a drifted path, the apply reverts it.
         c.changed_paths
             .push(Path::parse("metadata[0].labels.owner").unwrap());
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        assert!(report.pending.is_empty());
+    }
+
+    #[test]
+    fn update_of_known_after_apply_paths_only_leaves_the_drift_alone() {
+        // sqs_managed_sse_enabled drifted (optional and computed: the configuration does not
+        // set it); the update only makes redrive_policy known after apply (its dead-letter
+        // queue is replaced). Terraform shows sqs_managed_sse_enabled among the unchanged
+        // attributes: the apply does not revert it.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.main",
+                Action::Update,
+                vec![leaf("sqs_managed_sse_enabled", json!(true), json!(false))],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("aws_sqs_queue.main", Action::Update);
+        c.unknown_paths = vec![Path::parse("redrive_policy").unwrap()];
+        let normal = Plan {
+            changes: vec![c.clone()],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert_eq!(report.findings[0].category, Category::Ignored);
+        assert!(report.findings[0].left_alone_by_update);
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply updates other attributes and leaves this drift alone"
+        );
+        assert_eq!(report.pending[0].address, "aws_sqs_queue.main");
+        // A drifted path that is known only after apply may be set back: it is reverted.
+        c.unknown_paths
+            .push(Path::parse("sqs_managed_sse_enabled").unwrap());
         let normal = Plan {
             changes: vec![c],
             ..Plan::default()

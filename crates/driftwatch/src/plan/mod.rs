@@ -106,6 +106,9 @@ pub struct ChangeEntry {
     pub replace_paths: Vec<Path>,
     /// Paths whose value changes (updates and replaces only; values are not kept).
     pub changed_paths: Vec<Path>,
+    /// Paths whose value is known only after apply (`after_unknown`; updates and replaces
+    /// only). They are left out of `changed_paths`, but the apply does set them.
+    pub unknown_paths: Vec<Path>,
 }
 
 /// A parsed plan: only managed resources, secrets removed.

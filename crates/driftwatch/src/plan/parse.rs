@@ -422,10 +422,10 @@ fn change_entry(
             action: action.as_str().to_owned(),
         });
     }
-    let changed_paths = if matches!(action, Action::Update | Action::Replace) {
+    let (changed_paths, unknown_paths) = if matches!(action, Action::Update | Action::Replace) {
         changed_paths(&raw, source_name)?
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let replace_paths = raw
         .change
@@ -444,6 +444,7 @@ fn change_entry(
         importing: raw.change.importing.is_some(),
         replace_paths,
         changed_paths,
+        unknown_paths,
     }))
 }
 
@@ -555,25 +556,35 @@ fn drift_diffs(
     Ok(out)
 }
 
-/// Paths that differ, without values (for pending changes in the normal plan).
+/// Paths that differ, without values (for pending changes in the normal plan), and the
+/// paths that are unknown until apply.
 ///
-/// Attributes that are unknown until apply (`after_unknown` true) are left out: they are
-/// "known after apply", not a value the apply sets back, and OpenTofu leaves them out of
-/// `after`, which would otherwise look like "set to null".
-fn changed_paths(raw: &RawChange<'_>, source_name: &str) -> Result<Vec<Path>, PlanError> {
+/// Attributes that are unknown until apply (`after_unknown` true) are left out of the
+/// first list: they are "known after apply", not a value the apply sets back, and OpenTofu
+/// leaves them out of `after`, which would otherwise look like "set to null". They are the
+/// second list (the empty path when the whole value is unknown), so that the classifier
+/// can tell an update of other attributes from one that may touch a drifted one.
+fn changed_paths(
+    raw: &RawChange<'_>,
+    source_name: &str,
+) -> Result<(Vec<Path>, Vec<Path>), PlanError> {
     let unknown = value_of(raw.change.after_unknown, source_name).unwrap_or(Value::Null);
-    let unknown_paths: Vec<Path> = flatten(&unknown)
-        .into_iter()
-        .filter(|(_, v)| **v == Value::Bool(true))
-        .map(|(p, _)| p)
-        .collect();
-    let whole_unknown = unknown == Value::Bool(true);
-    Ok(raw_leaf_changes(raw.change.before, raw.change.after)
+    let unknown_paths: Vec<Path> = if unknown == Value::Bool(true) {
+        vec![Path::default()]
+    } else {
+        flatten(&unknown)
+            .into_iter()
+            .filter(|(_, v)| **v == Value::Bool(true))
+            .map(|(p, _)| p)
+            .collect()
+    };
+    let changed = raw_leaf_changes(raw.change.before, raw.change.after)
         .map_err(inside_change(source_name))?
         .into_iter()
         .map(|(path, _, _)| path)
-        .filter(|path| !whole_unknown && !unknown_paths.iter().any(|u| u.covers(path)))
-        .collect())
+        .filter(|path| !unknown_paths.iter().any(|u| u.covers(path)))
+        .collect();
+    Ok((changed, unknown_paths))
 }
 
 /// A changed leaf with its own values.
@@ -817,6 +828,12 @@ mod tests {
             .map(Path::to_string)
             .collect();
         assert_eq!(paths, vec!["v"]);
+        let unknown: Vec<String> = plan.changes[0]
+            .unknown_paths
+            .iter()
+            .map(Path::to_string)
+            .collect();
+        assert_eq!(unknown, vec!["id", "tags[0]"]);
     }
 
     #[test]
