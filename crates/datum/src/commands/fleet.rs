@@ -82,16 +82,59 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
         return Ok(ExitCode::Clean);
     }
     let color = crate::context::use_color(global);
-    let text = match &args.view {
+    write!(out, "{}", human(&args.view, json, color)?)?;
+    Ok(ExitCode::Clean)
+}
+
+/// The view as text for a person. What hosts reported (labels, revisions,
+/// categories, messages) is theirs to word: its control characters are
+/// shown escaped, never sent to the terminal, so a host cannot move the
+/// cursor, retitle the window or write the clipboard of whoever reads it
+/// (line breaks stay, for validator output).
+fn human(view: &FleetView, mut json: serde_json::Value, color: bool) -> Result<String> {
+    defuse(&mut json);
+    Ok(match view {
         FleetView::Hosts => hosts(&serde_json::from_value(json)?, color),
         FleetView::Rollout { .. } => rollout(&serde_json::from_value(json)?, color),
         FleetView::Drift => drift(&serde_json::from_value(json)?, color),
         FleetView::Stale => stale(&serde_json::from_value(json)?),
         FleetView::Sampling => sampling(&serde_json::from_value(json)?),
         FleetView::History { .. } => history(&serde_json::from_value(json)?),
-    };
-    write!(out, "{text}")?;
-    Ok(ExitCode::Clean)
+    })
+}
+
+/// Every string of `json` (keys too) with its control characters but the
+/// line break written as escapes (`\u{1b}`).
+fn defuse(json: &mut serde_json::Value) {
+    fn text(s: &str) -> Option<String> {
+        s.chars().any(|c| c.is_control() && c != '\n').then(|| {
+            s.chars()
+                .map(|c| {
+                    if c.is_control() && c != '\n' {
+                        c.escape_default().to_string()
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        })
+    }
+    match json {
+        serde_json::Value::String(s) => {
+            if let Some(t) = text(s) {
+                *s = t;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(defuse),
+        serde_json::Value::Object(map) => {
+            let fields = std::mem::take(map);
+            for (k, mut v) in fields {
+                defuse(&mut v);
+                map.insert(text(&k).unwrap_or(k), v);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Percent-encodes a query or path value.
@@ -538,7 +581,34 @@ fn history(v: &HistoryView) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::short_revision;
+    use super::{FleetView, human, short_revision};
+
+    /// A host's words reach the terminal without their control characters:
+    /// an escape sequence in a label or a revision (OSC 52 writes the
+    /// reader's clipboard, others retitle the window or move the cursor)
+    /// is shown escaped.
+    #[test]
+    fn what_a_host_reported_cannot_drive_the_terminal() {
+        let json = serde_json::json!({
+            "format_version": "1", "generated_at": "2026-12-06T06:00:00Z",
+            "states": {"converged": 1},
+            "hosts": [{
+                "name": "web-1", "kind": "host", "state": "converged", "age_s": 3,
+                "reports": 1, "findings": 0,
+                "labels": {"role\u{1b}[2J": "web\u{1b}]52;c;cm0gLXJmIH4=\u{7}"},
+                "last_report": "2026-12-06T06:00:00Z", "last_report_kind": "check",
+                "revision": "git:\u{1b}]0;pwned\u{7}abc", "counts": {}, "resources": 1,
+                "quarantined": 0, "trees": 0, "trees_differing": 0,
+                "expected_interval_s": 600, "outbox_depth": 0, "datum_version": "0.1.0"
+            }]
+        });
+        let text = human(&FleetView::Hosts, json, false).unwrap();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("role\\u{1b}[2J=web\\u{1b}]52;c;"), "{text}");
+    }
 
     /// The revision is what a host reported: a multi-byte character at the
     /// cut is kept whole (a byte slice there made `datum fleet hosts` and
