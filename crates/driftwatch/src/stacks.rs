@@ -35,6 +35,10 @@ pub enum StacksError {
         first: String,
         second: String,
     },
+    #[error(
+        "a stack is named \"summary\" ({dir}), and --markdown-dir writes the summary table to summary.md; name it with NAME=DIR in a stacks file"
+    )]
+    ReservedName { dir: String },
 }
 
 /// The name of a stack directory: its last component, after resolving `.` and links.
@@ -118,6 +122,20 @@ pub fn check_unique(specs: &[StackSpec]) -> Result<(), StacksError> {
         }
     }
     Ok(())
+}
+
+/// The name `--markdown-dir` keeps for the summary table (`summary.md`).
+pub const SUMMARY_NAME: &str = "summary";
+
+/// Refuse a stack whose page would be the summary's file (`--markdown-dir`): one of the
+/// two would be overwritten by the other.
+pub fn check_markdown_names(specs: &[StackSpec]) -> Result<(), StacksError> {
+    match specs.iter().find(|s| s.name == SUMMARY_NAME) {
+        Some(s) => Err(StacksError::ReservedName {
+            dir: s.chdir.display().to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// How many stacks to check at once by default: one per CPU.

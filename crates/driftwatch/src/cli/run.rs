@@ -25,6 +25,9 @@ pub(super) fn cmd_run(args: RunArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Re
     super::options(&args.common)?;
     let now = crate::history::now(args.common.now.as_deref())?;
     let specs = stack_specs(&args)?;
+    if args.markdown_dir.is_some() {
+        stacks::check_markdown_names(&specs)?;
+    }
     let many = specs.len() > 1;
     if many {
         if args.common.stack.is_some() {

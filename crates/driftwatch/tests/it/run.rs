@@ -303,6 +303,44 @@ fn several_stacks_as_json_and_markdown_files() {
 }
 
 #[test]
+fn a_stack_named_summary_is_refused_with_a_markdown_dir() {
+    // Its page and the summary table would both be summary.md, one overwriting the other.
+    let dir = tempfile::tempdir().unwrap();
+    let [shop, network, _] = three_stacks(dir.path());
+    let summary = dir.path().join("summary");
+    std::fs::rename(&network, &summary).unwrap();
+    let md = dir.path().join("md");
+    for stacks in [vec![shop.clone(), summary.clone()], vec![summary.clone()]] {
+        let out = outcome(many_cmd(dir.path(), &stacks).arg("--markdown-dir").arg(&md));
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "a stack is named \"summary\" ({})",
+                summary.display()
+            )),
+            "{}",
+            out.stderr
+        );
+        assert!(!md.exists());
+    }
+    // Named otherwise in a stacks file, it gets its own page beside the summary.
+    let list = dir.path().join("stacks.txt");
+    std::fs::write(&list, "shop-prod\nsummary-stack=summary\n").unwrap();
+    let out = outcome(
+        many_cmd(dir.path(), &[])
+            .arg("--stacks")
+            .arg(&list)
+            .arg("--markdown-dir")
+            .arg(&md),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(md.join("summary-stack.md").is_file() && md.join("summary.md").is_file());
+    // Without --markdown-dir the name is free.
+    let out = outcome(&mut many_cmd(dir.path(), &[shop, summary]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
 fn a_stacks_file_names_stacks_and_usage_errors_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     let [shop, network, _] = three_stacks(dir.path());
