@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Subcommand;
+use datum_core::ResourceId;
 use datum_host::lock::RootLock;
 use datum_host::{FileKind, HostError};
+use datum_store::backup::{BackupReason, Retention, SavedFile};
 
 use datum_report::style::{self, Paint};
 
@@ -29,7 +31,7 @@ pub enum BackupCommand {
 }
 
 pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
-    let store = context::open_backups(global)?;
+    let mut store = context::open_backups(global)?;
     let mut out = std::io::stdout();
     match cmd {
         BackupCommand::List { path } => {
@@ -117,12 +119,45 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                         .with_context(|| format!("cannot restore {}", entry.path.display()));
                 }
             };
-            if at.lstat()?.is_some_and(|s| s.kind == FileKind::Directory) {
+            let live = at.lstat()?;
+            if live.as_ref().is_some_and(|s| s.kind == FileKind::Directory) {
                 return Err(HostError::InTheWay {
                     path: at.path().to_path_buf(),
                     found: "directory".to_owned(),
                 }
                 .into());
+            }
+            // Evidence first, as before every replacement: the file the
+            // restore replaces is saved (unless it holds these very bytes),
+            // so a restore of the wrong version can be undone; a save that
+            // fails stops the restore, the file untouched.
+            if let Some(live) = live.filter(|s| s.kind == FileKind::File) {
+                let current = at.read()?;
+                if current != bytes {
+                    let resource = ResourceId::parse(&entry.resource).unwrap_or_else(|_| {
+                        ResourceId::new("Restore", entry.path.display().to_string())
+                    });
+                    store
+                        .save(&SavedFile {
+                            resource: &resource,
+                            declared_path: &entry.path,
+                            bytes: &current,
+                            mode: live.meta.mode,
+                            uid: live.meta.uid,
+                            gid: live.meta.gid,
+                            reason: BackupReason::Update,
+                            sensitive: entry.sensitive,
+                            at: context::now(),
+                        })
+                        .with_context(|| {
+                            format!(
+                                "cannot restore {}: the file it would replace could not be saved first",
+                                entry.path.display()
+                            )
+                        })?;
+                    // Housekeeping: the evidence is kept already.
+                    let _ = store.prune(&Retention::default(), context::now());
+                }
             }
             host.sweep_stale_staging(at.parent())?;
             let mut staged = at.stage_file()?;

@@ -52,6 +52,18 @@ fn replaced_content_is_kept_and_can_be_shown_and_restored() {
         fs::read_to_string(s.live("/f.conf")).unwrap(),
         "what was there before\n"
     );
+    // What the restore replaced was saved first: the restore can be undone.
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let entries = doc["backups"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{doc}");
+    let newest = entries[0]["id"].to_string();
+    assert_eq!(stdout(&s.datum(&["backup", "show", &newest])), "declared\n");
+    // Restoring again what is there saves nothing more.
+    assert_exit(&s.datum(&["backup", "restore", &id]), 0);
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(doc["backups"].as_array().unwrap().len(), 2, "{doc}");
     // The restored file is drift from the declaration again.
     assert_exit(&s.datum(&["plan"]), 2);
 }
