@@ -773,7 +773,6 @@ static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         ("quarantined", "$11"),
         ("expected_interval_s", "$12"),
         ("outbox_depth", "$13"),
-        ("outbox_dropped", "$14"),
         ("classes", "$15"),
         ("trees", "$16"),
         ("trees_differing", "$17"),
@@ -799,8 +798,12 @@ static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     .map(|(column, value)| format!("{column} = CASE WHEN {FRESH} THEN {value} ELSE {column} END"))
     .collect::<Vec<_>>()
     .join(", ");
+    // Reports the host's outbox dropped (full) are announced once, with
+    // the next delivery: they add up, whatever order reports came in (the
+    // next report's 0 must not wipe them out).
     format!(
         "UPDATE hosts SET {set}, \
+         outbox_dropped = outbox_dropped + $14, \
          reports_held = (SELECT count(*) FROM reports WHERE reports.host = $1), \
          open_findings = (SELECT count(*) FROM findings WHERE findings.host = $1) \
          WHERE name = $1"

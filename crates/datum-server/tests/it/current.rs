@@ -377,6 +377,32 @@ fn hosts_document() {
     on_both!(the_hosts_document_is_the_hosts_view_of_the_rows);
 }
 
+/// Reports a host's outbox dropped (full, during a long outage) are
+/// announced once, with the next delivery; the host's row adds them up, so
+/// the report after it (announcing 0) does not wipe them out, and a
+/// duplicate delivery of the announcing report does not count them twice.
+async fn dropped_reports_add_up<B: Backend>(f: &Fleet<B>) {
+    let deliver = async |seq: u64, dropped: u64| {
+        let r = report("web-1", ReportKind::Check, seq, 1_000 + seq as i64);
+        let raw = serde_json::to_string(&r).unwrap();
+        let headers = datum_server::fleet::OutboxHeaders { depth: 0, dropped };
+        f.ingest(&r, &raw, r.finished_at, headers, 5).await.unwrap()
+    };
+    assert!(deliver(1, 0).await);
+    assert!(deliver(2, 7).await);
+    assert!(!deliver(2, 7).await, "a duplicate");
+    assert!(deliver(3, 0).await);
+    assert!(deliver(4, 2).await);
+    assert!(deliver(5, 0).await);
+    let row = f.host("web-1").await.unwrap().unwrap();
+    assert_eq!(row.outbox_dropped, 9);
+}
+
+#[test]
+fn dropped_reports() {
+    on_both!(dropped_reports_add_up);
+}
+
 async fn stale_in_sql_is_the_rule_to_the_second<B: Backend>(f: &Fleet<B>) {
     // Interval 7 s: with factor 2.5 a host may be silent ceil(17.5) = 18 s,
     // with 2.0001 ceil(14.0007) = 15 s.
