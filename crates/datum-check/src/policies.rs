@@ -435,12 +435,26 @@ fn write_accept_patch(
                     .field_origins
                     .get(d.path())
                     .map_or_else(|| resource.origin.to_string(), ToString::to_string);
-                notes.push(format!(
-                    "{at}: set `{}` to `{}` ({})",
-                    d.path(),
-                    d.after_display(),
-                    f.finding.category
-                ));
+                // A value withheld (sensitive, or not recorded) is no
+                // value to set: `(sensitive)` written into the manifest
+                // would be a wrong one (a User's shell, its hash).
+                notes.push(match d.after().filter(|_| !d.is_sensitive()) {
+                    Some(value) => format!(
+                        "{at}: set `{}` to `{value}` ({})",
+                        d.path(),
+                        f.finding.category
+                    ),
+                    None => format!(
+                        "{at}: `{}` changed on the host ({}); its value is {} here: read it on the host and carry it into the repository by hand",
+                        d.path(),
+                        f.finding.category,
+                        if d.is_sensitive() {
+                            "sensitive and not shown"
+                        } else {
+                            "not recorded"
+                        }
+                    ),
+                });
             }
         }
     }

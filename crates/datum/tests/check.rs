@@ -814,6 +814,39 @@ fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
     assert!(text.contains("set `mode` to `0600`"), "{text}");
 }
 
+/// A sensitive resource's accepted change names the field and says the
+/// value is not shown: "set `mode` to `(sensitive)`" told the operator to
+/// write the placeholder into the manifest (a User's shell or hash too).
+#[test]
+fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    );
+    let manifest = fs::read_to_string(s.repo().join("base/main.yaml"))
+        .expect("manifest")
+        .replace("name: motd\n", "name: motd\nsensitive: true\n");
+    s.write("repo/base/main.yaml", &manifest);
+    let s = s.applied();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2, "{json:#}");
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    let named = action
+        .strip_prefix("accepted (patch: ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{action}"));
+    let text = fs::read_to_string(named).unwrap_or_else(|e| panic!("{named}: {e}"));
+    assert!(!text.contains("(sensitive)`"), "{text}");
+    assert!(
+        text.contains("`mode` changed on the host") && text.contains("sensitive and not shown"),
+        "{text}"
+    );
+}
+
 #[test]
 fn quarantine_blocks_apply_until_release() {
     let s = Sandbox::new(
