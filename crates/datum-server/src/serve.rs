@@ -107,9 +107,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
 
 /// `datum server init`: the folder, then the admin token's hash in the store.
 pub fn init_command(dir: &Path, opts: &InitOptions) -> Result<Initialised, ServeError> {
+    let runtime = runtime()?;
+    // A PostgreSQL store is reached (and migrated) before anything is
+    // written: else a store that cannot be reached (down, a mistyped URL)
+    // left a folder whose admin credential no store knew, which `init`
+    // then refused to write over ("a file is in the way").
+    if opts.store != "sqlite" {
+        runtime.block_on(open_store(dir, &opts.store))?;
+    }
     let made = init::init(dir, opts)?;
     let hash = init::admin_token_hash(&made.admin);
-    runtime()?.block_on(async {
+    runtime.block_on(async {
         match open_store(dir, &made.dir.config.store).await? {
             AnyFleet::Sqlite(f) => f.add_admin(&hash, unix_now()).await,
             AnyFleet::Postgres(f) => f.add_admin(&hash, unix_now()).await,

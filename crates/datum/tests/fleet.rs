@@ -1072,6 +1072,35 @@ fn the_server_alert_rules_and_metrics() {
 /// Size and rate are bounded: a report over `report_bytes` is refused for
 /// good (set aside, counted, never blocking the queue), an identity over
 /// `reports_per_minute` is told when to come back (kept, retried).
+/// `server init` with a PostgreSQL store it cannot reach writes nothing:
+/// before, it wrote the folder (certificates, admin.yaml, server.yaml) and
+/// then failed to record the admin credential, leaving a folder whose
+/// credential no store knew and over which `init` refused to run again.
+#[test]
+fn a_server_init_whose_store_cannot_be_reached_leaves_no_folder_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("srv");
+    let port = free_port();
+    let out = datum()
+        .args(["server", "init", "--dir"])
+        .arg(&dir)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--store", "postgres://datum@127.0.0.1:1/fleet"])
+        .output()
+        .unwrap();
+    assert_exit(&out, 1);
+    assert!(
+        !dir.join("server.yaml").exists() && !dir.join("admin.yaml").exists(),
+        "{}",
+        stderr(&out)
+    );
+    // Run again with a store that works: a usable server.
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let hosts = server.fleet(&["hosts"]);
+    assert_eq!(hosts["hosts"].as_array().unwrap().len(), 0, "{hosts}");
+}
+
 /// `retention.daily_days` holds: a daily aggregate older than that is
 /// removed when the server starts (and every hour). Before, nothing ever
 /// removed one, nor a remembered idempotency key: both tables grew for
