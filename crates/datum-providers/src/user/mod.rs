@@ -450,29 +450,44 @@ impl OrdersOthers for UserProvider {
         // By name, the first declaration of a name first (a second is a
         // conflict reported elsewhere): every other resource looks its
         // owner up here.
-        let mut users: HashMap<String, &Resource> = HashMap::new();
+        // A User without `gid` may also make its own group (useradd's
+        // USERGROUPS_ENAB): what names that group (a file's `group:`)
+        // comes after it too.
+        let mut users: HashMap<String, (&Resource, bool)> = HashMap::new();
         for r in resources.iter().filter(|r| r.id.kind == KIND) {
             if let Ok(d) = UserDesired::parse(&r.desired, &r.id.name)
                 && d.ensure == Ensure::Present
             {
-                users.entry(d.name).or_insert(r);
+                let own_group = d.gid.is_none();
+                users.entry(d.name).or_insert((r, own_group));
             }
         }
         if users.is_empty() {
             return Vec::new();
         }
-        resources
-            .iter()
-            .filter(|r| r.id.kind != KIND)
-            .filter_map(|r| {
-                let owner = r.desired.get("owner").and_then(Value::as_str)?;
-                let user = users.get(owner)?;
-                Some(OrderingEdge {
-                    from: r.id.clone(),
-                    after: user.id.clone(),
-                })
-            })
-            .collect()
+        let mut edges = Vec::new();
+        for r in resources.iter().filter(|r| r.id.kind != KIND) {
+            let named = |field: &str| {
+                let name = r.desired.get(field).and_then(Value::as_str)?;
+                users.get(name)
+            };
+            let owner = named("owner").map(|(user, _)| user);
+            let group = named("group")
+                .filter(|(_, own_group)| *own_group)
+                .map(|(user, _)| user);
+            for user in [owner, group].into_iter().flatten() {
+                if !edges
+                    .iter()
+                    .any(|e: &OrderingEdge| e.from == r.id && e.after == user.id)
+                {
+                    edges.push(OrderingEdge {
+                        from: r.id.clone(),
+                        after: user.id.clone(),
+                    });
+                }
+            }
+        }
+        edges
     }
 }
 
@@ -850,6 +865,18 @@ mod tests {
             r("User", "app-user", json!({"name": "app"})),
             r("User", "gone", json!({"ensure": "absent"})),
             r("File", "gone-file", json!({"path": "/g", "owner": "gone"})),
+            r(
+                "File",
+                "own-group",
+                json!({"path": "/o", "group": "deploy"}),
+            ),
+            r(
+                "File",
+                "both",
+                json!({"path": "/b", "owner": "deploy", "group": "deploy"}),
+            ),
+            r("User", "grouped", json!({"gid": "ops"})),
+            r("File", "not-own", json!({"path": "/n", "group": "grouped"})),
         ];
         let edges: Vec<(String, String)> = UserProvider
             .edges(&resources)
@@ -861,6 +888,8 @@ mod tests {
             [
                 ("File[key]".to_owned(), "User[deploy]".to_owned()),
                 ("Directory[home]".to_owned(), "User[app-user]".to_owned()),
+                ("File[own-group]".to_owned(), "User[deploy]".to_owned()),
+                ("File[both]".to_owned(), "User[deploy]".to_owned()),
             ]
         );
     }
