@@ -94,6 +94,17 @@ impl Reporting {
                 });
             }
         };
+        // The token lets whoever reads it report as this host (and hide its
+        // drift behind clean reports): say so when others may read it.
+        if let Ok(Some(st)) = host.lstat(Path::new(REPORT_DECLARED))
+            && st.meta.mode & 0o077 != 0
+        {
+            eprintln!(
+                "warning: {} is mode {:04o}: it holds this host's token, which lets whoever reads it send reports as this host; make it 0600 (chmod 600)",
+                path.display(),
+                st.meta.mode & 0o7777
+            );
+        }
         let credentials = match Credentials::parse(&path, &String::from_utf8_lossy(&bytes)) {
             Ok(c) => Some(c),
             Err(e) => {

@@ -1072,6 +1072,27 @@ fn the_server_alert_rules_and_metrics() {
 /// Size and rate are bounded: a report over `report_bytes` is refused for
 /// good (set aside, counted, never blocking the queue), an identity over
 /// `reports_per_minute` is told when to come back (kept, retried).
+/// report.yaml holds the host's token: a pass warns when others may read
+/// it (any local user could report as the host, and hide its drift).
+#[test]
+fn a_report_yaml_others_may_read_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let server = Server::init(t.path(), "sqlite", &[]);
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let file = h.root.join("etc/datum/report.yaml");
+    let out = h.run(&repo, &["apply"]);
+    assert!(!stderr(&out).contains("chmod 600"), "{}", stderr(&out));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = h.run(&repo, &["check"]);
+    assert!(
+        stderr(&out).contains("is mode 0644") && stderr(&out).contains("chmod 600"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `server init` with a PostgreSQL store it cannot reach writes nothing:
 /// before, it wrote the folder (certificates, admin.yaml, server.yaml) and
 /// then failed to record the admin credential, leaving a folder whose
