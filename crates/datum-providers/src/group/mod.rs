@@ -172,21 +172,24 @@ impl GroupDesired {
         }
         let mut errors = unknown_fields(KIND, desired, FIELDS);
         let name = match desired.get("name") {
-            None => default_name.to_owned(),
-            Some(Value::String(s)) => s.clone(),
+            None => Some(default_name.to_owned()),
+            Some(Value::String(s)) => Some(s.clone()),
             Some(other) => {
                 errors.push(FieldError::new(
                     &["name"],
                     format!("`name` must be a string, found {}", type_name(other)),
                 ));
-                String::new()
+                None
             }
         };
-        if !name.is_empty()
-            && let Err(m) = account_files::check_name(&name)
+        // Every string is checked, the empty one too (`name: ""` would
+        // reach groupadd as an empty argument).
+        if let Some(n) = &name
+            && let Err(m) = account_files::check_name(n)
         {
             errors.push(FieldError::new(&["name"], m));
         }
+        let name = name.unwrap_or_default();
         let gid = desired
             .get("gid")
             .map(|v| account_id(v, "gid"))
@@ -504,6 +507,8 @@ mod tests {
             "{errors:?}"
         );
         assert!(GroupDesired::parse(&json!({"gid": 4294967295u64}), "ops").is_err());
+        let errors = GroupDesired::parse(&json!({"name": ""}), "ops").unwrap_err();
+        assert_eq!(errors[0].path, ["name"], "{errors:?}");
     }
 
     #[test]
@@ -593,6 +598,7 @@ mod tests {
             json!({"gid": -1}),
             json!({"members": ["a"]}),
             json!({"name": "Ops"}),
+            json!({"name": ""}),
             json!({"system": 1}),
         ];
         schema::agrees_with_check(&GroupProvider, &cases).unwrap();
