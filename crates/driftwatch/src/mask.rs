@@ -53,6 +53,66 @@ impl Masker {
     ) -> bool {
         self.name_is_secret(path) || marked(before_marker, path) || marked(after_marker, path)
     }
+
+    /// The path a withheld leaf is shown under, or `None` when the leaf may be shown.
+    ///
+    /// A leaf hidden by a marker is shown at the value the marker hides as a whole (see
+    /// [`sensitive_depth`]), so a sensitive map's keys never appear: `data`, not
+    /// `data.alice`. A leaf hidden only by its name keeps its whole path.
+    pub fn withheld_path(
+        &self,
+        path: &Path,
+        before_marker: Option<&Value>,
+        after_marker: Option<&Value>,
+    ) -> Option<Path> {
+        let depth = [before_marker, after_marker]
+            .into_iter()
+            .filter_map(|m| sensitive_depth(m, path))
+            .min();
+        match depth {
+            Some(depth) => Some(Path(path.0[..depth].to_vec())),
+            None if self.name_is_secret(path) => Some(path.clone()),
+            None => None,
+        }
+    }
+}
+
+/// Where a marker hides `path`: the number of its steps down to the value marked
+/// sensitive as a whole (at least one, the attribute's name; at most the whole path), or
+/// `None` when the marker does not hide it. What lies below that value (a sensitive map's
+/// keys, a sensitive object's members) is part of the secret, as OpenTofu's own plan shows
+/// it (`data = (sensitive value)`). A missing marker or one of an unexpected shape hides
+/// at the point where it stops making sense (fail closed); a missing marker, at the
+/// attribute.
+pub fn sensitive_depth(marker: Option<&Value>, path: &Path) -> Option<usize> {
+    let len = path.0.len();
+    let at = |depth: usize| Some(depth.max(1).min(len));
+    let Some(mut current) = marker else {
+        return at(1);
+    };
+    for (depth, step) in path.0.iter().enumerate() {
+        match (current, step) {
+            (Value::Bool(true), _) => return at(depth),
+            (Value::Bool(false) | Value::Null, _) => return None,
+            (Value::Object(map), Step::Key(k)) => match map.get(k) {
+                Some(next) => current = next,
+                None => return None,
+            },
+            (Value::Array(items), Step::Index(i)) => {
+                match usize::try_from(*i).ok().and_then(|i| items.get(i)) {
+                    Some(next) => current = next,
+                    None => return None,
+                }
+            }
+            // Shape mismatch: we cannot tell, so we hide from here.
+            _ => return at(depth),
+        }
+    }
+    match current {
+        Value::Bool(true) => at(len),
+        Value::Bool(false) | Value::Null | Value::Object(_) | Value::Array(_) => None,
+        _ => at(len),
+    }
 }
 
 /// Whether a sensitivity marker marks `path` (or one of its ancestors) as sensitive.
@@ -61,33 +121,9 @@ impl Masker {
 /// missing key is "not sensitive"; a missing list position is too (the two sides of a
 /// diff can have lists of different lengths).
 pub fn marked(marker: Option<&Value>, path: &Path) -> bool {
-    let Some(mut current) = marker else {
-        return true;
-    };
-    for step in &path.0 {
-        match (current, step) {
-            (Value::Bool(b), _) => return *b,
-            (Value::Null, _) => return false,
-            (Value::Object(map), Step::Key(k)) => match map.get(k) {
-                Some(next) => current = next,
-                None => return false,
-            },
-            (Value::Array(items), Step::Index(i)) => {
-                match usize::try_from(*i).ok().and_then(|i| items.get(i)) {
-                    Some(next) => current = next,
-                    None => return false,
-                }
-            }
-            // Shape mismatch (an object indexed by position, a list by name, a number or a
-            // string where a marker should be): we cannot tell, so we hide.
-            _ => return true,
-        }
-    }
-    match current {
-        Value::Bool(b) => *b,
-        Value::Null | Value::Object(_) | Value::Array(_) => false,
-        _ => true,
-    }
+    // Shape mismatches (an object indexed by position, a list by name, a number or a
+    // string where a marker should be) hide: see sensitive_depth.
+    sensitive_depth(marker, path).is_some()
 }
 
 #[cfg(test)]
@@ -124,6 +160,37 @@ mod tests {
         assert!(marked(None, &p("a")));
         assert!(marked(Some(&json!("weird")), &p("a")));
         assert!(marked(Some(&json!({"a": [true]})), &p("a.b")));
+    }
+
+    #[test]
+    fn withheld_paths_stop_at_the_sensitive_value() {
+        let m = Masker::new(&[]).unwrap();
+        let marker =
+            json!({"data": true, "list": [false, true], "blk": [{"pw": true}], "tags": {}});
+        let at = |path: &str| {
+            m.withheld_path(&p(path), Some(&marker), Some(&json!(false)))
+                .map(|p| p.to_string())
+        };
+        // A sensitive map's keys are part of its value.
+        assert_eq!(at("data[\"CANARY-key\"]").as_deref(), Some("data"));
+        assert_eq!(at("list[1]").as_deref(), Some("list[1]"));
+        assert_eq!(at("blk[0].pw").as_deref(), Some("blk[0].pw"));
+        assert_eq!(at("tags.owner"), None);
+        // A secret name keeps its path; a missing marker hides from the attribute down.
+        assert_eq!(at("tags.password").as_deref(), Some("tags.password"));
+        assert_eq!(
+            m.withheld_path(&p("m.k"), None, Some(&json!(false)))
+                .map(|p| p.to_string())
+                .as_deref(),
+            Some("m")
+        );
+        // The whole object marked sensitive: shown at its attributes.
+        assert_eq!(
+            m.withheld_path(&p("m.k"), Some(&json!(true)), None)
+                .map(|p| p.to_string())
+                .as_deref(),
+            Some("m")
+        );
     }
 
     #[test]

@@ -423,11 +423,12 @@ fn change_entry(
         });
     }
     let (changed_paths, unknown_paths) = if matches!(action, Action::Update | Action::Replace) {
-        changed_paths(&raw, source_name)?
+        let (changed, unknown) = changed_paths(&raw, source_name)?;
+        (shown_paths(&raw, changed, source_name)?, unknown)
     } else {
         (Vec::new(), Vec::new())
     };
-    let replace_paths = raw
+    let mut replace_paths: Vec<Path> = raw
         .change
         .replace_paths
         .as_deref()
@@ -435,6 +436,10 @@ fn change_entry(
         .iter()
         .filter_map(|steps| Path::from_json_steps(steps))
         .collect();
+    if !replace_paths.is_empty() {
+        replace_paths.sort();
+        replace_paths = shown_paths(&raw, replace_paths, source_name)?;
+    }
     Ok(Some(ChangeEntry {
         address: raw.address.into_owned(),
         previous_address: raw.previous_address.map(Cow::into_owned),
@@ -533,11 +538,12 @@ fn drift_diffs(
     let after_marker = marker_of(raw.change.after_sensitive, raw.change.after, source_name)?;
     let changes = raw_leaf_changes(raw.change.before, raw.change.after)
         .map_err(inside_change(source_name))?;
-    let mut out = Vec::with_capacity(changes.len());
+    let mut out: Vec<LeafDiff> = Vec::with_capacity(changes.len());
     for (path, old, new) in changes {
-        let secret = masker.is_secret(&path, before_marker.as_ref(), after_marker.as_ref());
-        out.push(if secret {
-            // The values are dropped here, before anything else can see them.
+        let withheld = masker.withheld_path(&path, before_marker.as_ref(), after_marker.as_ref());
+        out.push(if let Some(path) = withheld {
+            // The values are dropped here, before anything else can see them; so are the
+            // keys below a value marked sensitive as a whole (they are part of it).
             LeafDiff {
                 path,
                 before: None,
@@ -553,6 +559,34 @@ fn drift_diffs(
             }
         });
     }
+    // The leaves of one sensitive value are now one path (sorted, so side by side).
+    out.dedup_by(|b, a| a.sensitive && b.sensitive && a.path == b.path);
+    Ok(out)
+}
+
+/// `paths` (sorted) as they may be shown: a path below a value marked sensitive as a whole
+/// stops at that value, as in [`drift_diffs`] (a sensitive map's keys are part of it).
+fn shown_paths(
+    raw: &RawChange<'_>,
+    paths: Vec<Path>,
+    source_name: &str,
+) -> Result<Vec<Path>, PlanError> {
+    let before = marker_of(raw.change.before_sensitive, raw.change.before, source_name)?;
+    let after = marker_of(raw.change.after_sensitive, raw.change.after, source_name)?;
+    let mut out: Vec<Path> = paths
+        .into_iter()
+        .map(|path| {
+            match [before.as_ref(), after.as_ref()]
+                .into_iter()
+                .filter_map(|m| crate::mask::sensitive_depth(m, &path))
+                .min()
+            {
+                Some(depth) => Path(path.0[..depth].to_vec()),
+                None => path,
+            }
+        })
+        .collect();
+    out.dedup();
     Ok(out)
 }
 
@@ -800,11 +834,43 @@ mod tests {
         assert_eq!(plan.skipped_drift, 1);
         let diffs = &plan.drift[0].diffs;
         assert_eq!(diffs.len(), 2);
-        assert_eq!(diffs[0].path.to_string(), "data.password");
+        // The map is sensitive as a whole: its keys are part of the secret.
+        assert_eq!(diffs[0].path.to_string(), "data");
         assert!(diffs[0].sensitive && diffs[0].before.is_none() && diffs[0].after.is_none());
         assert_eq!(diffs[1].path.to_string(), "note");
         assert_eq!(diffs[1].after, Some(Value::String("b".into())));
         assert!(!format!("{plan:?}").contains("-pw"));
+    }
+
+    #[test]
+    fn keys_of_a_sensitive_map_are_never_paths() {
+        // A map from a sensitive variable, keyed by secrets: drift adds one, the normal plan
+        // takes it out again and replaces the resource for another. OpenTofu shows
+        // `tags = (sensitive value)`; no key may reach a path.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"t.a","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"CANARY-k1":"v"},"n":1},
+            "after":{"tags":{"CANARY-k1":"v","CANARY-k2":"w","CANARY-k3":"x"},"n":1},
+            "before_sensitive":{"tags":true},"after_sensitive":{"tags":true}}}]}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        let paths: Vec<String> = plan.drift[0]
+            .diffs
+            .iter()
+            .map(|d| d.path.to_string())
+            .collect();
+        assert_eq!(paths, ["tags"]);
+        assert!(plan.drift[0].diffs[0].sensitive);
+        let text = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"t.a","mode":"managed","change":{"actions":["delete","create"],
+            "before":{"tags":{"CANARY-k1":"v","CANARY-k2":"w"},"n":1},
+            "after":{"tags":{"CANARY-k1":"v"},"n":2},
+            "before_sensitive":{"tags":true},"after_sensitive":{"tags":true},
+            "replace_paths":[["tags","CANARY-k2"],["n"]]}}]}"#;
+        let plan = parse(text, PlanRole::Normal).unwrap();
+        let shown = |paths: &[Path]| paths.iter().map(Path::to_string).collect::<Vec<_>>();
+        assert_eq!(shown(&plan.changes[0].changed_paths), ["n", "tags"]);
+        assert_eq!(shown(&plan.changes[0].replace_paths), ["n", "tags"]);
+        assert!(!format!("{plan:?}").contains("CANARY"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! No secret reaches any output: stdout, stderr, JSON, Markdown, step summary, history.
 //!
 //! The canary fixture plants `CANARY-7f3a-...` strings in a sensitive map (the db secret's
-//! password), in a secret-named attribute the provider did not mark (`data.payment_token`),
+//! password, and a key added to that map outside), in a secret-named attribute the provider did not mark (`data.payment_token`),
 //! in a sensitive variable, in prior_state and planned_values, and in a data source.
 
 use crate::support::{driftwatch, fixture, outcome, report};

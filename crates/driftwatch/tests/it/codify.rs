@@ -88,7 +88,7 @@ fn codifies_literals_and_refuses_the_rest() {
         "{out}"
     );
     assert!(
-        out.contains("codify: refused kubernetes_secret_v1.db: data.password is sensitive"),
+        out.contains("codify: refused kubernetes_secret_v1.db: data is sensitive"),
         "{out}"
     );
     assert!(
@@ -221,7 +221,7 @@ resource "kubernetes_config_map_v1" "flags" {
     // The other findings are not declared here.
     assert!(
         run.stdout
-            .contains("codify: refused kubernetes_secret_v1.db: data.password is sensitive")
+            .contains("codify: refused kubernetes_secret_v1.db: data is sensitive")
     );
     assert!(
         run.stdout

@@ -40,7 +40,7 @@ fn step7_text_lines_and_exit_2() {
         &lines,
         3,
         "~ kubernetes_secret_v1.db changed outside: ",
-        "data.password: (sensitive) -> (sensitive)",
+        "data: (sensitive) -> (sensitive)",
     );
     assert_line(
         &lines,
