@@ -11,9 +11,9 @@
 //! - with the environment cleared (the command runner's rule), plus
 //!   `GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null`,
 //!   `GIT_ATTR_NOSYSTEM=1`, `GIT_NO_REPLACE_OBJECTS=1`,
-//!   `GIT_GRAFT_FILE=/dev/null`, `GIT_TERMINAL_PROMPT=0` and
-//!   `GIT_OPTIONAL_LOCKS=0`: no configuration but the repository's own
-//!   (which Datum wrote) and the options below;
+//!   `GIT_GRAFT_FILE=/dev/null`, `GIT_TERMINAL_PROMPT=0`,
+//!   `GIT_OPTIONAL_LOCKS=0` and `GIT_ADVICE=0`: no configuration but the
+//!   repository's own (which Datum wrote) and the options below;
 //! - with `-c` options that turn off what runs programs or reaches further
 //!   ([`HARDENING`]), every protocol refused but the one the caller allows,
 //!   and every fetched object checked (`transfer.fsckObjects`);
@@ -61,6 +61,11 @@ pub const HARDENING: &[(&str, &str)] = &[
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
     ("fetch.writeCommitGraph", "false"),
+    // `GIT_GRAFT_FILE=/dev/null` (below) makes every command that reads a
+    // commit print a deprecation hint, which would crowd git's own message
+    // out of the error lines kept (`GIT_ADVICE=0` too, for the commands
+    // that read commits before this configuration).
+    ("advice.graftFileDeprecated", "false"),
 ];
 
 /// The environment every git command gets (on top of the runner's fixed
@@ -73,6 +78,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_GRAFT_FILE", "/dev/null"),
     ("GIT_TERMINAL_PROMPT", "0"),
     ("GIT_OPTIONAL_LOCKS", "0"),
+    ("GIT_ADVICE", "0"),
 ];
 
 /// How long one git command may take by default.
@@ -657,6 +663,27 @@ mod tests {
             !git.succeeds(["merge-base", "--is-ancestor", &head, &"0".repeat(40)])
                 .is_ok_and(|b| b)
         );
+    }
+
+    #[test]
+    fn no_hint_about_the_graft_file_crowds_an_error() {
+        if !have_git() {
+            eprintln!("skipped: no git");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        plain_git(&work, &["init", "-q", "-b", "main"]);
+        plain_git(&work, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let head = plain_git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+        // A command that reads commits and fails: only git's own message.
+        let err = Git::new(work.join(".git"))
+            .output(["bundle", "create", "--quiet", "x.bundle", &head], 1 << 20)
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("empty bundle"), "{text}");
+        assert!(!text.contains("hint"), "{text}");
     }
 
     #[test]
