@@ -244,6 +244,20 @@ impl Sandbox {
         Ok(names)
     }
 
+    /// Whether `path` is a regular file of the machine that not everyone may
+    /// read (no read bit for others: `/etc/shadow`, a private key, Datum's
+    /// digest key), as a program in the view would find it. A file placed
+    /// in the view (what is being validated) is not; neither is what does
+    /// not exist or is not a regular file.
+    pub fn is_private_file(&self, path: &Path) -> bool {
+        if self.placed(path).is_some() {
+            return false;
+        }
+        rustix::fs::stat(path).is_ok_and(|st| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_mode & 0o004 == 0
+        })
+    }
+
     /// The canonical form of `path` on the machine (links followed).
     pub fn canonical_as_program(&self, path: &Path) -> std::io::Result<PathBuf> {
         path.canonicalize()

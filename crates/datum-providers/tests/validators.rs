@@ -342,6 +342,33 @@ fn sshd() {
     );
 }
 
+/// Validators echo what they cannot parse, from whatever file the staged
+/// configuration includes: an sshd_config naming a file not everyone may
+/// read (a password hash, a private key) would print it line by line in a
+/// plan. Such an output is withheld, naming the file; the same file
+/// readable by all is quoted as before.
+#[test]
+fn output_naming_a_file_not_everyone_may_read_is_withheld() {
+    let Some(def) = require("sshd") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    fs::write(&secret, "secretuser:$6$CANARY-SECRET$abc:1::::::\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let text = format!("Include {}\n", secret.display());
+    let r = run_staged(def, "/etc/ssh/sshd_config", &text, 0o600).unwrap_err();
+    assert!(!r.output.contains("CANARY"), "{}", r.output);
+    assert!(
+        r.output.contains("withheld") && r.output.contains(&*secret.to_string_lossy()),
+        "{}",
+        r.output
+    );
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o644)).unwrap();
+    let r = run_staged(def, "/etc/ssh/sshd_config", &text, 0o600).unwrap_err();
+    assert!(r.output.contains("CANARY-SECRET"), "{}", r.output);
+}
+
 #[test]
 fn sudoers() {
     // visudo also judges owner and mode: a drop-in is 0440.

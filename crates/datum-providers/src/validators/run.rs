@@ -202,6 +202,12 @@ fn run_binary(
         }
         output.push_str(&quoted);
     }
+    if let Some(private) = private_file_named(&output, view) {
+        output = format!(
+            "(output withheld: it names {}, a file not everyone may read, whose content a validator echoes; run the validator by hand to read it)\n",
+            private.display()
+        );
+    }
     let kind = if out.timed_out {
         RejectionKind::TimedOut
     } else if out
@@ -213,6 +219,28 @@ fn run_binary(
         RejectionKind::ValidatorError { status: out.status }
     };
     Err(reject(def, host, kind, output))
+}
+
+/// The first file named in a validator's output that not everyone may read
+/// (see [`Sandbox::is_private_file`]). Validators echo what they cannot
+/// parse, from whatever file the configuration includes: `Include
+/// /etc/shadow` in an sshd_config, `include /etc/ssh/ssh_host_ed25519_key;`
+/// in nginx's, print a password hash or a private key line by line. The
+/// repository names those files; its content must not become a way to read
+/// them (in a plan's output, a CI log, the fleet server's pages), so such
+/// an output is withheld whole (a line naming the file may be followed by
+/// one quoting it that does not).
+fn private_file_named(output: &str, view: &Sandbox) -> Option<std::path::PathBuf> {
+    output
+        .split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '"' | '\'' | '(' | ')' | ','))
+        .map(|token| {
+            let path = token.split(':').next().unwrap_or_default();
+            path.trim_end_matches(['.', ';'])
+        })
+        .filter(|path| path.starts_with('/'))
+        .map(Path::new)
+        .find(|path| view.is_private_file(path))
+        .map(Path::to_path_buf)
 }
 
 /// Checks one staged file (validators of [`super::Scope::File`]), in the
