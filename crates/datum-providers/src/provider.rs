@@ -511,7 +511,7 @@ pub struct PathClaim<'a> {
     /// folder first), but it still conflicts with another claim of the path.
     pub present: bool,
     /// Whether what is declared there is a folder other claims inside it are
-    /// ordered after (a Directory), and conflict with when it is absent.
+    /// ordered after (a Directory, a Tree), and conflict with when it is absent.
     pub holds_children: bool,
 }
 

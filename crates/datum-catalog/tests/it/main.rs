@@ -419,6 +419,44 @@ mod catalogue {
     }
 
     #[test]
+    fn what_a_tree_excludes_for_others_is_ordered_after_the_tree() {
+        // The Tree makes its own folder: a resource declared in what its
+        // `exclude` leaves out (a file, a folder, a Tree at an excluded
+        // folder, matched by a folder-only rule) needs that folder first.
+        // Unordered, a fresh host's first apply failed them on a missing
+        // parent.
+        let repo = Repo::two_layers();
+        repo.file("base/trees/t/shipped.conf", "a = 1\n");
+        repo.file(
+            "base/all.yaml",
+            &[
+                file_doc("mine", "/etc/t/x.local", ""),
+                "datum: v1alpha1\ntype: Directory\nname: local\ndesired: {path: /etc/t/local}\n".to_owned(),
+                "datum: v1alpha1\ntype: Tree\nname: cache\ndesired: {path: /etc/t/cache, source: trees/t}\n".to_owned(),
+                "datum: v1alpha1\ntype: Tree\nname: t\ndesired: {path: /etc/t, source: trees/t, purge: true, exclude: [\"local/\", \"*.local\", \"cache/\"]}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        assert!(repo.lint().is_empty(), "{:#?}", repo.lint());
+        let cat = compile(repo.path(), &web()).unwrap();
+        let mut auto: Vec<String> = cat
+            .autorequires
+            .iter()
+            .map(|(from, to)| format!("{from} -> {to}"))
+            .collect();
+        auto.sort();
+        assert_eq!(
+            auto,
+            [
+                "Directory[local] -> Tree[t]",
+                "File[mine] -> Tree[t]",
+                "Tree[cache] -> Tree[t]"
+            ]
+        );
+        assert_eq!(ids(&cat)[0], "Tree[t]");
+    }
+
+    #[test]
     fn each_path_inside_an_absent_folder_is_found_whatever_came_before_it() {
         // Files of one folder in a row, another folder's between them, then
         // the first folder again: each answer is about its own folder.

@@ -191,11 +191,14 @@ fn exclude_rules(desired: &dyn datum_core::DeclaredFields) -> Result<Vec<String>
 #[derive(Debug, Default)]
 pub struct TreeProvider;
 
-/// A Tree owns its folder (`path:`); files declared inside it are not
-/// ordered after it (the tree writes its own folders).
+/// A Tree owns its folder (`path:`). What is declared inside it (only
+/// where `exclude` leaves it out) is ordered after it, as inside a
+/// Directory: the tree makes that folder. A Tree is a folder, too, for a
+/// tree it is declared in (a folder-only rule such as `cache/` leaves it
+/// out).
 impl OwnsPaths for TreeProvider {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
-        crate::common::entry::path_claim(field, false)
+        crate::common::entry::path_claim(field, true)
     }
 
     /// Only what `exclude` leaves out: the rest the tree ships (and with
