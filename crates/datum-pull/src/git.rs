@@ -327,7 +327,8 @@ impl Git {
         Ok(out.stdout.bytes)
     }
 
-    /// The last lines of a command's standard error, secrets removed.
+    /// The last lines of a command's standard error, secrets removed and
+    /// control characters defused.
     fn tail(&self, out: &CommandOutput) -> String {
         let text = out.stderr.text();
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -339,7 +340,7 @@ impl Git {
         if tail.is_empty() {
             "(no message)".to_owned()
         } else {
-            tail
+            defuse(&tail)
         }
     }
 
@@ -375,6 +376,26 @@ impl Git {
             git: self.clone(),
         })
     }
+}
+
+/// `text` with every control character shown escaped (`\u{1b}`): what a
+/// remote says (git prints its `remote:` lines as they came, before anything
+/// is verified) or a tool prints must not reach the reader's terminal or a
+/// log as escape sequences (a window title, a cleared screen, the clipboard
+/// written through OSC 52, a forged log line).
+pub fn defuse(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The git subcommand of an argument list, for messages (never the other

@@ -174,6 +174,7 @@ fn said(out: &CommandOutput, scratch: &Path, shown: &Path) -> String {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && *l != "Could not verify signature.")
+        .map(crate::git::defuse)
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -425,6 +425,91 @@ fn a_repository_served_by_git_daemon_on_loopback_is_pulled() {
     daemon.0.kill().unwrap();
 }
 
+/// A git:// server on loopback that advertises `main`, then answers the
+/// fetch with `remote:` lines holding escape sequences and no pack; serves
+/// `times` connections.
+fn hostile_git_server(times: usize) -> u16 {
+    fn pkt(body: &[u8]) -> Vec<u8> {
+        let mut p = format!("{:04x}", body.len() + 4).into_bytes();
+        p.extend_from_slice(body);
+        p
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for _ in 0..times {
+            let Ok((mut c, _)) = listener.accept() else {
+                return;
+            };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 65536];
+            let _ = c.read(&mut buf);
+            let mut answer = pkt(b"1111111111111111111111111111111111111111 refs/heads/main\0side-band-64k ofs-delta\n");
+            answer.extend_from_slice(b"0000");
+            let _ = c.write_all(&answer);
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"done") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let mut reply = pkt(b"NAK\n");
+            reply.extend(pkt(
+                b"\x02\x1b]0;PWNED-TITLE\x07\x1b]52;c;Y2htb2QgNzc3IC8K\x07\x1b[31mremote text\x1b[0m\n",
+            ));
+            reply.extend(pkt(b"\x03\x1b[2Jcleared\n"));
+            let _ = c.write_all(&reply);
+        }
+    });
+    port
+}
+
+#[test]
+fn what_a_hostile_remote_prints_reaches_no_terminal_and_no_log_as_escapes() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let port = hostile_git_server(2);
+    let url = format!("git://127.0.0.1:{port}/x.git");
+    let signers = bed.p("allowed_signers").display().to_string();
+    let out = Run(bed
+        .datum(&[
+            "--output",
+            "json",
+            "pull",
+            "--url",
+            &url,
+            "--allowed-signers",
+            &signers,
+        ])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["reason"], "fetch", "{json}");
+    let message = json["message"].as_str().unwrap();
+    // What the remote said is there, shown, not obeyed.
+    assert!(message.contains("PWNED-TITLE"), "{message}");
+    assert!(message.contains("\\u{1b}]52;c;"), "{message}");
+    assert!(
+        !message.chars().any(char::is_control),
+        "control characters from the remote in the error: {message:?}"
+    );
+    let out = Run(bed
+        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    assert!(out.stderr().contains("cleared"), "{}", out.stderr());
+    assert!(
+        !out.stderr().contains('\u{1b}') && !out.stderr().contains('\u{7}'),
+        "{:?}",
+        out.stderr()
+    );
+}
+
 /// Kills a child when dropped.
 struct Killed(Child);
 
