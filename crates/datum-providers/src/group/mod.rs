@@ -303,14 +303,7 @@ impl OrdersOthers for GroupProvider {
 ///   finds it gone and makes it again in the same pass (with its declared
 ///   gid) instead of reporting it unchanged and leaving it removed.
 fn after_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
-    let removed: Vec<(&Resource, String)> = resources
-        .iter()
-        .filter(|r| r.id.kind == crate::user::KIND)
-        .filter_map(|r| {
-            let d = crate::user::UserDesired::parse(&r.desired, &r.id.name).ok()?;
-            (d.ensure == Ensure::Absent).then_some((r, d.name))
-        })
-        .collect();
+    let removed = crate::user::removed(resources);
     if removed.is_empty() {
         return Vec::new();
     }

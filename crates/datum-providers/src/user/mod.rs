@@ -439,6 +439,19 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     observed
 }
 
+/// The Users declared absent, each with the account name it removes (for
+/// the Groups that must come after them: `group::after_users_removed`).
+pub(crate) fn removed(resources: &[Resource]) -> Vec<(&Resource, String)> {
+    resources
+        .iter()
+        .filter(|r| r.id.kind == KIND)
+        .filter_map(|r| {
+            let d = UserDesired::parse(&r.desired, &r.id.name).ok()?;
+            (d.ensure == Ensure::Absent).then_some((r, d.name))
+        })
+        .collect()
+}
+
 /// The `User` resource type.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct UserProvider;
