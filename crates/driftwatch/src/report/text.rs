@@ -26,12 +26,35 @@ fn diff_blocks(finding: &Finding, paint: &Paint) -> String {
         if let Some(diff) = line_diff(d.shown.path(), before, after) {
             for line in diff.lines() {
                 out.push_str("    ");
-                out.push_str(&paint.diff_line(line));
+                out.push_str(&paint.diff_line(&visible(line)));
                 out.push('\n');
             }
         }
     }
     out
+}
+
+/// A line of a value as it may reach a terminal or a CI log: control characters (escape
+/// sequences, a carriage return that would overwrite the line, a bell) and the
+/// bidirectional overrides are written as `\u{1b}`, so a value changed outside cannot
+/// clear the screen, retitle the window or draw text that is not there. Tabs stay.
+fn visible(line: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !line.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len() + 8);
+    for c in line.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn diff_list(finding: &Finding) -> String {
@@ -174,4 +197,18 @@ pub fn summary_line(report: &Report) -> String {
         report.pending.len(),
         report.fingerprint()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(visible("plain\ttext é"), "plain\ttext é");
+        assert_eq!(
+            visible("+\u{1b}]0;pwned\u{7}\u{1b}[2Jok\rfake\u{202e}x"),
+            "+\\u{1b}]0;pwned\\u{7}\\u{1b}[2Jok\\u{d}fake\\u{202e}x"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! The spec's Step 7 stack, the three report formats, and `--ignore-attr`.
 
-use crate::support::{categories, find_finding, finding, outcome, report};
+use crate::support::{categories, driftwatch, find_finding, finding, outcome, report};
 
 /// Line `i` starts with `start` and also says `says`.
 #[track_caller]
@@ -55,6 +55,7 @@ fn step7_text_lines_and_exit_2() {
     assert_eq!(lines.len(), 6, "{}", out.stdout);
     // The startup script's line diff reads from state to observed: the line added outside
     // is a `+` line, and the header says which side is which.
+    // (The line diff ends a line at the carriage return, which now shows as \u{d}.)
     assert!(
         out.stdout.contains(
             "\n    --- metadata_startup_script: state (last apply)\n    +++ metadata_startup_script: observed (refresh)\n    @@ "
@@ -272,4 +273,57 @@ fn text_transcripts() {
         ))
     );
     insta::assert_snapshot!("clean_text", transcript(&outcome(&mut report("clean"))));
+}
+
+#[test]
+fn a_line_diff_never_sends_control_characters_to_the_terminal() {
+    // A startup script changed outside to clear the screen, retitle the window and print a
+    // fake all-clear; a carriage return would overwrite the line it is on.
+    let dir = tempfile::tempdir().unwrap();
+    let change = |actions: &str, before: &str, after: &str| {
+        format!(
+            r#"{{"address":"t.a","mode":"managed","change":{{"actions":["{actions}"],"before":{before},"after":{after},"before_sensitive":{{}},"after_sensitive":{{}}}}}}"#
+        )
+    };
+    let script = r#"{"script":"set -eu\nrun\n"}"#;
+    let hostile =
+        r#"{"script":"set -eu\nrun\n\u001b]0;pwned\u0007\u001b[2Jall clear\rrm -rf /srv\n"}"#;
+    let refresh = dir.path().join("refresh.json");
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &refresh,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{}]}}"#,
+            change("update", script, hostile)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"format_version":"1.2","resource_changes":[{}]}}"#,
+            change("update", hostile, script)
+        ),
+    )
+    .unwrap();
+    let out = outcome(
+        driftwatch()
+            .arg("report")
+            .arg("--refresh-plan")
+            .arg(&refresh)
+            .arg("--plan")
+            .arg(&plan),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        !out.stdout.contains(['\u{1b}', '\u{7}', '\r']),
+        "{:?}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("    +\\u{1b}]0;pwned\\u{7}\\u{1b}[2Jall clear\\u{d}+rm -rf /srv\n"),
+        "{}",
+        out.stdout
+    );
 }
