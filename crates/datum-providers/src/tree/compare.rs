@@ -58,11 +58,29 @@ pub fn compare(
     observed: Option<&FingerprintedNode>,
     proved: Option<&HashSet<PathBuf>>,
 ) -> Result<(Differences, Digest), FingerprintError> {
+    compare_keeping(declared, meta, exclusions, observed, proved, None)
+}
+
+/// [`compare`], where the undeclared host folders in `kept` hold excluded
+/// entries (which the scan does not see): such a folder is not unmanaged
+/// (a purge would take the excluded entries with it), only what it holds
+/// that is neither excluded nor kept is; it stands in the declared tree as
+/// it is on the host, so a tree whose only extra folders hold excluded
+/// entries is proved by its root hash.
+pub fn compare_keeping(
+    declared: &DeclaredTree,
+    meta: &EntryMeta,
+    exclusions: &Exclusions,
+    observed: Option<&FingerprintedNode>,
+    proved: Option<&HashSet<PathBuf>>,
+    kept: Option<&HashSet<PathBuf>>,
+) -> Result<(Differences, Digest), FingerprintError> {
     let mut walk = Walker {
         declared,
         meta,
         exclusions,
         proved,
+        kept,
         next: 0,
         found: Vec::new(),
     };
@@ -98,6 +116,7 @@ pub fn proves(
         meta,
         exclusions,
         proved: Some(proved),
+        kept: None,
         next,
         found: Vec::new(),
     };
@@ -112,6 +131,8 @@ struct Walker<'a> {
     meta: &'a EntryMeta,
     exclusions: &'a Exclusions,
     proved: Option<&'a HashSet<PathBuf>>,
+    /// Undeclared host folders holding excluded entries (see [`compare_keeping`]).
+    kept: Option<&'a HashSet<PathBuf>>,
     /// The next declared entry, in tree order.
     next: usize,
     found: Differences,
@@ -259,8 +280,10 @@ impl<'a> Walker<'a> {
                 continue;
             }
             // Host entries before this one are not declared.
-            while let Some((n, _)) = host.next_if(|(n, _)| n.as_slice() < name) {
-                self.unmanaged(path, n);
+            while let Some((n, o)) = host.next_if(|(n, _)| n.as_slice() < name) {
+                if let Some(hash) = self.unmanaged(path, n, o) {
+                    hashes.push((n, hash));
+                }
             }
             let seen = host.next_if(|(n, _)| n.as_slice() == name).map(|(_, o)| o);
             path.push(bytes_path(name));
@@ -268,8 +291,10 @@ impl<'a> Walker<'a> {
             path.pop();
             hashes.push((name, hash?));
         }
-        for (n, _) in host {
-            self.unmanaged(path, n);
+        for (n, o) in host {
+            if let Some(hash) = self.unmanaged(path, n, o) {
+                hashes.push((n, hash));
+            }
         }
         Ok(dir_hash(
             Algorithm::Native,
@@ -292,14 +317,36 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// A host entry named `name` in `folder` that nothing declares.
-    fn unmanaged(&mut self, folder: &Path, name: &[u8]) {
-        self.found.push((
-            TreeDifference::Unmanaged {
-                path: folder.join(bytes_path(name)),
-            },
-            Vec::new(),
-        ));
+    /// A host entry named `name` in `folder` that nothing declares:
+    /// unmanaged, unless it is a folder kept for the excluded entries it
+    /// holds; then what it holds is looked at, and its hash (as on the host,
+    /// less its unmanaged entries) is returned.
+    fn unmanaged(
+        &mut self,
+        folder: &Path,
+        name: &'a [u8],
+        observed: &'a FingerprintedNode,
+    ) -> Option<Digest> {
+        let path = folder.join(bytes_path(name));
+        if observed.entry.kind() == EntryKind::Directory
+            && self.kept.is_some_and(|k| k.contains(&path))
+        {
+            let mut hashes: Vec<(&'a [u8], Digest)> = Vec::new();
+            for (n, o) in &observed.children {
+                if let Some(hash) = self.unmanaged(&path, n, o) {
+                    hashes.push((n, hash));
+                }
+            }
+            return Some(dir_hash(
+                Algorithm::Native,
+                &observed.entry,
+                hashes.len(),
+                hashes.iter().map(|(n, h)| (*n, h)),
+            ));
+        }
+        self.found
+            .push((TreeDifference::Unmanaged { path }, Vec::new()));
+        None
     }
 }
 
@@ -594,5 +641,69 @@ mod tests {
         }
         // Both kinds of case were generated: clean trees and drifted ones.
         assert!((1000..2250).contains(&differing), "{differing}");
+    }
+    /// An undeclared folder kept for the excluded entries it holds is not
+    /// unmanaged: only what else it holds is; once that is gone, the tree is
+    /// proved by its root hash (the kept folder stands in the declaration as
+    /// it is on the host).
+    #[test]
+    fn a_kept_folder_is_not_unmanaged_and_stands_in_the_declaration() {
+        let mut map = DeclaredEntries::new();
+        map.insert(
+            b"a".to_vec(),
+            DeclaredEntry::File {
+                blake3: Algorithm::Native.hash_content(b"x").digest.0,
+                size: 1,
+            },
+        );
+        let tree = archive::decode(archive::encode(Path::new("/r"), &map).into()).unwrap();
+        let none = Exclusions::new(Vec::<String>::new()).unwrap();
+        let host = |stray: bool| {
+            let mut root = Node::dir(0o755, 0, 0);
+            let _ = root.insert(
+                "a",
+                Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"x"),
+            );
+            // `p/k` held only excluded entries (the scan does not see them).
+            let mut p = Node::dir(0o700, 0, 0);
+            let _ = p.insert("k", Node::dir(0o755, 0, 0));
+            if stray {
+                let _ = p.insert(
+                    "u",
+                    Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"u"),
+                );
+            }
+            let _ = root.insert("p", p);
+            fingerprint_tree(root, Algorithm::Native).unwrap()
+        };
+        let kept: HashSet<PathBuf> = [PathBuf::from("p"), PathBuf::from("p/k")].into();
+        let meta = EntryMeta::default();
+        let shown = |found: &Differences| -> Vec<String> {
+            found.iter().map(|(d, _)| d.to_string()).collect()
+        };
+        let (found, _) = compare(&tree, &meta, &none, Some(&host(true).root), None).unwrap();
+        assert_eq!(shown(&found), ["unmanaged p"]);
+        let (found, root) = compare_keeping(
+            &tree,
+            &meta,
+            &none,
+            Some(&host(true).root),
+            None,
+            Some(&kept),
+        )
+        .unwrap();
+        assert_eq!(shown(&found), ["unmanaged p/u"]);
+        assert_ne!(root, host(true).root_hash());
+        let (found, root) = compare_keeping(
+            &tree,
+            &meta,
+            &none,
+            Some(&host(false).root),
+            None,
+            Some(&kept),
+        )
+        .unwrap();
+        assert!(found.is_empty(), "{:?}", shown(&found));
+        assert_eq!(root, host(false).root_hash());
     }
 }

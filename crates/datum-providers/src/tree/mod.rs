@@ -704,18 +704,70 @@ fn scan_and_compare(
         ))
     })?;
     let proved = std::mem::take(&mut *proved.lock().unwrap_or_else(PoisonError::into_inner));
-    let (found, declared_root) = compare::compare(
-        &d.entries,
-        &meta,
-        &exclusions,
-        Some(&scanned.tree.root),
-        Some(&proved),
-    )
-    .map_err(|e| ProviderError::Invalid {
-        field: "source".to_owned(),
-        message: e.to_string(),
-    })?;
+    let compare = |kept: Option<&HashSet<PathBuf>>| {
+        compare::compare_keeping(
+            &d.entries,
+            &meta,
+            &exclusions,
+            Some(&scanned.tree.root),
+            Some(&proved),
+            kept,
+        )
+        .map_err(|e| ProviderError::Invalid {
+            field: "source".to_owned(),
+            message: e.to_string(),
+        })
+    };
+    let (mut found, mut declared_root) = compare(None)?;
+    // The scan does not see excluded entries: an undeclared folder holding
+    // one is looked into, and kept (only what else it holds is unmanaged),
+    // so that a purge never takes an excluded entry with its folder.
+    let mut kept = HashSet::new();
+    let mut folders = Folders::new(live.clone());
+    for (difference, _) in &found {
+        if let TreeDifference::Unmanaged { path } = difference
+            && scanned
+                .tree
+                .root
+                .get(path)
+                .is_some_and(|n| n.entry.kind() == datum_fingerprint::EntryKind::Directory)
+        {
+            let dir = folders.dir(path)?;
+            holds_excluded(&dir, path, &exclusions, &mut kept)?;
+        }
+    }
+    if !kept.is_empty() {
+        (found, declared_root) = compare(Some(&kept))?;
+    }
     Ok((found, scanned.tree, declared_root.to_string()))
+}
+
+/// Whether the host folder `dir` (at `rel` in the tree) holds an excluded
+/// entry, at any depth; every folder that does is added to `kept`. Links
+/// are never followed.
+fn holds_excluded(
+    dir: &Dir,
+    rel: &Path,
+    exclusions: &Exclusions,
+    kept: &mut std::collections::HashSet<PathBuf>,
+) -> Result<bool, ProviderError> {
+    let mut holds = false;
+    for (name, kind) in dir.list()? {
+        let child = rel.join(&name);
+        let is_dir = kind == FileKind::Directory;
+        if exclusions.is_excluded(&child, is_dir) {
+            holds = true;
+        } else if is_dir
+            && let Some(sub) = dir.open_child_dir(&name)?
+            && holds_excluded(&sub, &child, exclusions, kept)?
+        {
+            holds = true;
+        }
+    }
+    if holds {
+        kept.insert(rel.to_path_buf());
+    }
+    Ok(holds)
 }
 
 fn bytes_path(bytes: &[u8]) -> &Path {

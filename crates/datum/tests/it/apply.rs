@@ -423,3 +423,66 @@ fn trust_metadata_leaves_unread_only_files_a_quiet_record_vouches_for() {
         );
     }
 }
+
+/// A purge takes what no declaration covers, never an excluded entry: an
+/// undeclared folder holding one (at any depth) is kept with it, only what
+/// else it holds is removed, and the next pass has nothing to do. Before, the
+/// folder was purged whole, the excluded files with it, contrary to
+/// `exclude` ("never created, changed or removed").
+#[test]
+fn a_purge_keeps_excluded_entries_inside_an_undeclared_folder() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  purge: true\n  exclude: [\"*.local\", \"cache/\"]\n",
+    );
+    s.write("repo/base/tree/a.conf", "a = 1\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    for (path, text) in [
+        ("/etc/t/plugin/site.local", "mine\n"),
+        ("/etc/t/plugin/stray.conf", "stray\n"),
+        ("/etc/t/plugin/deep/cache/blob", "cached\n"),
+        ("/etc/t/plugin/deep/other", "other\n"),
+        ("/etc/t/plugin/gone/x", "x\n"),
+        ("/etc/t/extra/y", "y\n"),
+    ] {
+        s.write(&format!("root{path}"), text);
+    }
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    for path in [
+        "plugin/stray.conf",
+        "plugin/deep/other",
+        "plugin/gone",
+        "extra",
+    ] {
+        assert!(
+            text.contains(&format!("tree:{path}: \"unmanaged\"")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("tree:plugin:"), "{text}");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let left: Vec<String> = s
+        .files_under_root()
+        .into_iter()
+        .filter(|p| p.starts_with("etc/t/"))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            "etc/t/a.conf",
+            "etc/t/plugin",
+            "etc/t/plugin/deep",
+            "etc/t/plugin/deep/cache",
+            "etc/t/plugin/deep/cache/blob",
+            "etc/t/plugin/site.local",
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/plugin/site.local")).unwrap(),
+        "mine\n"
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+    assert_exit(&s.datum(&["check"]), 0);
+}
