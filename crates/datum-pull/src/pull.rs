@@ -501,7 +501,9 @@ fn prune(
 /// The folder of the link, `declared`, reached through the boundary's walk
 /// (never through a link, never from an unprivileged user's folder into
 /// someone else's); missing folders are created 0755, one at a time,
-/// relative to the folder above.
+/// relative to the folder above. Every folder on the way below the root
+/// must be owned by root (or the user running Datum) and writable by its
+/// owner only ([`only_ours`]).
 fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
     let mut here = PathBuf::from("/");
     let mut current = host.root_dir()?;
@@ -510,6 +512,7 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
             continue;
         };
         here.push(name);
+        let parent = current.clone();
         current = match host.dir(&here) {
             Ok(dir) => dir,
             Err(e) if e.is_missing_parent() => {
@@ -524,8 +527,42 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
             }
             Err(e) => return Err(e),
         };
+        only_ours(&parent, name)?;
     }
     Ok(current)
+}
+
+/// Refuses a folder on the way to the link that another user could write
+/// to (or that another user owns): they could replace the link, or the
+/// folder holding it, and point it at a repository of their own, which the
+/// agent would then apply as root. The same rule as for the trust files
+/// (sshd's `StrictModes`), checked from the root down, so no folder
+/// checked can be swapped by someone else after its check.
+fn only_ours(parent: &Dir, name: &OsStr) -> Result<(), HostError> {
+    let Some(st) = parent.lstat_entry(name)? else {
+        return Ok(());
+    };
+    let me = datum_host::accounts::current_ids().0;
+    let why = if st.meta.uid != 0 && st.meta.uid != me {
+        format!("it belongs to uid {}", st.meta.uid)
+    } else if st.meta.mode & 0o022 != 0 {
+        format!(
+            "its mode {:04o} lets others write to it",
+            st.meta.mode & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(HostError::io(
+        "deploy into",
+        parent.path().join(name),
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{why}: whoever can write a folder holding the link can point it at a repository of their own, which this host would apply as root; make it owned by root and writable by its owner only (nothing was changed)"
+            ),
+        ),
+    ))
 }
 
 /// The marker of the checkout the link points at. A link made by `datum

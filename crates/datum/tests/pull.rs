@@ -1038,6 +1038,74 @@ fn the_boundary_holds_for_pull_links_on_its_way_are_refused_and_an_unusable_stat
     assert_ne!(bed.deployed().as_deref(), Some(c1.as_str()));
 }
 
+#[test]
+fn a_link_folder_someone_else_may_write_or_owns_is_refused_and_nothing_is_switched() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    bed.revision("two", Some("alice"));
+    bed.push();
+    let mode = |rel: &str, m: u32| {
+        std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    // Anyone could replace the link (or the folder holding it) and point
+    // the agent at a repository of their own: refused, nothing switched.
+    for (rel, m, says) in [
+        (
+            "root/etc/datum",
+            0o777,
+            "its mode 0777 lets others write to it",
+        ),
+        (
+            "root/etc/datum",
+            0o1777,
+            "its mode 1777 lets others write to it",
+        ),
+        (
+            "root/etc/datum",
+            0o775,
+            "its mode 0775 lets others write to it",
+        ),
+        (
+            "root/etc",
+            0o777,
+            "etc: its mode 0777 lets others write to it",
+        ),
+    ] {
+        mode(rel, m);
+        let before = bed.snapshot();
+        let out = bed.pull(&[]);
+        out.assert_exit(1);
+        assert!(out.stderr().contains(says), "{rel}: {}", out.stderr());
+        assert!(
+            out.stderr().contains("nothing was changed"),
+            "{}",
+            out.stderr()
+        );
+        assert_eq!(bed.snapshot(), before, "{rel} {m:o}: something changed");
+        assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+        mode(rel, 0o755);
+    }
+    // A folder another user owns (they may chmod it at will).
+    let nobody = std::os::unix::fs::chown(bed.p("root/etc/datum"), Some(65534), None);
+    if nobody.is_ok() {
+        let before = bed.snapshot();
+        let out = bed.pull(&[]);
+        out.assert_exit(1);
+        assert!(
+            out.stderr().contains("it belongs to uid 65534"),
+            "{}",
+            out.stderr()
+        );
+        assert_eq!(bed.snapshot(), before);
+        std::os::unix::fs::chown(bed.p("root/etc/datum"), Some(0), None).unwrap();
+    }
+    // Owned by root and writable by it only: the pull goes forward.
+    bed.pull(&[]).assert_exit(2);
+    assert_ne!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
 fn many_files(bed: &Bed, n: usize, value: &str) {
     bed.write("work/datum.yaml", SETTINGS);
     for i in 0..n {
