@@ -476,6 +476,25 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
         )));
     }
 
+    // `apply -refresh-only -target=…` refuses to run while the configuration moves an
+    // object that is not targeted ("Moved resource instances excluded by targeting"), and
+    // targeting it would take its drift into state too: say so before any file is touched.
+    let moves: Vec<String> = normal
+        .changes
+        .iter()
+        .filter(|c| !c.deposed && !accepted.iter().any(|a| a.address == c.address))
+        .filter_map(|c| {
+            let from = c.previous_address.as_deref()?;
+            (from != c.address).then(|| format!("{} (from {from})", c.address))
+        })
+        .collect();
+    if !moves.is_empty() {
+        return Err(Error::Codify(format!(
+            "{stack}: the configuration has moves the next apply has yet to make ({}); apply -refresh-only -target cannot run until they are applied, so nothing was written",
+            moves.join(", ")
+        )));
+    }
+
     let mut edits = Edits {
         sources: &sources,
         changed: Vec::new(),

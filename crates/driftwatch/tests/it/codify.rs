@@ -292,3 +292,36 @@ fn a_symlinked_file_is_neither_followed_out_of_the_stack_nor_replaced() {
     assert!(fake.calls().iter().all(|c| c[2] != "apply"));
     assert_eq!(std::fs::read_dir(&stack).unwrap().count(), 1);
 }
+
+#[test]
+fn a_pending_move_is_refused_before_anything_is_written() {
+    // The configuration moves local_file.old_readme to local_file.readme (a moved block not
+    // applied yet): terraform refuses `apply -refresh-only -target=...` until the move is
+    // made ("Moved resource instances excluded by targeting").
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("main.tf.json");
+    std::fs::copy(fixture("shop-prod/main.tf.json"), &config).unwrap();
+    let before = std::fs::read(&config).unwrap();
+    let mut plan: serde_json::Value = serde_json::from_str(&read("shop-prod/plan.json")).unwrap();
+    for change in plan["resource_changes"].as_array_mut().unwrap() {
+        if change["address"] == "local_file.readme" {
+            change["previous_address"] = "local_file.old_readme".into();
+        }
+    }
+    let fake = FakeRunner::new();
+    fake.push_refresh(2, read("shop-prod/refresh_only.json"));
+    fake.push_plan(2, plan.to_string());
+    let run = codify(dir.path(), &fake);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "the configuration has moves the next apply has yet to make (local_file.readme (from local_file.old_readme))"
+        ),
+        "{}",
+        run.stderr
+    );
+    // Only the two plans ran: no file was written, no verification plan, no apply.
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+    let subs: Vec<String> = fake.calls().iter().map(|c| c[2].clone()).collect();
+    assert_eq!(subs, ["plan", "show", "plan", "show"]);
+}
