@@ -60,16 +60,16 @@ pub(super) fn cmd_run(args: RunArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Re
         let mut single = StackResult {
             name: spec.name,
             chdir: spec.chdir,
-            result: Ok(output::finish_stack(result?, &args.output, &now)?),
+            result: result.and_then(|report| output::finish_stack(report, &args.output, &now)),
             timing: args.timings.then_some(timing),
         };
         if let Some(dir) = &args.markdown_dir {
+            // A failed stack gets its page too (saying why), as with several stacks.
             output::write_markdown_dir(std::slice::from_mut(&mut single), &now, dir)?;
         }
-        let Ok(checked) = &single.result else {
-            return Err(Error::Usage("no stack to check"));
-        };
-        output::emit_single(checked, &now, &args.output, single.timing.clone(), io)?;
+        let checked = single.result?;
+        let single_timing = single.timing;
+        output::emit_single(&checked, &now, &args.output, single_timing, io)?;
         return Ok(checked.code);
     }
 

@@ -303,6 +303,32 @@ fn several_stacks_as_json_and_markdown_files() {
 }
 
 #[test]
+fn one_failed_stack_still_gets_its_markdown_page() {
+    // --markdown-dir writes every stack's page, a failed one included (its issue says why),
+    // also when the run checks a single stack.
+    let dir = tempfile::tempdir().unwrap();
+    let [_, _, broken] = three_stacks(dir.path());
+    let md = dir.path().join("md");
+    let out = outcome(
+        many_cmd(dir.path(), &[broken])
+            .arg("--markdown-dir")
+            .arg(&md),
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("driftwatch: error: refresh-only plan failed (exit 1): "),
+        "{}",
+        out.stderr
+    );
+    let page = std::fs::read_to_string(md.join("broken.md")).unwrap();
+    assert!(page.starts_with("<!-- driftwatch-"), "{page}");
+    assert!(page.contains("state lock"), "{page}");
+    let summary = std::fs::read_to_string(md.join("summary.md")).unwrap();
+    assert!(summary.contains("| `broken` | error | 1 |"), "{summary}");
+}
+
+#[test]
 fn a_stack_named_summary_is_refused_with_a_markdown_dir() {
     // Its page and the summary table would both be summary.md, one overwriting the other.
     let dir = tempfile::tempdir().unwrap();
