@@ -269,7 +269,13 @@ impl OwnsPaths for TreeProvider {
             }
             let removed = match item.get("category").and_then(Value::as_str) {
                 Some("unmanaged") if purge => true,
-                Some("type_changed") => false,
+                // A folder where a file or link is declared: a purge
+                // removes it (every file below it saved).
+                Some("type_changed") => {
+                    purge
+                        && item.get("found").and_then(Value::as_str) == Some("directory")
+                        && item.get("declared").and_then(Value::as_str) != Some("directory")
+                }
                 Some("changed")
                     if item
                         .get("fields")
@@ -485,8 +491,12 @@ impl Kind for TreeProvider {
             Some(walk) => walk,
             None => Walk::start(host, d)?,
         };
-        // The entry the engine has just checked goes live.
+        // The entry the engine has just checked goes live (over a folder
+        // in its way that the purge takes: see `Walk::clear`).
         if let Some(pending) = walk.pending.take() {
+            if let Some(folder) = walk.in_the_way.take() {
+                folder.remove_all()?;
+            }
             pending.commit(host)?;
         }
         match walk.advance(host, d)? {
@@ -530,6 +540,8 @@ struct Walk {
     next: usize,
     /// The file staged for the engine to check, not yet live.
     pending: Option<crate::file::StagedContent>,
+    /// A folder where `pending` goes, removed just before it goes live.
+    in_the_way: Option<Located>,
 }
 
 impl Walk {
@@ -554,6 +566,7 @@ impl Walk {
             live,
             next: 0,
             pending: None,
+            in_the_way: None,
         })
     }
 
@@ -580,13 +593,31 @@ impl Walk {
                         blake3,
                         source: &source,
                     };
-                    let staged = stage_file(host, &target, want, self.uid, self.gid, d.meta.mode)?;
+                    let in_the_way = self.clear(d, &target, rel)?;
+                    let staged = if in_the_way {
+                        Some(stage_new_file(
+                            host,
+                            &target,
+                            want,
+                            self.uid,
+                            self.gid,
+                            d.meta.mode,
+                        )?)
+                    } else {
+                        stage_file(host, &target, want, self.uid, self.gid, d.meta.mode)?
+                    };
                     if let Some(staged) = staged {
                         self.pending = Some(staged);
+                        self.in_the_way = in_the_way.then_some(target);
                         return Ok(true);
                     }
                 }
-                EntryRef::Symlink(to) => ensure_link(&target, to)?,
+                EntryRef::Symlink(to) => {
+                    if self.clear(d, &target, rel)? {
+                        target.remove_all()?;
+                    }
+                    ensure_link(&target, to)?;
+                }
             }
         }
         if d.purge {
@@ -597,6 +628,33 @@ impl Walk {
             }
         }
         Ok(false)
+    }
+
+    /// Whether `target` (at `rel`) is a folder where a file or link is
+    /// declared that a purging tree removes (`true`: when the new entry
+    /// goes live). Its entries are unmanaged, which `purge: true` asks to
+    /// remove (the engine saved its files first), unless one is excluded:
+    /// then it stays, and the entry fails. Without `purge` a folder in the
+    /// way is a failure, as ever.
+    fn clear(&self, d: &TreeDesired, target: &Located, rel: &Path) -> Result<bool, ProviderError> {
+        if !d.purge
+            || target
+                .lstat()?
+                .is_none_or(|s| s.kind != FileKind::Directory)
+        {
+            return Ok(false);
+        }
+        let Some(dir) = target.open_dir()? else {
+            return Ok(false);
+        };
+        if holds_excluded(&dir, rel, &self.exclusions, &mut Default::default())? {
+            return Err(HostError::InTheWay {
+                path: target.path().to_path_buf(),
+                found: "directory holding excluded entries".to_owned(),
+            }
+            .into());
+        }
+        Ok(true)
     }
 }
 
@@ -1075,10 +1133,42 @@ fn stage_file(
             _ => {}
         }
     }
-    // The bytes come from the repository now: refuse a source that changed
-    // since the catalogue hashed it (it would not be what was checked).
+    // The bytes come from the repository now (see `stage_content`).
     let bytes =
         datum_host::repo::read(want.source).map_err(|e| HostError::io("read", want.source, e))?;
+    let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
+    let (uid, gid) = (uid.or(kept_owner.0), gid.or(kept_owner.1));
+    stage_content(host, at, want, bytes, uid, gid, mode).map(Some)
+}
+
+/// A declared file's content staged beside `at`, whatever is there now (a
+/// folder the purge removes before the rename).
+fn stage_new_file(
+    host: &Host,
+    at: &Located,
+    want: Declared<'_>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<crate::file::StagedContent, ProviderError> {
+    let bytes =
+        datum_host::repo::read(want.source).map_err(|e| HostError::io("read", want.source, e))?;
+    let mode = mode.unwrap_or(DEFAULT_FILE_MODE);
+    stage_content(host, at, want, bytes, uid, gid, mode)
+}
+
+/// `bytes`, read from the repository now, staged beside `at`; refused when
+/// the source changed since the catalogue hashed it (it would not be what
+/// was checked).
+fn stage_content(
+    host: &Host,
+    at: &Located,
+    want: Declared<'_>,
+    bytes: Vec<u8>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+) -> Result<crate::file::StagedContent, ProviderError> {
     if !same_content(&bytes, want.blake3) {
         return Err(ProviderError::Invalid {
             field: "source".to_owned(),
@@ -1088,9 +1178,7 @@ fn stage_file(
             ),
         });
     }
-    let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
-    let (uid, gid) = (uid.or(kept_owner.0), gid.or(kept_owner.1));
-    crate::file::StagedContent::write(host, at, bytes, uid, gid, mode).map(Some)
+    crate::file::StagedContent::write(host, at, bytes, uid, gid, mode)
 }
 
 fn ensure_link(at: &Located, to: &[u8]) -> Result<(), ProviderError> {

@@ -486,3 +486,58 @@ fn a_purge_keeps_excluded_entries_inside_an_undeclared_folder() {
     assert_exit(&s.datum(&["apply"]), 0);
     assert_exit(&s.datum(&["check"]), 0);
 }
+
+/// A purging Tree whose source turns a folder into a file (or a link)
+/// replaces the folder it shipped: its files are saved, then it is removed
+/// as the new entry goes live, and the next pass has nothing to do. Before,
+/// every apply failed with "a directory is in the way" and never converged.
+/// A folder holding an excluded entry is never removed: that entry fails.
+#[test]
+fn a_purging_tree_replaces_a_folder_its_source_made_a_file_or_a_link() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  purge: true\n  exclude: [\"*.local\"]\n",
+    );
+    s.write("repo/base/tree/sub/b.conf", "b = 1\n");
+    s.write("repo/base/tree/ln/c.conf", "c = 1\n");
+    s.write("repo/base/tree/held/d.conf", "d = 1\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    s.write("root/etc/t/held/mine.local", "mine\n");
+    for folder in ["sub", "ln", "held"] {
+        fs::remove_dir_all(s.repo().join("base/tree").join(folder)).unwrap();
+    }
+    s.write("repo/base/tree/sub", "now a file\n");
+    s.write("repo/base/tree/held", "held\n");
+    std::os::unix::fs::symlink("sub", s.repo().join("base/tree/ln")).unwrap();
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("a directory holding excluded entries is in the way"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/held/mine.local")).unwrap(),
+        "mine\n"
+    );
+    fs::remove_file(s.live("/etc/t/held/mine.local")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/sub")).unwrap(),
+        "now a file\n"
+    );
+    assert_eq!(
+        fs::read_link(s.live("/etc/t/ln")).unwrap().to_str(),
+        Some("sub")
+    );
+    assert_eq!(fs::read_to_string(s.live("/etc/t/held")).unwrap(), "held\n");
+    assert_exit(&s.datum(&["apply"]), 0);
+    let list = stdout(&s.datum(&["backup", "list"]));
+    for path in [
+        "/etc/t/sub/b.conf",
+        "/etc/t/ln/c.conf",
+        "/etc/t/held/d.conf",
+    ] {
+        assert!(list.contains(path), "{list}");
+    }
+}
