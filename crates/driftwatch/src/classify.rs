@@ -106,6 +106,10 @@ pub struct Finding {
     pub ignored_by: Vec<String>,
     /// The normal plan updates this resource, but only attributes that did not drift.
     pub left_alone_by_update: bool,
+    /// Checked against a normal plan that lists resource changes (false with
+    /// `--drift-only`, or when the plan lists none): only then does an address the plan
+    /// leaves out say anything about the configuration.
+    pub plan_checked: bool,
     /// Filled by history when `--history` is given.
     pub age: Option<Seen>,
 }
@@ -134,6 +138,9 @@ impl Finding {
             (Category::Replaced, _) => "the next apply destroys and recreates it".to_owned(),
             (Category::DeletedOutside, Some(Action::Create | Action::Replace)) => {
                 "the next apply creates it again".to_owned()
+            }
+            (Category::DeletedOutside, _) if !self.plan_checked => {
+                "not checked against a normal plan".to_owned()
             }
             (Category::DeletedOutside, _) => {
                 "no longer in the configuration either; the next apply only updates state"
@@ -331,6 +338,7 @@ pub fn classify(
             forcing_paths: Vec::new(),
             ignored_by: Vec::new(),
             left_alone_by_update: false,
+            plan_checked: plan_lists_changes,
             age: None,
         };
         if is_delete {
@@ -553,6 +561,26 @@ mod tests {
             one(Action::Delete, Some(Action::Create)).findings[0].consequence(),
             "the next apply creates it again"
         );
+        // Gone from a plan that lists the others: gone from the configuration too. Without
+        // a normal plan (--drift-only), or one that lists nothing, nothing is known of it.
+        let deleted = Plan {
+            drift: vec![drift("t.a", Action::Delete, vec![])],
+            ..Plan::default()
+        };
+        let listed = Plan {
+            changes: vec![change("t.other", Action::NoOp)],
+            ..Plan::default()
+        };
+        assert_eq!(
+            classify_plain(&deleted, Some(&listed)).findings[0].consequence(),
+            "no longer in the configuration either; the next apply only updates state"
+        );
+        for normal in [None, Some(&Plan::default())] {
+            assert_eq!(
+                classify_plain(&deleted, normal).findings[0].consequence(),
+                "not checked against a normal plan"
+            );
+        }
         // Left out of a plan that lists other resources: the plan does not touch it.
         let refresh = Plan {
             drift: vec![drift("t.a", Action::Update, color())],

@@ -95,6 +95,7 @@ mod tests {
                     forcing_paths: Vec::new(),
                     ignored_by: Vec::new(),
                     left_alone_by_update: false,
+                    plan_checked: false,
                     age: None,
                 })
                 .collect(),
