@@ -76,6 +76,9 @@ impl Cache {
         if let Some(secret) = source.secret() {
             git = git.secret(secret);
         }
+        if let Some(credentials) = source.credentials() {
+            git = git.credentials(credentials);
+        }
         if let Some(ssh) = ssh_command(config) {
             git = git.ssh_command(ssh);
         }

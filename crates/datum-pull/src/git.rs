@@ -139,8 +139,14 @@ pub struct Git {
     protocol: Option<Protocol>,
     ssh_command: Option<String>,
     secrets: Vec<String>,
+    credentials: Option<crate::source::Credentials>,
     timeout: Duration,
 }
+
+/// The credential helper a fetch with credentials gets: it answers `get`
+/// for the URL's host only, from the environment (which only the user
+/// running Datum can read), so the credentials are never on a command line.
+const CREDENTIAL_HELPER: &str = "!f() { h=; while IFS= read -r l; do case \"$l\" in host=*) h=\"${l#host=}\";; esac; done; test \"$1\" = get && test \"$h\" = \"$DATUM_GIT_HOST\" && printf 'username=%s\\npassword=%s\\n' \"$DATUM_GIT_USERNAME\" \"$DATUM_GIT_PASSWORD\"; exit 0; }; f";
 
 impl Git {
     /// git for the repository at `git_dir` (which [`Git::init_bare`] makes);
@@ -153,6 +159,7 @@ impl Git {
             protocol: None,
             ssh_command: None,
             secrets: Vec::new(),
+            credentials: None,
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -180,6 +187,14 @@ impl Git {
         if !secret.is_empty() {
             self.secrets.push(secret);
         }
+        self
+    }
+
+    /// Credentials git asks for through its credential protocol (never
+    /// given on a command line); their password is also a secret.
+    pub fn credentials(mut self, credentials: &crate::source::Credentials) -> Self {
+        self = self.secret(credentials.password.clone());
+        self.credentials = Some(credentials.clone());
         self
     }
 
@@ -224,6 +239,14 @@ impl Git {
             .clone()
             .unwrap_or_else(|| "ssh -o BatchMode=yes".to_owned());
         config.push(("core.sshCommand".to_owned(), ssh));
+        if let Some(c) = &self.credentials {
+            // After `credential.helper=` (which empties the list).
+            config.push(("credential.helper".to_owned(), CREDENTIAL_HELPER.to_owned()));
+            spec = spec
+                .env("DATUM_GIT_HOST", &c.host)
+                .env("DATUM_GIT_USERNAME", &c.username)
+                .env("DATUM_GIT_PASSWORD", &c.password);
+        }
         if self.protocol == Some(Protocol::Ssh) {
             spec = spec.env("GIT_SSH_VARIANT", "ssh");
         }

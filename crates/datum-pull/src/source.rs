@@ -29,11 +29,22 @@ impl Source {
         }
     }
 
-    /// What git is given to fetch from.
+    /// What git is given to fetch from: never a credential (git's command
+    /// line, and its helpers', can be read by every local user in
+    /// `/proc/PID/cmdline`); see [`Source::credentials`].
     pub fn location(&self) -> std::ffi::OsString {
         match self {
-            Source::Remote(r) => r.url.clone().into(),
+            Source::Remote(r) => r.fetch_url.clone().into(),
             Source::Bundle(p) => p.clone().into_os_string(),
+        }
+    }
+
+    /// The user name and password an `http(s)://` URL carried, which git
+    /// gets through its credential protocol rather than in the URL.
+    pub fn credentials(&self) -> Option<&Credentials> {
+        match self {
+            Source::Remote(r) => r.credentials.as_ref(),
+            Source::Bundle(_) => None,
         }
     }
 
@@ -58,9 +69,30 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remote {
     url: String,
+    /// The URL without its credentials: what git is given.
+    fetch_url: String,
     protocol: Protocol,
     display: String,
     secret: Option<String>,
+    credentials: Option<Credentials>,
+}
+
+/// Credentials from an `http(s)://` URL, percent-decoded as git decodes
+/// them, for the host they were written for.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// `host[:port]`, as git's credential protocol names it.
+    pub host: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A URL Datum will not fetch from.
@@ -120,11 +152,14 @@ impl Remote {
                 _ => return Err(bad("a relative path; write an absolute one or a URL")),
             },
         };
+        let (fetch_url, credentials) = without_credentials(url).map_err(bad)?;
         Ok(Remote {
             url: url.to_owned(),
+            fetch_url,
             protocol,
             display,
             secret,
+            credentials,
         })
     }
 
@@ -160,6 +195,64 @@ fn redact(url: &str) -> (String, Option<String>) {
         format!("{scheme}://{shown}@{host}{}", &rest[authority_end..]),
         (!secret.is_empty()).then_some(secret),
     )
+}
+
+/// The URL without the credentials in it, and (for http and https) those
+/// credentials, decoded. A password in another kind of URL is dropped: ssh
+/// is run with `BatchMode`, and git:// and file:// have no use for one.
+fn without_credentials(url: &str) -> Result<(String, Option<Credentials>), &'static str> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok((url.to_owned(), None));
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some((userinfo, host)) = rest[..authority_end].rsplit_once('@') else {
+        return Ok((url.to_owned(), None));
+    };
+    let path = &rest[authority_end..];
+    let web = matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https");
+    if !web {
+        let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+        return Ok((format!("{scheme}://{user}@{host}{path}"), None));
+    }
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let decode = |text: &str| -> Result<String, &'static str> {
+        let decoded =
+            percent_decode(text).ok_or("its credentials are not valid percent-encoded UTF-8")?;
+        if decoded.contains(['\n', '\0']) {
+            return Err("its credentials hold a line break or a NUL");
+        }
+        Ok(decoded)
+    };
+    Ok((
+        format!("{scheme}://{host}{path}"),
+        Some(Credentials {
+            host: host.to_owned(),
+            username: decode(user)?,
+            password: decode(password)?,
+        }),
+    ))
+}
+
+/// `%XX` decoded (as git decodes the user and password of a URL); `None`
+/// when the result is not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h)? * 16 + hex(l)?) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// A bundle file as a source (made absolute against the working directory
@@ -216,6 +309,29 @@ mod tests {
         assert!(!err.to_string().contains("hunter2"), "{err}");
         let source = Source::Remote(Remote::parse("https://a:b@h/x").unwrap());
         assert_eq!(source.display(), "https://(sensitive)@h/x");
+        // git is given the URL without them, and the credentials apart.
+        let source =
+            Source::Remote(Remote::parse("https://de%40ploy:hun%3Ater2@h:8443/x.git").unwrap());
+        assert_eq!(source.location(), "https://h:8443/x.git");
+        let c = source.credentials().unwrap();
+        assert_eq!(
+            (c.host.as_str(), c.username.as_str(), c.password.as_str()),
+            ("h:8443", "de@ploy", "hun:ter2")
+        );
+        assert!(!format!("{c:?}").contains("ter2"));
+        let token = Source::Remote(Remote::parse("https://ghp_token123@github.com/o/r").unwrap());
+        assert_eq!(token.location(), "https://github.com/o/r");
+        assert_eq!(token.credentials().unwrap().username, "ghp_token123");
+        assert_eq!(token.credentials().unwrap().password, "");
+        let ssh = Source::Remote(Remote::parse("ssh://git:pw@host/r.git").unwrap());
+        assert_eq!(ssh.location(), "ssh://git@host/r.git");
+        assert_eq!(ssh.credentials(), None);
+        let plain = Source::Remote(Remote::parse("https://h/x").unwrap());
+        assert_eq!(
+            (plain.location(), plain.credentials()),
+            ("https://h/x".into(), None)
+        );
+        assert!(Remote::parse("https://u:a%0Ab@h/x").is_err());
         assert_eq!(
             bundle(Path::new("/m/x.bundle")).display(),
             "bundle:/m/x.bundle"

@@ -1519,6 +1519,94 @@ fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_mus
     assert!(bed.p("root/etc/datum/repository/datum.yaml").exists());
 }
 
+/// Whether some process's command line holds `needle` now.
+fn on_a_command_line(needle: &[u8]) -> Option<String> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.windows(needle.len()).any(|w| w == needle) {
+            return Some(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+        }
+    }
+    None
+}
+
+#[test]
+fn credentials_in_a_url_reach_the_server_and_never_a_command_line() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    // An http server on loopback that asks for Basic credentials and, at
+    // every request (git waiting for the answer), looks at every process's
+    // command line.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Per request: its Authorization header, and a command line holding the
+    // password at that moment.
+    type Seen = Vec<(Option<String>, Option<String>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(8) {
+            let Ok(mut c) = conn else { return };
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let text = String::from_utf8_lossy(&head).into_owned();
+            let auth = text
+                .lines()
+                .find_map(|l| l.strip_prefix("Authorization: "))
+                .map(str::to_owned);
+            log.lock()
+                .unwrap()
+                .push((auth, on_a_command_line(b"hunter2-c")));
+            let _ = c.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    // In pull.yaml, as a host keeps it: not on datum's own command line.
+    let config = bed.p("pull.yaml");
+    std::fs::write(
+        &config,
+        format!("url: http://deploy:hunter2-c%40nary@127.0.0.1:{port}/x.git\n"),
+    )
+    .unwrap();
+    let out = Run(bed
+        .datum(&[
+            "pull",
+            "--config",
+            &config.display().to_string(),
+            "--allowed-signers",
+            &bed.p("allowed_signers").display().to_string(),
+        ])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    let all = format!("{}{}", out.stdout(), out.stderr());
+    assert!(!all.contains("hunter2"), "{all}");
+    let seen = seen.lock().unwrap().clone();
+    // git asked for them and sent them, decoded as git decodes a URL ...
+    assert!(
+        seen.iter()
+            .any(|(auth, _)| auth.as_deref() == Some("Basic ZGVwbG95Omh1bnRlcjItY0BuYXJ5")),
+        "{seen:?}\n{all}"
+    );
+    // ... and no process had them on its command line meanwhile.
+    for (_, cmdline) in &seen {
+        assert_eq!(cmdline, &None, "{seen:?}");
+    }
+}
+
 #[test]
 fn the_systemd_timer_and_its_service_verify() {
     if !have("systemd-analyze", "systemd") {
