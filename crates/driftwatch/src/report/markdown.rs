@@ -212,9 +212,26 @@ fn line_diff_block(path: &str, before: &str, after: &str) -> Option<String> {
     let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
     Some(format!(
-        "<details><summary>line diff of {}: {BEFORE_SIDE} → {AFTER_SIDE}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n\n",
-        cell(path)
+        "<details><summary>line diff of <code>{}</code>: {BEFORE_SIDE} → {AFTER_SIDE}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n\n",
+        html_text(path)
     ))
+}
+
+/// Text inside HTML (the `<summary>` line): Markdown is not read there, so `<`, `>` and `&`
+/// are escaped as HTML. A path holds map keys, which anyone who can change the resource
+/// outside chooses (a tag key `<img src=…>` would otherwise be markup in the issue).
+fn html_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn capitalise(text: &str) -> String {
@@ -240,6 +257,19 @@ mod tests {
         );
         assert!(block.ends_with("````\n\n</details>\n\n"), "{block}");
         assert!(line_diff_block("s", r#""a""#, r#""b""#).is_none());
+        // A map key chosen outside is text in the summary line, never markup.
+        let block = line_diff_block(
+            r#"tags["<img src=x>&</summary>"]"#,
+            r#""a\nb""#,
+            r#""a\nc""#,
+        )
+        .unwrap();
+        assert!(
+            block.starts_with(
+                "<details><summary>line diff of <code>tags[&quot;&lt;img src=x&gt;&amp;&lt;/summary&gt;&quot;]</code>: "
+            ),
+            "{block}"
+        );
         assert!(line_diff_block("s", "1", "2").is_none());
     }
 }
