@@ -163,14 +163,22 @@ impl TreeDesired {
         }
     }
 
-    /// The compiled exclusion rules.
+    /// The compiled exclusion rules, and Datum's own staging folders
+    /// ([`STAGING_RULE`]).
     pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
-        Exclusions::new(&self.exclude).map_err(|e| ProviderError::Invalid {
+        let rules = self.exclude.iter().map(String::as_str);
+        Exclusions::new(rules.chain([STAGING_RULE])).map_err(|e| ProviderError::Invalid {
             field: "exclude".to_owned(),
             message: e.to_string(),
         })
     }
 }
+
+/// The staging folders Datum makes beside each file it writes
+/// (`datum_host::staging::STAGE_PREFIX`), left behind when a pass is killed
+/// between staging and the rename: never part of the tree (not unmanaged
+/// drift, never purged), and swept by the next staging in their folder.
+const STAGING_RULE: &str = ".datum.stage.*/";
 
 fn exclude_rules(desired: &dyn datum_core::DeclaredFields) -> Result<Vec<String>, String> {
     match desired.get("exclude") {

@@ -541,3 +541,34 @@ fn a_purging_tree_replaces_a_folder_its_source_made_a_file_or_a_link() {
         assert!(list.contains(path), "{list}");
     }
 }
+
+/// A pass killed between staging a Tree entry and its rename leaves its
+/// staging folder inside the tree: that is Datum's own, not drift. Before,
+/// `datum check` reported it as an unmanaged entry on every check (and a
+/// purge removed it as one); now it is never part of the tree, and the next
+/// staging in its folder sweeps it.
+#[test]
+fn a_killed_passs_staging_folder_inside_a_tree_is_not_drift_and_is_swept() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n",
+    );
+    s.write("repo/base/tree/sub/b.conf", "b = 1\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    s.write(
+        "root/etc/t/sub/.datum.stage.0123456789abcdef/b.conf",
+        "b = 2\n",
+    );
+    assert_exit(&s.datum(&["check"]), 0);
+    assert_exit(&s.datum(&["plan"]), 0);
+    s.write("repo/base/tree/sub/b.conf", "b = 2\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        s.files_under_root()
+            .into_iter()
+            .filter(|p| p.starts_with("etc/t"))
+            .collect::<Vec<_>>(),
+        ["etc/t", "etc/t/sub", "etc/t/sub/b.conf"]
+    );
+    assert_exit(&s.datum(&["check"]), 0);
+}
