@@ -222,16 +222,67 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         }))
     };
     if deployed_now.as_deref() == Some(new.as_str()) {
-        // Verified when it was deployed; nothing to do.
-        if let Some(r) = recorded.as_ref().filter(|r| **r != new) {
-            warnings.push(format!(
-                "the state store records {} as deployed, but {} points at {}",
-                commit::short(r),
-                link_path.display(),
-                commit::short(&new)
-            ));
+        // Verified when it was deployed; nothing to switch.
+        let ours = current.as_deref() == Some(relative_target(&config.deploy, &new).as_path());
+        let unrecorded = recorded.as_deref() != Some(new.as_str());
+        match &marker {
+            // Our link points at it but the store does not say so: a pull
+            // killed (or failing to write the store) between the switch and
+            // the record. The record is made now, from the checkout's marker.
+            Some(m) if ours && unrecorded => {
+                let rollback = match &recorded {
+                    Some(r) => !cache.descends(&new, r)?,
+                    None => false,
+                };
+                let record = Deployment {
+                    deployed_at: req.now,
+                    revision: new.clone(),
+                    previous: recorded.clone(),
+                    git_ref: m.git_ref.clone(),
+                    source: m.source.clone(),
+                    signer: m.signer.clone(),
+                    key: m.key.clone(),
+                    rollback,
+                    allowed_by: rollback.then(|| {
+                        "(unknown: the pull that switched it in was interrupted before recording it)"
+                            .to_owned()
+                    }),
+                };
+                let stored = match store.take() {
+                    Some(s) => Ok(s),
+                    None => Store::open_in(&state_dir, &state_name),
+                };
+                warnings.push(match stored.and_then(|mut s| s.record_deployment(&record)) {
+                    Ok(_) => format!(
+                        "{} points at {}, which the state store did not record (a pull was interrupted after the switch): recorded now",
+                        link_path.display(),
+                        commit::short(&new)
+                    ),
+                    Err(e) => format!(
+                        "{} points at {}, which the state store did not record, and it still cannot be recorded: {e}",
+                        link_path.display(),
+                        commit::short(&new)
+                    ),
+                });
+                if let Err(e) = cache.deployed(&new) {
+                    warnings.push(format!(
+                        "cannot mark {} deployed in the cache: {e}",
+                        commit::short(&new)
+                    ));
+                }
+            }
+            _ => {
+                if let Some(r) = recorded.as_ref().filter(|_| unrecorded) {
+                    warnings.push(format!(
+                        "the state store records {} as deployed, but {} points at {}",
+                        commit::short(r),
+                        link_path.display(),
+                        commit::short(&new)
+                    ));
+                }
+                cache.forget_incoming()?;
+            }
         }
-        cache.forget_incoming()?;
         return Ok(Outcome::UpToDate {
             revision: new,
             warnings,

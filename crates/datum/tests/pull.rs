@@ -776,6 +776,40 @@ fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
 }
 
 #[test]
+fn a_switch_the_state_store_missed_is_recorded_by_the_next_pull() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // The store as it is before the next switch: what a pull killed after
+    // renaming the link and before recording it leaves (seen with SIGKILL
+    // at random moments of real pulls).
+    let state = bed.p("root/var/lib/datum/state.db");
+    let aside = bed.p("state.db.before");
+    std::fs::copy(&state, &aside).unwrap();
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    std::fs::copy(&aside, &state).unwrap();
+    assert_eq!(bed.status()["history"][0]["revision"], c1.as_str());
+
+    // The next pull has nothing to switch, and records what the link says.
+    let out = bed.pull(&[]);
+    out.assert_exit(0);
+    assert!(out.stderr().contains("recorded now"), "{}", out.stderr());
+    let history = bed.status()["history"].clone();
+    assert_eq!(history[0]["revision"], c2.as_str(), "{history}");
+    assert_eq!(history[0]["previous"], c1.as_str(), "{history}");
+    assert_eq!(history[0]["signer"], "alice@example.com", "{history}");
+    assert_eq!(history[0]["rollback"], false, "{history}");
+    assert_eq!(history.as_array().unwrap().len(), 2, "{history}");
+    // Once: the pull after it is quiet.
+    let out = bed.pull(&[]);
+    out.assert_exit(0);
+    assert!(!out.stderr().contains("warning"), "{}", out.stderr());
+    assert_eq!(bed.status()["history"].as_array().unwrap().len(), 2);
+}
+
+#[test]
 fn a_pull_killed_mid_checkout_leaves_the_deployed_revision_whole_and_the_next_pull_completes() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
