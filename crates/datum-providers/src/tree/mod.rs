@@ -405,6 +405,7 @@ impl Kind for TreeProvider {
         let Some(stat) = at.lstat()? else {
             return Ok(Observed::absent());
         };
+        let root_ids = (stat.meta.uid, stat.meta.gid);
         let mut observed = Observed::absent();
         observed.meta = Some(stat.meta);
         if stat.kind != FileKind::Directory {
@@ -425,7 +426,7 @@ impl Kind for TreeProvider {
         // Each difference carries the host entry's fingerprint, so an
         // observation that changes again is a new observation (what `accept`
         // compares), while the findings stay value-free.
-        let items = differences
+        let mut items: Vec<Value> = differences
             .iter()
             .map(|(diff, values)| {
                 let mut item = difference_json(diff);
@@ -454,6 +455,7 @@ impl Kind for TreeProvider {
                 item
             })
             .collect();
+        unresolved_accounts(host, d, root_ids, &tree.root_hash().to_string(), &mut items);
         observed
             .fields
             .insert("tree".to_owned(), Value::Array(items));
@@ -663,6 +665,62 @@ impl Walk {
             .into());
         }
         Ok(true)
+    }
+}
+
+/// A declared owner or group that names no account on the host cannot be
+/// compared by id (the scan leaves it out): it is a difference of the
+/// tree's own folder all the same, as it is for a File, so that plan shows
+/// it and apply reports the unknown account (or, once a User or Group of
+/// the same pass made it, sets it on every entry). Before, such a tree was
+/// "unchanged" and the declaration was silently never applied.
+fn unresolved_accounts(
+    host: &Host,
+    d: &TreeDesired,
+    (uid, gid): (u32, u32),
+    root_hash: &str,
+    items: &mut Vec<Value>,
+) {
+    let mut values = Vec::new();
+    if let Some(owner) = d.meta.owner.as_deref()
+        && host.lookup_user(owner).is_err()
+    {
+        values.push(json!({"field": "owner", "declared": owner, "observed": uid.to_string()}));
+    }
+    if let Some(group) = d.meta.group.as_deref()
+        && host.lookup_group(group).is_err()
+    {
+        values.push(json!({"field": "group", "declared": group, "observed": gid.to_string()}));
+    }
+    if values.is_empty() {
+        return;
+    }
+    let fields: Vec<Value> = values.iter().map(|v| v["field"].clone()).collect();
+    let at_root = |i: &Value| matches!(i.get("path").and_then(Value::as_str), Some("" | "."));
+    match items
+        .iter_mut()
+        .find(|i| at_root(i) && i.get("category").and_then(Value::as_str) == Some("changed"))
+    {
+        Some(item) => {
+            if let Some(obj) = item.as_object_mut() {
+                for (key, add) in [("fields", fields), ("values", values)] {
+                    let list = obj.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+                    if let Some(list) = list.as_array_mut() {
+                        list.extend(add);
+                    }
+                }
+            }
+        }
+        None => items.insert(
+            0,
+            json!({
+                "category": "changed",
+                "path": "",
+                "fields": fields,
+                "observed": root_hash,
+                "values": values,
+            }),
+        ),
     }
 }
 
