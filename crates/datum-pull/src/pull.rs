@@ -436,7 +436,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             commit::short(&new)
         ));
     }
-    let pruned = prune(&checkouts, config.keep, &new, &mut warnings);
+    let pruned = prune(
+        &checkouts,
+        config.keep,
+        &new,
+        deployed_now.as_deref(),
+        &mut warnings,
+    );
     if let Err(e) = cache.maintain() {
         warnings.push(format!("git gc in the cache failed: {e}"));
     }
@@ -511,12 +517,16 @@ fn relative_target(deploy: &Path, revision: &str) -> PathBuf {
     target
 }
 
-/// Removes all but the `keep` most recently deployed checkouts (the one
-/// just deployed always stays); returns the commits removed.
+/// Removes all but the `keep` most recently deployed checkouts; returns the
+/// commits removed. The one just deployed and the one it `replaced` (a
+/// reader may still be reading it) always stay, whatever their times: a
+/// checkout a killed pull wrote and never switched in is newer than the
+/// one it would have replaced.
 fn prune(
     checkouts: &PrivateDir,
     keep: usize,
     deployed: &str,
+    replaced: Option<&str>,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     let mut others: Vec<(i64, OsString)> = Vec::new();
@@ -529,7 +539,7 @@ fn prune(
     };
     for (entry, _) in entries {
         let text = entry.to_string_lossy();
-        if !commit::is_commit_id(&text) || text == deployed {
+        if !commit::is_commit_id(&text) || text == deployed || Some(&*text) == replaced {
             continue;
         }
         match checkouts.lstat(&entry) {
@@ -540,7 +550,8 @@ fn prune(
     }
     others.sort_by_key(|b| std::cmp::Reverse(b.0));
     let mut pruned = Vec::new();
-    for (_, entry) in others.into_iter().skip(keep.saturating_sub(1)) {
+    let kept = keep.saturating_sub(1 + usize::from(replaced.is_some_and(|r| r != deployed)));
+    for (_, entry) in others.into_iter().skip(kept) {
         match checkouts.dir().entry(&entry).remove_all() {
             Ok(()) => pruned.push(entry.to_string_lossy().into_owned()),
             Err(e) => warnings.push(format!("cannot prune {}: {e}", entry.to_string_lossy())),
@@ -843,12 +854,42 @@ mod tests {
         std::fs::create_dir(dir.path().join("not-a-checkout")).unwrap();
         let mut warnings = Vec::new();
         // The oldest is the deployed one (a rollback): it stays anyway.
-        let pruned = prune(&folder, 3, &ids[0], &mut warnings);
+        let pruned = prune(&folder, 3, &ids[0], None, &mut warnings);
         assert_eq!(pruned, vec![ids[1].clone()]);
         assert!(warnings.is_empty(), "{warnings:?}");
         for keep in [&ids[0], &ids[2], &ids[3]] {
             assert!(dir.path().join(keep).exists());
         }
         assert!(dir.path().join("not-a-checkout").exists());
+    }
+
+    #[test]
+    fn pruning_keeps_the_replaced_checkout_even_when_a_newer_one_was_never_deployed() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = PrivateDir::open_path(dir.path(), false).unwrap().unwrap();
+        let ids: Vec<String> = ["1", "2", "3", "4"].iter().map(|d| d.repeat(40)).collect();
+        for (i, id) in ids.iter().enumerate() {
+            std::fs::create_dir(dir.path().join(id)).unwrap();
+            let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + i as u64);
+            std::fs::File::open(dir.path().join(id))
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        // 1 was replaced by 4; 3 was written by a pull killed before its
+        // switch, after 1 was deployed.
+        let mut warnings = Vec::new();
+        let mut pruned = prune(&folder, 2, &ids[3], Some(&ids[0]), &mut warnings);
+        pruned.sort();
+        assert_eq!(pruned, vec![ids[1].clone(), ids[2].clone()]);
+        assert!(dir.path().join(&ids[0]).exists() && dir.path().join(&ids[3]).exists());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        // keep 3: the most recent other stays too.
+        std::fs::create_dir(dir.path().join(&ids[2])).unwrap();
+        let pruned = prune(&folder, 3, &ids[3], Some(&ids[0]), &mut warnings);
+        assert!(pruned.is_empty(), "{pruned:?}");
+        // Replaced by itself (a second deployment of it): counted once.
+        let pruned = prune(&folder, 2, &ids[3], Some(&ids[3]), &mut warnings);
+        assert_eq!(pruned, vec![ids[0].clone()]);
     }
 }
