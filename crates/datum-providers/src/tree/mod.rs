@@ -466,6 +466,29 @@ impl Kind for TreeProvider {
         diff(d.purge, observed)
     }
 
+    /// A folder where the source has a file or a link, in a tree that does
+    /// not purge: the walk refuses to remove it (see `Walk::clear`), so
+    /// `datum plan` says the change would fail, as the apply will.
+    fn refuses(&self, d: &TreeDesired, observed: &Observed) -> Option<String> {
+        if d.purge {
+            return None;
+        }
+        let items = observed.fields.get("tree")?.as_array()?;
+        let at = items.iter().find(|i| {
+            i.get("category").and_then(Value::as_str) == Some("type_changed")
+                && i.get("found").and_then(Value::as_str) == Some("directory")
+                && i.get("declared").and_then(Value::as_str) != Some("directory")
+        })?;
+        let path = at.get("path").and_then(Value::as_str).unwrap_or("");
+        Some(
+            HostError::InTheWay {
+                path: d.path.join(path),
+                found: "directory".to_owned(),
+            }
+            .to_string(),
+        )
+    }
+
     fn stage(
         &self,
         _host: &Host,

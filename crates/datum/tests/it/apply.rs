@@ -604,3 +604,28 @@ fn a_tree_owned_by_an_unknown_account_is_a_failure_not_in_sync() {
         stdout(&apply)
     );
 }
+
+/// A folder where a Tree that does not purge declares a file: the apply
+/// refuses to remove it, and `datum plan` now says so (exit 4, "would
+/// fail") instead of promising the change (exit 2).
+#[test]
+fn a_folder_in_the_way_of_a_tree_that_does_not_purge_is_a_plan_failure() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n",
+    );
+    s.write("repo/base/tree/a.conf", "a = 1\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::remove_file(s.live("/etc/t/a.conf")).unwrap();
+    s.write("root/etc/t/a.conf/inner", "mine\n");
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 4);
+    assert!(
+        stdout(&plan)
+            .contains("would fail: cannot replace /etc/t/a.conf: a directory is in the way"),
+        "{}",
+        stdout(&plan)
+    );
+    assert_exit(&s.datum(&["apply"]), 4);
+    assert!(s.live("/etc/t/a.conf/inner").is_file());
+}
