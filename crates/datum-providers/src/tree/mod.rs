@@ -271,8 +271,9 @@ impl OwnsPaths for TreeProvider {
             .unwrap_or_default();
         let mut out = Vec::new();
         for item in items {
-            let path = item.get("path").and_then(Value::as_str).unwrap_or("");
-            if path.is_empty() || path == "." {
+            // By its bytes: a name that is not UTF-8 is saved too.
+            let path = item_path(item).unwrap_or_default();
+            if path.as_os_str().is_empty() || path == Path::new(".") {
                 continue;
             }
             let removed = match item.get("category").and_then(Value::as_str) {
@@ -959,7 +960,7 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
 /// How a difference travels in `Observed::fields["tree"]`.
 pub fn difference_json(d: &TreeDifference) -> Value {
     let path = d.path().to_string_lossy().into_owned();
-    match d {
+    let mut item = match d {
         TreeDifference::Changed { fields, .. } => {
             json!({"category": "changed", "path": path, "fields": fields})
         }
@@ -973,7 +974,34 @@ pub fn difference_json(d: &TreeDifference) -> Value {
             "declared": declared.name(),
             "found": found.name(),
         }),
+    };
+    // A name that is not UTF-8 reads lossily in `path` (for people); its
+    // bytes travel beside it, so what reaches the host is that very entry.
+    if d.path().to_str().is_none()
+        && let Some(obj) = item.as_object_mut()
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = d.path().as_os_str().as_bytes();
+        obj.insert(PATH_BYTES.to_owned(), json!(bytes));
     }
+    item
+}
+
+/// Where a difference whose path is not UTF-8 keeps its bytes.
+const PATH_BYTES: &str = "path_bytes";
+
+/// The path of a difference as [`difference_json`] wrote it (its bytes
+/// when they are not UTF-8).
+fn item_path(item: &Value) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if let Some(bytes) = item.get(PATH_BYTES).and_then(Value::as_array) {
+        let bytes: Option<Vec<u8>> = bytes
+            .iter()
+            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect();
+        return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes?)));
+    }
+    item.get("path").and_then(Value::as_str).map(PathBuf::from)
 }
 
 /// The pure comparison behind the `Tree` kind's plan: unmanaged entries are
