@@ -56,26 +56,13 @@ pub fn send(
         .map(|f| {
             *counts.entry(f.category.id().to_owned()).or_insert(0) += 1;
             let sig = f.signature();
-            let sensitive = f.diffs.iter().any(|d| d.after.is_none());
             datum_fleet::Finding {
                 signature: finding_signature(&sig.subject, &sig.category, &sig.paths),
                 subject: sig.subject,
                 category: sig.category,
                 class: "stack".to_owned(),
                 paths: sig.paths,
-                observed: (!sensitive).then(|| {
-                    let pairs: Vec<(String, String)> = f
-                        .diffs
-                        .iter()
-                        .map(|d| {
-                            (
-                                d.shown.path().to_owned(),
-                                d.shown.before_display().to_owned(),
-                            )
-                        })
-                        .collect();
-                    observed_hash(pairs.iter().map(|(p, v)| (p.as_str(), v.as_str())))
-                }),
+                observed: observed_of(f),
                 first_seen: f
                     .age
                     .as_ref()
@@ -201,4 +188,65 @@ pub fn send(
         )?,
     }
     Ok(())
+}
+
+/// The hash of what a finding observed: each attribute's value as the refresh found it
+/// (the `after` side, as `changes[].observed` carries it), so that one change made to
+/// several stacks clusters, and a value that moves again is a new observation. `None`
+/// when any attribute is withheld (sensitive).
+fn observed_of(f: &crate::classify::Finding) -> Option<String> {
+    if f.diffs.iter().any(|d| d.after.is_none()) {
+        return None;
+    }
+    let pairs: Vec<(&str, &str)> = f
+        .diffs
+        .iter()
+        .map(|d| (d.shown.path(), d.shown.after_display()))
+        .collect();
+    Some(observed_hash(pairs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Category, Diff, Finding};
+    use crate::flatten::Path;
+
+    fn finding(before: &str, after: &str) -> Finding {
+        Finding {
+            address: "aws_sqs_queue.q".into(),
+            previous_address: None,
+            category: Category::ChangedOutside,
+            next_apply: None,
+            diffs: vec![Diff {
+                path: Path::parse("visibility_timeout_seconds").unwrap(),
+                shown: datum_report::AttrDiff::plain("visibility_timeout_seconds", before, after),
+                after: Some(serde_json::from_str(after).unwrap()),
+            }],
+            replace_paths: Vec::new(),
+            forcing_paths: Vec::new(),
+            ignored_by: Vec::new(),
+            left_alone_by_update: false,
+            plan_checked: true,
+            age: None,
+        }
+    }
+
+    #[test]
+    fn the_observed_hash_is_of_what_the_refresh_found() {
+        // The same value found on two stacks whose state differed: one observation.
+        assert_eq!(
+            observed_of(&finding("30", "45")),
+            observed_of(&finding("20", "45"))
+        );
+        // Another value found from the same state: another observation.
+        assert_ne!(
+            observed_of(&finding("30", "45")),
+            observed_of(&finding("30", "60"))
+        );
+        assert_eq!(
+            observed_of(&finding("30", "45")),
+            Some(observed_hash([("visibility_timeout_seconds", "45")]))
+        );
+    }
 }
