@@ -38,13 +38,23 @@ pub struct Bundled {
     pub bytes: u64,
 }
 
-/// The git folder of a repository: `DIR/.git` for a work tree, `DIR` itself
-/// for a bare repository.
+/// The git folder of a repository: `DIR/.git` for a work tree, the folder
+/// its `.git` file names for a linked work tree or a submodule (`gitdir:
+/// PATH`, relative to `DIR` unless absolute), `DIR` itself for a bare
+/// repository.
 fn git_dir(repository: &Path) -> PathBuf {
     let dot_git = repository.join(".git");
-    // The repository is the operator's (`--from DIR`): looked at, not read.
+    // The repository is the operator's (`--from DIR`): looked at, and its
+    // `.git` file read, as git itself would.
     match datum_host::repo::symlink_metadata(&dot_git) {
         Ok(m) if m.is_dir() => dot_git,
+        Ok(m) if m.is_file() && m.len() <= 4096 => datum_host::named::read_to_string(&dot_git)
+            .ok()
+            .and_then(|text| {
+                let named = text.trim_end().strip_prefix("gitdir: ")?.to_owned();
+                Some(repository.join(named))
+            })
+            .unwrap_or(dot_git),
         _ => repository.to_path_buf(),
     }
 }
@@ -52,6 +62,8 @@ fn git_dir(repository: &Path) -> PathBuf {
 /// Writes the bundle.
 pub fn create(req: &BundleRequest) -> Result<Bundled, PullError> {
     let git = Git::new(git_dir(&req.repository));
+    // Not a repository at all: git's own message, not "not a commit".
+    git.output(["rev-parse", "--git-dir"], 4096)?;
     let resolve = |name: &str| -> Result<String, PullError> {
         let out = git.output(
             [
@@ -73,29 +85,55 @@ pub fn create(req: &BundleRequest) -> Result<Bundled, PullError> {
         }
     };
     let revision = resolve(&req.git_ref)?;
+    // The host pulls a name (`--ref`), so the bundle must carry one.
+    let Some(name) = full_ref(&git, &req.git_ref) else {
+        return Err(PullError::Config(crate::error::ConfigError::Missing(
+            format!(
+                "--ref {}: name a branch or a tag (the bundle carries it under that name, and the host pulls it with the same --ref), not a commit",
+                req.git_ref
+            ),
+        )));
+    };
     let mut args: Vec<OsString> = ["bundle", "create", "--quiet"].map(OsString::from).to_vec();
     args.push(req.output.clone().into_os_string());
     match &req.since {
         Some(since) => {
             let base = resolve(since)?;
-            args.push(format!("{base}..{}", full_ref(&git, &req.git_ref)).into());
+            if base == revision {
+                return Err(PullError::Config(crate::error::ConfigError::Missing(
+                    format!(
+                        "--since {since}: {} is already at {}; there is nothing to bundle",
+                        req.git_ref,
+                        commit::short(&revision)
+                    ),
+                )));
+            }
+            args.push(format!("{base}..{name}").into());
         }
-        None => args.push(full_ref(&git, &req.git_ref).into()),
+        None => args.push(name.clone().into()),
     }
+    // The name the host pulls it by: `--ref HEAD` bundles the branch HEAD
+    // is on, under that branch's name.
+    let pulled_as = name
+        .strip_prefix("refs/heads/")
+        .or_else(|| name.strip_prefix("refs/tags/"))
+        .unwrap_or(&name)
+        .to_owned();
     git.output(args, 1 << 20)?;
     // git wrote the file the operator named; its size is for the message.
     let bytes = datum_host::named::size(&req.output).unwrap_or(0);
     Ok(Bundled {
         revision,
-        git_ref: req.git_ref.clone(),
+        git_ref: pulled_as,
         output: req.output.clone(),
         bytes,
     })
 }
 
 /// The full name of a branch or tag (`main` -> `refs/heads/main`), so the
-/// bundle names it the way `datum pull --ref` asks for it.
-fn full_ref(git: &Git, name: &str) -> String {
+/// bundle names it the way `datum pull --ref` asks for it; `None` for what
+/// is not one (a commit id).
+fn full_ref(git: &Git, name: &str) -> Option<String> {
     git.output(
         [
             "rev-parse",
@@ -106,7 +144,12 @@ fn full_ref(git: &Git, name: &str) -> String {
         4096,
     )
     .ok()
-    .map(|o| String::from_utf8_lossy(&o).trim().to_owned())
-    .filter(|full| full.starts_with("refs/"))
-    .unwrap_or_else(|| name.to_owned())
+    .and_then(|o| {
+        // git rev-parse echoes `--end-of-options` on a line of its own.
+        String::from_utf8_lossy(&o)
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("refs/"))
+            .map(str::to_owned)
+    })
 }

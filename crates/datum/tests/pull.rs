@@ -1419,6 +1419,80 @@ fn a_bundle_carries_a_revision_to_a_host_without_git_access_and_is_verified_the_
 }
 
 #[test]
+fn datum_bundle_takes_a_linked_work_tree_and_says_plainly_what_it_cannot_bundle() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let c1 = bed.revision("one", Some("alice"));
+    let bundle = |from: &Path, extra: &[&str], file: &str| {
+        let file = bed.p(file).display().to_string();
+        let mut args = vec!["bundle", "--from"];
+        let from = from.display().to_string();
+        args.push(&from);
+        args.extend_from_slice(extra);
+        args.push(&file);
+        Run(Command::new(DATUM).args(&args).output().unwrap())
+    };
+    // A linked work tree (its .git is a file naming the git folder).
+    bed.git(
+        "work",
+        &["worktree", "add", "-q", "-b", "side", "../linked"],
+    );
+    let made = bundle(&bed.p("linked"), &["--ref", "main"], "linked.bundle");
+    made.assert_exit(0);
+    assert!(made.stdout().contains(&c1[..12]), "{}", made.stdout());
+    let signers = bed.p("allowed_signers").display().to_string();
+    let file = bed.p("linked.bundle").display().to_string();
+    Run(bed
+        .datum(&[
+            "pull",
+            "--bundle",
+            &file,
+            "--ref",
+            "main",
+            "--allowed-signers",
+            &signers,
+        ])
+        .output()
+        .unwrap())
+    .assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    // HEAD is bundled as the branch it is on, and the host told that name.
+    let made = bundle(&bed.p("work"), &["--ref", "HEAD"], "head.bundle");
+    made.assert_exit(0);
+    assert!(
+        made.stdout()
+            .contains("datum pull --bundle FILE --ref main"),
+        "{}",
+        made.stdout()
+    );
+
+    // What cannot be bundled is said as it is, without git's hints.
+    let work = bed.p("work");
+    for (from, extra, says) in [
+        (bed.p("keys"), vec!["--ref", "main"], "not a git repository"),
+        (
+            work.clone(),
+            vec!["--ref", c1.as_str()],
+            "name a branch or a tag",
+        ),
+        (
+            work.clone(),
+            vec!["--ref", "main", "--since", "main"],
+            "there is nothing to bundle",
+        ),
+    ] {
+        let out = bundle(&from, &extra, "bad.bundle");
+        out.assert_exit(1);
+        assert!(out.stderr().contains(says), "{extra:?}: {}", out.stderr());
+        assert!(!out.stderr().contains("hint"), "{}", out.stderr());
+        assert!(!bed.p("bad.bundle").exists());
+    }
+}
+
+#[test]
 fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
