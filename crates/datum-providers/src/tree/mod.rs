@@ -650,7 +650,7 @@ impl Walk {
                     if self.clear(d, &target, rel)? {
                         target.remove_all()?;
                     }
-                    ensure_link(&target, to)?;
+                    ensure_link(host, &target, to)?;
                 }
             }
         }
@@ -1298,27 +1298,25 @@ fn stage_content(
     crate::file::StagedContent::write(host, at, bytes, uid, gid, mode)
 }
 
-fn ensure_link(at: &Located, to: &[u8]) -> Result<(), ProviderError> {
+/// Makes `at` a link to `to`. A link or file already there is replaced as
+/// the Symlink kind replaces it: the new link staged beside it and renamed
+/// over it, so there is no moment (and no killed pass) without one.
+fn ensure_link(host: &Host, at: &Located, to: &[u8]) -> Result<(), ProviderError> {
     let target = bytes_path(to);
     match at.lstat()? {
-        Some(stat) if stat.kind == FileKind::Symlink => {
-            if at.read_link()? == target {
-                return Ok(());
-            }
-            at.remove_file()?;
+        Some(stat) if stat.kind == FileKind::Symlink && at.read_link()? == target => Ok(()),
+        Some(stat) if stat.kind == FileKind::Directory => Err(HostError::InTheWay {
+            path: at.path().to_path_buf(),
+            found: "directory".to_owned(),
         }
-        Some(stat) if stat.kind == FileKind::Directory => {
-            return Err(HostError::InTheWay {
-                path: at.path().to_path_buf(),
-                found: "directory".to_owned(),
-            }
-            .into());
+        .into()),
+        Some(_) => {
+            host.sweep_stale_staging(at.parent())?;
+            at.stage_symlink(target)?.commit()?;
+            Ok(())
         }
-        Some(_) => at.remove_file()?,
-        None => {}
+        None => Ok(at.symlink(target)?),
     }
-    at.symlink(target)?;
-    Ok(())
 }
 
 /// Formats a mode for reports (re-exported for `datum check`).
@@ -1443,5 +1441,48 @@ mod tests {
         let shown: Vec<String> = found.iter().map(|(d, _)| d.to_string()).collect();
         assert_eq!(shown, vec!["changed . (owner)", "changed a (mode, owner)"]);
         assert_ne!(root, host.root_hash());
+    }
+    /// A Tree's link whose target changes is replaced by a rename, as the
+    /// Symlink kind does: a reader never finds it missing. Before, it was
+    /// removed and made again, and a pass killed between the two (or a
+    /// reader in that moment) found no link at all.
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the reader looks at the link directly, as any program would"
+    )]
+    fn a_retargeted_link_is_never_missing() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::with_name(dir.path(), "test-host");
+        let at = host.locate(Path::new("/ln")).unwrap();
+        ensure_link(&host, &at, b"a").unwrap();
+        let (path, stop) = (dir.path().join("ln"), Arc::new(AtomicBool::new(false)));
+        let reader = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut missing = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    missing += usize::from(std::fs::symlink_metadata(&path).is_err());
+                }
+                missing
+            })
+        };
+        for i in 0..400 {
+            let to: &[u8] = if i % 2 == 0 { b"b" } else { b"a" };
+            ensure_link(&host, &at, to).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(reader.join().unwrap(), 0, "the link was missing");
+        assert_eq!(at.read_link().unwrap(), Path::new("a"));
+        // A file in the way is replaced the same way; a folder is refused.
+        let file = host.locate(Path::new("/f")).unwrap();
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        ensure_link(&host, &file, b"a").unwrap();
+        assert_eq!(file.read_link().unwrap(), Path::new("a"));
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let folder = host.locate(Path::new("/d")).unwrap();
+        assert!(ensure_link(&host, &folder, b"a").is_err());
     }
 }
