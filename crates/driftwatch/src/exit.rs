@@ -2,7 +2,8 @@
 //! code in [`for_report`], an error's by its [`ErrorKind`] in [`for_kind`], the only table
 //! from a kind to a number. `docs/driftwatch.md` ("Exit codes") is this table.
 //!
-//! 0: no actionable drift; `--help`, `--version`; a reader that closed stdout. 2: actionable
+//! 0: no actionable drift; `--help`, `--version`; a reader that closed stdout before any
+//! report (once a report is made, a closed stdout leaves its code as it is). 2: actionable
 //! drift (`--strict`: any drift, ignored included; `--fail-on-pending`: unapplied changes
 //! too). 1: every error, from a usage typo (clap's own 2 would read as drift) or an
 //! `--output` format a report has no form in, to a held state lock, so that CI never reads a

@@ -188,8 +188,10 @@ pub(super) fn emit_single(
         },
     };
     let paint = Paint::new(colour(output.color, io));
-    io.stdout
-        .write_all(datum_report::render::render(&view, format, paint)?.as_bytes())?;
+    reader_may_leave(
+        io.stdout
+            .write_all(datum_report::render::render(&view, format, paint)?.as_bytes()),
+    )?;
     for note in &report.notes {
         writeln!(io.stderr, "driftwatch: note: {note}")?;
     }
@@ -210,7 +212,7 @@ pub(super) fn emit_single(
             t.line()
         )?;
     }
-    io.stdout.flush()?;
+    reader_may_leave(io.stdout.flush())?;
     if let Some(file) = &output.report_to {
         let outbox = output
             .outbox
@@ -370,7 +372,7 @@ pub(super) fn emit_many(
         generated_at: &at,
     };
     let text = datum_report::render::render(&run, output.format(), Paint::new(paint))?;
-    io.stdout.write_all(text.as_bytes())?;
+    reader_may_leave(io.stdout.write_all(text.as_bytes()))?;
     for (s, message) in stacks.iter().zip(&messages) {
         match (&s.result, message) {
             (Ok(c), _) => {
@@ -394,8 +396,19 @@ pub(super) fn emit_many(
             writeln!(io.stderr, "driftwatch: {}: timings: {}", s.name, t.line())?;
         }
     }
-    io.stdout.flush()?;
+    reader_may_leave(io.stdout.flush())?;
     Ok(worst)
+}
+
+/// A write of the report to stdout, where a reader that closed it early
+/// (`driftwatch … | head`) is not an error: it has read what it wanted, and the run goes
+/// on (stderr, `--report-to`) to exit with the report's code. Mapping the closed pipe to
+/// exit 0 turned actionable drift into a passing gate under `set -o pipefail`.
+fn reader_may_leave(written: std::io::Result<()>) -> Result<()> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 #[cfg(test)]

@@ -184,3 +184,46 @@ fn a_normal_plan_given_as_the_refresh_plan_is_refused() {
         .arg(fixture("shop-prod/plan.json"));
     assert_eq!(outcome(&mut cmd).code, 2);
 }
+
+/// A stdout whose reader is gone (`driftwatch … | head` once head has its lines).
+struct ClosedPipe;
+
+impl std::io::Write for ClosedPipe {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::ErrorKind::BrokenPipe.into())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+#[test]
+fn a_reader_that_leaves_early_does_not_turn_drift_into_exit_0() {
+    // Under `set -o pipefail`, `driftwatch run … | head` exits with driftwatch's code: a
+    // closed stdout must not make actionable drift a passing gate.
+    let fake = driftwatch::runner::FakeRunner::new();
+    for output in ["human", "json"] {
+        let mut stderr = Vec::new();
+        let mut stdout = ClosedPipe;
+        let mut io = driftwatch::cli::Io {
+            stdout: &mut stdout,
+            stderr: &mut stderr,
+            stdout_is_terminal: false,
+        };
+        let args = [
+            "driftwatch".to_owned(),
+            "report".to_owned(),
+            "--refresh-plan".to_owned(),
+            fixture("shop-prod/refresh_only.json").display().to_string(),
+            "--plan".to_owned(),
+            fixture("shop-prod/plan.json").display().to_string(),
+            "--output".to_owned(),
+            output.to_owned(),
+        ];
+        let code = driftwatch::cli::main_with(args.to_vec(), &fake, &mut io);
+        let stderr = String::from_utf8(stderr).unwrap();
+        assert_eq!(code, 2, "{output}: {stderr}");
+        // The summary still reaches stderr.
+        assert!(stderr.contains("4 actionable"), "{stderr}");
+    }
+}
