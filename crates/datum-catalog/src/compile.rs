@@ -811,6 +811,32 @@ impl<'r> Analysis<'r> {
             .collect();
         let (mut added, closing) = graph::add_parent_edges(&mut plain, &paths);
         drop(paths);
+        // And the other way round for removals: a folder declared absent is
+        // removed only when empty, so after what is removed inside it.
+        let removed: Vec<Option<(&str, bool)>> = merged
+            .iter()
+            .map(|m| {
+                let claim = self.claim(m).filter(|c| !c.present)?;
+                Some((claim.path, claim.holds_children))
+            })
+            .collect();
+        let (removal, removal_closing) = graph::add_removal_edges(&mut plain, &removed);
+        drop(removed);
+        added.extend(removal);
+        if !removal_closing.is_empty() {
+            for (folder, inside) in removal_closing {
+                let m = &merged[inside];
+                let message = format!(
+                    "dependency cycle: {} requires {}, which is declared absent and can only be removed once what is inside it is: remove that requirement",
+                    m.id, merged[folder].id
+                );
+                match self.claim(m) {
+                    Some(claim) => self.diags.push(self.claim_error(m, &claim, message)),
+                    None => self.diags.push(Diagnostic::error(message).resource(&m.id)),
+                }
+            }
+            return None;
+        }
         // A folder that requires what is inside it (directly or through
         // others): the file cannot be made before its folder, so the
         // implicit edge is not dropped in silence (the apply would then fail

@@ -199,6 +199,48 @@ pub(crate) fn add_parent_edges(
     (added, closing)
 }
 
+/// Removal edges, the other way round: a folder declared absent (removed
+/// only when empty) comes after what is declared absent inside it, nearest
+/// folder first. `paths[i]` is node i's path when it is declared absent,
+/// and whether it is a folder. An edge that would close a cycle (what is
+/// inside requires the folder) is not added and comes back in the second
+/// list, as (folder, node inside it), for the caller to refuse.
+pub(crate) fn add_removal_edges(
+    edges: &mut Edges,
+    paths: &[Option<(&str, bool)>],
+) -> (Vec<Pair>, Vec<Pair>) {
+    let mut dirs: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in paths.iter().enumerate() {
+        if let Some((path, true)) = p {
+            dirs.entry(trim(path)).or_insert(i);
+        }
+    }
+    let mut added = Vec::new();
+    let mut closing = Vec::new();
+    if dirs.is_empty() {
+        return (added, closing);
+    }
+    let mut nearest = NearestFolder::default();
+    let mut reach = Reach::default();
+    for (i, p) in paths.iter().enumerate() {
+        let Some((path, _)) = p else { continue };
+        let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
+        else {
+            continue;
+        };
+        if edges[dir].contains(&i) {
+            continue;
+        }
+        if reach.reaches(edges, i, dir) {
+            closing.push((dir, i));
+        } else {
+            edges[dir].push(i);
+            added.push((dir, i));
+        }
+    }
+    (added, closing)
+}
+
 /// The nearest folder above each of a run of paths that `folder_at` names
 /// (the node declaring it), asked once per parent: it depends on the parent
 /// only, and one folder's paths are mostly declared together, so the last
@@ -292,6 +334,27 @@ mod tests {
         let mut grown = edges.clone();
         grown.push(vec![0]);
         assert!(reach.reaches(&grown, 7, 2));
+    }
+
+    #[test]
+    fn a_folder_declared_absent_comes_after_what_is_removed_inside_it() {
+        // 0 /srv/gone (folder), 1 /srv/gone/sub (folder), 2 /srv/gone/sub/x,
+        // 3 /srv/gone/y, 4 /srv/other; 5 /srv/gone/z requires 0.
+        let paths = vec![
+            Some(("/srv/gone", true)),
+            Some(("/srv/gone/sub/", true)),
+            Some(("/srv/gone/sub/x", false)),
+            Some(("/srv/gone/y", false)),
+            Some(("/srv/other", false)),
+            Some(("/srv/gone/z", false)),
+        ];
+        let mut edges = vec![vec![], vec![], vec![], vec![], vec![], vec![0]];
+        let (added, closing) = add_removal_edges(&mut edges, &paths);
+        assert_eq!(added, [(0, 1), (1, 2), (0, 3)]);
+        assert_eq!(closing, [(0, 5)]);
+        let (out, stuck) = order(&edges);
+        assert!(stuck.is_empty());
+        assert_eq!(out, [2, 1, 3, 0, 4, 5]);
     }
 
     #[test]

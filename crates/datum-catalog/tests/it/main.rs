@@ -316,6 +316,8 @@ mod catalogue {
 
     #[test]
     fn things_being_removed_get_no_parent_directory_edge() {
+        // Nor does a folder being removed serve as one: it comes after
+        // what is removed inside it instead (see the next test).
         let repo = Repo::two_layers();
         repo.file(
             "base/all.yaml",
@@ -328,7 +330,12 @@ mod catalogue {
             .join("---\n"),
         );
         let cat = compile(repo.path(), &web()).unwrap();
-        assert!(cat.autorequires.is_empty(), "{:?}", cat.autorequires);
+        let auto: Vec<String> = cat
+            .autorequires
+            .iter()
+            .map(|(from, to)| format!("{from} -> {to}"))
+            .collect();
+        assert_eq!(auto, ["Directory[gone] -> File[gone]"]);
         assert_eq!(
             ids(&cat),
             [
@@ -337,6 +344,49 @@ mod catalogue {
                 "File[gone]",
                 "Directory[gone]"
             ]
+        );
+    }
+
+    #[test]
+    fn a_folder_declared_absent_is_removed_after_what_is_removed_inside_it() {
+        // Declared folder first: before, it was removed first, failed on
+        // "not empty", and only a third pass converged.
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/all.yaml",
+            &[
+                "datum: v1alpha1\ntype: Directory\nname: gone\ndesired: {path: /srv/gone, ensure: absent}\n".to_owned(),
+                "datum: v1alpha1\ntype: Directory\nname: sub\ndesired: {path: /srv/gone/sub, ensure: absent}\n".to_owned(),
+                file_doc("x", "/srv/gone/sub/x", "  ensure: absent\n"),
+                "datum: v1alpha1\ntype: Symlink\nname: ln\ndesired: {path: /srv/gone/ln, ensure: absent}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        assert_eq!(
+            ids(&cat),
+            [
+                "File[x]",
+                "Directory[sub]",
+                "Symlink[ln]",
+                "Directory[gone]"
+            ]
+        );
+        // What is inside requiring the folder it is removed from is a cycle.
+        repo.file(
+            "base/all.yaml",
+            &[
+                "datum: v1alpha1\ntype: Directory\nname: gone\ndesired: {path: /srv/gone, ensure: absent}\n".to_owned(),
+                file_doc("x", "/srv/gone/x", "  ensure: absent\n")
+                    .replace("desired:", "requires: [Directory/gone]\ndesired:"),
+            ]
+            .join("---\n"),
+        );
+        let lines = repo.compile_errors(&web());
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].contains("File[x]: dependency cycle: File[x] requires Directory[gone], which is declared absent"),
+            "{lines:#?}"
         );
     }
 
