@@ -178,6 +178,46 @@ impl Notifications {
         Ok(())
     }
 
+    /// The services `resource` notifies that owe nothing yet, in this pass
+    /// or from an earlier one (none when the store cannot say): what a change
+    /// of it alone would make them owe.
+    pub(crate) fn owing_nothing(
+        &self,
+        resource: &Resource,
+        ctx: &PassContext<'_>,
+    ) -> Vec<ResourceId> {
+        let Some(targets) = self.by_notifier.get(&resource.id) else {
+            return Vec::new();
+        };
+        let stored = match ctx.store.as_deref().map(|s| s.owed_reloads()) {
+            None => Vec::new(),
+            Some(Ok(list)) => list.into_iter().map(|o| o.service).collect(),
+            Some(Err(_)) => return Vec::new(),
+        };
+        targets
+            .iter()
+            .map(|(service, _)| service)
+            .filter(|s| !self.owed.contains_key(*s) && !stored.contains(s))
+            .cloned()
+            .collect()
+    }
+
+    /// A change that never went live (refused by its validator, or failed
+    /// before anything was renamed): the debts it alone recorded
+    /// ([`Self::owing_nothing`] before it) are withdrawn, so the service is
+    /// not reloaded later for a change that did not happen. Best effort: a
+    /// debt left behind costs a reload, never a lost one.
+    pub(crate) fn withdraw(&mut self, services: &[ResourceId], ctx: &mut PassContext<'_>) {
+        for service in services {
+            self.owed.remove(service);
+            if ctx.mode == Mode::Apply
+                && let Some(store) = ctx.store.as_deref_mut()
+            {
+                let _ = store.clear_reload(service);
+            }
+        }
+    }
+
     /// Runs after a Service resource's own phases: if an activation is owed
     /// (by this pass or an earlier one), validates the groups of the
     /// resources that notify it and reloads or restarts only if they passed.

@@ -731,6 +731,9 @@ fn run_resource_staged(
     // the change is about to happen: recorded durably before the write, so a
     // pass killed after the write still leaves the reload owed. A record
     // that cannot be written stops the change (the reload would be lost).
+    // If nothing goes live after all, the debts this change alone made are
+    // withdrawn (see `Notifications::withdraw`).
+    let fresh = notifications.owing_nothing(resource, ctx);
     if let Err(e) = notifications.resource_changed(resource, ctx) {
         return failed_step(action, diff, e);
     }
@@ -743,7 +746,10 @@ fn run_resource_staged(
     };
     let staging = match staged {
         Ok(staging) => staging,
-        Err(e) => return Step::failed(Phase::Apply, action, diff, &e),
+        Err(e) => {
+            notifications.withdraw(&fresh, ctx);
+            return Step::failed(Phase::Apply, action, diff, &e);
+        }
     };
     // Each staged part (one for most kinds; entry by entry for a Tree) is
     // judged by the validator, the evidence is kept once the first part is
@@ -751,13 +757,20 @@ fn run_resource_staged(
     // next part, if any). A refusal discards the staged part.
     let mut files_after = if after_validation { files } else { Vec::new() };
     let mut staging = staging;
+    // Whether a part may have gone live (a Tree's first `activate` makes
+    // folders before it stages a file).
+    let mut activated = false;
     loop {
         if let Some(target) = provider.validation_target(&staging)
             && let Err(e) = judge_part(resource, &target, &mut files_after, ctx)
         {
             provider.discard(staging);
+            if !activated {
+                notifications.withdraw(&fresh, ctx);
+            }
             return Step::failed(Phase::Apply, action, diff, &e);
         }
+        activated = true;
         match provider.activate(host, declared, staging) {
             Ok(Activated::Done) => break,
             Ok(Activated::Next(next)) => staging = next,

@@ -612,6 +612,53 @@ fn a_change_makes_its_notified_resource_owe_an_activation_until_one_succeeds() {
     assert_eq!(bed.journal.of("reload").len(), 2);
 }
 
+/// A change that never went live (it failed before its rename) leaves its
+/// service owing nothing: before, the reload recorded ahead of the write
+/// stayed owed, and once the declaration went back to what is live the
+/// next pass reloaded the service although nothing had changed.
+#[test]
+fn a_change_that_never_went_live_leaves_no_reload_owed() {
+    let mut bed = Bed::new();
+    bed.write("/site", "v1\n");
+    // As compiled: the unit runs after what it reloads on.
+    let web = Resource {
+        requires: vec![id("site")],
+        ..fake_unit("web", &[id("site")])
+    };
+    let cat =
+        |content: &str| catalogue(vec![fake_file("site", "/site", content, &[]), web.clone()]);
+    bed.faults.fail_apply("FakeFile[site]");
+    let first = bed.pass(&cat("v2\n"), Mode::Apply);
+    assert!(matches!(
+        outcome(&first, &id("site")),
+        Outcome::Failed { .. }
+    ));
+    assert!(matches!(
+        outcome(&first, &unit("web")),
+        Outcome::Blocked { .. }
+    ));
+    assert_eq!(bed.live("/site").as_deref(), Some("v1\n"));
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+    // The declaration goes back to what is live: nothing to reload.
+    bed.faults.clear();
+    let second = bed.pass(&cat("v1\n"), Mode::Apply);
+    assert!(matches!(outcome(&second, &id("site")), Outcome::Unchanged));
+    assert!(matches!(outcome(&second, &unit("web")), Outcome::Unchanged));
+    assert!(bed.journal.of("reload").is_empty());
+    // A debt from before is kept: a change that failed does not settle it.
+    bed.store
+        .owe(
+            &unit("web"),
+            datum_store::OwedAction::Reload,
+            "FakeFile[site] changed",
+            1,
+        )
+        .unwrap();
+    bed.faults.fail_apply("FakeFile[site]");
+    bed.pass(&cat("v3\n"), Mode::Apply);
+    assert_eq!(bed.store.owed_reloads().unwrap().len(), 1);
+}
+
 #[test]
 fn a_sensitive_resource_keeps_validator_output_and_live_content_out_of_its_report() {
     const CANARY: &str = "CANARY-7f3a9";
