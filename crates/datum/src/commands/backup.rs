@@ -169,12 +169,13 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                 .commit()
                 .with_context(|| format!("cannot restore {}", entry.path.display()))?;
             if global.output == Format::Json {
-                let doc = serde_json::json!({
+                let mut doc = serde_json::json!({
                     "restored": true,
                     "id": entry.id,
-                    "path": entry.path,
+                    "path": entry.path.to_string_lossy(),
                     "resource": entry.resource,
                 });
+                add_path_bytes(&mut doc, &entry.path);
                 crate::render::json::print("restored", doc)?;
             } else {
                 writeln!(
@@ -189,6 +190,19 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
     Ok(ExitCode::Clean)
 }
 
+/// `path_bytes` beside a `path` that is not UTF-8 (its exact bytes).
+fn add_path_bytes(doc: &mut serde_json::Value, path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    if path.to_str().is_none()
+        && let Some(obj) = doc.as_object_mut()
+    {
+        obj.insert(
+            "path_bytes".to_owned(),
+            serde_json::json!(path.as_os_str().as_bytes()),
+        );
+    }
+}
+
 /// One entry of `backup list --json`. A sensitive entry has no `sha256`
 /// (null): a plain checksum of a secret lets anyone confirm a guess. It has
 /// `content_digest` instead, the host's keyed digest of the saved content
@@ -198,7 +212,17 @@ fn entry_json(
     entry: &datum_store::backup::BackupEntry,
     key: Option<&datum_core::DigestKey>,
 ) -> serde_json::Result<serde_json::Value> {
-    let mut v = serde_json::to_value(entry)?;
+    // A path that is not UTF-8 (a Tree entry's name can be any bytes) reads
+    // lossily in `path`, its bytes in `path_bytes`: before, serialising it
+    // failed the whole listing.
+    let mut v = match entry.path.to_str() {
+        Some(_) => serde_json::to_value(entry)?,
+        None => serde_json::to_value(datum_store::backup::BackupEntry {
+            path: PathBuf::from(entry.path.to_string_lossy().into_owned()),
+            ..entry.clone()
+        })?,
+    };
+    add_path_bytes(&mut v, &entry.path);
     if entry.sensitive
         && let Some(obj) = v.as_object_mut()
     {

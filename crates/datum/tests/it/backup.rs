@@ -204,7 +204,6 @@ fn a_tree_entry_whose_name_is_not_utf8_is_backed_up() {
         fs::read_to_string(live.join(declared)).unwrap(),
         "declared\n"
     );
-    // (The human listing: `--output json` cannot show such a path yet.)
     let list = stdout(&s.datum(&["backup", "list"]));
     let id_of = |reason: &str, name: &str| {
         list.lines()
@@ -216,4 +215,27 @@ fn a_tree_entry_whose_name_is_not_utf8_is_backed_up() {
     let edited = id_of("update", "/etc/t/bad").unwrap_or_else(|| panic!("{list}"));
     assert_exit(&s.datum(&["backup", "restore", &edited]), 0);
     assert_eq!(fs::read_to_string(live.join(declared)).unwrap(), "edited\n");
+    // JSON shows such a path lossily, its bytes beside it (before, the
+    // listing failed: "path contains invalid UTF-8 characters").
+    assert_eq!(
+        backup_paths(&s),
+        [
+            "/etc/t/bad\u{fffd}",
+            "/etc/t/bad\u{fffd}",
+            "/etc/t/stray\u{fffd}"
+        ]
+    );
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let stray = doc["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "remove")
+        .unwrap();
+    assert_eq!(stray["path_bytes"], json!(b"/etc/t/stray\xfe".to_vec()));
+    let restore = s.datum(&["--output", "json", "backup", "restore", &edited]);
+    assert_exit(&restore, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&restore.stdout).unwrap();
+    assert_eq!(doc["path"], "/etc/t/bad\u{fffd}");
 }
