@@ -627,19 +627,26 @@ impl Walk {
                         blake3,
                         source: &source,
                     };
-                    let in_the_way = self.clear(d, &target, rel)?;
-                    let staged = if in_the_way {
-                        Some(stage_new_file(
-                            host,
-                            &target,
-                            want,
-                            self.uid,
-                            self.gid,
-                            d.meta.mode,
-                        )?)
-                    } else {
-                        stage_file(host, &target, want, self.uid, self.gid, d.meta.mode)?
-                    };
+                    // A folder in the way is found by the staging's own
+                    // look at the entry (no second one per file).
+                    let mut in_the_way = false;
+                    let staged =
+                        match stage_file(host, &target, want, self.uid, self.gid, d.meta.mode) {
+                            Err(ProviderError::Host(HostError::InTheWay { .. }))
+                                if self.clear(d, &target, rel)? =>
+                            {
+                                in_the_way = true;
+                                Some(stage_new_file(
+                                    host,
+                                    &target,
+                                    want,
+                                    self.uid,
+                                    self.gid,
+                                    d.meta.mode,
+                                )?)
+                            }
+                            other => other?,
+                        };
                     if let Some(staged) = staged {
                         self.pending = Some(staged);
                         self.in_the_way = in_the_way.then_some(target);
