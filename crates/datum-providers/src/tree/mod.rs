@@ -163,11 +163,14 @@ impl TreeDesired {
         }
     }
 
-    /// The compiled exclusion rules, and Datum's own staging folders
-    /// ([`STAGING_RULE`]).
+    /// The compiled exclusion rules, Datum's own staging folders
+    /// ([`STAGING_RULE`]) and, in a tree above it, Datum's own folder
+    /// ([`own_folder_rule`]).
     pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
+        let own = own_folder_rule(&self.path);
         let rules = self.exclude.iter().map(String::as_str);
-        Exclusions::new(rules.chain([STAGING_RULE])).map_err(|e| ProviderError::Invalid {
+        let rules = rules.chain([STAGING_RULE]).chain(own.as_deref());
+        Exclusions::new(rules).map_err(|e| ProviderError::Invalid {
             field: "exclude".to_owned(),
             message: e.to_string(),
         })
@@ -179,6 +182,18 @@ impl TreeDesired {
 /// between staging and the rename: never part of the tree (not unmanaged
 /// drift, never purged), and swept by the next staging in their folder.
 const STAGING_RULE: &str = ".datum.stage.*/";
+
+/// The rule leaving Datum's own folder (`/var/lib/datum`: the state store,
+/// the backups, the lock) out of a tree whose path is above it, anchored at
+/// the tree's root. Without it a purging Tree at `/var/lib` or `/var`
+/// removed the state store and the backups (the evidence it had just
+/// saved) in the middle of its own pass, and again on every pass.
+fn own_folder_rule(tree: &Path) -> Option<String> {
+    let below = Path::new(datum_host::lock::STATE_FOLDER)
+        .strip_prefix(tree)
+        .ok()?;
+    (!below.as_os_str().is_empty()).then(|| format!("/{}/", below.display()))
+}
 
 fn exclude_rules(desired: &dyn datum_core::DeclaredFields) -> Result<Vec<String>, String> {
     match desired.get("exclude") {

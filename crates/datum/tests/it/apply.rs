@@ -629,3 +629,27 @@ fn a_folder_in_the_way_of_a_tree_that_does_not_purge_is_a_plan_failure() {
     assert_exit(&s.datum(&["apply"]), 4);
     assert!(s.live("/etc/t/a.conf/inner").is_file());
 }
+
+/// A purging Tree above Datum's own folder (`/var/lib/datum`: state store,
+/// backups, lock) leaves it alone: not part of the tree, never purged.
+/// Before, a Tree at `/var` removed the state store and the backups it had
+/// just saved in the middle of its own pass, and did again on every pass
+/// (never converging).
+#[test]
+fn a_purging_tree_above_datums_own_folder_leaves_it_alone() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: var\ndesired:\n  path: /var\n  source: tree\n  purge: true\n",
+    );
+    s.write("repo/base/tree/www/index.html", "hello\n");
+    s.write("root/var/cache/stale", "stale\n");
+    s.write("root/var/lib/other/o", "other\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/var/cache").exists());
+    assert!(!s.live("/var/lib/other").exists());
+    assert!(s.live("/var/lib/datum/state.db").is_file());
+    // The evidence of what the purge removed is still there.
+    let list = stdout(&s.datum(&["backup", "list"]));
+    assert!(list.contains("/var/cache/stale"), "{list}");
+    assert_exit(&s.datum(&["apply"]), 0);
+    assert_exit(&s.datum(&["check"]), 0);
+}
