@@ -185,8 +185,25 @@ impl OJson {
         }
     }
 
+    /// A string with an interpolation or a directive: an expression, not a literal. An
+    /// escaped marker (`$${`, `%%{`, as codify writes a literal `${`) is literal text.
     fn is_template(&self) -> bool {
-        matches!(self, OJson::String(s) if s.contains("${") || s.contains("%{"))
+        let OJson::String(s) = self else {
+            return false;
+        };
+        let bytes = s.as_bytes();
+        let mut i = 0;
+        while i + 1 < bytes.len() {
+            let (c, next) = (bytes[i], bytes[i + 1]);
+            if (c == b'$' || c == b'%') && next == c && bytes.get(i + 2) == Some(&b'{') {
+                i += 3;
+            } else if (c == b'$' || c == b'%') && next == b'{' {
+                return true;
+            } else {
+                i += 1;
+            }
+        }
+        false
     }
 }
 
@@ -415,5 +432,20 @@ mod tests {
             flat,
             r#"{"resource":{"t":{"n":{"policy":"arn:aws:s3:::b/$${aws:username}/*100%%{x}$$${y}","tags":{"b":"x","k$${v}":"$${w}"}}}}}"#
         );
+        // What codify wrote is a literal it can overwrite next time; `${` is not.
+        let n = |path: &str| Path::parse(path).unwrap();
+        assert_eq!(d.locate("t", "n", &n("policy")), Spot::Literal);
+        assert!(d.write("t", "n", &n("policy"), &Value::from("x")));
+        for (text, template) in [
+            ("a$${b}", false),
+            ("a%%{b}", false),
+            ("a$$${b}", false),
+            ("a${b}", true),
+            ("a%{ if b }", true),
+            ("$$$${b}", false),
+            ("$", false),
+        ] {
+            assert_eq!(OJson::String(text.into()).is_template(), template, "{text}");
+        }
     }
 }
