@@ -23,6 +23,10 @@ pub(super) fn cmd_run(args: RunArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Re
     let masker = masker(&args.common)?;
     // Options are checked once, before any plan runs.
     super::options(&args.common)?;
+    if args.output.step_summary {
+        // Not after minutes of plans: the report would be lost to this error.
+        crate::report::step_summary::path()?;
+    }
     let now = crate::history::now(args.common.now.as_deref())?;
     let specs = stack_specs(&args)?;
     if args.markdown_dir.is_some() {

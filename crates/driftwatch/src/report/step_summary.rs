@@ -16,12 +16,17 @@ pub enum StepSummaryError {
     Write { path: String, error: std::io::Error },
 }
 
-/// Append `markdown` (and a blank line) to the step summary file.
-pub fn append(markdown: &str) -> Result<PathBuf, StepSummaryError> {
-    let path = std::env::var_os(ENV)
+/// The step summary file, or why there is none.
+pub fn path() -> Result<PathBuf, StepSummaryError> {
+    std::env::var_os(ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .ok_or(StepSummaryError::NotSet)?;
+        .ok_or(StepSummaryError::NotSet)
+}
+
+/// Append `markdown` (and a blank line) to the step summary file.
+pub fn append(markdown: &str) -> Result<PathBuf, StepSummaryError> {
+    let path = path()?;
     let err = |error| StepSummaryError::Write {
         path: path.display().to_string(),
         error,

@@ -436,3 +436,21 @@ fn timings_split_engine_and_driftwatch_time() {
     let out = outcome(run_cmd(dir.path()).arg("--json"));
     assert!(!out.stdout.contains("timings"));
 }
+
+#[test]
+fn step_summary_without_its_variable_fails_before_any_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = outcome(
+        run_cmd(dir.path())
+            .arg("--step-summary")
+            .env_remove("GITHUB_STEP_SUMMARY"),
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("GITHUB_STEP_SUMMARY is not set"),
+        "{}",
+        out.stderr
+    );
+    let log = std::fs::read_to_string(dir.path().join("calls.log")).unwrap_or_default();
+    assert_eq!(log, "", "no plan ran");
+}
