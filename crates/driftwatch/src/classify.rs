@@ -380,6 +380,17 @@ pub fn classify(
             || (next_apply.is_none() && plan_lists_changes)
         {
             finding.category = Category::Ignored;
+            if let Some(change) = change.filter(|c| covered_all && c.action == Action::Update) {
+                // ignore_changes keeps the drift out of the plan, so the update is a
+                // configuration change of other attributes: pending, as below.
+                finding.left_alone_by_update = true;
+                side_pending.push(Pending {
+                    address: change.address.clone(),
+                    action: change.action.as_str().to_owned(),
+                    reason: change.action_reason.clone(),
+                    paths: change.changed_paths.iter().map(Path::to_string).collect(),
+                });
+            }
         } else if let Some(change) = change.filter(|c| {
             let drifted: Vec<&Path> = entry.diffs.iter().map(|leaf| &leaf.path).collect();
             c.action == Action::Update && updates_only_other_paths(c, &drifted)
@@ -630,6 +641,42 @@ mod tests {
         let report = classify_plain(&refresh, Some(&normal));
         assert_eq!(report.findings[0].category, Category::ChangedOutside);
         assert!(report.pending.is_empty());
+    }
+
+    #[test]
+    fn an_update_beside_ignore_changes_is_pending() {
+        // labels.owner drifted and ignore_changes = [labels] covers it; the normal plan's
+        // update is a configuration change of data.upstream: an unapplied change, which
+        // --fail-on-pending must see.
+        let refresh = Plan {
+            drift: vec![drift(
+                "k.routing",
+                Action::Update,
+                vec![leaf("labels.owner", Value::Null, json!("oncall"))],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("k.routing", Action::Update);
+        c.changed_paths = vec![Path::parse("data.upstream").unwrap()];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let mut rules = Rules::default();
+        rules.insert_for_test("k.routing", "labels");
+        let report = classify("s", &refresh, Some(&normal), &rules, &Options::default());
+        let f = &report.findings[0];
+        assert_eq!(f.category, Category::Ignored);
+        assert_eq!(f.consequence(), "covered by ignore_changes (labels)");
+        let pending: Vec<(&str, &str, Vec<String>)> = report
+            .pending
+            .iter()
+            .map(|p| (p.address.as_str(), p.action.as_str(), p.paths.clone()))
+            .collect();
+        assert_eq!(
+            pending,
+            [("k.routing", "update", vec!["data.upstream".to_owned()])]
+        );
     }
 
     #[test]

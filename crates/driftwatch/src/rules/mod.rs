@@ -123,6 +123,16 @@ impl Rules {
         self.by_address.is_empty()
     }
 
+    /// One rule for one configuration address (tests of the classifier).
+    #[cfg(test)]
+    pub(crate) fn insert_for_test(&mut self, address: &str, rule: &str) {
+        let rule = Rule::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+        self.by_address
+            .entry(address.to_owned())
+            .or_default()
+            .push(rule);
+    }
+
     /// Read one configuration file, or every configuration file of a directory (the root
     /// module), following local module calls.
     pub fn load(config: &FsPath) -> Result<Rules, RulesError> {
