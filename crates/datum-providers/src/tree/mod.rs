@@ -925,6 +925,16 @@ fn holds_excluded(
     for (name, kind) in dir.list()? {
         let child = rel.join(&name);
         let is_dir = kind == FileKind::Directory;
+        // A killed pass's staging folder is litter, not something excluded
+        // to keep: it goes with its folder (else it would hold that folder
+        // in the way of the next pass, or keep it from its purge forever).
+        if is_dir
+            && name
+                .as_encoded_bytes()
+                .starts_with(datum_host::staging::STAGE_PREFIX.as_bytes())
+        {
+            continue;
+        }
         if exclusions.is_excluded(&child, is_dir) {
             holds = true;
         } else if is_dir

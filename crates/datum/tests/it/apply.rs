@@ -653,3 +653,29 @@ fn a_purging_tree_above_datums_own_folder_leaves_it_alone() {
     assert_exit(&s.datum(&["apply"]), 0);
     assert_exit(&s.datum(&["check"]), 0);
 }
+
+/// A killed pass's staging folder inside a folder a purging Tree must
+/// remove is litter, not an excluded entry: it goes with its folder. Found
+/// by killing applies of a Tree whose source turns folders into files:
+/// with staging folders left out of the tree (0cf87f5), the litter counted
+/// as an excluded entry and held the folder in the way on every pass.
+#[test]
+fn staging_litter_never_holds_a_folder_a_purging_tree_removes() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  purge: true\n  exclude: [\"*.local\"]\n",
+    );
+    s.write("repo/base/tree/sub/in", "in\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    s.write("root/etc/t/sub/.datum.stage.0123456789abcdef/in", "half\n");
+    s.write("root/etc/t/gone/.datum.stage.fedcba9876543210/x", "half\n");
+    fs::remove_dir_all(s.repo().join("base/tree/sub")).unwrap();
+    s.write("repo/base/tree/sub", "now a file\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/sub")).unwrap(),
+        "now a file\n"
+    );
+    assert!(!s.live("/etc/t/gone").exists());
+    assert_exit(&s.datum(&["apply"]), 0);
+}
