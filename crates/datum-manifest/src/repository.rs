@@ -196,7 +196,7 @@ impl Repository {
         // A file that could not be parsed cannot say which of its lines are
         // secret: one that mentions a password hash or `sensitive` shows
         // where its syntax errors are, never their lines.
-        let secret = may_hold_secret(&text);
+        let secret = !parsed.errors.is_empty() && may_hold_secret(&text);
         for e in parsed.errors {
             diags.push(
                 Diagnostic::error(e.message)
