@@ -166,37 +166,7 @@ pub(crate) fn add_parent_edges(
     edges: &mut Edges,
     paths: &[Option<(&str, bool)>],
 ) -> (Vec<Pair>, Vec<Pair>) {
-    let mut dirs: HashMap<&str, usize> = HashMap::new();
-    for (i, p) in paths.iter().enumerate() {
-        if let Some((path, true)) = p {
-            // The first declaration of a path wins; a second is a conflict
-            // reported elsewhere.
-            dirs.entry(trim(path)).or_insert(i);
-        }
-    }
-    let mut nearest = NearestFolder::default();
-    let mut reach = Reach::default();
-    let mut added = Vec::new();
-    let mut closing = Vec::new();
-    for (i, p) in paths.iter().enumerate() {
-        let Some((path, _)) = p else { continue };
-        // Every folder above a path is a shorter path than its own, so never
-        // the node itself.
-        let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
-        else {
-            continue;
-        };
-        if edges[i].contains(&dir) {
-            continue;
-        }
-        if reach.reaches(edges, dir, i) {
-            closing.push((i, dir));
-        } else {
-            edges[i].push(dir);
-            added.push((i, dir));
-        }
-    }
-    (added, closing)
+    add_folder_edges(edges, paths, FolderEdge::FolderFirst)
 }
 
 /// Removal edges, the other way round: a folder declared absent (removed
@@ -209,9 +179,32 @@ pub(crate) fn add_removal_edges(
     edges: &mut Edges,
     paths: &[Option<(&str, bool)>],
 ) -> (Vec<Pair>, Vec<Pair>) {
+    add_folder_edges(edges, paths, FolderEdge::FolderLast)
+}
+
+/// Which of a folder and what is inside it comes first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FolderEdge {
+    /// What is inside requires its folder (made before it).
+    FolderFirst,
+    /// The folder requires what is inside it (removed after it).
+    FolderLast,
+}
+
+/// An edge between every node with a path and the nearest folder above it
+/// that a folder node declares, in the direction `order` says; the edges
+/// added, then those left out because they would close a cycle, each as
+/// (the node that requires, what it requires).
+fn add_folder_edges(
+    edges: &mut Edges,
+    paths: &[Option<(&str, bool)>],
+    order: FolderEdge,
+) -> (Vec<Pair>, Vec<Pair>) {
     let mut dirs: HashMap<&str, usize> = HashMap::new();
     for (i, p) in paths.iter().enumerate() {
         if let Some((path, true)) = p {
+            // The first declaration of a path wins; a second is a conflict
+            // reported elsewhere.
             dirs.entry(trim(path)).or_insert(i);
         }
     }
@@ -224,18 +217,24 @@ pub(crate) fn add_removal_edges(
     let mut reach = Reach::default();
     for (i, p) in paths.iter().enumerate() {
         let Some((path, _)) = p else { continue };
+        // Every folder above a path is a shorter path than its own, so never
+        // the node itself.
         let Some(dir) = nearest.above(Path::new(trim(path)), |at| dirs.get(trim(at)).copied())
         else {
             continue;
         };
-        if edges[dir].contains(&i) {
+        let (from, to) = match order {
+            FolderEdge::FolderFirst => (i, dir),
+            FolderEdge::FolderLast => (dir, i),
+        };
+        if edges[from].contains(&to) {
             continue;
         }
-        if reach.reaches(edges, i, dir) {
-            closing.push((dir, i));
+        if reach.reaches(edges, to, from) {
+            closing.push((from, to));
         } else {
-            edges[dir].push(i);
-            added.push((dir, i));
+            edges[from].push(to);
+            added.push((from, to));
         }
     }
     (added, closing)
