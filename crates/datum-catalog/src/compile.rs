@@ -1038,6 +1038,15 @@ impl<'r> Analysis<'r> {
                 continue;
             };
             let key = claim.path.trim_end_matches('/');
+            if is_datums_own(key) {
+                let own = datum_host::lock::STATE_FOLDER;
+                let message = format!(
+                    "path `{}` is {}Datum's own folder {own} (the state store, the backups, the lock): nothing may be declared there",
+                    claim.path,
+                    if key == own { "" } else { "inside " },
+                );
+                self.diags.push(self.claim_error(m, claim, message));
+            }
             if let Some(&prev) = seen.get(&key) {
                 let message = format!(
                     "path `{}` is also managed by {}",
@@ -1353,6 +1362,16 @@ fn field_location(doc: &Document, desired: &Node, path: &[String]) -> (Origin, P
         }
     }
     doc.desired_location()
+}
+
+/// Whether a declared path (without a trailing `/`) is Datum's own folder
+/// or inside it: a resource there would fight the state store, the backups
+/// and the lock (a Directory's mode opening the private folder, a File over
+/// the store), so the catalogue refuses it.
+fn is_datums_own(path: &str) -> bool {
+    let own = datum_host::lock::STATE_FOLDER;
+    path.strip_prefix(own)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Whether a provider's field error is about a content field whose value

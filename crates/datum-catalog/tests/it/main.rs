@@ -857,6 +857,40 @@ mod lint_errors {
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
+    /// Datum's own folder is not for the repository: a Directory there (its
+    /// mode would open the private folder), a File over the state store, a
+    /// Tree at the folder are refused at their path; a folder beside it, or
+    /// `/var/lib` itself, is not.
+    #[test]
+    fn nothing_may_be_declared_in_datums_own_folder() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/own.yaml",
+            &[
+                "datum: v1alpha1\ntype: Directory\nname: own\ndesired:\n  path: /var/lib/datum\n  mode: \"0755\"\n".to_owned(),
+                file_doc("store", "/var/lib/datum/state.db", "  content: x\n"),
+                file_doc("beside", "/var/lib/datum-other/x", "  content: x\n"),
+                "datum: v1alpha1\ntype: Directory\nname: lib\ndesired:\n  path: /var/lib\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let lines = repo.compile_errors(&web());
+        let refused: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains("Datum's own folder"))
+            .map(|l| {
+                l.split("error: ")
+                    .nth(1)
+                    .unwrap()
+                    .split(']')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(refused, ["Directory[own", "File[store"], "{lines:#?}");
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+    }
+
     /// A content field that is not a string is one mistake: one error, at
     /// the value, without its line (the value may be a secret), whether the
     /// resource is declared once or overridden by another layer. The
