@@ -401,24 +401,14 @@ impl Git {
     }
 }
 
-/// `text` with every control character shown escaped (`\u{1b}`): what a
-/// remote says (git prints its `remote:` lines as they came, before anything
-/// is verified) or a tool prints must not reach the reader's terminal or a
-/// log as escape sequences (a window title, a cleared screen, the clipboard
-/// written through OSC 52, a forged log line).
+/// `text` with every control character shown escaped (`\u{1b}`, see
+/// `datum_core::text::visible`): what a remote says (git prints its
+/// `remote:` lines as they came, before anything is verified) or a tool
+/// prints must not reach the reader's terminal or a log as escape sequences
+/// (a window title, a cleared screen, the clipboard written through OSC 52,
+/// a forged log line).
 pub fn defuse(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    datum_core::text::visible(text, &[]).into_owned()
 }
 
 /// The git subcommand of an argument list, for messages (never the other

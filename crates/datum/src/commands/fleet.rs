@@ -107,17 +107,10 @@ fn human(view: &FleetView, mut json: serde_json::Value, color: bool) -> Result<S
 /// line break written as escapes (`\u{1b}`).
 fn defuse(json: &mut serde_json::Value) {
     fn text(s: &str) -> Option<String> {
-        s.chars().any(|c| c.is_control() && c != '\n').then(|| {
-            s.chars()
-                .map(|c| {
-                    if c.is_control() && c != '\n' {
-                        c.escape_default().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect()
-        })
+        match datum_core::text::visible(s, &['\n']) {
+            std::borrow::Cow::Owned(t) => Some(t),
+            std::borrow::Cow::Borrowed(_) => None,
+        }
     }
     match json {
         serde_json::Value::String(s) => {

@@ -34,27 +34,11 @@ fn diff_blocks(finding: &Finding, paint: &Paint) -> String {
     out
 }
 
-/// A line of a value as it may reach a terminal or a CI log: control characters (escape
-/// sequences, a carriage return that would overwrite the line, a bell) and the
-/// bidirectional overrides are written as `\u{1b}`, so a value changed outside cannot
-/// clear the screen, retitle the window or draw text that is not there. Tabs stay.
+/// A line of a value as it may reach a terminal or a CI log
+/// (`datum_core::text::visible`): a value changed outside cannot clear the
+/// screen, retitle the window or draw text that is not there. Tabs stay.
 fn visible(line: &str) -> std::borrow::Cow<'_, str> {
-    let hidden = |c: char| {
-        (c.is_control() && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !line.chars().any(hidden) {
-        return std::borrow::Cow::Borrowed(line);
-    }
-    let mut out = String::with_capacity(line.len() + 8);
-    for c in line.chars() {
-        if hidden(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    datum_core::text::visible(line, &['\t'])
 }
 
 fn diff_list(finding: &Finding) -> String {
