@@ -138,8 +138,12 @@ impl Policies<'_> {
         Ok(actions)
     }
 
-    /// Whether a quarantine holds `id` (read only for a `revert` policy:
-    /// the others do not depend on it).
+    /// Whether a quarantine holds `id` (read for a `revert` policy, which
+    /// never reverts what is quarantined, and a `quarantine` policy, which
+    /// does not quarantine again; the others do not depend on it). A
+    /// `quarantine` policy of resource scope asks about the resource alone:
+    /// a person's quarantine of the host does not stand in for the
+    /// resource's own, which must outlast the host's release.
     fn standing(
         &self,
         policy: Policy,
@@ -163,7 +167,7 @@ impl Policies<'_> {
         }
         // Break-glass: what a person quarantined stays as the person left it.
         let person_quarantined = self.person_quarantined.contains(&id.to_string())
-            || self.person_quarantined.contains("host");
+            || (policy == Policy::Revert && self.person_quarantined.contains("host"));
         let quarantined = !person_quarantined
             && self
                 .store

@@ -611,9 +611,6 @@ fn fill_agent_report(
     report
 }
 
-/// A class picture from the in-process reconcile of the whole class:
-/// reverted resources count as changed, accepted ones as converged, those
-/// with open findings as drifted, quarantined and erroring ones as such.
 /// The metrics' state word (one of `datum_agent`'s `STATES`) of a drifted resource, from
 /// the action its policy reported: a quarantine held, made or kept
 /// ("quarantined", "already quarantined", "not reverted: quarantined by a
@@ -632,6 +629,9 @@ fn state_of_action(action: &str) -> &'static str {
     }
 }
 
+/// A class picture from the in-process reconcile of the whole class:
+/// reverted resources count as changed, accepted ones as converged, those
+/// with open findings as drifted, quarantined and erroring ones as such.
 fn picture_from_report(
     resources: &[&Resource],
     checked: &datum_drift::check::CheckReport,

@@ -887,6 +887,32 @@ fn quarantine_blocks_apply_until_release() {
     assert_exit(&s.datum(&["release", "File/motd"]), 1);
 }
 
+/// A person's quarantine of the host does not stand in for a quarantine
+/// class's own hold on a resource: the reconcile records the resource's, so
+/// releasing the host does not let the next apply undo the drift.
+#[test]
+fn a_quarantine_class_holds_its_resource_under_a_persons_host_quarantine() {
+    let s = Sandbox::new(
+        "classes:\n  frozen: {interval: 5m, policy: quarantine}\n",
+        Some("frozen"),
+    )
+    .applied();
+    assert_exit(
+        &s.datum(&["quarantine", "--host", "--reason", "incident 42"]),
+        0,
+    );
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    let (_, json) = s.reconcile_json(&[]);
+    assert_eq!(json["findings"][0]["action"], "quarantined", "{json:#}");
+    assert_exit(&s.datum(&["release", "--host"]), 0);
+    s.datum(&["apply"]);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "defaced\n",
+        "the class's quarantine still holds the resource"
+    );
+}
+
 #[test]
 fn check_never_reverts_what_a_person_quarantined() {
     let s = Sandbox::new(
