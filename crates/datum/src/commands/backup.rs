@@ -146,7 +146,13 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                             uid: live.meta.uid,
                             gid: live.meta.gid,
                             reason: BackupReason::Update,
-                            sensitive: entry.sensitive,
+                            // What the file holds now may be a secret the
+                            // entry being restored predates (a resource
+                            // declared sensitive since): a restore does not
+                            // compile the repository to know, so the copy
+                            // is kept as sensitive (`backup show` prints
+                            // the placeholder; a restore brings it back).
+                            sensitive: true,
                             at: context::now(),
                         })
                         .with_context(|| {
