@@ -488,16 +488,15 @@ impl OrdersOthers for UserProvider {
             let group = named("group")
                 .filter(|(_, own_group)| *own_group)
                 .map(|(user, _)| user);
+            // One edge per user: a file owned by deploy:deploy names the
+            // same User twice (compared here, never against every edge so
+            // far, which grew with the resources owned by a User).
+            let group = group.filter(|g| owner.is_none_or(|o| o.id != g.id));
             for user in [owner, group].into_iter().flatten() {
-                if !edges
-                    .iter()
-                    .any(|e: &OrderingEdge| e.from == r.id && e.after == user.id)
-                {
-                    edges.push(OrderingEdge {
-                        from: r.id.clone(),
-                        after: user.id.clone(),
-                    });
-                }
+                edges.push(OrderingEdge {
+                    from: r.id.clone(),
+                    after: user.id.clone(),
+                });
             }
         }
         edges
