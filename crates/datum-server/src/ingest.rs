@@ -55,6 +55,10 @@ pub const MAX_BATCH: usize = 64;
 /// Rows in one multi-row statement at most.
 const CHUNK: usize = 64;
 
+/// The largest outbox depth or dropped count one report is taken to state
+/// (more than any outbox holds).
+const OUTBOX_COUNT_LIMIT: u64 = u32::MAX as u64;
+
 /// One report to store, as the API handed it over.
 #[derive(Debug)]
 pub struct Submitted {
@@ -739,8 +743,13 @@ fn writes(
             report.resources.into(),
             (report.quarantined.len() as u64).into(),
             report.expected_interval_s.into(),
-            s.outbox.depth.into(),
-            s.outbox.dropped.into(),
+            // Counts a host states: bounded, so that adding them up (the
+            // dropped reports are a running total) stays an integer on
+            // both stores; PostgreSQL failed every later report of a host
+            // that once sent i64::MAX ('bigint out of range'), SQLite
+            // turned the total into a REAL.
+            s.outbox.depth.min(OUTBOX_COUNT_LIMIT).into(),
+            s.outbox.dropped.min(OUTBOX_COUNT_LIMIT).into(),
             serde_json::to_string(&report.classes)
                 .unwrap_or_default()
                 .into(),

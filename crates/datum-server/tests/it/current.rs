@@ -396,6 +396,12 @@ async fn dropped_reports_add_up<B: Backend>(f: &Fleet<B>) {
     assert!(deliver(5, 0).await);
     let row = f.host("web-1").await.unwrap().unwrap();
     assert_eq!(row.outbox_dropped, 9);
+    // A count no outbox holds is bounded: the total stays an integer, and
+    // the host's later reports are still taken, on both stores.
+    assert!(deliver(6, u64::MAX).await);
+    assert!(deliver(7, 5).await);
+    let row = f.host("web-1").await.unwrap().unwrap();
+    assert_eq!(row.outbox_dropped, 9 + u64::from(u32::MAX) + 5);
 }
 
 #[test]
