@@ -89,8 +89,8 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
 /// The view as text for a person. What hosts reported (labels, revisions,
 /// categories, messages) is theirs to word: its control characters are
 /// shown escaped, never sent to the terminal, so a host cannot move the
-/// cursor, retitle the window or write the clipboard of whoever reads it
-/// (line breaks stay, for validator output).
+/// cursor, retitle the window, write the clipboard of whoever reads it or
+/// print a line of its own (line breaks stay in validator output only).
 fn human(view: &FleetView, mut json: serde_json::Value, color: bool) -> Result<String> {
     defuse(&mut json);
     Ok(match view {
@@ -103,27 +103,35 @@ fn human(view: &FleetView, mut json: serde_json::Value, color: bool) -> Result<S
     })
 }
 
-/// Every string of `json` (keys too) with its control characters but the
-/// line break written as escapes (`\u{1b}`).
+/// Every string of `json` (keys too) with its control characters written
+/// as escapes (`\u{1b}`), line breaks included: a label, revision, name or
+/// category is one line of the view, and a line break in it would print a
+/// row the host forged. A failure's `message` (validator output) keeps its
+/// line breaks; the view indents its lines under the group.
 fn defuse(json: &mut serde_json::Value) {
-    fn text(s: &str) -> Option<String> {
-        match datum_core::text::visible(s, &['\n']) {
+    defuse_keeping(json, &[]);
+}
+
+fn defuse_keeping(json: &mut serde_json::Value, keep: &[char]) {
+    fn text(s: &str, keep: &[char]) -> Option<String> {
+        match datum_core::text::visible(s, keep) {
             std::borrow::Cow::Owned(t) => Some(t),
             std::borrow::Cow::Borrowed(_) => None,
         }
     }
     match json {
         serde_json::Value::String(s) => {
-            if let Some(t) = text(s) {
+            if let Some(t) = text(s, keep) {
                 *s = t;
             }
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(defuse),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| defuse_keeping(v, keep)),
         serde_json::Value::Object(map) => {
             let fields = std::mem::take(map);
             for (k, mut v) in fields {
-                defuse(&mut v);
-                map.insert(text(&k).unwrap_or(k), v);
+                let keep: &[char] = if k == "message" { &['\n'] } else { &[] };
+                defuse_keeping(&mut v, keep);
+                map.insert(text(&k, &[]).unwrap_or(k), v);
             }
         }
         _ => {}
@@ -574,7 +582,7 @@ fn history(v: &HistoryView) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{FleetView, human, short_revision};
+    use super::{FleetView, defuse, human, short_revision};
 
     /// A host's words reach the terminal without their control characters:
     /// an escape sequence in a label or a revision (OSC 52 writes the
@@ -601,6 +609,21 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains("role\\u{1b}[2J=web\\u{1b}]52;c;"), "{text}");
+    }
+
+    /// A line break in a one-line field (a label, a category) would print a
+    /// row the host forged: it is shown escaped; a failure's message keeps
+    /// its lines, indented under its group.
+    #[test]
+    fn a_host_cannot_print_a_row_of_its_own() {
+        let mut json = serde_json::json!({
+            "labels": {"role": "web\nweb-9    converged"},
+            "groups": [{"category": "normal\nfake", "message": "line 1\nline 2"}]
+        });
+        defuse(&mut json);
+        assert_eq!(json["labels"]["role"], "web\\u{a}web-9    converged");
+        assert_eq!(json["groups"][0]["category"], "normal\\u{a}fake");
+        assert_eq!(json["groups"][0]["message"], "line 1\nline 2");
     }
 
     /// The revision is what a host reported: a multi-byte character at the
