@@ -245,17 +245,32 @@ impl Sandbox {
     }
 
     /// Whether `path` is a regular file of the machine that not everyone may
-    /// read (no read bit for others: `/etc/shadow`, a private key, Datum's
-    /// digest key), as a program in the view would find it. A file placed
-    /// in the view (what is being validated) is not; neither is what does
-    /// not exist or is not a regular file.
+    /// read, as a program in the view would find it: no read bit for others
+    /// (`/etc/shadow`, a private key, Datum's digest key), or a folder on
+    /// its way (links followed) that others may not search (a 0644 token in
+    /// a 0700 home, anything under `/root`). A file placed in the view (what
+    /// is being validated) is not; neither is what does not exist or is not
+    /// a regular file.
     pub fn is_private_file(&self, path: &Path) -> bool {
         if self.placed(path).is_some() {
             return false;
         }
-        rustix::fs::stat(path).is_ok_and(|st| {
-            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_mode & 0o004 == 0
-        })
+        let Ok(st) = rustix::fs::stat(path) else {
+            return false;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return false;
+        }
+        if st.st_mode & 0o004 == 0 {
+            return true;
+        }
+        let Ok(canonical) = path.canonicalize() else {
+            return true;
+        };
+        canonical
+            .ancestors()
+            .skip(1)
+            .any(|dir| rustix::fs::stat(dir).map_or(true, |d| d.st_mode & 0o001 == 0))
     }
 
     /// The canonical form of `path` on the machine (links followed).

@@ -364,7 +364,15 @@ fn output_naming_a_file_not_everyone_may_read_is_withheld() {
         "{}",
         r.output
     );
+    // Readable by others, in a folder others may not search (a 0700 home):
+    // as private.
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let r = run_staged(def, "/etc/ssh/sshd_config", &text, 0o600).unwrap_err();
+    assert!(!r.output.contains("CANARY"), "{}", r.output);
+    assert!(r.output.contains("withheld"), "{}", r.output);
+    // Everyone may read it: its lines are quoted.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let r = run_staged(def, "/etc/ssh/sshd_config", &text, 0o600).unwrap_err();
     assert!(r.output.contains("CANARY-SECRET"), "{}", r.output);
 }
