@@ -380,10 +380,14 @@ pub fn classify(
             || (next_apply.is_none() && plan_lists_changes)
         {
             finding.category = Category::Ignored;
-            if let Some(change) = change.filter(|c| covered_all && c.action == Action::Update) {
-                // ignore_changes keeps the drift out of the plan, so the update is a
-                // configuration change of other attributes: pending, as below.
-                finding.left_alone_by_update = true;
+            if let Some(change) =
+                change.filter(|c| covered_all && !matches!(c.action, Action::NoOp | Action::Read))
+            {
+                // ignore_changes keeps the drift out of the plan, so what the plan does
+                // to the resource is the configuration's doing: an update of other
+                // attributes, or a delete (a count lowered, a resource removed), is
+                // pending, as below; nothing else would list it.
+                finding.left_alone_by_update = change.action == Action::Update;
                 side_pending.push(Pending {
                     address: change.address.clone(),
                     action: change.action.as_str().to_owned(),
@@ -677,6 +681,35 @@ mod tests {
             pending,
             [("k.routing", "update", vec!["data.upstream".to_owned()])]
         );
+    }
+
+    #[test]
+    fn a_delete_beside_ignore_changes_is_pending() {
+        // q[1]'s tags drifted and ignore_changes = [tags] covers them; the normal plan
+        // deletes q[1] (count lowered): the delete must be listed somewhere.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.q[1]",
+                Action::Update,
+                vec![leaf("tags.owner", Value::Null, json!("oncall"))],
+            )],
+            ..Plan::default()
+        };
+        let normal = Plan {
+            changes: vec![change("aws_sqs_queue.q[1]", Action::Delete)],
+            ..Plan::default()
+        };
+        let mut rules = Rules::default();
+        rules.insert_for_test("aws_sqs_queue.q", "tags");
+        let report = classify("s", &refresh, Some(&normal), &rules, &Options::default());
+        assert_eq!(report.findings[0].category, Category::Ignored);
+        assert!(!report.findings[0].left_alone_by_update);
+        let pending: Vec<(&str, &str)> = report
+            .pending
+            .iter()
+            .map(|p| (p.address.as_str(), p.action.as_str()))
+            .collect();
+        assert_eq!(pending, [("aws_sqs_queue.q[1]", "delete")]);
     }
 
     #[test]
