@@ -164,12 +164,17 @@ impl TreeDesired {
     }
 
     /// The compiled exclusion rules, Datum's own staging folders
-    /// ([`STAGING_RULE`]) and, in a tree above it, Datum's own folder
+    /// ([`STAGING_RULE`]) and, in a tree above them, Datum's own folders
     /// ([`own_folder_rule`]).
     pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
-        let own = own_folder_rule(&self.path);
+        let own: Vec<String> = DATUMS_OWN_FOLDERS
+            .iter()
+            .filter_map(|folder| own_folder_rule(&self.path, Path::new(folder)))
+            .collect();
         let rules = self.exclude.iter().map(String::as_str);
-        let rules = rules.chain([STAGING_RULE]).chain(own.as_deref());
+        let rules = rules
+            .chain([STAGING_RULE])
+            .chain(own.iter().map(String::as_str));
         Exclusions::new(rules).map_err(|e| ProviderError::Invalid {
             field: "exclude".to_owned(),
             message: e.to_string(),
@@ -183,15 +188,19 @@ impl TreeDesired {
 /// drift, never purged), and swept by the next staging in their folder.
 const STAGING_RULE: &str = ".datum.stage.*/";
 
-/// The rule leaving Datum's own folder (`/var/lib/datum`: the state store,
-/// the backups, the lock) out of a tree whose path is above it, anchored at
-/// the tree's root. Without it a purging Tree at `/var/lib` or `/var`
-/// removed the state store and the backups (the evidence it had just
-/// saved) in the middle of its own pass, and again on every pass.
-fn own_folder_rule(tree: &Path) -> Option<String> {
-    let below = Path::new(datum_host::lock::STATE_FOLDER)
-        .strip_prefix(tree)
-        .ok()?;
+/// Datum's own folders: `/var/lib/datum` (the state store, the backups, the
+/// lock) and `/etc/datum` (the host's identity and labels, the fleet
+/// server's token, the pull trust files and the link to the repository a
+/// pass reads).
+const DATUMS_OWN_FOLDERS: [&str; 2] = [datum_host::lock::STATE_FOLDER, "/etc/datum"];
+
+/// The rule leaving Datum's own `folder` out of a tree whose path is above
+/// it, anchored at the tree's root. Without it a purging Tree at `/var/lib`
+/// or `/var` removed the state store and the backups (the evidence it had
+/// just saved) in the middle of its own pass, and again on every pass; one
+/// at `/etc` the host's identity and the repository's link.
+fn own_folder_rule(tree: &Path, folder: &Path) -> Option<String> {
+    let below = folder.strip_prefix(tree).ok()?;
     (!below.as_os_str().is_empty()).then(|| format!("/{}/", below.display()))
 }
 

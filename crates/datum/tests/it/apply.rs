@@ -654,6 +654,27 @@ fn a_purging_tree_above_datums_own_folder_leaves_it_alone() {
     assert_exit(&s.datum(&["check"]), 0);
 }
 
+/// The same for `/etc/datum` (the host's identity, the fleet token, the
+/// pull trust files, the repository's link): a purging Tree at `/etc`
+/// leaves it out.
+#[test]
+fn a_purging_tree_at_etc_leaves_datums_configuration_alone() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: etc\ndesired:\n  path: /etc\n  source: tree\n  purge: true\n",
+    );
+    s.write("repo/base/tree/motd", "hello\n");
+    s.write("root/etc/stale.conf", "stale\n");
+    // (The tests give the host file with --host-file: this one is not read.)
+    s.write("root/etc/datum/host.yaml", "name: kept\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/etc/stale.conf").exists());
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/datum/host.yaml")).unwrap(),
+        "name: kept\n"
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+}
+
 /// A killed pass's staging folder inside a folder a purging Tree must
 /// remove is litter, not an excluded entry: it goes with its folder. Found
 /// by killing applies of a Tree whose source turns folders into files:
