@@ -799,27 +799,30 @@ impl<'r> Analysis<'r> {
             .iter()
             .map(|e| e.iter().map(|x| x.to).collect())
             .collect();
-        let paths: Vec<Option<(&str, bool)>> = merged
-            .iter()
-            .map(|m| {
-                // Something being removed neither needs its parent nor can
-                // serve as one: ordering it after the folder would remove the
-                // folder first.
-                let claim = self.claim(m).filter(|c| c.present)?;
-                Some((claim.path, claim.holds_children))
-            })
-            .collect();
+        // Each resource's path once: what is present (`paths`) and what is
+        // declared absent (`removed`, only when something is).
+        let mut paths: Vec<Option<(&str, bool)>> = Vec::with_capacity(merged.len());
+        let mut removed: Vec<Option<(&str, bool)>> = Vec::new();
+        for (i, m) in merged.iter().enumerate() {
+            let claim = self.claim(m);
+            // Something being removed neither needs its parent nor can
+            // serve as one: ordering it after the folder would remove the
+            // folder first.
+            paths.push(
+                claim
+                    .as_ref()
+                    .filter(|c| c.present)
+                    .map(|c| (c.path, c.holds_children)),
+            );
+            if let Some(c) = claim.filter(|c| !c.present) {
+                removed.resize(i + 1, None);
+                removed[i] = Some((c.path, c.holds_children));
+            }
+        }
         let (mut added, closing) = graph::add_parent_edges(&mut plain, &paths);
         drop(paths);
         // And the other way round for removals: a folder declared absent is
         // removed only when empty, so after what is removed inside it.
-        let removed: Vec<Option<(&str, bool)>> = merged
-            .iter()
-            .map(|m| {
-                let claim = self.claim(m).filter(|c| !c.present)?;
-                Some((claim.path, claim.holds_children))
-            })
-            .collect();
         let (removal, removal_closing) = graph::add_removal_edges(&mut plain, &removed);
         drop(removed);
         added.extend(removal);
