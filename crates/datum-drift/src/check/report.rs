@@ -273,11 +273,14 @@ pub fn human(report: &CheckReport, color: bool) -> String {
             report.quarantined.len()
         );
         for (what, why) in &report.quarantined {
+            // A reason is a person's words (`datum quarantine --reason`): one
+            // line of the report, never a sequence the terminal obeys.
             let _ = writeln!(
                 out,
-                "  {} {:<subject_width$}  {why}",
+                "  {} {:<subject_width$}  {}",
                 paint.padded(style::MAGENTA, "#", 3),
-                what
+                what,
+                datum_core::text::visible(why, &[])
             );
         }
     }
@@ -598,6 +601,20 @@ mod tests {
     #[test]
     fn human_report() {
         insta::assert_snapshot!(human(&sample(), false));
+    }
+
+    #[test]
+    fn a_quarantine_reason_is_one_line_that_drives_no_terminal() {
+        let mut r = sample();
+        r.quarantined = vec![(
+            "File[motd]".to_owned(),
+            "incident 42\nFile[x]  fake row\u{1b}[2J".to_owned(),
+        )];
+        let text = human(&r, false);
+        assert!(
+            text.contains("incident 42\\u{a}File[x]  fake row\\u{1b}[2J"),
+            "{text}"
+        );
     }
 
     #[test]
