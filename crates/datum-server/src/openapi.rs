@@ -108,14 +108,15 @@ fn report() -> Value {
             "revision": text(),
             "catalogue": text(),
             "started_at": i64_int(),
-            "finished_at": i64_int(),
+            // Refused before 1970 (`api::check_numbers`).
+            "finished_at": {"type": "integer", "minimum": 0, "maximum": i64::MAX},
             "duration_ms": int(),
             "exit_code": i32_int(false),
             "classes_checked": list(text()),
             "counts": counts(),
             "resources": int(),
             "classes": list(class_bound()),
-            "expected_interval_s": int(),
+            "expected_interval_s": interval(),
             "validators": map_of(text()),
             "trees": list(strict(&["resource", "declared"], json!({
                 "resource": text(), "declared": text(), "observed": nullable_text()
@@ -165,12 +166,17 @@ fn finding() -> Value {
     )
 }
 
+/// An interval a report states: a century at most (`api::INTERVAL_MAX_S`).
+fn interval() -> Value {
+    json!({"type": "integer", "minimum": 0, "maximum": crate::api::INTERVAL_MAX_S})
+}
+
 /// One drift class of a report, with its detection bound.
 fn class_bound() -> Value {
     strict(
         &["class", "interval_s", "resources"],
         json!({
-            "class": text(), "interval_s": int(), "bound_ms": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true}, "resources": int(),
+            "class": text(), "interval_s": interval(), "bound_ms": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true}, "resources": int(),
             "policy": {"type": "string", "enum": ["report", "revert", "accept", "quarantine"]}
         }),
     )
