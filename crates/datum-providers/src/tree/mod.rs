@@ -164,8 +164,8 @@ impl TreeDesired {
     }
 
     /// The compiled exclusion rules, Datum's own staging folders
-    /// ([`STAGING_RULE`]) and, in a tree above them, Datum's own folders
-    /// ([`own_folder_rule`]).
+    /// (`STAGING_RULE`) and, in a tree above them, Datum's own folders
+    /// (`own_folder_rule`).
     pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
         let own: Vec<String> = DATUMS_OWN_FOLDERS
             .iter()
