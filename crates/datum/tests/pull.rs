@@ -1781,20 +1781,20 @@ fn openpgp_signatures_are_checked_against_a_keyring_when_one_is_configured() {
         assert!(out.status.success(), "gpg {args:?}: {out:?}");
         out.stdout
     };
-    gpg(&[
-        "--quick-gen-key",
-        "Alice <alice@example.com>",
-        "ed25519",
-        "sign",
-        "never",
-    ]);
-    gpg(&[
-        "--quick-gen-key",
-        "Bob <bob@example.com>",
-        "ed25519",
-        "sign",
-        "never",
-    ]);
+    // Made with a creation time in the past: a key made "now" is not valid
+    // yet to a gpg whose clock has since stepped back (a fresh CI machine's
+    // clock being set), and gpg then calls it unusable.
+    for who in ["Alice <alice@example.com>", "Bob <bob@example.com>"] {
+        gpg(&[
+            "--faked-system-time",
+            "20250101T000000!",
+            "--quick-gen-key",
+            who,
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+    }
     // A key that expired on 2020-01-02, and a gpg that signs as if it were
     // 2020-01-01 so it can still use it.
     gpg(&[
