@@ -100,10 +100,18 @@ pub trait Queue {
     fn depth(&mut self) -> Result<u64, Self::Error>;
     /// Reports dropped (outbox full) and not yet announced to the server.
     fn dropped(&mut self) -> Result<u64, Self::Error>;
-    /// The server holds `id`: remove it, clear the backoff and the dropped
-    /// count that travelled with it, and remember the reply's sampling
+    /// The server holds `id`, sent with `announced_dropped` (what
+    /// [`Queue::dropped`] said when it was sent) as its dropped count:
+    /// remove it, clear the backoff, take `announced_dropped` off the
+    /// dropped count (reports dropped while the delivery was on its way
+    /// stay counted, for the next one), and remember the reply's sampling
     /// plan. One transaction.
-    fn delivered(&mut self, id: i64, reply: &Reply) -> Result<(), Self::Error>;
+    fn delivered(
+        &mut self,
+        id: i64,
+        announced_dropped: u64,
+        reply: &Reply,
+    ) -> Result<(), Self::Error>;
     /// The server refused `id` for good: remove it and count it, with why.
     fn refused(&mut self, id: i64, why: &str) -> Result<(), Self::Error>;
     fn backoff(&mut self) -> Result<Backoff, Self::Error>;
@@ -161,7 +169,7 @@ pub fn deliver<Q: Queue>(
         let dropped = queue.dropped()?;
         match client.post_report(&head.key, &head.body, depth, dropped) {
             Ok(reply) => {
-                queue.delivered(head.id, &reply)?;
+                queue.delivered(head.id, dropped, &reply)?;
                 if reply.duplicate {
                     out.duplicates += 1;
                 } else {

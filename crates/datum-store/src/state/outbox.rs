@@ -243,7 +243,12 @@ impl Queue for Outbox<'_> {
         Ok(super::u64_from_sql(n.unwrap_or(0)))
     }
 
-    fn delivered(&mut self, id: i64, reply: &Reply) -> Result<(), StoreError> {
+    fn delivered(
+        &mut self,
+        id: i64,
+        announced_dropped: u64,
+        reply: &Reply,
+    ) -> Result<(), StoreError> {
         let sampling = reply
             .sampling
             .as_ref()
@@ -254,10 +259,13 @@ impl Queue for Outbox<'_> {
         (|| {
             batch.tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
             batch.tx.execute(
+                // Only what travelled with this delivery: a report dropped
+                // (outbox full) while it was on its way is announced with
+                // the next one.
                 "UPDATE outbox_state SET failures = 0, next_attempt_ms = 0, last_error = NULL,
-                     dropped = 0, delivered_total = delivered_total + 1,
+                     dropped = max(0, dropped - ?3), delivered_total = delivered_total + 1,
                      last_delivered_at = ?1, sampling = ?2 WHERE id = 1",
-                params![now, sampling],
+                params![now, sampling, super::u64_to_sql(announced_dropped)],
             )?;
             Ok(())
         })()
@@ -348,7 +356,7 @@ mod tests {
         assert_eq!(head.key, "a");
         // Not delivered: still there (a crash here loses nothing).
         assert_eq!(q.oldest().unwrap().unwrap().key, "a");
-        q.delivered(head.id, &reply()).unwrap();
+        q.delivered(head.id, 0, &reply()).unwrap();
         assert_eq!(q.oldest().unwrap().unwrap().key, "b");
         assert_eq!(s.sampling_plan().unwrap().unwrap().seed, 9);
         let status = s.outbox_status().unwrap();
@@ -368,9 +376,45 @@ mod tests {
         assert_eq!(q.oldest().unwrap().unwrap().key, "b");
         assert_eq!(q.dropped().unwrap(), 1);
         let head = q.oldest().unwrap().unwrap();
-        q.delivered(head.id, &reply()).unwrap();
+        let announced = q.dropped().unwrap();
+        q.delivered(head.id, announced, &reply()).unwrap();
         assert_eq!(q.dropped().unwrap(), 0, "announced with that delivery");
         assert_eq!(s.outbox_status().unwrap().dropped_total, 1);
+    }
+
+    #[test]
+    fn a_report_dropped_while_a_delivery_is_on_its_way_stays_counted() {
+        let (_d, mut s) = store();
+        for k in ["a", "b", "c", "d"] {
+            queue(&mut s, k, 3);
+        }
+        // The delivery reads the head and the count it announces (1: "a")...
+        let (head, announced) = {
+            let mut q = s.outbox();
+            (q.oldest().unwrap().unwrap(), q.dropped().unwrap())
+        };
+        assert_eq!((head.key.as_str(), announced), ("b", 1));
+        // ...and while it is on its way, a pass queues two more reports
+        // into the full outbox: two more are dropped ("b" itself, the
+        // oldest, and "c"). "b" reaches the server all the same, but the
+        // outbox cannot tell a report trimmed in flight from one another
+        // delivery removed, so it stays counted: one too many announced
+        // rather than one too few.
+        queue(&mut s, "e", 3);
+        queue(&mut s, "f", 3);
+        assert_eq!(s.outbox().dropped().unwrap(), 3);
+        s.outbox().delivered(head.id, announced, &reply()).unwrap();
+        assert_eq!(
+            s.outbox().dropped().unwrap(),
+            2,
+            "only the count that travelled is announced"
+        );
+        assert_eq!(s.outbox_status().unwrap().dropped_total, 3);
+        // A count read larger than the one left (it cannot be, but a store
+        // edited by hand) leaves zero, not a negative count.
+        let head = s.outbox().oldest().unwrap().unwrap();
+        s.outbox().delivered(head.id, 50, &reply()).unwrap();
+        assert_eq!(s.outbox().dropped().unwrap(), 0);
     }
 
     #[test]
