@@ -122,6 +122,14 @@ pub struct Sampling {
 fn default_store() -> String {
     "sqlite".to_owned()
 }
+/// The largest `stale_factor`: a host may stay silent a thousand times its
+/// own interval at most. The stale view multiplies an interval (a century
+/// at most, `api::INTERVAL_MAX_S`) by the factor in thousandths, which
+/// stays far inside a 64-bit integer up to here; a factor of 1e300 made
+/// PostgreSQL fail the whole view ('bigint out of range') and SQLite
+/// compare in floats.
+pub const STALE_FACTOR_MAX: f64 = 1000.0;
+
 fn default_stale_factor() -> f64 {
     3.0
 }
@@ -193,8 +201,13 @@ impl ServerConfig {
         if config.datum != "v1alpha1" {
             return Err(err(format!("unknown version `{}`", config.datum)));
         }
-        if config.stale_factor.is_nan() || config.stale_factor < 1.0 {
-            return Err(err("`stale_factor` must be at least 1".to_owned()));
+        if !(1.0..=STALE_FACTOR_MAX).contains(&config.stale_factor) {
+            // Only a value written can be out of range (the default is 3).
+            let at = doc.get("stale_factor").map_or(doc.start, |e| e.key_start);
+            return Err(err(format!(
+                "{}:{}: `stale_factor` must be from 1 to {STALE_FACTOR_MAX}, not {}",
+                at.line, at.column, config.stale_factor
+            )));
         }
         if let Some(s) = &config.sampling
             && !(s.fraction > 0.0 && s.fraction <= 1.0 && !s.round.is_zero())
@@ -327,10 +340,36 @@ mod tests {
             &base.replace("stale_factor: 3", "stale_factor: 0.5"),
         )
         .unwrap_err();
-        assert!(
-            e.to_string().starts_with("/d/server.yaml: `stale_factor`"),
-            "{e}"
+        let line = base
+            .lines()
+            .position(|l| l.starts_with("stale_factor:"))
+            .unwrap()
+            + 1;
+        assert_eq!(
+            e.to_string(),
+            format!("/d/server.yaml: {line}:1: `stale_factor` must be from 1 to 1000, not 0.5")
         );
+        // No upper bound let a factor through that overflows the stale
+        // view's arithmetic (or made it compare floats).
+        for huge in ["1000.5", "1e300", "9223372036854775807"] {
+            let e = ServerConfig::parse(
+                Path::new("/d/server.yaml"),
+                &base.replace("stale_factor: 3", &format!("stale_factor: {huge}")),
+            )
+            .unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "/d/server.yaml: {line}:1: `stale_factor` must be from 1 to 1000, not "
+                )),
+                "{huge}: {e}"
+            );
+        }
+        let edge = ServerConfig::parse(
+            Path::new("s"),
+            &base.replace("stale_factor: 3", "stale_factor: 1000"),
+        )
+        .unwrap();
+        assert_eq!(edge.stale_factor, STALE_FACTOR_MAX);
         let e = ServerConfig::parse(Path::new("s"), &format!("{base}colour: blue\n")).unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
     }
