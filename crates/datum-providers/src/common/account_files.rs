@@ -198,6 +198,14 @@ pub enum AccountError {
         status: String,
         output: String,
     },
+    /// `chpasswd` failed after `useradd` or `usermod` went through in the
+    /// same change: `done` says what the host already has, so a failed
+    /// resource never reads as if nothing moved.
+    #[error("{done}, but its password hash was not set: {failed}")]
+    HashNotSet {
+        done: String,
+        failed: Box<AccountError>,
+    },
 }
 
 fn suffix(output: &str) -> String {

@@ -572,7 +572,9 @@ impl Kind for UserProvider {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
         let changed = |field: &str| diff.changes.iter().any(|c| c.field == field);
-        match diff.action {
+        // What went through before the hash (for a report that the hash
+        // failed after it: the host has moved all the same).
+        let done = match diff.action {
             Some(Action::Remove) => {
                 run("userdel", vec!["--".into(), d.name.clone()])?;
                 return Ok(Activated::Done);
@@ -592,21 +594,46 @@ impl Kind for UserProvider {
                 }
                 args.extend(["--".to_owned(), d.name.clone()]);
                 run("useradd", args)?;
+                Some(format!(
+                    "account `{}` created (useradd; its password stays locked)",
+                    d.name
+                ))
             }
             Some(_) => {
                 let args = account_args(d, false, changed);
-                if !args.is_empty() {
+                if args.is_empty() {
+                    None
+                } else {
                     let mut all = args;
                     all.extend(["--".to_owned(), d.name.clone()]);
                     run("usermod", all)?;
+                    let fields: Vec<&str> = diff
+                        .changes
+                        .iter()
+                        .map(|c| c.field.as_str())
+                        .filter(|f| *f != "password_hash")
+                        .collect();
+                    Some(format!(
+                        "{} of account `{}` changed (usermod)",
+                        fields.join(", "),
+                        d.name
+                    ))
                 }
             }
             None => return Ok(Activated::Done),
-        }
+        };
         if let Some(hash) = &d.password_hash
             && (diff.action == Some(Action::Create) || changed("password_hash"))
         {
-            account_files::set_hash(host, &d.name, hash).map_err(account_failure)?;
+            account_files::set_hash(host, &d.name, hash)
+                .map_err(|failed| match done {
+                    Some(done) => account_files::AccountError::HashNotSet {
+                        done,
+                        failed: Box::new(failed),
+                    },
+                    None => failed,
+                })
+                .map_err(account_failure)?;
         }
         Ok(Activated::Done)
     }

@@ -305,3 +305,50 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
     assert_eq!(line_of(&group, "deploy"), Some("deploy:x:3001:"), "{group}");
     assert_exit(&s.datum(&["plan"]), 0);
 }
+
+/// A new account whose hash chpasswd refuses (a line longer than it reads,
+/// here): useradd made the account, so the report says it was created and
+/// that the password step failed, with chpasswd's status; never the hash.
+#[test]
+fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let long = format!("$6$saltsalt$CANARY-LONG-{}", "a".repeat(9000));
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{long}\"\n"
+    ));
+    accounts_root(&s);
+    let apply = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&apply, 4);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert!(line_of(&passwd, "deploy").is_some(), "{passwd}");
+    let report: serde_json::Value = serde_json::from_slice(&apply.stdout).unwrap();
+    let user = &report["resources"][0];
+    assert_eq!(user["outcome"]["status"], "failed", "{report}");
+    let reason = user["outcome"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("account `deploy` created")
+            && reason.contains("password hash was not set")
+            && reason.contains("`chpasswd deploy` failed")
+            && reason.contains("(exit 1)"),
+        "{reason}"
+    );
+    // The human report says it too; the hash is in neither.
+    s.write(
+        "root/etc/passwd",
+        &passwd.replace("deploy:x:2000:", "deploy:x:2001:"),
+    );
+    let human = s.datum(&["apply"]);
+    assert_exit(&human, 4);
+    assert!(
+        stdout(&human).contains("uid of account `deploy` changed (usermod)"),
+        "{}",
+        stdout(&human)
+    );
+    for o in [&apply, &human] {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
+    }
+}
