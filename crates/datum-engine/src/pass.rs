@@ -305,6 +305,9 @@ pub fn run_pass_with(
                 .iter()
                 .find_map(|dep| stopped.get(dep).cloned());
             let quarantined = ctx.skip.contains(&resource.id);
+            if quarantined {
+                summary.quarantined.insert(resource.id.clone());
+            }
             let mut step = match blocker {
                 _ if quarantined => Step {
                     detail: Some(

@@ -1,7 +1,7 @@
 //! What a pass tells the outside world: one report per resource and a summary.
 //! Renderers (human, JSON) live in the binary; this is data only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use datum_core::{Action, Diff, Origin, Outcome, ResourceId};
 use serde::Serialize;
@@ -38,6 +38,11 @@ pub struct PassSummary {
     /// How many resources were taken as converged by their metadata, not
     /// read (`None`: the pass was not asked to trust metadata).
     pub trusted_by_metadata: Option<u64>,
+    /// The resources a person quarantined (`datum quarantine`), held out of
+    /// this pass (each reported blocked by itself): a decision, not a
+    /// failure, so neither they nor what they hold back make the pass fail.
+    #[serde(skip)]
+    pub quarantined: BTreeSet<ResourceId>,
 }
 
 impl PassSummary {
@@ -61,10 +66,20 @@ impl PassSummary {
         })
     }
 
+    /// Whether a resource failed, or was blocked by one that failed (or by
+    /// anything but a quarantine: a requirement `--class` left out of sync).
     pub fn any_failed(&self) -> bool {
-        self.resources
-            .iter()
-            .any(|r| matches!(r.outcome, Outcome::Failed { .. } | Outcome::Blocked { .. }))
+        self.resources.iter().any(|r| match &r.outcome {
+            Outcome::Failed { .. } => true,
+            Outcome::Blocked { .. } => !self.held_by_quarantine(r),
+            _ => false,
+        })
+    }
+
+    /// Whether `r` was not applied because a person quarantined it, or
+    /// quarantined a resource it requires.
+    pub fn held_by_quarantine(&self, r: &ResourceReport) -> bool {
+        matches!(&r.outcome, Outcome::Blocked { by } if self.quarantined.contains(by))
     }
 }
 

@@ -163,6 +163,9 @@ pub fn apply_report(
                     signature,
                 });
             }
+            // Held back by a person's quarantine: not a failure (the
+            // report's `quarantined` list says what is held).
+            Outcome::Blocked { .. } if summary.held_by_quarantine(r) => {}
             Outcome::Blocked { by } => {
                 let message = format!("blocked by {by}");
                 report.failures.push(Failure {
@@ -410,5 +413,68 @@ mod tests {
             let back: Report = serde_json::from_str(&json).unwrap();
             assert_eq!(back.trusted_by_metadata, Some(n), "{json}");
         }
+    }
+
+    /// What a person's quarantine holds back is not a failure of the host
+    /// (its report lists the quarantine); what a failure blocks is.
+    #[test]
+    fn a_quarantine_and_what_it_holds_back_are_not_failures() {
+        use datum_core::{Action, Origin, ResourceId};
+        use datum_engine::ResourceReport;
+        let common = Common {
+            kind: ReportKind::Apply,
+            host: "web-1".into(),
+            labels: BTreeMap::new(),
+            revision: "stamp:ab".into(),
+            catalogue: "c".into(),
+            started_at: 1,
+            finished_at: 2,
+            duration_ms: 1000,
+            exit_code: 0,
+            resources: 4,
+            classes: Vec::new(),
+            expected_interval_s: 600,
+        };
+        let id = |name: &str| ResourceId::new("File", name);
+        let one = |name: &str, outcome: Outcome| ResourceReport {
+            id: id(name),
+            origin: Origin::default(),
+            target: None,
+            action: Action::None,
+            diff: Default::default(),
+            outcome,
+            sensitive: false,
+            detail: None,
+            duration_ms: 0,
+        };
+        let mut summary = datum_engine::PassSummary {
+            resources: vec![
+                one("held", Outcome::Blocked { by: id("held") }),
+                one("inside", Outcome::Blocked { by: id("held") }),
+                one(
+                    "bad",
+                    Outcome::Failed {
+                        phase: datum_core::Phase::Apply,
+                        reason: "validation failed".into(),
+                    },
+                ),
+                one("after-bad", Outcome::Blocked { by: id("bad") }),
+            ],
+            ..Default::default()
+        };
+        summary.quarantined.insert(id("held"));
+        assert!(summary.any_failed());
+        let report = apply_report(&common, &summary, &[], BTreeMap::new(), "/");
+        let failed: Vec<&str> = report
+            .failures
+            .iter()
+            .map(|f| f.resource.as_str())
+            .collect();
+        assert_eq!(failed, ["File[bad]", "File[after-bad]"]);
+
+        summary.resources.truncate(2);
+        assert!(!summary.any_failed());
+        let report = apply_report(&common, &summary, &[], BTreeMap::new(), "/");
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
     }
 }

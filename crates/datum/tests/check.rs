@@ -1270,6 +1270,9 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
     );
     fs::remove_file(s.live("/etc/app/app.conf")).expect("rm");
     let o = s.datum(&["apply", "--output", "json"]);
+    // Held by a person's decision, not failed: nothing changed, exit 0 (a
+    // timer running apply does not page anyone for a quarantine) ...
+    assert_exit(&o, 0);
     let json: Value = serde_json::from_slice(&o.stdout).expect("json");
     let outcome = |id: &str| {
         json["resources"]
@@ -1297,7 +1300,9 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
     assert!(json.to_string().contains("quarantined"), "{json:#}");
     assert!(!s.live("/etc/app/app.conf").exists(), "{json:#}");
     // A person reads "quarantined", not "blocked (by itself)".
-    let human = stdout(&s.datum(&["plan", "--color", "never"]));
+    let plan = s.datum(&["plan", "--color", "never"]);
+    assert_exit(&plan, 0);
+    let human = stdout(&plan);
     let line = |id: &str| {
         human
             .lines()
@@ -1313,6 +1318,14 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
         line("File[app-conf]").contains("blocked (by Directory[etc-app])"),
         "{human}"
     );
+    // ... while a failure beside the quarantine still fails the pass.
+    let broken = s.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: broken\ndesired:\n  path: /etc/broken.json\n  content: \"{not json\"\n  validate: json\n",
+    );
+    assert_exit(&s.datum(&["plan"]), 4);
+    assert_exit(&s.datum(&["apply"]), 4);
+    fs::remove_file(broken).expect("rm");
     // Released: the next apply recreates it.
     assert_exit(&s.datum(&["release", "Directory/etc-app"]), 0);
     s.datum(&["apply"]);

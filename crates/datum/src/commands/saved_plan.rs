@@ -356,6 +356,7 @@ mod tests {
             duration_ms: 0,
             observed: vec![(id, Some("f1".to_owned()))],
             trusted_by_metadata: None,
+            quarantined: Default::default(),
         };
         SavedPlan::new(
             c,
