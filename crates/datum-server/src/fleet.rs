@@ -694,7 +694,7 @@ impl<B: Backend> Fleet<B> {
                     .map(|c| {
                         Stmt::new(
                             "SELECT host FROM findings WHERE signature = $1 AND observed = $2 \
-                             ORDER BY host LIMIT $3",
+                             ORDER BY host COLLATE \"C\" LIMIT $3",
                             vec![
                                 c.signature.as_str().into(),
                                 c.observed.clone().unwrap_or_default().into(),
@@ -751,7 +751,7 @@ impl<B: Backend> Fleet<B> {
                 Stmt::new(CLUSTERS, vec![]),
                 Stmt::new(
                     "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
-                     row_number() OVER (PARTITION BY signature, observed ORDER BY host) AS n \
+                     row_number() OVER (PARTITION BY signature, observed ORDER BY host COLLATE \"C\") AS n \
                      FROM findings) AS ranked WHERE n <= $1",
                     vec![(views::SAMPLE_HOSTS as i64).into()],
                 ),

@@ -4,12 +4,13 @@
 //! The fleet's SQL is written once (in [`crate::fleet`] and
 //! [`crate::ingest`]), in the subset SQLite and PostgreSQL share (`$1`
 //! placeholders, `ON CONFLICT`, `RETURNING`, window functions, integers and
-//! text only), so the same statements and the same queries run on both and
-//! are tested on both. A [`Backend`] only knows how to run statements: a
-//! transaction in [`Phases`] (the statements of a phase sent together, the
-//! next phase chosen from their rows: a report whose key is already stored
-//! writes nothing, a check's findings are compared with the stored ones),
-//! and reads from one consistent snapshot.
+//! text only; [`BYTE_ORDER`] where text is ordered), so the same statements
+//! and the same queries run on both and are tested on both. A [`Backend`]
+//! only knows how to run statements: a transaction in [`Phases`] (the
+//! statements of a phase sent together, the next phase chosen from their
+//! rows: a report whose key is already stored writes nothing, a check's
+//! findings are compared with the stored ones), and reads from one
+//! consistent snapshot.
 //!
 //! - [`sqlite`]: rusqlite (bundled SQLite, the same library `datum-store`
 //!   links), the embedded default: one file in the server's folder, one
@@ -285,13 +286,37 @@ pub trait Backend: Clone + Send + Sync + 'static {
     fn rows(&self, stmt: Stmt) -> impl Future<Output = Result<Vec<Row>, StoreError>> + Send;
 }
 
-/// `sql` with `$N` placeholders written `?N` (SQLite's numbered form).
-pub fn numbered_placeholders(sql: &str) -> String {
-    sql.replace('$', "?")
+/// `sql` as SQLite takes it: `$N` placeholders written `?N` (its numbered
+/// form), and `COLLATE "C"` (PostgreSQL's byte order, which the statements
+/// write where an order of text must not depend on the database's locale)
+/// written `COLLATE BINARY`, SQLite's name for the same order.
+pub fn sqlite_dialect(sql: &str) -> String {
+    let sql = sql.replace('$', "?");
+    if sql.contains(BYTE_ORDER) {
+        sql.replace(BYTE_ORDER, "COLLATE BINARY")
+    } else {
+        sql
+    }
 }
+
+/// How a statement asks for text in byte order (as Rust's `str` compares,
+/// and as the views sort in memory). PostgreSQL's default collation is the
+/// database's, which for `en_US.UTF-8` puts `aB` before `a_b` and `B` after
+/// `ab`; SQLite's default is byte order.
+pub const BYTE_ORDER: &str = "COLLATE \"C\"";
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sqlite_reads_the_byte_order_and_placeholders_its_own_way() {
+        assert_eq!(
+            super::sqlite_dialect(
+                "SELECT host FROM findings WHERE signature = $1 ORDER BY host COLLATE \"C\" LIMIT $2"
+            ),
+            "SELECT host FROM findings WHERE signature = ?1 ORDER BY host COLLATE BINARY LIMIT ?2"
+        );
+    }
+
     #[test]
     fn placeholders_of_several_rows_are_numbered_in_order() {
         assert_eq!(super::values_rows(3, 2, 2), "($3, $4), ($5, $6)");

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Backend, Migrations, Phases, Row, Step, Stmt, StoreError, Val, numbered_placeholders};
+use super::{Backend, Migrations, Phases, Row, Step, Stmt, StoreError, Val, sqlite_dialect};
 
 const NAME: &str = "sqlite";
 
@@ -140,7 +140,7 @@ impl rusqlite::ToSql for Val {
 /// Runs one statement (a query, or a write with or without `RETURNING`) and
 /// collects its rows.
 fn run_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, StoreError> {
-    let sql = numbered_placeholders(&stmt.sql);
+    let sql = sqlite_dialect(&stmt.sql);
     let mut prepared = conn
         .prepare_cached(&sql)
         .map_err(db_error("cannot prepare"))?;
@@ -169,7 +169,7 @@ fn run_rows(conn: &Connection, stmt: &Stmt) -> Result<Vec<Row>, StoreError> {
 }
 
 fn run_exec(conn: &Connection, stmt: &Stmt) -> Result<(), StoreError> {
-    let sql = numbered_placeholders(&stmt.sql);
+    let sql = sqlite_dialect(&stmt.sql);
     let mut prepared = conn
         .prepare_cached(&sql)
         .map_err(db_error("cannot prepare"))?;

@@ -220,6 +220,47 @@ fn cluster_sightings() {
     on_both!(a_cluster_remembers_its_first_sighting);
 }
 
+/// A cluster of more hosts than it names: the ones named are the first in
+/// byte order (as the view sorts them), whatever the database's collation.
+async fn sample_hosts_are_the_first_in_byte_order<B: Backend>(f: &Fleet<B>) {
+    let mut names: Vec<String> = crate::support::COLLATION_PROBE
+        .iter()
+        .chain(&["Yak", "Zed"])
+        .map(|s| (*s).to_owned())
+        .collect();
+    names.extend((0..views::SAMPLE_HOSTS).map(|i| format!("h{i:02}")));
+    for (i, host) in names.iter().enumerate() {
+        let mut r = report(host, ReportKind::Check, 1, 1_000 + i as i64);
+        r.findings.push(finding("File[motd]", "edited", "normal"));
+        assert!(ingest(f, &r).await);
+    }
+    let mut first = names.clone();
+    first.sort();
+    first.truncate(views::SAMPLE_HOSTS);
+    // Byte order: "B" "Yak" "Zed" "a-b" "aB" "a_b" "ab" "h00"...; en-US
+    // would name "a_b" "a-b" "ab" "aB" "B" "h00"... and neither "Yak" nor
+    // "Zed".
+    assert_eq!(first[..7], ["B", "Yak", "Zed", "a-b", "aB", "a_b", "ab"]);
+    let drift = f.drift(5_000).await.unwrap();
+    assert_eq!(drift.clusters[0].hosts, names.len() as u64);
+    assert_eq!(drift.clusters[0].sample_hosts, first, "the drift view");
+    let summary = f.drift_summary(5_000, 1).await.unwrap();
+    assert_eq!(summary.clusters[0].sample_hosts, first, "the overview");
+}
+
+#[test]
+fn sample_hosts_in_byte_order() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let (_dir, lite) = crate::support::sqlite();
+        sample_hosts_are_the_first_in_byte_order(&lite).await;
+        if let Some((pg, how)) = crate::support::postgres_collated().await {
+            eprintln!("PostgreSQL database collated by {how}");
+            sample_hosts_are_the_first_in_byte_order(&pg).await;
+        }
+    });
+}
+
 /// A fleet with a bit of everything: converged, failed, drifted (findings
 /// and a Tree), quarantined, a stack, a host never heard from, a stale one.
 async fn a_mixed_fleet<B: Backend>(f: &Fleet<B>) {

@@ -26,6 +26,91 @@ pub fn sqlite() -> (tempfile::TempDir, Fleet<SqliteBackend>) {
 /// The URL of a fresh PostgreSQL database, or `None` (with a note) when no
 /// server is configured and none is required.
 pub async fn postgres_url() -> Option<String> {
+    let (client, base) = postgres_server().await?;
+    let name = database_name();
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    Some(format!("{prefix}/{name}"))
+}
+
+/// Names in an order that a byte comparison and a language's collation
+/// disagree on (en-US: `a_b a-b ab aB B`; bytes: `B a-b aB a_b ab`).
+pub const COLLATION_PROBE: [&str; 5] = ["a-b", "a_b", "aB", "ab", "B"];
+
+/// A fresh PostgreSQL database whose default collation is not byte order
+/// (`en-US` by ICU, or libc's `en_US.UTF-8`), and which one it is; `None`
+/// (with a note) when there is no server, or when the server can make no
+/// such database and none is required: `scripts/postgres` initialises its
+/// server in the machine's locale, often `C.UTF-8`, which orders text as
+/// bytes do and so hides any query that forgets to ask for byte order.
+pub async fn postgres_collated() -> Option<(Fleet<PostgresBackend>, &'static str)> {
+    let (client, base) = postgres_server().await?;
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    for (how, options) in [
+        (
+            "ICU en-US",
+            "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'",
+        ),
+        (
+            "libc en_US.UTF-8",
+            "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'en_US.UTF-8' LC_CTYPE 'en_US.UTF-8'",
+        ),
+    ] {
+        let name = database_name();
+        if let Err(e) = client
+            .batch_execute(&format!("CREATE DATABASE {name} {options}"))
+            .await
+        {
+            eprintln!("note: cannot create a database with {how}: {e}");
+            continue;
+        }
+        let url = format!("{prefix}/{name}");
+        let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let probe = COLLATION_PROBE
+            .iter()
+            .map(|h| format!("('{h}')"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let row = db
+            .query_one(
+                &format!("SELECT string_agg(h, ' ' ORDER BY h) FROM (VALUES {probe}) AS v(h)"),
+                &[],
+            )
+            .await
+            .unwrap();
+        let ordered: String = row.get(0);
+        let mut bytes = COLLATION_PROBE.to_vec();
+        bytes.sort();
+        if ordered == bytes.join(" ") {
+            eprintln!("note: a database with {how} orders text as bytes do: {ordered}");
+            continue;
+        }
+        let fleet = Fleet::new(
+            PostgresBackend::open(&url, MIGRATIONS::POSTGRES)
+                .await
+                .unwrap(),
+        );
+        return Some((fleet, how));
+    }
+    assert!(
+        std::env::var("DATUM_POSTGRES_REQUIRED").as_deref() != Ok("1"),
+        "DATUM_POSTGRES_REQUIRED=1 but the PostgreSQL server can make no database whose collation differs from byte order (neither ICU nor an en_US.UTF-8 locale)"
+    );
+    eprintln!(
+        "note: no PostgreSQL database with a collation other than byte order: the PostgreSQL half of this test is skipped"
+    );
+    None
+}
+
+/// A client of the `DATUM_TEST_POSTGRES` server and its URL, or `None`
+/// (with a note) when no server is configured and none is required.
+async fn postgres_server() -> Option<(tokio_postgres::Client, String)> {
     let Ok(base) = std::env::var("DATUM_TEST_POSTGRES") else {
         assert!(
             std::env::var("DATUM_POSTGRES_REQUIRED").as_deref() != Ok("1"),
@@ -40,6 +125,13 @@ pub async fn postgres_url() -> Option<String> {
         .await
         .expect("connect to DATUM_TEST_POSTGRES");
     tokio::spawn(conn);
+    Some((client, base))
+}
+
+/// A new database's name, different for every call.
+fn database_name() -> String {
+    static CALLS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut bytes = [0u8; 6];
     for (i, b) in bytes.iter_mut().enumerate() {
         *b = (std::process::id() as u8).wrapping_add(i as u8 * 37)
@@ -49,13 +141,7 @@ pub async fn postgres_url() -> Option<String> {
                 .subsec_nanos()
                 >> (i * 4)) as u8;
     }
-    let name = format!("fleet_test_{}", hex(&bytes));
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let (prefix, _) = base.rsplit_once('/').unwrap();
-    Some(format!("{prefix}/{name}"))
+    format!("fleet_test_{}{call:02x}", hex(&bytes))
 }
 
 fn hex(b: &[u8]) -> String {
