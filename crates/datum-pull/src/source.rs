@@ -108,11 +108,18 @@ impl Remote {
     /// Reads a remote URL: `https://`, `http://`, `ssh://`, scp-like
     /// `user@host:path`, `git://`, `file://` or an absolute path.
     pub fn parse(url: &str) -> Result<Remote, BadUrl> {
-        let (display, secret) = redact(url);
+        let (display, secret, ambiguous) = redact(url);
         let bad = |why: &str| BadUrl {
             shown: display.clone(),
             why: why.to_owned(),
         };
+        if ambiguous {
+            // git would read another host (the start of the credentials)
+            // and put the rest on its command line and in its messages.
+            return Err(bad(
+                "an `@` comes after the host begins (a `/` in a user name or password, or an `@` in the path): write `/`, `:`, `@`, `?` and `#` in credentials percent-encoded (%2F, %3A, %40, %3F, %23), and no `@` in the path",
+            ));
+        }
         if url.is_empty() {
             return Err(bad("it is empty"));
         }
@@ -175,25 +182,49 @@ impl Remote {
 
 /// A URL with its credentials (for http and https: the whole user part,
 /// since a token is often written as the user name; for the others: a
-/// password) replaced by `(sensitive)`, and the secret that was removed.
-fn redact(url: &str) -> (String, Option<String>) {
+/// password) replaced by `(sensitive)`, the secret that was removed, and
+/// whether the URL is ambiguous: an `@` after the first `/` of a
+/// `scheme://` URL, or after the first `:` of an scp-like one. A
+/// credential written with a raw `/` (`https://u:pa/ss@host/x`) is read by
+/// git as a host `u` and a path holding the rest, so the credentials are
+/// taken to end at the last `@` whatever comes before it: everything up to
+/// it is hidden (more than needed when it was an `@` in the path, never
+/// less), and [`Remote::parse`] refuses such a URL.
+fn redact(url: &str) -> (String, Option<String>, bool) {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return (url.to_owned(), None);
+        // scp-like `[user@]host:path`: a user part holding a `:` is no
+        // user name git would read.
+        return match (url.rfind('@'), url.find(':')) {
+            (Some(at), Some(colon)) if colon < at => (
+                format!("(sensitive)@{}", &url[at + 1..]),
+                Some(url[..at].to_owned()),
+                true,
+            ),
+            _ => (url.to_owned(), None, false),
+        };
+    };
+    let Some(at) = rest.rfind('@') else {
+        return (url.to_owned(), None, false);
     };
     let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return (url.to_owned(), None);
-    };
+    if at > authority_end {
+        return (
+            format!("{scheme}://(sensitive)@{}", &rest[at + 1..]),
+            Some(rest[..at].to_owned()),
+            true,
+        );
+    }
+    let (userinfo, host) = (&rest[..at], &rest[at + 1..authority_end]);
     let web = matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https");
     let (shown, secret) = match userinfo.split_once(':') {
         Some((user, password)) if !web => (format!("{user}:(sensitive)"), password.to_owned()),
         _ if web => ("(sensitive)".to_owned(), userinfo.to_owned()),
-        _ => return (url.to_owned(), None),
+        _ => return (url.to_owned(), None, false),
     };
     (
         format!("{scheme}://{shown}@{host}{}", &rest[authority_end..]),
         (!secret.is_empty()).then_some(secret),
+        false,
     )
 }
 
@@ -336,5 +367,45 @@ mod tests {
             bundle(Path::new("/m/x.bundle")).display(),
             "bundle:/m/x.bundle"
         );
+    }
+
+    #[test]
+    fn a_credential_holding_a_slash_never_shows_in_any_form() {
+        // Percent-encoded, as a URL must write it: hidden, and handed to
+        // git decoded through the credential protocol.
+        let r = Remote::parse("https://deploy:can%2Fary-pw@h/x.git").unwrap();
+        assert_eq!(r.display(), "https://(sensitive)@h/x.git");
+        let source = Source::Remote(r);
+        assert_eq!(source.location(), "https://h/x.git");
+        assert_eq!(source.credentials().unwrap().password, "can/ary-pw");
+        let r = Remote::parse("ssh://git:can%2Fary-pw@h/x.git").unwrap();
+        assert_eq!(r.display(), "ssh://git:(sensitive)@h/x.git");
+        // Raw: git would read a host `deploy` and a path holding the rest,
+        // so it is refused, and the message hides all of it.
+        for url in [
+            "https://deploy:can/ary-pw@h/x.git",
+            "https://can/ary-pw@h/x.git",
+            "http://deploy:can/ary-pw@h:8080/x.git",
+            "ssh://git:can/ary-pw@h/x.git",
+            "git+ssh://git:can/ary-pw@h/x.git",
+            "git://u:can/ary-pw@h/x.git",
+            "file://u:can/ary-pw@/srv/x.git",
+            "https://deploy:c@n/ary-pw@h/x.git",
+            "https://deploy:can/ary-pw@h/x.git?a@b",
+            "git:can/ary-pw@h:x.git",
+            "deploy:can%2Fary-pw@h:x.git",
+        ] {
+            let err = Remote::parse(url).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                !text.contains("ary-pw") && !text.contains("can/") && !text.contains("can%2F"),
+                "{url}: {text}"
+            );
+            assert!(text.contains("(sensitive)@"), "{url}: {text}");
+            assert!(text.contains("percent-encoded"), "{url}: {text}");
+        }
+        // An scp-like address with a user name only is as it was.
+        let r = Remote::parse("git@h:o/x.git").unwrap();
+        assert_eq!(r.display(), "git@h:o/x.git");
     }
 }

@@ -1627,6 +1627,47 @@ fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_mus
     assert!(bed.p("root/etc/datum/repository/datum.yaml").exists());
 }
 
+#[test]
+fn a_password_holding_a_slash_is_hidden_in_every_form_of_url() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let signers = bed.p("allowed_signers").display().to_string();
+    // The canary password `can/ary-s3cret`, percent-encoded as a URL must
+    // write it, or raw (which git would read as a host and a path).
+    for url in [
+        "https://deploy:can%2Fary-s3cret@127.0.0.1:9/x.git",
+        "https://deploy:can%2fary-s3cret@127.0.0.1:9/x.git",
+        "https://deploy:can/ary-s3cret@127.0.0.1:9/x.git",
+        "https://can/ary-s3cret@127.0.0.1:9/x.git",
+        "ssh://git:can/ary-s3cret@127.0.0.1:9/x.git",
+        "ssh://git:can%2Fary-s3cret@127.0.0.1:9/x.git",
+        "git://u:can/ary-s3cret@127.0.0.1:9/x.git",
+        "git:can/ary-s3cret@127.0.0.1:x.git",
+    ] {
+        // On the command line and in pull.yaml, in each output format.
+        bed.write("pull.yaml", &format!("url: {url}\n"));
+        let config = bed.p("pull.yaml").display().to_string();
+        for output in ["human", "json"] {
+            for given in [["--url", url], ["--config", config.as_str()]] {
+                let out = Run(bed
+                    .datum(&["--output", output, "pull"])
+                    .args(given)
+                    .args(["--allowed-signers", &signers])
+                    .output()
+                    .unwrap());
+                out.assert_exit(1);
+                let all = format!("{}{}", out.stdout(), out.stderr());
+                for secret in ["ary-s3cret", "can/", "can%2", "can%252"] {
+                    assert!(!all.contains(secret), "{url} ({output}): {all}");
+                }
+                assert!(all.contains("(sensitive)@127.0.0.1"), "{url}: {all}");
+            }
+        }
+    }
+}
+
 /// Whether some process's command line holds `needle` now.
 fn on_a_command_line(needle: &[u8]) -> Option<String> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
