@@ -1293,19 +1293,21 @@ impl<'r> Analysis<'r> {
 
         let desired = Desired::from_fields(m.fields.into_iter().map(|(k, (v, _))| (k, v)));
         // A field that is sensitive by its nature (a User's password hash)
-        // makes the whole resource sensitive, whatever `sensitive:` says.
-        let sensitive = sensitive
-            || provider
-                .map_or(&[][..], |p| p.sensitive_fields())
-                .iter()
-                .any(|f| desired.get(f).is_some());
+        // makes the whole resource sensitive, whatever `sensitive:` says;
+        // only that field's value is hidden among its differences, unless
+        // the resource is sensitive itself.
+        let by_field = provider
+            .map_or(&[][..], |p| p.sensitive_fields())
+            .iter()
+            .any(|f| desired.get(f).is_some());
         Resource {
             id: m.id,
             desired,
             content,
             requires,
             class,
-            sensitive,
+            sensitive: sensitive || by_field,
+            sensitive_by_field_only: by_field && !sensitive,
             validate,
             origin: last.origin(),
             field_origins,

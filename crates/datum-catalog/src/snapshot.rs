@@ -1313,6 +1313,7 @@ mod tests {
             requires: vec![],
             class: "normal".to_owned(),
             sensitive,
+            sensitive_by_field_only: false,
             validate: None,
             origin: datum_core::Origin::default(),
             field_origins: Default::default(),

@@ -258,6 +258,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             id: &r.id,
                             class: &r.class,
                             sensitive: r.sensitive,
+                            masked_only: r
+                                .sensitive_by_field_only
+                                .then(|| provider.sensitive_fields()),
                             owns_subtree: provider.owns_subtree(),
                             target: r.desired_str("path"),
                             observed: &observed,

@@ -746,6 +746,9 @@ fn inspect(
         id: &resource.id,
         class: &resource.class,
         sensitive: resource.sensitive,
+        masked_only: resource
+            .sensitive_by_field_only
+            .then(|| provider.sensitive_fields()),
         owns_subtree: provider.owns_subtree(),
         target: resource.desired_str("path"),
         observed: &observed,

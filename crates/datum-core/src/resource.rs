@@ -28,7 +28,18 @@ pub struct Resource {
     pub content: Option<Content>,
     pub requires: Vec<ResourceId>,
     pub class: String,
+    /// Whether the resource's values are secret: its own `sensitive: true`,
+    /// or a field its kind calls sensitive is declared (a User's
+    /// `password_hash`). Content, digests and validator output of a
+    /// sensitive resource are never shown.
     pub sensitive: bool,
+    /// Whether `sensitive` comes only from such a field, not from the
+    /// resource's own `sensitive: true`: then only that field's value is
+    /// hidden among its field differences (`datum check` shows a User's
+    /// shell, never its hash). `false` by default, which hides every field
+    /// of a sensitive resource.
+    #[serde(default)]
+    pub sensitive_by_field_only: bool,
     /// Name of a validator from the program's registry (never a command line).
     pub validate: Option<String>,
     /// The document that declared the resource (the last layer that touched it).
@@ -54,6 +65,7 @@ impl Resource {
             requires: Vec::new(),
             class: DEFAULT_CLASS.to_owned(),
             sensitive: false,
+            sensitive_by_field_only: false,
             validate: None,
             origin: Origin::default(),
             field_origins: BTreeMap::new(),

@@ -277,6 +277,36 @@ mod layering {
         assert_eq!(a.field_origins["class"].layer, "web");
         assert_eq!(a.field_origins["validate"].to_string(), "base/a.yaml:7:13");
     }
+
+    /// A User that declares a password hash is sensitive, but only through
+    /// that field (check masks the hash alone); one that says
+    /// `sensitive: true` itself is sensitive whole.
+    #[test]
+    fn a_sensitive_field_makes_a_resource_sensitive_through_that_field_only() {
+        let repo = Repo::two_layers();
+        let user = |name: &str, envelope: &str| {
+            format!(
+                "datum: v1alpha1\ntype: User\nname: {name}\n{envelope}desired: {{shell: /bin/sh, password_hash: \"$6$s$h\"}}\n"
+            )
+        };
+        repo.file(
+            "base/users.yaml",
+            &[
+                user("deploy", ""),
+                user("vault", "sensitive: true\n"),
+                "datum: v1alpha1\ntype: User\nname: plain\ndesired: {shell: /bin/sh}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        let flags = |name: &str| {
+            let r = cat.get(&ResourceId::new("User", name)).unwrap();
+            (r.sensitive, r.sensitive_by_field_only)
+        };
+        assert_eq!(flags("deploy"), (true, true));
+        assert_eq!(flags("vault"), (true, false));
+        assert_eq!(flags("plain"), (false, false));
+    }
 }
 
 mod catalogue {

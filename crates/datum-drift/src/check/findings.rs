@@ -47,7 +47,15 @@ pub struct CheckFinding {
 pub struct Inspected<'a> {
     pub id: &'a ResourceId,
     pub class: &'a str,
+    /// Whether the resource's values are secret (`Resource::sensitive`):
+    /// no content digest or diff, and its field differences masked (all of
+    /// them, or those `masked_only` names).
     pub sensitive: bool,
+    /// The only fields a sensitive resource masks, when it is sensitive
+    /// only because it declares them (a User's `password_hash`, its kind's
+    /// sensitive fields); `None` masks every field (the resource's own
+    /// `sensitive: true`).
+    pub masked_only: Option<&'a [&'a str]>,
     /// Whether the resource owns the whole folder at its path (its kind's
     /// `owns_subtree` capability, a Tree's): its findings are per entry.
     pub owns_subtree: bool,
@@ -71,7 +79,10 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
     };
     let mut diffs: Vec<AttrDiff> = Vec::new();
     for change in &r.diff.changes {
-        diffs.push(if r.sensitive {
+        let masked = r.sensitive
+            && r.masked_only
+                .is_none_or(|only| only.contains(&change.field.as_str()));
+        diffs.push(if masked {
             AttrDiff::sensitive(change.field.clone())
         } else {
             // The provider's diff goes live -> declared (what apply does):
@@ -299,6 +310,7 @@ mod tests {
             id: &id,
             class: "normal",
             sensitive,
+            masked_only: None,
             owns_subtree: false,
             target: Some("/etc/x"),
             observed: &observed,
@@ -363,6 +375,38 @@ mod tests {
         assert!(!text.contains("old") && !text.contains("0600"));
     }
 
+    /// A resource sensitive only through a field its kind calls sensitive
+    /// (a User's `password_hash`) masks that field alone, and any content.
+    #[test]
+    fn a_resource_sensitive_by_a_field_masks_that_field_only() {
+        let id = ResourceId::new("User", "deploy");
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        let diff = update(&["shell", "password_hash"], true);
+        let f = findings_for(&Inspected {
+            id: &id,
+            class: "normal",
+            sensitive: true,
+            masked_only: Some(&["password_hash"]),
+            owns_subtree: false,
+            target: None,
+            observed: &observed,
+            diff: &diff,
+        });
+        let diffs = &f[0].finding.diffs;
+        let masked: Vec<(&str, bool)> =
+            diffs.iter().map(|d| (d.path(), d.is_sensitive())).collect();
+        assert_eq!(
+            masked,
+            [("shell", false), ("password_hash", true), ("content", true)]
+        );
+        assert_eq!(
+            (diffs[0].before(), diffs[0].after()),
+            (Some("0644"), Some("0600"))
+        );
+        assert!(f[0].content_diff.is_none());
+    }
+
     #[test]
     fn tree_differences_group_by_category() {
         let id = ResourceId::new("Tree", "conf");
@@ -380,6 +424,7 @@ mod tests {
             id: &id,
             class: "normal",
             sensitive: false,
+            masked_only: None,
             owns_subtree: true,
             target: None,
             observed: &observed,

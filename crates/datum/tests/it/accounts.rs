@@ -352,3 +352,106 @@ fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
         assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
     }
 }
+
+/// `datum check` of a User that declares a hash masks the hash only: its
+/// shell's drift shows the shells, as `datum plan` does. A User that is
+/// `sensitive: true` itself keeps every field masked. The hash is in no
+/// output and not in the state store.
+#[test]
+fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let user = |name: &str, uid: u32, envelope: &str| {
+        format!(
+            "datum: v1alpha1\ntype: User\nname: {name}\n{envelope}desired:\n  uid: {uid}\n  shell: /bin/sh\n  password_hash: \"{HASH}\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&format!(
+        "{}---\n{}",
+        user("deploy", 2000, ""),
+        user("vault", 2001, "sensitive: true\n")
+    ));
+    accounts_root(&s);
+    let mut outputs = vec![s.datum(&["apply"])];
+    assert_exit(&outputs[0], 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    fs::write(
+        s.live("/etc/passwd"),
+        passwd.replace(":/bin/sh\n", ":/bin/dash\n"),
+    )
+    .unwrap();
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    fs::write(
+        s.live("/etc/shadow"),
+        shadow.replace(HASH, "$6$other$CANARY-OTHER-b81d"),
+    )
+    .unwrap();
+    let markdown = s.root().join("check.md");
+    let check = s.datum(&["check", "--markdown", markdown.to_str().unwrap()]);
+    assert_exit(&check, 2);
+    let json = s.datum(&["--output", "json", "check"]);
+    assert_exit(&json, 2);
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+
+    // The plan and the check both show deploy's shells.
+    let text = stdout(&check);
+    let block = |text: &str, id: &str| -> String {
+        let start = text
+            .find(id)
+            .unwrap_or_else(|| panic!("{id} missing:\n{text}"));
+        let rest = &text[start + id.len()..];
+        let end = rest.find("User[").unwrap_or(rest.len());
+        rest[..end].to_owned()
+    };
+    for shown in [
+        block(&stdout(&plan), "User[deploy]"),
+        block(&text, "User[deploy]"),
+    ] {
+        assert!(
+            shown.contains("/bin/dash") && shown.contains("/bin/sh"),
+            "{shown}\n---\n{text}"
+        );
+        assert!(shown.contains("password_hash"), "{shown}");
+    }
+    // Not vault's: it is sensitive itself.
+    let vault = block(&text, "User[vault]");
+    assert!(
+        vault.contains("shell") && !vault.contains("/bin/"),
+        "{vault}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let changes = |id: &str| -> Vec<serde_json::Value> {
+        doc["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{doc}"))
+            .iter()
+            .filter(|f| f["subject"] == id || f["id"] == id)
+            .flat_map(|f| f["diffs"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let deploy = serde_json::to_string(&changes("User[deploy]")).unwrap();
+    assert!(deploy.contains("/bin/dash"), "{doc}");
+    let vault = serde_json::to_string(&changes("User[vault]")).unwrap();
+    assert!(vault.contains("shell") && !vault.contains("/bin/"), "{doc}");
+
+    outputs.extend([check, json, plan]);
+    for o in &outputs {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
+    }
+    let md = fs::read_to_string(&markdown).unwrap();
+    assert!(!md.contains("CANARY"), "{md}");
+    for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
+        if entry.file_type().unwrap().is_file() {
+            let bytes = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("CANARY"),
+                "{:?} holds the hash",
+                entry.path()
+            );
+        }
+    }
+}
