@@ -128,6 +128,10 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             std::io::ErrorKind::NotFound.into(),
         ))
     };
+    // The link's folder first: a refusal of it (a folder others may write
+    // to on the way) leaves Datum's own folders as they were, not made.
+    let (link_parent_declared, link_name) = split_link(&config.deploy)?;
+    let link_parent = folder_of_link(&host, &link_parent_declared)?;
     let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
         .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
     let pull_dir = datum_dir
@@ -139,9 +143,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         .subdir(CHECKOUTS, true)?
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
 
-    // The link and what it points at now.
-    let (link_parent_declared, link_name) = split_link(&config.deploy)?;
-    let link_parent = folder_of_link(&host, &link_parent_declared)?;
+    // The link and what it points at now (read under the lock).
     let link = link_parent.entry(&link_name);
     let link_path = link.path().to_path_buf();
     let current = match link.lstat()? {
@@ -566,9 +568,15 @@ fn prune(
 /// relative to the folder above. Every folder on the way below the root
 /// must be owned by root (or the user running Datum) and writable by its
 /// owner only ([`only_ours`]).
+///
+/// It runs before anything else of the pull's is made, so a refusal here
+/// changes nothing but the folders this walk made (said in the message:
+/// only a folder someone else makes or changes meanwhile, below one made
+/// here, can be refused after one was made).
 fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
     let mut here = PathBuf::from("/");
     let mut current = host.root_dir()?;
+    let mut made: Vec<PathBuf> = Vec::new();
     for component in declared.components() {
         let Component::Normal(name) = component else {
             continue;
@@ -579,7 +587,7 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
             Ok(dir) => dir,
             Err(e) if e.is_missing_parent() => {
                 match current.entry(name).create_dir(0o755, None, None) {
-                    Ok(()) => {}
+                    Ok(()) => made.push(parent.path().join(name)),
                     // Made meanwhile by someone else: the walk judges it.
                     Err(HostError::Io { source, .. })
                         if source.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -589,7 +597,7 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
             }
             Err(e) => return Err(e),
         };
-        only_ours(&parent, name)?;
+        only_ours(&parent, name, &made)?;
     }
     Ok(current)
 }
@@ -600,7 +608,7 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
 /// agent would then apply as root. The same rule as for the trust files
 /// (sshd's `StrictModes`), checked from the root down, so no folder
 /// checked can be swapped by someone else after its check.
-fn only_ours(parent: &Dir, name: &OsStr) -> Result<(), HostError> {
+fn only_ours(parent: &Dir, name: &OsStr, made: &[PathBuf]) -> Result<(), HostError> {
     let Some(st) = parent.lstat_entry(name)? else {
         return Ok(());
     };
@@ -615,13 +623,22 @@ fn only_ours(parent: &Dir, name: &OsStr) -> Result<(), HostError> {
     } else {
         return Ok(());
     };
+    let changed = if made.is_empty() {
+        "nothing was changed".to_owned()
+    } else {
+        let made: Vec<String> = made.iter().map(|p| p.display().to_string()).collect();
+        format!(
+            "nothing was changed but the folders made on the way: {}",
+            made.join(", ")
+        )
+    };
     Err(HostError::io(
         "deploy into",
         parent.path().join(name),
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!(
-                "{why}: whoever can write a folder holding the link can point it at a repository of their own, which this host would apply as root; make it owned by root and writable by its owner only (nothing was changed)"
+                "{why}: whoever can write a folder holding the link can point it at a repository of their own, which this host would apply as root; make it owned by root and writable by its owner only ({changed})"
             ),
         ),
     ))

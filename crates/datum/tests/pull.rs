@@ -1140,6 +1140,43 @@ fn a_link_folder_someone_else_may_write_or_owns_is_refused_and_nothing_is_switch
     assert_ne!(bed.deployed().as_deref(), Some(c1.as_str()));
 }
 
+#[test]
+fn a_link_folder_refused_on_a_first_pull_leaves_no_folder_of_datums_behind() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.revision("one", Some("alice"));
+    bed.push();
+    // Before anything was ever pulled here: the refusal says nothing was
+    // changed, and nothing was (no pull folder, no lock, no checkouts).
+    for (rel, m) in [("root/etc/datum", 0o777), ("root/etc", 0o777)] {
+        std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(m)).unwrap();
+        let out = bed.pull(&[]);
+        out.assert_exit(1);
+        assert!(
+            out.stderr().contains("lets others write to it"),
+            "{}",
+            out.stderr()
+        );
+        assert!(
+            out.stderr().contains("nothing was changed"),
+            "{}",
+            out.stderr()
+        );
+        assert!(
+            std::fs::symlink_metadata(bed.p("root/var/lib/datum")).is_err(),
+            "{rel}: the refused pull made var/lib/datum"
+        );
+        std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // A link folder missing on the way is made, and the pull goes on.
+    std::fs::remove_dir_all(bed.p("root/etc")).unwrap();
+    bed.pull(&[]).assert_exit(2);
+    assert!(bed.deployed().is_some());
+}
+
 fn many_files(bed: &Bed, n: usize, value: &str) {
     bed.write("work/datum.yaml", SETTINGS);
     for i in 0..n {
