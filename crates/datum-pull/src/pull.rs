@@ -146,9 +146,15 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     // The link and what it points at now (read under the lock).
     let link = link_parent.entry(&link_name);
     let link_path = link.path().to_path_buf();
+    // The link's own time is when it was switched (a link is made staged
+    // and renamed in place, never changed).
+    let mut switched_at = None;
     let current = match link.lstat()? {
         None => None,
-        Some(st) if st.kind == FileKind::Symlink => Some(link.read_link()?),
+        Some(st) if st.kind == FileKind::Symlink => {
+            switched_at = Some(st.meta.mtime_ns.div_euclid(1_000_000_000));
+            Some(link.read_link()?)
+        }
         Some(st) => {
             return Err(PullError::NotALink {
                 path: link_path,
@@ -223,67 +229,69 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             reason,
         }))
     };
+    // Our link names a checkout of ours that the store does not record: a
+    // pull was killed (or could not write the store) between its switch
+    // and its record. That deployment is recorded, as it happened (at the
+    // link's time, from the checkout's marker), before anything this pull
+    // deploys, and only when this pull ends well (a refusal changes
+    // nothing; the next pull finds it the same way).
+    let missed = marker.as_ref().filter(|m| {
+        current.as_deref() == Some(relative_target(&config.deploy, &m.commit).as_path())
+            && recorded.as_deref() != Some(m.commit.as_str())
+    });
+    let record_missed = |store: &mut Option<Store>, warnings: &mut Vec<String>| {
+        let Some(m) = missed else { return };
+        let rollback = match &recorded {
+            Some(r) => !cache.descends(&m.commit, r).unwrap_or(false),
+            None => false,
+        };
+        let record = Deployment {
+            deployed_at: switched_at.unwrap_or(req.now),
+            revision: m.commit.clone(),
+            previous: recorded.clone(),
+            git_ref: m.git_ref.clone(),
+            source: m.source.clone(),
+            signer: m.signer.clone(),
+            key: m.key.clone(),
+            rollback,
+            allowed_by: rollback.then(|| {
+                "(unknown: the pull that switched it in was interrupted before recording it)"
+                    .to_owned()
+            }),
+        };
+        warnings.push(match record_in(store, &state_dir, &state_name, &record) {
+            Ok(_) => format!(
+                "{} points at {}, which the state store did not record (a pull was interrupted after the switch): recorded now, as deployed at the link's time",
+                link_path.display(),
+                commit::short(&m.commit)
+            ),
+            Err(e) => format!(
+                "{} points at {}, which the state store did not record, and it still cannot be recorded: {e}",
+                link_path.display(),
+                commit::short(&m.commit)
+            ),
+        });
+    };
     if deployed_now.as_deref() == Some(new.as_str()) {
         // Verified when it was deployed; nothing to switch.
-        let ours = current.as_deref() == Some(relative_target(&config.deploy, &new).as_path());
-        let unrecorded = recorded.as_deref() != Some(new.as_str());
-        match &marker {
-            // Our link points at it but the store does not say so: a pull
-            // killed (or failing to write the store) between the switch and
-            // the record. The record is made now, from the checkout's marker.
-            Some(m) if ours && unrecorded => {
-                let rollback = match &recorded {
-                    Some(r) => !cache.descends(&new, r)?,
-                    None => false,
-                };
-                let record = Deployment {
-                    deployed_at: req.now,
-                    revision: new.clone(),
-                    previous: recorded.clone(),
-                    git_ref: m.git_ref.clone(),
-                    source: m.source.clone(),
-                    signer: m.signer.clone(),
-                    key: m.key.clone(),
-                    rollback,
-                    allowed_by: rollback.then(|| {
-                        "(unknown: the pull that switched it in was interrupted before recording it)"
-                            .to_owned()
-                    }),
-                };
-                let stored = match store.take() {
-                    Some(s) => Ok(s),
-                    None => Store::open_in(&state_dir, &state_name),
-                };
-                warnings.push(match stored.and_then(|mut s| s.record_deployment(&record)) {
-                    Ok(_) => format!(
-                        "{} points at {}, which the state store did not record (a pull was interrupted after the switch): recorded now",
-                        link_path.display(),
-                        commit::short(&new)
-                    ),
-                    Err(e) => format!(
-                        "{} points at {}, which the state store did not record, and it still cannot be recorded: {e}",
-                        link_path.display(),
-                        commit::short(&new)
-                    ),
-                });
-                if let Err(e) = cache.deployed(&new) {
-                    warnings.push(format!(
-                        "cannot mark {} deployed in the cache: {e}",
-                        commit::short(&new)
-                    ));
-                }
+        if missed.is_some() {
+            record_missed(&mut store, &mut warnings);
+            if let Err(e) = cache.deployed(&new) {
+                warnings.push(format!(
+                    "cannot mark {} deployed in the cache: {e}",
+                    commit::short(&new)
+                ));
             }
-            _ => {
-                if let Some(r) = recorded.as_ref().filter(|_| unrecorded) {
-                    warnings.push(format!(
-                        "the state store records {} as deployed, but {} points at {}",
-                        commit::short(r),
-                        link_path.display(),
-                        commit::short(&new)
-                    ));
-                }
-                cache.forget_incoming()?;
+        } else {
+            if let Some(r) = recorded.as_ref().filter(|r| **r != new) {
+                warnings.push(format!(
+                    "the state store records {} as deployed, but {} points at {}",
+                    commit::short(r),
+                    link_path.display(),
+                    commit::short(&new)
+                ));
             }
+            cache.forget_incoming()?;
         }
         return Ok(Outcome::UpToDate {
             revision: new,
@@ -428,11 +436,9 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             None
         },
     };
-    let stored = match store.take() {
-        Some(s) => Ok(s),
-        None => Store::open_in(&state_dir, &state_name),
-    };
-    if let Err(e) = stored.and_then(|mut s| s.record_deployment(&record)) {
+    // A switch the store missed comes first in the history.
+    record_missed(&mut store, &mut warnings);
+    if let Err(e) = record_in(&mut store, &state_dir, &state_name, &record) {
         warnings.push(format!(
             "{} is deployed but could not be recorded in the state store: {e}",
             commit::short(&new)
@@ -457,6 +463,23 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         pruned,
         warnings,
     })))
+}
+
+/// Records `deployment` in the state store, opening it (creating it) when
+/// this pull has not yet.
+fn record_in(
+    store: &mut Option<Store>,
+    dir: &PrivateDir,
+    name: &str,
+    deployment: &Deployment,
+) -> Result<i64, datum_store::StoreError> {
+    let mut opened = match store.take() {
+        Some(s) => s,
+        None => Store::open_in(dir, name)?,
+    };
+    let recorded = opened.record_deployment(deployment);
+    *store = Some(opened);
+    recorded
 }
 
 /// The trust files, read once (owner and mode checked). A file that is

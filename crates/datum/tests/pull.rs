@@ -810,6 +810,72 @@ fn a_switch_the_state_store_missed_is_recorded_by_the_next_pull() {
 }
 
 #[test]
+fn a_switch_the_state_store_missed_is_recorded_first_when_the_remote_has_moved_since() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A pull killed after switching the link to c2 and before recording it.
+    let state = bed.p("root/var/lib/datum/state.db");
+    let aside = bed.p("state.db.before");
+    std::fs::copy(&state, &aside).unwrap();
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    std::fs::copy(&aside, &state).unwrap();
+    // Switched at a time of its own, well before the next pull.
+    let switched = 1_700_000_000;
+    let touched = Command::new("touch")
+        .args(["-h", "-d", &format!("@{switched}")])
+        .arg(bed.link())
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    // The remote moves on before the next pull.
+    let c3 = bed.revision("three", Some("alice"));
+    bed.push();
+    let out = bed.pull(&[]);
+    out.assert_exit(2);
+    assert!(out.stderr().contains("recorded now"), "{}", out.stderr());
+    assert_eq!(bed.deployed().as_deref(), Some(c3.as_str()));
+    let history = bed.status()["history"].clone();
+    assert_eq!(history.as_array().unwrap().len(), 3, "{history}");
+    assert_eq!(history[0]["revision"], c3.as_str(), "{history}");
+    assert_eq!(history[0]["previous"], c2.as_str(), "{history}");
+    assert_eq!(history[1]["revision"], c2.as_str(), "{history}");
+    assert_eq!(history[1]["previous"], c1.as_str(), "{history}");
+    assert_eq!(
+        history[1]["deployed_at"], "2023-11-14T22:13:20Z",
+        "{history}"
+    );
+    assert_eq!(history[1]["signer"], "alice@example.com", "{history}");
+    assert_eq!(history[1]["rollback"], false, "{history}");
+    assert_eq!(history[2]["revision"], c1.as_str(), "{history}");
+    // Once: the pull after it is quiet.
+    let out = bed.pull(&[]);
+    out.assert_exit(0);
+    assert!(!out.stderr().contains("warning"), "{}", out.stderr());
+    assert_eq!(bed.status()["history"].as_array().unwrap().len(), 3);
+
+    // A refused revision changes nothing, a missed switch's record
+    // included: the pull that next goes well records it.
+    std::fs::copy(&state, &aside).unwrap();
+    let c4 = bed.revision("four", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    std::fs::copy(&aside, &state).unwrap();
+    bed.revision("unsigned", None);
+    refused(&bed, "the commit is not signed");
+    let c5 = bed.revision("five", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    let history = bed.status()["history"].clone();
+    assert_eq!(history[0]["revision"], c5.as_str(), "{history}");
+    assert_eq!(history[0]["previous"], c4.as_str(), "{history}");
+    assert_eq!(history[1]["revision"], c4.as_str(), "{history}");
+    assert_eq!(history[1]["previous"], c3.as_str(), "{history}");
+}
+
+#[test]
 fn a_pull_killed_mid_checkout_leaves_the_deployed_revision_whole_and_the_next_pull_completes() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
