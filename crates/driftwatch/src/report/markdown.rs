@@ -234,6 +234,15 @@ fn html_text(text: &str) -> String {
     out
 }
 
+/// Why a stack could not be checked (the engine's error: what terraform printed, which holds
+/// a provider's message or a name from the configuration), as Markdown text in a paragraph
+/// or a table cell: `html_text`, so `<script>` or `<img …>` is text and not markup in the
+/// issue; backticks as `&#96;`, since a pair would open a code span and show the escapes
+/// inside it as written; then `cell` (`|`, line breaks).
+pub(crate) fn error_text(text: &str) -> String {
+    cell(&html_text(text).replace('`', "&#96;"))
+}
+
 fn capitalise(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {

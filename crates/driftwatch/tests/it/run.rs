@@ -329,6 +329,42 @@ fn one_failed_stack_still_gets_its_markdown_page() {
 }
 
 #[test]
+fn a_failed_stack_s_engine_error_is_text_in_its_markdown() {
+    // The engine's error is whatever terraform printed (a provider's message, a name from
+    // the configuration): in the Markdown pages it is text, never markup, a table cell
+    // break or a code span.
+    let dir = tempfile::tempdir().unwrap();
+    let [_, _, broken] = three_stacks(dir.path());
+    std::fs::write(
+        broken.join("fake-fail"),
+        "Error: <script>alert(1)</script> in `main.tf` | col & \"x\" <img src=x onerror=y>\n",
+    )
+    .unwrap();
+    let md = dir.path().join("md");
+    let out = outcome(
+        many_cmd(dir.path(), &[broken])
+            .arg("--markdown-dir")
+            .arg(&md),
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let shown = "Error: &lt;script&gt;alert(1)&lt;/script&gt; in &#96;main.tf&#96; \\| col &amp; \
+                 &quot;x&quot; &lt;img src=x onerror=y&gt;";
+    let page = std::fs::read_to_string(md.join("broken.md")).unwrap();
+    let summary = std::fs::read_to_string(md.join("summary.md")).unwrap();
+    for (what, text) in [("broken.md", &page), ("summary.md", &summary)] {
+        assert!(text.contains(shown), "{what}: {text}");
+        for raw in ["<script", "<img", "`main.tf`", " | col"] {
+            assert!(!text.contains(raw), "{what} holds {raw:?}: {text}");
+        }
+    }
+    // The summary's row keeps its columns: its one unescaped `|` per cell boundary.
+    let row = summary.lines().find(|l| l.contains("`broken`")).unwrap();
+    let header = summary.lines().find(|l| l.starts_with('|')).unwrap();
+    let boundaries = |l: &str| l.replace("\\|", "").matches('|').count();
+    assert_eq!(boundaries(row), boundaries(header), "{summary}");
+}
+
+#[test]
 fn a_stack_named_summary_is_refused_with_a_markdown_dir() {
     // Its page and the summary table would both be summary.md, one overwriting the other.
     let dir = tempfile::tempdir().unwrap();
