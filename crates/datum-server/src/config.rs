@@ -209,6 +209,19 @@ impl ServerConfig {
                 at.line, at.column, config.stale_factor
             )));
         }
+        if config.first_report_within.as_secs() > crate::api::INTERVAL_MAX_S {
+            // The views take it as i64 seconds: past i64::MAX it turned negative, and every
+            // host never heard from (or stating no interval) was stale at once.
+            let at = doc
+                .get("first_report_within")
+                .map_or(doc.start, |e| e.key_start);
+            return Err(err(format!(
+                "{}:{}: `first_report_within` must be a century at most, not {}",
+                at.line,
+                at.column,
+                humantime::format_duration(config.first_report_within)
+            )));
+        }
         if let Some(s) = &config.sampling
             && !(s.fraction > 0.0 && s.fraction <= 1.0 && !s.round.is_zero())
         {
@@ -364,6 +377,31 @@ mod tests {
                 "{huge}: {e}"
             );
         }
+        let line = base
+            .lines()
+            .position(|l| l.starts_with("first_report_within:"))
+            .unwrap()
+            + 1;
+        let e = ServerConfig::parse(
+            Path::new("/d/server.yaml"),
+            &base.replace(
+                "first_report_within: 1h",
+                "first_report_within: 500000000000years",
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "/d/server.yaml: {line}:1: `first_report_within` must be a century at most, not "
+            )),
+            "{e}"
+        );
+        let century = ServerConfig::parse(
+            Path::new("s"),
+            &base.replace("first_report_within: 1h", "first_report_within: 100years"),
+        )
+        .unwrap();
+        assert_eq!(century.first_report_within.as_secs(), 3_155_760_000);
         let edge = ServerConfig::parse(
             Path::new("s"),
             &base.replace("stale_factor: 3", "stale_factor: 1000"),
