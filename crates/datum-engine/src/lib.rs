@@ -32,6 +32,7 @@ mod observe;
 mod pass;
 mod report;
 mod select;
+mod settled;
 mod verified;
 
 #[cfg(test)]

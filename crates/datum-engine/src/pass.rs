@@ -51,6 +51,7 @@ use crate::group::GroupChecks;
 use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 use crate::select::{self, PassOptions, Stale};
+use crate::settled::Settled;
 use crate::verified::VerifiedRecords;
 
 /// Whether the pass may change the host.
@@ -254,6 +255,8 @@ pub fn run_pass_with(
     // Resource -> the failed resource that stopped it (itself when it failed).
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
     let mut changed: HashSet<ResourceId> = HashSet::new();
+    // In a plan: what could still change the host before each resource.
+    let mut settled = (ctx.mode == Mode::Plan).then(|| Settled::new(&selected, &observations));
     // One report per resource: sized once (grown by doubling, the list of
     // 20,000 reports held half as much again, unused, at the pass's peak).
     let mut summary = PassSummary {
@@ -400,11 +403,15 @@ pub fn run_pass_with(
                                 &mut notifications,
                                 ctx,
                                 staged_ahead,
+                                settled.as_ref().map(|s| (s, &changed)),
                             ),
                         }
                     }
                 }
             };
+            if let Some(settled) = settled.as_mut() {
+                settled.record(observations.bound(index), step.action, &step.outcome);
+            }
             if matches!(
                 step.outcome,
                 Outcome::Changed { .. } | Outcome::WouldChange { .. }
@@ -589,7 +596,16 @@ pub(crate) fn run_resource(
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
 ) -> Step {
-    run_resource_staged(resource, bound, cached, known, notifications, ctx, None)
+    run_resource_staged(
+        resource,
+        bound,
+        cached,
+        known,
+        notifications,
+        ctx,
+        None,
+        None,
+    )
 }
 
 /// A resource observed converged whose declaration the pass dropped (see
@@ -644,7 +660,14 @@ fn unchanged(
 
 /// [`run_resource`], with the copy `ahead` staged from the same
 /// observation, if it did (used instead of staging again; dropped, which
-/// removes it, when the resource stops before its rename).
+/// removes it, when the resource stops before its rename). `settled`: in
+/// the plan's loop, what could change the host before this resource and
+/// what would change so far, for a refusal that holds only if nothing does
+/// (see [`Settled`]).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the one loop's call site; each argument is one piece of the pass's state for this resource"
+)]
 fn run_resource_staged(
     resource: &Resource,
     bound: Option<&Bound<'_>>,
@@ -653,6 +676,7 @@ fn run_resource_staged(
     notifications: &mut Notifications,
     ctx: &mut PassContext<'_>,
     staged_ahead: Option<Staging>,
+    settled: Option<(&Settled, &HashSet<ResourceId>)>,
 ) -> Step {
     let Some(bound) = bound else {
         // A declaration that did not parse failed its observation; the
@@ -685,8 +709,19 @@ fn run_resource_staged(
     let intent = intent_of(resource, known);
     if ctx.mode == Mode::Plan {
         // What the apply is certain to refuse (a folder where a file is
-        // declared) is a change that would fail, not a pending one.
-        if let Some(why) = provider.refuses(declared, &observed) {
+        // declared) is a change that would fail, not a pending one; so is
+        // what it refuses around the resource (a missing parent, a folder
+        // to remove that is not empty) once nothing before it would change.
+        let refused = provider.refuses(declared, &observed).or_else(|| {
+            let (settled, changed) = settled?;
+            let why = provider.refuses_unless_changed_first(declared, &observed)?;
+            let paths = provider
+                .paths()
+                .map(|p| p.managed_paths(declared))
+                .unwrap_or_default();
+            settled.holds_for(resource, &paths, changed).then_some(why)
+        });
+        if let Some(why) = refused {
             return Step::new(
                 action,
                 diff,

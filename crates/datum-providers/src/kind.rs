@@ -56,6 +56,15 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// See [`Provider::refuses_unless_changed_first`]. Pure.
+    fn refuses_unless_changed_first(
+        &self,
+        _d: &Self::Declaration,
+        _observed: &Observed,
+    ) -> Option<String> {
+        None
+    }
+
     /// See [`Provider::stage`].
     fn stage(
         &self,
@@ -269,6 +278,14 @@ impl<T: Kind> Provider for T {
 
     fn refuses(&self, d: &Declared<'_>, observed: &Observed) -> Option<String> {
         Kind::refuses(self, declaration::<T>(d).ok()?, observed)
+    }
+
+    fn refuses_unless_changed_first(
+        &self,
+        d: &Declared<'_>,
+        observed: &Observed,
+    ) -> Option<String> {
+        Kind::refuses_unless_changed_first(self, declaration::<T>(d).ok()?, observed)
     }
 
     fn stage(

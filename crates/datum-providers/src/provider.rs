@@ -399,6 +399,24 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Why the change cannot be made given what was observed *around* the
+    /// resource's own object (the entries in a folder declared absent, the
+    /// missing parent of a new entry, the excluded entries in a folder a
+    /// purge must clear), which an earlier change of the same pass may still
+    /// alter (a Package installed or purged creates and empties folders).
+    /// The engine reports it in `datum plan` as a change that would fail
+    /// only when nothing before the resource would change the host: nothing
+    /// it requires, no batched kind (applied before everything), nothing
+    /// earlier of a kind that acts beyond declared paths. Otherwise the
+    /// change stays pending and the apply decides. Pure; `None` by default.
+    fn refuses_unless_changed_first(
+        &self,
+        _d: &Declared<'_>,
+        _observed: &Observed,
+    ) -> Option<String> {
+        None
+    }
+
     /// Prepares the change `diff` without making it live: a content change
     /// is written to a staged copy beside the target, with its owner, group
     /// and mode; a kind with nothing to stage returns the plan it will act

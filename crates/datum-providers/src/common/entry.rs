@@ -110,6 +110,73 @@ pub trait EntryProvider: Send + Sync {
 
     /// Removes the entry at `at` (declared `ensure: absent`).
     fn remove(host: &Host, at: &Located) -> Result<(), ProviderError>;
+
+    /// What this kind alone observed around its entry that makes the
+    /// change fail unless an earlier change of the pass alters it (see
+    /// [`crate::Provider::refuses_unless_changed_first`]; a missing parent
+    /// is the blanket impl's). `None` by default.
+    fn refuses_around(_d: &Self::Desired, _observed: &Observed) -> Option<String> {
+        None
+    }
+}
+
+/// Where an entry's observation says why it is absent when its parent is
+/// the reason: [`PARENT_MISSING`], or [`PARENT_NOT_A_DIRECTORY`] with the
+/// declared path of what is there in [`PARENT_AT_FIELD`]. Only an absent
+/// entry whose walk stopped short carries it: the walk found it, no
+/// system call is added.
+pub const PARENT_FIELD: &str = "parent";
+/// See [`PARENT_FIELD`].
+pub const PARENT_AT_FIELD: &str = "parent_at";
+/// The entry's parent folder does not exist.
+pub const PARENT_MISSING: &str = "missing";
+/// A folder on the entry's way is something else.
+pub const PARENT_NOT_A_DIRECTORY: &str = "not_a_directory";
+
+/// The observation of an entry the walk could not reach because a folder
+/// on its way is missing or is not a folder (`e`, a missing parent).
+pub(crate) fn absent_behind(host: &Host, e: &datum_host::HostError) -> Observed {
+    let mut observed = Observed::absent();
+    match e {
+        datum_host::HostError::NotADirectory { parent, .. } => {
+            let declared = parent
+                .strip_prefix(host.root())
+                .map_or_else(|_| parent.clone(), |rest| Path::new("/").join(rest));
+            observed
+                .fields
+                .insert(PARENT_FIELD.to_owned(), Value::from(PARENT_NOT_A_DIRECTORY));
+            observed.fields.insert(
+                PARENT_AT_FIELD.to_owned(),
+                Value::from(declared.to_string_lossy().into_owned()),
+            );
+        }
+        _ => {
+            observed
+                .fields
+                .insert(PARENT_FIELD.to_owned(), Value::from(PARENT_MISSING));
+        }
+    }
+    observed
+}
+
+/// The apply's own error for an entry at `path` whose walk stopped short,
+/// as [`absent_behind`] recorded it (declared paths, not the root's).
+pub(crate) fn parent_refusal(path: &Path, observed: &Observed) -> Option<String> {
+    if observed.presence != Presence::Absent {
+        return None;
+    }
+    let error = match observed.fields.get(PARENT_FIELD)?.as_str()? {
+        PARENT_MISSING => datum_host::HostError::MissingParent {
+            path: path.to_owned(),
+            parent: path.parent()?.to_owned(),
+        },
+        PARENT_NOT_A_DIRECTORY => datum_host::HostError::NotADirectory {
+            path: path.to_owned(),
+            parent: PathBuf::from(observed.fields.get(PARENT_AT_FIELD)?.as_str()?),
+        },
+        _ => return None,
+    };
+    Some(error.to_string())
 }
 
 /// What an entry kind carries from staging to activation.
@@ -158,9 +225,12 @@ impl<T: EntryProvider> Kind for T {
         resource: &Resource,
         d: &T::Desired,
     ) -> Result<Observed, ProviderError> {
-        // A missing parent: nothing can be there.
-        let Some(at) = host.try_locate(d.path())? else {
-            return Ok(Observed::absent());
+        // A missing parent: nothing can be there (and the observation says
+        // why, for `refuses_unless_changed_first`).
+        let at = match host.locate(d.path()) {
+            Ok(at) => at,
+            Err(e) if e.is_missing_parent() => return Ok(absent_behind(host, &e)),
+            Err(e) => return Err(e.into()),
         };
         match at.lstat()? {
             Some(stat) => T::observe_present(host, resource, d, &at, stat),
@@ -182,6 +252,14 @@ impl<T: EntryProvider> Kind for T {
             }
             .to_string()
         })
+    }
+
+    /// A new entry whose parent is missing (or is not a folder) fails
+    /// when it is staged, unless an earlier change makes that parent; and
+    /// what the kind itself says (a folder declared absent that is not
+    /// empty).
+    fn refuses_unless_changed_first(&self, d: &T::Desired, observed: &Observed) -> Option<String> {
+        parent_refusal(d.path(), observed).or_else(|| T::refuses_around(d, observed))
     }
 
     fn stage(

@@ -106,13 +106,20 @@ impl EntryProvider for DirectoryProvider {
         host: &Host,
         _resource: &Resource,
         d: &DirectoryDesired,
-        _at: &Located,
+        at: &Located,
         stat: Stat,
     ) -> Result<Observed, ProviderError> {
         let mut observed = Observed::absent();
         if stat.kind == FileKind::Directory {
             observed.presence = Presence::Present;
             observe_meta(host, &stat.meta, &d.meta, &mut observed.fields);
+            // Only a folder to remove is looked inside (one listing): the
+            // removal fails on anything in it.
+            if d.ensure == Ensure::Absent && holds_entries(at)? {
+                observed
+                    .fields
+                    .insert(HOLDS_ENTRIES_FIELD.to_owned(), Value::Bool(true));
+            }
         } else {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
         }
@@ -146,6 +153,35 @@ impl EntryProvider for DirectoryProvider {
     fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
         remove(host, at)
     }
+
+    /// A folder declared absent that holds entries: the removal refuses it
+    /// (never recursive), unless an earlier change empties it first.
+    fn refuses_around(d: &DirectoryDesired, observed: &Observed) -> Option<String> {
+        let holds = observed.fields.get(HOLDS_ENTRIES_FIELD) == Some(&Value::Bool(true));
+        (d.ensure == Ensure::Absent && observed.presence == Presence::Present && holds).then(|| {
+            datum_host::HostError::DirectoryNotEmpty {
+                path: d.path.clone(),
+            }
+            .to_string()
+        })
+    }
+}
+
+/// Where the observation of a Directory declared absent says that it holds
+/// entries (`true`; left out when it is empty or not looked inside).
+pub const HOLDS_ENTRIES_FIELD: &str = "holds_entries";
+
+/// Whether the folder at `at` holds anything but a killed pass's staging
+/// folders (an apply may sweep those before it gets there: they do not
+/// make the removal's failure certain).
+fn holds_entries(at: &Located) -> Result<bool, ProviderError> {
+    let Some(dir) = at.open_dir()? else {
+        return Ok(false);
+    };
+    let prefix = datum_host::staging::STAGE_PREFIX.as_bytes();
+    Ok(dir.list()?.iter().any(|(name, kind)| {
+        !(*kind == FileKind::Directory && name.as_encoded_bytes().starts_with(prefix))
+    }))
 }
 
 /// The pure comparison behind [`DirectoryProvider::diff`].

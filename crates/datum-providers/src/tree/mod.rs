@@ -423,9 +423,14 @@ impl Kind for TreeProvider {
         d: &TreeDesired,
     ) -> Result<Observed, ProviderError> {
         // Through the boundary: a tree behind a parent link is an error
-        // naming the link, never a listing of where it points.
-        let Some(at) = host.try_locate(&d.path)? else {
-            return Ok(Observed::absent());
+        // naming the link, never a listing of where it points. A missing
+        // parent: nothing is there, and the observation says why.
+        let at = match host.locate(&d.path) {
+            Ok(at) => at,
+            Err(e) if e.is_missing_parent() => {
+                return Ok(crate::common::entry::absent_behind(host, &e));
+            }
+            Err(e) => return Err(e.into()),
         };
         let Some(stat) = at.lstat()? else {
             return Ok(Observed::absent());
@@ -481,6 +486,9 @@ impl Kind for TreeProvider {
             })
             .collect();
         unresolved_accounts(host, d, root_ids, &tree.root_hash().to_string(), &mut items);
+        if d.purge {
+            mark_folders_keeping_excluded(d, &live, &mut items)?;
+        }
         observed
             .fields
             .insert("tree".to_owned(), Value::Array(items));
@@ -499,16 +507,38 @@ impl Kind for TreeProvider {
             return None;
         }
         let items = observed.fields.get("tree")?.as_array()?;
-        let at = items.iter().find(|i| {
-            i.get("category").and_then(Value::as_str) == Some("type_changed")
-                && i.get("found").and_then(Value::as_str) == Some("directory")
-                && i.get("declared").and_then(Value::as_str) != Some("directory")
-        })?;
+        let at = items.iter().find(|i| folder_in_the_way(i))?;
         let path = at.get("path").and_then(Value::as_str).unwrap_or("");
         Some(
             HostError::InTheWay {
                 path: d.path.join(path),
                 found: "directory".to_owned(),
+            }
+            .to_string(),
+        )
+    }
+
+    /// A tree whose parent folder is missing (or is not a folder): the tree
+    /// makes only its own folder. A folder where the source has a file or a
+    /// link, in a tree that purges, holding excluded entries: the walk
+    /// keeps those, so it refuses to remove the folder (see `Walk::clear`).
+    /// Either unless an earlier change of the pass makes or clears it first.
+    fn refuses_unless_changed_first(&self, d: &TreeDesired, observed: &Observed) -> Option<String> {
+        if let Some(why) = crate::common::entry::parent_refusal(&d.path, observed) {
+            return Some(why);
+        }
+        if !d.purge {
+            return None;
+        }
+        let items = observed.fields.get("tree")?.as_array()?;
+        let at = items.iter().find(|i| {
+            folder_in_the_way(i) && i.get(HOLDS_EXCLUDED).and_then(Value::as_bool) == Some(true)
+        })?;
+        let path = at.get("path").and_then(Value::as_str).unwrap_or("");
+        Some(
+            HostError::InTheWay {
+                path: d.path.join(path),
+                found: FOLDER_KEEPING_EXCLUDED.to_owned(),
             }
             .to_string(),
         )
@@ -715,12 +745,60 @@ impl Walk {
         if holds_excluded(&dir, rel, &self.exclusions, &mut Default::default())? {
             return Err(HostError::InTheWay {
                 path: target.path().to_path_buf(),
-                found: "directory holding excluded entries".to_owned(),
+                found: FOLDER_KEEPING_EXCLUDED.to_owned(),
             }
             .into());
         }
         Ok(true)
     }
+}
+
+/// What is in the way when a purge cannot clear a folder (see `Walk::clear`).
+const FOLDER_KEEPING_EXCLUDED: &str = "directory holding excluded entries";
+
+/// Where a difference of a purging tree's observation says that the folder
+/// in the way of a file or link holds excluded entries (`true`).
+pub const HOLDS_EXCLUDED: &str = "holds_excluded";
+
+/// Whether a difference is a folder where the source has a file or a link.
+fn folder_in_the_way(item: &Value) -> bool {
+    item.get("category").and_then(Value::as_str) == Some("type_changed")
+        && item.get("found").and_then(Value::as_str) == Some("directory")
+        && item.get("declared").and_then(Value::as_str) != Some("directory")
+}
+
+/// In a purging tree, a folder where the source has a file or a link is
+/// removed when that entry goes live, unless it holds excluded entries
+/// (`Walk::clear`). The scan leaves excluded entries out, so each such
+/// folder (and only such a folder: a tree without one costs nothing more)
+/// is looked into here, and its difference marked [`HOLDS_EXCLUDED`] for
+/// `refuses_unless_changed_first`.
+fn mark_folders_keeping_excluded(
+    d: &TreeDesired,
+    live: &Dir,
+    items: &mut [Value],
+) -> Result<(), ProviderError> {
+    let mut exclusions = None;
+    let mut folders = Folders::new(live.clone());
+    for item in items.iter_mut() {
+        if !folder_in_the_way(item) {
+            continue;
+        }
+        let Some(rel) = item_path(item) else {
+            continue;
+        };
+        let exclusions = match &exclusions {
+            Some(e) => e,
+            None => exclusions.insert(d.exclusions()?),
+        };
+        let dir = folders.dir(&rel)?;
+        if holds_excluded(&dir, &rel, exclusions, &mut Default::default())?
+            && let Some(obj) = item.as_object_mut()
+        {
+            obj.insert(HOLDS_EXCLUDED.to_owned(), Value::Bool(true));
+        }
+    }
+    Ok(())
 }
 
 /// A declared owner or group that names no account on the host cannot be

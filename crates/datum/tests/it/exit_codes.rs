@@ -39,6 +39,160 @@ fn a_folder_where_a_file_or_link_is_declared_would_fail_in_plan_as_in_apply() {
     assert!(s.live("/srv/current").is_dir());
 }
 
+/// `plan` then `apply` on `s`: both exit 4 and name `reason` (a plan as a
+/// change that would fail, with declared paths; the apply with the root's),
+/// and the host under the root is as it was before either ran.
+fn plan_and_apply_refuse(s: &Sandbox, reasons: &[&str]) {
+    let before = host_files(s);
+    for command in ["plan", "apply"] {
+        let out = s.datum(&[command]);
+        let text = stdout(&out) + &stderr(&out);
+        assert_exit(&out, 4);
+        for reason in reasons {
+            assert!(text.contains(reason), "{command}: {text}");
+        }
+        if command == "plan" {
+            assert!(text.contains("would fail: "), "{text}");
+            assert!(text.contains("Plan: 0 to change"), "{text}");
+        }
+    }
+    assert_eq!(host_files(s), before);
+}
+
+/// The files under the root with their content, Datum's own state left out.
+fn host_files(s: &Sandbox) -> Vec<(String, Option<String>)> {
+    s.files_under_root()
+        .into_iter()
+        .filter(|p| !p.starts_with("var"))
+        .map(|p| {
+            let content = fs::read_to_string(s.root().join(&p)).ok();
+            (p, content)
+        })
+        .collect()
+}
+
+#[test]
+fn a_folder_declared_absent_that_is_not_empty_would_fail_in_plan_as_in_apply() {
+    // Datum removes only empty folders: the plan says this one would fail
+    // (exit 4, not "remove"), as the apply then does.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Directory\nname: old\ndesired:\n  path: /srv/old\n  ensure: absent\n",
+    );
+    s.write("root/srv/old/data", "kept\n");
+    plan_and_apply_refuse(
+        &s,
+        &["/srv/old: it is not empty (Datum removes only empty directories"],
+    );
+    // What is declared absent inside it goes first and may empty it: the
+    // removal is pending, and done.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: Directory\nname: old\ndesired:\n  path: /srv/old\n  ensure: absent\n\
+---\ndatum: v1alpha1\ntype: File\nname: data\ndesired:\n  path: /srv/old/data\n  ensure: absent\n",
+    );
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/srv/old").exists());
+}
+
+#[test]
+fn a_folder_declared_absent_stays_pending_while_a_package_may_empty_it() {
+    // Packages are applied before every other resource: one that would be
+    // removed may take the folder's files with it, so the plan cannot say
+    // the removal fails. Once the package is as declared, it can.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Directory\nname: demo\ndesired:\n  path: /etc/demo\n  ensure: absent\n\
+---\ndatum: v1alpha1\ntype: Package\nname: datum-demo\ndesired:\n  state: absent\n",
+    );
+    s.write("root/etc/demo/demo.conf", "x\n");
+    s.write(
+        "root/var/lib/dpkg/status",
+        "Package: datum-demo\nStatus: install ok installed\nArchitecture: all\nVersion: 1.0-1\nDescription: test\n\n",
+    );
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(
+        stdout(&out).contains("Directory[demo]  remove"),
+        "{}",
+        stdout(&out)
+    );
+    s.write(
+        "root/var/lib/dpkg/status",
+        "Package: datum-demo\nStatus: deinstall ok config-files\nArchitecture: all\nVersion: 1.0-1\nDescription: test\n\n",
+    );
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("would fail: cannot remove directory /etc/demo: it is not empty"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn an_entry_whose_parent_is_missing_or_not_a_folder_would_fail_in_plan_as_in_apply() {
+    // A File, Directory, Symlink or Tree makes only itself: with no folder
+    // to go in (and none declared), the plan says so, as the apply does.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /srv/app/app.conf\n  content: \"x\\n\"\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: cache\ndesired:\n  path: /srv/cache/app\n\
+---\ndatum: v1alpha1\ntype: Symlink\nname: current\ndesired:\n  path: /srv/release/current\n  target: /srv/v2\n\
+---\ndatum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /srv/trees/t\n  source: tree\n",
+    );
+    s.write("repo/base/tree/a.conf", "a\n");
+    s.write("root/srv/release", "a file, not a folder\n");
+    plan_and_apply_refuse(
+        &s,
+        &[
+            "/srv/trees/t: its parent directory",
+            "/srv/trees does not exist",
+            "/srv/app/app.conf: its parent directory",
+            "/srv/app does not exist (create it or declare a Directory for it)",
+            "/srv/cache/app: its parent directory",
+            "/srv/cache does not exist",
+            "/srv/release/current: ",
+            "/srv/release is not a directory",
+        ],
+    );
+    // A declared parent is made first: pending, and done.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /srv/app/app.conf\n  content: \"x\\n\"\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: app\ndesired:\n  path: /srv/app\n",
+    );
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/srv/app/app.conf")).unwrap(),
+        "x\n"
+    );
+}
+
+#[test]
+fn a_purging_tree_blocked_by_a_folder_of_excluded_entries_would_fail_in_plan_as_in_apply() {
+    // The purge removes a folder where the source now has a file, but never
+    // the excluded entries in it: the scan leaves those out, and the plan
+    // still says the change would fail, as the apply does.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  purge: true\n  exclude: [\"*.local\"]\n",
+    );
+    s.write("repo/base/tree/held", "now a file\n");
+    s.write("root/etc/t/held/mine.local", "mine\n");
+    s.write("root/etc/t/held/other.conf", "other\n");
+    plan_and_apply_refuse(
+        &s,
+        &["/etc/t/held: a directory holding excluded entries is in the way"],
+    );
+    // Without the excluded entry the folder goes (its file saved): pending.
+    fs::remove_file(s.live("/etc/t/held/mine.local")).unwrap();
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/t/held")).unwrap(),
+        "now a file\n"
+    );
+}
+
 #[test]
 fn plan_exits_0_2_4_or_6() {
     let good = json_file("good", "{}\\n");

@@ -1,0 +1,120 @@
+//! Whether, in a plan, what a resource observed *around* itself is what the
+//! apply will find when its turn comes (see
+//! `Provider::refuses_unless_changed_first`): its missing parent, what is
+//! inside a folder declared absent, the excluded entries a purge must keep.
+//!
+//! The apply changes the host in order, so an earlier change may alter any
+//! of that: a batched kind (a Package: every batch is applied before the
+//! first resource) creates and empties folders anywhere, and so may a kind
+//! that acts beyond the paths it declares (a Service started, a User); a
+//! resource on a related path (an ancestor, the same path, something
+//! inside) changes what is there, and anything the resource requires may
+//! prepare it. Only with none of them pending does a plan call such a
+//! change one that would fail; otherwise it stays pending and the apply
+//! decides. Nothing here is consulted, or costs anything, unless a provider
+//! found such a refusal; a plan records the changed paths of path kinds as
+//! it goes (none in a converged pass).
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+
+use datum_core::{Outcome, Resource, ResourceId};
+
+use crate::observe::{Bound, Observations};
+
+/// What a plan has met so far that could change the host before a later
+/// resource's turn in the apply.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    /// A resource of a batched kind would change (anywhere in the pass).
+    batches_change: bool,
+    /// An earlier resource of a kind without declared paths would change.
+    beyond_paths_changed: bool,
+    /// The declared paths of earlier path-kind resources that would change.
+    changed_paths: BTreeSet<PathBuf>,
+}
+
+impl Settled {
+    /// Before a plan's loop: whether any batched resource would change
+    /// (one whose observation failed counts, as it may still be batched).
+    pub(crate) fn new(selected: &[&Resource], observations: &Observations<'_>) -> Self {
+        let batches_change = (0..selected.len()).any(|i| {
+            observations.bound(i).is_some_and(|b| {
+                b.provider.batching().is_some()
+                    && observations
+                        .peek(i, |o| b.provider.plan(&b.declared, o).action().is_change())
+                        .unwrap_or(true)
+            })
+        });
+        Settled {
+            batches_change,
+            ..Settled::default()
+        }
+    }
+
+    /// Records one resource's step (its binding, when it has one).
+    pub(crate) fn record(
+        &mut self,
+        bound: Option<&Bound<'_>>,
+        action: datum_core::Action,
+        outcome: &Outcome,
+    ) {
+        let may_change = match outcome {
+            Outcome::WouldChange { .. } | Outcome::Changed { .. } => true,
+            // A failure may have changed part of it (a Tree's walk).
+            Outcome::Failed { .. } => action.is_change(),
+            _ => false,
+        };
+        if !may_change {
+            return;
+        }
+        match bound.and_then(|b| Some((b.provider.paths()?, &b.declared))) {
+            Some((paths, declared)) => self.changed_paths.extend(paths.managed_paths(declared)),
+            // A kind without paths, or a change whose binding the loop no
+            // longer holds (declared again this turn): anything may change.
+            None => self.beyond_paths_changed = true,
+        }
+    }
+
+    /// Whether nothing before `resource` (whose declared paths are
+    /// `paths`) would change what it observed around itself.
+    pub(crate) fn holds_for(
+        &self,
+        resource: &Resource,
+        paths: &[PathBuf],
+        changed: &HashSet<ResourceId>,
+    ) -> bool {
+        !self.batches_change
+            && !self.beyond_paths_changed
+            && !resource.requires.iter().any(|dep| changed.contains(dep))
+            && !paths.iter().any(|p| self.related_changed(p))
+    }
+
+    /// Whether a changed path is `path`, one of its ancestors, or inside it.
+    fn related_changed(&self, path: &Path) -> bool {
+        if path.ancestors().any(|a| self.changed_paths.contains(a)) {
+            return true;
+        }
+        self.changed_paths
+            .range::<Path, _>((std::ops::Bound::Excluded(path), std::ops::Bound::Unbounded))
+            .next()
+            .is_some_and(|next| next.starts_with(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_path_is_related_as_ancestor_itself_or_inside() {
+        let mut s = Settled::default();
+        s.changed_paths.insert(PathBuf::from("/srv/a"));
+        for related in ["/srv/a", "/srv/a/b/c", "/srv"] {
+            assert!(s.related_changed(Path::new(related)), "{related}");
+        }
+        for unrelated in ["/srv/ab", "/srv/b", "/etc"] {
+            assert!(!s.related_changed(Path::new(unrelated)), "{unrelated}");
+        }
+    }
+}
