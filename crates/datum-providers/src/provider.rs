@@ -405,10 +405,14 @@ pub trait Provider: Send + Sync {
     /// purge must clear), which an earlier change of the same pass may still
     /// alter (a Package installed or purged creates and empties folders).
     /// The engine reports it in `datum plan` as a change that would fail
-    /// only when nothing before the resource would change the host: nothing
-    /// it requires, no batched kind (applied before everything), nothing
-    /// earlier of a kind that acts beyond declared paths. Otherwise the
-    /// change stays pending and the apply decides. Pure; `None` by default.
+    /// only when nothing before the resource would change the host there:
+    /// nothing it requires, no batched kind (applied before everything),
+    /// nothing earlier of a kind that acts beyond declared paths, nothing
+    /// earlier at its path, above it or inside it. Otherwise the change
+    /// stays pending and the apply decides. Pure; `None` by default. A kind
+    /// without declared paths (a Service, whose unit any earlier file or a
+    /// `daemon-reload` may bring) must not refuse here: the engine cannot
+    /// tell which earlier changes it depends on.
     fn refuses_unless_changed_first(
         &self,
         _d: &Declared<'_>,
