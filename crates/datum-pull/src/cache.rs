@@ -1,16 +1,30 @@
-//! The private cache: a bare git repository the remote is fetched into.
+//! The private cache: a bare git repository of what was deployed, and the
+//! quarantine the remote is fetched into.
 //!
 //! `ROOT/var/lib/datum/pull/cache.git`, inside a folder that is 0700 and
 //! owned by the user running Datum (created without following links). It
-//! holds `refs/datum/incoming` (what the last fetch brought, not yet
-//! trusted) and `refs/datum/deployed` (the revision deployed, so its
-//! history stays for the ancestry check and garbage collection keeps it).
-//! Nothing in it is ever checked out: `checkout` reads objects out of it.
+//! holds `refs/datum/deployed` (the revision deployed, so its history stays
+//! for the ancestry check and garbage collection keeps it) and only objects
+//! of revisions that were verified and passed lint.
 //!
-//! Owns fetching, reading commits and trees, the ancestry question, and
-//! sweeping what a killed git leaves (lock files, temporary packs), which
-//! would otherwise make every later fetch fail. Must not decide whether a
-//! revision is trusted.
+//! A fetch goes into `ROOT/var/lib/datum/pull/incoming.git`, a bare
+//! repository made fresh for each pull whose `objects/info/alternates`
+//! names the cache's objects: git negotiates with what the cache holds,
+//! writes only what the remote sent there (as `refs/datum/incoming`), and
+//! every read of the revision (its commit, its tree, the ancestry question)
+//! goes through it. A revision deployed has its objects fetched from the
+//! quarantine into the cache ([`Cache::accept`], before the switch); a
+//! refused one is dropped with the quarantine ([`Cache::forget_incoming`]),
+//! so a remote pushing big revisions that are refused (unsigned, or failing
+//! lint) never grows the cache: nothing waits two weeks for git's garbage
+//! collection. A pull killed at any moment leaves a quarantine the next one
+//! removes before fetching.
+//!
+//! Nothing in either is ever checked out: `checkout` reads objects out of
+//! them. Owns fetching, reading commits and trees, the ancestry question,
+//! and sweeping what a killed git leaves (lock files, temporary packs),
+//! which would otherwise make every later fetch fail. Must not decide
+//! whether a revision is trusted.
 
 use std::ffi::{OsStr, OsString};
 use std::time::Duration;
@@ -25,7 +39,13 @@ use crate::error::PullError;
 
 /// The cache's folder name inside the pull folder.
 pub const CACHE_DIR: &str = "cache.git";
-/// Where a fetch puts what it brought.
+/// The quarantine's folder name inside the pull folder.
+pub const QUARANTINE_DIR: &str = "incoming.git";
+/// The cache's objects, as the quarantine's `objects/info/alternates` names
+/// them (relative to the quarantine's objects folder).
+const ALTERNATES: &str = "../../cache.git/objects\n";
+/// Where a fetch puts what it brought (in the quarantine; in the cache
+/// between [`Cache::accept`] and [`Cache::deployed`]).
 const INCOMING: &str = "refs/datum/incoming";
 /// The deployed revision, kept reachable.
 const DEPLOYED: &str = "refs/datum/deployed";
@@ -40,6 +60,10 @@ const LISTING_LIMIT: usize = 64 << 20;
 #[derive(Debug)]
 pub struct Cache {
     git: Git,
+    /// The quarantine: what the last fetch brought, the cache's objects
+    /// seen through it.
+    incoming: Git,
+    pull_dir: PrivateDir,
 }
 
 impl Cache {
@@ -50,6 +74,12 @@ impl Cache {
     pub fn open(pull_dir: &PrivateDir, timeout: Duration) -> Result<(Cache, usize), PullError> {
         let name = OsStr::new(CACHE_DIR);
         let git = Git::new(pull_dir.file_path(CACHE_DIR)).timeout(timeout);
+        let incoming = Git::new(pull_dir.file_path(QUARANTINE_DIR)).timeout(timeout);
+        // What a pull killed before it was done with its quarantine left.
+        pull_dir
+            .dir()
+            .entry(OsStr::new(QUARANTINE_DIR))
+            .remove_all()?;
         let existing = pull_dir.dir().open_child_dir(name);
         let usable = match &existing {
             Ok(Some(dir)) => dir.lstat_entry(OsStr::new("HEAD"))?.is_some(),
@@ -65,14 +95,21 @@ impl Cache {
                 git.init_bare()?;
             }
         }
-        Ok((Cache { git }, swept))
+        let cache = Cache {
+            git,
+            incoming,
+            pull_dir: pull_dir.clone(),
+        };
+        Ok((cache, swept))
     }
 
     /// Fetches `config.git_ref` from the source into `refs/datum/incoming`
-    /// and returns the commit it names (a tag is peeled to its commit).
+    /// of a fresh quarantine and returns the commit it names (a tag is
+    /// peeled to its commit).
     pub fn fetch(&self, config: &PullConfig) -> Result<String, PullError> {
+        self.quarantine()?;
         let source = &config.source;
-        let mut git = self.git.clone().allow(source.protocol());
+        let mut git = self.incoming.clone().allow(source.protocol());
         if let Some(secret) = source.secret() {
             git = git.secret(secret);
         }
@@ -104,7 +141,7 @@ impl Cache {
         git.output(args, 1 << 20).map_err(fetch_error)?;
         let peeled = format!("{INCOMING}^{{commit}}");
         let out = self
-            .git
+            .incoming
             .output(
                 [
                     "rev-parse",
@@ -130,14 +167,49 @@ impl Cache {
         }
     }
 
-    /// The raw commit object.
-    pub fn commit(&self, id: &str) -> Result<Vec<u8>, GitError> {
-        self.git.output(["cat-file", "commit", id], COMMIT_LIMIT)
+    /// A fresh, empty quarantine whose alternates are the cache's objects.
+    fn quarantine(&self) -> Result<(), PullError> {
+        let name = OsStr::new(QUARANTINE_DIR);
+        self.pull_dir.dir().entry(name).remove_all()?;
+        self.incoming.init_bare()?;
+        let missing = |path: std::path::PathBuf| {
+            PullError::Host(datum_host::HostError::io(
+                "open",
+                path,
+                std::io::ErrorKind::NotFound.into(),
+            ))
+        };
+        let repo = self
+            .pull_dir
+            .dir()
+            .open_child_dir(name)?
+            .ok_or_else(|| missing(self.pull_dir.file_path(name)))?;
+        let objects = repo
+            .open_child_dir(OsStr::new("objects"))?
+            .ok_or_else(|| missing(repo.path().join("objects")))?;
+        let info = OsStr::new("info");
+        if objects.open_child_dir(info)?.is_none() {
+            objects.entry(info).create_dir(0o755, None, None)?;
+        }
+        let info = objects
+            .open_child_dir(info)?
+            .ok_or_else(|| missing(objects.path().join("info")))?;
+        let alternates = info.entry(OsStr::new("alternates"));
+        let mut file = alternates.create_new(0o644)?;
+        std::io::Write::write_all(&mut file, ALTERNATES.as_bytes())
+            .map_err(|e| datum_host::HostError::io("write", alternates.path(), e))?;
+        Ok(())
     }
 
-    /// Whether the commit `id` is in the cache.
+    /// The raw commit object.
+    pub fn commit(&self, id: &str) -> Result<Vec<u8>, GitError> {
+        self.incoming
+            .output(["cat-file", "commit", id], COMMIT_LIMIT)
+    }
+
+    /// Whether the commit `id` is in the cache (or the quarantine).
     pub fn has_commit(&self, id: &str) -> Result<bool, GitError> {
-        self.git
+        self.incoming
             .succeeds(["cat-file", "-e", &format!("{id}^{{commit}}")])
     }
 
@@ -151,18 +223,46 @@ impl Cache {
         if !self.has_commit(ancestor)? {
             return Ok(false);
         }
-        self.git
+        self.incoming
             .succeeds(["merge-base", "--is-ancestor", ancestor, descendant])
     }
 
     /// Every entry of the commit's tree: `git ls-tree -r -z` output.
     pub fn listing(&self, id: &str) -> Result<Vec<u8>, GitError> {
-        self.git
+        self.incoming
             .output(["ls-tree", "-r", "-z", "--full-tree", id], LISTING_LIMIT)
     }
 
-    pub fn git(&self) -> &Git {
-        &self.git
+    /// git reading what the last fetch brought (and, through it, the
+    /// cache).
+    pub fn reader(&self) -> &Git {
+        &self.incoming
+    }
+
+    /// Takes what the last fetch brought into the cache: a verified
+    /// revision that passed lint, about to be switched in. Its objects are
+    /// fetched from the quarantine (checked again on the way), as
+    /// `refs/datum/incoming` of the cache until [`Cache::deployed`].
+    pub fn accept(&self) -> Result<(), GitError> {
+        let mut args: Vec<OsString> = [
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-recurse-submodules",
+            "--no-write-fetch-head",
+            "--no-auto-gc",
+            "--no-auto-maintenance",
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        args.push(self.incoming.git_dir().as_os_str().to_owned());
+        args.push(format!("+{INCOMING}:{INCOMING}").into());
+        self.git
+            .clone()
+            .allow(crate::git::Protocol::File)
+            .output(args, 1 << 20)
+            .map(drop)
     }
 
     /// Marks `id` deployed and forgets what the last fetch brought.
@@ -171,9 +271,14 @@ impl Cache {
         self.forget_incoming()
     }
 
-    /// Drops `refs/datum/incoming` (a refused revision's objects become
-    /// unreachable and go with a later garbage collection).
+    /// Drops the quarantine, with every object of the last fetch that
+    /// [`Cache::accept`] did not take into the cache, and the cache's
+    /// `refs/datum/incoming`.
     pub fn forget_incoming(&self) -> Result<(), GitError> {
+        self.pull_dir
+            .dir()
+            .entry(OsStr::new(QUARANTINE_DIR))
+            .remove_all()?;
         self.git
             .output(["update-ref", "-d", INCOMING], 4096)
             .map(drop)

@@ -177,7 +177,7 @@ pub fn write(
             Entry::Submodule { .. } => None,
         })
         .collect();
-    let mut objects = cache.git().read_objects(ids)?;
+    let mut objects = cache.reader().read_objects(ids)?;
     let mut writer = TreeWriter::new(into);
     let refused = |e: HostError| match &e {
         // A path the writer will not write is the tree's fault.

@@ -7,8 +7,8 @@
 //! the switch is one rename of a link; and a refusal at any step leaves the
 //! link, the deployed checkout and the state store as they were. A pull
 //! killed at any moment leaves a partial checkout (`checkouts/.partial-*`),
-//! a staged link or git lock files at worst, all swept by the next pull,
-//! which holds the same lock.
+//! a staged link, a quarantine or git lock files at worst, all swept by the
+//! next pull, which holds the same lock.
 //!
 //! Every folder and file here is reached through `datum-host`'s handles:
 //! the pull folder is a private folder ([`PrivateDir`], reached from the
@@ -23,7 +23,8 @@
 //! ```text
 //! var/lib/datum/pull/            0700, a private folder
 //!   lock                         one pull at a time
-//!   cache.git/                   the fetched objects (see `cache`)
+//!   cache.git/                   the deployed revisions' objects (see `cache`)
+//!   incoming.git/                the quarantine a fetch writes to, per pull
 //!   scratch/                     inputs of ssh-keygen and gpgv, short-lived
 //!   checkouts/<commit>/          deployed and recent revisions, no .git
 //!   checkouts/.partial-*/        a checkout being written
@@ -239,36 +240,41 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         current.as_deref() == Some(relative_target(&config.deploy, &m.commit).as_path())
             && recorded.as_deref() != Some(m.commit.as_str())
     });
+    let missed = match missed {
+        None => None,
+        Some(m) => {
+            let rollback = match &recorded {
+                Some(r) => !cache.descends(&m.commit, r)?,
+                None => false,
+            };
+            Some(Deployment {
+                deployed_at: switched_at.unwrap_or(req.now),
+                revision: m.commit.clone(),
+                previous: recorded.clone(),
+                git_ref: m.git_ref.clone(),
+                source: m.source.clone(),
+                signer: m.signer.clone(),
+                key: m.key.clone(),
+                rollback,
+                allowed_by: rollback.then(|| {
+                    "(unknown: the pull that switched it in was interrupted before recording it)"
+                        .to_owned()
+                }),
+            })
+        }
+    };
     let record_missed = |store: &mut Option<Store>, warnings: &mut Vec<String>| {
-        let Some(m) = missed else { return };
-        let rollback = match &recorded {
-            Some(r) => !cache.descends(&m.commit, r).unwrap_or(false),
-            None => false,
-        };
-        let record = Deployment {
-            deployed_at: switched_at.unwrap_or(req.now),
-            revision: m.commit.clone(),
-            previous: recorded.clone(),
-            git_ref: m.git_ref.clone(),
-            source: m.source.clone(),
-            signer: m.signer.clone(),
-            key: m.key.clone(),
-            rollback,
-            allowed_by: rollback.then(|| {
-                "(unknown: the pull that switched it in was interrupted before recording it)"
-                    .to_owned()
-            }),
-        };
-        warnings.push(match record_in(store, &state_dir, &state_name, &record) {
+        let Some(record) = &missed else { return };
+        warnings.push(match record_in(store, &state_dir, &state_name, record) {
             Ok(_) => format!(
                 "{} points at {}, which the state store did not record (a pull was interrupted after the switch): recorded now, as deployed at the link's time",
                 link_path.display(),
-                commit::short(&m.commit)
+                commit::short(&record.revision)
             ),
             Err(e) => format!(
                 "{} points at {}, which the state store did not record, and it still cannot be recorded: {e}",
                 link_path.display(),
-                commit::short(&m.commit)
+                commit::short(&record.revision)
             ),
         });
     };
@@ -401,6 +407,11 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         checkouts.dir().entry(&name).remove_all()?;
         return Err(refuse(Reason::Lint { errors }));
     }
+
+    // Trusted and linted: its objects join the cache, where the ancestry
+    // check of the pulls to come finds them (until here they were in the
+    // quarantine only, which a refusal drops whole).
+    cache.accept()?;
 
     // The switch: one rename of a link.
     let target = relative_target(&config.deploy, &new);

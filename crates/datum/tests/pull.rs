@@ -660,6 +660,117 @@ fn unsigned_unknown_expired_and_tampered_revisions_are_refused_and_change_nothin
     assert_eq!(json["deployed"], next.as_str());
 }
 
+/// `n` bytes no compression shrinks (xorshift, seeded by `seed`).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            bytes_under(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+#[test]
+fn a_refused_revision_leaves_none_of_its_objects_in_the_cache() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let cache = bed.p("root/var/lib/datum/pull/cache.git");
+    let pull_dir = bed.p("root/var/lib/datum/pull");
+    let held = |blob: &str| {
+        Command::new("git")
+            .arg(format!("--git-dir={}", cache.display()))
+            .args(["cat-file", "-e", blob])
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .unwrap()
+            .success()
+    };
+    let baseline = bytes_under(&pull_dir);
+    // A hostile remote pushes big revisions that are refused: unsigned (a
+    // blob git keeps loose), unsigned with many objects (a pack git
+    // keeps), signed but failing lint (refused for its content), and
+    // signed but going backwards.
+    let mut blobs = Vec::new();
+    let mut big = |name: &str, seed: u64, size: usize| {
+        bed.write(&format!("work/base/files/{name}"), "");
+        std::fs::write(bed.p(&format!("work/base/files/{name}")), noise(size, seed)).unwrap();
+        let path = format!("base/files/{name}");
+        blobs.push(bed.git("work", &["hash-object", &path]));
+    };
+    big("big.bin", 1, 4 << 20);
+    bed.commit("unsigned and big", None);
+    refused(&bed, "the commit is not signed");
+
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    for i in 0..150 {
+        big(&format!("many-{i}.bin"), 100 + i, 20_000);
+    }
+    big("big2.bin", 2, 4 << 20);
+    bed.commit("unsigned, many objects", None);
+    refused(&bed, "the commit is not signed");
+
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    big("big3.bin", 3, 4 << 20);
+    bed.write(
+        "work/base/bad.yaml",
+        "datum: v1alpha1\ntype: File\nname: bad\ndesired:\n  path: /etc/bad\n  colour: red\n",
+    );
+    bed.commit("signed, fails lint", Some("alice"));
+    refused(&bed, "`datum lint` finds 1 error(s) in it");
+    std::fs::remove_file(bed.p("work/base/bad.yaml")).unwrap();
+
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    big("big4.bin", 4, 4 << 20);
+    bed.commit("signed, backwards", Some("alice"));
+    refused(&bed, "does not descend from the deployed revision");
+
+    for blob in &blobs {
+        assert!(!held(blob), "the cache keeps {blob} of a refused revision");
+    }
+    // Nothing else keeps them either (a quarantine, a pack on the side).
+    let now = bytes_under(&pull_dir);
+    assert!(
+        now < baseline + (1 << 20),
+        "the pull folder grew from {baseline} to {now} bytes"
+    );
+    // The deployed revision's history is all there: the next one goes on,
+    // and the quarantine a killed pull left is swept.
+    assert!(held(&c2) && held(&c1));
+    let left = bed.p("root/var/lib/datum/pull/incoming.git/objects/pack/tmp_pack_dead");
+    std::fs::create_dir_all(left.parent().unwrap()).unwrap();
+    std::fs::write(&left, noise(2 << 20, 5)).unwrap();
+    bed.git("work", &["reset", "-q", "--hard", &c2]);
+    let c3 = bed.revision("three", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c3.as_str()));
+    assert!(held(&c3));
+    assert!(std::fs::symlink_metadata(bed.p("root/var/lib/datum/pull/incoming.git")).is_err());
+}
+
 #[test]
 fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_is_recorded() {
     let Some((bed, c1)) = deployed_bed() else {
