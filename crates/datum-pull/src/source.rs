@@ -65,8 +65,8 @@ impl Source {
     }
 }
 
-/// A git remote.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A git remote (its `Debug` shows the URL as [`Remote::display`] does).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Remote {
     url: String,
     /// The URL without its credentials: what git is given.
@@ -75,6 +75,15 @@ pub struct Remote {
     display: String,
     secret: Option<String>,
     credentials: Option<Credentials>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.display)
+            .field("protocol", &self.protocol)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Credentials from an `http(s)://` URL, percent-decoded as git decodes
@@ -403,6 +412,15 @@ mod tests {
             );
             assert!(text.contains("(sensitive)@"), "{url}: {text}");
             assert!(text.contains("percent-encoded"), "{url}: {text}");
+        }
+        // Nor in a debug print of the settings.
+        for url in [
+            "https://deploy:can%2Fary-pw@h/x.git",
+            "ssh://git:can%2Fary-pw@h/x.git",
+        ] {
+            let shown = format!("{:?}", Source::Remote(Remote::parse(url).unwrap()));
+            assert!(!shown.contains("ary-pw"), "{shown}");
+            assert!(shown.contains("(sensitive)@h/x.git"), "{shown}");
         }
         // An scp-like address with a user name only is as it was.
         let r = Remote::parse("git@h:o/x.git").unwrap();
