@@ -194,6 +194,11 @@ impl Git {
     /// given on a command line); their password is also a secret.
     pub fn credentials(mut self, credentials: &crate::source::Credentials) -> Self {
         self = self.secret(credentials.password.clone());
+        if credentials.password.is_empty() {
+            // A token written as the user name, decoded (the URL's own
+            // form is the source's secret).
+            self = self.secret(credentials.username.clone());
+        }
         self.credentials = Some(credentials.clone());
         self
     }
@@ -745,5 +750,29 @@ mod tests {
         let text = err.to_string();
         assert!(!text.contains("hunter2-canary"), "{text}");
         assert!(text.starts_with("git fetch failed"), "{text}");
+
+        // A token written as the user name (`https://tok%2Fen-canary@h/`) is
+        // scrubbed decoded too, wherever git or the server repeats it.
+        let token = crate::source::Credentials {
+            host: "127.0.0.1:1".to_owned(),
+            username: "tok/en-canary".to_owned(),
+            password: String::new(),
+        };
+        let err = Git::new(&cache)
+            .allow(Protocol::Http)
+            .credentials(&token)
+            .output(
+                [
+                    "fetch",
+                    "--",
+                    "http://127.0.0.1:1/tok/en-canary.git",
+                    "main",
+                ],
+                1 << 20,
+            )
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains("en-canary"), "{text}");
+        assert!(text.contains("(sensitive)"), "{text}");
     }
 }
