@@ -263,6 +263,36 @@ pub fn changed(host: &Host) {
     host.forget_accounts();
 }
 
+/// The groups named like a user `userdel` removed in this pass, each with
+/// the number it had before (a user's own group goes with it under
+/// `USERGROUPS_ENAB`; shadow-utils 4.13's userdel has no option against
+/// it).
+#[derive(Default)]
+struct RemovedWithUsers(Mutex<HashMap<String, u32>>);
+
+/// Notes, before `userdel` of the user `name`, that the group `name` is
+/// numbered `gid`: if userdel takes it, a Group of that name declared
+/// without a gid, made again later in this pass, gets that number back
+/// ([`gid_removed_with_user`]), so what the group owned stays its own.
+pub fn removed_with_user(host: &Host, name: &str, gid: u32) {
+    host.pass_cache::<RemovedWithUsers>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_owned(), gid);
+}
+
+/// The number the group `name` had before `userdel` of its same-named user
+/// in this pass, if there was one.
+pub fn gid_removed_with_user(host: &Host, name: &str) -> Option<u32> {
+    host.pass_cache::<RemovedWithUsers>()
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .copied()
+}
+
 /// Whether `login.defs` text turns on `USERGROUPS_ENAB` (shadow-utils'
 /// reading: the last setting wins, `yes` in any case; off when unset).
 pub fn user_groups_enabled(login_defs: &str) -> bool {

@@ -301,7 +301,8 @@ impl OrdersOthers for GroupProvider {
 ///   a user's own group with it (`USERGROUPS_ENAB`, and shadow-utils 4.13's
 ///   userdel has no option against it), so the Group, observed after,
 ///   finds it gone and makes it again in the same pass (with its declared
-///   gid) instead of reporting it unchanged and leaving it removed.
+///   gid, or without one the gid it had: the User notes it before userdel)
+///   instead of reporting it unchanged and leaving it removed.
 fn after_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
     let removed = crate::user::removed(resources);
     if removed.is_empty() {
@@ -399,7 +400,13 @@ impl Kind for GroupProvider {
             Some(Action::Remove) => run("groupdel", vec!["--".into(), d.name.clone()]),
             Some(Action::Create) => {
                 let mut args = Vec::new();
-                if let Some(gid) = d.gid {
+                // Undeclared, the number userdel took with a user of this
+                // name earlier in this pass: the group comes back as it
+                // was, not as a new number that owns none of its files.
+                let gid = d
+                    .gid
+                    .or_else(|| account_files::gid_removed_with_user(host, &d.name));
+                if let Some(gid) = gid {
                     args.extend(["-g".to_owned(), gid.to_string()]);
                 }
                 if d.system {

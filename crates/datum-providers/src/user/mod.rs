@@ -576,6 +576,14 @@ impl Kind for UserProvider {
         // failed after it: the host has moved all the same).
         let done = match diff.action {
             Some(Action::Remove) => {
+                // userdel may take the user's own group with it
+                // (USERGROUPS_ENAB): its number is noted first, for a Group
+                // of that name made again later in this pass (a group that
+                // stays is never made again: the note is then unused).
+                let files = account_files::current(host, false).map_err(account_failure)?;
+                if let Some(group) = files.group(&d.name) {
+                    account_files::removed_with_user(host, &d.name, group.gid);
+                }
                 run("userdel", vec!["--".into(), d.name.clone()])?;
                 return Ok(Activated::Done);
             }

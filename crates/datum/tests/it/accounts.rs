@@ -455,3 +455,51 @@ fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
         }
     }
 }
+
+/// userdel takes a user's own group with it (`USERGROUPS_ENAB`): a Group of
+/// that name declared without a gid, still present, keeps the number it
+/// had, or the files owned by it would belong to no group (or a group made
+/// later).
+#[test]
+fn a_group_named_like_a_removed_user_keeps_its_gid() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+    };
+    let s = Sandbox::with_base(
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{uid: 2000}"),
+            // Made after `web`: a group made again would get a new number.
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    accounts_root(&s);
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    let web = line_of(&group, "web").map(str::to_owned);
+    assert!(web.is_some(), "{group}");
+    assert_ne!(line_of(&group, "ops"), None, "{group}");
+
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{ensure: absent}"),
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(line_of(&passwd, "web"), None, "{passwd}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "web"), web.as_deref(), "{group}");
+    assert_exit(&s.datum(&["plan"]), 0);
+}
