@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use datum_catalog::Catalogue;
 use datum_core::{Observed, Presence, Resource, ResourceId};
-use datum_drift::check::CheckFinding;
+use datum_drift::check::{CheckFinding, Handling};
 use datum_drift::classes::{ClassSpec, Classes, Policy, Scope};
 use datum_drift::policy::{Decision, Standing, decide};
 use datum_engine::{Mode, PassContext};
@@ -49,23 +49,43 @@ pub(crate) struct Policies<'a> {
     pub(crate) unconverged: &'a BTreeMap<ResourceId, String>,
 }
 
+/// What a class's policy did about one finding: the words a person reads,
+/// what they come to, and the `on_change_by` rule that chose the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Handled {
+    pub(crate) action: String,
+    pub(crate) handling: Handling,
+    pub(crate) rule: Option<String>,
+}
+
+impl Handled {
+    fn new(action: String, handling: Handling) -> Self {
+        Self {
+            action,
+            handling,
+            rule: None,
+        }
+    }
+
+    /// Reported only (no policy acts on it).
+    pub(crate) fn reported() -> Self {
+        Self::new("reported".to_owned(), Handling::Open)
+    }
+}
+
 impl Policies<'_> {
-    /// One action word per finding, in order.
-    pub(crate) fn apply(
-        &mut self,
-        findings: &[CheckFinding],
-    ) -> Result<Vec<(String, Option<String>)>, CheckError> {
-        let mut actions: Vec<(String, Option<String>)> =
-            vec![("reported".to_owned(), None); findings.len()];
+    /// What was done about each finding, in order.
+    pub(crate) fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<Handled>, CheckError> {
+        let mut actions: Vec<Handled> = vec![Handled::reported(); findings.len()];
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
-        let mut handled: BTreeMap<ResourceId, String> = BTreeMap::new();
+        let mut handled: BTreeMap<ResourceId, Handled> = BTreeMap::new();
         for f in findings {
             if handled.contains_key(&f.id) {
                 continue;
             }
             if let Some(why) = self.unconverged.get(&f.id) {
-                handled.insert(f.id.clone(), why.clone());
+                handled.insert(f.id.clone(), Handled::new(why.clone(), Handling::Open));
                 continue;
             }
             let spec = self.classes.get(&f.class);
@@ -92,10 +112,11 @@ impl Policies<'_> {
                     store.record_revert(id, now, window_start)
                 }
             })?;
+            let handling = decision.handling();
             let action = match &decision {
                 Decision::Revert { would: false } => {
                     to_revert.push(f.id.clone());
-                    "reverting".to_owned()
+                    Handled::new("reverting".to_owned(), handling)
                 }
                 Decision::Escalate { would: false } => {
                     self.store.quarantine(
@@ -104,7 +125,7 @@ impl Policies<'_> {
                         QuarantineSource::Flapping,
                         self.now,
                     )?;
-                    "quarantined: flapping".to_owned()
+                    Handled::new("quarantined: flapping".to_owned(), handling)
                 }
                 Decision::Accept { would: false } => self.accept(&f.id, findings)?,
                 Decision::Quarantine { would: false, host } => {
@@ -119,9 +140,12 @@ impl Policies<'_> {
                         QuarantineSource::Policy,
                         self.now,
                     )?;
-                    "quarantined".to_owned()
+                    Handled::new("quarantined".to_owned(), handling)
                 }
-                other => other.word().unwrap_or_else(|| "reported".to_owned()),
+                other => Handled::new(
+                    other.word().unwrap_or_else(|| "reported".to_owned()),
+                    handling,
+                ),
             };
             handled.insert(f.id.clone(), action);
         }
@@ -131,8 +155,11 @@ impl Policies<'_> {
             }
         }
         for (i, f) in findings.iter().enumerate() {
-            if let Some(a) = handled.get(&f.id) {
-                actions[i] = (a.clone(), rules.get(&f.id).cloned().flatten());
+            if let Some(done) = handled.get(&f.id) {
+                actions[i] = Handled {
+                    rule: rules.get(&f.id).cloned().flatten(),
+                    ..done.clone()
+                };
             }
         }
         Ok(actions)
@@ -250,7 +277,7 @@ impl Policies<'_> {
         &mut self,
         ids: &[ResourceId],
         findings: &[CheckFinding],
-    ) -> Result<Vec<(ResourceId, String)>, CheckError> {
+    ) -> Result<Vec<(ResourceId, Handled)>, CheckError> {
         for id in ids {
             self.save_evidence(id, findings, BackupReason::Revert)?;
         }
@@ -283,28 +310,30 @@ impl Policies<'_> {
             .into_iter()
             .filter(|r| wanted.contains(&r.id))
             .map(|r| {
-                let word = match &r.outcome {
+                let done = match &r.outcome {
                     datum_core::Outcome::Changed { .. } | datum_core::Outcome::Unchanged => {
-                        "reverted".to_owned()
+                        Handled::new("reverted".to_owned(), Handling::Reverted)
                     }
-                    other => match other {
-                        datum_core::Outcome::Failed { reason, .. } => {
-                            format!("revert failed: {reason}")
-                        }
-                        o => format!("revert {}", o.word()),
-                    },
+                    datum_core::Outcome::Failed { reason, .. } => {
+                        Handled::new(format!("revert failed: {reason}"), Handling::RevertFailed)
+                    }
+                    o => Handled::new(format!("revert {}", o.word()), Handling::Open),
                 };
-                (r.id, word)
+                (r.id, done)
             })
             .collect())
     }
 
     /// Records the observation as accepted and writes the patch that makes
     /// the repository follow it.
-    fn accept(&mut self, id: &ResourceId, findings: &[CheckFinding]) -> Result<String, CheckError> {
+    fn accept(
+        &mut self,
+        id: &ResourceId,
+        findings: &[CheckFinding],
+    ) -> Result<Handled, CheckError> {
         let (Some(&resource), Some(observed)) = (self.by_id.get(id), self.observations.get(id))
         else {
-            return Ok("reported".to_owned());
+            return Ok(Handled::reported());
         };
         self.save_evidence(id, findings, BackupReason::Drift)?;
         self.store.accept(
@@ -344,7 +373,10 @@ impl Policies<'_> {
         // Plan and apply point at it while the repository has not followed.
         self.store
             .set_accepted_patch(id, &written.display().to_string())?;
-        Ok(format!("accepted (patch: {})", written.display()))
+        Ok(Handled::new(
+            format!("accepted (patch: {})", written.display()),
+            Handling::Accepted,
+        ))
     }
 }
 

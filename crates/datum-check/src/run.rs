@@ -379,7 +379,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         )
     };
     let (extra, failed) = crate::extra::findings(registry, declared, &catalogue.resources, host);
-    actions.extend(extra.iter().map(|_| ("reported".to_owned(), None)));
+    actions.extend(extra.iter().map(|_| crate::policies::Handled::reported()));
     findings.extend(extra);
     errors.extend(failed);
     // Reloads owed and live configurations their group validator refuses
@@ -396,7 +396,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         Some(&*store),
         host,
     );
-    actions.extend(activation.iter().map(|_| ("reported".to_owned(), None)));
+    actions.extend(
+        activation
+            .iter()
+            .map(|_| crate::policies::Handled::reported()),
+    );
     findings.extend(activation);
     errors.extend(failed);
 
@@ -561,14 +565,15 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             .into_iter()
             .zip(actions)
             .enumerate()
-            .map(|(i, (finding, (action, rule)))| {
+            .map(|(i, (finding, handled))| {
                 let age = ages.get(i);
                 Reported {
                     finding,
                     first_seen: age.map_or(now, |a| a.first_seen),
                     passes: age.map_or(1, |a| a.passes),
-                    action,
-                    rule,
+                    action: handled.action,
+                    handling: handled.handling,
+                    rule: handled.rule,
                 }
             })
             .collect(),

@@ -28,7 +28,7 @@ use datum_agent::{Cancel, CheckReport, ClassReport, ClassSpec, Loaded, Scope, Wa
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
-use datum_drift::check::{Inspected, findings_for};
+use datum_drift::check::{Handling, Inspected, findings_for};
 use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_engine::{ContentDiff, Inspection};
 use datum_host::Host;
@@ -611,24 +611,6 @@ fn fill_agent_report(
     report
 }
 
-/// The metrics' state word (one of `datum_agent`'s `STATES`) of a drifted resource, from
-/// the action its policy reported: a quarantine held, made or kept
-/// ("quarantined", "already quarantined", "not reverted: quarantined by a
-/// person") is `quarantined`.
-fn state_of_action(action: &str) -> &'static str {
-    if action.starts_with("reverted") {
-        "changed"
-    } else if action.starts_with("accepted") {
-        "converged"
-    } else if action.starts_with("revert failed") {
-        "failed"
-    } else if action.contains("quarantined") {
-        "quarantined"
-    } else {
-        "drifted"
-    }
-}
-
 /// A class picture from the in-process reconcile of the whole class:
 /// reverted resources count as changed, accepted ones as converged, those
 /// with open findings as drifted, quarantined and erroring ones as such.
@@ -650,8 +632,8 @@ fn picture_from_report(
             continue;
         };
         let action = reported.action.as_str();
-        let s = state_of_action(action);
-        if s == "failed"
+        let s = reported.handling.state();
+        if reported.handling == Handling::RevertFailed
             && action.contains("validat")
             && let Some(v) = &r.validate
         {
@@ -878,7 +860,7 @@ mod tests {
             resource("File", "e", None),
         ];
         let refs: Vec<&Resource> = rs.iter().collect();
-        let found = |name: &str, category: &str, action: &str| Reported {
+        let found = |name: &str, category: &str, action: &str, handling| Reported {
             finding: CheckFinding {
                 finding: datum_report::Finding {
                     subject: format!("File[{name}]"),
@@ -894,6 +876,7 @@ mod tests {
             first_seen: 0,
             passes: 1,
             action: action.to_owned(),
+            handling,
             rule: None,
         };
         let checked = datum_drift::check::CheckReport {
@@ -901,18 +884,28 @@ mod tests {
             labels: BTreeMap::new(),
             layers: Vec::new(),
             findings: vec![
-                found("a", "changed_outside", "reverted"),
+                found("a", "changed_outside", "reverted", Handling::Reverted),
                 found(
                     "b",
                     "changed_outside",
                     "revert failed: validation failed (sshd, exit 255)",
+                    Handling::RevertFailed,
                 ),
+                // The words do not decide: "reverted" in them is not a revert.
                 found(
                     "c",
                     "deleted_outside",
                     "backed off: reverted 4 times within 1h",
+                    Handling::Open,
                 ),
-                found("zz", "changed_outside", "reported"),
+                // Nor is "quarantined" in a reason a quarantine.
+                found(
+                    "e",
+                    "changed_outside",
+                    "not converged: its last apply was held, quarantined by a person",
+                    Handling::Open,
+                ),
+                found("zz", "changed_outside", "reported", Handling::Open),
             ],
             quarantined: vec![("File[d]".to_owned(), "by policy: drift".to_owned())],
             errors: Vec::new(),
@@ -929,31 +922,28 @@ mod tests {
                 state("quarantined"),
                 state("converged")
             ),
-            (1, 1, 1, 1, 1)
+            (1, 1, 2, 1, 0)
         );
         // Open findings only: the reverted one is closed; a subject outside
         // the class is ignored.
-        assert_eq!(p.findings.get("changed_outside"), Some(&1));
+        assert_eq!(p.findings.get("changed_outside"), Some(&2));
         assert_eq!(p.findings.get("deleted_outside"), Some(&1));
         assert_eq!(validation.get("sshd"), Some(&1));
     }
 
     #[test]
-    fn every_quarantine_word_counts_as_quarantined() {
-        for (action, state) in [
-            ("quarantined", "quarantined"),
-            ("quarantined: flapping", "quarantined"),
-            ("already quarantined", "quarantined"),
-            ("host already quarantined by a person", "quarantined"),
-            ("not reverted: quarantined by a person", "quarantined"),
-            ("would quarantine", "drifted"),
-            ("reverted", "changed"),
-            ("accepted (patch: x.patch)", "converged"),
-            ("revert failed: io", "failed"),
-            ("backed off: reverted 4 times within 1h", "drifted"),
+    fn every_handling_is_a_state_the_agent_counts() {
+        for handling in [
+            Handling::Open,
+            Handling::Reverted,
+            Handling::Accepted,
+            Handling::RevertFailed,
+            Handling::Quarantined,
         ] {
-            assert_eq!(state_of_action(action), state, "{action}");
-            assert!(datum_agent::STATES.contains(&state));
+            assert!(
+                datum_agent::STATES.contains(&handling.state()),
+                "{handling:?}"
+            );
         }
     }
 }

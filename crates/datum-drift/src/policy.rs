@@ -15,6 +15,7 @@ use std::time::Duration;
 use datum_core::ResourceId;
 use datum_store::{Quarantine, QuarantineTarget};
 
+use crate::check::Handling;
 use crate::classes::{ClassSpec, Policy, Scope};
 
 /// Where a drifted resource stands before its class's policy is applied
@@ -102,6 +103,25 @@ impl Decision {
                 if *person { " by a person" } else { "" }
             ),
         })
+    }
+
+    /// What the decision comes to when its act is not still to be done
+    /// (an accept or a revert carried out is what happened to it, which
+    /// the caller knows): a quarantine made, kept or a person's is
+    /// [`Handling::Quarantined`]; what is only said or left is open.
+    pub fn handling(&self) -> Handling {
+        match self {
+            Decision::Quarantined { .. }
+            | Decision::Escalate { would: false }
+            | Decision::Quarantine { would: false, .. }
+            | Decision::Held { .. } => Handling::Quarantined,
+            Decision::Report
+            | Decision::Revert { .. }
+            | Decision::BackOff { .. }
+            | Decision::Escalate { would: true }
+            | Decision::Accept { .. }
+            | Decision::Quarantine { would: true, .. } => Handling::Open,
+        }
     }
 
     /// The reason an escalation quarantines with (shown after the source
@@ -432,5 +452,58 @@ mod tests {
             patch_file_name(&ResourceId::new("File", "a/b c"), "patch"),
             "File-a_b_c.patch"
         );
+    }
+
+    /// A quarantine made, kept or a person's is counted as quarantined
+    /// whatever its words; an act only said, or left, is still drifted.
+    #[test]
+    fn what_each_decision_comes_to() {
+        let window = Duration::from_secs(3600);
+        for (decision, handling) in [
+            (Decision::Report, Handling::Open),
+            (
+                Decision::Quarantined { person: true },
+                Handling::Quarantined,
+            ),
+            (
+                Decision::Quarantined { person: false },
+                Handling::Quarantined,
+            ),
+            (Decision::Revert { would: true }, Handling::Open),
+            (
+                Decision::BackOff {
+                    would: false,
+                    reverts: 4,
+                    window,
+                },
+                Handling::Open,
+            ),
+            (Decision::Escalate { would: true }, Handling::Open),
+            (Decision::Escalate { would: false }, Handling::Quarantined),
+            (Decision::Accept { would: true }, Handling::Open),
+            (
+                Decision::Quarantine {
+                    would: true,
+                    host: true,
+                },
+                Handling::Open,
+            ),
+            (
+                Decision::Quarantine {
+                    would: false,
+                    host: false,
+                },
+                Handling::Quarantined,
+            ),
+            (
+                Decision::Held {
+                    person: true,
+                    host: true,
+                },
+                Handling::Quarantined,
+            ),
+        ] {
+            assert_eq!(decision.handling(), handling, "{decision:?}");
+        }
     }
 }

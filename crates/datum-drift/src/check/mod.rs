@@ -11,4 +11,4 @@ pub mod findings;
 pub mod report;
 
 pub use findings::{CheckFinding, Inspected, NOT_CONVERGED, findings_for, not_converged};
-pub use report::{CheckReport, CheckStats, Reported, human, json, markdown};
+pub use report::{CheckReport, CheckStats, Handling, Reported, human, json, markdown};

@@ -34,9 +34,45 @@ pub struct Reported {
     /// `reported`, `reverted`, `revert failed: ...`, `accepted (patch ...)`,
     /// `quarantined`, `backed off`...
     pub action: String,
+    /// What the action came to, for what counts it (the agent's metrics):
+    /// never read back from the words.
+    pub handling: Handling,
     /// The class's `on_change_by` rule that chose the policy
     /// (`on_change_by.person: quarantine`); `None`: the class's `policy`.
     pub rule: Option<String>,
+}
+
+/// What a class's policy did about a finding, as a state: the word a
+/// person reads is [`Reported::action`]; this is what is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Handling {
+    /// Still drifted: reported, backed off, or an act only said (`would
+    /// revert`, `would quarantine`), or a resource the apply never made
+    /// match.
+    #[default]
+    Open,
+    /// Reverted to its declaration.
+    Reverted,
+    /// Accepted: a patch for the repository was written.
+    Accepted,
+    /// The revert was tried and failed.
+    RevertFailed,
+    /// A quarantine holds it: made now, made before, or a person's.
+    Quarantined,
+}
+
+impl Handling {
+    /// The state the agent's `datum_resources` gauge counts the resource
+    /// in (one of `datum_agent::STATES`).
+    pub fn state(self) -> &'static str {
+        match self {
+            Handling::Open => "drifted",
+            Handling::Reverted => "changed",
+            Handling::Accepted => "converged",
+            Handling::RevertFailed => "failed",
+            Handling::Quarantined => "quarantined",
+        }
+    }
 }
 
 /// Counters for the summary line and for benchmarks.
@@ -555,6 +591,7 @@ mod tests {
                     first_seen: 1_700_000_000,
                     passes: 3,
                     action: "reported".to_owned(),
+                    handling: Handling::Open,
                     rule: None,
                 },
                 Reported {
@@ -567,6 +604,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reported".to_owned(),
+                    handling: Handling::Open,
                     rule: None,
                 },
                 Reported {
@@ -579,6 +617,7 @@ mod tests {
                     first_seen: 1_700_000_060,
                     passes: 1,
                     action: "reverted".to_owned(),
+                    handling: Handling::Reverted,
                     rule: None,
                 },
             ],
