@@ -1289,21 +1289,27 @@ fn fix_meta(
     gid: Option<u32>,
     mode: Option<u32>,
 ) -> Result<(), ProviderError> {
-    if let Some((uid, gid, mode)) = meta_changes(meta, uid, gid, mode) {
-        at.set_metadata(uid, gid, mode)?;
+    if let Some(set) = meta_changes(meta, uid, gid, mode) {
+        at.set_metadata(set.uid, set.gid, set.mode)?;
     }
     Ok(())
 }
 
+/// What [`meta_changes`] found must be set: each `None` is left as it is.
+struct MetaToSet {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+}
+
 /// What [`fix_meta`] would set (owner, group, mode), or `None` when
 /// everything declared is as observed.
-#[allow(clippy::type_complexity)]
 fn meta_changes(
     meta: &datum_core::FileMeta,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<u32>,
-) -> Option<(Option<u32>, Option<u32>, Option<u32>)> {
+) -> Option<MetaToSet> {
     let uid = uid.filter(|u| *u != meta.uid);
     let gid = gid.filter(|g| *g != meta.gid);
     let owner_changes = uid.is_some() || gid.is_some();
@@ -1312,7 +1318,7 @@ fn meta_changes(
         None if owner_changes => Some(meta.mode),
         _ => None,
     };
-    (owner_changes || mode.is_some()).then_some((uid, gid, mode))
+    (owner_changes || mode.is_some()).then_some(MetaToSet { uid, gid, mode })
 }
 
 /// A declared file: its hash and the repository file holding its bytes.
