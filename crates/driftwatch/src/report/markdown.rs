@@ -176,7 +176,7 @@ pub fn render(report: &Report, generated_at: &str) -> String {
             table.row_markdown(vec![
                 inline_code(p.marker()),
                 inline_code(&p.address),
-                cell(&p.action),
+                outside_text(&p.action),
                 code_list(&paths),
             ]);
         }
@@ -193,7 +193,7 @@ pub fn render(report: &Report, generated_at: &str) -> String {
     if !report.notes.is_empty() {
         out.push_str("### Notes\n\n");
         for note in &report.notes {
-            out.push_str(&format!("- {}\n", cell(note)));
+            out.push_str(&format!("- {}\n", outside_text(note)));
         }
         out.push('\n');
     }
@@ -234,12 +234,14 @@ fn html_text(text: &str) -> String {
     out
 }
 
-/// Why a stack could not be checked (the engine's error: what terraform printed, which holds
-/// a provider's message or a name from the configuration), as Markdown text in a paragraph
-/// or a table cell: `html_text`, so `<script>` or `<img …>` is text and not markup in the
-/// issue; backticks as `&#96;`, since a pair would open a code span and show the escapes
-/// inside it as written; then `cell` (`|`, line breaks).
-pub(crate) fn error_text(text: &str) -> String {
+/// Text from outside as Markdown text in a paragraph, a list item or a table cell: why a
+/// stack could not be checked (the engine's error: what terraform printed, which holds a
+/// provider's message or a name from the configuration), a note (which names addresses,
+/// whose `for_each` keys come from data, and failed checks), an action the plan names.
+/// `html_text`, so `<script>` or `<img …>` is text and not markup in the issue; backticks
+/// as `&#96;`, since a pair would open a code span and show the escapes inside it as
+/// written; then `cell` (`|`, line breaks).
+pub(crate) fn outside_text(text: &str) -> String {
     cell(&html_text(text).replace('`', "&#96;"))
 }
 
@@ -280,5 +282,42 @@ mod tests {
             "{block}"
         );
         assert!(line_diff_block("s", "1", "2").is_none());
+    }
+
+    #[test]
+    fn notes_and_actions_from_the_plan_are_text_not_markup() {
+        // A note names addresses (a `for_each` key comes from data) and failed checks; an
+        // action the engine does not know is shown as the plan wrote it.
+        let key = r#"aws_s3_bucket.b["<img src=x onerror=y>`k`|"]"#;
+        let report = Report {
+            stack: "shop".to_owned(),
+            key: "k".to_owned(),
+            findings: Vec::new(),
+            pending: vec![crate::classify::Pending {
+                address: "a.b".to_owned(),
+                action: "<script>x</script>".to_owned(),
+                reason: None,
+                paths: Vec::new(),
+            }],
+            notes: vec![
+                format!("{key} moved from a.c (not drift)"),
+                format!("plan.json: check failed: {key} (fail)"),
+            ],
+            with_plan: true,
+        };
+        let md = render(&report, "2026-01-01T00:00:00Z");
+        for raw in ["<img", "<script", "`k`", "\"|"] {
+            assert!(!md.contains(raw), "holds {raw:?}: {md}");
+        }
+        let shown = "aws_s3_bucket.b[&quot;&lt;img src=x onerror=y&gt;&#96;k&#96;\\|&quot;]";
+        assert!(
+            md.contains(&format!("- {shown} moved from a.c (not drift)\n")),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!("- plan.json: check failed: {shown} (fail)\n")),
+            "{md}"
+        );
+        assert!(md.contains("| &lt;script&gt;x&lt;/script&gt; |"), "{md}");
     }
 }

@@ -139,7 +139,7 @@ pub fn markdown(rows: &[Row<'_>]) -> String {
         ];
         line.extend(row.counts().iter().map(|c| cell(c)));
         line.push(match row.outcome {
-            Err(message) => super::markdown::error_text(message),
+            Err(message) => super::markdown::outside_text(message),
             Ok((r, _)) => inline_code(&r.fingerprint()),
         });
         table.row_markdown(line);

@@ -101,7 +101,7 @@ pub fn error_markdown(name: &str, message: &str, at: &str) -> String {
         marker_line(&datum_report::dedupe_key(classify::TOOL, name)),
         cell(name),
         inline_code(at),
-        super::markdown::error_text(message),
+        super::markdown::outside_text(message),
     )
 }
 
