@@ -409,9 +409,6 @@ pub fn run_pass_with(
                     }
                 }
             };
-            if let Some(settled) = settled.as_mut() {
-                settled.record(observations.bound(index), step.action, &step.outcome);
-            }
             if matches!(
                 step.outcome,
                 Outcome::Changed { .. } | Outcome::WouldChange { .. }
@@ -437,6 +434,12 @@ pub fn run_pass_with(
                 for group_report in extra {
                     emit(&mut summary, group_report, reporter);
                 }
+            }
+            // After the activation: a reload or restart a change owes a service
+            // is a change of its own, beyond any declared path (a daemon may
+            // make or empty folders as it starts).
+            if let Some(settled) = settled.as_mut() {
+                settled.record(observations.bound(index), step.action, &step.outcome);
             }
             match &step.outcome {
                 Outcome::Failed { .. } => {

@@ -612,6 +612,57 @@ fn a_change_makes_its_notified_resource_owe_an_activation_until_one_succeeds() {
     assert_eq!(bed.journal.of("reload").len(), 2);
 }
 
+/// A plan calls a Directory whose parent is missing a change that would
+/// fail only when nothing before it could make that parent. A reload a
+/// change owes a service is such a thing (a daemon may make its folders as
+/// it starts): the Directory after it stays pending, for the apply to
+/// decide. Before, the plan noted what could change before the Directory
+/// ahead of the activation, so the reload went unseen and the plan said
+/// "would fail" where the apply may succeed.
+#[test]
+fn a_missing_parent_stays_pending_after_a_reload_a_change_owes() {
+    let mut bed = Bed::new();
+    let (mut providers, journal, faults) = datum_testkit::fake::fake_providers();
+    providers.push(Box::new(datum_providers::directory::DirectoryProvider));
+    bed.registry = Registry::new(providers);
+    bed.journal = journal;
+    bed.faults = faults;
+    let data = ResourceId::new("Directory", "data");
+    let cat = catalogue(vec![
+        fake_file("site", "/site", "v1\n", &[]),
+        Resource {
+            requires: vec![id("site")],
+            ..fake_unit("web", &[id("site")])
+        },
+        Resource {
+            requires: vec![unit("web")],
+            ..Resource::new(data.clone(), serde_json::json!({"path": "/srv/data/sub"}))
+        },
+    ]);
+    let plan = bed.pass(&cat, Mode::Plan);
+    assert!(matches!(
+        outcome(&plan, &unit("web")),
+        Outcome::WouldChange { .. }
+    ));
+    assert!(
+        matches!(outcome(&plan, &data), Outcome::WouldChange { .. }),
+        "{:?}",
+        outcome(&plan, &data)
+    );
+    // Nothing owed, nothing changes before it: the refusal is certain.
+    bed.write("/site", "v1\n");
+    let plan = bed.pass(&cat, Mode::Plan);
+    assert!(matches!(outcome(&plan, &unit("web")), Outcome::Unchanged));
+    assert!(
+        matches!(
+            outcome(&plan, &data),
+            Outcome::Failed { reason, .. } if reason.contains("/srv/data does not exist")
+        ),
+        "{:?}",
+        outcome(&plan, &data)
+    );
+}
+
 /// A change that never went live (it failed before its rename) leaves its
 /// service owing nothing: before, the reload recorded ahead of the write
 /// stayed owed, and once the declaration went back to what is live the
