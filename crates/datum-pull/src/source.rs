@@ -126,7 +126,7 @@ impl Remote {
             // git would read another host (the start of the credentials)
             // and put the rest on its command line and in its messages.
             return Err(bad(
-                "an `@` comes after the host begins (a `/` in a user name or password, or an `@` in the path): write `/`, `:`, `@`, `?` and `#` in credentials percent-encoded (%2F, %3A, %40, %3F, %23), and no `@` in the path",
+                "an `@` comes after the host begins (a `/` in a user name or password, or an `@` in the path): write `/`, `:`, `@`, `?` and `#` in credentials percent-encoded (%2F, %3A, %40, %3F, %23), and an `@` in the path as %40 (an scp-like address cannot: write it as an ssh:// URL)",
             ));
         }
         if url.is_empty() {
@@ -199,12 +199,26 @@ impl Remote {
 /// taken to end at the last `@` whatever comes before it: everything up to
 /// it is hidden (more than needed when it was an `@` in the path, never
 /// less), and [`Remote::parse`] refuses such a URL.
+///
+/// Not ambiguous, though an `@` is in the path, are the URLs where nothing
+/// before that `@` can be a secret: a `file:///` URL (no authority at
+/// all); an `ssh://`, `git://` or `file://` URL whose authority already
+/// holds a user name without a password (`ssh://git@host:22/o/a@b.git`:
+/// for these only a password is a secret); an scp-like address with a
+/// user name (`git@host:o/a@b.git`: git reads the user and the host up to
+/// the first `:`, and ssh takes no password there). An http(s) URL stays
+/// refused: its whole user part is a secret, which a raw `@` and `/` in a
+/// token or password would split.
 fn redact(url: &str) -> (String, Option<String>, bool) {
     let Some((scheme, rest)) = url.split_once("://") else {
-        // scp-like `[user@]host:path`: a user part holding a `:` is no
+        // scp-like `[user@]host:path` (a `/` before the first `:` makes it
+        // a local path, as git reads it): a user part holding a `:` is no
         // user name git would read.
-        return match (url.rfind('@'), url.find(':')) {
-            (Some(at), Some(colon)) if colon < at => (
+        let colon = url.find(':');
+        let local = colon.is_none_or(|colon| url[..colon].contains('/'));
+        let user_named = colon.is_some_and(|colon| url[..colon].contains('@'));
+        return match (url.rfind('@'), colon) {
+            (Some(at), Some(colon)) if colon < at && !local && !user_named => (
                 format!("(sensitive)@{}", &url[at + 1..]),
                 Some(url[..at].to_owned()),
                 true,
@@ -216,7 +230,18 @@ fn redact(url: &str) -> (String, Option<String>, bool) {
         return (url.to_owned(), None, false);
     };
     let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let web = matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https");
     if at > authority_end {
+        let no_authority = authority.is_empty() && scheme.eq_ignore_ascii_case("file");
+        let user_only = !web
+            && authority
+                .rsplit_once('@')
+                .is_some_and(|(userinfo, _)| !userinfo.contains(':'));
+        if no_authority || user_only {
+            // The `@` is the path's; the URL holds no secret.
+            return (url.to_owned(), None, false);
+        }
         return (
             format!("{scheme}://(sensitive)@{}", &rest[at + 1..]),
             Some(rest[..at].to_owned()),
@@ -224,7 +249,6 @@ fn redact(url: &str) -> (String, Option<String>, bool) {
         );
     }
     let (userinfo, host) = (&rest[..at], &rest[at + 1..authority_end]);
-    let web = matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https");
     let (shown, secret) = match userinfo.split_once(':') {
         Some((user, password)) if !web => (format!("{user}:(sensitive)"), password.to_owned()),
         _ if web => ("(sensitive)".to_owned(), userinfo.to_owned()),
@@ -425,5 +449,43 @@ mod tests {
         // An scp-like address with a user name only is as it was.
         let r = Remote::parse("git@h:o/x.git").unwrap();
         assert_eq!(r.display(), "git@h:o/x.git");
+    }
+
+    #[test]
+    fn an_at_in_the_path_is_refused_only_where_it_could_end_a_secret() {
+        // Nothing before the path's `@` can be a secret: taken as written.
+        for url in [
+            "https://host/org/repo.git",
+            "git@host:org/repo.git",
+            "ssh://git@host:22/org/repo.git",
+            "file:///srv/repo.git",
+            "git@host:org/re@po.git",
+            "ssh://git@host:22/org/re@po.git",
+            "git+ssh://git@host/org/re@po.git",
+            "git://git@host/re@po.git",
+            "file:///srv/re@po.git",
+            "/srv/re@po.git",
+            "/srv/a:b@c.git",
+            "https://host/org/re%40po.git",
+        ] {
+            let r = Remote::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(r.display(), url);
+            assert_eq!(Source::Remote(r).secret(), None, "{url}");
+        }
+        let r = Remote::parse("https://deploy:p%40ss@host/org/repo.git").unwrap();
+        assert_eq!(r.display(), "https://(sensitive)@host/org/repo.git");
+        assert_eq!(Source::Remote(r).credentials().unwrap().password, "p@ss");
+        // Where the part before it could be a token or a password holding a
+        // raw `/` (an http(s) user part is secret whole; an scp-like address
+        // or a URL without a user name), still refused, with the way out.
+        for url in [
+            "https://host/org/re@po.git",
+            "https://tok@host/org/re@po.git",
+            "host:org/re@po.git",
+            "ssh://host/org/re@po.git",
+        ] {
+            let text = Remote::parse(url).unwrap_err().to_string();
+            assert!(text.contains("an `@` in the path as %40"), "{url}: {text}");
+        }
     }
 }
