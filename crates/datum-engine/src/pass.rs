@@ -256,7 +256,8 @@ pub fn run_pass_with(
     let mut stopped: HashMap<ResourceId, ResourceId> = HashMap::new();
     let mut changed: HashSet<ResourceId> = HashSet::new();
     // In a plan: what could still change the host before each resource.
-    let mut settled = (ctx.mode == Mode::Plan).then(|| Settled::new(&selected, &observations));
+    let mut settled = (ctx.mode == Mode::Plan)
+        .then(|| Settled::new(&selected, &observations, ctx.host.boundary()));
     // One report per resource: sized once (grown by doubling, the list of
     // 20,000 reports held half as much again, unused, at the pass's peak).
     let mut summary = PassSummary {

@@ -14,11 +14,18 @@
 //! decides. Nothing here is consulted, or costs anything, unless a provider
 //! found such a refusal; a plan records the changed paths of path kinds as
 //! it goes (none in a converged pass).
+//!
+//! Paths are compared as declared, and a link the repository lets the walk
+//! follow (`boundary.follow_links`: `/var/run -> /run`) gives one folder two
+//! spellings: a Directory `/run/app` makes the parent of a File
+//! `/var/run/app/pid`. So a change to a path through such a link, or any
+//! change before a resource whose own path goes through one, keeps the
+//! refusal pending.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use datum_core::{Outcome, Resource, ResourceId};
+use datum_core::{Boundary, Outcome, Resource, ResourceId};
 
 use crate::observe::{Bound, Observations};
 
@@ -32,12 +39,21 @@ pub(crate) struct Settled {
     beyond_paths_changed: bool,
     /// The declared paths of earlier path-kind resources that would change.
     changed_paths: BTreeSet<PathBuf>,
+    /// The links the walk follows (`boundary.follow_links`, declared).
+    followed_links: Vec<PathBuf>,
+    /// An earlier changed path goes through one of `followed_links`.
+    through_link_changed: bool,
 }
 
 impl Settled {
     /// Before a plan's loop: whether any batched resource would change
     /// (one whose observation failed counts, as it may still be batched).
-    pub(crate) fn new(selected: &[&Resource], observations: &Observations<'_>) -> Self {
+    /// `boundary`: what the walk follows (see the module header).
+    pub(crate) fn new(
+        selected: &[&Resource],
+        observations: &Observations<'_>,
+        boundary: &Boundary,
+    ) -> Self {
         let batches_change = (0..selected.len()).any(|i| {
             observations.bound(i).is_some_and(|b| {
                 b.provider.batching().is_some()
@@ -48,6 +64,7 @@ impl Settled {
         });
         Settled {
             batches_change,
+            followed_links: boundary.follow_links.clone(),
             ..Settled::default()
         }
     }
@@ -69,7 +86,12 @@ impl Settled {
             return;
         }
         match bound.and_then(|b| Some((b.provider.paths()?, &b.declared))) {
-            Some((paths, declared)) => self.changed_paths.extend(paths.managed_paths(declared)),
+            Some((paths, declared)) => {
+                for path in paths.managed_paths(declared) {
+                    self.through_link_changed |= self.through_link(&path);
+                    self.changed_paths.insert(path);
+                }
+            }
             // A kind without paths, or a change whose binding the loop no
             // longer holds (declared again this turn): anything may change.
             None => self.beyond_paths_changed = true,
@@ -84,10 +106,22 @@ impl Settled {
         paths: &[PathBuf],
         changed: &HashSet<ResourceId>,
     ) -> bool {
+        // Through a followed link, the declared paths do not say what is
+        // related: any earlier change of a path may be.
+        let spelled_twice = self.through_link_changed
+            || (!self.changed_paths.is_empty() && paths.iter().any(|p| self.through_link(p)));
         !self.batches_change
             && !self.beyond_paths_changed
+            && !spelled_twice
             && !resource.requires.iter().any(|dep| changed.contains(dep))
             && !paths.iter().any(|p| self.related_changed(p))
+    }
+
+    /// Whether `path` is, or goes through, a link the walk follows.
+    fn through_link(&self, path: &Path) -> bool {
+        self.followed_links
+            .iter()
+            .any(|link| path.starts_with(link))
     }
 
     /// Whether a changed path is `path`, one of its ancestors, or inside it.

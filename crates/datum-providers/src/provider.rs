@@ -407,8 +407,11 @@ pub trait Provider: Send + Sync {
     /// The engine reports it in `datum plan` as a change that would fail
     /// only when nothing before the resource would change the host there:
     /// nothing it requires, no batched kind (applied before everything),
-    /// nothing earlier of a kind that acts beyond declared paths, nothing
-    /// earlier at its path, above it or inside it. Otherwise the change
+    /// nothing earlier of a kind that acts beyond declared paths (a reload
+    /// a change owes a service counts), nothing earlier at its path, above
+    /// it or inside it, and nothing earlier at all when either path goes
+    /// through a link `boundary.follow_links` lets the walk follow (one
+    /// folder, two spellings). Otherwise the change
     /// stays pending and the apply decides. Pure; `None` by default. A kind
     /// without declared paths (a Service, whose unit any earlier file or a
     /// `daemon-reload` may bring) must not refuse here: the engine cannot

@@ -169,6 +169,53 @@ fn an_entry_whose_parent_is_missing_or_not_a_folder_would_fail_in_plan_as_in_app
 }
 
 #[test]
+fn a_parent_made_through_a_followed_link_keeps_the_entry_pending() {
+    // With `/var/run -> /run` followed, `/run/app` and `/var/run/app` are
+    // one folder: the Directory made first is the File's parent, though
+    // neither declared path is the other's ancestor. The plan must not call
+    // the File's creation one that would fail (the apply makes it), in
+    // either spelling.
+    for (dir, file) in [
+        ("/run/app", "/var/run/app/app.pid"),
+        ("/var/run/app", "/run/app/app.pid"),
+    ] {
+        let s = Sandbox::with_base(&format!(
+            "datum: v1alpha1\ntype: Directory\nname: app\ndesired:\n  path: {dir}\n\
+---\ndatum: v1alpha1\ntype: File\nname: pid\ndesired:\n  path: {file}\n  content: \"1\\n\"\n"
+        ));
+        s.write(
+            "repo/datum.yaml",
+            "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+boundary:\n  follow_links: [/var/run]\n",
+        );
+        fs::create_dir_all(s.live("/run")).unwrap();
+        fs::create_dir_all(s.live("/var")).unwrap();
+        std::os::unix::fs::symlink("/run", s.live("/var/run")).unwrap();
+        let out = s.datum(&["plan"]);
+        assert_exit(&out, 2);
+        assert!(!stdout(&out).contains("would fail"), "{}", stdout(&out));
+        assert_exit(&s.datum(&["apply"]), 2);
+        assert_eq!(
+            fs::read_to_string(s.live("/run/app/app.pid")).unwrap(),
+            "1\n"
+        );
+    }
+    // Nothing before it: still certain, through the link too.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: pid\ndesired:\n  path: /var/run/app/app.pid\n  content: \"1\\n\"\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+boundary:\n  follow_links: [/var/run]\n",
+    );
+    fs::create_dir_all(s.live("/run")).unwrap();
+    fs::create_dir_all(s.live("/var")).unwrap();
+    std::os::unix::fs::symlink("/run", s.live("/var/run")).unwrap();
+    plan_and_apply_refuse(&s, &["/var/run/app does not exist"]);
+}
+
+#[test]
 fn a_purging_tree_blocked_by_a_folder_of_excluded_entries_would_fail_in_plan_as_in_apply() {
     // The purge removes a folder where the source now has a file, but never
     // the excluded entries in it: the scan leaves those out, and the plan
