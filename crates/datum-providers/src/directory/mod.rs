@@ -172,8 +172,7 @@ impl EntryProvider for DirectoryProvider {
 pub const HOLDS_ENTRIES_FIELD: &str = "holds_entries";
 
 /// Whether the folder at `at` holds anything but a killed pass's staging
-/// folders (an apply may sweep those before it gets there: they do not
-/// make the removal's failure certain).
+/// folders (the removal sweeps those first: they do not make it fail).
 fn holds_entries(at: &Located) -> Result<bool, ProviderError> {
     let Some(dir) = at.open_dir()? else {
         return Ok(false);
@@ -221,6 +220,16 @@ pub fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
 fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
     match at.lstat()? {
         Some(stat) if stat.kind == FileKind::Directory => {
+            // A killed pass's staging folders in it are Datum's own (the
+            // plan does not count them: `holds_entries`), and the sweep
+            // before a pass reaches only the folders declared paths are in.
+            // Swept only when nothing else is there: a folder the removal
+            // refuses is left as it was.
+            if !holds_entries(at)?
+                && let Some(dir) = at.open_dir()?
+            {
+                host.sweep_stale_staging(&dir)?;
+            }
             at.remove_dir()?;
             host.forget_dirs_under(&at.declared());
             Ok(())

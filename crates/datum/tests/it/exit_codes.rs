@@ -96,6 +96,27 @@ fn a_folder_declared_absent_that_is_not_empty_would_fail_in_plan_as_in_apply() {
 }
 
 #[test]
+fn a_folder_declared_absent_holding_only_a_killed_pass_s_staging_is_removed() {
+    // A pass killed while staging a file in the folder left its staging
+    // folder there. The plan does not count it (pending, not "would
+    // fail"), so the apply must not either: it sweeps it, then removes the
+    // folder. Before, the apply refused: "it is not empty".
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Directory\nname: old\ndesired:\n  path: /srv/old\n  ensure: absent\n",
+    );
+    s.write("root/srv/old/.datum.stage.k1ll3d/data", "half-written\n");
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert!(!s.live("/srv/old").exists(), "{}", stdout(&out));
+    // Anything else in it still stops the removal, staging or not.
+    s.write("root/srv/old/.datum.stage.k1ll3d/data", "half-written\n");
+    s.write("root/srv/old/kept", "kept\n");
+    plan_and_apply_refuse(&s, &["/srv/old: it is not empty"]);
+}
+
+#[test]
 fn a_folder_declared_absent_stays_pending_while_a_package_may_empty_it() {
     // Packages are applied before every other resource: one that would be
     // removed may take the folder's files with it, so the plan cannot say
