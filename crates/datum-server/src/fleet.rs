@@ -95,6 +95,19 @@ pub(crate) fn u(v: Option<i64>) -> u64 {
 const CLUSTERS: &str = "SELECT signature, observed, hosts, subject, category, class, paths, first_seen, \
      last_seen FROM drift_clusters WHERE hosts > 0";
 
+/// The first hosts of one cluster in byte order (the overview's sample):
+/// `$1` signature, `$2` observed, `$3` how many. The cluster index holds
+/// its hosts in byte order too, so this reads those few rows from it
+/// rather than sorting every host of the cluster.
+pub const SAMPLE_HOSTS_OF_A_CLUSTER: &str = "SELECT host FROM findings WHERE signature = $1 AND observed = $2 \
+     ORDER BY host COLLATE \"C\" LIMIT $3";
+
+/// The first hosts of every cluster in byte order (the drift view's
+/// samples): `$1` how many. Read in the cluster index's order.
+pub const SAMPLE_HOSTS_OF_EVERY_CLUSTER: &str = "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
+     row_number() OVER (PARTITION BY signature, observed ORDER BY host COLLATE \"C\") AS n \
+     FROM findings) AS ranked WHERE n <= $1";
+
 /// Hosts that reported, and how many of them have open findings.
 const DRIFT_COUNTS: &str = "SELECT count(*), CAST(coalesce(sum(CASE WHEN open_findings > 0 THEN 1 ELSE 0 END), 0) \
      AS BIGINT) FROM hosts WHERE last_report_at IS NOT NULL";
@@ -693,8 +706,7 @@ impl<B: Backend> Fleet<B> {
                     .iter()
                     .map(|c| {
                         Stmt::new(
-                            "SELECT host FROM findings WHERE signature = $1 AND observed = $2 \
-                             ORDER BY host COLLATE \"C\" LIMIT $3",
+                            SAMPLE_HOSTS_OF_A_CLUSTER,
                             vec![
                                 c.signature.as_str().into(),
                                 c.observed.clone().unwrap_or_default().into(),
@@ -750,9 +762,7 @@ impl<B: Backend> Fleet<B> {
             .read(vec![
                 Stmt::new(CLUSTERS, vec![]),
                 Stmt::new(
-                    "SELECT signature, observed, host FROM (SELECT signature, observed, host, \
-                     row_number() OVER (PARTITION BY signature, observed ORDER BY host COLLATE \"C\") AS n \
-                     FROM findings) AS ranked WHERE n <= $1",
+                    SAMPLE_HOSTS_OF_EVERY_CLUSTER,
                     vec![(views::SAMPLE_HOSTS as i64).into()],
                 ),
                 Stmt::new(DRIFT_COUNTS, vec![]),

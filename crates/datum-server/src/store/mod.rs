@@ -226,6 +226,11 @@ impl MIGRATIONS {
             "generation",
             include_str!("../../migrations/sqlite/0005_generation.sql"),
         ),
+        (
+            6,
+            "cluster index in byte order",
+            include_str!("../../migrations/sqlite/0006_cluster_byte_order.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -252,6 +257,11 @@ impl MIGRATIONS {
             5,
             "generation",
             include_str!("../../migrations/postgres/0005_generation.sql"),
+        ),
+        (
+            6,
+            "cluster index in byte order",
+            include_str!("../../migrations/postgres/0006_cluster_byte_order.sql"),
         ),
     ];
 }
@@ -325,8 +335,8 @@ mod tests {
 
     #[test]
     fn the_two_schemas_say_the_same() {
-        // Same migrations, same tables and columns: only types and the id
-        // column differ.
+        // Same migrations, same tables and columns: only types, the id
+        // column and the name of byte order differ.
         let pg = super::MIGRATIONS::POSTGRES;
         let lite = super::MIGRATIONS::SQLITE;
         assert_eq!(pg.len(), lite.len());
@@ -343,6 +353,7 @@ mod tests {
                 .replace("SQLite", "X")
                 .replace("sqlite/", "other/")
                 .replace("postgres/", "other/")
+                .replace(super::BYTE_ORDER, "COLLATE BINARY")
         }
     }
 }
