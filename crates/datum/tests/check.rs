@@ -1318,6 +1318,11 @@ fn apply_blocks_what_requires_a_quarantined_resource() {
         line("File[app-conf]").contains("blocked (by Directory[etc-app])"),
         "{human}"
     );
+    // Counted as held, not as blocked changes.
+    assert!(
+        human.contains("0 failed, 0 blocked, 3 held by a quarantine ("),
+        "{human}"
+    );
     // ... while a failure beside the quarantine still fails the pass.
     let broken = s.write(
         "repo/base/broken.yaml",

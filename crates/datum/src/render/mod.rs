@@ -184,21 +184,32 @@ pub fn summary_line(mode: Mode, summary: &PassSummary, paint: Paint) -> String {
         .trusted_by_metadata
         .map(|trusted| format!(" ({trusted} by their metadata, not read)"))
         .unwrap_or_default();
+    // Held by a person's quarantine (and what requires it): a decision, not
+    // a blocked change, so counted apart, and only when there is one.
+    let held = summary
+        .resources
+        .iter()
+        .filter(|r| summary.held_by_quarantine(r))
+        .count() as u64;
+    let blocked = n("blocked").saturating_sub(held);
+    let held = if held > 0 {
+        format!(", {held} held by a quarantine")
+    } else {
+        String::new()
+    };
     let line = match mode {
         Mode::Plan => format!(
-            "Plan: {} to change, {} unchanged{unread}, {} failed, {} blocked ({} ms).",
+            "Plan: {} to change, {} unchanged{unread}, {} failed, {blocked} blocked{held} ({} ms).",
             n("would_change"),
             n("unchanged"),
             n("failed"),
-            n("blocked"),
             summary.duration_ms
         ),
         Mode::Apply => format!(
-            "Apply: {} changed, {} unchanged{unread}, {} failed, {} blocked ({} ms).",
+            "Apply: {} changed, {} unchanged{unread}, {} failed, {blocked} blocked{held} ({} ms).",
             n("changed"),
             n("unchanged"),
             n("failed"),
-            n("blocked"),
             summary.duration_ms
         ),
     };
