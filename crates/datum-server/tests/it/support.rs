@@ -41,12 +41,12 @@ pub async fn postgres_url() -> Option<String> {
 pub const COLLATION_PROBE: [&str; 5] = ["a-b", "a_b", "aB", "ab", "B"];
 
 /// A fresh PostgreSQL database whose default collation is not byte order
-/// (`en-US` by ICU, or libc's `en_US.UTF-8`), and which one it is; `None`
+/// (`en-US` by ICU, or libc's `en_US.UTF-8`), which one it is, and its URL; `None`
 /// (with a note) when there is no server, or when the server can make no
 /// such database and none is required: `scripts/postgres` initialises its
 /// server in the machine's locale, often `C.UTF-8`, which orders text as
 /// bytes do and so hides any query that forgets to ask for byte order.
-pub async fn postgres_collated() -> Option<(Fleet<PostgresBackend>, &'static str)> {
+pub async fn postgres_collated() -> Option<(Fleet<PostgresBackend>, &'static str, String)> {
     let (client, base) = postgres_server().await?;
     let (prefix, _) = base.rsplit_once('/').unwrap();
     for (how, options) in [
@@ -96,7 +96,7 @@ pub async fn postgres_collated() -> Option<(Fleet<PostgresBackend>, &'static str
                 .await
                 .unwrap(),
         );
-        return Some((fleet, how));
+        return Some((fleet, how, url));
     }
     assert!(
         std::env::var("DATUM_POSTGRES_REQUIRED").as_deref() != Ok("1"),
