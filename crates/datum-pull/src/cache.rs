@@ -139,6 +139,20 @@ impl Cache {
         args.push(source.location());
         args.push(format!("+{}:{INCOMING}", config.git_ref).into());
         git.output(args, 1 << 20).map_err(fetch_error)?;
+        // A forced refspec git did not write though the fetch went through:
+        // it refuses to take a shallow remote's ref (only a warning).
+        if !self
+            .incoming
+            .succeeds(["rev-parse", "--verify", "--quiet", INCOMING])
+            .unwrap_or(true)
+        {
+            // What it brought (all of the remote's objects) goes now.
+            let _ = self.forget_incoming();
+            return Err(PullError::Shallow {
+                git_ref: config.git_ref.clone(),
+                remote: source.display(),
+            });
+        }
         let peeled = format!("{INCOMING}^{{commit}}");
         let out = self
             .incoming
@@ -152,14 +166,18 @@ impl Cache {
                 ],
                 4096,
             )
-            .map_err(|_| PullError::NotACommit {
-                git_ref: config.git_ref.clone(),
-                remote: source.display(),
+            .map_err(|_| {
+                let _ = self.forget_incoming();
+                PullError::NotACommit {
+                    git_ref: config.git_ref.clone(),
+                    remote: source.display(),
+                }
             })?;
         let id = String::from_utf8_lossy(&out).trim().to_owned();
         if commit::is_commit_id(&id) {
             Ok(id)
         } else {
+            let _ = self.forget_incoming();
             Err(PullError::NotACommit {
                 git_ref: config.git_ref.clone(),
                 remote: source.display(),

@@ -215,6 +215,13 @@ pub enum PullError {
     },
     #[error("{git_ref} is not a commit at {remote}; nothing was changed")]
     NotACommit { git_ref: String, remote: String },
+    /// git fetched it but would not take the ref (exit 0, a warning): the
+    /// remote is a shallow clone, whose history would have to be taken
+    /// shallow, which the ancestry check cannot trust.
+    #[error(
+        "{git_ref} at {remote} was not taken: the remote is a shallow clone (made with --depth), and datum pull never takes shallow history, which would let a revision pass for a descendant of the deployed one; fetch from a full clone; nothing was changed"
+    )]
+    Shallow { git_ref: String, remote: String },
     #[error("cannot run {tool}: {detail}; nothing was changed")]
     Tool { tool: String, detail: String },
     #[error("{} is a {found}, not a link datum pull manages: move it away (datum pull puts a link there) or choose another --deploy; nothing was changed", path.display())]
@@ -237,7 +244,9 @@ impl PullError {
         match self {
             PullError::Refused(r) => r.reason.word(),
             PullError::Config(_) => "config",
-            PullError::Fetch { .. } | PullError::NotACommit { .. } => "fetch",
+            PullError::Fetch { .. } | PullError::NotACommit { .. } | PullError::Shallow { .. } => {
+                "fetch"
+            }
             PullError::Store { .. } => "state_store",
             PullError::Tool { .. }
             | PullError::NotALink { .. }

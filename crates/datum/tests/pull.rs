@@ -381,6 +381,51 @@ fn a_tag_is_deployed_as_its_commit_and_two_pulls_at_once_deploy_it_once() {
 }
 
 #[test]
+fn a_shallow_remote_is_refused_as_shallow_and_changes_nothing() {
+    // git fetches from a shallow clone but will not take its ref (exit 0,
+    // only a warning), which read as "main is not a commit".
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    bed.revision("two", Some("alice"));
+    bed.push();
+    let remote = format!("file://{}", bed.p("remote.git").display());
+    bed.git(
+        ".",
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            "--depth",
+            "1",
+            "--branch",
+            "main",
+            &remote,
+            "shallow.git",
+        ],
+    );
+    assert!(
+        bed.p("shallow.git/shallow").exists(),
+        "the clone is not shallow"
+    );
+    let before = bed.snapshot();
+    let url = format!("file://{}", bed.p("shallow.git").display());
+    let signers = bed.p("allowed_signers").display().to_string();
+    let out = Run(bed
+        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    let says = out.stderr();
+    assert!(says.contains("the remote is a shallow clone"), "{says}");
+    assert!(!says.contains("is not a commit"), "{says}");
+    // Nor is what git fetched kept until the next pull.
+    assert!(!bed.p("root/var/lib/datum/pull/incoming.git").exists());
+    assert_eq!(bed.snapshot(), before);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+#[test]
 fn a_repository_served_by_git_daemon_on_loopback_is_pulled() {
     if !tools() {
         return;
