@@ -26,7 +26,11 @@ pub fn render(report: &Report, generated_at: &str) -> String {
     let mut out = String::new();
     out.push_str(&marker_line(&report.key));
     out.push('\n');
-    out.push_str(&format!("## Drift report: {}\n\n", cell(&report.stack)));
+    // The stack's name is the folder's when --stack does not give one.
+    out.push_str(&format!(
+        "## Drift report: {}\n\n",
+        outside_text(&report.stack)
+    ));
     out.push_str(&format!("Checked at {}.\n\n", inline_code(generated_at)));
     if report.findings.is_empty() && report.pending.is_empty() {
         out.push_str("No drift and no unapplied changes.\n\n");
@@ -319,5 +323,23 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| &lt;script&gt;x&lt;/script&gt; |"), "{md}");
+    }
+
+    #[test]
+    fn a_stack_named_after_its_folder_is_text_in_the_heading() {
+        // Without --stack the name is the folder's, which nothing checks.
+        let report = Report {
+            stack: "<img src=x onerror=y>`k`".to_owned(),
+            key: "k".to_owned(),
+            findings: Vec::new(),
+            pending: Vec::new(),
+            notes: Vec::new(),
+            with_plan: true,
+        };
+        let md = render(&report, "2026-01-01T00:00:00Z");
+        assert!(
+            md.contains("\n## Drift report: &lt;img src=x onerror=y&gt;&#96;k&#96;\n"),
+            "{md}"
+        );
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use datum_report::markdown::{cell, inline_code, marker_line};
+use datum_report::markdown::{inline_code, marker_line};
 use datum_report::render::Render;
 use datum_report::style::Paint;
 
@@ -99,7 +99,7 @@ pub fn error_markdown(name: &str, message: &str, at: &str) -> String {
     format!(
         "{}\n## Drift report: {}\n\nChecked at {}.\n\n**driftwatch could not check this stack:** {}\n",
         marker_line(&datum_report::dedupe_key(classify::TOOL, name)),
-        cell(name),
+        super::markdown::outside_text(name),
         inline_code(at),
         super::markdown::outside_text(message),
     )
