@@ -56,6 +56,20 @@ const COMMIT_LIMIT: usize = 1 << 20;
 /// files).
 const LISTING_LIMIT: usize = 64 << 20;
 
+/// Every fetch's options, before its source and refspec: nothing but the
+/// one ref asked for, and nothing run afterwards (no gc, no maintenance,
+/// no FETCH_HEAD written).
+const FETCH: [&str; 8] = [
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-recurse-submodules",
+    "--no-write-fetch-head",
+    "--no-auto-gc",
+    "--no-auto-maintenance",
+    "--",
+];
+
 /// The cache of one host.
 #[derive(Debug)]
 pub struct Cache {
@@ -124,18 +138,7 @@ impl Cache {
             remote: source.display(),
             error,
         };
-        let mut args: Vec<OsString> = [
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-recurse-submodules",
-            "--no-write-fetch-head",
-            "--no-auto-gc",
-            "--no-auto-maintenance",
-            "--",
-        ]
-        .map(OsString::from)
-        .to_vec();
+        let mut args: Vec<OsString> = FETCH.map(OsString::from).to_vec();
         args.push(source.location());
         args.push(format!("+{}:{INCOMING}", config.git_ref).into());
         git.output(args, 1 << 20).map_err(fetch_error)?;
@@ -262,18 +265,7 @@ impl Cache {
     /// fetched from the quarantine (checked again on the way), as
     /// `refs/datum/incoming` of the cache until [`Cache::deployed`].
     pub fn accept(&self) -> Result<(), GitError> {
-        let mut args: Vec<OsString> = [
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-recurse-submodules",
-            "--no-write-fetch-head",
-            "--no-auto-gc",
-            "--no-auto-maintenance",
-            "--",
-        ]
-        .map(OsString::from)
-        .to_vec();
+        let mut args: Vec<OsString> = FETCH.map(OsString::from).to_vec();
         args.push(self.incoming.git_dir().as_os_str().to_owned());
         args.push(format!("+{INCOMING}:{INCOMING}").into());
         self.git
