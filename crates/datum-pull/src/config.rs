@@ -58,7 +58,7 @@ pub struct PullConfig {
 }
 
 /// What the command line says (each wins over the file).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
     pub url: Option<String>,
     pub git_ref: Option<String>,
@@ -72,8 +72,29 @@ pub struct Overrides {
     pub bundle: Option<PathBuf>,
 }
 
+/// The URL as messages show it, for the `Debug` forms below: a password in
+/// it is never printed, not even by a debug log of the settings.
+fn url_shown(url: &Option<String>) -> Option<String> {
+    url.as_deref().map(crate::source::shown)
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overrides")
+            .field("url", &url_shown(&self.url))
+            .field("git_ref", &self.git_ref)
+            .field("allowed_signers", &self.allowed_signers)
+            .field("revoked_keys", &self.revoked_keys)
+            .field("openpgp_keyring", &self.openpgp_keyring)
+            .field("deploy", &self.deploy)
+            .field("keep", &self.keep)
+            .field("bundle", &self.bundle)
+            .finish()
+    }
+}
+
 /// The file's settings before the options are laid over them.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct FileSettings {
     url: Option<String>,
     git_ref: Option<String>,
@@ -85,6 +106,23 @@ struct FileSettings {
     ssh_key: Option<PathBuf>,
     known_hosts: Option<PathBuf>,
     timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for FileSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSettings")
+            .field("url", &url_shown(&self.url))
+            .field("git_ref", &self.git_ref)
+            .field("allowed_signers", &self.allowed_signers)
+            .field("revoked_keys", &self.revoked_keys)
+            .field("openpgp_keyring", &self.openpgp_keyring)
+            .field("deploy", &self.deploy)
+            .field("keep", &self.keep)
+            .field("ssh_key", &self.ssh_key)
+            .field("known_hosts", &self.known_hosts)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 /// Settles the configuration: `file` is `pull.yaml`'s text (`None` when
@@ -323,6 +361,32 @@ mod tests {
             Some((Path::new("/r/etc/datum/pull.yaml"), text)),
             o,
         )
+    }
+
+    /// A debug print of the settings (a log line someone adds later) never
+    /// shows a password in the URL, valid URL or refused one.
+    #[test]
+    fn the_settings_debug_form_hides_the_urls_password() {
+        for url in [
+            "https://deploy:canary-pw@git.example/x.git",
+            "https://deploy:can/ary-pw@git.example/x.git",
+            "ssh://git:canary-pw@git.example/x.git",
+        ] {
+            let o = Overrides {
+                url: Some(url.to_owned()),
+                ..Overrides::default()
+            };
+            let shown = format!("{o:?}");
+            assert!(!shown.contains("canary-pw"), "{shown}");
+            assert!(!shown.contains("ary-pw"), "{shown}");
+            assert!(shown.contains("(sensitive)"), "{shown}");
+            let file = FileSettings {
+                url: Some(url.to_owned()),
+                ..FileSettings::default()
+            };
+            let shown = format!("{file:?}");
+            assert!(!shown.contains("ary-pw"), "{shown}");
+        }
     }
 
     #[test]

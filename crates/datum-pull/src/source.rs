@@ -189,6 +189,15 @@ impl Remote {
     }
 }
 
+/// `url` as messages show it, valid or not: credentials replaced by
+/// `(sensitive)` (for the `Debug` form of settings that hold a URL).
+pub fn shown(url: &str) -> String {
+    match Remote::parse(url) {
+        Ok(remote) => remote.display,
+        Err(bad) => bad.shown,
+    }
+}
+
 /// A URL with its credentials (for http and https: the whole user part,
 /// since a token is often written as the user name; for the others: a
 /// password) replaced by `(sensitive)`, the secret that was removed, and

@@ -17,7 +17,7 @@ use crate::cli::{Format, GlobalArgs};
 use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
 
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct PullArgs {
     /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
     #[arg(long, value_name = "URL")]
@@ -52,6 +52,25 @@ pub struct PullArgs {
     /// Show the deployed revision and the recent deployments; change nothing.
     #[arg(long)]
     pub status: bool,
+}
+
+/// The options, as a debug print shows them: the URL's password never.
+impl std::fmt::Debug for PullArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullArgs")
+            .field("url", &self.url.as_deref().map(datum_pull::source::shown))
+            .field("git_ref", &self.git_ref)
+            .field("allowed_signers", &self.allowed_signers)
+            .field("deploy", &self.deploy)
+            .field("config", &self.config)
+            .field("bundle", &self.bundle)
+            .field("allow_rollback", &self.allow_rollback)
+            .field("keep", &self.keep)
+            .field("revoked_keys", &self.revoked_keys)
+            .field("openpgp_keyring", &self.openpgp_keyring)
+            .field("status", &self.status)
+            .finish()
+    }
 }
 
 /// The largest `pull.yaml` read.
@@ -371,5 +390,30 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_options_debug_form_hides_the_urls_password() {
+        let args = PullArgs {
+            url: Some("https://deploy:canary-pw@git.example/x.git".to_owned()),
+            git_ref: None,
+            allowed_signers: None,
+            deploy: None,
+            config: None,
+            bundle: None,
+            allow_rollback: false,
+            keep: None,
+            revoked_keys: None,
+            openpgp_keyring: None,
+            status: false,
+        };
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("canary-pw"), "{shown}");
+        assert!(shown.contains("git.example"), "{shown}");
     }
 }
