@@ -194,11 +194,11 @@ impl Git {
     /// given on a command line); their password is also a secret.
     pub fn credentials(mut self, credentials: &crate::source::Credentials) -> Self {
         self = self.secret(credentials.password.clone());
-        if credentials.password.is_empty() {
-            // A token written as the user name, decoded (the URL's own
-            // form is the source's secret).
-            self = self.secret(credentials.username.clone());
-        }
+        // The user name too, decoded (the URL's own form is the source's
+        // secret): an http(s) URL's whole user part is secret, since a
+        // token is often written as the user name, alone or with a
+        // placeholder password (`TOKEN:x-oauth-basic`).
+        self = self.secret(credentials.username.clone());
         self.credentials = Some(credentials.clone());
         self
     }
@@ -774,5 +774,27 @@ mod tests {
         let text = err.to_string();
         assert!(!text.contains("en-canary"), "{text}");
         assert!(text.contains("(sensitive)"), "{text}");
+
+        // ... and with a placeholder password beside it
+        // (`https://tok%2Fen-canary:x-oauth-basic@h/`).
+        let token = crate::source::Credentials {
+            password: "x-oauth-basic".to_owned(),
+            ..token
+        };
+        let err = Git::new(&cache)
+            .allow(Protocol::Http)
+            .credentials(&token)
+            .output(
+                [
+                    "fetch",
+                    "--",
+                    "http://127.0.0.1:1/tok/en-canary.git",
+                    "main",
+                ],
+                1 << 20,
+            )
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains("en-canary"), "{text}");
     }
 }
