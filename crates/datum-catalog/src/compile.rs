@@ -1121,11 +1121,7 @@ impl<'r> Analysis<'r> {
                     .get(claim.field)
                     .map_or_else(|| m.last_doc(), |(_, d)| *d);
                 let (origin, end) = self.field_location(doc, &[claim.field.to_owned()]);
-                let secret = self.is_sensitive(m)
-                    || provider
-                        .sensitive_fields()
-                        .iter()
-                        .any(|f| m.fields.get(f).is_some());
+                let secret = self.hides_lines(m);
                 self.diags.push(
                     Diagnostic::error(format!(
                         "{} is also managed by {}",
@@ -1141,7 +1137,9 @@ impl<'r> Analysis<'r> {
     }
 
     /// An error about `m`'s path claim, at the claim's field where it is
-    /// written (the document that wrote it).
+    /// written (the document that wrote it). The line is not shown for a
+    /// sensitive resource: a flow mapping holds its content (or a User's
+    /// hash) on the line of its path.
     fn claim_error(&self, m: &Merged, claim: &PathClaim<'_>, message: String) -> Diagnostic {
         let doc = m
             .fields
@@ -1152,6 +1150,19 @@ impl<'r> Analysis<'r> {
             .resource(&m.id)
             .at(origin)
             .until(end)
+            .hiding_source(self.hides_lines(m))
+    }
+
+    /// Whether no line of `m` may be shown in an error: it is sensitive
+    /// (`sensitive: true`), or declares a field its kind calls sensitive
+    /// (a User's `password_hash`).
+    fn hides_lines(&self, m: &Merged) -> bool {
+        self.is_sensitive(m)
+            || self.providers[m.last_doc()].is_some_and(|p| {
+                p.sensitive_fields()
+                    .iter()
+                    .any(|f| m.fields.get(f).is_some())
+            })
     }
 
     /// Every resource's content for this host, read and hashed on all cores

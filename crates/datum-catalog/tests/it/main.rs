@@ -887,6 +887,33 @@ mod lint_errors {
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
+    /// A path error (two resources at one path, a path in Datum's own
+    /// folder, a removal cycle) points at the path field: a sensitive
+    /// resource written as a flow mapping holds its content on that line,
+    /// so the line is never shown; an ordinary resource's still is.
+    #[test]
+    fn a_path_error_never_shows_the_line_of_a_sensitive_resource() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/paths.yaml",
+            &[
+                "datum: v1alpha1\ntype: File\nname: own\nsensitive: true\ndesired: {path: /var/lib/datum/x, content: canary-7f3a-own}\n".to_owned(),
+                "datum: v1alpha1\ntype: File\nname: first\ndesired:\n  path: /etc/twice\n  content: x\n".to_owned(),
+                "datum: v1alpha1\ntype: File\nname: twice\nsensitive: true\ndesired: {path: /etc/twice, content: canary-7f3a-twice}\n".to_owned(),
+                "datum: v1alpha1\ntype: User\nname: deploy\ndesired: {password_hash: \"$6$s$canary-7f3a-hash\", home: /var/lib/datum/h}\n".to_owned(),
+                "datum: v1alpha1\ntype: File\nname: open\ndesired: {path: /var/lib/datum/VISIBLE-LINE, content: y}\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        assert!(!text.contains("canary-7f3a"), "{text}");
+        for place in ["base/paths.yaml:5:", "base/paths.yaml:18:"] {
+            assert!(text.contains(place), "{place} missing:\n{text}");
+        }
+        assert!(text.contains("content: y}"), "{text}");
+    }
+
     /// Datum's own folder is not for the repository: a Directory there (its
     /// mode would open the private folder), a File over the state store, a
     /// Tree at the folder are refused at their path; a folder beside it, or
