@@ -377,6 +377,24 @@ fn output_naming_a_file_not_everyone_may_read_is_withheld() {
     assert!(r.output.contains("CANARY-SECRET"), "{}", r.output);
 }
 
+/// A validator's output naming a private file by a path with a space in it
+/// (quoted in the configuration) is withheld too: the check must not split
+/// the name at the space and miss the file.
+#[test]
+fn output_naming_a_private_file_with_a_space_in_its_path_is_withheld() {
+    let Some(def) = require("sshd") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("a b")).unwrap();
+    let secret = dir.path().join("a b/secret");
+    fs::write(&secret, "secretuser:$6$canary-7f3a$abc:1::::::\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let text = format!("Include \"{}\"\n", secret.display());
+    let r = run_staged(def, "/etc/ssh/sshd_config", &text, 0o600).unwrap_err();
+    assert!(!r.output.contains("canary-7f3a"), "{}", r.output);
+}
+
 #[test]
 fn sudoers() {
     // visudo also judges owner and mode: a drop-in is 0440.

@@ -5,7 +5,7 @@
 //! Output is captured (bounded) for the failure report; whether it may be
 //! shown is the engine's decision (sensitive resources never show it).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use datum_host::command::{self, CommandSpec};
 use datum_host::sandbox::{self, Isolation, Sandbox};
@@ -202,11 +202,19 @@ fn run_binary(
         }
         output.push_str(&quoted);
     }
-    if let Some(private) = private_file_named(&output, view) {
-        output = format!(
-            "(output withheld: it names {}, a file not everyone may read, whose content a validator echoes; run the validator by hand to read it)\n",
-            private.display()
-        );
+    match private_file_named(&output, view) {
+        Named::None => {}
+        Named::Private(private) => {
+            output = format!(
+                "(output withheld: it names {}, a file not everyone may read, whose content a validator echoes; run the validator by hand to read it)\n",
+                private.display()
+            );
+        }
+        Named::TooMany => {
+            output = format!(
+                "(output withheld: it names more than {PATHS_LOOKED_AT} possible paths, too many to tell whether one is a file not everyone may read; run the validator by hand to read it)\n"
+            );
+        }
     }
     let kind = if out.timed_out {
         RejectionKind::TimedOut
@@ -230,18 +238,58 @@ fn run_binary(
 /// them (in a plan's output, a CI log, the fleet server's pages), so such
 /// an output is withheld whole (a line naming the file may be followed by
 /// one quoting it that does not).
-fn private_file_named(output: &str, view: &Sandbox) -> Option<std::path::PathBuf> {
-    output
-        .split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '"' | '\'' | '(' | ')' | ','))
-        .map(|token| {
-            let path = token.split(':').next().unwrap_or_default();
-            path.trim_end_matches(['.', ';'])
-        })
-        .filter(|path| path.starts_with('/'))
-        .map(Path::new)
-        .find(|path| view.is_private_file(path))
-        .map(Path::to_path_buf)
+fn private_file_named(output: &str, view: &Sandbox) -> Named {
+    // A path may hold spaces, quotes or colons (`Include "/a b/c"`, echoed
+    // as `/a b/c line 1: ...`): every stretch from a `/` at the start of a
+    // word to each later word boundary of its line is a candidate, so a
+    // name is never split where the file's own name goes on.
+    let boundary = |c: char| {
+        c.is_whitespace() || matches!(c, '[' | ']' | '"' | '\'' | '(' | ')' | ',' | ':' | '`')
+    };
+    let mut looked = 0usize;
+    for line in output.lines() {
+        let starts = line
+            .char_indices()
+            .filter(|&(i, c)| c == '/' && line[..i].chars().next_back().is_none_or(boundary));
+        for (start, _) in starts {
+            let rest = &line[start..];
+            let ends = rest
+                .char_indices()
+                .filter(|&(_, c)| boundary(c))
+                .map(|(i, _)| i)
+                .chain([rest.len()]);
+            for end in ends {
+                let path = rest[..end].trim_end_matches(['.', ';']);
+                if path.is_empty() {
+                    continue;
+                }
+                looked += 1;
+                if looked > PATHS_LOOKED_AT {
+                    // Fail closed: what was not looked at may be private.
+                    return Named::TooMany;
+                }
+                if view.is_private_file(Path::new(path)) {
+                    return Named::Private(PathBuf::from(path));
+                }
+            }
+        }
+    }
+    Named::None
 }
+
+/// What [`private_file_named`] found in a validator's output.
+enum Named {
+    /// No file not everyone may read.
+    None,
+    /// This file, which not everyone may read.
+    Private(PathBuf),
+    /// More possible paths than are looked at: withheld all the same.
+    TooMany,
+}
+
+/// The most possible paths looked up in one validator's output (each is
+/// one `stat`); past that the output is withheld.
+const PATHS_LOOKED_AT: usize = 20_000;
 
 /// Checks one staged file (validators of [`super::Scope::File`]), in the
 /// sandbox.
