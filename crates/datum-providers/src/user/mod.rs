@@ -123,10 +123,11 @@ pub struct UserDeclaration {
     /// Supplementary groups, exactly these.
     #[schemars(with = "Option<UniqueNames>")]
     pub groups: Option<Vec<String>>,
-    /// The home directory (never created or removed: declare a Directory).
+    /// The home directory, without `:` or control characters (never created
+    /// or removed: declare a Directory).
     #[schemars(with = "Option<crate::common::schema::HostPath>")]
     pub home: Option<String>,
-    /// The login shell.
+    /// The login shell, without `:` or control characters.
     #[schemars(with = "Option<crate::common::schema::HostPath>")]
     pub shell: Option<String>,
     /// When created: a system account (its number from the system range).
