@@ -424,7 +424,10 @@ fn change_entry(
     }
     let (changed_paths, unknown_paths) = if matches!(action, Action::Update | Action::Replace) {
         let (changed, unknown) = changed_paths(&raw, source_name)?;
-        (shown_paths(&raw, changed, source_name)?, unknown)
+        (
+            shown_paths(&raw, changed, source_name)?,
+            shown_paths(&raw, unknown, source_name)?,
+        )
     } else {
         (Vec::new(), Vec::new())
     };
@@ -874,6 +877,23 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_a_sensitive_map_known_only_after_apply_are_never_paths() {
+        // A sensitive map whose values are known only after apply: `after_unknown` is keyed
+        // by its secret keys, which must not reach the unknown paths (nor the plan's debug
+        // form) any more than the changed ones.
+        let text = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"t.a","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"canary-7f3a-k1":"v"},"n":1},
+            "after":{"tags":{},"n":2},
+            "after_unknown":{"tags":{"canary-7f3a-k1":true}},
+            "before_sensitive":{"tags":true},"after_sensitive":{"tags":true}}}]}"#;
+        let plan = parse(text, PlanRole::Normal).unwrap();
+        let shown = |paths: &[Path]| paths.iter().map(Path::to_string).collect::<Vec<_>>();
+        assert_eq!(shown(&plan.changes[0].unknown_paths), ["tags"]);
+        assert!(!format!("{plan:?}").contains("canary-7f3a"), "{plan:?}");
+    }
+
+    #[test]
     fn missing_markers_fail_closed() {
         let text = r#"{"format_version":"1.2","resource_drift":[
           {"address":"a.b","change":{"actions":["update"],"before":{"x":"1"},"after":{"x":"2"}}}]}"#;
@@ -899,7 +919,8 @@ mod tests {
             .iter()
             .map(Path::to_string)
             .collect();
-        assert_eq!(unknown, vec!["id", "tags[0]"]);
+        // No sensitivity markers: hidden from the attribute down, as the changed paths are.
+        assert_eq!(unknown, vec!["id", "tags"]);
     }
 
     #[test]
