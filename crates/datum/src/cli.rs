@@ -107,7 +107,7 @@ pub enum Command {
     Lint(LintArgs),
     /// Compile the repository for this host and print the catalogue as JSON.
     Catalogue(CatalogueArgs),
-    /// Show what an apply would change; change nothing (exit 2 when changes are pending).
+    /// Show what an apply would change; change nothing (exit 0 nothing, 2 pending, 4 would fail, 6 both).
     Plan(PlanArgs),
     /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both).
     Apply(ApplyArgs),
@@ -118,7 +118,7 @@ pub enum Command {
     Backup(BackupCommand),
     /// Check continuously: per-class schedules, file-change watches, Prometheus metrics.
     Agent(AgentArgs),
-    /// Report drift (exit 0 none, 2 drift, 1 error) and what each policy would do; change nothing.
+    /// Report drift (exit 0 none, 2 drift or a quarantine, 1 error) and what each policy would do; change nothing.
     Check(CheckArgs),
     /// Check, then apply each class's policy to the drift found (revert, accept, quarantine).
     Reconcile(CheckArgs),

@@ -401,8 +401,10 @@ fn apply_report(
 
 /// A plan's exit code says one thing each: 0 nothing to do, 2 changes
 /// pending, 4 some change would fail (validation, a missing validator
-/// binary, a resource blocked by one that would fail), 6 both; 1 when a
-/// resource could not even be observed (nothing exact to plan).
+/// binary, what the apply is certain to refuse, a resource blocked by one
+/// that would fail), 6 both; 1 when a resource could not even be observed
+/// (nothing exact to plan). A quarantine, and what it holds back, is no
+/// failure.
 fn plan_exit(summary: &datum_engine::PassSummary) -> ExitCode {
     use datum_core::{Outcome, Phase};
     let unobservable = summary.resources.iter().any(|r| {
