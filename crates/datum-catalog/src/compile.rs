@@ -305,8 +305,14 @@ impl<'r> Analysis<'r> {
         self.declare_contents();
         let mut declarations: HashMap<&ResourceId, usize> =
             HashMap::with_capacity(self.repo.documents.len());
+        // A resource any layer calls sensitive: another layer's document of
+        // it (an override writing its content) shows no line either.
+        let mut sensitive_ids: HashSet<&ResourceId> = HashSet::new();
         for d in &self.repo.documents {
             *declarations.entry(&d.id).or_default() += 1;
+            if d.sensitive.as_ref().is_some_and(|s| s.value) {
+                sensitive_ids.insert(&d.id);
+            }
         }
         for i in 0..self.repo.documents.len() {
             let doc = self.doc(i);
@@ -397,7 +403,8 @@ impl<'r> Analysis<'r> {
                 obj.retain(|_, v| !v.is_null());
             }
             if let Err(errors) = provider.check(&desired) {
-                let secret = doc.sensitive.as_ref().is_some_and(|s| s.value);
+                let secret = doc.sensitive.as_ref().is_some_and(|s| s.value)
+                    || sensitive_ids.contains(&doc.id);
                 for e in errors {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own && !reported_as_content(provider, &e, &desired) {

@@ -914,6 +914,26 @@ mod lint_errors {
         assert!(text.contains("content: y}"), "{text}");
     }
 
+    /// An override in another layer of a resource its base declares
+    /// sensitive is sensitive too: an error on its flow mapping's line
+    /// never shows the content written beside it.
+    #[test]
+    fn an_override_of_a_sensitive_resource_never_shows_its_line() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/pin.yaml",
+            "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: x\n",
+        );
+        repo.file(
+            "web/pin.yaml",
+            "datum: v1alpha1\ntype: File\nname: pin\ndesired: {content: canary-7f3a-override, mode: bad}\n",
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        assert!(!text.contains("canary-7f3a"), "{text}");
+        assert!(text.contains("web/pin.yaml:4:"), "{text}");
+    }
+
     /// Datum's own folder is not for the repository: a Directory there (its
     /// mode would open the private folder), a File over the state store, a
     /// Tree at the folder are refused at their path; a folder beside it, or
