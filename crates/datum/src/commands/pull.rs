@@ -19,7 +19,7 @@ use crate::exit::ExitCode;
 
 #[derive(Args)]
 pub struct PullArgs {
-    /// The git remote (https://, ssh://, git://, file:// or a path); default `url:` of pull.yaml.
+    /// The git remote (https://, ssh://, git://, file://, user@host:path or a path; a `/` in credentials written %2F); default `url:` of pull.yaml.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// The branch or tag to deploy (default `ref:` of pull.yaml, else main).
