@@ -234,6 +234,13 @@ impl<'r> Analysis<'r> {
     /// is returned only when no error was found.
     pub(crate) fn run(mut self, host: Option<&HostIdentity>) -> (Option<Catalogue>, Diagnostics) {
         self.check_documents();
+        // Whatever a check points at, no line of a resource whose values are
+        // secret is shown (see below). Read before a merge takes the fields
+        // out of the documents.
+        let secret: HashSet<&ResourceId> = (0..self.repo.documents.len())
+            .filter(|&i| self.declares_secret(i))
+            .map(|i| &self.doc(i).id)
+            .collect();
         self.check_duplicates();
         crate::classes::check(self.repo, &mut self.diags);
 
@@ -256,12 +263,32 @@ impl<'r> Analysis<'r> {
 
         let catalogue = host.and_then(|host| self.host_catalogue(host, &union));
         let mut diags = self.diags;
+        // Written as a flow mapping (the whole document on one line), a
+        // resource's content or password hash is on the line of an unknown
+        // requirement or a bad class too.
+        for d in diags.iter_mut() {
+            if d.resource.as_ref().is_some_and(|id| secret.contains(id)) {
+                d.hide_source = true;
+            }
+        }
         diags.finish();
         if diags.has_errors() {
             (None, diags)
         } else {
             (catalogue, diags)
         }
+    }
+
+    /// Whether document `i` says its resource is sensitive, or declares a
+    /// field its kind calls sensitive (a User's `password_hash`).
+    fn declares_secret(&self, i: usize) -> bool {
+        self.doc(i).sensitive.as_ref().is_some_and(|s| s.value)
+            || self.providers[i].is_some_and(|p| {
+                let desired = self.desired(i);
+                p.sensitive_fields()
+                    .iter()
+                    .any(|f| desired.entries().any(|(k, v, _)| k == *f && !v.is_null()))
+            })
     }
 
     fn doc(&self, i: usize) -> &'r Document {

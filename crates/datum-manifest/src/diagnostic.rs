@@ -321,6 +321,12 @@ impl Diagnostics {
         self.items.iter()
     }
 
+    /// Each diagnostic, to change (a check that learns late that a
+    /// resource's lines must be hidden).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Diagnostic> {
+        self.items.iter_mut()
+    }
+
     pub fn len(&self) -> usize {
         self.items.len()
     }

@@ -934,6 +934,28 @@ mod lint_errors {
         assert!(text.contains("web/pin.yaml:4:"), "{text}");
     }
 
+    /// A sensitive resource written as one flow mapping holds its content
+    /// on the line of every one of its errors (an unknown requirement, a
+    /// bad class): none shows that line.
+    #[test]
+    fn a_sensitive_resource_on_one_line_never_shows_it() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/one.yaml",
+            "{datum: v1alpha1, type: File, name: one, sensitive: true, requires: [File/nope], desired: {path: /etc/one, content: canary-7f3a-one}}\n",
+        );
+        repo.file(
+            "base/user.yaml",
+            "{datum: v1alpha1, type: User, name: u, requires: [File/gone], desired: {password_hash: \"$6$s$canary-7f3a-hash\"}}\n",
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        for place in ["base/one.yaml:1:", "base/user.yaml:1:"] {
+            assert!(text.contains(place), "{place} missing:\n{text}");
+        }
+        assert!(!text.contains("canary-7f3a"), "{text}");
+    }
+
     /// Datum's own folder is not for the repository: a Directory there (its
     /// mode would open the private folder), a File over the state store, a
     /// Tree at the folder are refused at their path; a folder beside it, or
