@@ -26,7 +26,7 @@ pub enum BackupCommand {
     },
     /// Print one saved version.
     Show { id: u64 },
-    /// Put a saved version back in place (atomically).
+    /// Put a saved version back in place (atomically), saving the file it replaces first.
     Restore { id: u64 },
 }
 
