@@ -108,7 +108,7 @@ pub struct OutputArgs {
     /// Write the Markdown report to FILE (one stack).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
-    /// Append the Markdown report to $GITHUB_STEP_SUMMARY.
+    /// Append the Markdown report to $GITHUB_STEP_SUMMARY, which must be set (`run` checks it before any plan).
     #[arg(long)]
     pub step_summary: bool,
     /// Record first-seen dates in FILE and show each finding's age.
@@ -148,7 +148,7 @@ pub struct RunArgs {
     /// ignore_changes source: a configuration file or a directory (default: --chdir).
     #[arg(long, value_name = "FILE|DIR")]
     pub config: Option<PathBuf>,
-    /// Write STACK.md for every stack and summary.md into DIR.
+    /// Write STACK.md for every stack and summary.md into DIR (a stack named summary is refused: rename it with NAME=DIR).
     #[arg(long, value_name = "DIR")]
     pub markdown_dir: Option<PathBuf>,
     /// Say how long the engine took and how long driftwatch itself took (stderr; JSON
