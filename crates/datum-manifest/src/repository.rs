@@ -126,6 +126,9 @@ impl Repository {
             sources: SourceMap::default(),
             diagnostics: Diagnostics::new(),
         };
+        // Files that could not be parsed and whose syntax errors still show
+        // their lines (with their text): see `hide_broken_overrides`.
+        let mut broken: Vec<(std::sync::Arc<Path>, String)> = Vec::new();
         for (index, layer) in repo.settings.layers.clone().iter().enumerate() {
             let mut files = Vec::new();
             collect_manifests(
@@ -138,13 +141,49 @@ impl Repository {
             files.sort();
             for (rel, canonical) in files {
                 let place = Place::new(rel.clone(), layer.name.clone());
-                repo.load_file(&place, &canonical, index, &mut diags);
+                repo.load_file(&place, &canonical, index, &mut diags, &mut broken);
             }
         }
+        repo.hide_broken_overrides(&broken, &mut diags);
         repo.sources.extend(diags.sources());
         *diags.sources_mut() = repo.sources.clone();
         repo.diagnostics = diags;
         Ok(repo)
+    }
+
+    /// A file that could not be parsed may be another layer's override of
+    /// a resource declared sensitive elsewhere (`desired: {content: ...}`
+    /// with no `sensitive` of its own): once every file is read, the lines
+    /// of a broken file that mentions the name of a resource any document
+    /// calls sensitive (or gives a `password_hash`) are hidden too (a word
+    /// search: it errs towards hiding).
+    fn hide_broken_overrides(
+        &self,
+        broken: &[(std::sync::Arc<Path>, String)],
+        diags: &mut Diagnostics,
+    ) {
+        if broken.is_empty() {
+            return;
+        }
+        let secret_names: Vec<&str> = self
+            .documents
+            .iter()
+            .filter(|d| {
+                d.sensitive.as_ref().is_some_and(|s| s.value)
+                    || d.desired.get("password_hash").is_some()
+            })
+            .map(|d| d.id.name.as_str())
+            .collect();
+        for (file, text) in broken {
+            if !secret_names.iter().any(|name| text.contains(name)) {
+                continue;
+            }
+            for d in diags.iter_mut() {
+                if d.origin.as_ref().is_some_and(|o| *o.file == **file) {
+                    d.hide_source = true;
+                }
+            }
+        }
     }
 
     fn load_file(
@@ -153,6 +192,7 @@ impl Repository {
         canonical: &Path,
         layer: usize,
         diags: &mut Diagnostics,
+        broken: &mut Vec<(std::sync::Arc<Path>, String)>,
     ) {
         // The canonical path of the manifest (a link to one inside the
         // repository was resolved when it was listed): read without
@@ -197,6 +237,9 @@ impl Repository {
         // secret: one that mentions a password hash or `sensitive` shows
         // where its syntax errors are, never their lines.
         let secret = !parsed.errors.is_empty() && may_hold_secret(&text);
+        if !parsed.errors.is_empty() && !secret {
+            broken.push((place.file.clone(), text.clone()));
+        }
         for e in parsed.errors {
             diags.push(
                 Diagnostic::error(e.message)

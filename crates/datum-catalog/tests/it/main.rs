@@ -956,6 +956,32 @@ mod lint_errors {
         assert!(!text.contains("canary-7f3a"), "{text}");
     }
 
+    /// A file that cannot be parsed may be another layer's override of a
+    /// resource declared sensitive elsewhere: its syntax error points at
+    /// its line and never shows it. A broken file naming nothing sensitive
+    /// still shows its line.
+    #[test]
+    fn a_broken_override_of_a_sensitive_resource_never_shows_its_line() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/pin.yaml",
+            "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: x\n",
+        );
+        repo.file(
+            "web/pin.yaml",
+            "datum: v1alpha1\ntype: File\nname: pin\ndesired:\n  content: \"canary-7f3a-syntax\" x\n",
+        );
+        repo.file(
+            "web/open.yaml",
+            "datum: v1alpha1\ntype: File\nname: open\ndesired:\n  content: \"VISIBLE-LINE\" x\n",
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        assert!(!text.contains("canary-7f3a"), "{text}");
+        assert!(text.contains("web/pin.yaml:5:"), "{text}");
+        assert!(text.contains("VISIBLE-LINE"), "{text}");
+    }
+
     /// Datum's own folder is not for the repository: a Directory there (its
     /// mode would open the private folder), a File over the state store, a
     /// Tree at the folder are refused at their path; a folder beside it, or
