@@ -314,7 +314,9 @@ impl State<'_> {
                     if known.state == "converged" {
                         clean.push(resource.id.clone());
                     }
-                    any_drift |= known.state == "drifted";
+                    // As `datum check`: drift, or a quarantine holding it
+                    // (exit 2 with or without drift under it).
+                    any_drift |= known.state == "drifted" || known.state == "quarantined";
                     any_error |= known.state == "failed";
                     self.known.insert(resource.id.clone(), known);
                 }

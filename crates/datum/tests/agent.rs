@@ -427,6 +427,24 @@ fn once_exits_like_check() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("1 open finding(s), exit 2"), "{stderr}");
+    // A quarantine is shown by check (exit 2) with or without drift under
+    // it, and so by the agent.
+    let quarantine = estate
+        .datum(&["quarantine", "File/motd", "--reason", "looking"])
+        .output()
+        .unwrap();
+    assert_eq!(quarantine.status.code(), Some(0), "{quarantine:?}");
+    for content in ["drifted\n", "hello\n"] {
+        estate.write("root/etc/app/motd", content);
+        let check = estate.datum(&["check"]).output().unwrap();
+        assert_eq!(check.status.code(), Some(2), "{check:?}");
+        let out = estate.datum(&["agent", "--once"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{content:?}: {out:?}");
+    }
+    let release = estate.datum(&["release", "File/motd"]).output().unwrap();
+    assert_eq!(release.status.code(), Some(0), "{release:?}");
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     // A broken repository: no check, exit 1.
     estate.write(
         "repo/base/broken.yaml",
