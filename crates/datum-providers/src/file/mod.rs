@@ -291,10 +291,20 @@ fn stage(
         // (the host refuses it): the same bytes are written to a new file
         // with the declared owner and mode, which the rename puts in this
         // name's place, leaving the other names as they were.
-        let bytes = match content {
-            Some(c) => datum_host::repo::content_bytes(c)?.into_owned(),
-            None => at.read()?,
+        // Only bytes Datum was given: copying what is there would hand its
+        // content, under the declared mode, to whoever linked another file
+        // (say /etc/shadow) to this name.
+        let Some(c) = content else {
+            return Err(ProviderError::Invalid {
+                field: "content".to_owned(),
+                message: format!(
+                    "{} has {} hard links: its owner and mode are not changed in place (that would reach every other name), and bytes Datum was not given are not copied (they may be another file's); declare its content, or remove the other links",
+                    at.declared().display(),
+                    current.as_ref().map_or(0, |stat| stat.links)
+                ),
+            });
         };
+        let bytes = datum_host::repo::content_bytes(c)?.into_owned();
         return Ok(FileStaging::Content(StagedContent::write(
             host,
             at,

@@ -540,6 +540,34 @@ fn an_allowed_link_inside_the_root_is_followed_once_and_stays_inside() {
 /// the declared owner or mode in place would change that other name too:
 /// File and Tree rewrite the file by rename instead, and the other name
 /// keeps its mode and its content.
+/// A File that declares no content, hard-linked to a file it may not read:
+/// its bytes are never copied under the declared mode (a readable copy of
+/// /etc/shadow for whoever made the link), nor its mode changed in place.
+#[test]
+fn a_hard_link_is_never_copied_when_no_content_is_declared() {
+    let outside = tempfile::tempdir().unwrap();
+    let s = with_etc(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  mode: \"0644\"\n",
+    );
+    let other = outside.path().join("shadow");
+    fs::write(&other, "root:canary-7f3a-hash:1::::::\n").unwrap();
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::hard_link(&other, s.live("/etc/app.conf")).unwrap();
+
+    let plan = s.datum(&["plan"]);
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    let all = format!("{}{}{}", stdout(&out), stderr(&out), stdout(&plan));
+    assert!(all.contains("hard links"), "{all}");
+    assert!(all.contains("declare its content"), "{all}");
+    assert!(!all.contains("canary-7f3a"), "{all}");
+    let live = fs::metadata(s.live("/etc/app.conf")).unwrap();
+    let kept = fs::metadata(&other).unwrap();
+    assert_eq!(live.ino(), kept.ino(), "the name was replaced");
+    assert_eq!(kept.mode() & 0o7777, 0o600, "the other name changed");
+    assert_eq!(staging_left(&s.root()), Vec::<String>::new());
+}
+
 #[test]
 fn a_hard_link_at_a_managed_path_never_passes_a_mode_change_on() {
     let outside = tempfile::tempdir().unwrap();
