@@ -145,7 +145,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         // Said, not silent: else an enrolled host that only checks stays
         // "new" (then stale) on the server with no word on the host.
         eprintln!(
-            "warning: {} is set up, but this host has no state store yet (nothing was applied here): this check's report is not queued for the server; `datum apply` once creates the store",
+            "warning: {} is set up, but this check runs without the state store (there is none yet, or it is unusable, as said above): its report is not queued for the server; `datum apply` once creates the store",
             r.path.display()
         );
     }

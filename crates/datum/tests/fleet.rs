@@ -1212,9 +1212,23 @@ fn a_check_before_any_apply_says_its_report_is_not_queued() {
         "{}",
         stderr(&out)
     );
-    assert_exit(&h.run(&repo, &["apply"]), 2);
-    let out = h.run(&repo, &["check"]);
+    assert_exit(&h.run_as_service(&repo, &["apply"]), 2);
+    // As a service runs it: its delivery attempt is over when it returns,
+    // so nothing writes the store below.
+    let out = h.run_as_service(&repo, &["check"]);
     assert!(!stderr(&out).contains("not queued"), "{}", stderr(&out));
+    // A store that is there but refused: the warning does not say that
+    // nothing was applied here.
+    let db = h.root.join("var/lib/datum/state.db");
+    for wal in ["state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(h.root.join("var/lib/datum").join(wal));
+    }
+    std::fs::write(&db, "this is not a database").unwrap();
+    let out = h.run(&repo, &["check"]);
+    let err = stderr(&out);
+    assert!(err.contains("report is not queued"), "{err}");
+    assert!(!err.contains("nothing was applied"), "{err}");
+    assert!(err.contains("unusable"), "{err}");
 }
 
 #[test]
