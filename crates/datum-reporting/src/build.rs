@@ -378,12 +378,9 @@ mod tests {
         assert_eq!(exit_status("no provider"), None);
     }
 
-    /// A trusting apply's report says how many it did not read; a reading
-    /// one's report has no such key at all (an older server, which refuses
-    /// fields it does not know, still takes it).
-    #[test]
-    fn an_apply_report_says_whether_it_trusted_metadata() {
-        let common = Common {
+    /// What an apply of `resources` resources on web-1 says about itself.
+    fn apply_common(resources: u64) -> Common {
+        Common {
             kind: ReportKind::Apply,
             host: "web-1".into(),
             labels: BTreeMap::new(),
@@ -393,10 +390,18 @@ mod tests {
             finished_at: 2,
             duration_ms: 1000,
             exit_code: 0,
-            resources: 3,
+            resources,
             classes: Vec::new(),
             expected_interval_s: 600,
-        };
+        }
+    }
+
+    /// A trusting apply's report says how many it did not read; a reading
+    /// one's report has no such key at all (an older server, which refuses
+    /// fields it does not know, still takes it).
+    #[test]
+    fn an_apply_report_says_whether_it_trusted_metadata() {
+        let common = apply_common(3);
         let report = |trusted| {
             let summary = datum_engine::PassSummary {
                 trusted_by_metadata: trusted,
@@ -421,20 +426,7 @@ mod tests {
     fn a_quarantine_and_what_it_holds_back_are_not_failures() {
         use datum_core::{Action, Origin, ResourceId};
         use datum_engine::ResourceReport;
-        let common = Common {
-            kind: ReportKind::Apply,
-            host: "web-1".into(),
-            labels: BTreeMap::new(),
-            revision: "stamp:ab".into(),
-            catalogue: "c".into(),
-            started_at: 1,
-            finished_at: 2,
-            duration_ms: 1000,
-            exit_code: 0,
-            resources: 4,
-            classes: Vec::new(),
-            expected_interval_s: 600,
-        };
+        let common = apply_common(4);
         let id = |name: &str| ResourceId::new("File", name);
         let one = |name: &str, outcome: Outcome| ResourceReport {
             id: id(name),
