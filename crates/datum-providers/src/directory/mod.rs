@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_host::fs::{FileKind, Stat};
-use datum_host::{Host, Located};
+use datum_host::{Dir, Host, Located};
 use serde_json::Value;
 
 use crate::common::entry::{EntryDesired, EntryProvider};
@@ -115,7 +115,10 @@ impl EntryProvider for DirectoryProvider {
             observe_meta(host, &stat.meta, &d.meta, &mut observed.fields);
             // Only a folder to remove is looked inside (one listing): the
             // removal fails on anything in it.
-            if d.ensure == Ensure::Absent && holds_entries(at)? {
+            if d.ensure == Ensure::Absent
+                && let Some(dir) = at.open_dir()?
+                && holds_entries(&dir)?
+            {
                 observed
                     .fields
                     .insert(HOLDS_ENTRIES_FIELD.to_owned(), Value::Bool(true));
@@ -171,12 +174,9 @@ impl EntryProvider for DirectoryProvider {
 /// entries (`true`; left out when it is empty or not looked inside).
 pub const HOLDS_ENTRIES_FIELD: &str = "holds_entries";
 
-/// Whether the folder at `at` holds anything but a killed pass's staging
+/// Whether the folder `dir` holds anything but a killed pass's staging
 /// folders (the removal sweeps those first: they do not make it fail).
-fn holds_entries(at: &Located) -> Result<bool, ProviderError> {
-    let Some(dir) = at.open_dir()? else {
-        return Ok(false);
-    };
+fn holds_entries(dir: &Dir) -> Result<bool, ProviderError> {
     let prefix = datum_host::staging::STAGE_PREFIX.as_bytes();
     Ok(dir.list()?.iter().any(|(name, kind)| {
         !(*kind == FileKind::Directory && name.as_encoded_bytes().starts_with(prefix))
@@ -225,8 +225,8 @@ fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
             // before a pass reaches only the folders declared paths are in.
             // Swept only when nothing else is there: a folder the removal
             // refuses is left as it was.
-            if !holds_entries(at)?
-                && let Some(dir) = at.open_dir()?
+            if let Some(dir) = at.open_dir()?
+                && !holds_entries(&dir)?
             {
                 host.sweep_stale_staging(&dir)?;
             }
