@@ -192,10 +192,7 @@ impl Remote {
 /// `url` as messages show it, valid or not: credentials replaced by
 /// `(sensitive)` (for the `Debug` form of settings that hold a URL).
 pub fn shown(url: &str) -> String {
-    match Remote::parse(url) {
-        Ok(remote) => remote.display,
-        Err(bad) => bad.shown,
-    }
+    redact(url).0
 }
 
 /// A URL with its credentials (for http and https: the whole user part,
