@@ -89,11 +89,6 @@ impl Cache {
         let name = OsStr::new(CACHE_DIR);
         let git = Git::new(pull_dir.file_path(CACHE_DIR)).timeout(timeout);
         let incoming = Git::new(pull_dir.file_path(QUARANTINE_DIR)).timeout(timeout);
-        // What a pull killed before it was done with its quarantine left.
-        pull_dir
-            .dir()
-            .entry(OsStr::new(QUARANTINE_DIR))
-            .remove_all()?;
         let existing = pull_dir.dir().open_child_dir(name);
         let usable = match &existing {
             Ok(Some(dir)) => dir.lstat_entry(OsStr::new("HEAD"))?.is_some(),
@@ -188,7 +183,8 @@ impl Cache {
         }
     }
 
-    /// A fresh, empty quarantine whose alternates are the cache's objects.
+    /// A fresh, empty quarantine whose alternates are the cache's objects
+    /// (what a killed pull left of one goes first).
     fn quarantine(&self) -> Result<(), PullError> {
         let name = OsStr::new(QUARANTINE_DIR);
         self.pull_dir.dir().entry(name).remove_all()?;
