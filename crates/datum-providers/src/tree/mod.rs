@@ -506,16 +506,7 @@ impl Kind for TreeProvider {
         if d.purge {
             return None;
         }
-        let items = observed.fields.get("tree")?.as_array()?;
-        let at = items.iter().find(|i| folder_in_the_way(i))?;
-        let path = at.get("path").and_then(Value::as_str).unwrap_or("");
-        Some(
-            HostError::InTheWay {
-                path: d.path.join(path),
-                found: "directory".to_owned(),
-            }
-            .to_string(),
-        )
+        folder_refused(d, observed, "directory", folder_in_the_way)
     }
 
     /// A tree whose parent folder is missing (or is not a folder): the tree
@@ -530,18 +521,9 @@ impl Kind for TreeProvider {
         if !d.purge {
             return None;
         }
-        let items = observed.fields.get("tree")?.as_array()?;
-        let at = items.iter().find(|i| {
+        folder_refused(d, observed, FOLDER_KEEPING_EXCLUDED, |i| {
             folder_in_the_way(i) && i.get(HOLDS_EXCLUDED).and_then(Value::as_bool) == Some(true)
-        })?;
-        let path = at.get("path").and_then(Value::as_str).unwrap_or("");
-        Some(
-            HostError::InTheWay {
-                path: d.path.join(path),
-                found: FOLDER_KEEPING_EXCLUDED.to_owned(),
-            }
-            .to_string(),
-        )
+        })
     }
 
     fn stage(
@@ -759,6 +741,26 @@ const FOLDER_KEEPING_EXCLUDED: &str = "directory holding excluded entries";
 /// Where a difference of a purging tree's observation says that the folder
 /// in the way of a file or link holds excluded entries (`true`).
 pub const HOLDS_EXCLUDED: &str = "holds_excluded";
+
+/// The walk's own error for the first difference of the observed tree
+/// that `refused` picks (a folder it will not remove), as `found`.
+fn folder_refused(
+    d: &TreeDesired,
+    observed: &Observed,
+    found: &str,
+    refused: impl Fn(&Value) -> bool,
+) -> Option<String> {
+    let items = observed.fields.get("tree")?.as_array()?;
+    let at = items.iter().find(|i| refused(i))?;
+    let path = at.get("path").and_then(Value::as_str).unwrap_or("");
+    Some(
+        HostError::InTheWay {
+            path: d.path.join(path),
+            found: found.to_owned(),
+        }
+        .to_string(),
+    )
+}
 
 /// Whether a difference is a folder where the source has a file or a link.
 fn folder_in_the_way(item: &Value) -> bool {
