@@ -189,28 +189,18 @@ impl Cache {
         let name = OsStr::new(QUARANTINE_DIR);
         self.pull_dir.dir().entry(name).remove_all()?;
         self.incoming.init_bare()?;
-        let missing = |path: std::path::PathBuf| {
-            PullError::Host(datum_host::HostError::io(
-                "open",
-                path,
-                std::io::ErrorKind::NotFound.into(),
-            ))
-        };
-        let repo = self
-            .pull_dir
-            .dir()
-            .open_child_dir(name)?
-            .ok_or_else(|| missing(self.pull_dir.file_path(name)))?;
-        let objects = repo
-            .open_child_dir(OsStr::new("objects"))?
-            .ok_or_else(|| missing(repo.path().join("objects")))?;
-        let info = OsStr::new("info");
-        if objects.open_child_dir(info)?.is_none() {
-            objects.entry(info).create_dir(0o755, None, None)?;
+        // `git init` makes `objects/info` (templates or not).
+        let mut info = self.pull_dir.dir().clone();
+        for part in [QUARANTINE_DIR, "objects", "info"] {
+            let next = info.open_child_dir(OsStr::new(part))?.ok_or_else(|| {
+                datum_host::HostError::io(
+                    "open",
+                    info.path().join(part),
+                    std::io::ErrorKind::NotFound.into(),
+                )
+            })?;
+            info = next;
         }
-        let info = objects
-            .open_child_dir(info)?
-            .ok_or_else(|| missing(objects.path().join("info")))?;
         let alternates = info.entry(OsStr::new("alternates"));
         let mut file = alternates.create_new(0o644)?;
         std::io::Write::write_all(&mut file, ALTERNATES.as_bytes())
