@@ -132,8 +132,9 @@ pub enum GitError {
     Stream(String),
 }
 
-/// git run against one repository (a bare cache) with the hardening above.
-#[derive(Debug, Clone)]
+/// git run against one repository (a bare cache) with the hardening above
+/// (its `Debug` form never shows the secrets).
+#[derive(Clone)]
 pub struct Git {
     git_dir: PathBuf,
     protocol: Option<Protocol>,
@@ -141,6 +142,19 @@ pub struct Git {
     secrets: Vec<String>,
     credentials: Option<crate::source::Credentials>,
     timeout: Duration,
+}
+
+impl std::fmt::Debug for Git {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Git")
+            .field("git_dir", &self.git_dir)
+            .field("protocol", &self.protocol)
+            .field("ssh_command", &self.ssh_command)
+            .field("secrets", &self.secrets.len())
+            .field("credentials", &self.credentials)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
 }
 
 /// The credential helper a fetch with credentials gets: it answers `get`
@@ -796,5 +810,9 @@ mod tests {
             .unwrap_err();
         let text = err.to_string();
         assert!(!text.contains("en-canary"), "{text}");
+        // Nor in a debug print of the git that holds them.
+        let shown = format!("{:?}", Git::new(&cache).credentials(&token));
+        assert!(!shown.contains("en-canary"), "{shown}");
+        assert!(!shown.contains("x-oauth-basic"), "{shown}");
     }
 }
