@@ -264,7 +264,7 @@ impl Sandbox {
         if st.st_mode & 0o004 == 0 {
             return true;
         }
-        let Ok(canonical) = path.canonicalize() else {
+        let Ok(canonical) = self.canonical_as_program(path) else {
             return true;
         };
         canonical
