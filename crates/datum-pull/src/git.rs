@@ -766,50 +766,37 @@ mod tests {
         assert!(text.starts_with("git fetch failed"), "{text}");
 
         // A token written as the user name (`https://tok%2Fen-canary@h/`) is
-        // scrubbed decoded too, wherever git or the server repeats it.
+        // scrubbed decoded too, wherever git or the server repeats it, alone
+        // and with a placeholder password beside it
+        // (`https://tok%2Fen-canary:x-oauth-basic@h/`).
         let token = crate::source::Credentials {
             host: "127.0.0.1:1".to_owned(),
             username: "tok/en-canary".to_owned(),
             password: String::new(),
         };
-        let err = Git::new(&cache)
-            .allow(Protocol::Http)
-            .credentials(&token)
-            .output(
-                [
-                    "fetch",
-                    "--",
-                    "http://127.0.0.1:1/tok/en-canary.git",
-                    "main",
-                ],
-                1 << 20,
-            )
-            .unwrap_err();
-        let text = err.to_string();
-        assert!(!text.contains("en-canary"), "{text}");
-        assert!(text.contains("(sensitive)"), "{text}");
-
-        // ... and with a placeholder password beside it
-        // (`https://tok%2Fen-canary:x-oauth-basic@h/`).
-        let token = crate::source::Credentials {
+        let placeholder = crate::source::Credentials {
             password: "x-oauth-basic".to_owned(),
-            ..token
+            ..token.clone()
         };
-        let err = Git::new(&cache)
-            .allow(Protocol::Http)
-            .credentials(&token)
-            .output(
-                [
-                    "fetch",
-                    "--",
-                    "http://127.0.0.1:1/tok/en-canary.git",
-                    "main",
-                ],
-                1 << 20,
-            )
-            .unwrap_err();
-        let text = err.to_string();
-        assert!(!text.contains("en-canary"), "{text}");
+        for credentials in [&token, &placeholder] {
+            let err = Git::new(&cache)
+                .allow(Protocol::Http)
+                .credentials(credentials)
+                .output(
+                    [
+                        "fetch",
+                        "--",
+                        "http://127.0.0.1:1/tok/en-canary.git",
+                        "main",
+                    ],
+                    1 << 20,
+                )
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(!text.contains("en-canary"), "{text}");
+            assert!(text.contains("(sensitive)"), "{text}");
+        }
+        let token = placeholder;
         // Nor in a debug print of the git that holds them.
         let shown = format!("{:?}", Git::new(&cache).credentials(&token));
         assert!(!shown.contains("en-canary"), "{shown}");
