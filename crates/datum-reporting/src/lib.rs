@@ -44,9 +44,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
-use datum_host::lock::RootLock;
-use datum_host::{Host, PrivateDir};
+use datum_host::Host;
 use datum_store::{Batch, OUTBOX_LIMIT, Store};
+
+/// How long a delivery waits for another delivery of the same outbox.
+pub use datum_store::DELIVERY_LOCK_WAIT;
 
 /// Where a host's reporting configuration lives, under the root.
 pub const REPORT_FILE: &str = "etc/datum/report.yaml";
@@ -169,7 +171,7 @@ impl Reporting {
         respect_backoff: bool,
     ) -> Option<Delivered> {
         let creds = self.credentials.as_ref()?;
-        let _one_at_a_time = match delivery_lock(store.path()) {
+        let _one_at_a_time = match store.delivery_lock(DELIVERY_LOCK_WAIT) {
             Ok(lock) => lock,
             Err(e) => {
                 eprintln!(
@@ -254,27 +256,6 @@ impl Cost {
             "what reporting cost this pass"
         );
     }
-}
-
-/// How long a delivery waits for another delivery of the same outbox (one
-/// pass's `PASS_BUDGET` plus a slow last request).
-pub const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
-
-/// Holds the lock of the outbox in the state store at `state`: the file
-/// `<state>.delivery-lock` in the store's private folder, waiting up to
-/// [`DELIVERY_LOCK_WAIT`] for another delivery.
-pub fn delivery_lock(state: &Path) -> Result<RootLock, datum_host::HostError> {
-    let missing = || {
-        datum_host::HostError::io(
-            "lock",
-            state,
-            std::io::Error::from(std::io::ErrorKind::NotFound),
-        )
-    };
-    let (dir, name) = PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
-    let mut lock = name;
-    lock.push(".delivery-lock");
-    RootLock::acquire_in(&dir, &lock, DELIVERY_LOCK_WAIT)
 }
 
 fn warn(d: &Delivered, server: &str) {

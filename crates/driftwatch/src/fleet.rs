@@ -149,6 +149,20 @@ pub fn send(
             .map_err(store_error)?;
         batch.commit().map_err(store_error)?;
     }
+    // One delivery of an outbox at a time (a nightly job and a run by
+    // hand sharing one outbox): a second would send, count and trim the
+    // same reports. The report stays queued when the other never ends.
+    let _one_at_a_time = match store.delivery_lock(datum_store::DELIVERY_LOCK_WAIT) {
+        Ok(lock) => lock,
+        Err(e) => {
+            writeln!(
+                stderr,
+                "driftwatch: warning: {e}: another delivery of {} is still running; the report stays queued",
+                outbox.display()
+            )?;
+            return Ok(());
+        }
+    };
     let client = datum_fleet::Client::new(
         &creds.server,
         &creds.ca_pem,

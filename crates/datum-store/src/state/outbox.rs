@@ -27,6 +27,10 @@ use crate::error::StoreError;
 /// `report.yaml` says otherwise: a week of a check every 10 minutes.
 pub const OUTBOX_LIMIT: u64 = 1_008;
 
+/// How long a delivery waits for another delivery of the same outbox (one
+/// pass's delivery budget plus a slow last request).
+pub const DELIVERY_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What the outbox knows about its deliveries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutboxStatus {
@@ -106,6 +110,31 @@ impl Store {
     /// The outbox, for delivery.
     pub fn outbox(&mut self) -> Outbox<'_> {
         Outbox { store: self }
+    }
+
+    /// Holds the lock of this store's outbox while a delivery runs: the
+    /// file `<store>.delivery-lock` in the store's private folder, waiting
+    /// up to `wait` for another delivery. Every program that delivers an
+    /// outbox (`datum`'s passes and agent, `driftwatch --report-to`) takes
+    /// it, so two deliveries never send, count or trim the same reports at
+    /// once.
+    pub fn delivery_lock(
+        &self,
+        wait: std::time::Duration,
+    ) -> Result<datum_host::RootLock, datum_host::HostError> {
+        let state = self.path.as_path();
+        let missing = || {
+            datum_host::HostError::io(
+                "lock",
+                state,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            )
+        };
+        let (dir, name) =
+            datum_host::private::PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
+        let mut lock = name;
+        lock.push(".delivery-lock");
+        datum_host::RootLock::acquire_in(&dir, &lock, wait)
     }
 
     /// The outbox's state (depth, backoff, totals).

@@ -97,3 +97,56 @@ fn a_stack_reports_beside_hosts_without_its_secrets() {
     assert_eq!(store.outbox_status().unwrap().delivered_total, 2);
     let _ = &mut store;
 }
+
+/// Two deliveries of one outbox (a nightly job and a run by hand) would
+/// send, count and trim the same reports: the second waits for the first.
+/// The test holds the outbox's delivery lock, as a running delivery does;
+/// driftwatch queues its report, then waits, and delivers once the lock is
+/// let go.
+#[test]
+fn a_delivery_waits_while_another_delivers_the_same_outbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    let outbox = driftwatch::fleet::default_outbox(&report_to);
+    let store = datum_store::Store::open(&outbox).unwrap();
+    let held = store.delivery_lock(Duration::ZERO).unwrap();
+    let run = {
+        let report_to = report_to.clone();
+        std::thread::spawn(move || outcome(report("canary").arg("--report-to").arg(&report_to)))
+    };
+    // Queued first (before any delivery is tried).
+    let started = std::time::Instant::now();
+    while store.outbox_status().unwrap().depth == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let reports = |client: &datum_fleet::Client| -> u64 {
+        let hosts = client.get_json("/v1/hosts").unwrap();
+        hosts["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["reports"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(reports(&client), 0, "delivered while another delivery ran");
+    assert_eq!(store.outbox_status().unwrap().depth, 1);
+    assert!(!run.is_finished(), "did not wait for the other delivery");
+    drop(held);
+    let out = run.join().unwrap();
+    assert!(
+        out.stderr.contains("reported to https://127.0.0.1:"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(reports(&client), 1);
+    assert_eq!(store.outbox_status().unwrap().depth, 0);
+}
