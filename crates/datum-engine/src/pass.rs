@@ -715,15 +715,19 @@ fn run_resource_staged(
         // What the apply is certain to refuse (a folder where a file is
         // declared) is a change that would fail, not a pending one; so is
         // what it refuses around the resource (a missing parent, a folder
-        // to remove that is not empty) once nothing before it would change.
+        // to remove that is not empty, an owner no account file knows, a
+        // hard-linked file it may not rewrite) once nothing before it would
+        // change that.
         let refused = provider.refuses(declared, &observed).or_else(|| {
             let (settled, changed) = settled?;
-            let why = provider.refuses_unless_changed_first(declared, &observed)?;
+            let refusal = provider.refuses_unless_changed_first(declared, &observed)?;
             let paths = provider
                 .paths()
                 .map(|p| p.managed_paths(declared))
                 .unwrap_or_default();
-            settled.holds_for(resource, &paths, changed).then_some(why)
+            settled
+                .holds_for(resource, &paths, refusal.reach, changed)
+                .then_some(refusal.why)
         });
         if let Some(why) = refused {
             return Step::new(

@@ -15,6 +15,12 @@
 //! found such a refusal; a plan records the changed paths of path kinds as
 //! it goes (none in a converged pass).
 //!
+//! A refusal may depend on more than what is around its own paths (its
+//! [`Reach`]): an owner no account file knows on the account files (which
+//! a User, a Group or a Package makes, all changes beyond declared paths,
+//! or a File writing them), a hard-linked file on its other names, which
+//! may be anywhere (any earlier change of a path keeps it pending).
+//!
 //! Paths are compared as declared, and a link the repository lets the walk
 //! follow (`boundary.follow_links`: `/var/run -> /run`) gives one folder two
 //! spellings: a Directory `/run/app` makes the parent of a File
@@ -26,6 +32,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use datum_core::{Boundary, Outcome, Resource, ResourceId};
+use datum_providers::Reach;
 
 use crate::observe::{Bound, Observations};
 
@@ -99,22 +106,35 @@ impl Settled {
     }
 
     /// Whether nothing before `resource` (whose declared paths are
-    /// `paths`) would change what it observed around itself.
+    /// `paths`) would change what its refusal depends on: what it observed
+    /// around those paths, and what `reach` adds (see [`Reach`]).
     pub(crate) fn holds_for(
         &self,
         resource: &Resource,
         paths: &[PathBuf],
+        reach: Reach,
         changed: &HashSet<ResourceId>,
     ) -> bool {
+        let also: &[&str] = match reach {
+            Reach::Around => &[],
+            Reach::AlsoAround(also) => also,
+            // Any earlier change of a path may be the one.
+            Reach::AnyPath if !self.changed_paths.is_empty() => return false,
+            Reach::AnyPath => &[],
+        };
+        let related = paths
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(also.iter().map(Path::new));
         // Through a followed link, the declared paths do not say what is
         // related: any earlier change of a path may be.
         let spelled_twice = self.through_link_changed
-            || (!self.changed_paths.is_empty() && paths.iter().any(|p| self.through_link(p)));
+            || (!self.changed_paths.is_empty() && related.clone().any(|p| self.through_link(p)));
         !self.batches_change
             && !self.beyond_paths_changed
             && !spelled_twice
             && !resource.requires.iter().any(|dep| changed.contains(dep))
-            && !paths.iter().any(|p| self.related_changed(p))
+            && !related.into_iter().any(|p| self.related_changed(p))
     }
 
     /// Whether `path` is, or goes through, a link the walk follows.
@@ -149,6 +169,30 @@ mod tests {
         }
         for unrelated in ["/srv/ab", "/srv/b", "/etc"] {
             assert!(!s.related_changed(Path::new(unrelated)), "{unrelated}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_holds_until_a_change_within_its_reach() {
+        let r = Resource::new(ResourceId::new("Thing", "t"), serde_json::json!({}));
+        let own = [PathBuf::from("/srv/app.conf")];
+        let accounts = Reach::AlsoAround(&["/etc/passwd", "/etc/group"]);
+        let holds = |s: &Settled, reach| s.holds_for(&r, &own, reach, &HashSet::new());
+        let mut s = Settled::default();
+        for reach in [Reach::Around, accounts, Reach::AnyPath] {
+            assert!(holds(&s, reach), "nothing changed: {reach:?}");
+        }
+        // An unrelated path: only a refusal that may depend on any path
+        // (another name of a hard-linked file) waits for the apply.
+        s.changed_paths.insert(PathBuf::from("/var/www/other"));
+        assert!(holds(&s, Reach::Around) && holds(&s, accounts));
+        assert!(!holds(&s, Reach::AnyPath));
+        // The account files (or a folder above them).
+        for changed in ["/etc/passwd", "/etc"] {
+            let mut s = Settled::default();
+            s.changed_paths.insert(PathBuf::from(changed));
+            assert!(holds(&s, Reach::Around), "{changed}");
+            assert!(!holds(&s, accounts), "{changed}");
         }
     }
 }

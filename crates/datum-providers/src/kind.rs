@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::{
     Activated, Activates, Batches, Declared, Exclusive, ExtraFindings, FieldError, FieldLookup,
-    Fingerprints, OrdersOthers, OwnsPaths, Planned, Provider, ProviderError, Staged, Staging,
-    TakesSourceFolder,
+    Fingerprints, OrdersOthers, OwnsPaths, Planned, Provider, ProviderError, Refusal, Staged,
+    Staging, TakesSourceFolder,
 };
 
 /// One resource type in typed form. See [`Provider`] for what each step
@@ -61,7 +61,7 @@ pub trait Kind: Send + Sync {
         &self,
         _d: &Self::Declaration,
         _observed: &Observed,
-    ) -> Option<String> {
+    ) -> Option<Refusal> {
         None
     }
 
@@ -284,7 +284,7 @@ impl<T: Kind> Provider for T {
         &self,
         d: &Declared<'_>,
         observed: &Observed,
-    ) -> Option<String> {
+    ) -> Option<Refusal> {
         Kind::refuses_unless_changed_first(self, declaration::<T>(d).ok()?, observed)
     }
 

@@ -47,7 +47,7 @@ pub use provider::{
     Activated, Activates, Batched, Batches, Declared, DeclaredMeta, Exclusive, ExtraDrift,
     ExtraFinding, ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection, KindError,
     OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned, Provider,
-    ProviderError, Staged, Staging, StagingGate, TakesSourceFolder,
+    ProviderError, Reach, Refusal, Staged, Staging, StagingGate, TakesSourceFolder,
 };
 pub use registry::Registry;
 

@@ -60,6 +60,43 @@ pub struct GateRejection {
     pub detail: Option<String>,
 }
 
+/// A change the apply refuses given what was observed, unless an earlier
+/// change of the pass alters it first (see
+/// [`Provider::refuses_unless_changed_first`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The apply's own error, with declared paths.
+    pub why: String,
+    /// Which earlier changes of a path may alter it.
+    pub reach: Reach,
+}
+
+/// Which earlier changes of declared paths may alter what a [`Refusal`]
+/// depends on (beside those that may alter anything: a batched kind, a kind
+/// without paths, a requirement, a path through a followed link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A change at the resource's own paths, above them or inside them (its
+    /// missing parent, what is in a folder declared absent).
+    Around,
+    /// That, or a change at these declared paths, above or inside them (the
+    /// account files a declared owner or group is looked up in).
+    AlsoAround(&'static [&'static str]),
+    /// A change of any path: what decides it may be anywhere (another name
+    /// of a hard-linked file).
+    AnyPath,
+}
+
+impl Refusal {
+    /// A refusal only a change around the resource's own paths may alter.
+    pub fn around(why: String) -> Self {
+        Refusal {
+            why,
+            reach: Reach::Around,
+        }
+    }
+}
+
 /// Something a provider could not do on the host.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -415,12 +452,14 @@ pub trait Provider: Send + Sync {
     /// stays pending and the apply decides. Pure; `None` by default. A kind
     /// without declared paths (a Service, whose unit any earlier file or a
     /// `daemon-reload` may bring) must not refuse here: the engine cannot
-    /// tell which earlier changes it depends on.
+    /// tell which earlier changes it depends on. What it depends on beyond
+    /// its own paths (the account files a declared owner is looked up in,
+    /// another name of a hard-linked file) is the [`Refusal`]'s [`Reach`].
     fn refuses_unless_changed_first(
         &self,
         _d: &Declared<'_>,
         _observed: &Observed,
-    ) -> Option<String> {
+    ) -> Option<Refusal> {
         None
     }
 

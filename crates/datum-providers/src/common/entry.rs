@@ -24,7 +24,7 @@ use crate::Activated;
 use crate::kind::declaration;
 use crate::{
     Declared, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, ProviderError,
-    Staged,
+    Refusal, Staged,
 };
 
 /// A declaration naming one path.
@@ -111,11 +111,18 @@ pub trait EntryProvider: Send + Sync {
     /// Removes the entry at `at` (declared `ensure: absent`).
     fn remove(host: &Host, at: &Located) -> Result<(), ProviderError>;
 
-    /// What this kind alone observed around its entry that makes the
-    /// change fail unless an earlier change of the pass alters it (see
+    /// The observation of an entry that is not there (its parent is). By
+    /// default [`Observed::absent`]; a kind that creates it with a declared
+    /// owner notes what the apply would refuse (an unknown account).
+    fn observe_absent(_host: &Host, _d: &Self::Desired) -> Observed {
+        Observed::absent()
+    }
+
+    /// What this kind alone observed that makes the change fail unless an
+    /// earlier change of the pass alters it (see
     /// [`crate::Provider::refuses_unless_changed_first`]; a missing parent
     /// is the blanket impl's). `None` by default.
-    fn refuses_around(_d: &Self::Desired, _observed: &Observed) -> Option<String> {
+    fn refuses_around(_d: &Self::Desired, _observed: &Observed) -> Option<Refusal> {
         None
     }
 }
@@ -234,7 +241,7 @@ impl<T: EntryProvider> Kind for T {
         };
         match at.lstat()? {
             Some(stat) => T::observe_present(host, resource, d, &at, stat),
-            None => Ok(Observed::absent()),
+            None => Ok(T::observe_absent(host, d)),
         }
     }
 
@@ -257,9 +264,11 @@ impl<T: EntryProvider> Kind for T {
     /// A new entry whose parent is missing (or is not a folder) fails
     /// when it is staged, unless an earlier change makes that parent; and
     /// what the kind itself says (a folder declared absent that is not
-    /// empty).
-    fn refuses_unless_changed_first(&self, d: &T::Desired, observed: &Observed) -> Option<String> {
-        parent_refusal(d.path(), observed).or_else(|| T::refuses_around(d, observed))
+    /// empty, an owner no account file knows).
+    fn refuses_unless_changed_first(&self, d: &T::Desired, observed: &Observed) -> Option<Refusal> {
+        parent_refusal(d.path(), observed)
+            .map(Refusal::around)
+            .or_else(|| T::refuses_around(d, observed))
     }
 
     fn stage(

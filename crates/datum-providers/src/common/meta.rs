@@ -6,7 +6,9 @@
 //! when it has none. Only declared fields are compared: an undeclared owner is
 //! not managed. Unknown users are an apply-time error, not an observe-time
 //! one, so `datum plan` can still show what would change when a package that
-//! creates the user comes first in the same pass.
+//! creates the user comes first in the same pass; the observation notes them
+//! ([`UNKNOWN_ACCOUNTS_FIELD`]), and the plan calls the change one that would
+//! fail only when nothing earlier may make the account.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,7 @@ use serde_json::Value;
 
 use super::fields::{format_mode, parse_account, parse_mode};
 use super::text_change;
+use crate::{Reach, Refusal};
 
 /// The ownership and mode a resource declares (each optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,44 +66,139 @@ impl MetaDesired {
     }
 }
 
-/// How an observed account is written: as declared when it is that account,
-/// else its name, else its number.
+/// How an observed account is written: as declared when it is that account
+/// (`declared_id`, the declared name's number), else its name, else its
+/// number.
 fn spell(
     declared: Option<&str>,
+    declared_id: Option<u32>,
     id: u32,
-    lookup: impl Fn(&str) -> Option<u32>,
     name: Option<String>,
 ) -> String {
     if let Some(declared) = declared
-        && lookup(declared) == Some(id)
+        && declared_id == Some(id)
     {
         return declared.to_owned();
     }
     name.unwrap_or_else(|| id.to_string())
 }
 
-/// Adds `owner`, `group` and `mode` as observed on `meta`.
+/// Adds `owner`, `group` and `mode` as observed on `meta`, and which
+/// declared accounts the host does not know ([`UNKNOWN_ACCOUNTS_FIELD`],
+/// from the same lookups).
 pub fn observe_meta(
     host: &Host,
     meta: &FileMeta,
     desired: &MetaDesired,
     fields: &mut BTreeMap<String, Value>,
 ) {
+    let (owner_id, group_id) = declared_ids(host, desired);
     let owner = spell(
         desired.owner.as_deref(),
+        owner_id.as_ref().and_then(|r| r.as_ref().ok().copied()),
         meta.uid,
-        |n| host.lookup_user(n).ok(),
         host.user_name(meta.uid),
     );
     let group = spell(
         desired.group.as_deref(),
+        group_id.as_ref().and_then(|r| r.as_ref().ok().copied()),
         meta.gid,
-        |n| host.lookup_group(n).ok(),
         host.group_name(meta.gid),
     );
     fields.insert("owner".to_owned(), Value::String(owner));
     fields.insert("group".to_owned(), Value::String(group));
     fields.insert("mode".to_owned(), Value::String(format_mode(meta.mode)));
+    note_unknown(owner_id.as_ref(), group_id.as_ref(), fields);
+}
+
+/// Where an observation lists the declared `owner` and `group` that the
+/// host's account files do not know (`["owner"]`, `["group"]` or both;
+/// left out when they know them): staging fails on them, naming the
+/// account, unless an earlier change of the pass makes it (see
+/// [`unknown_account_refusal`]).
+pub const UNKNOWN_ACCOUNTS_FIELD: &str = "unknown_accounts";
+
+/// The account files a declared owner and group are looked up in, as
+/// declared paths (see `datum_host::accounts`).
+pub const ACCOUNT_FILES: &[&str] = &["/etc/passwd", "/etc/group"];
+
+/// The declared owner's and group's numbers, each looked up once.
+type DeclaredIds = (
+    Option<Result<u32, HostError>>,
+    Option<Result<u32, HostError>>,
+);
+
+fn declared_ids(host: &Host, desired: &MetaDesired) -> DeclaredIds {
+    (
+        desired.owner.as_deref().map(|o| host.lookup_user(o)),
+        desired.group.as_deref().map(|g| host.lookup_group(g)),
+    )
+}
+
+/// Records [`UNKNOWN_ACCOUNTS_FIELD`] from the lookups of the declared
+/// owner and group (an account file that could not be read is not an
+/// unknown name: the apply reports that error instead).
+fn note_unknown(
+    owner: Option<&Result<u32, HostError>>,
+    group: Option<&Result<u32, HostError>>,
+    fields: &mut BTreeMap<String, Value>,
+) {
+    let unknown: Vec<Value> = [("owner", owner), ("group", group)]
+        .into_iter()
+        .filter(|(_, found)| {
+            matches!(
+                found,
+                Some(Err(
+                    HostError::UnknownUser { .. } | HostError::UnknownGroup { .. }
+                ))
+            )
+        })
+        .map(|(field, _)| Value::from(field))
+        .collect();
+    if !unknown.is_empty() {
+        fields.insert(UNKNOWN_ACCOUNTS_FIELD.to_owned(), Value::Array(unknown));
+    }
+}
+
+/// Records [`UNKNOWN_ACCOUNTS_FIELD`] for an object whose owner and mode
+/// were not observed (nothing there, or something of another type), which
+/// the apply creates with the declared owner and group. One lookup per
+/// declared account, in the account files the pass parsed once.
+pub fn note_unknown_accounts(
+    host: &Host,
+    desired: &MetaDesired,
+    fields: &mut BTreeMap<String, Value>,
+) {
+    if desired.owner.is_none() && desired.group.is_none() {
+        return;
+    }
+    let (owner, group) = declared_ids(host, desired);
+    note_unknown(owner.as_ref(), group.as_ref(), fields);
+}
+
+/// The apply's error for a declared owner (first, as [`MetaDesired::resolve`]
+/// looks it up first) or group that the observation found in no account
+/// file, with the file's declared path. Only a change to the account files
+/// (a User or Group made, a Package's, the files themselves) may make it
+/// known first.
+pub fn unknown_account_refusal(desired: &MetaDesired, observed: &Observed) -> Option<Refusal> {
+    let listed = observed.fields.get(UNKNOWN_ACCOUNTS_FIELD)?.as_array()?;
+    let lists = |field: &str| listed.iter().any(|v| v.as_str() == Some(field));
+    let error = match (&desired.owner, &desired.group) {
+        (Some(name), _) if lists("owner") => HostError::UnknownUser {
+            name: name.clone(),
+            database: ACCOUNT_FILES[0].into(),
+        },
+        (_, Some(name)) if lists("group") => HostError::UnknownGroup {
+            name: name.clone(),
+            database: ACCOUNT_FILES[1].into(),
+        },
+        _ => return None,
+    };
+    Some(Refusal {
+        why: error.to_string(),
+        reach: Reach::AlsoAround(ACCOUNT_FILES),
+    })
 }
 
 /// Appends a change for every declared owner, group or mode that differs.
@@ -207,34 +305,65 @@ mod tests {
     fn observed_owners_follow_the_declared_spelling_when_equal() {
         let host = Host::with_name("/nonexistent-datum-root", "t");
         // Numbers always resolve; the machine's passwd knows root as 0.
+        let id = |n: &str| host.lookup_user(n).ok();
+        assert_eq!(spell(Some("0"), id("0"), 0, Some("root".into())), "0");
         assert_eq!(
-            spell(
-                Some("0"),
-                0,
-                |n| host.lookup_user(n).ok(),
-                Some("root".into())
-            ),
-            "0"
-        );
-        assert_eq!(
-            spell(
-                Some("root"),
-                0,
-                |n| host.lookup_user(n).ok(),
-                Some("root".into())
-            ),
+            spell(Some("root"), id("root"), 0, Some("root".into())),
             "root"
         );
-        assert_eq!(
-            spell(
-                Some("5"),
-                0,
-                |n| host.lookup_user(n).ok(),
-                Some("root".into())
+        assert_eq!(spell(Some("5"), id("5"), 0, Some("root".into())), "root");
+        assert_eq!(spell(None, None, 4242, None), "4242");
+    }
+
+    #[test]
+    fn unknown_declared_accounts_are_noted_and_refused_with_the_account_file() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("etc")).unwrap();
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            "app:x:900:901::/:/bin/false\n",
+        )
+        .unwrap();
+        std::fs::write(root.path().join("etc/group"), "app:x:901:\n").unwrap();
+        let host = Host::with_name(root.path(), "t");
+        let cases = [
+            (json!({"owner": "app", "group": "app"}), None),
+            (
+                json!({"owner": "aap", "group": "app"}),
+                Some("unknown user `aap` (not in /etc/passwd)"),
             ),
-            "root"
-        );
-        assert_eq!(spell(None, 4242, |_| None, None), "4242");
+            (
+                json!({"owner": "app", "group": "apq"}),
+                Some("unknown group `apq` (not in /etc/group)"),
+            ),
+            (
+                json!({"owner": "aap", "group": "apq"}),
+                Some("unknown user `aap` (not in /etc/passwd)"),
+            ),
+        ];
+        for (desired, want) in cases {
+            let d = MetaDesired::parse(&desired).unwrap();
+            let meta = FileMeta {
+                uid: 900,
+                gid: 901,
+                mode: 0o644,
+                ..FileMeta::default()
+            };
+            for present in [true, false] {
+                let mut o = observed("app", "app", "0644");
+                o.fields.clear();
+                if present {
+                    observe_meta(&host, &meta, &d, &mut o.fields);
+                } else {
+                    note_unknown_accounts(&host, &d, &mut o.fields);
+                }
+                let got = unknown_account_refusal(&d, &o);
+                assert_eq!(got.as_ref().map(|r| r.why.as_str()), want, "{desired}");
+                if let Some(r) = got {
+                    assert_eq!(r.reach, Reach::AlsoAround(ACCOUNT_FILES));
+                }
+            }
+        }
     }
 
     #[test]

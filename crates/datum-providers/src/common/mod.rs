@@ -15,7 +15,10 @@ pub mod meta;
 pub mod schema;
 
 pub use fields::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields};
-pub use meta::{MetaDesired, compare_meta, create_meta_changes, observe_meta};
+pub use meta::{
+    MetaDesired, compare_meta, create_meta_changes, note_unknown_accounts, observe_meta,
+    unknown_account_refusal,
+};
 
 use datum_core::FieldChange;
 

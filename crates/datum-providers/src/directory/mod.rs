@@ -21,9 +21,9 @@ use crate::common::fields::declared_path;
 use crate::common::schema;
 use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
-    create_meta_changes, observe_meta, text_change,
+    create_meta_changes, note_unknown_accounts, observe_meta, text_change, unknown_account_refusal,
 };
-use crate::{FieldError, ProviderError};
+use crate::{FieldError, ProviderError, Refusal};
 
 /// Mode of a created directory when none is declared.
 pub const DEFAULT_MODE: u32 = 0o755;
@@ -125,9 +125,21 @@ impl EntryProvider for DirectoryProvider {
             }
         } else {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
+            // Replaced by a folder made with the declared owner.
+            if d.ensure == Ensure::Present {
+                note_unknown_accounts(host, &d.meta, &mut observed.fields);
+            }
         }
         observed.meta = Some(stat.meta);
         Ok(observed)
+    }
+
+    fn observe_absent(host: &Host, d: &DirectoryDesired) -> Observed {
+        let mut observed = Observed::absent();
+        if d.ensure == Ensure::Present {
+            note_unknown_accounts(host, &d.meta, &mut observed.fields);
+        }
+        observed
     }
 
     fn diff(_resource: &Resource, d: &DirectoryDesired, observed: &Observed) -> Diff {
@@ -158,14 +170,21 @@ impl EntryProvider for DirectoryProvider {
     }
 
     /// A folder declared absent that holds entries: the removal refuses it
-    /// (never recursive), unless an earlier change empties it first.
-    fn refuses_around(d: &DirectoryDesired, observed: &Observed) -> Option<String> {
+    /// (never recursive), unless an earlier change empties it first. A
+    /// folder to make or change whose declared owner or group no account
+    /// file knows, unless an earlier change makes that account.
+    fn refuses_around(d: &DirectoryDesired, observed: &Observed) -> Option<Refusal> {
+        if d.ensure == Ensure::Present {
+            return unknown_account_refusal(&d.meta, observed);
+        }
         let holds = observed.fields.get(HOLDS_ENTRIES_FIELD) == Some(&Value::Bool(true));
-        (d.ensure == Ensure::Absent && observed.presence == Presence::Present && holds).then(|| {
-            datum_host::HostError::DirectoryNotEmpty {
-                path: d.path.clone(),
-            }
-            .to_string()
+        (observed.presence == Presence::Present && holds).then(|| {
+            Refusal::around(
+                datum_host::HostError::DirectoryNotEmpty {
+                    path: d.path.clone(),
+                }
+                .to_string(),
+            )
         })
     }
 }

@@ -20,8 +20,11 @@ use datum_host::{Host, HostError, Located};
 use serde_json::Value;
 
 use crate::common::entry::EntryProvider;
-use crate::common::{Ensure, compare_meta, create_meta_changes, observe_meta, text_change};
-use crate::{FieldError, ProviderError, Staged};
+use crate::common::{
+    Ensure, compare_meta, create_meta_changes, note_unknown_accounts, observe_meta, text_change,
+    unknown_account_refusal,
+};
+use crate::{FieldError, ProviderError, Reach, Refusal, Staged};
 
 pub use desired::{CONTENT_FIELDS, FileDeclaration, FileDesired};
 
@@ -65,7 +68,18 @@ impl EntryProvider for FileProvider {
         if stat.kind != FileKind::File {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
             observed.meta = Some(stat.meta);
+            // Replaced by a file written with the declared owner.
+            if d.ensure == Ensure::Present {
+                note_unknown_accounts(host, &d.meta, &mut observed.fields);
+            }
             return Ok(observed);
+        }
+        // A hard-linked file whose content is not declared: its owner or
+        // mode cannot change (see `stage`). From the same lstat.
+        if stat.links > 1 && d.ensure == Ensure::Present && d.content(resource).is_none() {
+            observed
+                .fields
+                .insert(HARD_LINKS_FIELD.to_owned(), Value::from(stat.links));
         }
         // Compared by BLAKE3 when the declaration carries it (SHA-256 only
         // for a file that differs); the result is the same either way.
@@ -135,6 +149,51 @@ impl EntryProvider for FileProvider {
 
     fn remove(_host: &Host, at: &Located) -> Result<(), ProviderError> {
         remove(at)
+    }
+
+    fn observe_absent(host: &Host, d: &FileDesired) -> Observed {
+        let mut observed = Observed::absent();
+        if d.ensure == Ensure::Present {
+            note_unknown_accounts(host, &d.meta, &mut observed.fields);
+        }
+        observed
+    }
+
+    /// A file to write or change whose declared owner or group no account
+    /// file knows, unless an earlier change makes that account. A
+    /// hard-linked file without declared content whose owner, group or
+    /// mode must change (`stage` refuses it), unless an earlier change
+    /// removes its other names, which may be anywhere.
+    fn refuses_around(d: &FileDesired, observed: &Observed) -> Option<Refusal> {
+        if d.ensure != Ensure::Present {
+            return None;
+        }
+        if let Some(refusal) = unknown_account_refusal(&d.meta, observed) {
+            return Some(refusal);
+        }
+        let links = observed.fields.get(HARD_LINKS_FIELD)?.as_u64()?;
+        let mut changes = Vec::new();
+        compare_meta(&d.meta, observed, &mut changes);
+        (observed.presence == Presence::Present && !changes.is_empty()).then(|| Refusal {
+            why: hard_linked_refused(&d.path, links).to_string(),
+            reach: Reach::AnyPath,
+        })
+    }
+}
+
+/// Where the observation of a File that declares no content says how many
+/// names its file has, when it has more than one (left out otherwise).
+pub const HARD_LINKS_FIELD: &str = "hard_links";
+
+/// Why the owner or mode of a file with `links` names, at the declared
+/// `path`, is not changed when the File declares no content.
+fn hard_linked_refused(path: &std::path::Path, links: u64) -> ProviderError {
+    ProviderError::Invalid {
+        field: "content".to_owned(),
+        message: format!(
+            "{} has {links} hard links: its owner and mode are not changed in place (that would reach every other name), and bytes Datum was not given are not copied (they may be another file's); declare its content, or remove the other links",
+            path.display(),
+        ),
     }
 }
 
@@ -295,14 +354,10 @@ fn stage(
         // content, under the declared mode, to whoever linked another file
         // (say /etc/shadow) to this name.
         let Some(c) = content else {
-            return Err(ProviderError::Invalid {
-                field: "content".to_owned(),
-                message: format!(
-                    "{} has {} hard links: its owner and mode are not changed in place (that would reach every other name), and bytes Datum was not given are not copied (they may be another file's); declare its content, or remove the other links",
-                    at.declared().display(),
-                    current.as_ref().map_or(0, |stat| stat.links)
-                ),
-            });
+            return Err(hard_linked_refused(
+                &at.declared(),
+                current.as_ref().map_or(0, |stat| stat.links),
+            ));
         };
         let bytes = datum_host::repo::content_bytes(c)?.into_owned();
         return Ok(FileStaging::Content(StagedContent::write(

@@ -49,11 +49,14 @@ use serde_json::{Value, json};
 
 use crate::common::fields::{declared_path, format_mode, parse_mode};
 use crate::common::schema;
-use crate::common::{FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
+use crate::common::{
+    FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, note_unknown_accounts,
+    unknown_account_refusal,
+};
 use crate::kind::{declaration, planned};
 use crate::{
     Activated, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, Planned,
-    ProviderError, Staged, TakesSourceFolder,
+    ProviderError, Refusal, Staged, TakesSourceFolder,
 };
 use archive::{DeclaredTree, EntryRef};
 use compare::{Differences, EntryMeta};
@@ -432,18 +435,22 @@ impl Kind for TreeProvider {
             }
             Err(e) => return Err(e.into()),
         };
+        // The tree's folder is made or changed with the declared owner and
+        // group: one the account files do not know is noted (once per tree).
+        let mut observed = Observed::absent();
+        note_unknown_accounts(host, &d.meta, &mut observed.fields);
         let Some(stat) = at.lstat()? else {
-            return Ok(Observed::absent());
+            return Ok(observed);
         };
         let root_ids = (stat.meta.uid, stat.meta.gid);
-        let mut observed = Observed::absent();
         observed.meta = Some(stat.meta);
         if stat.kind != FileKind::Directory {
             observed.presence = Presence::OtherType(stat.kind.word().to_owned());
             return Ok(observed);
         }
         let Some(live) = at.open_dir()? else {
-            return Ok(Observed::absent());
+            observed.meta = None;
+            return Ok(observed);
         };
         let (differences, tree, declared_root) = scan_and_compare(host, d, &live)?;
         observed.presence = Presence::Present;
@@ -514,9 +521,18 @@ impl Kind for TreeProvider {
     /// link, in a tree that purges, holding excluded entries: the walk
     /// keeps those, so it refuses to remove the folder (see `Walk::clear`).
     /// Either unless an earlier change of the pass makes or clears it first.
-    fn refuses_unless_changed_first(&self, d: &TreeDesired, observed: &Observed) -> Option<String> {
+    /// A declared owner or group no account file knows (the walk resolves
+    /// them before anything else), unless an earlier change makes it.
+    fn refuses_unless_changed_first(
+        &self,
+        d: &TreeDesired,
+        observed: &Observed,
+    ) -> Option<Refusal> {
         if let Some(why) = crate::common::entry::parent_refusal(&d.path, observed) {
-            return Some(why);
+            return Some(Refusal::around(why));
+        }
+        if let Some(refusal) = unknown_account_refusal(&d.meta, observed) {
+            return Some(refusal);
         }
         if !d.purge {
             return None;
@@ -524,6 +540,7 @@ impl Kind for TreeProvider {
         folder_refused(d, observed, FOLDER_KEEPING_EXCLUDED, |i| {
             folder_in_the_way(i) && i.get(HOLDS_EXCLUDED).and_then(Value::as_bool) == Some(true)
         })
+        .map(Refusal::around)
     }
 
     fn stage(

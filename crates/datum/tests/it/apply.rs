@@ -574,9 +574,10 @@ fn a_killed_passs_staging_folder_inside_a_tree_is_not_drift_and_is_swept() {
 }
 
 /// A Tree whose owner or group names no account on the host fails like a
-/// File does (plan shows the difference, apply names the unknown account,
-/// exit 4). Before, the scan compares ids and left an unknown name out, so
-/// an existing tree was "unchanged" (exit 0) and the owner never applied.
+/// File does (plan shows the difference and says it would fail, apply names
+/// the unknown account, exit 4 both). Before, the scan compares ids and
+/// left an unknown name out, so an existing tree was "unchanged" (exit 0)
+/// and the owner never applied.
 #[test]
 fn a_tree_owned_by_an_unknown_account_is_a_failure_not_in_sync() {
     let s = Sandbox::with_base(
@@ -590,9 +591,10 @@ fn a_tree_owned_by_an_unknown_account_is_a_failure_not_in_sync() {
         "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  owner: no-such-user\n  group: no-such-group\n",
     );
     let plan = s.datum(&["plan"]);
-    assert_exit(&plan, 2);
+    assert_exit(&plan, 4);
     assert!(
-        stdout(&plan).contains("tree:.: \"changed (owner, group)\""),
+        stdout(&plan).contains("tree:.: \"changed (owner, group)\"")
+            && stdout(&plan).contains("would fail: unknown user `no-such-user`"),
         "{}",
         stdout(&plan)
     );

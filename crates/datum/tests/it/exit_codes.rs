@@ -6,7 +6,7 @@
 
 use std::fs;
 
-use super::support::{Sandbox, assert_exit, stderr, stdout};
+use super::support::{Sandbox, assert_exit, mode_of, stderr, stdout};
 
 fn json_file(name: &str, content: &str) -> String {
     format!(
@@ -258,6 +258,117 @@ fn a_purging_tree_blocked_by_a_folder_of_excluded_entries_would_fail_in_plan_as_
     assert_eq!(
         fs::read_to_string(s.live("/etc/t/held")).unwrap(),
         "now a file\n"
+    );
+}
+
+/// A root whose account files know `root` and `app` (user and group), and
+/// the shadow files shadow-utils lock beside them.
+fn root_with_accounts(s: &Sandbox) {
+    s.write(
+        "root/etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\napp:x:900:900::/:/bin/false\n",
+    );
+    s.write("root/etc/group", "root:x:0:\napp:x:900:\n");
+    s.write(
+        "root/etc/shadow",
+        "root:*:20000:0:99999:7:::\napp:*:20000:0:99999:7:::\n",
+    );
+    s.write("root/etc/gshadow", "root:*::\napp:*::\n");
+}
+
+#[test]
+fn an_owner_or_group_no_account_file_knows_would_fail_in_plan_as_in_apply() {
+    // A typo in an owner or group that no User or Group declares: the apply
+    // fails on it, for a file to write, a folder to change and a tree to
+    // make alike, and the plan says so (exit 4), not "pending".
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /etc/app.conf\n  content: \"x\\n\"\n  owner: aap\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: data\ndesired:\n  path: /srv/data\n  owner: app\n  group: apq\n\
+---\ndatum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /srv/t\n  source: tree\n  owner: ppa\n",
+    );
+    s.write("repo/base/tree/a.conf", "a\n");
+    root_with_accounts(&s);
+    fs::create_dir_all(s.live("/srv/data")).unwrap();
+    plan_and_apply_refuse(
+        &s,
+        &[
+            "unknown user `aap` (not in ",
+            "unknown group `apq` (not in ",
+            "unknown user `ppa` (not in ",
+        ],
+    );
+    let plan = stdout(&s.datum(&["plan"]));
+    assert!(
+        plan.contains("would fail: unknown user `aap` (not in /etc/passwd)")
+            && plan.contains("would fail: unknown group `apq` (not in /etc/group)"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn an_owner_or_group_a_user_or_group_of_the_pass_makes_stays_pending() {
+    // The same names, declared by a User and a Group of the catalogue: they
+    // are made earlier in the pass (the File, Directory and Tree are ordered
+    // after them), so the plan keeps the changes pending, and the apply
+    // makes them.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /etc/app.conf\n  content: \"x\\n\"\n  owner: aap\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: data\ndesired:\n  path: /srv/data\n  owner: app\n  group: apq\n\
+---\ndatum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /srv/t\n  source: tree\n  owner: aap\n\
+---\ndatum: v1alpha1\ntype: User\nname: aap\ndesired: {uid: 2001, home: /, shell: /bin/false}\n\
+---\ndatum: v1alpha1\ntype: Group\nname: apq\ndesired: {gid: 3001}\n",
+    );
+    s.write("repo/base/tree/a.conf", "a\n");
+    root_with_accounts(&s);
+    fs::create_dir_all(s.live("/srv/data")).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(!stdout(&out).contains("would fail"), "{}", stdout(&out));
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("apply skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(s.live("/etc/app.conf")).unwrap().uid(), 2001);
+    assert_eq!(fs::metadata(s.live("/srv/data")).unwrap().gid(), 3001);
+    assert_eq!(fs::metadata(s.live("/srv/t/a.conf")).unwrap().uid(), 2001);
+}
+
+#[test]
+fn a_hard_linked_file_without_content_whose_mode_must_change_would_fail_in_plan_as_in_apply() {
+    // A File without content whose file has another name: its mode is not
+    // changed in place, nor its bytes copied (6f364d3). The plan says the
+    // change would fail (exit 4), as the apply does, with the apply's reason.
+    use std::os::unix::fs::PermissionsExt;
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  mode: \"0644\"\n",
+    );
+    s.write("root/etc/other", "other\n");
+    fs::set_permissions(s.live("/etc/other"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::hard_link(s.live("/etc/other"), s.live("/etc/app.conf")).unwrap();
+    plan_and_apply_refuse(
+        &s,
+        &[
+            "content: /etc/app.conf has 2 hard links: its owner and mode are not changed in place (that would reach every other name), and bytes Datum was not given are not copied (they may be another file's); declare its content, or remove the other links",
+        ],
+    );
+    assert_eq!(mode_of(&s.live("/etc/other")), 0o600);
+    // The other name removed earlier in the pass (it may be anywhere, not
+    // only near this one): pending, and done in place.
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: other\ndesired:\n  path: /etc/other\n  ensure: absent\n\
+---\ndatum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  mode: \"0644\"\n",
+    );
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!s.live("/etc/other").exists());
+    assert_eq!(mode_of(&s.live("/etc/app.conf")), 0o644);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/app.conf")).unwrap(),
+        "other\n"
     );
 }
 
