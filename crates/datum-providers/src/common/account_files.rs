@@ -17,7 +17,7 @@
 //! a command line another local user could read in `/proc`, and is never
 //! part of an error, a field value or a debug print.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -263,34 +263,53 @@ pub fn changed(host: &Host) {
     host.forget_accounts();
 }
 
-/// The groups named like a user `userdel` removed in this pass, each with
-/// the number it had before (a user's own group goes with it under
-/// `USERGROUPS_ENAB`; shadow-utils 4.13's userdel has no option against
-/// it).
+/// The names of the Groups declared present in this pass (noted as each
+/// is observed, before any resource acts: see [`declared_group`]).
 #[derive(Default)]
-struct RemovedWithUsers(Mutex<HashMap<String, u32>>);
+struct DeclaredGroups(Mutex<HashSet<String>>);
 
-/// Notes, before `userdel` of the user `name`, that the group `name` is
-/// numbered `gid`: if userdel takes it, a Group of that name declared
-/// without a gid, made again later in this pass, gets that number back
-/// ([`gid_removed_with_user`]), so what the group owned stays its own.
-pub fn removed_with_user(host: &Host, name: &str, gid: u32) {
-    host.pass_cache::<RemovedWithUsers>()
+/// Notes that a Group declared present manages the group `name` in this
+/// pass: a User of that name removed later in the pass keeps the group
+/// from `userdel` ([`kept_name`]). Called by the Group's observation, which
+/// every resource of the pass has before any of them acts.
+pub fn declared_group(host: &Host, name: &str) {
+    host.pass_cache::<DeclaredGroups>()
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(name.to_owned(), gid);
+        .insert(name.to_owned());
 }
 
-/// The number the group `name` had before `userdel` of its same-named user
-/// in this pass, if there was one.
-pub fn gid_removed_with_user(host: &Host, name: &str) -> Option<u32> {
-    host.pass_cache::<RemovedWithUsers>()
+/// Whether a Group declared present manages the group `name` in this pass.
+pub fn is_declared_group(host: &Host, name: &str) -> bool {
+    host.pass_cache::<DeclaredGroups>()
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get(name)
-        .copied()
+        .contains(name)
+}
+
+/// The name a group declared present carries while `userdel` removes the
+/// user of its name: with `USERGROUPS_ENAB`, userdel removes the group
+/// named like the user (shadow-utils 4.13's userdel has no option against
+/// it), and a group of another name is never removed. So the group is
+/// renamed to this, the user removed, and the name given back; the group,
+/// its number and its gshadow entry never leave the files. A pass killed
+/// in between leaves the group under this name, and the Group of `name`
+/// finds it there and renames it back at the next pass.
+///
+/// `NAME.datum-kept` when that is a valid name of at most 32 characters,
+/// else `_datum-kept-` and 16 hex digits of the name's FNV-1a hash (fixed:
+/// a later version must find what an earlier one left).
+pub fn kept_name(name: &str) -> String {
+    let readable = format!("{name}.datum-kept");
+    if check_name(&readable).is_ok() {
+        return readable;
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("_datum-kept-{hash:016x}")
 }
 
 /// Whether `login.defs` text turns on `USERGROUPS_ENAB` (shadow-utils'
@@ -441,6 +460,22 @@ mod tests {
             "USERGROUPS_ENAB yes\nUSERGROUPS_ENAB no\n"
         ));
         assert!(!user_groups_enabled(""));
+    }
+
+    #[test]
+    fn a_kept_name_is_valid_fixed_and_readable_when_it_fits() {
+        assert_eq!(kept_name("web"), "web.datum-kept");
+        let long = "a".repeat(22);
+        let machine = "host$";
+        for name in [long.as_str(), machine, &"b".repeat(32)] {
+            let kept = kept_name(name);
+            assert!(kept.starts_with("_datum-kept-"), "{kept}");
+            assert!(check_name(&kept).is_ok(), "{kept}");
+        }
+        assert_ne!(kept_name(&long), kept_name(&"a".repeat(23)));
+        // Fixed across versions: what a killed pass left is found again.
+        assert_eq!(kept_name("host$"), "_datum-kept-3b290e7b43e05671");
+        assert!(check_name(&kept_name(&"c".repeat(21))).is_ok());
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! User), so a Group never rewrites its member list. `system` decides only
 //! how a new group's number is chosen; an existing group is never
 //! re-created for it.
+//!
+//! A User removed whose own group is declared present keeps it from
+//! `userdel` by renaming it for the while (`account_files::kept_name`); a
+//! group found under that name (a pass killed in between) is this Group's
+//! and is renamed back.
 
 use std::collections::HashMap;
 
@@ -272,7 +277,7 @@ impl OrdersOthers for GroupProvider {
                 groups.entry(name).or_insert(r);
             }
         }
-        let mut edges = after_users_removed(resources);
+        let mut edges = around_users_removed(resources);
         if groups.is_empty() {
             return edges;
         }
@@ -290,20 +295,21 @@ impl OrdersOthers for GroupProvider {
     }
 }
 
-/// Groups that must come after the Users declared absent:
+/// The edges between Groups and the Users declared absent:
 ///
-/// - a Group declared absent, after every one of them: groupdel refuses to
-///   remove a user's primary group ("cannot remove the primary group of
-///   user 'deploy'"), and a User removed is declared by its name alone, so
-///   which group was its primary one is not known before the pass.
-///   Removing the users first never stops a group's removal;
-/// - a Group declared present, after the one of its name: userdel removes
-///   a user's own group with it (`USERGROUPS_ENAB`, and shadow-utils 4.13's
-///   userdel has no option against it), so the Group, observed after,
-///   finds it gone and makes it again in the same pass (with its declared
-///   gid, or without one the gid it had: the User notes it before userdel)
-///   instead of reporting it unchanged and leaving it removed.
-fn after_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
+/// - a Group declared absent comes after every one of them: groupdel
+///   refuses to remove a user's primary group ("cannot remove the primary
+///   group of user 'deploy'"), and a User removed is declared by its name
+///   alone, so which group was its primary one is not known before the
+///   pass. Removing the users first never stops a group's removal;
+/// - the User removing the account named like a Group declared present
+///   comes after that Group: userdel would take the group with it
+///   (`USERGROUPS_ENAB`), and the User keeps it only when it knows the
+///   group is declared, which the Group's observation notes (see
+///   `account_files::declared_group`). So `--target` of the User takes the
+///   Group too, and a group a killed pass left renamed is renamed back
+///   before the User acts again.
+fn around_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
     let removed = crate::user::removed(resources);
     if removed.is_empty() {
         return Vec::new();
@@ -314,10 +320,15 @@ fn after_users_removed(resources: &[Resource]) -> Vec<OrderingEdge> {
             continue;
         };
         for (user, name) in &removed {
-            if d.ensure == Ensure::Absent || *name == d.name {
+            if d.ensure == Ensure::Absent {
                 edges.push(OrderingEdge {
                     from: r.id.clone(),
                     after: user.id.clone(),
+                });
+            } else if *name == d.name {
+                edges.push(OrderingEdge {
+                    from: user.id.clone(),
+                    after: r.id.clone(),
                 });
             }
         }
@@ -360,13 +371,26 @@ impl Kind for GroupProvider {
         _resource: &Resource,
         d: &GroupDesired,
     ) -> Result<Observed, ProviderError> {
+        if d.ensure == Ensure::Present {
+            account_files::declared_group(host, &d.name);
+        }
         let files = account_files::current(host, false).map_err(account_failure)?;
-        let Some(group) = files.group(&d.name) else {
-            return Ok(Observed::absent());
+        // Under its own name, or else under the name a User's removal gives
+        // it for the while (a pass killed then left it so): the same group.
+        let kept = account_files::kept_name(&d.name);
+        let (group, renamed) = match files.group(&d.name) {
+            Some(group) => (group, false),
+            None => match files.group(&kept) {
+                Some(group) => (group, true),
+                None => return Ok(Observed::absent()),
+            },
         };
         let mut observed = Observed::absent();
         observed.presence = Presence::Present;
         observed.fields.insert("gid".to_owned(), json!(group.gid));
+        if renamed {
+            observed.fields.insert("name".to_owned(), json!(kept));
+        }
         Ok(observed)
     }
 
@@ -396,17 +420,19 @@ impl Kind for GroupProvider {
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
         };
+        // The group's name on the host: its own, or the one a killed pass
+        // left it under (see `observe`).
+        let current = observed
+            .fields
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or(&d.name)
+            .to_owned();
         let done = match diff.action {
-            Some(Action::Remove) => run("groupdel", vec!["--".into(), d.name.clone()]),
+            Some(Action::Remove) => run("groupdel", vec!["--".into(), current]),
             Some(Action::Create) => {
                 let mut args = Vec::new();
-                // Undeclared, the number userdel took with a user of this
-                // name earlier in this pass: the group comes back as it
-                // was, not as a new number that owns none of its files.
-                let gid = d
-                    .gid
-                    .or_else(|| account_files::gid_removed_with_user(host, &d.name));
-                if let Some(gid) = gid {
+                if let Some(gid) = d.gid {
                     args.extend(["-g".to_owned(), gid.to_string()]);
                 }
                 if d.system {
@@ -415,13 +441,23 @@ impl Kind for GroupProvider {
                 args.extend(["--".to_owned(), d.name.clone()]);
                 run("groupadd", args)
             }
-            Some(_) if observed.presence == Presence::Present => match d.gid {
-                Some(gid) => run(
-                    "groupmod",
-                    vec!["-g".into(), gid.to_string(), "--".into(), d.name.clone()],
-                ),
-                None => Ok(()),
-            },
+            Some(_) if observed.presence == Presence::Present => {
+                let mut args = Vec::new();
+                if current != d.name {
+                    args.extend(["-n".to_owned(), d.name.clone()]);
+                }
+                if let Some(gid) = d.gid
+                    && observed.fields.get("gid") != Some(&json!(gid))
+                {
+                    args.extend(["-g".to_owned(), gid.to_string()]);
+                }
+                if args.is_empty() {
+                    Ok(())
+                } else {
+                    args.extend(["--".to_owned(), current]);
+                    run("groupmod", args)
+                }
+            }
             _ => Ok(()),
         };
         done.map(|()| Activated::Done)
@@ -450,6 +486,14 @@ pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
             }
         }
         (Ensure::Present, true) => {
+            // Found under the name a User's removal gives it for the while.
+            if let Some(kept) = observed.fields.get("name") {
+                out.changes.push(FieldChange {
+                    field: "name".to_owned(),
+                    before: Some(kept.clone()),
+                    after: Some(json!(d.name)),
+                });
+            }
             if let Some(gid) = d.gid {
                 let seen = observed.fields.get("gid");
                 if seen != Some(&json!(gid)) {
@@ -525,6 +569,14 @@ mod tests {
         let gone = GroupDesired::parse(&json!({"ensure": "absent"}), "ops").unwrap();
         assert_eq!(diff(&gone, &observed(3000)).action, Some(Action::Remove));
         assert_eq!(diff(&gone, &Observed::absent()).action, None);
+        // Found under the name a User's removal gave it: renamed back.
+        let mut kept = observed(12);
+        kept.fields.insert("name".into(), json!("ops.datum-kept"));
+        let back = diff(&free, &kept);
+        assert_eq!(back.action, Some(Action::Update));
+        assert_eq!(back.changes[0].field, "name");
+        assert_eq!(back.changes[0].before, Some(json!("ops.datum-kept")));
+        assert_eq!(diff(&d, &kept).changes.len(), 2);
     }
 
     #[test]
@@ -562,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn a_group_removed_or_named_like_a_user_removed_comes_after_it() {
+    fn a_group_removed_comes_after_the_users_removed_and_one_kept_before_its_user() {
         use datum_core::ResourceId;
         let r = |kind: &str, name: &str, desired: Value| {
             Resource::new(ResourceId::new(kind, name), desired)
@@ -584,7 +636,7 @@ mod tests {
             edges,
             [
                 pair("Group[ops]", "User[deploy]"),
-                pair("Group[own]", "User[deploy]"),
+                pair("User[deploy]", "Group[own]"),
             ]
         );
     }

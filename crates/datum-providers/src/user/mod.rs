@@ -441,7 +441,7 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
 }
 
 /// The Users declared absent, each with the account name it removes (for
-/// the Groups that must come after them: `group::after_users_removed`).
+/// the edges between them and the Groups: `group::around_users_removed`).
 pub(crate) fn removed(resources: &[Resource]) -> Vec<(&Resource, String)> {
     resources
         .iter()
@@ -577,15 +577,22 @@ impl Kind for UserProvider {
         // failed after it: the host has moved all the same).
         let done = match diff.action {
             Some(Action::Remove) => {
-                // userdel may take the user's own group with it
-                // (USERGROUPS_ENAB): its number is noted first, for a Group
-                // of that name made again later in this pass (a group that
-                // stays is never made again: the note is then unused).
-                let files = account_files::current(host, false).map_err(account_failure)?;
-                if let Some(group) = files.group(&d.name) {
-                    account_files::removed_with_user(host, &d.name, group.gid);
+                // userdel would take the user's own group with it
+                // (USERGROUPS_ENAB): one a Group declares keeps its name,
+                // number and gshadow entry by being renamed for the while.
+                let kept = keep_declared_group(host, d).map_err(account_failure)?;
+                let removed = run("userdel", vec!["--".into(), d.name.clone()]);
+                if let Some(kept) = kept {
+                    // Given back whatever userdel did; if this fails, the
+                    // Group finds it under `kept` and renames it next pass.
+                    let back = run(
+                        "groupmod",
+                        vec!["-n".into(), d.name.clone(), "--".into(), kept],
+                    );
+                    removed.and(back)?;
+                } else {
+                    removed?;
                 }
-                run("userdel", vec!["--".into(), d.name.clone()])?;
                 return Ok(Activated::Done);
             }
             Some(Action::Create) => {
@@ -646,6 +653,39 @@ impl Kind for UserProvider {
         }
         Ok(Activated::Done)
     }
+}
+
+/// Before `userdel` of `d`: renames the group named like the user to
+/// [`account_files::kept_name`] when a Group declares it present in this
+/// pass and userdel would take it (`USERGROUPS_ENAB` on in the root, and it
+/// is the user's primary group), so userdel finds no group of the user's
+/// name; the caller gives the name back. `None` when nothing was renamed.
+/// (Renamed, the group never leaves the files: a pass killed before the
+/// name is given back leaves it with its number, for the Group to rename
+/// back at the next pass, where a group removed and made again would have
+/// had to be numbered from a record outside the files.)
+fn keep_declared_group(
+    host: &Host,
+    d: &UserDesired,
+) -> Result<Option<String>, account_files::AccountError> {
+    if !account_files::is_declared_group(host, &d.name) {
+        return Ok(None);
+    }
+    let files = account_files::current(host, false)?;
+    let (Some(user), Some(group)) = (files.user(&d.name), files.group(&d.name)) else {
+        return Ok(None);
+    };
+    if user.gid != group.gid || !account_files::root_makes_user_groups(host)? {
+        return Ok(None);
+    }
+    let kept = account_files::kept_name(&d.name);
+    account_files::run_tool(
+        host,
+        "groupmod",
+        vec!["-n".into(), kept.clone(), "--".into(), d.name.clone()],
+        &d.name,
+    )?;
+    Ok(Some(kept))
 }
 
 /// Whether a new account without a declared `gid` must be given its

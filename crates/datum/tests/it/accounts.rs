@@ -286,9 +286,9 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     assert_eq!(line_of(&group, "ops"), None, "{group}");
 
-    // A User removed whose own group is declared present: userdel takes the
-    // group with it (USERGROUPS_ENAB); the Group comes after the User and
-    // puts it back, with its number, in the same pass.
+    // A User removed whose own group is declared present: userdel would take
+    // the group with it (USERGROUPS_ENAB); the User, after the Group, keeps
+    // it from userdel, with its number.
     s.write(
         "repo/base/main.yaml",
         &[
@@ -458,8 +458,8 @@ fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
 
 /// userdel takes a user's own group with it (`USERGROUPS_ENAB`): a Group of
 /// that name declared without a gid, still present, keeps the number it
-/// had, or the files owned by it would belong to no group (or a group made
-/// later).
+/// had (the User keeps it from userdel), or the files owned by it would
+/// belong to no group (or a group made later).
 #[test]
 fn a_group_named_like_a_removed_user_keeps_its_gid() {
     if !is_root() {
@@ -501,5 +501,171 @@ fn a_group_named_like_a_removed_user_keeps_its_gid() {
     assert_eq!(line_of(&passwd, "web"), None, "{passwd}");
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     assert_eq!(line_of(&group, "web"), web.as_deref(), "{group}");
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
+/// Each resource of a plan or apply report (`--output json`), with what
+/// would be or was done: `(id, action, outcome status)`.
+fn steps(out: &std::process::Output) -> Vec<(String, String, String)> {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_owned();
+            (
+                text(&r["id"]),
+                text(&r["action"]),
+                text(&r["outcome"]["status"]),
+            )
+        })
+        .collect()
+}
+
+/// A User removed whose own group a Group declares present (without a gid):
+/// the plan says what the apply does, resource by resource. The group is
+/// kept from userdel (renamed for the while), so both leave the Group
+/// unchanged; the apply used to remove it with the user and make it again,
+/// reported changed, where the plan said unchanged.
+#[test]
+fn plan_and_apply_agree_on_a_group_kept_from_userdel() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+    };
+    let s = Sandbox::with_base(
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{uid: 2000}"),
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    accounts_root(&s);
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let before = fs::read_to_string(s.live("/etc/group")).unwrap();
+
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{ensure: absent}"),
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    let plan = s.datum(&["--output", "json", "plan"]);
+    assert_exit(&plan, 2);
+    let apply = s.datum(&["--output", "json", "apply"]);
+    assert_exit(&apply, 2);
+    let (planned, applied) = (steps(&plan), steps(&apply));
+    let group = |steps: &[(String, String, String)]| {
+        steps
+            .iter()
+            .find(|(id, ..)| id == "Group[web]")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(group(&planned).2, "unchanged", "{planned:?}");
+    assert_eq!(group(&applied).2, "unchanged", "{applied:?}");
+    // Resource by resource: the same action, and a change where one would be.
+    let done = |steps: &[(String, String, String)]| {
+        let mut v: Vec<(String, String, bool)> = steps
+            .iter()
+            .map(|(id, action, status)| {
+                (
+                    id.clone(),
+                    action.clone(),
+                    matches!(status.as_str(), "would_change" | "changed"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(done(&planned), done(&applied), "{planned:?}\n{applied:?}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "web"), line_of(&before, "web"), "{group}");
+    assert!(!group.contains("datum-kept"), "{group}");
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
+/// A pass killed while a User's removal keeps its declared group from
+/// userdel (renamed `NAME.datum-kept` for the while) leaves the group under
+/// that name, with its number: the next pass renames it back, so it keeps
+/// the number, whatever groupadd would give a new group (here 1003, after
+/// `ops` and `late`). Both kill points, made by hand with the programs the
+/// pass runs, in its order: `web` killed after userdel, before the name is
+/// given back; `api` killed after the rename, before userdel.
+#[test]
+fn a_group_left_renamed_by_a_killed_pass_keeps_its_gid() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+    };
+    let s = Sandbox::with_base(
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{uid: 2000}"),
+            doc("Group", "api", "{}"),
+            doc("User", "api", "{uid: 2001}"),
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    accounts_root(&s);
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let before = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert!(line_of(&before, "web").is_some(), "{before}");
+    assert!(line_of(&before, "api").is_some(), "{before}");
+
+    let tool = |args: &[&str]| {
+        let out = std::process::Command::new(args[0])
+            .arg("--root")
+            .arg(s.root())
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    tool(&["groupmod", "-n", "web.datum-kept", "--", "web"]);
+    tool(&["userdel", "--", "web"]);
+    tool(&["groupmod", "-n", "api.datum-kept", "--", "api"]);
+    // A group made meanwhile: the next free number is past it.
+    tool(&["groupadd", "--", "late"]);
+
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{ensure: absent}"),
+            doc("Group", "api", "{}"),
+            doc("User", "api", "{ensure: absent}"),
+            doc("Group", "ops", "{}"),
+        ]
+        .join("---\n"),
+    );
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(line_of(&passwd, "web"), None, "{passwd}");
+    assert_eq!(line_of(&passwd, "api"), None, "{passwd}");
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "web"), line_of(&before, "web"), "{group}");
+    assert_eq!(line_of(&group, "api"), line_of(&before, "api"), "{group}");
+    assert!(!group.contains("datum-kept"), "{group}");
+    let gshadow = fs::read_to_string(s.live("/etc/gshadow")).unwrap();
+    assert!(!gshadow.contains("datum-kept"), "{gshadow}");
     assert_exit(&s.datum(&["plan"]), 0);
 }
