@@ -47,6 +47,23 @@ impl RootLock {
         Self::acquire_in(&dir, "lock", timeout)
     }
 
+    /// [`RootLock::acquire`] for a run that may write nothing on a root
+    /// Datum has not set up (a read-only check without a usable state
+    /// store): the lock is taken when its file exists, and `None` when
+    /// Datum's folder or the lock file is missing, which creates neither.
+    /// Missing, it is held by no one (an apply holds it only once it has
+    /// made it); an apply that starts meanwhile does not wait for this run,
+    /// which records nothing.
+    pub fn acquire_if_present(host: &Host, timeout: Duration) -> Result<Option<Self>, HostError> {
+        let Some(dir) = PrivateDir::open_in(host, Path::new(STATE_FOLDER), false)? else {
+            return Ok(None);
+        };
+        let Some(file) = dir.open_read("lock")? else {
+            return Ok(None);
+        };
+        Self::hold(dir.file_path("lock"), file, timeout).map(Some)
+    }
+
     /// The same exclusive hold on another lock file of Datum's own, `name`
     /// in the private folder `dir` (one delivery of an outbox at a time,
     /// say), waiting up to `timeout`. Created 0600, opened without
@@ -57,8 +74,14 @@ impl RootLock {
         timeout: Duration,
     ) -> Result<Self, HostError> {
         let name = name.as_ref();
-        let path = dir.file_path(name);
         let file = dir.open_or_create(name, 0o600)?;
+        Self::hold(dir.file_path(name), file, timeout)
+    }
+
+    /// Takes the exclusive lock on `file` (at `path`), waiting up to
+    /// `timeout`. `flock` needs no write access: a file opened for reading
+    /// is locked the same way.
+    fn hold(path: PathBuf, file: File, timeout: Duration) -> Result<Self, HostError> {
         let started = Instant::now();
         loop {
             match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -122,6 +145,21 @@ mod tests {
         let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         drop(lock);
+    }
+
+    #[test]
+    fn a_lock_taken_if_present_creates_nothing_and_waits_like_the_other() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path());
+        let none = RootLock::acquire_if_present(&host, Duration::from_millis(10)).unwrap();
+        assert!(none.is_none());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+        let first = RootLock::acquire(&host, Duration::from_secs(1)).unwrap();
+        let err = RootLock::acquire_if_present(&host, Duration::from_millis(120)).unwrap_err();
+        assert!(matches!(err, HostError::LockTimeout { .. }), "{err}");
+        drop(first);
+        let held = RootLock::acquire_if_present(&host, Duration::from_millis(120)).unwrap();
+        assert_eq!(held.unwrap().path(), root.path().join(LOCK_PATH));
     }
 
     #[test]

@@ -126,9 +126,11 @@ pub fn compile_with(
 ) -> Result<Catalogue> {
     if explain {
         require_repository(global)?;
-        let hashes = source_hashes(global);
+        let state = StateFiles::of(global);
+        let remembers = state.usable();
+        let hashes = source_hashes_in(&state, remembers);
         let compiled = datum_catalog::compile_cached(&global.repo, identity, true, Some(&hashes));
-        save_source_hashes(global, &hashes);
+        save_source_hashes_if(&hashes, remembers);
         return compiled.map_err(|d| repository_errors(global, d, "applied"));
     }
     match compiled_for(global, identity, "applied", Purpose::Pass)?
@@ -159,8 +161,8 @@ pub enum Provenance {
 /// The compiled catalogue and classes for this host: the snapshot of an
 /// earlier compile when the repository has not changed since (see
 /// `datum_catalog::snapshot`), else a compile, remembered for next time
-/// where a state store already exists (or, for [`Purpose::Apply`], where
-/// the state folder does). `what` completes "nothing was ..."
+/// beside a usable state store ([`StateFiles::usable`]; for
+/// [`Purpose::Apply`], also where the state folder exists without one). `what` completes "nothing was ..."
 /// in the error for a repository with errors.
 pub fn compiled(
     global: &GlobalArgs,
@@ -181,7 +183,9 @@ pub enum Purpose {
     /// [`Purpose::Pass`] for an apply, which makes the state store when
     /// there is none: a compile remembers its snapshot and source hashes
     /// wherever the state folder exists, not only beside an existing store
-    /// (else the first apply's work is done again by the run after it).
+    /// (else the first apply's work is done again by the run after it), but
+    /// never beside a store that exists and is refused (the apply refuses
+    /// it too).
     Apply,
 }
 
@@ -255,6 +259,21 @@ impl StateFiles {
             .as_ref()
             .is_some_and(|d| d.lstat(&self.name).ok().flatten().is_some())
     }
+
+    /// Whether the state database exists and opens: what a plan or a check
+    /// would use. Datum's other files (the catalogue snapshot, the source
+    /// hashes, the digest key) are written only beside a usable store (or
+    /// where an apply is about to make one): a store that is refused (a
+    /// directory, a device such as `--state /dev/null`, a FIFO, a foreign or
+    /// corrupt file) leaves a read-only command read-only, and its folder
+    /// as it was. Opens the store once (a few milliseconds), so it is asked
+    /// only before a write, never on a run that reuses its snapshot.
+    pub fn usable(&self) -> bool {
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        self.exists() && Store::open_in(dir, &self.name).is_ok()
+    }
 }
 
 /// [`compiled`] for a repository and a state store named by path (the
@@ -296,10 +315,14 @@ pub fn compile_or_reuse(
     // first): an edit made meanwhile leaves the stamp stale or racy (not
     // saved), never the snapshot (`RepoKey::start`).
     let started = RepoKey::start(repo, revision);
-    // Remembered only where Datum already keeps state (a dry run on a host
-    // it has never managed leaves no file behind), or where an apply is
-    // about to.
-    let remembers = state.exists() || (purpose == Purpose::Apply && state.dir.is_some());
+    // Remembered only beside a usable state store (a dry run on a host
+    // Datum has never managed leaves no file behind, nor does a plan or a
+    // check whose store is refused), or where an apply is about to make one
+    // (an apply refuses a store that exists and is unusable).
+    let remembers = match purpose {
+        Purpose::Apply => state.dir.is_some() && (!state.exists() || state.usable()),
+        Purpose::Check | Purpose::Pass => state.usable(),
+    };
     let hashes = source_hashes_in(state, remembers);
     let (stamp, compiled) = std::thread::scope(|scope| {
         let stamp = scope.spawn(move || started.walk());
@@ -345,22 +368,45 @@ pub fn compile_or_reuse(
 pub const DIGEST_KEY_FILE: &str = "digest.key";
 
 /// This host's key for sensitive resources' digests (`datum_core::digest`):
-/// read from the state folder, created there (0600, never over an existing
-/// file or a link) the first time it is needed. `None` where there is no
-/// state folder yet, or the key cannot be read or made: then outputs carry
-/// no digest for sensitive content rather than a plain checksum.
+/// read from the state folder; made there (0600, never over an existing
+/// file or a link) the first time it is needed, but only beside a usable
+/// state store ([`StateFiles::usable`]). `None` where there is no key and
+/// none may be made (no state store yet, or one Datum refuses, such as
+/// `--state /dev/null`), or the key cannot be read: then outputs carry no
+/// digest for sensitive content rather than a plain checksum.
+///
+/// A read-only run without a key gets none, not one held in memory for the
+/// command: its digests would change on every run while looking like this
+/// host's stable ones (a reader comparing two plans would see a secret
+/// "change" that did not), and nothing saved with them could be checked
+/// again. What a key serves without a store (a check's fleet report) is not
+/// sent without one either.
 pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
-    digest_key_in(&StateFiles::of(global).dir?)
+    let state = StateFiles::of(global);
+    digest_key_in(state.dir.as_ref()?, || state.usable())
 }
 
 /// [`digest_key`] for what cannot go without one (a saved plan that
 /// records a sensitive resource): the state folder is created, private, as
-/// the state store makes it, when there is none yet. An error says why
-/// there is no key.
+/// the state store makes it, when there is none yet, and the key in it
+/// (the apply of the plan makes the store there and reads the key again).
+/// Beside a store that exists but is refused, an existing key is read and
+/// none is made: the apply of such a plan would refuse the store anyway.
+/// An error says why there is no key.
 pub fn digest_key_created(global: &GlobalArgs) -> Result<datum_core::DigestKey> {
+    let state = StateFiles::of(global);
+    if let (Some(dir), true) = (&state.dir, state.exists())
+        && let Err(e) = Store::open_in(dir, &state.name)
+    {
+        return digest_key_in(dir, || false).with_context(|| {
+            format!(
+                "the state store is unusable ({e}), and no key is made beside a store Datum refuses"
+            )
+        });
+    }
     let dir = state_dir_at(&global.root, global.state.as_deref(), true)?
         .context("the state folder could not be created")?;
-    digest_key_in(&dir).with_context(|| {
+    digest_key_in(&dir, || true).with_context(|| {
         format!(
             "there is no usable 32-byte key at {}",
             dir.file_path(DIGEST_KEY_FILE).display()
@@ -369,8 +415,12 @@ pub fn digest_key_created(global: &GlobalArgs) -> Result<datum_core::DigestKey> 
 }
 
 /// The digest key in the state folder `dir`, made there (0600, never over
-/// an existing file or a link) when there is none.
-fn digest_key_in(dir: &PrivateDir) -> Option<datum_core::DigestKey> {
+/// an existing file or a link) when there is none and `may_make` says so
+/// (asked only then).
+fn digest_key_in(
+    dir: &PrivateDir,
+    may_make: impl FnOnce() -> bool,
+) -> Option<datum_core::DigestKey> {
     let read = |dir: &PrivateDir| -> Option<datum_core::DigestKey> {
         let bytes = dir.read(DIGEST_KEY_FILE).ok()??;
         let bytes: [u8; 32] = bytes.try_into().ok()?;
@@ -387,7 +437,7 @@ fn digest_key_in(dir: &PrivateDir) -> Option<datum_core::DigestKey> {
             }
             key
         }
-        Ok(None) => {
+        Ok(None) if may_make() => {
             let secret = datum_host::random_secret().ok()?;
             match dir.write_new(DIGEST_KEY_FILE, &secret, 0o600) {
                 Ok(()) => Some(datum_core::DigestKey::from_bytes(secret)),
@@ -395,7 +445,7 @@ fn digest_key_in(dir: &PrivateDir) -> Option<datum_core::DigestKey> {
                 Err(_) => read(dir),
             }
         }
-        Err(_) => None,
+        Ok(None) | Err(_) => None,
     }
 }
 
@@ -479,14 +529,11 @@ pub fn repository_errors(
 /// The content hashes of the repository's source files remembered by earlier
 /// passes (`datum_catalog::hashes` says why they can be trusted; a File's
 /// bytes are hashed again before they are written either way). Kept next to
-/// the state store.
-pub fn source_hashes(global: &GlobalArgs) -> HashCacheFile {
-    let state = StateFiles::of(global);
-    source_hashes_in(&state, state.exists())
-}
-
+/// the state store, and written only beside a usable one
+/// ([`StateFiles::usable`]).
+///
 /// Saved as soon as the compile has hashed every source when they are to
-/// be `remembered` (see [`save_source_hashes`]), so the compile does not
+/// be `remembered` (see [`save_source_hashes_if`]), so the compile does not
 /// carry them through building its catalogue; forgotten there otherwise.
 fn source_hashes_in(state: &StateFiles, remembered: bool) -> HashCacheFile {
     let cache = match &state.dir {
@@ -500,14 +547,8 @@ fn source_hashes_in(state: &StateFiles, remembered: bool) -> HashCacheFile {
     })
 }
 
-/// Writes the remembered hashes back, only where a state store already
-/// exists: a dry run on a host Datum has never managed leaves no file
-/// behind. A cache that cannot be written costs time, not correctness.
-pub fn save_source_hashes(global: &GlobalArgs, hashes: &HashCacheFile) {
-    save_source_hashes_if(hashes, StateFiles::of(global).exists());
-}
-
-/// [`save_source_hashes`] when they are to be `remembered`.
+/// Writes the remembered hashes back when they are to be `remembered`. A
+/// cache that cannot be written costs time, not correctness.
 fn save_source_hashes_if(hashes: &HashCacheFile, remembered: bool) {
     if !remembered {
         return;
@@ -676,6 +717,22 @@ pub fn open_backups(global: &GlobalArgs) -> Result<BackupStore> {
             "cannot open the backup store {}: restore its index.db from a backup, or run again with --rebuild-state to rebuild the index (every saved file is kept, as a recovered entry)",
             dir.path().display()
         ))),
+    }
+}
+
+/// [`open_backups`] for a command that only reads it (`datum backup list`,
+/// `show`): `None` where there is no backup store yet (no backup folder,
+/// or no index in it), which makes neither. A store that exists opens as
+/// [`open_backups`] opens it.
+pub fn open_backups_if_present(global: &GlobalArgs) -> Result<Option<BackupStore>> {
+    let host = Host::new(global.root.clone());
+    let dir = PrivateDir::open_in(&host, &Path::new(STATE_FOLDER).join("backups"), false)
+        .context("cannot open the backup folder")?;
+    match dir {
+        Some(dir) if dir.lstat(datum_store::backup::INDEX)?.is_some() => {
+            open_backups(global).map(Some)
+        }
+        _ => Ok(None),
     }
 }
 

@@ -1630,6 +1630,139 @@ fn a_check_of_a_broken_repository_leaves_nothing_behind() {
     );
 }
 
+/// The entries of `dir`, sorted by name.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A state store Datum refuses, `state.db` in a private folder of its own
+/// under the sandbox (never `/dev/null` itself): a directory, a FIFO, or a
+/// file that is not a database.
+fn refused_store(s: &Sandbox, kind: &str) -> PathBuf {
+    let folder = s.dir.path().join(format!("state-{kind}"));
+    fs::create_dir(&folder).expect("mkdir");
+    fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).expect("chmod");
+    let store = folder.join("state.db");
+    match kind {
+        "directory" => fs::create_dir(&store).expect("mkdir"),
+        "fifo" => rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &store,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo"),
+        _ => fs::write(&store, "not a database\n").expect("write"),
+    }
+    store
+}
+
+#[test]
+fn read_only_commands_write_nothing_beside_a_refused_store() {
+    let s = Sandbox::new("", None);
+    settle();
+    for kind in ["directory", "fifo", "not-a-database"] {
+        let store = refused_store(&s, kind);
+        let folder = store.parent().expect("folder").to_path_buf();
+        let state = store.to_str().expect("UTF-8");
+        for (args, exit) in [
+            (&["plan"][..], 2),
+            (&["plan", "--output", "json"], 2),
+            (&["check"], 2),
+            (&["check", "--output", "json"], 2),
+            (&["catalogue"], 0),
+            (&["schedule"], 0),
+        ] {
+            let o = s.datum(&[&["--state", state][..], args].concat());
+            assert_exit(&o, exit);
+            if args[0] != "catalogue" {
+                assert!(stderr(&o).contains("read-only"), "{args:?}: {}", stderr(&o));
+            }
+            // Before: the catalogue snapshot, the source hashes and the
+            // digest key were written beside the refused store, and the
+            // check made the root's lock (and Datum's folder for it).
+            assert_eq!(entries(&folder), ["state.db"], "{kind}: {args:?}");
+            assert_eq!(entries(&s.root()), ["etc"], "{kind}: {args:?}");
+        }
+    }
+}
+
+#[test]
+fn read_only_commands_on_a_never_applied_root_write_nothing() {
+    let s = Sandbox::new("", None);
+    settle();
+    let commands: [(&[&str], i32); 7] = [
+        (&["check"], 2),
+        (&["check", "--output", "json"], 2),
+        (&["plan", "--output", "json"], 2),
+        (&["catalogue"], 0),
+        (&["backup", "list"], 0),
+        (&["--output", "json", "backup", "list"], 0),
+        (&["backup", "show", "1"], 1),
+    ];
+    for (args, exit) in commands {
+        assert_exit(&s.datum(args), exit);
+        // Before: the check made var/lib/datum and its lock, and the
+        // backup commands made an empty backup store.
+        assert_eq!(entries(&s.root()), ["etc"], "{args:?}");
+    }
+    // Datum's folder made by hand, with no store in it: it stays empty
+    // (before: the check left its lock and the digest key there, a plan in
+    // JSON the digest key).
+    let state = s.live("/var/lib/datum");
+    fs::create_dir_all(&state).expect("mkdir");
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o700)).expect("chmod");
+    for (args, exit) in commands {
+        assert_exit(&s.datum(args), exit);
+        assert!(
+            entries(&state).is_empty(),
+            "{args:?}: {:?}",
+            entries(&state)
+        );
+    }
+    // The first apply sets it all up, and a check then takes the lock.
+    let s = s.applied();
+    assert!(s.live("/var/lib/datum/lock").exists());
+}
+
+#[test]
+fn a_saved_plan_makes_no_digest_key_beside_a_refused_store() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "repo/base/secret.yaml",
+        "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired: {path: /etc/app/token, mode: \"0600\", content: \"CANARY-key-5d1c\\n\"}\n",
+    );
+    let store = refused_store(&s, "directory");
+    let folder = store.parent().expect("folder").to_path_buf();
+    let plan = s.dir.path().join("saved.plan");
+    let (state, out) = (store.to_str().unwrap(), plan.to_str().unwrap());
+    let o = s.datum(&["--state", state, "plan", "--out", out]);
+    assert_exit(&o, 1);
+    for words in [
+        "no plan was saved",
+        "File[token] is sensitive",
+        "no key is made beside a store Datum refuses",
+    ] {
+        assert!(stderr(&o).contains(words), "{words}: {}", stderr(&o));
+    }
+    assert!(!plan.exists());
+    // Before: digest.key was made beside the refused store, and the plan saved.
+    assert_eq!(entries(&folder), ["state.db"]);
+    // Where there is no store yet, saving makes the key the apply of the
+    // plan reads again (in the folder the apply makes the store in).
+    let fresh = s.dir.path().join("fresh").join("state.db");
+    let fresh_state = fresh.to_str().unwrap();
+    assert_exit(&s.datum(&["--state", fresh_state, "plan", "--out", out]), 2);
+    assert_eq!(entries(fresh.parent().unwrap()), ["digest.key"]);
+    assert_exit(&s.datum(&["--state", fresh_state, "apply", out]), 2);
+}
+
 #[test]
 fn a_sensitive_rendered_value_is_never_remembered() {
     let s = Sandbox::new("", None);

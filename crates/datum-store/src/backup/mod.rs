@@ -103,7 +103,7 @@ CREATE INDEX entries_by_time ON entries (saved_at);
 ";
 
 /// The index's file name in the backup folder.
-const INDEX: &str = "index.db";
+pub const INDEX: &str = "index.db";
 
 /// How old an unreferenced blob or a temporary file must be before
 /// [`BackupStore::gc`] deletes it. A save writes its blob a moment before its

@@ -31,8 +31,30 @@ pub enum BackupCommand {
 }
 
 pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
-    let mut store = context::open_backups(global)?;
     let mut out = std::io::stdout();
+    // Listing and showing only read: on a root with no backup store yet
+    // they make none (no folder, no index), they say there is nothing.
+    let store = match cmd {
+        BackupCommand::Restore { .. } => Some(context::open_backups(global)?),
+        BackupCommand::List { .. } | BackupCommand::Show { .. } => {
+            context::open_backups_if_present(global)?
+        }
+    };
+    let Some(mut store) = store else {
+        return match cmd {
+            BackupCommand::Show { id } => {
+                bail!("no backup entry with id {id}: there are no backups")
+            }
+            _ if global.output == Format::Json => {
+                crate::render::json::print("backups", serde_json::Value::Array(Vec::new()))?;
+                Ok(ExitCode::Clean)
+            }
+            _ => {
+                writeln!(out, "no backups")?;
+                Ok(ExitCode::Clean)
+            }
+        };
+    };
     match cmd {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;

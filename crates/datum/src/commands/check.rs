@@ -66,7 +66,6 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     // check of a broken repository leaves nothing behind.
     let (lazy, provenance) = context::compiled(global, &identity, "checked")?;
     let host = context::host(global, &identity, &lazy.boundary);
-    let lock = RootLock::acquire(&host, global.lock_timeout).context("cannot lock the root")?;
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
     // A reconcile that would act (revert, accept, quarantine) needs the
     // store and refuses without it, like apply; a check (or a reconcile of
@@ -77,12 +76,30 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
             .iter()
             .filter(|e| args.class.as_deref().is_none_or(|c| c == e.class))
             .any(|e| classes.get(e.class).acts());
-    let need = if acts {
-        context::StoreNeed::Required("reconciled")
-    } else {
-        context::StoreNeed::Optional("checking (report only)")
+    let take_lock = |create: bool| -> Result<Option<RootLock>> {
+        let taken = if create {
+            RootLock::acquire(&host, global.lock_timeout).map(Some)
+        } else {
+            RootLock::acquire_if_present(&host, global.lock_timeout)
+        };
+        taken.context("cannot lock the root")
     };
-    let mut store = context::open_store(global, need)?;
+    let (lock, mut store) = if acts {
+        // Locked first, as an apply, which may make the store.
+        let lock = take_lock(true)?;
+        let store = context::open_store(global, context::StoreNeed::Required("reconciled"))?;
+        (lock, store)
+    } else {
+        // Read-only without a usable store, and then it writes nothing: not
+        // the lock, nor Datum's folder for it, on a root Datum never set up
+        // or beside a store it refuses (the lock is still taken where an
+        // apply made it, so no apply runs under the check).
+        let store = context::open_store(
+            global,
+            context::StoreNeed::Optional("checking (report only)"),
+        )?;
+        (take_lock(store.is_some())?, store)
+    };
     let lazy_len = lazy
         .entries
         .iter()
