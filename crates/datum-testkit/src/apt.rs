@@ -42,6 +42,15 @@ impl DebPackage {
         self
     }
 
+    /// A maintainer script (`postinst`, `prerm`, ...): a shell script dpkg
+    /// runs at that step, made executable as dpkg-deb requires.
+    pub fn script(self, step: &str, body: &str) -> Self {
+        self.file(
+            &format!("/DEBIAN/{step}"),
+            format!("#!/bin/sh\nset -e\n{body}\n"),
+        )
+    }
+
     /// The file name apt expects (`name_version_all.deb`).
     pub fn deb_name(&self) -> String {
         format!("{}_{}_all.deb", self.name, self.version)
@@ -83,7 +92,13 @@ fn build(package: &DebPackage, out_dir: &Path) -> PathBuf {
     }
     within::write(tree.join("DEBIAN/control"), control);
     for (path, contents) in &package.files {
-        within::write(tree.join(path.strip_prefix("/").unwrap_or(path)), contents);
+        let at = tree.join(path.strip_prefix("/").unwrap_or(path));
+        within::write(&at, contents);
+        if path.parent() == Some(Path::new("/DEBIAN")) && path != Path::new("/DEBIAN/control") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755))
+                .unwrap_or_else(|e| panic!("chmod {}: {e}", at.display()));
+        }
     }
     let deb = out_dir.join(package.deb_name());
     run(Command::new("dpkg-deb")

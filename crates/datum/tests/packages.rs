@@ -987,3 +987,52 @@ fn check_reports_a_package_at_another_version_and_ignores_absent_ones() {
         [("Package[demo]".to_owned(), "not_converged".to_owned())]
     );
 }
+
+testbed_test!(
+    a_file_owned_by_a_user_its_package_adds_is_applied_in_the_same_pass,
+    {
+        // A package whose postinst adds a system user (as postgresql adds
+        // `postgres`), and a File owned by that user, in one pass: the
+        // account files the pass read before apt ran no longer hold.
+        let _apt = within::lock("apt");
+        const PACKAGE: &str = "datum-it-adds-user";
+        const USER: &str = "datum-it-svc";
+        const CONF: &str = "/etc/datum-it-svc.conf";
+        struct Cleanup;
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                let _ = Command::new("dpkg").args(["--purge", PACKAGE]).output();
+                let _ = Command::new("userdel").arg(USER).output();
+                let _ = fs::remove_file(CONF);
+            }
+        }
+        let _cleanup = Cleanup;
+        let _repo = datum_testkit::apt::LocalRepo::publish(
+            "it-cli-adds-user",
+            &[datum_testkit::apt::DebPackage::new(PACKAGE, "1.0-1").script(
+                "postinst",
+                &format!(
+                    "getent passwd {USER} >/dev/null || useradd --system --no-create-home {USER}"
+                ),
+            )],
+        );
+        assert!(!installed(PACKAGE));
+        let dir = small_repo(&format!(
+            "datum: v1alpha1\ntype: Package\nname: svc\ndesired: {{name: {PACKAGE}}}\n\
+---\ndatum: v1alpha1\ntype: File\nname: svc-conf\nrequires: [Package/svc]\ndesired:\n  path: {CONF}\n  owner: {USER}\n  mode: \"0640\"\n  content: \"listen 8080\\n\"\n"
+        ));
+        let dir = dir.path();
+
+        let plan = datum(dir, None, &["plan"]);
+        plan.assert_exit(2);
+        assert!(!plan.stdout().contains("would fail"), "{}", plan.stdout());
+
+        let apply = datum(dir, None, &["apply"]);
+        apply.assert_exit(2);
+        assert!(installed(PACKAGE));
+        let uid: u32 = sh("id", &["-u", USER]).trim().parse().unwrap();
+        assert_eq!(fs::metadata(CONF).unwrap().uid(), uid);
+        assert_eq!(fs::read_to_string(CONF).unwrap(), "listen 8080\n");
+        datum(dir, None, &["plan"]).assert_exit(0);
+    }
+);

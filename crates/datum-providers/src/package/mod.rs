@@ -361,7 +361,13 @@ pub fn install_specs(
         let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
         let allow_held = pending.iter().any(|(_, _, _, held)| *held);
         outcome.transactions += 1;
-        match apt::install(&pins, allow_held, &absent_names) {
+        let installed = apt::install(&pins, allow_held, &absent_names);
+        // Maintainer scripts add system users and groups (postgresql's
+        // `postgres`): a File owned by one, later in the pass, must find it.
+        // Dropped whatever apt said, since a failed transaction may have run
+        // some of them.
+        crate::common::account_files::changed(host);
+        match installed {
             Ok(()) => {
                 let db = status::load(host).map_err(|source| PackageError::Status {
                     package: first.id.name.clone(),
@@ -462,14 +468,20 @@ fn converge(
         Wanted::Absent => {
             if record.as_ref().is_some_and(|r| !r.state.is_absent()) {
                 apt::ensure_running_system(host, &spec.name)?;
-                apt::remove(host, &spec.name, absent_alongside, held)?;
+                let removed = apt::remove(host, &spec.name, absent_alongside, held);
+                // Its maintainer scripts may have removed accounts.
+                crate::common::account_files::changed(host);
+                removed?;
             }
         }
         Wanted::Installed | Wanted::Held => {
             if needs_install(spec, record.as_ref()) {
                 apt::ensure_running_system(host, &spec.name)?;
                 let pins = [pin(spec)];
-                apt::install(&pins, held, absent_alongside).map_err(|failure| {
+                let installed = apt::install(&pins, held, absent_alongside);
+                // As after the batch's transaction (`apply_batch`).
+                crate::common::account_files::changed(host);
+                installed.map_err(|failure| {
                     if failure.wanted_removals() {
                         let others = apt::removals_for_install(&pins);
                         if !others.is_empty() {
