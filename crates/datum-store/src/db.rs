@@ -131,7 +131,7 @@ fn host_error(path: &Path) -> impl FnOnce(datum_host::HostError) -> StoreError {
     let path = path.to_owned();
     move |source| StoreError::Host {
         path,
-        source: Box::new(source),
+        cause: Box::new(source),
     }
 }
 
@@ -158,7 +158,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<PrivateDir, StoreError> {
         }),
         Err(source) => Err(StoreError::Host {
             path: dir.to_owned(),
-            source: Box::new(source),
+            cause: Box::new(source),
         }),
     }
 }
@@ -405,7 +405,7 @@ fn rename(dir: &PrivateDir, from: &str, to: &str) -> Result<(), StoreError> {
         },
         other => StoreError::Host {
             path: dir.file_path(from),
-            source: Box::new(other),
+            cause: Box::new(other),
         },
     })
 }

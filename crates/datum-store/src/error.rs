@@ -52,11 +52,13 @@ pub enum StoreError {
     },
     /// Datum's private folder or a file in it refused (a link where a store
     /// file belongs, a folder others may write to).
-    #[error("{source}")]
+    /// Shown as the host's error alone, which names the path and carries
+    /// its own cause in its text, and not chained as a source: a chain
+    /// printed inline (`{:#}`) said it twice.
+    #[error("{cause}")]
     Host {
         path: PathBuf,
-        #[source]
-        source: Box<datum_host::HostError>,
+        cause: Box<datum_host::HostError>,
     },
     /// `backup show 42` for an id that does not exist (never existed, or was
     /// pruned).

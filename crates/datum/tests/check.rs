@@ -1683,6 +1683,14 @@ fn read_only_commands_write_nothing_beside_a_refused_store() {
             assert_exit(&o, exit);
             if args[0] != "catalogue" {
                 assert!(stderr(&o).contains("read-only"), "{args:?}: {}", stderr(&o));
+                // Said once (the store's error repeated its host error
+                // when printed with its causes).
+                assert_eq!(
+                    stderr(&o).matches(&format!("refusing to use {state}")).count(),
+                    usize::from(kind != "not-a-database"),
+                    "{kind}: {args:?}: {}",
+                    stderr(&o)
+                );
             }
             // Before: the catalogue snapshot, the source hashes and the
             // digest key were written beside the refused store, and the

@@ -300,7 +300,7 @@ impl BackupStore {
         dir.subdir("objects", true)
             .map_err(|source| StoreError::Host {
                 path: path.clone(),
-                source: Box::new(source),
+                cause: Box::new(source),
             })?
             .ok_or_else(|| StoreError::Io {
                 path,

@@ -44,7 +44,7 @@ pub(crate) fn blob_path(objects: &PrivateDir, sha: &str) -> PathBuf {
 fn host(path: PathBuf) -> impl FnOnce(HostError) -> StoreError {
     move |source| StoreError::Host {
         path,
-        source: Box::new(source),
+        cause: Box::new(source),
     }
 }
 

@@ -50,7 +50,7 @@ pub const MIN_FREE: u64 = 1024 * 1024;
 pub fn require_room(folder: &PrivateDir, path: &Path) -> Result<(), StoreError> {
     let available = folder.available_bytes().map_err(|e| StoreError::Host {
         path: folder.path().to_owned(),
-        source: Box::new(e),
+        cause: Box::new(e),
     })?;
     if available < MIN_FREE {
         return Err(StoreError::Full {
@@ -253,7 +253,7 @@ impl Batch<'_> {
         if let Some(durability) = durability {
             durability.flush().map_err(|e| StoreError::Host {
                 path: path.to_owned(),
-                source: Box::new(e),
+                cause: Box::new(e),
             })?;
         }
         tx.commit().map_err(sql(path, "cannot commit"))?;
