@@ -202,20 +202,7 @@ fn run_binary(
         }
         output.push_str(&quoted);
     }
-    match private_file_named(&output, view) {
-        Named::None => {}
-        Named::Private(private) => {
-            output = format!(
-                "(output withheld: it names {}, a file not everyone may read, whose content a validator echoes; run the validator by hand to read it)\n",
-                private.display()
-            );
-        }
-        Named::TooMany => {
-            output = format!(
-                "(output withheld: it names more than {PATHS_LOOKED_AT} possible paths, too many to tell whether one is a file not everyone may read; run the validator by hand to read it)\n"
-            );
-        }
-    }
+    let output = withheld_if_private(output, view);
     let kind = if out.timed_out {
         RejectionKind::TimedOut
     } else if out
@@ -229,6 +216,21 @@ fn run_binary(
     Err(reject(def, host, kind, output))
 }
 
+/// A validator's output as a rejection carries it: withheld whole when it
+/// names a file not everyone may read ([`private_file_named`]).
+fn withheld_if_private(output: String, view: &Sandbox) -> String {
+    match private_file_named(&output, view) {
+        Named::None => output,
+        Named::Private(private) => format!(
+            "(output withheld: it names {}, a file not everyone may read, whose content a validator echoes; run the validator by hand to read it)\n",
+            private.display()
+        ),
+        Named::TooMany => format!(
+            "(output withheld: it names more than {PATHS_LOOKED_AT} possible paths, too many to tell whether one is a file not everyone may read; run the validator by hand to read it)\n"
+        ),
+    }
+}
+
 /// The first file named in a validator's output that not everyone may read
 /// (see [`Sandbox::is_private_file`]). Validators echo what they cannot
 /// parse, from whatever file the configuration includes: `Include
@@ -240,17 +242,39 @@ fn run_binary(
 /// one quoting it that does not).
 fn private_file_named(output: &str, view: &Sandbox) -> Named {
     // A path may hold spaces, quotes or colons (`Include "/a b/c"`, echoed
-    // as `/a b/c line 1: ...`): every stretch from a `/` at the start of a
-    // word to each later word boundary of its line is a candidate, so a
-    // name is never split where the file's own name goes on.
+    // as `/a b/c line 1: ...`): every stretch from a `/` to each later word
+    // boundary of its line is a candidate, so a name is never split where
+    // the file's own name goes on. Any `/` may start one (not only one at a
+    // word's start): a path is glued to what comes before it as often as
+    // not (`file=/etc/shadow`, `</etc/shadow>`, `x/etc/shadow`); a
+    // `/` right after another starts none (the first one's path is the
+    // same file).
     let boundary = |c: char| {
-        c.is_whitespace() || matches!(c, '[' | ']' | '"' | '\'' | '(' | ')' | ',' | ':' | '`')
+        c.is_whitespace()
+            || matches!(
+                c,
+                '[' | ']'
+                    | '"'
+                    | '\''
+                    | '('
+                    | ')'
+                    | ','
+                    | ':'
+                    | '`'
+                    | '<'
+                    | '>'
+                    | '{'
+                    | '}'
+                    | '='
+                    | ';'
+                    | '|'
+            )
     };
     let mut looked = 0usize;
     for line in output.lines() {
         let starts = line
             .char_indices()
-            .filter(|&(i, c)| c == '/' && line[..i].chars().next_back().is_none_or(boundary));
+            .filter(|&(i, c)| c == '/' && !line[..i].ends_with('/'));
         for (start, _) in starts {
             let rest = &line[start..];
             let ends = rest
@@ -458,6 +482,43 @@ mod tests {
             validate_staged(lookup("json").unwrap(), &host(), &staged(b"{\"a\": }")).unwrap_err();
         assert!(matches!(err.kind, RejectionKind::Invalid { .. }));
         assert!(validate_staged(lookup("json").unwrap(), &host(), &staged(b"{\"a\": 1}")).is_ok());
+    }
+
+    /// A validator names an included file however its own syntax writes
+    /// it: glued to a key (`file=PATH`), quoted, bracketed, followed by a
+    /// colon. Each form names the private file (its content, a canary, is
+    /// what a validator would go on to echo), and the whole output is
+    /// withheld; a public file's name withholds nothing.
+    #[test]
+    fn a_private_file_glued_to_other_text_is_found() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("shadow");
+        std::fs::write(&secret, "root:$6$CANARY-GLUED-5e1d$x:1::::::\n").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let public = dir.path().join("public");
+        std::fs::write(&public, "x\n").unwrap();
+        std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = secret.display().to_string();
+        let view = Sandbox::new();
+        for form in [
+            format!("bad line in file={path} near"),
+            format!("include '{path}' failed:"),
+            format!("\"{path}:\" line 1:"),
+            format!("error ({path}) at line 1:"),
+            format!("--config={path};"),
+            format!("<{path}>: unknown"),
+            format!("conf.d{path} line 1:"),
+        ] {
+            // What the validator goes on to echo from the file.
+            let form = format!("{form} root:$6$CANARY-GLUED-5e1d\n");
+            let shown = withheld_if_private(form.clone(), &view);
+            assert!(!shown.contains("CANARY"), "{form} shown as {shown}");
+            assert!(shown.contains(&format!("it names {path},")), "{shown}");
+        }
+        let public = format!("file={}: line 1: CANARY", public.display());
+        assert_eq!(withheld_if_private(public.clone(), &view), public);
     }
 
     #[test]
