@@ -1155,16 +1155,35 @@ impl<'r> Analysis<'r> {
                     .get(claim.field)
                     .map_or_else(|| m.last_doc(), |(_, d)| *d);
                 let (origin, end) = self.field_location(doc, &[claim.field.to_owned()]);
-                let secret = self.hides_lines(m);
+                let other = &merged[prev];
+                // The claimed value is both resources' (a uid, an account's
+                // name): when either says `sensitive: true`, neither the
+                // message nor the line holding it shows it.
+                let sensitive: Vec<&ResourceId> = [m, other]
+                    .into_iter()
+                    .filter(|r| self.is_sensitive(r))
+                    .map(|r| &r.id)
+                    .collect();
+                let message = match sensitive.as_slice() {
+                    [] => format!("{} is also managed by {}", claim.shown, other.id),
+                    ids => format!(
+                        "the same `{}` is also managed by {} (its value is not shown: {} {} sensitive)",
+                        claim.field,
+                        other.id,
+                        ids.iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" and "),
+                        if ids.len() == 1 { "is" } else { "are" }
+                    ),
+                };
+                let secret = self.hides_lines(m) || !sensitive.is_empty();
                 self.diags.push(
-                    Diagnostic::error(format!(
-                        "{} is also managed by {}",
-                        claim.shown, merged[prev].id
-                    ))
-                    .resource(&m.id)
-                    .at(origin)
-                    .until(end)
-                    .hiding_source(secret),
+                    Diagnostic::error(message)
+                        .resource(&m.id)
+                        .at(origin)
+                        .until(end)
+                        .hiding_source(secret),
                 );
             }
         }

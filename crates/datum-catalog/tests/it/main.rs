@@ -1652,6 +1652,47 @@ mod lint_errors {
         assert!(!err.render(false).contains("CANARY"));
     }
 
+    /// A claim two resources share is a value of both: when either says
+    /// `sensitive: true`, the error names the field, never the value (a
+    /// uid, an account's name), and shows no line of either (the other's
+    /// line holds the same value). Before or after the sensitive one.
+    #[test]
+    fn a_claim_shared_with_a_sensitive_resource_never_shows_its_value() {
+        let repo = Repo::two_layers();
+        let doc = |name: &str, envelope: &str, desired: &str| {
+            format!("datum: v1alpha1\ntype: User\nname: {name}\n{envelope}desired: {desired}\n")
+        };
+        repo.file(
+            "base/accounts.yaml",
+            &[
+                doc(
+                    "vault",
+                    "sensitive: true\n",
+                    "{uid: 47213, name: canaryacct}",
+                ),
+                doc("web", "", "{uid: 47213}"),
+                doc("web2", "", "{name: canaryacct}"),
+                doc("db", "", "{uid: 47214}"),
+                doc("db-vault", "sensitive: true\n", "{uid: 47214}"),
+            ]
+            .join("---\n"),
+        );
+        let err = compile(repo.path(), &web()).unwrap_err();
+        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "base/accounts.yaml:10:11: error: User[web]: the same `uid` is also managed by User[vault] (its value is not shown: User[vault] is sensitive)",
+                "base/accounts.yaml:15:11: error: User[web2]: the same `name` is also managed by User[vault] (its value is not shown: User[vault] is sensitive)",
+                "base/accounts.yaml:26:11: error: User[db-vault]: the same `uid` is also managed by User[db] (its value is not shown: User[db-vault] is sensitive)",
+            ]
+        );
+        let shown = err.render(false);
+        for canary in ["47213", "47214", "canaryacct"] {
+            assert!(!shown.contains(canary), "{canary} shown:\n{shown}");
+        }
+    }
+
     /// Two Packages of one package, or two Services of one unit (`nginx`
     /// is `nginx.service`), would undo each other on every pass.
     #[test]
