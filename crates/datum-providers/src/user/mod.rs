@@ -182,35 +182,56 @@ impl schemars::JsonSchema for PasswordHash {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^(!?\\$[a-z0-9]+\\$[^:\\s\\x00-\\x1f\\x7f]+|!|\\*|!\\*)$",
-            "description": "A crypt(3) hash such as `$y$...` or `$6$...` (mkpasswd), or `!` / `*` for a locked account. Sensitive: never shown.",
+            "pattern": "^(!?\\$[a-z0-9]+(\\$[!-#%-9;-~]*)+\\$[!-#%-9;-~]+|!|\\*|!\\*)$",
+            "maxLength": MAX_HASH_LEN,
+            "description": "A crypt(3) hash such as `$y$...` or `$6$...` (mkpasswd), at most 384 characters, or `!` / `*` for a locked account. Sensitive: never shown.",
             "writeOnly": true,
         })
     }
 }
 
-/// Whether `text` is a crypt(3) hash or a locked marker, never a password.
+/// The longest `password_hash` taken: a crypt(3) hash is at most 383
+/// characters (libxcrypt's `CRYPT_OUTPUT_SIZE`, 384 with its NUL), and a
+/// `!` may lock it. chpasswd refuses a line longer than its buffer (8 KiB)
+/// only during an apply, after useradd made the account.
+pub const MAX_HASH_LEN: usize = 384;
+
+/// Whether `text` is a crypt(3) hash or a locked marker, never a password:
+/// `!`, `*` or `!*`; or `$id$` (lower-case letters and digits: `$6$`,
+/// `$y$`, `$2b$`), then at least two `$`-separated parts, the last not
+/// empty (`$6$salt$hash`, `$y$j9T$salt$hash`, `$2b$12$salthash`), each of
+/// printable ASCII but `:` (a shadow field's end), the whole at most
+/// [`MAX_HASH_LEN`] characters, optionally locked by a leading `!`.
 fn check_hash(text: &str) -> Result<(), String> {
-    let locked = matches!(text, "!" | "*" | "!*");
+    if matches!(text, "!" | "*" | "!*") {
+        return Ok(());
+    }
+    if text.len() > MAX_HASH_LEN {
+        // Neither the value nor its length is quoted.
+        return Err(format!(
+            "`password_hash` is longer than any crypt(3) hash (at most {MAX_HASH_LEN} characters); declare a hash made by `mkpasswd`, never a password"
+        ));
+    }
     let body = text.strip_prefix('!').unwrap_or(text);
     let hash = body.strip_prefix('$').is_some_and(|rest| {
-        let mut parts = rest.splitn(2, '$');
+        let mut parts = rest.split('$');
         let id = parts.next().unwrap_or("");
-        let tail = parts.next().unwrap_or("");
+        let parts: Vec<&str> = parts.collect();
         !id.is_empty()
             && id
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && !tail.is_empty()
-            && !tail
-                .bytes()
-                .any(|b| b == b':' || b.is_ascii_whitespace() || b.is_ascii_control())
+            && parts.len() >= 2
+            && parts.last().is_some_and(|last| !last.is_empty())
+            && parts
+                .iter()
+                .all(|p| p.bytes().all(|b| b.is_ascii_graphic() && b != b':'))
     });
-    if locked || hash {
+    if hash {
         Ok(())
     } else {
         // The value itself is not quoted: it may be a password.
-        Err("`password_hash` must be a crypt(3) hash such as `$y$...` or `$6$...` (make one with `mkpasswd`), or `!` / `*` for a locked account; a password is never declared".to_owned())
+        Err("`password_hash` must be a crypt(3) hash such as `$y$...` or `$6$...` (`$id$`, then its `$`-separated parts of printable ASCII, without `:`; make one with `mkpasswd`), or `!` / `*` for a locked account; a password is never declared".to_owned())
     }
 }
 
@@ -904,6 +925,49 @@ mod tests {
         }
     }
 
+    /// The crypt(3) formats pass (SHA-crypt with rounds, yescrypt, bcrypt,
+    /// NT's empty salt, locked); a hash chpasswd would refuse or no crypt
+    /// makes is refused at compile time: longer than [`MAX_HASH_LEN`] (a
+    /// line past chpasswd's buffer failed only in the apply, after useradd
+    /// made the account), an empty last part, one part, non-ASCII. The
+    /// error never quotes the value.
+    #[test]
+    fn a_malformed_or_overlong_hash_is_refused_without_being_quoted() {
+        let longest = format!("$6$salt${}", "a".repeat(MAX_HASH_LEN - 8));
+        for ok in [
+            "$6$rounds=5000$saltsalt$abc./XYZ",
+            "$2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW",
+            "$3$$8846f7eaee8fb117ad06bdd830b7586c",
+            "$gy$j9T$salt$hash",
+            "!*",
+            longest.as_str(),
+        ] {
+            assert!(check_hash(ok).is_ok(), "{ok}");
+        }
+        let overlong = format!("$6$salt$CANARY-{}", "a".repeat(MAX_HASH_LEN));
+        for bad in [
+            overlong.as_str(),
+            &format!("{longest}a"),
+            &format!("!{longest}"),
+            "$6$CANARY$",
+            "$6$CANARY",
+            "$6$salt$CANARY\u{e9}",
+            "!!$6$salt$CANARY",
+            "$6$$$",
+        ] {
+            let errors = UserDesired::parse(&json!({"uid": 2000, "password_hash": bad}), "deploy")
+                .unwrap_err();
+            let fields: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
+            assert_eq!(fields, ["password_hash"], "{bad}");
+            assert!(
+                !errors[0].message.contains("CANARY"),
+                "{}",
+                errors[0].message
+            );
+            assert!(!errors[0].message.contains("aaaa"), "{}", errors[0].message);
+        }
+    }
+
     #[test]
     fn every_problem_is_named() {
         let errors = UserDesired::parse(
@@ -997,6 +1061,10 @@ mod tests {
             json!({"password_hash": "secret"}),
             json!({"password_hash": "!"}),
             json!({"password_hash": "$6$s$a\u{1b}b"}),
+            json!({"password_hash": "$6$s$"}),
+            json!({"password_hash": "$6$s"}),
+            json!({"password_hash": "$3$$h"}),
+            json!({"password_hash": format!("$6$s${}", "h".repeat(MAX_HASH_LEN))}),
             json!({"name": "Deploy"}),
             json!({"comment": "x"}),
         ];

@@ -306,21 +306,53 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
     assert_exit(&s.datum(&["plan"]), 0);
 }
 
-/// A new account whose hash chpasswd refuses (a line longer than it reads,
-/// here): useradd made the account, so the report says it was created and
-/// that the password step failed, with chpasswd's status; never the hash.
+/// `datum` run with a `chpasswd` first on `PATH` that reads its input and
+/// fails, as chpasswd does when it cannot take a line.
+fn datum_with_failing_chpasswd(s: &Sandbox, args: &[&str]) -> std::process::Output {
+    let bin = s.dir.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("chpasswd");
+    fs::write(
+        &fake,
+        "#!/bin/sh\ncat >/dev/null\necho 'chpasswd: line 1: refused' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    assert_cmd::Command::cargo_bin("datum")
+        .unwrap()
+        .env("PATH", path)
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .arg("--color")
+        .arg("never")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A new account whose hash chpasswd refuses (one it cannot write: a hash
+/// the compile lets through, so a fake chpasswd here): useradd made the
+/// account, so the report says it was created and that the password step
+/// failed, with chpasswd's status; never the hash.
 #[test]
 fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
     if !is_root() {
         eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
         return;
     }
-    let long = format!("$6$saltsalt$CANARY-LONG-{}", "a".repeat(9000));
     let s = Sandbox::with_base(&format!(
-        "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{long}\"\n"
+        "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{HASH}\"\n"
     ));
     accounts_root(&s);
-    let apply = s.datum(&["--output", "json", "apply"]);
+    let apply = datum_with_failing_chpasswd(&s, &["--output", "json", "apply"]);
     assert_exit(&apply, 4);
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
     assert!(line_of(&passwd, "deploy").is_some(), "{passwd}");
@@ -340,7 +372,7 @@ fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
         "root/etc/passwd",
         &passwd.replace("deploy:x:2000:", "deploy:x:2001:"),
     );
-    let human = s.datum(&["apply"]);
+    let human = datum_with_failing_chpasswd(&s, &["apply"]);
     assert_exit(&human, 4);
     assert!(
         stdout(&human).contains("uid of account `deploy` changed (usermod)"),
@@ -350,6 +382,49 @@ fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
     for o in [&apply, &human] {
         let all = format!("{}{}", stdout(o), stderr(o));
         assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
+    }
+}
+
+/// A hash chpasswd would refuse (a line longer than its buffer: before,
+/// useradd made the account and the apply failed after it) or that no
+/// crypt(3) makes (an empty last part, one part, non-ASCII) is refused when
+/// the repository compiles: plan and apply exit 1 naming the file, line,
+/// resource and field, and nothing is applied. The hash is in no output.
+#[test]
+fn a_malformed_or_overlong_hash_is_refused_at_compile_without_being_shown() {
+    let hashes = [
+        format!("$6$saltsalt$CANARY-LONG-{}", "a".repeat(9000)),
+        format!("$6$saltsalt$CANARY-{}", "a".repeat(400)),
+        "$6$CANARY-EMPTY-LAST$".to_owned(),
+        "$6$CANARY-ONE-PART".to_owned(),
+        "$6$salt$CANARY-\u{e9}t\u{e9}".to_owned(),
+    ];
+    for hash in hashes {
+        let s = Sandbox::with_base(&format!(
+            "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{hash}\"\n"
+        ));
+        accounts_root(&s);
+        let before = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        let outputs = [
+            s.datum(&["plan"]),
+            s.datum(&["apply"]),
+            s.datum(&["--output", "json", "plan"]),
+            s.datum(&["lint"]),
+        ];
+        for o in &outputs {
+            assert_exit(o, 1);
+            let all = format!("{}{}", stdout(o), stderr(o));
+            assert!(!all.contains("CANARY"), "the hash leaked:\n{all}");
+            assert!(!all.contains("aaaaaaaa"), "the hash leaked:\n{all}");
+        }
+        let human = stderr(&outputs[0]);
+        assert!(
+            human.contains("base/main.yaml:6:")
+                && human.contains("User[deploy]")
+                && human.contains("`password_hash`"),
+            "{human}"
+        );
+        assert_eq!(fs::read_to_string(s.live("/etc/passwd")).unwrap(), before);
     }
 }
 
