@@ -30,7 +30,10 @@
 //! `other`), a change shows `(sensitive)` on both sides, and the catalogue
 //! masks it (`Provider::sensitive_fields`). A clear-text password cannot be
 //! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
-//! locked marker (`!`, `*`, `!$id$...`) is refused at compile time.
+//! locked marker (`!`, `*`, `!$id$...`) is refused at compile time, and so
+//! is a malformed or overlong hash chpasswd would refuse only during an
+//! apply (after useradd made the account), the error naming the field,
+//! never the value.
 
 use std::collections::{BTreeSet, HashMap};
 
