@@ -371,9 +371,25 @@ pub fn declared_sensitive_fields<'a>(
 }
 
 /// A resource's declared fields as shown: the values its kind calls
-/// sensitive (a User's `password_hash`) replaced by `(sensitive)`.
+/// sensitive (a User's `password_hash`) replaced by `(sensitive)`; every
+/// value but the path it manages (which plan and check show as its target)
+/// when the resource says `sensitive: true` itself.
 fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Desired> {
-    let fields: Vec<&str> = declared_sensitive_fields(registry, &r.id.kind, &r.desired).collect();
+    let fields: Vec<&str> = if r.sensitive && !r.sensitive_by_field_only {
+        let field = |k: &str| r.desired.get(k);
+        let path = registry
+            .lookup(&r.id.kind)
+            .and_then(|p| p.paths())
+            .and_then(|p| p.claim(&field))
+            .map(|c| c.field);
+        r.desired
+            .iter()
+            .map(|(name, _)| name)
+            .filter(|name| Some(*name) != path)
+            .collect()
+    } else {
+        declared_sensitive_fields(registry, &r.id.kind, &r.desired).collect()
+    };
     if fields.is_empty() {
         return std::borrow::Cow::Borrowed(&r.desired);
     }

@@ -89,4 +89,19 @@ impl Diff {
         }
         names
     }
+
+    /// Replaces the values of every changed field by
+    /// [`crate::SENSITIVE_PLACEHOLDER`] (an absent side stays absent; the
+    /// field names stay): what a report shows of a resource whose every
+    /// value is secret, its own `sensitive: true`, as `datum check` masks it.
+    pub fn mask_field_values(&mut self) {
+        let hidden = || serde_json::Value::String(crate::SENSITIVE_PLACEHOLDER.to_owned());
+        for change in &mut self.changes {
+            for side in [&mut change.before, &mut change.after] {
+                if side.is_some() {
+                    *side = Some(hidden());
+                }
+            }
+        }
+    }
 }

@@ -454,12 +454,20 @@ pub fn run_pass_with(
             if ctx.mode == Mode::Apply {
                 remember_failure(resource, &step.outcome, &failed_before, ctx);
             }
+            // A resource that says `sensitive: true` shows no field's value
+            // (as `datum check` masks it); one sensitive only through a
+            // field its kind hides (a User's `password_hash`) has that
+            // field masked by its provider, and shows the others.
+            let mut diff = step.diff;
+            if resource.sensitive && !resource.sensitive_by_field_only {
+                diff.mask_field_values();
+            }
             let report = ResourceReport {
                 id: resource.id.clone(),
                 origin: resource.origin.clone(),
                 target: resource.desired_str("path").map(str::to_owned),
                 action: step.action,
-                diff: step.diff,
+                diff,
                 outcome: step.outcome,
                 sensitive: resource.sensitive,
                 // Validator output may echo a secret: never for a sensitive resource.

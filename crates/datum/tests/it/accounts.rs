@@ -428,6 +428,75 @@ fn a_malformed_or_overlong_hash_is_refused_at_compile_without_being_shown() {
     }
 }
 
+/// `datum plan` and `datum apply` of a User that says `sensitive: true`
+/// show none of its fields' values, as `datum check` masks them (before,
+/// the plan showed its uid, home and shell), in the human, JSON and
+/// Markdown forms; nor does `datum catalogue`. A User sensitive only
+/// through its `password_hash` still shows its shell.
+#[test]
+fn plan_and_apply_mask_every_field_of_a_user_that_is_sensitive_itself() {
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: User\nname: vault\nsensitive: true\ndesired:\n  uid: 47213\n  home: /srv/CANARY-HOME-3c9e\n  shell: /bin/CANARY-SHELL-3c9e\n---\n\
+         datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  shell: /bin/deploy-shell\n  password_hash: \"{HASH}\"\n"
+    ));
+    accounts_root(&s);
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("/bin/deploy-shell") && text.contains("    uid: 2000"),
+        "{text}"
+    );
+    let vault = &text[text.find("User[vault]").unwrap()..text.find("User[deploy]").unwrap()];
+    assert!(vault.contains("    shell: \"(sensitive)\""), "{text}");
+    let json = s.datum(&["--output", "json", "plan"]);
+    assert_exit(&json, 2);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let vault = doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "User[vault]")
+        .unwrap();
+    let fields: Vec<&str> = vault["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["ensure", "uid", "home", "shell"], "{doc}");
+    let md = s.datum(&["--output", "markdown", "plan"]);
+    assert_exit(&md, 2);
+    let catalogue = s.datum(&["catalogue"]);
+    assert_exit(&catalogue, 0);
+    let mut outputs = vec![plan, json, md, catalogue];
+    if is_root() {
+        let apply = s.datum(&["apply"]);
+        assert_exit(&apply, 2);
+        assert!(
+            stdout(&apply).contains("/bin/deploy-shell"),
+            "{}",
+            stdout(&apply)
+        );
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        assert!(passwd.contains("vault:x:47213:"), "{passwd}");
+        fs::write(
+            s.live("/etc/passwd"),
+            passwd.replace("/bin/CANARY-SHELL-3c9e", "/bin/sh"),
+        )
+        .unwrap();
+        let again = s.datum(&["--output", "json", "apply"]);
+        assert_exit(&again, 2);
+        outputs.extend([apply, again]);
+    }
+    for o in &outputs {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        for canary in ["CANARY", "47213"] {
+            assert!(!all.contains(canary), "{canary} shown:\n{all}");
+        }
+    }
+}
+
 /// `datum check` of a User that declares a hash masks the hash only: its
 /// shell's drift shows the shells, as `datum plan` does. A User that is
 /// `sensitive: true` itself keeps every field masked. The hash is in no
