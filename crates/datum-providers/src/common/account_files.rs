@@ -208,6 +208,41 @@ pub enum AccountError {
     },
 }
 
+impl AccountError {
+    /// The same failure without the tools' own words, for a resource that
+    /// says `sensitive: true`: useradd and groupadd quote the values they
+    /// refuse (`UID 2001 is not unique`, `invalid home directory ...`).
+    pub fn without_output(self) -> Self {
+        match self {
+            AccountError::Refused {
+                program,
+                target,
+                host,
+                status,
+                output,
+            } => AccountError::Refused {
+                program,
+                target,
+                host,
+                status,
+                output: if output.trim().is_empty() {
+                    output
+                } else {
+                    WITHHELD.to_owned()
+                },
+            },
+            AccountError::HashNotSet { done, failed } => AccountError::HashNotSet {
+                done,
+                failed: Box::new(failed.without_output()),
+            },
+            other => other,
+        }
+    }
+}
+
+/// What a sensitive resource's failure says instead of the tool's output.
+const WITHHELD: &str = "(its output is not shown: the resource is sensitive)";
+
 fn suffix(output: &str) -> String {
     let text = output.trim();
     if text.is_empty() {

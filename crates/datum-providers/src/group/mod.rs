@@ -231,6 +231,14 @@ fn desired(resource: &Resource) -> Result<GroupDesired, ProviderError> {
         .map_err(crate::common::fields::invalid)
 }
 
+/// [`account_failure`] for an activation of `resource`: without the tools'
+/// output when it says `sensitive: true` itself (a User sensitive only
+/// through its `password_hash` never gives the hash to a tool's arguments).
+pub(crate) fn activation_failure(resource: &Resource) -> impl Fn(AccountError) -> ProviderError {
+    let quiet = resource.sensitive && !resource.sensitive_by_field_only;
+    move |e| account_failure(if quiet { e.without_output() } else { e })
+}
+
 pub(crate) fn account_failure(e: AccountError) -> ProviderError {
     match e {
         AccountError::Host(h) => ProviderError::Host(h),
@@ -412,13 +420,14 @@ impl Kind for GroupProvider {
     fn activate(
         &self,
         host: &Host,
-        _resource: &Resource,
+        resource: &Resource,
         d: &GroupDesired,
         staging: Planned,
     ) -> Result<Activated<Planned>, ProviderError> {
         let (observed, diff) = (&staging.observed, &staging.diff);
+        let failure = activation_failure(resource);
         let run = |program, args: Vec<String>| {
-            account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
+            account_files::run_tool(host, program, args, &d.name).map_err(&failure)
         };
         // The group's name on the host: its own, or the one a killed pass
         // left it under (see `observe`).

@@ -588,13 +588,14 @@ impl Kind for UserProvider {
     fn activate(
         &self,
         host: &Host,
-        _resource: &Resource,
+        resource: &Resource,
         d: &UserDesired,
         staging: Planned,
     ) -> Result<Activated<Planned>, ProviderError> {
         let diff = &staging.diff;
+        let failure = crate::group::activation_failure(resource);
         let run = |program, args: Vec<String>| {
-            account_files::run_tool(host, program, args, &d.name).map_err(account_failure)
+            account_files::run_tool(host, program, args, &d.name).map_err(&failure)
         };
         let changed = |field: &str| diff.changes.iter().any(|c| c.field == field);
         // What went through before the hash (for a report that the hash
@@ -604,7 +605,7 @@ impl Kind for UserProvider {
                 // userdel would take the user's own group with it
                 // (USERGROUPS_ENAB): one a Group declares keeps its name,
                 // number and gshadow entry by being renamed for the while.
-                let kept = keep_declared_group(host, d).map_err(account_failure)?;
+                let kept = keep_declared_group(host, d).map_err(&failure)?;
                 let removed = run("userdel", vec!["--".into(), d.name.clone()]);
                 if let Some(kept) = kept {
                     // Given back whatever userdel did; if this fails, the
@@ -673,7 +674,7 @@ impl Kind for UserProvider {
                     },
                     None => failed,
                 })
-                .map_err(account_failure)?;
+                .map_err(&failure)?;
         }
         Ok(Activated::Done)
     }

@@ -497,6 +497,52 @@ fn plan_and_apply_mask_every_field_of_a_user_that_is_sensitive_itself() {
     }
 }
 
+/// useradd and groupadd quote what they refuse ("UID 47213 is not
+/// unique"): the failure of a User or Group that says `sensitive: true`
+/// keeps their status and leaves their words out; another's keeps them.
+#[test]
+fn a_sensitive_accounts_tool_output_is_not_shown() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, envelope: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\n{envelope}desired: {desired}\n")
+    };
+    for sensitive in [true, false] {
+        let envelope = if sensitive { "sensitive: true\n" } else { "" };
+        let s = Sandbox::with_base(
+            &[
+                doc("User", "vault", envelope, "{uid: 47213}"),
+                doc("Group", "vaultg", envelope, "{gid: 47214}"),
+            ]
+            .join("---\n"),
+        );
+        accounts_root(&s);
+        // Taken by accounts no resource declares.
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        s.write(
+            "root/etc/passwd",
+            &format!("{passwd}other:x:47213:100::/nonexistent:/bin/sh\n"),
+        );
+        let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+        s.write("root/etc/group", &format!("{group}otherg:x:47214:\n"));
+        let apply = s.datum(&["apply"]);
+        assert_exit(&apply, 4);
+        let json = s.datum(&["--output", "json", "apply"]);
+        assert_exit(&json, 4);
+        for o in [&apply, &json] {
+            let all = format!("{}{}", stdout(o), stderr(o));
+            assert!(all.contains("`useradd vault` failed"), "{all}");
+            assert!(all.contains("`groupadd vaultg` failed"), "{all}");
+            for canary in ["47213", "47214", "not unique"] {
+                assert_eq!(all.contains(canary), !sensitive, "{canary}:\n{all}");
+            }
+            assert_eq!(all.contains("its output is not shown"), sensitive, "{all}");
+        }
+    }
+}
+
 /// `datum check` of a User that declares a hash masks the hash only: its
 /// shell's drift shows the shells, as `datum plan` does. A User that is
 /// `sensitive: true` itself keeps every field masked. The hash is in no
