@@ -1686,7 +1686,9 @@ fn read_only_commands_write_nothing_beside_a_refused_store() {
                 // Said once (the store's error repeated its host error
                 // when printed with its causes).
                 assert_eq!(
-                    stderr(&o).matches(&format!("refusing to use {state}")).count(),
+                    stderr(&o)
+                        .matches(&format!("refusing to use {state}"))
+                        .count(),
                     usize::from(kind != "not-a-database"),
                     "{kind}: {args:?}: {}",
                     stderr(&o)
