@@ -206,6 +206,18 @@ pub enum AccountError {
         done: String,
         failed: Box<AccountError>,
     },
+    /// A User's removal keeps its declared group from `userdel` under
+    /// [`kept_name`], and a group of that name is there already: nothing
+    /// is run (groupmod would refuse the rename with words that do not say
+    /// why Datum renames a group to remove a user).
+    #[error(
+        "cannot remove account `{user}` and keep its group `{user}`, which a Group declares present: userdel would take the group with it (USERGROUPS_ENAB), and the name `{kept}` the group is kept under meanwhile is taken by another group (gid {gid}); rename or remove that group (nothing was changed)"
+    )]
+    KeptNameTaken {
+        user: String,
+        kept: String,
+        gid: u32,
+    },
 }
 
 impl AccountError {

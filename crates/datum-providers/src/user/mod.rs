@@ -688,7 +688,9 @@ impl Kind for UserProvider {
 /// (Renamed, the group never leaves the files: a pass killed before the
 /// name is given back leaves it with its number, for the Group to rename
 /// back at the next pass, where a group removed and made again would have
-/// had to be numbered from a record outside the files.)
+/// had to be numbered from a record outside the files.) A group already
+/// under that name fails the removal before anything runs
+/// ([`account_files::AccountError::KeptNameTaken`]).
 fn keep_declared_group(
     host: &Host,
     d: &UserDesired,
@@ -704,6 +706,13 @@ fn keep_declared_group(
         return Ok(None);
     }
     let kept = account_files::kept_name(&d.name);
+    if let Some(taken) = files.group(&kept) {
+        return Err(account_files::AccountError::KeptNameTaken {
+            user: d.name.clone(),
+            kept,
+            gid: taken.gid,
+        });
+    }
     account_files::run_tool(
         host,
         "groupmod",

@@ -859,3 +859,66 @@ fn a_group_left_renamed_by_a_killed_pass_keeps_its_gid() {
     assert!(!gshadow.contains("datum-kept"), "{gshadow}");
     assert_exit(&s.datum(&["plan"]), 0);
 }
+
+/// The name a User's removal keeps its declared group under
+/// (`NAME.datum-kept`) taken by another group: the removal fails before
+/// anything runs, saying why Datum would rename a group to remove a user
+/// and what to do, and the user, both groups and gshadow stay as they were
+/// (groupmod's own refusal said only that the name exists).
+#[test]
+fn a_kept_name_another_group_holds_fails_the_removal_saying_why() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let doc = |kind: &str, name: &str, desired: &str| {
+        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+    };
+    let s = Sandbox::with_base(
+        &[doc("Group", "web", "{}"), doc("User", "web", "{uid: 2000}")].join("---\n"),
+    );
+    accounts_root(&s);
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    let tool = |args: &[&str]| {
+        let out = std::process::Command::new(args[0])
+            .arg("--root")
+            .arg(s.root())
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    tool(&["groupadd", "-g", "4321", "--", "web.datum-kept"]);
+    let files = |name: &str| fs::read_to_string(s.live(name)).unwrap();
+    let before = [
+        files("/etc/passwd"),
+        files("/etc/group"),
+        files("/etc/gshadow"),
+    ];
+
+    s.write(
+        "repo/base/main.yaml",
+        &[
+            doc("Group", "web", "{}"),
+            doc("User", "web", "{ensure: absent}"),
+        ]
+        .join("---\n"),
+    );
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 4);
+    let err = stdout(&apply) + &stderr(&apply);
+    assert!(
+        err.contains("`web.datum-kept` the group is kept under meanwhile is taken by another group (gid 4321)"),
+        "{err}"
+    );
+    assert!(err.contains("rename or remove that group"), "{err}");
+    assert_eq!(
+        [
+            files("/etc/passwd"),
+            files("/etc/group"),
+            files("/etc/gshadow")
+        ],
+        before
+    );
+}
