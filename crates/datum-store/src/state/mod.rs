@@ -77,6 +77,10 @@ fn split(path: &Path) -> Result<(PathBuf, String), StoreError> {
     Ok((dir, name.to_owned()))
 }
 
+/// The path of a store opened with [`Store::open_in_memory`]: it names no
+/// file (and no folder to keep a lock in).
+pub(crate) const IN_MEMORY: &str = ":memory:";
+
 /// The open state database of one root.
 ///
 /// One writer per root: the engine holds the root lock for a pass. Readers
@@ -140,7 +144,7 @@ impl Store {
     pub fn open_in_memory() -> Result<Store, StoreError> {
         Ok(Store {
             conn: crate::db::open_memory(&schema::SCHEMA)?,
-            path: PathBuf::from(":memory:"),
+            path: PathBuf::from(IN_MEMORY),
             pending: verified::Pending::default(),
             durability: None,
         })

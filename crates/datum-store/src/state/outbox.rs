@@ -117,19 +117,18 @@ impl Store {
     /// up to `wait` for another delivery. Every program that delivers an
     /// outbox (`datum`'s passes and agent, `driftwatch --report-to`) takes
     /// it, so two deliveries never send, count or trim the same reports at
-    /// once.
+    /// once. An in-memory store has no folder and is refused (its parent
+    /// would be the working directory, where the lock file would be made).
     pub fn delivery_lock(
         &self,
         wait: std::time::Duration,
     ) -> Result<datum_host::RootLock, datum_host::HostError> {
         let state = self.path.as_path();
-        let missing = || {
-            datum_host::HostError::io(
-                "lock",
-                state,
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            )
-        };
+        let refused = |kind| datum_host::HostError::io("lock", state, std::io::Error::from(kind));
+        if state == std::path::Path::new(super::IN_MEMORY) {
+            return Err(refused(std::io::ErrorKind::Unsupported));
+        }
+        let missing = || refused(std::io::ErrorKind::NotFound);
         let (dir, name) =
             datum_host::private::PrivateDir::open_parent_of(state, false)?.ok_or_else(missing)?;
         let mut lock = name;
@@ -336,6 +335,22 @@ impl Queue for Outbox<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_in_memory_store_has_no_delivery_lock_and_makes_none() {
+        let store = Store::open_in_memory().unwrap();
+        // Its parent would be the working directory.
+        let made = std::env::current_dir()
+            .unwrap()
+            .join(":memory:.delivery-lock");
+        let lock = store.delivery_lock(std::time::Duration::ZERO);
+        let left = made.exists();
+        if left {
+            std::fs::remove_file(&made).unwrap();
+        }
+        assert!(lock.is_err(), "{lock:?}");
+        assert!(!left, "{} made", made.display());
+    }
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
