@@ -1954,3 +1954,69 @@ fn schedule_states_both_bounds_of_a_metadata_class() {
         "{human}"
     );
 }
+
+/// A report-only check waits for the root lock before it opens the state
+/// store, as an apply does: a store it opened first, while an apply held the
+/// lock, may be the one that apply moves aside (`--rebuild-state`), and the
+/// check recorded its findings into that file. Here the test holds the lock
+/// (as an apply), the check waits on it, the store is moved aside with a
+/// copy put in its place, and the lock let go: the check records into the
+/// store in place, and the file moved aside is left as it was.
+#[test]
+fn a_check_opens_the_store_only_once_it_holds_the_lock() {
+    let s = Sandbox::new("", None).applied();
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let held = datum_host::RootLock::acquire(
+        &datum_host::Host::new(s.root()),
+        std::time::Duration::from_secs(5),
+    )
+    .expect("lock");
+    let lock = s.live("/var/lib/datum/lock");
+    let check = std::process::Command::new(assert_cmd::cargo::cargo_bin("datum"))
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--lock-timeout", "60s", "check"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn datum check");
+    // Waiting on the lock: the check has the lock file open.
+    let fds = PathBuf::from(format!("/proc/{}/fd", check.id()));
+    let started = std::time::Instant::now();
+    while !fs::read_dir(&fds)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|target| target == lock))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the check never waited on the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // What --rebuild-state does under the lock, with the old store's copy
+    // in its place.
+    let store = s.live("/var/lib/datum/state.db");
+    let aside = s.live("/var/lib/datum/state.db.aside");
+    fs::rename(&store, &aside).expect("move aside");
+    fs::copy(&aside, &store).expect("copy");
+    let before = fs::read(&aside).expect("read");
+    drop(held);
+    let out = check.wait_with_output().expect("check");
+    assert_exit(&out, 2);
+    assert!(
+        fs::read(&aside).expect("read") == before,
+        "the check recorded into the store moved aside: {}",
+        stderr(&out)
+    );
+    assert!(
+        fs::read(&store).expect("read") != before,
+        "nothing recorded"
+    );
+}

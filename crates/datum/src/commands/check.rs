@@ -93,12 +93,22 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         // Read-only without a usable store, and then it writes nothing: not
         // the lock, nor Datum's folder for it, on a root Datum never set up
         // or beside a store it refuses (the lock is still taken where an
-        // apply made it, so no apply runs under the check).
+        // apply made it, so no apply runs under the check). Locked before
+        // the store is opened, as an apply: a store opened while an apply
+        // runs may be the one it moves aside (`--rebuild-state`), and the
+        // check would record into that.
+        let lock = take_lock(false)?;
         let store = context::open_store(
             global,
             context::StoreNeed::Optional("checking (report only)"),
         )?;
-        (take_lock(store.is_some())?, store)
+        let lock = match (lock, &store) {
+            // A store without the lock file (removed by hand): made, as
+            // beside any store in use.
+            (None, Some(_)) => take_lock(true)?,
+            (lock, _) => lock,
+        };
+        (lock, store)
     };
     let lazy_len = lazy
         .entries
