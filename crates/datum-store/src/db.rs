@@ -294,10 +294,28 @@ fn is_empty(conn: &Connection) -> rusqlite::Result<bool> {
 /// Every SQLite database starts with these 16 bytes.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// The database files (device, inode) whose header this process has read:
+/// see [`check_header`].
+fn headers_read() -> &'static std::sync::Mutex<std::collections::HashSet<(u64, u64)>> {
+    static READ: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<(u64, u64)>>> =
+        std::sync::OnceLock::new();
+    READ.get_or_init(Default::default)
+}
+
 /// Rejects a non-empty file that does not start like a SQLite database
 /// before SQLite opens it: once SQLite has opened a file it may act on a
 /// `-wal` beside it (and deletes it when the connection closes), which would
 /// destroy part of what we are about to move aside for inspection.
+///
+/// Read once per file and process: the descriptor this opens is closed
+/// again, and closing any descriptor of a file drops every POSIX lock the
+/// process holds on it, the read lock of a SQLite connection already open
+/// on it included (SQLite shares its locks between its own connections,
+/// but cannot see this one). A process that opened the store twice (the
+/// agent asking whether its store is usable while it holds it) left its
+/// connection unlocked: another process's connection closing last then
+/// checkpointed and deleted the `-wal`, and what the first wrote afterwards
+/// went into the deleted file, seen by nobody.
 fn check_header(dir: &PrivateDir, name: &str, path: &Path) -> Result<(), OpenFailure> {
     use std::io::Read as _;
     let fatal = |source| {
@@ -307,22 +325,45 @@ fn check_header(dir: &PrivateDir, name: &str, path: &Path) -> Result<(), OpenFai
             source,
         })
     };
+    // The file's identity without a descriptor.
+    let Some(stat) = dir
+        .lstat(name)
+        .map_err(|e| OpenFailure::Fatal(host_error(path)(e)))?
+    else {
+        return Ok(());
+    };
+    if stat.kind != datum_host::FileKind::File {
+        // A directory or a device: let SQLite report it as it sees it.
+        return Ok(());
+    }
+    let identity = (stat.meta.dev, stat.meta.inode);
+    let mut read = headers_read().lock().unwrap_or_else(|e| e.into_inner());
+    if read.contains(&identity) {
+        return Ok(());
+    }
     let Some(mut file) = dir
         .open_read(name)
         .map_err(|e| OpenFailure::Fatal(host_error(path)(e)))?
     else {
         return Ok(());
     };
-    if !file.metadata().map_err(fatal)?.is_file() {
-        // A directory or a device: let SQLite report it as it sees it.
+    let meta = file.metadata().map_err(fatal)?;
+    if !meta.is_file() {
         return Ok(());
     }
+    // What was read, should the name have moved since the lstat.
+    let identity = {
+        use std::os::unix::fs::MetadataExt as _;
+        (meta.dev(), meta.ino())
+    };
     let mut head = Vec::with_capacity(SQLITE_MAGIC.len());
     file.by_ref()
         .take(SQLITE_MAGIC.len() as u64)
         .read_to_end(&mut head)
         .map_err(fatal)?;
     if head.is_empty() || head == SQLITE_MAGIC {
+        // An empty file becomes this process's database next.
+        read.insert(identity);
         return Ok(());
     }
     Err(OpenFailure::Unusable(Unusable(
@@ -447,6 +488,50 @@ mod tests {
         assert_eq!(dir_mode, 0o700);
         conn.execute("INSERT INTO a (x, y) VALUES (1, 'z')", [])
             .unwrap();
+    }
+
+    /// The POSIX locks this process holds on the file `path`, as the kernel
+    /// lists them (`/proc/locks`: `1: POSIX ADVISORY READ PID MAJ:MIN:INODE
+    /// START END`).
+    fn locks_held_on(path: &Path) -> usize {
+        use std::os::unix::fs::MetadataExt as _;
+        let inode = fs::metadata(path).unwrap().ino();
+        let me = std::process::id().to_string();
+        fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(1) == Some(&"POSIX")
+                    && f.get(4) == Some(&me.as_str())
+                    && f.get(5)
+                        .is_some_and(|id| id.rsplit(':').next() == Some(&inode.to_string()))
+            })
+            .count()
+    }
+
+    #[test]
+    fn opening_a_database_again_keeps_the_locks_of_the_connection_already_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir_at(dir.path());
+        let path = dir.path().join("x.db");
+        let first = open(&d, "x.db", &TEST_SCHEMA).unwrap();
+        let _: i64 = first
+            .query_row("SELECT count(*) FROM a", [], |r| r.get(0))
+            .unwrap();
+        // An idle connection in WAL mode holds a read lock on the file:
+        // what tells another process's last connection not to checkpoint
+        // and delete the -wal while this one still writes to it.
+        assert!(locks_held_on(&path) > 0, "no lock to begin with");
+        // A second open (and close) in the same process, as the agent's
+        // question whether its store is usable made: the header read's
+        // descriptor, closed, dropped every lock of the first connection.
+        drop(open(&d, "x.db", &TEST_SCHEMA).unwrap());
+        assert!(
+            locks_held_on(&path) > 0,
+            "the first connection lost its lock"
+        );
+        first.execute("INSERT INTO a (x) VALUES (1)", []).unwrap();
     }
 
     #[test]
