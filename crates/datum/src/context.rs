@@ -266,13 +266,16 @@ impl StateFiles {
     /// where an apply is about to make one): a store that is refused (a
     /// directory, a device such as `--state /dev/null`, a FIFO, a foreign or
     /// corrupt file) leaves a read-only command read-only, and its folder
-    /// as it was. Opens the store once (a few milliseconds), so it is asked
-    /// only before a write, never on a run that reuses its snapshot.
+    /// as it was. Looks at the store without its integrity check
+    /// (`Store::probe_in`: a fraction of a millisecond, where an open reads
+    /// every page), and is asked only before a write, never on a run that
+    /// reuses its snapshot; the store the command then opens is checked in
+    /// full.
     pub fn usable(&self) -> bool {
         let Some(dir) = &self.dir else {
             return false;
         };
-        self.exists() && Store::open_in(dir, &self.name).is_ok()
+        self.exists() && Store::probe_in(dir, &self.name).is_ok()
     }
 }
 

@@ -138,6 +138,13 @@ impl Store {
         })
     }
 
+    /// Whether the state database `name` in `dir` exists and looks
+    /// usable (see `db::probe`: its header, application id and schema
+    /// version, no integrity check), creating and changing nothing.
+    pub fn probe_in(dir: &PrivateDir, name: &str) -> Result<(), StoreError> {
+        crate::db::probe(dir, name, &schema::SCHEMA)
+    }
+
     /// A store that remembers nothing beyond this process: what a
     /// report-only check uses when the real one is unusable (it reads as
     /// empty, and what it records goes nowhere).
