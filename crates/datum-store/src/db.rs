@@ -103,14 +103,7 @@ pub(crate) fn probe(dir: &PrivateDir, name: &str, schema: &Schema) -> Result<(),
         Err(OpenFailure::Fatal(e)) => return Err(e),
         Err(OpenFailure::Unusable(Unusable(reason))) => return Err(unusable(reason)),
     }
-    let sqlite = |action: &'static str| {
-        let path = path.clone();
-        move |source| StoreError::Sqlite {
-            path,
-            action,
-            source,
-        }
-    };
+    let sqlite = sqlite_error(&path);
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
@@ -118,35 +111,53 @@ pub(crate) fn probe(dir: &PrivateDir, name: &str, schema: &Schema) -> Result<(),
     let conn = Connection::open_with_flags(&sqlite_path, flags).map_err(sqlite("cannot open"))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(sqlite("cannot set busy timeout"))?;
-    let app_id: i64 = pragma_int(&conn, "application_id").map_err(sqlite("cannot read"))?;
-    let version: i64 = pragma_int(&conn, "user_version").map_err(sqlite("cannot read"))?;
-    let empty = is_empty(&conn).map_err(sqlite("cannot read"))?;
-    if !empty && app_id != i64::from(schema.application_id) {
-        return Err(unusable(format!(
-            "not a Datum database (application id {app_id:#x})"
-        )));
+    match foreign_or_newer(&conn, schema).map_err(sqlite("cannot read"))? {
+        Ok(_) => Ok(()),
+        Err(why) => Err(unusable(why)),
     }
-    if version > schema.version() {
-        return Err(unusable(format!(
+}
+
+/// The schema version of the database `conn` and whether it is empty, or
+/// why this Datum may not use it with `schema`: another program's
+/// (application id), or a newer Datum's (schema version).
+fn foreign_or_newer(
+    conn: &Connection,
+    schema: &Schema,
+) -> rusqlite::Result<Result<(i64, bool), String>> {
+    let app_id: i64 = pragma_int(conn, "application_id")?;
+    let version: i64 = pragma_int(conn, "user_version")?;
+    let empty = is_empty(conn)?;
+    Ok(if !empty && app_id != i64::from(schema.application_id) {
+        Err(format!("not a Datum database (application id {app_id:#x})"))
+    } else if version > schema.version() {
+        Err(format!(
             "schema version {version} is newer than this Datum understands ({})",
             schema.version()
-        )));
+        ))
+    } else {
+        Ok((version, empty))
+    })
+}
+
+/// A SQLite failure at `path` while doing `action`, as [`StoreError`].
+fn sqlite_error(
+    path: &Path,
+) -> impl Fn(&'static str) -> Box<dyn FnOnce(rusqlite::Error) -> StoreError> {
+    let path = path.to_owned();
+    move |action| {
+        let path = path.clone();
+        Box::new(move |source| StoreError::Sqlite {
+            path,
+            action,
+            source,
+        })
     }
-    Ok(())
 }
 
 /// A database in memory with `schema`: remembers nothing beyond the
 /// connection (a report-only check whose store is unusable).
 pub(crate) fn open_memory(schema: &Schema) -> Result<Connection, StoreError> {
-    let path = PathBuf::from(":memory:");
-    let sqlite = |action: &'static str| {
-        let path = path.clone();
-        move |source| StoreError::Sqlite {
-            path,
-            action,
-            source,
-        }
-    };
+    let sqlite = sqlite_error(Path::new(":memory:"));
     let mut conn = Connection::open_in_memory().map_err(sqlite("cannot open"))?;
     migrate(&mut conn, schema).map_err(sqlite("cannot create the schema"))?;
     Ok(conn)
@@ -269,20 +280,10 @@ fn try_open(
         ))));
     }
 
-    let app_id: i64 = pragma_int(&conn, "application_id").map_err(sqlite("cannot read"))?;
-    let version: i64 = pragma_int(&conn, "user_version").map_err(sqlite("cannot read"))?;
-    let empty = is_empty(&conn).map_err(sqlite("cannot read"))?;
-    if !empty && app_id != i64::from(schema.application_id) {
-        return Err(OpenFailure::Unusable(Unusable(format!(
-            "not a Datum database (application id {app_id:#x})"
-        ))));
-    }
-    if version > schema.version() {
-        return Err(OpenFailure::Unusable(Unusable(format!(
-            "schema version {version} is newer than this Datum understands ({})",
-            schema.version()
-        ))));
-    }
+    let (version, empty) = match foreign_or_newer(&conn, schema).map_err(sqlite("cannot read"))? {
+        Ok(read) => read,
+        Err(why) => return Err(OpenFailure::Unusable(Unusable(why))),
+    };
 
     // WAL: readers (`datum backup list`, `datum schedule`) never block the
     // pass's writer, and a killed writer leaves a log SQLite replays or drops
