@@ -173,10 +173,15 @@ impl Reporting {
         let creds = self.credentials.as_ref()?;
         let _one_at_a_time = match store.delivery_lock(DELIVERY_LOCK_WAIT) {
             Ok(lock) => lock,
-            Err(e) => {
+            Err(datum_host::HostError::LockTimeout { waited, .. }) => {
                 eprintln!(
-                    "warning: {e}: another delivery of this outbox is still running; reports stay queued"
+                    "warning: another delivery of this outbox was still running after {}s; reports stay queued",
+                    waited.as_secs()
                 );
+                return None;
+            }
+            Err(e) => {
+                eprintln!("warning: cannot lock the outbox for delivery: {e}; reports stay queued");
                 return None;
             }
         };

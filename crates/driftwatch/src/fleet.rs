@@ -154,10 +154,19 @@ pub fn send(
     // same reports. The report stays queued when the other never ends.
     let _one_at_a_time = match store.delivery_lock(datum_store::DELIVERY_LOCK_WAIT) {
         Ok(lock) => lock,
+        Err(datum_host::HostError::LockTimeout { waited, .. }) => {
+            writeln!(
+                stderr,
+                "driftwatch: warning: another delivery of {} was still running after {}s; the report stays queued",
+                outbox.display(),
+                waited.as_secs()
+            )?;
+            return Ok(());
+        }
         Err(e) => {
             writeln!(
                 stderr,
-                "driftwatch: warning: {e}: another delivery of {} is still running; the report stays queued",
+                "driftwatch: warning: cannot lock {} for delivery: {e}; the report stays queued",
                 outbox.display()
             )?;
             return Ok(());

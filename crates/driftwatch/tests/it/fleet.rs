@@ -150,3 +150,37 @@ fn a_delivery_waits_while_another_delivers_the_same_outbox() {
     assert_eq!(reports(&client), 1);
     assert_eq!(store.outbox_status().unwrap().depth, 0);
 }
+
+/// A lock that cannot be taken for another reason than a running delivery
+/// (here a folder where its file belongs) is said as it is, and the report
+/// stays queued, undelivered; the exit code is the report's.
+#[test]
+fn an_outbox_lock_that_cannot_be_taken_is_named_and_the_report_stays_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    let outbox = driftwatch::fleet::default_outbox(&report_to);
+    let mut lock = outbox.clone().into_os_string();
+    lock.push(".delivery-lock");
+    std::fs::create_dir(&lock).unwrap();
+    let out = outcome(report("canary").arg("--report-to").arg(&report_to));
+    assert!(
+        out.stderr.contains("cannot lock") && out.stderr.contains("stays queued"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("still running"), "{}", out.stderr);
+    let store = datum_store::Store::open(&outbox).unwrap();
+    assert_eq!(store.outbox_status().unwrap().depth, 1);
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let hosts = client.get_json("/v1/hosts").unwrap();
+    assert_eq!(
+        hosts["hosts"][0]["reports"], 0,
+        "delivered without its lock: {hosts}"
+    );
+}
