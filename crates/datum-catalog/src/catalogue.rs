@@ -370,12 +370,12 @@ pub fn declared_sensitive_fields<'a>(
         .filter(move |f| desired.get(f).is_some())
 }
 
-/// A resource's declared fields as shown: the values its kind calls
-/// sensitive (a User's `password_hash`) replaced by `(sensitive)`; every
-/// value but the path it manages (which plan and check show as its target)
-/// when the resource says `sensitive: true` itself.
-fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Desired> {
-    let fields: Vec<&str> = if r.sensitive && !r.sensitive_by_field_only {
+/// The declared fields of `r` whose values are secret: those its kind
+/// calls sensitive (a User's `password_hash`), or, when the resource says
+/// `sensitive: true` itself, every one but the path it manages (which plan
+/// and check show as its target).
+pub fn secret_fields<'a>(registry: &Registry, r: &'a Resource) -> Vec<&'a str> {
+    if r.sensitive && !r.sensitive_by_field_only {
         let field = |k: &str| r.desired.get(k);
         let path = registry
             .lookup(&r.id.kind)
@@ -389,7 +389,13 @@ fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Desi
             .collect()
     } else {
         declared_sensitive_fields(registry, &r.id.kind, &r.desired).collect()
-    };
+    }
+}
+
+/// A resource's declared fields as shown: the values of its
+/// [`secret_fields`] replaced by `(sensitive)`.
+fn masked<'a>(registry: &Registry, r: &'a Resource) -> std::borrow::Cow<'a, Desired> {
+    let fields = secret_fields(registry, r);
     if fields.is_empty() {
         return std::borrow::Cow::Borrowed(&r.desired);
     }

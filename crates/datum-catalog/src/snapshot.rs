@@ -7,10 +7,12 @@
 //! catalogue with the classes of `datum.yaml`. It must not decide where the
 //! file lives (the CLI does: next to the state store) and must not hold a
 //! secret: a snapshot is refused for a catalogue in which a sensitive
-//! resource carries rendered bytes (inline or template content) or a value
-//! sensitive by its kind's nature (a User's password hash), and a
-//! sensitive resource's content is never written (its checksum and the path
-//! of its repository file are).
+//! resource carries rendered bytes (inline or template content), a value
+//! sensitive by its kind's nature (a User's password hash), or, when it
+//! says `sensitive: true` itself, any declared value but its path and its
+//! content's (a File's mode, a User's uid: plan, check and `datum
+//! catalogue` mask them all), and a sensitive resource's content is never
+//! written (its checksum and the path of its repository file are).
 //!
 //! What "unchanged" means: every directory, file and link under the
 //! repository root (`.git` aside, which the compiler never reads) has the
@@ -1016,15 +1018,17 @@ pub fn write_in(
     if let Some(entry) = key.racy_entry() {
         return Ok(Err(NotSaved::Racy(entry)));
     }
+    // The content keys hold the repository file's path or, inline, bytes
+    // the first condition refuses; every other secret value is refused.
     if let Some(r) = catalogue.resources.iter().find(|r| {
         r.sensitive
             && (r
                 .content
                 .as_ref()
                 .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
-                || crate::catalogue::declared_sensitive_fields(registry, &r.id.kind, &r.desired)
-                    .next()
-                    .is_some())
+                || crate::catalogue::secret_fields(registry, r)
+                    .iter()
+                    .any(|f| !crate::content::CONTENT_KEYS.contains(f)))
     }) {
         return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
     }
@@ -1678,6 +1682,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
+        assert!(!path.exists());
+
+        // Content from a repository file (kept as its checksum and path):
+        // saved, unless the resource, sensitive itself, declares another
+        // value (its mode: plan, check and `datum catalogue` mask it).
+        let mut c = catalogue(false, b"x");
+        c.resources[1].sensitive = true;
+        let mut desired = serde_json::json!({"path": "/etc/hosts", "source": "files/hosts"});
+        c.resources[1].desired = desired.clone().into();
+        let got = save(
+            datum_providers::registry(),
+            path,
+            settled_stamp(repo.path()),
+            &c,
+            &classes(),
+        )
+        .unwrap();
+        assert!(got.is_ok(), "{got:?}");
+        fs::remove_file(path).unwrap();
+        desired["mode"] = serde_json::json!("0640");
+        c.resources[1].desired = desired.into();
+        let got = save(
+            datum_providers::registry(),
+            path,
+            settled_stamp(repo.path()),
+            &c,
+            &classes(),
+        )
+        .unwrap();
+        assert_eq!(got, Err(NotSaved::Sensitive("File[hosts]".to_owned())));
         assert!(!path.exists());
     }
 
