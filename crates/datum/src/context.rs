@@ -399,7 +399,7 @@ pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
 pub fn digest_key_created(global: &GlobalArgs) -> Result<datum_core::DigestKey> {
     let state = StateFiles::of(global);
     if let (Some(dir), true) = (&state.dir, state.exists())
-        && let Err(e) = Store::open_in(dir, &state.name)
+        && let Err(e) = Store::probe_in(dir, &state.name)
     {
         return digest_key_in(dir, || false).with_context(|| {
             format!(
