@@ -39,6 +39,7 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
+use datum_providers::common::account_files;
 use datum_providers::{Activated, ProviderError, Registry, Staging};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
@@ -814,6 +815,13 @@ fn run_resource_staged(
     // Whether a part may have gone live (a Tree's first `activate` makes
     // folders before it stages a file).
     let mut activated = false;
+    // What each part may write: when it is an account file or a folder
+    // above one, the pass reads the account files again after it, whatever
+    // the kind (a later File owned by an account the new passwd defines).
+    let written = provider
+        .paths()
+        .map(|p| p.managed_paths(declared))
+        .unwrap_or_default();
     loop {
         if let Some(target) = provider.validation_target(&staging)
             && let Err(e) = judge_part(resource, &target, &mut files_after, ctx)
@@ -825,7 +833,9 @@ fn run_resource_staged(
             return Step::failed(Phase::Apply, action, diff, &e);
         }
         activated = true;
-        match provider.activate(host, declared, staging) {
+        let part = provider.activate(host, declared, staging);
+        account_files::after_writing(host, &written);
+        match part {
             Ok(Activated::Done) => break,
             Ok(Activated::Next(next)) => staging = next,
             Err(e) => return Step::failed(Phase::Apply, action, diff, &e),

@@ -486,7 +486,9 @@ pub trait Provider: Send + Sync {
     /// entries one at a time (a Tree) makes one part live and returns the
     /// next part staged ([`Activated::Next`]), for the engine to check in
     /// turn. A failure leaves the live object (or the part being written) as
-    /// it was.
+    /// it was. A kind need not say that it wrote an account file: after each
+    /// part the caller drops the pass's parsed account files when the
+    /// managed paths reach them (`common::account_files::after_writing`).
     fn activate(
         &self,
         host: &Host,
@@ -526,6 +528,10 @@ pub trait Provider: Send + Sync {
     ) -> Result<(), ProviderError> {
         let d = self.declare(resource)?;
         let mut staging = self.stage(host, &d, observed, diff)?;
+        let written = self
+            .paths()
+            .map(|p| p.managed_paths(&d))
+            .unwrap_or_default();
         loop {
             let refused = self
                 .validation_target(&staging)
@@ -534,7 +540,10 @@ pub trait Provider: Send + Sync {
                 self.discard(staging);
                 return Err(rejection.into());
             }
-            match self.activate(host, &d, staging)? {
+            let part = self.activate(host, &d, staging);
+            // As the engine does: new account files are read again.
+            crate::common::account_files::after_writing(host, &written);
+            match part? {
                 Activated::Done => return Ok(()),
                 Activated::Next(next) => staging = next,
             }

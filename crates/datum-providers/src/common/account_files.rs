@@ -5,9 +5,11 @@
 //! User declares `password_hash`) `ROOT/etc/shadow` through the boundary,
 //! never NSS: a pass gives the same answer for a root directory as for the
 //! image it becomes. The parsed files are kept in the pass's cache and
-//! dropped as soon as a User or Group changed them ([`changed`]), together
-//! with the host's name lookups, so a File owned by a user created earlier
-//! in the pass resolves its owner.
+//! dropped as soon as a User or Group changed them ([`changed`]), or any
+//! resource wrote one of them or a folder above one (the engine calls
+//! [`after_writing`] after each part goes live, whatever the kind),
+//! together with the host's name lookups, so a File owned by a user created
+//! earlier in the pass resolves its owner.
 //!
 //! Changes go through `useradd`, `usermod`, `userdel`, `groupadd`,
 //! `groupmod`, `groupdel` and `chpasswd` with `--root ROOT` (they chroot
@@ -310,6 +312,31 @@ pub fn changed(host: &Host) {
     host.forget_accounts();
 }
 
+/// Every file a pass reads users and groups from (the account files a
+/// declared owner is looked up in, and the shadow files User and Group
+/// read beside them), as declared paths.
+const READ_FILES: &[&str] = &["/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"];
+
+/// Whether writing the declared paths `written` may have changed a file the
+/// pass reads accounts from: one of them, or a folder above one (a Tree or
+/// Directory at `/etc`, a Symlink at `/etc/passwd`).
+pub fn reaches_account_files(written: &[PathBuf]) -> bool {
+    written
+        .iter()
+        .any(|w| READ_FILES.iter().any(|f| Path::new(f).starts_with(w)))
+}
+
+/// Drops what this pass read of the account files when a resource wrote
+/// one of them or a folder above one ([`reaches_account_files`]): the
+/// engine calls this after each part of any resource goes live, whatever
+/// its kind, so a later resource owned by an account the new files define
+/// resolves it.
+pub fn after_writing(host: &Host, written: &[PathBuf]) {
+    if reaches_account_files(written) {
+        changed(host);
+    }
+}
+
 /// The names of the Groups declared present in this pass (noted as each
 /// is observed, before any resource acts: see [`declared_group`]).
 #[derive(Default)]
@@ -493,6 +520,31 @@ mod tests {
         assert!(!h.is("$6$salt$other"));
         assert!(!format!("{f:?}").contains("CANARY"));
         assert!(AccountFiles::parse(PASSWD, GROUP).hash("alice").is_none());
+    }
+
+    #[test]
+    fn writing_an_account_file_or_a_folder_above_one_reaches_them() {
+        let reaches = |p: &str| reaches_account_files(&[PathBuf::from(p)]);
+        for p in [
+            "/etc/passwd",
+            "/etc/group",
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc",
+            "/",
+        ] {
+            assert!(reaches(p), "{p}");
+        }
+        for p in [
+            "/etc/passwd-",
+            "/etc/passwd.d",
+            "/etc/ssh",
+            "/srv",
+            "/etcetera",
+        ] {
+            assert!(!reaches(p), "{p}");
+        }
+        assert!(!reaches_account_files(&[]));
     }
 
     #[test]

@@ -20,7 +20,6 @@ use datum_host::{Host, HostError, Located};
 use serde_json::Value;
 
 use crate::common::entry::EntryProvider;
-use crate::common::meta::ACCOUNT_FILES;
 use crate::common::{
     Ensure, compare_meta, create_meta_changes, note_unknown_accounts, observe_meta, text_change,
     unknown_account_refusal,
@@ -133,24 +132,14 @@ impl EntryProvider for FileProvider {
 
     fn converge(
         host: &Host,
-        d: &FileDesired,
+        _d: &FileDesired,
         at: &Located,
         staging: FileStaging,
     ) -> Result<(), ProviderError> {
         match staging {
-            FileStaging::Content(staged) => {
-                staged.commit(host)?;
-                // New account files: what the pass parsed of them is stale
-                // (a later File owned by an account this one adds).
-                if ACCOUNT_FILES
-                    .iter()
-                    .chain(SHADOW_FILES)
-                    .any(|f| d.path.as_os_str() == *f)
-                {
-                    crate::common::account_files::changed(host);
-                }
-                Ok(())
-            }
+            // New account files are read again by the engine after any
+            // resource writes them (`account_files::after_writing`).
+            FileStaging::Content(staged) => staged.commit(host),
             FileStaging::Metadata { uid, gid, mode } => {
                 if uid.is_some() || gid.is_some() || mode.is_some() {
                     at.set_metadata(uid, gid, mode)?;
@@ -193,10 +182,6 @@ impl EntryProvider for FileProvider {
         })
     }
 }
-
-/// The files beside the account files that User and Group read (see
-/// `common::account_files`).
-const SHADOW_FILES: &[&str] = &["/etc/shadow", "/etc/gshadow"];
 
 /// Where the observation of a File that declares no content says how many
 /// names its file has, when it has more than one (left out otherwise).

@@ -358,6 +358,30 @@ fn an_owner_a_file_earlier_in_the_pass_adds_to_passwd_stays_pending_and_is_set()
 }
 
 #[test]
+fn an_owner_a_tree_earlier_in_the_pass_adds_to_passwd_stays_pending_and_is_set() {
+    // The same with a Tree whose entry is etc/passwd: every kind that
+    // writes a path makes the pass read the account files again when what
+    // it wrote is one of them or a folder above one, not only a File.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: etc\ndesired:\n  path: /etc\n  source: etc\n\
+---\ndatum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /srv/svc.conf\n  content: \"x\\n\"\n  owner: svc\n",
+    );
+    s.write(
+        "repo/base/etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\napp:x:900:900::/:/bin/false\nsvc:x:901:900::/:/bin/false\n",
+    );
+    root_with_accounts(&s);
+    fs::create_dir_all(s.live("/srv")).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(!stdout(&out).contains("would fail"), "{}", stdout(&out));
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(s.live("/srv/svc.conf")).unwrap().uid(), 901);
+}
+
+#[test]
 fn a_hard_linked_file_without_content_whose_mode_must_change_would_fail_in_plan_as_in_apply() {
     // A File without content whose file has another name: its mode is not
     // changed in place, nor its bytes copied (6f364d3). The plan says the
