@@ -25,8 +25,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use datum_core::Resource;
 use datum_host::command::{self, CommandSpec};
 use datum_host::{Host, HostError};
+
+use crate::ProviderError;
 
 /// How long one shadow-utils program may take (they lock the files and may
 /// wait for another writer).
@@ -251,6 +254,24 @@ impl AccountError {
             },
             other => other,
         }
+    }
+}
+
+/// [`account_failure`] for an activation of `resource` (a User's or a
+/// Group's): without the tools' output when it says `sensitive: true`
+/// itself (a User sensitive only through its `password_hash` never gives
+/// the hash to a tool's arguments).
+pub(crate) fn activation_failure(resource: &Resource) -> impl Fn(AccountError) -> ProviderError {
+    let quiet = resource.sensitive && !resource.sensitive_by_field_only;
+    move |e| account_failure(if quiet { e.without_output() } else { e })
+}
+
+/// An account error as the provider contract's error.
+pub(crate) fn account_failure(e: AccountError) -> ProviderError {
+    match e {
+        AccountError::Host(h) => ProviderError::Host(h),
+        // The kind's own error type behind the contract's one boxed error.
+        other => ProviderError::Kind(crate::KindError::new(other)),
     }
 }
 

@@ -29,7 +29,7 @@ use datum_host::Host;
 use serde_json::{Value, json};
 
 use crate::Activated;
-use crate::common::account_files::{self, AccountError};
+use crate::common::account_files;
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
 use crate::kind::planned;
@@ -231,22 +231,6 @@ fn desired(resource: &Resource) -> Result<GroupDesired, ProviderError> {
         .map_err(crate::common::fields::invalid)
 }
 
-/// [`account_failure`] for an activation of `resource`: without the tools'
-/// output when it says `sensitive: true` itself (a User sensitive only
-/// through its `password_hash` never gives the hash to a tool's arguments).
-pub(crate) fn activation_failure(resource: &Resource) -> impl Fn(AccountError) -> ProviderError {
-    let quiet = resource.sensitive && !resource.sensitive_by_field_only;
-    move |e| account_failure(if quiet { e.without_output() } else { e })
-}
-
-pub(crate) fn account_failure(e: AccountError) -> ProviderError {
-    match e {
-        AccountError::Host(h) => ProviderError::Host(h),
-        // The kind's own error type behind the contract's one boxed error.
-        other => ProviderError::Kind(crate::KindError::new(other)),
-    }
-}
-
 /// The `Group` resource type.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GroupProvider;
@@ -382,7 +366,7 @@ impl Kind for GroupProvider {
         if d.ensure == Ensure::Present {
             account_files::declared_group(host, &d.name);
         }
-        let files = account_files::current(host, false).map_err(account_failure)?;
+        let files = account_files::current(host, false).map_err(account_files::account_failure)?;
         // Under its own name, or else under the name a User's removal gives
         // it for the while (a pass killed then left it so): the same group.
         let kept = account_files::kept_name(&d.name);
@@ -425,7 +409,7 @@ impl Kind for GroupProvider {
         staging: Planned,
     ) -> Result<Activated<Planned>, ProviderError> {
         let (observed, diff) = (&staging.observed, &staging.diff);
-        let failure = activation_failure(resource);
+        let failure = account_files::activation_failure(resource);
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(&failure)
         };

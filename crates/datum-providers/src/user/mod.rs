@@ -45,7 +45,7 @@ use crate::Activated;
 use crate::common::account_files::{self, AccountFiles};
 use crate::common::fields::type_name;
 use crate::common::{Ensure, all_or_nothing};
-use crate::group::{AccountName, account_failure, account_id, ensure_change, unknown_fields};
+use crate::group::{AccountName, account_id, ensure_change, unknown_fields};
 use crate::kind::planned;
 use crate::{
     Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
@@ -566,7 +566,8 @@ impl Kind for UserProvider {
         _resource: &Resource,
         d: &UserDesired,
     ) -> Result<Observed, ProviderError> {
-        let files = account_files::current(host, d.declares_hash()).map_err(account_failure)?;
+        let files = account_files::current(host, d.declares_hash())
+            .map_err(account_files::account_failure)?;
         Ok(observation(d, &files))
     }
 
@@ -593,7 +594,7 @@ impl Kind for UserProvider {
         staging: Planned,
     ) -> Result<Activated<Planned>, ProviderError> {
         let diff = &staging.diff;
-        let failure = crate::group::activation_failure(resource);
+        let failure = account_files::activation_failure(resource);
         let run = |program, args: Vec<String>| {
             account_files::run_tool(host, program, args, &d.name).map_err(&failure)
         };
@@ -623,7 +624,9 @@ impl Kind for UserProvider {
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
                 args.extend(account_args(d, true, |_| true));
-                if d.gid.is_none() && name_group_exists(host, d).map_err(account_failure)? {
+                if d.gid.is_none()
+                    && name_group_exists(host, d).map_err(account_files::account_failure)?
+                {
                     // useradd would make a group named after the user and
                     // refuses when one exists (a declared Group of that
                     // name, made earlier): the user joins that group, as
