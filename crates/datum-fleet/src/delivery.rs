@@ -12,6 +12,13 @@
 //!   when it was queued. A reply lost on the way back (the server restarted
 //!   after committing, a timeout) makes the host send the same key again,
 //!   and the server answers "duplicate" without storing a second copy.
+//! - **Every dropped report announced once.** The dropped count a report
+//!   carries is fixed at its first attempt ([`Queue::announce`]) and sent
+//!   again unchanged with every repeat: the server adds a report's count
+//!   only when it stores the report, so whichever attempt it stored, the
+//!   count was added once, and reports dropped meanwhile travel with the
+//!   next report. A report once sent is never the one dropped (the server
+//!   may hold it already).
 //! - **In order.** The head of the queue blocks the rest: report `n + 1`
 //!   is not sent before report `n` is held, so the server's "last report"
 //!   is the host's last report.
@@ -98,24 +105,57 @@ pub trait Queue {
     fn oldest(&mut self) -> Result<Option<Queued>, Self::Error>;
     /// Reports queued.
     fn depth(&mut self) -> Result<u64, Self::Error>;
-    /// Reports dropped (outbox full) and not yet announced to the server.
+    /// Reports dropped (outbox full) and not yet handed to a report to
+    /// announce ([`Queue::announce`]).
     fn dropped(&mut self) -> Result<u64, Self::Error>;
-    /// The server holds `id`, sent with `announced_dropped` (what
-    /// [`Queue::dropped`] said when it was sent) as its dropped count:
-    /// remove it, clear the backoff, take `announced_dropped` off the
-    /// dropped count (reports dropped while the delivery was on its way
-    /// stay counted, for the next one), and remember the reply's sampling
-    /// plan. One transaction.
-    fn delivered(
-        &mut self,
-        id: i64,
-        announced_dropped: u64,
-        reply: &Reply,
-    ) -> Result<(), Self::Error>;
-    /// The server refused `id` for good: remove it and count it, with why.
+    /// The dropped count report `id` carries to the server, the same on
+    /// every attempt: the first time it is asked, the count of
+    /// [`Queue::dropped`] is handed to `id` (and taken off it, in one
+    /// transaction); afterwards it is that count again. The server takes a
+    /// report's count only with a key it does not hold yet (a duplicate's
+    /// is ignored), so whichever attempt it stored, it counted exactly
+    /// that, once, even when its reply was lost. From then on `id` is
+    /// never the report dropped when the outbox is full (the server may
+    /// hold it already). `None`: `id` is no longer queued (dropped before
+    /// it was sent).
+    fn announce(&mut self, id: i64) -> Result<Option<u64>, Self::Error>;
+    /// The server holds `id` (stored now, or a duplicate of an attempt
+    /// whose reply was lost), and with it the count [`Queue::announce`]
+    /// handed it: remove it, clear the backoff, and remember the reply's
+    /// sampling plan. One transaction.
+    fn delivered(&mut self, id: i64, reply: &Reply) -> Result<(), Self::Error>;
+    /// The server refused `id` for good: remove it and count it, with why;
+    /// the dropped count it carried is announced with the next report (the
+    /// server took none of it).
     fn refused(&mut self, id: i64, why: &str) -> Result<(), Self::Error>;
     fn backoff(&mut self) -> Result<Backoff, Self::Error>;
     fn set_backoff(&mut self, backoff: &Backoff) -> Result<(), Self::Error>;
+}
+
+/// Where [`deliver`] sends a report: the HTTPS [`Client`], or a stand-in
+/// server in tests.
+pub trait Transport {
+    /// Delivers one report, as [`Client::post_report`]: `Ok` means the
+    /// server holds it (now, or from an earlier delivery of the same key).
+    fn post_report(
+        &self,
+        key: &str,
+        body: &[u8],
+        depth: u64,
+        dropped: u64,
+    ) -> Result<Reply, SendError>;
+}
+
+impl Transport for Client {
+    fn post_report(
+        &self,
+        key: &str,
+        body: &[u8],
+        depth: u64,
+        dropped: u64,
+    ) -> Result<Reply, SendError> {
+        Client::post_report(self, key, body, depth, dropped)
+    }
 }
 
 /// How long one call of [`deliver`] may go on, and whether it waits for
@@ -149,9 +189,9 @@ pub struct Delivered {
 
 /// Sends the queue's reports in order until it is empty, an attempt fails,
 /// or the budget runs out.
-pub fn deliver<Q: Queue>(
+pub fn deliver<Q: Queue, T: Transport + ?Sized>(
     queue: &mut Q,
-    client: &Client,
+    client: &T,
     budget: Budget,
     now_ms: impl Fn() -> i64,
 ) -> Result<Delivered, Q::Error> {
@@ -165,11 +205,14 @@ pub fn deliver<Q: Queue>(
     }
     while Instant::now() < budget.until {
         let Some(head) = queue.oldest()? else { break };
+        // A pass may have dropped it (outbox full) since it was read.
+        let Some(dropped) = queue.announce(head.id)? else {
+            continue;
+        };
         let depth = queue.depth()?.saturating_sub(1);
-        let dropped = queue.dropped()?;
         match client.post_report(&head.key, &head.body, depth, dropped) {
             Ok(reply) => {
-                queue.delivered(head.id, dropped, &reply)?;
+                queue.delivered(head.id, &reply)?;
                 if reply.duplicate {
                     out.duplicates += 1;
                 } else {
@@ -232,5 +275,206 @@ mod tests {
             low == 1_500 && (2_490..=2_500).contains(&high),
             "{low} {high}"
         );
+    }
+
+    /// An outbox in memory, keeping [`Queue`]'s contract.
+    #[derive(Default)]
+    struct Memory {
+        /// Queued reports, oldest first, with the count handed to each.
+        rows: Vec<(Queued, Option<u64>)>,
+        dropped: u64,
+        backoff: Backoff,
+    }
+
+    impl Memory {
+        fn with(keys: &[&str], dropped: u64) -> Self {
+            let rows = keys
+                .iter()
+                .zip(1..)
+                .map(|(k, id)| {
+                    let q = Queued {
+                        id,
+                        key: (*k).to_owned(),
+                        body: b"{}".to_vec(),
+                    };
+                    (q, None)
+                })
+                .collect();
+            Memory {
+                rows,
+                dropped,
+                ..Memory::default()
+            }
+        }
+
+        fn remove(&mut self, id: i64) -> Option<Option<u64>> {
+            let at = self.rows.iter().position(|(q, _)| q.id == id)?;
+            Some(self.rows.remove(at).1)
+        }
+    }
+
+    impl Queue for Memory {
+        type Error = std::io::Error;
+        fn oldest(&mut self) -> Result<Option<Queued>, Self::Error> {
+            Ok(self.rows.first().map(|(q, _)| q.clone()))
+        }
+        fn depth(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.rows.len() as u64)
+        }
+        fn dropped(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.dropped)
+        }
+        fn announce(&mut self, id: i64) -> Result<Option<u64>, Self::Error> {
+            let dropped = &mut self.dropped;
+            Ok(self
+                .rows
+                .iter_mut()
+                .find(|(q, _)| q.id == id)
+                .map(|(_, n)| *n.get_or_insert_with(|| std::mem::take(dropped))))
+        }
+        fn delivered(&mut self, id: i64, _reply: &Reply) -> Result<(), Self::Error> {
+            self.remove(id);
+            self.backoff = Backoff::default();
+            Ok(())
+        }
+        fn refused(&mut self, id: i64, _why: &str) -> Result<(), Self::Error> {
+            if let Some(Some(n)) = self.remove(id) {
+                self.dropped += n;
+            }
+            Ok(())
+        }
+        fn backoff(&mut self) -> Result<Backoff, Self::Error> {
+            Ok(self.backoff.clone())
+        }
+        fn set_backoff(&mut self, b: &Backoff) -> Result<(), Self::Error> {
+            self.backoff = b.clone();
+            Ok(())
+        }
+    }
+
+    /// The server's report endpoint as its ingest treats keys (a key it
+    /// holds is a duplicate: nothing stored, its count ignored), and what
+    /// each attempt carried; it loses the replies of the attempts named.
+    #[derive(Default)]
+    struct Server {
+        held: std::cell::RefCell<Vec<String>>,
+        dropped: std::cell::Cell<u64>,
+        /// (key, dropped count) of every attempt.
+        attempts: std::cell::RefCell<Vec<(String, u64)>>,
+        lose: Vec<usize>,
+    }
+
+    impl Transport for Server {
+        fn post_report(
+            &self,
+            key: &str,
+            _body: &[u8],
+            _depth: u64,
+            dropped: u64,
+        ) -> Result<Reply, SendError> {
+            self.attempts.borrow_mut().push((key.to_owned(), dropped));
+            let fresh = !self.held.borrow().iter().any(|k| k == key);
+            if fresh {
+                self.held.borrow_mut().push(key.to_owned());
+                self.dropped.set(self.dropped.get() + dropped);
+            }
+            if self.lose.contains(&self.attempts.borrow().len()) {
+                return Err(SendError::Transient {
+                    message: "the reply was lost".to_owned(),
+                    retry_after: None,
+                });
+            }
+            Ok(Reply {
+                format_version: 1,
+                accepted: true,
+                duplicate: !fresh,
+                sampling: None,
+                instructions: Vec::new(),
+            })
+        }
+    }
+
+    fn now() -> Budget {
+        Budget {
+            until: Instant::now() + Duration::from_secs(60),
+            respect_backoff: false,
+        }
+    }
+
+    /// A report whose reply was lost is sent again with the count its
+    /// first attempt carried, whatever was dropped since: the server took
+    /// that count when it stored the report and ignores the duplicate's,
+    /// so the reports dropped since travel with the next report, once.
+    #[test]
+    fn a_repeat_carries_the_count_of_the_first_attempt() {
+        let mut queue = Memory::with(&["a", "b"], 4);
+        let server = Server {
+            lose: vec![1],
+            ..Server::default()
+        };
+        let first = deliver(&mut queue, &server, now(), || 0).unwrap();
+        assert_eq!(first.error.as_deref(), Some("the reply was lost"));
+        assert_eq!(queue.backoff.failures, 1);
+        // Three more dropped (a full outbox) before the next delivery.
+        queue.dropped += 3;
+        let again = deliver(&mut queue, &server, now(), || 0).unwrap();
+        assert_eq!((again.duplicates, again.delivered), (1, 1), "{again:?}");
+        assert_eq!(
+            *server.attempts.borrow(),
+            [
+                ("a".to_owned(), 4),
+                ("a".to_owned(), 4),
+                ("b".to_owned(), 3)
+            ]
+        );
+        assert_eq!(server.dropped.get(), 7, "each dropped report once");
+        assert_eq!((queue.rows.len(), queue.dropped), (0, 0));
+    }
+
+    /// A report dropped by a pass between being read as the head and its
+    /// first attempt is not sent: the next one is.
+    #[test]
+    fn a_head_dropped_before_it_is_sent_is_skipped() {
+        struct Dropping(Memory);
+        impl Queue for Dropping {
+            type Error = std::io::Error;
+            fn oldest(&mut self) -> Result<Option<Queued>, Self::Error> {
+                let head = self.0.oldest()?;
+                // A pass drops it right after it was read.
+                if let Some(h) = &head
+                    && h.key == "a"
+                {
+                    self.0.remove(h.id);
+                    self.0.dropped += 1;
+                }
+                Ok(head)
+            }
+            fn depth(&mut self) -> Result<u64, Self::Error> {
+                self.0.depth()
+            }
+            fn dropped(&mut self) -> Result<u64, Self::Error> {
+                self.0.dropped()
+            }
+            fn announce(&mut self, id: i64) -> Result<Option<u64>, Self::Error> {
+                self.0.announce(id)
+            }
+            fn delivered(&mut self, id: i64, reply: &Reply) -> Result<(), Self::Error> {
+                self.0.delivered(id, reply)
+            }
+            fn refused(&mut self, id: i64, why: &str) -> Result<(), Self::Error> {
+                self.0.refused(id, why)
+            }
+            fn backoff(&mut self) -> Result<Backoff, Self::Error> {
+                self.0.backoff()
+            }
+            fn set_backoff(&mut self, b: &Backoff) -> Result<(), Self::Error> {
+                self.0.set_backoff(b)
+            }
+        }
+        let mut queue = Dropping(Memory::with(&["a", "b"], 0));
+        let server = Server::default();
+        let done = deliver(&mut queue, &server, now(), || 0).unwrap();
+        assert_eq!((done.delivered, done.remaining), (1, 0), "{done:?}");
+        assert_eq!(*server.attempts.borrow(), [("b".to_owned(), 1)]);
     }
 }

@@ -24,7 +24,7 @@ pub mod report;
 
 pub use client::{Client, ClientError, SendError, Timeouts};
 pub use credentials::{AdminCredentials, Credentials, CredentialsError, IdentityKind};
-pub use delivery::{Backoff, Budget, Delivered, Queue, Queued, deliver};
+pub use delivery::{Backoff, Budget, Delivered, Queue, Queued, Transport, deliver};
 pub use report::{
     ClassBound, FORMAT_VERSION, Failure, FieldChange, Finding, Instruction, InstructionAction,
     InstructionDone, PendingChange, Quarantined, Reply, Report, ReportKind, SamplingPlan,

@@ -62,8 +62,10 @@ impl Batch<'_> {
 
     /// Queues a report (its JSON `body`, idempotency `key`, sequence `seq`
     /// from [`Batch::next_report_seq`]) at `now`. When the outbox then holds
-    /// more than `limit` reports, the oldest are dropped and counted, and
-    /// the count is announced with the next delivery.
+    /// more than `limit` reports, the oldest not yet sent are dropped and
+    /// counted, and the count is announced with the next delivery. A report
+    /// whose delivery started ([`Queue::announce`]) is kept: the server may
+    /// hold it already, and then it was not dropped.
     pub fn enqueue_report(
         &self,
         key: &str,
@@ -83,7 +85,7 @@ impl Batch<'_> {
         let over = tx
             .execute(
                 "DELETE FROM outbox WHERE id IN (
-                     SELECT id FROM outbox ORDER BY id
+                     SELECT id FROM outbox WHERE announced IS NULL ORDER BY id
                      LIMIT max(0, (SELECT count(*) FROM outbox) - ?1))",
                 params![limit],
             )
@@ -271,12 +273,38 @@ impl Queue for Outbox<'_> {
         Ok(super::u64_from_sql(n.unwrap_or(0)))
     }
 
-    fn delivered(
-        &mut self,
-        id: i64,
-        announced_dropped: u64,
-        reply: &Reply,
-    ) -> Result<(), StoreError> {
+    fn announce(&mut self, id: i64) -> Result<Option<u64>, StoreError> {
+        let batch = self.store.batch()?;
+        ensure_state(&batch)?;
+        let announced = (|| {
+            // The first attempt takes the count not yet announced; every
+            // later one finds it in the row.
+            let handed = batch.tx.execute(
+                "UPDATE outbox SET announced = (SELECT dropped FROM outbox_state WHERE id = 1)
+                 WHERE id = ?1 AND announced IS NULL",
+                [id],
+            )?;
+            if handed == 1 {
+                batch
+                    .tx
+                    .execute("UPDATE outbox_state SET dropped = 0 WHERE id = 1", [])?;
+            }
+            batch
+                .tx
+                .query_row("SELECT announced FROM outbox WHERE id = ?1", [id], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+                .optional()
+        })()
+        .map_err(sql(
+            batch.path,
+            "cannot record the dropped count of a delivery",
+        ))?;
+        batch.commit()?;
+        Ok(announced.map(|n| super::u64_from_sql(n.unwrap_or(0))))
+    }
+
+    fn delivered(&mut self, id: i64, reply: &Reply) -> Result<(), StoreError> {
         let sampling = reply
             .sampling
             .as_ref()
@@ -286,14 +314,14 @@ impl Queue for Outbox<'_> {
         ensure_state(&batch)?;
         (|| {
             batch.tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+            // The count it carried leaves with it (the server holds it);
+            // reports dropped while it was on its way are in `dropped`,
+            // for the next one.
             batch.tx.execute(
-                // Only what travelled with this delivery: a report dropped
-                // (outbox full) while it was on its way is announced with
-                // the next one.
                 "UPDATE outbox_state SET failures = 0, next_attempt_ms = 0, last_error = NULL,
-                     dropped = max(0, dropped - ?3), delivered_total = delivered_total + 1,
+                     delivered_total = delivered_total + 1,
                      last_delivered_at = ?1, sampling = ?2 WHERE id = 1",
-                params![now, sampling, super::u64_to_sql(announced_dropped)],
+                params![now, sampling],
             )?;
             Ok(())
         })()
@@ -306,12 +334,16 @@ impl Queue for Outbox<'_> {
 
     fn refused(&mut self, id: i64, why: &str) -> Result<(), StoreError> {
         self.write("cannot set the refused report aside", |tx| {
-            tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+            // The server took none of the count it carried: the next
+            // report announces it.
             tx.execute(
-                "UPDATE outbox_state SET refused_total = refused_total + 1, last_refused = ?1
+                "UPDATE outbox_state SET refused_total = refused_total + 1, last_refused = ?1,
+                     dropped = dropped + coalesce(
+                         (SELECT announced FROM outbox WHERE id = ?2), 0)
                  WHERE id = 1",
-                [why],
+                params![why, id],
             )?;
+            tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
             Ok(())
         })
     }
@@ -335,6 +367,8 @@ impl Queue for Outbox<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datum_fleet::{SendError, Transport};
+    use std::cell::{Cell, RefCell};
 
     #[test]
     fn an_in_memory_store_has_no_delivery_lock_and_makes_none() {
@@ -400,7 +434,7 @@ mod tests {
         assert_eq!(head.key, "a");
         // Not delivered: still there (a crash here loses nothing).
         assert_eq!(q.oldest().unwrap().unwrap().key, "a");
-        q.delivered(head.id, 0, &reply()).unwrap();
+        q.delivered(head.id, &reply()).unwrap();
         assert_eq!(q.oldest().unwrap().unwrap().key, "b");
         assert_eq!(s.sampling_plan().unwrap().unwrap().seed, 9);
         let status = s.outbox_status().unwrap();
@@ -420,45 +454,224 @@ mod tests {
         assert_eq!(q.oldest().unwrap().unwrap().key, "b");
         assert_eq!(q.dropped().unwrap(), 1);
         let head = q.oldest().unwrap().unwrap();
-        let announced = q.dropped().unwrap();
-        q.delivered(head.id, announced, &reply()).unwrap();
+        assert_eq!(q.announce(head.id).unwrap(), Some(1));
+        q.delivered(head.id, &reply()).unwrap();
         assert_eq!(q.dropped().unwrap(), 0, "announced with that delivery");
         assert_eq!(s.outbox_status().unwrap().dropped_total, 1);
     }
 
+    /// At the limit nothing is dropped; every report beyond it drops
+    /// exactly one (the oldest), counted once, whatever the limit.
     #[test]
-    fn a_report_dropped_while_a_delivery_is_on_its_way_stays_counted() {
+    fn a_full_outbox_drops_exactly_what_is_beyond_its_limit() {
+        for limit in [1, 2, 5] {
+            for beyond in 0..4 {
+                let (_d, mut s) = store();
+                for n in 0..limit + beyond {
+                    queue(&mut s, &format!("r{n}"), limit);
+                }
+                let mut q = s.outbox();
+                assert_eq!(q.depth().unwrap(), limit, "limit {limit}, {beyond} beyond");
+                assert_eq!(
+                    q.dropped().unwrap(),
+                    beyond,
+                    "limit {limit}, {beyond} beyond"
+                );
+                assert_eq!(
+                    q.oldest().unwrap().unwrap().key,
+                    format!("r{beyond}"),
+                    "the oldest went"
+                );
+                let status = s.outbox_status().unwrap();
+                assert_eq!(
+                    status.dropped_total, beyond,
+                    "limit {limit}, {beyond} beyond"
+                );
+                // With the oldest on its way (kept), as many again beyond.
+                let head = s.outbox().oldest().unwrap().unwrap();
+                s.outbox().announce(head.id).unwrap();
+                for n in 0..beyond {
+                    queue(&mut s, &format!("again{n}"), limit);
+                }
+                let mut q = s.outbox();
+                assert_eq!(q.depth().unwrap(), limit, "limit {limit}, {beyond} more");
+                assert_eq!(q.dropped().unwrap(), beyond, "limit {limit}, {beyond} more");
+                assert_eq!(q.oldest().unwrap().unwrap().id, head.id, "kept");
+                let status = s.outbox_status().unwrap();
+                assert_eq!(status.dropped_total, 2 * beyond);
+            }
+        }
+    }
+
+    /// The count a report carries is handed to it at its first attempt
+    /// and is the same at every repeat; the report is kept while the
+    /// outbox drops others, and a refusal gives its count back.
+    #[test]
+    fn a_report_carries_the_count_of_its_first_attempt() {
         let (_d, mut s) = store();
         for k in ["a", "b", "c", "d"] {
             queue(&mut s, k, 3);
         }
-        // The delivery reads the head and the count it announces (1: "a")...
-        let (head, announced) = {
-            let mut q = s.outbox();
-            (q.oldest().unwrap().unwrap(), q.dropped().unwrap())
-        };
-        assert_eq!((head.key.as_str(), announced), ("b", 1));
-        // ...and while it is on its way, a pass queues two more reports
-        // into the full outbox: two more are dropped ("b" itself, the
-        // oldest, and "c"). "b" reaches the server all the same, but the
-        // outbox cannot tell a report trimmed in flight from one another
-        // delivery removed, so it stays counted: one too many announced
-        // rather than one too few.
+        let head = s.outbox().oldest().unwrap().unwrap();
+        assert_eq!(head.key, "b");
+        assert_eq!(s.outbox().announce(head.id).unwrap(), Some(1), "a");
+        assert_eq!(s.outbox().dropped().unwrap(), 0, "handed to b");
+        // Two more reports into the full outbox as "b" travels: "c" and
+        // "d" are dropped, not "b" (the server may hold it already).
         queue(&mut s, "e", 3);
         queue(&mut s, "f", 3);
-        assert_eq!(s.outbox().dropped().unwrap(), 3);
-        s.outbox().delivered(head.id, announced, &reply()).unwrap();
-        assert_eq!(
-            s.outbox().dropped().unwrap(),
-            2,
-            "only the count that travelled is announced"
-        );
-        assert_eq!(s.outbox_status().unwrap().dropped_total, 3);
-        // A count read larger than the one left (it cannot be, but a store
-        // edited by hand) leaves zero, not a negative count.
-        let head = s.outbox().oldest().unwrap().unwrap();
-        s.outbox().delivered(head.id, 50, &reply()).unwrap();
+        assert_eq!(s.outbox().dropped().unwrap(), 2);
+        assert_eq!(s.outbox().oldest().unwrap().unwrap().key, "b");
+        assert_eq!(s.outbox().depth().unwrap(), 3);
+        // A repeat of "b" (its reply lost) carries what the first did.
+        assert_eq!(s.outbox().announce(head.id).unwrap(), Some(1));
+        s.outbox().delivered(head.id, &reply()).unwrap();
+        assert_eq!(s.outbox().dropped().unwrap(), 2, "for the next report");
+        let e = s.outbox().oldest().unwrap().unwrap();
+        assert_eq!(s.outbox().announce(e.id).unwrap(), Some(2));
         assert_eq!(s.outbox().dropped().unwrap(), 0);
+        // Refused for good: the server counted none of its 2.
+        s.outbox().refused(e.id, "HTTP 400: no").unwrap();
+        assert_eq!(s.outbox().dropped().unwrap(), 2);
+        let f = s.outbox().oldest().unwrap().unwrap();
+        assert_eq!(s.outbox().announce(f.id).unwrap(), Some(2));
+        s.outbox().delivered(f.id, &reply()).unwrap();
+        let status = s.outbox_status().unwrap();
+        assert_eq!((status.depth, status.dropped_total), (0, 3));
+        // A report no longer queued has no count to carry.
+        assert_eq!(s.outbox().announce(f.id).unwrap(), None);
+    }
+
+    /// A stand-in for `datum server`'s report endpoint, as its ingest
+    /// treats a key: a new key is stored and its dropped count added to
+    /// the host's total; a key it holds already is a duplicate, answered
+    /// 200 with nothing stored and its dropped count ignored.
+    struct Server {
+        stored: RefCell<Vec<String>>,
+        dropped: Cell<u64>,
+        /// Attempts (from 1) whose reply is lost after the server stored.
+        lose: Vec<usize>,
+        attempts: Cell<usize>,
+        /// Runs while attempt `n` is on its way, before the server reads it.
+        meanwhile: Box<dyn Fn(usize)>,
+    }
+
+    impl Server {
+        fn new(lose: &[usize], meanwhile: impl Fn(usize) + 'static) -> Self {
+            Server {
+                stored: RefCell::new(Vec::new()),
+                dropped: Cell::new(0),
+                lose: lose.to_vec(),
+                attempts: Cell::new(0),
+                meanwhile: Box::new(meanwhile),
+            }
+        }
+    }
+
+    impl Transport for Server {
+        fn post_report(
+            &self,
+            key: &str,
+            _body: &[u8],
+            _depth: u64,
+            dropped: u64,
+        ) -> Result<Reply, SendError> {
+            let n = self.attempts.get() + 1;
+            self.attempts.set(n);
+            (self.meanwhile)(n);
+            let fresh = !self.stored.borrow().iter().any(|k| k == key);
+            if fresh {
+                self.stored.borrow_mut().push(key.to_owned());
+                self.dropped.set(self.dropped.get() + dropped);
+            }
+            if self.lose.contains(&n) {
+                return Err(SendError::Transient {
+                    message: "the reply was lost".to_owned(),
+                    retry_after: None,
+                });
+            }
+            Ok(Reply {
+                duplicate: !fresh,
+                ..reply()
+            })
+        }
+    }
+
+    fn deliver_to(s: &mut Store, server: &Server) -> datum_fleet::Delivered {
+        let budget = datum_fleet::Budget {
+            until: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            respect_backoff: false,
+        };
+        datum_fleet::deliver(&mut s.outbox(), server, budget, || 0).unwrap()
+    }
+
+    /// Every report queued reaches the server or is announced to it as
+    /// dropped, exactly once: what the server holds and the count it was
+    /// told add up to what was queued, and the count is the host's own.
+    fn assert_exact(s: &Store, server: &Server, queued: u64, stored: &[&str]) {
+        let held = server.stored.borrow().len() as u64;
+        assert_eq!(
+            (held, server.dropped.get(), held + server.dropped.get()),
+            (stored.len() as u64, queued - stored.len() as u64, queued),
+            "held by the server, announced to it as dropped, and both: {:?}",
+            server.stored.borrow()
+        );
+        let status = s.outbox_status().unwrap();
+        assert_eq!(
+            status.dropped_total,
+            server.dropped.get(),
+            "dropped, as counted"
+        );
+        assert_eq!(status.depth, 0);
+        assert_eq!(*server.stored.borrow(), stored, "stored by the server");
+    }
+
+    /// A reply lost after the server stored the report, and the outbox
+    /// full before the report is sent again: the report on its way is not
+    /// the one dropped (the server may hold it), and the repeat, which the
+    /// server answers as a duplicate, carries the count the first attempt
+    /// carried, so the reports dropped since travel with the next one.
+    #[test]
+    fn a_lost_reply_then_a_duplicate_announces_every_dropped_report_once() {
+        let (dir, mut s) = store();
+        for k in ["a", "b", "c", "d", "e"] {
+            queue(&mut s, k, 3);
+        }
+        let server = Server::new(&[1], |_| {});
+        let first = deliver_to(&mut s, &server);
+        assert!(first.error.is_some(), "{first:?}");
+        assert_eq!(*server.stored.borrow(), ["c"], "stored, the reply lost");
+        // The server is still unreachable; another pass queues a report.
+        queue(&mut s, "f", 3);
+        assert_eq!(s.outbox().depth().unwrap(), 3);
+        let again = deliver_to(&mut s, &server);
+        assert_exact(&s, &server, 6, &["c", "e", "f"]);
+        assert_eq!((again.duplicates, again.delivered), (1, 2), "{again:?}");
+        drop(dir);
+    }
+
+    /// Reports queued while a delivery is on its way, into a full outbox:
+    /// the report travelling stays (it reaches the server), others are
+    /// dropped, and each is announced once, with the next delivery.
+    #[test]
+    fn a_report_dropped_while_a_delivery_is_on_its_way_is_announced_once() {
+        let (dir, mut s) = store();
+        for k in ["a", "b", "c", "d"] {
+            queue(&mut s, k, 3);
+        }
+        let path = dir.path().join("state.db");
+        // A pass of another process queueing two reports as "b" travels
+        // (its own connection to the store).
+        let server = Server::new(&[], move |n| {
+            if n == 1 {
+                let mut pass = Store::open(&path).unwrap();
+                queue(&mut pass, "e", 3);
+                queue(&mut pass, "f", 3);
+            }
+        });
+        let done = deliver_to(&mut s, &server);
+        assert_exact(&s, &server, 6, &["b", "e", "f"]);
+        assert_eq!(done.delivered, 3, "{done:?}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -284,6 +284,15 @@ DROP TABLE verified;
 ALTER TABLE verified_v9 RENAME TO verified;
 ";
 
+/// Version 10: the dropped count a queued report carries to the server,
+/// fixed at its first attempt (NULL: not sent yet) and sent unchanged with
+/// every repeat, so a duplicate (the reply to an attempt the server stored
+/// was lost) neither loses nor repeats it; a report once sent is no longer
+/// the one a full outbox drops.
+const V10: &str = "
+ALTER TABLE outbox ADD COLUMN announced INTEGER;
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +355,36 @@ mod tests {
         assert!(store.forget(&file).unwrap());
         store.flush().unwrap();
         assert_eq!(store.last_verified(&file).unwrap(), None);
+    }
+
+    /// A report queued before version 10 (its first attempt, if any, made
+    /// without the column) is sent with the count not yet announced, and
+    /// keeps it from then on.
+    #[test]
+    fn version_9_queued_reports_are_announced_after_the_upgrade() {
+        use datum_fleet::Queue;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let v9 = Schema {
+            application_id: APPLICATION_ID,
+            migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9],
+        };
+        {
+            let dir = crate::db::private_dir(path.parent().unwrap()).unwrap();
+            let conn = crate::db::open(&dir, "state.db", &v9).unwrap();
+            conn.execute_batch(
+                "INSERT INTO outbox (key, seq, queued_at, body) VALUES ('k', 3, 5, x'7b7d'); \
+                 INSERT INTO outbox_state (id, next_seq, dropped, dropped_total) VALUES (1, 4, 2, 2);",
+            )
+            .unwrap();
+        }
+        let mut store = crate::Store::open(&path).unwrap();
+        let mut outbox = store.outbox();
+        let head = outbox.oldest().unwrap().unwrap();
+        assert_eq!(head.key, "k");
+        assert_eq!(outbox.announce(head.id).unwrap(), Some(2));
+        assert_eq!(outbox.dropped().unwrap(), 0);
+        assert_eq!(outbox.announce(head.id).unwrap(), Some(2));
     }
 
     #[test]
