@@ -262,7 +262,7 @@ pub fn document() -> Value {
                 "parameters": [
                     {"name": "Idempotency-Key", "in": "header", "required": false, "description": "The report's `key`; when sent, it must equal it (400 otherwise)", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
                     {"name": "Datum-Outbox-Depth", "in": "header", "required": false, "schema": int()},
-                    {"name": "Datum-Outbox-Dropped", "in": "header", "required": false, "schema": int()}
+                    {"name": "Datum-Outbox-Dropped", "in": "header", "required": false, "description": "Reports the host's outbox dropped (full) that no report it sent before announced; added to the host's total only when this report is stored, and ignored with a duplicate, so a report sent again (its reply lost) carries the count it carried first", "schema": int()}
                 ],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": r("Report")}}},
                 "responses": post_responses

@@ -469,7 +469,9 @@ fn hosts_document() {
 /// Reports a host's outbox dropped (full, during a long outage) are
 /// announced once, with the next delivery; the host's row adds them up, so
 /// the report after it (announcing 0) does not wipe them out, and a
-/// duplicate delivery of the announcing report does not count them twice.
+/// duplicate delivery of the announcing report does not count them twice,
+/// whatever count it carries (a host repeats the count of its first
+/// attempt, datum_fleet::Queue::announce: the server need not know which).
 async fn dropped_reports_add_up<B: Backend>(f: &Fleet<B>) {
     let deliver = async |seq: u64, dropped: u64| {
         let r = report("web-1", ReportKind::Check, seq, 1_000 + seq as i64);
@@ -480,6 +482,7 @@ async fn dropped_reports_add_up<B: Backend>(f: &Fleet<B>) {
     assert!(deliver(1, 0).await);
     assert!(deliver(2, 7).await);
     assert!(!deliver(2, 7).await, "a duplicate");
+    assert!(!deliver(2, 11).await, "a duplicate's count is ignored");
     assert!(deliver(3, 0).await);
     assert!(deliver(4, 2).await);
     assert!(deliver(5, 0).await);
