@@ -842,11 +842,19 @@ impl<'r> Analysis<'r> {
             // Something being removed neither needs its parent nor can
             // serve as one: ordering it after the folder would remove the
             // folder first.
+            // A link the boundary lets the walk follow serves as a folder:
+            // what is declared below it is reached through it, so after it.
+            let boundary = &self.repo.settings.boundary;
+            let serves_as_folder = |c: &PathClaim<'_>| {
+                c.holds_children
+                    || (c.links
+                        && boundary.follows(std::path::Path::new(c.path.trim_end_matches('/'))))
+            };
             paths.push(
                 claim
                     .as_ref()
                     .filter(|c| c.present)
-                    .map(|c| (c.path, c.holds_children)),
+                    .map(|c| (c.path, serves_as_folder(c))),
             );
             if let Some(c) = claim.filter(|c| !c.present) {
                 removed.resize(i + 1, None);
@@ -1120,7 +1128,15 @@ impl<'r> Analysis<'r> {
                 .map_or(Ok(()), |p| {
                     p.leaves_inside(&field, below, claim.holds_children)
                 });
+            let through_link =
+                outer.links && outer.present && !self.repo.settings.boundary.follows(outer_path);
             let message = match leaves {
+                _ if through_link => format!(
+                    "`{}` is declared inside {}, a symbolic link, and Datum does not follow links in parent folders: declare the path where the link points, or list `{}` under `boundary.follow_links` in datum.yaml",
+                    claim.path,
+                    merged[o].id,
+                    outer_path.display()
+                ),
                 Err(why) => format!(
                     "`{}` is declared inside {}, {why}",
                     claim.path, merged[o].id

@@ -586,6 +586,12 @@ pub struct PathClaim<'a> {
     /// Whether what is declared there is a folder other claims inside it are
     /// ordered after (a Directory, a Tree), and conflict with when it is absent.
     pub holds_children: bool,
+    /// Whether what is declared there is a symbolic link (a Symlink): a path
+    /// declared below it is reached through the link, which the walk follows
+    /// only where `boundary.follow_links` lists the link's path. The
+    /// catalogue refuses a claim below an unlisted one (every apply of it
+    /// would fail) and orders one below a listed one after the link.
+    pub links: bool,
 }
 
 /// The declared owner and mode of content staged at a resource's path (a

@@ -387,6 +387,7 @@ impl OwnsPaths for FakeFile {
             path: field("path")?.as_str()?,
             present: true,
             holds_children: false,
+            links: false,
         })
     }
 

@@ -499,6 +499,42 @@ mod catalogue {
     }
 
     #[test]
+    fn a_path_through_a_declared_link_is_refused_unless_the_boundary_follows_it() {
+        // The walk never follows a link in a parent folder unless
+        // `boundary.follow_links` lists it: a File below a declared Symlink
+        // failed every apply while plan called it a create. Listed, the link
+        // is a folder to what is below it: made first, whatever the order
+        // of the documents.
+        let docs = [
+            file_doc("inside", "/etc/app/conf", "  content: \"x\\n\"\n"),
+            "datum: v1alpha1\ntype: Symlink\nname: link\ndesired: {path: /etc/app, target: /etc/real}\n".to_owned(),
+        ]
+        .join("---\n");
+        let repo = Repo::two_layers();
+        repo.file("base/all.yaml", &docs);
+        assert_eq!(
+            repo.compile_errors(&web()),
+            [
+                "base/all.yaml:5:3: error: File[inside]: `/etc/app/conf` is declared inside Symlink[link], a symbolic link, and Datum does not follow links in parent folders: declare the path where the link points, or list `/etc/app` under `boundary.follow_links` in datum.yaml"
+            ]
+        );
+        let followed = Repo::new(
+            &TWO_LAYERS.replace("layers:", "boundary:\n  follow_links: [/etc/app]\nlayers:"),
+        );
+        followed.file("base/all.yaml", &docs);
+        let cat = compile(followed.path(), &web()).unwrap();
+        let auto: Vec<String> = cat
+            .autorequires
+            .iter()
+            .map(|(from, to)| format!("{from} -> {to}"))
+            .collect();
+        assert_eq!(auto, ["File[inside] -> Symlink[link]"]);
+        let order = ids(&cat);
+        let at = |id: &str| order.iter().position(|x| x == id).unwrap();
+        assert!(at("Symlink[link]") < at("File[inside]"), "{order:?}");
+    }
+
+    #[test]
     fn what_a_tree_excludes_for_others_is_ordered_after_the_tree() {
         // The Tree makes its own folder: a resource declared in what its
         // `exclude` leaves out (a file, a folder, a Tree at an excluded

@@ -60,6 +60,8 @@ pub trait EntryProvider: Send + Sync {
     /// [`OwnsPaths::leaves_inside`]), for an entry that can hold nothing
     /// (a file); `None` leaves it to the host's boundary rules.
     const HOLDS_NOTHING: Option<&'static str> = None;
+    /// Whether the entry is a symbolic link (see [`PathClaim::links`]).
+    const IS_LINK: bool = false;
     /// Whether staging refuses a directory found at the path (a file or a
     /// link is never written over a folder: Datum removes a folder only
     /// when asked to), so a plan can say so before the apply fails.
@@ -320,7 +322,10 @@ impl<T: EntryProvider> Kind for T {
 /// Every entry type owns the one path it declares (`path:`).
 impl<T: EntryProvider> OwnsPaths for T {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
-        path_claim(field, T::HOLDS_CHILDREN)
+        path_claim(field, T::HOLDS_CHILDREN).map(|claim| PathClaim {
+            links: T::IS_LINK,
+            ..claim
+        })
     }
 
     fn leaves_inside(
@@ -357,5 +362,6 @@ pub fn path_claim<'a>(field: FieldLookup<'_, 'a>, holds_children: bool) -> Optio
         path,
         present,
         holds_children,
+        links: false,
     })
 }

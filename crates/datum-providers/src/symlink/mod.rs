@@ -99,6 +99,7 @@ impl EntryProvider for SymlinkProvider {
     type Staging = ();
     const KIND: &'static str = "Symlink";
     const REFUSES_A_DIRECTORY: bool = true;
+    const IS_LINK: bool = true;
     // A link has no mode of its own; content is never staged at one.
     const DEFAULT_MODE: u32 = 0o777;
 
