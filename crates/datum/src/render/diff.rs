@@ -9,6 +9,7 @@ use similar::{ChangeTag, TextDiff};
 /// content diff (or `(sensitive)`).
 pub fn field_lines(r: &ResourceReport, color: bool) -> String {
     let mut out = String::new();
+    let value_text = |v| value_text(v, r.sensitive);
     for change in &r.diff.changes {
         if change.before.is_none() {
             // Something new: its value, not "(absent) -> value".
@@ -40,9 +41,16 @@ pub fn field_lines(r: &ResourceReport, color: bool) -> String {
     out
 }
 
-fn value_text(v: Option<&serde_json::Value>) -> String {
+/// A field's value as text: a string quoted, other JSON as it is. A value
+/// masked in a sensitive resource's report (the engine's, or its kind's
+/// for a field such as `password_hash`) is the bare marker, never a
+/// quoted string that reads as if it had been declared.
+fn value_text(v: Option<&serde_json::Value>, sensitive: bool) -> String {
     match v {
         None => "(absent)".to_owned(),
+        Some(serde_json::Value::String(s)) if sensitive && s == SENSITIVE_PLACEHOLDER => {
+            SENSITIVE_PLACEHOLDER.to_owned()
+        }
         Some(serde_json::Value::String(s)) => format!("{s:?}"),
         Some(other) => other.to_string(),
     }
@@ -101,4 +109,60 @@ fn text(bytes: &[u8]) -> Option<&str> {
         return None;
     }
     std::str::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{Action, Diff, FieldChange, Outcome, ResourceId};
+    use serde_json::json;
+
+    use super::*;
+
+    fn report(sensitive: bool, changes: Vec<FieldChange>) -> ResourceReport {
+        ResourceReport {
+            id: ResourceId::new("User", "vault"),
+            origin: Default::default(),
+            target: None,
+            action: Action::Update,
+            diff: Diff {
+                changes,
+                ..Diff::default()
+            },
+            outcome: Outcome::Unchanged,
+            sensitive,
+            detail: None,
+            duration_ms: 1,
+        }
+    }
+
+    fn change(field: &str, before: Option<&str>, after: &str) -> FieldChange {
+        FieldChange {
+            field: field.to_owned(),
+            before: before.map(|b| json!(b)),
+            after: Some(json!(after)),
+        }
+    }
+
+    /// A masked value prints as the bare marker, not as a quoted string
+    /// that reads like a declared value; the same text declared by a
+    /// resource that is not sensitive is a value, and stays quoted.
+    #[test]
+    fn a_masked_value_is_the_bare_marker() {
+        let masked = report(
+            true,
+            vec![
+                change("shell", Some(SENSITIVE_PLACEHOLDER), SENSITIVE_PLACEHOLDER),
+                change("home", None, SENSITIVE_PLACEHOLDER),
+            ],
+        );
+        assert_eq!(
+            field_lines(&masked, false),
+            "    shell: (sensitive) -> (sensitive)\n    home: (sensitive)\n"
+        );
+        let declared = report(false, vec![change("comment", Some("x"), "(sensitive)")]);
+        assert_eq!(
+            field_lines(&declared, false),
+            "    comment: \"x\" -> \"(sensitive)\"\n"
+        );
+    }
 }
