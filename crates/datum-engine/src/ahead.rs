@@ -12,7 +12,8 @@
 //!   refused by its group, applied by a batch nor accepted as it is;
 //! - never past a resource of another kind the loop has not finished (a
 //!   User, a Directory or a Package may change what a later file's staging
-//!   reads: an owner, a parent folder);
+//!   reads: an owner, a parent folder), nor past a File writing an account
+//!   file (`/etc/passwd`: an owner's number);
 //! - at most [`STAGE_AHEAD`] positions ahead of the loop, so the copies that
 //!   exist at once (open, their content kept for the validator) stay bounded.
 //!
@@ -29,6 +30,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use datum_core::{Action, Observed, Resource, ResourceId};
 use datum_host::Host;
 use datum_providers::Staging;
+use datum_providers::common::account_files;
 use datum_store::Accepted;
 
 use crate::group::GroupChecks;
@@ -108,6 +110,17 @@ impl<'p, 'a> Ahead<'p, 'a> {
                 continue;
             };
             if !bound.provider.stages_ahead() {
+                gate = index + 1;
+                continue;
+            }
+            // A File writing an account file changes what a later file's
+            // staging resolves its owner and group from (the engine reads
+            // the files again after it: `account_files::after_writing`).
+            if apply
+                && bound.provider.paths().is_some_and(|p| {
+                    account_files::reaches_account_files(&p.managed_paths(&bound.declared))
+                })
+            {
                 gate = index + 1;
                 continue;
             }

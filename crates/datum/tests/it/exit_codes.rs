@@ -382,6 +382,33 @@ fn an_owner_a_tree_earlier_in_the_pass_adds_to_passwd_stays_pending_and_is_set()
 }
 
 #[test]
+fn an_owner_whose_uid_a_file_earlier_in_the_pass_changes_gets_the_new_uid() {
+    // A File rewriting /etc/passwd (svc: 901 -> 902) before a File owned by
+    // svc: the later File must not be staged ahead (another File, on a
+    // worker, before the loop wrote passwd) with the uid read before the
+    // account files were written.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: passwd\ndesired:\n  path: /etc/passwd\n  content: \"root:x:0:0:root:/root:/bin/sh\\napp:x:900:900::/:/bin/false\\nsvc:x:902:900::/:/bin/false\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /srv/svc.conf\n  content: \"x\\n\"\n  owner: svc\n",
+    );
+    root_with_accounts(&s);
+    s.write(
+        "root/etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\napp:x:900:900::/:/bin/false\nsvc:x:901:900::/:/bin/false\n",
+    );
+    fs::create_dir_all(s.live("/srv")).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    let out = s.datum(&["apply"]);
+    // Exit 6 before: File[conf] staged ahead with uid 901, 'failed
+    // (verify): still differs after apply: owner'.
+    assert_exit(&out, 2);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(s.live("/srv/svc.conf")).unwrap().uid(), 902);
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
+#[test]
 fn a_hard_linked_file_without_content_whose_mode_must_change_would_fail_in_plan_as_in_apply() {
     // A File without content whose file has another name: its mode is not
     // changed in place, nor its bytes copied (6f364d3). The plan says the
