@@ -1141,10 +1141,16 @@ impl<'r> Analysis<'r> {
                     "`{}` is declared inside {}, {why}",
                     claim.path, merged[o].id
                 ),
-                Ok(()) if claim.present && outer.holds_children && !outer.present => format!(
-                    "`{}` is declared present inside {}, which is declared absent",
-                    claim.path, merged[o].id
-                ),
+                // A link declared absent is removed: nothing stays at a
+                // path through it, whether the walk follows it or not.
+                Ok(())
+                    if claim.present && (outer.holds_children || outer.links) && !outer.present =>
+                {
+                    format!(
+                        "`{}` is declared present inside {}, which is declared absent",
+                        claim.path, merged[o].id
+                    )
+                }
                 Ok(()) => continue,
             };
             self.diags.push(self.claim_error(m, claim, message));

@@ -535,6 +535,27 @@ mod catalogue {
     }
 
     #[test]
+    fn a_path_present_below_a_link_declared_absent_is_refused_followed_or_not() {
+        // The link is removed, so nothing can stay at a path through it:
+        // written through it first (followed) it is gone with the link, and
+        // unfollowed the walk refuses it; either way every pass fails it.
+        let docs = [
+            file_doc("inside", "/etc/app/conf", "  content: \"x\\n\"\n"),
+            "datum: v1alpha1\ntype: Symlink\nname: link\ndesired: {path: /etc/app, ensure: absent}\n".to_owned(),
+        ]
+        .join("---\n");
+        let want = "base/all.yaml:5:3: error: File[inside]: `/etc/app/conf` is declared present inside Symlink[link], which is declared absent";
+        let repo = Repo::two_layers();
+        repo.file("base/all.yaml", &docs);
+        assert_eq!(repo.compile_errors(&web()), [want]);
+        let followed = Repo::new(
+            &TWO_LAYERS.replace("layers:", "boundary:\n  follow_links: [/etc/app]\nlayers:"),
+        );
+        followed.file("base/all.yaml", &docs);
+        assert_eq!(followed.compile_errors(&web()), [want]);
+    }
+
+    #[test]
     fn what_a_tree_excludes_for_others_is_ordered_after_the_tree() {
         // The Tree makes its own folder: a resource declared in what its
         // `exclude` leaves out (a file, a folder, a Tree at an excluded
