@@ -118,7 +118,10 @@ impl<'p, 'a> Ahead<'p, 'a> {
             // the files again after it: `account_files::after_writing`).
             if apply
                 && bound.provider.paths().is_some_and(|p| {
-                    account_files::reaches_account_files(&p.managed_paths(&bound.declared))
+                    account_files::reaches_account_files(
+                        host.boundary(),
+                        &p.managed_paths(&bound.declared),
+                    )
                 })
             {
                 gate = index + 1;

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use datum_core::Resource;
 use datum_host::command::{self, CommandSpec};
-use datum_host::{Host, HostError};
+use datum_host::{Boundary, Host, HostError};
 
 use crate::ProviderError;
 
@@ -340,11 +340,16 @@ const READ_FILES: &[&str] = &["/etc/passwd", "/etc/group", "/etc/shadow", "/etc/
 
 /// Whether writing the declared paths `written` may have changed a file the
 /// pass reads accounts from: one of them, or a folder above one (a Tree or
-/// Directory at `/etc`, a Symlink at `/etc/passwd`).
-pub fn reaches_account_files(written: &[PathBuf]) -> bool {
-    written
-        .iter()
-        .any(|w| READ_FILES.iter().any(|f| Path::new(f).starts_with(w)))
+/// Directory at `/etc`, a Symlink at `/etc/passwd`). Through a link the
+/// boundary follows, a path's spelling does not say what it reaches (the
+/// plan's `Settled` says the same): a path written through one, or any
+/// path when an account file is read through one, may be the file.
+pub fn reaches_account_files(boundary: &Boundary, written: &[PathBuf]) -> bool {
+    let through = |p: &Path| boundary.follow_links.iter().any(|l| p.starts_with(l));
+    let read_through = READ_FILES.iter().any(|f| through(Path::new(f)));
+    written.iter().any(|w| {
+        read_through || through(w) || READ_FILES.iter().any(|f| Path::new(f).starts_with(w))
+    })
 }
 
 /// Drops what this pass read of the account files when a resource wrote
@@ -353,7 +358,7 @@ pub fn reaches_account_files(written: &[PathBuf]) -> bool {
 /// its kind, so a later resource owned by an account the new files define
 /// resolves it.
 pub fn after_writing(host: &Host, written: &[PathBuf]) {
-    if reaches_account_files(written) {
+    if reaches_account_files(host.boundary(), written) {
         changed(host);
     }
 }
@@ -545,7 +550,8 @@ mod tests {
 
     #[test]
     fn writing_an_account_file_or_a_folder_above_one_reaches_them() {
-        let reaches = |p: &str| reaches_account_files(&[PathBuf::from(p)]);
+        let none = Boundary::default();
+        let reaches = |p: &str| reaches_account_files(&none, &[PathBuf::from(p)]);
         for p in [
             "/etc/passwd",
             "/etc/group",
@@ -565,7 +571,23 @@ mod tests {
         ] {
             assert!(!reaches(p), "{p}");
         }
-        assert!(!reaches_account_files(&[]));
+        assert!(!reaches_account_files(&none, &[]));
+        // Through a link the walk follows, the spelling says nothing: a
+        // path written through one, or any path when an account file is
+        // read through one.
+        let run = Boundary {
+            follow_links: vec![PathBuf::from("/var/run")],
+            ..Boundary::default()
+        };
+        let reaches = |b: &Boundary, p: &str| reaches_account_files(b, &[PathBuf::from(p)]);
+        assert!(reaches(&run, "/var/run/passwd") && reaches(&run, "/etc/passwd"));
+        assert!(!reaches(&run, "/run/passwd") && !reaches(&run, "/srv"));
+        let etc = Boundary {
+            follow_links: vec![PathBuf::from("/etc")],
+            ..Boundary::default()
+        };
+        assert!(reaches(&etc, "/etc-real/passwd") && reaches(&etc, "/srv"));
+        assert!(!reaches_account_files(&etc, &[]));
     }
 
     #[test]

@@ -409,6 +409,35 @@ fn an_owner_whose_uid_a_file_earlier_in_the_pass_changes_gets_the_new_uid() {
 }
 
 #[test]
+fn an_owner_added_to_passwd_through_a_followed_link_stays_pending_and_is_set() {
+    // /etc is a link the boundary follows (to /etc-real), and the File
+    // writing the account file declares the link's target: the plan keeps
+    // the owner pending (through a followed link, a path's spelling does
+    // not say what it reaches), and the apply reads the account files again
+    // after it as it does after /etc/passwd itself.
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: passwd\ndesired:\n  path: /etc-real/passwd\n  content: \"root:x:0:0:root:/root:/bin/sh\\napp:x:900:900::/:/bin/false\\nsvc:x:901:900::/:/bin/false\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /srv/svc.conf\n  content: \"x\\n\"\n  owner: svc\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+boundary:\n  follow_links: [/etc]\n",
+    );
+    root_with_accounts(&s);
+    fs::rename(s.live("/etc"), s.live("/etc-real")).unwrap();
+    std::os::unix::fs::symlink("/etc-real", s.live("/etc")).unwrap();
+    fs::create_dir_all(s.live("/srv")).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(!stdout(&out).contains("would fail"), "{}", stdout(&out));
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(s.live("/srv/svc.conf")).unwrap().uid(), 901);
+}
+
+#[test]
 fn a_hard_linked_file_without_content_whose_mode_must_change_would_fail_in_plan_as_in_apply() {
     // A File without content whose file has another name: its mode is not
     // changed in place, nor its bytes copied (6f364d3). The plan says the
