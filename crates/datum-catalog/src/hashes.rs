@@ -191,6 +191,20 @@ impl HashCacheFile {
         }
     }
 
+    /// The cache, written from now on as `name` in Datum's private folder
+    /// `dir`: for one loaded where that folder did not exist yet, which the
+    /// caller made once the compile succeeded (the first apply on a bare
+    /// root). What was recorded is kept; what was read is let go (read from
+    /// `dir` if asked for again).
+    pub fn placed_in(mut self, dir: &datum_host::PrivateDir, name: &std::ffi::OsStr) -> Self {
+        self.dir = Some((dir.clone(), name.to_owned()));
+        *self
+            .known
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        self
+    }
+
     /// The cache, doing `after` once every source is hashed ([`AfterHashing`];
     /// [`AfterHashing::Keep`] unless told).
     pub fn after_hashing(mut self, after: AfterHashing) -> Self {
@@ -440,6 +454,32 @@ mod tests {
             inode: 3,
             device: 4,
         }
+    }
+
+    #[test]
+    fn a_cache_without_a_folder_is_written_where_it_is_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::write(&a, "a").unwrap();
+        let digests = SourceDigests {
+            sha256: [1; 32],
+            blake3: [2; 32],
+        };
+        let made = dir.path().join("made");
+        let cache =
+            HashCacheFile::load(&made.join("source-hashes")).after_hashing(AfterHashing::Keep);
+        cache.put(&a, key(1), digests);
+        cache.hashed_all();
+        std::fs::create_dir(&made).unwrap();
+        std::fs::set_permissions(&made, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let (folder, name) =
+            datum_host::PrivateDir::open_parent_of(&made.join("source-hashes"), false)
+                .unwrap()
+                .unwrap();
+        cache.placed_in(&folder, &name).save().unwrap();
+        let read = HashCacheFile::load(&made.join("source-hashes"));
+        assert_eq!(read.get(&a, &key(1)), Some(digests));
     }
 
     #[test]

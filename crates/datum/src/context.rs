@@ -90,6 +90,62 @@ pub struct Stamped {
     pub catalogue: Catalogue,
     pub revision: Option<String>,
     pub classes: serde_json::Value,
+    /// What the compile of an apply on a root with no state folder yet
+    /// kept for [`Stamped::keep_compile`].
+    unkept: Option<Unkept>,
+}
+
+impl Stamped {
+    /// Keeps what the compile of an apply on a root with no state folder
+    /// yet could not ([`Unkept`]), in the folder the apply has now made
+    /// beside its store: called once the store is open (an apply that
+    /// stops before, on an unknown target, a stale saved plan or a refused
+    /// store, leaves nothing). Lets go of the catalogue's `autorequires`
+    /// then, which a pass never reads (`into_catalogue_for_pass`) and the
+    /// snapshot keeps.
+    pub fn keep_compile(&mut self, global: &GlobalArgs) {
+        let Some(unkept) = self.unkept.take() else {
+            return;
+        };
+        if let Some(dir) = &StateFiles::of(global).dir {
+            unkept.keep_in(dir, &self.catalogue, &self.classes);
+        }
+        self.catalogue.autorequires = Vec::new();
+    }
+}
+
+/// The catalogue snapshot and source hashes of a compile that is to be
+/// remembered where Datum's folder does not exist yet (the first apply on
+/// a bare root): the compile does not make
+/// the folder (a repository with errors, an unknown target leave nothing);
+/// the caller keeps them there once it has made its state store
+/// ([`Unkept::keep_in`]). Dropped, nothing is written.
+pub struct Unkept {
+    hashes: HashCacheFile,
+    /// The repository's key taken before the compile (`None`: none could
+    /// be taken, so no snapshot).
+    stamp: Option<datum_catalog::snapshot::RepoKey>,
+    snapshot_name: String,
+}
+
+impl Unkept {
+    /// Writes the source hashes and the snapshot of `catalogue` (compiled
+    /// with `classes`, its `autorequires` still there) in Datum's folder
+    /// `dir`, committed off the caller's path like any compile's.
+    pub fn keep_in(self, dir: &PrivateDir, catalogue: &Catalogue, classes: &serde_json::Value) {
+        save_source_hashes_if(&self.hashes.placed_in(dir, SOURCE_HASHES.as_ref()), true);
+        if let Some(stamp) = self.stamp {
+            let written = datum_catalog::snapshot::write_in(
+                datum_providers::registry(),
+                dir,
+                self.snapshot_name.as_ref(),
+                stamp,
+                catalogue,
+                classes,
+            );
+            commit_later("the catalogue snapshot", written.map(Result::ok));
+        }
+    }
 }
 
 /// [`compile`], with the revision and classes ([`Stamped`]), for `purpose`
@@ -99,22 +155,27 @@ pub fn compile_stamped(
     identity: &HostIdentity,
     purpose: Purpose,
 ) -> Result<Stamped> {
-    let (lazy, _) = compiled_for(global, identity, "applied", purpose)?;
+    let (lazy, _, unkept) = compiled_for(global, identity, "applied", purpose)?;
     let (revision, classes) = (lazy.revision.clone(), lazy.classes.clone());
-    let catalogue = match lazy.into_catalogue_for_pass() {
-        Ok(catalogue) => catalogue,
+    // A compile still to be remembered keeps its `autorequires` until then.
+    let into_catalogue = |lazy: LazyCatalogue, unkept: &Option<Unkept>| match unkept {
+        Some(_) => lazy.into_catalogue(),
+        None => lazy.into_catalogue_for_pass(),
+    };
+    let (catalogue, unkept) = match into_catalogue(lazy, &unkept) {
+        Ok(catalogue) => (catalogue, unkept),
         Err(e) => {
             eprintln!("warning: {e}; compiling the repository");
             forget_snapshot(global);
-            compiled_for(global, identity, "applied", purpose)?
-                .0
-                .into_catalogue_for_pass()?
+            let (lazy, _, unkept) = compiled_for(global, identity, "applied", purpose)?;
+            (into_catalogue(lazy, &unkept)?, unkept)
         }
     };
     Ok(Stamped {
         catalogue,
         revision,
         classes,
+        unkept,
     })
 }
 
@@ -162,14 +223,15 @@ pub enum Provenance {
 /// earlier compile when the repository has not changed since (see
 /// `datum_catalog::snapshot`), else a compile, remembered for next time
 /// beside a usable state store ([`StateFiles::usable`]; for
-/// [`Purpose::Apply`], also where the state folder exists without one). `what` completes "nothing was ..."
-/// in the error for a repository with errors.
+/// [`Purpose::Apply`], also where there is none yet). `what` completes
+/// "nothing was ..." in the error for a repository with errors.
 pub fn compiled(
     global: &GlobalArgs,
     identity: &HostIdentity,
     what: &str,
 ) -> Result<(LazyCatalogue, Provenance)> {
-    compiled_for(global, identity, what, Purpose::Check)
+    let (lazy, provenance, _) = compiled_for(global, identity, what, Purpose::Check)?;
+    Ok((lazy, provenance))
 }
 
 /// What a caller does with a [`LazyCatalogue`] it asks for.
@@ -181,8 +243,10 @@ pub enum Purpose {
     /// over without summaries (see `LazyCatalogue::compiled_for_pass`).
     Pass,
     /// [`Purpose::Pass`] for an apply, which makes the state store when
-    /// there is none: a compile remembers its snapshot and source hashes
-    /// wherever the state folder exists, not only beside an existing store
+    /// there is none: a compile remembers its snapshot
+    /// and source hashes where the state folder exists, not only beside an
+    /// existing store, and on a bare root in the folder it makes for its
+    /// store, once it has made it ([`Unkept`], [`Stamped::keep_compile`])
     /// (else the first apply's work is done again by the run after it), but
     /// never beside a store that exists and is refused (the apply refuses
     /// it too).
@@ -195,7 +259,7 @@ fn compiled_for(
     identity: &HostIdentity,
     what: &str,
     purpose: Purpose,
-) -> Result<(LazyCatalogue, Provenance)> {
+) -> Result<(LazyCatalogue, Provenance, Option<Unkept>)> {
     require_repository(global)?;
     if global.recompile {
         forget_snapshot(global);
@@ -281,12 +345,14 @@ impl StateFiles {
 
 /// [`compiled`] for a repository and a state store named by path (the
 /// agent's way in): the repository's problems come back as diagnostics.
+/// For [`Purpose::Apply`] where Datum's folder does not exist yet, what is
+/// to be remembered comes back too ([`Unkept`]).
 pub fn compile_or_reuse(
     repo: &Path,
     state: &StateFiles,
     identity: &HostIdentity,
     purpose: Purpose,
-) -> Result<(LazyCatalogue, Provenance), datum_catalog::Diagnostics> {
+) -> Result<(LazyCatalogue, Provenance, Option<Unkept>), datum_catalog::Diagnostics> {
     use datum_catalog::snapshot::{self, RepoKey};
     let snapshot_name = state.sibling_name(SNAPSHOT_EXTENSION);
     // A checkout `datum pull` wrote is keyed by its commit: reusing its
@@ -303,7 +369,7 @@ pub fn compile_or_reuse(
             revision.as_ref(),
             identity,
         ) {
-            Ok(lazy) => return Ok((lazy, Provenance::Snapshot)),
+            Ok(lazy) => return Ok((lazy, Provenance::Snapshot, None)),
             // Why this run compiles (`--log-level debug`).
             Err(why) => tracing::debug!(
                 "compiling the repository: the catalogue snapshot is not used: {why}"
@@ -321,9 +387,11 @@ pub fn compile_or_reuse(
     // Remembered only beside a usable state store (a dry run on a host
     // Datum has never managed leaves no file behind, nor does a plan or a
     // check whose store is refused), or where an apply is about to make one
-    // (an apply refuses a store that exists and is unusable).
+    // (an apply refuses a store that exists and is unusable); where Datum's
+    // folder is still to be made, by the caller once it has made it
+    // ([`Unkept`]).
     let remembers = match purpose {
-        Purpose::Apply => state.dir.is_some() && (!state.exists() || state.usable()),
+        Purpose::Apply => !state.exists() || state.usable(),
         Purpose::Check | Purpose::Pass => state.usable(),
     };
     let hashes = source_hashes_in(state, remembers);
@@ -341,22 +409,35 @@ pub fn compile_or_reuse(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (stamp, compiled)
     });
-    save_source_hashes_if(&hashes, remembers);
+    if state.dir.is_some() {
+        save_source_hashes_if(&hashes, remembers);
+    }
     let (catalogue, classes) = compiled?;
     let revision = stamp.as_ref().ok().map(RepoKey::label);
     // Like the source hashes.
-    if let (Ok(stamp), true, Some(dir)) = (stamp, remembers, &state.dir) {
-        // Not remembering (a file changed just now, a sensitive resource
-        // with rendered content) only costs the next run a compile.
-        let written = snapshot::write_in(
-            datum_providers::registry(),
-            dir,
-            snapshot_name.as_ref(),
-            stamp,
-            &catalogue,
-            &classes,
-        );
-        commit_later("the catalogue snapshot", written.map(Result::ok));
+    let mut unkept = None;
+    match (&state.dir, stamp, remembers) {
+        (Some(dir), Ok(stamp), true) => {
+            // Not remembering (a file changed just now, a sensitive resource
+            // with rendered content) only costs the next run a compile.
+            let written = snapshot::write_in(
+                datum_providers::registry(),
+                dir,
+                snapshot_name.as_ref(),
+                stamp,
+                &catalogue,
+                &classes,
+            );
+            commit_later("the catalogue snapshot", written.map(Result::ok));
+        }
+        (None, stamp, true) => {
+            unkept = Some(Unkept {
+                hashes,
+                stamp: stamp.ok(),
+                snapshot_name,
+            });
+        }
+        _ => {}
     }
     drop(prompt_purge);
     let mut lazy = match purpose {
@@ -364,7 +445,7 @@ pub fn compile_or_reuse(
         Purpose::Pass | Purpose::Apply => LazyCatalogue::compiled_for_pass(catalogue, classes),
     };
     lazy.revision = revision;
-    Ok((lazy, Provenance::Compiled))
+    Ok((lazy, Provenance::Compiled, unkept))
 }
 
 /// The name of the host's digest key in the state folder.
@@ -538,13 +619,22 @@ pub fn repository_errors(
 /// Saved as soon as the compile has hashed every source when they are to
 /// be `remembered` (see [`save_source_hashes_if`]), so the compile does not
 /// carry them through building its catalogue; forgotten there otherwise.
+/// Where Datum's folder is still to be made (an apply on a bare root),
+/// kept for the caller, which writes them once it has made it
+/// ([`Unkept`]).
 fn source_hashes_in(state: &StateFiles, remembered: bool) -> HashCacheFile {
-    let cache = match &state.dir {
-        Some(dir) => HashCacheFile::load_in(dir, SOURCE_HASHES.as_ref()),
-        None => HashCacheFile::load(Path::new("/nonexistent").join(SOURCE_HASHES).as_path()),
+    let (cache, after) = match &state.dir {
+        Some(dir) => (
+            HashCacheFile::load_in(dir, SOURCE_HASHES.as_ref()),
+            AfterHashing::Save,
+        ),
+        None => (
+            HashCacheFile::load(Path::new("/nonexistent").join(SOURCE_HASHES).as_path()),
+            AfterHashing::Keep,
+        ),
     };
     cache.after_hashing(if remembered {
-        AfterHashing::Save
+        after
     } else {
         AfterHashing::Forget
     })

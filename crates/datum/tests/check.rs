@@ -1386,6 +1386,49 @@ fn a_first_apply_into_an_existing_state_folder_remembers_its_compile() {
 }
 
 #[test]
+fn a_first_apply_on_a_bare_root_remembers_its_compile() {
+    let s = Sandbox::new("", None);
+    settle();
+    let state = s.live("/var/lib/datum");
+    // A plan is a dry run, and an apply of an unknown target or of a
+    // repository with an error does nothing: none makes Datum's folder.
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_exit(&s.datum(&["apply", "--target", "File/nope"]), 1);
+    let broken = s.write(
+        "repo/base/broken.yaml",
+        "datum: v1alpha1\ntype: File\nname: broken\ndesired: {path: etc/relative}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 1);
+    assert_eq!(entries(&s.root()), ["etc"]);
+    fs::remove_file(&broken).expect("rm");
+    settle();
+    // The first apply makes Datum's folder: what its compile made is kept
+    // there (before, only beside a folder that existed before the compile,
+    // so the run after it compiled and hashed every source again).
+    assert_exit(&s.datum(&["apply"]), 2);
+    let kept = ["state.catalogue", "source-hashes"].map(|f| state.join(f).exists());
+    assert_eq!(kept, [true, true], "{:?}", entries(&state));
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+    // Kept whole, the autorequires the pass does without included: the
+    // catalogue shown from the snapshot is the one a compile shows.
+    let shown = |args: &[&str]| {
+        let o = s.datum(args);
+        assert_exit(&o, 0);
+        stdout(&o)
+    };
+    let from_snapshot = shown(&["--output", "json", "catalogue"]);
+    assert!(
+        from_snapshot.contains("Directory[etc-app]"),
+        "{from_snapshot}"
+    );
+    assert_eq!(
+        from_snapshot,
+        shown(&["--recompile", "--output", "json", "catalogue"])
+    );
+}
+
+#[test]
 fn the_catalogue_snapshot_is_reused_until_the_repository_or_host_changes() {
     let s = Sandbox::new("", None);
     settle();

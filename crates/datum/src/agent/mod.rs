@@ -212,7 +212,7 @@ impl ClassChecker for RepoChecker {
         // changed (a restart or SIGHUP with nothing new costs no compile, and
         // the decoded catalogue is all that stays in memory).
         let state = self.state_files();
-        let (lazy, _) = crate::context::compile_or_reuse(
+        let (lazy, _, _) = crate::context::compile_or_reuse(
             &paths.repo,
             &state,
             &identity,

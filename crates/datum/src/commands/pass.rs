@@ -81,7 +81,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         Mode::Apply => context::Purpose::Apply,
         Mode::Plan => context::Purpose::Pass,
     };
-    let stamped = context::compile_stamped(global, &identity, purpose)?;
+    let mut stamped = context::compile_stamped(global, &identity, purpose)?;
     let catalogue = &stamped.catalogue;
     // An unknown target, or a saved plan made for another catalogue,
     // stops here: nothing was locked, observed or changed.
@@ -115,6 +115,11 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         Mode::Plan => context::StoreNeed::Optional("planning"),
     };
     let mut store = context::open_store(global, need)?;
+    // On a root Datum had no folder on, the compile is kept now that the
+    // apply has made it beside its store (nothing before: an unknown target
+    // or a stale saved plan leaves the root as it was).
+    stamped.keep_compile(global);
+    let catalogue = &stamped.catalogue;
     let mut backups = if mode == Mode::Apply {
         Some(context::open_backups(global)?)
     } else {
