@@ -116,7 +116,7 @@ impl Stamped {
 
 /// The catalogue snapshot and source hashes of a compile that is to be
 /// remembered where Datum's folder does not exist yet (the first apply on
-/// a bare root): the compile does not make
+/// a bare root, the agent's first load there): the compile does not make
 /// the folder (a repository with errors, an unknown target leave nothing);
 /// the caller keeps them there once it has made its state store
 /// ([`Unkept::keep_in`]). Dropped, nothing is written.
@@ -242,8 +242,8 @@ pub enum Purpose {
     /// Only turns it into the catalogue a pass runs: a compile hands it
     /// over without summaries (see `LazyCatalogue::compiled_for_pass`).
     Pass,
-    /// [`Purpose::Pass`] for an apply, which makes the state store when
-    /// there is none: a compile remembers its snapshot
+    /// [`Purpose::Pass`] for an apply (and the agent's load), which makes
+    /// the state store when there is none: a compile remembers its snapshot
     /// and source hashes where the state folder exists, not only beside an
     /// existing store, and on a bare root in the folder it makes for its
     /// store, once it has made it ([`Unkept`], [`Stamped::keep_compile`])

@@ -38,7 +38,9 @@ struct Estate {
 }
 
 impl Estate {
-    fn new(normal_interval: &str) -> Self {
+    /// The repository and a root Datum has never applied (no
+    /// `var/lib/datum`).
+    fn unapplied(normal_interval: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let e = Self { dir };
         e.write(
@@ -55,6 +57,12 @@ impl Estate {
         );
         e.write("root/etc/datum/host.yaml", "name: agent-test\nlabels: {}\n");
         std::fs::create_dir_all(e.path("root/etc/app")).unwrap();
+        e
+    }
+
+    /// [`Estate::unapplied`], applied once.
+    fn new(normal_interval: &str) -> Self {
+        let e = Self::unapplied(normal_interval);
         let out = e.datum(&["apply"]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
         e
@@ -452,6 +460,29 @@ fn once_exits_like_check() {
     );
     let out = estate.datum(&["agent", "--once"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+#[test]
+fn a_first_agent_pass_on_a_bare_root_remembers_its_compile() {
+    let estate = Estate::unapplied("1h");
+    // Older than the racy window: a snapshot may be kept.
+    std::thread::sleep(Duration::from_millis(
+        (datum_catalog::hashes::RACY_WINDOW_NS / 1_000_000) as u64 + 200,
+    ));
+    // The agent makes the state store; its compile is kept beside it
+    // (before, only beside a store that existed before the compile, so the
+    // agent's next start or reload compiled again).
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let snapshot = estate.path("root/var/lib/datum/state.catalogue");
+    assert!(snapshot.exists(), "{out:?}");
+    // The check after it reads the snapshot.
+    let out = estate
+        .datum(&["check", "--output", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["catalogue"], "snapshot", "{json:#}");
 }
 
 #[test]

@@ -210,13 +210,16 @@ impl ClassChecker for RepoChecker {
             .map_err(|e| self.other(e))?;
         // The snapshot of the last compile when the repository has not
         // changed (a restart or SIGHUP with nothing new costs no compile, and
-        // the decoded catalogue is all that stays in memory).
+        // the decoded catalogue is all that stays in memory). A compile is
+        // remembered as an apply's is: the agent makes the state store where
+        // there is none (`open_store`, below), so its first load on a root
+        // Datum never managed keeps its compile too, once it has.
         let state = self.state_files();
-        let (lazy, _, _) = crate::context::compile_or_reuse(
+        let (lazy, _, unkept) = crate::context::compile_or_reuse(
             &paths.repo,
             &state,
             &identity,
-            crate::context::Purpose::Pass,
+            crate::context::Purpose::Apply,
         )
         .map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&lazy.classes) {
@@ -237,23 +240,21 @@ impl ClassChecker for RepoChecker {
             }
         };
         let classes_doc = lazy.classes.clone();
-        let catalogue = match lazy.into_catalogue() {
-            Ok(catalogue) => catalogue,
+        let (catalogue, unkept) = match lazy.into_catalogue() {
+            Ok(catalogue) => (catalogue, unkept),
             Err(e) => {
                 // Damaged after it was checked (a disk error): forget it and
                 // compile.
                 (self.warn)(&format!("{e}; compiling the repository"));
                 crate::context::forget_snapshot_of(&state);
-                crate::context::compile_or_reuse(
+                let (lazy, _, unkept) = crate::context::compile_or_reuse(
                     &paths.repo,
                     &state,
                     &identity,
-                    crate::context::Purpose::Pass,
+                    crate::context::Purpose::Apply,
                 )
-                .map_err(|d| self.lint_error(&d))?
-                .0
-                .into_catalogue()
-                .map_err(|e| self.other(e))?
+                .map_err(|d| self.lint_error(&d))?;
+                (lazy.into_catalogue().map_err(|e| self.other(e))?, unkept)
             }
         };
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
@@ -272,6 +273,12 @@ impl ClassChecker for RepoChecker {
         self.reporting = Reporting::load(&host);
         self.courier = None;
         self.open_store();
+        // Kept in the folder the store was just made in (never without it).
+        if let (Some(unkept), Some(_), Some(catalogue)) = (unkept, &self.store, &self.catalogue)
+            && let Some(dir) = &self.state_files().dir
+        {
+            unkept.keep_in(dir, catalogue, &self.classes_doc);
+        }
         Ok(loaded)
     }
 
