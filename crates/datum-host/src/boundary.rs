@@ -8,6 +8,9 @@
 //!   unless the repository names it in `boundary.follow_links`; such a link is
 //!   then read once and resolved *inside the root* (an absolute target is
 //!   taken relative to the root, `..` never climbs above it), by the same walk;
+//!   a link an unprivileged user can change (it is in their folder, or is
+//!   theirs) may only lead into a directory of theirs
+//!   ([`HostError::UnsafeLink`]), unless `boundary.owner_transitions` names it;
 //! - entering a directory owned by someone else from a directory owned by an
 //!   unprivileged user is refused ([`HostError::UnsafeTransition`], systemd's
 //!   `CHASE_SAFE`: that user could swap the child for another at any moment)
@@ -311,7 +314,7 @@ impl Walker<'_> {
             here.extend(&parts[..=i]);
             current = match self.step(&current, name, &here, target)? {
                 Step::Dir(dir) => dir,
-                Step::Link(to) => {
+                Step::Link { to, controller } => {
                     *links += 1;
                     if *links > MAX_LINKS {
                         return Err(HostError::io(
@@ -323,6 +326,24 @@ impl Walker<'_> {
                     let base = here.parent().unwrap_or(Path::new("/"));
                     let resolved = resolve_in_root(base, &to);
                     let dir = self.dir_inner(&resolved, target, links)?;
+                    // A link an unprivileged user can change (it sits in
+                    // their folder, or is theirs) leads where that user
+                    // says: only into what they own, as a step from their
+                    // folder may (CHASE_SAFE), unless the repository
+                    // trusts them with it.
+                    if let Some(uid) = controller
+                        && dir.uid != uid
+                        && !self.boundary.trusts(&here)
+                    {
+                        return Err(HostError::UnsafeLink(Box::new(crate::error::UnsafeLink {
+                            path: target(),
+                            link: current.path.join(name),
+                            from_uid: uid,
+                            into: dir.path.to_path_buf(),
+                            into_uid: dir.uid,
+                            declared_link: here,
+                        })));
+                    }
                     // Remembered under the link's declared path too: the
                     // link is read once per pass, never re-resolved.
                     (self.remember)(&here, &dir);
@@ -384,7 +405,11 @@ impl Walker<'_> {
                     .map_err(|e| HostError::io("read symlink", &real, errno(e)))?;
                 let to = PathBuf::from(OsStr::from_bytes(to.as_bytes()));
                 if self.boundary.follows(declared) {
-                    Ok(Step::Link(to))
+                    // Who can point the link elsewhere: the owner of its
+                    // folder, or the link's own owner (a sticky folder
+                    // such as /tmp lets anyone make links in it).
+                    let controller = [dir.uid, st.st_uid].into_iter().find(|&uid| uid != 0);
+                    Ok(Step::Link { to, controller })
                 } else {
                     Err(HostError::ParentLink(Box::new(crate::error::ParentLink {
                         path: target(),
@@ -404,7 +429,12 @@ impl Walker<'_> {
 
 enum Step {
     Dir(Dir),
-    Link(PathBuf),
+    /// A link the repository allows: its target, and the unprivileged user
+    /// who can change it, if any.
+    Link {
+        to: PathBuf,
+        controller: Option<u32>,
+    },
 }
 
 #[cfg(test)]

@@ -35,6 +35,22 @@ pub struct UnsafeTransition {
     pub declared_into: PathBuf,
 }
 
+/// `CHASE_SAFE` for a link the repository lets the walk follow
+/// (`boundary.follow_links`): the link sits in a folder an unprivileged user
+/// owns (or is that user's own), so that user could point it anywhere at any
+/// moment, and it leads into a directory they do not own.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to reach {}: the link {} can be changed at any moment by uid {from_uid} (the owner of its folder, or of the link), and it leads to {} (owned by uid {into_uid}) (unsafe ownership transition; list {} under `boundary.owner_transitions` in datum.yaml if that user is trusted)", path.display(), link.display(), into.display(), declared_link.display())]
+pub struct UnsafeLink {
+    pub path: PathBuf,
+    pub link: PathBuf,
+    pub from_uid: u32,
+    pub into: PathBuf,
+    pub into_uid: u32,
+    /// The link as declared (the spelling `owner_transitions` takes).
+    pub declared_link: PathBuf,
+}
+
 /// A failed operation on the host, always naming what it was done to.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -87,6 +103,11 @@ pub enum HostError {
     /// An unsafe ownership transition on the way (boxed like `ParentLink`).
     #[error(transparent)]
     UnsafeTransition(Box<UnsafeTransition>),
+
+    /// An allowed link an unprivileged user controls leads out of what they
+    /// own (boxed like `ParentLink`).
+    #[error(transparent)]
+    UnsafeLink(Box<UnsafeLink>),
 
     /// A parent on the way is something other than a directory.
     #[error("cannot reach {}: {} is not a directory", path.display(), parent.display())]
@@ -164,6 +185,7 @@ impl HostError {
             HostError::OutsideRoot { .. }
                 | HostError::ParentLink(_)
                 | HostError::UnsafeTransition(_)
+                | HostError::UnsafeLink(_)
         )
     }
 
@@ -196,6 +218,7 @@ impl HostError {
             | HostError::LockTimeout { path, .. } => Some(path),
             HostError::ParentLink(e) => Some(&e.path),
             HostError::UnsafeTransition(e) => Some(&e.path),
+            HostError::UnsafeLink(e) => Some(&e.path),
             HostError::UnknownUser { .. }
             | HostError::UnknownGroup { .. }
             | HostError::ProgramNotFound { .. }

@@ -55,7 +55,7 @@ pub use boundary::{Boundary, Dir};
 pub use cache::PassCache;
 pub use command::{CommandOutput, CommandSpec};
 pub use durability::{Durability, NotDurable};
-pub use error::{HostError, ParentLink, UnsafeTransition};
+pub use error::{HostError, ParentLink, UnsafeLink, UnsafeTransition};
 pub use fs::{FileKind, Stat};
 pub use located::Located;
 pub use lock::RootLock;
@@ -637,6 +637,67 @@ mod tests {
             owner_transitions: vec![PathBuf::from("/srv/app/conf")],
         });
         assert!(allowed.locate(Path::new("/srv/app/conf/x")).is_ok());
+    }
+
+    #[test]
+    fn an_allowed_link_an_unprivileged_user_controls_leads_only_into_their_own() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: needs root to chown");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let app = root.path().join("srv/app");
+        std::fs::create_dir_all(app.join("releases/1")).unwrap();
+        std::fs::create_dir_all(root.path().join("etc")).unwrap();
+        std::fs::create_dir_all(root.path().join("opt/shared")).unwrap();
+        std::os::unix::fs::chown(&app, Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::chown(app.join("releases"), Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::chown(app.join("releases/1"), Some(65534), Some(65534)).unwrap();
+        // The deploy pattern: /srv/app/current -> releases/1, all the user's.
+        std::os::unix::fs::symlink("releases/1", app.join("current")).unwrap();
+        // A root-owned link in a sticky world-writable folder that the user
+        // made their own: the link's owner can change it (as /tmp allows).
+        let tmp = root.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+            .unwrap();
+        std::os::unix::fs::symlink("/etc", tmp.join("link")).unwrap();
+        std::os::unix::fs::lchown(tmp.join("link"), Some(65534), Some(65534)).unwrap();
+        // A link root keeps, in root's folder, may lead anywhere.
+        std::os::unix::fs::symlink("/etc", root.path().join("opt/conf")).unwrap();
+        let boundary = Boundary {
+            follow_links: ["/srv/app/current", "/tmp/link", "/opt/conf"]
+                .map(PathBuf::from)
+                .to_vec(),
+            owner_transitions: Vec::new(),
+        };
+        let host = Host::new(root.path()).with_boundary(boundary.clone());
+        assert!(host.locate(Path::new("/srv/app/current/app.conf")).is_ok());
+        assert!(host.locate(Path::new("/opt/conf/x")).is_ok());
+        // The user points their link at a folder of root's: the walk would
+        // write where they chose.
+        std::fs::remove_file(app.join("current")).unwrap();
+        std::os::unix::fs::symlink("/etc", app.join("current")).unwrap();
+        let host = Host::new(root.path()).with_boundary(boundary.clone());
+        for declared in ["/srv/app/current/app.conf", "/tmp/link/x"] {
+            let err = host.locate(Path::new(declared)).unwrap_err();
+            assert!(
+                matches!(&err, HostError::UnsafeLink(t) if t.from_uid == 65534 && t.into_uid == 0),
+                "{declared}: {err}"
+            );
+            assert!(err.is_boundary());
+            assert!(host.read(Path::new(declared)).is_err());
+        }
+        // Trusted by name, the user may.
+        let trusted = Host::new(root.path()).with_boundary(Boundary {
+            owner_transitions: vec![PathBuf::from("/srv/app/current")],
+            ..boundary
+        });
+        assert!(
+            trusted
+                .locate(Path::new("/srv/app/current/app.conf"))
+                .is_ok()
+        );
     }
 
     #[test]
