@@ -497,6 +497,9 @@ fn parse_piece(text: &str) -> Piece {
         depth: 0,
         nodes: 0,
         expanded: 0,
+        weight: 0,
+        copied: 0,
+        doc_start: 0,
         errors: Vec::new(),
         open_entries: Vec::new(),
         open_items: Vec::new(),
@@ -512,6 +515,8 @@ fn parse_piece(text: &str) -> Piece {
                 // documents is never refused for its length.
                 builder.anchors.clear();
                 builder.expanded = 0;
+                builder.copied = 0;
+                builder.doc_start = span.start.index();
                 match builder.document(span) {
                     Ok(doc) => parsed.documents.push(doc),
                     Err(e) => {
@@ -555,16 +560,42 @@ const MAX_DEPTH: usize = 200;
 /// few nested aliases can otherwise expand to gigabytes. Values written out
 /// in the file are not counted (the file's size bounds them).
 const MAX_EXPANDED: usize = 1_000_000;
+/// Aliases may copy into a document at most this many bytes (see
+/// [`weight_of`]) per character of the document read up to the alias. The
+/// value budget above is per document, so on its own a file of many small
+/// documents, each copying just under a million values, or a document
+/// copying a long string thousands of times, grew without bound (118 KB of
+/// YAML took more than 6 GB); tied to the text, what aliases add stays a
+/// fixed multiple of what was read (a document copying its anchors a few
+/// times uses a small part of it), and pieces parsed apart count the same.
+const COPY_PER_CHARACTER: usize = 64;
+
+/// What a value holds in memory, roughly: its node and, for a string, its
+/// bytes (its entries and items are nodes of their own, counted with them).
+fn weight_of(node: &Node) -> usize {
+    std::mem::size_of::<Node>()
+        + match &node.value {
+            Value::Str(s) => s.len(),
+            _ => 0,
+        }
+}
 
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
-    /// Anchored values and how many values each holds.
-    anchors: HashMap<usize, (Node, usize)>,
+    /// Anchored values, how many values each holds and their weight.
+    anchors: HashMap<usize, (Node, usize, usize)>,
     depth: usize,
     /// Values built so far in the current document (to size anchors).
     nodes: usize,
     /// Values copied by aliases in the current document.
     expanded: usize,
+    /// The weight ([`weight_of`]) of the values built so far (to weigh
+    /// anchors).
+    weight: usize,
+    /// The weight copied by aliases in the current document.
+    copied: usize,
+    /// Where the current document starts (characters).
+    doc_start: usize,
     /// Problems that do not stop the file (duplicate keys, unknown tags).
     errors: Vec<YamlError>,
     /// The entries of the mappings being built, innermost last: each
@@ -632,13 +663,21 @@ impl<'a> Builder<'a> {
         }
         self.depth += 1;
         let nodes_before = self.nodes;
+        let weight_before = self.weight;
         let result = self.node_inner(ev, span);
         self.depth -= 1;
         let (anchor, node) = result?;
         self.nodes += 1;
+        self.weight = self.weight.saturating_add(weight_of(&node));
         if anchor != 0 {
-            self.anchors
-                .insert(anchor, (node.clone(), self.nodes - nodes_before));
+            self.anchors.insert(
+                anchor,
+                (
+                    node.clone(),
+                    self.nodes - nodes_before,
+                    self.weight - weight_before,
+                ),
+            );
         }
         Ok(node)
     }
@@ -658,13 +697,27 @@ impl<'a> Builder<'a> {
                 )
             }
             Event::Alias(id) => {
-                let Some((target, count)) = self.anchors.get(&id) else {
+                let Some((target, count, weight)) = self.anchors.get(&id) else {
                     return Err(error_at(span, "YAML alias refers to an unknown anchor"));
                 };
                 // The copy counts as many values as it holds (minus itself,
-                // which the caller counts).
+                // which the caller counts), and weighs as much.
                 self.nodes += count.saturating_sub(1);
                 self.expanded += count;
+                self.weight = self
+                    .weight
+                    .saturating_add(weight.saturating_sub(weight_of(target)));
+                self.copied = self.copied.saturating_add(*weight);
+                let read = span.end.index().saturating_sub(self.doc_start);
+                if self.copied > read.saturating_mul(COPY_PER_CHARACTER) {
+                    return Err(error_at(
+                        span,
+                        format!(
+                            "aliases in this document copy {} bytes, more than {COPY_PER_CHARACTER} per character of the document",
+                            self.copied
+                        ),
+                    ));
+                }
                 // Checked before copying, so a bomb never allocates.
                 if self.expanded > MAX_EXPANDED {
                     return Err(error_at(
@@ -1035,31 +1088,51 @@ mod tests {
 
     #[test]
     fn the_alias_budget_is_per_document() {
-        // Each document expands its aliases to 10,000 values: 200 of them
-        // are two million in the file, fine; one document past the budget
-        // is refused, and named by its alias's line.
-        let mut doc = String::from("---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-        for i in 1..4 {
-            let prev = i - 1;
-            doc.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
-        }
-        let text = doc.repeat(200);
+        // Each document copies its anchor a few times (what a manifest
+        // does with aliases): 2,000 of them in one file are fine; one
+        // document past the budget is refused, and named by its alias's
+        // line.
+        let doc =
+            "---\nd: &d {owner: root, group: root, mode: \"0644\"}\na: *d\nb: *d\nc: [*d, *d]\n";
+        let text = doc.repeat(2_000);
         let p = parse(&text);
         assert!(p.errors.is_empty(), "{:?}", p.errors.first());
-        assert_eq!(p.documents.len(), 200);
-        let mut bomb = doc.clone();
-        for i in 4..7 {
+        assert_eq!(p.documents.len(), 2_000);
+        let mut bomb = String::from("---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..7 {
             let prev = i - 1;
             bomb.push_str(&format!("a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"));
         }
         let p = parse(&format!("{doc}{bomb}"));
         assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
-        assert!(
-            p.errors[0].message.contains("expand to more than"),
-            "{:?}",
-            p.errors
-        );
-        assert_eq!(p.errors[0].start.line, 12, "{:?}", p.errors);
+        assert!(p.errors[0].message.contains("more than"), "{:?}", p.errors);
+        assert_eq!(p.errors[0].start.line, 9, "{:?}", p.errors);
+    }
+
+    #[test]
+    fn what_aliases_copy_stays_a_multiple_of_the_text() {
+        // Many small documents, each under the million values a document
+        // may copy (300 of them with six levels, 118 KB, took more than 6
+        // GB; five levels here, 60,000 values each, keep the test small).
+        let mut doc = String::from("---\na0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..5 {
+            let prev = i - 1;
+            let items = vec![format!("*a{prev}"); 9].join(", ");
+            doc.push_str(&format!("a{i}: &a{i} [{items}]\n"));
+        }
+        let p = parse(&doc.repeat(20));
+        assert!(!p.errors.is_empty());
+        assert!(p.errors[0].message.contains("more than"), "{:?}", p.errors);
+        // One long string copied many times: a few values, many bytes
+        // (a 1 MiB string copied 20,000 times is 20 GB; 128 MB here).
+        let long = "x".repeat(1 << 16);
+        let aliases = vec!["*a"; 2_000].join(", ");
+        let p = parse(&format!("s: &a \"{long}\"\nt: [{aliases}]\n"));
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors.first());
+        assert!(p.errors[0].message.contains("more than"), "{:?}", p.errors);
+        // Copied a few times, a long string is fine.
+        let p = parse(&format!("s: &a \"{long}\"\nt: [*a, *a, *a]\n"));
+        assert!(p.errors.is_empty(), "{:?}", p.errors.first());
     }
 
     #[test]
