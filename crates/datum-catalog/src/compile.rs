@@ -837,6 +837,8 @@ impl<'r> Analysis<'r> {
         // declared absent (`removed`, only when something is).
         let mut paths: Vec<Option<(&str, bool)>> = Vec::with_capacity(merged.len());
         let mut removed: Vec<Option<(&str, bool)>> = Vec::new();
+        // Each followed link declared present, with its target resolved.
+        let mut followed: Vec<(usize, PathBuf)> = Vec::new();
         for (i, m) in merged.iter().enumerate() {
             let claim = self.claim(m);
             // Something being removed neither needs its parent nor can
@@ -856,12 +858,24 @@ impl<'r> Analysis<'r> {
                     .filter(|c| c.present)
                     .map(|c| (c.path, serves_as_folder(c))),
             );
+            if let Some(c) = claim.as_ref().filter(|c| c.present && c.links)
+                && let Some(target) = c.link_target
+                && serves_as_folder(c)
+            {
+                followed.push((i, link_target_in_root(c.path, target)));
+            }
             if let Some(c) = claim.filter(|c| !c.present) {
                 removed.resize(i + 1, None);
                 removed[i] = Some((c.path, c.holds_children));
             }
         }
         let (mut added, closing) = graph::add_parent_edges(&mut plain, &paths);
+        // What is below a followed link is written where it points: the
+        // folder declared at or above its target is made before the link,
+        // so before what is below it (where no cycle forbids it).
+        if !followed.is_empty() {
+            added.extend(graph::add_target_edges(&mut plain, &paths, &followed));
+        }
         drop(paths);
         // And the other way round for removals: a folder declared absent is
         // removed only when empty, so after what is removed inside it.
@@ -1532,6 +1546,27 @@ fn unknown_type_message(registry: &Registry, kind: &str) -> String {
     } else {
         format!("unknown type `{kind}`; known types: {}", known.join(", "))
     }
+}
+
+/// Where a link declared at `link` pointing at `target` leads, as the
+/// host's walk resolves a followed link (`datum_host::boundary`): from the
+/// link's folder, an absolute target from the root, `..` never above it.
+fn link_target_in_root(link: &str, target: &str) -> PathBuf {
+    use std::path::{Component, Path};
+    let base = Path::new(link.trim_end_matches('/'))
+        .parent()
+        .unwrap_or(Path::new("/"));
+    let mut out = PathBuf::from("/");
+    for component in base.join(target).components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `edges[i]` lists the nodes node `i` requires (deduplicated by caller or not:
 /// repeats are harmless).
@@ -238,6 +238,42 @@ fn add_folder_edges(
         }
     }
     (added, closing)
+}
+
+/// Edges from each followed link (`links`: its node and its target,
+/// resolved inside the root) to the folder node declared at or above its
+/// target (`paths` as for [`add_parent_edges`]): what is declared below the
+/// link is written there, so that folder is made first. An edge already
+/// present, to the link itself, or that would close a cycle is left out.
+/// Returns the edges added, each as (link, folder).
+pub(crate) fn add_target_edges(
+    edges: &mut Edges,
+    paths: &[Option<(&str, bool)>],
+    links: &[(usize, PathBuf)],
+) -> Vec<Pair> {
+    let mut dirs: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in paths.iter().enumerate() {
+        if let Some((path, true)) = p {
+            dirs.entry(trim(path)).or_insert(i);
+        }
+    }
+    let mut reach = Reach::default();
+    let mut added = Vec::new();
+    for (from, target) in links {
+        let from = *from;
+        let Some(to) = target
+            .ancestors()
+            .find_map(|at| dirs.get(trim(at.to_str()?)).copied())
+        else {
+            continue;
+        };
+        if to == from || edges[from].contains(&to) || reach.reaches(edges, to, from) {
+            continue;
+        }
+        edges[from].push(to);
+        added.push((from, to));
+    }
+    added
 }
 
 /// The nearest folder above each of a run of paths that `folder_at` names

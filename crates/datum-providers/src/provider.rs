@@ -592,6 +592,10 @@ pub struct PathClaim<'a> {
     /// catalogue refuses a claim below an unlisted one (every apply of it
     /// would fail) and orders one below a listed one after the link.
     pub links: bool,
+    /// Where a link declared present points (a Symlink's `target`, as
+    /// written): what is below a followed link is written there, so the
+    /// folder declared at or above it is ordered before the link.
+    pub link_target: Option<&'a str>,
 }
 
 /// The declared owner and mode of content staged at a resource's path (a

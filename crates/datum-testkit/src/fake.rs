@@ -388,6 +388,7 @@ impl OwnsPaths for FakeFile {
             present: true,
             holds_children: false,
             links: false,
+            link_target: None,
         })
     }
 

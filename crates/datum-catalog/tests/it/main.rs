@@ -535,6 +535,47 @@ mod catalogue {
     }
 
     #[test]
+    fn a_followed_link_comes_after_the_folder_declared_where_it_points() {
+        // What is below a followed link is written in its target: the
+        // Directory declared there (or above it) is made before the link,
+        // so before what is below it, whatever the documents' order; an
+        // absolute target from the root, a relative one from the link's
+        // folder.
+        for (target, dir) in [("/opt/real", "/opt/real"), ("../opt/real/sub", "/opt/real")] {
+            let docs = [
+                file_doc("inside", "/etc/app/conf", "  content: \"x\\n\"\n"),
+                format!("datum: v1alpha1\ntype: Symlink\nname: link\ndesired: {{path: /etc/app, target: \"{target}\"}}\n"),
+                format!("datum: v1alpha1\ntype: Directory\nname: real\ndesired: {{path: {dir}}}\n"),
+            ]
+            .join("---\n");
+            let followed = Repo::new(
+                &TWO_LAYERS.replace("layers:", "boundary:\n  follow_links: [/etc/app]\nlayers:"),
+            );
+            followed.file("base/all.yaml", &docs);
+            let cat = compile(followed.path(), &web()).unwrap();
+            let auto: Vec<String> = cat
+                .autorequires
+                .iter()
+                .map(|(from, to)| format!("{from} -> {to}"))
+                .collect();
+            assert_eq!(
+                auto,
+                [
+                    "File[inside] -> Symlink[link]",
+                    "Symlink[link] -> Directory[real]"
+                ],
+                "{target}"
+            );
+            let order = ids(&cat);
+            assert_eq!(
+                order,
+                ["Directory[real]", "Symlink[link]", "File[inside]"],
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
     fn a_path_present_below_a_link_declared_absent_is_refused_followed_or_not() {
         // The link is removed, so nothing can stay at a path through it:
         // written through it first (followed) it is gone with the link, and

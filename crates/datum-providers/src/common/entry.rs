@@ -324,6 +324,9 @@ impl<T: EntryProvider> OwnsPaths for T {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         path_claim(field, T::HOLDS_CHILDREN).map(|claim| PathClaim {
             links: T::IS_LINK,
+            link_target: T::IS_LINK
+                .then(|| field("target").and_then(Value::as_str))
+                .flatten(),
             ..claim
         })
     }
@@ -363,5 +366,6 @@ pub fn path_claim<'a>(field: FieldLookup<'_, 'a>, holds_children: bool) -> Optio
         present,
         holds_children,
         links: false,
+        link_target: None,
     })
 }

@@ -614,3 +614,30 @@ fn a_format_a_command_lacks_is_refused_not_replaced() {
     assert!(written.contains("File[motd]"), "{written}");
     assert_eq!(stdout(&out), written);
 }
+
+#[test]
+fn a_file_below_a_followed_link_to_a_declared_directory_is_made_after_both() {
+    // A Symlink listed under follow_links points at a Directory declared
+    // after it, and a File is declared below the link first: the plan
+    // calls all three creates, so the apply must make the Directory, the
+    // link, then the File (before, the File came before the Directory and
+    // failed on a missing parent).
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: inside\ndesired:\n  path: /etc/app/conf\n  content: \"x\\n\"\n\
+---\ndatum: v1alpha1\ntype: Symlink\nname: link\ndesired: {path: /etc/app, target: /etc/real}\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: real\ndesired: {path: /etc/real}\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+boundary:\n  follow_links: [/etc/app]\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(!stdout(&out).contains("would fail"), "{}", stdout(&out));
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert_eq!(fs::read_to_string(s.live("/etc/real/conf")).unwrap(), "x\n");
+    assert_exit(&s.datum(&["plan"]), 0);
+}
