@@ -323,8 +323,11 @@ impl Walker<'_> {
                             std::io::Error::from(Errno::LOOP),
                         ));
                     }
-                    let base = here.parent().unwrap_or(Path::new("/"));
-                    let resolved = resolve_in_root(base, &to);
+                    // A relative target starts where the link really is
+                    // (the folder holding it, reached through any link
+                    // before it), as the kernel reads it, not where its
+                    // declared spelling puts it.
+                    let resolved = resolve_in_root(current.declared(), &to);
                     let dir = self.dir_inner(&resolved, target, links)?;
                     // A link an unprivileged user can change (it sits in
                     // their folder, or is theirs) leads where that user

@@ -597,6 +597,31 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_link_target_is_resolved_where_the_link_is() {
+        // /a -> deep/x, and in there b -> ../y: the kernel reads /a/b/f as
+        // /deep/y/f (b sits in /deep/x), so the walk must too, not /y/f (as
+        // if b sat where /a is spelled).
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("deep/x")).unwrap();
+        std::fs::create_dir_all(root.path().join("deep/y")).unwrap();
+        std::fs::create_dir_all(root.path().join("y")).unwrap();
+        std::fs::write(root.path().join("deep/y/f"), "where the kernel goes").unwrap();
+        std::fs::write(root.path().join("y/f"), "elsewhere").unwrap();
+        std::os::unix::fs::symlink("deep/x", root.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("../y", root.path().join("deep/x/b")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("a/b/f")).unwrap(),
+            "where the kernel goes"
+        );
+        let host = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: ["/a", "/a/b"].map(PathBuf::from).to_vec(),
+            owner_transitions: Vec::new(),
+        });
+        let bytes = host.read(Path::new("/a/b/f")).unwrap().unwrap();
+        assert_eq!(String::from_utf8(bytes).unwrap(), "where the kernel goes");
+    }
+
+    #[test]
     fn a_swapped_parent_cannot_redirect_a_located_entry() {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
