@@ -104,6 +104,9 @@ pub(super) fn classify_only(
     } else {
         inputs.normal
     };
+    if let Some(normal) = normal {
+        crate::plan::check_refreshed(inputs.refresh, normal)?;
+    }
     Ok(classify::classify(
         inputs.stack,
         inputs.refresh,

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::flatten::Path;
 
-pub use parse::{PlanError, PlanRole, parse_plan, parse_reader, read_plan_file};
+pub use parse::{PlanError, PlanRole, check_refreshed, parse_plan, parse_reader, read_plan_file};
 
 /// What a `resource_changes` or `resource_drift` entry says will happen (or happened).
 #[derive(Debug, Clone, PartialEq, Eq)]

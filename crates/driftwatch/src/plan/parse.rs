@@ -78,6 +78,14 @@ pub enum PlanError {
         address: String,
         action: String,
     },
+    #[error(
+        "{source_name}: the normal plan shows none of the drift the refresh-only plan found ({drifted}), so it cannot say what the next apply does about it: was it made with `plan -refresh=false`? Make it with refresh (the default), or make both plans again if the drift was undone between them"
+    )]
+    NotRefreshed {
+        source_name: String,
+        /// The first drifted address, and how many more there are.
+        drifted: String,
+    },
 }
 
 /// Read and parse a plan file, streaming: the file is never held whole in memory.
@@ -285,6 +293,53 @@ pub fn parse_reader<R: std::io::Read>(
     plan.incomplete = header.complete == Some(false);
     plan.failed_checks = header.failed_checks;
     Ok(plan)
+}
+
+/// Refuse a normal plan that did not refresh (`plan -refresh=false`): it compares the
+/// configuration with the state as stored, so every drifted resource is a no-op in it and
+/// one deleted outside is still there. Read against it, drift the next (refreshing) apply
+/// reverts would be "ignored" and a deletion "gone from the configuration too".
+///
+/// OpenTofu and Terraform put every drifted managed instance (but for moves) in a
+/// refreshing normal plan's own `resource_drift`. A normal plan that has none, while the
+/// refresh-only plan found drift on instances it lists, did not refresh (or the drift was
+/// undone between the two plans: then a new pair of plans says so).
+pub fn check_refreshed(refresh: &Plan, normal: &Plan) -> Result<(), PlanError> {
+    if refresh.role != PlanRole::RefreshOnly
+        || normal.role != PlanRole::Normal
+        || !normal.drift.is_empty()
+        || normal.skipped_drift > 0
+    {
+        return Ok(());
+    }
+    let listed: std::collections::BTreeSet<&str> = normal
+        .changes
+        .iter()
+        .filter(|c| !c.deposed)
+        .map(|c| c.address.as_str())
+        .collect();
+    let unseen: std::collections::BTreeSet<&str> = refresh
+        .drift
+        .iter()
+        .filter(|d| match d.action {
+            Action::Delete => true,
+            // An update without a changed leaf (null against {}) is not drift.
+            Action::Update => !d.diffs.is_empty(),
+            _ => false,
+        })
+        .map(|d| d.address.as_str())
+        .filter(|a| listed.contains(a))
+        .collect();
+    match unseen.first() {
+        None => Ok(()),
+        Some(first) => Err(PlanError::NotRefreshed {
+            source_name: normal.source.clone(),
+            drifted: match unseen.len() - 1 {
+                0 => (*first).to_owned(),
+                more => format!("{first} and {more} more"),
+            },
+        }),
+    }
 }
 
 /// One `resource_drift` element: `None` when it is not a current managed instance.

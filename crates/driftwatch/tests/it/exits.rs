@@ -46,7 +46,10 @@ fn strict_counts_ignored_drift_and_fail_on_pending_counts_pending() {
     .unwrap();
     std::fs::write(
         &pl,
-        r#"{"format_version":"1.2","planned_values":{"root_module":{}},"resource_changes":[
+        r#"{"format_version":"1.2","planned_values":{"root_module":{}},"resource_drift":[
+        {"address":"k.routing","mode":"managed","type":"k","name":"routing","provider_name":"p","change":{"actions":["update"],
+         "before":{"labels":{"app":"shop"}},"after":{"labels":{"app":"shop","owner":"oncall"}},"after_unknown":{},
+         "before_sensitive":{},"after_sensitive":{}}}],"resource_changes":[
         {"address":"k.routing","mode":"managed","type":"k","name":"routing","provider_name":"p","change":{"actions":["no-op"],"before":{},"after":{},"after_unknown":{},"before_sensitive":{},"after_sensitive":{}}},
         {"address":"local_file.banner","mode":"managed","type":"local_file","name":"banner","provider_name":"p","change":{"actions":["create"],"before":null,"after":{"content":"x"},"after_unknown":{},"before_sensitive":false,"after_sensitive":{}}}
         ],"errored":false}"#,
@@ -226,4 +229,95 @@ fn a_reader_that_leaves_early_does_not_turn_drift_into_exit_0() {
         // The summary still reaches stderr.
         assert!(stderr.contains("4 actionable"), "{stderr}");
     }
+}
+
+#[test]
+fn a_normal_plan_made_without_refresh_is_refused() {
+    // `plan -refresh=false` compares the configuration with the state as stored: it cannot
+    // see drift, so every drifted resource is a no-op in it and would read as "ignored: the
+    // next apply leaves it alone", and a resource deleted outside as gone from the
+    // configuration, while the next (refreshing) apply reverts and recreates them. Such a
+    // plan has no resource_drift at all; a refreshing one lists every drifted instance.
+    let dir = tempfile::tempdir().unwrap();
+    let ro = dir.path().join("ro.json");
+    let stale = dir.path().join("stale.json");
+    let refreshed = dir.path().join("refreshed.json");
+    let drift = r#"[
+        {"address":"aws_sqs_queue.jobs","mode":"managed","type":"aws_sqs_queue","name":"jobs","provider_name":"p","change":{"actions":["update"],
+         "before":{"visibility_timeout_seconds":30},"after":{"visibility_timeout_seconds":45},"after_unknown":{},
+         "before_sensitive":{},"after_sensitive":{}}},
+        {"address":"aws_sqs_queue.gone","mode":"managed","type":"aws_sqs_queue","name":"gone","provider_name":"p","change":{"actions":["delete"],
+         "before":{"visibility_timeout_seconds":30},"after":null,"after_unknown":{},
+         "before_sensitive":{},"after_sensitive":false}}]"#;
+    std::fs::write(
+        &ro,
+        format!(
+            r#"{{"format_version":"1.2","planned_values":{{"root_module":{{}}}},"resource_drift":{drift},"errored":false}}"#
+        ),
+    )
+    .unwrap();
+    let no_ops = r#"[
+        {"address":"aws_sqs_queue.jobs","mode":"managed","type":"aws_sqs_queue","name":"jobs","provider_name":"p","change":{"actions":["no-op"],"before":{},"after":{},"after_unknown":{},"before_sensitive":{},"after_sensitive":{}}},
+        {"address":"aws_sqs_queue.gone","mode":"managed","type":"aws_sqs_queue","name":"gone","provider_name":"p","change":{"actions":["no-op"],"before":{},"after":{},"after_unknown":{},"before_sensitive":{},"after_sensitive":{}}}]"#;
+    std::fs::write(
+        &stale,
+        format!(
+            r#"{{"format_version":"1.2","planned_values":{{"root_module":{{}}}},"resource_changes":{no_ops},"errored":false}}"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(&ro)
+        .arg("--plan")
+        .arg(&stale);
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&stale.display().to_string())
+            && out.stderr.contains("-refresh=false")
+            && out.stderr.contains("aws_sqs_queue.gone"),
+        "{}",
+        out.stderr
+    );
+    // --drift-only does not read the normal plan, so there is nothing to refuse.
+    let mut cmd = driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(&ro)
+        .arg("--drift-only");
+    assert_eq!(outcome(&mut cmd).code, 2);
+    // The same plan made with refresh: it lists the drift it saw and the revert.
+    let changes = r#"[
+        {"address":"aws_sqs_queue.jobs","mode":"managed","type":"aws_sqs_queue","name":"jobs","provider_name":"p","change":{"actions":["update"],
+         "before":{"visibility_timeout_seconds":45},"after":{"visibility_timeout_seconds":30},"after_unknown":{},"before_sensitive":{},"after_sensitive":{}}},
+        {"address":"aws_sqs_queue.gone","mode":"managed","type":"aws_sqs_queue","name":"gone","provider_name":"p","change":{"actions":["create"],
+         "before":null,"after":{"visibility_timeout_seconds":30},"after_unknown":{},"before_sensitive":false,"after_sensitive":{}}}]"#;
+    std::fs::write(
+        &refreshed,
+        format!(
+            r#"{{"format_version":"1.2","planned_values":{{"root_module":{{}}}},"resource_drift":{drift},"resource_changes":{changes},"errored":false}}"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = driftwatch();
+    cmd.arg("report")
+        .arg("--refresh-plan")
+        .arg(&ro)
+        .arg("--plan")
+        .arg(&refreshed);
+    let out = outcome(&mut cmd);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("aws_sqs_queue.jobs changed outside: the next apply reverts it")
+            && out
+                .stdout
+                .contains("aws_sqs_queue.gone deleted outside: the next apply creates it again"),
+        "{}",
+        out.stdout
+    );
 }

@@ -301,7 +301,8 @@ fn a_line_diff_never_sends_control_characters_to_the_terminal() {
     std::fs::write(
         &plan,
         format!(
-            r#"{{"format_version":"1.2","resource_changes":[{}]}}"#,
+            r#"{{"format_version":"1.2","resource_drift":[{}],"resource_changes":[{}]}}"#,
+            change("update", script, hostile),
             change("update", hostile, script)
         ),
     )
