@@ -161,6 +161,13 @@ pub(crate) fn declared(
     found
 }
 
+/// The fuel one render of a template may use (minijinja's measure: about
+/// one per instruction and one per 64 bytes of data it makes, output
+/// included): some two million steps, or about 128 MB, far more than a
+/// configuration file needs and small enough that a loop ends within
+/// seconds and renders side by side stay within the agent's memory.
+pub(crate) const TEMPLATE_FUEL: u64 = 2_000_000;
+
 /// Templates read so far, parsed once each, rendered per host.
 pub(crate) struct Templates {
     env: Environment<'static>,
@@ -179,6 +186,11 @@ impl Templates {
         env.set_auto_escape_callback(|_| AutoEscape::None);
         // Byte ranges in errors, for columns.
         env.set_debug(true);
+        // A budget for one render's work and memory: without it a template
+        // looped for hours (two nested `range(100000)`) or built gigabytes
+        // from a few instructions (`a ~ a` five times, `join`, `replace`),
+        // as root, in every compile.
+        env.set_fuel(Some(TEMPLATE_FUEL));
         if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
             .keep_trailing_newline(true)
             .build()
@@ -330,6 +342,12 @@ fn template_diagnostic(
         message.push_str(": ");
         message.push_str(detail);
     }
+    if err.kind() == minijinja::ErrorKind::OutOfFuel {
+        message.push_str(&format!(
+            " (a render may take about {TEMPLATE_FUEL} steps, or make about {} MB of text and values)",
+            TEMPLATE_FUEL * 64 / 1_000_000
+        ));
+    }
     let (start, end) = match err.range() {
         Some(range) => (pos_of(text, range.start), Some(pos_of(text, range.end))),
         None => (
@@ -475,6 +493,53 @@ mod tests {
             )
             .unwrap();
         assert_eq!(out, "web-01 web web-01 web\n");
+    }
+
+    #[test]
+    fn a_template_cannot_loop_forever_or_take_the_memory_of_the_host() {
+        // Each of these ran unbounded: ten billion steps, or gigabytes of
+        // strings built from a few instructions (`~`, `join`, `replace`).
+        for text in [
+            "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+            "{% set a = \"x\" * 100000000 %}{% set a = a ~ a %}{% set a = a ~ a %}{% set a = a ~ a %}{% set a = a ~ a %}{% set a = a ~ a %}{{ a|length }}",
+            "{% set a = \"x\" * 10000000 %}{{ [a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a]|join|length }}",
+            "{% set a = \"x\" * 100000 %}{{ a|replace(\"x\", a)|length }}",
+        ] {
+            let (_d, t, _, ok) = template(text);
+            assert!(ok, "{text}");
+            let started = std::time::Instant::now();
+            let d = t
+                .render(
+                    Path::new("base/templates/motd.j2"),
+                    &host(),
+                    &ResourceId::new("File", "motd"),
+                    &Origin::default(),
+                    "base",
+                    false,
+                )
+                .unwrap_err();
+            assert!(d.message.contains("out of fuel"), "{text}: {}", d.message);
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{text}"
+            );
+        }
+        // A template doing real work (a thousand lines from a loop) renders.
+        let (_d, t, _, ok) = template(
+            "{% for i in range(1000) %}server s{{ i }} {{ host.name }}:{{ 8000 + i }}\n{% endfor %}",
+        );
+        assert!(ok);
+        let out = t
+            .render(
+                Path::new("base/templates/motd.j2"),
+                &host(),
+                &ResourceId::new("File", "motd"),
+                &Origin::default(),
+                "base",
+                false,
+            )
+            .unwrap();
+        assert_eq!(out.lines().count(), 1000);
     }
 
     #[test]
