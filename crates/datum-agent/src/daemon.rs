@@ -164,7 +164,8 @@ impl Agent {
     }
 
     /// One check of every class, then return its exit code (`--once`, for
-    /// cron). SIGTERM still stops it after the resource in flight.
+    /// cron). SIGTERM still stops it after the resource in flight, and a
+    /// check cut short returns 1: its result is not "clean".
     pub fn run_once(self, checker: &mut dyn ClassChecker) -> Result<i32, AgentError> {
         let _signals = if self.cfg.signals {
             Some(signals::spawn(self.cancel.flag(), |_| {}).map_err(AgentError::Signals)?)
@@ -175,6 +176,15 @@ impl Agent {
         match checker.check(&Scope::All, &self.cancel) {
             Ok(report) => {
                 self.log(LogLevel::Info, &summary("full", &Scope::All, &report));
+                if report.cancelled {
+                    // What was not checked is unknown: 0 would tell cron
+                    // "no drift" about a host it never finished looking at.
+                    self.log(
+                        LogLevel::Error,
+                        "stopped before the check completed: exit 1 (the classes not checked are unknown)",
+                    );
+                    return Ok(1);
+                }
                 Ok(report.exit_code)
             }
             Err(e) => {

@@ -412,3 +412,36 @@ fn once_returns_the_check_exit_code_and_a_bad_repository_fails() {
         Err(AgentError::Load(_))
     ));
 }
+
+#[test]
+fn once_cut_short_by_a_stop_is_not_clean() {
+    // SIGTERM (or Ctrl-C) during `--once`: the classes not checked yet are
+    // unknown, so cron must not read the exit as "no drift" (0).
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::from_secs(30),
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(config(Arc::clone(&log)));
+    let control = agent.control();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        control.stop();
+    });
+    let t0 = Instant::now();
+    assert_eq!(agent.run_once(&mut fake).unwrap(), 1);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    stopper.join().unwrap();
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("stopped before the check completed")),
+        "{log:?}"
+    );
+}
