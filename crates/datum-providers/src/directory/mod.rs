@@ -265,8 +265,11 @@ fn converge(host: &Host, d: &DirectoryDesired, at: &Located) -> Result<(), Provi
         Some(stat) if stat.kind == FileKind::Directory => Some(stat.meta),
         Some(_) => {
             // A file, link or special file in the way: the engine has backed
-            // it up; a link is removed, never followed.
+            // it up; a link is removed, never followed. A link the walk
+            // followed led to folders it keeps for the pass: what is below
+            // is reached again, in the new folder.
             at.remove_file()?;
+            host.forget_dirs_under(&at.declared());
             None
         }
         None => None,

@@ -163,8 +163,10 @@ impl EntryProvider for SymlinkProvider {
         }
     }
 
-    fn remove(_host: &Host, at: &Located) -> Result<(), ProviderError> {
-        remove(at)
+    fn remove(host: &Host, at: &Located) -> Result<(), ProviderError> {
+        remove(at)?;
+        host.forget_dirs_under(&at.declared());
+        Ok(())
     }
 }
 
@@ -223,6 +225,10 @@ fn converge(host: &Host, at: &Located, target: &Path) -> Result<(), ProviderErro
     }
     host.sweep_stale_staging(at.parent())?;
     at.stage_symlink(target)?.commit()?;
+    // A link the walk follows (`boundary.follow_links`) was read once and
+    // the folder it led to kept for the pass: what is below it is reached
+    // again from now on, where the link now leads.
+    host.forget_dirs_under(&at.declared());
     Ok(())
 }
 

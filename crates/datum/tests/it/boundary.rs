@@ -607,3 +607,55 @@ fn a_hard_link_at_a_managed_path_never_passes_a_mode_change_on() {
     // Converged: the next pass has nothing to do.
     assert_exit(&s.datum(&["apply"]), 0);
 }
+
+/// A followed link the pass changes: the walk read it once (observing what
+/// is below it) and kept the folder it led to for the rest of the pass, so
+/// a File below a Symlink retargeted (or a Directory put in the link's
+/// place) was written into the old target, the apply said done, and the
+/// next plan wanted it again. Whatever Datum changes at a link's path, what
+/// is below is reached again afterwards, where the kernel would go.
+#[test]
+fn what_is_below_a_followed_link_the_pass_changes_is_written_where_it_now_leads() {
+    let cases = [
+        (
+            "retargeted",
+            "datum: v1alpha1\ntype: Symlink\nname: link\ndesired: {path: /etc/app, target: app-v2}\n",
+            "/etc/app-v2/conf",
+        ),
+        (
+            "replaced by a folder",
+            "datum: v1alpha1\ntype: Directory\nname: link\ndesired: {path: /etc/app}\n",
+            "/etc/app/conf",
+        ),
+    ];
+    for (case, link, want) in cases {
+        let s = Sandbox::new();
+        s.write(
+            "repo/datum.yaml",
+            "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nboundary:\n  follow_links: [/etc/app]\n",
+        );
+        s.write(
+            "repo/base/main.yaml",
+            &format!(
+                "{link}---\ndatum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /etc/app/conf\n  content: \"x\\n\"\n"
+            ),
+        );
+        fs::create_dir_all(s.live("/etc/app-v1")).unwrap();
+        fs::create_dir_all(s.live("/etc/app-v2")).unwrap();
+        std::os::unix::fs::symlink("app-v1", s.live("/etc/app")).unwrap();
+        let out = s.datum(&["apply"]);
+        assert_exit(&out, 2);
+        assert_eq!(
+            fs::read_to_string(s.live(want)).ok().as_deref(),
+            Some("x\n"),
+            "{case}: {}",
+            stdout(&out)
+        );
+        assert!(
+            !s.live("/etc/app-v1/conf").exists(),
+            "{case}: written into the link's old target"
+        );
+        let out = s.datum(&["plan"]);
+        assert_exit(&out, 0);
+    }
+}
