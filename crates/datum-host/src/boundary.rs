@@ -325,9 +325,16 @@ impl Walker<'_> {
                     }
                     // A relative target starts where the link really is
                     // (the folder holding it, reached through any link
-                    // before it), as the kernel reads it, not where its
-                    // declared spelling puts it.
-                    let resolved = resolve_in_root(current.declared(), &to);
+                    // before it, however far above), as the kernel reads
+                    // it, not where its declared spelling puts it: the
+                    // folder's real path under the root, which no link is
+                    // in (a folder opened below a followed link keeps the
+                    // spelling it was declared by).
+                    let base = current
+                        .path
+                        .strip_prefix(&*self.root.path)
+                        .unwrap_or(current.declared());
+                    let resolved = resolve_in_root(base, &to);
                     let dir = self.dir_inner(&resolved, target, links)?;
                     // A link an unprivileged user can change (it sits in
                     // their folder, or is theirs) leads where that user

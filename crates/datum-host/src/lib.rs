@@ -622,6 +622,34 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_link_target_below_a_followed_link_is_resolved_where_it_is() {
+        // /a -> deep/x, a real folder c in there, and in it b -> ../../y:
+        // the kernel reads /a/c/b/f as /deep/x/c/../../y/f = /deep/y/f, so
+        // the walk must too, not /y/f (as if c sat where /a/c is spelled).
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("deep/x/c")).unwrap();
+        std::fs::create_dir_all(root.path().join("deep/y")).unwrap();
+        std::fs::create_dir_all(root.path().join("y")).unwrap();
+        std::fs::write(root.path().join("deep/y/f"), "where the kernel goes").unwrap();
+        std::fs::write(root.path().join("y/f"), "elsewhere").unwrap();
+        std::os::unix::fs::symlink("deep/x", root.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("../../y", root.path().join("deep/x/c/b")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("a/c/b/f")).unwrap(),
+            "where the kernel goes"
+        );
+        let host = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: ["/a", "/a/c/b"].map(PathBuf::from).to_vec(),
+            owner_transitions: Vec::new(),
+        });
+        let bytes = host.read(Path::new("/a/c/b/f")).unwrap().unwrap();
+        assert_eq!(String::from_utf8(bytes).unwrap(), "where the kernel goes");
+        // Written there too, and what is located below the link says where.
+        let at = host.locate(Path::new("/a/c/b/g")).unwrap();
+        assert_eq!(at.path(), root.path().join("deep/y/g"));
+    }
+
+    #[test]
     fn a_swapped_parent_cannot_redirect_a_located_entry() {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
