@@ -590,6 +590,59 @@ fn sigterm_during_a_pass_exits_0_and_the_store_survives() {
     assert!(motd.passes >= 2, "{motd:?}");
 }
 
+/// Holds the root lock as another Datum pass would (an apply), until
+/// dropped.
+fn hold_root_lock(estate: &Estate) -> std::fs::File {
+    let lock = std::fs::File::open(estate.path("root/var/lib/datum/lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    lock
+}
+
+#[test]
+fn sigterm_while_another_pass_holds_the_lock_stops_at_once() {
+    let estate = Estate::new("1h");
+    // An apply holds the root: the first pass waits for it.
+    let lock = hold_root_lock(&estate);
+    let mut agent = estate.start(&[]);
+    agent.wait_log("the start", |l| l.contains("started:"));
+    std::thread::sleep(Duration::from_millis(700));
+    // systemd's stop (TimeoutStopSec=90s) must not wait out --lock-timeout
+    // (60 s) and the check after it.
+    let t0 = Instant::now();
+    agent.signal("TERM");
+    assert_eq!(
+        agent.wait_exit(Duration::from_secs(5)),
+        Some(0),
+        "{}",
+        agent.log_text()
+    );
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // The journal said what it was waiting for.
+    let log = agent.log_text();
+    assert!(log.contains("waiting for the root lock"), "{log}");
+    drop(lock);
+    // `--once` stopped while waiting is not a clean result either.
+    let lock = hold_root_lock(&estate);
+    let mut once = estate
+        .datum(&["agent", "--once"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(once.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = wait("--once to stop", Duration::from_secs(5), || {
+        once.try_wait().unwrap()
+    });
+    let _ = once.kill();
+    assert_eq!(code.map(|s| s.code()), Some(Some(1)));
+    drop(lock);
+}
+
 #[test]
 fn sighup_with_a_broken_repository_keeps_the_old_catalogue() {
     let estate = Estate::new("1h");

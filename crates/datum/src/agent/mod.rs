@@ -20,14 +20,14 @@
 mod attribution;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use datum_agent::{Cancel, CheckError, CheckReport, ClassChecker, LoadError, Loaded, Scope};
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_check::watch::{AgentCheck, Memory};
 use datum_drift::classes::Classes;
-use datum_host::Host;
 use datum_host::lock::RootLock;
+use datum_host::{Host, HostError};
 use datum_reporting::Courier;
 use datum_store::Store;
 
@@ -307,10 +307,17 @@ impl ClassChecker for RepoChecker {
             .with_boundary(catalogue.boundary.clone());
         // One writer per root for the whole check: no apply changes files
         // under it, and the state store is written by one process at a time.
-        let lock = RootLock::acquire(&host, self.paths.lock_timeout).map_err(|e| CheckError {
+        let Some(lock) = self.lock_root(&host, cancel).map_err(|e| CheckError {
             scope: scope_word.clone(),
             source: Box::new(e),
-        })?;
+        })?
+        else {
+            // Stopped while another pass held the root: nothing was checked.
+            return Ok(CheckReport {
+                cancelled: true,
+                ..CheckReport::default()
+            });
+        };
         // The in-process reconciles name the repository pinned at the last
         // good load (patches' sources, the layers shown).
         let global = self.pinned_global();
@@ -347,7 +354,46 @@ impl ClassChecker for RepoChecker {
     }
 }
 
+/// How long one attempt at the root lock waits before the stop flag is
+/// looked at again.
+const LOCK_SLICE: Duration = Duration::from_millis(200);
+
 impl RepoChecker {
+    /// Takes the root lock, waiting up to `--lock-timeout` for another pass
+    /// (an apply) to finish, as `datum check` does; `None` when a stop was
+    /// asked for meanwhile (SIGTERM must not wait out the timeout: systemd
+    /// kills a service that does not stop within its `TimeoutStopSec`). The
+    /// wait is logged once, so the journal says why a check is late.
+    fn lock_root(&self, host: &Host, cancel: &Cancel) -> Result<Option<RootLock>, HostError> {
+        let timeout = self.paths.lock_timeout;
+        let started = Instant::now();
+        let mut said = false;
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            match RootLock::acquire(host, left.min(LOCK_SLICE)) {
+                Ok(lock) => return Ok(Some(lock)),
+                Err(HostError::LockTimeout { path, .. }) => {
+                    let waited = started.elapsed();
+                    if waited >= timeout {
+                        return Err(HostError::LockTimeout { path, waited });
+                    }
+                    if cancel.is_cancelled() {
+                        return Ok(None);
+                    }
+                    if !said {
+                        said = true;
+                        (self.info)(&format!(
+                            "waiting for the root lock {}: another Datum pass holds it (up to {})",
+                            path.display(),
+                            humantime::format_duration(timeout)
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Starts the delivery thread if needed and tells it a report is queued.
     fn wake_courier(&mut self) {
         let (root, state) = (self.paths.root.clone(), self.paths.state.clone());
