@@ -867,6 +867,40 @@ fn nginx_refuses_a_module_that_no_package_installed() {
     }
 }
 
+#[test]
+fn apache2_refuses_a_library_that_no_package_installed() {
+    // apache2ctl -t loads what LoadModule and LoadFile name while it reads
+    // the configuration: a library's constructor ran as root in the
+    // validator (and a root process can leave the view), from `datum plan`.
+    let Some(def) = require("apache2") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let probe = Root::new();
+    let library = probe.write("/evil/mod_evil.so", "\u{7f}ELF not really\n", 0o755);
+    for line in [
+        format!("LoadModule evil_module {}\n", library.display()),
+        format!(
+            "<IfModule nothing>\nLoadFile {}\n</IfModule>\n",
+            library.display()
+        ),
+    ] {
+        let watched = Watched::new();
+        let root = apache_watched_root(&watched, &line);
+        let err = validate_group(def, &root.host()).unwrap_err();
+        assert!(matches!(err.kind, RejectionKind::Invalid { .. }), "{err:?}");
+        assert!(
+            err.output.contains("not a file of an installed package"),
+            "{line}: {}",
+            err.output
+        );
+        assert!(err.output.contains("site.conf:"), "{}", err.output);
+        assert_eq!(watched.entries(), Vec::<String>::new());
+    }
+}
+
 /// Apache's configuration naming its pid file and logs in `watched`.
 fn apache_watched_root(watched: &Watched, extra: &str) -> Root {
     let root = Root::new();

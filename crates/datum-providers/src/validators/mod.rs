@@ -32,13 +32,15 @@
 //! a `precheck` that refuses a configuration before the program sees it:
 //! nginx's refuses `load_module` of anything but an intact file of an
 //! installed package (see [`nginx`]), because a module is code that would run
-//! as root.
+//! as root; apache2's does the same for `LoadModule` and `LoadFile` (see
+//! [`apache`]).
 //!
 //! This module lists the definitions and runs them ([`run`]); what the engine
 //! does with a "no" (discard the staged copy, withhold a reload) is the
 //! engine's business.
 
 pub mod admin;
+pub mod apache;
 pub mod builtin;
 pub mod nginx;
 pub mod quote;
@@ -263,7 +265,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         // the server root, so -f alone would mix in the machine's files).
         check: Check::Assembled(&["-t", "-d", CONFIG_DIR, "-f", CONFIG]),
         main_config: Some("/etc/apache2/apache2.conf"),
-        precheck: None,
+        precheck: Some(apache::precheck),
         version_args: Some(&["-v"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,

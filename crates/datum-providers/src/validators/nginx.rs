@@ -146,7 +146,7 @@ impl Walk<'_> {
 
 /// Whether `name` matches a glob(3) pattern of one path component (`*`,
 /// `?`, `[...]` with ranges and `!`/`^` negation).
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
     fn class(p: &[char], c: char) -> Option<(bool, usize)> {
         // p[0] == '['; returns (matched, length of the class).
         let mut i = 1;
@@ -293,7 +293,7 @@ fn directives(text: &str) -> Vec<Directive> {
 }
 
 /// Why `module` may not be loaded, if it may not.
-fn check_module(module: &Path, view: &Sandbox) -> Result<(), String> {
+pub(crate) fn check_module(module: &Path, view: &Sandbox) -> Result<(), String> {
     if view.placed(module).is_some() {
         return Err("it is one of the files being validated, not a package file".to_owned());
     }
