@@ -411,7 +411,12 @@ impl Walker<'_> {
                 Ok(Step::Dir(opened))
             }
             FileType::Symlink => {
-                let to = rustix::fs::readlinkat(dir.fd(), name, Vec::new())
+                // Read from the link just opened and inspected (an empty
+                // name reads an O_PATH descriptor's own link), not by its
+                // name again: whoever can write to the folder could put
+                // their own link there in between, and its target would be
+                // followed with this one's owner.
+                let to = rustix::fs::readlinkat(&fd, c"", Vec::new())
                     .map_err(|e| HostError::io("read symlink", &real, errno(e)))?;
                 let to = PathBuf::from(OsStr::from_bytes(to.as_bytes()));
                 if self.boundary.follows(declared) {

@@ -754,6 +754,68 @@ mod tests {
     }
 
     #[test]
+    fn the_link_whose_owner_is_checked_is_the_link_whose_target_is_followed() {
+        // A root-owned link in a folder others may write to (no sticky bit)
+        // is swapped, between the walk's fstat and its readlink, for a link
+        // of uid 65534 pointing at /etc: the owner must be the one of the
+        // link whose target is read, or the user's /etc is followed as
+        // root's.
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: needs root to chown");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let srv = root.path().join("srv");
+        std::fs::create_dir_all(root.path().join("etc")).unwrap();
+        std::fs::create_dir_all(root.path().join("opt/ok")).unwrap();
+        std::fs::create_dir(&srv).unwrap();
+        std::fs::set_permissions(&srv, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        std::os::unix::fs::symlink("/opt/ok", srv.join("current")).unwrap();
+        std::os::unix::fs::symlink("/etc", srv.join("evil")).unwrap();
+        std::os::unix::fs::lchown(srv.join("evil"), Some(65534), Some(65534)).unwrap();
+        let boundary = Boundary {
+            follow_links: vec![PathBuf::from("/srv/current")],
+            owner_transitions: Vec::new(),
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let escaped = std::thread::scope(|scope| {
+            let swapper = scope.spawn(|| {
+                let dir = rustix::fs::open(
+                    &srv,
+                    rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+                    rustix::fs::Mode::empty(),
+                )
+                .unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        &dir,
+                        "current",
+                        &dir,
+                        "evil",
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                }
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            let mut escaped = 0;
+            while std::time::Instant::now() < deadline {
+                let host = Host::new(root.path()).with_boundary(boundary.clone());
+                if let Ok(at) = host.locate(Path::new("/srv/current/x"))
+                    && at.path().starts_with(root.path().join("etc"))
+                {
+                    escaped += 1;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            swapper.join().unwrap();
+            escaped
+        });
+        assert_eq!(escaped, 0, "the user's link was followed as root's");
+    }
+
+    #[test]
     fn lstat_many_agrees_with_lstat() {
         let root = tempfile::tempdir().unwrap();
         let d = root.path();
