@@ -97,6 +97,11 @@ impl Control {
     }
 }
 
+/// The first wait before watched resources whose check could not run are
+/// checked again, and the longest (it doubles with each failure in a row).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
 /// The shortest stuck limit for `/healthz`, however short the full interval.
 const STUCK_AFTER_MIN: Duration = Duration::from_secs(3600);
 
@@ -129,6 +134,9 @@ struct State {
     degraded: bool,
     pending: BTreeMap<String, BTreeSet<ResourceId>>,
     pending_deadline: Option<Instant>,
+    /// Checks in a row that could not run at all (the root lock timed out):
+    /// the wait before pending watched resources are tried again doubles.
+    retries: u32,
     stop: bool,
 }
 
@@ -253,6 +261,7 @@ impl Agent {
             degraded: false,
             pending: BTreeMap::new(),
             pending_deadline: None,
+            retries: 0,
             stop: false,
         };
         self.adopt(&mut state, unix);
@@ -470,37 +479,76 @@ impl Agent {
             );
             self.arm(state);
         }
-        state.pending.clear();
+        let taken = std::mem::take(&mut state.pending);
         state.pending_deadline = None;
-        self.run_check(state, checker, &Scope::All);
+        let ran = self.run_check(state, checker, &Scope::All);
         state.schedule.ran_full(Instant::now(), unix_now());
+        if !ran {
+            self.retry(state, taken);
+        }
     }
 
     fn class_check(&self, state: &mut State, checker: &mut dyn ClassChecker, class: String) {
-        state.pending.remove(&class);
+        let taken = state.pending.remove(&class);
         if state.pending.is_empty() {
             state.pending_deadline = None;
         }
-        self.run_check(state, checker, &Scope::Class(class.clone()));
+        let ran = self.run_check(state, checker, &Scope::Class(class.clone()));
         state.schedule.ran_class(&class, Instant::now(), unix_now());
+        if let (false, Some(ids)) = (ran, taken) {
+            self.retry(state, BTreeMap::from([(class, ids)]));
+        }
     }
 
     fn watch_check(&self, state: &mut State, checker: &mut dyn ClassChecker) {
         state.pending_deadline = None;
         let pending = std::mem::take(&mut state.pending);
+        let mut not_run = BTreeMap::new();
         for (class, ids) in pending {
             if state.stop || self.cancel.is_cancelled() {
                 return;
             }
             let scope = Scope::Resources {
-                class,
-                ids: ids.into_iter().collect(),
+                class: class.clone(),
+                ids: ids.iter().cloned().collect(),
             };
-            self.run_check(state, checker, &scope);
+            if !self.run_check(state, checker, &scope) {
+                not_run.insert(class, ids);
+            }
         }
+        self.retry(state, not_run);
     }
 
-    fn run_check(&self, state: &mut State, checker: &mut dyn ClassChecker, scope: &Scope) {
+    /// Watched resources whose change was taken for a check that could not
+    /// run (the root lock timed out while an apply ran): they are pending
+    /// again, checked after a wait that doubles with each failure in a row,
+    /// rather than left to their class's interval (a revert class would
+    /// stay drifted that long, while the detection bound says debounce).
+    fn retry(&self, state: &mut State, not_run: BTreeMap<String, BTreeSet<ResourceId>>) {
+        let count: usize = not_run.values().map(BTreeSet::len).sum();
+        if count == 0 {
+            return;
+        }
+        for (class, ids) in not_run {
+            state.pending.entry(class).or_default().extend(ids);
+        }
+        let wait = RETRY_FIRST
+            .saturating_mul(1 << state.retries.min(8))
+            .min(RETRY_MAX);
+        state.retries = state.retries.saturating_add(1);
+        state.pending_deadline = Some(Instant::now() + wait);
+        self.log(
+            LogLevel::Warn,
+            &format!(
+                "{count} changed watched resource(s) could not be checked: checked again in {}s",
+                wait.as_secs()
+            ),
+        );
+    }
+
+    /// Runs one check; whether it ran (a check that could not run at all is
+    /// counted and logged here).
+    fn run_check(&self, state: &mut State, checker: &mut dyn ClassChecker, scope: &Scope) -> bool {
         self.health.busy(Some(unix_now().as_secs().max(1)));
         let result = checker.check(scope, &self.cancel);
         self.health.busy(None);
@@ -513,13 +561,17 @@ impl Agent {
                 }
                 self.metrics.checked(scope.trigger(), &report, unix_now());
                 self.log(LogLevel::Info, &summary(scope.trigger(), scope, &report));
+                state.retries = 0;
+                self.update_bounds(state);
+                true
             }
             Err(e) => {
                 self.metrics.check_failed();
                 self.log(LogLevel::Error, &e.to_string());
+                self.update_bounds(state);
+                false
             }
         }
-        self.update_bounds(state);
     }
 }
 

@@ -10,6 +10,9 @@ struct Shared {
     scopes: Vec<(Instant, Scope)>,
     fail_load: bool,
     loads: usize,
+    /// Checks of watched resources that fail as a whole (the root lock
+    /// timed out), before they succeed again.
+    fail_watch_checks: usize,
 }
 
 struct Fake {
@@ -39,6 +42,16 @@ impl ClassChecker for Fake {
             .unwrap()
             .scopes
             .push((Instant::now(), scope.clone()));
+        {
+            let mut s = self.shared.lock().unwrap();
+            if matches!(scope, Scope::Resources { .. }) && s.fail_watch_checks > 0 {
+                s.fail_watch_checks -= 1;
+                return Err(CheckError {
+                    scope: "critical (1 resource(s))".into(),
+                    source: "another Datum pass holds the lock".into(),
+                });
+            }
+        }
         let t0 = Instant::now();
         while t0.elapsed() < self.work && !cancel.is_cancelled() {
             std::thread::sleep(Duration::from_millis(5));
@@ -442,6 +455,74 @@ fn once_cut_short_by_a_stop_is_not_clean() {
     assert!(
         log.iter()
             .any(|l| l.contains("stopped before the check completed")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_watched_change_whose_check_could_not_run_is_checked_again() {
+    // The root lock timed out (an apply ran longer than --lock-timeout):
+    // the change is still unchecked, and a revert class must not wait for
+    // its interval to be reverted.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sshd_config");
+    std::fs::write(&file, "a").unwrap();
+    let shared = Arc::new(Mutex::new(Shared {
+        fail_watch_checks: 1,
+        ..Shared::default()
+    }));
+    let id = ResourceId::new("File", "sshd");
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 600_000, true)],
+            watch: vec![WatchTarget {
+                resource: id.clone(),
+                class: "critical".into(),
+                path: file.clone(),
+                subtree: false,
+            }],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (control, metrics, handle) = start(fake, Arc::clone(&log));
+    wait_for("the first full pass", || {
+        !shared.lock().unwrap().scopes.is_empty()
+    });
+    std::fs::write(&file, "b").unwrap();
+    let watch_checks = |shared: &Arc<Mutex<Shared>>| {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .filter(|(_, s)| {
+                *s == Scope::Resources {
+                    class: "critical".into(),
+                    ids: vec![id.clone()],
+                }
+            })
+            .map(|(t, _)| *t)
+            .collect::<Vec<_>>()
+    };
+    wait_for("the retry", || watch_checks(&shared).len() == 2);
+    let times = watch_checks(&shared);
+    // Not at once (the lock is still held), nor an interval later.
+    let gap = times[1] - times[0];
+    assert!(gap >= Duration::from_millis(500), "{gap:?}");
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let text = metrics.encode();
+    assert!(text.contains("datum_check_errors_total 1"), "{text}");
+    assert!(
+        text.contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 1"),
+        "{text}"
+    );
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().any(|l| l.contains("checked again in")),
         "{log:?}"
     );
 }
