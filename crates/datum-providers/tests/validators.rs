@@ -476,6 +476,33 @@ fn haproxy() {
 }
 
 #[test]
+fn haproxy_runs_no_lua_the_configuration_brings() {
+    // haproxy -c runs what lua-load names while it reads: a configuration
+    // that is also a Lua chunk and loads itself ran its Lua as root in the
+    // validator (before haproxy refused it), from `datum plan`.
+    let Some(def) = require("haproxy") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let root = Root::new();
+    let cfg = root.live("/etc/haproxy/haproxy.cfg");
+    let polyglot = format!(
+        "# both a configuration and a Lua chunk\n--[[\nglobal\n  lua-load {}\n]]\nerror(\"datum-lua-\" .. \"ran\")\n",
+        cfg.display()
+    );
+    let err = validate_staged(def, &root.host(), &staged_at(&cfg, &polyglot, 0o644)).unwrap_err();
+    assert!(matches!(err.kind, RejectionKind::Invalid { .. }), "{err:?}");
+    assert!(!err.output.contains("datum-lua-ran"), "{}", err.output);
+    assert!(
+        err.output.contains("one of the files being validated"),
+        "{}",
+        err.output
+    );
+}
+
+#[test]
 fn logrotate() {
     let Some(def) = require("logrotate") else {
         return;

@@ -210,7 +210,7 @@ fn directives(text: &str) -> Vec<(usize, Vec<String>)> {
 }
 
 /// Apache's `ap_getword_conf`: whitespace-separated words, quotes grouping.
-fn words(line: &str) -> Vec<String> {
+pub(crate) fn words(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut chars = line.chars().peekable();
     loop {

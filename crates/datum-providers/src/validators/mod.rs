@@ -33,7 +33,8 @@
 //! nginx's refuses `load_module` of anything but an intact file of an
 //! installed package (see [`nginx`]), because a module is code that would run
 //! as root; apache2's does the same for `LoadModule` and `LoadFile` (see
-//! [`apache`]).
+//! [`apache`]), haproxy's for the Lua scripts `lua-load` runs (see
+//! [`haproxy`]).
 //!
 //! This module lists the definitions and runs them ([`run`]); what the engine
 //! does with a "no" (discard the staged copy, withhold a reload) is the
@@ -42,6 +43,7 @@
 pub mod admin;
 pub mod apache;
 pub mod builtin;
+pub mod haproxy;
 pub mod nginx;
 pub mod quote;
 pub mod run;
@@ -110,10 +112,10 @@ pub struct ValidatorDef {
     pub check: Check,
     /// For group validators: the application's main configuration file.
     pub main_config: Option<&'static str>,
-    /// Refuses an assembled configuration before the program runs (group
-    /// validators; given the main configuration file's real path and the
-    /// view the program will see): what the program would load must be
-    /// checked before it loads it.
+    /// Refuses a configuration before the program runs (given the main
+    /// configuration file's real path, or a file validator's staged path,
+    /// and the view the program will see): what the program would load
+    /// must be checked before it loads it.
     pub precheck: Option<Precheck>,
     /// Arguments that make the binary print its version (for failure reports).
     pub version_args: Option<&'static [&'static str]>,
@@ -249,7 +251,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         // No -q: it would hide the alerts that name the file and line.
         check: Check::Staged(&["-c", "-f", STAGED]),
         main_config: None,
-        precheck: None,
+        precheck: Some(haproxy::precheck),
         version_args: Some(&["-v"]),
         invalid_exit: &[1, 2],
         timeout: DEFAULT_TIMEOUT,

@@ -363,6 +363,12 @@ pub fn validate_staged_in(
                 staged.uid,
                 staged.gid,
             );
+            if let Some(precheck) = def.precheck {
+                precheck(staged.path, &view).map_err(|message| {
+                    let kind = RejectionKind::Invalid { status: None };
+                    reject(def, host, kind, message)
+                })?;
+            }
             let args = argv(args, &[(STAGED, staged.path)]);
             let quote = |output: &str| quote::offending(output, &[(staged.path, staged.bytes)]);
             run_binary(def, host, args, isolation, &view, &quote)
