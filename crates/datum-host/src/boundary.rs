@@ -314,7 +314,7 @@ impl Walker<'_> {
             here.extend(&parts[..=i]);
             current = match self.step(&current, name, &here, target)? {
                 Step::Dir(dir) => dir,
-                Step::Link { to, controller } => {
+                Step::Link { to, controllers } => {
                     *links += 1;
                     if *links > MAX_LINKS {
                         return Err(HostError::io(
@@ -340,9 +340,11 @@ impl Walker<'_> {
                     // their folder, or is theirs) leads where that user
                     // says: only into what they own, as a step from their
                     // folder may (CHASE_SAFE), unless the repository
-                    // trusts them with it.
-                    if let Some(uid) = controller
-                        && dir.uid != uid
+                    // trusts them with it. Two such users (one's link in
+                    // the other's shared folder): into what both own.
+                    if let Some(uid) = controllers
+                        .into_iter()
+                        .find(|&uid| uid != 0 && uid != dir.uid)
                         && !self.boundary.trusts(&here)
                     {
                         return Err(HostError::UnsafeLink(Box::new(crate::error::UnsafeLink {
@@ -423,8 +425,10 @@ impl Walker<'_> {
                     // Who can point the link elsewhere: the owner of its
                     // folder, or the link's own owner (a sticky folder
                     // such as /tmp lets anyone make links in it).
-                    let controller = [dir.uid, st.st_uid].into_iter().find(|&uid| uid != 0);
-                    Ok(Step::Link { to, controller })
+                    Ok(Step::Link {
+                        to,
+                        controllers: [dir.uid, st.st_uid],
+                    })
                 } else {
                     Err(HostError::ParentLink(Box::new(crate::error::ParentLink {
                         path: target(),
@@ -444,11 +448,11 @@ impl Walker<'_> {
 
 enum Step {
     Dir(Dir),
-    /// A link the repository allows: its target, and the unprivileged user
-    /// who can change it, if any.
+    /// A link the repository allows: its target, and who can change it
+    /// (the owners of its folder and of the link; root is no concern).
     Link {
         to: PathBuf,
-        controller: Option<u32>,
+        controllers: [u32; 2],
     },
 }
 

@@ -754,6 +754,41 @@ mod tests {
     }
 
     #[test]
+    fn an_allowed_link_two_users_control_leads_only_into_what_both_own() {
+        // A folder of uid 65534 others may write to (sticky, as a shared
+        // drop folder is), and in it a link of uid 65533 to a folder of
+        // 65534's: the link's owner chose where it leads, into a folder
+        // that is not theirs.
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: needs root to chown");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let shared = root.path().join("srv/shared");
+        std::fs::create_dir_all(shared.join("own")).unwrap();
+        std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+            .unwrap();
+        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::chown(shared.join("own"), Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::symlink("own", shared.join("link")).unwrap();
+        std::os::unix::fs::lchown(shared.join("link"), Some(65533), Some(65533)).unwrap();
+        let boundary = Boundary {
+            follow_links: vec![PathBuf::from("/srv/shared/link")],
+            owner_transitions: Vec::new(),
+        };
+        let host = Host::new(root.path()).with_boundary(boundary.clone());
+        let err = host.locate(Path::new("/srv/shared/link/x")).unwrap_err();
+        assert!(
+            matches!(&err, HostError::UnsafeLink(t) if t.from_uid == 65533 && t.into_uid == 65534),
+            "{err}"
+        );
+        // The folder's owner's own link there leads into their own.
+        std::os::unix::fs::lchown(shared.join("link"), Some(65534), Some(65534)).unwrap();
+        let host = Host::new(root.path()).with_boundary(boundary);
+        assert!(host.locate(Path::new("/srv/shared/link/x")).is_ok());
+    }
+
+    #[test]
     fn the_link_whose_owner_is_checked_is_the_link_whose_target_is_followed() {
         // A root-owned link in a folder others may write to (no sticky bit)
         // is swapped, between the walk's fstat and its readlink, for a link
