@@ -183,7 +183,8 @@ impl Agent {
         checker.load()?;
         match checker.check(&Scope::All, &self.cancel) {
             Ok(report) => {
-                self.log(LogLevel::Info, &summary("full", &Scope::All, &report));
+                let (level, line) = summary("full", &Scope::All, &report);
+                self.log(level, &line);
                 if report.cancelled {
                     // What was not checked is unknown: 0 would tell cron
                     // "no drift" about a host it never finished looking at.
@@ -560,7 +561,8 @@ impl Agent {
                     }
                 }
                 self.metrics.checked(scope.trigger(), &report, unix_now());
-                self.log(LogLevel::Info, &summary(scope.trigger(), scope, &report));
+                let (level, line) = summary(scope.trigger(), scope, &report);
+                self.log(level, &line);
                 state.retries = 0;
                 self.update_bounds(state);
                 true
@@ -599,8 +601,12 @@ fn describe_classes(state: &State) -> String {
 }
 
 /// One log line per check: counts only, never resource names (a sensitive
-/// resource's name can say what it is).
-fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> String {
+/// resource's name can say what it is). Besides the open findings, what the
+/// policies did (reverted, failed, quarantined: drift a revert undid or a
+/// quarantine holds is no open finding, and the line would otherwise read
+/// "0 open finding(s), exit 2"); a warning when something failed, which
+/// `datum check` then names.
+fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> (LogLevel, String) {
     let what = match scope {
         Scope::All => "all classes".to_owned(),
         Scope::Class(c) => format!("class {c}"),
@@ -616,14 +622,34 @@ fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> String {
         .values()
         .map(|c| c.duration.as_millis())
         .sum();
-    let mut line = format!(
-        "check ({trigger}) of {what}: {findings} open finding(s), exit {}, {ms} ms",
-        report.exit_code
-    );
+    let state = |word: &str| -> u64 {
+        report
+            .classes
+            .values()
+            .filter_map(|c| c.states.get(word))
+            .sum()
+    };
+    let mut line = format!("check ({trigger}) of {what}: {findings} open finding(s)");
+    for (word, said) in [
+        ("changed", "reverted"),
+        ("failed", "failed"),
+        ("quarantined", "quarantined"),
+    ] {
+        let n = state(word);
+        if n > 0 {
+            line.push_str(&format!(", {n} {said}"));
+        }
+    }
+    line.push_str(&format!(", exit {}, {ms} ms", report.exit_code));
     if report.cancelled {
         line.push_str(", stopped early");
     }
-    line
+    let level = if state("failed") > 0 || report.exit_code == 1 {
+        LogLevel::Warn
+    } else {
+        LogLevel::Info
+    };
+    (level, line)
 }
 
 #[cfg(test)]

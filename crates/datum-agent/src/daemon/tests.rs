@@ -526,3 +526,46 @@ fn a_watched_change_whose_check_could_not_run_is_checked_again() {
         "{log:?}"
     );
 }
+
+#[test]
+fn the_check_line_says_what_the_policy_did() {
+    // A revert that worked, one that failed, a flapping file quarantined:
+    // no finding stays open, and the line used to say only "0 open
+    // finding(s), exit 2".
+    let report = CheckReport {
+        classes: BTreeMap::from([(
+            "critical".to_owned(),
+            ClassReport {
+                states: BTreeMap::from([
+                    ("converged".to_owned(), 4),
+                    ("changed".to_owned(), 1),
+                    ("failed".to_owned(), 1),
+                    ("quarantined".to_owned(), 1),
+                ]),
+                findings: BTreeMap::new(),
+                duration: Duration::from_millis(3),
+            },
+        )]),
+        exit_code: 1,
+        ..CheckReport::default()
+    };
+    let scope = Scope::Class("critical".into());
+    let (level, line) = summary("interval", &scope, &report);
+    assert_eq!(
+        line,
+        "check (interval) of class critical: 0 open finding(s), 1 reverted, 1 failed, 1 quarantined, exit 1, 3 ms"
+    );
+    // A failure needs a person: not an info line.
+    assert_eq!(level, LogLevel::Warn);
+    let quiet = CheckReport {
+        classes: BTreeMap::from([("critical".to_owned(), ClassReport::default())]),
+        ..CheckReport::default()
+    };
+    assert_eq!(
+        summary("interval", &scope, &quiet),
+        (
+            LogLevel::Info,
+            "check (interval) of class critical: 0 open finding(s), exit 0, 0 ms".to_owned()
+        )
+    );
+}
