@@ -107,6 +107,12 @@ impl Walk<'_> {
                 continue;
             };
             let name = name.to_ascii_lowercase();
+            if runs_code(&name) {
+                return Err(format!(
+                    "{at}: {}: it runs Perl while Apache reads the configuration (mod_perl), which Datum does not let a validator do",
+                    words[0]
+                ));
+            }
             let paths: &[String] = match name.as_str() {
                 "loadmodule" => args
                     .get(1..)
@@ -174,6 +180,25 @@ impl Walk<'_> {
             .map(|n| parent.join(n))
             .collect())
     }
+}
+
+/// Whether a directive (lower case) makes mod_perl, a package's module,
+/// run Perl while Apache reads the configuration: a `<Perl>` section, and
+/// the files and modules it is told to load at start-up.
+fn runs_code(directive: &str) -> bool {
+    directive.starts_with("<perl")
+        || matches!(
+            directive,
+            "perlrequire"
+                | "perlmodule"
+                | "perlconfigrequire"
+                | "perlpostconfigrequire"
+                | "perlloadmodule"
+                | "perlpostconfighandler"
+                | "perlopenlogshandler"
+                | "perlchildinithandler"
+                | "perlswitches"
+        )
 }
 
 /// The directives of an Apache configuration file, each with its line and
@@ -274,6 +299,24 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn mod_perl_code_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("apache2.conf");
+        for line in [
+            "<Perl>\nsystem('id');\n</Perl>",
+            "PerlRequire /srv/startup.pl",
+            "  perlmodule Evil::Module",
+        ] {
+            std::fs::write(&conf, format!("ServerName localhost\n{line}\n")).unwrap();
+            let err = precheck(&conf, &Sandbox::new()).unwrap_err();
+            assert!(err.contains("apache2.conf:2"), "{line}: {err}");
+            assert!(err.contains("runs Perl"), "{line}: {err}");
+        }
+        std::fs::write(&conf, "ServerName localhost\nPerlSetVar x y\n").unwrap();
+        assert!(precheck(&conf, &Sandbox::new()).is_ok());
     }
 
     #[test]

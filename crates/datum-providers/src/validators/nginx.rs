@@ -95,6 +95,11 @@ impl Walk<'_> {
                     };
                     self.modules.push((module, at));
                 }
+                (name, _) if runs_code(name) => {
+                    return Err(format!(
+                        "{at}: {name}: it runs code while nginx reads the configuration (the perl and njs modules), which Datum does not let a validator do"
+                    ));
+                }
                 ("include", [pattern, ..]) => {
                     let pattern = Path::new(pattern);
                     let pattern = if pattern.is_absolute() {
@@ -142,6 +147,24 @@ impl Walk<'_> {
             .map(|n| parent.join(n))
             .collect())
     }
+}
+
+/// Whether a directive makes nginx run code while it reads the
+/// configuration: the perl module evaluates `perl_set`, `perl` and what
+/// `perl_require` loads (a `BEGIN` block runs as it is compiled), the njs
+/// module runs the top level of what `js_import` loads; both modules are
+/// package files `load_module` may name.
+fn runs_code(directive: &str) -> bool {
+    matches!(
+        directive,
+        "perl"
+            | "perl_modules"
+            | "perl_require"
+            | "perl_set"
+            | "js_import"
+            | "js_include"
+            | "js_path"
+    )
 }
 
 /// Whether `name` matches a glob(3) pattern of one path component (`*`,
@@ -385,6 +408,24 @@ mod tests {
             ]
         );
         assert_eq!(found[1].args, ["modules/a b.so"]);
+    }
+
+    #[test]
+    fn directives_that_run_code_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("nginx.conf");
+        for line in [
+            "http { perl_set $x 'sub { BEGIN { system(\"id\") } }'; }",
+            "http { perl_require /srv/x.pm; }",
+            "http { js_import /srv/x.js; }",
+        ] {
+            std::fs::write(&conf, format!("events {{}}\n{line}\n")).unwrap();
+            let err = precheck(&conf, &Sandbox::new()).unwrap_err();
+            assert!(err.contains("nginx.conf:2"), "{line}: {err}");
+            assert!(err.contains("runs code"), "{line}: {err}");
+        }
+        std::fs::write(&conf, "events {}\nhttp { js_set $x y; }\n").unwrap();
+        assert!(precheck(&conf, &Sandbox::new()).is_ok());
     }
 
     #[test]
