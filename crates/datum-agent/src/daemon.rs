@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -77,6 +78,7 @@ enum Wake {
 pub struct Control {
     tx: Sender<Wake>,
     cancel: Cancel,
+    reload_wanted: Arc<AtomicBool>,
 }
 
 impl Control {
@@ -88,7 +90,7 @@ impl Control {
 
     /// Like SIGHUP.
     pub fn reload(&self) {
-        let _ = self.tx.send(Wake::Signal(Signal::Reload));
+        ask_reload(&self.reload_wanted, &self.tx);
     }
 
     /// Feeds watch news as if the kernel had sent it (overflow tests).
@@ -101,6 +103,15 @@ impl Control {
 /// checked again, and the longest (it doubles with each failure in a row).
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Asks for a reload. Requests that arrive before the loop starts one are
+/// the same request: a reload reads the repository as it is when it starts,
+/// so one made during a reload is followed by exactly one more.
+fn ask_reload(wanted: &AtomicBool, tx: &Sender<Wake>) {
+    if !wanted.swap(true, Ordering::SeqCst) {
+        let _ = tx.send(Wake::Signal(Signal::Reload));
+    }
+}
 
 /// The shortest stuck limit for `/healthz`, however short the full interval.
 const STUCK_AFTER_MIN: Duration = Duration::from_secs(3600);
@@ -121,6 +132,8 @@ pub struct Agent {
     tx: Sender<Wake>,
     rx: Receiver<Wake>,
     bound_addr: Option<std::net::SocketAddr>,
+    /// A reload was asked for and has not started yet (see [`ask_reload`]).
+    reload_wanted: Arc<AtomicBool>,
 }
 
 /// The loop's mutable state.
@@ -153,6 +166,7 @@ impl Agent {
             tx,
             rx,
             bound_addr: None,
+            reload_wanted: Arc::default(),
         }
     }
 
@@ -164,6 +178,7 @@ impl Agent {
         Control {
             tx: self.tx.clone(),
             cancel: self.cancel.clone(),
+            reload_wanted: Arc::clone(&self.reload_wanted),
         }
     }
 
@@ -213,9 +228,13 @@ impl Agent {
     ) -> Result<(), AgentError> {
         let _signals = if self.cfg.signals {
             let tx = self.tx.clone();
+            let reload_wanted = Arc::clone(&self.reload_wanted);
             Some(
-                signals::spawn(self.cancel.flag(), move |s| {
-                    let _ = tx.send(Wake::Signal(s));
+                signals::spawn(self.cancel.flag(), move |s| match s {
+                    Signal::Reload => ask_reload(&reload_wanted, &tx),
+                    Signal::Stop => {
+                        let _ = tx.send(Wake::Signal(s));
+                    }
                 })
                 .map_err(AgentError::Signals)?,
             )
@@ -330,7 +349,12 @@ impl Agent {
                 state.stop = true;
                 self.health.stopping();
             }
-            Wake::Signal(Signal::Reload) => self.reload(state, checker),
+            Wake::Signal(Signal::Reload) => {
+                // Cleared before the load reads anything: a request that
+                // arrives during it asks for one more.
+                self.reload_wanted.store(false, Ordering::SeqCst);
+                self.reload(state, checker);
+            }
             Wake::Watch(WatchNews::Changed(map)) => {
                 self.metrics.watch_event();
                 for (class, ids) in map {

@@ -13,6 +13,8 @@ struct Shared {
     /// Checks of watched resources that fail as a whole (the root lock
     /// timed out), before they succeed again.
     fail_watch_checks: usize,
+    /// How long each load takes.
+    load_time: Duration,
 }
 
 struct Fake {
@@ -24,6 +26,8 @@ struct Fake {
 
 impl ClassChecker for Fake {
     fn load(&mut self) -> Result<Loaded, LoadError> {
+        let took = self.shared.lock().unwrap().load_time;
+        std::thread::sleep(took);
         let mut s = self.shared.lock().unwrap();
         s.loads += 1;
         if s.fail_load {
@@ -568,4 +572,45 @@ fn the_check_line_says_what_the_policy_did() {
             "check (interval) of class critical: 0 open finding(s), exit 0, 0 ms".to_owned()
         )
     );
+}
+
+#[test]
+fn a_burst_of_reloads_is_one_reload_not_one_each() {
+    // `systemctl reload` from every hook of a deploy script: each reload
+    // reads the repository as it is when it starts, so the ones that
+    // arrived before it add nothing, while each would cost a compile and
+    // hold up the checks behind it.
+    let shared = Arc::new(Mutex::new(Shared {
+        load_time: Duration::from_millis(500),
+        ..Shared::default()
+    }));
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let (control, _metrics, handle) = start(fake, Arc::default());
+    wait_for("the first pass", || {
+        !shared.lock().unwrap().scopes.is_empty()
+    });
+    // 20 requests within 100 ms, while one load takes 500 ms.
+    for _ in 0..20 {
+        control.reload();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The last request came during a reload: one more follows it.
+    wait_for("the reloads to settle", || {
+        shared.lock().unwrap().scopes.len() >= 2
+    });
+    std::thread::sleep(Duration::from_millis(1200));
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let s = shared.lock().unwrap();
+    // The first load, then at most one reload running when the burst
+    // began and one after it.
+    assert!((2..=3).contains(&s.loads), "{} loads", s.loads);
 }
