@@ -28,10 +28,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use datum_report::{AttrDiff, Signature, history::Seen};
-use serde_json::Value;
 
 use crate::flatten::Path;
-use crate::plan::{Action, ChangeEntry, LeafDiff, Plan};
+use crate::plan::{Action, ChangeEntry, Leaf, LeafDiff, Plan};
 use crate::rules::Rules;
 
 /// The tool name used in dedupe keys.
@@ -84,8 +83,8 @@ impl Category {
 pub struct Diff {
     pub path: Path,
     pub shown: AttrDiff,
-    /// The refreshed value as JSON; `None` when sensitive.
-    pub after: Option<Value>,
+    /// The refreshed value; `None` when sensitive.
+    pub after: Option<Leaf>,
 }
 
 /// One drifted managed resource instance.
@@ -231,9 +230,10 @@ impl Report {
     }
 }
 
-fn render_value(value: &Value) -> String {
-    // JSON text: strings quoted, so `"blue"` and `blue` cannot be confused with `null`.
-    serde_json::to_string(value).unwrap_or_else(|_| "?".to_owned())
+fn render_value(value: &Leaf) -> String {
+    // JSON text: strings quoted, so `"blue"` and `blue` cannot be confused with `null`;
+    // numbers with the digits the plan wrote.
+    value.json()
 }
 
 fn to_diff(leaf: &LeafDiff) -> Diff {
@@ -487,13 +487,13 @@ pub fn classify(
 mod tests {
     use super::*;
     use crate::plan::DriftEntry;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn leaf(path: &str, before: Value, after: Value) -> LeafDiff {
         LeafDiff {
             path: Path::parse(path).unwrap(),
-            before: Some(before),
-            after: Some(after),
+            before: Some(before.into()),
+            after: Some(after.into()),
             sensitive: false,
         }
     }

@@ -244,7 +244,7 @@ mod tests {
             diffs: vec![Diff {
                 path: Path::parse("visibility_timeout_seconds").unwrap(),
                 shown: datum_report::AttrDiff::plain("visibility_timeout_seconds", before, after),
-                after: Some(serde_json::from_str(after).unwrap()),
+                after: Some(crate::plan::Leaf::parse(after).unwrap()),
             }],
             replace_paths: Vec::new(),
             forcing_paths: Vec::new(),

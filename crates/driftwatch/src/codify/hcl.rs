@@ -14,6 +14,8 @@ use hcl_edit::structure::{Block, Body};
 use hcl_edit::{Decorated, Ident};
 use serde_json::Value;
 
+use crate::plan::Leaf;
+
 use super::{Document, Spot};
 use crate::flatten::{Path, Step};
 
@@ -142,6 +144,19 @@ fn locate_expr(expr: &Expression, steps: &[Step]) -> Spot {
         // Variables, traversals, calls, templates with interpolation, conditionals, for
         // expressions, operators: the value comes from somewhere else.
         _ => Spot::Expression,
+    }
+}
+
+/// The expression for a leaf: a number kept as text is written with the plan's digits
+/// (HCL numbers have arbitrary precision, as cty's do); `None` when that text is not an
+/// HCL number.
+fn leaf_expr(leaf: &Leaf) -> Option<Expression> {
+    match leaf {
+        Leaf::Value(v) => to_expr(v),
+        Leaf::Number(text) => match text.parse::<Expression>() {
+            Ok(number @ Expression::Number(_)) => Some(number),
+            _ => None,
+        },
     }
 }
 
@@ -281,14 +296,14 @@ impl Document for HclDocument {
         }
     }
 
-    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Value) -> bool {
+    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Leaf) -> bool {
         if !matches!(
             self.locate(rtype, rname, path),
             Spot::Literal | Spot::Insert
         ) {
             return false;
         }
-        let Some(new) = to_expr(value) else {
+        let Some(new) = leaf_expr(value) else {
             return false;
         };
         match find_mut(&mut self.body, rtype, rname) {
@@ -373,7 +388,12 @@ resource "aws_sqs_queue" "jobs" {
     fn writes_keep_comments_and_alignment() {
         let mut doc = HclDocument::parse(STACK).unwrap();
         let w = |doc: &mut HclDocument, path: &str, value: Value| {
-            assert!(doc.write("aws_sqs_queue", "jobs", &Path::parse(path).unwrap(), &value));
+            assert!(doc.write(
+                "aws_sqs_queue",
+                "jobs",
+                &Path::parse(path).unwrap(),
+                &Leaf::from(value)
+            ));
         };
         w(&mut doc, "visibility_timeout_seconds", Value::from(45));
         w(&mut doc, "tags.Team", Value::from("b ${x}\nnext"));
@@ -384,7 +404,7 @@ resource "aws_sqs_queue" "jobs" {
             "aws_sqs_queue",
             "jobs",
             &Path::parse("delay_seconds").unwrap(),
-            &Value::from(5)
+            &Leaf::from(Value::from(5))
         ));
         let text = doc.render().unwrap();
         let expected = STACK

@@ -5,80 +5,88 @@
 //! expression as a string with `${...}` (or a `%{...}` directive) in it; such a string is
 //! never overwritten, because the value does not live there.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::{Document, Spot};
 use crate::flatten::{Path, Step};
+use crate::plan::Leaf;
 
-/// A JSON value that keeps object keys in file order.
+/// A JSON value that keeps object keys in file order, and numbers as written: a file is
+/// written back with every number it had spelled as it was (`f64` would round a big
+/// integer or a long decimal elsewhere in the file).
 #[derive(Debug, Clone, PartialEq)]
 pub enum OJson {
     Null,
     Bool(bool),
-    Number(serde_json::Number),
+    /// A JSON number's text.
+    Number(String),
     String(String),
     Array(Vec<OJson>),
     Object(Vec<(String, OJson)>),
 }
 
-impl<'de> Deserialize<'de> for OJson {
+/// An object's members in file order, values not yet parsed.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OJson;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Members<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_unit<E>(self) -> std::result::Result<OJson, E> {
-                Ok(OJson::Null)
-            }
-            fn visit_none<E>(self) -> std::result::Result<OJson, E> {
-                Ok(OJson::Null)
-            }
-            fn visit_bool<E>(self, b: bool) -> std::result::Result<OJson, E> {
-                Ok(OJson::Bool(b))
-            }
-            fn visit_u64<E>(self, n: u64) -> std::result::Result<OJson, E> {
-                Ok(OJson::Number(n.into()))
-            }
-            fn visit_i64<E>(self, n: i64) -> std::result::Result<OJson, E> {
-                Ok(OJson::Number(n.into()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, n: f64) -> std::result::Result<OJson, E> {
-                serde_json::Number::from_f64(n)
-                    .map(OJson::Number)
-                    .ok_or_else(|| E::custom("non-finite number"))
-            }
-            fn visit_str<E>(self, s: &str) -> std::result::Result<OJson, E> {
-                Ok(OJson::String(s.to_owned()))
-            }
-            fn visit_string<E>(self, s: String) -> std::result::Result<OJson, E> {
-                Ok(OJson::String(s))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> std::result::Result<OJson, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(OJson::Array(items))
+                f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> std::result::Result<OJson, A::Error> {
+            ) -> std::result::Result<Members<'a>, A::Error> {
                 let mut entries = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, OJson>()? {
+                while let Some((k, v)) = map.next_entry::<String, &'a RawValue>()? {
                     entries.push((k, v));
                 }
-                Ok(OJson::Object(entries))
+                Ok(Members(entries))
             }
         }
-        d.deserialize_any(V)
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+impl OJson {
+    fn from_raw(raw: &RawValue) -> Result<OJson, serde_json::Error> {
+        let text = raw.get().trim();
+        Ok(match text.bytes().next() {
+            Some(b'{') => OJson::Object(
+                serde_json::from_str::<Members<'_>>(text)?
+                    .0
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, OJson::from_raw(v)?)))
+                    .collect::<Result<_, serde_json::Error>>()?,
+            ),
+            Some(b'[') => OJson::Array(
+                serde_json::from_str::<Vec<&RawValue>>(text)?
+                    .into_iter()
+                    .map(OJson::from_raw)
+                    .collect::<Result<_, _>>()?,
+            ),
+            Some(b'"') => OJson::String(serde_json::from_str(text)?),
+            Some(b't' | b'f') => OJson::Bool(serde_json::from_str(text)?),
+            Some(b'n') => {
+                serde_json::from_str::<()>(text)?;
+                OJson::Null
+            }
+            // A number: its syntax was checked when the document was read.
+            _ => OJson::Number(text.to_owned()),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for OJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        OJson::from_raw(&raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -87,7 +95,9 @@ impl Serialize for OJson {
         match self {
             OJson::Null => s.serialize_unit(),
             OJson::Bool(b) => s.serialize_bool(*b),
-            OJson::Number(n) => n.serialize(s),
+            OJson::Number(n) => RawValue::from_string(n.clone())
+                .map_err(serde::ser::Error::custom)?
+                .serialize(s),
             OJson::String(v) => s.serialize_str(v),
             OJson::Array(items) => {
                 let mut seq = s.serialize_seq(Some(items.len()))?;
@@ -115,12 +125,20 @@ fn template_literal(s: &str) -> String {
 }
 
 impl OJson {
+    /// The JSON-syntax spelling of a leaf to write: a number with the plan's digits.
+    fn from_leaf(leaf: &Leaf) -> OJson {
+        match leaf {
+            Leaf::Value(v) => OJson::from_value(v),
+            Leaf::Number(text) => OJson::Number(text.clone()),
+        }
+    }
+
     /// The JSON-syntax spelling of a value to write: strings and keys escaped as literals.
     fn from_value(v: &Value) -> OJson {
         match v {
             Value::Null => OJson::Null,
             Value::Bool(b) => OJson::Bool(*b),
-            Value::Number(n) => OJson::Number(n.clone()),
+            Value::Number(n) => OJson::Number(n.to_string()),
             Value::String(s) => OJson::String(template_literal(s)),
             Value::Array(items) => OJson::Array(items.iter().map(OJson::from_value).collect()),
             Value::Object(map) => OJson::Object(
@@ -304,12 +322,12 @@ impl Document for JsonDocument {
         }
     }
 
-    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Value) -> bool {
+    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Leaf) -> bool {
         let Some(body) = find_resource(&self.doc, rtype, rname) else {
             return false;
         };
         let (spot, route) = locate(&self.doc, &body, path);
-        let new = OJson::from_value(value);
+        let new = OJson::from_leaf(value);
         match spot {
             Spot::Literal => match self.doc.at_mut(&route) {
                 Some(slot) => {
@@ -395,9 +413,24 @@ mod tests {
         let mut d =
             JsonDocument::parse(br#"{"resource":{"t":{"n":{"z":"1","tags":{"b":"x"},"a":2}}}}"#)
                 .unwrap();
-        assert!(d.write("t", "n", &Path::parse("z").unwrap(), &Value::from("9")));
-        assert!(d.write("t", "n", &Path::parse("tags.a").unwrap(), &Value::from("y")));
-        assert!(!d.write("t", "n", &Path::parse("missing").unwrap(), &Value::from(1)));
+        assert!(d.write(
+            "t",
+            "n",
+            &Path::parse("z").unwrap(),
+            &Leaf::from(Value::from("9"))
+        ));
+        assert!(d.write(
+            "t",
+            "n",
+            &Path::parse("tags.a").unwrap(),
+            &Leaf::from(Value::from("y"))
+        ));
+        assert!(!d.write(
+            "t",
+            "n",
+            &Path::parse("missing").unwrap(),
+            &Leaf::from(Value::from(1))
+        ));
         let text = d.render().unwrap();
         let flat: String = text.split_whitespace().collect();
         assert_eq!(
@@ -418,13 +451,13 @@ mod tests {
             "t",
             "n",
             &Path::parse("policy").unwrap(),
-            &Value::from(policy)
+            &Leaf::from(Value::from(policy))
         ));
         assert!(d.write(
             "t",
             "n",
             &Path::parse("tags[\"k${v}\"]").unwrap(),
-            &Value::from("${w}")
+            &Leaf::from(Value::from("${w}"))
         ));
         let text = d.render().unwrap();
         let flat: String = text.split_whitespace().collect();
@@ -435,7 +468,7 @@ mod tests {
         // What codify wrote is a literal it can overwrite next time; `${` is not.
         let n = |path: &str| Path::parse(path).unwrap();
         assert_eq!(d.locate("t", "n", &n("policy")), Spot::Literal);
-        assert!(d.write("t", "n", &n("policy"), &Value::from("x")));
+        assert!(d.write("t", "n", &n("policy"), &Leaf::from(Value::from("x"))));
         for (text, template) in [
             ("a$${b}", false),
             ("a%%{b}", false),

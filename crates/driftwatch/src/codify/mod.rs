@@ -24,15 +24,13 @@ mod json;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
-use serde_json::Value;
-
 use crate::classify::{self, Category, Finding};
 use crate::cli::{CodifyArgs, Io, load_rules, masker, options, parse_saved, stack_name, tofu_of};
 use crate::config::{self, ConfigFile, Syntax};
 use crate::error::{Error, Result};
 use crate::flatten::Path;
 use crate::mask::Masker;
-use crate::plan::{Action, ChangeEntry, PlanRole, parse_reader};
+use crate::plan::{Action, ChangeEntry, Leaf, PlanRole, parse_reader};
 use crate::runner::{Runner, Tofu};
 
 /// One configuration file as codify can read and edit it, whatever its syntax.
@@ -42,7 +40,7 @@ pub(crate) trait Document {
     /// Where `path` of that resource lands in this file.
     fn locate(&self, rtype: &str, rname: &str, path: &Path) -> Spot;
     /// Write `value` at `path` (a [`Spot::Literal`] or [`Spot::Insert`]); false if it could not.
-    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Value) -> bool;
+    fn write(&mut self, rtype: &str, rname: &str, path: &Path, value: &Leaf) -> bool;
     /// The whole file as it should be written.
     fn render(&self) -> std::result::Result<String, String>;
 }
@@ -94,7 +92,7 @@ impl Source {
 struct Write {
     file: usize,
     path: Path,
-    value: Value,
+    value: Leaf,
 }
 
 /// A finding codify accepts: what to write, and what it leaves to the plan to confirm.
@@ -510,7 +508,7 @@ pub fn cmd_codify(args: CodifyArgs, runner: &dyn Runner, io: &mut Io<'_>) -> Res
 
     for a in &accepted {
         for w in &a.writes {
-            let shown = serde_json::to_string(&w.value).unwrap_or_default();
+            let shown = w.value.json();
             writeln!(
                 io.stdout,
                 "codify: {}: {} = {} ({})",
@@ -658,7 +656,7 @@ mod tests {
                 writes: vec![Write {
                     file,
                     path: Path::parse("v").unwrap(),
-                    value: Value::from("new"),
+                    value: Leaf::from(serde_json::Value::from("new")),
                 }],
             })
             .collect();

@@ -72,13 +72,106 @@ impl Action {
     }
 }
 
+/// The value of one leaf (`null`, a bool, a number or a string), as the plan wrote it.
+///
+/// OpenTofu's numbers (cty) have arbitrary precision and are written with every digit.
+/// A number that `serde_json` would not give back as written (beyond `u64`/`i64`, more
+/// digits than `f64` holds, or out of its range) is kept as its text, so that it is
+/// compared, shown and written back (codify) exactly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Leaf {
+    Value(Value),
+    /// A JSON number's text that no `Value` holds exactly.
+    Number(String),
+}
+
+impl Leaf {
+    pub fn null() -> Leaf {
+        Leaf::Value(Value::Null)
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Leaf::Value(Value::Null))
+    }
+
+    /// The value as JSON text: strings quoted, numbers with the digits the plan wrote.
+    pub fn json(&self) -> String {
+        match self {
+            Leaf::Value(v) => serde_json::to_string(v).unwrap_or_else(|_| "?".to_owned()),
+            Leaf::Number(text) => text.clone(),
+        }
+    }
+
+    /// A scalar from its JSON text (a number, string, bool or null); objects and arrays
+    /// are parsed as values.
+    pub fn parse(text: &str) -> Result<Leaf, serde_json::Error> {
+        let text = text.trim();
+        if text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+            // Rounded, or out of f64's range: the text is the value. (It is JSON: the
+            // scanner has checked its syntax.) Not `v == text`: a Value equals a &str
+            // when it is that string.
+            let exact = serde_json::from_str::<Value>(text)
+                .ok()
+                .filter(|v| matches!(v, Value::Number(n) if format!("{n}") == text));
+            return Ok(exact.map_or_else(|| Leaf::Number(text.to_owned()), Leaf::Value));
+        }
+        serde_json::from_str(text).map(Leaf::Value)
+    }
+
+    /// Whether two leaves are the same value. A number kept as text equals another
+    /// number with the same decimal value however it is spelled (`1e3`, `1000`).
+    pub fn same(&self, other: &Leaf) -> bool {
+        match (self, other) {
+            (Leaf::Value(a), Leaf::Value(b)) => a == b,
+            (Leaf::Number(a), Leaf::Number(b)) => decimal(a).is_some() && decimal(a) == decimal(b),
+            (Leaf::Number(t), Leaf::Value(Value::Number(n)))
+            | (Leaf::Value(Value::Number(n)), Leaf::Number(t)) => {
+                decimal(t).is_some() && decimal(t) == decimal(&n.to_string())
+            }
+            _ => false,
+        }
+    }
+}
+
+impl From<Value> for Leaf {
+    fn from(v: Value) -> Leaf {
+        Leaf::Value(v)
+    }
+}
+
+/// A JSON number's exact decimal value: (negative, significant digits without leading or
+/// trailing zeros, exponent of the last digit). Zero is `(false, "", 0)`.
+fn decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(at) => (&rest[..at], rest[at + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let mut exponent = exponent.checked_sub(i64::try_from(frac.len()).ok()?)?;
+    let digits = digits.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    exponent = exponent.checked_add(i64::try_from(digits.len() - trimmed.len()).ok()?)?;
+    if trimmed.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    Some((negative, trimmed.to_owned(), exponent))
+}
+
 /// One changed leaf. `before`/`after` are `None` when the leaf is secret, and `null` when
 /// the leaf is absent on that side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeafDiff {
     pub path: Path,
-    pub before: Option<Value>,
-    pub after: Option<Value>,
+    pub before: Option<Leaf>,
+    pub after: Option<Leaf>,
     pub sensitive: bool,
 }
 
@@ -130,4 +223,39 @@ pub struct Plan {
     pub listed_no_ops: usize,
     /// Checkable objects whose status is `fail` or `error` (addresses only).
     pub failed_checks: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(text: &str) -> Leaf {
+        Leaf::parse(text).unwrap()
+    }
+
+    #[test]
+    fn numbers_keep_the_digits_no_value_holds() {
+        assert_eq!(leaf("42"), Leaf::Value(Value::from(42)));
+        assert_eq!(leaf("-7"), Leaf::Value(Value::from(-7)));
+        assert_eq!(leaf("0.1"), Leaf::Value(Value::from(0.1)));
+        assert_eq!(leaf("\"x\""), Leaf::Value(Value::from("x")));
+        for text in [
+            "18446744073709551616",
+            "9007199254740993.5",
+            "0.1000000000000000055511151231257827",
+            "1e400",
+            "-1e-400",
+        ] {
+            assert_eq!(leaf(text), Leaf::Number(text.to_owned()));
+            assert_eq!(leaf(text).json(), text);
+        }
+        // The same decimal value, however it is spelled.
+        assert!(leaf("1e21").same(&leaf("1000000000000000000000")));
+        assert!(leaf("1180591620717411303424").same(&leaf("1.180591620717411303424e21")));
+        assert!(!leaf("1180591620717411303424").same(&leaf("1180591620717411303425")));
+        assert!(!leaf("18446744073709551616").same(&leaf("-18446744073709551616")));
+        assert!(leaf("1e400").same(&leaf("10e399")));
+        assert!(!leaf("1e400").same(&leaf("\"1e400\"")));
+        assert!(leaf("-0.0e500").same(&leaf("0")));
+    }
 }

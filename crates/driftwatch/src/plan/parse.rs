@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 
 use super::raw::{RawChange, RawCheck, RawHead};
 use super::stream;
-use super::{Action, ChangeEntry, DriftEntry, LeafDiff, Plan};
+use super::{Action, ChangeEntry, DriftEntry, Leaf, LeafDiff, Plan};
 use crate::flatten::{Path, Step, flatten};
 use crate::mask::Masker;
 
@@ -611,8 +611,8 @@ fn drift_diffs(
         } else {
             LeafDiff {
                 path,
-                before: Some(old.unwrap_or(Value::Null)),
-                after: Some(new.unwrap_or(Value::Null)),
+                before: Some(old.unwrap_or_else(Leaf::null)),
+                after: Some(new.unwrap_or_else(Leaf::null)),
                 sensitive: false,
             }
         });
@@ -680,7 +680,7 @@ fn changed_paths(
 }
 
 /// A changed leaf with its own values.
-type OwnedChange = (Path, Option<Value>, Option<Value>);
+type OwnedChange = (Path, Option<Leaf>, Option<Leaf>);
 
 /// [`leaf_changes`] of two values still in their JSON text, parsing only what differs:
 /// two subtrees whose text is the same are equal without being parsed (most of a drifted
@@ -738,22 +738,69 @@ fn raw_diff_into<'a>(
             Ok(())
         }
         (a, b) => {
-            let parse = |r: Option<&RawValue>| -> Result<Option<Value>, serde_json::Error> {
-                r.map(|r| serde_json::from_str(r.get())).transpose()
-            };
-            let (a, b) = (parse(a)?, parse(b)?);
-            let mut found = Vec::new();
-            diff_into(a.as_ref(), b.as_ref(), prefix, &mut found);
-            out.extend(
-                found
-                    .into_iter()
-                    .map(|(p, x, y)| (p, x.cloned(), y.cloned())),
-            );
+            // Different shapes, or a leaf on at least one side: join the two subtrees'
+            // leaves on path. Leaves are read with [`Leaf::parse`], so a number keeps the
+            // digits the plan wrote and two numbers differ when their digits do.
+            let mut joined: BTreeMap<Path, (Option<Leaf>, Option<Leaf>)> = BTreeMap::new();
+            let mut leaves = Vec::new();
+            if let Some(a) = a {
+                raw_flatten(a, &mut Vec::new(), &mut leaves)?;
+            }
+            for (path, leaf) in leaves.drain(..) {
+                joined.entry(path).or_default().0 = Some(leaf);
+            }
+            if let Some(b) = b {
+                raw_flatten(b, &mut Vec::new(), &mut leaves)?;
+            }
+            for (path, leaf) in leaves {
+                joined.entry(path).or_default().1 = Some(leaf);
+            }
+            for (rel, (old, new)) in joined {
+                let same = match (&old, &new) {
+                    (Some(x), Some(y)) => x.same(y),
+                    _ => false,
+                };
+                if !same {
+                    let mut path = prefix.clone();
+                    path.extend(rel.0);
+                    out.push((Path(path), old, new));
+                }
+            }
             Ok(())
         }
     }
 }
 
+/// Every non-null leaf of a raw value with its path (as [`flatten`] does for a parsed one).
+fn raw_flatten(
+    raw: &RawValue,
+    prefix: &mut Vec<Step>,
+    out: &mut Vec<(Path, Leaf)>,
+) -> Result<(), serde_json::Error> {
+    match first_byte(raw) {
+        b'n' => {}
+        b'{' => {
+            let map: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())?;
+            for (key, value) in map {
+                prefix.push(Step::Key(key));
+                raw_flatten(value, prefix, out)?;
+                prefix.pop();
+            }
+        }
+        b'[' => {
+            let items: Vec<&RawValue> = serde_json::from_str(raw.get())?;
+            for (i, item) in items.into_iter().enumerate() {
+                prefix.push(Step::Index(i as u64));
+                raw_flatten(item, prefix, out)?;
+                prefix.pop();
+            }
+        }
+        _ => out.push((Path(prefix.clone()), Leaf::parse(raw.get())?)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
 type Change<'v> = (Path, Option<&'v Value>, Option<&'v Value>);
 
 /// The leaves that differ between `before` and `after`, in path order (the reference for
@@ -772,10 +819,12 @@ pub(crate) fn leaf_changes<'v>(before: &'v Value, after: &'v Value) -> Vec<Chang
     out
 }
 
+#[cfg(test)]
 fn present(v: Option<&Value>) -> Option<&Value> {
     v.filter(|v| !v.is_null())
 }
 
+#[cfg(test)]
 fn diff_into<'v>(
     before: Option<&'v Value>,
     after: Option<&'v Value>,
@@ -896,7 +945,7 @@ mod tests {
         assert_eq!(diffs[0].path.to_string(), "data");
         assert!(diffs[0].sensitive && diffs[0].before.is_none() && diffs[0].after.is_none());
         assert_eq!(diffs[1].path.to_string(), "note");
-        assert_eq!(diffs[1].after, Some(Value::String("b".into())));
+        assert_eq!(diffs[1].after, Some(Leaf::from(Value::String("b".into()))));
         assert!(!format!("{plan:?}").contains("-pw"));
     }
 
@@ -1045,7 +1094,7 @@ mod tests {
                 );
                 let want: Vec<OwnedChange> = leaf_changes(&va, &vb)
                     .into_iter()
-                    .map(|(p, x, y)| (p, x.cloned(), y.cloned()))
+                    .map(|(p, x, y)| (p, x.cloned().map(Leaf::from), y.cloned().map(Leaf::from)))
                     .collect();
                 assert_eq!(
                     raw_leaf_changes(Some(&ra), Some(&rb)).unwrap(),

@@ -325,3 +325,91 @@ fn a_pending_move_is_refused_before_anything_is_written() {
     let subs: Vec<String> = fake.calls().iter().map(|c| c[2].clone()).collect();
     assert_eq!(subs, ["plan", "show", "plan", "show"]);
 }
+
+#[test]
+fn numbers_are_written_with_the_digits_the_plan_wrote() {
+    // 2^70+3 does not fit in f64: written from a parsed f64 it would be
+    // 1180591620717411303424 (or 1.1805916207174113e21), another value. The configuration
+    // must get the plan's digits, and a .tf.json file must keep the digits of every other
+    // number in it (it is written back whole).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("main.tf"),
+        "resource \"aws_x\" \"hcl\" {\n  limit = 1 # per day\n}\n",
+    )
+    .unwrap();
+    let json_config = r#"{
+  "resource": {
+    "aws_x": {
+      "js": {
+        "limit": 1,
+        "other": 12345678901234567890123456789,
+        "ratio": 0.1000000000000000055511151231257827,
+        "round": 1.50
+      }
+    }
+  }
+}
+"#;
+    std::fs::write(dir.path().join("x.tf.json"), json_config).unwrap();
+    let big = "1180591620717411303427";
+    let entry = |address: &str, actions: &str, before: &str, after: &str| {
+        let name = address.split_once('.').unwrap().1;
+        format!(
+            r#"{{"address":"{address}","mode":"managed","type":"aws_x","name":"{name}","provider_name":"p","change":{{"actions":["{actions}"],"before":{{"limit":{before}}},"after":{{"limit":{after}}},"after_unknown":{{}},"before_sensitive":{{}},"after_sensitive":{{}}}}}}"#
+        )
+    };
+    let drift = [
+        entry("aws_x.hcl", "update", "1", big),
+        entry("aws_x.js", "update", "1", big),
+    ]
+    .join(",");
+    let reverts = [
+        entry("aws_x.hcl", "update", big, "1"),
+        entry("aws_x.js", "update", big, "1"),
+    ]
+    .join(",");
+    let quiet = [
+        entry("aws_x.hcl", "no-op", big, big),
+        entry("aws_x.js", "no-op", big, big),
+    ]
+    .join(",");
+    let fake = FakeRunner::new();
+    fake.push_refresh(
+        2,
+        format!(r#"{{"format_version":"1.2","resource_drift":[{drift}]}}"#),
+    );
+    fake.push_plan(
+        2,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{drift}],"resource_changes":[{reverts}]}}"#
+        ),
+    );
+    for _ in 0..2 {
+        fake.push_plan(
+            0,
+            format!(
+                r#"{{"format_version":"1.2","resource_drift":[{drift}],"resource_changes":[{quiet}]}}"#
+            ),
+        );
+    }
+    fake.push_apply(0);
+    fake.calls();
+    let run = codify(dir.path(), &fake);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("codify: aws_x.hcl: limit = {big} (")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("main.tf")).unwrap(),
+        format!("resource \"aws_x\" \"hcl\" {{\n  limit = {big} # per day\n}}\n")
+    );
+    let written = std::fs::read_to_string(dir.path().join("x.tf.json")).unwrap();
+    assert_eq!(
+        written,
+        json_config.replace("\"limit\": 1,", &format!("\"limit\": {big},")),
+    );
+}

@@ -328,3 +328,97 @@ fn a_line_diff_never_sends_control_characters_to_the_terminal() {
         out.stdout
     );
 }
+
+#[test]
+fn numbers_are_shown_with_the_digits_the_plan_wrote() {
+    // cty numbers have arbitrary precision, and OpenTofu writes every digit. Read as f64,
+    // 2^70+1 and 2^70+3 are the same number (the drift was lost) and a long decimal or a
+    // big integer is shown rounded.
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |actions: &str, before: &str, after: &str| {
+        format!(
+            r#"{{"address":"t.big","mode":"managed","change":{{"actions":["{actions}"],"before":{before},"after":{after},"after_unknown":{{}},"before_sensitive":{{}},"after_sensitive":{{}}}}}}"#
+        )
+    };
+    let stored = r#"{"huge":1180591620717411303425,"id":"a","nested":[{"n":12345678901234567890123}],"ratio":0.1000000000000000055511151231257827,"small":9007199254740993,"tiny":1e-400}"#;
+    let observed = r#"{"huge":1180591620717411303427,"id":"a","nested":[{"n":12345678901234567890124}],"ratio":0.1000000000000000055511151231257828,"small":9007199254740995,"tiny":2e-400}"#;
+    let refresh = dir.path().join("refresh.json");
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &refresh,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{}]}}"#,
+            entry("update", stored, observed)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{}],"resource_changes":[{}]}}"#,
+            entry("update", stored, observed),
+            entry("update", observed, stored)
+        ),
+    )
+    .unwrap();
+    let run = |format: &str| {
+        outcome(
+            driftwatch()
+                .arg("report")
+                .arg("--refresh-plan")
+                .arg(&refresh)
+                .arg("--plan")
+                .arg(&plan)
+                .arg("--output")
+                .arg(format),
+        )
+    };
+    let text = run("human");
+    assert_eq!(text.code, 2, "{}", text.stderr);
+    for shown in [
+        "huge: 1180591620717411303425 -> 1180591620717411303427",
+        "nested[0].n: 12345678901234567890123 -> 12345678901234567890124",
+        "ratio: 0.1000000000000000055511151231257827 -> 0.1000000000000000055511151231257828",
+        "small: 9007199254740993 -> 9007199254740995",
+    ] {
+        assert!(text.stdout.contains(shown), "{shown}: {}", text.stdout);
+    }
+    let json = run("json");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let diffs: Vec<(&str, &str, &str)> = doc["findings"][0]["diffs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["path"].as_str().unwrap(),
+                d["before"].as_str().unwrap(),
+                d["after"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        diffs,
+        [
+            ("huge", "1180591620717411303425", "1180591620717411303427"),
+            (
+                "nested[0].n",
+                "12345678901234567890123",
+                "12345678901234567890124"
+            ),
+            (
+                "ratio",
+                "0.1000000000000000055511151231257827",
+                "0.1000000000000000055511151231257828"
+            ),
+            ("small", "9007199254740993", "9007199254740995"),
+            ("tiny", "1e-400", "2e-400"),
+        ]
+    );
+    let markdown = run("markdown");
+    assert!(
+        markdown.stdout.contains("`1180591620717411303427`"),
+        "{}",
+        markdown.stdout
+    );
+}
