@@ -283,7 +283,7 @@ impl Sandbox {
     /// program's own status is in the output.
     pub fn run(&self, spec: &CommandSpec) -> Result<CommandOutput, HostError> {
         let placed = self.placed.clone();
-        let spec = spec.clone();
+        let (spec, program) = bounded(spec);
         let worker = std::thread::Builder::new()
             .name("datum-sandbox".into())
             // The thread only builds the view and starts the program (a
@@ -303,8 +303,44 @@ impl Sandbox {
                 source: std::io::Error::other("panicked"),
             })
         })?;
-        started.finish()
+        let mut output = started.finish()?;
+        if let Some(program) = program {
+            output.program = program;
+        }
+        Ok(output)
     }
+}
+
+/// The most a program run in a view may hold in data (heap and private
+/// mappings: `RLIMIT_DATA`). The view keeps its writes in a small tmpfs,
+/// but nothing bounded its memory: `Include /dev/zero` in an sshd_config
+/// made `sshd -t` read zeros into one buffer, 8 GB in 20 s (the deadline is
+/// 30 s), from `datum plan`. A configuration check needs a few MiB.
+pub const DATA_LIMIT: u64 = 1 << 30;
+
+/// `spec` run through util-linux's `prlimit` (Essential in Debian), which
+/// sets [`DATA_LIMIT`] and then executes the program, so the limit holds
+/// from its first instruction (setting it from here would be for the
+/// whole of Datum, or a moment too late; `pre_exec` needs `unsafe`). The
+/// program is looked up first, so a missing one is reported as before, and
+/// returned to be named in the output. Without `prlimit`, the spec as it is.
+fn bounded(spec: &CommandSpec) -> (CommandSpec, Option<PathBuf>) {
+    let (Some(program), Some(_)) = (command::which(&spec.program), command::which("prlimit"))
+    else {
+        return (spec.clone(), None);
+    };
+    let mut args: Vec<OsString> = vec![
+        format!("--data={DATA_LIMIT}").into(),
+        "--".into(),
+        program.clone().into_os_string(),
+    ];
+    args.extend(spec.args.iter().cloned());
+    let wrapped = CommandSpec {
+        program: "prlimit".to_owned(),
+        args,
+        ..spec.clone()
+    };
+    (wrapped, Some(program))
 }
 
 /// A private scratch copy of content for an unsandboxed validator (a
@@ -688,6 +724,25 @@ mod tests {
             "nothing left in the watched folder"
         );
         assert!(!Path::new("/etc/datum-sandbox-test").exists());
+    }
+
+    #[test]
+    fn a_sandboxed_program_cannot_take_the_memory_of_the_host() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: the sandbox needs root");
+            return;
+        }
+        // Its data limit, as the program sees it (KiB).
+        let out = Sandbox::new()
+            .run(&CommandSpec::new("sh").arg("-c").arg("ulimit -d"))
+            .unwrap();
+        assert_eq!(out.stdout.text().trim(), (DATA_LIMIT / 1024).to_string());
+        assert!(out.program.ends_with("sh"), "{}", out.program.display());
+        // A program that is not there is named as before.
+        let err = Sandbox::new()
+            .run(&CommandSpec::new("datum-no-such-program"))
+            .unwrap_err();
+        assert!(matches!(err, HostError::ProgramNotFound { .. }), "{err}");
     }
 
     #[test]
