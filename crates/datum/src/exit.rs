@@ -136,17 +136,26 @@ pub fn usage_error(err: clap::Error) -> ! {
     std::process::exit(ExitCode::Error(kind_of_usage(&err)).code())
 }
 
+/// `error: MESSAGE` and each cause on its own line, except a cause the
+/// text already says (an error that quotes its source in its message).
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = format!("error: {err}");
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(&format!("\n  caused by: {cause}"));
+        }
+    }
+    text
+}
+
 /// Prints an error with its cause chain (unless the reader closed stdout,
 /// `datum plan | head`) and returns its code.
 pub fn report_error(err: &anyhow::Error) -> ExitCode {
     let kind = kind_of(err);
     if kind != ErrorKind::ClosedOutput {
         let mut stderr = anstream::stderr();
-        let mut text = format!("error: {err}");
-        for cause in err.chain().skip(1) {
-            text.push_str(&format!("\n  caused by: {cause}"));
-        }
-        let _ = writeln!(stderr, "{text}");
+        let _ = writeln!(stderr, "{}", error_text(err));
     }
     ExitCode::Error(kind)
 }
@@ -230,5 +239,35 @@ mod tests {
     fn exit_6_changes_and_failures() {
         assert_eq!(ExitCode::for_apply(true, true).code(), 6);
         assert_eq!(ExitCode::from_code(6), ExitCode::ChangesAndFailures);
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot listen on 127.0.0.1:9477: {source}")]
+    struct Listen {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_the_message_already_says_is_not_repeated() {
+        // `datum agent` on a taken port printed its reason twice.
+        let taken = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let said = taken.to_string();
+        let err = anyhow::Error::new(Listen { source: taken });
+        assert_eq!(
+            error_text(&err),
+            format!("error: cannot listen on 127.0.0.1:9477: {said}")
+        );
+        // A cause the message does not say is still printed.
+        let other = anyhow::anyhow!("no datum.yaml").context("cannot load the repository");
+        assert_eq!(
+            error_text(&other),
+            "error: cannot load the repository\n  caused by: no datum.yaml"
+        );
     }
 }
