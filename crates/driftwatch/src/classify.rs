@@ -457,7 +457,7 @@ pub fn classify(
     }
     if refresh.listed_no_ops > 0 {
         notes.push(format!(
-            "{}: lists resource_changes (all no-op), which a refresh-only plan from OpenTofu or Terraform does not; if it is a normal plan, drift that touches no planned change is missing from it",
+            "{}: lists resource_changes (all no-op), which a refresh-only plan from OpenTofu or Terraform does not; if it is a normal plan made with -refresh=false, it shows no drift at all",
             refresh.source
         ));
     }

@@ -3,8 +3,9 @@
 //! How inputs pair up: `--refresh-plan` and `--plan` are the two plans; `--plan` alone
 //! reads drift from the normal plan's own `resource_drift`. A document given as
 //! `--refresh-plan` that has `resource_changes` is a normal plan and is refused (also when
-//! the same file is given as both): read as the drift list, it would hide every drift that
-//! does not touch a planned change.
+//! the same file is given as both): the plans were probably swapped. A normal plan made
+//! with `-refresh=false` cannot see drift; given with a refresh-only plan that found some,
+//! it is refused too ([`crate::plan::check_refreshed`]).
 
 use super::output::{self, Inputs};
 use super::{Io, ReportArgs, load_rules, masker};

@@ -3,9 +3,9 @@
 //! Refused, each with its own error: state JSON (no plan at all), a `format_version` whose
 //! major version is not 1, an errored plan (its drift list is partial), HCP/TFC "redacted"
 //! plan JSON (a different format), and a normal plan given as the refresh-only plan (it
-//! proposes changes, which a refresh-only plan never does): its own `resource_drift` only
-//! holds the drift that touches a planned change, so reading it as the drift list would
-//! hide the rest. Data sources and ephemeral resources in
+//! proposes changes, which a refresh-only plan never does: the two were probably swapped,
+//! and one made with `-refresh=false` has no drift at all). Data sources and ephemeral
+//! resources in
 //! `resource_drift` are skipped: a data source changing is the point of a data source.
 //!
 //! Secrets are removed here, before anything else sees the plan: every changed leaf is
@@ -35,8 +35,8 @@ pub enum PlanRole {
     #[default]
     Normal,
     /// A normal plan that is the only input: drift is read from its own `resource_drift`
-    /// (which OpenTofu filters to drift that matters to the plan) and changes from its
-    /// `resource_changes`.
+    /// (every drifted managed instance its refresh saw, but moves; none at all when it was
+    /// made with `-refresh=false`) and changes from its `resource_changes`.
     Combined,
 }
 
