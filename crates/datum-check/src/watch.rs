@@ -264,9 +264,7 @@ impl State<'_> {
                         let exit = checked.exit_code;
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;
-                        for (id, reason) in &checked.report.errors {
-                            (self.warn)(&format!("{id}: {reason}"));
-                        }
+                        self.say_failed(&checked.report.errors);
                         let picture = picture_from_report(
                             resources,
                             &checked.report,
@@ -342,10 +340,8 @@ impl State<'_> {
             );
             package_files.extend(activation);
             failed.extend(activation_failed);
-            for (id, reason) in failed {
-                any_error = true;
-                (self.warn)(&format!("{id}: {reason}"));
-            }
+            any_error |= !failed.is_empty();
+            self.say_failed(&failed);
             for f in package_files {
                 any_drift = true;
                 let sig = f.finding.signature();
@@ -407,6 +403,32 @@ impl State<'_> {
         }
         self.queued |= queued;
         report
+    }
+
+    /// Logs a resource that could not be checked, by name with the reason,
+    /// unless it is sensitive: its name can say what it protects and the
+    /// reason names its path, and the log is read by more people than the
+    /// host's secrets are meant for. `datum check` names it.
+    fn say_failed(&self, failed: &[(String, String)]) {
+        if failed.is_empty() {
+            return;
+        }
+        let sensitive: HashSet<String> = self
+            .catalogue
+            .resources
+            .iter()
+            .filter(|r| r.sensitive)
+            .map(|r| r.id.to_string())
+            .collect();
+        for (id, reason) in failed {
+            if sensitive.contains(id) {
+                (self.warn)(
+                    "a sensitive resource could not be checked (its name and the reason are left out of the log; `datum check` shows them)",
+                );
+            } else {
+                (self.warn)(&format!("{id}: {reason}"));
+            }
+        }
     }
 
     /// `datum reconcile --class CLASS` in process, on the loaded catalogue.

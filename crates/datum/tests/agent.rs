@@ -463,6 +463,45 @@ fn once_exits_like_check() {
 }
 
 #[test]
+fn a_sensitive_resource_that_cannot_be_observed_is_not_named_in_the_log() {
+    let estate = Estate::unapplied("1h");
+    // A revert class (checked through reconcile) and a report class, each
+    // with a sensitive File whose name and path say what it protects.
+    estate.write(
+        "repo/base/secrets.yaml",
+        "datum: v1alpha1\ntype: File\nname: vault-unseal-key\nclass: critical\nsensitive: true\ndesired:\n  path: /etc/app/vault-unseal.key\n  content: \"k\\n\"\n\
+         ---\ndatum: v1alpha1\ntype: File\nname: payroll-db-password\nsensitive: true\ndesired:\n  path: /etc/app/payroll-db.pass\n  content: \"p\\n\"\n",
+    );
+    let datum_yaml = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &datum_yaml.replace("watch: true}", "watch: true, policy: revert}"),
+    );
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    // /etc/app becomes a link: nothing in it can be observed.
+    std::fs::rename(
+        estate.path("root/etc/app"),
+        estate.path("root/etc/app.real"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("app.real", estate.path("root/etc/app")).unwrap();
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for secret in ["vault-unseal", "payroll-db"] {
+        assert!(!stderr.contains(secret), "{secret} in the log:\n{stderr}");
+    }
+    // What is not sensitive is still named, and the sensitive ones are
+    // said to exist.
+    assert!(stderr.contains("File[sshd]"), "{stderr}");
+    assert!(
+        stderr.contains("a sensitive resource could not be checked"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_first_agent_pass_on_a_bare_root_remembers_its_compile() {
     let estate = Estate::unapplied("1h");
     // Older than the racy window: a snapshot may be kept.
