@@ -356,8 +356,15 @@ impl Walker<'_> {
                             declared_link: here,
                         })));
                     }
-                    // Remembered under the link's declared path too: the
-                    // link is read once per pass, never re-resolved.
+                    // Known by the link's spelling from here on (what is
+                    // below it is located, and forgotten when Datum
+                    // changes the link, by the declared path), and
+                    // remembered under it: the link is read once per pass,
+                    // never re-resolved.
+                    let dir = Dir {
+                        declared: Arc::from(here.as_path()),
+                        ..dir
+                    };
                     (self.remember)(&here, &dir);
                     dir
                 }

@@ -419,14 +419,16 @@ impl Host {
     /// directory: after the first sweep any staging there is our own.
     /// The lock is held while sweeping: files are staged on several
     /// threads, and a sweep running beside another thread's fresh staging
-    /// directory in the same folder would remove it.
+    /// directory in the same folder would remove it. Known by its real
+    /// path, which no link is in: a folder a followed link gives two
+    /// spellings (`/var/run/app`, `/run/app`) is one folder.
     pub fn sweep_stale_staging(&self, dir: &Dir) -> Result<usize, HostError> {
         let mut swept = self.swept.lock().unwrap_or_else(|p| p.into_inner());
-        if swept.contains(dir.declared()) {
+        if swept.contains(dir.path()) {
             return Ok(0);
         }
         let removed = staging::cleanup_stale(dir)?;
-        swept.insert(dir.declared().to_path_buf());
+        swept.insert(dir.path().to_path_buf());
         Ok(removed)
     }
 }
@@ -766,8 +768,11 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let shared = root.path().join("srv/shared");
         std::fs::create_dir_all(shared.join("own")).unwrap();
-        std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
-            .unwrap();
+        std::fs::set_permissions(
+            &shared,
+            std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+        )
+        .unwrap();
         std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
         std::os::unix::fs::chown(shared.join("own"), Some(65534), Some(65534)).unwrap();
         std::os::unix::fs::symlink("own", shared.join("link")).unwrap();
@@ -951,5 +956,30 @@ mod tests {
         assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 1);
         std::fs::create_dir(root.path().join(".datum.stage.y")).unwrap();
         assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_folder_two_spellings_reach_is_swept_once() {
+        // /var/run -> /run, followed: /var/run/app and /run/app are one
+        // folder, and the pass's own staging made there after the first
+        // sweep (by either spelling) must not be swept away by the other.
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("run/app")).unwrap();
+        std::fs::create_dir_all(root.path().join("var")).unwrap();
+        std::os::unix::fs::symlink("/run", root.path().join("var/run")).unwrap();
+        let host = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: vec![PathBuf::from("/var/run")],
+            owner_transitions: Vec::new(),
+        });
+        for (first, second) in [("/var/run", "/run"), ("/var/run/app", "/run/app")] {
+            let folder = root.path().join(first.trim_start_matches("/var/"));
+            std::fs::create_dir(folder.join(".datum.stage.old")).unwrap();
+            let dir = host.dir(Path::new(first)).unwrap();
+            assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 1, "{first}");
+            std::fs::create_dir(folder.join(".datum.stage.ours")).unwrap();
+            let dir = host.dir(Path::new(second)).unwrap();
+            assert_eq!(host.sweep_stale_staging(&dir).unwrap(), 0, "{second}");
+            assert!(folder.join(".datum.stage.ours").exists(), "{second}");
+        }
     }
 }

@@ -659,3 +659,39 @@ fn what_is_below_a_followed_link_the_pass_changes_is_written_where_it_now_leads(
         assert_exit(&out, 0);
     }
 }
+
+/// The same with the changed link inside the folder another followed link
+/// leads to (Debian's /var/run -> /run, and /var/run/app -> v1 in there):
+/// the folder the walk reached through /var/run must go by that spelling,
+/// or what the link led to is forgotten under /run/app, not /var/run/app.
+#[test]
+fn a_followed_link_changed_inside_another_s_target_is_reached_again() {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nboundary:\n  follow_links: [/var/run, /var/run/app]\n",
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: Symlink\nname: link\ndesired: {path: /var/run/app, target: v2}\n\
+---\ndatum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: /var/run/app/conf\n  content: \"x\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/run/v1")).unwrap();
+    fs::create_dir_all(s.live("/run/v2")).unwrap();
+    fs::create_dir_all(s.live("/var")).unwrap();
+    std::os::unix::fs::symlink("/run", s.live("/var/run")).unwrap();
+    std::os::unix::fs::symlink("v1", s.live("/run/app")).unwrap();
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/run/v2/conf")).ok().as_deref(),
+        Some("x\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !s.live("/run/v1/conf").exists(),
+        "written into the old target"
+    );
+    assert_exit(&s.datum(&["plan"]), 0);
+}
