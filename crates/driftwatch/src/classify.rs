@@ -448,6 +448,21 @@ pub fn classify(
                 ));
             }
         }
+        // And the other way round: drift the normal plan's refresh no longer saw (put back
+        // between the two runs), whose category is then about an object that is no
+        // longer drifted. A normal plan with no drift at all did not refresh, and is
+        // refused before this (plan::check_refreshed).
+        let seen_by_plan: BTreeSet<&str> = plan.drift.iter().map(|d| d.address.as_str()).collect();
+        if !plan.drift.is_empty() {
+            for finding in &findings {
+                if !seen_by_plan.contains(finding.address.as_str()) {
+                    notes.push(format!(
+                        "{} drifted in the refresh-only plan but not in the normal plan's refresh (undone between the two plans?)",
+                        finding.address
+                    ));
+                }
+            }
+        }
         if plan.incomplete {
             notes.push(format!("{}: the plan is marked incomplete", plan.source));
         }

@@ -422,3 +422,54 @@ fn numbers_are_shown_with_the_digits_the_plan_wrote() {
         markdown.stdout
     );
 }
+
+#[test]
+fn drift_the_normal_plan_did_not_see_is_noted() {
+    // The queue was put back between the two plans: the normal plan's refresh no longer
+    // sees its drift, so "the next apply leaves it alone (no-op)" is about a resource that
+    // is no longer drifted. The reader is told, as for drift seen only by the normal plan.
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |address: &str, actions: &str, before: &str, after: &str| {
+        format!(
+            r#"{{"address":"{address}","mode":"managed","change":{{"actions":["{actions}"],"before":{before},"after":{after},"after_unknown":{{}},"before_sensitive":{{}},"after_sensitive":{{}}}}}}"#
+        )
+    };
+    let refresh = dir.path().join("refresh.json");
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &refresh,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{},{}]}}"#,
+            entry("aws_sqs_queue.a", "update", r#"{"v":1}"#, r#"{"v":2}"#),
+            entry("aws_sqs_queue.b", "update", r#"{"v":1}"#, r#"{"v":2}"#)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"format_version":"1.2","resource_drift":[{}],"resource_changes":[{},{}]}}"#,
+            entry("aws_sqs_queue.b", "update", r#"{"v":1}"#, r#"{"v":2}"#),
+            entry("aws_sqs_queue.a", "no-op", r#"{"v":1}"#, r#"{"v":1}"#),
+            entry("aws_sqs_queue.b", "update", r#"{"v":2}"#, r#"{"v":1}"#)
+        ),
+    )
+    .unwrap();
+    let out = outcome(
+        driftwatch()
+            .arg("report")
+            .arg("--refresh-plan")
+            .arg(&refresh)
+            .arg("--plan")
+            .arg(&plan),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "note: aws_sqs_queue.a drifted in the refresh-only plan but not in the normal plan's refresh (undone between the two plans?)"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("aws_sqs_queue.b drifted"), "{}", out.stderr);
+}
