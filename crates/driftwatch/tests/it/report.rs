@@ -471,5 +471,9 @@ fn drift_the_normal_plan_did_not_see_is_noted() {
         "{}",
         out.stderr
     );
-    assert!(!out.stderr.contains("aws_sqs_queue.b drifted"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("aws_sqs_queue.b drifted"),
+        "{}",
+        out.stderr
+    );
 }
