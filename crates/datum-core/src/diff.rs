@@ -5,6 +5,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How long a line diff of two texts (a plan's diff, a drift finding's, an
+/// accepted patch) may search for the shortest difference before it settles
+/// for a longer one (still exact: it turns one text into the other). Myers'
+/// search is quadratic when the two share little: two 80,000-line files with
+/// no line in common took over two minutes, a managed file's 8 MiB limit
+/// hours, in `plan`, `apply`, `check` and the agent. Give it to `similar`'s
+/// `TextDiff::configure().timeout(..)`.
+pub const TEXT_DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What a pass would do to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

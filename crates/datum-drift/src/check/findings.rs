@@ -285,7 +285,9 @@ fn short(sha: &str) -> String {
 fn text_diff(declared: &[u8], live: Option<&[u8]>, name: &str) -> Option<String> {
     let declared = std::str::from_utf8(declared).ok()?;
     let live = std::str::from_utf8(live?).ok()?;
-    let diff = similar::TextDiff::from_lines(declared, live);
+    let diff = similar::TextDiff::configure()
+        .timeout(datum_core::diff::TEXT_DIFF_TIMEOUT)
+        .diff_lines(declared, live);
     Some(
         diff.unified_diff()
             .context_radius(2)

@@ -1087,7 +1087,9 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
     );
     let name = live_path.display();
     Some(
-        similar::TextDiff::from_lines(declared, live)
+        similar::TextDiff::configure()
+            .timeout(datum_core::diff::TEXT_DIFF_TIMEOUT)
+            .diff_lines(declared, live)
             .unified_diff()
             .context_radius(2)
             .header(&format!("{name} (declared)"), &format!("{name} (live)"))

@@ -78,7 +78,9 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
             indicatif::HumanBytes(datum_engine::DIFF_CONTENT_LIMIT)
         );
     }
-    let diff = TextDiff::from_lines(old, new);
+    let diff = TextDiff::configure()
+        .timeout(datum_core::diff::TEXT_DIFF_TIMEOUT)
+        .diff_lines(old, new);
     let mut out = format!("    --- {label} (live)\n    +++ {label} (declared)\n");
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         out.push_str(&format!("    {}\n", hunk.header()));
