@@ -320,7 +320,11 @@ impl Walker<'_> {
                         return Err(HostError::io(
                             "reach",
                             target(),
-                            std::io::Error::from(Errno::LOOP),
+                            std::io::Error::other(format!(
+                                "following the links `boundary.follow_links` lists took more than {MAX_LINKS} steps, so they form a loop: {} -> {} is one of them",
+                                here.display(),
+                                to.display()
+                            )),
                         ));
                     }
                     // A relative target starts where the link really is

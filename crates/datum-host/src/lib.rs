@@ -624,6 +624,26 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_of_followed_links_names_the_link_and_the_setting() {
+        // /a -> /b and /b -> a: the kernel's words alone ('Too many levels
+        // of symbolic links') named neither link nor why they are followed.
+        let root = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/b", root.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", root.path().join("b")).unwrap();
+        let host = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: ["/a", "/b"].map(PathBuf::from).to_vec(),
+            owner_transitions: Vec::new(),
+        });
+        let err = host.locate(Path::new("/a/conf")).unwrap_err().to_string();
+        assert!(
+            err.contains(&*root.path().join("a/conf").to_string_lossy()),
+            "{err}"
+        );
+        assert!(err.contains("/b -> a") || err.contains("/a -> /b"), "{err}");
+        assert!(err.contains("boundary.follow_links"), "{err}");
+    }
+
+    #[test]
     fn a_relative_link_target_below_a_followed_link_is_resolved_where_it_is() {
         // /a -> deep/x, a real folder c in there, and in it b -> ../../y:
         // the kernel reads /a/c/b/f as /deep/x/c/../../y/f = /deep/y/f, so
