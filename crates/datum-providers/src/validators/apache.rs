@@ -120,6 +120,10 @@ impl Walk<'_> {
                     .get(..1)
                     .unwrap_or_default(),
                 "loadfile" | "include" | "includeoptional" | "serverroot" => args,
+                // mod_ssl hands it to OpenSSL's ENGINE_by_id, which loads a
+                // path as a library; a bare id comes from OpenSSL's engines
+                // folder.
+                "sslcryptodevice" if args.first().is_some_and(|a| a.contains('/')) => &args[..1],
                 _ => continue,
             };
             for arg in paths {
@@ -137,6 +141,9 @@ impl Walk<'_> {
                 match name.as_str() {
                     "loadmodule" => self.libraries.push((full, "LoadModule", at.clone())),
                     "loadfile" => self.libraries.push((full, "LoadFile", at.clone())),
+                    "sslcryptodevice" => {
+                        self.libraries.push((full, "SSLCryptoDevice", at.clone()));
+                    }
                     "serverroot" => self.server_root = full,
                     _ => {
                         for included in self.expand(&full, &at)? {
@@ -362,6 +369,13 @@ mod tests {
         let err = precheck(&conf, &view).unwrap_err();
         assert!(err.contains("y.conf:1"), "{err}");
         assert!(err.contains("one of the files being validated"), "{err}");
+
+        // An OpenSSL engine named by its path is a library like any other.
+        std::fs::write(&conf, format!("SSLCryptoDevice {}\n", module.display())).unwrap();
+        let err = precheck(&conf, &Sandbox::new()).unwrap_err();
+        assert!(err.contains("apache2.conf:1: SSLCryptoDevice"), "{err}");
+        std::fs::write(&conf, "SSLCryptoDevice builtin\n").unwrap();
+        assert!(precheck(&conf, &Sandbox::new()).is_ok());
 
         // A variable in a path that loads is not guessed.
         std::fs::write(&conf, "LoadModule x_module ${LIBDIR}/x.so\n").unwrap();

@@ -100,6 +100,18 @@ impl Walk<'_> {
                         "{at}: {name}: it runs code while nginx reads the configuration (the perl and njs modules), which Datum does not let a validator do"
                     ));
                 }
+                // OpenSSL loads an engine named by a path as a library
+                // (ENGINE_by_id: dlopen, its constructor runs); a bare id
+                // comes from OpenSSL's own engines folder.
+                ("ssl_engine", [engine, ..]) if engine.contains('/') => {
+                    let module = Path::new(engine);
+                    let module = if module.is_absolute() {
+                        module.to_path_buf()
+                    } else {
+                        Path::new(PREFIX).join(module)
+                    };
+                    self.modules.push((module, at));
+                }
                 ("include", [pattern, ..]) => {
                     let pattern = Path::new(pattern);
                     let pattern = if pattern.is_absolute() {
@@ -460,6 +472,25 @@ mod tests {
             ]
         );
         assert_eq!(found[1].args, ["modules/a b.so"]);
+    }
+
+    #[test]
+    fn an_ssl_engine_named_by_path_is_a_library_to_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("nginx.conf");
+        let engine = dir.path().join("evil.so");
+        std::fs::write(&engine, b"\x7fELF").unwrap();
+        std::fs::write(
+            &conf,
+            format!("ssl_engine {};\nevents {{}}\n", engine.display()),
+        )
+        .unwrap();
+        let err = precheck(&conf, &Sandbox::new()).unwrap_err();
+        assert!(err.contains("nginx.conf:1"), "{err}");
+        assert!(err.contains("not a file of an installed package"), "{err}");
+        // An engine by id comes from OpenSSL's engines folder.
+        std::fs::write(&conf, "ssl_engine pkcs11;\nevents {}\n").unwrap();
+        assert!(precheck(&conf, &Sandbox::new()).is_ok());
     }
 
     #[test]
