@@ -33,7 +33,9 @@
 //!    live paths before a group validator runs (issue 14).
 //! 5. The thread `chroot`s into the view and runs the program from there
 //!    ([`crate::command::run`]: no shell, a minimal environment, a deadline,
-//!    bounded output); the child inherits the namespaces and the root.
+//!    bounded output); the child inherits the namespaces and the root, and
+//!    starts under [`DATA_LIMIT`] with only [`KEPT_CAPABILITIES`] (a root
+//!    process with `CAP_SYS_CHROOT` leaves a `chroot`).
 //! 6. When the thread ends, nothing refers to the namespace any more and
 //!    the tmpfs with every write goes with it.
 //!
@@ -318,6 +320,17 @@ impl Sandbox {
 /// 30 s), from `datum plan`. A configuration check needs a few MiB.
 pub const DATA_LIMIT: u64 = 1 << 30;
 
+/// The capabilities a program run in a view keeps (util-linux `setpriv
+/// --bounding-set` syntax): none but `CAP_NET_ADMIN`, which `nft -c` needs
+/// to check a ruleset in the view's own network namespace. The view is a
+/// `chroot` in a mount namespace: a root process with its capabilities left
+/// it (`chroot` again and climb out), and reached the machine, so code a
+/// validator was made to load (a library a configuration names, a script
+/// its wrapper sources) ran as root on the host. Without `CAP_SYS_CHROOT`,
+/// `CAP_SYS_ADMIN` and the rest, uid 0 in the view keeps only what the
+/// files' owner bits give it, inside the view.
+pub const KEPT_CAPABILITIES: &str = "-all,+net_admin,+chown,+dac_override,+fowner,+setuid,+setgid";
+
 /// `spec` run through util-linux's `prlimit` (Essential in Debian), which
 /// sets [`DATA_LIMIT`] and then executes the program, so the limit holds
 /// from its first instruction (setting it from here would be for the
@@ -325,12 +338,19 @@ pub const DATA_LIMIT: u64 = 1 << 30;
 /// program is looked up first, so a missing one is reported as before, and
 /// returned to be named in the output. Without `prlimit`, the spec as it is.
 fn bounded(spec: &CommandSpec) -> (CommandSpec, Option<PathBuf>) {
-    let (Some(program), Some(_)) = (command::which(&spec.program), command::which("prlimit"))
-    else {
+    let (Some(program), Some(_), Some(setpriv)) = (
+        command::which(&spec.program),
+        command::which("prlimit"),
+        command::which("setpriv"),
+    ) else {
         return (spec.clone(), None);
     };
     let mut args: Vec<OsString> = vec![
         format!("--data={DATA_LIMIT}").into(),
+        "--".into(),
+        setpriv.into_os_string(),
+        format!("--bounding-set={KEPT_CAPABILITIES}").into(),
+        "--inh-caps=-all".into(),
         "--".into(),
         program.clone().into_os_string(),
     ];
@@ -743,6 +763,39 @@ mod tests {
             .run(&CommandSpec::new("datum-no-such-program"))
             .unwrap_err();
         assert!(matches!(err, HostError::ProgramNotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_sandboxed_program_cannot_leave_the_view() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            println!("skipped: the sandbox needs root");
+            return;
+        }
+        // Root in the view could `chroot` again and climb out to the
+        // machine's own root; without the capability it cannot.
+        let out = Sandbox::new()
+            .run(
+                &CommandSpec::new("sh")
+                    .arg("-c")
+                    .arg("mkdir /.escape && chroot /.escape /bin/true; echo status $?; grep CapBnd /proc/self/status"),
+            )
+            .unwrap();
+        let text = out.stdout.text();
+        assert!(!text.contains("status 0"), "{text}");
+        let bounding = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CapBnd:"))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap();
+        // CAP_DAC_READ_SEARCH (open_by_handle_at), CAP_SYS_CHROOT,
+        // CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_MKNOD, CAP_SYS_MODULE: none.
+        for bit in [2, 16, 18, 19, 21, 27] {
+            assert_eq!(
+                bounding & (1 << bit),
+                0,
+                "capability {bit} kept: {bounding:x}"
+            );
+        }
     }
 
     #[test]
