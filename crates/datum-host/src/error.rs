@@ -88,6 +88,16 @@ pub enum HostError {
     #[error("path `{}` is longer than the system allows ({max} bytes for a path, 255 for each of its names)", path.display())]
     PathTooLong { path: PathBuf, max: usize },
 
+    /// A managed path that leads, through a link `boundary.follow_links`
+    /// lists, to Datum's own folder (the state store, the backups, the
+    /// lock), which the catalogue refuses by its spelling.
+    #[error("refusing to reach {}: it is {} or inside it, Datum's own folder (the state store, the backups, the lock), reached as {} through a link `boundary.follow_links` lists: nothing may be declared there", path.display(), own.display(), declared.display())]
+    OwnFolder {
+        path: PathBuf,
+        own: PathBuf,
+        declared: PathBuf,
+    },
+
     #[error("refusing to reach {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
     OutsideRoot {
         path: PathBuf,
@@ -183,6 +193,7 @@ impl HostError {
         matches!(
             self,
             HostError::OutsideRoot { .. }
+                | HostError::OwnFolder { .. }
                 | HostError::ParentLink(_)
                 | HostError::UnsafeTransition(_)
                 | HostError::UnsafeLink(_)
@@ -209,6 +220,7 @@ impl HostError {
             | HostError::ControlInPath { path }
             | HostError::PathTooLong { path, .. }
             | HostError::OutsideRoot { path, .. }
+            | HostError::OwnFolder { path, .. }
             | HostError::NotADirectory { path, .. }
             | HostError::NotPrivate { path, .. }
             | HostError::MissingParent { path, .. }

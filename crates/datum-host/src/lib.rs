@@ -161,7 +161,39 @@ impl Host {
     /// (remembered for the rest of the pass).
     pub fn dir(&self, declared: &Path) -> Result<Dir, HostError> {
         paths::check_declared(declared)?;
-        self.walk_to(declared, &|| self.real(declared))
+        let dir = self.walk_to(declared, &|| self.real(declared))?;
+        self.not_own_folder(declared, &dir, None)?;
+        Ok(dir)
+    }
+
+    /// Refuses a managed path that is Datum's own folder, or inside it,
+    /// where it is not spelled so (the catalogue refuses the spelling): a
+    /// link `boundary.follow_links` lists led there (`/etc/app ->
+    /// /var/lib/datum`). `dir` is where the walk to `declared` (or to its
+    /// parent, with `name` the entry) arrived.
+    fn not_own_folder(
+        &self,
+        declared: &Path,
+        dir: &Dir,
+        name: Option<&std::ffi::OsStr>,
+    ) -> Result<(), HostError> {
+        let own = Path::new(lock::STATE_FOLDER);
+        let Ok(real) = dir.path().strip_prefix(&self.root) else {
+            return Ok(());
+        };
+        let own_relative = own.strip_prefix("/").unwrap_or(own);
+        let inside = real.starts_with(own_relative)
+            || name.is_some_and(|n| {
+                own_relative.parent() == Some(real) && own_relative.file_name() == Some(n)
+            });
+        if inside && !declared.starts_with(own) {
+            return Err(HostError::OwnFolder {
+                path: name.map_or_else(|| dir.path().to_path_buf(), |n| dir.path().join(n)),
+                own: own.to_path_buf(),
+                declared: declared.to_path_buf(),
+            });
+        }
+        Ok(())
     }
 
     /// `declared` under the root, as text (checked already).
@@ -207,6 +239,7 @@ impl Host {
             ));
         };
         let dir = self.walk_to(parent, &|| self.real(declared))?;
+        self.not_own_folder(declared, &dir, Some(name))?;
         Ok(dir.entry(name))
     }
 
@@ -330,7 +363,10 @@ impl Host {
                 open = Some((parent, dir));
             }
             *slot = match open.as_ref().map(|(_, d)| d) {
-                Some(Ok(Some(dir))) => dir.lstat_entry(name),
+                Some(Ok(Some(dir))) => match self.not_own_folder(path, dir, Some(name)) {
+                    Ok(()) => dir.lstat_entry(name),
+                    Err(e) => Err(e),
+                },
                 Some(Ok(None)) => Ok(None),
                 // The parent was refused (a link, an unsafe owner): the
                 // plain lookup says so, naming this path.

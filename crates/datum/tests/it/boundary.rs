@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::support::{Sandbox, assert_exit, code, stderr, stdout};
+use super::support::{Sandbox, assert_exit, code, mode_of, stderr, stdout};
 
 const CANARY: &str = "CANARY-outside-the-root-4f1c";
 
@@ -694,4 +694,49 @@ fn a_followed_link_changed_inside_another_s_target_is_reached_again() {
         "written into the old target"
     );
     assert_exit(&s.datum(&["plan"]), 0);
+}
+
+/// Datum's own folder is refused by its spelling at compile; through a link
+/// the repository lets the walk follow (here /etc/app -> /var/lib/datum on
+/// the host) the same folder was reached under another: a File replaced
+/// the state store and a Directory opened the backups to everyone, and the
+/// apply said done.
+#[test]
+fn datum_s_own_folder_is_not_reached_through_a_followed_link() {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nboundary:\n  follow_links: [/etc/app, /etc/lib]\n",
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: \"hi\\n\"}\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let store = fs::read(s.live("/var/lib/datum/state.db")).unwrap();
+    std::os::unix::fs::symlink("/var/lib/datum", s.live("/etc/app")).unwrap();
+    std::os::unix::fs::symlink("/var/lib", s.live("/etc/lib")).unwrap();
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: store\ndesired: {path: /etc/app/state.db, content: \"not a database\\n\"}\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: backups\ndesired: {path: /etc/app/backups, mode: \"0777\"}\n\
+---\ndatum: v1alpha1\ntype: Directory\nname: own\ndesired: {path: /etc/lib/datum, mode: \"0777\"}\n",
+    );
+    for command in ["plan", "apply"] {
+        let out = s.datum(&[command]);
+        let text = stdout(&out) + &stderr(&out);
+        assert!(
+            text.matches("Datum's own folder").count() >= 3,
+            "{command}: {text}"
+        );
+        assert_ne!(out.status.code(), Some(2), "{command}: {text}");
+    }
+    assert!(
+        fs::read(s.live("/var/lib/datum/state.db"))
+            .unwrap()
+            .starts_with(&store[..16])
+    );
+    assert_eq!(mode_of(&s.live("/var/lib/datum/backups")) & 0o777, 0o700);
+    assert_eq!(mode_of(&s.live("/var/lib/datum")) & 0o777, 0o700);
 }
