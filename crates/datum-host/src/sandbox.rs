@@ -285,7 +285,7 @@ impl Sandbox {
     /// program's own status is in the output.
     pub fn run(&self, spec: &CommandSpec) -> Result<CommandOutput, HostError> {
         let placed = self.placed.clone();
-        let (spec, program) = bounded(spec);
+        let (spec, program) = bounded(spec)?;
         let worker = std::thread::Builder::new()
             .name("datum-sandbox".into())
             // The thread only builds the view and starts the program (a
@@ -336,15 +336,35 @@ pub const KEPT_CAPABILITIES: &str = "-all,+net_admin,+chown,+dac_override,+fowne
 /// from its first instruction (setting it from here would be for the
 /// whole of Datum, or a moment too late; `pre_exec` needs `unsafe`). The
 /// program is looked up first, so a missing one is reported as before, and
-/// returned to be named in the output. Without `prlimit`, the spec as it is.
-fn bounded(spec: &CommandSpec) -> (CommandSpec, Option<PathBuf>) {
-    let (Some(program), Some(_), Some(setpriv)) = (
-        command::which(&spec.program),
-        command::which("prlimit"),
-        command::which("setpriv"),
-    ) else {
-        return (spec.clone(), None);
+/// returned to be named in the output (a program that is not there: the
+/// spec as it is, to fail as a missing program). Without `prlimit` or
+/// `setpriv` the program is not run at all: the limits are what keeps code
+/// a configuration makes it load inside the view, so their absence fails
+/// the validation closed rather than running it unconfined.
+fn bounded(spec: &CommandSpec) -> Result<(CommandSpec, Option<PathBuf>), HostError> {
+    bounded_with(spec, |name: &str| command::which(name))
+}
+
+/// [`bounded`], with the lookup of programs given (a test takes `setpriv`
+/// away).
+fn bounded_with(
+    spec: &CommandSpec,
+    which: impl Fn(&str) -> Option<PathBuf>,
+) -> Result<(CommandSpec, Option<PathBuf>), HostError> {
+    let Some(program) = which(&spec.program) else {
+        return Ok((spec.clone(), None));
     };
+    let confiner = |name: &str| {
+        which(name).ok_or_else(|| HostError::Sandbox {
+            what: format!(
+                "`{name}` (util-linux) is not on PATH, and without it `{}` would run with every capability and no memory limit; it is not run",
+                spec.program
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    };
+    confiner("prlimit")?;
+    let setpriv = confiner("setpriv")?;
     let mut args: Vec<OsString> = vec![
         format!("--data={DATA_LIMIT}").into(),
         "--".into(),
@@ -360,7 +380,7 @@ fn bounded(spec: &CommandSpec) -> (CommandSpec, Option<PathBuf>) {
         args,
         ..spec.clone()
     };
-    (wrapped, Some(program))
+    Ok((wrapped, Some(program)))
 }
 
 /// A private scratch copy of content for an unsandboxed validator (a
@@ -705,6 +725,30 @@ fn place(view: &Path, p: &Placed) -> Result<(), HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_is_not_run_unconfined_when_setpriv_or_prlimit_is_missing() {
+        let spec = CommandSpec::new("sshd").arg("-t");
+        let found = |missing: &'static str| {
+            move |name: &str| (name != missing).then(|| PathBuf::from("/usr/bin").join(name))
+        };
+        for missing in ["setpriv", "prlimit"] {
+            let err = bounded_with(&spec, found(missing)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("`{missing}` (util-linux) is not on PATH"))
+                    && err.contains("`sshd` would run with every capability"),
+                "{err}"
+            );
+        }
+        // Both there: the program runs under them, looked up first.
+        let (wrapped, program) = bounded_with(&spec, found("none")).unwrap();
+        assert_eq!(wrapped.program, "prlimit");
+        assert_eq!(program, Some(PathBuf::from("/usr/bin/sshd")));
+        assert!(wrapped.args.iter().any(|a| a == "/usr/bin/setpriv"));
+        // A program that is not there fails as a missing program.
+        let (as_is, none) = bounded_with(&spec, |_| None).unwrap();
+        assert_eq!((as_is.program.as_str(), none), ("sshd", None));
+    }
 
     #[test]
     fn mountinfo_escapes_are_undone() {
