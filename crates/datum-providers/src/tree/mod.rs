@@ -170,10 +170,34 @@ impl TreeDesired {
     /// (`STAGING_RULE`) and, in a tree above them, Datum's own folders
     /// (`own_folder_rule`).
     pub fn exclusions(&self) -> Result<Exclusions, ProviderError> {
-        let own: Vec<String> = DATUMS_OWN_FOLDERS
-            .iter()
-            .filter_map(|folder| own_folder_rule(&self.path, Path::new(folder)))
-            .collect();
+        self.exclusions_at(None)
+    }
+
+    /// [`TreeDesired::exclusions`] for the tree as the walk reached it:
+    /// `live` is its open folder on `host`. Through a link
+    /// `boundary.follow_links` lists (`/etc/x -> /var`, a tree at
+    /// `/etc/x/lib`) the folder's real place is above Datum's own folders
+    /// though its spelling is not, and they are left out all the same.
+    pub fn exclusions_in(&self, host: &Host, live: &Dir) -> Result<Exclusions, ProviderError> {
+        let real = live
+            .path()
+            .strip_prefix(host.root())
+            .ok()
+            .map(|rel| Path::new("/").join(rel));
+        self.exclusions_at(real.as_deref())
+    }
+
+    fn exclusions_at(&self, real: Option<&Path>) -> Result<Exclusions, ProviderError> {
+        let mut own: Vec<String> = Vec::new();
+        for folder in DATUMS_OWN_FOLDERS.iter().map(Path::new) {
+            for at in [Some(self.path.as_path()), real].into_iter().flatten() {
+                if let Some(rule) = own_folder_rule(at, folder)
+                    && !own.contains(&rule)
+                {
+                    own.push(rule);
+                }
+            }
+        }
         let rules = self.exclude.iter().map(String::as_str);
         let rules = rules
             .chain([STAGING_RULE])
@@ -494,7 +518,7 @@ impl Kind for TreeProvider {
             .collect();
         unresolved_accounts(host, d, root_ids, &tree.root_hash().to_string(), &mut items);
         if d.purge {
-            mark_folders_keeping_excluded(d, &live, &mut items)?;
+            mark_folders_keeping_excluded(host, d, &live, &mut items)?;
         }
         observed
             .fields
@@ -636,7 +660,9 @@ impl Walk {
     fn start(host: &Host, d: &TreeDesired) -> Result<Walk, ProviderError> {
         let root = host.locate(&d.path)?;
         let (uid, gid) = d.meta.resolve(host)?;
-        let exclusions = d.exclusions()?;
+        // Checked before anything is made; then made for where the
+        // folder really is.
+        d.exclusions()?;
         ensure_dir(host, &root, uid, gid, d.dir_mode)?;
         let Some(live) = root.open_dir()? else {
             return Err(HostError::MissingParent {
@@ -645,6 +671,7 @@ impl Walk {
             }
             .into());
         };
+        let exclusions = d.exclusions_in(host, &live)?;
         Ok(Walk {
             uid,
             gid,
@@ -793,6 +820,7 @@ fn folder_in_the_way(item: &Value) -> bool {
 /// is looked into here, and its difference marked [`HOLDS_EXCLUDED`] for
 /// `refuses_unless_changed_first`.
 fn mark_folders_keeping_excluded(
+    host: &Host,
     d: &TreeDesired,
     live: &Dir,
     items: &mut [Value],
@@ -808,7 +836,7 @@ fn mark_folders_keeping_excluded(
         };
         let exclusions = match &exclusions {
             Some(e) => e,
-            None => exclusions.insert(d.exclusions()?),
+            None => exclusions.insert(d.exclusions_in(host, live)?),
         };
         let dir = folders.dir(&rel)?;
         if holds_excluded(&dir, &rel, exclusions, &mut Default::default())?
@@ -929,7 +957,7 @@ fn scan_and_compare(
 ) -> Result<(Differences, FingerprintedTree, String), ProviderError> {
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex, PoisonError};
-    let exclusions = d.exclusions()?;
+    let exclusions = d.exclusions_in(host, live)?;
     // Unknown accounts are an apply-time error (as for File): here they are
     // simply not compared.
     let uid = d

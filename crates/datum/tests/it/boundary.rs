@@ -740,3 +740,36 @@ fn datum_s_own_folder_is_not_reached_through_a_followed_link() {
     assert_eq!(mode_of(&s.live("/var/lib/datum/backups")) & 0o777, 0o700);
     assert_eq!(mode_of(&s.live("/var/lib/datum")) & 0o777, 0o700);
 }
+
+/// A purging Tree above Datum's own folder leaves it out, by its spelling
+/// (`/var/lib`); through a followed link (/etc/x -> /var, a Tree at
+/// /etc/x/lib) the folder is the same, and so must the rule be: before,
+/// the plan said `tree:datum` would be removed and the apply failed on it.
+#[test]
+fn a_purging_tree_through_a_followed_link_leaves_datum_s_own_folder_out() {
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nboundary:\n  follow_links: [/etc/x]\n",
+    );
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: \"hi\\n\"}\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    std::os::unix::fs::symlink("/var", s.live("/etc/x")).unwrap();
+    s.write("repo/base/files/lib/keep", "k\n");
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: Tree\nname: lib\ndesired: {path: /etc/x/lib, source: files/lib, purge: true}\n",
+    );
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 2);
+    assert!(!stdout(&out).contains("tree:datum"), "{}", stdout(&out));
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert_eq!(fs::read_to_string(s.live("/var/lib/keep")).unwrap(), "k\n");
+    assert!(s.live("/var/lib/datum/state.db").exists());
+    assert_exit(&s.datum(&["plan"]), 0);
+}
