@@ -965,6 +965,33 @@ fn apache2_in_the_sandbox() {
 }
 
 #[test]
+fn apache2_never_runs_an_envvars_a_group_lays_into_the_view() {
+    // apache2ctl sources /etc/apache2/envvars as shell before `apache2 -t`:
+    // a group that lays the repository's envvars over the live one (a
+    // `--root /` plan with an envvars File in the group) ran it as root.
+    let Some(def) = require("apache2") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let watched = Watched::new();
+    let root = apache_watched_root(&watched, "Timeout 30\n");
+    let host = root.host();
+    let mut view = Sandbox::new();
+    view.place(
+        Path::new("/etc/apache2/envvars"),
+        b"echo DATUM-ENVVARS-RAN >&2\nexit 3\n".to_vec(),
+        0o644,
+        None,
+        None,
+    );
+    let verdict = validate_group_in(def, &host, Isolation::Sandboxed, &view);
+    assert!(verdict.is_ok(), "{verdict:?}");
+    assert_eq!(watched.entries(), Vec::<String>::new());
+}
+
+#[test]
 fn a_group_is_validated_with_files_laid_over_their_live_paths() {
     // What group validation before activation needs (issue 14): the staged
     // site laid over its live path in the view, the machine untouched.

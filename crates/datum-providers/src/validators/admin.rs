@@ -185,6 +185,7 @@ fn definition(name: &str, e: Entry) -> Result<ValidatorDef, String> {
         version_args: e.version_args.map(leak_all),
         invalid_exit: Box::leak(e.invalid_exit.unwrap_or_else(|| vec![1]).into_boxed_slice()),
         timeout,
+        env: &[],
         summary: leak(e.summary),
     })
 }

@@ -123,11 +123,35 @@ pub struct ValidatorDef {
     /// non-zero status means the validator itself failed to judge it.
     pub invalid_exit: &'static [i32],
     pub timeout: Duration,
+    /// Set in the program's environment (on top of the sandbox's minimal
+    /// one), so that it reads nothing a repository can write instead: for
+    /// Apache, `APACHE_ENVVARS` pointed away from `/etc/apache2/envvars`,
+    /// which `apache2ctl` runs as shell, and Debian's values for what that
+    /// file sets.
+    pub env: &'static [(&'static str, &'static str)],
     /// One line for `datum validators`.
     pub summary: &'static str,
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `apache2ctl` sources `$APACHE_ENVVARS` (by default
+/// `/etc/apache2/envvars`) as shell before it runs `apache2 -t`: in a group
+/// that lays a repository's `envvars` over its live path, that was the
+/// repository's code, run as root by `datum plan`. `/dev/null` is not a
+/// regular file, so apache2ctl sources nothing, and these are the values
+/// Debian's `envvars` sets (a host that changed them is checked with
+/// Debian's: a syntax check, which names the user only to look it up).
+const APACHE_ENV: &[(&str, &str)] = &[
+    ("APACHE_ENVVARS", "/dev/null"),
+    ("APACHE_RUN_USER", "www-data"),
+    ("APACHE_RUN_GROUP", "www-data"),
+    ("APACHE_PID_FILE", "/var/run/apache2/apache2.pid"),
+    ("APACHE_RUN_DIR", "/var/run/apache2"),
+    ("APACHE_LOCK_DIR", "/var/lock/apache2"),
+    ("APACHE_LOG_DIR", "/var/log/apache2"),
+    ("LANG", "C"),
+];
 
 /// Every shipped validator, in the order `datum validators` lists them.
 /// Every row must be free of side effects (see the module header).
@@ -143,6 +167,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["-V"]),
         invalid_exit: &[255],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "OpenSSH server configuration (sshd -t -f)",
     },
     ValidatorDef {
@@ -161,6 +186,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["-v"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "nginx configuration as a whole (nginx -t -c)",
     },
     ValidatorDef {
@@ -176,6 +202,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["-V"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "sudoers file or drop-in (visudo -c -f)",
     },
     ValidatorDef {
@@ -189,6 +216,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "well-formed JSON (built in)",
     },
     ValidatorDef {
@@ -202,6 +230,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "well-formed YAML (built in)",
     },
     ValidatorDef {
@@ -215,6 +244,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: None,
         invalid_exit: &[],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "well-formed TOML (built in)",
     },
     ValidatorDef {
@@ -228,6 +258,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "systemd unit file (systemd-analyze verify)",
     },
     ValidatorDef {
@@ -241,6 +272,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "nftables ruleset (nft -c -f)",
     },
     ValidatorDef {
@@ -255,6 +287,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["-v"]),
         invalid_exit: &[1, 2],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "HAProxy configuration (haproxy -c -f)",
     },
     ValidatorDef {
@@ -271,6 +304,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["-v"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: APACHE_ENV,
         summary: "Apache configuration as a whole (apache2ctl -t -d -f)",
     },
     ValidatorDef {
@@ -285,6 +319,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         version_args: Some(&["--version"]),
         invalid_exit: &[1],
         timeout: DEFAULT_TIMEOUT,
+        env: &[],
         summary: "logrotate configuration (logrotate -d)",
     },
 ];

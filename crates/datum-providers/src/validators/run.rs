@@ -175,10 +175,13 @@ fn run_binary(
         };
         return Err(reject(def, host, kind, String::new()));
     }
-    let spec = CommandSpec::new(binary)
-        .args(args)
-        .timeout(def.timeout)
-        .output_limit(OUTPUT_LIMIT);
+    let spec = def.env.iter().fold(
+        CommandSpec::new(binary)
+            .args(args)
+            .timeout(def.timeout)
+            .output_limit(OUTPUT_LIMIT),
+        |spec, (key, value)| spec.env(key, value),
+    );
     let ran = match isolation {
         Isolation::Sandboxed => view.run(&spec),
         Isolation::Unsandboxed => command::run(&spec),
