@@ -91,12 +91,10 @@ pub enum HostError {
     /// A managed path that leads, through a link `boundary.follow_links`
     /// lists, to Datum's own folder (the state store, the backups, the
     /// lock), which the catalogue refuses by its spelling.
-    #[error("refusing to reach {}: it is {} or inside it, Datum's own folder (the state store, the backups, the lock), reached as {} through a link `boundary.follow_links` lists: nothing may be declared there", path.display(), own.display(), declared.display())]
-    OwnFolder {
-        path: PathBuf,
-        own: PathBuf,
-        declared: PathBuf,
-    },
+    /// (Two paths: the folder is always [`crate::lock::STATE_FOLDER`], and a
+    /// third would make every `Result` carrying a `HostError` larger.)
+    #[error("refusing to reach {}: it is {} or inside it, Datum's own folder (the state store, the backups, the lock), reached as {} through a link `boundary.follow_links` lists: nothing may be declared there", path.display(), crate::lock::STATE_FOLDER, declared.display())]
+    OwnFolder { path: PathBuf, declared: PathBuf },
 
     #[error("refusing to reach {}: its parent leads outside the root {} (to {}) through a symlink", path.display(), root.display(), resolved.display())]
     OutsideRoot {

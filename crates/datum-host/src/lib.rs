@@ -189,7 +189,6 @@ impl Host {
         if inside && !declared.starts_with(own) {
             return Err(HostError::OwnFolder {
                 path: name.map_or_else(|| dir.path().to_path_buf(), |n| dir.path().join(n)),
-                own: own.to_path_buf(),
                 declared: declared.to_path_buf(),
             });
         }
