@@ -18,23 +18,15 @@
 //! Every section (`<IfModule>`, `<IfDefine>`, ...) is taken as if it
 //! applied. What cannot be followed for certain (a `${VARIABLE}` in a path
 //! that loads or includes, a wildcard in a folder name, more than
-//! [`MAX_FILES`] files, a file over [`MAX_FILE`] bytes) is refused rather
+//! [`config_walk::MAX_FILES`] files, a file over [`config_walk::MAX_FILE`] bytes) is refused rather
 //! than guessed.
 
 use std::path::{Path, PathBuf};
 
 use datum_host::sandbox::Sandbox;
 
-use super::nginx::{check_module, glob_match};
-
-/// Files of one configuration followed at most.
-pub const MAX_FILES: usize = 2000;
-
-/// Largest configuration file read.
-pub const MAX_FILE: u64 = 4 * 1024 * 1024;
-
-/// Include depth followed at most.
-const MAX_DEPTH: usize = 32;
+use super::config_walk;
+use super::nginx::check_module;
 
 /// The precheck (see the module header). `config` is the main
 /// configuration file's real path; the server root is its folder (the
@@ -65,24 +57,13 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn count(&mut self, path: &Path, depth: usize) -> Result<(), String> {
-        self.files += 1;
-        if self.files > MAX_FILES || depth > MAX_DEPTH {
-            return Err(format!(
-                "{}: the configuration includes more than Datum follows ({MAX_FILES} files, {MAX_DEPTH} levels)",
-                path.display()
-            ));
-        }
-        Ok(())
-    }
-
     /// A file Apache reads, or a folder whose every file (and folder) it
     /// reads, in name order.
     fn file(&mut self, path: &Path, depth: usize) -> Result<(), String> {
-        self.count(path, depth)?;
-        let bytes = match self.view.read_as_program(path, MAX_FILE + 1) {
-            Ok(bytes) => bytes,
-            Err(_) => {
+        config_walk::count(&mut self.files, path, depth)?;
+        let bytes = match config_walk::read(self.view, path)? {
+            Some(bytes) => bytes,
+            None => {
                 // A folder: Apache includes everything in it.
                 if let Ok(mut names) = self.view.list_as_program(path) {
                     names.sort();
@@ -94,12 +75,6 @@ impl Walk<'_> {
                 return Ok(());
             }
         };
-        if bytes.len() as u64 > MAX_FILE {
-            return Err(format!(
-                "{}: larger than {MAX_FILE} bytes; Datum does not check a configuration file that large",
-                path.display()
-            ));
-        }
         let text = String::from_utf8_lossy(&bytes);
         for (line, words) in directives(&text) {
             let at = format!("{}:{line}", path.display());
@@ -146,7 +121,7 @@ impl Walk<'_> {
                     }
                     "serverroot" => self.server_root = full,
                     _ => {
-                        for included in self.expand(&full, &at)? {
+                        for included in config_walk::expand(self.view, &full, &at, "Include")? {
                             self.file(&included, depth + 1)?;
                         }
                     }
@@ -154,38 +129,6 @@ impl Walk<'_> {
             }
         }
         Ok(())
-    }
-
-    /// The files an `Include` names (a wildcard only in the last part).
-    fn expand(&self, pattern: &Path, at: &str) -> Result<Vec<PathBuf>, String> {
-        let wild = |s: &str| s.contains(['*', '?', '[']);
-        let Some(parent) = pattern.parent() else {
-            return Ok(Vec::new());
-        };
-        if wild(&parent.to_string_lossy()) {
-            return Err(format!(
-                "{at}: Include {}: Datum does not follow a wildcard in a folder name",
-                pattern.display()
-            ));
-        }
-        let name = pattern
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !wild(&name) {
-            return Ok(vec![pattern.to_path_buf()]);
-        }
-        let mut names = self.view.list_as_program(parent).unwrap_or_default();
-        names.sort();
-        Ok(names
-            .into_iter()
-            .filter(|n| {
-                let n = n.to_string_lossy();
-                // Apache's fnmatch leaves hidden files out unless the pattern names them.
-                (!n.starts_with('.') || name.starts_with('.')) && glob_match(&name, &n)
-            })
-            .map(|n| parent.join(n))
-            .collect())
     }
 }
 

@@ -18,23 +18,13 @@ use std::path::Path;
 use datum_host::sandbox::Sandbox;
 
 use super::apache::words;
+use super::config_walk;
 use super::nginx::check_module;
-
-/// Largest configuration file read.
-const MAX_FILE: u64 = 4 * 1024 * 1024;
 
 /// The precheck: `config` is the staged file's path in the view.
 pub fn precheck(config: &Path, view: &Sandbox) -> Result<(), String> {
-    let bytes = view
-        .read_as_program(config, MAX_FILE + 1)
-        // haproxy reports a file it cannot read itself.
-        .unwrap_or_default();
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(format!(
-            "{}: larger than {MAX_FILE} bytes; Datum does not check a configuration file that large",
-            config.display()
-        ));
-    }
+    // haproxy reports a file it cannot read itself.
+    let bytes = config_walk::read(view, config)?.unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     for (i, line) in text.lines().enumerate() {
         let at = format!("{}:{}", config.display(), i + 1);

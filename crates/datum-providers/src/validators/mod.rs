@@ -43,6 +43,7 @@
 pub mod admin;
 pub mod apache;
 pub mod builtin;
+pub mod config_walk;
 pub mod haproxy;
 pub mod nginx;
 pub mod quote;

@@ -15,8 +15,8 @@
 //! Relative module paths are taken against nginx's prefix as Debian builds
 //! it (`/usr/share/nginx`), relative includes against the folder of the main
 //! configuration file, as nginx does with `-c`. What cannot be followed for
-//! certain (a wildcard in a folder name, more than [`MAX_FILES`] files, a
-//! file over [`MAX_FILE`] bytes) is refused rather than guessed.
+//! certain (a wildcard in a folder name, more than [`config_walk::MAX_FILES`] files, a
+//! file over [`config_walk::MAX_FILE`] bytes) is refused rather than guessed.
 
 use std::path::{Path, PathBuf};
 
@@ -24,17 +24,10 @@ use datum_host::command::{self, CommandSpec};
 use datum_host::sandbox::Sandbox;
 use md5::{Digest as _, Md5};
 
+use super::config_walk;
+
 /// nginx's compiled-in prefix on Debian (`nginx -V`: `--prefix=/usr/share/nginx`).
 pub const PREFIX: &str = "/usr/share/nginx";
-
-/// Files of one configuration followed at most.
-pub const MAX_FILES: usize = 2000;
-
-/// Largest configuration file read.
-pub const MAX_FILE: u64 = 4 * 1024 * 1024;
-
-/// Include depth followed at most (nginx itself has no limit but its stack).
-const MAX_DEPTH: usize = 32;
 
 /// The precheck (see the module header). `config` is the main
 /// configuration file's real path.
@@ -64,24 +57,11 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn file(&mut self, path: &Path, depth: usize) -> Result<(), String> {
-        self.files += 1;
-        if self.files > MAX_FILES || depth > MAX_DEPTH {
-            return Err(format!(
-                "{}: the configuration includes more than Datum follows ({MAX_FILES} files, {MAX_DEPTH} levels)",
-                path.display()
-            ));
-        }
-        let bytes = match self.view.read_as_program(path, MAX_FILE + 1) {
-            Ok(bytes) => bytes,
-            // nginx reports a file it cannot open itself.
-            Err(_) => return Ok(()),
+        config_walk::count(&mut self.files, path, depth)?;
+        // nginx reports a file it cannot open itself.
+        let Some(bytes) = config_walk::read(self.view, path)? else {
+            return Ok(());
         };
-        if bytes.len() as u64 > MAX_FILE {
-            return Err(format!(
-                "{}: larger than {MAX_FILE} bytes; Datum does not check a configuration file that large",
-                path.display()
-            ));
-        }
         let text = String::from_utf8_lossy(&bytes);
         for directive in directives(&text) {
             let at = format!("{}:{}", path.display(), directive.line);
@@ -119,7 +99,7 @@ impl Walk<'_> {
                     } else {
                         self.conf_dir.join(pattern)
                     };
-                    for included in self.expand(&pattern, &at)? {
+                    for included in config_walk::expand(self.view, &pattern, &at, "include")? {
                         self.file(&included, depth + 1)?;
                     }
                 }
@@ -127,37 +107,6 @@ impl Walk<'_> {
             }
         }
         Ok(())
-    }
-
-    /// The files an `include` names (a wildcard only in the last part).
-    fn expand(&self, pattern: &Path, at: &str) -> Result<Vec<PathBuf>, String> {
-        let wild = |s: &str| s.contains(['*', '?', '[']);
-        let Some(parent) = pattern.parent() else {
-            return Ok(Vec::new());
-        };
-        if wild(&parent.to_string_lossy()) {
-            return Err(format!(
-                "{at}: include {}: Datum does not follow a wildcard in a folder name",
-                pattern.display()
-            ));
-        }
-        let name = pattern
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !wild(&name) {
-            return Ok(vec![pattern.to_path_buf()]);
-        }
-        let names = self.view.list_as_program(parent).unwrap_or_default();
-        Ok(names
-            .into_iter()
-            .filter(|n| {
-                let n = n.to_string_lossy();
-                // glob(3) leaves hidden files out unless the pattern names them.
-                (!n.starts_with('.') || name.starts_with('.')) && glob_match(&name, &n)
-            })
-            .map(|n| parent.join(n))
-            .collect())
     }
 }
 
@@ -417,8 +366,11 @@ pub(crate) fn check_module(module: &Path, view: &Sandbox) -> Result<(), String> 
             [format!("{package}.{ext}"), format!("{name}.{ext}")]
                 .iter()
                 .find_map(|f| {
-                    view.read_as_program(&Path::new("/var/lib/dpkg/info").join(f), MAX_FILE)
-                        .ok()
+                    view.read_as_program(
+                        &Path::new("/var/lib/dpkg/info").join(f),
+                        config_walk::MAX_FILE,
+                    )
+                    .ok()
                 })
         })
         .ok_or_else(|| {
