@@ -329,7 +329,13 @@ pub const DATA_LIMIT: u64 = 1 << 30;
 /// its wrapper sources) ran as root on the host. Without `CAP_SYS_CHROOT`,
 /// `CAP_SYS_ADMIN` and the rest, uid 0 in the view keeps only what the
 /// files' owner bits give it, inside the view.
-pub const KEPT_CAPABILITIES: &str = "-all,+net_admin,+chown,+dac_override,+fowner,+setuid,+setgid";
+///
+/// `CAP_NET_BIND_SERVICE` too: `nginx -t` binds the ports it listens on (in
+/// the view's own network namespace, which reaches nothing), and without it
+/// every site on port 80 or 443 failed its check ("bind() to 0.0.0.0:80
+/// failed (13: Permission denied)").
+pub const KEPT_CAPABILITIES: &str =
+    "-all,+net_admin,+net_bind_service,+chown,+dac_override,+fowner,+setuid,+setgid";
 
 /// `spec` run through util-linux's `prlimit` (Essential in Debian), which
 /// sets [`DATA_LIMIT`] and then executes the program, so the limit holds
