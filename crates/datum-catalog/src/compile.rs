@@ -1552,21 +1552,10 @@ fn unknown_type_message(registry: &Registry, kind: &str) -> String {
 /// host's walk resolves a followed link (`datum_host::boundary`): from the
 /// link's folder, an absolute target from the root, `..` never above it.
 fn link_target_in_root(link: &str, target: &str) -> PathBuf {
-    use std::path::{Component, Path};
-    let base = Path::new(link.trim_end_matches('/'))
+    let base = std::path::Path::new(link.trim_end_matches('/'))
         .parent()
-        .unwrap_or(Path::new("/"));
-    let mut out = PathBuf::from("/");
-    for component in base.join(target).components() {
-        match component {
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
+        .unwrap_or(std::path::Path::new("/"));
+    datum_host::paths::lexical_normal(&base.join(target))
 }
 
 #[cfg(test)]

@@ -94,9 +94,10 @@ pub fn resolve(root: &Path, declared: &Path) -> Result<PathBuf, HostError> {
     Ok(root.join(relative))
 }
 
-/// `declared` with `.`, `..` and empty components folded away, for the
-/// suggestion in an error message. `..` at the top stays at the top.
-pub(crate) fn lexical_normal(declared: &Path) -> PathBuf {
+/// `declared` with `.`, `..` and empty components folded away, as an
+/// absolute path (the suggestion in an error message; where a followed
+/// link's target leads). `..` at the top stays at the top.
+pub fn lexical_normal(declared: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in declared.components() {
         match component {
