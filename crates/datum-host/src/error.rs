@@ -135,6 +135,12 @@ pub enum HostError {
         source: std::io::Error,
     },
 
+    /// A file was to be laid into a validator's view where a program, a
+    /// library or what loads them is read from: it would run as the
+    /// validator, as root (see `sandbox::not_placeable`).
+    #[error("{} is never laid into a validator's view: {why}", path.display())]
+    NotPlaceable { path: PathBuf, why: String },
+
     /// Validators run sandboxed, which needs root; a non-root run must opt
     /// out explicitly.
     #[error(
@@ -235,6 +241,7 @@ impl HostError {
             | HostError::Spawn { .. }
             | HostError::Sandbox { .. }
             | HostError::SandboxNeedsRoot { .. } => None,
+            HostError::NotPlaceable { path, .. } => Some(path),
         }
     }
 }

@@ -284,6 +284,14 @@ impl Sandbox {
     /// the view could not be built or the program could not start; the
     /// program's own status is in the output.
     pub fn run(&self, spec: &CommandSpec) -> Result<CommandOutput, HostError> {
+        for p in &self.placed {
+            if let Some(why) = not_placeable(&p.path, &p.bytes) {
+                return Err(HostError::NotPlaceable {
+                    path: p.path.clone(),
+                    why,
+                });
+            }
+        }
         let placed = self.placed.clone();
         let (spec, program) = bounded(spec)?;
         let worker = std::thread::Builder::new()
@@ -311,6 +319,97 @@ impl Sandbox {
         }
         Ok(output)
     }
+}
+
+/// Where programs and libraries are read from: the folders `PATH` and the
+/// dynamic loader search (on Debian, `/bin`, `/sbin` and `/lib*` are links
+/// into `/usr`, which [`place`] does not follow), and
+/// `/etc/alternatives`, whose links name programs.
+const PROGRAM_FOLDERS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+];
+
+/// Files read before or while a program starts that make it load code:
+/// the dynamic loader's configuration, OpenSSL's (engines and providers
+/// are libraries it loads by path), and the start-up files of the
+/// interpreters (Debian's Perl reads `/etc/perl` first, Python its
+/// `sitecustomize` from `/etc/python3.*`).
+const LOADER_FILES: &[(&str, &str)] = &[
+    (
+        "/etc/ld.so.preload",
+        "the dynamic loader loads what /etc/ld.so.preload names into every program",
+    ),
+    (
+        "/etc/ld.so.conf",
+        "the dynamic loader finds libraries through /etc/ld.so.conf",
+    ),
+    (
+        "/etc/ld.so.conf.d",
+        "the dynamic loader finds libraries through /etc/ld.so.conf.d",
+    ),
+    (
+        "/etc/ld.so.cache",
+        "the dynamic loader finds libraries through /etc/ld.so.cache",
+    ),
+    (
+        "/etc/ssl/openssl.cnf",
+        "OpenSSL reads /etc/ssl/openssl.cnf when a program starts, and it can load libraries by path",
+    ),
+    ("/etc/perl", "Perl reads its modules from /etc/perl first"),
+];
+
+/// Why a file may not be laid into a view at `path` (`None`: it may). A
+/// validator runs as root in the view, and a plan lays the repository's
+/// bytes at the target's own path there: a repository File at
+/// `/usr/sbin/sshd` with `validate: sshd` was the program `sshd -t` then
+/// ran, and `/etc/ld.so.preload` with a library beside it in an nginx group
+/// ran that library in `nginx -t`. So nothing is laid where a program, a
+/// library or what makes a program load one is read from, and nothing that
+/// is a program or a library (ELF) is laid anywhere: a configuration check
+/// never needs either. The validation then fails, naming the rule (fail
+/// closed); such a file is not a configuration a validator judges.
+pub fn not_placeable(path: &Path, bytes: &[u8]) -> Option<String> {
+    use std::path::Component;
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Some("not an absolute path without `.` or `..`".to_owned());
+    }
+    if let Some(folder) = PROGRAM_FOLDERS.iter().find(|f| path.starts_with(f)) {
+        return Some(format!(
+            "programs and libraries are read from {folder}, and a file there would run as the validator, as root"
+        ));
+    }
+    if let Some((_, why)) = LOADER_FILES.iter().find(|(f, _)| path.starts_with(f)) {
+        return Some((*why).to_owned());
+    }
+    let python = path
+        .strip_prefix("/etc")
+        .ok()
+        .and_then(|rest| rest.components().next())
+        .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with("python"));
+    if python {
+        return Some(format!(
+            "Python reads its start-up files (sitecustomize) from {}",
+            path.iter().take(3).collect::<PathBuf>().display()
+        ));
+    }
+    if bytes.starts_with(b"\x7fELF") {
+        return Some(
+            "it is an ELF program or library, and a validator's view never holds code a repository brought"
+                .to_owned(),
+        );
+    }
+    None
 }
 
 /// The most a program run in a view may hold in data (heap and private
@@ -731,6 +830,46 @@ fn place(view: &Path, p: &Placed) -> Result<(), HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_is_laid_where_code_is_read_from_and_configuration_is() {
+        let refused = |path: &str, bytes: &[u8]| not_placeable(Path::new(path), bytes);
+        for path in [
+            "/usr/sbin/nginx",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/local/lib/x.so",
+            "/lib64/ld-linux-x86-64.so.2",
+            "/bin/sh",
+            "/etc/alternatives/awk",
+            "/etc/ld.so.preload",
+            "/etc/ld.so.conf.d/x.conf",
+            "/etc/ssl/openssl.cnf",
+            "/etc/perl/sitecustomize.pl",
+            "/etc/python3.11/sitecustomize.py",
+            "/etc/nginx/../ld.so.preload",
+            "etc/nginx/nginx.conf",
+        ] {
+            assert!(refused(path, b"text\n").is_some(), "{path} was placeable");
+        }
+        assert!(
+            refused("/etc/nginx/evil.so", b"\x7fELF\x02\x01")
+                .is_some_and(|why| why.contains("ELF"))
+        );
+        // What validators are for: configuration, certificates, and
+        // Debian's nftables.conf, a script (`#!/usr/sbin/nft -f`).
+        for path in [
+            "/etc/ssh/sshd_config",
+            "/etc/nginx/sites-enabled/shop.conf",
+            "/etc/ssl/certs/shop.pem",
+            "/etc/ssl/private/shop.key",
+            "/etc/systemd/system/x.service",
+            "/etc/ld.so.confx",
+            "/srv/usr/x",
+        ] {
+            assert_eq!(refused(path, b"text\n"), None, "{path}");
+        }
+        assert_eq!(refused("/etc/nftables.conf", b"#!/usr/sbin/nft -f\n"), None);
+    }
 
     #[test]
     fn a_program_is_not_run_unconfined_when_setpriv_or_prlimit_is_missing() {

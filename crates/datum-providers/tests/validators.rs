@@ -1050,3 +1050,59 @@ fn a_group_is_validated_with_files_laid_over_their_live_paths() {
     assert_eq!(fs::read_to_string(&live).unwrap(), good);
     assert_eq!(watched.entries(), Vec::<String>::new());
 }
+
+#[test]
+fn a_staged_file_is_never_laid_over_a_program_or_what_the_loader_reads() {
+    // `datum plan` lays its scratch copy at the target's own path in the
+    // view: a repository File at /usr/sbin/sshd with `validate: sshd` was
+    // the program the validator then ran, as root, and printed /etc/shadow
+    // into the plan. Nothing a repository declares may be laid where a
+    // program, a library or the dynamic loader's configuration is read from.
+    let Some(def) = require("sshd") else {
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let host = Host::with_name("/", "test-host");
+    let script = "#!/bin/sh\necho DATUM-PLACED-PROGRAM-RAN\nexit 1\n";
+    let preload = "/nonexistent/datum-placed-preload.so\n";
+    let elf = fs::read("/bin/true").unwrap();
+    let elf_text = String::from_utf8_lossy(&elf).into_owned();
+    for (path, text, mode, rule) in [
+        ("/usr/sbin/sshd", script, 0o755, "/usr"),
+        ("/etc/ld.so.preload", preload, 0o644, "/etc/ld.so.preload"),
+        (
+            "/etc/ssl/openssl.cnf",
+            "openssl_conf = x\n",
+            0o644,
+            "OpenSSL",
+        ),
+        ("/etc/alternatives/awk", script, 0o755, "/etc/alternatives"),
+        ("/etc/ssh/sshd_config.d/x.conf", &elf_text, 0o644, "ELF"),
+    ] {
+        let staged = Staged {
+            path: Path::new(path),
+            bytes: if rule == "ELF" { &elf } else { text.as_bytes() },
+            mode,
+            uid: None,
+            gid: None,
+        };
+        let verdict = validate_staged_in(def, &host, &staged, Isolation::Sandboxed);
+        let Err(rejection) = verdict else {
+            panic!("{path}: accepted");
+        };
+        let said = format!("{} {}", rejection.summary(), rejection.output);
+        assert!(
+            !said.contains("DATUM-PLACED-PROGRAM-RAN") && !said.contains("cannot be preloaded"),
+            "{path}: the placed file was run or loaded: {said}"
+        );
+        assert!(
+            matches!(rejection.kind, RejectionKind::NotRun)
+                && said.contains(path)
+                && said.contains("never laid into a validator's view")
+                && said.contains(rule),
+            "{path}: {said}"
+        );
+    }
+}
