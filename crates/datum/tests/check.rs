@@ -328,6 +328,40 @@ fn a_package_upgrade_replacing_content_and_mode_is_one_finding() {
     );
 }
 
+/// What a local user writes into a file or a Tree's folder reaches the
+/// operator's terminal through the human report: an escape sequence there
+/// could clear the screen, move the cursor over a finding (hiding it),
+/// retitle the window or write the clipboard. The report shows it as text.
+#[test]
+fn the_human_report_never_passes_a_terminal_sequence_from_the_host_through() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let s = Sandbox::new("", None).applied();
+    // A content edit with a clear-screen and an OSC 52 clipboard write.
+    fs::write(
+        s.live("/etc/motd"),
+        "Welcome to test-host.\n\u{1b}[2J\u{1b}]52;c;cm0gLXJmIH4=\u{7}hidden\n",
+    )
+    .expect("edit");
+    // A new entry in the Tree whose name moves the cursor up a line.
+    let name = std::ffi::OsStr::from_bytes(b"evil\x1b[1A\x1b[2K.conf");
+    fs::write(s.live("/etc/app/conf.d").join(name), "x\n").expect("write");
+    let o = s.datum(&["check"]);
+    assert_exit(&o, 2);
+    let out = stdout(&o);
+    assert!(
+        !out.contains('\u{1b}') && !out.contains('\u{7}'),
+        "a control character reached the terminal:\n{}",
+        out.escape_debug()
+    );
+    // Still shown, as text a person can read.
+    assert!(out.contains("\\u{1b}[2J"), "{out}");
+    assert!(out.contains("evil\\u{1b}[1A"), "{out}");
+    // The JSON keeps the values as they are (its encoding escapes them).
+    let (_, json) = s.check_json(&[]);
+    let text = json.to_string();
+    assert!(text.contains("evil\\u001b[1A"), "{text}");
+}
+
 #[test]
 fn tree_changes_name_the_entry_and_the_category() {
     let s = Sandbox::new("", None).applied();

@@ -232,7 +232,7 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         .unwrap_or(0);
     let action_width = rows
         .iter()
-        .map(|r| r.action.chars().count())
+        .map(|r| shown(&r.action).chars().count())
         .max()
         .unwrap_or(0);
     let mut current: Option<&str> = None;
@@ -256,30 +256,33 @@ pub fn human(report: &CheckReport, color: bool) -> String {
             "  {} {}  {class:<class_width$}  {:<action_width$}  first seen {}, {}",
             paint.padded(sgr, marker, 3),
             paint.padded(style::BOLD, &f.finding.subject, subject_width),
-            r.action,
+            shown(&r.action),
             when(r.first_seen),
             plural(r.passes as usize, "check", "checks"),
         );
         if let Some(target) = &f.target {
-            let _ = writeln!(out, "        path: {target}");
+            let _ = writeln!(out, "        path: {}", shown(target));
         }
         if let Some(rule) = &r.rule {
-            let _ = writeln!(out, "    rule: {rule}");
+            let _ = writeln!(out, "    rule: {}", shown(rule));
         }
         for d in &f.finding.diffs {
             let _ = writeln!(
                 out,
                 "        {}: {} -> {}",
-                d.path(),
-                d.before_display(),
-                d.after_display()
+                shown(d.path()),
+                shown(d.before_display()),
+                shown(d.after_display())
             );
         }
         for w in &f.changed_by {
-            let _ = writeln!(out, "    changed by: {}", w.summary());
+            let _ = writeln!(out, "    changed by: {}", shown(&w.summary()));
         }
         if let Some(diff) = &f.content_diff {
             for line in diff.lines() {
+                // The live side is what the host holds: a line is shown,
+                // never obeyed (a tab stays a tab).
+                let line = datum_core::text::visible(line, &['\t']);
                 let sgr = if line.starts_with("+++") || line.starts_with("---") {
                     style::BOLD
                 } else if line.starts_with('+') {
@@ -292,9 +295,9 @@ pub fn human(report: &CheckReport, color: bool) -> String {
                     ""
                 };
                 let line = if sgr.is_empty() {
-                    line.to_owned()
+                    line.into_owned()
                 } else {
-                    paint.wrap(sgr, line)
+                    paint.wrap(sgr, &line)
                 };
                 let _ = writeln!(out, "        {line}");
             }
@@ -331,9 +334,10 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         for (what, why) in &report.errors {
             let _ = writeln!(
                 out,
-                "  {} {:<subject_width$}  {why}",
+                "  {} {:<subject_width$}  {}",
                 paint.padded(style::RED_BOLD, "!", 3),
-                what
+                what,
+                shown(why)
             );
         }
     }
@@ -370,6 +374,13 @@ pub fn human(report: &CheckReport, color: bool) -> String {
     );
     let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
     out
+}
+
+/// Text from the host (an entry's name, a value, an error naming a live
+/// path, an attributed writer) as one line of the terminal report: a
+/// control character in it is written as an escape, never obeyed.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    datum_core::text::visible(text, &[])
 }
 
 /// The check's report in every format of `datum_report::render`: the
