@@ -439,6 +439,7 @@ impl<'r> Analysis<'r> {
                         let hide = secret
                             || is_sensitive_field(provider, &e)
                             || declares_sensitive_field(provider, &desired);
+                        let e = unquoted(e, &secret_values(provider, &desired, secret));
                         self.diags.push(
                             field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
                         );
@@ -655,9 +656,11 @@ impl<'r> Analysis<'r> {
                 // Not written anywhere: point at the first `desired:`.
                 None => (self.doc(m.first_doc()).desired_location().0, None),
             };
-            let hide = self.is_sensitive(m)
+            let secret = self.is_sensitive(m);
+            let hide = secret
                 || is_sensitive_field(provider, &e)
                 || declares_sensitive_field(provider, &desired);
+            let e = unquoted(e, &secret_values(provider, &desired, secret));
             out.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
         }
     }
@@ -1514,6 +1517,71 @@ fn declares_sensitive_field(provider: &dyn Provider, desired: &serde_json::Value
         .sensitive_fields()
         .iter()
         .any(|f| desired.get(f).is_some_and(|v| !v.is_null()))
+}
+
+/// The values of `desired` an error must not quote: every string in it
+/// for a resource declared sensitive (`secret`), else those of the fields
+/// its kind calls sensitive.
+fn secret_values(
+    provider: &dyn Provider,
+    desired: &serde_json::Value,
+    secret: bool,
+) -> Vec<String> {
+    fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(s) if !s.is_empty() => out.push(s.clone()),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(fields) => fields.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if secret {
+        strings(desired, &mut out);
+    } else {
+        for field in provider.sensitive_fields() {
+            if let Some(value) = desired.get(field) {
+                strings(value, &mut out);
+            }
+        }
+    }
+    // The longest first: a value that holds a shorter one is replaced whole.
+    out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    out
+}
+
+/// `e` with every quoted occurrence of `values` in its message replaced by
+/// `(sensitive)` (providers quote a bad value: `` `mode` "0x9" is not an
+/// octal mode ``); a value still found in it after that (written some
+/// other way) gives a message that names the field only. The source line
+/// is hidden separately ([`Diagnostic::hiding_source`]).
+fn unquoted(mut e: FieldError, values: &[String]) -> FieldError {
+    if values.is_empty() {
+        return e;
+    }
+    let mut message = e.message.clone();
+    for v in values {
+        for quoted in [
+            format!("\"{v}\""),
+            format!("`{v}`"),
+            format!("'{v}'"),
+            format!("{v:?}"),
+        ] {
+            message = message.replace(&quoted, "(sensitive)");
+        }
+    }
+    // Values of one or two characters are words of the message as often as
+    // they are a value; nothing secret is that short.
+    if values
+        .iter()
+        .any(|v| v.len() > 2 && message.contains(v.as_str()))
+    {
+        let dotted = e.path.join(".");
+        message =
+            format!("`{dotted}` is not valid (its value is not shown: the resource is sensitive)");
+    }
+    e.message = message;
+    e
 }
 
 fn field_diagnostic(

@@ -1012,6 +1012,37 @@ mod lint_errors {
         assert!(text.contains("content: y}"), "{text}");
     }
 
+    /// Every value of a resource declared sensitive is hidden, not only its
+    /// content: a field error names the field and the line, never the
+    /// value, in the message as well as in the source line (the message
+    /// quoted it: `` `mode` "canary…" is not an octal mode ``). A resource
+    /// sensitive through one field (a User's `password_hash`) still has its
+    /// other values quoted.
+    #[test]
+    fn a_field_error_of_a_sensitive_resource_never_quotes_its_value() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/secret.yaml",
+            &[
+                "datum: v1alpha1\ntype: File\nname: s\nsensitive: true\ndesired:\n  path: /etc/s\n  mode: \"canary-7f3a-mode\"\n  owner: \"canary-7f3a owner\"\n  content: x\n".to_owned(),
+                "datum: v1alpha1\ntype: User\nname: u\ndesired:\n  password_hash: \"$6$s$canary-7f3a-hash\"\n  gid: \"VISIBLE grp\"\n".to_owned(),
+            ]
+            .join("---\n"),
+        );
+        let diags = compile(repo.path(), &web()).unwrap_err();
+        let text = diags.render(false);
+        assert!(!text.contains("canary-7f3a"), "{text}");
+        for said in [
+            "`mode`",
+            "`owner`",
+            "base/secret.yaml:7:",
+            "base/secret.yaml:8:",
+        ] {
+            assert!(text.contains(said), "{said} missing:\n{text}");
+        }
+        assert!(text.contains("`VISIBLE grp`"), "{text}");
+    }
+
     /// An override in another layer of a resource its base declares
     /// sensitive is sensitive too: an error on its flow mapping's line
     /// never shows the content written beside it.
