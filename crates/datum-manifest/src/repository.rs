@@ -129,11 +129,27 @@ impl Repository {
         // Files that could not be parsed and whose syntax errors still show
         // their lines (with their text): see `hide_broken_overrides`.
         let mut broken: Vec<(std::sync::Arc<Path>, String)> = Vec::new();
+        // Each layer's folder as the file system knows it: a folder that is
+        // another layer's belongs to that layer alone, so the walk of a
+        // layer above it (one matching every host) leaves it out.
+        let folders: Vec<Option<PathBuf>> = repo
+            .settings
+            .layers
+            .iter()
+            .map(|l| datum_host::repo::canonicalize(&repo.canonical_root.join(&l.path)).ok())
+            .collect();
         for (index, layer) in repo.settings.layers.clone().iter().enumerate() {
             let mut files = Vec::new();
+            let own = folders.get(index).and_then(Option::as_deref);
+            let others: Vec<&Path> = folders
+                .iter()
+                .filter_map(Option::as_deref)
+                .filter(|f| Some(*f) != own)
+                .collect();
             collect_manifests(
                 &repo.canonical_root,
                 &layer.path,
+                own.map(|c| (c, &others[..])),
                 true,
                 &mut files,
                 &mut diags,
@@ -323,9 +339,12 @@ fn is_manifest(name: &str) -> bool {
 /// Adds the manifests under `dir` (relative to the root) to `out`. Hidden
 /// entries are skipped (`.git`, editor files); folders reached through a
 /// symbolic link are not followed, so the walk stays inside the repository.
+/// `layers`: the canonical path of `dir` and the other layers' folders
+/// (canonical); a folder that is another layer's is left to that layer.
 fn collect_manifests(
     root: &Path,
     dir: &Path,
+    layers: Option<(&Path, &[&Path])>,
     layer_top: bool,
     out: &mut Vec<(PathBuf, PathBuf)>,
     diags: &mut Diagnostics,
@@ -385,7 +404,16 @@ fn collect_manifests(
             if layer_top && CONTENT_DIRS.contains(&name) {
                 continue;
             }
-            collect_manifests(root, &rel, false, out, diags);
+            // No link is followed below a layer's folder, so a folder's
+            // canonical path is its parent's and its name.
+            let canonical = layers.map(|(c, _)| c.join(name));
+            if let (Some(c), Some((_, others))) = (&canonical, layers)
+                && others.contains(&c.as_path())
+            {
+                continue;
+            }
+            let below = canonical.as_deref().zip(layers.map(|(_, o)| o));
+            collect_manifests(root, &rel, below, false, out, diags);
         } else if is_manifest(name) && rel != Path::new(SETTINGS_FILE) {
             // (A layer at the repository root must not read the settings
             // file as a manifest.)

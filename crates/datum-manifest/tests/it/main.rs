@@ -208,3 +208,44 @@ fn a_layer_at_the_repository_root_does_not_read_datum_yaml() {
     assert_eq!(names(&r), ["File[a]"]);
     assert_eq!(r.documents[0].origin().to_string(), "a.yaml:1:1");
 }
+
+/// A layer's folder inside another layer's folder belongs to its own layer
+/// only: the outer layer, which may match every host, must not read it too,
+/// or a host the inner layer's matcher leaves out gets its resources (the
+/// database's password on a web host). The same for a layer at the
+/// repository's root.
+#[test]
+fn a_layer_folder_inside_another_layer_belongs_to_that_layer_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: all, path: .}\n  - {name: base, path: base}\n  - {name: db, path: base/db, match: {role: db}}\n  - {name: web, path: web, match: {role: web}}\n",
+    );
+    write(root, "top.yaml", &doc("File", "top"));
+    write(root, "base/a.yaml", &doc("File", "a"));
+    write(root, "base/sub/b.yaml", &doc("File", "b"));
+    write(root, "base/db/secret.yaml", &doc("File", "dbpass"));
+    write(root, "base/db/deep/more.yaml", &doc("File", "dbmore"));
+    write(root, "web/site.yaml", &doc("File", "site"));
+    let r = Repository::load(root).unwrap();
+    assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
+    let by_layer: Vec<(String, String)> = r
+        .documents
+        .iter()
+        .map(|d| (d.origin().layer.clone(), d.id.to_string()))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("all", "File[top]"),
+        ("base", "File[a]"),
+        ("base", "File[b]"),
+        ("db", "File[dbmore]"),
+        ("db", "File[dbpass]"),
+        ("web", "File[site]"),
+    ]
+    .iter()
+    .map(|(l, n)| ((*l).to_owned(), (*n).to_owned()))
+    .collect();
+    assert_eq!(by_layer, want);
+}
