@@ -17,8 +17,9 @@
 //! refused one is dropped with the quarantine ([`Cache::forget_incoming`]),
 //! so a remote pushing big revisions that are refused (unsigned, or failing
 //! lint) never grows the cache: nothing waits two weeks for git's garbage
-//! collection. A pull killed at any moment leaves a quarantine the next one
-//! removes before fetching.
+//! collection. A pull that fails otherwise (a fetch cut short, a commit too
+//! large to read) drops it too, when its `Cache` is dropped. A pull killed
+//! at any moment leaves a quarantine the next one removes before fetching.
 //!
 //! Nothing in either is ever checked out: `checkout` reads objects out of
 //! them. Owns fetching, reading commits and trees, the ancestry question,
@@ -297,6 +298,23 @@ impl Cache {
                 1 << 20,
             )
             .map(drop)
+    }
+}
+
+/// The quarantine lives no longer than the `Cache` that fetched into it:
+/// whatever ends the pull (a refusal, a fetch cut short by the network, a
+/// deadline or a full disk, a commit too large to read, any error after
+/// the fetch), what the remote sent goes with it, not at the next pull.
+/// The cache's own `refs/datum/incoming` is left to [`Cache::deployed`]
+/// and [`Cache::forget_incoming`]: after [`Cache::accept`] it may be all
+/// that keeps an accepted revision's objects.
+impl Drop for Cache {
+    fn drop(&mut self) {
+        let _ = self
+            .pull_dir
+            .dir()
+            .entry(OsStr::new(QUARANTINE_DIR))
+            .remove_all();
     }
 }
 

@@ -816,6 +816,122 @@ fn a_refused_revision_leaves_none_of_its_objects_in_the_cache() {
     assert!(std::fs::symlink_metadata(bed.p("root/var/lib/datum/pull/incoming.git")).is_err());
 }
 
+/// A git:// server on loopback that advertises `main` at `head` and
+/// answers one fetch with the first `sent` bytes of `pack`, then hangs up:
+/// a network path or server that cuts a transfer short.
+fn cut_short_git_server(head: &str, pack: Vec<u8>, sent: usize) -> u16 {
+    fn pkt(body: &[u8]) -> Vec<u8> {
+        let mut p = format!("{:04x}", body.len() + 4).into_bytes();
+        p.extend_from_slice(body);
+        p
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let advert = format!("{head} refs/heads/main\0side-band-64k ofs-delta\n");
+    std::thread::spawn(move || {
+        let Ok((mut c, _)) = listener.accept() else {
+            return;
+        };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 65536];
+        let _ = c.read(&mut buf);
+        let mut answer = pkt(advert.as_bytes());
+        answer.extend_from_slice(b"0000");
+        let _ = c.write_all(&answer);
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"done") {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = c.write_all(&pkt(b"NAK\n"));
+        for chunk in pack[..sent].chunks(65_000) {
+            let mut band = vec![1u8];
+            band.extend_from_slice(chunk);
+            if c.write_all(&pkt(&band)).is_err() {
+                return;
+            }
+        }
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    });
+    port
+}
+
+#[test]
+fn a_pull_that_fails_after_the_remote_sent_data_leaves_none_of_it_behind() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let quarantine = bed.p("root/var/lib/datum/pull/incoming.git");
+    let pull_dir = bed.p("root/var/lib/datum/pull");
+    let baseline = bytes_under(&pull_dir);
+    let left_alone = |out: &Run, before: &(Option<PathBuf>, Vec<String>, serde_json::Value)| {
+        out.assert_exit(1);
+        assert_eq!(&bed.snapshot(), before, "a failed pull changed something");
+        let now = bytes_under(&pull_dir);
+        assert!(
+            std::fs::symlink_metadata(&quarantine).is_err() && now < baseline + (1 << 20),
+            "what the remote sent stays after the pull failed: the pull folder grew from {baseline} to {now} bytes\n{}",
+            out.stderr()
+        );
+    };
+
+    // The connection is cut after 6 MiB of an 8 MiB pack (a server or a
+    // network path that hangs up, a fetch that ran out of time or disk).
+    bed.write("work/base/files/big.bin", "");
+    std::fs::write(bed.p("work/base/files/big.bin"), noise(8 << 20, 7)).unwrap();
+    let big = bed.commit("big", Some("alice"));
+    let pack = {
+        let mut child = Command::new("git")
+            .args(["pack-objects", "--stdout", "--revs", "-q"])
+            .current_dir(bed.p("work"))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{big}\n^{c1}\n").as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    assert!(pack.len() > 7 << 20, "{}", pack.len());
+    let port = cut_short_git_server(&big, pack, 6 << 20);
+    let url = format!("git://127.0.0.1:{port}/remote.git");
+    let signers = bed.p("allowed_signers").display().to_string();
+    let before = bed.snapshot();
+    let out = Run(bed
+        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
+        .output()
+        .unwrap());
+    assert!(
+        out.stderr().contains("cannot fetch main"),
+        "{}",
+        out.stderr()
+    );
+    left_alone(&out, &before);
+
+    // A commit object larger than Datum reads (a 2 MiB message), sent
+    // with a big file: the fetch goes through, the commit is not read.
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    bed.write("work/base/files/big.bin", "");
+    std::fs::write(bed.p("work/base/files/big.bin"), noise(8 << 20, 8)).unwrap();
+    bed.git("work", &["add", "-A"]);
+    let message = bed.p("message");
+    std::fs::write(&message, "x".repeat(2 << 20)).unwrap();
+    bed.git("work", &["commit", "-q", "-F", message.to_str().unwrap()]);
+    bed.push();
+    let before = bed.snapshot();
+    let out = bed.pull(&[]);
+    left_alone(&out, &before);
+}
+
 #[test]
 fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_is_recorded() {
     let Some((bed, c1)) = deployed_bed() else {
