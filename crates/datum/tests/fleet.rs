@@ -1271,3 +1271,72 @@ fn reports_are_bounded_in_size_and_rate() {
     assert_eq!(outbox["depth"], 1, "the third waits in the outbox");
     assert_eq!(server.seqs("web-1"), vec![2, 3]);
 }
+
+/// The CPU time (user and system, in seconds) process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis: utime is the
+    // 14th field of the line, the 12th after it.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// Anyone who can reach the port can open connections until the server has
+/// no descriptor left (systemd's default soft limit is 1,024; a connection
+/// that never starts its TLS handshake is held 10 s). The server must wait
+/// for descriptors to free up, not spin on `accept` failing with EMFILE,
+/// and take reports again once they are closed.
+#[test]
+fn connections_past_the_descriptor_limit_do_not_make_the_server_spin() {
+    let t = tempfile::tempdir().unwrap();
+    let server = Server::init(t.path(), "sqlite", &[]);
+    // Both limits at 64: soft and hard, so nothing raises them.
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .arg("--")
+        .arg(assert_cmd::cargo::cargo_bin("datum"))
+        .args(["server", "serve", "--dir"])
+        .arg(&server.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    std::thread::spawn(move || for _ in lines {});
+    let pid = child.id();
+    let held: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_seconds(pid) - before;
+    drop(held);
+    let answered = {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = datum()
+                .arg("fleet")
+                .arg("--credentials")
+                .arg(server.admin())
+                .arg("hosts")
+                .output()
+                .unwrap();
+            if out.status.success() || Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        used < 1.0,
+        "the server used {used:.2} s of CPU in 3 s with its descriptors taken"
+    );
+    assert_exit(&answered, 0);
+}
