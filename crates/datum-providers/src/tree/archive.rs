@@ -285,7 +285,10 @@ fn content_of(packed: Vec<u8>) -> datum_core::Content {
 /// list of entries was 23 MB beside the 20 MB it was packed into.
 pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error> {
     // Each finished folder's entries, packed, by the folder's path.
-    type Found = (std::collections::HashMap<Vec<u8>, Vec<u8>>, Option<Vec<u8>>);
+    type Found = (
+        std::collections::HashMap<Vec<u8>, Vec<u8>>,
+        Option<(Vec<u8>, Refused)>,
+    );
     let found: Arc<Mutex<Found>> = Arc::default();
     let prune = {
         let found = found.clone();
@@ -308,25 +311,35 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
                 }
             }
             let mut piece = Vec::with_capacity(size);
-            let mut undeclarable: Option<Vec<u8>> = None;
+            let mut undeclarable: Option<(Vec<u8>, Refused)> = None;
             for (name, child) in &node.children {
-                match declared_entry(&child.entry) {
-                    Some(entry) => push_entry(&mut piece, at(&mut path, rel, name), &entry),
+                // No managed path may hold a control character (the backup
+                // store refuses one; a newline in a plan's field is a line).
+                let why = if name.iter().any(|&b| b < 0x20 || b == 0x7f) {
+                    Some(Refused::ControlInName)
+                } else {
+                    None
+                };
+                match (why, declared_entry(&child.entry)) {
+                    (None, Some(entry)) => push_entry(&mut piece, at(&mut path, rel, name), &entry),
                     // Children come in name order: the first is the least.
-                    None if undeclarable.is_none() => {
-                        undeclarable = Some(at(&mut path, rel, name).to_vec())
+                    (why, _) if undeclarable.is_none() => {
+                        undeclarable = Some((
+                            at(&mut path, rel, name).to_vec(),
+                            why.unwrap_or(Refused::Kind),
+                        ))
                     }
-                    None => {}
+                    _ => {}
                 }
             }
             let mut found = found.lock().unwrap_or_else(PoisonError::into_inner);
             let (pieces, other) = &mut *found;
             // The first in byte order is named, whichever folder the scan
             // finished first.
-            if let Some(path) = undeclarable
-                && other.as_ref().is_none_or(|o| path < *o)
+            if let Some((path, why)) = undeclarable
+                && other.as_ref().is_none_or(|(o, _)| path < *o)
             {
-                *other = Some(path);
+                *other = Some((path, why));
             }
             pieces.insert(rel.to_vec(), piece);
             true
@@ -341,8 +354,8 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
     scan_pruned(dir, &options, prune).map_err(|e| std::io::Error::other(e.to_string()))?;
     let (mut pieces, other) =
         std::mem::take(&mut *found.lock().unwrap_or_else(PoisonError::into_inner));
-    if let Some(rel) = other {
-        return Err(not_declarable(dir, &rel));
+    if let Some((rel, why)) = other {
+        return Err(not_declarable(dir, &rel, why));
     }
     let folder = dir.as_os_str().as_bytes();
     let size = pieces
@@ -515,14 +528,29 @@ pub fn decode(packed: bytes::Bytes) -> Result<DeclaredTree, ArchiveError> {
     })
 }
 
-fn not_declarable(dir: &Path, rel: &[u8]) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        format!(
+/// Why an entry of a repository folder cannot be declared.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// A FIFO, a socket, a device node.
+    Kind,
+    /// Its name holds a control character.
+    ControlInName,
+}
+
+fn not_declarable(dir: &Path, rel: &[u8], why: Refused) -> std::io::Error {
+    let message = match why {
+        Refused::Kind => format!(
             "{} is neither a file, a folder nor a link",
             dir.join(std::ffi::OsStr::from_bytes(rel)).display()
         ),
-    )
+        // Shown escaped: the raw name would be a line of its own.
+        Refused::ControlInName => format!(
+            "{:?} in {} has a control character (a newline, a tab, ...) in its name, which no managed path may hold: rename it",
+            String::from_utf8_lossy(rel),
+            dir.display()
+        ),
+    };
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
 }
 
 /// What an entry of a repository folder declares (`None`: a kind that
@@ -757,5 +785,25 @@ mod tests {
         let err = pack_source_dir(dir.path()).unwrap_err().to_string();
         let first = dir.path().join("a/b/a-sock");
         assert!(err.contains(&first.display().to_string()), "{err}");
+    }
+
+    /// No managed path may hold a control character (the backup store
+    /// refuses one, and a newline in a plan's field forges a line): a tree
+    /// source declaring such a name is refused when it is read, naming the
+    /// entry with the character escaped, rather than created by the first
+    /// apply and failing every change after it.
+    #[test]
+    fn a_name_with_a_control_character_is_refused_and_named_escaped() {
+        for name in ["new\nline", "tab\there", "esc\u{1b}[2J", "del\u{7f}"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("sub")).unwrap();
+            std::fs::write(dir.path().join("ok"), b"1").unwrap();
+            std::fs::write(dir.path().join("sub").join(name), b"2").unwrap();
+            let err = pack_source_dir(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("control character"), "{name:?}: {err}");
+            let shown = format!("{:?}", format!("sub/{name}"));
+            assert!(err.contains(&shown), "{name:?}: {err}");
+            assert!(!err.contains(name), "{name:?} shown raw: {err}");
+        }
     }
 }
