@@ -581,3 +581,55 @@ testbed_test!(
         );
     }
 );
+
+testbed_test!(a_name_apt_could_read_as_a_pattern_installs_nothing_else, {
+    // A name no package has, but with `.` or `+` in it: apt-get falls back
+    // to an unanchored regular expression (or fnmatch) when no package has
+    // the exact name, so `datum-it.pattern` would install every package
+    // whose name contains a match (`datum-it-pattern`,
+    // `datum-it-pattern-extra`) while the plan showed one package that does
+    // not exist.
+    let _apt = within::lock("apt");
+    let _purge = Purge::new(&["datum-it-pattern", "datum-it-pattern-extra"]);
+    let _repo = LocalRepo::publish(
+        "it-pattern",
+        &[
+            DebPackage::new("datum-it-pattern", "1.0"),
+            DebPackage::new("datum-it-pattern-extra", "1.0"),
+        ],
+    );
+    for declared in ["datum-it.pattern", "datum-it-pat.ern", "datum-it-pattern.+"] {
+        let r = resource("p", json!({"name": declared}));
+        let p = PackageProvider;
+        let host = host();
+        let observed = p.observe(&host, &r).unwrap();
+        let diff = p.plan(&p.declare(&r).unwrap(), &observed);
+        let applied = p.apply(&host, &r, &observed, &diff, &mut OpenGate);
+        for real in ["datum-it-pattern", "datum-it-pattern-extra"] {
+            assert_eq!(
+                status_of(real),
+                None,
+                "{declared} installed {real}, which no declaration names (apply: {applied:?})"
+            );
+        }
+        // Not found (apt reads the final `+` of the third as "install" and
+        // looks for the rest, which is no package either).
+        let err = applied.unwrap_err();
+        assert!(
+            matches!(
+                err.kind_error::<PackageError>(),
+                Some(PackageError::Unknown { .. } | PackageError::Apt { .. })
+            ) && err.to_string().contains("Unable to locate package"),
+            "{declared}: {err}"
+        );
+        let batch = package::install_batch(&self::host(), &[&r]).unwrap();
+        assert!(batch.installed.is_empty(), "{declared}: {batch:?}");
+        for real in ["datum-it-pattern", "datum-it-pattern-extra"] {
+            assert_eq!(
+                status_of(real),
+                None,
+                "{declared} installed {real}, which no declaration names"
+            );
+        }
+    }
+});

@@ -51,11 +51,21 @@ pub fn ensure_running_system(host: &Host, package: &str) -> Result<(), PackageEr
     }
 }
 
+/// Makes apt take each argument as a package name and nothing else: without
+/// it, a name no package has that contains `.` or `+` (both allowed in
+/// Debian names: `python3.11`, `g++`) falls back to an unanchored regular
+/// expression or an fnmatch pattern, so `zlib1g.dev` installs `zlib1g-dev`
+/// and every package whose name contains a match, none of which the plan
+/// showed. With it, a pattern must start with `?` or `~` and a regular
+/// expression be anchored with `^` or `$`, none of which a checked name
+/// holds (apt 2.x, `PackageFromRegEx` and `PackageFromFnmatch`).
+const NAMES_ONLY: &str = "-oAPT::Cmd::Pattern-Only=true";
+
 /// The options every changing apt-get call gets.
 fn apt_get(verb: &str) -> CommandSpec {
     CommandSpec::new("apt-get")
         .arg(verb)
-        .args(["-y", "-q"])
+        .args(["-y", "-q", NAMES_ONLY])
         .arg(format!("-oDPkg::Lock::Timeout={LOCK_WAIT_SECS}"))
         .args([
             "-oDpkg::Options::=--force-confdef",
@@ -129,7 +139,14 @@ pub fn remove(
 ) -> Result<(), PackageError> {
     let names = [package.to_owned()];
     let simulate = CommandSpec::new("apt-get")
-        .args(["-s", "-q", "remove", "--allow-change-held-packages", "--"])
+        .args([
+            "-s",
+            "-q",
+            NAMES_ONLY,
+            "remove",
+            "--allow-change-held-packages",
+        ])
+        .arg("--")
         .arg(package)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output_limit(OUTPUT_LIMIT)
@@ -167,6 +184,7 @@ pub fn removals_for_install(pins: &[String]) -> Vec<String> {
         .args([
             "-s",
             "-q",
+            NAMES_ONLY,
             "install",
             "--no-install-recommends",
             "--allow-downgrades",
@@ -206,7 +224,7 @@ pub fn mark(host: &Host, mark: Mark, package: &str) -> Result<(), PackageError> 
         Mark::Unhold => "unhold",
     };
     let spec = CommandSpec::new("apt-mark")
-        .args([verb, package])
+        .args([NAMES_ONLY, verb, "--", package])
         .timeout(QUERY_TIMEOUT);
     let out = command::run(&spec).map_err(|source| PackageError::Host {
         program: "apt-mark",
