@@ -1,8 +1,9 @@
 //! How many file descriptors this process's table has room for: the one
 //! setting Datum's binary makes before it starts a thread
-//! ([`make_room_before_threads`]).
+//! ([`make_room_before_threads`]); and how many it may open
+//! ([`take_hard_open_files_limit`], for the server).
 //!
-//! Owns: that setting. Must not: open, keep or close anything of its own
+//! Owns: those settings. Must not: open, keep or close anything of its own
 //! beyond the moment it takes.
 
 /// Descriptors a pass usually holds at most (its folder handles: one per
@@ -24,6 +25,30 @@ pub fn make_room_before_threads(room: i32) {
     let stdin = std::io::stdin();
     // Dropped at once: only the table's size stays.
     let _ = rustix::io::fcntl_dupfd_cloexec(stdin.as_fd(), room.saturating_sub(1));
+}
+
+/// The most descriptors [`take_hard_open_files_limit`] asks for: Linux's
+/// default `fs.nr_open`, above which the kernel refuses any limit.
+const OPEN_FILES_MOST: u64 = 1 << 20;
+
+/// Raises this process's soft limit of open files to its hard limit (at
+/// most [`OPEN_FILES_MOST`]), as a server that holds one descriptor per
+/// connection must: systemd starts a service with a soft limit of 1,024
+/// (and a hard one of 524,288), which a thousand idle connections use up.
+/// Returns the soft limit in force afterwards; where the kernel refuses,
+/// nothing changes.
+pub fn take_hard_open_files_limit() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(u64::MAX).min(OPEN_FILES_MOST);
+    if limit.current.is_some_and(|soft| soft < hard) {
+        let raised = rustix::process::Rlimit {
+            current: Some(hard),
+            maximum: limit.maximum,
+        };
+        let _ = setrlimit(Resource::Nofile, raised);
+    }
+    getrlimit(Resource::Nofile).current
 }
 
 #[cfg(test)]

@@ -206,6 +206,10 @@ pub fn serve(
         .clone()
         .unwrap_or_else(|| server.config.listen.clone());
     let tls = Arc::new(tls_config(&server)?);
+    // One descriptor per connection: the soft limit a service starts with
+    // (1,024 under systemd) would let a thousand idle connections, which
+    // anyone who reaches the port can hold, keep every host out.
+    datum_host::descriptors::take_hard_open_files_limit();
     runtime()?.block_on(async move {
         let listener = TcpListener::bind(&listen)
             .await

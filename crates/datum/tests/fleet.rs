@@ -1340,3 +1340,63 @@ fn connections_past_the_descriptor_limit_do_not_make_the_server_spin() {
     );
     assert_exit(&answered, 0);
 }
+
+/// The soft and hard limits of open files of process `pid`.
+fn open_files_limits(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let numbers: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+/// Under systemd the server starts with a soft limit of 1,024 descriptors
+/// (the hard one is 524,288): a thousand idle connections, which anyone who
+/// reaches the port can hold, left no room for a host's. The server takes
+/// the hard limit, so they must be hundreds of thousands.
+#[test]
+fn the_server_takes_its_hard_descriptor_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let server = Server::init(t.path(), "sqlite", &[]);
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=64:4096")
+        .arg("--")
+        .arg(assert_cmd::cargo::cargo_bin("datum"))
+        .args(["server", "serve", "--dir"])
+        .arg(&server.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    std::thread::spawn(move || for _ in lines {});
+    let limits = open_files_limits(child.id());
+    // 100 idle connections: more than the soft limit the server started
+    // with; an operator is still answered while they are held.
+    let held: Vec<std::net::TcpStream> = (0..100)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let answered = datum()
+        .arg("fleet")
+        .arg("--credentials")
+        .arg(server.admin())
+        .arg("hosts")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    drop(held);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(limits, (4096, 4096), "the server's open files limits");
+    assert_exit(&answered, 0);
+    assert!(took < Duration::from_secs(5), "answered in {took:?}");
+}
