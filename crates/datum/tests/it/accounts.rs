@@ -927,3 +927,115 @@ fn a_kept_name_another_group_holds_fails_the_removal_saying_why() {
         before
     );
 }
+
+/// The password hash never reaches a command line (readable by every local
+/// user in `/proc/PID/cmdline` and `ps` while the program runs) nor an
+/// environment: every shadow-utils program Datum starts is a wrapper first
+/// on `PATH` that logs its arguments and environment, then runs the real
+/// one. A User created with a hash, then its hash and shell changed by
+/// hand and put back: the log shows each program (chpasswd given `-e`
+/// only) and the hash in none of them.
+#[test]
+fn the_password_hash_is_on_no_command_line_nor_environment() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let s = Sandbox::with_base(&manifest("/bin/sh", "present"));
+    accounts_root(&s);
+    let bin = s.dir.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let log = s.dir.path().join("argv.log");
+    for program in [
+        "useradd", "usermod", "userdel", "groupadd", "groupmod", "groupdel", "chpasswd",
+    ] {
+        let real = ["/usr/sbin", "/sbin", "/usr/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(program))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| panic!("{program} not installed"));
+        let wrapper = bin.join(program);
+        fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\n{{ printf '%s' {program}; for a in \"$@\"; do printf ' [%s]' \"$a\"; done; echo; env | sed 's/^/  env: /'; }} >>'{log}'\nexec {real} \"$@\"\n",
+                log = log.display(),
+                real = real.display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let datum = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("datum")
+            .unwrap()
+            .env("PATH", &path)
+            .arg("--repo")
+            .arg(s.repo())
+            .arg("--root")
+            .arg(s.root())
+            .arg("--host-file")
+            .arg(s.dir.path().join("host.yaml"))
+            .arg("--color")
+            .arg("never")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert_exit(&datum(&["apply"]), 2);
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    assert!(shadow.contains(HASH), "the hash was not set:\n{shadow}");
+    // Drift of the hash and the shell: usermod and chpasswd again.
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    fs::write(
+        s.live("/etc/passwd"),
+        passwd.replace(":/bin/sh\n", ":/bin/bash\n"),
+    )
+    .unwrap();
+    fs::write(
+        s.live("/etc/shadow"),
+        shadow.replace(HASH, "$6$other$not-the-declared-one"),
+    )
+    .unwrap();
+    assert_exit(&datum(&["apply"]), 2);
+    assert!(
+        fs::read_to_string(s.live("/etc/shadow"))
+            .unwrap()
+            .contains(HASH)
+    );
+    let logged = fs::read_to_string(&log).unwrap();
+    let programs: Vec<&str> = logged
+        .lines()
+        .filter(|l| !l.starts_with("  env: "))
+        .collect();
+    for expected in ["groupadd", "useradd", "usermod"] {
+        assert!(
+            programs
+                .iter()
+                .any(|l| l.starts_with(&format!("{expected} "))),
+            "{expected} was not run through the wrapper:\n{logged}"
+        );
+    }
+    let chpasswd: Vec<&&str> = programs
+        .iter()
+        .filter(|l| l.starts_with("chpasswd"))
+        .collect();
+    assert_eq!(chpasswd.len(), 2, "{logged}");
+    for line in chpasswd {
+        assert!(line.starts_with("chpasswd [-e] [--root]"), "{line}");
+    }
+    for secret in [HASH, "CANARY", "saltsalt"] {
+        assert!(
+            !logged.contains(secret),
+            "{secret} reached a program's arguments or environment:\n{logged}"
+        );
+    }
+}
