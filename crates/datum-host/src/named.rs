@@ -42,6 +42,18 @@ pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Opens the folder the operator named (links followed as given, as the
+/// shell and `ls` would), to be read relative to its handle: `datum
+/// fingerprint PATH` fingerprints the tree the path names. A path that is
+/// not a folder is an error (`ENOTDIR`).
+pub fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
 /// The size of the file the operator named (links followed as given).
 pub fn size(path: &Path) -> std::io::Result<u64> {
     std::fs::metadata(path).map(|m| m.len())

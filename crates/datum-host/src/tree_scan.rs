@@ -155,6 +155,20 @@ pub fn scan_dir(
     into_tree(scanned, opts.algorithm, path)
 }
 
+/// [`scan_root`] of a directory already open (a folder the operator named,
+/// `crate::named::open_dir`): the root hash alone, in the same bounded memory.
+pub fn scan_root_dir(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    opts: &ScanOptions,
+) -> Result<ScannedRoot, FingerprintError> {
+    let scanned = scan_with(Start::Dir(dir), path, opts, max_open_dirs(), Keep::Hashes)?;
+    Ok(ScannedRoot {
+        hash: scanned.root.hash(),
+        stats: scanned.stats,
+    })
+}
+
 /// Asked about each directory of a kept tree as soon as it is fingerprinted, with its
 /// path relative to the root and its node (entries included): `true` drops its entries
 /// from the kept tree (the directory's own node and hash stay). It runs on the scan's

@@ -1173,6 +1173,50 @@ fn compat_fingerprint_equals_the_reference_function() {
     );
 }
 
+/// The reference function lists the path it is given (`os.listdir` follows
+/// a link there), so a link to a folder fingerprints that folder; a path
+/// that is not a folder has no fingerprint (the reference fails). `datum
+/// fingerprint` hashed either as one leaf: every link gave the same
+/// `--compat` root, whatever it pointed at.
+#[test]
+fn the_fingerprint_of_a_link_to_a_folder_is_the_folder_s_and_a_file_has_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build(&a, &[E::File("x.conf", 0o644, b"x".to_vec())]);
+    build(&b, &[E::File("y.conf", 0o600, b"other".to_vec())]);
+    let (la, lb) = (dir.path().join("la"), dir.path().join("lb"));
+    std::os::unix::fs::symlink(&a, &la).expect("ln");
+    std::os::unix::fs::symlink("b", &lb).expect("ln");
+    let fp = |args: &[&str], path: &Path| {
+        let o = Command::cargo_bin("datum")
+            .expect("datum")
+            .arg("fingerprint")
+            .args(args)
+            .arg(path)
+            .output()
+            .expect("run");
+        (code(&o), stdout(&o).trim().to_owned(), stderr(&o))
+    };
+    for args in [&["--compat"][..], &[][..]] {
+        let (ca, ha, _) = fp(args, &a);
+        let (cla, hla, _) = fp(args, &la);
+        let (_, hb, _) = fp(args, &b);
+        let (_, hlb, _) = fp(args, &lb);
+        assert_eq!((ca, cla), (0, 0), "{args:?}");
+        assert_eq!(hla, ha, "{args:?}: a link to a folder is that folder");
+        assert_eq!(hlb, hb, "{args:?}");
+        assert_ne!(hla, hlb, "{args:?}: two links to different folders");
+        // Not a tree: refused, naming the path.
+        let (code, out, err) = fp(args, &a.join("x.conf"));
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains("x.conf") && err.contains("not a directory"),
+            "{err}"
+        );
+    }
+}
+
 fn rustix_is_root() -> bool {
     // The owner of a file this process creates is its effective uid.
     let dir = tempfile::tempdir().expect("tempdir");

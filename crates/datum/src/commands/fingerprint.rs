@@ -6,12 +6,13 @@
 //! fingerprint logic (that is `datum_fingerprint` and `datum_host::tree_scan`).
 
 use std::io::Write as _;
+use std::os::fd::AsFd as _;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
 use datum_fingerprint::{Algorithm, Exclusions};
-use datum_host::tree_scan::{ScanOptions, scan, scan_root};
+use datum_host::tree_scan::{ScanOptions, scan_dir, scan_root_dir};
 
 use crate::cli::{Format, GlobalArgs};
 use crate::exit::ExitCode;
@@ -47,14 +48,23 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
         threads: args.threads,
         progress: None,
     };
+    // The tree the path names, a link there followed as the reference
+    // function's `os.listdir` does (entries inside are never followed); a
+    // path that is not a folder has no tree, and the reference fails on it.
+    let root = datum_host::named::open_dir(&args.path).with_context(|| {
+        format!(
+            "cannot fingerprint {}: not a directory (or not readable as one)",
+            args.path.display()
+        )
+    })?;
     let bar = crate::render::progress::hashing();
-    // Without -v only the root hash is printed: `scan_root` keeps no tree, so memory does
-    // not grow with the number of files. Listing every entry (parents first) needs every
-    // hash before the first line, so -v keeps the whole fingerprinted tree.
+    // Without -v only the root hash is printed: `scan_root_dir` keeps no tree, so memory
+    // does not grow with the number of files. Listing every entry (parents first) needs
+    // every hash before the first line, so -v keeps the whole fingerprinted tree.
     let scanned = if global.verbose {
-        scan(&args.path, &opts).map(|tree| (tree.root_hash(), Some(tree)))
+        scan_dir(root.as_fd(), &args.path, &opts).map(|tree| (tree.root_hash(), Some(tree)))
     } else {
-        scan_root(&args.path, &opts).map(|root| (root.hash, None))
+        scan_root_dir(root.as_fd(), &args.path, &opts).map(|root| (root.hash, None))
     };
     if let Some(bar) = bar {
         bar.finish_and_clear();
