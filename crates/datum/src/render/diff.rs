@@ -1,5 +1,6 @@
 //! Field differences and unified content diffs, as text.
 
+use datum_core::text::visible;
 use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
 use datum_engine::ResourceReport;
 use datum_report::style::{self, Paint};
@@ -81,6 +82,10 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
     let diff = TextDiff::configure()
         .timeout(datum_core::diff::TEXT_DIFF_TIMEOUT)
         .diff_lines(old, new);
+    // What the host holds (the live lines, a Tree entry's name) reaches a
+    // terminal: a control character is written as an escape, never sent
+    // (a tab stays a tab).
+    let label = visible(label, &[]);
     let mut out = format!("    --- {label} (live)\n    +++ {label} (declared)\n");
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         out.push_str(&format!("    {}\n", hunk.header()));
@@ -95,8 +100,9 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
                 line.push_str("\n\\ No newline at end of file\n");
             }
             for l in line.lines() {
+                let l = visible(l, &['\t']);
                 if sign != " " {
-                    out.push_str(&format!("    {}\n", Paint::new(color).wrap(sgr, l)));
+                    out.push_str(&format!("    {}\n", Paint::new(color).wrap(sgr, &l)));
                 } else {
                     out.push_str(&format!("    {l}\n"));
                 }

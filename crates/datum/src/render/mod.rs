@@ -123,7 +123,13 @@ pub fn resource_text(r: &ResourceReport, paint: Paint, verbose: bool) -> Option<
     }
     let mut out = String::new();
     let head = format!("{marker} {}", r.id);
-    out.push_str(&format!("{}  {}\n", paint.wrap(sgr, &head), status(r)));
+    // A reason or a validator's output may quote what the host holds (a
+    // live path, a line of a configuration a local user can write): a
+    // control character in it is written as an escape, never sent to the
+    // terminal.
+    let status = status(r);
+    let status = datum_core::text::visible(&status, &[]);
+    out.push_str(&format!("{}  {status}\n", paint.wrap(sgr, &head)));
     out.push_str(&diff::field_lines(r, paint.on));
     if let Some(detail) = r
         .detail
@@ -131,6 +137,7 @@ pub fn resource_text(r: &ResourceReport, paint: Paint, verbose: bool) -> Option<
         .filter(|_| r.outcome != Outcome::Unchanged)
     {
         for l in detail.lines() {
+            let l = datum_core::text::visible(l, &['\t']);
             out.push_str(&format!("    | {l}\n"));
         }
     }

@@ -702,3 +702,33 @@ fn staging_litter_never_holds_a_folder_a_purging_tree_removes() {
     assert!(!s.live("/etc/t/gone").exists());
     assert_exit(&s.datum(&["apply"]), 0);
 }
+
+/// What a local user writes into a managed file reaches the operator's
+/// terminal through the plan's and the apply's content diff: an escape
+/// sequence there could clear the screen, move the cursor over a line
+/// (hiding a change), retitle the window or write the clipboard (OSC 52).
+/// Both show it as text.
+#[test]
+fn a_plan_and_an_apply_never_pass_a_terminal_sequence_from_the_host_through() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  content: \"hello\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    fs::write(
+        s.live("/etc/app.conf"),
+        "kept\n\u{1b}[2J\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}[1A\u{1b}[2Khidden\tx\n",
+    )
+    .unwrap();
+    for command in ["plan", "apply"] {
+        let o = s.datum(&[command]);
+        assert_exit(&o, 2);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}'),
+            "{command}: a control character reached the terminal:\n{}",
+            out.escape_debug()
+        );
+        assert!(out.contains("-\\u{1b}[2J\\u{1b}]52;c;"), "{command}: {out}");
+        assert!(out.contains("hidden\tx"), "{command}: a tab is kept: {out}");
+    }
+}
