@@ -20,10 +20,24 @@ pub fn cell(text: &str) -> String {
                 out.push_str("<br>");
             }
             '\n' => out.push_str("<br>"),
+            c if drives_a_terminal(c) => out.push_str(&escaped(c)),
             _ => out.push(c),
         }
     }
     out
+}
+
+/// Whether `c` would do something on a terminal or in an editor instead of
+/// being read (an escape sequence's ESC, a bell, a carriage return, the
+/// bidirectional overrides that reorder what is shown): a report that
+/// quotes what a host or a cloud API holds is printed as well as posted.
+fn drives_a_terminal(c: char) -> bool {
+    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `c` written as the escape a person reads (`\u{1b}`).
+fn escaped(c: char) -> String {
+    format!("\\u{{{:x}}}", u32::from(c))
 }
 
 /// Wrap `text` as inline code that survives any backticks inside it.
@@ -36,7 +50,11 @@ pub fn cell(text: &str) -> String {
 pub fn inline_code(text: &str) -> String {
     let flat: String = text
         .chars()
-        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .map(|c| match c {
+            '\n' | '\r' => " ".to_owned(),
+            c if drives_a_terminal(c) => escaped(c),
+            c => c.to_string(),
+        })
         .collect();
     let longest = longest_backtick_run(&flat);
     let fence = "`".repeat(longest + 1);
@@ -105,6 +123,26 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_would_drive_a_terminal_is_written_as_an_escape_in_a_cell_and_in_code() {
+        // A tag value a cloud API returned, a live line: clear the screen,
+        // write the clipboard (OSC 52), reorder the text (U+202E).
+        let hostile = "a\u{1b}[2J\u{1b}]52;c;eA==\u{7}b\u{202e}c\td";
+        for shown in [cell(hostile), inline_code(hostile)] {
+            assert!(
+                !shown
+                    .chars()
+                    .any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{202e}'),
+                "{}",
+                shown.escape_debug()
+            );
+            assert!(
+                shown.contains("a\\u{1b}[2J\\u{1b}]52;c;eA==\\u{7}b\\u{202e}c\td"),
+                "{shown}"
+            );
+        }
+    }
 
     #[test]
     fn cell_escapes_pipes_and_newlines() {
