@@ -247,10 +247,15 @@ impl Templates {
         let ok = match self.env.template_from_named_str(&name, &text) {
             Ok(_) => true,
             Err(err) => {
-                diags.push(
-                    template_diagnostic("template syntax error", &err, &text, rel, layer, id)
-                        .hiding_source(sensitive),
-                );
+                diags.push(template_diagnostic(
+                    "template syntax error",
+                    &err,
+                    &text,
+                    rel,
+                    layer,
+                    id,
+                    sensitive,
+                ));
                 false
             }
         };
@@ -290,12 +295,12 @@ impl Templates {
             .and_then(|t| t.render(host_context(host)));
         result.map_err(|err| {
             Box::new(
-                template_diagnostic("template error", &err, text, rel, layer, id)
-                    .hiding_source(sensitive)
-                    .note(format!(
+                template_diagnostic("template error", &err, text, rel, layer, id, sensitive).note(
+                    format!(
                         "rendering for host `{}`, declared at {decl_origin}",
                         host.name
-                    )),
+                    ),
+                ),
             )
         })
     }
@@ -329,6 +334,10 @@ fn host_context(host: &HostIdentity) -> Value {
     Value::from(top)
 }
 
+/// The diagnostic of a template error at the template's own line.
+/// `sensitive`: the resource is, so neither the line nor minijinja's detail
+/// is shown (the detail quotes the template's expressions, `m['...']` is
+/// undefined, and values: the name a computed `include` asked for).
 fn template_diagnostic(
     what: &str,
     err: &minijinja::Error,
@@ -336,11 +345,18 @@ fn template_diagnostic(
     rel: &Path,
     layer: &str,
     id: &ResourceId,
+    sensitive: bool,
 ) -> Diagnostic {
     let mut message = format!("{what}: {}", err.kind());
-    if let Some(detail) = err.detail() {
-        message.push_str(": ");
-        message.push_str(detail);
+    match err.detail() {
+        Some(_) if sensitive => {
+            message.push_str(" (its detail is left out: the resource is sensitive)");
+        }
+        Some(detail) => {
+            message.push_str(": ");
+            message.push_str(detail);
+        }
+        None => {}
     }
     if err.kind() == minijinja::ErrorKind::OutOfFuel {
         message.push_str(&format!(
@@ -355,12 +371,15 @@ fn template_diagnostic(
             None,
         ),
     };
-    let mut d = Diagnostic::error(message).resource(id).at(Origin {
-        file: rel.to_owned(),
-        line: start.line as usize,
-        column: start.column as usize,
-        layer: layer.to_owned(),
-    });
+    let mut d = Diagnostic::error(message)
+        .resource(id)
+        .at(Origin {
+            file: rel.to_owned(),
+            line: start.line as usize,
+            column: start.column as usize,
+            layer: layer.to_owned(),
+        })
+        .hiding_source(sensitive);
     if let Some(end) = end {
         d = d.until(end);
     }
@@ -563,6 +582,48 @@ mod tests {
             ("base/templates/motd.j2", 2)
         );
         assert!(o.column >= 6, "{o}");
+    }
+
+    /// A sensitive resource's template error points at the template's line
+    /// without showing it, and its message must not show it either:
+    /// minijinja's details quote the expression (`m['...']` is undefined)
+    /// and the name a computed `include` asked for.
+    #[test]
+    fn a_sensitive_template_s_error_never_quotes_the_template() {
+        for text in [
+            "{% set m = {\"a\": 1} %}\n{{ m[\"CANARY-KEY\"] + 1 }}",
+            "{% set pw = \"CANARY-INCLUDE\" %}\n{% include pw %}",
+            "x\n{{ host.labels[\"CANARY-LABEL\"] }}",
+        ] {
+            let (_d, t, _, ok) = template(text);
+            assert!(ok, "{text}");
+            let d = t
+                .render(
+                    Path::new("base/templates/motd.j2"),
+                    &host(),
+                    &ResourceId::new("File", "motd"),
+                    &Origin::default(),
+                    "base",
+                    true,
+                )
+                .unwrap_err();
+            let shown = format!("{} {:?}", d.message, d.notes);
+            assert!(!shown.contains("CANARY"), "{text}: {shown}");
+            assert!(d.message.starts_with("template error: "), "{}", d.message);
+            assert_eq!(d.origin.as_ref().map(|o| o.line), Some(2), "{text}");
+            // Not sensitive: the detail helps, and is shown.
+            let d = t
+                .render(
+                    Path::new("base/templates/motd.j2"),
+                    &host(),
+                    &ResourceId::new("File", "motd"),
+                    &Origin::default(),
+                    "base",
+                    false,
+                )
+                .unwrap_err();
+            assert!(d.message.contains("CANARY"), "{text}: {}", d.message);
+        }
     }
 
     #[test]
