@@ -180,8 +180,15 @@ pub fn write(
     let mut objects = cache.reader().read_objects(ids)?;
     let mut writer = TreeWriter::new(into);
     let refused = |e: HostError| match &e {
-        // A path the writer will not write is the tree's fault.
-        HostError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
+        // A path the writer will not write is the tree's fault, and so is
+        // a name no file system here holds (over 255 bytes), which git
+        // takes: the same on every host, not a passing failure.
+        HostError::Io { source, .. }
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidFilename
+            ) =>
+        {
             bad_tree(e.to_string())
         }
         _ => PullError::Host(e),

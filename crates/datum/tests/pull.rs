@@ -1923,6 +1923,61 @@ fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
 }
 
 #[test]
+fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A signed tree with a 300-byte file name (git takes it; no Linux file
+    // system holds a name over 255 bytes).
+    let blob = bed.git_input(&["hash-object", "-w", "--stdin"], b"x\n");
+    let long = "n".repeat(300);
+    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
+    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
+    let root = bed.git_input(
+        &["mktree"],
+        format!(
+            "040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n100644 blob {blob}\t{long}\n"
+        )
+        .as_bytes(),
+    );
+    let signing = format!("user.signingkey={}", bed.p("keys/alice").display());
+    let named = bed.git(
+        "work",
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &signing,
+            "commit-tree",
+            "-S",
+            "-p",
+            &c1,
+            "-m",
+            "long name",
+            &root,
+        ],
+    );
+    bed.git("work", &["reset", "-q", "--soft", &named]);
+    let out = refused(&bed, "its files cannot be checked out");
+    assert!(
+        out.stderr().contains(&format!("refusing {}", &named[..12]))
+            && out.stderr().contains("File name too long")
+            && out
+                .stderr()
+                .contains(&format!("{} stays deployed", &c1[..12])),
+        "{}",
+        out.stderr()
+    );
+    let out = bed.pull(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["outcome"], "refused", "{json}");
+    assert_eq!(json["reason"], "bad_tree", "{json}");
+    assert_eq!(json["revision"], named.as_str(), "{json}");
+    assert_eq!(bed.checkouts(), vec![c1.clone()]);
+}
+
+#[test]
 fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_must_be() {
     if !tools() {
         return;
