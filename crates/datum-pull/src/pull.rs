@@ -306,7 +306,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     }
 
     // Verify the signature before anything else is looked at.
-    let raw = cache.commit(&new)?;
+    let raw = match cache.commit(&new) {
+        Ok(raw) => raw,
+        Err(crate::git::GitError::TooLarge { limit, .. }) => {
+            return Err(refuse(Reason::TooLarge { limit }));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let parsed = commit::parse(&raw).map_err(|e| {
         refuse(Reason::BadSignature {
             detail: e.to_string(),

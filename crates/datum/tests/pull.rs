@@ -1923,6 +1923,43 @@ fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
 }
 
 #[test]
+fn a_commit_object_too_large_to_read_is_refused_as_the_revisions_fault() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A commit is a few hundred bytes; this one has a 2 MiB message, more
+    // than datum pull reads of a commit before its signature is checked.
+    let message = bed.p("message");
+    std::fs::write(&message, "x".repeat(2 << 20)).unwrap();
+    bed.git(
+        "work",
+        &[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-F",
+            message.to_str().unwrap(),
+        ],
+    );
+    let big = bed.git("work", &["rev-parse", "HEAD"]);
+    let out = refused(&bed, "the commit object is larger than");
+    assert!(
+        out.stderr().contains(&format!("refusing {}", &big[..12]))
+            && out
+                .stderr()
+                .contains(&format!("{} stays deployed", &c1[..12])),
+        "{}",
+        out.stderr()
+    );
+    let out = bed.pull(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["outcome"], "refused", "{json}");
+    assert_eq!(json["reason"], "bad_signature", "{json}");
+    assert_eq!(json["revision"], big.as_str(), "{json}");
+}
+
+#[test]
 fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
