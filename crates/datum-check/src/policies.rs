@@ -79,6 +79,8 @@ impl Policies<'_> {
         let mut actions: Vec<Handled> = vec![Handled::reported(); findings.len()];
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
+        // The start of each reverted resource's flap window.
+        let mut windows: BTreeMap<ResourceId, i64> = BTreeMap::new();
         let mut handled: BTreeMap<ResourceId, Handled> = BTreeMap::new();
         for f in findings {
             if handled.contains_key(&f.id) {
@@ -104,18 +106,25 @@ impl Policies<'_> {
             let window_start = self.now - spec.flap_window.as_secs() as i64;
             let store = &mut *self.store;
             let (id, now) = (&f.id, self.now);
-            // A check counts the revert it would make; a reconcile logs it.
+            // Both count this decision among the reverts of the window. A
+            // reconcile logs it once it is done: a back-off or an escalation
+            // now, a revert only when it went through (below). A revert that
+            // failed changed nothing, so the resource did not drift *again*:
+            // it is retried, never taken for flapping.
             let decision = decide(policy, spec, look, standing, || {
-                if look {
-                    store.reverts_since(id, window_start).map(|n| n + 1)
-                } else {
-                    store.record_revert(id, now, window_start)
-                }
+                store.reverts_since(id, window_start).map(|n| n + 1)
             })?;
+            if matches!(
+                decision,
+                Decision::BackOff { would: false, .. } | Decision::Escalate { would: false }
+            ) {
+                store.record_revert(id, now, window_start)?;
+            }
             let handling = decision.handling();
             let action = match &decision {
                 Decision::Revert { would: false } => {
                     to_revert.push(f.id.clone());
+                    windows.insert(f.id.clone(), window_start);
                     Handled::new("reverting".to_owned(), handling)
                 }
                 Decision::Escalate { would: false } => {
@@ -151,6 +160,11 @@ impl Policies<'_> {
         }
         if !to_revert.is_empty() {
             for (id, outcome) in self.revert(&to_revert, findings)? {
+                if outcome.handling == Handling::Reverted
+                    && let Some(&window_start) = windows.get(&id)
+                {
+                    self.store.record_revert(&id, self.now, window_start)?;
+                }
                 handled.insert(id, outcome);
             }
         }

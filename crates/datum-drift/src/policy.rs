@@ -126,8 +126,9 @@ impl Decision {
 
     /// The reason an escalation quarantines with (shown after the source
     /// word, "flapping: drifted again ...", so it does not repeat it). Every
-    /// decision is logged, so the reverts done are the limit (the one after
-    /// it backed off).
+    /// revert that went through and every back-off is logged (a failed revert
+    /// is not), so the reverts done are the limit (the one after it backed
+    /// off).
     pub fn flapping_reason(spec: &ClassSpec) -> String {
         format!(
             "drifted again after {} revert{} within {}",
@@ -142,8 +143,9 @@ impl Decision {
 /// one drifted resource of `spec`'s class. `look`: a `datum check`, which
 /// decides without acting. `reverts` is called only for a `revert` policy on
 /// a resource no quarantine holds: it gives the reverts within the class's
-/// flap window, this one included (a reconcile records this one; a check
-/// counts it without recording).
+/// flap window, this one included (counted, not recorded: a reconcile logs
+/// a back-off or an escalation at once and a revert once it went through,
+/// since a revert that failed changed nothing and is no sign of flapping).
 pub fn decide<E>(
     policy: Policy,
     spec: &ClassSpec,

@@ -740,6 +740,54 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
     assert!(!human.contains("flapping: flapping"), "{human}");
 }
 
+/// A revert that fails (here a folder in the way, which Datum never removes
+/// unasked; a validator's refusal is the same) changed nothing: the file did
+/// not drift *again*, nothing on the host keeps rewriting it. Counted as
+/// reverts, three failures made a "backed off: reverted 3 times" and then a
+/// "flapping" quarantine that held the resource out of every apply.
+#[test]
+fn a_failed_revert_is_not_counted_as_a_revert_for_flapping() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert, flap_limit: 2, flap_window: 1h}\n",
+        Some("critical"),
+    )
+    .applied();
+    let motd = s.live("/etc/motd");
+    fs::remove_file(&motd).expect("rm");
+    fs::create_dir(&motd).expect("mkdir");
+    fs::write(motd.join("inside"), "kept\n").expect("write");
+    for round in 0..5 {
+        let (code, json) = s.reconcile_json(&[]);
+        assert_eq!(code, 2, "{json:#}");
+        let action = json["findings"][0]["action"].as_str().expect("action");
+        assert!(
+            action.starts_with("revert failed:"),
+            "reconcile {round}: {action}"
+        );
+        assert!(
+            json["quarantined"].as_array().expect("list").is_empty(),
+            "reconcile {round}: {json:#}"
+        );
+    }
+    // Once the way is clear, the revert goes through, and real flapping is
+    // still caught: the failures left the count untouched.
+    fs::remove_dir_all(&motd).expect("rm -r");
+    let actions: Vec<String> = (0..4)
+        .map(|_| {
+            fs::write(&motd, "defaced\n").expect("edit");
+            let (_, json) = s.reconcile_json(&[]);
+            json["findings"][0]["action"]
+                .as_str()
+                .expect("action")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(actions[0], "reverted", "{actions:?}");
+    assert_eq!(actions[1], "reverted", "{actions:?}");
+    assert!(actions[2].starts_with("backed off"), "{actions:?}");
+    assert_eq!(actions[3], "quarantined: flapping", "{actions:?}");
+}
+
 #[test]
 fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     let s = Sandbox::new(
