@@ -152,6 +152,22 @@ impl Reporting {
                 since: Some(q.since),
             })
             .collect();
+        // Reports queued while host.yaml named the host otherwise than its
+        // credentials do (and now does again) can never be delivered, and
+        // would hold this one back for good.
+        if self
+            .credentials
+            .as_ref()
+            .is_some_and(|c| c.identity == report.host)
+        {
+            for (name, n) in batch.set_aside_reports_of_others(&report.host)? {
+                eprintln!(
+                    "warning: {n} queued report(s) of `{name}` set aside: made while host.yaml named this host `{name}`, they cannot be delivered with `{}`'s credentials ({}); `datum outbox` counts them as refused",
+                    report.host,
+                    self.path.display()
+                );
+            }
+        }
         report.instructions = batch.instructions_to_confirm()?;
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();

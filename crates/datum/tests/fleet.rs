@@ -1400,3 +1400,42 @@ fn the_server_takes_its_hard_descriptor_limit() {
     assert_exit(&answered, 0);
     assert!(took < Duration::from_secs(5), "answered in {took:?}");
 }
+
+/// A host whose host.yaml names it otherwise than the identity its
+/// report.yaml was issued to (renamed, or a typo) makes reports the server
+/// refuses with that token (403); they stay queued, since enrolling the new
+/// name and installing its report.yaml sends them. But once host.yaml names
+/// the host as its credentials do again, those reports can never be sent,
+/// and the first of them held every later report back for good (the
+/// delivery keeps the queue in order and everything while credentials are
+/// refused). They are set aside then, counted as refused, with a warning.
+#[test]
+fn reports_of_a_name_the_host_no_longer_has_do_not_block_its_outbox() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    let host_yaml = h.root.join("etc/datum/host.yaml");
+    let original = std::fs::read_to_string(&host_yaml).unwrap();
+    std::fs::write(&host_yaml, original.replace("name: web-1", "name: web-1b")).unwrap();
+    assert_exit(&h.run(&repo, &["check"]), 0);
+    let outbox = h.wait_outbox(&repo, "refused", |v| v["failures"].as_u64() > Some(0));
+    assert!(
+        outbox["last_error"].as_str().unwrap().contains("HTTP 403"),
+        "{outbox}"
+    );
+    std::fs::write(&host_yaml, original).unwrap();
+    let mended = h.run(&repo, &["check"]);
+    assert_exit(&mended, 0);
+    let err = stderr(&mended);
+    assert!(
+        err.contains("1 queued report(s) of `web-1b`") && err.contains("set aside"),
+        "{err}"
+    );
+    h.run(&repo, &["outbox", "--flush"]);
+    let outbox = h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    assert_eq!(outbox["refused_total"], 1, "{outbox}");
+    assert_eq!(server.seqs("web-1"), vec![1, 3]);
+}

@@ -100,6 +100,71 @@ impl Batch<'_> {
     }
 }
 
+impl Batch<'_> {
+    /// Sets aside, as refused, every queued report that names another host
+    /// than `host` (the name `report.yaml`'s credentials were issued to, now
+    /// also the one host.yaml gives): made while the host was named
+    /// otherwise, the server refuses them with these credentials (403) and
+    /// always will, and the delivery, which keeps the queue in order and
+    /// everything while credentials are refused, would hold every later
+    /// report behind them for good. The backoff those refusals built up is
+    /// cleared with them; the dropped counts they carried are announced with
+    /// the next report, as for any refused report. Returns the names and
+    /// how many reports each had.
+    pub fn set_aside_reports_of_others(
+        &self,
+        host: &str,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        // The body is the report's JSON, stored as a BLOB (which
+        // json_extract would read as SQLite's binary JSON): read as text.
+        const OTHERS: &str = "FROM outbox WHERE json_extract(CAST(body AS TEXT), '$.host') <> ?1";
+        let tx = &self.tx;
+        let mut names: Vec<(String, u64)> = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare(&format!(
+                    "SELECT json_extract(CAST(body AS TEXT), '$.host'), count(*) {OTHERS} \
+                     GROUP BY 1 ORDER BY 1"
+                ))
+                .map_err(sql(self.path, "cannot read the outbox"))?;
+            let rows = stmt
+                .query_map([host], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                })
+                .map_err(sql(self.path, "cannot read the outbox"))?;
+            for row in rows {
+                let (name, n) = row.map_err(sql(self.path, "cannot read the outbox"))?;
+                names.push((name, super::u64_from_sql(n)));
+            }
+        }
+        if names.is_empty() {
+            return Ok(names);
+        }
+        ensure_state(self)?;
+        let why = format!(
+            "made while this host was named {}, not `{host}`, whose credentials report.yaml holds: the server refuses it with them",
+            names
+                .iter()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let count: i64 = names.iter().map(|(_, n)| *n as i64).sum();
+        tx.execute(
+            &format!(
+                "UPDATE outbox_state SET refused_total = refused_total + ?2, last_refused = ?3, \
+                 dropped = dropped + coalesce((SELECT sum(announced) {OTHERS}), 0), \
+                 failures = 0, next_attempt_ms = 0, last_error = NULL WHERE id = 1"
+            ),
+            params![host, count, why],
+        )
+        .map_err(sql(self.path, "cannot set the refused reports aside"))?;
+        tx.execute(&format!("DELETE {OTHERS}"), [host])
+            .map_err(sql(self.path, "cannot set the refused reports aside"))?;
+        Ok(names)
+    }
+}
+
 fn ensure_state(batch: &Batch<'_>) -> Result<(), StoreError> {
     batch
         .tx
