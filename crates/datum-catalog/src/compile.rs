@@ -619,6 +619,19 @@ impl<'r> Analysis<'r> {
         let Some(provider) = self.providers[m.last_doc()] else {
             return;
         };
+        // The resource's name where it stands for a field no layer writes
+        // (a User's account, a Package's package): at the `name:` line.
+        let field = |k: &str| m.fields.get(k).map(|(v, _)| v);
+        if let Some(problem) = provider.check_resource_name(&field, &m.id.name) {
+            let doc = self.doc(m.first_doc());
+            out.push(
+                Diagnostic::error(problem)
+                    .resource(&m.id)
+                    .at(doc.origin_at(doc.name_span.start))
+                    .until(doc.name_span.end)
+                    .hiding_source(self.hides_lines(m)),
+            );
+        }
         // The provider checks the declaration as written: the merged
         // fields plus the winning content field.
         let mut desired = m.desired_json();

@@ -155,6 +155,10 @@ pub trait Kind: Send + Sync {
     fn exclusive_claims(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Vec<Exclusive> {
         Vec::new()
     }
+    /// See [`Provider::check_resource_name`].
+    fn check_resource_name(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Option<String> {
+        None
+    }
     /// See [`Provider::extra_findings`].
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
         None
@@ -255,6 +259,10 @@ impl<T: Kind> Provider for T {
 
     fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
         Kind::exclusive_claims(self, field, name)
+    }
+
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        Kind::check_resource_name(self, field, name)
     }
 
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {

@@ -407,6 +407,17 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// For a kind whose resource name stands for a field when that field is
+    /// not written (a User's, Group's, Package's or Service's `name:`, which
+    /// reaches useradd, apt-get or systemctl): the problem with `name` as
+    /// that value, `None` when it is fine or the field is written. `check`
+    /// sees `desired` alone, so without this a resource name no tool takes
+    /// (`-ou`, `Web Server`) passed the compile and failed every pass.
+    /// `field` looks up the merged declaration.
+    fn check_resource_name(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Option<String> {
+        None
+    }
+
     /// Findings a check adds for this kind beyond each resource's own diff:
     /// what its resources put on the host without declaring it, changed
     /// since (a Package's configuration files). Check asks this instead of

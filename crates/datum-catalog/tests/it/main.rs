@@ -1781,6 +1781,44 @@ mod lint_errors {
         assert!(!err.render(false).contains("CANARY"));
     }
 
+    /// A User, Group, Package or Service without `name:` manages what its
+    /// resource name says (the account, the package, the unit), which
+    /// reaches useradd, apt-get and systemctl: a resource name those refuse
+    /// (`-ou`, `Ng.inx`, `a/b`) is an error at the `name:` line when the
+    /// repository compiles, as the same value written in `desired.name`
+    /// is. Before, lint said nothing and every plan failed the resource
+    /// when it was observed. With `name:` written, the resource name is
+    /// only a label and may be anything a resource name may be.
+    #[test]
+    fn a_resource_name_that_stands_for_a_field_is_checked_as_that_field() {
+        let repo = Repo::two_layers();
+        let doc = |kind: &str, name: &str, desired: &str| {
+            format!("datum: v1alpha1\ntype: {kind}\nname: \"{name}\"\ndesired: {desired}\n")
+        };
+        repo.file(
+            "base/names.yaml",
+            &[
+                doc("User", "-ou", "{uid: 2000}"),
+                doc("Group", "Ops Team", "{}"),
+                doc("Package", "-oAPT::x=1", "{}"),
+                doc("Service", "foo.service --root=/", "{state: running}"),
+                doc("User", "Deploy Account", "{name: deploy}"),
+                doc("Package", "Web Server", "{name: nginx}"),
+                doc("Service", "web/unit", "{name: nginx, state: running}"),
+                doc("Group", "ops", "{}"),
+            ]
+            .join("---\n"),
+        );
+        let expected = [
+            "base/names.yaml:3:7: error: User[-ou]: the resource's name is the account's name (no `name:` is written): `-ou` is not a usable account name (a lower-case letter or `_`, then lower-case letters, digits, `_`, `-` or `.`, at most 32 characters)",
+            "base/names.yaml:8:7: error: Group[Ops Team]: the resource's name is the group's name (no `name:` is written): `Ops Team` is not a usable account name (a lower-case letter or `_`, then lower-case letters, digits, `_`, `-` or `.`, at most 32 characters)",
+            "base/names.yaml:13:7: error: Package[-oAPT::x=1]: the resource's name is the package's name (no `name:` is written): package name `-oAPT::x=1` must start with a lower-case letter or a digit",
+            "base/names.yaml:18:7: error: Service[foo.service --root=/]: the resource's name is the unit's name (no `name:` is written): unit name `foo.service --root=/` contains ` `: systemd unit names use letters, digits and `:-_.@\\` only",
+        ];
+        assert_eq!(repo.lint(), expected);
+        assert_eq!(repo.compile_errors(&web()), expected);
+    }
+
     /// A claim two resources share is a value of both: when either says
     /// `sensitive: true`, the error names the field, never the value (a
     /// uid, an account's name), and shows no line of either (the other's

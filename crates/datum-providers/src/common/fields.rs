@@ -91,6 +91,24 @@ impl Ensure {
 /// `DeclaredFields::mapping` names a non-mapping `desired:` with).
 pub use datum_core::desired::type_name;
 
+/// [`crate::Provider::check_resource_name`] of a kind whose `name:` defaults
+/// to the resource's name: `name` checked by `check` as the `what`'s name
+/// when `name:` is not written (a written one is `check`ed with the other
+/// fields).
+pub fn name_as_field(
+    field: crate::FieldLookup<'_, '_>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Option<String> {
+    if field("name").is_some_and(|v| !v.is_null()) {
+        return None;
+    }
+    check(name).err().map(|problem| {
+        format!("the resource's name is the {what}'s name (no `name:` is written): {problem}")
+    })
+}
+
 /// Parses a mode: a quoted string of octal digits, 3 or 4 significant
 /// (`644`, `0644`, `4755`), at most `07777`. Numbers are refused because YAML
 /// reads an unquoted `0644` as a number and the octal meaning is lost (644

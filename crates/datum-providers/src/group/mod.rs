@@ -344,7 +344,8 @@ impl Kind for GroupProvider {
 
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in when `name:` is absent; it is
-        // checked when the resource is observed.
+        // checked by `check_resource_name`, which the catalogue is given it
+        // for.
         GroupDesired::parse(desired, "group").map(drop)
     }
 
@@ -355,6 +356,11 @@ impl Kind for GroupProvider {
     /// The group's name (whatever `ensure` says), and its gid while present.
     fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
         account_claims(field, name, "group", "gid")
+    }
+
+    /// The resource's name when `name:` is not written: the group's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "group", account_files::check_name)
     }
 
     fn observe(

@@ -625,10 +625,15 @@ impl Kind for PackageProvider {
         }]
     }
 
+    /// The resource's name when `name:` is not written: the package's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "package", desired::check_name)
+    }
+
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource name stands in for `name:` when that is absent; it is
         // not known here, so a valid placeholder keeps the other checks going
-        // and the name itself is checked when the resource is observed.
+        // and the name itself is checked by `check_resource_name`.
         PackageSpec::parse(desired, "placeholder").map(drop)
     }
 

@@ -255,10 +255,17 @@ impl Kind for ServiceProvider {
             .collect()
     }
 
+    /// The resource's name when `name:` is not written: the unit's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "unit", |n| {
+            desired::unit_name(n).map(drop)
+        })
+    }
+
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in for `name:` when that is absent;
         // it is not known here, so a placeholder keeps the other checks going
-        // and the name itself is checked when the resource is observed.
+        // and the name itself is checked by `check_resource_name`.
         ServiceSpec::parse(desired, "service").map(drop)
     }
 

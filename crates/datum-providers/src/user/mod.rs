@@ -560,6 +560,11 @@ impl Kind for UserProvider {
         crate::group::account_claims(field, name, "account", "uid")
     }
 
+    /// The resource's name when `name:` is not written: the account's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "account", account_files::check_name)
+    }
+
     fn observe(
         &self,
         host: &Host,
