@@ -262,7 +262,20 @@ fn ssh(
             signer: principal,
             key,
         }
-    } else if revoked_path.is_some() && verify(None)?.success() {
+    } else if let Some((path, r)) = revoked_path.as_deref().zip(revoked)
+        && verify(None)?.success()
+    {
+        // ssh-keygen says the same when the list revokes the key and when
+        // it cannot read the list at all: a list it cannot read refuses a
+        // key nobody could have revoked too.
+        if !revocation_list_reads(&mut scratch, path)? {
+            return Err(Refused::Failed(PullError::Config(
+                crate::error::ConfigError::Missing(format!(
+                    "the revocation list {} cannot be used: ssh-keygen refuses every signature with it, even one by a key made just now, so it cannot tell whether {principal}'s key ({key}) is revoked; it must be a KRL (ssh-keygen -k) or public keys, one per line as in a .pub file; nothing was changed",
+                    r.path.display()
+                )),
+            )));
+        }
         Reason::RevokedKey {
             signer: principal,
             key,
@@ -272,6 +285,74 @@ fn ssh(
         Reason::BadSignature { detail }
     };
     Err(Refused::Reason(reason))
+}
+
+/// Whether `ssh-keygen` can read the revocation list at `revoked`: a
+/// signature by a key made just now (which no list can name) must verify
+/// with it.
+fn revocation_list_reads(scratch: &mut Scratch<'_>, revoked: &Path) -> Result<bool, Refused> {
+    const PROBE: &[u8] = b"datum pull: can the revocation list be read?\n";
+    let tool = |detail: String| {
+        Refused::Failed(PullError::Tool {
+            tool: "ssh-keygen".to_owned(),
+            detail,
+        })
+    };
+    for name in ["probe", "probe.pub"] {
+        scratch.folder.dir().entry(OsStr::new(name)).remove_all()?;
+        scratch.names.push(name);
+    }
+    let key = scratch.folder.file_path("probe");
+    let out = run(CommandSpec::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "probe", "-f"])
+        .arg(&key))?;
+    if !out.success() {
+        return Err(tool(format!(
+            "making a probe key: {}",
+            said(&out, &key, &key)
+        )));
+    }
+    let out = run(CommandSpec::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", NAMESPACE, "-f"])
+        .arg(&key)
+        .input(PROBE.to_vec()))?;
+    if !out.success() {
+        return Err(tool(format!(
+            "signing with a probe key: {}",
+            said(&out, &key, &key)
+        )));
+    }
+    let sig = scratch.put("probe.sig", &out.stdout.bytes)?;
+    let public = scratch.folder.dir().entry(OsStr::new("probe.pub")).read()?;
+    let public: Vec<&str> = std::str::from_utf8(&public)
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(2)
+        .collect();
+    let signers = scratch.put(
+        "probe_signers",
+        format!("probe {}\n", public.join(" ")).as_bytes(),
+    )?;
+    let verify = |with: Option<&Path>| {
+        let mut spec = CommandSpec::new("ssh-keygen")
+            .args(["-Y", "verify", "-n", NAMESPACE, "-f"])
+            .arg(&signers)
+            .args(["-I", "probe", "-s"])
+            .arg(&sig)
+            .input(PROBE.to_vec());
+        if let Some(r) = with {
+            spec = spec.arg("-r").arg(r);
+        }
+        run(spec)
+    };
+    let out = verify(None)?;
+    if !out.success() {
+        return Err(tool(format!(
+            "verifying a probe signature: {}",
+            said(&out, &signers, &signers)
+        )));
+    }
+    Ok(verify(Some(revoked))?.success())
 }
 
 /// `SHA256:...` from `Good "git" signature ... with ED25519 key SHA256:...`.

@@ -1923,6 +1923,74 @@ fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
 }
 
 #[test]
+fn a_revoked_key_is_refused_and_a_revocation_list_ssh_keygen_cannot_read_is_not_taken_for_one() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let revoked = bed.p("revoked_keys");
+    let pull_with = |extra: &[&str]| {
+        let path = revoked.display().to_string();
+        let mut args = vec!["--revoked-keys", path.as_str()];
+        args.extend_from_slice(extra);
+        bed.pull(&args)
+    };
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    let before = bed.snapshot();
+
+    // alice's key in the list (a public key per line, or a KRL): refused.
+    std::fs::write(&revoked, format!("{}\n", bed.public("alice"))).unwrap();
+    let out = pull_with(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("with a revoked key"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+    let krl = Command::new("ssh-keygen")
+        .args(["-q", "-k", "-f"])
+        .arg(&revoked)
+        .arg(bed.p("keys/alice.pub"))
+        .output()
+        .unwrap();
+    assert!(krl.status.success(), "{krl:?}");
+    let out = pull_with(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["reason"], "revoked_key", "{json}");
+
+    // A list ssh-keygen cannot read (written in allowed_signers' format,
+    // naming mallory only): every signature fails with it, alice's too,
+    // but her key is not revoked: the list is named as unusable.
+    std::fs::write(
+        &revoked,
+        format!("mallory@example.com {}\n", bed.public("mallory")),
+    )
+    .unwrap();
+    let out = pull_with(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    let message = json["message"].as_str().unwrap();
+    assert_ne!(json["reason"], "revoked_key", "{json}");
+    assert!(
+        !message.contains("revoked key")
+            && message.contains(&revoked.display().to_string())
+            && message.contains("cannot be used")
+            && message.contains("nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(json["reason"], "config", "{json}");
+    assert_eq!(bed.snapshot(), before);
+
+    // mallory's key in a list it reads: alice's revision goes through.
+    std::fs::write(&revoked, format!("{}\n", bed.public("mallory"))).unwrap();
+    pull_with(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+    assert_ne!(c1, c2);
+}
+
+#[test]
 fn a_commit_object_too_large_to_read_is_refused_as_the_revisions_fault() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
