@@ -12,17 +12,20 @@ pub fn field_lines(r: &ResourceReport, color: bool) -> String {
     let mut out = String::new();
     let value_text = |v| value_text(v, r.sensitive);
     for change in &r.diff.changes {
+        // A Tree entry's name as found on the host: a newline in it would
+        // print a line of its own, an escape sequence drive the terminal.
+        let field = datum_core::text::visible(&change.field, &[]);
         if change.before.is_none() {
             // Something new: its value, not "(absent) -> value".
             out.push_str(&format!(
                 "    {}: {}\n",
-                change.field,
+                field,
                 value_text(change.after.as_ref())
             ));
         } else {
             out.push_str(&format!(
                 "    {}: {} -> {}\n",
-                change.field,
+                field,
                 value_text(change.before.as_ref()),
                 value_text(change.after.as_ref())
             ));
@@ -95,7 +98,21 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
                 ChangeTag::Insert => ("+", style::GREEN),
                 ChangeTag::Equal => (" ", ""),
             };
-            let mut line = format!("{sign}{}", change.value());
+            // The live side is whatever the file holds: its control
+            // characters (but a tab) are written as escapes, as `datum
+            // check` writes them.
+            // A line ends in a newline (CRLF's carriage return is part of
+            // the ending), or in a lone carriage return, which `similar`
+            // also ends a line at: shown as its escape.
+            let value = change.value();
+            let body = value
+                .strip_suffix("\r\n")
+                .or_else(|| value.strip_suffix('\n'))
+                .unwrap_or(value);
+            let mut line = format!("{sign}{}", datum_core::text::visible(body, &['\t']));
+            if body.len() < value.len() || body.ends_with('\r') {
+                line.push('\n');
+            }
             if !line.ends_with('\n') {
                 line.push_str("\n\\ No newline at end of file\n");
             }
@@ -172,5 +189,40 @@ mod tests {
             field_lines(&declared, false),
             "    comment: \"x\" -> \"(sensitive)\"\n"
         );
+    }
+
+    /// A field's name (a Tree entry's, as found on the host) and a content
+    /// diff's lines (the live file's) come from outside: their control
+    /// characters are written as escapes, as `datum check` writes them, so
+    /// a name or a line cannot forge a line of the plan or drive the
+    /// terminal reading it.
+    #[test]
+    fn names_and_lines_from_the_host_cannot_forge_a_line_or_drive_the_terminal() {
+        let r = report(
+            false,
+            vec![change(
+                "tree:evil\n+ File[fake]  create\u{1b}[31m",
+                Some("unmanaged"),
+                "removed",
+            )],
+        );
+        assert_eq!(
+            field_lines(&r, false),
+            "    tree:evil\\u{a}+ File[fake]  create\\u{1b}[31m: \"unmanaged\" -> \"removed\"\n"
+        );
+        let change = ContentChange {
+            before: Some(b"a\tb\n\x1b]0;title\x07\x1b[2J\rPlan: 0 to change\n".to_vec()),
+            after: b"a\tb\n".to_vec(),
+            before_sha256: Some("x".to_owned()),
+            after_sha256: "y".to_owned(),
+        };
+        let text = content_diff(&change, "/etc/motd", false);
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+        assert!(
+            text.contains("    -\\u{1b}]0;title\\u{7}\\u{1b}[2J\\u{d}\n    -Plan: 0 to change\n"),
+            "{text:?}"
+        );
+        assert!(!text.contains("No newline"), "{text:?}");
+        assert!(text.contains(" a\tb\n"), "a tab stays: {text:?}");
     }
 }
