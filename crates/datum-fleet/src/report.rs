@@ -153,6 +153,31 @@ pub struct Report {
     pub pending: Vec<PendingChange>,
 }
 
+impl Report {
+    /// Takes out what the report itself marks sensitive but still carries:
+    /// the values of a change marked sensitive, and the content diff of a
+    /// finding with such a change. A host's builder never puts them in;
+    /// the server calls this before it stores a report, so that a report
+    /// that does (a builder's bug, another program's) has no value of a
+    /// sensitive resource held or shown anywhere. Returns whether anything
+    /// was taken out.
+    pub fn withhold_sensitive(&mut self) -> bool {
+        let mut withheld = false;
+        for finding in &mut self.findings {
+            let mut sensitive = false;
+            for change in finding.changes.iter_mut().filter(|c| c.sensitive) {
+                sensitive = true;
+                withheld |= change.observed.take().is_some();
+                withheld |= change.declared.take().is_some();
+            }
+            if sensitive {
+                withheld |= finding.content_diff.take().is_some();
+            }
+        }
+        withheld
+    }
+}
+
 /// At most this many pending changes of a stack travel.
 pub const PENDING_KEPT: usize = 100;
 

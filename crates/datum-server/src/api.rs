@@ -357,6 +357,16 @@ async fn take_report<B: Backend>(
         depth: header_u64(headers, OUTBOX_DEPTH_HEADER),
         dropped: header_u64(headers, OUTBOX_DROPPED_HEADER),
     };
+    // A value the report marks sensitive is neither stored nor shown, even
+    // if a host's builder sent it (the stored body is the report as taken).
+    let withheld;
+    let text = if report.withhold_sensitive() {
+        withheld = serde_json::to_string(&report)
+            .map_err(|e| ApiError::BadRequest(format!("the report cannot be encoded: {e}")))?;
+        withheld.as_str()
+    } else {
+        text
+    };
     let now = app.now();
     // A host's clock may run ahead of the server's (a machine booted with
     // a wrong clock, before NTP): a report is never taken as newer than its

@@ -296,3 +296,87 @@ async fn a_nul_in_the_address_is_a_bad_request<B: Backend>(fleet: &Fleet<B>) {
 fn a_nul_in_the_address() {
     crate::on_both!(a_nul_in_the_address_is_a_bad_request);
 }
+
+/// A report says itself which values are sensitive, and the host leaves
+/// them out. Should one carry them anyway (a host's bug, an older or
+/// foreign builder), the server does not hold or show them: a change marked
+/// sensitive loses its values, and a finding with one loses its content
+/// diff, before the report is stored; the page reads `(sensitive)`.
+async fn values_a_report_marks_sensitive_are_not_stored_or_shown<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let hash = datum_fleet::credentials::token_hash(TOKEN);
+    fleet.enroll("web-1", "host", &hash, now).await.unwrap();
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    let app = app(fleet);
+    let mut report = crate::support::report("web-1", ReportKind::Check, 1, now);
+    let mut secret = crate::support::finding("File[vault-key]", "o1", "normal");
+    secret.observed = None;
+    secret.changes = vec![
+        datum_fleet::FieldChange {
+            path: "content".into(),
+            observed: Some("CANARY-LIVE-VALUE".into()),
+            declared: Some("CANARY-DECLARED-VALUE".into()),
+            sensitive: true,
+        },
+        datum_fleet::FieldChange {
+            path: "mode".into(),
+            observed: Some("0644".into()),
+            declared: Some("0600".into()),
+            sensitive: false,
+        },
+    ];
+    secret.content_diff = Some("-CANARY-DIFF-OLD\n+CANARY-DIFF-NEW\n".into());
+    let mut plain = crate::support::finding("File[motd]", "o2", "normal");
+    plain.changes = vec![datum_fleet::FieldChange {
+        path: "content".into(),
+        observed: Some("hello".into()),
+        declared: Some("welcome".into()),
+        sensitive: false,
+    }];
+    plain.content_diff = Some("-hello\n+welcome\n".into());
+    report.findings = vec![secret, plain];
+    let (status, body) = post(&app, serde_json::to_string(&report).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let stored = fleet
+        .backend()
+        .rows(datum_server::store::Stmt::new(
+            "SELECT body FROM reports",
+            vec![],
+        ))
+        .await
+        .unwrap();
+    let bodies: Vec<String> = stored
+        .iter()
+        .map(|r| match &r[0] {
+            datum_server::store::Val::Text(t) => t.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(bodies.len(), 1);
+    let (status, html) = get(&app, "/hosts/web-1", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let (status, history) = get(&app, "/v1/hosts/web-1/reports", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{history}");
+    for (what, text) in [
+        ("stored", &bodies[0]),
+        ("page", &html),
+        ("history", &history),
+    ] {
+        assert!(!text.contains("CANARY"), "{what}: {text}");
+    }
+    assert!(html.contains("(sensitive)"), "{html}");
+    // What was not marked sensitive is kept and shown.
+    assert!(
+        bodies[0].contains("+welcome") && html.contains("welcome"),
+        "{html}"
+    );
+    assert!(bodies[0].contains("0600"), "{}", bodies[0]);
+}
+
+#[test]
+fn values_a_report_marks_sensitive() {
+    crate::on_both!(values_a_report_marks_sensitive_are_not_stored_or_shown);
+}
