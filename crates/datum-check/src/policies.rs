@@ -181,8 +181,9 @@ impl Policies<'_> {
 
     /// Whether a quarantine holds `id` (read for a `revert` policy, which
     /// never reverts what is quarantined, and a `quarantine` policy, which
-    /// does not quarantine again; the others do not depend on it). A
-    /// `quarantine` policy of resource scope asks about the resource alone:
+    /// does not quarantine again; the others do not depend on it). A revert
+    /// is held by the resource's quarantine and by the host's, whoever made
+    /// it. A `quarantine` policy of resource scope asks about the resource alone:
     /// a person's quarantine of the host does not stand in for the
     /// resource's own, which must outlast the host's release.
     fn standing(
@@ -209,11 +210,15 @@ impl Policies<'_> {
         // Break-glass: what a person quarantined stays as the person left it.
         let person_quarantined = self.person_quarantined.contains(&id.to_string())
             || (policy == Policy::Revert && self.person_quarantined.contains("host"));
+        // A revert is an apply, and a quarantined host (by a class of
+        // `scope: host` or a person) is excluded from apply whole.
         let quarantined = !person_quarantined
-            && self
+            && (self
                 .store
                 .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
-                .is_some();
+                .is_some()
+                || (policy == Policy::Revert
+                    && self.store.quarantine_of(&QuarantineTarget::Host)?.is_some()));
         Ok(Standing {
             person_quarantined,
             quarantined,

@@ -995,6 +995,51 @@ fn a_quarantine_class_holds_its_resource_under_a_persons_host_quarantine() {
     );
 }
 
+/// A `scope: host` quarantine excludes the whole host from apply, and a
+/// revert is an apply: once a drift in the frozen class quarantined the
+/// host, a revert class on it must hold too, until `datum release --host`.
+#[test]
+fn a_host_a_policy_quarantined_is_not_reverted() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert}\n  frozen: {interval: 5m, policy: quarantine, scope: host}\n",
+        Some("critical"),
+    );
+    s.write(
+        "repo/base/main.yaml",
+        &MANIFEST
+            .replace("name: motd\n", "name: motd\nclass: critical\n")
+            .replace("name: app-conf\n", "name: app-conf\nclass: frozen\n"),
+    );
+    let s = s.applied();
+    fs::set_permissions(
+        s.live("/etc/app/app.conf"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let (_, json) = s.reconcile_json(&["--class", "frozen"]);
+    assert_eq!(json["quarantined"][0]["target"], "host", "{json:#}");
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    let (code, json) = s.reconcile_json(&["--class", "critical"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "defaced\n",
+        "reverted on a quarantined host: {json:#}"
+    );
+    assert_eq!(
+        json["findings"][0]["action"], "not reverted: quarantined",
+        "{json:#}"
+    );
+    // Released, the revert class acts again.
+    assert_exit(&s.datum(&["release", "--host"]), 0);
+    let (_, json) = s.reconcile_json(&["--class", "critical"]);
+    assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
+    assert_ne!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "defaced\n"
+    );
+}
+
 #[test]
 fn check_never_reverts_what_a_person_quarantined() {
     let s = Sandbox::new(
