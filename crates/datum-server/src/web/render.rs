@@ -111,8 +111,9 @@ fn utc(v: Value) -> String {
 
 /// "4 min ago", "in 3 h", "just now".
 pub fn ago_text(t: i64, now: i64) -> String {
-    let d = now - t;
-    if d.abs() < 10 {
+    // Saturating: `t` is what a host said (any i64).
+    let d = now.saturating_sub(t);
+    if d.unsigned_abs() < 10 {
         return "just now".to_owned();
     }
     let s = span_text(d.unsigned_abs());
@@ -312,6 +313,11 @@ mod tests {
         assert_eq!(ago_text(0, 2 * 3600 + 300), "2 h 5 min ago");
         assert_eq!(ago_text(0, 3 * 86_400), "3 d ago");
         assert_eq!(ago_text(600, 0), "in 10 min");
+        // A time is what a host says it is (a finding's first sighting, a
+        // writer's, a quarantine's): any i64 reaches here and is said, not
+        // a panic (debug) or a wrapped difference (release).
+        assert_eq!(ago_text(i64::MIN, 1_000), "106751991167300 d ago");
+        assert_eq!(ago_text(i64::MAX, -1_000), "in 106751991167300 d");
         assert_eq!(utc_text(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(num_text(10_000), "10,000");
         assert_eq!(num_text(999), "999");
