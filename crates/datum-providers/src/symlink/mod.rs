@@ -30,6 +30,9 @@ pub const FIELDS: &[FieldSpec] = &[
     FieldSpec::VALIDATE,
 ];
 
+/// The longest target a link can hold: PATH_MAX (4096) less its NUL.
+pub const MAX_TARGET: usize = 4095;
+
 /// A Symlink declaration in typed form.
 #[derive(Debug, Clone)]
 pub struct SymlinkDesired {
@@ -108,6 +111,24 @@ impl EntryProvider for SymlinkProvider {
         let present = matches!(Ensure::parse(desired.get("ensure")), Ok(Ensure::Present));
         if desired.is_object() && present && desired.get("target").is_none() {
             errors.push(FieldError::new(&[], "a Symlink needs `target`"));
+        }
+        // What symlink(2) would refuse, refused before anything is applied
+        // rather than by the apply, after what came before it.
+        if let Some(target) = desired.get("target").and_then(Value::as_str) {
+            if target.contains('\0') {
+                errors.push(FieldError::new(
+                    &["target"],
+                    "`target` holds a NUL byte, which no link can hold",
+                ));
+            } else if target.len() > MAX_TARGET {
+                errors.push(FieldError::new(
+                    &["target"],
+                    format!(
+                        "`target` is {} bytes long, more than a link can hold ({MAX_TARGET})",
+                        target.len()
+                    ),
+                ));
+            }
         }
         all_or_nothing(errors)
     }
@@ -290,6 +311,17 @@ mod tests {
                 1,
             ),
             (json!({"path": "srv", "target": 3}), 2),
+            // What symlink(2) refuses is refused before anything is applied:
+            // a NUL, and a target longer than PATH_MAX - 1 bytes.
+            (json!({"path": "/srv/current", "target": "a\u{0}b"}), 1),
+            (
+                json!({"path": "/srv/current", "target": "é".repeat(2048)}),
+                1,
+            ),
+            (
+                json!({"path": "/srv/current", "target": "a".repeat(4095)}),
+                0,
+            ),
         ];
         for (desired, want) in cases {
             let got = SymlinkProvider.check(&desired).err().map_or(0, |e| e.len());
