@@ -47,6 +47,9 @@ pub(crate) struct Policies<'a> {
     pub(crate) act: Act,
     /// Why each not-converged resource is not (no policy acts on those).
     pub(crate) unconverged: &'a BTreeMap<ResourceId, String>,
+    /// The drifted resources that require a quarantined one (directly or
+    /// not), with that one: a revert is an apply, and apply holds them back.
+    pub(crate) held_back: &'a BTreeMap<ResourceId, ResourceId>,
 }
 
 /// What a class's policy did about one finding: the words a person reads,
@@ -103,6 +106,21 @@ impl Policies<'_> {
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
             let standing = self.standing(policy, spec, &f.id)?;
+            if policy == Policy::Revert
+                && !standing.person_quarantined
+                && !standing.quarantined
+                && let Some(by) = self.held_back.get(&f.id)
+            {
+                // Not a revert decision: nothing counts toward flapping.
+                handled.insert(
+                    f.id.clone(),
+                    Handled::new(
+                        format!("not reverted: blocked (by {by}, quarantined)"),
+                        Handling::Quarantined,
+                    ),
+                );
+                continue;
+            }
             let window_start = self.now - spec.flap_window.as_secs() as i64;
             let store = &mut *self.store;
             let (id, now) = (&f.id, self.now);

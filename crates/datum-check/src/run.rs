@@ -173,6 +173,17 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             QuarantineTarget::Host => "host".to_owned(),
         })
         .collect();
+    // The resources a quarantine names: plan and apply hold back what
+    // requires one, and so does a revert. Only then are the requirements
+    // of what this check decodes kept (ids only).
+    let quarantined_resources: HashSet<ResourceId> = quarantines
+        .iter()
+        .filter_map(|q| match &q.target {
+            QuarantineTarget::Resource(id) => Some(id.clone()),
+            QuarantineTarget::Host => None,
+        })
+        .collect();
+    let mut requirements: HashMap<ResourceId, Vec<ResourceId>> = HashMap::new();
 
     // Class by class: the inspection time of each is what `datum schedule`
     // turns into a detection bound.
@@ -232,6 +243,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 Ok(resources) => resources,
                 Err(e) => return Err(CheckError::Snapshot(e.to_string())),
             };
+            if !quarantined_resources.is_empty() {
+                for r in &resources {
+                    requirements.insert(r.id.clone(), r.requires.clone());
+                }
+            }
             let refs: Vec<&Resource> = resources.iter().collect();
             let results = datum_engine::inspect_all(registry, &refs, host, ContentDiff::Read);
             let mut keep = vec![false; resources.len()];
@@ -347,6 +363,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         distrust_stamps(registry, &findings, classes, store)?;
     }
 
+    let held_back = held_back_by_quarantine(
+        &catalogue,
+        &quarantined_resources,
+        &mut requirements,
+        &mut lazy,
+    )?;
     let mut policies = Policies {
         registry,
         repo,
@@ -364,6 +386,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         backups: None,
         act,
         unconverged: &unconverged,
+        held_back: &held_back,
     };
     let mut actions = policies.apply(&findings)?;
 
@@ -657,4 +680,60 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// Each drifted resource of `catalogue` that requires a quarantined
+/// resource, directly or through others (what plan and apply show as
+/// `blocked (by ...)`), with the quarantined one that holds it back.
+/// `requirements` holds the requirements of every resource this check
+/// decoded; one it never decoded (another class, trusted by its metadata)
+/// is decoded now, once.
+fn held_back_by_quarantine(
+    catalogue: &Catalogue,
+    quarantined: &HashSet<ResourceId>,
+    requirements: &mut HashMap<ResourceId, Vec<ResourceId>>,
+    lazy: &mut LazyCatalogue,
+) -> Result<BTreeMap<ResourceId, ResourceId>, CheckError> {
+    let mut held = BTreeMap::new();
+    if quarantined.is_empty() {
+        return Ok(held);
+    }
+    let mut index: Option<HashMap<ResourceId, usize>> = None;
+    for resource in &catalogue.resources {
+        let mut seen: HashSet<ResourceId> = HashSet::new();
+        let mut queue: std::collections::VecDeque<ResourceId> =
+            resource.requires.iter().cloned().collect();
+        while let Some(id) = queue.pop_front() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if quarantined.contains(&id) {
+                held.insert(resource.id.clone(), id);
+                break;
+            }
+            if !requirements.contains_key(&id) {
+                let index = index.get_or_insert_with(|| {
+                    lazy.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (e.id.clone(), i))
+                        .collect()
+                });
+                let Some(&at) = index.get(&id) else {
+                    // Not in this catalogue: nothing to hold it back.
+                    continue;
+                };
+                let decoded = lazy
+                    .take(&[at])
+                    .map_err(|e| CheckError::Snapshot(e.to_string()))?;
+                for r in decoded {
+                    requirements.insert(r.id, r.requires);
+                }
+            }
+            if let Some(next) = requirements.get(&id) {
+                queue.extend(next.iter().cloned());
+            }
+        }
+    }
+    Ok(held)
 }

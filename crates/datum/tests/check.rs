@@ -1040,6 +1040,57 @@ fn a_host_a_policy_quarantined_is_not_reverted() {
     );
 }
 
+/// Plan and apply hold back what requires a quarantined resource
+/// (`blocked (by ...)`), and a revert is an apply: a drifted File that
+/// requires a quarantined one (directly, or through a resource in between
+/// that is in sync and never decoded by the check) is not reverted either.
+#[test]
+fn a_revert_holds_back_what_requires_a_quarantined_resource() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert}\n",
+        Some("critical"),
+    );
+    // motd requires app-conf, which requires (by its folder) Directory[etc-app].
+    s.write(
+        "repo/base/main.yaml",
+        &MANIFEST.replace(
+            "name: motd\n",
+            "name: motd\nclass: critical\nrequires: [File/app-conf]\n",
+        ),
+    );
+    let s = s.applied();
+    // `--class critical` decodes motd alone: the chain is read for the
+    // question; a whole check has decoded it already.
+    for (quarantined, args) in [
+        ("File/app-conf", &["--class", "critical"][..]),
+        ("Directory/etc-app", &["--class", "critical"][..]),
+        ("Directory/etc-app", &[][..]),
+    ] {
+        assert_exit(
+            &s.datum(&["quarantine", quarantined, "--reason", "incident"]),
+            0,
+        );
+        let plan = stdout(&s.datum(&["plan"]));
+        assert!(plan.contains("File[motd]  blocked"), "{plan}");
+        fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+        let (code, json) = s.reconcile_json(args);
+        assert_eq!(code, 2);
+        assert_eq!(
+            fs::read_to_string(s.live("/etc/motd")).unwrap(),
+            "defaced\n",
+            "reverted past the quarantine of {quarantined} ({args:?}): {json:#}"
+        );
+        let action = json["findings"][0]["action"].as_str().expect("action");
+        assert!(
+            action.starts_with("not reverted: blocked (by ") && action.contains("quarantined"),
+            "{action}"
+        );
+        assert_exit(&s.datum(&["release", quarantined]), 0);
+        let (_, json) = s.reconcile_json(args);
+        assert_eq!(json["findings"][0]["action"], "reverted", "{json:#}");
+    }
+}
+
 #[test]
 fn check_never_reverts_what_a_person_quarantined() {
     let s = Sandbox::new(
