@@ -683,6 +683,7 @@ fn writes(
     if !late {
         if apply {
             rollout_writes(report, &labels, failed_apply, batch, stmts);
+            revisions_retention(host, s.reports_kept, stmts);
         } else {
             finding_writes(report, stored, batch, stmts);
         }
@@ -883,6 +884,36 @@ fn rollout_writes(
             params,
         ));
     }
+}
+
+/// The host's revisions beyond the newest `kept` (by last apply, then
+/// name): their rows in `host_revisions` and their failures, as
+/// `retention.reports_per_host` keeps the host's reports (each apply adds
+/// at most one revision); and the fleet's record of a revision that no
+/// host keeps any more. Else every revision a host ever applied stayed
+/// with all its failures, whatever the retention: one host applying a new
+/// revision each time, with thousands of failures, grew the store without
+/// bound.
+fn revisions_retention(host: &str, kept: u32, stmts: &mut Vec<Stmt>) {
+    const OLD: &str = "SELECT revision FROM host_revisions WHERE host = $1 AND (last_at, revision) <= \
+         (SELECT last_at, revision FROM host_revisions WHERE host = $1 \
+          ORDER BY last_at DESC, revision DESC LIMIT 1 OFFSET $2)";
+    let params = || vec![host.into(), i64::from(kept.max(1)).into()];
+    stmts.push(Stmt::built(
+        format!("DELETE FROM failures WHERE host = $1 AND revision IN ({OLD})"),
+        params(),
+    ));
+    stmts.push(Stmt::built(
+        format!(
+            "DELETE FROM revisions WHERE revision IN ({OLD}) AND NOT EXISTS \
+             (SELECT 1 FROM host_revisions o WHERE o.revision = revisions.revision AND o.host <> $1)"
+        ),
+        params(),
+    ));
+    stmts.push(Stmt::built(
+        format!("DELETE FROM host_revisions WHERE host = $1 AND revision IN ({OLD})"),
+        params(),
+    ));
 }
 
 /// A check (or a stack): its findings replace the host's open findings of

@@ -664,3 +664,80 @@ fn a_store_from_schema_1_is_migrated_and_backfilled() {
         assert_eq!(f.backfill().await.unwrap(), 0, "once is enough");
     });
 }
+
+/// How many rows `sql` counts.
+async fn count<B: Backend>(f: &Fleet<B>, sql: &'static str) -> i64 {
+    f.backend().rows(Stmt::new(sql, vec![])).await.unwrap()[0][0]
+        .int()
+        .unwrap()
+}
+
+/// A host's outcome and failures of each revision it applied were kept for
+/// ever, outside `retention.reports_per_host`: an enrolled host applying a
+/// new revision each time with thousands of failures grew the store without
+/// bound (60 such reports of 2,000 failures: 120,000 rows, 56 MB, while its
+/// reports were cut to 100). A host keeps the revisions of its newest
+/// `reports_per_host` (here 5) applies; the fleet forgets a revision no
+/// host keeps, and keeps one another host still holds.
+async fn a_hosts_revisions_are_kept_as_its_reports_are<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    f.enroll("web-2", "host", "h2", now).await.unwrap();
+    let mut shared = report("web-2", ReportKind::Apply, 1, now);
+    shared.revision = "git:r00".into();
+    ingest(f, &shared).await;
+    for i in 0..12u64 {
+        let at = now + 60 * i as i64;
+        let mut r = report("web-1", ReportKind::Apply, i + 1, at);
+        r.revision = format!("git:r{i:02}");
+        r.exit_code = 4;
+        r.failures = (0..3)
+            .map(|j| failure(&format!("File[f{j}]"), &format!("s{j}")))
+            .collect();
+        ingest(f, &r).await;
+    }
+    let kept = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT revision FROM host_revisions WHERE host = 'web-1' ORDER BY revision",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r[0].text().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        kept,
+        ["git:r07", "git:r08", "git:r09", "git:r10", "git:r11"]
+    );
+    assert_eq!(
+        count(f, "SELECT count(*) FROM failures WHERE host = 'web-1'").await,
+        15
+    );
+    // r00 is still web-2's; r01 to r06 are nobody's.
+    let revisions = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT revision FROM revisions ORDER BY revision",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r[0].text().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        revisions,
+        [
+            "git:r00", "git:r07", "git:r08", "git:r09", "git:r10", "git:r11"
+        ]
+    );
+    let rollout = f.rollout(Some("git:r00")).await.unwrap();
+    assert_eq!(rollout.converged.len(), 1, "{rollout:?}");
+}
+
+#[test]
+fn revisions_retention() {
+    on_both!(a_hosts_revisions_are_kept_as_its_reports_are);
+}
