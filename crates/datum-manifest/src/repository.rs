@@ -431,7 +431,10 @@ fn collect_manifests(
                     ),
                 }
             } else if file_type.is_file() {
-                let canonical = root.join(&rel);
+                // Read from the folder's canonical path: the layer's own
+                // path may name its folder through a link, which the read
+                // (no link followed) would refuse.
+                let canonical = layers.map_or_else(|| root.join(&rel), |(c, _)| c.join(name));
                 out.push((rel, canonical));
             }
         }

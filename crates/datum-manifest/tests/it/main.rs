@@ -249,3 +249,23 @@ fn a_layer_folder_inside_another_layer_belongs_to_that_layer_alone() {
     .collect();
     assert_eq!(by_layer, want);
 }
+
+/// A layer's folder may be named through a link inside the repository (the
+/// settings accept it): its manifests are read from the folder the link
+/// names, and reported under the path as written.
+#[test]
+fn a_layer_named_through_a_link_inside_the_repository_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: web, path: current, match: {role: web}}\n",
+    );
+    write(root, "releases/2/site.yaml", &doc("File", "site"));
+    std::os::unix::fs::symlink("releases/2", root.join("current")).unwrap();
+    let r = Repository::load(root).unwrap();
+    assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
+    assert_eq!(names(&r), ["File[site]"]);
+    assert_eq!(r.documents[0].origin().to_string(), "current/site.yaml:1:1");
+}
