@@ -1,8 +1,9 @@
 //! What User and Group share: the root's account files, parsed once per
 //! pass, and the shadow-utils programs that change them.
 //!
-//! Observation reads `ROOT/etc/passwd`, `ROOT/etc/group` and (only when a
-//! User declares `password_hash`) `ROOT/etc/shadow` through the boundary,
+//! Observation reads `ROOT/etc/passwd`, `ROOT/etc/group` and, when it can
+//! (required only when a User declares `password_hash`), `ROOT/etc/shadow`
+//! through the boundary,
 //! never NSS: a pass gives the same answer for a root directory as for the
 //! image it becomes. The parsed files are kept in the pass's cache and
 //! dropped as soon as a User or Group changed them ([`changed`]), or any
@@ -43,6 +44,8 @@ pub struct PasswdEntry {
     pub gid: u32,
     pub home: String,
     pub shell: String,
+    /// The password field is `x`: the password is in the shadow file.
+    pub shadowed: bool,
 }
 
 /// One line of `group`.
@@ -77,7 +80,8 @@ pub struct AccountFiles {
     groups: HashMap<String, GroupEntry>,
     /// Group names in file order (a number's name is its first group's).
     group_order: Vec<String>,
-    /// `None` until a User that declares a hash asks for it.
+    /// `None` until read: always tried, needed only by a User that declares
+    /// a hash (for the others, whether an account has an entry at all).
     shadow: Option<HashMap<String, ShadowHash>>,
 }
 
@@ -109,6 +113,7 @@ impl AccountFiles {
                     gid,
                     home: f[5].to_owned(),
                     shell: f[6].to_owned(),
+                    shadowed: f[1] == "x",
                 });
         }
         for f in records(group, 4) {
@@ -179,6 +184,16 @@ impl AccountFiles {
     /// has no line for them.
     pub fn hash(&self, user: &str) -> Option<&ShadowHash> {
         self.shadow.as_ref()?.get(user)
+    }
+
+    /// Whether `user`'s passwd line says its password is in the shadow file
+    /// (`x`) and the shadow file, read, has no line for them: an account
+    /// useradd left half-made (it renames `passwd` into place before
+    /// `shadow`). `false` when the shadow file was not read (the root has
+    /// none, or it cannot be read) or the user is not in passwd.
+    pub fn lacks_shadow_entry(&self, user: &str) -> bool {
+        self.users.get(user).is_some_and(|u| u.shadowed)
+            && self.shadow.as_ref().is_some_and(|s| !s.contains_key(user))
     }
 }
 
@@ -301,8 +316,9 @@ fn read_text(host: &Host, path: &'static str) -> Result<String, AccountError> {
     }
 }
 
-/// This pass's account files: parsed on first use, the shadow file too when
-/// `with_shadow` (and then kept for the rest of the pass).
+/// This pass's account files: parsed on first use (and then kept for the
+/// rest of the pass). The shadow file is read when it can be; `with_shadow`
+/// makes it required (an error when it is missing or cannot be read).
 pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, AccountError> {
     let cache = host.pass_cache::<PassFiles>();
     let mut slot = cache.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -317,6 +333,11 @@ pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, Acco
     );
     if with_shadow {
         files = files.with_shadow(&read_text(host, "/etc/shadow")?);
+    } else if let Ok(Some(bytes)) = host.read(Path::new("/etc/shadow")) {
+        // Only for which accounts have an entry: a root without one (no
+        // shadow passwords) or a process that may not read it (a plan as
+        // another user) observes the rest all the same.
+        files = files.with_shadow(&String::from_utf8_lossy(&bytes));
     }
     let files = Arc::new(files);
     *slot = Some(Arc::clone(&files));

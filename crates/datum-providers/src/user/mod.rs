@@ -15,11 +15,14 @@
 //!   password_hash: "$6$..." # optional, sensitive: a crypt(3) hash, never a password
 //! ```
 //!
-//! Observed from `ROOT/etc/passwd` and `ROOT/etc/group` (and `shadow`, only
-//! when `password_hash` is declared), parsed once per pass
+//! Observed from `ROOT/etc/passwd` and `ROOT/etc/group` (and `shadow`,
+//! required only when `password_hash` is declared), parsed once per pass
 //! (`common::account_files`); changed with `useradd`, `usermod` and
 //! `userdel --root ROOT`, the hash with `chpasswd -e` on standard input.
-//! Fields not declared are not managed. A home directory is never created
+//! Fields not declared are not managed, but an account with no shadow entry
+//! (useradd renames passwd into place before shadow, and one killed in
+//! between leaves it so) is a change of `shadow`, completed with
+//! `usermod -p !` (locked, as useradd leaves it) or by chpasswd. A home directory is never created
 //! or deleted (`useradd -M`, `userdel` without `-r`): declare a Directory
 //! for it, so that what appears on the host is what a manifest names.
 //!
@@ -68,6 +71,10 @@ const FIELDS: &[&str] = &[
 
 /// What a change to the hash shows instead of it.
 const HIDDEN: &str = "(sensitive)";
+
+/// The observed `shadow` of an account the root's shadow file has no line
+/// for (the field is absent otherwise).
+const SHADOW_MISSING: &str = "missing";
 
 /// A User declaration, parsed.
 #[derive(Clone, PartialEq, Eq)]
@@ -454,6 +461,10 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     );
     fields.insert("home".to_owned(), json!(user.home));
     fields.insert("shell".to_owned(), json!(user.shell));
+    // No line in a shadow file that was read: half-made (see `diff`).
+    if files.lacks_shadow_entry(&d.name) {
+        fields.insert("shadow".to_owned(), json!(SHADOW_MISSING));
+    }
     if let Some(declared) = &d.password_hash {
         let same = files.hash(&d.name).is_some_and(|h| h.is(declared));
         fields.insert(
@@ -649,7 +660,13 @@ impl Kind for UserProvider {
                 ))
             }
             Some(_) => {
-                let args = account_args(d, false, changed);
+                let mut args = account_args(d, false, changed);
+                if changed("shadow") && d.password_hash.is_none() {
+                    // usermod makes the missing entry, locked as useradd
+                    // leaves a new account (chpasswd below makes it when a
+                    // hash is declared).
+                    args.extend(["-p".to_owned(), "!".to_owned()]);
+                }
                 if args.is_empty() {
                     None
                 } else {
@@ -661,6 +678,8 @@ impl Kind for UserProvider {
                         .iter()
                         .map(|c| c.field.as_str())
                         .filter(|f| *f != "password_hash")
+                        // With a hash declared, chpasswd makes the entry.
+                        .filter(|f| *f != "shadow" || d.password_hash.is_none())
                         .collect();
                     Some(format!(
                         "{} of account `{}` changed (usermod)",
@@ -830,6 +849,13 @@ pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
             out.changes.push(change(field, seen(field), json!(value)));
         }
     }
+    // useradd renames passwd into place before shadow: killed in between,
+    // it left an account no tool reading shadow accepts (nor can anyone
+    // log in as). Its entry is added (locked, or with the declared hash).
+    if seen("shadow") == Some(&json!(SHADOW_MISSING)) {
+        out.changes
+            .push(change("shadow", seen("shadow"), json!("present")));
+    }
     if d.password_hash.is_some() && seen("password_hash") != Some(&json!("declared")) {
         out.changes.push(FieldChange {
             field: "password_hash".to_owned(),
@@ -901,6 +927,41 @@ mod tests {
             account_args(&d, false, |f| diff.changes.iter().any(|c| c.field == f)),
             ["-u", "2001", "-g", "adm", "-G", "ops", "-s", "/bin/sh"]
         );
+    }
+
+    /// An account in passwd (`x`) without a line in a shadow file that was
+    /// read is half-made: a change of `shadow`, made with `usermod -p !`
+    /// unless a hash is declared (chpasswd makes the entry then). Not
+    /// when the shadow file was not read, nor for a password kept in
+    /// passwd itself.
+    #[test]
+    fn an_account_without_its_shadow_entry_is_a_change() {
+        let half = AccountFiles::parse(
+            "deploy:x:2000:3000::/srv/deploy:/bin/bash\nold:$6$s$h:2001:3000::/:/bin/sh\n",
+            "ops:x:3000:\n",
+        )
+        .with_shadow("root:*:20000::::::\n");
+        let d = parse(json!({"uid": 2000}));
+        let observed = observation(&d, &half);
+        assert_eq!(observed.fields["shadow"], json!("missing"));
+        let changes = diff(&d, &observed).changes;
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(
+            (changes[0].field.as_str(), changes[0].after.clone()),
+            ("shadow", Some(json!("present")))
+        );
+        let with_hash = parse(json!({"uid": 2000, "password_hash": CANARY}));
+        let fields: Vec<String> = diff(&with_hash, &observation(&with_hash, &half))
+            .changes
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(fields, ["shadow", "password_hash"]);
+        let old = UserDesired::parse(&json!({"uid": 2001}), "old").unwrap();
+        assert!(!observation(&old, &half).fields.contains_key("shadow"));
+        let unread = AccountFiles::parse("deploy:x:2000:3000::/srv/deploy:/bin/bash\n", "");
+        assert!(!observation(&d, &unread).fields.contains_key("shadow"));
+        assert!(!observation(&d, &files()).fields.contains_key("shadow"));
     }
 
     #[test]

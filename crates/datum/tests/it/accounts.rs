@@ -1039,3 +1039,59 @@ fn the_password_hash_is_on_no_command_line_nor_environment() {
         );
     }
 }
+
+/// useradd writes `/etc/passwd` before `/etc/shadow` (each renamed into
+/// place in turn): killed in between, it leaves an account with no shadow
+/// entry, which every tool reading shadow calls broken (`pwck`: "no
+/// matching password file entry in /etc/shadow") and nothing can log in
+/// as. The next plan must not call it converged: it shows the missing
+/// entry, the apply adds it locked (`!`, as useradd would have), and the
+/// plan after that is clean. A User that declares a hash gets it set.
+#[test]
+fn an_account_useradd_left_without_its_shadow_entry_is_completed() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: User\nname: deploy\ndesired: {{uid: 2000, shell: /bin/sh}}\n---\n\
+         datum: v1alpha1\ntype: User\nname: web\ndesired:\n  uid: 2001\n  shell: /bin/sh\n  password_hash: \"{HASH}\"\n"
+    ));
+    accounts_root(&s);
+    // What a useradd killed between its two renames leaves.
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    s.write(
+        "root/etc/passwd",
+        &format!(
+            "{passwd}deploy:x:2000:100::/home/deploy:/bin/sh\nweb:x:2001:100::/home/web:/bin/sh\n"
+        ),
+    );
+    let shadow_before = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("~ User[deploy]") && text.contains("shadow: \"missing\" -> \"present\""),
+        "{text}"
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/shadow")).unwrap(),
+        shadow_before
+    );
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    assert!(
+        line_of(&shadow, "deploy").is_some_and(|l| l.starts_with("deploy:!:")),
+        "{shadow}"
+    );
+    assert!(
+        line_of(&shadow, "web").is_some_and(|l| l.starts_with(&format!("web:{HASH}:"))),
+        "{shadow}"
+    );
+    let again = s.datum(&["plan"]);
+    assert_exit(&again, 0);
+    for o in [&plan, &apply, &again] {
+        assert!(!format!("{}{}", stdout(o), stderr(o)).contains("CANARY"));
+    }
+}
