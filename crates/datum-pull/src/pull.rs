@@ -504,6 +504,7 @@ fn record_in(
 fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
     let read = |path: &Option<PathBuf>| -> Result<Option<TrustFile>, PullError> {
         let Some(path) = path else { return Ok(None) };
+        crate::trusted::folders_on_the_way(path)?;
         match datum_host::named::read_trusted(path, TRUST_LIMIT)? {
             Some(bytes) => Ok(Some(TrustFile {
                 path: path.clone(),

@@ -2083,6 +2083,84 @@ fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
 }
 
 #[test]
+fn a_trust_file_reached_through_a_folder_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let signers = bed.p("allowed_signers");
+    let shared = bed.p("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::copy(&signers, shared.join("allowed_signers")).unwrap();
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(&shared, 0o777);
+    // mallory can write `shared`: she can put a link there to a root-owned
+    // file whose text she chose (the environment of a set-uid program she
+    // started, /proc/PID/environ, is one), naming her key.
+    bed.revision("by mallory", Some("mallory"));
+    bed.push();
+    let before = bed.snapshot();
+    let pull_with = |file: &Path, extra: &[&str]| {
+        let url = bed.url();
+        let file = file.display().to_string();
+        let mut args = vec!["pull", "--url", &url, "--allowed-signers", &file];
+        args.extend_from_slice(extra);
+        Run(bed.datum(&args).output().unwrap())
+    };
+    // The file in that folder, and a link elsewhere leading to it.
+    let link = bed.p("keys/signers-link");
+    std::os::unix::fs::symlink(shared.join("allowed_signers"), &link).unwrap();
+    for file in [shared.join("allowed_signers"), link.clone()] {
+        let out = pull_with(&file, &["--output", "json"]);
+        out.assert_exit(1);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+        let message = json["message"].as_str().unwrap();
+        assert!(
+            message.contains(&shared.display().to_string())
+                && message.contains("mode 0777")
+                && message.contains("nothing was changed"),
+            "{message}"
+        );
+        assert_eq!(bed.snapshot(), before);
+    }
+    // pull.yaml in such a folder decides as much.
+    let yaml = shared.join("pull.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "url: {}\nallowed_signers: {}\n",
+            bed.url(),
+            signers.display()
+        ),
+    )
+    .unwrap();
+    let out = Run(bed
+        .datum(&["pull", "--config", yaml.to_str().unwrap()])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains(&shared.display().to_string()) && out.stderr().contains("mode 0777"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+    // With the sticky bit (as /tmp has it) others cannot replace what root
+    // put there: taken, and mallory's revision is refused for its signer.
+    mode(&shared, 0o1777);
+    let out = pull_with(&link, &[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("signed with a key that is not in"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+#[test]
 fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_must_be() {
     if !tools() {
         return;
