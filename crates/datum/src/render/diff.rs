@@ -85,9 +85,8 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
     let diff = TextDiff::configure()
         .timeout(datum_core::diff::TEXT_DIFF_TIMEOUT)
         .diff_lines(old, new);
-    // What the host holds (the live lines, a Tree entry's name) reaches a
-    // terminal: a control character is written as an escape, never sent
-    // (a tab stays a tab).
+    // The label is a path; a Tree entry's name in it is as found on the
+    // host: a control character is written as an escape, never sent.
     let label = visible(label, &[]);
     let mut out = format!("    --- {label} (live)\n    +++ {label} (declared)\n");
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
@@ -117,9 +116,8 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
                 line.push_str("\n\\ No newline at end of file\n");
             }
             for l in line.lines() {
-                let l = visible(l, &['\t']);
                 if sign != " " {
-                    out.push_str(&format!("    {}\n", Paint::new(color).wrap(sgr, &l)));
+                    out.push_str(&format!("    {}\n", Paint::new(color).wrap(sgr, l)));
                 } else {
                     out.push_str(&format!("    {l}\n"));
                 }
