@@ -913,18 +913,18 @@ impl<B: Backend> Fleet<B> {
         }))
     }
 
-    /// Daily aggregates and remembered keys older than `days` are removed.
+    /// Daily aggregates, remembered keys and recorded deep checks older
+    /// than `days` are removed.
     pub async fn prune(&self, now: i64, days: u32) -> Result<(), StoreError> {
+        let cutoff = now - i64::from(days) * 86_400;
         self.backend
             .execute(vec![
                 Stmt::new(
                     "DELETE FROM daily WHERE day < $1",
                     vec![(now.div_euclid(86_400) - i64::from(days)).into()],
                 ),
-                Stmt::new(
-                    "DELETE FROM report_keys WHERE at < $1",
-                    vec![(now - i64::from(days) * 86_400).into()],
-                ),
+                Stmt::new("DELETE FROM report_keys WHERE at < $1", vec![cutoff.into()]),
+                Stmt::new("DELETE FROM deep_checks WHERE at < $1", vec![cutoff.into()]),
             ])
             .await
     }

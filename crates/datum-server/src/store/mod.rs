@@ -231,6 +231,11 @@ impl MIGRATIONS {
             "cluster index in byte order",
             include_str!("../../migrations/sqlite/0006_cluster_byte_order.sql"),
         ),
+        (
+            7,
+            "deep checks by age",
+            include_str!("../../migrations/sqlite/0007_deep_checks_by_age.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -262,6 +267,11 @@ impl MIGRATIONS {
             6,
             "cluster index in byte order",
             include_str!("../../migrations/postgres/0006_cluster_byte_order.sql"),
+        ),
+        (
+            7,
+            "deep checks by age",
+            include_str!("../../migrations/postgres/0007_deep_checks_by_age.sql"),
         ),
     ];
 }

@@ -741,3 +741,26 @@ async fn a_hosts_revisions_are_kept_as_its_reports_are<B: Backend>(f: &Fleet<B>)
 fn revisions_retention() {
     on_both!(a_hosts_revisions_are_kept_as_its_reports_are);
 }
+
+/// Each deep check a host reports is a row of `deep_checks` (one per host
+/// and sampling round), which the sampling view reads only for the last
+/// two periods; nothing removed them, so they grew by a row per host and
+/// round for ever (and by whatever rounds a host states). They go with the
+/// daily aggregates, after `retention.daily_days`.
+async fn deep_checks_go_with_the_daily_aggregates<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    for (seq, at, round) in [(1, now - 10 * 86_400, 499_760u64), (2, now, 500_000)] {
+        let mut r = report("web-1", ReportKind::Check, seq, at);
+        r.sampling = Some(datum_fleet::SamplingUsed { round, deep: true });
+        ingest(f, &r).await;
+    }
+    assert_eq!(count(f, "SELECT count(*) FROM deep_checks").await, 2);
+    f.prune(now, 3).await.unwrap();
+    assert_eq!(count(f, "SELECT count(*) FROM deep_checks").await, 1);
+}
+
+#[test]
+fn deep_checks_retention() {
+    on_both!(deep_checks_go_with_the_daily_aggregates);
+}
