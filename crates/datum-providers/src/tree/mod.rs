@@ -231,6 +231,40 @@ fn own_folder_rule(tree: &Path, folder: &Path) -> Option<String> {
     (!below.as_os_str().is_empty()).then(|| format!("/{}/", below.display()))
 }
 
+/// Why an `exclude` rule can never match an entry of the tree at `tree`
+/// (its declared path), if it cannot: it would leave out nothing, and a
+/// purging Tree would remove what the rule was written to keep.
+fn never_matches(rule: &str, tree: Option<&str>) -> Option<String> {
+    let trimmed = rule.trim();
+    if trimmed.is_empty() {
+        return Some(format!(
+            "`exclude` rule {rule:?} is empty: it matches nothing"
+        ));
+    }
+    if trimmed.starts_with('#') {
+        return Some(format!(
+            "`exclude` rule {rule:?} is a comment in gitignore syntax and matches nothing (write \\# for a name that starts with #)"
+        ));
+    }
+    let pattern = trimmed.strip_prefix('!').unwrap_or(trimmed);
+    if let Some(tree) = tree
+        && let Some(below) = pattern.strip_prefix(tree)
+        && below.starts_with('/')
+    {
+        return Some(format!(
+            "`exclude` rule {rule:?} names the tree's own path: rules are relative to the tree's own folder ({tree}), so write {:?}",
+            format!("{}{below}", &trimmed[..trimmed.len() - pattern.len()])
+        ));
+    }
+    let inner = pattern.trim_start_matches('/').trim_end_matches('/');
+    if inner.is_empty() || inner.split('/').any(|c| c == "." || c == "..") {
+        return Some(format!(
+            "`exclude` rule {rule:?} can never match: the tree's entries are named relative to its folder, without `.` or `..`"
+        ));
+    }
+    None
+}
+
 fn exclude_rules(desired: &dyn datum_core::DeclaredFields) -> Result<Vec<String>, String> {
     match desired.get("exclude") {
         None | Some(Value::Null) => Ok(Vec::new()),
@@ -413,6 +447,10 @@ impl Kind for TreeProvider {
                     Ok(rules) => {
                         if let Err(e) = Exclusions::new(&rules) {
                             errors.push(FieldError::new(&["exclude"], e.to_string()));
+                        }
+                        let tree = desired.get("path").and_then(Value::as_str);
+                        if let Some(m) = rules.iter().find_map(|r| never_matches(r, tree)) {
+                            errors.push(FieldError::new(&["exclude"], m));
                         }
                     }
                 }
@@ -1572,6 +1610,52 @@ mod tests {
         let fields: Vec<&str> = errs.iter().map(|e| e.path[0].as_str()).collect();
         assert_eq!(fields, vec!["exclude", "purge"]);
         assert!(p.check(&json!({"path": "/etc/x"})).is_err());
+    }
+
+    /// A rule that can never match leaves out nothing, so a purging Tree
+    /// removes what it was written to keep: the host path written out
+    /// (`/srv/app/cache/` for the tree at `/srv/app`, which gitignore reads
+    /// as `srv/app/cache` inside it), an empty rule or a gitignore comment,
+    /// a `.` or `..` component. Each is refused at `exclude`, saying why.
+    #[test]
+    fn an_exclude_rule_that_can_never_match_is_refused() {
+        let p = TreeProvider;
+        for (rule, says) in [
+            ("/srv/app/cache/", "relative to the tree's own folder"),
+            ("!/srv/app/cache/keep", "relative to the tree's own folder"),
+            ("", "matches nothing"),
+            ("   ", "matches nothing"),
+            ("# cache", "comment"),
+            ("/", "can never match"),
+            ("../etc/", "can never match"),
+            ("cache/./x", "can never match"),
+        ] {
+            let errs = p
+                .check(&json!({"path": "/srv/app", "source": "t", "exclude": ["*.swp", rule], "purge": true}))
+                .unwrap_err();
+            assert_eq!(errs.len(), 1, "{rule:?}: {errs:?}");
+            assert_eq!(errs[0].path, ["exclude"], "{rule:?}");
+            assert!(
+                errs[0].message.contains(says),
+                "{rule:?}: {}",
+                errs[0].message
+            );
+        }
+        for rule in [
+            "/cache/",
+            "cache/",
+            "!keep.conf",
+            "**/tmp",
+            "\\#x",
+            ".#*",
+            "srv/app/x",
+        ] {
+            assert!(
+                p.check(&json!({"path": "/srv/app", "source": "t", "exclude": [rule]}))
+                    .is_ok(),
+                "{rule:?}"
+            );
+        }
     }
 
     #[test]
