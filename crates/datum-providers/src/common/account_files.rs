@@ -54,6 +54,8 @@ pub struct GroupEntry {
     pub name: String,
     pub gid: u32,
     pub members: Vec<String>,
+    /// The password field is `x`: the group's entry is in `gshadow`.
+    pub shadowed: bool,
 }
 
 /// A password hash from `shadow`. Its `Debug` never shows it.
@@ -83,6 +85,9 @@ pub struct AccountFiles {
     /// `None` until read: always tried, needed only by a User that declares
     /// a hash (for the others, whether an account has an entry at all).
     shadow: Option<HashMap<String, ShadowHash>>,
+    /// The group names in `gshadow` (nothing else of it is kept); `None`
+    /// when it was not read (the root has none, or it cannot be read).
+    gshadow: Option<HashSet<String>>,
 }
 
 /// `name:x:...` lines, skipping comments, blanks, NIS (`+`/`-`) entries and
@@ -133,9 +138,25 @@ impl AccountFiles {
                     name: f[0].to_owned(),
                     gid,
                     members,
+                    shadowed: f[1] == "x",
                 });
         }
         files
+    }
+
+    /// Adds the group names of a `gshadow` file.
+    pub fn with_gshadow(mut self, gshadow: &str) -> Self {
+        self.gshadow = Some(records(gshadow, 2).map(|f| f[0].to_owned()).collect());
+        self
+    }
+
+    /// Whether group `name`'s line says its entry is in gshadow (`x`) and
+    /// gshadow, read, has no line for it: a group groupadd (or useradd)
+    /// left half-made, killed after it renamed `group` into place and
+    /// before `gshadow`. `false` when gshadow was not read.
+    pub fn lacks_gshadow_entry(&self, name: &str) -> bool {
+        self.groups.get(name).is_some_and(|g| g.shadowed)
+            && self.gshadow.as_ref().is_some_and(|s| !s.contains(name))
     }
 
     /// Adds the hashes of a `shadow` file.
@@ -338,6 +359,10 @@ pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, Acco
         // shadow passwords) or a process that may not read it (a plan as
         // another user) observes the rest all the same.
         files = files.with_shadow(&String::from_utf8_lossy(&bytes));
+    }
+    // Likewise which groups have a gshadow entry (never their passwords).
+    if let Ok(Some(bytes)) = host.read(Path::new("/etc/gshadow")) {
+        files = files.with_gshadow(&String::from_utf8_lossy(&bytes));
     }
     let files = Arc::new(files);
     *slot = Some(Arc::clone(&files));

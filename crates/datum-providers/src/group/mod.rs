@@ -12,8 +12,11 @@
 //!
 //! Observed from `ROOT/etc/group` (parsed once per pass, see
 //! `common::account_files`), changed with `groupadd`, `groupmod` and
-//! `groupdel --root ROOT`. Members are the Users' business (`groups:` of a
-//! User), so a Group never rewrites its member list. `system` decides only
+//! `groupdel --root ROOT`. A group with no gshadow entry (groupadd renames
+//! group into place before gshadow, and one killed in between leaves it
+//! so) is a change of `gshadow`, completed with `groupmod -p !`. Members
+//! are the Users' business (`groups:` of a User), so a Group never rewrites
+//! its member list. `system` decides only
 //! how a new group's number is chosen; an existing group is never
 //! re-created for it.
 //!
@@ -41,6 +44,10 @@ use crate::{
 pub const KIND: &str = "Group";
 
 const FIELDS: &[&str] = &["name", "gid", "system", "ensure"];
+
+/// The observed `gshadow` of a group the root's gshadow file has no line
+/// for (the field is absent otherwise).
+const GSHADOW_MISSING: &str = "missing";
 
 /// A Group declaration, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,6 +396,11 @@ impl Kind for GroupProvider {
         if renamed {
             observed.fields.insert("name".to_owned(), json!(kept));
         }
+        if files.lacks_gshadow_entry(&group.name) {
+            observed
+                .fields
+                .insert("gshadow".to_owned(), json!(GSHADOW_MISSING));
+        }
         Ok(observed)
     }
 
@@ -450,6 +462,10 @@ impl Kind for GroupProvider {
                 {
                     args.extend(["-g".to_owned(), gid.to_string()]);
                 }
+                if diff.changes.iter().any(|c| c.field == "gshadow") {
+                    // groupmod makes the missing entry, locked.
+                    args.extend(["-p".to_owned(), "!".to_owned()]);
+                }
                 if args.is_empty() {
                     Ok(())
                 } else {
@@ -502,6 +518,20 @@ pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
                         after: Some(json!(gid)),
                     });
                 }
+            }
+            // groupadd renames group into place before gshadow: killed in
+            // between, it left a group grpck calls broken. Its entry is
+            // added (`!`, as groupadd makes it).
+            if let Some(missing) = observed
+                .fields
+                .get("gshadow")
+                .filter(|v| *v == &json!(GSHADOW_MISSING))
+            {
+                out.changes.push(FieldChange {
+                    field: "gshadow".to_owned(),
+                    before: Some(missing.clone()),
+                    after: Some(json!("present")),
+                });
             }
             if !out.changes.is_empty() {
                 out.action = Some(Action::Update);
@@ -576,6 +606,28 @@ mod tests {
         assert_eq!(back.changes[0].field, "name");
         assert_eq!(back.changes[0].before, Some(json!("ops.datum-kept")));
         assert_eq!(diff(&d, &kept).changes.len(), 2);
+    }
+
+    /// A group in `group` (`x`) without a line in a gshadow file that was
+    /// read is half-made: a change of `gshadow`. Not when gshadow was not
+    /// read, nor for a group whose line holds no `x`.
+    #[test]
+    fn a_group_without_its_gshadow_entry_is_a_change() {
+        let files =
+            account_files::AccountFiles::parse("", "ops:x:3000:\nold::3001:\nfine:x:3002:\n");
+        let half = files.clone().with_gshadow("fine:!::\n");
+        assert!(half.lacks_gshadow_entry("ops"));
+        assert!(!half.lacks_gshadow_entry("old"));
+        assert!(!half.lacks_gshadow_entry("fine"));
+        assert!(!half.lacks_gshadow_entry("nobody"));
+        assert!(!files.lacks_gshadow_entry("ops"));
+        let d = GroupDesired::parse(&json!({"gid": 3000}), "ops").unwrap();
+        let mut o = observed(3000);
+        o.fields.insert("gshadow".into(), json!(GSHADOW_MISSING));
+        let change = diff(&d, &o);
+        assert_eq!(change.action, Some(Action::Update));
+        assert_eq!(change.changes[0].field, "gshadow");
+        assert_eq!(change.changes[0].after, Some(json!("present")));
     }
 
     #[test]

@@ -1095,3 +1095,31 @@ fn an_account_useradd_left_without_its_shadow_entry_is_completed() {
         assert!(!format!("{}{}", stdout(o), stderr(o)).contains("CANARY"));
     }
 }
+
+/// groupadd renames `group` into place before `gshadow`: killed in
+/// between, it leaves a group with no gshadow entry (`grpck`: "no matching
+/// group file entry in /etc/gshadow"). The next plan shows it, the apply
+/// adds the entry (`!`, as groupadd would have), and the plan after that
+/// is clean.
+#[test]
+fn a_group_groupadd_left_without_its_gshadow_entry_is_completed() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let s = Sandbox::with_base("datum: v1alpha1\ntype: Group\nname: ops\ndesired: {gid: 3000}\n");
+    accounts_root(&s);
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    s.write("root/etc/group", &format!("{group}ops:x:3000:\n"));
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("~ Group[ops]") && text.contains("gshadow: \"missing\" -> \"present\""),
+        "{text}"
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let gshadow = fs::read_to_string(s.live("/etc/gshadow")).unwrap();
+    assert_eq!(line_of(&gshadow, "ops"), Some("ops:!::"), "{gshadow}");
+    assert_exit(&s.datum(&["plan"]), 0);
+}
