@@ -2083,6 +2083,70 @@ fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
 }
 
 #[test]
+fn settings_a_pull_cannot_use_are_a_json_refusal_with_the_word_config() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let yaml = bed.p("pull.yaml");
+    std::fs::write(
+        &yaml,
+        "url: file:///srv/x.git\nallowed_signers: /a\nkepe: 3\n",
+    )
+    .unwrap();
+    let url = bed.url();
+    for args in [
+        vec![
+            "--output",
+            "json",
+            "pull",
+            "--config",
+            yaml.to_str().unwrap(),
+        ],
+        vec!["--output", "json", "pull", "--url", &url],
+        vec![
+            "--output",
+            "json",
+            "pull",
+            "--url",
+            &url,
+            "--allowed-signers",
+            "/a",
+            "--ref",
+            "a..b",
+        ],
+    ] {
+        let out = Run(bed.datum(&args).output().unwrap());
+        out.assert_exit(1);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+        assert_eq!(json["format_version"], "1", "{json}");
+        assert_eq!(json["outcome"], "failed", "{args:?}: {json}");
+        assert_eq!(json["reason"], "config", "{args:?}: {json}");
+        let message = json["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            out.stderr().trim().trim_start_matches("error: "),
+            "{json}"
+        );
+    }
+    let out = Run(bed
+        .datum(&[
+            "--output",
+            "json",
+            "pull",
+            "--config",
+            yaml.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap());
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert!(
+        json["message"].as_str().unwrap().contains("pull.yaml:3:1"),
+        "{json}"
+    );
+}
+
+#[test]
 fn a_trust_file_reached_through_a_folder_others_may_write_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let Some((bed, c1)) = deployed_bed() else {

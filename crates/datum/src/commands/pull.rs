@@ -91,7 +91,18 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
     if args.status {
         return status(global, args, &overrides);
     }
-    let config = settle(global, args.config.as_deref(), &overrides)?;
+    let config = match settle(global, args.config.as_deref(), &overrides) {
+        Ok(config) => config,
+        Err(e) => {
+            // The same document as every other pull that deploys nothing
+            // (`reason` from the same words: the settings, or the host when
+            // `pull.yaml` could not be read or trusted).
+            if global.output == Format::Json {
+                crate::render::json::print("", settings_error_json(&e))?;
+            }
+            return Err(e);
+        }
+    };
     let who = args
         .allow_rollback
         .then(datum_host::accounts::invoking_user);
@@ -284,6 +295,19 @@ fn error_json(e: &PullError) -> serde_json::Value {
         "revision": refusal.map(|r| r.revision.clone()),
         "deployed": refusal.and_then(|r| r.deployed.clone()),
         "message": e.to_string(),
+    })
+}
+
+fn settings_error_json(e: &anyhow::Error) -> serde_json::Value {
+    let host = e
+        .chain()
+        .any(|c| c.downcast_ref::<datum_host::HostError>().is_some());
+    serde_json::json!({
+        "outcome": "failed",
+        "reason": if host { "host" } else { "config" },
+        "revision": null,
+        "deployed": null,
+        "message": format!("{e:#}"),
     })
 }
 
