@@ -59,9 +59,37 @@ fn git_dir(repository: &Path) -> PathBuf {
     }
 }
 
+/// The git folder of `--from`, which must be a folder, as must the git
+/// folder it names: git runs in it, and a missing one would fail as
+/// "cannot run git" (its working folder cannot be entered).
+fn checked_git_dir(repository: &Path) -> Result<PathBuf, PullError> {
+    let refused = |why: String| {
+        PullError::Config(crate::error::ConfigError::Missing(format!(
+            "--from {}: {why}; nothing was written",
+            repository.display()
+        )))
+    };
+    match datum_host::repo::metadata(repository) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(refused("not a folder (a git repository is)".to_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refused("no such folder".to_owned()));
+        }
+        Err(e) => return Err(refused(format!("cannot be read: {e}"))),
+    }
+    let dir = git_dir(repository);
+    if !datum_host::repo::metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Err(refused(format!(
+            "its .git names {}, which is not a folder (a linked work tree whose git folder was removed?)",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
 /// Writes the bundle.
 pub fn create(req: &BundleRequest) -> Result<Bundled, PullError> {
-    let git = Git::new(git_dir(&req.repository));
+    let git = Git::new(checked_git_dir(&req.repository)?);
     // Not a repository at all: git's own message, not "not a commit".
     git.output(["rev-parse", "--git-dir"], 4096)?;
     let resolve = |name: &str| -> Result<String, PullError> {

@@ -1868,6 +1868,48 @@ fn datum_bundle_takes_a_linked_work_tree_and_says_plainly_what_it_cannot_bundle(
 }
 
 #[test]
+fn datum_bundle_names_a_from_folder_that_is_missing_or_not_a_folder_not_git() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.revision("one", Some("alice"));
+    // A linked work tree whose git folder was removed (git worktree prune).
+    bed.git(
+        "work",
+        &["worktree", "add", "-q", "-b", "side", "../linked"],
+    );
+    let stale = bed.p("work/.git/worktrees/linked");
+    std::fs::remove_dir_all(&stale).unwrap();
+    for (from, says) in [
+        (bed.p("missing"), "no such folder".to_owned()),
+        (bed.p("allowed_signers"), "not a folder".to_owned()),
+        (
+            bed.p("linked"),
+            format!("{}, which is not a folder", stale.display()),
+        ),
+    ] {
+        let file = bed.p("x.bundle");
+        let out = Run(Command::new(DATUM)
+            .arg("bundle")
+            .arg("--from")
+            .arg(&from)
+            .arg(&file)
+            .output()
+            .unwrap());
+        out.assert_exit(1);
+        assert!(
+            out.stderr().contains(&format!("--from {}", from.display()))
+                && out.stderr().contains(&says)
+                && !out.stderr().contains("cannot run"),
+            "{}",
+            out.stderr()
+        );
+        assert!(!file.exists());
+    }
+}
+
+#[test]
 fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
