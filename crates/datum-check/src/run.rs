@@ -184,6 +184,14 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         })
         .collect();
     let mut requirements: HashMap<ResourceId, Vec<ResourceId>> = HashMap::new();
+    // Acceptances hold while the host stays as accepted: one whose resource
+    // is found as declared again is over (below), so the same change made
+    // later is drift again, not silently accepted.
+    let acceptances: HashSet<String> = store
+        .all_accepted()
+        .context("cannot read accepted observations")?
+        .into_keys()
+        .collect();
 
     // Class by class: the inspection time of each is what `datum schedule`
     // turns into a detection bound.
@@ -282,6 +290,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             observed: &observed,
                             diff: &diff,
                         });
+                        if found.is_empty() && acceptances.contains(&r.id.to_string()) {
+                            store.clear_accepted(&r.id).with_context(|| {
+                                format!("cannot end the acceptance of {}", r.id)
+                            })?;
+                        }
                         if !found.is_empty() {
                             observations.insert(r.id.clone(), observed);
                             *keep = true;

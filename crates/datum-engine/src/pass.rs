@@ -313,6 +313,8 @@ pub fn run_pass_with(
             if quarantined {
                 summary.quarantined.insert(resource.id.clone());
             }
+            // Left as a reconcile accepted it (`accepted_as_is`).
+            let mut kept_as_accepted = false;
             let mut step = match blocker {
                 _ if quarantined => Step {
                     detail: Some(
@@ -372,6 +374,7 @@ pub fn run_pass_with(
                         cached.as_ref(),
                         accepted.get(&resource.id.to_string()),
                     ) {
+                        kept_as_accepted = true;
                         step
                     } else {
                         match (converged.filter(|_| redeclared.is_none()), cached) {
@@ -454,6 +457,17 @@ pub fn run_pass_with(
             }
             if ctx.mode == Mode::Apply {
                 remember_failure(resource, &step.outcome, &failed_before, ctx);
+                // As declared now (changed, or found so): an acceptance of
+                // another state is over, so the same change made again
+                // later is drift, not accepted unseen. Only resources that
+                // have one: no write for the others.
+                if !kept_as_accepted
+                    && matches!(step.outcome, Outcome::Changed { .. } | Outcome::Unchanged)
+                    && accepted.contains_key(&resource.id.to_string())
+                    && let Some(store) = ctx.store.as_deref_mut()
+                {
+                    let _ = store.clear_accepted(&resource.id);
+                }
             }
             // A resource that says `sensitive: true` shows no field's value
             // (as `datum check` masks it); one sensitive only through a

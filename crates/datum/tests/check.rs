@@ -872,6 +872,50 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     assert_eq!(s.check_json(&[]).0, 0);
 }
 
+/// An acceptance holds while the host stays as it was accepted. Once the
+/// resource is back as declared (put back by hand and seen by a check, or
+/// converged by an apply) it is over: the same change made again later is
+/// new drift, reported (and accepted again, with fresh evidence, by a
+/// reconcile), not silently taken as accepted, which hid it from every
+/// check (exit 0) and from plan ("unchanged: accepted").
+#[test]
+fn an_acceptance_ends_once_the_resource_is_back_as_declared() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    let motd = s.live("/etc/motd");
+    let chmod = |mode| fs::set_permissions(&motd, fs::Permissions::from_mode(mode)).expect("chmod");
+    chmod(0o600);
+    let (_, json) = s.reconcile_json(&[]);
+    assert!(
+        json["findings"][0]["action"]
+            .as_str()
+            .expect("action")
+            .starts_with("accepted"),
+        "{json:#}"
+    );
+    assert_eq!(s.check_json(&[]).0, 0, "accepted: not reported");
+    // Put back by hand; a check sees it as declared.
+    chmod(0o644);
+    assert_eq!(s.check_json(&[]).0, 0);
+    chmod(0o600);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "the same change again is drift: {json:#}");
+    assert_eq!(json["findings"][0]["action"], "would accept", "{json:#}");
+    // Accepted again, then converged by an apply (after another edit):
+    // the acceptance is over as well.
+    s.reconcile_json(&[]);
+    fs::write(&motd, "edited\n").expect("edit");
+    assert_exit(&s.datum(&["apply"]), 2);
+    chmod(0o600);
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "after an apply converged it: {json:#}");
+    let plan = stdout(&s.datum(&["plan"]));
+    assert!(!plan.contains("accepted"), "{plan}");
+}
+
 #[test]
 fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
     let s = Sandbox::new(
