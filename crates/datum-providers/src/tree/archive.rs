@@ -290,6 +290,7 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
         Option<(Vec<u8>, Refused)>,
     );
     let found: Arc<Mutex<Found>> = Arc::default();
+    let folder_len = dir.as_os_str().len();
     let prune = {
         let found = found.clone();
         Prune(Arc::new(move |rel: &Path, node: &FingerprintedNode| {
@@ -317,6 +318,11 @@ pub fn pack_source_dir(dir: &Path) -> Result<datum_core::Content, std::io::Error
                 // store refuses one; a newline in a plan's field is a line).
                 let why = if name.iter().any(|&b| b < 0x20 || b == 0x7f) {
                     Some(Refused::ControlInName)
+                } else if matches!(child.entry, Entry::File { .. })
+                    && folder_len + 1 + at(&mut path, rel, name).len() > MAX_READ_PATH
+                {
+                    // The apply reads the file by its repository path.
+                    Some(Refused::TooLong)
                 } else {
                     None
                 };
@@ -535,7 +541,13 @@ enum Refused {
     Kind,
     /// Its name holds a control character.
     ControlInName,
+    /// A file whose path in the repository is longer than a read allows.
+    TooLong,
 }
+
+/// The longest path the kernel opens (PATH_MAX less its NUL): the apply
+/// reads each declared file by its path in the repository.
+const MAX_READ_PATH: usize = 4095;
 
 fn not_declarable(dir: &Path, rel: &[u8], why: Refused) -> std::io::Error {
     let message = match why {
@@ -544,6 +556,12 @@ fn not_declarable(dir: &Path, rel: &[u8], why: Refused) -> std::io::Error {
             dir.join(std::ffi::OsStr::from_bytes(rel)).display()
         ),
         // Shown escaped: the raw name would be a line of its own.
+        Refused::TooLong => format!(
+            "{:?} in {} is too deep: its path in the repository is {} bytes, more than the {MAX_READ_PATH} a file can be read by; move the folder up or shorten its names",
+            String::from_utf8_lossy(rel),
+            dir.display(),
+            dir.as_os_str().len() + 1 + rel.len()
+        ),
         Refused::ControlInName => format!(
             "{:?} in {} has a control character (a newline, a tab, ...) in its name, which no managed path may hold: rename it",
             String::from_utf8_lossy(rel),
@@ -785,6 +803,32 @@ mod tests {
         let err = pack_source_dir(dir.path()).unwrap_err().to_string();
         let first = dir.path().join("a/b/a-sock");
         assert!(err.contains(&first.display().to_string()), "{err}");
+    }
+
+    /// The apply reads each declared file by its path in the repository,
+    /// which the kernel refuses past PATH_MAX: a folder deep enough that an
+    /// entry's path is longer is refused when it is read, naming the
+    /// entry, rather than by the apply after the folders above it were made.
+    #[test]
+    fn an_entry_whose_repository_path_is_too_long_to_read_is_refused() {
+        // Built from the bottom up, each step a rename of short paths: the
+        // whole path is too long for any one call.
+        let dir = tempfile::tempdir().unwrap();
+        let level = |i: usize| dir.path().join(format!("c{i}"));
+        std::fs::create_dir(level(0)).unwrap();
+        std::fs::write(level(0).join("deep.conf"), b"x").unwrap();
+        let mut depth = 0;
+        while level(depth).as_os_str().len() + depth * 201 + "/deep.conf".len() <= 4095 {
+            depth += 1;
+            std::fs::create_dir(level(depth)).unwrap();
+            std::fs::rename(level(depth - 1), level(depth).join("d".repeat(200))).unwrap();
+        }
+        let err = pack_source_dir(&level(depth)).unwrap_err().to_string();
+        assert!(err.contains("deep.conf"), "{err}");
+        assert!(err.contains("4095"), "{err}");
+        // One level less is read.
+        std::fs::rename(level(depth).join("d".repeat(200)), level(depth - 1)).unwrap();
+        assert!(pack_source_dir(&level(depth - 1)).is_ok());
     }
 
     /// No managed path may hold a control character (the backup store
