@@ -43,6 +43,14 @@ pub struct ScheduleRow {
     /// The class is watched (`watch: true`): under the agent a change is
     /// checked within the debounce, not at the next interval.
     pub watched: bool,
+    /// A watched class: how long a change no watch sees can go unnoticed
+    /// (interval + p95). A file is watched through its folder, so a write
+    /// through another hard link of it, made in another folder, is not
+    /// reported to that watch; nor is anything while a watch is lost. The
+    /// interval's checks still find those. `None` for a polled class
+    /// (`detection_bound_ms` is that bound) or before a check was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwatched_bound_ms: Option<u64>,
     /// The agent finds out who changed each file (`attribute: true`).
     pub attributed: bool,
     /// The policy by who changed a resource (`on_change_by`).
@@ -91,6 +99,7 @@ impl ScheduleRow {
                 && spec.audit_every.is_none(),
             resources,
             watched: false,
+            unwatched_bound_ms: None,
             attributed: spec.attribute,
             on_change_by: spec.on_change_by,
         }

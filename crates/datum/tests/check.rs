@@ -1219,6 +1219,46 @@ fn schedule_states_the_detection_bound_per_class() {
     assert!(human.contains("DETECTED WITHIN"), "{human}");
 }
 
+/// A watched class's short bound holds for what a watch sees. A file is
+/// watched through its folder, and the kernel reports a write through
+/// another hard link of the file (made anywhere on the same file system by
+/// whoever owns it) to that link's folder only: such an edit, or one made
+/// while a watch is lost, waits for the interval. `schedule` states that
+/// bound too, rather than only the watch's.
+#[test]
+fn schedule_states_a_watched_class_s_bound_for_what_no_watch_sees() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 1h, watch: true}\n",
+        Some("critical"),
+    )
+    .applied();
+    s.check_json(&[]);
+    let o = s.datum(&["schedule", "--output", "json"]);
+    assert_exit(&o, 0);
+    let rows: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let critical = rows["classes"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["class"] == "critical")
+        .expect("critical")
+        .clone();
+    assert_eq!(critical["watched"], true);
+    let p95 = critical["p95_ms"].as_u64().expect("measured");
+    assert_eq!(
+        critical["unwatched_bound_ms"].as_u64(),
+        Some(3_600_000 + p95),
+        "{critical}"
+    );
+    let human = stdout(&s.datum(&["schedule"]));
+    assert!(
+        human.contains("critical: a change no watch sees")
+            && human.contains("another hard link")
+            && human.contains("within 1h"),
+        "{human}"
+    );
+}
+
 #[test]
 fn a_resource_naming_an_undeclared_class_is_an_error() {
     let s = Sandbox::new("classes:\n  critical: {interval: 60s}\n", Some("critcal"));

@@ -66,6 +66,8 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     .map(|p| p.p95_ms)
                     .or(row.p95_ms);
                 row.watched = true;
+                // What no watch sees waits for the interval's checks.
+                row.unwatched_bound_ms = row.detection_bound_ms;
                 row.detection_bound_ms = watched_p95.map(|p95| {
                     datum_agent::detection_bound(
                         spec.interval,
@@ -163,6 +165,18 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 writeln!(
                     out,
                     "{}: metadata-visible changes within {visible}; edits that keep size and times: {hidden}",
+                    r.class
+                )?;
+            }
+            // Watched classes: the bound for what a watch cannot see.
+            for r in rows.iter().filter(|r| r.watched) {
+                let bound = r.unwatched_bound_ms.map_or_else(
+                    || "(no check yet)".to_owned(),
+                    |b| format!("within {}", format_ms(b)),
+                );
+                writeln!(
+                    out,
+                    "{}: a change no watch sees (a write through another hard link of a file, or while a watch is lost) waits for the interval: {bound}",
                     r.class
                 )?;
             }
