@@ -51,6 +51,10 @@ pub enum Reason {
     /// The revision does not descend from the one deployed (a force-push to
     /// an older or unrelated commit).
     Backwards { deployed: String },
+    /// The revision is one a person rolled back from (recorded in the state
+    /// store), built on it, or on the way to it, and the deployed revision
+    /// does not hold it: serving it again would undo that person's rollback.
+    RolledBackFrom { revision: String },
     /// The revision fails `datum lint`.
     Lint { errors: usize },
     /// The revision's tree cannot be written as a checkout (a path Datum
@@ -90,7 +94,7 @@ impl Reason {
             Reason::RevokedKey { .. } => "revoked_key",
             Reason::NotForGit { .. } => "wrong_namespace",
             Reason::NoTrustFor { .. } => "unsupported_signature",
-            Reason::Backwards { .. } => "backwards",
+            Reason::Backwards { .. } | Reason::RolledBackFrom { .. } => "backwards",
             Reason::Lint { .. } => "lint",
             Reason::BadTree { .. } => "bad_tree",
         }
@@ -153,6 +157,11 @@ impl std::fmt::Display for Reason {
                 f,
                 "it does not descend from the deployed revision {} (a force-push to an older or unrelated commit); a person can allow it with --allow-rollback",
                 short(deployed)
+            ),
+            Reason::RolledBackFrom { revision } => write!(
+                f,
+                "a person rolled back from {} (`datum pull --status` shows when and who), and this revision is that one, is built on it or leads to it; a person can allow it again with --allow-rollback",
+                short(revision)
             ),
             Reason::Lint { errors } => write!(
                 f,

@@ -199,6 +199,18 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             .map(|d| d.deployment.revision),
         None => None,
     };
+    // What people rolled back from (newest first): not deployed again
+    // unasked while the deployed revision does not hold it.
+    let mut rolled_back_from: Vec<String> = Vec::new();
+    if let Some(s) = &store {
+        for d in s.deployments(usize::MAX).map_err(store_error)? {
+            if let Some(from) = d.deployment.previous.filter(|_| d.deployment.rollback)
+                && !rolled_back_from.contains(&from)
+            {
+                rolled_back_from.push(from);
+            }
+        }
+    }
 
     // Debris of killed pulls.
     for (entry, _) in checkouts.list()? {
@@ -348,6 +360,24 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
                 }));
             }
             rollback = true;
+        }
+    }
+    // Nor back to what a person rolled back from: forward in ancestry from
+    // the revision they went back to, but serving it again (or what is
+    // built on it, or a revision on the way to it) would undo their
+    // decision. Once a person allows it and it is deployed, the deployed
+    // revision holds it and it constrains nothing more.
+    if let Some(current) = deployed_now.as_ref().or(recorded.as_ref()) {
+        for from in &rolled_back_from {
+            let related = cache.descends(&new, from)? || cache.descends(from, &new)?;
+            if related && !cache.descends(current, from)? {
+                if req.allow_rollback.is_none() {
+                    return Err(refuse(Reason::RolledBackFrom {
+                        revision: from.clone(),
+                    }));
+                }
+                rollback = true;
+            }
         }
     }
 

@@ -1017,6 +1017,56 @@ fn a_force_push_backwards_is_refused_until_a_person_allows_it_and_the_rollback_i
 }
 
 #[test]
+fn a_revision_a_person_rolled_back_from_is_not_deployed_again_unasked() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let bad = bed.revision("known bad", Some("alice"));
+    let worse = bed.revision("built on it", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    // A person rolls back to c1 (main force-pushed back, --allow-rollback).
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    bed.push();
+    bed.pull(&["--allow-rollback"]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+
+    // Whoever controls the server or the path serves the revision rolled
+    // back from again, or an older signed one built on the same mistake:
+    // in ancestry terms forward from c1, but a person took it away.
+    for replayed in [&worse, &bad] {
+        bed.git("work", &["reset", "-q", "--hard", replayed]);
+        let out = refused(&bed, &format!("a person rolled back from {}", &worse[..12]));
+        assert!(
+            out.stderr().contains("--allow-rollback"),
+            "{}",
+            out.stderr()
+        );
+        let out = bed.pull(&["--output", "json"]);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+        assert_eq!(json["reason"], "backwards", "{json}");
+    }
+    // Forward from c1 without it: deployed as usual.
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    let fixed = bed.revision("fixed", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(fixed.as_str()));
+    // A person may bring it back (merged in): recorded, and from then on
+    // what builds on it goes forward unasked.
+    bed.git("work", &["merge", "-q", "--no-edit", "-s", "ours", &worse]);
+    let merged = bed.revision("merged back", Some("alice"));
+    refused(&bed, "a person rolled back from");
+    bed.pull(&["--allow-rollback"]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(merged.as_str()));
+    assert_eq!(bed.status()["history"][0]["rollback"], true);
+    let next = bed.revision("next", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(next.as_str()));
+}
+
+#[test]
 fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
