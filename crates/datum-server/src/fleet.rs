@@ -273,6 +273,56 @@ impl<B: Backend> Fleet<B> {
         self.backend.execute(stmts).await
     }
 
+    /// Takes host or stack `name` out of the fleet (decommissioned, or
+    /// renamed and enrolled under its new name): its token ends (within
+    /// the token cache's 30 s on other servers), and what it reported goes
+    /// (its row, reports, findings, with the drift clusters they were
+    /// counted in, its revisions' outcomes and failures, daily aggregates,
+    /// deep checks, and the record of a revision no other host holds).
+    /// Instructions asked of it stay in the audit log; those it never
+    /// confirmed are closed as `host removed`. One transaction; `false`
+    /// when no host or stack has that name.
+    pub async fn remove(&self, name: &str, now: i64) -> Result<bool, StoreError> {
+        if self.host(name).await?.is_none() {
+            return Ok(false);
+        }
+        let host = || -> Vec<Val> { vec![name.into()] };
+        let stmts = vec![
+            Stmt::new(
+                "UPDATE drift_clusters SET hosts = hosts - 1 WHERE EXISTS (SELECT 1 FROM findings f \
+                 WHERE f.host = $1 AND f.signature = drift_clusters.signature \
+                 AND COALESCE(f.observed, '') = drift_clusters.observed)",
+                host(),
+            ),
+            Stmt::new("DELETE FROM drift_clusters WHERE hosts <= 0", vec![]),
+            Stmt::new(
+                "DELETE FROM revisions WHERE revision IN \
+                 (SELECT revision FROM host_revisions WHERE host = $1) AND NOT EXISTS \
+                 (SELECT 1 FROM host_revisions o WHERE o.revision = revisions.revision AND o.host <> $1)",
+                host(),
+            ),
+            Stmt::new("DELETE FROM findings WHERE host = $1", host()),
+            Stmt::new("DELETE FROM failures WHERE host = $1", host()),
+            Stmt::new("DELETE FROM host_revisions WHERE host = $1", host()),
+            Stmt::new("DELETE FROM reports WHERE host = $1", host()),
+            Stmt::new("DELETE FROM daily WHERE host = $1", host()),
+            Stmt::new("DELETE FROM deep_checks WHERE host = $1", host()),
+            Stmt::new(
+                "UPDATE instructions SET done_at = $2, outcome = 'host removed' \
+                 WHERE host = $1 AND done_at IS NULL",
+                vec![name.into(), now.into()],
+            ),
+            Stmt::new(
+                "DELETE FROM identities WHERE name = $1 AND kind <> 'admin'",
+                host(),
+            ),
+            Stmt::new("DELETE FROM hosts WHERE name = $1", host()),
+            cache::bump(),
+        ];
+        self.backend.execute(stmts).await?;
+        Ok(true)
+    }
+
     /// Adds an admin token (several may exist: one per operator).
     pub async fn add_admin(&self, token_hash: &str, now: i64) -> Result<(), StoreError> {
         self.backend

@@ -48,4 +48,6 @@ pub mod web;
 
 pub use config::ServerConfig;
 pub use init::{InitOptions, Initialised, ServerDir};
-pub use serve::{AnyFleet, ServeOptions, enroll_command, init_command, open_store, serve};
+pub use serve::{
+    AnyFleet, ServeOptions, enroll_command, init_command, open_store, remove_command, serve,
+};

@@ -10,7 +10,8 @@
 //! `accept` (no descriptor left) is tried again after a pause, not at once.
 //! SIGTERM/SIGINT stop accepting and let requests in flight finish.
 //!
-//! Owns: [`serve`], [`init_command`], [`enroll_command`], [`AnyFleet`].
+//! Owns: [`serve`], [`init_command`], [`enroll_command`], [`remove_command`],
+//! [`AnyFleet`].
 //! Must not: keep state outside the store.
 
 use std::net::SocketAddr;
@@ -145,6 +146,20 @@ pub fn enroll_command(
         }
     })?;
     Ok(credentials)
+}
+
+/// `datum server remove`: takes host or stack `name` out of the fleet (its
+/// token ends, what it reported goes; see [`Fleet::remove`]). `false` when
+/// no host or stack has that name.
+pub fn remove_command(dir: &Path, name: &str, store: Option<&str>) -> Result<bool, ServeError> {
+    let server = ServerDir::open(dir)?;
+    let store = store.unwrap_or(&server.config.store).to_owned();
+    Ok(runtime()?.block_on(async {
+        match open_store(dir, &store).await? {
+            AnyFleet::Sqlite(f) => f.remove(name, unix_now()).await,
+            AnyFleet::Postgres(f) => f.remove(name, unix_now()).await,
+        }
+    })?)
 }
 
 fn unix_now() -> i64 {

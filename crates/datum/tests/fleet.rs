@@ -1439,3 +1439,60 @@ fn reports_of_a_name_the_host_no_longer_has_do_not_block_its_outbox() {
     assert_eq!(outbox["refused_total"], 1, "{outbox}");
     assert_eq!(server.seqs("web-1"), vec![1, 3]);
 }
+
+/// A host taken out of service, or renamed and enrolled under its new name,
+/// could not be taken out of the fleet: it stayed in every view, stale for
+/// ever (DatumHostStale firing), and its token kept working. `datum server
+/// remove` ends its token and takes it out of the views.
+#[test]
+fn a_host_removed_from_the_server_leaves_the_fleet_and_its_token_ends() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let gone = server.host(t.path(), "web-1", &[], &[]);
+    let kept = server.host(t.path(), "web-2", &[], &[]);
+    assert_exit(&gone.run_delivered(&repo, &["apply"]), 2);
+    assert_exit(&kept.run_delivered(&repo, &["apply"]), 2);
+    let removed = datum()
+        .args(["--json", "server", "remove", "web-1", "--dir"])
+        .arg(&server.dir)
+        .output()
+        .unwrap();
+    assert_exit(&removed, 0);
+    let doc: Value = serde_json::from_slice(&removed.stdout).unwrap();
+    assert_eq!(doc["name"], "web-1", "{doc}");
+    assert_eq!(doc["removed"], true, "{doc}");
+    let names: Vec<String> = server.fleet(&["hosts"])["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["web-2"]);
+    assert!(
+        server.fleet(&["stale"])["hosts"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing stale"
+    );
+    // Its token no longer works (the server's cache of it lasts 30 s: a
+    // fresh server process knows at once).
+    server.kill();
+    server.start();
+    assert_exit(&gone.run(&repo, &["check"]), 0);
+    let outbox = gone.wait_outbox(&repo, "refused", |v| v["failures"].as_u64() > Some(0));
+    assert!(
+        outbox["last_error"].as_str().unwrap().contains("HTTP 401"),
+        "{outbox}"
+    );
+    // A name that is not enrolled is an error.
+    let again = datum()
+        .args(["server", "remove", "web-1", "--dir"])
+        .arg(&server.dir)
+        .output()
+        .unwrap();
+    assert_exit(&again, 1);
+    assert!(stderr(&again).contains("web-1"), "{}", stderr(&again));
+}

@@ -764,3 +764,71 @@ async fn deep_checks_go_with_the_daily_aggregates<B: Backend>(f: &Fleet<B>) {
 fn deep_checks_retention() {
     on_both!(deep_checks_go_with_the_daily_aggregates);
 }
+
+/// A host taken out of the fleet (decommissioned, or renamed and enrolled
+/// under its new name) could not be removed: it stayed in every view and
+/// went stale for ever (DatumHostStale firing), its token kept working, its
+/// findings kept their drift clusters. `Fleet::remove` ends its token and
+/// takes out everything it reported, the clusters following; the
+/// instructions' audit log keeps what was asked of it.
+async fn a_removed_host_leaves_no_trace_in_the_views<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    f.enroll("web-2", "host", "h2", now).await.unwrap();
+    for (seq, host) in [(1, "web-1"), (1, "web-2")] {
+        let mut apply = report(host, ReportKind::Apply, seq, now);
+        apply.exit_code = 4;
+        apply.failures = vec![failure("File[a]", "s1")];
+        apply.revision = format!("git:{host}");
+        ingest(f, &apply).await;
+        let mut check = report(host, ReportKind::Check, seq + 1, now + 60);
+        check.findings = vec![finding("File[motd]", "o1", "normal")];
+        check.sampling = Some(datum_fleet::SamplingUsed {
+            round: 7,
+            deep: true,
+        });
+        ingest(f, &check).await;
+    }
+    let hosts_of = |v: &views::DriftView| v.clusters.iter().map(|c| c.hosts).collect::<Vec<_>>();
+    assert_eq!(hosts_of(&f.drift(now + 60).await.unwrap()), [2]);
+    assert!(f.remove("web-1", now + 120).await.unwrap());
+    assert_eq!(f.identity("h1").await.unwrap(), None, "its token ends");
+    assert!(f.identity("h2").await.unwrap().is_some());
+    assert!(f.host("web-1").await.unwrap().is_none());
+    assert!(f.history("web-1", 10).await.unwrap().is_none());
+    assert_eq!(hosts_of(&f.drift(now + 120).await.unwrap()), [1]);
+    let hosts = f.hosts(&at(now + 120, 3.0)).await.unwrap();
+    assert_eq!(
+        hosts
+            .hosts
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect::<Vec<_>>(),
+        ["web-2"]
+    );
+    for table in [
+        "SELECT count(*) FROM findings WHERE host = 'web-1'",
+        "SELECT count(*) FROM failures WHERE host = 'web-1'",
+        "SELECT count(*) FROM host_revisions WHERE host = 'web-1'",
+        "SELECT count(*) FROM reports WHERE host = 'web-1'",
+        "SELECT count(*) FROM daily WHERE host = 'web-1'",
+        "SELECT count(*) FROM deep_checks WHERE host = 'web-1'",
+        "SELECT count(*) FROM revisions WHERE revision = 'git:web-1'",
+    ] {
+        assert_eq!(count(f, table).await, 0, "{table}");
+    }
+    assert_eq!(
+        count(
+            f,
+            "SELECT count(*) FROM revisions WHERE revision = 'git:web-2'"
+        )
+        .await,
+        1
+    );
+    assert!(!f.remove("web-1", now + 180).await.unwrap(), "gone already");
+}
+
+#[test]
+fn removing_a_host() {
+    on_both!(a_removed_host_leaves_no_trace_in_the_views);
+}

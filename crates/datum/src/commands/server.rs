@@ -1,4 +1,4 @@
-//! `datum server init | enroll | serve`: thin commands over `datum-server`.
+//! `datum server init | enroll | remove | serve`: thin commands over `datum-server`.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -17,8 +17,22 @@ pub enum ServerCommand {
     Init(ServerInitArgs),
     /// Issue a host (or stack) its token and write its report.yaml.
     Enroll(ServerEnrollArgs),
+    /// Take a host (or stack) out of the fleet: its token ends, its reports and findings go.
+    Remove(ServerRemoveArgs),
     /// Serve: take reports over HTTPS and answer the fleet's queries.
     Serve(ServerServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerRemoveArgs {
+    /// The host's (or stack's) name.
+    pub name: String,
+    /// The server's folder.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +165,31 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 args.name,
                 args.out.display(),
                 crate::reporting::REPORT_FILE
+            )?;
+            Ok(ExitCode::Clean)
+        }
+        ServerCommand::Remove(args) => {
+            let removed =
+                datum_server::remove_command(&args.dir, &args.name, args.store.as_deref())
+                    .with_context(|| format!("cannot remove {}", args.name))?;
+            if !removed {
+                anyhow::bail!(
+                    "no host or stack named `{}` is enrolled in {}",
+                    args.name,
+                    args.dir.display()
+                );
+            }
+            if json {
+                crate::render::json::print(
+                    "server_remove",
+                    serde_json::json!({"name": args.name, "removed": true}),
+                )?;
+                return Ok(ExitCode::Clean);
+            }
+            writeln!(
+                std::io::stdout(),
+                "Removed `{}` from the fleet: its token no longer works (within 30 s on a server already running), and its reports, findings and history are gone; instructions asked of it stay in the audit log.",
+                args.name
             )?;
             Ok(ExitCode::Clean)
         }
