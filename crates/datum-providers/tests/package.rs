@@ -633,3 +633,58 @@ testbed_test!(a_name_apt_could_read_as_a_pattern_installs_nothing_else, {
         }
     }
 });
+
+testbed_test!(
+    an_interrupted_dpkg_makes_the_plan_say_the_change_would_fail,
+    {
+        // dpkg killed mid-way (a maintainer script, a power cut) leaves its
+        // journal in /var/lib/dpkg/updates, and apt-get then refuses every
+        // install and removal ("E: dpkg was interrupted, you must manually run
+        // 'dpkg --configure -a'"); Datum never runs that itself (it would run
+        // whatever maintainer scripts are pending). The plan must say the
+        // change would fail, as the apply will, not that it is pending.
+        let _apt = within::lock("apt");
+        let _purge = Purge::new(&["datum-it-interrupted"]);
+        let _repo = LocalRepo::publish(
+            "it-interrupted",
+            &[DebPackage::new("datum-it-interrupted", "1.0")],
+        );
+        struct Journal(&'static str);
+        impl Drop for Journal {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+        let journal = Journal("/var/lib/dpkg/updates/0999");
+        std::fs::write(journal.0, "").unwrap();
+        let r = resource("i", json!({"name": "datum-it-interrupted"}));
+        let p = PackageProvider;
+        let declared = p.declare(&r).unwrap();
+        let observed = p.observe(&host(), &r).unwrap();
+        assert_eq!(p.plan(&declared, &observed).action(), Action::Create);
+        let why = p.refuses(&declared, &observed);
+        assert!(
+            why.as_deref().is_some_and(
+                |w| w.contains("dpkg was interrupted") && w.contains("dpkg --configure -a")
+            ),
+            "{why:?}"
+        );
+        // The apply fails the same way, and installs nothing.
+        let err = p
+            .apply(
+                &host(),
+                &r,
+                &observed,
+                &p.plan(&declared, &observed),
+                &mut OpenGate,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("dpkg was interrupted"), "{err}");
+        assert_eq!(status_of("datum-it-interrupted"), None);
+        // Without the journal, nothing refuses and the install goes through.
+        drop(journal);
+        let observed = p.observe(&host(), &r).unwrap();
+        assert_eq!(p.refuses(&declared, &observed), None);
+        pass(&r).unwrap();
+    }
+);

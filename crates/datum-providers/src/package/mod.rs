@@ -146,8 +146,20 @@ fn observe_fresh(host: &Host, spec: &PackageSpec) -> Result<Observed, PackageErr
         package: spec.name.clone(),
         source,
     })?;
-    Ok(observation(&spec.name, db.get(&spec.name)))
+    let mut observed = observation(&spec.name, db.get(&spec.name));
+    // Noted for the plan (see `refuses`); a journal that cannot be listed
+    // is left to apt to judge.
+    if status::interrupted(host).unwrap_or(false) {
+        observed
+            .fields
+            .insert("dpkg".to_owned(), json!(DPKG_INTERRUPTED));
+    }
+    Ok(observed)
 }
+
+/// The observed `dpkg` when dpkg's journal holds an unfinished run (the
+/// field is absent otherwise).
+const DPKG_INTERRUPTED: &str = "interrupted";
 
 /// Whether an observed state satisfies the declared one.
 fn state_satisfied(wanted: Wanted, observed: &str) -> bool {
@@ -648,6 +660,19 @@ impl Kind for PackageProvider {
 
     fn plan(&self, _resource: &Resource, d: &PackageDeclared, observed: &Observed) -> Diff {
         diff_spec(&d.spec, observed)
+    }
+
+    /// Every change, while dpkg's journal holds an unfinished run: apt-get
+    /// refuses to start, and nothing in a pass finishes it (Datum never
+    /// runs `dpkg --configure -a`, which runs whatever maintainer scripts
+    /// are pending: the operator's call).
+    fn refuses(&self, _d: &PackageDeclared, observed: &Observed) -> Option<String> {
+        (observed.fields.get("dpkg") == Some(&json!(DPKG_INTERRUPTED))).then(|| {
+            format!(
+                "dpkg was interrupted (its journal in {} is not empty): apt-get installs and removes nothing until `dpkg --configure -a` has finished what it started",
+                status::UPDATES_DIR
+            )
+        })
     }
 
     fn stage(

@@ -22,6 +22,9 @@ use datum_host::{Host, HostError};
 pub const ADMIN_DIR: &str = "/var/lib/dpkg";
 /// The status file, relative to the root.
 pub const STATUS_FILE: &str = "/var/lib/dpkg/status";
+/// dpkg's journal: while a run of dpkg is unfinished (killed in a
+/// maintainer script, a power cut), files named by digits alone.
+pub const UPDATES_DIR: &str = "/var/lib/dpkg/updates";
 
 /// The third word of `Status:`: how far dpkg got with the package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -420,6 +423,22 @@ pub fn stamp(host: &Host) -> Result<(PathBuf, Stamp), StatusError> {
         )),
         None => Err(StatusError::Missing { path }),
     }
+}
+
+/// Whether dpkg was interrupted: its journal holds an entry (a file named by
+/// digits alone, what apt checks before it does anything: `CheckUpdates`
+/// of apt's dpkg system), so apt-get refuses to install or remove anything
+/// until `dpkg --configure -a` finished the job.
+pub fn interrupted(host: &Host) -> Result<bool, StatusError> {
+    use std::os::unix::ffi::OsStrExt;
+    let updates = Path::new(UPDATES_DIR);
+    if host.lstat(updates)?.is_none() {
+        return Ok(false);
+    }
+    Ok(host.dir(updates)?.list()?.iter().any(|(name, _)| {
+        let name = name.as_bytes();
+        !name.is_empty() && name.iter().all(u8::is_ascii_digit)
+    }))
 }
 
 /// The parsed database for this pass: parsed at the first call, and again
