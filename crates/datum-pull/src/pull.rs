@@ -532,7 +532,7 @@ fn record_in(
 /// The trust files, read once (owner and mode checked). A file that is
 /// configured but missing is an error: never fall back to trusting less.
 fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
-    let read = |path: &Option<PathBuf>| -> Result<Option<TrustFile>, PullError> {
+    let read = |key: &str, path: &Option<PathBuf>| -> Result<Option<TrustFile>, PullError> {
         let Some(path) = path else { return Ok(None) };
         crate::trusted::folders_on_the_way(path)?;
         match datum_host::named::read_trusted(path, TRUST_LIMIT)? {
@@ -540,17 +540,18 @@ fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
                 path: path.clone(),
                 bytes,
             })),
-            None => Err(PullError::Host(HostError::io(
-                "read",
-                path,
-                std::io::ErrorKind::NotFound.into(),
+            None => Err(PullError::Config(crate::error::ConfigError::Missing(
+                format!(
+                    "{key} {}: no such file (a trust file that is configured is never done without); nothing was changed",
+                    path.display()
+                ),
             ))),
         }
     };
     Ok(TrustRoots {
-        allowed_signers: read(&config.allowed_signers)?,
-        revoked_keys: read(&config.revoked_keys)?,
-        openpgp_keyring: read(&config.openpgp_keyring)?,
+        allowed_signers: read("allowed_signers", &config.allowed_signers)?,
+        revoked_keys: read("revoked_keys", &config.revoked_keys)?,
+        openpgp_keyring: read("openpgp_keyring", &config.openpgp_keyring)?,
     })
 }
 

@@ -2239,6 +2239,38 @@ fn settings_a_pull_cannot_use_are_a_json_refusal_with_the_word_config() {
 }
 
 #[test]
+fn a_trust_file_that_is_configured_but_missing_is_named_as_such() {
+    let Some((bed, _c1)) = deployed_bed() else {
+        return;
+    };
+    let missing = bed.p("keys/gone");
+    let before = bed.snapshot();
+    for option in ["--allowed-signers", "--revoked-keys", "--openpgp-keyring"] {
+        let url = bed.url();
+        let signers = bed.p("allowed_signers").display().to_string();
+        let gone = missing.display().to_string();
+        let mut args = vec!["--output", "json", "pull", "--url", &url];
+        if option != "--allowed-signers" {
+            args.extend(["--allowed-signers", &signers]);
+        }
+        args.extend([option, &gone]);
+        let out = Run(bed.datum(&args).output().unwrap());
+        out.assert_exit(1);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+        let message = json["message"].as_str().unwrap();
+        let key = option.trim_start_matches("--").replace('-', "_");
+        assert!(
+            message.contains(&format!("{key} {gone}: no such file"))
+                && message.contains("nothing was changed")
+                && !message.contains("entity not found"),
+            "{message}"
+        );
+        assert_eq!(json["reason"], "config", "{json}");
+        assert_eq!(bed.snapshot(), before);
+    }
+}
+
+#[test]
 fn a_trust_file_reached_through_a_folder_others_may_write_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let Some((bed, c1)) = deployed_bed() else {
