@@ -79,16 +79,24 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
     };
     let mut diffs: Vec<AttrDiff> = Vec::new();
     for change in &r.diff.changes {
+        // A subtree's own root changed type: its provider names the change
+        // `tree:.` (as `datum plan` shows it); the finding says `type`, as
+        // every other kind's does.
+        let field = if category == "type_changed" && r.owns_subtree && change.field == "tree:." {
+            "type".to_owned()
+        } else {
+            change.field.clone()
+        };
         let masked = r.sensitive
             && r.masked_only
                 .is_none_or(|only| only.contains(&change.field.as_str()));
         diffs.push(if masked {
-            AttrDiff::sensitive(change.field.clone())
+            AttrDiff::sensitive(field)
         } else {
             // The provider's diff goes live -> declared (what apply does):
             // drift is the other way round.
             AttrDiff::plain(
-                change.field.clone(),
+                field,
                 show(change.after.as_ref()),
                 show(change.before.as_ref()),
             )
@@ -366,6 +374,44 @@ mod tests {
         );
         assert_eq!(f[0].finding.category, "type_changed");
         assert!(run("File", Presence::Present, Diff::default(), false).is_empty());
+    }
+
+    /// A Tree whose folder became a link or a file: its provider names the
+    /// change `tree:.` (the tree's root); the finding says `type`, as a
+    /// File's does, rather than nothing at all.
+    #[test]
+    fn a_tree_whose_folder_changed_type_says_what_it_became() {
+        let id = ResourceId::new("Tree", "conf-d");
+        let mut observed = Observed::absent();
+        observed.presence = Presence::OtherType("symlink".into());
+        let diff = Diff {
+            action: Some(Action::Replace),
+            changes: vec![FieldChange {
+                field: "tree:.".to_owned(),
+                before: Some(json!("symlink")),
+                after: Some(json!("directory")),
+            }],
+            content: None,
+        };
+        let f = findings_for(&Inspected {
+            id: &id,
+            class: "normal",
+            sensitive: false,
+            masked_only: None,
+            owns_subtree: true,
+            target: Some("/etc/app/conf.d"),
+            observed: &observed,
+            diff: &diff,
+        });
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].finding.category, "type_changed");
+        let diffs: Vec<(&str, Option<&str>, Option<&str>)> = f[0]
+            .finding
+            .diffs
+            .iter()
+            .map(|d| (d.path(), d.before(), d.after()))
+            .collect();
+        assert_eq!(diffs, vec![("type", Some("directory"), Some("symlink"))]);
     }
 
     #[test]
