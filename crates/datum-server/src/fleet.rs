@@ -323,6 +323,23 @@ impl<B: Backend> Fleet<B> {
         Ok(true)
     }
 
+    /// Makes `token_hash` the only admin token: every other one ends at
+    /// once (within the token cache's 30 s on a server already running),
+    /// and so does every web session, which was opened with one.
+    pub async fn replace_admins(&self, token_hash: &str, now: i64) -> Result<(), StoreError> {
+        self.backend
+            .execute(vec![
+                Stmt::new("DELETE FROM sessions", vec![]),
+                Stmt::new("DELETE FROM identities WHERE kind = 'admin'", vec![]),
+                Stmt::new(
+                    "INSERT INTO identities (token_hash, name, kind, created_at) \
+                     VALUES ($1, 'admin', 'admin', $2)",
+                    vec![token_hash.into(), now.into()],
+                ),
+            ])
+            .await
+    }
+
     /// Adds an admin token (several may exist: one per operator).
     pub async fn add_admin(&self, token_hash: &str, now: i64) -> Result<(), StoreError> {
         self.backend

@@ -185,6 +185,26 @@ pub fn init(dir: &Path, opts: &InitOptions) -> Result<Initialised, InitError> {
     })
 }
 
+/// A new admin credential for the server of `dir` (its URL and CA).
+pub fn new_admin(dir: &ServerDir) -> Result<AdminCredentials, InitError> {
+    Ok(AdminCredentials {
+        server: dir.config.url.to_string(),
+        ca_pem: dir.ca_pem()?,
+        token: new_token(ADMIN_TOKEN_PREFIX),
+    })
+}
+
+/// Replaces `DIR/admin.yaml` with `admin` (0600, renamed into place).
+pub fn write_admin(dir: &ServerDir, admin: &AdminCredentials) -> Result<(), InitError> {
+    let folder = datum_host::PrivateDir::open_path(&dir.dir, false)?.ok_or_else(|| {
+        InitError::NotInitialised {
+            dir: dir.dir.clone(),
+        }
+    })?;
+    folder.write_atomic(config::ADMIN_FILE, admin.render().as_bytes())?;
+    Ok(())
+}
+
 /// The hash of the admin token in `admin`.
 pub fn admin_token_hash(admin: &AdminCredentials) -> String {
     token_hash(&admin.token)

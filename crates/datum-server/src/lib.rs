@@ -49,5 +49,6 @@ pub mod web;
 pub use config::ServerConfig;
 pub use init::{InitOptions, Initialised, ServerDir};
 pub use serve::{
-    AnyFleet, ServeOptions, enroll_command, init_command, open_store, remove_command, serve,
+    AnyFleet, ServeOptions, enroll_command, init_command, open_store, remove_command,
+    rotate_admin_command, serve,
 };

@@ -11,11 +11,11 @@
 //! SIGTERM/SIGINT stop accepting and let requests in flight finish.
 //!
 //! Owns: [`serve`], [`init_command`], [`enroll_command`], [`remove_command`],
-//! [`AnyFleet`].
+//! [`rotate_admin_command`], [`AnyFleet`].
 //! Must not: keep state outside the store.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,6 +146,25 @@ pub fn enroll_command(
         }
     })?;
     Ok(credentials)
+}
+
+/// `datum server rotate-admin`: a new admin credential, recorded in the
+/// store as the only one (every other admin token and every web session
+/// ends), then written to `DIR/admin.yaml`. Should writing the file fail,
+/// running it again issues another.
+pub fn rotate_admin_command(dir: &Path, store: Option<&str>) -> Result<PathBuf, ServeError> {
+    let server = ServerDir::open(dir)?;
+    let admin = init::new_admin(&server)?;
+    let hash = init::admin_token_hash(&admin);
+    let store = store.unwrap_or(&server.config.store).to_owned();
+    runtime()?.block_on(async {
+        match open_store(dir, &store).await? {
+            AnyFleet::Sqlite(f) => f.replace_admins(&hash, unix_now()).await,
+            AnyFleet::Postgres(f) => f.replace_admins(&hash, unix_now()).await,
+        }
+    })?;
+    init::write_admin(&server, &admin)?;
+    Ok(server.path(config::ADMIN_FILE))
 }
 
 /// `datum server remove`: takes host or stack `name` out of the fleet (its

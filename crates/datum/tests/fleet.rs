@@ -1496,3 +1496,49 @@ fn a_host_removed_from_the_server_leaves_the_fleet_and_its_token_ends() {
     assert_exit(&again, 1);
     assert!(stderr(&again).contains("web-1"), "{}", stderr(&again));
 }
+
+/// The admin credential could not be replaced: `admin.yaml` copied to a
+/// laptop that was lost, or an operator who left, kept full access (every
+/// view, quarantines through the web view) for as long as the server ran.
+/// `datum server rotate-admin` writes a new `admin.yaml`; every other admin
+/// credential, and every web session opened with one, ends.
+#[test]
+fn a_rotated_admin_credential_ends_the_old_one() {
+    let t = tempfile::tempdir().unwrap();
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let old = t.path().join("old-admin.yaml");
+    std::fs::copy(server.admin(), &old).unwrap();
+    let rotated = datum()
+        .args(["--json", "server", "rotate-admin", "--dir"])
+        .arg(&server.dir)
+        .output()
+        .unwrap();
+    assert_exit(&rotated, 0);
+    let doc: Value = serde_json::from_slice(&rotated.stdout).unwrap();
+    assert_eq!(
+        doc["admin_credentials"],
+        server.admin().to_str().unwrap(),
+        "{doc}"
+    );
+    assert_ne!(
+        std::fs::read_to_string(&old).unwrap(),
+        std::fs::read_to_string(server.admin()).unwrap()
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(server.admin())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    server.start();
+    server.fleet(&["hosts"]);
+    let refused = datum()
+        .arg("fleet")
+        .arg("--credentials")
+        .arg(&old)
+        .arg("hosts")
+        .output()
+        .unwrap();
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(stderr(&refused).contains("401"), "{}", stderr(&refused));
+}

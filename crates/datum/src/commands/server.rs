@@ -1,4 +1,5 @@
-//! `datum server init | enroll | remove | serve`: thin commands over `datum-server`.
+//! `datum server init | enroll | remove | rotate-admin | serve`: thin commands
+//! over `datum-server`.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -19,8 +20,20 @@ pub enum ServerCommand {
     Enroll(ServerEnrollArgs),
     /// Take a host (or stack) out of the fleet: its token ends, its reports and findings go.
     Remove(ServerRemoveArgs),
+    /// A new admin credential (admin.yaml): every other one, and every web session, ends.
+    RotateAdmin(ServerRotateAdminArgs),
     /// Serve: take reports over HTTPS and answer the fleet's queries.
     Serve(ServerServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServerRotateAdminArgs {
+    /// The server's folder (its admin.yaml is replaced).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Use this store instead of the one server.yaml names.
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +203,28 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 std::io::stdout(),
                 "Removed `{}` from the fleet: its token no longer works (within 30 s on a server already running), and its reports, findings and history are gone; instructions asked of it stay in the audit log.",
                 args.name
+            )?;
+            Ok(ExitCode::Clean)
+        }
+        ServerCommand::RotateAdmin(args) => {
+            let path = datum_server::rotate_admin_command(&args.dir, args.store.as_deref())
+                .with_context(|| {
+                    format!(
+                        "cannot replace the admin credential of {}",
+                        args.dir.display()
+                    )
+                })?;
+            if json {
+                crate::render::json::print(
+                    "server_rotate_admin",
+                    serde_json::json!({"admin_credentials": path}),
+                )?;
+                return Ok(ExitCode::Clean);
+            }
+            writeln!(
+                std::io::stdout(),
+                "New admin credential in {}: every other one, and every web session, has ended (within 30 s on a server already running).",
+                path.display()
             )?;
             Ok(ExitCode::Clean)
         }
