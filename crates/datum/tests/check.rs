@@ -569,6 +569,22 @@ fn sampling_decides_between_deep_and_metadata_passes() {
     assert_eq!(findings(&shallow).len(), 1);
 }
 
+/// Sampling spreads the content reads over passes only if each pass has its
+/// own seed: with the one seed `--pass-seed` used to default to, a host
+/// outside the sample was outside it at every pass, and never read. A
+/// fraction strictly between 0 and 1 needs a seed; 0 and 1 choose alone.
+#[test]
+fn a_sample_between_0_and_1_needs_a_pass_seed() {
+    let s = Sandbox::new("", None).applied();
+    let o = s.datum(&["check", "--sample", "0.1"]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("--pass-seed"), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    assert_eq!(s.check_json(&["--sample", "0.1", "--pass-seed", "3"]).0, 0);
+    assert_eq!(s.check_json(&["--sample", "0"]).0, 0);
+    assert_eq!(s.check_json(&["--sample", "1"]).0, 0);
+}
+
 // ---- policies -------------------------------------------------------------
 
 /// Every regular file under `dir`, with its bytes and mode.

@@ -45,9 +45,10 @@ pub struct CheckArgs {
     /// Deep-check this host only when hash(host, seed) falls under FRACTION (0..1); metadata otherwise.
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub sample: Option<f64>,
-    /// Seed of this pass for --sample (share it across a fleet).
-    #[arg(long, default_value_t = 0)]
-    pub pass_seed: u64,
+    /// Seed of this pass for --sample (share it across a fleet; a new one
+    /// each pass). Required with a fraction between 0 and 1.
+    #[arg(long)]
+    pub pass_seed: Option<u64>,
     /// Check only the resources of this class.
     #[arg(long)]
     pub class: Option<String>,
@@ -58,6 +59,14 @@ pub struct CheckArgs {
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> {
     let started = Instant::now();
+    // One seed at every pass would read the same hosts at every pass, and a
+    // host outside the sample never: each pass needs its own.
+    let pass_seed = match (args.sample, args.pass_seed) {
+        (Some(fraction), None) if fraction > 0.0 && fraction < 1.0 => bail!(
+            "--sample {fraction} needs --pass-seed N, a new seed for each pass (shared across the fleet): with one seed every pass reads the same hosts, and a host outside the sample is never read"
+        ),
+        (_, seed) => seed.unwrap_or(0),
+    };
     let identity = context::identity(global)?;
     // The snapshot of the last compile when the repository has not changed
     // since (a quiet host's check does not parse 20,000 documents again);
@@ -118,7 +127,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     let options = datum_check::Options {
         class: args.class.clone(),
         sample: args.sample,
-        pass_seed: args.pass_seed,
+        pass_seed,
         patch_dir: args.patch_dir.clone(),
     };
     let key = context::digest_key(global);
