@@ -154,6 +154,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// Keeps the findings' content diffs within [`DIFFS_KEPT`] bytes in
+    /// all, in the order of the findings: those past it travel without
+    /// their diff (their changes and paths still do). Returns how many
+    /// diffs were left out.
+    pub fn bound_diffs(&mut self) -> usize {
+        let mut spent = 0usize;
+        let mut left_out = 0;
+        for finding in &mut self.findings {
+            if let Some(diff) = &finding.content_diff {
+                if spent + diff.len() > DIFFS_KEPT {
+                    finding.content_diff = None;
+                    left_out += 1;
+                } else {
+                    spent += diff.len();
+                }
+            }
+        }
+        left_out
+    }
+
     /// Takes out what the report itself marks sensitive but still carries:
     /// the values of a change marked sensitive, and the content diff of a
     /// finding with such a change. A host's builder never puts them in;
@@ -183,6 +203,13 @@ pub const PENDING_KEPT: usize = 100;
 
 /// At most this many bytes of one finding's content diff travel.
 pub const DIFF_KEPT: usize = 16 * 1024;
+
+/// At most this many bytes of content diffs travel in one report, all
+/// findings together: a check that finds many files edited would otherwise
+/// make a report larger than the server takes (1 MiB by default, refused
+/// for good with 413), and the fleet would not see the drift at all. The
+/// findings past it travel without their diff ([`Report::bound_diffs`]).
+pub const DIFFS_KEPT: usize = 384 * 1024;
 
 /// At most this many bytes of one field value of a finding travel.
 pub const VALUE_KEPT: usize = 512;
@@ -629,6 +656,42 @@ pub fn new_key() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_reports_diffs_are_kept_within_their_budget() {
+        let finding = |diff: Option<usize>| Finding {
+            subject: "File[x]".into(),
+            category: "changed_outside".into(),
+            class: "normal".into(),
+            paths: vec!["content".into()],
+            signature: "s".into(),
+            observed: None,
+            first_seen: 0,
+            checks: None,
+            changes: vec![],
+            content_diff: diff.map(|n| "x".repeat(n)),
+            changed_by: vec![],
+        };
+        let mut report: Report = serde_json::from_value(serde_json::json!({
+            "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": "h",
+            "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
+            "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
+            "counts": {}, "resources": 0, "expected_interval_s": 600
+        }))
+        .unwrap();
+        let big = DIFF_KEPT;
+        report.findings = (0..40).map(|_| finding(Some(big))).collect();
+        report.findings.push(finding(None));
+        let left_out = report.bound_diffs();
+        let kept: usize = report
+            .findings
+            .iter()
+            .filter_map(|f| f.content_diff.as_ref().map(String::len))
+            .sum();
+        assert_eq!(kept, DIFFS_KEPT / big * big);
+        assert_eq!(left_out, 40 - DIFFS_KEPT / big);
+        assert!(report.findings[0].content_diff.is_some());
+    }
     use super::*;
 
     #[test]

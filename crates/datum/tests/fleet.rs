@@ -1542,3 +1542,47 @@ fn a_rotated_admin_credential_ends_the_old_one() {
     assert_ne!(refused.status.code(), Some(0));
     assert!(stderr(&refused).contains("401"), "{}", stderr(&refused));
 }
+
+/// A check that finds many files edited carries a content diff for each
+/// (up to 16 KiB apiece): 80 configuration files with a word changed on
+/// every line made a report over the server's 1 MiB, refused with 413 and
+/// set aside, and so was every later check while the drift lasted. The
+/// fleet never saw the drift (the host read as converged, then stale). A
+/// report keeps its diffs within a budget; the findings past it travel
+/// without theirs.
+#[test]
+fn a_check_finding_many_edited_files_still_reaches_the_server() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    write_in(
+        &repo,
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
+    );
+    let mut docs = vec![
+        "datum: v1alpha1\ntype: Directory\nname: etc\ndesired: {path: /etc, mode: \"0755\"}\n"
+            .to_owned(),
+    ];
+    let text: String = (0..400)
+        .map(|j| format!("setting_{j} = value {j}\n"))
+        .collect();
+    for i in 0..80 {
+        write_in(&repo, &format!("base/files/f{i}.conf"), &text);
+        docs.push(format!(
+            "datum: v1alpha1\ntype: File\nname: f{i}\ndesired: {{path: /etc/f{i}.conf, source: files/f{i}.conf, mode: \"0644\"}}\n"
+        ));
+    }
+    write_in(&repo, "base/main.yaml", &docs.join("---\n"));
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    let edited = text.replace("value", "changed");
+    for i in 0..80 {
+        std::fs::write(h.live(&format!("/etc/f{i}.conf")), &edited).unwrap();
+    }
+    assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    let outbox = h.outbox(&repo);
+    assert_eq!(outbox["refused_total"], 0, "{outbox}");
+    assert_eq!(host_row(&server.fleet(&["hosts"]), "web-1")["findings"], 80);
+}
