@@ -215,20 +215,30 @@ impl Cache {
             .output(["cat-file", "commit", id], COMMIT_LIMIT)
     }
 
-    /// Whether the commit `id` is in the cache (or the quarantine).
+    /// Whether the commit `id` is in the cache (or the quarantine). An
+    /// object that is not there, or is not a commit, is a plain no
+    /// (`rev-parse --verify --quiet` exits 1; `cat-file -e ID^{commit}`
+    /// exits 128 for a missing one, which read as a failure of git).
     pub fn has_commit(&self, id: &str) -> Result<bool, GitError> {
-        self.incoming
-            .succeeds(["cat-file", "-e", &format!("{id}^{{commit}}")])
+        self.incoming.succeeds([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{id}^{{commit}}"),
+        ])
     }
 
     /// Whether `ancestor` is `descendant` or one of its ancestors. A commit
     /// the cache does not hold is no ancestor (a full fetch of the new head
-    /// brings every commit it descends from).
+    /// brings every commit it descends from), and has none that can be
+    /// told (a revision git collected since it was deployed, or a cache
+    /// made anew).
     pub fn descends(&self, descendant: &str, ancestor: &str) -> Result<bool, GitError> {
         if descendant == ancestor {
             return Ok(true);
         }
-        if !self.has_commit(ancestor)? {
+        if !self.has_commit(ancestor)? || !self.has_commit(descendant)? {
             return Ok(false);
         }
         self.incoming

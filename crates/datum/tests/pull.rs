@@ -1067,6 +1067,67 @@ fn a_revision_a_person_rolled_back_from_is_not_deployed_again_unasked() {
 }
 
 #[test]
+fn a_revision_the_cache_no_longer_holds_is_no_ancestor_and_stops_no_pull() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let bad = bed.revision("known bad", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    bed.push();
+    bed.pull(&["--allow-rollback"]).assert_exit(2);
+    // Weeks later git's garbage collection in the cache has dropped what
+    // only the revision rolled back from held (made to happen now).
+    let cache = bed.p("root/var/lib/datum/pull/cache.git");
+    for args in [
+        vec!["reflog", "expire", "--expire=now", "--all"],
+        vec!["gc", "-q", "--prune=now"],
+    ] {
+        let out = Command::new("git")
+            .arg(format!("--git-dir={}", cache.display()))
+            .args(&args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let held = Command::new("git")
+        .arg(format!("--git-dir={}", cache.display()))
+        .args(["cat-file", "-e", &bad])
+        .status()
+        .unwrap();
+    assert!(!held.success(), "gc kept {bad}");
+    // Going forward from c1 still works.
+    let next = bed.revision("next", Some("alice"));
+    bed.push();
+    let out = bed.pull(&[]);
+    out.assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(next.as_str()));
+    // A revision built on the one rolled back from is still refused (it
+    // brings that one along).
+    bed.git("work", &["merge", "-q", "--no-edit", "-s", "ours", &bad]);
+    bed.revision("merged", Some("alice"));
+    refused(&bed, "a person rolled back from");
+
+    // A cache made anew (removed by hand, or found unusable) holds nothing
+    // deployed: an older revision is refused as going backwards, and a
+    // person can still allow it.
+    std::fs::remove_dir_all(&cache).unwrap();
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    refused(
+        &bed,
+        &format!(
+            "it does not descend from the deployed revision {}",
+            &next[..12]
+        ),
+    );
+    bed.pull(&["--allow-rollback"]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+#[test]
 fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
