@@ -333,7 +333,11 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     let scratch = pull_dir
         .subdir("scratch", true)?
         .ok_or_else(|| missing(pull_dir.file_path("scratch")))?;
-    let verified = match verify::verify(parsed.signed.as_ref(), &roots, &scratch) {
+    let verified = verify::verify(parsed.signed.as_ref(), &roots, &scratch);
+    // The tools' inputs go whatever they said (a refusal leaves nothing).
+    drop(scratch);
+    let swept = pull_dir.dir().entry(OsStr::new("scratch")).remove_all();
+    let verified = match verified {
         Ok(v) => v,
         Err(Refused::Reason(reason)) => return Err(refuse(reason)),
         Err(Refused::Failed(e)) => {
@@ -341,8 +345,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             return Err(e);
         }
     };
-    drop(scratch);
-    pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
+    swept?;
     (req.progress)(Step::Verified {
         signer: verified.signer.clone(),
         key: verified.key.clone(),

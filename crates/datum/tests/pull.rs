@@ -2300,6 +2300,29 @@ fn settings_a_pull_cannot_use_are_a_json_refusal_with_the_word_config() {
 }
 
 #[test]
+fn a_refused_signature_leaves_nothing_in_the_pull_folder() {
+    let Some((bed, _c1)) = deployed_bed() else {
+        return;
+    };
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(bed.p("root/var/lib/datum/pull"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    assert_eq!(before, ["cache.git", "checkouts", "lock"]);
+    bed.revision("unsigned", None);
+    refused(&bed, "the commit is not signed");
+    assert_eq!(listing(), before);
+    bed.revision("by mallory", Some("mallory"));
+    refused(&bed, "not in");
+    assert_eq!(listing(), before);
+}
+
+#[test]
 fn a_trust_file_that_is_configured_but_missing_is_named_as_such() {
     let Some((bed, _c1)) = deployed_bed() else {
         return;
