@@ -105,6 +105,41 @@ impl Policies<'_> {
             };
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
+            if policy == Policy::Accept
+                && let Some(changed) = findings
+                    .iter()
+                    .find(|o| o.id == f.id && o.finding.category == "type_changed")
+            {
+                // Nothing in a declaration of this kind says what is there
+                // now (a File cannot say "a link to X"), and the acceptance
+                // would record only the type: whatever became of it next
+                // (the link pointed elsewhere) would go unreported.
+                let what: Vec<String> = changed
+                    .finding
+                    .diffs
+                    .iter()
+                    .map(|d| {
+                        format!(
+                            "{}: {} -> {}",
+                            d.path(),
+                            d.before_display(),
+                            d.after_display()
+                        )
+                    })
+                    .collect();
+                handled.insert(
+                    f.id.clone(),
+                    Handled::new(
+                        format!(
+                            "{}: its type changed ({}), which its declaration cannot follow; declare what is there instead, or revert it",
+                            if look { "would not accept" } else { "not accepted" },
+                            what.join(", ")
+                        ),
+                        Handling::Open,
+                    ),
+                );
+                continue;
+            }
             let standing = self.standing(policy, spec, &f.id)?;
             if policy == Policy::Revert
                 && !standing.person_quarantined

@@ -7,7 +7,7 @@
 //! What a finding *means* is decided in `datum_drift::check`, what a policy
 //! decides in `datum_drift::policy`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -335,9 +335,26 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     let by_id: HashMap<&ResourceId, &Resource> =
         catalogue.resources.iter().map(|r| (&r.id, r)).collect();
 
+    // A type change is never accepted (`Policies::apply`): an acceptance of
+    // one (made before that rule) records the type alone, so it is over.
+    let type_changed: BTreeSet<ResourceId> = findings
+        .iter()
+        .filter(|f| f.finding.category == "type_changed")
+        .map(|f| f.id.clone())
+        .collect();
+    for id in &type_changed {
+        if acceptances.contains(&id.to_string()) {
+            store
+                .clear_accepted(id)
+                .with_context(|| format!("cannot end the acceptance of {id}"))?;
+        }
+    }
     // Accepted observations are not drift until the declaration or the
     // observation changes.
     findings.retain(|f| {
+        if type_changed.contains(&f.id) {
+            return true;
+        }
         let Some(resource) = by_id.get(&f.id) else {
             return true;
         };

@@ -932,6 +932,38 @@ fn an_acceptance_ends_once_the_resource_is_back_as_declared() {
     assert!(!plan.contains("accepted"), "{plan}");
 }
 
+/// A File that became a symlink (or a folder) cannot be followed by its
+/// declaration: no field of a File says "a link to X". Accepted, it was
+/// recorded as "a symlink" and nothing more, so the link could then be
+/// pointed anywhere (/etc/shadow, then authorized_keys) with no drift ever
+/// reported. A type change is not accepted: it stays reported.
+#[test]
+fn a_type_change_is_not_accepted() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    let motd = s.live("/etc/motd");
+    fs::remove_file(&motd).expect("rm");
+    std::os::unix::fs::symlink("/etc/shadow", &motd).expect("ln");
+    let (_, json) = s.check_json(&[]);
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    assert!(action.starts_with("would not accept: "), "{action}");
+    let (code, json) = s.reconcile_json(&[]);
+    assert_eq!(code, 2);
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    assert!(action.starts_with("not accepted: "), "{action}");
+    // Still drift, whatever the link is pointed at next.
+    fs::remove_file(&motd).expect("rm");
+    std::os::unix::fs::symlink("/root/.ssh/authorized_keys", &motd).expect("ln");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "{json:#}");
+    assert_eq!(json["findings"][0]["category"], "type_changed");
+    let plan = stdout(&s.datum(&["plan"]));
+    assert!(!plan.contains("accepted"), "{plan}");
+}
+
 #[test]
 fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
     let s = Sandbox::new(
