@@ -106,6 +106,7 @@ impl Policies<'_> {
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
             if policy == Policy::Accept
+                && !crate::owns_subtree(self.registry, &f.id.kind)
                 && let Some(changed) = findings
                     .iter()
                     .find(|o| o.id == f.id && o.finding.category == "type_changed")
@@ -113,7 +114,10 @@ impl Policies<'_> {
                 // Nothing in a declaration of this kind says what is there
                 // now (a File cannot say "a link to X"), and the acceptance
                 // would record only the type: whatever became of it next
-                // (the link pointed elsewhere) would go unreported.
+                // (the link pointed elsewhere) would go unreported. A Tree
+                // can follow an entry's new type (its source folder), and
+                // its observation carries the tree's root hash, which sees
+                // what becomes of it.
                 let what: Vec<String> = changed
                     .finding
                     .diffs

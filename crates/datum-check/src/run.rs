@@ -335,11 +335,14 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     let by_id: HashMap<&ResourceId, &Resource> =
         catalogue.resources.iter().map(|r| (&r.id, r)).collect();
 
-    // A type change is never accepted (`Policies::apply`): an acceptance of
-    // one (made before that rule) records the type alone, so it is over.
+    // A type change of a resource that owns no subtree is never accepted
+    // (`Policies::apply`): an acceptance of one (made before that rule)
+    // records the type alone, so it is over.
     let type_changed: BTreeSet<ResourceId> = findings
         .iter()
-        .filter(|f| f.finding.category == "type_changed")
+        .filter(|f| {
+            f.finding.category == "type_changed" && !crate::owns_subtree(registry, &f.id.kind)
+        })
         .map(|f| f.id.clone())
         .collect();
     for id in &type_changed {
