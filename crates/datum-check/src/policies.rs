@@ -543,22 +543,26 @@ fn write_accept_patch(
     } else {
         for f in findings.iter().filter(|f| &f.id == id) {
             for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
+                // A deletion's difference is named `presence`; the field
+                // that declares it is `ensure`.
+                let field = match d.path() {
+                    "presence" => "ensure",
+                    other => other,
+                };
                 let at = resource
                     .field_origins
-                    .get(d.path())
+                    .get(field)
                     .map_or_else(|| resource.origin.to_string(), ToString::to_string);
                 // A value withheld (sensitive, or not recorded) is no
                 // value to set: `(sensitive)` written into the manifest
                 // would be a wrong one (a User's shell, its hash).
                 notes.push(match d.after().filter(|_| !d.is_sensitive()) {
                     Some(value) => format!(
-                        "{at}: set `{}` to `{value}` ({})",
-                        d.path(),
+                        "{at}: set `{field}` to `{value}` ({})",
                         f.finding.category
                     ),
                     None => format!(
-                        "{at}: `{}` changed on the host ({}); its value is {} here: read it on the host and carry it into the repository by hand",
-                        d.path(),
+                        "{at}: `{field}` changed on the host ({}); its value is {} here: read it on the host and carry it into the repository by hand",
                         f.finding.category,
                         if d.is_sensitive() {
                             "sensitive and not shown"

@@ -988,6 +988,25 @@ fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
     assert!(text.contains("set `mode` to `0600`"), "{text}");
 }
 
+/// An accepted deletion says what the repository needs: `ensure: absent`,
+/// the field a File has, not "set `presence` to `absent`" (no such field:
+/// the manifest written from that advice fails to compile).
+#[test]
+fn accepting_a_deletion_says_to_set_ensure_absent() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    fs::remove_file(s.live("/etc/motd")).expect("rm");
+    let patches = s.dir.path().join("patches");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patches.to_str().expect("utf8")]);
+    assert_eq!(code, 2, "{json:#}");
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    assert!(summary.contains("set `ensure` to `absent`"), "{summary}");
+    assert!(!summary.contains("presence"), "{summary}");
+}
+
 /// A sensitive resource's accepted change names the field and says the
 /// value is not shown: "set `mode` to `(sensitive)`" told the operator to
 /// write the placeholder into the manifest (a User's shell or hash too).
