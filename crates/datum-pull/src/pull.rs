@@ -275,6 +275,15 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             })
         }
     };
+    // A rollback the store missed is a person's as much as a recorded one.
+    if let Some(from) = missed
+        .as_ref()
+        .filter(|m| m.rollback)
+        .and_then(|m| m.previous.clone())
+        && !rolled_back_from.contains(&from)
+    {
+        rolled_back_from.push(from);
+    }
     let record_missed = |store: &mut Option<Store>, warnings: &mut Vec<String>| {
         let Some(record) = &missed else { return };
         warnings.push(match record_in(store, &state_dir, &state_name, record) {

@@ -1067,6 +1067,30 @@ fn a_revision_a_person_rolled_back_from_is_not_deployed_again_unasked() {
 }
 
 #[test]
+fn a_rollback_the_state_store_missed_is_not_undone_by_the_next_pull() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let bad = bed.revision("known bad", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    // A person rolls back to c1, and the pull is killed after the switch,
+    // before recording it: the store still says `bad` is deployed.
+    let state = bed.p("root/var/lib/datum/state.db");
+    let aside = bed.p("state.db.before");
+    std::fs::copy(&state, &aside).unwrap();
+    bed.git("work", &["reset", "-q", "--hard", &c1]);
+    bed.push();
+    bed.pull(&["--allow-rollback"]).assert_exit(2);
+    std::fs::copy(&aside, &state).unwrap();
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    // `bad` served again: the link's rollback is seen, and not undone.
+    bed.git("work", &["reset", "-q", "--hard", &bad]);
+    refused(&bed, &format!("a person rolled back from {}", &bad[..12]));
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
+#[test]
 fn a_revision_the_cache_no_longer_holds_is_no_ancestor_and_stops_no_pull() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
