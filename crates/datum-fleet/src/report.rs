@@ -174,6 +174,50 @@ impl Report {
         left_out
     }
 
+    /// The report's JSON, at most `budget` bytes where shedding detail can
+    /// make it so: a report over what the server takes is refused for good
+    /// (413), and the drift it tells of would never be seen. In turn, until
+    /// it fits: every content diff goes; every change's values; each
+    /// finding keeps its first [`PATHS_KEPT_TO_FIT`] paths (the last of them
+    /// then says how many more there were) and changes (its signature, made
+    /// from all of them, is unchanged); the first [`FINDINGS_KEPT_TO_FIT`]
+    /// findings stay (the counts still count every one). Returns the JSON
+    /// and whether anything was shed.
+    pub fn encode_within(&mut self, budget: usize) -> Result<(Vec<u8>, bool), serde_json::Error> {
+        type Shed = fn(&mut Report);
+        const STEPS: [Shed; 4] = [
+            |r| r.findings.iter_mut().for_each(|f| f.content_diff = None),
+            |r| {
+                for c in r.findings.iter_mut().flat_map(|f| f.changes.iter_mut()) {
+                    c.observed = None;
+                    c.declared = None;
+                }
+            },
+            |r| {
+                for f in &mut r.findings {
+                    if f.paths.len() > PATHS_KEPT_TO_FIT {
+                        let more = f.paths.len() - (PATHS_KEPT_TO_FIT - 1);
+                        f.paths.truncate(PATHS_KEPT_TO_FIT - 1);
+                        f.paths.push(format!("… and {more} more"));
+                    }
+                    f.changes.truncate(PATHS_KEPT_TO_FIT);
+                }
+            },
+            |r| r.findings.truncate(FINDINGS_KEPT_TO_FIT),
+        ];
+        let mut body = serde_json::to_vec(self)?;
+        let mut shed = false;
+        for step in STEPS {
+            if body.len() <= budget {
+                break;
+            }
+            step(self);
+            shed = true;
+            body = serde_json::to_vec(self)?;
+        }
+        Ok((body, shed))
+    }
+
     /// Takes out what the report itself marks sensitive but still carries:
     /// the values of a change marked sensitive, and the content diff of a
     /// finding with such a change. A host's builder never puts them in;
@@ -210,6 +254,17 @@ pub const DIFF_KEPT: usize = 16 * 1024;
 /// for good with 413), and the fleet would not see the drift at all. The
 /// findings past it travel without their diff ([`Report::bound_diffs`]).
 pub const DIFFS_KEPT: usize = 384 * 1024;
+
+/// The size a report is made to fit in ([`Report::encode_within`]): below
+/// the 1 MiB a server takes by default, with room for the headers.
+pub const REPORT_BUDGET: usize = 960 * 1024;
+
+/// The paths, and the changes, a finding keeps in a report that had to be
+/// cut to fit [`REPORT_BUDGET`].
+pub const PATHS_KEPT_TO_FIT: usize = 100;
+
+/// The findings a report keeps when even cut ones do not fit.
+pub const FINDINGS_KEPT_TO_FIT: usize = 1000;
 
 /// At most this many bytes of one field value of a finding travel.
 pub const VALUE_KEPT: usize = 512;
@@ -656,6 +711,52 @@ pub fn new_key() -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_report_too_large_sheds_detail_until_it_fits() {
+        let mut report: Report = serde_json::from_value(serde_json::json!({
+            "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": "h",
+            "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
+            "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
+            "counts": {"drifted": 1}, "resources": 1, "expected_interval_s": 600
+        }))
+        .unwrap();
+        let paths: Vec<String> = (0..20_000).map(|i| format!("entry-{i:05}.conf")).collect();
+        report.findings = vec![Finding {
+            subject: "Tree[big]".into(),
+            category: "changed_outside".into(),
+            class: "normal".into(),
+            signature: finding_signature("Tree[big]", "changed_outside", &paths),
+            changes: paths
+                .iter()
+                .map(|p| FieldChange {
+                    path: p.clone(),
+                    observed: Some("changed: content".into()),
+                    declared: Some("declared".into()),
+                    sensitive: false,
+                })
+                .collect(),
+            paths,
+            observed: Some("o".into()),
+            first_seen: 0,
+            checks: None,
+            content_diff: None,
+            changed_by: vec![],
+        }];
+        let signature = report.findings[0].signature.clone();
+        let (body, shed) = report.encode_within(100_000).unwrap();
+        assert!(shed && body.len() <= 100_000, "{}", body.len());
+        let back: Report = serde_json::from_slice(&body).unwrap();
+        let f = &back.findings[0];
+        assert_eq!(f.paths.len(), PATHS_KEPT_TO_FIT);
+        assert_eq!(f.paths.last().unwrap(), "… and 19901 more");
+        assert_eq!(f.changes.len(), PATHS_KEPT_TO_FIT);
+        assert_eq!(f.signature, signature);
+        // A report that fits is left whole.
+        let (small, shed) = back.clone().encode_within(100_000).unwrap();
+        assert!(!shed);
+        assert_eq!(serde_json::from_slice::<Report>(&small).unwrap(), back);
+    }
 
     #[test]
     fn a_reports_diffs_are_kept_within_their_budget() {

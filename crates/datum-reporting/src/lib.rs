@@ -175,7 +175,19 @@ impl Reporting {
         report.instructions = batch.instructions_to_confirm()?;
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();
-        let body = serde_json::to_vec(&report).map_err(EnqueueError::Encode)?;
+        // Within what a server takes by default (1 MiB): a larger report is
+        // refused for good, and a drift large enough to make one (a Tree
+        // whose thousands of entries were edited) would never be seen.
+        let (body, shed) = report
+            .encode_within(datum_fleet::report::REPORT_BUDGET)
+            .map_err(EnqueueError::Encode)?;
+        if shed {
+            eprintln!(
+                "warning: the fleet report was cut to fit {} KiB (diffs, values, and all but the first {} paths of a finding left out); `datum check` shows everything",
+                datum_fleet::report::REPORT_BUDGET / 1024,
+                datum_fleet::report::PATHS_KEPT_TO_FIT
+            );
+        }
         batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
         Ok(())
     }

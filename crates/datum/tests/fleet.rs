@@ -1586,3 +1586,48 @@ fn a_check_finding_many_edited_files_still_reaches_the_server() {
     assert_eq!(outbox["refused_total"], 0, "{outbox}");
     assert_eq!(host_row(&server.fleet(&["hosts"]), "web-1")["findings"], 80);
 }
+
+/// A Tree whose 5,000 entries (of long names) were all edited is one finding naming each
+/// changed entry: its report was over the server's 1 MiB, refused with 413
+/// and set aside, check after check, and the fleet never saw the drift. A
+/// report that would be too large sheds detail (diffs, values, then all but
+/// the first paths and changes of a finding) until it fits.
+#[test]
+fn a_check_finding_a_whole_tree_edited_still_reaches_the_server() {
+    const LONG: &str = "a-configuration-file-name-long-enough-that-five-thousand-of-them-pass-a-mebibyte-of-report";
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    write_in(
+        &repo,
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
+    );
+    write_in(
+        &repo,
+        "base/main.yaml",
+        "datum: v1alpha1\ntype: Directory\nname: etc\ndesired: {path: /etc, mode: \"0755\"}\n---\n\
+datum: v1alpha1\ntype: Tree\nname: big\ndesired: {path: /etc/big, source: trees/t, mode: \"0644\", dir_mode: \"0755\"}\n",
+    );
+    for i in 0..5_000 {
+        write_in(
+            &repo,
+            &format!("base/trees/t/{}-{i:05}.conf", LONG),
+            &format!("x {i}\n"),
+        );
+    }
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    for i in 0..5_000 {
+        std::fs::write(
+            h.live(&format!("/etc/big/{}-{i:05}.conf", LONG)),
+            format!("y {i}\n"),
+        )
+        .unwrap();
+    }
+    assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    let outbox = h.outbox(&repo);
+    assert_eq!(outbox["refused_total"], 0, "{outbox}");
+    assert_eq!(host_row(&server.fleet(&["hosts"]), "web-1")["findings"], 1);
+}
