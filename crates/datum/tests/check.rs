@@ -1326,6 +1326,35 @@ fn schedule_states_a_watched_class_s_bound_for_what_no_watch_sees() {
     );
 }
 
+/// `--class` with a name no class has (a typo in a cron line) checked
+/// nothing and said "no drift" (exit 0), forever: `reconcile --class
+/// critcal` never reverted anything. It is refused, naming the classes.
+#[test]
+fn a_class_option_naming_no_class_is_an_error() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert}\n",
+        Some("critical"),
+    )
+    .applied();
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    for command in ["check", "reconcile"] {
+        let o = s.datum(&[command, "--class", "critcal"]);
+        assert_exit(&o, 1);
+        let err = stderr(&o);
+        assert!(
+            err.contains("critcal") && err.contains("critical"),
+            "{command}: {err}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "defaced\n"
+    );
+    // `normal` exists undeclared; a declared class works.
+    assert_eq!(s.check_json(&["--class", "normal"]).0, 0);
+    assert_eq!(s.check_json(&["--class", "critical"]).0, 2);
+}
+
 #[test]
 fn a_resource_naming_an_undeclared_class_is_an_error() {
     let s = Sandbox::new("classes:\n  critical: {interval: 60s}\n", Some("critcal"));

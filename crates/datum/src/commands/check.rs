@@ -76,6 +76,17 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     let (lazy, provenance) = context::compiled(global, &identity, "checked")?;
     let host = context::host(global, &identity, &lazy.boundary);
     let classes = load_classes(&lazy.classes, &lazy.entries)?;
+    // A class no one has (a typo) would check nothing and say "no drift".
+    if let Some(wanted) = args.class.as_deref()
+        && !classes.classes.contains_key(wanted)
+        && !lazy.entries.iter().any(|e| e.class == wanted)
+    {
+        let known: Vec<&str> = classes.classes.keys().map(String::as_str).collect();
+        bail!(
+            "--class {wanted}: no class of that name is declared in datum.yaml `classes:` and no resource names it (classes: {})",
+            known.join(", ")
+        );
+    }
     // A reconcile that would act (revert, accept, quarantine) needs the
     // store and refuses without it, like apply; a check (or a reconcile of
     // report-only classes) goes on read-only without one, recording nothing.
