@@ -121,7 +121,7 @@ pub struct Sandbox {
     placed: Vec<Placed>,
 }
 
-fn fail(what: impl Into<String>) -> impl FnOnce(Errno) -> HostError {
+pub(crate) fn fail(what: impl Into<String>) -> impl FnOnce(Errno) -> HostError {
     let what = what.into();
     move |e| HostError::Sandbox {
         what,
@@ -129,7 +129,7 @@ fn fail(what: impl Into<String>) -> impl FnOnce(Errno) -> HostError {
     }
 }
 
-fn mount(
+pub(crate) fn mount(
     source: &str,
     target: &Path,
     fstype: &str,
@@ -140,7 +140,7 @@ fn mount(
     rustix::mount::mount(source, target, fstype, flags, Some(data.as_c_str()))
 }
 
-fn mkdir(path: &Path, mode: u32) -> Result<(), HostError> {
+pub(crate) fn mkdir(path: &Path, mode: u32) -> Result<(), HostError> {
     match rustix::fs::mkdir(path, Mode::from_raw_mode(mode)) {
         Ok(()) | Err(Errno::EXIST) => Ok(()),
         Err(e) => Err(fail(format!("create {}", path.display()))(e)),
@@ -447,13 +447,14 @@ pub const KEPT_CAPABILITIES: &str =
 /// a configuration makes it load inside the view, so their absence fails
 /// the validation closed rather than running it unconfined.
 fn bounded(spec: &CommandSpec) -> Result<(CommandSpec, Option<PathBuf>), HostError> {
-    bounded_with(spec, |name: &str| command::which(name))
+    bounded_with(spec, KEPT_CAPABILITIES, |name: &str| command::which(name))
 }
 
 /// [`bounded`], with the lookup of programs given (a test takes `setpriv`
 /// away).
-fn bounded_with(
+pub(crate) fn bounded_with(
     spec: &CommandSpec,
+    capabilities: &str,
     which: impl Fn(&str) -> Option<PathBuf>,
 ) -> Result<(CommandSpec, Option<PathBuf>), HostError> {
     let Some(program) = which(&spec.program) else {
@@ -474,7 +475,7 @@ fn bounded_with(
         format!("--data={DATA_LIMIT}").into(),
         "--".into(),
         setpriv.into_os_string(),
-        format!("--bounding-set={KEPT_CAPABILITIES}").into(),
+        format!("--bounding-set={capabilities}").into(),
         "--inh-caps=-all".into(),
         "--".into(),
         program.clone().into_os_string(),
@@ -612,7 +613,7 @@ fn other_mounts() -> Result<Vec<Mounted>, HostError> {
     Ok(out)
 }
 
-fn fd_path(fd: &OwnedFd) -> String {
+pub(crate) fn fd_path(fd: &OwnedFd) -> String {
     format!("/proc/thread-self/fd/{}", fd.as_raw_fd())
 }
 
@@ -728,10 +729,23 @@ fn kernel_trees(view: &Path) -> Result<(), HostError> {
             .map_err(fail("show /proc in the view"))?,
     }
 
-    let dev = view.join("dev");
+    private_dev(&view.join("dev"))?;
+
+    let sys = view.join("sys");
+    if rustix::mount::mount_bind("/sys", &sys).is_ok() {
+        rustix::mount::mount_remount(&sys, MountFlags::BIND | MountFlags::RDONLY, c"")
+            .map_err(fail("make /sys read-only in the view"))?;
+    }
+    Ok(())
+}
+
+/// A `/dev` of its own at `dev` (an existing folder): a tmpfs with `null`,
+/// `zero`, `full`, `random`, `urandom` and `tty` bound from the machine,
+/// and the usual links; no disk, no terminal of the machine's but `tty`.
+pub(crate) fn private_dev(dev: &Path) -> Result<(), HostError> {
     mount(
         "tmpfs",
-        &dev,
+        dev,
         "tmpfs",
         MountFlags::NOSUID | MountFlags::NOEXEC,
         "size=1m,mode=0755",
@@ -766,12 +780,6 @@ fn kernel_trees(view: &Path) -> Result<(), HostError> {
     }
     mkdir(&dev.join("pts"), 0o755)?;
     mkdir(&dev.join("shm"), 0o1777)?;
-
-    let sys = view.join("sys");
-    if rustix::mount::mount_bind("/sys", &sys).is_ok() {
-        rustix::mount::mount_remount(&sys, MountFlags::BIND | MountFlags::RDONLY, c"")
-            .map_err(fail("make /sys read-only in the view"))?;
-    }
     Ok(())
 }
 
@@ -878,7 +886,9 @@ mod tests {
             move |name: &str| (name != missing).then(|| PathBuf::from("/usr/bin").join(name))
         };
         for missing in ["setpriv", "prlimit"] {
-            let err = bounded_with(&spec, found(missing)).unwrap_err().to_string();
+            let err = bounded_with(&spec, KEPT_CAPABILITIES, found(missing))
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.contains(&format!("`{missing}` (util-linux) is not on PATH"))
                     && err.contains("`sshd` would run with every capability"),
@@ -886,12 +896,12 @@ mod tests {
             );
         }
         // Both there: the program runs under them, looked up first.
-        let (wrapped, program) = bounded_with(&spec, found("none")).unwrap();
+        let (wrapped, program) = bounded_with(&spec, KEPT_CAPABILITIES, found("none")).unwrap();
         assert_eq!(wrapped.program, "prlimit");
         assert_eq!(program, Some(PathBuf::from("/usr/bin/sshd")));
         assert!(wrapped.args.iter().any(|a| a == "/usr/bin/setpriv"));
         // A program that is not there fails as a missing program.
-        let (as_is, none) = bounded_with(&spec, |_| None).unwrap();
+        let (as_is, none) = bounded_with(&spec, KEPT_CAPABILITIES, |_| None).unwrap();
         assert_eq!((as_is.program.as_str(), none), ("sshd", None));
     }
 

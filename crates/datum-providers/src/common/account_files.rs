@@ -480,6 +480,18 @@ pub fn root_makes_user_groups(host: &Host) -> Result<bool, AccountError> {
         .is_some_and(|bytes| user_groups_enabled(&String::from_utf8_lossy(&bytes))))
 }
 
+/// Runs a shadow-utils program: on the machine's own root as it is; on
+/// another root confined (`datum_host::confine`), since the program
+/// `chroot`s into that root and runs code it holds there (`nscd -i`, name
+/// service modules, `USERDEL_CMD`).
+fn run_on_root(host: &Host, spec: &CommandSpec) -> Result<command::CommandOutput, AccountError> {
+    if host.root() == Path::new("/") {
+        Ok(command::run(spec)?)
+    } else {
+        Ok(datum_host::confine::run_in_root(host.root(), spec)?)
+    }
+}
+
 /// Runs one shadow-utils program on the host's root. `target` names the
 /// user or group in an error.
 pub fn run_tool(
@@ -492,7 +504,7 @@ pub fn run_tool(
     if host.root() != Path::new("/") {
         spec = spec.arg("--root").arg(host.root().as_os_str().to_owned());
     }
-    let out = command::run(&spec.args(args))?;
+    let out = run_on_root(host, &spec.args(args))?;
     changed(host);
     if out.success() {
         return Ok(());
@@ -513,7 +525,7 @@ pub fn set_hash(host: &Host, user: &str, hash: &str) -> Result<(), AccountError>
     if host.root() != Path::new("/") {
         spec = spec.arg("--root").arg(host.root().as_os_str().to_owned());
     }
-    let out = command::run(&spec.input(format!("{user}:{hash}\n").into_bytes()))?;
+    let out = run_on_root(host, &spec.input(format!("{user}:{hash}\n").into_bytes()))?;
     changed(host);
     if out.success() {
         return Ok(());

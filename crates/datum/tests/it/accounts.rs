@@ -945,7 +945,9 @@ fn the_password_hash_is_on_no_command_line_nor_environment() {
     accounts_root(&s);
     let bin = s.dir.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
-    let log = s.dir.path().join("argv.log");
+    // In the root: the tools run confined to it (`datum_host::confine`),
+    // where nothing else of the machine is writable.
+    let log = s.root().join("argv.log");
     for program in [
         "useradd", "usermod", "userdel", "groupadd", "groupmod", "groupdel", "chpasswd",
     ] {
@@ -1122,4 +1124,81 @@ fn a_group_groupadd_left_without_its_gshadow_entry_is_completed() {
     let gshadow = fs::read_to_string(s.live("/etc/gshadow")).unwrap();
     assert_eq!(line_of(&gshadow, "ops"), Some("ops:!::"), "{gshadow}");
     assert_exit(&s.datum(&["plan"]), 0);
+}
+
+/// Copies `program` and the libraries `ldd` names for it into the root, at
+/// their own paths (a root that can run it in a chroot).
+fn copy_with_libraries(root: &std::path::Path, program: &str) {
+    let ldd = std::process::Command::new("ldd")
+        .arg(program)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&ldd.stdout).into_owned();
+    let mut files = vec![program.to_owned()];
+    for line in listed.lines() {
+        let path = match line.split_once("=>") {
+            Some((_, right)) => right.split_whitespace().next(),
+            None => line.split_whitespace().next(),
+        };
+        if let Some(path) = path.filter(|p| p.starts_with('/')) {
+            files.push(path.to_owned());
+        }
+    }
+    for file in files {
+        let to = root.join(file.trim_start_matches('/'));
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::copy(&file, &to).unwrap();
+    }
+}
+
+/// shadow-utils given `--root ROOT` chroot into it as root and there run
+/// code the root holds (`ROOT/usr/sbin/nscd -i` after a change, the name
+/// service modules `ROOT/etc/nsswitch.conf` names). A repository can put
+/// that code there itself (a File at `/usr/sbin/nscd`, mode 0755), and a
+/// chroot does not hold root: the program ran with every capability, so it
+/// could mount file systems (a `/proc`, through which every process's root
+/// is reached) and make device nodes (the machine's disk). The tools now
+/// run confined: a root of their own holding nothing of the machine's but
+/// `/usr` (read-only) and the target root, without the capabilities to
+/// mount or make devices, no network, their own processes.
+#[test]
+fn code_a_root_holds_never_reaches_the_machine_through_shadow_utils() {
+    if !is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let s = Sandbox::with_base(&manifest("/bin/sh", "present"));
+    accounts_root(&s);
+    let root = s.root();
+    copy_with_libraries(&root, "/bin/sh");
+    copy_with_libraries(&root, "/bin/mount");
+    copy_with_libraries(&root, "/bin/mknod");
+    fs::create_dir_all(root.join("proc")).unwrap();
+    s.write(
+        "root/usr/sbin/nscd",
+        "#!/bin/sh\necho \"ran $*\" >> /nscd.log\n\
+         mount -t proc proc /proc 2>>/nscd.log && echo MOUNTED >> /nscd.log\n\
+         mknod /disk b 8 0 2>>/nscd.log && echo MKNOD >> /nscd.log\n\
+         exit 0\n",
+    );
+    fs::set_permissions(
+        s.live("/usr/sbin/nscd"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert!(line_of(&passwd, "deploy").is_some(), "{passwd}");
+    // The root's program did run (inside the root: the test is live) ...
+    let log = fs::read_to_string(root.join("nscd.log")).unwrap_or_default();
+    assert!(
+        log.contains("ran -i passwd"),
+        "the root's nscd was not run: {log}"
+    );
+    // ... and could neither mount nor make a device node.
+    assert!(
+        !log.contains("MOUNTED") && !log.contains("MKNOD"),
+        "code the root holds ran with the machine's capabilities:\n{log}"
+    );
 }
