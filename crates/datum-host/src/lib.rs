@@ -31,6 +31,7 @@ pub mod attribution;
 pub mod boundary;
 mod cache;
 pub mod command;
+pub mod confine;
 pub mod descriptors;
 pub mod durability;
 mod error;
