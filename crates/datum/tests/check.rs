@@ -1541,6 +1541,31 @@ fn the_fingerprint_of_a_link_to_a_folder_is_the_folder_s_and_a_file_has_none() {
     }
 }
 
+/// `datum fingerprint -v` lists every entry by name: a name is shown, never
+/// obeyed by the terminal (a file in the tree named with an escape sequence
+/// could clear the screen or rewrite the lines above).
+#[test]
+fn fingerprint_listing_shows_names_with_control_characters_as_text() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = std::ffi::OsStr::from_bytes(b"x\x1b[2J\x1b]0;t\x07y");
+    fs::write(dir.path().join(name), "1").expect("write");
+    let o = Command::cargo_bin("datum")
+        .expect("datum")
+        .args(["-v", "fingerprint"])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(
+        !out.contains('\u{1b}') && !out.contains('\u{7}'),
+        "{}",
+        out.escape_debug()
+    );
+    assert!(out.contains("x\\u{1b}[2J"), "{out}");
+}
+
 fn rustix_is_root() -> bool {
     // The owner of a file this process creates is its effective uid.
     let dir = tempfile::tempdir().expect("tempdir");

@@ -99,10 +99,11 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     if let Some(scanned) = &tree {
         for (path, node) in scanned.tree.walk() {
+            // A name is shown, never obeyed by the terminal.
             let shown = if path.as_os_str().is_empty() {
                 ".".to_owned()
             } else {
-                path.display().to_string()
+                datum_core::text::visible(&path.display().to_string(), &[]).into_owned()
             };
             writeln!(out, "{}  {shown}", node.hash)?;
         }
