@@ -142,7 +142,21 @@ pub fn send(
         let batch = store.batch().map_err(store_error)?;
         let mut fleet = fleet;
         fleet.seq = batch.next_report_seq().map_err(store_error)?;
-        let body = serde_json::to_vec(&fleet).map_err(|e| Error::Fleet(e.to_string()))?;
+        // Within what a server takes by default: a stack with thousands of
+        // drifted resources made a report refused for good (413), and its
+        // drift was never seen.
+        let (body, shed) = fleet
+            .encode_within(datum_fleet::report::REPORT_BUDGET)
+            .map_err(|e| Error::Fleet(e.to_string()))?;
+        if shed {
+            let _ = writeln!(
+                stderr,
+                "driftwatch: warning: the fleet report was cut to fit {} KiB (diffs, values, all but the first {} paths of a finding, or all but the first {} findings left out); this run's own report shows everything",
+                datum_fleet::report::REPORT_BUDGET / 1024,
+                datum_fleet::report::PATHS_KEPT_TO_FIT,
+                datum_fleet::report::FINDINGS_KEPT_TO_FIT
+            );
+        }
         let limit = creds.outbox_limit.unwrap_or(datum_store::OUTBOX_LIMIT);
         batch
             .enqueue_report(&fleet.key, fleet.seq, &body, limit, now)

@@ -184,3 +184,63 @@ fn an_outbox_lock_that_cannot_be_taken_is_named_and_the_report_stays_queued() {
         "delivered without its lock: {hosts}"
     );
 }
+
+/// A stack with thousands of drifted resources made a report over the
+/// server's 1 MiB (a finding each): refused for good with 413, night after
+/// night, so the fleet never saw that stack's drift. The report sheds
+/// detail until it fits, as a host's does.
+#[test]
+fn a_stack_with_thousands_of_drifted_resources_still_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    let many = |name: &str| {
+        let mut doc: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(crate::support::fixture(&format!("canary/{name}"))).unwrap(),
+        )
+        .unwrap();
+        let base = doc["resource_drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == "kubernetes_config_map_v1.flags")
+            .unwrap()
+            .clone();
+        let drift: Vec<serde_json::Value> = (0..3000)
+            .map(|i| {
+                let mut r = base.clone();
+                let name =
+                    format!("flags_{i:05}_with_a_rather_long_resource_name_to_pass_the_limit");
+                r["address"] = format!("kubernetes_config_map_v1.{name}").into();
+                r["name"] = name.into();
+                r
+            })
+            .collect();
+        doc["resource_drift"] = drift.into();
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        path
+    };
+    let (refresh, plan) = (many("refresh_only.json"), many("plan.json"));
+    let out = outcome(
+        crate::support::driftwatch()
+            .arg("report")
+            .arg("--refresh-plan")
+            .arg(&refresh)
+            .arg("--plan")
+            .arg(&plan)
+            .arg("--stack")
+            .arg("shop-prod")
+            .arg("--report-to")
+            .arg(&report_to),
+    );
+    assert!(!out.stderr.contains("refused"), "{}", out.stderr);
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let hosts = client.get_json("/v1/hosts").unwrap();
+    assert_eq!(hosts["hosts"][0]["reports"], 1, "{hosts}");
+}
