@@ -341,6 +341,22 @@ impl<'r> Analysis<'r> {
                 sensitive_ids.insert(&d.id);
             }
         }
+        // A secret stays one in every layer (see `merge`): a document that
+        // says otherwise is told so where it says it.
+        for d in &self.repo.documents {
+            if let Some(said) = d.sensitive.as_ref().filter(|s| !s.value)
+                && sensitive_ids.contains(&d.id)
+            {
+                self.diags.push(
+                    Diagnostic::warning(format!(
+                        "`sensitive: false` does not make {} visible: another layer declares it sensitive, and a resource stays sensitive once any layer says so",
+                        d.id
+                    ))
+                    .resource(&d.id)
+                    .at(said.origin()),
+                );
+            }
+        }
         for i in 0..self.repo.documents.len() {
             let doc = self.doc(i);
             let provider = self.providers[i];
@@ -585,7 +601,9 @@ impl<'r> Analysis<'r> {
                 content: content_set[i],
                 sets_requires: doc.requires.is_some(),
                 sets_class: doc.class.is_some(),
-                sets_sensitive: doc.sensitive.is_some(),
+                // Only `true` counts: a later layer cannot make a secret
+                // visible (`sensitive: false` is warned about instead).
+                sets_sensitive: doc.sensitive.as_ref().is_some_and(|s| s.value),
                 sets_validate: doc.validate.is_some(),
             }
         })

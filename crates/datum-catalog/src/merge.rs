@@ -5,7 +5,9 @@
 //! the top-level `desired` fields it writes and keeps the others, removes the
 //! ones it sets to null (`mode: null`, `source: null`: so a later layer can
 //! say `ensure: absent` for a file whose content an earlier layer declared),
-//! replaces `requires`, `class`, `sensitive` and `validate` when it sets them,
+//! replaces `requires`, `class`, `sensitive` and `validate` when it sets them
+//! (the compile tells it `sensitive` is set only by `true`: a secret stays
+//! one in every layer),
 //! and a later content field replaces an earlier one. It records which document
 //! supplied every field, for `catalogue --explain` and for pointing errors at
 //! the line that wrote the value.

@@ -281,6 +281,32 @@ mod layering {
     /// A User that declares a password hash is sensitive, but only through
     /// that field (check masks the hash alone); one that says
     /// `sensitive: true` itself is sensitive whole.
+    /// A resource one layer declares sensitive stays sensitive in every
+    /// layer: a later layer's `sensitive: false` (which replaced the flag)
+    /// showed the earlier layer's secret content in the plan's diff. It is
+    /// now a warning at that line, and the resource stays sensitive.
+    #[test]
+    fn a_later_layer_cannot_unmark_a_sensitive_resource() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/db.yaml",
+            "datum: v1alpha1\ntype: File\nname: db\nsensitive: true\ndesired:\n  path: /etc/db.conf\n  content: canary-7f3a-db\n",
+        );
+        repo.file(
+            "web/db.yaml",
+            "datum: v1alpha1\ntype: File\nname: db\nsensitive: false\ndesired:\n  mode: \"0640\"\n",
+        );
+        let cat = compile(repo.path(), &web()).unwrap();
+        let r = cat.get(&ResourceId::new("File", "db")).unwrap();
+        assert!(r.sensitive, "a later layer un-marked a secret");
+        let lint = repo.lint();
+        assert!(
+            lint.iter()
+                .any(|l| l.contains("web/db.yaml:4") && l.contains("stays sensitive")),
+            "{lint:?}"
+        );
+    }
+
     #[test]
     fn a_sensitive_field_makes_a_resource_sensitive_through_that_field_only() {
         let repo = Repo::two_layers();
