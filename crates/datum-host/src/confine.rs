@@ -40,7 +40,7 @@ use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 
 use crate::HostError;
 use crate::command::{self, CommandOutput, CommandSpec};
-use crate::sandbox::{bounded_with, fail, fd_path, mkdir, mount, private_dev};
+use crate::sandbox::{bounded_with, fail, fd_path, mkdir, mount, private_dev, run_entered};
 
 /// The capabilities a program changing a root keeps (util-linux `setpriv
 /// --bounding-set` syntax): what shadow-utils need to `chroot` into the
@@ -91,27 +91,12 @@ pub fn run_in_root(root: &Path, spec: &CommandSpec) -> Result<CommandOutput, Hos
         .into_iter()
         .collect();
     let root = root.to_path_buf();
-    let worker = std::thread::Builder::new()
-        .name("datum-confine".into())
-        .spawn(move || -> Result<command::Started, HostError> {
-            enter_own_root(&root, &extra)?;
-            command::start(&spec)
-        })
-        .map_err(|source| HostError::Sandbox {
-            what: "start the confinement thread".to_owned(),
-            source,
-        })?;
-    let started = worker.join().unwrap_or_else(|_| {
-        Err(HostError::Sandbox {
-            what: "the confinement thread".to_owned(),
-            source: std::io::Error::other("panicked"),
-        })
-    })?;
-    let mut output = started.finish()?;
-    if let Some(program) = program {
-        output.program = program;
-    }
-    Ok(output)
+    run_entered(
+        "datum-confine",
+        move || enter_own_root(&root, &extra),
+        spec,
+        program,
+    )
 }
 
 /// What the machine has at one of [`BESIDE_USR`].

@@ -294,31 +294,43 @@ impl Sandbox {
         }
         let placed = self.placed.clone();
         let (spec, program) = bounded(spec)?;
-        let worker = std::thread::Builder::new()
-            .name("datum-sandbox".into())
-            // The thread only builds the view and starts the program (a
-            // thread in a new PID namespace may not start threads of its
-            // own); draining and waiting happen back on the caller's.
-            .spawn(move || -> Result<command::Started, HostError> {
-                enter_view(&placed)?;
-                command::start(&spec)
-            })
-            .map_err(|source| HostError::Sandbox {
-                what: "start the sandbox thread".to_owned(),
-                source,
-            })?;
-        let started = worker.join().unwrap_or_else(|_| {
-            Err(HostError::Sandbox {
-                what: "the sandbox thread".to_owned(),
-                source: std::io::Error::other("panicked"),
-            })
-        })?;
-        let mut output = started.finish()?;
-        if let Some(program) = program {
-            output.program = program;
-        }
-        Ok(output)
+        run_entered("datum-sandbox", move || enter_view(&placed), spec, program)
     }
+}
+
+/// Runs `spec` (already [`bounded_with`]) from a thread of its own that
+/// first calls `enter` (namespaces, a root: what the thread does there is
+/// the thread's alone); `program` is the program's path for the output.
+/// The thread only enters and starts the program (a thread in a new PID
+/// namespace may not start threads of its own); draining and waiting happen
+/// back on the caller's.
+pub(crate) fn run_entered(
+    name: &str,
+    enter: impl FnOnce() -> Result<(), HostError> + Send + 'static,
+    spec: CommandSpec,
+    program: Option<PathBuf>,
+) -> Result<CommandOutput, HostError> {
+    let worker = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || -> Result<command::Started, HostError> {
+            enter()?;
+            command::start(&spec)
+        })
+        .map_err(|source| HostError::Sandbox {
+            what: format!("start the {name} thread"),
+            source,
+        })?;
+    let started = worker.join().unwrap_or_else(|_| {
+        Err(HostError::Sandbox {
+            what: format!("the {name} thread"),
+            source: std::io::Error::other("panicked"),
+        })
+    })?;
+    let mut output = started.finish()?;
+    if let Some(program) = program {
+        output.program = program;
+    }
+    Ok(output)
 }
 
 /// Where programs and libraries are read from: the folders `PATH` and the
