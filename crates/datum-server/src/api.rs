@@ -376,6 +376,12 @@ async fn take_report<B: Backend>(
     // from ever going stale in between. The stored body keeps the host's
     // own time.
     report.finished_at = report.finished_at.min(now);
+    // Likewise the sampling round it says it deep-checked in: one still to
+    // come counted the host as deep-checked in every period until then,
+    // and never overdue, whatever it did meanwhile.
+    if let (Some(used), Some(plan)) = (report.sampling.as_mut(), app.config.sampling_plan(now)) {
+        used.round = used.round.min(plan.round);
+    }
     let fresh = app
         .fleet
         .ingest(

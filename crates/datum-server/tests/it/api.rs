@@ -380,3 +380,48 @@ async fn values_a_report_marks_sensitive_are_not_stored_or_shown<B: Backend>(fle
 fn values_a_report_marks_sensitive() {
     crate::on_both!(values_a_report_marks_sensitive_are_not_stored_or_shown);
 }
+
+/// The sampling round a report says it deep-checked in is the host's
+/// word: a host whose clock ran ahead (or a bad one) said a round far in
+/// the future, and from then on it counted as deep-checked in every period
+/// and was never overdue, whether it read content again or not. A round is
+/// taken as at most the server's current one.
+async fn a_deep_check_is_not_counted_in_rounds_still_to_come<B: Backend>(fleet: &Fleet<B>) {
+    let now: i64 = 1_800_000_000;
+    let hash = datum_fleet::credentials::token_hash(TOKEN);
+    fleet.enroll("web-1", "host", &hash, now).await.unwrap();
+    let mut config = ServerConfig::new(
+        "https://127.0.0.1:1".into(),
+        "127.0.0.1:1".into(),
+        "test".into(),
+    );
+    config.sampling = Some(datum_server::config::Sampling {
+        fraction: 0.5,
+        round: std::time::Duration::from_secs(3600),
+        seed: 1,
+    });
+    let clock = Arc::new(std::sync::atomic::AtomicI64::new(now));
+    let mut app = App::new(fleet.clone(), config);
+    let read = Arc::clone(&clock);
+    app.clock = Box::new(move || read.load(std::sync::atomic::Ordering::SeqCst));
+    let app = Arc::new(app);
+    let mut report = crate::support::report("web-1", ReportKind::Check, 1, now);
+    let current = now as u64 / 3600;
+    report.sampling = Some(datum_fleet::SamplingUsed {
+        round: current + 1_000,
+        deep: true,
+    });
+    let (status, body) = post(&app, serde_json::to_string(&report).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Ten periods (of two rounds) later, without another deep check.
+    clock.store(now + 20 * 3600, std::sync::atomic::Ordering::SeqCst);
+    let plan = app.config.sampling_plan(app.now());
+    let view = fleet.sampling(plan.as_ref()).await.unwrap();
+    assert_eq!(view.overdue, ["web-1"], "{view:?}");
+    assert_eq!(view.deep_in_period, 0, "{view:?}");
+}
+
+#[test]
+fn a_deep_check_in_rounds_to_come() {
+    crate::on_both!(a_deep_check_is_not_counted_in_rounds_still_to_come);
+}
