@@ -56,7 +56,6 @@ pub mod git;
 pub mod pull;
 pub mod source;
 pub mod tree;
-pub mod trusted;
 pub mod verify;
 
 pub use checkout::{DeployedRevision, deployed_revision};

@@ -16,7 +16,8 @@
 //!
 //! A root process trusts it (it says which repository to apply), so it is
 //! read as a trust file: owned by root or by the user running Datum, and
-//! writable by its owner only (`datum_host::named::read_trusted`). An
+//! writable by its owner only, as every folder on the way to it must be
+//! (`datum_host::named::read_trusted`). An
 //! unknown key, a value of the wrong type or one the option refuses is an
 //! error naming the file and line, and nothing runs.
 

@@ -149,8 +149,6 @@ pub fn settle(
             false,
         ),
     };
-    datum_pull::trusted::folders_on_the_way(&path)
-        .with_context(|| "cannot read the pull settings".to_owned())?;
     let bytes = datum_host::named::read_trusted(&path, CONFIG_LIMIT)
         .with_context(|| "cannot read the pull settings".to_owned())?;
     let text = match bytes {
