@@ -18,7 +18,7 @@ use datum_drift::policy::{Decision, Standing, decide};
 use datum_engine::{Mode, PassContext};
 use datum_host::Host;
 use datum_providers::Registry;
-use datum_store::backup::{BackupReason, BackupStore, SavedFile};
+use datum_store::backup::{BackupReason, BackupStore, SavedFrom};
 use datum_store::{QuarantineSource, QuarantineTarget, Store};
 
 use crate::error::{CheckError, Context as _};
@@ -329,20 +329,25 @@ impl Policies<'_> {
             if stat.kind != datum_host::fs::FileKind::File {
                 continue;
             }
-            let Ok(bytes) = at.read() else {
+            // Streamed into the store, never read whole: a file larger
+            // than the store keeps is recorded by its size and digest.
+            let Ok((mut file, len)) = at.open_file() else {
                 continue;
             };
-            backups.save(&SavedFile {
-                resource: id,
-                declared_path: &declared,
-                bytes: &bytes,
-                mode: stat.meta.mode,
-                uid: stat.meta.uid,
-                gid: stat.meta.gid,
-                reason,
-                sensitive,
-                at: now,
-            })?;
+            backups.save_from(
+                &SavedFrom {
+                    resource: id,
+                    declared_path: &declared,
+                    len,
+                    mode: stat.meta.mode,
+                    uid: stat.meta.uid,
+                    gid: stat.meta.gid,
+                    reason,
+                    sensitive,
+                    at: now,
+                },
+                &mut file,
+            )?;
         }
         Ok(())
     }

@@ -8,7 +8,10 @@
 //! resource names a single-file validator, a content update is saved only
 //! once the validator accepted the staged copy, just before the rename (for
 //! a Tree, once its first staged entry is accepted), so content that
-//! validation refused to write leaves no backup entry behind.
+//! validation refused to write leaves no backup entry behind. A live file
+//! is streamed into the store, never read whole; one larger than the store
+//! keeps (`datum_store::backup::MAX_KEPT_BYTES`) is recorded by its size
+//! and SHA-256 alone, and the change goes ahead.
 //!
 //! Must not: change the host (it reads the live files through the
 //! boundary, never through a link).
@@ -19,7 +22,7 @@ use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::{Host, Located};
 
 use crate::observe::Bound;
-use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFile};
+use datum_store::backup::{BackupReason, BackupStore, Retention, SavedFrom};
 
 /// One live file to save before the change, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,19 +148,25 @@ impl Saving<'_> {
         };
         match stat.kind {
             datum_host::fs::FileKind::File => {
-                let bytes = at.read().map_err(|e| not_saved(declared, e))?;
+                // Streamed: a live file of any size costs a buffer, and
+                // one larger than the store keeps leaves its size and
+                // digest (`content_kept: false`), never fills the disk.
+                let (mut file, len) = at.open_file().map_err(|e| not_saved(declared, e))?;
                 self.backups
-                    .save(&SavedFile {
-                        resource: &self.resource.id,
-                        declared_path: declared,
-                        bytes: &bytes,
-                        mode: stat.meta.mode,
-                        uid: stat.meta.uid,
-                        gid: stat.meta.gid,
-                        reason: self.reason,
-                        sensitive: self.resource.sensitive,
-                        at: self.now,
-                    })
+                    .save_from(
+                        &SavedFrom {
+                            resource: &self.resource.id,
+                            declared_path: declared,
+                            len,
+                            mode: stat.meta.mode,
+                            uid: stat.meta.uid,
+                            gid: stat.meta.gid,
+                            reason: self.reason,
+                            sensitive: self.resource.sensitive,
+                            at: self.now,
+                        },
+                        &mut file,
+                    )
                     .map_err(|e| not_saved(declared, e))?;
                 *self.saved = true;
             }

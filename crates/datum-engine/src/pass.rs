@@ -936,8 +936,14 @@ pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Di
         && let Some(paths) = provider.paths()
         && let Some(declared) = paths.managed_paths(&bound.declared).first()
     {
-        // Through the boundary: never content reached through a link.
-        change.before = host.read(declared).ok().flatten();
+        // Through the boundary: never content reached through a link; and
+        // never more than the limit read, though the file grew since it
+        // was observed (someone else's, made huge meanwhile).
+        change.before = host
+            .try_locate(declared)
+            .ok()
+            .flatten()
+            .and_then(|at| at.read_up_to(DIFF_CONTENT_LIMIT).ok().flatten());
     }
     if change.after.is_empty()
         && let Some(content) = &resource.content

@@ -136,16 +136,31 @@ pub(crate) fn hash_open(
     if expected <= keep_up_to {
         // The common case for configuration files: one read into a buffer of
         // the right size, hashed whole.
+        // Never more than the limit (and one byte) held: a file that grows
+        // while it is read (someone else's, made huge) is hashed on
+        // through the buffer and not kept.
         let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0) + 1);
-        file.read_to_end(&mut bytes)
+        (&mut *file)
+            .take(keep_up_to.saturating_add(1))
+            .read_to_end(&mut bytes)
             .map_err(|e| HostError::io("read", path, e))?;
         let size = bytes.len() as u64;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
+        if size <= keep_up_to {
+            let sha256 = hex::encode(Sha256::digest(&bytes));
+            return Ok(Hashed {
+                sha256,
+                bytes: Some(bytes),
+                size,
+            });
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(&bytes);
+        drop(bytes);
+        let rest = stream(file, path, u64::MAX, |chunk| hasher.update(chunk))?;
         return Ok(Hashed {
-            sha256,
-            // It may have grown while we read.
-            bytes: (size <= keep_up_to).then_some(bytes),
-            size,
+            sha256: hex::encode(hasher.finalize()),
+            bytes: None,
+            size: size.saturating_add(rest),
         });
     }
     sha256_of(file, path, expected)
@@ -315,6 +330,30 @@ mod tests {
         assert_eq!(h.bytes, None);
         assert_eq!(h.size, 200_000);
         assert_eq!(h.sha256, datum_core::sha256_hex(&data));
+    }
+
+    /// A file is never read whole beyond the limit its caller gives, and
+    /// a regular file opened for streaming says its length.
+    #[test]
+    fn bounded_reads_stop_at_their_limit() {
+        let (_dir, host) = host_with(&[("small", b"hello\n"), ("big", &[1u8; 5000])]);
+        assert_eq!(
+            at(&host, "/small").read_up_to(6).unwrap().as_deref(),
+            Some(&b"hello\n"[..])
+        );
+        assert_eq!(at(&host, "/small").read_up_to(5).unwrap(), None);
+        assert_eq!(at(&host, "/big").read_up_to(4999).unwrap(), None);
+        let (mut file, len) = at(&host, "/big").open_file().unwrap();
+        assert_eq!(len, 5000);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).unwrap();
+        assert_eq!(bytes.len(), 5000);
+        // A file longer than its fstat said (grown while read) is hashed
+        // whole, its bytes not kept.
+        let (mut file, _) = at(&host, "/big").open_file().unwrap();
+        let h = hash_open(&mut file, Path::new("/big"), 10, 100).unwrap();
+        assert_eq!((h.size, h.bytes), (5000, None));
+        assert_eq!(h.sha256, datum_core::sha256_hex(&[1u8; 5000]));
     }
 
     #[test]

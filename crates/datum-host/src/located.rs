@@ -85,6 +85,32 @@ impl Located {
         Ok((file, len))
     }
 
+    /// Opens a regular file for reading (never through a final link, never
+    /// blocking on a FIFO) and gives its length from `fstat`: for a caller
+    /// that streams it through a buffer of its own, whatever its size (the
+    /// evidence of a file about to be replaced). Anything else is an error.
+    pub fn open_file(&self) -> Result<(File, u64), HostError> {
+        self.open_regular("read")
+    }
+
+    /// Reads a whole regular file of at most `limit` bytes; `None` when it
+    /// is longer (by its `fstat`, or found so while reading: a file that
+    /// grew), having read no more than `limit + 1` bytes of it. What a
+    /// caller that shows or compares content of a bounded size uses on a
+    /// file someone else may have made huge.
+    pub fn read_up_to(&self, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
+        use std::io::Read as _;
+        let (file, len) = self.open_regular("read")?;
+        if len > limit {
+            return Ok(None);
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| HostError::io("read", &self.path, e))?;
+        Ok((bytes.len() as u64 <= limit).then_some(bytes))
+    }
+
     /// Reads a whole regular file.
     pub fn read(&self) -> Result<Vec<u8>, HostError> {
         let (mut file, len) = self.open_regular("read")?;

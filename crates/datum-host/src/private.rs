@@ -77,6 +77,40 @@ impl Unsynced {
     }
 }
 
+impl Unsynced {
+    /// [`Unsynced::commit`] under another name, in another of Datum's
+    /// folders on the same file system (`renameat` from this folder's
+    /// handle to `dir`'s): a file whose name is known only once it is
+    /// written (a backup blob, named by its digest). A link already at
+    /// `name` is refused, as by [`PrivateDir::write_atomic`]; on failure the
+    /// temporary file is removed and `name` keeps what it had.
+    pub fn commit_into(
+        mut self,
+        dir: &PrivateDir,
+        name: impl AsRef<OsStr>,
+    ) -> Result<(), HostError> {
+        let name = name.as_ref();
+        let put = dir
+            .require_regular_or_absent(name)
+            .and_then(|()| {
+                self.file
+                    .sync_all()
+                    .map_err(|e| HostError::io("write", self.dir.file_path(&self.tmp_name), e))
+            })
+            .and_then(|()| {
+                rustix::fs::renameat(self.dir.dir.fd(), &self.tmp_name, dir.dir.fd(), name)
+                    .map_err(|e| HostError::io("rename into", dir.file_path(name), errno(e)))
+            });
+        if put.is_err() {
+            let _ = self.dir.remove(&self.tmp_name);
+        }
+        self.settled = true;
+        put?;
+        dir.sync()?;
+        self.dir.sync()
+    }
+}
+
 impl Drop for Unsynced {
     fn drop(&mut self) {
         // Never committed (a failed write, or given up): nothing of it stays.

@@ -72,6 +72,20 @@ pub enum StoreError {
         id: u64,
         detail: String,
     },
+    /// `backup show 42` for an entry that records a file's size and digest
+    /// but not its content: it was larger than the store keeps.
+    #[error(
+        "{}: backup {id} holds no content: the file was {size} bytes, too large to keep \
+         (the backup store keeps files of up to {limit} bytes); only its size and SHA-256 \
+         were recorded",
+        path.display()
+    )]
+    NotKept {
+        path: PathBuf,
+        id: u64,
+        size: u64,
+        limit: u64,
+    },
 }
 
 impl StoreError {

@@ -739,10 +739,11 @@ impl Walk {
             let target = self.folders.entry(rel)?;
             match entry {
                 EntryRef::Dir => ensure_dir(host, &target, self.uid, self.gid, d.dir_mode)?,
-                EntryRef::File { blake3, .. } => {
+                EntryRef::File { blake3, size } => {
                     let source = d.entries.source_of(path);
                     let want = Declared {
                         blake3,
+                        size,
                         source: &source,
                     };
                     // A folder in the way is found by the staging's own
@@ -1142,10 +1143,12 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
         return None;
     }
     let live_path = d.path.join(rel);
-    let live = host.read(&live_path).ok()??;
-    if live.len() as u64 > ENTRY_DIFF_LIMIT {
-        return None;
-    }
+    // Never more than the limit read (a live file someone made huge).
+    let live = host
+        .try_locate(&live_path)
+        .ok()??
+        .read_up_to(ENTRY_DIFF_LIMIT)
+        .ok()??;
     let declared = datum_host::repo::read(&d.entries.source_of(rel.as_os_str().as_bytes())).ok()?;
     let (declared, live) = (
         std::str::from_utf8(&declared).ok()?,
@@ -1412,11 +1415,38 @@ fn meta_changes(
 #[derive(Clone, Copy)]
 struct Declared<'a> {
     blake3: &'a [u8; 32],
+    size: u64,
     source: &'a Path,
 }
 
 fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
     Algorithm::Native.hash_content(bytes).digest.0 == *blake3
+}
+
+/// Whether the live regular file at `at` (of `len` bytes by its `lstat`)
+/// holds the declared content: sizes first, then its BLAKE3 streamed
+/// through a fixed buffer, so a live file of any size costs the same
+/// memory.
+fn live_holds(at: &Located, len: u64, want: &Declared<'_>) -> Result<bool, HostError> {
+    use std::io::Read as _;
+    if len != want.size {
+        return Ok(false);
+    }
+    let (mut file, len) = at.open_file()?;
+    if len != want.size {
+        return Ok(false);
+    }
+    let mut hasher = Algorithm::Native.content_hasher();
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(buf.get(..n).unwrap_or_default()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(HostError::io("read", at.path(), e)),
+        }
+    }
+    Ok(hasher.finish().digest.0 == *want.blake3)
 }
 
 /// A declared file's new content staged beside `at` (with owner, group and
@@ -1447,7 +1477,7 @@ fn stage_file(
                 // rewritten instead: a change in place would reach its other
                 // names (the host refuses it).
                 let rewrite = stat.links > 1 && meta_changes(&stat.meta, uid, gid, mode).is_some();
-                if !rewrite && same_content(&at.read()?, want.blake3) {
+                if !rewrite && live_holds(at, stat.meta.size, &want)? {
                     fix_meta(at, &stat.meta, uid, gid, mode)?;
                     return Ok(None);
                 }

@@ -5,7 +5,9 @@
 //! - `objects/<sha256[..2]>/<sha256>`: the bytes, content-addressed, mode
 //!   0600, written atomically, stored once however often they are saved;
 //! - `index.db`: one row per saved version (resource, declared path,
-//!   digest, size, mode, owner, time, reason, sensitive flag); saving again
+//!   digest, size, mode, owner, time, reason, sensitive flag, whether the
+//!   content was kept: a file larger than [`MAX_KEPT_BYTES`] has its size
+//!   and digest recorded and no blob); saving again
 //!   what the newest row of that path already holds refreshes that row
 //!   instead of adding one (see [`BackupStore::save`]).
 //!
@@ -78,7 +80,7 @@ const APPLICATION_ID: i32 = 0x4474_6d42;
 
 const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1],
+    migrations: &[V1, V2],
 };
 
 /// The declared path is stored as raw bytes: a path need not be UTF-8, and a
@@ -101,6 +103,17 @@ CREATE INDEX entries_by_path ON entries (path, saved_at);
 CREATE INDEX entries_by_sha ON entries (sha256);
 CREATE INDEX entries_by_time ON entries (saved_at);
 ";
+
+/// An entry whose file was too large to keep records its size and digest
+/// only (`kept` 0), and has no blob.
+const V2: &str = "ALTER TABLE entries ADD COLUMN kept INTEGER NOT NULL DEFAULT 1;";
+
+/// The largest file whose content a save keeps (256 MiB). A larger one is
+/// recorded with its size and SHA-256 and without its bytes (see
+/// [`BackupStore::save_from`]): evidence must not take the disk Datum's
+/// state lives on, nor can an owner of one managed file make every apply
+/// copy gigabytes into it.
+pub const MAX_KEPT_BYTES: u64 = 256 << 20;
 
 /// The index's file name in the backup folder.
 pub const INDEX: &str = "index.db";
@@ -180,6 +193,10 @@ pub struct BackupEntry {
     pub reason: BackupReason,
     /// The resource was `sensitive: true`: show `(sensitive)`, never the bytes.
     pub sensitive: bool,
+    /// The content is in the store. False for a file larger than
+    /// [`MAX_KEPT_BYTES`]: its size and digest are the only evidence, and
+    /// [`BackupStore::get`] refuses it ([`StoreError::NotKept`]).
+    pub content_kept: bool,
 }
 
 /// What the file looked like, besides its bytes, when it was saved.
@@ -188,6 +205,24 @@ pub struct SavedFile<'a> {
     pub resource: &'a ResourceId,
     pub declared_path: &'a Path,
     pub bytes: &'a [u8],
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub reason: BackupReason,
+    pub sensitive: bool,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// What a file looked like when it was saved, its content aside: the
+/// content is read from a stream ([`BackupStore::save_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedFrom<'a> {
+    pub resource: &'a ResourceId,
+    pub declared_path: &'a Path,
+    /// The file's length when it was opened (`fstat`): a file longer than
+    /// [`MAX_KEPT_BYTES`] is hashed without being copied.
+    pub len: u64,
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -340,13 +375,51 @@ impl BackupStore {
     /// another version (A, B, A) is still a new entry: the order of what was
     /// on disk stays in the history.
     pub fn save(&mut self, file: &SavedFile<'_>) -> Result<BackupEntry, StoreError> {
-        let sha = objects::sha256_hex(file.bytes);
+        let mut bytes = file.bytes;
+        self.save_from(
+            &SavedFrom {
+                resource: file.resource,
+                declared_path: file.declared_path,
+                len: u64::try_from(file.bytes.len()).unwrap_or(u64::MAX),
+                mode: file.mode,
+                uid: file.uid,
+                gid: file.gid,
+                reason: file.reason,
+                sensitive: file.sensitive,
+                at: file.at,
+            },
+            &mut bytes,
+        )
+    }
+
+    /// [`BackupStore::save`] of what `content` holds, read to its end
+    /// through a fixed buffer and hashed as it goes, never held whole: a
+    /// file of any size costs the same memory. A file of at most
+    /// [`MAX_KEPT_BYTES`] is copied into the store (a temporary file, read
+    /// back and checked against its digest, renamed into place); a larger
+    /// one is only hashed, and its entry records its size and SHA-256 with
+    /// `content_kept` false. A `content` that cannot be read is an error
+    /// naming the declared path, and nothing is recorded.
+    pub fn save_from(
+        &mut self,
+        file: &SavedFrom<'_>,
+        content: &mut dyn std::io::Read,
+    ) -> Result<BackupEntry, StoreError> {
         // Blob first, entry second: a crash in between leaves an orphan
         // blob, never an entry whose bytes are missing. Done for a reused
-        // entry too: `put` repairs a damaged copy and refreshes the blob's
-        // time, so the entry being reused still has intact bytes.
-        objects::put(&self.objects, &sha, file.bytes)?;
-        let size = u64::try_from(file.bytes.len()).unwrap_or(u64::MAX);
+        // entry too: `put_from` repairs a damaged copy and refreshes the
+        // blob's time, so the entry being reused still has intact bytes.
+        let stored = objects::put_from(&self.objects, content, file.len, MAX_KEPT_BYTES).map_err(
+            |e| match e {
+                objects::PutError::Store(e) => e,
+                objects::PutError::Source(source) => StoreError::Io {
+                    path: file.declared_path.to_path_buf(),
+                    action: "cannot read the file being saved",
+                    source,
+                },
+            },
+        )?;
+        let (sha, size, kept) = (stored.sha, stored.size, stored.kept);
         let resource = file.resource.to_string();
         let path = file.declared_path.as_os_str().as_bytes();
         let index_path = self.index_path.clone();
@@ -371,6 +444,7 @@ impl BackupStore {
                 && raw.uid == file.uid
                 && raw.gid == file.gid
                 && raw.sensitive == file.sensitive
+                && raw.kept == kept
         });
         if let Some(mut raw) = twin {
             // Never backwards: a clock set back must not make the entry
@@ -389,7 +463,8 @@ impl BackupStore {
         let id: i64 = tx
             .query_row(
                 "INSERT INTO entries (resource, path, sha256, size, mode, uid, gid, saved_at, \
-                 reason, sensitive) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                 reason, sensitive, kept) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+                 RETURNING id",
                 params![
                     resource,
                     path,
@@ -401,6 +476,7 @@ impl BackupStore {
                     file.at,
                     file.reason.as_str(),
                     file.sensitive,
+                    kept,
                 ],
                 |r| r.get(0),
             )
@@ -419,6 +495,7 @@ impl BackupStore {
             saved_at: file.at,
             reason: file.reason,
             sensitive: file.sensitive,
+            content_kept: kept,
         })
     }
 
@@ -462,6 +539,14 @@ impl BackupStore {
                 id,
             })?;
         let entry = self.entry(raw)?;
+        if !entry.content_kept {
+            return Err(StoreError::NotKept {
+                path: self.index_path.clone(),
+                id,
+                size: entry.size,
+                limit: MAX_KEPT_BYTES,
+            });
+        }
         let blob = objects::blob_path(&self.objects, &entry.sha256);
         let damaged = |detail: String| StoreError::DamagedBackup {
             path: blob.clone(),
@@ -571,7 +656,7 @@ impl BackupStore {
             if self.is_referenced(&sha)? {
                 continue;
             }
-            let len = objects::read(&self.objects, &sha).map_or(0, |b| b.len() as u64);
+            let len = objects::len(&self.objects, &sha);
             if objects::remove(&self.objects, sha.get(..2).unwrap_or("00"), &sha)? {
                 report.blobs_removed += 1;
                 report.bytes_freed += len;
@@ -619,10 +704,7 @@ impl BackupStore {
             if !objects::is_blob_name(&found.name) || referenced.contains(&found.name) {
                 continue;
             }
-            let Ok(bytes) = objects::read(&self.objects, &found.name) else {
-                continue;
-            };
-            if objects::sha256_hex(&bytes) != found.name {
+            if !objects::verify(&self.objects, &found.name) {
                 continue;
             }
             let saved_at = found
@@ -686,6 +768,7 @@ impl BackupStore {
             saved_at: raw.saved_at,
             reason,
             sensitive: raw.sensitive,
+            content_kept: raw.kept,
         })
     }
 
@@ -706,7 +789,8 @@ fn sql_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) ->
 /// Bytes of the distinct blobs the index references.
 fn distinct_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     conn.query_row(
-        "SELECT coalesce(sum(size), 0) FROM (SELECT max(size) AS size FROM entries GROUP BY sha256)",
+        "SELECT coalesce(sum(size), 0) FROM \
+         (SELECT max(size) AS size FROM entries WHERE kept GROUP BY sha256)",
         [],
         |r| r.get::<_, i64>(0),
     )
@@ -718,7 +802,10 @@ fn distinct_bytes(conn: &Connection) -> rusqlite::Result<u64> {
 fn over_budget(conn: &Connection, budget: u64, doomed: &mut BTreeSet<i64>) -> rusqlite::Result<()> {
     type Row = (i64, Vec<u8>, String, i64);
     let rows: Vec<Row> = conn
-        .prepare("SELECT id, path, sha256, size FROM entries ORDER BY saved_at, id")?
+        .prepare(
+            "SELECT id, path, sha256, CASE WHEN kept THEN size ELSE 0 END FROM entries \
+             ORDER BY saved_at, id",
+        )?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let mut refs: HashMap<&str, (usize, u64)> = HashMap::new();
@@ -752,7 +839,7 @@ fn over_budget(conn: &Connection, budget: u64, doomed: &mut BTreeSet<i64>) -> ru
 }
 
 const ENTRY_COLUMNS: &str =
-    "id, resource, path, sha256, size, mode, uid, gid, saved_at, reason, sensitive";
+    "id, resource, path, sha256, size, mode, uid, gid, saved_at, reason, sensitive, kept";
 
 /// A row as stored, before the reason word is checked.
 struct RawEntry {
@@ -767,6 +854,7 @@ struct RawEntry {
     saved_at: i64,
     reason: String,
     sensitive: bool,
+    kept: bool,
 }
 
 fn raw_entry(row: &Row<'_>) -> rusqlite::Result<RawEntry> {
@@ -782,6 +870,7 @@ fn raw_entry(row: &Row<'_>) -> rusqlite::Result<RawEntry> {
         saved_at: row.get(8)?,
         reason: row.get(9)?,
         sensitive: row.get(10)?,
+        kept: row.get(11)?,
     })
 }
 
@@ -863,6 +952,46 @@ mod tests {
         // Nothing saved since, but the policy is stricter: /a is ranked again.
         assert_eq!(store.prune(&keep(2), 9).unwrap().entries_removed, 3);
         assert_eq!(store.list(None).unwrap().len(), 2);
+    }
+
+    /// A file larger than the store keeps is hashed, not copied: its entry
+    /// has its size and digest, `get` refuses it, and it weighs nothing in
+    /// the byte budget.
+    #[test]
+    fn a_file_too_large_to_keep_leaves_its_size_and_digest() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = BackupStore::open(dir.path()).unwrap();
+        let id = ResourceId::new("File", "big");
+        let path = Path::new("/big");
+        let len = MAX_KEPT_BYTES + 1;
+        let from = SavedFrom {
+            resource: &id,
+            declared_path: path,
+            len,
+            mode: 0o100_644,
+            uid: 0,
+            gid: 0,
+            reason: BackupReason::Update,
+            sensitive: false,
+            at: 1,
+        };
+        let entry = store
+            .save_from(&from, &mut std::io::repeat(0).take(len))
+            .unwrap();
+        assert!(!entry.content_kept);
+        assert_eq!(entry.size, len);
+        assert_eq!(entry.sha256.len(), 64);
+        assert!(objects::walk(&store.objects).unwrap().is_empty());
+        let e = store.get(entry.id).unwrap_err();
+        assert!(matches!(e, StoreError::NotKept { .. }), "{e}");
+        assert!(e.to_string().contains("too large to keep"), "{e}");
+        assert_eq!(store.list(None).unwrap(), vec![entry]);
+        let policy = Retention {
+            max_total_bytes: Some(0),
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(&policy, 1).unwrap().bytes_kept, Some(0));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use datum_core::ResourceId;
 use datum_host::lock::RootLock;
 use datum_host::{FileKind, HostError};
-use datum_store::backup::{BackupReason, Retention, SavedFile};
+use datum_store::backup::{BackupReason, Retention, SavedFrom};
 
 use datum_report::style::{self, Paint};
 
@@ -88,13 +88,18 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                     };
                     writeln!(
                         out,
-                        "{} {:<20} {} {:>9}  {:<28} {}",
+                        "{} {:<20} {} {:>9}  {:<28} {}{}",
                         paint.padded(style::BOLD, &e.id.to_string(), 10),
                         datum_report::time::rfc3339(e.saved_at),
                         paint.padded(sgr, reason, 8),
                         e.size,
                         e.resource,
-                        e.path.display()
+                        e.path.display(),
+                        if e.content_kept {
+                            ""
+                        } else {
+                            "  (too large to keep: size and checksum only)"
+                        }
                     )?;
                 }
             }
@@ -153,17 +158,22 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             // restore replaces is saved (unless it holds these very bytes),
             // so a restore of the wrong version can be undone; a save that
             // fails stops the restore, the file untouched.
+            // Compared by size, then by a streamed SHA-256, and saved
+            // streamed: the live file is never read whole (it may be huge).
             if let Some(live) = live.filter(|s| s.kind == FileKind::File) {
-                let current = at.read()?;
-                if current != bytes {
+                let same =
+                    live.meta.size == bytes.len() as u64 && at.hash(0)?.sha256 == entry.sha256;
+                if !same {
                     let resource = ResourceId::parse(&entry.resource).unwrap_or_else(|_| {
                         ResourceId::new("Restore", entry.path.display().to_string())
                     });
+                    let (mut current, len) = at.open_file()?;
                     store
-                        .save(&SavedFile {
+                        .save_from(
+                            &SavedFrom {
                             resource: &resource,
                             declared_path: &entry.path,
-                            bytes: &current,
+                            len,
                             mode: live.meta.mode,
                             uid: live.meta.uid,
                             gid: live.meta.gid,
@@ -176,7 +186,9 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                             // the placeholder; a restore brings it back).
                             sensitive: true,
                             at: context::now(),
-                        })
+                        },
+                            &mut current,
+                        )
                         .with_context(|| {
                             format!(
                                 "cannot restore {}: the file it would replace could not be saved first",

@@ -249,3 +249,114 @@ fn a_tree_entry_whose_name_is_not_utf8_is_backed_up() {
     let doc: serde_json::Value = serde_json::from_slice(&restore.stdout).unwrap();
     assert_eq!(doc["path"], "/etc/t/bad\u{fffd}");
 }
+
+/// A live file far larger than anything kept as evidence (a local user
+/// who owns one managed file made it a sparse 4 GiB) is neither read into
+/// memory nor copied into the backup store: before, the save read it whole
+/// (`Vec::with_capacity(len)`) and every apply aborted (`memory allocation
+/// of 4294967297 bytes failed`, exit 134) before the resources after it
+/// ran. Now the apply, held to 2 GiB of address space, replaces it and
+/// goes on; the evidence keeps its size and SHA-256 and says the content
+/// was too large to keep (`backup show` says so, `restore` refuses).
+#[test]
+fn a_live_file_too_large_to_keep_is_replaced_with_its_size_and_checksum_as_evidence() {
+    const BIG: u64 = 4 << 30;
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: app\ndesired:\n  path: /app\n  source: tree\n---\n\
+         datum: v1alpha1\ntype: File\nname: z\ndesired:\n  path: /z.conf\n  content: \"one\\n\"\n",
+    );
+    s.write("repo/base/tree/a.conf", "declared\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    // Sparse: costs no disk.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(s.live("/app/a.conf"))
+        .unwrap()
+        .set_len(BIG)
+        .unwrap();
+    s.write(
+        "repo/base/main.yaml",
+        &fs::read_to_string(s.repo().join("base/main.yaml"))
+            .unwrap()
+            .replace("one", "two"),
+    );
+    let datum = assert_cmd::cargo::cargo_bin("datum");
+    let o = std::process::Command::new("prlimit")
+        .arg(format!("--as={}", 2u64 << 30))
+        .arg("--")
+        .arg(&datum)
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "apply"])
+        .output()
+        .expect("run datum under prlimit (util-linux)");
+    assert_exit(&o, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/app/a.conf")).unwrap(),
+        "declared\n"
+    );
+    assert_eq!(fs::read_to_string(s.live("/z.conf")).unwrap(), "two\n");
+    // Nothing of it copied into the store.
+    let mut stored = 0;
+    let mut dirs = vec![s.live("/var/lib/datum/backups")];
+    while let Some(dir) = dirs.pop() {
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                dirs.push(e.path());
+            } else {
+                use std::os::unix::fs::MetadataExt as _;
+                stored += m.blocks() * 512;
+            }
+        }
+    }
+    assert!(stored < 64 << 20, "{stored} bytes in the backup store");
+    let list = s.datum(&["--output", "json", "backup", "list"]);
+    assert_exit(&list, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let entries = doc["backups"].as_array().unwrap();
+    let big = entries
+        .iter()
+        .find(|e| e["path"] == "/app/a.conf")
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(big["size"], json!(BIG));
+    assert_eq!(big["content_kept"], json!(false), "{big}");
+    // SHA-256 of what it held: its declared content, then zeros.
+    let held = {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(b"declared\n");
+        let block = vec![0u8; 1 << 20];
+        let mut left = BIG - 9;
+        while left > 0 {
+            let n = left.min(block.len() as u64);
+            h.update(&block[..n as usize]);
+            left -= n;
+        }
+        hex::encode(h.finalize())
+    };
+    assert_eq!(big["sha256"], json!(held));
+    let id = big["id"].to_string();
+    let show = s.datum(&["backup", "show", &id]);
+    assert_exit(&show, 1);
+    assert!(
+        stderr(&show).contains("too large to keep"),
+        "{}",
+        stderr(&show)
+    );
+    let restore = s.datum(&["backup", "restore", &id]);
+    assert_exit(&restore, 1);
+    assert!(
+        stderr(&restore).contains("too large to keep"),
+        "{}",
+        stderr(&restore)
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/app/a.conf")).unwrap(),
+        "declared\n"
+    );
+}
