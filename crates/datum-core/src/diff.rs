@@ -14,6 +14,12 @@ use serde::{Deserialize, Serialize};
 /// `TextDiff::configure().timeout(..)`.
 pub const TEXT_DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Why a content change shows no line of the live file: it is not readable
+/// by everyone (see [`ContentChange::live_withheld`]). Plan, apply and check
+/// say the same words.
+pub const LIVE_WITHHELD: &str =
+    "the live file is not readable by everyone, so its lines are not shown";
+
 /// What a pass would do to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,6 +66,12 @@ pub struct ContentChange {
     pub after: Vec<u8>,
     pub before_sha256: Option<String>,
     pub after_sha256: String,
+    /// The live file is not readable by everyone (no read bit for others,
+    /// or a folder on its way others may not search): its bytes were not
+    /// read (`before` stays `None`) and no output shows its lines, only
+    /// the checksums and why. Repository content is never a way to read
+    /// what the repository's authors could not (`docs/boundary.md`).
+    pub live_withheld: bool,
 }
 
 impl std::fmt::Debug for ContentChange {

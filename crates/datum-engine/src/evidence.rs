@@ -279,6 +279,7 @@ mod tests {
             after: b"new".to_vec(),
             before_sha256: Some("ab".into()),
             after_sha256: "cd".into(),
+            live_withheld: false,
         }));
         let saved = to_save(&bound(provider, &file), &present, &diff);
         assert_eq!(saved.len(), 1);

@@ -913,6 +913,20 @@ pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Di
     if resource.sensitive {
         return;
     }
+    // A live file not everyone may read (`/etc/shadow`, a private key, a
+    // file in a 0700 home) is never shown: its lines in a plan's diff would
+    // let whoever writes the repository read it in the CI log. Its bytes
+    // are not kept, whatever read them; checksums only. A question the
+    // host cannot answer is a no.
+    if observed.presence == Presence::Present
+        && let Some(paths) = provider.paths()
+        && let Some(declared) = paths.managed_paths(&bound.declared).first()
+        && !host.readable_by_everyone(declared).unwrap_or(false)
+    {
+        change.before = None;
+        change.live_withheld = true;
+        return;
+    }
     let small = |size: u64| size <= DIFF_CONTENT_LIMIT;
     // Both sides or neither: a diff against one side left empty would show
     // every line as removed (or added), which is not what changed.

@@ -293,6 +293,46 @@ impl Host {
         }
     }
 
+    /// Whether everyone on the machine may read what is at a declared path,
+    /// as the rule for what output may show of the host goes (a validator's,
+    /// a content diff's; see `docs/boundary.md`): it has the read bit for
+    /// others, and every folder on its real way from the root (the root
+    /// itself aside: `--root` is the operator's) has the search bit for
+    /// others. `/etc/shadow` (0640) is not, nor is a 0644 key in a 0700
+    /// folder. Nothing there is (there is nothing to read). Decided from
+    /// the entry's `lstat` and `fstat` of the folders reached by the
+    /// boundary's walk: no link is followed but those the repository
+    /// allows, whose target's own folders are the ones looked at. An error
+    /// is an error; a caller that shows content takes it as "no".
+    pub fn readable_by_everyone(&self, declared: &Path) -> Result<bool, HostError> {
+        let Some(located) = self.try_locate(declared)? else {
+            return Ok(true);
+        };
+        let Some(stat) = located.lstat()? else {
+            return Ok(true);
+        };
+        if stat.meta.mode & 0o004 == 0 {
+            return Ok(false);
+        }
+        // The folder the entry is really in, under the root: a path no link
+        // is in (a followed link's target is known by its real path).
+        let parent = located.parent();
+        let Ok(real) = parent.path().strip_prefix(&self.root) else {
+            return Ok(false);
+        };
+        let mut folder = PathBuf::from("/");
+        for name in boundary::components(real) {
+            folder.push(name);
+            let dir = self.dir(&folder)?;
+            let st = rustix::fs::fstat(dir.fd())
+                .map_err(|e| HostError::io("inspect", dir.path(), boundary::errno(e)))?;
+            if st.st_mode & 0o001 == 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// [`Host::lstat`] of many declared paths on `threads` threads: each
     /// parent is walked once (and then served from the pass's cache), each
     /// entry looked up relative to it (`fstatat`), so a metadata pass over
@@ -651,6 +691,60 @@ mod tests {
         // `/etc/out` points at an absolute path outside: inside the root
         // that path does not exist.
         assert_eq!(allowed.read(Path::new("/etc/out/x.conf")).unwrap(), None);
+    }
+
+    /// What output may show of a host file: only what everyone may read
+    /// (the read bit for others, every folder on its real way searchable
+    /// by others; the root itself is the operator's and not looked at).
+    #[test]
+    fn readable_by_everyone_needs_the_bit_and_searchable_folders() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let mode = |rel: &str, m: u32| {
+            std::fs::set_permissions(root.path().join(rel), std::fs::Permissions::from_mode(m))
+                .unwrap();
+        };
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        for dir in ["etc", "vault", "etc/open"] {
+            std::fs::create_dir(root.path().join(dir)).unwrap();
+            mode(dir, 0o755);
+        }
+        mode("vault", 0o700);
+        for (file, m) in [
+            ("etc/motd", 0o644),
+            ("etc/shadow", 0o640),
+            ("vault/key", 0o644),
+            ("etc/open/x", 0o604),
+        ] {
+            std::fs::write(root.path().join(file), "x").unwrap();
+            mode(file, m);
+        }
+        std::os::unix::fs::symlink("/vault", root.path().join("etc/linked")).unwrap();
+        let host = Host::new(root.path()).with_boundary(Boundary {
+            follow_links: vec![PathBuf::from("/etc/linked")],
+            owner_transitions: Vec::new(),
+        });
+        let readable = |p: &str| host.readable_by_everyone(Path::new(p)).unwrap();
+        assert!(readable("/etc/motd"));
+        assert!(readable("/etc/open/x"));
+        assert!(readable("/etc/missing"));
+        assert!(!readable("/etc/shadow"));
+        assert!(!readable("/vault/key"));
+        // Through a link the repository allows: the target's folders count.
+        assert!(!readable("/etc/linked/key"));
+        mode("vault", 0o711);
+        let host = Host::new(root.path()).with_boundary(host.boundary().clone());
+        assert!(host.readable_by_everyone(Path::new("/vault/key")).unwrap());
+        assert!(
+            host.readable_by_everyone(Path::new("/etc/linked/key"))
+                .unwrap()
+        );
+        // A link in the way that the repository does not allow: an error.
+        assert!(
+            Host::new(root.path())
+                .readable_by_everyone(Path::new("/etc/linked/key"))
+                .is_err()
+        );
     }
 
     #[test]

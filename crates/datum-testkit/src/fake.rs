@@ -302,6 +302,7 @@ impl Kind for FakeFile {
                 after: d.bytes.clone(),
                 before_sha256: live,
                 after_sha256: sha256.clone(),
+                live_withheld: false,
             })),
         }
     }

@@ -112,7 +112,11 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
                 short(&content.after_sha256),
                 short(content.before_sha256.as_deref().unwrap_or("(none)")),
             ));
-            if r.observed.presence == Presence::Present {
+            if content.live_withheld {
+                // The live file is not readable by everyone: its lines are
+                // never shown (whoever reads the report may not read it).
+                content_diff = Some(withheld_note(r.target.unwrap_or("content")));
+            } else if r.observed.presence == Presence::Present {
                 content_diff = text_diff(
                     &content.after,
                     content.before.as_deref(),
@@ -288,6 +292,14 @@ fn short(sha: &str) -> String {
     }
 }
 
+/// Why a content diff is not shown: the live file is not readable by
+/// everyone (no read bit for others, or a folder on its way others may not
+/// search), so its lines never leave the host (`docs/boundary.md`). Stands
+/// where the diff would (a Tree's entry's too).
+pub fn withheld_note(name: &str) -> String {
+    format!("{name}: {}\n", datum_core::diff::LIVE_WITHHELD)
+}
+
 /// A unified diff from the declared text to the live one (what changed on
 /// the host), for text that is valid UTF-8 on both sides.
 fn text_diff(declared: &[u8], live: Option<&[u8]>, name: &str) -> Option<String> {
@@ -345,6 +357,7 @@ mod tests {
                     after: b"new\n".to_vec(),
                     before_sha256: Some("a".repeat(64)),
                     after_sha256: "b".repeat(64),
+                    live_withheld: false,
                 })
             }),
         }
@@ -374,6 +387,23 @@ mod tests {
         );
         assert_eq!(f[0].finding.category, "type_changed");
         assert!(run("File", Presence::Present, Diff::default(), false).is_empty());
+    }
+
+    /// A live file not everyone may read: its checksums, and a note in
+    /// place of the diff, never a line of it (even were its bytes at hand).
+    #[test]
+    fn a_withheld_live_file_gets_a_note_not_its_lines() {
+        let mut diff = update(&[], true);
+        if let Some(c) = diff.content.as_mut() {
+            c.live_withheld = true;
+        }
+        let f = run("File", Presence::Present, diff, false);
+        let note = f[0].content_diff.as_deref().unwrap();
+        assert_eq!(note, withheld_note("/etc/x"));
+        assert!(!note.contains("old"), "{note}");
+        let content = &f[0].finding.diffs[0];
+        assert_eq!(content.path(), "content");
+        assert_eq!(content.after(), Some(short(&"a".repeat(64)).as_str()));
     }
 
     /// A Tree whose folder became a link or a file: its provider names the

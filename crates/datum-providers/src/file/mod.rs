@@ -266,6 +266,8 @@ fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Bo
                 .map(str::to_owned)
         }),
         after_sha256: content.sha256.clone(),
+        // The engine decides, from the live file's permissions.
+        live_withheld: false,
     })
 }
 

@@ -1133,7 +1133,8 @@ const ENTRY_DIFF_LIMIT: u64 = 1024 * 1024;
 
 /// The unified diff from an entry's declared text to the live one (what
 /// changed on the host), when both are text of at most [`ENTRY_DIFF_LIMIT`].
-/// The live file is read through the boundary, never through a link.
+/// The live file is read through the boundary, never through a link, and
+/// only when everyone may read it (else a line saying why).
 fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt;
     let EntryRef::File { size, .. } = d.entries.get(rel.as_os_str().as_bytes())? else {
@@ -1143,6 +1144,15 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
         return None;
     }
     let live_path = d.path.join(rel);
+    // Not readable by everyone (a key in the folder, 0600): never its
+    // lines, which whoever reads the report may not read on the host.
+    if !host.readable_by_everyone(&live_path).unwrap_or(false) {
+        return Some(format!(
+            "{}: {}\n",
+            live_path.display(),
+            datum_core::diff::LIVE_WITHHELD
+        ));
+    }
     // Never more than the limit read (a live file someone made huge).
     let live = host
         .try_locate(&live_path)

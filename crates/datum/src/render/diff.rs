@@ -1,5 +1,6 @@
 //! Field differences and unified content diffs, as text.
 
+use datum_core::diff::LIVE_WITHHELD;
 use datum_core::text::visible;
 use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
 use datum_engine::ResourceReport;
@@ -63,8 +64,16 @@ fn value_text(v: Option<&serde_json::Value>, sensitive: bool) -> String {
 /// SHA-256 of no bytes: declared content that is really empty.
 const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-/// A unified diff of text content, or a checksum line for binary content.
+/// A unified diff of text content, or a checksum line for binary content
+/// and for a live file not everyone may read (its lines never shown).
 pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String {
+    if change.live_withheld {
+        return format!(
+            "    content: {} -> {} ({LIVE_WITHHELD})\n",
+            change.before_sha256.as_deref().unwrap_or("(none)"),
+            change.after_sha256
+        );
+    }
     let before = change.before.as_deref().unwrap_or_default();
     let (Some(old), Some(new)) = (text(before), text(&change.after)) else {
         return format!(
@@ -213,6 +222,7 @@ mod tests {
             after: b"a\tb\n".to_vec(),
             before_sha256: Some("x".to_owned()),
             after_sha256: "y".to_owned(),
+            live_withheld: false,
         };
         let text = content_diff(&change, "/etc/motd", false);
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
@@ -222,5 +232,22 @@ mod tests {
         );
         assert!(!text.contains("No newline"), "{text:?}");
         assert!(text.contains(" a\tb\n"), "a tab stays: {text:?}");
+    }
+
+    /// A live file not everyone may read shows checksums and why, never a
+    /// line, even were its bytes at hand.
+    #[test]
+    fn a_withheld_live_file_shows_checksums_and_why() {
+        let change = ContentChange {
+            before: Some(b"root:$6$hash:19000::::::\n".to_vec()),
+            after: b"x\n".to_vec(),
+            before_sha256: Some("aa".to_owned()),
+            after_sha256: "bb".to_owned(),
+            live_withheld: true,
+        };
+        assert_eq!(
+            content_diff(&change, "/etc/shadow", false),
+            format!("    content: aa -> bb ({LIVE_WITHHELD})\n")
+        );
     }
 }

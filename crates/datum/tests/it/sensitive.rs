@@ -195,3 +195,85 @@ fn a_sensitive_backup_is_listed_without_its_plain_sha256() {
         "password=hunter2\n"
     );
 }
+
+/// A File that is not sensitive, declared over a host file not everyone
+/// may read (`/etc/shadow` 0640, a 0644 key in a 0700 folder), showed the
+/// live lines (the password hashes, the key) as `-` lines of the plan's
+/// diff, the apply's, and as `+` lines of `datum check`'s: repository
+/// content was a way to read any file on the host, in a merge request's
+/// CI log. Their lines are never shown now, only checksums and why; a
+/// 0644 file in searchable folders still shows its diff.
+#[test]
+fn a_live_file_not_everyone_may_read_is_never_shown() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const SHADOW: &str = "CANARY-shadow-5e2a";
+    const KEY: &str = "CANARY-key-b71d";
+    const TREE_KEY: &str = "CANARY-tree-key-03c9";
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: shadow\ndesired:\n  path: /etc/shadow\n  content: \"x\\n\"\n---\n\
+         datum: v1alpha1\ntype: File\nname: key\ndesired:\n  path: /vault/key\n  content: \"x\\n\"\n---\n\
+         datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"welcome\\n\"\n---\n\
+         datum: v1alpha1\ntype: Tree\nname: keys\ndesired:\n  path: /etc/keys\n  source: trees/keys\n  mode: \"0600\"\n  dir_mode: \"0755\"\n",
+    );
+    s.write("repo/base/trees/keys/host.key", "declared\n");
+    let mode = |p: &std::path::Path, m: u32| {
+        fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    };
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    mode(&s.live("/etc"), 0o755);
+    fs::write(
+        s.live("/etc/shadow"),
+        format!("root:{SHADOW}:19000::::::\n"),
+    )
+    .unwrap();
+    mode(&s.live("/etc/shadow"), 0o640);
+    fs::write(s.live("/etc/motd"), "visible-old-line\n").unwrap();
+    mode(&s.live("/etc/motd"), 0o644);
+    // A Tree's entry (`datum check` diffs those).
+    fs::create_dir_all(s.live("/etc/keys")).unwrap();
+    mode(&s.live("/etc/keys"), 0o755);
+    fs::write(s.live("/etc/keys/host.key"), format!("{TREE_KEY}\n")).unwrap();
+    mode(&s.live("/etc/keys/host.key"), 0o600);
+    fs::create_dir_all(s.live("/vault")).unwrap();
+    mode(&s.live("/vault"), 0o700);
+    fs::write(s.live("/vault/key"), format!("{KEY}\n")).unwrap();
+    mode(&s.live("/vault/key"), 0o644);
+    let markdown = s.dir.path().join("check.md");
+    let mut outputs = Vec::new();
+    for args in [
+        &["plan"][..],
+        &["--output", "json", "plan"],
+        &["check", "--markdown", markdown.to_str().unwrap()],
+        &["--output", "json", "check"],
+    ] {
+        outputs.push((args.join(" "), s.datum(args)));
+    }
+    let markdown = fs::read_to_string(&markdown).unwrap();
+    outputs.push(("apply".to_owned(), s.datum(&["apply"])));
+    for (args, o) in &outputs {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        assert!(
+            !all.contains(SHADOW) && !all.contains(KEY) && !all.contains(TREE_KEY),
+            "{args}: a live line not everyone may read was shown:\n{all}"
+        );
+        // The world-readable file's diff is still there, and the others
+        // say why theirs is not.
+        assert!(all.contains("visible-old-line"), "{args}:\n{all}");
+        assert!(all.contains("not readable by everyone"), "{args}:\n{all}");
+    }
+    assert!(
+        !markdown.contains(SHADOW) && !markdown.contains(KEY) && !markdown.contains(TREE_KEY),
+        "{markdown}"
+    );
+    assert!(markdown.contains("visible-old-line"), "{markdown}");
+    let plan = &outputs[0].1;
+    let shadow_sum = sha256sum(format!("root:{SHADOW}:19000::::::\n").as_bytes());
+    assert!(
+        stdout(plan).contains(&format!(
+            "content: {shadow_sum} -> {} (the live file is not readable by everyone, so its lines are not shown)",
+            sha256sum(b"x\n")
+        )),
+        "{}",
+        stdout(plan)
+    );
+}
