@@ -577,6 +577,22 @@ fn write_accept_patch(
                     ),
                 });
             }
+            // Content that changed but was not carried: the live file's
+            // bytes were not at hand (not readable by everyone, so never
+            // read for a diff, or too large to diff). Said, never dropped.
+            if !carried
+                && !resource.sensitive
+                && f.finding.diffs.iter().any(|d| d.path() == "content")
+            {
+                let at = ["source", "template", "content"]
+                    .iter()
+                    .find_map(|key| resource.field_origins.get(*key))
+                    .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+                notes.push(format!(
+                    "{at}: `content` changed on the host ({}); it is not copied here (the live file is not readable by everyone, or too large to diff): read it on the host and carry it into the repository by hand",
+                    f.finding.category
+                ));
+            }
         }
     }
     if notes.is_empty() {

@@ -1040,6 +1040,48 @@ fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
     );
 }
 
+/// An accepted content change of a live file not everyone may read: its
+/// lines are never read for a diff, so the patch cannot carry them, and
+/// the notes said nothing of the content at all (only `set mode`; with no
+/// other change, "nothing to carry (sensitive or no declared content)",
+/// untrue). They say that `content` changed and why it is not copied, and
+/// no line of the file is in the notes, the summary or the report.
+#[test]
+fn accepting_a_file_not_everyone_may_read_says_its_content_is_not_copied() {
+    const CANARY: &str = "CANARY-accept-6d10";
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::write(s.live("/etc/motd"), format!("{CANARY}\n")).expect("edit");
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2, "{json:#}");
+    assert!(!json.to_string().contains(CANARY), "{json:#}");
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    let named = action
+        .strip_prefix("accepted (patch: ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{action}"));
+    let text = fs::read_to_string(named).unwrap_or_else(|e| panic!("{named}: {e}"));
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    for t in [&text, &summary] {
+        assert!(
+            !t.contains(CANARY) && !t.contains("nothing to carry"),
+            "{t}"
+        );
+        assert!(
+            t.contains("`content` changed on the host") && t.contains("not readable by everyone"),
+            "{t}"
+        );
+        assert!(t.contains("set `mode` to `0600`"), "{t}");
+    }
+}
+
 #[test]
 fn quarantine_blocks_apply_until_release() {
     let s = Sandbox::new(
