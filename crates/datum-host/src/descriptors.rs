@@ -32,7 +32,7 @@ pub fn make_room_before_threads(room: i32) {
 const OPEN_FILES_MOST: u64 = 1 << 20;
 
 /// Raises this process's soft limit of open files to its hard limit (at
-/// most [`OPEN_FILES_MOST`]), as a server that holds one descriptor per
+/// most 2^20, Linux's default `fs.nr_open`), as a server that holds one descriptor per
 /// connection must: systemd starts a service with a soft limit of 1,024
 /// (and a hard one of 524,288), which a thousand idle connections use up.
 /// Returns the soft limit in force afterwards; where the kernel refuses,
