@@ -36,11 +36,13 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
+use rustix::mount::{MountFlags, UnmountFlags};
 
 use crate::HostError;
 use crate::command::{self, CommandOutput, CommandSpec};
-use crate::sandbox::{bounded_with, fail, fd_path, mkdir, mount, private_dev, run_entered};
+use crate::sandbox::{
+    bounded_with, fail, fd_path, mkdir, mount, own_namespaces, private_dev, run_entered,
+};
 
 /// The capabilities a program changing a root keeps (util-linux `setpriv
 /// --bounding-set` syntax): what shadow-utils need to `chroot` into the
@@ -132,24 +134,7 @@ fn folders_under(base: &Path, path: &Path) -> Result<PathBuf, HostError> {
 
 /// Builds the confined root on this thread and enters it.
 fn enter_own_root(root: &Path, extra: &[PathBuf]) -> Result<(), HostError> {
-    use nix::sched::CloneFlags;
-    nix::sched::unshare(
-        CloneFlags::CLONE_FS
-            | CloneFlags::CLONE_NEWNS
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS
-            | CloneFlags::CLONE_NEWPID,
-    )
-    .map_err(|e| HostError::Sandbox {
-        what: "create the namespaces (unshare)".to_owned(),
-        source: std::io::Error::from_raw_os_error(e as i32),
-    })?;
-    rustix::mount::mount_change(
-        "/",
-        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
-    )
-    .map_err(fail("make the mounts private"))?;
+    own_namespaces()?;
 
     // Everything shown is opened before the new root covers NEW_ROOT.
     let target = open_path(root)?;

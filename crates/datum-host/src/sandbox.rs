@@ -629,8 +629,10 @@ pub(crate) fn fd_path(fd: &OwnedFd) -> String {
     format!("/proc/thread-self/fd/{}", fd.as_raw_fd())
 }
 
-/// Builds the view on this thread and `chroot`s into it.
-fn enter_view(placed: &[Placed]) -> Result<(), HostError> {
+/// Gives this thread its own root and working folder and new mount,
+/// network, IPC, UTS and PID namespaces (see the module header), every
+/// mount made private so that nothing propagates back.
+pub(crate) fn own_namespaces() -> Result<(), HostError> {
     nix::sched::unshare(
         CloneFlags::CLONE_FS
             | CloneFlags::CLONE_NEWNS
@@ -647,7 +649,12 @@ fn enter_view(placed: &[Placed]) -> Result<(), HostError> {
         "/",
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
     )
-    .map_err(fail("make the mounts private"))?;
+    .map_err(fail("make the mounts private"))
+}
+
+/// Builds the view on this thread and `chroot`s into it.
+fn enter_view(placed: &[Placed]) -> Result<(), HostError> {
+    own_namespaces()?;
     let mounts = other_mounts()?;
 
     let scratch = Path::new(SCRATCH);
