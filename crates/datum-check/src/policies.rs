@@ -237,8 +237,9 @@ impl Policies<'_> {
     }
 
     /// Whether a quarantine holds `id` (read for a `revert` policy, which
-    /// never reverts what is quarantined, and a `quarantine` policy, which
-    /// does not quarantine again; the others do not depend on it). A revert
+    /// never reverts what is quarantined, a `quarantine` policy, which does
+    /// not quarantine again, and an `accept` policy, which accepts nothing
+    /// a person quarantined; `report` does not depend on it). A revert
     /// is held by the resource's quarantine and by the host's, whoever made
     /// it. A `quarantine` policy of resource scope asks about the resource alone:
     /// a person's quarantine of the host does not stand in for the
@@ -256,6 +257,15 @@ impl Policies<'_> {
             return Ok(Standing {
                 person_quarantined,
                 quarantined,
+            });
+        }
+        // Break-glass: what changes under a person's quarantine (of the
+        // resource or the host) is not accepted as the new normal.
+        if policy == Policy::Accept {
+            return Ok(Standing {
+                person_quarantined: self.person_quarantined.contains(&id.to_string())
+                    || self.person_quarantined.contains("host"),
+                quarantined: false,
             });
         }
         if !matches!(policy, Policy::Revert | Policy::Quarantine) {

@@ -51,6 +51,10 @@ pub enum Decision {
     Escalate { would: bool },
     /// Accept the observation and write a patch for the repository.
     Accept { would: bool },
+    /// An `accept` class's resource a person quarantined (it or the host):
+    /// what changes under break-glass stays theirs to look at, never taken
+    /// as the new normal, and is reported after the release.
+    AcceptHeld,
     /// Quarantine the resource (or the host).
     Quarantine { would: bool, host: bool },
     /// A `quarantine` policy's resource (or host, `host`) is quarantined
@@ -89,6 +93,7 @@ impl Decision {
             Decision::Escalate { would: false } => "quarantined: flapping".to_owned(),
             Decision::Accept { would: true } => "would accept".to_owned(),
             Decision::Accept { would: false } => return None,
+            Decision::AcceptHeld => "not accepted: quarantined by a person".to_owned(),
             Decision::Quarantine { would: true, host } => {
                 if *host {
                     "would quarantine the host".to_owned()
@@ -112,6 +117,7 @@ impl Decision {
     pub fn handling(&self) -> Handling {
         match self {
             Decision::Quarantined { .. }
+            | Decision::AcceptHeld
             | Decision::Escalate { would: false }
             | Decision::Quarantine { would: false, .. }
             | Decision::Held { .. } => Handling::Quarantined,
@@ -169,6 +175,7 @@ pub fn decide<E>(
                 FlapDecision::Escalate => Decision::Escalate { would: look },
             }
         }
+        Policy::Accept if standing.person_quarantined => Decision::AcceptHeld,
         Policy::Accept => Decision::Accept { would: look },
         Policy::Quarantine if standing.person_quarantined || standing.quarantined => {
             Decision::Held {
@@ -362,6 +369,27 @@ mod tests {
             Decision::flapping_reason(&spec(Policy::Revert)),
             "drifted again after 2 reverts within 1h"
         );
+    }
+
+    #[test]
+    fn accept_takes_nothing_a_person_quarantined_as_the_new_normal() {
+        let person = Standing {
+            person_quarantined: true,
+            quarantined: false,
+        };
+        for look in [true, false] {
+            let d = decided(Policy::Accept, look, person, 0);
+            assert_eq!(d, Decision::AcceptHeld);
+            assert_eq!(
+                d.word().as_deref(),
+                Some("not accepted: quarantined by a person")
+            );
+            assert_eq!(d.handling(), Handling::Quarantined);
+            assert_eq!(
+                decided(Policy::Accept, look, FREE, 0),
+                Decision::Accept { would: look }
+            );
+        }
     }
 
     #[test]

@@ -804,6 +804,52 @@ fn a_failed_revert_is_not_counted_as_a_revert_for_flapping() {
     assert_eq!(actions[3], "quarantined: flapping", "{actions:?}");
 }
 
+/// A person's quarantine is break-glass: what they change while it holds
+/// stays theirs to look at. An `accept` class took it as the new normal
+/// (reconcile accepted it, and after the release nothing reported it). It
+/// is now held like a revert: `not accepted: quarantined by a person`,
+/// and once the quarantine is released the change is reported and decided
+/// as any other.
+#[test]
+fn a_change_made_under_a_persons_quarantine_is_not_accepted() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    for quarantine in [
+        &["quarantine", "--host", "--reason", "incident 42"][..],
+        &["quarantine", "File/motd", "--reason", "incident 42"][..],
+    ] {
+        assert_exit(&s.datum(quarantine), 0);
+        fs::write(s.live("/etc/motd"), "emergency fix\n").expect("edit");
+        let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
+        assert_eq!(code, 2, "{json:#}");
+        assert_eq!(
+            json["findings"][0]["action"], "not accepted: quarantined by a person",
+            "{quarantine:?}: {json:#}"
+        );
+        let (_, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+        assert_eq!(
+            json["findings"][0]["action"], "not accepted: quarantined by a person",
+            "{quarantine:?}: {json:#}"
+        );
+        assert!(!patches.exists(), "{quarantine:?}: a patch was written");
+        let release: Vec<&str> = match quarantine[1] {
+            "--host" => vec!["release", "--host"],
+            id => vec!["release", id],
+        };
+        assert_exit(&s.datum(&release), 0);
+        // Released: reported, and the class decides.
+        let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
+        assert_eq!(code, 2, "{quarantine:?}: {json:#}");
+        assert_eq!(json["findings"][0]["action"], "would accept", "{json:#}");
+        assert_exit(&s.datum(&["apply"]), 2);
+    }
+}
+
 #[test]
 fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     let s = Sandbox::new(
