@@ -219,6 +219,15 @@ pub(crate) fn hash_open_expecting(
     sha256_of(file, path, len)
 }
 
+/// Feeds all of `file` (from where it stands) to `f` through the thread's
+/// read buffer, never holding more than that of it; returns the bytes
+/// read. For a caller that digests a file another way (a Tree's BLAKE3 of
+/// its own, a package's MD5, a blob's name): a live file someone else
+/// owns may be of any size.
+pub fn read_through(file: &mut File, path: &Path, f: impl FnMut(&[u8])) -> Result<u64, HostError> {
+    stream(file, path, u64::MAX, f)
+}
+
 /// Feeds `file` to `f` through one buffer per thread (a fresh zeroed buffer
 /// per file costs more than hashing a small file does); returns the bytes
 /// read. `len` is the file's length from `fstat`: a short read that brings

@@ -145,16 +145,7 @@ fn compare(
     // File's `owner`) may have been made huge, and is never held whole.
     let (mut file, _) = at.open_file()?;
     let mut md5 = Md5::new();
-    let mut buf = vec![0u8; 128 * 1024];
-    loop {
-        use std::io::Read as _;
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => md5.update(buf.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(datum_host::HostError::io("read", at.path(), e).into()),
-        }
-    }
+    datum_host::fs::read_through(&mut file, at.path(), |chunk| md5.update(chunk))?;
     let actual = hex(&md5.finalize());
     if actual.eq_ignore_ascii_case(expected) {
         Ok(None)

@@ -1438,7 +1438,6 @@ fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
 /// through a fixed buffer, so a live file of any size costs the same
 /// memory.
 fn live_holds(at: &Located, len: u64, want: &Declared<'_>) -> Result<bool, HostError> {
-    use std::io::Read as _;
     if len != want.size {
         return Ok(false);
     }
@@ -1447,15 +1446,7 @@ fn live_holds(at: &Located, len: u64, want: &Declared<'_>) -> Result<bool, HostE
         return Ok(false);
     }
     let mut hasher = Algorithm::Native.content_hasher();
-    let mut buf = vec![0u8; 128 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(buf.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(HostError::io("read", at.path(), e)),
-        }
-    }
+    datum_host::fs::read_through(&mut file, at.path(), |chunk| hasher.update(chunk))?;
     Ok(hasher.finish().digest.0 == *want.blake3)
 }
 

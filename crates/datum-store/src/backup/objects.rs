@@ -10,7 +10,7 @@
 //! decides which blobs are still referenced.
 
 use std::io::{Read, Seek as _, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest as _, Sha256};
@@ -119,8 +119,9 @@ pub(crate) fn put_from(
         if kept {
             // Read back: the blob must hold what was hashed.
             file.seek(std::io::SeekFrom::Start(0))?;
-            let copied = digest_of(file)?;
-            if copied != (hex::encode(pump.hasher.clone().finalize()), pump.size) {
+            let copied =
+                sha256_of_file(file, Path::new(INCOMING)).map_err(std::io::Error::other)?;
+            if copied != hex::encode(pump.hasher.clone().finalize()) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     "the copy does not match what was read",
@@ -253,7 +254,7 @@ fn is_intact(fan: &PrivateDir, sha: &str, size: u64) -> bool {
         return false;
     }
     match fan.open_read(sha) {
-        Ok(Some(mut file)) => digest_of(&mut file).is_ok_and(|(got, _)| got == sha),
+        Ok(Some(mut file)) => sha256_of_file(&mut file, Path::new(sha)).is_ok_and(|got| got == sha),
         _ => false,
     }
 }
@@ -262,29 +263,21 @@ fn is_intact(fan: &PrivateDir, sha: &str, size: u64) -> bool {
 pub(crate) fn verify(objects: &PrivateDir, sha: &str) -> bool {
     match objects.subdir(fan_of(sha), false) {
         Ok(Some(fan)) => match fan.open_read(sha) {
-            Ok(Some(mut file)) => digest_of(&mut file).is_ok_and(|(got, _)| got == sha),
+            Ok(Some(mut file)) => {
+                sha256_of_file(&mut file, Path::new(sha)).is_ok_and(|got| got == sha)
+            }
             _ => false,
         },
         _ => false,
     }
 }
 
-/// SHA-256 (hex) and length of the rest of `file`, through a fixed buffer.
-fn digest_of(file: &mut dyn Read) -> std::io::Result<(String, u64)> {
+/// SHA-256 (hex) of the rest of `file` (at `path`, for errors), read
+/// through datum-host's buffer.
+fn sha256_of_file(file: &mut std::fs::File, path: &Path) -> Result<String, HostError> {
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; BUFFER];
-    let mut size: u64 = 0;
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok((hex::encode(hasher.finalize()), size)),
-            Ok(n) => {
-                hasher.update(buf.get(..n).unwrap_or_default());
-                size = size.saturating_add(n as u64);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    datum_host::fs::read_through(file, path, |chunk| hasher.update(chunk))?;
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// The length of blob `sha` on disk (`lstat`), 0 when it cannot be read.
