@@ -5,8 +5,12 @@
 //! value shown as code goes through [`inline_code`]. The last line of a report that a bot
 //! updates is [`marker_line`].
 
-/// Escape text for one cell of a pipe table: `|` becomes `\|`, line breaks become `<br>`.
+/// Escape text for one cell of a pipe table: `|` becomes `\|`, line breaks become `<br>`,
+/// and what could drive a terminal is written as an escape (`\u{1b}`, as
+/// [`datum_core::text::visible`] writes it): a report that quotes what a host or a cloud API
+/// holds is printed as well as posted.
 pub fn cell(text: &str) -> String {
+    let text = datum_core::text::visible(text, &['\t', '\n', '\r']);
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -20,24 +24,10 @@ pub fn cell(text: &str) -> String {
                 out.push_str("<br>");
             }
             '\n' => out.push_str("<br>"),
-            c if drives_a_terminal(c) => out.push_str(&escaped(c)),
             _ => out.push(c),
         }
     }
     out
-}
-
-/// Whether `c` would do something on a terminal or in an editor instead of
-/// being read (an escape sequence's ESC, a bell, a carriage return, the
-/// bidirectional overrides that reorder what is shown): a report that
-/// quotes what a host or a cloud API holds is printed as well as posted.
-fn drives_a_terminal(c: char) -> bool {
-    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `c` written as the escape a person reads (`\u{1b}`).
-fn escaped(c: char) -> String {
-    format!("\\u{{{:x}}}", u32::from(c))
 }
 
 /// Wrap `text` as inline code that survives any backticks inside it.
@@ -48,13 +38,9 @@ fn escaped(c: char) -> String {
 /// Newlines are flattened to spaces, because a code span cannot hold a line break in a
 /// table. Pipes are escaped so the span can sit in a table cell.
 pub fn inline_code(text: &str) -> String {
-    let flat: String = text
+    let flat: String = datum_core::text::visible(text, &['\t', '\n', '\r'])
         .chars()
-        .map(|c| match c {
-            '\n' | '\r' => " ".to_owned(),
-            c if drives_a_terminal(c) => escaped(c),
-            c => c.to_string(),
-        })
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
         .collect();
     let longest = longest_backtick_run(&flat);
     let fence = "`".repeat(longest + 1);
