@@ -40,9 +40,9 @@ pub fn precheck(config: &Path, view: &Sandbox) -> Result<(), String> {
         modules: Vec::new(),
     };
     walk.file(config, 0)?;
-    for (module, at) in &walk.modules {
+    for (module, written) in &walk.modules {
         check_module(module, view)
-            .map_err(|why| format!("{at}: load_module {}: {why}", module.display()))?;
+            .map_err(|why| format!("{written} {}: {why}", module.display()))?;
     }
     Ok(())
 }
@@ -51,7 +51,9 @@ struct Walk<'a> {
     view: &'a Sandbox,
     conf_dir: PathBuf,
     files: usize,
-    /// Each `load_module` path and where it was written (`file:line`).
+    /// Each library a directive loads (`load_module`, an `ssl_engine`
+    /// named by path) and where and how it was written (`file:line:
+    /// directive`).
     modules: Vec<(PathBuf, String)>,
 }
 
@@ -66,31 +68,24 @@ impl Walk<'_> {
         for directive in directives(&text) {
             let at = format!("{}:{}", path.display(), directive.line);
             match (directive.name.as_str(), directive.args.as_slice()) {
-                ("load_module", [module, ..]) => {
-                    let module = Path::new(module);
-                    let module = if module.is_absolute() {
-                        module.to_path_buf()
+                // A module, or an engine OpenSSL loads by path as a
+                // library (ENGINE_by_id: dlopen, its constructor runs; a
+                // bare id comes from OpenSSL's own engines folder).
+                (directive @ ("load_module" | "ssl_engine"), [library, ..])
+                    if directive == "load_module" || library.contains('/') =>
+                {
+                    let library = Path::new(library);
+                    let library = if library.is_absolute() {
+                        library.to_path_buf()
                     } else {
-                        Path::new(PREFIX).join(module)
+                        Path::new(PREFIX).join(library)
                     };
-                    self.modules.push((module, at));
+                    self.modules.push((library, format!("{at}: {directive}")));
                 }
                 (name, _) if runs_code(name) => {
                     return Err(format!(
                         "{at}: {name}: it runs code while nginx reads the configuration (the perl and njs modules), which Datum does not let a validator do"
                     ));
-                }
-                // OpenSSL loads an engine named by a path as a library
-                // (ENGINE_by_id: dlopen, its constructor runs); a bare id
-                // comes from OpenSSL's own engines folder.
-                ("ssl_engine", [engine, ..]) if engine.contains('/') => {
-                    let module = Path::new(engine);
-                    let module = if module.is_absolute() {
-                        module.to_path_buf()
-                    } else {
-                        Path::new(PREFIX).join(module)
-                    };
-                    self.modules.push((module, at));
                 }
                 ("include", [pattern, ..]) => {
                     let pattern = Path::new(pattern);
@@ -438,7 +433,7 @@ mod tests {
         )
         .unwrap();
         let err = precheck(&conf, &Sandbox::new()).unwrap_err();
-        assert!(err.contains("nginx.conf:1"), "{err}");
+        assert!(err.contains("nginx.conf:1: ssl_engine "), "{err}");
         assert!(err.contains("not a file of an installed package"), "{err}");
         // An engine by id comes from OpenSSL's engines folder.
         std::fs::write(&conf, "ssl_engine pkcs11;\nevents {}\n").unwrap();
