@@ -21,7 +21,9 @@ use datum_host::Host;
 use datum_providers::Registry;
 use datum_reporting::{Reporting, build};
 use datum_store::backup::BackupStore;
-use datum_store::{FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store};
+use datum_store::{
+    Accepted, FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store,
+};
 
 use crate::COMMAND;
 use crate::detection::{
@@ -186,12 +188,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     let mut requirements: HashMap<ResourceId, Vec<ResourceId>> = HashMap::new();
     // Acceptances hold while the host stays as accepted: one whose resource
     // is found as declared again is over (below), so the same change made
-    // later is drift again, not silently accepted.
-    let acceptances: HashSet<String> = store
+    // later is drift again, not silently accepted. Read once, with their
+    // hashes, by resource (display form): the retain below compares each
+    // finding's with them.
+    let mut acceptances: HashMap<String, Accepted> = store
         .all_accepted()
-        .context("cannot read accepted observations")?
-        .into_keys()
-        .collect();
+        .context("cannot read accepted observations")?;
 
     // Class by class: the inspection time of each is what `datum schedule`
     // turns into a detection bound.
@@ -290,7 +292,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             observed: &observed,
                             diff: &diff,
                         });
-                        if found.is_empty() && acceptances.contains(&r.id.to_string()) {
+                        if found.is_empty()
+                            && !acceptances.is_empty()
+                            && acceptances.remove(&r.id.to_string()).is_some()
+                        {
                             store.clear_accepted(&r.id).with_context(|| {
                                 format!("cannot end the acceptance of {}", r.id)
                             })?;
@@ -346,32 +351,35 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         .map(|f| f.id.clone())
         .collect();
     for id in &type_changed {
-        if acceptances.contains(&id.to_string()) {
+        if acceptances.remove(&id.to_string()).is_some() {
             store
                 .clear_accepted(id)
                 .with_context(|| format!("cannot end the acceptance of {id}"))?;
         }
     }
     // Accepted observations are not drift until the declaration or the
-    // observation changes.
-    findings.retain(|f| {
-        if type_changed.contains(&f.id) {
-            return true;
-        }
-        let Some(resource) = by_id.get(&f.id) else {
-            return true;
-        };
-        let Some(observed) = observations.get(&f.id) else {
-            return true;
-        };
-        match store.accepted(&f.id) {
-            Ok(Some(a)) => {
-                a.declaration_hash != resource.declaration_hash
-                    || a.observation_hash != observed.acceptance_hash()
+    // observation changes (as read above: nothing between accepts or
+    // changes one this keeps).
+    if !acceptances.is_empty() {
+        findings.retain(|f| {
+            if type_changed.contains(&f.id) {
+                return true;
             }
-            _ => true,
-        }
-    });
+            let Some(resource) = by_id.get(&f.id) else {
+                return true;
+            };
+            let Some(observed) = observations.get(&f.id) else {
+                return true;
+            };
+            match acceptances.get(&f.id.to_string()) {
+                Some(a) => {
+                    a.declaration_hash != resource.declaration_hash
+                        || a.observation_hash != observed.acceptance_hash()
+                }
+                None => true,
+            }
+        });
+    }
 
     // Who changed each drifted resource, as the agent's attribution recorded
     // it (before the policies: a class's `on_change_by` rules decide on it).
