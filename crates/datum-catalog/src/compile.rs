@@ -452,13 +452,15 @@ impl<'r> Analysis<'r> {
                     let own = e.path.first().is_some_and(|k| desired.get(k).is_some());
                     if own && !reported_as_content(provider, &e, &desired) {
                         let (origin, end) = self.field_location(i, &e.path);
-                        let hide = secret
-                            || is_sensitive_field(provider, &e)
-                            || declares_sensitive_field(provider, &desired);
-                        let e = unquoted(e, &secret_values(provider, &desired, secret));
-                        self.diags.push(
-                            field_diagnostic(&e, &doc.id, origin, Some(end)).hiding_source(hide),
-                        );
+                        self.diags.push(field_error(
+                            provider,
+                            e,
+                            &desired,
+                            secret,
+                            &doc.id,
+                            origin,
+                            Some(end),
+                        ));
                     }
                 }
             }
@@ -688,11 +690,9 @@ impl<'r> Analysis<'r> {
                 None => (self.doc(m.first_doc()).desired_location().0, None),
             };
             let secret = self.is_sensitive(m);
-            let hide = secret
-                || is_sensitive_field(provider, &e)
-                || declares_sensitive_field(provider, &desired);
-            let e = unquoted(e, &secret_values(provider, &desired, secret));
-            out.push(field_diagnostic(&e, &m.id, origin, end).hiding_source(hide));
+            out.push(field_error(
+                provider, e, &desired, secret, &m.id, origin, end,
+            ));
         }
     }
 
@@ -1550,6 +1550,26 @@ fn declares_sensitive_field(provider: &dyn Provider, desired: &serde_json::Value
         .any(|f| desired.get(f).is_some_and(|v| !v.is_null()))
 }
 
+/// A provider's field error as a diagnostic, with what is sensitive kept
+/// out of it: the source line hidden when the resource is sensitive
+/// (`secret`, its own or another layer's `sensitive: true`) or the error
+/// is about, or the resource declares, a field its kind calls sensitive;
+/// and the values it must not quote replaced in the message ([`unquoted`]).
+fn field_error(
+    provider: &dyn Provider,
+    e: FieldError,
+    desired: &serde_json::Value,
+    secret: bool,
+    id: &ResourceId,
+    origin: Origin,
+    end: Option<Pos>,
+) -> Diagnostic {
+    let hide =
+        secret || is_sensitive_field(provider, &e) || declares_sensitive_field(provider, desired);
+    let e = unquoted(e, &secret_values(provider, desired, secret));
+    field_diagnostic(&e, id, origin, end).hiding_source(hide)
+}
+
 /// The values of `desired` an error must not quote: every string in it
 /// for a resource declared sensitive (`secret`), else those of the fields
 /// its kind calls sensitive.
@@ -1598,7 +1618,7 @@ fn unquoted(mut e: FieldError, values: &[String]) -> FieldError {
             format!("'{v}'"),
             format!("{v:?}"),
         ] {
-            message = message.replace(&quoted, "(sensitive)");
+            message = message.replace(&quoted, datum_core::SENSITIVE_PLACEHOLDER);
         }
     }
     // Values of one or two characters are words of the message as often as
