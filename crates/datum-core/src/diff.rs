@@ -20,6 +20,12 @@ pub const TEXT_DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_mil
 pub const LIVE_WITHHELD: &str =
     "the live file is not readable by everyone, so its lines are not shown";
 
+/// [`LIVE_WITHHELD`] standing where the content diff of `name` would (a
+/// check's finding, a Tree entry's diff).
+pub fn withheld_note(name: &str) -> String {
+    format!("{name}: {LIVE_WITHHELD}\n")
+}
+
 /// What a pass would do to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

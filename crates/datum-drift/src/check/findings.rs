@@ -115,7 +115,9 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
             if content.live_withheld {
                 // The live file is not readable by everyone: its lines are
                 // never shown (whoever reads the report may not read it).
-                content_diff = Some(withheld_note(r.target.unwrap_or("content")));
+                content_diff = Some(datum_core::diff::withheld_note(
+                    r.target.unwrap_or("content"),
+                ));
             } else if r.observed.presence == Presence::Present {
                 content_diff = text_diff(
                     &content.after,
@@ -292,14 +294,6 @@ fn short(sha: &str) -> String {
     }
 }
 
-/// Why a content diff is not shown: the live file is not readable by
-/// everyone (no read bit for others, or a folder on its way others may not
-/// search), so its lines never leave the host (`docs/boundary.md`). Stands
-/// where the diff would (a Tree's entry's too).
-pub fn withheld_note(name: &str) -> String {
-    format!("{name}: {}\n", datum_core::diff::LIVE_WITHHELD)
-}
-
 /// A unified diff from the declared text to the live one (what changed on
 /// the host), for text that is valid UTF-8 on both sides.
 fn text_diff(declared: &[u8], live: Option<&[u8]>, name: &str) -> Option<String> {
@@ -399,7 +393,7 @@ mod tests {
         }
         let f = run("File", Presence::Present, diff, false);
         let note = f[0].content_diff.as_deref().unwrap();
-        assert_eq!(note, withheld_note("/etc/x"));
+        assert_eq!(note, datum_core::diff::withheld_note("/etc/x"));
         assert!(!note.contains("old"), "{note}");
         let content = &f[0].finding.diffs[0];
         assert_eq!(content.path(), "content");

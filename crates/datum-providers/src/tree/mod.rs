@@ -1147,10 +1147,8 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
     // Not readable by everyone (a key in the folder, 0600): never its
     // lines, which whoever reads the report may not read on the host.
     if !host.readable_by_everyone(&live_path).unwrap_or(false) {
-        return Some(format!(
-            "{}: {}\n",
-            live_path.display(),
-            datum_core::diff::LIVE_WITHHELD
+        return Some(datum_core::diff::withheld_note(
+            &live_path.display().to_string(),
         ));
     }
     // Never more than the limit read (a live file someone made huge).
