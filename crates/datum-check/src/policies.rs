@@ -6,7 +6,7 @@
 //! would do. A resource a person quarantined is never reverted
 //! (break-glass). Must not: observe (the check did) or print.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -50,6 +50,10 @@ pub(crate) struct Policies<'a> {
     /// The drifted resources that require a quarantined one (directly or
     /// not), with that one: a revert is an apply, and apply holds them back.
     pub(crate) held_back: &'a BTreeMap<ResourceId, ResourceId>,
+    /// The resources whose type changed and that own no subtree (an accept
+    /// policy takes none of them): asked per finding, so a mass drift costs
+    /// no scan of the findings per finding.
+    pub(crate) type_changed: &'a BTreeSet<ResourceId>,
 }
 
 /// What a class's policy did about one finding: the words a person reads,
@@ -106,7 +110,7 @@ impl Policies<'_> {
             rules.insert(f.id.clone(), rule);
             let look = self.act == Act::Look;
             if policy == Policy::Accept
-                && !crate::owns_subtree(self.registry, &f.id.kind)
+                && self.type_changed.contains(&f.id)
                 && let Some(changed) = findings
                     .iter()
                     .find(|o| o.id == f.id && o.finding.category == "type_changed")

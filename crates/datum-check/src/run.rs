@@ -341,8 +341,8 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         catalogue.resources.iter().map(|r| (&r.id, r)).collect();
 
     // A type change of a resource that owns no subtree is never accepted
-    // (`Policies::apply`): an acceptance of one (made before that rule)
-    // records the type alone, so it is over.
+    // (`Policies::apply`, which is handed this set): an acceptance of one
+    // (made before that rule) records the type alone, so it is over.
     let type_changed: BTreeSet<ResourceId> = findings
         .iter()
         .filter(|f| {
@@ -428,6 +428,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         act,
         unconverged: &unconverged,
         held_back: &held_back,
+        type_changed: &type_changed,
     };
     let mut actions = policies.apply(&findings)?;
 
