@@ -177,45 +177,62 @@ impl Report {
     /// The report's JSON, at most `budget` bytes where shedding detail can
     /// make it so: a report over what the server takes is refused for good
     /// (413), and the drift it tells of would never be seen. In turn, until
-    /// it fits: every content diff goes; every change's values; each
-    /// finding keeps its first [`PATHS_KEPT_TO_FIT`] paths (the last of them
-    /// then says how many more there were) and changes (its signature, made
-    /// from all of them, is unchanged); the first [`FINDINGS_KEPT_TO_FIT`]
-    /// findings stay (the counts still count every one). Returns the JSON
-    /// and whether anything was shed.
-    pub fn encode_within(&mut self, budget: usize) -> Result<(Vec<u8>, bool), serde_json::Error> {
-        type Shed = fn(&mut Report);
-        const STEPS: [Shed; 4] = [
-            |r| r.findings.iter_mut().for_each(|f| f.content_diff = None),
-            |r| {
-                for c in r.findings.iter_mut().flat_map(|f| f.changes.iter_mut()) {
-                    c.observed = None;
-                    c.declared = None;
-                }
-            },
-            |r| {
-                for f in &mut r.findings {
-                    if f.paths.len() > PATHS_KEPT_TO_FIT {
-                        let more = f.paths.len() - (PATHS_KEPT_TO_FIT - 1);
-                        f.paths.truncate(PATHS_KEPT_TO_FIT - 1);
-                        f.paths.push(format!("… and {more} more"));
-                    }
-                    f.changes.truncate(PATHS_KEPT_TO_FIT);
-                }
-            },
-            |r| r.findings.truncate(FINDINGS_KEPT_TO_FIT),
-        ];
+    /// it fits: every content diff goes; every change's values; then each
+    /// finding keeps at most half as many paths and changes as the most any
+    /// finding had, then half of that, down to none (its signature, made
+    /// from all of them, is unchanged). No finding is ever left out: the
+    /// server takes a check report's findings as every one open on the host
+    /// in the classes it covers, and would close the others. Returns the
+    /// JSON and, when the report did not fit whole, what was left out and
+    /// whether it fits now ([`Shed::fits`]): one that does not is sent as it
+    /// is, and a server that takes no more refuses it (413).
+    pub fn encode_within(
+        &mut self,
+        budget: usize,
+    ) -> Result<(Vec<u8>, Option<Shed>), serde_json::Error> {
         let mut body = serde_json::to_vec(self)?;
-        let mut shed = false;
-        for step in STEPS {
-            if body.len() <= budget {
-                break;
+        if body.len() <= budget {
+            return Ok((body, None));
+        }
+        let mut shed = Shed {
+            budget,
+            size: body.len(),
+            diffs: 0,
+            values: false,
+            paths_kept: None,
+        };
+        if self.findings.iter().any(|f| f.content_diff.is_some()) {
+            for f in &mut self.findings {
+                shed.diffs += usize::from(f.content_diff.take().is_some());
             }
-            step(self);
-            shed = true;
             body = serde_json::to_vec(self)?;
         }
-        Ok((body, shed))
+        let changes = || self.findings.iter().flat_map(|f| f.changes.iter());
+        if body.len() > budget && changes().any(|c| c.observed.is_some() || c.declared.is_some()) {
+            for c in self.findings.iter_mut().flat_map(|f| f.changes.iter_mut()) {
+                c.observed = None;
+                c.declared = None;
+            }
+            shed.values = true;
+            body = serde_json::to_vec(self)?;
+        }
+        let mut kept = self
+            .findings
+            .iter()
+            .map(|f| f.paths.len().max(f.changes.len()))
+            .max()
+            .unwrap_or(0);
+        while body.len() > budget && kept > 0 {
+            kept /= 2;
+            for f in &mut self.findings {
+                f.paths.truncate(kept);
+                f.changes.truncate(kept);
+            }
+            shed.paths_kept = Some(kept);
+            body = serde_json::to_vec(self)?;
+        }
+        shed.size = body.len();
+        Ok((body, Some(shed)))
     }
 
     /// Takes out what the report itself marks sensitive but still carries:
@@ -259,12 +276,69 @@ pub const DIFFS_KEPT: usize = 384 * 1024;
 /// the 1 MiB a server takes by default, with room for the headers.
 pub const REPORT_BUDGET: usize = 960 * 1024;
 
-/// The paths, and the changes, a finding keeps in a report that had to be
-/// cut to fit [`REPORT_BUDGET`].
-pub const PATHS_KEPT_TO_FIT: usize = 100;
+/// What [`Report::encode_within`] left out of a report over its budget,
+/// and whether it fits now. Its `Display` is the warning a program that
+/// queues the report gives (after its own `warning: `).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shed {
+    /// The budget, in bytes.
+    pub budget: usize,
+    /// The report's size as encoded, in bytes.
+    pub size: usize,
+    /// The findings' content diffs left out.
+    pub diffs: usize,
+    /// Whether the changes' values were left out.
+    pub values: bool,
+    /// The paths, and the changes, each finding kept at most, when they
+    /// were cut (0: none).
+    pub paths_kept: Option<usize>,
+}
 
-/// The findings a report keeps when even cut ones do not fit.
-pub const FINDINGS_KEPT_TO_FIT: usize = 1000;
+impl Shed {
+    /// Whether the report fits its budget now.
+    pub fn fits(&self) -> bool {
+        self.size <= self.budget
+    }
+}
+
+impl std::fmt::Display for Shed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out: Vec<String> = Vec::new();
+        if self.diffs > 0 {
+            out.push(format!("{} content diff(s)", self.diffs));
+        }
+        if self.values {
+            out.push("the changes' values".into());
+        }
+        match self.paths_kept {
+            Some(0) => out.push("every finding's paths and changes".into()),
+            Some(n) => out.push(format!(
+                "all but the first {n} paths and changes of each finding"
+            )),
+            None => {}
+        }
+        let out = match out.split_last() {
+            None => "nothing".to_owned(),
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        };
+        let kib = |n: usize| n.div_ceil(1024);
+        if self.fits() {
+            write!(
+                f,
+                "the fleet report was cut to fit {} KiB: {out} left out (every finding is in it, its signature made from all its paths)",
+                kib(self.budget)
+            )
+        } else {
+            write!(
+                f,
+                "the fleet report is {} KiB even with {out} left out, over the {} KiB a server takes by default: a server that takes no more refuses it for good (HTTP 413)",
+                kib(self.size),
+                kib(self.budget)
+            )
+        }
+    }
+}
 
 /// At most this many bytes of one field value of a finding travel.
 pub const VALUE_KEPT: usize = 512;
@@ -745,17 +819,106 @@ mod tests {
         }];
         let signature = report.findings[0].signature.clone();
         let (body, shed) = report.encode_within(100_000).unwrap();
-        assert!(shed && body.len() <= 100_000, "{}", body.len());
+        let shed = shed.expect("it was cut");
+        assert!(shed.fits() && body.len() <= 100_000, "{}", body.len());
+        assert!(shed.values);
+        // 20,000 halved until it fits: 10,000, 5,000, 2,500, 1,250, 625.
+        assert_eq!(shed.paths_kept, Some(625));
         let back: Report = serde_json::from_slice(&body).unwrap();
         let f = &back.findings[0];
-        assert_eq!(f.paths.len(), PATHS_KEPT_TO_FIT);
-        assert_eq!(f.paths.last().unwrap(), "… and 19901 more");
-        assert_eq!(f.changes.len(), PATHS_KEPT_TO_FIT);
+        assert_eq!(f.paths.len(), 625);
+        assert_eq!(f.paths.last().unwrap(), "entry-00624.conf");
+        assert_eq!(f.changes.len(), 625);
         assert_eq!(f.signature, signature);
+        assert_eq!(
+            shed.to_string(),
+            "the fleet report was cut to fit 98 KiB: the changes' values and all but the first 625 paths and changes of each finding left out (every finding is in it, its signature made from all its paths)"
+        );
         // A report that fits is left whole.
         let (small, shed) = back.clone().encode_within(100_000).unwrap();
-        assert!(!shed);
+        assert!(shed.is_none());
         assert_eq!(serde_json::from_slice::<Report>(&small).unwrap(), back);
+    }
+
+    /// A report of many findings, each naming many paths: the old cut
+    /// kept 100 paths of each and then the first 1,000 findings, still over
+    /// the budget; and the server closes every finding of a check report
+    /// it does not find in it.
+    fn many_findings(findings: usize, paths: usize) -> Report {
+        let mut report: Report = serde_json::from_value(serde_json::json!({
+            "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": "h",
+            "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
+            "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
+            "counts": {"drifted": findings}, "resources": findings, "expected_interval_s": 600
+        }))
+        .unwrap();
+        report.findings = (0..findings)
+            .map(|i| {
+                let subject = format!("Tree[t{i:04}]");
+                let paths: Vec<String> = (0..paths)
+                    .map(|j| format!("etc/app-{i:04}/entry-{j:04}.conf"))
+                    .collect();
+                Finding {
+                    signature: finding_signature(&subject, "changed_outside", &paths),
+                    subject,
+                    category: "changed_outside".into(),
+                    class: "normal".into(),
+                    changes: paths
+                        .iter()
+                        .map(|p| FieldChange {
+                            path: p.clone(),
+                            observed: Some("changed: content".into()),
+                            declared: Some("declared".into()),
+                            sensitive: false,
+                        })
+                        .collect(),
+                    paths,
+                    observed: Some("o".into()),
+                    first_seen: 0,
+                    checks: None,
+                    content_diff: Some("-a\n+b\n".into()),
+                    changed_by: vec![],
+                }
+            })
+            .collect();
+        report
+    }
+
+    #[test]
+    fn a_report_cut_to_fit_fits_and_keeps_every_finding() {
+        let mut report = many_findings(3_000, 150);
+        let whole = report.clone();
+        let (body, shed) = report.encode_within(REPORT_BUDGET).unwrap();
+        assert!(body.len() <= REPORT_BUDGET, "{} bytes", body.len());
+        let shed = shed.expect("it was cut");
+        assert!(shed.fits(), "{shed}");
+        let back: Report = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back.findings.len(), whole.findings.len());
+        for (kept, was) in back.findings.iter().zip(&whole.findings) {
+            assert_eq!(kept.signature, was.signature);
+            assert_eq!(kept.subject, was.subject);
+            // What is left of its paths is its own, nothing made up.
+            assert!(was.paths.starts_with(&kept.paths), "{:?}", kept.paths);
+            assert_eq!(kept.changes.len(), kept.paths.len());
+        }
+        assert!(!back.findings[0].paths.is_empty(), "kept what fits");
+    }
+
+    #[test]
+    fn a_report_that_cannot_fit_says_so() {
+        let mut report = many_findings(100, 10);
+        let (body, shed) = report.encode_within(10_000).unwrap();
+        let shed = shed.expect("it was cut");
+        assert!(!shed.fits() && body.len() > 10_000, "{shed}");
+        assert_eq!(shed.size, body.len());
+        let back: Report = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back.findings.len(), 100);
+        assert!(back.findings.iter().all(|f| f.paths.is_empty()));
+        let said = shed.to_string();
+        assert!(
+            said.contains("HTTP 413") && said.contains("even with"),
+            "{said}"
+        );
     }
 
     #[test]

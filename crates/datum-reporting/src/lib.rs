@@ -181,12 +181,8 @@ impl Reporting {
         let (body, shed) = report
             .encode_within(datum_fleet::report::REPORT_BUDGET)
             .map_err(EnqueueError::Encode)?;
-        if shed {
-            eprintln!(
-                "warning: the fleet report was cut to fit {} KiB (diffs, values, and all but the first {} paths of a finding left out); `datum check` shows everything",
-                datum_fleet::report::REPORT_BUDGET / 1024,
-                datum_fleet::report::PATHS_KEPT_TO_FIT
-            );
+        if let Some(shed) = shed {
+            eprintln!("warning: {shed}; `datum check` shows everything");
         }
         batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
         Ok(())

@@ -148,13 +148,10 @@ pub fn send(
         let (body, shed) = fleet
             .encode_within(datum_fleet::report::REPORT_BUDGET)
             .map_err(|e| Error::Fleet(e.to_string()))?;
-        if shed {
+        if let Some(shed) = shed {
             let _ = writeln!(
                 stderr,
-                "driftwatch: warning: the fleet report was cut to fit {} KiB (diffs, values, all but the first {} paths of a finding, or all but the first {} findings left out); this run's own report shows everything",
-                datum_fleet::report::REPORT_BUDGET / 1024,
-                datum_fleet::report::PATHS_KEPT_TO_FIT,
-                datum_fleet::report::FINDINGS_KEPT_TO_FIT
+                "driftwatch: warning: {shed}; this run's own report shows everything"
             );
         }
         let limit = creds.outbox_limit.unwrap_or(datum_store::OUTBOX_LIMIT);
