@@ -66,14 +66,10 @@ const BESIDE_USR: &[&str] = &["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 /// built or the program could not start; the program's own status is in
 /// the output.
 pub fn run_in_root(root: &Path, spec: &CommandSpec) -> Result<CommandOutput, HostError> {
-    if !root.is_absolute()
-        || root
-            .components()
-            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-    {
+    if !root.is_absolute() || root.components().any(|c| c == Component::ParentDir) {
         return Err(HostError::Sandbox {
             what: format!(
-                "confine {} to {}: not an absolute path without `.` or `..`",
+                "confine {} to {}: not an absolute path without `..`",
                 spec.program,
                 root.display()
             ),
@@ -255,12 +251,12 @@ mod tests {
     #[test]
     fn a_root_that_is_not_a_plain_absolute_path_is_refused() {
         let spec = CommandSpec::new("true");
-        for root in ["relative", "/srv/../etc", "/srv/./x"] {
+        for root in ["relative", "/srv/../etc"] {
             // Refused for the path itself, before anything is built (any
             // other failure, such as a non-root run, would pass too).
             let err = run_in_root(Path::new(root), &spec).unwrap_err().to_string();
             assert!(
-                err.contains("not an absolute path without `.` or `..`"),
+                err.contains("not an absolute path without `..`"),
                 "{root}: {err}"
             );
         }

@@ -389,12 +389,8 @@ const LOADER_FILES: &[(&str, &str)] = &[
 /// closed); such a file is not a configuration a validator judges.
 pub fn not_placeable(path: &Path, bytes: &[u8]) -> Option<String> {
     use std::path::Component;
-    if !path.is_absolute()
-        || path
-            .components()
-            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-    {
-        return Some("not an absolute path without `.` or `..`".to_owned());
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+        return Some("not an absolute path without `..`".to_owned());
     }
     if let Some(folder) = PROGRAM_FOLDERS.iter().find(|f| path.starts_with(f)) {
         return Some(format!(
