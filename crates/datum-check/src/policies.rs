@@ -19,7 +19,7 @@ use datum_engine::{Mode, PassContext};
 use datum_host::Host;
 use datum_providers::Registry;
 use datum_store::backup::{BackupReason, BackupStore, SavedFrom};
-use datum_store::{QuarantineSource, QuarantineTarget, Store};
+use datum_store::{Quarantine, QuarantineSource, QuarantineTarget, Store};
 
 use crate::error::{CheckError, Context as _};
 use crate::{Act, Options};
@@ -41,7 +41,9 @@ pub(crate) struct Policies<'a> {
     pub(crate) host: &'a Host,
     pub(crate) store: &'a mut Store,
     pub(crate) observations: &'a BTreeMap<ResourceId, Observed>,
-    pub(crate) person_quarantined: &'a HashSet<String>,
+    /// What is quarantined, read once by the check and kept as the
+    /// policies quarantine more.
+    pub(crate) quarantines: Quarantines,
     pub(crate) now: i64,
     pub(crate) backups: Option<BackupStore>,
     pub(crate) act: Act,
@@ -54,6 +56,51 @@ pub(crate) struct Policies<'a> {
     /// policy takes none of them): asked per finding, so a mass drift costs
     /// no scan of the findings per finding.
     pub(crate) type_changed: &'a BTreeSet<ResourceId>,
+}
+
+/// The quarantines in memory: read once per check (`run`), asked per
+/// finding by `Policies::standing`, and told each quarantine the policies
+/// add (as the store records it: a person's stays a person's).
+#[derive(Debug, Default)]
+pub(crate) struct Quarantines {
+    /// The resources a person quarantined.
+    person: HashSet<ResourceId>,
+    /// The resources quarantined, by anyone.
+    resources: HashSet<ResourceId>,
+    /// Who quarantined the host, if anyone did.
+    host: Option<QuarantineSource>,
+}
+
+impl Quarantines {
+    pub(crate) fn new(all: &[Quarantine]) -> Self {
+        let mut view = Self::default();
+        for q in all {
+            view.add(&q.target, q.source);
+        }
+        view
+    }
+
+    /// The resources quarantined, by anyone.
+    pub(crate) fn resources(&self) -> &HashSet<ResourceId> {
+        &self.resources
+    }
+
+    fn add(&mut self, target: &QuarantineTarget, source: QuarantineSource) {
+        let person = source == QuarantineSource::Person;
+        match target {
+            QuarantineTarget::Resource(id) => {
+                if person {
+                    self.person.insert(id.clone());
+                }
+                self.resources.insert(id.clone());
+            }
+            QuarantineTarget::Host => {
+                if person || self.host != Some(QuarantineSource::Person) {
+                    self.host = Some(source);
+                }
+            }
+        }
+    }
 }
 
 /// What a class's policy did about one finding: the words a person reads,
@@ -148,7 +195,7 @@ impl Policies<'_> {
                 );
                 continue;
             }
-            let standing = self.standing(policy, spec, &f.id)?;
+            let standing = self.standing(policy, spec, &f.id);
             if policy == Policy::Revert
                 && !standing.person_quarantined
                 && !standing.quarantined
@@ -189,12 +236,14 @@ impl Policies<'_> {
                     Handled::new("reverting".to_owned(), handling)
                 }
                 Decision::Escalate { would: false } => {
+                    let target = QuarantineTarget::Resource(f.id.clone());
                     self.store.quarantine(
-                        &QuarantineTarget::Resource(f.id.clone()),
+                        &target,
                         &Decision::flapping_reason(spec),
                         QuarantineSource::Flapping,
                         self.now,
                     )?;
+                    self.quarantines.add(&target, QuarantineSource::Flapping);
                     Handled::new("quarantined: flapping".to_owned(), handling)
                 }
                 Decision::Accept { would: false } => self.accept(&f.id, findings)?,
@@ -210,6 +259,7 @@ impl Policies<'_> {
                         QuarantineSource::Policy,
                         self.now,
                     )?;
+                    self.quarantines.add(&target, QuarantineSource::Policy);
                     Handled::new("quarantined".to_owned(), handling)
                 }
                 other => Handled::new(
@@ -248,52 +298,39 @@ impl Policies<'_> {
     /// it. A `quarantine` policy of resource scope asks about the resource alone:
     /// a person's quarantine of the host does not stand in for the
     /// resource's own, which must outlast the host's release.
-    fn standing(
-        &self,
-        policy: Policy,
-        spec: &ClassSpec,
-        id: &ResourceId,
-    ) -> Result<Standing, CheckError> {
+    fn standing(&self, policy: Policy, spec: &ClassSpec, id: &ResourceId) -> Standing {
+        let q = &self.quarantines;
+        let host_by_person = q.host == Some(QuarantineSource::Person);
         if policy == Policy::Quarantine && spec.scope == Scope::Host {
-            let person_quarantined = self.person_quarantined.contains("host");
-            let quarantined =
-                !person_quarantined && self.store.quarantine_of(&QuarantineTarget::Host)?.is_some();
-            return Ok(Standing {
-                person_quarantined,
-                quarantined,
-            });
+            return Standing {
+                person_quarantined: host_by_person,
+                quarantined: !host_by_person && q.host.is_some(),
+            };
         }
-        // Break-glass: what changes under a person's quarantine (of the
-        // resource or the host) is not accepted as the new normal.
-        if policy == Policy::Accept {
-            return Ok(Standing {
-                person_quarantined: self.person_quarantined.contains(&id.to_string())
-                    || self.person_quarantined.contains("host"),
-                quarantined: false,
-            });
-        }
-        if !matches!(policy, Policy::Revert | Policy::Quarantine) {
-            return Ok(Standing {
-                person_quarantined: false,
-                quarantined: false,
-            });
-        }
-        // Break-glass: what a person quarantined stays as the person left it.
-        let person_quarantined = self.person_quarantined.contains(&id.to_string())
-            || (policy == Policy::Revert && self.person_quarantined.contains("host"));
-        // A revert is an apply, and a quarantined host (by a class of
-        // `scope: host` or a person) is excluded from apply whole.
+        // What counts: break-glass (what a person quarantined, the resource
+        // or for a revert or an accept the host, stays as the person left
+        // it: not reverted, not accepted as the new normal); for a revert
+        // or a quarantine, the resource's quarantine by anyone; for a
+        // revert, the host's too (a revert is an apply, and a quarantined
+        // host is excluded from apply whole).
+        let (person_host, resource, host) = match policy {
+            Policy::Revert => (true, true, true),
+            Policy::Accept => (true, false, false),
+            Policy::Quarantine => (false, true, false),
+            Policy::Report => {
+                return Standing {
+                    person_quarantined: false,
+                    quarantined: false,
+                };
+            }
+        };
+        let person_quarantined = q.person.contains(id) || (person_host && host_by_person);
         let quarantined = !person_quarantined
-            && (self
-                .store
-                .quarantine_of(&QuarantineTarget::Resource(id.clone()))?
-                .is_some()
-                || (policy == Policy::Revert
-                    && self.store.quarantine_of(&QuarantineTarget::Host)?.is_some()));
-        Ok(Standing {
+            && ((resource && q.resources.contains(id)) || (host && q.host.is_some()));
+        Standing {
             person_quarantined,
             quarantined,
-        })
+        }
     }
 
     fn backups(&mut self) -> Result<&mut BackupStore, CheckError> {

@@ -30,7 +30,7 @@ use crate::detection::{
     Trust, distrust_stamps, not_converged, reads_content, refresh_verified, trusted_by_metadata,
 };
 use crate::error::{CheckError, Context as _};
-use crate::policies::Policies;
+use crate::policies::{Policies, Quarantines};
 
 /// Resources observed per batch: progress advances between batches.
 const BATCH: usize = 4096;
@@ -166,25 +166,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         (None, Some(s)) => s.deep,
         (None, None) => true,
     };
-    let quarantines = store.quarantined().context("cannot read quarantines")?;
-    let person_quarantined: HashSet<String> = quarantines
-        .iter()
-        .filter(|q| q.source == QuarantineSource::Person)
-        .map(|q| match &q.target {
-            QuarantineTarget::Resource(id) => id.to_string(),
-            QuarantineTarget::Host => "host".to_owned(),
-        })
-        .collect();
-    // The resources a quarantine names: plan and apply hold back what
-    // requires one, and so does a revert. Only then are the requirements
-    // of what this check decodes kept (ids only).
-    let quarantined_resources: HashSet<ResourceId> = quarantines
-        .iter()
-        .filter_map(|q| match &q.target {
-            QuarantineTarget::Resource(id) => Some(id.clone()),
-            QuarantineTarget::Host => None,
-        })
-        .collect();
+    // Read once: the policies ask per finding. The resources a quarantine
+    // names: plan and apply hold back what requires one, and so does a
+    // revert. Only then are the requirements of what this check decodes
+    // kept (ids only).
+    let quarantines = Quarantines::new(&store.quarantined().context("cannot read quarantines")?);
     let mut requirements: HashMap<ResourceId, Vec<ResourceId>> = HashMap::new();
     // Acceptances hold while the host stays as accepted: one whose resource
     // is found as declared again is over (below), so the same change made
@@ -253,7 +239,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 Ok(resources) => resources,
                 Err(e) => return Err(CheckError::Snapshot(e.to_string())),
             };
-            if !quarantined_resources.is_empty() {
+            if !quarantines.resources().is_empty() {
                 for r in &resources {
                     requirements.insert(r.id.clone(), r.requires.clone());
                 }
@@ -406,7 +392,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
 
     let held_back = held_back_by_quarantine(
         &catalogue,
-        &quarantined_resources,
+        quarantines.resources(),
         &mut requirements,
         &mut lazy,
     )?;
@@ -422,7 +408,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         host,
         store,
         observations: &observations,
-        person_quarantined: &person_quarantined,
+        quarantines,
         now,
         backups: None,
         act,
