@@ -154,30 +154,11 @@ pub struct Report {
 }
 
 impl Report {
-    /// Keeps the findings' content diffs within [`DIFFS_KEPT`] bytes in
-    /// all, in the order of the findings: those past it travel without
-    /// their diff (their changes and paths still do). Returns how many
-    /// diffs were left out.
-    pub fn bound_diffs(&mut self) -> usize {
-        let mut spent = 0usize;
-        let mut left_out = 0;
-        for finding in &mut self.findings {
-            if let Some(diff) = &finding.content_diff {
-                if spent + diff.len() > DIFFS_KEPT {
-                    finding.content_diff = None;
-                    left_out += 1;
-                } else {
-                    spent += diff.len();
-                }
-            }
-        }
-        left_out
-    }
-
     /// The report's JSON, at most `budget` bytes where shedding detail can
     /// make it so: a report over what the server takes is refused for good
     /// (413), and the drift it tells of would never be seen. In turn, until
-    /// it fits: every content diff goes; every change's values; then each
+    /// it fits: content diffs go, the last finding's first (a check that
+    /// found many files edited); every change's values; then each
     /// finding keeps at most half as many paths and changes as the most any
     /// finding had, then half of that, down to none (its signature, made
     /// from all of them, is unchanged). No finding is ever left out: the
@@ -201,9 +182,19 @@ impl Report {
             values: false,
             paths_kept: None,
         };
-        if self.findings.iter().any(|f| f.content_diff.is_some()) {
-            for f in &mut self.findings {
-                shed.diffs += usize::from(f.content_diff.take().is_some());
+        // A diff leaves the JSON with its field name and comma: the size is
+        // known without encoding again after each one.
+        const FIELD: &str = r#","content_diff":"#;
+        while body.len() > budget && self.findings.iter().any(|f| f.content_diff.is_some()) {
+            let mut size = body.len();
+            for f in self.findings.iter_mut().rev() {
+                if size <= budget {
+                    break;
+                }
+                if let Some(diff) = f.content_diff.take() {
+                    size = size.saturating_sub(FIELD.len() + serde_json::to_vec(&diff)?.len());
+                    shed.diffs += 1;
+                }
             }
             body = serde_json::to_vec(self)?;
         }
@@ -265,13 +256,6 @@ pub const PENDING_KEPT: usize = 100;
 /// At most this many bytes of one finding's content diff travel.
 pub const DIFF_KEPT: usize = 16 * 1024;
 
-/// At most this many bytes of content diffs travel in one report, all
-/// findings together: a check that finds many files edited would otherwise
-/// make a report larger than the server takes (1 MiB by default, refused
-/// for good with 413), and the fleet would not see the drift at all. The
-/// findings past it travel without their diff ([`Report::bound_diffs`]).
-pub const DIFFS_KEPT: usize = 384 * 1024;
-
 /// The size a report is made to fit in ([`Report::encode_within`]): below
 /// the 1 MiB a server takes by default, with room for the headers.
 pub const REPORT_BUDGET: usize = 960 * 1024;
@@ -305,7 +289,7 @@ impl std::fmt::Display for Shed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out: Vec<String> = Vec::new();
         if self.diffs > 0 {
-            out.push(format!("{} content diff(s)", self.diffs));
+            out.push(format!("the last {} content diff(s)", self.diffs));
         }
         if self.values {
             out.push("the changes' values".into());
@@ -922,7 +906,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reports_diffs_are_kept_within_their_budget() {
+    fn a_reports_diffs_go_last_finding_first_and_only_when_it_does_not_fit() {
         let finding = |diff: Option<usize>| Finding {
             subject: "File[x]".into(),
             category: "changed_outside".into(),
@@ -932,29 +916,65 @@ mod tests {
             observed: None,
             first_seen: 0,
             checks: None,
-            changes: vec![],
+            changes: vec![FieldChange {
+                path: "content".into(),
+                observed: Some("live".into()),
+                declared: Some("declared".into()),
+                sensitive: false,
+            }],
             content_diff: diff.map(|n| "x".repeat(n)),
             changed_by: vec![],
         };
-        let mut report: Report = serde_json::from_value(serde_json::json!({
-            "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": "h",
-            "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
-            "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
-            "counts": {}, "resources": 0, "expected_interval_s": 600
-        }))
-        .unwrap();
-        let big = DIFF_KEPT;
-        report.findings = (0..40).map(|_| finding(Some(big))).collect();
-        report.findings.push(finding(None));
-        let left_out = report.bound_diffs();
-        let kept: usize = report
-            .findings
-            .iter()
-            .filter_map(|f| f.content_diff.as_ref().map(String::len))
-            .sum();
-        assert_eq!(kept, DIFFS_KEPT / big * big);
-        assert_eq!(left_out, 40 - DIFFS_KEPT / big);
-        assert!(report.findings[0].content_diff.is_some());
+        let report = |diffs: usize| {
+            let mut report: Report = serde_json::from_value(serde_json::json!({
+                "format_version": 1, "key": "k", "seq": 1, "kind": "check", "host": "h",
+                "labels": {}, "datum_version": "0", "revision": "r", "catalogue": "c",
+                "started_at": 0, "finished_at": 0, "duration_ms": 0, "exit_code": 0,
+                "counts": {}, "resources": 0, "expected_interval_s": 600
+            }))
+            .unwrap();
+            report.findings = (0..diffs).map(|_| finding(Some(DIFF_KEPT))).collect();
+            report.findings.push(finding(None));
+            report
+        };
+        let diffs = |r: &Report| {
+            r.findings
+                .iter()
+                .filter(|f| f.content_diff.is_some())
+                .count()
+        };
+        // 40 diffs of 16 KiB fit whole: nothing is cut.
+        let mut fits = report(40);
+        let (_, shed) = fits.encode_within(REPORT_BUDGET).unwrap();
+        assert_eq!((shed, diffs(&fits)), (None, 40));
+        // 80 do not: the last findings' go until it fits, nothing more.
+        let mut over = report(80);
+        let (body, shed) = over.encode_within(REPORT_BUDGET).unwrap();
+        let shed = shed.expect("it was cut");
+        assert!(shed.fits() && body.len() <= REPORT_BUDGET, "{shed}");
+        let kept = diffs(&over);
+        assert_eq!(shed.diffs, 80 - kept);
+        assert!(
+            over.findings[..kept]
+                .iter()
+                .all(|f| f.content_diff.is_some())
+        );
+        assert!(!shed.values && shed.paths_kept.is_none(), "{shed:?}");
+        assert!(
+            over.findings
+                .iter()
+                .all(|f| f.changes[0].observed.is_some())
+        );
+        assert_eq!(
+            shed.to_string(),
+            format!(
+                "the fleet report was cut to fit 960 KiB: the last {} content diff(s) left out (every finding is in it, its signature made from all its paths)",
+                80 - kept
+            )
+        );
+        // One more diff would not have fitted.
+        over.findings[kept].content_diff = Some("x".repeat(DIFF_KEPT));
+        assert!(serde_json::to_vec(&over).unwrap().len() > REPORT_BUDGET);
     }
     use super::*;
 

@@ -168,10 +168,6 @@ impl Reporting {
                 );
             }
         }
-        // Within what the server takes: many edited files' diffs would
-        // make a report it refuses for good, and the drift would not be
-        // seen at all.
-        report.bound_diffs();
         report.instructions = batch.instructions_to_confirm()?;
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();

@@ -1548,8 +1548,8 @@ fn a_rotated_admin_credential_ends_the_old_one() {
 /// every line made a report over the server's 1 MiB, refused with 413 and
 /// set aside, and so was every later check while the drift lasted. The
 /// fleet never saw the drift (the host read as converged, then stale). A
-/// report keeps its diffs within a budget; the findings past it travel
-/// without theirs.
+/// report over its budget leaves out diffs, the last findings' first, until
+/// it fits, and says so.
 #[test]
 fn a_check_finding_many_edited_files_still_reaches_the_server() {
     let t = tempfile::tempdir().unwrap();
@@ -1581,7 +1581,14 @@ fn a_check_finding_many_edited_files_still_reaches_the_server() {
     for i in 0..80 {
         std::fs::write(h.live(&format!("/etc/f{i}.conf")), &edited).unwrap();
     }
-    assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    let checked = h.run_delivered(&repo, &["check"]);
+    assert_exit(&checked, 2);
+    let err = stderr(&checked);
+    assert!(
+        err.contains("the fleet report was cut to fit 960 KiB: the last")
+            && err.contains("content diff(s) left out"),
+        "{err}"
+    );
     let outbox = h.outbox(&repo);
     assert_eq!(outbox["refused_total"], 0, "{outbox}");
     assert_eq!(host_row(&server.fleet(&["hosts"]), "web-1")["findings"], 80);
