@@ -111,10 +111,26 @@ impl Batch<'_> {
     /// cleared with them; the dropped counts they carried are announced with
     /// the next report, as for any refused report. Returns the names and
     /// how many reports each had.
+    ///
+    /// Only a stuck delivery (a failure since the last success) can be held
+    /// back by them, so the outbox is read only then, and once.
     pub fn set_aside_reports_of_others(
         &self,
         host: &str,
     ) -> Result<Vec<(String, u64)>, StoreError> {
+        let tx = &self.tx;
+        let read = || sql(self.path, "cannot read the outbox");
+        let stuck: Option<bool> = tx
+            .query_row(
+                "SELECT failures > 0 OR last_error IS NOT NULL FROM outbox_state WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(read())?;
+        if stuck != Some(true) {
+            return Ok(Vec::new());
+        }
         // The body is the report's JSON, stored as a BLOB (which
         // json_extract would read as SQLite's binary JSON): read as text.
         // A report names its host within its first bytes (serde writes the
@@ -122,32 +138,41 @@ impl Batch<'_> {
         // that holds `"host":"NAME"` there is this host's without parsing
         // the whole of it (a full outbox of large reports is hundreds of
         // MB); only the others are parsed.
-        const OTHERS: &str = "FROM outbox WHERE \
-             instr(CAST(substr(body, 1, 256) AS TEXT), '\"host\":' || json_quote(?1)) = 0 \
-             AND json_extract(CAST(body AS TEXT), '$.host') <> ?1";
-        let tx = &self.tx;
-        let mut names: Vec<(String, u64)> = Vec::new();
+        let mut others: Vec<(i64, String, i64)> = Vec::new();
         {
             let mut stmt = tx
-                .prepare(&format!(
-                    "SELECT json_extract(CAST(body AS TEXT), '$.host'), count(*) {OTHERS} \
-                     GROUP BY 1 ORDER BY 1"
-                ))
-                .map_err(sql(self.path, "cannot read the outbox"))?;
+                .prepare(
+                    "SELECT id, json_extract(CAST(body AS TEXT), '$.host'), coalesce(announced, 0) \
+                     FROM outbox WHERE \
+                     instr(CAST(substr(body, 1, 256) AS TEXT), '\"host\":' || json_quote(?1)) = 0 \
+                     ORDER BY id",
+                )
+                .map_err(read())?;
             let rows = stmt
                 .query_map([host], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
                 })
-                .map_err(sql(self.path, "cannot read the outbox"))?;
+                .map_err(read())?;
             for row in rows {
-                let (name, n) = row.map_err(sql(self.path, "cannot read the outbox"))?;
-                names.push((name, super::u64_from_sql(n)));
+                if let (id, Some(name), announced) = row.map_err(read())?
+                    && name != host
+                {
+                    others.push((id, name, announced));
+                }
             }
         }
-        if names.is_empty() {
-            return Ok(names);
+        if others.is_empty() {
+            return Ok(Vec::new());
         }
-        ensure_state(self)?;
+        let mut names: std::collections::BTreeMap<String, u64> = Default::default();
+        for (_, name, _) in &others {
+            *names.entry(name.clone()).or_default() += 1;
+        }
+        let names: Vec<(String, u64)> = names.into_iter().collect();
         let why = format!(
             "made while this host was named {}, not `{host}`, whose credentials report.yaml holds: the server refuses it with them",
             names
@@ -156,18 +181,22 @@ impl Batch<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let count: i64 = names.iter().map(|(_, n)| *n as i64).sum();
+        let count = others.len() as i64;
+        let announced: i64 = others.iter().map(|(_, _, a)| *a).sum();
+        let failed = || sql(self.path, "cannot set the refused reports aside");
         tx.execute(
-            &format!(
-                "UPDATE outbox_state SET refused_total = refused_total + ?2, last_refused = ?3, \
-                 dropped = dropped + coalesce((SELECT sum(announced) {OTHERS}), 0), \
-                 failures = 0, next_attempt_ms = 0, last_error = NULL WHERE id = 1"
-            ),
-            params![host, count, why],
+            "UPDATE outbox_state SET refused_total = refused_total + ?1, last_refused = ?2, \
+             dropped = dropped + ?3, failures = 0, next_attempt_ms = 0, last_error = NULL \
+             WHERE id = 1",
+            params![count, why, announced],
         )
-        .map_err(sql(self.path, "cannot set the refused reports aside"))?;
-        tx.execute(&format!("DELETE {OTHERS}"), [host])
-            .map_err(sql(self.path, "cannot set the refused reports aside"))?;
+        .map_err(failed())?;
+        let mut delete = tx
+            .prepare("DELETE FROM outbox WHERE id = ?1")
+            .map_err(failed())?;
+        for (id, _, _) in &others {
+            delete.execute([id]).map_err(failed())?;
+        }
         Ok(names)
     }
 }
@@ -764,6 +793,91 @@ mod tests {
         let status = s.outbox_status().unwrap();
         assert_eq!(status.refused_total, 1);
         assert_eq!(status.last_refused.as_deref(), Some("HTTP 413: too large"));
+    }
+
+    /// Queues a report naming `host` as serde writes one (its host within
+    /// its first fields), of `len` bytes at least.
+    fn queue_of(store: &mut Store, key: &str, host: &str, len: usize) {
+        let batch = store.batch().unwrap();
+        let seq = batch.next_report_seq().unwrap();
+        let body = format!(
+            "{{\"format_version\":1,\"key\":\"{key}\",\"seq\":{seq},\"kind\":\"check\",\"host\":\"{host}\",\"pad\":\"{}\"}}",
+            "x".repeat(len)
+        );
+        batch
+            .enqueue_report(key, seq, body.as_bytes(), 100, 100)
+            .unwrap();
+        batch.commit().unwrap();
+    }
+
+    fn set_aside(store: &mut Store, host: &str) -> Vec<(String, u64)> {
+        let batch = store.batch().unwrap();
+        let names = batch.set_aside_reports_of_others(host).unwrap();
+        batch.commit().unwrap();
+        names
+    }
+
+    fn keys(store: &mut Store) -> Vec<String> {
+        let mut stmt = store
+            .conn
+            .prepare("SELECT key FROM outbox ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn reports_of_another_name_are_set_aside_only_when_delivery_is_stuck() {
+        let (_d, mut s) = store();
+        // `web-1b` starts as `web-1` does: another name.
+        queue_of(&mut s, "a", "web-1b", 10);
+        queue_of(&mut s, "b", "old", 1000);
+        queue_of(&mut s, "c", "web-1b", 10);
+        queue_of(&mut s, "d", "web-1", 10);
+        queue_of(&mut s, "e", "web-1", 10);
+        // The first report's delivery started: it carries 4 dropped ones.
+        let batch = s.batch().unwrap();
+        batch
+            .tx
+            .execute("UPDATE outbox_state SET dropped = 4 WHERE id = 1", [])
+            .unwrap();
+        batch.commit().unwrap();
+        let mut q = s.outbox();
+        let head = q.oldest().unwrap().unwrap();
+        assert_eq!(q.announce(head.id).unwrap(), Some(4));
+        // Nothing is stuck: nothing is read, nothing set aside.
+        assert_eq!(set_aside(&mut s, "web-1"), Vec::new());
+        assert_eq!(keys(&mut s), ["a", "b", "c", "d", "e"]);
+        // The server refused the first (403): the delivery is stuck.
+        s.outbox()
+            .set_backoff(&Backoff {
+                failures: 2,
+                next_attempt_ms: 99,
+                last_error: Some("HTTP 403".into()),
+            })
+            .unwrap();
+        assert_eq!(
+            set_aside(&mut s, "web-1"),
+            [("old".to_owned(), 1), ("web-1b".to_owned(), 2)]
+        );
+        assert_eq!(keys(&mut s), ["d", "e"]);
+        let status = s.outbox_status().unwrap();
+        assert_eq!(status.refused_total, 3);
+        assert!(
+            status
+                .last_refused
+                .as_deref()
+                .unwrap()
+                .contains("`old`, `web-1b`"),
+            "{status:?}"
+        );
+        assert_eq!(status.backoff, Backoff::default());
+        // The count the first carried is announced with the next report.
+        assert_eq!(s.outbox().dropped().unwrap(), 4);
+        // Not stuck any more: nothing to do.
+        assert_eq!(set_aside(&mut s, "web-1"), Vec::new());
     }
 
     #[test]
