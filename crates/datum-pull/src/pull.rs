@@ -381,8 +381,12 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     // revision holds it and it constrains nothing more.
     if let Some(current) = deployed_now.as_ref().or(recorded.as_ref()) {
         for from in &rolled_back_from {
-            let related = cache.descends(&new, from)? || cache.descends(from, &new)?;
-            if related && !cache.descends(current, from)? {
+            // Held by the deployed revision: settled, and asked first (a
+            // rollback of long ago costs one question, not three).
+            if cache.descends(current, from)? {
+                continue;
+            }
+            if cache.descends(&new, from)? || cache.descends(from, &new)? {
                 if req.allow_rollback.is_none() {
                     return Err(refuse(Reason::RolledBackFrom {
                         revision: from.clone(),
