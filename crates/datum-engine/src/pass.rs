@@ -241,7 +241,13 @@ pub fn run_pass_with(
     // batch saw before it changed anything (so it reports its change); one
     // the batch could not apply fails in its own apply, naming why.
     let batched = if ctx.mode == Mode::Apply {
-        apply_batches(&selected, &mut observations, ctx, options)
+        apply_batches(
+            &selected,
+            &mut observations,
+            &mut notifications,
+            ctx,
+            options,
+        )
     } else {
         HashMap::new()
     };
@@ -1046,26 +1052,70 @@ fn remember_failure(
 fn apply_batches(
     selected: &[&Resource],
     observations: &mut Observations<'_>,
-    ctx: &PassContext<'_>,
+    notifications: &mut Notifications,
+    ctx: &mut PassContext<'_>,
     options: &PassOptions,
 ) -> HashMap<ResourceId, Observed> {
     let mut before = HashMap::new();
-    for provider in ctx.registry.iter() {
+    let registry = ctx.registry;
+    for provider in registry.iter() {
         let Some(batches) = provider.batching() else {
             continue;
         };
-        // The declarations the pass holds (one that did not parse fails
-        // in its own apply).
-        let mut members = observations.declared_mut(|index| {
-            selected.get(index).is_some_and(|r| {
+        let is_member: Vec<bool> = selected
+            .iter()
+            .map(|r| {
                 r.id.kind == provider.kind()
                     && !ctx.skip.contains(&r.id)
                     && !options.hold.contains(&r.id)
             })
-        });
-        if !members.is_empty() {
-            before.extend(batches.apply_batch(ctx.host, &mut members).before);
+            .collect();
+        let member = |index: usize| is_member.get(index).copied().unwrap_or(false);
+        // The services a member notifies owe their activation before the
+        // batch changes it, as before a File's write: the member's own step
+        // comes later in the loop, and a pass killed in between, or a
+        // member blocked there (what it requires failed its verify) after
+        // the batch installed it, would otherwise leave the restart owed
+        // nowhere, and the next pass finds the member converged. Every
+        // member whose plan is a change may be changed by the batch; the
+        // debts of those it did not change are withdrawn after it (their
+        // own apply records them again). One whose debt cannot be recorded
+        // stays out of the batch and fails in its own apply.
+        let mut owing: Vec<(ResourceId, Vec<ResourceId>)> = Vec::new();
+        let mut unrecorded: HashSet<usize> = HashSet::new();
+        for (index, resource) in selected.iter().enumerate() {
+            if !member(index) {
+                continue;
+            }
+            let changes = observations.bound(index).and_then(|b| {
+                observations.peek(index, |o| !b.provider.plan(&b.declared, o).is_empty())
+            });
+            if changes != Some(true) {
+                continue;
+            }
+            let fresh = notifications.owing_nothing(resource, ctx);
+            match notifications.resource_changed(resource, ctx) {
+                Ok(()) => owing.push((resource.id.clone(), fresh)),
+                Err(_) => {
+                    notifications.withdraw(&fresh, ctx);
+                    unrecorded.insert(index);
+                }
+            }
         }
+        // The declarations the pass holds (one that did not parse fails
+        // in its own apply).
+        let mut members =
+            observations.declared_mut(|index| member(index) && !unrecorded.contains(&index));
+        if members.is_empty() {
+            continue;
+        }
+        let changed = batches.apply_batch(ctx.host, &mut members).before;
+        for (id, fresh) in &owing {
+            if !changed.iter().any(|(c, _)| c == id) {
+                notifications.withdraw(fresh, ctx);
+            }
+        }
+        before.extend(changed);
     }
     before
 }

@@ -710,6 +710,175 @@ fn a_change_that_never_went_live_leaves_no_reload_owed() {
     assert_eq!(bed.store.owed_reloads().unwrap().len(), 1);
 }
 
+/// The fake file kind applied in a batch before the loop, as Packages are
+/// (one apt transaction): the batch writes every member that differs and
+/// returns what each was before.
+struct BatchedFakeFile {
+    inner: Box<dyn datum_providers::Provider>,
+}
+
+mod batched_fake_file {
+    use datum_core::{Diff, Observed};
+    use datum_host::Host;
+    use datum_providers::{
+        Activated, Activates, Batched, Batches, Declared, FieldError, OwnsPaths, Provider,
+        ProviderError, Staged, Staging,
+    };
+
+    impl Batches for super::BatchedFakeFile {
+        fn apply_batch(&self, host: &Host, declared: &mut [&mut Declared<'_>]) -> Batched {
+            let mut batched = Batched::default();
+            for d in declared.iter() {
+                let Ok(before) = self.inner.observe_declared(host, d) else {
+                    continue;
+                };
+                let diff = self.inner.plan(d, &before);
+                if diff.is_empty() {
+                    continue;
+                }
+                let Ok(mut staging) = self.inner.stage(host, d, &before, &diff) else {
+                    continue;
+                };
+                while let Ok(Activated::Next(next)) = self.inner.activate(host, d, staging) {
+                    staging = next;
+                }
+                batched.before.push((d.resource.id.clone(), before));
+            }
+            batched
+        }
+    }
+
+    impl Provider for super::BatchedFakeFile {
+        fn kind(&self) -> &'static str {
+            self.inner.kind()
+        }
+        fn check(&self, desired: &serde_json::Value) -> Result<(), Vec<FieldError>> {
+            self.inner.check(desired)
+        }
+        fn declaration_schema(&self, g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+            self.inner.declaration_schema(g)
+        }
+        fn takes_content(&self) -> bool {
+            self.inner.takes_content()
+        }
+        fn paths(&self) -> Option<&dyn OwnsPaths> {
+            self.inner.paths()
+        }
+        fn batching(&self) -> Option<&dyn Batches> {
+            Some(self)
+        }
+        fn activation(&self) -> Option<&dyn Activates> {
+            self.inner.activation()
+        }
+        fn declare<'r>(
+            &self,
+            resource: &'r datum_core::Resource,
+        ) -> Result<Declared<'r>, ProviderError> {
+            self.inner.declare(resource)
+        }
+        fn observe_declared(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+        ) -> Result<Observed, ProviderError> {
+            self.inner.observe_declared(host, d)
+        }
+        fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff {
+            self.inner.plan(d, observed)
+        }
+        fn stage(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+            observed: &Observed,
+            diff: &Diff,
+        ) -> Result<Staging, ProviderError> {
+            self.inner.stage(host, d, observed, diff)
+        }
+        fn validation_target<'s>(&self, staging: &'s Staging) -> Option<Staged<'s>> {
+            self.inner.validation_target(staging)
+        }
+        fn activate(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+            staging: Staging,
+        ) -> Result<Activated, ProviderError> {
+            self.inner.activate(host, d, staging)
+        }
+        fn discard(&self, staging: Staging) {
+            self.inner.discard(staging);
+        }
+        fn verify_declared(
+            &self,
+            host: &Host,
+            d: &Declared<'_>,
+        ) -> Result<(Observed, Diff), ProviderError> {
+            self.inner.verify_declared(host, d)
+        }
+    }
+}
+
+/// A batch (Packages: one apt transaction before the loop) changes its
+/// members before their own steps; the services they notify owe their
+/// activation from then on. Before, the debt was recorded only when the
+/// member's own step came, so a member the batch changed and that was then
+/// blocked (what it requires failed its verify), or a pass killed before
+/// its step, left the reload owed nowhere: the next pass found the member
+/// converged and never reloaded.
+#[test]
+fn a_batch_members_change_is_owed_to_its_service_even_when_its_own_step_is_blocked() {
+    let mut bed = Bed::new();
+    let (mut providers, journal, faults) = datum_testkit::fake::fake_providers();
+    let file = providers.remove(0);
+    assert_eq!(file.kind(), FAKE_FILE);
+    providers.insert(0, Box::new(BatchedFakeFile { inner: file }));
+    bed.registry = Registry::new(providers);
+    bed.journal = journal;
+    bed.faults = faults;
+    // As compiled: the unit runs after what it reloads on.
+    let cat = catalogue(vec![
+        fake_file("base", "/base", "v1\n", &[]),
+        fake_file("site", "/site", "v1\n", &[id("base")]),
+        Resource {
+            requires: vec![id("site")],
+            ..fake_unit("web", &[id("site")])
+        },
+    ]);
+    bed.faults.leave_unconverged("FakeFile[base]");
+    let first = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(
+        outcome(&first, &id("base")),
+        Outcome::Failed { .. }
+    ));
+    assert!(matches!(
+        outcome(&first, &id("site")),
+        Outcome::Blocked { .. }
+    ));
+    // The batch wrote it all the same.
+    assert_eq!(bed.live("/site").as_deref(), Some("v1\n"));
+    let owed = bed.store.owed_reloads().unwrap();
+    assert_eq!(
+        owed.iter().map(|o| &o.service).collect::<Vec<_>>(),
+        [&unit("web")],
+        "the reload the batch's change owes is recorded"
+    );
+    // Once nothing fails, the reload is performed, though nothing changes.
+    bed.faults.clear();
+    let second = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(outcome(&second, &id("site")), Outcome::Unchanged));
+    assert!(matches!(
+        outcome(&second, &unit("web")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(bed.journal.of("reload"), ["FakeUnit[web]"]);
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+    // A member the batch leaves alone owes nothing for it.
+    let third = bed.pass(&cat, Mode::Apply);
+    assert!(matches!(outcome(&third, &unit("web")), Outcome::Unchanged));
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+}
+
 #[test]
 fn a_sensitive_resource_keeps_validator_output_and_live_content_out_of_its_report() {
     const CANARY: &str = "CANARY-7f3a9";
