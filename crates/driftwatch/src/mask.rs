@@ -6,6 +6,8 @@
 //! plan is being parsed; the parser then drops the value, so the rest of the program never
 //! holds it. When a marker has a shape this module does not understand, it fails closed.
 
+use std::collections::BTreeSet;
+
 use regex::Regex;
 use serde_json::Value;
 
@@ -112,6 +114,107 @@ pub fn sensitive_depth(marker: Option<&Value>, path: &Path) -> Option<usize> {
         Value::Bool(true) => at(len),
         Value::Bool(false) | Value::Null | Value::Object(_) | Value::Array(_) => None,
         _ => at(len),
+    }
+}
+
+/// What the markers of one change hide: every map key and every string or number inside
+/// a value marked sensitive, on either side.
+///
+/// Providers copy values into attributes they do not mark: the AWS provider's `tags_all`
+/// holds every tag of `tags`, so a tag from a sensitive variable (or a whole sensitive tags
+/// map, keys and all) is in plain text beside its marked original. A leaf that is not
+/// marked but holds one of these values, or sits under one of these keys, is a copy of the
+/// secret and is withheld too (fail closed: an unrelated value that happens to be equal is
+/// hidden as well).
+#[derive(Debug, Default)]
+pub struct Hidden {
+    keys: BTreeSet<String>,
+    values: BTreeSet<String>,
+}
+
+impl Hidden {
+    /// Add what `marker` hides in `value` (one side of a change). A missing marker hides
+    /// the whole value from the attribute down already, so nothing is collected for it.
+    pub fn add(&mut self, value: &Value, marker: Option<&Value>) {
+        let Some(marker) = marker else {
+            return;
+        };
+        match (value, marker) {
+            (Value::Null, _) | (_, Value::Bool(false) | Value::Null) => {}
+            (_, Value::Bool(true)) => self.add_all(value),
+            (Value::Object(values), Value::Object(markers)) => {
+                for (key, value) in values {
+                    if let Some(marker) = markers.get(key) {
+                        self.add(value, Some(marker));
+                    }
+                }
+            }
+            (Value::Array(values), Value::Array(markers)) => {
+                for (value, marker) in values.iter().zip(markers) {
+                    self.add(value, Some(marker));
+                }
+            }
+            // A leaf under a container marker is not hidden (see sensitive_depth).
+            (
+                Value::Bool(_) | Value::Number(_) | Value::String(_),
+                Value::Object(_) | Value::Array(_),
+            ) => {}
+            // Any other shape hides from here (see sensitive_depth).
+            _ => self.add_all(value),
+        }
+    }
+
+    fn add_all(&mut self, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    self.keys.insert(key.clone());
+                    self.add_all(value);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| self.add_all(v)),
+            Value::String(s) if !s.is_empty() => {
+                self.values.insert(s.clone());
+            }
+            Value::Number(n) => {
+                self.values.insert(n.to_string());
+            }
+            _ => {}
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.values.is_empty()
+    }
+
+    /// Where `path` goes under a hidden key: the number of steps before the first such key
+    /// past the attribute's name (an attribute's own name is the schema's, not a secret),
+    /// or `None`.
+    pub fn key_depth(&self, path: &Path) -> Option<usize> {
+        path.0
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, step)| matches!(step, Step::Key(k) if self.keys.contains(k)))
+            .map(|(depth, _)| depth)
+    }
+
+    /// Whether a leaf's text (a string's content, a number's digits) is a hidden value.
+    pub fn holds(&self, text: &str) -> bool {
+        !text.is_empty() && self.values.contains(text)
+    }
+}
+
+/// Whether a marker hides anything at all (a `true` somewhere in it), or has a shape that
+/// hides by failing closed.
+pub fn hides_anything(marker: Option<&Value>) -> bool {
+    match marker {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Null) => false,
+        Some(Value::Object(map)) => map.values().any(|v| hides_anything(Some(v))),
+        Some(Value::Array(items)) => items.iter().any(|v| hides_anything(Some(v))),
+        Some(_) => true,
     }
 }
 

@@ -24,7 +24,7 @@ use super::raw::{RawChange, RawCheck, RawHead};
 use super::stream;
 use super::{Action, ChangeEntry, DriftEntry, Leaf, LeafDiff, Plan};
 use crate::flatten::{Path, Step, flatten};
-use crate::mask::Masker;
+use crate::mask::{Hidden, Masker, hides_anything};
 
 /// Which of the two plans a document is supposed to be.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -617,9 +617,65 @@ fn drift_diffs(
             }
         });
     }
+    // A leaf that is not marked but copies a marked value (tags_all beside a sensitive
+    // tags) is withheld as the original is.
+    if out.iter().any(|d| !d.sensitive) {
+        let hidden = hidden_in(
+            raw,
+            before_marker.as_ref(),
+            after_marker.as_ref(),
+            source_name,
+        )?;
+        if !hidden.is_empty() {
+            for diff in out.iter_mut().filter(|d| !d.sensitive) {
+                let copied = [&diff.before, &diff.after]
+                    .into_iter()
+                    .flatten()
+                    .any(|leaf| leaf_text(leaf).is_some_and(|t| hidden.holds(t)));
+                let under_key = hidden.key_depth(&diff.path);
+                if copied || under_key.is_some() {
+                    if let Some(depth) = under_key {
+                        diff.path = Path(diff.path.0[..depth].to_vec());
+                    }
+                    diff.before = None;
+                    diff.after = None;
+                    diff.sensitive = true;
+                }
+            }
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+    }
     // The leaves of one sensitive value are now one path (sorted, so side by side).
     out.dedup_by(|b, a| a.sensitive && b.sensitive && a.path == b.path);
     Ok(out)
+}
+
+/// What the markers of a change hide (see [`crate::mask::Hidden`]); empty, and nothing
+/// parsed, when neither marker hides anything.
+fn hidden_in(
+    raw: &RawChange<'_>,
+    before_marker: Option<&Value>,
+    after_marker: Option<&Value>,
+    source_name: &str,
+) -> Result<Hidden, PlanError> {
+    let mut hidden = Hidden::default();
+    if hides_anything(before_marker) {
+        hidden.add(&value_of(raw.change.before, source_name)?, before_marker);
+    }
+    if hides_anything(after_marker) {
+        hidden.add(&value_of(raw.change.after, source_name)?, after_marker);
+    }
+    Ok(hidden)
+}
+
+/// A leaf's text as [`crate::mask::Hidden`] keeps it: a string's content, a number's
+/// digits; `None` for null and booleans.
+fn leaf_text(leaf: &Leaf) -> Option<&str> {
+    match leaf {
+        Leaf::Value(Value::String(s)) => Some(s),
+        Leaf::Number(text) => Some(text),
+        Leaf::Value(_) => None,
+    }
 }
 
 /// `paths` (sorted) as they may be shown: a path below a value marked sensitive as a whole
@@ -631,12 +687,20 @@ fn shown_paths(
 ) -> Result<Vec<Path>, PlanError> {
     let before = marker_of(raw.change.before_sensitive, raw.change.before, source_name)?;
     let after = marker_of(raw.change.after_sensitive, raw.change.after, source_name)?;
+    // A key of a sensitive value is also hidden where a provider copied it unmarked
+    // (tags_all beside a sensitive tags map).
+    let hidden = if paths.is_empty() {
+        Hidden::default()
+    } else {
+        hidden_in(raw, before.as_ref(), after.as_ref(), source_name)?
+    };
     let mut out: Vec<Path> = paths
         .into_iter()
         .map(|path| {
             match [before.as_ref(), after.as_ref()]
                 .into_iter()
                 .filter_map(|m| crate::mask::sensitive_depth(m, &path))
+                .chain(hidden.key_depth(&path))
                 .min()
             {
                 Some(depth) => Path(path.0[..depth].to_vec()),
@@ -644,6 +708,7 @@ fn shown_paths(
             }
         })
         .collect();
+    out.sort();
     out.dedup();
     Ok(out)
 }
@@ -995,6 +1060,61 @@ mod tests {
         let shown = |paths: &[Path]| paths.iter().map(Path::to_string).collect::<Vec<_>>();
         assert_eq!(shown(&plan.changes[0].unknown_paths), ["tags"]);
         assert!(!format!("{plan:?}").contains("canary-7f3a"), "{plan:?}");
+    }
+
+    #[test]
+    fn unmarked_copies_of_sensitive_values_are_withheld() {
+        // As the AWS provider writes them on the real engine: `tags` from a sensitive
+        // variable is marked, `tags_all` (the same tags, merged with default_tags) is not.
+        // One queue has one sensitive tag value, rotated outside; the other a sensitive
+        // map keyed by secrets, to which a tag was added outside.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"q.one","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"plain":"p","sv":"CANARY-var"},"tags_all":{"plain":"p","sv":"CANARY-var"},"n":1},
+            "after":{"tags":{"plain":"p2","sv":"CANARY-oob"},"tags_all":{"plain":"p2","sv":"CANARY-oob"},"n":2},
+            "before_sensitive":{"tags":{"sv":true},"tags_all":{}},
+            "after_sensitive":{"tags":{"sv":true},"tags_all":{}}}},
+          {"address":"q.map","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"CANARY-k1":"CANARY-v1"},"tags_all":{"CANARY-k1":"CANARY-v1"}},
+            "after":{"tags":{"CANARY-k1":"CANARY-v1","CANARY-k2":"CANARY-v2"},"tags_all":{"CANARY-k1":"CANARY-v1","CANARY-k2":"CANARY-v2"}},
+            "before_sensitive":{"tags":true,"tags_all":{}},
+            "after_sensitive":{"tags":true,"tags_all":{}}}}
+        ]}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        let shown = |i: usize| {
+            plan.drift[i]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            shown(0),
+            [
+                "n false",
+                "tags.plain false",
+                "tags.sv true",
+                "tags_all.plain false",
+                "tags_all.sv true"
+            ]
+        );
+        assert_eq!(shown(1), ["tags true", "tags_all true"]);
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        // A pending change's paths: the keys copied into tags_all stay hidden.
+        let text = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"q.map","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"CANARY-k1":"v"},"tags_all":{"CANARY-k1":"v"},"n":1},
+            "after":{"tags":{"CANARY-k1":"v","CANARY-k2":"w"},"tags_all":{"CANARY-k1":"v","CANARY-k2":"w"},"n":2},
+            "before_sensitive":{"tags":true,"tags_all":{}},
+            "after_sensitive":{"tags":true,"tags_all":{}}}}]}"#;
+        let plan = parse(text, PlanRole::Normal).unwrap();
+        let paths: Vec<String> = plan.changes[0]
+            .changed_paths
+            .iter()
+            .map(Path::to_string)
+            .collect();
+        assert_eq!(paths, ["n", "tags", "tags_all"]);
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
     }
 
     #[test]
