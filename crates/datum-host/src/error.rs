@@ -166,6 +166,16 @@ pub enum HostError {
     #[error("refusing to change the owner or mode of {} in place: it has {links} hard links, and the change would reach every one of them (one may be outside what Datum manages); the file must be rewritten instead", path.display())]
     HardLinked { path: PathBuf, links: u64 },
 
+    /// The entry at the path is not the one the caller looked at and
+    /// decided on (another was put in its place since, by whoever can
+    /// write to its folder): nothing was changed.
+    #[error("refusing to change the owner or mode of {}: the {seen} Datum looked at was replaced since by {found}; nothing was changed", path.display())]
+    Replaced {
+        path: PathBuf,
+        seen: &'static str,
+        found: String,
+    },
+
     #[error("program `{program}` not found in PATH or the standard system directories")]
     ProgramNotFound { program: String },
 
@@ -231,6 +241,7 @@ impl HostError {
             | HostError::InTheWay { path, .. }
             | HostError::DirectoryNotEmpty { path }
             | HostError::HardLinked { path, .. }
+            | HostError::Replaced { path, .. }
             | HostError::LockTimeout { path, .. } => Some(path),
             HostError::ParentLink(e) => Some(&e.path),
             HostError::UnsafeTransition(e) => Some(&e.path),

@@ -412,14 +412,15 @@ mod tests {
     fn set_metadata_applies_owner_then_mode_and_refuses_links() {
         let (dir, host) = host_with(&[("f", b"x")]);
         let f = at(&host, "/f");
-        let me = f.lstat().unwrap().unwrap().meta;
-        f.set_metadata(Some(me.uid), Some(me.gid), Some(0o4750))
+        let seen = f.lstat().unwrap().unwrap();
+        let me = seen.meta.clone();
+        f.set_metadata(&seen, Some(me.uid), Some(me.gid), Some(0o4750))
             .unwrap();
         assert_eq!(f.lstat().unwrap().unwrap().meta.mode, 0o4750);
         std::os::unix::fs::symlink(dir.path().join("f"), dir.path().join("l")).unwrap();
         assert!(
             at(&host, "/l")
-                .set_metadata(None, None, Some(0o600))
+                .set_metadata(&seen, None, None, Some(0o600))
                 .is_err()
         );
         assert_eq!(
@@ -439,7 +440,9 @@ mod tests {
         let f = at(&host, "/f");
         let before = f.lstat().unwrap().unwrap();
         assert_eq!(before.links, 2);
-        let err = f.set_metadata(None, None, Some(0o666)).unwrap_err();
+        let err = f
+            .set_metadata(&before, None, None, Some(0o666))
+            .unwrap_err();
         assert!(
             matches!(err, HostError::HardLinked { links: 2, .. }),
             "{err}"
@@ -450,7 +453,40 @@ mod tests {
             "the other name keeps its mode"
         );
         std::fs::remove_file(&other).unwrap();
-        f.set_metadata(None, None, Some(0o600)).unwrap();
+        let seen = f.lstat().unwrap().unwrap();
+        f.set_metadata(&seen, None, None, Some(0o600)).unwrap();
         assert_eq!(f.lstat().unwrap().unwrap().meta.mode, 0o600);
+    }
+
+    #[test]
+    fn set_metadata_changes_only_the_entry_looked_at() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, host) = host_with(&[("f", b"x"), ("g", b"#!/bin/sh")]);
+        let f = at(&host, "/f");
+        let seen = f.lstat().unwrap().unwrap();
+        // Another file put in its place since: nothing is changed.
+        std::fs::rename(dir.path().join("g"), dir.path().join("f")).unwrap();
+        let err = f.set_metadata(&seen, None, None, Some(0o2775)).unwrap_err();
+        assert!(matches!(err, HostError::Replaced { .. }), "{err}");
+        let mode = |p: &str| {
+            std::fs::metadata(dir.path().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+        };
+        assert_ne!(mode("f") & 0o7777, 0o2775);
+        // A folder looked at, a file there now: the same.
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let d = at(&host, "/d");
+        let seen = d.lstat().unwrap().unwrap();
+        std::fs::remove_dir(dir.path().join("d")).unwrap();
+        std::fs::rename(dir.path().join("f"), dir.path().join("d")).unwrap();
+        let err = d.set_metadata(&seen, None, None, Some(0o2775)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the directory Datum looked at was replaced since by a file"),
+            "{err}"
+        );
+        assert_ne!(mode("d") & 0o7777, 0o2775);
     }
 }

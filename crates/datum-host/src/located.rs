@@ -219,10 +219,16 @@ impl Located {
     /// through one descriptor opened without following links (a link
     /// swapped in meanwhile is refused, not written through). The owner
     /// comes first because `chown` clears set-id bits the mode may need.
+    /// `seen` is the `lstat` the caller decided on: the opened entry must be
+    /// that very one (same kind, device and inode), or nothing is changed
+    /// ([`HostError::Replaced`]): whoever can write to the folder could
+    /// have put another in its place since (their own program where a
+    /// setgid folder was, to be given its mode and group).
     /// A regular file with more than one hard link is refused
     /// ([`HostError::HardLinked`]): the change would reach its other names.
     pub fn set_metadata(
         &self,
+        seen: &Stat,
         owner: Option<u32>,
         group: Option<u32>,
         mode: Option<u32>,
@@ -241,6 +247,21 @@ impl Located {
                     "not a regular file or directory",
                 ),
             ));
+        }
+        let now = fs::stat_of_raw(&st);
+        if now.kind != seen.kind
+            || now.meta.dev != seen.meta.dev
+            || now.meta.inode != seen.meta.inode
+        {
+            return Err(HostError::Replaced {
+                path: self.path.clone(),
+                seen: seen.kind.word(),
+                found: if now.kind == seen.kind {
+                    format!("another {}", now.kind.word())
+                } else {
+                    format!("a {}", now.kind.word())
+                },
+            });
         }
         // A hard link's other names share the inode: a chown or chmod here
         // would reach them too, wherever they are (a local user could link a

@@ -262,7 +262,7 @@ fn converge(host: &Host, d: &DirectoryDesired, at: &Located) -> Result<(), Provi
     let (uid, gid) = d.meta.resolve(host)?;
     let current = at.lstat()?;
     let existing = match current {
-        Some(stat) if stat.kind == FileKind::Directory => Some(stat.meta),
+        Some(stat) if stat.kind == FileKind::Directory => Some(stat),
         Some(_) => {
             // A file, link or special file in the way: the engine has backed
             // it up; a link is removed, never followed. A link the walk
@@ -274,13 +274,14 @@ fn converge(host: &Host, d: &DirectoryDesired, at: &Located) -> Result<(), Provi
         }
         None => None,
     };
-    let Some(existing) = existing else {
+    let Some(seen) = existing else {
         // Owner first, then the mode (chown may clear the set-group-id
         // bit), all on the new directory's own descriptor.
         let mode = d.meta.mode.unwrap_or(DEFAULT_MODE);
         at.create_dir(mode, uid, gid)?;
         return Ok(());
     };
+    let existing = &seen.meta;
     let uid = uid.filter(|u| *u != existing.uid);
     let gid = gid.filter(|g| *g != existing.gid);
     let owner_changes = uid.is_some() || gid.is_some();
@@ -290,7 +291,8 @@ fn converge(host: &Host, d: &DirectoryDesired, at: &Located) -> Result<(), Provi
         _ => None,
     };
     if owner_changes || mode.is_some() {
-        at.set_metadata(uid, gid, mode)?;
+        // On the folder looked at, or on nothing.
+        at.set_metadata(&seen, uid, gid, mode)?;
     }
     Ok(())
 }
@@ -435,5 +437,74 @@ mod tests {
             assert_eq!(d.action(), action, "{name}");
             assert_eq!(d.changed_fields(), fields, "{name}");
         }
+    }
+
+    #[test]
+    fn a_file_swapped_in_for_the_folder_never_gets_its_mode() {
+        // The owner of the folder above a declared Directory swaps it with
+        // a file of theirs while the pass changes the folder's mode: the
+        // change lands on what was looked at, or on nothing (a setgid
+        // folder's mode on their program would make it setgid).
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let (d, f, t) = (
+            root.path().join("d"),
+            root.path().join("f"),
+            root.path().join("t"),
+        );
+        let declared = DirectoryDesired::from_resource(&resource(
+            "Directory",
+            json!({"path": "/d", "mode": "2775"}),
+            None,
+        ))
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (d, f, t, stop) = (d.clone(), f.clone(), t.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(&d, &t);
+                    let _ = std::fs::rename(&f, &d);
+                    let _ = std::fs::rename(&t, &f);
+                }
+            })
+        };
+        let mut reached = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        while std::time::Instant::now() < deadline {
+            // One folder (mode 0755) and one file (0644) among the names.
+            let mut files = 0;
+            let mut folders = 0;
+            for p in [&d, &f, &t] {
+                let Ok(m) = std::fs::symlink_metadata(p) else {
+                    continue;
+                };
+                let mode = m.permissions().mode() & 0o7777;
+                if m.is_file() {
+                    files += 1;
+                    reached += usize::from(mode == 0o2775);
+                    let _ = std::fs::set_permissions(p, PermissionsExt::from_mode(0o644));
+                } else if m.is_dir() {
+                    folders += 1;
+                    let _ = std::fs::set_permissions(p, PermissionsExt::from_mode(0o755));
+                }
+            }
+            if files == 0 {
+                let _ = std::fs::write(root.path().join("g"), b"#!/bin/sh\n");
+                let _ = std::fs::rename(root.path().join("g"), &f);
+            }
+            if folders == 0 {
+                let _ = std::fs::create_dir(root.path().join("h"));
+                let _ = std::fs::rename(root.path().join("h"), &t);
+            }
+            let at = host.locate(Path::new("/d")).unwrap();
+            let _ = converge(&host, &declared, &at);
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert_eq!(reached, 0, "the folder's mode was set on a file");
     }
 }

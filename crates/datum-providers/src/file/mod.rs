@@ -140,9 +140,15 @@ impl EntryProvider for FileProvider {
             // New account files are read again by the engine after any
             // resource writes them (`account_files::after_writing`).
             FileStaging::Content(staged) => staged.commit(host),
-            FileStaging::Metadata { uid, gid, mode } => {
+            FileStaging::Metadata {
+                seen,
+                uid,
+                gid,
+                mode,
+            } => {
                 if uid.is_some() || gid.is_some() || mode.is_some() {
-                    at.set_metadata(uid, gid, mode)?;
+                    // On the file looked at when staging, or on nothing.
+                    at.set_metadata(&seen, uid, gid, mode)?;
                 }
                 Ok(())
             }
@@ -286,6 +292,8 @@ fn remove(at: &Located) -> Result<(), ProviderError> {
 pub enum FileStaging {
     Content(StagedContent),
     Metadata {
+        /// The file's `lstat` when staging: what the change is for.
+        seen: Stat,
         uid: Option<u32>,
         gid: Option<u32>,
         mode: Option<u32>,
@@ -320,7 +328,10 @@ fn stage(
         .is_some_and(|stat| stat.kind == FileKind::File && stat.links > 1);
     let (uid, gid) = d.meta.resolve(host)?;
 
-    let Some(existing) = current_file.filter(|_| diff.content.is_none()) else {
+    let seen = current
+        .as_ref()
+        .filter(|stat| stat.kind == FileKind::File && diff.content.is_none());
+    let Some(seen) = seen else {
         // New content, or nothing usable there: write a whole new file.
         // Undeclared owner and mode carry over from a file being rewritten.
         let uid = uid.or(current_file.map(|m| m.uid));
@@ -341,6 +352,7 @@ fn stage(
 
     // Same content: fix owner and mode in place. A chown clears set-id bits,
     // so the mode is set again afterwards, declared or as it was.
+    let existing = &seen.meta;
     let uid = uid.filter(|u| *u != existing.uid);
     let gid = gid.filter(|g| *g != existing.gid);
     let owner_changes = uid.is_some() || gid.is_some();
@@ -373,7 +385,12 @@ fn stage(
             mode.unwrap_or(existing.mode),
         )?));
     }
-    Ok(FileStaging::Metadata { uid, gid, mode })
+    Ok(FileStaging::Metadata {
+        seen: seen.clone(),
+        uid,
+        gid,
+        mode,
+    })
 }
 
 /// A complete staged copy inside its target's open parent (see

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 
 use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
 use datum_fingerprint::{Algorithm, Exclusions, FingerprintedTree, TreeDifference};
-use datum_host::fs::FileKind;
+use datum_host::fs::{FileKind, Stat};
 use datum_host::tree_scan::{Prune, ScanOptions, scan_dir_pruned};
 use datum_host::{Dir, Host, HostError, Located};
 use serde_json::{Value, json};
@@ -1365,7 +1365,7 @@ fn ensure_dir(
 ) -> Result<(), ProviderError> {
     match at.lstat()? {
         Some(stat) if stat.kind == FileKind::Directory => {
-            fix_meta(at, &stat.meta, uid, gid, mode)?;
+            fix_meta(at, &stat, uid, gid, mode)?;
             return Ok(());
         }
         // A file or link where a folder is declared: inside an owned tree it
@@ -1378,17 +1378,18 @@ fn ensure_dir(
     Ok(())
 }
 
-/// Sets the declared owner, group and mode where they differ. A chown clears
+/// Sets the declared owner, group and mode where they differ from `seen`
+/// (the entry's `lstat`), on that very entry or on nothing. A chown clears
 /// set-id bits, so the mode (declared, or as it was) is set again after one.
 fn fix_meta(
     at: &Located,
-    meta: &datum_core::FileMeta,
+    seen: &Stat,
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<u32>,
 ) -> Result<(), ProviderError> {
-    if let Some(set) = meta_changes(meta, uid, gid, mode) {
-        at.set_metadata(set.uid, set.gid, set.mode)?;
+    if let Some(set) = meta_changes(&seen.meta, uid, gid, mode) {
+        at.set_metadata(seen, set.uid, set.gid, set.mode)?;
     }
     Ok(())
 }
@@ -1477,7 +1478,7 @@ fn stage_file(
                 // names (the host refuses it).
                 let rewrite = stat.links > 1 && meta_changes(&stat.meta, uid, gid, mode).is_some();
                 if !rewrite && live_holds(at, stat.meta.size, &want)? {
-                    fix_meta(at, &stat.meta, uid, gid, mode)?;
+                    fix_meta(at, stat, uid, gid, mode)?;
                     return Ok(None);
                 }
                 if rewrite {
