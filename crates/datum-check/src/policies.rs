@@ -456,8 +456,8 @@ impl Policies<'_> {
             .collect())
     }
 
-    /// Records the observation as accepted and writes the patch that makes
-    /// the repository follow it.
+    /// Writes the patch that makes the repository follow the observation,
+    /// then records the observation as accepted.
     fn accept(
         &mut self,
         id: &ResourceId,
@@ -468,12 +468,6 @@ impl Policies<'_> {
             return Ok(Handled::reported());
         };
         self.save_evidence(id, findings, BackupReason::Drift)?;
-        self.store.accept(
-            id,
-            &resource.declaration_hash,
-            &observed.acceptance_hash(),
-            self.now,
-        )?;
         // A private folder, opened once: every patch and the summary are
         // written relative to it without following a link.
         let dir = match &self.args.patch_dir {
@@ -502,9 +496,19 @@ impl Policies<'_> {
             findings,
             &dir,
         )?;
-        // Plan and apply point at it while the repository has not followed.
-        self.store
-            .set_accepted_patch(id, &written.display().to_string())?;
+        // Recorded only once its patch is written, with the patch's path
+        // (plan and apply point at it while the repository has not
+        // followed): an acceptance whose patch could not be written (a
+        // full or read-only folder) would hide the change from every later
+        // check and plan with nothing to carry into the repository. Until
+        // then the change stays reported and the next reconcile tries again.
+        self.store.accept(
+            id,
+            &resource.declaration_hash,
+            &observed.acceptance_hash(),
+            self.now,
+            &written.display().to_string(),
+        )?;
         Ok(Handled::new(
             format!("accepted (patch: {})", written.display()),
             Handling::Accepted,

@@ -934,6 +934,49 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     assert_eq!(s.check_json(&[]).0, 0);
 }
 
+/// An acceptance is recorded only once its patch is written. A patch
+/// folder that cannot be used (here a path below a regular file; a full
+/// or read-only file system is the same) fails the reconcile, and the
+/// change stays reported, so the next reconcile accepts it with its patch.
+/// Recorded first, the acceptance outlived the failure: every later check
+/// said 'no drift' and plan 'accepted', with no patch anywhere.
+#[test]
+fn an_acceptance_whose_patch_cannot_be_written_is_not_recorded() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    let edited = "Welcome to test-host.\nAuthorised use only.\nMaintenance on Sunday.\n";
+    fs::write(s.live("/etc/motd"), edited).expect("edit");
+    let blocker = s.write("not-a-folder", "a regular file\n");
+    let unusable = blocker.join("patches");
+    let o = s.datum(&["reconcile", "--patch-dir", unusable.to_str().expect("utf8")]);
+    assert_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("cannot open the folder for accepted patches"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing recorded: still drift, still to accept, and plan holds it as
+    // drift to correct rather than as accepted.
+    let (code, json) = s.check_json(&[]);
+    assert_eq!(code, 2, "{json:#}");
+    assert_eq!(json["findings"][0]["subject"], "File[motd]", "{json:#}");
+    assert_eq!(json["findings"][0]["action"], "would accept", "{json:#}");
+    let o = s.datum(&["plan"]);
+    assert!(!stdout(&o).contains("accepted"), "{}", stdout(&o));
+    // With a usable folder the next reconcile accepts it, patch and all.
+    let patches = s.dir.path().join("patches");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patches.to_str().expect("utf8")]);
+    assert_eq!(code, 2, "{json:#}");
+    let action = json["findings"][0]["action"].as_str().expect("action");
+    assert!(action.starts_with("accepted (patch: "), "{action}");
+    assert!(patches.join("File-motd.patch").is_file());
+    assert_eq!(s.check_json(&[]).0, 0);
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), edited);
+}
+
 /// An acceptance holds while the host stays as it was accepted. Once the
 /// resource is back as declared (put back by hand and seen by a check, or
 /// converged by an apply) it is over: the same change made again later is

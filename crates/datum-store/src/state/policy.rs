@@ -99,25 +99,30 @@ pub struct Quarantine {
 }
 
 impl Batch<'_> {
-    /// Accepts the current observation of `id` for this declaration.
+    /// Accepts the current observation of `id` for this declaration, with
+    /// the patch already written that makes the repository follow it (the
+    /// acceptance and where its patch is are one row, so neither is ever
+    /// recorded without the other).
     pub fn accept(
         &self,
         id: &ResourceId,
         declaration_hash: &str,
         observation_hash: &str,
         at: i64,
+        patch: &str,
     ) -> Result<(), StoreError> {
         self.tx
             .execute(
                 "INSERT OR REPLACE INTO accepted (resource, kind, name, declaration_hash, \
-                 observation_hash, accepted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 observation_hash, accepted_at, patch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     id.to_string(),
                     id.kind,
                     id.name,
                     declaration_hash,
                     observation_hash,
-                    at
+                    at,
+                    patch
                 ],
             )
             .map(drop)
@@ -314,20 +319,9 @@ impl Store {
         declaration_hash: &str,
         observation_hash: &str,
         at: i64,
+        patch: &str,
     ) -> Result<(), StoreError> {
-        self.write(|b| b.accept(id, declaration_hash, observation_hash, at))
-    }
-
-    /// Records where the acceptance of `id` wrote its patch.
-    pub fn set_accepted_patch(&mut self, id: &ResourceId, patch: &str) -> Result<(), StoreError> {
-        self.write(|b| {
-            b.tx.execute(
-                "UPDATE accepted SET patch = ?2 WHERE resource = ?1",
-                params![id.to_string(), patch],
-            )
-            .map(drop)
-            .map_err(sql(b.path, "cannot record the accepted patch"))
-        })
+        self.write(|b| b.accept(id, declaration_hash, observation_hash, at, patch))
     }
 
     /// See [`Batch::clear_accepted`]; one transaction.
@@ -449,12 +443,15 @@ mod tests {
     fn accepted_observation_round_trips_and_clears() {
         let (_dir, mut store) = open();
         let id = ResourceId::new("File", "motd");
-        store.accept(&id, "decl", "obs", 3).unwrap();
+        store
+            .accept(&id, "decl", "obs", 3, "/p/File-motd.patch")
+            .unwrap();
         let a = store.accepted(&id).unwrap().unwrap();
         assert_eq!(
             (a.declaration_hash.as_str(), a.observation_hash.as_str()),
             ("decl", "obs")
         );
+        assert_eq!(a.patch.as_deref(), Some("/p/File-motd.patch"));
         assert!(store.clear_accepted(&id).unwrap());
         assert_eq!(store.accepted(&id).unwrap(), None);
     }
