@@ -288,6 +288,12 @@ impl<B: Backend> Fleet<B> {
         }
         let host = || -> Vec<Val> { vec![name.into()] };
         let stmts = vec![
+            // The host's row first, as ingest locks it: a report of this
+            // host another server is storing commits before anything below
+            // reads, so its findings, its report and its cluster counts go
+            // too (else each statement, reading what was committed when it
+            // began, missed them, and they outlived the host).
+            Stmt::new("UPDATE hosts SET kind = kind WHERE name = $1", host()),
             Stmt::new(
                 "UPDATE drift_clusters SET hosts = hosts - 1 WHERE EXISTS (SELECT 1 FROM findings f \
                  WHERE f.host = $1 AND f.signature = drift_clusters.signature \

@@ -832,3 +832,139 @@ async fn a_removed_host_leaves_no_trace_in_the_views<B: Backend>(f: &Fleet<B>) {
 fn removing_a_host() {
     on_both!(a_removed_host_leaves_no_trace_in_the_views);
 }
+
+/// Two servers on one PostgreSQL database, and a hold on every slot of the
+/// store's generation: each transaction that changes a view bumps one slot
+/// last, so a report stored while the hold lasts stops at its last
+/// statement with everything else written and locked, uncommitted. That
+/// makes the interleaving of two servers' transactions deterministic.
+struct TwoServers {
+    first: Fleet<datum_server::store::postgres::PostgresBackend>,
+    second: Fleet<datum_server::store::postgres::PostgresBackend>,
+    holder: tokio_postgres::Client,
+    watcher: tokio_postgres::Client,
+}
+
+impl TwoServers {
+    async fn on(url: &str) -> Self {
+        use datum_server::store::postgres::PostgresBackend;
+        let open = || async {
+            Fleet::new(
+                PostgresBackend::open(url, MIGRATIONS::POSTGRES)
+                    .await
+                    .unwrap(),
+            )
+        };
+        let connect = || async {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+        };
+        TwoServers {
+            first: open().await,
+            second: open().await,
+            holder: connect().await,
+            watcher: connect().await,
+        }
+    }
+
+    /// Holds every generation slot until [`TwoServers::release`].
+    async fn hold(&self) {
+        self.holder
+            .batch_execute(
+                "INSERT INTO generation (slot, n) SELECT s, 0 FROM generate_series(0, 15) AS s \
+                 ON CONFLICT (slot) DO NOTHING; \
+                 BEGIN; SELECT * FROM generation FOR UPDATE",
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn release(&self) {
+        self.holder.batch_execute("COMMIT").await.unwrap();
+    }
+
+    /// Returns once `n` transactions of this database wait for a lock.
+    async fn waiting(&self, n: i64) {
+        for _ in 0..600 {
+            let row = self
+                .watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            if row.get::<_, i64>(0) >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("fewer than {n} transaction(s) waiting after 12 s");
+    }
+}
+
+/// Runs `body` on a fresh PostgreSQL database, when there is a server.
+macro_rules! on_postgres {
+    ($body:ident) => {{
+        let rt = crate::support::runtime();
+        rt.block_on(async {
+            if let Some(url) = crate::support::postgres_url().await {
+                $body(&url).await;
+            }
+        });
+    }};
+}
+
+/// `datum server remove` while another server is storing a report of that
+/// host (PostgreSQL, several servers on one database): the removal did not
+/// wait for the report's transaction, so its statements, each reading what
+/// was committed when it began, missed the findings and the report that
+/// transaction was writing, and the host's row was deleted only once that
+/// transaction committed. The report's findings, its row and its drift
+/// cluster were left behind: a cluster naming a host no longer in the
+/// fleet, for ever. The removal now locks the host's row first, as ingest
+/// does, so the two take turns.
+async fn a_host_removed_while_a_report_of_it_is_stored_leaves_nothing(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let storing_server = servers.first.clone();
+    storing_server
+        .enroll("web-1", "host", "h1", now)
+        .await
+        .unwrap();
+    ingest(&storing_server, &report("web-1", ReportKind::Apply, 1, now)).await;
+    servers.hold().await;
+    let mut check = report("web-1", ReportKind::Check, 2, now + 60);
+    check.findings = vec![finding("File[motd]", "o1", "normal")];
+    let storing = tokio::spawn(async move { ingest(&storing_server, &check).await });
+    servers.waiting(1).await;
+    let remover = servers.second.clone();
+    let removing = tokio::spawn(async move { remover.remove("web-1", now + 120).await });
+    servers.waiting(2).await;
+    servers.release().await;
+    assert!(storing.await.unwrap(), "the report was new");
+    assert!(
+        removing.await.unwrap().unwrap(),
+        "web-1 was there to remove"
+    );
+    let f = &servers.second;
+    assert!(f.host("web-1").await.unwrap().is_none());
+    for table in [
+        "SELECT count(*) FROM findings WHERE host = 'web-1'",
+        "SELECT count(*) FROM reports WHERE host = 'web-1'",
+        "SELECT count(*) FROM daily WHERE host = 'web-1'",
+        "SELECT count(*) FROM drift_clusters",
+    ] {
+        assert_eq!(count(f, table).await, 0, "{table}");
+    }
+    assert!(f.drift(now + 120).await.unwrap().clusters.is_empty());
+}
+
+#[test]
+fn removing_a_host_while_another_server_stores_its_report() {
+    on_postgres!(a_host_removed_while_a_report_of_it_is_stored_leaves_nothing);
+}
