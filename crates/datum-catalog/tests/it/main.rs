@@ -1739,6 +1739,33 @@ mod lint_errors {
         );
     }
 
+    /// A Service or a Package stages nothing a validator could check, so a
+    /// `validate:` on one never ran: it is refused, as on a Directory,
+    /// rather than read as validation that never happens.
+    #[test]
+    fn a_service_or_a_package_refuses_validate_it_could_never_run() {
+        for (kind, field) in [
+            ("Service", "state: running"),
+            ("Package", "state: installed"),
+        ] {
+            let repo = Repo::two_layers();
+            repo.file(
+                "base/x.yaml",
+                &format!(
+                    "datum: v1alpha1\ntype: {kind}\nname: nginx\ndesired:\n  {field}\n  validate: json\n"
+                ),
+            );
+            let lines = repo.lint();
+            assert_eq!(lines.len(), 1, "{kind}: {lines:#?}");
+            assert!(
+                lines[0].starts_with(&format!(
+                    "base/x.yaml:6:13: error: {kind}[nginx]: `validate` on a {kind}: a {kind} stages no content"
+                )),
+                "{lines:?}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_envelope_and_settings_keys() {
         let repo = Repo::new(&format!("{TWO_LAYERS}colour: red\n"));

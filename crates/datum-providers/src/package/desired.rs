@@ -100,9 +100,9 @@ pub struct PackageSpec {
     pub state: Wanted,
 }
 
-/// `validate` is taken out of `desired` by the manifest reader; it is listed
-/// so an unknown field's hint names every field a Package may write.
-const FIELDS: &[&str] = &["name", "version", "state", "validate"];
+/// No `validate`: a Package stages nothing a validator could check (the
+/// catalogue refuses it, see `Provider::takes_validator`).
+const FIELDS: &[&str] = &["name", "version", "state"];
 
 /// A Package's `desired` as written in a manifest: the type its JSON Schema
 /// is derived from (held to `FIELDS` and to `PackageSpec::parse` below).
@@ -124,8 +124,6 @@ pub struct PackageDeclaration {
     pub version: Option<String>,
     #[schemars(with = "Option<PackageState>")]
     pub state: Option<String>,
-    #[schemars(with = "Option<crate::common::schema::ValidatorName>")]
-    pub validate: Option<String>,
 }
 
 /// A value of the manifest schema (see the declaration type above).

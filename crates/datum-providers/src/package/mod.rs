@@ -608,6 +608,12 @@ impl Kind for PackageProvider {
         })
     }
 
+    /// apt-get installs a package whole: nothing is staged for a validator
+    /// (the catalogue refuses `validate:` here rather than ignore it).
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
     fn batching(&self) -> Option<&dyn Batches> {
         Some(self)
     }

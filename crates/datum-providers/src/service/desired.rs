@@ -90,6 +90,7 @@ pub struct ServiceDeclaration {
     /// suffix is given.
     #[schemars(with = "Option<UnitName>")]
     pub name: Option<String>,
+    /// Whether the unit runs now (not managed when left out).
     #[schemars(with = "Option<RunStateWord>")]
     pub state: Option<String>,
     /// Whether the unit starts at boot.
@@ -103,8 +104,6 @@ pub struct ServiceDeclaration {
     /// How long verification watches the unit stay up (default 2s).
     #[schemars(with = "Option<crate::common::schema::Duration>")]
     pub settle: Option<String>,
-    #[schemars(with = "Option<crate::common::schema::ValidatorName>")]
-    pub validate: Option<String>,
 }
 
 /// A value of the manifest schema (see the declaration type above).
@@ -158,9 +157,6 @@ const FIELDS: &[&str] = &[
     "reload_on",
     "restart_on",
     "settle",
-    // Taken out of `desired` by the manifest reader; listed so an unknown
-    // field's hint names every field a Service may write.
-    "validate",
 ];
 
 impl ServiceSpec {

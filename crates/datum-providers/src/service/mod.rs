@@ -234,6 +234,13 @@ impl Kind for ServiceProvider {
         spec(resource)
     }
 
+    /// A unit stages nothing a validator could check: `validate:` belongs on
+    /// the File or Tree holding its configuration (the catalogue refuses it
+    /// here rather than ignore it).
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
     fn activation(&self) -> Option<&dyn Activates> {
         Some(self)
     }
