@@ -296,6 +296,39 @@ async fn post_report<B: Backend>(
     }
 }
 
+/// How much of a body over the limit is still read (and dropped) so that
+/// its sender, still writing, can read the 413: a server that answers and
+/// closes while the host writes leaves it only "Broken pipe", which reads
+/// as a network fault, and the report stays queued, refused again at every
+/// attempt. Past this the connection is cut.
+const DRAINED_PAST_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The body, at most `limit` bytes; past it, [`ApiError::TooLarge`] once the
+/// rest has been read (within [`DRAINED_PAST_LIMIT`]).
+async fn read_bounded(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut dropped = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::BadRequest(format!("the report could not be read: {e}")))?;
+        if dropped == 0 && kept.len() + chunk.len() <= limit {
+            kept.extend_from_slice(&chunk);
+            continue;
+        }
+        dropped = dropped.saturating_add(chunk.len());
+        kept = Vec::new();
+        if dropped > DRAINED_PAST_LIMIT {
+            break;
+        }
+    }
+    if dropped > 0 {
+        return Err(ApiError::TooLarge(limit));
+    }
+    Ok(kept.into())
+}
+
 async fn take_report<B: Backend>(
     app: &App<B>,
     headers: &HeaderMap,
@@ -308,9 +341,7 @@ async fn take_report<B: Backend>(
         ));
     }
     let limit = app.config.limits.report_bytes;
-    let bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError::TooLarge(limit))?;
+    let bytes = read_bounded(body, limit).await?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| ApiError::BadRequest("the report is not UTF-8".to_owned()))?;
     let mut report = parse_report(text)?;

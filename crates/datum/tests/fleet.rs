@@ -1272,6 +1272,47 @@ fn reports_are_bounded_in_size_and_rate() {
     assert_eq!(server.seqs("web-1"), vec![2, 3]);
 }
 
+/// A report larger than the server's limit and than a socket's buffers:
+/// the server answered 413 after reading `report_bytes` and closed the
+/// connection, so the host, still writing, saw "Broken pipe" (or a reset)
+/// instead of the answer and kept the report queued, retried for ever.
+/// The server reads (and drops) the rest of an oversized body, within a
+/// bound, before it answers, so the host reads the 413 and sets it aside.
+#[test]
+fn a_report_far_over_the_limit_is_refused_not_retried() {
+    let t = tempfile::tempdir().unwrap();
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let config = server.dir.join("server.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        original.replace("report_bytes: 1048576", "report_bytes: 65536"),
+    )
+    .unwrap();
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let path = h.root.join("etc/datum/report.yaml");
+    let credentials = datum_fleet::credentials::Credentials::parse(
+        &path,
+        &std::fs::read_to_string(&path).unwrap(),
+    )
+    .unwrap();
+    let client = datum_fleet::client::Client::new(
+        &credentials.server,
+        &credentials.ca_pem,
+        &credentials.token,
+        datum_fleet::client::Timeouts::default(),
+    )
+    .unwrap();
+    let body = format!("{{\"padding\":\"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    for _ in 0..3 {
+        match client.post_report(&format!("{:032x}", 1), body.as_bytes(), 0, 0) {
+            Err(datum_fleet::client::SendError::Refused { status, .. }) => assert_eq!(status, 413),
+            other => panic!("not refused with 413: {other:?}"),
+        }
+    }
+}
+
 /// The CPU time (user and system, in seconds) process `pid` has used.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
