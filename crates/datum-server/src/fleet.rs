@@ -301,6 +301,13 @@ impl<B: Backend> Fleet<B> {
                 host(),
             ),
             Stmt::new("DELETE FROM drift_clusters WHERE hosts <= 0", vec![]),
+            // Locked before the `DELETE` reads who else holds them, as
+            // ingest's revision retention does.
+            Stmt::new(
+                "UPDATE revisions SET last_at = last_at WHERE revision IN \
+                 (SELECT revision FROM host_revisions WHERE host = $1)",
+                host(),
+            ),
             Stmt::new(
                 "DELETE FROM revisions WHERE revision IN \
                  (SELECT revision FROM host_revisions WHERE host = $1) AND NOT EXISTS \

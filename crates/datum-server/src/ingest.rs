@@ -903,6 +903,17 @@ fn revisions_retention(host: &str, kept: u32, stmts: &mut Vec<Stmt>) {
         format!("DELETE FROM failures WHERE host = $1 AND revision IN ({OLD})"),
         params(),
     ));
+    // The fleet's records of those revisions locked first, by a statement
+    // of their own: a server storing another host's apply of one of them
+    // holds its row until it commits, and the `DELETE` below, a statement
+    // begun after that, then sees that host's row. Locked by the `DELETE`
+    // itself, the row was deleted after the wait on what its `NOT EXISTS`
+    // had read before it (PostgreSQL reads again only the row it waited
+    // for), and a revision a host had just applied left the fleet's list.
+    stmts.push(Stmt::built(
+        format!("UPDATE revisions SET last_at = last_at WHERE revision IN ({OLD})"),
+        params(),
+    ));
     stmts.push(Stmt::built(
         format!(
             "DELETE FROM revisions WHERE revision IN ({OLD}) AND NOT EXISTS \

@@ -968,3 +968,70 @@ async fn a_host_removed_while_a_report_of_it_is_stored_leaves_nothing(url: &str)
 fn removing_a_host_while_another_server_stores_its_report() {
     on_postgres!(a_host_removed_while_a_report_of_it_is_stored_leaves_nothing);
 }
+
+/// A host's revision retention forgets the fleet's record of a revision
+/// (`revisions`, what the rollout's latest revision is read from) when no
+/// other host holds it. Decided by a `NOT EXISTS` inside the `DELETE`, it
+/// was wrong while another server was storing the first apply of that
+/// revision by another host: the `DELETE` waited for that transaction's
+/// lock on the revision's row, then went on with what it had read before
+/// (the other host's row not committed yet), and removed the record of a
+/// revision a host had just applied: the rollout's latest revision was
+/// another one until some host applied it again. The rows are now locked
+/// by a statement of their own first, so the `DELETE` reads after the
+/// other transaction committed.
+async fn a_revision_another_server_is_recording_is_not_forgotten(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
+                 host: &str,
+                 seq: u64,
+                 revision: &str,
+                 at: i64| {
+        let (f, mut r) = (f.clone(), report(host, ReportKind::Apply, seq, at));
+        r.revision = revision.into();
+        async move {
+            let raw = serde_json::to_string(&r).unwrap();
+            // Retention keeps one revision per host.
+            f.ingest(&r, &raw, at, Default::default(), 1).await.unwrap()
+        }
+    };
+    store(&servers.first, "web-1", 1, "git:r1", now).await;
+    servers.hold().await;
+    // web-2 applies r1 (its first apply of it), on the first server...
+    let recording = tokio::spawn(store(&servers.first, "web-2", 1, "git:r1", now + 120));
+    servers.waiting(1).await;
+    // ...while web-1 moves on to r2 on the second, which forgets its r1.
+    let moving = tokio::spawn(store(&servers.second, "web-1", 2, "git:r2", now + 60));
+    servers.waiting(2).await;
+    servers.release().await;
+    assert!(recording.await.unwrap());
+    assert!(moving.await.unwrap());
+    let f = &servers.second;
+    assert_eq!(
+        count(
+            f,
+            "SELECT count(*) FROM revisions WHERE revision = 'git:r1'"
+        )
+        .await,
+        1,
+        "web-2 holds r1"
+    );
+    assert_eq!(
+        f.latest_revision().await.unwrap().as_deref(),
+        Some("git:r1")
+    );
+    assert_eq!(
+        count(
+            f,
+            "SELECT count(*) FROM host_revisions WHERE host = 'web-1'"
+        )
+        .await,
+        1
+    );
+}
+
+#[test]
+fn revision_retention_while_another_server_records_the_revision() {
+    on_postgres!(a_revision_another_server_is_recording_is_not_forgotten);
+}
