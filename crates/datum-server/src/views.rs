@@ -943,11 +943,18 @@ pub fn drift_of(
             }
         })
         .collect();
+    // Most hosts first, then the oldest, then by subject; the cluster's
+    // key last, so that clusters alike in all three (one change to two
+    // values, or two changes of one resource) keep one order: the store
+    // returns them in no particular one (SQLite by insertion, PostgreSQL
+    // as its rows were last rewritten).
     out.sort_by(|a, b| {
         b.hosts
             .cmp(&a.hosts)
             .then(a.first_seen.cmp(&b.first_seen))
             .then(a.subject.cmp(&b.subject))
+            .then(a.signature.cmp(&b.signature))
+            .then(a.observed.cmp(&b.observed))
     });
     DriftView {
         format_version: VIEW_FORMAT_VERSION.to_owned(),
@@ -1215,6 +1222,49 @@ mod tests {
             "role=web is shared with converged hosts, so it does not separate"
         );
         assert_eq!(v.converged_labels["nginx_version"], vec!["1.22"]);
+    }
+
+    /// Clusters alike in hosts, first sighting and subject (one change to
+    /// two values, two changes of one resource) come out in one order,
+    /// whatever order the store returned them in: SQLite and PostgreSQL
+    /// return the table's rows in different orders.
+    #[test]
+    fn clusters_alike_keep_one_order_whatever_the_stores_order() {
+        let cluster = |signature: &str, observed: Option<&str>| ClusterRow {
+            signature: signature.into(),
+            observed: observed.map(str::to_owned),
+            hosts: 1,
+            subject: "File[B]".into(),
+            category: "changed_outside".into(),
+            class: "normal".into(),
+            paths: vec![],
+            first_seen: 0,
+            last_seen: 100,
+        };
+        let rows = vec![
+            cluster("sig-b", Some("obs-2")),
+            cluster("sig-a", None),
+            cluster("sig-b", Some("obs-1")),
+            cluster("sig-a", Some("obs-1")),
+        ];
+        let order = |rows: Vec<ClusterRow>| {
+            drift_of(rows, HashMap::new(), 4, 4, 200)
+                .clusters
+                .into_iter()
+                .map(|c| (c.signature, c.observed))
+                .collect::<Vec<_>>()
+        };
+        let forward = order(rows.clone());
+        assert_eq!(order(rows.into_iter().rev().collect()), forward);
+        assert_eq!(
+            forward,
+            vec![
+                ("sig-a".to_owned(), None),
+                ("sig-a".to_owned(), Some("obs-1".to_owned())),
+                ("sig-b".to_owned(), Some("obs-1".to_owned())),
+                ("sig-b".to_owned(), Some("obs-2".to_owned())),
+            ]
+        );
     }
 
     #[test]
