@@ -493,6 +493,7 @@ impl Piece {
 fn parse_piece(text: &str) -> Piece {
     let mut builder = Builder {
         parser: Parser::new_from_str(text),
+        text,
         anchors: HashMap::new(),
         depth: 0,
         nodes: 0,
@@ -584,8 +585,34 @@ fn weight_of(node: &Node) -> usize {
         }
 }
 
+/// saphyr's words for a line indented with a tab after a plain value, an
+/// error it places at the value's start, a line that holds no tab.
+const PLAIN_SCALAR_TAB: &str = "while scanning a plain scalar, found a tab";
+
+/// Where the tab is that [`PLAIN_SCALAR_TAB`] is about: the first one on a
+/// line after the value's (saphyr's marker counts characters).
+fn tab_after(text: &str, marker: &Marker) -> Option<Pos> {
+    let mut line = marker.line();
+    let mut column = 0;
+    let mut next_line = false;
+    for c in text.chars().skip(marker.index()) {
+        match c {
+            '\n' => {
+                next_line = true;
+                line += 1;
+                column = 0;
+            }
+            '\t' if next_line => return Some(Pos::at(line, column + 1)),
+            _ => column += 1,
+        }
+    }
+    None
+}
+
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
+    /// The text parsed (to place an error saphyr places elsewhere).
+    text: &'a str,
     /// Anchored values, how many values each holds and their weight.
     anchors: HashMap<usize, (Node, usize, usize)>,
     depth: usize,
@@ -617,6 +644,15 @@ impl<'a> Builder<'a> {
             None => Ok(None),
             Some(Ok(ev)) => Ok(Some(ev)),
             Some(Err(e)) => {
+                if e.info() == PLAIN_SCALAR_TAB
+                    && let Some(pos) = tab_after(self.text, e.marker())
+                {
+                    return Err(YamlError {
+                        message: "YAML syntax error: a tab in the indentation (YAML indents with spaces only)".to_owned(),
+                        start: pos,
+                        end: pos,
+                    });
+                }
                 let pos = Pos::from_marker(*e.marker());
                 Err(YamlError {
                     message: format!("YAML syntax error: {}", e.info()),
@@ -997,6 +1033,27 @@ mod tests {
             p.errors
         );
         assert!(p.errors[0].start.line >= 3);
+    }
+
+    /// A line indented with a tab after a plain value: the parser names the
+    /// value's start, a line with no tab; the error points at the tab.
+    #[test]
+    fn a_tab_in_the_indentation_is_pointed_at() {
+        let p = parse("type: File\ndesired:\n  path: /etc/x\n\towner: root\n");
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert_eq!(
+            p.errors[0].message,
+            "YAML syntax error: a tab in the indentation (YAML indents with spaces only)"
+        );
+        assert_eq!(p.errors[0].start, Pos { line: 4, column: 1 });
+        // The same after a blank line, and in a later document.
+        let p = parse("a: 1\n---\nb:\n  c: d\n\n  \t e: f\n");
+        assert_eq!(
+            p.errors[0].start,
+            Pos { line: 6, column: 3 },
+            "{:?}",
+            p.errors
+        );
     }
 
     #[test]
