@@ -146,7 +146,8 @@ pub struct OpenFinding {
     pub checks: u64,
 }
 
-/// The open findings of `host`, by subject.
+/// The open findings of `host`, by subject (in byte order, as SQLite and
+/// the views sort; PostgreSQL's own order is the database's collation).
 pub async fn findings<B: Backend>(
     fleet: &Fleet<B>,
     host: &str,
@@ -155,7 +156,8 @@ pub async fn findings<B: Backend>(
         .backend()
         .rows(Stmt::new(
             "SELECT signature, subject, category, class, paths, observed, first_seen, last_seen, checks \
-             FROM findings WHERE host = $1 ORDER BY subject, category, signature",
+             FROM findings WHERE host = $1 \
+             ORDER BY subject COLLATE \"C\", category COLLATE \"C\", signature COLLATE \"C\"",
             vec![host.into()],
         ))
         .await?
@@ -185,7 +187,7 @@ pub struct HostRevision {
     pub failed: u64,
 }
 
-/// The revisions `host` applied, newest first.
+/// The revisions `host` applied, newest first (equal times in byte order).
 pub async fn host_revisions<B: Backend>(
     fleet: &Fleet<B>,
     host: &str,
@@ -195,7 +197,7 @@ pub async fn host_revisions<B: Backend>(
         .backend()
         .rows(Stmt::new(
             "SELECT revision, first_at, last_at, outcome, changed, failed FROM host_revisions \
-             WHERE host = $1 ORDER BY last_at DESC, revision LIMIT $2",
+             WHERE host = $1 ORDER BY last_at DESC, revision COLLATE \"C\" LIMIT $2",
             vec![host.into(), limit.into()],
         ))
         .await?
@@ -220,7 +222,8 @@ pub struct FleetRevision {
     pub failed: u64,
 }
 
-/// The revisions applied most recently anywhere, newest first.
+/// The revisions applied most recently anywhere, newest first (equal
+/// times in byte order).
 pub async fn revisions<B: Backend>(
     fleet: &Fleet<B>,
     limit: i64,
@@ -230,7 +233,7 @@ pub async fn revisions<B: Backend>(
         .rows(Stmt::new(
             "SELECT revision, max(last_at), count(*), \
              sum(CASE WHEN outcome = 'failed' THEN 1 ELSE 0 END) FROM host_revisions \
-             GROUP BY revision ORDER BY max(last_at) DESC, revision LIMIT $1",
+             GROUP BY revision ORDER BY max(last_at) DESC, revision COLLATE \"C\" LIMIT $1",
             vec![limit.into()],
         ))
         .await?

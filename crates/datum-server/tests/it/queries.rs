@@ -460,3 +460,57 @@ fn two_servers_on_one_postgres_store_each_report_once() {
         assert_eq!(history.daily[0].reports, 10);
     });
 }
+
+/// What the pages list in order follows byte order on every store, also
+/// when times tie: a PostgreSQL database collated by a language (`a_b a-b
+/// ab aB B`) must not list otherwise than SQLite (`B a-b aB a_b ab`).
+async fn pages_list_ties_in_byte_order<B: Backend>(f: &Fleet<B>) {
+    use datum_server::web::queries;
+    let probe = crate::support::COLLATION_PROBE;
+    let mut bytes = probe.to_vec();
+    bytes.sort_unstable();
+    // One host's findings on subjects the collations order apart.
+    let mut check = report("h", ReportKind::Check, 1, 10_000);
+    check.findings = probe.iter().map(|s| finding(s, "obs", "normal")).collect();
+    assert!(ingest(f, &check).await);
+    let subjects: Vec<String> = queries::findings(f, "h")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|x| x.subject)
+        .collect();
+    assert_eq!(subjects, bytes, "the host page's findings");
+    // The host applies every revision in the same second.
+    for (seq, revision) in probe.iter().enumerate() {
+        let mut apply = report("h", ReportKind::Apply, 2 + seq as u64, 10_060);
+        apply.revision = (*revision).to_owned();
+        assert!(ingest(f, &apply).await);
+    }
+    let listed: Vec<String> = queries::host_revisions(f, "h", 20)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.revision)
+        .collect();
+    assert_eq!(listed, bytes, "the host page's revisions");
+    let listed: Vec<String> = queries::revisions(f, 15)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.revision)
+        .collect();
+    assert_eq!(listed, bytes, "the rollout page's revisions");
+}
+
+#[test]
+fn pages_list_in_byte_order() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let (_dir, lite) = crate::support::sqlite();
+        pages_list_ties_in_byte_order(&lite).await;
+        if let Some((pg, how, _)) = crate::support::postgres_collated().await {
+            eprintln!("PostgreSQL database collated by {how}");
+            pages_list_ties_in_byte_order(&pg).await;
+        }
+    });
+}
