@@ -582,6 +582,50 @@ testbed_test!(
     }
 );
 
+testbed_test!(
+    a_virtual_package_name_fails_saying_apt_installed_a_provider,
+    {
+        // A name other packages `Provides:`, with one provider: apt-get
+        // installs the provider and succeeds, dpkg knows no package of the
+        // declared name, and every pass used to fail its verify with "still
+        // differs: state" (after another apt-get run), never saying why.
+        let _apt = within::lock("apt");
+        let _purge = Purge::new(&["datum-it-provider"]);
+        let _repo = LocalRepo::publish(
+            "it-virtual",
+            &[with_control(
+                "datum-it-provider",
+                "1.0",
+                "Provides: datum-it-virtual\n",
+            )],
+        );
+        let r = resource("v", json!({"name": "datum-it-virtual"}));
+        for pass in ["first", "second"] {
+            let p = PackageProvider;
+            let host = host();
+            let observed = p.observe(&host, &r).unwrap();
+            let diff = p.plan(&p.declare(&r).unwrap(), &observed);
+            assert_eq!(diff.action(), Action::Create, "{pass}");
+            let err = match p.apply(&host, &r, &observed, &diff, &mut OpenGate) {
+                Err(e) => e.to_string(),
+                Ok(()) => format!(
+                    "applied; verify: {:?}",
+                    p.verify(&host, &r).map(|(_, d)| d.changed_fields())
+                ),
+            };
+            assert!(
+                err.contains("no package named datum-it-virtual is installed")
+                    && err.contains("virtual package"),
+                "{pass} pass: {err}"
+            );
+        }
+        assert_eq!(
+            status_of("datum-it-provider").as_deref(),
+            Some("install ok installed")
+        );
+    }
+);
+
 testbed_test!(a_name_apt_could_read_as_a_pattern_installs_nothing_else, {
     // A name no package has, but with `.` or `+` in it: apt-get falls back
     // to an unanchored regular expression (or fnmatch) when no package has

@@ -71,6 +71,15 @@ pub enum PackageError {
         others: Vec<String>,
     },
 
+    /// apt-get installed something, but nothing of the declared name: apt
+    /// takes the name of a virtual package (one other packages `Provides:`)
+    /// with a single provider as that provider's, so every pass would
+    /// install nothing and fail its verify without saying why.
+    #[error(
+        "`apt-get install {package}` succeeded on {host}, yet no package named {package} is installed: apt took it for a virtual package (a name other packages provide) and installed one that provides it (/var/log/apt/history.log names it); declare that package by its own name"
+    )]
+    NotInstalledByName { package: String, host: String },
+
     /// dpkg reports unfinished work: `dpkg --audit` printed something, or a
     /// package is half-installed, half-configured, unpacked or waiting for
     /// triggers.

@@ -507,6 +507,15 @@ fn converge(
                     }
                     failure.into_error(host, &spec.name)
                 })?;
+                // apt said yes: the package is there, unless apt read the
+                // name as a virtual package's and installed its provider.
+                let now = status::load(host).map_err(status_error)?;
+                if now.get(&spec.name).is_none_or(|r| r.state.is_absent()) {
+                    return Err(PackageError::NotInstalledByName {
+                        package: spec.name.clone(),
+                        host: host.name().to_owned(),
+                    });
+                }
             }
             if spec.state == Wanted::Held {
                 let now = status::load(host).map_err(status_error)?;
