@@ -90,6 +90,12 @@ pub struct GlobalArgs {
     /// drift, owed reload and finding history.
     #[arg(long, global = true)]
     pub rebuild_state: bool,
+    /// Not an option: the link `--repo` named when it is one, whose folder
+    /// at the command's start `repo` then holds (`context::pinned`), so
+    /// that a pass can tell, once it holds the root lock, whether `datum
+    /// pull` switched the revision meanwhile (`context::still_deployed`).
+    #[arg(skip)]
+    pub repo_link: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -37,10 +37,38 @@ pub const SNAPSHOT_EXTENSION: &str = "catalogue";
 pub fn pinned(global: &GlobalArgs) -> Result<GlobalArgs> {
     let repo = datum_host::repo::pinned(&global.repo)
         .with_context(|| format!("cannot read the repository {}", global.repo.display()))?;
+    let repo_link = (repo != global.repo).then(|| global.repo.clone());
     Ok(GlobalArgs {
         repo,
+        repo_link,
         ..global.clone()
     })
+}
+
+/// Refuses to go on when `--repo` is a link that no longer points at the
+/// folder the command pinned at its start: `datum pull` switched in
+/// another revision since, while this command compiled or waited for the
+/// root lock. A pass that applied what it compiled from the revision
+/// replaced would take the host back to it, after the new one may already
+/// have been applied (by the agent, or another apply), and report it as
+/// the host's latest apply: configuration never goes backwards. Called
+/// with the root lock held (a switch after it is the next pass's), `what`
+/// completing "nothing was ...".
+pub fn still_deployed(global: &GlobalArgs, what: &str) -> Result<()> {
+    let Some(link) = &global.repo_link else {
+        return Ok(());
+    };
+    let now = datum_host::repo::pinned(link)
+        .with_context(|| format!("cannot read the repository {}", link.display()))?;
+    if now == global.repo {
+        return Ok(());
+    }
+    bail!(
+        "the repository {} was switched from {} to {} (`datum pull` deployed another revision) after this command read it; nothing was {what}. Run it again to use the revision deployed now",
+        link.display(),
+        global.repo.display(),
+        now.display()
+    )
 }
 
 pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {

@@ -107,6 +107,9 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     let (lock, mut store) = if acts {
         // Locked first, as an apply, which may make the store.
         let lock = take_lock(true)?;
+        // Compiled before the lock: a revert must not take the host back
+        // to a revision `datum pull` replaced meanwhile.
+        context::still_deployed(global, "reconciled")?;
         let store = context::open_store(global, context::StoreNeed::Required("reconciled"))?;
         (lock, store)
     } else {

@@ -108,6 +108,11 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     } else {
         None
     };
+    // Compiled before the lock: a revision switched in meanwhile is not
+    // taken back by applying the one it replaced.
+    if mode == Mode::Apply {
+        context::still_deployed(global, "applied")?;
+    }
     // Fail closed: an apply without its quarantines and owed reloads could
     // undo an emergency fix; a plan only reads, and says so.
     let need = match mode {

@@ -192,6 +192,115 @@ fn a_second_pass_waits_for_the_root_lock_and_gives_up_after_its_timeout() {
     assert!(stderr(&out).contains("lock"), "{}", stderr(&out));
 }
 
+/// Whether process `pid` has the file `path` open (it reached the root
+/// lock's wait: it opens the lock file before it waits for it).
+fn has_open(pid: u32, path: &std::path::Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|target| target == path))
+        })
+        .unwrap_or(false)
+}
+
+/// `datum ARGS` on the sandbox's root with `repo`, started in the background.
+fn spawn_datum(s: &Sandbox, repo: &std::path::Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("datum"))
+        .arg("--repo")
+        .arg(repo)
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Returns once `child` has opened the lock file (it waits for the lock
+/// the test holds); fails when it ends first.
+fn wait_for_the_lock(child: &mut std::process::Child, lock_file: &std::path::Path, what: &str) {
+    let waited = std::time::Instant::now();
+    while !has_open(child.id(), lock_file) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{what} ended without waiting for the root lock the test holds"
+        );
+        assert!(waited.elapsed().as_secs() < 60, "{what} never waited");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// An apply compiles the repository (a link `datum pull` switches is
+/// pinned to the folder it points at then) before it takes the root lock.
+/// When `datum pull` switched in another revision meanwhile (while the
+/// apply compiled or waited for another pass), the apply went on with the
+/// revision replaced: it took the host back to it (after the agent, or
+/// another apply, may have applied the new one) and reported it as the
+/// host's latest apply. Once it holds the lock it now refuses, nothing
+/// applied, when the link points elsewhere; so does a reconcile that acts.
+/// Deterministic: the test holds the root lock, and switches the link once
+/// the apply has opened the lock file (it has compiled and waits).
+#[test]
+fn an_apply_refuses_a_revision_switched_out_while_it_waited_for_the_lock() {
+    let file = |content: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: f\nclass: critical\ndesired:\n  path: /f.conf\n  content: \"{content}\\n\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&file("old"));
+    let settings = "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+                    classes:\n  critical: {interval: 60s, policy: revert}\n";
+    for repo in ["repo", "repo-new"] {
+        s.write(&format!("{repo}/datum.yaml"), settings);
+    }
+    s.write("repo-new/base/main.yaml", &file("new"));
+    let link = s.dir.path().join("deployed");
+    std::os::unix::fs::symlink(s.repo(), &link).unwrap();
+    let switch_to = |target: &std::path::Path| {
+        let staged = s.dir.path().join("deployed.next");
+        std::os::unix::fs::symlink(target, &staged).unwrap();
+        fs::rename(&staged, &link).unwrap();
+    };
+    // The first apply makes the lock file; the host is at the old revision.
+    assert_exit(&s.datum_repo(&link, &["apply"]), 2);
+    let lock_file = fs::canonicalize(s.live("/var/lib/datum/lock")).unwrap();
+    for command in ["apply", "reconcile"] {
+        // Edited on the host: the old revision's apply, or its revert, would
+        // write the old content back.
+        s.write("root/f.conf", "edited\n");
+        switch_to(&s.repo());
+        let held = datum_host::RootLock::acquire(
+            &datum_host::Host::new(s.root()),
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let mut child = spawn_datum(&s, &link, &["--lock-timeout", "60s", command]);
+        wait_for_the_lock(&mut child, &lock_file, command);
+        // `datum pull` deploys the new revision; the pass holding the lock ends.
+        switch_to(&s.dir.path().join("repo-new"));
+        drop(held);
+        let out = child.wait_with_output().unwrap();
+        assert_exit(&out, 1);
+        let err = stderr(&out);
+        assert!(
+            err.contains("was switched from") && err.contains("repo-new"),
+            "{command}: {err}"
+        );
+        assert_eq!(
+            fs::read_to_string(s.live("/f.conf")).unwrap(),
+            "edited\n",
+            "{command} changed the host after its revision was switched out"
+        );
+    }
+    // Run again, it applies the revision deployed now.
+    assert_exit(&s.datum_repo(&link, &["apply"]), 2);
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "new\n");
+}
+
 #[test]
 fn usage_errors_exit_1_not_2() {
     let s = Sandbox::new();
