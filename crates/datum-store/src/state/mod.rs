@@ -128,11 +128,39 @@ impl Store {
     /// [`StoreError::Unusable`] and left exactly as it is: it holds
     /// quarantines and owed reloads. Recovering is the operator's decision
     /// ([`Store::rebuild_in`]).
+    ///
+    /// A store whose quarantines cannot be read is unusable too: every
+    /// command that acts leaves out what they name, and one that could not
+    /// read them would act on everything, a fix a person told it not to
+    /// touch included (the integrity check reads the pages, not the rows:
+    /// a damaged row passes it).
     pub fn open_in(dir: &PrivateDir, name: &str) -> Result<Store, StoreError> {
         let conn = crate::db::open(dir, name, &schema::SCHEMA)?;
+        let path = dir.file_path(name);
+        if let Err(e) = policy::read_quarantined(&conn, &path) {
+            return Err(match e {
+                StoreError::Malformed { what, detail, .. } => StoreError::Unusable {
+                    path,
+                    reason: format!("{what} in the database is malformed: {detail}"),
+                },
+                StoreError::Sqlite { source, .. }
+                    if matches!(
+                        source,
+                        rusqlite::Error::InvalidColumnType(..)
+                            | rusqlite::Error::FromSqlConversionFailure(..)
+                    ) =>
+                {
+                    StoreError::Unusable {
+                        path,
+                        reason: format!("a quarantine in the database is malformed: {source}"),
+                    }
+                }
+                other => other,
+            });
+        }
         Ok(Store {
             conn,
-            path: dir.file_path(name),
+            path,
             pending: verified::Pending::default(),
             durability: None,
         })

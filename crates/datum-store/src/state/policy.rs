@@ -219,7 +219,7 @@ impl Batch<'_> {
 }
 
 /// Everything quarantined, oldest first, as `conn` sees it.
-fn read_quarantined(
+pub(super) fn read_quarantined(
     conn: &rusqlite::Connection,
     path: &std::path::Path,
 ) -> Result<Vec<Quarantine>, StoreError> {
@@ -437,6 +437,38 @@ mod tests {
         let all = store.quarantined().unwrap();
         assert_eq!(all[0].target, QuarantineTarget::Host);
         assert_eq!(all[1].target, r);
+    }
+
+    #[test]
+    fn a_quarantine_that_cannot_be_read_makes_the_store_unusable() {
+        for damage in [
+            "UPDATE quarantine SET target = 'File[motd' WHERE target = 'File[motd]'",
+            "UPDATE quarantine SET since = 'yesterday'",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.db");
+            let mut store = Store::open(&path).unwrap();
+            let id = ResourceId::new("File", "motd");
+            store
+                .quarantine(
+                    &QuarantineTarget::Resource(id),
+                    "outage fix",
+                    QuarantineSource::Person,
+                    1,
+                )
+                .unwrap();
+            drop(store);
+            rusqlite::Connection::open(&path)
+                .unwrap()
+                .execute(damage, [])
+                .unwrap();
+            match Store::open(&path) {
+                Err(StoreError::Unusable { reason, .. }) => {
+                    assert!(reason.contains("malformed"), "{damage}: {reason}")
+                }
+                other => panic!("{damage}: {other:?}"),
+            }
+        }
     }
 
     #[test]

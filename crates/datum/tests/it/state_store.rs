@@ -86,6 +86,44 @@ fn a_corrupt_store_stops_apply_and_the_quarantine_survives_its_restoration() {
     assert!(stdout(&out).contains("File[motd]"), "{}", stdout(&out));
 }
 
+/// A damaged row the integrity check does not see (it reads pages, not
+/// values): the quarantine's target no longer parses. The apply refused
+/// nothing and read no quarantine at all, so the person's fix was
+/// overwritten; now the store is unusable, as when its pages are damaged.
+#[test]
+fn a_quarantine_the_store_cannot_read_stops_apply() {
+    let s = quarantined();
+    let db = s.live("/var/lib/datum/state.db");
+    // Fold the WAL in, so the database file alone is the whole store.
+    drop(datum_store::Store::open(&db).unwrap());
+    let mut bad = fs::read(&db).unwrap();
+    let (from, to) = (b"File[motd]", b"File{motd]");
+    let mut damaged = 0;
+    for i in 0..bad.len() - from.len() {
+        if &bad[i..i + from.len()] == from {
+            bad[i..i + from.len()].copy_from_slice(to);
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "the quarantine's target is in the file");
+    fs::write(&db, &bad).unwrap();
+
+    assert_refused(
+        &s,
+        &["apply"],
+        "quarantine target in the database is malformed",
+    );
+    assert_eq!(
+        fs::read(&db).unwrap(),
+        bad,
+        "the damaged store is left as it is"
+    );
+    // A plan goes on read-only, and says so.
+    let out = s.datum(&["plan"]);
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
+}
+
 /// A small tmpfs mounted over a folder, unmounted when dropped.
 struct Mounted(std::path::PathBuf);
 
