@@ -8,11 +8,17 @@
 //! protects something. Releasing a quarantine that outlived its
 //! declaration (the resource left the repository) stays possible.
 //!
-//! Must not: touch the host (only the state store).
+//! A quarantine is recorded at once, then waits (up to `--lock-timeout`)
+//! for the root lock: a pass already running read the quarantines before
+//! it and may still write the resource, so the command returns once it
+//! has ended (or warns that it has not).
+//!
+//! Must not: touch the host (only the state store, and the root lock).
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use datum_core::ResourceId;
+use datum_host::lock::RootLock;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
 use crate::cli::{Format, GlobalArgs};
@@ -128,6 +134,19 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
         QuarantineSource::Person,
         context::now(),
     )?;
+    drop(store);
+    // Every pass that starts from now on skips it; one already running
+    // (an apply, the agent's reconcile) read the quarantines when it began
+    // and may still write it. Waiting for the root lock waits for that
+    // pass, so that once this returns, nothing Datum runs changes what the
+    // person is about to change by hand.
+    let host = datum_host::Host::new(global.root.clone());
+    if let Err(e) = RootLock::acquire(&host, global.lock_timeout) {
+        eprintln!(
+            "warning: quarantined {}, but a pass that began before it may still change it: {e}; wait until it ends before changing it by hand",
+            shown(&target)
+        );
+    }
     if global.output == Format::Json {
         let mut doc = target_json(&target);
         doc["quarantined"] = serde_json::json!(true);

@@ -234,6 +234,62 @@ fn wait_for_the_lock(child: &mut std::process::Child, lock_file: &std::path::Pat
     }
 }
 
+/// `datum quarantine` (a person's break-glass) recorded the quarantine and
+/// returned at once, while a pass that began before it (an apply, the
+/// agent's reconcile: each reads the quarantines when it begins) could
+/// still write the resource; the person, told it was excluded from apply
+/// and never reverted, changed it by hand, and that pass could overwrite
+/// the change. The quarantine is still recorded at once (every later pass
+/// skips it), and the command then waits for the root lock, so it returns
+/// once the pass in flight has ended, or warns that it has not.
+#[test]
+fn a_quarantine_returns_once_the_pass_already_running_has_ended() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /f.conf\n  content: \"x\\n\"\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let lock_file = fs::canonicalize(s.live("/var/lib/datum/lock")).unwrap();
+    let hold = || {
+        datum_host::RootLock::acquire(
+            &datum_host::Host::new(s.root()),
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap()
+    };
+    let held = hold();
+    let mut child = spawn_datum(
+        &s,
+        &s.repo(),
+        &["quarantine", "File/f", "--reason", "incident 42"],
+    );
+    wait_for_the_lock(&mut child, &lock_file, "datum quarantine");
+    drop(held);
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 0);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    // A pass that outlasts --lock-timeout: recorded all the same, and said.
+    let held = hold();
+    let out = s.datum(&[
+        "--lock-timeout",
+        "200ms",
+        "quarantine",
+        "--host",
+        "--reason",
+        "incident 43",
+    ]);
+    drop(held);
+    assert_exit(&out, 0);
+    assert!(
+        stderr(&out)
+            .contains("quarantined the host, but a pass that began before it may still change it"),
+        "{}",
+        stderr(&out)
+    );
+    fs::write(s.live("/f.conf"), "by hand\n").unwrap();
+    assert_exit(&s.datum(&["apply"]), 0);
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "by hand\n");
+}
+
 /// An apply compiles the repository (a link `datum pull` switches is
 /// pinned to the folder it points at then) before it takes the root lock.
 /// When `datum pull` switched in another revision meanwhile (while the
