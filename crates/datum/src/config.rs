@@ -87,8 +87,11 @@ struct AgentDefaults {
 enum Kind {
     /// An absolute path (a relative one would depend on where Datum runs).
     Path,
-    /// One of the option's possible values (`color = "never"`).
-    Choice,
+    /// One of the option's possible values (`color = "never"`) but those
+    /// listed: a flag may ask for them in one run, a machine's default may
+    /// not be one (`output = "markdown"` would make every command without
+    /// that form refuse to run).
+    Choice(&'static [&'static str]),
     /// A duration as the option takes it (`60s`, `1m30s`).
     Duration,
     /// Anything the option itself checks later (a log filter, an address).
@@ -111,11 +114,11 @@ impl Defaults {
             ("repo", &self.repo, Kind::Path),
             ("state", &self.state, Kind::Path),
             ("host_file", &self.host_file, Kind::Path),
-            ("output", &self.output, Kind::Choice),
-            ("color", &self.color, Kind::Choice),
+            ("output", &self.output, Kind::Choice(&["markdown"])),
+            ("color", &self.color, Kind::Choice(&[])),
             ("lock_timeout", &self.lock_timeout, Kind::Duration),
             ("log_level", &self.log_level, Kind::Text),
-            ("log_format", &self.log_format, Kind::Choice),
+            ("log_format", &self.log_format, Kind::Choice(&[])),
         ];
         let agent = [
             ("listen", &self.agent.listen, Kind::Text),
@@ -215,15 +218,24 @@ fn with_defaults(
             Kind::Path if !Path::new(value).is_absolute() => {
                 return Err(fail(format!("`{value}` is not an absolute path")));
             }
-            Kind::Choice => {
+            Kind::Choice(not_a_default) => {
                 let possible: Vec<String> = arg
                     .get_possible_values()
                     .iter()
                     .map(|p| p.get_name().to_owned())
+                    .filter(|p| !not_a_default.contains(&p.as_str()))
                     .collect();
                 if !possible.iter().any(|p| p == value) {
+                    let why = if not_a_default.contains(&value) {
+                        format!(
+                            " ({value} is a report form of some commands only: ask for it with --{} {value})",
+                            setting.arg
+                        )
+                    } else {
+                        String::new()
+                    };
                     return Err(fail(format!(
-                        "`{value}` is not one of {}",
+                        "`{value}` is not one of {}{why}",
                         possible.join(", ")
                     )));
                 }
@@ -307,6 +319,22 @@ mod tests {
         let err = parse_with("[agent]\nlisten = \"x:1\"\nport = 1\n", &["plan"]).unwrap_err();
         assert!(err.starts_with("/etc/datum/datum.toml:3: "), "{err}");
         assert!(err.contains("`port`"), "{err}");
+    }
+
+    /// Markdown is a report form of a few commands (plan, apply, check):
+    /// as every command's default it would make the others refuse to run
+    /// (`datum lint cannot be shown as markdown`), so the file takes human
+    /// or json, as docs/install.md and the shipped file say.
+    #[test]
+    fn the_output_default_is_human_or_json() {
+        let err = parse_with("color = \"never\"\noutput = \"markdown\"\n", &["lint"]).unwrap_err();
+        assert_eq!(
+            err,
+            "/etc/datum/datum.toml:2: output: `markdown` is not one of human, json \
+             (markdown is a report form of some commands only: ask for it with --output markdown)"
+        );
+        let cli = parse_with("output = \"json\"\n", &["plan", "--output", "markdown"]).unwrap();
+        assert_eq!(cli.global.output, datum_report::render::Format::Markdown);
     }
 
     #[test]
