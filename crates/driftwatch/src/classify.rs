@@ -105,6 +105,9 @@ pub struct Finding {
     pub ignored_by: Vec<String>,
     /// The normal plan updates this resource, but only attributes that did not drift.
     pub left_alone_by_update: bool,
+    /// The normal plan sets a drifted attribute to a new value from the configuration,
+    /// not back to the last apply's (the configuration changed since).
+    pub overwritten: bool,
     /// Checked against a normal plan that lists resource changes (false with
     /// `--drift-only`, or when the plan lists none): only then does an address the plan
     /// leaves out say anything about the configuration.
@@ -155,6 +158,10 @@ impl Finding {
                 "not among the normal plan's changes; the next apply leaves it alone".to_owned()
             }
             (Category::Ignored, _) => "the next apply leaves it alone (no-op)".to_owned(),
+            (Category::ChangedOutside, Some(Action::Update)) if self.overwritten => {
+                "the next apply sets a new value from the configuration, not the last apply's"
+                    .to_owned()
+            }
             (Category::ChangedOutside, Some(Action::Update)) => {
                 "the next apply reverts it".to_owned()
             }
@@ -266,6 +273,42 @@ fn updates_only_other_paths(change: &ChangeEntry, drifted: &[&Path]) -> bool {
         && !change.unknown_paths.iter().any(touches_drift)
 }
 
+/// The paths an update of a drifted resource changes for the configuration's sake, not to
+/// revert drift: paths that touch no drifted path, and drifted paths it sets to something
+/// other than the last apply's value (compared by digest; a sensitive one cannot be, and
+/// counts as reverted). The flag says whether a drifted path is among them.
+fn configured_paths(change: &ChangeEntry, drift: &[LeafDiff]) -> (Vec<Path>, bool) {
+    let touches_drift = |path: &Path| {
+        drift
+            .iter()
+            .any(|d| path.covers(&d.path) || d.path.covers(path))
+    };
+    let mut out: Vec<Path> = change
+        .changed_paths
+        .iter()
+        .filter(|p| !touches_drift(p))
+        .cloned()
+        .collect();
+    let mut overwritten = false;
+    for (path, digest) in &change.changed_to {
+        let Some(before) = drift
+            .iter()
+            .find(|d| !d.sensitive && &d.path == path)
+            .and_then(|d| d.before.as_ref())
+        else {
+            continue;
+        };
+        let before = Some(before).filter(|b| !b.is_null());
+        if crate::plan::leaf_digest(before) != *digest {
+            overwritten = true;
+            out.push(path.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    (out, overwritten)
+}
+
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
 pub fn classify(
     stack: &str,
@@ -338,6 +381,7 @@ pub fn classify(
             forcing_paths: Vec::new(),
             ignored_by: Vec::new(),
             left_alone_by_update: false,
+            overwritten: false,
             plan_checked: plan_lists_changes,
             age: None,
         };
@@ -409,6 +453,20 @@ pub fn classify(
                 reason: change.action_reason.clone(),
                 paths: change.changed_paths.iter().map(Path::to_string).collect(),
             });
+        } else if let Some(change) = change.filter(|c| c.action == Action::Update) {
+            // The update reverts drift, and may carry configuration changes too: on
+            // attributes that did not drift, or a drifted one set to a new value. Those are
+            // unapplied changes, listed as pending (nothing else would list them).
+            let (configured, overwritten) = configured_paths(change, &entry.diffs);
+            finding.overwritten = overwritten;
+            if !configured.is_empty() {
+                side_pending.push(Pending {
+                    address: change.address.clone(),
+                    action: change.action.as_str().to_owned(),
+                    reason: change.action_reason.clone(),
+                    paths: configured.iter().map(Path::to_string).collect(),
+                });
+            }
         }
         findings.push(finding);
     }
@@ -533,6 +591,7 @@ mod tests {
             replace_paths: Vec::new(),
             changed_paths: Vec::new(),
             unknown_paths: Vec::new(),
+            changed_to: Vec::new(),
         }
     }
 
@@ -659,6 +718,80 @@ mod tests {
         };
         let report = classify_plain(&refresh, Some(&normal));
         assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        // ... and data.upstream is still a configuration change of its own.
+        assert_eq!(report.pending.len(), 1);
+        assert_eq!(report.pending[0].paths, vec!["data.upstream"]);
+    }
+
+    #[test]
+    fn a_configuration_change_riding_on_a_revert_is_pending() {
+        // Seen on the real engine: visibility_timeout_seconds drifted 30 -> 45 outside while
+        // the configuration was edited from 30 to 60, and delay_seconds was edited too. The
+        // next apply sets 60 (not the last apply's 30) and 5: both are unapplied changes,
+        // and the drift is not "reverted".
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.q",
+                Action::Update,
+                vec![leaf("visibility_timeout_seconds", json!(30), json!(45))],
+            )],
+            ..Plan::default()
+        };
+        let digest = |v: Value| crate::plan::leaf_digest(Some(&v.into()));
+        let mut c = change("aws_sqs_queue.q", Action::Update);
+        c.changed_paths = vec![
+            Path::parse("delay_seconds").unwrap(),
+            Path::parse("visibility_timeout_seconds").unwrap(),
+        ];
+        c.changed_to = vec![
+            (Path::parse("delay_seconds").unwrap(), digest(json!(5))),
+            (
+                Path::parse("visibility_timeout_seconds").unwrap(),
+                digest(json!(60)),
+            ),
+        ];
+        let normal = Plan {
+            changes: vec![c.clone()],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        let f = &report.findings[0];
+        assert_eq!(f.category, Category::ChangedOutside);
+        assert_eq!(
+            f.consequence(),
+            "the next apply sets a new value from the configuration, not the last apply's"
+        );
+        let pending: Vec<(&str, &str, Vec<String>)> = report
+            .pending
+            .iter()
+            .map(|p| (p.address.as_str(), p.action.as_str(), p.paths.clone()))
+            .collect();
+        assert_eq!(
+            pending,
+            [(
+                "aws_sqs_queue.q",
+                "update",
+                vec![
+                    "delay_seconds".to_owned(),
+                    "visibility_timeout_seconds".to_owned()
+                ]
+            )]
+        );
+        // Set back to the last apply's value, and nothing else: a plain revert.
+        c.changed_paths.remove(0);
+        c.changed_to = vec![(
+            Path::parse("visibility_timeout_seconds").unwrap(),
+            digest(json!(30)),
+        )];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply reverts it"
+        );
         assert!(report.pending.is_empty());
     }
 

@@ -261,6 +261,7 @@ mod tests {
             forcing_paths: Vec::new(),
             ignored_by: Vec::new(),
             left_alone_by_update: false,
+            overwritten: false,
             plan_checked: true,
             age: None,
         }

@@ -204,6 +204,23 @@ pub struct ChangeEntry {
     /// Paths whose value is known only after apply (`after_unknown`; updates and replaces
     /// only). They are left out of `changed_paths`, but the apply does set them.
     pub unknown_paths: Vec<Path>,
+    /// For each changed leaf that may be shown (not below a value marked sensitive), a
+    /// digest of the value the apply sets there, so that the classifier can tell an apply
+    /// that sets a drifted attribute back to the last apply's value from one that sets a
+    /// new value from the configuration, without keeping the value.
+    pub changed_to: Vec<(Path, u64)>,
+}
+
+/// The digest of a leaf's value kept in [`ChangeEntry::changed_to`] (`None`: absent or
+/// null).
+pub fn leaf_digest(leaf: Option<&Leaf>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    match leaf {
+        None => "null".hash(&mut hasher),
+        Some(leaf) => leaf.json().hash(&mut hasher),
+    }
+    hasher.finish()
 }
 
 /// A parsed plan: only managed resources, secrets removed.

@@ -477,15 +477,24 @@ fn change_entry(
             action: action.as_str().to_owned(),
         });
     }
-    let (changed_paths, unknown_paths) = if matches!(action, Action::Update | Action::Replace) {
-        let (changed, unknown) = changed_paths(&raw, source_name)?;
-        (
-            shown_paths(&raw, changed, source_name)?,
-            shown_paths(&raw, unknown, source_name)?,
-        )
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    let (changed_paths, unknown_paths, changed_to) =
+        if matches!(action, Action::Update | Action::Replace) {
+            let (changed, unknown) = changed_paths(&raw, source_name)?;
+            let paths: Vec<Path> = changed.iter().map(|(p, _)| p.clone()).collect();
+            let shown = shown_paths(&raw, paths, source_name)?;
+            // A digest only where the whole path is shown (nothing below a secret).
+            let changed_to = changed
+                .into_iter()
+                .filter(|(p, _)| shown.binary_search(p).is_ok())
+                .map(|(p, new)| {
+                    let digest = super::leaf_digest(new.as_ref());
+                    (p, digest)
+                })
+                .collect();
+            (shown, shown_paths(&raw, unknown, source_name)?, changed_to)
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
     let mut replace_paths: Vec<Path> = raw
         .change
         .replace_paths
@@ -508,6 +517,7 @@ fn change_entry(
         replace_paths,
         changed_paths,
         unknown_paths,
+        changed_to,
     }))
 }
 
@@ -713,8 +723,8 @@ fn shown_paths(
     Ok(out)
 }
 
-/// Paths that differ, without values (for pending changes in the normal plan), and the
-/// paths that are unknown until apply.
+/// Paths that differ, each with the value the apply sets there (the caller keeps only a
+/// digest of it), and the paths that are unknown until apply.
 ///
 /// Attributes that are unknown until apply (`after_unknown` true) are left out of the
 /// first list: they are "known after apply", not a value the apply sets back, and OpenTofu
@@ -724,7 +734,7 @@ fn shown_paths(
 fn changed_paths(
     raw: &RawChange<'_>,
     source_name: &str,
-) -> Result<(Vec<Path>, Vec<Path>), PlanError> {
+) -> Result<(Vec<ChangedLeaf>, Vec<Path>), PlanError> {
     let unknown = value_of(raw.change.after_unknown, source_name).unwrap_or(Value::Null);
     let unknown_paths: Vec<Path> = if unknown == Value::Bool(true) {
         vec![Path::default()]
@@ -738,11 +748,14 @@ fn changed_paths(
     let changed = raw_leaf_changes(raw.change.before, raw.change.after)
         .map_err(inside_change(source_name))?
         .into_iter()
-        .map(|(path, _, _)| path)
-        .filter(|path| !unknown_paths.iter().any(|u| u.covers(path)))
+        .map(|(path, _, new)| (path, new))
+        .filter(|(path, _)| !unknown_paths.iter().any(|u| u.covers(path)))
         .collect();
     Ok((changed, unknown_paths))
 }
+
+/// A changed path and the value the apply sets there (`None`: absent).
+type ChangedLeaf = (Path, Option<Leaf>);
 
 /// A changed leaf with its own values.
 type OwnedChange = (Path, Option<Leaf>, Option<Leaf>);
