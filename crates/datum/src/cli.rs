@@ -113,9 +113,9 @@ pub enum Command {
     Lint(LintArgs),
     /// Compile the repository for this host and print the catalogue as JSON.
     Catalogue(CatalogueArgs),
-    /// Show what an apply would change; change nothing (exit 0 nothing, 2 pending, 4 would fail, 6 both).
+    /// Show what an apply would change; change nothing (exit 0 nothing, 2 pending, 4 would fail, 6 both, 1 error).
     Plan(PlanArgs),
-    /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both).
+    /// Make the host match the catalogue (exit 0 nothing, 2 changed, 4 failed, 6 both, 1 error).
     Apply(ApplyArgs),
     /// List the validators this build ships, the binary each needs, and whether it is installed here.
     Validators,
