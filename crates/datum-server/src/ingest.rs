@@ -887,17 +887,21 @@ fn rollout_writes(
 }
 
 /// The host's revisions beyond the newest `kept` (by last apply, then
-/// name): their rows in `host_revisions` and their failures, as
-/// `retention.reports_per_host` keeps the host's reports (each apply adds
-/// at most one revision); and the fleet's record of a revision that no
-/// host keeps any more. Else every revision a host ever applied stayed
+/// name in byte order): their rows in `host_revisions` and their
+/// failures, as `retention.reports_per_host` keeps the host's reports
+/// (each apply adds at most one revision); and the fleet's record of a
+/// revision that no host keeps any more. Else every revision a host ever applied stayed
 /// with all its failures, whatever the retention: one host applying a new
 /// revision each time, with thousands of failures, grew the store without
 /// bound.
 fn revisions_retention(host: &str, kept: u32, stmts: &mut Vec<Stmt>) {
-    const OLD: &str = "SELECT revision FROM host_revisions WHERE host = $1 AND (last_at, revision) <= \
+    // Equal times are decided by name in byte order (PostgreSQL's own
+    // order is the database's collation, and kept other revisions than
+    // SQLite in a database collated by a language).
+    const OLD: &str = "SELECT revision FROM host_revisions WHERE host = $1 \
+         AND (last_at, revision COLLATE \"C\") <= \
          (SELECT last_at, revision FROM host_revisions WHERE host = $1 \
-          ORDER BY last_at DESC, revision DESC LIMIT 1 OFFSET $2)";
+          ORDER BY last_at DESC, revision COLLATE \"C\" DESC LIMIT 1 OFFSET $2)";
     let params = || vec![host.into(), i64::from(kept.max(1)).into()];
     stmts.push(Stmt::built(
         format!("DELETE FROM failures WHERE host = $1 AND revision IN ({OLD})"),

@@ -514,3 +514,47 @@ fn pages_list_in_byte_order() {
         }
     });
 }
+
+/// Which revisions retention keeps of a host's (the newest
+/// `reports_per_host`, equal times by name) is decided in byte order on
+/// every store: a PostgreSQL database collated by a language kept others
+/// than SQLite when applies shared a second.
+async fn retention_breaks_ties_in_byte_order<B: Backend>(f: &Fleet<B>) {
+    use datum_server::web::queries;
+    for (seq, revision) in crate::support::COLLATION_PROBE.iter().enumerate() {
+        let mut apply = report("h", ReportKind::Apply, 1 + seq as u64, 10_060);
+        apply.revision = (*revision).to_owned();
+        apply.failures = vec![failure("File[x]", "sig")];
+        let raw = serde_json::to_string(&apply).unwrap();
+        assert!(
+            f.ingest(&apply, &raw, 10_060, Default::default(), 2)
+                .await
+                .unwrap()
+        );
+    }
+    // The last two in byte order (B a-b aB a_b ab), whatever the database.
+    let kept: Vec<String> = queries::host_revisions(f, "h", 20)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.revision)
+        .collect();
+    assert_eq!(kept, ["a_b", "ab"], "the revisions retention keeps");
+    for (revision, failed) in [("a_b", true), ("ab", true), ("aB", false), ("B", false)] {
+        let found = queries::failure(f, "h", revision, "File[x]").await.unwrap();
+        assert_eq!(found.is_some(), failed, "the failures of {revision}");
+    }
+}
+
+#[test]
+fn retention_in_byte_order() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let (_dir, lite) = crate::support::sqlite();
+        retention_breaks_ties_in_byte_order(&lite).await;
+        if let Some((pg, how, _)) = crate::support::postgres_collated().await {
+            eprintln!("PostgreSQL database collated by {how}");
+            retention_breaks_ties_in_byte_order(&pg).await;
+        }
+    });
+}
