@@ -958,12 +958,18 @@ pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Di
     {
         // Through the boundary: never content reached through a link; and
         // never more than the limit read, though the file grew since it
-        // was observed (someone else's, made huge meanwhile).
-        change.before = host
-            .try_locate(declared)
-            .ok()
-            .flatten()
-            .and_then(|at| at.read_up_to(DIFF_CONTENT_LIMIT).ok().flatten());
+        // was observed (someone else's, made huge meanwhile). Whether
+        // everyone may read it is asked again of the very file read: the
+        // name may hold another since the look above.
+        match host.read_shown(declared, DIFF_CONTENT_LIMIT) {
+            Ok(datum_host::Shown::Bytes(bytes)) => change.before = Some(bytes),
+            Ok(datum_host::Shown::Withheld) => {
+                change.before = None;
+                change.live_withheld = true;
+                return;
+            }
+            _ => {}
+        }
     }
     if change.after.is_empty()
         && let Some(content) = &resource.content

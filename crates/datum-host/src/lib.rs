@@ -314,9 +314,39 @@ impl Host {
         if stat.meta.mode & 0o004 == 0 {
             return Ok(false);
         }
+        self.searchable_by_everyone(located.parent())
+    }
+
+    /// Reads the regular file at a declared path for a person to see (a
+    /// content diff), at most `limit` bytes, only when everyone may read
+    /// it ([`Host::readable_by_everyone`]'s rule), decided on the file
+    /// opened, whose bytes are the ones read: a name swapped between a
+    /// look and the read (for a hard link to `/etc/shadow`, or another
+    /// user's private file in a folder the swapper owns) is never shown.
+    pub fn read_shown(&self, declared: &Path, limit: u64) -> Result<Shown, HostError> {
+        let Some(located) = self.try_locate(declared)? else {
+            return Ok(Shown::Absent);
+        };
+        if located.lstat()?.is_none() {
+            return Ok(Shown::Absent);
+        }
+        let (file, stat) = located.open_file_stat()?;
+        if stat.meta.mode & 0o004 == 0 || !self.searchable_by_everyone(located.parent())? {
+            return Ok(Shown::Withheld);
+        }
+        Ok(
+            match located.read_open_up_to(file, stat.meta.size, limit)? {
+                Some(bytes) => Shown::Bytes(bytes),
+                None => Shown::TooLarge,
+            },
+        )
+    }
+
+    /// Whether every folder on `parent`'s real way from the root (the root
+    /// itself aside) has the search bit for others.
+    fn searchable_by_everyone(&self, parent: &Dir) -> Result<bool, HostError> {
         // The folder the entry is really in, under the root: a path no link
         // is in (a followed link's target is known by its real path).
-        let parent = located.parent();
         let Ok(real) = parent.path().strip_prefix(&self.root) else {
             return Ok(false);
         };
@@ -528,6 +558,18 @@ impl Host {
     }
 }
 
+/// What [`Host::read_shown`] found at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    /// Nothing is there.
+    Absent,
+    /// Not everyone may read it: its bytes were not read.
+    Withheld,
+    /// Longer than the limit.
+    TooLarge,
+    Bytes(Vec<u8>),
+}
+
 /// 32 bytes from the kernel's random pool (`getrandom(2)`), for secrets such
 /// as the host's digest key. Fails rather than returning weaker bytes.
 pub fn random_secret() -> std::io::Result<[u8; 32]> {
@@ -725,6 +767,16 @@ mod tests {
             owner_transitions: Vec::new(),
         });
         let readable = |p: &str| host.readable_by_everyone(Path::new(p)).unwrap();
+        // Reading to show goes by the same rule, decided on the file read.
+        let shown = |p: &str| host.read_shown(Path::new(p), 1).unwrap();
+        assert_eq!(shown("/etc/motd"), Shown::Bytes(b"x".to_vec()));
+        assert_eq!(shown("/etc/shadow"), Shown::Withheld);
+        assert_eq!(shown("/vault/key"), Shown::Withheld);
+        assert_eq!(shown("/etc/missing"), Shown::Absent);
+        assert_eq!(
+            host.read_shown(Path::new("/etc/motd"), 0).unwrap(),
+            Shown::TooLarge
+        );
         assert!(readable("/etc/motd"));
         assert!(readable("/etc/open/x"));
         assert!(readable("/etc/missing"));

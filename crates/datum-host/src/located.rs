@@ -99,8 +99,19 @@ impl Located {
     /// caller that shows or compares content of a bounded size uses on a
     /// file someone else may have made huge.
     pub fn read_up_to(&self, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
-        use std::io::Read as _;
         let (file, len) = self.open_regular("read")?;
+        self.read_open_up_to(file, len, limit)
+    }
+
+    /// [`Located::read_up_to`] of a file already open (`len` its length by
+    /// `fstat`).
+    pub fn read_open_up_to(
+        &self,
+        file: File,
+        len: u64,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, HostError> {
+        use std::io::Read as _;
         if len > limit {
             return Ok(None);
         }
@@ -109,6 +120,27 @@ impl Located {
             .read_to_end(&mut bytes)
             .map_err(|e| HostError::io("read", &self.path, e))?;
         Ok((bytes.len() as u64 <= limit).then_some(bytes))
+    }
+
+    /// Opens a regular file for reading (as [`Located::open_file`]) and
+    /// gives its `fstat`: the very file opened, whatever the name holds by
+    /// then. What is recorded beside its content (a backup's owner and
+    /// mode) or decided before showing it (whether everyone may read it)
+    /// is taken from here, never from an earlier `lstat` of the name,
+    /// which whoever can write to the folder may have swapped since.
+    pub fn open_file_stat(&self) -> Result<(File, Stat), HostError> {
+        let file = self.open_read("read")?;
+        let st =
+            rustix::fs::fstat(&file).map_err(|e| HostError::io("read", &self.path, errno(e)))?;
+        let stat = fs::stat_of_raw(&st);
+        if stat.kind != fs::FileKind::File {
+            return Err(HostError::io(
+                "read",
+                &self.path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+            ));
+        }
+        Ok((file, stat))
     }
 
     /// Reads a whole regular file.

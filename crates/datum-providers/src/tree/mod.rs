@@ -1151,12 +1151,17 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
             &live_path.display().to_string(),
         ));
     }
-    // Never more than the limit read (a live file someone made huge).
-    let live = host
-        .try_locate(&live_path)
-        .ok()??
-        .read_up_to(ENTRY_DIFF_LIMIT)
-        .ok()??;
+    // Never more than the limit read (a live file someone made huge), and
+    // asked again of the very file read (the name may hold another since).
+    let live = match host.read_shown(&live_path, ENTRY_DIFF_LIMIT).ok()? {
+        datum_host::Shown::Bytes(bytes) => bytes,
+        datum_host::Shown::Withheld => {
+            return Some(datum_core::diff::withheld_note(
+                &live_path.display().to_string(),
+            ));
+        }
+        datum_host::Shown::Absent | datum_host::Shown::TooLarge => return None,
+    };
     let declared = datum_host::repo::read(&d.entries.source_of(rel.as_os_str().as_bytes())).ok()?;
     let (declared, live) = (
         std::str::from_utf8(&declared).ok()?,

@@ -277,3 +277,59 @@ fn a_live_file_not_everyone_may_read_is_never_shown() {
         stdout(plan)
     );
 }
+
+/// Whether everyone may read the live file was decided by a look at its
+/// name, and its bytes for the diff read by opening the name again: the
+/// owner of the folder holding a managed file (here a shared drop folder,
+/// where another user keeps a private 0600 file) swaps the two names in a
+/// loop, and the private file's lines were shown in the plan whenever the
+/// swap fell between the look and the read. The decision is now made on
+/// the file opened, whose bytes are the ones shown.
+#[test]
+fn a_private_file_swapped_in_after_the_look_is_never_shown() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const PRIVATE: &str = "CANARY-private-swap-7d41";
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: notes\ndesired:\n  path: /srv/drop/notes\n  content: \"declared\\n\"\n",
+    );
+    let drop = s.live("/srv/drop");
+    fs::create_dir_all(&drop).unwrap();
+    fs::set_permissions(&drop, fs::Permissions::from_mode(0o755)).unwrap();
+    let (notes, private, aside) = (drop.join("notes"), drop.join("private"), drop.join("aside"));
+    fs::write(&notes, "public-line\n").unwrap();
+    fs::set_permissions(&notes, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&private, format!("{PRIVATE}\n")).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o600)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::rename(&notes, &aside);
+                let _ = fs::rename(&private, &notes);
+                let _ = fs::rename(&aside, &private);
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (mut runs, mut public, mut shown) = (0, 0, 0);
+    while std::time::Instant::now() < deadline {
+        let o = s.datum(&["plan"]);
+        let out = stdout(&o);
+        runs += 1;
+        public += usize::from(out.contains("public-line"));
+        shown += usize::from(out.contains(PRIVATE));
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        public > 0,
+        "the public file's diff was never shown in {runs} plans"
+    );
+    assert_eq!(
+        shown, 0,
+        "the private file's lines were shown in {shown} of {runs} plans"
+    );
+}
