@@ -168,6 +168,14 @@ fn plan_finding(
     let Some(change) = change.filter(|c| c.action == Action::Update) else {
         return Err("the next apply does not update it".to_owned());
     };
+    if finding.overwritten {
+        // Writing the drifted value over the edited one would pass every check (the plan
+        // becomes a no-op) and silently undo the edit.
+        return Err(
+            "the configuration sets a drifted attribute to a new value (an unapplied change); accepting the drift would undo it, so decide by hand"
+                .to_owned(),
+        );
+    }
     let Some((rtype, rname)) = finding.address.split_once('.') else {
         return Err("unrecognised address".to_owned());
     };

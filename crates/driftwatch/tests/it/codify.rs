@@ -70,6 +70,40 @@ fn queue(fake: &FakeRunner, check_action: &str, final_action: &str) {
 }
 
 #[test]
+fn a_drifted_attribute_the_configuration_changed_since_is_refused() {
+    // data.color was blue at the last apply, is red outside, and the configuration now says
+    // green: writing red would make the plan a no-op and undo the unapplied edit.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("main.tf.json");
+    std::fs::copy(fixture("shop-prod/main.tf.json"), &config).unwrap();
+    let before = std::fs::read_to_string(&config).unwrap();
+    let mut plan: serde_json::Value = serde_json::from_str(&read("shop-prod/plan.json")).unwrap();
+    for change in plan["resource_changes"].as_array_mut().unwrap() {
+        if change["address"] == "kubernetes_config_map_v1.flags" {
+            change["change"]["after"]["data"]["color"] = "green".into();
+        }
+    }
+    let fake = FakeRunner::new();
+    fake.push_refresh(2, read("shop-prod/refresh_only.json"));
+    fake.push_plan(2, plan.to_string());
+    let run = codify(dir.path(), &fake);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "codify: refused kubernetes_config_map_v1.flags: the configuration sets a drifted attribute to a new value"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    assert!(
+        !fake.calls().iter().any(|c| c[2] == "apply"),
+        "{:?}",
+        fake.calls()
+    );
+}
+
+#[test]
 fn codifies_literals_and_refuses_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("main.tf.json");
