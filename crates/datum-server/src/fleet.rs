@@ -551,12 +551,14 @@ impl<B: Backend> Fleet<B> {
         Ok(views::stale(&rows, staleness))
     }
 
-    /// The revision applied most recently anywhere.
+    /// The revision applied most recently anywhere (of several applied in
+    /// the same second, the first in byte order, whatever the database's
+    /// collation).
     pub async fn latest_revision(&self) -> Result<Option<String>, StoreError> {
         let rows = self
             .backend
             .rows(Stmt::new(
-                "SELECT revision FROM revisions ORDER BY last_at DESC, revision LIMIT 1",
+                "SELECT revision FROM revisions ORDER BY last_at DESC, revision COLLATE \"C\" LIMIT 1",
                 vec![],
             ))
             .await?;

@@ -558,3 +558,31 @@ fn retention_in_byte_order() {
         }
     });
 }
+
+/// The latest revision (the rollout view's default, the overview's and
+/// the metrics') among revisions applied in the same second is the first
+/// in byte order on every store, not in the database's collation.
+async fn the_latest_revision_of_a_tie_in_byte_order<B: Backend>(f: &Fleet<B>) {
+    for (i, revision) in crate::support::COLLATION_PROBE.iter().enumerate() {
+        let mut apply = report(&format!("h{i}"), ReportKind::Apply, 1, 10_060);
+        apply.revision = (*revision).to_owned();
+        assert!(ingest(f, &apply).await);
+    }
+    assert_eq!(f.latest_revision().await.unwrap().as_deref(), Some("B"));
+    let rollout = f.rollout(None).await.unwrap();
+    assert_eq!(rollout.revision.as_deref(), Some("B"));
+    assert_eq!(rollout.converged, ["h4"]);
+}
+
+#[test]
+fn the_latest_revision_in_byte_order() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let (_dir, lite) = crate::support::sqlite();
+        the_latest_revision_of_a_tie_in_byte_order(&lite).await;
+        if let Some((pg, how, _)) = crate::support::postgres_collated().await {
+            eprintln!("PostgreSQL database collated by {how}");
+            the_latest_revision_of_a_tie_in_byte_order(&pg).await;
+        }
+    });
+}
