@@ -101,7 +101,7 @@ pub struct ServiceDeclaration {
     /// Resources whose change restarts the unit.
     #[schemars(with = "Option<UniqueReferences>")]
     pub restart_on: Option<Vec<String>>,
-    /// How long verification watches the unit stay up (default 2s).
+    /// How long verification watches the unit stay up (default 3s).
     #[schemars(with = "Option<crate::common::schema::Duration>")]
     pub settle: Option<String>,
 }
@@ -311,15 +311,31 @@ pub fn unit_name(declared: &str) -> Result<String, String> {
             "unit name `{declared}` is longer than 255 characters"
         ));
     }
-    if UNIT_SUFFIXES.iter().any(|s| declared.ends_with(s)) {
-        Ok(declared.to_owned())
+    let full = if UNIT_SUFFIXES.iter().any(|s| declared.ends_with(s)) {
+        declared.to_owned()
     } else {
         let full = format!("{declared}.service");
         if full.len() > 255 {
             return Err(format!("unit name `{full}` is longer than 255 characters"));
         }
-        Ok(full)
+        full
+    };
+    // A template (`getty@.service`) is no unit systemd can show, start or
+    // stop (`systemctl show` refuses its name): only its instances are.
+    let stem = full
+        .rsplit_once('.')
+        .map_or(full.as_str(), |(stem, _)| stem);
+    if let Some((prefix, instance)) = stem.split_once('@') {
+        if prefix.is_empty() {
+            return Err(format!("unit name `{full}` has nothing before `@`"));
+        }
+        if instance.is_empty() {
+            return Err(format!(
+                "unit `{full}` is a template: systemd runs, starts and reports only its instances; name one (`{prefix}@NAME`)"
+            ));
+        }
     }
+    Ok(full)
 }
 
 /// Parses `500ms`, `3s`, `1m30s` (humantime's syntax), between 0 and
@@ -516,6 +532,33 @@ mod tests {
             assert!(unit_name(bad).is_err(), "{bad:?} accepted");
         }
         assert!(unit_name(&"a".repeat(250)).is_err());
+    }
+
+    /// `systemctl show getty@.service` fails ("neither a valid invocation ID
+    /// nor unit name"), so a template passed lint and then failed every
+    /// plan, apply and check at observe.
+    #[test]
+    fn a_template_without_an_instance_is_refused_naming_what_to_write() {
+        for template in ["getty@", "getty@.service", "getty@.timer"] {
+            let err = unit_name(template).unwrap_err();
+            assert!(
+                err.contains("is a template") && err.contains("`getty@NAME`"),
+                "{template}: {err}"
+            );
+        }
+        assert!(
+            unit_name("@tty1")
+                .unwrap_err()
+                .contains("nothing before `@`")
+        );
+        assert_eq!(
+            unit_name("openvpn@site-a.b").unwrap(),
+            "openvpn@site-a.b.service"
+        );
+        assert_eq!(
+            unit_name("systemd-fsck@dev-disk-by\\x2duuid-1.service").unwrap(),
+            "systemd-fsck@dev-disk-by\\x2duuid-1.service"
+        );
     }
 
     #[test]
