@@ -818,11 +818,28 @@ pub fn open_store_at(
 /// The backup store, in `backups/` of Datum's private folder under the
 /// root. Fails closed like the state store: a damaged index is refused
 /// unless `--rebuild-state` (which keeps every blob as a recovered entry).
+///
+/// A file system with no room left is said to be full, before the index is
+/// opened: SQLite fails on it with an I/O error that reads like damage
+/// (`xShmMap`), and the advice for a damaged index (restore an older one,
+/// or rebuild it) is wrong for a full disk: an older index restored
+/// forgets the entries saved since, and their blobs go as orphans.
 pub fn open_backups(global: &GlobalArgs) -> Result<BackupStore> {
+    open_backups_to(global, true)
+}
+
+/// [`open_backups`]; `writes` when the caller saves or restores (a full
+/// file system is refused first), not for `backup list` and `show`.
+fn open_backups_to(global: &GlobalArgs, writes: bool) -> Result<BackupStore> {
     let host = Host::new(global.root.clone());
     let dir = PrivateDir::open_in(&host, &Path::new(STATE_FOLDER).join("backups"), true)
         .context("cannot open the backup folder")?
         .context("the backup folder could not be created")?;
+    let cannot_open = || format!("cannot open the backup store {}", dir.path().display());
+    if writes {
+        datum_store::require_room(&dir, &dir.file_path(datum_store::backup::INDEX))
+            .with_context(cannot_open)?;
+    }
     match BackupStore::open_in(&dir) {
         Ok(store) => Ok(store),
         Err(e @ StoreError::Unusable { .. }) if global.rebuild_state => {
@@ -834,24 +851,25 @@ pub fn open_backups(global: &GlobalArgs) -> Result<BackupStore> {
             }
             Ok(store)
         }
-        Err(e) => Err(anyhow::Error::from(e).context(format!(
+        Err(e) if e.is_corruption() => Err(anyhow::Error::from(e).context(format!(
             "cannot open the backup store {}: restore its index.db from a backup, or run again with --rebuild-state to rebuild the index (every saved file is kept, as a recovered entry)",
             dir.path().display()
         ))),
+        Err(e) => Err(anyhow::Error::from(e).context(cannot_open())),
     }
 }
 
 /// [`open_backups`] for a command that only reads it (`datum backup list`,
 /// `show`): `None` where there is no backup store yet (no backup folder,
 /// or no index in it), which makes neither. A store that exists opens as
-/// [`open_backups`] opens it.
+/// [`open_backups`] opens it, without asking for room (it writes nothing).
 pub fn open_backups_if_present(global: &GlobalArgs) -> Result<Option<BackupStore>> {
     let host = Host::new(global.root.clone());
     let dir = PrivateDir::open_in(&host, &Path::new(STATE_FOLDER).join("backups"), false)
         .context("cannot open the backup folder")?;
     match dir {
         Some(dir) if dir.lstat(datum_store::backup::INDEX)?.is_some() => {
-            open_backups(global).map(Some)
+            open_backups_to(global, false).map(Some)
         }
         _ => Ok(None),
     }

@@ -130,6 +130,67 @@ fn a_backup_that_cannot_be_saved_stops_the_replacement() {
     assert_eq!(backup_paths(&s), vec!["/f.conf".to_owned()]);
 }
 
+/// A backup folder on a file system with no room left: the apply stops
+/// before anything is replaced and says the file system is full. It said
+/// the index was damaged (SQLite's I/O error on its shared memory) and
+/// advised restoring an older index.db or --rebuild-state, which forgets
+/// the entries saved since or changes nothing.
+#[test]
+fn a_full_backup_folder_stops_the_apply_and_says_it_is_full() {
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "needs root to mount a small file system"
+        );
+        println!("skipped: needs root to mount a small file system");
+        return;
+    }
+    let s = Sandbox::with_base(&file_decl("declared\n", ""));
+    let before = b"what was there before\n";
+    // A first apply makes the stores (another file, so f.conf stays).
+    s.write(
+        "repo/base/main.yaml",
+        &file_decl("declared\n", "").replace("/f.conf", "/g.conf"),
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    s.write("repo/base/main.yaml", &file_decl("declared\n", ""));
+    fs::write(s.live("/f.conf"), before).unwrap();
+    // The backup folder moves to a 2 MiB file system, which fills up.
+    let backups = s.live("/var/lib/datum/backups");
+    let saved = s.dir.path().join("saved-backups");
+    fs::rename(&backups, &saved).unwrap();
+    let Some(_mount) = crate::state_store::Mounted::tmpfs(&backups, "2m") else {
+        panic!("cannot mount a tmpfs on {}", backups.display());
+    };
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", saved.display()))
+        .arg(&backups)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let filler = backups.join("filler");
+    {
+        use std::io::Write as _;
+        let mut f = fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 16 * 1024];
+        while f.write_all(&block).is_ok() {}
+    }
+    let o = s.datum(&["apply"]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("bytes free"), "{err}");
+    assert!(!err.contains("restore its index.db"), "{err}");
+    assert_eq!(fs::read(s.live("/f.conf")).unwrap(), before);
+    // With room again nothing was saved, and the apply goes ahead, the
+    // evidence kept.
+    fs::remove_file(&filler).unwrap();
+    assert_eq!(backup_paths(&s), Vec::<String>::new());
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(fs::read_to_string(s.live("/f.conf")).unwrap(), "declared\n");
+    assert_eq!(backup_paths(&s), vec!["/f.conf".to_owned()]);
+}
+
 #[test]
 fn content_the_validator_refuses_leaves_no_backup_entry() {
     let s = Sandbox::with_base(&file_decl("{\"broken\": \n", "  validate: json\n"));
@@ -358,5 +419,82 @@ fn a_live_file_too_large_to_keep_is_replaced_with_its_size_and_checksum_as_evide
     assert_eq!(
         fs::read_to_string(s.live("/app/a.conf")).unwrap(),
         "declared\n"
+    );
+}
+
+/// The evidence of a replaced file took its owner and mode from a look at
+/// the name and its bytes from opening the name again: the owner of the
+/// folder holding a managed file, swapping another user's private 0600 file
+/// in between, got that file's bytes saved under the mode (and owner) of
+/// the file looked at, so a later `datum backup restore` of the entry wrote
+/// the private bytes out under the swapper's mode (and name). Owner and
+/// mode are now those of the very file whose bytes are saved.
+#[test]
+fn a_backup_keeps_the_mode_of_the_file_whose_bytes_it_saved() {
+    use std::collections::HashSet;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: notes\ndesired:\n  path: /srv/drop/notes\n  mode: \"0644\"\n  content: \"declared\\n\"\n",
+    );
+    let drop = s.live("/srv/drop");
+    fs::create_dir_all(&drop).unwrap();
+    let (notes, private, aside) = (drop.join("notes"), drop.join("private"), drop.join("aside"));
+    let put = |to: &std::path::Path, text: &str, mode: u32| {
+        let tmp = drop.join(format!(".new-{mode:o}"));
+        fs::write(&tmp, text).unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode)).unwrap();
+        fs::rename(&tmp, to).unwrap();
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (notes, private, aside, stop) = (
+            notes.clone(),
+            private.clone(),
+            aside.clone(),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::rename(&notes, &aside);
+                let _ = fs::rename(&private, &notes);
+                let _ = fs::rename(&aside, &private);
+            }
+        })
+    };
+    let mut private_sums = HashSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut i = 0;
+    while std::time::Instant::now() < deadline {
+        i += 1;
+        let secret = format!("PRIVATE-{i}\n");
+        private_sums.insert(datum_core::sha256_hex(secret.as_bytes()));
+        put(&private, &secret, 0o600);
+        put(&notes, &format!("public-{i}\n"), 0o644);
+        s.datum(&["apply"]);
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    let list: serde_json::Value =
+        serde_json::from_slice(&s.datum(&["--output", "json", "backup", "list"]).stdout).unwrap();
+    let entries = list["backups"].as_array().unwrap();
+    let (mut private_saved, mut wrong) = (0, Vec::new());
+    for e in entries {
+        if private_sums.contains(e["sha256"].as_str().unwrap_or_default()) {
+            private_saved += 1;
+            if e["mode"].as_u64().unwrap() & 0o7777 != 0o600 {
+                wrong.push(e["id"].clone());
+            }
+        }
+    }
+    assert!(
+        private_saved > 0,
+        "no private file was saved in {i} applies"
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} of {private_saved} private files saved under another file's mode: {wrong:?}",
+        wrong.len()
     );
 }

@@ -125,10 +125,10 @@ fn a_quarantine_the_store_cannot_read_stops_apply() {
 }
 
 /// A small tmpfs mounted over a folder, unmounted when dropped.
-struct Mounted(std::path::PathBuf);
+pub(crate) struct Mounted(std::path::PathBuf);
 
 impl Mounted {
-    fn tmpfs(at: &Path, size: &str) -> Option<Mounted> {
+    pub(crate) fn tmpfs(at: &Path, size: &str) -> Option<Mounted> {
         fs::create_dir_all(at).unwrap();
         let ok = Command::new("mount")
             .args([
