@@ -394,6 +394,23 @@ impl<'r> Analysis<'r> {
                     .until(v.end),
                 );
             }
+            if let Some(v) = &doc.validate
+                && provider.takes_validator()
+                && !provider.takes_file_validator()
+                && datum_providers::validators::lookup(&v.value)
+                    .is_some_and(|def| def.scope == datum_providers::validators::Scope::File)
+            {
+                self.diags.push(
+                    Diagnostic::error(format!(
+                        "`validate: {name}` on a {kind}: {name} checks staged content, and a {kind} stages none (name it on the File that holds the configuration; a group validator such as nginx applies to a {kind})",
+                        name = v.value,
+                        kind = doc.id.kind
+                    ))
+                    .resource(&doc.id)
+                    .at(v.origin())
+                    .until(v.end),
+                );
+            }
             if provider.takes_content() {
                 let values: Vec<bool> = self
                     .written

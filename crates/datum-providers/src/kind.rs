@@ -115,6 +115,10 @@ pub trait Kind: Send + Sync {
     fn takes_validator(&self) -> bool {
         true
     }
+    /// See [`Provider::takes_file_validator`].
+    fn takes_file_validator(&self) -> bool {
+        Kind::takes_validator(self)
+    }
     /// See [`Provider::paths`].
     fn paths(&self) -> Option<&dyn OwnsPaths> {
         None
@@ -219,6 +223,10 @@ impl<T: Kind> Provider for T {
 
     fn takes_validator(&self) -> bool {
         Kind::takes_validator(self)
+    }
+
+    fn takes_file_validator(&self) -> bool {
+        Kind::takes_file_validator(self)
     }
 
     fn paths(&self) -> Option<&dyn OwnsPaths> {

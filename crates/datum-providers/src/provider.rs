@@ -329,6 +329,15 @@ pub trait Provider: Send + Sync {
         true
     }
 
+    /// Whether a file validator (scope `file`: `json`, `sshd`) has staged
+    /// content to check. A link is staged without any (only a group
+    /// validator, which checks the configuration it takes part in, applies
+    /// to one): the catalogue refuses a file validator there rather than
+    /// skip it.
+    fn takes_file_validator(&self) -> bool {
+        self.takes_validator()
+    }
+
     /// Host paths this kind's resources own (conflict checks, parent
     /// ordering, staging sweeps, backups, text diffs).
     fn paths(&self) -> Option<&dyn OwnsPaths> {

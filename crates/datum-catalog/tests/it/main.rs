@@ -1766,6 +1766,26 @@ mod lint_errors {
         }
     }
 
+    /// A Symlink stages a link, no content: a file validator on one never
+    /// ran (the link to an invalid file was made). A group validator, which
+    /// checks the configuration the link takes part in, is kept.
+    #[test]
+    fn a_symlink_refuses_a_file_validator_and_keeps_a_group_one() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/l.yaml",
+            "datum: v1alpha1\ntype: Symlink\nname: l\ndesired:\n  path: /etc/l.json\n  target: x.json\n  validate: json\n---\ndatum: v1alpha1\ntype: Symlink\nname: site\ndesired:\n  path: /etc/nginx/sites-enabled/site\n  target: ../sites-available/site\n  validate: nginx\n",
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(
+            lines[0].starts_with(
+                "base/l.yaml:7:13: error: Symlink[l]: `validate: json` on a Symlink: json checks staged content, and a Symlink stages none"
+            ),
+            "{lines:?}"
+        );
+    }
+
     #[test]
     fn unknown_envelope_and_settings_keys() {
         let repo = Repo::new(&format!("{TWO_LAYERS}colour: red\n"));

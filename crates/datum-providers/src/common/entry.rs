@@ -53,6 +53,9 @@ pub trait EntryProvider: Send + Sync {
     const TAKES_CONTENT: bool = false;
     /// Whether `validate:` applies (see [`crate::Provider::takes_validator`]).
     const TAKES_VALIDATOR: bool = true;
+    /// Whether a file validator has staged content to check (see
+    /// [`crate::Provider::takes_file_validator`]).
+    const TAKES_FILE_VALIDATOR: bool = Self::TAKES_VALIDATOR;
     /// Whether the entry is a folder whose declared contents are ordered
     /// after it (see [`PathClaim::holds_children`]).
     const HOLDS_CHILDREN: bool = false;
@@ -218,6 +221,10 @@ impl<T: EntryProvider> Kind for T {
 
     fn takes_validator(&self) -> bool {
         T::TAKES_VALIDATOR
+    }
+
+    fn takes_file_validator(&self) -> bool {
+        T::TAKES_FILE_VALIDATOR
     }
 
     fn stages_ahead(&self) -> bool {

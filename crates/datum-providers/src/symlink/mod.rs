@@ -92,6 +92,9 @@ pub struct SymlinkDeclaration {
     pub target: Option<String>,
     #[schemars(with = "Option<schema::Ensure>")]
     pub ensure: Option<String>,
+    /// A group validator (`nginx`, `apache2`) checking the configuration the
+    /// link takes part in; a file validator is refused (a link stages no
+    /// content to check).
     #[schemars(with = "Option<schema::ValidatorName>")]
     pub validate: Option<String>,
 }
@@ -103,6 +106,8 @@ impl EntryProvider for SymlinkProvider {
     const KIND: &'static str = "Symlink";
     const REFUSES_A_DIRECTORY: bool = true;
     const IS_LINK: bool = true;
+    // The link is staged without content: only a group validator applies.
+    const TAKES_FILE_VALIDATOR: bool = false;
     // A link has no mode of its own; content is never staged at one.
     const DEFAULT_MODE: u32 = 0o777;
 
