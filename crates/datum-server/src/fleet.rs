@@ -405,15 +405,15 @@ impl<B: Backend> Fleet<B> {
             .await
     }
 
-    /// Every host and stack.
+    /// Every host and stack, by name in byte order (the order the store
+    /// holds its rows in differs between SQLite and PostgreSQL, and the
+    /// stacks page lists them so).
     pub async fn host_rows(&self) -> Result<Vec<HostRow>, StoreError> {
+        static ALL: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("{HOST_COLUMNS} ORDER BY name COLLATE \"C\""));
         Ok(self
             .backend
-            .rows(Stmt::new(
-                // One constant: the columns and the order.
-                HOST_COLUMNS,
-                vec![],
-            ))
+            .rows(Stmt::new(ALL.as_str(), vec![]))
             .await?
             .iter()
             .map(host_row)

@@ -586,3 +586,42 @@ fn the_latest_revision_in_byte_order() {
         }
     });
 }
+
+/// Every host and stack (the stacks page lists them so) comes by name in
+/// byte order, not in the order the store holds its rows (PostgreSQL's
+/// moves a row that is written again to the end).
+async fn host_rows_come_by_name<B: Backend>(f: &Fleet<B>) {
+    let mut names: Vec<&str> = crate::support::COLLATION_PROBE.to_vec();
+    names.reverse();
+    for (i, name) in names.iter().enumerate() {
+        f.enroll(name, "stack", &format!("hash-{i}"), 10_000)
+            .await
+            .unwrap();
+    }
+    // The first enrolled reports last: its row is written again.
+    for (seq, name) in names.iter().rev().enumerate() {
+        assert!(ingest(f, &report(name, ReportKind::Stack, 1 + seq as u64, 10_060)).await);
+    }
+    names.sort_unstable();
+    let rows: Vec<String> = f
+        .host_rows()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(rows, names);
+}
+
+#[test]
+fn host_rows_by_name() {
+    let rt = crate::support::runtime();
+    rt.block_on(async {
+        let (_dir, lite) = crate::support::sqlite();
+        host_rows_come_by_name(&lite).await;
+        if let Some((pg, how, _)) = crate::support::postgres_collated().await {
+            eprintln!("PostgreSQL database collated by {how}");
+            host_rows_come_by_name(&pg).await;
+        }
+    });
+}
