@@ -1185,3 +1185,54 @@ datum_testkit::testbed_test!(the_hardened_unit_manages_etc_under_real_systemd, {
     assert_eq!(within::property(unit.name(), "Result"), "success");
     assert_eq!(within::property(unit.name(), "ExecMainStatus"), "0");
 });
+
+/// `datum apply --rebuild-state` moves a damaged state store aside and
+/// makes a new one, while the agent runs. The agent opened its store once
+/// and kept it, so it went on recording its checks (and its quarantines,
+/// its reports' outbox) in the file moved aside, which nothing else reads,
+/// until it was restarted: `datum schedule` never saw another check. The
+/// agent now opens the store again when the file at its path is another
+/// one (checked before each check, under the root lock, and at a reload).
+#[test]
+fn after_an_apply_rebuilt_the_state_store_the_agent_records_into_the_new_one() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    let full_checks =
+        |n: u32| format!("datum_checks_total{{class=\"normal\",trigger=\"full\"}} {n}");
+    agent.wait_metric(&full_checks(1), Duration::from_secs(20));
+    // The store is damaged (its header overwritten); an apply moves it aside.
+    let db = estate.path("root/var/lib/datum/state.db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .write_all(b"not a database!!")
+        .unwrap();
+    let out = estate
+        .datum(&["apply", "--rebuild-state"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("moved it aside"), "{out:?}");
+    // A reload runs a full check; it is recorded where `datum schedule` reads.
+    agent.signal("HUP");
+    agent.wait_metric(&full_checks(2), Duration::from_secs(20));
+    let out = estate
+        .datum(&["schedule", "--output", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let normal = json["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["class"] == "normal")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        normal["samples"],
+        1,
+        "the agent's check after the rebuild is not in the new store: {normal:#}\nlog:\n{}",
+        agent.log_text()
+    );
+}

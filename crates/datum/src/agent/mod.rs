@@ -62,6 +62,8 @@ pub struct RepoChecker {
     /// The options the agent was started with (see [`Self::pinned_global`]).
     global: GlobalArgs,
     store: Option<Store>,
+    /// The state database's file `store` was opened from (device, inode).
+    store_file: Option<(u64, u64)>,
     /// What the checks know of each resource between checks.
     memory: Memory,
     /// Who changed the files of classes with `attribute: true`.
@@ -91,6 +93,7 @@ impl RepoChecker {
             classes_doc: serde_json::Value::Null,
             global,
             store: None,
+            store_file: None,
             memory: Memory::default(),
             attribution: None,
             warn,
@@ -134,9 +137,23 @@ impl RepoChecker {
     /// unusable (said every time it is tried again; it is never replaced);
     /// a class whose policy acts is refused without one, like `datum
     /// reconcile`.
+    ///
+    /// A store the agent holds open is opened again when the file at its
+    /// path is another one (`datum apply --rebuild-state` moved a damaged
+    /// store aside and made a new one, or a person put a copy in its
+    /// place): else the agent went on recording its checks, quarantines
+    /// and reports in the file moved aside, which nothing else reads, until
+    /// it was restarted.
     fn open_store(&mut self) {
         if self.store.is_some() {
-            return;
+            if self.store_file.is_none() || self.store_file_now() == self.store_file {
+                return;
+            }
+            (self.warn)(
+                "the state store was replaced since the agent opened it (datum apply --rebuild-state, or a copy put in its place): opening it again",
+            );
+            self.store = None;
+            self.courier = None;
         }
         let opened = crate::context::open_store_at(
             &self.paths.root,
@@ -145,11 +162,22 @@ impl RepoChecker {
             crate::context::StoreNeed::Required("recorded"),
         );
         match opened {
-            Ok(store) => self.store = store,
+            Ok(store) => {
+                self.store = store;
+                self.store_file = self.store_file_now();
+            }
             Err(e) => (self.warn)(&format!(
                 "state store unavailable, checking without history (policies are refused): {e:#}"
             )),
         }
+    }
+
+    /// The device and inode of the state database's file now (`None`:
+    /// there is none, or it cannot be read).
+    fn store_file_now(&self) -> Option<(u64, u64)> {
+        let state = self.state_files();
+        let stat = state.dir.as_ref()?.lstat(&state.name).ok()??;
+        Some((stat.meta.dev, stat.meta.inode))
     }
 
     fn state_files(&self) -> crate::context::StateFiles {
@@ -293,7 +321,7 @@ impl ClassChecker for RepoChecker {
             Scope::Class(c) => c.clone(),
             Scope::Resources { class, ids } => format!("{class} ({} resource(s))", ids.len()),
         };
-        let (Some(catalogue), Some(identity), Some(classes)) = (
+        let (Some(catalogue), Some(identity), Some(_)) = (
             self.catalogue.as_ref(),
             self.identity.as_ref(),
             self.classes.as_ref(),
@@ -316,6 +344,19 @@ impl ClassChecker for RepoChecker {
             return Ok(CheckReport {
                 cancelled: true,
                 ..CheckReport::default()
+            });
+        };
+        // Under the lock, the store the checks record into is the one at
+        // its path (an apply may have replaced it since the last check).
+        self.open_store();
+        let (Some(catalogue), Some(identity), Some(classes)) = (
+            self.catalogue.as_ref(),
+            self.identity.as_ref(),
+            self.classes.as_ref(),
+        ) else {
+            return Err(CheckError {
+                scope: scope_word,
+                source: Box::new(RepoProblem::NotLoaded),
             });
         };
         // The in-process reconciles name the repository pinned at the last
