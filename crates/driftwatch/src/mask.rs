@@ -129,7 +129,10 @@ pub fn sensitive_depth(marker: Option<&Value>, path: &Path) -> Option<usize> {
 #[derive(Debug, Default)]
 pub struct Hidden {
     keys: BTreeSet<String>,
+    /// Strings, as their content.
     values: BTreeSet<String>,
+    /// Numbers, as their digits.
+    numbers: BTreeSet<String>,
 }
 
 impl Hidden {
@@ -177,14 +180,22 @@ impl Hidden {
                 self.values.insert(s.clone());
             }
             Value::Number(n) => {
-                self.values.insert(n.to_string());
+                self.numbers.insert(n.to_string());
             }
             _ => {}
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.values.is_empty()
+        self.keys.is_empty() && self.values.is_empty() && self.numbers.is_empty()
+    }
+
+    /// Take the strings (not the keys or numbers) `other` hides: what a whole document's
+    /// markers hide, to withhold copies of them in other resources. Keys and numbers stay
+    /// within their own resource, where a sibling of a marked value is most likely a copy;
+    /// across a whole plan they would hide every equal port, count or attribute name.
+    pub fn add_strings_of(&mut self, other: &Hidden) {
+        self.values.extend(other.values.iter().cloned());
     }
 
     /// Where `path` goes under a hidden key: the number of steps before the first such key
@@ -201,7 +212,7 @@ impl Hidden {
 
     /// Whether a leaf's text (a string's content, a number's digits) is a hidden value.
     pub fn holds(&self, text: &str) -> bool {
-        !text.is_empty() && self.values.contains(text)
+        !text.is_empty() && (self.values.contains(text) || self.numbers.contains(text))
     }
 }
 

@@ -204,6 +204,9 @@ pub fn parse_reader<R: std::io::Read>(
         ..Plan::default()
     };
     let mut first_error: Option<PlanError> = None;
+    // The strings the markers hide anywhere in the document, to withhold their copies in
+    // other resources once every entry is read. Never part of the Plan.
+    let mut secrets = Hidden::default();
     let scan = |e| scan_error(source_name, e);
 
     let mut more = scanner
@@ -229,7 +232,7 @@ pub fn parse_reader<R: std::io::Read>(
                         source_name,
                     };
                     entries
-                        .read(&mut scanner, &mut plan, &mut first_error)
+                        .read(&mut scanner, &mut plan, &mut first_error, &mut secrets)
                         .map_err(scan)?;
                 }
             }
@@ -288,6 +291,14 @@ pub fn parse_reader<R: std::io::Read>(
     }
     if let Some(e) = first_error {
         return Err(e);
+    }
+    if !secrets.is_empty() {
+        // A provider can copy a value into another resource that does not mark it (the
+        // AWS provider's aws_s3_bucket.lifecycle_rule mirrors the rules of an
+        // aws_s3_bucket_lifecycle_configuration, a sensitive prefix included).
+        for entry in &mut plan.drift {
+            withhold_copies(&mut entry.diffs, &secrets);
+        }
     }
     plan.format_version = version;
     plan.incomplete = header.complete == Some(false);
@@ -348,13 +359,14 @@ fn drift_entry(
     role: PlanRole,
     masker: &Masker,
     source_name: &str,
+    secrets: &mut Hidden,
 ) -> Result<Option<DriftEntry>, PlanError> {
     if !is_current_managed(&raw) {
         return Ok(None);
     }
     let action = Action::from_actions(&raw.change.actions);
     let diffs = if role != PlanRole::Normal && action == Action::Update {
-        drift_diffs(&raw, masker, source_name)?
+        drift_diffs(&raw, masker, source_name, secrets)?
     } else {
         Vec::new()
     };
@@ -384,6 +396,7 @@ impl Entries<'_> {
         scanner: &mut stream::Scanner<R>,
         plan: &mut Plan,
         first_error: &mut Option<PlanError>,
+        secrets: &mut Hidden,
     ) -> Result<(), stream::Stop> {
         let (role, masker, source_name) = (self.role, self.masker, self.source_name);
         let mut more = scanner.open(b'[', b']', "unexpected plan JSON structure")?;
@@ -403,7 +416,7 @@ impl Entries<'_> {
                     scanner
                         .parse(|bytes| {
                             let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
-                            Ok((drift_entry(raw, role, masker, source_name), used))
+                            Ok((drift_entry(raw, role, masker, source_name, secrets), used))
                         })?
                         .map(|e| record_drift(plan, e))
                 } else {
@@ -601,6 +614,7 @@ fn drift_diffs(
     raw: &RawChange<'_>,
     masker: &Masker,
     source_name: &str,
+    secrets: &mut Hidden,
 ) -> Result<Vec<LeafDiff>, PlanError> {
     let before_marker = marker_of(raw.change.before_sensitive, raw.change.before, source_name)?;
     let after_marker = marker_of(raw.change.after_sensitive, raw.change.after, source_name)?;
@@ -628,36 +642,47 @@ fn drift_diffs(
         });
     }
     // A leaf that is not marked but copies a marked value (tags_all beside a sensitive
-    // tags) is withheld as the original is.
-    if out.iter().any(|d| !d.sensitive) {
-        let hidden = hidden_in(
-            raw,
-            before_marker.as_ref(),
-            after_marker.as_ref(),
-            source_name,
-        )?;
-        if !hidden.is_empty() {
-            for diff in out.iter_mut().filter(|d| !d.sensitive) {
-                let copied = [&diff.before, &diff.after]
-                    .into_iter()
-                    .flatten()
-                    .any(|leaf| leaf_text(leaf).is_some_and(|t| hidden.holds(t)));
-                let under_key = hidden.key_depth(&diff.path);
-                if copied || under_key.is_some() {
-                    if let Some(depth) = under_key {
-                        diff.path = Path(diff.path.0[..depth].to_vec());
-                    }
-                    diff.before = None;
-                    diff.after = None;
-                    diff.sensitive = true;
+    // tags) is withheld as the original is; the hidden strings are kept for the copies
+    // in other resources.
+    let hidden = hidden_in(
+        raw,
+        before_marker.as_ref(),
+        after_marker.as_ref(),
+        source_name,
+    )?;
+    secrets.add_strings_of(&hidden);
+    withhold_copies(&mut out, &hidden);
+    Ok(out)
+}
+
+/// Withhold every leaf of `diffs` (sorted by path) that holds a value `hidden` holds, or
+/// sits under one of its keys (cut at that key), then merge the leaves of one withheld
+/// value into one.
+fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
+    if !hidden.is_empty() {
+        let mut cut = false;
+        for diff in diffs.iter_mut().filter(|d| !d.sensitive) {
+            let copied = [&diff.before, &diff.after]
+                .into_iter()
+                .flatten()
+                .any(|leaf| leaf_text(leaf).is_some_and(|t| hidden.holds(t)));
+            let under_key = hidden.key_depth(&diff.path);
+            if copied || under_key.is_some() {
+                if let Some(depth) = under_key {
+                    diff.path = Path(diff.path.0[..depth].to_vec());
+                    cut = true;
                 }
+                diff.before = None;
+                diff.after = None;
+                diff.sensitive = true;
             }
-            out.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        if cut {
+            diffs.sort_by(|a, b| a.path.cmp(&b.path));
         }
     }
     // The leaves of one sensitive value are now one path (sorted, so side by side).
-    out.dedup_by(|b, a| a.sensitive && b.sensitive && a.path == b.path);
-    Ok(out)
+    diffs.dedup_by(|b, a| a.sensitive && b.sensitive && a.path == b.path);
 }
 
 /// What the markers of a change hide (see [`crate::mask::Hidden`]); empty, and nothing
@@ -1127,6 +1152,50 @@ mod tests {
             .map(Path::to_string)
             .collect();
         assert_eq!(paths, ["n", "tags", "tags_all"]);
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+    }
+
+    #[test]
+    fn copies_of_sensitive_strings_in_other_resources_are_withheld() {
+        // As on the real engine: a lifecycle configuration's second rule has a prefix from a
+        // sensitive variable; the first rule was deleted outside, so the secret rule moved
+        // to rule[0], where the after marker (from state paths) no longer marks it. The
+        // bucket, which marks nothing, mirrors the rules in its computed lifecycle_rule.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"aws_s3_bucket.b","mode":"managed","change":{"actions":["update"],
+            "before":{"lifecycle_rule":[],"bucket":"b"},
+            "after":{"lifecycle_rule":[{"prefix":"CANARY-prefix/","enabled":true}],"bucket":"b"},
+            "before_sensitive":{"lifecycle_rule":[]},"after_sensitive":{"lifecycle_rule":[{}]}}},
+          {"address":"aws_s3_bucket_lifecycle_configuration.l","mode":"managed","change":{"actions":["update"],
+            "before":{"rule":[{"id":"plain","filter":[{"prefix":"plain/"}]},{"id":"secret","filter":[{"prefix":"CANARY-prefix/"}]}]},
+            "after":{"rule":[{"id":"secret","filter":[{"prefix":"CANARY-prefix/"}]}]},
+            "before_sensitive":{"rule":[{"filter":[{}]},{"filter":[{"prefix":true}]}]},
+            "after_sensitive":{"rule":[{"filter":[{}]}]}}}
+        ]}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        let shown = |i: usize| {
+            plan.drift[i]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            shown(0),
+            [
+                "lifecycle_rule[0].enabled false",
+                "lifecycle_rule[0].prefix true"
+            ]
+        );
+        assert_eq!(
+            shown(1),
+            [
+                "rule[0].filter[0].prefix true",
+                "rule[0].id false",
+                "rule[1].filter[0].prefix true",
+                "rule[1].id false"
+            ]
+        );
         assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
     }
 
