@@ -21,5 +21,6 @@
 mod api;
 mod cache;
 mod current;
+mod differential;
 mod queries;
 mod support;
