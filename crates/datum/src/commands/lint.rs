@@ -147,7 +147,9 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
                         "file": r.file,
                         "host": r.host,
                         "error": r.unreadable,
-                        "errors": r.diagnostics.error_count(),
+                        // A host file that could not be read or parsed is
+                        // one error, as it is one failed host.
+                        "errors": r.diagnostics.error_count() + usize::from(r.unreadable.is_some()),
                         "diagnostics": r.diagnostics,
                     })
                 })
@@ -166,7 +168,9 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
             for r in &results {
                 let file = r.file.display();
                 match (&r.unreadable, &r.host) {
-                    (Some(e), _) => eprintln!("{file}: cannot read the host file: {e}"),
+                    // The error names the file (and the line, when it
+                    // was read but is malformed) itself.
+                    (Some(e), _) => eprintln!("error: {e}"),
                     (None, Some(host)) if r.diagnostics.error_count() == 0 => {
                         eprint!("{}", r.diagnostics.render(color));
                         writeln!(out, "{host} ({file}): no errors")?;

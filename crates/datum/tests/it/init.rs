@@ -156,3 +156,63 @@ fn lint_all_hosts_renders_every_host_file_and_names_the_ones_that_fail() {
     assert_eq!(hosts[1]["host"], "web-01");
     assert_eq!(hosts[1]["errors"], 0);
 }
+
+/// A host file that does not parse is named once, as what it is (not "cannot
+/// read"), and counts as an error in the JSON, as every other failure does.
+#[test]
+fn lint_all_hosts_names_a_malformed_host_file_once_and_counts_it() {
+    let s = initialised();
+    let repo = s.repo().join("new");
+    fs::write(
+        repo.join("hosts/db-01.yaml"),
+        "name: db-01\nlabels: {role: [db]}\n",
+    )
+    .unwrap();
+    let run = |format: &str| {
+        assert_cmd::Command::cargo_bin("datum")
+            .unwrap()
+            .arg("--repo")
+            .arg(&repo)
+            .args([
+                "--color",
+                "never",
+                "--output",
+                format,
+                "lint",
+                "--all-hosts",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("human");
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    let file = repo.join("hosts/db-01.yaml");
+    let file = file.to_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "error: {file}:2:16: label `role` must be a single value, found a list\n"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.matches(file).count(), 1, "{err}");
+    assert!(!err.contains("cannot read"), "{err}");
+
+    let json = run("json");
+    assert_exit(&json, 1);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["failed"], 1);
+    let bad = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["file"] == file)
+        .unwrap();
+    assert_eq!(bad["errors"], 1, "{bad}");
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("must be a single value")
+    );
+}
