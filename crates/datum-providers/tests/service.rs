@@ -284,3 +284,48 @@ testbed_test!(a_changed_unit_file_is_read_before_the_start, {
     converge(&r).unwrap();
     assert!(ServiceProvider.verify(&host(), &r).unwrap().1.is_empty());
 });
+
+testbed_test!(
+    a_restart_owed_for_a_changed_drop_in_runs_the_new_definition,
+    {
+        // `restart_on` a File that is the unit's drop-in: the restart must
+        // start what the drop-in says now. Before, systemd restarted the
+        // unit with the definition it had loaded (NeedDaemonReload=yes),
+        // and since the unit then ran, no later pass changed anything.
+        const LOG: &str = "/run/datum-it-dropin.log";
+        const DROP_IN: &str = "/etc/systemd/system/datum-it-dropin.service.d/env.conf";
+        let _ = std::fs::remove_file(LOG);
+        let unit = TestUnit::install(
+            "datum-it-dropin.service",
+            &format!(
+                "[Service]\nExecStart=/bin/sh -c 'echo \"start $FOO\" >> {LOG}; exec sleep infinity'\nExecReload=/bin/sh -c 'echo \"reload $FOO\" >> {LOG}'\n"
+            ),
+        );
+        within::write(DROP_IN, "[Service]\nEnvironment=FOO=v1\n");
+        within::systemctl_ok(&["daemon-reload"]);
+        within::systemctl_ok(&["start", unit.name()]);
+        let spec = service::spec(&resource(
+            "datum-it-dropin",
+            json!({"state": "running", "settle": "1s"}),
+        ))
+        .unwrap();
+
+        within::write(DROP_IN, "[Service]\nEnvironment=FOO=v2\n");
+        assert_eq!(within::property(unit.name(), "NeedDaemonReload"), "yes");
+        assert_eq!(
+            service::restart(&host(), &spec).unwrap(),
+            Activation::Restarted
+        );
+        assert_eq!(within::property(unit.name(), "NeedDaemonReload"), "no");
+        within::write(DROP_IN, "[Service]\nEnvironment=FOO=v3\n");
+        assert_eq!(
+            service::reload(&host(), &spec).unwrap(),
+            Activation::Reloaded
+        );
+        let log = std::fs::read_to_string(LOG).unwrap();
+        let _ = std::fs::remove_file(LOG);
+        let _ = std::fs::remove_dir_all("/etc/systemd/system/datum-it-dropin.service.d");
+        assert_eq!(log, "start v1\nstart v2\nreload v3\n");
+        drop(unit);
+    }
+);

@@ -99,7 +99,7 @@ pub fn spec(resource: &Resource) -> Result<ServiceSpec, ProviderError> {
 /// with [`crate::Provider::verify`], which checks that the reload did not fail and
 /// that the unit stayed up.
 pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
-    let status = loaded_status(host, &spec.unit)?;
+    let status = current_status(host, &spec.unit)?;
     if !status.is_active() {
         return Ok(Activation::NotRunning);
     }
@@ -116,12 +116,28 @@ pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErro
 /// Restarts a running unit (`systemctl restart`); a unit that is not running
 /// is left alone. Follow it with [`crate::Provider::verify`].
 pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceError> {
-    let status = loaded_status(host, &spec.unit)?;
+    let status = current_status(host, &spec.unit)?;
     if !status.is_active() {
         return Ok(Activation::NotRunning);
     }
     systemctl::request(host, Verb::Restart, &spec.unit)?;
     Ok(Activation::Restarted)
+}
+
+/// Reads the unit as its files on disk define it now, and refuses one
+/// systemd does not know or could not load. The change that owes the
+/// activation may be the unit's own file or a drop-in (`restart_on` a File
+/// in `nginx.service.d/`): without a `daemon-reload` first, systemd restarts
+/// the unit with the definition it loaded before, and nothing later reloads
+/// it (the unit runs, so every later pass finds it converged).
+fn current_status(host: &Host, unit: &str) -> Result<UnitStatus, ServiceError> {
+    let status = systemctl::show(host, unit)?;
+    if !status.need_daemon_reload {
+        check_loaded(host, unit, &status)?;
+        return Ok(status);
+    }
+    systemctl::daemon_reload(host, unit)?;
+    loaded_status(host, unit)
 }
 
 /// Reads the unit and refuses one systemd does not know or could not load.
