@@ -49,7 +49,8 @@ pub struct GlobalArgs {
     pub root: PathBuf,
     /// Output format: human (tables, diffs, colour on a terminal), json (one
     /// document with `format_version`, times in RFC 3339 UTC) or markdown
-    /// (plan, apply, check); a command without the format refuses it (exit 1).
+    /// (plan, apply, check, reconcile); a command without the format refuses
+    /// it (exit 1).
     #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
     pub output: Format,
     /// Same as --output json.
