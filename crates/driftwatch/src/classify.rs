@@ -10,6 +10,7 @@
 //! | update | replace | replaced by the next apply |
 //! | update | every changed path covered by `ignore_changes` | ignored |
 //! | update | no-op | ignored |
+//! | update | forget (the forget itself is pending) | ignored |
 //! | update | not listed, in a plan that lists other changes | ignored |
 //! | update | update of other paths only (the update itself is pending) | ignored |
 //! | update | update, delete, or `--drift-only` | changed outside |
@@ -153,6 +154,9 @@ impl Finding {
             }
             (Category::Ignored, Some(Action::Update)) if self.left_alone_by_update => {
                 "the next apply updates other attributes and leaves this drift alone".to_owned()
+            }
+            (Category::Ignored, Some(Action::Forget)) => {
+                "the next apply stops managing it (forget) and leaves it as it is".to_owned()
             }
             (Category::Ignored, None) => {
                 "not among the normal plan's changes; the next apply leaves it alone".to_owned()
@@ -421,12 +425,16 @@ pub fn classify(
             }
         } else if covered_all
             || next_apply == Some(Action::NoOp)
+            || next_apply == Some(Action::Forget)
             || (next_apply.is_none() && plan_lists_changes)
         {
+            // A forget (a `removed` block with destroy = false) leaves the object as it is,
+            // drift and all, and stops managing it: nothing reverts the drift.
             finding.category = Category::Ignored;
-            if let Some(change) =
-                change.filter(|c| covered_all && !matches!(c.action, Action::NoOp | Action::Read))
-            {
+            if let Some(change) = change.filter(|c| {
+                (covered_all || c.action == Action::Forget)
+                    && !matches!(c.action, Action::NoOp | Action::Read)
+            }) {
                 // ignore_changes keeps the drift out of the plan, so what the plan does
                 // to the resource is the configuration's doing: an update of other
                 // attributes, or a delete (a count lowered, a resource removed), is
@@ -513,7 +521,10 @@ pub fn classify(
         let seen_by_plan: BTreeSet<&str> = plan.drift.iter().map(|d| d.address.as_str()).collect();
         if !plan.drift.is_empty() {
             for finding in &findings {
-                if !seen_by_plan.contains(finding.address.as_str()) {
+                // The normal plan does not refresh an object it forgets.
+                if !seen_by_plan.contains(finding.address.as_str())
+                    && finding.next_apply != Some(Action::Forget)
+                {
                     notes.push(format!(
                         "{} drifted in the refresh-only plan but not in the normal plan's refresh (undone between the two plans?)",
                         finding.address
@@ -829,6 +840,54 @@ mod tests {
             pending,
             [("k.routing", "update", vec!["data.upstream".to_owned()])]
         );
+    }
+
+    #[test]
+    fn drift_on_an_object_the_next_apply_forgets_is_left_alone_and_the_forget_pending() {
+        // Seen on the real engine: visibility_timeout_seconds drifted on a queue that a
+        // `removed { lifecycle { destroy = false } }` block takes out of the configuration.
+        // The next apply forgets it (nothing reverts the drift), and the normal plan does
+        // not refresh it, so its own resource_drift leaves it out.
+        let refresh = Plan {
+            drift: vec![
+                drift(
+                    "aws_sqs_queue.absorb",
+                    Action::Update,
+                    vec![leaf("visibility_timeout_seconds", json!(30), json!(45))],
+                ),
+                drift(
+                    "aws_sqs_queue.other",
+                    Action::Update,
+                    vec![leaf("delay_seconds", json!(0), json!(5))],
+                ),
+            ],
+            ..Plan::default()
+        };
+        let mut forget = change("aws_sqs_queue.absorb", Action::Forget);
+        forget.action_reason = Some("delete_because_no_resource_config".into());
+        let normal = Plan {
+            changes: vec![forget, change("aws_sqs_queue.other", Action::Update)],
+            drift: vec![drift("aws_sqs_queue.other", Action::Update, Vec::new())],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        let f = report
+            .findings
+            .iter()
+            .find(|f| f.address == "aws_sqs_queue.absorb")
+            .unwrap();
+        assert_eq!(f.category, Category::Ignored);
+        assert_eq!(
+            f.consequence(),
+            "the next apply stops managing it (forget) and leaves it as it is"
+        );
+        let pending: Vec<(&str, &str)> = report
+            .pending
+            .iter()
+            .map(|p| (p.address.as_str(), p.action.as_str()))
+            .collect();
+        assert_eq!(pending, [("aws_sqs_queue.absorb", "forget")]);
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
     }
 
     #[test]
