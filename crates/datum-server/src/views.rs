@@ -560,7 +560,7 @@ fn failure_groups(
     }
     let mut groups: Vec<FailureGroup> = by_key
         .into_values()
-        .map(|rows| {
+        .filter_map(|rows| {
             let mut names: Vec<String> = rows.iter().map(|r| r.host.clone()).collect();
             names.sort();
             names.dedup();
@@ -568,9 +568,17 @@ fn failure_groups(
                 .iter()
                 .filter_map(|r| r.validator_version.clone())
                 .collect();
-            let first = rows[0];
+            // What the group shows of one host (its hosts' messages may
+            // differ): the first host's by name, not the first row the
+            // store returned (SQLite's and PostgreSQL's orders differ).
+            let first = rows.iter().copied().min_by(|a, b| {
+                a.host
+                    .cmp(&b.host)
+                    .then(a.phase.cmp(&b.phase))
+                    .then(a.message.cmp(&b.message))
+            })?;
             let sets = names.iter().filter_map(|n| set_of.get(n.as_str()).copied());
-            FailureGroup {
+            Some(FailureGroup {
                 resource: first.resource.clone(),
                 phase: first.phase.clone(),
                 validator: first.validator.clone(),
@@ -580,7 +588,7 @@ fn failure_groups(
                 message: first.message.clone(),
                 labels: counts.separating(sets, names.len()),
                 hosts: names,
-            }
+            })
         })
         .collect();
     groups.sort_by(|a, b| {
@@ -1222,6 +1230,57 @@ mod tests {
             "role=web is shared with converged hosts, so it does not separate"
         );
         assert_eq!(v.converged_labels["nginx_version"], vec!["1.22"]);
+    }
+
+    /// A failure group shows one host's phase, exit status and message
+    /// (its hosts' may differ: the message names the host, a path): the
+    /// first host's by name, whatever order the store returned the
+    /// failures in (SQLite and PostgreSQL return them differently, a join
+    /// in any order).
+    #[test]
+    fn a_failure_group_shows_its_first_host_s_message_whatever_the_order() {
+        let failure = |host: &str, exit: i64| FailureRow {
+            host: host.into(),
+            resource: "File[nginx.conf]".into(),
+            phase: format!("phase of {host}"),
+            validator: Some("nginx".into()),
+            validator_version: None,
+            exit_status: Some(exit),
+            signature: "sig".into(),
+            message: format!("failed on {host}"),
+        };
+        let applied: Vec<Applied> = ["b", "a", "c"]
+            .iter()
+            .map(|h| Applied {
+                host: (*h).into(),
+                failed: true,
+                labels: 0,
+            })
+            .collect();
+        let rows = vec![failure("b", 2), failure("a", 1), failure("c", 3)];
+        let group = |rows: &[FailureRow]| {
+            rollout_of(
+                Some("r".into()),
+                3,
+                applied.clone(),
+                &[BTreeMap::new()],
+                vec![],
+                rows,
+            )
+            .groups
+        };
+        let forward = group(&rows);
+        let reversed: Vec<FailureRow> = rows.iter().rev().cloned().collect();
+        assert_eq!(group(&reversed), forward);
+        assert_eq!(forward.len(), 1);
+        assert_eq!(
+            (
+                forward[0].message.as_str(),
+                forward[0].phase.as_str(),
+                forward[0].exit_status
+            ),
+            ("failed on a", "phase of a", Some(1))
+        );
     }
 
     /// Clusters alike in hosts, first sighting and subject (one change to
