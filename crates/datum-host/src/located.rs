@@ -226,17 +226,32 @@ impl Located {
             Mode::empty(),
         )
         .map_err(|e| HostError::io("open directory", &self.path, errno(e)))?;
-        self.chown_chmod(&fd, owner, group, Some(mode))
+        self.chown_chmod(&fd, 0o700, owner, group, Some(mode))
     }
 
+    /// Owner, then mode (`chown` clears set-id bits the mode may need), on
+    /// an entry whose permission bits are `current`. When both change, the
+    /// mode is first narrowed to what the old and the new one both allow:
+    /// in between, the new owner and group would otherwise hold the old
+    /// mode (a group that may read neither before nor after reads the
+    /// file: svc:svc 0640 to web:web 0600 passes through web:web 0640),
+    /// and a pass killed there, or whose chmod fails, leaves it so.
     fn chown_chmod(
         &self,
         fd: &OwnedFd,
+        current: u32,
         owner: Option<u32>,
         group: Option<u32>,
         mode: Option<u32>,
     ) -> Result<(), HostError> {
         if owner.is_some() || group.is_some() {
+            let current = current & 0o7777;
+            if let Some(mode) = mode
+                && current & mode & 0o777 != current
+            {
+                rustix::fs::fchmod(fd, Mode::from_raw_mode(current & mode & 0o777))
+                    .map_err(|e| HostError::io("set the mode of", &self.path, errno(e)))?;
+            }
             rustix::fs::fchown(fd, uid(owner), gid(group))
                 .map_err(|e| HostError::io("change the owner of", &self.path, errno(e)))?;
         }
@@ -306,7 +321,7 @@ impl Located {
                 links: st.st_nlink,
             });
         }
-        self.chown_chmod(&fd, owner, group, mode)
+        self.chown_chmod(&fd, st.st_mode, owner, group, mode)
     }
 
     /// Creates this regular file, never through anything already there

@@ -108,3 +108,71 @@ fn sigkill_during_apply_never_leaves_a_partial_target() {
         assert_eq!(fs::read_to_string(live).unwrap(), content(KILLS, i));
     }
 }
+
+/// An owner and a mode changed in place (the content as declared) pass
+/// from the old state to the new without a state between that lets
+/// someone read the file whom neither lets: svc:svc 0640 to web:web 0600
+/// went through web:web 0640 (chown first, then chmod), where group web
+/// reads it. A pass killed between the two left it so; so does a chmod
+/// that fails after the chown, which this test makes happen: without
+/// CAP_FOWNER, root may change the mode only of what it owns.
+#[test]
+fn an_owner_and_mode_changed_in_place_never_pass_through_a_looser_mix() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root to give files away");
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /etc/app.conf\n  content: \"secret\\n\"\n  owner: web\n  group: web\n  mode: \"0600\"\n",
+    );
+    s.write(
+        "root/etc/passwd",
+        "root:x:0:0:root:/root:/bin/sh\nsvc:x:1234:1234::/:/bin/false\nweb:x:1235:1235::/:/bin/false\n",
+    );
+    s.write("root/etc/group", "root:x:0:\nsvc:x:1234:\nweb:x:1235:\n");
+    let live = s.write("root/etc/app.conf", "secret\n");
+    rustix::fs::chown(
+        &live,
+        Some(rustix::fs::Uid::from_raw(1234)),
+        Some(rustix::fs::Gid::from_raw(1234)),
+    )
+    .unwrap();
+    rustix::fs::chmod(&live, rustix::fs::Mode::from_raw_mode(0o640)).unwrap();
+    let state = || {
+        let m = fs::metadata(&live).unwrap();
+        (m.uid(), m.gid(), m.mode() & 0o7777)
+    };
+
+    let out = Command::new("setpriv")
+        .arg("--bounding-set=-fowner")
+        .arg(assert_cmd::cargo::cargo_bin("datum"))
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .arg("apply")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = state();
+    assert!(
+        after == (1234, 1234, 0o640) || after == (1235, 1235, 0o600),
+        "a failed change left {}:{} {:o}: neither the old state nor the new",
+        after.0,
+        after.1,
+        after.2
+    );
+    // With every capability the next pass converges.
+    assert_eq!(s.datum(&["apply"]).status.code(), Some(2));
+    assert_eq!(state(), (1235, 1235, 0o600));
+    assert_eq!(fs::read_to_string(&live).unwrap(), "secret\n");
+}
