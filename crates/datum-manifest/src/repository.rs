@@ -243,11 +243,12 @@ impl Repository {
         let parsed = yaml::parse_each(&text, |node| {
             // `---` separators with nothing between them are allowed.
             if node.is_null() {
-                return (None, Vec::new());
+                return (None, Vec::new(), None);
             }
+            let extent = (node.start, node.end);
             let mut own = Diagnostics::new();
             let doc = document::read(node, place, layer, &mut own);
-            (doc, own.into_vec())
+            (doc, own.into_vec(), Some(extent))
         });
         // A file that could not be parsed cannot say which of its lines are
         // secret: one that mentions a password hash or `sensitive` shows
@@ -257,18 +258,29 @@ impl Repository {
             broken.push((place.file.clone(), text.clone()));
         }
         for e in parsed.errors {
-            diags.push(
-                Diagnostic::error(e.message)
-                    .at(place.origin(e.start))
-                    .until(e.end)
-                    .hiding_source(secret),
-            );
+            // A problem inside a document that was read all the same (a
+            // duplicate key, an unknown tag) names its resource, as every
+            // other problem of a document does.
+            let within = parsed.documents.iter().find_map(|(doc, _, extent)| {
+                let (start, end) = (*extent)?;
+                let inside = (start.line, start.column) <= (e.start.line, e.start.column)
+                    && (e.start.line, e.start.column) <= (end.line, end.column);
+                doc.as_ref().filter(|_| inside)
+            });
+            let mut diagnostic = Diagnostic::error(e.message)
+                .at(place.origin(e.start))
+                .until(e.end)
+                .hiding_source(secret);
+            if let Some(doc) = within {
+                diagnostic = diagnostic.resource(&doc.id);
+            }
+            diags.push(diagnostic);
         }
         // Room for this file's documents in one step: growing by doubling
         // would leave up to half of a large repository's documents' room
         // unused (and copy it on every step).
         self.documents.reserve(parsed.documents.len());
-        for (doc, problems) in parsed.documents {
+        for (doc, problems, _) in parsed.documents {
             for d in problems {
                 diags.push(d);
             }

@@ -1786,6 +1786,28 @@ mod lint_errors {
         );
     }
 
+    /// A duplicate key inside a document that is read all the same names its
+    /// resource, as every other problem of a document does; a syntax error
+    /// that stops a later document names none (not the one before it).
+    #[test]
+    fn a_duplicate_key_names_its_resource() {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/a.yaml",
+            "datum: v1alpha1\ntype: File\nname: a\ndesired:\n  path: /a\n  owner: root\n  owner: daemon\n---\ndatum: v1alpha1\ntype: File\nname: b\ndesired:\n  path: [/b\n",
+        );
+        let lines = repo.lint();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].starts_with("base/a.yaml:7:3: error: File[a]: duplicate key `owner`"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].starts_with("base/a.yaml:") && !lines[1].contains("File["),
+            "{lines:?}"
+        );
+    }
+
     #[test]
     fn unknown_envelope_and_settings_keys() {
         let repo = Repo::new(&format!("{TWO_LAYERS}colour: red\n"));
