@@ -85,9 +85,12 @@ pub struct AgentCheck<'a> {
     /// The repository folder pinned at the last good load (accept's
     /// patches name its files).
     pub repo: &'a Path,
-    /// The repository as the agent was told of it (a link `datum pull`
-    /// moves): the agent report's revision is read there, as it is now.
-    pub live_repo: &'a Path,
+    /// The revision the loaded catalogue was compiled from, as its fleet
+    /// reports name it (what an apply of it reports: `git:<commit>`,
+    /// `stamp:<digest>`), read when it was loaded: never the repository as
+    /// it is on disk now, which `datum pull` or a person may have moved on
+    /// without a reload.
+    pub revision: &'a str,
     /// The layers this host uses (the reconcile's report).
     pub layers: Vec<String>,
     pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
@@ -125,7 +128,7 @@ pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> Age
         identity: c.identity,
         host: c.host,
         repo: c.repo,
-        live_repo: c.live_repo,
+        revision: c.revision,
         layers: c.layers,
         backups: c.backups,
         store: c.store,
@@ -152,7 +155,7 @@ struct State<'a> {
     identity: &'a HostIdentity,
     host: &'a Host,
     repo: &'a Path,
-    live_repo: &'a Path,
+    revision: &'a str,
     layers: Vec<String>,
     backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     store: Option<&'a mut Store>,
@@ -586,9 +589,9 @@ impl State<'_> {
             kind: datum_fleet::ReportKind::Agent,
             host: identity.name.clone(),
             labels: identity.labels.clone(),
-            // The agent keeps its catalogue compiled; the revision is that
-            // of the repository as it is now (git) or as it was stamped.
-            revision: datum_reporting::revision::repository_revision(self.live_repo, None),
+            // The agent keeps its catalogue compiled: the revision is the
+            // one it was loaded from.
+            revision: self.revision.to_owned(),
             catalogue: datum_reporting::build::catalogue_hash(
                 catalogue
                     .resources

@@ -1679,3 +1679,33 @@ datum: v1alpha1\ntype: Tree\nname: big\ndesired: {path: /etc/big, source: trees/
     assert_eq!(outbox["refused_total"], 0, "{outbox}");
     assert_eq!(host_row(&server.fleet(&["hosts"]), "web-1")["findings"], 1);
 }
+
+/// The agent's reports named the revision of the repository read again at
+/// each check, from git alone (`repository_revision(live repository,
+/// None)`), not the one its catalogue was loaded from: a repository that is
+/// no git checkout (a plain folder, or a checkout `datum pull` deployed,
+/// which has no `.git`) was reported as `unknown` by every agent check
+/// after the apply reported `stamp:…` or `git:…`, and a git working copy
+/// moved on without a reload was reported at its new commit while the
+/// agent still checked the old catalogue. The agent now reports the
+/// revision it loaded, as an apply of that catalogue names it.
+#[test]
+fn the_agent_reports_the_revision_it_loaded() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[("role", "web")], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    let applied = host_row(&server.fleet(&["hosts"]), "web-1")["revision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(applied.starts_with("stamp:"), "{applied}");
+    let out = h.run_delivered(&repo, &["agent", "--once"]);
+    assert_exit(&out, 0);
+    let v = server.fleet(&["hosts"]);
+    let row = host_row(&v, "web-1");
+    assert_eq!(row["reports"], 2, "{row}");
+    assert_eq!(row["revision"], applied.as_str(), "{row}");
+}

@@ -74,6 +74,9 @@ pub struct RepoChecker {
     pinned: Option<PathBuf>,
     /// The revision `datum pull` deployed there, if it did.
     revision: Option<String>,
+    /// The revision the loaded catalogue was compiled from, as its fleet
+    /// reports name it (`git:<commit>`, `stamp:<digest>`).
+    reported_revision: String,
     /// `report.yaml`, when the host reports to a fleet server (read again
     /// at each load).
     reporting: Option<Reporting>,
@@ -100,6 +103,7 @@ impl RepoChecker {
             info: Box::new(|_| {}),
             pinned: None,
             revision: None,
+            reported_revision: "unknown".to_owned(),
             reporting: None,
             courier: None,
         }
@@ -268,6 +272,7 @@ impl ClassChecker for RepoChecker {
             }
         };
         let classes_doc = lazy.classes.clone();
+        let mut compiled_from = lazy.revision.clone();
         let (catalogue, unkept) = match lazy.into_catalogue() {
             Ok(catalogue) => (catalogue, unkept),
             Err(e) => {
@@ -282,6 +287,7 @@ impl ClassChecker for RepoChecker {
                     crate::context::Purpose::Apply,
                 )
                 .map_err(|d| self.lint_error(&d))?;
+                compiled_from = lazy.revision.clone();
                 (lazy.into_catalogue().map_err(|e| self.other(e))?, unkept)
             }
         };
@@ -293,6 +299,8 @@ impl ClassChecker for RepoChecker {
         self.memory.keep_declared(&catalogue);
         self.restart_attribution(&classes, &loaded);
         self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
+        self.reported_revision =
+            crate::reporting::revision::repository_revision(&paths.repo, compiled_from.as_deref());
         self.pinned = Some(paths.repo.clone());
         self.identity = Some(identity);
         self.catalogue = Some(catalogue);
@@ -374,7 +382,7 @@ impl ClassChecker for RepoChecker {
                 identity,
                 host: &host,
                 repo: &global.repo,
-                live_repo: &self.paths.repo,
+                revision: &self.reported_revision,
                 layers: crate::context::layers_used(&global, identity),
                 backups: &backups,
                 store: self.store.as_mut(),
