@@ -11,6 +11,10 @@
 //!   what the newest row of that path already holds refreshes that row
 //!   instead of adding one (see [`BackupStore::save`]).
 //!
+//! [`Retention::default`] bounds the store: ten versions per path, and at
+//! most [`DEFAULT_MAX_ENTRIES`] entries and [`DEFAULT_MAX_TOTAL_BYTES`] of
+//! distinct content in all, the oldest going first.
+//!
 //! The index is SQLite rather than one JSON file per entry because retention
 //! runs after every save and needs per-path ranking, age and total-size
 //! queries without listing a directory of thousands of files; because a save
@@ -240,18 +244,35 @@ pub struct Retention {
     /// Entries older than this go, whatever else says (a secret must not
     /// outlive the age its operator allowed).
     pub max_age_days: Option<u64>,
-    /// Oldest entries go until the distinct blobs still referenced fit. The
-    /// newest entry of each path is never removed for size, so the most
-    /// recent evidence of every file survives even over budget.
+    /// Oldest entries go until the distinct blobs still referenced fit (see
+    /// [`Retention::max_entries`] for which go first).
     pub max_total_bytes: Option<u64>,
+    /// Oldest entries go until at most this many are left. With
+    /// `max_total_bytes`, older versions of a path go before the newest
+    /// entry of any path, and the newest entries go oldest first only when
+    /// the older versions alone do not bring the store within its bounds:
+    /// a path is saved under a new name each time when a purging Tree
+    /// removes what something keeps writing into its folder, and every such
+    /// entry is the newest of its path. Entries saved at the prune's `now`
+    /// (the pass in flight) never go, so evidence a pass has just saved is
+    /// not lost to a bound before its change is made.
+    #[serde(default)]
+    pub max_entries: Option<u64>,
 }
+
+/// The byte budget of [`Retention::default`]: 1 GiB of distinct content.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 1 << 30;
+
+/// The entry bound of [`Retention::default`].
+pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
 
 impl Default for Retention {
     fn default() -> Self {
         Retention {
             keep_per_path: 10,
             max_age_days: None,
-            max_total_bytes: None,
+            max_total_bytes: Some(DEFAULT_MAX_TOTAL_BYTES),
+            max_entries: Some(DEFAULT_MAX_ENTRIES),
         }
     }
 }
@@ -263,7 +284,8 @@ pub struct PruneReport {
     pub blobs_removed: usize,
     pub bytes_freed: u64,
     /// Bytes of distinct blobs still referenced afterwards; computed only
-    /// when the policy has a byte budget.
+    /// when the policy has a byte budget and this prune had to bring the
+    /// store within its bounds.
     pub bytes_kept: Option<u64>,
 }
 
@@ -278,6 +300,19 @@ pub struct BackupStore {
     dirty_paths: BTreeSet<Vec<u8>>,
     /// The policy of the last complete prune in this process.
     pruned_with: Option<Retention>,
+    /// The number of entries and the sum of their kept sizes, counted by
+    /// the first prune and kept up to date by saves and prunes since, so a
+    /// prune within its bounds asks the index nothing more.
+    totals: Option<Totals>,
+}
+
+/// What [`BackupStore::prune`] weighs against the store-wide bounds.
+#[derive(Debug, Clone, Copy)]
+struct Totals {
+    entries: u64,
+    /// Every kept entry's size, a blob saved under two entries twice: at
+    /// least the distinct bytes the byte budget counts.
+    bytes: u64,
 }
 
 impl std::fmt::Debug for BackupStore {
@@ -352,6 +387,7 @@ impl BackupStore {
             conn,
             dirty_paths: BTreeSet::new(),
             pruned_with: None,
+            totals: None,
         }
     }
 
@@ -483,6 +519,12 @@ impl BackupStore {
             .map_err(err())?;
         tx.commit().map_err(err())?;
         self.dirty_paths.insert(path.to_vec());
+        if let Some(totals) = &mut self.totals {
+            totals.entries = totals.entries.saturating_add(1);
+            if kept {
+                totals.bytes = totals.bytes.saturating_add(size);
+            }
+        }
         Ok(BackupEntry {
             id: from_sql(id),
             resource,
@@ -566,13 +608,15 @@ impl BackupStore {
     ///
     /// Cheap enough to run after every save: the first prune of a process
     /// (or one with a different policy) ranks every path, later ones only the
-    /// paths saved since; the age rule is an indexed range; the byte budget
-    /// sums distinct blobs and walks entries only when over budget.
+    /// paths saved since; the age rule is an indexed range; the store-wide
+    /// bounds are weighed against totals counted once and kept up to date,
+    /// and the entries walked only when over one.
     pub fn prune(&mut self, policy: &Retention, now: i64) -> Result<PruneReport, StoreError> {
         let full = self.pruned_with != Some(*policy);
         let dirty = std::mem::take(&mut self.dirty_paths);
         // If this prune fails half-way, the next one starts from scratch.
         self.pruned_with = None;
+        let totals = self.totals.take();
         let index_path = self.index_path.clone();
         let err = || sql_err(&index_path, "cannot prune backups");
         let tx = self
@@ -619,32 +663,45 @@ impl BackupStore {
             doomed.extend(old);
         }
 
-        if let Some(budget) = policy.max_total_bytes {
-            let total_before = distinct_bytes(&tx).map_err(err())?;
-            if total_before > budget {
-                over_budget(&tx, budget, &mut doomed).map_err(err())?;
-            }
+        let bounds = Bounds {
+            bytes: policy.max_total_bytes.unwrap_or(u64::MAX),
+            entries: policy.max_entries.unwrap_or(u64::MAX),
+        };
+        let mut totals = match totals {
+            Some(totals) => totals,
+            None => count_totals(&tx).map_err(err())?,
+        };
+        let walked = bounds.exceeded(&tx, totals).map_err(err())?;
+        if walked {
+            over_bounds(&tx, bounds, now, &mut doomed).map_err(err())?;
         }
 
         let mut candidates: BTreeSet<String> = BTreeSet::new();
         {
             let mut delete = tx
-                .prepare("DELETE FROM entries WHERE id = ?1 RETURNING sha256")
+                .prepare("DELETE FROM entries WHERE id = ?1 RETURNING sha256, kept, size")
                 .map_err(err())?;
             for id in &doomed {
-                let sha: Option<String> = delete
-                    .query_row([id], |r| r.get(0))
+                let gone: Option<(String, bool, i64)> = delete
+                    .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()
                     .map_err(err())?;
-                candidates.extend(sha);
+                if let Some((sha, kept, size)) = gone {
+                    totals.entries = totals.entries.saturating_sub(1);
+                    if kept {
+                        totals.bytes = totals.bytes.saturating_sub(from_sql(size));
+                    }
+                    candidates.insert(sha);
+                }
             }
         }
-        let bytes_kept = match policy.max_total_bytes {
-            Some(_) => Some(distinct_bytes(&tx).map_err(err())?),
-            None => None,
+        let bytes_kept = match (walked, policy.max_total_bytes) {
+            (true, Some(_)) => Some(distinct_bytes(&tx).map_err(err())?),
+            _ => None,
         };
         tx.commit().map_err(err())?;
         self.pruned_with = Some(*policy);
+        self.totals = Some(totals);
 
         // Only now, with the entries gone for good, may their blobs go.
         let mut report = PruneReport {
@@ -797,41 +854,87 @@ fn distinct_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     .map(from_sql)
 }
 
-/// Adds to `doomed` the oldest entries, sparing the newest of each path,
-/// until the distinct blobs the rest reference fit in `budget`.
-fn over_budget(conn: &Connection, budget: u64, doomed: &mut BTreeSet<i64>) -> rusqlite::Result<()> {
-    type Row = (i64, Vec<u8>, String, i64);
+/// The store-wide bounds of a [`Retention`]; `u64::MAX` where it has none.
+#[derive(Clone, Copy)]
+struct Bounds {
+    bytes: u64,
+    entries: u64,
+}
+
+impl Bounds {
+    /// Whether the store, before this prune removes anything, is over
+    /// either bound: the distinct bytes are summed only when the sum of
+    /// every entry's size is over the budget, and the walk of every entry in
+    /// [`over_bounds`] runs only when this says so.
+    fn exceeded(self, conn: &Connection, totals: Totals) -> rusqlite::Result<bool> {
+        Ok(totals.entries > self.entries
+            || (totals.bytes > self.bytes && distinct_bytes(conn)? > self.bytes))
+    }
+}
+
+/// Counts the entries and sums their kept sizes.
+fn count_totals(conn: &Connection) -> rusqlite::Result<Totals> {
+    conn.query_row(
+        "SELECT count(*), coalesce(sum(CASE WHEN kept THEN size ELSE 0 END), 0) FROM entries",
+        [],
+        |r| {
+            Ok(Totals {
+                entries: from_sql(r.get(0)?),
+                bytes: from_sql(r.get(1)?),
+            })
+        },
+    )
+}
+
+/// Adds to `doomed` the oldest entries until the distinct blobs the rest
+/// reference fit in `bounds.bytes` and at most `bounds.entries` are left:
+/// first every entry but the newest of its path, then those newest too,
+/// oldest first; never one saved at `now` (the pass in flight).
+fn over_bounds(
+    conn: &Connection,
+    bounds: Bounds,
+    now: i64,
+    doomed: &mut BTreeSet<i64>,
+) -> rusqlite::Result<()> {
+    type Row = (i64, Vec<u8>, String, i64, i64);
     let rows: Vec<Row> = conn
         .prepare(
-            "SELECT id, path, sha256, CASE WHEN kept THEN size ELSE 0 END FROM entries \
+            "SELECT id, path, sha256, CASE WHEN kept THEN size ELSE 0 END, saved_at FROM entries \
              ORDER BY saved_at, id",
         )?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let mut refs: HashMap<&str, (usize, u64)> = HashMap::new();
     let mut newest_of_path: BTreeMap<&[u8], i64> = BTreeMap::new();
-    for (id, path, sha, size) in &rows {
+    let mut count: u64 = 0;
+    for (id, path, sha, size, _) in &rows {
         if doomed.contains(id) {
             continue;
         }
         let slot = refs.entry(sha.as_str()).or_insert((0, from_sql(*size)));
         slot.0 += 1;
         newest_of_path.insert(path.as_slice(), *id);
+        count += 1;
     }
     let mut total: u64 = refs.values().map(|(_, size)| *size).sum();
     let protected: BTreeSet<i64> = newest_of_path.values().copied().collect();
-    for (id, _, sha, _) in &rows {
-        if total <= budget {
-            break;
-        }
-        if doomed.contains(id) || protected.contains(id) {
-            continue;
-        }
-        doomed.insert(*id);
-        if let Some(slot) = refs.get_mut(sha.as_str()) {
-            slot.0 -= 1;
-            if slot.0 == 0 {
-                total = total.saturating_sub(slot.1);
+    for spare_newest in [true, false] {
+        for (id, _, sha, _, saved_at) in &rows {
+            if total <= bounds.bytes && count <= bounds.entries {
+                return Ok(());
+            }
+            if *saved_at == now || doomed.contains(id) || (spare_newest && protected.contains(id)) {
+                continue;
+            }
+            doomed.insert(*id);
+            count = count.saturating_sub(1);
+            if let Some(slot) = refs.get_mut(sha.as_str()) {
+                slot.0 -= 1;
+                if slot.0 == 0 {
+                    total = total.saturating_sub(slot.1);
+                }
             }
         }
     }
@@ -935,6 +1038,62 @@ mod tests {
         assert_eq!(left[0].id, newest.id);
     }
 
+    /// Files saved under ever new names (what a purging Tree removes from a
+    /// folder something keeps writing to, pass after pass) are each the
+    /// newest of their path: the store still stays within its bounds,
+    /// oldest first, and never loses what the pass in flight saved.
+    #[test]
+    fn ever_new_paths_stay_within_the_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = BackupStore::open(dir.path()).unwrap();
+        let policy = Retention {
+            max_total_bytes: Some(1_000),
+            max_entries: Some(20),
+            ..Retention::default()
+        };
+        let id = ResourceId::new("Tree", "spool");
+        for pass in 0..200u8 {
+            let path = PathBuf::from(format!("/spool/junk{pass}"));
+            store
+                .save(&saved(&id, &path, &[pass; 100], i64::from(pass)))
+                .unwrap();
+            store.prune(&policy, i64::from(pass)).unwrap();
+            let left = store.list(None).unwrap();
+            assert!(left.len() <= 10, "pass {pass}: {} entries", left.len());
+            assert_eq!(left[0].saved_at, i64::from(pass), "the newest is kept");
+        }
+        assert!(objects::walk(&store.objects).unwrap().len() <= 10);
+        // One pass saving more than the bounds: all of it stays, the
+        // older passes' evidence goes.
+        for n in 0..30u8 {
+            let path = PathBuf::from(format!("/spool/burst{n}"));
+            store.save(&saved(&id, &path, &[n; 100], 500)).unwrap();
+            store.prune(&policy, 500).unwrap();
+        }
+        let left = store.list(None).unwrap();
+        assert_eq!(left.len(), 30);
+        assert!(left.iter().all(|e| e.saved_at == 500));
+        // The next pass brings it back within its bounds.
+        store
+            .save(&saved(&id, Path::new("/spool/after"), b"x", 501))
+            .unwrap();
+        store.prune(&policy, 501).unwrap();
+        let left = store.list(None).unwrap();
+        assert_eq!(left.len(), 10, "900 bytes of the burst, and the new one");
+        assert_eq!(left[0].path, Path::new("/spool/after"));
+        // Entries are bounded too, content kept or not.
+        let count = Retention {
+            max_entries: Some(3),
+            ..Retention::default()
+        };
+        for n in 0..10 {
+            let path = PathBuf::from(format!("/spool/n{n}"));
+            store.save(&saved(&id, &path, b"", 600 + n)).unwrap();
+            store.prune(&count, 600 + n).unwrap();
+        }
+        assert_eq!(store.list(None).unwrap().len(), 3);
+    }
+
     #[test]
     fn a_changed_policy_reranks_paths_not_saved_since() {
         let dir = tempfile::tempdir().unwrap();
@@ -991,7 +1150,7 @@ mod tests {
             max_total_bytes: Some(0),
             ..Retention::default()
         };
-        assert_eq!(store.prune(&policy, 1).unwrap().bytes_kept, Some(0));
+        assert_eq!(store.prune(&policy, 2).unwrap().entries_removed, 0);
     }
 
     #[test]
