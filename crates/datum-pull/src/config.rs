@@ -121,7 +121,18 @@ pub fn settle(
         Some((path, text)) => parse(root, path, text)?,
         None => FileSettings::default(),
     };
-    let from = file.map_or_else(|| "pull.yaml".to_owned(), |(p, _)| p.display().to_string());
+    // Which file to set it in: the one read, else the default under the
+    // root (named in full: an operator passing --root looks in the wrong
+    // /etc otherwise).
+    let from = file.map_or_else(
+        || {
+            format!(
+                "{} (there is none yet)",
+                root.join(CONFIG_FILE.trim_start_matches('/')).display()
+            )
+        },
+        |(p, _)| p.display().to_string(),
+    );
     let source = match &overrides.bundle {
         Some(bundle) => Source::Bundle(bundle.clone()),
         None => {
@@ -436,6 +447,12 @@ mod tests {
         let none = settle(Path::new("/r"), None, &Overrides::default()).unwrap_err();
         assert!(
             none.to_string().contains("no remote to pull from"),
+            "{none}"
+        );
+        // Which pull.yaml: the one under --root, which does not exist.
+        assert!(
+            none.to_string()
+                .ends_with("or set `url:` in /r/etc/datum/pull.yaml (there is none yet)"),
             "{none}"
         );
         let unsigned = Overrides {
