@@ -262,6 +262,26 @@ testbed_test!(a_missing_unit_fails_naming_it, {
     }
 });
 
+testbed_test!(
+    a_missing_unit_is_in_sync_when_declared_stopped_and_disabled,
+    {
+        // What a Service beside its Package declared absent finds once apt
+        // removed the unit: before, every pass failed (the unit does not exist)
+        // and check reported it deleted outside.
+        let p = ServiceProvider;
+        let r = resource(
+            "datum-it-removed",
+            json!({"state": "stopped", "enabled": false}),
+        );
+        let observed = p.observe(&host(), &r).unwrap();
+        assert_eq!(observed.presence, datum_core::Presence::Absent);
+        assert!(p.plan(&p.declare(&r).unwrap(), &observed).is_empty());
+        converge(&r).unwrap();
+        let (_, diff) = p.verify(&host(), &r).unwrap();
+        assert!(diff.is_empty(), "{diff:?}");
+    }
+);
+
 testbed_test!(a_changed_unit_file_is_read_before_the_start, {
     // A File resource earlier in the pass may have rewritten the unit: the
     // start must use the new definition, not systemd's cached one.

@@ -205,6 +205,17 @@ fn state_satisfied(declared: RunState, observed: Option<&str>) -> bool {
     }
 }
 
+/// Whether a unit systemd does not know satisfies the declaration: one that
+/// asks only that it not run (`state: stopped`) and not start at boot
+/// (`enabled: false`), what a unit whose package was removed is (`systemctl
+/// is-active` says inactive, `is-enabled` not enabled). Declaring the
+/// package absent beside its service stopped and disabled would otherwise
+/// fail every pass after the removal, and `datum check` call the unit
+/// deleted outside. A unit declared running or enabled must exist.
+fn missing_satisfies(spec: &ServiceSpec) -> bool {
+    spec.state != Some(RunState::Running) && spec.enabled != Some(true)
+}
+
 /// A Service is reloaded or restarted when a resource it names in
 /// `reload_on`/`restart_on` changes.
 impl Activates for ServiceProvider {
@@ -305,6 +316,9 @@ impl Kind for ServiceProvider {
     fn plan(&self, _resource: &Resource, spec: &ServiceSpec, observed: &Observed) -> Diff {
         let mut changes = Vec::new();
         let absent = observed.presence == Presence::Absent;
+        if absent && missing_satisfies(spec) {
+            return Diff::default();
+        }
         if absent {
             changes.push(FieldChange {
                 field: "unit".to_owned(),
@@ -373,6 +387,9 @@ impl Kind for ServiceProvider {
             systemctl::daemon_reload(host, unit)?;
             status = systemctl::show(host, unit)?;
         }
+        if status.load_state == "not-found" && missing_satisfies(spec) {
+            return Ok(Activated::Done);
+        }
         check_loaded(host, unit, &status)?;
 
         // Stop before disabling, enable before starting: the unit is never
@@ -409,7 +426,12 @@ impl Kind for ServiceProvider {
         resource: &Resource,
         spec: &ServiceSpec,
     ) -> Result<(Observed, Diff), ProviderError> {
-        let status = loaded_status(host, &spec.unit)?;
+        let status = systemctl::show(host, &spec.unit)?;
+        if status.load_state == "not-found" && missing_satisfies(spec) {
+            let observed = observation(&spec.unit, &status);
+            return Ok((observed, Diff::default()));
+        }
+        check_loaded(host, &spec.unit, &status)?;
         let status = match spec.state {
             Some(state) => settle::watch(host, &spec.unit, state, spec.settle)?,
             None => status,
@@ -484,6 +506,47 @@ mod tests {
         assert_eq!(changed(&d), ["unit", "state"]);
         assert_eq!(d.changes[0].after, Some(json!("nosuch.service")));
         assert_eq!(d.changes[1].before, None);
+    }
+
+    /// A package declared absent takes its unit with it: the Service
+    /// declared stopped and disabled beside it is in sync without the unit
+    /// (before, every pass after the removal failed with 'unit ... does not
+    /// exist' and check called it deleted outside). Running or enabled still
+    /// need it.
+    #[test]
+    fn a_missing_unit_is_stopped_and_disabled_but_neither_running_nor_enabled() {
+        let p = ServiceProvider;
+        let status = UnitStatus {
+            load_state: "not-found".into(),
+            active_state: "inactive".into(),
+            ..UnitStatus::default()
+        };
+        let o = observation("gone.service", &status);
+        for desired in [
+            json!({"state": "stopped", "enabled": false}),
+            json!({"state": "stopped"}),
+            json!({"enabled": false}),
+        ] {
+            let r = resource(desired.clone());
+            assert!(crate::testing::diff(&p, &r, &o).is_empty(), "{desired}");
+        }
+        for (desired, fields) in [
+            (
+                json!({"state": "stopped", "enabled": true}),
+                vec!["unit", "state", "enabled"],
+            ),
+            (
+                json!({"state": "running", "enabled": false}),
+                vec!["unit", "state", "enabled"],
+            ),
+        ] {
+            let r = resource(desired.clone());
+            assert_eq!(
+                changed(&crate::testing::diff(&p, &r, &o)),
+                fields,
+                "{desired}"
+            );
+        }
     }
 
     #[test]
