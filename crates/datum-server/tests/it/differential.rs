@@ -795,6 +795,19 @@ fn the_two_stores_answer_alike() {
         let (dir, lite) = crate::support::sqlite();
         let lite = scenario(&lite).await;
         check_no_canary("SQLite", &lite);
+        // The scenario does what it says: operators asked, hosts confirmed,
+        // deliveries were repeated.
+        let holds = |needle: &str| lite.iter().any(|(_, _, body)| body.contains(needle));
+        assert!(
+            lite.iter()
+                .any(|(what, status, _)| what.starts_with("POST /hosts/") && *status == 303),
+            "no quarantine was asked"
+        );
+        assert!(
+            holds("done quarantine") && holds("done release"),
+            "no instruction was confirmed"
+        );
+        assert!(holds("\"duplicate\":true"), "no delivery was repeated");
         // Nor does the store hold it (the database and its journal).
         for entry in std::fs::read_dir(dir.path()).unwrap() {
             let path = entry.unwrap().path();
