@@ -382,9 +382,12 @@ impl Policies<'_> {
             }
             // Streamed into the store, never read whole: a file larger
             // than the store keeps is recorded by its size and digest.
-            let Ok((mut file, len)) = at.open_file() else {
+            // Owner and mode are those of the file opened, whose bytes are
+            // saved (the name may hold another since the look above).
+            let Ok((mut file, stat)) = at.open_file_stat() else {
                 continue;
             };
+            let len = stat.meta.size;
             backups.save_from(
                 &SavedFrom {
                     resource: id,

@@ -151,7 +151,11 @@ impl Saving<'_> {
                 // Streamed: a live file of any size costs a buffer, and
                 // one larger than the store keeps leaves its size and
                 // digest (`content_kept: false`), never fills the disk.
-                let (mut file, len) = at.open_file().map_err(|e| not_saved(declared, e))?;
+                // Owner and mode are the opened file's own: the name may
+                // hold another file since the look above (a restore gives
+                // the bytes the owner and mode recorded with them).
+                let (mut file, stat) = at.open_file_stat().map_err(|e| not_saved(declared, e))?;
+                let len = stat.meta.size;
                 self.backups
                     .save_from(
                         &SavedFrom {
@@ -286,5 +290,81 @@ mod tests {
         assert_eq!(saved[0].reason, BackupReason::Update);
         // Nothing there: nothing to lose.
         assert!(to_save(&bound(provider, &file), &Observed::absent(), &diff).is_empty());
+    }
+
+    #[test]
+    fn a_saved_file_keeps_its_own_mode_whatever_the_name_holds_next() {
+        // The owner of the folder puts another user's private file (0600)
+        // and the managed one (0644) in turn at the name while the evidence
+        // is saved (here each linked there by an atomic rename, so the name
+        // is never empty):
+        // the bytes saved must carry the mode of the file they came from,
+        // or a restore writes the private bytes out under 0644.
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path());
+        let mut backups = BackupStore::open(&state.path().join("backups")).unwrap();
+        let resource = Resource::new(
+            ResourceId::new("File", "notes"),
+            json!({"path": "/notes", "content": "declared"}),
+        );
+        // Two files, each linked in turn over the managed name by an
+        // atomic rename: the name always holds one of them.
+        let (notes, spare) = (root.path().join("notes"), root.path().join(".spare"));
+        let sources = [("public", 0o644), ("private", 0o600)].map(|(text, mode)| {
+            let path = root.path().join(text);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        });
+        std::fs::hard_link(&sources[0], &notes).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (notes, spare, stop) = (notes.clone(), spare.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for source in &sources {
+                        let _ = std::fs::remove_file(&spare);
+                        let _ = std::fs::hard_link(source, &spare);
+                        let _ = std::fs::rename(&spare, &notes);
+                    }
+                }
+            })
+        };
+        let files = [ToSave {
+            declared: PathBuf::from("/notes"),
+            reason: BackupReason::Update,
+        }];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        let (mut i, mut checked, mut wrong) = (0, 0, 0);
+        let mut seen = std::collections::HashSet::new();
+        while std::time::Instant::now() < deadline {
+            i += 1;
+            let _ = save(&host, &mut backups, &resource, &files, i);
+            // Each save is looked at before the store's retention drops it.
+            for entry in backups.list(None).unwrap() {
+                if !seen.insert(entry.id) {
+                    continue;
+                }
+                let (entry, bytes) = backups.get(entry.id).unwrap();
+                let want = if bytes.starts_with(b"private") {
+                    0o600
+                } else {
+                    0o644
+                };
+                checked += 1;
+                wrong += usize::from(entry.mode & 0o7777 != want);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(checked > 0);
+        assert_eq!(
+            wrong, 0,
+            "{wrong} of {checked} saves took another file's mode"
+        );
     }
 }

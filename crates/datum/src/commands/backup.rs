@@ -167,16 +167,18 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
                     let resource = ResourceId::parse(&entry.resource).unwrap_or_else(|_| {
                         ResourceId::new("Restore", entry.path.display().to_string())
                     });
-                    let (mut current, len) = at.open_file()?;
+                    // Owner and mode of the file opened, whose bytes are
+                    // saved (the name may hold another since the look).
+                    let (mut current, opened) = at.open_file_stat()?;
                     store
                         .save_from(
                             &SavedFrom {
                             resource: &resource,
                             declared_path: &entry.path,
-                            len,
-                            mode: live.meta.mode,
-                            uid: live.meta.uid,
-                            gid: live.meta.gid,
+                            len: opened.meta.size,
+                            mode: opened.meta.mode,
+                            uid: opened.meta.uid,
+                            gid: opened.meta.gid,
                             reason: BackupReason::Update,
                             // What the file holds now may be a secret the
                             // entry being restored predates (a resource
