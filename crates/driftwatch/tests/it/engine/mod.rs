@@ -18,6 +18,7 @@
 
 mod categories;
 mod codify;
+mod copies;
 mod many;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,231 @@
+//! Sensitive values the AWS provider copies into attributes it does not mark, on the real
+//! engine: `tags_all` beside a `tags` that holds a sensitive variable (one value, or a
+//! whole map keyed by secrets), and an `aws_s3_bucket`'s computed `lifecycle_rule`, which
+//! mirrors an `aws_s3_bucket_lifecycle_configuration` whose prefix is sensitive. Terraform's
+//! own plan output shows these copies in plain text; no driftwatch output may. The same
+//! stack has a queue the next apply forgets and one whose configuration was edited on the
+//! attribute that drifted, classified as the apply then does.
+
+use super::{Engine, Stack};
+use crate::support::{categories, finding};
+
+/// Every secret of the stack, declared or written outside, starts with this.
+const CANARY: &str = "CANARY-c0p1";
+
+const MAIN_TF: &str = r#"variable "secret" {
+  type      = string
+  sensitive = true
+  default   = "CANARY-c0p1-var"
+}
+
+variable "secret_tags" {
+  type      = map(string)
+  sensitive = true
+  default   = { "CANARY-c0p1-key" = "CANARY-c0p1-val" }
+}
+
+variable "prefix" {
+  type      = string
+  sensitive = true
+  default   = "CANARY-c0p1-prefix/"
+}
+
+resource "aws_sqs_queue" "one_tag" {
+  name = "{{prefix}}-one-tag"
+  tags = { plain = "p", sv = var.secret }
+}
+
+resource "aws_sqs_queue" "tag_map" {
+  name = "{{prefix}}-tag-map"
+  tags = var.secret_tags
+}
+
+resource "aws_s3_bucket" "b" {
+  bucket = "{{prefix}}-rules"
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "l" {
+  bucket = aws_s3_bucket.b.id
+  rule {
+    id     = "plain"
+    status = "Enabled"
+    filter {
+      prefix = "plain/"
+    }
+    expiration {
+      days = 30
+    }
+  }
+  rule {
+    id     = "hidden"
+    status = "Enabled"
+    filter {
+      prefix = var.prefix
+    }
+    expiration {
+      days = 40
+    }
+  }
+}
+
+resource "aws_sqs_queue" "edited" {
+  name                       = "{{prefix}}-edited"
+  visibility_timeout_seconds = 30
+}
+
+resource "aws_sqs_queue" "forgotten" {
+  name                       = "{{prefix}}-forgotten"
+  visibility_timeout_seconds = 30
+}
+"#;
+
+const DRIFT: &str = r#"
+sqs.tag_queue(QueueUrl=queue_url(f"{P}-one-tag"), Tags={"sv": "CANARY-c0p1-outside"})
+sqs.tag_queue(QueueUrl=queue_url(f"{P}-tag-map"), Tags={"CANARY-c0p1-newkey": "CANARY-c0p1-newval"})
+s3.put_bucket_lifecycle_configuration(Bucket=f"{P}-rules", LifecycleConfiguration={"Rules": [
+    {"ID": "hidden", "Status": "Enabled", "Filter": {"Prefix": "CANARY-c0p1-prefix/"}, "Expiration": {"Days": 40}}]})
+for name in ("edited", "forgotten"):
+    sqs.set_queue_attributes(QueueUrl=queue_url(f"{P}-{name}"), Attributes={"VisibilityTimeout": "45"})
+"#;
+
+#[test]
+fn values_the_provider_copies_unmarked_stay_hidden() {
+    let Some(engine) = Engine::get("values_the_provider_copies_unmarked_stay_hidden") else {
+        return;
+    };
+    let stack = Stack::new(&engine, "copies", &[("main.tf", MAIN_TF)]);
+    stack.init_and_apply();
+    stack.out_of_band(DRIFT);
+    // Unapplied edits: the drifted queue's timeout now 60, the other queue removed from the
+    // configuration without destroying it.
+    let edited = MAIN_TF
+        .replace(
+            "name                       = \"{{prefix}}-edited\"\n  visibility_timeout_seconds = 30",
+            "name                       = \"{{prefix}}-edited\"\n  visibility_timeout_seconds = 60",
+        )
+        .replace(
+            "resource \"aws_sqs_queue\" \"forgotten\" {\n  name                       = \"{{prefix}}-forgotten\"\n  visibility_timeout_seconds = 30\n}",
+            "removed {\n  from = aws_sqs_queue.forgotten\n  lifecycle {\n    destroy = false\n  }\n}",
+        );
+    assert_ne!(edited, MAIN_TF);
+    stack.write("main.tf", &edited);
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let (md, history, summary, md_dir) = (
+        out_dir.path().join("drift.md"),
+        out_dir.path().join("history.json"),
+        out_dir.path().join("summary.md"),
+        out_dir.path().join("pages"),
+    );
+    std::fs::write(&summary, "").unwrap();
+    let md_text = md.display().to_string();
+    let history_text = history.display().to_string();
+    let json = stack
+        .driftwatch()
+        .args(["run", "--binary", "terraform", "--chdir"])
+        .arg(&stack.root)
+        .args(["--json", "--step-summary", "--markdown", &md_text])
+        .args(["--history", &history_text])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let json: super::Ran = json.into();
+    assert_eq!(json.code, 2, "{}", json.stderr);
+    let text: super::Ran = stack
+        .driftwatch()
+        .args(["run", "--binary", "terraform", "--chdir"])
+        .arg(&stack.root)
+        .arg("--markdown-dir")
+        .arg(&md_dir)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(text.code, 2, "{}", text.stderr);
+
+    let mut outputs = vec![
+        ("JSON", json.stdout.clone()),
+        ("stderr of the JSON run", json.stderr.clone()),
+        ("text", text.stdout.clone()),
+        ("stderr", text.stderr.clone()),
+    ];
+    for path in [&md, &history, &summary] {
+        outputs.push(("a written file", std::fs::read_to_string(path).unwrap()));
+    }
+    for page in std::fs::read_dir(&md_dir).unwrap() {
+        let page = page.unwrap().path();
+        outputs.push(("a Markdown page", std::fs::read_to_string(page).unwrap()));
+    }
+    for (what, out) in &outputs {
+        assert!(!out.contains(CANARY), "{what} shows a secret:\n{out}");
+    }
+
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let paths = |address: &str| -> Vec<String> {
+        finding(&doc, address)["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(paths("aws_sqs_queue.one_tag"), ["tags.sv", "tags_all.sv"]);
+    assert_eq!(paths("aws_sqs_queue.tag_map"), ["tags", "tags_all"]);
+    assert_eq!(
+        categories(&doc),
+        [
+            ("aws_s3_bucket_lifecycle_configuration.l", "changed_outside"),
+            ("aws_sqs_queue.edited", "changed_outside"),
+            ("aws_sqs_queue.one_tag", "changed_outside"),
+            ("aws_sqs_queue.tag_map", "changed_outside"),
+            ("aws_s3_bucket.b", "ignored"),
+            ("aws_sqs_queue.forgotten", "ignored"),
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(
+        finding(&doc, "aws_sqs_queue.edited")["consequence"],
+        "the next apply sets a new value from the configuration, not the last apply's"
+    );
+    assert_eq!(
+        finding(&doc, "aws_sqs_queue.forgotten")["consequence"],
+        "the next apply stops managing it (forget) and leaves it as it is"
+    );
+    let pending: Vec<(&str, &str)> = doc["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["address"].as_str().unwrap(),
+                p["action"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pending,
+        [
+            ("aws_sqs_queue.edited", "update"),
+            ("aws_sqs_queue.forgotten", "forget")
+        ],
+        "{doc:#}"
+    );
+    assert!(
+        !text.stderr.contains("undone between the two plans"),
+        "{}",
+        text.stderr
+    );
+
+    // What terraform then does: the edited queue gets 60 (not the last apply's 30), the
+    // forgotten one keeps its drift and leaves the state.
+    let applied = stack.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    stack.out_of_band(
+        r#"
+for name, want in (("edited", "60"), ("forgotten", "45")):
+    got = sqs.get_queue_attributes(QueueUrl=queue_url(f"{P}-{name}"), AttributeNames=["VisibilityTimeout"])["Attributes"]["VisibilityTimeout"]
+    assert got == want, (name, got, want)
+"#,
+    );
+    let listed = stack.terraform(&["state", "list"]);
+    assert!(!listed.stdout.contains("forgotten"), "{}", listed.stdout);
+}
