@@ -7,7 +7,6 @@
 //! (break-glass). Must not: observe (the check did) or print.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use datum_catalog::Catalogue;
@@ -665,19 +664,46 @@ fn write_accept_patch(
         dir.write_atomic(&name, text.as_bytes())
             .with_context(|| format!("cannot write {}", written.display()))?;
     }
-    let mut summary = dir
-        .append("SUMMARY.md")
-        .with_context(|| format!("cannot write {}", dir.file_path("SUMMARY.md").display()))?;
-    let summary_failed = |e| CheckError::Io {
-        what: format!("cannot write {}", dir.file_path("SUMMARY.md").display()),
-        source: e,
-    };
-    writeln!(summary, "## {id} (declared at {})", resource.origin).map_err(summary_failed)?;
+    let mut section = format!("## {id} (declared at {})\n", resource.origin);
     for n in notes {
-        writeln!(summary, "- {n}").map_err(summary_failed)?;
+        section.push_str("- ");
+        section.push_str(&n);
+        section.push('\n');
     }
-    writeln!(summary).map_err(summary_failed)?;
+    section.push('\n');
+    let old = dir
+        .read(SUMMARY)
+        .with_context(|| format!("cannot read {}", dir.file_path(SUMMARY).display()))?
+        .unwrap_or_default();
+    let mut summary = summary_without(&old, id);
+    summary.extend_from_slice(section.as_bytes());
+    dir.write_atomic(SUMMARY, &summary)
+        .with_context(|| format!("cannot write {}", dir.file_path(SUMMARY).display()))?;
     Ok(written)
+}
+
+/// The file in the patch folder that says, per accepted resource, what to
+/// carry into the repository.
+const SUMMARY: &str = "SUMMARY.md";
+
+/// `summary` (SUMMARY.md's bytes) without the sections of `id`: each
+/// acceptance replaces its resource's section (moved to the end), so the
+/// file holds one section per resource accepted, the latest, instead of
+/// one more at every acceptance of a file that keeps changing. A section
+/// runs from its `## ` line to the next one.
+fn summary_without(summary: &[u8], id: &ResourceId) -> Vec<u8> {
+    let header = format!("## {id} (declared at ");
+    let mut kept = Vec::with_capacity(summary.len());
+    let mut dropping = false;
+    for line in summary.split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(b"## ") {
+            dropping = line.starts_with(header.as_bytes());
+        }
+        if !dropping {
+            kept.extend_from_slice(line);
+        }
+    }
+    kept
 }
 
 /// The content key (`source`, `template`) of the document that declares

@@ -934,6 +934,42 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     assert_eq!(s.check_json(&[]).0, 0);
 }
 
+/// SUMMARY.md says what to carry into the repository for each accepted
+/// resource: one section per resource, its latest acceptance's. It was
+/// appended to by every acceptance, so an agent accepting a file that keeps
+/// changing grew it by a section per check, for ever, each one but the last
+/// out of date. A section of another resource stays.
+#[test]
+fn the_summary_keeps_one_section_per_resource_however_often_it_is_accepted() {
+    let s = Sandbox::new(
+        "classes:\n  followed: {interval: 1h, policy: accept}\n",
+        Some("followed"),
+    )
+    .applied();
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    let other = "## File[other] (declared at base/other.yaml:1:1)\n- set `mode` to `0600`\n\n";
+    s.write("patches/SUMMARY.md", other);
+    let mut sizes = Vec::new();
+    for n in 0..12 {
+        fs::write(s.live("/etc/motd"), format!("Welcome.\nedit {n}\n")).expect("edit");
+        let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+        assert_eq!(code, 2, "{json:#}");
+        let action = json["findings"][0]["action"].as_str().expect("action");
+        assert!(action.starts_with("accepted (patch: "), "{n}: {action}");
+        sizes.push(
+            fs::metadata(patches.join("SUMMARY.md"))
+                .expect("summary")
+                .len(),
+        );
+    }
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    assert_eq!(summary.matches("## File[motd] ").count(), 1, "{summary}");
+    assert!(summary.starts_with(other), "{summary}");
+    assert!(summary.contains("File-motd.patch"), "{summary}");
+    assert!(sizes.iter().all(|n| *n == sizes[0]), "grew: {sizes:?}");
+}
+
 /// An acceptance is recorded only once its patch is written. A patch
 /// folder that cannot be used (here a path below a regular file; a full
 /// or read-only file system is the same) fails the reconcile, and the
