@@ -1481,7 +1481,12 @@ fn stage_file(
                 // A hard-linked file whose owner or mode must change is
                 // rewritten instead: a change in place would reach its other
                 // names (the host refuses it).
-                let rewrite = stat.links > 1 && meta_changes(&stat.meta, uid, gid, mode).is_some();
+                // So is one to be made set-id: that bit goes only to the
+                // bytes written from the repository (the live ones may be
+                // swapped between the comparison and the change).
+                let rewrite = meta_changes(&stat.meta, uid, gid, mode).is_some_and(|set| {
+                    stat.links > 1 || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
+                });
                 if !rewrite && live_holds(at, stat.meta.size, &want)? {
                     fix_meta(at, stat, uid, gid, mode)?;
                     return Ok(None);
@@ -1777,5 +1782,44 @@ mod tests {
         std::fs::create_dir(dir.path().join("d")).unwrap();
         let folder = host.locate(Path::new("/d")).unwrap();
         assert!(ensure_link(&host, &folder, b"a").is_err());
+    }
+
+    #[test]
+    fn a_set_id_mode_goes_only_to_bytes_written_afresh() {
+        // An entry holding its declared bytes that only lacks a set-id
+        // mode: the bit is never set in place (the bytes compared may be
+        // swapped by the folder's owner before the change, or written by
+        // whoever holds the file open); the declared bytes are staged anew.
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("tool");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let live = root.path().join("tool");
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let at = host.locate(Path::new("/tool")).unwrap();
+        let staged = stage_file(&host, &at, want, None, None, Some(0o2755)).unwrap();
+        let mode = || std::fs::metadata(&live).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(), 0o755, "set in place");
+        let staged = staged.expect("the declared bytes staged anew");
+        staged.commit(&host).unwrap();
+        assert_eq!(mode(), 0o2755);
+        assert_eq!(std::fs::read(&live).unwrap(), b"declared\n");
+        // A mode without a set-id bit is still set in place.
+        let at = host.locate(Path::new("/tool")).unwrap();
+        assert!(
+            stage_file(&host, &at, want, None, None, Some(0o750))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(mode(), 0o750);
     }
 }
