@@ -157,8 +157,39 @@ pub fn location() -> (PathBuf, bool) {
     }
 }
 
+/// A command line clap refused (or `--help`, `--version`), with what the
+/// error needs to be told as the command asked: under `--output json` a
+/// usage error is the error document on stdout too.
+pub struct Usage {
+    pub error: clap::Error,
+    /// Whether JSON was asked for (a flag, else the file's `output`).
+    pub json: bool,
+    /// The subcommand as typed (`plan`), `datum` when none was.
+    pub command: String,
+}
+
+/// Whether `args` (the program's name first) ask for JSON output: `--json`,
+/// or the last `--output` given says `json`; `default` when none says.
+pub fn asks_for_json(args: &[OsString], default: bool) -> bool {
+    let mut json = default;
+    let mut args = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(arg) = args.next() {
+        match arg.as_ref() {
+            "--" => break,
+            "--json" => return true,
+            "--output" => json = args.next().is_some_and(|v| v == "json"),
+            other => {
+                if let Some(value) = other.strip_prefix("--output=") {
+                    json = value == "json";
+                }
+            }
+        }
+    }
+    json
+}
+
 /// Parses this process's command line with the defaults file applied.
-pub fn parse() -> Result<Result<Cli, clap::Error>, ConfigError> {
+pub fn parse() -> Result<Result<Cli, Usage>, ConfigError> {
     let (path, named) = location();
     let text = match datum_host::named::read_trusted(&path, LIMIT) {
         Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| ConfigError::Invalid {
@@ -171,7 +202,28 @@ pub fn parse() -> Result<Result<Cli, clap::Error>, ConfigError> {
         Err(source) => return Err(ConfigError::Read { path, source }),
     };
     let command = with_defaults(Cli::command(), &path, &text)?;
-    Ok(parse_from(command, std::env::args_os()))
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let file_json = command
+        .get_arguments()
+        .find(|a| a.get_id() == "output")
+        .and_then(|a| a.get_default_values().first())
+        .is_some_and(|v| v == "json");
+    let json = asks_for_json(&args, file_json);
+    let typed = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy())
+        .find(|a| {
+            command
+                .get_subcommands()
+                .any(|c| c.get_name() == a.as_ref())
+        })
+        .map_or_else(|| "datum".to_owned(), |a| a.into_owned());
+    Ok(parse_from(command, args).map_err(|error| Usage {
+        error,
+        json,
+        command: typed,
+    }))
 }
 
 fn parse_from(

@@ -130,10 +130,25 @@ pub fn kind_of_usage(err: &clap::Error) -> ErrorKind {
     }
 }
 
-/// Prints a clap error (or the help it carries) and exits.
-pub fn usage_error(err: clap::Error) -> ! {
+/// Prints a clap error (or the help it carries) and exits; under `--output
+/// json` a usage error is also the error document on stdout, as any error
+/// before a command's report is.
+pub fn usage_error(usage: crate::config::Usage) -> ! {
+    let err = usage.error;
     let _ = err.print();
-    std::process::exit(ExitCode::Error(kind_of_usage(&err)).code())
+    let code = ExitCode::Error(kind_of_usage(&err));
+    if usage.json && code.code() == 1 {
+        // clap's message is its first line (`error: ...`); the usage and
+        // the hint after it stay on stderr.
+        let text = err.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+        let _ = crate::render::json::print(
+            "",
+            crate::render::json::error(&usage.command, &anyhow::Error::msg(message)),
+        );
+    }
+    std::process::exit(code.code())
 }
 
 /// `error: MESSAGE` and each cause on its own line, except a cause the

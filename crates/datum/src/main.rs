@@ -42,8 +42,17 @@ fn main() {
     // defaults (flag > environment > file > built-in).
     let mut cli = match config::parse() {
         Ok(Ok(cli)) => cli,
-        Ok(Err(e)) => exit::usage_error(e),
-        Err(e) => std::process::exit(exit::report_error(&e.into()).into()),
+        Ok(Err(usage)) => exit::usage_error(usage),
+        // The defaults file is unusable: JSON only when a flag asks for it.
+        Err(e) => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            let format = if config::asks_for_json(&args, false) {
+                cli::Format::Json
+            } else {
+                cli::Format::Human
+            };
+            std::process::exit(exit::report_error_as(&e.into(), format, "datum").into())
+        }
     };
     if cli.global.json {
         cli.global.output = cli::Format::Json;

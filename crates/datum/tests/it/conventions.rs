@@ -486,3 +486,34 @@ fn a_damaged_state_store_under_json_is_a_document_with_the_message() {
     assert_eq!(plan["command"], "plan", "{plan:#}");
     assert!(plan.get("error").is_none(), "{plan:#}");
 }
+
+/// A usage error is an error before the report too: under `--json` (or
+/// `--output json`) it is the error document on stdout, the usage on stderr.
+#[test]
+fn a_usage_error_under_json_is_a_document() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    for args in [
+        &["--json", "plan", "--bogus"][..],
+        &["--output", "json", "plan", "--bogus"],
+        &["plan", "--output=json", "--label", "role"],
+    ] {
+        let o = s.datum(args);
+        let doc = error_document(&o, "plan");
+        assert_eq!(doc["errors"], 1, "{args:?}: {doc:#}");
+        assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+    }
+    // Without JSON asked for, stdout stays empty.
+    let o = s.datum(&["plan", "--bogus"]);
+    assert_exit(&o, 1);
+    assert!(o.stdout.is_empty(), "{}", stdout(&o));
+    // Help is no error: it prints help, never a document.
+    let o = s.datum(&["--json", "plan", "--help"]);
+    assert_exit(&o, 0);
+    assert!(
+        stdout(&o).starts_with("Show what an apply would change"),
+        "{}",
+        stdout(&o)
+    );
+}
