@@ -1084,10 +1084,13 @@ fn apply_batches(
         // the batch installed it, would otherwise leave the restart owed
         // nowhere, and the next pass finds the member converged. Every
         // member whose plan is a change may be changed by the batch; the
-        // debts of those it did not change are withdrawn after it (their
-        // own apply records them again). One whose debt cannot be recorded
-        // stays out of the batch and fails in its own apply.
-        let mut owing: Vec<(ResourceId, Vec<ResourceId>)> = Vec::new();
+        // debts of one it did not change are withdrawn after it (its own
+        // apply records them again), but only when it is observed as it
+        // was: a transaction that failed part-way may have changed it
+        // (a debt left behind costs a reload, never a lost one). One whose
+        // debt cannot be recorded stays out of the batch and fails in its
+        // own apply.
+        let mut owing: Vec<(usize, Observed, Vec<ResourceId>)> = Vec::new();
         let mut unrecorded: HashSet<usize> = HashSet::new();
         for (index, resource) in selected.iter().enumerate() {
             if !member(index) {
@@ -1101,7 +1104,12 @@ fn apply_batches(
             }
             let fresh = notifications.owing_nothing(resource, ctx);
             match notifications.resource_changed(resource, ctx) {
-                Ok(()) => owing.push((resource.id.clone(), fresh)),
+                Ok(()) if fresh.is_empty() => {}
+                Ok(()) => {
+                    if let Some(observed) = observations.peek(index, Observed::clone) {
+                        owing.push((index, observed, fresh));
+                    }
+                }
                 Err(_) => {
                     notifications.withdraw(&fresh, ctx);
                     unrecorded.insert(index);
@@ -1116,8 +1124,20 @@ fn apply_batches(
             continue;
         }
         let changed = batches.apply_batch(ctx.host, &mut members).before;
-        for (id, fresh) in &owing {
-            if !changed.iter().any(|(c, _)| c == id) {
+        drop(members);
+        for (index, before, fresh) in &owing {
+            let Some(resource) = selected.get(*index) else {
+                continue;
+            };
+            if changed.iter().any(|(c, _)| *c == resource.id) {
+                continue;
+            }
+            let unchanged = observations.bound(*index).is_some_and(|b| {
+                b.provider
+                    .observe_declared(ctx.host, &b.declared)
+                    .is_ok_and(|now| now == *before)
+            });
+            if unchanged {
                 notifications.withdraw(fresh, ctx);
             }
         }

@@ -715,6 +715,30 @@ fn a_change_that_never_went_live_leaves_no_reload_owed() {
 /// returns what each was before.
 struct BatchedFakeFile {
     inner: Box<dyn datum_providers::Provider>,
+    /// Members the batch writes but does not report (a transaction that
+    /// failed part-way), and members it leaves alone.
+    unreported: Vec<ResourceId>,
+    skipped: Vec<ResourceId>,
+}
+
+/// A bed whose fake file kind batches (see [`BatchedFakeFile`]).
+fn bed_batching(unreported: &[ResourceId], skipped: &[ResourceId]) -> Bed {
+    let mut bed = Bed::new();
+    let (mut providers, journal, faults) = datum_testkit::fake::fake_providers();
+    let file = providers.remove(0);
+    assert_eq!(file.kind(), FAKE_FILE);
+    providers.insert(
+        0,
+        Box::new(BatchedFakeFile {
+            inner: file,
+            unreported: unreported.to_vec(),
+            skipped: skipped.to_vec(),
+        }),
+    );
+    bed.registry = Registry::new(providers);
+    bed.journal = journal;
+    bed.faults = faults;
+    bed
 }
 
 mod batched_fake_file {
@@ -729,6 +753,9 @@ mod batched_fake_file {
         fn apply_batch(&self, host: &Host, declared: &mut [&mut Declared<'_>]) -> Batched {
             let mut batched = Batched::default();
             for d in declared.iter() {
+                if self.skipped.contains(&d.resource.id) {
+                    continue;
+                }
                 let Ok(before) = self.inner.observe_declared(host, d) else {
                     continue;
                 };
@@ -742,7 +769,9 @@ mod batched_fake_file {
                 while let Ok(Activated::Next(next)) = self.inner.activate(host, d, staging) {
                     staging = next;
                 }
-                batched.before.push((d.resource.id.clone(), before));
+                if !self.unreported.contains(&d.resource.id) {
+                    batched.before.push((d.resource.id.clone(), before));
+                }
             }
             batched
         }
@@ -828,14 +857,7 @@ mod batched_fake_file {
 /// converged and never reloaded.
 #[test]
 fn a_batch_members_change_is_owed_to_its_service_even_when_its_own_step_is_blocked() {
-    let mut bed = Bed::new();
-    let (mut providers, journal, faults) = datum_testkit::fake::fake_providers();
-    let file = providers.remove(0);
-    assert_eq!(file.kind(), FAKE_FILE);
-    providers.insert(0, Box::new(BatchedFakeFile { inner: file }));
-    bed.registry = Registry::new(providers);
-    bed.journal = journal;
-    bed.faults = faults;
+    let mut bed = bed_batching(&[], &[]);
     // As compiled: the unit runs after what it reloads on.
     let cat = catalogue(vec![
         fake_file("base", "/base", "v1\n", &[]),
@@ -876,6 +898,40 @@ fn a_batch_members_change_is_owed_to_its_service_even_when_its_own_step_is_block
     // A member the batch leaves alone owes nothing for it.
     let third = bed.pass(&cat, Mode::Apply);
     assert!(matches!(outcome(&third, &unit("web")), Outcome::Unchanged));
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+}
+
+/// A member the batch did not report changed owes nothing for it only when
+/// it is found as it was: a transaction that failed part-way may have
+/// changed it, and withdrawing that debt would lose the reload when the
+/// member's own step is then blocked.
+#[test]
+fn a_batch_withdraws_a_debt_only_for_a_member_it_left_as_it_was() {
+    let site = id("site");
+    let catalogue = || {
+        catalogue(vec![
+            fake_file("base", "/base", "v1\n", &[]),
+            fake_file("site", "/site", "v1\n", &[id("base")]),
+            Resource {
+                requires: vec![id("site")],
+                ..fake_unit("web", &[id("site")])
+            },
+        ])
+    };
+    // Written, not reported: the debt stays.
+    let mut bed = bed_batching(std::slice::from_ref(&site), &[]);
+    bed.faults.leave_unconverged("FakeFile[base]");
+    let first = bed.pass(&catalogue(), Mode::Apply);
+    assert!(matches!(outcome(&first, &site), Outcome::Blocked { .. }));
+    assert_eq!(bed.live("/site").as_deref(), Some("v1\n"));
+    assert_eq!(bed.store.owed_reloads().unwrap().len(), 1);
+    // Left alone: withdrawn (nothing changed; the next pass writes it and
+    // owes the reload then).
+    let mut bed = bed_batching(&[], std::slice::from_ref(&site));
+    bed.faults.leave_unconverged("FakeFile[base]");
+    let first = bed.pass(&catalogue(), Mode::Apply);
+    assert!(matches!(outcome(&first, &site), Outcome::Blocked { .. }));
+    assert_eq!(bed.live("/site"), None);
     assert!(bed.store.owed_reloads().unwrap().is_empty());
 }
 
