@@ -694,13 +694,43 @@ fn hidden_in(
     source_name: &str,
 ) -> Result<Hidden, PlanError> {
     let mut hidden = Hidden::default();
-    if hides_anything(before_marker) {
-        hidden.add(&value_of(raw.change.before, source_name)?, before_marker);
-    }
-    if hides_anything(after_marker) {
-        hidden.add(&value_of(raw.change.after, source_name)?, after_marker);
-    }
+    add_hidden(&mut hidden, raw.change.before, before_marker)
+        .and_then(|()| add_hidden(&mut hidden, raw.change.after, after_marker))
+        .map_err(inside_change(source_name))?;
     Ok(hidden)
+}
+
+/// [`Hidden::add`] on a value still in its JSON text: only the parts the marker hides (and
+/// the containers on the way to them) are parsed, so a large resource with one sensitive
+/// attribute costs little more than that attribute.
+fn add_hidden(
+    hidden: &mut Hidden,
+    raw: Option<&RawValue>,
+    marker: Option<&Value>,
+) -> Result<(), serde_json::Error> {
+    let Some(raw) = raw else {
+        return Ok(());
+    };
+    if !hides_anything(marker) {
+        return Ok(());
+    }
+    match marker {
+        Some(Value::Object(markers)) if first_byte(raw) == b'{' => {
+            // String keys: a key with an escape in it cannot be borrowed.
+            let values: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())?;
+            for (key, marker) in markers {
+                add_hidden(hidden, values.get(key).copied(), Some(marker))?;
+            }
+        }
+        Some(Value::Array(markers)) if first_byte(raw) == b'[' => {
+            let values: Vec<&RawValue> = serde_json::from_str(raw.get())?;
+            for (value, marker) in values.into_iter().zip(markers) {
+                add_hidden(hidden, Some(value), Some(marker))?;
+            }
+        }
+        _ => hidden.add(&serde_json::from_str(raw.get())?, marker),
+    }
+    Ok(())
 }
 
 /// A leaf's text as [`crate::mask::Hidden`] keeps it: a string's content, a number's
@@ -1197,6 +1227,24 @@ mod tests {
             ]
         );
         assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+    }
+
+    #[test]
+    fn only_what_a_marker_hides_is_read_for_copies() {
+        // Only the marked parts of an entry are parsed for the values they hide; a key
+        // with an escape on the way to them is read as any other.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"q.a","mode":"managed","change":{"actions":["update"],
+            "before":{"m":{"k\"q":"CANARY-esc"},"big":[1,2,3],"copy":"CANARY-esc","n":1},
+            "after":{"m":{"k\"q":"CANARY-esc"},"big":[1,2,3,4],"copy":"CANARY-esc2","n":2},
+            "before_sensitive":{"m":{"k\"q":true}},"after_sensitive":{"m":true}}}]}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        let shown: Vec<String> = plan.drift[0]
+            .diffs
+            .iter()
+            .map(|d| format!("{} {}", d.path, d.sensitive))
+            .collect();
+        assert_eq!(shown, ["big[3] false", "copy true", "n false"]);
     }
 
     #[test]
