@@ -130,7 +130,8 @@ pub struct Feed {
     /// Why attribution does not work at all (fanotify unavailable).
     broken: Option<String>,
     /// When the feed started (Unix seconds) and the audit events already
-    /// reported, for the audit fallback while fanotify is unusable.
+    /// reported, for the audit fallback while fanotify is unusable: only
+    /// those the last lookup returned (its window, ten minutes).
     started: i64,
     audit_seen: Mutex<BTreeSet<u64>>,
 }
@@ -230,6 +231,11 @@ impl Feed {
         if let audit::Lookup::Events(events) = lookup
             && let Ok(mut seen) = self.audit_seen.lock()
         {
+            // A lookup reaches back a fixed window from now: an event no
+            // longer in it is never returned again, so it need not be
+            // remembered (the set stays the size of one window).
+            let current: BTreeSet<u64> = events.iter().map(|e| e.serial).collect();
+            seen.retain(|serial| current.contains(serial));
             for (path, subtree) in &paths {
                 for e in audit::naming(events, path, *subtree, self.started) {
                     if !seen.insert(e.serial) {
@@ -415,5 +421,54 @@ mod tests {
         );
         let none = AttributionPlan::new(&targets, &BTreeSet::new());
         assert!(none.is_empty());
+    }
+
+    /// Without fanotify, the audit events a watched change was put down to
+    /// are remembered so the next check does not report them again. Each
+    /// lookup reaches back ten minutes only, so an event that left it is
+    /// never found again: remembering it for the agent's whole life grew a
+    /// set by one serial per write to a watched file, for weeks.
+    #[test]
+    fn the_audit_events_remembered_are_those_a_lookup_can_still_return() {
+        let sshd = target("critical", "sshd", "/r/etc/ssh/sshd_config", false);
+        let plan = AttributionPlan::new(
+            std::slice::from_ref(&sshd),
+            &BTreeSet::from(["critical".to_owned()]),
+        );
+        let feed = Feed {
+            plan,
+            attributor: None,
+            heard: Arc::default(),
+            stop: Arc::default(),
+            thread: None,
+            broken: Some("fanotify_init: Operation not permitted".to_owned()),
+            started: 1_000,
+            audit_seen: Mutex::default(),
+        };
+        let event = |serial: u64| audit::AuditEvent {
+            serial,
+            at: 1_000 + i64::try_from(serial).unwrap(),
+            pid: Some(42),
+            comm: Some("vi".to_owned()),
+            tty: Some("pts1".to_owned()),
+            names: vec!["/r/etc/ssh/sshd_config".to_owned()],
+            ..audit::AuditEvent::default()
+        };
+        for serial in 10..1_000u64 {
+            // A write per check; the lookup holds the last five.
+            let events = (serial - 4..=serial).map(event).collect();
+            let lookup = audit::Lookup::Events(events);
+            let writers = feed.unavailable(&sshd.resource, 2_000, &lookup);
+            let first = serial == 10;
+            assert_eq!(writers.len(), if first { 5 } else { 1 }, "{serial}");
+            assert!(
+                writers
+                    .last()
+                    .unwrap()
+                    .via
+                    .ends_with(&format!("audit event {serial}"))
+            );
+        }
+        assert!(feed.audit_seen.lock().unwrap().len() <= 5);
     }
 }
