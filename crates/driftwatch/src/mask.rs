@@ -210,9 +210,16 @@ impl Hidden {
             .map(|(depth, _)| depth)
     }
 
-    /// Whether a leaf's text (a string's content, a number's digits) is a hidden value.
-    pub fn holds(&self, text: &str) -> bool {
-        !text.is_empty() && (self.values.contains(text) || self.numbers.contains(text))
+    /// Whether a string (its content) is a hidden string.
+    pub fn holds_string(&self, text: &str) -> bool {
+        !text.is_empty() && self.values.contains(text)
+    }
+
+    /// Whether a number (its digits) is a hidden number. A string and a number are never
+    /// the same value: an SSM parameter's value "30" (marked by the provider whatever its
+    /// type) does not hide every 30.
+    pub fn holds_number(&self, digits: &str) -> bool {
+        self.numbers.contains(digits)
     }
 }
 

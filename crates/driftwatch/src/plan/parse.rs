@@ -665,7 +665,7 @@ fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
             let copied = [&diff.before, &diff.after]
                 .into_iter()
                 .flatten()
-                .any(|leaf| leaf_text(leaf).is_some_and(|t| hidden.holds(t)));
+                .any(|leaf| holds(hidden, leaf));
             let under_key = hidden.key_depth(&diff.path);
             if copied || under_key.is_some() {
                 if let Some(depth) = under_key {
@@ -733,13 +733,14 @@ fn add_hidden(
     Ok(())
 }
 
-/// A leaf's text as [`crate::mask::Hidden`] keeps it: a string's content, a number's
-/// digits; `None` for null and booleans.
-fn leaf_text(leaf: &Leaf) -> Option<&str> {
+/// Whether `hidden` holds a leaf's value: a string as a string, a number as a number
+/// (null and booleans never).
+fn holds(hidden: &Hidden, leaf: &Leaf) -> bool {
     match leaf {
-        Leaf::Value(Value::String(s)) => Some(s),
-        Leaf::Number(text) => Some(text),
-        Leaf::Value(_) => None,
+        Leaf::Value(Value::String(s)) => hidden.holds_string(s),
+        Leaf::Value(Value::Number(n)) => hidden.holds_number(&n.to_string()),
+        Leaf::Number(digits) => hidden.holds_number(digits),
+        Leaf::Value(_) => false,
     }
 }
 
@@ -1245,6 +1246,35 @@ mod tests {
             .map(|d| format!("{} {}", d.path, d.sensitive))
             .collect();
         assert_eq!(shown, ["big[3] false", "copy true", "n false"]);
+    }
+
+    #[test]
+    fn copied_numbers_are_withheld_and_strings_never_hide_numbers() {
+        // A sensitive port copied into an unmarked attribute of the same resource is
+        // withheld; an SSM parameter's value "30" (marked by the provider whatever its type)
+        // does not hide another resource's timeout of 30.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"a.db","mode":"managed","change":{"actions":["update"],
+            "before":{"port":5432,"endpoint":{"port":5432},"n":1},
+            "after":{"port":6543,"endpoint":{"port":6543},"n":2},
+            "before_sensitive":{"port":true},"after_sensitive":{"port":true}}},
+          {"address":"aws_ssm_parameter.p","mode":"managed","change":{"actions":["update"],
+            "before":{"value":"30"},"after":{"value":"31"},
+            "before_sensitive":{"value":true},"after_sensitive":{"value":true}}},
+          {"address":"aws_sqs_queue.q","mode":"managed","change":{"actions":["update"],
+            "before":{"visibility_timeout_seconds":30},"after":{"visibility_timeout_seconds":45},
+            "before_sensitive":{},"after_sensitive":{}}}
+        ]}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        let shown = |i: usize| {
+            plan.drift[i]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shown(0), ["endpoint.port true", "n false", "port true"]);
+        assert_eq!(shown(2), ["visibility_timeout_seconds false"]);
     }
 
     #[test]
