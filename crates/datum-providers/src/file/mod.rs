@@ -342,7 +342,7 @@ fn stage(
             .or(current_file.map(|m| m.mode))
             .unwrap_or(DEFAULT_MODE);
         let bytes = match content {
-            Some(c) => datum_host::repo::content_bytes(c)?.into_owned(),
+            Some(c) => declared_bytes(c)?,
             None => Vec::new(),
         };
         return Ok(FileStaging::Content(StagedContent::write(
@@ -375,7 +375,7 @@ fn stage(
                 current.as_ref().map_or(0, |stat| stat.links),
             ));
         };
-        let bytes = datum_host::repo::content_bytes(c)?.into_owned();
+        let bytes = declared_bytes(c)?;
         return Ok(FileStaging::Content(StagedContent::write(
             host,
             at,
@@ -391,6 +391,24 @@ fn stage(
         gid,
         mode,
     })
+}
+
+/// The bytes a File writes. A repository file is checked against the
+/// checksum the catalogue recorded (`content_bytes`); so are bytes held in
+/// memory (inline content, a template's output), which may have been read
+/// back from the catalogue snapshot, a file a damaged disk can alter after
+/// the compile: written unchecked, they went live and only the verify after
+/// the rename found them wrong. The checksum is not quoted: for a
+/// sensitive resource a plain one is never shown.
+fn declared_bytes(c: &Content) -> Result<Vec<u8>, ProviderError> {
+    let bytes = datum_host::repo::content_bytes(c)?.into_owned();
+    if c.source.is_none() && datum_core::sha256_hex(&bytes) != c.sha256 {
+        return Err(ProviderError::Invalid {
+            field: "content".to_owned(),
+            message: "the declared bytes do not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run again with --recompile".to_owned(),
+        });
+    }
+    Ok(bytes)
 }
 
 /// A complete staged copy inside its target's open parent (see

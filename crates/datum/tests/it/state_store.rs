@@ -197,3 +197,47 @@ fn a_full_store_stops_apply_and_the_quarantine_survives_the_cleanup() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
 }
+
+/// The catalogue snapshot beside the store keeps a File's inline content.
+/// A damaged byte in it (the disk, not the repository) went live: the
+/// apply wrote the damaged bytes over the file and only its verify, after
+/// the rename, found them wrong, on every apply until a recompile. The
+/// bytes are checked against the checksum the compile recorded before
+/// anything is staged: the file is left as it was.
+#[test]
+fn content_damaged_in_the_snapshot_is_never_written() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared content\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    // A snapshot is kept only of a repository quiet for the racy window.
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let snapshot = s.live("/var/lib/datum/state.catalogue");
+    let mut bytes = fs::read(&snapshot).unwrap();
+    let (from, to) = (b"declared content", b"declXred content");
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the inline content is in the snapshot");
+    bytes[at..at + from.len()].copy_from_slice(to);
+    fs::write(&snapshot, &bytes).unwrap();
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 4);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "by hand\n",
+        "damaged bytes went live:\n{text}"
+    );
+    assert!(text.contains("--recompile"), "{text}");
+    assert_exit(&s.datum(&["apply", "--recompile"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "declared content\n"
+    );
+}
