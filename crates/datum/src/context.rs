@@ -904,6 +904,13 @@ pub fn absolutize(global: &mut GlobalArgs) -> Result<()> {
                 .with_context(|| format!("cannot make {} absolute", state.display()))?,
         );
     }
+    // The host file too: its errors name it in full.
+    if let Some(host_file) = &global.host_file {
+        global.host_file = Some(
+            std::path::absolute(host_file)
+                .with_context(|| format!("cannot make {} absolute", host_file.display()))?,
+        );
+    }
     Ok(())
 }
 

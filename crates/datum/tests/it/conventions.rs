@@ -517,3 +517,29 @@ fn a_usage_error_under_json_is_a_document() {
         stdout(&o)
     );
 }
+
+/// Paths in messages are absolute: a host file given relative to the folder
+/// Datum runs in is named in full in its errors.
+#[test]
+fn a_relative_host_file_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    let host = s.write("hosts/h.yaml", "name: h1\nlabel: {}\n");
+    let o = Command::cargo_bin("datum")
+        .expect("datum binary")
+        .current_dir(s.dir.path())
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .args(["--host-file", "hosts/h.yaml", "plan"])
+        .output()
+        .expect("run datum");
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("{}:2:1: unknown key `label`", host.display())),
+        "{err}"
+    );
+}
