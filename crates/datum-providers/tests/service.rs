@@ -282,6 +282,26 @@ testbed_test!(
     }
 );
 
+testbed_test!(a_unit_that_fails_to_start_says_why, {
+    // systemctl --quiet prints nothing when a job fails: the report said
+    // only "`systemctl start x.service` failed on testbed (exit 1)".
+    let unit = TestUnit::install(
+        "datum-it-nostart.service",
+        "[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/false\n",
+    );
+    let r = resource(
+        "datum-it-nostart",
+        json!({"state": "running", "settle": "1s"}),
+    );
+    let err = converge(&r).unwrap_err().to_string();
+    assert!(
+        err.contains("`systemctl start datum-it-nostart.service` failed on testbed (exit 1)")
+            && err.contains("failed because the control process exited with error code"),
+        "{err}"
+    );
+    drop(unit);
+});
+
 testbed_test!(a_changed_unit_file_is_read_before_the_start, {
     // A File resource earlier in the pass may have rewritten the unit: the
     // start must use the new definition, not systemd's cached one.

@@ -194,18 +194,19 @@ impl Verb {
 /// Asks systemd to do `verb` to `unit` and waits for the job to finish.
 pub fn request(host: &Host, verb: Verb, unit: &str) -> Result<(), ServiceError> {
     ensure_running_system(host, unit)?;
-    // --quiet: enable/disable list the links they made on stderr, which is
-    // noise in a report; failures still print there.
-    let spec = CommandSpec::new("systemctl")
-        .args([
-            verb.word(),
-            "--no-pager",
-            "--no-ask-password",
-            "--quiet",
-            "--",
-        ])
-        .arg(unit)
-        .timeout(verb.timeout());
+    // --quiet for enable/disable only: they list the links they made on
+    // stderr, which is noise in a report (their failures still print). For
+    // a job (start, stop, restart, reload) it also silences the one line
+    // that says why the job failed ("Job for x.service failed because the
+    // control process exited with error code", "... a timeout was
+    // exceeded", "a dependency job ... failed"), which leaves the report
+    // with an exit status alone.
+    let mut spec =
+        CommandSpec::new("systemctl").args([verb.word(), "--no-pager", "--no-ask-password"]);
+    if matches!(verb, Verb::Enable | Verb::Disable) {
+        spec = spec.arg("--quiet");
+    }
+    let spec = spec.arg("--").arg(unit).timeout(verb.timeout());
     run(host, verb.word(), unit, &spec).map(drop)
 }
 
