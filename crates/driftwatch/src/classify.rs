@@ -109,6 +109,8 @@ pub struct Finding {
     /// The normal plan sets a drifted attribute to a new value from the configuration,
     /// not back to the last apply's (the configuration changed since).
     pub overwritten: bool,
+    /// The normal plan's `action_reason` for a replacement (`replace_because_tainted`, ...).
+    pub replace_reason: Option<String>,
     /// Checked against a normal plan that lists resource changes (false with
     /// `--drift-only`, or when the plan lists none): only then does an address the plan
     /// leaves out say anything about the configuration.
@@ -138,7 +140,18 @@ impl Finding {
     /// What the next apply does, in words.
     pub fn consequence(&self) -> String {
         match (self.category, &self.next_apply) {
-            (Category::Replaced, _) => "the next apply destroys and recreates it".to_owned(),
+            (Category::Replaced, _) => {
+                // A replacement the drift did not force says what did, so that the drift
+                // is not taken for its cause.
+                let why = match self.replace_reason.as_deref() {
+                    _ if !self.forcing_paths.is_empty() => "",
+                    Some("replace_because_tainted") => " (it is tainted)",
+                    Some("replace_by_triggers") => " (replace_triggered_by)",
+                    Some("replace_by_request") => " (-replace was requested)",
+                    _ => "",
+                };
+                format!("the next apply destroys and recreates it{why}")
+            }
             (Category::DeletedOutside, Some(Action::Create | Action::Replace)) => {
                 "the next apply creates it again".to_owned()
             }
@@ -386,6 +399,7 @@ pub fn classify(
             ignored_by: Vec::new(),
             left_alone_by_update: false,
             overwritten: false,
+            replace_reason: None,
             plan_checked: plan_lists_changes,
             age: None,
         };
@@ -410,6 +424,7 @@ pub fn classify(
         if next_apply == Some(Action::Replace) {
             finding.category = Category::Replaced;
             if let Some(change) = change {
+                finding.replace_reason = change.action_reason.clone();
                 finding.replace_paths = change.replace_paths.iter().map(Path::to_string).collect();
                 finding.forcing_paths = change
                     .replace_paths
@@ -888,6 +903,44 @@ mod tests {
             .collect();
         assert_eq!(pending, [("aws_sqs_queue.absorb", "forget")]);
         assert!(report.notes.is_empty(), "{:?}", report.notes);
+    }
+
+    #[test]
+    fn a_replacement_the_drift_did_not_force_says_why() {
+        // Seen on the real engine: a tainted queue whose timeout drifted is replaced, and
+        // nothing in its drift forces that; the consequence must not leave the drift to be
+        // taken for the cause.
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_sqs_queue.t",
+                Action::Update,
+                vec![leaf("visibility_timeout_seconds", json!(30), json!(45))],
+            )],
+            ..Plan::default()
+        };
+        let mut c = change("aws_sqs_queue.t", Action::Replace);
+        c.action_reason = Some("replace_because_tainted".into());
+        let normal = Plan {
+            changes: vec![c.clone()],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert_eq!(report.findings[0].category, Category::Replaced);
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply destroys and recreates it (it is tainted)"
+        );
+        // Drift that forces it is the cause, whatever else is said.
+        c.replace_paths = vec![Path::parse("visibility_timeout_seconds").unwrap()];
+        let normal = Plan {
+            changes: vec![c],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, Some(&normal));
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply destroys and recreates it"
+        );
     }
 
     #[test]

@@ -97,6 +97,7 @@ mod tests {
                     ignored_by: Vec::new(),
                     left_alone_by_update: false,
                     overwritten: false,
+                    replace_reason: None,
                     plan_checked: false,
                     age: None,
                 })

@@ -262,6 +262,7 @@ mod tests {
             ignored_by: Vec::new(),
             left_alone_by_update: false,
             overwritten: false,
+            replace_reason: None,
             plan_checked: true,
             age: None,
         }
