@@ -39,6 +39,14 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// SQLite's page cache per connection, in KiB (its default is 2,000).
 const CACHE_KIB: u32 = 512;
 
+/// The size the write-ahead log is cut back to once SQLite starts it again
+/// (`PRAGMA journal_size_limit`). A checkpoint cannot start the log again
+/// while a reader holds an older snapshot, so the log grows meanwhile, and
+/// SQLite never makes the file shorter unless told: the store's folder kept
+/// the largest log it ever had. Twice what one checkpoint interval (1,000
+/// pages) writes.
+pub(crate) const JOURNAL_SIZE_LIMIT: u64 = 8 << 20;
+
 /// What a database file must contain, and how to get there from older versions.
 pub(crate) struct Schema {
     /// Written to `PRAGMA application_id`, so a foreign SQLite file at our path
@@ -304,8 +312,11 @@ fn try_open(
     // written) and the verified records that label the next change as
     // intentional or corrective. The price is one fsync per commit, which is
     // why the engine groups a pass's writes in one `Batch`.
-    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .map_err(sqlite("cannot set pragmas"))?;
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+         PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
+    ))
+    .map_err(sqlite("cannot set pragmas"))?;
 
     // An up-to-date database needs no write at all: opening stays a read
     // (no fsync), which matters for read-only commands and for a pass's

@@ -305,6 +305,50 @@ mod tests {
         assert_eq!((p.p50_ms, p.p95_ms), (20, 40));
     }
 
+    /// A reader that holds its snapshot (a long `datum check` beside the
+    /// agent's writes) keeps SQLite from starting its log again, so the
+    /// write-ahead log grows while it lasts; SQLite then reuses the file
+    /// from its start, but never makes it shorter, so the state folder kept
+    /// the largest log it ever had. It goes back to JOURNAL_SIZE_LIMIT once
+    /// the reader is done.
+    #[test]
+    fn the_log_shrinks_back_once_a_reader_that_held_it_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut store = super::super::Store::open(&path).unwrap();
+        let big = BTreeMap::from([("x".repeat(6000), 1)]);
+        let pass = |store: &mut super::super::Store| {
+            store
+                .record_pass(&PassRecord {
+                    started_at: 0,
+                    finished_at: 0,
+                    command: "check".into(),
+                    host: "h".into(),
+                    counts: big.clone(),
+                    duration_ms: 1,
+                    exit_code: 0,
+                })
+                .unwrap();
+        };
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM passes;")
+            .unwrap();
+        for _ in 0..1_500 {
+            pass(&mut store);
+        }
+        let wal = dir.path().join("s.db-wal");
+        let held = std::fs::metadata(&wal).unwrap().len();
+        assert!(held > 3 * crate::db::JOURNAL_SIZE_LIMIT, "{held}");
+        reader.execute_batch("ROLLBACK").unwrap();
+        drop(reader);
+        for _ in 0..5 {
+            pass(&mut store);
+        }
+        let after = std::fs::metadata(&wal).unwrap().len();
+        assert!(after <= crate::db::JOURNAL_SIZE_LIMIT, "{held} -> {after}");
+    }
+
     #[test]
     fn inspections_since_the_last_full_content_audit() {
         let dir = tempfile::tempdir().unwrap();
