@@ -263,8 +263,12 @@ pub struct Retention {
 /// The byte budget of [`Retention::default`]: 1 GiB of distinct content.
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 1 << 30;
 
-/// The entry bound of [`Retention::default`].
-pub const DEFAULT_MAX_ENTRIES: u64 = 10_000;
+/// The entry bound of [`Retention::default`]: several times the files a
+/// large host manages, so the first apply over a host's existing files (the
+/// content from before Datum, the evidence most often asked for) is not
+/// pruned by the next pass's saves; the index holds about 150 bytes per
+/// entry.
+pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
 
 impl Default for Retention {
     fn default() -> Self {
