@@ -68,9 +68,12 @@ pub enum HostError {
     NotAbsolute { path: PathBuf },
 
     /// A repository file changed between compiling the catalogue and using
-    /// it: applying it would write content nobody planned.
-    #[error("{} changed since the catalogue was compiled (sha256 {expected} expected); run the pass again", path.display())]
-    ContentChanged { path: PathBuf, expected: String },
+    /// it: applying it would write content nobody planned. The checksum
+    /// compiled is not quoted: the file may be a sensitive resource's,
+    /// whose plain SHA-256 no output shows (a guessable secret is found
+    /// from it).
+    #[error("{} changed since the catalogue was compiled; run the pass again", path.display())]
+    ContentChanged { path: PathBuf },
 
     #[error("path `{}` must be normalised (no `..`, `.`, `//` or trailing /): write `{}`", path.display(), suggestion.display())]
     NotNormalised { path: PathBuf, suggestion: PathBuf },

@@ -107,7 +107,6 @@ pub fn content_bytes(
     if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
         return Err(HostError::ContentChanged {
             path: path.to_owned(),
-            expected: content.sha256.clone(),
         });
     }
     Ok(std::borrow::Cow::Owned(bytes))
@@ -240,6 +239,26 @@ impl Folder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_changed_since_the_compile_is_refused_without_its_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, b"CANARY-secret\n").unwrap();
+        let sha256 = datum_core::sha256_hex(b"CANARY-secret\n");
+        let content = datum_core::Content::from_source(path.as_path(), sha256.clone(), None, 14);
+        assert_eq!(&content_bytes(&content).unwrap()[..], b"CANARY-secret\n");
+        std::fs::write(&path, b"edited since\n").unwrap();
+        let err = content_bytes(&content).unwrap_err().to_string();
+        assert!(
+            err.contains("changed since the catalogue was compiled"),
+            "{err}"
+        );
+        assert!(
+            !err.contains(&sha256),
+            "the compiled checksum is shown: {err}"
+        );
+    }
 
     #[test]
     fn a_link_is_pinned_to_what_it_points_at_now() {
