@@ -4,8 +4,10 @@
 //! (`datum_host::staging`): written, given its owner, group and mode, shown
 //! to the engine as the validation target (the engine runs the validator),
 //! and only then renamed over the live file by `activate`. Owner and mode changes alone are made in place, without
-//! rewriting the content. A directory in the way is a failure, never a
-//! recursive delete; a missing parent directory is a failure naming it.
+//! rewriting the content, except on a hard-linked file or when the mode
+//! gets a set-id bit (the declared bytes are then written afresh). A
+//! directory in the way is a failure, never a recursive delete; a missing
+//! parent directory is a failure naming it.
 //!
 //! This module must not run validators or decide what to do when one says
 //! no: the engine does. It must not keep backups either: the engine saves
@@ -361,11 +363,18 @@ fn stage(
         None if owner_changes => Some(existing.mode),
         _ => None,
     };
-    if hard_linked && (owner_changes || mode.is_some()) {
+    let changes = owner_changes || mode.is_some();
+    // Set-id bits go only to bytes Datum writes itself: the content was
+    // compared when the file was observed, and whoever can write to the
+    // folder (or holds the file open for writing) may have put other bytes
+    // there since, to be made set-user-id or set-group-id in place.
+    let set_id = changes && content.is_some() && mode.unwrap_or(existing.mode) & 0o6000 != 0;
+    if (hard_linked || set_id) && changes {
         // A chown or chmod in place would reach the file's other names too
-        // (the host refuses it): the same bytes are written to a new file
-        // with the declared owner and mode, which the rename puts in this
-        // name's place, leaving the other names as they were.
+        // (the host refuses it), or make set-id bytes nobody checked: the
+        // declared bytes are written to a new file with the declared owner
+        // and mode, which the rename puts in this name's place, leaving the
+        // other names as they were.
         // Only bytes Datum was given: copying what is there would hand its
         // content, under the declared mode, to whoever linked another file
         // (say /etc/shadow) to this name.
@@ -664,5 +673,48 @@ mod tests {
                 text_change("mode", Some("0644"), Some("0600")),
             ]
         );
+    }
+
+    #[test]
+    fn set_id_bits_go_only_to_the_declared_bytes() {
+        // A File declaring its content and a set-id mode, whose live file
+        // has that content and only lacks the mode: the owner of its folder
+        // swaps their own program in between the observation (the content
+        // matched) and the change. The set-id bit must never reach bytes
+        // Datum did not write: the declared bytes are written afresh.
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let live = root.path().join("tool");
+        let r = resource(
+            "File",
+            json!({"path": "/tool", "mode": "2755"}),
+            Some(Content::new(b"declared\n".to_vec())),
+        );
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let observed = crate::Provider::observe(&FileProvider, &host, &r).unwrap();
+        let diff = crate::testing::diff(&FileProvider, &r, &observed);
+        assert!(diff.content.is_none(), "the content matched");
+        let theirs = root.path().join("theirs");
+        std::fs::write(&theirs, b"#!/bin/sh\nexec sh\n").unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&theirs, &live).unwrap();
+        crate::Provider::apply(
+            &FileProvider,
+            &host,
+            &r,
+            &observed,
+            &diff,
+            &mut crate::OpenGate,
+        )
+        .unwrap();
+        let mode = std::fs::metadata(&live).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            std::fs::read(&live).unwrap(),
+            b"declared\n",
+            "mode {mode:o}"
+        );
+        assert_eq!(mode, 0o2755);
     }
 }
