@@ -46,6 +46,20 @@ fn converge(r: &Resource) -> Result<(), ProviderError> {
     p.apply(&host, r, &observed, &diff, &mut OpenGate)
 }
 
+/// The log a test unit writes, once it has `lines` lines (or after 5 s): a
+/// simple unit counts as started once forked, so its own line may come
+/// after systemctl returned.
+fn log_of(path: &str, lines: usize) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.lines().count() >= lines || std::time::Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A long-running service with an [Install] section.
 const SLEEPER: &str = "[Unit]\nDescription=datum test sleeper\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n";
 
@@ -302,6 +316,53 @@ testbed_test!(a_unit_that_fails_to_start_says_why, {
     drop(unit);
 });
 
+testbed_test!(
+    a_unit_its_own_apply_started_is_not_restarted_in_the_same_pass,
+    {
+        // A stopped unit whose configuration changed in the pass: its own apply
+        // starts it (with the new configuration), and the restart the change
+        // owes it used to start it a second time right after.
+        const LOG: &str = "/run/datum-it-startonce.log";
+        let _ = std::fs::remove_file(LOG);
+        let unit = TestUnit::install(
+            "datum-it-startonce.service",
+            &format!(
+                "[Service]\nExecStart=/bin/sh -c 'echo start >> {LOG}; exec sleep infinity'\nExecReload=/bin/sh -c 'echo reload >> {LOG}'\n"
+            ),
+        );
+        let r = resource(
+            "datum-it-startonce",
+            json!({"state": "running", "settle": "1s"}),
+        );
+        let spec = service::spec(&r).unwrap();
+        let pass = host();
+        let p = ServiceProvider;
+        let observed = p.observe(&pass, &r).unwrap();
+        let diff = p.plan(&p.declare(&r).unwrap(), &observed);
+        p.apply(&pass, &r, &observed, &diff, &mut OpenGate).unwrap();
+        assert_eq!(
+            service::restart(&pass, &spec).unwrap(),
+            Activation::StartedWithIt
+        );
+        assert_eq!(
+            service::reload(&pass, &spec).unwrap(),
+            Activation::StartedWithIt
+        );
+        // Started anew from outside since: a restart is owed again.
+        within::systemctl_ok(&["restart", unit.name()]);
+        assert_eq!(service::reload(&pass, &spec).unwrap(), Activation::Reloaded);
+        // The next pass knows nothing of that start.
+        assert_eq!(
+            service::restart(&host(), &spec).unwrap(),
+            Activation::Restarted
+        );
+        let log = log_of(LOG, 4);
+        let _ = std::fs::remove_file(LOG);
+        assert_eq!(log, "start\nstart\nreload\nstart\n");
+        drop(unit);
+    }
+);
+
 testbed_test!(a_changed_unit_file_is_read_before_the_start, {
     // A File resource earlier in the pass may have rewritten the unit: the
     // start must use the new definition, not systemd's cached one.
@@ -362,10 +423,12 @@ testbed_test!(
             service::reload(&host(), &spec).unwrap(),
             Activation::Reloaded
         );
-        let log = std::fs::read_to_string(LOG).unwrap();
+        let log = log_of(LOG, 3);
         let _ = std::fs::remove_file(LOG);
         let _ = std::fs::remove_dir_all("/etc/systemd/system/datum-it-dropin.service.d");
-        assert_eq!(log, "start v1\nstart v2\nreload v3\n");
+        let mut lines: Vec<&str> = log.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["reload v3", "start v1", "start v2"], "{log}");
         drop(unit);
     }
 );

@@ -85,6 +85,35 @@ pub enum Activation {
     /// replace; it reads the new one when it next starts. (A unit declared
     /// running has been started by its own apply before the engine activates.)
     NotRunning,
+    /// The unit's own apply started it in this pass, after the changes that
+    /// owe the activation (a Service runs after what it reloads or restarts
+    /// on), and it has run since: it loaded the new configuration as it
+    /// started, so a reload or restart now would only repeat that.
+    StartedWithIt,
+}
+
+/// The units a Service's own apply started in this pass, each with the
+/// invocation it started (`InvocationID`), kept in the pass's cache.
+#[derive(Debug, Default)]
+struct Started(std::sync::Mutex<BTreeMap<String, String>>);
+
+/// Notes that this pass started `unit` as `invocation`.
+fn note_started(host: &Host, unit: &str, invocation: &str) {
+    if invocation.is_empty() {
+        return;
+    }
+    let started = host.pass_cache::<Started>();
+    let mut map = started.0.lock().unwrap_or_else(|p| p.into_inner());
+    map.insert(unit.to_owned(), invocation.to_owned());
+}
+
+/// Whether this pass started `unit` and it still runs that invocation.
+fn started_by_this_pass(host: &Host, unit: &str, status: &UnitStatus) -> bool {
+    let started = host.pass_cache::<Started>();
+    let map = started.0.lock().unwrap_or_else(|p| p.into_inner());
+    map.get(unit).is_some_and(|invocation| {
+        !status.invocation_id.is_empty() && *invocation == status.invocation_id
+    })
 }
 
 /// The parsed declaration of a Service resource (the unit defaults to the
@@ -103,6 +132,9 @@ pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErro
     if !status.is_active() {
         return Ok(Activation::NotRunning);
     }
+    if started_by_this_pass(host, &spec.unit, &status) {
+        return Ok(Activation::StartedWithIt);
+    }
     if !status.can_reload {
         return Err(ServiceError::CannotReload {
             unit: spec.unit.clone(),
@@ -119,6 +151,9 @@ pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErr
     let status = current_status(host, &spec.unit)?;
     if !status.is_active() {
         return Ok(Activation::NotRunning);
+    }
+    if started_by_this_pass(host, &spec.unit, &status) {
+        return Ok(Activation::StartedWithIt);
     }
     systemctl::request(host, Verb::Restart, &spec.unit)?;
     Ok(Activation::Restarted)
@@ -413,6 +448,11 @@ impl Kind for ServiceProvider {
         }
         if spec.state == Some(RunState::Running) && !status.is_active() {
             systemctl::request(host, Verb::Start, unit)?;
+            // An activation owed to it in this pass is met by this start
+            // (see `Activation::StartedWithIt`).
+            if let Ok(now) = systemctl::show(host, unit) {
+                note_started(host, unit, &now.invocation_id);
+            }
         }
         Ok(Activated::Done)
     }
