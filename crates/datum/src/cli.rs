@@ -66,7 +66,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub state: Option<PathBuf>,
     /// How long to wait for another pass holding the root's lock.
-    #[arg(long, global = true, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, default_value = "60s", value_parser = duration)]
     pub lock_timeout: Duration,
     /// When to use colour.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
@@ -156,9 +156,41 @@ pub enum Command {
     GenerateCompletions(GenerateArgs),
 }
 
+/// A duration as the options take it (humantime's syntax), with an error
+/// that says what one looks like.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration such as 60s, 500ms or 1m30s ({e})"))
+}
+
 fn parse_label(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    /// humantime's own words ("expected number at 0") do not say what a
+    /// duration looks like.
+    #[test]
+    fn a_bad_duration_says_what_one_looks_like() {
+        for args in [
+            &["datum", "--lock-timeout", "soon", "plan"][..],
+            &["datum", "agent", "--debounce", "1 minute-ish"],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err().to_string();
+            assert!(
+                err.contains("is not a duration such as 60s, 500ms or 1m30s"),
+                "{args:?}: {err}"
+            );
+        }
+        let cli = Cli::try_parse_from(["datum", "--lock-timeout", "1m30s", "plan"]).unwrap();
+        assert_eq!(cli.global.lock_timeout, Duration::from_secs(90));
     }
 }

@@ -28,13 +28,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "ADDR", default_value = datum_agent::http::DEFAULT_LISTEN)]
     pub listen: String,
     /// Interval of the backstop pass over every class.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = crate::cli::duration)]
     pub full_interval: Duration,
     /// How long file-change events are gathered before a watched class is checked.
-    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100ms", value_parser = crate::cli::duration)]
     pub debounce: Duration,
     /// Also pull the repository this often (settings from pull.yaml) and reload on a new verified revision.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::duration)]
     pub pull_interval: Option<Duration>,
     /// The pull settings for --pull-interval (default ROOT/etc/datum/pull.yaml).
     #[arg(long, value_name = "FILE", requires = "pull_interval")]

@@ -69,7 +69,7 @@ pub struct ServerInitArgs {
     #[arg(long, value_name = "FRACTION")]
     pub sampling: Option<f64>,
     /// The length of a sampling round.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = crate::cli::duration)]
     pub round: Duration,
 }
 
@@ -87,7 +87,7 @@ pub struct ServerEnrollArgs {
     #[arg(long)]
     pub stack: bool,
     /// The longest gap between two of its reports (default: its shortest class interval).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::cli::duration)]
     pub interval: Option<Duration>,
     /// Use this store instead of the one server.yaml names.
     #[arg(long)]
