@@ -179,7 +179,7 @@ mod tests {
     /// humantime's own words ("expected number at 0") do not say what a
     /// duration looks like.
     #[test]
-    fn a_bad_duration_says_what_one_looks_like() {
+    fn a_bad_duration_or_backup_id_says_what_one_looks_like() {
         for args in [
             &["datum", "--lock-timeout", "soon", "plan"][..],
             &["datum", "agent", "--debounce", "1 minute-ish"],
@@ -188,6 +188,15 @@ mod tests {
             assert!(
                 err.contains("is not a duration such as 60s, 500ms or 1m30s"),
                 "{args:?}: {err}"
+            );
+        }
+        for command in ["show", "restore"] {
+            let err = Cli::try_parse_from(["datum", "backup", command, "abc"])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("`abc` is not a backup id: a number as `datum backup list` shows it"),
+                "{command}: {err}"
             );
         }
         let cli = Cli::try_parse_from(["datum", "--lock-timeout", "1m30s", "plan"]).unwrap();

@@ -25,9 +25,24 @@ pub enum BackupCommand {
         path: Option<PathBuf>,
     },
     /// Print one saved version.
-    Show { id: u64 },
+    Show {
+        /// The version's id, as `datum backup list` shows it.
+        #[arg(value_parser = backup_id)]
+        id: u64,
+    },
     /// Put a saved version back in place (atomically), saving the file it replaces first.
-    Restore { id: u64 },
+    Restore {
+        /// The version's id, as `datum backup list` shows it.
+        #[arg(value_parser = backup_id)]
+        id: u64,
+    },
+}
+
+/// A backup id, with an error that says where ids come from.
+fn backup_id(text: &str) -> Result<u64, String> {
+    text.parse().map_err(|_| {
+        format!("`{text}` is not a backup id: a number as `datum backup list` shows it")
+    })
 }
 
 pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
