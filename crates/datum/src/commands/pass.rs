@@ -132,9 +132,20 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     };
     let started_at = context::now();
     // Quarantined resources (by `datum check` or a person) are not applied.
+    // An apply that cannot read them stops: it would apply what they hold.
     let skip = match store.as_ref().map(|s| s.quarantined()) {
         Some(Ok(q)) => datum_drift::policy::skip_set(&q, catalogue.resources.iter().map(|r| &r.id)),
-        _ => Default::default(),
+        Some(Err(e)) if mode == Mode::Apply => {
+            return Err(anyhow::Error::from(e)
+                .context("cannot read the quarantines, so nothing was applied"));
+        }
+        Some(Err(e)) => {
+            eprintln!(
+                "warning: cannot read the quarantines ({e}); planning as if nothing were quarantined"
+            );
+            Default::default()
+        }
+        None => Default::default(),
     };
     let mut ctx = PassContext {
         registry: datum_providers::registry(),
