@@ -213,15 +213,73 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
             return exit::for_kind(kind);
         }
     };
-    match execute(cli, runner, io) {
+    // A command asked for JSON that fails before its document still prints
+    // one, the error document (docs/conventions.md), so a script piping to
+    // `jq` reads what went wrong instead of an empty input.
+    let json_command = match &cli.command {
+        Command::Report(args) => (args.output.format() == Format::Json).then_some("report"),
+        Command::Run(args) => (args.output.format() == Format::Json).then_some("run"),
+        Command::Codify(_) => None,
+    };
+    let mut counted = Counted {
+        inner: &mut *io.stdout,
+        written: 0,
+    };
+    let mut inner_io = Io {
+        stdout: &mut counted,
+        stderr: &mut *io.stderr,
+        stdout_is_terminal: io.stdout_is_terminal,
+    };
+    let result = execute(cli, runner, &mut inner_io);
+    let began_document = counted.written > 0;
+    match result {
         Ok(code) => code,
         Err(e) => {
             let kind = exit::kind_of(&e);
             if kind != exit::ErrorKind::ClosedOutput {
                 let _ = writeln!(io.stderr, "driftwatch: error: {}", one_line(&e));
+                if let Some(command) = json_command.filter(|_| !began_document) {
+                    let _ = writeln!(io.stdout, "{}", error_document(command, &one_line(&e)));
+                }
             }
             exit::for_kind(kind)
         }
+    }
+}
+
+/// The error document of a failed command (see docs/conventions.md): its
+/// message, as on stderr, as one diagnostic with no resource or position.
+fn error_document(command: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({
+        "format_version": crate::report::json::FORMAT_VERSION,
+        "command": command,
+        "error": message,
+        "errors": 1,
+        "diagnostics": [{
+            "severity": "error",
+            "message": message,
+            "resource": null,
+            "origin": null,
+        }],
+    })
+}
+
+/// A writer that counts what went through it (whether a command began its
+/// own document on stdout).
+struct Counted<'a> {
+    inner: &'a mut dyn Write,
+    written: usize,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 

@@ -321,3 +321,44 @@ fn a_normal_plan_made_without_refresh_is_refused() {
         out.stdout
     );
 }
+
+/// A command asked for JSON that fails before its report prints the error
+/// document on stdout (docs/conventions.md), not nothing: a script piping to
+/// `jq` read an empty input.
+#[test]
+fn a_json_command_that_fails_prints_the_error_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexistent.json");
+    for flags in [&["--json"][..], &["--output", "json"][..]] {
+        let out = outcome(
+            driftwatch()
+                .arg("report")
+                .arg("--refresh-plan")
+                .arg(&missing)
+                .args(flags),
+        );
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{flags:?}: not one JSON document ({e}): {:?}", out.stdout));
+        assert_eq!(doc["format_version"], "1", "{doc}");
+        assert_eq!(doc["command"], "report", "{doc}");
+        assert_eq!(doc["errors"], 1, "{doc}");
+        let error = doc["error"].as_str().unwrap();
+        assert!(error.contains("nonexistent.json"), "{doc}");
+        assert!(
+            out.stderr.contains(error),
+            "the same message as on stderr: {}",
+            out.stderr
+        );
+        assert_eq!(doc["diagnostics"][0]["message"], error, "{doc}");
+    }
+    // Human output: stdout stays empty.
+    let out = outcome(
+        driftwatch()
+            .arg("report")
+            .arg("--refresh-plan")
+            .arg(&missing),
+    );
+    assert_eq!(out.code, 1);
+    assert_eq!(out.stdout, "");
+}
