@@ -171,6 +171,9 @@ pub fn run_pass_with(
     // path that could be trusted is looked at, and before the observers
     // start: the records and the paths' metadata decide what is read.
     let store = ctx.store.as_deref();
+    // Every resource of the catalogue is visited: the store's records of
+    // any other are of resources the repository no longer declares.
+    let whole = selected.len() == catalogue.resources.len();
     let trust = options.trust_metadata && !fingerprints;
     let mut observers = observe::Observers {
         registry: ctx.registry,
@@ -183,18 +186,20 @@ pub fn run_pass_with(
         },
         trusting: None,
     };
-    let (mut observations, mut verified) = if trust {
-        let (looked, records) = Observations::look_alongside(&observers, &selected, || {
-            VerifiedRecords::all(store, &selected)
+    let (mut observations, mut verified, undeclared) = if trust {
+        let (looked, (records, left)) = Observations::look_alongside(&observers, &selected, || {
+            VerifiedRecords::all_noting_undeclared(store, &selected, whole)
         });
         observers.trusting = Some((&records, &looked));
         let (observations, ()) = Observations::gather_alongside(&observers, &selected, || ());
-        (observations, records)
+        (observations, records, left)
     } else {
-        Observations::gather_alongside(&observers, &selected, || match ctx.mode {
-            Mode::Apply => VerifiedRecords::all(store, &selected),
-            Mode::Plan => VerifiedRecords::OnDemand { asked: 0 },
-        })
+        let (observations, (records, left)) =
+            Observations::gather_alongside(&observers, &selected, || match ctx.mode {
+                Mode::Apply => VerifiedRecords::all_noting_undeclared(store, &selected, whole),
+                Mode::Plan => (VerifiedRecords::OnDemand { asked: 0 }, Vec::new()),
+            });
+        (observations, records, left)
     };
     let trusted_by_metadata = trust.then(|| {
         (0..selected.len())
@@ -510,6 +515,10 @@ pub fn run_pass_with(
         make_durable(ctx, &selected, &mut summary.resources);
         if let Some(store) = ctx.store.as_deref_mut() {
             store.set_durability(None);
+            // Only an apply reads them all, so only an apply forgets them.
+            for id in &undeclared {
+                let _ = store.forget(id);
+            }
         }
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;

@@ -40,6 +40,20 @@ impl VerifiedRecords {
     /// every change is labelled intentional and every verification is
     /// recorded again, as without a store).
     pub(crate) fn all(store: Option<&Store>, visited: &[&Resource]) -> Self {
+        Self::all_noting_undeclared(store, visited, false).0
+    }
+
+    /// [`VerifiedRecords::all`], and, when `visited` is the whole catalogue
+    /// (`whole`), the records of resources it no longer declares (renamed
+    /// or removed from the repository): nothing ever reads them again, so an
+    /// apply forgets them, or they would stay in the store for good (one
+    /// row per name a resource ever had).
+    pub(crate) fn all_noting_undeclared(
+        store: Option<&Store>,
+        visited: &[&Resource],
+        whole: bool,
+    ) -> (Self, Vec<ResourceId>) {
+        let mut undeclared: Vec<ResourceId> = Vec::new();
         let mut places: Vec<(&ResourceId, usize)> = visited
             .iter()
             .enumerate()
@@ -57,13 +71,16 @@ impl VerifiedRecords {
                     && let Some(slot) = held.get_mut(*place)
                 {
                     *slot = Some(Held::of(view));
+                } else if whole {
+                    undeclared.push(ResourceId::new(view.kind, view.name));
                 }
             });
             if read.is_err() {
                 held.iter_mut().for_each(|slot| *slot = None);
+                undeclared.clear();
             }
         }
-        VerifiedRecords::All(held)
+        (VerifiedRecords::All(held), undeclared)
     }
 
     /// The record of a resource observed converged: an apply compares it

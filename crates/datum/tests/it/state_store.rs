@@ -241,3 +241,48 @@ fn content_damaged_in_the_snapshot_is_never_written() {
         "declared content\n"
     );
 }
+
+/// A resource renamed (or removed from the repository) left its verified
+/// record in the store for good: nothing reads it again, and the store
+/// kept one row per name a resource ever had. An apply of the whole
+/// catalogue forgets them; one limited to some resources (`--label`,
+/// a target) does not, since it does not know the others are gone.
+#[test]
+fn records_of_resources_no_longer_declared_are_forgotten_by_an_apply() {
+    let file = |name: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: {name}\ndesired:\n  path: /etc/{name}\n  content: \"x\\n\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&file("motd"));
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let names = |s: &Sandbox| -> Vec<String> {
+        let store = datum_store::Store::open(&s.live("/var/lib/datum/state.db")).unwrap();
+        let mut names: Vec<String> = store
+            .all_verified()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id.to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&s), ["File[motd]"]);
+    for renamed in ["motd1", "motd2", "motd3"] {
+        s.write("repo/base/main.yaml", &file(renamed));
+        assert_exit(&s.datum(&["apply"]), 2);
+    }
+    assert_eq!(names(&s), ["File[motd3]"]);
+    // A plan forgets nothing, nor does an apply of part of the catalogue.
+    s.write(
+        "repo/base/main.yaml",
+        &format!("{}---\n{}", file("motd4"), file("issue")),
+    );
+    assert_exit(&s.datum(&["plan"]), 2);
+    assert_eq!(names(&s), ["File[motd3]"]);
+    assert_exit(&s.datum(&["apply", "--target", "File/issue"]), 2);
+    assert_eq!(names(&s), ["File[issue]", "File[motd3]"]);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(names(&s), ["File[issue]", "File[motd4]"]);
+}
