@@ -77,6 +77,33 @@ pub(crate) fn errno(e: Errno) -> std::io::Error {
     std::io::Error::from(e)
 }
 
+/// Removes `name` from `dir` (`unlinkat` with `flags`) only while it is the
+/// very entry `ours` is open on (same device and inode, looked at through
+/// `dir` without following a link). Whoever owns `dir` may move Datum's
+/// temporary entry away or put their own at its name at any moment: then
+/// nothing is removed, and that is no error (`Ok(false)`, as when nothing
+/// is there). Between the look and the removal the name can still be
+/// swapped; an `unlinkat` then takes only what the flags allow (with
+/// `REMOVEDIR`, an empty folder), under a name Datum made.
+pub(crate) fn remove_if_ours(
+    dir: impl AsFd,
+    name: &OsStr,
+    ours: impl AsFd,
+    flags: rustix::fs::AtFlags,
+) -> Result<bool, Errno> {
+    let ours = rustix::fs::fstat(ours)?;
+    match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(there) if there.st_dev == ours.st_dev && there.st_ino == ours.st_ino => {}
+        Ok(_) | Err(Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    match rustix::fs::unlinkat(&dir, name, flags) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 impl Dir {
     /// Opens a directory named by the operator (the root, `--state`'s
     /// folder, `--patch-dir`): links in *that* path are followed as the

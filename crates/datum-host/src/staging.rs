@@ -23,7 +23,11 @@
 //! [`crate::durability`], which says why that keeps every guarantee).
 //!
 //! The guarantee: until `commit` renames, the live file is untouched, and
-//! whatever fails (or is dropped) removes the staging directory. A pass that
+//! whatever fails (or is dropped) removes the staging directory: only while
+//! the entry at its name is the directory this module made (device and
+//! inode), since the owner of a folder such as `~/.ssh` may move it away or
+//! put their own at its name; that is left alone, and is no error (after
+//! the rename the change is live). A pass that
 //! was killed leaves a staging directory behind and never a partial target;
 //! [`cleanup_stale`] removes such leftovers. This module must not decide
 //! whether a change is wanted or valid: callers (the providers, the engine's
@@ -38,7 +42,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::boundary::{Dir, errno};
+use crate::boundary::{Dir, errno, remove_if_ours};
 use crate::durability::Durability;
 use crate::fs::FileKind;
 use crate::{HostError, Located};
@@ -114,12 +118,29 @@ impl StageDir {
         rustix::fs::renameat(&self.dir, &self.name, self.parent.fd(), &self.name)
             .map_err(|e| HostError::io("rename into", &self.target, errno(e)))?;
         self.finished = true;
-        let removed = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR);
+        let removed = self.remove_dir();
         match durability {
             Some(durability) => durability.defer(&self.parent),
             None => self.parent.sync()?,
         }
-        removed.map_err(|e| {
+        removed
+    }
+
+    /// Removes the (emptied) staging directory from the parent if it is
+    /// still there under its name. The parent may be a local user's
+    /// (`~/.ssh`), who can move it away or put a folder of their own at its
+    /// name: that is no error (after a commit the change is live), and
+    /// nothing but the directory this `StageDir` made is removed
+    /// ([`remove_if_ours`]); one moved elsewhere stays there, empty.
+    fn remove_dir(&self) -> Result<(), HostError> {
+        remove_if_ours(
+            self.parent.fd(),
+            &self.dir_name,
+            &self.dir,
+            AtFlags::REMOVEDIR,
+        )
+        .map(|_| ())
+        .map_err(|e| {
             HostError::io(
                 "remove staging directory",
                 self.parent.path().join(&self.dir_name),
@@ -139,14 +160,7 @@ impl StageDir {
             )),
             _ => Ok(()),
         };
-        let dir = rustix::fs::unlinkat(self.parent.fd(), &self.dir_name, AtFlags::REMOVEDIR)
-            .map_err(|e| {
-                HostError::io(
-                    "remove staging directory",
-                    self.parent.path().join(&self.dir_name),
-                    errno(e),
-                )
-            });
+        let dir = self.remove_dir();
         entry.and(dir)
     }
 }
@@ -439,6 +453,47 @@ mod tests {
             b"declared"
         );
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_staging_folder_moved_away_or_replaced_is_never_removed_by_its_name() {
+        // The owner of the target's folder (alice, of her ~/.ssh) may move
+        // the staging folder away and put her own at its name at any time;
+        // the rename goes through the staging folder's handle, so doing it
+        // before the commit is doing it between the rename and the removal.
+        for (commit, replace) in [(true, false), (true, true), (false, false), (false, true)] {
+            let case = format!("commit {commit}, replaced {replace}");
+            let dir = tempfile::tempdir().unwrap();
+            let host = Host::new(dir.path());
+            let target = dir.path().join("authorized_keys");
+            std::fs::write(&target, b"old\n").unwrap();
+            let mut staged = at(&host, "/authorized_keys").stage_file().unwrap();
+            staged.write_all(b"new\n").unwrap();
+            let stage = staged.path().parent().unwrap().to_path_buf();
+            let moved = dir.path().join("moved");
+            std::fs::rename(&stage, &moved).unwrap();
+            if replace {
+                std::fs::create_dir(&stage).unwrap();
+            }
+            if commit {
+                staged.commit().unwrap_or_else(|e| {
+                    panic!("{case}: the change went live, yet the commit failed: {e}")
+                });
+                assert_eq!(std::fs::read(&target).unwrap(), b"new\n", "{case}");
+            } else {
+                staged
+                    .discard()
+                    .unwrap_or_else(|e| panic!("{case}: the discard failed: {e}"));
+                assert_eq!(std::fs::read(&target).unwrap(), b"old\n", "{case}");
+            }
+            assert_eq!(
+                stage.exists(),
+                replace,
+                "{case}: the folder put at the staging name was removed"
+            );
+            // Datum's own, emptied, stays where it was moved.
+            assert_eq!(std::fs::read_dir(&moved).unwrap().count(), 0, "{case}");
+        }
     }
 
     #[test]
