@@ -20,7 +20,7 @@ use std::path::{Component, Path};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::boundary::{Dir, errno};
+use crate::boundary::{Dir, errno, remove_if_ours};
 use crate::{FileKind, HostError};
 
 /// Reads a file the operator named, links followed as given.
@@ -119,13 +119,27 @@ fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
         .and_then(|()| file.sync_all())
         .map_err(|e| HostError::io("write", &tmp_path, e))
         .and_then(|()| {
+            #[cfg(test)]
+            BEFORE_RENAME.with_borrow(|hook| hook.as_ref().map(|h| h(&tmp_path, path)));
             rustix::fs::renameat(dir.fd(), &tmp, dir.fd(), name)
                 .map_err(|e| HostError::io("write", path, errno(e)))
         });
     if written.is_err() {
-        let _ = rustix::fs::unlinkat(dir.fd(), &tmp, AtFlags::empty());
+        // Only the file this call made: whoever may write the folder may
+        // have put their own at the temporary name.
+        let _ = remove_if_ours(dir.fd(), &tmp, &file, AtFlags::empty());
     }
     written
+}
+
+#[cfg(test)]
+type BeforeRename = Option<Box<dyn Fn(&Path, &Path)>>;
+
+#[cfg(test)]
+thread_local! {
+    /// Called with the temporary file's path and the report's just before
+    /// the rename (tests only): what the folder's owner may do then.
+    static BEFORE_RENAME: std::cell::RefCell<BeforeRename> = const { std::cell::RefCell::new(None) };
 }
 
 /// Creates the folder `dir` (and its missing parents, links in the path
@@ -546,6 +560,48 @@ mod tests {
         assert!(err.to_string().contains("mode 0777"), "{err}");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(read_trusted(&p, 100).unwrap().unwrap(), b"{}");
+    }
+
+    #[test]
+    fn a_failed_report_removes_its_own_temporary_file_and_nothing_else() {
+        // The owner of the report's folder moves the temporary file away,
+        // puts a file of theirs at its name and a folder at the report's
+        // (so the rename fails), between the write and the rename.
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report.md");
+        let tmp_seen = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let seen = tmp_seen.clone();
+        BEFORE_RENAME.set(Some(Box::new(move |tmp: &Path, path: &Path| {
+            std::fs::rename(tmp, tmp.with_file_name("moved")).unwrap();
+            std::fs::write(tmp, b"theirs").unwrap();
+            std::fs::create_dir(path).unwrap();
+            *seen.borrow_mut() = Some(tmp.to_path_buf());
+        })));
+        let err = write_report(&report, b"report").unwrap_err();
+        BEFORE_RENAME.set(None);
+        assert_eq!(err.path(), Some(report.as_path()), "{err}");
+        let tmp = tmp_seen.borrow().clone().unwrap();
+        assert_eq!(
+            std::fs::read(&tmp).ok().as_deref(),
+            Some(&b"theirs"[..]),
+            "the file put at the temporary name was removed"
+        );
+        assert_eq!(std::fs::read(dir.path().join("moved")).unwrap(), b"report");
+        // Left alone, its own temporary file goes when the rename fails.
+        let other = dir.path().join("other.md");
+        BEFORE_RENAME.set(Some(Box::new(|_: &Path, path: &Path| {
+            std::fs::create_dir(path).unwrap();
+        })));
+        write_report(&other, b"report").unwrap_err();
+        BEFORE_RENAME.set(None);
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("other.md.tmp-")),
+            "the temporary file stayed"
+        );
     }
 
     #[test]
