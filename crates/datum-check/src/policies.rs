@@ -518,6 +518,56 @@ impl Policies<'_> {
     }
 }
 
+/// The accept note for one field of a finding: where to set it, to what.
+fn field_note(
+    registry: &Registry,
+    resource: &Resource,
+    category: &str,
+    d: &datum_report::AttrDiff,
+) -> String {
+    // A deletion's difference is named `presence`; the field that declares
+    // it is `ensure`.
+    let field = match d.path() {
+        "presence" => "ensure",
+        other => other,
+    };
+    let at = resource
+        .field_origins
+        .get(field)
+        .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+    // A value withheld (sensitive, or not recorded) is no value to set:
+    // `(sensitive)` written into the manifest would be a wrong one (a
+    // User's shell, its hash).
+    match d.after().filter(|_| !d.is_sensitive()) {
+        // What the host shows that no declaration sets (a Service's
+        // `masked`): no value to write into the manifest either.
+        Some(value) if !declares_field(registry, &resource.id.kind, field) => format!(
+            "{at}: `{field}` is `{value}` on the host ({category}), which no declaration sets: the notes for the other fields carry what it leaves, or undo it on the host"
+        ),
+        Some(value) => format!("{at}: set `{field}` to `{value}` ({category})"),
+        None => format!(
+            "{at}: `{field}` changed on the host ({category}); its value is {} here: read it on the host and carry it into the repository by hand",
+            if d.is_sensitive() {
+                "sensitive and not shown"
+            } else {
+                "not recorded"
+            }
+        ),
+    }
+}
+
+/// Whether `kind`'s declaration has `field` (its declaration schema names
+/// it); an unknown kind is taken to.
+fn declares_field(registry: &Registry, kind: &str, field: &str) -> bool {
+    let Some(provider) = registry.lookup(kind) else {
+        return true;
+    };
+    let schema = provider.declaration_schema(&mut datum_providers::common::schema::generator());
+    schema.as_value()["properties"]
+        .as_object()
+        .is_none_or(|properties| properties.contains_key(field))
+}
+
 /// Writes `<dir>/<Kind>-<name>.patch` (content, against the repository
 /// source when it is a `source:` file) or `.content` (the observed bytes, for
 /// inline content and templates), and appends to `<dir>/SUMMARY.md` what to
@@ -605,34 +655,7 @@ fn write_accept_patch(
     } else {
         for f in findings.iter().filter(|f| &f.id == id) {
             for d in f.finding.diffs.iter().filter(|d| d.path() != "content") {
-                // A deletion's difference is named `presence`; the field
-                // that declares it is `ensure`.
-                let field = match d.path() {
-                    "presence" => "ensure",
-                    other => other,
-                };
-                let at = resource
-                    .field_origins
-                    .get(field)
-                    .map_or_else(|| resource.origin.to_string(), ToString::to_string);
-                // A value withheld (sensitive, or not recorded) is no
-                // value to set: `(sensitive)` written into the manifest
-                // would be a wrong one (a User's shell, its hash).
-                notes.push(match d.after().filter(|_| !d.is_sensitive()) {
-                    Some(value) => format!(
-                        "{at}: set `{field}` to `{value}` ({})",
-                        f.finding.category
-                    ),
-                    None => format!(
-                        "{at}: `{field}` changed on the host ({}); its value is {} here: read it on the host and carry it into the repository by hand",
-                        f.finding.category,
-                        if d.is_sensitive() {
-                            "sensitive and not shown"
-                        } else {
-                            "not recorded"
-                        }
-                    ),
-                });
+                notes.push(field_note(registry, resource, &f.finding.category, d));
             }
             // Content that changed but was not carried: the live file's
             // bytes were not at hand (not readable by everyone, so never
@@ -726,4 +749,37 @@ fn declared_source(
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datum_report::AttrDiff;
+
+    /// `systemctl mask` on a unit declared running: accepting it must not
+    /// write `masked` into the manifest (no Service declares it), while
+    /// `state` and `enabled` are still values to set.
+    #[test]
+    fn an_accept_note_sets_declared_fields_only() {
+        let registry = datum_providers::registry();
+        let resource = Resource::new(
+            ResourceId::new("Service", "web"),
+            serde_json::json!({"state": "running"}),
+        );
+        let note = field_note(
+            registry,
+            &resource,
+            "changed_outside",
+            &AttrDiff::plain("masked", "false", "true"),
+        );
+        assert!(!note.contains("set `masked`"), "{note}");
+        assert!(note.contains("`masked` is `true` on the host"), "{note}");
+        let note = field_note(
+            registry,
+            &resource,
+            "changed_outside",
+            &AttrDiff::plain("state", "running", "stopped"),
+        );
+        assert!(note.contains("set `state` to `stopped`"), "{note}");
+    }
 }

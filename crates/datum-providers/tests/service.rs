@@ -432,3 +432,69 @@ testbed_test!(
         drop(unit);
     }
 );
+
+/// A unit shipped in /usr/lib (as a package ships it, so `systemctl mask`
+/// can put its /dev/null link in /etc), masked when dropped: unmasked,
+/// stopped, disabled and removed again.
+struct ShippedUnit(&'static str);
+
+impl ShippedUnit {
+    fn install(name: &'static str, text: &str) -> Self {
+        within::write(format!("/usr/lib/systemd/system/{name}"), text);
+        within::systemctl_ok(&["daemon-reload"]);
+        ShippedUnit(name)
+    }
+}
+
+impl Drop for ShippedUnit {
+    fn drop(&mut self) {
+        let _ = within::systemctl(&["unmask", "--", self.0]);
+        let _ = within::systemctl(&["disable", "--quiet", "--now", "--", self.0]);
+        let _ = std::fs::remove_file(format!("/usr/lib/systemd/system/{}", self.0));
+        let _ = within::systemctl(&["daemon-reload"]);
+    }
+}
+
+testbed_test!(
+    a_unit_masked_by_hand_is_observed_masked_and_never_unmasked,
+    {
+        let unit = ShippedUnit::install("datum-it-masked.service", SLEEPER);
+        within::systemctl_ok(&["enable", "--now", unit.0]);
+        within::systemctl_ok(&["mask", "--now", unit.0]);
+        let p = ServiceProvider;
+        let r = resource(
+            "datum-it-masked",
+            json!({"state": "running", "enabled": true, "settle": "500ms"}),
+        );
+
+        let observed = p.observe(&host(), &r).unwrap();
+        assert_eq!(observed.fields["masked"], json!(true), "{observed:?}");
+        let declared = p.declare(&r).unwrap();
+        let diff = p.plan(&declared, &observed);
+        assert_eq!(diff.changed_fields(), ["masked", "state", "enabled"]);
+        // The plan says what the apply will do: refuse.
+        let why = p
+            .refuses(&declared, &observed)
+            .expect("a plan that would fail");
+        assert!(why.contains("datum-it-masked.service is masked"), "{why}");
+
+        let err = converge(&r).unwrap_err().to_string();
+        assert!(err.contains("is masked"), "{err}");
+        assert!(
+            err.contains("systemctl unmask datum-it-masked.service"),
+            "{err}"
+        );
+        assert_eq!(within::property(unit.0, "UnitFileState"), "masked");
+        assert_eq!(within::property(unit.0, "ActiveState"), "inactive");
+
+        // Declared stopped and disabled, the mask keeps it so: nothing to do.
+        let r = resource(
+            "datum-it-masked",
+            json!({"state": "stopped", "enabled": false}),
+        );
+        let observed = p.observe(&host(), &r).unwrap();
+        let declared = p.declare(&r).unwrap();
+        assert!(p.plan(&declared, &observed).is_empty());
+        assert!(p.refuses(&declared, &observed).is_none());
+    }
+);

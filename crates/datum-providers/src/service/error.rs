@@ -44,6 +44,17 @@ pub enum ServiceError {
         unit_file_state: String,
     },
 
+    /// Masked by someone (`systemctl mask`): systemd refuses to start or
+    /// enable it, and Datum does not lift a mask a person put there.
+    #[error("unit {unit} on {host} {}", masked_words(unit, wanted))]
+    Masked {
+        unit: String,
+        host: String,
+        /// What the declaration asks that the mask forbids: `started`,
+        /// `enabled` or `started or enabled`.
+        wanted: &'static str,
+    },
+
     #[error(
         "unit {unit} on {host} cannot reload (it has no ExecReload=): list the resource in `restart_on` instead"
     )]
@@ -151,6 +162,14 @@ impl fmt::Display for Instability {
             ),
         }
     }
+}
+
+/// What follows "unit X (on HOST)" when a mask forbids what is declared:
+/// the apply's error and the plan's "would fail" say the same.
+pub(crate) fn masked_words(unit: &str, wanted: &str) -> String {
+    format!(
+        "is masked (`systemctl mask`): it cannot be {wanted} while the mask stands, and Datum does not unmask it (a mask is a person's decision): run `systemctl unmask {unit}` to let Datum manage it again, or declare it `state: stopped` and `enabled: false`"
+    )
 }
 
 fn enable_hint(unit_file_state: &str) -> &'static str {

@@ -211,6 +211,11 @@ fn observation(unit: &str, status: &UnitStatus) -> Observed {
     fields.insert("unit".to_owned(), json!(unit));
     fields.insert("state".to_owned(), json!(status.state_word()));
     fields.insert("enabled".to_owned(), json!(status.is_enabled()));
+    // Only when masked: an observation's fields are what an accepted one
+    // is compared by, so a field every Service gained would reopen them all.
+    if status.is_masked() {
+        fields.insert("masked".to_owned(), json!(true));
+    }
     fields.insert("load_state".to_owned(), json!(status.load_state));
     fields.insert("active_state".to_owned(), json!(status.active_state));
     fields.insert("sub_state".to_owned(), json!(status.sub_state));
@@ -238,6 +243,34 @@ fn state_satisfied(declared: RunState, observed: Option<&str>) -> bool {
         RunState::Running => observed == Some("running"),
         RunState::Stopped => matches!(observed, Some("stopped" | "failed")),
     }
+}
+
+/// What a masked unit cannot be that the declaration asks of it (`None`:
+/// the mask is in nothing's way, as for a unit declared stopped and
+/// disabled, which a mask keeps so). systemd refuses to start or enable a
+/// masked unit; stopping it works.
+fn mask_forbids(spec: &ServiceSpec, masked: bool, running: bool) -> Option<&'static str> {
+    if !masked {
+        return None;
+    }
+    let start = spec.state == Some(RunState::Running) && !running;
+    let enable = spec.enabled == Some(true);
+    match (start, enable) {
+        (true, true) => Some("started or enabled"),
+        (true, false) => Some("started"),
+        (false, true) => Some("enabled"),
+        (false, false) => None,
+    }
+}
+
+/// [`mask_forbids`] for an observation.
+fn mask_forbids_observed(spec: &ServiceSpec, observed: &Observed) -> Option<&'static str> {
+    if observed.presence == Presence::Absent {
+        return None;
+    }
+    let masked = observed.fields.get("masked") == Some(&json!(true));
+    let running = observed.fields.get("state").and_then(Value::as_str) == Some("running");
+    mask_forbids(spec, masked, running)
 }
 
 /// Whether a unit systemd does not know satisfies the declaration: one that
@@ -354,6 +387,15 @@ impl Kind for ServiceProvider {
         if absent && missing_satisfies(spec) {
             return Diff::default();
         }
+        // Said first, as what stands in the way of the rest: the apply will
+        // not lift it (see `refuses`).
+        if mask_forbids_observed(spec, observed).is_some() {
+            changes.push(FieldChange {
+                field: "masked".to_owned(),
+                before: Some(json!(true)),
+                after: Some(json!(false)),
+            });
+        }
         if absent {
             changes.push(FieldChange {
                 field: "unit".to_owned(),
@@ -395,6 +437,18 @@ impl Kind for ServiceProvider {
         }
     }
 
+    /// A masked unit declared running or enabled: the apply refuses it (see
+    /// [`ServiceError::Masked`]), so the plan says it would fail.
+    fn refuses(&self, spec: &ServiceSpec, observed: &Observed) -> Option<String> {
+        let wanted = mask_forbids_observed(spec, observed)?;
+        let unit = observed
+            .fields
+            .get("unit")
+            .and_then(Value::as_str)
+            .unwrap_or(&spec.unit);
+        Some(format!("unit {unit} {}", error::masked_words(unit, wanted)))
+    }
+
     fn stage(
         &self,
         _host: &Host,
@@ -426,6 +480,14 @@ impl Kind for ServiceProvider {
             return Ok(Activated::Done);
         }
         check_loaded(host, unit, &status)?;
+        if let Some(wanted) = mask_forbids(spec, status.is_masked(), status.is_active()) {
+            return Err(ServiceError::Masked {
+                unit: unit.to_owned(),
+                host: host.name().to_owned(),
+                wanted,
+            }
+            .into());
+        }
 
         // Stop before disabling, enable before starting: the unit is never
         // started in a state it would not come back to after a reboot.
@@ -587,6 +649,40 @@ mod tests {
                 "{desired}"
             );
         }
+    }
+
+    /// `systemctl mask --now` on a unit declared running and enabled: the
+    /// observation says masked, the plan shows it first, and the change is
+    /// one the apply refuses (it does not unmask). Declared stopped and
+    /// disabled, a masked unit is in sync.
+    #[test]
+    fn a_masked_unit_is_shown_masked_and_refused_not_promised() {
+        let p = ServiceProvider;
+        let status = UnitStatus {
+            load_state: "masked".into(),
+            active_state: "inactive".into(),
+            unit_file_state: "masked".into(),
+            ..UnitStatus::default()
+        };
+        let o = observation("web.service", &status);
+        assert_eq!(o.fields["masked"], json!(true));
+        let r = resource(json!({"state": "running", "enabled": true}));
+        let d = crate::testing::diff(&p, &r, &o);
+        assert_eq!(changed(&d), ["masked", "state", "enabled"]);
+        let declared = Provider::declare(&p, &r).unwrap();
+        let why = Provider::refuses(&p, &declared, &o).expect("refused");
+        assert!(why.contains("web.service is masked"), "{why}");
+        assert!(why.contains("systemctl unmask web.service"), "{why}");
+
+        let r = resource(json!({"state": "stopped", "enabled": false}));
+        assert!(crate::testing::diff(&p, &r, &o).is_empty());
+        assert!(Provider::refuses(&p, &Provider::declare(&p, &r).unwrap(), &o).is_none());
+
+        // Not masked: no such field (an accepted observation stays equal).
+        let o = observed("inactive", "disabled");
+        assert!(!o.fields.contains_key("masked"));
+        let r = resource(json!({"state": "running", "enabled": true}));
+        assert!(Provider::refuses(&p, &Provider::declare(&p, &r).unwrap(), &o).is_none());
     }
 
     #[test]

@@ -110,6 +110,13 @@ impl UnitStatus {
         matches!(self.unit_file_state.as_str(), "enabled" | "enabled-runtime")
     }
 
+    /// Masked (`systemctl mask`, persistently or for this boot only):
+    /// systemd will neither start nor enable it.
+    pub fn is_masked(&self) -> bool {
+        self.load_state == "masked"
+            || matches!(self.unit_file_state.as_str(), "masked" | "masked-runtime")
+    }
+
     /// `enable`/`disable` mean something for this unit file.
     pub fn enablement_applies(&self) -> bool {
         matches!(
