@@ -91,7 +91,17 @@ pub(crate) fn remove_if_ours(
     ours: impl AsFd,
     flags: rustix::fs::AtFlags,
 ) -> Result<bool, Errno> {
-    let ours = rustix::fs::fstat(ours)?;
+    remove_if_same(dir, name, &rustix::fs::fstat(ours)?, flags)
+}
+
+/// [`remove_if_ours`] for an entry known by the `fstat` of a handle since
+/// closed.
+pub(crate) fn remove_if_same(
+    dir: impl AsFd,
+    name: &OsStr,
+    ours: &rustix::fs::Stat,
+    flags: rustix::fs::AtFlags,
+) -> Result<bool, Errno> {
     match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
         Ok(there) if there.st_dev == ours.st_dev && there.st_ino == ours.st_ino => {}
         Ok(_) | Err(Errno::NOENT) => return Ok(false),

@@ -20,7 +20,7 @@ use std::path::{Component, Path};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::boundary::{Dir, errno, remove_if_ours};
+use crate::boundary::{Dir, errno, remove_if_ours, remove_if_same};
 use crate::{FileKind, HostError};
 
 /// Reads a file the operator named, links followed as given.
@@ -134,12 +134,17 @@ fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
 
 #[cfg(test)]
 type BeforeRename = Option<Box<dyn Fn(&Path, &Path)>>;
+#[cfg(test)]
+type BeforeCleanup = Option<Box<dyn Fn(&Path)>>;
 
 #[cfg(test)]
 thread_local! {
     /// Called with the temporary file's path and the report's just before
     /// the rename (tests only): what the folder's owner may do then.
     static BEFORE_RENAME: std::cell::RefCell<BeforeRename> = const { std::cell::RefCell::new(None) };
+    /// Called with [`create_new_files`]' folder before a failure is cleaned
+    /// up (tests only).
+    static BEFORE_CLEANUP: std::cell::RefCell<BeforeCleanup> = const { std::cell::RefCell::new(None) };
 }
 
 /// Creates the folder `dir` (and its missing parents, links in the path
@@ -147,7 +152,9 @@ thread_local! {
 /// subfolders included: each file new (`O_EXCL | O_NOFOLLOW`, mode 0644),
 /// each subfolder entered without following a link. Refuses before writing
 /// anything when one of the files exists already; a write that fails removes
-/// the files this call created, so nothing is left half-written.
+/// the files and folders this call created, so nothing is left half-written
+/// (each only while its name still holds what was made: whoever may write
+/// the folder may have put their own there).
 pub fn create_new_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), HostError> {
     std::fs::create_dir_all(dir).map_err(|e| HostError::io("create directory", dir, e))?;
     let top = Dir::open_path(dir)?;
@@ -164,7 +171,7 @@ pub fn create_new_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), HostEr
             ));
         }
     }
-    let mut created: Vec<(Dir, OsString)> = Vec::new();
+    let mut created: Vec<Created> = Vec::new();
     let result = files.iter().try_for_each(|(rel, text)| {
         let (folder, name) = subfolder(&top, Path::new(rel), &mut created)?;
         let path = dir.join(rel);
@@ -175,28 +182,36 @@ pub fn create_new_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), HostEr
             Mode::from_raw_mode(0o644),
         )
         .map_err(|e| HostError::io("create", &path, errno(e)))?;
-        created.push((folder.clone(), name));
+        let made = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &path, errno(e)))?;
+        created.push((folder.clone(), name, made, AtFlags::empty()));
         let mut file = std::fs::File::from(fd);
         file.write_all(text.as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(|e| HostError::io("write", &path, e))
     });
     if result.is_err() {
+        #[cfg(test)]
+        BEFORE_CLEANUP.with_borrow(|hook| hook.as_ref().map(|h| h(dir)));
         // Files first, then the folders this call made (innermost first).
-        for (folder, name) in created.iter().rev() {
-            let _ = rustix::fs::unlinkat(folder.fd(), name, AtFlags::empty())
-                .or_else(|_| rustix::fs::unlinkat(folder.fd(), name, AtFlags::REMOVEDIR));
+        // Each only while it is the one this call made (device and inode):
+        // whoever may write the folder may have put their own at its name.
+        for (folder, name, made, flags) in created.iter().rev() {
+            let _ = remove_if_same(folder.fd(), name, made, *flags);
         }
     }
     result
 }
+
+/// An entry [`create_new_files`] made: its folder, its name, its `fstat`
+/// and how `unlinkat` removes it.
+type Created = (Dir, OsString, rustix::fs::Stat, AtFlags);
 
 /// The folder of `rel` under `top` (created where missing, recorded in
 /// `created`) and the file's name.
 fn subfolder(
     top: &Dir,
     rel: &Path,
-    created: &mut Vec<(Dir, OsString)>,
+    created: &mut Vec<Created>,
 ) -> Result<(Dir, OsString), HostError> {
     let mut components: Vec<OsString> = rel
         .components()
@@ -224,14 +239,17 @@ fn subfolder(
                 rustix::fs::mkdirat(folder.fd(), &part, Mode::from_raw_mode(0o755)).map_err(
                     |e| HostError::io("create directory", folder.path().join(&part), errno(e)),
                 )?;
-                created.push((folder.clone(), part.clone()));
-                folder.open_child_dir(&part)?.ok_or_else(|| {
+                let made = folder.open_child_dir(&part)?.ok_or_else(|| {
                     HostError::io(
                         "create directory",
                         folder.path().join(&part),
                         std::io::Error::from(std::io::ErrorKind::NotFound),
                     )
-                })?
+                })?;
+                let st = rustix::fs::fstat(made.fd())
+                    .map_err(|e| HostError::io("inspect", folder.path().join(&part), errno(e)))?;
+                created.push((folder.clone(), part.clone(), st, AtFlags::REMOVEDIR));
+                made
             }
         };
         folder = next;
@@ -560,6 +578,42 @@ mod tests {
         assert!(err.to_string().contains("mode 0777"), "{err}");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert_eq!(read_trusted(&p, 100).unwrap().unwrap(), b"{}");
+    }
+
+    #[test]
+    fn a_failed_creation_takes_back_only_what_it_created() {
+        // Whoever may write the folder replaces a file this call created,
+        // or a folder it created, before the failure is cleaned up.
+        for folder in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let repo = dir.path().join("repo");
+            BEFORE_CLEANUP.set(Some(Box::new(move |repo: &Path| {
+                if folder {
+                    std::fs::rename(repo.join("sub"), repo.join("moved")).unwrap();
+                    std::fs::create_dir(repo.join("sub")).unwrap();
+                } else {
+                    std::fs::rename(repo.join("sub/a.yaml"), repo.join("moved")).unwrap();
+                    std::fs::write(repo.join("sub/a.yaml"), b"theirs").unwrap();
+                }
+            })));
+            // A file where a folder must go: a failure half-way.
+            let err =
+                create_new_files(&repo, &[("sub/a.yaml", "a"), ("sub/a.yaml/b", "b")]).unwrap_err();
+            BEFORE_CLEANUP.set(None);
+            assert!(err.to_string().contains("a.yaml"), "{err}");
+            if folder {
+                assert!(
+                    repo.join("sub").is_dir(),
+                    "the folder put there was removed"
+                );
+            } else {
+                assert_eq!(
+                    std::fs::read(repo.join("sub/a.yaml")).ok().as_deref(),
+                    Some(&b"theirs"[..]),
+                    "the file put there was removed"
+                );
+            }
+        }
     }
 
     #[test]
