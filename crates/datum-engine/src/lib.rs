@@ -46,4 +46,4 @@ pub use activation::GROUP_KIND;
 pub use observe::{ContentDiff, Inspection, inspect_all};
 pub use pass::{DIFF_CONTENT_LIMIT, Mode, PassContext, run_pass, run_pass_with};
 pub use report::{Event, PassSummary, Reporter, ResourceReport, SilentReporter};
-pub use select::{PassOptions, Stale, fingerprint};
+pub use select::{PassOptions, Refused, Shared, Stale, fingerprint};

@@ -8,7 +8,7 @@
 //! installed the file a File resource then manages): the loop observes such a
 //! resource again instead of using this cache.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -87,6 +87,10 @@ pub(crate) struct Observations<'a> {
     /// The folders holding the paths of every resource visited (staging
     /// leftovers are swept there), gathered as they are declared.
     folders: BTreeSet<PathBuf>,
+    /// The resources whose kind names what they manage on the host
+    /// ([`datum_providers::Provider::observed_identity`]): position and
+    /// identity, in pass order.
+    identities: Vec<(usize, String)>,
 }
 
 /// How a pass observes its resources: everything
@@ -145,11 +149,12 @@ impl<'a> Observations<'a> {
                     && let Some(Some(looked)) = looked.get(at)
                     && let Some(meta) = records.trusts(at, resource, &looked.stat.meta)
                 {
-                    return Some(trusted(provider, meta, &looked.path, sweep));
+                    let (held, observed, parents) = trusted(provider, meta, &looked.path, sweep);
+                    return Some((held, observed, parents, None));
                 }
                 let declared = match provider.declare(resource) {
                     Ok(declared) => declared,
-                    Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new())),
+                    Err(e) => return Some((Held::Nothing, Box::new(Err(e)), Vec::new(), None)),
                 };
                 let parents: Vec<PathBuf> = match (sweep, provider.paths()) {
                     (Sweep::Folders, Some(paths)) => paths
@@ -161,6 +166,11 @@ impl<'a> Observations<'a> {
                 };
                 let droppable = provider.batching().is_none() && provider.activation().is_none();
                 let mut observed = provider.observe_declared(host, &declared);
+                // Before a converged observation is slimmed of its fields.
+                let identity = observed
+                    .as_ref()
+                    .ok()
+                    .and_then(|o| provider.observed_identity(o));
                 let held = match &mut observed {
                     Ok(o) if droppable => {
                         let diff = provider.plan(&declared, o);
@@ -185,15 +195,19 @@ impl<'a> Observations<'a> {
                     }
                     _ => Held::Bound(Bound { provider, declared }),
                 };
-                Some((held, Box::new(observed), parents))
+                Some((held, Box::new(observed), parents, identity))
             });
         let mut folders = BTreeSet::new();
         let mut last: Option<PathBuf> = None;
         let mut held = Vec::with_capacity(done.len());
         let mut slots = Vec::with_capacity(done.len());
-        for one in done {
+        let mut identities = Vec::new();
+        for (index, one) in done.into_iter().enumerate() {
             match one {
-                Some((h, observed, parents)) => {
+                Some((h, observed, parents, identity)) => {
+                    if let Some(identity) = identity {
+                        identities.push((index, identity));
+                    }
                     for parent in parents {
                         if last.as_deref().map(Path::as_os_str) != Some(parent.as_os_str()) {
                             folders.insert(parent.clone());
@@ -214,6 +228,7 @@ impl<'a> Observations<'a> {
                 held,
                 slots,
                 folders,
+                identities,
             },
             beside,
         )
@@ -316,6 +331,24 @@ impl<'a> Observations<'a> {
             }),
             _ => None,
         }
+    }
+
+    /// The resources of one kind that manage one object on the host under
+    /// different names (an alias), by position: `(identity, positions)`,
+    /// each group in pass order.
+    pub(crate) fn shared(&self, resources: &[&Resource]) -> Vec<(String, Vec<usize>)> {
+        let mut by: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+        for (index, identity) in &self.identities {
+            if let Some(resource) = resources.get(*index) {
+                by.entry((resource.id.kind.as_str(), identity.as_str()))
+                    .or_default()
+                    .push(*index);
+            }
+        }
+        by.into_iter()
+            .filter(|(_, at)| at.len() > 1)
+            .map(|((_, identity), at)| (identity.to_owned(), at))
+            .collect()
     }
 
     /// The folders holding the paths of the resources visited.

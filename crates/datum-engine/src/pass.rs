@@ -51,7 +51,7 @@ use crate::gate;
 use crate::group::GroupChecks;
 use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
-use crate::select::{self, PassOptions, Stale};
+use crate::select::{self, PassOptions, Refused, Shared};
 use crate::settled::Settled;
 use crate::verified::VerifiedRecords;
 
@@ -125,20 +125,24 @@ pub fn run_pass(
     ctx: &mut PassContext<'_>,
     reporter: &mut dyn Reporter,
 ) -> PassSummary {
-    // Without `expect` there is nothing to be stale against.
+    // Without `expect` there is nothing to be stale against; two resources
+    // managing one object (`Refused::Shared`) leave an empty summary: a
+    // check's revert (the caller) then has no outcome for either.
     run_pass_with(catalogue, ctx, reporter, &PassOptions::default()).unwrap_or_default()
 }
 
 /// [`run_pass`] over the part of `catalogue` that `options` selects, and,
 /// when `options.expect` holds a saved plan's fingerprints, only if every
 /// selected resource is observed as the plan saw it: otherwise nothing is
-/// changed and the differences come back as [`Stale`].
+/// changed and the differences come back as [`Refused::Stale`]. Resources
+/// that manage one object under two names are refused before anything is
+/// changed, in a plan too ([`Refused::Shared`]).
 pub fn run_pass_with(
     catalogue: &Catalogue,
     ctx: &mut PassContext<'_>,
     reporter: &mut dyn Reporter,
     options: &PassOptions,
-) -> Result<PassSummary, Stale> {
+) -> Result<PassSummary, Refused> {
     let started = Instant::now();
     let selected: Vec<&Resource> = catalogue
         .resources
@@ -206,6 +210,22 @@ pub fn run_pass_with(
             .filter(|&i| observations.trusted(i))
             .count() as u64
     });
+    // Two resources managing one object under two names: nothing is done.
+    let shared = observations.shared(&selected);
+    if !shared.is_empty() {
+        return Err(Refused::Shared(Shared {
+            shared: shared
+                .into_iter()
+                .map(|(object, at)| {
+                    let ids = at
+                        .iter()
+                        .filter_map(|&i| selected.get(i))
+                        .map(|r| r.id.clone());
+                    (object, ids.collect())
+                })
+                .collect(),
+        }));
+    }
     // Before anything is written (observation reads no staging directory).
     if ctx.mode == Mode::Apply {
         sweep_stale_staging(&observations, ctx.host);

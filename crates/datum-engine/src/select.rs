@@ -73,6 +73,43 @@ pub struct Stale {
     pub changed: Vec<(ResourceId, String)>,
 }
 
+/// Resources of one kind that manage one object on the host under
+/// different names (a Service's unit and an alias of it, one `Id` to
+/// systemd): each pass would act on it twice, as two declarations. The
+/// pass changes nothing; the catalogue cannot see it (the names differ
+/// until the host resolves them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe_shared(.shared))]
+pub struct Shared {
+    /// `(the object, the resources managing it)`, in catalogue order.
+    pub shared: Vec<(String, Vec<ResourceId>)>,
+}
+
+fn describe_shared(shared: &[(String, Vec<ResourceId>)]) -> String {
+    shared
+        .iter()
+        .map(|(object, ids)| {
+            let names: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            format!(
+                "{} manage one {object} on this host (its name and another name of it): declare it once",
+                names.join(" and ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why a pass changed nothing and reported no resource.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// A saved plan no longer matches the host.
+    #[error(transparent)]
+    Stale(#[from] Stale),
+    /// Two resources manage one object (see [`Shared`]).
+    #[error(transparent)]
+    Shared(#[from] Shared),
+}
+
 fn describe(changed: &[(ResourceId, String)]) -> String {
     changed
         .iter()
@@ -278,7 +315,9 @@ mod tests {
             expect: Some(BTreeMap::from([(id("c"), Some("0".repeat(64)))])),
             ..only_c.clone()
         };
-        let err = run(&stale).unwrap_err();
+        let Err(Refused::Stale(err)) = run(&stale) else {
+            panic!("not stale")
+        };
         assert_eq!(
             err.changed,
             [(id("c"), "what is on the host changed".to_owned())]

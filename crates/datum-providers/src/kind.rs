@@ -56,6 +56,11 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// See [`Provider::observed_identity`]. Pure.
+    fn observed_identity(&self, _observed: &Observed) -> Option<String> {
+        None
+    }
+
     /// See [`Provider::refuses_unless_changed_first`]. Pure.
     fn refuses_unless_changed_first(
         &self,
@@ -294,6 +299,10 @@ impl<T: Kind> Provider for T {
 
     fn refuses(&self, d: &Declared<'_>, observed: &Observed) -> Option<String> {
         Kind::refuses(self, declaration::<T>(d).ok()?, observed)
+    }
+
+    fn observed_identity(&self, observed: &Observed) -> Option<String> {
+        Kind::observed_identity(self, observed)
     }
 
     fn refuses_unless_changed_first(

@@ -448,6 +448,17 @@ pub trait Provider: Send + Sync {
     /// shows, and what `stage` and `activate` carry out). Pure.
     fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff;
 
+    /// What the resource manages on the host as the observation names it,
+    /// when another name can reach the same object (a Service's unit
+    /// through an alias: systemd's `Id`). Two resources of one kind with
+    /// one identity are refused by the pass before anything is applied, as
+    /// the catalogue refuses two that claim one name. `None` (the default):
+    /// the kind's names are its objects, and the catalogue's claims cover
+    /// it. Pure.
+    fn observed_identity(&self, _observed: &Observed) -> Option<String> {
+        None
+    }
+
     /// Why the change a plan found cannot be made to what was observed, when
     /// that is certain before anything is staged (`None`: nothing says it
     /// cannot): `datum plan` then reports the change as one that would fail

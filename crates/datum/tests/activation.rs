@@ -507,3 +507,54 @@ testbed_test!(a_sensitive_member_hides_the_group_validators_output, {
     );
     assert_contains(&open.datum(&["apply"]).stdout(), CANARY);
 });
+
+/// An alias of a unit, as Debian's `sshd.service` is of `ssh.service`: a
+/// link in /etc/systemd/system, removed when dropped.
+struct AliasLink(&'static str);
+
+impl Drop for AliasLink {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(Path::new("/etc/systemd/system").join(self.0));
+        let _ = within::systemctl(&["daemon-reload"]);
+    }
+}
+
+// `Service[ssh]` and `Service[sshd]` pass lint (two names) but are one unit
+// to systemd (`Id`), which each pass would start and stop in turn. Plan and
+// apply refuse them, naming both, and change nothing (exit 1).
+testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
+    let unit = TestUnit::install(
+        "datum-it-real.service",
+        "[Service]\nExecStart=/bin/sleep infinity\n",
+    );
+    std::os::unix::fs::symlink(
+        "/etc/systemd/system/datum-it-real.service",
+        "/etc/systemd/system/datum-it-alias.service",
+    )
+    .unwrap();
+    let alias = AliasLink("datum-it-alias.service");
+    within::systemctl_ok(&["daemon-reload"]);
+    assert_eq!(
+        within::property("datum-it-alias.service", "Id"),
+        "datum-it-real.service"
+    );
+    let repo = Repo::new(
+        "datum: v1alpha1\ntype: Service\nname: datum-it-real\ndesired:\n  state: running\n\
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-alias\ndesired:\n  state: stopped\n",
+    );
+    repo.datum(&["lint"]).assert_exit(0);
+    for (command, done) in [
+        ("plan", "nothing was planned"),
+        ("apply", "nothing was applied"),
+    ] {
+        let out = repo.datum(&[command]);
+        out.assert_exit(1);
+        let err = out.stderr();
+        assert_contains(&err, "Service[datum-it-real] and Service[datum-it-alias]");
+        assert_contains(&err, "unit datum-it-real.service");
+        assert_contains(&err, done);
+    }
+    assert_eq!(within::property(unit.name(), "ActiveState"), "inactive");
+    drop(alias);
+    drop(unit);
+});

@@ -209,6 +209,10 @@ fn observation(unit: &str, status: &UnitStatus) -> Observed {
     };
     let mut fields = BTreeMap::new();
     fields.insert("unit".to_owned(), json!(unit));
+    // Only for an alias (see the masked field below for why only then).
+    if !status.id.is_empty() && status.id != unit {
+        fields.insert("id".to_owned(), json!(status.id));
+    }
     fields.insert("state".to_owned(), json!(status.state_word()));
     fields.insert("enabled".to_owned(), json!(status.is_enabled()));
     // Only when masked: an observation's fields are what an accepted one
@@ -435,6 +439,21 @@ impl Kind for ServiceProvider {
             changes,
             content: None,
         }
+    }
+
+    /// The unit systemd manages under the declared name (its `Id`): an
+    /// alias's is the unit it stands for, which another Service may manage
+    /// under its own name. A unit systemd does not know has none.
+    fn observed_identity(&self, observed: &Observed) -> Option<String> {
+        if observed.presence == Presence::Absent {
+            return None;
+        }
+        let id = observed
+            .fields
+            .get("id")
+            .or_else(|| observed.fields.get("unit"))?
+            .as_str()?;
+        Some(format!("unit {id}"))
     }
 
     /// A masked unit declared running or enabled: the apply refuses it (see
@@ -683,6 +702,35 @@ mod tests {
         assert!(!o.fields.contains_key("masked"));
         let r = resource(json!({"state": "running", "enabled": true}));
         assert!(Provider::refuses(&p, &Provider::declare(&p, &r).unwrap(), &o).is_none());
+    }
+
+    /// systemd's `Id` names the unit an alias stands for (`sshd.service`
+    /// is `ssh.service`): that is what two Services must not share.
+    #[test]
+    fn the_identity_is_the_unit_an_alias_stands_for() {
+        let p = ServiceProvider;
+        let status = |id: &str| UnitStatus {
+            id: id.into(),
+            load_state: "loaded".into(),
+            active_state: "active".into(),
+            ..UnitStatus::default()
+        };
+        let alias = observation("sshd.service", &status("ssh.service"));
+        let own = observation("ssh.service", &status("ssh.service"));
+        assert_eq!(alias.fields["id"], json!("ssh.service"));
+        assert!(!own.fields.contains_key("id"), "only an alias has one");
+        for o in [&alias, &own] {
+            assert_eq!(
+                Provider::observed_identity(&p, o).as_deref(),
+                Some("unit ssh.service")
+            );
+        }
+        let missing = UnitStatus {
+            load_state: "not-found".into(),
+            ..status("nosuch.service")
+        };
+        let o = observation("nosuch.service", &missing);
+        assert_eq!(Provider::observed_identity(&p, &o), None);
     }
 
     #[test]

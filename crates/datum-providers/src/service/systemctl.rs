@@ -47,6 +47,9 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 /// One reading of a unit, from `systemctl show`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UnitStatus {
+    /// The unit's own name (`Id`): the one asked for, or the unit it is an
+    /// alias of (`sshd.service` is `ssh.service` on Debian).
+    pub id: String,
     /// `loaded`, `not-found`, `bad-setting`, `error`, `masked`.
     pub load_state: String,
     /// `active`, `reloading`, `inactive`, `failed`, `activating`, `deactivating`.
@@ -80,6 +83,7 @@ impl UnitStatus {
             .collect();
         let get = |key: &str| map.get(key).map(|v| (*v).to_owned());
         Ok(UnitStatus {
+            id: get("Id").unwrap_or_default(),
             load_state: get("LoadState").ok_or("LoadState")?,
             active_state: get("ActiveState").ok_or("ActiveState")?,
             sub_state: get("SubState").unwrap_or_default(),

@@ -157,12 +157,23 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         skip,
     };
     let color = context::use_color(global);
-    let stale = |e: datum_engine::Stale| -> anyhow::Error {
-        let file = request.saved.map_or(Path::new(""), |(_, f)| f);
-        anyhow::anyhow!(
-            "the saved plan {} is stale: {e}; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
-            file.display()
-        )
+    let stale = |e: datum_engine::Refused| -> anyhow::Error {
+        match e {
+            datum_engine::Refused::Stale(e) => {
+                let file = request.saved.map_or(Path::new(""), |(_, f)| f);
+                anyhow::anyhow!(
+                    "the saved plan {} is stale: {e}; nothing was applied. Make a new plan with `datum plan --out FILE` and review it",
+                    file.display()
+                )
+            }
+            datum_engine::Refused::Shared(e) => anyhow::anyhow!(
+                "{e}; nothing was {}",
+                match mode {
+                    Mode::Plan => "planned",
+                    Mode::Apply => "applied",
+                }
+            ),
+        }
     };
     let summary = match global.output {
         // Streamed resource by resource while the pass runs: the same text
