@@ -405,6 +405,9 @@ testbed_test!(
         within::write(DROP_IN, "[Service]\nEnvironment=FOO=v1\n");
         within::systemctl_ok(&["daemon-reload"]);
         within::systemctl_ok(&["start", unit.name()]);
+        // `start` returns once the process is forked: a restart before its
+        // shell wrote its line kills it unwritten (seen once under load).
+        assert_eq!(log_of(LOG, 1).trim(), "start v1");
         let spec = service::spec(&resource(
             "datum-it-dropin",
             json!({"state": "running", "settle": "1s"}),
