@@ -208,6 +208,24 @@ struct Host {
 }
 
 impl Host {
+    /// A fleet client with this host's credentials (its report.yaml), to
+    /// post reports by hand.
+    fn client(&self) -> datum_fleet::client::Client {
+        let path = self.root.join("etc/datum/report.yaml");
+        let credentials = datum_fleet::credentials::Credentials::parse(
+            &path,
+            &std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
+        datum_fleet::client::Client::new(
+            &credentials.server,
+            &credentials.ca_pem,
+            &credentials.token,
+            datum_fleet::client::Timeouts::default(),
+        )
+        .unwrap()
+    }
+
     fn run(&self, repo: &Path, args: &[&str]) -> Output {
         datum()
             .arg("--repo")
@@ -1139,19 +1157,7 @@ fn daily_aggregates_older_than_the_retention_are_removed() {
     .unwrap();
     server.start();
     let h = server.host(t.path(), "web-1", &[], &[]);
-    let path = h.root.join("etc/datum/report.yaml");
-    let credentials = datum_fleet::credentials::Credentials::parse(
-        &path,
-        &std::fs::read_to_string(&path).unwrap(),
-    )
-    .unwrap();
-    let client = datum_fleet::client::Client::new(
-        &credentials.server,
-        &credentials.ca_pem,
-        &credentials.token,
-        datum_fleet::client::Timeouts::default(),
-    )
-    .unwrap();
+    let client = h.client();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -1291,19 +1297,7 @@ fn a_report_far_over_the_limit_is_refused_not_retried() {
     .unwrap();
     server.start();
     let h = server.host(t.path(), "web-1", &[], &[]);
-    let path = h.root.join("etc/datum/report.yaml");
-    let credentials = datum_fleet::credentials::Credentials::parse(
-        &path,
-        &std::fs::read_to_string(&path).unwrap(),
-    )
-    .unwrap();
-    let client = datum_fleet::client::Client::new(
-        &credentials.server,
-        &credentials.ca_pem,
-        &credentials.token,
-        datum_fleet::client::Timeouts::default(),
-    )
-    .unwrap();
+    let client = h.client();
     let body = format!("{{\"padding\":\"{}\"}}", "x".repeat(2 * 1024 * 1024));
     for _ in 0..3 {
         match client.post_report(&format!("{:032x}", 1), body.as_bytes(), 0, 0) {
