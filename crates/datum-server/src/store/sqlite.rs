@@ -24,6 +24,16 @@ use super::{Backend, Migrations, Phases, Row, Step, Stmt, StoreError, Val, sqlit
 
 const NAME: &str = "sqlite";
 
+/// The size the write-ahead log is cut back to once SQLite starts it again
+/// (`PRAGMA journal_size_limit`), as the host's state store does. A
+/// checkpoint cannot start the log again while a reader holds an older
+/// snapshot (`sqlite3 fleet.db` or a backup open during ingest), and a
+/// large transaction (retention after a long stop, a migration) writes a
+/// large log; SQLite reuses the file from its start but never makes it
+/// shorter unless told, so the server's folder kept the largest log it
+/// ever had. Twice what one checkpoint interval (1,000 pages) writes.
+pub(crate) const JOURNAL_SIZE_LIMIT: u64 = 8 << 20;
+
 /// The SQLite store.
 #[derive(Clone)]
 pub struct SqliteBackend {
@@ -57,9 +67,10 @@ impl SqliteBackend {
         let mut conn = Connection::open_with_flags(path, flags).map_err(db_error("cannot open"))?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db_error("cannot set the busy timeout"))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-        )
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+             PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
+        ))
         .map_err(db_error("cannot set pragmas"))?;
         // Ingest uses a few dozen statements (multi-row ones per row count).
         conn.set_prepared_statement_cache_capacity(256);
@@ -252,5 +263,52 @@ impl Backend for SqliteBackend {
 
     async fn rows(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
         self.blocking(move |conn| run_rows(conn, &stmt)).await
+    }
+}
+
+#[cfg(test)]
+// The test reads the size of the log file it made in its own temp folder.
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    /// A reader that holds its snapshot keeps SQLite from starting its log
+    /// again, so the write-ahead log grows while it lasts; SQLite then
+    /// reuses the file from its start but never makes it shorter, so the
+    /// server's folder kept the largest log it ever had. It goes back to
+    /// JOURNAL_SIZE_LIMIT once the reader is done.
+    #[tokio::test]
+    async fn the_log_shrinks_back_once_a_reader_that_held_it_is_done() {
+        const SCHEMA: Migrations = &[(1, "t", "CREATE TABLE t (v TEXT NOT NULL)")];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.db");
+        let backend = SqliteBackend::open(&path, SCHEMA).unwrap();
+        let write = |n: usize| {
+            let backend = backend.clone();
+            async move {
+                for _ in 0..n {
+                    backend
+                        .execute(vec![Stmt::new(
+                            "INSERT INTO t (v) VALUES ($1)",
+                            vec!["x".repeat(6000).into()],
+                        )])
+                        .await
+                        .unwrap();
+                }
+            }
+        };
+        let reader = Connection::open(&path).unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM t;")
+            .unwrap();
+        write(2_000).await;
+        let wal = dir.path().join("fleet.db-wal");
+        let held = std::fs::metadata(&wal).unwrap().len();
+        assert!(held > 3 * JOURNAL_SIZE_LIMIT, "{held}");
+        reader.execute_batch("ROLLBACK").unwrap();
+        drop(reader);
+        write(5).await;
+        let after = std::fs::metadata(&wal).unwrap().len();
+        assert!(after <= JOURNAL_SIZE_LIMIT, "{held} -> {after}");
     }
 }
