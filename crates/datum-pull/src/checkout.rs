@@ -160,7 +160,16 @@ pub fn write(
     into: Dir,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<TreeWritten, PullError> {
-    let listing = cache.listing(commit_id)?;
+    // A listing past the bound is the tree's doing (the same on every
+    // host), not a failure of this one: refused as the revision's fault.
+    let listing = cache.listing(commit_id).map_err(|e| match e {
+        crate::git::GitError::TooLarge { limit, .. } => bad_tree(format!(
+            "its tree lists more than {} MiB of paths (`git ls-tree -r`; some {} files at 100 bytes a path), more than datum pull writes as a checkout",
+            limit >> 20,
+            limit / 100
+        )),
+        other => PullError::Git(other),
+    })?;
     let entries =
         parse_listing(&listing).map_err(|detail| bad_tree(format!("git ls-tree gave {detail}")))?;
     if let Some(reserved) = entries.iter().find(|e| top_path(e) == MARKER.as_bytes()) {

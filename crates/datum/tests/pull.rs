@@ -2260,6 +2260,68 @@ fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
 }
 
 #[test]
+fn a_tree_listing_past_the_bound_is_refused_as_the_revisions_fault() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    // A signed tree whose `git ls-tree -r` is over 64 MiB from three small
+    // tree objects: a folder of 1,100 files, named 1,100 times (1.2 million
+    // paths, some 80 MB listed).
+    let blob = bed.git_input(&["hash-object", "-w", "--stdin"], b"x\n");
+    let lines = |kind: &str, id: &str, prefix: &str| -> String {
+        (0..1100)
+            .map(|i| format!("{kind} {id}\t{prefix}{i:04}\n"))
+            .collect()
+    };
+    let inner = bed.git_input(&["mktree"], lines("100644 blob", &blob, "f").as_bytes());
+    let outer = bed.git_input(&["mktree"], lines("040000 tree", &inner, "d").as_bytes());
+    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
+    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
+    let root = bed.git_input(
+        &["mktree"],
+        format!(
+            "040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n040000 tree {outer}\tbig\n"
+        )
+        .as_bytes(),
+    );
+    let signing = format!("user.signingkey={}", bed.p("keys/alice").display());
+    let big = bed.git(
+        "work",
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &signing,
+            "commit-tree",
+            "-S",
+            "-p",
+            &c1,
+            "-m",
+            "a million paths",
+            &root,
+        ],
+    );
+    bed.git("work", &["reset", "-q", "--soft", &big]);
+    let out = refused(&bed, "its tree lists more than 64 MiB of paths");
+    assert!(
+        out.stderr().contains(&format!("refusing {}", &big[..12]))
+            && out
+                .stderr()
+                .contains(&format!("{} stays deployed", &c1[..12])),
+        "{}",
+        out.stderr()
+    );
+    let out = bed.pull(&["--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["outcome"], "refused", "{json}");
+    assert_eq!(json["reason"], "bad_tree", "{json}");
+    assert_eq!(json["revision"], big.as_str(), "{json}");
+    assert_eq!(bed.checkouts(), vec![c1.clone()]);
+    assert!(!bed.p("root/var/lib/datum/pull/incoming.git").exists());
+}
+
+#[test]
 fn settings_a_pull_cannot_use_are_a_json_refusal_with_the_word_config() {
     if !tools() {
         return;
