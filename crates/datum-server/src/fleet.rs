@@ -995,8 +995,17 @@ impl<B: Backend> Fleet<B> {
         }))
     }
 
-    /// Daily aggregates, remembered keys and recorded deep checks older
-    /// than `days` are removed.
+    /// Daily aggregates and recorded deep checks older than `days` are
+    /// removed, and the idempotency keys of reports no longer kept.
+    ///
+    /// A key is there to recognise a retried delivery. A host's outbox
+    /// sends its reports in order, one at a time, and removes each once the
+    /// server holds it, so what comes again is the host's newest report
+    /// (its reply was lost), which retention keeps (`reports_per_host` is
+    /// at least 1): a key is kept as long as its report. Kept `days` (400)
+    /// instead, a host reporting every minute held about 576,000 of them.
+    /// A report older than those kept that comes again (a state store
+    /// restored from a backup) is stored again as a late report.
     pub async fn prune(&self, now: i64, days: u32) -> Result<(), StoreError> {
         let cutoff = now - i64::from(days) * 86_400;
         self.backend
@@ -1005,7 +1014,13 @@ impl<B: Backend> Fleet<B> {
                     "DELETE FROM daily WHERE day < $1",
                     vec![(now.div_euclid(86_400) - i64::from(days)).into()],
                 ),
-                Stmt::new("DELETE FROM report_keys WHERE at < $1", vec![cutoff.into()]),
+                // Its transaction wrote a key with its report, so a key
+                // this statement sees without one is of a report removed.
+                Stmt::new(
+                    "DELETE FROM report_keys WHERE NOT EXISTS (SELECT 1 FROM reports \
+                     WHERE reports.host = report_keys.host AND reports.key = report_keys.key)",
+                    vec![],
+                ),
                 Stmt::new("DELETE FROM deep_checks WHERE at < $1", vec![cutoff.into()]),
             ])
             .await

@@ -292,9 +292,9 @@ pub async fn accept_loop<B: crate::store::Backend>(
     let grace = app.config.limits.request_timeout;
     let router = crate::api::router(Arc::clone(&app));
     let tasks = tokio_util_tracker();
-    // `retention.daily_days`: daily aggregates and remembered keys older
-    // than that go, now and every hour (every server process does it; the
-    // deletes are the same on each).
+    // `retention.daily_days`: daily aggregates and deep checks older than
+    // that go, and the keys of reports no longer kept, now and every hour
+    // (every server process does it; the deletes are the same on each).
     let pruner = {
         let app = Arc::clone(&app);
         tokio::spawn(async move {

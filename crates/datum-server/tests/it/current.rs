@@ -765,6 +765,49 @@ fn deep_checks_retention() {
     on_both!(deep_checks_go_with_the_daily_aggregates);
 }
 
+/// Every report's idempotency key was kept `retention.daily_days` (400)
+/// days, apart from the report: about 576,000 rows for a host reporting
+/// every minute. A key is there to recognise a retried delivery, and a
+/// host's outbox sends its reports in order, one at a time, each removed
+/// once the server holds it: what comes again is the host's newest report
+/// (its reply lost), whose report is kept. So a key is kept as long as
+/// its report (`reports_per_host`), and the hourly prune removes the rest
+/// (the keys of a removed host's reports too).
+async fn report_keys_are_kept_as_long_as_their_reports<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    f.enroll("web-2", "host", "h2", now).await.unwrap();
+    for seq in 1..=20 {
+        ingest(
+            f,
+            &report("web-1", ReportKind::Check, seq, now + seq as i64 * 60),
+        )
+        .await;
+    }
+    ingest(f, &report("web-2", ReportKind::Check, 1, now)).await;
+    assert!(f.remove("web-2", now + 1).await.unwrap());
+    f.prune(now + 1_300, 400).await.unwrap();
+    assert_eq!(
+        count(f, "SELECT count(*) FROM report_keys WHERE host = 'web-1'").await,
+        5,
+        "the keys of the 5 reports kept"
+    );
+    assert_eq!(count(f, "SELECT count(*) FROM report_keys").await, 5);
+    assert!(
+        !ingest(f, &report("web-1", ReportKind::Check, 20, now + 20 * 60)).await,
+        "the newest report sent again is a duplicate"
+    );
+    assert!(
+        !ingest(f, &report("web-1", ReportKind::Check, 16, now + 16 * 60)).await,
+        "so is any report kept"
+    );
+}
+
+#[test]
+fn report_keys_retention() {
+    on_both!(report_keys_are_kept_as_long_as_their_reports);
+}
+
 /// A host taken out of the fleet (decommissioned, or renamed and enrolled
 /// under its new name) could not be removed: it stayed in every view and
 /// went stale for ever (DatumHostStale firing), its token kept working, its
