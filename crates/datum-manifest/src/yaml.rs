@@ -502,6 +502,8 @@ fn parse_piece(text: &str) -> Piece {
         copied: 0,
         doc_start: 0,
         errors: Vec::new(),
+        ascii: text.is_ascii(),
+        cursor: (0, 0),
         open_entries: Vec::new(),
         open_items: Vec::new(),
     };
@@ -629,6 +631,12 @@ struct Builder<'a> {
     doc_start: usize,
     /// Problems that do not stop the file (duplicate keys, unknown tags).
     errors: Vec<YamlError>,
+    /// Whether `text` is ASCII: a character index is then a byte offset.
+    ascii: bool,
+    /// A character index of `text` and its byte offset, the last one
+    /// [`Builder::byte_offset`] found (values come in order, so finding
+    /// each from the last walks the text once).
+    cursor: (usize, usize),
     /// The entries of the mappings being built, innermost last: each
     /// mapping's own are moved out in one exactly sized list when it ends
     /// (a list per mapping grown by doubling and then shrunk was two or
@@ -661,6 +669,57 @@ impl<'a> Builder<'a> {
                 })
             }
         }
+    }
+
+    /// Where a quoted scalar written at `span` ends: just after its
+    /// closing quote. saphyr's span runs on over the blanks and the comment
+    /// after it to the end of the line (`mode: "0999"  # note`), which a
+    /// message's underline would take in. `None` when the text at `span`
+    /// is not such a scalar (saphyr's end stands then).
+    fn closing_quote(&mut self, span: Span, quote: u8) -> Option<Pos> {
+        let from = self.byte_offset(span.start.index())?;
+        let to = self.byte_offset(span.end.index())?;
+        let written = self.text.get(from..to)?;
+        let bytes = written.as_bytes();
+        if bytes.first() != Some(&quote) {
+            return None;
+        }
+        let mut i = 1;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' if quote == b'"' => i += 2,
+                b if b == quote && quote == b'\'' && bytes.get(i + 1) == Some(&quote) => i += 2,
+                b if b == quote => {
+                    // What follows the quote up to saphyr's end is on the
+                    // quote's line (blanks, a comment).
+                    let after = written.get(i + 1..)?.chars().count();
+                    let end = Pos::from_marker(span.end);
+                    let column = end.column.checked_sub(u32::try_from(after).ok()?)?;
+                    return Some(Pos { column, ..end });
+                }
+                _ => i += 1,
+            }
+        }
+        None
+    }
+
+    /// The byte offset of character `index` of the text (saphyr's markers
+    /// count characters), found from the last one asked for.
+    fn byte_offset(&mut self, index: usize) -> Option<usize> {
+        if self.ascii {
+            return (index <= self.text.len()).then_some(index);
+        }
+        if index < self.cursor.0 {
+            self.cursor = (0, 0);
+        }
+        let (mut chars, mut bytes) = self.cursor;
+        let mut rest = self.text.get(bytes..)?.chars();
+        while chars < index {
+            bytes += rest.next()?.len_utf8();
+            chars += 1;
+        }
+        self.cursor = (chars, bytes);
+        Some(bytes)
     }
 
     fn next_required(&mut self) -> Result<(Event<'a>, Span), YamlError> {
@@ -727,12 +786,17 @@ impl<'a> Builder<'a> {
         Ok(match ev {
             Event::Scalar(text, style, anchor, tag) => {
                 let value = self.scalar(&text, style, tag.as_deref(), span);
+                let end = match style {
+                    ScalarStyle::SingleQuoted => self.closing_quote(span, b'\''),
+                    ScalarStyle::DoubleQuoted => self.closing_quote(span, b'"'),
+                    _ => None,
+                };
                 (
                     anchor,
                     Node {
                         value,
                         start,
-                        end: Pos::from_marker(span.end),
+                        end: end.unwrap_or_else(|| Pos::from_marker(span.end)),
                     },
                 )
             }
@@ -1137,6 +1201,35 @@ mod tests {
         assert_eq!(loc.start, Pos { line: 4, column: 7 });
         assert_eq!(loc.end, Pos { line: 4, column: 9 });
         assert!(doc.entry_at(&["desired".into(), "nope".into()]).is_none());
+    }
+
+    #[test]
+    fn a_quoted_value_ends_at_its_closing_quote_not_at_a_comment_after_it() {
+        // (text, the value of `a`'s end column); saphyr's own span ran to
+        // the end of the line, over the blanks and the comment.
+        let cases = [
+            ("a: \"0999\"  # world-readable\nb: 1\n", 10),
+            ("a: \"0999\"\n", 10),
+            ("a: '09'\t# c\n", 8),
+            ("a: 'it''s' # 'q'\n", 11),
+            ("a: \"x\\\"y\\\\\" # \"q\"\n", 12),
+            ("a: \"é€\"  # ü\n", 8),
+            ("x: é\na: \"0999\"   # c\n", 10),
+        ];
+        for (text, column) in cases {
+            let doc = one(text);
+            let a = &doc.get("a").unwrap().value;
+            let line = text.lines().position(|l| l.starts_with("a:")).unwrap() + 1;
+            assert_eq!(a.end, Pos::at(line, column), "{text:?}: {:?}", a.to_json());
+        }
+        // A value over two lines ends on the second, at its quote.
+        let doc = one("a: \"one\n  two\"  # c\nb: 'x\n  y' # d\n");
+        assert_eq!(doc.get("a").unwrap().value.end, Pos::at(2, 7));
+        assert_eq!(doc.get("b").unwrap().value.end, Pos::at(4, 5));
+        // In a flow mapping too.
+        let doc = one("a: {k: \"v\"  , j: 'w'  }\n");
+        let k = &doc.get("a").unwrap().value.get("k").unwrap().value;
+        assert_eq!((k.start, k.end), (Pos::at(1, 8), Pos::at(1, 11)));
     }
 
     #[test]

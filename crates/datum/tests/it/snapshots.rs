@@ -62,6 +62,19 @@ fn lint_errors_read_like_a_compiler_s() {
 }
 
 #[test]
+fn a_quoted_value_is_underlined_without_the_comment_after_it() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  mode: \"0999\"  # world-readable\n  owner: 'r t'\t# \"q\"\n  content: x\n",
+    );
+    settings(&s).bind(|| {
+        insta::assert_snapshot!(
+            "lint_quoted_value_before_a_comment",
+            transcript(&s.datum(&["lint"]))
+        );
+    });
+}
+
+#[test]
 fn help_text() {
     let s = Sandbox::new();
     insta::assert_snapshot!("help", transcript(&s.datum(&["--help"])));
