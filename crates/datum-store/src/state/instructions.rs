@@ -23,6 +23,10 @@ use rusqlite::{OptionalExtension as _, params};
 use super::{Batch, QuarantineSource, QuarantineTarget, Store, sql};
 use crate::error::StoreError;
 
+/// Confirmed instructions kept at most (the newest; every one not yet
+/// confirmed stays too).
+const INSTRUCTIONS_KEPT: usize = 1_000;
+
 /// One instruction as this host recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceivedInstruction {
@@ -62,6 +66,7 @@ impl Batch<'_> {
         instructions: &[Instruction],
         now: i64,
     ) -> Result<(), StoreError> {
+        let mut received = false;
         for i in instructions {
             let seen: Option<i64> = self
                 .tx
@@ -99,8 +104,30 @@ impl Batch<'_> {
                     ],
                 )
                 .map_err(sql(self.path, "cannot record the server's instruction"))?;
+            received = true;
+        }
+        if received {
+            self.forget_old_instructions()?;
         }
         Ok(())
+    }
+
+    /// Forgets the confirmed instructions beyond the newest
+    /// [`INSTRUCTIONS_KEPT`]. A key is remembered so that one the server
+    /// repeats is carried out once, and the server repeats only what it has
+    /// not seen confirmed: a key it repeats is set unconfirmed again, and
+    /// one not confirmed is never forgotten. Without this every
+    /// instruction a host ever received stayed in the store.
+    fn forget_old_instructions(&self) -> Result<(), StoreError> {
+        self.tx
+            .execute(
+                "DELETE FROM fleet_instructions WHERE reported = 1 AND key NOT IN \
+                 (SELECT key FROM fleet_instructions WHERE reported = 1 \
+                  ORDER BY applied_at DESC, key DESC LIMIT ?1)",
+                [INSTRUCTIONS_KEPT as i64],
+            )
+            .map(drop)
+            .map_err(sql(self.path, "cannot forget old instructions"))
     }
 
     fn carry_out(&self, i: &Instruction, now: i64) -> Result<String, StoreError> {
@@ -244,6 +271,58 @@ mod tests {
         assert_eq!(b.instructions_to_confirm().unwrap().len(), 1);
         b.commit().unwrap();
         assert!(store.quarantine_of(&motd).unwrap().is_none());
+    }
+
+    /// Every instruction a host ever received stayed in `fleet_instructions`
+    /// for good. The rows are there to carry out a key once however often
+    /// the server repeats it, and the server repeats only what it has not
+    /// seen confirmed; the newest INSTRUCTIONS_KEPT confirmed ones stay,
+    /// with every one not confirmed yet.
+    #[test]
+    fn confirmed_instructions_beyond_the_newest_are_forgotten() {
+        let (_dir, mut store) = open();
+        let rounds = INSTRUCTIONS_KEPT + 50;
+        for n in 0..rounds {
+            let b = store.batch().unwrap();
+            b.receive_instructions(
+                &[asked(
+                    &format!("k{n:05}"),
+                    InstructionAction::Release,
+                    "File[x]",
+                )],
+                n as i64,
+            )
+            .unwrap();
+            if n + 1 < rounds {
+                b.instructions_to_confirm().unwrap();
+            }
+            b.commit().unwrap();
+        }
+        let kept = store.received_instructions().unwrap();
+        assert_eq!(
+            kept.len(),
+            INSTRUCTIONS_KEPT + 1,
+            "the newest and the unconfirmed"
+        );
+        assert_eq!(kept[0].key, format!("k{:05}", rounds - 1));
+        assert!(!kept[0].reported);
+        assert_eq!(
+            kept.last().unwrap().key,
+            format!("k{:05}", rounds - 1 - INSTRUCTIONS_KEPT)
+        );
+        // A key still kept, repeated, is only confirmed again.
+        let b = store.batch().unwrap();
+        b.receive_instructions(
+            &[asked(
+                &format!("k{:05}", rounds - 2),
+                InstructionAction::Quarantine,
+                "File[x]",
+            )],
+            rounds as i64,
+        )
+        .unwrap();
+        b.commit().unwrap();
+        assert!(store.quarantined().unwrap().is_empty());
     }
 
     #[test]
