@@ -17,6 +17,7 @@ pub mod classify;
 pub mod cli;
 pub mod codify;
 pub mod config;
+pub mod engine_secrets;
 pub mod error;
 pub mod exit;
 pub mod flatten;

@@ -175,6 +175,14 @@ impl Tofu {
         argv
     }
 
+    /// [`tail`] of a failed command's stderr, with the values of the stack's secret
+    /// variables hidden ([`crate::engine_secrets`]): a provider's error quotes the value it
+    /// rejected, and this text goes to every output.
+    fn tail(&self, stderr: &[u8]) -> String {
+        let secrets = crate::engine_secrets::EngineSecrets::gather(Path::new(&self.chdir));
+        tail(&secrets.hide(&String::from_utf8_lossy(stderr)))
+    }
+
     fn call(&self, runner: &dyn Runner, argv: &[String]) -> Result<CmdOutput, RunError> {
         runner.run(argv).map_err(|error| RunError::Spawn {
             program: self.binary.clone(),
@@ -218,7 +226,7 @@ impl Tofu {
             return Err(RunError::Failed {
                 label: label.to_owned(),
                 code: plan.code,
-                stderr: tail(&plan.stderr),
+                stderr: self.tail(&plan.stderr),
             });
         }
         let json = dir.path().join(if refresh_only {
@@ -240,7 +248,7 @@ impl Tofu {
             return Err(RunError::Failed {
                 label: format!("show -json of the {label}"),
                 code: show.code,
-                stderr: tail(&show.stderr),
+                stderr: self.tail(&show.stderr),
             });
         }
         Ok(SavedPlan { _dir: dir, json })
@@ -258,7 +266,7 @@ impl Tofu {
             return Err(RunError::Failed {
                 label: "apply -refresh-only".to_owned(),
                 code: out.code,
-                stderr: tail(&out.stderr),
+                stderr: self.tail(&out.stderr),
             });
         }
         Ok(())
@@ -269,8 +277,7 @@ impl Tofu {
 /// `Error:` diagnostic and the line after it when there is one (`Error: Error acquiring
 /// the state lock / Error message: resource temporarily unavailable`), else the last three
 /// lines.
-fn tail(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
+fn tail(text: &str) -> String {
     let lines: Vec<&str> = text
         .lines()
         .map(|l| l.trim_start_matches(['│', '╷', '╵', ' ']).trim_end())
@@ -404,16 +411,16 @@ mod tests {
     fn tail_prefers_the_engine_error() {
         let lock = b"\nError: Error acquiring the state lock\n\nError message: resource temporarily unavailable\nLock Info:\n  ID: 2031\n\nTerraform acquires a state lock to protect the state from being written\nflag, but this is not recommended.\n";
         assert_eq!(
-            tail(lock),
+            tail(&String::from_utf8_lossy(lock)),
             "Error: Error acquiring the state lock / Error message: resource temporarily unavailable"
         );
         let boxed = "\u{256d}\n\u{2502} Error: Inconsistent dependency lock file\n\u{2502} \n\u{2502} The following dependency selections recorded\n\u{2575}\n";
         assert_eq!(
-            tail(boxed.as_bytes()),
+            tail(boxed),
             "Error: Inconsistent dependency lock file / The following dependency selections recorded"
         );
-        assert_eq!(tail(b"a\nb\nc\nd\n"), "b / c / d");
-        assert_eq!(tail(b""), "(no error output)");
+        assert_eq!(tail("a\nb\nc\nd\n"), "b / c / d");
+        assert_eq!(tail(""), "(no error output)");
     }
 
     #[test]

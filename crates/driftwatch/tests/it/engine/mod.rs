@@ -19,6 +19,7 @@
 mod categories;
 mod codify;
 mod copies;
+mod errors;
 mod many;
 
 use std::path::{Path, PathBuf};
