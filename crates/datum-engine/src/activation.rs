@@ -8,6 +8,7 @@
 //! reload leaves it owed, and the next pass validates and performs it.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 use datum_catalog::Catalogue;
 use datum_core::{Action, FieldChange, Intent, Origin, Outcome, Phase, Resource, ResourceId};
@@ -61,6 +62,22 @@ fn merge(slot: &mut (OwedAction, Vec<String>), action: OwedAction, reasons: &[St
             slot.1.push(r.clone());
         }
     }
+}
+
+/// Why a service owes an activation when `id` changed (as the state store
+/// keeps it).
+fn changed_reason(id: &ResourceId) -> String {
+    format!("{id} changed")
+}
+
+/// The host path a resource's declaration claims, if its kind has one.
+fn claimed_path(catalogue: &Catalogue, registry: &Registry, id: &ResourceId) -> Option<PathBuf> {
+    let resource = catalogue.get(id)?;
+    let claim = registry
+        .lookup(&id.kind)?
+        .paths()?
+        .claim(&|field| resource.desired.get(field))?;
+    Some(PathBuf::from(claim.path))
 }
 
 fn verb(action: OwedAction) -> &'static str {
@@ -156,7 +173,7 @@ impl Notifications {
         let Some(targets) = self.by_notifier.get(&resource.id) else {
             return Ok(());
         };
-        let reason = format!("{} changed", resource.id);
+        let reason = changed_reason(&resource.id);
         for (service, action) in targets {
             let slot = self
                 .owed
@@ -235,6 +252,7 @@ impl Notifications {
             return Vec::new();
         };
         let mut owed = self.owed.remove(&resource.id);
+        let this_pass: Vec<String> = owed.as_ref().map(|o| o.1.clone()).unwrap_or_default();
         if let Some(store) = ctx.store.as_deref()
             && let Ok(list) = store.owed_reloads()
         {
@@ -309,6 +327,20 @@ impl Notifications {
             };
             return reports;
         }
+        // What an earlier pass changed and still owes this activation for
+        // (it was killed, or the activation failed) is noted as written, as
+        // this pass's own changes were when they went live: a unit file or
+        // drop-in among it is loaded before the unit acts.
+        let carried: Vec<PathBuf> = activated
+            .members
+            .iter()
+            .filter(|id| {
+                let reason = changed_reason(id);
+                reasons.contains(&reason) && !this_pass.contains(&reason)
+            })
+            .filter_map(|id| claimed_path(catalogue, ctx.registry, id))
+            .collect();
+        datum_providers::common::after_writing(ctx.host, &carried);
         let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
             Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
             None => Ok(()),

@@ -39,7 +39,6 @@ use datum_core::{
     Action, Diff, FieldChange, Intent, Observed, Outcome, Phase, Presence, Resource, ResourceId,
 };
 use datum_host::Host;
-use datum_providers::common::account_files;
 use datum_providers::{Activated, ProviderError, Registry, Staging};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
@@ -866,7 +865,9 @@ fn run_resource_staged(
     let mut activated = false;
     // What each part may write: when it is an account file or a folder
     // above one, the pass reads the account files again after it, whatever
-    // the kind (a later File owned by an account the new passwd defines).
+    // the kind (a later File owned by an account the new passwd defines);
+    // when it is a unit file or drop-in, systemd reloads before the next
+    // unit acts.
     let written = provider
         .paths()
         .map(|p| p.managed_paths(declared))
@@ -883,7 +884,7 @@ fn run_resource_staged(
         }
         activated = true;
         let part = provider.activate(host, declared, staging);
-        account_files::after_writing(host, &written);
+        datum_providers::common::after_writing(host, &written);
         match part {
             Ok(Activated::Done) => break,
             Ok(Activated::Next(next)) => staging = next,

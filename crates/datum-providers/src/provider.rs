@@ -519,7 +519,8 @@ pub trait Provider: Send + Sync {
     /// turn. A failure leaves the live object (or the part being written) as
     /// it was. A kind need not say that it wrote an account file: after each
     /// part the caller drops the pass's parsed account files when the
-    /// managed paths reach them (`common::account_files::after_writing`).
+    /// managed paths reach them, and has systemd reload before a unit acts
+    /// when they reach a unit folder (`common::after_writing`).
     fn activate(
         &self,
         host: &Host,
@@ -572,8 +573,9 @@ pub trait Provider: Send + Sync {
                 return Err(rejection.into());
             }
             let part = self.activate(host, &d, staging);
-            // As the engine does: new account files are read again.
-            crate::common::account_files::after_writing(host, &written);
+            // As the engine does: new account files are read again, a new
+            // unit file is loaded before a unit acts.
+            crate::common::after_writing(host, &written);
             match part? {
                 Activated::Done => return Ok(()),
                 Activated::Next(next) => staging = next,

@@ -54,6 +54,7 @@ pub mod desired;
 pub mod error;
 pub mod settle;
 pub mod systemctl;
+pub mod unit_files;
 
 use std::collections::BTreeMap;
 
@@ -164,15 +165,25 @@ pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErr
 /// activation may be the unit's own file or a drop-in (`restart_on` a File
 /// in `nginx.service.d/`): without a `daemon-reload` first, systemd restarts
 /// the unit with the definition it loaded before, and nothing later reloads
-/// it (the unit runs, so every later pass finds it converged).
+/// it (the unit runs, so every later pass finds it converged). systemd's
+/// `NeedDaemonReload` misses a file rewritten within one tick of the file
+/// system's clock, so a unit file this pass wrote is reloaded whatever it
+/// says (see [`unit_files`]).
 fn current_status(host: &Host, unit: &str) -> Result<UnitStatus, ServiceError> {
     let status = systemctl::show(host, unit)?;
-    if !status.need_daemon_reload {
+    if !status.need_daemon_reload && !unit_files::owed(host) {
         check_loaded(host, unit, &status)?;
         return Ok(status);
     }
-    systemctl::daemon_reload(host, unit)?;
+    daemon_reload(host, unit)?;
     loaded_status(host, unit)
+}
+
+/// `systemctl daemon-reload`, which loads every unit file written so far.
+fn daemon_reload(host: &Host, unit: &str) -> Result<(), ServiceError> {
+    systemctl::daemon_reload(host, unit)?;
+    unit_files::reloaded(host);
+    Ok(())
 }
 
 /// Reads the unit and refuses one systemd does not know or could not load.
@@ -491,8 +502,8 @@ impl Kind for ServiceProvider {
         let mut status = systemctl::show(host, unit)?;
         // A unit file written earlier in this pass (or a unit installed by a
         // package just now) is only seen after systemd re-reads its files.
-        if status.need_daemon_reload || status.load_state == "not-found" {
-            systemctl::daemon_reload(host, unit)?;
+        if status.need_daemon_reload || status.load_state == "not-found" || unit_files::owed(host) {
+            daemon_reload(host, unit)?;
             status = systemctl::show(host, unit)?;
         }
         if status.load_state == "not-found" && missing_satisfies(spec) {
