@@ -127,6 +127,22 @@ impl Handled {
 }
 
 impl Policies<'_> {
+    /// The start of the longest flap window of any class (a class not
+    /// declared has the default's): reverts older than that are read by
+    /// no class's flap detection.
+    fn revert_log_since(&self) -> i64 {
+        let longest = self
+            .classes
+            .classes
+            .values()
+            .map(|c| c.flap_window)
+            .chain([ClassSpec::default_named("").flap_window])
+            .max()
+            .unwrap_or_default();
+        self.now
+            .saturating_sub(i64::try_from(longest.as_secs()).unwrap_or(i64::MAX))
+    }
+
     /// What was done about each finding, in order.
     pub(crate) fn apply(&mut self, findings: &[CheckFinding]) -> Result<Vec<Handled>, CheckError> {
         let mut actions: Vec<Handled> = vec![Handled::reported(); findings.len()];
@@ -211,6 +227,7 @@ impl Policies<'_> {
                 continue;
             }
             let window_start = self.now - spec.flap_window.as_secs() as i64;
+            let log_since = self.revert_log_since();
             let store = &mut *self.store;
             let (id, now) = (&f.id, self.now);
             // Both count this decision among the reverts of the window. A
@@ -225,7 +242,7 @@ impl Policies<'_> {
                 decision,
                 Decision::BackOff { would: false, .. } | Decision::Escalate { would: false }
             ) {
-                store.record_revert(id, now, window_start)?;
+                store.record_revert(id, now, window_start, log_since)?;
             }
             let handling = decision.handling();
             let action = match &decision {
@@ -273,7 +290,12 @@ impl Policies<'_> {
                 if outcome.handling == Handling::Reverted
                     && let Some(&window_start) = windows.get(&id)
                 {
-                    self.store.record_revert(&id, self.now, window_start)?;
+                    self.store.record_revert(
+                        &id,
+                        self.now,
+                        window_start,
+                        self.revert_log_since(),
+                    )?;
                 }
                 handled.insert(id, outcome);
             }

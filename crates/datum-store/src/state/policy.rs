@@ -12,10 +12,6 @@ use serde::{Deserialize, Serialize};
 use super::{Batch, Store, malformed, sql, u64_from_sql};
 use crate::error::StoreError;
 
-/// Revert rows older than this are deleted when a new revert is recorded:
-/// flap detection looks at hours or days, not months.
-const REVERT_LOG_SECONDS: i64 = 30 * 24 * 3600;
-
 /// The stored text for a whole-host quarantine. Resource ids always have the
 /// `Kind[name]` shape, so this cannot collide with one.
 const HOST_TARGET: &str = "(host)";
@@ -187,11 +183,14 @@ impl Batch<'_> {
 
     /// Logs one revert of `id` at `at` and returns how many reverts of `id`
     /// the log holds since `window_start` (this one included).
+    ///
+    /// `log_since`: the start of the longest flap window of any class.
     pub fn record_revert(
         &self,
         id: &ResourceId,
         at: i64,
         window_start: i64,
+        log_since: i64,
     ) -> Result<u64, StoreError> {
         let err = || sql(self.path, "cannot record revert");
         let key = id.to_string();
@@ -201,11 +200,16 @@ impl Batch<'_> {
                 params![key, at],
             )
             .map_err(err())?;
+        // What no flap window reads: this resource's reverts before its
+        // window, anyone's before the longest window.
         self.tx
             .execute(
-                "DELETE FROM reverts WHERE at < ?1",
-                [at.saturating_sub(REVERT_LOG_SECONDS)],
+                "DELETE FROM reverts WHERE resource = ?1 AND at < ?2",
+                params![key, window_start],
             )
+            .map_err(err())?;
+        self.tx
+            .execute("DELETE FROM reverts WHERE at < ?1", [log_since])
             .map_err(err())?;
         self.tx
             .query_row(
@@ -364,8 +368,9 @@ impl Store {
         id: &ResourceId,
         at: i64,
         window_start: i64,
+        log_since: i64,
     ) -> Result<u64, StoreError> {
-        self.write(|b| b.record_revert(id, at, window_start))
+        self.write(|b| b.record_revert(id, at, window_start, log_since))
     }
 }
 
@@ -385,8 +390,8 @@ mod tests {
         let motd = ResourceId::new("File", "motd");
         let other = ResourceId::new("File", "other");
         for at in 1..=5 {
-            store.record_revert(&motd, at, 0).unwrap();
-            store.record_revert(&other, at, 0).unwrap();
+            store.record_revert(&motd, at, 0, 0).unwrap();
+            store.record_revert(&other, at, 0, 0).unwrap();
         }
         let t = QuarantineTarget::Resource(motd.clone());
         // Not quarantined: nothing released, the count stands.
@@ -399,6 +404,49 @@ mod tests {
         assert_eq!(store.reverts_since(&motd, 0).unwrap(), 0);
         // Another resource's count is its own.
         assert_eq!(store.reverts_since(&other, 0).unwrap(), 5);
+    }
+
+    /// Reverts were kept 30 days whatever the flap window: a class with a
+    /// 60-day window counted only the last 30 days (a flapping resource
+    /// was never quarantined), and one with an hour's kept 30 days of rows
+    /// it never reads. A resource's reverts older than its window go when
+    /// it is reverted again, and every revert older than the longest window
+    /// of any class.
+    #[test]
+    fn the_revert_log_keeps_what_the_flap_windows_read() {
+        let (_dir, mut store) = open();
+        const DAY: i64 = 86_400;
+        let (slow, fast) = (
+            ResourceId::new("File", "slow"),
+            ResourceId::new("File", "fast"),
+        );
+        // `slow`'s class has a 60-day window, `fast`'s an hour.
+        let longest = |now: i64| now - 60 * DAY;
+        let slow_revert = |store: &mut Store, at: i64| {
+            store
+                .record_revert(&slow, at, at - 60 * DAY, longest(at))
+                .unwrap()
+        };
+        assert_eq!(slow_revert(&mut store, 0), 1);
+        assert_eq!(slow_revert(&mut store, 31 * DAY), 2);
+        for n in 0..100 {
+            let at = 40 * DAY + n * 2 * 3600;
+            assert_eq!(
+                store
+                    .record_revert(&fast, at, at - 3600, longest(at))
+                    .unwrap(),
+                1
+            );
+        }
+        assert_eq!(slow_revert(&mut store, 45 * DAY), 3, "three within 60 days");
+        let rows = |store: &Store, id: &ResourceId| store.reverts_since(id, i64::MIN).unwrap();
+        assert_eq!(rows(&store, &fast), 1, "only what an hour's window reads");
+        assert_eq!(rows(&store, &slow), 3);
+        // A year on, a revert of another resource forgets `slow`'s.
+        store
+            .record_revert(&fast, 400 * DAY, 400 * DAY - 3600, longest(400 * DAY))
+            .unwrap();
+        assert_eq!(rows(&store, &slow), 0);
     }
 
     #[test]
@@ -493,9 +541,9 @@ mod tests {
         let (_dir, mut store) = open();
         let a = ResourceId::new("File", "a");
         let b = ResourceId::new("File", "b");
-        assert_eq!(store.record_revert(&a, 100, 0).unwrap(), 1);
-        assert_eq!(store.record_revert(&b, 150, 0).unwrap(), 1);
-        assert_eq!(store.record_revert(&a, 200, 0).unwrap(), 2);
-        assert_eq!(store.record_revert(&a, 300, 150).unwrap(), 2);
+        assert_eq!(store.record_revert(&a, 100, 0, 0).unwrap(), 1);
+        assert_eq!(store.record_revert(&b, 150, 0, 0).unwrap(), 1);
+        assert_eq!(store.record_revert(&a, 200, 0, 0).unwrap(), 2);
+        assert_eq!(store.record_revert(&a, 300, 150, 0).unwrap(), 2);
     }
 }
