@@ -114,6 +114,66 @@ pub(crate) fn remove_if_same(
     }
 }
 
+/// Opens the folder `name` that Datum has just made in `dir`
+/// (`mkdirat(dir, name, 0700)`), for reading, and makes sure it is that
+/// folder: the kernel gives no handle on what `mkdirat` made, and whoever
+/// can write to `dir` may swap the new folder for a link, or a folder of
+/// their own, before it is opened. What is opened must be a directory
+/// (never through a link), owned by this process's user, that nobody else
+/// may use (no group or other bits) and empty: no one but this user can
+/// have made such a folder or put anything in it, so it is as private as
+/// the one just made (at worst, another Datum made and emptied, which a
+/// user moved). Anything else is refused ([`HostError::NotMade`]), and
+/// left as it is.
+pub(crate) fn open_made_dir(
+    dir: impl AsFd,
+    name: &OsStr,
+    path: &Path,
+) -> Result<OwnedFd, HostError> {
+    let not_made = |found: String| HostError::NotMade {
+        path: path.to_path_buf(),
+        found,
+    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Err(not_made("nothing (it was moved away)".to_owned())),
+        Err(e @ (Errno::LOOP | Errno::NOTDIR)) => {
+            return Err(
+                match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => not_made(format!(
+                        "a {}",
+                        kind_of(FileType::from_raw_mode(st.st_mode)).word()
+                    )),
+                    Err(_) => HostError::io("open directory", path, errno(e)),
+                },
+            );
+        }
+        Err(e) => return Err(HostError::io("open directory", path, errno(e))),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", path, errno(e)))?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(not_made(format!("a folder owned by uid {}", st.st_uid)));
+    }
+    if st.st_mode & 0o077 != 0 {
+        return Err(not_made(format!(
+            "a folder others may use (mode {:04o})",
+            st.st_mode & 0o7777
+        )));
+    }
+    let mut listing =
+        rustix::fs::Dir::read_from(&fd).map_err(|e| HostError::io("list", path, errno(e)))?;
+    while let Some(item) = listing.read() {
+        let item = item.map_err(|e| HostError::io("list", path, errno(e)))?;
+        let entry = item.file_name().to_bytes();
+        if entry != b"." && entry != b".." {
+            return Err(not_made("a folder that is not empty".to_owned()));
+        }
+    }
+    Ok(fd)
+}
+
 impl Dir {
     /// Opens a directory named by the operator (the root, `--state`'s
     /// folder, `--patch-dir`): links in *that* path are followed as the

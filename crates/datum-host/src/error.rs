@@ -179,6 +179,12 @@ pub enum HostError {
         found: String,
     },
 
+    /// A folder Datum had just made (`mkdirat`, 0700) was not what it
+    /// found at its name when it opened it: whoever can write to the folder
+    /// above swapped it in between. Nothing was changed in what is there.
+    #[error("refusing to use {}: Datum had just made a private folder there, and found {found} at its name instead (whoever can write to the folder above may swap it); nothing was changed in it", path.display())]
+    NotMade { path: PathBuf, found: String },
+
     #[error("program `{program}` not found in PATH or the standard system directories")]
     ProgramNotFound { program: String },
 
@@ -245,6 +251,7 @@ impl HostError {
             | HostError::DirectoryNotEmpty { path }
             | HostError::HardLinked { path, .. }
             | HostError::Replaced { path, .. }
+            | HostError::NotMade { path, .. }
             | HostError::LockTimeout { path, .. } => Some(path),
             HostError::ParentLink(e) => Some(&e.path),
             HostError::UnsafeTransition(e) => Some(&e.path),

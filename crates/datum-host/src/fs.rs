@@ -392,6 +392,105 @@ mod tests {
         }
     }
 
+    /// The owner of the folder above may swap the folder `create_dir` has
+    /// just made for one of their own between the `mkdirat` and the open
+    /// (here with `RENAME_EXCHANGE`, from another thread, at once after the
+    /// folder appears): theirs never gets the declared owner or mode, and
+    /// a refusal says what was found.
+    #[test]
+    fn create_dir_never_changes_a_folder_swapped_in_for_the_one_it_made() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let (dir, host) = host_with(&[]);
+        let root = dir.path().to_path_buf();
+        let theirs = root.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("marker"), b"alice").unwrap();
+        let reset = |path: &Path| {
+            std::os::unix::fs::chown(path, Some(1000), Some(1000)).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        reset(&theirs);
+        let armed = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(Mutex::new(0u32));
+        let swapper = {
+            let (armed, done, gate) = (armed.clone(), done.clone(), gate.clone());
+            let parent = rustix::fs::open(
+                &root,
+                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if !armed.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let mut swaps = gate.lock().unwrap();
+                    if armed.load(Ordering::Relaxed)
+                        && rustix::fs::renameat_with(
+                            &parent,
+                            "d",
+                            &parent,
+                            "theirs",
+                            rustix::fs::RenameFlags::EXCHANGE,
+                        )
+                        .is_ok()
+                    {
+                        armed.store(false, Ordering::Relaxed);
+                        *swaps += 1;
+                    }
+                }
+            })
+        };
+        let (mut changed, mut refused, mut tries) = (0, 0, 0);
+        let started = std::time::Instant::now();
+        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
+            tries += 1;
+            armed.store(true, Ordering::Relaxed);
+            let made = at(&host, "/d").create_dir(0o2750, Some(0), Some(0));
+            armed.store(false, Ordering::Relaxed);
+            drop(gate.lock().unwrap());
+            // The user's folder is the one holding the marker.
+            let (user, ours) = if root.join("d/marker").exists() {
+                (root.join("d"), root.join("theirs"))
+            } else {
+                (root.join("theirs"), root.join("d"))
+            };
+            let meta = std::fs::metadata(&user).unwrap();
+            if meta.permissions().mode() & 0o7777 != 0o755 || meta.uid() != 1000 {
+                changed += 1;
+            }
+            match made {
+                Ok(()) => {}
+                Err(e) => {
+                    refused += 1;
+                    assert!(
+                        e.to_string().contains("refusing to use")
+                            && e.to_string().contains("owned by uid 1000"),
+                        "{e}"
+                    );
+                }
+            }
+            std::fs::remove_dir(&ours).unwrap();
+            if user != theirs {
+                std::fs::rename(&user, &theirs).unwrap();
+            }
+            reset(&theirs);
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let swaps = *gate.lock().unwrap();
+        assert_eq!(
+            changed, 0,
+            "{changed} of {tries} tries gave the user's folder the declared owner and mode ({swaps} swaps, {refused} refused)"
+        );
+        eprintln!("{tries} tries, {swaps} swaps, {refused} refused");
+    }
+
     #[test]
     fn non_empty_directories_are_not_removed() {
         let (dir, host) = host_with(&[]);

@@ -210,7 +210,9 @@ impl Located {
     /// with exactly `mode` (set again after `mkdir`, which the umask
     /// narrows) and the given owner, all through the new directory's own
     /// descriptor. It is created 0700 first, so nobody else can use it
-    /// before its owner and mode are set.
+    /// before its owner and mode are set, and what is opened by its name
+    /// must be that folder ([`HostError::NotMade`] otherwise: the owner of
+    /// the parent may swap it in between).
     pub fn create_dir(
         &self,
         mode: u32,
@@ -219,13 +221,10 @@ impl Located {
     ) -> Result<(), HostError> {
         rustix::fs::mkdirat(self.parent.fd(), &self.name, Mode::from_raw_mode(0o700))
             .map_err(|e| HostError::io("create directory", &self.path, errno(e)))?;
-        let fd = rustix::fs::openat(
-            self.parent.fd(),
-            &self.name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| HostError::io("open directory", &self.path, errno(e)))?;
+        // Whoever can write to the parent may swap the new folder for one
+        // of theirs before it is opened: that one is refused, never given
+        // the declared owner and mode.
+        let fd = crate::boundary::open_made_dir(self.parent.fd(), &self.name, &self.path)?;
         self.chown_chmod(&fd, 0o700, owner, group, Some(mode))
     }
 
