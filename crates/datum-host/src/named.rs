@@ -274,6 +274,42 @@ fn refused(op: &'static str, path: &Path, why: String) -> HostError {
 /// the checks apply to the file reached, and to every folder on the way
 /// ([`folders_on_the_way`]).
 pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostError> {
+    let Some(fd) = open_trusted(path, false)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(refused("read", path, format!("larger than {limit} bytes")));
+    }
+    Ok(Some(bytes))
+}
+
+/// Checks, without reading it, a file a root process hands to a tool that
+/// trusts what it holds (ssh's `known_hosts`): as [`read_trusted`], owned
+/// by root or this process's user, writable by nobody else, every folder on
+/// the way judged. `false` when it does not exist.
+pub fn check_trusted(path: &Path) -> Result<bool, HostError> {
+    Ok(open_trusted(path, false)?.is_some())
+}
+
+/// Checks, without reading it, a private key a root process hands to a
+/// tool (`ssh -i`): as [`check_trusted`], and readable by its owner only
+/// (no permission bit for group or others), as ssh asks of a key it owns
+/// (it leaves out one that is not, and the connection then fails as
+/// refused by the server). `false` when it does not exist.
+pub fn check_private_key(path: &Path) -> Result<bool, HostError> {
+    Ok(open_trusted(path, true)?.is_some())
+}
+
+/// The file a trusted read or check is about, open, once it passed: a
+/// regular file (links followed), owned by root or this process's user,
+/// writable by its owner only (and, for a `secret`, not readable by anyone
+/// else either), reached through folders only they can write.
+fn open_trusted(path: &Path, secret: bool) -> Result<Option<rustix::fd::OwnedFd>, HostError> {
     let absolute = std::path::absolute(path).map_err(|e| HostError::io("read", path, e))?;
     folders_on_the_way(&absolute)?;
     let fd = match rustix::fs::open(
@@ -314,15 +350,17 @@ pub fn read_trusted(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, HostErro
             ),
         ));
     }
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| HostError::io("read", path, e))?;
-    if bytes.len() as u64 > limit {
-        return Err(refused("read", path, format!("larger than {limit} bytes")));
+    if secret && st.st_mode & 0o077 != 0 {
+        return Err(refused(
+            "trust",
+            path,
+            format!(
+                "it is a private key that group or others may read or write (mode {:04o}); it must be readable by its owner only (chmod 600), as ssh itself refuses such a key",
+                st.st_mode & 0o7777
+            ),
+        ));
     }
-    Ok(Some(bytes))
+    Ok(Some(fd))
 }
 
 // ---- the folders on the way to a trusted file ------------------------

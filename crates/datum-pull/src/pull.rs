@@ -140,6 +140,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         .ok_or_else(|| missing(datum_dir.file_path("pull")))?;
     let _lock = RootLock::acquire_in(&pull_dir, "lock", req.lock_timeout)?;
     let roots = trust_roots(config)?;
+    ssh_files(config)?;
     let checkouts = pull_dir
         .subdir(CHECKOUTS, true)?
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
@@ -568,6 +569,40 @@ fn trust_roots(config: &PullConfig) -> Result<TrustRoots, PullError> {
         revoked_keys: read("revoked_keys", &config.revoked_keys)?,
         openpgp_keyring: read("openpgp_keyring", &config.openpgp_keyring)?,
     })
+}
+
+/// The files ssh is handed for an `ssh://` remote, checked as the trust
+/// files are (root's, writable by root only, every folder on the way), and
+/// the key readable by its owner only, as ssh asks: ssh leaves out a key
+/// others may read and the server then refuses the connection, which would
+/// say nothing of why, and a key others may read is no longer the host's
+/// alone. `known_hosts` decides which server the host talks to. A file that
+/// is configured but missing is an error, as for the trust files.
+fn ssh_files(config: &PullConfig) -> Result<(), PullError> {
+    if config.source.protocol() != crate::git::Protocol::Ssh {
+        return Ok(());
+    }
+    let files = [
+        ("ssh_key", &config.ssh_key, true),
+        ("known_hosts", &config.known_hosts, false),
+    ];
+    for (key, path, secret) in files {
+        let Some(path) = path else { continue };
+        let found = if secret {
+            datum_host::named::check_private_key(path)?
+        } else {
+            datum_host::named::check_trusted(path)?
+        };
+        if !found {
+            return Err(PullError::Config(crate::error::ConfigError::Missing(
+                format!(
+                    "{key} {}: no such file (ssh is never run without a file that is configured); nothing was changed",
+                    path.display()
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The link's folder (declared, absolute) and its name.

@@ -2599,6 +2599,79 @@ fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_mus
 }
 
 #[test]
+fn an_ssh_key_others_may_read_and_a_known_hosts_others_may_write_are_refused_before_ssh_runs() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "deploy", "-f"])
+        .arg(bed.p("root/etc/datum/deploy_key"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // pull.yaml's paths are host paths, under --root.
+    std::fs::copy(
+        bed.p("allowed_signers"),
+        bed.p("root/etc/datum/allowed_signers"),
+    )
+    .unwrap();
+    bed.write(
+        "root/etc/datum/known_hosts",
+        "[127.0.0.1]:9 ssh-ed25519 AAAA\n",
+    );
+    let mode = |rel: &str, mode: u32| {
+        std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let yaml = |key: &str| {
+        bed.write(
+            "pull.yaml",
+            &format!(
+                "url: ssh://git@127.0.0.1:9/x.git\nallowed_signers: /etc/datum/allowed_signers\nssh_key: /etc/datum/{key}\nknown_hosts: /etc/datum/known_hosts\n"
+            ),
+        );
+    };
+    let pull = || {
+        let config = bed.p("pull.yaml").display().to_string();
+        Run(bed.datum(&["pull", "--config", &config]).output().unwrap())
+    };
+    let refused = |says: &[&str]| {
+        let out = pull();
+        out.assert_exit(1);
+        for s in says {
+            assert!(out.stderr().contains(s), "`{s}` not in:\n{}", out.stderr());
+        }
+        // Refused before anything was fetched, and nothing was changed.
+        assert!(!out.stderr().contains("cannot fetch"), "{}", out.stderr());
+        assert!(std::fs::symlink_metadata(bed.link()).is_err());
+        assert!(!bed.p("root/var/lib/datum/pull/incoming.git").exists());
+    };
+    yaml("deploy_key");
+    // A private key others may read: ssh would leave it out (UNPROTECTED
+    // PRIVATE KEY FILE) and the server refuse the connection.
+    mode("root/etc/datum/deploy_key", 0o644);
+    let key = bed.p("root/etc/datum/deploy_key").display().to_string();
+    refused(&[&key, "mode 0644", "readable by its owner only"]);
+    mode("root/etc/datum/deploy_key", 0o640);
+    refused(&[&key, "mode 0640"]);
+    // A known_hosts others may write decides which server is trusted.
+    mode("root/etc/datum/deploy_key", 0o600);
+    mode("root/etc/datum/known_hosts", 0o666);
+    let known = bed.p("root/etc/datum/known_hosts").display().to_string();
+    refused(&[&known, "writable by group or others (mode 0666)"]);
+    mode("root/etc/datum/known_hosts", 0o644);
+    // A key that is configured but missing is never done without.
+    yaml("nobody");
+    refused(&["ssh_key", "etc/datum/nobody", "no such file"]);
+    // Both as they must be: ssh runs (and finds no server on port 9).
+    yaml("deploy_key");
+    let out = pull();
+    out.assert_exit(1);
+    assert!(out.stderr().contains("cannot fetch"), "{}", out.stderr());
+}
+
+#[test]
 fn a_password_holding_a_slash_is_hidden_in_every_form_of_url() {
     if !tools() {
         return;
