@@ -86,14 +86,12 @@ impl StageDir {
                     break;
                 }
             }
-            let dir = rustix::fs::openat(
-                parent.fd(),
-                &dir_name,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| HostError::io("open staging directory in", parent.path(), errno(e)))?;
+            // Opened by its name, so it must be the folder just made: the
+            // owner of the parent (alice, of her `~/.ssh`) may swap it for
+            // one of hers in between, into which the copy would be written
+            // and from which it would be renamed.
             let stage_path = parent.path().join(&dir_name);
+            let dir = crate::boundary::open_made_dir(parent.fd(), &dir_name, &stage_path)?;
             return Ok(StageDir {
                 entry_path: stage_path.join(target.name()),
                 target: target.path().to_path_buf(),
@@ -131,14 +129,22 @@ impl StageDir {
     /// (`~/.ssh`), who can move it away or put a folder of their own at its
     /// name: that is no error (after a commit the change is live), and
     /// nothing but the directory this `StageDir` made is removed
-    /// ([`remove_if_ours`]); one moved elsewhere stays there, empty.
+    /// ([`remove_if_ours`]); one moved elsewhere stays there, empty. A
+    /// folder of theirs put at the name between the look and the `rmdir`
+    /// is not empty (or the `rmdir` would take it, as the sweep of
+    /// leftovers would): that is no error either, since this one is empty
+    /// by then (its entry renamed away, or removed, or that failure is
+    /// the one reported).
     fn remove_dir(&self) -> Result<(), HostError> {
-        remove_if_ours(
+        match remove_if_ours(
             self.parent.fd(),
             &self.dir_name,
             &self.dir,
             AtFlags::REMOVEDIR,
-        )
+        ) {
+            Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+            other => other,
+        }
         .map(|_| ())
         .map_err(|e| {
             HostError::io(
@@ -494,6 +500,145 @@ mod tests {
             // Datum's own, emptied, stays where it was moved.
             assert_eq!(std::fs::read_dir(&moved).unwrap().count(), 0, "{case}");
         }
+    }
+
+    /// The owner of the target's folder may swap the staging folder for
+    /// one of theirs between its `mkdirat` and its open (here with
+    /// `RENAME_EXCHANGE` from another thread, as soon as a listing shows
+    /// it): the copy is never written into theirs, nor renamed from it.
+    /// Swapped later, between the look at the name and the `rmdir` that
+    /// removes the emptied folder, theirs is not empty: no failure either.
+    #[test]
+    fn a_staging_folder_swapped_for_a_users_is_never_used() {
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let host = Host::new(&root);
+        let theirs = root.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("marker"), b"alice").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(1000), Some(1000)).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(root.join("authorized_keys"), b"old\n").unwrap();
+        let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let set_old = |path: &Path| {
+            std::fs::File::open(path)
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap()
+        };
+        set_old(&theirs);
+        let armed = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(Mutex::new(0u32));
+        let swapper = {
+            let (armed, done, gate, root) =
+                (armed.clone(), done.clone(), gate.clone(), root.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if !armed.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let mut swaps = gate.lock().unwrap();
+                    let Ok(listing) = std::fs::read_dir(&root) else {
+                        continue;
+                    };
+                    for entry in listing.flatten() {
+                        let name = entry.file_name();
+                        if armed.load(Ordering::Relaxed)
+                            && is_stage_name(&name)
+                            && rustix::fs::renameat_with(
+                                rustix::fs::CWD,
+                                root.join(&name),
+                                rustix::fs::CWD,
+                                root.join("theirs"),
+                                rustix::fs::RenameFlags::EXCHANGE,
+                            )
+                            .is_ok()
+                        {
+                            armed.store(false, Ordering::Relaxed);
+                            *swaps += 1;
+                        }
+                    }
+                }
+            })
+        };
+        let (mut written, mut refused, mut tries) = (0, 0, 0);
+        let mut others = Vec::new();
+        let started = std::time::Instant::now();
+        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
+            tries += 1;
+            armed.store(true, Ordering::Relaxed);
+            // Every fourth a commit (its fsyncs are slow), else a discard:
+            // both remove the staging folder by its name at the end.
+            let commit = tries % 4 == 0;
+            let outcome = at(&host, "/authorized_keys")
+                .stage_file()
+                .and_then(|mut staged| {
+                    staged.write_all(b"new\n")?;
+                    if commit {
+                        staged.commit()
+                    } else {
+                        staged.discard()
+                    }
+                });
+            armed.store(false, Ordering::Relaxed);
+            drop(gate.lock().unwrap());
+            if let Err(e) = outcome {
+                let e = e.to_string();
+                if e.contains("refusing to use") && e.contains("owned by uid 1000") {
+                    refused += 1;
+                } else {
+                    others.push(e);
+                }
+            }
+            // The user's folder is the one holding the marker: it never
+            // held the staged copy (it would still, or the commit renamed
+            // the copy from it: then the user's folder was used).
+            let user = std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("marker").exists())
+                .unwrap();
+            let inside = std::fs::read_dir(&user).unwrap().count();
+            // Nothing was ever added to it, nor taken from it (the commit's
+            // rename): its modification time is still the one set before.
+            let touched = std::fs::metadata(&user).unwrap().modified().unwrap() != long_ago;
+            if inside != 1 || touched {
+                written += 1;
+            }
+            // Put everything back: the user's folder at `theirs` as it was,
+            // Datum's leftovers gone.
+            for entry in std::fs::read_dir(&root).unwrap().flatten() {
+                let path = entry.path();
+                if path != user && is_stage_name(&entry.file_name()) {
+                    std::fs::remove_dir_all(&path).unwrap();
+                }
+            }
+            for entry in std::fs::read_dir(&user).unwrap().flatten() {
+                if entry.file_name() != "marker" {
+                    std::fs::remove_file(entry.path()).unwrap();
+                }
+            }
+            if user != theirs {
+                std::fs::rename(&user, &theirs).unwrap();
+            }
+            set_old(&theirs);
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let swaps = *gate.lock().unwrap();
+        assert!(
+            written == 0 && others.is_empty(),
+            "{written} of {tries} tries staged the copy in the user's folder, {} failed otherwise ({swaps} swaps, {refused} refused): {:?}",
+            others.len(),
+            others.first()
+        );
+        eprintln!("{tries} tries, {swaps} swaps, {refused} refused");
     }
 
     #[test]
