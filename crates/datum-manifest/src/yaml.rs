@@ -611,6 +611,20 @@ fn tab_after(text: &str, marker: &Marker) -> Option<Pos> {
     None
 }
 
+/// Just after the last character of `text` that is not a blank or a line
+/// break; `None` for a text of nothing else.
+fn end_of_content(text: &str) -> Option<Pos> {
+    let content = text.trim_end();
+    if content.is_empty() {
+        return None;
+    }
+    let (line, last) = match content.rfind('\n') {
+        Some(at) => (content[..at].matches('\n').count() + 2, &content[at + 1..]),
+        None => (1, content),
+    };
+    Some(Pos::at(line, last.chars().count() + 1))
+}
+
 struct Builder<'a> {
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
     /// The text parsed (to place an error saphyr places elsewhere).
@@ -657,6 +671,19 @@ impl<'a> Builder<'a> {
                 {
                     return Err(YamlError {
                         message: "YAML syntax error: a tab in the indentation (YAML indents with spaces only)".to_owned(),
+                        start: pos,
+                        end: pos,
+                    });
+                }
+                // An error met at the end of the text (an unclosed `{` or
+                // `[`) is placed there by saphyr, on the line after the
+                // last, which a message cannot show: it goes just after
+                // the last character written instead.
+                if self.byte_offset(e.marker().index()) == Some(self.text.len())
+                    && let Some(pos) = end_of_content(self.text)
+                {
+                    return Err(YamlError {
+                        message: format!("YAML syntax error: {} (the file ends here)", e.info()),
                         start: pos,
                         end: pos,
                     });
@@ -1097,6 +1124,39 @@ mod tests {
             p.errors
         );
         assert!(p.errors[0].start.line >= 3);
+    }
+
+    /// An error met at the end of the text (an unclosed `{`) is placed just
+    /// after the last character written, a line a message can show, not on
+    /// the line after the last.
+    #[test]
+    fn an_error_at_the_end_of_the_text_points_at_its_last_character() {
+        for (text, at) in [
+            ("a: 1\nb: {k: v\n", Pos::at(2, 9)),
+            ("a: 1\nb: {k: v\n\n  \n", Pos::at(2, 9)),
+            ("a: 1\nb: {k: v", Pos::at(2, 9)),
+            ("a: [x, é\n", Pos::at(1, 9)),
+        ] {
+            let p = parse(text);
+            assert_eq!(p.errors.len(), 1, "{text:?}: {:?}", p.errors);
+            assert_eq!((p.errors[0].start, p.errors[0].end), (at, at), "{text:?}");
+            assert!(
+                p.errors[0].message.ends_with("(the file ends here)"),
+                "{:?}",
+                p.errors[0]
+            );
+        }
+        // The same when the text is parsed in pieces: the last piece's end
+        // is the text's.
+        let mut text = "a: 1\n---\n".repeat(400);
+        text.push_str("b: [1,\n  2\n");
+        let p = parse_in(&text, 4);
+        assert_eq!(p.errors.len(), 1, "{:?}", p.errors);
+        assert_eq!(p.errors[0].start, Pos::at(802, 4));
+        // An error before the end stays where saphyr puts it.
+        let p = parse("a: \"x\n");
+        assert_eq!(p.errors[0].start, Pos::at(1, 4));
+        assert!(!p.errors[0].message.contains("ends here"));
     }
 
     /// A line indented with a tab after a plain value: the parser names the

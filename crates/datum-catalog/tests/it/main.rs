@@ -1257,7 +1257,7 @@ mod lint_errors {
         repo.file("base/a.yaml", "datum: v1alpha1\ntype: File\nname: [a\n");
         let line = single(&repo);
         assert!(
-            line.starts_with("base/a.yaml:4:1: error: YAML syntax error"),
+            line.starts_with("base/a.yaml:3:9: error: YAML syntax error"),
             "{line}"
         );
     }

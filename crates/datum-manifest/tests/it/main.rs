@@ -128,7 +128,7 @@ fn problems_in_several_files_are_all_collected() {
     let lines: Vec<String> = r.diagnostics.iter().map(|d| d.one_line()).collect();
     assert_eq!(lines.len(), 3, "{lines:#?}");
     assert!(
-        lines[0].starts_with("base/a.yaml:4:1: error: YAML syntax error"),
+        lines[0].starts_with("base/a.yaml:3:8: error: YAML syntax error"),
         "{lines:?}"
     );
     assert!(
@@ -171,7 +171,7 @@ fn a_broken_settings_file_stops_loading_with_its_position() {
     let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
     assert_eq!(lines.len(), 1);
     assert!(
-        lines[0].starts_with("datum.yaml:3:1: error: YAML syntax error"),
+        lines[0].starts_with("datum.yaml:2:10: error: YAML syntax error"),
         "{lines:?}"
     );
     // The renderer can show the settings file's text.

@@ -425,7 +425,7 @@ fn a_manifest_error_under_json_is_a_document_with_every_diagnostic() {
         doc["diagnostics"][0]["origin"]["file"], "datum.yaml",
         "{doc:#}"
     );
-    assert_eq!(doc["diagnostics"][0]["origin"]["line"], 4, "{doc:#}");
+    assert_eq!(doc["diagnostics"][0]["origin"]["line"], 3, "{doc:#}");
 }
 
 #[test]

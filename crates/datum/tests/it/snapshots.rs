@@ -75,6 +75,19 @@ fn a_quoted_value_is_underlined_without_the_comment_after_it() {
 }
 
 #[test]
+fn a_syntax_error_at_the_end_of_a_file_shows_the_line_it_is_on() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: x\n\n",
+    );
+    settings(&s).bind(|| {
+        insta::assert_snapshot!(
+            "lint_syntax_error_at_the_end_of_a_file",
+            transcript(&s.datum(&["lint"]))
+        );
+    });
+}
+
+#[test]
 fn help_text() {
     let s = Sandbox::new();
     insta::assert_snapshot!("help", transcript(&s.datum(&["--help"])));
