@@ -581,6 +581,46 @@ pub fn forget_snapshot_of(state: &StateFiles) {
     }
 }
 
+/// Forgets what the last compiles remembered (the catalogue snapshot and
+/// the source hashes) when bytes about to be written contradicted the
+/// checksum the catalogue holds for them
+/// (`datum_core::content::take_catalogue_contradicted`): a source edited
+/// since the compile needs nothing of this (its stamp and key moved), but a
+/// checksum that was wrong when read back (a damaged snapshot, a damaged
+/// entry of the source-hash cache, which `--recompile` still trusts) would
+/// otherwise fail the resource on every pass. The next run compiles and
+/// hashes every source again. Called once the command's own writes of them
+/// are in place (`crate::background::finish`), so none of them comes back.
+/// A user who may not write Datum's folder (a plan by a non-root operator)
+/// leaves them: that run changed nothing.
+pub fn forget_compile_if_contradicted(global: &GlobalArgs) {
+    if datum_core::content::take_catalogue_contradicted() {
+        forget_compile_of(&StateFiles::of(global));
+    }
+}
+
+/// Removes the catalogue snapshot and the source hashes of `state` (see
+/// [`forget_compile_if_contradicted`]).
+pub fn forget_compile_of(state: &StateFiles) {
+    let Some(dir) = &state.dir else {
+        return;
+    };
+    for name in [
+        state.sibling_name(SNAPSHOT_EXTENSION),
+        SOURCE_HASHES.to_owned(),
+    ] {
+        match dir.remove(&name) {
+            Ok(_) => {}
+            Err(datum_host::HostError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied => {}
+            Err(e) => eprintln!(
+                "warning: cannot remove {}: {e}",
+                dir.file_path(&name).display()
+            ),
+        }
+    }
+}
+
 /// Whether `repo` holds a Datum repository (a `datum.yaml` file).
 pub fn is_repository(repo: &Path) -> bool {
     datum_host::repo::metadata(&repo.join("datum.yaml")).is_ok_and(|m| m.is_file())

@@ -242,6 +242,59 @@ fn content_damaged_in_the_snapshot_is_never_written() {
     );
 }
 
+/// The source-hash cache beside the store remembers each `source:` file's
+/// checksum by its path and metadata. An entry whose checksum is wrong (a
+/// damaged disk) was trusted by every compile, `--recompile` too: the apply
+/// refused the bytes ("changed since the catalogue was compiled; run the
+/// pass again"), nothing wrong was written, but every pass failed the same
+/// way until the cache was deleted by hand. The refusal now makes Datum
+/// forget its snapshot and source hashes: the next pass compiles, hashes
+/// the file again and applies it.
+#[test]
+fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n",
+    );
+    s.write("repo/base/files/motd", "declared\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    // A source is remembered once quiet for the racy window.
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let cache = s.live("/var/lib/datum/source-hashes");
+    let text = fs::read_to_string(&cache).unwrap();
+    let (header, entry) = text.split_once('\n').expect("one entry");
+    assert!(entry.contains("files/motd"), "{text}");
+    // The SHA-256 (the first field) damaged, its length kept.
+    let damaged = format!("{header}\n{}{}", "0".repeat(12), &entry[12..]);
+    assert_ne!(damaged, text);
+    fs::write(&cache, damaged).unwrap();
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+
+    // The compile trusts the cache (--recompile too): the bytes are refused.
+    let out = s.datum(&["apply", "--recompile"]);
+    assert_exit(&out, 4);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("run the pass again"), "{text}");
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "by hand\n"
+    );
+
+    // As the message says: the next pass hashes the file again.
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "declared\n",
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+}
+
 /// A resource renamed (or removed from the repository) left its verified
 /// record in the store for good: nothing reads it again, and the store
 /// kept one row per name a resource ever had. An apply of the whole
