@@ -122,6 +122,13 @@ impl DeclaredTree {
         self.order.is_empty()
     }
 
+    /// The checksum of the packed entries, as the compile recorded it in
+    /// the catalogue's content ([`content_of`]): computed again, it tells
+    /// whether the packed bytes are still the ones the compile made.
+    pub fn checksum(&self) -> String {
+        checksum_of(&self.packed)
+    }
+
     /// The repository folder the files are read from.
     pub fn source_dir(&self) -> &Path {
         &self.source
@@ -244,19 +251,31 @@ pub fn pack(source: &Path, entries: &DeclaredEntries) -> datum_core::Content {
 /// does not see every Tree as changed. Each entry is hashed from where the
 /// packed bytes hold it, piece by piece; only its offset is sorted.
 fn content_of(packed: Vec<u8>) -> datum_core::Content {
+    datum_core::Content {
+        sha256: checksum_of(&packed),
+        size: packed.len() as u64,
+        bytes: packed.into(),
+        source: None,
+        // A packed tree is compared entry by entry, never as one file.
+        blake3: None,
+    }
+}
+
+/// The checksum of packed bytes ([`content_of`] says what it covers).
+fn checksum_of(packed: &[u8]) -> String {
     use sha2::Digest as _;
-    let first = len_at(&packed, MAGIC.len(), 4).map_or(packed.len(), |n| MAGIC.len() + 4 + n);
+    let first = len_at(packed, MAGIC.len(), 4).map_or(packed.len(), |n| MAGIC.len() + 4 + n);
     let mut offsets = Vec::new();
     let mut at = first;
-    while let Some(raw) = read_entry(&packed, at) {
+    while let Some(raw) = read_entry(packed, at) {
         offsets.push(at);
         at = raw.next;
     }
-    offsets.sort_unstable_by(|a, b| path_of(&packed, *a).cmp(path_of(&packed, *b)));
+    offsets.sort_unstable_by(|a, b| path_of(packed, *a).cmp(path_of(packed, *b)));
     let mut hasher = sha2::Sha256::new();
     hasher.update(MAGIC_V2);
     for at in offsets {
-        if let Some(raw) = read_entry(&packed, at) {
+        if let Some(raw) = read_entry(packed, at) {
             hasher.update([raw.kind]);
             hasher.update((raw.path.len() as u32).to_le_bytes());
             hasher.update(raw.path);
@@ -264,14 +283,7 @@ fn content_of(packed: Vec<u8>) -> datum_core::Content {
             hasher.update(raw.payload);
         }
     }
-    datum_core::Content {
-        sha256: format!("{:x}", hasher.finalize()),
-        size: packed.len() as u64,
-        bytes: packed.into(),
-        source: None,
-        // A packed tree is compared entry by entry, never as one file.
-        blake3: None,
-    }
+    format!("{:x}", hasher.finalize())
 }
 
 /// Scans the repository folder `dir` and packs it (the bytes and checksum

@@ -608,11 +608,30 @@ impl Kind for TreeProvider {
     fn stage(
         &self,
         _host: &Host,
-        _resource: &Resource,
-        _d: &TreeDesired,
+        resource: &Resource,
+        d: &TreeDesired,
         observed: &Observed,
         diff: &Diff,
     ) -> Result<TreeStaging, ProviderError> {
+        // The packed entries may have been read back from the catalogue
+        // snapshot, a file a damaged disk can alter after the compile: a
+        // link target, a name or a file's hash changed there would be made
+        // live (a file's bytes are checked against its packed hash, which
+        // is no help when that hash is what changed). Checked against the
+        // checksum the compile recorded before anything is written, as a
+        // File's bytes are; not quoted (it is the content's checksum).
+        if diff.action().is_change()
+            && resource
+                .content
+                .as_ref()
+                .is_none_or(|c| c.sha256 != d.entries.checksum())
+        {
+            datum_core::content::catalogue_contradicted();
+            return Err(ProviderError::Invalid {
+                field: "source".to_owned(),
+                message: "the declared tree does not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run the pass again, which compiles the repository afresh".to_owned(),
+            });
+        }
         // Entries are staged one at a time, as `activate` reaches them
         // (parents first): each is handed back to the engine to check
         // before it replaces the live one (see `TreeStaging`).

@@ -242,6 +242,53 @@ fn content_damaged_in_the_snapshot_is_never_written() {
     );
 }
 
+/// A Tree's declared entries (names, link targets, each file's hash) are
+/// packed into the catalogue and read back from its snapshot. A damaged
+/// byte there went live: a link target changed in the snapshot was made on
+/// the host as it read (File content held in the snapshot was checked
+/// since dc0b402, a Tree's packed entries were not). They are checked
+/// against the checksum the compile recorded before anything is written,
+/// and the next pass compiles afresh.
+#[test]
+fn a_tree_damaged_in_the_snapshot_is_never_written() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n",
+    );
+    s.write("repo/base/tree/a.conf", "a = 1\n");
+    std::os::unix::fs::symlink("target-declared", s.repo().join("base/tree/link")).unwrap();
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    // A snapshot is kept only of a repository quiet for the racy window.
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let link = s.live("/etc/t/link");
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("target-declared"));
+    let snapshot = s.live("/var/lib/datum/state.catalogue");
+    let mut bytes = fs::read(&snapshot).unwrap();
+    let (from, to) = (b"target-declared", b"target-DAMAGED!");
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("the packed link target is in the snapshot");
+    bytes[at..at + from.len()].copy_from_slice(to);
+    fs::write(&snapshot, &bytes).unwrap();
+    fs::remove_file(&link).unwrap();
+
+    let out = s.datum(&["apply"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        fs::read_link(&link).ok(),
+        None,
+        "the damaged packed tree was written:\n{text}"
+    );
+    assert_exit(&out, 4);
+    assert!(text.contains("run the pass again"), "{text}");
+    // As the message says: the next pass compiles and applies the tree.
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("target-declared"));
+}
+
 /// The source-hash cache beside the store remembers each `source:` file's
 /// checksum by its path and metadata. An entry whose checksum is wrong (a
 /// damaged disk) was trusted by every compile, `--recompile` too: the apply
