@@ -583,21 +583,23 @@ testbed_test!(
 );
 
 testbed_test!(
-    a_virtual_package_name_fails_saying_apt_installed_a_provider,
+    a_virtual_package_name_is_refused_before_apt_installs_a_provider,
     {
         // A name other packages `Provides:`, with one provider: apt-get
         // installs the provider and succeeds, dpkg knows no package of the
         // declared name, and every pass used to fail its verify with "still
-        // differs: state" (after another apt-get run), never saying why.
+        // differs: state" (after another apt-get run), never saying why;
+        // 4933319 made each pass fail saying so, but only after the first
+        // had installed the provider. Now nothing is installed, alone or in
+        // the pass's shared transaction (with what requires it).
         let _apt = within::lock("apt");
-        let _purge = Purge::new(&["datum-it-provider"]);
+        let _purge = Purge::new(&["datum-it-provider", "datum-it-real"]);
         let _repo = LocalRepo::publish(
             "it-virtual",
-            &[with_control(
-                "datum-it-provider",
-                "1.0",
-                "Provides: datum-it-virtual\n",
-            )],
+            &[
+                with_control("datum-it-provider", "1.0", "Provides: datum-it-virtual\n"),
+                DebPackage::new("datum-it-real", "1.0"),
+            ],
         );
         let r = resource("v", json!({"name": "datum-it-virtual"}));
         for pass in ["first", "second"] {
@@ -614,13 +616,28 @@ testbed_test!(
                 ),
             };
             assert!(
-                err.contains("no package named datum-it-virtual is installed")
-                    && err.contains("virtual package"),
+                err.contains("datum-it-virtual is a virtual package")
+                    && err.contains("datum-it-provider provides it")
+                    && err.contains("nothing was installed"),
                 "{pass} pass: {err}"
             );
+            assert_eq!(status_of("datum-it-provider"), None, "{pass} pass");
         }
+        // In the shared transaction: left out, with what requires it; the
+        // rest is installed.
+        let mut requires = resource("needs", json!({"name": "datum-it-real"}));
+        requires.requires.push(r.id.clone());
+        let real = resource("real", json!({"name": "datum-it-real"}));
+        let outcome = package::install_batch(&host(), &[&r, &requires]).unwrap();
+        assert!(outcome.installed.is_empty(), "{outcome:?}");
+        let left: Vec<String> = outcome.left.iter().map(|(id, _)| id.to_string()).collect();
+        assert_eq!(left, ["Package[v]", "Package[needs]"]);
+        assert_eq!(status_of("datum-it-provider"), None);
+        let outcome = package::install_batch(&host(), &[&r, &real]).unwrap();
+        assert_eq!(outcome.installed, std::slice::from_ref(&real.id));
+        assert_eq!(status_of("datum-it-provider"), None);
         assert_eq!(
-            status_of("datum-it-provider").as_deref(),
+            status_of("datum-it-real").as_deref(),
             Some("install ok installed")
         );
     }

@@ -177,6 +177,98 @@ pub fn remove(
         .map_err(|f| f.into_error(host, package))
 }
 
+/// The names among `names` (none of which dpkg has a record of) that apt
+/// knows only as virtual packages: no version of their own, provided by
+/// other packages, each with its providers. `apt-get install` of such a
+/// name with a single provider installs that provider and succeeds, so a
+/// Package of it installed something else and then failed every pass; it
+/// is refused before apt runs. Names apt does not know at all are left to
+/// `apt-get install` to say so.
+pub fn purely_virtual(
+    host: &Host,
+    names: &[String],
+) -> Result<Vec<(String, Vec<String>)>, PackageError> {
+    let Some(first) = names.first() else {
+        return Ok(Vec::new());
+    };
+    ensure_running_system(host, first)?;
+    let spec = CommandSpec::new("apt-cache")
+        .args(["-q", "showpkg", "--"])
+        .args(names)
+        .output_limit(OUTPUT_LIMIT)
+        .timeout(QUERY_TIMEOUT);
+    let out = run("showpkg", names, &spec).map_err(|f| f.into_error(host, first))?;
+    let found = virtual_in_showpkg(&out.stdout.text());
+    Ok(names
+        .iter()
+        .filter_map(|name| {
+            let providers = found
+                .iter()
+                .find(|(shown, _)| shown == name || shown == bare(name))?
+                .1
+                .clone();
+            Some((name.clone(), providers))
+        })
+        .collect())
+}
+
+/// The packages `apt-cache showpkg` shows without any version of their own
+/// and with providers (`Reverse Provides:`), each with the providers' names.
+pub fn virtual_in_showpkg(text: &str) -> Vec<(String, Vec<String>)> {
+    #[derive(PartialEq)]
+    enum Section {
+        Versions,
+        Provides,
+        Other,
+    }
+    let mut found = Vec::new();
+    let mut current: Option<(String, bool, Vec<String>)> = None;
+    let mut section = Section::Other;
+    let mut finish = |current: Option<(String, bool, Vec<String>)>| {
+        if let Some((name, false, providers)) = current
+            && !providers.is_empty()
+        {
+            found.push((name, providers));
+        }
+    };
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("Package: ") {
+            finish(current.take());
+            current = Some((name.trim().to_owned(), false, Vec::new()));
+            section = Section::Other;
+            continue;
+        }
+        let Some((_, has_versions, providers)) = current.as_mut() else {
+            continue;
+        };
+        let trimmed = line.trim();
+        if !line.starts_with(' ') && trimmed.ends_with(':') {
+            section = match trimmed {
+                "Versions:" => Section::Versions,
+                "Reverse Provides:" => Section::Provides,
+                _ => Section::Other,
+            };
+            continue;
+        }
+        if trimmed.is_empty() {
+            continue;
+        }
+        match section {
+            Section::Versions => *has_versions = true,
+            Section::Provides => {
+                if let Some(provider) = trimmed.split_whitespace().next()
+                    && !providers.iter().any(|p| p == provider)
+                {
+                    providers.push(provider.to_owned());
+                }
+            }
+            Section::Other => {}
+        }
+    }
+    finish(current);
+    found
+}
+
 /// What apt would remove if it installed `pins` (from a simulation), for a
 /// message when `--no-remove` stopped an install.
 pub fn removals_for_install(pins: &[String]) -> Vec<String> {
@@ -550,6 +642,26 @@ mod tests {
             failure.into_error(&host, "curl"),
             PackageError::Apt { .. }
         ));
+    }
+
+    /// Captured from apt 2.6 in the test bed: `awk` is purely virtual (three
+    /// providers), `mawk` is a package (which also names itself among
+    /// no providers), an unknown name prints nothing.
+    #[test]
+    fn purely_virtual_names_are_read_from_showpkg() {
+        let text = "Package: awk\nVersions: \n\nReverse Depends: \n  base-files,awk\nDependencies: \nProvides: \nReverse Provides: \noriginal-awk 2022-09-12-1 (= )\nmawk 1.3.4.20200120-3.1 (= )\ngawk 1:5.2.1-2 (= )\nPackage: mawk\nVersions: \n1.3.4.20200120-3.1 (/var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages) (/var/lib/dpkg/status)\n Description Language: \n\nReverse Depends: \n  base-files,mawk\nDependencies: \n1.3.4.20200120-3.1 - libc6 (2 2.34) \nProvides: \n1.3.4.20200120-3.1 - awk (= ) \nReverse Provides: \n";
+        assert_eq!(
+            virtual_in_showpkg(text),
+            [(
+                "awk".to_owned(),
+                vec![
+                    "original-awk".to_owned(),
+                    "mawk".to_owned(),
+                    "gawk".to_owned()
+                ]
+            )]
+        );
+        assert!(virtual_in_showpkg("").is_empty());
     }
 
     #[test]

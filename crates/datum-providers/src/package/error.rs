@@ -80,6 +80,20 @@ pub enum PackageError {
     )]
     NotInstalledByName { package: String, host: String },
 
+    /// The declared name is a virtual package's (apt knows no version of
+    /// it; other packages `Provides:` it): refused before apt runs, which
+    /// would install a provider in its place.
+    #[error(
+        "{package} is a virtual package on {host}: no package of that name exists, {} provide{} it, and apt-get would install one of them in its place; nothing was installed: declare the package you want by its own name",
+        providers.join(", "),
+        if providers.len() == 1 { "s" } else { "" }
+    )]
+    Virtual {
+        package: String,
+        host: String,
+        providers: Vec<String>,
+    },
+
     /// dpkg reports unfinished work: `dpkg --audit` printed something, or a
     /// package is half-installed, half-configured, unpacked or waiting for
     /// triggers.

@@ -363,11 +363,55 @@ pub fn install_specs(
                 .then(|| (*r, *spec, observation(&spec.name, record)))
         })
         .collect();
+    // Names dpkg has no record of that apt knows only as virtual packages:
+    // apt-get would install a provider in their place. Left out, with what
+    // requires them, for their own apply to refuse.
+    let unrecorded: Vec<String> = pending
+        .iter()
+        .filter(|(_, spec, _, _)| db.get(&spec.name).is_none())
+        .map(|(_, spec, _, _)| spec.name.clone())
+        .collect();
     drop(db);
     if pending.is_empty() {
         return Ok(outcome);
     }
     apt::ensure_running_system(host, &pending[0].1.name)?;
+    let virtual_names: Vec<String> = apt::purely_virtual(host, &unrecorded)?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    if !virtual_names.is_empty() {
+        let mut dropped: BTreeSet<ResourceId> = pending
+            .iter()
+            .filter(|(_, spec, _, _)| virtual_names.contains(&spec.name))
+            .map(|(r, _, _, _)| r.id.clone())
+            .collect();
+        loop {
+            let before = dropped.len();
+            for (resource, _, _, _) in &pending {
+                if resource.requires.iter().any(|d| dropped.contains(d)) {
+                    dropped.insert(resource.id.clone());
+                }
+            }
+            if dropped.len() == before {
+                break;
+            }
+        }
+        pending.retain(|(resource, _, _, _)| {
+            if dropped.contains(&resource.id) {
+                outcome.left.push((
+                    resource.id.clone(),
+                    "a virtual package's name (or something it requires)".to_owned(),
+                ));
+                false
+            } else {
+                true
+            }
+        });
+        if pending.is_empty() {
+            return Ok(outcome);
+        }
+    }
 
     loop {
         let pins: Vec<String> = pending.iter().map(|(_, spec, _, _)| pin(spec)).collect();
@@ -489,6 +533,9 @@ fn converge(
         Wanted::Installed | Wanted::Held => {
             if needs_install(spec, record.as_ref()) {
                 apt::ensure_running_system(host, &spec.name)?;
+                if record.is_none() {
+                    refuse_virtual(host, &spec.name)?;
+                }
                 let pins = [pin(spec)];
                 let installed = apt::install(&pins, held, absent_alongside);
                 // As after the batch's transaction (`apply_batch`).
@@ -527,6 +574,20 @@ fn converge(
         }
     }
     Ok(())
+}
+
+/// Refuses a name apt knows only as a virtual package (see
+/// [`apt::purely_virtual`]); asked only for a name dpkg has no record of.
+fn refuse_virtual(host: &Host, package: &str) -> Result<(), PackageError> {
+    let names = [package.to_owned()];
+    match apt::purely_virtual(host, &names)?.into_iter().next() {
+        Some((package, providers)) => Err(PackageError::Virtual {
+            package,
+            host: host.name().to_owned(),
+            providers,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The database problems that concern a verified package: its own record
