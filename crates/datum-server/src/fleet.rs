@@ -405,6 +405,17 @@ impl<B: Backend> Fleet<B> {
             .await
     }
 
+    /// Stores `batch` (at most one report per host) in one transaction, as
+    /// reports that arrive together are; whether each key was new. For
+    /// tests, which cannot time reports to arrive together.
+    #[doc(hidden)]
+    pub async fn ingest_together(
+        &self,
+        batch: Vec<crate::ingest::Submitted>,
+    ) -> Result<Vec<bool>, StoreError> {
+        crate::ingest::store_together(&self.backend, batch).await
+    }
+
     /// Every host and stack, by name in byte order (the order the store
     /// holds its rows in differs between SQLite and PostgreSQL, and the
     /// stacks page lists them so).

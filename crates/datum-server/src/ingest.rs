@@ -32,8 +32,11 @@
 //!    lists, and its counts) as the one new version of its row the report
 //!    writes; the daily aggregates of the batch at once; then, for the whole
 //!    batch, in key order, the revisions' last-applied times and the drift
-//!    clusters' host counts, and the store's generation (so every
-//!    server's kept answers are computed again, see [`crate::cache`]).
+//!    clusters' host counts (moved as by the batch's reports one after
+//!    another in host order: a cluster whose last host left during the
+//!    batch is gone, and the hosts that joined after start it anew), and
+//!    the store's generation (so every server's kept answers are computed
+//!    again, see [`crate::cache`]).
 //!
 //! Owns: the ingest SQL, [`GroupCommit`]. Must not: authenticate, or read
 //! anything but what the report's own host stored.
@@ -245,6 +248,21 @@ async fn commit<B: Backend>(backend: &B, batch: &[Job]) -> Vec<Result<bool, Stor
     out
 }
 
+/// Stores `batch` (at most one report per host) in one transaction, as the
+/// group commit stores reports that arrive together; whether each key was
+/// new. For tests, which cannot time reports to arrive together.
+#[doc(hidden)]
+pub async fn store_together<B: Backend>(
+    backend: &B,
+    batch: Vec<Submitted>,
+) -> Result<Vec<bool>, StoreError> {
+    let data = batch.into_iter().map(Arc::new).collect();
+    backend
+        .phased(Ingest::new(data))
+        .await
+        .map(|done| done.fresh)
+}
+
 /// The ingest transaction of a batch (see the module header).
 struct Ingest {
     /// In host order.
@@ -441,10 +459,25 @@ struct BatchState {
     clusters: BTreeMap<(String, String), ClusterMove>,
 }
 
-/// One drift cluster's change in a batch.
+/// One drift cluster's change in a batch, its reports taken one after
+/// another in host order (as separate batches would store them).
+#[derive(Default)]
 struct ClusterMove {
     /// Hosts joining minus hosts leaving.
     delta: i64,
+    /// The lowest `delta` reached (0 or less): when the cluster's stored
+    /// host count plus this is 0, its last host left during the batch and
+    /// the cluster starts again with the hosts that joined after.
+    low: i64,
+    /// What the batch's hosts showing it say of it.
+    all: Sighting,
+    /// The same, of the hosts after `delta` last reached `low` (what a
+    /// cluster started again is made of).
+    since_low: Sighting,
+}
+
+/// What the hosts of a batch showing one drift cluster say of it.
+struct Sighting {
     /// The earliest first sighting of the hosts joining.
     first_seen: i64,
     /// The latest report showing it.
@@ -455,17 +488,83 @@ struct ClusterMove {
     checks: u64,
 }
 
+impl Default for Sighting {
+    fn default() -> Self {
+        Sighting {
+            first_seen: i64::MAX,
+            last_seen: 0,
+            sample: None,
+            checks: 0,
+        }
+    }
+}
+
+impl Sighting {
+    fn see(&mut self, f: &Finding, finished_at: i64, joins: bool) {
+        self.last_seen = self.last_seen.max(finished_at);
+        self.checks = self.checks.max(f.checks.unwrap_or(1));
+        if joins {
+            self.first_seen = self.first_seen.min(f.first_seen);
+        }
+        if self.sample.is_none() {
+            self.sample = Some(f.clone());
+        }
+    }
+}
+
+impl ClusterMove {
+    /// A host of the batch left the cluster.
+    fn leave(&mut self) {
+        self.delta -= 1;
+        if self.delta <= self.low {
+            self.low = self.delta;
+            self.since_low = Sighting::default();
+        }
+    }
+
+    /// A host of the batch shows it (`joins`: it did not before).
+    fn see(&mut self, f: &Finding, finished_at: i64, joins: bool) {
+        if joins {
+            self.delta += 1;
+        }
+        self.all.see(f, finished_at, joins);
+        self.since_low.see(f, finished_at, joins);
+    }
+}
+
+/// A cluster's columns from what the batch saw (`subject`, `category`,
+/// `class` and `paths` from its sample; empty when it has none).
+fn cluster_columns(seen: &Sighting) -> [Val; 7] {
+    let (subject, category, class, paths) = match &seen.sample {
+        Some(f) => (
+            f.subject.as_str(),
+            f.category.as_str(),
+            f.class.as_str(),
+            serde_json::to_string(&f.paths).unwrap_or_default(),
+        ),
+        None => ("", "", "", "[]".to_owned()),
+    };
+    [
+        subject.into(),
+        category.into(),
+        class.into(),
+        paths.into(),
+        seen.first_seen.into(),
+        seen.last_seen.into(),
+        seen.checks.into(),
+    ]
+}
+
+/// The upsert of a cluster no host left in the batch, and of one that
+/// starts again (`DO UPDATE` only when it lives on).
+const CLUSTER_UPSERT: &str = "INSERT INTO drift_clusters (signature, observed, hosts, subject, \
+     category, class, paths, first_seen, last_seen, checks) VALUES";
+
 impl BatchState {
     fn cluster(&mut self, signature: &str, observed: &str) -> &mut ClusterMove {
         self.clusters
             .entry((signature.to_owned(), observed.to_owned()))
-            .or_insert(ClusterMove {
-                delta: 0,
-                first_seen: i64::MAX,
-                last_seen: 0,
-                sample: None,
-                checks: 0,
-            })
+            .or_default()
     }
 
     /// The shared rows' statements.
@@ -479,38 +578,22 @@ impl BatchState {
                 vec![revision.as_str().into(), (*at).into()],
             ));
         }
-        let moves: Vec<(&(String, String), &ClusterMove)> = self.clusters.iter().collect();
+        // Clusters no host of the batch left: added to, or made.
+        let moves: Vec<(&(String, String), &ClusterMove)> =
+            self.clusters.iter().filter(|(_, m)| m.low == 0).collect();
         for chunk in moves.chunks(CHUNK) {
             let mut params = Vec::with_capacity(chunk.len() * 10);
             for ((signature, observed), m) in chunk {
-                let (subject, category, class, paths) = match &m.sample {
-                    Some(f) => (
-                        f.subject.as_str(),
-                        f.category.as_str(),
-                        f.class.as_str(),
-                        serde_json::to_string(&f.paths).unwrap_or_default(),
-                    ),
-                    // Only hosts leaving: the row is there (and stays
-                    // as it is but for its count).
-                    None => ("", "", "", "[]".to_owned()),
-                };
                 params.extend([
                     signature.as_str().into(),
                     observed.as_str().into(),
                     m.delta.into(),
-                    subject.into(),
-                    category.into(),
-                    class.into(),
-                    paths.into(),
-                    m.first_seen.into(),
-                    m.last_seen.into(),
-                    m.checks.into(),
                 ]);
+                params.extend(cluster_columns(&m.all));
             }
             stmts.push(Stmt::built(
                 format!(
-                    "INSERT INTO drift_clusters (signature, observed, hosts, subject, category, class, \
-                     paths, first_seen, last_seen, checks) VALUES {} ON CONFLICT (signature, observed) \
+                    "{CLUSTER_UPSERT} {} ON CONFLICT (signature, observed) \
                      DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, first_seen = CASE \
                      WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
                      ELSE drift_clusters.first_seen END, last_seen = CASE \
@@ -523,12 +606,61 @@ impl BatchState {
                 params,
             ));
         }
-        // A cluster whose last host left is gone.
-        for ((signature, observed), m) in &self.clusters {
+        // Clusters a host of the batch left. One whose last host left
+        // (its count plus the lowest the batch took it to is 0) is gone,
+        // and the hosts that joined after make it anew, with their first
+        // sighting, as when the leaving and the joining reports come in
+        // batches of their own; else it lives on, moved by all of them.
+        for ((signature, observed), m) in self.clusters.iter().filter(|(_, m)| m.low < 0) {
+            let key = || -> Vec<Val> { vec![signature.as_str().into(), observed.as_str().into()] };
+            let mut params = key();
+            params.push(m.low.into());
+            stmts.push(Stmt::new(
+                "DELETE FROM drift_clusters WHERE signature = $1 AND observed = $2 \
+                 AND hosts + $3 <= 0",
+                params,
+            ));
+            let mut lives_on = key();
+            lives_on.extend([
+                m.delta.into(),
+                m.all.first_seen.into(),
+                m.all.last_seen.into(),
+                m.all.checks.into(),
+            ]);
+            if m.delta > m.low {
+                // Hosts joined after the lowest point: they make the
+                // cluster if it went, else it lives on.
+                let mut params = key();
+                params.push((m.delta - m.low).into());
+                params.extend(cluster_columns(&m.since_low));
+                params.extend(lives_on.split_off(2));
+                stmts.push(Stmt::new(
+                    "INSERT INTO drift_clusters (signature, observed, hosts, subject, category, \
+                     class, paths, first_seen, last_seen, checks) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT (signature, observed) DO UPDATE SET \
+                     hosts = drift_clusters.hosts + $11, first_seen = CASE \
+                     WHEN $12 < drift_clusters.first_seen THEN $12 ELSE drift_clusters.first_seen END, \
+                     last_seen = CASE WHEN $13 > drift_clusters.last_seen THEN $13 \
+                     ELSE drift_clusters.last_seen END, checks = CASE \
+                     WHEN $14 > drift_clusters.checks THEN $14 ELSE drift_clusters.checks END",
+                    params,
+                ));
+            } else {
+                stmts.push(Stmt::new(
+                    "UPDATE drift_clusters SET hosts = hosts + $3, first_seen = CASE \
+                     WHEN $4 < first_seen THEN $4 ELSE first_seen END, last_seen = CASE \
+                     WHEN $5 > last_seen THEN $5 ELSE last_seen END, checks = CASE \
+                     WHEN $6 > checks THEN $6 ELSE checks END \
+                     WHERE signature = $1 AND observed = $2",
+                    lives_on,
+                ));
+            }
             if m.delta < 0 {
+                // A cluster whose last host left is gone.
                 stmts.push(Stmt::new(
                     "DELETE FROM drift_clusters WHERE signature = $1 AND observed = $2 AND hosts <= 0",
-                    vec![signature.as_str().into(), observed.as_str().into()],
+                    key(),
                 ));
             }
         }
@@ -956,13 +1088,13 @@ fn finding_writes(
         match now.get(signature.as_str()) {
             None if covered(&old.class) => {
                 gone.push(signature);
-                batch.cluster(signature, &old.observed).delta -= 1;
+                batch.cluster(signature, &old.observed).leave();
             }
             None => {}
             Some(f) => {
                 let observed = f.observed.as_deref().unwrap_or("");
                 if observed != old.observed {
-                    batch.cluster(signature, &old.observed).delta -= 1;
+                    batch.cluster(signature, &old.observed).leave();
                 }
             }
         }
@@ -977,16 +1109,9 @@ fn finding_writes(
         let observed = f.observed.as_deref().unwrap_or("");
         let old = stored.get(*signature);
         let joins = old.is_none_or(|o| o.observed != observed);
-        let m = batch.cluster(signature, observed);
-        m.last_seen = m.last_seen.max(report.finished_at);
-        m.checks = m.checks.max(f.checks.unwrap_or(1));
-        if joins {
-            m.delta += 1;
-            m.first_seen = m.first_seen.min(f.first_seen);
-        }
-        if m.sample.is_none() {
-            m.sample = Some((*f).clone());
-        }
+        batch
+            .cluster(signature, observed)
+            .see(f, report.finished_at, joins);
         // Who changed it: a finding already open is written again when the
         // host's attribution names other writers.
         let changed_by = serde_json::to_string(&f.changed_by).unwrap_or_else(|_| "[]".into());

@@ -765,6 +765,91 @@ fn deep_checks_retention() {
     on_both!(deep_checks_go_with_the_daily_aggregates);
 }
 
+/// Reports stored in one transaction, as the group commit stores reports
+/// that arrive together.
+async fn together<B: Backend>(f: &Fleet<B>, reports: &[Report]) {
+    let batch = reports
+        .iter()
+        .map(|r| datum_server::ingest::Submitted {
+            report: r.clone(),
+            raw: serde_json::to_string(r).unwrap(),
+            received_at: r.finished_at,
+            outbox: Default::default(),
+            reports_kept: 5,
+        })
+        .collect();
+    let fresh = f.ingest_together(batch).await.unwrap();
+    assert!(fresh.iter().all(|n| *n), "{fresh:?}");
+}
+
+/// A drift cluster whose last host leaves is gone, and a host showing the
+/// same drift later starts it again (its first sighting, its checks). When
+/// the host leaving and the host joining reported in one batch, the
+/// cluster lived on: it kept the first sighting and checks of a host that
+/// no longer had the drift. A batch now moves a cluster as its reports
+/// stored one after another in host order would.
+async fn a_cluster_that_moves_to_another_host_in_one_batch_starts_again<B: Backend>(f: &Fleet<B>) {
+    let with = |host: &str, seq: u64, at: i64, first_seen: i64, checks: u64| {
+        let mut r = report(host, ReportKind::Check, seq, at);
+        let mut drift = finding("File[motd]", "o1", "normal");
+        drift.first_seen = first_seen;
+        drift.checks = Some(checks);
+        r.findings.push(drift);
+        r
+    };
+    let without = |host: &str, seq: u64, at: i64| report(host, ReportKind::Check, seq, at);
+    let cluster = |f: &Fleet<B>| {
+        let f = f.clone();
+        async move {
+            let rows = f
+                .backend()
+                .rows(Stmt::new(
+                    "SELECT hosts, first_seen, checks FROM drift_clusters",
+                    vec![],
+                ))
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|r| r.iter().map(|v| v.int().unwrap()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        }
+    };
+    // Host b had it since 100 (9 checks); in one batch b is rid of it and
+    // c (after b in host order) shows it since 5,000: it starts again.
+    ingest(f, &with("b", 1, 1_000, 100, 9)).await;
+    assert_eq!(cluster(f).await, [[1, 100, 9]]);
+    together(f, &[without("b", 2, 5_000), with("c", 1, 5_000, 5_000, 1)]).await;
+    assert_eq!(cluster(f).await, [[1, 5_000, 1]], "started again by c");
+    // a (before c in host order) shows it since 6,000, then c is rid of
+    // it: it lives on, as it would with a's report first.
+    together(f, &[with("a", 1, 7_000, 6_000, 1), without("c", 2, 7_000)]).await;
+    assert_eq!(cluster(f).await, [[1, 5_000, 1]], "lives on with a");
+    // Both hosts showing it leave, and one comes back in the same batch.
+    ingest(f, &with("b", 3, 8_000, 8_000, 1)).await;
+    assert_eq!(cluster(f).await, [[2, 5_000, 1]]);
+    together(
+        f,
+        &[
+            without("a", 2, 9_000),
+            without("b", 4, 9_000),
+            with("c", 3, 9_000, 9_000, 1),
+        ],
+    )
+    .await;
+    assert_eq!(cluster(f).await, [[1, 9_000, 1]], "started again by c");
+    // Everyone leaves: gone.
+    together(f, &[without("c", 4, 10_000)]).await;
+    assert!(cluster(f).await.is_empty());
+    // The fast view agrees with the one computed from every finding.
+    let rows = findings(f).await;
+    assert!(rows.is_empty(), "{rows:?}");
+}
+
+#[test]
+fn a_cluster_moving_in_one_batch() {
+    on_both!(a_cluster_that_moves_to_another_host_in_one_batch_starts_again);
+}
+
 /// Every report's idempotency key was kept `retention.daily_days` (400)
 /// days, apart from the report: about 576,000 rows for a host reporting
 /// every minute. A key is there to recognise a retried delivery, and a
