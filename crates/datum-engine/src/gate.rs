@@ -92,6 +92,19 @@ pub(crate) fn dry_run(bound: &Bound<'_>, host: &Host) -> Result<(), GateRejectio
             };
             validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
         }
+        // A built-in parser reads the bytes it is given and nothing else:
+        // no copy of them is written anywhere (the live path is only a
+        // name in its messages).
+        Isolation::Unsandboxed if matches!(def.check, validators::Check::Builtin(_)) => {
+            let staged = Staged {
+                path: &placement.live,
+                bytes: &placement.bytes,
+                mode,
+                uid,
+                gid,
+            };
+            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
+        }
         Isolation::Unsandboxed => {
             let name = placement.live.file_name().unwrap_or("content".as_ref());
             let scratch = sandbox::ScratchCopy::new(name, &placement.bytes, mode, uid, gid)

@@ -501,9 +501,23 @@ pub(crate) fn bounded_with(
 /// non-root process that opted out of the sandbox): a fresh 0700 folder
 /// in the temporary directory with one file under the target's name,
 /// removed when dropped.
+///
+/// Everything is done through handles: the temporary directory (`TMPDIR`,
+/// the operator's choice, links in its path followed as given) is opened
+/// once, the folder made in it with `mkdirat` and taken only if it is the
+/// folder just made ([`crate::boundary::open_made_dir`]), the file created
+/// in that with `O_CREAT | O_EXCL | O_NOFOLLOW`, and both removed relative
+/// to those handles (the folder only while its name still holds it). The
+/// validator is given the copy's path, which the kernel walks again: so
+/// the temporary directory must be one where nobody else can rename the
+/// folder (owned by this user or root, and writable by nobody else or
+/// sticky, as `/tmp` is), or the copy is refused.
 #[derive(Debug)]
 pub struct ScratchCopy {
-    dir: PathBuf,
+    tmp: crate::boundary::Dir,
+    dir_name: OsString,
+    dir: OwnedFd,
+    name: OsString,
     file: PathBuf,
 }
 
@@ -514,19 +528,83 @@ impl ScratchCopy {
         mode: u32,
         uid: Option<u32>,
         gid: Option<u32>,
-    ) -> std::io::Result<ScratchCopy> {
-        use std::os::unix::fs::DirBuilderExt as _;
-        let dir = std::env::temp_dir().join(format!("datum-plan-{}", crate::random_suffix()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let file = dir.join(name);
-        let copy = ScratchCopy { dir, file };
-        let fd = rustix::fs::open(
-            &copy.file,
+    ) -> Result<ScratchCopy, HostError> {
+        Self::new_in(&std::env::temp_dir(), name, bytes, mode, uid, gid)
+    }
+
+    /// [`ScratchCopy::new`] in the temporary directory `tmp`.
+    pub(crate) fn new_in(
+        tmp: &Path,
+        name: &OsStr,
+        bytes: &[u8],
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<ScratchCopy, HostError> {
+        let tmp = crate::boundary::Dir::open_path(tmp)?;
+        let st = rustix::fs::fstat(tmp.fd())
+            .map_err(|e| HostError::io("inspect", tmp.path(), std::io::Error::from(e)))?;
+        let me = rustix::process::geteuid().as_raw();
+        let others_write = st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0;
+        if (st.st_uid != me && st.st_uid != 0) || others_write {
+            return Err(HostError::io(
+                "make a scratch copy in",
+                tmp.path(),
+                std::io::Error::other(format!(
+                    "it is owned by uid {} with mode {:04o}, so someone else could rename the copy's folder while a validator reads it by its path; set TMPDIR to a folder of yours, or a sticky one such as /tmp",
+                    st.st_uid,
+                    st.st_mode & 0o7777
+                )),
+            ));
+        }
+        let mut last_error = Errno::EXIST;
+        for _ in 0..8 {
+            let mut dir_name = OsString::from("datum-plan-");
+            dir_name.push(crate::random_suffix());
+            let dir_path = tmp.path().join(&dir_name);
+            match rustix::fs::mkdirat(tmp.fd(), &dir_name, Mode::from_raw_mode(0o700)) {
+                Ok(()) => {}
+                Err(Errno::EXIST) => continue,
+                Err(e) => {
+                    last_error = e;
+                    break;
+                }
+            }
+            let dir = crate::boundary::open_made_dir(tmp.fd(), &dir_name, &dir_path)?;
+            let copy = ScratchCopy {
+                file: dir_path.join(name),
+                tmp,
+                dir_name,
+                dir,
+                name: name.to_owned(),
+            };
+            copy.fill(bytes, mode, uid, gid)?;
+            return Ok(copy);
+        }
+        Err(HostError::io(
+            "make a scratch folder in",
+            tmp.path(),
+            std::io::Error::from(last_error),
+        ))
+    }
+
+    fn fill(
+        &self,
+        bytes: &[u8],
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<(), HostError> {
+        let failed = |op: &'static str| move |e: std::io::Error| HostError::io(op, &self.file, e);
+        let fd = rustix::fs::openat(
+            &self.dir,
+            &self.name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
-        )?;
+        )
+        .map_err(|e| failed("create")(e.into()))?;
         let mut out = std::fs::File::from(fd);
-        std::io::Write::write_all(&mut out, bytes)?;
+        std::io::Write::write_all(&mut out, bytes).map_err(failed("write"))?;
         if uid.is_some() || gid.is_some() {
             // Best effort: a non-root process may not give files away.
             let _ = rustix::fs::fchown(
@@ -535,8 +613,8 @@ impl ScratchCopy {
                 gid.map(rustix::fs::Gid::from_raw),
             );
         }
-        rustix::fs::fchmod(&out, Mode::from_raw_mode(mode & 0o7777))?;
-        Ok(copy)
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| failed("set the mode of")(e.into()))
     }
 
     pub fn path(&self) -> &Path {
@@ -546,7 +624,13 @@ impl ScratchCopy {
 
 impl Drop for ScratchCopy {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = rustix::fs::unlinkat(&self.dir, &self.name, rustix::fs::AtFlags::empty());
+        let _ = crate::boundary::remove_if_ours(
+            self.tmp.fd(),
+            &self.dir_name,
+            &self.dir,
+            rustix::fs::AtFlags::REMOVEDIR,
+        );
     }
 }
 
@@ -853,6 +937,48 @@ fn place(view: &Path, p: &Placed) -> Result<(), HostError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A non-root run's scratch copy for an unsandboxed validator: made
+    /// through handles, in a temporary directory where nobody else can
+    /// rename its folder while the validator reads it by its path.
+    #[test]
+    fn a_scratch_copy_is_made_only_where_nobody_else_can_move_it() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let base = tempfile::tempdir().unwrap();
+        let folder = |name: &str, mode: u32, uid: u32| {
+            let p = base.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::os::unix::fs::chown(&p, Some(uid), None).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        let me = rustix::process::geteuid().as_raw();
+        let make = |tmp: &Path| {
+            ScratchCopy::new_in(tmp, OsStr::new("app.json"), b"{}\n", 0o640, None, None)
+        };
+        // Everyone's but sticky, as /tmp is, or this user's own: taken.
+        for tmp in [folder("sticky", 0o1777, me), folder("mine", 0o755, me)] {
+            let copy = make(&tmp).unwrap();
+            assert_eq!(std::fs::read(copy.path()).unwrap(), b"{}\n");
+            let file = std::fs::symlink_metadata(copy.path()).unwrap();
+            assert_eq!(file.permissions().mode() & 0o7777, 0o640);
+            let dir = std::fs::metadata(copy.path().parent().unwrap()).unwrap();
+            assert_eq!((dir.permissions().mode() & 0o7777, dir.uid()), (0o700, me));
+            drop(copy);
+            assert_eq!(
+                std::fs::read_dir(&tmp).unwrap().count(),
+                0,
+                "removed when dropped"
+            );
+        }
+        // Writable by others without the sticky bit, or another user's:
+        // refused, nothing made there.
+        for tmp in [folder("open", 0o777, me), folder("theirs", 0o755, 1000)] {
+            let err = make(&tmp).unwrap_err().to_string();
+            assert!(err.contains("set TMPDIR"), "{}: {err}", tmp.display());
+            assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        }
+    }
 
     #[test]
     fn nothing_is_laid_where_code_is_read_from_and_configuration_is() {

@@ -720,3 +720,48 @@ fn each_entry_of_a_validated_tree_is_judged_before_it_goes_live() {
     assert_eq!(live("b.json"), "{\"b\": 2}\n");
     assert_eq!(live("c.json"), "{\"c\": 2}\n");
 }
+
+/// A built-in validator (json, yaml, toml) parses the bytes it is given: a
+/// plan writes no copy of them anywhere, not even in the temporary folder
+/// (here a file, where no scratch folder can be made).
+#[test]
+fn a_plan_writes_no_scratch_copy_for_a_builtin_validator() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: good\ndesired:\n  path: /good.json\n  content: \"{\\\"a\\\": 1}\\n\"\n  validate: json\n---\ndatum: v1alpha1\ntype: File\nname: bad\ndesired:\n  path: /bad.json\n  content: \"{\\\"a\\\": \\n\"\n  validate: json\n",
+    );
+    let tmp = s.write("tmp-is-a-file", "");
+    let out = assert_cmd::Command::cargo_bin("datum")
+        .unwrap()
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "plan"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("scratch copy"), "{text}");
+    assert!(
+        text.contains("File[good]") && text.contains("File[bad]"),
+        "{text}"
+    );
+    let bad = text
+        .lines()
+        .find(|l| l.contains("File[bad]"))
+        .unwrap_or_default();
+    let good = text
+        .lines()
+        .find(|l| l.contains("File[good]"))
+        .unwrap_or_default();
+    assert!(bad.contains("fail"), "the invalid one would fail: {text}");
+    assert!(!good.contains("fail"), "the valid one would not: {text}");
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(
+        s.files_under_root().is_empty(),
+        "{:?}",
+        s.files_under_root()
+    );
+}
