@@ -486,6 +486,9 @@ struct Sighting {
     sample: Option<Finding>,
     /// The most consecutive checks a host of this batch saw it in.
     checks: u64,
+    /// The first in byte order of the classes they give it (hosts may
+    /// class one resource differently).
+    class: Option<String>,
 }
 
 impl Default for Sighting {
@@ -495,6 +498,7 @@ impl Default for Sighting {
             last_seen: 0,
             sample: None,
             checks: 0,
+            class: None,
         }
     }
 }
@@ -508,6 +512,9 @@ impl Sighting {
         }
         if self.sample.is_none() {
             self.sample = Some(f.clone());
+        }
+        if self.class.as_ref().is_none_or(|c| f.class < *c) {
+            self.class = Some(f.class.clone());
         }
     }
 }
@@ -532,22 +539,22 @@ impl ClusterMove {
     }
 }
 
-/// A cluster's columns from what the batch saw (`subject`, `category`,
-/// `class` and `paths` from its sample; empty when it has none).
+/// A cluster's columns from what the batch saw (`subject`, `category` and
+/// `paths` from its sample, the first class in byte order; empty when it
+/// has none).
 fn cluster_columns(seen: &Sighting) -> [Val; 7] {
-    let (subject, category, class, paths) = match &seen.sample {
+    let (subject, category, paths) = match &seen.sample {
         Some(f) => (
             f.subject.as_str(),
             f.category.as_str(),
-            f.class.as_str(),
             serde_json::to_string(&f.paths).unwrap_or_default(),
         ),
-        None => ("", "", "", "[]".to_owned()),
+        None => ("", "", "[]".to_owned()),
     };
     [
         subject.into(),
         category.into(),
-        class.into(),
+        seen.class.as_deref().unwrap_or("").into(),
         paths.into(),
         seen.first_seen.into(),
         seen.last_seen.into(),
@@ -594,7 +601,9 @@ impl BatchState {
             stmts.push(Stmt::built(
                 format!(
                     "{CLUSTER_UPSERT} {} ON CONFLICT (signature, observed) \
-                     DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, first_seen = CASE \
+                     DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, class = CASE \
+                     WHEN excluded.class COLLATE \"C\" < drift_clusters.class COLLATE \"C\" \
+                     THEN excluded.class ELSE drift_clusters.class END, first_seen = CASE \
                      WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
                      ELSE drift_clusters.first_seen END, last_seen = CASE \
                      WHEN excluded.last_seen > drift_clusters.last_seen THEN excluded.last_seen \
@@ -626,6 +635,7 @@ impl BatchState {
                 m.all.first_seen.into(),
                 m.all.last_seen.into(),
                 m.all.checks.into(),
+                Val::opt_text(m.all.class.as_deref()),
             ]);
             if m.delta > m.low {
                 // Hosts joined after the lowest point: they make the
@@ -643,7 +653,9 @@ impl BatchState {
                      WHEN $12 < drift_clusters.first_seen THEN $12 ELSE drift_clusters.first_seen END, \
                      last_seen = CASE WHEN $13 > drift_clusters.last_seen THEN $13 \
                      ELSE drift_clusters.last_seen END, checks = CASE \
-                     WHEN $14 > drift_clusters.checks THEN $14 ELSE drift_clusters.checks END",
+                     WHEN $14 > drift_clusters.checks THEN $14 ELSE drift_clusters.checks END, \
+                     class = CASE WHEN drift_clusters.class COLLATE \"C\" > $15 \
+                     THEN $15 ELSE drift_clusters.class END",
                     params,
                 ));
             } else {
@@ -651,7 +663,8 @@ impl BatchState {
                     "UPDATE drift_clusters SET hosts = hosts + $3, first_seen = CASE \
                      WHEN $4 < first_seen THEN $4 ELSE first_seen END, last_seen = CASE \
                      WHEN $5 > last_seen THEN $5 ELSE last_seen END, checks = CASE \
-                     WHEN $6 > checks THEN $6 ELSE checks END \
+                     WHEN $6 > checks THEN $6 ELSE checks END, class = CASE \
+                     WHEN class COLLATE \"C\" > $7 THEN $7 ELSE class END \
                      WHERE signature = $1 AND observed = $2",
                     lives_on,
                 ));

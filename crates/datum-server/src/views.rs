@@ -862,7 +862,14 @@ pub fn drift(rows: &[FindingRow], hosts_total: u64, now: i64) -> DriftView {
                 hosts: names.len() as u64,
                 subject: first.subject.clone(),
                 category: first.category.clone(),
-                class: first.class.clone(),
+                // Hosts may class one resource differently: the first
+                // class in byte order, as ingest keeps it.
+                class: rows
+                    .iter()
+                    .map(|r| r.class.as_str())
+                    .min()
+                    .unwrap_or_default()
+                    .to_owned(),
                 paths: first.paths.clone(),
                 first_seen: rows.iter().map(|r| r.first_seen).min().unwrap_or(now),
                 last_seen: rows.iter().map(|r| r.last_seen).max().unwrap_or(now),

@@ -850,6 +850,47 @@ fn a_cluster_moving_in_one_batch() {
     on_both!(a_cluster_that_moves_to_another_host_in_one_batch_starts_again);
 }
 
+/// Hosts may class one resource differently (a host's own layer puts it
+/// in `critical`, the others' in `normal`). A drift cluster took the class
+/// of the host that opened it, so the same reports arriving in another
+/// order (or batched otherwise) showed another class. It is now the first
+/// in byte order of the classes the hosts showing it since it started
+/// give it, whatever their order.
+async fn a_clusters_class_does_not_depend_on_who_reported_first<B: Backend>(f: &Fleet<B>) {
+    let with = |host: &str, observed: &str, class: &str| {
+        let mut r = report(host, ReportKind::Check, 1, 5_000);
+        r.findings.push(finding("File[motd]", observed, class));
+        r
+    };
+    // o1: normal first, then critical; o2: critical first; o3: in one batch.
+    ingest(f, &with("a", "o1", "normal")).await;
+    ingest(f, &with("b", "o1", "critical")).await;
+    ingest(f, &with("c", "o2", "critical")).await;
+    ingest(f, &with("d", "o2", "normal")).await;
+    together(f, &[with("e", "o3", "normal"), with("f", "o3", "critical")]).await;
+    let v = f.drift(5_010).await.unwrap();
+    let classes: Vec<(Option<&str>, &str)> = v
+        .clusters
+        .iter()
+        .map(|c| (c.observed.as_deref(), c.class.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            (Some("o1"), "critical"),
+            (Some("o2"), "critical"),
+            (Some("o3"), "critical")
+        ]
+    );
+    let slow = views::drift(&findings(f).await, 6, 5_010);
+    assert_eq!(v.clusters, slow.clusters, "as computed from every finding");
+}
+
+#[test]
+fn a_clusters_class() {
+    on_both!(a_clusters_class_does_not_depend_on_who_reported_first);
+}
+
 /// Every report's idempotency key was kept `retention.daily_days` (400)
 /// days, apart from the report: about 576,000 rows for a host reporting
 /// every minute. A key is there to recognise a retried delivery, and a
