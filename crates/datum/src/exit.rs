@@ -7,7 +7,7 @@
 //! |---|---|
 //! | 0 | nothing to do, nothing changed, no drift; `--help`, `--version`; a reader that closed stdout (`datum plan \| head`) |
 //! | 2 | changes: pending (`plan`), applied (`apply`), drift or quarantine (`check`), a new revision deployed (`pull`), reports queued (`outbox`) |
-//! | 4 | failures: some change failed (`apply`) or would fail (`plan`: validation, a missing validator binary) |
+//! | 4 | failures: some change failed (`apply`) or would fail (`plan`: validation, a missing validator binary); an apply the state store could not record (its fleet report is lost with the record) |
 //! | 6 | both 2 and 4 |
 //! | 1 | an error: a usage error (clap's own exit code 2 would read as "changes" to a script), a format the command has no form in, or any failure before or outside the resources (a manifest error, a lock, the state store, a resource that could not be checked) |
 //!
@@ -70,6 +70,20 @@ impl ExitCode {
             (true, false) => ExitCode::Changes,
             (false, true) => ExitCode::Failures,
             (true, true) => ExitCode::ChangesAndFailures,
+        }
+    }
+
+    /// The code of an apply whose pass the state store could not record (a
+    /// full file system, a store that failed mid-pass): nothing says the
+    /// host changed but this run (the fleet report is queued with the
+    /// record, so the server never hears of it, and what it verified is
+    /// observed again), so the loss counts as a failure: 4, or 6 with
+    /// changes, never a clean 0 or 2.
+    pub fn unrecorded(self) -> ExitCode {
+        match self {
+            ExitCode::Clean | ExitCode::Failures => ExitCode::Failures,
+            ExitCode::Changes | ExitCode::ChangesAndFailures => ExitCode::ChangesAndFailures,
+            error @ ExitCode::Error(_) => error,
         }
     }
 
@@ -247,12 +261,17 @@ mod tests {
     #[test]
     fn exit_4_failures() {
         assert_eq!(ExitCode::for_apply(false, true).code(), 4);
+        // An apply the state store could not record.
+        assert_eq!(ExitCode::for_apply(false, false).unrecorded().code(), 4);
+        assert_eq!(ExitCode::for_apply(false, true).unrecorded().code(), 4);
         assert_eq!(ExitCode::from_code(4), ExitCode::Failures);
     }
 
     #[test]
     fn exit_6_changes_and_failures() {
         assert_eq!(ExitCode::for_apply(true, true).code(), 6);
+        assert_eq!(ExitCode::for_apply(true, false).unrecorded().code(), 6);
+        assert_eq!(ExitCode::ERROR.unrecorded().code(), 1);
         assert_eq!(ExitCode::from_code(6), ExitCode::ChangesAndFailures);
     }
 }

@@ -232,7 +232,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     if let Some(backups) = backups.as_mut() {
         let _ = backups.gc();
     }
-    let code = match mode {
+    let mut code = match mode {
         Mode::Plan => plan_exit(&summary),
         Mode::Apply => ExitCode::for_apply(summary.any_changed(), summary.any_failed()),
     };
@@ -262,8 +262,24 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
             batch.commit()?;
             Ok(())
         })();
-        if let Err(e) = recorded {
-            eprintln!("warning: could not record the pass in the state store: {e}");
+        match (recorded, mode) {
+            (Ok(()), _) => {}
+            (Err(e), Mode::Plan) => {
+                eprintln!("warning: could not record the pass in the state store: {e}");
+            }
+            // What this apply did is known to this run alone: the exit code
+            // says so (`ExitCode::unrecorded`), not only a warning.
+            (Err(e), Mode::Apply) => {
+                eprintln!(
+                    "error: this apply could not be recorded in the state store ({e}), so nothing keeps what it did: {}what it verified is observed as unverified again. Make room for the state store (or mend it) and run `datum apply` again",
+                    if reporting.is_some() {
+                        "its fleet report was not queued either, so the server does not hear of it; "
+                    } else {
+                        ""
+                    }
+                );
+                code = code.unrecorded();
+            }
         }
     }
     // Delivery needs no lock: another pass may start meanwhile.

@@ -342,6 +342,41 @@ fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() 
     assert_exit(&s.datum(&["apply"]), 0);
 }
 
+/// An apply records its pass, and queues its fleet report, in the state
+/// store once its changes are made. When that write failed (a file system
+/// that filled during the pass; here another connection holding the
+/// store's write lock past its busy timeout) the apply only warned and
+/// exited 2, so nothing but that run knew of the change: the server never
+/// heard of it and the exit code said all was well. It is now a failure
+/// of the apply: exit 6 (changes and failures), the error saying what was
+/// lost and what to do.
+#[test]
+fn an_apply_the_state_store_cannot_record_says_so_in_its_exit_code() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  content: \"declared\\n\"\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+    let out = {
+        let mut other = datum_store::Store::open(&s.live("/var/lib/datum/state.db")).unwrap();
+        let _writing = other.batch().unwrap();
+        s.datum(&["apply"])
+    };
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "declared\n",
+        "{text}"
+    );
+    assert_exit(&out, 6);
+    assert!(
+        stderr(&out).contains("could not be recorded in the state store"),
+        "{text}"
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+}
+
 /// A resource renamed (or removed from the repository) left its verified
 /// record in the store for good: nothing reads it again, and the store
 /// kept one row per name a resource ever had. An apply of the whole
