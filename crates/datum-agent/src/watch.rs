@@ -65,8 +65,8 @@ impl WatchPlan {
     }
 
     /// The kernel watches to add: each tree recursively, and the parent
-    /// folder of each file (not the file: an editor or an apply that renames
-    /// a new file into place would leave a watch on the old inode).
+    /// folder of each file (an editor or an apply that renames a new file
+    /// into place would leave a watch on the file itself on the old inode).
     pub fn watches(&self) -> BTreeMap<PathBuf, RecursiveMode> {
         let mut out = BTreeMap::new();
         for (path, _, _) in &self.trees {
@@ -77,6 +77,17 @@ impl WatchPlan {
             out.entry(parent).or_insert(RecursiveMode::NonRecursive);
         }
         out
+    }
+
+    /// The files to watch themselves as well, beside their folders'
+    /// watches: the kernel tells a folder's watch only of what is done
+    /// through that folder, and a file's own watch (on its inode) of a write
+    /// through any of its hard links. That watch stays on the inode the name
+    /// held when it was added: a file replaced since (renamed into place by
+    /// an apply or an editor) is watched through its folder only until the
+    /// watches are armed again (every full pass).
+    pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
+        self.files.keys()
     }
 
     /// The resources a change of `path` may concern, added to `into`.
@@ -209,6 +220,41 @@ impl Watcher {
                     // Past the limit every further add fails the same way.
                     if limit {
                         break;
+                    }
+                }
+            }
+        }
+        // Then each file itself, for writes through its other hard links
+        // (after the folders, so a watch limit reached here costs only
+        // these). A file that does not exist yet is watched through its
+        // folder only, as before (its creation is a change there).
+        let limited = failures.iter().any(|n| {
+            matches!(
+                n,
+                WatchNews::Lost {
+                    reason: "limit",
+                    ..
+                }
+            )
+        });
+        if !limited {
+            for path in plan.files() {
+                match inner.watch(path, RecursiveMode::NonRecursive) {
+                    Ok(()) => {}
+                    Err(err) => {
+                        let news = lost(&err.add_path(path.clone()));
+                        match news {
+                            WatchNews::Lost {
+                                reason: "missing", ..
+                            } => {}
+                            WatchNews::Lost {
+                                reason: "limit", ..
+                            } => {
+                                failures.push(news);
+                                break;
+                            }
+                            other => failures.push(other),
+                        }
                     }
                 }
             }
@@ -362,6 +408,57 @@ mod tests {
         std::fs::rename(&tmp, &file).unwrap();
         let news = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
         assert!(matches!(news, WatchNews::Changed(m) if m.contains_key("critical")));
+    }
+
+    /// The kernel tells a folder's watch nothing of a write through a hard
+    /// link in another folder; the file's own watch sees it. What stays
+    /// uncovered: a file replaced since the watches were armed, until the
+    /// next full pass arms them again.
+    #[test]
+    fn a_write_through_another_hard_link_is_seen() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        let file = dir.path().join("etc/motd");
+        std::fs::write(&file, "a").unwrap();
+        let link = dir.path().join("home/motd-link");
+        std::fs::hard_link(&file, &link).unwrap();
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("File", "motd"),
+            class: "critical".into(),
+            path: file.clone(),
+            subtree: false,
+        }]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (w, failures) = Watcher::start(&plan, move |n| {
+            let _ = tx.send(n);
+        })
+        .unwrap();
+        assert_eq!(w.watched(), 1);
+        assert!(failures.is_empty(), "{failures:?}");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&link)
+            .unwrap();
+        f.write_all(b"b").unwrap();
+        drop(f);
+        let news = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert!(
+            matches!(&news, Ok(WatchNews::Changed(m)) if m.contains_key("critical")),
+            "a write through another hard link was not seen: {news:?}"
+        );
+        // A file that does not exist yet is watched through its folder
+        // only: no loss reported for it.
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("File", "later"),
+            class: "critical".into(),
+            path: dir.path().join("etc/later"),
+            subtree: false,
+        }]);
+        let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
+        assert_eq!(w.watched(), 1);
+        assert!(failures.is_empty(), "{failures:?}");
     }
 
     #[test]

@@ -44,9 +44,10 @@ pub struct ScheduleRow {
     /// checked within the debounce, not at the next interval.
     pub watched: bool,
     /// A watched class: how long a change no watch sees can go unnoticed
-    /// (interval + p95). A file is watched through its folder, so a write
-    /// through another hard link of it, made in another folder, is not
-    /// reported to that watch; nor is anything while a watch is lost. The
+    /// (interval + p95). A file is watched through its folder and on its
+    /// own inode as the watches are armed, so a write through another hard
+    /// link of a file replaced since (or of a file in a Tree) reaches no
+    /// watch; nor does anything while a watch is lost. The
     /// interval's checks still find those. `None` for a polled class
     /// (`detection_bound_ms` is that bound) or before a check was measured.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -291,6 +291,39 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
     assert!(!agent.metrics().contains("edited by hand"));
 }
 
+/// A write through another hard link of a watched file, in a folder no
+/// watch covers, is seen at once: the file is watched on its own inode too,
+/// not only through its folder (whose watch the kernel tells nothing of it).
+#[test]
+fn a_write_through_another_hard_link_of_a_watched_file_is_seen_at_once() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    std::fs::create_dir_all(estate.path("root/home/alice")).unwrap();
+    std::fs::hard_link(
+        estate.path("root/etc/app/sshd.conf"),
+        estate.path("root/home/alice/sshd-link"),
+    )
+    .unwrap();
+    // Written in place through the link (the same inode).
+    std::fs::write(
+        estate.path("root/home/alice/sshd-link"),
+        "PermitRootLogin yes\n",
+    )
+    .unwrap();
+    // The class is checked every 60 s otherwise.
+    let took = agent.wait_metric(CRIT_DRIFT, Duration::from_secs(2));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        agent
+            .log_text()
+            .contains("check (watch) of class critical (1 resource(s))")
+    );
+}
+
 #[test]
 fn a_revert_class_is_reverted_by_the_agent_in_process() {
     let estate = Estate::new("1h");

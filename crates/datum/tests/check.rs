@@ -1454,11 +1454,11 @@ fn schedule_states_the_detection_bound_per_class() {
 }
 
 /// A watched class's short bound holds for what a watch sees. A file is
-/// watched through its folder, and the kernel reports a write through
-/// another hard link of the file (made anywhere on the same file system by
-/// whoever owns it) to that link's folder only: such an edit, or one made
-/// while a watch is lost, waits for the interval. `schedule` states that
-/// bound too, rather than only the watch's.
+/// watched through its folder and on its own inode as the watches are
+/// armed; a write through another hard link of a file replaced since (the
+/// kernel reports it to that link's folder and the new inode only), or one
+/// made while a watch is lost, waits for the interval. `schedule` states
+/// that bound too, rather than only the watch's.
 #[test]
 fn schedule_states_a_watched_class_s_bound_for_what_no_watch_sees() {
     let s = Sandbox::new(

@@ -176,7 +176,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 );
                 writeln!(
                     out,
-                    "{}: a change no watch sees (a write through another hard link of a file, or while a watch is lost) waits for the interval: {bound}",
+                    "{}: a change no watch sees (a write through another hard link of a file replaced since the watches were armed or of a file in a Tree, or while a watch is lost) waits for the interval: {bound}",
                     r.class
                 )?;
             }
