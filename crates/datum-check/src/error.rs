@@ -22,6 +22,10 @@ pub enum CheckError {
     /// that declares a resource's content), and they do not load.
     #[error("the repository has {} error(s); nothing was checked", .0.error_count())]
     Repository(datum_catalog::Diagnostics),
+    /// Two resources of one kind manage one object on the host under two
+    /// names (a unit and an alias of it), as plan and apply refuse them.
+    #[error("{0}; nothing was reported, reconciled or recorded")]
+    Shared(datum_engine::Shared),
     /// The state store could not be read or written.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -204,6 +204,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // The inspected resources that drifted, and the packages (whose
     // configuration files are checked after the policies).
     let mut inspected: Vec<Resource> = Vec::new();
+    // What each observation manages on the host, by kind
+    // (`Provider::observed_identity`): two resources sharing one (a unit
+    // and an alias of it) are refused, as plan and apply refuse them.
+    let mut identities: BTreeMap<(String, String), Vec<ResourceId>> = BTreeMap::new();
     for (class, indices) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
@@ -256,6 +260,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         mut observed,
                         diff,
                     }) => {
+                        if let Some(identity) = provider.observed_identity(&observed) {
+                            identities
+                                .entry((r.id.kind.clone(), identity))
+                                .or_default()
+                                .push(r.id.clone());
+                        }
                         // Kept for the kind's extra findings (checked after the policies).
                         *keep = provider.extra_findings().is_some();
                         if let Some(t) = build::tree_fingerprint(r, &observed, digest_key) {
@@ -314,6 +324,16 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         timings.push((class.clone(), t0.elapsed().as_millis() as u64, full));
     }
     progress.finish();
+    // Before any policy acts or anything is recorded: a revert would start
+    // and stop one unit in turn, and the report would show one object twice.
+    let shared: Vec<(String, Vec<ResourceId>)> = identities
+        .into_iter()
+        .filter(|(_, ids)| ids.len() > 1)
+        .map(|((_, identity), ids)| (identity, ids))
+        .collect();
+    if !shared.is_empty() {
+        return Err(CheckError::Shared(datum_engine::Shared { shared }));
+    }
     // What the policies act on: the drifted resources.
     let catalogue = Catalogue {
         host: lazy.host.clone(),

@@ -520,8 +520,8 @@ impl Drop for AliasLink {
 }
 
 // `Service[ssh]` and `Service[sshd]` pass lint (two names) but are one unit
-// to systemd (`Id`), which each pass would start and stop in turn. Plan and
-// apply refuse them, naming both, and change nothing (exit 1).
+// to systemd (`Id`), which each pass would start and stop in turn. Plan,
+// apply and check refuse them, naming both, and change nothing (exit 1).
 testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
     let unit = TestUnit::install(
         "datum-it-real.service",
@@ -554,6 +554,14 @@ testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
         assert_contains(&err, "unit datum-it-real.service");
         assert_contains(&err, done);
     }
+    // datum check observes both and refuses them the same way (it used to
+    // report each as a unit of its own, and a revert would act on both).
+    let out = repo.datum(&["check"]);
+    out.assert_exit(1);
+    let err = out.stderr();
+    assert_contains(&err, "Service[datum-it-real] and Service[datum-it-alias]");
+    assert_contains(&err, "unit datum-it-real.service");
+    assert_contains(&err, "nothing was reported, reconciled or recorded");
     assert_eq!(within::property(unit.name(), "ActiveState"), "inactive");
     drop(alias);
     drop(unit);
