@@ -435,14 +435,24 @@ impl Queue for Outbox<'_> {
 
     fn refused(&mut self, id: i64, why: &str) -> Result<(), StoreError> {
         self.write("cannot set the refused report aside", |tx| {
+            // Gone since it was sent: a pass set it aside
+            // (`Batch::set_aside_reports_of_others`, which runs outside the
+            // delivery lock) and counted it, with what it carried.
+            let Some(announced) = tx
+                .query_row("SELECT announced FROM outbox WHERE id = ?1", [id], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+                .optional()?
+            else {
+                return Ok(());
+            };
             // The server took none of the count it carried: the next
             // report announces it.
             tx.execute(
                 "UPDATE outbox_state SET refused_total = refused_total + 1, last_refused = ?1,
-                     dropped = dropped + coalesce(
-                         (SELECT announced FROM outbox WHERE id = ?2), 0)
+                     dropped = dropped + ?2
                  WHERE id = 1",
-                params![why, id],
+                params![why, announced.unwrap_or(0)],
             )?;
             tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
             Ok(())
@@ -878,6 +888,48 @@ mod tests {
         assert_eq!(s.outbox().dropped().unwrap(), 4);
         // Not stuck any more: nothing to do.
         assert_eq!(set_aside(&mut s, "web-1"), Vec::new());
+    }
+
+    /// The set-aside runs in a pass's transaction, not under the delivery
+    /// lock: a delivery may have sent a report of another name when a pass
+    /// sets it aside, and the server's refusal of it (413: too large) then
+    /// came back for a report no longer queued. It was counted refused a
+    /// second time (refused_total 2 for one report) and named the last
+    /// refusal; nothing was lost or sent twice. A refusal of a report that
+    /// is gone changes nothing.
+    #[test]
+    fn a_report_set_aside_while_its_refusal_is_on_its_way_is_counted_once() {
+        let (_d, mut s) = store();
+        queue_of(&mut s, "a", "old", 10);
+        queue_of(&mut s, "b", "web-1", 10);
+        let batch = s.batch().unwrap();
+        batch
+            .tx
+            .execute("UPDATE outbox_state SET dropped = 4 WHERE id = 1", [])
+            .unwrap();
+        batch.commit().unwrap();
+        let mut q = s.outbox();
+        q.set_backoff(&Backoff {
+            failures: 1,
+            next_attempt_ms: 0,
+            last_error: Some("HTTP 403".into()),
+        })
+        .unwrap();
+        // A delivery takes the first report and sends it...
+        let head = q.oldest().unwrap().unwrap();
+        assert_eq!(q.announce(head.id).unwrap(), Some(4));
+        // ... while a pass sets it aside ...
+        assert_eq!(set_aside(&mut s, "web-1"), [("old".to_owned(), 1)]);
+        // ... and then the server's refusal comes back.
+        s.outbox().refused(head.id, "HTTP 413: too large").unwrap();
+        let status = s.outbox_status().unwrap();
+        assert_eq!(status.refused_total, 1, "{status:?}");
+        assert!(
+            status.last_refused.as_deref().unwrap().contains("`old`"),
+            "{status:?}"
+        );
+        assert_eq!(s.outbox().dropped().unwrap(), 4, "announced once, later");
+        assert_eq!(keys(&mut s), ["b"]);
     }
 
     #[test]
