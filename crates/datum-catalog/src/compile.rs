@@ -1674,7 +1674,12 @@ fn field_diagnostic(
 
 fn unknown_type_message(registry: &Registry, kind: &str) -> String {
     let known: Vec<&str> = registry.kinds();
-    if let Some(close) = known.iter().find(|k| k.eq_ignore_ascii_case(kind)) {
+    let close = known
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(kind))
+        .copied()
+        .or_else(|| datum_manifest::suggest::closest(kind, known.iter().copied()));
+    if let Some(close) = close {
         return format!("unknown type `{kind}`; did you mean `{close}`?");
     }
     if known.is_empty() {

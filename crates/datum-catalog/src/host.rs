@@ -272,10 +272,17 @@ fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
             other => {
                 return Err(malformed(
                     e.key_start,
-                    format!(
-                        "unknown key `{other}` in the host file; expected one of: {}",
-                        HOST_KEYS.join(", ")
-                    ),
+                    match datum_manifest::suggest::closest(other, HOST_KEYS.iter().copied()) {
+                        Some(close) => {
+                            format!(
+                                "unknown key `{other}` in the host file; did you mean `{close}`?"
+                            )
+                        }
+                        None => format!(
+                            "unknown key `{other}` in the host file; expected one of: {}",
+                            HOST_KEYS.join(", ")
+                        ),
+                    },
                 ));
             }
         }

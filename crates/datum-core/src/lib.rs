@@ -31,6 +31,7 @@ pub mod parallel;
 pub mod progress;
 pub mod resource;
 pub mod schema;
+pub mod suggest;
 pub mod text;
 pub mod trust;
 

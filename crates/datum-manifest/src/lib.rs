@@ -107,8 +107,10 @@ pub mod paths;
 pub mod repository;
 pub mod settings;
 pub mod span;
-pub mod suggest;
 pub mod yaml;
+
+/// "Did you mean ...?" (kept in `datum-core`, which the providers share).
+pub use datum_core::suggest;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceMap};
 pub use document::{DEFAULT_CLASS, Document, ENVELOPE_KEYS};

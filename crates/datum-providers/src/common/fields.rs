@@ -281,38 +281,19 @@ pub fn check_fields(kind: &str, desired: &Value, specs: &[FieldSpec]) -> Vec<Fie
 
 fn unknown_field(kind: &str, name: &str, specs: &[FieldSpec]) -> String {
     let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
-    let closest = known
-        .iter()
-        .map(|k| (edit_distance(name, k), *k))
-        .filter(|(d, k)| *d <= 2 && *d < k.len())
-        .min();
-    match closest {
-        Some((_, k)) => format!("unknown field `{name}` for {kind}: did you mean `{k}`?"),
+    unknown_field_message(kind, name, &known)
+}
+
+/// `unknown field `stat` for Service: did you mean `state`?`, or the known
+/// fields when none is close (every kind's wording of an unknown field).
+pub(crate) fn unknown_field_message(kind: &str, name: &str, known: &[&str]) -> String {
+    match datum_core::suggest::closest(name, known.iter().copied()) {
+        Some(close) => format!("unknown field `{name}` for {kind}: did you mean `{close}`?"),
         None => format!(
             "unknown field `{name}` for {kind} (known: {})",
             known.join(", ")
         ),
     }
-}
-
-/// Levenshtein distance, for "did you mean" hints on short field names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(cur).min(row[j])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// The declared path (after `check`, always present and valid).
@@ -433,13 +414,5 @@ mod tests {
             "{}",
             errors[0].message
         );
-    }
-
-    #[test]
-    fn edit_distance_counts_single_edits() {
-        assert_eq!(edit_distance("mode", "mode"), 0);
-        assert_eq!(edit_distance("mdoe", "mode"), 2);
-        assert_eq!(edit_distance("owner", "owners"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

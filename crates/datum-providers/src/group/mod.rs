@@ -160,10 +160,7 @@ pub(crate) fn unknown_fields(
         .map(|k| {
             FieldError::new(
                 &[k],
-                format!(
-                    "unknown field `{k}` for {kind} (known: {})",
-                    known.join(", ")
-                ),
+                crate::common::fields::unknown_field_message(kind, k, known),
             )
         })
         .collect()

@@ -199,10 +199,7 @@ impl PackageSpec {
             if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
-                    format!(
-                        "unknown field `{key}` for Package (known: {})",
-                        FIELDS.join(", ")
-                    ),
+                    crate::common::fields::unknown_field_message("Package", key, FIELDS),
                 ));
             }
         }

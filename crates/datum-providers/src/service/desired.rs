@@ -177,10 +177,7 @@ impl ServiceSpec {
             if !FIELDS.contains(&key) {
                 errors.push(FieldError::new(
                     &[key],
-                    format!(
-                        "unknown field `{key}` for Service (known: {})",
-                        FIELDS.join(", ")
-                    ),
+                    crate::common::fields::unknown_field_message("Service", key, FIELDS),
                 ));
             }
         }

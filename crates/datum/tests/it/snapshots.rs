@@ -88,6 +88,26 @@ fn a_syntax_error_at_the_end_of_a_file_shows_the_line_it_is_on() {
 }
 
 #[test]
+fn a_misspelt_type_or_field_is_answered_with_the_one_meant() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Fiel\nname: motd\ndesired: {path: /etc/motd, content: x}\n\
+---\ndatum: v1alpha1\ntype: File\nname: issue\ndesired: {path: /etc/issue, ownr: root, content: x}\n\
+---\ndatum: v1alpha1\ntype: Service\nname: ssh\ndesired: {stat: running}\n\
+---\ndatum: v1alpha1\ntype: Package\nname: curl\ndesired: {verison: \"8.5\"}\n\
+---\ndatum: v1alpha1\ntype: Group\nname: ops\ndesired: {gdi: 2000}\n\
+---\ndatum: v1alpha1\ntype: User\nname: bob\ndesired: {shel: /bin/sh}\n",
+    );
+    settings(&s).bind(|| {
+        insta::assert_snapshot!("lint_did_you_mean", transcript(&s.datum(&["lint"])));
+        s.write("host.yaml", "name: h1\nlable: {role: web}\n");
+        insta::assert_snapshot!(
+            "lint_did_you_mean_in_the_host_file",
+            transcript(&s.datum(&["lint"]))
+        );
+    });
+}
+
+#[test]
 fn help_text() {
     let s = Sandbox::new();
     insta::assert_snapshot!("help", transcript(&s.datum(&["--help"])));
