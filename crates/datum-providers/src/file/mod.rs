@@ -3,9 +3,11 @@
 //! Content changes go through a staged copy beside the target
 //! (`datum_host::staging`): written, given its owner, group and mode, shown
 //! to the engine as the validation target (the engine runs the validator),
-//! and only then renamed over the live file by `activate`. Owner and mode changes alone are made in place, without
-//! rewriting the content, except on a hard-linked file or when the mode
-//! gets a set-id bit (the declared bytes are then written afresh). A
+//! and only then renamed over the live file by `activate`. Owner and mode
+//! changes alone are made in place only on a File that declares no
+//! content; one that declares it gets them with its declared bytes written
+//! afresh (the content was compared at the observation, and the name may
+//! hold other bytes by now), as does a hard-linked file. A
 //! directory in the way is a failure, never a recursive delete; a missing
 //! parent directory is a failure naming it.
 //!
@@ -364,12 +366,17 @@ fn stage(
         _ => None,
     };
     let changes = owner_changes || mode.is_some();
-    // Set-id bits go only to bytes Datum writes itself: the content was
-    // compared when the file was observed, and whoever can write to the
-    // folder (or holds the file open for writing) may have put other bytes
-    // there since, to be made set-user-id or set-group-id in place.
-    let set_id = changes && content.is_some() && mode.unwrap_or(existing.mode) & 0o6000 != 0;
-    if (hard_linked || set_id) && changes {
+    // Owner, group and mode go only to bytes Datum writes itself when it
+    // declares them: the content was compared when the file was observed
+    // (and `seen` is this moment's lstat, not the inode hashed then), and
+    // whoever can write to the folder (or holds the file open for writing)
+    // may have put other bytes there since: their own, to be made root's
+    // (a file a root-run program trusts for its owner), made set-id, or a
+    // root-owned file they can move, to be opened up (0600 to 0644).
+    // Only a File that declares no content, whose bytes are nobody's
+    // claim, is changed in place.
+    let declared = changes && content.is_some();
+    if (hard_linked || declared) && changes {
         // A chown or chmod in place would reach the file's other names too
         // (the host refuses it), or make set-id bytes nobody checked: the
         // declared bytes are written to a new file with the declared owner
@@ -674,6 +681,63 @@ mod tests {
                 text_change("mode", Some("0644"), Some("0600")),
             ]
         );
+    }
+
+    #[test]
+    fn owner_and_mode_go_only_to_the_declared_bytes() {
+        // A File declaring its content whose live file has that content and
+        // only another owner (or another mode): the owner of its folder
+        // swaps another file in between the observation (the content
+        // matched) and the change, one of theirs (to be made root's) or a
+        // root-owned one they can move (to be opened up). Neither ever gets
+        // the declared owner or mode: the declared bytes are written afresh.
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        for (case, live_uid, live_mode, theirs_uid) in [
+            ("owner change", 1000, 0o644, 1000),
+            ("mode change", 0, 0o600, 0),
+        ] {
+            let root = tempfile::tempdir().unwrap();
+            let host = Host::with_name(root.path(), "test-host");
+            let live = root.path().join("app.conf");
+            let r = resource(
+                "File",
+                json!({"path": "/app.conf", "owner": 0, "group": 0, "mode": "0644"}),
+                Some(Content::new(b"declared\n".to_vec())),
+            );
+            std::fs::write(&live, b"declared\n").unwrap();
+            std::os::unix::fs::chown(&live, Some(live_uid), Some(live_uid)).unwrap();
+            std::fs::set_permissions(&live, std::fs::Permissions::from_mode(live_mode)).unwrap();
+            let observed = crate::Provider::observe(&FileProvider, &host, &r).unwrap();
+            let diff = crate::testing::diff(&FileProvider, &r, &observed);
+            assert!(diff.content.is_none(), "{case}: the content matched");
+            let theirs = root.path().join("theirs");
+            std::fs::write(&theirs, b"other bytes\n").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(theirs_uid), Some(theirs_uid)).unwrap();
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(live_mode)).unwrap();
+            std::fs::rename(&theirs, &live).unwrap();
+            crate::Provider::apply(
+                &FileProvider,
+                &host,
+                &r,
+                &observed,
+                &diff,
+                &mut crate::OpenGate,
+            )
+            .unwrap();
+            let meta = std::fs::metadata(&live).unwrap();
+            assert_eq!(
+                std::fs::read(&live).unwrap(),
+                b"declared\n",
+                "{case}: other bytes got {}:{} {:o}",
+                meta.uid(),
+                meta.gid(),
+                meta.mode() & 0o7777
+            );
+            assert_eq!(
+                (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+                (0, 0, 0o644)
+            );
+        }
     }
 
     #[test]
