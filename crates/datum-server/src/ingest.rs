@@ -21,7 +21,8 @@
 //!    servers storing reports of one host take turns, and always in the
 //!    same order, so they cannot deadlock), then the checking hosts' last
 //!    report times and stored findings, and the applying hosts' last apply
-//!    of the revision they report. A report older than that is late: stored
+//!    of the revision they report. A report older than that (finished in
+//!    an earlier second, or in the same one with a lower `seq`) is late: stored
 //!    and counted, but a late check leaves the newer findings and clusters
 //!    alone and a late apply the revision's newer outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
@@ -345,11 +346,12 @@ impl Phases for Ingest {
                 // statement of hosts LEFT JOIN findings instead of the
                 // first two made PostgreSQL's CPU per report 2.7 times
                 // greater at 64 reports a batch: docs/benchmarks.md.)
-                stmts.extend(
-                    checking.chunks(CHUNK).map(|c| {
-                        hosts_in("SELECT name, last_report_at FROM hosts WHERE name IN", c)
-                    }),
-                );
+                stmts.extend(checking.chunks(CHUNK).map(|c| {
+                    hosts_in(
+                        "SELECT name, last_report_at, seq FROM hosts WHERE name IN",
+                        c,
+                    )
+                }));
                 self.latest_reads = stmts.len() - self.reads_from;
                 stmts.extend(checking.chunks(CHUNK).map(|c| {
                     hosts_in(
@@ -361,7 +363,7 @@ impl Phases for Ingest {
                 self.findings_reads = stmts.len() - self.reads_from - self.latest_reads;
                 stmts.extend(applying.chunks(CHUNK).map(|c| {
                     hosts_in(
-                        "SELECT host, revision, last_at FROM host_revisions WHERE host IN",
+                        "SELECT host, revision, last_at, seq FROM host_revisions WHERE host IN",
                         c,
                     )
                 }));
@@ -369,11 +371,18 @@ impl Phases for Ingest {
             }
             3 => {
                 let mut answers = rows.into_iter().skip(self.reads_from);
-                let mut latest: HashMap<String, i64> = answers
+                // Host -> the finish and sequence number a report must not
+                // be older than.
+                let mut latest: HashMap<String, (i64, i64)> = answers
                     .by_ref()
                     .take(self.latest_reads)
                     .flatten()
-                    .filter_map(|r| Some((r.first()?.text()?.to_owned(), r.get(1)?.int()?)))
+                    .filter_map(|r| {
+                        Some((
+                            r.first()?.text()?.to_owned(),
+                            (r.get(1)?.int()?, r.get(2)?.int()?),
+                        ))
+                    })
                     .collect();
                 let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
                 for row in answers.by_ref().take(self.findings_reads).flatten() {
@@ -389,13 +398,14 @@ impl Phases for Ingest {
                     .map(|s| (s.report.host.as_str(), s.report.revision.as_str()))
                     .collect();
                 for row in answers.flatten() {
-                    if let (Some(host), Some(revision), Some(last)) = (
+                    if let (Some(host), Some(revision), Some(last), Some(seq)) = (
                         row.first().and_then(Val::text),
                         row.get(1).and_then(Val::text),
                         row.get(2).and_then(Val::int),
+                        row.get(3).and_then(Val::int),
                     ) && reported.get(host) == Some(&revision)
                     {
-                        latest.insert(host.to_owned(), last);
+                        latest.insert(host.to_owned(), (last, seq));
                     }
                 }
                 let mut batch = BatchState::default();
@@ -414,7 +424,7 @@ impl Phases for Ingest {
                         .unwrap_or_default();
                     let late = latest
                         .get(&s.report.host)
-                        .is_some_and(|last| s.report.finished_at < *last);
+                        .is_some_and(|last| is_late(&s.report, *last));
                     writes(s, &stored, late, &mut batch, &mut stmts);
                 }
                 stmts.extend(new.chunks(CHUNK).map(daily_rows));
@@ -426,6 +436,17 @@ impl Phases for Ingest {
             _ => Step::Commit,
         })
     }
+}
+
+/// Whether `report` is older than the report it would replace, finished at
+/// `last.0` with sequence number `last.1`: it finished before, or in the
+/// same second with a lower number (the host numbers its reports in the
+/// order it makes and sends them). The picture's `FRESH` is the same rule.
+fn is_late(report: &Report, last: (i64, i64)) -> bool {
+    (
+        report.finished_at,
+        i64::try_from(report.seq).unwrap_or(i64::MAX),
+    ) < last
 }
 
 /// A finding as stored for a host.
@@ -914,7 +935,10 @@ fn writes(
 /// old report cannot), and its counts (reports held, findings open) are
 /// taken whatever order reports came in.
 static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    const FRESH: &str = "(last_report_at IS NULL OR last_report_at <= $3)";
+    // Not late (`is_late`): finished after the last report, or in its
+    // second with a number at least as high.
+    const FRESH: &str = "(last_report_at IS NULL OR last_report_at < $3 \
+         OR (last_report_at = $3 AND seq <= $5))";
     let set = [
         ("labels", "$2"),
         ("last_report_at", "$3"),
@@ -977,10 +1001,10 @@ fn rollout_writes(
     let host = report.host.as_str();
     let revision = report.revision.as_str();
     stmts.push(Stmt::new(
-        "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels) \
-         VALUES ($1, $2, $3, $3, $4, $5, $6, $7) ON CONFLICT (host, revision) DO UPDATE SET \
+        "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels, seq) \
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8) ON CONFLICT (host, revision) DO UPDATE SET \
          last_at = excluded.last_at, outcome = excluded.outcome, changed = excluded.changed, \
-         failed = excluded.failed, labels = excluded.labels",
+         failed = excluded.failed, labels = excluded.labels, seq = excluded.seq",
         vec![
             host.into(),
             revision.into(),
@@ -989,6 +1013,7 @@ fn rollout_writes(
             report.changed_total.max(report.changed.len() as u64).into(),
             (report.failures.len() as u64).into(),
             labels.into(),
+            report.seq.into(),
         ],
     ));
     let at = batch.revisions.entry(revision.to_owned()).or_insert(0);

@@ -236,6 +236,11 @@ impl MIGRATIONS {
             "deep checks by age",
             include_str!("../../migrations/sqlite/0007_deep_checks_by_age.sql"),
         ),
+        (
+            8,
+            "revision seq",
+            include_str!("../../migrations/sqlite/0008_revision_seq.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -272,6 +277,11 @@ impl MIGRATIONS {
             7,
             "deep checks by age",
             include_str!("../../migrations/postgres/0007_deep_checks_by_age.sql"),
+        ),
+        (
+            8,
+            "revision seq",
+            include_str!("../../migrations/postgres/0008_revision_seq.sql"),
         ),
     ];
 }

@@ -105,6 +105,64 @@ fn late_report() {
     on_both!(a_late_report_moves_the_counts_not_the_picture);
 }
 
+/// A report is late when it is older than what it would replace: its
+/// finish is earlier, or in the same second its sequence number (the
+/// order the host made and sends them in) is lower. A report of the same
+/// second as the last was taken as the newer whatever its number, so an
+/// older one delivered late (a second outbox under one identity, a
+/// restored state store) replaced the newer findings, picture and outcome.
+async fn a_late_report_of_the_same_second_is_late<B: Backend>(f: &Fleet<B>) {
+    let subjects = |v: &datum_server::views::DriftView| {
+        v.clusters
+            .iter()
+            .map(|c| c.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    let mut newer = report("web-1", ReportKind::Check, 2, 20_000);
+    newer.revision = "git:new".into();
+    newer.findings.push(finding("File[motd]", "h1", "normal"));
+    ingest(f, &newer).await;
+    let mut older = report("web-1", ReportKind::Check, 1, 20_000);
+    older.revision = "git:old".into();
+    older.findings.push(finding("File[issue]", "h0", "normal"));
+    assert!(ingest(f, &older).await, "stored: a report of its own");
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:new"));
+    assert_eq!(hosts.hosts[0].reports, 2, "but the late report is counted");
+    let v = f.drift(20_010).await.unwrap();
+    assert_eq!(subjects(&v), ["File[motd]"], "the newer findings stay");
+    // The next report of the same second moves them.
+    let mut next = report("web-1", ReportKind::Check, 3, 20_000);
+    next.revision = "git:next".into();
+    next.findings.push(finding("File[issue]", "h2", "normal"));
+    ingest(f, &next).await;
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:next"));
+    let v = f.drift(20_010).await.unwrap();
+    assert_eq!(subjects(&v), ["File[issue]"]);
+    // An apply likewise, against the last apply of its revision.
+    let mut failed = report("web-2", ReportKind::Apply, 5, 30_000);
+    failed.revision = "git:r2".into();
+    failed.failures.push(failure("File[shop]", "sig"));
+    failed.exit_code = 4;
+    ingest(f, &failed).await;
+    let mut earlier = report("web-2", ReportKind::Apply, 4, 30_000);
+    earlier.revision = "git:r2".into();
+    ingest(f, &earlier).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.failed, ["web-2"], "the newer outcome stays");
+    let mut fixed = report("web-2", ReportKind::Apply, 6, 30_000);
+    fixed.revision = "git:r2".into();
+    ingest(f, &fixed).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, ["web-2"], "the next one moves it");
+}
+
+#[test]
+fn late_report_of_the_same_second() {
+    on_both!(a_late_report_of_the_same_second_is_late);
+}
+
 async fn a_late_apply_leaves_the_revisions_newer_outcome<B: Backend>(f: &Fleet<B>) {
     // The newer apply of git:r2 failed; an older, converged apply of it
     // arrives late.
