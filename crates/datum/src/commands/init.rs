@@ -96,6 +96,10 @@ fn files(host: &str) -> Vec<(String, String)> {
 
 pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
     let dir: PathBuf = args.dir.clone().unwrap_or_else(|| global.repo.clone());
+    // Named in full in every message, as `git init` names its folder: a
+    // relative DIR read back later, or in a log, says nothing of where.
+    let dir = std::path::absolute(&dir)
+        .with_context(|| format!("cannot make {} absolute", dir.display()))?;
     if crate::context::is_repository(&dir) {
         bail!(
             "{}: already a Datum repository (datum.yaml exists); nothing was written",
@@ -120,6 +124,8 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
         .collect();
     datum_host::named::create_new_files(&dir, &refs)
         .with_context(|| format!("cannot create the repository in {}", dir.display()))?;
+    // The folder exists now: its real path, without `..` or links on the way.
+    let dir = datum_host::repo::canonicalize(&dir).unwrap_or(dir);
     // What was written must lint clean, for this host too.
     let identity = datum_catalog::HostIdentity::load(
         Path::new("/"),

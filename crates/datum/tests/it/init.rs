@@ -103,6 +103,49 @@ fn init_never_overwrites_and_writes_nothing_when_it_refuses() {
     assert!(!linked.join("base").exists());
 }
 
+/// A relative DIR is named in full, as `git init` names its folder: in the
+/// first line, the next steps, the JSON document and a refusal.
+#[test]
+fn init_names_a_relative_folder_in_full() {
+    let s = Sandbox::new();
+    let init = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("datum")
+            .unwrap()
+            .current_dir(s.dir.path())
+            .args(["--color", "never", "init"])
+            .args(args)
+            .args(["--host", "web-01"])
+            .output()
+            .unwrap()
+    };
+    let full = s.dir.path().canonicalize().unwrap().join("new");
+    let out = init(&["new"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!("created a Datum repository in {}:", full.display()),
+        "{text}"
+    );
+    let lint = format!("datum --repo {} lint --all-hosts", full.display());
+    assert!(text.contains(&lint), "{text}");
+    let plan = format!("--host-file {}/hosts/web-01.yaml plan", full.display());
+    assert!(text.contains(&plan), "{text}");
+    // `..` and the way there resolved, in JSON too.
+    fs::create_dir(s.dir.path().join("sub")).unwrap();
+    let out = init(&["--json", "sub/../other"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let other = s.dir.path().canonicalize().unwrap().join("other");
+    assert_eq!(doc["repository"], other.display().to_string(), "{doc}");
+    // Refused: the folder in full as well.
+    let out = init(&["new"]);
+    assert_exit(&out, 1);
+    let refused = format!("{}: already a Datum repository", full.display());
+    assert!(stderr(&out).contains(&refused), "{}", stderr(&out));
+}
+
 #[test]
 fn lint_all_hosts_renders_every_host_file_and_names_the_ones_that_fail() {
     let s = initialised();
