@@ -500,6 +500,20 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             None
         },
     };
+    // No link was there, yet the store records a deployment: the link was
+    // removed by hand, or `deploy` changed since, and then the link made
+    // before still points at the revision deployed then (a reader of it
+    // runs that revision for good, or nothing once a later pull prunes its
+    // checkout). This pull cannot know where it is: it says so.
+    if let (None, Some(r)) = (&current, &recorded) {
+        warnings.push(format!(
+            "{} was not there, though the state store records {} deployed: if `deploy` (--deploy) changed, the link made before is left where it was, pointing at {} (and at nothing once a later pull prunes its checkout); remove it, and read the repository at {} (the agent's --repo)",
+            link_path.display(),
+            commit::short(r),
+            commit::short(r),
+            link_path.display()
+        ));
+    }
     // A switch the store missed comes first in the history.
     record_missed(&mut store, &mut warnings);
     if let Err(e) = record_in(&mut store, &state_dir, &state_name, &record) {

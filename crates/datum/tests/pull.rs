@@ -1182,6 +1182,62 @@ fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
     assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
 }
 
+/// `deploy` moved between pulls: the pull makes the new link, and says the
+/// link made before is left behind, still pointing at the revision deployed
+/// then (a reader of it would run that revision for good).
+#[test]
+fn a_change_of_deploy_says_the_link_made_before_is_left_behind() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let out = bed.pull(&["--deploy", "/srv/repository"]);
+    out.assert_exit(2);
+    let moved = bed.p("root/srv/repository");
+    assert!(
+        out.stderr().contains(&format!(
+            "warning: {} was not there, though the state store records {} deployed",
+            moved.display(),
+            &c1[..12]
+        )) && out
+            .stderr()
+            .contains("the link made before is left where it was"),
+        "{}",
+        out.stderr()
+    );
+    // Not said to replace itself.
+    assert!(
+        !out.stdout().contains("it replaces")
+            && out
+                .stdout()
+                .contains("the state store had it deployed already, its link is new"),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(
+        datum_pull::deployed_revision(&moved).map(|d| d.commit),
+        Some(c1.clone())
+    );
+    assert_eq!(bed.deployed(), Some(c1.clone()));
+    // From then on the new link is the one followed: nothing more to say.
+    let out = bed.pull(&["--deploy", "/srv/repository"]);
+    out.assert_exit(0);
+    assert!(!out.stderr().contains("warning"), "{}", out.stderr());
+    let c2 = bed.revision("two", Some("alice"));
+    bed.push();
+    let out = bed.pull(&["--deploy", "/srv/repository"]);
+    out.assert_exit(2);
+    assert!(!out.stderr().contains("warning"), "{}", out.stderr());
+    assert!(
+        out.stdout().contains(&format!("it replaces {}", &c1[..12])),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(
+        datum_pull::deployed_revision(&moved).map(|d| d.commit),
+        Some(c2)
+    );
+}
+
 #[test]
 fn a_switch_the_state_store_missed_is_recorded_by_the_next_pull() {
     let Some((bed, c1)) = deployed_bed() else {

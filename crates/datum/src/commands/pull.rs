@@ -230,6 +230,10 @@ fn outcome_line(outcome: &Outcome, config: &PullConfig) -> String {
                 d.record.key
             );
             match &d.record.previous {
+                // Its link was made anew (it was missing, or `deploy` moved).
+                Some(p) if *p == d.record.revision => {
+                    text.push_str("; the state store had it deployed already, its link is new");
+                }
                 Some(p) => text.push_str(&format!("; it replaces {}", short(p))),
                 None => text.push_str("; the first revision deployed here"),
             }
