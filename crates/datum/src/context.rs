@@ -834,7 +834,15 @@ pub fn open_store_at(
                 .map_err(refuse)?;
             // A full file system first: SQLite would fail on it with a less
             // helpful I/O error, or open and then fail to record the pass.
-            datum_store::require_room(&dir, &path).map_err(|e| refuse(e.into()))?;
+            // Nothing is damaged then: restoring the store or
+            // --rebuild-state (refused the same way) is not the way out.
+            datum_store::require_room(&dir, &path).map_err(|e| match e {
+                StoreError::Full { .. } => anyhow::Error::from(e).context(format!(
+                    "the state store {} cannot be used, so nothing was {doing}: Datum keeps quarantines (fixes a person told it not to touch) and owed service reloads there, and could not record what it does. Make room on the file system that holds it and run again: the store is not damaged (no need to restore it or to rebuild it)",
+                    path.display()
+                )),
+                e => refuse(e.into()),
+            })?;
             let store = match Store::open_in(&dir, &name) {
                 Ok(store) => store,
                 Err(e @ StoreError::Unusable { .. }) if rebuild => {

@@ -187,7 +187,22 @@ fn a_full_store_stops_apply_and_the_quarantine_survives_the_cleanup() {
         while f.write_all(&block).is_ok() {}
     }
     fs::write(s.live("/etc/motd"), FIX).unwrap();
-    assert_refused(&s, &["apply"], "bytes free");
+    // Nothing is damaged: the way out is room, not a restore or a rebuild
+    // (which a full file system refuses the same way).
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    for word in ["bytes free", "nothing was", "Make room", "not damaged"] {
+        assert!(err.contains(word), "`{word}` missing from:\n{err}");
+    }
+    for word in ["--rebuild-state", "from a backup"] {
+        assert!(!err.contains(word), "`{word}` in:\n{err}");
+    }
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
+    let out = s.datum(&["apply", "--rebuild-state"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("Make room"), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(s.live("/etc/motd")).unwrap(), FIX);
 
     // Room again: nothing was lost, the quarantine holds.
     fs::remove_file(&filler).unwrap();
