@@ -207,7 +207,8 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // What each observation manages on the host, by kind
     // (`Provider::observed_identity`): two resources sharing one (a unit
     // and an alias of it) are refused, as plan and apply refuse them.
-    let mut identities: BTreeMap<(String, String), Vec<ResourceId>> = BTreeMap::new();
+    let mut identities: BTreeMap<(String, String), Vec<(ResourceId, datum_core::Origin)>> =
+        BTreeMap::new();
     for (class, indices) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
@@ -264,7 +265,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             identities
                                 .entry((r.id.kind.clone(), identity))
                                 .or_default()
-                                .push(r.id.clone());
+                                .push((r.id.clone(), r.origin.clone()));
                         }
                         // Kept for the kind's extra findings (checked after the policies).
                         *keep = provider.extra_findings().is_some();
@@ -326,7 +327,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     progress.finish();
     // Before any policy acts or anything is recorded: a revert would start
     // and stop one unit in turn, and the report would show one object twice.
-    let shared: Vec<(String, Vec<ResourceId>)> = identities
+    let shared: Vec<(String, Vec<(ResourceId, datum_core::Origin)>)> = identities
         .into_iter()
         .filter(|(_, ids)| ids.len() > 1)
         .map(|((_, identity), ids)| (identity, ids))

@@ -219,7 +219,7 @@ pub fn run_pass_with(
                     let ids = at
                         .iter()
                         .filter_map(|&i| selected.get(i))
-                        .map(|r| r.id.clone());
+                        .map(|r| (r.id.clone(), r.origin.clone()));
                     (object, ids.collect())
                 })
                 .collect(),

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use datum_core::{Observed, ResourceId, sha256_hex};
+use datum_core::{Observed, Origin, ResourceId, sha256_hex};
 use serde_json::json;
 
 /// What restricts or guards a pass (none of it, by default: a full pass).
@@ -81,15 +81,19 @@ pub struct Stale {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe_shared(.shared))]
 pub struct Shared {
-    /// `(the object, the resources managing it)`, in catalogue order.
-    pub shared: Vec<(String, Vec<ResourceId>)>,
+    /// `(the object, the resources managing it with where each is
+    /// declared)`, in catalogue order.
+    pub shared: Vec<(String, Vec<(ResourceId, Origin)>)>,
 }
 
-fn describe_shared(shared: &[(String, Vec<ResourceId>)]) -> String {
+fn describe_shared(shared: &[(String, Vec<(ResourceId, Origin)>)]) -> String {
     shared
         .iter()
         .map(|(object, ids)| {
-            let names: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            let names: Vec<String> = ids
+                .iter()
+                .map(|(id, origin)| format!("{id} ({origin})"))
+                .collect();
             format!(
                 "{} manage one {object} on this host (its name and another name of it): declare it once",
                 names.join(" and ")

@@ -550,7 +550,10 @@ testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
         let out = repo.datum(&[command]);
         out.assert_exit(1);
         let err = out.stderr();
-        assert_contains(&err, "Service[datum-it-real] and Service[datum-it-alias]");
+        assert_contains(
+            &err,
+            "Service[datum-it-real] (base/main.yaml:1:1) and Service[datum-it-alias] (base/main.yaml:7:1)",
+        );
         assert_contains(&err, "unit datum-it-real.service");
         assert_contains(&err, done);
     }
@@ -559,7 +562,10 @@ testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
     let out = repo.datum(&["check"]);
     out.assert_exit(1);
     let err = out.stderr();
-    assert_contains(&err, "Service[datum-it-real] and Service[datum-it-alias]");
+    assert_contains(
+        &err,
+        "Service[datum-it-real] (base/main.yaml:1:1) and Service[datum-it-alias] (base/main.yaml:7:1)",
+    );
     assert_contains(&err, "unit datum-it-real.service");
     assert_contains(&err, "nothing was reported, reconciled or recorded");
     assert_eq!(within::property(unit.name(), "ActiveState"), "inactive");

@@ -146,7 +146,19 @@ fn observe_fresh(host: &Host, spec: &PackageSpec) -> Result<Observed, PackageErr
         package: spec.name.clone(),
         source,
     })?;
-    let mut observed = observation(&spec.name, db.get(&spec.name));
+    let record = db.get(&spec.name);
+    let mut observed = observation(&spec.name, record);
+    // No record: the architecture apt would install it for (the declared
+    // one, else the native one, dpkg's own), so that `foo` and
+    // `foo:amd64` are seen to be one package before either is installed
+    // (see `observed_identity`).
+    if record.is_none()
+        && let Some(arch) = install_architecture(&spec.name, &db)
+    {
+        observed
+            .fields
+            .insert("architecture".to_owned(), json!(arch));
+    }
     // Noted for the plan (see `refuses`); a journal that cannot be listed
     // is left to apt to judge.
     if status::interrupted(host).unwrap_or(false) {
@@ -155,6 +167,18 @@ fn observe_fresh(host: &Host, spec: &PackageSpec) -> Result<Observed, PackageErr
             .insert("dpkg".to_owned(), json!(DPKG_INTERRUPTED));
     }
     Ok(observed)
+}
+
+/// The architecture `apt-get install NAME` installs a package for: the one
+/// written after `:` (`native` is the native one), else the native one,
+/// which is dpkg's own (`None` when the database has no dpkg record).
+fn install_architecture(name: &str, db: &status::StatusDb) -> Option<String> {
+    let native = || db.get("dpkg").and_then(|r| r.architecture.clone());
+    match name.split_once(':') {
+        Some((_, "native")) => native(),
+        Some((_, arch)) => Some(arch.to_owned()),
+        None => native(),
+    }
 }
 
 /// The observed `dpkg` when dpkg's journal holds an unfinished run (the
@@ -736,6 +760,17 @@ impl Kind for PackageProvider {
 
     fn plan(&self, _resource: &Resource, d: &PackageDeclared, observed: &Observed) -> Diff {
         diff_spec(&d.spec, observed)
+    }
+
+    /// The package as dpkg names it, `name:architecture` (the record's
+    /// architecture, or the one apt would install it for): `foo` and
+    /// `foo:amd64` are one package on an amd64 host, which two Packages
+    /// would install and remove in turn. `None` when no architecture is
+    /// known.
+    fn observed_identity(&self, observed: &Observed) -> Option<String> {
+        let name = observed.fields.get("name")?.as_str()?;
+        let arch = observed.fields.get("architecture")?.as_str()?;
+        Some(format!("package {}:{arch}", apt::bare(name)))
     }
 
     /// Every change, while dpkg's journal holds an unfinished run: apt-get

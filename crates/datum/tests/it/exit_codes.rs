@@ -641,3 +641,48 @@ boundary:\n  follow_links: [/etc/app]\n",
     assert_eq!(fs::read_to_string(s.live("/etc/real/conf")).unwrap(), "x\n");
     assert_exit(&s.datum(&["plan"]), 0);
 }
+
+#[test]
+fn a_package_and_its_name_with_the_native_architecture_are_refused_as_one() {
+    // `tool` and `tool:amd64` pass lint as two Packages (lint does not know
+    // the host's architecture), but on an amd64 host (dpkg's own
+    // architecture) they are one package, which one pass would install and
+    // remove in turn. Plan and apply refuse them, installed or not, naming
+    // both and where each is declared; `tool:i386` is another package.
+    let manifest = |other: &str| {
+        format!(
+            "datum: v1alpha1\ntype: Package\nname: tool\ndesired:\n  state: installed\n\
+---\ndatum: v1alpha1\ntype: Package\nname: tool-arch\ndesired:\n  name: \"{other}\"\n  state: absent\n"
+        )
+    };
+    let dpkg = "Package: dpkg\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.21.22\nDescription: x\n\n";
+    let tool = "Package: tool\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.0\nDescription: x\n\n";
+    for status in [dpkg.to_owned(), format!("{dpkg}{tool}")] {
+        let s = Sandbox::with_base(&manifest("tool:amd64"));
+        s.write("root/var/lib/dpkg/status", &status);
+        assert_exit(&s.datum(&["lint"]), 0);
+        for (command, done) in [
+            ("plan", "nothing was planned"),
+            ("apply", "nothing was applied"),
+        ] {
+            let out = s.datum(&[command]);
+            assert_exit(&out, 1);
+            let err = stderr(&out);
+            for part in [
+                "Package[tool] (base/main.yaml:1:1) and Package[tool-arch] (base/main.yaml:7:1)",
+                "manage one package tool:amd64 on this host",
+                done,
+            ] {
+                assert!(err.contains(part), "{command} lacks {part:?}: {err}");
+            }
+        }
+        let s = Sandbox::with_base(&manifest("tool:i386"));
+        s.write("root/var/lib/dpkg/status", &status);
+        let out = s.datum(&["plan"]);
+        assert!(
+            !stderr(&out).contains("manage one package"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
