@@ -328,18 +328,21 @@ impl Drop for Cache {
     }
 }
 
-/// The `ssh` command for an `ssh://` remote with a configured key: that key
-/// only, that `known_hosts` only, strict host checking, never a prompt, and
-/// none of root's own ssh configuration. Quoted for the shell git runs it
-/// through.
+/// The `ssh` command for an `ssh://` remote with a configured key or
+/// `known_hosts`: that key only, that `known_hosts` only (either given
+/// alone is honoured: a `known_hosts` without a key still pins the
+/// server's key), strict host checking, never a prompt, and none of root's
+/// own ssh configuration. Quoted for the shell git runs it through.
 fn ssh_command(config: &PullConfig) -> Option<String> {
-    let key = config.ssh_key.as_ref()?;
+    if config.ssh_key.is_none() && config.known_hosts.is_none() {
+        return None;
+    }
     let quote =
         |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
-    let mut cmd = format!(
-        "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -i {}",
-        quote(key)
-    );
+    let mut cmd = "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes".to_owned();
+    if let Some(key) = &config.ssh_key {
+        cmd.push_str(&format!(" -o IdentitiesOnly=yes -i {}", quote(key)));
+    }
     if let Some(known) = &config.known_hosts {
         cmd.push_str(&format!(" -o UserKnownHostsFile={}", quote(known)));
     }
@@ -460,6 +463,16 @@ mod tests {
         assert!(cmd.contains("-i '/etc/datum/it'\\''s key'"), "{cmd}");
         assert!(
             cmd.contains("UserKnownHostsFile='/etc/datum/known_hosts'"),
+            "{cmd}"
+        );
+        // A known_hosts alone still pins the server's key (root's own
+        // ~/.ssh/known_hosts is never read instead).
+        config.ssh_key = None;
+        let cmd = ssh_command(&config).unwrap();
+        assert!(
+            cmd.starts_with("ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes")
+                && cmd.contains("UserKnownHostsFile='/etc/datum/known_hosts'")
+                && !cmd.contains(" -i "),
             "{cmd}"
         );
     }
