@@ -567,7 +567,18 @@ impl<'r> Analysis<'r> {
             return Ok(None);
         };
         match folder.pack(&dir.path) {
-            Ok(content) => Ok(Some(content)),
+            Ok(content) => {
+                let path = m.fields.get("path").and_then(|(v, _)| v.as_str());
+                match path.map(|path| folder.check_packed(&content, path)) {
+                    Some(Err(problem)) => Err(Box::new(
+                        Diagnostic::error(format!("the tree source: {problem}"))
+                            .resource(&m.id)
+                            .at(self.doc(*d).origin_at(dir.at))
+                            .until(dir.end),
+                    )),
+                    _ => Ok(Some(content)),
+                }
+            }
             Err(e) => {
                 // The document's `desired` mapping may be gone by now: the
                 // place was kept with the folder.

@@ -774,6 +774,14 @@ pub trait TakesSourceFolder: Send + Sync {
 
     /// The folder read and packed as the resource's content.
     fn pack(&self, dir: &Path) -> Result<Content, std::io::Error>;
+
+    /// What is wrong with the packed `content` for a resource whose `path:`
+    /// is `path` (the declared path on the host, as written): an entry the
+    /// host could never hold, refused when the catalogue is compiled rather
+    /// than after part of it was applied.
+    fn check_packed(&self, _content: &Content, _path: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Capability: the kind's state has a Merkle fingerprint (a Tree's), which

@@ -492,6 +492,45 @@ mod catalogue {
     }
 
     #[test]
+    fn a_tree_entry_whose_host_path_is_longer_than_the_system_allows_is_refused() {
+        // The tree's path and an entry's path in it, together, past
+        // PATH_MAX (4095 bytes): the walk could make it, one name at a
+        // time, but the first change to it failed for good (its old
+        // content cannot be saved under that path), after the rest of the
+        // tree was written. Refused at the source, naming the entry.
+        let repo = Repo::two_layers();
+        let rel: Vec<String> = (0..4).map(|i| format!("q{i}{}", "y".repeat(98))).collect();
+        repo.file(
+            &format!("base/trees/deep/{}/deep.conf", rel.join("/")),
+            "x\n",
+        );
+        let tree_path = |levels: usize| {
+            let parts: Vec<String> = (0..levels)
+                .map(|i| format!("p{i:02}{}", "x".repeat(246)))
+                .collect();
+            format!("/{}/app", parts.join("/"))
+        };
+        let doc = |path: &str| {
+            format!(
+                "datum: v1alpha1\ntype: Tree\nname: deep\ndesired:\n  path: {path}\n  source: trees/deep\n"
+            )
+        };
+        // 15 folders of 249 bytes, the tree, the entry: 4168 bytes.
+        repo.file("base/all.yaml", &doc(&tree_path(15)));
+        let lines = repo.compile_errors(&web());
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("base/all.yaml:6:3: error: Tree[deep]: the tree source: ")
+                && lines[0].contains(&format!("\"{}/deep.conf\" is too deep", rel.join("/")))
+                && lines[0].contains("would be 4168 bytes, more than the 4095"),
+            "{lines:?}"
+        );
+        // Two folders fewer, it fits: compiled.
+        repo.file("base/all.yaml", &doc(&tree_path(13)));
+        assert!(compile(repo.path(), &web()).is_ok());
+    }
+
+    #[test]
     fn paths_inside_a_file_or_a_tree_are_errors_unless_the_tree_excludes_them() {
         // A Tree ships and (with purge) removes everything below its path but
         // what `exclude` leaves out; a File holds nothing. Another resource

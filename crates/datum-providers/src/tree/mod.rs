@@ -424,7 +424,31 @@ impl TakesSourceFolder for TreeProvider {
     fn pack(&self, dir: &Path) -> Result<datum_core::Content, std::io::Error> {
         archive::pack_source_dir(dir)
     }
+
+    /// An entry whose path on the host (the tree's `path:` and the entry's
+    /// path in it) is longer than PATH_MAX: the walk reaches it one name at
+    /// a time, so it could be made, but nothing that names a managed file
+    /// by its declared path takes it (the backup of its old content, a
+    /// `backup restore`, a File there), and the first change to it would
+    /// fail for good, after the rest of the tree was written.
+    fn check_packed(&self, content: &datum_core::Content, path: &str) -> Result<(), String> {
+        let tree = archive::decode(content.bytes.clone()).map_err(|e| e.to_string())?;
+        let base = path.trim_end_matches('/').len();
+        let longest = tree.iter().map(|(rel, _)| rel).max_by_key(|rel| rel.len());
+        match longest {
+            Some(rel) if base + 1 + rel.len() > MAX_HOST_PATH => Err(format!(
+                "{:?} is too deep for `path: {path}`: its path on the host would be {} bytes, more than the {MAX_HOST_PATH} the system allows for a path; move the folder up or shorten its names",
+                String::from_utf8_lossy(rel),
+                base + 1 + rel.len()
+            )),
+            _ => Ok(()),
+        }
+    }
 }
+
+/// The longest path the system takes (PATH_MAX less its NUL), which
+/// `datum_host::paths::check_declared` holds every declared path to.
+const MAX_HOST_PATH: usize = 4095;
 
 impl Kind for TreeProvider {
     const KIND: &'static str = KIND;
