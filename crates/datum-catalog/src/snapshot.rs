@@ -1032,7 +1032,7 @@ pub fn write_in(
     }) {
         return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
     }
-    let invalid = |e: rmp_serde::encode::Error| std::io::Error::other(e.to_string());
+    let invalid = write_error;
     // Each record's length first (encoded into a counter), so the index can
     // precede the records; then everything is encoded again straight into
     // the file. Nothing is held whole: a Tree of 200,000 files is a 15 MB
@@ -1101,6 +1101,21 @@ pub fn write_in(
     written.map(Ok).map_err(std::io::Error::other)
 }
 
+/// An encoding error as the I/O error it is: a write that failed (a full
+/// file system) says why, as `No space left on device (os error 28)`,
+/// where rmp_serde's own words were only `invalid value write: error while
+/// writing multi-byte MessagePack value`.
+fn write_error(e: rmp_serde::encode::Error) -> std::io::Error {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return std::io::Error::new(io.kind(), io.to_string());
+        }
+        cause = c.source();
+    }
+    std::io::Error::other(e.to_string())
+}
+
 /// Counts what is written to it.
 struct Counter(u64);
 
@@ -1157,6 +1172,26 @@ mod tests {
     /// stamp can keep every key (the racy case, which `save` refuses).
     fn past_the_clock_tick() {
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    /// A snapshot that could not be written on a full file system was
+    /// warned about as 'invalid value write: error while writing
+    /// multi-byte MessagePack value', which does not say the disk is full.
+    #[test]
+    fn a_failed_write_says_why() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::from_raw_os_error(28))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let e = rmp_serde::encode::write(&mut Full, &("a", 1u64)).unwrap_err();
+        let e = write_error(e);
+        assert_eq!(e.kind(), std::io::ErrorKind::StorageFull);
+        assert!(e.to_string().contains("No space left on device"), "{e}");
     }
 
     fn tree() -> tempfile::TempDir {
