@@ -37,6 +37,8 @@ pub enum WatchNews {
 #[derive(Debug, Default, Clone)]
 pub struct WatchPlan {
     files: BTreeMap<PathBuf, Vec<(String, ResourceId)>>,
+    /// The paths of `File` resources, watched on their own as well.
+    own: BTreeSet<PathBuf>,
     trees: Vec<(PathBuf, String, ResourceId)>,
 }
 
@@ -51,6 +53,11 @@ impl WatchPlan {
             if t.subtree {
                 plan.trees.push((path, t.class.clone(), t.resource.clone()));
             } else {
+                // A File's path names a regular file (watching a link
+                // would watch what it points at, a folder every entry).
+                if t.resource.kind == "File" {
+                    plan.own.insert(path.clone());
+                }
                 plan.files
                     .entry(path)
                     .or_default()
@@ -79,15 +86,15 @@ impl WatchPlan {
         out
     }
 
-    /// The files to watch themselves as well, beside their folders'
-    /// watches: the kernel tells a folder's watch only of what is done
-    /// through that folder, and a file's own watch (on its inode) of a write
-    /// through any of its hard links. That watch stays on the inode the name
+    /// The files (of `File` resources) to watch themselves as well, beside
+    /// their folders' watches: the kernel tells a folder's watch only of
+    /// what is done through that folder, and a file's own watch (on its
+    /// inode) of a write through any of its hard links. That watch stays on the inode the name
     /// held when it was added: a file replaced since (renamed into place by
     /// an apply or an editor) is watched through its folder only until the
     /// watches are armed again (every full pass).
     pub fn files(&self) -> impl Iterator<Item = &PathBuf> {
-        self.files.keys()
+        self.own.iter()
     }
 
     /// The resources a change of `path` may concern, added to `into`.
@@ -459,6 +466,19 @@ mod tests {
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 1);
         assert!(failures.is_empty(), "{failures:?}");
+        // A Symlink's path is watched through its folder only: a watch on
+        // it would watch what it points at (a busy log, say).
+        let target = dir.path().join("home/busy.log");
+        std::fs::write(&target, "a").unwrap();
+        let link = dir.path().join("etc/log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let plan = WatchPlan::new(&[WatchTarget {
+            resource: ResourceId::new("Symlink", "log"),
+            class: "critical".into(),
+            path: link,
+            subtree: false,
+        }]);
+        assert_eq!(plan.files().count(), 0);
     }
 
     #[test]
