@@ -457,6 +457,40 @@ testbed_test!(
     }
 );
 
+testbed_test!(a_stop_that_outlasts_the_timeout_fails_saying_so, {
+    // A unit whose stop takes long (ExecStop sleeps, no stop timeout of its
+    // own): the pass, holding the root lock, used to wait a fixed 120 s
+    // and then say only "(timed out)". It waits the declared `timeout:`
+    // and says how long it waited and that systemd goes on with the job.
+    let unit = TestUnit::install(
+        "datum-it-slowstop.service",
+        "[Service]\nExecStart=/bin/sleep infinity\nExecStop=/bin/sleep 60\nTimeoutStopSec=infinity\n",
+    );
+    within::systemctl_ok(&["start", unit.name()]);
+    let r = resource(
+        "datum-it-slowstop",
+        json!({"state": "stopped", "timeout": "2s"}),
+    );
+    let started = std::time::Instant::now();
+    let err = converge(&r).unwrap_err().to_string();
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(20),
+        "{waited:?}: {err}"
+    );
+    for part in [
+        "`systemctl stop datum-it-slowstop.service` did not finish within 2s",
+        "systemd may still be running the job",
+        "`timeout:` (120s unless declared)",
+    ] {
+        assert!(err.contains(part), "{part:?}: {err}");
+    }
+    // systemd goes on with the stop job.
+    assert_eq!(within::property(unit.name(), "ActiveState"), "deactivating");
+    let _ = within::systemctl(&["kill", "--signal=KILL", "--", unit.name()]);
+    drop(unit);
+});
+
 /// A unit shipped in /usr/lib (as a package ships it, so `systemctl mask`
 /// can put its /dev/null link in /etc), masked when dropped: unmasked,
 /// stopped, disabled and removed again.

@@ -30,6 +30,15 @@ pub const DEFAULT_SETTLE: Duration = Duration::from_secs(3);
 /// watches, and anything this long is a health check in disguise.
 pub const MAX_SETTLE: Duration = Duration::from_secs(300);
 
+/// How long a start, stop, restart or reload waits for systemd's job when
+/// `timeout:` is not declared: systemd's own default start and stop
+/// timeouts are 90 s, so a unit that keeps to them is done before this.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The longest `timeout:` accepted: the pass holds the root lock while it
+/// waits, and every other apply on the machine waits for it.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Unit types a Service may name. A name without one of these suffixes is a
 /// service (`nginx` means `nginx.service`), as `systemctl` itself assumes.
 const UNIT_SUFFIXES: &[&str] = &[
@@ -73,6 +82,8 @@ pub struct ServiceSpec {
     pub restart_on: Vec<ResourceId>,
     /// How long verification watches the unit.
     pub settle: Duration,
+    /// How long a start, stop, restart or reload waits for systemd's job.
+    pub timeout: Duration,
 }
 
 /// A Service's `desired` as written in a manifest: the type its JSON Schema
@@ -104,6 +115,11 @@ pub struct ServiceDeclaration {
     /// How long verification watches the unit stay up (default 3s).
     #[schemars(with = "Option<crate::common::schema::Duration>")]
     pub settle: Option<String>,
+    /// How long a start, stop, restart or reload waits for systemd to finish
+    /// the job (default 120s, at most 1h); the pass holds the root lock
+    /// meanwhile.
+    #[schemars(with = "Option<crate::common::schema::Duration>")]
+    pub timeout: Option<String>,
 }
 
 /// A value of the manifest schema (see the declaration type above).
@@ -157,6 +173,7 @@ const FIELDS: &[&str] = &[
     "reload_on",
     "restart_on",
     "settle",
+    "timeout",
 ];
 
 impl ServiceSpec {
@@ -259,6 +276,23 @@ impl ServiceSpec {
             }
         };
 
+        let timeout = match desired.get("timeout") {
+            None => Some(DEFAULT_TIMEOUT),
+            Some(Value::String(s)) => parse_timeout(s)
+                .map_err(|m| errors.push(FieldError::new(&["timeout"], m)))
+                .ok(),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["timeout"],
+                    format!(
+                        "`timeout` must be a duration such as \"2m\" or \"30s\", found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
+
         if state.is_none() && enabled.is_none() && errors.is_empty() {
             errors.push(FieldError::new(
                 &[],
@@ -266,14 +300,15 @@ impl ServiceSpec {
             ));
         }
 
-        match (unit, settle) {
-            (Some(unit), Some(settle)) if errors.is_empty() => Ok(ServiceSpec {
+        match (unit, settle, timeout) {
+            (Some(unit), Some(settle), Some(timeout)) if errors.is_empty() => Ok(ServiceSpec {
                 unit,
                 state,
                 enabled,
                 reload_on,
                 restart_on,
                 settle,
+                timeout,
             }),
             _ => Err(errors),
         }
@@ -347,6 +382,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!(
             "`settle` \"{text}\" is longer than {}s: verification is not monitoring",
             MAX_SETTLE.as_secs()
+        ));
+    }
+    Ok(duration)
+}
+
+/// Parses a `timeout:` (humantime's syntax), more than 0 and at most
+/// [`MAX_TIMEOUT`].
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        format!("`timeout` \"{text}\" is not a duration ({e}): write it like \"2m\", \"30s\" or \"1m30s\"")
+    })?;
+    if duration.is_zero() {
+        return Err(format!(
+            "`timeout` \"{text}\" is zero: no job finishes in no time"
+        ));
+    }
+    if duration > MAX_TIMEOUT {
+        return Err(format!(
+            "`timeout` \"{text}\" is longer than {}: the pass holds the root lock while it waits",
+            humantime::format_duration(MAX_TIMEOUT)
         ));
     }
     Ok(duration)
@@ -462,6 +517,30 @@ mod tests {
         assert_eq!(spec.unit, "ssh.socket");
         assert_eq!(spec.state, None);
         assert_eq!(spec.settle, DEFAULT_SETTLE);
+        assert_eq!(spec.timeout, DEFAULT_TIMEOUT);
+    }
+
+    /// How long a job is waited for: a duration, more than zero, at most an
+    /// hour (the pass holds the root lock meanwhile).
+    #[test]
+    fn timeout_is_a_bounded_duration() {
+        let parse = |t: Value| ServiceSpec::parse(&json!({"state": "stopped", "timeout": t}), "x");
+        assert_eq!(
+            parse(json!("5m")).unwrap().timeout,
+            Duration::from_secs(300)
+        );
+        for (bad, says) in [
+            (json!("0s"), "is zero"),
+            (json!("2h"), "longer than 1h"),
+            (json!("soon"), "is not a duration"),
+            (json!(30), "must be a duration"),
+        ] {
+            let errors = parse(bad.clone()).unwrap_err();
+            assert!(
+                errors.iter().any(|e| e.to_string().contains(says)),
+                "{bad}: {errors:?}"
+            );
+        }
     }
 
     #[test]

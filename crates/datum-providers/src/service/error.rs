@@ -71,6 +71,20 @@ pub enum ServiceError {
         stderr: String,
     },
 
+    /// `systemctl` did not return within the time allowed (a job: the
+    /// Service's `timeout:`), and was killed; systemd goes on with the job.
+    #[error(
+        "`systemctl {verb} {unit}` did not finish within {} on {host}, and Datum stopped waiting: systemd may still be running the job (`systemctl list-jobs`) until the unit's own timeouts (TimeoutStartSec=, TimeoutStopSec=) end it; a Service's `timeout:` ({} unless declared) is how long its start, stop, restart or reload is waited for",
+        fmt_duration(*waited),
+        fmt_duration(super::desired::DEFAULT_TIMEOUT)
+    )]
+    JobTimedOut {
+        verb: &'static str,
+        unit: String,
+        host: String,
+        waited: Duration,
+    },
+
     /// `systemctl show` printed something this provider does not understand.
     #[error("cannot read the state of {unit} on {host}: `systemctl show` printed no {property}")]
     Unreadable {

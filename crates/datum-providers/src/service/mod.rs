@@ -11,6 +11,7 @@
 //!   reload_on: [File/nginx-conf, File/site-default]
 //!   restart_on: [Package/nginx]
 //!   settle: 3s              # optional, how long verify watches the unit
+//!   timeout: 2m             # optional, how long a start or stop is waited for
 //! ```
 //!
 //! This module owns the unit's run state and boot enablement, observed with
@@ -29,6 +30,19 @@
 //! silently observing the machine Datum happens to run on. To manage the
 //! services of a container, run Datum inside it (the tests do exactly that
 //! with `nsenter`).
+//!
+//! # Waiting
+//!
+//! A start, stop, restart or reload waits for systemd's job to finish
+//! (`systemctl` without `--no-block`: the verification that follows must
+//! see the unit where the job leaves it, not on its way), at most the
+//! declared `timeout:` ([`desired::DEFAULT_TIMEOUT`] unless declared, at
+//! most [`desired::MAX_TIMEOUT`]). The pass holds the root lock meanwhile,
+//! so a unit whose stop takes long (an `ExecStop=` that drains
+//! connections, `TimeoutStopSec=infinity`) holds every other apply for that
+//! long; past it `systemctl` is killed and the resource fails saying how
+//! long it waited and that systemd goes on with the job
+//! ([`ServiceError::JobTimedOut`]). Nothing is shown while it waits.
 //!
 //! # Verification
 //!
@@ -142,7 +156,7 @@ pub fn reload(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErro
             host: host.name().to_owned(),
         });
     }
-    systemctl::request(host, Verb::Reload, &spec.unit)?;
+    systemctl::request(host, Verb::Reload, &spec.unit, spec.timeout)?;
     Ok(Activation::Reloaded)
 }
 
@@ -156,7 +170,7 @@ pub fn restart(host: &Host, spec: &ServiceSpec) -> Result<Activation, ServiceErr
     if started_by_this_pass(host, &spec.unit, &status) {
         return Ok(Activation::StartedWithIt);
     }
-    systemctl::request(host, Verb::Restart, &spec.unit)?;
+    systemctl::request(host, Verb::Restart, &spec.unit, spec.timeout)?;
     Ok(Activation::Restarted)
 }
 
@@ -522,7 +536,7 @@ impl Kind for ServiceProvider {
         // Stop before disabling, enable before starting: the unit is never
         // started in a state it would not come back to after a reboot.
         if spec.state == Some(RunState::Stopped) && !status.is_down() {
-            systemctl::request(host, Verb::Stop, unit)?;
+            systemctl::request(host, Verb::Stop, unit, spec.timeout)?;
         }
         if let Some(enabled) = spec.enabled
             && status.is_enabled() != enabled
@@ -536,10 +550,10 @@ impl Kind for ServiceProvider {
                 .into());
             }
             let verb = if enabled { Verb::Enable } else { Verb::Disable };
-            systemctl::request(host, verb, unit)?;
+            systemctl::request(host, verb, unit, spec.timeout)?;
         }
         if spec.state == Some(RunState::Running) && !status.is_active() {
-            systemctl::request(host, Verb::Start, unit)?;
+            systemctl::request(host, Verb::Start, unit, spec.timeout)?;
             // An activation owed to it in this pass is met by this start
             // (see `Activation::StartedWithIt`).
             if let Ok(now) = systemctl::show(host, unit) {

@@ -38,9 +38,6 @@ pub const PROPERTIES: &[&str] = &[
     "CanReload",
 ];
 
-/// Starting or stopping waits for the unit's job to finish; systemd's own
-/// default start timeout is 90 s, so give it that and some more.
-const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 /// `show`, `enable`, `disable`: quick, but `enable` reloads the manager.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -194,16 +191,26 @@ impl Verb {
         }
     }
 
-    fn timeout(self) -> Duration {
+    /// How long to wait: a job (start, stop, restart, reload) as long as
+    /// the Service's `timeout:` says, anything else [`QUERY_TIMEOUT`].
+    fn timeout(self, job: Duration) -> Duration {
         match self {
-            Verb::Start | Verb::Stop | Verb::Restart | Verb::Reload => JOB_TIMEOUT,
+            Verb::Start | Verb::Stop | Verb::Restart | Verb::Reload => job,
             Verb::Enable | Verb::Disable => QUERY_TIMEOUT,
         }
     }
 }
 
-/// Asks systemd to do `verb` to `unit` and waits for the job to finish.
-pub fn request(host: &Host, verb: Verb, unit: &str) -> Result<(), ServiceError> {
+/// Asks systemd to do `verb` to `unit` and waits for the job to finish, a
+/// job at most `job_timeout` (the Service's `timeout:`): then `systemctl` is
+/// killed and the error says so ([`ServiceError::JobTimedOut`]); systemd
+/// itself goes on with the job until the unit's own timeouts end it.
+pub fn request(
+    host: &Host,
+    verb: Verb,
+    unit: &str,
+    job_timeout: Duration,
+) -> Result<(), ServiceError> {
     ensure_running_system(host, unit)?;
     // --quiet for enable/disable only: they list the links they made on
     // stderr, which is noise in a report (their failures still print). For
@@ -217,7 +224,7 @@ pub fn request(host: &Host, verb: Verb, unit: &str) -> Result<(), ServiceError> 
     if matches!(verb, Verb::Enable | Verb::Disable) {
         spec = spec.arg("--quiet");
     }
-    let spec = spec.arg("--").arg(unit).timeout(verb.timeout());
+    let spec = spec.arg("--").arg(unit).timeout(verb.timeout(job_timeout));
     run(host, verb.word(), unit, &spec).map(drop)
 }
 
@@ -245,6 +252,13 @@ fn run(
     })?;
     if out.success() {
         Ok(out.stdout.text())
+    } else if out.timed_out {
+        Err(ServiceError::JobTimedOut {
+            verb,
+            unit: unit.to_owned(),
+            host: host.name().to_owned(),
+            waited: spec.timeout,
+        })
     } else {
         Err(ServiceError::Systemctl {
             verb,
@@ -310,7 +324,12 @@ mod tests {
         assert!(text.contains("--root /tmp/some-root"), "{text}");
         assert!(text.contains("nginx.service"), "{text}");
         assert!(matches!(
-            request(&Host::with_name("/tmp/r", "h"), Verb::Start, "x.service"),
+            request(
+                &Host::with_name("/tmp/r", "h"),
+                Verb::Start,
+                "x.service",
+                Duration::from_secs(1)
+            ),
             Err(ServiceError::NotRunningSystem { .. })
         ));
     }
