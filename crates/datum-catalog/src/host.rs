@@ -212,6 +212,19 @@ fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
                 }
             }
             "name" => match e.value.as_str() {
+                // The rule `datum server enroll` applies: a name it would
+                // refuse could never report, and reports, the fleet and the
+                // check report's header name the host by it.
+                Some(n) if !n.trim().is_empty() && !datum_core::host_name::is_valid(n.trim()) => {
+                    return Err(malformed(
+                        e.value.start,
+                        format!(
+                            "`{}` is not a usable host name ({}): `datum server enroll` refuses it, and reports name the host by it",
+                            datum_core::text::visible(n.trim(), &[]),
+                            datum_core::host_name::RULE
+                        ),
+                    ));
+                }
                 Some(n) if !n.trim().is_empty() => identity.name = n.trim().to_owned(),
                 _ => {
                     return Err(malformed(
@@ -440,6 +453,37 @@ mod tests {
         assert_eq!(id.name, "db-01");
         let missing = HostIdentity::load(root.path(), Some(&root.path().join("nope.yaml")), &[]);
         assert!(matches!(missing, Err(HostError::Read { .. })));
+    }
+
+    /// A name `datum server enroll` would refuse is refused where it is
+    /// written, by the same rule (a blank, a line break: escaped).
+    #[test]
+    fn a_host_name_enrolment_would_refuse_is_refused_at_its_line() {
+        for (text, shown) in [
+            ("labels: {}\nname: \"web 01\"\n", "`web 01`"),
+            (
+                "labels: {}\nname: \"web\\n+ File[x]\"\n",
+                "`web\\u{a}+ File[x]`",
+            ),
+            ("labels: {}\nname: a/b\n", "`a/b`"),
+        ] {
+            let root = root_with(&[(DEFAULT_HOST_FILE, text)]);
+            let err = HostIdentity::load(root.path(), None, &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.ends_with(&format!(
+                    "etc/datum/host.yaml:2:7: {shown} is not a usable host name (letters, digits, `.`, `-`, `_`; at most 253): `datum server enroll` refuses it, and reports name the host by it"
+                )),
+                "{err}"
+            );
+        }
+        // Blanks around a good name are not part of it, as before.
+        let root = root_with(&[(DEFAULT_HOST_FILE, "name: \" web-01 \"\n")]);
+        assert_eq!(
+            HostIdentity::load(root.path(), None, &[]).unwrap().name,
+            "web-01"
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub enum InitError {
     Store(#[from] StoreError),
     #[error("{}: not a datum server folder (no {}); run `datum server init --dir DIR` first", dir.display(), config::CONFIG_FILE)]
     NotInitialised { dir: PathBuf },
-    #[error("`{name}` is not a usable host name (letters, digits, `.`, `-`, `_`; at most 253)")]
+    #[error("`{name}` is not a usable host name ({})", datum_core::host_name::RULE)]
     BadName { name: String },
 }
 
@@ -243,12 +243,7 @@ fn certificates(names: &[String]) -> Result<(String, String, String, String), In
 
 /// Checks a name for a host or stack.
 pub fn check_name(name: &str) -> Result<(), InitError> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-    if ok {
+    if datum_core::host_name::is_valid(name) {
         Ok(())
     } else {
         Err(InitError::BadName {

@@ -110,12 +110,13 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
         Some(h) => h.clone(),
         None => crate::context::identity(global)?.name,
     };
-    if host.is_empty()
-        || !host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        bail!("`{host}` cannot name a host file: give --host NAME (letters, digits, - _ .)");
+    // The rule the host file is read with (and `datum server enroll`).
+    if !datum_core::host_name::is_valid(&host) {
+        bail!(
+            "`{}` cannot name a host: give --host NAME ({})",
+            datum_core::text::visible(&host, &[]),
+            datum_core::host_name::RULE
+        );
     }
     let files = files(&host);
     let refs: Vec<(&str, &str)> = files

@@ -108,6 +108,20 @@ fn a_misspelt_type_or_field_is_answered_with_the_one_meant() {
 }
 
 #[test]
+fn a_host_name_enrolment_would_refuse_is_refused_by_lint() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: x}\n",
+    );
+    s.write("host.yaml", "name: \"web 01\"\nlabels: {role: web}\n");
+    settings(&s).bind(|| {
+        insta::assert_snapshot!(
+            "lint_host_name_with_a_space",
+            transcript(&s.datum(&["lint"]))
+        );
+    });
+}
+
+#[test]
 fn help_text() {
     let s = Sandbox::new();
     insta::assert_snapshot!("help", transcript(&s.datum(&["--help"])));
