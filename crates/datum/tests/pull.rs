@@ -2377,6 +2377,35 @@ fn a_tree_listing_past_the_bound_is_refused_as_the_revisions_fault() {
     assert!(!bed.p("root/var/lib/datum/pull/incoming.git").exists());
 }
 
+/// A pull that fails (not the revision's fault) says in JSON what stays
+/// deployed, as a refusal does, not `null` as if nothing were.
+#[test]
+fn a_failed_pull_names_what_stays_deployed_in_json() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let signers = bed.p("allowed_signers").display().to_string();
+    let url = format!("file://{}", bed.p("no-such-remote.git").display());
+    let out = Run(bed
+        .datum(&[
+            "--output",
+            "json",
+            "pull",
+            "--url",
+            &url,
+            "--allowed-signers",
+            &signers,
+        ])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["outcome"], "failed", "{json}");
+    assert_eq!(json["reason"], "fetch", "{json}");
+    assert_eq!(json["revision"], serde_json::Value::Null, "{json}");
+    assert_eq!(json["deployed"], c1.as_str(), "{json}");
+}
+
 #[test]
 fn settings_a_pull_cannot_use_are_a_json_refusal_with_the_word_config() {
     if !tools() {

@@ -128,7 +128,13 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
         }
         Err(e) => {
             if global.output == Format::Json {
-                crate::render::json::print("", error_json(&e))?;
+                // What stays deployed, for a failure too (a refusal knows):
+                // the revision the link's checkout says it is.
+                let link = datum_host::paths::resolve(&global.root, &config.deploy).ok();
+                let deployed = link
+                    .and_then(|l| datum_pull::deployed_revision(&l))
+                    .map(|d| d.commit);
+                crate::render::json::print("", error_json(&e, deployed))?;
             }
             Err(e.into())
         }
@@ -289,13 +295,18 @@ fn outcome_json(outcome: &Outcome) -> serde_json::Value {
     }
 }
 
-fn error_json(e: &PullError) -> serde_json::Value {
+/// `deployed`: the revision the link points at, for a failure (a refusal
+/// names what stays deployed itself).
+fn error_json(e: &PullError, deployed: Option<String>) -> serde_json::Value {
     let refusal = e.refusal();
     serde_json::json!({
         "outcome": if refusal.is_some() { "refused" } else { "failed" },
         "reason": e.word(),
         "revision": refusal.map(|r| r.revision.clone()),
-        "deployed": refusal.and_then(|r| r.deployed.clone()),
+        "deployed": match refusal {
+            Some(r) => r.deployed.clone(),
+            None => deployed,
+        },
         "message": e.to_string(),
     })
 }
