@@ -540,6 +540,7 @@ pub fn run_pass_with(
             }
         }
     }
+    summary.warnings = ctx.host.take_notices();
     summary.duration_ms = started.elapsed().as_millis() as u64;
     Ok(summary)
 }

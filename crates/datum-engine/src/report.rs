@@ -43,6 +43,10 @@ pub struct PassSummary {
     /// failure, so neither they nor what they hold back make the pass fail.
     #[serde(skip)]
     pub quarantined: BTreeSet<ResourceId>,
+    /// What the operator must be told that is no resource's failure (a
+    /// staging folder a local user moved away, left where they put it:
+    /// `datum_host::Host::take_notices`), shown under the summary.
+    pub warnings: Vec<String>,
 }
 
 impl PassSummary {

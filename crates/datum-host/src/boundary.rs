@@ -67,6 +67,32 @@ pub struct Dir {
     declared: Arc<Path>,
     /// Owner when it was opened (for the next step's `CHASE_SAFE` check).
     uid: u32,
+    /// Where what Datum must tell the operator about this pass's work in
+    /// it is kept (shared with the [`crate::Host`] it was reached from).
+    notices: Notices,
+}
+
+/// What a pass must tell the operator without it being any resource's
+/// failure (a staging folder a local user moved away, left where they put
+/// it): collected by the [`crate::Host`], shown under the pass's summary.
+/// Clones share the list.
+#[derive(Debug, Clone, Default)]
+pub struct Notices(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Notices {
+    pub fn push(&self, notice: String) {
+        if let Ok(mut list) = self.0.lock() {
+            list.push(notice);
+        }
+    }
+
+    /// Everything noted so far, in the order noted; the list is emptied.
+    pub fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut list| std::mem::take(&mut *list))
+            .unwrap_or_default()
+    }
 }
 
 fn open_flags() -> OFlags {
@@ -191,7 +217,18 @@ impl Dir {
             path: Arc::from(path),
             declared: Arc::from(Path::new("/")),
             uid: st.st_uid,
+            notices: Notices::default(),
         })
+    }
+
+    /// The same directory, its notices kept in `notices` (the host's).
+    pub(crate) fn with_notices(self, notices: Notices) -> Dir {
+        Dir { notices, ..self }
+    }
+
+    /// Where notices about work in this directory go.
+    pub(crate) fn notices(&self) -> &Notices {
+        &self.notices
     }
 
     /// The real path this directory was reached by.
@@ -327,6 +364,7 @@ impl Dir {
             declared: Arc::from(self.declared.join(name)),
             path: Arc::from(path),
             uid: st.st_uid,
+            notices: self.notices.clone(),
         }))
     }
 }
@@ -516,6 +554,7 @@ impl Walker<'_> {
                     path: Arc::from(real),
                     declared: Arc::from(declared),
                     uid: st.st_uid,
+                    notices: dir.notices.clone(),
                 };
                 (self.remember)(declared, &opened);
                 Ok(Step::Dir(opened))

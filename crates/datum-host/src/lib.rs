@@ -84,6 +84,8 @@ pub struct Host {
     pass_cache: PassCache,
     /// Directory fsyncs owed by deferred commits (see [`durability`]).
     durability: Durability,
+    /// What the pass must tell the operator (see [`Host::take_notices`]).
+    notices: boundary::Notices,
 }
 
 impl Host {
@@ -108,6 +110,7 @@ impl Host {
             swept: Arc::new(Mutex::new(HashSet::new())),
             pass_cache: PassCache::default(),
             durability: Durability::default(),
+            notices: boundary::Notices::default(),
         }
     }
 
@@ -155,7 +158,15 @@ impl Host {
             },
             other => other,
         })?;
+        let opened = opened.with_notices(self.notices.clone());
         Ok(self.root_dir.get_or_init(|| opened).clone())
+    }
+
+    /// What the pass must tell the operator that is no resource's failure
+    /// (a staging folder a local user moved away, left where they put it),
+    /// in the order noted; the list is emptied.
+    pub fn take_notices(&self) -> Vec<String> {
+        self.notices.take()
     }
 
     /// The declared directory `declared`, opened through the boundary

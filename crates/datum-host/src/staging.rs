@@ -142,10 +142,13 @@ impl StageDir {
             &self.dir,
             AtFlags::REMOVEDIR,
         ) {
-            Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
-            other => other,
+            Err(Errno::NOTEMPTY | Errno::EXIST) | Ok(false) => {
+                self.note_left_behind();
+                Ok(())
+            }
+            Ok(true) => Ok(()),
+            Err(e) => Err(e),
         }
-        .map(|_| ())
         .map_err(|e| {
             HostError::io(
                 "remove staging directory",
@@ -153,6 +156,33 @@ impl StageDir {
                 errno(e),
             )
         })
+    }
+
+    /// The staging folder was not at its name to be removed: whoever can
+    /// write to the parent moved it. Left where it is now (nothing but
+    /// Datum's own name is ever removed), which the pass says, naming the
+    /// place, unless it is gone already (they removed it).
+    fn note_left_behind(&self) {
+        let Ok(st) = rustix::fs::fstat(&self.dir) else {
+            return;
+        };
+        if st.st_nlink == 0 {
+            return;
+        }
+        let fd = format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&self.dir)
+        );
+        let now = match std::fs::read_link(&fd) {
+            Ok(now) => format!("it is now at {}", now.display()),
+            Err(_) => "where it is now is unknown".to_owned(),
+        };
+        self.parent.notices().push(format!(
+            "the staging folder {} that Datum made for {} was moved away by whoever can write to {} ({now}); Datum left it there (it removes nothing but its own name): remove it if it is not wanted",
+            self.dir_name.to_string_lossy(),
+            self.target.display(),
+            self.parent.path().display(),
+        ));
     }
 
     /// Removes the entry and the directory; the first error is reported.
@@ -497,9 +527,25 @@ mod tests {
                 replace,
                 "{case}: the folder put at the staging name was removed"
             );
-            // Datum's own, emptied, stays where it was moved.
+            // Datum's own, emptied, stays where it was moved, and the pass
+            // says so, naming where.
             assert_eq!(std::fs::read_dir(&moved).unwrap().count(), 0, "{case}");
+            let notices = host.take_notices();
+            assert_eq!(notices.len(), 1, "{case}: {notices:?}");
+            assert!(
+                notices[0].contains(&format!("it is now at {}", moved.display()))
+                    && notices[0].contains("authorized_keys"),
+                "{case}: {notices:?}"
+            );
         }
+        // Removed by whoever moved it: nothing to say.
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(dir.path());
+        let staged = at(&host, "/f").stage_file().unwrap();
+        std::fs::remove_file(staged.path()).unwrap();
+        std::fs::remove_dir(staged.path().parent().unwrap()).unwrap();
+        staged.discard().unwrap();
+        assert_eq!(host.take_notices(), Vec::<String>::new());
     }
 
     /// The owner of the target's folder may swap the staging folder for

@@ -357,6 +357,7 @@ mod tests {
             observed: vec![(id, Some("f1".to_owned()))],
             trusted_by_metadata: None,
             quarantined: Default::default(),
+            warnings: Vec::new(),
         };
         SavedPlan::new(
             c,

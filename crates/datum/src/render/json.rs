@@ -96,6 +96,10 @@ pub fn pass(
     if let (Some(trusted), Some(fields)) = (summary.trusted_by_metadata, document.as_object_mut()) {
         fields.insert("trusted_by_metadata".to_owned(), trusted.into());
     }
+    // Only when there is one (a staging folder a local user moved away).
+    if let (false, Some(fields)) = (summary.warnings.is_empty(), document.as_object_mut()) {
+        fields.insert("warnings".to_owned(), summary.warnings.clone().into());
+    }
     document
 }
 

@@ -220,7 +220,17 @@ pub fn summary_line(mode: Mode, summary: &PassSummary, paint: Paint) -> String {
             summary.duration_ms
         ),
     };
-    paint.wrap(style::BOLD, &line) + "\n"
+    let mut out = paint.wrap(style::BOLD, &line) + "\n";
+    // What is no resource's failure but must be said (a path a local user
+    // chose is in it: escaped, as every name from the host is).
+    for warning in &summary.warnings {
+        out.push_str(&format!(
+            "{}: {}\n",
+            paint.wrap(style::YELLOW, "warning"),
+            datum_core::text::visible(warning, &[])
+        ));
+    }
+    out
 }
 
 fn intent_word(intent: datum_core::Intent) -> &'static str {
@@ -347,5 +357,51 @@ mod tests {
             assert_eq!(streamed, rendered, "color {color}, verbose {verbose}");
             assert!(streamed.contains("File[c]"), "{streamed}");
         }
+    }
+
+    /// A staging folder a local user moved away is left where they put it
+    /// and said under the summary, in every form (the place they chose is
+    /// escaped: it is a name from the host).
+    #[test]
+    fn a_pass_says_its_warnings_under_the_summary() {
+        let summary = PassSummary {
+            resources: vec![report(
+                "keys",
+                Action::Update,
+                Outcome::Changed {
+                    intent: Intent::Intentional,
+                },
+            )],
+            warnings: vec![
+                "the staging folder .datum.stage.x ... (it is now at /home/a/x\u{1b}[2J)"
+                    .to_owned(),
+            ],
+            ..PassSummary::default()
+        };
+        let human = summary_line(Mode::Apply, &summary, Paint::new(false));
+        assert_eq!(
+            human.lines().nth(1),
+            Some(
+                "warning: the staging folder .datum.stage.x ... (it is now at /home/a/x\\u{1b}[2J)"
+            ),
+            "{human}"
+        );
+        let json = json::pass("h", Mode::Apply, &summary, None);
+        assert_eq!(json["warnings"][0], summary.warnings[0].as_str());
+        let quiet = PassSummary {
+            warnings: Vec::new(),
+            ..summary
+        };
+        assert_eq!(
+            summary_line(Mode::Apply, &quiet, Paint::new(false))
+                .lines()
+                .count(),
+            1
+        );
+        assert!(
+            json::pass("h", Mode::Apply, &quiet, None)
+                .get("warnings")
+                .is_none()
+        );
     }
 }
