@@ -572,3 +572,62 @@ testbed_test!(two_services_of_one_unit_under_an_alias_are_refused, {
     drop(alias);
     drop(unit);
 });
+
+/// The lines of a unit's log once it has `lines` of them (or after 5 s): a
+/// simple unit counts as started once forked.
+fn log_lines(path: &str, lines: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = fs::read_to_string(path).unwrap_or_default();
+        if log.lines().count() >= lines || Instant::now() > deadline {
+            return log.lines().map(str::to_owned).collect();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// A drop-in the pass writes and a restart it owes for it: the restart runs
+// what the new drop-in says even when systemd's NeedDaemonReload says no.
+// It says no when the new file's mtime is not newer than the loaded one's
+// (two writes within one tick of a coarse file-system clock, which made a
+// CI test flaky); here the loaded drop-in has a time in the future, so the
+// file Datum writes now is older to systemd.
+testbed_test!(
+    a_drop_in_the_pass_writes_is_loaded_before_the_restart_it_owes,
+    {
+        const LOG: &str = "/run/datum-it-e2e-dropin.log";
+        const DROP_IN: &str = "/etc/systemd/system/datum-it-e2e.service.d/env.conf";
+        let _ = fs::remove_file(LOG);
+        let unit = TestUnit::install(
+            "datum-it-e2e.service",
+            &format!(
+                "[Service]\nExecStart=/bin/sh -c 'echo \"start $FOO\" >> {LOG}; exec sleep infinity'\n"
+            ),
+        );
+        within::write(DROP_IN, "[Service]\nEnvironment=FOO=v1\n");
+        fs::File::options()
+            .write(true)
+            .open(DROP_IN)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(3600))
+            .unwrap();
+        within::systemctl_ok(&["daemon-reload"]);
+        within::systemctl_ok(&["start", unit.name()]);
+        assert_eq!(log_lines(LOG, 1), ["start v1"]);
+        let repo = Repo::new(&format!(
+            "datum: v1alpha1\ntype: File\nname: dropin\ndesired:\n  path: {DROP_IN}\n  content: \"[Service]\\nEnvironment=FOO=v2\\n\"\n\
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-e2e\ndesired:\n  state: running\n  settle: 500ms\n  restart_on: [File/dropin]\n"
+        ));
+        let out = repo.datum(&["apply"]);
+        let lines = log_lines(LOG, 2);
+        let _ = fs::remove_file(LOG);
+        let _ = fs::remove_dir_all("/etc/systemd/system/datum-it-e2e.service.d");
+        out.assert_exit(2);
+        assert_contains(
+            &out.block("Service[datum-it-e2e]"),
+            "restarted (after File[dropin] changed)",
+        );
+        assert_eq!(lines, ["start v1", "start v2"]);
+        drop(unit);
+    }
+);
