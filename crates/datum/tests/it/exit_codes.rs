@@ -647,8 +647,9 @@ fn a_package_and_its_name_with_the_native_architecture_are_refused_as_one() {
     // `tool` and `tool:amd64` pass lint as two Packages (lint does not know
     // the host's architecture), but on an amd64 host (dpkg's own
     // architecture) they are one package, which one pass would install and
-    // remove in turn. Plan and apply refuse them, installed or not, naming
-    // both and where each is declared; `tool:i386` is another package.
+    // remove in turn. Plan, apply and check refuse them, installed or not,
+    // naming both and where each is declared; `tool:i386` is another
+    // package.
     let manifest = |other: &str| {
         format!(
             "datum: v1alpha1\ntype: Package\nname: tool\ndesired:\n  state: installed\n\
@@ -664,6 +665,7 @@ fn a_package_and_its_name_with_the_native_architecture_are_refused_as_one() {
         for (command, done) in [
             ("plan", "nothing was planned"),
             ("apply", "nothing was applied"),
+            ("check", "nothing was reported, reconciled or recorded"),
         ] {
             let out = s.datum(&[command]);
             assert_exit(&out, 1);
