@@ -82,8 +82,10 @@ pub use crate::summaries::{Summaries, Summary};
 /// `datum-tree5` (no payload length where the kind fixes it). v8: the
 /// index's length (8 bytes, little-endian) before the index, which is then
 /// read at once and decoded from memory, and every part of a summary
-/// written (`nil` for an absent one: [`crate::summaries`]).
-const MAGIC: &[u8] = b"datum catalogue snapshot v8\n";
+/// written (`nil` for an absent one: [`crate::summaries`]). v9: a checksum
+/// of the index (8 bytes after its length) and of each record (in its
+/// span), checked as they are read ([`checksum`]).
+const MAGIC: &[u8] = b"datum catalogue snapshot v9\n";
 
 /// Why a snapshot was not written (none of these is an error: the next run
 /// compiles again).
@@ -449,9 +451,10 @@ struct Index {
     #[serde(deserialize_with = "sized_vec")]
     autorequires: Vec<(ResourceId, ResourceId)>,
     entries: Summaries,
-    /// Offset (from the start of the records) and length of each record.
+    /// Offset (from the start of the records), length and [`checksum`] of
+    /// each record.
     #[serde(deserialize_with = "sized_vec")]
-    spans: Vec<(u64, u32)>,
+    spans: Vec<(u64, u32, u64)>,
 }
 
 /// [`Index`] as written: the same fields in the same order (the compact
@@ -463,7 +466,7 @@ struct IndexRef<'a> {
     boundary: &'a datum_core::Boundary,
     autorequires: &'a [(ResourceId, ResourceId)],
     entries: WrittenSummaries<'a>,
-    spans: Vec<(u64, u32)>,
+    spans: Vec<(u64, u32, u64)>,
 }
 
 /// At most this many elements are reserved ahead for a list of the index,
@@ -548,7 +551,7 @@ enum Resources {
         file: std::fs::File,
         /// Where the records start in the file.
         base: u64,
-        spans: Vec<(u64, u32)>,
+        spans: Vec<(u64, u32, u64)>,
     },
 }
 
@@ -718,7 +721,7 @@ struct Records<'a> {
     file: &'a std::fs::File,
     /// Where the records start in the file.
     base: u64,
-    spans: &'a [(u64, u32)],
+    spans: &'a [(u64, u32, u64)],
     /// How many bytes the file has from `base` on.
     len: u64,
 }
@@ -752,7 +755,7 @@ impl Records<'_> {
                 index: i,
             };
             // A damaged index must not ask for more than the file has.
-            let &(offset, len) = self.spans.get(i).ok_or_else(damaged)?;
+            let &(offset, len, sum) = self.spans.get(i).ok_or_else(damaged)?;
             let end = offset.checked_add(u64::from(len)).ok_or_else(damaged)?;
             if end > self.len {
                 return Err(damaged());
@@ -763,6 +766,9 @@ impl Records<'_> {
             if u64::from(len) >= window.max(1) {
                 let mut alone = vec![0u8; len as usize];
                 self.read_at(&mut alone, offset)?;
+                if checksum(&alone) != sum {
+                    return Err(damaged());
+                }
                 let alone = bytes::Bytes::from(alone);
                 *slot = Some(decode_record(&alone, Some(&alone)).ok_or_else(damaged)?);
                 continue;
@@ -775,7 +781,12 @@ impl Records<'_> {
                 at = offset;
             }
             let from = usize::try_from(offset - at).map_err(|_| damaged())?;
-            let record = bytes.get(from..from.saturating_add(len as usize));
+            // A record damaged on disk (a desired field's value, a File's
+            // mode) would be applied as it reads: refused, and the caller
+            // compiles again.
+            let record = bytes
+                .get(from..from.saturating_add(len as usize))
+                .filter(|record| checksum(record) == sum);
             *slot = Some(
                 record
                     .and_then(|record| decode_record(record, None))
@@ -962,9 +973,27 @@ fn read_index(reader: &mut impl std::io::Read, file_size: u64) -> Option<Index> 
     if length > file_size {
         return None;
     }
+    let mut sum = [0u8; 8];
+    reader.read_exact(&mut sum).ok()?;
     let mut bytes = vec![0u8; usize::try_from(length).ok()?];
     reader.read_exact(&mut bytes).ok()?;
+    // Damage there (a class, the boundary's links, a summary) is not used.
+    if checksum(&bytes) != u64::from_le_bytes(sum) {
+        return None;
+    }
     rmp_serde::from_slice(&bytes).ok()
+}
+
+/// The checksum of an index or a record: the first 8 bytes of its BLAKE3,
+/// little-endian. It finds a snapshot damaged on disk after it was written
+/// (its desired fields decide what a pass writes; dc0b402 and the Tree's
+/// check cover only content), not one written on purpose: whoever may
+/// write the snapshot may write the state store beside it.
+fn checksum(bytes: &[u8]) -> u64 {
+    let hash = blake3::hash(bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_le_bytes(first)
 }
 
 /// Writes `catalogue` (with the repository's `classes`) to `path` under
@@ -1043,19 +1072,20 @@ pub fn write_in(
         stretch
             .iter()
             .map(|r| {
-                let mut counter = Counter(0);
+                let mut counter = Counter(0, blake3::Hasher::new());
                 rmp_serde::encode::write(&mut counter, &StoredRef::of(r)).map_err(invalid)?;
-                u32::try_from(counter.0).map_err(|_| {
+                let len = u32::try_from(counter.0).map_err(|_| {
                     std::io::Error::other(format!("{} is too large to remember", r.id))
-                })
+                })?;
+                Ok((len, counter.sum()))
             })
-            .collect::<std::io::Result<Vec<u32>>>()
+            .collect::<std::io::Result<Vec<(u32, u64)>>>()
     });
     let mut spans = Vec::with_capacity(catalogue.resources.len());
     let mut offset = 0u64;
-    for len in lengths {
-        for len in len? {
-            spans.push((offset, len));
+    for stretch in lengths {
+        for (len, sum) in stretch? {
+            spans.push((offset, len, sum));
             offset += u64::from(len);
         }
     }
@@ -1083,22 +1113,42 @@ pub fn write_in(
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
         out.write_all(MAGIC)?;
         rmp_serde::encode::write(&mut out, &header).map_err(invalid)?;
-        // The index's length goes before it, patched in once the index is
-        // written (streamed: it is not held whole to be measured).
+        // The index's length and checksum go before it, patched in once the
+        // index is written (streamed: it is not held whole to be measured).
         out.flush()?;
         let length_at = out.get_mut().stream_position()?;
-        out.write_all(&[0u8; 8])?;
-        rmp_serde::encode::write(&mut out, &index).map_err(invalid)?;
+        out.write_all(&[0u8; 16])?;
+        let mut summing = Summing(&mut out, blake3::Hasher::new());
+        rmp_serde::encode::write(&mut summing, &index).map_err(invalid)?;
+        let sum = Counter(0, summing.1).sum();
         out.flush()?;
-        let length = out.get_mut().stream_position()? - length_at - 8;
+        let length = out.get_mut().stream_position()? - length_at - 16;
         for r in &catalogue.resources {
             rmp_serde::encode::write(&mut out, &StoredRef::of(r)).map_err(invalid)?;
         }
         out.flush()?;
         use std::os::unix::fs::FileExt as _;
-        out.get_ref().write_all_at(&length.to_le_bytes(), length_at)
+        let mut patch = [0u8; 16];
+        patch[..8].copy_from_slice(&length.to_le_bytes());
+        patch[8..].copy_from_slice(&sum.to_le_bytes());
+        out.get_ref().write_all_at(&patch, length_at)
     });
     written.map(Ok).map_err(std::io::Error::other)
+}
+
+/// Writes through to `.0`, hashing what it writes.
+struct Summing<'w, W>(&'w mut W, blake3::Hasher);
+
+impl<W: std::io::Write> std::io::Write for Summing<'_, W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.0.write(bytes)?;
+        self.1.update(bytes.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// An encoding error as the I/O error it is: a write that failed (a full
@@ -1116,12 +1166,22 @@ fn write_error(e: rmp_serde::encode::Error) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-/// Counts what is written to it.
-struct Counter(u64);
+/// Counts and hashes what is written to it.
+struct Counter(u64, blake3::Hasher);
+
+impl Counter {
+    /// The [`checksum`] of what was written.
+    fn sum(&self) -> u64 {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.1.finalize().as_bytes()[..8]);
+        u64::from_le_bytes(first)
+    }
+}
 
 impl std::io::Write for Counter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.0 += bytes.len() as u64;
+        self.1.update(bytes);
         Ok(bytes.len())
     }
 
@@ -1821,14 +1881,18 @@ mod tests {
         let c = catalogue(false, b"x");
         t.save(&c);
         let bytes = fs::read(&t.path).unwrap();
-        // The length follows the header.
+        // The length and the checksum follow the header.
         let mut after_header = std::io::Cursor::new(&bytes[MAGIC.len()..]);
         let _: Header = rmp_serde::from_read(&mut after_header).unwrap();
         let at = MAGIC.len() + usize::try_from(after_header.position()).unwrap();
         let length = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-        let index_end = at + 8 + usize::try_from(length).unwrap();
-        let index: Index = rmp_serde::from_slice(&bytes[at + 8..index_end]).unwrap();
+        let index_end = at + 16 + usize::try_from(length).unwrap();
+        let index: Index = rmp_serde::from_slice(&bytes[at + 16..index_end]).unwrap();
         assert_eq!(index.entries.len(), c.resources.len());
+        assert_eq!(
+            u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap()),
+            checksum(&bytes[at + 16..index_end])
+        );
         for (damaged, why) in [
             (u64::MAX, "more than any file holds"),
             (bytes.len() as u64 + 1, "past the file's end"),
@@ -1843,6 +1907,57 @@ mod tests {
         fs::write(&t.path, &bytes).unwrap();
         let mut lazy = t.load(&c.host).unwrap();
         assert_eq!(lazy.take(&[0]).unwrap()[0].id, c.resources[0].id);
+    }
+
+    /// A byte of the snapshot damaged on disk after it was written went
+    /// live when it was one of a resource's desired values: a File's mode
+    /// 0640 read back as 0666 was applied (seen with the binary: motd made
+    /// world-writable), as a class or a link the boundary follows would
+    /// have been in the index. Each record and the index carry a checksum,
+    /// checked as they are read: a damaged record is not decoded (the
+    /// caller compiles again), a damaged index is not used.
+    #[test]
+    fn a_byte_damaged_in_a_record_or_the_index_is_never_used() {
+        let t = Setup::new();
+        let mut c = catalogue(false, b"x");
+        c.resources[0].desired = serde_json::json!({"path": "/etc/motd", "mode": "0640"})
+            .as_object()
+            .unwrap()
+            .clone()
+            .into();
+        t.save(&c);
+        let bytes = fs::read(&t.path).unwrap();
+        let at = bytes
+            .windows(4)
+            .rposition(|w| w == b"0640")
+            .expect("the mode is in the record");
+        let mut copy = bytes.clone();
+        copy[at..at + 4].copy_from_slice(b"0666");
+        fs::write(&t.path, &copy).unwrap();
+        let mut lazy = t.load(&c.host).unwrap();
+        assert!(
+            matches!(
+                lazy.take(&[0]),
+                Err(SnapshotError::Damaged { index: 0, .. })
+            ),
+            "a damaged record was decoded"
+        );
+        let all = t.load(&c.host).unwrap().into_catalogue();
+        assert!(matches!(all, Err(SnapshotError::Damaged { .. })));
+        // The index: a host label's value (the header holds it first).
+        let at = bytes
+            .windows(3)
+            .rposition(|w| w == b"web")
+            .expect("a label in the index");
+        let mut copy = bytes.clone();
+        copy[at] = b'X';
+        fs::write(&t.path, &copy).unwrap();
+        assert!(t.load(&c.host).is_err(), "a damaged index was used");
+        fs::write(&t.path, &bytes).unwrap();
+        assert_eq!(
+            t.load(&c.host).unwrap().take(&[0]).unwrap()[0].desired,
+            c.resources[0].desired
+        );
     }
 
     #[test]

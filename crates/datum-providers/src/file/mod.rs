@@ -683,6 +683,23 @@ mod tests {
         );
     }
 
+    /// Bytes held in memory (inline content, a template's output) are
+    /// written only as the compile recorded their checksum (dc0b402):
+    /// bytes damaged in a snapshot record whose own checksum was made with
+    /// them are refused, the checksum not quoted.
+    #[test]
+    fn in_memory_bytes_are_written_only_as_compiled() {
+        let declared = Content::new(b"declared content\n".to_vec());
+        assert_eq!(declared_bytes(&declared).unwrap(), b"declared content\n");
+        let damaged = Content {
+            bytes: bytes::Bytes::from_static(b"declXred content\n"),
+            ..declared.clone()
+        };
+        let err = declared_bytes(&damaged).unwrap_err().to_string();
+        assert!(err.contains("--recompile"), "{err}");
+        assert!(!err.contains(&declared.sha256), "{err}");
+    }
+
     #[test]
     fn owner_and_mode_go_only_to_the_declared_bytes() {
         // A File declaring its content whose live file has that content and

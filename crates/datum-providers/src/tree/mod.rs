@@ -644,17 +644,8 @@ impl Kind for TreeProvider {
         // is no help when that hash is what changed). Checked against the
         // checksum the compile recorded before anything is written, as a
         // File's bytes are; not quoted (it is the content's checksum).
-        if diff.action().is_change()
-            && resource
-                .content
-                .as_ref()
-                .is_none_or(|c| c.sha256 != d.entries.checksum())
-        {
-            datum_core::content::catalogue_contradicted();
-            return Err(ProviderError::Invalid {
-                field: "source".to_owned(),
-                message: "the declared tree does not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run the pass again, which compiles the repository afresh".to_owned(),
-            });
+        if diff.action().is_change() {
+            packed_as_compiled(resource, d)?;
         }
         // Entries are staged one at a time, as `activate` reaches them
         // (parents first): each is handed back to the engine to check
@@ -705,6 +696,23 @@ impl Kind for TreeProvider {
             pending.discard();
         }
     }
+}
+
+/// Refuses a Tree whose packed entries are not those the compile recorded
+/// the checksum of (see `stage`).
+fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), ProviderError> {
+    if resource
+        .content
+        .as_ref()
+        .is_some_and(|c| c.sha256 == d.entries.checksum())
+    {
+        return Ok(());
+    }
+    datum_core::content::catalogue_contradicted();
+    Err(ProviderError::Invalid {
+        field: "source".to_owned(),
+        message: "the declared tree does not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run the pass again, which compiles the repository afresh".to_owned(),
+    })
 }
 
 /// What a Tree carries from `stage` through each `activate`: the plan, and
@@ -1739,6 +1747,49 @@ mod tests {
                 "{rule:?}"
             );
         }
+    }
+
+    /// The checksum a Tree is staged against is the compile's: packed
+    /// entries that are not what it was computed over (a link target
+    /// damaged in a snapshot record whose own checksum was made with it)
+    /// are refused before anything is written.
+    #[test]
+    fn packed_entries_are_staged_only_as_compiled() {
+        let entries = |target: &[u8]| -> archive::DeclaredEntries {
+            [(
+                b"ln".to_vec(),
+                archive::DeclaredEntry::Symlink(target.to_vec()),
+            )]
+            .into()
+        };
+        let compiled = archive::pack(Path::new("/repo/t"), &entries(b"declared"));
+        let mut resource = Resource {
+            id: datum_core::ResourceId::new("Tree", "t"),
+            desired: json!({"path": "/etc/t", "source": "t"}).into(),
+            content: Some(compiled.clone()),
+            requires: vec![],
+            class: "normal".to_owned(),
+            sensitive: false,
+            sensitive_by_field_only: false,
+            validate: None,
+            origin: datum_core::Origin::default(),
+            field_origins: Default::default(),
+            declaration_hash: String::new(),
+        };
+        let d = TreeDesired::from_resource(&resource).unwrap();
+        assert!(packed_as_compiled(&resource, &d).is_ok());
+        let damaged = archive::pack(Path::new("/repo/t"), &entries(b"DAMAGED!"));
+        resource.content = Some(datum_core::Content {
+            sha256: compiled.sha256.clone(),
+            ..damaged
+        });
+        let d = TreeDesired::from_resource(&resource).unwrap();
+        let err = packed_as_compiled(&resource, &d).unwrap_err().to_string();
+        assert!(err.contains("run the pass again"), "{err}");
+        assert!(
+            !err.contains(&compiled.sha256),
+            "the checksum is not quoted"
+        );
     }
 
     #[test]
