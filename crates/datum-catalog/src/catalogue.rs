@@ -212,14 +212,25 @@ impl<'a> JsonView<'a> {
         if self.explain
             && let Some(obj) = v.as_object_mut()
         {
+            // A field with an origin that the resource does not have was
+            // removed there (set to null by a later layer); the envelope's
+            // fields (`requires`, `class`, ...) are never in `desired`.
+            let removed = |field: &str| match field {
+                "content" => r.content.is_none(),
+                "requires" | "class" | "sensitive" | "validate" => false,
+                _ => r.desired.get(field).is_none(),
+            };
             let fields: serde_json::Map<String, Value> = r
                 .field_origins
                 .iter()
                 .map(|(field, o)| {
-                    (
-                        field.clone(),
-                        json!({"layer": o.layer, "origin": o.to_string()}),
-                    )
+                    let mut at = json!({"layer": o.layer, "origin": o.to_string()});
+                    if removed(field)
+                        && let Some(at) = at.as_object_mut()
+                    {
+                        at.insert("removed".to_owned(), Value::Bool(true));
+                    }
+                    (field.clone(), at)
                 })
                 .collect();
             obj.insert("fields".to_owned(), Value::Object(fields));

@@ -15,7 +15,7 @@
 //! All problems are collected; nothing stops at the first. It must not touch
 //! the managed machine: it reads the repository only.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::hashes::SourceHashes;
 use std::path::PathBuf;
@@ -171,6 +171,9 @@ pub(crate) struct Analysis<'r> {
     /// otherwise: for 20,000 resources those origins are most of the
     /// catalogue's memory.
     explain: bool,
+    /// With `explain`, the fields a layer removed (set to null) in the
+    /// host's merge: resource -> field -> the document that removed it.
+    removed: HashMap<ResourceId, BTreeMap<String, usize>>,
     /// Remembered source hashes (see `crate::hashes`), when the caller keeps
     /// some.
     hashes: Option<&'r dyn SourceHashes>,
@@ -213,6 +216,7 @@ impl<'r> Analysis<'r> {
             resolver: Resolver::new(&repo.canonical_root),
             tree_dirs: vec![None; n],
             explain: false,
+            removed: HashMap::new(),
             hashes: None,
             reparse: false,
         }
@@ -622,21 +626,36 @@ impl<'r> Analysis<'r> {
     fn merge(&mut self, order: Vec<usize>, take: Take) -> Vec<Merged> {
         let (repo, providers, content_set) = (self.repo, &self.providers, &self.content_set);
         let written = &mut self.written;
-        merge::merge(order, |i| {
-            let doc = &repo.documents[i];
-            let takes_content = providers[i].is_some_and(|p| p.takes_content());
-            DocView {
-                id: &doc.id,
-                fields: written.fields(i, doc, takes_content, take),
-                content: content_set[i],
-                sets_requires: doc.requires.is_some(),
-                sets_class: doc.class.is_some(),
-                // Only `true` counts: a later layer cannot make a secret
-                // visible (`sensitive: false` is warned about instead).
-                sets_sensitive: doc.sensitive.as_ref().is_some_and(|s| s.value),
-                sets_validate: doc.validate.is_some(),
+        // Only the host's merge, and only to explain it.
+        let note = self.explain && take != Take::Nothing;
+        let removed = &mut self.removed;
+        let noted = |id: &ResourceId, field: &str, doc: usize| {
+            if note {
+                removed
+                    .entry(id.clone())
+                    .or_default()
+                    .insert(field.to_owned(), doc);
             }
-        })
+        };
+        merge::merge_noting_removals(
+            order,
+            |i| {
+                let doc = &repo.documents[i];
+                let takes_content = providers[i].is_some_and(|p| p.takes_content());
+                DocView {
+                    id: &doc.id,
+                    fields: written.fields(i, doc, takes_content, take),
+                    content: content_set[i],
+                    sets_requires: doc.requires.is_some(),
+                    sets_class: doc.class.is_some(),
+                    // Only `true` counts: a later layer cannot make a secret
+                    // visible (`sensitive: false` is warned about instead).
+                    sets_sensitive: doc.sensitive.as_ref().is_some_and(|s| s.value),
+                    sets_validate: doc.validate.is_some(),
+                }
+            },
+            noted,
+        )
     }
 
     /// The provider's check on each merged resource: catches missing required
@@ -1424,6 +1443,30 @@ impl<'r> Analysis<'r> {
             .and_then(|d| Some((self.doc(d), self.contents.get(d)?.as_ref()?)))
         {
             field_origins.insert("content".to_owned(), doc.origin_at(decl.key));
+        }
+        // A field a later layer removed (set to null) is explained by where
+        // it was removed; the catalogue's view tells it from a field set by
+        // its absence from `desired` (or, for `content`, no content).
+        for (field, &doc) in self.removed.get(&m.id).into_iter().flatten() {
+            let gone = if field == "content" {
+                m.content.is_none()
+            } else {
+                m.fields.get(field).is_none()
+            };
+            if !gone {
+                continue;
+            }
+            let origin = if field == "content" {
+                // Where its content field is written as null.
+                let desired = self.desired(doc);
+                CONTENT_KEYS
+                    .iter()
+                    .find_map(|k| self.doc(doc).field_span_in(desired, &[(*k).to_owned()]))
+                    .map_or_else(|| self.doc(doc).desired_location().0, |(o, _)| o)
+            } else {
+                self.field_location(doc, std::slice::from_ref(field)).0
+            };
+            field_origins.insert(field.clone(), origin);
         }
         let envelope = [
             (

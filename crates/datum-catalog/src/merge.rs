@@ -164,9 +164,22 @@ pub(crate) struct DocView<'a> {
 
 /// Folds the documents `order` (indices, ascending declaration order) into
 /// resources, in the order each resource was first declared.
+#[cfg(test)]
 pub(crate) fn merge<'a>(
     order: impl IntoIterator<Item = usize>,
+    view: impl FnMut(usize) -> DocView<'a>,
+) -> Vec<Merged> {
+    merge_noting_removals(order, view, |_, _, _| {})
+}
+
+/// [`merge`], telling `removed` of every field a document removes (sets to
+/// null) that an earlier one wrote: the resource, the field (`content` for
+/// content cleared) and the document. A field written again later is
+/// removed no longer; the caller sees that in the merged fields.
+pub(crate) fn merge_noting_removals<'a>(
+    order: impl IntoIterator<Item = usize>,
     mut view: impl FnMut(usize) -> DocView<'a>,
+    mut removed: impl FnMut(&ResourceId, &str, usize),
 ) -> Vec<Merged> {
     // At most one resource per document: room for all of them at once, not
     // grown by doubling (given back below when layers declared some twice).
@@ -199,6 +212,9 @@ pub(crate) fn merge<'a>(
         } else {
             for (k, value) in v.fields {
                 if value.is_null() {
+                    if m.fields.get(&k).is_some() {
+                        removed(&m.id, &k, doc);
+                    }
                     m.fields.remove(&k);
                 } else {
                     m.fields.insert(k, (value, doc));
@@ -208,7 +224,12 @@ pub(crate) fn merge<'a>(
         match v.content {
             ContentSet::Untouched => {}
             ContentSet::Declares => m.content = Some(doc),
-            ContentSet::Clears => m.content = None,
+            ContentSet::Clears => {
+                if m.content.is_some() {
+                    removed(&m.id, "content", doc);
+                }
+                m.content = None;
+            }
         }
         let replace = |slot: &mut Option<usize>, sets: bool| {
             if sets {

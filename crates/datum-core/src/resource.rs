@@ -44,7 +44,9 @@ pub struct Resource {
     pub validate: Option<String>,
     /// The document that declared the resource (the last layer that touched it).
     pub origin: Origin,
-    /// For `catalogue --explain`: the layer and position each field came from.
+    /// For `catalogue --explain`: the layer and position each field came
+    /// from, or, for a field a later layer removed (set to null), where it
+    /// was removed (then it is not in `desired`; `content`: no content).
     pub field_origins: BTreeMap<String, Origin>,
     /// Hash of everything declared about the resource (fields + content hash):
     /// when it differs from the one recorded at the last verified apply, a

@@ -142,6 +142,65 @@ mod layering {
         assert_eq!(r.origin.to_string(), "web/motd.yaml:1:1");
     }
 
+    /// A field a later layer removes with `null` is explained by where it
+    /// was removed, marked `removed`; one removed and written again, or
+    /// null where nothing was written before, is not.
+    #[test]
+    fn explain_says_which_layer_removed_a_field() {
+        let repo = Repo::new(
+            "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\n  - {name: web, path: web, match: {role: web}}\n  - {name: late, path: late, match: {}}\n",
+        );
+        repo.file(
+            "base/motd.yaml",
+            &file_doc(
+                "motd",
+                "/etc/motd",
+                "  mode: \"0644\"\n  owner: root\n  group: adm\n  content: \"base\\n\"\n",
+            ),
+        )
+        .file(
+            "web/motd.yaml",
+            &file_doc(
+                "motd",
+                "/etc/motd",
+                "  owner: null  # root's by default\n  group: null\n  content: null\n  ensure: null\n",
+            ),
+        )
+        .file(
+            "late/motd.yaml",
+            &file_doc("motd", "/etc/motd", "  group: staff\n"),
+        );
+        let cat = datum_catalog::compile_explained(repo.path(), &web()).unwrap();
+        let json = cat.to_json(datum_providers::registry(), true);
+        let fields = &json["resources"][0]["fields"];
+        assert_eq!(
+            json["resources"][0]["desired"],
+            serde_json::json!({"path": "/etc/motd", "mode": "0644", "group": "staff"})
+        );
+        assert_eq!(
+            fields["owner"],
+            serde_json::json!({"layer": "web", "origin": "web/motd.yaml:6:3", "removed": true}),
+            "{fields:#}"
+        );
+        assert_eq!(
+            fields["content"],
+            serde_json::json!({"layer": "web", "origin": "web/motd.yaml:8:3", "removed": true}),
+            "{fields:#}"
+        );
+        // Written again by a later layer: that layer's.
+        assert_eq!(
+            fields["group"],
+            serde_json::json!({"layer": "late", "origin": "late/motd.yaml:6:3"}),
+            "{fields:#}"
+        );
+        assert_eq!(fields["mode"]["layer"], "base", "{fields:#}");
+        // Null where no layer wrote it: nothing was removed.
+        assert!(fields.get("ensure").is_none(), "{fields:#}");
+        // Without --explain, no origins at all.
+        let plain = compile(repo.path(), &web()).unwrap();
+        assert!(plain.resources[0].field_origins.is_empty());
+    }
+
     #[test]
     fn hosts_outside_the_matcher_do_not_get_the_layer() {
         let repo = Repo::two_layers();
