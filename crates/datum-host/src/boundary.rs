@@ -146,11 +146,11 @@ pub(crate) fn remove_if_same(
 /// can write to `dir` may swap the new folder for a link, or a folder of
 /// their own, before it is opened. What is opened must be a directory
 /// (never through a link), owned by this process's user, that nobody else
-/// may use (no group or other bits) and empty: no one but this user can
-/// have made such a folder or put anything in it, so it is as private as
-/// the one just made (at worst, another Datum made and emptied, which a
-/// user moved). Anything else is refused ([`HostError::NotMade`]), and
-/// left as it is.
+/// may write to (no group or other write bits) and empty: no one but this
+/// user can have made such a folder or put anything in it, so it is as
+/// good as the one just made (at worst, another Datum made and emptied,
+/// which a user moved). Anything else is refused ([`HostError::NotMade`]),
+/// and left as it is.
 pub(crate) fn open_made_dir(
     dir: impl AsFd,
     name: &OsStr,
@@ -182,9 +182,12 @@ pub(crate) fn open_made_dir(
     if st.st_uid != me {
         return Err(not_made(format!("a folder owned by uid {}", st.st_uid)));
     }
-    if st.st_mode & 0o077 != 0 {
+    // Group and other read and search bits are not refused: a file system
+    // that ignores modes (vfat mounted with `umask=022`) shows every folder
+    // 0755, and nobody but its owner can put anything in such a folder.
+    if st.st_mode & 0o022 != 0 {
         return Err(not_made(format!(
-            "a folder others may use (mode {:04o})",
+            "a folder others may write to (mode {:04o})",
             st.st_mode & 0o7777
         )));
     }
@@ -606,6 +609,42 @@ enum Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `mkdirat` made is taken when it is this user's, empty and
+    /// writable by nobody else, whatever read bits a file system that
+    /// ignores modes shows (vfat with `umask=022`: every folder 0755);
+    /// anything else is refused, naming what was found.
+    #[test]
+    fn a_folder_just_made_is_taken_only_if_nobody_else_can_have_filled_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let base = tempfile::tempdir().unwrap();
+        let dir =
+            rustix::fs::open(base.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let made = |name: &str, mode: u32| {
+            let p = base.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            open_made_dir(&dir, OsStr::new(name), &p)
+        };
+        assert!(made("private", 0o700).is_ok());
+        assert!(made("readable", 0o755).is_ok());
+        let err = made("writable", 0o775).unwrap_err().to_string();
+        assert!(
+            err.contains("a folder others may write to (mode 0775)"),
+            "{err}"
+        );
+        std::fs::create_dir(base.path().join("full")).unwrap();
+        std::fs::write(base.path().join("full/x"), b"").unwrap();
+        let err = open_made_dir(&dir, OsStr::new("full"), &base.path().join("full"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a folder that is not empty"), "{err}");
+        std::os::unix::fs::symlink("private", base.path().join("link")).unwrap();
+        let err = open_made_dir(&dir, OsStr::new("link"), &base.path().join("link"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("found a symlink at its name"), "{err}");
+    }
 
     #[test]
     fn link_targets_resolve_inside_the_root() {
