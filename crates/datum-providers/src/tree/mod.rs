@@ -1534,9 +1534,16 @@ fn stage_file(
                 // names (the host refuses it).
                 // So is one to be made set-id: that bit goes only to the
                 // bytes written from the repository (the live ones may be
-                // swapped between the comparison and the change).
+                // swapped between the comparison and the change). And one
+                // whose owner or group changes: the old owner may hold it
+                // open for writing, and write their bytes into it once it
+                // is the new owner's (root's, which some root-run programs
+                // take as a sign of trust); a new file has no such writer.
                 let rewrite = meta_changes(&stat.meta, uid, gid, mode).is_some_and(|set| {
-                    stat.links > 1 || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
+                    stat.links > 1
+                        || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
+                        || set.uid.is_some()
+                        || set.gid.is_some()
                 });
                 if !rewrite && live_holds(at, stat.meta.size, &want)? {
                     fix_meta(at, stat, uid, gid, mode)?;
@@ -1915,5 +1922,50 @@ mod tests {
                 .is_none()
         );
         assert_eq!(mode(), 0o750);
+    }
+
+    #[test]
+    fn an_owner_goes_only_to_bytes_written_afresh() {
+        // An entry holding its declared bytes, owned by a user who keeps it
+        // open for writing, to be made root's: given in place, the user
+        // writes their bytes into a root-owned file afterwards. The
+        // declared bytes are staged anew, and the user's descriptor is left
+        // on a file no name holds any more.
+        use std::io::Write as _;
+        use std::os::unix::fs::MetadataExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("app.conf");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let live = root.path().join("app.conf");
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::os::unix::fs::chown(&live, Some(1000), Some(1000)).unwrap();
+        let mut held = std::fs::OpenOptions::new().write(true).open(&live).unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let at = host.locate(Path::new("/app.conf")).unwrap();
+        if let Some(staged) = stage_file(&host, &at, want, Some(0), Some(0), Some(0o644)).unwrap() {
+            staged.commit(&host).unwrap();
+        }
+        held.write_all(b"theirs!!!").unwrap();
+        drop(held);
+        let meta = std::fs::metadata(&live).unwrap();
+        assert_eq!(
+            std::fs::read(&live).unwrap(),
+            b"declared\n",
+            "written through the old owner's descriptor into {}:{} {:o}",
+            meta.uid(),
+            meta.gid(),
+            meta.mode() & 0o7777
+        );
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+            (0, 0, 0o644)
+        );
     }
 }
