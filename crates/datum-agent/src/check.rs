@@ -39,6 +39,10 @@ pub struct WatchTarget {
     /// otherwise a single file, watched through its parent folder so an
     /// atomic replace (a new inode renamed over it) is still seen.
     pub subtree: bool,
+    /// The path names one regular file (a File): its own inode is watched
+    /// too, so a write through another hard link is seen. Never a link (a
+    /// watch would follow it) or a folder.
+    pub regular_file: bool,
 }
 
 /// What a successful (re)load of the repository gives the agent.

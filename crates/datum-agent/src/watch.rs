@@ -37,7 +37,7 @@ pub enum WatchNews {
 #[derive(Debug, Default, Clone)]
 pub struct WatchPlan {
     files: BTreeMap<PathBuf, Vec<(String, ResourceId)>>,
-    /// The paths of `File` resources, watched on their own as well.
+    /// The paths that name regular files, watched on their own as well.
     own: BTreeSet<PathBuf>,
     trees: Vec<(PathBuf, String, ResourceId)>,
 }
@@ -53,9 +53,10 @@ impl WatchPlan {
             if t.subtree {
                 plan.trees.push((path, t.class.clone(), t.resource.clone()));
             } else {
-                // A File's path names a regular file (watching a link
-                // would watch what it points at, a folder every entry).
-                if t.resource.kind == "File" {
+                // Only a regular file's inode is watched on its own
+                // (watching a link would watch what it points at, a folder
+                // every entry).
+                if t.regular_file {
                     plan.own.insert(path.clone());
                 }
                 plan.files
@@ -293,12 +294,14 @@ mod tests {
                 class: "critical".into(),
                 path: "/r/etc/ssh/sshd_config".into(),
                 subtree: false,
+                regular_file: true,
             },
             WatchTarget {
                 resource: ResourceId::new("Tree", "nginx"),
                 class: "critical".into(),
                 path: "/r/etc/nginx".into(),
                 subtree: true,
+                regular_file: false,
             },
         ]
     }
@@ -351,6 +354,7 @@ mod tests {
             class: "critical".into(),
             path: "root/etc/motd".into(),
             subtree: false,
+            regular_file: true,
         }]);
         let abs = std::env::current_dir().unwrap().join("root/etc/motd");
         let ev = notify::Event::new(EventKind::Modify(ModifyKind::Any)).add_path(abs);
@@ -401,6 +405,7 @@ mod tests {
             class: "critical".into(),
             path: file.clone(),
             subtree: false,
+            regular_file: true,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (w, failures) = Watcher::start(&plan, move |n| {
@@ -436,6 +441,7 @@ mod tests {
             class: "critical".into(),
             path: file.clone(),
             subtree: false,
+            regular_file: true,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (w, failures) = Watcher::start(&plan, move |n| {
@@ -462,6 +468,7 @@ mod tests {
             class: "critical".into(),
             path: dir.path().join("etc/later"),
             subtree: false,
+            regular_file: true,
         }]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 1);
@@ -477,6 +484,7 @@ mod tests {
             class: "critical".into(),
             path: link,
             subtree: false,
+            regular_file: false,
         }]);
         assert_eq!(plan.files().count(), 0);
     }
@@ -491,6 +499,7 @@ mod tests {
             class: "critical".into(),
             path: tree.clone(),
             subtree: true,
+            regular_file: false,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (_w, failures) = Watcher::start(&plan, move |n| {
@@ -526,6 +535,7 @@ mod tests {
             class: "critical".into(),
             path: "/nonexistent/datum-agent-test/tree".into(),
             subtree: true,
+            regular_file: false,
         }]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 0);

@@ -853,6 +853,9 @@ pub fn loaded(
                 class: r.class.clone(),
                 path,
                 subtree: crate::owns_subtree(registry, &r.id.kind),
+                regular_file: registry
+                    .lookup(&r.id.kind)
+                    .is_some_and(|p| p.names_a_regular_file()),
             })
         })
         .collect();
@@ -868,6 +871,51 @@ mod tests {
     use datum_drift::check::{CheckFinding, Reported};
 
     use super::*;
+
+    #[test]
+    fn only_a_path_that_names_a_regular_file_is_watched_on_its_own() {
+        // The agent watches a File's own inode (a write through another hard
+        // link), never a Symlink's (the watch would follow it), a
+        // Directory's or a Tree's: the providers say which, not a kind name.
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "h");
+        let with_path = |kind: &str, name: &str| Resource {
+            class: "watched".into(),
+            ..Resource::new(
+                ResourceId::new(kind, name),
+                serde_json::json!({"path": format!("/etc/{name}")}),
+            )
+        };
+        let catalogue = Catalogue {
+            host: Default::default(),
+            resources: vec![
+                with_path("File", "f"),
+                with_path("Symlink", "l"),
+                with_path("Directory", "d"),
+                with_path("Tree", "t"),
+            ],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let classes =
+            Classes::parse(&serde_json::json!({"watched": {"interval": "1m", "watch": true}}))
+                .unwrap();
+        let loaded = loaded(datum_providers::registry(), &catalogue, &classes, &host);
+        let flags: Vec<(String, bool, bool)> = loaded
+            .watch
+            .iter()
+            .map(|t| (t.resource.name.clone(), t.regular_file, t.subtree))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                ("f".to_owned(), true, false),
+                ("l".to_owned(), false, false),
+                ("d".to_owned(), false, false),
+                ("t".to_owned(), false, true),
+            ]
+        );
+    }
 
     fn resource(kind: &str, name: &str, validate: Option<&str>) -> Resource {
         Resource {

@@ -152,6 +152,10 @@ pub trait Kind: Send + Sync {
     fn owns_subtree(&self) -> bool {
         false
     }
+    /// See [`Provider::names_a_regular_file`].
+    fn names_a_regular_file(&self) -> bool {
+        false
+    }
     /// See [`Provider::stages_ahead`].
     fn stages_ahead(&self) -> bool {
         false
@@ -260,6 +264,10 @@ impl<T: Kind> Provider for T {
 
     fn owns_subtree(&self) -> bool {
         Kind::owns_subtree(self)
+    }
+
+    fn names_a_regular_file(&self) -> bool {
+        Kind::names_a_regular_file(self)
     }
 
     fn stages_ahead(&self) -> bool {

@@ -397,6 +397,16 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether the declared `path` of a resource of this type names one
+    /// regular file (a File), as opposed to a folder, a link or no path:
+    /// the agent then watches the file's own inode beside its folder, so a
+    /// write through another hard link is seen (a watch on a link would
+    /// follow it, one on a folder would see every entry). The agent asks
+    /// this instead of naming a kind.
+    fn names_a_regular_file(&self) -> bool {
+        false
+    }
+
     /// Fields of `desired` whose value is sensitive whatever the resource's
     /// `sensitive:` says (a User's `password_hash`): the catalogue masks
     /// them wherever it shows a declaration, and the provider itself never

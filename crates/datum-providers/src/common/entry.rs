@@ -231,6 +231,11 @@ impl<T: EntryProvider> Kind for T {
         T::STAGES_AHEAD
     }
 
+    fn names_a_regular_file(&self) -> bool {
+        // An entry that can hold nothing and is not a link: a file.
+        T::HOLDS_NOTHING.is_some() && !T::IS_LINK
+    }
+
     fn paths(&self) -> Option<&dyn OwnsPaths> {
         Some(self)
     }

@@ -390,6 +390,7 @@ mod tests {
             class: class.to_owned(),
             path: PathBuf::from(path),
             subtree,
+            regular_file: !subtree,
         }
     }
 
