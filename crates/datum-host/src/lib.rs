@@ -58,7 +58,7 @@ pub use command::{CommandOutput, CommandSpec};
 pub use durability::{Durability, NotDurable};
 pub use error::{HostError, ParentLink, UnsafeLink, UnsafeTransition};
 pub use fs::{FileKind, Stat};
-pub use located::Located;
+pub use located::{Holding, Located};
 pub use lock::RootLock;
 pub use private::{PrivateDir, Unsynced};
 pub use staging::{StagedFile, StagedSymlink};

@@ -20,6 +20,16 @@ use crate::boundary::{Dir, errno};
 use crate::fs::{self, Expected, Hashed, Stat};
 use crate::staging::{StagedFile, StagedSymlink};
 
+/// The bytes a file must hold for [`Located::set_metadata_holding`] to
+/// change it: their size, SHA-256 and, when known, BLAKE3 (hex; compared
+/// first, as an observation does).
+#[derive(Debug, Clone, Copy)]
+pub struct Holding<'a> {
+    pub size: u64,
+    pub sha256: &'a str,
+    pub blake3: Option<&'a str>,
+}
+
 /// An entry at a declared path: its parent open, its name, and the real path
 /// (root + declared) for messages and for validators.
 #[derive(Debug, Clone)]
@@ -279,10 +289,38 @@ impl Located {
         group: Option<u32>,
         mode: Option<u32>,
     ) -> Result<(), HostError> {
-        let file = self.open_read("open")?;
-        let fd = OwnedFd::from(file);
+        self.set_metadata_checked(seen, None, owner, group, mode)
+    }
+
+    /// [`Located::set_metadata`] of a regular file whose content Datum
+    /// declares: the file opened must also hold those bytes, hashed from
+    /// the very descriptor the change is then made through, or nothing is
+    /// changed ([`HostError::Replaced`]). The content was compared when the
+    /// file was observed, and whoever can write to the folder may have put
+    /// another file of the same owner at the name since (a root-owned 0600
+    /// file they can move, to be opened up to 0644).
+    pub fn set_metadata_holding(
+        &self,
+        seen: &Stat,
+        holding: Holding<'_>,
+        owner: Option<u32>,
+        group: Option<u32>,
+        mode: Option<u32>,
+    ) -> Result<(), HostError> {
+        self.set_metadata_checked(seen, Some(holding), owner, group, mode)
+    }
+
+    fn set_metadata_checked(
+        &self,
+        seen: &Stat,
+        holding: Option<Holding<'_>>,
+        owner: Option<u32>,
+        group: Option<u32>,
+        mode: Option<u32>,
+    ) -> Result<(), HostError> {
+        let mut file = self.open_read("open")?;
         let st =
-            rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
+            rustix::fs::fstat(&file).map_err(|e| HostError::io("inspect", &self.path, errno(e)))?;
         let file_type = FileType::from_raw_mode(st.st_mode);
         if !matches!(file_type, FileType::RegularFile | FileType::Directory) {
             return Err(HostError::io(
@@ -320,6 +358,28 @@ impl Located {
                 links: st.st_nlink,
             });
         }
+        if let Some(holding) = holding {
+            let len = now.meta.size;
+            let sha256 = match holding.blake3 {
+                Some(blake3) => {
+                    let expected = Expected {
+                        size: holding.size,
+                        sha256: holding.sha256,
+                        blake3,
+                    };
+                    fs::hash_open_expecting(&mut file, &self.path, len, expected)?.sha256
+                }
+                None => fs::hash_open(&mut file, &self.path, len, 0)?.sha256,
+            };
+            if file_type != FileType::RegularFile || sha256 != holding.sha256 {
+                return Err(HostError::Replaced {
+                    path: self.path.clone(),
+                    seen: seen.kind.word(),
+                    found: format!("a {} holding other bytes", now.kind.word()),
+                });
+            }
+        }
+        let fd = OwnedFd::from(file);
         self.chown_chmod(&fd, st.st_mode, owner, group, mode)
     }
 

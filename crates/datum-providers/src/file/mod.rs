@@ -4,10 +4,12 @@
 //! (`datum_host::staging`): written, given its owner, group and mode, shown
 //! to the engine as the validation target (the engine runs the validator),
 //! and only then renamed over the live file by `activate`. Owner and mode
-//! changes alone are made in place only on a File that declares no
-//! content; one that declares it gets them with its declared bytes written
-//! afresh (the content was compared at the observation, and the name may
-//! hold other bytes by now), as does a hard-linked file. A
+//! changes alone are made in place, except: a File that declares its
+//! content gets a new owner or group, or a set-id bit, with its declared
+//! bytes written afresh (the content was compared at the observation, the
+//! name may hold other bytes by now, and the old owner may write through a
+//! descriptor), and its mode alone only on a file holding those bytes at
+//! that moment; a hard-linked file is rewritten too. A
 //! directory in the way is a failure, never a recursive delete; a missing
 //! parent directory is a failure naming it.
 //!
@@ -146,13 +148,25 @@ impl EntryProvider for FileProvider {
             FileStaging::Content(staged) => staged.commit(host),
             FileStaging::Metadata {
                 seen,
+                holding,
                 uid,
                 gid,
                 mode,
             } => {
                 if uid.is_some() || gid.is_some() || mode.is_some() {
-                    // On the file looked at when staging, or on nothing.
-                    at.set_metadata(&seen, uid, gid, mode)?;
+                    // On the file looked at when staging, or on nothing;
+                    // holding the declared bytes, when there are some.
+                    match &holding {
+                        Some((size, sha256, blake3)) => {
+                            let holding = datum_host::Holding {
+                                size: *size,
+                                sha256,
+                                blake3: blake3.as_deref(),
+                            };
+                            at.set_metadata_holding(&seen, holding, uid, gid, mode)?
+                        }
+                        None => at.set_metadata(&seen, uid, gid, mode)?,
+                    }
                 }
                 Ok(())
             }
@@ -298,6 +312,9 @@ pub enum FileStaging {
     Metadata {
         /// The file's `lstat` when staging: what the change is for.
         seen: Stat,
+        /// The declared content (size, SHA-256, BLAKE3) the file must still
+        /// hold when it is changed, when there is one.
+        holding: Option<(u64, String, Option<String>)>,
         uid: Option<u32>,
         gid: Option<u32>,
         mode: Option<u32>,
@@ -366,16 +383,19 @@ fn stage(
         _ => None,
     };
     let changes = owner_changes || mode.is_some();
-    // Owner, group and mode go only to bytes Datum writes itself when it
-    // declares them: the content was compared when the file was observed
-    // (and `seen` is this moment's lstat, not the inode hashed then), and
-    // whoever can write to the folder (or holds the file open for writing)
-    // may have put other bytes there since: their own, to be made root's
-    // (a file a root-run program trusts for its owner), made set-id, or a
-    // root-owned file they can move, to be opened up (0600 to 0644).
-    // Only a File that declares no content, whose bytes are nobody's
-    // claim, is changed in place.
-    let declared = changes && content.is_some();
+    // The content was compared when the file was observed (and `seen` is
+    // this moment's lstat, not the inode hashed then): whoever can write to
+    // the folder may have put other bytes at the name since, and whoever
+    // held the file open for writing may write theirs after the change.
+    // So a File that declares its content gets a new owner or group, or a
+    // set-id bit, only with its declared bytes written afresh (its old
+    // owner's bytes made root's, which some root-run programs take as a
+    // sign of trust; set-id bytes nobody checked). A mode alone is set in
+    // place, but only on a file holding the declared bytes, hashed from
+    // the descriptor the change is made through (a root-owned 0600 file
+    // the folder's owner can move to the name is not opened up to 0644).
+    let set_id = mode.unwrap_or(existing.mode) & 0o6000 != 0;
+    let declared = content.is_some() && (owner_changes || set_id);
     if (hard_linked || declared) && changes {
         // A chown or chmod in place would reach the file's other names too
         // (the host refuses it), or make set-id bytes nobody checked: the
@@ -403,6 +423,7 @@ fn stage(
     }
     Ok(FileStaging::Metadata {
         seen: seen.clone(),
+        holding: content.map(|c| (c.size, c.sha256.clone(), c.blake3.clone())),
         uid,
         gid,
         mode,
@@ -713,6 +734,7 @@ mod tests {
             ("owner change", 1000, 0o644, 1000),
             ("mode change", 0, 0o600, 0),
         ] {
+            let mode_only = live_uid == 0;
             let root = tempfile::tempdir().unwrap();
             let host = Host::with_name(root.path(), "test-host");
             let live = root.path().join("app.conf");
@@ -732,16 +754,24 @@ mod tests {
             std::os::unix::fs::chown(&theirs, Some(theirs_uid), Some(theirs_uid)).unwrap();
             std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(live_mode)).unwrap();
             std::fs::rename(&theirs, &live).unwrap();
-            crate::Provider::apply(
+            let applied = crate::Provider::apply(
                 &FileProvider,
                 &host,
                 &r,
                 &observed,
                 &diff,
                 &mut crate::OpenGate,
-            )
-            .unwrap();
+            );
             let meta = std::fs::metadata(&live).unwrap();
+            if mode_only {
+                // Set in place, on the file holding the declared bytes or on
+                // nothing: the other file keeps its mode, and the pass says.
+                let err = applied.unwrap_err().to_string();
+                assert!(err.contains("holding other bytes"), "{case}: {err}");
+                assert_eq!(meta.mode() & 0o7777, 0o600, "{case}: opened up");
+                continue;
+            }
+            applied.unwrap();
             assert_eq!(
                 std::fs::read(&live).unwrap(),
                 b"declared\n",
