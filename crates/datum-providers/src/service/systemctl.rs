@@ -238,6 +238,13 @@ pub fn daemon_reload(host: &Host, unit: &str) -> Result<(), ServiceError> {
     run(host, "daemon-reload", unit, &spec).map(drop)
 }
 
+/// The verbs whose wait is the Service's `timeout:` ([`Verb::timeout`]):
+/// only their timing out is [`ServiceError::JobTimedOut`], whose words
+/// point at `timeout:`; a `show`, `enable`, `disable` or `daemon-reload`
+/// that took longer than [`QUERY_TIMEOUT`] is a [`ServiceError::Systemctl`]
+/// saying it timed out (no declaration changes that wait).
+const JOB_WORDS: &[&str] = &["start", "stop", "restart", "reload"];
+
 /// Runs one systemctl command; stdout on success, a [`ServiceError`] naming
 /// the verb and the unit otherwise.
 fn run(
@@ -252,7 +259,7 @@ fn run(
     })?;
     if out.success() {
         Ok(out.stdout.text())
-    } else if out.timed_out {
+    } else if out.timed_out && JOB_WORDS.contains(&verb) {
         Err(ServiceError::JobTimedOut {
             verb,
             unit: unit.to_owned(),
@@ -315,6 +322,48 @@ mod tests {
     fn values_may_contain_equals_signs() {
         let s = UnitStatus::parse("LoadState=loaded\nActiveState=active\nResult=a=b\n").unwrap();
         assert_eq!(s.result, "a=b");
+    }
+
+    /// 5b45a6c's error for a job that outlasted the Service's `timeout:`
+    /// was given to any systemctl that timed out, so a `show` or an
+    /// `enable` past its fixed 60 s pointed at `timeout:` ("(120s unless
+    /// declared) is how long its start, stop, restart or reload is waited
+    /// for"), which does not change that wait.
+    #[test]
+    fn only_a_job_that_timed_out_points_at_the_services_timeout() {
+        let host = Host::with_name("/", "h");
+        let slow = || {
+            CommandSpec::new("sleep")
+                .arg("10")
+                .timeout(Duration::from_millis(200))
+        };
+        for word in ["show", "enable", "disable", "daemon-reload"] {
+            let err = run(&host, word, "x.service", &slow()).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ServiceError::Systemctl {
+                        timed_out: true,
+                        ..
+                    }
+                ),
+                "{word}: {err}"
+            );
+            assert!(!err.to_string().contains("timeout:"), "{word}: {err}");
+        }
+        for (verb, word) in [
+            (Verb::Start, "start"),
+            (Verb::Stop, "stop"),
+            (Verb::Restart, "restart"),
+            (Verb::Reload, "reload"),
+        ] {
+            assert_eq!(verb.word(), word);
+            let err = run(&host, word, "x.service", &slow()).unwrap_err();
+            assert!(
+                matches!(err, ServiceError::JobTimedOut { .. }),
+                "{word}: {err}"
+            );
+        }
     }
 
     #[test]
