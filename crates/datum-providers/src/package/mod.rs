@@ -405,33 +405,17 @@ pub fn install_specs(
         .map(|(name, _)| name)
         .collect();
     if !virtual_names.is_empty() {
-        let mut dropped: BTreeSet<ResourceId> = pending
+        let named: BTreeSet<ResourceId> = pending
             .iter()
             .filter(|(_, spec, _, _)| virtual_names.contains(&spec.name))
             .map(|(r, _, _, _)| r.id.clone())
             .collect();
-        loop {
-            let before = dropped.len();
-            for (resource, _, _, _) in &pending {
-                if resource.requires.iter().any(|d| dropped.contains(d)) {
-                    dropped.insert(resource.id.clone());
-                }
-            }
-            if dropped.len() == before {
-                break;
-            }
-        }
-        pending.retain(|(resource, _, _, _)| {
-            if dropped.contains(&resource.id) {
-                outcome.left.push((
-                    resource.id.clone(),
-                    "a virtual package's name (or something it requires)".to_owned(),
-                ));
-                false
-            } else {
-                true
-            }
-        });
+        leave_out(
+            &mut pending,
+            named,
+            "a virtual package's name (or something it requires)",
+            &mut outcome,
+        );
         if pending.is_empty() {
             return Ok(outcome);
         }
@@ -491,32 +475,45 @@ pub fn install_specs(
                     return Ok(outcome);
                 }
                 // Drop the unknown ones and whatever requires them.
-                let mut dropped: BTreeSet<ResourceId> = culprits.into_iter().collect();
-                loop {
-                    let before = dropped.len();
-                    for (resource, _, _, _) in &pending {
-                        if resource.requires.iter().any(|d| dropped.contains(d)) {
-                            dropped.insert(resource.id.clone());
-                        }
-                    }
-                    if dropped.len() == before {
-                        break;
-                    }
-                }
-                pending.retain(|(resource, _, _, _)| {
-                    if dropped.contains(&resource.id) {
-                        outcome.left.push((
-                            resource.id.clone(),
-                            "apt does not know it (or something it requires)".to_owned(),
-                        ));
-                        false
-                    } else {
-                        true
-                    }
-                });
+                leave_out(
+                    &mut pending,
+                    culprits.into_iter().collect(),
+                    "apt does not know it (or something it requires)",
+                    &mut outcome,
+                );
             }
         }
     }
+}
+
+/// Takes out of `pending` the resources named in `dropped` and, to a
+/// fixpoint, every one that requires one taken out, each left in `outcome`
+/// with `why` (its own apply says the rest).
+fn leave_out(
+    pending: &mut Vec<(&Resource, &PackageSpec, Observed, bool)>,
+    mut dropped: BTreeSet<ResourceId>,
+    why: &str,
+    outcome: &mut BatchOutcome,
+) {
+    loop {
+        let before = dropped.len();
+        for (resource, _, _, _) in pending.iter() {
+            if resource.requires.iter().any(|d| dropped.contains(d)) {
+                dropped.insert(resource.id.clone());
+            }
+        }
+        if dropped.len() == before {
+            break;
+        }
+    }
+    pending.retain(|(resource, _, _, _)| {
+        if dropped.contains(&resource.id) {
+            outcome.left.push((resource.id.clone(), why.to_owned()));
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// The names of the packages declared absent among `specs`: what apt may
