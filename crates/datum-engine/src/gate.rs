@@ -81,49 +81,35 @@ pub(crate) fn dry_run(bound: &Bound<'_>, host: &Host) -> Result<(), GateRejectio
         _ => sandbox::isolation().map_err(|e| failed(e.to_string()))?,
     };
     let (mode, uid, gid) = (placement.mode, placement.uid, placement.gid);
-    match isolation {
-        Isolation::Sandboxed => {
-            let staged = Staged {
-                path: &placement.live,
-                bytes: &placement.bytes,
-                mode,
-                uid,
-                gid,
-            };
-            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
-        }
-        // A built-in parser reads the bytes it is given and nothing else:
-        // no copy of them is written anywhere (the live path is only a
-        // name in its messages).
-        Isolation::Unsandboxed if matches!(def.check, validators::Check::Builtin(_)) => {
-            let staged = Staged {
-                path: &placement.live,
-                bytes: &placement.bytes,
-                mode,
-                uid,
-                gid,
-            };
-            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
-        }
-        Isolation::Unsandboxed => {
+    // In the sandbox the content lies at the live path; a built-in parser
+    // reads the bytes it is given and nothing else, so no copy of them is
+    // written anywhere (the live path is only a name in its messages);
+    // any other validator outside a sandbox reads a private scratch copy.
+    let builtin = matches!(def.check, validators::Check::Builtin(_));
+    let scratch = match isolation {
+        Isolation::Unsandboxed if !builtin => {
             let name = placement.live.file_name().unwrap_or("content".as_ref());
-            let scratch = sandbox::ScratchCopy::new(name, &placement.bytes, mode, uid, gid)
-                .map_err(|e| {
+            Some(
+                sandbox::ScratchCopy::new(name, &placement.bytes, mode, uid, gid).map_err(|e| {
                     failed(format!(
                         "cannot prepare a scratch copy for validator {}: {e}",
                         def.name
                     ))
-                })?;
-            let staged = Staged {
-                path: scratch.path(),
-                bytes: &placement.bytes,
-                mode,
-                uid,
-                gid,
-            };
-            validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
+                })?,
+            )
         }
-    }
+        _ => None,
+    };
+    let staged = Staged {
+        path: scratch
+            .as_ref()
+            .map_or(placement.live.as_path(), |s| s.path()),
+        bytes: &placement.bytes,
+        mode,
+        uid,
+        gid,
+    };
+    validators::validate_staged_in(def, host, &staged, isolation).map_err(to_gate)
 }
 
 /// A resource's declared content as it would lie at its live path (the
