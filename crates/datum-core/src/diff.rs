@@ -26,6 +26,18 @@ pub fn withheld_note(name: &str) -> String {
     format!("{name}: {LIVE_WITHHELD}\n")
 }
 
+/// Why a content change shows no line of the declared side: the
+/// repository file that holds the declared bytes no longer holds what the
+/// catalogue was compiled from (see [`ContentChange::declared_unread`]).
+/// Plan, apply and check say the same words.
+pub const DECLARED_UNREAD: &str = "the declared bytes are not shown: their repository file no longer holds what the catalogue was compiled from (edited since, or a damaged cache), so nothing is written from it until a pass compiles again";
+
+/// [`DECLARED_UNREAD`] standing where the content diff of `name` would (a
+/// check's finding).
+pub fn unread_note(name: &str) -> String {
+    format!("{name}: {DECLARED_UNREAD}\n")
+}
+
 /// What a pass would do to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -78,6 +90,12 @@ pub struct ContentChange {
     /// the checksums and why. Repository content is never a way to read
     /// what the repository's authors could not (`docs/boundary.md`).
     pub live_withheld: bool,
+    /// The declared bytes, kept in a repository file, were refused when
+    /// they were read for the diff: the file no longer holds what the
+    /// catalogue recorded (`after` stays empty). Outputs say so
+    /// ([`DECLARED_UNREAD`]) rather than diff against nothing or call the
+    /// content too large.
+    pub declared_unread: bool,
 }
 
 impl std::fmt::Debug for ContentChange {

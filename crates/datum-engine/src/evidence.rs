@@ -284,6 +284,7 @@ mod tests {
             before_sha256: Some("ab".into()),
             after_sha256: "cd".into(),
             live_withheld: false,
+            declared_unread: false,
         }));
         let saved = to_save(&bound(provider, &file), &present, &diff);
         assert_eq!(saved.len(), 1);

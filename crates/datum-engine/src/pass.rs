@@ -1006,9 +1006,13 @@ pub(crate) fn fill_content(bound: &Bound<'_>, observed: &Observed, diff: &mut Di
         && let Some(content) = &resource.content
         && content.source.is_some()
         && small(content.size)
-        && let Ok(bytes) = datum_host::repo::content_bytes(content)
     {
-        change.after = bytes.into_owned();
+        // Refused when the repository file no longer holds what the
+        // catalogue recorded: said as such, never diffed against nothing.
+        match datum_host::repo::content_bytes(content) {
+            Ok(bytes) => change.after = bytes.into_owned(),
+            Err(_) => change.declared_unread = true,
+        }
     }
 }
 

@@ -303,6 +303,7 @@ impl Kind for FakeFile {
                 before_sha256: live,
                 after_sha256: sha256.clone(),
                 live_withheld: false,
+                declared_unread: false,
             })),
         }
     }

@@ -118,6 +118,11 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
                 content_diff = Some(datum_core::diff::withheld_note(
                     r.target.unwrap_or("content"),
                 ));
+            } else if content.declared_unread {
+                // The declared bytes were refused (their repository file no
+                // longer holds what the catalogue recorded): no diff against
+                // nothing.
+                content_diff = Some(datum_core::diff::unread_note(r.target.unwrap_or("content")));
             } else if r.observed.presence == Presence::Present {
                 content_diff = text_diff(
                     &content.after,
@@ -352,6 +357,7 @@ mod tests {
                     before_sha256: Some("a".repeat(64)),
                     after_sha256: "b".repeat(64),
                     live_withheld: false,
+                    declared_unread: false,
                 })
             }),
         }

@@ -292,6 +292,7 @@ fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Bo
         after_sha256: content.sha256.clone(),
         // The engine decides, from the live file's permissions.
         live_withheld: false,
+        declared_unread: false,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Field differences and unified content diffs, as text.
 
-use datum_core::diff::LIVE_WITHHELD;
+use datum_core::diff::{DECLARED_UNREAD, LIVE_WITHHELD};
 use datum_core::text::visible;
 use datum_core::{ContentChange, SENSITIVE_PLACEHOLDER};
 use datum_engine::ResourceReport;
@@ -70,6 +70,13 @@ pub fn content_diff(change: &ContentChange, label: &str, color: bool) -> String 
     if change.live_withheld {
         return format!(
             "    content: {} -> {} ({LIVE_WITHHELD})\n",
+            change.before_sha256.as_deref().unwrap_or("(none)"),
+            change.after_sha256
+        );
+    }
+    if change.declared_unread {
+        return format!(
+            "    content: {} -> {} ({DECLARED_UNREAD})\n",
             change.before_sha256.as_deref().unwrap_or("(none)"),
             change.after_sha256
         );
@@ -223,6 +230,7 @@ mod tests {
             before_sha256: Some("x".to_owned()),
             after_sha256: "y".to_owned(),
             live_withheld: false,
+            declared_unread: false,
         };
         let text = content_diff(&change, "/etc/motd", false);
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
@@ -244,10 +252,30 @@ mod tests {
             before_sha256: Some("aa".to_owned()),
             after_sha256: "bb".to_owned(),
             live_withheld: true,
+            declared_unread: false,
         };
         assert_eq!(
             content_diff(&change, "/etc/shadow", false),
             format!("    content: aa -> bb ({LIVE_WITHHELD})\n")
+        );
+    }
+
+    /// Declared bytes refused for the diff (their repository file no
+    /// longer holds what the catalogue recorded) are said to be so, not
+    /// called too large, whatever their size.
+    #[test]
+    fn declared_bytes_refused_are_said_to_be_so() {
+        let change = ContentChange {
+            before: Some(b"by hand\n".to_vec()),
+            after: Vec::new(),
+            before_sha256: Some("aa".to_owned()),
+            after_sha256: "bb".to_owned(),
+            live_withheld: false,
+            declared_unread: true,
+        };
+        assert_eq!(
+            content_diff(&change, "/etc/motd", false),
+            format!("    content: aa -> bb ({DECLARED_UNREAD})\n")
         );
     }
 }

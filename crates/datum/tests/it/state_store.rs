@@ -366,6 +366,62 @@ fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() 
     assert_exit(&s.datum(&["apply"]), 0);
 }
 
+/// Declared bytes refused for a diff (their repository file no longer
+/// holds what the catalogue recorded: here a damaged source-hash entry)
+/// were shown as "too large to diff: over 8.00 MiB" by plan, for a file of
+/// nine bytes, and `datum check` diffed the live file against nothing (every
+/// live line added, as if nothing were declared). Both now say what
+/// happened, and no line of either side.
+#[test]
+fn declared_bytes_refused_for_a_diff_are_said_to_be_refused() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n",
+    );
+    s.write("repo/base/files/motd", "declared\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let cache = s.live("/var/lib/datum/source-hashes");
+    let damage = || {
+        let text = fs::read_to_string(&cache).unwrap();
+        let (header, entry) = text.split_once('\n').expect("one entry");
+        fs::write(
+            &cache,
+            format!("{header}\n{}{}", "0".repeat(12), &entry[12..]),
+        )
+        .unwrap();
+    };
+    damage();
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+    let out = s.datum(&["plan", "--recompile"]);
+    assert_exit(&out, 2);
+    let text = stdout(&out);
+    assert!(
+        text.contains(datum_core::diff::DECLARED_UNREAD) && !text.contains("too large"),
+        "{text}"
+    );
+    assert!(!text.contains("by hand"), "{text}");
+    // The plan forgot the cache; damaged again for the check.
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_exit(&s.datum(&["apply"]), 0);
+    damage();
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+    let out = s.datum(&["check", "--recompile"]);
+    assert_exit(&out, 2);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            &datum_core::diff::unread_note("/etc/motd")
+                .trim_end()
+                .to_owned()
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("+by hand"), "diffed against nothing: {text}");
+}
+
 /// An apply records its pass, and queues its fleet report, in the state
 /// store once its changes are made. When that write failed (a file system
 /// that filled during the pass; here another connection holding the
