@@ -1492,12 +1492,19 @@ fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
 /// holds the declared content: sizes first, then its BLAKE3 streamed
 /// through a fixed buffer, so a live file of any size costs the same
 /// memory.
-fn live_holds(at: &Located, len: u64, want: &Declared<'_>) -> Result<bool, HostError> {
-    if len != want.size {
+fn live_holds(at: &Located, seen: &Stat, want: &Declared<'_>) -> Result<bool, HostError> {
+    if seen.meta.size != want.size {
         return Ok(false);
     }
-    let (mut file, len) = at.open_file()?;
-    if len != want.size {
+    // The file opened must be the one looked at (`seen`, the lstat the
+    // change in place is then tied to): the folder's owner may swap the
+    // name between the two, to have another file's bytes compared and
+    // their own file (a root-owned secret) given the mode.
+    let (mut file, opened) = at.open_file_stat()?;
+    if opened.meta.dev != seen.meta.dev
+        || opened.meta.inode != seen.meta.inode
+        || opened.meta.size != want.size
+    {
         return Ok(false);
     }
     let mut hasher = Algorithm::Native.content_hasher();
@@ -1545,7 +1552,7 @@ fn stage_file(
                         || set.uid.is_some()
                         || set.gid.is_some()
                 });
-                if !rewrite && live_holds(at, stat.meta.size, &want)? {
+                if !rewrite && live_holds(at, stat, &want)? {
                     fix_meta(at, stat, uid, gid, mode)?;
                     return Ok(None);
                 }
@@ -1922,6 +1929,99 @@ mod tests {
                 .is_none()
         );
         assert_eq!(mode(), 0o750);
+    }
+
+    #[test]
+    fn a_mode_goes_only_to_the_file_whose_bytes_were_compared() {
+        // An entry holding its declared bytes whose mode alone changes
+        // (0600 -> 0644), in a folder whose owner swaps it, again and
+        // again, with a root-owned 0600 file of theirs holding a secret
+        // (RENAME_EXCHANGE from another thread): the mode is set in place
+        // only on the file whose bytes were just compared, never on the
+        // secret.
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("app.conf");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let (live, secret) = (root.path().join("app.conf"), root.path().join("secret"));
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::fs::write(&secret, b"secret!!\n").unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (done, live, secret) = (done.clone(), live.clone(), secret.clone());
+            let aside = live.with_file_name("aside");
+            std::thread::spawn(move || {
+                // Three renames swap the two names (std has no exchange).
+                while !done.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(&live, &aside);
+                    let _ = std::fs::rename(&secret, &live);
+                    let _ = std::fs::rename(&aside, &secret);
+                }
+            })
+        };
+        let (mut opened_up, mut tries) = (0, 0);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(6) {
+            tries += 1;
+            let names = [live.clone(), secret.clone(), live.with_file_name("aside")];
+            // A rewrite renames the declared bytes over whatever holds the
+            // name: the secret again, where it was lost.
+            if !names
+                .iter()
+                .any(|p| std::fs::read(p).is_ok_and(|b| b == b"secret!!\n"))
+            {
+                use std::io::Write as _;
+                use std::os::unix::fs::OpenOptionsExt as _;
+                let fresh = secret.with_file_name("fresh");
+                let _ = std::fs::remove_file(&fresh);
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&fresh)
+                    .unwrap();
+                f.write_all(b"secret!!\n").unwrap();
+                std::fs::rename(&fresh, &secret).unwrap();
+            }
+            for p in &names {
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600));
+            }
+            let at = host.locate(Path::new("/app.conf")).unwrap();
+            // Refused, rewritten or set: what matters is where the mode went.
+            if let Ok(Some(staged)) = stage_file(&host, &at, want, None, None, Some(0o644)) {
+                let _ = staged.commit(&host);
+            }
+            // Bytes and mode from one open (the names keep moving).
+            for p in &names {
+                use std::io::Read as _;
+                let Ok(mut f) = std::fs::File::open(p) else {
+                    continue;
+                };
+                let mut bytes = Vec::new();
+                let _ = f.read_to_end(&mut bytes);
+                if bytes == b"secret!!\n"
+                    && f.metadata().unwrap().permissions().mode() & 0o7777 != 0o600
+                {
+                    opened_up += 1;
+                }
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        eprintln!("{tries} tries, {opened_up} opened up");
+        assert_eq!(
+            opened_up, 0,
+            "the secret was opened up {opened_up} times in {tries} tries"
+        );
     }
 
     #[test]
