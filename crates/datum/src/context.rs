@@ -600,8 +600,12 @@ pub fn forget_compile_if_contradicted(global: &GlobalArgs) {
 }
 
 /// Removes the catalogue snapshot and the source hashes of `state` (see
-/// [`forget_compile_if_contradicted`]).
+/// [`forget_compile_if_contradicted`]), once any commit of them a compile
+/// left running in the background is done (`crate::background`): removed
+/// before it, they would be put back, the wrong checksum with them (the
+/// agent forgets right after the check that follows a reload).
 pub fn forget_compile_of(state: &StateFiles) {
+    crate::background::finish();
     let Some(dir) = &state.dir else {
         return;
     };
@@ -967,4 +971,41 @@ pub fn now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the test makes and inspects Datum's state folder directly"
+)]
+mod tests {
+    use super::*;
+
+    /// e283852's agent path forgot the compile right after a check, while
+    /// the commit of the snapshot its reload wrote could still be running
+    /// in the background: the snapshot (and its wrong checksum) was put
+    /// back after it had been removed. Forgetting waits for that commit.
+    #[test]
+    fn a_compile_forgotten_is_not_put_back_by_its_commit_still_running() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let folder = root.path().join("state");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let state = StateFiles::at(root.path(), Some(&folder.join("state.db")));
+        assert!(state.dir.is_some());
+        let snapshot = folder.join(state.sibling_name(SNAPSHOT_EXTENSION));
+        let hashes = folder.join(SOURCE_HASHES);
+        let (late_snapshot, late_hashes) = (snapshot.clone(), hashes.clone());
+        crate::background::spawn("the catalogue snapshot", move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::fs::write(&late_snapshot, b"compiled with a wrong checksum")
+                .map_err(|e| e.to_string())?;
+            std::fs::write(&late_hashes, b"a wrong checksum").map_err(|e| e.to_string())
+        });
+        forget_compile_of(&state);
+        crate::background::finish();
+        assert!(!snapshot.exists(), "the snapshot was put back");
+        assert!(!hashes.exists(), "the source hashes were put back");
+    }
 }
