@@ -344,6 +344,22 @@ impl Dir {
         .map_err(|e| HostError::io("touch", &*self.path, errno(e)))
     }
 
+    /// The folder `name` Datum has just made in this one (`mkdirat`),
+    /// opened and checked by [`open_made_dir`]: the folder's owner may have
+    /// swapped it for one of theirs ([`HostError::NotMade`]).
+    pub(crate) fn open_made_child(&self, name: &OsStr) -> Result<Dir, HostError> {
+        let path = self.path.join(name);
+        let fd = open_made_dir(self.fd(), name, &path)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| HostError::io("inspect", &path, errno(e)))?;
+        Ok(Dir {
+            fd: Arc::new(fd),
+            declared: Arc::from(self.declared.join(name)),
+            path: Arc::from(path),
+            uid: st.st_uid,
+            notices: self.notices.clone(),
+        })
+    }
+
     /// Opens the child directory `name` without following a link, or
     /// `None` when nothing is there. A link or another kind of entry is an
     /// error naming it; the ownership rule is not applied (see

@@ -239,13 +239,9 @@ fn subfolder(
                 rustix::fs::mkdirat(folder.fd(), &part, Mode::from_raw_mode(0o755)).map_err(
                     |e| HostError::io("create directory", folder.path().join(&part), errno(e)),
                 )?;
-                let made = folder.open_child_dir(&part)?.ok_or_else(|| {
-                    HostError::io(
-                        "create directory",
-                        folder.path().join(&part),
-                        std::io::Error::from(std::io::ErrorKind::NotFound),
-                    )
-                })?;
+                // Entered only if it is the folder just made: whoever may
+                // write the folder may have swapped in one of theirs.
+                let made = folder.open_made_child(&part)?;
                 let st = rustix::fs::fstat(made.fd())
                     .map_err(|e| HostError::io("inspect", folder.path().join(&part), errno(e)))?;
                 created.push((folder.clone(), part.clone(), st, AtFlags::REMOVEDIR));
@@ -567,6 +563,88 @@ mod tests {
         assert!(!repo.join("d.yaml").exists());
         assert!(!repo.join("e").exists());
         assert!(repo.join("a.yaml").is_file());
+    }
+
+    /// Whoever can write the folder may swap a subfolder `create_new_files`
+    /// has just made for one of theirs before it is entered (here with
+    /// `RENAME_EXCHANGE` from another thread, as soon as it appears): no
+    /// file is ever written into theirs.
+    #[test]
+    fn a_subfolder_swapped_before_it_is_entered_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().to_path_buf();
+        let theirs = root.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("marker"), b"alice").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(1000), Some(1000)).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let armed = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(Mutex::new(0u32));
+        let swapper = {
+            let (armed, done, gate) = (armed.clone(), done.clone(), gate.clone());
+            let parent =
+                rustix::fs::open(&root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if !armed.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let mut swaps = gate.lock().unwrap();
+                    if armed.load(Ordering::Relaxed)
+                        && rustix::fs::renameat_with(
+                            &parent,
+                            "sub",
+                            &parent,
+                            "theirs",
+                            rustix::fs::RenameFlags::EXCHANGE,
+                        )
+                        .is_ok()
+                    {
+                        armed.store(false, Ordering::Relaxed);
+                        *swaps += 1;
+                    }
+                }
+            })
+        };
+        let (mut written, mut refused, mut tries) = (0, 0, 0);
+        let started = std::time::Instant::now();
+        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
+            tries += 1;
+            armed.store(true, Ordering::Relaxed);
+            let made = create_new_files(&root, &[("sub/site.yaml", "x\n")]);
+            armed.store(false, Ordering::Relaxed);
+            drop(gate.lock().unwrap());
+            if made.is_err() {
+                refused += 1;
+            }
+            let (user, ours) = if root.join("sub/marker").exists() {
+                (root.join("sub"), root.join("theirs"))
+            } else {
+                (root.join("theirs"), root.join("sub"))
+            };
+            if std::fs::read_dir(&user).unwrap().count() != 1 {
+                written += 1;
+                let _ = std::fs::remove_file(user.join("site.yaml"));
+            }
+            let _ = std::fs::remove_file(ours.join("site.yaml"));
+            let _ = std::fs::remove_dir(&ours);
+            if user != theirs {
+                std::fs::rename(&user, &theirs).unwrap();
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        let swaps = *gate.lock().unwrap();
+        assert_eq!(
+            written, 0,
+            "{written} of {tries} tries wrote into the user's folder ({swaps} swaps, {refused} refused)"
+        );
+        eprintln!("{tries} tries, {swaps} swaps, {refused} refused");
     }
 
     #[test]
