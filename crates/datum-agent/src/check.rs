@@ -116,6 +116,12 @@ pub struct CheckReport {
     /// Classes whose check could not run at all (counted in
     /// `datum_check_errors_total`, like a check that failed as a whole).
     pub failed: u64,
+    /// Parts of this check (the check itself, or a class a policy checked)
+    /// whose outcome could not be written to the state store: its history,
+    /// the fleet report queued with it, and what a policy did (a revert
+    /// counted for flap detection) are lost. Counted in
+    /// `datum_checks_unrecorded_total` and said by `/healthz`.
+    pub unrecorded: u64,
 }
 
 /// Asks a running check to stop after the resource in flight.

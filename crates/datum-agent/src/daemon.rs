@@ -585,6 +585,7 @@ impl Agent {
                     }
                 }
                 self.metrics.checked(scope.trigger(), &report, unix_now());
+                self.health.recorded(report.unrecorded);
                 let (level, line) = summary(scope.trigger(), scope, &report);
                 self.log(level, &line);
                 state.retries = 0;

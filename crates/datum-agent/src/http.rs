@@ -57,7 +57,9 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// What `/healthz` reports: `200 ok` while the daemon loop makes progress;
 /// `503` once it is stopping, or when one check has run longer than the
 /// stuck limit (a read hanging on a dead mount, a lock never released), so
-/// a supervisor probing liveness can restart it.
+/// a supervisor probing liveness can restart it. While the last check could
+/// not be recorded in the state store it stays `200` (a restart would not
+/// free a full disk or a lock another holds) and says so: `degraded: ...`.
 #[derive(Debug, Default)]
 pub struct Health {
     stopping: AtomicBool,
@@ -66,6 +68,10 @@ pub struct Health {
     /// Seconds one check may take before the agent calls itself stuck; 0
     /// disables the limit.
     stuck_after: AtomicU64,
+    /// Checks whose outcome the state store did not take, since start.
+    unrecorded: AtomicU64,
+    /// Whether the last check was one of them.
+    last_unrecorded: AtomicBool,
 }
 
 impl Health {
@@ -82,6 +88,13 @@ impl Health {
         self.busy_since.store(since.unwrap_or(0), Ordering::SeqCst);
     }
 
+    /// A check ended; `unrecorded` of its parts could not be recorded in
+    /// the state store.
+    pub fn recorded(&self, unrecorded: u64) {
+        self.unrecorded.fetch_add(unrecorded, Ordering::SeqCst);
+        self.last_unrecorded.store(unrecorded > 0, Ordering::SeqCst);
+    }
+
     /// `(healthy, text)` at `now` (Unix seconds).
     fn verdict(&self, now: u64) -> (bool, String) {
         if self.stopping.load(Ordering::SeqCst) {
@@ -96,6 +109,15 @@ impl Health {
         };
         if limit > 0 && running > limit {
             return (false, format!("stuck: one check has run for {running} s\n"));
+        }
+        if self.last_unrecorded.load(Ordering::SeqCst) {
+            let n = self.unrecorded.load(Ordering::SeqCst);
+            return (
+                true,
+                format!(
+                    "degraded: the last check could not be recorded in the state store ({n} unrecorded since the agent started): its history and fleet report are lost; the log says why\n"
+                ),
+            );
         }
         (true, "ok\n".to_owned())
     }
@@ -439,6 +461,30 @@ mod tests {
         assert!(h.verdict(950).0);
         h.busy(None);
         assert!(h.verdict(5000).0);
+    }
+
+    /// A check the state store did not take leaves the agent alive (200)
+    /// but degraded, saying so, until a check is recorded again.
+    #[test]
+    fn an_unrecorded_check_is_degraded_until_one_is_recorded() {
+        let h = Health::default();
+        h.recorded(0);
+        assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
+        h.recorded(1);
+        h.recorded(1);
+        let (ok, text) = h.verdict(1000);
+        assert!(ok);
+        assert!(
+            text.starts_with(
+                "degraded: the last check could not be recorded in the state store (2 unrecorded"
+            ),
+            "{text}"
+        );
+        h.recorded(0);
+        assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
+        h.recorded(1);
+        h.stopping();
+        assert!(!h.verdict(1000).0);
     }
 
     #[test]

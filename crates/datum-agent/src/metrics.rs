@@ -93,6 +93,7 @@ pub struct Metrics {
     watch_errors: Family<ReasonLabel, Counter>,
     fallback_passes: Family<ReasonLabel, Counter>,
     check_errors: Counter,
+    unrecorded: Counter,
     reload_failures: Counter,
     repository_ok: Gauge,
     last_reload: F64Gauge,
@@ -131,6 +132,7 @@ impl Metrics {
             watch_errors: Family::default(),
             fallback_passes: Family::default(),
             check_errors: Counter::default(),
+            unrecorded: Counter::default(),
             reload_failures: Counter::default(),
             repository_ok: Gauge::default(),
             last_reload: F64Gauge::default(),
@@ -219,6 +221,11 @@ impl Metrics {
             "datum_check_errors",
             "Checks that could not run at all",
             m.check_errors.clone(),
+        );
+        registry.register(
+            "datum_checks_unrecorded",
+            "Checks (or a class's part of one) whose outcome could not be written to the state store: their history, fleet report and what a policy did are lost",
+            m.unrecorded.clone(),
         );
         registry.register(
             "datum_repository_reload_failures",
@@ -460,6 +467,7 @@ impl Metrics {
     /// Records a finished check (`unix`: when it finished).
     pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
         self.check_errors.inc_by(report.failed);
+        self.unrecorded.inc_by(report.unrecorded);
         let mut seen = self.lock();
         for (class, r) in &report.classes {
             let label = ClassLabel {
@@ -594,6 +602,7 @@ mod tests {
             exit_code: 2,
             cancelled: false,
             failed: 0,
+            unrecorded: 0,
         }
     }
 
@@ -761,5 +770,19 @@ mod tests {
         };
         m.checked("full", &failed, Duration::from_secs(2));
         assert!(m.encode().contains("datum_check_errors_total 1"));
+    }
+
+    #[test]
+    fn a_check_the_state_store_did_not_take_is_counted() {
+        let m = Metrics::new("0");
+        assert!(m.encode().contains("datum_checks_unrecorded_total 0"));
+        m.checked("full", &report(), Duration::from_secs(1));
+        assert!(m.encode().contains("datum_checks_unrecorded_total 0"));
+        let lost = CheckReport {
+            unrecorded: 1,
+            ..report()
+        };
+        m.checked("watch", &lost, Duration::from_secs(2));
+        assert!(m.encode().contains("datum_checks_unrecorded_total 1"));
     }
 }

@@ -285,6 +285,12 @@ impl State<'_> {
                     Err(e) => {
                         any_error = true;
                         report.failed += 1;
+                        // The state store refused a read or a write: what
+                        // the policy did (a revert, once its flap record
+                        // failed) is not recorded either.
+                        if store_failure(&e) {
+                            report.unrecorded += 1;
+                        }
                         (self.warn)(&format!(
                             "check of class {class} (policy {}) failed: {e:#}",
                             policy.word()
@@ -384,8 +390,8 @@ impl State<'_> {
                 .into_iter()
                 .filter(|(c, _)| !delegated.contains(c))
                 .collect();
-            if !recorded.is_empty() {
-                self.record(
+            if !recorded.is_empty()
+                && !self.record(
                     command_for(scope),
                     all,
                     started_at,
@@ -393,7 +399,9 @@ impl State<'_> {
                     &signatures,
                     &subjects,
                     &recorded,
-                );
+                )
+            {
+                report.unrecorded += 1;
             }
         }
         if let (Some(store), false) = (self.store.as_deref_mut(), clean.is_empty())
@@ -478,7 +486,9 @@ impl State<'_> {
 
     /// Records the check in the state store (one transaction), like `datum
     /// check` does, so `datum schedule` sees the agent's inspection times and
-    /// finding history continues across agent restarts.
+    /// finding history continues across agent restarts. Whether it was
+    /// recorded with its fleet report (false: logged here, counted by the
+    /// caller).
     #[expect(
         clippy::too_many_arguments,
         reason = "one call site; a struct would only rename them"
@@ -492,12 +502,13 @@ impl State<'_> {
         signatures: &[FindingSignature],
         subjects: &[String],
         inspections: &[(String, u64)],
-    ) {
+    ) -> bool {
         let host = self.identity.name.clone();
         let fleet_report = self.fleet_common(started_at, report);
         let Some(store) = self.store.as_deref_mut() else {
-            return;
+            return true;
         };
+        let mut queued = true;
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         for class in report.classes.values() {
             for (state, n) in &class.states {
@@ -550,6 +561,7 @@ impl State<'_> {
                 let report = fill_agent_report(report, self.known, inspections, finished_at);
                 if let Err(e) = r.enqueue(&batch, report, finished_at) {
                     (self.warn)(&format!("could not queue the fleet report: {e}"));
+                    queued = false;
                 }
             }
             batch.commit()
@@ -558,9 +570,12 @@ impl State<'_> {
             (self.warn)(&format!(
                 "could not record the check in the state store: {e}"
             ));
-        } else if self.reporting.is_some() {
+            return false;
+        }
+        if self.reporting.is_some() && queued {
             self.queued = true;
         }
+        queued
     }
 
     /// The parts of an agent report known before the check is recorded:
@@ -610,6 +625,15 @@ impl State<'_> {
         out.counts = counts;
         Some(out)
     }
+}
+
+/// Whether a check failed because the state store refused it (its outcome,
+/// and what a policy did before, then go unrecorded).
+fn store_failure(e: &CheckError) -> bool {
+    matches!(
+        e,
+        CheckError::Store(_) | CheckError::State { .. } | CheckError::Report(_)
+    )
 }
 
 /// The agent report of the classes this process inspected: their whole

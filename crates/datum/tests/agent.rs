@@ -757,7 +757,7 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 13 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 14 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)
@@ -1268,4 +1268,66 @@ fn after_an_apply_rebuilt_the_state_store_the_agent_records_into_the_new_one() {
         "the agent's check after the rebuild is not in the new store: {normal:#}\nlog:\n{}",
         agent.log_text()
     );
+}
+
+/// A check the state store would not take (here another connection holding
+/// its write lock past the store's busy timeout; a full file system alike)
+/// was only logged as a warning: no metric moved, `/healthz` said `ok`, and
+/// the check's history and fleet report were lost without anything a
+/// monitor could see. It is now counted in `datum_checks_unrecorded_total`
+/// and `/healthz` says `degraded: ...` (still 200: a restart frees neither a
+/// lock nor a disk) until a check is recorded again.
+#[test]
+fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
+    if !have("sqlite3", "sqlite3") {
+        return;
+    }
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_checks_total{class=\"critical\",trigger=\"full\"} 1",
+        Duration::from_secs(20),
+    );
+    assert!(agent.metrics().contains("datum_checks_unrecorded_total 0"));
+    assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
+    let mut holder = Command::new("sqlite3")
+        .arg(estate.path("root/var/lib/datum/state.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = holder.stdin.take().unwrap();
+    writeln!(input, "BEGIN IMMEDIATE;\nSELECT 'locked';").unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked");
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    agent.wait_metric("datum_checks_unrecorded_total 1", Duration::from_secs(40));
+    assert!(
+        agent
+            .log_text()
+            .contains("could not record the check in the state store"),
+        "{}",
+        agent.log_text()
+    );
+    let (code, body) = http_get(agent.addr(), "/healthz");
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.starts_with(
+            "degraded: the last check could not be recorded in the state store (1 unrecorded"
+        ),
+        "{body}"
+    );
+    // Released: the next check is recorded, and the agent is healthy again.
+    writeln!(input, "COMMIT;").unwrap();
+    drop(input);
+    holder.wait().unwrap();
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin no\n");
+    let healthy = wait("healthy", Duration::from_secs(20), || {
+        (http_get(agent.addr(), "/healthz").1 == "ok\n").then_some(())
+    });
+    assert!(healthy.is_some(), "{}", agent.log_text());
+    assert!(agent.metrics().contains("datum_checks_unrecorded_total 1"));
 }
