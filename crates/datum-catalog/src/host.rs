@@ -36,11 +36,45 @@ pub enum HostError {
         line: usize,
         column: usize,
         message: String,
+        /// The host file's text, so the line can be shown under the
+        /// message as a manifest's is ([`HostError::diagnostics`]).
+        text: std::sync::Arc<str>,
     },
     #[error("no host name: {} is missing and the machine's name cannot be read", host_file.display())]
     NoName { host_file: PathBuf },
     #[error("`{text}` is not a label: write --label key=value")]
     BadLabel { text: String },
+}
+
+impl HostError {
+    /// A malformed host file as a diagnostic at its position, with the
+    /// file's text to show the line and a caret under the column (as
+    /// `Diagnostics::render` shows a manifest's error); `None` for the
+    /// other errors, which have no position.
+    pub fn diagnostics(&self) -> Option<crate::Diagnostics> {
+        let HostError::Malformed {
+            path,
+            line,
+            column,
+            message,
+            text,
+        } = self
+        else {
+            return None;
+        };
+        let mut out = crate::Diagnostics::new();
+        out.push(
+            crate::Diagnostic::error(message.clone()).at(datum_core::Origin {
+                file: path.clone(),
+                line: *line,
+                column: *column,
+                layer: String::new(),
+            }),
+        );
+        out.sources_mut()
+            .insert(path.clone(), std::sync::Arc::clone(text));
+        Some(out)
+    }
 }
 
 impl HostIdentity {
@@ -163,11 +197,13 @@ fn written_text<'t>(text: &'t str, node: &yaml::Node) -> Option<&'t str> {
 }
 
 fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
+    let shown: std::sync::Arc<str> = std::sync::Arc::from(text);
     let malformed = |pos: yaml::Pos, message: String| HostError::Malformed {
         path: path.to_owned(),
         line: pos.line as usize,
         column: pos.column as usize,
         message,
+        text: std::sync::Arc::clone(&shown),
     };
     let mut parsed = yaml::parse(text);
     if let Some(e) = parsed.errors.first() {

@@ -168,6 +168,15 @@ pub fn usage_error(usage: crate::config::Usage) -> ! {
 /// `error: MESSAGE` and each cause on its own line, except a cause the
 /// text already says (an error that quotes its source in its message).
 fn error_text(err: &anyhow::Error) -> String {
+    // A malformed host file on its own (no context above it) reads as a
+    // manifest's error does.
+    if err.chain().nth(1).is_none()
+        && let Some(diagnostics) = err
+            .downcast_ref::<datum_catalog::HostError>()
+            .and_then(datum_catalog::HostError::diagnostics)
+    {
+        return diagnostics.render(false).trim_end().to_owned();
+    }
     let mut text = format!("error: {err}");
     for cause in err.chain().skip(1) {
         let cause = cause.to_string();
@@ -175,7 +184,24 @@ fn error_text(err: &anyhow::Error) -> String {
             text.push_str(&format!("\n  caused by: {cause}"));
         }
     }
+    if let Some(snippet) = host_file_snippet(err) {
+        text.push('\n');
+        text.push_str(snippet.trim_end());
+    }
     text
+}
+
+/// The line of a malformed host file under its error, with a caret at the
+/// column, as a manifest's error shows its line (the message is already
+/// above: only the ` --> FILE:LINE:COL` part and what follows).
+fn host_file_snippet(err: &anyhow::Error) -> Option<String> {
+    let diagnostics = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<datum_catalog::HostError>())?
+        .diagnostics()?;
+    let rendered = diagnostics.render(false);
+    let (_, snippet) = rendered.split_once('\n')?;
+    Some(snippet.to_owned())
 }
 
 /// Prints an error with its cause chain (unless the reader closed stdout,

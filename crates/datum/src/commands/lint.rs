@@ -98,6 +98,8 @@ struct HostLint {
     host: Option<String>,
     /// The host file itself could not be read.
     unreadable: Option<String>,
+    /// A malformed host file's error with its line, to show.
+    shown: Option<Diagnostics>,
     diagnostics: Diagnostics,
 }
 
@@ -122,11 +124,15 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
                     diagnostics: datum_catalog::lint_repository(&repository, Some(&identity)),
                     host: Some(identity.name),
                     unreadable: None,
+                    shown: None,
                     file,
                 },
                 Err(e) => HostLint {
                     host: None,
                     unreadable: Some(format!("{e:#}")),
+                    // A malformed host file is shown as a manifest's
+                    // error is: its line under the message.
+                    shown: e.diagnostics(),
                     diagnostics: Diagnostics::default(),
                     file,
                 },
@@ -170,7 +176,10 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
                 match (&r.unreadable, &r.host) {
                     // The error names the file (and the line, when it
                     // was read but is malformed) itself.
-                    (Some(e), _) => eprintln!("error: {e}"),
+                    (Some(e), _) => match &r.shown {
+                        Some(shown) => eprint!("{}", shown.render(color)),
+                        None => eprintln!("error: {e}"),
+                    },
                     (None, Some(host)) if r.diagnostics.error_count() == 0 => {
                         eprint!("{}", r.diagnostics.render(color));
                         writeln!(out, "{host} ({file}): no errors")?;

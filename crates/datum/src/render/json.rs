@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use datum_catalog::{Diagnostic, HostError, Severity};
-use datum_core::{Origin, SENSITIVE_PLACEHOLDER};
+use datum_core::SENSITIVE_PLACEHOLDER;
 use datum_engine::{Mode, PassSummary};
 use serde_json::{Value, json};
 
@@ -137,19 +137,11 @@ fn diagnostics_of(err: &anyhow::Error) -> Option<Vec<Diagnostic>> {
             let all: Vec<Diagnostic> = repository.diagnostics.iter().cloned().collect();
             return (!all.is_empty()).then_some(all);
         }
-        match cause.downcast_ref::<HostError>() {
-            Some(HostError::Malformed {
-                path,
-                line,
-                column,
-                message,
-            }) => Some(vec![Diagnostic::error(message.clone()).at(Origin {
-                file: path.clone(),
-                line: *line,
-                column: *column,
-                layer: String::new(),
-            })]),
-            _ => None,
-        }
+        // A malformed host file: its position (`layer` empty), never its
+        // line.
+        cause
+            .downcast_ref::<HostError>()
+            .and_then(HostError::diagnostics)
+            .map(|d| d.into_iter().collect())
     })
 }

@@ -234,7 +234,7 @@ fn lint_all_hosts_names_a_malformed_host_file_once_and_counts_it() {
     let file = file.to_str().unwrap();
     assert!(
         err.contains(&format!(
-            "error: {file}:2:16: label `role` must be a single value, found a list\n"
+            "error: label `role` must be a single value, found a list\n --> {file}:2:16\n  |\n2 | labels: {{role: [db]}}\n"
         )),
         "{err}"
     );

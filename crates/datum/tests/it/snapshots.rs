@@ -121,6 +121,21 @@ fn a_host_name_enrolment_would_refuse_is_refused_by_lint() {
     });
 }
 
+/// A host file's YAML error showed no line (only `FILE:LINE:COL: message`),
+/// unlike a manifest's: it is now shown with its line and a caret, by lint
+/// and by every command that reads the host file.
+#[test]
+fn a_malformed_host_file_shows_its_line() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired: {path: /etc/motd, content: x}\n",
+    );
+    s.write("host.yaml", "name: vm\nlabels: {role: [web\nx: 1\n");
+    settings(&s).bind(|| {
+        insta::assert_snapshot!("lint_malformed_host_file", transcript(&s.datum(&["lint"])));
+        insta::assert_snapshot!("plan_malformed_host_file", transcript(&s.datum(&["plan"])));
+    });
+}
+
 #[test]
 fn help_text() {
     let s = Sandbox::new();
