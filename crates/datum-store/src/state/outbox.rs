@@ -27,6 +27,14 @@ use crate::error::StoreError;
 /// `report.yaml` says otherwise: a week of a check every 10 minutes.
 pub const OUTBOX_LIMIT: u64 = 1_008;
 
+/// Bytes of queued reports kept at most, beside [`OUTBOX_LIMIT`]: a report
+/// may be up to about 1 MiB (`datum_fleet::report::REPORT_BUDGET`), so the
+/// count alone let an outbox of large reports reach about 1 GB while the
+/// server was down, fill the file system under the state store, and with
+/// it stop every apply. 128 MiB holds the week of small reports the count
+/// is for, and at least 130 of the largest.
+pub const OUTBOX_BYTES: u64 = 128 * 1024 * 1024;
+
 /// How long a delivery waits for another delivery of the same outbox (one
 /// pass's delivery budget plus a slow last request).
 pub const DELIVERY_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -62,16 +70,30 @@ impl Batch<'_> {
 
     /// Queues a report (its JSON `body`, idempotency `key`, sequence `seq`
     /// from [`Batch::next_report_seq`]) at `now`. When the outbox then holds
-    /// more than `limit` reports, the oldest not yet sent are dropped and
-    /// counted, and the count is announced with the next delivery. A report
-    /// whose delivery started ([`Queue::announce`]) is kept: the server may
-    /// hold it already, and then it was not dropped.
+    /// more than `limit` reports, or more than [`OUTBOX_BYTES`] of them, the
+    /// oldest not yet sent are dropped and counted, and the count is
+    /// announced with the next delivery. A report whose delivery started
+    /// ([`Queue::announce`]) is kept: the server may hold it already, and
+    /// then it was not dropped. The report just queued is always kept.
     pub fn enqueue_report(
         &self,
         key: &str,
         seq: u64,
         body: &[u8],
         limit: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.enqueue_report_within(key, seq, body, limit, OUTBOX_BYTES, now)
+    }
+
+    /// [`Batch::enqueue_report`] with a byte budget of `max_bytes`.
+    fn enqueue_report_within(
+        &self,
+        key: &str,
+        seq: u64,
+        body: &[u8],
+        limit: u64,
+        max_bytes: u64,
         now: i64,
     ) -> Result<(), StoreError> {
         ensure_state(self)?;
@@ -88,6 +110,22 @@ impl Batch<'_> {
                      SELECT id FROM outbox WHERE announced IS NULL ORDER BY id
                      LIMIT max(0, (SELECT count(*) FROM outbox) - ?1))",
                 params![limit],
+            )
+            .map_err(sql(self.path, "cannot trim the outbox"))?;
+        // Then by bytes: a report whose delivery started counts first,
+        // then the others from the newest back; those past the budget go
+        // (length() of a BLOB reads its size, not its bytes).
+        let max_bytes = i64::try_from(max_bytes).unwrap_or(i64::MAX);
+        let over = over
+            + tx.execute(
+                "DELETE FROM outbox WHERE id IN (
+                     SELECT id FROM (
+                         SELECT id, sum(length(body)) OVER (ORDER BY id DESC) AS kept
+                         FROM outbox WHERE announced IS NULL)
+                     WHERE kept + (SELECT coalesce(sum(length(body)), 0) FROM outbox
+                                   WHERE announced IS NOT NULL) > ?1
+                       AND id <> (SELECT max(id) FROM outbox))",
+                params![max_bytes],
             )
             .map_err(sql(self.path, "cannot trim the outbox"))?;
         tx.execute(
@@ -930,6 +968,48 @@ mod tests {
         );
         assert_eq!(s.outbox().dropped().unwrap(), 4, "announced once, later");
         assert_eq!(keys(&mut s), ["b"]);
+    }
+
+    /// The count alone bounded the outbox (1,008 reports of up to ~1 MiB:
+    /// ~1 GB while the server is down). Past the byte budget the oldest go,
+    /// counted as dropped as the count bound's are; a report whose
+    /// delivery started, and the one just queued, stay.
+    #[test]
+    fn past_its_byte_budget_the_oldest_reports_are_dropped_and_counted() {
+        let (_d, mut s) = store();
+        let queue_sized = |s: &mut Store, key: &str| {
+            let batch = s.batch().unwrap();
+            let seq = batch.next_report_seq().unwrap();
+            batch
+                .enqueue_report_within(key, seq, &[b'x'; 400], 100, 1000, 100)
+                .unwrap();
+            batch.commit().unwrap();
+        };
+        queue_sized(&mut s, "a");
+        queue_sized(&mut s, "b");
+        assert_eq!(keys(&mut s), ["a", "b"]);
+        // 1,200 bytes: the oldest goes.
+        queue_sized(&mut s, "c");
+        assert_eq!(keys(&mut s), ["b", "c"]);
+        assert_eq!(s.outbox().dropped().unwrap(), 1);
+        // A report whose delivery started is kept; the next oldest goes.
+        let mut q = s.outbox();
+        let head = q.oldest().unwrap().unwrap();
+        q.announce(head.id).unwrap();
+        queue_sized(&mut s, "d");
+        assert_eq!(keys(&mut s), ["b", "d"]);
+        assert_eq!(s.outbox_status().unwrap().dropped_total, 2);
+        // A report larger than the budget on its own is still queued.
+        let batch = s.batch().unwrap();
+        let seq = batch.next_report_seq().unwrap();
+        batch
+            .enqueue_report_within("e", seq, &[b'x'; 2000], 100, 1000, 100)
+            .unwrap();
+        batch.commit().unwrap();
+        assert_eq!(keys(&mut s), ["b", "e"]);
+        assert_eq!(s.outbox_status().unwrap().dropped_total, 3);
+        // The default budget is far above the count's small reports.
+        const { assert!(OUTBOX_BYTES >= 128 * 1024 * 1024) };
     }
 
     #[test]
