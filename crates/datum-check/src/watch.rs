@@ -505,8 +505,10 @@ impl State<'_> {
     ) -> bool {
         let host = self.identity.name.clone();
         let fleet_report = self.fleet_common(started_at, report);
+        // No store: the agent could not open it (a full file system, a
+        // damaged file) and said so; the check goes unrecorded.
         let Some(store) = self.store.as_deref_mut() else {
-            return true;
+            return false;
         };
         let mut queued = true;
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();

@@ -1331,3 +1331,28 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     assert!(healthy.is_some(), "{}", agent.log_text());
     assert!(agent.metrics().contains("datum_checks_unrecorded_total 1"));
 }
+
+/// A state store the agent cannot open (here damaged; a full file system,
+/// which the store refuses to open on, alike) left every check unrecorded,
+/// said only by a warning at each attempt: each check now counts in
+/// `datum_checks_unrecorded_total`, and `/healthz` says `degraded`.
+#[test]
+fn checks_without_a_usable_state_store_are_counted_as_unrecorded() {
+    let estate = Estate::new("1h");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(estate.path("root/var/lib/datum/state.db"))
+        .unwrap()
+        .write_all(b"not a database!!")
+        .unwrap();
+    let agent = estate.start(&[]);
+    agent.wait_metric("datum_checks_unrecorded_total 1", Duration::from_secs(20));
+    assert!(
+        agent.log_text().contains("state store unavailable"),
+        "{}",
+        agent.log_text()
+    );
+    let (code, body) = http_get(agent.addr(), "/healthz");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.starts_with("degraded: "), "{body}");
+}
