@@ -505,7 +505,7 @@ pub(crate) fn bounded_with(
 /// Everything is done through handles: the temporary directory (`TMPDIR`,
 /// the operator's choice, links in its path followed as given) is opened
 /// once, the folder made in it with `mkdirat` and taken only if it is the
-/// folder just made ([`crate::boundary::open_made_dir`]), the file created
+/// folder just made (`open_made_dir`), the file created
 /// in that with `O_CREAT | O_EXCL | O_NOFOLLOW`, and both removed relative
 /// to those handles (the folder only while its name still holds it). The
 /// validator is given the copy's path, which the kernel walks again: so

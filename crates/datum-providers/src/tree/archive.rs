@@ -123,7 +123,7 @@ impl DeclaredTree {
     }
 
     /// The checksum of the packed entries, as the compile recorded it in
-    /// the catalogue's content ([`content_of`]): computed again, it tells
+    /// the catalogue's content (`content_of`): computed again, it tells
     /// whether the packed bytes are still the ones the compile made.
     pub fn checksum(&self) -> String {
         checksum_of(&self.packed)

@@ -70,7 +70,7 @@ impl Batch<'_> {
 
     /// Queues a report (its JSON `body`, idempotency `key`, sequence `seq`
     /// from [`Batch::next_report_seq`]) at `now`. When the outbox then holds
-    /// more than `limit` reports, or more than [`OUTBOX_BYTES`] of them, the
+    /// more than `limit` reports, or more than `OUTBOX_BYTES` (128 MiB) of them, the
     /// oldest not yet sent are dropped and counted, and the count is
     /// announced with the next delivery. A report whose delivery started
     /// ([`Queue::announce`]) is kept: the server may hold it already, and
