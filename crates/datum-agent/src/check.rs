@@ -35,14 +35,24 @@ pub struct WatchTarget {
     pub class: String,
     /// The path on this host (already resolved under `--root`).
     pub path: PathBuf,
-    /// A Tree or Directory whose whole subtree is owned (watched recursively);
-    /// otherwise a single file, watched through its parent folder so an
-    /// atomic replace (a new inode renamed over it) is still seen.
-    pub subtree: bool,
-    /// The path names one regular file (a File): its own inode is watched
-    /// too, so a write through another hard link is seen. Never a link (a
-    /// watch would follow it) or a folder.
-    pub regular_file: bool,
+    /// How the path is watched.
+    pub scope: WatchScope,
+}
+
+/// What a watched path names, which decides how it is watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchScope {
+    /// A folder whose whole subtree the resource owns (a Tree): watched
+    /// recursively.
+    Subtree,
+    /// One regular file (a File): watched through its parent folder, so an
+    /// atomic replace (a new inode renamed over it) is still seen, and on
+    /// its own inode too, so a write through another hard link is seen.
+    RegularFile,
+    /// Any other single entry (a Symlink, a Directory's own entry):
+    /// through its parent folder only (a watch on a link would follow it,
+    /// one on a folder would see every entry).
+    Entry,
 }
 
 /// What a successful (re)load of the repository gives the agent.

@@ -91,7 +91,7 @@ pub mod watch;
 
 pub use check::{
     Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
-    STATES, Scope, WatchTarget,
+    STATES, Scope, WatchScope, WatchTarget,
 };
 pub use daemon::{Agent, AgentConfig, Log, LogLevel};
 pub use metrics::Metrics;

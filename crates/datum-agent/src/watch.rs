@@ -15,7 +15,7 @@ use datum_core::ResourceId;
 use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
-use crate::check::WatchTarget;
+use crate::check::{WatchScope, WatchTarget};
 
 /// What the watcher tells the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,13 +50,13 @@ impl WatchPlan {
             // watch path to the current folder), so keys must be absolute
             // too, or a `--root` given as a relative path sees nothing.
             let path = std::path::absolute(&t.path).unwrap_or_else(|_| t.path.clone());
-            if t.subtree {
+            if t.scope == WatchScope::Subtree {
                 plan.trees.push((path, t.class.clone(), t.resource.clone()));
             } else {
                 // Only a regular file's inode is watched on its own
                 // (watching a link would watch what it points at, a folder
                 // every entry).
-                if t.regular_file {
+                if t.scope == WatchScope::RegularFile {
                     plan.own.insert(path.clone());
                 }
                 plan.files
@@ -293,15 +293,13 @@ mod tests {
                 resource: ResourceId::new("File", "sshd"),
                 class: "critical".into(),
                 path: "/r/etc/ssh/sshd_config".into(),
-                subtree: false,
-                regular_file: true,
+                scope: WatchScope::RegularFile,
             },
             WatchTarget {
                 resource: ResourceId::new("Tree", "nginx"),
                 class: "critical".into(),
                 path: "/r/etc/nginx".into(),
-                subtree: true,
-                regular_file: false,
+                scope: WatchScope::Subtree,
             },
         ]
     }
@@ -353,8 +351,7 @@ mod tests {
             resource: ResourceId::new("File", "motd"),
             class: "critical".into(),
             path: "root/etc/motd".into(),
-            subtree: false,
-            regular_file: true,
+            scope: WatchScope::RegularFile,
         }]);
         let abs = std::env::current_dir().unwrap().join("root/etc/motd");
         let ev = notify::Event::new(EventKind::Modify(ModifyKind::Any)).add_path(abs);
@@ -404,8 +401,7 @@ mod tests {
             resource: ResourceId::new("File", "motd"),
             class: "critical".into(),
             path: file.clone(),
-            subtree: false,
-            regular_file: true,
+            scope: WatchScope::RegularFile,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (w, failures) = Watcher::start(&plan, move |n| {
@@ -440,8 +436,7 @@ mod tests {
             resource: ResourceId::new("File", "motd"),
             class: "critical".into(),
             path: file.clone(),
-            subtree: false,
-            regular_file: true,
+            scope: WatchScope::RegularFile,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (w, failures) = Watcher::start(&plan, move |n| {
@@ -467,8 +462,7 @@ mod tests {
             resource: ResourceId::new("File", "later"),
             class: "critical".into(),
             path: dir.path().join("etc/later"),
-            subtree: false,
-            regular_file: true,
+            scope: WatchScope::RegularFile,
         }]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 1);
@@ -483,8 +477,7 @@ mod tests {
             resource: ResourceId::new("Symlink", "log"),
             class: "critical".into(),
             path: link,
-            subtree: false,
-            regular_file: false,
+            scope: WatchScope::Entry,
         }]);
         assert_eq!(plan.files().count(), 0);
     }
@@ -498,8 +491,7 @@ mod tests {
             resource: ResourceId::new("Tree", "t"),
             class: "critical".into(),
             path: tree.clone(),
-            subtree: true,
-            regular_file: false,
+            scope: WatchScope::Subtree,
         }]);
         let (tx, rx) = std::sync::mpsc::channel();
         let (_w, failures) = Watcher::start(&plan, move |n| {
@@ -534,8 +526,7 @@ mod tests {
             resource: ResourceId::new("Tree", "gone"),
             class: "critical".into(),
             path: "/nonexistent/datum-agent-test/tree".into(),
-            subtree: true,
-            regular_file: false,
+            scope: WatchScope::Subtree,
         }]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 0);

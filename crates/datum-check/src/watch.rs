@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use datum_agent::{Cancel, CheckReport, ClassReport, ClassSpec, Loaded, Scope, WatchTarget};
+use datum_agent::{
+    Cancel, CheckReport, ClassReport, ClassSpec, Loaded, Scope, WatchScope, WatchTarget,
+};
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
@@ -878,10 +880,11 @@ pub fn loaded(
                 resource: r.id.clone(),
                 class: r.class.clone(),
                 path,
-                subtree: crate::owns_subtree(registry, &r.id.kind),
-                regular_file: registry
-                    .lookup(&r.id.kind)
-                    .is_some_and(|p| p.names_a_regular_file()),
+                scope: match registry.lookup(&r.id.kind) {
+                    Some(p) if p.owns_subtree() => WatchScope::Subtree,
+                    Some(p) if p.names_a_regular_file() => WatchScope::RegularFile,
+                    _ => WatchScope::Entry,
+                },
             })
         })
         .collect();
@@ -927,18 +930,18 @@ mod tests {
             Classes::parse(&serde_json::json!({"watched": {"interval": "1m", "watch": true}}))
                 .unwrap();
         let loaded = loaded(datum_providers::registry(), &catalogue, &classes, &host);
-        let flags: Vec<(String, bool, bool)> = loaded
+        let scopes: Vec<(String, WatchScope)> = loaded
             .watch
             .iter()
-            .map(|t| (t.resource.name.clone(), t.regular_file, t.subtree))
+            .map(|t| (t.resource.name.clone(), t.scope))
             .collect();
         assert_eq!(
-            flags,
+            scopes,
             [
-                ("f".to_owned(), true, false),
-                ("l".to_owned(), false, false),
-                ("d".to_owned(), false, false),
-                ("t".to_owned(), false, true),
+                ("f".to_owned(), WatchScope::RegularFile),
+                ("l".to_owned(), WatchScope::Entry),
+                ("d".to_owned(), WatchScope::Entry),
+                ("t".to_owned(), WatchScope::Subtree),
             ]
         );
     }

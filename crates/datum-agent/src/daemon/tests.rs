@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::check::{CheckError, ClassReport, ClassSpec, WatchTarget};
+use crate::check::{CheckError, ClassReport, ClassSpec, WatchScope, WatchTarget};
 
 #[derive(Default)]
 struct Shared {
@@ -204,8 +204,7 @@ fn a_watched_edit_is_checked_within_the_debounce() {
                 resource: id.clone(),
                 class: "critical".into(),
                 path: file.clone(),
-                subtree: false,
-                regular_file: true,
+                scope: WatchScope::RegularFile,
             }],
             resources: 1,
         },
@@ -267,8 +266,7 @@ fn overflow_and_lost_watches_run_a_full_pass_and_are_counted() {
                 resource: ResourceId::new("Tree", "t"),
                 class: "critical".into(),
                 path: dir.path().to_owned(),
-                subtree: true,
-                regular_file: false,
+                scope: WatchScope::Subtree,
             }],
             resources: 1,
         },
@@ -486,8 +484,7 @@ fn a_watched_change_whose_check_could_not_run_is_checked_again() {
                 resource: id.clone(),
                 class: "critical".into(),
                 path: file.clone(),
-                subtree: false,
-                regular_file: true,
+                scope: WatchScope::RegularFile,
             }],
             resources: 1,
         },

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use datum_agent::{Loaded, Scope, WatchTarget};
+use datum_agent::{Loaded, Scope, WatchScope, WatchTarget};
 use datum_core::{ChangedBy, ResourceId, WriterKind};
 use datum_drift::classes::Classes;
 use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, audit, tree_dirs};
@@ -45,7 +45,7 @@ impl AttributionPlan {
         };
         for t in targets.iter().filter(|t| attributing.contains(&t.class)) {
             let path = std::path::absolute(&t.path).unwrap_or_else(|_| t.path.clone());
-            if t.subtree {
+            if t.scope == WatchScope::Subtree {
                 plan.trees.push((path, t.resource.clone()));
             } else {
                 plan.files.entry(path).or_default().push(t.resource.clone());
@@ -389,8 +389,11 @@ mod tests {
             resource: ResourceId::new(if subtree { "Tree" } else { "File" }, name),
             class: class.to_owned(),
             path: PathBuf::from(path),
-            subtree,
-            regular_file: !subtree,
+            scope: if subtree {
+                WatchScope::Subtree
+            } else {
+                WatchScope::RegularFile
+            },
         }
     }
 
