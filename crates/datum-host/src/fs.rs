@@ -400,60 +400,13 @@ mod tests {
     #[test]
     fn create_dir_never_changes_a_folder_swapped_in_for_the_one_it_made() {
         use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
         let (dir, host) = host_with(&[]);
         let root = dir.path().to_path_buf();
-        let theirs = root.join("theirs");
-        std::fs::create_dir(&theirs).unwrap();
-        std::fs::write(theirs.join("marker"), b"alice").unwrap();
-        let reset = |path: &Path| {
-            std::os::unix::fs::chown(path, Some(1000), Some(1000)).unwrap();
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        };
-        reset(&theirs);
-        let armed = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let gate = Arc::new(Mutex::new(0u32));
-        let swapper = {
-            let (armed, done, gate) = (armed.clone(), done.clone(), gate.clone());
-            let parent = rustix::fs::open(
-                &root,
-                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                rustix::fs::Mode::empty(),
-            )
-            .unwrap();
-            std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if !armed.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    let mut swaps = gate.lock().unwrap();
-                    if armed.load(Ordering::Relaxed)
-                        && rustix::fs::renameat_with(
-                            &parent,
-                            "d",
-                            &parent,
-                            "theirs",
-                            rustix::fs::RenameFlags::EXCHANGE,
-                        )
-                        .is_ok()
-                    {
-                        armed.store(false, Ordering::Relaxed);
-                        *swaps += 1;
-                    }
-                }
-            })
-        };
-        let (mut changed, mut refused, mut tries) = (0, 0, 0);
-        let started = std::time::Instant::now();
-        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
-            tries += 1;
-            armed.store(true, Ordering::Relaxed);
-            let made = at(&host, "/d").create_dir(0o2750, Some(0), Some(0));
-            armed.store(false, Ordering::Relaxed);
-            drop(gate.lock().unwrap());
+        let theirs = crate::race::users_folder(&root);
+        let mut race = crate::race::Race::exchanging(&root, "d");
+        let (mut changed, mut refused) = (0, 0);
+        while race.goes_on() {
+            let made = race.armed(|| at(&host, "/d").create_dir(0o2750, Some(0), Some(0)));
             // The user's folder is the one holding the marker.
             let (user, ours) = if root.join("d/marker").exists() {
                 (root.join("d"), root.join("theirs"))
@@ -479,11 +432,9 @@ mod tests {
             if user != theirs {
                 std::fs::rename(&user, &theirs).unwrap();
             }
-            reset(&theirs);
+            crate::race::give_to_user(&theirs);
         }
-        done.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        let swaps = *gate.lock().unwrap();
+        let (tries, swaps) = race.finish();
         assert_eq!(
             changed, 0,
             "{changed} of {tries} tries gave the user's folder the declared owner and mode ({swaps} swaps, {refused} refused)"

@@ -42,6 +42,8 @@ pub mod memory;
 pub mod named;
 pub mod paths;
 pub mod private;
+#[cfg(test)]
+mod race;
 pub mod repo;
 pub mod sandbox;
 pub mod staging;

@@ -571,54 +571,13 @@ mod tests {
     /// file is ever written into theirs.
     #[test]
     fn a_subfolder_swapped_before_it_is_entered_is_refused() {
-        use std::os::unix::fs::PermissionsExt as _;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
         let base = tempfile::tempdir().unwrap();
         let root = base.path().to_path_buf();
-        let theirs = root.join("theirs");
-        std::fs::create_dir(&theirs).unwrap();
-        std::fs::write(theirs.join("marker"), b"alice").unwrap();
-        std::os::unix::fs::chown(&theirs, Some(1000), Some(1000)).unwrap();
-        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let armed = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let gate = Arc::new(Mutex::new(0u32));
-        let swapper = {
-            let (armed, done, gate) = (armed.clone(), done.clone(), gate.clone());
-            let parent =
-                rustix::fs::open(&root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
-            std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if !armed.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    let mut swaps = gate.lock().unwrap();
-                    if armed.load(Ordering::Relaxed)
-                        && rustix::fs::renameat_with(
-                            &parent,
-                            "sub",
-                            &parent,
-                            "theirs",
-                            rustix::fs::RenameFlags::EXCHANGE,
-                        )
-                        .is_ok()
-                    {
-                        armed.store(false, Ordering::Relaxed);
-                        *swaps += 1;
-                    }
-                }
-            })
-        };
-        let (mut written, mut refused, mut tries) = (0, 0, 0);
-        let started = std::time::Instant::now();
-        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
-            tries += 1;
-            armed.store(true, Ordering::Relaxed);
-            let made = create_new_files(&root, &[("sub/site.yaml", "x\n")]);
-            armed.store(false, Ordering::Relaxed);
-            drop(gate.lock().unwrap());
+        let theirs = crate::race::users_folder(&root);
+        let mut race = crate::race::Race::exchanging(&root, "sub");
+        let (mut written, mut refused) = (0, 0);
+        while race.goes_on() {
+            let made = race.armed(|| create_new_files(&root, &[("sub/site.yaml", "x\n")]));
             if made.is_err() {
                 refused += 1;
             }
@@ -637,9 +596,7 @@ mod tests {
                 std::fs::rename(&user, &theirs).unwrap();
             }
         }
-        done.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        let swaps = *gate.lock().unwrap();
+        let (tries, swaps) = race.finish();
         assert_eq!(
             written, 0,
             "{written} of {tries} tries wrote into the user's folder ({swaps} swaps, {refused} refused)"

@@ -556,17 +556,10 @@ mod tests {
     /// removes the emptied folder, theirs is not empty: no failure either.
     #[test]
     fn a_staging_folder_swapped_for_a_users_is_never_used() {
-        use std::os::unix::fs::PermissionsExt as _;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{Arc, Mutex};
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let host = Host::new(&root);
-        let theirs = root.join("theirs");
-        std::fs::create_dir(&theirs).unwrap();
-        std::fs::write(theirs.join("marker"), b"alice").unwrap();
-        std::os::unix::fs::chown(&theirs, Some(1000), Some(1000)).unwrap();
-        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let theirs = crate::race::users_folder(&root);
         std::fs::write(root.join("authorized_keys"), b"old\n").unwrap();
         let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         let set_old = |path: &Path| {
@@ -576,63 +569,45 @@ mod tests {
                 .unwrap()
         };
         set_old(&theirs);
-        let armed = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let gate = Arc::new(Mutex::new(0u32));
-        let swapper = {
-            let (armed, done, gate, root) =
-                (armed.clone(), done.clone(), gate.clone(), root.clone());
-            std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    if !armed.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                    let mut swaps = gate.lock().unwrap();
-                    let Ok(listing) = std::fs::read_dir(&root) else {
-                        continue;
-                    };
-                    for entry in listing.flatten() {
-                        let name = entry.file_name();
-                        if armed.load(Ordering::Relaxed)
-                            && is_stage_name(&name)
-                            && rustix::fs::renameat_with(
-                                rustix::fs::CWD,
-                                root.join(&name),
-                                rustix::fs::CWD,
-                                root.join("theirs"),
-                                rustix::fs::RenameFlags::EXCHANGE,
-                            )
-                            .is_ok()
-                        {
-                            armed.store(false, Ordering::Relaxed);
-                            *swaps += 1;
-                        }
-                    }
-                }
+        let mut race = {
+            let root = root.clone();
+            crate::race::Race::start(move |armed| {
+                let Ok(listing) = std::fs::read_dir(&root) else {
+                    return false;
+                };
+                listing.flatten().any(|entry| {
+                    let name = entry.file_name();
+                    armed()
+                        && is_stage_name(&name)
+                        && rustix::fs::renameat_with(
+                            rustix::fs::CWD,
+                            root.join(&name),
+                            rustix::fs::CWD,
+                            root.join("theirs"),
+                            rustix::fs::RenameFlags::EXCHANGE,
+                        )
+                        .is_ok()
+                })
             })
         };
-        let (mut written, mut refused, mut tries) = (0, 0, 0);
+        let (mut written, mut refused) = (0, 0);
         let mut others = Vec::new();
-        let started = std::time::Instant::now();
-        while tries < 20_000 && started.elapsed() < std::time::Duration::from_secs(8) {
-            tries += 1;
-            armed.store(true, Ordering::Relaxed);
+        while race.goes_on() {
             // Every fourth a commit (its fsyncs are slow), else a discard:
             // both remove the staging folder by its name at the end.
-            let commit = tries % 4 == 0;
-            let outcome = at(&host, "/authorized_keys")
-                .stage_file()
-                .and_then(|mut staged| {
-                    staged.write_all(b"new\n")?;
-                    if commit {
-                        staged.commit()
-                    } else {
-                        staged.discard()
-                    }
-                });
-            armed.store(false, Ordering::Relaxed);
-            drop(gate.lock().unwrap());
+            let commit = race.tries() % 4 == 0;
+            let outcome = race.armed(|| {
+                at(&host, "/authorized_keys")
+                    .stage_file()
+                    .and_then(|mut staged| {
+                        staged.write_all(b"new\n")?;
+                        if commit {
+                            staged.commit()
+                        } else {
+                            staged.discard()
+                        }
+                    })
+            });
             if let Err(e) = outcome {
                 let e = e.to_string();
                 if e.contains("refusing to use") && e.contains("owned by uid 1000") {
@@ -675,9 +650,7 @@ mod tests {
             }
             set_old(&theirs);
         }
-        done.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
-        let swaps = *gate.lock().unwrap();
+        let (tries, swaps) = race.finish();
         assert!(
             written == 0 && others.is_empty(),
             "{written} of {tries} tries staged the copy in the user's folder, {} failed otherwise ({swaps} swaps, {refused} refused): {:?}",
