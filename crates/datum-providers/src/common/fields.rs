@@ -284,6 +284,20 @@ fn unknown_field(kind: &str, name: &str, specs: &[FieldSpec]) -> String {
     unknown_field_message(kind, name, &known)
 }
 
+/// An error for each field of `map` that is not in `known`, in the order
+/// written: the unknown fields of a kind that parses its declaration
+/// without a field table (User, Group, Package, Service).
+pub(crate) fn unknown_fields(
+    kind: &str,
+    map: &dyn DeclaredFields,
+    known: &[&str],
+) -> Vec<FieldError> {
+    map.keys()
+        .filter(|k| !known.contains(k))
+        .map(|k| FieldError::new(&[k], unknown_field_message(kind, k, known)))
+        .collect()
+}
+
 /// `unknown field `stat` for Service: did you mean `state`?`, or the known
 /// fields when none is close (every kind's wording of an unknown field).
 pub(crate) fn unknown_field_message(kind: &str, name: &str, known: &[&str]) -> String {

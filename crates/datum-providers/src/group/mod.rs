@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::Activated;
 use crate::common::account_files;
-use crate::common::fields::type_name;
+use crate::common::fields::{type_name, unknown_fields};
 use crate::common::{Ensure, all_or_nothing};
 use crate::kind::planned;
 use crate::{
@@ -148,22 +148,6 @@ pub(crate) fn account_id(value: &Value, field: &str) -> Result<u32, FieldError> 
                 ),
             )
         })
-}
-
-pub(crate) fn unknown_fields(
-    kind: &str,
-    map: &dyn DeclaredFields,
-    known: &[&str],
-) -> Vec<FieldError> {
-    map.keys()
-        .filter(|k| !known.contains(k))
-        .map(|k| {
-            FieldError::new(
-                &[k],
-                crate::common::fields::unknown_field_message(kind, k, known),
-            )
-        })
-        .collect()
 }
 
 impl GroupDesired {

@@ -10,7 +10,7 @@ use datum_core::DeclaredFields;
 use serde_json::Value;
 
 use crate::FieldError;
-use crate::common::fields::type_name;
+use crate::common::fields::{type_name, unknown_fields};
 
 /// What the declaration asks of the package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,14 +195,7 @@ impl PackageSpec {
                 )]);
             }
         }
-        for key in desired.keys() {
-            if !FIELDS.contains(&key) {
-                errors.push(FieldError::new(
-                    &[key],
-                    crate::common::fields::unknown_field_message("Package", key, FIELDS),
-                ));
-            }
-        }
+        errors.extend(unknown_fields("Package", desired, FIELDS));
 
         let name = match desired.get("name") {
             None => check_name(default_name).map(|()| default_name.to_owned()),

@@ -12,7 +12,7 @@ use datum_core::{DeclaredFields, ResourceId};
 use serde_json::Value;
 
 use crate::FieldError;
-use crate::common::fields::type_name;
+use crate::common::fields::{type_name, unknown_fields};
 
 /// How long verification watches a unit when `settle:` is not declared.
 ///
@@ -190,14 +190,7 @@ impl ServiceSpec {
                 "a Service's `desired` must be a mapping with at least `state` or `enabled`",
             )]);
         }
-        for key in desired.keys() {
-            if !FIELDS.contains(&key) {
-                errors.push(FieldError::new(
-                    &[key],
-                    crate::common::fields::unknown_field_message("Service", key, FIELDS),
-                ));
-            }
-        }
+        errors.extend(unknown_fields("Service", desired, FIELDS));
 
         let unit = match desired.get("name") {
             None => unit_name(default_name),
