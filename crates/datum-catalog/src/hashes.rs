@@ -32,7 +32,9 @@ use std::sync::Mutex;
 pub const RACY_WINDOW_NS: i64 = datum_core::observed::RACY_WINDOW_NS;
 
 /// The first line of a cache file; anything else is ignored (and rewritten).
-const HEADER: &str = "datum source hashes v2";
+/// v3: each line starts with its own checksum (a cache of v2, whose lines
+/// carry none, is read as empty and every source hashed once again).
+const HEADER: &str = "datum source hashes v3";
 
 /// What must be unchanged for a remembered hash to stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -119,9 +121,15 @@ pub trait SourceHashes: Sync {
 }
 
 /// [`SourceHashes`] kept in a text file: a header line, then one line per
-/// file: `sha256 blake3 size mtime_ns ctime_ns inode device path`, separated by
-/// tabs (the path last and whole). A missing, unreadable or foreign file is
-/// an empty cache; lines that do not parse are dropped.
+/// file: `crc32 sha256 blake3 size mtime_ns ctime_ns inode device path`,
+/// separated by tabs (the path last and whole), `crc32` being 8 hex digits
+/// of the CRC-32 of the rest of the line (after its tab). A missing,
+/// unreadable or foreign file is an empty cache; lines that do not parse, or
+/// whose checksum does not match, are dropped: a damaged entry is never
+/// trusted, its source is hashed again. The CRC finds damage on disk, not a
+/// forgery: whoever may write the file may write its checksums (as for the
+/// catalogue snapshot's records), and the bytes a pass writes are verified
+/// against their SHA-256 anyway (`datum_host::repo::content_bytes`).
 #[derive(Debug)]
 pub struct HashCacheFile {
     /// The private folder it lives in (`None`: a folder that is missing or
@@ -296,22 +304,14 @@ impl HashCacheFile {
                 use std::io::Write as _;
                 let mut out = std::io::BufWriter::new(file);
                 writeln!(out, "{HEADER}")?;
+                let mut line = String::new();
                 for ((path, key, digests), hashed_now) in all {
                     let Some(p) = path.to_str() else { continue };
                     if !hashed_now && datum_host::repo::symlink_metadata(path).is_err() {
                         continue;
                     }
-                    writeln!(
-                        out,
-                        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{p}",
-                        digests.sha256_hex(),
-                        digests.blake3_hex(),
-                        key.size,
-                        key.mtime_ns,
-                        key.ctime_ns,
-                        key.inode,
-                        key.device
-                    )?;
+                    entry_line(&mut line, p, key, digests);
+                    writeln!(out, "{:08x}\t{line}", crc32fast::hash(line.as_bytes()))?;
                 }
                 out.flush()
             })
@@ -378,8 +378,33 @@ impl SourceHashes for HashCacheFile {
     }
 }
 
+/// An entry's line but for its checksum, written into `line` (cleared
+/// first): `sha256 blake3 size mtime_ns ctime_ns inode device path`.
+fn entry_line(line: &mut String, path: &str, key: &FileKey, digests: &SourceDigests) {
+    use std::fmt::Write as _;
+    line.clear();
+    // Writing to a String cannot fail.
+    let _ = write!(
+        line,
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{path}",
+        digests.sha256_hex(),
+        digests.blake3_hex(),
+        key.size,
+        key.mtime_ns,
+        key.ctime_ns,
+        key.inode,
+        key.device
+    );
+}
+
+/// The entry of a cache line, `None` when it does not parse or its checksum
+/// is not the CRC-32 of the rest of the line.
 fn parse_line(line: &str) -> Option<Entry> {
-    let mut parts = line.splitn(8, '\t');
+    let (crc, rest) = line.split_once('\t')?;
+    if crc.len() != 8 || u32::from_str_radix(crc, 16).ok()? != crc32fast::hash(rest.as_bytes()) {
+        return None;
+    }
+    let mut parts = rest.splitn(8, '\t');
     let mut digests = SourceDigests {
         sha256: [0; 32],
         blake3: [0; 32],
@@ -628,21 +653,78 @@ mod tests {
         let p = dir.path().join("c");
         std::fs::write(&p, "something else\n").unwrap();
         assert!(HashCacheFile::load(&p).is_empty());
-        let good = format!(
+        let good = checked(&format!(
             "{}\t{}\t1\t1\t2\t3\t4\t/x",
             "0f".repeat(32),
             "1e".repeat(32)
+        ));
+        // A line of an older format (one digest; no checksum) is not
+        // understood.
+        let v1 = checked(&format!("{}\t1\t1\t2\t3\t4\t/v1", "0f".repeat(32)));
+        let v2 = format!(
+            "{}\t{}\t1\t1\t2\t3\t4\t/v2",
+            "0f".repeat(32),
+            "1e".repeat(32)
         );
-        // A line of the first format (one digest) is not understood.
-        let v1 = format!("{}\t1\t1\t2\t3\t4\t/v1", "0f".repeat(32));
+        let bad_hex = checked("zz\t1\t1\t2\t3\t4\t/y");
         std::fs::write(
             &p,
-            format!("{HEADER}\n{good}\nnot a line\n{v1}\nzz\t1\t1\t2\t3\t4\t/y\n"),
+            format!("{HEADER}\n{good}\nnot a line\n{v1}\n{v2}\n{bad_hex}\n"),
         )
         .unwrap();
         let c = HashCacheFile::load(&p);
         assert_eq!(c.len(), 1);
         assert!(c.get(Path::new("/x"), &key(1)).is_some());
+        // A cache of the previous version is read as empty.
+        std::fs::write(&p, format!("datum source hashes v2\n{v2}\n")).unwrap();
+        assert!(HashCacheFile::load(&p).is_empty());
+    }
+
+    /// `rest` as a cache line: its checksum, a tab, `rest`.
+    fn checked(rest: &str) -> String {
+        format!("{:08x}\t{rest}", crc32fast::hash(rest.as_bytes()))
+    }
+
+    /// A damaged entry (a digest or a key field changed on disk, the line
+    /// otherwise well formed) was trusted by every compile, `--recompile`
+    /// too: a file's bytes were taken for what the entry said, and every
+    /// apply of them was refused. Each line's checksum now finds the damage:
+    /// that entry is ignored (its source hashed again), the others stand.
+    #[test]
+    fn a_damaged_entry_is_ignored_when_the_cache_is_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "a").unwrap();
+        std::fs::write(&b, "b").unwrap();
+        let cache_path = dir.path().join("source-hashes");
+        let digests = SourceDigests {
+            sha256: [0x11; 32],
+            blake3: [0x22; 32],
+        };
+        let cache = HashCacheFile::load(&cache_path);
+        cache.put(&a, key(1), digests);
+        cache.put(&b, key(2), digests);
+        cache.save().unwrap();
+        let text = std::fs::read_to_string(&cache_path).unwrap();
+        assert_eq!(HashCacheFile::load(&cache_path).len(), 2, "{text}");
+
+        // One byte of a's SHA-256, then of its ctime, damaged (same length,
+        // still hex, still a number): each line still parses.
+        let a_line = text.lines().find(|l| l.ends_with("/a")).unwrap();
+        let sha_at = a_line.find('\t').unwrap() + 1;
+        let ctime_at = a_line.match_indices('\t').nth(5).unwrap().0 + 1;
+        for at in [sha_at, ctime_at] {
+            let mut damaged_line = a_line.to_owned().into_bytes();
+            damaged_line[at] = if damaged_line[at] == b'1' { b'3' } else { b'1' };
+            let damaged_line = String::from_utf8(damaged_line).unwrap();
+            let rest = damaged_line.split_once('\t').unwrap().1;
+            assert!(parse_line(&checked(rest)).is_some(), "{damaged_line}");
+            std::fs::write(&cache_path, text.replace(a_line, &damaged_line)).unwrap();
+            let read = HashCacheFile::load(&cache_path);
+            assert_eq!(read.get(&a, &key(1)), None, "the damaged entry was trusted");
+            assert_eq!(read.len(), 1, "the damaged entry was kept: {damaged_line}");
+            assert_eq!(read.get(&b, &key(2)), Some(digests), "the others stand");
+        }
     }
 
     #[test]

@@ -314,15 +314,16 @@ fn a_tree_damaged_in_the_snapshot_is_never_written() {
 }
 
 /// The source-hash cache beside the store remembers each `source:` file's
-/// checksum by its path and metadata. An entry whose checksum is wrong (a
-/// damaged disk) was trusted by every compile, `--recompile` too: the apply
+/// checksum by its path and metadata. An entry whose checksum was damaged
+/// on disk was trusted by every compile, `--recompile` too: the apply
 /// refused the bytes ("changed since the catalogue was compiled; run the
 /// pass again"), nothing wrong was written, but every pass failed the same
-/// way until the cache was deleted by hand. The refusal now makes Datum
-/// forget its snapshot and source hashes: the next pass compiles, hashes
-/// the file again and applies it.
+/// way until the cache was deleted by hand (e283852 then forgot the whole
+/// cache after such a refusal). Each line of the cache now carries its own
+/// checksum: the damaged entry is not used, the file is hashed again and
+/// the first pass applies it.
 #[test]
-fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() {
+fn a_damaged_entry_of_the_source_hash_cache_is_not_trusted() {
     let s = Sandbox::with_base(
         "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n",
     );
@@ -337,24 +338,15 @@ fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() 
     let text = fs::read_to_string(&cache).unwrap();
     let (header, entry) = text.split_once('\n').expect("one entry");
     assert!(entry.contains("files/motd"), "{text}");
-    // The SHA-256 (the first field) damaged, its length kept.
-    let damaged = format!("{header}\n{}{}", "0".repeat(12), &entry[12..]);
+    // The SHA-256 (the field after the line's checksum) damaged, its
+    // length kept.
+    let (crc, rest) = entry.split_once('\t').unwrap();
+    let damaged = format!("{header}\n{crc}\t{}{}", "0".repeat(12), &rest[12..]);
     assert_ne!(damaged, text);
     fs::write(&cache, damaged).unwrap();
     fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
 
-    // The compile trusts the cache (--recompile too): the bytes are refused.
     let out = s.datum(&["apply", "--recompile"]);
-    assert_exit(&out, 4);
-    let text = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(text.contains("run the pass again"), "{text}");
-    assert_eq!(
-        fs::read_to_string(s.live("/etc/motd")).unwrap(),
-        "by hand\n"
-    );
-
-    // As the message says: the next pass hashes the file again.
-    let out = s.datum(&["apply"]);
     assert_exit(&out, 2);
     assert_eq!(
         fs::read_to_string(s.live("/etc/motd")).unwrap(),
@@ -363,11 +355,42 @@ fn a_wrong_checksum_in_the_source_hash_cache_is_forgotten_after_it_is_refused() 
         stdout(&out),
         stderr(&out)
     );
+    assert_eq!(
+        fs::read_to_string(&cache).unwrap(),
+        text,
+        "the entry is written again as it was"
+    );
     assert_exit(&s.datum(&["apply"]), 0);
 }
 
+/// `entry` (a line of the source-hash cache) with its SHA-256 replaced by
+/// zeros and its line checksum made again: an entry that reads well but
+/// holds a wrong checksum (as if recorded wrong), which the compile trusts.
+fn wrong_hash_entry(entry: &str) -> String {
+    let (_, rest) = entry.split_once('\t').unwrap();
+    let rest = format!("{}{}", "0".repeat(64), &rest[64..]);
+    format!("{:08x}\t{rest}", crc32(rest.as_bytes()))
+}
+
+/// CRC-32 (IEEE, reflected), as the cache's `crc32fast` computes it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
 /// Declared bytes refused for a diff (their repository file no longer
-/// holds what the catalogue recorded: here a damaged source-hash entry)
+/// holds what the catalogue recorded: here a source-hash entry holding a
+/// wrong checksum under a good line checksum)
 /// were shown as "too large to diff: over 8.00 MiB" by plan, for a file of
 /// nine bytes, and `datum check` diffed the live file against nothing (every
 /// live line added, as if nothing were declared). Both now say what
@@ -389,7 +412,7 @@ fn declared_bytes_refused_for_a_diff_are_said_to_be_refused() {
         let (header, entry) = text.split_once('\n').expect("one entry");
         fs::write(
             &cache,
-            format!("{header}\n{}{}", "0".repeat(12), &entry[12..]),
+            format!("{header}\n{}\n", wrong_hash_entry(entry.trim_end())),
         )
         .unwrap();
     };
