@@ -148,8 +148,6 @@ impl Policies<'_> {
         let mut actions: Vec<Handled> = vec![Handled::reported(); findings.len()];
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
-        // The start of each reverted resource's flap window.
-        let mut windows: BTreeMap<ResourceId, i64> = BTreeMap::new();
         let mut handled: BTreeMap<ResourceId, Handled> = BTreeMap::new();
         for f in findings {
             if handled.contains_key(&f.id) {
@@ -231,24 +229,36 @@ impl Policies<'_> {
             let store = &mut *self.store;
             let (id, now) = (&f.id, self.now);
             // Both count this decision among the reverts of the window. A
-            // reconcile logs it once it is done: a back-off or an escalation
-            // now, a revert only when it went through (below). A revert that
-            // failed changed nothing, so the resource did not drift *again*:
-            // it is retried, never taken for flapping.
+            // reconcile logs it before it acts: a back-off or an escalation,
+            // and a revert before it is made, so no revert is ever made that
+            // flap detection does not count (logged after, a store that
+            // refused the write lost it, and a resource reverted again and
+            // again while the store refuses was never taken for flapping).
+            // A log the store refuses stops the check before anything is
+            // reverted. A revert that then fails changed nothing, so the
+            // resource did not drift *again*: its entry is withdrawn
+            // (below) and it is retried, never taken for flapping.
             let decision = decide(policy, spec, look, standing, || {
                 store.reverts_since(id, window_start).map(|n| n + 1)
             })?;
             if matches!(
                 decision,
-                Decision::BackOff { would: false, .. } | Decision::Escalate { would: false }
+                Decision::BackOff { would: false, .. }
+                    | Decision::Escalate { would: false }
+                    | Decision::Revert { would: false }
             ) {
-                store.record_revert(id, now, window_start, log_since)?;
+                store
+                    .record_revert(id, now, window_start, log_since)
+                    .with_context(|| {
+                        format!(
+                            "cannot log the revert of {id} for flap detection in the state store: nothing was reverted"
+                        )
+                    })?;
             }
             let handling = decision.handling();
             let action = match &decision {
                 Decision::Revert { would: false } => {
                     to_revert.push(f.id.clone());
-                    windows.insert(f.id.clone(), window_start);
                     Handled::new("reverting".to_owned(), handling)
                 }
                 Decision::Escalate { would: false } => {
@@ -286,17 +296,24 @@ impl Policies<'_> {
             handled.insert(f.id.clone(), action);
         }
         if !to_revert.is_empty() {
-            for (id, outcome) in self.revert(&to_revert, findings)? {
-                if outcome.handling == Handling::Reverted
-                    && let Some(&window_start) = windows.get(&id)
-                {
-                    self.store.record_revert(
-                        &id,
-                        self.now,
-                        window_start,
-                        self.revert_log_since(),
-                    )?;
-                }
+            let outcomes = self.revert(&to_revert, findings);
+            let reverted: HashSet<&ResourceId> = match &outcomes {
+                Ok(outcomes) => outcomes
+                    .iter()
+                    .filter(|(_, o)| o.handling == Handling::Reverted)
+                    .map(|(id, _)| id)
+                    .collect(),
+                Err(_) => HashSet::new(),
+            };
+            // What was not reverted (failed, blocked, or the evidence could
+            // not be saved first): its entry, logged above, is withdrawn. A
+            // store that refuses leaves it, which only counts a revert too
+            // many: flap detection errs toward backing off, never toward
+            // reverting without end.
+            for id in to_revert.iter().filter(|id| !reverted.contains(id)) {
+                let _ = self.store.withdraw_revert(id, self.now);
+            }
+            for (id, outcome) in outcomes? {
                 handled.insert(id, outcome);
             }
         }

@@ -100,6 +100,10 @@ impl Bed {
     }
 
     fn check(&mut self, catalogue: &Catalogue, act: Act) -> Checked {
+        self.try_check(catalogue, act).unwrap()
+    }
+
+    fn try_check(&mut self, catalogue: &Catalogue, act: Act) -> Result<Checked, crate::CheckError> {
         let classes = Classes::parse(&classes_doc()).unwrap();
         let state = self.state.path().to_path_buf();
         let backups = move || -> Result<BackupStore, crate::OpenerError> {
@@ -122,7 +126,6 @@ impl Bed {
             progress: None,
             digest_key: None,
         })
-        .unwrap()
     }
 
     fn write(&self, declared: &str, text: &str) {
@@ -333,6 +336,59 @@ fn a_failed_revert_of_a_verified_declaration_is_retried_not_given_up() {
     let reconciled = bed.check(&cat, Act::Reconcile);
     assert_eq!(actions(&reconciled)[0].2, "reverted");
     assert_eq!(bed.live("/etc/g.conf").as_deref(), Some("declared\n"));
+}
+
+/// A revert whose flap record the state store then refused (a full file
+/// system, its write lock held past the busy timeout) was made and its
+/// record lost: the check failed only after the revert, and a resource
+/// reverted again at every check while the store refuses was never taken
+/// for flapping. The record is now written before the revert: refused, the
+/// check stops with nothing reverted; a revert that fails withdraws it.
+#[test]
+fn no_revert_is_made_that_flap_detection_does_not_count() {
+    let mut bed = Bed::new();
+    let id = ResourceId::new("FakeFile", "g");
+    let cat = catalogue(vec![in_class(
+        fake_file("g", "/etc/g.conf", "declared\n", &[]),
+        "guarded",
+    )]);
+    bed.apply(&cat);
+    bed.write("/etc/g.conf", "edited by hand\n");
+    // The store refuses to log reverts (as a full disk refuses a write).
+    let db = rusqlite::Connection::open(bed.state.path().join("state.db")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON reverts \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    let err = match bed.try_check(&cat, Act::Reconcile) {
+        Ok(checked) => panic!("the check went through: {:?}", actions(&checked)),
+        Err(e) => e,
+    };
+    let reverted = bed.live("/etc/g.conf").as_deref() == Some("declared\n");
+    let logged = bed.store.reverts_since(&id, 0).unwrap();
+    assert!(
+        !reverted || logged == 1,
+        "reverted with no flap record ({err})"
+    );
+    assert!(!reverted, "reverted though its flap record was refused");
+    assert!(
+        matches!(err, crate::CheckError::State { .. }),
+        "a state store failure (the agent counts it unrecorded): {err:?}"
+    );
+    assert!(err.to_string().contains("nothing was reverted"), "{err}");
+    // A revert that fails withdraws its record: not flapping.
+    db.execute_batch("DROP TRIGGER refuse").unwrap();
+    bed.faults.fail_apply("FakeFile[g]");
+    let failed = bed.check(&cat, Act::Reconcile);
+    assert!(actions(&failed)[0].2.starts_with("revert failed"));
+    assert_eq!(bed.store.reverts_since(&id, 0).unwrap(), 0);
+    // The store takes writes again: reverted, and counted.
+    bed.faults.clear();
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    assert_eq!(bed.live("/etc/g.conf").as_deref(), Some("declared\n"));
+    assert_eq!(bed.store.reverts_since(&id, 0).unwrap(), 1);
 }
 
 #[test]

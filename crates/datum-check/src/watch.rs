@@ -287,9 +287,9 @@ impl State<'_> {
                     Err(e) => {
                         any_error = true;
                         report.failed += 1;
-                        // The state store refused a read or a write: what
-                        // the policy did (a revert, once its flap record
-                        // failed) is not recorded either.
+                        // The state store refused a read or a write: the
+                        // check's history is not recorded (a revert whose
+                        // flap record it refused was not made).
                         if store_failure(&e) {
                             report.unrecorded += 1;
                         }

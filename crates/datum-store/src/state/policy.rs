@@ -220,6 +220,18 @@ impl Batch<'_> {
             .map(u64_from_sql)
             .map_err(err())
     }
+
+    /// See [`Store::withdraw_revert`].
+    pub fn withdraw_revert(&self, id: &ResourceId, at: i64) -> Result<bool, StoreError> {
+        self.tx
+            .execute(
+                "DELETE FROM reverts WHERE id = \
+                 (SELECT max(id) FROM reverts WHERE resource = ?1 AND at = ?2)",
+                params![id.to_string(), at],
+            )
+            .map(|n| n > 0)
+            .map_err(sql(self.path, "cannot withdraw a revert"))
+    }
 }
 
 /// Everything quarantined, oldest first, as `conn` sees it.
@@ -360,6 +372,14 @@ impl Store {
             )
             .map(u64_from_sql)
             .map_err(sql(&self.path, "cannot read reverts"))
+    }
+
+    /// Withdraws one revert of `id` logged at `at` (by
+    /// [`Store::record_revert`], before the revert was made) when the revert
+    /// did not go through: a revert that changed nothing does not count
+    /// toward flapping. Returns whether there was one.
+    pub fn withdraw_revert(&mut self, id: &ResourceId, at: i64) -> Result<bool, StoreError> {
+        self.write(|b| b.withdraw_revert(id, at))
     }
 
     /// See [`Batch::record_revert`]; one transaction.
