@@ -495,6 +495,10 @@ struct ClusterMove {
     /// The same, of the hosts after `delta` last reached `low` (what a
     /// cluster started again is made of).
     since_low: Sighting,
+    /// A host left it, or one staying in it gives it another class now:
+    /// its class is read again from the findings of the hosts it has (the
+    /// class that host gave it may be no other host's).
+    reclass: bool,
 }
 
 /// What the hosts of a batch showing one drift cluster say of it.
@@ -543,6 +547,7 @@ impl Sighting {
 impl ClusterMove {
     /// A host of the batch left the cluster.
     fn leave(&mut self) {
+        self.reclass = true;
         self.delta -= 1;
         if self.delta <= self.low {
             self.low = self.delta;
@@ -697,6 +702,22 @@ impl BatchState {
                     key(),
                 ));
             }
+        }
+        // The class of a cluster a host left, or whose host now classes it
+        // otherwise: the first in byte order of its hosts' (the findings
+        // are written above; one index range of the cluster).
+        for (signature, observed) in self
+            .clusters
+            .iter()
+            .filter(|(_, m)| m.reclass)
+            .map(|(key, _)| key)
+        {
+            stmts.push(Stmt::new(
+                "UPDATE drift_clusters SET class = COALESCE((SELECT min(f.class COLLATE \"C\") \
+                 FROM findings f WHERE f.signature = $1 AND COALESCE(f.observed, '') = $2), class) \
+                 WHERE signature = $1 AND observed = $2",
+                vec![signature.as_str().into(), observed.as_str().into()],
+            ));
         }
     }
 }
@@ -1147,9 +1168,11 @@ fn finding_writes(
         let observed = f.observed.as_deref().unwrap_or("");
         let old = stored.get(*signature);
         let joins = old.is_none_or(|o| o.observed != observed);
-        batch
-            .cluster(signature, observed)
-            .see(f, report.finished_at, joins);
+        let cluster = batch.cluster(signature, observed);
+        cluster.see(f, report.finished_at, joins);
+        if !joins && old.is_some_and(|o| o.class != f.class) {
+            cluster.reclass = true;
+        }
         // Who changed it: a finding already open is written again when the
         // host's attribution names other writers.
         let changed_by = serde_json::to_string(&f.changed_by).unwrap_or_else(|_| "[]".into());

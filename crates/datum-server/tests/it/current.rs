@@ -891,6 +891,73 @@ fn a_clusters_class() {
     on_both!(a_clusters_class_does_not_depend_on_who_reported_first);
 }
 
+/// A cluster's class is the first in byte order of the classes its hosts
+/// give it. It kept the class of a host that had left it (or that classes
+/// the resource otherwise now), so a cluster of hosts that all say
+/// `normal` showed `critical` until it started again, unlike the view
+/// computed from every finding. When a host leaves a cluster, or one that
+/// stays in it changes its class, the class is that of the hosts it has.
+async fn a_clusters_class_follows_the_hosts_it_has<B: Backend>(f: &Fleet<B>) {
+    let check = |host: &str, seq: u64, at: i64, class: Option<&str>| {
+        let mut r = report(host, ReportKind::Check, seq, at);
+        if let Some(class) = class {
+            r.findings.push(finding("File[motd]", "o1", class));
+        }
+        r
+    };
+    let classes = |f: &Fleet<B>, now: i64| {
+        let f = f.clone();
+        async move {
+            let of = |v: views::DriftView| {
+                v.clusters
+                    .iter()
+                    .map(|c| (c.hosts, c.class.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let fast = of(f.drift(now).await.unwrap());
+            let slow = of(views::drift(&findings(&f).await, 6, now));
+            assert_eq!(fast, slow, "as computed from every finding");
+            fast
+        }
+    };
+    let both = |class: &str| vec![(2, class.to_owned())];
+    ingest(f, &check("a", 1, 1_000, Some("critical"))).await;
+    ingest(f, &check("b", 1, 1_000, Some("normal"))).await;
+    assert_eq!(classes(f, 1_010).await, both("critical"));
+    // a is rid of it: b's class.
+    ingest(f, &check("a", 2, 2_000, None)).await;
+    assert_eq!(classes(f, 2_010).await, [(1, "normal".to_owned())]);
+    // a shows it again as critical, then classes it normal too.
+    ingest(f, &check("a", 3, 3_000, Some("critical"))).await;
+    assert_eq!(classes(f, 3_010).await, both("critical"));
+    ingest(f, &check("a", 4, 4_000, Some("normal"))).await;
+    assert_eq!(classes(f, 4_010).await, both("normal"));
+    // In one batch: c joins as critical while a leaves.
+    together(
+        f,
+        &[
+            check("a", 5, 5_000, None),
+            check("c", 1, 5_000, Some("critical")),
+        ],
+    )
+    .await;
+    assert_eq!(classes(f, 5_010).await, both("critical"));
+    together(
+        f,
+        &[
+            check("b", 2, 6_000, Some("normal")),
+            check("c", 2, 6_000, None),
+        ],
+    )
+    .await;
+    assert_eq!(classes(f, 6_010).await, [(1, "normal".to_owned())]);
+}
+
+#[test]
+fn a_clusters_class_after_a_host_leaves() {
+    on_both!(a_clusters_class_follows_the_hosts_it_has);
+}
+
 /// Every report's idempotency key was kept `retention.daily_days` (400)
 /// days, apart from the report: about 576,000 rows for a host reporting
 /// every minute. A key is there to recognise a retried delivery, and a
