@@ -3,8 +3,13 @@
 //!
 //! A signed commit carries its signature in a `gpgsig` header (continuation
 //! lines start with a space). What was signed is the object without that
-//! header: the same split `git verify-commit` makes. Owns only this parsing;
-//! checking the signature is `verify`'s job.
+//! header: the same split `git verify-commit` makes. A commit made in a
+//! repository that also keeps its objects' SHA-256 form
+//! (`extensions.compatObjectFormat`) is signed in both formats: `gpgsig`
+//! over its SHA-1 form, `gpgsig-sha256` over the SHA-256 one, each over the
+//! object without either header. As git does in a SHA-1 repository, the
+//! `gpgsig` signature is the one verified and the other is left out of the
+//! payload. Owns only this parsing; checking the signature is `verify`'s job.
 
 /// What the signature of a commit is, from its armour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +56,9 @@ pub struct Commit {
     pub parents: Vec<String>,
     /// The signature, when there is one.
     pub signed: Option<Signed>,
+    /// Whether it also (or only) carries a signature over its SHA-256 form
+    /// (`gpgsig-sha256`), which is never verified here.
+    pub sha256_signature: bool,
 }
 
 /// The signature headers of SHA-1 and SHA-256 repositories.
@@ -64,26 +72,30 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
     let mut tree = None;
     let mut parents = Vec::new();
     let mut signature: Option<Vec<u8>> = None;
-    // Byte ranges of the signature header's lines, to cut from the payload.
-    let mut cut: Option<(usize, usize)> = None;
-    let mut in_signature = false;
+    let mut sha256_signature = false;
+    // Byte ranges of both signature headers' lines, to cut from the payload.
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    // Inside a signature header: whether its lines are the SHA-1 one's.
+    let mut in_signature: Option<bool> = None;
     let mut offset = 0;
     for line in headers.split_inclusive(|b| *b == b'\n') {
         let start = offset;
         offset += line.len();
         let text = line.strip_suffix(b"\n").unwrap_or(line);
         if let Some(more) = text.strip_prefix(b" ") {
-            if in_signature {
-                let sig = signature.get_or_insert_with(Vec::new);
-                sig.extend_from_slice(more);
-                sig.push(b'\n');
-                if let Some((_, end)) = cut.as_mut() {
+            if let Some(ours) = in_signature {
+                if ours {
+                    let sig = signature.get_or_insert_with(Vec::new);
+                    sig.extend_from_slice(more);
+                    sig.push(b'\n');
+                }
+                if let Some((_, end)) = cuts.last_mut() {
                     *end = offset;
                 }
             }
             continue;
         }
-        in_signature = false;
+        in_signature = None;
         let (name, value) = match find(text, b" ") {
             Some(i) => (&text[..i], &text[i + 1..]),
             None => (text, &b""[..]),
@@ -98,35 +110,40 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
                 let mut sig = value.to_vec();
                 sig.push(b'\n');
                 signature = Some(sig);
-                cut = Some((start, offset));
-                in_signature = true;
+                cuts.push((start, offset));
+                in_signature = Some(true);
             }
             SIGNATURE_SHA256 => {
-                return Err(Malformed(
-                    "it carries a SHA-256 repository's signature (gpgsig-sha256), which Datum does not verify"
-                        .to_owned(),
-                ));
+                if sha256_signature {
+                    return Err(Malformed("it has two SHA-256 signatures".to_owned()));
+                }
+                sha256_signature = true;
+                cuts.push((start, offset));
+                in_signature = Some(false);
             }
             _ => {}
         }
     }
     let tree = tree.ok_or_else(|| Malformed("it names no tree".to_owned()))?;
-    let signed = match (signature, cut) {
-        (Some(signature), Some((from, to))) => {
-            let mut payload = raw[..from].to_vec();
-            payload.extend_from_slice(&raw[to..]);
-            Some(Signed {
-                kind: kind_of(&signature),
-                signature,
-                payload,
-            })
+    let signed = signature.map(|signature| {
+        let mut payload = Vec::with_capacity(raw.len());
+        let mut kept = 0;
+        for (from, to) in &cuts {
+            payload.extend_from_slice(&raw[kept..*from]);
+            kept = *to;
         }
-        _ => None,
-    };
+        payload.extend_from_slice(&raw[kept..]);
+        Signed {
+            kind: kind_of(&signature),
+            signature,
+            payload,
+        }
+    });
     Ok(Commit {
         tree,
         parents,
         signed,
+        sha256_signature,
     })
 }
 
@@ -202,6 +219,40 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_signed_in_both_formats_is_verified_by_its_sha1_signature() {
+        // As git 2.47 writes it with extensions.compatObjectFormat = sha256.
+        let raw = format!(
+            "tree {TREE}\nparent {PARENT}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\
+             gpgsig -----BEGIN SSH SIGNATURE-----\n U0hBMQ==\n -----END SSH SIGNATURE-----\n\
+             gpgsig-sha256 -----BEGIN SSH SIGNATURE-----\n U0hBMjU2\n -----END SSH SIGNATURE-----\n\
+             \nmessage\n"
+        );
+        let c = parse(raw.as_bytes()).unwrap();
+        assert!(c.sha256_signature);
+        let s = c.signed.unwrap();
+        assert_eq!(s.kind, SignatureKind::Ssh);
+        assert_eq!(
+            s.signature,
+            b"-----BEGIN SSH SIGNATURE-----\nU0hBMQ==\n-----END SSH SIGNATURE-----\n"
+        );
+        // Neither signature is part of what was signed.
+        let want = format!(
+            "tree {TREE}\nparent {PARENT}\nauthor A <a@x> 1 +0000\ncommitter A <a@x> 1 +0000\n\nmessage\n"
+        );
+        assert_eq!(String::from_utf8(s.payload).unwrap(), want);
+        // In the other order too.
+        let swapped = format!(
+            "tree {TREE}\ngpgsig-sha256 x\n y\ngpgsig z\n w\nauthor A <a@x> 1 +0000\n\nm\n"
+        );
+        let s = parse(swapped.as_bytes()).unwrap().signed.unwrap();
+        assert_eq!(s.signature, b"z\nw\n");
+        assert_eq!(
+            String::from_utf8(s.payload).unwrap(),
+            format!("tree {TREE}\nauthor A <a@x> 1 +0000\n\nm\n")
+        );
+    }
+
+    #[test]
     fn unsigned_odd_and_hostile_objects() {
         let unsigned = format!("tree {TREE}\nauthor A <a@x> 1 +0000\n\nmsg\n");
         let c = parse(unsigned.as_bytes()).unwrap();
@@ -216,8 +267,10 @@ mod tests {
                 .0
                 .contains("two signatures")
         );
+        // A signature over the SHA-256 form alone: no signature to verify.
         let sha256 = format!("tree {TREE}\ngpgsig-sha256 a\n\nm\n");
-        assert!(parse(sha256.as_bytes()).is_err());
+        let c = parse(sha256.as_bytes()).unwrap();
+        assert_eq!((c.signed, c.sha256_signature), (None, true));
         assert!(parse(b"author x\n\nm\n").is_err(), "no tree");
         assert!(parse(b"tree zz\n\nm\n").is_err());
         let pgp = format!("tree {TREE}\ngpgsig -----BEGIN PGP SIGNATURE-----\n x\n\nm\n");

@@ -340,6 +340,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             detail: e.to_string(),
         })
     })?;
+    // Signed over its SHA-256 form only: nothing here can verify that.
+    if parsed.signed.is_none() && parsed.sha256_signature {
+        return Err(refuse(Reason::NoTrustFor {
+            kind: "SHA-256-form (gpgsig-sha256)",
+            needs: "a signature over the commit's SHA-1 form (gpgsig) beside it",
+        }));
+    }
     let scratch = pull_dir
         .subdir("scratch", true)?
         .ok_or_else(|| missing(pull_dir.file_path("scratch")))?;

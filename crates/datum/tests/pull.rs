@@ -705,6 +705,73 @@ fn unsigned_unknown_expired_and_tampered_revisions_are_refused_and_change_nothin
     assert_eq!(json["deployed"], next.as_str());
 }
 
+// A repository that also keeps the SHA-256 form of its objects
+// (extensions.compatObjectFormat) signs each commit twice: `gpgsig` over
+// its SHA-1 form, `gpgsig-sha256` over the other. git verify-commit takes
+// the first; so does datum pull, and a commit signed over the SHA-256 form
+// alone is refused for what it is, not as altered.
+#[test]
+fn a_commit_signed_in_both_object_formats_is_verified_by_its_sha1_signature() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.git("work", &["config", "core.repositoryformatversion", "1"]);
+    bed.git(
+        "work",
+        &["config", "extensions.compatObjectFormat", "sha256"],
+    );
+    let c1 = bed.revision("one", Some("alice"));
+    let raw = bed.git("work", &["cat-file", "commit", &c1]);
+    assert!(
+        raw.contains("\ngpgsig ") && raw.contains("\ngpgsig-sha256 "),
+        "git did not sign in both formats:\n{raw}"
+    );
+    bed.push();
+    let out = bed.pull(&[]);
+    out.assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+    assert_eq!(bed.status()["history"][0]["signer"], "alice@example.com");
+
+    // The same commit with its SHA-1 signature taken away.
+    let c2 = bed.revision("two", Some("alice"));
+    let raw = bed.git_output("work", &["cat-file", "commit", &c2]).stdout;
+    let raw = String::from_utf8(raw).unwrap();
+    let mut stripped = String::new();
+    let mut in_sha1 = false;
+    for line in raw.split_inclusive('\n') {
+        if line.starts_with("gpgsig ") {
+            in_sha1 = true;
+            continue;
+        }
+        if in_sha1 && line.starts_with(' ') {
+            continue;
+        }
+        in_sha1 = false;
+        stripped.push_str(line);
+    }
+    assert!(stripped.contains("gpgsig-sha256") && !stripped.contains("\ngpgsig "));
+    let id = bed.git_input(
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--stdin",
+            "--literally",
+        ],
+        stripped.as_bytes(),
+    );
+    bed.git("work", &["reset", "-q", "--hard", &id]);
+    let out = refused(&bed, "gpgsig-sha256");
+    assert!(
+        !out.stderr().contains("altered"),
+        "taken for an altered commit:\n{}",
+        out.stderr()
+    );
+    assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
+}
+
 /// `n` bytes no compression shrinks (xorshift, seeded by `seed`).
 fn noise(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
