@@ -35,11 +35,101 @@ pub fn after_writing(host: &Host, written: &[PathBuf]) {
     crate::service::unit_files::after_writing(host, written);
 }
 
+/// The change of `ensure` (`present` to `absent` for a removal, or from
+/// what the name holds instead, `absent` to `present` for a creation):
+/// every kind shows whether the resource is to exist the same way.
+pub fn ensure_change(before: &str, after: &str) -> FieldChange {
+    text_change("ensure", Some(before), Some(after))
+}
+
 /// A field change between two optional text values.
 pub fn text_change(field: &str, before: Option<&str>, after: Option<&str>) -> FieldChange {
     FieldChange {
         field: field.to_owned(),
         before: before.map(|s| serde_json::Value::String(s.to_owned())),
         after: after.map(|s| serde_json::Value::String(s.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datum_core::{Action, Observed, Presence};
+    use serde_json::json;
+
+    use crate::testing::{diff, resource};
+    use crate::{Provider, directory, file, group, symlink, user};
+
+    /// Every kind that removes shows it as the one `ensure` change, from
+    /// what was found to `absent`.
+    #[test]
+    fn a_removal_shows_ensure_from_what_was_found_to_absent() {
+        let found = |presence: Presence| Observed {
+            presence,
+            ..Observed::absent()
+        };
+        let path = json!({"path": "/srv/x", "ensure": "absent"});
+        let name = json!({"ensure": "absent"});
+        let cases: [(&dyn Provider, &str, &serde_json::Value, Presence, &str); 6] = [
+            (
+                &file::FileProvider,
+                "File",
+                &path,
+                Presence::Present,
+                "present",
+            ),
+            (
+                &file::FileProvider,
+                "File",
+                &path,
+                Presence::OtherType("symlink".into()),
+                "symlink",
+            ),
+            (
+                &directory::DirectoryProvider,
+                "Directory",
+                &path,
+                Presence::Present,
+                "present",
+            ),
+            (
+                &symlink::SymlinkProvider,
+                "Symlink",
+                &path,
+                Presence::Present,
+                "present",
+            ),
+            (
+                &group::GroupProvider,
+                "Group",
+                &name,
+                Presence::Present,
+                "present",
+            ),
+            (
+                &user::UserProvider,
+                "User",
+                &name,
+                Presence::Present,
+                "present",
+            ),
+        ];
+        for (provider, kind, desired, presence, before) in cases {
+            let d = diff(
+                provider,
+                &resource(kind, desired.clone(), None),
+                &found(presence),
+            );
+            assert_eq!(d.action, Some(Action::Remove), "{kind}");
+            let changes: Vec<_> = d
+                .changes
+                .iter()
+                .map(|c| (c.field.as_str(), c.before.clone(), c.after.clone()))
+                .collect();
+            assert_eq!(
+                changes,
+                [("ensure", Some(json!(before)), Some(json!("absent")))],
+                "{kind}"
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::fs::{FileKind, Stat};
 use datum_host::{Dir, Host, Located};
 use serde_json::Value;
@@ -21,7 +21,8 @@ use crate::common::fields::declared_path;
 use crate::common::schema;
 use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
-    create_meta_changes, note_unknown_accounts, observe_meta, text_change, unknown_account_refusal,
+    create_meta_changes, ensure_change, note_unknown_accounts, observe_meta, text_change,
+    unknown_account_refusal,
 };
 use crate::{FieldError, ProviderError, Refusal};
 
@@ -208,11 +209,7 @@ pub fn diff(d: &DirectoryDesired, observed: &Observed) -> Diff {
     match (d.ensure, &observed.presence) {
         (Ensure::Absent, Presence::Present) => {
             out.action = Some(Action::Remove);
-            out.changes.push(FieldChange {
-                field: "ensure".to_owned(),
-                before: Some(Value::String("present".to_owned())),
-                after: Some(Value::String("absent".to_owned())),
-            });
+            out.changes.push(ensure_change("present", "absent"));
         }
         // Something that is not a directory is not this resource's business.
         (Ensure::Absent, _) => {}

@@ -20,15 +20,15 @@
 
 mod desired;
 
-use datum_core::{Action, Content, ContentChange, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, Content, ContentChange, Diff, Observed, Presence, Resource};
 use datum_host::fs::{self, FileKind, Stat};
 use datum_host::{Host, HostError, Located};
 use serde_json::Value;
 
 use crate::common::entry::EntryProvider;
 use crate::common::{
-    Ensure, compare_meta, create_meta_changes, note_unknown_accounts, observe_meta, text_change,
-    unknown_account_refusal,
+    Ensure, compare_meta, create_meta_changes, ensure_change, note_unknown_accounts, observe_meta,
+    text_change, unknown_account_refusal,
 };
 use crate::{FieldError, ProviderError, Reach, Refusal, Staged};
 
@@ -270,11 +270,7 @@ pub fn diff(d: &FileDesired, content: Option<&Content>, observed: &Observed) -> 
 
 fn remove_diff(out: &mut Diff, found: &str) {
     out.action = Some(Action::Remove);
-    out.changes.push(FieldChange {
-        field: "ensure".to_owned(),
-        before: Some(Value::String(found.to_owned())),
-        after: Some(Value::String("absent".to_owned())),
-    });
+    out.changes.push(ensure_change(found, "absent"));
 }
 
 fn new_content(content: &datum_core::Content, observed: Option<&Observed>) -> Box<ContentChange> {
@@ -441,7 +437,6 @@ fn stage(
 fn declared_bytes(c: &Content) -> Result<Vec<u8>, ProviderError> {
     let bytes = datum_host::repo::content_bytes(c)?.into_owned();
     if c.source.is_none() && datum_core::sha256_hex(&bytes) != c.sha256 {
-        datum_core::content::catalogue_contradicted();
         return Err(ProviderError::Invalid {
             field: "content".to_owned(),
             message: "the declared bytes do not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run again with --recompile".to_owned(),

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use crate::Activated;
 use crate::common::account_files;
 use crate::common::fields::{type_name, unknown_fields};
-use crate::common::{Ensure, all_or_nothing};
+use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::kind::planned;
 use crate::{
     Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
@@ -520,14 +520,6 @@ pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
         }
     }
     out
-}
-
-pub(crate) fn ensure_change(before: &str, after: &str) -> FieldChange {
-    FieldChange {
-        field: "ensure".to_owned(),
-        before: Some(json!(before)),
-        after: Some(json!(after)),
-    }
 }
 
 #[cfg(test)]

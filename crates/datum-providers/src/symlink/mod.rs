@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use datum_core::{Action, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{Action, Diff, Observed, Presence, Resource};
 use datum_host::fs::{FileKind, Stat};
 use datum_host::{Host, HostError, Located};
 use serde_json::Value;
@@ -20,7 +20,9 @@ use serde_json::Value;
 use crate::common::entry::{EntryDesired, EntryProvider};
 use crate::common::fields::declared_path;
 use crate::common::schema;
-use crate::common::{Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields, text_change};
+use crate::common::{
+    Ensure, FieldKind, FieldSpec, all_or_nothing, check_fields, ensure_change, text_change,
+};
 use crate::{FieldError, ProviderError};
 
 pub const FIELDS: &[FieldSpec] = &[
@@ -203,11 +205,7 @@ pub fn diff(d: &SymlinkDesired, observed: &Observed) -> Diff {
     match (d.ensure, &observed.presence, &d.target) {
         (Ensure::Absent, Presence::Present, _) => {
             out.action = Some(Action::Remove);
-            out.changes.push(FieldChange {
-                field: "ensure".to_owned(),
-                before: Some(Value::String("present".to_owned())),
-                after: Some(Value::String("absent".to_owned())),
-            });
+            out.changes.push(ensure_change("present", "absent"));
         }
         // Not a link: not this resource's business.
         (Ensure::Absent, _, _) | (Ensure::Present, _, None) => {}

@@ -47,8 +47,8 @@ use serde_json::{Value, json};
 use crate::Activated;
 use crate::common::account_files::{self, AccountFiles};
 use crate::common::fields::{type_name, unknown_fields};
-use crate::common::{Ensure, all_or_nothing};
-use crate::group::{AccountName, account_id, ensure_change};
+use crate::common::{Ensure, all_or_nothing, ensure_change};
+use crate::group::{AccountName, account_id};
 use crate::kind::planned;
 use crate::{
     Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
