@@ -83,27 +83,6 @@ impl std::fmt::Debug for Content {
     }
 }
 
-/// Set when bytes about to be written disagreed with the checksum the
-/// catalogue recorded for them ([`catalogue_contradicted`]).
-static CONTRADICTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Notes that declared bytes disagreed with the checksum the catalogue
-/// recorded for them: a repository file edited since the compile, or a
-/// checksum that was wrong when it was recorded or read back (a damaged
-/// catalogue snapshot, a damaged entry of the source-hash cache). Nothing
-/// was written; whoever owns the compile's caches forgets them
-/// ([`take_catalogue_contradicted`]), so the next pass compiles and hashes
-/// again instead of trusting the same wrong checksum for ever.
-pub fn catalogue_contradicted() {
-    CONTRADICTED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether [`catalogue_contradicted`] was called since the last call of
-/// this (and clears it).
-pub fn take_catalogue_contradicted() -> bool {
-    CONTRADICTED.swap(false, std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

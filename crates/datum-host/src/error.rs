@@ -68,11 +68,14 @@ pub enum HostError {
     NotAbsolute { path: PathBuf },
 
     /// A repository file changed between compiling the catalogue and using
-    /// it: applying it would write content nobody planned. The checksum
-    /// compiled is not quoted: the file may be a sensitive resource's,
-    /// whose plain SHA-256 no output shows (a guessable secret is found
-    /// from it).
-    #[error("{} changed since the catalogue was compiled; run the pass again", path.display())]
+    /// it: applying it would write content nobody planned. The next pass
+    /// compiles the edit by itself (the catalogue snapshot's stamp and the
+    /// source-hash cache's key hold the file's ctime), except from a
+    /// checkout `datum pull` wrote, whose catalogue is keyed by its commit
+    /// (hence `--recompile`). The checksum compiled is not quoted: the file
+    /// may be a sensitive resource's, whose plain SHA-256 no output shows (a
+    /// guessable secret is found from it).
+    #[error("{} changed since the catalogue was compiled; run the pass again (with --recompile if the repository is a checkout `datum pull` wrote, whose compile is kept until the next pull)", path.display())]
     ContentChanged { path: PathBuf },
 
     #[error("path `{}` must be normalised (no `..`, `.`, `//` or trailing /): write `{}`", path.display(), suggestion.display())]

@@ -105,7 +105,6 @@ pub fn content_bytes(
     };
     let bytes = read(path).map_err(|e| HostError::io("read", path, e))?;
     if hex::encode(Sha256::digest(&bytes)) != content.sha256 {
-        datum_core::content::catalogue_contradicted();
         return Err(HostError::ContentChanged {
             path: path.to_owned(),
         });

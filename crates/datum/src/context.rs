@@ -581,50 +581,6 @@ pub fn forget_snapshot_of(state: &StateFiles) {
     }
 }
 
-/// Forgets what the last compiles remembered (the catalogue snapshot and
-/// the source hashes) when bytes about to be written contradicted the
-/// checksum the catalogue holds for them
-/// (`datum_core::content::take_catalogue_contradicted`): a source edited
-/// since the compile needs nothing of this (its stamp and key moved), but a
-/// checksum that was wrong when read back (a damaged snapshot, a damaged
-/// entry of the source-hash cache, which `--recompile` still trusts) would
-/// otherwise fail the resource on every pass. The next run compiles and
-/// hashes every source again. Called once the command's own writes of them
-/// are in place (`crate::background::finish`), so none of them comes back.
-/// A user who may not write Datum's folder (a plan by a non-root operator)
-/// leaves them: that run changed nothing.
-pub fn forget_compile_if_contradicted(global: &GlobalArgs) {
-    if datum_core::content::take_catalogue_contradicted() {
-        forget_compile_of(&StateFiles::of(global));
-    }
-}
-
-/// Removes the catalogue snapshot and the source hashes of `state` (see
-/// [`forget_compile_if_contradicted`]), once any commit of them a compile
-/// left running in the background is done (`crate::background`): removed
-/// before it, they would be put back, the wrong checksum with them (the
-/// agent forgets right after the check that follows a reload).
-pub fn forget_compile_of(state: &StateFiles) {
-    crate::background::finish();
-    let Some(dir) = &state.dir else {
-        return;
-    };
-    for name in [
-        state.sibling_name(SNAPSHOT_EXTENSION),
-        SOURCE_HASHES.to_owned(),
-    ] {
-        match dir.remove(&name) {
-            Ok(_) => {}
-            Err(datum_host::HostError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::PermissionDenied => {}
-            Err(e) => eprintln!(
-                "warning: cannot remove {}: {e}",
-                dir.file_path(&name).display()
-            ),
-        }
-    }
-}
-
 /// Whether `repo` holds a Datum repository (a `datum.yaml` file).
 pub fn is_repository(repo: &Path) -> bool {
     datum_host::repo::metadata(&repo.join("datum.yaml")).is_ok_and(|m| m.is_file())
@@ -971,41 +927,4 @@ pub fn now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the test makes and inspects Datum's state folder directly"
-)]
-mod tests {
-    use super::*;
-
-    /// e283852's agent path forgot the compile right after a check, while
-    /// the commit of the snapshot its reload wrote could still be running
-    /// in the background: the snapshot (and its wrong checksum) was put
-    /// back after it had been removed. Forgetting waits for that commit.
-    #[test]
-    fn a_compile_forgotten_is_not_put_back_by_its_commit_still_running() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let root = tempfile::tempdir().unwrap();
-        let folder = root.path().join("state");
-        std::fs::create_dir(&folder).unwrap();
-        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let state = StateFiles::at(root.path(), Some(&folder.join("state.db")));
-        assert!(state.dir.is_some());
-        let snapshot = folder.join(state.sibling_name(SNAPSHOT_EXTENSION));
-        let hashes = folder.join(SOURCE_HASHES);
-        let (late_snapshot, late_hashes) = (snapshot.clone(), hashes.clone());
-        crate::background::spawn("the catalogue snapshot", move || {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            std::fs::write(&late_snapshot, b"compiled with a wrong checksum")
-                .map_err(|e| e.to_string())?;
-            std::fs::write(&late_hashes, b"a wrong checksum").map_err(|e| e.to_string())
-        });
-        forget_compile_of(&state);
-        crate::background::finish();
-        assert!(!snapshot.exists(), "the snapshot was put back");
-        assert!(!hashes.exists(), "the source hashes were put back");
-    }
 }

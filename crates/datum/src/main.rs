@@ -80,8 +80,6 @@ fn main() {
     };
     // What the command left to finish (a snapshot's commit), before exiting.
     background::finish();
-    // A checksum the catalogue held proved wrong: the next run compiles.
-    context::forget_compile_if_contradicted(&cli.global);
     allocator::before_exit();
     std::process::exit(code.into());
 }

@@ -437,7 +437,6 @@ fn stage(
 fn declared_bytes(c: &Content) -> Result<Vec<u8>, ProviderError> {
     let bytes = datum_host::repo::content_bytes(c)?.into_owned();
     if c.source.is_none() && datum_core::sha256_hex(&bytes) != c.sha256 {
-        datum_core::content::catalogue_contradicted();
         return Err(ProviderError::Invalid {
             field: "content".to_owned(),
             message: "the declared bytes do not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run again with --recompile".to_owned(),

@@ -708,10 +708,9 @@ fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), Provid
     {
         return Ok(());
     }
-    datum_core::content::catalogue_contradicted();
     Err(ProviderError::Invalid {
         field: "source".to_owned(),
-        message: "the declared tree does not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run the pass again, which compiles the repository afresh".to_owned(),
+        message: "the declared tree does not match the checksum recorded when the catalogue was compiled (a damaged catalogue snapshot?); nothing was written: run again with --recompile".to_owned(),
     })
 }
 
@@ -1799,7 +1798,7 @@ mod tests {
         });
         let d = TreeDesired::from_resource(&resource).unwrap();
         let err = packed_as_compiled(&resource, &d).unwrap_err().to_string();
-        assert!(err.contains("run the pass again"), "{err}");
+        assert!(err.contains("run again with --recompile"), "{err}");
         assert!(
             !err.contains(&compiled.sha256),
             "the checksum is not quoted"

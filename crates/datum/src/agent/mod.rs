@@ -82,8 +82,6 @@ pub struct RepoChecker {
     reporting: Option<Reporting>,
     /// The delivery thread, started with the first queued report.
     courier: Option<Courier>,
-    /// Asks the running agent for a reload (as SIGHUP does).
-    reload: Option<datum_agent::daemon::Control>,
 }
 
 impl RepoChecker {
@@ -108,15 +106,7 @@ impl RepoChecker {
             reported_revision: "unknown".to_owned(),
             reporting: None,
             courier: None,
-            reload: None,
         }
-    }
-
-    /// `control` asks the running agent for a reload: when a check finds a
-    /// checksum of the loaded catalogue wrong, it compiles again.
-    pub fn with_reload(mut self, control: datum_agent::daemon::Control) -> Self {
-        self.reload = Some(control);
-        self
     }
 
     /// The global options of the in-process reconcile: the repository pinned
@@ -407,18 +397,6 @@ impl ClassChecker for RepoChecker {
         );
         if checked.queued {
             self.wake_courier();
-        }
-        // A revert refused bytes the loaded catalogue's checksum contradicts
-        // (see `context::forget_compile_if_contradicted`): the next load
-        // compiles afresh instead of reading the same checksum back.
-        if datum_core::content::take_catalogue_contradicted() {
-            crate::context::forget_compile_of(&self.state_files());
-            (self.warn)(
-                "a checksum of the loaded catalogue disagrees with the bytes it stands for: its snapshot and source hashes are forgotten and the repository is compiled again",
-            );
-            if let Some(control) = &self.reload {
-                control.reload();
-            }
         }
         drop(lock);
         Ok(checked.report)

@@ -114,7 +114,6 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         checker.deliver_now();
         return Ok(ExitCode::from_code(code));
     }
-    let mut checker = checker.with_reload(agent.control());
     if let Some(p) = puller {
         p.spawn(
             &identity.name,

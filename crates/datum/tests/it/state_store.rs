@@ -363,6 +363,111 @@ fn a_damaged_entry_of_the_source_hash_cache_is_not_trusted() {
     assert_exit(&s.datum(&["apply"]), 0);
 }
 
+/// A `source:` file edited after the compile and before the apply writes
+/// it (here while the apply waits for the root lock, which it takes after
+/// compiling) is refused: its bytes are no longer those the catalogue
+/// recorded. The next pass sees the edit by itself (the catalogue
+/// snapshot's stamp and the file's cache key both hold its ctime) and
+/// applies it. e283852 also removed the snapshot and the whole source-hash
+/// cache after such a refusal, so that next pass hashed every source of
+/// the repository again: the cache now stays, the other sources' entries
+/// with it.
+#[test]
+fn a_source_edited_between_compile_and_write_is_refused_then_applied_by_the_next_pass() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n---\ndatum: v1alpha1\ntype: File\nname: issue\ndesired:\n  path: /etc/issue\n  source: files/issue\n",
+    );
+    s.write("repo/base/files/motd", "declared\n");
+    s.write("repo/base/files/issue", "issue\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    // A source is remembered once quiet for the racy window.
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let cache = s.live("/var/lib/datum/source-hashes");
+    let remembered = fs::read_to_string(&cache).unwrap();
+    assert!(
+        remembered.contains("files/issue") && remembered.contains("files/motd"),
+        "{remembered}"
+    );
+    fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
+
+    // Another pass holds the root lock: the apply compiles, then waits.
+    let lock = s.live("/var/lib/datum/lock");
+    let held = datum_host::RootLock::acquire(
+        &datum_host::Host::new(s.root()),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
+    let apply = Command::new(assert_cmd::cargo::cargo_bin("datum"))
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "apply"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = std::time::Instant::now();
+    while !has_open(apply.id(), &lock) {
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(60),
+            "the apply never reached the root lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    s.write("repo/base/files/motd", "edited\n");
+    drop(held);
+    let out = apply.wait_with_output().unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_exit(&out, 4);
+    assert!(
+        text.contains("changed since the catalogue was compiled"),
+        "{text}"
+    );
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "by hand\n",
+        "{text}"
+    );
+    assert_eq!(
+        fs::read_to_string(&cache).ok().as_deref(),
+        Some(remembered.as_str()),
+        "the source hashes were forgotten: {text}"
+    );
+
+    // Run again: the edit is compiled and applied.
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/motd")).unwrap(),
+        "edited\n",
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        fs::read_to_string(&cache).unwrap().contains("files/issue"),
+        "the other source is still remembered"
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+}
+
+/// Whether process `pid` has the file `path` open (an apply opens the root
+/// lock's file before it waits for it).
+fn has_open(pid: u32, path: &Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|target| target == path))
+        })
+        .unwrap_or(false)
+}
+
 /// `entry` (a line of the source-hash cache) with its SHA-256 replaced by
 /// zeros and its line checksum made again: an entry that reads well but
 /// holds a wrong checksum (as if recorded wrong), which the compile trusts.
@@ -407,6 +512,7 @@ fn declared_bytes_refused_for_a_diff_are_said_to_be_refused() {
     ));
     assert_exit(&s.datum(&["apply"]), 2);
     let cache = s.live("/var/lib/datum/source-hashes");
+    let good = fs::read_to_string(&cache).unwrap();
     let damage = || {
         let text = fs::read_to_string(&cache).unwrap();
         let (header, entry) = text.split_once('\n').expect("one entry");
@@ -426,8 +532,10 @@ fn declared_bytes_refused_for_a_diff_are_said_to_be_refused() {
         "{text}"
     );
     assert!(!text.contains("by hand"), "{text}");
-    // The plan forgot the cache; damaged again for the check.
-    assert_exit(&s.datum(&["apply"]), 2);
+    // The entry put right (nothing but a forgery leaves a wrong checksum
+    // under a good line checksum), then made wrong again for the check.
+    fs::write(&cache, &good).unwrap();
+    assert_exit(&s.datum(&["apply", "--recompile"]), 2);
     assert_exit(&s.datum(&["apply"]), 0);
     damage();
     fs::write(s.live("/etc/motd"), "by hand\n").unwrap();
