@@ -1017,7 +1017,23 @@ impl<B: Backend> Fleet<B> {
     /// instead, a host reporting every minute held about 576,000 of them.
     /// A report older than those kept that comes again (a state store
     /// restored from a backup) is stored again as a late report.
-    pub async fn prune(&self, now: i64, days: u32) -> Result<(), StoreError> {
+    ///
+    /// The keys go in transactions of at most [`PRUNE_BATCH`] with a pause
+    /// between them ([`PRUNE_PAUSE`]): the first prune of a store that kept
+    /// every key (before keys went with their reports) removes nearly all
+    /// of them, and in one transaction that held SQLite's one connection
+    /// (every report and view waiting) for the whole backlog.
+    pub async fn prune(&self, now: i64, days: u32) -> Result<Pruned, StoreError> {
+        self.prune_in_batches(now, days, PRUNE_BATCH).await
+    }
+
+    /// [`Fleet::prune`] removing at most `batch` keys per transaction.
+    pub async fn prune_in_batches(
+        &self,
+        now: i64,
+        days: u32,
+        batch: usize,
+    ) -> Result<Pruned, StoreError> {
         let cutoff = now - i64::from(days) * 86_400;
         self.backend
             .execute(vec![
@@ -1025,15 +1041,121 @@ impl<B: Backend> Fleet<B> {
                     "DELETE FROM daily WHERE day < $1",
                     vec![(now.div_euclid(86_400) - i64::from(days)).into()],
                 ),
-                // Its transaction wrote a key with its report, so a key
-                // this statement sees without one is of a report removed.
-                Stmt::new(
-                    "DELETE FROM report_keys WHERE NOT EXISTS (SELECT 1 FROM reports \
-                     WHERE reports.host = report_keys.host AND reports.key = report_keys.key)",
-                    vec![],
-                ),
                 Stmt::new("DELETE FROM deep_checks WHERE at < $1", vec![cutoff.into()]),
             ])
-            .await
+            .await?;
+        let mut pruned = Pruned {
+            keys: 0,
+            transactions: 1,
+        };
+        let mut from = None;
+        loop {
+            let done = self
+                .backend
+                .phased(KeyBatch {
+                    from: from.take(),
+                    batch: batch.max(1),
+                    phase: 0,
+                    to: None,
+                    removed: 0,
+                })
+                .await?;
+            pruned.keys += done.removed;
+            pruned.transactions += 1;
+            match done.to {
+                Some(to) => from = Some(to),
+                None => return Ok(pruned),
+            }
+            tokio::time::sleep(PRUNE_PAUSE).await;
+        }
+    }
+}
+
+/// Keys [`Fleet::prune`] removes in one transaction at most.
+pub const PRUNE_BATCH: usize = 5_000;
+
+/// The pause between two of [`Fleet::prune`]'s transactions, in which
+/// reports and reads waiting for the store get it.
+pub const PRUNE_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What [`Fleet::prune`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Idempotency keys removed.
+    pub keys: u64,
+    /// Transactions it took.
+    pub transactions: u64,
+}
+
+/// A key of a report no longer kept: a key this statement sees without
+/// its report is of a report removed (its transaction wrote the key with
+/// the report).
+const STALE_KEY: &str = "NOT EXISTS (SELECT 1 FROM reports r \
+     WHERE r.host = report_keys.host AND r.key = report_keys.key)";
+
+/// One transaction of the key prune: the stale keys from `from` (the
+/// table's order; its start when `None`) up to the one `batch` further,
+/// which is where the next transaction starts (`to`; `None` when no more).
+/// Walking the table in its own order from where the last one stopped,
+/// each key is read once or twice in all, not once per transaction.
+struct KeyBatch {
+    from: Option<(String, String)>,
+    batch: usize,
+    phase: u8,
+    to: Option<(String, String)>,
+    removed: u64,
+}
+
+impl crate::store::Phases for KeyBatch {
+    fn next(&mut self, rows: Vec<Vec<Row>>) -> Result<crate::store::Step, StoreError> {
+        use crate::store::Step;
+        self.phase += 1;
+        let from = |first: usize| -> (String, Vec<Val>) {
+            match &self.from {
+                Some((host, key)) => (
+                    format!("(host, key) >= (${first}, ${}) AND ", first + 1),
+                    vec![host.as_str().into(), key.as_str().into()],
+                ),
+                None => (String::new(), Vec::new()),
+            }
+        };
+        Ok(match self.phase {
+            1 => {
+                let (bound, mut params) = from(2);
+                params.insert(0, i64::try_from(self.batch).unwrap_or(i64::MAX).into());
+                Step::Run(vec![Stmt::built(
+                    format!(
+                        "SELECT host, key FROM report_keys WHERE {bound}{STALE_KEY} \
+                         ORDER BY host, key LIMIT 1 OFFSET $1"
+                    ),
+                    params,
+                )])
+            }
+            2 => {
+                self.to = rows
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(|r| Some((text(r, 0)?, text(r, 1)?)));
+                let (bound, mut params) = from(1);
+                let upper = match &self.to {
+                    Some((host, key)) => {
+                        let n = params.len() + 1;
+                        params.extend([host.as_str().into(), key.as_str().into()]);
+                        format!("(host, key) < (${n}, ${}) AND ", n + 1)
+                    }
+                    None => String::new(),
+                };
+                Step::Run(vec![Stmt::built(
+                    format!(
+                        "DELETE FROM report_keys WHERE {bound}{upper}{STALE_KEY} RETURNING host"
+                    ),
+                    params,
+                )])
+            }
+            _ => {
+                self.removed = rows.first().map_or(0, |r| r.len() as u64);
+                Step::Commit
+            }
+        })
     }
 }

@@ -1001,6 +1001,90 @@ fn report_keys_retention() {
     on_both!(report_keys_are_kept_as_long_as_their_reports);
 }
 
+/// The first prune after d8e7265 (keys kept as long as their reports)
+/// removes nearly every key a store ever took: about 576,000 per host
+/// reporting every minute. Removed by one `DELETE`, that was one
+/// transaction holding SQLite's one connection (every report and every
+/// view waiting) for the whole backlog. The keys now go in bounded
+/// transactions with a pause between them, and a report arriving
+/// meanwhile is stored while the prune goes on.
+async fn a_backlog_of_keys_is_pruned_in_bounded_transactions<B: Backend>(f: &Fleet<B>) {
+    const STALE: usize = 30_000;
+    const BATCH: usize = 500;
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    for seq in 1..=3 {
+        ingest(
+            f,
+            &report("web-1", ReportKind::Check, seq, now + seq as i64),
+        )
+        .await;
+    }
+    // Keys of reports removed long ago, before and after the kept ones in
+    // the table's order.
+    for chunk in (0..STALE).collect::<Vec<_>>().chunks(500) {
+        let mut params: Vec<Val> = Vec::new();
+        for i in chunk {
+            params.extend([
+                Val::from(if i % 2 == 0 { "web-1" } else { "web-0" }),
+                Val::from(format!("{:032x}", i * 7_919)),
+                Val::from(now - 86_400),
+            ]);
+        }
+        let rows = (0..chunk.len())
+            .map(|r| format!("(${}, ${}, ${})", 3 * r + 1, 3 * r + 2, 3 * r + 3))
+            .collect::<Vec<_>>()
+            .join(", ");
+        f.backend()
+            .execute(vec![Stmt::built(
+                format!("INSERT INTO report_keys (host, key, at) VALUES {rows}"),
+                params,
+            )])
+            .await
+            .unwrap();
+    }
+    let all = count(f, "SELECT count(*) FROM report_keys").await;
+    assert_eq!(all, STALE as i64 + 3);
+    let prune = tokio::spawn({
+        let f = f.clone();
+        async move { f.prune_in_batches(now + 60, 400, BATCH).await.unwrap() }
+    });
+    // Others get the store between the prune's transactions: the count
+    // is seen part-way.
+    let seen = loop {
+        let n = count(f, "SELECT count(*) FROM report_keys").await;
+        if n < all || prune.is_finished() {
+            break n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    };
+    assert!(
+        seen > 3,
+        "the backlog went in one transaction: {all} keys, then {seen}"
+    );
+    assert!(
+        ingest(f, &report("web-1", ReportKind::Check, 4, now + 4)).await,
+        "a report arriving meanwhile is stored"
+    );
+    assert!(
+        !prune.is_finished(),
+        "the report waited for the whole backlog"
+    );
+    let pruned = prune.await.unwrap();
+    assert_eq!(pruned.keys, STALE as u64);
+    assert!(pruned.transactions >= (STALE / BATCH) as u64, "{pruned:?}");
+    assert_eq!(count(f, "SELECT count(*) FROM report_keys").await, 4);
+    assert!(
+        !ingest(f, &report("web-1", ReportKind::Check, 2, now + 2)).await,
+        "a kept report's key stays"
+    );
+}
+
+#[test]
+fn report_keys_pruned_in_batches() {
+    on_both!(a_backlog_of_keys_is_pruned_in_bounded_transactions);
+}
+
 /// A host taken out of the fleet (decommissioned, or renamed and enrolled
 /// under its new name) could not be removed: it stayed in every view and
 /// went stale for ever (DatumHostStale firing), its token kept working, its
