@@ -28,6 +28,7 @@
 //! whether a revision is trusted.
 
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::time::Duration;
 
 use datum_host::{Dir, FileKind, PrivateDir};
@@ -36,7 +37,7 @@ use crate::git::{Git, GitError};
 
 use crate::commit;
 use crate::config::PullConfig;
-use crate::error::PullError;
+use crate::error::{ConfigError, PullError};
 
 /// The cache's folder name inside the pull folder.
 pub const CACHE_DIR: &str = "cache.git";
@@ -126,7 +127,7 @@ impl Cache {
         if let Some(credentials) = source.credentials() {
             git = git.credentials(credentials);
         }
-        if let Some(ssh) = ssh_command(config) {
+        if let Some(ssh) = ssh_command(config)? {
             git = git.ssh_command(ssh);
         }
         let fetch_error = |error: GitError| PullError::Fetch {
@@ -333,20 +334,72 @@ impl Drop for Cache {
 /// alone is honoured: a `known_hosts` without a key still pins the
 /// server's key), strict host checking, never a prompt, and none of root's
 /// own ssh configuration. Quoted for the shell git runs it through.
-fn ssh_command(config: &PullConfig) -> Option<String> {
+///
+/// Both files are given as `-o Option=VALUE`, read by ssh as a line of
+/// `ssh_config`: a value is split into several at blanks (a
+/// `UserKnownHostsFile` of `/etc/k h/kh` names `/etc/k` and `h/kh`, and the
+/// server's key is then looked up in neither), `%` starts a token and
+/// `${NAME}` an environment variable. So each path is written in double
+/// quotes, `\`, `"` and `%` escaped; a path ssh cannot be told literally
+/// (holding `${`, or a control character) is refused.
+pub(crate) fn ssh_command(config: &PullConfig) -> Result<Option<String>, ConfigError> {
     if config.ssh_key.is_none() && config.known_hosts.is_none() {
-        return None;
+        return Ok(None);
     }
-    let quote =
-        |p: &std::path::Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
     let mut cmd = "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes".to_owned();
     if let Some(key) = &config.ssh_key {
-        cmd.push_str(&format!(" -o IdentitiesOnly=yes -i {}", quote(key)));
+        let option = ssh_option("ssh_key", "IdentityFile", key)?;
+        cmd.push_str(&format!(
+            " -o IdentitiesOnly=yes -o {}",
+            shell_quote(&option)
+        ));
     }
     if let Some(known) = &config.known_hosts {
-        cmd.push_str(&format!(" -o UserKnownHostsFile={}", quote(known)));
+        let option = ssh_option("known_hosts", "UserKnownHostsFile", known)?;
+        cmd.push_str(&format!(" -o {}", shell_quote(&option)));
     }
-    Some(cmd)
+    Ok(Some(cmd))
+}
+
+/// `Option="PATH"` as `ssh_config` reads it: the path one value,
+/// taken literally. `key` names the setting in `pull.yaml`, for the error.
+fn ssh_option(key: &str, option: &str, path: &Path) -> Result<String, ConfigError> {
+    let refuse = |why: &str| {
+        ConfigError::Missing(format!(
+            "{key} {}: {why}, which ssh would not read as part of the file's name; move the file to a path without it; nothing was changed",
+            datum_core::text::visible(&path.to_string_lossy(), &[])
+        ))
+    };
+    let Some(text) = path.to_str() else {
+        return Err(refuse("the path is not UTF-8"));
+    };
+    if text.chars().any(char::is_control) {
+        return Err(refuse("the path holds a control character"));
+    }
+    if text.contains("${") {
+        return Err(refuse(
+            "the path holds `${`, the start of an environment variable to ssh",
+        ));
+    }
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' | '"' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            '%' => quoted.push_str("%%"),
+            _ => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    Ok(format!("{option}={quoted}"))
+}
+
+/// `word` as one word to the shell, in single quotes.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
 }
 
 /// What a killed git leaves in a repository: `*.lock` files (which make the
@@ -452,28 +505,88 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(ssh_command(&config), None);
+        assert_eq!(ssh_command(&config).unwrap(), None);
         config.ssh_key = Some("/etc/datum/it's key".into());
         config.known_hosts = Some("/etc/datum/known_hosts".into());
-        let cmd = ssh_command(&config).unwrap();
+        let cmd = ssh_command(&config).unwrap().unwrap();
         assert!(
             cmd.starts_with("ssh -F /dev/null -o BatchMode=yes"),
             "{cmd}"
         );
-        assert!(cmd.contains("-i '/etc/datum/it'\\''s key'"), "{cmd}");
         assert!(
-            cmd.contains("UserKnownHostsFile='/etc/datum/known_hosts'"),
+            cmd.contains(r#"-o IdentitiesOnly=yes -o 'IdentityFile="/etc/datum/it'\''s key"'"#),
+            "{cmd}"
+        );
+        assert!(
+            cmd.contains(r#"-o 'UserKnownHostsFile="/etc/datum/known_hosts"'"#),
             "{cmd}"
         );
         // A known_hosts alone still pins the server's key (root's own
         // ~/.ssh/known_hosts is never read instead).
         config.ssh_key = None;
-        let cmd = ssh_command(&config).unwrap();
+        let cmd = ssh_command(&config).unwrap().unwrap();
         assert!(
             cmd.starts_with("ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes")
-                && cmd.contains("UserKnownHostsFile='/etc/datum/known_hosts'")
-                && !cmd.contains(" -i "),
+                && cmd.contains("UserKnownHostsFile=")
+                && !cmd.contains("IdentityFile"),
             "{cmd}"
         );
+    }
+
+    /// The words ssh is given when git runs `cmd` through the shell, as
+    /// git does (`sh -c 'CMD "$@"'`).
+    fn words_ssh_gets(cmd: &str) -> Vec<String> {
+        let shown = cmd.replacen("ssh ", "printf '%s\\n' ", 1);
+        let out = datum_host::command::run(
+            &datum_host::command::CommandSpec::new("sh")
+                .arg("-c")
+                .arg(format!("{shown} \"$@\""))
+                .arg("ssh")
+                .arg("git@h"),
+        )
+        .unwrap();
+        assert!(out.success(), "{out:?}");
+        out.stdout.text().lines().map(str::to_owned).collect()
+    }
+
+    // ssh reads `-o Option=VALUE` as a line of ssh_config: an unquoted
+    // UserKnownHostsFile of "/etc/k h/kh" is two files, neither of them
+    // the one configured (seen with a loopback sshd: 'No ED25519 host key
+    // is known ... Host key verification failed'). Double quotes make it
+    // one; `%` is a token to ssh, written `%%`.
+    #[test]
+    fn a_path_with_a_space_or_a_percent_reaches_ssh_as_one_literal_file() {
+        let mut config = crate::config::settle(
+            std::path::Path::new("/"),
+            None,
+            &crate::config::Overrides {
+                url: Some("ssh://git@h/r.git".into()),
+                allowed_signers: Some("/a".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        config.known_hosts = Some("/r/etc/k h/known hosts".into());
+        config.ssh_key = Some("/r/etc/k h/it's \"100%\" \\key".into());
+        let words = words_ssh_gets(&ssh_command(&config).unwrap().unwrap());
+        assert!(
+            words.contains(&r#"UserKnownHostsFile="/r/etc/k h/known hosts""#.to_owned()),
+            "{words:?}"
+        );
+        assert!(
+            words.contains(&r#"IdentityFile="/r/etc/k h/it's \"100%%\" \\key""#.to_owned()),
+            "{words:?}"
+        );
+        assert_eq!(words.last().map(String::as_str), Some("git@h"));
+
+        // What ssh cannot be told literally is refused, naming the setting.
+        for bad in ["/r/etc/${HOME}/kh", "/r/etc/k\nh"] {
+            config.known_hosts = Some(bad.into());
+            let e = ssh_command(&config).unwrap_err().to_string();
+            assert!(
+                e.starts_with("known_hosts /r/etc/") && e.contains("nothing was changed"),
+                "{e}"
+            );
+        }
     }
 }

@@ -623,6 +623,9 @@ fn ssh_files(config: &PullConfig) -> Result<(), PullError> {
             )));
         }
     }
+    // Paths ssh could not be told literally are refused before anything
+    // is fetched.
+    crate::cache::ssh_command(config)?;
     Ok(())
 }
 
