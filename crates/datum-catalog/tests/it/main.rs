@@ -95,6 +95,11 @@ fn file_doc(name: &str, path: &str, extra: &str) -> String {
     format!("datum: v1alpha1\ntype: File\nname: {name}\ndesired:\n  path: {path}\n{extra}")
 }
 
+/// A resource of `kind` whose `desired` is one flow mapping.
+fn flow_doc(kind: &str, name: &str, desired: &str) -> String {
+    format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+}
+
 fn ids(cat: &datum_catalog::Catalogue) -> Vec<String> {
     cat.resources.iter().map(|r| r.id.to_string()).collect()
 }
@@ -977,6 +982,32 @@ mod lint_errors {
         lines.into_iter().next().unwrap()
     }
 
+    /// The errors of a compile for web-01 that must fail, rendered as
+    /// `datum` prints them: none shows any of `hidden`, each of `places`
+    /// is named.
+    #[track_caller]
+    fn errors_hiding(repo: &Repo, hidden: &[&str], places: &[&str]) -> String {
+        let text = compile(repo.path(), &web()).unwrap_err().render(false);
+        for secret in hidden {
+            assert!(!text.contains(secret), "{secret} shown:\n{text}");
+        }
+        for place in places {
+            assert!(text.contains(place), "{place} missing:\n{text}");
+        }
+        text
+    }
+
+    /// A File `pin` declared sensitive in base, and `web`'s `override_` of it.
+    fn sensitive_pin_overridden(override_: &str) -> Repo {
+        let repo = Repo::two_layers();
+        repo.file(
+            "base/pin.yaml",
+            "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: x\n",
+        );
+        repo.file("web/pin.yaml", override_);
+        repo
+    }
+
     /// A class problem points at the line of what is wrong (the field's
     /// value; its message names the key too).
     #[test]
@@ -1058,19 +1089,16 @@ mod lint_errors {
             ]
             .join("---\n"),
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        for secret in ["CANARY-RENDER", "CANARY-SYNTAX", "918273645546"] {
-            assert!(!text.contains(secret), "{secret} shown:\n{text}");
-        }
         // Each is still reported where it is.
-        for place in [
-            "base/templates/db.j2:1:",
-            "base/templates/broken.j2:1:",
-            "base/all.yaml:23:",
-        ] {
-            assert!(text.contains(place), "{place} missing:\n{text}");
-        }
+        let text = errors_hiding(
+            &repo,
+            &["CANARY-RENDER", "CANARY-SYNTAX", "918273645546"],
+            &[
+                "base/templates/db.j2:1:",
+                "base/templates/broken.j2:1:",
+                "base/all.yaml:23:",
+            ],
+        );
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
@@ -1094,18 +1122,15 @@ mod lint_errors {
             "base/broken.yaml",
             "datum: v1alpha1\ntype: User\nname: broken\ndesired:\n  password_hash: \"$6$s$CANARY-SYNTAX\" x\n",
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        for secret in ["CANARY-FLOW", "CANARY-OVERRIDE", "CANARY-SYNTAX"] {
-            assert!(!text.contains(secret), "{secret} shown:\n{text}");
-        }
-        for place in [
-            "base/users.yaml:4:",
-            "web/users.yaml:4:",
-            "base/broken.yaml:5:",
-        ] {
-            assert!(text.contains(place), "{place} missing:\n{text}");
-        }
+        let text = errors_hiding(
+            &repo,
+            &["CANARY-FLOW", "CANARY-OVERRIDE", "CANARY-SYNTAX"],
+            &[
+                "base/users.yaml:4:",
+                "web/users.yaml:4:",
+                "base/broken.yaml:5:",
+            ],
+        );
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
@@ -1127,12 +1152,11 @@ mod lint_errors {
             ]
             .join("---\n"),
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        assert!(!text.contains("canary-7f3a"), "{text}");
-        for place in ["base/paths.yaml:5:", "base/paths.yaml:18:"] {
-            assert!(text.contains(place), "{place} missing:\n{text}");
-        }
+        let text = errors_hiding(
+            &repo,
+            &["canary-7f3a"],
+            &["base/paths.yaml:5:", "base/paths.yaml:18:"],
+        );
         assert!(text.contains("content: y}"), "{text}");
     }
 
@@ -1153,17 +1177,16 @@ mod lint_errors {
             ]
             .join("---\n"),
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        assert!(!text.contains("canary-7f3a"), "{text}");
-        for said in [
-            "`mode`",
-            "`owner`",
-            "base/secret.yaml:7:",
-            "base/secret.yaml:8:",
-        ] {
-            assert!(text.contains(said), "{said} missing:\n{text}");
-        }
+        let text = errors_hiding(
+            &repo,
+            &["canary-7f3a"],
+            &[
+                "`mode`",
+                "`owner`",
+                "base/secret.yaml:7:",
+                "base/secret.yaml:8:",
+            ],
+        );
         assert!(text.contains("`VISIBLE grp`"), "{text}");
     }
 
@@ -1172,19 +1195,10 @@ mod lint_errors {
     /// never shows the content written beside it.
     #[test]
     fn an_override_of_a_sensitive_resource_never_shows_its_line() {
-        let repo = Repo::two_layers();
-        repo.file(
-            "base/pin.yaml",
-            "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: x\n",
-        );
-        repo.file(
-            "web/pin.yaml",
+        let repo = sensitive_pin_overridden(
             "datum: v1alpha1\ntype: File\nname: pin\ndesired: {content: canary-7f3a-override, mode: bad}\n",
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        assert!(!text.contains("canary-7f3a"), "{text}");
-        assert!(text.contains("web/pin.yaml:4:"), "{text}");
+        errors_hiding(&repo, &["canary-7f3a"], &["web/pin.yaml:4:"]);
     }
 
     /// A sensitive resource written as one flow mapping holds its content
@@ -1201,12 +1215,11 @@ mod lint_errors {
             "base/user.yaml",
             "{datum: v1alpha1, type: User, name: u, requires: [File/gone], desired: {password_hash: \"$6$s$canary-7f3a-hash\"}}\n",
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        for place in ["base/one.yaml:1:", "base/user.yaml:1:"] {
-            assert!(text.contains(place), "{place} missing:\n{text}");
-        }
-        assert!(!text.contains("canary-7f3a"), "{text}");
+        errors_hiding(
+            &repo,
+            &["canary-7f3a"],
+            &["base/one.yaml:1:", "base/user.yaml:1:"],
+        );
     }
 
     /// A file that cannot be parsed may be another layer's override of a
@@ -1215,23 +1228,14 @@ mod lint_errors {
     /// still shows its line.
     #[test]
     fn a_broken_override_of_a_sensitive_resource_never_shows_its_line() {
-        let repo = Repo::two_layers();
-        repo.file(
-            "base/pin.yaml",
-            "datum: v1alpha1\ntype: File\nname: pin\nsensitive: true\ndesired:\n  path: /etc/pin\n  content: x\n",
-        );
-        repo.file(
-            "web/pin.yaml",
+        let repo = sensitive_pin_overridden(
             "datum: v1alpha1\ntype: File\nname: pin\ndesired:\n  content: \"canary-7f3a-syntax\" x\n",
         );
         repo.file(
             "web/open.yaml",
             "datum: v1alpha1\ntype: File\nname: open\ndesired:\n  content: \"VISIBLE-LINE\" x\n",
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        assert!(!text.contains("canary-7f3a"), "{text}");
-        assert!(text.contains("web/pin.yaml:5:"), "{text}");
+        let text = errors_hiding(&repo, &["canary-7f3a"], &["web/pin.yaml:5:"]);
         assert!(text.contains("VISIBLE-LINE"), "{text}");
     }
 
@@ -1288,11 +1292,7 @@ mod lint_errors {
             "web/files.yaml",
             &file_doc("twice", "/etc/twice", "  content: [717171]\n"),
         );
-        let diags = compile(repo.path(), &web()).unwrap_err();
-        let text = diags.render(false);
-        for secret in ["424242", "717171"] {
-            assert!(!text.contains(secret), "{secret} shown:\n{text}");
-        }
+        let text = errors_hiding(&repo, &["424242", "717171"], &[]);
         assert_eq!(
             text.matches("`content` must be a string").count(),
             2,
@@ -1567,10 +1567,8 @@ mod lint_errors {
             &format!("{}requires: [File/nginx]\n", file_doc("a", "/a", "")),
         );
         assert!(repo.lint().is_empty());
-        let err = compile(repo.path(), &host("db-01", &[])).unwrap_err();
-        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
         assert_eq!(
-            lines,
+            repo.compile_errors(&host("db-01", &[])),
             [
                 "base/a.yaml:6:12: error: File[a]: requires File[nginx], which is not in the catalogue of host `db-01` (its layers do not match this host)"
             ]
@@ -1945,19 +1943,16 @@ mod lint_errors {
     #[test]
     fn two_resources_managing_one_account_or_number() {
         let repo = Repo::two_layers();
-        let doc = |kind: &str, name: &str, desired: &str| {
-            format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-        };
         repo.file(
             "base/accounts.yaml",
             &[
-                doc("User", "deploy", "{uid: 2000}"),
-                doc("User", "deploy-again", "{name: deploy}"),
-                doc("User", "web", "{uid: 2000, password_hash: \"$6$s$CANARY\"}"),
-                doc("User", "gone", "{uid: 2000, ensure: absent}"),
-                doc("Group", "ops", "{gid: 2000}"),
-                doc("Group", "ops2", "{gid: 2000}"),
-                doc("Group", "deploy", "{}"),
+                flow_doc("User", "deploy", "{uid: 2000}"),
+                flow_doc("User", "deploy-again", "{name: deploy}"),
+                flow_doc("User", "web", "{uid: 2000, password_hash: \"$6$s$CANARY\"}"),
+                flow_doc("User", "gone", "{uid: 2000, ensure: absent}"),
+                flow_doc("Group", "ops", "{gid: 2000}"),
+                flow_doc("Group", "ops2", "{gid: 2000}"),
+                flow_doc("Group", "deploy", "{}"),
             ]
             .join("---\n"),
         );
@@ -2058,24 +2053,19 @@ mod lint_errors {
     #[test]
     fn two_resources_managing_one_package_or_unit() {
         let repo = Repo::two_layers();
-        let doc = |kind: &str, name: &str, desired: &str| {
-            format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-        };
         repo.file(
             "base/system.yaml",
             &[
-                doc("Package", "nginx", "{}"),
-                doc("Package", "no-nginx", "{name: nginx, state: absent}"),
-                doc("Service", "nginx", "{state: running}"),
-                doc("Service", "web", "{name: nginx.service, state: stopped}"),
-                doc("Service", "getty", "{name: getty@tty1, enabled: true}"),
+                flow_doc("Package", "nginx", "{}"),
+                flow_doc("Package", "no-nginx", "{name: nginx, state: absent}"),
+                flow_doc("Service", "nginx", "{state: running}"),
+                flow_doc("Service", "web", "{name: nginx.service, state: stopped}"),
+                flow_doc("Service", "getty", "{name: getty@tty1, enabled: true}"),
             ]
             .join("---\n"),
         );
-        let err = compile(repo.path(), &web()).unwrap_err();
-        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
         assert_eq!(
-            lines,
+            repo.compile_errors(&web()),
             [
                 "base/system.yaml:9:11: error: Package[no-nginx]: package `nginx` is also managed by Package[nginx]",
                 "base/system.yaml:19:11: error: Service[web]: unit `nginx.service` is also managed by Service[nginx]",
@@ -2088,10 +2078,8 @@ mod lint_errors {
         let repo = Repo::two_layers();
         repo.file("base/a.yaml", &file_doc("a", "/etc/x", ""))
             .file("base/b.yaml", &file_doc("b", "/etc/x", ""));
-        let err = compile(repo.path(), &web()).unwrap_err();
-        let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
         assert_eq!(
-            lines,
+            repo.compile_errors(&web()),
             ["base/b.yaml:5:3: error: File[b]: path `/etc/x` is also managed by File[a]"]
         );
     }
