@@ -1187,7 +1187,7 @@ const ENTRY_DIFF_LIMIT: u64 = 1024 * 1024;
 /// only when everyone may read it (else a line saying why).
 fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt;
-    let EntryRef::File { size, .. } = d.entries.get(rel.as_os_str().as_bytes())? else {
+    let EntryRef::File { size, blake3 } = d.entries.get(rel.as_os_str().as_bytes())? else {
         return None;
     };
     if size > ENTRY_DIFF_LIMIT {
@@ -1213,6 +1213,14 @@ fn entry_content_diff(host: &Host, d: &TreeDesired, rel: &Path) -> Option<String
         datum_host::Shown::Absent | datum_host::Shown::TooLarge => return None,
     };
     let declared = datum_host::repo::read(&d.entries.source_of(rel.as_os_str().as_bytes())).ok()?;
+    // Only the bytes the catalogue declared: the repository file edited
+    // since the compile holds others, which nothing would ever write (a
+    // File's diff refuses them alike, `datum_host::repo::content_bytes`).
+    if !same_content(&declared, blake3) {
+        return Some(datum_core::diff::unread_note(
+            &live_path.display().to_string(),
+        ));
+    }
     let (declared, live) = (
         std::str::from_utf8(&declared).ok()?,
         std::str::from_utf8(&live).ok()?,
@@ -1803,6 +1811,57 @@ mod tests {
             !err.contains(&compiled.sha256),
             "the checksum is not quoted"
         );
+    }
+
+    /// A changed entry's diff read its repository file as it is now: edited
+    /// between the compile and the check's diff, it showed bytes the
+    /// catalogue never declared (and nothing would write), as if they were
+    /// what the host drifted from. Those bytes are refused, as a File's
+    /// diff refuses them (`DECLARED_UNREAD`).
+    #[test]
+    fn an_entry_is_diffed_only_against_the_bytes_the_catalogue_declared() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let (repo, root) = (dir.path().join("repo/t"), dir.path().join("root"));
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(root.join("etc/t")).unwrap();
+        for p in [dir.path(), &root, &root.join("etc"), &root.join("etc/t")] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(repo.join("a"), "declared\n").unwrap();
+        std::fs::write(root.join("etc/t/a"), "by hand\n").unwrap();
+        std::fs::set_permissions(root.join("etc/t/a"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        let entries: archive::DeclaredEntries = [(
+            b"a".to_vec(),
+            archive::DeclaredEntry::File {
+                blake3: Algorithm::Native.hash_content(b"declared\n").digest.0,
+                size: 9,
+            },
+        )]
+        .into();
+        let resource = Resource {
+            id: datum_core::ResourceId::new("Tree", "t"),
+            desired: json!({"path": "/etc/t", "source": "t"}).into(),
+            content: Some(archive::pack(&repo, &entries)),
+            requires: vec![],
+            class: "normal".to_owned(),
+            sensitive: false,
+            sensitive_by_field_only: false,
+            validate: None,
+            origin: datum_core::Origin::default(),
+            field_origins: Default::default(),
+            declaration_hash: String::new(),
+        };
+        let d = TreeDesired::from_resource(&resource).unwrap();
+        let host = Host::with_name(&root, "test-host");
+        let diff = entry_content_diff(&host, &d, Path::new("a")).unwrap();
+        assert!(diff.contains("-declared\n+by hand\n"), "{diff}");
+        // The repository file edited after the compile.
+        std::fs::write(repo.join("a"), "written after the compile\n").unwrap();
+        let diff = entry_content_diff(&host, &d, Path::new("a")).unwrap();
+        assert!(!diff.contains("written after"), "{diff}");
+        assert_eq!(diff, datum_core::diff::unread_note("/etc/t/a"));
     }
 
     #[test]
