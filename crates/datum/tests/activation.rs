@@ -631,3 +631,70 @@ testbed_test!(
         drop(unit);
     }
 );
+
+// A reload systemd takes seconds to finish (an `ExecReload=` that drains or
+// rebuilds a cache) holds the pass for up to the Service's `timeout:`: on a
+// terminal, the bar says what it waits for, for how long so far and at most
+// how long; piped, nothing of it is written. The terminal is a
+// pseudo-terminal `script` (util-linux) gives the binary.
+testbed_test!(
+    a_pass_waiting_for_a_slow_reload_says_so_on_a_terminal_only,
+    {
+        let unit = TestUnit::install(
+            "datum-it-wait.service",
+            "[Service]\nExecStart=/bin/sleep infinity\nExecReload=/bin/sleep 3\n",
+        );
+        within::systemctl_ok(&["start", unit.name()]);
+        const CONF: &str = "/run/datum-it-wait.conf";
+        let manifest = |content: &str| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: {CONF}\n  content: \"{content}\\n\"\n\
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-wait\ndesired:\n  state: running\n  settle: 200ms\n  timeout: 90s\n  reload_on: [File/conf]\n"
+            )
+        };
+        let repo = Repo::new(&manifest("v1"));
+        // `datum ... apply` as a shell word list (temporary paths, no blanks).
+        let command = repo.command(&["apply"]);
+        let words: Vec<String> = std::iter::once(command.get_program())
+            .chain(command.get_args())
+            .map(|w| w.to_str().unwrap().to_owned())
+            .collect();
+        assert!(words.iter().all(|w| !w.contains([' ', '\'', '"'])));
+        let out = Command::new("script")
+            .args(["--quiet", "--return", "--command"])
+            .arg(format!("stty cols 200; {}", words.join(" ")))
+            .arg("/dev/null")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!(
+            "--- on a terminal (exit {:?})\n{terminal}",
+            out.status.code()
+        );
+        assert_eq!(out.status.code(), Some(2), "{terminal}");
+        assert_contains(&terminal, "reloaded (after File[conf] changed)");
+        assert_contains(
+            &terminal,
+            "waiting for systemd: reloading datum-it-wait.service (",
+        );
+        assert_contains(&terminal, "s, up to 1m 30s)");
+
+        // Piped: the same wait, and not a word of it.
+        repo.write("repo/base/main.yaml", &manifest("v2"));
+        let piped = repo.datum(&["apply"]);
+        let _ = fs::remove_file(CONF);
+        piped.assert_exit(2);
+        assert_contains(
+            &piped.block("Service[datum-it-wait]"),
+            "reloaded (after File[conf] changed)",
+        );
+        assert!(
+            !piped.stderr().contains("waiting") && !piped.stdout().contains("waiting"),
+            "{}{}",
+            piped.stdout(),
+            piped.stderr()
+        );
+        drop(unit);
+    }
+);

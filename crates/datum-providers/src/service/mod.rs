@@ -42,7 +42,10 @@
 //! connections, `TimeoutStopSec=infinity`) holds every other apply for that
 //! long; past it `systemctl` is killed and the resource fails saying how
 //! long it waited and that systemd goes on with the job
-//! ([`ServiceError::JobTimedOut`]). Nothing is shown while it waits.
+//! ([`ServiceError::JobTimedOut`]). Meanwhile a progress bar on a terminal
+//! says what the pass waits for, for how long so far and at most how long
+//! (`waiting for systemd: restarting nginx.service (12s, up to 2m)`, through
+//! `datum_core::progress::waiting`); piped or in JSON, nothing is shown.
 //!
 //! # Verification
 //!

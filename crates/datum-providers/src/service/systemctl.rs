@@ -191,6 +191,18 @@ impl Verb {
         }
     }
 
+    /// What a person reads while it is waited for (`restarting`).
+    fn doing(self) -> &'static str {
+        match self {
+            Verb::Start => "starting",
+            Verb::Stop => "stopping",
+            Verb::Restart => "restarting",
+            Verb::Reload => "reloading",
+            Verb::Enable => "enabling",
+            Verb::Disable => "disabling",
+        }
+    }
+
     /// How long to wait: a job (start, stop, restart, reload) as long as
     /// the Service's `timeout:` says, anything else [`QUERY_TIMEOUT`].
     fn timeout(self, job: Duration) -> Duration {
@@ -225,6 +237,10 @@ pub fn request(
         spec = spec.arg("--quiet");
     }
     let spec = spec.arg("--").arg(unit).timeout(verb.timeout(job_timeout));
+    // A job may take up to the Service's `timeout:` (two minutes unless
+    // declared): a progress bar says what the pass waits for meanwhile.
+    let words = format!("waiting for systemd: {} {unit}", verb.doing());
+    let _waiting = datum_core::progress::waiting(words, Some(spec.timeout));
     run(host, verb.word(), unit, &spec).map(drop)
 }
 

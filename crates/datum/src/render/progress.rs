@@ -6,11 +6,15 @@
 //! the process's counters (`datum_core::progress`, fed by the observers and
 //! the file hashing): resources observed, files and bytes hashed and the rate,
 //! so a check of one 3 GB Tree moves while its one resource is being read.
+//! While the pass waits for a step with nothing to count (a job systemd runs
+//! for a Service, up to its `timeout:`), the bar says what it waits for, for
+//! how long so far and at most how long, in place of those counters
+//! (`datum_core::progress::waiting`, [`waited`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use datum_core::progress::Snapshot;
+use datum_core::progress::{Snapshot, Wait};
 use indicatif::{
     HumanBytes, HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
 };
@@ -20,6 +24,10 @@ const TICK: Duration = Duration::from_millis(120);
 
 /// The template of a bar over resources; `{work}` is [`work`].
 const RESOURCES: &str = "{spinner} [{bar:30}] {pos}/{len} resources  {work}  {elapsed}  {wide_msg}";
+
+/// How long a wait lasts before the bar names it: a quick reload is not
+/// worth a flash of words.
+const WAIT_SHOWN_AFTER: Duration = Duration::from_secs(1);
 
 /// The template of a spinner over hashing alone.
 const HASHING: &str = "{spinner} {work}  {elapsed}";
@@ -45,7 +53,11 @@ pub fn resources_to(total: u64, target: ProgressDrawTarget) -> ProgressBar {
         .with_key(
             "work",
             move |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = w.write_str(&work(Snapshot::since(start), state.elapsed()));
+                let text = match datum_core::progress::current_wait() {
+                    Some(wait) if wait.elapsed >= WAIT_SHOWN_AFTER => waited(&wait),
+                    _ => work(Snapshot::since(start), state.elapsed()),
+                };
+                let _ = w.write_str(&text);
             },
         )
         .progress_chars("=> ");
@@ -109,6 +121,20 @@ pub fn work(done: Snapshot, elapsed: Duration) -> String {
     out
 }
 
+/// `waiting for systemd: restarting nginx.service (12s, up to 2m)`: a step
+/// waited for, how long so far and at most how long.
+pub fn waited(wait: &Wait) -> String {
+    let so_far = wait.elapsed.as_secs();
+    match wait.limit {
+        Some(limit) => format!(
+            "{} ({so_far}s, up to {})",
+            wait.what,
+            humantime::format_duration(limit)
+        ),
+        None => format!("{} ({so_far}s)", wait.what),
+    }
+}
+
 /// `3,204 files 1.20 GiB hashed (310.5 MiB/s)`.
 fn hashed(done: Snapshot, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64().max(0.001);
@@ -137,5 +163,100 @@ mod tests {
             "observed 1, 12,345 files 3.00 GiB hashed (1.50 GiB/s)"
         );
         assert_eq!(work(Snapshot::default(), Duration::ZERO), "observed 0");
+    }
+
+    /// A terminal a test reads back: what the bar drew, each line as it
+    /// was last written.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(std::sync::Arc<std::sync::Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            200
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.write_str("\n")
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A pass waiting for systemd's job (a Service's restart, up to its
+    /// `timeout:`) shows what it waits for on the bar, once it has waited a
+    /// second, and the counters again once the wait is over.
+    #[test]
+    fn a_bar_over_resources_says_what_a_slow_step_waits_for() {
+        let screen = Screen::default();
+        let bar = resources_to(2, ProgressDrawTarget::term_like(Box::new(screen.clone())));
+        let last_line = || {
+            bar.tick();
+            let text = screen.0.lock().unwrap().clone();
+            text.lines()
+                .rfind(|l| !l.is_empty())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let wait = datum_core::progress::waiting(
+            "waiting for systemd: restarting h77.service",
+            Some(Duration::from_secs(120)),
+        );
+        let quick = last_line();
+        assert!(!quick.contains("waiting"), "{quick}");
+        std::thread::sleep(Duration::from_millis(1100));
+        let slow = last_line();
+        assert!(
+            slow.contains("waiting for systemd: restarting h77.service (1s, up to 2m)"),
+            "{slow}"
+        );
+        drop(wait);
+        // Redrawn at the next tick.
+        std::thread::sleep(TICK * 2);
+        let after = last_line();
+        assert!(
+            !after.contains("waiting") && after.contains("observed"),
+            "{after}"
+        );
+        bar.finish_and_clear();
+    }
+
+    #[test]
+    fn a_wait_says_how_long_so_far_and_at_most() {
+        let wait = Wait {
+            what: "waiting for systemd: reloading nginx.service".to_owned(),
+            elapsed: Duration::from_millis(12_400),
+            limit: Some(Duration::from_secs(90)),
+        };
+        assert_eq!(
+            waited(&wait),
+            "waiting for systemd: reloading nginx.service (12s, up to 1m 30s)"
+        );
+        let unbounded = Wait {
+            limit: None,
+            ..wait
+        };
+        assert_eq!(
+            waited(&unbounded),
+            "waiting for systemd: reloading nginx.service (12s)"
+        );
     }
 }
