@@ -42,6 +42,22 @@ pub enum HostError {
     },
     #[error("no host name: {} is missing and the machine's name cannot be read", host_file.display())]
     NoName { host_file: PathBuf },
+    /// The name taken when the host file gives none (`<root>/etc/hostname`,
+    /// or the kernel's) breaks the rule a host file's `name:` is held to.
+    #[error(
+        "`{name}`, read from {} because {} gives no name, is not a usable host name ({}): `datum server enroll` refuses it, and reports name the host by it; give the host a name with `name:` in {}",
+        from.display(),
+        host_file.display(),
+        datum_core::host_name::RULE,
+        host_file.display()
+    )]
+    BadFallbackName {
+        /// The name, with what could drive a terminal escaped.
+        name: String,
+        /// Where it was read: `<root>/etc/hostname` or the kernel's name.
+        from: PathBuf,
+        host_file: PathBuf,
+    },
     #[error("`{text}` is not a label: write --label key=value")]
     BadLabel { text: String },
 }
@@ -103,10 +119,21 @@ impl HostIdentity {
             }
         };
         if identity.name.is_empty() {
-            identity.name = fallback_name(root).ok_or_else(|| HostError::NoName {
-                host_file: host_file
-                    .map_or_else(|| root.join(DEFAULT_HOST_FILE), Path::to_path_buf),
-            })?;
+            let host_file =
+                host_file.map_or_else(|| root.join(DEFAULT_HOST_FILE), Path::to_path_buf);
+            let Some((name, from)) = fallback_name(root) else {
+                return Err(HostError::NoName { host_file });
+            };
+            // The rule a host file's `name:` is held to, wherever the name
+            // came from.
+            if !datum_core::host_name::is_valid(&name) {
+                return Err(HostError::BadFallbackName {
+                    name: datum_core::text::visible(&name, &[]).into_owned(),
+                    from,
+                    host_file,
+                });
+            }
+            identity.name = name;
         }
         for (k, v) in overrides {
             identity.labels.insert(k.clone(), v.clone());
@@ -339,8 +366,9 @@ fn parse_host_file(path: &Path, text: &str) -> Result<HostIdentity, HostError> {
     Ok(identity)
 }
 
-/// `<root>/etc/hostname`, then the running machine's name.
-fn fallback_name(root: &Path) -> Option<String> {
+/// `<root>/etc/hostname`, then the running machine's name; with where it
+/// was read.
+fn fallback_name(root: &Path) -> Option<(String, PathBuf)> {
     let first_line = |text: String| {
         text.lines()
             .map(str::trim)
@@ -352,12 +380,14 @@ fn fallback_name(root: &Path) -> Option<String> {
         .flatten()
         .and_then(first_line)
     {
-        return Some(name);
+        return Some((name, root.join("etc/hostname")));
     }
     // The kernel's view of the name, without a libc call.
-    datum_host::named::read_to_string(Path::new("/proc/sys/kernel/hostname"))
+    let kernel = Path::new("/proc/sys/kernel/hostname");
+    datum_host::named::read_to_string(kernel)
         .ok()
         .and_then(first_line)
+        .map(|name| (name, kernel.to_path_buf()))
 }
 
 #[cfg(test)]
@@ -475,6 +505,39 @@ mod tests {
         let id = HostIdentity::load(root.path(), None, &[]).unwrap();
         assert_eq!(id.name, "box-7");
         assert!(id.labels.is_empty());
+    }
+
+    /// The name taken when no host file gives one is held to the rule a
+    /// host file's `name:` is, and the error says where it was read.
+    #[test]
+    fn a_fallback_name_enrolment_would_refuse_is_refused_naming_its_file() {
+        for (text, shown) in [
+            ("web 01\n", "`web 01`"),
+            ("# a comment\nweb/01\n", "`web/01`"),
+            ("web\u{1b}[31m\n", "`web\\u{1b}[31m`"),
+        ] {
+            let root = root_with(&[("etc/hostname", text)]);
+            let e = HostIdentity::load(root.path(), None, &[])
+                .unwrap_err()
+                .to_string();
+            let want = format!(
+                "{shown}, read from {} because {} gives no name, is not a usable host name",
+                root.path().join("etc/hostname").display(),
+                root.path().join(DEFAULT_HOST_FILE).display()
+            );
+            assert!(e.starts_with(&want), "{e}");
+            assert!(e.contains("`datum server enroll` refuses it"), "{e}");
+        }
+        // A host file without a name falls back too, and is the file named.
+        let root = root_with(&[("etc/hostname", "web 01\n"), ("h.yaml", "labels: {}\n")]);
+        let file = root.path().join("h.yaml");
+        let e = HostIdentity::load(root.path(), Some(&file), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("because {} gives no name", file.display())),
+            "{e}"
+        );
     }
 
     #[test]

@@ -91,3 +91,40 @@ fn a_clean_repository_lints_clean() {
     assert!(text.contains("4 host(s), no errors"), "{text}");
     assert!(!text.contains("warning"), "{text}");
 }
+
+/// A host file without `name:` takes the name in ROOT/etc/hostname (then
+/// the kernel's): that name is held to the rule a host file's `name:` is
+/// (ca02779), so `web 01` is refused by lint and plan alike, naming the
+/// file it came from, and nothing is written under the root.
+#[test]
+fn a_fallback_host_name_enrolment_would_refuse_is_refused_naming_where_it_came_from() {
+    let s = Sandbox::with_base(&format!("{HEAD}  content: x\n"));
+    let host_file = s.write("host.yaml", "labels: {role: web}\n");
+    let hostname = s.write("root/etc/hostname", "web 01\n");
+    let before = s.files_under_root();
+    for command in ["lint", "plan", "apply"] {
+        let out = s.datum(&[command]);
+        assert_exit(&out, 1);
+        let err = stderr(&out);
+        let want = format!(
+            "`web 01`, read from {} because {} gives no name, is not a usable host name",
+            hostname.display(),
+            host_file.display()
+        );
+        assert!(err.contains(&want), "{command}: {want}\nnot in\n{err}");
+        assert_eq!(
+            s.files_under_root(),
+            before,
+            "{command} wrote under the root"
+        );
+    }
+    // A usable name there is taken as before.
+    s.write("root/etc/hostname", "web-01\n");
+    let out = s.datum(&["--output", "json", "catalogue"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("\"name\": \"web-01\""),
+        "{}",
+        stdout(&out)
+    );
+}
