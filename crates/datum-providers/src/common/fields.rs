@@ -109,6 +109,29 @@ pub fn name_as_field(
     })
 }
 
+/// The `name:` of a kind whose name defaults to the resource's own
+/// (`default_name`): the written string, or else that name, made into the
+/// kind's form by `parse`, which says what is wrong with it. A problem
+/// (`parse`'s, or a `name:` that is not a string) is added to `errors`
+/// under `name`, and gives `None`.
+pub(crate) fn name_field<T>(
+    desired: &dyn DeclaredFields,
+    default_name: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+    errors: &mut Vec<FieldError>,
+) -> Option<T> {
+    match desired.get("name") {
+        None => parse(default_name),
+        Some(Value::String(s)) => parse(s),
+        Some(other) => Err(format!(
+            "`name` must be a string, found {}",
+            type_name(other)
+        )),
+    }
+    .map_err(|m| errors.push(FieldError::new(&["name"], m)))
+    .ok()
+}
+
 /// Parses a mode: a quoted string of octal digits, 3 or 4 significant
 /// (`644`, `0644`, `4755`), at most `07777`. Numbers are refused because YAML
 /// reads an unquoted `0644` as a number and the octal meaning is lost (644
@@ -327,6 +350,59 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// `name:` of a User-like kind (Group, Package, Service): a string
+    /// written, else the resource's name, either checked by the kind; a
+    /// problem with it is one error under `name`, whatever else is wrong.
+    #[test]
+    fn a_name_is_the_string_written_or_the_resources_name_checked_alike() {
+        type Parse = fn(&Value, &str) -> Result<(), Vec<FieldError>>;
+        let kinds: [(&str, Parse); 3] = [
+            ("Group", |d, n| {
+                crate::group::GroupDesired::parse(d, n).map(drop)
+            }),
+            ("Package", |d, n| {
+                crate::package::PackageSpec::parse(d, n).map(drop)
+            }),
+            ("Service", |d, n| {
+                crate::service::ServiceSpec::parse(d, n).map(drop)
+            }),
+        ];
+        let name_errors = |parse: Parse, desired: Value, default: &str| -> Vec<String> {
+            match parse(&desired, default) {
+                Ok(()) => Vec::new(),
+                Err(errors) => errors
+                    .into_iter()
+                    .filter(|e| e.path == ["name"])
+                    .map(|e| e.message)
+                    .collect(),
+            }
+        };
+        for (kind, parse) in kinds {
+            let fine = json!({"enabled": true});
+            assert_eq!(
+                name_errors(parse, fine.clone(), "web"),
+                [] as [&str; 0],
+                "{kind}"
+            );
+            let written = json!({"name": "web", "enabled": true});
+            assert_eq!(
+                name_errors(parse, written, "-x y"),
+                [] as [&str; 0],
+                "{kind}"
+            );
+            let number = json!({"name": 3, "enabled": true});
+            assert_eq!(
+                name_errors(parse, number, "web"),
+                ["`name` must be a string, found a number"],
+                "{kind}"
+            );
+            for desired in [fine, json!({"name": "-x y", "enabled": true})] {
+                let errors = name_errors(parse, desired, "-x y");
+                assert_eq!(errors.len(), 1, "{kind}: {errors:?}");
+            }
+        }
+    }
 
     #[test]
     fn modes_must_be_quoted_octal() {

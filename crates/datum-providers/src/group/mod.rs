@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::Activated;
 use crate::common::account_files;
-use crate::common::fields::{type_name, unknown_fields};
+use crate::common::fields::{name_field, type_name, unknown_fields};
 use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::kind::planned;
 use crate::{
@@ -164,25 +164,15 @@ impl GroupDesired {
             )]);
         }
         let mut errors = unknown_fields(KIND, desired, FIELDS);
-        let name = match desired.get("name") {
-            None => Some(default_name.to_owned()),
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => {
-                errors.push(FieldError::new(
-                    &["name"],
-                    format!("`name` must be a string, found {}", type_name(other)),
-                ));
-                None
-            }
-        };
         // Every string is checked, the empty one too (`name: ""` would
         // reach groupadd as an empty argument).
-        if let Some(n) = &name
-            && let Err(m) = account_files::check_name(n)
-        {
-            errors.push(FieldError::new(&["name"], m));
-        }
-        let name = name.unwrap_or_default();
+        let name = name_field(
+            desired,
+            default_name,
+            |n| account_files::check_name(n).map(|()| n.to_owned()),
+            &mut errors,
+        )
+        .unwrap_or_default();
         let gid = desired
             .get("gid")
             .map(|v| account_id(v, "gid"))

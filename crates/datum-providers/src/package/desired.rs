@@ -10,7 +10,7 @@ use datum_core::DeclaredFields;
 use serde_json::Value;
 
 use crate::FieldError;
-use crate::common::fields::{type_name, unknown_fields};
+use crate::common::fields::{name_field, type_name, unknown_fields};
 
 /// What the declaration asks of the package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,16 +197,12 @@ impl PackageSpec {
         }
         errors.extend(unknown_fields("Package", desired, FIELDS));
 
-        let name = match desired.get("name") {
-            None => check_name(default_name).map(|()| default_name.to_owned()),
-            Some(Value::String(s)) => check_name(s).map(|()| s.clone()),
-            Some(other) => Err(format!(
-                "`name` must be a string, found {}",
-                type_name(other)
-            )),
-        }
-        .map_err(|m| errors.push(FieldError::new(&["name"], m)))
-        .ok();
+        let name = name_field(
+            desired,
+            default_name,
+            |n| check_name(n).map(|()| n.to_owned()),
+            &mut errors,
+        );
 
         let state = match desired.get("state") {
             None => Some(Wanted::Installed),

@@ -12,7 +12,7 @@ use datum_core::{DeclaredFields, ResourceId};
 use serde_json::Value;
 
 use crate::FieldError;
-use crate::common::fields::{type_name, unknown_fields};
+use crate::common::fields::{name_field, type_name, unknown_fields};
 
 /// How long verification watches a unit when `settle:` is not declared.
 ///
@@ -192,16 +192,7 @@ impl ServiceSpec {
         }
         errors.extend(unknown_fields("Service", desired, FIELDS));
 
-        let unit = match desired.get("name") {
-            None => unit_name(default_name),
-            Some(Value::String(s)) => unit_name(s),
-            Some(other) => Err(format!(
-                "`name` must be a string, found {}",
-                type_name(other)
-            )),
-        }
-        .map_err(|m| errors.push(FieldError::new(&["name"], m)))
-        .ok();
+        let unit = name_field(desired, default_name, unit_name, &mut errors);
 
         let state = match desired.get("state") {
             None => None,
