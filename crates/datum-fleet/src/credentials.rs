@@ -71,6 +71,9 @@ pub struct Credentials {
     /// Reports kept in the outbox at most while the server is unreachable
     /// (the oldest are dropped beyond, and counted).
     pub outbox_limit: Option<u64>,
+    /// Bytes of reports kept in the outbox at most, beside `outbox_limit`
+    /// (the oldest are dropped beyond, and counted).
+    pub outbox_bytes: Option<u64>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -242,6 +245,7 @@ impl Credentials {
                 "token",
                 "interval",
                 "outbox_limit",
+                "outbox_bytes",
             ],
         )?;
         let kind = match f.text("kind")?.as_deref() {
@@ -265,6 +269,16 @@ impl Credentials {
                 return Err(f.error("outbox_limit", "expected a positive number".to_owned()));
             }
         };
+        let outbox_bytes = match f.entry("outbox_bytes").map(|e| &e.value.value) {
+            None | Some(Value::Null) => None,
+            Some(Value::Int(n)) if *n > 0 => Some(*n as u64),
+            Some(_) => {
+                return Err(f.error(
+                    "outbox_bytes",
+                    "expected a positive number of bytes".to_owned(),
+                ));
+            }
+        };
         Ok(Credentials {
             server: f.server()?,
             ca_pem: f.ca()?,
@@ -273,6 +287,7 @@ impl Credentials {
             token: f.token(HOST_TOKEN_PREFIX)?,
             interval,
             outbox_limit,
+            outbox_bytes,
         })
     }
 
@@ -296,6 +311,9 @@ impl Credentials {
         }
         if let Some(n) = self.outbox_limit {
             out.push_str(&format!("outbox_limit: {n}\n"));
+        }
+        if let Some(n) = self.outbox_bytes {
+            out.push_str(&format!("outbox_bytes: {n}\n"));
         }
         out.push_str(&block("ca", &self.ca_pem));
         out
@@ -372,6 +390,7 @@ mod tests {
             token: new_token(HOST_TOKEN_PREFIX),
             interval: Some(Duration::from_secs(1800)),
             outbox_limit: Some(500),
+            outbox_bytes: Some(64 * 1024 * 1024),
         }
     }
 
@@ -389,6 +408,17 @@ mod tests {
         };
         let back = Credentials::parse(Path::new("r"), &odd.render()).unwrap();
         assert_eq!(back.identity, "1234");
+    }
+
+    #[test]
+    fn an_outbox_budget_is_a_positive_number_of_bytes() {
+        for bad in ["0", "-1", "64MiB"] {
+            let text = creds()
+                .render()
+                .replace("outbox_bytes: 67108864", &format!("outbox_bytes: {bad}"));
+            let e = Credentials::parse(Path::new("r"), &text).unwrap_err();
+            assert!(e.to_string().contains("outbox_bytes"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use datum_fleet::{ClassBound, Client, Credentials, Delivered, Report, Timeouts};
 use datum_host::Host;
-use datum_store::{Batch, OUTBOX_LIMIT, Store};
+use datum_store::{Batch, OUTBOX_BYTES, OUTBOX_LIMIT, Store};
 
 /// How long a delivery waits for another delivery of the same outbox.
 pub use datum_store::DELIVERY_LOCK_WAIT;
@@ -125,6 +125,14 @@ impl Reporting {
             .unwrap_or(OUTBOX_LIMIT)
     }
 
+    /// Bytes of reports the outbox keeps at most.
+    pub fn outbox_bytes(&self) -> u64 {
+        self.credentials
+            .as_ref()
+            .and_then(|c| c.outbox_bytes)
+            .unwrap_or(OUTBOX_BYTES)
+    }
+
     /// The interval `report.yaml` states, if any.
     pub fn interval(&self) -> Option<Duration> {
         self.credentials.as_ref().and_then(|c| c.interval)
@@ -180,7 +188,14 @@ impl Reporting {
         if let Some(shed) = shed {
             eprintln!("warning: {shed}; `datum check` shows everything");
         }
-        batch.enqueue_report(&report.key, report.seq, &body, self.limit(), now)?;
+        batch.enqueue_report_within(
+            &report.key,
+            report.seq,
+            &body,
+            self.limit(),
+            self.outbox_bytes(),
+            now,
+        )?;
         Ok(())
     }
 
@@ -423,5 +438,68 @@ impl Courier {
     /// Tells the thread a report is queued.
     pub fn wake(&self) {
         let _ = self.wake.send(());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+    use super::*;
+
+    /// The outbox's byte budget was fixed at 128 MiB: a host whose
+    /// `/var` cannot spare that while the server is down had no way to
+    /// ask for less. `report.yaml`'s `outbox_bytes` sets it: past it the
+    /// oldest reports are dropped and counted, as past `outbox_limit`.
+    #[test]
+    fn report_yaml_sets_the_outboxs_byte_budget() {
+        let text = |extra: &str| {
+            format!(
+                "datum: v1alpha1\nserver: https://127.0.0.1:8443\nidentity: web-1\nkind: host\n\
+                 token: {}\n{extra}ca: |\n  -----BEGIN CERTIFICATE-----\n  MIIB\n  -----END CERTIFICATE-----\n",
+                datum_fleet::credentials::new_token(datum_fleet::credentials::HOST_TOKEN_PREFIX)
+            )
+        };
+        let reporting = |extra: &str| Reporting {
+            path: PathBuf::from("/etc/datum/report.yaml"),
+            credentials: Some(
+                Credentials::parse(Path::new("/etc/datum/report.yaml"), &text(extra)).unwrap(),
+            ),
+        };
+        assert_eq!(reporting("").outbox_bytes(), OUTBOX_BYTES);
+        let small = reporting("outbox_bytes: 4000\n");
+        assert_eq!(small.outbox_bytes(), 4000);
+        let report = build::Common {
+            kind: datum_fleet::ReportKind::Check,
+            host: "web-1".to_owned(),
+            labels: Default::default(),
+            revision: "r".to_owned(),
+            catalogue: "c".to_owned(),
+            started_at: 1,
+            finished_at: 2,
+            duration_ms: 1000,
+            exit_code: 0,
+            resources: 1,
+            classes: Vec::new(),
+            expected_interval_s: 600,
+        }
+        .report();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+        let size = serde_json::to_vec(&report).unwrap().len() as u64;
+        for at in 0..10 {
+            let batch = store.batch().unwrap();
+            small.enqueue(&batch, report.clone(), 100 + at).unwrap();
+            batch.commit().unwrap();
+        }
+        let status = store.outbox_status().unwrap();
+        let kept = status.depth;
+        assert!(
+            kept >= 1 && kept * size <= 4000 + size,
+            "{status:?}, {size} B each"
+        );
+        assert!(kept < 10, "nothing dropped: {status:?}, {size} B each");
+        assert_eq!(status.dropped_total, 10 - kept, "{status:?}");
+        // The newest are kept (the oldest queued is among the last ones).
+        assert_eq!(status.oldest_queued_at, Some(100 + 10 - kept as i64));
     }
 }

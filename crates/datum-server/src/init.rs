@@ -271,6 +271,7 @@ pub fn credentials_for(
             token,
             interval: None,
             outbox_limit: None,
+            outbox_bytes: None,
         },
         hash,
     ))

@@ -155,8 +155,9 @@ pub fn send(
             );
         }
         let limit = creds.outbox_limit.unwrap_or(datum_store::OUTBOX_LIMIT);
+        let bytes = creds.outbox_bytes.unwrap_or(datum_store::OUTBOX_BYTES);
         batch
-            .enqueue_report(&fleet.key, fleet.seq, &body, limit, now)
+            .enqueue_report_within(&fleet.key, fleet.seq, &body, limit, bytes, now)
             .map_err(store_error)?;
         batch.commit().map_err(store_error)?;
     }

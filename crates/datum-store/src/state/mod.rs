@@ -29,7 +29,7 @@ pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use failures::ApplyFailure;
 pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
 pub use instructions::{ReceivedInstruction, target_of, word_of};
-pub use outbox::{DELIVERY_LOCK_WAIT, OUTBOX_LIMIT, Outbox, OutboxStatus};
+pub use outbox::{DELIVERY_LOCK_WAIT, OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxStatus};
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};

@@ -27,7 +27,8 @@ use crate::error::StoreError;
 /// `report.yaml` says otherwise: a week of a check every 10 minutes.
 pub const OUTBOX_LIMIT: u64 = 1_008;
 
-/// Bytes of queued reports kept at most, beside [`OUTBOX_LIMIT`]: a report
+/// Bytes of queued reports kept at most, beside [`OUTBOX_LIMIT`], unless
+/// `report.yaml` says otherwise (`outbox_bytes`): a report
 /// may be up to about 1 MiB (`datum_fleet::report::REPORT_BUDGET`), so the
 /// count alone let an outbox of large reports reach about 1 GB while the
 /// server was down, fill the file system under the state store, and with
@@ -86,8 +87,9 @@ impl Batch<'_> {
         self.enqueue_report_within(key, seq, body, limit, OUTBOX_BYTES, now)
     }
 
-    /// [`Batch::enqueue_report`] with a byte budget of `max_bytes`.
-    fn enqueue_report_within(
+    /// [`Batch::enqueue_report`] with a byte budget of `max_bytes` in place
+    /// of `OUTBOX_BYTES` (`report.yaml`'s `outbox_bytes`).
+    pub fn enqueue_report_within(
         &self,
         key: &str,
         seq: u64,
