@@ -1016,7 +1016,8 @@ impl<B: Backend> Fleet<B> {
     /// at least 1): a key is kept as long as its report. Kept `days` (400)
     /// instead, a host reporting every minute held about 576,000 of them.
     /// A report older than those kept that comes again (a state store
-    /// restored from a backup) is stored again as a late report.
+    /// restored from a backup) is taken as already seen once the host
+    /// holds all that retention keeps (see [`crate::ingest`]).
     ///
     /// The keys go in transactions of at most [`PRUNE_BATCH`] with a pause
     /// between them ([`PRUNE_PAUSE`]): the first prune of a store that kept

@@ -19,12 +19,16 @@
 //!    it writes nothing else;
 //! 2. for the new ones, in host order, the host's row (locked, so two
 //!    servers storing reports of one host take turns, and always in the
-//!    same order, so they cannot deadlock), then the checking hosts' last
-//!    report times and stored findings, and the applying hosts' last apply
-//!    of the revision they report. A report older than that (finished in
-//!    an earlier second, or in the same one with a lower `seq`) is late: stored
-//!    and counted, but a late check leaves the newer findings and clusters
-//!    alone and a late apply the revision's newer outcome and failures;
+//!    same order, so they cannot deadlock), then the host's oldest report
+//!    kept, the checking hosts' last report times and stored findings, and
+//!    the applying hosts' last apply of the revision they report. A report
+//!    older than the oldest kept of a host holding as many as retention
+//!    keeps may be one whose key went with it: it is taken as a duplicate
+//!    (its key taken back, nothing written). A report older than the last
+//!    (finished in an earlier second, or in the same one with a lower
+//!    `seq`) is late: stored and counted, but a late check leaves the newer
+//!    findings and clusters alone and a late apply the revision's newer
+//!    outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
@@ -277,6 +281,9 @@ struct Ingest {
     /// the checking hosts' last-report times, their findings, then the
     /// applying hosts' revisions.
     reads_from: usize,
+    /// How many of phase 2's reads are the hosts' oldest reports kept
+    /// (first, after the host locks).
+    horizon_reads: usize,
     /// How many of phase 2's reads are last-report times.
     latest_reads: usize,
     /// How many of phase 2's reads are stored findings.
@@ -294,6 +301,7 @@ impl Ingest {
             position: order,
             phase: 0,
             reads_from: 0,
+            horizon_reads: 0,
             latest_reads: 0,
             findings_reads: 0,
         }
@@ -336,6 +344,8 @@ impl Phases for Ingest {
                 // checking ones.
                 let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(host_lock).collect();
                 self.reads_from = stmts.len();
+                stmts.extend(new.chunks(CHUNK).map(oldest_kept));
+                self.horizon_reads = stmts.len() - self.reads_from;
                 let (applying, checking): (Vec<&Submitted>, Vec<&Submitted>) =
                     new.iter().partition(|s| s.report.kind == ReportKind::Apply);
                 // Read under the lock: a report older than what it would
@@ -352,7 +362,7 @@ impl Phases for Ingest {
                         c,
                     )
                 }));
-                self.latest_reads = stmts.len() - self.reads_from;
+                self.latest_reads = stmts.len() - self.reads_from - self.horizon_reads;
                 stmts.extend(checking.chunks(CHUNK).map(|c| {
                     hosts_in(
                         "SELECT signature, observed, class, changed_by, host FROM findings \
@@ -360,7 +370,8 @@ impl Phases for Ingest {
                         c,
                     )
                 }));
-                self.findings_reads = stmts.len() - self.reads_from - self.latest_reads;
+                self.findings_reads =
+                    stmts.len() - self.reads_from - self.horizon_reads - self.latest_reads;
                 stmts.extend(applying.chunks(CHUNK).map(|c| {
                     hosts_in(
                         "SELECT host, revision, last_at, seq FROM host_revisions WHERE host IN",
@@ -371,6 +382,36 @@ impl Phases for Ingest {
             }
             3 => {
                 let mut answers = rows.into_iter().skip(self.reads_from);
+                // Host -> its oldest report kept (finish, sequence number)
+                // and how many it holds.
+                let horizon: HashMap<String, ((i64, i64), i64)> = answers
+                    .by_ref()
+                    .take(self.horizon_reads)
+                    .flatten()
+                    .filter_map(|r| {
+                        Some((
+                            r.first()?.text()?.to_owned(),
+                            ((r.get(1)?.int()?, r.get(2)?.int()?), r.get(3)?.int()?),
+                        ))
+                    })
+                    .collect();
+                // A report older than every one retention keeps of a host
+                // that holds all it keeps may be one whose key went with
+                // it (a restored state store sending its outbox again):
+                // taken as already seen, its key taken back.
+                let mut seen_before = Vec::new();
+                for i in self.new_ones() {
+                    let s = &self.reports[i];
+                    if horizon.get(&s.report.host).is_some_and(|(oldest, held)| {
+                        *held >= i64::from(s.reports_kept) && is_late(&s.report, *oldest)
+                    }) {
+                        self.fresh[self.position[i]] = false;
+                        seen_before.push(Stmt::new(
+                            "DELETE FROM report_keys WHERE host = $1 AND key = $2",
+                            vec![s.report.host.as_str().into(), s.report.key.as_str().into()],
+                        ));
+                    }
+                }
                 // Host -> the finish and sequence number a report must not
                 // be older than.
                 let mut latest: HashMap<String, (i64, i64)> = answers
@@ -414,9 +455,13 @@ impl Phases for Ingest {
                     .into_iter()
                     .map(|i| &*self.reports[i])
                     .collect();
+                if new.is_empty() {
+                    return Ok(Step::Run(seen_before));
+                }
                 // The reports themselves first: retention and the counts
                 // below see them.
-                let mut stmts: Vec<Stmt> = new.chunks(CHUNK).map(report_rows).collect();
+                let mut stmts = seen_before;
+                stmts.extend(new.chunks(CHUNK).map(report_rows));
                 for s in &new {
                     let stored = by_host
                         .get(&s.report.host)
@@ -739,6 +784,23 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
             values_rows(1, 3, reports.len())
         ),
         params,
+    )
+}
+
+/// The oldest report kept (by arrival) of each host of `reports` that has
+/// one: host, its finish and sequence number, and how many the host holds.
+fn oldest_kept(reports: &[&Submitted]) -> Stmt {
+    Stmt::built(
+        format!(
+            "SELECT r.host, r.finished_at, r.seq, h.reports_held FROM reports r \
+             JOIN hosts h ON h.name = r.host WHERE r.id IN \
+             (SELECT min(id) FROM reports WHERE host IN {} GROUP BY host)",
+            values_rows(1, reports.len(), 1)
+        ),
+        reports
+            .iter()
+            .map(|s| Val::from(s.report.host.as_str()))
+            .collect(),
     )
 }
 

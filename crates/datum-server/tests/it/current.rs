@@ -1085,6 +1085,72 @@ fn report_keys_pruned_in_batches() {
     on_both!(a_backlog_of_keys_is_pruned_in_bounded_transactions);
 }
 
+/// A report older than every report retention keeps of its host, sent
+/// again once its key had gone with it (a state store restored from a
+/// backup delivers its outbox again), was stored again as a late report:
+/// counted twice in the day's aggregate and the history, and, stored last,
+/// it pushed out the oldest report kept (retention keeps the newest by
+/// arrival). Once a host holds as many reports as retention keeps, a
+/// report older than the oldest of them is taken as one already seen:
+/// answered as a duplicate, nothing written. A host holding fewer still
+/// has every key it sent, so its late reports are stored as before.
+async fn a_report_older_than_those_kept_is_taken_as_seen<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    f.enroll("web-2", "host", "h2", now).await.unwrap();
+    let at = |seq: u64| now + seq as i64 * 60;
+    for seq in 1..=20 {
+        ingest(f, &report("web-1", ReportKind::Check, seq, at(seq))).await;
+    }
+    f.prune(at(21), 400).await.unwrap();
+    let daily = "SELECT CAST(sum(reports) AS BIGINT) FROM daily WHERE host = 'web-1'";
+    assert_eq!(count(f, daily).await, 20);
+    // The third report again (its key went with it), and an apply as old.
+    let mut apply = report("web-1", ReportKind::Apply, 3, at(3));
+    apply.key = format!("{:032x}", 3_000);
+    for old in [report("web-1", ReportKind::Check, 3, at(3)), apply] {
+        assert!(
+            !ingest(f, &old).await,
+            "{:?}: taken as already seen",
+            old.kind
+        );
+    }
+    assert_eq!(count(f, daily).await, 20, "not counted twice");
+    let kept: Vec<i64> = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT seq FROM reports WHERE host = 'web-1' ORDER BY seq",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r[0].int().unwrap())
+        .collect();
+    assert_eq!(kept, [16, 17, 18, 19, 20]);
+    assert_eq!(
+        count(f, "SELECT count(*) FROM report_keys WHERE host = 'web-1'").await,
+        5
+    );
+    assert!(
+        ingest(f, &report("web-1", ReportKind::Check, 21, at(21))).await,
+        "a newer one is stored"
+    );
+    // web-2 holds 2 of the 5 kept: a late report is stored as before.
+    for seq in [5, 6, 4] {
+        assert!(ingest(f, &report("web-2", ReportKind::Check, seq, at(seq))).await);
+    }
+    assert_eq!(
+        count(f, "SELECT count(*) FROM reports WHERE host = 'web-2'").await,
+        3
+    );
+}
+
+#[test]
+fn a_report_older_than_the_retention() {
+    on_both!(a_report_older_than_those_kept_is_taken_as_seen);
+}
+
 /// A host taken out of the fleet (decommissioned, or renamed and enrolled
 /// under its new name) could not be removed: it stayed in every view and
 /// went stale for ever (DatumHostStale firing), its token kept working, its
