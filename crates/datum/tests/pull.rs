@@ -172,6 +172,38 @@ impl Bed {
         self.commit(content, signer)
     }
 
+    /// A commit on `parent` signed by alice, made HEAD, whose tree is built
+    /// by hand (what `git add` would never make): HEAD's `base` and
+    /// `datum.yaml` and the entries `extra` (lines of `git mktree`'s input).
+    fn signed_tree(&self, parent: &str, extra: &str, message: &str) -> String {
+        let base = self.git("work", &["rev-parse", "HEAD:base"]);
+        let settings = self.git("work", &["rev-parse", "HEAD:datum.yaml"]);
+        let root = self.git_input(
+            &["mktree"],
+            format!("040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n{extra}")
+                .as_bytes(),
+        );
+        let signing = format!("user.signingkey={}", self.p("keys/alice").display());
+        let commit = self.git(
+            "work",
+            &[
+                "-c",
+                "gpg.format=ssh",
+                "-c",
+                &signing,
+                "commit-tree",
+                "-S",
+                "-p",
+                parent,
+                "-m",
+                message,
+                &root,
+            ],
+        );
+        self.git("work", &["reset", "-q", "--soft", &commit]);
+        commit
+    }
+
     /// Makes the remote's main the work tree's HEAD (forced).
     fn push(&self) {
         self.git(
@@ -610,6 +642,35 @@ fn refused(bed: &Bed, says: &str) -> Run {
         out.stderr()
     );
     assert_eq!(bed.snapshot(), before, "a refused pull changed something");
+    out
+}
+
+/// [`refused`], as `revision`'s fault: the pull names it and says
+/// `deployed` stays deployed, and its JSON document says `reason`.
+#[track_caller]
+fn refused_as_the_revisions_fault(
+    bed: &Bed,
+    says: &str,
+    revision: &str,
+    deployed: &str,
+    reason: &str,
+) -> Run {
+    let out = refused(bed, says);
+    assert!(
+        out.stderr()
+            .contains(&format!("refusing {}", &revision[..12]))
+            && out
+                .stderr()
+                .contains(&format!("{} stays deployed", &deployed[..12])),
+        "{}",
+        out.stderr()
+    );
+    let json = bed.pull(&["--output", "json"]);
+    json.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    assert_eq!(json["outcome"], "refused", "{json}");
+    assert_eq!(json["reason"], reason, "{json}");
+    assert_eq!(json["revision"], revision, "{json}");
     out
 }
 
@@ -1252,39 +1313,74 @@ fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
 /// `deploy` moved between pulls: the pull makes the new link, and says the
 /// link made before is left behind, still pointing at the revision deployed
 /// then (a reader of it would run that revision for good).
+// The state store records where each pull's link is; a pull told another
+// deploy would leave that link behind (a reader of it runs the old
+// revision for good, then nothing once its checkout is pruned), so it is
+// refused until a person moves the link with --move-deploy, which removes
+// the old link only while it is still the one datum pull made.
 #[test]
-fn a_change_of_deploy_says_the_link_made_before_is_left_behind() {
+fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
     };
-    let out = bed.pull(&["--deploy", "/srv/repository"]);
-    out.assert_exit(2);
+    let old = bed.link();
     let moved = bed.p("root/srv/repository");
+    let before = bed.snapshot();
+    let out = bed.pull(&["--deploy", "/srv/repository"]);
+    out.assert_exit(1);
+    for says in [
+        format!(
+            "deploy (--deploy) is {}, but the state store records the link the last pull made at {}, pointing at {}",
+            moved.display(),
+            old.display(),
+            &c1[..12]
+        ),
+        "Run `datum pull --move-deploy` once".to_owned(),
+        format!(
+            "nothing was changed but the folders made on the way: {}",
+            bed.p("root/srv").display()
+        ),
+    ] {
+        assert!(
+            out.stderr().contains(&says),
+            "`{says}` not in\n{}",
+            out.stderr()
+        );
+    }
+    assert_eq!(bed.snapshot(), before);
+    assert!(std::fs::symlink_metadata(&moved).is_err());
+    let out = bed.pull(&["--deploy", "/srv/repository", "--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["reason"], "config", "{json}");
+
+    // A person moves it: the new link, and the old one gone.
+    let out = bed.pull(&["--deploy", "/srv/repository", "--move-deploy"]);
+    out.assert_exit(2);
     assert!(
         out.stderr().contains(&format!(
-            "warning: {} was not there, though the state store records {} deployed",
+            "deploy moved to {}: the link made before at {} was removed",
             moved.display(),
-            &c1[..12]
-        )) && out
-            .stderr()
-            .contains("the link made before is left where it was"),
+            old.display()
+        )),
         "{}",
         out.stderr()
     );
-    // Not said to replace itself.
     assert!(
-        !out.stdout().contains("it replaces")
-            && out
-                .stdout()
-                .contains("the state store had it deployed already, its link is new"),
+        out.stdout()
+            .contains("the state store had it deployed already, its link is new"),
         "{}",
         out.stdout()
+    );
+    assert!(
+        std::fs::symlink_metadata(&old).is_err(),
+        "the old link is left"
     );
     assert_eq!(
         datum_pull::deployed_revision(&moved).map(|d| d.commit),
         Some(c1.clone())
     );
-    assert_eq!(bed.deployed(), Some(c1.clone()));
+    assert_eq!(bed.status()["history"][0]["link"], "/srv/repository");
     // From then on the new link is the one followed: nothing more to say.
     let out = bed.pull(&["--deploy", "/srv/repository"]);
     out.assert_exit(0);
@@ -1299,10 +1395,45 @@ fn a_change_of_deploy_says_the_link_made_before_is_left_behind() {
         "{}",
         out.stdout()
     );
-    assert_eq!(
-        datum_pull::deployed_revision(&moved).map(|d| d.commit),
-        Some(c2)
+
+    // A link that is no longer Datum's is left as it is.
+    std::fs::remove_file(&moved).unwrap();
+    std::os::unix::fs::symlink("/srv/elsewhere", &moved).unwrap();
+    let out = bed.pull(&["--move-deploy"]);
+    out.assert_exit(2);
+    assert!(
+        out.stderr().contains(&format!(
+            "the link made before at {} is left as it is: it points at /srv/elsewhere, not at a checkout of datum pull's",
+            moved.display()
+        )),
+        "{}",
+        out.stderr()
     );
+    assert_eq!(
+        std::fs::read_link(&moved).unwrap(),
+        PathBuf::from("/srv/elsewhere")
+    );
+    assert_eq!(bed.deployed(), Some(c2.clone()));
+
+    // A deployment recorded before the store kept the link (schema 10):
+    // where the old link is is not known, and the pull says so.
+    if have("sqlite3", "sqlite3") {
+        let db = bed.p("root/var/lib/datum/state.db");
+        let out = Command::new("sqlite3")
+            .arg(&db)
+            .arg("UPDATE deployments SET link = NULL")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let out = bed.pull(&["--deploy", "/srv/repository2"]);
+        out.assert_exit(2);
+        assert!(
+            out.stderr()
+                .contains("the link made before is left where it was"),
+            "{}",
+            out.stderr()
+        );
+    }
 }
 
 #[test]
@@ -2178,32 +2309,11 @@ fn a_tree_holding_a_git_folder_is_refused_at_fetch() {
         &["hash-object", "-w", "--stdin"],
         b"[core]\n\tfsmonitor = touch /tmp/datum-pwned\n",
     );
-    let mktree = |input: String| bed.git_input(&["mktree"], input.as_bytes());
-    let dot_git = mktree(format!("100644 blob {config_blob}\tconfig\n"));
-    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
-    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
-    let root = mktree(format!(
-        "040000 tree {dot_git}\t.git\n040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n"
-    ));
-    let key = bed.p("keys/alice").display().to_string();
-    let signing = format!("user.signingkey={key}");
-    let hostile = bed.git(
-        "work",
-        &[
-            "-c",
-            "gpg.format=ssh",
-            "-c",
-            &signing,
-            "commit-tree",
-            "-S",
-            "-p",
-            &c1,
-            "-m",
-            "hostile",
-            &root,
-        ],
+    let dot_git = bed.git_input(
+        &["mktree"],
+        format!("100644 blob {config_blob}\tconfig\n").as_bytes(),
     );
-    bed.git("work", &["reset", "-q", "--soft", &hostile]);
+    bed.signed_tree(&c1, &format!("040000 tree {dot_git}\t.git\n"), "hostile");
     bed.push();
     let before = bed.snapshot();
     let out = bed.pull(&[]);
@@ -2310,21 +2420,13 @@ fn a_commit_object_too_large_to_read_is_refused_as_the_revisions_fault() {
         ],
     );
     let big = bed.git("work", &["rev-parse", "HEAD"]);
-    let out = refused(&bed, "the commit object is larger than");
-    assert!(
-        out.stderr().contains(&format!("refusing {}", &big[..12]))
-            && out
-                .stderr()
-                .contains(&format!("{} stays deployed", &c1[..12])),
-        "{}",
-        out.stderr()
+    refused_as_the_revisions_fault(
+        &bed,
+        "the commit object is larger than",
+        &big,
+        &c1,
+        "bad_signature",
     );
-    let out = bed.pull(&["--output", "json"]);
-    out.assert_exit(1);
-    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
-    assert_eq!(json["outcome"], "refused", "{json}");
-    assert_eq!(json["reason"], "bad_signature", "{json}");
-    assert_eq!(json["revision"], big.as_str(), "{json}");
 }
 
 #[test]
@@ -2336,49 +2438,19 @@ fn a_name_the_file_system_cannot_hold_is_refused_as_the_revisions_fault() {
     // system holds a name over 255 bytes).
     let blob = bed.git_input(&["hash-object", "-w", "--stdin"], b"x\n");
     let long = "n".repeat(300);
-    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
-    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
-    let root = bed.git_input(
-        &["mktree"],
-        format!(
-            "040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n100644 blob {blob}\t{long}\n"
-        )
-        .as_bytes(),
+    let named = bed.signed_tree(&c1, &format!("100644 blob {blob}\t{long}\n"), "long name");
+    let out = refused_as_the_revisions_fault(
+        &bed,
+        "its files cannot be checked out",
+        &named,
+        &c1,
+        "bad_tree",
     );
-    let signing = format!("user.signingkey={}", bed.p("keys/alice").display());
-    let named = bed.git(
-        "work",
-        &[
-            "-c",
-            "gpg.format=ssh",
-            "-c",
-            &signing,
-            "commit-tree",
-            "-S",
-            "-p",
-            &c1,
-            "-m",
-            "long name",
-            &root,
-        ],
-    );
-    bed.git("work", &["reset", "-q", "--soft", &named]);
-    let out = refused(&bed, "its files cannot be checked out");
     assert!(
-        out.stderr().contains(&format!("refusing {}", &named[..12]))
-            && out.stderr().contains("File name too long")
-            && out
-                .stderr()
-                .contains(&format!("{} stays deployed", &c1[..12])),
+        out.stderr().contains("File name too long"),
         "{}",
         out.stderr()
     );
-    let out = bed.pull(&["--output", "json"]);
-    out.assert_exit(1);
-    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
-    assert_eq!(json["outcome"], "refused", "{json}");
-    assert_eq!(json["reason"], "bad_tree", "{json}");
-    assert_eq!(json["revision"], named.as_str(), "{json}");
     assert_eq!(bed.checkouts(), vec![c1.clone()]);
 }
 
@@ -2398,48 +2470,18 @@ fn a_tree_listing_past_the_bound_is_refused_as_the_revisions_fault() {
     };
     let inner = bed.git_input(&["mktree"], lines("100644 blob", &blob, "f").as_bytes());
     let outer = bed.git_input(&["mktree"], lines("040000 tree", &inner, "d").as_bytes());
-    let base = bed.git("work", &["rev-parse", "HEAD:base"]);
-    let settings = bed.git("work", &["rev-parse", "HEAD:datum.yaml"]);
-    let root = bed.git_input(
-        &["mktree"],
-        format!(
-            "040000 tree {base}\tbase\n100644 blob {settings}\tdatum.yaml\n040000 tree {outer}\tbig\n"
-        )
-        .as_bytes(),
+    let big = bed.signed_tree(
+        &c1,
+        &format!("040000 tree {outer}\tbig\n"),
+        "a million paths",
     );
-    let signing = format!("user.signingkey={}", bed.p("keys/alice").display());
-    let big = bed.git(
-        "work",
-        &[
-            "-c",
-            "gpg.format=ssh",
-            "-c",
-            &signing,
-            "commit-tree",
-            "-S",
-            "-p",
-            &c1,
-            "-m",
-            "a million paths",
-            &root,
-        ],
+    refused_as_the_revisions_fault(
+        &bed,
+        "its tree lists more than 64 MiB of paths",
+        &big,
+        &c1,
+        "bad_tree",
     );
-    bed.git("work", &["reset", "-q", "--soft", &big]);
-    let out = refused(&bed, "its tree lists more than 64 MiB of paths");
-    assert!(
-        out.stderr().contains(&format!("refusing {}", &big[..12]))
-            && out
-                .stderr()
-                .contains(&format!("{} stays deployed", &c1[..12])),
-        "{}",
-        out.stderr()
-    );
-    let out = bed.pull(&["--output", "json"]);
-    out.assert_exit(1);
-    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
-    assert_eq!(json["outcome"], "refused", "{json}");
-    assert_eq!(json["reason"], "bad_tree", "{json}");
-    assert_eq!(json["revision"], big.as_str(), "{json}");
     assert_eq!(bed.checkouts(), vec![c1.clone()]);
     assert!(!bed.p("root/var/lib/datum/pull/incoming.git").exists());
 }
