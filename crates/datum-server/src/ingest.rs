@@ -486,13 +486,25 @@ impl Phases for Ingest {
 /// Whether `report` is older than the report it would replace, finished at
 /// `last.0` with sequence number `last.1`: it finished before, or in the
 /// same second with a lower number (the host numbers its reports in the
-/// order it makes and sends them). The picture's `FRESH` is the same rule.
+/// order it makes and sends them). A report numbered 1 is the first of a
+/// state store made anew (`--rebuild-state`, a host installed again under
+/// its name), whose numbers start again: they say nothing of its order
+/// against the old store's reports, so it is late only when it finished
+/// before; taken, it makes 1 the host's number, which the new store's next
+/// reports follow. The picture's `FRESH` is the same rule.
 fn is_late(report: &Report, last: (i64, i64)) -> bool {
+    if report.seq == FIRST_SEQ {
+        return report.finished_at < last.0;
+    }
     (
         report.finished_at,
         i64::try_from(report.seq).unwrap_or(i64::MAX),
     ) < last
 }
+
+/// The number of a state store's first report (its outbox's `next_seq`
+/// starts there).
+const FIRST_SEQ: u64 = 1;
 
 /// A finding as stored for a host.
 struct Stored {
@@ -1019,9 +1031,9 @@ fn writes(
 /// taken whatever order reports came in.
 static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     // Not late (`is_late`): finished after the last report, or in its
-    // second with a number at least as high.
+    // second with a number at least as high, or a new store's first.
     const FRESH: &str = "(last_report_at IS NULL OR last_report_at < $3 \
-         OR (last_report_at = $3 AND seq <= $5))";
+         OR (last_report_at = $3 AND (seq <= $5 OR $5 = 1)))";
     let set = [
         ("labels", "$2"),
         ("last_report_at", "$3"),

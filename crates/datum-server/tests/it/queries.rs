@@ -118,11 +118,13 @@ async fn a_late_report_of_the_same_second_is_late<B: Backend>(f: &Fleet<B>) {
             .map(|c| c.subject.clone())
             .collect::<Vec<_>>()
     };
-    let mut newer = report("web-1", ReportKind::Check, 2, 20_000);
+    // (Numbered from 2: a report numbered 1 is a new state store's first,
+    // see a_new_state_stores_first_report_is_not_late.)
+    let mut newer = report("web-1", ReportKind::Check, 3, 20_000);
     newer.revision = "git:new".into();
     newer.findings.push(finding("File[motd]", "h1", "normal"));
     ingest(f, &newer).await;
-    let mut older = report("web-1", ReportKind::Check, 1, 20_000);
+    let mut older = report("web-1", ReportKind::Check, 2, 20_000);
     older.revision = "git:old".into();
     older.findings.push(finding("File[issue]", "h0", "normal"));
     assert!(ingest(f, &older).await, "stored: a report of its own");
@@ -132,7 +134,7 @@ async fn a_late_report_of_the_same_second_is_late<B: Backend>(f: &Fleet<B>) {
     let v = f.drift(20_010).await.unwrap();
     assert_eq!(subjects(&v), ["File[motd]"], "the newer findings stay");
     // The next report of the same second moves them.
-    let mut next = report("web-1", ReportKind::Check, 3, 20_000);
+    let mut next = report("web-1", ReportKind::Check, 4, 20_000);
     next.revision = "git:next".into();
     next.findings.push(finding("File[issue]", "h2", "normal"));
     ingest(f, &next).await;
@@ -161,6 +163,60 @@ async fn a_late_report_of_the_same_second_is_late<B: Backend>(f: &Fleet<B>) {
 #[test]
 fn late_report_of_the_same_second() {
     on_both!(a_late_report_of_the_same_second_is_late);
+}
+
+/// A host whose state store is made anew (`--rebuild-state`, a host
+/// installed again under its name) numbers its reports from 1 again. The
+/// first of them, finished in the second of the old store's last report,
+/// was judged late by its lower number, so the new store's check left the
+/// old findings and picture in place (and its apply the revision's old
+/// outcome). A report numbered 1 is its store's first: its number says
+/// nothing of its order against another store's, so it is late only when
+/// finished in an earlier second; taken, it makes 1 the host's number, and
+/// the new store's next reports of that second follow it.
+async fn a_new_state_stores_first_report_is_not_late<B: Backend>(f: &Fleet<B>) {
+    let subjects = |v: &datum_server::views::DriftView| {
+        v.clusters
+            .iter()
+            .map(|c| c.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    let check = |seq: u64, at: i64, revision: &str, subject: &str| {
+        let mut r = report("web-1", ReportKind::Check, seq, at);
+        r.revision = revision.into();
+        r.findings.push(finding(subject, "h1", "normal"));
+        r
+    };
+    ingest(f, &check(5_000, 20_000, "git:old", "File[motd]")).await;
+    // The new store's first and second reports, in the same second.
+    ingest(f, &check(1, 20_000, "git:new", "File[issue]")).await;
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:new"));
+    assert_eq!(subjects(&f.drift(20_010).await.unwrap()), ["File[issue]"]);
+    ingest(f, &check(2, 20_000, "git:next", "File[shop]")).await;
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:next"));
+    assert_eq!(subjects(&f.drift(20_010).await.unwrap()), ["File[shop]"]);
+    // A first report finished in an earlier second is late all the same.
+    ingest(f, &check(1, 19_999, "git:older", "File[old]")).await;
+    let hosts = f.hosts(&at(20_010)).await.unwrap();
+    assert_eq!(hosts.hosts[0].revision.as_deref(), Some("git:next"));
+    // An apply against the old store's last apply of its revision.
+    let mut failed = report("web-2", ReportKind::Apply, 4_999, 30_000);
+    failed.revision = "git:r2".into();
+    failed.failures.push(failure("File[shop]", "sig"));
+    failed.exit_code = 4;
+    ingest(f, &failed).await;
+    let mut first = report("web-2", ReportKind::Apply, 1, 30_000);
+    first.revision = "git:r2".into();
+    ingest(f, &first).await;
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, ["web-2"], "the new store's apply moves it");
+}
+
+#[test]
+fn a_new_state_stores_first_report() {
+    on_both!(a_new_state_stores_first_report_is_not_late);
 }
 
 async fn a_late_apply_leaves_the_revisions_newer_outcome<B: Backend>(f: &Fleet<B>) {
