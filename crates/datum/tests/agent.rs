@@ -458,6 +458,63 @@ fn a_repository_edit_that_was_never_reloaded_does_not_go_live_through_a_revert()
     );
 }
 
+/// The same for a `source:` file edited with no reload: a revert refuses
+/// its bytes (they are not those the loaded catalogue recorded) and leaves
+/// the drift as it is, and the agent does not reload by itself. e283852
+/// made it forget its compile and reload on such a refusal (through a
+/// process-wide flag), which loaded the edit nobody had asked to load.
+#[test]
+fn a_source_edit_that_was_never_reloaded_does_not_go_live_through_a_revert() {
+    let estate = Estate::unapplied("1h");
+    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &settings.replace(
+            "critical: {interval: 60s, watch: true}",
+            "critical: {interval: 60s, watch: true, policy: revert}",
+        ),
+    );
+    let files = std::fs::read_to_string(estate.path("repo/base/files.yaml")).unwrap();
+    estate.write(
+        "repo/base/files.yaml",
+        &files.replace(
+            "content: \"PermitRootLogin no\\n\"",
+            "source: files/sshd.conf",
+        ),
+    );
+    estate.write("repo/base/files/sshd.conf", "PermitRootLogin no\n");
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    estate.write(
+        "repo/base/files/sshd.conf",
+        "PermitRootLogin prohibit-password\n",
+    );
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    agent.wait_log("the refused revert", |l| {
+        l.contains("of class critical") && l.contains("1 failed")
+    });
+    // Time for a reload and the pass after it; then drift again, which a
+    // revert from a reloaded catalogue would answer with the edit.
+    std::thread::sleep(Duration::from_secs(2));
+    estate.write(
+        "root/etc/app/sshd.conf",
+        "PermitRootLogin without-password\n",
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let log = agent.log_text();
+    assert_eq!(
+        std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).unwrap(),
+        "PermitRootLogin without-password\n",
+        "{log}"
+    );
+    assert!(!log.contains("reloading the repository"), "{log}");
+}
+
 #[test]
 fn once_exits_like_check() {
     let estate = Estate::new("1h");
