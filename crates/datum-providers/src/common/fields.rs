@@ -132,6 +132,28 @@ pub(crate) fn name_field<T>(
     .ok()
 }
 
+/// An optional boolean field: `None` when it is not written, or when it is
+/// not a boolean, which is added to `errors` under `field`.
+pub(crate) fn bool_field(
+    desired: &dyn DeclaredFields,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<bool> {
+    match desired.get(field)? {
+        Value::Bool(b) => Some(*b),
+        other => {
+            errors.push(FieldError::new(
+                &[field],
+                format!(
+                    "`{field}` must be true or false, found {}",
+                    type_name(other)
+                ),
+            ));
+            None
+        }
+    }
+}
+
 /// Parses a mode: a quoted string of octal digits, 3 or 4 significant
 /// (`644`, `0644`, `4755`), at most `07777`. Numbers are refused because YAML
 /// reads an unquoted `0644` as a number and the octal meaning is lost (644
@@ -350,6 +372,50 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A boolean field (a Group's or User's `system`, a Service's
+    /// `enabled`): taken when written as one, else one error naming it and
+    /// what was found.
+    #[test]
+    fn a_boolean_field_is_true_or_false() {
+        use crate::{group::GroupDesired, service::ServiceSpec, user::UserDesired};
+        let group = |d: Value| GroupDesired::parse(&d, "ops").map(|g| g.system);
+        let user = |d: Value| UserDesired::parse(&d, "ops").map(|u| u.system);
+        let service = |d: Value| ServiceSpec::parse(&d, "web").map(|s| s.enabled);
+        assert!(!group(json!({})).unwrap());
+        assert!(group(json!({"system": true})).unwrap());
+        assert!(!user(json!({})).unwrap());
+        assert!(user(json!({"system": true})).unwrap());
+        assert_eq!(service(json!({"state": "running"})).unwrap(), None);
+        assert_eq!(service(json!({"enabled": false})).unwrap(), Some(false));
+        let errors = [
+            group(json!({"system": "yes"})).unwrap_err(),
+            user(json!({"system": 1})).unwrap_err(),
+            service(json!({"enabled": "yes"})).unwrap_err(),
+        ];
+        let shown: Vec<(String, &str)> = errors
+            .iter()
+            .flatten()
+            .map(|e| (e.path.join("."), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    "system".to_owned(),
+                    "`system` must be true or false, found a string"
+                ),
+                (
+                    "system".to_owned(),
+                    "`system` must be true or false, found a number"
+                ),
+                (
+                    "enabled".to_owned(),
+                    "`enabled` must be true or false, found a string"
+                ),
+            ]
+        );
+    }
 
     /// `name:` of a User-like kind (Group, Package, Service): a string
     /// written, else the resource's name, either checked by the kind; a

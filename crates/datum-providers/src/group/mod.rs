@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::Activated;
 use crate::common::account_files;
-use crate::common::fields::{name_field, type_name, unknown_fields};
+use crate::common::fields::{bool_field, name_field, type_name, unknown_fields};
 use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::kind::planned;
 use crate::{
@@ -180,17 +180,7 @@ impl GroupDesired {
             .map_err(|e| errors.push(e))
             .ok()
             .flatten();
-        let system = match desired.get("system") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                errors.push(FieldError::new(
-                    &["system"],
-                    format!("`system` must be true or false, found {}", type_name(other)),
-                ));
-                false
-            }
-        };
+        let system = bool_field(desired, "system", &mut errors).unwrap_or(false);
         let ensure = Ensure::parse(desired.get("ensure"))
             .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
             .unwrap_or(Ensure::Present);

@@ -12,7 +12,7 @@ use datum_core::{DeclaredFields, ResourceId};
 use serde_json::Value;
 
 use crate::FieldError;
-use crate::common::fields::{name_field, type_name, unknown_fields};
+use crate::common::fields::{bool_field, name_field, type_name, unknown_fields};
 
 /// How long verification watches a unit when `settle:` is not declared.
 ///
@@ -217,20 +217,7 @@ impl ServiceSpec {
             }
         };
 
-        let enabled = match desired.get("enabled") {
-            None => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(other) => {
-                errors.push(FieldError::new(
-                    &["enabled"],
-                    format!(
-                        "`enabled` must be true or false, found {}",
-                        type_name(other)
-                    ),
-                ));
-                None
-            }
-        };
+        let enabled = bool_field(desired, "enabled", &mut errors);
 
         let reload_on = references(desired.get("reload_on"), "reload_on", &mut errors);
         let restart_on = references(desired.get("restart_on"), "restart_on", &mut errors);

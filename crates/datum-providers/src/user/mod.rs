@@ -46,7 +46,7 @@ use serde_json::{Value, json};
 
 use crate::Activated;
 use crate::common::account_files::{self, AccountFiles};
-use crate::common::fields::{type_name, unknown_fields};
+use crate::common::fields::{bool_field, type_name, unknown_fields};
 use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::group::{AccountName, account_id};
 use crate::kind::planned;
@@ -382,17 +382,7 @@ impl UserDesired {
         {
             errors.push(e);
         }
-        let system = match desired.get("system") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                errors.push(FieldError::new(
-                    &["system"],
-                    format!("`system` must be true or false, found {}", type_name(other)),
-                ));
-                false
-            }
-        };
+        let system = bool_field(desired, "system", &mut errors).unwrap_or(false);
         let ensure = Ensure::parse(desired.get("ensure"))
             .map_err(|m| errors.push(FieldError::new(&["ensure"], m)))
             .unwrap_or(Ensure::Present);
