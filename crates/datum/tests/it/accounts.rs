@@ -14,6 +14,52 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// shadow-utils chroot into the root (CAP_SYS_CHROOT): whether the suite
+/// runs as root; if not, the test says it is skipped.
+fn shadow_utils_can_run() -> bool {
+    let root = is_root();
+    if !root {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    }
+    root
+}
+
+/// A sandbox whose root has account files of its own, `manifest` in base.
+fn with_accounts(manifest: &str) -> Sandbox {
+    let s = Sandbox::with_base(manifest);
+    accounts_root(&s);
+    s
+}
+
+/// Such a sandbox whose useradd makes a group per user and userdel takes
+/// it away (`USERGROUPS_ENAB yes`, as on Debian), `docs` in base.
+fn with_usergroups(docs: &[String]) -> Sandbox {
+    let s = with_accounts(&docs.join("---\n"));
+    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    s
+}
+
+/// Declares `docs` in base, in place of what was.
+fn declare(s: &Sandbox, docs: &[String]) {
+    s.write("repo/base/main.yaml", &docs.join("---\n"));
+}
+
+/// A resource whose `desired` is one flow mapping.
+fn flow_doc(kind: &str, name: &str, desired: &str) -> String {
+    format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
+}
+
+/// A shadow-utils program run by hand on the sandbox's root; it succeeds.
+fn shadow_tool(s: &Sandbox, args: &[&str]) {
+    let out = std::process::Command::new(args[0])
+        .arg("--root")
+        .arg(s.root())
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+}
+
 fn accounts_root(s: &Sandbox) {
     s.write(
         "root/etc/passwd",
@@ -77,18 +123,16 @@ fn line_of<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn users_and_groups_are_created_checked_and_removed_through_shadow_utils() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
     // The File comes first in the manifest: it is ordered after the User
     // and the Group it names by their ordering capability, no `requires`.
-    let s = Sandbox::with_base(&format!(
+    let s = with_accounts(&format!(
         "{}{}",
         file_owned_by_deploy(),
         manifest("/bin/sh", "present")
     ));
-    accounts_root(&s);
     let catalogue: serde_json::Value =
         serde_json::from_slice(&s.datum(&["catalogue"]).stdout).unwrap();
     let auto = |name: &str| {
@@ -241,24 +285,15 @@ fn a_root_without_account_files_is_a_failure_naming_the_file() {
 /// is goes after the User: groupdel refuses a primary group.
 #[test]
 fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let doc = |kind: &str, name: &str, desired: &str| {
-        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-    };
-    let s = Sandbox::with_base(
-        &[
-            doc("Group", "ops", "{gid: 3000}"),
-            doc("Group", "deploy", "{gid: 3001}"),
-            doc("User", "deploy", "{uid: 2000}"),
-            doc("User", "app", "{uid: 2001, gid: ops}"),
-        ]
-        .join("---\n"),
-    );
-    accounts_root(&s);
-    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let s = with_usergroups(&[
+        flow_doc("Group", "ops", "{gid: 3000}"),
+        flow_doc("Group", "deploy", "{gid: 3001}"),
+        flow_doc("User", "deploy", "{uid: 2000}"),
+        flow_doc("User", "app", "{uid: 2001, gid: ops}"),
+    ]);
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 2);
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
@@ -271,13 +306,12 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
 
     // The group and the user whose primary group it is, both removed: one
     // pass, no failure, whatever order the manifest gives.
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "ops", "{ensure: absent}"),
-            doc("User", "app", "{ensure: absent}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "ops", "{ensure: absent}"),
+            flow_doc("User", "app", "{ensure: absent}"),
+        ],
     );
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 2);
@@ -289,13 +323,12 @@ fn a_users_own_group_is_joined_and_a_group_is_removed_after_its_users() {
     // A User removed whose own group is declared present: userdel would take
     // the group with it (USERGROUPS_ENAB); the User, after the Group, keeps
     // it from userdel, with its number.
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "deploy", "{gid: 3001}"),
-            doc("User", "deploy", "{ensure: absent}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "deploy", "{gid: 3001}"),
+            flow_doc("User", "deploy", "{ensure: absent}"),
+        ],
     );
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 2);
@@ -344,14 +377,12 @@ fn datum_with_failing_chpasswd(s: &Sandbox, args: &[&str]) -> std::process::Outp
 /// failed, with chpasswd's status; never the hash.
 #[test]
 fn a_hash_chpasswd_refuses_after_useradd_reports_the_account_created() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let s = Sandbox::with_base(&format!(
+    let s = with_accounts(&format!(
         "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{HASH}\"\n"
     ));
-    accounts_root(&s);
     let apply = datum_with_failing_chpasswd(&s, &["--output", "json", "apply"]);
     assert_exit(&apply, 4);
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
@@ -400,10 +431,9 @@ fn a_malformed_or_overlong_hash_is_refused_at_compile_without_being_shown() {
         "$6$salt$CANARY-\u{e9}t\u{e9}".to_owned(),
     ];
     for hash in hashes {
-        let s = Sandbox::with_base(&format!(
+        let s = with_accounts(&format!(
             "datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  password_hash: \"{hash}\"\n"
         ));
-        accounts_root(&s);
         let before = fs::read_to_string(s.live("/etc/passwd")).unwrap();
         let outputs = [
             s.datum(&["plan"]),
@@ -435,11 +465,10 @@ fn a_malformed_or_overlong_hash_is_refused_at_compile_without_being_shown() {
 /// through its `password_hash` still shows its shell.
 #[test]
 fn plan_and_apply_mask_every_field_of_a_user_that_is_sensitive_itself() {
-    let s = Sandbox::with_base(&format!(
+    let s = with_accounts(&format!(
         "datum: v1alpha1\ntype: User\nname: vault\nsensitive: true\ndesired:\n  uid: 47213\n  home: /srv/CANARY-HOME-3c9e\n  shell: /bin/CANARY-SHELL-3c9e\n---\n\
          datum: v1alpha1\ntype: User\nname: deploy\ndesired:\n  uid: 2000\n  shell: /bin/deploy-shell\n  password_hash: \"{HASH}\"\n"
     ));
-    accounts_root(&s);
     let plan = s.datum(&["plan"]);
     assert_exit(&plan, 2);
     let text = stdout(&plan);
@@ -507,8 +536,7 @@ fn plan_and_apply_mask_every_field_of_a_user_that_is_sensitive_itself() {
 /// keeps their status and leaves their words out; another's keeps them.
 #[test]
 fn a_sensitive_accounts_tool_output_is_not_shown() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
     let doc = |kind: &str, name: &str, envelope: &str, desired: &str| {
@@ -516,14 +544,13 @@ fn a_sensitive_accounts_tool_output_is_not_shown() {
     };
     for sensitive in [true, false] {
         let envelope = if sensitive { "sensitive: true\n" } else { "" };
-        let s = Sandbox::with_base(
+        let s = with_accounts(
             &[
                 doc("User", "vault", envelope, "{uid: 47213}"),
                 doc("Group", "vaultg", envelope, "{gid: 47214}"),
             ]
             .join("---\n"),
         );
-        accounts_root(&s);
         // Taken by accounts no resource declares.
         let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
         s.write(
@@ -554,8 +581,7 @@ fn a_sensitive_accounts_tool_output_is_not_shown() {
 /// output and not in the state store.
 #[test]
 fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
     let user = |name: &str, uid: u32, envelope: &str| {
@@ -563,12 +589,11 @@ fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
             "datum: v1alpha1\ntype: User\nname: {name}\n{envelope}desired:\n  uid: {uid}\n  shell: /bin/sh\n  password_hash: \"{HASH}\"\n"
         )
     };
-    let s = Sandbox::with_base(&format!(
+    let s = with_accounts(&format!(
         "{}---\n{}",
         user("deploy", 2000, ""),
         user("vault", 2001, "sensitive: true\n")
     ));
-    accounts_root(&s);
     let mut outputs = vec![s.datum(&["apply"])];
     assert_exit(&outputs[0], 2);
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
@@ -657,38 +682,28 @@ fn check_masks_only_the_hash_of_a_user_unless_the_user_is_sensitive() {
 /// belong to no group (or a group made later).
 #[test]
 fn a_group_named_like_a_removed_user_keeps_its_gid() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let doc = |kind: &str, name: &str, desired: &str| {
-        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-    };
-    let s = Sandbox::with_base(
-        &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{uid: 2000}"),
-            // Made after `web`: a group made again would get a new number.
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
-    );
-    accounts_root(&s);
-    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let s = with_usergroups(&[
+        flow_doc("Group", "web", "{}"),
+        flow_doc("User", "web", "{uid: 2000}"),
+        // Made after `web`: a group made again would get a new number.
+        flow_doc("Group", "ops", "{}"),
+    ]);
     assert_exit(&s.datum(&["apply"]), 2);
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     let web = line_of(&group, "web").map(str::to_owned);
     assert!(web.is_some(), "{group}");
     assert_ne!(line_of(&group, "ops"), None, "{group}");
 
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{ensure: absent}"),
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "web", "{}"),
+            flow_doc("User", "web", "{ensure: absent}"),
+            flow_doc("Group", "ops", "{}"),
+        ],
     );
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 2);
@@ -725,34 +740,24 @@ fn steps(out: &std::process::Output) -> Vec<(String, String, String)> {
 /// reported changed, where the plan said unchanged.
 #[test]
 fn plan_and_apply_agree_on_a_group_kept_from_userdel() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let doc = |kind: &str, name: &str, desired: &str| {
-        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-    };
-    let s = Sandbox::with_base(
-        &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{uid: 2000}"),
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
-    );
-    accounts_root(&s);
-    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let s = with_usergroups(&[
+        flow_doc("Group", "web", "{}"),
+        flow_doc("User", "web", "{uid: 2000}"),
+        flow_doc("Group", "ops", "{}"),
+    ]);
     assert_exit(&s.datum(&["apply"]), 2);
     let before = fs::read_to_string(s.live("/etc/group")).unwrap();
 
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{ensure: absent}"),
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "web", "{}"),
+            flow_doc("User", "web", "{ensure: absent}"),
+            flow_doc("Group", "ops", "{}"),
+        ],
     );
     let plan = s.datum(&["--output", "json", "plan"]);
     assert_exit(&plan, 2);
@@ -799,55 +804,36 @@ fn plan_and_apply_agree_on_a_group_kept_from_userdel() {
 /// given back; `api` killed after the rename, before userdel.
 #[test]
 fn a_group_left_renamed_by_a_killed_pass_keeps_its_gid() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let doc = |kind: &str, name: &str, desired: &str| {
-        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-    };
-    let s = Sandbox::with_base(
-        &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{uid: 2000}"),
-            doc("Group", "api", "{}"),
-            doc("User", "api", "{uid: 2001}"),
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
-    );
-    accounts_root(&s);
-    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let s = with_usergroups(&[
+        flow_doc("Group", "web", "{}"),
+        flow_doc("User", "web", "{uid: 2000}"),
+        flow_doc("Group", "api", "{}"),
+        flow_doc("User", "api", "{uid: 2001}"),
+        flow_doc("Group", "ops", "{}"),
+    ]);
     assert_exit(&s.datum(&["apply"]), 2);
     let before = fs::read_to_string(s.live("/etc/group")).unwrap();
     assert!(line_of(&before, "web").is_some(), "{before}");
     assert!(line_of(&before, "api").is_some(), "{before}");
 
-    let tool = |args: &[&str]| {
-        let out = std::process::Command::new(args[0])
-            .arg("--root")
-            .arg(s.root())
-            .args(&args[1..])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-    };
-    tool(&["groupmod", "-n", "web.datum-kept", "--", "web"]);
-    tool(&["userdel", "--", "web"]);
-    tool(&["groupmod", "-n", "api.datum-kept", "--", "api"]);
+    shadow_tool(&s, &["groupmod", "-n", "web.datum-kept", "--", "web"]);
+    shadow_tool(&s, &["userdel", "--", "web"]);
+    shadow_tool(&s, &["groupmod", "-n", "api.datum-kept", "--", "api"]);
     // A group made meanwhile: the next free number is past it.
-    tool(&["groupadd", "--", "late"]);
+    shadow_tool(&s, &["groupadd", "--", "late"]);
 
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{ensure: absent}"),
-            doc("Group", "api", "{}"),
-            doc("User", "api", "{ensure: absent}"),
-            doc("Group", "ops", "{}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "web", "{}"),
+            flow_doc("User", "web", "{ensure: absent}"),
+            flow_doc("Group", "api", "{}"),
+            flow_doc("User", "api", "{ensure: absent}"),
+            flow_doc("Group", "ops", "{}"),
+        ],
     );
     let plan = s.datum(&["plan"]);
     assert_exit(&plan, 2);
@@ -872,29 +858,15 @@ fn a_group_left_renamed_by_a_killed_pass_keeps_its_gid() {
 /// (groupmod's own refusal said only that the name exists).
 #[test]
 fn a_kept_name_another_group_holds_fails_the_removal_saying_why() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let doc = |kind: &str, name: &str, desired: &str| {
-        format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired: {desired}\n")
-    };
-    let s = Sandbox::with_base(
-        &[doc("Group", "web", "{}"), doc("User", "web", "{uid: 2000}")].join("---\n"),
-    );
-    accounts_root(&s);
-    s.write("root/etc/login.defs", "USERGROUPS_ENAB yes\n");
+    let s = with_usergroups(&[
+        flow_doc("Group", "web", "{}"),
+        flow_doc("User", "web", "{uid: 2000}"),
+    ]);
     assert_exit(&s.datum(&["apply"]), 2);
-    let tool = |args: &[&str]| {
-        let out = std::process::Command::new(args[0])
-            .arg("--root")
-            .arg(s.root())
-            .args(&args[1..])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-    };
-    tool(&["groupadd", "-g", "4321", "--", "web.datum-kept"]);
+    shadow_tool(&s, &["groupadd", "-g", "4321", "--", "web.datum-kept"]);
     let files = |name: &str| fs::read_to_string(s.live(name)).unwrap();
     let before = [
         files("/etc/passwd"),
@@ -902,13 +874,12 @@ fn a_kept_name_another_group_holds_fails_the_removal_saying_why() {
         files("/etc/gshadow"),
     ];
 
-    s.write(
-        "repo/base/main.yaml",
+    declare(
+        &s,
         &[
-            doc("Group", "web", "{}"),
-            doc("User", "web", "{ensure: absent}"),
-        ]
-        .join("---\n"),
+            flow_doc("Group", "web", "{}"),
+            flow_doc("User", "web", "{ensure: absent}"),
+        ],
     );
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 4);
@@ -937,12 +908,10 @@ fn a_kept_name_another_group_holds_fails_the_removal_saying_why() {
 /// only) and the hash in none of them.
 #[test]
 fn the_password_hash_is_on_no_command_line_nor_environment() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let s = Sandbox::with_base(&manifest("/bin/sh", "present"));
-    accounts_root(&s);
+    let s = with_accounts(&manifest("/bin/sh", "present"));
     let bin = s.dir.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
     // In the root: the tools run confined to it (`datum_host::confine`),
@@ -1051,15 +1020,13 @@ fn the_password_hash_is_on_no_command_line_nor_environment() {
 /// plan after that is clean. A User that declares a hash gets it set.
 #[test]
 fn an_account_useradd_left_without_its_shadow_entry_is_completed() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let s = Sandbox::with_base(&format!(
+    let s = with_accounts(&format!(
         "datum: v1alpha1\ntype: User\nname: deploy\ndesired: {{uid: 2000, shell: /bin/sh}}\n---\n\
          datum: v1alpha1\ntype: User\nname: web\ndesired:\n  uid: 2001\n  shell: /bin/sh\n  password_hash: \"{HASH}\"\n"
     ));
-    accounts_root(&s);
     // What a useradd killed between its two renames leaves.
     let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
     s.write(
@@ -1105,12 +1072,10 @@ fn an_account_useradd_left_without_its_shadow_entry_is_completed() {
 /// is clean.
 #[test]
 fn a_group_groupadd_left_without_its_gshadow_entry_is_completed() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let s = Sandbox::with_base("datum: v1alpha1\ntype: Group\nname: ops\ndesired: {gid: 3000}\n");
-    accounts_root(&s);
+    let s = with_accounts("datum: v1alpha1\ntype: Group\nname: ops\ndesired: {gid: 3000}\n");
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     s.write("root/etc/group", &format!("{group}ops:x:3000:\n"));
     let plan = s.datum(&["plan"]);
@@ -1163,12 +1128,10 @@ fn copy_with_libraries(root: &std::path::Path, program: &str) {
 /// mount or make devices, no network, their own processes.
 #[test]
 fn code_a_root_holds_never_reaches_the_machine_through_shadow_utils() {
-    if !is_root() {
-        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+    if !shadow_utils_can_run() {
         return;
     }
-    let s = Sandbox::with_base(&manifest("/bin/sh", "present"));
-    accounts_root(&s);
+    let s = with_accounts(&manifest("/bin/sh", "present"));
     let root = s.root();
     copy_with_libraries(&root, "/bin/sh");
     copy_with_libraries(&root, "/bin/mount");
