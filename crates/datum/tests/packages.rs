@@ -1036,3 +1036,60 @@ testbed_test!(
         datum(dir, None, &["plan"]).assert_exit(0);
     }
 );
+
+testbed_test!(
+    an_arch_all_package_under_its_native_name_is_the_one_installed,
+    {
+        // adduser is `Architecture: all` (dpkg names its record adduser:all,
+        // and `dpkg -s adduser:amd64` finds nothing), and for apt it is a
+        // package of the native architecture: `apt-get install
+        // adduser:amd64` is adduser. So Package[adduser] beside a Package
+        // of name adduser:amd64 (or adduser:all) is one package, refused as
+        // one by plan, apply and check before anything is done; and
+        // adduser:amd64 alone is the adduser installed here (it used to be
+        // planned as a create, and its apply failed after apt-get, calling
+        // it a virtual package).
+        let _apt = within::lock("apt");
+        assert_eq!(
+            sh(
+                "dpkg-query",
+                &["-W", "-f=${Package}:${Architecture}", "adduser"]
+            ),
+            "adduser:all"
+        );
+        let native = sh("dpkg", &["--print-architecture"]).trim().to_owned();
+        let pair = |other: &str| {
+            format!(
+                "datum: v1alpha1\ntype: Package\nname: adduser\ndesired: {{state: installed}}\n\
+---\ndatum: v1alpha1\ntype: Package\nname: adduser-arch\ndesired:\n  name: \"{other}\"\n  state: absent\n"
+            )
+        };
+        for other in [format!("adduser:{native}"), "adduser:all".to_owned()] {
+            let dir = small_repo(&pair(&other));
+            let dir = dir.path();
+            for (command, done) in [
+                ("plan", "nothing was planned"),
+                ("apply", "nothing was applied"),
+                ("check", "nothing was reported, reconciled or recorded"),
+            ] {
+                let out = datum(dir, None, &[command]);
+                out.assert_exit(1);
+                let err = out.stderr();
+                assert_contains(
+                    &err,
+                    "Package[adduser] (base/main.yaml:1:1) and Package[adduser-arch] (base/main.yaml:6:1)",
+                );
+                assert_contains(&err, "manage one package adduser:all on this host");
+                assert_contains(&err, done);
+            }
+            assert!(installed("adduser"));
+        }
+        for name in [format!("adduser:{native}"), "adduser:all".to_owned()] {
+            let dir = small_repo(&format!(
+                "datum: v1alpha1\ntype: Package\nname: adduser\ndesired:\n  name: \"{name}\"\n  state: installed\n"
+            ));
+            datum(dir.path(), None, &["plan"]).assert_exit(0);
+            datum(dir.path(), None, &["apply"]).assert_exit(0);
+        }
+    }
+);

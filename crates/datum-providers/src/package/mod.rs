@@ -170,12 +170,13 @@ fn observe_fresh(host: &Host, spec: &PackageSpec) -> Result<Observed, PackageErr
 }
 
 /// The architecture `apt-get install NAME` installs a package for: the one
-/// written after `:` (`native` is the native one), else the native one,
-/// which is dpkg's own (`None` when the database has no dpkg record).
+/// written after `:` (`native` and `all` are the native one for apt), else
+/// the native one, which is dpkg's own (`None` when the database has no
+/// dpkg record).
 fn install_architecture(name: &str, db: &status::StatusDb) -> Option<String> {
-    let native = || db.get("dpkg").and_then(|r| r.architecture.clone());
+    let native = || db.native().map(str::to_owned);
     match name.split_once(':') {
-        Some((_, "native")) => native(),
+        Some((_, "native" | "all")) => native(),
         Some((_, arch)) => Some(arch.to_owned()),
         None => native(),
     }

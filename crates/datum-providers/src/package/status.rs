@@ -285,20 +285,48 @@ impl StatusDb {
     /// resolves to the one whose files are on the system, preferring
     /// `installed`; so `libc6` means the installed libc6 whatever its
     /// architecture.
+    ///
+    /// With one, the record of that architecture; but the native one is
+    /// spelt three ways, as apt reads them: its name (`amd64`, dpkg's own
+    /// architecture), `native`, and `all` (`apt-get install bash:all`
+    /// installs bash:amd64); and an `Architecture: all` package is one of
+    /// the native architecture's (`apt-get install adduser:amd64` is
+    /// adduser, whose dpkg record says `all`, and which `dpkg -s
+    /// adduser:amd64` does not find). So any of these finds a record of the
+    /// native architecture or of `all`, preferring `installed` likewise.
     pub fn get(&self, declared: &str) -> Option<&PackageRecord> {
         let (name, arch) = match declared.split_once(':') {
             Some((name, arch)) => (name, Some(arch)),
             None => (declared, None),
         };
         let records = self.by_name.get(name)?;
+        let on_system =
+            |r: &&PackageRecord| (r.state == DpkgState::Installed, !r.state.is_absent());
         match arch {
+            Some(arch) if self.is_native(arch) => records
+                .iter()
+                .filter(|r| r.architecture.as_deref().is_some_and(|a| self.is_native(a)))
+                .max_by_key(on_system),
             Some(arch) => records
                 .iter()
                 .find(|r| r.architecture.as_deref() == Some(arch)),
-            None => records
-                .iter()
-                .max_by_key(|r| (r.state == DpkgState::Installed, !r.state.is_absent())),
+            None => records.iter().max_by_key(on_system),
         }
+    }
+
+    /// The native architecture: dpkg's own (the architecture of its
+    /// record), `None` when the database has no record of dpkg.
+    pub fn native(&self) -> Option<&str> {
+        self.by_name
+            .get("dpkg")?
+            .iter()
+            .find_map(|r| r.architecture.as_deref())
+    }
+
+    /// Whether an architecture qualifier names the native architecture's
+    /// packages for apt: `all`, `native`, or the native one's name.
+    fn is_native(&self, arch: &str) -> bool {
+        arch == "all" || arch == "native" || self.native() == Some(arch)
     }
 
     /// Every record, in no particular order.
@@ -570,6 +598,34 @@ Version: 2.0
         assert!(db.get("libc6").is_some());
         assert!(db.get("nosuch").is_none());
         assert_eq!(db.records().count(), 5);
+    }
+
+    /// apt reads `all`, `native` and the native architecture's name as
+    /// one, and an `Architecture: all` package as one of the native
+    /// architecture's: `adduser:amd64` is adduser (its record says `all`),
+    /// `bash:all` is bash:amd64. A foreign one stays apart.
+    #[test]
+    fn the_native_architecture_is_spelt_three_ways_and_holds_arch_all_packages() {
+        let text = "Package: dpkg\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.21.22\n\n\
+Package: adduser\nStatus: install ok installed\nArchitecture: all\nVersion: 3.134\n\n\
+Package: bash\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2\n\n\
+Package: zlib1g\nStatus: install ok installed\nArchitecture: i386\nVersion: 1.2\n\n\
+Package: zlib1g\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 1.2\n\n";
+        let db = StatusDb::parse(text, Path::new("/var/lib/dpkg/status")).unwrap();
+        assert_eq!(db.native(), Some("amd64"));
+        let arch = |name: &str| db.get(name).and_then(|r| r.architecture.as_deref());
+        for name in ["adduser", "adduser:all", "adduser:amd64", "adduser:native"] {
+            assert_eq!(arch(name), Some("all"), "{name}");
+        }
+        for name in ["bash", "bash:all", "bash:amd64", "bash:native"] {
+            assert_eq!(arch(name), Some("amd64"), "{name}");
+        }
+        assert_eq!(arch("adduser:i386"), None);
+        assert_eq!(arch("bash:i386"), None);
+        assert_eq!(arch("zlib1g"), Some("i386"));
+        assert_eq!(arch("zlib1g:i386"), Some("i386"));
+        assert_eq!(arch("zlib1g:amd64"), Some("amd64"));
+        assert_eq!(arch("zlib1g:all"), Some("amd64"));
     }
 
     #[test]

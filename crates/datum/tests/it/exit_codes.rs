@@ -643,6 +643,64 @@ boundary:\n  follow_links: [/etc/app]\n",
 }
 
 #[test]
+fn an_arch_all_package_and_its_native_or_all_name_are_refused_as_one() {
+    // An `Architecture: all` package is one of the native architecture's for
+    // apt (`apt-get install adduser:amd64` is adduser; `bash:all` is bash),
+    // though dpkg names its record adduser:all: `adduser` beside
+    // `adduser:amd64` or `adduser:all` is one package, refused as one
+    // whichever spellings meet, installed or not; and `adduser:amd64` alone
+    // is the installed adduser, nothing to do.
+    let manifest = |one: &str, other: &str| {
+        format!(
+            "datum: v1alpha1\ntype: Package\nname: tool\ndesired:\n  name: \"{one}\"\n  state: installed\n\
+---\ndatum: v1alpha1\ntype: Package\nname: tool-arch\ndesired:\n  name: \"{other}\"\n  state: absent\n"
+        )
+    };
+    let dpkg = "Package: dpkg\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.21.22\nDescription: x\n\n";
+    let adduser = "Package: adduser\nStatus: install ok installed\nArchitecture: all\nVersion: 3.134\nDescription: x\n\n";
+    for status in [dpkg.to_owned(), format!("{dpkg}{adduser}")] {
+        let installed = status.contains("adduser");
+        for (one, other) in [
+            ("adduser", "adduser:amd64"),
+            ("adduser", "adduser:all"),
+            ("adduser:all", "adduser:native"),
+        ] {
+            let s = Sandbox::with_base(&manifest(one, other));
+            s.write("root/var/lib/dpkg/status", &status);
+            let one_package = if installed {
+                "manage one package adduser:all on this host"
+            } else {
+                "manage one package adduser:amd64 on this host"
+            };
+            for (command, done) in [
+                ("plan", "nothing was planned"),
+                ("apply", "nothing was applied"),
+                ("check", "nothing was reported, reconciled or recorded"),
+            ] {
+                let out = s.datum(&[command]);
+                assert_exit(&out, 1);
+                let err = stderr(&out);
+                for part in [
+                    "Package[tool] (base/main.yaml:1:1) and Package[tool-arch] (base/main.yaml:8:1)",
+                    one_package,
+                    done,
+                ] {
+                    assert!(
+                        err.contains(part),
+                        "{one} and {other}, {command}: lacks {part:?}: {err}"
+                    );
+                }
+            }
+        }
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Package\nname: tool\ndesired:\n  name: adduser:amd64\n  state: installed\n",
+    );
+    s.write("root/var/lib/dpkg/status", &format!("{dpkg}{adduser}"));
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
+#[test]
 fn a_package_and_its_name_with_the_native_architecture_are_refused_as_one() {
     // `tool` and `tool:amd64` pass lint as two Packages (lint does not know
     // the host's architecture), but on an amd64 host (dpkg's own
