@@ -800,13 +800,14 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
 }
 
 /// The oldest report kept (by arrival) of each host of `reports` that has
-/// one: host, its finish and sequence number, and how many the host holds.
+/// one: host, its finish and sequence number, and how many the host holds
+/// (one entry of the `(host, id)` index per host).
 fn oldest_kept(reports: &[&Submitted]) -> Stmt {
     Stmt::built(
         format!(
-            "SELECT r.host, r.finished_at, r.seq, h.reports_held FROM reports r \
-             JOIN hosts h ON h.name = r.host WHERE r.id IN \
-             (SELECT min(id) FROM reports WHERE host IN {} GROUP BY host)",
+            "SELECT h.name, r.finished_at, r.seq, h.reports_held FROM hosts h \
+             JOIN reports r ON r.id = (SELECT o.id FROM reports o WHERE o.host = h.name \
+             ORDER BY o.id LIMIT 1) WHERE h.name IN {}",
             values_rows(1, reports.len(), 1)
         ),
         reports
