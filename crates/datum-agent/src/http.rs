@@ -1,5 +1,6 @@
-//! The agent's HTTP endpoint: `/metrics` (Prometheus scrape) and `/healthz`
-//! (liveness). Default address `127.0.0.1:9477`, loopback only.
+//! The agent's HTTP endpoint: `/metrics` (Prometheus scrape), `/healthz`
+//! (liveness) and `/readyz` (readiness: alive and recording its checks).
+//! Default address `127.0.0.1:9477`, loopback only.
 //!
 //! Owns the listening socket and one thread that answers requests. It must
 //! not change anything: both endpoints read shared state only. A scrape never
@@ -59,7 +60,10 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// stuck limit (a read hanging on a dead mount, a lock never released), so
 /// a supervisor probing liveness can restart it. While the last check could
 /// not be recorded in the state store it stays `200` (a restart would not
-/// free a full disk or a lock another holds) and says so: `degraded: ...`.
+/// free a full disk or a lock another holds) and says so: `degraded: ...`;
+/// `/readyz` answers `503` then, with the same words, for a probe that asks
+/// whether the agent does its whole job (a load balancer's or a monitoring
+/// system's HTTP check), not whether to restart it.
 #[derive(Debug, Default)]
 pub struct Health {
     stopping: AtomicBool,
@@ -95,10 +99,23 @@ impl Health {
         self.last_unrecorded.store(unrecorded > 0, Ordering::SeqCst);
     }
 
-    /// `(healthy, text)` at `now` (Unix seconds).
+    /// `(healthy, text)` at `now` (Unix seconds): what `/healthz` answers.
     fn verdict(&self, now: u64) -> (bool, String) {
+        let (live, _, text) = self.verdicts(now);
+        (live, text)
+    }
+
+    /// `(ready, text)` at `now`: what `/readyz` answers, alive and not
+    /// degraded.
+    fn readiness(&self, now: u64) -> (bool, String) {
+        let (_, ready, text) = self.verdicts(now);
+        (ready, text)
+    }
+
+    /// `(alive, ready, text)` at `now`.
+    fn verdicts(&self, now: u64) -> (bool, bool, String) {
         if self.stopping.load(Ordering::SeqCst) {
-            return (false, "stopping\n".to_owned());
+            return (false, false, "stopping\n".to_owned());
         }
         let since = self.busy_since.load(Ordering::SeqCst);
         let limit = self.stuck_after.load(Ordering::SeqCst);
@@ -108,18 +125,23 @@ impl Health {
             now.saturating_sub(since)
         };
         if limit > 0 && running > limit {
-            return (false, format!("stuck: one check has run for {running} s\n"));
+            return (
+                false,
+                false,
+                format!("stuck: one check has run for {running} s\n"),
+            );
         }
         if self.last_unrecorded.load(Ordering::SeqCst) {
             let n = self.unrecorded.load(Ordering::SeqCst);
             return (
                 true,
+                false,
                 format!(
                     "degraded: the last check could not be recorded in the state store ({n} unrecorded since the agent started): its history and fleet report are lost; the log says why\n"
                 ),
             );
         }
-        (true, "ok\n".to_owned())
+        (true, true, "ok\n".to_owned())
     }
 }
 
@@ -340,7 +362,16 @@ fn answer(
                 (false, body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
             }
         }
-        (true, "/") => text(StatusCode::OK, "datum agent: /metrics, /healthz\n"),
+        (true, "/readyz") => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            match health.readiness(now) {
+                (true, body) => text(StatusCode::OK, body),
+                (false, body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
+            }
+        }
+        (true, "/") => text(StatusCode::OK, "datum agent: /metrics, /healthz, /readyz\n"),
         (false, _) => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
         (true, _) => text(StatusCode::NOT_FOUND, "not found\n"),
     }
@@ -397,10 +428,23 @@ mod tests {
         assert!(om.contains("# TYPE datum_build info"), "{om}");
         assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(get(addr, "/healthz").contains("ok"));
+        assert!(get(addr, "/readyz").contains(" 200 "));
         assert!(get(addr, "/nope").contains(" 404 "));
         assert!(exchange(addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 405 "));
+        // A check the state store did not take: alive, not ready.
+        health.recorded(1);
+        let (live, ready) = (get(addr, "/healthz"), get(addr, "/readyz"));
+        assert!(
+            live.contains(" 200 ") && live.contains("degraded: "),
+            "{live}"
+        );
+        assert!(
+            ready.contains(" 503 ") && ready.contains("degraded: "),
+            "{ready}"
+        );
         health.stopping();
         assert!(get(addr, "/healthz").contains(" 503 "));
+        assert!(get(addr, "/readyz").contains(" 503 "));
         server.stop();
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
@@ -482,9 +526,15 @@ mod tests {
         );
         h.recorded(0);
         assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
+        assert_eq!(h.readiness(1000), (true, "ok\n".to_owned()));
         h.recorded(1);
+        // Alive, not ready: `/readyz` says why.
+        let (ready, text) = h.readiness(1000);
+        assert!(!ready);
+        assert!(text.starts_with("degraded: "), "{text}");
         h.stopping();
         assert!(!h.verdict(1000).0);
+        assert!(!h.readiness(1000).0);
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub struct Metrics {
     fallback_passes: Family<ReasonLabel, Counter>,
     check_errors: Counter,
     unrecorded: Counter,
+    degraded: Gauge,
     reload_failures: Counter,
     repository_ok: Gauge,
     last_reload: F64Gauge,
@@ -133,6 +134,7 @@ impl Metrics {
             fallback_passes: Family::default(),
             check_errors: Counter::default(),
             unrecorded: Counter::default(),
+            degraded: Gauge::default(),
             reload_failures: Counter::default(),
             repository_ok: Gauge::default(),
             last_reload: F64Gauge::default(),
@@ -226,6 +228,11 @@ impl Metrics {
             "datum_checks_unrecorded",
             "Checks (or a class's part of one) whose outcome could not be written to the state store: their history, fleet report and what a policy did are lost",
             m.unrecorded.clone(),
+        );
+        registry.register(
+            "datum_agent_degraded",
+            "Whether the last check could not be recorded in the state store (1: /healthz says degraded, /readyz answers 503) or could (0)",
+            m.degraded.clone(),
         );
         registry.register(
             "datum_repository_reload_failures",
@@ -468,6 +475,7 @@ impl Metrics {
     pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
         self.check_errors.inc_by(report.failed);
         self.unrecorded.inc_by(report.unrecorded);
+        self.degraded.set(i64::from(report.unrecorded > 0));
         let mut seen = self.lock();
         for (class, r) in &report.classes {
             let label = ClassLabel {
@@ -783,6 +791,28 @@ mod tests {
             ..report()
         };
         m.checked("watch", &lost, Duration::from_secs(2));
+        assert!(m.encode().contains("datum_checks_unrecorded_total 1"));
+    }
+
+    /// The counter says that checks were lost, not whether the agent is
+    /// losing them now: the gauge does, as `/healthz` and `/readyz` do.
+    #[test]
+    fn the_agent_is_degraded_while_its_last_check_went_unrecorded() {
+        let m = Metrics::new("0");
+        let degraded = |m: &Metrics| {
+            m.encode()
+                .lines()
+                .find_map(|l| l.strip_prefix("datum_agent_degraded ").map(str::to_owned))
+        };
+        assert_eq!(degraded(&m).as_deref(), Some("0"));
+        let lost = CheckReport {
+            unrecorded: 1,
+            ..report()
+        };
+        m.checked("watch", &lost, Duration::from_secs(1));
+        assert_eq!(degraded(&m).as_deref(), Some("1"));
+        m.checked("watch", &report(), Duration::from_secs(2));
+        assert_eq!(degraded(&m).as_deref(), Some("0"));
         assert!(m.encode().contains("datum_checks_unrecorded_total 1"));
     }
 }

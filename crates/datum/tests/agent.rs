@@ -1333,7 +1333,8 @@ fn after_an_apply_rebuilt_the_state_store_the_agent_records_into_the_new_one() {
 /// the check's history and fleet report were lost without anything a
 /// monitor could see. It is now counted in `datum_checks_unrecorded_total`
 /// and `/healthz` says `degraded: ...` (still 200: a restart frees neither a
-/// lock nor a disk) until a check is recorded again.
+/// lock nor a disk) until a check is recorded again; `/readyz` answers 503
+/// meanwhile and `datum_agent_degraded` is 1.
 #[test]
 fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     if !have("sqlite3", "sqlite3") {
@@ -1347,6 +1348,14 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     );
     assert!(agent.metrics().contains("datum_checks_unrecorded_total 0"));
     assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(http_get(agent.addr(), "/readyz"), (200, "ok\n".to_owned()));
+    let degraded = |agent: &Agent| {
+        agent
+            .metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix("datum_agent_degraded ").map(str::to_owned))
+    };
+    assert_eq!(degraded(&agent).as_deref(), Some("0"));
     let mut holder = Command::new("sqlite3")
         .arg(estate.path("root/var/lib/datum/state.db"))
         .stdin(Stdio::piped())
@@ -1377,6 +1386,9 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
         ),
         "{body}"
     );
+    // Alive, not ready: a probe of readiness sees it, and so does a scrape.
+    assert_eq!(http_get(agent.addr(), "/readyz"), (503, body));
+    assert_eq!(degraded(&agent).as_deref(), Some("1"));
     // Released: the next check is recorded, and the agent is healthy again.
     writeln!(input, "COMMIT;").unwrap();
     drop(input);
@@ -1387,6 +1399,8 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     });
     assert!(healthy.is_some(), "{}", agent.log_text());
     assert!(agent.metrics().contains("datum_checks_unrecorded_total 1"));
+    assert_eq!(http_get(agent.addr(), "/readyz"), (200, "ok\n".to_owned()));
+    assert_eq!(degraded(&agent).as_deref(), Some("0"));
 }
 
 /// A state store the agent cannot open (here damaged; a full file system,
