@@ -547,12 +547,7 @@ pub fn classify(
                 }
             }
         }
-        if plan.incomplete {
-            notes.push(format!("{}: the plan is marked incomplete", plan.source));
-        }
-        for check in &plan.failed_checks {
-            notes.push(format!("{}: check failed: {check}", plan.source));
-        }
+        note_plan_state(plan, &mut notes);
     }
     if refresh.listed_no_ops > 0 {
         notes.push(format!(
@@ -560,12 +555,7 @@ pub fn classify(
             refresh.source
         ));
     }
-    if refresh.incomplete {
-        notes.push(format!("{}: the plan is marked incomplete", refresh.source));
-    }
-    for check in &refresh.failed_checks {
-        notes.push(format!("{}: check failed: {check}", refresh.source));
-    }
+    note_plan_state(refresh, &mut notes);
     // The same file can be given as both plans; say each thing once.
     let mut seen = BTreeSet::new();
     notes.retain(|n| seen.insert(n.clone()));
@@ -579,6 +569,18 @@ pub fn classify(
         pending,
         notes,
         with_plan: normal.is_some(),
+    }
+}
+
+/// What a plan says of itself that its reader should know: marked
+/// incomplete, and each check it failed (the normal plan's and the
+/// refresh-only plan's alike).
+fn note_plan_state(plan: &Plan, notes: &mut Vec<String>) {
+    if plan.incomplete {
+        notes.push(format!("{}: the plan is marked incomplete", plan.source));
+    }
+    for check in &plan.failed_checks {
+        notes.push(format!("{}: check failed: {check}", plan.source));
     }
 }
 
@@ -624,6 +626,40 @@ mod tests {
     /// `classify` with the default rules and options.
     fn classify_plain(refresh: &Plan, normal: Option<&Plan>) -> Report {
         classify("s", refresh, normal, &Rules::default(), &Options::default())
+    }
+
+    /// Each plan's own state (incomplete, failed checks) is a note naming
+    /// the plan, the normal plan's first; the same file given as both plans
+    /// says each once.
+    #[test]
+    fn each_plans_incomplete_mark_and_failed_checks_are_noted() {
+        let plan = |source: &str, incomplete: bool, checks: &[&str]| Plan {
+            source: source.to_owned(),
+            incomplete,
+            failed_checks: checks.iter().map(|c| (*c).to_owned()).collect(),
+            ..Plan::default()
+        };
+        let refresh = plan("refresh.json", true, &["output.a (fail)"]);
+        let normal = plan("plan.json", true, &["check.b (error)", "check.c (fail)"]);
+        assert_eq!(
+            classify_plain(&refresh, Some(&normal)).notes,
+            [
+                "plan.json: the plan is marked incomplete",
+                "plan.json: check failed: check.b (error)",
+                "plan.json: check failed: check.c (fail)",
+                "refresh.json: the plan is marked incomplete",
+                "refresh.json: check failed: output.a (fail)",
+            ]
+        );
+        let both = plan("p.json", false, &["check.b (fail)"]);
+        assert_eq!(
+            classify_plain(&both, Some(&both)).notes,
+            ["p.json: check failed: check.b (fail)"]
+        );
+        assert_eq!(
+            classify_plain(&plan("r.json", false, &[]), None).notes,
+            [] as [&str; 0]
+        );
     }
 
     fn color() -> Vec<LeafDiff> {
