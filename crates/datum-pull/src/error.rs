@@ -244,6 +244,30 @@ pub enum PullError {
     Tool { tool: String, detail: String },
     #[error("{} is a {found}, not a link datum pull manages: move it away (datum pull puts a link there) or choose another --deploy; nothing was changed", path.display())]
     NotALink { path: PathBuf, found: String },
+    /// `deploy` is not where the state store records the last pull's link:
+    /// a pull would leave that link behind, pointing at the revision
+    /// deployed then. A person moves it with `--move-deploy`.
+    #[error(
+        "deploy (--deploy) is {}, but the state store records the link the last pull made at {}, pointing at {}: deploying at the new place would leave that link behind, still read by whatever reads it (an agent or a cron apply whose --repo names it) at that revision for good, and at nothing once its checkout is pruned. Run `datum pull --move-deploy` once to make the link at {} and remove the one at {} (only while it is still the link datum pull made), then read the repository at {} (the agent's --repo); or set deploy back to {}; {}",
+        deploy.display(),
+        recorded.display(),
+        short(revision),
+        deploy.display(),
+        recorded.display(),
+        deploy.display(),
+        recorded.display(),
+        nothing_changed(made)
+    )]
+    DeployMoved {
+        /// The link the state store records (under the root).
+        recorded: PathBuf,
+        /// The link asked for now (under the root).
+        deploy: PathBuf,
+        /// What the recorded link pointed at when it was made.
+        revision: String,
+        /// Folders the walk to the new link's folder made.
+        made: Vec<PathBuf>,
+    },
     #[error("the state store {} is unusable, so the deployed revision cannot be checked (never backwards); nothing was changed: {source}", path.display())]
     Store {
         path: PathBuf,
@@ -256,12 +280,24 @@ pub enum PullError {
     Git(#[from] GitError),
 }
 
+/// "nothing was changed", or which folders were made on the way.
+fn nothing_changed(made: &[PathBuf]) -> String {
+    if made.is_empty() {
+        return "nothing was changed".to_owned();
+    }
+    let made: Vec<String> = made.iter().map(|p| p.display().to_string()).collect();
+    format!(
+        "nothing was changed but the folders made on the way: {}",
+        made.join(", ")
+    )
+}
+
 impl PullError {
     /// The fixed word of a refusal or failure, for metrics.
     pub fn word(&self) -> &'static str {
         match self {
             PullError::Refused(r) => r.reason.word(),
-            PullError::Config(_) => "config",
+            PullError::Config(_) | PullError::DeployMoved { .. } => "config",
             PullError::Fetch { .. } | PullError::NotACommit { .. } | PullError::Shallow { .. } => {
                 "fetch"
             }

@@ -79,6 +79,10 @@ pub struct Request<'a> {
     pub state: Option<&'a Path>,
     /// Who allowed going backwards (`--allow-rollback`), if anyone did.
     pub allow_rollback: Option<String>,
+    /// A person moves the link (`--move-deploy`): `deploy` is not where the
+    /// state store records the last pull's link, and that link goes (while
+    /// it is still the one `datum pull` made).
+    pub move_deploy: bool,
     /// How long to wait for another pull holding the lock.
     pub lock_timeout: Duration,
     /// What must hold of a checkout before it is switched in: `datum lint`.
@@ -132,7 +136,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     // The link's folder first: a refusal of it (a folder others may write
     // to on the way) leaves Datum's own folders as they were, not made.
     let (link_parent_declared, link_name) = split_link(&config.deploy)?;
-    let link_parent = folder_of_link(&host, &link_parent_declared)?;
+    let (link_parent, made) = folder_of_link(&host, &link_parent_declared)?;
     let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
         .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
     let pull_dir = datum_dir
@@ -193,12 +197,34 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             None
         }
     };
-    let recorded = match &store {
-        Some(s) => s
-            .current_deployment()
-            .map_err(store_error)?
-            .map(|d| d.deployment.revision),
+    let last = match &store {
+        Some(s) => s.current_deployment().map_err(store_error)?,
         None => None,
+    };
+    let recorded = last.as_ref().map(|d| d.deployment.revision.clone());
+    // Where the last pull's link is, when the store knows (schema 11 on).
+    let recorded_link = last
+        .as_ref()
+        .and_then(|d| d.deployment.link.as_deref())
+        .map(PathBuf::from);
+    // `deploy` changed since: the link made before would be left behind,
+    // still read by whatever reads it (an agent or a cron apply whose
+    // --repo names it), pointing at the revision deployed then for good,
+    // and at nothing once a later pull prunes its checkout. A person moves
+    // it (`--move-deploy`), or sets `deploy` back.
+    let moving_from = match (&recorded_link, &recorded) {
+        (Some(old), Some(revision)) if *old != config.deploy => {
+            if !req.move_deploy {
+                return Err(PullError::DeployMoved {
+                    recorded: host.root().join(old.strip_prefix("/").unwrap_or(old)),
+                    deploy: link_path.clone(),
+                    revision: revision.clone(),
+                    made: made.clone(),
+                });
+            }
+            Some(old.clone())
+        }
+        _ => None,
     };
     // What people rolled back from (newest first): not deployed again
     // unasked while the deployed revision does not hold it.
@@ -273,6 +299,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
                     "(unknown: the pull that switched it in was interrupted before recording it)"
                         .to_owned()
                 }),
+                link: Some(config.deploy.display().to_string()),
             })
         }
     };
@@ -320,6 +347,32 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
                 ));
             }
             cache.forget_incoming()?;
+        }
+        // The link at `deploy` already names the remote's revision (put
+        // there by hand, or by a pull whose record was lost): moving is
+        // recording it there, and dealing with the old link.
+        if let (Some(old), Some(m), None) = (&moving_from, &marker, &missed) {
+            let record = Deployment {
+                deployed_at: switched_at.unwrap_or(req.now),
+                revision: m.commit.clone(),
+                previous: recorded.clone(),
+                git_ref: m.git_ref.clone(),
+                source: m.source.clone(),
+                signer: m.signer.clone(),
+                key: m.key.clone(),
+                rollback: false,
+                allowed_by: None,
+                link: Some(config.deploy.display().to_string()),
+            };
+            if let Err(e) = record_in(&mut store, &state_dir, &state_name, &record) {
+                warnings.push(format!(
+                    "the link at {} could not be recorded in the state store: {e}",
+                    link_path.display()
+                ));
+            }
+            warnings.push(move_old_link(&host, old, &link_path));
+        } else if let Some(old) = &moving_from {
+            warnings.push(move_old_link(&host, old, &link_path));
         }
         return Ok(Outcome::UpToDate {
             revision: new,
@@ -506,13 +559,22 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         } else {
             None
         },
+        link: Some(config.deploy.display().to_string()),
     };
     // No link was there, yet the store records a deployment: the link was
     // removed by hand, or `deploy` changed since, and then the link made
     // before still points at the revision deployed then (a reader of it
     // runs that revision for good, or nothing once a later pull prunes its
     // checkout). This pull cannot know where it is: it says so.
-    if let (None, Some(r)) = (&current, &recorded) {
+    if moving_from.is_some() {
+        // Said below, once the old link is dealt with.
+    } else if let (None, Some(r), Some(_)) = (&current, &recorded, &recorded_link) {
+        warnings.push(format!(
+            "{} was not there, though the state store records {} deployed at it (removed by hand?): it is made anew",
+            link_path.display(),
+            commit::short(r)
+        ));
+    } else if let (None, Some(r)) = (&current, &recorded) {
         warnings.push(format!(
             "{} was not there, though the state store records {} deployed: if `deploy` (--deploy) changed, the link made before is left where it was, pointing at {} (and at nothing once a later pull prunes its checkout); remove it, and read the repository at {} (the agent's --repo)",
             link_path.display(),
@@ -528,6 +590,9 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             "{} is deployed but could not be recorded in the state store: {e}",
             commit::short(&new)
         ));
+    }
+    if let Some(old) = &moving_from {
+        warnings.push(move_old_link(&host, old, &link_path));
     }
     let pruned = prune(
         &checkouts,
@@ -719,7 +784,7 @@ fn prune(
 /// changes nothing but the folders this walk made (said in the message:
 /// only a folder someone else makes or changes meanwhile, below one made
 /// here, can be refused after one was made).
-fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
+fn folder_of_link(host: &Host, declared: &Path) -> Result<(Dir, Vec<PathBuf>), HostError> {
     let mut here = PathBuf::from("/");
     let mut current = host.root_dir()?;
     let mut made: Vec<PathBuf> = Vec::new();
@@ -745,7 +810,80 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<Dir, HostError> {
         };
         only_ours(&parent, name, &made)?;
     }
-    Ok(current)
+    Ok((current, made))
+}
+
+/// Removes the link a pull made at `old` (a `deploy` since moved to
+/// `new_link`) while it is still that link: a link whose target is the one
+/// `datum pull` writes there (a checkout of its own, by the relative path
+/// from that folder), in a folder reached from the root by the boundary's
+/// walk, none of it created, every folder on the way root's and writable by
+/// root only ([`only_ours`]: so nobody else can change the link between
+/// its check and its removal). Anything else is left as it is. Returns what
+/// was done, for the operator.
+fn move_old_link(host: &Host, old: &Path, new_link: &Path) -> String {
+    let shown = host.root().join(old.strip_prefix("/").unwrap_or(old));
+    let left = |why: String| {
+        format!(
+            "deploy moved to {}; the link made before at {} is left as it is: {why}",
+            new_link.display(),
+            shown.display()
+        )
+    };
+    let Ok((parent, name)) = split_link(old) else {
+        return left("it is not a path datum pull makes a link at".to_owned());
+    };
+    let mut here = PathBuf::from("/");
+    let mut folder = match host.root_dir() {
+        Ok(d) => d,
+        Err(e) => return left(e.to_string()),
+    };
+    for component in parent.components() {
+        let Component::Normal(step) = component else {
+            continue;
+        };
+        here.push(step);
+        let above = folder.clone();
+        folder = match host.dir(&here) {
+            Ok(d) => d,
+            Err(e) if e.is_missing_parent() => return left("it is not there".to_owned()),
+            Err(e) => return left(e.to_string()),
+        };
+        if let Err(e) = only_ours(&above, step, &[]) {
+            return left(e.to_string());
+        }
+    }
+    let entry = folder.entry(&name);
+    let target = match entry.lstat() {
+        Ok(None) => return left("it is not there".to_owned()),
+        Ok(Some(st)) if st.kind != FileKind::Symlink => {
+            return left(format!("it is a {}, not a link", st.kind.word()));
+        }
+        Ok(Some(_)) => match entry.read_link() {
+            Ok(t) => t,
+            Err(e) => return left(e.to_string()),
+        },
+        Err(e) => return left(e.to_string()),
+    };
+    let ours = target
+        .file_name()
+        .and_then(OsStr::to_str)
+        .filter(|id| commit::is_commit_id(id) && relative_target(old, id) == target);
+    if ours.is_none() {
+        return left(format!(
+            "it points at {}, not at a checkout of datum pull's",
+            datum_core::text::visible(&target.to_string_lossy(), &[])
+        ));
+    }
+    match entry.remove_file().and_then(|()| folder.sync()) {
+        Ok(()) => format!(
+            "deploy moved to {}: the link made before at {} was removed; read the repository at {} (the agent's --repo)",
+            new_link.display(),
+            shown.display(),
+            new_link.display()
+        ),
+        Err(e) => left(format!("it cannot be removed: {e}")),
+    }
 }
 
 /// Refuses a folder on the way to the link that another user could write

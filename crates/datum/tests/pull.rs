@@ -1313,39 +1313,74 @@ fn a_revision_that_fails_lint_is_not_switched_in_and_the_old_one_stays() {
 /// `deploy` moved between pulls: the pull makes the new link, and says the
 /// link made before is left behind, still pointing at the revision deployed
 /// then (a reader of it would run that revision for good).
+// The state store records where each pull's link is; a pull told another
+// deploy would leave that link behind (a reader of it runs the old
+// revision for good, then nothing once its checkout is pruned), so it is
+// refused until a person moves the link with --move-deploy, which removes
+// the old link only while it is still the one datum pull made.
 #[test]
-fn a_change_of_deploy_says_the_link_made_before_is_left_behind() {
+fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
     };
-    let out = bed.pull(&["--deploy", "/srv/repository"]);
-    out.assert_exit(2);
+    let old = bed.link();
     let moved = bed.p("root/srv/repository");
+    let before = bed.snapshot();
+    let out = bed.pull(&["--deploy", "/srv/repository"]);
+    out.assert_exit(1);
+    for says in [
+        format!(
+            "deploy (--deploy) is {}, but the state store records the link the last pull made at {}, pointing at {}",
+            moved.display(),
+            old.display(),
+            &c1[..12]
+        ),
+        "Run `datum pull --move-deploy` once".to_owned(),
+        format!(
+            "nothing was changed but the folders made on the way: {}",
+            bed.p("root/srv").display()
+        ),
+    ] {
+        assert!(
+            out.stderr().contains(&says),
+            "`{says}` not in\n{}",
+            out.stderr()
+        );
+    }
+    assert_eq!(bed.snapshot(), before);
+    assert!(std::fs::symlink_metadata(&moved).is_err());
+    let out = bed.pull(&["--deploy", "/srv/repository", "--output", "json"]);
+    out.assert_exit(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(json["reason"], "config", "{json}");
+
+    // A person moves it: the new link, and the old one gone.
+    let out = bed.pull(&["--deploy", "/srv/repository", "--move-deploy"]);
+    out.assert_exit(2);
     assert!(
         out.stderr().contains(&format!(
-            "warning: {} was not there, though the state store records {} deployed",
+            "deploy moved to {}: the link made before at {} was removed",
             moved.display(),
-            &c1[..12]
-        )) && out
-            .stderr()
-            .contains("the link made before is left where it was"),
+            old.display()
+        )),
         "{}",
         out.stderr()
     );
-    // Not said to replace itself.
     assert!(
-        !out.stdout().contains("it replaces")
-            && out
-                .stdout()
-                .contains("the state store had it deployed already, its link is new"),
+        out.stdout()
+            .contains("the state store had it deployed already, its link is new"),
         "{}",
         out.stdout()
+    );
+    assert!(
+        std::fs::symlink_metadata(&old).is_err(),
+        "the old link is left"
     );
     assert_eq!(
         datum_pull::deployed_revision(&moved).map(|d| d.commit),
         Some(c1.clone())
     );
-    assert_eq!(bed.deployed(), Some(c1.clone()));
+    assert_eq!(bed.status()["history"][0]["link"], "/srv/repository");
     // From then on the new link is the one followed: nothing more to say.
     let out = bed.pull(&["--deploy", "/srv/repository"]);
     out.assert_exit(0);
@@ -1360,10 +1395,45 @@ fn a_change_of_deploy_says_the_link_made_before_is_left_behind() {
         "{}",
         out.stdout()
     );
-    assert_eq!(
-        datum_pull::deployed_revision(&moved).map(|d| d.commit),
-        Some(c2)
+
+    // A link that is no longer Datum's is left as it is.
+    std::fs::remove_file(&moved).unwrap();
+    std::os::unix::fs::symlink("/srv/elsewhere", &moved).unwrap();
+    let out = bed.pull(&["--move-deploy"]);
+    out.assert_exit(2);
+    assert!(
+        out.stderr().contains(&format!(
+            "the link made before at {} is left as it is: it points at /srv/elsewhere, not at a checkout of datum pull's",
+            moved.display()
+        )),
+        "{}",
+        out.stderr()
     );
+    assert_eq!(
+        std::fs::read_link(&moved).unwrap(),
+        PathBuf::from("/srv/elsewhere")
+    );
+    assert_eq!(bed.deployed(), Some(c2.clone()));
+
+    // A deployment recorded before the store kept the link (schema 10):
+    // where the old link is is not known, and the pull says so.
+    if have("sqlite3", "sqlite3") {
+        let db = bed.p("root/var/lib/datum/state.db");
+        let out = Command::new("sqlite3")
+            .arg(&db)
+            .arg("UPDATE deployments SET link = NULL")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let out = bed.pull(&["--deploy", "/srv/repository2"]);
+        out.assert_exit(2);
+        assert!(
+            out.stderr()
+                .contains("the link made before is left where it was"),
+            "{}",
+            out.stderr()
+        );
+    }
 }
 
 #[test]

@@ -38,6 +38,11 @@ pub struct Deployment {
     pub rollback: bool,
     /// Who allowed the rollback (user name and uid), when one was allowed.
     pub allowed_by: Option<String>,
+    /// The link the switch made (`deploy`, a host path such as
+    /// `/etc/datum/repository`); `None` when not recorded (deployments
+    /// recorded before schema version 11).
+    #[serde(default)]
+    pub link: Option<String>,
 }
 
 /// A recorded deployment and its row id (newest has the highest).
@@ -58,7 +63,8 @@ impl Batch<'_> {
         self.tx
             .execute(
                 "INSERT INTO deployments (deployed_at, revision, previous, git_ref, source, \
-                 signer, key, rollback, allowed_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 signer, key, rollback, allowed_by, link) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     d.deployed_at,
                     d.revision,
@@ -68,7 +74,8 @@ impl Batch<'_> {
                     d.signer,
                     d.key,
                     d.rollback,
-                    d.allowed_by
+                    d.allowed_by,
+                    d.link
                 ],
             )
             .map_err(err())?;
@@ -101,7 +108,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT id, deployed_at, revision, previous, git_ref, source, signer, key, \
-                 rollback, allowed_by FROM deployments ORDER BY id DESC LIMIT ?1",
+                 rollback, allowed_by, link FROM deployments ORDER BY id DESC LIMIT ?1",
             )
             .map_err(err())?;
         let rows = stmt
@@ -118,6 +125,7 @@ impl Store {
                         key: r.get(7)?,
                         rollback: r.get(8)?,
                         allowed_by: r.get(9)?,
+                        link: r.get(10)?,
                     },
                 })
             })
@@ -141,6 +149,7 @@ mod tests {
             key: "SHA256:abc".to_owned(),
             rollback,
             allowed_by: rollback.then(|| "alice (uid 1000)".to_owned()),
+            link: Some("/etc/datum/repository".to_owned()),
         }
     }
 

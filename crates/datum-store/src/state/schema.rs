@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -291,6 +291,13 @@ ALTER TABLE verified_v9 RENAME TO verified;
 /// the one a full outbox drops.
 const V10: &str = "
 ALTER TABLE outbox ADD COLUMN announced INTEGER;
+";
+
+/// Version 11: where the link a deployment made is (`deploy`, a host
+/// path), so a pull told another `deploy` knows where the old link is
+/// (NULL: recorded before this version, not known).
+const V11: &str = "
+ALTER TABLE deployments ADD COLUMN link TEXT;
 ";
 
 #[cfg(test)]

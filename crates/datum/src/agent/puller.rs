@@ -74,7 +74,7 @@ impl Puller {
     /// One pull now.
     pub fn pull(&self, log: &dyn Fn(LogLevel, &str), metrics: Option<&Metrics>) -> Pulled {
         let outcome =
-            crate::commands::pull::pull_once(&self.global, &self.config, None, &mut |_| {});
+            crate::commands::pull::pull_once(&self.global, &self.config, None, false, &mut |_| {});
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();

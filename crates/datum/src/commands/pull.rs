@@ -40,6 +40,9 @@ pub struct PullArgs {
     /// Deploy a revision that does not descend from the deployed one (a person's decision; recorded).
     #[arg(long)]
     pub allow_rollback: bool,
+    /// Make the link at --deploy (or deploy: of pull.yaml) though the last pull made it elsewhere, and remove that one while it is still Datum's (a person's decision).
+    #[arg(long)]
+    pub move_deploy: bool,
     /// Checkouts to keep, the deployed one included (default 3).
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
@@ -65,6 +68,7 @@ impl std::fmt::Debug for PullArgs {
             .field("config", &self.config)
             .field("bundle", &self.bundle)
             .field("allow_rollback", &self.allow_rollback)
+            .field("move_deploy", &self.move_deploy)
             .field("keep", &self.keep)
             .field("revoked_keys", &self.revoked_keys)
             .field("openpgp_keyring", &self.openpgp_keyring)
@@ -107,7 +111,9 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
         .allow_rollback
         .then(datum_host::accounts::invoking_user);
     let mut progress = Progress::new(global.output == Format::Human);
-    let outcome = pull_once(global, &config, who, &mut |step| progress.step(step));
+    let outcome = pull_once(global, &config, who, args.move_deploy, &mut |step| {
+        progress.step(step)
+    });
     progress.finish();
     let mut out = std::io::stdout();
     match outcome {
@@ -174,6 +180,7 @@ pub fn pull_once(
     global: &GlobalArgs,
     config: &PullConfig,
     allow_rollback: Option<String>,
+    move_deploy: bool,
     progress: &mut dyn FnMut(Step),
 ) -> Result<Outcome, PullError> {
     let identity = datum_catalog::HostIdentity::load_if_declared(
@@ -199,6 +206,7 @@ pub fn pull_once(
         config,
         state: global.state.as_deref(),
         allow_rollback,
+        move_deploy,
         lock_timeout: global.lock_timeout,
         gate: &gate,
         progress,
@@ -446,6 +454,7 @@ mod tests {
             config: None,
             bundle: None,
             allow_rollback: false,
+            move_deploy: false,
             keep: None,
             revoked_keys: None,
             openpgp_keyring: None,
