@@ -149,6 +149,57 @@ impl Policies<'_> {
         let mut rules: BTreeMap<ResourceId, Option<String>> = BTreeMap::new();
         let mut to_revert: Vec<ResourceId> = Vec::new();
         let mut handled: BTreeMap<ResourceId, Handled> = BTreeMap::new();
+        if let Err(e) = self.decide_each(findings, &mut rules, &mut to_revert, &mut handled) {
+            // Stopped before any revert: the reverts logged for flap
+            // detection were not made.
+            for id in &to_revert {
+                let _ = self.store.withdraw_revert(id, self.now);
+            }
+            return Err(e);
+        }
+        if !to_revert.is_empty() {
+            let outcomes = self.revert(&to_revert, findings);
+            let reverted: HashSet<&ResourceId> = match &outcomes {
+                Ok(outcomes) => outcomes
+                    .iter()
+                    .filter(|(_, o)| o.handling == Handling::Reverted)
+                    .map(|(id, _)| id)
+                    .collect(),
+                Err(_) => HashSet::new(),
+            };
+            // What was not reverted (failed, blocked, or the evidence could
+            // not be saved first): its entry, logged above, is withdrawn. A
+            // store that refuses leaves it, which only counts a revert too
+            // many: flap detection errs toward backing off, never toward
+            // reverting without end.
+            for id in to_revert.iter().filter(|id| !reverted.contains(id)) {
+                let _ = self.store.withdraw_revert(id, self.now);
+            }
+            for (id, outcome) in outcomes? {
+                handled.insert(id, outcome);
+            }
+        }
+        for (i, f) in findings.iter().enumerate() {
+            if let Some(done) = handled.get(&f.id) {
+                actions[i] = Handled {
+                    rule: rules.get(&f.id).cloned().flatten(),
+                    ..done.clone()
+                };
+            }
+        }
+        Ok(actions)
+    }
+
+    /// Decides what each finding's policy does, carrying out all but the
+    /// reverts (returned in `to_revert`, each already logged for flap
+    /// detection).
+    fn decide_each(
+        &mut self,
+        findings: &[CheckFinding],
+        rules: &mut BTreeMap<ResourceId, Option<String>>,
+        to_revert: &mut Vec<ResourceId>,
+        handled: &mut BTreeMap<ResourceId, Handled>,
+    ) -> Result<(), CheckError> {
         for f in findings {
             if handled.contains_key(&f.id) {
                 continue;
@@ -295,37 +346,7 @@ impl Policies<'_> {
             };
             handled.insert(f.id.clone(), action);
         }
-        if !to_revert.is_empty() {
-            let outcomes = self.revert(&to_revert, findings);
-            let reverted: HashSet<&ResourceId> = match &outcomes {
-                Ok(outcomes) => outcomes
-                    .iter()
-                    .filter(|(_, o)| o.handling == Handling::Reverted)
-                    .map(|(id, _)| id)
-                    .collect(),
-                Err(_) => HashSet::new(),
-            };
-            // What was not reverted (failed, blocked, or the evidence could
-            // not be saved first): its entry, logged above, is withdrawn. A
-            // store that refuses leaves it, which only counts a revert too
-            // many: flap detection errs toward backing off, never toward
-            // reverting without end.
-            for id in to_revert.iter().filter(|id| !reverted.contains(id)) {
-                let _ = self.store.withdraw_revert(id, self.now);
-            }
-            for (id, outcome) in outcomes? {
-                handled.insert(id, outcome);
-            }
-        }
-        for (i, f) in findings.iter().enumerate() {
-            if let Some(done) = handled.get(&f.id) {
-                actions[i] = Handled {
-                    rule: rules.get(&f.id).cloned().flatten(),
-                    ..done.clone()
-                };
-            }
-        }
-        Ok(actions)
+        Ok(())
     }
 
     /// Whether a quarantine holds `id` (read for a `revert` policy, which

@@ -391,6 +391,43 @@ fn no_revert_is_made_that_flap_detection_does_not_count() {
     assert_eq!(bed.store.reverts_since(&id, 0).unwrap(), 1);
 }
 
+/// A check stopped by the store before its reverts (here the second
+/// revert's flap record refused) made none of them: the first one's
+/// record, written before, is withdrawn, else it counted toward flapping a
+/// revert that never happened.
+#[test]
+fn reverts_logged_before_a_check_stopped_are_withdrawn() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![
+        in_class(fake_file("a", "/etc/a.conf", "declared\n", &[]), "guarded"),
+        in_class(fake_file("b", "/etc/b.conf", "declared\n", &[]), "guarded"),
+    ]);
+    bed.apply(&cat);
+    bed.write("/etc/a.conf", "edited by hand\n");
+    bed.write("/etc/b.conf", "edited by hand\n");
+    let db = rusqlite::Connection::open(bed.state.path().join("state.db")).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse_second BEFORE INSERT ON reverts \
+         WHEN (SELECT count(*) FROM reverts) >= 1 \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
+    let err = bed.try_check(&cat, Act::Reconcile).err().expect("stopped");
+    assert!(err.to_string().contains("nothing was reverted"), "{err}");
+    for name in ["a", "b"] {
+        let id = ResourceId::new("FakeFile", name);
+        assert_eq!(
+            bed.store.reverts_since(&id, 0).unwrap(),
+            0,
+            "{id}: a revert counted that was not made"
+        );
+        assert_eq!(
+            bed.live(&format!("/etc/{name}.conf")).as_deref(),
+            Some("edited by hand\n")
+        );
+    }
+}
+
 #[test]
 fn a_kinds_extra_findings_are_reported_whatever_the_policy() {
     let mut bed = Bed::new();
