@@ -46,6 +46,40 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Spawns `cmd`, a `datum server serve`, and waits until it says it
+/// listens; its standard error is drained from then on, so the server
+/// never blocks on a full pipe.
+fn listening(mut cmd: Command) -> Child {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    std::thread::spawn(move || for _ in lines {});
+    child
+}
+
+/// `datum fleet --credentials CREDENTIALS ARGS...`, whatever its exit.
+fn fleet_with(credentials: &Path, args: &[&str]) -> Output {
+    datum()
+        .arg("fleet")
+        .arg("--credentials")
+        .arg(credentials)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `n` connections to the server on `port`, held open and idle.
+fn idle_connections(port: u16, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect()
+}
+
 /// A server folder, and the server process when it runs.
 struct Server {
     dir: PathBuf,
@@ -83,20 +117,24 @@ impl Server {
     /// Starts `datum server serve` (on `port`, default its own) and waits
     /// until it listens.
     fn start_on(&mut self, port: u16) {
-        let mut child = datum()
-            .args(["server", "serve", "--dir"])
+        let mut cmd = datum();
+        cmd.args(["server", "serve", "--dir"])
             .arg(&self.dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let line = lines.next().unwrap().unwrap();
-        assert!(line.contains("listening on"), "{line}");
-        // Keep draining so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        self.child = Some(child);
+            .args(["--listen", &format!("127.0.0.1:{port}")]);
+        self.child = Some(listening(cmd));
+    }
+
+    /// Starts `datum server serve` on its own port under `prlimit
+    /// --nofile=LIMITS` (`SOFT:HARD`), waits until it listens, and returns
+    /// it to the test, which kills it.
+    fn start_with_nofile(&self, limits: &str) -> Child {
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={limits}"))
+            .arg("--")
+            .arg(assert_cmd::cargo::cargo_bin("datum"))
+            .args(["server", "serve", "--dir"])
+            .arg(&self.dir);
+        listening(cmd)
     }
 
     fn start(&mut self) {
@@ -117,26 +155,13 @@ impl Server {
 
     /// `datum fleet VIEW... --output json`.
     fn fleet(&self, view: &[&str]) -> Value {
-        let out = datum()
-            .arg("fleet")
-            .arg("--credentials")
-            .arg(self.admin())
-            .args(["--output", "json"])
-            .args(view)
-            .output()
-            .unwrap();
+        let out = fleet_with(&self.admin(), &[&["--output", "json"], view].concat());
         assert_exit(&out, 0);
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     fn fleet_text(&self, view: &[&str]) -> String {
-        let out = datum()
-            .arg("fleet")
-            .arg("--credentials")
-            .arg(self.admin())
-            .args(view)
-            .output()
-            .unwrap();
+        let out = fleet_with(&self.admin(), view);
         assert_exit(&out, 0);
         stdout(&out)
     }
@@ -1328,24 +1353,9 @@ fn connections_past_the_descriptor_limit_do_not_make_the_server_spin() {
     let t = tempfile::tempdir().unwrap();
     let server = Server::init(t.path(), "sqlite", &[]);
     // Both limits at 64: soft and hard, so nothing raises them.
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=64:64")
-        .arg("--")
-        .arg(assert_cmd::cargo::cargo_bin("datum"))
-        .args(["server", "serve", "--dir"])
-        .arg(&server.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    std::thread::spawn(move || for _ in lines {});
+    let mut child = server.start_with_nofile("64:64");
     let pid = child.id();
-    let held: Vec<std::net::TcpStream> = (0..100)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
-        .collect();
+    let held = idle_connections(server.port, 100);
     std::thread::sleep(Duration::from_millis(500));
     let before = cpu_seconds(pid);
     std::thread::sleep(Duration::from_secs(3));
@@ -1354,13 +1364,7 @@ fn connections_past_the_descriptor_limit_do_not_make_the_server_spin() {
     let answered = {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let out = datum()
-                .arg("fleet")
-                .arg("--credentials")
-                .arg(server.admin())
-                .arg("hosts")
-                .output()
-                .unwrap();
+            let out = fleet_with(&server.admin(), &["hosts"]);
             if out.status.success() || Instant::now() > deadline {
                 break out;
             }
@@ -1398,35 +1402,14 @@ fn open_files_limits(pid: u32) -> (u64, u64) {
 fn the_server_takes_its_hard_descriptor_limit() {
     let t = tempfile::tempdir().unwrap();
     let server = Server::init(t.path(), "sqlite", &[]);
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=64:4096")
-        .arg("--")
-        .arg(assert_cmd::cargo::cargo_bin("datum"))
-        .args(["server", "serve", "--dir"])
-        .arg(&server.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines.next().unwrap().unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    std::thread::spawn(move || for _ in lines {});
+    let mut child = server.start_with_nofile("64:4096");
     let limits = open_files_limits(child.id());
     // 100 idle connections: more than the soft limit the server started
     // with; an operator is still answered while they are held.
-    let held: Vec<std::net::TcpStream> = (0..100)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
-        .collect();
+    let held = idle_connections(server.port, 100);
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
-    let answered = datum()
-        .arg("fleet")
-        .arg("--credentials")
-        .arg(server.admin())
-        .arg("hosts")
-        .output()
-        .unwrap();
+    let answered = fleet_with(&server.admin(), &["hosts"]);
     let took = started.elapsed();
     drop(held);
     child.kill().unwrap();
@@ -1567,13 +1550,7 @@ fn a_rotated_admin_credential_ends_the_old_one() {
     assert_eq!(mode & 0o777, 0o600);
     server.start();
     server.fleet(&["hosts"]);
-    let refused = datum()
-        .arg("fleet")
-        .arg("--credentials")
-        .arg(&old)
-        .arg("hosts")
-        .output()
-        .unwrap();
+    let refused = fleet_with(&old, &["hosts"]);
     assert_ne!(refused.status.code(), Some(0));
     assert!(stderr(&refused).contains("401"), "{}", stderr(&refused));
 }
