@@ -761,8 +761,12 @@ impl BatchState {
             }
         }
         // The class of a cluster a host left, or whose host now classes it
-        // otherwise: the first in byte order of its hosts' (the findings
-        // are written above; one index range of the cluster).
+        // otherwise, when no host it has gives it that class any more: the
+        // first in byte order of its hosts' (the findings are written
+        // above). Any class a host gives it was folded in as it came, so
+        // while one host still gives it its class that is the first; the
+        // check stops at that host, and only a class no host gives reads
+        // the cluster's findings whole.
         for (signature, observed) in self
             .clusters
             .iter()
@@ -772,7 +776,9 @@ impl BatchState {
             stmts.push(Stmt::new(
                 "UPDATE drift_clusters SET class = COALESCE((SELECT min(f.class COLLATE \"C\") \
                  FROM findings f WHERE f.signature = $1 AND COALESCE(f.observed, '') = $2), class) \
-                 WHERE signature = $1 AND observed = $2",
+                 WHERE signature = $1 AND observed = $2 AND NOT EXISTS (SELECT 1 FROM findings f \
+                 WHERE f.signature = $1 AND COALESCE(f.observed, '') = $2 \
+                 AND f.class = drift_clusters.class)",
                 vec![signature.as_str().into(), observed.as_str().into()],
             ));
         }
