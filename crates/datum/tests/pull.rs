@@ -1353,6 +1353,7 @@ fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
     out.assert_exit(1);
     let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
     assert_eq!(json["reason"], "config", "{json}");
+    assert_eq!(json["deployed"], c1.as_str(), "{json}");
 
     // A person moves it: the new link, and the old one gone.
     let out = bed.pull(&["--deploy", "/srv/repository", "--move-deploy"]);

@@ -311,9 +311,12 @@ fn error_json(e: &PullError, deployed: Option<String>) -> serde_json::Value {
         "outcome": if refusal.is_some() { "refused" } else { "failed" },
         "reason": e.word(),
         "revision": refusal.map(|r| r.revision.clone()),
-        "deployed": match refusal {
-            Some(r) => r.deployed.clone(),
-            None => deployed,
+        "deployed": match (refusal, e) {
+            (Some(r), _) => r.deployed.clone(),
+            // The link asked for is not made: what the recorded one names
+            // stays deployed.
+            (None, PullError::DeployMoved { revision, .. }) => Some(revision.clone()),
+            (None, _) => deployed,
         },
         "message": e.to_string(),
     })
