@@ -42,6 +42,10 @@ pub enum InitError {
     NotInitialised { dir: PathBuf },
     #[error("`{name}` is not a usable host name ({})", datum_core::host_name::RULE)]
     BadName { name: String },
+    #[error(
+        "--listen {listen} listens on every address, which is no address a host can report to: give the URL hosts reach the server by (--url https://NAME:PORT), or the name they know it by (--name NAME, which then makes the URL)"
+    )]
+    NoReportUrl { listen: String },
 }
 
 /// A server folder and what is in it.
@@ -101,7 +105,8 @@ pub struct InitOptions {
     /// Names and addresses the certificate is valid for, besides the
     /// listen host, `localhost`, `127.0.0.1` and `::1`.
     pub names: Vec<String>,
-    /// The URL hosts report to (default: `https://` + the listen address).
+    /// The URL hosts report to (default: `https://` + the listen address,
+    /// or the first of `names` when that address is every address).
     pub url: Option<String>,
     /// `sqlite` or a PostgreSQL URL.
     pub store: String,
@@ -116,30 +121,54 @@ pub struct Initialised {
     pub admin: AdminCredentials,
 }
 
+/// The host part of a `HOST:PORT` listen address, without brackets.
+fn listen_host(listen: &str) -> String {
+    listen
+        .rsplit_once(':')
+        .map_or(listen, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned()
+}
+
+/// The URL hosts report to: `--url` when given; else `https://` and the
+/// listen address, or, when that address is every address (`0.0.0.0`,
+/// `::`), the first `--name` and the listen port, since a host told to
+/// report to `0.0.0.0` would reach itself. Refused when there is neither.
+pub fn report_url(opts: &InitOptions) -> Result<String, InitError> {
+    if let Some(url) = &opts.url {
+        return Ok(url.clone());
+    }
+    let host_part = listen_host(&opts.listen);
+    let port = opts.listen.rsplit_once(':').map_or("8443", |(_, p)| p);
+    let host = if host_part.is_empty() || host_part == "0.0.0.0" || host_part == "::" {
+        opts.names
+            .first()
+            .cloned()
+            .ok_or_else(|| InitError::NoReportUrl {
+                listen: opts.listen.clone(),
+            })?
+    } else {
+        host_part
+    };
+    let shown = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Ok(format!("https://{shown}:{port}"))
+}
+
 /// Fills `dir` (created when missing, mode 0700) with a new server. The
 /// store is opened by the caller afterwards to record the admin token's
 /// hash (see [`admin_token_hash`]).
 pub fn init(dir: &Path, opts: &InitOptions) -> Result<Initialised, InitError> {
+    let url = report_url(opts)?;
+    let host_part = listen_host(&opts.listen);
     let folder =
         datum_host::PrivateDir::open_path(dir, true)?.ok_or_else(|| InitError::NotInitialised {
             dir: dir.to_owned(),
         })?;
-    let host_part = opts
-        .listen
-        .rsplit_once(':')
-        .map_or(opts.listen.as_str(), |(h, _)| h)
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let url = opts.url.clone().unwrap_or_else(|| {
-        let shown = if host_part.contains(':') {
-            format!("[{host_part}]")
-        } else {
-            host_part.clone()
-        };
-        let port = opts.listen.rsplit_once(':').map_or("8443", |(_, p)| p);
-        format!("https://{shown}:{port}")
-    });
     let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     if !host_part.is_empty() && host_part != "0.0.0.0" && host_part != "::" {
         names.push(host_part.clone());
@@ -281,4 +310,47 @@ pub fn credentials_for(
 pub fn write_credentials(out: &Path, credentials: &Credentials) -> Result<(), InitError> {
     datum_host::named::write_secret(out, credentials.render().as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(listen: &str, names: &[&str], url: Option<&str>) -> InitOptions {
+        InitOptions {
+            listen: listen.into(),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+            url: url.map(str::to_owned),
+            store: "sqlite".into(),
+            sampling: None,
+        }
+    }
+
+    /// docs/fleet.md's `init --listen 0.0.0.0:8443 --name
+    /// fleet.example.org` must tell hosts to report to that name: a host
+    /// told `https://0.0.0.0:8443` connects to itself.
+    #[test]
+    fn hosts_are_never_told_to_report_to_every_address() {
+        let url = |l, n: &[&str], u| report_url(&opts(l, n, u)).map_err(|e| e.to_string());
+        assert_eq!(
+            url("0.0.0.0:8443", &["fleet.example.org"], None).as_deref(),
+            Ok("https://fleet.example.org:8443")
+        );
+        assert_eq!(
+            url("[::]:8443", &["2001:db8::1"], None).as_deref(),
+            Ok("https://[2001:db8::1]:8443")
+        );
+        assert_eq!(
+            url("127.0.0.1:8443", &["fleet.example.org"], None).as_deref(),
+            Ok("https://127.0.0.1:8443")
+        );
+        assert_eq!(
+            url("0.0.0.0:8443", &[], Some("https://f.example:443")).as_deref(),
+            Ok("https://f.example:443")
+        );
+        for listen in ["0.0.0.0:8443", "[::]:8443", ":8443"] {
+            let err = url(listen, &[], None).unwrap_err();
+            assert!(err.contains("--url https://NAME:PORT"), "{err}");
+        }
+    }
 }

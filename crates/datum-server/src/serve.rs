@@ -109,6 +109,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
 
 /// `datum server init`: the folder, then the admin token's hash in the store.
 pub fn init_command(dir: &Path, opts: &InitOptions) -> Result<Initialised, ServeError> {
+    // A listen address hosts cannot report to is refused before anything
+    // is reached or written.
+    init::report_url(opts)?;
     let runtime = runtime()?;
     // A PostgreSQL store is reached (and migrated) before anything is
     // written: else a store that cannot be reached (down, a mistyped URL)

@@ -22,5 +22,6 @@ mod api;
 mod cache;
 mod current;
 mod differential;
+mod init;
 mod queries;
 mod support;
