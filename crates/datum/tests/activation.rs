@@ -646,6 +646,8 @@ testbed_test!(
         );
         within::systemctl_ok(&["start", unit.name()]);
         const CONF: &str = "/run/datum-it-wait.conf";
+        // A run that failed may have left it.
+        let _ = fs::remove_file(CONF);
         let manifest = |content: &str| {
             format!(
                 "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: {CONF}\n  content: \"{content}\\n\"\n\
@@ -695,6 +697,74 @@ testbed_test!(
             piped.stdout(),
             piped.stderr()
         );
+        drop(unit);
+    }
+);
+
+// A restart an earlier pass owes for a drop-in it wrote (b4a25e9's carried
+// debt): pass 1 writes the drop-in, but the Service is blocked (what it
+// requires fails), so neither the daemon-reload nor the restart happens;
+// pass 2 writes nothing in a unit folder and must still have systemd load
+// the drop-in before the restart it owes. systemd's NeedDaemonReload says
+// no here (the loaded drop-in has a time in the future, as above), so only
+// the debt can say it.
+testbed_test!(
+    a_restart_owed_by_an_earlier_pass_loads_the_drop_in_it_wrote_first,
+    {
+        const LOG: &str = "/run/datum-it-carried.log";
+        const DROP_IN: &str = "/etc/systemd/system/datum-it-carried.service.d/env.conf";
+        const GATE: &str = "/run/datum-it-carried.gate";
+        let _ = fs::remove_file(LOG);
+        let _ = fs::remove_file(GATE);
+        let unit = TestUnit::install(
+            "datum-it-carried.service",
+            &format!(
+                "[Service]\nExecStart=/bin/sh -c 'echo \"start $FOO\" >> {LOG}; exec sleep infinity'\n"
+            ),
+        );
+        within::write(DROP_IN, "[Service]\nEnvironment=FOO=v1\n");
+        fs::File::options()
+            .write(true)
+            .open(DROP_IN)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() + Duration::from_secs(3600))
+            .unwrap();
+        within::systemctl_ok(&["daemon-reload"]);
+        within::systemctl_ok(&["start", unit.name()]);
+        assert_eq!(log_lines(LOG, 1), ["start v1"]);
+        let manifest = |gate_owner: &str| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: dropin\ndesired:\n  path: {DROP_IN}\n  content: \"[Service]\\nEnvironment=FOO=v2\\n\"\n\
+---\ndatum: v1alpha1\ntype: File\nname: gate\ndesired:\n  path: {GATE}\n  owner: {gate_owner}\n  content: \"x\\n\"\n\
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-carried\nrequires: [File/gate]\ndesired:\n  state: running\n  settle: 500ms\n  restart_on: [File/dropin]\n"
+            )
+        };
+        // Pass 1: the drop-in is written, the gate fails (no such owner),
+        // the Service is blocked: the restart stays owed.
+        let repo = Repo::new(&manifest("datum-it-no-such-user"));
+        let first = repo.datum(&["apply"]);
+        first.assert_exit(6);
+        assert_contains(&first.line("File[dropin]"), "done");
+        assert_contains(&first.line("Service[datum-it-carried]"), "blocked");
+        assert_eq!(
+            within::property(unit.name(), "NeedDaemonReload"),
+            "no",
+            "systemd must not see the drop-in as changed, or this tests nothing"
+        );
+        // Pass 2: nothing is written in a unit folder; the owed restart
+        // runs the drop-in pass 1 wrote.
+        repo.write("repo/base/main.yaml", &manifest("root"));
+        let second = repo.datum(&["apply"]);
+        let lines = log_lines(LOG, 2);
+        let _ = fs::remove_file(LOG);
+        let _ = fs::remove_file(GATE);
+        let _ = fs::remove_dir_all("/etc/systemd/system/datum-it-carried.service.d");
+        second.assert_exit(2);
+        assert_contains(
+            &second.block("Service[datum-it-carried]"),
+            "restarted (after File[dropin] changed)",
+        );
+        assert_eq!(lines, ["start v1", "start v2"]);
         drop(unit);
     }
 );
