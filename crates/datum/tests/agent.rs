@@ -1403,6 +1403,65 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     assert_eq!(degraded(&agent).as_deref(), Some("0"));
 }
 
+/// A revert whose flap record the state store then refused (here its write
+/// lock held past the busy timeout) was made all the same and its record
+/// lost: the agent reverted the file, then failed the check, and a file
+/// rewritten again and again while the store refuses was never taken for
+/// flapping. The record is written first now: refused, nothing is
+/// reverted (counted unrecorded); once the store takes writes, the next
+/// check reverts it and counts the revert.
+#[test]
+fn a_revert_the_state_store_cannot_log_is_not_made() {
+    if !have("sqlite3", "sqlite3") {
+        return;
+    }
+    let (estate, agent) = reverting_estate();
+    let db = estate.path("root/var/lib/datum/state.db");
+    let mut holder = Command::new("sqlite3")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = holder.stdin.take().unwrap();
+    writeln!(input, "BEGIN IMMEDIATE;\nSELECT 'locked';").unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked");
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    agent.wait_metric("datum_checks_unrecorded_total 1", Duration::from_secs(90));
+    let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).unwrap();
+    assert_eq!(
+        now,
+        "PermitRootLogin yes\n",
+        "reverted though its flap record was refused:\n{}",
+        agent.log_text()
+    );
+    assert!(
+        agent.log_text().contains("nothing was reverted"),
+        "{}",
+        agent.log_text()
+    );
+    writeln!(input, "COMMIT;").unwrap();
+    drop(input);
+    holder.wait().unwrap();
+    // The next check (the file written again) reverts it, counted once.
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    let restored = wait("the revert", Duration::from_secs(20), || {
+        let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).ok()?;
+        (now == "PermitRootLogin no\n").then_some(())
+    });
+    assert!(restored.is_some(), "not reverted:\n{}", agent.log_text());
+    let logged = Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT count(*) FROM reverts")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&logged.stdout).trim(), "1");
+}
+
 /// A state store the agent cannot open (here damaged; a full file system,
 /// which the store refuses to open on, alike) left every check unrecorded,
 /// said only by a warning at each attempt: each check now counts in
