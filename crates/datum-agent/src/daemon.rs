@@ -263,7 +263,7 @@ impl Agent {
         if let Some(addr) = self.bound_addr {
             self.log(
                 LogLevel::Info,
-                &format!("serving /metrics and /healthz on http://{addr}"),
+                &format!("serving /metrics, /healthz and /readyz on http://{addr}"),
             );
         }
         let schedule = Schedule::new(
