@@ -35,6 +35,21 @@ pub trait EntryDesired: Sized + Send + Sync + 'static {
     fn path(&self) -> &Path;
 }
 
+/// What a File and a Directory declare alike, parsed in this order (the
+/// first problem is the error, naming its field): `path`, then `owner`,
+/// `group` and `mode`, then `ensure`.
+pub(crate) fn path_meta_ensure(
+    desired: &dyn datum_core::DeclaredFields,
+) -> Result<(PathBuf, super::MetaDesired, super::Ensure), ProviderError> {
+    let invalid = |(field, message): (String, String)| ProviderError::Invalid { field, message };
+    let path =
+        super::fields::declared_path(desired).map_err(|m| invalid(("path".to_owned(), m)))?;
+    let meta = super::MetaDesired::parse(desired).map_err(invalid)?;
+    let ensure = super::Ensure::parse(desired.get("ensure"))
+        .map_err(|m| invalid(("ensure".to_owned(), m)))?;
+    Ok((path, meta, ensure))
+}
+
 /// A resource type that is one file-system entry at a declared path.
 pub trait EntryProvider: Send + Sync {
     type Desired: EntryDesired;

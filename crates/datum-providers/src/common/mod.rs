@@ -59,6 +59,50 @@ mod tests {
     use crate::testing::{diff, resource};
     use crate::{Provider, directory, file, group, symlink, user};
 
+    /// A File and a Directory read `path`, then owner, group and mode,
+    /// then `ensure`: the first problem is the declaration's error, under
+    /// its field, in the words of the field's own parser.
+    #[test]
+    fn a_file_and_a_directory_name_the_first_bad_field_alike() {
+        use crate::ProviderError;
+        let bad_path = json!({"path": 3, "mode": 644, "ensure": "gone"});
+        let bad_mode = json!({"path": "/etc/a", "owner": "root", "mode": 644, "ensure": "gone"});
+        let bad_ensure = json!({"path": "/etc/a", "mode": "0644", "ensure": "gone"});
+        let want = [
+            ("path", super::fields::declared_path(&bad_path).unwrap_err()),
+            ("mode", super::fields::parse_mode(&json!(644)).unwrap_err()),
+            (
+                "ensure",
+                super::Ensure::parse(Some(&json!("gone"))).unwrap_err(),
+            ),
+        ];
+        let providers: [(&dyn Provider, &str); 2] = [
+            (&file::FileProvider, "File"),
+            (&directory::DirectoryProvider, "Directory"),
+        ];
+        for (provider, kind) in providers {
+            for (desired, (field, message)) in
+                [&bad_path, &bad_mode, &bad_ensure].into_iter().zip(&want)
+            {
+                let r = resource(kind, desired.clone(), None);
+                match provider.declare(&r) {
+                    Err(ProviderError::Invalid {
+                        field: f,
+                        message: m,
+                    }) => {
+                        assert_eq!((f.as_str(), &m), (*field, message), "{kind} {desired}");
+                    }
+                    other => panic!("{kind} {desired}: {:?}", other.err()),
+                }
+            }
+            let fine = json!({"path": "/etc/a", "owner": "root", "mode": "0644"});
+            assert!(
+                provider.declare(&resource(kind, fine, None)).is_ok(),
+                "{kind}"
+            );
+        }
+    }
+
     /// Every kind that removes shows it as the one `ensure` change, from
     /// what was found to `absent`.
     #[test]

@@ -16,8 +16,7 @@ use datum_host::fs::{FileKind, Stat};
 use datum_host::{Dir, Host, Located};
 use serde_json::Value;
 
-use crate::common::entry::{EntryDesired, EntryProvider};
-use crate::common::fields::declared_path;
+use crate::common::entry::{EntryDesired, EntryProvider, path_meta_ensure};
 use crate::common::schema;
 use crate::common::{
     Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields, compare_meta,
@@ -51,15 +50,8 @@ pub struct DirectoryProvider;
 
 impl EntryDesired for DirectoryDesired {
     fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
-        let invalid =
-            |(field, message): (String, String)| ProviderError::Invalid { field, message };
-        let desired = &resource.desired;
-        Ok(DirectoryDesired {
-            path: declared_path(desired).map_err(|m| invalid(("path".to_owned(), m)))?,
-            meta: MetaDesired::parse(desired).map_err(invalid)?,
-            ensure: Ensure::parse(desired.get("ensure"))
-                .map_err(|m| invalid(("ensure".to_owned(), m)))?,
-        })
+        let (path, meta, ensure) = path_meta_ensure(&resource.desired)?;
+        Ok(DirectoryDesired { path, meta, ensure })
     }
 
     fn path(&self) -> &Path {

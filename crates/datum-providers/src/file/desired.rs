@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use datum_core::{Content, Resource};
 use serde_json::Value;
 
-use crate::common::entry::EntryDesired;
-use crate::common::fields::declared_path;
+use crate::common::entry::{EntryDesired, path_meta_ensure};
 use crate::common::schema;
 use crate::common::{Ensure, FieldKind, FieldSpec, MetaDesired, all_or_nothing, check_fields};
 use crate::{FieldError, ProviderError};
@@ -124,13 +123,8 @@ impl FileDesired {
 
 impl EntryDesired for FileDesired {
     fn from_resource(resource: &Resource) -> Result<Self, ProviderError> {
-        let invalid =
-            |(field, message): (String, String)| ProviderError::Invalid { field, message };
         let desired = &resource.desired;
-        let path = declared_path(desired).map_err(|m| invalid(("path".to_owned(), m)))?;
-        let meta = MetaDesired::parse(desired).map_err(invalid)?;
-        let ensure =
-            Ensure::parse(desired.get("ensure")).map_err(|m| invalid(("ensure".to_owned(), m)))?;
+        let (path, meta, ensure) = path_meta_ensure(desired)?;
         // Normally the catalogue has rendered content already; inline content
         // left in `desired` (a resource built by hand) means the same thing.
         let inline = match resource.content {
