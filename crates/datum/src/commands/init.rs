@@ -108,7 +108,19 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
     }
     let host = match &args.host {
         Some(h) => h.clone(),
-        None => crate::context::identity(global)?.name,
+        None => match crate::context::identity(global) {
+            Ok(identity) => identity.name,
+            // This machine's name breaks the rule: --host is the way out
+            // here, not a host file.
+            Err(e) => match e.downcast_ref::<datum_catalog::HostError>() {
+                Some(datum_catalog::HostError::BadFallbackName { name, from, .. }) => bail!(
+                    "`{name}` (read from {}) cannot name a host: give --host NAME ({}); nothing was written",
+                    from.display(),
+                    datum_core::host_name::RULE
+                ),
+                _ => return Err(e),
+            },
+        },
     };
     // The rule the host file is read with (and `datum server enroll`).
     if !datum_core::host_name::is_valid(&host) {

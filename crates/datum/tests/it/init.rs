@@ -103,6 +103,25 @@ fn init_never_overwrites_and_writes_nothing_when_it_refuses() {
     assert!(!linked.join("base").exists());
 }
 
+/// Without --host, init names the host as every command does; a name taken
+/// from ROOT/etc/hostname that breaks the host-name rule is refused with
+/// --host as the way out, and nothing is written.
+#[test]
+fn init_refuses_a_fallback_host_name_and_asks_for_host() {
+    let s = Sandbox::new();
+    s.write("host.yaml", "labels: {}\n");
+    let hostname = s.write("root/etc/hostname", "web 01\n");
+    let new = s.repo().join("new");
+    let out = s.datum(&["init", new.to_str().unwrap()]);
+    assert_exit(&out, 1);
+    let want = format!(
+        "`web 01` (read from {}) cannot name a host: give --host NAME",
+        hostname.display()
+    );
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    assert!(!new.exists());
+}
+
 /// A relative DIR is named in full, as `git init` names its folder: in the
 /// first line, the next steps, the JSON document and a refusal.
 #[test]
