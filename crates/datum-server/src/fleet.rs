@@ -294,8 +294,14 @@ impl<B: Backend> Fleet<B> {
             // too (else each statement, reading what was committed when it
             // began, missed them, and they outlived the host).
             Stmt::new("UPDATE hosts SET kind = kind WHERE name = $1", host()),
+            // Its clusters lose it, and the class it gave them: the first
+            // in byte order of the hosts left (as ingest keeps it).
             Stmt::new(
-                "UPDATE drift_clusters SET hosts = hosts - 1 WHERE EXISTS (SELECT 1 FROM findings f \
+                "UPDATE drift_clusters SET hosts = hosts - 1, class = COALESCE((SELECT \
+                 min(o.class COLLATE \"C\") FROM findings o WHERE o.host <> $1 \
+                 AND o.signature = drift_clusters.signature \
+                 AND COALESCE(o.observed, '') = drift_clusters.observed), class) \
+                 WHERE EXISTS (SELECT 1 FROM findings f \
                  WHERE f.host = $1 AND f.signature = drift_clusters.signature \
                  AND COALESCE(f.observed, '') = drift_clusters.observed)",
                 host(),

@@ -958,6 +958,42 @@ fn a_clusters_class_after_a_host_leaves() {
     on_both!(a_clusters_class_follows_the_hosts_it_has);
 }
 
+/// A host taken out of the fleet (`datum server remove`) leaves its drift
+/// clusters too: the class it gave one went on showing, as when a host
+/// was rid of the drift (a_clusters_class_after_a_host_leaves).
+async fn a_removed_hosts_class_leaves_its_clusters<B: Backend>(f: &Fleet<B>) {
+    let now = 1_800_000_000;
+    for (host, token, class) in [("a", "ha", "critical"), ("b", "hb", "normal")] {
+        f.enroll(host, "host", token, now).await.unwrap();
+        let mut r = report(host, ReportKind::Check, 1, now);
+        r.findings.push(finding("File[motd]", "o1", class));
+        ingest(f, &r).await;
+    }
+    let classes = |v: views::DriftView| {
+        v.clusters
+            .iter()
+            .map(|c| (c.hosts, c.class.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        classes(f.drift(now).await.unwrap()),
+        [(2, "critical".to_owned())]
+    );
+    assert!(f.remove("a", now + 1).await.unwrap());
+    let fast = classes(f.drift(now + 1).await.unwrap());
+    assert_eq!(fast, [(1, "normal".to_owned())]);
+    assert_eq!(
+        fast,
+        classes(views::drift(&findings(f).await, 6, now + 1)),
+        "as computed from every finding"
+    );
+}
+
+#[test]
+fn a_clusters_class_after_a_host_is_removed() {
+    on_both!(a_removed_hosts_class_leaves_its_clusters);
+}
+
 /// Every report's idempotency key was kept `retention.daily_days` (400)
 /// days, apart from the report: about 576,000 rows for a host reporting
 /// every minute. A key is there to recognise a retried delivery, and a
