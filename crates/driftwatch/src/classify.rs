@@ -204,6 +204,17 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// What the normal plan does to `change` beside the drift: `action`
+    /// (the change's own unless it is deposed or imported), on `paths`.
+    fn of(change: &ChangeEntry, action: String, paths: &[Path]) -> Self {
+        Pending {
+            address: change.address.clone(),
+            action,
+            reason: change.action_reason.clone(),
+            paths: paths.iter().map(Path::to_string).collect(),
+        }
+    }
+
     pub fn marker(&self) -> &'static str {
         match self.action.as_str() {
             "create" => "+",
@@ -455,12 +466,11 @@ pub fn classify(
                 // attributes, or a delete (a count lowered, a resource removed), is
                 // pending, as below; nothing else would list it.
                 finding.left_alone_by_update = change.action == Action::Update;
-                side_pending.push(Pending {
-                    address: change.address.clone(),
-                    action: change.action.as_str().to_owned(),
-                    reason: change.action_reason.clone(),
-                    paths: change.changed_paths.iter().map(Path::to_string).collect(),
-                });
+                side_pending.push(Pending::of(
+                    change,
+                    change.action.as_str().to_owned(),
+                    &change.changed_paths,
+                ));
             }
         } else if let Some(change) = change.filter(|c| {
             let drifted: Vec<&Path> = entry.diffs.iter().map(|leaf| &leaf.path).collect();
@@ -470,12 +480,11 @@ pub fn classify(
             // an ignore_changes rule): the drift survives it, and the update is pending.
             finding.category = Category::Ignored;
             finding.left_alone_by_update = true;
-            side_pending.push(Pending {
-                address: change.address.clone(),
-                action: change.action.as_str().to_owned(),
-                reason: change.action_reason.clone(),
-                paths: change.changed_paths.iter().map(Path::to_string).collect(),
-            });
+            side_pending.push(Pending::of(
+                change,
+                change.action.as_str().to_owned(),
+                &change.changed_paths,
+            ));
         } else if let Some(change) = change.filter(|c| c.action == Action::Update) {
             // The update reverts drift, and may carry configuration changes too: on
             // attributes that did not drift, or a drifted one set to a new value. Those are
@@ -483,12 +492,11 @@ pub fn classify(
             let (configured, overwritten) = configured_paths(change, &entry.diffs);
             finding.overwritten = overwritten;
             if !configured.is_empty() {
-                side_pending.push(Pending {
-                    address: change.address.clone(),
-                    action: change.action.as_str().to_owned(),
-                    reason: change.action_reason.clone(),
-                    paths: configured.iter().map(Path::to_string).collect(),
-                });
+                side_pending.push(Pending::of(
+                    change,
+                    change.action.as_str().to_owned(),
+                    &configured,
+                ));
             }
         }
         findings.push(finding);
@@ -510,12 +518,7 @@ pub fn classify(
                     ref a => a.as_str().to_owned(),
                 }
             };
-            pending.push(Pending {
-                address: change.address.clone(),
-                action,
-                reason: change.action_reason.clone(),
-                paths: change.changed_paths.iter().map(Path::to_string).collect(),
-            });
+            pending.push(Pending::of(change, action, &change.changed_paths));
         }
         // Drift seen by the normal plan's own refresh but not by the refresh-only plan:
         // something changed between the two runs.
@@ -932,12 +935,19 @@ mod tests {
             f.consequence(),
             "the next apply stops managing it (forget) and leaves it as it is"
         );
-        let pending: Vec<(&str, &str)> = report
+        let pending: Vec<(&str, &str, Option<&str>)> = report
             .pending
             .iter()
-            .map(|p| (p.address.as_str(), p.action.as_str()))
+            .map(|p| (p.address.as_str(), p.action.as_str(), p.reason.as_deref()))
             .collect();
-        assert_eq!(pending, [("aws_sqs_queue.absorb", "forget")]);
+        assert_eq!(
+            pending,
+            [(
+                "aws_sqs_queue.absorb",
+                "forget",
+                Some("delete_because_no_resource_config")
+            )]
+        );
         assert!(report.notes.is_empty(), "{:?}", report.notes);
     }
 
