@@ -60,6 +60,19 @@ desired:
   exclude: ["*.swp", "cache/"]
 "#;
 
+/// A class `followed` that accepts drift, checked hourly.
+const ACCEPT: &str = "classes:\n  followed: {interval: 1h, policy: accept}\n";
+/// A class `critical` that reverts drift, checked every minute.
+const REVERT: &str = "classes:\n  critical: {interval: 60s, policy: revert}\n";
+/// A class `frozen` that quarantines drift, checked every five minutes.
+const QUARANTINE: &str = "classes:\n  frozen: {interval: 5m, policy: quarantine}\n";
+
+/// What was done (or would be) with the first finding of a report.
+#[track_caller]
+fn first_action(json: &Value) -> &str {
+    json["findings"][0]["action"].as_str().expect("action")
+}
+
 impl Sandbox {
     /// The example-like repository; `classes` is the `classes:` block (or
     /// empty) and `motd_class` the class of File[motd].
@@ -609,11 +622,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32)> {
 
 #[test]
 fn check_only_says_what_revert_would_do_and_reconcile_does_it() {
-    let s = Sandbox::new(
-        "classes:\n  critical: {interval: 60s, policy: revert}\n",
-        Some("critical"),
-    )
-    .applied();
+    let s = Sandbox::new(REVERT, Some("critical")).applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     fs::write(s.live("/etc/app/app.conf"), "listen = 1\n").expect("edit");
     let actions = |json: &Value| -> Vec<(String, String)> {
@@ -686,10 +695,7 @@ fn sudoers_sandbox() -> Option<Sandbox> {
         eprintln!("visudo not installed: skipping the validator revert test");
         return None;
     }
-    let s = Sandbox::new(
-        "classes:\n  critical: {interval: 60s, policy: revert}\n",
-        None,
-    );
+    let s = Sandbox::new(REVERT, None);
     s.write(
         "repo/base/sudo.yaml",
         "datum: v1alpha1\ntype: File\nname: sudoers-ops\nclass: critical\ndesired:\n  path: /etc/sudoers.d/ops\n  owner: root\n  group: root\n  mode: \"0440\"\n  source: files/sudoers-ops\n  validate: sudoers\n---\ndatum: v1alpha1\ntype: Directory\nname: sudoers-d\ndesired: {path: /etc/sudoers.d, owner: root, group: root, mode: \"0755\"}\n",
@@ -714,7 +720,7 @@ fn revert_goes_through_validation() {
     fs::write(&live, "ops ALL=(ALL) ALL\n").expect("edit");
     let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     assert!(
         action.starts_with("not converged: its declaration changed"),
         "{json:#}"
@@ -735,10 +741,7 @@ fn flapping_resources_back_off_then_go_to_quarantine() {
         .map(|_| {
             fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
             let (_, json) = s.reconcile_json(&[]);
-            json["findings"][0]["action"]
-                .as_str()
-                .expect("action")
-                .to_owned()
+            first_action(&json).to_owned()
         })
         .collect();
     assert_eq!(actions[0], "reverted");
@@ -775,7 +778,7 @@ fn a_failed_revert_is_not_counted_as_a_revert_for_flapping() {
     for round in 0..5 {
         let (code, json) = s.reconcile_json(&[]);
         assert_eq!(code, 2, "{json:#}");
-        let action = json["findings"][0]["action"].as_str().expect("action");
+        let action = first_action(&json);
         assert!(
             action.starts_with("revert failed:"),
             "reconcile {round}: {action}"
@@ -792,10 +795,7 @@ fn a_failed_revert_is_not_counted_as_a_revert_for_flapping() {
         .map(|_| {
             fs::write(&motd, "defaced\n").expect("edit");
             let (_, json) = s.reconcile_json(&[]);
-            json["findings"][0]["action"]
-                .as_str()
-                .expect("action")
-                .to_owned()
+            first_action(&json).to_owned()
         })
         .collect();
     assert_eq!(actions[0], "reverted", "{actions:?}");
@@ -812,11 +812,7 @@ fn a_failed_revert_is_not_counted_as_a_revert_for_flapping() {
 /// as any other.
 #[test]
 fn a_change_made_under_a_persons_quarantine_is_not_accepted() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     let patches = s.dir.path().join("patches");
     let patch_dir = patches.to_str().expect("utf8");
     for quarantine in [
@@ -852,11 +848,7 @@ fn a_change_made_under_a_persons_quarantine_is_not_accepted() {
 
 #[test]
 fn accept_stops_the_report_and_writes_a_patch_that_converges() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     fs::write(
         s.live("/etc/motd"),
         "Welcome to test-host.\nAuthorised use only.\nMaintenance on Sunday.\n",
@@ -871,7 +863,7 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
     assert!(!patches.exists());
     let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2);
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     assert!(action.starts_with("accepted (patch: "), "{action}");
     // Accepted: not reported again while nothing changes.
     let (code, json) = s.check_json(&["--patch-dir", patch_dir]);
@@ -941,11 +933,7 @@ fn accept_stops_the_report_and_writes_a_patch_that_converges() {
 /// out of date. A section of another resource stays.
 #[test]
 fn the_summary_keeps_one_section_per_resource_however_often_it_is_accepted() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     let patches = s.dir.path().join("patches");
     let patch_dir = patches.to_str().expect("utf8");
     let other = "## File[other] (declared at base/other.yaml:1:1)\n- set `mode` to `0600`\n\n";
@@ -955,7 +943,7 @@ fn the_summary_keeps_one_section_per_resource_however_often_it_is_accepted() {
         fs::write(s.live("/etc/motd"), format!("Welcome.\nedit {n}\n")).expect("edit");
         let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
         assert_eq!(code, 2, "{json:#}");
-        let action = json["findings"][0]["action"].as_str().expect("action");
+        let action = first_action(&json);
         assert!(action.starts_with("accepted (patch: "), "{n}: {action}");
         sizes.push(
             fs::metadata(patches.join("SUMMARY.md"))
@@ -978,11 +966,7 @@ fn the_summary_keeps_one_section_per_resource_however_often_it_is_accepted() {
 /// said 'no drift' and plan 'accepted', with no patch anywhere.
 #[test]
 fn an_acceptance_whose_patch_cannot_be_written_is_not_recorded() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     let edited = "Welcome to test-host.\nAuthorised use only.\nMaintenance on Sunday.\n";
     fs::write(s.live("/etc/motd"), edited).expect("edit");
     let blocker = s.write("not-a-folder", "a regular file\n");
@@ -1006,7 +990,7 @@ fn an_acceptance_whose_patch_cannot_be_written_is_not_recorded() {
     let patches = s.dir.path().join("patches");
     let (code, json) = s.reconcile_json(&["--patch-dir", patches.to_str().expect("utf8")]);
     assert_eq!(code, 2, "{json:#}");
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     assert!(action.starts_with("accepted (patch: "), "{action}");
     assert!(patches.join("File-motd.patch").is_file());
     assert_eq!(s.check_json(&[]).0, 0);
@@ -1021,22 +1005,12 @@ fn an_acceptance_whose_patch_cannot_be_written_is_not_recorded() {
 /// check (exit 0) and from plan ("unchanged: accepted").
 #[test]
 fn an_acceptance_ends_once_the_resource_is_back_as_declared() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     let motd = s.live("/etc/motd");
     let chmod = |mode| fs::set_permissions(&motd, fs::Permissions::from_mode(mode)).expect("chmod");
     chmod(0o600);
     let (_, json) = s.reconcile_json(&[]);
-    assert!(
-        json["findings"][0]["action"]
-            .as_str()
-            .expect("action")
-            .starts_with("accepted"),
-        "{json:#}"
-    );
+    assert!(first_action(&json).starts_with("accepted"), "{json:#}");
     assert_eq!(s.check_json(&[]).0, 0, "accepted: not reported");
     // Put back by hand; a check sees it as declared.
     chmod(0o644);
@@ -1064,20 +1038,16 @@ fn an_acceptance_ends_once_the_resource_is_back_as_declared() {
 /// reported. A type change is not accepted: it stays reported.
 #[test]
 fn a_type_change_is_not_accepted() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     let motd = s.live("/etc/motd");
     fs::remove_file(&motd).expect("rm");
     std::os::unix::fs::symlink("/etc/shadow", &motd).expect("ln");
     let (_, json) = s.check_json(&[]);
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     assert!(action.starts_with("would not accept: "), "{action}");
     let (code, json) = s.reconcile_json(&[]);
     assert_eq!(code, 2);
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     assert!(action.starts_with("not accepted: "), "{action}");
     // Still drift, whatever the link is pointed at next.
     fs::remove_file(&motd).expect("rm");
@@ -1091,18 +1061,14 @@ fn a_type_change_is_not_accepted() {
 
 #[test]
 fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     use std::os::unix::fs::PermissionsExt as _;
     fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
     let patches = s.dir.path().join("patches");
     let patch_dir = patches.to_str().expect("utf8");
     let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2, "{json:#}");
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     let named = action
         .strip_prefix("accepted (patch: ")
         .and_then(|rest| rest.strip_suffix(')'))
@@ -1118,11 +1084,7 @@ fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
 /// the manifest written from that advice fails to compile).
 #[test]
 fn accepting_a_deletion_says_to_set_ensure_absent() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     fs::remove_file(s.live("/etc/motd")).expect("rm");
     let patches = s.dir.path().join("patches");
     let (code, json) = s.reconcile_json(&["--patch-dir", patches.to_str().expect("utf8")]);
@@ -1137,10 +1099,7 @@ fn accepting_a_deletion_says_to_set_ensure_absent() {
 /// write the placeholder into the manifest (a User's shell or hash too).
 #[test]
 fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    );
+    let s = Sandbox::new(ACCEPT, Some("followed"));
     let manifest = fs::read_to_string(s.repo().join("base/main.yaml"))
         .expect("manifest")
         .replace("name: motd\n", "name: motd\nsensitive: true\n");
@@ -1152,7 +1111,7 @@ fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
     let patch_dir = patches.to_str().expect("utf8");
     let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2, "{json:#}");
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     let named = action
         .strip_prefix("accepted (patch: ")
         .and_then(|rest| rest.strip_suffix(')'))
@@ -1174,11 +1133,7 @@ fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
 #[test]
 fn accepting_a_file_not_everyone_may_read_says_its_content_is_not_copied() {
     const CANARY: &str = "CANARY-accept-6d10";
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        Some("followed"),
-    )
-    .applied();
+    let s = Sandbox::new(ACCEPT, Some("followed")).applied();
     use std::os::unix::fs::PermissionsExt as _;
     fs::write(s.live("/etc/motd"), format!("{CANARY}\n")).expect("edit");
     fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
@@ -1187,7 +1142,7 @@ fn accepting_a_file_not_everyone_may_read_says_its_content_is_not_copied() {
     let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
     assert_eq!(code, 2, "{json:#}");
     assert!(!json.to_string().contains(CANARY), "{json:#}");
-    let action = json["findings"][0]["action"].as_str().expect("action");
+    let action = first_action(&json);
     let named = action
         .strip_prefix("accepted (patch: ")
         .and_then(|rest| rest.strip_suffix(')'))
@@ -1209,11 +1164,7 @@ fn accepting_a_file_not_everyone_may_read_says_its_content_is_not_copied() {
 
 #[test]
 fn quarantine_blocks_apply_until_release() {
-    let s = Sandbox::new(
-        "classes:\n  frozen: {interval: 5m, policy: quarantine}\n",
-        Some("frozen"),
-    )
-    .applied();
+    let s = Sandbox::new(QUARANTINE, Some("frozen")).applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     let (code, json) = s.check_json(&[]);
     assert_eq!(code, 2);
@@ -1252,11 +1203,7 @@ fn quarantine_blocks_apply_until_release() {
 /// releasing the host does not let the next apply undo the drift.
 #[test]
 fn a_quarantine_class_holds_its_resource_under_a_persons_host_quarantine() {
-    let s = Sandbox::new(
-        "classes:\n  frozen: {interval: 5m, policy: quarantine}\n",
-        Some("frozen"),
-    )
-    .applied();
+    let s = Sandbox::new(QUARANTINE, Some("frozen")).applied();
     assert_exit(
         &s.datum(&["quarantine", "--host", "--reason", "incident 42"]),
         0,
@@ -1324,10 +1271,7 @@ fn a_host_a_policy_quarantined_is_not_reverted() {
 /// that is in sync and never decoded by the check) is not reverted either.
 #[test]
 fn a_revert_holds_back_what_requires_a_quarantined_resource() {
-    let s = Sandbox::new(
-        "classes:\n  critical: {interval: 60s, policy: revert}\n",
-        Some("critical"),
-    );
+    let s = Sandbox::new(REVERT, Some("critical"));
     // motd requires app-conf, which requires (by its folder) Directory[etc-app].
     s.write(
         "repo/base/main.yaml",
@@ -1358,7 +1302,7 @@ fn a_revert_holds_back_what_requires_a_quarantined_resource() {
             "defaced\n",
             "reverted past the quarantine of {quarantined} ({args:?}): {json:#}"
         );
-        let action = json["findings"][0]["action"].as_str().expect("action");
+        let action = first_action(&json);
         assert!(
             action.starts_with("not reverted: blocked (by ") && action.contains("quarantined"),
             "{action}"
@@ -1371,11 +1315,7 @@ fn a_revert_holds_back_what_requires_a_quarantined_resource() {
 
 #[test]
 fn check_never_reverts_what_a_person_quarantined() {
-    let s = Sandbox::new(
-        "classes:\n  critical: {interval: 60s, policy: revert}\n",
-        Some("critical"),
-    )
-    .applied();
+    let s = Sandbox::new(REVERT, Some("critical")).applied();
     assert_exit(
         &s.datum(&[
             "quarantine",
@@ -1498,11 +1438,7 @@ fn schedule_states_a_watched_class_s_bound_for_what_no_watch_sees() {
 /// critcal` never reverted anything. It is refused, naming the classes.
 #[test]
 fn a_class_option_naming_no_class_is_an_error() {
-    let s = Sandbox::new(
-        "classes:\n  critical: {interval: 60s, policy: revert}\n",
-        Some("critical"),
-    )
-    .applied();
+    let s = Sandbox::new(REVERT, Some("critical")).applied();
     fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
     for command in ["check", "reconcile"] {
         let o = s.datum(&[command, "--class", "critcal"]);
@@ -1785,10 +1721,7 @@ fn the_example_repository_checks_clean_and_reports_an_editor_backup_in_its_tree(
 #[test]
 fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
     for purge in [false, true] {
-        let s = Sandbox::new(
-            "classes:\n  critical: {interval: 60s, policy: revert}\n",
-            None,
-        );
+        let s = Sandbox::new(REVERT, None);
         let manifest = MANIFEST
             .replace("name: conf-d\n", "name: conf-d\nclass: critical\n")
             .replace(
@@ -1820,10 +1753,7 @@ fn reverting_a_tree_restores_entries_and_purges_only_when_asked() {
 
 #[test]
 fn accepting_a_tree_lists_what_to_copy_and_reports_a_new_change() {
-    let s = Sandbox::new(
-        "classes:\n  followed: {interval: 1h, policy: accept}\n",
-        None,
-    );
+    let s = Sandbox::new(ACCEPT, None);
     s.write(
         "repo/base/main.yaml",
         &MANIFEST.replace("name: conf-d\n", "name: conf-d\nclass: followed\n"),
