@@ -127,7 +127,11 @@ impl Cache {
         if let Some(credentials) = source.credentials() {
             git = git.credentials(credentials);
         }
-        if let Some(ssh) = ssh_command(config)? {
+        // Only ssh reads it (its paths were checked before anything was
+        // fetched, `pull::ssh_files`).
+        if source.protocol() == crate::git::Protocol::Ssh
+            && let Some(ssh) = ssh_command(config)?
+        {
             git = git.ssh_command(ssh);
         }
         let fetch_error = |error: GitError| PullError::Fetch {

@@ -2603,6 +2603,49 @@ fn a_refused_signature_leaves_nothing_in_the_pull_folder() {
     assert_eq!(listing(), before);
 }
 
+// ssh_key and known_hosts are for ssh:// remotes: a path ssh could not be
+// told literally (930e72f refuses one holding `${`) stops an ssh pull
+// before anything is fetched, and is no concern of a pull over another
+// protocol, which never runs ssh.
+#[test]
+fn ssh_paths_ssh_cannot_read_stop_only_an_ssh_pull() {
+    if !tools() {
+        return;
+    }
+    let bed = Bed::new();
+    bed.write(
+        "root/etc/datum/pull.yaml",
+        "known_hosts: /etc/datum/${HOME}/known_hosts\n",
+    );
+    bed.write("root/etc/datum/${HOME}/known_hosts", "");
+    let c1 = bed.revision("one", Some("alice"));
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed(), Some(c1));
+
+    bed.revision("two", Some("alice"));
+    let before = bed.snapshot();
+    let signers = bed.p("allowed_signers").display().to_string();
+    let out = Run(bed
+        .datum(&[
+            "pull",
+            "--url",
+            "ssh://git@127.0.0.1:9/x.git",
+            "--allowed-signers",
+            &signers,
+        ])
+        .output()
+        .unwrap());
+    out.assert_exit(1);
+    assert!(
+        out.stderr().contains("the path holds `${`")
+            && out.stderr().contains("nothing was changed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.snapshot(), before);
+}
+
 #[test]
 fn a_trust_file_that_is_configured_but_missing_is_named_as_such() {
     let Some((bed, _c1)) = deployed_bed() else {
