@@ -398,12 +398,19 @@ impl Phases for Ingest {
                 // A report older than every one retention keeps of a host
                 // that holds all it keeps may be one whose key went with
                 // it (a restored state store sending its outbox again):
-                // taken as already seen, its key taken back.
+                // taken as already seen, its key taken back. Only if it is
+                // also numbered before the oldest kept: one numbered after
+                // it came later from its store, whatever its finish says
+                // (the host's clock set back), so no kept report came
+                // after it and its key cannot have gone: it is new.
                 let mut seen_before = Vec::new();
                 for i in self.new_ones() {
                     let s = &self.reports[i];
+                    let seq = i64::try_from(s.report.seq).unwrap_or(i64::MAX);
                     if horizon.get(&s.report.host).is_some_and(|(oldest, held)| {
-                        *held >= i64::from(s.reports_kept) && is_late(&s.report, *oldest)
+                        *held >= i64::from(s.reports_kept)
+                            && is_late(&s.report, *oldest)
+                            && seq < oldest.1
                     }) {
                         self.fresh[self.position[i]] = false;
                         seen_before.push(Stmt::new(

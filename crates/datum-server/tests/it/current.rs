@@ -1172,6 +1172,14 @@ async fn a_report_older_than_those_kept_is_taken_as_seen<B: Backend>(f: &Fleet<B
         ingest(f, &report("web-1", ReportKind::Check, 21, at(21))).await,
         "a newer one is stored"
     );
+    // The host's clock set back: its next report, numbered after every one
+    // kept, finished before them. No kept report came after it, so its key
+    // cannot have gone with it: it is new, stored (as late), not dropped.
+    assert!(
+        ingest(f, &report("web-1", ReportKind::Check, 22, at(2))).await,
+        "a report numbered after those kept is not taken as already seen"
+    );
+    assert_eq!(count(f, daily).await, 22);
     // web-2 holds 2 of the 5 kept: a late report is stored as before.
     for seq in [5, 6, 4] {
         assert!(ingest(f, &report("web-2", ReportKind::Check, seq, at(seq))).await);
