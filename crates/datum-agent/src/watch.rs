@@ -287,20 +287,47 @@ mod tests {
     use super::*;
     use notify::event::{CreateKind, Flag, ModifyKind};
 
+    /// A watch target of class `critical`: resource `kind[name]` at `path`.
+    fn critical(
+        kind: &str,
+        name: &str,
+        path: impl Into<PathBuf>,
+        scope: WatchScope,
+    ) -> WatchTarget {
+        WatchTarget {
+            resource: ResourceId::new(kind, name),
+            class: "critical".into(),
+            path: path.into(),
+            scope,
+        }
+    }
+
+    /// The watcher of `plan` started, the failures it started with, and
+    /// the news it sends.
+    fn watching(
+        plan: &WatchPlan,
+    ) -> (
+        Watcher,
+        Vec<WatchNews>,
+        std::sync::mpsc::Receiver<WatchNews>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (w, failures) = Watcher::start(plan, move |n| {
+            let _ = tx.send(n);
+        })
+        .unwrap();
+        (w, failures, rx)
+    }
+
     fn targets() -> Vec<WatchTarget> {
         vec![
-            WatchTarget {
-                resource: ResourceId::new("File", "sshd"),
-                class: "critical".into(),
-                path: "/r/etc/ssh/sshd_config".into(),
-                scope: WatchScope::RegularFile,
-            },
-            WatchTarget {
-                resource: ResourceId::new("Tree", "nginx"),
-                class: "critical".into(),
-                path: "/r/etc/nginx".into(),
-                scope: WatchScope::Subtree,
-            },
+            critical(
+                "File",
+                "sshd",
+                "/r/etc/ssh/sshd_config",
+                WatchScope::RegularFile,
+            ),
+            critical("Tree", "nginx", "/r/etc/nginx", WatchScope::Subtree),
         ]
     }
 
@@ -347,12 +374,12 @@ mod tests {
 
     #[test]
     fn relative_paths_match_the_absolute_paths_the_kernel_reports() {
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("File", "motd"),
-            class: "critical".into(),
-            path: "root/etc/motd".into(),
-            scope: WatchScope::RegularFile,
-        }]);
+        let plan = WatchPlan::new(&[critical(
+            "File",
+            "motd",
+            "root/etc/motd",
+            WatchScope::RegularFile,
+        )]);
         let abs = std::env::current_dir().unwrap().join("root/etc/motd");
         let ev = notify::Event::new(EventKind::Modify(ModifyKind::Any)).add_path(abs);
         assert!(matches!(
@@ -397,17 +424,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("motd");
         std::fs::write(&file, "a").unwrap();
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("File", "motd"),
-            class: "critical".into(),
-            path: file.clone(),
-            scope: WatchScope::RegularFile,
-        }]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (w, failures) = Watcher::start(&plan, move |n| {
-            let _ = tx.send(n);
-        })
-        .unwrap();
+        let plan = WatchPlan::new(&[critical(
+            "File",
+            "motd",
+            file.clone(),
+            WatchScope::RegularFile,
+        )]);
+        let (w, failures, rx) = watching(&plan);
         assert_eq!(w.watched(), 1);
         assert!(failures.is_empty());
         // Replace atomically, like an editor or an apply.
@@ -432,17 +455,13 @@ mod tests {
         std::fs::write(&file, "a").unwrap();
         let link = dir.path().join("home/motd-link");
         std::fs::hard_link(&file, &link).unwrap();
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("File", "motd"),
-            class: "critical".into(),
-            path: file.clone(),
-            scope: WatchScope::RegularFile,
-        }]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (w, failures) = Watcher::start(&plan, move |n| {
-            let _ = tx.send(n);
-        })
-        .unwrap();
+        let plan = WatchPlan::new(&[critical(
+            "File",
+            "motd",
+            file.clone(),
+            WatchScope::RegularFile,
+        )]);
+        let (w, failures, rx) = watching(&plan);
         assert_eq!(w.watched(), 1);
         assert!(failures.is_empty(), "{failures:?}");
         let mut f = std::fs::OpenOptions::new()
@@ -458,12 +477,12 @@ mod tests {
         );
         // A file that does not exist yet is watched through its folder
         // only: no loss reported for it.
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("File", "later"),
-            class: "critical".into(),
-            path: dir.path().join("etc/later"),
-            scope: WatchScope::RegularFile,
-        }]);
+        let plan = WatchPlan::new(&[critical(
+            "File",
+            "later",
+            dir.path().join("etc/later"),
+            WatchScope::RegularFile,
+        )]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 1);
         assert!(failures.is_empty(), "{failures:?}");
@@ -473,12 +492,7 @@ mod tests {
         std::fs::write(&target, "a").unwrap();
         let link = dir.path().join("etc/log");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("Symlink", "log"),
-            class: "critical".into(),
-            path: link,
-            scope: WatchScope::Entry,
-        }]);
+        let plan = WatchPlan::new(&[critical("Symlink", "log", link, WatchScope::Entry)]);
         assert_eq!(plan.files().count(), 0);
     }
 
@@ -487,17 +501,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tree = dir.path().join("tree");
         std::fs::create_dir(&tree).unwrap();
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("Tree", "t"),
-            class: "critical".into(),
-            path: tree.clone(),
-            scope: WatchScope::Subtree,
-        }]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (_w, failures) = Watcher::start(&plan, move |n| {
-            let _ = tx.send(n);
-        })
-        .unwrap();
+        let plan = WatchPlan::new(&[critical("Tree", "t", tree.clone(), WatchScope::Subtree)]);
+        let (_w, failures, rx) = watching(&plan);
         assert!(failures.is_empty());
         std::fs::remove_dir(&tree).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -522,12 +527,12 @@ mod tests {
 
     #[test]
     fn a_missing_folder_is_reported_not_hidden() {
-        let plan = WatchPlan::new(&[WatchTarget {
-            resource: ResourceId::new("Tree", "gone"),
-            class: "critical".into(),
-            path: "/nonexistent/datum-agent-test/tree".into(),
-            scope: WatchScope::Subtree,
-        }]);
+        let plan = WatchPlan::new(&[critical(
+            "Tree",
+            "gone",
+            "/nonexistent/datum-agent-test/tree",
+            WatchScope::Subtree,
+        )]);
         let (w, failures) = Watcher::start(&plan, |_| {}).unwrap();
         assert_eq!(w.watched(), 0);
         assert!(
