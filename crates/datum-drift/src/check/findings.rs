@@ -140,7 +140,18 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         }
         content_diff = None;
     }
-    vec![CheckFinding {
+    vec![finding_of(r, category, diffs, content_diff)]
+}
+
+/// A finding of `r` in `category`: its differences and text diff, with who
+/// changed it left for attribution to fill in.
+fn finding_of(
+    r: &Inspected<'_>,
+    category: &str,
+    diffs: Vec<AttrDiff>,
+    content_diff: Option<String>,
+) -> CheckFinding {
+    CheckFinding {
         finding: Finding {
             subject: r.id.to_string(),
             category: category.to_owned(),
@@ -151,7 +162,7 @@ pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
         target: r.target.map(str::to_owned),
         content_diff,
         changed_by: Vec::new(),
-    }]
+    }
 }
 
 /// The category of a resource the apply loop never made match.
@@ -228,18 +239,10 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
     }
     by_category
         .into_iter()
-        .map(|(category, diffs)| CheckFinding {
-            finding: Finding {
-                subject: r.id.to_string(),
-                category: category.to_owned(),
-                diffs,
-            },
-            id: r.id.clone(),
-            class: r.class.to_owned(),
-            target: r.target.map(str::to_owned),
-            content_diff: (category == "changed_outside" && !content_diffs.is_empty())
-                .then(|| content_diffs.concat()),
-            changed_by: Vec::new(),
+        .map(|(category, diffs)| {
+            let content_diff = (category == "changed_outside" && !content_diffs.is_empty())
+                .then(|| content_diffs.concat());
+            finding_of(r, category, diffs, content_diff)
         })
         .collect()
 }
@@ -493,18 +496,19 @@ mod tests {
         observed.fields.insert(
             "tree".into(),
             json!([
-                {"category": "changed", "path": "a.conf", "fields": ["content"]},
+                {"category": "changed", "path": "a.conf", "fields": ["content"],
+                 "content_diff": "--- a.conf\n"},
                 {"category": "unmanaged", "path": "a.conf~"},
                 {"category": "unmanaged", "path": "b.swp"},
             ]),
         );
         let f = findings_for(&Inspected {
             id: &id,
-            class: "normal",
+            class: "critical",
             sensitive: false,
             masked_only: None,
             owns_subtree: true,
-            target: None,
+            target: Some("/etc/conf"),
             observed: &observed,
             diff: &Diff::default(),
         });
@@ -512,6 +516,19 @@ mod tests {
         assert_eq!(cats, vec!["changed_outside", "unmanaged"]);
         assert_eq!(f[1].finding.diffs.len(), 2);
         assert_eq!(f[0].finding.diffs[0].after(), Some("changed: content"));
+        // Each finding is the Tree's, and only the changed entries' carries
+        // their text diffs.
+        for finding in &f {
+            assert_eq!(finding.finding.subject, "Tree[conf]");
+            assert_eq!(
+                (finding.id.clone(), finding.class.as_str()),
+                (id.clone(), "critical")
+            );
+            assert_eq!(finding.target.as_deref(), Some("/etc/conf"));
+            assert!(finding.changed_by.is_empty());
+        }
+        assert_eq!(f[0].content_diff.as_deref(), Some("--- a.conf\n"));
+        assert_eq!(f[1].content_diff, None);
     }
 
     #[test]
