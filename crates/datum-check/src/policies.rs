@@ -550,6 +550,7 @@ impl Policies<'_> {
                 self.repository.get_or_init(|| loaded)
             }
         };
+        let resource = &with_field_origins(repository, resource, &self.catalogue.host.labels);
         let written = write_accept_patch(
             self.registry,
             repository,
@@ -787,6 +788,43 @@ fn summary_without(summary: &[u8], id: &ResourceId) -> Vec<u8> {
         }
     }
     kept
+}
+
+/// `resource` with the place each of its fields is declared, for the
+/// notes of an acceptance (`file:line: set `mode` to ...`). A compile
+/// records them only when explaining (they cost most of a large
+/// catalogue's memory), and a catalogue snapshot never keeps them, so they
+/// are read here from the documents declaring the resource in the layers
+/// this host gets: the last one writing a field sets it, as the compile
+/// layers them; `source`, `template` and `content` are the field `content`.
+fn with_field_origins<'r>(
+    repository: &datum_catalog::Repository,
+    resource: &'r Resource,
+    labels: &BTreeMap<String, String>,
+) -> std::borrow::Cow<'r, Resource> {
+    if !resource.field_origins.is_empty() {
+        return std::borrow::Cow::Borrowed(resource);
+    }
+    let mut origins = BTreeMap::new();
+    for doc in repository.documents.iter().filter(|d| d.id == resource.id) {
+        if !repository
+            .layer_of(doc)
+            .is_some_and(|layer| layer.matcher.matches(labels))
+        {
+            continue;
+        }
+        for (key, _, pos) in doc.desired_fields() {
+            let field = match key {
+                "source" | "template" => "content",
+                other => other,
+            };
+            origins.insert(field.to_owned(), doc.origin_at(pos));
+        }
+    }
+    std::borrow::Cow::Owned(Resource {
+        field_origins: origins,
+        ..resource.clone()
+    })
 }
 
 /// The content key (`source`, `template`) of the document that declares

@@ -1079,6 +1079,38 @@ fn accepting_a_mode_change_points_at_a_file_that_says_what_to_set() {
     assert!(text.contains("set `mode` to `0600`"), "{text}");
 }
 
+/// The notes of an acceptance name the line that declares each changed
+/// field, as docs/check.md says: the layer this host gets that set it last.
+/// A compile records field origins only for `--explain`, so every note
+/// named where the resource's last document begins instead
+/// (`web/motd.yaml:1:1: set `mode` ...`), not the field.
+#[test]
+fn accepting_names_the_line_that_declares_the_changed_field_for_this_host() {
+    let s = Sandbox::new(ACCEPT, Some("followed"));
+    s.write(
+        "repo/datum.yaml",
+        &format!(
+            "datum: v1alpha1\nlayers:\n  - {{name: base, path: base}}\n  - {{name: web, path: web, match: {{role: web}}}}\n  - {{name: db, path: db, match: {{role: db}}}}\n{ACCEPT}"
+        ),
+    );
+    let layer = |mode: &str| {
+        format!("datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  mode: \"{mode}\"\n")
+    };
+    s.write("repo/web/motd.yaml", &layer("0640"));
+    s.write("repo/db/motd.yaml", &layer("0600"));
+    let s = s.applied();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(s.live("/etc/motd"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    let patches = s.dir.path().join("patches");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patches.to_str().expect("utf8")]);
+    assert_eq!(code, 2, "{json:#}");
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    assert!(
+        summary.contains("- web/motd.yaml:5:3: set `mode` to `0600` (changed_outside)"),
+        "{summary}"
+    );
+}
+
 /// An accepted deletion says what the repository needs: `ensure: absent`,
 /// the field a File has, not "set `presence` to `absent`" (no such field:
 /// the manifest written from that advice fails to compile).
