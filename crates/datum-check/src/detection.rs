@@ -138,28 +138,43 @@ pub fn trusted_by_metadata(
     Ok(trusted)
 }
 
-/// Records again, at `now`, the verification of a resource whose record was
-/// racy or whose metadata moved since ([`Trust::refreshable`]) and which this
-/// check read and found matching its declaration: a fresh verification, as
-/// an apply's would be (the metadata observed before the read, the content
-/// read matching), so the next metadata pass trusts it without an apply in
-/// between. Only when that metadata is quiet at `now`, the check's start:
-/// else the new record would be racy too. Whether it was recorded.
+/// What records again, at `now`, the verification of a resource whose
+/// record was racy or whose metadata moved since ([`Trust::refreshable`])
+/// and which this check read and found matching its declaration: a fresh
+/// verification, as an apply's would be (the metadata observed before the
+/// read, the content read matching), so the next metadata pass trusts it
+/// without an apply in between. Only when that metadata is quiet at `now`,
+/// the check's start: else the new record would be racy too. `None` when
+/// there is nothing to record; the caller records it with
+/// [`Refresh::record`] once the check may record anything.
 pub fn refresh_verified(
-    store: &mut Store,
     resource: &datum_core::Resource,
     observed: &datum_core::Observed,
     now: i64,
-) -> Result<bool, datum_store::StoreError> {
-    let Some(meta) = observed.meta.as_ref().filter(|m| m.sha256.is_some()) else {
-        return Ok(false);
-    };
-    if !meta.quiet_at(now) {
-        return Ok(false);
+) -> Option<Refresh> {
+    let meta = observed.meta.as_ref().filter(|m| m.sha256.is_some())?;
+    meta.quiet_at(now).then(|| Refresh {
+        id: resource.id.clone(),
+        declaration_hash: resource.declaration_hash.clone(),
+        meta: meta.clone(),
+        at: now,
+    })
+}
+
+/// A verification to record again ([`refresh_verified`]).
+#[derive(Debug, Clone)]
+pub struct Refresh {
+    id: ResourceId,
+    declaration_hash: String,
+    meta: datum_core::FileMeta,
+    at: i64,
+}
+
+impl Refresh {
+    /// Records it in `store`.
+    pub fn record(&self, store: &mut Store) -> Result<(), datum_store::StoreError> {
+        store.record_verified(&self.id, &self.declaration_hash, Some(&self.meta), self.at)
     }
-    store
-        .record_verified(&resource.id, &resource.declaration_hash, Some(meta), now)
-        .map(|()| true)
 }
 
 /// Folds the findings of every resource the apply loop never made match as

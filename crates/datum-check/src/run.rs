@@ -209,6 +209,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // and an alias of it) are refused, as plan and apply refuse them.
     let mut identities: BTreeMap<(String, String), Vec<(ResourceId, datum_core::Origin)>> =
         BTreeMap::new();
+    // What the inspection would record (an acceptance over, a verification
+    // recorded again), recorded only once no two resources are found to
+    // share one object (below): a check refused for that records nothing.
+    let mut acceptances_over: Vec<ResourceId> = Vec::new();
+    let mut refreshes: Vec<crate::detection::Refresh> = Vec::new();
     for (class, indices) in &by_class {
         let spec = classes.get(class);
         let t0 = Instant::now();
@@ -293,19 +298,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                             && !acceptances.is_empty()
                             && acceptances.remove(&r.id.to_string()).is_some()
                         {
-                            store.clear_accepted(&r.id).with_context(|| {
-                                format!("cannot end the acceptance of {}", r.id)
-                            })?;
+                            acceptances_over.push(r.id.clone());
                         }
                         if !found.is_empty() {
                             observations.insert(r.id.clone(), observed);
                             *keep = true;
                         } else if refreshable.contains(index) {
-                            // Like an apply's record: a store that refuses
-                            // only costs the next check a read.
-                            if refresh_verified(store, r, &observed, now).unwrap_or(false) {
-                                stats.verified_again += 1;
-                            }
+                            refreshes.extend(refresh_verified(r, &observed, now));
                         }
                         findings.extend(found);
                     }
@@ -335,6 +334,19 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     if !shared.is_empty() {
         return Err(CheckError::Shared(datum_engine::Shared { shared }));
     }
+    for id in &acceptances_over {
+        store
+            .clear_accepted(id)
+            .with_context(|| format!("cannot end the acceptance of {id}"))?;
+    }
+    for refresh in &refreshes {
+        // Like an apply's record: a store that refuses only costs the next
+        // check a read.
+        if refresh.record(store).is_ok() {
+            stats.verified_again += 1;
+        }
+    }
+    drop(refreshes);
     // What the policies act on: the drifted resources.
     let catalogue = Catalogue {
         host: lazy.host.clone(),

@@ -643,6 +643,58 @@ boundary:\n  follow_links: [/etc/app]\n",
 }
 
 #[test]
+fn a_check_refused_for_two_names_of_one_package_records_nothing() {
+    // 0edd8a4's refusal says 'nothing was reported, reconciled or
+    // recorded', but the inspection before it recorded again the
+    // verification of a file it had read and found as declared (and would
+    // have ended an acceptance), and that record outlived the refusal: the
+    // next check trusted the file by its metadata. Now the next check still
+    // finds it to record.
+    let file = "datum: v1alpha1\ntype: File\nname: motd\nclass: cheap\ndesired: {path: /etc/motd, content: \"hi\\n\"}\n";
+    let s = Sandbox::with_base(file);
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  cheap: {interval: 5m, content: metadata}\n",
+    );
+    s.write(
+        "root/var/lib/dpkg/status",
+        "Package: dpkg\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.21.22\nDescription: x\n\n",
+    );
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    let racy_window = std::time::Duration::from_millis(3_200);
+    assert_exit(&s.datum(&["apply"]), 2);
+    // Recorded once quiet, then its ctime moved (a hard link), not its
+    // content: a metadata check reads it and records it again.
+    std::thread::sleep(racy_window);
+    assert_exit(&s.datum(&["apply"]), 0);
+    fs::hard_link(s.live("/etc/motd"), s.dir.path().join("motd-link")).unwrap();
+    std::thread::sleep(racy_window);
+    s.write(
+        "repo/base/main.yaml",
+        &format!(
+            "{file}---\ndatum: v1alpha1\ntype: Package\nname: tool\ndesired: {{state: installed}}\n\
+---\ndatum: v1alpha1\ntype: Package\nname: tool-arch\ndesired: {{name: \"tool:amd64\", state: absent}}\n"
+        ),
+    );
+    let refused = s.datum(&["check"]);
+    assert_exit(&refused, 1);
+    assert!(
+        stderr(&refused).contains("nothing was reported, reconciled or recorded"),
+        "{}",
+        stderr(&refused)
+    );
+    s.write("repo/base/main.yaml", file);
+    let out = s.datum(&["check", "--output", "json"]);
+    assert_exit(&out, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (&json["metadata_only"], &json["verified_again"]),
+        (&serde_json::json!(0), &serde_json::json!(1)),
+        "the refused check recorded it: {json:#}"
+    );
+}
+
+#[test]
 fn an_arch_all_package_and_its_native_or_all_name_are_refused_as_one() {
     // An `Architecture: all` package is one of the native architecture's for
     // apt (`apt-get install adduser:amd64` is adduser; `bash:all` is bash),
