@@ -860,6 +860,17 @@ mod tests {
         batch.commit().unwrap();
     }
 
+    /// The first report queued carries `n` dropped ones (as once its
+    /// delivery started: the count is announced with it).
+    fn carries_dropped(store: &mut Store, n: u64) {
+        let batch = store.batch().unwrap();
+        batch
+            .tx
+            .execute("UPDATE outbox_state SET dropped = ?1 WHERE id = 1", [n])
+            .unwrap();
+        batch.commit().unwrap();
+    }
+
     fn set_aside(store: &mut Store, host: &str) -> Vec<(String, u64)> {
         let batch = store.batch().unwrap();
         let names = batch.set_aside_reports_of_others(host).unwrap();
@@ -888,12 +899,7 @@ mod tests {
         queue_of(&mut s, "d", "web-1", 10);
         queue_of(&mut s, "e", "web-1", 10);
         // The first report's delivery started: it carries 4 dropped ones.
-        let batch = s.batch().unwrap();
-        batch
-            .tx
-            .execute("UPDATE outbox_state SET dropped = 4 WHERE id = 1", [])
-            .unwrap();
-        batch.commit().unwrap();
+        carries_dropped(&mut s, 4);
         let mut q = s.outbox();
         let head = q.oldest().unwrap().unwrap();
         assert_eq!(q.announce(head.id).unwrap(), Some(4));
@@ -942,12 +948,7 @@ mod tests {
         let (_d, mut s) = store();
         queue_of(&mut s, "a", "old", 10);
         queue_of(&mut s, "b", "web-1", 10);
-        let batch = s.batch().unwrap();
-        batch
-            .tx
-            .execute("UPDATE outbox_state SET dropped = 4 WHERE id = 1", [])
-            .unwrap();
-        batch.commit().unwrap();
+        carries_dropped(&mut s, 4);
         let mut q = s.outbox();
         q.set_backoff(&Backoff {
             failures: 1,
