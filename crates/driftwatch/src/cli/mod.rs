@@ -103,7 +103,7 @@ pub struct OutputArgs {
     #[arg(long, value_enum, default_value = "human", value_name = "FORMAT")]
     pub output: Format,
     /// Same as --output json.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "output")]
     pub json: bool,
     /// Write the Markdown report to FILE (one stack).
     #[arg(long, value_name = "FILE")]

@@ -29,6 +29,29 @@ fn usage_errors_exit_1_not_2() {
     assert_eq!(outcome(driftwatch().arg("--version")).code, 0);
 }
 
+/// `--json` is `--output json`; given with `--output` too it is a usage
+/// error, as in `datum` (docs/conventions.md). driftwatch took both and let
+/// `--json` win, so `--output markdown --json` printed JSON, exit 2.
+#[test]
+fn json_and_output_together_are_a_usage_error() {
+    for extra in [
+        &["--json", "--output", "markdown"][..],
+        &["--output", "human", "--json"][..],
+    ] {
+        let out = outcome(report("shop-prod").args(extra));
+        assert_eq!(out.code, 1, "{extra:?}: {}", out.stderr);
+        let said = out.stderr.lines().next().unwrap_or_default();
+        assert!(
+            said.contains("cannot be used with")
+                && said.contains("'--json'")
+                && said.contains("'--output <FORMAT>'"),
+            "{extra:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(outcome(report("shop-prod").arg("--json")).code, 2);
+}
+
 #[test]
 fn strict_counts_ignored_drift_and_fail_on_pending_counts_pending() {
     // Only the ignored routing drift and the pending banner: build that from the computed
