@@ -12,6 +12,27 @@ pub fn resource(kind: &str, desired: serde_json::Value, content: Option<Content>
     }
 }
 
+/// `path` holds `declared` and is root's, mode 0644: the owner and mode
+/// went to the declared bytes only. Else the message starts with `what`,
+/// followed by the owner and mode the file got.
+#[track_caller]
+pub fn assert_declared_bytes_are_roots(path: &std::path::Path, declared: &[u8], what: &str) {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).unwrap();
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        declared,
+        "{what} {}:{} {:o}",
+        meta.uid(),
+        meta.gid(),
+        meta.mode() & 0o7777
+    );
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (0, 0, 0o644)
+    );
+}
+
 /// What `provider` would change for `resource` as `observed`: the
 /// declaration parsed, then planned (what a pass does in two steps). A
 /// declaration that does not parse plans nothing.

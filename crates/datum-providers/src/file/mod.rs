@@ -768,17 +768,10 @@ mod tests {
                 continue;
             }
             applied.unwrap();
-            assert_eq!(
-                std::fs::read(&live).unwrap(),
+            crate::testing::assert_declared_bytes_are_roots(
+                &live,
                 b"declared\n",
-                "{case}: other bytes got {}:{} {:o}",
-                meta.uid(),
-                meta.gid(),
-                meta.mode() & 0o7777
-            );
-            assert_eq!(
-                (meta.uid(), meta.gid(), meta.mode() & 0o7777),
-                (0, 0, 0o644)
+                &format!("{case}: other bytes got"),
             );
         }
     }
