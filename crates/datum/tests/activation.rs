@@ -633,9 +633,10 @@ testbed_test!(
 );
 
 // A reload systemd takes seconds to finish (an `ExecReload=` that drains or
-// rebuilds a cache) holds the pass for up to the Service's `timeout:`: on a
-// terminal, the bar says what it waits for, for how long so far and at most
-// how long; piped, nothing of it is written. The terminal is a
+// rebuilds a cache) holds the pass for up to the Service's `timeout:`, and
+// verify then watches the unit for its `settle:`: on a terminal, the bar
+// says what it waits for, for how long so far and at most how long; piped,
+// nothing of it is written. The terminal is a
 // pseudo-terminal `script` (util-linux) gives the binary.
 testbed_test!(
     a_pass_waiting_for_a_slow_reload_says_so_on_a_terminal_only,
@@ -651,7 +652,7 @@ testbed_test!(
         let manifest = |content: &str| {
             format!(
                 "datum: v1alpha1\ntype: File\nname: conf\ndesired:\n  path: {CONF}\n  content: \"{content}\\n\"\n\
----\ndatum: v1alpha1\ntype: Service\nname: datum-it-wait\ndesired:\n  state: running\n  settle: 200ms\n  timeout: 90s\n  reload_on: [File/conf]\n"
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-wait\ndesired:\n  state: running\n  settle: 2s\n  timeout: 90s\n  reload_on: [File/conf]\n"
             )
         };
         let repo = Repo::new(&manifest("v1"));
@@ -681,6 +682,11 @@ testbed_test!(
             "waiting for systemd: reloading datum-it-wait.service (",
         );
         assert_contains(&terminal, "s, up to 1m 30s)");
+        // And while verify watches the unit for its `settle:`.
+        assert_contains(
+            &terminal,
+            "verifying datum-it-wait.service stays running (1s, up to 2s)",
+        );
 
         // Piped: the same wait, and not a word of it.
         repo.write("repo/base/main.yaml", &manifest("v2"));

@@ -45,7 +45,9 @@
 //! ([`ServiceError::JobTimedOut`]). Meanwhile a progress bar on a terminal
 //! says what the pass waits for, for how long so far and at most how long
 //! (`waiting for systemd: restarting nginx.service (12s, up to 2m)`, through
-//! `datum_core::progress::waiting`); piped or in JSON, nothing is shown.
+//! `datum_core::progress::waiting`), and so does verify while it watches the
+//! unit for `settle:` (up to five minutes); piped or in JSON, nothing is
+//! shown.
 //!
 //! # Verification
 //!

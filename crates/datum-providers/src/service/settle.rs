@@ -92,6 +92,10 @@ pub fn watch(
     let started = Instant::now();
     let step = interval(settle);
     let mut samples: Vec<Sample> = Vec::new();
+    // `settle:` may be up to five minutes: a progress bar says what the
+    // pass waits for meanwhile.
+    let words = format!("verifying {unit} stays {}", state.word());
+    let _waiting = datum_core::progress::waiting(words, Some(settle));
     loop {
         let status = systemctl::show(host, unit)?;
         samples.push(Sample {
