@@ -698,7 +698,9 @@ testbed_test!(
             "reloaded (after File[conf] changed)",
         );
         assert!(
-            !piped.stderr().contains("waiting") && !piped.stdout().contains("waiting"),
+            ["waiting", "verifying"]
+                .iter()
+                .all(|w| !piped.stderr().contains(w) && !piped.stdout().contains(w)),
             "{}{}",
             piped.stdout(),
             piped.stderr()
