@@ -50,16 +50,20 @@ pub enum FleetView {
 }
 
 pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
-    let bytes = datum_host::named::read(&args.credentials)
-        .with_context(|| "cannot read the admin credential".to_owned())?;
-    let creds = AdminCredentials::parse(&args.credentials, &String::from_utf8_lossy(&bytes))?;
+    // Named in full in every message (docs/conventions.md: paths in
+    // messages are absolute).
+    let credentials = std::path::absolute(&args.credentials)
+        .with_context(|| format!("cannot make {} absolute", args.credentials.display()))?;
+    let bytes = datum_host::named::read(&credentials)
+        .with_context(|| format!("cannot read the admin credential {}", credentials.display()))?;
+    let creds = AdminCredentials::parse(&credentials, &String::from_utf8_lossy(&bytes))?;
     let client = Client::new(
         &creds.server,
         &creds.ca_pem,
         &creds.token,
         Timeouts::default(),
     )
-    .with_context(|| format!("{}", args.credentials.display()))?;
+    .with_context(|| format!("{}", credentials.display()))?;
     let path = match &args.view {
         FleetView::Hosts => "/v1/hosts".to_owned(),
         FleetView::Rollout { revision: Some(r) } => {

@@ -543,3 +543,29 @@ fn a_relative_host_file_is_named_in_full() {
         "{err}"
     );
 }
+
+/// `datum fleet --credentials FILE` names the file it could not read, in
+/// full: it said only 'cannot read the admin credential', caused by 'No
+/// such file or directory', which file left to guess.
+#[test]
+fn an_admin_credential_that_cannot_be_read_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    let o = Command::cargo_bin("datum")
+        .expect("datum binary")
+        .current_dir(s.dir.path())
+        .args(["fleet", "--credentials", "srv/admin.yaml", "hosts"])
+        .output()
+        .expect("run datum");
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    let full = s.dir.path().join("srv/admin.yaml");
+    assert!(
+        err.contains(&format!(
+            "cannot read the admin credential {}",
+            full.display()
+        )),
+        "{err}"
+    );
+}
