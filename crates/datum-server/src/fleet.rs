@@ -294,6 +294,19 @@ impl<B: Backend> Fleet<B> {
             // too (else each statement, reading what was committed when it
             // began, missed them, and they outlived the host).
             Stmt::new("UPDATE hosts SET kind = kind WHERE name = $1", host()),
+            // Its clusters locked first, by a statement of their own: a
+            // server storing a report of another host joining one holds its
+            // row until it commits, and the `UPDATE` below, a statement
+            // begun after that, then sees that host's finding. Locked by
+            // that `UPDATE` itself, the class was set after the wait from
+            // the findings it had read before (PostgreSQL reads again only
+            // the row it waited for): the joining host's class was lost.
+            Stmt::new(
+                "UPDATE drift_clusters SET hosts = hosts WHERE EXISTS (SELECT 1 FROM findings f \
+                 WHERE f.host = $1 AND f.signature = drift_clusters.signature \
+                 AND COALESCE(f.observed, '') = drift_clusters.observed)",
+                host(),
+            ),
             // Its clusters lose it, and the class it gave them: the first
             // in byte order of the hosts left (as ingest keeps it).
             Stmt::new(

@@ -1399,6 +1399,55 @@ fn removing_a_host_while_another_server_stores_its_report() {
     on_postgres!(a_host_removed_while_a_report_of_it_is_stored_leaves_nothing);
 }
 
+/// `datum server remove` of a host while another server stores a report
+/// of another host joining one of its drift clusters (PostgreSQL, two
+/// servers): the cluster's class must count the joining host's finding.
+/// The removal's `UPDATE` waits for the storing transaction's lock on the
+/// cluster's row; it must not then set the class from findings read
+/// before that transaction committed.
+async fn a_host_removed_while_another_joins_its_cluster_keeps_the_joiners_class(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let f = servers.first.clone();
+    for (host, token, class) in [("a", "ha", "normal"), ("b", "hb", "normal")] {
+        f.enroll(host, "host", token, now).await.unwrap();
+        let mut r = report(host, ReportKind::Check, 1, now);
+        r.findings.push(finding("File[motd]", "o1", class));
+        ingest(&f, &r).await;
+    }
+    f.enroll("c", "host", "hc", now).await.unwrap();
+    servers.hold().await;
+    let mut joining = report("c", ReportKind::Check, 1, now + 60);
+    joining.findings = vec![finding("File[motd]", "o1", "critical")];
+    let storing_server = f.clone();
+    let storing = tokio::spawn(async move { ingest(&storing_server, &joining).await });
+    servers.waiting(1).await;
+    let remover = servers.second.clone();
+    let removing = tokio::spawn(async move { remover.remove("a", now + 120).await });
+    servers.waiting(2).await;
+    servers.release().await;
+    assert!(storing.await.unwrap(), "the report was new");
+    assert!(removing.await.unwrap().unwrap(), "a was there to remove");
+    let classes = |v: views::DriftView| {
+        v.clusters
+            .iter()
+            .map(|c| (c.hosts, c.class.clone()))
+            .collect::<Vec<_>>()
+    };
+    let fast = classes(f.drift(now + 120).await.unwrap());
+    assert_eq!(
+        fast,
+        classes(views::drift(&findings(&f).await, 6, now + 120)),
+        "as computed from every finding"
+    );
+    assert_eq!(fast, [(2, "critical".to_owned())]);
+}
+
+#[test]
+fn removing_a_host_while_another_joins_its_cluster() {
+    on_postgres!(a_host_removed_while_another_joins_its_cluster_keeps_the_joiners_class);
+}
+
 /// A host's revision retention forgets the fleet's record of a revision
 /// (`revisions`, what the rollout's latest revision is read from) when no
 /// other host holds it. Decided by a `NOT EXISTS` inside the `DELETE`, it
