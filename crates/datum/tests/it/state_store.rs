@@ -213,6 +213,20 @@ fn a_full_store_stops_apply_and_the_quarantine_survives_the_cleanup() {
     assert_eq!(json["quarantined"][0]["target"], "File[motd]", "{json:#}");
 }
 
+/// File[motd] at /etc/motd, its bytes from `files/motd`.
+const MOTD_FROM_SOURCE: &str =
+    "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n";
+
+/// Waits out the racy window (a catalogue snapshot, and a `source:` file's
+/// hash, are kept only of a repository quiet that long), then applies:
+/// exit 2.
+fn applied_once_quiet(s: &Sandbox) {
+    std::thread::sleep(std::time::Duration::from_millis(
+        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
+    ));
+    assert_exit(&s.datum(&["apply"]), 2);
+}
+
 /// Replaces the last `from` in the catalogue snapshot by `to` (as long):
 /// a byte damaged on disk after the snapshot was written.
 fn damage_snapshot(s: &Sandbox, from: &[u8], to: &[u8]) {
@@ -241,10 +255,6 @@ fn content_damaged_in_the_snapshot_is_never_written() {
         "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  mode: \"0640\"\n  content: \"declared content\\n\"\n",
     );
     fs::create_dir_all(s.live("/etc")).unwrap();
-    // A snapshot is kept only of a repository quiet for the racy window.
-    std::thread::sleep(std::time::Duration::from_millis(
-        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
-    ));
     use std::os::unix::fs::PermissionsExt as _;
     let mode = |s: &Sandbox| {
         fs::metadata(s.live("/etc/motd"))
@@ -253,7 +263,7 @@ fn content_damaged_in_the_snapshot_is_never_written() {
             .mode()
             & 0o7777
     };
-    assert_exit(&s.datum(&["apply"]), 2);
+    applied_once_quiet(&s);
     for (from, to) in [
         (&b"declared content"[..], &b"declXred content"[..]),
         (b"0640", b"0666"),
@@ -292,11 +302,7 @@ fn a_tree_damaged_in_the_snapshot_is_never_written() {
     s.write("repo/base/tree/a.conf", "a = 1\n");
     std::os::unix::fs::symlink("target-declared", s.repo().join("base/tree/link")).unwrap();
     fs::create_dir_all(s.live("/etc")).unwrap();
-    // A snapshot is kept only of a repository quiet for the racy window.
-    std::thread::sleep(std::time::Duration::from_millis(
-        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
-    ));
-    assert_exit(&s.datum(&["apply"]), 2);
+    applied_once_quiet(&s);
     let link = s.live("/etc/t/link");
     assert_eq!(fs::read_link(&link).unwrap(), Path::new("target-declared"));
     damage_snapshot(&s, b"target-declared", b"target-DAMAGED!");
@@ -324,16 +330,10 @@ fn a_tree_damaged_in_the_snapshot_is_never_written() {
 /// the first pass applies it.
 #[test]
 fn a_damaged_entry_of_the_source_hash_cache_is_not_trusted() {
-    let s = Sandbox::with_base(
-        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n",
-    );
+    let s = Sandbox::with_base(MOTD_FROM_SOURCE);
     s.write("repo/base/files/motd", "declared\n");
     fs::create_dir_all(s.live("/etc")).unwrap();
-    // A source is remembered once quiet for the racy window.
-    std::thread::sleep(std::time::Duration::from_millis(
-        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
-    ));
-    assert_exit(&s.datum(&["apply"]), 2);
+    applied_once_quiet(&s);
     let cache = s.live("/var/lib/datum/source-hashes");
     let text = fs::read_to_string(&cache).unwrap();
     let (header, entry) = text.split_once('\n').expect("one entry");
@@ -374,17 +374,13 @@ fn a_damaged_entry_of_the_source_hash_cache_is_not_trusted() {
 /// with it.
 #[test]
 fn a_source_edited_between_compile_and_write_is_refused_then_applied_by_the_next_pass() {
-    let s = Sandbox::with_base(
-        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n---\ndatum: v1alpha1\ntype: File\nname: issue\ndesired:\n  path: /etc/issue\n  source: files/issue\n",
-    );
+    let s = Sandbox::with_base(&format!(
+        "{MOTD_FROM_SOURCE}---\ndatum: v1alpha1\ntype: File\nname: issue\ndesired:\n  path: /etc/issue\n  source: files/issue\n"
+    ));
     s.write("repo/base/files/motd", "declared\n");
     s.write("repo/base/files/issue", "issue\n");
     fs::create_dir_all(s.live("/etc")).unwrap();
-    // A source is remembered once quiet for the racy window.
-    std::thread::sleep(std::time::Duration::from_millis(
-        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
-    ));
-    assert_exit(&s.datum(&["apply"]), 2);
+    applied_once_quiet(&s);
     let cache = s.live("/var/lib/datum/source-hashes");
     let remembered = fs::read_to_string(&cache).unwrap();
     assert!(
@@ -502,15 +498,10 @@ fn crc32(bytes: &[u8]) -> u32 {
 /// happened, and no line of either side.
 #[test]
 fn declared_bytes_refused_for_a_diff_are_said_to_be_refused() {
-    let s = Sandbox::with_base(
-        "datum: v1alpha1\ntype: File\nname: motd\ndesired:\n  path: /etc/motd\n  source: files/motd\n",
-    );
+    let s = Sandbox::with_base(MOTD_FROM_SOURCE);
     s.write("repo/base/files/motd", "declared\n");
     fs::create_dir_all(s.live("/etc")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(
-        (datum_core::observed::RACY_WINDOW_NS / 1_000_000) as u64 + 500,
-    ));
-    assert_exit(&s.datum(&["apply"]), 2);
+    applied_once_quiet(&s);
     let cache = s.live("/var/lib/datum/source-hashes");
     let good = fs::read_to_string(&cache).unwrap();
     let damage = || {
