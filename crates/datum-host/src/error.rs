@@ -71,11 +71,13 @@ pub enum HostError {
     /// it: applying it would write content nobody planned. The next pass
     /// compiles the edit by itself (the catalogue snapshot's stamp and the
     /// source-hash cache's key hold the file's ctime), except from a
-    /// checkout `datum pull` wrote, whose catalogue is keyed by its commit
-    /// (hence `--recompile`). The checksum compiled is not quoted: the file
-    /// may be a sensitive resource's, whose plain SHA-256 no output shows (a
-    /// guessable secret is found from it).
-    #[error("{} changed since the catalogue was compiled; run the pass again (with --recompile if the repository is a checkout `datum pull` wrote, whose compile is kept until the next pull)", path.display())]
+    /// checkout `datum pull` wrote, whose catalogue is keyed by its commit:
+    /// an edit there was made by hand after the signed commit was checked
+    /// out, so the message does not offer `--recompile` as the cure (it
+    /// would apply the unsigned edit) without saying so. The checksum
+    /// compiled is not quoted: the file may be a sensitive resource's, whose
+    /// plain SHA-256 no output shows (a guessable secret is found from it).
+    #[error("{} changed since the catalogue was compiled; run the pass again. In a checkout `datum pull` wrote, nothing is ever edited: such an edit skips the signature and is refused at every pass until a pull deploys another revision (`--recompile` would apply it as it is; see docs/pull.md)", path.display())]
     ContentChanged { path: PathBuf },
 
     #[error("path `{}` must be normalised (no `..`, `.`, `//` or trailing /): write `{}`", path.display(), suggestion.display())]
