@@ -1124,10 +1124,16 @@ pub fn write_in(
         let sum = summing.1.sum();
         out.flush()?;
         let length = out.get_mut().stream_position()? - length_at - 16;
-        for r in &catalogue.resources {
-            rmp_serde::encode::write(&mut out, &StoredRef::of(r)).map_err(invalid)?;
-        }
-        out.flush()?;
+        // The records go where their spans say, each stretch written on a
+        // core of its own (this second encoding was 20-30 ms of one core
+        // while the other idled, between the compile and the pass).
+        let records_at = length_at + 16 + length;
+        write_records_at(
+            out.get_ref(),
+            records_at,
+            &catalogue.resources,
+            &index.spans,
+        )?;
         use std::os::unix::fs::FileExt as _;
         let mut patch = [0u8; 16];
         patch[..8].copy_from_slice(&length.to_le_bytes());
@@ -1135,6 +1141,87 @@ pub fn write_in(
         out.get_ref().write_all_at(&patch, length_at)
     });
     written.map(Ok).map_err(std::io::Error::other)
+}
+
+/// Encodes `resources` as records into `file`, the records' region
+/// starting at `records_at`, each record at the offset and of the length
+/// its span gives it (measured by encoding it once before): one stretch of the
+/// records per core, each through a buffer of its own written at its place
+/// (`pwrite`), so no stretch waits for another. A record whose encoding is
+/// not the length measured is an error: nothing is saved, rather than a
+/// file whose spans do not match it.
+fn write_records_at(
+    file: &std::fs::File,
+    records_at: u64,
+    resources: &[Resource],
+    spans: &[(u64, u32, u64)],
+) -> std::io::Result<()> {
+    let paired: Vec<(&Resource, &(u64, u32, u64))> = resources.iter().zip(spans).collect();
+    if paired.len() != resources.len() {
+        return Err(std::io::Error::other(
+            "the snapshot's spans do not match its records",
+        ));
+    }
+    datum_core::parallel::each_stretch(&paired, |stretch| {
+        let Some(&(_, &(first, _, _))) = stretch.first() else {
+            return Ok(());
+        };
+        let mut out = Placed {
+            file,
+            at: records_at + first,
+            buffer: Vec::with_capacity(PLACED_BUFFER),
+        };
+        for &(r, &(offset, len, _)) in stretch {
+            let start = out.at + out.buffer.len() as u64;
+            rmp_serde::encode::write(&mut out, &StoredRef::of(r)).map_err(write_error)?;
+            let end = out.at + out.buffer.len() as u64;
+            if start != records_at + offset || end - start != u64::from(len) {
+                return Err(std::io::Error::other(format!(
+                    "{} encoded to another length than measured",
+                    r.id
+                )));
+            }
+        }
+        out.flush()
+    })
+    .into_iter()
+    .collect()
+}
+
+/// What [`Placed`] gathers before it writes.
+const PLACED_BUFFER: usize = 64 * 1024;
+
+/// Writes to `file` at `at` onwards, through a buffer (`pwrite`: several
+/// threads write one file at once, each at its own place).
+struct Placed<'f> {
+    file: &'f std::fs::File,
+    /// Where the buffer's first byte goes.
+    at: u64,
+    buffer: Vec<u8>,
+}
+
+impl std::io::Write for Placed<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.buffer.len() + bytes.len() > PLACED_BUFFER {
+            self.flush()?;
+        }
+        if bytes.len() >= PLACED_BUFFER {
+            use std::os::unix::fs::FileExt as _;
+            self.file.write_all_at(bytes, self.at)?;
+            self.at += bytes.len() as u64;
+        } else {
+            self.buffer.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt as _;
+        self.file.write_all_at(&self.buffer, self.at)?;
+        self.at += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
 }
 
 /// Writes through to `.0`, hashing what it writes.
@@ -1480,6 +1567,43 @@ mod tests {
             field_origins: Default::default(),
             declaration_hash: format!("decl-{name}"),
         }
+    }
+
+    /// The records written a stretch per core, each at its span, are the
+    /// very bytes of encoding them one after the other: enough records for
+    /// every core, some larger than a writer's buffer (written straight
+    /// through), the region starting past a header.
+    #[test]
+    fn records_written_on_every_core_are_the_bytes_written_in_order() {
+        let resources: Vec<Resource> = (0..700)
+            .map(|i| {
+                let size = match i % 97 {
+                    0 => PLACED_BUFFER + 1000,
+                    1 => PLACED_BUFFER - 3,
+                    n => n * 7,
+                };
+                resource(&format!("f{i}"), false, &vec![(i % 251) as u8; size])
+            })
+            .collect();
+        let mut expected = Vec::new();
+        let mut at = Vec::new();
+        for r in &resources {
+            let before = expected.len() as u64;
+            rmp_serde::encode::write(&mut expected, &StoredRef::of(r)).unwrap();
+            at.push((before, (expected.len() as u64 - before) as u32, 0));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = fs::File::create_new(dir.path().join("records")).unwrap();
+        write_records_at(&file, 100, &resources, &at).unwrap();
+        let written = fs::read(dir.path().join("records")).unwrap();
+        assert_eq!(written.len(), 100 + expected.len());
+        assert!(written[..100].iter().all(|&b| b == 0));
+        assert!(written[100..] == expected[..], "the records differ");
+        // A span that does not match its record's encoding: refused.
+        let mut wrong = at.clone();
+        wrong[350].1 += 1;
+        let file = fs::File::create_new(dir.path().join("wrong")).unwrap();
+        assert!(write_records_at(&file, 0, &resources, &wrong).is_err());
     }
 
     fn catalogue(sensitive: bool, bytes: &[u8]) -> Catalogue {
