@@ -76,10 +76,44 @@ pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
     write_named(path, bytes, 0o600)
 }
 
-fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
+/// Reads the file [`write_report`] or [`write_secret`] would replace at
+/// `path` (`datum server enroll --out FILE` keeps what it does not write of
+/// an existing one): `None` when nothing is there. A link or anything but a
+/// file there is refused as those writes refuse it, and never read through.
+pub fn read_replaced(path: &Path) -> Result<Option<Vec<u8>>, HostError> {
+    let (dir, name, found) = replaced(path, "read")?;
+    if found.is_none() {
+        return Ok(None);
+    }
+    let fd = rustix::fs::openat(
+        dir.fd(),
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| HostError::io("read", path, errno(e)))?;
+    let mut file = std::fs::File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| HostError::io("read", path, e))?;
+    if !meta.is_file() {
+        return Err(refused("read", path, "not a regular file".to_owned()));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| HostError::io("read", path, e))?;
+    Ok(Some(bytes))
+}
+
+/// The folder of `path` and its last component, and what is there now
+/// (refused unless nothing or a file).
+fn replaced<'p>(
+    path: &'p Path,
+    op: &'static str,
+) -> Result<(Dir, &'p OsStr, Option<crate::Stat>), HostError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(HostError::io(
-            "write",
+            op,
             path,
             std::io::Error::from(std::io::ErrorKind::InvalidInput),
         ));
@@ -90,22 +124,31 @@ fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
         parent
     };
     let dir = Dir::open_path(parent)?;
-    let at = dir.entry(name);
-    if let Some(stat) = at.lstat()?
+    let found = dir.entry(name).lstat()?;
+    if let Some(stat) = &found
         && stat.kind != FileKind::File
     {
-        return Err(HostError::NotPrivate {
-            path: path.to_path_buf(),
-            problem: format!(
-                "a {} is where the report goes; Datum never writes through one (remove it, or name another file)",
-                stat.kind.word()
-            ),
-        });
+        return Err(not_a_file(path, stat.kind));
     }
+    Ok((dir, name, found))
+}
+
+fn not_a_file(path: &Path, kind: FileKind) -> HostError {
+    HostError::NotPrivate {
+        path: path.to_path_buf(),
+        problem: format!(
+            "a {} is where the report goes; Datum never writes through one (remove it, or name another file)",
+            kind.word()
+        ),
+    }
+}
+
+fn write_named(path: &Path, bytes: &[u8], mode: u32) -> Result<(), HostError> {
+    let (dir, name, _) = replaced(path, "write")?;
     let mut tmp = OsString::from(".");
     tmp.push(name);
     tmp.push(format!(".tmp-{}", crate::random_suffix()));
-    let tmp_path = parent.join(&tmp);
+    let tmp_path = dir.path().join(&tmp);
     let fd = rustix::fs::openat(
         dir.fd(),
         &tmp,
@@ -536,6 +579,21 @@ mod tests {
         assert!(folders_on_the_way(&d.join("sticky/back")).is_ok());
         std::os::unix::fs::symlink("loop", d.join("safe/loop")).unwrap();
         assert!(folders_on_the_way(&d.join("safe/loop/x")).is_err());
+    }
+
+    #[test]
+    fn a_file_to_be_replaced_is_read_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.yaml");
+        assert_eq!(read_replaced(&file).unwrap(), None);
+        std::fs::write(&file, "kept").unwrap();
+        assert_eq!(read_replaced(&file).unwrap().as_deref(), Some(&b"kept"[..]));
+        let link = dir.path().join("link.yaml");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let err = read_replaced(&link).unwrap_err().to_string();
+        assert!(err.contains("a symlink is where the report goes"), "{err}");
+        std::fs::create_dir(dir.path().join("folder")).unwrap();
+        assert!(read_replaced(&dir.path().join("folder")).is_err());
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! does no raw file access of its own. The store holds only token hashes; the tokens themselves exist only
 //! in the files handed out (`admin.yaml`, each host's `report.yaml`).
 //!
-//! Owns: [`init`], [`credentials_for`], [`ServerDir`]. Must not: start a server.
+//! Owns: [`init`], [`credentials_for`], [`ServerDir`], and what enroll
+//! keeps of a `report.yaml` it replaces ([`keep_hand_set`]). Must not: start a server.
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,13 @@ pub enum InitError {
     NotInitialised { dir: PathBuf },
     #[error("`{name}` is not a usable host name ({})", datum_core::host_name::RULE)]
     BadName { name: String },
+    #[error(
+        "{error}; enroll writes over an existing --out file keeping the keys it does not set ({}), and cannot read this one: move it away or name another --out",
+        HAND_SET.join(", ")
+    )]
+    Existing {
+        error: datum_fleet::credentials::CredentialsError,
+    },
     #[error(
         "--listen {listen} listens on every address, which is no address a host can report to: give the URL hosts reach the server by (--url https://NAME:PORT), or the name they know it by (--name NAME, which then makes the URL)"
     )]
@@ -304,6 +312,51 @@ pub fn credentials_for(
         },
         hash,
     ))
+}
+
+/// The keys of `report.yaml` that enroll does not set, which a host's
+/// operator may have written by hand: `interval` (unless `--interval` is
+/// given), `outbox_limit`, `outbox_bytes`.
+pub const HAND_SET: [&str; 3] = ["interval", "outbox_limit", "outbox_bytes"];
+
+/// The `report.yaml` already at `out`, which enroll is about to replace
+/// (`None` when there is none). Read before anything is enrolled, so a
+/// file that cannot be kept from refuses the enrolment while the host's
+/// old token still works.
+pub fn existing_credentials(out: &Path) -> Result<Option<Credentials>, InitError> {
+    let Some(bytes) = datum_host::named::read_replaced(out)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes).map_err(|_| InitError::Existing {
+        error: datum_fleet::credentials::CredentialsError {
+            path: out.to_owned(),
+            line: 1,
+            message: "not UTF-8 text".to_owned(),
+        },
+    })?;
+    Credentials::parse(out, &text)
+        .map(Some)
+        .map_err(|error| InitError::Existing { error })
+}
+
+/// Keeps in `new` what `old` (the file it replaces) sets of [`HAND_SET`]:
+/// its outbox bounds, and its interval when `new` states none. Returns the
+/// keys kept.
+pub fn keep_hand_set(new: &mut Credentials, old: &Credentials) -> Vec<&'static str> {
+    let mut kept = Vec::new();
+    if new.interval.is_none() && old.interval.is_some() {
+        new.interval = old.interval;
+        kept.push("interval");
+    }
+    if old.outbox_limit.is_some() {
+        new.outbox_limit = old.outbox_limit;
+        kept.push("outbox_limit");
+    }
+    if old.outbox_bytes.is_some() {
+        new.outbox_bytes = old.outbox_bytes;
+        kept.push("outbox_bytes");
+    }
+    kept
 }
 
 /// Writes `credentials` to `out` (mode 0600; replaces an older file).

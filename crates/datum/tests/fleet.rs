@@ -1680,3 +1680,99 @@ fn the_agent_reports_the_revision_it_loaded() {
     assert_eq!(row["reports"], 2, "{row}");
     assert_eq!(row["revision"], applied.as_str(), "{row}");
 }
+
+/// `server enroll` again (a token rotated, a host enrolled anew under its
+/// name) wrote its --out file whole, so the keys an operator had set by
+/// hand in the report.yaml it replaced (its outbox bounds, an interval)
+/// were lost. They are kept (an --interval given wins over the file's); an
+/// existing file enroll cannot read refuses the enrolment before the store
+/// is touched, so the host's token in it still works.
+#[test]
+fn enrolling_again_keeps_the_keys_set_by_hand_in_report_yaml() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let file = h.root.join("etc/datum/report.yaml");
+    let token = |text: &str| -> String {
+        let line = text.lines().find(|l| l.starts_with("token: "));
+        line.expect("a token line").to_owned()
+    };
+    let first = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{first}outbox_limit: 50\noutbox_bytes: 4000\ninterval: 10m\n"),
+    )
+    .unwrap();
+    let enroll = |extra: &[&str]| {
+        datum()
+            .args(extra)
+            .args(["server", "enroll", "web-1", "--dir"])
+            .arg(&server.dir)
+            .arg("--out")
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = enroll(&[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!(
+            "Kept from the {} it replaced: interval, outbox_limit, outbox_bytes.",
+            file.display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let again = std::fs::read_to_string(&file).unwrap();
+    assert_ne!(token(&again), token(&first), "a new token");
+    for key in [
+        "outbox_limit: 50\n",
+        "outbox_bytes: 4000\n",
+        "interval: 10m\n",
+    ] {
+        assert!(again.contains(key), "{key} lost:\n{again}");
+    }
+    // An --interval given is enroll's to set.
+    let out = datum()
+        .args(["--json", "server", "enroll", "web-1", "--dir"])
+        .arg(&server.dir)
+        .args(["--interval", "5m", "--out"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["kept"],
+        serde_json::json!(["outbox_limit", "outbox_bytes"])
+    );
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        kept.contains("interval: 5m\n") && kept.contains("outbox_limit: 50\n"),
+        "{kept}"
+    );
+    // A file enroll cannot read: refused, naming it, its line and the keys
+    // at stake; nothing written, nothing enrolled.
+    let damaged = kept.replace("outbox_limit: 50", "outbox_limit: fifty");
+    std::fs::write(&file, &damaged).unwrap();
+    let out = enroll(&[]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}:", file.display()))
+            && err.contains("outbox_limit")
+            && err.contains(
+                "keeping the keys it does not set (interval, outbox_limit, outbox_bytes)"
+            )
+            && err.contains("move it away or name another --out"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged);
+    // The token of the last enrolment still reports.
+    std::fs::write(&file, &kept).unwrap();
+    server.start();
+    assert_exit(&h.run(&repo, &["apply"]), 2);
+    h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    assert_eq!(server.seqs("web-1"), vec![1]);
+}

@@ -153,10 +153,17 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
             } else {
                 IdentityKind::Host
             };
+            // The file --out replaces is read first: one that cannot be
+            // kept from refuses before the old token is replaced.
+            let existing = datum_server::init::existing_credentials(&args.out)
+                .with_context(|| format!("cannot enroll {}", args.name))?;
             let mut credentials =
                 datum_server::enroll_command(&args.dir, &args.name, kind, args.store.as_deref())
                     .with_context(|| format!("cannot enroll {}", args.name))?;
             credentials.interval = args.interval;
+            let kept = existing
+                .map(|old| datum_server::init::keep_hand_set(&mut credentials, &old))
+                .unwrap_or_default();
             datum_server::init::write_credentials(&args.out, &credentials)
                 .with_context(|| format!("cannot write {}", args.out.display()))?;
             if json {
@@ -167,6 +174,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                         "kind": kind.word(),
                         "credentials": args.out,
                         "install_as": crate::reporting::REPORT_FILE,
+                        "kept": kept,
                     }),
                 )?;
                 return Ok(ExitCode::Clean);
@@ -179,6 +187,14 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 args.out.display(),
                 crate::reporting::REPORT_FILE
             )?;
+            if !kept.is_empty() {
+                writeln!(
+                    std::io::stdout(),
+                    "Kept from the {} it replaced: {}.",
+                    args.out.display(),
+                    kept.join(", ")
+                )?;
+            }
             Ok(ExitCode::Clean)
         }
         ServerCommand::Remove(args) => {
