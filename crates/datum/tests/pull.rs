@@ -236,9 +236,14 @@ impl Bed {
 
     /// `datum pull` from the remote with `allowed_signers`.
     fn pull(&self, extra: &[&str]) -> Run {
-        let url = self.url();
+        self.pull_with(&[], &self.url(), extra)
+    }
+
+    /// `datum GLOBAL... pull --url URL --allowed-signers ... EXTRA...`.
+    fn pull_with(&self, global: &[&str], url: &str, extra: &[&str]) -> Run {
         let signers = self.p("allowed_signers").display().to_string();
-        let mut args = vec!["pull", "--url", &url, "--allowed-signers", &signers];
+        let mut args = global.to_vec();
+        args.extend(["pull", "--url", url, "--allowed-signers", &signers]);
         args.extend_from_slice(extra);
         Run(self.datum(&args).output().unwrap())
     }
@@ -442,11 +447,7 @@ fn a_shallow_remote_is_refused_as_shallow_and_changes_nothing() {
     );
     let before = bed.snapshot();
     let url = format!("file://{}", bed.p("shallow.git").display());
-    let signers = bed.p("allowed_signers").display().to_string();
-    let out = Run(bed
-        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&[], &url, &[]);
     out.assert_exit(1);
     let says = out.stderr();
     assert!(says.contains("the remote is a shallow clone"), "{says}");
@@ -491,11 +492,7 @@ fn a_repository_served_by_git_daemon_on_loopback_is_pulled() {
     let up = wait(Duration::from_secs(10), || TcpStream::connect(addr).ok());
     assert!(up.is_some(), "git daemon did not listen on {addr}");
     let url = format!("git://127.0.0.1:{port}/remote.git");
-    let signers = bed.p("allowed_signers").display().to_string();
-    let out = Run(bed
-        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&[], &url, &[]);
     out.assert_exit(2);
     assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
     assert_eq!(bed.status()["history"][0]["source"], url.as_str());
@@ -550,19 +547,7 @@ fn what_a_hostile_remote_prints_reaches_no_terminal_and_no_log_as_escapes() {
     let bed = Bed::new();
     let port = hostile_git_server(2);
     let url = format!("git://127.0.0.1:{port}/x.git");
-    let signers = bed.p("allowed_signers").display().to_string();
-    let out = Run(bed
-        .datum(&[
-            "--output",
-            "json",
-            "pull",
-            "--url",
-            &url,
-            "--allowed-signers",
-            &signers,
-        ])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&["--output", "json"], &url, &[]);
     out.assert_exit(1);
     let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
     assert_eq!(json["reason"], "fetch", "{json}");
@@ -574,10 +559,7 @@ fn what_a_hostile_remote_prints_reaches_no_terminal_and_no_log_as_escapes() {
         !message.chars().any(char::is_control),
         "control characters from the remote in the error: {message:?}"
     );
-    let out = Run(bed
-        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&[], &url, &[]);
     out.assert_exit(1);
     assert!(out.stderr().contains("cleared"), "{}", out.stderr());
     assert!(
@@ -1032,12 +1014,8 @@ fn a_pull_that_fails_after_the_remote_sent_data_leaves_none_of_it_behind() {
     assert!(pack.len() > 7 << 20, "{}", pack.len());
     let port = cut_short_git_server(&big, pack, 6 << 20);
     let url = format!("git://127.0.0.1:{port}/remote.git");
-    let signers = bed.p("allowed_signers").display().to_string();
     let before = bed.snapshot();
-    let out = Run(bed
-        .datum(&["pull", "--url", &url, "--allowed-signers", &signers])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&[], &url, &[]);
     assert!(
         out.stderr().contains("cannot fetch main"),
         "{}",
@@ -2494,20 +2472,8 @@ fn a_failed_pull_names_what_stays_deployed_in_json() {
     let Some((bed, c1)) = deployed_bed() else {
         return;
     };
-    let signers = bed.p("allowed_signers").display().to_string();
     let url = format!("file://{}", bed.p("no-such-remote.git").display());
-    let out = Run(bed
-        .datum(&[
-            "--output",
-            "json",
-            "pull",
-            "--url",
-            &url,
-            "--allowed-signers",
-            &signers,
-        ])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&["--output", "json"], &url, &[]);
     out.assert_exit(1);
     let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
     assert_eq!(json["outcome"], "failed", "{json}");
@@ -2625,17 +2591,7 @@ fn ssh_paths_ssh_cannot_read_stop_only_an_ssh_pull() {
 
     bed.revision("two", Some("alice"));
     let before = bed.snapshot();
-    let signers = bed.p("allowed_signers").display().to_string();
-    let out = Run(bed
-        .datum(&[
-            "pull",
-            "--url",
-            "ssh://git@127.0.0.1:9/x.git",
-            "--allowed-signers",
-            &signers,
-        ])
-        .output()
-        .unwrap());
+    let out = bed.pull_with(&[], "ssh://git@127.0.0.1:9/x.git", &[]);
     out.assert_exit(1);
     assert!(
         out.stderr().contains("the path holds `${`")
@@ -2762,20 +2718,12 @@ fn credentials_in_a_url_and_trust_files_anyone_may_write_are_handled_as_they_mus
         return;
     }
     let bed = Bed::new();
-    let signers = bed.p("allowed_signers").display().to_string();
     for output in ["human", "json"] {
-        let out = Run(bed
-            .datum(&[
-                "--output",
-                output,
-                "pull",
-                "--url",
-                "http://deploy:canary-s3cret@127.0.0.1:9/x.git",
-                "--allowed-signers",
-                &signers,
-            ])
-            .output()
-            .unwrap());
+        let out = bed.pull_with(
+            &["--output", output],
+            "http://deploy:canary-s3cret@127.0.0.1:9/x.git",
+            &[],
+        );
         out.assert_exit(1);
         let all = format!("{}{}", out.stdout(), out.stderr());
         assert!(!all.contains("canary-s3cret"), "{all}");
