@@ -123,11 +123,15 @@ pub fn read_root_owned(
 
 /// Checks that the program `path` (links resolved: `/usr/sbin/x` may be an
 /// alternatives link) is a regular file that only root can change, in
-/// folders only root can change.
-pub fn check_root_owned_file(path: &Path) -> Result<(), HostError> {
-    let real = path
-        .canonicalize()
-        .map_err(|e| HostError::io("inspect", path, e))?;
+/// folders only root can change. `Ok(false)` when nothing is there (the
+/// program is not installed, or a link leads nowhere): using it is then the
+/// caller's failure to report, and the check is made again once it is.
+pub fn check_root_owned_file(path: &Path) -> Result<bool, HostError> {
+    let real = match path.canonicalize() {
+        Ok(real) => real,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(HostError::io("inspect", path, e)),
+    };
     let st = rustix::fs::stat(&real).map_err(|e| HostError::io("inspect", &real, errno(e)))?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(HostError::NotPrivate {
@@ -140,7 +144,7 @@ pub fn check_root_owned_file(path: &Path) -> Result<(), HostError> {
         let st = rustix::fs::stat(above).map_err(|e| HostError::io("inspect", above, errno(e)))?;
         root_only(above, &st, "folder above it")?;
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

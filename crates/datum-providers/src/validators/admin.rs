@@ -219,7 +219,10 @@ pub fn load(root: &Path) -> Result<Vec<ValidatorDef>, AdminError> {
                     message: format!("validator `{}` is defined twice", def.name),
                 });
             }
-            // The program runs as root: it must be root's alone too.
+            // The program runs as root: it must be root's alone too. One
+            // that is not installed is checked when a resource uses it (and
+            // fails that resource, as a shipped validator's missing binary
+            // does): `run` checks it again before every use.
             if let Some(program) = def.binary {
                 datum_host::admin::check_root_owned_file(Path::new(program)).map_err(|e| {
                     AdminError::Invalid {

@@ -175,6 +175,22 @@ fn run_binary(
         };
         return Err(reject(def, host, kind, String::new()));
     }
+    // An administrator's program may have been installed (or changed)
+    // since the definitions were read: it runs as root only while root
+    // alone can change it.
+    if super::is_admin(def) {
+        match datum_host::admin::check_root_owned_file(Path::new(binary)) {
+            Ok(true) => {}
+            Ok(false) => {
+                let kind = RejectionKind::MissingBinary {
+                    binary,
+                    package: def.package,
+                };
+                return Err(reject(def, host, kind, String::new()));
+            }
+            Err(e) => return Err(cannot_run(def, host, &e)),
+        }
+    }
     let spec = def.env.iter().fold(
         CommandSpec::new(binary)
             .args(args)

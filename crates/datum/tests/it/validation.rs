@@ -562,6 +562,76 @@ fn an_administrators_validator_runs_in_the_sandbox_and_a_foreign_definition_is_r
     );
 }
 
+/// README: a validator whose binary is not installed is a failure, never a
+/// skip, at use. An administrator's validator whose program is missing is
+/// listed as not installed and fails only the resources that name it; the
+/// commands that use validators still run.
+#[test]
+fn an_administrators_validator_whose_program_is_missing_fails_only_what_names_it() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (the definitions must be root's)");
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: zone\ndesired:\n  path: /zone.conf\n  content: \"zone {}\\n\"\n  validate: zone-check\n\
+---\ndatum: v1alpha1\ntype: File\nname: unrelated\ndesired:\n  path: /unrelated\n  content: \"independent\\n\"\n",
+    );
+    let program = s.dir.path().join("tools/zone-check");
+    with_admin_validator(
+        &s,
+        &format!(
+            "[validator.zone-check]\nprogram = \"{}\"\nargs = [\"{{staged}}\"]\npackage = \"bind9-utils\"\nsummary = \"zones\"\n",
+            program.display()
+        ),
+    );
+    // Listed, as not installed, like a shipped validator without its binary.
+    let listed = s.datum(&["validators"]);
+    assert_exit(&listed, 0);
+    let row = stdout(&listed)
+        .lines()
+        .find(|l| l.starts_with("zone-check"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{}", stdout(&listed)));
+    assert!(row.contains("not installed"), "{row}");
+    let listed = s.datum(&["--output", "json", "validators"]);
+    assert_exit(&listed, 0);
+    let json: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let entry = json["validators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "zone-check")
+        .cloned()
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(entry["installed"], false, "{entry}");
+    assert_eq!(entry["source"], "administrator", "{entry}");
+    // The resource naming it would fail (the plan says why), the other is
+    // a change: exit 6.
+    let out = s.datum(&["plan"]);
+    assert_exit(&out, 6);
+    let text = stdout(&out);
+    assert!(
+        text.contains("validator zone-check needs") && text.contains("not installed"),
+        "{text}"
+    );
+    // The apply refuses it and converges the rest.
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 6);
+    assert!(!s.live("/zone.conf").exists());
+    assert!(s.live("/unrelated").exists(), "{}", stdout(&out));
+    // A program that is there but not root's alone still stops every
+    // command that uses validators.
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::create_dir_all(program.parent().unwrap()).unwrap();
+    fs::set_permissions(program.parent().unwrap(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&program, Some(65534), None).unwrap();
+    let out = s.datum(&["validators"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("uid 65534"), "{}", stderr(&out));
+}
+
 /// The findings of `datum check --output json`: (category, subject) pairs.
 fn check_findings(s: &Sandbox) -> (i32, Vec<(String, String)>, serde_json::Value) {
     let out = s.datum(&["--output", "json", "check"]);
