@@ -1093,3 +1093,72 @@ testbed_test!(
         }
     }
 );
+
+testbed_test!(
+    an_apt_transaction_that_takes_long_is_said_on_a_terminal_only,
+    {
+        // apt-get's transaction may take minutes (downloads, maintainer
+        // scripts): on a terminal the bar says what the pass waits for, as
+        // it does for systemd's jobs; piped, nothing of it is written.
+        let _apt = within::lock("apt");
+        const PACKAGE: &str = "datum-it-slow-postinst";
+        struct Cleanup;
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                let _ = Command::new("dpkg").args(["--purge", PACKAGE]).output();
+            }
+        }
+        let _cleanup = Cleanup;
+        let _repo = datum_testkit::apt::LocalRepo::publish(
+            "it-cli-slow-postinst",
+            &[datum_testkit::apt::DebPackage::new(PACKAGE, "1.0-1").script("postinst", "sleep 3")],
+        );
+        let manifest = |state: &str| {
+            format!(
+                "datum: v1alpha1\ntype: Package\nname: slow\ndesired: {{name: {PACKAGE}, state: {state}}}\n"
+            )
+        };
+        let dir = small_repo(&manifest("installed"));
+        let dir = dir.path();
+        // Piped: the same slow install, and not a word of the wait.
+        let piped = datum(dir, None, &["apply"]);
+        piped.assert_exit(2);
+        assert!(installed(PACKAGE));
+        assert!(
+            !piped.stdout().contains("waiting") && !piped.stderr().contains("waiting"),
+            "{}{}",
+            piped.stdout(),
+            piped.stderr()
+        );
+        write(dir.join("repo/base/main.yaml"), &manifest("absent"));
+        datum(dir, None, &["apply"]).assert_exit(2);
+        assert!(!installed(PACKAGE));
+        // `datum ... apply` under script(1)'s pseudo-terminal.
+        write(dir.join("repo/base/main.yaml"), &manifest("installed"));
+        let binary = env!("CARGO_BIN_EXE_datum");
+        let line = format!(
+            "stty cols 200; {binary} --repo {repo} --root / --host-file {host} --state {state} --color never apply",
+            repo = dir.join("repo").display(),
+            host = dir.join("host.yaml").display(),
+            state = dir.join("state.db").display(),
+        );
+        assert!(!line.contains(['\'', '"']));
+        let out = Command::new("script")
+            .args(["--quiet", "--return", "--command", &line, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!(
+            "--- on a terminal (exit {:?})\n{terminal}",
+            out.status.code()
+        );
+        assert_eq!(out.status.code(), Some(2), "{terminal}");
+        assert!(installed(PACKAGE));
+        assert_contains(
+            &terminal,
+            &format!("waiting for apt-get: installing {PACKAGE} ("),
+        );
+        assert_contains(&terminal, "s, up to 30m)");
+    }
+);

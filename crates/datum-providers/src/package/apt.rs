@@ -116,7 +116,26 @@ fn install_once(pins: &[String], allow_held: bool, allow_removals: bool) -> Resu
     // Names and versions were checked and never start with `-`; the `--`
     // makes sure of it anyway.
     let spec = spec.arg("--").args(pins);
+    // Downloads and maintainer scripts may take minutes: a progress bar
+    // says what the pass waits for meanwhile.
+    let words = format!("waiting for apt-get: installing {}", some_of(pins));
+    let _waiting = datum_core::progress::waiting(words, Some(spec.timeout));
     run("install", pins, &spec).map(drop)
+}
+
+/// `a, b, c and 7 more`: the first names of a list, for a progress line.
+fn some_of(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 /// A package name without its `:arch` qualifier.
@@ -172,6 +191,8 @@ pub fn remove(
     let spec = apt_get("remove")
         .args(["--allow-change-held-packages", "--"])
         .arg(package);
+    let words = format!("waiting for apt-get: removing {package}");
+    let _waiting = datum_core::progress::waiting(words, Some(spec.timeout));
     run("remove", &names, &spec)
         .map(drop)
         .map_err(|f| f.into_error(host, package))
@@ -563,6 +584,14 @@ fn clip(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_progress_line_names_the_first_packages_and_counts_the_rest() {
+        let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert_eq!(some_of(&names(1)), "p0");
+        assert_eq!(some_of(&names(3)), "p0, p1, p2");
+        assert_eq!(some_of(&names(10)), "p0, p1, p2 and 7 more");
+    }
 
     #[test]
     fn e_lines_are_picked_bounded_and_deduplicated() {
