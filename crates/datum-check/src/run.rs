@@ -83,6 +83,10 @@ pub struct Checking<'a> {
     /// nothing (a check without a store). A policy that acts needs one: the
     /// caller refuses before.
     pub store: Option<&'a mut Store>,
+    /// Without a store: whether one is there but unusable (said by the
+    /// caller), rather than not made yet; the warning to a reporting host
+    /// names the way back accordingly.
+    pub store_unusable: bool,
     /// Opens the backup store (on first use: a revert or accept saves the
     /// drifted content there first).
     pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
@@ -121,6 +125,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         classes,
         host,
         store: opened,
+        store_unusable,
         backups,
         started,
         progress: bar,
@@ -146,8 +151,13 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     if let Some(r) = reporting.as_ref().filter(|_| !persistent) {
         // Said, not silent: else an enrolled host that only checks stays
         // "new" (then stale) on the server with no word on the host.
+        let why = if store_unusable {
+            "the state store is unusable, as said above): its report is not queued for the server until the store is usable again; `datum apply` refuses a damaged store: restore it from a backup, or `datum apply --rebuild-state` moves it aside and starts an empty one, which forgets every quarantine, accepted drift and finding history"
+        } else {
+            "there is none yet): its report is not queued for the server; `datum apply` once creates the store"
+        };
         eprintln!(
-            "warning: {} is set up, but this check runs without the state store (there is none yet, or it is unusable, as said above): its report is not queued for the server; `datum apply` once creates the store",
+            "warning: {} is set up, but this check runs without the state store ({why}",
             r.path.display()
         );
     }

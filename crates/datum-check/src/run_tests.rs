@@ -121,6 +121,7 @@ impl Bed {
             classes: &classes,
             host: &self.host,
             store: Some(&mut self.store),
+            store_unusable: false,
             backups: &backups,
             started: Instant::now(),
             progress: None,

@@ -463,6 +463,8 @@ impl State<'_> {
             catalogue_reused: true,
             classes: self.classes,
             host: self.host,
+            // No store: the agent could not open it, and said so.
+            store_unusable: self.store.is_none(),
             store: self.store.as_deref_mut(),
             backups: self.backups,
             started: Instant::now(),

@@ -724,6 +724,21 @@ fn state_dir_at(root: &Path, state: Option<&Path>, create: bool) -> Result<Optio
 /// Datum's folder under the root, as declared.
 pub const STATE_FOLDER: &str = "/var/lib/datum";
 
+/// Whether a state store is there, usable or not (a file at its name, or a
+/// state folder that cannot be opened): once [`open_store`] with
+/// [`StoreNeed::Optional`] gave none, what tells "none yet" (an apply makes
+/// it) from "unusable" (an apply refuses it unless given --rebuild-state).
+pub fn store_is_there(global: &GlobalArgs) -> bool {
+    let state = global.state.as_deref();
+    match state_dir_at(&global.root, state, false) {
+        Ok(Some(dir)) => dir
+            .lstat(state_name_of(state))
+            .map_or(true, |st| st.is_some()),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 /// What a command does with the state store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreNeed {

@@ -2619,3 +2619,54 @@ fn a_check_opens_the_store_only_once_it_holds_the_lock() {
         "nothing recorded"
     );
 }
+
+/// A host set up to report whose check runs without the state store is told
+/// what brings the store back: an apply when there is none yet, but not
+/// when the store is there and damaged (an apply refuses it then, unless
+/// given --rebuild-state).
+#[test]
+fn a_reporting_host_without_a_usable_store_is_told_the_way_back() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "root/etc/datum/report.yaml",
+        "server: https://fleet.example.org:8443\ntoken: t\n",
+    );
+    fs::set_permissions(
+        s.live("/etc/datum/report.yaml"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    // None yet: an apply makes it.
+    let out = s.datum(&["check"]);
+    let err = stderr(&out);
+    let line = |err: &str| {
+        err.lines()
+            .find(|l| l.contains("report.yaml is set up"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no warning about report.yaml:\n{err}"))
+    };
+    assert!(
+        line(&err).contains("`datum apply` once creates the store"),
+        "{err}"
+    );
+    // There, but damaged: an apply would refuse it.
+    let s = s.applied();
+    let db = s.live("/var/lib/datum/state.db");
+    drop(datum_store::Store::open(&db).expect("open"));
+    let mut bad = fs::read(&db).expect("read");
+    for b in &mut bad[..100] {
+        *b = 0x5a;
+    }
+    fs::write(&db, &bad).expect("write");
+    let out = s.datum(&["apply"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("--rebuild-state"), "{}", stderr(&out));
+    let out = s.datum(&["check"]);
+    let err = stderr(&out);
+    let warned = line(&err);
+    assert!(!warned.contains("once creates"), "{err}");
+    assert!(
+        warned.contains("unusable") && warned.contains("--rebuild-state"),
+        "{err}"
+    );
+}

@@ -156,6 +156,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         catalogue_reused: provenance == context::Provenance::Snapshot,
         classes: &classes,
         host: &host,
+        store_unusable: store.is_none() && context::store_is_there(global),
         store: store.as_mut(),
         backups: &|| context::open_backups(global).map_err(Into::into),
         started,
