@@ -25,6 +25,11 @@ pub const OUTBOX_DEPTH_HEADER: &str = "Datum-Outbox-Depth";
 /// delivery.
 pub const OUTBOX_DROPPED_HEADER: &str = "Datum-Outbox-Dropped";
 
+/// Request header: the state store the report was made in (32 hex
+/// digits, drawn when the store was made). A header, not a field of the
+/// report, so servers that predate it take the report as before.
+pub const STORE_ID_HEADER: &str = "Datum-Store-Id";
+
 /// The largest answer read from the server.
 const MAX_ANSWER: u64 = 64 * 1024 * 1024;
 

@@ -32,7 +32,9 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use datum_fleet::client::{IDEMPOTENCY_HEADER, OUTBOX_DEPTH_HEADER, OUTBOX_DROPPED_HEADER};
+use datum_fleet::client::{
+    IDEMPOTENCY_HEADER, OUTBOX_DEPTH_HEADER, OUTBOX_DROPPED_HEADER, STORE_ID_HEADER,
+};
 use datum_fleet::{FORMAT_VERSION, Reply, Report, ReportKind};
 use serde::Deserialize;
 
@@ -282,6 +284,16 @@ fn header_u64(headers: &HeaderMap, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `Datum-Store-Id` header: 32 hex digits, else none (the report is
+/// then judged as an older host's, by the seq-1 rule).
+fn store_id(headers: &HeaderMap) -> Option<u128> {
+    let v = headers.get(STORE_ID_HEADER)?.to_str().ok()?.trim();
+    if v.len() != 32 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(v, 16).ok()
+}
+
 async fn post_report<B: Backend>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
@@ -387,6 +399,7 @@ async fn take_report<B: Backend>(
     let outbox = OutboxHeaders {
         depth: header_u64(headers, OUTBOX_DEPTH_HEADER),
         dropped: header_u64(headers, OUTBOX_DROPPED_HEADER),
+        store: store_id(headers),
     };
     // A value the report marks sensitive is neither stored nor shown, even
     // if a host's builder sent it (the stored body is the report as taken).

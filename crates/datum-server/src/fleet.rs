@@ -52,6 +52,10 @@ pub struct Identity {
 pub struct OutboxHeaders {
     pub depth: u64,
     pub dropped: u64,
+    /// The state store the report was made in (`Datum-Store-Id`), when
+    /// the host says: a report of another store than the host's last one
+    /// is never late by its number (see `ingest::is_late`).
+    pub store: Option<u128>,
 }
 
 /// The fleet over one database.

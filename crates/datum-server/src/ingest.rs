@@ -26,7 +26,7 @@
 //!    keeps may be one whose key went with it: it is taken as a duplicate
 //!    (its key taken back, nothing written). A report older than the last
 //!    (finished in an earlier second, or in the same one with a lower
-//!    `seq`) is late: stored and counted, but a late check leaves the newer
+//!    `seq` from the same state store, see [`is_late`]) is late: stored and counted, but a late check leaves the newer
 //!    findings and clusters alone and a late apply the revision's newer
 //!    outcome and failures;
 //! 3. everything else: the report itself, the revision's outcome and
@@ -358,7 +358,7 @@ impl Phases for Ingest {
                 // greater at 64 reports a batch: docs/benchmarks.md.)
                 stmts.extend(checking.chunks(CHUNK).map(|c| {
                     hosts_in(
-                        "SELECT name, last_report_at, seq FROM hosts WHERE name IN",
+                        "SELECT name, last_report_at, seq, store_id FROM hosts WHERE name IN",
                         c,
                     )
                 }));
@@ -374,7 +374,8 @@ impl Phases for Ingest {
                     stmts.len() - self.reads_from - self.horizon_reads - self.latest_reads;
                 stmts.extend(applying.chunks(CHUNK).map(|c| {
                     hosts_in(
-                        "SELECT host, revision, last_at, seq FROM host_revisions WHERE host IN",
+                        "SELECT host, revision, last_at, seq, store_id FROM host_revisions \
+                         WHERE host IN",
                         c,
                     )
                 }));
@@ -407,9 +408,11 @@ impl Phases for Ingest {
                 for i in self.new_ones() {
                     let s = &self.reports[i];
                     let seq = i64::try_from(s.report.seq).unwrap_or(i64::MAX);
+                    // (Reports are stored without their store, so the
+                    // oldest kept is judged as an older host's would be.)
                     if horizon.get(&s.report.host).is_some_and(|(oldest, held)| {
                         *held >= i64::from(s.reports_kept)
-                            && is_late(&s.report, *oldest)
+                            && is_late(&s.report, None, &Last::of(oldest.0, oldest.1, None))
                             && seq < oldest.1
                     }) {
                         self.fresh[self.position[i]] = false;
@@ -419,16 +422,20 @@ impl Phases for Ingest {
                         ));
                     }
                 }
-                // Host -> the finish and sequence number a report must not
-                // be older than.
-                let mut latest: HashMap<String, (i64, i64)> = answers
+                // Host -> the finish, sequence number and store of the
+                // report a new one must not be older than.
+                let mut latest: HashMap<String, Last> = answers
                     .by_ref()
                     .take(self.latest_reads)
                     .flatten()
                     .filter_map(|r| {
                         Some((
                             r.first()?.text()?.to_owned(),
-                            (r.get(1)?.int()?, r.get(2)?.int()?),
+                            Last::of(
+                                r.get(1)?.int()?,
+                                r.get(2)?.int()?,
+                                r.get(3).and_then(Val::text),
+                            ),
                         ))
                     })
                     .collect();
@@ -453,7 +460,8 @@ impl Phases for Ingest {
                         row.get(3).and_then(Val::int),
                     ) && reported.get(host) == Some(&revision)
                     {
-                        latest.insert(host.to_owned(), (last, seq));
+                        let store = row.get(4).and_then(Val::text);
+                        latest.insert(host.to_owned(), Last::of(last, seq, store));
                     }
                 }
                 let mut batch = BatchState::default();
@@ -476,7 +484,7 @@ impl Phases for Ingest {
                         .unwrap_or_default();
                     let late = latest
                         .get(&s.report.host)
-                        .is_some_and(|last| is_late(&s.report, *last));
+                        .is_some_and(|last| is_late(&s.report, s.outbox.store, last));
                     writes(s, &stored, late, &mut batch, &mut stmts);
                 }
                 stmts.extend(new.chunks(CHUNK).map(daily_rows));
@@ -498,15 +506,50 @@ impl Phases for Ingest {
 /// its name), whose numbers start again: they say nothing of its order
 /// against the old store's reports, so it is late only when it finished
 /// before; taken, it makes 1 the host's number, which the new store's next
-/// reports follow. The picture's `FRESH` is the same rule.
-fn is_late(report: &Report, last: (i64, i64)) -> bool {
-    if report.seq == FIRST_SEQ {
-        return report.finished_at < last.0;
+/// reports follow. That rule is for reports that do not say which store
+/// made them (hosts older than `Datum-Store-Id`): a report that does, from
+/// another store than `last`'s (or than a report that did not say), starts
+/// a numbering of its own and is late only when it finished in an earlier
+/// second, whatever its number; one from `last`'s store is judged by its
+/// number in the second. So a new store's report 2 whose report 1 never
+/// arrived is not late either. The picture's `FRESH` is the same rule.
+fn is_late(report: &Report, store: Option<u128>, last: &Last) -> bool {
+    let seq = i64::try_from(report.seq).unwrap_or(i64::MAX);
+    let numbered = (report.finished_at, seq) < (last.at, last.seq);
+    match store {
+        Some(id) if last.store.as_deref() == Some(store_hex(id).as_str()) => numbered,
+        Some(_) => report.finished_at < last.at,
+        None if report.seq == FIRST_SEQ => report.finished_at < last.at,
+        None => numbered,
     }
-    (
-        report.finished_at,
-        i64::try_from(report.seq).unwrap_or(i64::MAX),
-    ) < last
+}
+
+/// The report a new one is judged against ([`is_late`]): its finish, its
+/// number and the store it said it came from.
+struct Last {
+    at: i64,
+    seq: i64,
+    store: Option<String>,
+}
+
+impl Last {
+    fn of(at: i64, seq: i64, store: Option<&str>) -> Last {
+        Last {
+            at,
+            seq,
+            store: store.map(str::to_owned),
+        }
+    }
+}
+
+/// A store id as the server keeps it: 32 lowercase hex digits.
+fn store_hex(id: u128) -> String {
+    format!("{id:032x}")
+}
+
+/// A report's store id as a statement's parameter (NULL when unsaid).
+fn store_val(id: Option<u128>) -> Val {
+    id.map_or(Val::NullText, |id| Val::Text(store_hex(id)))
 }
 
 /// The number of a state store's first report (its outbox's `next_seq`
@@ -957,7 +1000,7 @@ fn writes(
     // A late report is older than what it would replace: stored and counted only.
     if !late {
         if apply {
-            rollout_writes(report, &labels, failed_apply, batch, stmts);
+            rollout_writes(report, s.outbox.store, &labels, failed_apply, batch, stmts);
             revisions_retention(host, s.reports_kept, stmts);
         } else {
             finding_writes(report, stored, batch, stmts);
@@ -1035,6 +1078,7 @@ fn writes(
             failed_apply.into(),
             check_errors.into(),
             picture.members().into(),
+            store_val(s.outbox.store),
         ],
     ));
 }
@@ -1045,9 +1089,13 @@ fn writes(
 /// taken whatever order reports came in.
 static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     // Not late (`is_late`): finished after the last report, or in its
-    // second with a number at least as high, or a new store's first.
+    // second with a number at least as high, or from another store than
+    // the last ($22, when the report says), or, when it does not say, a
+    // new store's first.
     const FRESH: &str = "(last_report_at IS NULL OR last_report_at < $3 \
-         OR (last_report_at = $3 AND (seq <= $5 OR $5 = 1)))";
+         OR (last_report_at = $3 AND (seq <= $5 \
+         OR (CAST($22 AS TEXT) IS NULL AND $5 = 1) \
+         OR (CAST($22 AS TEXT) IS NOT NULL AND (store_id IS NULL OR store_id <> CAST($22 AS TEXT))))))";
     let set = [
         ("labels", "$2"),
         ("last_report_at", "$3"),
@@ -1081,6 +1129,7 @@ static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
             "CASE WHEN $18 = 1 THEN check_errors ELSE $20 END",
         ),
         ("view_json", "$21"),
+        ("store_id", "$22"),
     ]
     .iter()
     .map(|(column, value)| format!("{column} = CASE WHEN {FRESH} THEN {value} ELSE {column} END"))
@@ -1102,6 +1151,7 @@ static PICTURE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 /// the failures of this apply of it.
 fn rollout_writes(
     report: &Report,
+    store: Option<u128>,
     labels: &str,
     failed_apply: bool,
     batch: &mut BatchState,
@@ -1110,10 +1160,11 @@ fn rollout_writes(
     let host = report.host.as_str();
     let revision = report.revision.as_str();
     stmts.push(Stmt::new(
-        "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels, seq) \
-         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8) ON CONFLICT (host, revision) DO UPDATE SET \
+        "INSERT INTO host_revisions (host, revision, first_at, last_at, outcome, changed, failed, labels, seq, store_id) \
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (host, revision) DO UPDATE SET \
          last_at = excluded.last_at, outcome = excluded.outcome, changed = excluded.changed, \
-         failed = excluded.failed, labels = excluded.labels, seq = excluded.seq",
+         failed = excluded.failed, labels = excluded.labels, seq = excluded.seq, \
+         store_id = excluded.store_id",
         vec![
             host.into(),
             revision.into(),
@@ -1123,6 +1174,7 @@ fn rollout_writes(
             (report.failures.len() as u64).into(),
             labels.into(),
             report.seq.into(),
+            store_val(store),
         ],
     ));
     let at = batch.revisions.entry(revision.to_owned()).or_insert(0);

@@ -241,6 +241,11 @@ impl MIGRATIONS {
             "revision seq",
             include_str!("../../migrations/sqlite/0008_revision_seq.sql"),
         ),
+        (
+            9,
+            "store id",
+            include_str!("../../migrations/sqlite/0009_store_id.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -282,6 +287,11 @@ impl MIGRATIONS {
             8,
             "revision seq",
             include_str!("../../migrations/postgres/0008_revision_seq.sql"),
+        ),
+        (
+            9,
+            "store id",
+            include_str!("../../migrations/postgres/0009_store_id.sql"),
         ),
     ];
 }

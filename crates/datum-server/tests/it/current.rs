@@ -476,7 +476,11 @@ async fn dropped_reports_add_up<B: Backend>(f: &Fleet<B>) {
     let deliver = async |seq: u64, dropped: u64| {
         let r = report("web-1", ReportKind::Check, seq, 1_000 + seq as i64);
         let raw = serde_json::to_string(&r).unwrap();
-        let headers = datum_server::fleet::OutboxHeaders { depth: 0, dropped };
+        let headers = datum_server::fleet::OutboxHeaders {
+            depth: 0,
+            dropped,
+            store: None,
+        };
         f.ingest(&r, &raw, r.finished_at, headers, 5).await.unwrap()
     };
     assert!(deliver(1, 0).await);

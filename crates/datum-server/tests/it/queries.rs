@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 
 use datum_fleet::ReportKind;
-use datum_server::fleet::Fleet;
+use datum_server::fleet::{Fleet, OutboxHeaders};
 use datum_server::store::Backend;
 use datum_server::views::Staleness;
 
 use crate::on_both;
-use crate::support::{failure, finding, ingest, report};
+use crate::support::{failure, finding, fnv, ingest, report};
 
 fn at(now: i64) -> Staleness {
     Staleness {
@@ -217,6 +217,90 @@ async fn a_new_state_stores_first_report_is_not_late<B: Backend>(f: &Fleet<B>) {
 #[test]
 fn a_new_state_stores_first_report() {
     on_both!(a_new_state_stores_first_report_is_not_late);
+}
+
+/// 11820e8's rule takes a new state store's report numbered 1 as its
+/// first, so when that one never reached the server (dropped from a full
+/// outbox, refused) the new store's report 2, finished in the second of
+/// the old store's last report, was judged late by its number: the new
+/// store's check left the old findings and picture in place, and its apply
+/// the revision's old outcome. A host now says which store made a report
+/// (the `Datum-Store-Id` header, drawn when the store is made): one from
+/// another store than the host's last starts a numbering of its own and is
+/// late only when finished in an earlier second; within one store the
+/// numbers order reports of a second as before.
+async fn a_report_of_another_store_is_not_late_by_its_number<B: Backend>(f: &Fleet<B>) {
+    const OLD: u128 = 0xa1;
+    const NEW: u128 = 0xb2;
+    let send = async |r: &datum_fleet::Report, store: u128| {
+        let mut r = r.clone();
+        // Two stores number alike: each report a key of its own.
+        r.key = format!(
+            "{:032x}",
+            (r.seq as u128) << 64 | store << 32 | u128::from(fnv(&r.host))
+        );
+        let raw = serde_json::to_string(&r).unwrap();
+        let headers = OutboxHeaders {
+            store: Some(store),
+            ..Default::default()
+        };
+        f.ingest(&r, &raw, r.finished_at, headers, 5).await.unwrap()
+    };
+    let revision = async || {
+        let hosts = f.hosts(&at(20_010)).await.unwrap();
+        hosts.hosts[0].revision.clone().unwrap_or_default()
+    };
+    let check = |seq: u64, at: i64, revision: &str, subject: &str| {
+        let mut r = report("web-1", ReportKind::Check, seq, at);
+        r.revision = revision.into();
+        r.findings.push(finding(subject, "h1", "normal"));
+        r
+    };
+    let subjects = async || {
+        let v = f.drift(20_010).await.unwrap();
+        v.clusters
+            .iter()
+            .map(|c| c.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(send(&check(5_000, 20_000, "git:old", "File[motd]"), OLD).await);
+    // The new store's report 1 was lost; its report 2, same second.
+    assert!(send(&check(2, 20_000, "git:new", "File[issue]"), NEW).await);
+    assert_eq!(revision().await, "git:new", "not late: another store");
+    assert_eq!(subjects().await, ["File[issue]"]);
+    // Within the new store, its numbers order the second: its report 1
+    // coming after 2 is late, 3 moves the picture.
+    assert!(send(&check(1, 20_000, "git:one", "File[one]"), NEW).await);
+    assert_eq!(revision().await, "git:new", "late within its store");
+    assert_eq!(subjects().await, ["File[issue]"]);
+    assert!(send(&check(3, 20_000, "git:three", "File[shop]"), NEW).await);
+    assert_eq!(revision().await, "git:three");
+    assert_eq!(subjects().await, ["File[shop]"]);
+    // Another store's report of an earlier second is late all the same.
+    assert!(send(&check(7, 19_999, "git:older", "File[old]"), OLD).await);
+    assert_eq!(revision().await, "git:three");
+    // An apply against the old store's last apply of its revision.
+    let apply = |seq: u64, failed: bool| {
+        let mut r = report("web-2", ReportKind::Apply, seq, 30_000);
+        r.revision = "git:r2".into();
+        if failed {
+            r.failures.push(failure("File[shop]", "sig"));
+            r.exit_code = 4;
+        }
+        r
+    };
+    assert!(send(&apply(4_999, true), OLD).await);
+    assert!(send(&apply(2, false), NEW).await);
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, ["web-2"], "the new store's apply moves it");
+    assert!(send(&apply(1, true), NEW).await);
+    let v = f.rollout(Some("git:r2")).await.unwrap();
+    assert_eq!(v.converged, ["web-2"], "its own earlier apply is late");
+}
+
+#[test]
+fn a_report_of_another_store() {
+    on_both!(a_report_of_another_store_is_not_late_by_its_number);
 }
 
 async fn a_late_apply_leaves_the_revisions_newer_outcome<B: Backend>(f: &Fleet<B>) {

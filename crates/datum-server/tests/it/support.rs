@@ -213,7 +213,7 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
     }
 }
 
-fn fnv(s: &str) -> u64 {
+pub fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
     })
