@@ -1018,9 +1018,11 @@ pub struct ClassSampling {
     pub bound_unsampled_s: u64,
     /// Under sampling, guaranteed: a change on one host is deep-checked
     /// within `period × round + interval` (`None` when the interval is
-    /// longer than a round: a host may then skip its deep round).
+    /// longer than a round: a host may then skip its deep round; `None`
+    /// too with sampling off, where `bound_unsampled_s` is the bound).
     pub bound_guaranteed_s: Option<u64>,
-    /// In expectation: about `(period + 1) / 2` rounds plus the interval.
+    /// In expectation: about `(period + 1) / 2` rounds plus the interval
+    /// (`None` with sampling off).
     pub bound_expected_s: Option<u64>,
 }
 

@@ -496,26 +496,34 @@ fn sampling(v: &SamplingView) -> String {
             let _ = writeln!(out, "Overdue for a deep check: {}", names(&v.overdue));
         }
     }
+    // Without sampling there are no sampled bounds (the server sends them
+    // null, which under sampling means "not guaranteed"): only the one
+    // bound every host's deep checks give.
     let rows: Vec<Vec<String>> = v
         .classes
         .iter()
         .map(|c| {
-            vec![
+            let mut row = vec![
                 c.class.clone(),
                 age(Some(c.interval_s as i64)),
                 c.hosts.to_string(),
                 age(Some(c.bound_unsampled_s as i64)),
-                c.bound_guaranteed_s.map_or_else(
+            ];
+            if v.enabled {
+                row.push(c.bound_guaranteed_s.map_or_else(
                     || "not guaranteed (interval > round)".to_owned(),
                     |s| age(Some(s as i64)),
-                ),
-                c.bound_expected_s
-                    .map_or_else(|| "-".to_owned(), |s| age(Some(s as i64))),
-            ]
+                ));
+                row.push(
+                    c.bound_expected_s
+                        .map_or_else(|| "-".to_owned(), |s| age(Some(s as i64))),
+                );
+            }
+            row
         })
         .collect();
     if !rows.is_empty() {
-        out.push_str(&table(
+        let header: &[&str] = if v.enabled {
             &[
                 "CLASS",
                 "INTERVAL",
@@ -523,9 +531,11 @@ fn sampling(v: &SamplingView) -> String {
                 "BOUND (ALL HOSTS)",
                 "BOUND SAMPLED (GUARANTEED)",
                 "EXPECTED",
-            ],
-            &rows,
-        ));
+            ]
+        } else {
+            &["CLASS", "INTERVAL", "HOSTS", "BOUND"]
+        };
+        out.push_str(&table(header, &rows));
     }
     out
 }
@@ -628,6 +638,45 @@ mod tests {
         assert_eq!(json["labels"]["role"], "web\\u{a}web-9    converged");
         assert_eq!(json["groups"][0]["category"], "normal\\u{a}fake");
         assert_eq!(json["groups"][0]["message"], "line 1\nline 2");
+    }
+
+    /// With sampling off every host deep-checks on every pass: the view says
+    /// so and gives each class's one bound, with no sampled bounds (the
+    /// server sends them as null, which under sampling means "not
+    /// guaranteed"); with sampling on, both.
+    #[test]
+    fn sampling_off_shows_no_sampled_bounds() {
+        let class = serde_json::json!({
+            "class": "critical", "interval_s": 7200, "hosts": 3,
+            "bound_unsampled_s": 7260, "bound_guaranteed_s": null, "bound_expected_s": null
+        });
+        let off = serde_json::json!({
+            "format_version": "1", "enabled": false, "fraction": null, "round_s": null,
+            "period_rounds": null, "current_round": null, "hosts_total": 3,
+            "deep_in_period": 3, "overdue": [], "rounds": [], "classes": [class]
+        });
+        let text = human(&FleetView::Sampling, off, false).unwrap();
+        assert!(text.starts_with("Sampling is off"), "{text}");
+        assert!(
+            text.contains("critical") && text.contains("2h 1m"),
+            "{text}"
+        );
+        for absent in ["guaranteed", "SAMPLED", "EXPECTED"] {
+            assert!(
+                !text.contains(absent),
+                "`{absent}` with sampling off:\n{text}"
+            );
+        }
+        let on = serde_json::json!({
+            "format_version": "1", "enabled": true, "fraction": 0.25, "round_s": 3600,
+            "period_rounds": 4, "current_round": 9, "hosts_total": 3,
+            "deep_in_period": 3, "overdue": [], "rounds": [], "classes": [class]
+        });
+        let text = human(&FleetView::Sampling, on, false).unwrap();
+        assert!(
+            text.contains("SAMPLED") && text.contains("not guaranteed (interval > round)"),
+            "{text}"
+        );
     }
 
     /// The revision is what a host reported: a multi-byte character at the
