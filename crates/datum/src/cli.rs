@@ -163,6 +163,13 @@ pub fn duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{text}` is not a duration such as 60s, 500ms or 1m30s ({e})"))
 }
 
+/// A path the command names in its messages, made absolute against the
+/// folder it runs in (docs/conventions.md: paths in messages are absolute):
+/// `--out p.plan` is reported as the file it is.
+pub fn absolute_path(text: &str) -> Result<PathBuf, String> {
+    std::path::absolute(text).map_err(|e| format!("cannot make `{text}` absolute: {e}"))
+}
+
 fn parse_label(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),

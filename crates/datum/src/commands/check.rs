@@ -40,7 +40,7 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Also write the report as Markdown to FILE (for an issue tracker).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = crate::cli::absolute_path)]
     pub markdown: Option<PathBuf>,
     /// Deep-check this host only when hash(host, seed) falls under FRACTION (0..1); metadata otherwise.
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]

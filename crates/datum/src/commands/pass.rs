@@ -28,7 +28,12 @@ pub struct PlanArgs {
     pub select: SelectArgs,
     /// Save the plan to FILE (mode 0600) for `datum apply FILE`, which
     /// applies exactly it and refuses if anything changed since.
-    #[arg(long, value_name = "FILE", conflicts_with = "trust_metadata")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "trust_metadata",
+        value_parser = crate::cli::absolute_path
+    )]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub trust: TrustArgs,

@@ -29,7 +29,7 @@ pub enum ServerCommand {
 #[derive(Debug, Args)]
 pub struct ServerRotateAdminArgs {
     /// The server's folder (its admin.yaml is replaced).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub dir: PathBuf,
     /// Use this store instead of the one server.yaml names.
     #[arg(long)]
@@ -41,7 +41,7 @@ pub struct ServerRemoveArgs {
     /// The host's (or stack's) name.
     pub name: String,
     /// The server's folder.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub dir: PathBuf,
     /// Use this store instead of the one server.yaml names.
     #[arg(long)]
@@ -51,7 +51,7 @@ pub struct ServerRemoveArgs {
 #[derive(Debug, Args)]
 pub struct ServerInitArgs {
     /// The server's folder (created, mode 0700).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub dir: PathBuf,
     /// Where the server listens (HOST:PORT).
     #[arg(long, default_value = "127.0.0.1:8443")]
@@ -78,10 +78,10 @@ pub struct ServerEnrollArgs {
     /// The host's name, as its host.yaml says (or the stack's name).
     pub name: String,
     /// The server's folder.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub dir: PathBuf,
     /// Where to write the host's report.yaml (install it as ROOT/etc/datum/report.yaml).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub out: PathBuf,
     /// Enroll a driftwatch stack instead of a host.
     #[arg(long)]
@@ -97,7 +97,7 @@ pub struct ServerEnrollArgs {
 #[derive(Debug, Args)]
 pub struct ServerServeArgs {
     /// The server's folder.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::absolute_path)]
     pub dir: PathBuf,
     /// Listen here instead of server.yaml's address (port 0: any free port).
     #[arg(long)]

@@ -569,3 +569,65 @@ fn an_admin_credential_that_cannot_be_read_is_named_in_full() {
         "{err}"
     );
 }
+
+/// A file or folder named relative to where the command runs, in a folder
+/// that is not there: the error names it in full (docs/conventions.md:
+/// paths in messages are absolute), every line of it.
+#[track_caller]
+fn named_in_full(s: &Sandbox, args: &[&str], relative: &str) {
+    let o = Command::cargo_bin("datum")
+        .expect("datum binary")
+        .current_dir(s.dir.path())
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .args(args)
+        .output()
+        .expect("run datum");
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    let full = s.dir.path().join(relative);
+    assert!(err.contains(&full.display().to_string()), "{err}");
+    let first = std::path::Path::new(relative)
+        .components()
+        .next()
+        .expect("a relative path")
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    for line in err.lines() {
+        assert!(
+            !line.contains(&format!(" {first}")),
+            "`{relative}` named as typed: {line}\n{err}"
+        );
+    }
+}
+
+#[test]
+fn a_relative_plan_file_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    named_in_full(&s, &["plan", "--out", "nodir/p.plan"], "nodir/p.plan");
+}
+
+#[test]
+fn a_relative_markdown_report_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    named_in_full(&s, &["check", "--markdown", "nodir/x.md"], "nodir/x.md");
+}
+
+#[test]
+fn a_relative_server_folder_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    named_in_full(
+        &s,
+        &["server", "enroll", "x", "--dir", "nodir", "--out", "r.yaml"],
+        "nodir",
+    );
+}
