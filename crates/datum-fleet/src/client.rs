@@ -143,16 +143,31 @@ impl Client {
         depth: u64,
         dropped: u64,
     ) -> Result<Reply, SendError> {
+        self.post_report_of(key, body, depth, dropped, None)
+    }
+
+    /// [`Client::post_report`] of a report made in state store `store`
+    /// (sent as [`STORE_ID_HEADER`], 32 hex digits, when known).
+    pub fn post_report_of(
+        &self,
+        key: &str,
+        body: &[u8],
+        depth: u64,
+        dropped: u64,
+        store: Option<u128>,
+    ) -> Result<Reply, SendError> {
         let url = format!("{}{REPORTS_PATH}", self.base);
-        let response = self
+        let mut request = self
             .agent
             .post(&url)
             .header("Authorization", &format!("Bearer {}", self.token))
             .header(IDEMPOTENCY_HEADER, key)
             .header(OUTBOX_DEPTH_HEADER, &depth.to_string())
-            .header(OUTBOX_DROPPED_HEADER, &dropped.to_string())
-            .content_type("application/json")
-            .send(body);
+            .header(OUTBOX_DROPPED_HEADER, &dropped.to_string());
+        if let Some(store) = store {
+            request = request.header(STORE_ID_HEADER, &format!("{store:032x}"));
+        }
+        let response = request.content_type("application/json").send(body);
         let text = answer(response)?;
         serde_json::from_str(&text).map_err(|e| SendError::Transient {
             message: format!("the server's answer is not a report reply: {e}"),

@@ -48,6 +48,9 @@ pub struct Queued {
     pub key: String,
     /// The report's JSON.
     pub body: Vec<u8>,
+    /// The state store it was made in (sent as
+    /// [`crate::client::STORE_ID_HEADER`]), when the queue knows.
+    pub store: Option<u128>,
 }
 
 /// When the next attempt may be made, and why the last one failed.
@@ -143,6 +146,7 @@ pub trait Transport {
         body: &[u8],
         depth: u64,
         dropped: u64,
+        store: Option<u128>,
     ) -> Result<Reply, SendError>;
 }
 
@@ -153,8 +157,9 @@ impl Transport for Client {
         body: &[u8],
         depth: u64,
         dropped: u64,
+        store: Option<u128>,
     ) -> Result<Reply, SendError> {
-        Client::post_report(self, key, body, depth, dropped)
+        Client::post_report_of(self, key, body, depth, dropped, store)
     }
 }
 
@@ -210,7 +215,7 @@ pub fn deliver<Q: Queue, T: Transport + ?Sized>(
             continue;
         };
         let depth = queue.depth()?.saturating_sub(1);
-        match client.post_report(&head.key, &head.body, depth, dropped) {
+        match client.post_report(&head.key, &head.body, depth, dropped, head.store) {
             Ok(reply) => {
                 queue.delivered(head.id, &reply)?;
                 if reply.duplicate {
@@ -296,6 +301,7 @@ mod tests {
                         id,
                         key: (*k).to_owned(),
                         body: b"{}".to_vec(),
+                        store: None,
                     };
                     (q, None)
                 })
@@ -371,6 +377,7 @@ mod tests {
             _body: &[u8],
             _depth: u64,
             dropped: u64,
+            _store: Option<u128>,
         ) -> Result<Reply, SendError> {
             self.attempts.borrow_mut().push((key.to_owned(), dropped));
             let fresh = !self.held.borrow().iter().any(|k| k == key);

@@ -1776,3 +1776,51 @@ fn enrolling_again_keeps_the_keys_set_by_hand_in_report_yaml() {
     h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
     assert_eq!(server.seqs("web-1"), vec![1]);
 }
+
+/// The first value `sql` selects from the SQLite database `db`.
+fn sqlite_value(db: &Path, sql: &str) -> String {
+    let out = Command::new("sqlite3").arg(db).arg(sql).output().unwrap();
+    assert_exit(&out, 0);
+    stdout(&out).trim().to_owned()
+}
+
+/// Each report says which state store made it (`Datum-Store-Id`), so the
+/// server tells a store made anew (`--rebuild-state`), whose reports are
+/// numbered from 1 again, from the old one (datum-server it
+/// queries::a_report_of_another_store has the rule): the host's row holds
+/// the id of the store its last report came from, and once the host's
+/// store is made anew the new store's.
+#[test]
+fn reports_say_which_state_store_made_them() {
+    if !datum_testkit::tools::have("sqlite3", "sqlite3") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let state = h.root.join("var/lib/datum/state.db");
+    let fleet = server.dir.join("fleet.db");
+    let host_store = || sqlite_value(&fleet, "SELECT store_id FROM hosts WHERE name = 'web-1'");
+    assert_exit(&h.run(&repo, &["apply"]), 2);
+    h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    let old = sqlite_value(&state, "SELECT store_id FROM store_identity");
+    assert_eq!(old.len(), 32, "{old}");
+    assert_eq!(host_store(), old);
+    // The host installed again under its name: a state store made anew.
+    for file in ["state.db", "state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(h.root.join("var/lib/datum").join(file));
+    }
+    let again = h.run(&repo, &["apply"]);
+    assert!(
+        matches!(again.status.code(), Some(0 | 2)),
+        "{}",
+        stderr(&again)
+    );
+    h.wait_outbox(&repo, "delivered", |v| v["depth"] == 0);
+    let new = sqlite_value(&state, "SELECT store_id FROM store_identity");
+    assert_ne!(new, old, "a store made anew has an id of its own");
+    assert_eq!(host_store(), new);
+    assert_eq!(server.seqs("web-1"), vec![1, 1], "both stores' first");
+}

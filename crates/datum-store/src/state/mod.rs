@@ -332,6 +332,38 @@ fn u64_from_sql(value: i64) -> u64 {
     u64::from_ne_bytes(value.to_ne_bytes())
 }
 
+/// A store id as the store keeps it (32 hex digits), else `None`.
+fn store_id_of(text: &str) -> Option<u128> {
+    if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(text, 16).ok()
+}
+
+impl Store {
+    /// This store's id: 128 random bits drawn when it was made (or, for a
+    /// store made before schema version 12, when it was first opened
+    /// since). Its reports carry it to the server, which tells a store
+    /// made anew (numbering its reports from 1 again) from the old one.
+    pub fn store_id(&self) -> Result<u128, StoreError> {
+        let text: String = self
+            .conn
+            .query_row(
+                "SELECT store_id FROM store_identity WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(sql(&self.path, "cannot read the store's id"))?;
+        store_id_of(&text).ok_or_else(|| {
+            malformed(
+                &self.path,
+                "store id",
+                format!("`{text}` is not 32 hex digits"),
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -379,13 +379,19 @@ impl Queue for Outbox<'_> {
         self.store
             .conn
             .query_row(
-                "SELECT id, key, body FROM outbox ORDER BY id LIMIT 1",
+                // The store's id (schema version 12) is the outbox's: the
+                // outbox lives and goes with the store it was made in.
+                "SELECT id, key, body, \
+                 (SELECT store_id FROM store_identity WHERE id = 1) \
+                 FROM outbox ORDER BY id LIMIT 1",
                 [],
                 |r| {
+                    let store: Option<String> = r.get(3)?;
                     Ok(Queued {
                         id: r.get(0)?,
                         key: r.get(1)?,
                         body: r.get(2)?,
+                        store: store.as_deref().and_then(super::store_id_of),
                     })
                 },
             )
@@ -726,6 +732,7 @@ mod tests {
             _body: &[u8],
             _depth: u64,
             dropped: u64,
+            _store: Option<u128>,
         ) -> Result<Reply, SendError> {
             let n = self.attempts.get() + 1;
             self.attempts.set(n);

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -300,6 +300,20 @@ const V11: &str = "
 ALTER TABLE deployments ADD COLUMN link TEXT;
 ";
 
+/// Version 12: the store's id, 128 random bits (SQLite's randomblob, from
+/// the system's randomness) drawn when the store is made, or when a store
+/// made before is first opened: its reports carry it to the server
+/// (`Datum-Store-Id`), which so tells a store made anew (`--rebuild-state`,
+/// a host installed again), whose reports are numbered from 1 again, from
+/// the old one. A store restored from a backup keeps its id and numbering.
+const V12: &str = "
+CREATE TABLE store_identity (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    store_id  TEXT NOT NULL
+);
+INSERT INTO store_identity (id, store_id) VALUES (1, lower(hex(randomblob(16))));
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,6 +406,43 @@ mod tests {
         assert_eq!(outbox.announce(head.id).unwrap(), Some(2));
         assert_eq!(outbox.dropped().unwrap(), 0);
         assert_eq!(outbox.announce(head.id).unwrap(), Some(2));
+    }
+
+    /// A store's id is drawn when it is made, or, for one made before
+    /// version 12, when it is first opened since; it is kept from then on,
+    /// a store made anew draws another, and a queued report carries it.
+    #[test]
+    fn a_store_has_an_id_of_its_own_kept_across_opens() {
+        use datum_fleet::Queue;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let v11 = Schema {
+            application_id: APPLICATION_ID,
+            migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11],
+        };
+        {
+            let dir = crate::db::private_dir(path.parent().unwrap()).unwrap();
+            let conn = crate::db::open(&dir, "state.db", &v11).unwrap();
+            conn.execute_batch(
+                "INSERT INTO outbox (key, seq, queued_at, body) VALUES ('k', 3, 5, x'7b7d');",
+            )
+            .unwrap();
+        }
+        let old = crate::Store::open(&path).unwrap().store_id().unwrap();
+        let mut store = crate::Store::open(&path).unwrap();
+        assert_eq!(store.store_id().unwrap(), old, "kept across opens");
+        assert_eq!(store.outbox().oldest().unwrap().unwrap().store, Some(old));
+        drop(store);
+        let other = dir.path().join("other.db");
+        let new = crate::Store::open(&other).unwrap().store_id().unwrap();
+        assert_ne!(new, old, "each store draws its own");
+        let private = crate::db::private_dir(dir.path()).unwrap();
+        let (rebuilt, _) = crate::Store::rebuild_in(&private, "state.db").unwrap();
+        let again = rebuilt.store_id().unwrap();
+        assert!(
+            again != old && again != new,
+            "a store made anew draws another"
+        );
     }
 
     #[test]
