@@ -494,6 +494,55 @@ mod tests {
         }
     }
 
+    /// An administrator's program is checked when the definitions are read
+    /// only if it is there; it is checked again before each use, so one
+    /// installed since by someone other than root never runs as root.
+    #[test]
+    fn an_administrators_program_that_is_not_roots_alone_is_not_run() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("zone-check");
+        std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if std::os::unix::fs::chown(&program, Some(65534), None).is_err() {
+            println!("skipped: needs root (the program is given to another owner)");
+            return;
+        }
+        let binary: &'static str = Box::leak(program.display().to_string().into_boxed_str());
+        let def = ValidatorDef {
+            name: "zone-check",
+            binary: Some(binary),
+            package: None,
+            check: Check::Staged(&["{staged}"]),
+            precheck: None,
+            version_args: None,
+            ..*lookup("sshd").unwrap()
+        };
+        assert!(crate::validators::is_admin(&def));
+        let staged = Staged {
+            path: Path::new("/nonexistent/zone.conf"),
+            bytes: b"zone {}\n",
+            mode: 0o644,
+            uid: None,
+            gid: None,
+        };
+        let err = validate_staged_in(&def, &host(), &staged, Isolation::Unsandboxed)
+            .expect_err("a program uid 65534 may change ran as root");
+        assert_eq!(err.kind, RejectionKind::NotRun, "{}", err.summary());
+        assert!(err.output.contains("uid 65534"), "{}", err.output);
+        // Root's alone: it runs (and says yes).
+        std::os::unix::fs::chown(&program, Some(0), None).unwrap();
+        validate_staged_in(&def, &host(), &staged, Isolation::Unsandboxed).unwrap();
+        // Gone: not installed, a failure naming it.
+        std::fs::remove_file(&program).unwrap();
+        let err = validate_staged_in(&def, &host(), &staged, Isolation::Unsandboxed).unwrap_err();
+        assert!(
+            matches!(err.kind, RejectionKind::MissingBinary { .. }),
+            "{}",
+            err.summary()
+        );
+    }
+
     #[test]
     fn builtin_validators_judge_content() {
         let staged = |bytes: &'static [u8]| Staged {
