@@ -700,6 +700,38 @@ fn cluster_columns(seen: &Sighting) -> [Val; 7] {
 const CLUSTER_UPSERT: &str = "INSERT INTO drift_clusters (signature, observed, hosts, subject, \
      category, class, paths, first_seen, last_seen, checks) VALUES";
 
+/// The upserts of clusters no host of the batch left (added to, or made),
+/// in the order given, [`CHUNK`] a statement.
+fn cluster_upserts(moves: &[(&(String, String), &ClusterMove)], stmts: &mut Vec<Stmt>) {
+    for chunk in moves.chunks(CHUNK) {
+        let mut params = Vec::with_capacity(chunk.len() * 10);
+        for ((signature, observed), m) in chunk {
+            params.extend([
+                signature.as_str().into(),
+                observed.as_str().into(),
+                m.delta.into(),
+            ]);
+            params.extend(cluster_columns(&m.all));
+        }
+        stmts.push(Stmt::built(
+            format!(
+                "{CLUSTER_UPSERT} {} ON CONFLICT (signature, observed) \
+                 DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, class = CASE \
+                 WHEN excluded.class COLLATE \"C\" < drift_clusters.class COLLATE \"C\" \
+                 THEN excluded.class ELSE drift_clusters.class END, first_seen = CASE \
+                 WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
+                 ELSE drift_clusters.first_seen END, last_seen = CASE \
+                 WHEN excluded.last_seen > drift_clusters.last_seen THEN excluded.last_seen \
+                 ELSE drift_clusters.last_seen END, checks = CASE \
+                 WHEN excluded.checks > drift_clusters.checks THEN excluded.checks \
+                 ELSE drift_clusters.checks END",
+                values_rows(1, 10, chunk.len())
+            ),
+            params,
+        ));
+    }
+}
+
 impl BatchState {
     fn cluster(&mut self, signature: &str, observed: &str) -> &mut ClusterMove {
         self.clusters
@@ -718,42 +750,27 @@ impl BatchState {
                 vec![revision.as_str().into(), (*at).into()],
             ));
         }
-        // Clusters no host of the batch left: added to, or made.
-        let moves: Vec<(&(String, String), &ClusterMove)> =
-            self.clusters.iter().filter(|(_, m)| m.low == 0).collect();
-        for chunk in moves.chunks(CHUNK) {
-            let mut params = Vec::with_capacity(chunk.len() * 10);
-            for ((signature, observed), m) in chunk {
-                params.extend([
-                    signature.as_str().into(),
-                    observed.as_str().into(),
-                    m.delta.into(),
-                ]);
-                params.extend(cluster_columns(&m.all));
+        // The clusters in key order, whatever the batch does to each: two
+        // servers' batches lock the rows they share in the same order, so
+        // they cannot deadlock (a batch that first took the clusters its
+        // hosts joined, then those they left, did with one moving hosts
+        // the other way). The clusters no host of the batch left, between
+        // two that one left, go in multi-row upserts.
+        let mut run: Vec<(&(String, String), &ClusterMove)> = Vec::new();
+        for (key, m) in &self.clusters {
+            if m.low == 0 {
+                run.push((key, m));
+                continue;
             }
-            stmts.push(Stmt::built(
-                format!(
-                    "{CLUSTER_UPSERT} {} ON CONFLICT (signature, observed) \
-                     DO UPDATE SET hosts = drift_clusters.hosts + excluded.hosts, class = CASE \
-                     WHEN excluded.class COLLATE \"C\" < drift_clusters.class COLLATE \"C\" \
-                     THEN excluded.class ELSE drift_clusters.class END, first_seen = CASE \
-                     WHEN excluded.first_seen < drift_clusters.first_seen THEN excluded.first_seen \
-                     ELSE drift_clusters.first_seen END, last_seen = CASE \
-                     WHEN excluded.last_seen > drift_clusters.last_seen THEN excluded.last_seen \
-                     ELSE drift_clusters.last_seen END, checks = CASE \
-                     WHEN excluded.checks > drift_clusters.checks THEN excluded.checks \
-                     ELSE drift_clusters.checks END",
-                    values_rows(1, 10, chunk.len())
-                ),
-                params,
-            ));
-        }
-        // Clusters a host of the batch left. One whose last host left
-        // (its count plus the lowest the batch took it to is 0) is gone,
-        // and the hosts that joined after make it anew, with their first
-        // sighting, as when the leaving and the joining reports come in
-        // batches of their own; else it lives on, moved by all of them.
-        for ((signature, observed), m) in self.clusters.iter().filter(|(_, m)| m.low < 0) {
+            cluster_upserts(&run, stmts);
+            run.clear();
+            // A cluster a host of the batch left. One whose last host left
+            // (its count plus the lowest the batch took it to is 0) is
+            // gone, and the hosts that joined after make it anew, with
+            // their first sighting, as when the leaving and the joining
+            // reports come in batches of their own; else it lives on,
+            // moved by all of them.
+            let (signature, observed) = key;
             let key = || -> Vec<Val> { vec![signature.as_str().into(), observed.as_str().into()] };
             let mut params = key();
             params.push(m.low.into());
@@ -810,6 +827,7 @@ impl BatchState {
                 ));
             }
         }
+        cluster_upserts(&run, stmts);
         // The class of a cluster a host left, or whose host now classes it
         // otherwise, when no host it has gives it that class any more: the
         // first in byte order of its hosts' (the findings are written

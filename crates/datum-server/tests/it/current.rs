@@ -1518,3 +1518,62 @@ async fn a_revision_another_server_is_recording_is_not_forgotten(url: &str) {
 fn revision_retention_while_another_server_records_the_revision() {
     on_postgres!(a_revision_another_server_is_recording_is_not_forgotten);
 }
+
+/// Two servers storing reports of two hosts that swap drift clusters (a
+/// host moving from one observed content to the other, another host the
+/// other way) must lock the clusters' rows in one order. Ingest locked
+/// first the clusters its batch joined, then those it left, each in key
+/// order: `h1` joining A and leaving B took A then B, `h2` joining B and
+/// leaving A took B then A, a deadlock: PostgreSQL undid one, and that
+/// report was refused ('deadlock detected'). The clusters are now locked
+/// in key order whatever the batch does to them.
+async fn two_hosts_swapping_clusters_do_not_deadlock(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let f = servers.first.clone();
+    // h1 and h3 show B (observed oB), h2 and h4 show A (oA): A < B.
+    for (host, observed) in [("h1", "oB"), ("h2", "oA"), ("h3", "oB"), ("h4", "oA")] {
+        let mut r = report(host, ReportKind::Check, 1, now);
+        r.findings = vec![finding("File[motd]", observed, "normal")];
+        ingest(&f, &r).await;
+    }
+    // A held, so h1's batch stops at it, and h2's takes B and then waits
+    // for A behind h1's.
+    servers
+        .holder
+        .batch_execute("BEGIN; SELECT 1 FROM drift_clusters WHERE observed = 'oA' FOR UPDATE")
+        .await
+        .unwrap();
+    let moving =
+        |f: &Fleet<datum_server::store::postgres::PostgresBackend>, host: &str, observed: &str| {
+            let (f, mut r) = (f.clone(), report(host, ReportKind::Check, 2, now + 60));
+            r.findings = vec![finding("File[motd]", observed, "normal")];
+            async move { ingest(&f, &r).await }
+        };
+    let first = tokio::spawn(moving(&servers.first, "h1", "oA"));
+    servers.waiting(1).await;
+    let second = tokio::spawn(moving(&servers.second, "h2", "oB"));
+    servers.waiting(2).await;
+    servers.release().await;
+    // (Deadlocked, one of them failed: 'deadlock detected'.)
+    assert!(first.await.unwrap(), "h1's report was new");
+    assert!(second.await.unwrap(), "h2's report was new");
+    let mut hosts: Vec<(String, i64)> = servers
+        .watcher
+        .query(
+            "SELECT observed, hosts FROM drift_clusters ORDER BY observed",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, [("oA".to_owned(), 2), ("oB".to_owned(), 2)]);
+}
+
+#[test]
+fn two_servers_moving_hosts_between_clusters() {
+    on_postgres!(two_hosts_swapping_clusters_do_not_deadlock);
+}
