@@ -18,7 +18,11 @@ pub struct ApplyArgs {
     pub select: SelectArgs,
     /// A plan saved by `datum plan --out FILE`: apply exactly that plan,
     /// refused if the catalogue or anything it observed changed since.
-    #[arg(value_name = "PLAN", conflicts_with_all = ["targets", "class", "trust_metadata"])]
+    #[arg(
+        value_name = "PLAN",
+        conflicts_with_all = ["targets", "class", "trust_metadata"],
+        value_parser = crate::cli::absolute_path
+    )]
     pub plan: Option<PathBuf>,
     #[command(flatten)]
     pub trust: TrustArgs,

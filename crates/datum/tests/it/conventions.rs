@@ -613,6 +613,14 @@ fn a_relative_plan_file_is_named_in_full() {
 }
 
 #[test]
+fn a_relative_saved_plan_to_apply_is_named_in_full() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
+    );
+    named_in_full(&s, &["apply", "nodir/p.plan"], "nodir/p.plan");
+}
+
+#[test]
 fn a_relative_markdown_report_is_named_in_full() {
     let s = Sandbox::with_base(
         "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /etc/a, content: \"x\\n\", mode: \"0644\"}\n",
