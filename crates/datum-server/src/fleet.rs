@@ -305,10 +305,20 @@ impl<B: Backend> Fleet<B> {
             // that `UPDATE` itself, the class was set after the wait from
             // the findings it had read before (PostgreSQL reads again only
             // the row it waited for): the joining host's class was lost.
+            // Locked in key order, as ingest locks them (an `UPDATE` locks
+            // rows in the order its plan finds them, on a large store the
+            // table's, and deadlocked with a report of a host joining two
+            // of them): an upsert of each as it is, sorted, which finds
+            // its row there (the host is in it) and locks it in turn.
             Stmt::new(
-                "UPDATE drift_clusters SET hosts = hosts WHERE EXISTS (SELECT 1 FROM findings f \
-                 WHERE f.host = $1 AND f.signature = drift_clusters.signature \
-                 AND COALESCE(f.observed, '') = drift_clusters.observed)",
+                "INSERT INTO drift_clusters (signature, observed, hosts, subject, category, \
+                 class, paths, first_seen, last_seen, checks) \
+                 SELECT signature, observed, hosts, subject, category, class, paths, \
+                 first_seen, last_seen, checks FROM drift_clusters c WHERE EXISTS \
+                 (SELECT 1 FROM findings f WHERE f.host = $1 AND f.signature = c.signature \
+                 AND COALESCE(f.observed, '') = c.observed) \
+                 ORDER BY c.signature COLLATE \"C\", c.observed COLLATE \"C\" \
+                 ON CONFLICT (signature, observed) DO UPDATE SET hosts = drift_clusters.hosts",
                 host(),
             ),
             // Its clusters lose it, and the class it gave them: the first

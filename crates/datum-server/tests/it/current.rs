@@ -1577,3 +1577,82 @@ async fn two_hosts_swapping_clusters_do_not_deadlock(url: &str) {
 fn two_servers_moving_hosts_between_clusters() {
     on_postgres!(two_hosts_swapping_clusters_do_not_deadlock);
 }
+
+/// `datum server remove` locks the clusters of the host it removes, and a
+/// server storing a report of a host joining them locks them too: both
+/// must take them in one order, key order as ingest does. The removal
+/// locked them in the order its `UPDATE` found them (the table's, where
+/// the row last written is last), so with the clusters written last in
+/// the other order the two deadlocked and PostgreSQL undid one.
+async fn a_host_removed_while_another_joins_two_of_its_clusters(url: &str) {
+    // The plan of a large store: the clusters read whole and matched to
+    // the host's findings by hash, in the table's order (a small one's
+    // plan walks the host's findings, which happen to be in key order).
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_nestloop = off', \
+             current_database()); END $$",
+        )
+        .await
+        .unwrap();
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let f = servers.first.clone();
+    let both = vec![
+        finding("File[x]", "o", "normal"),
+        finding("File[y]", "o", "normal"),
+    ];
+    let mut r = report("r", ReportKind::Check, 1, now);
+    r.findings = both.clone();
+    ingest(&f, &r).await;
+    // The first cluster in key order written last: the table holds it
+    // after the other.
+    let first = [&both[0], &both[1]]
+        .into_iter()
+        .min_by(|a, b| a.signature.cmp(&b.signature))
+        .unwrap()
+        .clone();
+    let mut q = report("q", ReportKind::Check, 1, now);
+    q.findings = vec![first.clone()];
+    ingest(&f, &q).await;
+    // That cluster held, so j's report of both stops at it, holding
+    // neither; the removal of r takes what it takes and waits for it.
+    servers
+        .holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM drift_clusters WHERE signature = '{}' FOR UPDATE",
+            first.signature
+        ))
+        .await
+        .unwrap();
+    let mut joining = report("j", ReportKind::Check, 1, now + 60);
+    joining.findings = both;
+    let storing_server = servers.first.clone();
+    let storing = tokio::spawn(async move { ingest(&storing_server, &joining).await });
+    servers.waiting(1).await;
+    let remover = servers.second.clone();
+    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
+    servers.waiting(2).await;
+    servers.release().await;
+    assert!(storing.await.unwrap(), "j's report was new");
+    // (Deadlocked: 'deadlock detected' for one of them.)
+    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    let hosts: Vec<i64> = servers
+        .watcher
+        .query("SELECT hosts FROM drift_clusters ORDER BY signature", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(hosts, [2, 1], "x and y: j in both, q in the first");
+}
+
+#[test]
+fn removing_a_host_while_another_joins_two_of_its_clusters() {
+    on_postgres!(a_host_removed_while_another_joins_two_of_its_clusters);
+}
