@@ -477,6 +477,13 @@ impl Phases for Ingest {
                 // below see them.
                 let mut stmts = seen_before;
                 stmts.extend(new.chunks(CHUNK).map(report_rows));
+                // The fleet's records of the revisions this batch's applies
+                // write or may forget, locked first and in key order (each
+                // host's retention below locks its own, in host order, and
+                // the batch's applied revisions come last: two servers
+                // deadlocked, one host moving from x to y while another
+                // moved from y to x).
+                stmts.extend(revisions_lock(&new));
                 for s in &new {
                     let stored = by_host
                         .get(&s.report.host)
@@ -900,6 +907,40 @@ fn hosts_in(select: &str, reports: &[&Submitted]) -> Stmt {
             .map(|s| Val::from(s.report.host.as_str()))
             .collect(),
     )
+}
+
+/// Locks, in key order, the fleet's records (`revisions`) of every
+/// revision `reports`' applies report or their hosts hold, which is all
+/// their writes and retention can touch: an upsert of each as it is,
+/// sorted, which finds its row and locks it in turn. `None` without an
+/// apply.
+fn revisions_lock(reports: &[&Submitted]) -> Option<Stmt> {
+    let applies: Vec<&Submitted> = reports
+        .iter()
+        .copied()
+        .filter(|s| s.report.kind == ReportKind::Apply)
+        .collect();
+    if applies.is_empty() {
+        return None;
+    }
+    let n = applies.len();
+    let mut params: Vec<Val> = applies
+        .iter()
+        .map(|s| Val::from(s.report.revision.as_str()))
+        .collect();
+    params.extend(applies.iter().map(|s| Val::from(s.report.host.as_str())));
+    Some(Stmt::built(
+        format!(
+            "INSERT INTO revisions (revision, first_at, last_at) \
+             SELECT revision, first_at, last_at FROM revisions WHERE revision IN {} \
+             OR revision IN (SELECT revision FROM host_revisions WHERE host IN {}) \
+             ORDER BY revision COLLATE \"C\" \
+             ON CONFLICT (revision) DO UPDATE SET last_at = revisions.last_at",
+            values_rows(1, n, 1),
+            values_rows(n + 1, n, 1)
+        ),
+        params,
+    ))
 }
 
 /// The hosts' rows (in the order given), created if need be and locked for

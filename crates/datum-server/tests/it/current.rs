@@ -1656,3 +1656,60 @@ async fn a_host_removed_while_another_joins_two_of_its_clusters(url: &str) {
 fn removing_a_host_while_another_joins_two_of_its_clusters() {
     on_postgres!(a_host_removed_while_another_joins_two_of_its_clusters);
 }
+
+/// Two servers storing applies of two hosts that swap revisions (one
+/// moving from x to y, the other from y to x, retention keeping one
+/// revision a host) must lock the fleet's records of them in one order.
+/// Each host's retention locked the records of the revisions it forgets,
+/// and the batch then those it applied: x then y for one, y then x for
+/// the other, a deadlock, and PostgreSQL refused one report ('deadlock
+/// detected'). The batch now locks them all first, in key order.
+async fn two_hosts_swapping_revisions_do_not_deadlock(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
+                 host: &str,
+                 seq: u64,
+                 revision: &str,
+                 at: i64| {
+        let (f, mut r) = (f.clone(), report(host, ReportKind::Apply, seq, at));
+        r.revision = revision.into();
+        async move {
+            let raw = serde_json::to_string(&r).unwrap();
+            f.ingest(&r, &raw, at, Default::default(), 1).await
+        }
+    };
+    store(&servers.first, "h1", 1, "git:x", now).await.unwrap();
+    store(&servers.first, "h2", 1, "git:y", now).await.unwrap();
+    // x held, so h1's batch stops at it and h2's, holding y, waits for it
+    // behind h1's.
+    servers
+        .holder
+        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
+        .await
+        .unwrap();
+    let a = tokio::spawn(store(&servers.first, "h1", 2, "git:y", now + 60));
+    servers.waiting(1).await;
+    let b = tokio::spawn(store(&servers.second, "h2", 2, "git:x", now + 60));
+    servers.waiting(2).await;
+    servers.release().await;
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert!(
+        matches!((&a, &b), (Ok(true), Ok(true))),
+        "both stored: {a:?} {b:?}"
+    );
+    assert_eq!(
+        count(
+            &servers.second,
+            "SELECT count(*) FROM revisions WHERE revision IN ('git:x', 'git:y')"
+        )
+        .await,
+        2,
+        "each held by a host"
+    );
+}
+
+#[test]
+fn two_servers_moving_hosts_between_revisions() {
+    on_postgres!(two_hosts_swapping_revisions_do_not_deadlock);
+}
