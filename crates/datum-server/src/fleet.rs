@@ -335,10 +335,16 @@ impl<B: Backend> Fleet<B> {
             ),
             Stmt::new("DELETE FROM drift_clusters WHERE hosts <= 0", vec![]),
             // Locked before the `DELETE` reads who else holds them, as
-            // ingest's revision retention does.
+            // ingest's revision retention does, and in key order, as
+            // ingest locks them (an `UPDATE` took them in its plan's
+            // order, and deadlocked with an apply of a host holding two of
+            // them): an upsert of each as it is, sorted.
             Stmt::new(
-                "UPDATE revisions SET last_at = last_at WHERE revision IN \
-                 (SELECT revision FROM host_revisions WHERE host = $1)",
+                "INSERT INTO revisions (revision, first_at, last_at) \
+                 SELECT revision, first_at, last_at FROM revisions WHERE revision IN \
+                 (SELECT revision FROM host_revisions WHERE host = $1) \
+                 ORDER BY revision COLLATE \"C\" \
+                 ON CONFLICT (revision) DO UPDATE SET last_at = revisions.last_at",
                 host(),
             ),
             Stmt::new(

@@ -1713,3 +1713,72 @@ async fn two_hosts_swapping_revisions_do_not_deadlock(url: &str) {
 fn two_servers_moving_hosts_between_revisions() {
     on_postgres!(two_hosts_swapping_revisions_do_not_deadlock);
 }
+
+/// `datum server remove` locks the fleet's records of the revisions the
+/// removed host holds, and a server storing an apply locks those its host
+/// holds or applies, in key order: both must take them in one order. The
+/// removal locked them in the order its `UPDATE` found them (on a large
+/// store the table's, where the row written last is last), so it
+/// deadlocked with an apply of a host holding the same two revisions.
+async fn a_host_removed_while_another_applies_one_of_its_revisions(url: &str) {
+    // The plan of a large store (see the clusters' test above).
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_nestloop = off', \
+             current_database()); END $$",
+        )
+        .await
+        .unwrap();
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let apply = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
+                 host: &str,
+                 seq: u64,
+                 revision: &str| {
+        let (f, mut r) = (
+            f.clone(),
+            report(host, ReportKind::Apply, seq, now + seq as i64),
+        );
+        r.revision = revision.into();
+        async move { ingest(&f, &r).await }
+    };
+    // r holds x and y, j holds y; x written last (each apply writes the
+    // records of its host's revisions), so the table holds y before x.
+    apply(&servers.first, "r", 1, "git:y").await;
+    apply(&servers.first, "j", 2, "git:y").await;
+    apply(&servers.first, "r", 3, "git:x").await;
+    // x held, so j's apply of x stops at it, holding neither; the removal
+    // of r takes what it takes and waits for it.
+    servers
+        .holder
+        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
+        .await
+        .unwrap();
+    let storing = tokio::spawn(apply(&servers.first, "j", 4, "git:x"));
+    servers.waiting(1).await;
+    let remover = servers.second.clone();
+    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
+    servers.waiting(2).await;
+    servers.release().await;
+    assert!(storing.await.unwrap(), "j's apply was new");
+    // (Deadlocked: 'deadlock detected' for one of them.)
+    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    assert_eq!(
+        count(
+            &servers.second,
+            "SELECT count(*) FROM revisions WHERE revision IN ('git:x', 'git:y')"
+        )
+        .await,
+        2,
+        "j holds both"
+    );
+}
+
+#[test]
+fn removing_a_host_while_another_applies_one_of_its_revisions() {
+    on_postgres!(a_host_removed_while_another_applies_one_of_its_revisions);
+}
