@@ -298,7 +298,23 @@ impl<B: Backend> Fleet<B> {
             // too (else each statement, reading what was committed when it
             // began, missed them, and they outlived the host).
             Stmt::new("UPDATE hosts SET kind = kind WHERE name = $1", host()),
-            // Its clusters locked first, by a statement of their own: a
+            // Its revisions' records locked before the `DELETE` below reads
+            // who else holds them, as ingest's revision retention does; in
+            // key order, as ingest locks them (an `UPDATE` took them in its
+            // plan's order, and deadlocked with an apply of a host holding
+            // two of them); and before its clusters, as a batch takes its
+            // revisions before its clusters (taken after them, a batch with
+            // an apply of one and a check joining one deadlocked): an
+            // upsert of each as it is, sorted.
+            Stmt::new(
+                "INSERT INTO revisions (revision, first_at, last_at) \
+                 SELECT revision, first_at, last_at FROM revisions WHERE revision IN \
+                 (SELECT revision FROM host_revisions WHERE host = $1) \
+                 ORDER BY revision COLLATE \"C\" \
+                 ON CONFLICT (revision) DO UPDATE SET last_at = revisions.last_at",
+                host(),
+            ),
+            // Then its clusters, by a statement of their own: a
             // server storing a report of another host joining one holds its
             // row until it commits, and the `UPDATE` below, a statement
             // begun after that, then sees that host's finding. Locked by
@@ -334,19 +350,6 @@ impl<B: Backend> Fleet<B> {
                 host(),
             ),
             Stmt::new("DELETE FROM drift_clusters WHERE hosts <= 0", vec![]),
-            // Locked before the `DELETE` reads who else holds them, as
-            // ingest's revision retention does, and in key order, as
-            // ingest locks them (an `UPDATE` took them in its plan's
-            // order, and deadlocked with an apply of a host holding two of
-            // them): an upsert of each as it is, sorted.
-            Stmt::new(
-                "INSERT INTO revisions (revision, first_at, last_at) \
-                 SELECT revision, first_at, last_at FROM revisions WHERE revision IN \
-                 (SELECT revision FROM host_revisions WHERE host = $1) \
-                 ORDER BY revision COLLATE \"C\" \
-                 ON CONFLICT (revision) DO UPDATE SET last_at = revisions.last_at",
-                host(),
-            ),
             Stmt::new(
                 "DELETE FROM revisions WHERE revision IN \
                  (SELECT revision FROM host_revisions WHERE host = $1) AND NOT EXISTS \

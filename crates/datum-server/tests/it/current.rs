@@ -1782,3 +1782,56 @@ async fn a_host_removed_while_another_applies_one_of_its_revisions(url: &str) {
 fn removing_a_host_while_another_applies_one_of_its_revisions() {
     on_postgres!(a_host_removed_while_another_applies_one_of_its_revisions);
 }
+
+/// A batch takes the fleet's revision records first and the drift
+/// clusters last; `datum server remove` took the removed host's clusters
+/// first and its revision records after, so a removal and a batch holding
+/// an apply of one of its revisions and a check joining one of its
+/// clusters deadlocked. The removal now takes them in the batch's order.
+async fn a_host_removed_while_a_batch_touches_its_revision_and_cluster(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let f = servers.first.clone();
+    let mut r = report("r", ReportKind::Check, 1, now);
+    r.findings = vec![finding("File[motd]", "o", "normal")];
+    ingest(&f, &r).await;
+    let mut r = report("r", ReportKind::Apply, 2, now + 1);
+    r.revision = "git:x".into();
+    ingest(&f, &r).await;
+    // x held, so the batch stops at it, holding neither; the removal of r
+    // takes its cluster and waits for x.
+    servers
+        .holder
+        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
+        .await
+        .unwrap();
+    let mut applying = report("h1", ReportKind::Apply, 1, now + 60);
+    applying.revision = "git:x".into();
+    let mut joining = report("h2", ReportKind::Check, 1, now + 60);
+    joining.findings = vec![finding("File[motd]", "o", "critical")];
+    let storing_server = f.clone();
+    let storing =
+        tokio::spawn(async move { together(&storing_server, &[applying, joining]).await });
+    servers.waiting(1).await;
+    let remover = servers.second.clone();
+    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
+    servers.waiting(2).await;
+    servers.release().await;
+    storing.await.unwrap();
+    // (Deadlocked: 'deadlock detected' for one of them.)
+    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    let clusters: Vec<(i64, String)> = servers
+        .watcher
+        .query("SELECT hosts, class FROM drift_clusters", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(clusters, [(1, "critical".to_owned())]);
+}
+
+#[test]
+fn removing_a_host_while_a_batch_touches_its_revision_and_cluster() {
+    on_postgres!(a_host_removed_while_a_batch_touches_its_revision_and_cluster);
+}
