@@ -29,7 +29,10 @@
 //!    `seq` from the same state store, see [`is_late`]) is late: stored and counted, but a late check leaves the newer
 //!    findings and clusters alone and a late apply the revision's newer
 //!    outcome and failures;
-//! 3. everything else: the report itself, the revision's outcome and
+//! 3. first the fleet's records of every revision the batch's applies
+//!    report or their hosts hold, locked in key order (as `remove` locks
+//!    them, before any drift cluster: so no two transactions deadlock);
+//!    then everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
 //!    did not have is a plain insert), the sampling round, retention, then
