@@ -1,0 +1,611 @@
+//! Activation: the walk over the declared entries from `stage` through
+//! each `activate` (folders, links, owners and modes set as it reaches
+//! them, each changed file staged for the engine's validator before it goes
+//! live).
+
+use std::path::Path;
+
+use datum_fingerprint::{Algorithm, Exclusions, TreeDifference};
+use datum_host::fs::{FileKind, Stat};
+use datum_host::{Dir, Host, HostError, Located};
+
+use super::archive::EntryRef;
+use super::observe::{FOLDER_KEEPING_EXCLUDED, bytes_path, differences, holds_excluded};
+use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Folders, TreeDesired, excluded};
+use crate::{Planned, ProviderError};
+
+/// What a Tree carries from `stage` through each `activate`: the plan, and
+/// where the walk over the declared entries stands. A Tree's change is many
+/// entries; folders, links, owners and modes are set as the walk reaches
+/// them, and each file whose content changes is staged beside its target
+/// and handed back to the engine
+/// ([`Activated::Next`](crate::Activated::Next)), which runs the
+/// Tree's validator on it and keeps the evidence before the next
+/// `activate` renames it over the live file. An entry the engine refuses
+/// is discarded; the entries before it are live (a Tree is not one atomic
+/// change; `datum plan` runs the validator on every changed entry first).
+pub struct TreeStaging {
+    pub(super) planned: Planned,
+    pub(super) walk: Option<Walk>,
+}
+
+/// The walk of one Tree's activation, between two calls of `activate`.
+pub(super) struct Walk {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    exclusions: Exclusions,
+    live: Dir,
+    folders: Folders,
+    /// The next declared entry to handle (its position in tree order).
+    next: usize,
+    /// The file staged for the engine to check, not yet live.
+    pub(super) pending: Option<crate::file::StagedContent>,
+    /// A folder where `pending` goes, removed just before it goes live.
+    pub(super) in_the_way: Option<Located>,
+}
+
+impl Walk {
+    /// Owner, exclusions, and the tree's own folder, made as declared.
+    pub(super) fn start(host: &Host, d: &TreeDesired) -> Result<Walk, ProviderError> {
+        let root = host.locate(&d.path)?;
+        let (uid, gid) = d.meta.resolve(host)?;
+        // Checked before anything is made; then made for where the
+        // folder really is.
+        d.exclusions()?;
+        ensure_dir(host, &root, uid, gid, d.dir_mode)?;
+        let Some(live) = root.open_dir()? else {
+            return Err(HostError::MissingParent {
+                path: root.path().to_path_buf(),
+                parent: root.path().to_path_buf(),
+            }
+            .into());
+        };
+        let exclusions = d.exclusions_in(host, &live)?;
+        Ok(Walk {
+            uid,
+            gid,
+            exclusions,
+            folders: Folders::new(live.clone()),
+            live,
+            next: 0,
+            pending: None,
+            in_the_way: None,
+        })
+    }
+
+    /// Makes each declared entry after the last one handled match, in path
+    /// order (parents first), until a file's new content is staged (`true`:
+    /// it is in `pending`) or the declared entries are done; then (with
+    /// `purge`) removes the unmanaged entries (`false`). Every check is made
+    /// afresh on the live entry, and every entry is reached from the tree's
+    /// own handle, one folder at a time, without following a link.
+    pub(super) fn advance(&mut self, host: &Host, d: &TreeDesired) -> Result<bool, ProviderError> {
+        while let Some((path, entry)) = d.entries.at(self.next) {
+            self.next += 1;
+            let rel = bytes_path(path);
+            let is_dir = matches!(entry, EntryRef::Dir);
+            if excluded(&self.exclusions, rel, is_dir) {
+                continue;
+            }
+            let target = self.folders.entry(rel)?;
+            match entry {
+                EntryRef::Dir => ensure_dir(host, &target, self.uid, self.gid, d.dir_mode)?,
+                EntryRef::File { blake3, size } => {
+                    let source = d.entries.source_of(path);
+                    let want = Declared {
+                        blake3,
+                        size,
+                        source: &source,
+                    };
+                    // A folder in the way is found by the staging's own
+                    // look at the entry (no second one per file).
+                    let mut in_the_way = false;
+                    let staged =
+                        match stage_file(host, &target, want, self.uid, self.gid, d.meta.mode) {
+                            Err(ProviderError::Host(HostError::InTheWay { .. }))
+                                if self.clear(d, &target, rel)? =>
+                            {
+                                in_the_way = true;
+                                Some(stage_new_file(
+                                    host,
+                                    &target,
+                                    want,
+                                    self.uid,
+                                    self.gid,
+                                    d.meta.mode,
+                                )?)
+                            }
+                            other => other?,
+                        };
+                    if let Some(staged) = staged {
+                        self.pending = Some(staged);
+                        self.in_the_way = in_the_way.then_some(target);
+                        return Ok(true);
+                    }
+                }
+                EntryRef::Symlink(to) => {
+                    if self.clear(d, &target, rel)? {
+                        target.remove_all()?;
+                    }
+                    ensure_link(host, &target, to)?;
+                }
+            }
+        }
+        if d.purge {
+            for difference in differences(host, d, &self.live)? {
+                if let TreeDifference::Unmanaged { path } = difference {
+                    self.folders.entry(&path)?.remove_all()?;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether `target` (at `rel`) is a folder where a file or link is
+    /// declared that a purging tree removes (`true`: when the new entry
+    /// goes live). Its entries are unmanaged, which `purge: true` asks to
+    /// remove (the engine saved its files first), unless one is excluded:
+    /// then it stays, and the entry fails. Without `purge` a folder in the
+    /// way is a failure, as ever.
+    fn clear(&self, d: &TreeDesired, target: &Located, rel: &Path) -> Result<bool, ProviderError> {
+        if !d.purge
+            || target
+                .lstat()?
+                .is_none_or(|s| s.kind != FileKind::Directory)
+        {
+            return Ok(false);
+        }
+        let Some(dir) = target.open_dir()? else {
+            return Ok(false);
+        };
+        if holds_excluded(&dir, rel, &self.exclusions, &mut Default::default())? {
+            return Err(HostError::InTheWay {
+                path: target.path().to_path_buf(),
+                found: FOLDER_KEEPING_EXCLUDED.to_owned(),
+            }
+            .into());
+        }
+        Ok(true)
+    }
+}
+
+fn ensure_dir(
+    host: &Host,
+    at: &Located,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<(), ProviderError> {
+    match at.lstat()? {
+        Some(stat) if stat.kind == FileKind::Directory => {
+            fix_meta(at, &stat, uid, gid, mode)?;
+            return Ok(());
+        }
+        // A file or link where a folder is declared: inside an owned tree it
+        // is replaced.
+        Some(_) => at.remove_file()?,
+        None => {}
+    }
+    host.forget_dirs_under(&at.declared());
+    at.create_dir(mode.unwrap_or(DEFAULT_DIR_MODE), uid, gid)?;
+    Ok(())
+}
+
+/// Sets the declared owner, group and mode where they differ from `seen`
+/// (the entry's `lstat`), on that very entry or on nothing. A chown clears
+/// set-id bits, so the mode (declared, or as it was) is set again after one.
+fn fix_meta(
+    at: &Located,
+    seen: &Stat,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<(), ProviderError> {
+    if let Some(set) = meta_changes(&seen.meta, uid, gid, mode) {
+        at.set_metadata(seen, set.uid, set.gid, set.mode)?;
+    }
+    Ok(())
+}
+
+/// What [`meta_changes`] found must be set: each `None` is left as it is.
+struct MetaToSet {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+}
+
+/// What [`fix_meta`] would set (owner, group, mode), or `None` when
+/// everything declared is as observed.
+fn meta_changes(
+    meta: &datum_core::FileMeta,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Option<MetaToSet> {
+    let uid = uid.filter(|u| *u != meta.uid);
+    let gid = gid.filter(|g| *g != meta.gid);
+    let owner_changes = uid.is_some() || gid.is_some();
+    let mode = match mode {
+        Some(m) if m != meta.mode || owner_changes => Some(m),
+        None if owner_changes => Some(meta.mode),
+        _ => None,
+    };
+    (owner_changes || mode.is_some()).then_some(MetaToSet { uid, gid, mode })
+}
+
+/// A declared file: its hash and the repository file holding its bytes.
+#[derive(Clone, Copy)]
+struct Declared<'a> {
+    blake3: &'a [u8; 32],
+    size: u64,
+    source: &'a Path,
+}
+
+pub(super) fn same_content(bytes: &[u8], blake3: &[u8; 32]) -> bool {
+    Algorithm::Native.hash_content(bytes).digest.0 == *blake3
+}
+
+/// Whether the live regular file at `at` (of `len` bytes by its `lstat`)
+/// holds the declared content: sizes first, then its BLAKE3 streamed
+/// through a fixed buffer, so a live file of any size costs the same
+/// memory.
+fn live_holds(at: &Located, seen: &Stat, want: &Declared<'_>) -> Result<bool, HostError> {
+    if seen.meta.size != want.size {
+        return Ok(false);
+    }
+    // The file opened must be the one looked at (`seen`, the lstat the
+    // change in place is then tied to): the folder's owner may swap the
+    // name between the two, to have another file's bytes compared and
+    // their own file (a root-owned secret) given the mode.
+    let (mut file, opened) = at.open_file_stat()?;
+    if opened.meta.dev != seen.meta.dev
+        || opened.meta.inode != seen.meta.inode
+        || opened.meta.size != want.size
+    {
+        return Ok(false);
+    }
+    let mut hasher = Algorithm::Native.content_hasher();
+    datum_host::fs::read_through(&mut file, at.path(), |chunk| hasher.update(chunk))?;
+    Ok(hasher.finish().digest.0 == *want.blake3)
+}
+
+/// A declared file's new content staged beside `at` (with owner, group and
+/// mode), or `None` when the live file already holds it (its owner, group
+/// and mode are then set as declared).
+fn stage_file(
+    host: &Host,
+    at: &Located,
+    want: Declared<'_>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<Option<crate::file::StagedContent>, ProviderError> {
+    let current = at.lstat()?;
+    let mut kept_mode = None;
+    let mut kept_owner = (None, None);
+    if let Some(stat) = &current {
+        match stat.kind {
+            FileKind::Directory => {
+                return Err(HostError::InTheWay {
+                    path: at.path().to_path_buf(),
+                    found: "directory".to_owned(),
+                }
+                .into());
+            }
+            FileKind::File => {
+                // A hard-linked file whose owner or mode must change is
+                // rewritten instead: a change in place would reach its other
+                // names (the host refuses it).
+                // So is one to be made set-id: that bit goes only to the
+                // bytes written from the repository (the live ones may be
+                // swapped between the comparison and the change). And one
+                // whose owner or group changes: the old owner may hold it
+                // open for writing, and write their bytes into it once it
+                // is the new owner's (root's, which some root-run programs
+                // take as a sign of trust); a new file has no such writer.
+                let rewrite = meta_changes(&stat.meta, uid, gid, mode).is_some_and(|set| {
+                    stat.links > 1
+                        || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
+                        || set.uid.is_some()
+                        || set.gid.is_some()
+                });
+                if !rewrite && live_holds(at, stat, &want)? {
+                    fix_meta(at, stat, uid, gid, mode)?;
+                    return Ok(None);
+                }
+                if rewrite {
+                    // The new file keeps what was not declared, as the
+                    // change in place would have.
+                    kept_owner = (Some(stat.meta.uid), Some(stat.meta.gid));
+                }
+                // An undeclared mode carries over to the rewritten file.
+                kept_mode = Some(stat.meta.mode);
+            }
+            _ => {}
+        }
+    }
+    // The bytes come from the repository now (see `stage_content`).
+    let bytes =
+        datum_host::repo::read(want.source).map_err(|e| HostError::io("read", want.source, e))?;
+    let mode = mode.or(kept_mode).unwrap_or(DEFAULT_FILE_MODE);
+    let (uid, gid) = (uid.or(kept_owner.0), gid.or(kept_owner.1));
+    stage_content(host, at, want, bytes, uid, gid, mode).map(Some)
+}
+
+/// A declared file's content staged beside `at`, whatever is there now (a
+/// folder the purge removes before the rename).
+fn stage_new_file(
+    host: &Host,
+    at: &Located,
+    want: Declared<'_>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> Result<crate::file::StagedContent, ProviderError> {
+    let bytes =
+        datum_host::repo::read(want.source).map_err(|e| HostError::io("read", want.source, e))?;
+    let mode = mode.unwrap_or(DEFAULT_FILE_MODE);
+    stage_content(host, at, want, bytes, uid, gid, mode)
+}
+
+/// `bytes`, read from the repository now, staged beside `at`; refused when
+/// the source changed since the catalogue hashed it (it would not be what
+/// was checked).
+fn stage_content(
+    host: &Host,
+    at: &Located,
+    want: Declared<'_>,
+    bytes: Vec<u8>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+) -> Result<crate::file::StagedContent, ProviderError> {
+    if !same_content(&bytes, want.blake3) {
+        return Err(ProviderError::Invalid {
+            field: "source".to_owned(),
+            message: format!(
+                "{} changed since the catalogue was compiled; compile again",
+                want.source.display()
+            ),
+        });
+    }
+    crate::file::StagedContent::write(host, at, bytes, uid, gid, mode)
+}
+
+/// Makes `at` a link to `to`. A link or file already there is replaced as
+/// the Symlink kind replaces it: the new link staged beside it and renamed
+/// over it, so there is no moment (and no killed pass) without one.
+fn ensure_link(host: &Host, at: &Located, to: &[u8]) -> Result<(), ProviderError> {
+    let target = bytes_path(to);
+    match at.lstat()? {
+        Some(stat) if stat.kind == FileKind::Symlink && at.read_link()? == target => Ok(()),
+        Some(stat) if stat.kind == FileKind::Directory => Err(HostError::InTheWay {
+            path: at.path().to_path_buf(),
+            found: "directory".to_owned(),
+        }
+        .into()),
+        Some(_) => {
+            host.sweep_stale_staging(at.parent())?;
+            at.stage_symlink(target)?.commit()?;
+            Ok(())
+        }
+        None => Ok(at.symlink(target)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Tree's link whose target changes is replaced by a rename, as the
+    /// Symlink kind does: a reader never finds it missing. Before, it was
+    /// removed and made again, and a pass killed between the two (or a
+    /// reader in that moment) found no link at all.
+    #[test]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the reader looks at the link directly, as any program would"
+    )]
+    fn a_retargeted_link_is_never_missing() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::with_name(dir.path(), "test-host");
+        let at = host.locate(Path::new("/ln")).unwrap();
+        ensure_link(&host, &at, b"a").unwrap();
+        let (path, stop) = (dir.path().join("ln"), Arc::new(AtomicBool::new(false)));
+        let reader = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut missing = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    missing += usize::from(std::fs::symlink_metadata(&path).is_err());
+                }
+                missing
+            })
+        };
+        for i in 0..400 {
+            let to: &[u8] = if i % 2 == 0 { b"b" } else { b"a" };
+            ensure_link(&host, &at, to).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(reader.join().unwrap(), 0, "the link was missing");
+        assert_eq!(at.read_link().unwrap(), Path::new("a"));
+        // A file in the way is replaced the same way; a folder is refused.
+        let file = host.locate(Path::new("/f")).unwrap();
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        ensure_link(&host, &file, b"a").unwrap();
+        assert_eq!(file.read_link().unwrap(), Path::new("a"));
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let folder = host.locate(Path::new("/d")).unwrap();
+        assert!(ensure_link(&host, &folder, b"a").is_err());
+    }
+
+    #[test]
+    fn a_set_id_mode_goes_only_to_bytes_written_afresh() {
+        // An entry holding its declared bytes that only lacks a set-id
+        // mode: the bit is never set in place (the bytes compared may be
+        // swapped by the folder's owner before the change, or written by
+        // whoever holds the file open); the declared bytes are staged anew.
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("tool");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let live = root.path().join("tool");
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let at = host.locate(Path::new("/tool")).unwrap();
+        let staged = stage_file(&host, &at, want, None, None, Some(0o2755)).unwrap();
+        let mode = || std::fs::metadata(&live).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(), 0o755, "set in place");
+        let staged = staged.expect("the declared bytes staged anew");
+        staged.commit(&host).unwrap();
+        assert_eq!(mode(), 0o2755);
+        assert_eq!(std::fs::read(&live).unwrap(), b"declared\n");
+        // A mode without a set-id bit is still set in place.
+        let at = host.locate(Path::new("/tool")).unwrap();
+        assert!(
+            stage_file(&host, &at, want, None, None, Some(0o750))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(mode(), 0o750);
+    }
+
+    #[test]
+    fn a_mode_goes_only_to_the_file_whose_bytes_were_compared() {
+        // An entry holding its declared bytes whose mode alone changes
+        // (0600 -> 0644), in a folder whose owner swaps it, again and
+        // again, with a root-owned 0600 file of theirs holding a secret
+        // (RENAME_EXCHANGE from another thread): the mode is set in place
+        // only on the file whose bytes were just compared, never on the
+        // secret.
+        use std::os::unix::fs::PermissionsExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("app.conf");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let (live, secret) = (root.path().join("app.conf"), root.path().join("secret"));
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::fs::write(&secret, b"secret!!\n").unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (done, live, secret) = (done.clone(), live.clone(), secret.clone());
+            let aside = live.with_file_name("aside");
+            std::thread::spawn(move || {
+                // Three renames swap the two names (std has no exchange).
+                while !done.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(&live, &aside);
+                    let _ = std::fs::rename(&secret, &live);
+                    let _ = std::fs::rename(&aside, &secret);
+                }
+            })
+        };
+        let (mut opened_up, mut tries) = (0, 0);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(6) {
+            tries += 1;
+            let names = [live.clone(), secret.clone(), live.with_file_name("aside")];
+            // A rewrite renames the declared bytes over whatever holds the
+            // name: the secret again, where it was lost.
+            if !names
+                .iter()
+                .any(|p| std::fs::read(p).is_ok_and(|b| b == b"secret!!\n"))
+            {
+                use std::io::Write as _;
+                use std::os::unix::fs::OpenOptionsExt as _;
+                let fresh = secret.with_file_name("fresh");
+                let _ = std::fs::remove_file(&fresh);
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&fresh)
+                    .unwrap();
+                f.write_all(b"secret!!\n").unwrap();
+                std::fs::rename(&fresh, &secret).unwrap();
+            }
+            for p in &names {
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600));
+            }
+            let at = host.locate(Path::new("/app.conf")).unwrap();
+            // Refused, rewritten or set: what matters is where the mode went.
+            if let Ok(Some(staged)) = stage_file(&host, &at, want, None, None, Some(0o644)) {
+                let _ = staged.commit(&host);
+            }
+            // Bytes and mode from one open (the names keep moving).
+            for p in &names {
+                use std::io::Read as _;
+                let Ok(mut f) = std::fs::File::open(p) else {
+                    continue;
+                };
+                let mut bytes = Vec::new();
+                let _ = f.read_to_end(&mut bytes);
+                if bytes == b"secret!!\n"
+                    && f.metadata().unwrap().permissions().mode() & 0o7777 != 0o600
+                {
+                    opened_up += 1;
+                }
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        eprintln!("{tries} tries, {opened_up} opened up");
+        assert_eq!(
+            opened_up, 0,
+            "the secret was opened up {opened_up} times in {tries} tries"
+        );
+    }
+
+    #[test]
+    fn an_owner_goes_only_to_bytes_written_afresh() {
+        // An entry holding its declared bytes, owned by a user who keeps it
+        // open for writing, to be made root's: given in place, the user
+        // writes their bytes into a root-owned file afterwards. The
+        // declared bytes are staged anew, and the user's descriptor is left
+        // on a file no name holds any more.
+        use std::io::Write as _;
+        let root = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let source = repo.path().join("app.conf");
+        std::fs::write(&source, b"declared\n").unwrap();
+        let live = root.path().join("app.conf");
+        std::fs::write(&live, b"declared\n").unwrap();
+        std::os::unix::fs::chown(&live, Some(1000), Some(1000)).unwrap();
+        let mut held = std::fs::OpenOptions::new().write(true).open(&live).unwrap();
+        let blake3 = Algorithm::Native.hash_content(b"declared\n").digest.0;
+        let want = Declared {
+            blake3: &blake3,
+            size: 9,
+            source: &source,
+        };
+        let at = host.locate(Path::new("/app.conf")).unwrap();
+        if let Some(staged) = stage_file(&host, &at, want, Some(0), Some(0), Some(0o644)).unwrap() {
+            staged.commit(&host).unwrap();
+        }
+        held.write_all(b"theirs!!!").unwrap();
+        drop(held);
+        crate::testing::assert_declared_bytes_are_roots(
+            &live,
+            b"declared\n",
+            "written through the old owner's descriptor into",
+        );
+    }
+}
