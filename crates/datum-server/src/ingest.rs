@@ -26,7 +26,7 @@
 //!    keeps may be one whose key went with it: it is taken as a duplicate
 //!    (its key taken back, nothing written). A report older than the last
 //!    (finished in an earlier second, or in the same one with a lower
-//!    `seq` from the same state store, see [`is_late`]) is late: stored and counted, but a late check leaves the newer
+//!    `seq` from the same state store, see `is_late`) is late: stored and counted, but a late check leaves the newer
 //!    findings and clusters alone and a late apply the revision's newer
 //!    outcome and failures;
 //! 3. first the fleet's records of every revision the batch's applies

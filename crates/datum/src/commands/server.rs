@@ -56,7 +56,7 @@ pub struct ServerInitArgs {
     /// Where the server listens (HOST:PORT).
     #[arg(long, default_value = "127.0.0.1:8443")]
     pub listen: String,
-    /// The URL hosts report to (default: https:// and the listen address; with every address, 0.0.0.0 or [::], the first --name).
+    /// The URL hosts report to (default: https:// and the listen address; with every address, 0.0.0.0 or ::, the first --name).
     #[arg(long)]
     pub url: Option<String>,
     /// Another name or address the certificate is valid for (repeatable).
