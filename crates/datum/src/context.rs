@@ -724,18 +724,49 @@ fn state_dir_at(root: &Path, state: Option<&Path>, create: bool) -> Result<Optio
 /// Datum's folder under the root, as declared.
 pub const STATE_FOLDER: &str = "/var/lib/datum";
 
-/// Whether a state store is there, usable or not (a file at its name, or a
-/// state folder that cannot be opened): once [`open_store`] with
-/// [`StoreNeed::Optional`] gave none, what tells "none yet" (an apply makes
-/// it) from "unusable" (an apply refuses it unless given --rebuild-state).
-pub fn store_is_there(global: &GlobalArgs) -> bool {
-    let state = global.state.as_deref();
-    match state_dir_at(&global.root, state, false) {
-        Ok(Some(dir)) => dir
-            .lstat(state_name_of(state))
-            .map_or(true, |st| st.is_some()),
-        Ok(None) => false,
-        Err(_) => true,
+/// What [`open_optional_store`] found: the store, none yet (an apply makes
+/// it), or one there but unusable (an apply refuses it unless given
+/// --rebuild-state; the warning saying why is already written).
+pub enum OptionalStore {
+    Open(Store),
+    Missing,
+    Unusable,
+}
+
+impl OptionalStore {
+    pub fn into_store(self) -> Option<Store> {
+        match self {
+            OptionalStore::Open(store) => Some(store),
+            OptionalStore::Missing | OptionalStore::Unusable => None,
+        }
+    }
+}
+
+/// [`open_store`] with [`StoreNeed::Optional`], saying whether a store it
+/// goes without was there: a command that goes on without the store, `doing`
+/// what it says, warns when the store is unusable.
+pub fn open_optional_store(global: &GlobalArgs, doing: &str) -> OptionalStore {
+    open_optional_store_at(&global.root, global.state.as_deref(), doing)
+}
+
+fn open_optional_store_at(root: &Path, state: Option<&Path>, doing: &str) -> OptionalStore {
+    let name = state_name_of(state);
+    let opened = state_dir_at(root, state, false).and_then(|dir| {
+        let Some(dir) = dir else { return Ok(None) };
+        if dir.lstat(&name)?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Store::open_in(&dir, &name)?))
+    });
+    match opened {
+        Ok(Some(store)) => OptionalStore::Open(store),
+        Ok(None) => OptionalStore::Missing,
+        Err(e) => {
+            eprintln!(
+                "warning: the state store is unusable ({e:#}); {doing} without it, read-only: quarantines, accepted drift and history are not taken into account (see `datum apply --rebuild-state` in docs/boundary.md)"
+            );
+            OptionalStore::Unusable
+        }
     }
 }
 
@@ -778,24 +809,7 @@ pub fn open_store_at(
     let name = state_name_of(state);
     let path = state_path_of(root, state);
     match need {
-        StoreNeed::Optional(doing) => {
-            let opened = state_dir_at(root, state, false).and_then(|dir| {
-                let Some(dir) = dir else { return Ok(None) };
-                if dir.lstat(&name)?.is_none() {
-                    return Ok(None);
-                }
-                Ok(Some(Store::open_in(&dir, &name)?))
-            });
-            match opened {
-                Ok(store) => Ok(store),
-                Err(e) => {
-                    eprintln!(
-                        "warning: the state store is unusable ({e:#}); {doing} without it, read-only: quarantines, accepted drift and history are not taken into account (see `datum apply --rebuild-state` in docs/boundary.md)"
-                    );
-                    Ok(None)
-                }
-            }
-        }
+        StoreNeed::Optional(doing) => Ok(open_optional_store_at(root, state, doing).into_store()),
         StoreNeed::Required(doing) => {
             let refuse = |e: anyhow::Error| -> anyhow::Error {
                 e.context(format!(

@@ -104,14 +104,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         };
         taken.context("cannot lock the root")
     };
-    let (lock, mut store) = if acts {
+    let (lock, mut store, store_unusable) = if acts {
         // Locked first, as an apply, which may make the store.
         let lock = take_lock(true)?;
         // Compiled before the lock: a revert must not take the host back
         // to a revision `datum pull` replaced meanwhile.
         context::still_deployed(global, "reconciled")?;
         let store = context::open_store(global, context::StoreNeed::Required("reconciled"))?;
-        (lock, store)
+        (lock, store, false)
     } else {
         // Read-only without a usable store, and then it writes nothing: not
         // the lock, nor Datum's folder for it, on a root Datum never set up
@@ -121,17 +121,15 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         // runs may be the one it moves aside (`--rebuild-state`), and the
         // check would record into that.
         let lock = take_lock(false)?;
-        let store = context::open_store(
-            global,
-            context::StoreNeed::Optional("checking (report only)"),
-        )?;
+        let store = context::open_optional_store(global, "checking (report only)");
         let lock = match (lock, &store) {
             // A store without the lock file (removed by hand): made, as
             // beside any store in use.
-            (None, Some(_)) => take_lock(true)?,
+            (None, context::OptionalStore::Open(_)) => take_lock(true)?,
             (lock, _) => lock,
         };
-        (lock, store)
+        let unusable = matches!(store, context::OptionalStore::Unusable);
+        (lock, store.into_store(), unusable)
     };
     let lazy_len = lazy
         .entries
@@ -156,7 +154,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         catalogue_reused: provenance == context::Provenance::Snapshot,
         classes: &classes,
         host: &host,
-        store_unusable: store.is_none() && context::store_is_there(global),
+        store_unusable,
         store: store.as_mut(),
         backups: &|| context::open_backups(global).map_err(Into::into),
         started,
