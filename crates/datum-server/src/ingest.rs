@@ -23,8 +23,9 @@
 //!    kept, the checking hosts' last report times and stored findings, and
 //!    the applying hosts' last apply of the revision they report. A report
 //!    older than the oldest kept of a host holding as many as retention
-//!    keeps may be one whose key went with it: it is taken as a duplicate
-//!    (its key taken back, nothing written). A report older than the last
+//!    keeps, and numbered before it in the same state store, may be one
+//!    whose key went with it: it is taken as a duplicate (its key taken
+//!    back, nothing written; see `is_seen_before`). A report older than the last
 //!    (finished in an earlier second, or in the same one with a lower
 //!    `seq` from the same state store, see `is_late`) is late: stored and counted, but a late check leaves the newer
 //!    findings and clusters alone and a late apply the revision's newer
@@ -386,16 +387,23 @@ impl Phases for Ingest {
             }
             3 => {
                 let mut answers = rows.into_iter().skip(self.reads_from);
-                // Host -> its oldest report kept (finish, sequence number)
-                // and how many it holds.
-                let horizon: HashMap<String, ((i64, i64), i64)> = answers
+                // Host -> its oldest report kept (finish, sequence number,
+                // store) and how many it holds.
+                let horizon: HashMap<String, (Last, i64)> = answers
                     .by_ref()
                     .take(self.horizon_reads)
                     .flatten()
                     .filter_map(|r| {
                         Some((
                             r.first()?.text()?.to_owned(),
-                            ((r.get(1)?.int()?, r.get(2)?.int()?), r.get(3)?.int()?),
+                            (
+                                Last::of(
+                                    r.get(1)?.int()?,
+                                    r.get(2)?.int()?,
+                                    r.get(4).and_then(Val::text),
+                                ),
+                                r.get(3)?.int()?,
+                            ),
                         ))
                     })
                     .collect();
@@ -406,17 +414,17 @@ impl Phases for Ingest {
                 // also numbered before the oldest kept: one numbered after
                 // it came later from its store, whatever its finish says
                 // (the host's clock set back), so no kept report came
-                // after it and its key cannot have gone: it is new.
+                // after it and its key cannot have gone: it is new. And
+                // only if it comes from the oldest kept's store, when it
+                // says which made it: another store (one made anew, its
+                // numbers from 1 again) shares neither its numbering nor
+                // its clock, so its reports are new (`seen_before`).
                 let mut seen_before = Vec::new();
                 for i in self.new_ones() {
                     let s = &self.reports[i];
-                    let seq = i64::try_from(s.report.seq).unwrap_or(i64::MAX);
-                    // (Reports are stored without their store, so the
-                    // oldest kept is judged as an older host's would be.)
                     if horizon.get(&s.report.host).is_some_and(|(oldest, held)| {
                         *held >= i64::from(s.reports_kept)
-                            && is_late(&s.report, None, &Last::of(oldest.0, oldest.1, None))
-                            && seq < oldest.1
+                            && is_seen_before(&s.report, s.outbox.store, oldest)
                     }) {
                         self.fresh[self.position[i]] = false;
                         seen_before.push(Stmt::new(
@@ -532,6 +540,24 @@ fn is_late(report: &Report, store: Option<u128>, last: &Last) -> bool {
         None if report.seq == FIRST_SEQ => report.finished_at < last.at,
         None => numbered,
     }
+}
+
+/// Whether `report` (of `store`, when it says) is one the host sent before
+/// and whose key went with it, judged against `oldest`, the oldest report
+/// kept of a host holding all that retention keeps: it is late against it
+/// ([`is_late`]) and numbered before it. A report that says which store
+/// made it is judged only against a report of that store: one of another
+/// store (made anew, numbered from 1 again, perhaps with its host's clock
+/// set back) or against a report that did not say is new. One that does
+/// not say (an older host) is judged as before the stores were known,
+/// the seq-1 rule included.
+fn is_seen_before(report: &Report, store: Option<u128>, oldest: &Last) -> bool {
+    let seq = i64::try_from(report.seq).unwrap_or(i64::MAX);
+    let same_store = match store {
+        Some(id) => oldest.store.as_deref() == Some(store_hex(id).as_str()),
+        None => true,
+    };
+    same_store && is_late(report, store, oldest) && seq < oldest.seq
 }
 
 /// The report a new one is judged against ([`is_late`]): its finish, its
@@ -884,12 +910,13 @@ fn key_gate(reports: &[Arc<Submitted>]) -> Stmt {
 }
 
 /// The oldest report kept (by arrival) of each host of `reports` that has
-/// one: host, its finish and sequence number, and how many the host holds
-/// (one entry of the `(host, id)` index per host).
+/// one: host, its finish and sequence number, how many the host holds, and
+/// the store it said it came from (one entry of the `(host, id)` index per
+/// host).
 fn oldest_kept(reports: &[&Submitted]) -> Stmt {
     Stmt::built(
         format!(
-            "SELECT h.name, r.finished_at, r.seq, h.reports_held FROM hosts h \
+            "SELECT h.name, r.finished_at, r.seq, h.reports_held, r.store_id FROM hosts h \
              JOIN reports r ON r.id = (SELECT o.id FROM reports o WHERE o.host = h.name \
              ORDER BY o.id LIMIT 1) WHERE h.name IN {}",
             values_rows(1, reports.len(), 1)
@@ -976,9 +1003,10 @@ fn host_lock(reports: &[&Submitted]) -> Stmt {
     )
 }
 
-/// The reports as stored (one row each).
+/// The reports as stored (one row each), with the store each said it came
+/// from.
 fn report_rows(reports: &[&Submitted]) -> Stmt {
-    let mut params = Vec::with_capacity(reports.len() * 9);
+    let mut params = Vec::with_capacity(reports.len() * 10);
     for s in reports {
         let report = &s.report;
         params.extend([
@@ -991,13 +1019,14 @@ fn report_rows(reports: &[&Submitted]) -> Stmt {
             report.revision.as_str().into(),
             i64::from(report.exit_code).into(),
             s.raw.as_str().into(),
+            store_val(s.outbox.store),
         ]);
     }
     Stmt::built(
         format!(
-            "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body) \
+            "INSERT INTO reports (host, key, seq, kind, received_at, finished_at, revision, exit_code, body, store_id) \
              VALUES {} ON CONFLICT (host, key) DO NOTHING",
-            values_rows(1, 9, reports.len())
+            values_rows(1, 10, reports.len())
         ),
         params,
     )

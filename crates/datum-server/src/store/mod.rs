@@ -246,6 +246,11 @@ impl MIGRATIONS {
             "store id",
             include_str!("../../migrations/sqlite/0009_store_id.sql"),
         ),
+        (
+            10,
+            "report store id",
+            include_str!("../../migrations/sqlite/0010_report_store_id.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -292,6 +297,11 @@ impl MIGRATIONS {
             9,
             "store id",
             include_str!("../../migrations/postgres/0009_store_id.sql"),
+        ),
+        (
+            10,
+            "report store id",
+            include_str!("../../migrations/postgres/0010_report_store_id.sql"),
         ),
     ];
 }

@@ -12,7 +12,7 @@ use datum_server::store::{Backend, MIGRATIONS, Stmt, Val};
 use datum_server::views::{self, FindingRow, Staleness};
 
 use crate::on_both;
-use crate::support::{failure, finding, ingest, report};
+use crate::support::{self, failure, finding, ingest, report};
 
 fn at(now: i64, factor: f64) -> Staleness {
     Staleness {
@@ -1197,6 +1197,71 @@ async fn a_report_older_than_those_kept_is_taken_as_seen<B: Backend>(f: &Fleet<B
 #[test]
 fn a_report_older_than_the_retention() {
     on_both!(a_report_older_than_those_kept_is_taken_as_seen);
+}
+
+/// The retention rule above judged a report against the oldest kept
+/// whatever state store made either (report rows held no store). A host
+/// whose store was made anew (`--rebuild-state`, installed again under its
+/// name: numbered from 1 again) with its clock also set back (below the
+/// old store's oldest kept report) had every report of its new store
+/// answered "duplicate" and dropped until its numbers passed the old
+/// store's, though none of them had been sent before. Reports now keep the
+/// store they say they came from, and the rule holds only within one
+/// store: a report of another store than the oldest kept is new.
+async fn a_new_stores_reports_are_not_taken_as_seen_by_the_old_stores<B: Backend>(f: &Fleet<B>) {
+    const OLD: u128 = 0xa1;
+    const NEW: u128 = 0xb2;
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    let send = async |seq: u64, at: i64, store: u128| {
+        let mut r = report("web-1", ReportKind::Check, seq, at);
+        // Two stores number alike: each report a key of its own.
+        r.key = format!(
+            "{:032x}",
+            (seq as u128) << 64 | store << 32 | u128::from(support::fnv(&r.host))
+        );
+        let raw = serde_json::to_string(&r).unwrap();
+        let headers = datum_server::fleet::OutboxHeaders {
+            store: Some(store),
+            ..Default::default()
+        };
+        f.ingest(&r, &raw, at, headers, 5).await.unwrap()
+    };
+    let at = |seq: u64| now + seq as i64 * 60;
+    for seq in 1..=20 {
+        assert!(send(seq, at(seq), OLD).await);
+    }
+    f.prune(at(21), 400).await.unwrap();
+    // The old store's third report again: still taken as seen.
+    assert!(!send(3, at(3), OLD).await, "the old store's own resend");
+    // The new store, its clock an hour behind the old one's oldest kept.
+    let back = |seq: u64| at(seq) - 3_600;
+    for seq in 1..=3 {
+        assert!(
+            send(seq, back(seq), NEW).await,
+            "the new store's report {seq} is new"
+        );
+    }
+    let daily = "SELECT CAST(sum(reports) AS BIGINT) FROM daily WHERE host = 'web-1'";
+    assert_eq!(count(f, daily).await, 23);
+    let history = f.history("web-1", 10).await.unwrap().unwrap();
+    assert_eq!(
+        history.reports.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        [3, 2, 1, 20, 19],
+        "newest first: the new store's three, then the old store's"
+    );
+    // Within the new store the rule holds: once its own reports are the
+    // oldest kept, its resend of one gone with its key is a duplicate.
+    for seq in 4..=8 {
+        assert!(send(seq, back(seq), NEW).await);
+    }
+    assert!(!send(2, back(2), NEW).await, "the new store's own resend");
+    assert_eq!(count(f, daily).await, 28);
+}
+
+#[test]
+fn a_new_store_with_its_clock_set_back() {
+    on_both!(a_new_stores_reports_are_not_taken_as_seen_by_the_old_stores);
 }
 
 /// A host taken out of the fleet (decommissioned, or renamed and enrolled
