@@ -105,7 +105,9 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
             b"parent" => parents.push(hex_id(value, "parent")?),
             SIGNATURE => {
                 if signature.is_some() {
-                    return Err(Malformed("it has two signatures".to_owned()));
+                    return Err(Malformed(
+                        "it has two gpgsig headers (git writes one)".to_owned(),
+                    ));
                 }
                 let mut sig = value.to_vec();
                 sig.push(b'\n');
@@ -115,7 +117,9 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
             }
             SIGNATURE_SHA256 => {
                 if sha256_signature {
-                    return Err(Malformed("it has two SHA-256 signatures".to_owned()));
+                    return Err(Malformed(
+                        "it has two gpgsig-sha256 headers (git writes one)".to_owned(),
+                    ));
                 }
                 sha256_signature = true;
                 cuts.push((start, offset));
@@ -125,6 +129,9 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
         }
     }
     let tree = tree.ok_or_else(|| Malformed("it names no tree".to_owned()))?;
+    if let Some(signature) = &signature {
+        armoured(signature)?;
+    }
     let signed = signature.map(|signature| {
         let mut payload = Vec::with_capacity(raw.len());
         let mut kept = 0;
@@ -145,6 +152,42 @@ pub fn parse(raw: &[u8]) -> Result<Commit, Malformed> {
         signed,
         sha256_signature,
     })
+}
+
+/// Refuses a `gpgsig` header that is not one whole armoured signature, as
+/// git writes it: a `-----BEGIN LABEL-----` line, and its `-----END
+/// LABEL-----` line last. A header cut short (a line after the first not
+/// begun with a space ends it) is said to be so, rather than left to the
+/// tool, which can only say that the signature does not match.
+fn armoured(signature: &[u8]) -> Result<(), Malformed> {
+    let text = signature.strip_suffix(b"\n").unwrap_or(signature);
+    let mut lines = text.split(|b| *b == b'\n');
+    let label = lines
+        .next()
+        .and_then(|l| l.strip_prefix(b"-----BEGIN "))
+        .and_then(|l| l.strip_suffix(b"-----"))
+        .filter(|l| {
+            !l.is_empty()
+                && l.len() <= 64
+                && l.iter()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b' ')
+        })
+        .ok_or_else(|| {
+            Malformed(
+                "its gpgsig header does not begin with an armour line (-----BEGIN ... SIGNATURE-----)"
+                    .to_owned(),
+            )
+        })?;
+    // `label` is upper-case letters, digits and blanks: shown as it is.
+    let label = String::from_utf8_lossy(label);
+    let end = format!("-----END {label}-----");
+    if lines.next_back().is_some_and(|last| last == end.as_bytes()) {
+        Ok(())
+    } else {
+        Err(Malformed(format!(
+            "its gpgsig header ends before its {end} line (every line of a signature after the first begins with a space)"
+        )))
+    }
 }
 
 fn kind_of(signature: &[u8]) -> SignatureKind {
@@ -242,14 +285,80 @@ mod tests {
         assert_eq!(String::from_utf8(s.payload).unwrap(), want);
         // In the other order too.
         let swapped = format!(
-            "tree {TREE}\ngpgsig-sha256 x\n y\ngpgsig z\n w\nauthor A <a@x> 1 +0000\n\nm\n"
+            "tree {TREE}\ngpgsig-sha256 x\n y\ngpgsig -----BEGIN SSH SIGNATURE-----\n w\n \
+             -----END SSH SIGNATURE-----\nauthor A <a@x> 1 +0000\n\nm\n"
         );
         let s = parse(swapped.as_bytes()).unwrap().signed.unwrap();
-        assert_eq!(s.signature, b"z\nw\n");
+        assert_eq!(
+            s.signature,
+            b"-----BEGIN SSH SIGNATURE-----\nw\n-----END SSH SIGNATURE-----\n"
+        );
         assert_eq!(
             String::from_utf8(s.payload).unwrap(),
             format!("tree {TREE}\nauthor A <a@x> 1 +0000\n\nm\n")
         );
+    }
+
+    #[test]
+    fn signature_headers_git_never_writes_are_malformed() {
+        let sig = "-----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END SSH SIGNATURE-----\n";
+        let malformed = |headers: &str| {
+            parse(format!("tree {TREE}\n{headers}author A <a@x> 1 +0000\n\nm\n").as_bytes())
+                .unwrap_err()
+                .0
+        };
+        for (headers, says) in [
+            (
+                format!("gpgsig {sig}gpgsig {sig}"),
+                "it has two gpgsig headers",
+            ),
+            (
+                format!("gpgsig {sig}gpgsig-sha256 {sig}gpgsig-sha256 {sig}"),
+                "it has two gpgsig-sha256 headers",
+            ),
+            // Its last line not begun with a space: the header ends there.
+            (
+                sig.replacen(" -----END", "-----END", 1).replacen(
+                    "-----BEGIN",
+                    "gpgsig -----BEGIN",
+                    1,
+                ),
+                "its gpgsig header ends before its -----END SSH SIGNATURE----- line",
+            ),
+            (
+                "gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n".to_owned(),
+                "ends before its -----END SSH SIGNATURE----- line",
+            ),
+            (
+                "gpgsig -----BEGIN SSH SIGNATURE-----\n U1NIU0lH\n -----END PGP SIGNATURE-----\n"
+                    .to_owned(),
+                "ends before its -----END SSH SIGNATURE----- line",
+            ),
+            (
+                "gpgsig -----BEGIN SSH SIGNATURE-----\n".to_owned(),
+                "ends before its -----END SSH SIGNATURE----- line",
+            ),
+            (
+                "gpgsig U1NIU0lH\n -----END SSH SIGNATURE-----\n".to_owned(),
+                "does not begin with an armour line",
+            ),
+            (
+                "gpgsig -----BEGIN \x1b[2J-----\n x\n -----END \x1b[2J-----\n".to_owned(),
+                "does not begin with an armour line",
+            ),
+        ] {
+            let said = malformed(&headers);
+            assert!(said.contains(says), "{headers:?}: {said}");
+        }
+        // Whole, in either order beside the SHA-256 one: taken.
+        for headers in [
+            format!("gpgsig {sig}"),
+            format!("gpgsig-sha256 {sig}gpgsig {sig}"),
+            "gpgsig -----BEGIN SIGNED MESSAGE-----\n x\n -----END SIGNED MESSAGE-----\n".to_owned(),
+        ] {
+            let raw = format!("tree {TREE}\n{headers}author A <a@x> 1 +0000\n\nm\n");
+            assert!(parse(raw.as_bytes()).unwrap().signed.is_some(), "{headers}");
+        }
     }
 
     #[test]
@@ -265,7 +374,7 @@ mod tests {
             parse(twice.as_bytes())
                 .unwrap_err()
                 .0
-                .contains("two signatures")
+                .contains("two gpgsig headers")
         );
         // A signature over the SHA-256 form alone: no signature to verify.
         let sha256 = format!("tree {TREE}\ngpgsig-sha256 a\n\nm\n");
@@ -273,7 +382,9 @@ mod tests {
         assert_eq!((c.signed, c.sha256_signature), (None, true));
         assert!(parse(b"author x\n\nm\n").is_err(), "no tree");
         assert!(parse(b"tree zz\n\nm\n").is_err());
-        let pgp = format!("tree {TREE}\ngpgsig -----BEGIN PGP SIGNATURE-----\n x\n\nm\n");
+        let pgp = format!(
+            "tree {TREE}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n x\n -----END PGP SIGNATURE-----\n\nm\n"
+        );
         assert_eq!(
             parse(pgp.as_bytes()).unwrap().signed.unwrap().kind,
             SignatureKind::OpenPgp

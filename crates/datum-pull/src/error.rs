@@ -22,6 +22,10 @@ pub enum Reason {
     /// The signature does not match the commit: it was altered after it was
     /// signed, or the signature is damaged.
     BadSignature { detail: String },
+    /// The commit object is not one git writes (two `gpgsig` headers, a
+    /// signature cut short): its signature cannot be checked, and it is
+    /// refused as a bad signature is, saying what is wrong with it.
+    Malformed { detail: String },
     /// The commit object is larger than Datum reads before its signature is
     /// checked (a commit is a few hundred bytes, its signature a few more):
     /// it cannot be verified, so it is refused as a bad signature is.
@@ -87,7 +91,9 @@ impl Reason {
     pub fn word(&self) -> &'static str {
         match self {
             Reason::Unsigned => "unsigned",
-            Reason::BadSignature { .. } | Reason::TooLarge { .. } => "bad_signature",
+            Reason::BadSignature { .. } | Reason::Malformed { .. } | Reason::TooLarge { .. } => {
+                "bad_signature"
+            }
             Reason::UnknownSigner { .. } => "unknown_signer",
             Reason::ExpiredKey { .. } => "expired_key",
             Reason::KeyNotYetValid { .. } => "key_not_yet_valid",
@@ -109,6 +115,9 @@ impl std::fmt::Display for Reason {
                 f,
                 "its signature does not match its content: the commit was altered after it was signed, or the signature is damaged ({detail})"
             ),
+            Reason::Malformed { detail } => {
+                write!(f, "its signature cannot be checked: {detail}")
+            }
             Reason::TooLarge { limit } => write!(
                 f,
                 "its signature cannot be checked: the commit object is larger than {} KiB (a commit is a few hundred bytes, its signature a few more)",

@@ -389,7 +389,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         Err(e) => return Err(e.into()),
     };
     let parsed = commit::parse(&raw).map_err(|e| {
-        refuse(Reason::BadSignature {
+        refuse(Reason::Malformed {
             detail: e.to_string(),
         })
     })?;

@@ -815,6 +815,70 @@ fn a_commit_signed_in_both_object_formats_is_verified_by_its_sha1_signature() {
     assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
 }
 
+// A commit whose signature headers git never writes (two `gpgsig`, a
+// signature cut short, two `gpgsig-sha256`) cannot be verified, and is
+// refused as malformed: not as a commit altered after it was signed.
+#[test]
+fn a_commit_with_malformed_signature_headers_is_refused_as_such() {
+    let Some((bed, c1)) = deployed_bed() else {
+        return;
+    };
+    let c2 = bed.revision("two", Some("alice"));
+    let raw = bed.git_output("work", &["cat-file", "commit", &c2]).stdout;
+    let raw = String::from_utf8(raw).unwrap();
+    // The gpgsig header, its continuation lines included.
+    let mut header = String::new();
+    for line in raw.split_inclusive('\n') {
+        if line.starts_with("gpgsig ") || (!header.is_empty() && line.starts_with(' ')) {
+            header.push_str(line);
+        } else if !header.is_empty() {
+            break;
+        }
+    }
+    assert!(header.contains("-----END SSH SIGNATURE-----"), "{raw}");
+    let end = header.lines().last().map(|l| format!("{l}\n")).unwrap();
+    let sha256 = header.replacen("gpgsig ", "gpgsig-sha256 ", 1);
+    for (malformed, says) in [
+        (
+            raw.replacen(&header, &format!("{header}{header}"), 1),
+            "it has two gpgsig headers",
+        ),
+        (
+            raw.replacen(&end, "", 1),
+            "its gpgsig header ends before its -----END SSH SIGNATURE----- line",
+        ),
+        (
+            raw.replacen(&header, &format!("{header}{sha256}{sha256}"), 1),
+            "it has two gpgsig-sha256 headers",
+        ),
+    ] {
+        let id = bed.git_input(
+            &[
+                "hash-object",
+                "-t",
+                "commit",
+                "-w",
+                "--stdin",
+                "--literally",
+            ],
+            malformed.as_bytes(),
+        );
+        bed.git("work", &["reset", "-q", "--hard", &id]);
+        let out = refused_as_the_revisions_fault(&bed, says, &id, &c1, "bad_signature");
+        assert!(
+            out.stderr().contains("the commit object is malformed")
+                && !out.stderr().contains("altered"),
+            "{}",
+            out.stderr()
+        );
+    }
+    // The commit as alice signed it goes through.
+    bed.git("work", &["reset", "-q", "--hard", &c2]);
+    bed.push();
+    bed.pull(&[]).assert_exit(2);
+    assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+}
+
 /// `n` bytes no compression shrinks (xorshift, seeded by `seed`).
 fn noise(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
