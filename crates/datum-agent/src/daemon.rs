@@ -448,6 +448,9 @@ impl Agent {
             .map(|c| (c.name.clone(), c.interval))
             .collect();
         self.metrics.loaded(&classes, unix);
+        // Not ready until each class has had a complete check.
+        self.health
+            .expect_classes(classes.iter().map(|(name, _)| name.as_str()));
         state.plan = WatchPlan::new(&state.loaded.watch);
         self.arm(state);
     }
@@ -582,6 +585,15 @@ impl Agent {
                 if !report.cancelled {
                     for (class, r) in &report.classes {
                         state.schedule.record_inspection(class, r.duration);
+                    }
+                    // What `/readyz` waits for at start: a check of every
+                    // class (a watch's check of a few resources is none).
+                    match scope {
+                        Scope::All => self
+                            .health
+                            .checked(state.loaded.classes.iter().map(|c| c.name.as_str())),
+                        Scope::Class(class) => self.health.checked([class.as_str()]),
+                        Scope::Resources { .. } => {}
                     }
                 }
                 self.metrics.checked(scope.trigger(), &report, unix_now());

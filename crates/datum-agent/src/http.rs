@@ -1,6 +1,7 @@
 //! The agent's HTTP endpoint: `/metrics` (Prometheus scrape), `/healthz`
-//! (liveness) and `/readyz` (readiness: alive and recording its checks).
-//! Default address `127.0.0.1:9477`, loopback only.
+//! (liveness) and `/readyz` (readiness: alive, every class checked once since
+//! start, and recording its checks). Default address `127.0.0.1:9477`,
+//! loopback only.
 //!
 //! Owns the listening socket and one thread that answers requests. It must
 //! not change anything: both endpoints read shared state only. A scrape never
@@ -18,9 +19,10 @@
 //! backlog); one request per connection. A 100 MB header therefore costs the
 //! agent one 8 KiB buffer, not 100 MB (tests/agent.rs measures its RSS).
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,7 +65,12 @@ pub const MAX_CONNECTIONS: usize = 16;
 /// free a full disk or a lock another holds) and says so: `degraded: ...`;
 /// `/readyz` answers `503` then, with the same words, for a probe that asks
 /// whether the agent does its whole job (a load balancer's or a monitoring
-/// system's HTTP check), not whether to restart it.
+/// system's HTTP check), not whether to restart it. It answers `503`
+/// (`starting: ...`) too until every class has had a complete check since
+/// start, so a deploy waiting for the agent, or a readiness probe, does not
+/// take an agent that has not looked at the host yet (the first check waits
+/// for an apply holding the root lock, or reads a large estate) for one
+/// whose metrics say the host is clean.
 #[derive(Debug, Default)]
 pub struct Health {
     stopping: AtomicBool,
@@ -76,6 +83,11 @@ pub struct Health {
     unrecorded: AtomicU64,
     /// Whether the last check was one of them.
     last_unrecorded: AtomicBool,
+    /// Whether a check has completed since start.
+    first_done: AtomicBool,
+    /// Classes of the loaded catalogue not checked since start (until
+    /// every class has been, and a check completed: then ready for good).
+    unchecked: Mutex<BTreeSet<String>>,
 }
 
 impl Health {
@@ -99,17 +111,65 @@ impl Health {
         self.last_unrecorded.store(unrecorded > 0, Ordering::SeqCst);
     }
 
+    /// The classes of the catalogue just loaded: until each has had a
+    /// complete check, the agent is not ready. Once it has been ready, a
+    /// reload changes nothing (a reload that adds a class does not make
+    /// the agent unready while the full pass after it runs).
+    pub fn expect_classes<'a>(&self, classes: impl IntoIterator<Item = &'a str>) {
+        if self.is_started() {
+            return;
+        }
+        let mut unchecked = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
+        *unchecked = classes.into_iter().map(str::to_owned).collect();
+    }
+
+    /// A check completed (not cut short) and covered `classes`.
+    pub fn checked<'a>(&self, classes: impl IntoIterator<Item = &'a str>) {
+        let mut unchecked = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
+        for class in classes {
+            unchecked.remove(class);
+        }
+        self.first_done.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether every class has had a complete check since start.
+    fn is_started(&self) -> bool {
+        self.first_done.load(Ordering::SeqCst)
+            && self
+                .unchecked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+    }
+
     /// `(healthy, text)` at `now` (Unix seconds): what `/healthz` answers.
     fn verdict(&self, now: u64) -> (bool, String) {
         let (live, _, text) = self.verdicts(now);
         (live, text)
     }
 
-    /// `(ready, text)` at `now`: what `/readyz` answers, alive and not
-    /// degraded.
+    /// `(ready, text)` at `now`: what `/readyz` answers, alive, every
+    /// class checked since start, and not degraded.
     fn readiness(&self, now: u64) -> (bool, String) {
         let (_, ready, text) = self.verdicts(now);
-        (ready, text)
+        if !ready || self.is_started() {
+            return (ready, text);
+        }
+        // Alive and well, but it has not looked at the host yet (`/healthz`
+        // says ok: a restart would only start the wait again).
+        let unchecked = self.unchecked.lock().unwrap_or_else(|p| p.into_inner());
+        let which = if unchecked.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = unchecked.iter().map(String::as_str).collect();
+            format!(" (not checked yet: {})", names.join(", "))
+        };
+        (
+            false,
+            format!(
+                "starting: the first check of the host has not completed{which}; until it has, the metrics say nothing about drift\n"
+            ),
+        )
     }
 
     /// `(alive, ready, text)` at `now`.
@@ -428,6 +488,13 @@ mod tests {
         assert!(om.contains("# TYPE datum_build info"), "{om}");
         assert!(om.ends_with("# EOF\n"), "{om}");
         assert!(get(addr, "/healthz").contains("ok"));
+        // Alive, but not ready before its first check.
+        let starting = get(addr, "/readyz");
+        assert!(
+            starting.contains(" 503 ") && starting.contains("starting: "),
+            "{starting}"
+        );
+        health.checked([]);
         assert!(get(addr, "/readyz").contains(" 200 "));
         assert!(get(addr, "/nope").contains(" 404 "));
         assert!(exchange(addr, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n").contains(" 405 "));
@@ -512,6 +579,7 @@ mod tests {
     #[test]
     fn an_unrecorded_check_is_degraded_until_one_is_recorded() {
         let h = Health::default();
+        h.checked([]);
         h.recorded(0);
         assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
         h.recorded(1);
@@ -535,6 +603,46 @@ mod tests {
         h.stopping();
         assert!(!h.verdict(1000).0);
         assert!(!h.readiness(1000).0);
+    }
+
+    /// `/readyz` answered `200 ok` from the moment the endpoint was up,
+    /// before the first check had looked at anything (a first check
+    /// waiting for an apply's root lock, or reading a large estate): a
+    /// deploy or a probe waiting for readiness took an agent that had not
+    /// checked the host for one that had. Not ready until every class of
+    /// the catalogue has had a complete check; alive meanwhile.
+    #[test]
+    fn not_ready_until_every_class_has_been_checked() {
+        let h = Health::default();
+        h.expect_classes(["critical", "normal"]);
+        let (ready, text) = h.readiness(1000);
+        assert!(!ready);
+        assert_eq!(
+            text,
+            "starting: the first check of the host has not completed (not checked yet: critical, normal); until it has, the metrics say nothing about drift\n"
+        );
+        assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
+        h.checked(["normal"]);
+        let (ready, text) = h.readiness(1000);
+        assert!(!ready);
+        assert!(text.contains("(not checked yet: critical)"), "{text}");
+        // A reload before then: its classes are the ones waited for.
+        h.expect_classes(["critical", "web"]);
+        h.checked(["critical"]);
+        assert!(h.readiness(1000).1.contains("(not checked yet: web)"));
+        h.checked(["web"]);
+        assert_eq!(h.readiness(1000), (true, "ok\n".to_owned()));
+        // Ready for good: a reload adding a class changes nothing.
+        h.expect_classes(["critical", "web", "new"]);
+        assert_eq!(h.readiness(1000), (true, "ok\n".to_owned()));
+        // Degraded or stopping still say so.
+        h.recorded(1);
+        assert!(h.readiness(1000).1.starts_with("degraded: "));
+        // Degraded before the first check is degraded, not starting.
+        let fresh = Health::default();
+        fresh.expect_classes(["a"]);
+        fresh.recorded(1);
+        assert!(fresh.readiness(1000).1.starts_with("degraded: "));
     }
 
     #[test]

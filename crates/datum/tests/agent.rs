@@ -727,6 +727,42 @@ fn hold_root_lock(estate: &Estate) -> std::fs::File {
     lock
 }
 
+/// `/readyz` answered `200 ok` as soon as the endpoint was up, while the
+/// first check still waited for an apply's root lock: a deploy script or
+/// readiness probe waiting for the agent took it for one that had checked
+/// the host, its metrics all zero. It answers `503` (`starting: ...`,
+/// naming the classes not checked yet) until every class has had a
+/// complete check, then `200 ok`; `/healthz` says `ok` throughout.
+#[test]
+fn readyz_waits_for_the_first_check_of_every_class() {
+    let estate = Estate::new("1h");
+    let lock = hold_root_lock(&estate);
+    let agent = estate.start(&[]);
+    agent.wait_log("the wait for the lock", |l| {
+        l.contains("waiting for the root lock")
+    });
+    let (code, body) = http_get(agent.addr(), "/readyz");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(
+        body,
+        "starting: the first check of the host has not completed (not checked yet: critical, normal); until it has, the metrics say nothing about drift\n"
+    );
+    assert_eq!(http_get(agent.addr(), "/healthz"), (200, "ok\n".to_owned()));
+    drop(lock);
+    let ready = wait("ready", Duration::from_secs(20), || {
+        (http_get(agent.addr(), "/readyz").0 == 200).then_some(())
+    });
+    assert!(ready.is_some(), "{}", agent.log_text());
+    assert_eq!(http_get(agent.addr(), "/readyz"), (200, "ok\n".to_owned()));
+    assert!(
+        agent
+            .metrics()
+            .contains("datum_checks_total{class=\"normal\",trigger=\"full\"} 1"),
+        "{}",
+        agent.metrics()
+    );
+}
+
 #[test]
 fn sigterm_while_another_pass_holds_the_lock_stops_at_once() {
     let estate = Estate::new("1h");
