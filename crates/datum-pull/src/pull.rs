@@ -136,7 +136,16 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     // The link's folder first: a refusal of it (a folder others may write
     // to on the way) leaves Datum's own folders as they were, not made.
     let (link_parent_declared, link_name) = split_link(&config.deploy)?;
-    let (link_parent, made) = folder_of_link(&host, &link_parent_declared)?;
+    let (link_parent, made) =
+        folder_of_link(&host, &link_parent_declared, true)?.ok_or_else(|| {
+            missing(
+                host.root().join(
+                    link_parent_declared
+                        .strip_prefix("/")
+                        .unwrap_or(&link_parent_declared),
+                ),
+            )
+        })?;
     let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
         .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
     let pull_dir = datum_dir
@@ -775,16 +784,22 @@ fn prune(
 
 /// The folder of the link, `declared`, reached through the boundary's walk
 /// (never through a link, never from an unprivileged user's folder into
-/// someone else's); missing folders are created 0755, one at a time,
-/// relative to the folder above. Every folder on the way below the root
-/// must be owned by root (or the user running Datum) and writable by its
-/// owner only ([`only_ours`]).
+/// someone else's), each folder opened from the one above it, one
+/// component at a time; every folder on the way below the root must be
+/// owned by root (or the user running Datum) and writable by its owner only
+/// ([`only_ours`]). When `may_make`, missing folders are created 0755, one
+/// at a time, relative to the folder above, and returned in the order made;
+/// otherwise a missing one ends the walk: `None`.
 ///
-/// It runs before anything else of the pull's is made, so a refusal here
-/// changes nothing but the folders this walk made (said in the message:
-/// only a folder someone else makes or changes meanwhile, below one made
-/// here, can be refused after one was made).
-fn folder_of_link(host: &Host, declared: &Path) -> Result<(Dir, Vec<PathBuf>), HostError> {
+/// The pull runs it before anything else of the pull's is made, so a
+/// refusal here changes nothing but the folders this walk made (said in the
+/// message: only a folder someone else makes or changes meanwhile, below
+/// one made here, can be refused after one was made).
+fn folder_of_link(
+    host: &Host,
+    declared: &Path,
+    may_make: bool,
+) -> Result<Option<(Dir, Vec<PathBuf>)>, HostError> {
     let mut here = PathBuf::from("/");
     let mut current = host.root_dir()?;
     let mut made: Vec<PathBuf> = Vec::new();
@@ -796,7 +811,8 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<(Dir, Vec<PathBuf>), H
         let parent = current.clone();
         current = match host.dir(&here) {
             Ok(dir) => dir,
-            Err(e) if e.is_missing_parent() => {
+            Err(HostError::MissingParent { .. }) if !may_make => return Ok(None),
+            Err(e) if may_make && e.is_missing_parent() => {
                 match current.entry(name).create_dir(0o755, None, None) {
                     Ok(()) => made.push(parent.path().join(name)),
                     // Made meanwhile by someone else: the walk judges it.
@@ -810,7 +826,7 @@ fn folder_of_link(host: &Host, declared: &Path) -> Result<(Dir, Vec<PathBuf>), H
         };
         only_ours(&parent, name, &made)?;
     }
-    Ok((current, made))
+    Ok(Some((current, made)))
 }
 
 /// Removes the link a pull made at `old` (a `deploy` since moved to
@@ -833,26 +849,12 @@ fn move_old_link(host: &Host, old: &Path, new_link: &Path) -> String {
     let Ok((parent, name)) = split_link(old) else {
         return left("it is not a path datum pull makes a link at".to_owned());
     };
-    let mut here = PathBuf::from("/");
-    let mut folder = match host.root_dir() {
-        Ok(d) => d,
+    let folder = match folder_of_link(host, &parent, false) {
+        Ok(Some((folder, _))) => folder,
+        Ok(None) => return left("it is not there".to_owned()),
+        Err(e) if e.is_missing_parent() => return left("it is not there".to_owned()),
         Err(e) => return left(e.to_string()),
     };
-    for component in parent.components() {
-        let Component::Normal(step) = component else {
-            continue;
-        };
-        here.push(step);
-        let above = folder.clone();
-        folder = match host.dir(&here) {
-            Ok(d) => d,
-            Err(e) if e.is_missing_parent() => return left("it is not there".to_owned()),
-            Err(e) => return left(e.to_string()),
-        };
-        if let Err(e) = only_ours(&above, step, &[]) {
-            return left(e.to_string());
-        }
-    }
     let entry = folder.entry(&name);
     let target = match entry.lstat() {
         Ok(None) => return left("it is not there".to_owned()),

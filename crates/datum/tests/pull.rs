@@ -1458,6 +1458,43 @@ fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
     );
     assert_eq!(bed.deployed(), Some(c2.clone()));
 
+    // Nor is one in a folder others may write to (they could have put it
+    // there), nor one whose folder is gone.
+    use std::os::unix::fs::PermissionsExt as _;
+    bed.pull(&["--deploy", "/srv/a/repository", "--move-deploy"])
+        .assert_exit(2);
+    let folder = bed.p("root/srv/a");
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = bed.pull(&["--deploy", "/srv/b/repository", "--move-deploy"]);
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    out.assert_exit(2);
+    assert!(
+        out.stderr().contains(&format!(
+            "the link made before at {} is left as it is: ",
+            folder.join("repository").display()
+        )) && out
+            .stderr()
+            .contains("its mode 0777 lets others write to it"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        std::fs::symlink_metadata(folder.join("repository")).is_ok(),
+        "the old link went"
+    );
+    std::fs::remove_dir_all(bed.p("root/srv/b")).unwrap();
+    let out = bed.pull(&["--move-deploy"]);
+    out.assert_exit(2);
+    assert!(
+        out.stderr().contains(&format!(
+            "the link made before at {} is left as it is: it is not there",
+            bed.p("root/srv/b/repository").display()
+        )),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(bed.deployed(), Some(c2.clone()));
+
     // A deployment recorded before the store kept the link (schema 10):
     // where the old link is is not known, and the pull says so.
     if have("sqlite3", "sqlite3") {
