@@ -31,8 +31,9 @@
 //!    findings and clusters alone and a late apply the revision's newer
 //!    outcome and failures;
 //! 3. first the fleet's records of every revision the batch's applies
-//!    report or their hosts hold, locked in key order (as `remove` locks
-//!    them, before any drift cluster: so no two transactions deadlock);
+//!    report or their hosts hold, locked in key order, those not made yet
+//!    made in their place (as `remove` locks them, before any drift
+//!    cluster: so no two transactions deadlock);
 //!    then everything else: the report itself, the revision's outcome and
 //!    failures (apply), the findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
@@ -46,6 +47,15 @@
 //!    batch is gone, and the hosts that joined after start it anew), and
 //!    the store's generation (so every server's kept answers are computed
 //!    again, see [`crate::cache`]).
+//!
+//! **Rows not there yet.** Every lock of rows two transactions share is
+//! one statement over the keys in their order that makes a missing row in
+//! its place (the hosts' upsert, `revisions_lock`, the clusters' walk in
+//! `BatchState::finish`): a row another transaction is making is waited
+//! for there, as a row it holds would be, so a row that appears after a
+//! batch looked for it is still taken in order. `Fleet::remove` makes
+//! none: it locks only its host's records and clusters, which exist while
+//! it holds the host's row.
 //!
 //! Owns: the ingest SQL, [`GroupCommit`]. Must not: authenticate, or read
 //! anything but what the report's own host stored.
@@ -944,6 +954,19 @@ fn hosts_in(select: &str, reports: &[&Submitted]) -> Stmt {
 /// their writes and retention can touch: an upsert of each as it is,
 /// sorted, which finds its row and locks it in turn. `None` without an
 /// apply.
+///
+/// A revision applied for the first time in the fleet has no record yet:
+/// it is made here, in its place in the order (its first and last apply
+/// the batch's latest, as the batch's own upsert of it would write), so
+/// that from here on the batch holds every record it will write. Left to
+/// that upsert at the end of the batch, it was taken out of order: another
+/// server could store the first apply of that revision meanwhile, and a
+/// third batch then lock it in its place and wait for a record this batch
+/// held, while this one waited for it (PostgreSQL: 'deadlock detected').
+/// Made by a statement of their own before this one, the missing records
+/// would be taken before the others, out of order just the same; made by
+/// this one, a record another transaction is making is waited for (as for
+/// a row it holds) in its place, and then locked.
 fn revisions_lock(reports: &[&Submitted]) -> Option<Stmt> {
     let applies: Vec<&Submitted> = reports
         .iter()
@@ -953,21 +976,42 @@ fn revisions_lock(reports: &[&Submitted]) -> Option<Stmt> {
     if applies.is_empty() {
         return None;
     }
+    // One revision, its finish, per apply (as many parameters whatever the
+    // revisions, so one prepared statement per number of applies), then
+    // the applying hosts.
     let n = applies.len();
-    let mut params: Vec<Val> = applies
-        .iter()
-        .map(|s| Val::from(s.report.revision.as_str()))
-        .collect();
+    let mut params: Vec<Val> = Vec::with_capacity(n * 3);
+    for s in &applies {
+        params.extend([
+            Val::from(s.report.revision.as_str()),
+            Val::from(s.report.finished_at),
+        ]);
+    }
     params.extend(applies.iter().map(|s| Val::from(s.report.host.as_str())));
+    let revision = |i: usize| format!("${}", 2 * i + 1);
+    let applied = (0..n)
+        .map(|i| {
+            format!(
+                "SELECT CAST({} AS TEXT) AS revision, CAST(${} AS BIGINT) AS at",
+                revision(i),
+                2 * i + 2
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let applied_in = (0..n).map(revision).collect::<Vec<_>>().join(", ");
     Some(Stmt::built(
         format!(
             "INSERT INTO revisions (revision, first_at, last_at) \
-             SELECT revision, first_at, last_at FROM revisions WHERE revision IN {} \
-             OR revision IN (SELECT revision FROM host_revisions WHERE host IN {}) \
+             SELECT revision, first_at, last_at FROM (\
+             SELECT revision, max(at) AS first_at, max(at) AS last_at \
+             FROM ({applied}) AS a GROUP BY revision \
+             UNION ALL SELECT revision, first_at, last_at FROM revisions \
+             WHERE revision IN (SELECT revision FROM host_revisions WHERE host IN {}) \
+             AND revision NOT IN ({applied_in})) AS l \
              ORDER BY revision COLLATE \"C\" \
              ON CONFLICT (revision) DO UPDATE SET last_at = revisions.last_at",
-            values_rows(1, n, 1),
-            values_rows(n + 1, n, 1)
+            values_rows(2 * n + 1, n, 1)
         ),
         params,
     ))

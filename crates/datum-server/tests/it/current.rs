@@ -1387,7 +1387,19 @@ impl TwoServers {
 
     /// Returns once `n` transactions of this database wait for a lock.
     async fn waiting(&self, n: i64) {
+        self.waiting_unless(n, || false).await;
+    }
+
+    /// Returns once `n` transactions wait for a lock, or `task` is done.
+    async fn waiting_or<T>(&self, n: i64, task: &tokio::task::JoinHandle<T>) {
+        self.waiting_unless(n, || task.is_finished()).await;
+    }
+
+    async fn waiting_unless(&self, n: i64, done: impl Fn() -> bool) {
         for _ in 0..600 {
+            if done() {
+                return;
+            }
             let row = self
                 .watcher
                 .query_one(
@@ -1777,6 +1789,137 @@ async fn two_hosts_swapping_revisions_do_not_deadlock(url: &str) {
 #[test]
 fn two_servers_moving_hosts_between_revisions() {
     on_postgres!(two_hosts_swapping_revisions_do_not_deadlock);
+}
+
+/// A batch locks the fleet's records of its revisions first, in key
+/// order, but only those it finds: the record of a revision no host had
+/// applied yet was written (and so locked) at the end, out of order. When
+/// another server stored the first apply of that revision in between, a
+/// third batch could lock it in its place and wait for a record the first
+/// holds: h1 applying x (new) held y and then waited for x, h2 applying x
+/// held x and waited for y, a deadlock ('deadlock detected'). The missing
+/// records are now made by the same sorted statement that locks the others.
+async fn a_revision_recorded_after_a_batch_looked_for_it_keeps_the_order(url: &str) {
+    let servers = TwoServers::on(url).await;
+    let now = 1_800_000_000;
+    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
+                 host: &str,
+                 seq: u64,
+                 revision: &str| {
+        let (f, mut r) = (
+            f.clone(),
+            report(host, ReportKind::Apply, seq, now + seq as i64),
+        );
+        r.revision = revision.into();
+        async move {
+            let raw = serde_json::to_string(&r).unwrap();
+            f.ingest(&r, &raw, r.finished_at, Default::default(), 5)
+                .await
+        }
+    };
+    // h1 and h2 hold y; x is no host's yet (x < y).
+    store(&servers.first, "h1", 1, "git:y").await.unwrap();
+    store(&servers.first, "h2", 1, "git:y").await.unwrap();
+    // h1's daily row held, so h1's apply of x stops after its revision
+    // records' lock (y, and x missing) and before the rest.
+    servers
+        .holder
+        .batch_execute("BEGIN; SELECT 1 FROM daily WHERE host = 'h1' FOR UPDATE")
+        .await
+        .unwrap();
+    let first = tokio::spawn(store(&servers.first, "h1", 2, "git:x"));
+    servers.waiting(1).await;
+    // h0's first apply of x, stored meanwhile: x is recorded (once h1's
+    // batch makes x's record with its lock, h0's waits for it instead).
+    let recording = tokio::spawn(store(&servers.first, "h0", 3, "git:x"));
+    servers.waiting_or(2, &recording).await;
+    let waiting = if recording.is_finished() { 2 } else { 3 };
+    // h2's apply of x finds both records: it locks x, then waits for y.
+    let second = tokio::spawn(store(&servers.second, "h2", 4, "git:x"));
+    servers.waiting(waiting).await;
+    servers.release().await;
+    let (a, b, c) = (
+        first.await.unwrap(),
+        second.await.unwrap(),
+        recording.await.unwrap(),
+    );
+    // (Deadlocked: 'deadlock detected' for h1's or h2's.)
+    assert!(
+        matches!((&a, &b, &c), (Ok(true), Ok(true), Ok(true))),
+        "all stored: {a:?} {b:?} {c:?}"
+    );
+    assert_eq!(
+        count(
+            &servers.second,
+            "SELECT count(*) FROM host_revisions WHERE revision = 'git:x'"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        count(
+            &servers.second,
+            "SELECT count(*) FROM revisions WHERE revision IN ('git:x', 'git:y')"
+        )
+        .await,
+        2
+    );
+}
+
+#[test]
+fn a_revision_recorded_between_a_batchs_lock_and_its_write() {
+    on_postgres!(a_revision_recorded_after_a_batch_looked_for_it_keeps_the_order);
+}
+
+/// The batch's lock of its revision records makes those not made yet: once
+/// each, with the batch's latest apply of it, as its upsert at the end of
+/// the batch made them (two applies of one new revision in a batch, one
+/// row each in the lock, failed the batch on PostgreSQL: 'ON CONFLICT DO
+/// UPDATE command cannot affect row a second time').
+async fn new_revisions_applied_together_are_recorded_once<B: Backend>(f: &Fleet<B>) {
+    let apply = |host: &str, revision: &str, at: i64| {
+        let mut r = report(host, ReportKind::Apply, 1, at);
+        r.revision = revision.into();
+        r
+    };
+    together(
+        f,
+        &[
+            apply("h1", "git:n", 1_000),
+            apply("h2", "git:n", 1_200),
+            apply("h3", "git:m", 1_100),
+        ],
+    )
+    .await;
+    let rows: Vec<(String, i64, i64)> = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT revision, first_at, last_at FROM revisions ORDER BY revision",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].text().unwrap().to_owned(),
+                r[1].int().unwrap(),
+                r[2].int().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("git:m".to_owned(), 1_100, 1_100),
+            ("git:n".to_owned(), 1_200, 1_200)
+        ]
+    );
+}
+
+#[test]
+fn new_revisions_applied_in_one_batch() {
+    on_both!(new_revisions_applied_together_are_recorded_once);
 }
 
 /// `datum server remove` locks the fleet's records of the revisions the
