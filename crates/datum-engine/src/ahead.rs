@@ -7,7 +7,7 @@
 //! the next copies' writes. Which resources, and when:
 //!
 //! - only a kind whose staging touches nothing live
-//!   ([`datum_providers::Provider::stages_ahead`]: File), for a resource that
+//!   ([`datum_providers::Capabilities::stages_ahead`]: File), for a resource that
 //!   requires nothing, has no validator, and is neither held, quarantined,
 //!   refused by its group, applied by a batch nor accepted as it is;
 //! - never past a resource of another kind the loop has not finished (a

@@ -8,7 +8,7 @@
 //! down without changing the order anyone can observe:
 //!
 //! - **Staging ahead** (`ahead`): resources of a kind whose staging touches
-//!   nothing live ([`Provider::stages_ahead`]: File), that require nothing,
+//!   nothing live ([`datum_providers::Capabilities::stages_ahead`]: File), that require nothing,
 //!   have no validator and are neither held, quarantined nor refused, are
 //!   staged by worker threads up to `ahead::STAGE_AHEAD` positions before
 //!   the loop reaches them: each copy written, given its owner and mode and

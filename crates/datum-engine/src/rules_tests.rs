@@ -318,8 +318,8 @@ mod counting {
     use datum_core::{Diff, Observed, Resource};
     use datum_host::Host;
     use datum_providers::{
-        Activated, Activates, Batches, Declared, FieldError, Fingerprints, OrdersOthers, OwnsPaths,
-        Provider, ProviderError, Staged, Staging, TakesSourceFolder,
+        Activated, Activates, Batches, Capabilities, Declared, FieldError, Fingerprints,
+        OrdersOthers, OwnsPaths, Provider, ProviderError, Staged, Staging, TakesSourceFolder,
     };
 
     impl Provider for super::CountingDeclares {
@@ -331,30 +331,6 @@ mod counting {
         }
         fn declaration_schema(&self, g: &mut schemars::SchemaGenerator) -> schemars::Schema {
             self.inner.declaration_schema(g)
-        }
-        fn takes_content(&self) -> bool {
-            self.inner.takes_content()
-        }
-        fn takes_validator(&self) -> bool {
-            self.inner.takes_validator()
-        }
-        fn paths(&self) -> Option<&dyn OwnsPaths> {
-            self.inner.paths()
-        }
-        fn ordering(&self) -> Option<&dyn OrdersOthers> {
-            self.inner.ordering()
-        }
-        fn batching(&self) -> Option<&dyn Batches> {
-            self.inner.batching()
-        }
-        fn activation(&self) -> Option<&dyn Activates> {
-            self.inner.activation()
-        }
-        fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
-            self.inner.source_folder()
-        }
-        fn fingerprints(&self) -> Option<&dyn Fingerprints> {
-            self.inner.fingerprints()
         }
         fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError> {
             self.declares
@@ -400,6 +376,40 @@ mod counting {
             d: &Declared<'_>,
         ) -> Result<(Observed, Diff), ProviderError> {
             self.inner.verify_declared(host, d)
+        }
+    }
+
+    impl Capabilities for super::CountingDeclares {
+        fn takes_content(&self) -> bool {
+            self.inner.takes_content()
+        }
+
+        fn takes_validator(&self) -> bool {
+            self.inner.takes_validator()
+        }
+
+        fn paths(&self) -> Option<&dyn OwnsPaths> {
+            self.inner.paths()
+        }
+
+        fn ordering(&self) -> Option<&dyn OrdersOthers> {
+            self.inner.ordering()
+        }
+
+        fn batching(&self) -> Option<&dyn Batches> {
+            self.inner.batching()
+        }
+
+        fn activation(&self) -> Option<&dyn Activates> {
+            self.inner.activation()
+        }
+
+        fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+            self.inner.source_folder()
+        }
+
+        fn fingerprints(&self) -> Option<&dyn Fingerprints> {
+            self.inner.fingerprints()
         }
     }
 }
@@ -745,8 +755,8 @@ mod batched_fake_file {
     use datum_core::{Diff, Observed};
     use datum_host::Host;
     use datum_providers::{
-        Activated, Activates, Batched, Batches, Declared, FieldError, OwnsPaths, Provider,
-        ProviderError, Staged, Staging,
+        Activated, Activates, Batched, Batches, Capabilities, Declared, FieldError, OwnsPaths,
+        Provider, ProviderError, Staged, Staging,
     };
 
     impl Batches for super::BatchedFakeFile {
@@ -786,18 +796,6 @@ mod batched_fake_file {
         }
         fn declaration_schema(&self, g: &mut schemars::SchemaGenerator) -> schemars::Schema {
             self.inner.declaration_schema(g)
-        }
-        fn takes_content(&self) -> bool {
-            self.inner.takes_content()
-        }
-        fn paths(&self) -> Option<&dyn OwnsPaths> {
-            self.inner.paths()
-        }
-        fn batching(&self) -> Option<&dyn Batches> {
-            Some(self)
-        }
-        fn activation(&self) -> Option<&dyn Activates> {
-            self.inner.activation()
         }
         fn declare<'r>(
             &self,
@@ -844,6 +842,24 @@ mod batched_fake_file {
             d: &Declared<'_>,
         ) -> Result<(Observed, Diff), ProviderError> {
             self.inner.verify_declared(host, d)
+        }
+    }
+
+    impl Capabilities for super::BatchedFakeFile {
+        fn takes_content(&self) -> bool {
+            self.inner.takes_content()
+        }
+
+        fn paths(&self) -> Option<&dyn OwnsPaths> {
+            self.inner.paths()
+        }
+
+        fn batching(&self) -> Option<&dyn Batches> {
+            Some(self)
+        }
+
+        fn activation(&self) -> Option<&dyn Activates> {
+            self.inner.activation()
         }
     }
 }

@@ -9,20 +9,26 @@
 //! (File, Directory, Symlink) implements the narrower
 //! [`crate::common::entry::EntryProvider`] instead, which is a `Kind`
 //! through its own blanket impl.
+//!
+//! What a kind can do beyond these steps (own paths, order others, batch,
+//! be activated, take a source folder, ...) is not repeated here: it is
+//! [`Capabilities`], the supertrait of both `Kind` and [`Provider`], which
+//! a kind implements once (`impl Capabilities for MyProvider`, empty when
+//! it has none) and the blanket impl needs not forward.
 
 use datum_core::{Diff, Observed, Resource};
 use datum_host::Host;
 use serde_json::Value;
 
 use crate::{
-    Activated, Activates, Batches, Declared, Exclusive, ExtraFindings, FieldError, FieldLookup,
-    Fingerprints, OrdersOthers, OwnsPaths, Planned, Provider, ProviderError, Refusal, Staged,
-    Staging, TakesSourceFolder,
+    Activated, Capabilities, Declared, FieldError, Planned, Provider, ProviderError, Refusal,
+    Staged, Staging,
 };
 
 /// One resource type in typed form. See [`Provider`] for what each step
-/// means; here every step gets the kind's own declaration type.
-pub trait Kind: Send + Sync {
+/// means; here every step gets the kind's own declaration type. What it
+/// can do beyond the steps is its [`Capabilities`].
+pub trait Kind: Capabilities + Send + Sync {
     /// The manifest `type:`.
     const KIND: &'static str;
     /// The declaration as the steps use it (fields parsed and checked).
@@ -111,71 +117,6 @@ pub trait Kind: Send + Sync {
         let diff = Kind::plan(self, resource, d, &observed);
         Ok((observed, diff))
     }
-
-    /// See [`Provider::takes_content`].
-    fn takes_content(&self) -> bool {
-        false
-    }
-    /// See [`Provider::takes_validator`].
-    fn takes_validator(&self) -> bool {
-        true
-    }
-    /// See [`Provider::takes_file_validator`].
-    fn takes_file_validator(&self) -> bool {
-        Kind::takes_validator(self)
-    }
-    /// See [`Provider::paths`].
-    fn paths(&self) -> Option<&dyn OwnsPaths> {
-        None
-    }
-    /// See [`Provider::ordering`].
-    fn ordering(&self) -> Option<&dyn OrdersOthers> {
-        None
-    }
-    /// See [`Provider::batching`].
-    fn batching(&self) -> Option<&dyn Batches> {
-        None
-    }
-    /// See [`Provider::activation`].
-    fn activation(&self) -> Option<&dyn Activates> {
-        None
-    }
-    /// See [`Provider::source_folder`].
-    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
-        None
-    }
-    /// See [`Provider::fingerprints`].
-    fn fingerprints(&self) -> Option<&dyn Fingerprints> {
-        None
-    }
-    /// See [`Provider::owns_subtree`].
-    fn owns_subtree(&self) -> bool {
-        false
-    }
-    /// See [`Provider::names_a_regular_file`].
-    fn names_a_regular_file(&self) -> bool {
-        false
-    }
-    /// See [`Provider::stages_ahead`].
-    fn stages_ahead(&self) -> bool {
-        false
-    }
-    /// See [`Provider::sensitive_fields`].
-    fn sensitive_fields(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// See [`Provider::exclusive_claims`].
-    fn exclusive_claims(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Vec<Exclusive> {
-        Vec::new()
-    }
-    /// See [`Provider::check_resource_name`].
-    fn check_resource_name(&self, _field: FieldLookup<'_, '_>, _name: &str) -> Option<String> {
-        None
-    }
-    /// See [`Provider::extra_findings`].
-    fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
-        None
-    }
 }
 
 /// The typed declaration a [`Declared`] holds for kind `T`; an error when
@@ -224,70 +165,6 @@ impl<T: Kind> Provider for T {
 
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         <T::Written as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn takes_content(&self) -> bool {
-        Kind::takes_content(self)
-    }
-
-    fn takes_validator(&self) -> bool {
-        Kind::takes_validator(self)
-    }
-
-    fn takes_file_validator(&self) -> bool {
-        Kind::takes_file_validator(self)
-    }
-
-    fn paths(&self) -> Option<&dyn OwnsPaths> {
-        Kind::paths(self)
-    }
-
-    fn ordering(&self) -> Option<&dyn OrdersOthers> {
-        Kind::ordering(self)
-    }
-
-    fn batching(&self) -> Option<&dyn Batches> {
-        Kind::batching(self)
-    }
-
-    fn activation(&self) -> Option<&dyn Activates> {
-        Kind::activation(self)
-    }
-
-    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
-        Kind::source_folder(self)
-    }
-
-    fn fingerprints(&self) -> Option<&dyn Fingerprints> {
-        Kind::fingerprints(self)
-    }
-
-    fn owns_subtree(&self) -> bool {
-        Kind::owns_subtree(self)
-    }
-
-    fn names_a_regular_file(&self) -> bool {
-        Kind::names_a_regular_file(self)
-    }
-
-    fn stages_ahead(&self) -> bool {
-        Kind::stages_ahead(self)
-    }
-
-    fn sensitive_fields(&self) -> &'static [&'static str] {
-        Kind::sensitive_fields(self)
-    }
-
-    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
-        Kind::exclusive_claims(self, field, name)
-    }
-
-    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
-        Kind::check_resource_name(self, field, name)
-    }
-
-    fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
-        Kind::extra_findings(self)
     }
 
     fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError> {
@@ -373,5 +250,109 @@ impl<T: Kind> Provider for T {
         d: &Declared<'_>,
     ) -> Result<(Observed, Diff), ProviderError> {
         Kind::verify(self, host, d.resource, declaration::<T>(d)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FieldLookup;
+
+    /// A kind that answers each capability it has once, in its own
+    /// `impl Capabilities`, and nothing else about them.
+    struct Odd;
+
+    impl Capabilities for Odd {
+        fn takes_content(&self) -> bool {
+            true
+        }
+        fn takes_validator(&self) -> bool {
+            false
+        }
+        fn owns_subtree(&self) -> bool {
+            true
+        }
+        fn names_a_regular_file(&self) -> bool {
+            true
+        }
+        fn stages_ahead(&self) -> bool {
+            true
+        }
+        fn sensitive_fields(&self) -> &'static [&'static str] {
+            &["secret"]
+        }
+        fn check_resource_name(&self, _field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+            Some(format!("{name} is odd"))
+        }
+    }
+
+    impl Kind for Odd {
+        const KIND: &'static str = "Odd";
+        type Declaration = ();
+        type Written = serde_json::Value;
+        type Staging = Planned;
+
+        fn check_fields(&self, _desired: &Value) -> Result<(), Vec<FieldError>> {
+            Ok(())
+        }
+        fn declare(&self, _resource: &Resource) -> Result<(), ProviderError> {
+            Ok(())
+        }
+        fn observe(&self, _: &Host, _: &Resource, _: &()) -> Result<Observed, ProviderError> {
+            Ok(Observed::absent())
+        }
+        fn plan(&self, _resource: &Resource, _d: &(), _observed: &Observed) -> Diff {
+            Diff::default()
+        }
+        fn stage(
+            &self,
+            _host: &Host,
+            _resource: &Resource,
+            _d: &(),
+            observed: &Observed,
+            diff: &Diff,
+        ) -> Result<Planned, ProviderError> {
+            Ok(planned(observed, diff))
+        }
+        fn activate(
+            &self,
+            _host: &Host,
+            _resource: &Resource,
+            _d: &(),
+            _staging: Planned,
+        ) -> Result<Activated<Planned>, ProviderError> {
+            Ok(Activated::Done)
+        }
+    }
+
+    /// What the engine, the catalogue and the check ask of a `&dyn
+    /// Provider` is what the kind said once in its `impl Capabilities`:
+    /// nothing between them forwards (or forgets to forward) a capability,
+    /// and what it does not say keeps the default (a default that follows
+    /// another answer, as `takes_file_validator` follows `takes_validator`,
+    /// follows the kind's).
+    #[test]
+    fn a_capability_a_kind_gives_once_is_what_its_provider_answers() {
+        let p: &dyn Provider = &Odd;
+        assert_eq!(p.kind(), "Odd");
+        assert!(p.takes_content());
+        assert!(!p.takes_validator());
+        assert!(!p.takes_file_validator());
+        assert!(p.owns_subtree());
+        assert!(p.names_a_regular_file());
+        assert!(p.stages_ahead());
+        assert_eq!(p.sensitive_fields(), ["secret"]);
+        assert_eq!(
+            p.check_resource_name(&|_| None, "x").as_deref(),
+            Some("x is odd")
+        );
+        assert!(p.exclusive_claims(&|_| None, "x").is_empty());
+        assert!(p.paths().is_none());
+        assert!(p.ordering().is_none());
+        assert!(p.batching().is_none());
+        assert!(p.activation().is_none());
+        assert!(p.source_folder().is_none());
+        assert!(p.fingerprints().is_none());
+        assert!(p.extra_findings().is_none());
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! Adding a resource type: write a folder implementing [`Kind`] (its typed
 //! declaration and the steps of a change: observe, plan, stage, validation
-//! target, activate, discard, verify; and the optional capabilities it has:
-//! paths, ordering, batching, activation, a source folder), add one line to
-//! [`registry()`]. A blanket impl makes every `Kind` a [`Provider`], the
+//! target, activate, discard, verify) and [`Capabilities`] (the optional
+//! capabilities it has: paths, ordering, batching, activation, a source
+//! folder, ...; empty when it has none), add one line to [`registry()`].
+//! A blanket impl makes every `Kind` a [`Provider`], the
 //! object-safe form the engine holds; a kind that is one entry at a path
 //! implements the narrower [`common::entry::EntryProvider`] instead. Nothing in the engine or the
 //! catalogue changes: they are handed a [`Registry`] and discover what a kind
@@ -44,10 +45,10 @@ mod testing;
 
 pub use kind::Kind;
 pub use provider::{
-    Activated, Activates, Batched, Batches, Declared, DeclaredMeta, Exclusive, ExtraDrift,
-    ExtraFinding, ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection, KindError,
-    OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned, Provider,
-    ProviderError, Reach, Refusal, Staged, Staging, StagingGate, TakesSourceFolder,
+    Activated, Activates, Batched, Batches, Capabilities, Declared, DeclaredMeta, Exclusive,
+    ExtraDrift, ExtraFinding, ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection,
+    KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned,
+    Provider, ProviderError, Reach, Refusal, Staged, Staging, StagingGate, TakesSourceFolder,
 };
 pub use registry::Registry;
 

@@ -14,14 +14,19 @@
 //!
 //! One required trait, [`Provider`], and optional capabilities the engine and
 //! the catalogue discover through it instead of matching kind names (in the
-//! spirit of mgmt's optional resource interfaces): a kind that owns host
-//! paths answers [`Provider::paths`], one that orders other resources after
-//! itself answers [`Provider::ordering`], one whose resources are applied
-//! together answers [`Provider::batching`], one that is reloaded or
-//! restarted when others change answers [`Provider::activation`], and one
+//! spirit of mgmt's optional resource interfaces), all declared once in
+//! [`Capabilities`], the supertrait of both [`Provider`] and the typed
+//! [`crate::Kind`]: a kind that owns host paths answers
+//! [`Capabilities::paths`], one that orders other resources after itself
+//! answers [`Capabilities::ordering`], one whose resources are applied
+//! together answers [`Capabilities::batching`], one that is reloaded or
+//! restarted when others change answers [`Capabilities::activation`], one
 //! that carries a folder of the repository answers
-//! [`Provider::source_folder`]. Each accessor defaults to `None`: a new kind
-//! implements only what it has, and nothing above the providers names it.
+//! [`Capabilities::source_folder`], and so on. Each accessor has a default
+//! (`None`, `false`, nothing): a new kind implements only what it has, in
+//! its `impl Capabilities`, and nothing above the providers names it. A new
+//! capability is one method of [`Capabilities`] with its default; no impl
+//! forwards it.
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
@@ -248,7 +253,7 @@ impl std::fmt::Debug for Declared<'_> {
 /// copy beside the target, or, for a kind with nothing to stage, the plan it
 /// will act on. Opaque to the engine, like [`Declared`].
 /// `Send`: the engine may stage a run of resources on several threads
-/// ahead of the loop that activates them (see [`Provider::stages_ahead`]).
+/// ahead of the loop that activates them (see [`Capabilities::stages_ahead`]).
 pub struct Staging(Box<dyn Any + Send>);
 
 impl Staging {
@@ -282,39 +287,16 @@ pub struct Planned {
     pub diff: Diff,
 }
 
-/// One resource type, as the engine and the catalogue hold it:
-/// object-safe (`&dyn Provider`). A kind does not implement this itself: it
-/// implements the typed [`crate::Kind`] (or [`crate::common::entry::EntryProvider`]
-/// for an entry at a path), and a blanket impl makes it a `Provider`.
-///
-/// The steps of a change are separate calls the engine drives, each handed
-/// the declaration parsed once ([`Provider::declare`]): [`observe_declared`]
-/// (the host as it is), [`plan`] (observed against declared), [`stage`]
-/// (the staged copy, or nothing), [`validation_target`] (what the
-/// resource's validator is pointed at), [`activate`] (make it live: the
-/// rename, the systemctl call) or [`discard`] (the staged copy removed,
-/// the live object untouched), and [`verify_declared`].
-///
-/// [`observe_declared`]: Provider::observe_declared
-/// [`plan`]: Provider::plan
-/// [`stage`]: Provider::stage
-/// [`validation_target`]: Provider::validation_target
-/// [`activate`]: Provider::activate
-/// [`discard`]: Provider::discard
-/// [`verify_declared`]: Provider::verify_declared
-pub trait Provider: Send + Sync {
-    /// The manifest `type:` this provider implements (`File`).
-    fn kind(&self) -> &'static str;
-
-    /// Checks declared fields without host access: unknown fields, wrong value
-    /// types, bad modes, missing required fields. Returns every problem, not
-    /// just the first.
-    fn check(&self, desired: &serde_json::Value) -> Result<(), Vec<FieldError>>;
-
-    /// The JSON Schema of `desired` as written in a manifest (for editors;
-    /// see `common::schema`), from the kind's declaration type.
-    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
-
+/// What a kind is and can do beyond the steps of a change, declared once:
+/// both the object-safe [`Provider`] and the typed [`crate::Kind`] have
+/// this as their supertrait, so the engine, the catalogue and the check
+/// ask `provider.paths()` of a `&dyn Provider` and a kind answers it in its
+/// own `impl Capabilities` (an entry kind through
+/// [`crate::common::entry::EntryProvider`]'s constants). Every method has
+/// a default (no capability, the common answer): a kind overrides only
+/// what it has, and a new capability is one method here, with its default,
+/// that nothing has to forward.
+pub trait Capabilities: Send + Sync {
     /// Whether declarations of this type carry content (`content:`, `source:`
     /// or `template:`), which the catalogue renders into `Resource::content`.
     fn takes_content(&self) -> bool {
@@ -444,6 +426,41 @@ pub trait Provider: Send + Sync {
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
         None
     }
+}
+
+/// One resource type, as the engine and the catalogue hold it:
+/// object-safe (`&dyn Provider`). A kind does not implement this itself: it
+/// implements the typed [`crate::Kind`] (or [`crate::common::entry::EntryProvider`]
+/// for an entry at a path), and a blanket impl makes it a `Provider`. What
+/// it can do beyond these steps is its supertrait, [`Capabilities`].
+///
+/// The steps of a change are separate calls the engine drives, each handed
+/// the declaration parsed once ([`Provider::declare`]): [`observe_declared`]
+/// (the host as it is), [`plan`] (observed against declared), [`stage`]
+/// (the staged copy, or nothing), [`validation_target`] (what the
+/// resource's validator is pointed at), [`activate`] (make it live: the
+/// rename, the systemctl call) or [`discard`] (the staged copy removed,
+/// the live object untouched), and [`verify_declared`].
+///
+/// [`observe_declared`]: Provider::observe_declared
+/// [`plan`]: Provider::plan
+/// [`stage`]: Provider::stage
+/// [`validation_target`]: Provider::validation_target
+/// [`activate`]: Provider::activate
+/// [`discard`]: Provider::discard
+/// [`verify_declared`]: Provider::verify_declared
+pub trait Provider: Capabilities + Send + Sync {
+    /// The manifest `type:` this provider implements (`File`).
+    fn kind(&self) -> &'static str;
+
+    /// Checks declared fields without host access: unknown fields, wrong value
+    /// types, bad modes, missing required fields. Returns every problem, not
+    /// just the first.
+    fn check(&self, desired: &serde_json::Value) -> Result<(), Vec<FieldError>>;
+
+    /// The JSON Schema of `desired` as written in a manifest (for editors;
+    /// see `common::schema`), from the kind's declaration type.
+    fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 
     /// Parses the resource's declaration into the kind's typed form, once
     /// per pass; every other step is handed the result. An error names the
@@ -605,7 +622,7 @@ pub trait Provider: Send + Sync {
 /// lookup (`'f`): a claim's path borrows from them, not copied.
 pub type FieldLookup<'f, 'a> = &'f dyn Fn(&str) -> Option<&'a Value>;
 
-/// One thing a declaration manages alone ([`Provider::exclusive_claims`]):
+/// One thing a declaration manages alone ([`Capabilities::exclusive_claims`]):
 /// `key` is compared with the other resources' keys of the same kind,
 /// `shown` names it in the error, at `field`.
 #[derive(Debug, Clone, PartialEq, Eq)]

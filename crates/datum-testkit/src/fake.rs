@@ -31,8 +31,8 @@ use datum_core::{
 use datum_host::Host;
 use datum_providers::file::StagedContent;
 use datum_providers::{
-    Activated, Activates, Declared, FieldError, FieldLookup, Kind, OnChange, OwnsPaths, PathClaim,
-    Planned, Provider, ProviderError, Registry, Staged,
+    Activated, Activates, Capabilities, Declared, FieldError, FieldLookup, Kind, OnChange,
+    OwnsPaths, PathClaim, Planned, Provider, ProviderError, Registry, Staged,
 };
 use serde_json::{Value, json};
 
@@ -242,14 +242,6 @@ impl Kind for FakeFile {
         })
     }
 
-    fn takes_content(&self) -> bool {
-        true
-    }
-
-    fn paths(&self) -> Option<&dyn OwnsPaths> {
-        Some(self)
-    }
-
     fn observe(
         &self,
         host: &Host,
@@ -382,6 +374,16 @@ impl Kind for FakeFile {
     }
 }
 
+impl Capabilities for FakeFile {
+    fn takes_content(&self) -> bool {
+        true
+    }
+
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
+    }
+}
+
 impl OwnsPaths for FakeFile {
     fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
         Some(PathClaim {
@@ -420,18 +422,6 @@ impl Kind for FakeUnit {
     fn declare(&self, resource: &Resource) -> Result<(), ProviderError> {
         self.journal.push(format!("declare {}", resource.id));
         Ok(())
-    }
-
-    fn takes_validator(&self) -> bool {
-        false
-    }
-
-    fn activation(&self) -> Option<&dyn Activates> {
-        Some(self)
-    }
-
-    fn extra_findings(&self) -> Option<&dyn datum_providers::ExtraFindings> {
-        Some(self)
     }
 
     fn observe(
@@ -473,6 +463,20 @@ impl Kind for FakeUnit {
     ) -> Result<Activated<Planned>, ProviderError> {
         self.journal.push(format!("activate {}", resource.id));
         Ok(Activated::Done)
+    }
+}
+
+impl Capabilities for FakeUnit {
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn activation(&self) -> Option<&dyn Activates> {
+        Some(self)
+    }
+
+    fn extra_findings(&self) -> Option<&dyn datum_providers::ExtraFindings> {
+        Some(self)
     }
 }
 

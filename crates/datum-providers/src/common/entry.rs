@@ -23,8 +23,8 @@ use serde_json::Value;
 use crate::Activated;
 use crate::kind::declaration;
 use crate::{
-    Declared, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, ProviderError,
-    Refusal, Staged,
+    Capabilities, Declared, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim,
+    ProviderError, Refusal, Staged,
 };
 
 /// A declaration naming one path.
@@ -62,14 +62,14 @@ pub trait EntryProvider: Send + Sync {
     /// staged copy, or `()` for an entry with nothing to stage.
     type Staging: Send + 'static;
     /// Whether staging may run ahead of the pass (see
-    /// [`crate::Provider::stages_ahead`]).
+    /// [`crate::Capabilities::stages_ahead`]).
     const STAGES_AHEAD: bool = false;
-    /// Whether declarations carry content (see [`crate::Provider::takes_content`]).
+    /// Whether declarations carry content (see [`crate::Capabilities::takes_content`]).
     const TAKES_CONTENT: bool = false;
-    /// Whether `validate:` applies (see [`crate::Provider::takes_validator`]).
+    /// Whether `validate:` applies (see [`crate::Capabilities::takes_validator`]).
     const TAKES_VALIDATOR: bool = true;
     /// Whether a file validator has staged content to check (see
-    /// [`crate::Provider::takes_file_validator`]).
+    /// [`crate::Capabilities::takes_file_validator`]).
     const TAKES_FILE_VALIDATOR: bool = Self::TAKES_VALIDATOR;
     /// Whether the entry is a folder whose declared contents are ordered
     /// after it (see [`PathClaim::holds_children`]).
@@ -230,31 +230,6 @@ impl<T: EntryProvider> Kind for T {
         T::Desired::from_resource(resource)
     }
 
-    fn takes_content(&self) -> bool {
-        T::TAKES_CONTENT
-    }
-
-    fn takes_validator(&self) -> bool {
-        T::TAKES_VALIDATOR
-    }
-
-    fn takes_file_validator(&self) -> bool {
-        T::TAKES_FILE_VALIDATOR
-    }
-
-    fn stages_ahead(&self) -> bool {
-        T::STAGES_AHEAD
-    }
-
-    fn names_a_regular_file(&self) -> bool {
-        // An entry that can hold nothing and is not a link: a file.
-        T::HOLDS_NOTHING.is_some() && !T::IS_LINK
-    }
-
-    fn paths(&self) -> Option<&dyn OwnsPaths> {
-        Some(self)
-    }
-
     fn observe(
         &self,
         host: &Host,
@@ -343,6 +318,34 @@ impl<T: EntryProvider> Kind for T {
             EntryStaging::Converge(at, staged) => T::converge(host, d, &at, staged)?,
         }
         Ok(Activated::Done)
+    }
+}
+
+/// What an entry kind can do, from its constants: it owns its path.
+impl<T: EntryProvider> Capabilities for T {
+    fn takes_content(&self) -> bool {
+        T::TAKES_CONTENT
+    }
+
+    fn takes_validator(&self) -> bool {
+        T::TAKES_VALIDATOR
+    }
+
+    fn takes_file_validator(&self) -> bool {
+        T::TAKES_FILE_VALIDATOR
+    }
+
+    fn stages_ahead(&self) -> bool {
+        T::STAGES_AHEAD
+    }
+
+    fn names_a_regular_file(&self) -> bool {
+        // An entry that can hold nothing and is not a link: a file.
+        T::HOLDS_NOTHING.is_some() && !T::IS_LINK
+    }
+
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
     }
 }
 

@@ -91,7 +91,7 @@ impl Ensure {
 /// `DeclaredFields::mapping` names a non-mapping `desired:` with).
 pub use datum_core::desired::type_name;
 
-/// [`crate::Provider::check_resource_name`] of a kind whose `name:` defaults
+/// [`crate::Capabilities::check_resource_name`] of a kind whose `name:` defaults
 /// to the resource's name: `name` checked by `check` as the `what`'s name
 /// when `name:` is not written (a written one is `check`ed with the other
 /// fields).

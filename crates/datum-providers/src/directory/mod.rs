@@ -291,7 +291,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::Provider;
+    use crate::{Capabilities, Provider};
     use crate::testing::resource;
 
     #[test]

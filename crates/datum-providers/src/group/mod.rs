@@ -37,7 +37,8 @@ use crate::common::fields::{bool_field, name_field, type_name, unknown_fields};
 use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::kind::planned;
 use crate::{
-    Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
+    Capabilities, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned,
+    ProviderError,
 };
 
 /// The manifest `type:` of this kind.
@@ -306,29 +307,11 @@ impl Kind for GroupProvider {
         desired(resource)
     }
 
-    fn ordering(&self) -> Option<&dyn OrdersOthers> {
-        Some(self)
-    }
-
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in when `name:` is absent; it is
         // checked by `check_resource_name`, which the catalogue is given it
         // for.
         GroupDesired::parse(desired, "group").map(drop)
-    }
-
-    fn takes_validator(&self) -> bool {
-        false
-    }
-
-    /// The group's name (whatever `ensure` says), and its gid while present.
-    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
-        account_claims(field, name, "group", "gid")
-    }
-
-    /// The resource's name when `name:` is not written: the group's name.
-    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
-        crate::common::fields::name_as_field(field, name, "group", account_files::check_name)
     }
 
     fn observe(
@@ -437,6 +420,26 @@ impl Kind for GroupProvider {
             _ => Ok(()),
         };
         done.map(|()| Activated::Done)
+    }
+}
+
+impl Capabilities for GroupProvider {
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
+    }
+
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    /// The group's name (whatever `ensure` says), and its gid while present.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        account_claims(field, name, "group", "gid")
+    }
+
+    /// The resource's name when `name:` is not written: the group's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "group", account_files::check_name)
     }
 }
 

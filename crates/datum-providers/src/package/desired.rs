@@ -101,7 +101,7 @@ pub struct PackageSpec {
 }
 
 /// No `validate`: a Package stages nothing a validator could check (the
-/// catalogue refuses it, see `Provider::takes_validator`).
+/// catalogue refuses it, see `Capabilities::takes_validator`).
 const FIELDS: &[&str] = &["name", "version", "state"];
 
 /// A Package's `desired` as written in a manifest: the type its JSON Schema

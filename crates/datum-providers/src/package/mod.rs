@@ -66,8 +66,8 @@ pub use status::{DpkgState, PackageRecord, StatusDb};
 use crate::Activated;
 use crate::kind::planned;
 use crate::{
-    Batched, Batches, Declared, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge,
-    OrdersOthers, Planned, ProviderError,
+    Batched, Batches, Capabilities, Declared, Exclusive, FieldError, FieldLookup, Kind,
+    OrderingEdge, OrdersOthers, Planned, ProviderError,
 };
 
 /// The Package provider. Stateless; what it knows comes from the dpkg
@@ -700,46 +700,6 @@ impl Kind for PackageProvider {
         })
     }
 
-    /// apt-get installs a package whole: nothing is staged for a validator
-    /// (the catalogue refuses `validate:` here rather than ignore it).
-    fn takes_validator(&self) -> bool {
-        false
-    }
-
-    fn batching(&self) -> Option<&dyn Batches> {
-        Some(self)
-    }
-
-    fn ordering(&self) -> Option<&dyn OrdersOthers> {
-        Some(self)
-    }
-
-    fn extra_findings(&self) -> Option<&dyn crate::provider::ExtraFindings> {
-        Some(self)
-    }
-
-    /// The package (`name:`, else the resource's name, as written): two
-    /// Packages of one name would install and remove it in turn.
-    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
-        let package = match field("name") {
-            Some(v) => v.as_str().unwrap_or_default(),
-            None => name,
-        };
-        if package.is_empty() {
-            return Vec::new();
-        }
-        vec![Exclusive {
-            field: "name",
-            key: format!("package {package}"),
-            shown: format!("package `{package}`"),
-        }]
-    }
-
-    /// The resource's name when `name:` is not written: the package's name.
-    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
-        crate::common::fields::name_as_field(field, name, "package", desired::check_name)
-    }
-
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource name stands in for `name:` when that is absent; it is
         // not known here, so a valid placeholder keeps the other checks going
@@ -830,6 +790,48 @@ impl Kind for PackageProvider {
             }
         }
         Ok((observed, diff))
+    }
+}
+
+impl Capabilities for PackageProvider {
+    /// apt-get installs a package whole: nothing is staged for a validator
+    /// (the catalogue refuses `validate:` here rather than ignore it).
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn batching(&self) -> Option<&dyn Batches> {
+        Some(self)
+    }
+
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
+    }
+
+    fn extra_findings(&self) -> Option<&dyn crate::provider::ExtraFindings> {
+        Some(self)
+    }
+
+    /// The package (`name:`, else the resource's name, as written): two
+    /// Packages of one name would install and remove it in turn.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        let package = match field("name") {
+            Some(v) => v.as_str().unwrap_or_default(),
+            None => name,
+        };
+        if package.is_empty() {
+            return Vec::new();
+        }
+        vec![Exclusive {
+            field: "name",
+            key: format!("package {package}"),
+            shown: format!("package `{package}`"),
+        }]
+    }
+
+    /// The resource's name when `name:` is not written: the package's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "package", desired::check_name)
     }
 }
 

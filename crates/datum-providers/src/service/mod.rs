@@ -87,7 +87,8 @@ pub use error::{Instability, ServiceError};
 use crate::Activated;
 use crate::kind::{declaration, planned};
 use crate::{
-    Activates, Declared, Exclusive, FieldError, FieldLookup, Kind, OnChange, Planned, ProviderError,
+    Activates, Capabilities, Declared, Exclusive, FieldError, FieldLookup, Kind, OnChange, Planned,
+    ProviderError,
 };
 use systemctl::{UnitStatus, Verb};
 
@@ -363,41 +364,6 @@ impl Kind for ServiceProvider {
         spec(resource)
     }
 
-    /// A unit stages nothing a validator could check: `validate:` belongs on
-    /// the File or Tree holding its configuration (the catalogue refuses it
-    /// here rather than ignore it).
-    fn takes_validator(&self) -> bool {
-        false
-    }
-
-    fn activation(&self) -> Option<&dyn Activates> {
-        Some(self)
-    }
-
-    /// The unit (`nginx` and `nginx.service` are one): two Services of one
-    /// unit would start and stop it in turn.
-    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
-        let declared = match field("name") {
-            Some(v) => v.as_str().unwrap_or_default(),
-            None => name,
-        };
-        desired::unit_name(declared)
-            .map(|unit| Exclusive {
-                field: "name",
-                key: format!("unit {unit}"),
-                shown: format!("unit `{unit}`"),
-            })
-            .into_iter()
-            .collect()
-    }
-
-    /// The resource's name when `name:` is not written: the unit's name.
-    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
-        crate::common::fields::name_as_field(field, name, "unit", |n| {
-            desired::unit_name(n).map(drop)
-        })
-    }
-
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         // The resource's own name stands in for `name:` when that is absent;
         // it is not known here, so a placeholder keeps the other checks going
@@ -590,6 +556,43 @@ impl Kind for ServiceProvider {
         let observed = observation(&spec.unit, &status);
         let diff = Kind::plan(self, resource, spec, &observed);
         Ok((observed, diff))
+    }
+}
+
+impl Capabilities for ServiceProvider {
+    /// A unit stages nothing a validator could check: `validate:` belongs on
+    /// the File or Tree holding its configuration (the catalogue refuses it
+    /// here rather than ignore it).
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn activation(&self) -> Option<&dyn Activates> {
+        Some(self)
+    }
+
+    /// The unit (`nginx` and `nginx.service` are one): two Services of one
+    /// unit would start and stop it in turn.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        let declared = match field("name") {
+            Some(v) => v.as_str().unwrap_or_default(),
+            None => name,
+        };
+        desired::unit_name(declared)
+            .map(|unit| Exclusive {
+                field: "name",
+                key: format!("unit {unit}"),
+                shown: format!("unit `{unit}`"),
+            })
+            .into_iter()
+            .collect()
+    }
+
+    /// The resource's name when `name:` is not written: the unit's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "unit", |n| {
+            desired::unit_name(n).map(drop)
+        })
     }
 }
 

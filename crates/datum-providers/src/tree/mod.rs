@@ -62,8 +62,8 @@ use crate::common::{
 };
 use crate::kind::{declaration, planned};
 use crate::{
-    Activated, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim, ProviderError,
-    Refusal, Staged, TakesSourceFolder,
+    Activated, Capabilities, DeclaredMeta, FieldError, FieldLookup, Kind, OwnsPaths, PathClaim,
+    ProviderError, Refusal, Staged, TakesSourceFolder,
 };
 pub use apply::TreeStaging;
 use apply::Walk;
@@ -505,22 +505,6 @@ impl Kind for TreeProvider {
         all_or_nothing(errors)
     }
 
-    fn paths(&self) -> Option<&dyn OwnsPaths> {
-        Some(self)
-    }
-
-    fn owns_subtree(&self) -> bool {
-        true
-    }
-
-    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
-        Some(self)
-    }
-
-    fn fingerprints(&self) -> Option<&dyn crate::Fingerprints> {
-        Some(self)
-    }
-
     fn observe(
         &self,
         host: &Host,
@@ -711,6 +695,24 @@ impl Kind for TreeProvider {
         if let Some(pending) = staging.walk.and_then(|w| w.pending) {
             pending.discard();
         }
+    }
+}
+
+impl Capabilities for TreeProvider {
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
+    }
+
+    fn owns_subtree(&self) -> bool {
+        true
+    }
+
+    fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+        Some(self)
+    }
+
+    fn fingerprints(&self) -> Option<&dyn crate::Fingerprints> {
+        Some(self)
     }
 }
 

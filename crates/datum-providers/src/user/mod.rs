@@ -31,7 +31,7 @@
 //! Its value never leaves this module: the observation records only whether
 //! the live hash is the declared one (`password_hash: declared` or
 //! `other`), a change shows `(sensitive)` on both sides, and the catalogue
-//! masks it (`Provider::sensitive_fields`). A clear-text password cannot be
+//! masks it (`Capabilities::sensitive_fields`). A clear-text password cannot be
 //! declared at all: anything that is not a crypt(3) hash (`$id$...`) or a
 //! locked marker (`!`, `*`, `!$id$...`) is refused at compile time, and so
 //! is a malformed or overlong hash chpasswd would refuse only during an
@@ -51,7 +51,8 @@ use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::group::{AccountName, account_id};
 use crate::kind::planned;
 use crate::{
-    Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned, ProviderError,
+    Capabilities, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned,
+    ProviderError,
 };
 
 /// The manifest `type:` of this kind.
@@ -539,31 +540,8 @@ impl Kind for UserProvider {
         desired(resource)
     }
 
-    fn ordering(&self) -> Option<&dyn OrdersOthers> {
-        Some(self)
-    }
-
     fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
         UserDesired::parse(desired, "user").map(drop)
-    }
-
-    fn takes_validator(&self) -> bool {
-        false
-    }
-
-    fn sensitive_fields(&self) -> &'static [&'static str] {
-        &["password_hash"]
-    }
-
-    /// The account's name (whatever `ensure` says: one User adding what
-    /// another removes), and its uid while present.
-    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
-        crate::group::account_claims(field, name, "account", "uid")
-    }
-
-    /// The resource's name when `name:` is not written: the account's name.
-    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
-        crate::common::fields::name_as_field(field, name, "account", account_files::check_name)
     }
 
     fn observe(
@@ -694,6 +672,31 @@ impl Kind for UserProvider {
                 .map_err(&failure)?;
         }
         Ok(Activated::Done)
+    }
+}
+
+impl Capabilities for UserProvider {
+    fn ordering(&self) -> Option<&dyn OrdersOthers> {
+        Some(self)
+    }
+
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn sensitive_fields(&self) -> &'static [&'static str] {
+        &["password_hash"]
+    }
+
+    /// The account's name (whatever `ensure` says: one User adding what
+    /// another removes), and its uid while present.
+    fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+        crate::group::account_claims(field, name, "account", "uid")
+    }
+
+    /// The resource's name when `name:` is not written: the account's name.
+    fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+        crate::common::fields::name_as_field(field, name, "account", account_files::check_name)
     }
 }
 

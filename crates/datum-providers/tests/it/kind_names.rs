@@ -1,7 +1,7 @@
 //! The kind-name guard: no code compares a resource kind's name (`"File"`,
 //! `"Service"`, `package::KIND`, ...) outside that kind's own folder and the
 //! registry. Above the providers, what a kind can do is asked of its
-//! capabilities (`Provider::paths`, `activation`, `batching`, ...); a match
+//! capabilities (`Capabilities::paths`, `activation`, `batching`, ...); a match
 //! on a name is a place a new kind would silently miss.
 //!
 //! What counts as a comparison: the quoted name or a `KIND` constant next to
