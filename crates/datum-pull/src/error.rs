@@ -257,7 +257,7 @@ pub enum PullError {
     /// a pull would leave that link behind, pointing at the revision
     /// deployed then. A person moves it with `--move-deploy`.
     #[error(
-        "deploy (--deploy) is {}, but the state store records the link the last pull made at {}, pointing at {}: deploying at the new place would leave that link behind, still read by whatever reads it (an agent or a cron apply whose --repo names it) at that revision for good, and at nothing once its checkout is pruned. Run `datum pull --move-deploy` once to make the link at {} and remove the one at {} (only while it is still the link datum pull made), then read the repository at {} (the agent's --repo); or set deploy back to {}; {}",
+        "deploy (--deploy) is {}, but the state store records the link the last pull made at {}, pointing at {}: deploying at the new place would leave that link behind, still read by whatever reads it (an agent or a cron apply whose --repo names it) at that revision for good, and at nothing once its checkout is pruned. Run `datum pull --move-deploy` once to make the link at {} and remove the one at {} (only while it is still the link datum pull made), then read the repository at {} (the agent's --repo); or set deploy back to {}; nothing was changed",
         deploy.display(),
         recorded.display(),
         short(revision),
@@ -265,7 +265,6 @@ pub enum PullError {
         recorded.display(),
         deploy.display(),
         recorded.display(),
-        nothing_changed(made)
     )]
     DeployMoved {
         /// The link the state store records (under the root).
@@ -274,8 +273,6 @@ pub enum PullError {
         deploy: PathBuf,
         /// What the recorded link pointed at when it was made.
         revision: String,
-        /// Folders the walk to the new link's folder made.
-        made: Vec<PathBuf>,
     },
     #[error("the state store {} is unusable, so the deployed revision cannot be checked (never backwards); nothing was changed: {source}", path.display())]
     Store {
@@ -287,18 +284,6 @@ pub enum PullError {
     Host(#[from] HostError),
     #[error(transparent)]
     Git(#[from] GitError),
-}
-
-/// "nothing was changed", or which folders were made on the way.
-fn nothing_changed(made: &[PathBuf]) -> String {
-    if made.is_empty() {
-        return "nothing was changed".to_owned();
-    }
-    let made: Vec<String> = made.iter().map(|p| p.display().to_string()).collect();
-    format!(
-        "nothing was changed but the folders made on the way: {}",
-        made.join(", ")
-    )
 }
 
 impl PullError {

@@ -133,19 +133,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             std::io::ErrorKind::NotFound.into(),
         ))
     };
-    // The link's folder first: a refusal of it (a folder others may write
-    // to on the way) leaves Datum's own folders as they were, not made.
+    // The link's folder first, as far as it is there: a refusal of it (a
+    // folder others may write to on the way) leaves Datum's own folders as
+    // they were, not made. A folder missing on the way is made only at the
+    // switch, so a pull refused (its revision, or a change of deploy)
+    // leaves none behind.
     let (link_parent_declared, link_name) = split_link(&config.deploy)?;
-    let (link_parent, made) =
-        folder_of_link(&host, &link_parent_declared, true)?.ok_or_else(|| {
-            missing(
-                host.root().join(
-                    link_parent_declared
-                        .strip_prefix("/")
-                        .unwrap_or(&link_parent_declared),
-                ),
-            )
-        })?;
+    let link_parent = folder_of_link(&host, &link_parent_declared, false)?.map(|(dir, _)| dir);
     let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
         .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
     let pull_dir = datum_dir
@@ -158,24 +152,33 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         .subdir(CHECKOUTS, true)?
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
 
-    // The link and what it points at now (read under the lock).
-    let link = link_parent.entry(&link_name);
-    let link_path = link.path().to_path_buf();
+    // The link and what it points at now (read under the lock): none
+    // while its folder is missing.
+    let link = link_parent.as_ref().map(|folder| folder.entry(&link_name));
+    let link_path = match &link {
+        Some(link) => link.path().to_path_buf(),
+        None => host
+            .root()
+            .join(config.deploy.strip_prefix("/").unwrap_or(&config.deploy)),
+    };
     // The link's own time is when it was switched (a link is made staged
     // and renamed in place, never changed).
     let mut switched_at = None;
-    let current = match link.lstat()? {
+    let current = match &link {
         None => None,
-        Some(st) if st.kind == FileKind::Symlink => {
-            switched_at = Some(st.meta.mtime_ns.div_euclid(1_000_000_000));
-            Some(link.read_link()?)
-        }
-        Some(st) => {
-            return Err(PullError::NotALink {
-                path: link_path,
-                found: st.kind.word().to_owned(),
-            });
-        }
+        Some(link) => match link.lstat()? {
+            None => None,
+            Some(st) if st.kind == FileKind::Symlink => {
+                switched_at = Some(st.meta.mtime_ns.div_euclid(1_000_000_000));
+                Some(link.read_link()?)
+            }
+            Some(st) => {
+                return Err(PullError::NotALink {
+                    path: link_path,
+                    found: st.kind.word().to_owned(),
+                });
+            }
+        },
     };
     let marker: Option<DeployedRevision> = match &current {
         Some(target) => deployed_marker(&config.deploy, target, &checkouts, &link_path)?,
@@ -228,7 +231,6 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
                     recorded: host.root().join(old.strip_prefix("/").unwrap_or(old)),
                     deploy: link_path.clone(),
                     revision: revision.clone(),
-                    made: made.clone(),
                 });
             }
             Some(old.clone())
@@ -254,7 +256,9 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             checkouts.dir().entry(&entry).remove_all()?;
         }
     }
-    sweep_staged_links(&link_parent, &link_name)?;
+    if let Some(folder) = &link_parent {
+        sweep_staged_links(folder, &link_name)?;
+    }
     pull_dir.dir().entry(OsStr::new("scratch")).remove_all()?;
 
     // Fetch.
@@ -530,6 +534,24 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         return Err(refuse(Reason::Lint { errors }));
     }
 
+    // The link's folder, made now when missing on the way (the same walk,
+    // every folder judged again): a pull refused before here made none.
+    let link_parent = match link_parent {
+        Some(folder) => folder,
+        None => match folder_of_link(&host, &link_parent_declared, true) {
+            Ok(Some((folder, _))) => folder,
+            // A walk that may make folders never stops at a missing one.
+            Ok(None) => return Err(missing(link_path)),
+            Err(e) => {
+                if !reused {
+                    let _ = checkouts.dir().entry(&name).remove_all();
+                }
+                let _ = cache.forget_incoming();
+                return Err(e.into());
+            }
+        },
+    };
+
     // Trusted and linted: its objects join the cache, where the ancestry
     // check of the pulls to come finds them (until here they were in the
     // quarantine only, which a refusal drops whole).
@@ -539,7 +561,10 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     let target = relative_target(&config.deploy, &new);
     // Staged beside it (inside the open folder) and renamed over it
     // relative to the same handle: readers see the old target or the new.
-    link.stage_symlink(&target)?.commit()?;
+    link_parent
+        .entry(&link_name)
+        .stage_symlink(&target)?
+        .commit()?;
     link_parent.sync()?;
     (req.progress)(Step::Switched);
     if let Some(f) = checkouts.dir().open_child_dir(&name)? {
@@ -791,10 +816,11 @@ fn prune(
 /// at a time, relative to the folder above, and returned in the order made;
 /// otherwise a missing one ends the walk: `None`.
 ///
-/// The pull runs it before anything else of the pull's is made, so a
-/// refusal here changes nothing but the folders this walk made (said in the
-/// message: only a folder someone else makes or changes meanwhile, below
-/// one made here, can be refused after one was made).
+/// The pull walks without making first, before anything of its own is
+/// made, and makes what is missing only once it switches a revision in; a
+/// refusal of that walk changes nothing but the folders it made (said in
+/// the message: only a folder someone else makes or changes meanwhile,
+/// below one made here, can be refused after one was made).
 fn folder_of_link(
     host: &Host,
     declared: &Path,

@@ -1378,10 +1378,7 @@ fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
             &c1[..12]
         ),
         "Run `datum pull --move-deploy` once".to_owned(),
-        format!(
-            "nothing was changed but the folders made on the way: {}",
-            bed.p("root/srv").display()
-        ),
+        "; nothing was changed".to_owned(),
     ] {
         assert!(
             out.stderr().contains(&says),
@@ -1390,7 +1387,12 @@ fn a_change_of_deploy_is_refused_until_a_person_moves_the_link() {
         );
     }
     assert_eq!(bed.snapshot(), before);
-    assert!(std::fs::symlink_metadata(&moved).is_err());
+    // Refused before anything was made: not even the folder on the way.
+    assert!(
+        std::fs::symlink_metadata(bed.p("root/srv")).is_err(),
+        "the refused pull made {}",
+        bed.p("root/srv").display()
+    );
     let out = bed.pull(&["--deploy", "/srv/repository", "--output", "json"]);
     out.assert_exit(1);
     let json: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
@@ -1978,8 +1980,17 @@ fn a_link_folder_refused_on_a_first_pull_leaves_no_folder_of_datums_behind() {
         );
         std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    // A link folder missing on the way is made, and the pull goes on.
+    // A link folder missing on the way is made only when a revision is
+    // switched in: a pull refused makes none.
     std::fs::remove_dir_all(bed.p("root/etc")).unwrap();
+    bed.revision("by mallory", Some("mallory"));
+    refused(&bed, "it is signed with a key that is not in");
+    assert!(
+        std::fs::symlink_metadata(bed.p("root/etc")).is_err(),
+        "the refused pull made root/etc"
+    );
+    bed.git("work", &["reset", "-q", "--hard", "HEAD~1"]);
+    bed.push();
     bed.pull(&[]).assert_exit(2);
     assert!(bed.deployed().is_some());
 }
