@@ -84,7 +84,13 @@ fn checked_git_dir(repository: &Path) -> Result<PathBuf, PullError> {
             dir.display()
         )));
     }
-    Ok(dir)
+    // Its real path: git runs in it with it as --git-dir, and tells that
+    // it is inside the git folder (not at the top of a work tree) only
+    // when the two paths are the same. Spelled with `..` or through a link
+    // (`--from ..`), git took the branch's full name for a file too (a
+    // loose ref is one there: `ambiguous argument 'refs/heads/main': both
+    // revision and filename`).
+    datum_host::repo::canonicalize(&dir).map_err(|e| refused(format!("cannot be read: {e}")))
 }
 
 /// Writes the bundle.

@@ -2314,6 +2314,19 @@ fn datum_bundle_takes_a_linked_work_tree_and_says_plainly_what_it_cannot_bundle(
     .assert_exit(2);
     assert_eq!(bed.deployed().as_deref(), Some(c1.as_str()));
 
+    // The repository named through `..` or a link, as an operator names
+    // it from inside (`--from ..`): git runs in its git folder, which holds
+    // the branch's loose ref file `refs/heads/main`, and must know it is
+    // there and not in a work tree, or it takes the name for a file too.
+    std::os::unix::fs::symlink(bed.p("work"), bed.p("work-link")).unwrap();
+    for from in [bed.p("work/base/.."), bed.p("work-link")] {
+        assert!(from.join(".git/refs/heads/main").is_file());
+        let made = bundle(&from, &["--ref", "main"], "spelled.bundle");
+        made.assert_exit(0);
+        assert!(made.stdout().contains(&c1[..12]), "{}", made.stdout());
+        std::fs::remove_file(bed.p("spelled.bundle")).unwrap();
+    }
+
     // HEAD is bundled as the branch it is on, and the host told that name.
     let made = bundle(&bed.p("work"), &["--ref", "HEAD"], "head.bundle");
     made.assert_exit(0);
