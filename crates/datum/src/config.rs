@@ -244,7 +244,7 @@ fn with_defaults(
 ) -> Result<clap::Command, ConfigError> {
     let invalid = |span: Option<std::ops::Range<usize>>, message: String| ConfigError::Invalid {
         path: path.to_path_buf(),
-        line: span.map_or(1, |s| line_of(text, s.start)),
+        line: span.map_or(1, |s| datum_core::text::line_of(text, s.start)),
         message,
     };
     let defaults: Defaults =
@@ -307,16 +307,6 @@ fn with_defaults(
         };
     }
     Ok(command)
-}
-
-/// The 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]

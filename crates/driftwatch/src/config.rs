@@ -79,16 +79,6 @@ pub fn is_local_source(source: &str) -> bool {
     source.starts_with("./") || source.starts_with("../")
 }
 
-/// 1-based line of byte `offset` in `text` (for `file:line:` messages).
-pub fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +107,5 @@ mod tests {
             .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["a.tf.json", "b.tf", "a_override.tf"]);
-        assert_eq!(line_of("a\nb\nc", 2), 2);
     }
 }

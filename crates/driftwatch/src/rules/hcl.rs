@@ -6,12 +6,12 @@
 //! Anything else (a splat, an index computed from an expression) is an error with the
 //! file and line, because guessing would misclassify drift.
 
+use datum_core::text::line_of;
 use hcl_edit::Span as _;
 use hcl_edit::expr::{Expression, TraversalOperator};
 use hcl_edit::structure::{Block, Body};
 
 use super::{BlockRules, FileRules, Rule, RulesError};
-use crate::config::line_of;
 use crate::flatten::{Path, Step};
 
 pub(super) fn read(name: &str, bytes: &[u8]) -> Result<FileRules, RulesError> {
@@ -19,7 +19,7 @@ pub(super) fn read(name: &str, bytes: &[u8]) -> Result<FileRules, RulesError> {
         let offset = e.valid_up_to();
         RulesError::Hcl {
             path: name.to_owned(),
-            line: line_of(&String::from_utf8_lossy(&bytes[..offset]), offset),
+            line: line_of(bytes, offset),
             column: 0,
             message: "not UTF-8".to_owned(),
         }

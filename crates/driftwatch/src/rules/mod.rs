@@ -293,6 +293,20 @@ mod tests {
         assert!(rules.for_address("local_file.other").is_empty());
     }
 
+    /// A `.tf` file that is not UTF-8 is refused at the line where the
+    /// decoder stopped (counted in the bytes before it).
+    #[test]
+    fn a_tf_file_that_is_not_utf8_is_refused_at_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main.tf"), b"a = 1\n# \xe9t\xe9\nb = 2\n").unwrap();
+        match Rules::load(dir.path()) {
+            Err(RulesError::Hcl { line, message, .. }) => {
+                assert_eq!((line, message.as_str()), (2, "not UTF-8"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn native_syntax_with_modules_of_both_syntaxes_and_overrides() {
         let dir = tempfile::tempdir().unwrap();
