@@ -148,6 +148,7 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     let _lock = RootLock::acquire_in(&pull_dir, "lock", req.lock_timeout)?;
     let roots = trust_roots(config)?;
     ssh_files(config)?;
+    bundle_file(config)?;
     let checkouts = pull_dir
         .subdir(CHECKOUTS, true)?
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
@@ -726,6 +727,29 @@ fn ssh_files(config: &PullConfig) -> Result<(), PullError> {
     // is fetched.
     crate::cache::ssh_command(config)?;
     Ok(())
+}
+
+/// A bundle to pull from (`--bundle FILE`) must be a file: git says of a
+/// path it cannot fetch from that it 'does not appear to be a git
+/// repository' and to check one's access rights, which does not say that
+/// the file is not there (a typo, a medium not mounted). What is in it is
+/// the remote's, checked as a fetch is.
+fn bundle_file(config: &PullConfig) -> Result<(), PullError> {
+    let crate::source::Source::Bundle(path) = &config.source else {
+        return Ok(());
+    };
+    let refused = |why: &str| {
+        Err(PullError::Config(crate::error::ConfigError::Missing(
+            format!("--bundle {}: {why}; nothing was changed", path.display()),
+        )))
+    };
+    match datum_host::repo::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => refused("not a file (a bundle made by `datum bundle` is)"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => refused("no such file"),
+        // Anything else is git's to say.
+        Err(_) => Ok(()),
+    }
 }
 
 /// The link's folder (declared, absolute) and its name.

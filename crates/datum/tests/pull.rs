@@ -2271,6 +2271,26 @@ fn a_bundle_carries_a_revision_to_a_host_without_git_access_and_is_verified_the_
         out.stderr()
     );
     assert_eq!(bed.deployed().as_deref(), Some(c2.as_str()));
+
+    // A bundle that is not there (a typo, a medium not mounted) or is a
+    // folder is said to be so, not as git says of a path it cannot use
+    // ('does not appear to be a git repository ... access rights').
+    let before = bed.snapshot();
+    for (path, says) in [
+        (bed.p("typo.bundle"), "no such file"),
+        (bed.p("keys"), "not a file"),
+    ] {
+        let out = pull(&path.display().to_string());
+        out.assert_exit(1);
+        let want = format!("--bundle {}: {says}", path.display());
+        assert!(
+            out.stderr().contains(&want) && out.stderr().contains("nothing was changed"),
+            "`{want}` not in\n{}",
+            out.stderr()
+        );
+        assert!(!out.stderr().contains("git repository"), "{}", out.stderr());
+    }
+    assert_eq!(bed.snapshot(), before);
 }
 
 #[test]
