@@ -45,7 +45,7 @@ mod run;
 pub mod watch;
 
 pub use error::{CheckError, OpenerError};
-pub use run::{Act, Checked, Checking, Options, run};
+pub use run::{Act, Checked, Checking, Options, WithoutStore, run};
 
 /// The `command` recorded in the state store for checks.
 pub const COMMAND: &str = "check";

@@ -83,10 +83,9 @@ pub struct Checking<'a> {
     /// nothing (a check without a store). A policy that acts needs one: the
     /// caller refuses before.
     pub store: Option<&'a mut Store>,
-    /// Without a store: whether one is there but unusable (said by the
-    /// caller), rather than not made yet; the warning to a reporting host
-    /// names the way back accordingly.
-    pub store_unusable: bool,
+    /// Without a store: why (said by the caller); the warning to a
+    /// reporting host names the way back accordingly.
+    pub without_store: WithoutStore,
     /// Opens the backup store (on first use: a revert or accept saves the
     /// drifted content there first).
     pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
@@ -97,6 +96,22 @@ pub struct Checking<'a> {
     /// The host's digest key: a sensitive Tree's roots reach the fleet
     /// report only as its keyed digests (none without a key).
     pub digest_key: Option<&'a datum_core::DigestKey>,
+}
+
+/// Why a check runs without the state store ([`Checking::store`] is
+/// `None`), as the caller found it: each has its own way back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WithoutStore {
+    /// There is none yet: `datum apply` makes it.
+    #[default]
+    NotMade,
+    /// It is there but cannot be used (damaged, foreign, unreadable):
+    /// restored from a backup, or moved aside by `--rebuild-state`.
+    Unusable,
+    /// The file system holding it is full: nothing is damaged, room is the
+    /// way back (a restore or a rebuild would be refused the same way, and
+    /// would forget what it holds).
+    Full,
 }
 
 /// What one check found and did.
@@ -125,7 +140,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         classes,
         host,
         store: opened,
-        store_unusable,
+        without_store,
         backups,
         started,
         progress: bar,
@@ -151,10 +166,16 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     if let Some(r) = reporting.as_ref().filter(|_| !persistent) {
         // Said, not silent: else an enrolled host that only checks stays
         // "new" (then stale) on the server with no word on the host.
-        let why = if store_unusable {
-            "the state store is unusable, as said above): its report is not queued for the server until the store is usable again; `datum apply` refuses a damaged store: restore it from a backup, or `datum apply --rebuild-state` moves it aside and starts an empty one, which forgets every quarantine, accepted drift and finding history"
-        } else {
-            "there is none yet): its report is not queued for the server; `datum apply` once creates the store"
+        let why = match without_store {
+            WithoutStore::Unusable => {
+                "the state store is unusable, as said above): its report is not queued for the server until the store is usable again; `datum apply` refuses a damaged store: restore it from a backup, or `datum apply --rebuild-state` moves it aside and starts an empty one, which forgets every quarantine, accepted drift and finding history"
+            }
+            WithoutStore::Full => {
+                "the file system holding the state store is full, as said above): its report is not queued for the server until there is room again; nothing is damaged: make room on that file system (no need to restore the store or to rebuild it)"
+            }
+            WithoutStore::NotMade => {
+                "there is none yet): its report is not queued for the server; `datum apply` once creates the store"
+            }
         };
         eprintln!(
             "warning: {} is set up, but this check runs without the state store ({why}",

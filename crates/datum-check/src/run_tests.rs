@@ -121,7 +121,7 @@ impl Bed {
             classes: &classes,
             host: &self.host,
             store: Some(&mut self.store),
-            store_unusable: false,
+            without_store: crate::WithoutStore::NotMade,
             backups: &backups,
             started: Instant::now(),
             progress: None,

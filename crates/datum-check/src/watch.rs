@@ -98,6 +98,8 @@ pub struct AgentCheck<'a> {
     pub backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     /// The agent's state store, if it could open one.
     pub store: Option<&'a mut Store>,
+    /// Without a store: why (the agent said so when it could not open it).
+    pub without_store: crate::WithoutStore,
     /// `report.yaml`, when the host reports to a fleet server.
     pub reporting: Option<&'a Reporting>,
     /// Whether attribution runs (then a resource found clean forgets who
@@ -134,6 +136,7 @@ pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> Age
         layers: c.layers,
         backups: c.backups,
         store: c.store,
+        without_store: c.without_store,
         reporting: c.reporting,
         attributing: c.attributing,
         warn: c.warn,
@@ -161,6 +164,7 @@ struct State<'a> {
     layers: Vec<String>,
     backups: &'a dyn Fn() -> Result<BackupStore, crate::error::OpenerError>,
     store: Option<&'a mut Store>,
+    without_store: crate::WithoutStore,
     reporting: Option<&'a Reporting>,
     attributing: bool,
     warn: &'a dyn Fn(&str),
@@ -463,8 +467,8 @@ impl State<'_> {
             catalogue_reused: true,
             classes: self.classes,
             host: self.host,
-            // No store: the agent could not open it, and said so.
-            store_unusable: self.store.is_none(),
+            // No store: the agent could not open it, and said why.
+            without_store: self.without_store,
             store: self.store.as_deref_mut(),
             backups: self.backups,
             started: Instant::now(),

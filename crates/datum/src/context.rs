@@ -725,19 +725,31 @@ fn state_dir_at(root: &Path, state: Option<&Path>, create: bool) -> Result<Optio
 pub const STATE_FOLDER: &str = "/var/lib/datum";
 
 /// What [`open_optional_store`] found: the store, none yet (an apply makes
-/// it), or one there but unusable (an apply refuses it unless given
-/// --rebuild-state; the warning saying why is already written).
+/// it), one there but unusable (an apply refuses it unless given
+/// --rebuild-state), or one it could not open because the file system
+/// holding it is full (nothing damaged: room is the way back); the warning
+/// saying why is already written.
 pub enum OptionalStore {
     Open(Store),
     Missing,
     Unusable,
+    Full,
 }
 
 impl OptionalStore {
     pub fn into_store(self) -> Option<Store> {
         match self {
             OptionalStore::Open(store) => Some(store),
-            OptionalStore::Missing | OptionalStore::Unusable => None,
+            OptionalStore::Missing | OptionalStore::Unusable | OptionalStore::Full => None,
+        }
+    }
+
+    /// Without a store: why, for the check's warning to a reporting host.
+    pub fn without_store(&self) -> datum_check::WithoutStore {
+        match self {
+            OptionalStore::Unusable => datum_check::WithoutStore::Unusable,
+            OptionalStore::Full => datum_check::WithoutStore::Full,
+            OptionalStore::Open(_) | OptionalStore::Missing => datum_check::WithoutStore::NotMade,
         }
     }
 }
@@ -751,23 +763,39 @@ pub fn open_optional_store(global: &GlobalArgs, doing: &str) -> OptionalStore {
 
 fn open_optional_store_at(root: &Path, state: Option<&Path>, doing: &str) -> OptionalStore {
     let name = state_name_of(state);
-    let opened = state_dir_at(root, state, false).and_then(|dir| {
-        let Some(dir) = dir else { return Ok(None) };
-        if dir.lstat(&name)?.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Store::open_in(&dir, &name)?))
-    });
-    match opened {
-        Ok(Some(store)) => OptionalStore::Open(store),
-        Ok(None) => OptionalStore::Missing,
-        Err(e) => {
-            eprintln!(
-                "warning: the state store is unusable ({e:#}); {doing} without it, read-only: quarantines, accepted drift and history are not taken into account (see `datum apply --rebuild-state` in docs/boundary.md)"
-            );
-            OptionalStore::Unusable
-        }
+    let unusable = |e: anyhow::Error| {
+        eprintln!(
+            "warning: the state store is unusable ({e:#}); {doing} without it, read-only: quarantines, accepted drift and history are not taken into account (see `datum apply --rebuild-state` in docs/boundary.md)"
+        );
+        OptionalStore::Unusable
+    };
+    let dir = match state_dir_at(root, state, false) {
+        Ok(Some(dir)) => dir,
+        Ok(None) => return OptionalStore::Missing,
+        Err(e) => return unusable(e),
+    };
+    match dir.lstat(&name) {
+        Ok(Some(_)) => {}
+        Ok(None) => return OptionalStore::Missing,
+        Err(e) => return unusable(e.into()),
     }
+    let refused = match Store::open_in(&dir, &name) {
+        Ok(store) => return OptionalStore::Open(store),
+        Err(e) => e,
+    };
+    // A full file system fails the open with an I/O error that reads like
+    // damage (SQLite's xShmMap), and the advice for a damaged store
+    // (restore it, or --rebuild-state) is wrong then: nothing is damaged,
+    // and a rebuild is refused the same way. Said as what it is.
+    if let Err(full @ StoreError::Full { .. }) =
+        datum_store::require_room(&dir, &dir.file_path(&name))
+    {
+        eprintln!(
+            "warning: the state store cannot be opened: {full}; {doing} without it, read-only: quarantines, accepted drift and history are not taken into account. Nothing is damaged: make room on the file system that holds it (no need to restore the store or to rebuild it)"
+        );
+        return OptionalStore::Full;
+    }
+    unusable(refused.into())
 }
 
 /// What a command does with the state store.

@@ -2670,3 +2670,82 @@ fn a_reporting_host_without_a_usable_store_is_told_the_way_back() {
         "{err}"
     );
 }
+
+/// A check on a host set up to report, its state store on a full file
+/// system (a 4 MiB tmpfs filled to the last byte, in a mount namespace of
+/// its own): the store cannot be opened (SQLite's xShmMap I/O error), and
+/// both warnings gave the advice for a damaged store (restore it from a
+/// backup, or `--rebuild-state`, which a full disk refuses the same way and
+/// which would forget every quarantine). They now say the file system is
+/// full, nothing is damaged, and room is the way back.
+#[test]
+fn a_reporting_host_whose_store_is_on_a_full_disk_is_told_to_make_room() {
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("DATUM_VALIDATORS_REQUIRED").is_none(),
+            "needs root to mount a small file system"
+        );
+        println!("skipped: needs root to mount a small file system");
+        return;
+    }
+    let s = Sandbox::new("", None).applied();
+    s.write(
+        "root/etc/datum/report.yaml",
+        "datum: v1alpha1\nserver: https://fleet.example.org:8443\ntoken: t\n",
+    );
+    fs::set_permissions(
+        s.live("/etc/datum/report.yaml"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let state = s.live("/var/lib/datum");
+    let saved = s.dir.path().join("saved");
+    fs::create_dir(&saved).expect("mkdir");
+    for e in fs::read_dir(&state).expect("read_dir") {
+        let e = e.expect("entry");
+        if e.file_type().expect("type").is_file() {
+            fs::copy(e.path(), saved.join(e.file_name())).expect("copy");
+        }
+    }
+    // The mount lives and dies with the namespace `unshare` makes.
+    let script = r#"set -e
+mount -t tmpfs -o size=4m,mode=0700 tmpfs "$1"
+cp -p "$2"/* "$1"/
+dd if=/dev/zero of="$1/filler" bs=64k 2>/dev/null || true
+shift 2
+exec "$@""#;
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(&state)
+        .arg(&saved)
+        .arg(env!("CARGO_BIN_EXE_datum"))
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "check"])
+        .output()
+        .expect("unshare");
+    let err = stderr(&out);
+    assert_exit(&out, 0);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("state store")).collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].contains("the file system has 0 bytes free")
+            && lines[0].contains("Nothing is damaged: make room"),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("report.yaml is set up")
+            && lines[1].contains("the file system holding the state store is full")
+            && lines[1].contains("until there is room again"),
+        "{err}"
+    );
+    for wrong in ["--rebuild-state", "from a backup", "damaged store"] {
+        assert!(!err.contains(wrong), "`{wrong}` in:\n{err}");
+    }
+    // The mount went with the namespace: the store is as it was.
+    assert!(!state.join("filler").exists());
+}

@@ -62,6 +62,9 @@ pub struct RepoChecker {
     /// The options the agent was started with (see [`Self::pinned_global`]).
     global: GlobalArgs,
     store: Option<Store>,
+    /// Without a store: why the last open failed (a full file system has
+    /// another way back than a damaged store).
+    without_store: datum_check::WithoutStore,
     /// The state database's file `store` was opened from (device, inode).
     store_file: Option<(u64, u64)>,
     /// What the checks know of each resource between checks.
@@ -96,6 +99,7 @@ impl RepoChecker {
             classes_doc: serde_json::Value::Null,
             global,
             store: None,
+            without_store: datum_check::WithoutStore::NotMade,
             store_file: None,
             memory: Memory::default(),
             attribution: None,
@@ -170,9 +174,22 @@ impl RepoChecker {
                 self.store = store;
                 self.store_file = self.store_file_now();
             }
-            Err(e) => (self.warn)(&format!(
-                "state store unavailable, checking without history (policies are refused): {e:#}"
-            )),
+            Err(e) => {
+                let full = e.chain().any(|cause| {
+                    matches!(
+                        cause.downcast_ref::<datum_store::StoreError>(),
+                        Some(datum_store::StoreError::Full { .. })
+                    )
+                });
+                self.without_store = if full {
+                    datum_check::WithoutStore::Full
+                } else {
+                    datum_check::WithoutStore::Unusable
+                };
+                (self.warn)(&format!(
+                    "state store unavailable, checking without history (policies are refused): {e:#}"
+                ));
+            }
         }
     }
 
@@ -386,6 +403,7 @@ impl ClassChecker for RepoChecker {
                 layers: crate::context::layers_used(&global, identity),
                 backups: &backups,
                 store: self.store.as_mut(),
+                without_store: self.without_store,
                 reporting: self.reporting.as_ref(),
                 attributing: self.attribution.is_some(),
                 warn: &*self.warn,

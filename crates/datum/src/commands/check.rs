@@ -104,14 +104,14 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         };
         taken.context("cannot lock the root")
     };
-    let (lock, mut store, store_unusable) = if acts {
+    let (lock, mut store, without_store) = if acts {
         // Locked first, as an apply, which may make the store.
         let lock = take_lock(true)?;
         // Compiled before the lock: a revert must not take the host back
         // to a revision `datum pull` replaced meanwhile.
         context::still_deployed(global, "reconciled")?;
         let store = context::open_store(global, context::StoreNeed::Required("reconciled"))?;
-        (lock, store, false)
+        (lock, store, datum_check::WithoutStore::NotMade)
     } else {
         // Read-only without a usable store, and then it writes nothing: not
         // the lock, nor Datum's folder for it, on a root Datum never set up
@@ -128,8 +128,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
             (None, context::OptionalStore::Open(_)) => take_lock(true)?,
             (lock, _) => lock,
         };
-        let unusable = matches!(store, context::OptionalStore::Unusable);
-        (lock, store.into_store(), unusable)
+        let without = store.without_store();
+        (lock, store.into_store(), without)
     };
     let lazy_len = lazy
         .entries
@@ -154,7 +154,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         catalogue_reused: provenance == context::Provenance::Snapshot,
         classes: &classes,
         host: &host,
-        store_unusable,
+        without_store,
         store: store.as_mut(),
         backups: &|| context::open_backups(global).map_err(Into::into),
         started,
