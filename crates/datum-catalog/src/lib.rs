@@ -12,7 +12,7 @@
 //! The two entry points:
 //! - [`lint`] checks every document of every layer (not only one host's) and
 //!   returns every problem found;
-//! - [`compile`] runs the same checks and builds the catalogue for one host.
+//! - [`compile()`] runs the same checks and builds the catalogue for one host.
 //!   It fails when *any* lint error exists, so a repository with an error is
 //!   never applied.
 //!
@@ -95,7 +95,7 @@ impl<'r> Compiler<'r> {
             .1
     }
 
-    /// See [`compile`].
+    /// See [`compile()`].
     pub fn compile(&self, repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
         let repository = Repository::load(repo)?;
         self.compile_loaded(repository, host, false, None)
@@ -174,13 +174,13 @@ pub fn compile(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostic
     Compiler::shipped().compile(repo, host)
 }
 
-/// [`compile`], recording in every resource which layer and `file:line`
+/// [`compile()`], recording in every resource which layer and `file:line`
 /// each field came from (`Resource::field_origins`, for `--explain`).
 pub fn compile_explained(repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
     Compiler::shipped().compile_explained(repo, host)
 }
 
-/// [`compile`] for a repository already loaded.
+/// [`compile()`] for a repository already loaded.
 pub fn compile_repository(
     repo: &Repository,
     host: &HostIdentity,
@@ -188,7 +188,7 @@ pub fn compile_repository(
     Compiler::shipped().compile_repository(repo, host)
 }
 
-/// [`compile`] with remembered source hashes: a `source:` file whose size,
+/// [`compile()`] with remembered source hashes: a `source:` file whose size,
 /// mtime, ctime, inode and device match what `hashes` remembers is not read
 /// (see [`hashes`] for why that can be trusted), and every file hashed is
 /// recorded there. With `explain`, like [`compile_explained`].

@@ -172,10 +172,11 @@ pub(crate) fn merge<'a>(
     merge_noting_removals(order, view, |_, _, _| {})
 }
 
-/// [`merge`], telling `removed` of every field a document removes (sets to
-/// null) that an earlier one wrote: the resource, the field (`content` for
-/// content cleared) and the document. A field written again later is
-/// removed no longer; the caller sees that in the merged fields.
+/// `merge` (the tests' form of this, which notes nothing), telling
+/// `removed` of every field a document removes (sets to null) that an
+/// earlier one wrote: the resource, the field (`content` for content
+/// cleared) and the document. A field written again later is removed no
+/// longer; the caller sees that in the merged fields.
 pub(crate) fn merge_noting_removals<'a>(
     order: impl IntoIterator<Item = usize>,
     mut view: impl FnMut(usize) -> DocView<'a>,

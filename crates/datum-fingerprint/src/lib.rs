@@ -4,7 +4,7 @@
 //! Owns: the tree model ([`Node`]), the two fingerprint definitions ([`Algorithm::Compat`],
 //! the specification's reference function byte for byte, and [`Algorithm::Native`],
 //! Datum's default that also covers link targets and directory owners), fingerprinting a
-//! declared tree ([`fingerprint_declared`]) and comparing the two ([`compare`]).
+//! declared tree ([`fingerprint_declared`]) and comparing the two ([`compare()`]).
 //!
 //! Must not: decide what drift *means* for a resource (the Tree provider and `datum check`
 //! do), print, or touch the host. Scanning a host tree is machine access and lives in

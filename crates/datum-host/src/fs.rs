@@ -67,7 +67,8 @@ pub(crate) fn is_absent(e: &std::io::Error) -> bool {
     )
 }
 
-/// [`Stat`] from a raw `stat` (what [`meta_of`] reads from `Metadata`).
+/// [`Stat`] from a raw `stat`, as `fstatat` (an entry's `lstat`) or `fstat`
+/// (an open file's) returns it.
 pub(crate) fn stat_of_raw(st: &rustix::fs::Stat) -> Stat {
     let kind = crate::boundary::kind_of(rustix::fs::FileType::from_raw_mode(st.st_mode));
     Stat {

@@ -816,7 +816,8 @@ type ChangedLeaf = (Path, Option<Leaf>);
 /// A changed leaf with its own values.
 type OwnedChange = (Path, Option<Leaf>, Option<Leaf>);
 
-/// [`leaf_changes`] of two values still in their JSON text, parsing only what differs:
+/// `leaf_changes` (the tests' reference) of two values still in their JSON text, parsing
+/// only what differs:
 /// two subtrees whose text is the same are equal without being parsed (most of a drifted
 /// resource did not change), objects and lists whose text differs are split one level into
 /// raw members, and only the leaves (or subtrees of different shapes) are parsed.

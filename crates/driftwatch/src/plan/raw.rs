@@ -146,7 +146,7 @@ pub(super) struct RawCheckAddress {
 /// A `resource_changes` entry at the start of `entry` whose change is a no-op (and how
 /// many bytes it took), read without parsing the change's
 /// values (for a big plan, almost every entry, and most of its bytes): the members are
-/// found by structure ([`super::structural::object`]), and everything that
+/// found by structure ([`super::structural::object_prefix`]), and everything that
 /// [`RawChange`]'s own deserialization would use or check is given to serde_json: the
 /// entry's own members, and in `change` the `actions` (which must come first, as in every
 /// plan OpenTofu and Terraform write) and `importing`. The values after `actions` in a

@@ -193,8 +193,8 @@ pub(super) fn object<'a>(text: &'a [u8], descend: &[u8]) -> Option<Object<'a>> {
     (whitespace(text, end) == text.len()).then_some(out)
 }
 
-/// [`object`] of the object at the start of `text` (after whitespace), whatever follows
-/// it; with the offset after it.
+/// The members of the object at the start of `text` (after whitespace), as `object`
+/// (the tests' form) finds them, whatever follows it; with the offset after it.
 pub(super) fn object_prefix<'a>(text: &'a [u8], descend: &[u8]) -> Option<(Object<'a>, usize)> {
     let start = whitespace(text, 0);
     let mut out = Object::default();
