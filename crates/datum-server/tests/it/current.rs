@@ -772,18 +772,22 @@ fn deep_checks_retention() {
 /// Reports stored in one transaction, as the group commit stores reports
 /// that arrive together.
 async fn together<B: Backend>(f: &Fleet<B>, reports: &[Report]) {
-    let batch = reports
-        .iter()
-        .map(|r| datum_server::ingest::Submitted {
-            report: r.clone(),
-            raw: serde_json::to_string(r).unwrap(),
-            received_at: r.finished_at,
-            outbox: Default::default(),
-            reports_kept: 5,
-        })
-        .collect();
-    let fresh = f.ingest_together(batch).await.unwrap();
+    let fresh = f
+        .ingest_together(reports.iter().map(submitted).collect())
+        .await
+        .unwrap();
     assert!(fresh.iter().all(|n| *n), "{fresh:?}");
+}
+
+/// `r` as the API hands it to ingest (retention keeping 5 reports a host).
+fn submitted(r: &Report) -> datum_server::ingest::Submitted {
+    datum_server::ingest::Submitted {
+        report: r.clone(),
+        raw: serde_json::to_string(r).unwrap(),
+        received_at: r.finished_at,
+        outbox: Default::default(),
+        reports_kept: 5,
+    }
 }
 
 /// A drift cluster whose last host leaves is gone, and a host showing the
@@ -1332,14 +1336,118 @@ fn removing_a_host() {
     on_both!(a_removed_host_leaves_no_trace_in_the_views);
 }
 
-/// Two servers on one PostgreSQL database, and a hold on every slot of the
-/// store's generation: each transaction that changes a view bumps one slot
-/// last, so a report stored while the hold lasts stops at its last
-/// statement with everything else written and locked, uncommitted. That
-/// makes the interleaving of two servers' transactions deterministic.
+/// The batch's lock of its revision records makes those not made yet: once
+/// each, with the batch's latest apply of it, as its upsert at the end of
+/// the batch made them (two applies of one new revision in a batch, one
+/// row each in the lock, failed the batch on PostgreSQL: 'ON CONFLICT DO
+/// UPDATE command cannot affect row a second time').
+async fn new_revisions_applied_together_are_recorded_once<B: Backend>(f: &Fleet<B>) {
+    together(
+        f,
+        &[
+            apply("h1", 1, "git:n", 1_000),
+            apply("h2", 1, "git:n", 1_200),
+            apply("h3", 1, "git:m", 1_100),
+        ],
+    )
+    .await;
+    let rows: Vec<(String, i64, i64)> = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT revision, first_at, last_at FROM revisions ORDER BY revision",
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].text().unwrap().to_owned(),
+                r[1].int().unwrap(),
+                r[2].int().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("git:m".to_owned(), 1_100, 1_100),
+            ("git:n".to_owned(), 1_200, 1_200)
+        ]
+    );
+}
+
+#[test]
+fn new_revisions_applied_in_one_batch() {
+    on_both!(new_revisions_applied_together_are_recorded_once);
+}
+
+/// `host`'s apply of `revision` (its `seq`th report), finished at `at`.
+fn apply(host: &str, seq: u64, revision: &str, at: i64) -> Report {
+    let mut r = report(host, ReportKind::Apply, seq, at);
+    r.revision = revision.into();
+    r
+}
+
+type Pg = Fleet<datum_server::store::postgres::PostgresBackend>;
+
+/// What a transaction of [`TwoServers::interleave`] gives: whether the
+/// report was new (or the host there to remove), or why it failed.
+type Outcome = Result<bool, datum_server::store::StoreError>;
+
+/// A transaction for [`TwoServers::interleave`] to run.
+type Step = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+/// `f` stores `r`, retention keeping `kept` reports (and revisions) of a
+/// host.
+fn storing(f: &Pg, r: Report, kept: u32) -> Step {
+    let f = f.clone();
+    Box::pin(async move {
+        let raw = serde_json::to_string(&r).unwrap();
+        f.ingest(&r, &raw, r.finished_at, Default::default(), kept)
+            .await
+    })
+}
+
+/// `f` stores `reports` in one transaction: whether every one was new.
+fn storing_together(f: &Pg, reports: Vec<Report>) -> Step {
+    let f = f.clone();
+    Box::pin(async move {
+        let batch = reports.iter().map(submitted).collect();
+        Ok(f.ingest_together(batch).await?.iter().all(|n| *n))
+    })
+}
+
+/// `f` removes `host` (`datum server remove`).
+fn removing(f: &Pg, host: &str, now: i64) -> Step {
+    let (f, host) = (f.clone(), host.to_owned());
+    Box::pin(async move { f.remove(&host, now).await })
+}
+
+/// Every step of an interleaving done: each report new, each host there to
+/// remove (a deadlock fails one: 'deadlock detected').
+#[track_caller]
+fn assert_all_done(outcomes: &[Outcome]) {
+    assert!(
+        outcomes.iter().all(|o| matches!(o, Ok(true))),
+        "every step done: {outcomes:?}"
+    );
+}
+
+/// Holds every slot of the store's generation: each transaction that
+/// changes a view bumps one slot last, so one that starts while the hold
+/// lasts stops at its last statement with everything else written and
+/// locked, uncommitted.
+const HOLD_GENERATION: &str = "INSERT INTO generation (slot, n) \
+     SELECT s, 0 FROM generate_series(0, 15) AS s ON CONFLICT (slot) DO NOTHING; \
+     BEGIN; SELECT * FROM generation FOR UPDATE";
+
+/// Two servers on one PostgreSQL database, a connection that holds a lock
+/// and one that watches who waits for one: what makes the interleaving of
+/// two servers' transactions deterministic ([`TwoServers::interleave`]).
 struct TwoServers {
-    first: Fleet<datum_server::store::postgres::PostgresBackend>,
-    second: Fleet<datum_server::store::postgres::PostgresBackend>,
+    first: Pg,
+    second: Pg,
     holder: tokio_postgres::Client,
     watcher: tokio_postgres::Client,
 }
@@ -1354,52 +1462,56 @@ impl TwoServers {
                     .unwrap(),
             )
         };
-        let connect = || async {
-            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
-            client
-        };
         TwoServers {
             first: open().await,
             second: open().await,
-            holder: connect().await,
-            watcher: connect().await,
+            holder: connect(url).await,
+            watcher: connect(url).await,
         }
     }
 
-    /// Holds every generation slot until [`TwoServers::release`].
-    async fn hold(&self) {
-        self.holder
+    /// The same, the database planning as for a large store: no nested
+    /// loops, so a join reads a table whole and matches it by hash, in
+    /// the table's order (a small store's plan walks an index, in key
+    /// order, which hides a lock taken in the plan's order).
+    async fn on_large_store_plans(url: &str) -> Self {
+        connect(url)
+            .await
             .batch_execute(
-                "INSERT INTO generation (slot, n) SELECT s, 0 FROM generate_series(0, 15) AS s \
-                 ON CONFLICT (slot) DO NOTHING; \
-                 BEGIN; SELECT * FROM generation FOR UPDATE",
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_nestloop = off', \
+                 current_database()); END $$",
             )
             .await
             .unwrap();
+        Self::on(url).await
     }
 
-    async fn release(&self) {
+    /// Runs `steps` as concurrent transactions, in the order given, while
+    /// the holder keeps what `hold` locks (SQL that begins a transaction
+    /// and takes a lock: [`HOLD_GENERATION`], a row `FOR UPDATE`): each
+    /// step starts once every step before it waits for a lock or is done,
+    /// so the first stops at the hold, the next at what the ones before
+    /// it hold or at the hold, and so on. Then the hold is let go: each
+    /// step's outcome, in order.
+    async fn interleave(&self, hold: &str, steps: Vec<Step>) -> Vec<Outcome> {
+        self.holder.batch_execute(hold).await.unwrap();
+        let mut tasks = Vec::new();
+        for step in steps {
+            tasks.push(tokio::spawn(step));
+            self.settled(&tasks).await;
+        }
         self.holder.batch_execute("COMMIT").await.unwrap();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
     }
 
-    /// Returns once `n` transactions of this database wait for a lock.
-    async fn waiting(&self, n: i64) {
-        self.waiting_unless(n, || false).await;
-    }
-
-    /// Returns once `n` transactions wait for a lock, or `task` is done.
-    async fn waiting_or<T>(&self, n: i64, task: &tokio::task::JoinHandle<T>) {
-        self.waiting_unless(n, || task.is_finished()).await;
-    }
-
-    async fn waiting_unless(&self, n: i64, done: impl Fn() -> bool) {
+    /// Returns once every one of `tasks` not done waits for a lock.
+    async fn settled(&self, tasks: &[tokio::task::JoinHandle<Outcome>]) {
         for _ in 0..600 {
-            if done() {
-                return;
-            }
+            let running = tasks.iter().filter(|t| !t.is_finished()).count();
             let row = self
                 .watcher
                 .query_one(
@@ -1409,13 +1521,22 @@ impl TwoServers {
                 )
                 .await
                 .unwrap();
-            if row.get::<_, i64>(0) >= n {
+            if row.get::<_, i64>(0) >= running as i64 {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        panic!("fewer than {n} transaction(s) waiting after 12 s");
+        panic!("a transaction neither waiting nor done after 12 s");
     }
+}
+
+/// A connection to `url`.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
 }
 
 /// Runs `body` on a fresh PostgreSQL database, when there is a server.
@@ -1442,26 +1563,22 @@ macro_rules! on_postgres {
 async fn a_host_removed_while_a_report_of_it_is_stored_leaves_nothing(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let storing_server = servers.first.clone();
-    storing_server
-        .enroll("web-1", "host", "h1", now)
-        .await
-        .unwrap();
-    ingest(&storing_server, &report("web-1", ReportKind::Apply, 1, now)).await;
-    servers.hold().await;
+    let f = &servers.first;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    ingest(f, &report("web-1", ReportKind::Apply, 1, now)).await;
     let mut check = report("web-1", ReportKind::Check, 2, now + 60);
     check.findings = vec![finding("File[motd]", "o1", "normal")];
-    let storing = tokio::spawn(async move { ingest(&storing_server, &check).await });
-    servers.waiting(1).await;
-    let remover = servers.second.clone();
-    let removing = tokio::spawn(async move { remover.remove("web-1", now + 120).await });
-    servers.waiting(2).await;
-    servers.release().await;
-    assert!(storing.await.unwrap(), "the report was new");
-    assert!(
-        removing.await.unwrap().unwrap(),
-        "web-1 was there to remove"
-    );
+    // The report stops before its commit; the removal waits for it.
+    let outcomes = servers
+        .interleave(
+            HOLD_GENERATION,
+            vec![
+                storing(f, check, 5),
+                removing(&servers.second, "web-1", now + 120),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let f = &servers.second;
     assert!(f.host("web-1").await.unwrap().is_none());
     for table in [
@@ -1489,26 +1606,26 @@ fn removing_a_host_while_another_server_stores_its_report() {
 async fn a_host_removed_while_another_joins_its_cluster_keeps_the_joiners_class(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let f = servers.first.clone();
+    let f = &servers.first;
     for (host, token, class) in [("a", "ha", "normal"), ("b", "hb", "normal")] {
         f.enroll(host, "host", token, now).await.unwrap();
         let mut r = report(host, ReportKind::Check, 1, now);
         r.findings.push(finding("File[motd]", "o1", class));
-        ingest(&f, &r).await;
+        ingest(f, &r).await;
     }
     f.enroll("c", "host", "hc", now).await.unwrap();
-    servers.hold().await;
     let mut joining = report("c", ReportKind::Check, 1, now + 60);
     joining.findings = vec![finding("File[motd]", "o1", "critical")];
-    let storing_server = f.clone();
-    let storing = tokio::spawn(async move { ingest(&storing_server, &joining).await });
-    servers.waiting(1).await;
-    let remover = servers.second.clone();
-    let removing = tokio::spawn(async move { remover.remove("a", now + 120).await });
-    servers.waiting(2).await;
-    servers.release().await;
-    assert!(storing.await.unwrap(), "the report was new");
-    assert!(removing.await.unwrap().unwrap(), "a was there to remove");
+    let outcomes = servers
+        .interleave(
+            HOLD_GENERATION,
+            vec![
+                storing(f, joining, 5),
+                removing(&servers.second, "a", now + 120),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let classes = |v: views::DriftView| {
         v.clusters
             .iter()
@@ -1518,7 +1635,7 @@ async fn a_host_removed_while_another_joins_its_cluster_keeps_the_joiners_class(
     let fast = classes(f.drift(now + 120).await.unwrap());
     assert_eq!(
         fast,
-        classes(views::drift(&findings(&f).await, 6, now + 120)),
+        classes(views::drift(&findings(f).await, 6, now + 120)),
         "as computed from every finding"
     );
     assert_eq!(fast, [(2, "critical".to_owned())]);
@@ -1543,30 +1660,22 @@ fn removing_a_host_while_another_joins_its_cluster() {
 async fn a_revision_another_server_is_recording_is_not_forgotten(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
-                 host: &str,
-                 seq: u64,
-                 revision: &str,
-                 at: i64| {
-        let (f, mut r) = (f.clone(), report(host, ReportKind::Apply, seq, at));
-        r.revision = revision.into();
-        async move {
-            let raw = serde_json::to_string(&r).unwrap();
-            // Retention keeps one revision per host.
-            f.ingest(&r, &raw, at, Default::default(), 1).await.unwrap()
-        }
-    };
-    store(&servers.first, "web-1", 1, "git:r1", now).await;
-    servers.hold().await;
-    // web-2 applies r1 (its first apply of it), on the first server...
-    let recording = tokio::spawn(store(&servers.first, "web-2", 1, "git:r1", now + 120));
-    servers.waiting(1).await;
-    // ...while web-1 moves on to r2 on the second, which forgets its r1.
-    let moving = tokio::spawn(store(&servers.second, "web-1", 2, "git:r2", now + 60));
-    servers.waiting(2).await;
-    servers.release().await;
-    assert!(recording.await.unwrap());
-    assert!(moving.await.unwrap());
+    // Retention keeps one revision per host.
+    storing(&servers.first, apply("web-1", 1, "git:r1", now), 1)
+        .await
+        .unwrap();
+    // web-2 applies r1 (its first apply of it), on the first server, while
+    // web-1 moves on to r2 on the second, which forgets its r1.
+    let outcomes = servers
+        .interleave(
+            HOLD_GENERATION,
+            vec![
+                storing(&servers.first, apply("web-2", 1, "git:r1", now + 120), 1),
+                storing(&servers.second, apply("web-1", 2, "git:r2", now + 60), 1),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let f = &servers.second;
     assert_eq!(
         count(
@@ -1607,34 +1716,30 @@ fn revision_retention_while_another_server_records_the_revision() {
 async fn two_hosts_swapping_clusters_do_not_deadlock(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let f = servers.first.clone();
+    let f = &servers.first;
     // h1 and h3 show B (observed oB), h2 and h4 show A (oA): A < B.
     for (host, observed) in [("h1", "oB"), ("h2", "oA"), ("h3", "oB"), ("h4", "oA")] {
         let mut r = report(host, ReportKind::Check, 1, now);
         r.findings = vec![finding("File[motd]", observed, "normal")];
-        ingest(&f, &r).await;
+        ingest(f, &r).await;
     }
+    let moving = |host: &str, observed: &str| {
+        let mut r = report(host, ReportKind::Check, 2, now + 60);
+        r.findings = vec![finding("File[motd]", observed, "normal")];
+        r
+    };
     // A held, so h1's batch stops at it, and h2's takes B and then waits
     // for A behind h1's.
-    servers
-        .holder
-        .batch_execute("BEGIN; SELECT 1 FROM drift_clusters WHERE observed = 'oA' FOR UPDATE")
-        .await
-        .unwrap();
-    let moving =
-        |f: &Fleet<datum_server::store::postgres::PostgresBackend>, host: &str, observed: &str| {
-            let (f, mut r) = (f.clone(), report(host, ReportKind::Check, 2, now + 60));
-            r.findings = vec![finding("File[motd]", observed, "normal")];
-            async move { ingest(&f, &r).await }
-        };
-    let first = tokio::spawn(moving(&servers.first, "h1", "oA"));
-    servers.waiting(1).await;
-    let second = tokio::spawn(moving(&servers.second, "h2", "oB"));
-    servers.waiting(2).await;
-    servers.release().await;
-    // (Deadlocked, one of them failed: 'deadlock detected'.)
-    assert!(first.await.unwrap(), "h1's report was new");
-    assert!(second.await.unwrap(), "h2's report was new");
+    let outcomes = servers
+        .interleave(
+            "BEGIN; SELECT 1 FROM drift_clusters WHERE observed = 'oA' FOR UPDATE",
+            vec![
+                storing(f, moving("h1", "oA"), 5),
+                storing(&servers.second, moving("h2", "oB"), 5),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let mut hosts: Vec<(String, i64)> = servers
         .watcher
         .query(
@@ -1662,30 +1767,16 @@ fn two_servers_moving_hosts_between_clusters() {
 /// the row last written is last), so with the clusters written last in
 /// the other order the two deadlocked and PostgreSQL undid one.
 async fn a_host_removed_while_another_joins_two_of_its_clusters(url: &str) {
-    // The plan of a large store: the clusters read whole and matched to
-    // the host's findings by hash, in the table's order (a small one's
-    // plan walks the host's findings, which happen to be in key order).
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(
-            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_nestloop = off', \
-             current_database()); END $$",
-        )
-        .await
-        .unwrap();
-    let servers = TwoServers::on(url).await;
+    let servers = TwoServers::on_large_store_plans(url).await;
     let now = 1_800_000_000;
-    let f = servers.first.clone();
+    let f = &servers.first;
     let both = vec![
         finding("File[x]", "o", "normal"),
         finding("File[y]", "o", "normal"),
     ];
     let mut r = report("r", ReportKind::Check, 1, now);
     r.findings = both.clone();
-    ingest(&f, &r).await;
+    ingest(f, &r).await;
     // The first cluster in key order written last: the table holds it
     // after the other.
     let first = [&both[0], &both[1]]
@@ -1695,29 +1786,24 @@ async fn a_host_removed_while_another_joins_two_of_its_clusters(url: &str) {
         .clone();
     let mut q = report("q", ReportKind::Check, 1, now);
     q.findings = vec![first.clone()];
-    ingest(&f, &q).await;
+    ingest(f, &q).await;
     // That cluster held, so j's report of both stops at it, holding
     // neither; the removal of r takes what it takes and waits for it.
-    servers
-        .holder
-        .batch_execute(&format!(
-            "BEGIN; SELECT 1 FROM drift_clusters WHERE signature = '{}' FOR UPDATE",
-            first.signature
-        ))
-        .await
-        .unwrap();
     let mut joining = report("j", ReportKind::Check, 1, now + 60);
     joining.findings = both;
-    let storing_server = servers.first.clone();
-    let storing = tokio::spawn(async move { ingest(&storing_server, &joining).await });
-    servers.waiting(1).await;
-    let remover = servers.second.clone();
-    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
-    servers.waiting(2).await;
-    servers.release().await;
-    assert!(storing.await.unwrap(), "j's report was new");
-    // (Deadlocked: 'deadlock detected' for one of them.)
-    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    let outcomes = servers
+        .interleave(
+            &format!(
+                "BEGIN; SELECT 1 FROM drift_clusters WHERE signature = '{}' FOR UPDATE",
+                first.signature
+            ),
+            vec![
+                storing(f, joining, 5),
+                removing(&servers.second, "r", now + 120),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let hosts: Vec<i64> = servers
         .watcher
         .query("SELECT hosts FROM drift_clusters ORDER BY signature", &[])
@@ -1744,37 +1830,21 @@ fn removing_a_host_while_another_joins_two_of_its_clusters() {
 async fn two_hosts_swapping_revisions_do_not_deadlock(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
-                 host: &str,
-                 seq: u64,
-                 revision: &str,
-                 at: i64| {
-        let (f, mut r) = (f.clone(), report(host, ReportKind::Apply, seq, at));
-        r.revision = revision.into();
-        async move {
-            let raw = serde_json::to_string(&r).unwrap();
-            f.ingest(&r, &raw, at, Default::default(), 1).await
-        }
-    };
-    store(&servers.first, "h1", 1, "git:x", now).await.unwrap();
-    store(&servers.first, "h2", 1, "git:y", now).await.unwrap();
+    let f = &servers.first;
+    storing(f, apply("h1", 1, "git:x", now), 1).await.unwrap();
+    storing(f, apply("h2", 1, "git:y", now), 1).await.unwrap();
     // x held, so h1's batch stops at it and h2's, holding y, waits for it
     // behind h1's.
-    servers
-        .holder
-        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
-        .await
-        .unwrap();
-    let a = tokio::spawn(store(&servers.first, "h1", 2, "git:y", now + 60));
-    servers.waiting(1).await;
-    let b = tokio::spawn(store(&servers.second, "h2", 2, "git:x", now + 60));
-    servers.waiting(2).await;
-    servers.release().await;
-    let (a, b) = (a.await.unwrap(), b.await.unwrap());
-    assert!(
-        matches!((&a, &b), (Ok(true), Ok(true))),
-        "both stored: {a:?} {b:?}"
-    );
+    let outcomes = servers
+        .interleave(
+            "BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE",
+            vec![
+                storing(f, apply("h1", 2, "git:y", now + 60), 1),
+                storing(&servers.second, apply("h2", 2, "git:x", now + 60), 1),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     assert_eq!(
         count(
             &servers.second,
@@ -1802,52 +1872,27 @@ fn two_servers_moving_hosts_between_revisions() {
 async fn a_revision_recorded_after_a_batch_looked_for_it_keeps_the_order(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let store = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
-                 host: &str,
-                 seq: u64,
-                 revision: &str| {
-        let (f, mut r) = (
-            f.clone(),
-            report(host, ReportKind::Apply, seq, now + seq as i64),
-        );
-        r.revision = revision.into();
-        async move {
-            let raw = serde_json::to_string(&r).unwrap();
-            f.ingest(&r, &raw, r.finished_at, Default::default(), 5)
-                .await
-        }
-    };
+    let f = &servers.first;
     // h1 and h2 hold y; x is no host's yet (x < y).
-    store(&servers.first, "h1", 1, "git:y").await.unwrap();
-    store(&servers.first, "h2", 1, "git:y").await.unwrap();
+    storing(f, apply("h1", 1, "git:y", now), 5).await.unwrap();
+    storing(f, apply("h2", 1, "git:y", now), 5).await.unwrap();
     // h1's daily row held, so h1's apply of x stops after its revision
-    // records' lock (y, and x missing) and before the rest.
-    servers
-        .holder
-        .batch_execute("BEGIN; SELECT 1 FROM daily WHERE host = 'h1' FOR UPDATE")
-        .await
-        .unwrap();
-    let first = tokio::spawn(store(&servers.first, "h1", 2, "git:x"));
-    servers.waiting(1).await;
-    // h0's first apply of x, stored meanwhile: x is recorded (once h1's
-    // batch makes x's record with its lock, h0's waits for it instead).
-    let recording = tokio::spawn(store(&servers.first, "h0", 3, "git:x"));
-    servers.waiting_or(2, &recording).await;
-    let waiting = if recording.is_finished() { 2 } else { 3 };
-    // h2's apply of x finds both records: it locks x, then waits for y.
-    let second = tokio::spawn(store(&servers.second, "h2", 4, "git:x"));
-    servers.waiting(waiting).await;
-    servers.release().await;
-    let (a, b, c) = (
-        first.await.unwrap(),
-        second.await.unwrap(),
-        recording.await.unwrap(),
-    );
+    // records' lock (y, and x missing) and before the rest. h0's first
+    // apply of x is stored meanwhile: x is recorded (since h1's batch
+    // makes x's record with its lock, h0's waits for it instead). h2's
+    // apply of x then finds both records: it locks x, then waits for y.
+    let outcomes = servers
+        .interleave(
+            "BEGIN; SELECT 1 FROM daily WHERE host = 'h1' FOR UPDATE",
+            vec![
+                storing(f, apply("h1", 2, "git:x", now + 2), 5),
+                storing(f, apply("h0", 3, "git:x", now + 3), 5),
+                storing(&servers.second, apply("h2", 4, "git:x", now + 4), 5),
+            ],
+        )
+        .await;
     // (Deadlocked: 'deadlock detected' for h1's or h2's.)
-    assert!(
-        matches!((&a, &b, &c), (Ok(true), Ok(true), Ok(true))),
-        "all stored: {a:?} {b:?} {c:?}"
-    );
+    assert_all_done(&outcomes);
     assert_eq!(
         count(
             &servers.second,
@@ -1871,57 +1916,6 @@ fn a_revision_recorded_between_a_batchs_lock_and_its_write() {
     on_postgres!(a_revision_recorded_after_a_batch_looked_for_it_keeps_the_order);
 }
 
-/// The batch's lock of its revision records makes those not made yet: once
-/// each, with the batch's latest apply of it, as its upsert at the end of
-/// the batch made them (two applies of one new revision in a batch, one
-/// row each in the lock, failed the batch on PostgreSQL: 'ON CONFLICT DO
-/// UPDATE command cannot affect row a second time').
-async fn new_revisions_applied_together_are_recorded_once<B: Backend>(f: &Fleet<B>) {
-    let apply = |host: &str, revision: &str, at: i64| {
-        let mut r = report(host, ReportKind::Apply, 1, at);
-        r.revision = revision.into();
-        r
-    };
-    together(
-        f,
-        &[
-            apply("h1", "git:n", 1_000),
-            apply("h2", "git:n", 1_200),
-            apply("h3", "git:m", 1_100),
-        ],
-    )
-    .await;
-    let rows: Vec<(String, i64, i64)> = f
-        .backend()
-        .rows(Stmt::new(
-            "SELECT revision, first_at, last_at FROM revisions ORDER BY revision",
-            vec![],
-        ))
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r[0].text().unwrap().to_owned(),
-                r[1].int().unwrap(),
-                r[2].int().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        rows,
-        [
-            ("git:m".to_owned(), 1_100, 1_100),
-            ("git:n".to_owned(), 1_200, 1_200)
-        ]
-    );
-}
-
-#[test]
-fn new_revisions_applied_in_one_batch() {
-    on_both!(new_revisions_applied_together_are_recorded_once);
-}
-
 /// `datum server remove` locks the fleet's records of the revisions the
 /// removed host holds, and a server storing an apply locks those its host
 /// holds or applies, in key order: both must take them in one order. The
@@ -1929,52 +1923,27 @@ fn new_revisions_applied_in_one_batch() {
 /// store the table's, where the row written last is last), so it
 /// deadlocked with an apply of a host holding the same two revisions.
 async fn a_host_removed_while_another_applies_one_of_its_revisions(url: &str) {
-    // The plan of a large store (see the clusters' test above).
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(
-            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_nestloop = off', \
-             current_database()); END $$",
-        )
-        .await
-        .unwrap();
-    let servers = TwoServers::on(url).await;
+    let servers = TwoServers::on_large_store_plans(url).await;
     let now = 1_800_000_000;
-    let apply = |f: &Fleet<datum_server::store::postgres::PostgresBackend>,
-                 host: &str,
-                 seq: u64,
-                 revision: &str| {
-        let (f, mut r) = (
-            f.clone(),
-            report(host, ReportKind::Apply, seq, now + seq as i64),
-        );
-        r.revision = revision.into();
-        async move { ingest(&f, &r).await }
-    };
+    let f = &servers.first;
+    let apply = |host: &str, seq: u64, revision: &str| apply(host, seq, revision, now + seq as i64);
     // r holds x and y, j holds y; x written last (each apply writes the
     // records of its host's revisions), so the table holds y before x.
-    apply(&servers.first, "r", 1, "git:y").await;
-    apply(&servers.first, "j", 2, "git:y").await;
-    apply(&servers.first, "r", 3, "git:x").await;
+    ingest(f, &apply("r", 1, "git:y")).await;
+    ingest(f, &apply("j", 2, "git:y")).await;
+    ingest(f, &apply("r", 3, "git:x")).await;
     // x held, so j's apply of x stops at it, holding neither; the removal
     // of r takes what it takes and waits for it.
-    servers
-        .holder
-        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
-        .await
-        .unwrap();
-    let storing = tokio::spawn(apply(&servers.first, "j", 4, "git:x"));
-    servers.waiting(1).await;
-    let remover = servers.second.clone();
-    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
-    servers.waiting(2).await;
-    servers.release().await;
-    assert!(storing.await.unwrap(), "j's apply was new");
-    // (Deadlocked: 'deadlock detected' for one of them.)
-    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    let outcomes = servers
+        .interleave(
+            "BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE",
+            vec![
+                storing(f, apply("j", 4, "git:x"), 5),
+                removing(&servers.second, "r", now + 120),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     assert_eq!(
         count(
             &servers.second,
@@ -1999,35 +1968,25 @@ fn removing_a_host_while_another_applies_one_of_its_revisions() {
 async fn a_host_removed_while_a_batch_touches_its_revision_and_cluster(url: &str) {
     let servers = TwoServers::on(url).await;
     let now = 1_800_000_000;
-    let f = servers.first.clone();
+    let f = &servers.first;
     let mut r = report("r", ReportKind::Check, 1, now);
     r.findings = vec![finding("File[motd]", "o", "normal")];
-    ingest(&f, &r).await;
-    let mut r = report("r", ReportKind::Apply, 2, now + 1);
-    r.revision = "git:x".into();
-    ingest(&f, &r).await;
+    ingest(f, &r).await;
+    ingest(f, &apply("r", 2, "git:x", now + 1)).await;
     // x held, so the batch stops at it, holding neither; the removal of r
     // takes its cluster and waits for x.
-    servers
-        .holder
-        .batch_execute("BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE")
-        .await
-        .unwrap();
-    let mut applying = report("h1", ReportKind::Apply, 1, now + 60);
-    applying.revision = "git:x".into();
     let mut joining = report("h2", ReportKind::Check, 1, now + 60);
     joining.findings = vec![finding("File[motd]", "o", "critical")];
-    let storing_server = f.clone();
-    let storing =
-        tokio::spawn(async move { together(&storing_server, &[applying, joining]).await });
-    servers.waiting(1).await;
-    let remover = servers.second.clone();
-    let removing = tokio::spawn(async move { remover.remove("r", now + 120).await });
-    servers.waiting(2).await;
-    servers.release().await;
-    storing.await.unwrap();
-    // (Deadlocked: 'deadlock detected' for one of them.)
-    assert!(removing.await.unwrap().unwrap(), "r was there to remove");
+    let outcomes = servers
+        .interleave(
+            "BEGIN; SELECT 1 FROM revisions WHERE revision = 'git:x' FOR UPDATE",
+            vec![
+                storing_together(f, vec![apply("h1", 1, "git:x", now + 60), joining]),
+                removing(&servers.second, "r", now + 120),
+            ],
+        )
+        .await;
+    assert_all_done(&outcomes);
     let clusters: Vec<(i64, String)> = servers
         .watcher
         .query("SELECT hosts, class FROM drift_clusters", &[])
