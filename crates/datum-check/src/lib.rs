@@ -2,7 +2,7 @@
 //! `datum check` and `datum reconcile` run after loading a catalogue, and
 //! what `datum agent` runs in process on the catalogue it has loaded.
 //!
-//! - [`run`]: one check of a catalogue, class by class (observe through the
+//! - [`run()`]: one check of a catalogue, class by class (observe through the
 //!   engine, diff, findings as `datum_drift::check` words them, the
 //!   policies, the history in the state store, the fleet report queued with
 //!   it). Returns a [`Checked`]; never prints.

@@ -7,7 +7,7 @@
 //! and what is known of each resource is kept in [`Memory`] so class-wide
 //! counts stay right across partial checks. A class with another policy
 //! (`revert`, `accept`, `quarantine`) or `content: metadata`, and every
-//! class in a sampled metadata round, is checked by [`crate::run`] with
+//! class in a sampled metadata round, is checked by [`crate::run()`] with
 //! [`Act::Reconcile`], in process, on the same loaded catalogue: the
 //! policies (flap detection, backups, patches) and the metadata-first rules
 //! behave exactly as `datum reconcile` documents, and a revert applies the
