@@ -150,7 +150,9 @@ pub fn settle(
         .or(settings.git_ref)
         .unwrap_or_else(|| DEFAULT_REF.to_owned());
     check_ref(&git_ref).map_err(|why| {
-        ConfigError::Missing(format!("`{git_ref}` is not a branch or tag name: {why}"))
+        ConfigError::Missing(format!(
+            "--ref `{git_ref}` is not a branch or tag name: {why}"
+        ))
     })?;
     let allowed_signers = overrides
         .allowed_signers
@@ -181,7 +183,8 @@ pub fn settle(
     let keep = overrides.keep.or(settings.keep).unwrap_or(DEFAULT_KEEP);
     if keep < 2 {
         return Err(ConfigError::Missing(format!(
-            "keep: {keep}: at least 2 checkouts are kept (the deployed one and the one it replaced, which a reader may still be reading)"
+            "--keep {}",
+            keep_too_few(keep)
         )));
     }
     Ok(PullConfig {
@@ -196,6 +199,13 @@ pub fn settle(
         known_hosts: settings.known_hosts,
         timeout: settings.timeout.unwrap_or(DEFAULT_TIMEOUT),
     })
+}
+
+/// Why `n` checkouts are too few to keep.
+fn keep_too_few(n: impl std::fmt::Display) -> String {
+    format!(
+        "{n}: at least 2 checkouts are kept (the deployed one and the one it replaced, which a reader may still be reading)"
+    )
 }
 
 /// A branch or tag name git accepts and that cannot become an option or a
@@ -301,16 +311,43 @@ fn parse(root: &Path, path: &Path, text: &str) -> Result<FileSettings, ConfigErr
                     ));
                 }
             }
-            "url" => s.url = Some(string()?),
-            "ref" => s.git_ref = Some(string()?),
+            // Checked here too, to name the line (the options are checked
+            // when they are laid over the file).
+            "url" => {
+                let url = string()?;
+                Remote::parse(&url).map_err(|err| at(e.value.start, format!("`url`: {err}")))?;
+                s.url = Some(url);
+            }
+            "ref" => {
+                let name = string()?;
+                check_ref(&name).map_err(|why| {
+                    at(
+                        e.value.start,
+                        format!("`ref`: `{name}` is not a branch or tag name: {why}"),
+                    )
+                })?;
+                s.git_ref = Some(name);
+            }
             "allowed_signers" => s.allowed_signers = Some(under_root()?),
             "revoked_keys" => s.revoked_keys = Some(under_root()?),
             "openpgp_keyring" => s.openpgp_keyring = Some(under_root()?),
             "ssh_key" => s.ssh_key = Some(under_root()?),
             "known_hosts" => s.known_hosts = Some(under_root()?),
-            "deploy" => s.deploy = Some(host_path()?),
+            "deploy" => {
+                let deploy = host_path()?;
+                if deploy.parent().is_none_or(|p| p == Path::new("/")) {
+                    return Err(at(
+                        e.value.start,
+                        "`deploy`: the link must be in a folder below /".to_owned(),
+                    ));
+                }
+                s.deploy = Some(deploy);
+            }
             "keep" => match e.value.value {
-                Value::Int(n) if n >= 0 => s.keep = Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                Value::Int(n) if n >= 2 => s.keep = Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                Value::Int(n) if n >= 0 => {
+                    return Err(at(e.value.start, format!("`keep` {}", keep_too_few(n))));
+                }
                 _ => {
                     return Err(at(
                         e.value.start,
@@ -420,7 +457,7 @@ mod tests {
     fn mistakes_name_their_line_and_nothing_configures_a_rollback() {
         for (text, want) in [
             (
-                "url: x\nallow_rollback: true\n",
+                "url: /a\nallow_rollback: true\n",
                 "2:1: going backwards cannot be configured",
             ),
             ("url: /a\nbranch: main\n", "2:1: unknown key `branch`"),
@@ -437,6 +474,20 @@ mod tests {
                 "`timeout`: `soon` is not a duration",
             ),
             ("- a\n", "1:1: pull.yaml must be a mapping"),
+            // What the options are checked for, named by the file's line.
+            (
+                "url: /a\nkeep: 1\n",
+                "2:7: `keep` 1: at least 2 checkouts are kept",
+            ),
+            (
+                "url: /a\ndeploy: /repository\n",
+                "2:9: `deploy`: the link must be in a folder below /",
+            ),
+            (
+                "url: /a\nref: a..b\n",
+                "2:6: `ref`: `a..b` is not a branch or tag name",
+            ),
+            ("url: ext::sh\n", "1:6: `url`: "),
         ] {
             let err = settle_text(text, &Overrides::default())
                 .unwrap_err()
