@@ -12,7 +12,7 @@ use datum_server::store::{Backend, MIGRATIONS, Stmt, Val};
 use datum_server::views::{self, FindingRow, Staleness};
 
 use crate::on_both;
-use crate::support::{self, failure, finding, ingest, report};
+use crate::support::{failure, finding, ingest, ingest_from_store, report};
 
 fn at(now: i64, factor: f64) -> Staleness {
     Staleness {
@@ -1218,18 +1218,7 @@ async fn a_new_stores_reports_are_not_taken_as_seen_by_the_old_stores<B: Backend
     let now = 1_800_000_000;
     f.enroll("web-1", "host", "h1", now).await.unwrap();
     let send = async |seq: u64, at: i64, store: u128| {
-        let mut r = report("web-1", ReportKind::Check, seq, at);
-        // Two stores number alike: each report a key of its own.
-        r.key = format!(
-            "{:032x}",
-            (seq as u128) << 64 | store << 32 | u128::from(support::fnv(&r.host))
-        );
-        let raw = serde_json::to_string(&r).unwrap();
-        let headers = datum_server::fleet::OutboxHeaders {
-            store: Some(store),
-            ..Default::default()
-        };
-        f.ingest(&r, &raw, at, headers, 5).await.unwrap()
+        ingest_from_store(f, &report("web-1", ReportKind::Check, seq, at), store).await
     };
     let at = |seq: u64| now + seq as i64 * 60;
     for seq in 1..=20 {

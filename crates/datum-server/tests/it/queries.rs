@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 
 use datum_fleet::ReportKind;
-use datum_server::fleet::{Fleet, OutboxHeaders};
+use datum_server::fleet::Fleet;
 use datum_server::store::Backend;
 use datum_server::views::Staleness;
 
 use crate::on_both;
-use crate::support::{failure, finding, fnv, ingest, report};
+use crate::support::{failure, finding, ingest, ingest_from_store, report};
 
 fn at(now: i64) -> Staleness {
     Staleness {
@@ -232,20 +232,7 @@ fn a_new_state_stores_first_report() {
 async fn a_report_of_another_store_is_not_late_by_its_number<B: Backend>(f: &Fleet<B>) {
     const OLD: u128 = 0xa1;
     const NEW: u128 = 0xb2;
-    let send = async |r: &datum_fleet::Report, store: u128| {
-        let mut r = r.clone();
-        // Two stores number alike: each report a key of its own.
-        r.key = format!(
-            "{:032x}",
-            (r.seq as u128) << 64 | store << 32 | u128::from(fnv(&r.host))
-        );
-        let raw = serde_json::to_string(&r).unwrap();
-        let headers = OutboxHeaders {
-            store: Some(store),
-            ..Default::default()
-        };
-        f.ingest(&r, &raw, r.finished_at, headers, 5).await.unwrap()
-    };
+    let send = async |r: &datum_fleet::Report, store: u128| ingest_from_store(f, r, store).await;
     let revision = async || {
         let hosts = f.hosts(&at(20_010)).await.unwrap();
         hosts.hosts[0].revision.clone().unwrap_or_default()
