@@ -709,6 +709,69 @@ testbed_test!(
     }
 );
 
+/// A file removed when dropped (a test's fixture outside its temporary
+/// folder), pass or fail.
+struct RemovedOnDrop(&'static str);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(self.0);
+    }
+}
+
+// The daemon-reload before a restart owed for a drop-in the pass wrote runs
+// every generator and re-reads every unit (seconds on a host with many
+// units, up to a minute before Datum gives up): on a terminal the bar says
+// so, as it does for the restart itself. A generator that sleeps 3 s makes
+// systemd's reload slow here.
+testbed_test!(a_slow_daemon_reload_says_so_on_a_terminal, {
+    const DROP_IN: &str = "/etc/systemd/system/datum-it-slowdr.service.d/env.conf";
+    const GENERATOR: &str = "/etc/systemd/system-generators/datum-it-slow-generator";
+    let unit = TestUnit::install(
+        "datum-it-slowdr.service",
+        "[Service]\nExecStart=/bin/sleep infinity\n",
+    );
+    within::systemctl_ok(&["start", unit.name()]);
+    let _ = fs::remove_dir_all("/etc/systemd/system/datum-it-slowdr.service.d");
+    fs::create_dir_all("/etc/systemd/system/datum-it-slowdr.service.d").unwrap();
+    within::write(GENERATOR, "#!/bin/sh\nsleep 3\n");
+    let generator = RemovedOnDrop(GENERATOR);
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(GENERATOR, fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = Repo::new(&format!(
+        "datum: v1alpha1\ntype: File\nname: dropin\ndesired:\n  path: {DROP_IN}\n  content: \"[Service]\\nEnvironment=FOO=v2\\n\"\n\
+---\ndatum: v1alpha1\ntype: Service\nname: datum-it-slowdr\ndesired:\n  state: running\n  settle: 500ms\n  restart_on: [File/dropin]\n"
+    ));
+    let command = repo.command(&["apply"]);
+    let words: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|w| w.to_str().unwrap().to_owned())
+        .collect();
+    assert!(words.iter().all(|w| !w.contains([' ', '\'', '"'])));
+    let out = Command::new("script")
+        .args(["--quiet", "--return", "--command"])
+        .arg(format!("stty cols 200; {}", words.join(" ")))
+        .arg("/dev/null")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!(
+        "--- on a terminal (exit {:?})\n{terminal}",
+        out.status.code()
+    );
+    drop(generator);
+    let _ = fs::remove_dir_all("/etc/systemd/system/datum-it-slowdr.service.d");
+    assert_eq!(out.status.code(), Some(2), "{terminal}");
+    assert_contains(&terminal, "restarted (after File[dropin] changed)");
+    assert_contains(
+        &terminal,
+        "waiting for systemd: reloading unit files (daemon-reload, for datum-it-slowdr.service) (",
+    );
+    assert_contains(&terminal, "s, up to 1m)");
+    drop(unit);
+});
+
 // A restart an earlier pass owes for a drop-in it wrote (b4a25e9's carried
 // debt): pass 1 writes the drop-in, but the Service is blocked (what it
 // requires fails), so neither the daemon-reload nor the restart happens;

@@ -251,6 +251,11 @@ pub fn daemon_reload(host: &Host, unit: &str) -> Result<(), ServiceError> {
     let spec = CommandSpec::new("systemctl")
         .args(["daemon-reload", "--no-ask-password"])
         .timeout(QUERY_TIMEOUT);
+    // systemd runs every generator and re-reads every unit file: seconds
+    // on a host with many units, up to a minute before it is given up. The
+    // bar says what the pass waits for, as it does for a restart.
+    let words = format!("waiting for systemd: reloading unit files (daemon-reload, for {unit})");
+    let _waiting = datum_core::progress::waiting(words, Some(spec.timeout));
     run(host, "daemon-reload", unit, &spec).map(drop)
 }
 
