@@ -140,6 +140,12 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
     // leaves none behind.
     let (link_parent_declared, link_name) = split_link(&config.deploy)?;
     let link_parent = folder_of_link(&host, &link_parent_declared, false)?.map(|(dir, _)| dir);
+    // What is where the link goes, read here only to refuse what is not
+    // a link before anything is made (read again under the lock).
+    let link = link_parent.as_ref().map(|folder| folder.entry(&link_name));
+    if let Some(link) = &link {
+        link_now(link)?;
+    }
     let datum_dir = PrivateDir::open_in(&host, Path::new(STATE_FOLDER), true)?
         .ok_or_else(|| missing(host.root().join(STATE_FOLDER.trim_start_matches('/'))))?;
     let pull_dir = datum_dir
@@ -154,32 +160,17 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;
 
     // The link and what it points at now (read under the lock): none
-    // while its folder is missing.
-    let link = link_parent.as_ref().map(|folder| folder.entry(&link_name));
+    // while its folder is missing. The link's own time is when it was
+    // switched (a link is made staged and renamed in place, never changed).
     let link_path = match &link {
         Some(link) => link.path().to_path_buf(),
         None => host
             .root()
             .join(config.deploy.strip_prefix("/").unwrap_or(&config.deploy)),
     };
-    // The link's own time is when it was switched (a link is made staged
-    // and renamed in place, never changed).
-    let mut switched_at = None;
-    let current = match &link {
-        None => None,
-        Some(link) => match link.lstat()? {
-            None => None,
-            Some(st) if st.kind == FileKind::Symlink => {
-                switched_at = Some(st.meta.mtime_ns.div_euclid(1_000_000_000));
-                Some(link.read_link()?)
-            }
-            Some(st) => {
-                return Err(PullError::NotALink {
-                    path: link_path,
-                    found: st.kind.word().to_owned(),
-                });
-            }
-        },
+    let (current, switched_at) = match &link {
+        Some(link) => link_now(link)?.unzip(),
+        None => (None, None),
     };
     let marker: Option<DeployedRevision> = match &current {
         Some(target) => deployed_marker(&config.deploy, target, &checkouts, &link_path)?,
@@ -749,6 +740,23 @@ fn bundle_file(config: &PullConfig) -> Result<(), PullError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => refused("no such file"),
         // Anything else is git's to say.
         Err(_) => Ok(()),
+    }
+}
+
+/// Where the link points and when it was switched (its own time, in
+/// seconds), `None` when nothing is there; anything but a link is refused:
+/// a folder put there by hand is never replaced.
+fn link_now(link: &datum_host::Located) -> Result<Option<(PathBuf, i64)>, PullError> {
+    match link.lstat()? {
+        None => Ok(None),
+        Some(st) if st.kind == FileKind::Symlink => Ok(Some((
+            link.read_link()?,
+            st.meta.mtime_ns.div_euclid(1_000_000_000),
+        ))),
+        Some(st) => Err(PullError::NotALink {
+            path: link.path().to_path_buf(),
+            found: st.kind.word().to_owned(),
+        }),
     }
 }
 

@@ -1980,6 +1980,23 @@ fn a_link_folder_refused_on_a_first_pull_leaves_no_folder_of_datums_behind() {
         );
         std::fs::set_permissions(bed.p(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    // Nor does a folder where the link goes (a repository put there by
+    // hand), which is never replaced.
+    std::fs::create_dir(bed.link()).unwrap();
+    let out = bed.pull(&[]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr()
+            .contains("is a directory, not a link datum pull manages")
+            && out.stderr().contains("nothing was changed"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        std::fs::symlink_metadata(bed.p("root/var/lib/datum")).is_err(),
+        "the refused pull made var/lib/datum"
+    );
+    std::fs::remove_dir(bed.link()).unwrap();
     // A link folder missing on the way is made only when a revision is
     // switched in: a pull refused makes none.
     std::fs::remove_dir_all(bed.p("root/etc")).unwrap();
