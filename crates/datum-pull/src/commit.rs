@@ -181,7 +181,13 @@ fn armoured(signature: &[u8]) -> Result<(), Malformed> {
     // `label` is upper-case letters, digits and blanks: shown as it is.
     let label = String::from_utf8_lossy(label);
     let end = format!("-----END {label}-----");
-    if lines.next_back().is_some_and(|last| last == end.as_bytes()) {
+    // Blank lines after it, or blanks at its end, as some tools may write
+    // and the signature tools read past, are no reason to refuse.
+    let last = lines
+        .rev()
+        .map(<[u8]>::trim_ascii_end)
+        .find(|l| !l.is_empty());
+    if last == Some(end.as_bytes()) {
         Ok(())
     } else {
         Err(Malformed(format!(
@@ -350,9 +356,17 @@ mod tests {
             let said = malformed(&headers);
             assert!(said.contains(says), "{headers:?}: {said}");
         }
-        // Whole, in either order beside the SHA-256 one: taken.
+        // Whole, in either order beside the SHA-256 one: taken; so is a
+        // blank line after the END line, or blanks at its end.
         for headers in [
             format!("gpgsig {sig}"),
+            format!("gpgsig {sig} \n \n"),
+            sig.replacen("SIGNATURE-----\n", "SIGNATURE----- \n", 2)
+                .replacen(
+                    "-----BEGIN SSH SIGNATURE----- ",
+                    "gpgsig -----BEGIN SSH SIGNATURE-----",
+                    1,
+                ),
             format!("gpgsig-sha256 {sig}gpgsig {sig}"),
             "gpgsig -----BEGIN SIGNED MESSAGE-----\n x\n -----END SIGNED MESSAGE-----\n".to_owned(),
         ] {
