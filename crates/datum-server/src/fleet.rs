@@ -54,7 +54,7 @@ pub struct OutboxHeaders {
     pub dropped: u64,
     /// The state store the report was made in (`Datum-Store-Id`), when
     /// the host says: a report of another store than the host's last one
-    /// is never late by its number (see `ingest::is_late`).
+    /// is never late by its number (see `ingest::late::is_late`).
     pub store: Option<u128>,
 }
 

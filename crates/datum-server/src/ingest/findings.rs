@@ -1,0 +1,151 @@
+//! A check's findings: what the host had, and the writes of what
+//! changed, each drift cluster moved by the hosts that joined or left it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use datum_fleet::{Finding, Report};
+
+use super::CHUNK;
+use super::shared::BatchState;
+use crate::store::{Row, Stmt, Val, values_rows};
+
+/// A finding as stored for a host.
+pub(super) struct Stored {
+    observed: String,
+    class: String,
+    /// Its writers as stored (JSON, `[]` when none).
+    changed_by: String,
+}
+
+pub(super) fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
+    rows.iter()
+        .filter_map(|r| {
+            Some((
+                r.first()?.text()?.to_owned(),
+                Stored {
+                    observed: r.get(1).and_then(Val::text).unwrap_or("").to_owned(),
+                    class: r.get(2).and_then(Val::text).unwrap_or("").to_owned(),
+                    changed_by: r.get(3).and_then(Val::text).unwrap_or("[]").to_owned(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A check (or a stack): its findings replace the host's open findings of
+/// the classes it covers (every class, or those it names). Only what
+/// changed is written, and each drift cluster moves by the hosts that
+/// joined or left it.
+pub(super) fn finding_writes(
+    report: &Report,
+    stored: &HashMap<String, Stored>,
+    batch: &mut BatchState,
+    stmts: &mut Vec<Stmt>,
+) {
+    let host = report.host.as_str();
+    let covered = |class: &str| {
+        report.classes_checked.is_empty() || report.classes_checked.iter().any(|c| c == class)
+    };
+    // What the host has after this report: the findings of classes it did
+    // not cover, and its own (by signature; the last of a repeated one).
+    let mut now: BTreeMap<&str, &Finding> = BTreeMap::new();
+    for f in &report.findings {
+        now.insert(f.signature.as_str(), f);
+    }
+    let mut gone: Vec<&str> = Vec::new();
+    for (signature, old) in stored {
+        match now.get(signature.as_str()) {
+            None if covered(&old.class) => {
+                gone.push(signature);
+                batch.cluster(signature, &old.observed).leave();
+            }
+            None => {}
+            Some(f) => {
+                let observed = f.observed.as_deref().unwrap_or("");
+                if observed != old.observed {
+                    batch.cluster(signature, &old.observed).leave();
+                }
+            }
+        }
+    }
+    gone.sort_unstable();
+    // Findings the host did not have (plain inserts: its stored findings
+    // were read under its row's lock, so none of these is there) and
+    // findings it had that changed (upserts).
+    let mut opened: Vec<(&Finding, String)> = Vec::new();
+    let mut written: Vec<(&Finding, String)> = Vec::new();
+    for (signature, f) in &now {
+        let observed = f.observed.as_deref().unwrap_or("");
+        let old = stored.get(*signature);
+        let joins = old.is_none_or(|o| o.observed != observed);
+        let cluster = batch.cluster(signature, observed);
+        cluster.see(f, report.finished_at, joins);
+        if !joins && old.is_some_and(|o| o.class != f.class) {
+            cluster.reclass = true;
+        }
+        // Who changed it: a finding already open is written again when the
+        // host's attribution names other writers.
+        let changed_by = serde_json::to_string(&f.changed_by).unwrap_or_else(|_| "[]".into());
+        if old.is_none() {
+            opened.push((f, changed_by));
+        } else if joins || old.is_some_and(|o| o.class != f.class || o.changed_by != changed_by) {
+            written.push((f, changed_by));
+        }
+    }
+    for chunk in gone.chunks(CHUNK) {
+        let mut params: Vec<Val> = vec![host.into()];
+        params.extend(chunk.iter().map(|s| Val::from(*s)));
+        stmts.push(Stmt::built(
+            format!(
+                "DELETE FROM findings WHERE host = $1 AND signature IN {}",
+                values_rows(2, chunk.len(), 1)
+            ),
+            params,
+        ));
+    }
+    for chunk in opened.chunks(CHUNK) {
+        stmts.push(Stmt::built(
+            format!(
+                "{FINDING_INSERT} VALUES {}",
+                values_rows(1, 11, chunk.len())
+            ),
+            finding_params(host, report.finished_at, chunk),
+        ));
+    }
+    for chunk in written.chunks(CHUNK) {
+        stmts.push(Stmt::built(
+            format!(
+                "{FINDING_INSERT} VALUES {} ON CONFLICT (host, signature) DO UPDATE SET \
+                 subject = excluded.subject, category = excluded.category, class = excluded.class, \
+                 paths = excluded.paths, observed = excluded.observed, first_seen = excluded.first_seen, \
+                 last_seen = excluded.last_seen, checks = excluded.checks, changed_by = excluded.changed_by",
+                values_rows(1, 11, chunk.len())
+            ),
+            finding_params(host, report.finished_at, chunk),
+        ));
+    }
+}
+
+const FINDING_INSERT: &str = "INSERT INTO findings (host, signature, subject, category, class, \
+     paths, observed, first_seen, last_seen, checks, changed_by)";
+
+/// The parameters of findings rows, as [`FINDING_INSERT`] lists the columns.
+fn finding_params(host: &str, finished_at: i64, chunk: &[(&Finding, String)]) -> Vec<Val> {
+    let mut params = Vec::with_capacity(chunk.len() * 11);
+    for (f, changed_by) in chunk {
+        params.extend([
+            host.into(),
+            f.signature.as_str().into(),
+            f.subject.as_str().into(),
+            f.category.as_str().into(),
+            f.class.as_str().into(),
+            serde_json::to_string(&f.paths).unwrap_or_default().into(),
+            f.observed.as_deref().unwrap_or("").into(),
+            f.first_seen.into(),
+            finished_at.into(),
+            f.checks.unwrap_or(1).into(),
+            changed_by.as_str().into(),
+        ]);
+    }
+    params
+}
