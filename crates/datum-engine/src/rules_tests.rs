@@ -318,8 +318,9 @@ mod counting {
     use datum_core::{Diff, Observed, Resource};
     use datum_host::Host;
     use datum_providers::{
-        Activated, Activates, Batches, Capabilities, Declared, FieldError, Fingerprints,
-        OrdersOthers, OwnsPaths, Provider, ProviderError, Staged, Staging, TakesSourceFolder,
+        Activated, Activates, Batches, Capabilities, Declared, Exclusive, ExtraFindings,
+        FieldError, FieldLookup, Fingerprints, OrdersOthers, OwnsPaths, Provider, ProviderError,
+        Refusal, Staged, Staging, TakesSourceFolder,
     };
 
     impl Provider for super::CountingDeclares {
@@ -346,6 +347,19 @@ mod counting {
         }
         fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff {
             self.inner.plan(d, observed)
+        }
+        fn observed_identity(&self, observed: &Observed) -> Option<String> {
+            self.inner.observed_identity(observed)
+        }
+        fn refuses(&self, d: &Declared<'_>, observed: &Observed) -> Option<String> {
+            self.inner.refuses(d, observed)
+        }
+        fn refuses_unless_changed_first(
+            &self,
+            d: &Declared<'_>,
+            observed: &Observed,
+        ) -> Option<Refusal> {
+            self.inner.refuses_unless_changed_first(d, observed)
         }
         fn stage(
             &self,
@@ -379,39 +393,193 @@ mod counting {
         }
     }
 
+    // Every capability forwarded (clippy names one left to its default).
+    #[deny(clippy::missing_trait_methods)]
     impl Capabilities for super::CountingDeclares {
         fn takes_content(&self) -> bool {
             self.inner.takes_content()
         }
-
         fn takes_validator(&self) -> bool {
             self.inner.takes_validator()
         }
-
+        fn takes_file_validator(&self) -> bool {
+            self.inner.takes_file_validator()
+        }
         fn paths(&self) -> Option<&dyn OwnsPaths> {
             self.inner.paths()
         }
-
         fn ordering(&self) -> Option<&dyn OrdersOthers> {
             self.inner.ordering()
         }
-
         fn batching(&self) -> Option<&dyn Batches> {
             self.inner.batching()
         }
-
         fn activation(&self) -> Option<&dyn Activates> {
             self.inner.activation()
         }
-
         fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
             self.inner.source_folder()
         }
-
         fn fingerprints(&self) -> Option<&dyn Fingerprints> {
             self.inner.fingerprints()
         }
+        fn stages_ahead(&self) -> bool {
+            self.inner.stages_ahead()
+        }
+        fn owns_subtree(&self) -> bool {
+            self.inner.owns_subtree()
+        }
+        fn names_a_regular_file(&self) -> bool {
+            self.inner.names_a_regular_file()
+        }
+        fn sensitive_fields(&self) -> &'static [&'static str] {
+            self.inner.sensitive_fields()
+        }
+        fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+            self.inner.exclusive_claims(field, name)
+        }
+        fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+            self.inner.check_resource_name(field, name)
+        }
+        fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
+            self.inner.extra_findings()
+        }
     }
+}
+
+/// That `wrapper` answers every capability, and every question a kind
+/// may answer beyond its steps, as `inner` does (`batching` aside when the
+/// wrapper adds it): a test through a wrapper tests the kind it wraps.
+/// `at` is a path in `host` where a declaration of the kind is refused (a
+/// folder in the way), `missing` one whose parent is missing.
+fn assert_answers_as(
+    wrapper: &dyn datum_providers::Provider,
+    inner: &dyn datum_providers::Provider,
+    adds_batching: bool,
+    host: &Host,
+    at: &str,
+    missing: &str,
+) {
+    let name = inner.kind();
+    assert_eq!(wrapper.kind(), name);
+    assert_eq!(wrapper.takes_content(), inner.takes_content(), "{name}");
+    assert_eq!(wrapper.takes_validator(), inner.takes_validator(), "{name}");
+    assert_eq!(
+        wrapper.takes_file_validator(),
+        inner.takes_file_validator(),
+        "{name}"
+    );
+    assert_eq!(wrapper.stages_ahead(), inner.stages_ahead(), "{name}");
+    assert_eq!(wrapper.owns_subtree(), inner.owns_subtree(), "{name}");
+    assert_eq!(
+        wrapper.names_a_regular_file(),
+        inner.names_a_regular_file(),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.sensitive_fields(),
+        inner.sensitive_fields(),
+        "{name}"
+    );
+    assert_eq!(wrapper.paths().is_some(), inner.paths().is_some(), "{name}");
+    assert_eq!(
+        wrapper.ordering().is_some(),
+        inner.ordering().is_some(),
+        "{name}"
+    );
+    if !adds_batching {
+        assert_eq!(
+            wrapper.batching().is_some(),
+            inner.batching().is_some(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        wrapper.activation().is_some(),
+        inner.activation().is_some(),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.source_folder().is_some(),
+        inner.source_folder().is_some(),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.fingerprints().is_some(),
+        inner.fingerprints().is_some(),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.extra_findings().is_some(),
+        inner.extra_findings().is_some(),
+        "{name}"
+    );
+    let fields = serde_json::json!({"path": at, "mode": "0640"});
+    let field = |f: &str| fields.get(f);
+    assert_eq!(
+        wrapper.exclusive_claims(&field, "x"),
+        inner.exclusive_claims(&field, "x"),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.check_resource_name(&field, "x"),
+        inner.check_resource_name(&field, "x"),
+        "{name}"
+    );
+    for path in [at, missing] {
+        let resource = Resource::new(
+            ResourceId::new(name, "x"),
+            serde_json::json!({"path": path, "mode": "0640"}),
+        );
+        let d = inner.declare(&resource).unwrap();
+        let observed = inner.observe_declared(host, &d).unwrap();
+        assert_eq!(
+            wrapper.refuses(&d, &observed),
+            inner.refuses(&d, &observed),
+            "{name} at {path}"
+        );
+        assert_eq!(
+            format!("{:?}", wrapper.refuses_unless_changed_first(&d, &observed)),
+            format!("{:?}", inner.refuses_unless_changed_first(&d, &observed)),
+            "{name} at {path}"
+        );
+        assert_eq!(
+            wrapper.observed_identity(&observed),
+            inner.observed_identity(&observed),
+            "{name} at {path}"
+        );
+    }
+}
+
+/// The two wrappers below stand for the kinds they wrap in the tests that
+/// use them: every capability they do not change is the wrapped kind's.
+/// Before, each forwarded only some (the counting File answered
+/// `stages_ahead` false, so its test never staged ahead; and no refusal).
+#[test]
+fn the_test_wrappers_answer_as_the_kind_they_wrap() {
+    let (bed, _) = bed_counting_file_declares();
+    std::fs::create_dir(bed.root.path().join("in-the-way")).unwrap();
+    let file = datum_providers::registry().lookup("File").unwrap();
+    assert!(file.stages_ahead());
+    assert_answers_as(
+        bed.registry.lookup("File").unwrap(),
+        file,
+        false,
+        &bed.host,
+        "/in-the-way",
+        "/missing/app.json",
+    );
+    let bed = bed_batching(&[], &[]);
+    let (fake, _, _) = datum_testkit::fake::fake_providers();
+    assert!(bed.registry.lookup(FAKE_FILE).unwrap().batching().is_some());
+    assert_answers_as(
+        bed.registry.lookup(FAKE_FILE).unwrap(),
+        fake[0].as_ref(),
+        true,
+        &bed.host,
+        "/in-the-way",
+        "/missing/site",
+    );
 }
 
 #[test]
@@ -430,7 +598,8 @@ fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_a
         let before = declares.load(std::sync::atomic::Ordering::Relaxed);
         let lookups = bed.registry.lookups();
         let summary = bed.pass(cat, mode);
-        assert_eq!(bed.registry.lookups() - lookups, 1, "{mode:?}");
+        let resources = cat.resources.len();
+        assert_eq!(bed.registry.lookups() - lookups, resources, "{mode:?}");
         let parsed = declares.load(std::sync::atomic::Ordering::Relaxed) - before;
         (summary, parsed)
     };
@@ -464,6 +633,21 @@ fn the_shipped_file_kind_is_declared_once_per_pass_through_validation_evidence_a
     ));
     assert_eq!(parsed, 1);
     assert_eq!(bed.live("/app.json").as_deref(), Some("{\"v\": 1}\n"));
+    // Files without a validator are staged ahead by worker threads (two at
+    // least start them): still one parse each, the loop's.
+    let plain = |name: &str| Resource {
+        content: Some(datum_core::Content::new(format!("{name}\n").into_bytes())),
+        ..Resource::new(
+            ResourceId::new("File", name),
+            serde_json::json!({"path": format!("/{name}.conf")}),
+        )
+    };
+    let ahead = catalogue(vec![plain("a"), plain("b"), plain("c")]);
+    let (summary, parsed) = count(&mut bed, &ahead, Mode::Apply);
+    assert_eq!(words(&summary).len(), 3);
+    assert!(words(&summary).iter().all(|(_, w)| *w == "changed"));
+    assert_eq!(parsed, 3);
+    assert_eq!(bed.live("/c.conf").as_deref(), Some("c\n"));
 }
 
 /// What `datum check` and the agent's watch use: each resource looked up
@@ -755,8 +939,9 @@ mod batched_fake_file {
     use datum_core::{Diff, Observed};
     use datum_host::Host;
     use datum_providers::{
-        Activated, Activates, Batched, Batches, Capabilities, Declared, FieldError, OwnsPaths,
-        Provider, ProviderError, Staged, Staging,
+        Activated, Activates, Batched, Batches, Capabilities, Declared, Exclusive, ExtraFindings,
+        FieldError, FieldLookup, Fingerprints, OrdersOthers, OwnsPaths, Provider, ProviderError,
+        Refusal, Staged, Staging, TakesSourceFolder,
     };
 
     impl Batches for super::BatchedFakeFile {
@@ -813,6 +998,19 @@ mod batched_fake_file {
         fn plan(&self, d: &Declared<'_>, observed: &Observed) -> Diff {
             self.inner.plan(d, observed)
         }
+        fn observed_identity(&self, observed: &Observed) -> Option<String> {
+            self.inner.observed_identity(observed)
+        }
+        fn refuses(&self, d: &Declared<'_>, observed: &Observed) -> Option<String> {
+            self.inner.refuses(d, observed)
+        }
+        fn refuses_unless_changed_first(
+            &self,
+            d: &Declared<'_>,
+            observed: &Observed,
+        ) -> Option<Refusal> {
+            self.inner.refuses_unless_changed_first(d, observed)
+        }
         fn stage(
             &self,
             host: &Host,
@@ -845,21 +1043,57 @@ mod batched_fake_file {
         }
     }
 
+    // Every capability forwarded but batching (clippy names one left to
+    // its default).
+    #[deny(clippy::missing_trait_methods)]
     impl Capabilities for super::BatchedFakeFile {
         fn takes_content(&self) -> bool {
             self.inner.takes_content()
         }
-
+        fn takes_validator(&self) -> bool {
+            self.inner.takes_validator()
+        }
+        fn takes_file_validator(&self) -> bool {
+            self.inner.takes_file_validator()
+        }
         fn paths(&self) -> Option<&dyn OwnsPaths> {
             self.inner.paths()
         }
-
+        fn ordering(&self) -> Option<&dyn OrdersOthers> {
+            self.inner.ordering()
+        }
         fn batching(&self) -> Option<&dyn Batches> {
             Some(self)
         }
-
         fn activation(&self) -> Option<&dyn Activates> {
             self.inner.activation()
+        }
+        fn source_folder(&self) -> Option<&dyn TakesSourceFolder> {
+            self.inner.source_folder()
+        }
+        fn fingerprints(&self) -> Option<&dyn Fingerprints> {
+            self.inner.fingerprints()
+        }
+        fn stages_ahead(&self) -> bool {
+            self.inner.stages_ahead()
+        }
+        fn owns_subtree(&self) -> bool {
+            self.inner.owns_subtree()
+        }
+        fn names_a_regular_file(&self) -> bool {
+            self.inner.names_a_regular_file()
+        }
+        fn sensitive_fields(&self) -> &'static [&'static str] {
+            self.inner.sensitive_fields()
+        }
+        fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
+            self.inner.exclusive_claims(field, name)
+        }
+        fn check_resource_name(&self, field: FieldLookup<'_, '_>, name: &str) -> Option<String> {
+            self.inner.check_resource_name(field, name)
+        }
+        fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
+            self.inner.extra_findings()
         }
     }
 }
