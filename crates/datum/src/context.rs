@@ -294,7 +294,7 @@ fn compiled_for(
     }
     let state = StateFiles::of(global);
     // A compile that hashes large `source:` trees takes seconds: say so.
-    let bar = crate::render::progress::compiling();
+    let bar = crate::render::progress::compiling(global.output);
     let compiled = compile_or_reuse(&global.repo, &state, identity, purpose);
     if let Some(bar) = bar {
         bar.finish_and_clear();

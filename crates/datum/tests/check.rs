@@ -2749,3 +2749,51 @@ exec "$@""#;
     // The mount went with the namespace: the store is as it was.
     assert!(!state.join("filler").exists());
 }
+
+/// `datum check` and `datum reconcile` drew their progress bar (and the
+/// compile's spinner, as plan and apply did) on a terminal's stderr with
+/// `--output json` or `markdown`, while plan and apply never drew their bar
+/// for a machine format. No command draws progress for one now: run under
+/// `script`'s pseudo-terminal with stdout to a file, the terminal sees
+/// nothing but what a human check draws there.
+#[test]
+fn a_machine_format_draws_no_progress_on_a_terminal() {
+    if !datum_testkit::tools::have("script", "util-linux") {
+        return;
+    }
+    let s = Sandbox::new("", None).applied();
+    let on_terminal = |args: &str| -> String {
+        let command = format!(
+            "stty cols 200; {} --repo {} --root {} --host-file {} --color never {args} >{}",
+            env!("CARGO_BIN_EXE_datum"),
+            s.repo().display(),
+            s.root().display(),
+            s.dir.path().join("host.yaml").display(),
+            s.dir.path().join("stdout").display(),
+        );
+        let out = std::process::Command::new("script")
+            .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("script");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // A person's check draws there (the compile's spinner always; the
+    // resources bar when the draw rate lets it, on a check this short).
+    let human = on_terminal("check");
+    assert!(
+        human.contains("compiling the repository") || human.contains("resources"),
+        "{human:?}"
+    );
+    for args in [
+        "--output json check",
+        "--output markdown check",
+        "--json reconcile",
+        "--output markdown reconcile",
+        "--output json plan",
+        "--output json apply",
+    ] {
+        let terminal = on_terminal(args);
+        assert_eq!(terminal, "", "{args}: drawn on the terminal: {terminal:?}");
+    }
+}

@@ -158,7 +158,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         store: store.as_mut(),
         backups: &|| context::open_backups(global).map_err(Into::into),
         started,
-        progress: crate::render::progress::resources(lazy_len),
+        progress: crate::render::progress::resources(global.output, lazy_len),
         digest_key: key.as_ref(),
     });
     let Checked {

@@ -57,7 +57,7 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
             args.path.display()
         )
     })?;
-    let bar = crate::render::progress::hashing();
+    let bar = crate::render::progress::hashing(global.output);
     // Without -v only the root hash is printed: `scan_root_dir` keeps no tree, so memory
     // does not grow with the number of files. Listing every entry (parents first) needs
     // every hash before the first line, so -v keeps the whole fingerprinted tree.

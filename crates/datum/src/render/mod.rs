@@ -244,7 +244,7 @@ impl Reporter for HumanReporter {
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::PassStarted { resources } => {
-                self.progress = progress::resources(resources as u64);
+                self.progress = progress::resources(crate::cli::Format::Human, resources as u64);
             }
             Event::ResourceStarted { id } => {
                 if let Some(bar) = &self.progress {

@@ -1,6 +1,8 @@
 //! The one progress style of every long command (plan, apply, check, pull):
 //! an indicatif bar on stderr, on a terminal only (hidden when piped, so logs
-//! and CI output stay clean), in human units.
+//! and CI output stay clean), in human units, and for `--output human` only:
+//! a machine format (json, markdown) gets no decoration on stderr, only its
+//! warnings and errors, whichever command made it.
 //!
 //! A bar over resources also shows the work inside them as it happens, from
 //! the process's counters (`datum_core::progress`, fed by the observers and
@@ -15,6 +17,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use datum_core::progress::{Snapshot, Wait};
+
+use crate::cli::Format;
 use indicatif::{
     HumanBytes, HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
 };
@@ -36,13 +40,20 @@ const HASHING: &str = "{spinner} {work}  {elapsed}";
 const STEPS: &str = "{spinner} {wide_msg}  {elapsed}";
 
 /// Whether progress is drawn at all: stderr is a terminal.
-pub fn wanted() -> bool {
+fn terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
-/// A bar over `total` resources, or `None` when stderr is not a terminal.
-pub fn resources(total: u64) -> Option<ProgressBar> {
-    wanted().then(|| resources_to(total, ProgressDrawTarget::stderr()))
+/// Whether a command whose result leaves as `output` draws progress: for a
+/// person (`--output human`) on a terminal only.
+pub fn wanted(output: Format) -> bool {
+    output == Format::Human && terminal()
+}
+
+/// A bar over `total` resources, or `None` when stderr is not a terminal
+/// or the result is not for a person.
+pub fn resources(output: Format, total: u64) -> Option<ProgressBar> {
+    wanted(output).then(|| resources_to(total, ProgressDrawTarget::stderr()))
 }
 
 /// [`resources`] drawn to `target` (tests draw to a hidden target).
@@ -67,19 +78,19 @@ pub fn resources_to(total: u64, target: ProgressDrawTarget) -> ProgressBar {
 }
 
 /// A spinner over hashing alone (`datum fingerprint`): files and bytes
-/// hashed and the rate, or `None` when stderr is not a terminal.
-pub fn hashing() -> Option<ProgressBar> {
-    hashing_with("")
+/// hashed and the rate, or `None` as [`resources`] says.
+pub fn hashing(output: Format) -> Option<ProgressBar> {
+    hashing_with(output, "")
 }
 
 /// [`hashing`] while the repository compiles (its `source:` files are
 /// hashed unless the cache of an earlier compile knows them).
-pub fn compiling() -> Option<ProgressBar> {
-    hashing_with("compiling the repository: ")
+pub fn compiling(output: Format) -> Option<ProgressBar> {
+    hashing_with(output, "compiling the repository: ")
 }
 
-fn hashing_with(prefix: &'static str) -> Option<ProgressBar> {
-    wanted().then(|| {
+fn hashing_with(output: Format, prefix: &'static str) -> Option<ProgressBar> {
+    wanted(output).then(|| {
         let start = Snapshot::now();
         let style = ProgressStyle::with_template(HASHING)
             .unwrap_or_else(|_| ProgressStyle::default_spinner())
@@ -99,9 +110,9 @@ fn hashing_with(prefix: &'static str) -> Option<ProgressBar> {
 }
 
 /// A spinner whose message names the current step, or `None` when stderr is
-/// not a terminal.
+/// not a terminal (the caller asks for one with `--output human` only).
 pub fn steps() -> Option<ProgressBar> {
-    wanted().then(|| {
+    terminal().then(|| {
         let style = ProgressStyle::with_template(STEPS)
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
         let bar =
