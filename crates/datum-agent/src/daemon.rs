@@ -512,7 +512,25 @@ impl Agent {
         let ran = self.run_check(state, checker, &Scope::All);
         state.schedule.ran_full(Instant::now(), unix_now());
         if !ran {
+            // The backstop did not run (the root lock timed out), nor, at
+            // start, the check `/readyz` waits for: again after the same
+            // doubling wait as a watched change's, not `--full-interval`
+            // later (a class with a day's interval would wait for it).
+            let (wait, failed_before) = (retry_wait(state.retries), state.retries);
+            // The watched changes it took are pending again (counting one
+            // more failure in a row), checked by it at the latest.
             self.retry(state, taken);
+            if state.retries == failed_before {
+                state.retries = state.retries.saturating_add(1);
+            }
+            state.schedule.request_full(Instant::now() + wait);
+            self.log(
+                LogLevel::Warn,
+                &format!(
+                    "the full pass could not run: it runs again in {}s",
+                    wait.as_secs()
+                ),
+            );
         }
     }
 
@@ -560,9 +578,7 @@ impl Agent {
         for (class, ids) in not_run {
             state.pending.entry(class).or_default().extend(ids);
         }
-        let wait = RETRY_FIRST
-            .saturating_mul(1 << state.retries.min(8))
-            .min(RETRY_MAX);
+        let wait = retry_wait(state.retries);
         state.retries = state.retries.saturating_add(1);
         state.pending_deadline = Some(Instant::now() + wait);
         self.log(
@@ -612,6 +628,15 @@ impl Agent {
             }
         }
     }
+}
+
+/// How long a check that could not run waits before it runs again, after
+/// `retries` such failures in a row: doubling from [`RETRY_FIRST`] up to
+/// [`RETRY_MAX`].
+fn retry_wait(retries: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << retries.min(8))
+        .min(RETRY_MAX)
 }
 
 fn describe_classes(state: &State) -> String {

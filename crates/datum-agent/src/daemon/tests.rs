@@ -13,6 +13,9 @@ struct Shared {
     /// Checks of watched resources that fail as a whole (the root lock
     /// timed out), before they succeed again.
     fail_watch_checks: usize,
+    /// Full passes that fail as a whole (the root lock timed out), before
+    /// they succeed again.
+    fail_full_passes: usize,
     /// How long each load takes.
     load_time: Duration,
 }
@@ -52,6 +55,13 @@ impl ClassChecker for Fake {
                 s.fail_watch_checks -= 1;
                 return Err(CheckError {
                     scope: "critical (1 resource(s))".into(),
+                    source: "another Datum pass holds the lock".into(),
+                });
+            }
+            if *scope == Scope::All && s.fail_full_passes > 0 {
+                s.fail_full_passes -= 1;
+                return Err(CheckError {
+                    scope: "all".into(),
                     source: "another Datum pass holds the lock".into(),
                 });
             }
@@ -527,6 +537,64 @@ fn a_watched_change_whose_check_could_not_run_is_checked_again() {
     let log = log.lock().unwrap();
     assert!(
         log.iter().any(|l| l.contains("checked again in")),
+        "{log:?}"
+    );
+}
+
+/// A full pass that could not run (the root lock timed out: an apply ran
+/// longer than `--lock-timeout`) was next tried a whole `--full-interval`
+/// later (1 h by default), so an agent whose first pass met a long apply
+/// answered `/readyz` `503 starting` and exported no check for up to an
+/// hour after the apply ended (a day's class is covered only by the full
+/// pass). It runs again after the doubling wait of any check that could
+/// not run.
+#[test]
+fn a_full_pass_that_could_not_run_runs_again_soon() {
+    let shared = Arc::new(Mutex::new(Shared {
+        fail_full_passes: 2,
+        ..Shared::default()
+    }));
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("daily", 86_400_000, false)],
+            watch: vec![],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (control, metrics, handle) = start(fake, Arc::clone(&log));
+    let full_passes = |shared: &Arc<Mutex<Shared>>| {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .filter(|(_, s)| *s == Scope::All)
+            .map(|(t, _)| *t)
+            .collect::<Vec<_>>()
+    };
+    wait_for("three full passes", || full_passes(&shared).len() == 3);
+    let times = full_passes(&shared);
+    // Not at once (the lock is still held), and longer the second time.
+    let (first, second) = (times[1] - times[0], times[2] - times[1]);
+    assert!(first >= Duration::from_millis(900), "{first:?}");
+    assert!(second >= first + Duration::from_millis(500), "{second:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    control.stop();
+    handle.join().unwrap().unwrap();
+    assert_eq!(full_passes(&shared).len(), 3);
+    let text = metrics.encode();
+    assert!(text.contains("datum_check_errors_total 2"), "{text}");
+    assert!(
+        text.contains("datum_checks_total{class=\"daily\",trigger=\"full\"} 1"),
+        "{text}"
+    );
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("the full pass could not run: it runs again in 1s")),
         "{log:?}"
     );
 }
