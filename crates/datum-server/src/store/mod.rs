@@ -251,6 +251,11 @@ impl MIGRATIONS {
             "report store id",
             include_str!("../../migrations/sqlite/0010_report_store_id.sql"),
         ),
+        (
+            11,
+            "report store id backfill",
+            include_str!("../../migrations/sqlite/0011_report_store_id_backfill.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -302,6 +307,11 @@ impl MIGRATIONS {
             10,
             "report store id",
             include_str!("../../migrations/postgres/0010_report_store_id.sql"),
+        ),
+        (
+            11,
+            "report store id backfill",
+            include_str!("../../migrations/postgres/0011_report_store_id_backfill.sql"),
         ),
     ];
 }

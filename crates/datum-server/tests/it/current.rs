@@ -1257,6 +1257,65 @@ fn a_new_store_with_its_clock_set_back() {
     on_both!(a_new_stores_reports_are_not_taken_as_seen_by_the_old_stores);
 }
 
+/// Migration 10 added the store to report rows, NULL for those stored
+/// before it, and a report that says its store is taken as seen only
+/// against an oldest kept report of that same store: on a store upgraded
+/// with its hosts' reports kept, no resend was taken as seen (its key gone
+/// with retention) until retention had replaced every report of the host
+/// kept from before, so each was stored and counted again. Migration 11
+/// gives those rows their host's last store (`hosts.store_id`, which
+/// reports have carried since migration 9): a resend of a report gone is
+/// seen again, and a new store's reports are still new.
+async fn reports_kept_from_before_migration_10_keep_their_store<B: Backend>(f: &Fleet<B>) {
+    const OLD: u128 = 0xa1;
+    const NEW: u128 = 0xb2;
+    let now = 1_800_000_000;
+    f.enroll("web-1", "host", "h1", now).await.unwrap();
+    f.enroll("web-2", "host", "h2", now).await.unwrap();
+    let send = async |host: &str, seq: u64, at: i64, store: u128| {
+        ingest_from_store(f, &report(host, ReportKind::Check, seq, at), store).await
+    };
+    let at = |seq: u64| now + seq as i64 * 60;
+    for seq in 1..=20 {
+        assert!(send("web-1", seq, at(seq), OLD).await);
+        assert!(send("web-2", seq, at(seq), OLD).await);
+    }
+    f.prune(at(21), 400).await.unwrap();
+    // The rows as a server before migration 10 stored them, then the
+    // migrations after it.
+    f.backend()
+        .execute(vec![Stmt::new(
+            "UPDATE reports SET store_id = NULL",
+            vec![],
+        )])
+        .await
+        .unwrap();
+    let migrations = match f.backend().name() {
+        "sqlite" => MIGRATIONS::SQLITE,
+        _ => MIGRATIONS::POSTGRES,
+    };
+    for (_, _, sql) in migrations.iter().filter(|m| m.0 > 10) {
+        f.backend()
+            .execute(vec![Stmt::new(sql, vec![])])
+            .await
+            .unwrap();
+    }
+    let daily = "SELECT CAST(sum(reports) AS BIGINT) FROM daily";
+    assert!(
+        !send("web-1", 3, at(3), OLD).await,
+        "a resend of a report gone with its key is seen"
+    );
+    assert_eq!(count(f, daily).await, 40);
+    // Another store's, its clock set back, is new.
+    assert!(send("web-2", 1, at(1) - 3_600, NEW).await);
+    assert_eq!(count(f, daily).await, 41);
+}
+
+#[test]
+fn a_store_upgraded_to_report_stores_keeps_its_seen_before_rule() {
+    on_both!(reports_kept_from_before_migration_10_keep_their_store);
+}
+
 /// A host taken out of the fleet (decommissioned, or renamed and enrolled
 /// under its new name) could not be removed: it stayed in every view and
 /// went stale for ever (DatumHostStale firing), its token kept working, its
