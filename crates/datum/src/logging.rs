@@ -13,10 +13,14 @@
 //!
 //! Nothing sensitive is logged: events carry resource names, classes,
 //! counts and error messages, which never hold declared values (see the
-//! crate's sensitive tests).
+//! crate's sensitive tests). Whatever the directives say, the events of
+//! [`WIRE_DUMPS`] are never logged: the HTTP client's trace level dumps
+//! every byte it sends and receives, the `authorization: Bearer` header
+//! with a host's report token or the admin credential among them.
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -27,6 +31,18 @@ pub enum LogFormat {
     Text,
     Json,
     Journald,
+}
+
+/// Log targets whose events are raw bytes of a connection (ureq's
+/// `log_data`: 16 bytes a line, headers and bodies), never logged since
+/// they hold credentials.
+pub const WIRE_DUMPS: &[&str] = &["ureq_proto::util"];
+
+/// Whether an event of `target` may be logged at all (see [`WIRE_DUMPS`]).
+fn loggable(target: &str) -> bool {
+    !WIRE_DUMPS
+        .iter()
+        .any(|t| target == *t || target.strip_prefix(t).is_some_and(|r| r.starts_with("::")))
 }
 
 /// Installs the process's subscriber. `default_level` applies when neither
@@ -42,7 +58,9 @@ pub fn init(level: Option<&str>, format: LogFormat, default_level: &str) {
         LogFormat::Auto => LogFormat::Text,
         other => other,
     };
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(filter_fn(|meta| loggable(meta.target())));
     let text = || {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
@@ -71,4 +89,19 @@ pub fn init(level: Option<&str>, format: LogFormat, default_level: &str) {
     };
     // Only fails when a subscriber is installed already (never here).
     drop(installed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable;
+
+    #[test]
+    fn wire_dumps_are_never_loggable() {
+        assert!(!loggable("ureq_proto::util"));
+        assert!(!loggable("ureq_proto::util::inner"));
+        assert!(loggable("ureq_proto::utility"));
+        assert!(loggable("ureq_proto::client"));
+        assert!(loggable("ureq::run"));
+        assert!(loggable("datum::agent"));
+    }
 }

@@ -1824,3 +1824,62 @@ fn reports_say_which_state_store_made_them() {
     assert_eq!(host_store(), new);
     assert_eq!(server.seqs("web-1"), vec![1, 1], "both stores' first");
 }
+
+/// Whether any run of 10 characters of `secret` appears in `text`: a wire
+/// dump cuts a token into rows of 16 bytes, so the whole never appears.
+fn shows_part_of(text: &str, secret: &str) -> bool {
+    let bytes = secret.as_bytes();
+    bytes
+        .windows(10)
+        .any(|w| text.contains(std::str::from_utf8(w).unwrap()))
+}
+
+/// The token a credentials file (report.yaml, admin.yaml) holds.
+fn token_in(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text.lines().find(|l| l.starts_with("token:")).unwrap();
+    line["token:".len()..].trim().to_owned()
+}
+
+/// With `--log-level trace` (or `RUST_LOG=trace`), the HTTP client's own
+/// trace events dumped every byte it sent, 16 to a line, the
+/// `authorization: Bearer` header among them: a host's report token (and
+/// with `datum fleet`, the admin credential) went to the log, the journal
+/// under systemd. No directive makes them logged now.
+#[test]
+fn a_trace_log_never_holds_a_credential() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let host_token = token_in(&h.root.join("etc/datum/report.yaml"));
+    let admin_token = token_in(&server.admin());
+    for level in ["trace", "ureq_proto=trace,ureq=trace"] {
+        let out = datum()
+            .env("INVOCATION_ID", "0123456789abcdef0123456789abcdef")
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--root")
+            .arg(&h.root)
+            .args(["--color", "never", "--log-level", level, "apply"])
+            .output()
+            .unwrap();
+        assert_exit(&out, 2);
+        let log = stderr(&out);
+        // The report was sent in-line, and the client's events are logged.
+        assert!(log.contains("/v1/reports"), "{level}: {log}");
+        assert!(!shows_part_of(&log, &host_token), "{level}: {log}");
+        std::fs::remove_file(h.live("/etc/motd")).unwrap();
+        let out = datum()
+            .args(["--log-level", level, "fleet", "--credentials"])
+            .arg(server.admin())
+            .arg("hosts")
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let log = stderr(&out);
+        assert!(log.contains("/v1/hosts"), "{level}: {log}");
+        assert!(!shows_part_of(&log, &admin_token), "{level}: {log}");
+    }
+}
