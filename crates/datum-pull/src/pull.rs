@@ -133,7 +133,13 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
             std::io::ErrorKind::NotFound.into(),
         ))
     };
-    // The link's folder first, as far as it is there: a refusal of it (a
+    // The files the settings name (the trust root, ssh's files, a bundle)
+    // first: one missing or unsafe is refused before any folder of Datum's
+    // is made (they need none, nor the lock).
+    let roots = trust_roots(config)?;
+    ssh_files(config)?;
+    bundle_file(config)?;
+    // Then the link's folder, as far as it is there: a refusal of it (a
     // folder others may write to on the way) leaves Datum's own folders as
     // they were, not made. A folder missing on the way is made only at the
     // switch, so a pull refused (its revision, or a change of deploy)
@@ -152,9 +158,6 @@ pub fn pull(req: Request<'_>) -> Result<Outcome, PullError> {
         .subdir("pull", true)?
         .ok_or_else(|| missing(datum_dir.file_path("pull")))?;
     let _lock = RootLock::acquire_in(&pull_dir, "lock", req.lock_timeout)?;
-    let roots = trust_roots(config)?;
-    ssh_files(config)?;
-    bundle_file(config)?;
     let checkouts = pull_dir
         .subdir(CHECKOUTS, true)?
         .ok_or_else(|| missing(pull_dir.file_path(CHECKOUTS)))?;

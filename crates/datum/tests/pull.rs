@@ -1997,6 +1997,40 @@ fn a_link_folder_refused_on_a_first_pull_leaves_no_folder_of_datums_behind() {
         "the refused pull made var/lib/datum"
     );
     std::fs::remove_dir(bed.link()).unwrap();
+    // Nor does an option naming a file that is not there (a bundle, the
+    // trust root): nothing of the host is needed to say so.
+    let signers = bed.p("allowed_signers").display().to_string();
+    let gone = bed.p("gone").display().to_string();
+    let url = bed.url();
+    for (args, says) in [
+        (
+            [
+                "--bundle",
+                gone.as_str(),
+                "--allowed-signers",
+                signers.as_str(),
+            ],
+            "--bundle",
+        ),
+        (
+            ["--url", url.as_str(), "--allowed-signers", gone.as_str()],
+            "allowed",
+        ),
+    ] {
+        let mut all = vec!["pull"];
+        all.extend(args);
+        let out = Run(bed.datum(&all).output().unwrap());
+        out.assert_exit(1);
+        assert!(
+            out.stderr().contains(says) && out.stderr().contains(&gone),
+            "{}",
+            out.stderr()
+        );
+        assert!(
+            std::fs::symlink_metadata(bed.p("root/var/lib/datum")).is_err(),
+            "{says}: the refused pull made var/lib/datum"
+        );
+    }
     // A link folder missing on the way is made only when a revision is
     // switched in: a pull refused makes none.
     std::fs::remove_dir_all(bed.p("root/etc")).unwrap();
