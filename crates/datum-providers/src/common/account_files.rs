@@ -184,6 +184,28 @@ impl AccountFiles {
             .map(String::as_str)
     }
 
+    /// The account numbered `uid` whose name is not `except` (the first by
+    /// name, when several share it): useradd and usermod refuse to give
+    /// `except` that number ("UID 0 is not unique").
+    pub fn other_user_with_uid(&self, uid: u32, except: &str) -> Option<&str> {
+        self.users
+            .values()
+            .filter(|u| u.uid == uid && u.name != except)
+            .map(|u| u.name.as_str())
+            .min()
+    }
+
+    /// The group numbered `gid` whose name is none of `except` (the first
+    /// in file order): groupadd and groupmod refuse to give the number to
+    /// another ("GID '100' already exists").
+    pub fn other_group_with_gid(&self, gid: u32, except: &[&str]) -> Option<&str> {
+        self.group_order
+            .iter()
+            .filter(|name| !except.contains(&name.as_str()))
+            .find(|name| self.groups.get(*name).is_some_and(|g| g.gid == gid))
+            .map(String::as_str)
+    }
+
     /// A group's number from its name or a decimal number.
     pub fn group_id(&self, name_or_number: &str) -> Option<u32> {
         if let Ok(n) = name_or_number.parse() {

@@ -38,7 +38,7 @@ use crate::common::{Ensure, all_or_nothing, ensure_change};
 use crate::kind::planned;
 use crate::{
     Capabilities, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned,
-    ProviderError,
+    ProviderError, Reach, Refusal,
 };
 
 /// The manifest `type:` of this kind.
@@ -50,6 +50,29 @@ const FIELDS: &[&str] = &["name", "gid", "system", "ensure"];
 /// for (the field is absent otherwise).
 const GSHADOW_MISSING: &str = "missing";
 
+/// Where an observation names another group that holds the declared `gid`
+/// of a Group declared present (groupadd and groupmod refuse a second group
+/// of one number: "GID '100' already exists"). Left out when none does.
+const GID_TAKEN_BY: &str = "gid_taken_by";
+
+/// Notes [`GID_TAKEN_BY`]: a group other than the one `d` manages (under
+/// any of `names`) numbered `d`'s declared gid.
+fn note_gid_taken(
+    d: &GroupDesired,
+    files: &account_files::AccountFiles,
+    names: &[&str],
+    observed: &mut Observed,
+) {
+    if d.ensure != Ensure::Present {
+        return;
+    }
+    if let Some(other) = d.gid.and_then(|n| files.other_group_with_gid(n, names)) {
+        observed
+            .fields
+            .insert(GID_TAKEN_BY.to_owned(), json!(other));
+    }
+}
+
 /// A Group declaration, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDesired {
@@ -58,6 +81,9 @@ pub struct GroupDesired {
     pub gid: Option<u32>,
     pub system: bool,
     pub ensure: Ensure,
+    /// The resource says `sensitive: true` itself: what the plan says it
+    /// would refuse names none of its values (set by the kind's `declare`).
+    hides_values: bool,
 }
 
 /// A Group's `desired` as written in a manifest (the type its JSON Schema is
@@ -191,13 +217,16 @@ impl GroupDesired {
             gid,
             system,
             ensure,
+            hides_values: false,
         })
     }
 }
 
 fn desired(resource: &Resource) -> Result<GroupDesired, ProviderError> {
-    GroupDesired::parse(&resource.desired, &resource.id.name)
-        .map_err(crate::common::fields::invalid)
+    let mut d = GroupDesired::parse(&resource.desired, &resource.id.name)
+        .map_err(crate::common::fields::invalid)?;
+    d.hides_values = resource.sensitive && !resource.sensitive_by_field_only;
+    Ok(d)
 }
 
 /// The `Group` resource type.
@@ -331,7 +360,11 @@ impl Kind for GroupProvider {
             Some(group) => (group, false),
             None => match files.group(&kept) {
                 Some(group) => (group, true),
-                None => return Ok(Observed::absent()),
+                None => {
+                    let mut observed = Observed::absent();
+                    note_gid_taken(d, &files, &[&d.name, &kept], &mut observed);
+                    return Ok(observed);
+                }
             },
         };
         let mut observed = Observed::absent();
@@ -340,6 +373,7 @@ impl Kind for GroupProvider {
         if renamed {
             observed.fields.insert("name".to_owned(), json!(kept));
         }
+        note_gid_taken(d, &files, &[&d.name, &kept], &mut observed);
         if files.lacks_gshadow_entry(&group.name) {
             observed
                 .fields
@@ -350,6 +384,40 @@ impl Kind for GroupProvider {
 
     fn plan(&self, _resource: &Resource, d: &GroupDesired, observed: &Observed) -> Diff {
         diff(d, observed)
+    }
+
+    /// A `gid` another group holds: groupadd and groupmod refuse it, unless
+    /// an earlier change of the account files (that group removed or
+    /// renumbered) comes first.
+    fn refuses_unless_changed_first(
+        &self,
+        d: &GroupDesired,
+        observed: &Observed,
+    ) -> Option<Refusal> {
+        let other = observed.fields.get(GID_TAKEN_BY)?.as_str()?;
+        let gid = d.gid?;
+        let changes_gid = diff(d, observed).changes.iter().any(|c| c.field == "gid");
+        let program = if observed.presence == Presence::Present {
+            "groupmod"
+        } else {
+            "groupadd"
+        };
+        if !changes_gid {
+            return None;
+        }
+        let why = if d.hides_values {
+            format!(
+                "the declared gid belongs to another group: {program} refuses a second group of one number"
+            )
+        } else {
+            format!(
+                "gid {gid} belongs to group `{other}`: {program} refuses a second group of one number (declare another gid, or change `{other}` first)"
+            )
+        };
+        Some(Refusal {
+            why,
+            reach: Reach::AlsoAround(crate::common::meta::ACCOUNT_FILES),
+        })
     }
 
     fn stage(

@@ -52,7 +52,7 @@ use crate::group::{AccountName, account_id};
 use crate::kind::planned;
 use crate::{
     Capabilities, Exclusive, FieldError, FieldLookup, Kind, OrderingEdge, OrdersOthers, Planned,
-    ProviderError,
+    ProviderError, Reach, Refusal,
 };
 
 /// The manifest `type:` of this kind.
@@ -91,6 +91,9 @@ pub struct UserDesired {
     pub system: bool,
     pub ensure: Ensure,
     password_hash: Option<String>,
+    /// The resource says `sensitive: true` itself: what the plan says it
+    /// would refuse names none of its values (set by the kind's `declare`).
+    hides_values: bool,
 }
 
 impl std::fmt::Debug for UserDesired {
@@ -418,6 +421,7 @@ impl UserDesired {
             system,
             ensure,
             password_hash,
+            hides_values: false,
         })
     }
 
@@ -428,16 +432,105 @@ impl UserDesired {
 }
 
 fn desired(resource: &Resource) -> Result<UserDesired, ProviderError> {
-    UserDesired::parse(&resource.desired, &resource.id.name).map_err(crate::common::fields::invalid)
+    let mut d = UserDesired::parse(&resource.desired, &resource.id.name)
+        .map_err(crate::common::fields::invalid)?;
+    d.hides_values = resource.sensitive && !resource.sensitive_by_field_only;
+    Ok(d)
+}
+
+/// Where an observation lists the groups a User declared present names
+/// (`gid`, `groups`) that no account file has, each as `{field, name}`:
+/// useradd and usermod refuse them ("group 'ops' does not exist"), so the
+/// plan calls the change one that would fail unless something earlier in
+/// the pass may make the group ([`UserProvider`]'s
+/// `refuses_unless_changed_first`). Left out when there are none.
+const UNKNOWN_GROUPS: &str = "unknown_groups";
+
+/// Where an observation names another account that holds the declared
+/// `uid` (useradd and usermod refuse a second account of one number, "UID
+/// 0 is not unique"). Left out when no other account holds it.
+const UID_TAKEN_BY: &str = "uid_taken_by";
+
+/// What a User declared present needs of the account files that they do
+/// not give it ([`UNKNOWN_GROUPS`], [`UID_TAKEN_BY`]).
+fn note_refused(d: &UserDesired, files: &AccountFiles, observed: &mut Observed) {
+    if d.ensure != Ensure::Present {
+        return;
+    }
+    let known = |group: &str| match group.parse::<u32>() {
+        Ok(n) => files.groups_by_id(n).is_some(),
+        Err(_) => files.group(group).is_some(),
+    };
+    let named = d
+        .gid
+        .iter()
+        .map(|g| ("gid", g))
+        .chain(d.groups.iter().flatten().map(|g| ("groups", g)));
+    let unknown: Vec<Value> = named
+        .filter(|(_, group)| !known(group))
+        .map(|(field, group)| json!({"field": field, "name": group}))
+        .collect();
+    if !unknown.is_empty() {
+        observed
+            .fields
+            .insert(UNKNOWN_GROUPS.to_owned(), Value::Array(unknown));
+    }
+    if let Some(other) = d.uid.and_then(|n| files.other_user_with_uid(n, &d.name)) {
+        observed
+            .fields
+            .insert(UID_TAKEN_BY.to_owned(), json!(other));
+    }
+}
+
+/// Why useradd or usermod will refuse the change `diff` makes, from what
+/// [`note_refused`] found for a field it changes (the first reason);
+/// `None` when nothing did.
+fn refusal(d: &UserDesired, observed: &Observed, diff: &Diff) -> Option<String> {
+    let changes = |field: &str| diff.changes.iter().any(|c| c.field == field);
+    let program = if observed.presence == Presence::Present {
+        "usermod"
+    } else {
+        "useradd"
+    };
+    if let (Some(uid), Some(other)) = (
+        d.uid,
+        observed.fields.get(UID_TAKEN_BY).and_then(Value::as_str),
+    ) && changes("uid")
+    {
+        if d.hides_values {
+            return Some(format!(
+                "the declared uid belongs to another account: {program} refuses a second account of one number"
+            ));
+        }
+        return Some(format!(
+            "uid {uid} belongs to account `{other}`: {program} refuses a second account of one number (declare another uid, or change `{other}` first)"
+        ));
+    }
+    let unknown = observed.fields.get(UNKNOWN_GROUPS)?.as_array()?;
+    let (field, name) = unknown
+        .iter()
+        .filter_map(|u| Some((u["field"].as_str()?, u["name"].as_str()?)))
+        .find(|(field, _)| changes(field))?;
+    if d.hides_values {
+        return Some(format!(
+            "a group named in `{field}` is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it"
+        ));
+    }
+    Some(format!(
+        "group `{name}` (named in `{field}`) is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it (declare a Group of that name, or name a group the host has)"
+    ))
 }
 
 /// What observe records about a user (never the hash itself).
 pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     let Some(user) = files.user(&d.name) else {
-        return Observed::absent();
+        let mut observed = Observed::absent();
+        note_refused(d, files, &mut observed);
+        return observed;
     };
     let mut observed = Observed::absent();
     observed.presence = Presence::Present;
+    note_refused(d, files, &mut observed);
     let fields = &mut observed.fields;
     fields.insert("uid".to_owned(), json!(user.uid));
     fields.insert("gid".to_owned(), json!(user.gid));
@@ -557,6 +650,21 @@ impl Kind for UserProvider {
 
     fn plan(&self, _resource: &Resource, d: &UserDesired, observed: &Observed) -> Diff {
         diff(d, observed)
+    }
+
+    /// A group no account file has (in `gid` or `groups`), or a `uid`
+    /// another account holds: useradd and usermod refuse them, unless an
+    /// earlier change of the account files (a Group made, a User removed)
+    /// comes first.
+    fn refuses_unless_changed_first(
+        &self,
+        d: &UserDesired,
+        observed: &Observed,
+    ) -> Option<Refusal> {
+        refusal(d, observed, &diff(d, observed)).map(|why| Refusal {
+            why,
+            reach: Reach::AlsoAround(crate::common::meta::ACCOUNT_FILES),
+        })
     }
 
     fn stage(
@@ -955,6 +1063,47 @@ mod tests {
         let unread = AccountFiles::parse("deploy:x:2000:3000::/srv/deploy:/bin/bash\n", "");
         assert!(!observation(&d, &unread).fields.contains_key("shadow"));
         assert!(!observation(&d, &files()).fields.contains_key("shadow"));
+    }
+
+    /// A group no account file has, or a uid another account holds, is
+    /// refused for the change that would hand it to useradd or usermod,
+    /// and only then: an account already holding a shared uid may still
+    /// change its shell; a removal names nothing.
+    #[test]
+    fn a_missing_group_or_a_taken_uid_is_refused_only_for_a_change_that_uses_it() {
+        let files = AccountFiles::parse(
+            "deploy:x:2000:3000::/srv/deploy:/bin/bash\ntwin:x:2000:3000::/:/bin/sh\nold:x:2001:3000::/:/bin/sh\n",
+            "ops:x:3000:\n",
+        );
+        let refused = |v: Value| {
+            let d = parse(v);
+            let o = observation(&d, &files);
+            refusal(&d, &o, &diff(&d, &o))
+        };
+        let why = refused(json!({"groups": ["ops", "nosuch"]})).unwrap();
+        assert!(
+            why.starts_with("group `nosuch` (named in `groups`) is in no account file"),
+            "{why}"
+        );
+        assert!(why.contains("usermod refuses"), "{why}");
+        let why = refused(json!({"gid": 3001})).unwrap();
+        assert!(why.contains("group `3001` (named in `gid`)"), "{why}");
+        let why = refused(json!({"uid": 2001})).unwrap();
+        assert!(
+            why.starts_with("uid 2001 belongs to account `old`"),
+            "{why}"
+        );
+        // Its own number already (shared with `twin`): nothing to refuse.
+        assert_eq!(refused(json!({"uid": 2000, "shell": "/bin/sh"})), None);
+        assert_eq!(refused(json!({"gid": 3000, "groups": ["ops"]})), None);
+        assert_eq!(
+            refused(json!({"ensure": "absent", "groups": ["nosuch"]})),
+            None
+        );
+        let new = UserDesired::parse(&json!({"uid": 2001, "groups": ["x"]}), "fresh").unwrap();
+        let o = observation(&new, &files);
+        let why = refusal(&new, &o, &diff(&new, &o)).unwrap();
+        assert!(why.contains("useradd refuses"), "{why}");
     }
 
     #[test]

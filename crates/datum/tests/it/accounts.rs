@@ -1165,3 +1165,110 @@ fn code_a_root_holds_never_reaches_the_machine_through_shadow_utils() {
         "code the root holds ran with the machine's capabilities:\n{log}"
     );
 }
+
+/// What shadow-utils are certain to refuse is a change that would fail in
+/// the plan (exit 4, naming why and the resource), as the apply fails: a
+/// User naming in `groups` or `gid` a group no account file has and no
+/// resource makes first, a `uid` another account holds, a Group's `gid`
+/// another group holds. A group a Group of the same pass makes, or a number
+/// another User of the pass gives up, stays pending (exit 2): the apply
+/// decides.
+#[test]
+fn what_shadow_utils_refuse_for_certain_is_a_plan_that_would_fail() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts("");
+    let plan_of = |docs: &[String]| {
+        declare(&s, docs);
+        s.datum(&["plan"])
+    };
+    let cases = [
+        (
+            flow_doc("User", "deploy", "{uid: 2000, groups: [users, nosuch]}"),
+            "User[deploy]",
+            "would fail: group `nosuch` (named in `groups`) is in no account file",
+        ),
+        (
+            flow_doc("User", "deploy", "{uid: 2000, gid: nosuch}"),
+            "User[deploy]",
+            "would fail: group `nosuch` (named in `gid`) is in no account file",
+        ),
+        (
+            flow_doc("User", "deploy", "{uid: 2000, gid: 4242}"),
+            "User[deploy]",
+            "would fail: group `4242` (named in `gid`) is in no account file",
+        ),
+        (
+            flow_doc("User", "deploy", "{uid: 65534}"),
+            "User[deploy]",
+            "would fail: uid 65534 belongs to account `nobody`",
+        ),
+        (
+            flow_doc("Group", "ops", "{gid: 100}"),
+            "Group[ops]",
+            "would fail: gid 100 belongs to group `users`",
+        ),
+    ];
+    for (doc, id, why) in &cases {
+        let plan = plan_of(std::slice::from_ref(doc));
+        assert_exit(&plan, 4);
+        let text = stdout(&plan);
+        assert!(text.contains(id) && text.contains(why), "{doc}:\n{text}");
+        // The apply fails as the plan said, and the root stays as it was.
+        let apply = s.datum(&["apply"]);
+        assert_exit(&apply, 4);
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        assert_eq!(line_of(&passwd, "deploy"), None, "{passwd}");
+    }
+    // An account changed: the same for a new uid another holds, or a group
+    // added that nobody has.
+    declare(&s, &[flow_doc("User", "deploy", "{uid: 2000}")]);
+    assert_exit(&s.datum(&["apply"]), 2);
+    for (desired, why) in [
+        ("{uid: 0}", "would fail: uid 0 belongs to account `root`"),
+        (
+            "{uid: 2000, groups: [nosuch]}",
+            "would fail: group `nosuch` (named in `groups`) is in no account file",
+        ),
+    ] {
+        let plan = plan_of(&[flow_doc("User", "deploy", desired)]);
+        assert_exit(&plan, 4);
+        assert!(stdout(&plan).contains(why), "{desired}:\n{}", stdout(&plan));
+    }
+    // A User or Group that says `sensitive: true` itself: the reason names
+    // none of its values (nor the account holding its number).
+    for (doc, values) in [
+        (
+            "datum: v1alpha1\ntype: User\nname: deploy\nsensitive: true\ndesired: {uid: 65534, groups: [zzsecret]}\n",
+            &["65534", "nobody", "zzsecret"][..],
+        ),
+        (
+            "datum: v1alpha1\ntype: User\nname: deploy\nsensitive: true\ndesired: {groups: [zzsecret]}\n",
+            &["zzsecret"][..],
+        ),
+        (
+            "datum: v1alpha1\ntype: Group\nname: ops\nsensitive: true\ndesired: {gid: 100}\n",
+            &["gid 100", "users"][..],
+        ),
+    ] {
+        s.write("repo/base/main.yaml", doc);
+        let plan = s.datum(&["plan"]);
+        assert_exit(&plan, 4);
+        let text = format!("{}{}", stdout(&plan), stderr(&plan));
+        assert!(text.contains("would fail: "), "{text}");
+        for value in values {
+            assert!(!text.contains(value), "{value} shown:\n{text}");
+        }
+    }
+    // Made or given up earlier in the pass: pending, and the apply works.
+    let docs = [
+        flow_doc("Group", "ops", "{gid: 3000}"),
+        flow_doc("User", "deploy", "{uid: 2000, gid: ops, groups: [ops]}"),
+        flow_doc("User", "nobody", "{ensure: absent}"),
+        flow_doc("User", "late", "{uid: 65534}"),
+    ];
+    let plan = plan_of(&docs);
+    assert_exit(&plan, 2);
+    assert!(!stdout(&plan).contains("would fail"), "{}", stdout(&plan));
+}
