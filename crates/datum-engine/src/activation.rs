@@ -489,10 +489,12 @@ fn group_validators(catalogue: &Catalogue, ids: &[&ResourceId]) -> Vec<&'static 
 }
 
 /// Whether a group's validator output may echo something sensitive: a
-/// sensitive member, or any sensitive resource under the configuration's
+/// sensitive member, any sensitive resource under the configuration's
 /// folder (the validator reads the whole configuration, not only the files
-/// that name it: an included file holding a credential).
-pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue) -> bool {
+/// that name it: an included file holding a credential), or an `output`
+/// that names a sensitive resource's path ([`names_a_sensitive_path`]: a
+/// file included from elsewhere).
+pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue, output: &str) -> bool {
     let config_dir = def
         .main_config
         .and_then(|c| std::path::Path::new(c).parent())
@@ -504,7 +506,25 @@ pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue) -> bool
                     r.desired_str("path")
                         .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
                 }))
-    })
+    }) || names_a_sensitive_path(output, catalogue)
+}
+
+/// Whether a validator's `output` names the path of a resource that is
+/// sensitive (a File, or anything in a Tree's folder): validators read the
+/// files the checked one includes (sshd's `Include`, nginx's `include`)
+/// and echo their offending lines with the file's name, so the output of a
+/// resource that is not sensitive itself can quote one that is, which
+/// everyone may read on the host but whose value must not leave it. The
+/// test is by text: the declared path anywhere in the output (under
+/// `--root` the validator names it below the root, which still holds it);
+/// a path named relatively or through a link is not recognised.
+pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> bool {
+    !output.is_empty()
+        && catalogue.resources.iter().any(|r| {
+            r.sensitive
+                && r.desired_str("path")
+                    .is_some_and(|p| p.len() > 1 && output.contains(p.trim_end_matches('/')))
+        })
 }
 
 fn group_report(
@@ -522,7 +542,7 @@ fn group_report(
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    let sensitive = group_sensitive(def, catalogue);
+    let sensitive = group_sensitive(def, catalogue, &rejection.output);
     let not_reloaded = if service.kind != GROUP_KIND {
         format!("; {service} not reloaded")
     } else {

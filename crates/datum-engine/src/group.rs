@@ -218,7 +218,7 @@ impl GroupChecks {
             Mode::Plan => "would fail validation",
             Mode::Apply => "no file written",
         };
-        let sensitive = group_sensitive(def, catalogue);
+        let sensitive = group_sensitive(def, catalogue, &rejection.output);
         self.outputs.insert(
             def.name,
             (!sensitive && !rejection.output.trim().is_empty()).then(|| rejection.output.clone()),

@@ -835,3 +835,79 @@ fn a_plan_writes_no_scratch_copy_for_a_builtin_validator() {
         s.files_under_root()
     );
 }
+
+/// A validator reads more than the file it checks: `Include` (sshd) and
+/// `include` (nginx) pull in other files, and the validator echoes their
+/// offending lines with their names. A File that is not sensitive,
+/// including a sensitive File that everyone may read (so not withheld as
+/// private), had the sensitive File's line shown in its failure (plan,
+/// apply, JSON, and so the fleet report's validator output). Output that
+/// names a sensitive resource's path is now withheld.
+fn included_sensitive_file_is_never_shown(validator: &str) {
+    const CANARY: &str = "CANARY-included-4e1b";
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    let root = s.root();
+    let root = root.display();
+    let line = if validator == "sshd" { "yes" } else { "on;" };
+    s.write(
+        "repo/base/secrets.yaml",
+        &format!(
+            "datum: v1alpha1\ntype: Directory\nname: secrets\ndesired: {{path: /secrets, mode: \"0755\"}}\n---\n\
+datum: v1alpha1\ntype: File\nname: secret\nsensitive: true\ndesired: {{path: /secrets/included.conf, mode: \"0644\", content: \"{CANARY} {line}\\n\"}}\n"
+        ),
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let including = if validator == "sshd" {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n  mode: \"0600\"\n  validate: sshd\n  content: \"Port 22\\nInclude {root}/secrets/included.conf\\n\"\n"
+        )
+    } else {
+        // The included file is outside nginx's folder.
+        format!(
+            "datum: v1alpha1\ntype: Directory\nname: etc\ndesired: {{path: /etc, mode: \"0755\"}}\n---\n\
+datum: v1alpha1\ntype: Directory\nname: nginx\ndesired: {{path: /etc/nginx, mode: \"0755\"}}\n---\n\
+datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  mode: \"0644\"\n  validate: nginx\n  content: \"events {{}}\\nhttp {{\\n  include {root}/secrets/included.conf;\\n}}\\n\"\n"
+        )
+    };
+    s.write("repo/base/main.yaml", &including);
+    let mut all = String::new();
+    for args in [
+        &["plan"][..],
+        &["--output", "json", "plan"],
+        &["--output", "markdown", "plan"],
+        &["apply"],
+        &["--output", "json", "apply"],
+    ] {
+        let o = s.datum(args);
+        all.push_str(&stdout(&o));
+        all.push_str(&stderr(&o));
+    }
+    assert!(
+        !all.contains(CANARY),
+        "{validator}: the included file was shown:\n{all}"
+    );
+    assert!(
+        all.contains(&format!("validation failed ({validator} on test-host")),
+        "{all}"
+    );
+    // Once the included file is not sensitive, the same output is shown:
+    // the assertion above can fail.
+    let secrets = fs::read_to_string(s.repo().join("base/secrets.yaml")).unwrap();
+    s.write(
+        "repo/base/secrets.yaml",
+        &secrets.replace("sensitive: true", "sensitive: false"),
+    );
+    let open = stdout(&s.datum(&["plan"]));
+    assert!(open.contains(CANARY), "{open}");
+}
+
+#[test]
+fn a_group_validators_output_naming_an_included_sensitive_file_is_never_shown() {
+    if require("nginx") {
+        included_sensitive_file_is_never_shown("nginx");
+    }
+}
