@@ -27,7 +27,9 @@
 
 use std::collections::HashMap;
 
-use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{
+    Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource, ResourceId,
+};
 use datum_host::Host;
 use serde_json::{Value, json};
 
@@ -242,15 +244,71 @@ fn declared_name(resource: &Resource) -> Option<String> {
 /// The group names a declaration uses: its `group` (a File's, a
 /// Directory's), `gid` and `groups` (a User's), numbers left out.
 fn groups_named(desired: &dyn DeclaredFields) -> Vec<&str> {
-    let mut names: Vec<&str> = ["group", "gid"]
-        .iter()
-        .filter_map(|f| desired.get(f).and_then(Value::as_str))
+    groups_named_in(desired)
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// [`groups_named`], each with the field that names it.
+fn groups_named_in(desired: &dyn DeclaredFields) -> Vec<(&'static str, &str)> {
+    let mut names: Vec<(&'static str, &str)> = ["group", "gid"]
+        .into_iter()
+        .filter_map(|f| Some((f, desired.get(f).and_then(Value::as_str)?)))
         .collect();
     if let Some(items) = desired.get("groups").and_then(Value::as_array) {
-        names.extend(items.iter().filter_map(Value::as_str));
+        names.extend(
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|n| ("groups", n)),
+        );
     }
-    names.retain(|n| n.parse::<u32>().is_err());
+    names.retain(|(_, n)| n.parse::<u32>().is_err());
     names
+}
+
+/// The warnings for the resources that name, in one of the fields `named`
+/// gives (by name), an account or group (`what`) that a resource of the
+/// repository declares absent (`removed`: each name with its remover): the
+/// two contradict each other. A File owned by a User removed fails once
+/// userdel ran (unknown user) or, applied first, keeps a file owned by a
+/// number no account has; a User joining a Group removed fails once
+/// groupdel ran. Resources declared absent themselves are left out. Only
+/// fields and resource names are quoted, never a declared value.
+pub(crate) fn naming_removed<'r>(
+    resources: &'r [Resource],
+    removed: &HashMap<String, &Resource>,
+    what: &str,
+    named: impl Fn(&'r Resource) -> Vec<(&'static str, &'r str)>,
+) -> Vec<(ResourceId, String)> {
+    if removed.is_empty() {
+        return Vec::new();
+    }
+    let mut warnings = Vec::new();
+    for r in resources {
+        if r.desired.get("ensure").and_then(Value::as_str) == Some("absent") {
+            continue;
+        }
+        let mut seen = Vec::new();
+        for (field, name) in named(r) {
+            let Some(remover) = removed.get(name) else {
+                continue;
+            };
+            if remover.id == r.id || seen.contains(&field) {
+                continue;
+            }
+            seen.push(field);
+            warnings.push((
+                r.id.clone(),
+                format!(
+                    "`{field}` names the {what} {} removes (ensure: absent, {}): they contradict each other, and one of them fails or leaves something owned by a number no {what} has; declare it present, or name another",
+                    remover.id, remover.origin
+                ),
+            ));
+        }
+    }
+    warnings
 }
 
 /// Whatever names a declared Group (a file's group, a user's primary or
@@ -282,6 +340,26 @@ impl OrdersOthers for GroupProvider {
             }
         }
         edges
+    }
+
+    /// What names a group a Group declares absent (a File's `group`, a
+    /// User's `gid` or `groups`): see [`naming_removed`].
+    fn warnings(&self, resources: &[Resource]) -> Vec<(ResourceId, String)> {
+        let removed: HashMap<String, &Resource> = resources
+            .iter()
+            .filter(|r| r.id.kind == KIND)
+            .filter_map(|r| {
+                let d = GroupDesired::parse(&r.desired, &r.id.name).ok()?;
+                (d.ensure == Ensure::Absent).then_some((d.name, r))
+            })
+            .collect();
+        naming_removed(resources, &removed, "group", |r| {
+            if r.id.kind == KIND {
+                Vec::new()
+            } else {
+                groups_named_in(&r.desired)
+            }
+        })
     }
 }
 

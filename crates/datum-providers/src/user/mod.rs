@@ -40,7 +40,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use datum_core::{Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource};
+use datum_core::{
+    Action, DeclaredFields, Diff, FieldChange, Observed, Presence, Resource, ResourceId,
+};
 use datum_host::Host;
 use serde_json::{Value, json};
 
@@ -620,6 +622,23 @@ impl OrdersOthers for UserProvider {
             }
         }
         edges
+    }
+
+    /// What is owned by an account a User declares absent (a File's,
+    /// a Directory's `owner`): see [`crate::group::naming_removed`].
+    fn warnings(&self, resources: &[Resource]) -> Vec<(ResourceId, String)> {
+        let removed: HashMap<String, &Resource> = removed(resources)
+            .into_iter()
+            .map(|(r, name)| (name, r))
+            .collect();
+        crate::group::naming_removed(resources, &removed, "account", |r| {
+            match r.desired.get("owner").and_then(Value::as_str) {
+                Some(owner) if r.id.kind != KIND && owner.parse::<u32>().is_err() => {
+                    vec![("owner", owner)]
+                }
+                _ => Vec::new(),
+            }
+        })
     }
 }
 

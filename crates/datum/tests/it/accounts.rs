@@ -1272,3 +1272,62 @@ fn what_shadow_utils_refuse_for_certain_is_a_plan_that_would_fail() {
     assert_exit(&plan, 2);
     assert!(!stdout(&plan).contains("would fail"), "{}", stdout(&plan));
 }
+
+/// A resource naming an account that another declaration of the repository
+/// removes contradicts it: a File owned by a User declared absent fails
+/// once userdel ran (unknown user) or, applied first, is left owned by a
+/// number no account has; a User joining or grouped under a Group declared
+/// absent fails once groupdel ran (or groupdel refuses a primary group).
+/// `datum lint` warns at the resource's line, naming the remover and
+/// where it is declared (lint passes: a warning); a name no removal
+/// touches is not warned about.
+#[test]
+fn naming_an_account_the_repository_removes_is_a_warning_at_its_line() {
+    let s = Sandbox::with_base(
+        &[
+            flow_doc("User", "gone", "{ensure: absent}"),
+            flow_doc("Group", "old", "{ensure: absent}"),
+            flow_doc(
+                "File",
+                "key",
+                "{path: /key, owner: gone, group: old, content: k}",
+            ),
+            flow_doc("User", "app", "{gid: old, groups: [users, old]}"),
+            flow_doc(
+                "File",
+                "fine",
+                "{path: /fine, owner: root, group: users, content: k}",
+            ),
+        ]
+        .join("---\n"),
+    );
+    let lint = s.datum(&["lint"]);
+    assert_exit(&lint, 0);
+    let text = stderr(&lint);
+    for (id, field, what, at) in [
+        (
+            "File[key]",
+            "owner",
+            "account User[gone]",
+            "base/main.yaml:1:1",
+        ),
+        (
+            "File[key]",
+            "group",
+            "group Group[old]",
+            "base/main.yaml:6:1",
+        ),
+        ("User[app]", "gid", "group Group[old]", "base/main.yaml:6:1"),
+        (
+            "User[app]",
+            "groups",
+            "group Group[old]",
+            "base/main.yaml:6:1",
+        ),
+    ] {
+        let wanted =
+            format!("warning: {id}: `{field}` names the {what} removes (ensure: absent, {at})");
+        assert!(text.contains(&wanted), "{wanted}\n{text}");
+    }
+    assert!(!text.contains("File[fine]"), "{text}");
+}
