@@ -558,3 +558,71 @@ datum_testkit::testbed_test!(a_change_by_a_transient_systemd_unit_names_the_unit
     assert_eq!(by["unit"], format!("{unit}.service"), "{by}");
     assert!(by.get("login_uid").is_none(), "{by}");
 });
+
+/// A writer's command line often holds what it wrote (`sed -i
+/// 's/old/NEW/' FILE`, `sh -c 'echo pw > FILE'`). For a sensitive File it
+/// was shown whole: in the agent's log (with the resource's name, which the
+/// loop otherwise never logs), in the state store's writers, and in `datum
+/// check`'s human, JSON and Markdown reports. A sensitive resource's
+/// writers are now recorded and logged without their command line (the
+/// executable names the program), and the log names no such resource.
+#[test]
+fn a_sensitive_files_writer_is_recorded_without_its_command_line() {
+    if !is_root() {
+        println!("skipped: fanotify needs root");
+        return;
+    }
+    const CANARY: &str = "CANARY-written-by-sh-6c2e";
+    let e = Estate::new("report");
+    let files = std::fs::read_to_string(e.path("repo/base/files.yaml")).unwrap();
+    e.write(
+        "repo/base/files.yaml",
+        &files.replacen("class: watched\n", "class: watched\nsensitive: true\n", 1),
+    );
+    let out = e.datum(&["apply"]).output().unwrap();
+    assert!(out.status.success(), "apply: {out:?}");
+    let agent = e.start();
+    agent.wait_log("attribution: reading who changes the files of class(es) watched");
+    let sshd = e.path("root/etc/app/sshd.conf");
+    // The shell writes the file itself and stays a while, so it is read.
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo 'PermitRootLogin {CANARY}' > {} && sleep 5",
+            sshd.display()
+        ))
+        .spawn()
+        .unwrap();
+    let finding = wait(Duration::from_secs(15), || {
+        e.finding("File[sshd]")
+            .filter(|f| !f["changed_by"].as_array().unwrap().is_empty())
+    })
+    .unwrap_or_else(|| panic!("no attributed finding; {:?}", e.findings()));
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let mut all = finding.to_string();
+    for args in [&["check"][..], &["--output", "markdown", "check"]] {
+        let out = e.datum(args).output().unwrap();
+        all.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    assert!(
+        all.contains("/usr/bin/"),
+        "the writer is still named: {all}"
+    );
+    assert!(!all.contains(CANARY), "the command line was shown: {all}");
+    let log = agent.log.lock().unwrap().join("\n");
+    assert!(!log.contains(CANARY), "{log}");
+    assert!(!log.contains("File[sshd]"), "{log}");
+    assert!(log.contains("attribution: a sensitive resource"), "{log}");
+    for entry in std::fs::read_dir(e.path("root/var/lib/datum")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().starts_with("state.db") {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(CANARY),
+                "{:?}",
+                entry.path()
+            );
+        }
+    }
+}

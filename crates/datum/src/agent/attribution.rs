@@ -363,8 +363,27 @@ impl super::RepoChecker {
         if writers.is_empty() {
             return;
         }
-        for (id, w) in &writers {
-            (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
+        // A writer's command line often holds what it wrote (`sed -i
+        // s/old/NEW/`, `sh -c 'echo pw > FILE'`): a sensitive resource's
+        // writers keep only the executable, and the log names no such
+        // resource (the loop never does: its name can say what it protects).
+        // Without a catalogue nothing is known to be safe to show.
+        let sensitive = |id: &ResourceId| {
+            self.catalogue
+                .as_ref()
+                .is_none_or(|c| c.resources.iter().any(|r| &r.id == id && r.sensitive))
+        };
+        for (id, w) in &mut writers {
+            if sensitive(id) {
+                w.process = None;
+                (self.info)(&format!(
+                    "attribution: a sensitive resource {} by {}",
+                    w.event,
+                    w.summary()
+                ));
+            } else {
+                (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
+            }
         }
         self.open_store();
         let Some(store) = self.store.as_mut() else {
