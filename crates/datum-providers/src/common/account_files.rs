@@ -195,6 +195,17 @@ impl AccountFiles {
             .min()
     }
 
+    /// An account whose primary group is numbered `gid` (the first by
+    /// name): groupdel refuses to remove that group ("cannot remove the
+    /// primary group of user 'deploy'").
+    pub fn user_with_gid(&self, gid: u32) -> Option<&str> {
+        self.users
+            .values()
+            .filter(|u| u.gid == gid)
+            .map(|u| u.name.as_str())
+            .min()
+    }
+
     /// The group numbered `gid` whose name is none of `except` (the first
     /// in file order): groupadd and groupmod refuse to give the number to
     /// another ("GID '100' already exists").

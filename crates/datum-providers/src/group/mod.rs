@@ -57,21 +57,35 @@ const GSHADOW_MISSING: &str = "missing";
 /// of one number: "GID '100' already exists"). Left out when none does.
 const GID_TAKEN_BY: &str = "gid_taken_by";
 
-/// Notes [`GID_TAKEN_BY`]: a group other than the one `d` manages (under
-/// any of `names`) numbered `d`'s declared gid.
-fn note_gid_taken(
+/// Where the observation of a group declared absent names an account whose
+/// primary group it is (groupdel refuses to remove it: "cannot remove the
+/// primary group of user 'deploy'"). Left out when none is.
+const PRIMARY_GROUP_OF: &str = "primary_group_of";
+
+/// Notes what groupadd, groupmod or groupdel will refuse:
+/// [`GID_TAKEN_BY`] for a group declared present (a group other than the
+/// one `d` manages, under any of `names`, numbered `d`'s declared gid),
+/// [`PRIMARY_GROUP_OF`] for one declared absent that is found (numbered
+/// `found`).
+fn note_refused(
     d: &GroupDesired,
     files: &account_files::AccountFiles,
     names: &[&str],
+    found: Option<u32>,
     observed: &mut Observed,
 ) {
-    if d.ensure != Ensure::Present {
-        return;
-    }
-    if let Some(other) = d.gid.and_then(|n| files.other_group_with_gid(n, names)) {
-        observed
-            .fields
-            .insert(GID_TAKEN_BY.to_owned(), json!(other));
+    let (field, other) = match d.ensure {
+        Ensure::Present => (
+            GID_TAKEN_BY,
+            d.gid.and_then(|n| files.other_group_with_gid(n, names)),
+        ),
+        Ensure::Absent => (
+            PRIMARY_GROUP_OF,
+            found.and_then(|gid| files.user_with_gid(gid)),
+        ),
+    };
+    if let Some(other) = other {
+        observed.fields.insert(field.to_owned(), json!(other));
     }
 }
 
@@ -440,7 +454,7 @@ impl Kind for GroupProvider {
                 Some(group) => (group, true),
                 None => {
                     let mut observed = Observed::absent();
-                    note_gid_taken(d, &files, &[&d.name, &kept], &mut observed);
+                    note_refused(d, &files, &[&d.name, &kept], None, &mut observed);
                     return Ok(observed);
                 }
             },
@@ -451,7 +465,7 @@ impl Kind for GroupProvider {
         if renamed {
             observed.fields.insert("name".to_owned(), json!(kept));
         }
-        note_gid_taken(d, &files, &[&d.name, &kept], &mut observed);
+        note_refused(d, &files, &[&d.name, &kept], Some(group.gid), &mut observed);
         if files.lacks_gshadow_entry(&group.name) {
             observed
                 .fields
@@ -464,33 +478,51 @@ impl Kind for GroupProvider {
         diff(d, observed)
     }
 
-    /// A `gid` another group holds: groupadd and groupmod refuse it, unless
-    /// an earlier change of the account files (that group removed or
-    /// renumbered) comes first.
+    /// A `gid` another group holds: groupadd and groupmod refuse it; a
+    /// group declared absent that is an account's primary group: groupdel
+    /// refuses it. Unless an earlier change of the account files (that
+    /// group renumbered, that account removed) comes first.
     fn refuses_unless_changed_first(
         &self,
         d: &GroupDesired,
         observed: &Observed,
     ) -> Option<Refusal> {
-        let other = observed.fields.get(GID_TAKEN_BY)?.as_str()?;
-        let gid = d.gid?;
-        let changes_gid = diff(d, observed).changes.iter().any(|c| c.field == "gid");
-        let program = if observed.presence == Presence::Present {
-            "groupmod"
-        } else {
-            "groupadd"
-        };
-        if !changes_gid {
-            return None;
-        }
-        let why = if d.hides_values {
-            format!(
-                "the declared gid belongs to another group: {program} refuses a second group of one number"
-            )
-        } else {
-            format!(
-                "gid {gid} belongs to group `{other}`: {program} refuses a second group of one number (declare another gid, or change `{other}` first)"
-            )
+        let diff = diff(d, observed);
+        let taken = observed.fields.get(GID_TAKEN_BY).and_then(Value::as_str);
+        let primary = observed
+            .fields
+            .get(PRIMARY_GROUP_OF)
+            .and_then(Value::as_str);
+        let why = match (diff.action, taken, primary, d.gid) {
+            (Some(Action::Remove), _, Some(user), _) => {
+                if d.hides_values {
+                    "the group is an account's primary group: groupdel refuses to remove it (remove that account or give it another group first)".to_owned()
+                } else {
+                    format!(
+                        "group `{}` is the primary group of account `{user}`: groupdel refuses to remove it (remove `{user}` or give it another group first)",
+                        d.name
+                    )
+                }
+            }
+            (Some(_), Some(other), _, Some(gid))
+                if diff.changes.iter().any(|c| c.field == "gid") =>
+            {
+                let program = if observed.presence == Presence::Present {
+                    "groupmod"
+                } else {
+                    "groupadd"
+                };
+                if d.hides_values {
+                    format!(
+                        "the declared gid belongs to another group: {program} refuses a second group of one number"
+                    )
+                } else {
+                    format!(
+                        "gid {gid} belongs to group `{other}`: {program} refuses a second group of one number (declare another gid, or change `{other}` first)"
+                    )
+                }
+            }
+            _ => return None,
         };
         Some(Refusal {
             why,

@@ -1331,3 +1331,47 @@ fn naming_an_account_the_repository_removes_is_a_warning_at_its_line() {
     }
     assert!(!text.contains("File[fine]"), "{text}");
 }
+
+/// groupdel refuses to remove a group that is an account's primary group
+/// ("cannot remove the primary group of user 'nobody'"): the plan says the
+/// removal would fail, naming the account, unless that account's removal
+/// (a User declared absent, ordered first) comes before it; then the plan
+/// is pending and the apply removes both.
+#[test]
+fn removing_an_accounts_primary_group_is_a_plan_that_would_fail() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts(&flow_doc("Group", "nogroup", "{ensure: absent}"));
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 4);
+    assert!(
+        stdout(&plan).contains(
+            "would fail: group `nogroup` is the primary group of account `nobody`: groupdel refuses"
+        ),
+        "{}",
+        stdout(&plan)
+    );
+    assert_exit(&s.datum(&["apply"]), 4);
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert!(line_of(&group, "nogroup").is_some(), "{group}");
+    s.write(
+        "repo/base/main.yaml",
+        "datum: v1alpha1\ntype: Group\nname: nogroup\nsensitive: true\ndesired: {ensure: absent}\n",
+    );
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 4);
+    assert!(!stdout(&plan).contains("nobody"), "{}", stdout(&plan));
+    declare(
+        &s,
+        &[
+            flow_doc("Group", "nogroup", "{ensure: absent}"),
+            flow_doc("User", "nobody", "{ensure: absent}"),
+        ],
+    );
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    assert_exit(&s.datum(&["apply"]), 2);
+    let group = fs::read_to_string(s.live("/etc/group")).unwrap();
+    assert_eq!(line_of(&group, "nogroup"), None, "{group}");
+}
