@@ -596,6 +596,7 @@ impl Agent {
         self.health.busy(Some(unix_now().as_secs().max(1)));
         let result = checker.check(scope, &self.cancel);
         self.health.busy(None);
+        self.health.failed(result.is_err());
         match result {
             Ok(report) => {
                 if !report.cancelled {

@@ -88,6 +88,8 @@ pub struct Health {
     /// Classes of the loaded catalogue not checked since start (until
     /// every class has been, and a check completed: then ready for good).
     unchecked: Mutex<BTreeSet<String>>,
+    /// Whether the last check could not run (its error is in the log).
+    last_failed: AtomicBool,
 }
 
 impl Health {
@@ -132,6 +134,13 @@ impl Health {
         self.first_done.store(true, Ordering::SeqCst);
     }
 
+    /// A check ran (`false`) or could not run at all (`true`: a lock
+    /// timeout, a catalogue that cannot be read, a state store that cannot
+    /// be opened; the daemon logs why).
+    pub fn failed(&self, failed: bool) {
+        self.last_failed.store(failed, Ordering::SeqCst);
+    }
+
     /// Whether every class has had a complete check since start.
     fn is_started(&self) -> bool {
         self.first_done.load(Ordering::SeqCst)
@@ -164,10 +173,17 @@ impl Health {
             let names: Vec<&str> = unchecked.iter().map(String::as_str).collect();
             format!(" (not checked yet: {})", names.join(", "))
         };
+        // Why it may never start: the error itself stays in the log (any
+        // local user can ask).
+        let failed = if self.last_failed.load(Ordering::SeqCst) {
+            "; the last check could not run: the log says why"
+        } else {
+            ""
+        };
         (
             false,
             format!(
-                "starting: the first check of the host has not completed{which}; until it has, the metrics say nothing about drift\n"
+                "starting: the first check of the host has not completed{which}; until it has, the metrics say nothing about drift{failed}\n"
             ),
         )
     }
@@ -643,6 +659,31 @@ mod tests {
         fresh.expect_classes(["a"]);
         fresh.recorded(1);
         assert!(fresh.readiness(1000).1.starts_with("degraded: "));
+    }
+
+    /// An agent whose checks could not run (not a lock timeout only: a
+    /// state store it cannot open, a catalogue it cannot read) answered
+    /// `starting: ...` for ever without a word of why. Once one has failed
+    /// the answer says so and points to the log (never the error itself);
+    /// a check that runs drops the words again.
+    #[test]
+    fn starting_says_when_the_last_check_failed() {
+        let h = Health::default();
+        h.expect_classes(["normal"]);
+        h.failed(true);
+        let (ready, text) = h.readiness(1000);
+        assert!(!ready);
+        assert_eq!(
+            text,
+            "starting: the first check of the host has not completed (not checked yet: normal); until it has, the metrics say nothing about drift; the last check could not run: the log says why\n"
+        );
+        assert_eq!(h.verdict(1000), (true, "ok\n".to_owned()));
+        h.failed(false);
+        assert!(!h.readiness(1000).1.contains("could not run"));
+        h.failed(true);
+        h.checked(["normal"]);
+        h.failed(false);
+        assert_eq!(h.readiness(1000), (true, "ok\n".to_owned()));
     }
 
     #[test]
