@@ -334,9 +334,18 @@ impl OrdersOthers for GroupProvider {
         // conflict reported elsewhere): every other resource looks its
         // groups up here.
         let mut groups: HashMap<String, &Resource> = HashMap::new();
+        // And by number: a User's `gid` may name its group by number, and
+        // useradd -g NUMBER needs the group as much as -g NAME does (a
+        // file's group by number does not: chown takes any number).
+        let mut numbers: HashMap<u32, &Resource> = HashMap::new();
         for r in resources.iter().filter(|r| r.id.kind == KIND) {
             if let Some(name) = declared_name(r) {
                 groups.entry(name).or_insert(r);
+                if let Some(gid) = r.desired.get("gid").and_then(Value::as_u64)
+                    && let Ok(gid) = u32::try_from(gid)
+                {
+                    numbers.entry(gid).or_insert(r);
+                }
             }
         }
         let mut edges = around_users_removed(resources);
@@ -344,13 +353,18 @@ impl OrdersOthers for GroupProvider {
             return edges;
         }
         for r in resources.iter().filter(|r| r.id.kind != KIND) {
-            for name in groups_named(&r.desired) {
-                if let Some(group) = groups.get(name) {
-                    edges.push(OrderingEdge {
-                        from: r.id.clone(),
-                        after: group.id.clone(),
-                    });
-                }
+            let by_number = (r.id.kind == crate::user::KIND)
+                .then(|| r.desired.get("gid").and_then(Value::as_u64))
+                .flatten()
+                .and_then(|gid| numbers.get(&u32::try_from(gid).ok()?));
+            let by_name = groups_named(&r.desired)
+                .into_iter()
+                .filter_map(|name| groups.get(name));
+            for group in by_name.chain(by_number) {
+                edges.push(OrderingEdge {
+                    from: r.id.clone(),
+                    after: group.id.clone(),
+                });
             }
         }
         edges
@@ -781,6 +795,10 @@ mod tests {
             r("Group", "ops", json!({"gid": 3000})),
             r("Group", "web-group", json!({"name": "web"})),
             r("Group", "adm", json!({"ensure": "absent"})),
+            // A primary group by number: useradd -g 3000 needs the group
+            // (a file's group by number does not: chown takes any number).
+            r("User", "by-number", json!({"gid": 3000})),
+            r("User", "no-group", json!({"gid": 3999})),
         ];
         let edges: Vec<(String, String)> = GroupProvider
             .edges(&resources)
@@ -794,6 +812,7 @@ mod tests {
                 pair("File[key]", "Group[ops]"),
                 pair("User[deploy]", "Group[web-group]"),
                 pair("User[deploy]", "Group[ops]"),
+                pair("User[by-number]", "Group[ops]"),
             ]
         );
     }

@@ -519,7 +519,7 @@ fn refusal(d: &UserDesired, observed: &Observed, diff: &Diff) -> Option<String> 
         ));
     }
     Some(format!(
-        "group `{name}` (named in `{field}`) is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it (declare a Group of that name, or name a group the host has)"
+        "group `{name}` (named in `{field}`) is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it (declare a Group for it, or name a group the host has)"
     ))
 }
 

@@ -1375,3 +1375,30 @@ fn removing_an_accounts_primary_group_is_a_plan_that_would_fail() {
     let group = fs::read_to_string(s.live("/etc/group")).unwrap();
     assert_eq!(line_of(&group, "nogroup"), None, "{group}");
 }
+
+/// A User whose `gid` names by number the group a Group of the repository
+/// makes comes after that Group, as one naming it by name does: useradd
+/// -g 3000 refuses a number no group has. Before, nothing ordered them,
+/// and the first apply failed when the User came first.
+#[test]
+fn a_primary_group_by_number_is_made_before_its_user() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts(
+        &[
+            flow_doc("User", "deploy", "{uid: 2000, gid: 3000}"),
+            flow_doc("Group", "ops", "{gid: 3000}"),
+        ]
+        .join("---\n"),
+    );
+    assert_exit(&s.datum(&["plan"]), 2);
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert!(
+        line_of(&passwd, "deploy").is_some_and(|l| l.starts_with("deploy:x:2000:3000:")),
+        "{passwd}"
+    );
+    assert_exit(&s.datum(&["plan"]), 0);
+}
