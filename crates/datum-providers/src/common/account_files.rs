@@ -88,6 +88,12 @@ pub struct AccountFiles {
     /// The group names in `gshadow` (nothing else of it is kept); `None`
     /// when it was not read (the root has none, or it cannot be read).
     gshadow: Option<HashSet<String>>,
+    /// Whether shadow-utils also look groups up through the name service
+    /// (`nsswitch.conf`: LDAP, sssd, systemd's userdb) where these files
+    /// name none: on the machine's own root, where they run without
+    /// `--root` (see [`run_tool`]). On another root they read its files
+    /// only.
+    name_service: bool,
 }
 
 /// `name:x:...` lines, skipping comments, blanks, NIS (`+`/`-`) entries and
@@ -101,6 +107,20 @@ fn records(text: &str, fields: usize) -> impl Iterator<Item = Vec<&str>> {
 }
 
 impl AccountFiles {
+    /// These files with shadow-utils also asking the name service for a
+    /// group they do not name (the machine's own root).
+    pub fn with_name_service(mut self) -> Self {
+        self.name_service = true;
+        self
+    }
+
+    /// Whether useradd and usermod also look a group up through the name
+    /// service: `-g` then takes a group only LDAP or sssd knows (`-G` of
+    /// useradd still takes local groups only).
+    pub fn asks_name_service(&self) -> bool {
+        self.name_service
+    }
+
     /// Parses `passwd` and `group` text. The first entry of a name wins, as
     /// for getpwnam.
     pub fn parse(passwd: &str, group: &str) -> Self {
@@ -397,6 +417,7 @@ pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, Acco
     if let Ok(Some(bytes)) = host.read(Path::new("/etc/gshadow")) {
         files = files.with_gshadow(&String::from_utf8_lossy(&bytes));
     }
+    files.name_service = host.root() == Path::new("/");
     let files = Arc::new(files);
     *slot = Some(Arc::clone(&files));
     Ok(files)

@@ -463,9 +463,12 @@ fn note_refused(d: &UserDesired, files: &AccountFiles, observed: &mut Observed) 
         Ok(n) => files.groups_by_id(n).is_some(),
         Err(_) => files.group(group).is_some(),
     };
+    // On the machine's own root useradd and usermod take a `-g` group the
+    // name service knows (LDAP, sssd) that the files do not: left to them.
     let named = d
         .gid
         .iter()
+        .filter(|_| !files.asks_name_service())
         .map(|g| ("gid", g))
         .chain(d.groups.iter().flatten().map(|g| ("groups", g)));
     let unknown: Vec<Value> = named
@@ -1123,6 +1126,33 @@ mod tests {
         let o = observation(&new, &files);
         let why = refusal(&new, &o, &diff(&new, &o)).unwrap();
         assert!(why.contains("useradd refuses"), "{why}");
+    }
+
+    /// On the machine's own root useradd and usermod run without `--root`
+    /// and `-g` takes a group the name service knows (LDAP, sssd, systemd's
+    /// userdb) that /etc/group does not name: f1a7369 planned such a `gid`
+    /// as a change that would fail (exit 4), and the apply refused it,
+    /// although useradd makes the account (seen in a mount namespace with a
+    /// userdb group 4242: `useradd -M -g 4242 t4` exits 0 on /, `useradd
+    /// --root R -g 4242` refuses it). useradd's `-G` looks in the files
+    /// only (`group 'ldapgrp' does not exist` on / too), so `groups` is
+    /// still refused.
+    #[test]
+    fn a_gid_only_the_name_service_knows_is_left_to_useradd_on_the_machines_root() {
+        let local = files();
+        let machine = files().with_name_service();
+        let d = UserDesired::parse(&json!({"gid": 4242, "groups": []}), "fresh").unwrap();
+        let o = observation(&d, &local);
+        assert!(refusal(&d, &o, &diff(&d, &o)).is_some());
+        let o = observation(&d, &machine);
+        assert_eq!(refusal(&d, &o, &diff(&d, &o)), None);
+        let named = UserDesired::parse(&json!({"gid": "ldapgrp"}), "fresh").unwrap();
+        let o = observation(&named, &machine);
+        assert_eq!(refusal(&named, &o, &diff(&named, &o)), None);
+        let joining = UserDesired::parse(&json!({"groups": ["ldapgrp"]}), "fresh").unwrap();
+        let o = observation(&joining, &machine);
+        let why = refusal(&joining, &o, &diff(&joining, &o)).unwrap();
+        assert!(why.contains("(named in `groups`)"), "{why}");
     }
 
     #[test]
