@@ -397,29 +397,77 @@ fn entry_line(line: &mut String, path: &str, key: &FileKey, digests: &SourceDige
     );
 }
 
-/// The entry of a cache line, `None` when it does not parse or its checksum
-/// is not the CRC-32 of the rest of the line.
-fn parse_line(line: &str) -> Option<Entry> {
-    let (crc, rest) = line.split_once('\t')?;
-    if crc.len() != 8 || u32::from_str_radix(crc, 16).ok()? != crc32fast::hash(rest.as_bytes()) {
+/// The entry of a cache line (without its line end), `None` when it does
+/// not parse or its checksum is not the CRC-32 of the rest of the line.
+/// Read as bytes, the fields of fixed width (the checksum, the digests) by
+/// their place: only the numbers are searched for their ends, and the path
+/// alone is checked as UTF-8 (20,000 lines are read by every compile).
+fn parse_line(line: &[u8]) -> Option<Entry> {
+    let (crc, rest) = fixed(line, 8)?;
+    let mut written = [0u8; 4];
+    hex::decode_to_slice(crc, &mut written).ok()?;
+    if u32::from_be_bytes(written) != crc32fast::hash(rest) {
         return None;
     }
-    let mut parts = rest.splitn(8, '\t');
     let mut digests = SourceDigests {
         sha256: [0; 32],
         blake3: [0; 32],
     };
-    hex::decode_to_slice(parts.next()?, &mut digests.sha256).ok()?;
-    hex::decode_to_slice(parts.next()?, &mut digests.blake3).ok()?;
+    let (sha256, rest) = fixed(rest, 64)?;
+    hex::decode_to_slice(sha256, &mut digests.sha256).ok()?;
+    let (blake3, rest) = fixed(rest, 64)?;
+    hex::decode_to_slice(blake3, &mut digests.blake3).ok()?;
+    let (size, rest) = split_tab(rest)?;
+    let (mtime_ns, rest) = split_tab(rest)?;
+    let (ctime_ns, rest) = split_tab(rest)?;
+    let (inode, rest) = split_tab(rest)?;
+    let (device, path) = split_tab(rest)?;
     let key = FileKey {
-        size: parts.next()?.parse().ok()?,
-        mtime_ns: parts.next()?.parse().ok()?,
-        ctime_ns: parts.next()?.parse().ok()?,
-        inode: parts.next()?.parse().ok()?,
-        device: parts.next()?.parse().ok()?,
+        size: unsigned(size)?,
+        mtime_ns: signed(mtime_ns)?,
+        ctime_ns: signed(ctime_ns)?,
+        inode: unsigned(inode)?,
+        device: unsigned(device)?,
     };
-    let path = parts.next().filter(|p| !p.is_empty())?;
+    let path = std::str::from_utf8(path).ok().filter(|p| !p.is_empty())?;
     Some((Path::new(path).into(), key, digests))
+}
+
+/// `bytes`' first `width` bytes and what follows the tab after them
+/// (`None` when no tab is there).
+fn fixed(bytes: &[u8], width: usize) -> Option<(&[u8], &[u8])> {
+    (bytes.get(width) == Some(&b'\t')).then_some(())?;
+    Some((bytes.get(..width)?, bytes.get(width + 1..)?))
+}
+
+/// `bytes` before its first tab and after it.
+fn split_tab(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = bytes.iter().position(|&b| b == b'\t')?;
+    Some((bytes.get(..at)?, bytes.get(at + 1..)?))
+}
+
+/// The number written in `digits` as Datum writes one (decimal digits,
+/// nothing else), `None` for anything else or past `u64`.
+fn unsigned(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// [`unsigned`] with a `-` before it for a negative number (a time before
+/// 1970), `None` past `i64`.
+fn signed(field: &[u8]) -> Option<i64> {
+    match field.split_first() {
+        Some((b'-', digits)) => {
+            let magnitude = unsigned(digits)?;
+            0i64.checked_sub_unsigned(magnitude)
+        }
+        _ => i64::try_from(unsigned(field)?).ok(),
+    }
 }
 
 /// The entries of the cache file `name` in `dir` (none when it cannot be
@@ -433,21 +481,32 @@ fn read_entries(dir: Option<&(datum_host::PrivateDir, std::ffi::OsString)>) -> V
         && let Ok(Some(file)) = dir.open_read(name)
     {
         let mut reader = std::io::BufReader::new(file);
-        let mut line = String::new();
-        if reader.read_line(&mut line).is_ok() && line.trim_end() == HEADER {
+        let mut line: Vec<u8> = Vec::new();
+        if reader.read_until(b'\n', &mut line).is_ok() && without_end(&line) == HEADER.as_bytes() {
             loop {
                 line.clear();
-                match reader.read_line(&mut line) {
+                match reader.read_until(b'\n', &mut line) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => known.extend(parse_line(line.trim_end_matches(['\n', '\r']))),
+                    Ok(_) => known.extend(parse_line(without_end(&line))),
                 }
             }
         }
     }
     known.shrink_to_fit();
     known.sort_by(|a, b| path_bytes(&a.0).cmp(path_bytes(&b.0)));
-    known.dedup_by(|a, b| a.0 == b.0);
+    // Equal as bytes, the order sorted in (`Path`'s own equality compares
+    // component by component: 11 M instructions for 20,000 entries).
+    known.dedup_by(|a, b| path_bytes(&a.0) == path_bytes(&b.0));
     known
+}
+
+/// `line` without the line ends (`\n`, `\r`) at its end.
+fn without_end(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|&b| b != b'\n' && b != b'\r')
+        .map_or(0, |i| i + 1);
+    line.get(..end).unwrap_or_default()
 }
 
 /// A path's bytes: the order the remembered entries are sorted and searched
@@ -678,6 +737,69 @@ mod tests {
         // A cache of the previous version is read as empty.
         std::fs::write(&p, format!("datum source hashes v2\n{v2}\n")).unwrap();
         assert!(HashCacheFile::load(&p).is_empty());
+        // A byte damaged into one that is not UTF-8 drops its line only:
+        // the lines after it stand (they were all dropped while each line
+        // was read as text, whose read fails there).
+        let mut bytes = format!("{HEADER}\n{good}\n").into_bytes();
+        let mut damaged = checked(&format!(
+            "{}\t{}\t1\t1\t2\t3\t4\t/z",
+            "0f".repeat(32),
+            "1e".repeat(32)
+        ))
+        .into_bytes();
+        let last = damaged.len() - 1;
+        damaged[last] = 0xff;
+        bytes.extend_from_slice(&damaged);
+        bytes.extend_from_slice(
+            format!(
+                "\n{}\n",
+                checked(&format!(
+                    "{}\t{}\t1\t1\t2\t3\t4\t/after",
+                    "0f".repeat(32),
+                    "1e".repeat(32)
+                ))
+            )
+            .as_bytes(),
+        );
+        std::fs::write(&p, bytes).unwrap();
+        let c = HashCacheFile::load(&p);
+        assert_eq!(c.len(), 2);
+        assert!(c.get(Path::new("/x"), &key(1)).is_some());
+        assert!(c.get(Path::new("/after"), &key(1)).is_some());
+    }
+
+    /// The numbers of a line are read as `str::parse` read them, for
+    /// every form Datum writes (and refused past their type).
+    #[test]
+    fn numbers_are_read_as_written() {
+        for text in [
+            "0",
+            "7",
+            "1796615847123456789",
+            "18446744073709551615",
+            "18446744073709551616",
+            "",
+            "-",
+            "-0",
+            "-1",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "9223372036854775807",
+            "9223372036854775808",
+            "12a",
+            " 1",
+            "1.5",
+        ] {
+            assert_eq!(
+                unsigned(text.as_bytes()),
+                text.parse::<u64>().ok(),
+                "{text}"
+            );
+            assert_eq!(signed(text.as_bytes()), text.parse::<i64>().ok(), "{text}");
+        }
+        for n in [i64::MIN, -1, 0, 1, i64::MAX] {
+            assert_eq!(signed(n.to_string().as_bytes()), Some(n));
+        }
     }
 
     /// `rest` as a cache line: its checksum, a tab, `rest`.
@@ -718,7 +840,10 @@ mod tests {
             damaged_line[at] = if damaged_line[at] == b'1' { b'3' } else { b'1' };
             let damaged_line = String::from_utf8(damaged_line).unwrap();
             let rest = damaged_line.split_once('\t').unwrap().1;
-            assert!(parse_line(&checked(rest)).is_some(), "{damaged_line}");
+            assert!(
+                parse_line(checked(rest).as_bytes()).is_some(),
+                "{damaged_line}"
+            );
             std::fs::write(&cache_path, text.replace(a_line, &damaged_line)).unwrap();
             let read = HashCacheFile::load(&cache_path);
             assert_eq!(read.get(&a, &key(1)), None, "the damaged entry was trusted");
