@@ -171,6 +171,14 @@ impl Host {
         self.notices.take()
     }
 
+    /// Notes something the pass must tell the operator that is no
+    /// resource's failure (a program's warning on success), shown under the
+    /// pass's summary with the rest ([`Host::take_notices`]). The caller
+    /// keeps sensitive values out of it.
+    pub fn notice(&self, text: String) {
+        self.notices.push(text);
+    }
+
     /// The declared directory `declared`, opened through the boundary
     /// (remembered for the rest of the pass).
     pub fn dir(&self, declared: &Path) -> Result<Dir, HostError> {

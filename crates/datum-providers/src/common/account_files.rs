@@ -546,10 +546,13 @@ fn run_on_root(host: &Host, spec: &CommandSpec) -> Result<command::CommandOutput
     }
 }
 
-/// Runs one shadow-utils program on the host's root. `target` names the
-/// user or group in an error.
+/// Runs one shadow-utils program on the host's root for `resource`.
+/// `target` names the user or group in an error. What it prints although
+/// it succeeds (useradd's warnings) becomes a warning of the pass
+/// ([`pass_on_warnings`]).
 pub fn run_tool(
     host: &Host,
+    resource: &Resource,
     program: &'static str,
     args: Vec<String>,
     target: &str,
@@ -561,6 +564,7 @@ pub fn run_tool(
     let out = run_on_root(host, &spec.args(args))?;
     changed(host);
     if out.success() {
+        pass_on_warnings(host, resource, program, &out.stderr.text());
         return Ok(());
     }
     Err(AccountError::Refused {
@@ -570,6 +574,45 @@ pub fn run_tool(
         status: status_words(out.status, out.timed_out),
         output: out.stderr.text(),
     })
+}
+
+/// The most lines of one program's output passed on as warnings.
+const MOST_WARNING_LINES: usize = 10;
+
+/// Passes on, as warnings of the pass (`Host::notice`), what a
+/// shadow-utils program printed although it succeeded: useradd's "missing
+/// or non-executable shell", "uid outside of the UID_MIN and UID_MAX
+/// range", which an operator should see. A resource that is sensitive
+/// itself gets the fact without the words (they quote its values); a line
+/// that could quote a crypt(3) hash (two `$` in it) is never shown.
+fn pass_on_warnings(host: &Host, resource: &Resource, program: &str, output: &str) {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    let id = &resource.id;
+    if resource.sensitive && !resource.sensitive_by_field_only {
+        host.notice(format!(
+            "{id}: {program} succeeded and said more {WITHHELD}"
+        ));
+        return;
+    }
+    let (shown, withheld): (Vec<&str>, Vec<&str>) =
+        lines.into_iter().partition(|l| l.matches('$').count() < 2);
+    for line in shown.iter().take(MOST_WARNING_LINES) {
+        host.notice(format!("{id}: {program} succeeded and said: {line}"));
+    }
+    let left = shown.len().saturating_sub(MOST_WARNING_LINES);
+    if left + withheld.len() > 0 {
+        host.notice(format!(
+            "{id}: {program} said {} more line(s), not shown",
+            left + withheld.len()
+        ));
+    }
 }
 
 /// Sets a user's password hash with `chpasswd -e`, the line on its standard

@@ -565,7 +565,7 @@ impl Kind for GroupProvider {
         let (observed, diff) = (&staging.observed, &staging.diff);
         let failure = account_files::activation_failure(resource);
         let run = |program, args: Vec<String>| {
-            account_files::run_tool(host, program, args, &d.name).map_err(&failure)
+            account_files::run_tool(host, resource, program, args, &d.name).map_err(&failure)
         };
         // The group's name on the host: its own, or the one a killed pass
         // left it under (see `observe`).

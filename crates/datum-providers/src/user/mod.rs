@@ -710,7 +710,7 @@ impl Kind for UserProvider {
         let diff = &staging.diff;
         let failure = account_files::activation_failure(resource);
         let run = |program, args: Vec<String>| {
-            account_files::run_tool(host, program, args, &d.name).map_err(&failure)
+            account_files::run_tool(host, resource, program, args, &d.name).map_err(&failure)
         };
         let changed = |field: &str| diff.changes.iter().any(|c| c.field == field);
         // What went through before the hash (for a report that the hash
@@ -720,7 +720,7 @@ impl Kind for UserProvider {
                 // userdel would take the user's own group with it
                 // (USERGROUPS_ENAB): one a Group declares keeps its name,
                 // number and gshadow entry by being renamed for the while.
-                let kept = keep_declared_group(host, d).map_err(&failure)?;
+                let kept = keep_declared_group(host, resource, d).map_err(&failure)?;
                 let removed = run("userdel", vec!["--".into(), d.name.clone()]);
                 if let Some(kept) = kept {
                     // Given back whatever userdel did; if this fails, the
@@ -843,6 +843,7 @@ impl Capabilities for UserProvider {
 /// ([`account_files::AccountError::KeptNameTaken`]).
 fn keep_declared_group(
     host: &Host,
+    resource: &Resource,
     d: &UserDesired,
 ) -> Result<Option<String>, account_files::AccountError> {
     if !account_files::is_declared_group(host, &d.name) {
@@ -865,6 +866,7 @@ fn keep_declared_group(
     }
     account_files::run_tool(
         host,
+        resource,
         "groupmod",
         vec!["-n".into(), kept.clone(), "--".into(), d.name.clone()],
         &d.name,

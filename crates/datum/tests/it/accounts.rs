@@ -1402,3 +1402,69 @@ fn a_primary_group_by_number_is_made_before_its_user() {
     );
     assert_exit(&s.datum(&["plan"]), 0);
 }
+
+/// What shadow-utils print on success (useradd's and usermod's warnings:
+/// a shell the root does not have, a uid outside UID_MIN..UID_MAX) is
+/// passed on as a warning of the pass: under the summary, in JSON's
+/// `warnings`. A User that is `sensitive: true` itself gets the fact
+/// without the words (they quote its values).
+#[test]
+fn what_shadow_utils_warn_of_on_success_is_a_warning_of_the_pass() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let user = |envelope: &str, shell: &str| {
+        format!(
+            "datum: v1alpha1\ntype: User\nname: w1\n{envelope}desired: {{uid: 70000, shell: {shell}}}\n"
+        )
+    };
+    for sensitive in [false, true] {
+        let envelope = if sensitive { "sensitive: true\n" } else { "" };
+        let s = with_accounts(&user(envelope, "/bin/nonexistent"));
+        let apply = s.datum(&["apply"]);
+        assert_exit(&apply, 2);
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        assert!(line_of(&passwd, "w1").is_some(), "{passwd}");
+        let human = format!("{}{}", stdout(&apply), stderr(&apply));
+        let warnings: Vec<&str> = human
+            .lines()
+            .filter(|l| l.starts_with("warning: User[w1]: useradd"))
+            .collect();
+        if sensitive {
+            assert_eq!(warnings.len(), 1, "{human}");
+            assert!(
+                warnings[0].contains("its output is not shown: the resource is sensitive"),
+                "{human}"
+            );
+            for canary in ["70000", "nonexistent", "UID_MIN"] {
+                assert!(!human.contains(canary), "{canary}:\n{human}");
+            }
+        } else {
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("missing or non-executable shell '/bin/nonexistent'")),
+                "{human}"
+            );
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("uid 70000 outside of the UID_MIN")),
+                "{human}"
+            );
+        }
+        // usermod's, as JSON's warnings.
+        declare(&s, &[user(envelope, "/bin/nope")]);
+        let json = s.datum(&["--output", "json", "apply"]);
+        assert_exit(&json, 2);
+        let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let said = doc["warnings"].to_string();
+        assert!(said.contains("User[w1]: usermod"), "{said}");
+        assert_eq!(said.contains("/bin/nope"), !sensitive, "{said}");
+        // Nothing said, no warning.
+        let again = s.datum(&["--output", "json", "apply"]);
+        assert_exit(&again, 0);
+        let doc: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+        assert!(doc.get("warnings").is_none(), "{doc}");
+    }
+}
