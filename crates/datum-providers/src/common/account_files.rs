@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use datum_core::Resource;
 use datum_host::command::{self, CommandSpec};
-use datum_host::{Boundary, Host, HostError};
+use datum_host::{Boundary, FileKind, Host, HostError};
 
 use crate::ProviderError;
 
@@ -281,6 +281,13 @@ pub enum AccountError {
         root.display()
     )]
     NoAccountFiles { path: &'static str, root: PathBuf },
+    /// A symbolic link at an account file's name: the files shadow-utils
+    /// write are read only as the files themselves.
+    #[error(
+        "{} is a symbolic link (to {to}); Datum does not follow links to the account files: put the file itself at that name (nothing was changed)",
+        path.display()
+    )]
+    Link { path: PathBuf, to: String },
     /// A shadow-utils program said no. `output` is its own words (it never
     /// sees a password hash: that goes to chpasswd on standard input, whose
     /// output is not kept).
@@ -380,8 +387,37 @@ fn suffix(output: &str) -> String {
 #[derive(Default)]
 struct PassFiles(Mutex<Option<Arc<AccountFiles>>>);
 
+/// An account file's bytes (`None`: nothing at its name). A symbolic link
+/// at its name is refused saying so ([`AccountError::Link`]): it is never
+/// read through (the kernel's `ELOOP` alone named no link).
+fn read_file(host: &Host, path: &'static str) -> Result<Option<Vec<u8>>, AccountError> {
+    let Some(located) = host.try_locate(Path::new(path))? else {
+        return Ok(None);
+    };
+    match located.lstat()? {
+        None => Ok(None),
+        Some(stat) if stat.kind == FileKind::Symlink => Err(AccountError::Link {
+            path: located.path().to_path_buf(),
+            to: located
+                .read_link()
+                .map_or_else(|_| "?".to_owned(), |to| to.display().to_string()),
+        }),
+        Some(_) => Ok(Some(located.read()?)),
+    }
+}
+
+/// An optional account file (shadow, gshadow): read when it can be; a
+/// link at its name is refused all the same.
+fn read_optional(host: &Host, path: &'static str) -> Result<Option<String>, AccountError> {
+    match read_file(host, path) {
+        Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Err(link @ AccountError::Link { .. }) => Err(link),
+        Err(_) => Ok(None),
+    }
+}
+
 fn read_text(host: &Host, path: &'static str) -> Result<String, AccountError> {
-    match host.read(Path::new(path))? {
+    match read_file(host, path)? {
         Some(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         None => Err(AccountError::NoAccountFiles {
             path,
@@ -407,15 +443,15 @@ pub fn current(host: &Host, with_shadow: bool) -> Result<Arc<AccountFiles>, Acco
     );
     if with_shadow {
         files = files.with_shadow(&read_text(host, "/etc/shadow")?);
-    } else if let Ok(Some(bytes)) = host.read(Path::new("/etc/shadow")) {
+    } else if let Some(text) = read_optional(host, "/etc/shadow")? {
         // Only for which accounts have an entry: a root without one (no
         // shadow passwords) or a process that may not read it (a plan as
         // another user) observes the rest all the same.
-        files = files.with_shadow(&String::from_utf8_lossy(&bytes));
+        files = files.with_shadow(&text);
     }
     // Likewise which groups have a gshadow entry (never their passwords).
-    if let Ok(Some(bytes)) = host.read(Path::new("/etc/gshadow")) {
-        files = files.with_gshadow(&String::from_utf8_lossy(&bytes));
+    if let Some(text) = read_optional(host, "/etc/gshadow")? {
+        files = files.with_gshadow(&text);
     }
     files.name_service = host.root() == Path::new("/");
     let files = Arc::new(files);
@@ -690,6 +726,39 @@ mod tests {
             ["ops", "wheel"]
         );
         assert!(f.memberships("carol").is_empty());
+    }
+
+    #[test]
+    fn a_link_at_an_account_files_name_is_refused_saying_so() {
+        // The kernel's words alone ('Too many levels of symbolic links (os
+        // error 40)') did not say a link is there, nor why it is refused.
+        for name in ["passwd", "group", "shadow", "gshadow"] {
+            let root = tempfile::tempdir().unwrap();
+            let etc = root.path().join("etc");
+            std::fs::create_dir(&etc).unwrap();
+            for (file, text) in [
+                ("passwd", PASSWD),
+                ("group", GROUP),
+                ("shadow", "root:*:20000:0:99999:7:::\n"),
+                ("gshadow", "root:*::\n"),
+            ] {
+                std::fs::write(etc.join(file), text).unwrap();
+            }
+            std::fs::rename(etc.join(name), etc.join("real")).unwrap();
+            std::os::unix::fs::symlink("real", etc.join(name)).unwrap();
+            let host = Host::new(root.path());
+            let Err(err) = current(&host, false) else {
+                panic!("{name}: a link was read through");
+            };
+            let err = err.to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "{} is a symbolic link (to real); Datum does not follow links to the account files",
+                    etc.join(name).display()
+                )),
+                "{name}: {err}"
+            );
+        }
     }
 
     #[test]
