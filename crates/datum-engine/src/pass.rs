@@ -52,7 +52,7 @@ use crate::observe::{self, Bound, Observations};
 use crate::report::{Event, PassSummary, Reporter, ResourceReport};
 use crate::select::{self, PassOptions, Refused, Shared};
 use crate::settled::Settled;
-use crate::verified::VerifiedRecords;
+use crate::verified::{VerifiedRecords, same_verification};
 
 /// Whether the pass may change the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,20 +414,14 @@ pub fn run_pass_with(
                                 verified.forget(index);
                                 trusted_step(action)
                             }
-                            (Some(action), Some(Ok(observed))) => converged_step(
-                                resource,
-                                action,
-                                observed,
-                                verified
-                                    .take_converged(
-                                        index,
-                                        &resource.id,
-                                        ctx.store.as_deref(),
-                                        &selected,
-                                    )
-                                    .as_ref(),
-                                ctx,
-                            ),
+                            (Some(action), Some(Ok(observed))) => {
+                                let recorded = verified.converged_is_recorded(
+                                    index,
+                                    resource,
+                                    observed.meta.as_ref(),
+                                );
+                                converged_step(resource, action, observed, recorded, ctx)
+                            }
                             (_, cached) => run_resource_staged(
                                 resource,
                                 bound,
@@ -677,14 +671,14 @@ fn converged_step(
     resource: &Resource,
     action: Option<Action>,
     observed: Observed,
-    known: Option<&VerifiedRecord>,
+    recorded: bool,
     ctx: &mut PassContext<'_>,
 ) -> Step {
     let diff = Diff {
         action,
         ..Diff::default()
     };
-    unchanged(resource, diff, &observed, known, ctx)
+    unchanged(resource, diff, &observed, recorded, ctx)
 }
 
 /// A resource taken as converged by its metadata, unread: its verified
@@ -698,23 +692,16 @@ fn trusted_step(action: Option<Action>) -> Step {
 }
 
 /// A resource that matches its declaration: recorded as verified in an
-/// apply (unless the store already holds this very verification).
+/// apply unless the store already holds this very verification (`recorded`:
+/// see [`same_verification`]).
 fn unchanged(
     resource: &Resource,
     diff: Diff,
     observed: &Observed,
-    known: Option<&VerifiedRecord>,
+    recorded: bool,
     ctx: &mut PassContext<'_>,
 ) -> Step {
-    // Re-recording an identical verification would only cost writes, unless
-    // it was made while the file had just changed: then only a record made
-    // now, once it is quiet, lets a metadata check trust it.
-    let same = known.is_some_and(|k| {
-        k.declaration_hash == resource.declaration_hash
-            && k.meta == observed.meta
-            && k.meta.as_ref().is_none_or(|m| m.quiet_at(k.verified_at))
-    });
-    if ctx.mode == Mode::Apply && !same {
+    if ctx.mode == Mode::Apply && !recorded {
         record_verified(resource, observed, ctx);
     }
     Step::new(diff.action(), diff, Outcome::Unchanged)
@@ -766,7 +753,10 @@ fn run_resource_staged(
     fill_content(bound, &observed, &mut diff, ctx.host);
     let action = diff.action();
     if !action.is_change() {
-        return unchanged(resource, diff, &observed, known, ctx);
+        let recorded = known.is_some_and(|k| {
+            same_verification(k, &resource.declaration_hash, observed.meta.as_ref())
+        });
+        return unchanged(resource, diff, &observed, recorded, ctx);
     }
     let intent = intent_of(resource, known);
     if ctx.mode == Mode::Plan {

@@ -83,20 +83,25 @@ impl VerifiedRecords {
         (VerifiedRecords::All(held), undeclared)
     }
 
-    /// The record of a resource observed converged: an apply compares it
-    /// to decide whether to record the verification again; a plan (reading
-    /// on demand) reports it unchanged without asking the store.
-    pub(crate) fn take_converged(
+    /// Whether the store already holds the verification of a resource
+    /// observed converged, `resource` at `place` with the metadata `meta`
+    /// ([`same_verification`]), its record taken once. Compared as it is
+    /// held, hashes as bytes: the record is never made text again (two hex
+    /// strings a resource, 20,000 of them in a no-op apply). Always false
+    /// for a pass reading records on demand: a plan records nothing, and
+    /// reports a converged resource unchanged without asking the store.
+    pub(crate) fn converged_is_recorded(
         &mut self,
         place: usize,
-        id: &ResourceId,
-        store: Option<&Store>,
-        visited: &[&Resource],
-    ) -> Option<VerifiedRecord> {
-        match self {
-            VerifiedRecords::OnDemand { .. } => None,
-            VerifiedRecords::All(_) => self.take(place, id, store, visited),
-        }
+        resource: &Resource,
+        meta: Option<&FileMeta>,
+    ) -> bool {
+        let VerifiedRecords::All(held) = self else {
+            return false;
+        };
+        held.get_mut(place)
+            .and_then(Option::take)
+            .is_some_and(|h| h.is_verification(&resource.declaration_hash, meta))
     }
 
     /// The metadata the record of `resource` (at `place`) holds, with its
@@ -195,6 +200,68 @@ impl Held {
             verified_at,
         }
     }
+}
+
+impl Held {
+    /// [`same_verification`] of the record this is, without making it
+    /// ([`Held::into_record`]).
+    fn is_verification(&self, declaration_hash: &str, meta: Option<&FileMeta>) -> bool {
+        if !self.declaration_hash.is(declaration_hash) {
+            return false;
+        }
+        match (&self.meta, meta) {
+            (None, None) => true,
+            (Some(held), Some(now)) => {
+                // Every field but the content hash (held beside, as bytes):
+                // named, so a field added to FileMeta is compared here too.
+                let FileMeta {
+                    size,
+                    mtime_ns,
+                    ctime_ns,
+                    inode,
+                    dev,
+                    mode,
+                    uid,
+                    gid,
+                    sha256: _,
+                } = held;
+                let sha256_same = match (&self.sha256, &now.sha256) {
+                    (None, None) => true,
+                    (Some(held), Some(now)) => held.is(now),
+                    _ => false,
+                };
+                *size == now.size
+                    && *mtime_ns == now.mtime_ns
+                    && *ctime_ns == now.ctime_ns
+                    && *inode == now.inode
+                    && *dev == now.dev
+                    && *mode == now.mode
+                    && *uid == now.uid
+                    && *gid == now.gid
+                    && sha256_same
+                    && held.quiet_at(self.verified_at)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `known` is the very verification of a resource declared as
+/// `declaration_hash` whose file has the metadata `meta` now, made while
+/// the file was quiet: then recording it again would only cost writes (a
+/// record made while the file had just changed is made again, once it is
+/// quiet, so that a metadata check can trust it).
+pub(crate) fn same_verification(
+    known: &VerifiedRecord,
+    declaration_hash: &str,
+    meta: Option<&FileMeta>,
+) -> bool {
+    known.declaration_hash == declaration_hash
+        && known.meta.as_ref() == meta
+        && known
+            .meta
+            .as_ref()
+            .is_none_or(|m| m.quiet_at(known.verified_at))
 }
 
 /// A hash as the store keeps it: 64 lowercase hex digits (what Datum
@@ -335,6 +402,92 @@ mod tests {
         ] {
             assert_eq!(hash.is(text), same, "{text}");
         }
+    }
+
+    /// A converged resource's record is compared as it is held: the answer
+    /// is the one the record given back as text gives, for every field
+    /// that differs, either hash written as Datum writes it or not, and a
+    /// record made while the file had just changed.
+    #[test]
+    fn a_held_record_is_the_same_verification_exactly_when_its_text_is() {
+        let hex = "0123456789abcdef".repeat(4);
+        let other = "fedcba9876543210".repeat(4);
+        let upper = hex.to_uppercase();
+        let quiet_at = 2_000; // seconds; the file changed at 1,000
+        let records = [
+            record(&hex, Some(&hex)),
+            record(&hex, None),
+            record(&upper, Some(&upper)),
+            record(&hex, Some("short")),
+            VerifiedRecord {
+                declaration_hash: hex.clone(),
+                meta: None,
+                verified_at: quiet_at,
+            },
+        ]
+        .map(|mut r| {
+            r.verified_at = quiet_at;
+            if let Some(m) = r.meta.as_mut() {
+                (m.mtime_ns, m.ctime_ns) = (1_000_000_000_000, 1_000_000_000_000);
+            }
+            r
+        });
+        let mut racy = records[0].clone();
+        racy.verified_at = 1_001;
+        let base = records[0].meta.clone();
+        let moved: Vec<Option<FileMeta>> = vec![
+            base.clone(),
+            None,
+            base.clone().map(|m| FileMeta { sha256: None, ..m }),
+            base.clone().map(|m| FileMeta {
+                sha256: Some(other.clone()),
+                ..m
+            }),
+            base.clone().map(|m| FileMeta {
+                sha256: Some(upper.clone()),
+                ..m
+            }),
+            base.clone().map(|m| FileMeta {
+                sha256: Some("short".into()),
+                ..m
+            }),
+            base.clone().map(|m| FileMeta { size: 1, ..m }),
+            base.clone().map(|m| FileMeta { mtime_ns: 1, ..m }),
+            base.clone().map(|m| FileMeta { ctime_ns: 1, ..m }),
+            base.clone().map(|m| FileMeta { inode: 1, ..m }),
+            base.clone().map(|m| FileMeta { dev: 1, ..m }),
+            base.clone().map(|m| FileMeta { mode: 1, ..m }),
+            base.clone().map(|m| FileMeta { uid: 1, ..m }),
+            base.clone().map(|m| FileMeta { gid: 1, ..m }),
+        ];
+        let mut same = 0;
+        for r in records.iter().chain([&racy]) {
+            let id = ResourceId::new("File", "f");
+            let held = Held::of(VerifiedView {
+                kind: &id.kind,
+                name: &id.name,
+                declaration_hash: &r.declaration_hash,
+                meta: r.meta.clone().map(|m| FileMeta { sha256: None, ..m }),
+                sha256: r.meta.as_ref().and_then(|m| m.sha256.as_deref()),
+                verified_at: r.verified_at,
+            });
+            let metas = moved.iter().cloned().chain([r.meta.clone()]);
+            for meta in metas {
+                for declaration in [hex.as_str(), other.as_str(), upper.as_str()] {
+                    let expected = same_verification(r, declaration, meta.as_ref());
+                    same += usize::from(expected);
+                    assert_eq!(
+                        held.is_verification(declaration, meta.as_ref()),
+                        expected,
+                        "{r:?} {declaration} {meta:?}"
+                    );
+                }
+            }
+        }
+        // Each quiet record is the same verification as itself, the racy
+        // one never.
+        assert!(same >= records.len(), "{same}");
+        assert!(!same_verification(&racy, &hex, racy.meta.as_ref()));
     }
 
     /// A record vouches for a file only for its own declaration, with a
