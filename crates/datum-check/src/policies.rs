@@ -55,6 +55,9 @@ pub(crate) struct Policies<'a> {
     /// policy takes none of them): asked per finding, so a mass drift costs
     /// no scan of the findings per finding.
     pub(crate) type_changed: &'a BTreeSet<ResourceId>,
+    /// What the reverts' passes said that is no resource's failure
+    /// (`datum_engine::PassSummary::warnings`), for the report.
+    pub(crate) warnings: Vec<String>,
 }
 
 /// The quarantines in memory: read once per check (`run`), asked per
@@ -499,6 +502,7 @@ impl Policies<'_> {
         };
         let summary =
             datum_engine::run_pass(&filtered, &mut ctx, &mut datum_engine::SilentReporter);
+        self.warnings.extend(summary.warnings);
         Ok(summary
             .resources
             .into_iter()

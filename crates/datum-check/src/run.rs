@@ -479,8 +479,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         unconverged: &unconverged,
         held_back: &held_back,
         type_changed: &type_changed,
+        warnings: Vec::new(),
     };
     let mut actions = policies.apply(&findings)?;
+    let mut warnings = std::mem::take(&mut policies.warnings);
 
     // What the kinds add (a Package's configuration files changed after it
     // installed them). Report only, whatever the class's policy: nothing
@@ -518,6 +520,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     );
     findings.extend(activation);
     errors.extend(failed);
+    // And what the host noted outside the reverts' passes (the
+    // observations' own): taken, so that none is lost.
+    warnings.extend(host.take_notices());
 
     let quarantined: Vec<(String, String)> = store
         .quarantined()
@@ -694,6 +699,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             .collect(),
         quarantined,
         errors,
+        warnings,
         stats,
     };
     Ok(Checked {

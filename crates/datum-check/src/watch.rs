@@ -990,6 +990,7 @@ mod tests {
             rule: None,
         };
         let checked = datum_drift::check::CheckReport {
+            warnings: Vec::new(),
             host: "h".to_owned(),
             labels: BTreeMap::new(),
             layers: Vec::new(),

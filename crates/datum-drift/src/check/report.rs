@@ -106,6 +106,12 @@ pub struct CheckReport {
     pub quarantined: Vec<(String, String)>,
     /// Resources that could not be inspected, with the reason.
     pub errors: Vec<(String, String)>,
+    /// What the check's passes (a revert is an apply pass) said that is no
+    /// resource's failure, as apply's summary says it
+    /// (`datum_engine::PassSummary::warnings`: a shadow-utils program's
+    /// warning on success, a staging folder moved away). Built without a
+    /// sensitive value.
+    pub warnings: Vec<String>,
     pub stats: CheckStats,
 }
 
@@ -373,6 +379,16 @@ pub fn human(report: &CheckReport, color: bool) -> String {
         report.stats.duration_ms
     );
     let _ = writeln!(out, "{}", paint.wrap(style::BOLD, &line));
+    // As apply's summary says them (a path a local user chose is in it:
+    // escaped, as every name from the host is).
+    for warning in &report.warnings {
+        let _ = writeln!(
+            out,
+            "{}: {}",
+            paint.wrap(style::YELLOW, "warning"),
+            shown(warning)
+        );
+    }
     out
 }
 
@@ -429,7 +445,7 @@ pub fn json(report: &CheckReport) -> Value {
         .into_iter()
         .map(|(c, n)| (c, json!(n)))
         .collect();
-    json!({
+    let mut document = json!({
         "format_version": FORMAT_VERSION,
         "host": report.host,
         "labels": report.labels,
@@ -447,7 +463,12 @@ pub fn json(report: &CheckReport) -> Value {
         "deep": report.stats.deep,
         "duration_ms": report.stats.duration_ms,
         "catalogue": if report.stats.catalogue_reused { "snapshot" } else { "compiled" },
-    })
+    });
+    // Only when there is one, as in apply's document.
+    if let (false, Some(fields)) = (report.warnings.is_empty(), document.as_object_mut()) {
+        fields.insert("warnings".to_owned(), report.warnings.clone().into());
+    }
+    document
 }
 
 /// The Markdown report (`--markdown FILE`), for an issue tracker: the marker
@@ -561,6 +582,13 @@ pub fn markdown(report: &CheckReport) -> String {
             let _ = writeln!(out, "- {}: {}", inline_code(what), cell(why));
         }
     }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Warnings:");
+        for warning in &report.warnings {
+            let _ = writeln!(out, "- {}", cell(warning));
+        }
+    }
     out
 }
 
@@ -637,6 +665,7 @@ mod tests {
                 "by a person: incident 42".to_owned(),
             )],
             errors: vec![],
+            warnings: vec![],
             stats: CheckStats {
                 resources: 12,
                 metadata_only: 0,

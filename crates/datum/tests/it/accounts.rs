@@ -1468,3 +1468,51 @@ fn what_shadow_utils_warn_of_on_success_is_a_warning_of_the_pass() {
         assert!(doc.get("warnings").is_none(), "{doc}");
     }
 }
+
+/// A revert is an apply pass: what shadow-utils say although they succeed
+/// (525b3ea's warnings of the pass) was shown by `datum apply` only;
+/// `datum reconcile` reverted the account without a word of it. Now its
+/// report says it as apply does: a `warning:` line under the summary, and
+/// JSON's `warnings`.
+#[test]
+fn what_shadow_utils_warn_of_in_a_revert_is_a_warning_of_the_reconcile() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts(
+        "datum: v1alpha1\ntype: User\nname: w1\nclass: critical\ndesired: {uid: 1500, shell: /bin/nonexistent}\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+         classes:\n  critical: {interval: 60s, policy: revert}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let drift = |s: &Sandbox| {
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        assert!(passwd.contains(":/bin/nonexistent\n"), "{passwd}");
+        s.write(
+            "root/etc/passwd",
+            &passwd.replace(":/bin/nonexistent\n", ":/bin/sh\n"),
+        );
+    };
+    drift(&s);
+    let out = s.datum(&["reconcile"]);
+    let human = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("warning: User[w1]: usermod")
+                && l.contains("missing or non-executable shell '/bin/nonexistent'")),
+        "{human}"
+    );
+    drift(&s);
+    let json = s.datum(&["--output", "json", "reconcile"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let said = doc["warnings"].to_string();
+    assert!(said.contains("User[w1]: usermod"), "{said}\n{doc}");
+    // Nothing reverted, nothing said.
+    let quiet = s.datum(&["--output", "json", "reconcile"]);
+    let doc: serde_json::Value = serde_json::from_slice(&quiet.stdout).unwrap();
+    assert!(doc.get("warnings").is_none(), "{doc}");
+}
