@@ -274,6 +274,7 @@ impl State<'_> {
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;
                         self.say_failed(&checked.report.errors);
+                        self.say_warnings(&checked.report.warnings);
                         let picture = picture_from_report(
                             resources,
                             &checked.report,
@@ -444,6 +445,41 @@ impl State<'_> {
                 );
             } else {
                 (self.warn)(&format!("{id}: {reason}"));
+            }
+        }
+    }
+
+    /// Logs what the reconcile's passes said that is no resource's failure
+    /// (a revert's warnings: shadow-utils' words on success, a staging
+    /// folder moved away), one event each, as `datum reconcile` shows them.
+    /// One that names a sensitive resource or its path is logged without
+    /// its words, as [`Self::say_failed`] leaves such a resource out.
+    fn say_warnings(&self, warnings: &[String]) {
+        if warnings.is_empty() {
+            return;
+        }
+        let sensitive: Vec<(String, Option<&str>)> = self
+            .catalogue
+            .resources
+            .iter()
+            .filter(|r| r.sensitive)
+            .map(|r| (r.id.to_string(), r.desired_str("path")))
+            .collect();
+        for warning in warnings {
+            let names_sensitive = sensitive.iter().any(|(id, path)| {
+                warning.contains(id.as_str()) || path.is_some_and(|p| warning.contains(p))
+            });
+            if names_sensitive {
+                (self.warn)(
+                    "a revert of a sensitive resource said a warning (its name and the words are left out of the log)",
+                );
+            } else {
+                // A path a local user chose may be in it: escaped, never a
+                // sequence the terminal reading the journal obeys.
+                (self.warn)(&format!(
+                    "revert: {}",
+                    datum_core::text::visible(warning, &[])
+                ));
             }
         }
     }

@@ -1522,3 +1522,65 @@ fn checks_without_a_usable_state_store_are_counted_as_unrecorded() {
     assert_eq!(code, 200, "{body}");
     assert!(body.starts_with("degraded: "), "{body}");
 }
+
+/// The agent's reverts are apply passes: what shadow-utils say although
+/// they succeed (525b3ea's warnings of the pass) was dropped without a line
+/// in the log. Now each is logged, as `datum reconcile` shows it; one of a
+/// sensitive resource without its name or words.
+#[test]
+fn what_a_revert_warns_of_is_logged_and_a_sensitive_ones_words_are_not() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
+        return;
+    }
+    let estate = Estate::unapplied("1h");
+    estate.write(
+        "repo/base/users.yaml",
+        "datum: v1alpha1\ntype: User\nname: w1\nclass: critical\ndesired: {uid: 1500, shell: /bin/nonexistent}\n\
+         ---\ndatum: v1alpha1\ntype: User\nname: vault-operator\nclass: critical\nsensitive: true\ndesired: {uid: 1501, shell: /bin/nonexistent}\n",
+    );
+    let datum_yaml = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &datum_yaml.replace("watch: true}", "watch: true, policy: revert}"),
+    );
+    estate.write(
+        "root/etc/passwd",
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    );
+    estate.write(
+        "root/etc/group",
+        "root:x:0:\nusers:x:100:\nnogroup:x:65534:\n",
+    );
+    estate.write(
+        "root/etc/shadow",
+        "root:*:20000:0:99999:7:::\nnobody:*:20000:0:99999:7:::\n",
+    );
+    estate.write("root/etc/gshadow", "root:*::\nusers:*::\nnogroup:*::\n");
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    // Both accounts' shells changed by hand: the revert's usermod warns.
+    let passwd = std::fs::read_to_string(estate.path("root/etc/passwd")).unwrap();
+    estate.write(
+        "root/etc/passwd",
+        &passwd.replace(":/bin/nonexistent\n", ":/bin/sh\n"),
+    );
+    let out = estate.datum(&["agent", "--once"]).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    let passwd = std::fs::read_to_string(estate.path("root/etc/passwd")).unwrap();
+    assert!(
+        !passwd.contains(":/bin/sh\n"),
+        "not reverted: {passwd}\n{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("User[w1]: usermod")
+                && l.contains("missing or non-executable shell")),
+        "{log}"
+    );
+    assert!(
+        log.contains("a revert of a sensitive resource said a warning"),
+        "{log}"
+    );
+    assert!(!log.contains("vault-operator"), "{log}");
+}
