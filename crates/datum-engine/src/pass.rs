@@ -501,6 +501,12 @@ pub fn run_pass_with(
             if resource.sensitive && !resource.sensitive_by_field_only {
                 diff.mask_field_values();
             }
+            // Validator output may echo a secret: never for a sensitive
+            // resource, nor one that names a sensitive resource's file (an
+            // `Include` the validator read and quotes).
+            let detail = step.detail.filter(|d| {
+                !resource.sensitive && !crate::activation::names_a_sensitive_path(d, catalogue)
+            });
             let report = ResourceReport {
                 id: resource.id.clone(),
                 origin: resource.origin.clone(),
@@ -509,12 +515,7 @@ pub fn run_pass_with(
                 diff,
                 outcome: step.outcome,
                 sensitive: resource.sensitive,
-                // Validator output may echo a secret: never for a sensitive resource.
-                detail: if resource.sensitive {
-                    None
-                } else {
-                    step.detail
-                },
+                detail,
                 duration_ms: t0.elapsed().as_millis() as u64,
             };
             emit(&mut summary, report, reporter);

@@ -911,3 +911,10 @@ fn a_group_validators_output_naming_an_included_sensitive_file_is_never_shown() 
         included_sensitive_file_is_never_shown("nginx");
     }
 }
+
+#[test]
+fn a_file_validators_output_naming_an_included_sensitive_file_is_never_shown() {
+    if require("sshd") {
+        included_sensitive_file_is_never_shown("sshd");
+    }
+}
