@@ -723,25 +723,29 @@ fn write_accept_patch(
                 notes.push(field_note(registry, resource, &f.finding.category, d));
             }
             // Content that changed but was not carried: the live file's
-            // bytes were not at hand (not readable by everyone, so never
-            // read for a diff, or too large to diff). Said, never dropped.
-            if !carried
-                && !resource.sensitive
-                && f.finding.diffs.iter().any(|d| d.path() == "content")
-            {
+            // bytes were not at hand (a sensitive resource's are never
+            // copied out of the host; a file not readable by everyone is
+            // never read for a diff; one too large is not diffed). Said,
+            // never dropped, and never with a byte of it.
+            if !carried && f.finding.diffs.iter().any(|d| d.path() == "content") {
                 let at = ["source", "template", "content"]
                     .iter()
                     .find_map(|key| resource.field_origins.get(*key))
                     .map_or_else(|| resource.origin.to_string(), ToString::to_string);
+                let why = if resource.sensitive {
+                    "the resource is sensitive: its content is never copied out of the host"
+                } else {
+                    "the live file is not readable by everyone, or too large to diff"
+                };
                 notes.push(format!(
-                    "{at}: `content` changed on the host ({}); it is not copied here (the live file is not readable by everyone, or too large to diff): read it on the host and carry it into the repository by hand",
+                    "{at}: `content` changed on the host ({}); it is not copied here ({why}): read it on the host and carry it into the repository by hand",
                     f.finding.category
                 ));
             }
         }
     }
     if notes.is_empty() {
-        notes.push("nothing to carry (sensitive or no declared content)".to_owned());
+        notes.push("nothing to carry into the repository".to_owned());
     }
     // No patch or content file (metadata only, a Tree, nothing to carry):
     // the `.txt` named in the report, plan and apply holds the notes, so

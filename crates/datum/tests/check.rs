@@ -1156,6 +1156,48 @@ fn accepting_a_sensitive_change_never_says_to_set_the_placeholder() {
     );
 }
 
+/// An accepted content change of a sensitive File: its bytes are never
+/// copied out of the host, so the notes said "nothing to carry (sensitive
+/// or no declared content)", though the content did change and must be
+/// carried by hand. They say that `content` changed, why it is not copied,
+/// where it is declared, and never a byte of it.
+#[test]
+fn accepting_a_sensitive_content_change_says_to_carry_it_by_hand() {
+    const CANARY: &str = "CANARY-accept-sens-41c7";
+    let s = Sandbox::new(ACCEPT, Some("followed"));
+    let manifest = fs::read_to_string(s.repo().join("base/main.yaml"))
+        .expect("manifest")
+        .replace("name: motd\n", "name: motd\nsensitive: true\n");
+    s.write("repo/base/main.yaml", &manifest);
+    let s = s.applied();
+    fs::write(s.live("/etc/motd"), format!("{CANARY}\n")).expect("edit");
+    let patches = s.dir.path().join("patches");
+    let patch_dir = patches.to_str().expect("utf8");
+    let (code, json) = s.reconcile_json(&["--patch-dir", patch_dir]);
+    assert_eq!(code, 2, "{json:#}");
+    assert!(!json.to_string().contains(CANARY), "{json:#}");
+    let action = first_action(&json);
+    let named = action
+        .strip_prefix("accepted (patch: ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{action}"));
+    let text = fs::read_to_string(named).unwrap_or_else(|e| panic!("{named}: {e}"));
+    let summary = fs::read_to_string(patches.join("SUMMARY.md")).expect("summary");
+    for t in [&text, &summary] {
+        assert!(
+            !t.contains(CANARY) && !t.contains("nothing to carry"),
+            "{t}"
+        );
+        assert!(
+            t.contains("`content` changed on the host")
+                && t.contains("sensitive")
+                && t.contains("carry it into the repository by hand")
+                && t.contains("main.yaml:"),
+            "{t}"
+        );
+    }
+}
+
 /// An accepted content change of a live file not everyone may read: its
 /// lines are never read for a diff, so the patch cannot carry them, and
 /// the notes said nothing of the content at all (only `set mode`; with no
