@@ -291,8 +291,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{Capabilities, Provider};
     use crate::testing::resource;
+    use crate::{Capabilities, Provider};
 
     #[test]
     fn the_declaration_type_has_the_field_table_and_agrees_with_check() {
