@@ -281,10 +281,11 @@ pub enum AccountError {
         root.display()
     )]
     NoAccountFiles { path: &'static str, root: PathBuf },
-    /// A symbolic link at an account file's name: the files shadow-utils
-    /// write are read only as the files themselves.
+    /// A symbolic link at an account file's name (or login.defs'): the
+    /// files shadow-utils write and read are read only as the files
+    /// themselves.
     #[error(
-        "{} is a symbolic link (to {to}); Datum does not follow links to the account files: put the file itself at that name (nothing was changed)",
+        "{} is a symbolic link (to {to}); Datum does not follow links to the account files (passwd, group, shadow, gshadow, login.defs): put the file itself at that name (nothing was changed)",
         path.display()
     )]
     Link { path: PathBuf, to: String },
@@ -563,10 +564,10 @@ pub fn user_groups_enabled(login_defs: &str) -> bool {
 
 /// Whether `useradd` on this root makes a group named after each new user
 /// (`USERGROUPS_ENAB` of `ROOT/etc/login.defs`; a root without the file has
-/// it off, as useradd reads it).
+/// it off, as useradd reads it). A link at its name is refused as one at an
+/// account file's ([`AccountError::Link`]).
 pub fn root_makes_user_groups(host: &Host) -> Result<bool, AccountError> {
-    Ok(host
-        .read(Path::new("/etc/login.defs"))?
+    Ok(read_file(host, "/etc/login.defs")?
         .is_some_and(|bytes| user_groups_enabled(&String::from_utf8_lossy(&bytes))))
 }
 
@@ -759,6 +760,30 @@ mod tests {
                 "{name}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_link_at_login_defs_is_refused_saying_so() {
+        // root_makes_user_groups read it through Host::read: the kernel's
+        // 'Too many levels of symbolic links (os error 40)' alone.
+        let root = tempfile::tempdir().unwrap();
+        let etc = root.path().join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        std::fs::write(etc.join("login.defs.real"), "USERGROUPS_ENAB yes\n").unwrap();
+        std::os::unix::fs::symlink("login.defs.real", etc.join("login.defs")).unwrap();
+        let host = Host::new(root.path());
+        let err = root_makes_user_groups(&host).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{} is a symbolic link (to login.defs.real); Datum does not follow links to",
+                etc.join("login.defs").display()
+            )),
+            "{err}"
+        );
+        std::fs::remove_file(etc.join("login.defs")).unwrap();
+        assert!(!root_makes_user_groups(&host).unwrap());
+        std::fs::rename(etc.join("login.defs.real"), etc.join("login.defs")).unwrap();
+        assert!(root_makes_user_groups(&host).unwrap());
     }
 
     #[test]
