@@ -519,12 +519,27 @@ pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue, output:
 /// `--root` the validator names it below the root, which still holds it);
 /// a path named relatively or through a link is not recognised.
 pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> bool {
-    !output.is_empty()
-        && catalogue.resources.iter().any(|r| {
-            r.sensitive
-                && r.desired_str("path")
-                    .is_some_and(|p| p.len() > 1 && output.contains(p.trim_end_matches('/')))
-        })
+    names_one_of(output, &sensitive_paths(catalogue))
+}
+
+/// The declared paths of the catalogue's sensitive resources, as
+/// [`names_a_sensitive_path`] looks for them (a trailing `/` left out; the
+/// root, which every path names, never): made once by a pass that asks for
+/// many resources' output, not once per resource.
+pub(crate) fn sensitive_paths(catalogue: &Catalogue) -> Vec<&str> {
+    catalogue
+        .resources
+        .iter()
+        .filter(|r| r.sensitive)
+        .filter_map(|r| r.desired_str("path"))
+        .filter(|p| p.len() > 1)
+        .map(|p| p.trim_end_matches('/'))
+        .collect()
+}
+
+/// Whether `output` holds one of `paths` ([`sensitive_paths`]).
+pub(crate) fn names_one_of(output: &str, paths: &[&str]) -> bool {
+    !output.is_empty() && paths.iter().any(|p| output.contains(p))
 }
 
 fn group_report(

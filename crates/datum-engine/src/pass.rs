@@ -297,6 +297,10 @@ pub fn run_pass_with(
         resources: Vec::with_capacity(selected.len() + groups.reports.len()),
         ..PassSummary::default()
     };
+    // The sensitive resources' paths a resource's output must not name
+    // (validator output quoting an included file), made at the first
+    // output: many resources may have one (accepted, held, quarantined).
+    let sensitive_paths: std::cell::OnceCell<Vec<&str>> = std::cell::OnceCell::new();
     let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
@@ -505,7 +509,12 @@ pub fn run_pass_with(
             // resource, nor one that names a sensitive resource's file (an
             // `Include` the validator read and quotes).
             let detail = step.detail.filter(|d| {
-                !resource.sensitive && !crate::activation::names_a_sensitive_path(d, catalogue)
+                !resource.sensitive
+                    && !crate::activation::names_one_of(
+                        d,
+                        sensitive_paths
+                            .get_or_init(|| crate::activation::sensitive_paths(catalogue)),
+                    )
             });
             let report = ResourceReport {
                 id: resource.id.clone(),
