@@ -516,13 +516,22 @@ fn refusal(d: &UserDesired, observed: &Observed, diff: &Diff) -> Option<String> 
         .iter()
         .filter_map(|u| Some((u["field"].as_str()?, u["name"].as_str()?)))
         .find(|(field, _)| changes(field))?;
+    // useradd's -G reads the files only and refuses such a group, as both
+    // do a -g on a root other than / (a gid on / is not noted). usermod -G
+    // on the machine's own root takes a group only the name service knows
+    // and exits 0 without the membership: it does not always refuse.
+    let outcome = if program == "usermod" && field == "groups" {
+        "usermod would not make the membership (it refuses a group it cannot find; on the machine's own root it takes one only the name service knows and exits 0 without adding the account to it)".to_owned()
+    } else {
+        format!("{program} refuses it")
+    };
     if d.hides_values {
         return Some(format!(
-            "a group named in `{field}` is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it"
+            "a group named in `{field}` is in no account file (/etc/group) and nothing before it in the pass makes it: {outcome}"
         ));
     }
     Some(format!(
-        "group `{name}` (named in `{field}`) is in no account file (/etc/group) and nothing before it in the pass makes it: {program} refuses it (declare a Group for it, or name a group the host has)"
+        "group `{name}` (named in `{field}`) is in no account file (/etc/group) and nothing before it in the pass makes it: {outcome} (declare a Group for it, or name a group the host has)"
     ))
 }
 
@@ -1109,9 +1118,17 @@ mod tests {
             why.starts_with("group `nosuch` (named in `groups`) is in no account file"),
             "{why}"
         );
-        assert!(why.contains("usermod refuses"), "{why}");
+        // usermod -G takes a group only the name service knows on the
+        // machine's own root and exits 0 without the membership: it does
+        // not always refuse it, but never makes the membership.
+        assert!(
+            why.contains(": usermod would not make the membership (it refuses"),
+            "{why}"
+        );
+        assert!(!why.contains("usermod refuses"), "{why}");
         let why = refused(json!({"gid": 3001})).unwrap();
         assert!(why.contains("group `3001` (named in `gid`)"), "{why}");
+        assert!(why.contains(": usermod refuses it"), "{why}");
         let why = refused(json!({"uid": 2001})).unwrap();
         assert!(
             why.starts_with("uid 2001 belongs to account `old`"),
