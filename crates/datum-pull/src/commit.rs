@@ -9,7 +9,12 @@
 //! over its SHA-1 form, `gpgsig-sha256` over the SHA-256 one, each over the
 //! object without either header. As git does in a SHA-1 repository, the
 //! `gpgsig` signature is the one verified and the other is left out of the
-//! payload. Owns only this parsing; checking the signature is `verify`'s job.
+//! payload. Signature headers git never writes (two `gpgsig` or two
+//! `gpgsig-sha256` headers, a `gpgsig` that is not one whole armoured
+//! signature from its `-----BEGIN` line to its `-----END` line) make the
+//! object [`Malformed`], refused here before any tool reads it rather than
+//! passed on to look like a commit altered after it was signed. Owns only
+//! this parsing; checking the signature is `verify`'s job.
 
 /// What the signature of a commit is, from its armour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
