@@ -9,8 +9,11 @@
 //! its folders), mapping an event's path back to resources, dropping Datum's
 //! own writes (never drift), and, when fanotify could not be used, the audit
 //! log's writers of a changed resource or the "unknown" writer with the
-//! reason. Must not: decide what a writer means for a policy (`datum check`
-//! does), or run for a class that did not ask.
+//! reason. A sensitive resource's writers (every resource's, while no
+//! catalogue is loaded) are logged and stored without their command line,
+//! which often holds what they wrote, and the log does not name the
+//! resource. Must not: decide what a writer means for a policy (`datum
+//! check` does), or run for a class that did not ask.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
