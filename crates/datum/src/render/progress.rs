@@ -9,7 +9,8 @@
 //! the file hashing): resources observed, files and bytes hashed and the rate,
 //! so a check of one 3 GB Tree moves while its one resource is being read.
 //! While the pass waits for a step with nothing to count (a job systemd runs
-//! for a Service, up to its `timeout:`), the bar says what it waits for, for
+//! for a Service, up to its `timeout:`; the `daemon-reload` before it; its
+//! `settle:`; an `apt-get` transaction), the bar says what it waits for, for
 //! how long so far and at most how long, in place of those counters
 //! (`datum_core::progress::waiting`, [`waited`]).
 
