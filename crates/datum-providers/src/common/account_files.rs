@@ -3,9 +3,12 @@
 //!
 //! Observation reads `ROOT/etc/passwd`, `ROOT/etc/group` and, when it can
 //! (required only when a User declares `password_hash`), `ROOT/etc/shadow`
+//! and `ROOT/etc/gshadow` (and `login.defs` for `USERGROUPS_ENAB`)
 //! through the boundary,
 //! never NSS: a pass gives the same answer for a root directory as for the
-//! image it becomes. The parsed files are kept in the pass's cache and
+//! image it becomes. A symbolic link at any of these names is refused
+//! ([`AccountError::Link`], naming it), never followed nor taken for a
+//! missing file. The parsed files are kept in the pass's cache and
 //! dropped as soon as a User or Group changed them ([`changed`]), or any
 //! resource wrote one of them or a folder above one (the engine calls
 //! [`after_writing`] after each part goes live, whatever the kind),
@@ -13,9 +16,12 @@
 //! earlier in the pass resolves its owner.
 //!
 //! Changes go through `useradd`, `usermod`, `userdel`, `groupadd`,
-//! `groupmod`, `groupdel` and `chpasswd` with `--root ROOT` (they chroot
-//! into the root, so a link inside it is resolved inside it, never on the
-//! machine Datum runs on), run by the host's command runner (no shell). A
+//! `groupmod`, `groupdel` and `chpasswd`, with `--root ROOT` for a root
+//! other than `/` (they chroot into the root, so a link inside it is
+//! resolved inside it, never on the machine Datum runs on; run confined),
+//! without it on `/` (where they also ask the name service), run by the
+//! host's command runner (no shell). What such a program prints although
+//! it succeeds becomes a warning of the pass ([`run_tool`]). A
 //! password hash is given to `chpasswd -e` on its standard input, never on
 //! a command line another local user could read in `/proc`, and is never
 //! part of an error, a field value or a debug print.
