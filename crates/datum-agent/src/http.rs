@@ -4,7 +4,7 @@
 //! loopback only.
 //!
 //! Owns the listening socket and one thread that answers requests. It must
-//! not change anything: both endpoints read shared state only. A scrape never
+//! not change anything: the endpoints read shared state only. A scrape never
 //! waits for a check; it sees the last completed one.
 //!
 //! Any local user can connect, and the agent runs as root, so every request
