@@ -592,7 +592,7 @@ fn run_on_root(host: &Host, spec: &CommandSpec) -> Result<command::CommandOutput
 /// Runs one shadow-utils program on the host's root for `resource`.
 /// `target` names the user or group in an error. What it prints although
 /// it succeeds (useradd's warnings) becomes a warning of the pass
-/// ([`pass_on_warnings`]).
+/// (`pass_on_warnings`).
 pub fn run_tool(
     host: &Host,
     resource: &Resource,

@@ -371,7 +371,7 @@ impl OrdersOthers for GroupProvider {
     }
 
     /// What names a group a Group declares absent (a File's `group`, a
-    /// User's `gid` or `groups`): see [`naming_removed`].
+    /// User's `gid` or `groups`): see `naming_removed`.
     fn warnings(&self, resources: &[Resource]) -> Vec<(ResourceId, String)> {
         let removed: HashMap<String, &Resource> = resources
             .iter()

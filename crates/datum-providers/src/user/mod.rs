@@ -637,7 +637,7 @@ impl OrdersOthers for UserProvider {
     }
 
     /// What is owned by an account a User declares absent (a File's,
-    /// a Directory's `owner`): see [`crate::group::naming_removed`].
+    /// a Directory's `owner`): see `crate::group::naming_removed`.
     fn warnings(&self, resources: &[Resource]) -> Vec<(ResourceId, String)> {
         let removed: HashMap<String, &Resource> = removed(resources)
             .into_iter()
