@@ -300,7 +300,8 @@ pub fn run_pass_with(
     // The sensitive resources' paths a resource's output must not name
     // (validator output quoting an included file), made at the first
     // output: many resources may have one (accepted, held, quarantined).
-    let sensitive_paths: std::cell::OnceCell<Vec<&str>> = std::cell::OnceCell::new();
+    let sensitive_paths: std::cell::OnceCell<crate::activation::SensitivePaths<'_>> =
+        std::cell::OnceCell::new();
     let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
@@ -510,11 +511,9 @@ pub fn run_pass_with(
             // `Include` the validator read and quotes).
             let detail = step.detail.filter(|d| {
                 !resource.sensitive
-                    && !crate::activation::names_one_of(
-                        d,
-                        sensitive_paths
-                            .get_or_init(|| crate::activation::sensitive_paths(catalogue)),
-                    )
+                    && !sensitive_paths
+                        .get_or_init(|| crate::activation::SensitivePaths::of(catalogue))
+                        .named_in(d)
             });
             let report = ResourceReport {
                 id: resource.id.clone(),
