@@ -43,6 +43,7 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
             let doc = serde_json::json!({
                 "repository": global.repo,
                 "errors": diagnostics.error_count(),
+                "host_checked": identity.is_some(),
                 "diagnostics": diagnostics,
             });
             crate::render::json::print("", doc)?;
@@ -50,11 +51,13 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         // Refused before the command ran (`commands::formats`).
         Format::Markdown => return Err(super::refused("datum lint", global)),
         Format::Human => {
+            eprint!("{}", diagnostics.render(use_color(global)));
+            if identity.is_none() {
+                eprintln!("{}", NO_HOST_CHECKS);
+            }
             if diagnostics.error_count() == 0 {
-                eprint!("{}", diagnostics.render(use_color(global)));
                 writeln!(out, "{}: no errors", global.repo.display())?;
             } else {
-                eprint!("{}", diagnostics.render(use_color(global)));
                 eprintln!("error: {} error(s) found", diagnostics.error_count());
             }
         }
@@ -65,6 +68,12 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         ExitCode::ERROR
     })
 }
+
+/// Said when lint has no host to compile for: what depends on the host
+/// (the layers it takes, so two resources claiming one path, an account
+/// used and removed, templates rendered) is then not looked at, and a
+/// plain "no errors" would promise what `plan` may refuse.
+const NO_HOST_CHECKS: &str = "note: no host identity (no ROOT/etc/datum/host.yaml, --host-file or --label), so what depends on a host was not checked (the layers it takes, resources claiming one path, accounts used and removed, templates rendered); `datum lint --all-hosts` or `datum plan` checks them";
 
 /// The host files of the repository: `hosts/*.yaml` (and `*.yml`), sorted.
 fn host_files(repo: &Path) -> Result<Vec<PathBuf>> {

@@ -92,6 +92,52 @@ fn a_clean_repository_lints_clean() {
     assert!(!text.contains("warning"), "{text}");
 }
 
+/// Without a host identity lint cannot compile a host's view, so two
+/// Files claiming one path linted "no errors" while `plan` refused them.
+/// It still exits 0 (nothing it checked is wrong), but says what it did not
+/// check, and JSON says `host_checked: false`; with a host file it finds the
+/// conflict and says nothing of the kind.
+#[test]
+fn lint_without_a_host_says_what_it_did_not_check() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\ndesired: {path: /a, content: a}\n---\ndatum: v1alpha1\ntype: File\nname: b\ndesired: {path: /a, content: b}\n",
+    );
+    let bare = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("datum")
+            .expect("datum binary")
+            .arg("--repo")
+            .arg(s.repo())
+            .arg("--root")
+            .arg(s.root())
+            .arg("--color")
+            .arg("never")
+            .args(args)
+            .output()
+            .expect("run datum")
+    };
+    let out = bare(&["lint"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("no errors"), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no host identity") && err.contains("resources claiming one path"),
+        "{err}"
+    );
+    let json = bare(&["lint", "--output", "json"]);
+    assert_exit(&json, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(doc["host_checked"], false, "{doc}");
+
+    let with_host = s.datum(&["lint"]);
+    assert_exit(&with_host, 1);
+    let err = stderr(&with_host);
+    assert!(err.contains("also managed by File[a]"), "{err}");
+    assert!(!err.contains("no host identity"), "{err}");
+    let json = s.datum(&["lint", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(doc["host_checked"], true, "{doc}");
+}
+
 /// A host file without `name:` takes the name in ROOT/etc/hostname (then
 /// the kernel's): that name is held to the rule a host file's `name:` is
 /// (ca02779), so `web 01` is refused by lint and plan alike, naming the
