@@ -41,7 +41,7 @@ pub fn reads_content(spec: &ClassSpec, deep: bool, store: &Store) -> Result<bool
 }
 
 /// Whether a resource of `kind` can be trusted by its metadata: its kind
-/// owns a path (`Provider::paths`), so when that path is a regular file
+/// owns a path (`Capabilities::paths`), so when that path is a regular file
 /// whose metadata equals what the last verified apply recorded, nothing it
 /// declares can have changed. The store records metadata per kind; what
 /// sits at the path decides the rest (a folder, a link is never trusted).

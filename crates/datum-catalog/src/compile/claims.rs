@@ -107,7 +107,7 @@ impl<'r> Analysis<'r> {
     }
 
     /// Two resources claiming what their kind manages alone (one account's
-    /// name, one uid: `Provider::exclusive_claims`) would undo each other
+    /// name, one uid: `Capabilities::exclusive_claims`) would undo each other
     /// on every pass, or the second fail after the first was applied.
     pub(super) fn check_exclusive(&mut self, merged: &[Merged]) {
         let mut seen: HashMap<String, usize> = HashMap::new();

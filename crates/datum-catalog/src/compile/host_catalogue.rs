@@ -248,7 +248,7 @@ impl<'r> Analysis<'r> {
     }
 
     /// The ordering edges and warnings of every kind with the ordering
-    /// capability (`Provider::ordering`), added where they make no cycle.
+    /// capability (`Capabilities::ordering`), added where they make no cycle.
     /// For example, a resource whose validator's binary a declared Package
     /// installs runs after that Package, and a validated resource with no
     /// such Package is worth a warning, since the validator must then
