@@ -203,6 +203,17 @@ impl Policies<'_> {
         to_revert: &mut Vec<ResourceId>,
         handled: &mut BTreeMap<ResourceId, Handled>,
     ) -> Result<(), CheckError> {
+        // Each resource's first `type_changed` finding, looked up by id: a
+        // scan of every finding for each such resource was findings x
+        // findings (20,000 Files turned into links in a class that accepts).
+        let mut type_changed: HashMap<&ResourceId, &CheckFinding> = HashMap::new();
+        if !self.type_changed.is_empty() {
+            for o in findings {
+                if o.finding.category == "type_changed" {
+                    type_changed.entry(&o.id).or_insert(o);
+                }
+            }
+        }
         for f in findings {
             if handled.contains_key(&f.id) {
                 continue;
@@ -225,9 +236,7 @@ impl Policies<'_> {
             let look = self.act == Act::Look;
             if policy == Policy::Accept
                 && self.type_changed.contains(&f.id)
-                && let Some(changed) = findings
-                    .iter()
-                    .find(|o| o.id == f.id && o.finding.category == "type_changed")
+                && let Some(&changed) = type_changed.get(&f.id)
             {
                 // Nothing in a declaration of this kind says what is there
                 // now (a File cannot say "a link to X"), and the acceptance
