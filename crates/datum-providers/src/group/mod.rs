@@ -334,9 +334,11 @@ impl OrdersOthers for GroupProvider {
         // conflict reported elsewhere): every other resource looks its
         // groups up here.
         let mut groups: HashMap<String, &Resource> = HashMap::new();
-        // And by number: a User's `gid` may name its group by number, and
-        // useradd -g NUMBER needs the group as much as -g NAME does (a
-        // file's group by number does not: chown takes any number).
+        // And by number: a `gid` (a User's primary group) may name its
+        // group by number, and useradd -g NUMBER needs the group as much as
+        // -g NAME does. Only the field says so, never the other's kind (a
+        // file's `group` by number is not looked up: chown takes any
+        // number).
         let mut numbers: HashMap<u32, &Resource> = HashMap::new();
         for r in resources.iter().filter(|r| r.id.kind == KIND) {
             if let Some(name) = declared_name(r) {
@@ -353,9 +355,10 @@ impl OrdersOthers for GroupProvider {
             return edges;
         }
         for r in resources.iter().filter(|r| r.id.kind != KIND) {
-            let by_number = (r.id.kind == crate::user::KIND)
-                .then(|| r.desired.get("gid").and_then(Value::as_u64))
-                .flatten()
+            let by_number = r
+                .desired
+                .get("gid")
+                .and_then(Value::as_u64)
                 .and_then(|gid| numbers.get(&u32::try_from(gid).ok()?));
             let by_name = groups_named(&r.desired)
                 .into_iter()
