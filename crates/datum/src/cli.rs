@@ -65,7 +65,7 @@ pub struct GlobalArgs {
     /// State database (default: ROOT/var/lib/datum/state.db).
     #[arg(long, global = true)]
     pub state: Option<PathBuf>,
-    /// How long to wait for another pass holding the root's lock.
+    /// How long to wait for a lock another command holds: the root's lock (a pass), or datum pull's own.
     #[arg(long, global = true, default_value = "60s", value_parser = duration)]
     pub lock_timeout: Duration,
     /// When to use colour.
