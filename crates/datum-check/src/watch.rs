@@ -458,17 +458,19 @@ impl State<'_> {
         if warnings.is_empty() {
             return;
         }
-        let sensitive: Vec<(String, Option<&str>)> = self
+        // Paths as the engine withholds a validator's output naming them
+        // (datum_engine::SensitivePaths); ids as say_failed leaves them out.
+        let paths = datum_engine::SensitivePaths::of(self.catalogue);
+        let ids: Vec<String> = self
             .catalogue
             .resources
             .iter()
             .filter(|r| r.sensitive)
-            .map(|r| (r.id.to_string(), r.desired_str("path")))
+            .map(|r| r.id.to_string())
             .collect();
         for warning in warnings {
-            let names_sensitive = sensitive.iter().any(|(id, path)| {
-                warning.contains(id.as_str()) || path.is_some_and(|p| warning.contains(p))
-            });
+            let names_sensitive =
+                paths.named_in(warning) || ids.iter().any(|id| warning.contains(id.as_str()));
             if names_sensitive {
                 (self.warn)(
                     "a revert of a sensitive resource said a warning (its name and the words are left out of the log)",

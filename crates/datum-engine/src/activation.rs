@@ -531,7 +531,7 @@ pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> boo
 /// once (one Aho-Corasick automaton reads an output once, where a search
 /// per path read it once per sensitive resource: 20,000 quarantined
 /// resources' notes against 20,000 sensitive paths were 4 x 10^8 searches).
-pub(crate) struct SensitivePaths<'a> {
+pub struct SensitivePaths<'a> {
     paths: Vec<&'a str>,
     /// `None` when there is no path, or the automaton could not be built
     /// (past its limits): then each path is searched for on its own, with
@@ -540,7 +540,8 @@ pub(crate) struct SensitivePaths<'a> {
 }
 
 impl<'a> SensitivePaths<'a> {
-    pub(crate) fn of(catalogue: &'a Catalogue) -> Self {
+    /// The catalogue's sensitive resources' declared paths.
+    pub fn of(catalogue: &'a Catalogue) -> Self {
         Self::new(
             catalogue
                 .resources
@@ -563,7 +564,7 @@ impl<'a> SensitivePaths<'a> {
     }
 
     /// Whether `output` holds one of the paths.
-    pub(crate) fn named_in(&self, output: &str) -> bool {
+    pub fn named_in(&self, output: &str) -> bool {
         if output.is_empty() || self.paths.is_empty() {
             return false;
         }
