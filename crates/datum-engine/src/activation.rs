@@ -525,7 +525,7 @@ pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> boo
 }
 
 /// The declared paths of the catalogue's sensitive resources, as
-/// [`names_a_sensitive_path`] looks for them (a trailing `/` left out; the
+/// `names_a_sensitive_path` looks for them (a trailing `/` left out; the
 /// root, which every path names, never): made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
 /// once (one Aho-Corasick automaton reads an output once, where a search
