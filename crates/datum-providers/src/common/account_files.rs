@@ -48,6 +48,8 @@ pub struct PasswdEntry {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+    /// The fifth field (GECOS: `useradd -c`), as written.
+    pub comment: String,
     pub home: String,
     pub shell: String,
     /// The password field is `x`: the password is in the shadow file.
@@ -142,6 +144,7 @@ impl AccountFiles {
                     name: f[0].to_owned(),
                     uid,
                     gid,
+                    comment: f[4].to_owned(),
                     home: f[5].to_owned(),
                     shell: f[6].to_owned(),
                     shadowed: f[1] == "x",

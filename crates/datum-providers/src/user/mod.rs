@@ -5,6 +5,7 @@
 //! type: User
 //! name: deploy
 //! desired:
+//!   comment: Deploy bot     # optional: passwd's fifth field (GECOS, `useradd -c`)
 //!   uid: 2000               # optional: useradd's next free number otherwise
 //!   gid: deploy             # primary group, a name or a number (optional)
 //!   groups: [ops, www-data] # supplementary groups, exactly these (optional)
@@ -62,6 +63,7 @@ pub const KIND: &str = "User";
 
 const FIELDS: &[&str] = &[
     "name",
+    "comment",
     "uid",
     "gid",
     "groups",
@@ -83,6 +85,8 @@ const SHADOW_MISSING: &str = "missing";
 #[derive(Clone, PartialEq, Eq)]
 pub struct UserDesired {
     pub name: String,
+    /// passwd's fifth field (GECOS), when managed.
+    pub comment: Option<String>,
     pub uid: Option<u32>,
     /// The primary group as declared: a name or a decimal number.
     pub gid: Option<String>,
@@ -102,6 +106,7 @@ impl std::fmt::Debug for UserDesired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UserDesired")
             .field("name", &self.name)
+            .field("comment", &self.comment)
             .field("uid", &self.uid)
             .field("gid", &self.gid)
             .field("groups", &self.groups)
@@ -130,6 +135,10 @@ pub struct UserDeclaration {
     /// The account's name (default: the resource's name).
     #[schemars(with = "Option<AccountName>")]
     pub name: Option<String>,
+    /// passwd's fifth field (GECOS: a full name, a room, a phone), without
+    /// `:` or control characters.
+    #[schemars(with = "Option<Comment>")]
+    pub comment: Option<String>,
     /// The account's number.
     #[schemars(range(max = 4294967294u32))]
     pub uid: Option<u32>,
@@ -167,6 +176,23 @@ impl schemars::JsonSchema for UniqueNames {
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let item = generator.subschema_for::<AccountName>();
         schemars::json_schema!({ "type": "array", "items": item, "uniqueItems": true })
+    }
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct Comment;
+
+impl schemars::JsonSchema for Comment {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AccountComment".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[^:\\x00-\\x1f\\x7f-\\x9f]*$",
+            "description": "passwd's fifth field (GECOS), such as `Alice Liddell,Room 4`: any text without `:` or control characters (a line break would end the passwd line).",
+        })
     }
 }
 
@@ -310,6 +336,19 @@ impl UserDesired {
         if let Err(m) = account_files::check_name(&name) {
             errors.push(FieldError::new(&["name"], m));
         }
+        let comment = text_field(desired, "comment", &mut errors);
+        if let Some(c) = &comment
+            && c.chars().any(|c| c == ':' || c.is_control())
+        {
+            // useradd refuses `:` and a line break ("invalid comment"); any
+            // other control character (a carriage return, an escape) would
+            // be written and read back differently, or print as a terminal
+            // sequence wherever the field is shown.
+            errors.push(FieldError::new(
+                &["comment"],
+                "`comment` must be text without `:` or control characters (a line break would end the passwd line)",
+            ));
+        }
         let uid = desired
             .get("uid")
             .map(|v| account_id(v, "uid"))
@@ -415,6 +454,7 @@ impl UserDesired {
         all_or_nothing(errors)?;
         Ok(UserDesired {
             name,
+            comment,
             uid,
             gid,
             groups,
@@ -557,6 +597,7 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
         "groups".to_owned(),
         json!(files.memberships(&d.name).into_iter().collect::<Vec<_>>()),
     );
+    fields.insert("comment".to_owned(), json!(user.comment));
     fields.insert("home".to_owned(), json!(user.home));
     fields.insert("shell".to_owned(), json!(user.shell));
     // No line in a shadow file that was read: half-made (see `diff`).
@@ -915,6 +956,7 @@ fn account_args(d: &UserDesired, creating: bool, wanted: impl Fn(&str) -> bool) 
             .filter(|g| !g.is_empty() || !creating)
             .map(|g| g.iter().cloned().collect::<Vec<_>>().join(",")),
     );
+    option("comment", "-c", d.comment.clone());
     option("home", "-d", d.home.clone());
     option("shell", "-s", d.shell.clone());
     args
@@ -975,8 +1017,12 @@ pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
             out.changes.push(change("groups", have, json!(want)));
         }
     }
-    for field in ["home", "shell"] {
-        let declared = if field == "home" { &d.home } else { &d.shell };
+    for field in ["comment", "home", "shell"] {
+        let declared = match field {
+            "comment" => &d.comment,
+            "home" => &d.home,
+            _ => &d.shell,
+        };
         if let Some(value) = declared
             && seen(field) != Some(&json!(value))
         {
@@ -1265,7 +1311,7 @@ mod tests {
         let errors = UserDesired::parse(
             &json!({"uid": "2000", "gid": "Bad Group", "groups": ["ops", "ops", 3],
                     "home": "relative", "shell": "/bin/../sh", "system": "no",
-                    "ensure": "maybe", "comment": "x"}),
+                    "ensure": "maybe", "gecos": "x", "comment": "a:b"}),
             "deploy",
         )
         .unwrap_err();
@@ -1273,11 +1319,50 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "comment", "uid", "gid", "groups.1", "groups.2", "home", "shell", "system",
-                "ensure"
+                "gecos", "comment", "uid", "gid", "groups.1", "groups.2", "home", "shell",
+                "system", "ensure"
             ],
             "{errors:?}"
         );
+    }
+
+    /// passwd's fifth field is observed, compared when declared (an empty
+    /// one too), given to useradd and usermod as `-c`, and left alone when
+    /// not declared; `:` and control characters are refused.
+    #[test]
+    fn the_comment_is_passwds_fifth_field() {
+        let files = AccountFiles::parse(
+            "deploy:x:2000:3000:Deploy Bot,,,:/srv/deploy:/bin/bash\n",
+            "ops:x:3000:\n",
+        );
+        let same = parse(json!({"comment": "Deploy Bot,,,"}));
+        let observed = observation(&same, &files);
+        assert_eq!(observed.fields["comment"], json!("Deploy Bot,,,"));
+        assert!(diff(&same, &observed).changes.is_empty());
+        assert!(diff(&parse(json!({})), &observed).changes.is_empty());
+        for want in ["", "Zoë Ørsted"] {
+            let d = parse(json!({"comment": want}));
+            let changes = diff(&d, &observation(&d, &files)).changes;
+            assert_eq!(changes.len(), 1, "{changes:?}");
+            assert_eq!(changes[0].field, "comment");
+            assert_eq!(changes[0].before, Some(json!("Deploy Bot,,,")));
+            assert_eq!(changes[0].after, Some(json!(want)));
+            assert_eq!(
+                account_args(&d, false, |f| f == "comment"),
+                ["-c", want],
+                "{want:?}"
+            );
+        }
+        let new = parse(json!({"comment": "New"}));
+        let created = diff(&new, &Observed::absent());
+        assert!(created.changes.iter().any(|c| c.field == "comment"));
+        assert_eq!(account_args(&new, true, |_| true), ["-c", "New"]);
+        for bad in ["a:b", "a\nb", "a\rb", "\u{1b}[2J", "a\u{85}b"] {
+            let errors = UserDesired::parse(&json!({"comment": bad}), "deploy").unwrap_err();
+            let fields: Vec<String> = errors.iter().map(|e| e.path.join(".")).collect();
+            assert_eq!(fields, ["comment"], "{bad:?}");
+            assert!(errors[0].message.contains("without `:`"), "{errors:?}");
+        }
     }
 
     #[test]
@@ -1358,7 +1443,15 @@ mod tests {
             json!({"password_hash": "$3$$h"}),
             json!({"password_hash": format!("$6$s${}", "h".repeat(MAX_HASH_LEN))}),
             json!({"name": "Deploy"}),
-            json!({"comment": "x"}),
+            json!({"gecos": "x"}),
+            json!({"comment": "Alice Liddell,Room 4,,"}),
+            json!({"comment": ""}),
+            json!({"comment": "Zoë Ørsted"}),
+            json!({"comment": "a:b"}),
+            json!({"comment": "a\nb"}),
+            json!({"comment": "a\rb"}),
+            json!({"comment": "a\u{85}b"}),
+            json!({"comment": 3}),
         ];
         schema::agrees_with_check(&UserProvider, &cases).unwrap();
     }

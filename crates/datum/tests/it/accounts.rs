@@ -1516,3 +1516,81 @@ fn what_shadow_utils_warn_of_in_a_revert_is_a_warning_of_the_reconcile() {
     let doc: serde_json::Value = serde_json::from_slice(&quiet.stdout).unwrap();
     assert!(doc.get("warnings").is_none(), "{doc}");
 }
+
+/// `comment` (passwd's fifth field, GECOS; Puppet's and Ansible's
+/// `comment`) is made by useradd, drift of it is found by `check` and
+/// undone by `apply` (usermod -c), an empty one is managed too, and one
+/// with `:` or a line break is refused at compile time naming the file,
+/// the line and the resource, nothing written.
+#[test]
+fn the_comment_is_made_checked_and_changed_through_shadow_utils() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let user = |comment: &str| {
+        flow_doc(
+            "User",
+            "alice",
+            &format!("{{uid: 2001, comment: {comment}}}"),
+        )
+    };
+    let s = with_accounts(&user("\"Alice Liddell,Room 4,,\""));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(
+        line_of(&passwd, "alice").map(|l| l.split(':').nth(4)),
+        Some(Some("Alice Liddell,Room 4,,")),
+        "{passwd}"
+    );
+    assert_exit(&s.datum(&["plan"]), 0);
+    // Changed by hand (chfn's way): drift, named by field, both values.
+    s.write(
+        "root/etc/passwd",
+        &passwd.replace("Alice Liddell,Room 4,,", "Alice L."),
+    );
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 2);
+    let text = stdout(&check);
+    assert!(text.contains("\"comment\""), "{text}");
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let shown = stdout(&plan);
+    assert!(
+        shown.contains("comment: \"Alice L.\" -> \"Alice Liddell,Room 4,,\""),
+        "{shown}"
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(
+        line_of(&passwd, "alice").map(|l| l.split(':').nth(4)),
+        Some(Some("Alice Liddell,Room 4,,")),
+        "{passwd}"
+    );
+    // An empty comment is declared as such and made so.
+    declare(&s, &[user("\"\"")]);
+    assert_exit(&s.datum(&["apply"]), 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    assert_eq!(
+        line_of(&passwd, "alice").map(|l| l.split(':').nth(4)),
+        Some(Some("")),
+        "{passwd}"
+    );
+    assert_exit(&s.datum(&["plan"]), 0);
+    // A colon or a line break is refused before anything runs.
+    for bad in ["\"a:b\"", "\"a\\nb\""] {
+        declare(&s, &[user(bad)]);
+        let before = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        for command in ["lint", "plan", "apply"] {
+            let o = s.datum(&[command]);
+            assert_exit(&o, 1);
+            let err = stderr(&o);
+            assert!(
+                err.contains("User[alice]")
+                    && err.contains("`comment` must be text without `:`")
+                    && err.contains("main.yaml:4"),
+                "{command} {bad}: {err}"
+            );
+        }
+        assert_eq!(fs::read_to_string(s.live("/etc/passwd")).unwrap(), before);
+    }
+}
