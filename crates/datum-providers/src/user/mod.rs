@@ -14,6 +14,8 @@
 //!   system: false           # optional, when created: a system account (-r)
 //!   ensure: present         # or absent
 //!   password_hash: "$6$..." # optional, sensitive: a crypt(3) hash, never a password
+//!   update_password: always # or on_create: the hash is set when Datum
+//!                           # creates the account, never compared after
 //! ```
 //!
 //! Observed from `ROOT/etc/passwd` and `ROOT/etc/group` (and `shadow`,
@@ -38,6 +40,16 @@
 //! is a malformed or overlong hash chpasswd would refuse only during an
 //! apply (after useradd made the account), the error naming the field,
 //! never the value.
+//!
+//! # A password the account's user may change
+//!
+//! `update_password: on_create` (Ansible's `update_password`) declares an
+//! initial password: the hash is set when Datum creates the account (or
+//! completes one useradd left without its shadow entry), and the live hash
+//! is never compared after that, so a user who ran `passwd` is no drift:
+//! `plan` and `check` show nothing for it and neither `apply` nor a
+//! `revert` class sets it back. `always` (the default) keeps the live hash
+//! the declared one.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -72,7 +84,19 @@ const FIELDS: &[&str] = &[
     "system",
     "ensure",
     "password_hash",
+    "update_password",
 ];
+
+/// When the declared hash is set (`update_password`, Ansible's word).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum UpdatePassword {
+    /// Whenever the live hash is another: it is compared on every pass.
+    #[default]
+    Always,
+    /// Only when Datum creates the account (or gives it its missing shadow
+    /// entry); never compared after that.
+    OnCreate,
+}
 
 /// What a change to the hash shows instead of it.
 const HIDDEN: &str = "(sensitive)";
@@ -97,6 +121,8 @@ pub struct UserDesired {
     pub system: bool,
     pub ensure: Ensure,
     password_hash: Option<String>,
+    /// When the hash is set and compared.
+    pub update_password: UpdatePassword,
     /// The resource says `sensitive: true` itself: what the plan says it
     /// would refuse names none of its values (set by the kind's `declare`).
     hides_values: bool,
@@ -118,6 +144,7 @@ impl std::fmt::Debug for UserDesired {
                 "password_hash",
                 &self.password_hash.as_ref().map(|_| HIDDEN),
             )
+            .field("update_password", &self.update_password)
             .finish()
     }
 }
@@ -163,6 +190,27 @@ pub struct UserDeclaration {
     /// sensitive: never shown. Never a password.
     #[schemars(with = "Option<PasswordHash>")]
     pub password_hash: Option<String>,
+    /// `always` (default): the live hash is kept the declared one;
+    /// `on_create`: set when the account is created, never compared after
+    /// (the account's user may change it). Only with `password_hash`.
+    #[schemars(with = "Option<UpdatePasswordWhen>")]
+    pub update_password: Option<String>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct UpdatePasswordWhen;
+
+impl schemars::JsonSchema for UpdatePasswordWhen {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UpdatePassword".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "enum": ["always", "on_create"],
+            "description": "When `password_hash` is set: `always` (default, compared on every pass) or `on_create` (when Datum creates the account only; a password the user changes is no drift).",
+        })
+    }
 }
 
 /// A value of the manifest schema (see the declaration type above).
@@ -451,6 +499,30 @@ impl UserDesired {
                 None
             }
         };
+        let update_password = match desired.get("update_password") {
+            None => UpdatePassword::Always,
+            Some(Value::String(s)) if s == "always" => UpdatePassword::Always,
+            Some(Value::String(s)) if s == "on_create" => UpdatePassword::OnCreate,
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["update_password"],
+                    format!(
+                        "`update_password` must be `always` or `on_create`, found {}",
+                        match other {
+                            Value::String(s) => format!("`{}`", s.escape_debug()),
+                            v => type_name(v).to_owned(),
+                        }
+                    ),
+                ));
+                UpdatePassword::Always
+            }
+        };
+        if desired.get("update_password").is_some() && desired.get("password_hash").is_none() {
+            errors.push(FieldError::new(
+                &["update_password"],
+                "`update_password` says when `password_hash` is set, and no `password_hash` is declared",
+            ));
+        }
         all_or_nothing(errors)?;
         Ok(UserDesired {
             name,
@@ -463,6 +535,7 @@ impl UserDesired {
             system,
             ensure,
             password_hash,
+            update_password,
             hides_values: false,
         })
     }
@@ -604,7 +677,13 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     if files.lacks_shadow_entry(&d.name) {
         fields.insert("shadow".to_owned(), json!(SHADOW_MISSING));
     }
-    if let Some(declared) = &d.password_hash {
+    // An initial password only (`on_create`): whatever the account has now
+    // is its user's business, never looked at.
+    if let Some(declared) = d
+        .password_hash
+        .as_ref()
+        .filter(|_| d.update_password == UpdatePassword::Always)
+    {
         let same = files.hash(&d.name).is_some_and(|h| h.is(declared));
         fields.insert(
             "password_hash".to_owned(),
@@ -844,7 +923,14 @@ impl Kind for UserProvider {
             account_files::set_hash(host, &d.name, hash)
                 .map_err(|failed| match done {
                     Some(done) => account_files::AccountError::HashNotSet {
-                        done,
+                        // An initial password is not compared again: no
+                        // later pass would set it.
+                        done: match d.update_password {
+                            UpdatePassword::OnCreate => format!(
+                                "{done} (update_password: on_create: no later pass sets it; set it by hand with `chpasswd -e` or declare `always` for one pass)"
+                            ),
+                            UpdatePassword::Always => done,
+                        },
                         failed: Box::new(failed),
                     },
                     None => failed,
@@ -1036,7 +1122,13 @@ pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
         out.changes
             .push(change("shadow", seen("shadow"), json!("present")));
     }
-    if d.password_hash.is_some() && seen("password_hash") != Some(&json!("declared")) {
+    let set_hash = match d.update_password {
+        UpdatePassword::Always => seen("password_hash") != Some(&json!("declared")),
+        // An initial password: set with the account (or with the shadow
+        // entry useradd left unmade), never compared with the live one.
+        UpdatePassword::OnCreate => !present || seen("shadow") == Some(&json!(SHADOW_MISSING)),
+    };
+    if d.password_hash.is_some() && set_hash {
         out.changes.push(FieldChange {
             field: "password_hash".to_owned(),
             before: present.then(|| json!(HIDDEN)),
@@ -1326,6 +1418,75 @@ mod tests {
         );
     }
 
+    /// `update_password: on_create` sets the hash with the account (and
+    /// with a shadow entry useradd left unmade) and never compares it
+    /// afterwards: another live hash is no change, and the observation
+    /// does not look at it. `always` (the default) compares it.
+    #[test]
+    fn an_initial_password_is_set_on_creation_only() {
+        let initial = parse(json!({"password_hash": "$y$j9T$salt$CANARY-INITIAL",
+                                   "update_password": "on_create"}));
+        assert_eq!(initial.update_password, UpdatePassword::OnCreate);
+        let observed = observation(&initial, &files());
+        assert!(
+            !observed.fields.contains_key("password_hash"),
+            "{observed:?}"
+        );
+        let diff_now = diff(&initial, &observed);
+        assert!(diff_now.changes.is_empty(), "{:?}", diff_now.changes);
+        assert_eq!(diff_now.action, None);
+        // The same hash declared `always` (or with no word) is a change.
+        for always in [json!("always"), Value::Null] {
+            let mut v = json!({"password_hash": "$y$j9T$salt$CANARY-INITIAL"});
+            if !always.is_null() {
+                v["update_password"] = always;
+            }
+            let d = parse(v);
+            assert_eq!(d.update_password, UpdatePassword::Always);
+            let fields: Vec<String> = diff(&d, &observation(&d, &files()))
+                .changes
+                .into_iter()
+                .map(|c| c.field)
+                .collect();
+            assert_eq!(fields, ["password_hash"]);
+        }
+        // Created: the hash is one of the changes (set by chpasswd).
+        let created = diff(&initial, &observation(&initial, &AccountFiles::default()));
+        assert_eq!(created.action, Some(Action::Create));
+        assert!(created.changes.iter().any(|c| c.field == "password_hash"));
+        // Half-made by useradd: the missing entry gets the hash.
+        let half = AccountFiles::parse("deploy:x:2000:3000::/srv/deploy:/bin/bash\n", "")
+            .with_shadow("root:*:20000::::::\n");
+        let fields: Vec<String> = diff(&initial, &observation(&initial, &half))
+            .changes
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(fields, ["shadow", "password_hash"]);
+        let shown = format!("{initial:?} {observed:?} {created:?}");
+        assert!(!shown.contains("CANARY"), "{shown}");
+        // Refused: another word, or no hash to set.
+        let errors = UserDesired::parse(
+            &json!({"password_hash": "!", "update_password": "on_change"}),
+            "deploy",
+        )
+        .unwrap_err();
+        assert_eq!(errors[0].path, ["update_password"]);
+        assert!(
+            errors[0]
+                .message
+                .contains("`always` or `on_create`, found `on_change`"),
+            "{errors:?}"
+        );
+        let errors =
+            UserDesired::parse(&json!({"update_password": "on_create"}), "deploy").unwrap_err();
+        assert_eq!(errors[0].path, ["update_password"]);
+        assert!(
+            errors[0].message.contains("no `password_hash`"),
+            "{errors:?}"
+        );
+    }
+
     /// passwd's fifth field is observed, compared when declared (an empty
     /// one too), given to useradd and usermod as `-c`, and left alone when
     /// not declared; `:` and control characters are refused.
@@ -1444,6 +1605,10 @@ mod tests {
             json!({"password_hash": format!("$6$s${}", "h".repeat(MAX_HASH_LEN))}),
             json!({"name": "Deploy"}),
             json!({"gecos": "x"}),
+            json!({"password_hash": "!", "update_password": "on_create"}),
+            json!({"password_hash": "!", "update_password": "always"}),
+            json!({"password_hash": "!", "update_password": "never"}),
+            json!({"password_hash": "!", "update_password": true}),
             json!({"comment": "Alice Liddell,Room 4,,"}),
             json!({"comment": ""}),
             json!({"comment": "Zoë Ørsted"}),

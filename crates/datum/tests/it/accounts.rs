@@ -1594,3 +1594,96 @@ fn the_comment_is_made_checked_and_changed_through_shadow_utils() {
         assert_eq!(fs::read_to_string(s.live("/etc/passwd")).unwrap(), before);
     }
 }
+
+/// `update_password: on_create` (Ansible's word): the hash is set when
+/// Datum makes the account and never compared after, so a user who changed
+/// their own password is no drift (plan and check exit 0) and neither
+/// apply nor a `revert` class sets it back (before, with no such choice,
+/// `reconcile` undid the user's new password). `always` compares it again.
+#[test]
+fn an_initial_password_is_set_when_the_account_is_made_and_then_left_alone() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let user = |when: &str| {
+        format!(
+            "datum: v1alpha1\ntype: User\nname: alice\nclass: critical\ndesired: {{uid: 2001, password_hash: \"{HASH}\", update_password: {when}}}\n"
+        )
+    };
+    let s = with_accounts(&user("on_create"));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n\
+         classes:\n  critical: {interval: 60s, policy: revert}\n",
+    );
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    assert!(
+        stdout(&plan).contains("password_hash: (sensitive)"),
+        "{}",
+        stdout(&plan)
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+    assert!(
+        line_of(&shadow, "alice").is_some_and(|l| l.starts_with(&format!("alice:{HASH}:"))),
+        "{shadow}"
+    );
+    // The user sets their own password.
+    let mine = "$6$mysalt$CANARY-USERS-OWN-b81d";
+    let mut chpasswd = std::process::Command::new("chpasswd")
+        .args(["-e", "--root"])
+        .arg(s.root())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        chpasswd.stdin.as_mut().unwrap(),
+        format!("alice:{mine}\n").as_bytes(),
+    )
+    .unwrap();
+    assert!(chpasswd.wait().unwrap().success());
+    let users_own = |s: &Sandbox| {
+        let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+        line_of(&shadow, "alice").is_some_and(|l| l.starts_with(&format!("alice:{mine}:")))
+    };
+    assert!(users_own(&s));
+    let mut outputs = Vec::new();
+    for command in ["plan", "check", "reconcile", "apply"] {
+        let o = s.datum(&["--output", "json", command]);
+        assert_exit(&o, 0);
+        let text = stdout(&o);
+        assert!(!text.contains("password_hash"), "{command}: {text}");
+        assert!(users_own(&s), "{command} set the password back");
+        outputs.push(o);
+    }
+    // `always` keeps the declared hash again.
+    declare(&s, &[user("always")]);
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    assert!(
+        stdout(&plan).contains("password_hash: (sensitive) -> (sensitive)"),
+        "{}",
+        stdout(&plan)
+    );
+    outputs.push(plan);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert!(!users_own(&s));
+    // chpasswd failing after useradd: no later pass compares the hash, so
+    // the failure says so (and the next plan has nothing to do).
+    let s = with_accounts(&user("on_create"));
+    let apply = datum_with_failing_chpasswd(&s, &["apply"]);
+    assert_exit(&apply, 4);
+    let said = format!("{}{}", stdout(&apply), stderr(&apply));
+    assert!(
+        said.contains("account `alice` created")
+            && said.contains("update_password: on_create: no later pass sets it"),
+        "{said}"
+    );
+    outputs.push(apply);
+    assert_exit(&s.datum(&["plan"]), 0);
+    for o in &outputs {
+        let all = format!("{}{}", stdout(o), stderr(o));
+        assert!(!all.contains("CANARY"), "a hash leaked:\n{all}");
+    }
+}
