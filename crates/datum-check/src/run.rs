@@ -235,6 +235,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // The inspected resources that drifted, and the packages (whose
     // configuration files are checked after the policies).
     let mut inspected: Vec<Resource> = Vec::new();
+    // The sensitive resources decoded, and which were: the fleet report
+    // sends the words of a warning only when it can tell that none names
+    // a sensitive resource (`build::pass_warnings`).
+    let mut sensitive_decoded: Vec<Resource> = Vec::new();
+    let mut decoded = vec![false; lazy.entries.len()];
     // What each observation manages on the host, by kind
     // (`Provider::observed_identity`): two resources sharing one (a unit
     // and an alias of it) are refused, as plan and apply refuse them.
@@ -280,6 +285,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 Ok(resources) => resources,
                 Err(e) => return Err(CheckError::Snapshot(e.to_string())),
             };
+            for &i in batch {
+                if let Some(d) = decoded.get_mut(i) {
+                    *d = true;
+                }
+            }
+            sensitive_decoded.extend(resources.iter().filter(|r| r.sensitive).cloned());
             if !quarantines.resources().is_empty() {
                 for r in &resources {
                     requirements.insert(r.id.clone(), r.requires.clone());
@@ -671,6 +682,25 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 ),
                 ("metadata_only".to_owned(), stats.metadata_only as u64),
             ]);
+            // Which resources are sensitive is known once every declaration
+            // is read: the ones the check left unread (trusted by their
+            // metadata, other classes) are decoded now, when there is a
+            // warning to send; failing that, only how many go.
+            let sensitive = if warnings.is_empty() {
+                None
+            } else {
+                let unread: Vec<usize> = (0..decoded.len()).filter(|&i| !decoded[i]).collect();
+                lazy.take(&unread).ok().map(|rest| {
+                    sensitive_decoded.extend(rest.into_iter().filter(|r| r.sensitive));
+                    Catalogue {
+                        host: lazy.host.clone(),
+                        resources: std::mem::take(&mut sensitive_decoded),
+                        autorequires: Vec::new(),
+                        boundary: lazy.boundary.clone(),
+                    }
+                })
+            };
+            report.warnings = build::pass_warnings(&warnings, sensitive.as_ref());
             r.enqueue(&batch, report, record.finished_at)?;
         }
         batch.commit()?;

@@ -397,6 +397,7 @@ mod tests {
                 duplicate: !fresh,
                 sampling: None,
                 instructions: Vec::new(),
+                takes: Vec::new(),
             })
         }
     }

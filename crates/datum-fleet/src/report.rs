@@ -151,6 +151,17 @@ pub struct Report {
     /// most [`PENDING_KEPT`]; empty for a host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingChange>,
+    /// What the pass warned of although it went on (a shadow-utils
+    /// program's words on success, a staging folder a local user moved
+    /// away...), as `datum apply`, `check` and `reconcile` show them, at
+    /// most [`WARNINGS_KEPT`] of [`WARNING_KEPT`] bytes each; one naming a
+    /// sensitive resource is withheld on the host. Sent only to a server
+    /// whose reply said it takes them ([`TAKES_WARNINGS`] in
+    /// [`Reply::takes`]): a server that predates the field refuses a report
+    /// holding it (unknown field), so it is left out, not sent empty,
+    /// whenever there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Report {
@@ -333,6 +344,16 @@ pub const CHANGED_KEPT: usize = 100;
 /// At most this many bytes of a failure message travel (validator output
 /// included); the rest is cut at a character boundary.
 pub const MESSAGE_KEPT: usize = 2048;
+
+/// At most this many warnings of a pass travel ([`Report::warnings`]).
+pub const WARNINGS_KEPT: usize = 20;
+
+/// At most this many bytes of one warning travel.
+pub const WARNING_KEPT: usize = 1024;
+
+/// What a server's reply names in [`Reply::takes`] when it takes
+/// [`Report::warnings`].
+pub const TAKES_WARNINGS: &str = "warnings";
 
 /// One class's schedule as the host knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -535,6 +556,14 @@ pub struct Reply {
     /// then every reply repeats them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<Instruction>,
+    /// The optional report fields this server takes (for now
+    /// [`TAKES_WARNINGS`]): a report is refused whole for a field its
+    /// server does not know, so a host sends such a field only once the
+    /// server's last reply named it here. Empty from a server that
+    /// predates it (the field is then absent; hosts that predate it ignore
+    /// it, a reply's unknown fields being allowed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub takes: Vec<String>,
 }
 
 /// What a person can ask of a host through the server.

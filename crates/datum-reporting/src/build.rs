@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use datum_core::{Observed, Outcome, Resource};
 use datum_drift::check::CheckFinding;
 use datum_fleet::report::{
-    CHANGED_KEPT, DIFF_KEPT, MESSAGE_KEPT, bounded, failure_signature, finding_signature,
-    observed_hash,
+    CHANGED_KEPT, DIFF_KEPT, MESSAGE_KEPT, WARNING_KEPT, WARNINGS_KEPT, bounded, failure_signature,
+    finding_signature, observed_hash,
 };
 use datum_fleet::{ClassBound, Failure, FieldChange, Finding, Report, ReportKind, TreeFingerprint};
 
@@ -70,6 +70,7 @@ impl Common {
             trusted_by_metadata: None,
             instructions: Vec::new(),
             pending: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -182,6 +183,63 @@ pub fn apply_report(
         }
     }
     report
+}
+
+/// The warnings of a pass as the fleet report carries them
+/// ([`Report::warnings`]): each at most `WARNING_KEPT` bytes, at most
+/// `WARNINGS_KEPT` of them. One naming a sensitive resource, by its id or
+/// by its declared path (what the engine withholds a validator's output
+/// for: [`datum_engine::SensitivePaths`]), is left out, as the agent's log
+/// leaves it out (`datum_check::watch`): a shadow-utils program quoting a
+/// sensitive file as a shell, a staging folder under a sensitive Tree. The
+/// report says how many were left out, never their words; the host's own
+/// output still shows them.
+///
+/// `catalogue` holds at least every sensitive resource of the pass's
+/// catalogue; `None` when the caller cannot say which are (a check that
+/// did not decode every declaration): then no warning's words go, only
+/// how many there were (failing closed).
+pub fn pass_warnings(
+    warnings: &[String],
+    catalogue: Option<&datum_catalog::Catalogue>,
+) -> Vec<String> {
+    if warnings.is_empty() {
+        return Vec::new();
+    }
+    let Some(catalogue) = catalogue else {
+        return vec![format!(
+            "{} warning(s) of the pass, their words not sent (this pass did not read every declaration, so whether one names a sensitive resource is not known; read them on the host)",
+            warnings.len()
+        )];
+    };
+    let paths = datum_engine::SensitivePaths::of(catalogue);
+    let ids: Vec<String> = catalogue
+        .resources
+        .iter()
+        .filter(|r| r.sensitive)
+        .map(|r| r.id.to_string())
+        .collect();
+    let mut out = Vec::new();
+    let mut withheld = 0usize;
+    for warning in warnings {
+        if paths.named_in(warning) || ids.iter().any(|id| warning.contains(id.as_str())) {
+            withheld += 1;
+        } else if out.len() < WARNINGS_KEPT {
+            out.push(bounded(warning, WARNING_KEPT));
+        }
+    }
+    let more = warnings.len() - withheld - out.len();
+    if more > 0 {
+        out.push(format!(
+            "{more} more warning(s) of the pass (read them on the host)"
+        ));
+    }
+    if withheld > 0 {
+        out.push(format!(
+            "{withheld} warning(s) naming a sensitive resource left out (read them on the host)"
+        ));
+    }
+    out
 }
 
 /// `exit N` in a failure's reason.
@@ -312,6 +370,71 @@ pub fn tree_fingerprint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pass's warnings travel, bounded, but one naming a sensitive
+    /// resource (its id, or its declared path, as a non-sensitive User's
+    /// shell may) only as a count: the server and its database never hold
+    /// its words.
+    #[test]
+    fn a_warning_naming_a_sensitive_resource_is_counted_not_sent() {
+        use datum_core::{Resource, ResourceId};
+        let r = |kind: &str, name: &str, path: &str, sensitive: bool| Resource {
+            sensitive,
+            ..Resource::new(
+                ResourceId::new(kind, name),
+                serde_json::json!({ "path": path }),
+            )
+        };
+        let catalogue = datum_catalog::Catalogue {
+            host: datum_catalog::HostIdentity::default(),
+            resources: vec![
+                r("File", "vault", "/etc/vault-CNRY7731/key", true),
+                r("File", "motd", "/etc/motd", false),
+                // A sensitive resource declared at the root names nothing.
+                r("Directory", "root", "/", true),
+            ],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let warnings = vec![
+            "User[w1]: useradd succeeded and said: useradd: Warning: missing or non-executable shell '/etc/vault-CNRY7731/key'".to_owned(),
+            "File[vault]: useradd succeeded and said more (its output is not shown: the resource is sensitive)".to_owned(),
+            "User[w2]: usermod succeeded and said: usermod: Warning: missing or non-executable shell '/bin/nope'".to_owned(),
+            format!("User[w3]: said {}", "x".repeat(5_000)),
+        ];
+        let sent = pass_warnings(&warnings, Some(&catalogue));
+        let all = sent.join("\n");
+        assert!(
+            !all.contains("CNRY7731") && !all.contains("File[vault]"),
+            "{all}"
+        );
+        assert_eq!(sent[0], warnings[2]);
+        assert!(
+            sent[1].len() <= WARNING_KEPT + '…'.len_utf8(),
+            "{}",
+            sent[1].len()
+        );
+        assert_eq!(
+            sent[2],
+            "2 warning(s) naming a sensitive resource left out (read them on the host)"
+        );
+        assert_eq!(sent.len(), 3);
+        // At most WARNINGS_KEPT, the rest counted.
+        let many: Vec<String> = (0..30).map(|i| format!("User[u{i}]: said it")).collect();
+        let sent = pass_warnings(&many, Some(&catalogue));
+        assert_eq!(sent.len(), WARNINGS_KEPT + 1);
+        assert_eq!(
+            sent[WARNINGS_KEPT],
+            "10 more warning(s) of the pass (read them on the host)"
+        );
+        assert!(pass_warnings(&[], Some(&catalogue)).is_empty());
+        // Not knowing which resources are sensitive: a count only.
+        assert_eq!(
+            pass_warnings(&warnings, None),
+            vec!["4 warning(s) of the pass, their words not sent (this pass did not read every declaration, so whether one names a sensitive resource is not known; read them on the host)".to_owned()]
+        );
+        assert!(pass_warnings(&[], None).is_empty());
+    }
 
     /// A sensitive Tree's roots reach the report only keyed: equal when the
     /// roots are, never the roots themselves, and no pair without a key.

@@ -177,6 +177,14 @@ impl Reporting {
             }
         }
         report.instructions = batch.instructions_to_confirm()?;
+        // A server refuses a report holding a field it does not know: the
+        // pass's warnings go only to a server whose last reply said it
+        // takes them (the first report after an upgrade goes without).
+        if !report.warnings.is_empty()
+            && !batch.server_takes(datum_fleet::report::TAKES_WARNINGS)?
+        {
+            report.warnings.clear();
+        }
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();
         // Within what a server takes by default (1 MiB): a larger report is
@@ -445,6 +453,72 @@ impl Courier {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
     use super::*;
+
+    /// A server refuses a report holding a field it does not know (its
+    /// `Report` denies unknown fields), so the pass's warnings are queued
+    /// only after the server's reply said it takes them: before any reply,
+    /// and after a reply of a server that predates them, the report has no
+    /// `warnings` at all, as servers of every version read it.
+    #[test]
+    fn warnings_are_queued_only_for_a_server_that_takes_them() {
+        use datum_fleet::delivery::Queue as _;
+        let text = format!(
+            "datum: v1alpha1\nserver: https://127.0.0.1:8443\nidentity: web-1\nkind: host\n\
+             token: {}\nca: |\n  -----BEGIN CERTIFICATE-----\n  MIIB\n  -----END CERTIFICATE-----\n",
+            datum_fleet::credentials::new_token(datum_fleet::credentials::HOST_TOKEN_PREFIX)
+        );
+        let reporting = Reporting {
+            path: PathBuf::from("/etc/datum/report.yaml"),
+            credentials: Some(
+                Credentials::parse(Path::new("/etc/datum/report.yaml"), &text).unwrap(),
+            ),
+        };
+        let mut report = build::Common {
+            kind: datum_fleet::ReportKind::Apply,
+            host: "web-1".to_owned(),
+            labels: Default::default(),
+            revision: "r".to_owned(),
+            catalogue: "c".to_owned(),
+            started_at: 1,
+            finished_at: 2,
+            duration_ms: 1000,
+            exit_code: 2,
+            resources: 1,
+            classes: Vec::new(),
+            expected_interval_s: 600,
+        }
+        .report();
+        report.warnings = vec!["User[w1]: usermod succeeded and said: shell".to_owned()];
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+        // Queues the report, delivers it with `reply`, gives the body sent.
+        let mut round = |reply: &str| -> serde_json::Value {
+            let batch = store.batch().unwrap();
+            reporting.enqueue(&batch, report.clone(), 100).unwrap();
+            batch.commit().unwrap();
+            let mut outbox = store.outbox();
+            let head = outbox.oldest().unwrap().unwrap();
+            let reply: datum_fleet::Reply = serde_json::from_str(reply).unwrap();
+            outbox.delivered(head.id, &reply).unwrap();
+            serde_json::from_slice(&head.body).unwrap()
+        };
+        let old =
+            r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null}"#;
+        let new = r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null, "takes": ["warnings"]}"#;
+        let first = round(new);
+        assert!(first.get("warnings").is_none(), "no reply yet: {first}");
+        let second = round(old);
+        assert_eq!(
+            second["warnings"],
+            serde_json::json!(["User[w1]: usermod succeeded and said: shell"])
+        );
+        let third = round(new);
+        assert!(
+            third.get("warnings").is_none(),
+            "an older server's reply: {third}"
+        );
+        assert!(round(new).get("warnings").is_some());
+    }
 
     /// The outbox's byte budget was fixed at 128 MiB: a host whose
     /// `/var` cannot spare that while the server is down had no way to

@@ -448,6 +448,10 @@ async fn take_report<B: Backend>(
         duplicate: !fresh,
         sampling: app.config.sampling_plan(now),
         instructions,
+        // A host sends its pass's warnings only to a server that says it
+        // takes them: a server that predates the field refuses a report
+        // holding it (unknown field).
+        takes: vec![datum_fleet::report::TAKES_WARNINGS.to_owned()],
     })
 }
 

@@ -139,7 +139,9 @@ fn report() -> Value {
             "sampling": {"type": "object", "nullable": true, "additionalProperties": false, "required": ["round", "deep"],
                          "properties": {"round": int(), "deep": s("boolean")}},
             "trusted_by_metadata": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true,
-                                    "description": "An apply that trusted metadata: its unchanged resources not read"}
+                                    "description": "An apply that trusted metadata: its unchanged resources not read"},
+            "warnings": {"type": "array", "items": text(),
+                         "description": "What the pass warned of although it went on; sent only to a server whose reply names `warnings` in `takes`"}
         }
     })
 }
@@ -328,7 +330,9 @@ fn schemas() -> Value {
             "instructions": list(object(&["key", "action", "target", "reason", "by", "at"], json!({
                 "key": s("string"), "action": {"type": "string", "enum": ["quarantine", "release"]},
                 "target": s("string"), "reason": s("string"), "by": s("string"), "at": s("integer")
-            })))
+            }))),
+            "takes": {"type": "array", "items": s("string"),
+                      "description": "The optional report fields this server takes (`warnings`)"}
         })),
         "HostsView": object(&["format_version", "generated_at", "states", "hosts"], json!({
             "format_version": view_version(),
@@ -468,6 +472,7 @@ mod tests {
             trusted_by_metadata: None,
             instructions: vec![],
             pending: vec![],
+            warnings: vec!["User[w1]: usermod succeeded and said: ...".into()],
         };
         let value = serde_json::to_value(&report).unwrap();
         let props = doc["components"]["schemas"]["Report"]["properties"]

@@ -135,6 +135,8 @@ pub fn send(
                 action: p.action.clone(),
             })
             .collect(),
+        // A stack's run has no pass warnings of a host.
+        warnings: Vec::new(),
     };
     let store_error = |e: datum_store::StoreError| Error::Fleet(e.to_string());
     let mut store = datum_store::Store::open(outbox).map_err(store_error)?;

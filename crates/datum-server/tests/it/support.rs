@@ -210,6 +210,7 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
         trusted_by_metadata: None,
         instructions: vec![],
         pending: vec![],
+        warnings: vec![],
     }
 }
 

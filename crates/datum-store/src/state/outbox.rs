@@ -241,6 +241,28 @@ impl Batch<'_> {
     }
 }
 
+impl Batch<'_> {
+    /// Whether the server's last reply said it takes the optional report
+    /// field `field` (`datum_fleet::Reply::takes`): false before any reply,
+    /// and after a reply of a server that does not (one that predates the
+    /// field refuses a report holding it).
+    pub fn server_takes(&self, field: &str) -> Result<bool, StoreError> {
+        let text: Option<Option<String>> = self
+            .tx
+            .query_row("SELECT takes FROM outbox_state WHERE id = 1", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(sql(self.path, "cannot read what the server takes"))?;
+        match text.flatten() {
+            None => Ok(false),
+            Some(t) => serde_json::from_str::<Vec<String>>(&t)
+                .map(|takes| takes.iter().any(|t| t == field))
+                .map_err(|e| malformed(self.path, "fields the server takes", e)),
+        }
+    }
+}
+
 fn ensure_state(batch: &Batch<'_>) -> Result<(), StoreError> {
     batch
         .tx
@@ -456,6 +478,11 @@ impl Queue for Outbox<'_> {
             .sampling
             .as_ref()
             .and_then(|p| serde_json::to_string(p).ok());
+        // What this server takes, as its reply says: a server replaced by
+        // one that predates a field is told by its first reply.
+        let takes = Some(&reply.takes)
+            .filter(|t| !t.is_empty())
+            .and_then(|t| serde_json::to_string(t).ok());
         let now = Self::now();
         let batch = self.store.batch()?;
         ensure_state(&batch)?;
@@ -467,8 +494,8 @@ impl Queue for Outbox<'_> {
             batch.tx.execute(
                 "UPDATE outbox_state SET failures = 0, next_attempt_ms = 0, last_error = NULL,
                      delivered_total = delivered_total + 1,
-                     last_delivered_at = ?1, sampling = ?2 WHERE id = 1",
-                params![now, sampling],
+                     last_delivered_at = ?1, sampling = ?2, takes = ?3 WHERE id = 1",
+                params![now, sampling, takes],
             )?;
             Ok(())
         })()
@@ -577,7 +604,42 @@ mod tests {
                 round: 3,
             }),
             instructions: Vec::new(),
+            takes: Vec::new(),
         }
+    }
+
+    /// Whether a report may carry the pass's warnings is what the server's
+    /// last reply said: nothing before a reply, a server that says it takes
+    /// them, and one that does not (a server of an older build put in its
+    /// place, which refuses a report holding a field it does not know).
+    #[test]
+    fn what_the_server_takes_is_what_its_last_reply_said() {
+        let (_d, mut s) = store();
+        let takes = |s: &mut Store| {
+            let batch = s.batch().unwrap();
+            batch.server_takes("warnings").unwrap()
+        };
+        assert!(!takes(&mut s), "no reply yet");
+        queue(&mut s, "a", 10);
+        queue(&mut s, "b", 10);
+        queue(&mut s, "c", 10);
+        let mut new = reply();
+        new.takes = vec!["warnings".into()];
+        let head = s.outbox().oldest().unwrap().unwrap();
+        s.outbox().delivered(head.id, &new).unwrap();
+        assert!(takes(&mut s));
+        assert!(!s.batch().unwrap().server_takes("other").unwrap());
+        // An older server's reply has no `takes`.
+        let old: Reply = serde_json::from_str(
+            r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null}"#,
+        )
+        .unwrap();
+        let head = s.outbox().oldest().unwrap().unwrap();
+        s.outbox().delivered(head.id, &old).unwrap();
+        assert!(!takes(&mut s), "the older server's reply said nothing");
+        let head = s.outbox().oldest().unwrap().unwrap();
+        s.outbox().delivered(head.id, &new).unwrap();
+        assert!(takes(&mut s));
     }
 
     #[test]

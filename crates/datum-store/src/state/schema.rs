@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -312,6 +312,15 @@ CREATE TABLE store_identity (
     store_id  TEXT NOT NULL
 );
 INSERT INTO store_identity (id, store_id) VALUES (1, lower(hex(randomblob(16))));
+";
+
+/// Version 13: the optional report fields the server's last reply said it
+/// takes (`datum_fleet::Reply::takes`, a JSON array; NULL: none, or no
+/// reply yet). A server refuses a report holding a field it does not know,
+/// so a report carries such a field (the pass's warnings) only when queued
+/// after a reply that named it.
+const V13: &str = "
+ALTER TABLE outbox_state ADD COLUMN takes TEXT;
 ";
 
 #[cfg(test)]

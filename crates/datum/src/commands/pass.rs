@@ -443,13 +443,16 @@ fn apply_report(
             versions.insert(name.to_owned(), version);
         }
     }
-    build::apply_report(
+    let mut report = build::apply_report(
         &common,
         summary,
         &catalogue.resources,
         versions,
         &global.root.to_string_lossy(),
-    )
+    );
+    // Queued only for a server that takes them (`Reporting::enqueue`).
+    report.warnings = build::pass_warnings(&summary.warnings, Some(catalogue));
+    report
 }
 
 /// A plan's exit code says one thing each: 0 nothing to do, 2 changes
