@@ -425,3 +425,36 @@ async fn a_deep_check_is_not_counted_in_rounds_still_to_come<B: Backend>(fleet: 
 fn a_deep_check_in_rounds_to_come() {
     crate::on_both!(a_deep_check_is_not_counted_in_rounds_still_to_come);
 }
+
+/// The rollout's bar (overview and rollout page) draws the hosts that have
+/// not applied the revision in the colour of `new`, and said so on hover
+/// ("1 new") beside tiles and a label saying "not applied yet", though
+/// they are hosts that reported, only not this revision.
+async fn the_rollout_bar_names_hosts_not_applied_yet_so<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    for (host, revision) in [("web-1", "git:r2"), ("web-2", "git:r1")] {
+        let mut r = crate::support::report(host, ReportKind::Apply, 1, now);
+        r.revision = revision.into();
+        crate::support::ingest(fleet, &r).await;
+    }
+    let app = app(fleet);
+    for path in ["/", "/rollout"] {
+        let (status, html) = get(&app, path, ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {html}");
+        let label = "aria-label=\"1 converged, 0 failed, 1 not applied yet\"";
+        let bar = &html[html.find(label).unwrap_or_else(|| panic!("{path}: {html}"))..];
+        let bar = &bar[..bar.find("</svg>").unwrap_or(bar.len())];
+        assert!(
+            bar.contains("<title>1 not applied yet</title>") && !bar.contains("1 new"),
+            "{path}: the segment of web-2 on hover: {bar}"
+        );
+    }
+}
+
+#[test]
+fn the_rollout_bar() {
+    crate::on_both!(the_rollout_bar_names_hosts_not_applied_yet_so);
+}
