@@ -233,6 +233,16 @@ fn meta_changes(
     (owner_changes || mode.is_some()).then_some(MetaToSet { uid, gid, mode })
 }
 
+/// Whether everyone who could have opened a file of `meta` for writing
+/// may still write it once its owner becomes `new_uid` (`None`: kept), so
+/// that a descriptor held open from before the change gives nobody bytes
+/// they could not write after it: its owner is kept, or is root; and its
+/// mode lets neither its group nor others write (an ACL granting a user or
+/// group writing shows in the group bits, its mask).
+fn only_keepers_could_write(meta: &datum_core::FileMeta, new_uid: Option<u32>) -> bool {
+    (new_uid.is_none() || meta.uid == 0) && meta.mode & 0o022 == 0
+}
+
 /// A declared file: its hash and the repository file holding its bytes.
 #[derive(Clone, Copy)]
 struct Declared<'a> {
@@ -299,15 +309,18 @@ fn stage_file(
                 // So is one to be made set-id: that bit goes only to the
                 // bytes written from the repository (the live ones may be
                 // swapped between the comparison and the change). And one
-                // whose owner or group changes: the old owner may hold it
-                // open for writing, and write their bytes into it once it
-                // is the new owner's (root's, which some root-run programs
-                // take as a sign of trust); a new file has no such writer.
+                // whose owner or group changes while someone who may not
+                // write it afterwards could have opened it for writing:
+                // they may hold it open and write their bytes into it once
+                // it is the new owner's (root's, which some root-run
+                // programs take as a sign of trust); a new file has no such
+                // writer. Otherwise (the usual tree-wide change of owner or
+                // group of root's files) it is changed in place like a mode.
                 let rewrite = meta_changes(&stat.meta, uid, gid, mode).is_some_and(|set| {
                     stat.links > 1
                         || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
-                        || set.uid.is_some()
-                        || set.gid.is_some()
+                        || ((set.uid.is_some() || set.gid.is_some())
+                            && !only_keepers_could_write(&stat.meta, set.uid))
                 });
                 if !rewrite && live_holds(at, stat, &want)? {
                     fix_meta(at, stat, uid, gid, mode)?;
@@ -483,11 +496,11 @@ mod tests {
     #[test]
     fn a_mode_goes_only_to_the_file_whose_bytes_were_compared() {
         // An entry holding its declared bytes whose mode alone changes
-        // (0600 -> 0644), in a folder whose owner swaps it, again and
-        // again, with a root-owned 0600 file of theirs holding a secret
-        // (RENAME_EXCHANGE from another thread): the mode is set in place
-        // only on the file whose bytes were just compared, never on the
-        // secret.
+        // (0600 -> 0644), or its owner and group too (root's, so given in
+        // place), in a folder whose owner swaps it, again and again, with
+        // a root-owned 0600 file of theirs holding a secret (RENAME_EXCHANGE
+        // from another thread): the mode and owner are set in place only
+        // on the file whose bytes were just compared, never on the secret.
         use std::os::unix::fs::PermissionsExt as _;
         use std::sync::atomic::{AtomicBool, Ordering};
         let root = tempfile::tempdir().unwrap();
@@ -543,10 +556,14 @@ mod tests {
             }
             for p in &names {
                 let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600));
+                let _ = std::os::unix::fs::chown(p, Some(0), Some(0));
             }
             let at = host.locate(Path::new("/app.conf")).unwrap();
-            // Refused, rewritten or set: what matters is where the mode went.
-            if let Ok(Some(staged)) = stage_file(&host, &at, want, None, None, Some(0o644)) {
+            // A mode alone, or (every other try) an owner and group, given
+            // in place to root's 0600 file holding the declared bytes.
+            let owner = (tries % 2 == 0).then_some(1000);
+            // Refused, rewritten or set: what matters is where they went.
+            if let Ok(Some(staged)) = stage_file(&host, &at, want, owner, owner, Some(0o644)) {
                 let _ = staged.commit(&host);
             }
             // Bytes and mode from one open (the names keep moving).
@@ -557,8 +574,10 @@ mod tests {
                 };
                 let mut bytes = Vec::new();
                 let _ = f.read_to_end(&mut bytes);
+                let meta = f.metadata().unwrap();
                 if bytes == b"secret!!\n"
-                    && f.metadata().unwrap().permissions().mode() & 0o7777 != 0o600
+                    && (meta.permissions().mode() & 0o7777 != 0o600
+                        || std::os::unix::fs::MetadataExt::uid(&meta) != 0)
                 {
                     opened_up += 1;
                 }

@@ -738,6 +738,96 @@ fn a_killed_passs_staging_folder_inside_a_tree_is_not_drift_and_is_swept() {
     assert_exit(&s.datum(&["check"]), 0);
 }
 
+/// A Tree-wide change of owner and group of root's files, holding their
+/// declared bytes, is made in place: every file keeps its inode. Before,
+/// each entry was staged afresh and renamed in (a few thousand files: 3,000
+/// renames and a full copy written). An entry someone else could have
+/// opened for writing (group-writable, or owned by another user) is still
+/// rewritten, as is a content change; a link planted in place of an entry
+/// is replaced, never followed.
+#[test]
+fn a_tree_wide_owner_change_of_roots_files_is_made_in_place() {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (chown)");
+        return;
+    }
+    let manifest = |owner: &str, group: &str| {
+        format!(
+            "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  owner: \"{owner}\"\n  group: \"{group}\"\n  mode: \"0644\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&manifest("0", "0"));
+    for i in 0..40 {
+        s.write(
+            &format!("repo/base/tree/d{}/f{i}.conf", i % 4),
+            &format!("f{i}\n"),
+        );
+    }
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let entry = |i: usize| s.live(&format!("/etc/t/d{}/f{i}.conf", i % 4));
+    let inode = |i: usize| fs::symlink_metadata(entry(i)).unwrap().ino();
+    let before: Vec<u64> = (0..40).map(inode).collect();
+
+    // f0: a link to a root-owned secret outside the root; f1: group-writable;
+    // f2: another user's.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    fs::write(&secret, "secret\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::remove_file(entry(0)).unwrap();
+    std::os::unix::fs::symlink(&secret, entry(0)).unwrap();
+    fs::set_permissions(entry(1), fs::Permissions::from_mode(0o664)).unwrap();
+    std::os::unix::fs::chown(entry(2), Some(2000), Some(2000)).unwrap();
+
+    s.write("repo/base/main.yaml", &manifest("1000", "100"));
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    assert!(
+        stdout(&plan).contains("tree:d3/f3.conf: \"changed (owner, group)\""),
+        "{}",
+        stdout(&plan)
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    for (i, &was) in before.iter().enumerate() {
+        let meta = fs::symlink_metadata(entry(i)).unwrap();
+        assert!(meta.is_file(), "f{i} is not a file");
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+            (1000, 100, 0o644),
+            "f{i}"
+        );
+        assert_eq!(fs::read_to_string(entry(i)).unwrap(), format!("f{i}\n"));
+        let rewritten = i < 3;
+        assert_eq!(
+            meta.ino() != was,
+            rewritten,
+            "f{i}: rewritten should be {rewritten}"
+        );
+    }
+    let secret_meta = fs::metadata(&secret).unwrap();
+    assert_eq!(
+        (
+            secret_meta.uid(),
+            secret_meta.gid(),
+            secret_meta.mode() & 0o7777
+        ),
+        (0, 0, 0o600),
+        "the link was followed"
+    );
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
+    assert_exit(&s.datum(&["plan"]), 0);
+
+    // A content change still writes the new bytes afresh.
+    let kept = inode(5);
+    s.write("repo/base/tree/d1/f5.conf", "new\n");
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_ne!(inode(5), kept);
+    assert_eq!(fs::read_to_string(entry(5)).unwrap(), "new\n");
+    assert_eq!(inode(9), before[9]);
+}
+
 /// A Tree whose owner or group names no account on the host fails like a
 /// File does (plan shows the difference and says it would fail, apply names
 /// the unknown account, exit 4 both). Before, the scan compares ids and
