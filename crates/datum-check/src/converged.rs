@@ -25,12 +25,12 @@ pub fn why_not(store: &Store, resource: &Resource) -> Result<Option<String>, Sto
     let verified = store.last_verified(&resource.id)?;
     if verified
         .as_ref()
-        .is_some_and(|v| v.declaration_hash == resource.declaration_hash)
+        .is_some_and(|v| store.records(&v.declaration_hash, &resource.declaration_hash))
     {
         return Ok(None);
     }
     if let Some(f) = store.apply_failure(&resource.id)?
-        && f.declaration_hash == resource.declaration_hash
+        && store.records(&f.declaration_hash, &resource.declaration_hash)
     {
         return Ok(Some(format!(
             "not converged: its last apply failed ({}): {}",

@@ -102,6 +102,8 @@ pub fn trusted_by_metadata(
         paths.push(Path::new(declared));
     }
     let mut recorded: Vec<Option<(datum_core::FileMeta, i64)>> = vec![None; indices.len()];
+    // A sensitive resource's record holds its declaration hash keyed.
+    let key = store.digest_key().cloned();
     let (stats, visited) = std::thread::scope(|scope| {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let paths = &paths;
@@ -112,7 +114,9 @@ pub fn trusted_by_metadata(
         for (kind, by_name) in &kinds {
             visited = store.visit_verified_meta(kind, |name, declaration_hash, meta, when| {
                 if let Some(&at) = by_name.get(name)
-                    && entries.at(indices[at]).declaration_hash == declaration_hash
+                    && let declared = entries.at(indices[at]).declaration_hash
+                    && (declared == declaration_hash
+                        || datum_store::is_sealed_form(key.as_ref(), declaration_hash, declared))
                 {
                     recorded[at] = Some((meta, when));
                 }
@@ -155,6 +159,7 @@ pub fn refresh_verified(
     let meta = observed.meta.as_ref().filter(|m| m.sha256.is_some())?;
     meta.quiet_at(now).then(|| Refresh {
         id: resource.id.clone(),
+        sensitive: resource.sensitive,
         declaration_hash: resource.declaration_hash.clone(),
         meta: meta.clone(),
         at: now,
@@ -165,6 +170,8 @@ pub fn refresh_verified(
 #[derive(Debug, Clone)]
 pub struct Refresh {
     id: ResourceId,
+    /// Recorded keyed ([`Store::record_verified_of`]).
+    sensitive: bool,
     declaration_hash: String,
     meta: datum_core::FileMeta,
     at: i64,
@@ -173,7 +180,13 @@ pub struct Refresh {
 impl Refresh {
     /// Records it in `store`.
     pub fn record(&self, store: &mut Store) -> Result<(), datum_store::StoreError> {
-        store.record_verified(&self.id, &self.declaration_hash, Some(&self.meta), self.at)
+        store.record_verified_of(
+            &self.id,
+            self.sensitive,
+            &self.declaration_hash,
+            Some(&self.meta),
+            self.at,
+        )
     }
 }
 

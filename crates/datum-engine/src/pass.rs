@@ -424,6 +424,7 @@ pub fn run_pass_with(
                                     index,
                                     resource,
                                     observed.meta.as_ref(),
+                                    ctx.store.as_deref().and_then(Store::digest_key),
                                 );
                                 converged_step(resource, action, observed, recorded, ctx)
                             }
@@ -588,14 +589,20 @@ fn make_durable(
         if let Some(store) = ctx.store.as_deref_mut() {
             // Not verified after all (a buffered record is dropped).
             let _ = store.forget(&report.id);
+            // A sensitive resource's only keyed (see `record_verified_of`).
+            let declaration_hash = selected
+                .iter()
+                .find(|r| r.id == report.id)
+                .map_or(Some(String::new()), |r| {
+                    store.recorded_hash(r.sensitive, &r.declaration_hash)
+                });
+            let Some(declaration_hash) = declaration_hash else {
+                continue;
+            };
             let _ = store.record_apply_failure(
                 &report.id,
                 &ApplyFailure {
-                    declaration_hash: selected
-                        .iter()
-                        .find(|r| r.id == report.id)
-                        .map(|r| r.declaration_hash.clone())
-                        .unwrap_or_default(),
+                    declaration_hash,
                     phase: Phase::Verify.to_string(),
                     reason,
                     failed_at: ctx.now,
@@ -1041,8 +1048,9 @@ fn record_verified(resource: &Resource, observed: &Observed, ctx: &mut PassConte
     if let Some(store) = ctx.store.as_deref_mut() {
         // A store write failing must not fail the resource: the host is
         // converged; the next pass simply labels its changes less precisely.
-        let _ = store.record_verified(
+        let _ = store.record_verified_of(
             &resource.id,
+            resource.sensitive,
             &resource.declaration_hash,
             observed.meta.as_ref(),
             now,
@@ -1067,10 +1075,16 @@ fn remember_failure(
     };
     match outcome {
         Outcome::Failed { phase, reason } => {
+            // A sensitive resource's only keyed (see `record_verified_of`).
+            let Some(declaration_hash) =
+                store.recorded_hash(resource.sensitive, &resource.declaration_hash)
+            else {
+                return;
+            };
             let _ = store.record_apply_failure(
                 &resource.id,
                 &ApplyFailure {
-                    declaration_hash: resource.declaration_hash.clone(),
+                    declaration_hash,
                     phase: phase.to_string(),
                     reason: reason.clone(),
                     failed_at: now,

@@ -14,9 +14,11 @@
 //!
 //! Owns: [`VerifiedRecords`]. Must not: write to the store.
 
+use datum_core::DigestKey;
+use datum_core::digest::KEYED_PREFIX;
 use datum_core::trust::{Trust, trust};
 use datum_core::{FileMeta, Resource, ResourceId};
-use datum_store::{Store, VerifiedRecord, VerifiedView};
+use datum_store::{Store, VerifiedRecord, VerifiedView, is_sealed_form};
 
 /// The store's verified records, as a pass reads them.
 pub(crate) enum VerifiedRecords {
@@ -63,14 +65,16 @@ impl VerifiedRecords {
         let mut held: Vec<Option<Held>> = Vec::new();
         held.resize_with(visited.len(), || None);
         if let Some(store) = store {
+            let key = store.digest_key();
             let read = store.each_verified(|view| {
                 let id = (view.kind, view.name);
                 if let Ok(at) =
                     places.binary_search_by(|(k, _)| (k.kind.as_str(), k.name.as_str()).cmp(&id))
                     && let Some((_, place)) = places.get(at)
                     && let Some(slot) = held.get_mut(*place)
+                    && let Some(resource) = visited.get(*place)
                 {
-                    *slot = Some(Held::of(view));
+                    *slot = Held::of(view, resource, key);
                 } else if whole {
                     undeclared.push(ResourceId::new(view.kind, view.name));
                 }
@@ -90,18 +94,22 @@ impl VerifiedRecords {
     /// strings a resource, 20,000 of them in a no-op apply). Always false
     /// for a pass reading records on demand: a plan records nothing, and
     /// reports a converged resource unchanged without asking the store.
+    ///
+    /// `key`: the store's digest key, with which a sensitive resource's
+    /// record holds its content hash (see [`Held::of`]).
     pub(crate) fn converged_is_recorded(
         &mut self,
         place: usize,
         resource: &Resource,
         meta: Option<&FileMeta>,
+        key: Option<&DigestKey>,
     ) -> bool {
         let VerifiedRecords::All(held) = self else {
             return false;
         };
         held.get_mut(place)
             .and_then(Option::take)
-            .is_some_and(|h| h.is_verification(&resource.declaration_hash, meta))
+            .is_some_and(|h| h.is_verification(&resource.declaration_hash, meta, key))
     }
 
     /// The metadata the record of `resource` (at `place`) holds, with its
@@ -121,6 +129,11 @@ impl VerifiedRecords {
         };
         let held = held.get(place)?.as_ref()?;
         if !held.declaration_hash.is(&resource.declaration_hash) {
+            return None;
+        }
+        // A keyed content hash that is not the declared content's: no plain
+        // hash to stand for what the file holds, so it is read.
+        if held.sha256.as_ref().is_some_and(Hash::is_keyed) {
             return None;
         }
         let recorded = FileMeta {
@@ -151,7 +164,10 @@ impl VerifiedRecords {
         if let VerifiedRecords::OnDemand { asked } = self {
             *asked += 1;
             if *asked <= ON_DEMAND_MOST {
-                return store.and_then(|s| s.last_verified(id).ok().flatten());
+                let store = store?;
+                let record = store.last_verified(id).ok().flatten()?;
+                let resource = visited.get(place).filter(|r| &r.id == id)?;
+                return unsealed(record, resource, store.digest_key());
             }
             *self = VerifiedRecords::all(store, visited);
         }
@@ -174,13 +190,38 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    fn of(view: VerifiedView<'_>) -> Self {
-        Held {
-            declaration_hash: Hash::of(view.declaration_hash),
-            sha256: view.sha256.map(Hash::of),
+    /// The record `view` of `resource`, held. A sensitive resource's record
+    /// holds keyed digests of its hashes (`Store::record_verified_of`):
+    /// each that is the keyed digest of the resource's own (its declaration
+    /// hash, its declared content's hash) is held as that plain hash, so
+    /// the pass compares as for any resource; any other stays keyed and
+    /// matches nothing plain. A record of a sensitive resource holding a
+    /// plain hash (written before records were keyed) is not held: the
+    /// resource is read and recorded again, keyed.
+    fn of(view: VerifiedView<'_>, resource: &Resource, key: Option<&DigestKey>) -> Option<Self> {
+        if !resource.sensitive {
+            return Some(Held {
+                declaration_hash: Hash::of(view.declaration_hash),
+                sha256: view.sha256.map(Hash::of),
+                meta: view.meta,
+                verified_at: view.verified_at,
+            });
+        }
+        let content = resource.content.as_ref().map(|c| c.sha256.as_str());
+        let sha256 = match view.sha256 {
+            Some(sha) => Some(Hash::of(unseal(sha, content, key)?)),
+            None => None,
+        };
+        Some(Held {
+            declaration_hash: Hash::of(unseal(
+                view.declaration_hash,
+                Some(&resource.declaration_hash),
+                key,
+            )?),
+            sha256,
             meta: view.meta,
             verified_at: view.verified_at,
-        }
+        })
     }
 
     /// The record exactly as the store handed it out.
@@ -205,7 +246,12 @@ impl Held {
 impl Held {
     /// [`same_verification`] of the record this is, without making it
     /// ([`Held::into_record`]).
-    fn is_verification(&self, declaration_hash: &str, meta: Option<&FileMeta>) -> bool {
+    fn is_verification(
+        &self,
+        declaration_hash: &str,
+        meta: Option<&FileMeta>,
+        key: Option<&DigestKey>,
+    ) -> bool {
         if !self.declaration_hash.is(declaration_hash) {
             return false;
         }
@@ -227,7 +273,7 @@ impl Held {
                 } = held;
                 let sha256_same = match (&self.sha256, &now.sha256) {
                     (None, None) => true,
-                    (Some(held), Some(now)) => held.is(now),
+                    (Some(held), Some(now)) => held.is(now) || held.is_keyed_form(now, key),
                     _ => false,
                 };
                 *size == now.size
@@ -244,6 +290,48 @@ impl Held {
             _ => false,
         }
     }
+}
+
+/// `recorded`, a hash of a sensitive resource's record, as a pass holds it:
+/// `plain` (the resource's own hash now) when it is its keyed digest,
+/// `recorded` as it is when it is keyed otherwise (it matches nothing
+/// plain), `None` when it is plain (a record written before they were
+/// keyed, not used: see [`Held::of`]).
+fn unseal<'a>(
+    recorded: &'a str,
+    plain: Option<&'a str>,
+    key: Option<&DigestKey>,
+) -> Option<&'a str> {
+    if !recorded.starts_with(KEYED_PREFIX) {
+        return None;
+    }
+    match plain {
+        Some(plain) if is_sealed_form(key, recorded, plain) => Some(plain),
+        _ => Some(recorded),
+    }
+}
+
+/// [`Held::of`] for a record read on its own (a plan's, on demand).
+fn unsealed(
+    record: VerifiedRecord,
+    resource: &Resource,
+    key: Option<&DigestKey>,
+) -> Option<VerifiedRecord> {
+    if !resource.sensitive {
+        return Some(record);
+    }
+    let view = VerifiedView {
+        kind: &resource.id.kind,
+        name: &resource.id.name,
+        declaration_hash: &record.declaration_hash,
+        meta: record.meta.as_ref().map(|m| FileMeta {
+            sha256: None,
+            ..m.clone()
+        }),
+        sha256: record.meta.as_ref().and_then(|m| m.sha256.as_deref()),
+        verified_at: record.verified_at,
+    };
+    Held::of(view, resource, key).map(Held::into_record)
 }
 
 /// Whether `known` is the very verification of a resource declared as
@@ -278,6 +366,17 @@ impl Hash {
             Some(bytes) => Hash::Bytes(bytes),
             None => Hash::Text(text.into()),
         }
+    }
+
+    /// Whether this is a keyed digest (a sensitive resource's, see
+    /// [`Held::of`]).
+    fn is_keyed(&self) -> bool {
+        matches!(self, Hash::Text(text) if text.starts_with(KEYED_PREFIX))
+    }
+
+    /// Whether this is the keyed digest of `plain` under `key`.
+    fn is_keyed_form(&self, plain: &str, key: Option<&DigestKey>) -> bool {
+        matches!(self, Hash::Text(text) if is_sealed_form(key, text, plain))
     }
 
     /// Whether this is the hash written as `text`, without a copy.
@@ -366,7 +465,8 @@ mod tests {
                 sha256: r.meta.as_ref().and_then(|m| m.sha256.as_deref()),
                 verified_at: r.verified_at,
             };
-            assert_eq!(Held::of(view).into_record(), r);
+            let plain = Resource::new(id.clone(), datum_core::Desired::default());
+            assert_eq!(Held::of(view, &plain, None).unwrap().into_record(), r);
         }
         assert!(matches!(Hash::of(&hex), Hash::Bytes(_)));
         assert!(matches!(Hash::of(&hex.to_uppercase()), Hash::Text(_)));
@@ -463,21 +563,27 @@ mod tests {
         let mut same = 0;
         for r in records.iter().chain([&racy]) {
             let id = ResourceId::new("File", "f");
-            let held = Held::of(VerifiedView {
-                kind: &id.kind,
-                name: &id.name,
-                declaration_hash: &r.declaration_hash,
-                meta: r.meta.clone().map(|m| FileMeta { sha256: None, ..m }),
-                sha256: r.meta.as_ref().and_then(|m| m.sha256.as_deref()),
-                verified_at: r.verified_at,
-            });
+            let plain = Resource::new(id.clone(), datum_core::Desired::default());
+            let held = Held::of(
+                VerifiedView {
+                    kind: &id.kind,
+                    name: &id.name,
+                    declaration_hash: &r.declaration_hash,
+                    meta: r.meta.clone().map(|m| FileMeta { sha256: None, ..m }),
+                    sha256: r.meta.as_ref().and_then(|m| m.sha256.as_deref()),
+                    verified_at: r.verified_at,
+                },
+                &plain,
+                None,
+            )
+            .unwrap();
             let metas = moved.iter().cloned().chain([r.meta.clone()]);
             for meta in metas {
                 for declaration in [hex.as_str(), other.as_str(), upper.as_str()] {
                     let expected = same_verification(r, declaration, meta.as_ref());
                     same += usize::from(expected);
                     assert_eq!(
-                        held.is_verification(declaration, meta.as_ref()),
+                        held.is_verification(declaration, meta.as_ref(), None),
                         expected,
                         "{r:?} {declaration} {meta:?}"
                     );
@@ -564,6 +670,119 @@ mod tests {
         // Records read on demand (a plan's) trust nothing.
         let on_demand = VerifiedRecords::OnDemand { asked: 0 };
         assert_eq!(on_demand.trusts(0, &r[0], &now), None);
+    }
+
+    /// A sensitive File's record holds keyed digests (`record_verified_of`)
+    /// which vouch for it as a plain record does for any other; a record of
+    /// it holding a plain hash (written before records were keyed) or keyed
+    /// with another key vouches for nothing: the file is read, and recorded
+    /// again keyed.
+    #[test]
+    fn a_sensitive_records_keyed_hashes_vouch_for_it_and_a_plain_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+        let key = DigestKey::from_bytes([7; 32]);
+        store.set_digest_key(Some(key.clone()));
+        let mut secret = datum_testkit::fake::fake_file("s", "/s", "hunter2\n", &[]);
+        secret.sensitive = true;
+        secret.declaration_hash = "ef".repeat(32);
+        let sha = secret.content.as_ref().unwrap().sha256.clone();
+        let meta = |sha: Option<&str>| FileMeta {
+            size: 8,
+            mtime_ns: 1_000_000_000_000,
+            ctime_ns: 1_000_000_000_000,
+            inode: 7,
+            dev: 3,
+            mode: 0o100600,
+            uid: 0,
+            gid: 0,
+            sha256: sha.map(str::to_owned),
+        };
+        let visited = [&secret];
+        let stored = |store: &Store| store.last_verified(&secret.id).unwrap().unwrap();
+        store
+            .record_verified_of(
+                &secret.id,
+                true,
+                &secret.declaration_hash,
+                Some(&meta(Some(&sha))),
+                1_010,
+            )
+            .unwrap();
+        let kept = stored(&store);
+        assert_eq!(kept.declaration_hash, key.digest(&secret.declaration_hash));
+        assert_eq!(kept.meta.as_ref().unwrap().sha256, Some(key.digest(&sha)));
+        // Vouches for the file, with its plain content hash for the pass.
+        let mut all = VerifiedRecords::all(Some(&store), &visited);
+        assert_eq!(all.trusts(0, &secret, &meta(None)), Some(meta(Some(&sha))));
+        assert!(all.converged_is_recorded(0, &secret, Some(&meta(Some(&sha))), Some(&key)));
+        let mut all = VerifiedRecords::all(Some(&store), &visited);
+        let record = all.take(0, &secret.id, Some(&store), &visited).unwrap();
+        assert_eq!(record.declaration_hash, secret.declaration_hash);
+        assert!(same_verification(
+            &record,
+            &secret.declaration_hash,
+            Some(&meta(Some(&sha)))
+        ));
+        // Read on demand (a plan's), the same.
+        let mut on_demand = VerifiedRecords::OnDemand { asked: 0 };
+        let record = on_demand
+            .take(0, &secret.id, Some(&store), &visited)
+            .unwrap();
+        assert_eq!(record.declaration_hash, secret.declaration_hash);
+        // A file whose content is not what the record's digest covers: its
+        // hash stays keyed, matches nothing plain, and vouches for nothing.
+        let other = "cd".repeat(32);
+        store
+            .record_verified_of(
+                &secret.id,
+                true,
+                &secret.declaration_hash,
+                Some(&meta(Some(&other))),
+                1_010,
+            )
+            .unwrap();
+        let mut all = VerifiedRecords::all(Some(&store), &visited);
+        assert_eq!(all.trusts(0, &secret, &meta(None)), None);
+        assert!(!all.converged_is_recorded(0, &secret, Some(&meta(Some(&sha))), Some(&key)));
+        // ... but is still this very verification of that content.
+        let mut all = VerifiedRecords::all(Some(&store), &visited);
+        assert!(all.converged_is_recorded(0, &secret, Some(&meta(Some(&other))), Some(&key)));
+        // Another key (the key file lost and made again): nothing vouched.
+        store.flush().unwrap();
+        let mut rekeyed = Store::open(&dir.path().join("state.db")).unwrap();
+        rekeyed.set_digest_key(Some(DigestKey::from_bytes([8; 32])));
+        let mut all = VerifiedRecords::all(Some(&rekeyed), &visited);
+        assert_eq!(all.trusts(0, &secret, &meta(None)), None);
+        let record = all.take(0, &secret.id, Some(&rekeyed), &visited).unwrap();
+        assert_ne!(record.declaration_hash, secret.declaration_hash);
+        drop(rekeyed);
+        // A plain record (before records were keyed) is not held at all.
+        store
+            .record_verified(
+                &secret.id,
+                &secret.declaration_hash,
+                Some(&meta(Some(&sha))),
+                1_010,
+            )
+            .unwrap();
+        let mut all = VerifiedRecords::all(Some(&store), &visited);
+        assert_eq!(all.trusts(0, &secret, &meta(None)), None);
+        assert!(!all.converged_is_recorded(0, &secret, Some(&meta(Some(&sha))), Some(&key)));
+        let mut on_demand = VerifiedRecords::OnDemand { asked: 0 };
+        assert_eq!(on_demand.take(0, &secret.id, Some(&store), &visited), None);
+        // Without a key nothing is recorded, and the plain record goes.
+        store.set_digest_key(None);
+        store
+            .record_verified_of(
+                &secret.id,
+                true,
+                &secret.declaration_hash,
+                Some(&meta(Some(&sha))),
+                1_010,
+            )
+            .unwrap();
+        assert_eq!(store.last_verified(&secret.id).unwrap(), None);
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub use state::{
     FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope, FindingSignature, MIN_FREE,
     OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
     PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, ReceivedInstruction,
-    Store, StoredDeployment, StoredPass, VerifiedRecord, VerifiedView, require_room,
+    Store, StoredDeployment, StoredPass, VerifiedRecord, VerifiedView, is_sealed_form,
+    require_room,
 };
 /// How the fleet server names quarantine targets (`host`, `Kind[name]`).
 pub mod fleet_targets {

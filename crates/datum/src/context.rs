@@ -780,7 +780,12 @@ fn open_optional_store_at(root: &Path, state: Option<&Path>, doing: &str) -> Opt
         Err(e) => return unusable(e.into()),
     }
     let refused = match Store::open_in(&dir, &name) {
-        Ok(store) => return OptionalStore::Open(store),
+        Ok(mut store) => {
+            // Read, never made here: what the store records of a sensitive
+            // resource is keyed with it (`Store::record_verified_of`).
+            store.set_digest_key(digest_key_in(&dir, || false));
+            return OptionalStore::Open(store);
+        }
         Err(e) => e,
     };
     // A full file system fails the open with an I/O error that reads like
@@ -875,6 +880,11 @@ pub fn open_store_at(
                 }
                 Err(e) => return Err(refuse(e.into())),
             };
+            let mut store = store;
+            // What the store records of a sensitive resource is keyed with
+            // this host's key, made beside it if need be
+            // (`Store::record_verified_of`).
+            store.set_digest_key(digest_key_in(&dir, || true));
             Ok(Some(store))
         }
     }

@@ -33,7 +33,9 @@ pub use outbox::{DELIVERY_LOCK_WAIT, OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxS
 pub use passes::{PASSES_KEPT, PassRecord, Percentiles, StoredPass};
 pub use policy::{Accepted, Quarantine, QuarantineSource, QuarantineTarget};
 pub use service::{OwedAction, OwedReload};
-pub use verified::{FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord, VerifiedView};
+pub use verified::{
+    FLUSH_AFTER, FLUSH_AFTER_RECORDS, VerifiedRecord, VerifiedView, is_sealed_form,
+};
 
 use datum_host::{Durability, PrivateDir};
 
@@ -98,6 +100,10 @@ pub struct Store {
     /// nothing is recorded while a change it describes could still be lost
     /// (see [`Store::set_durability`]).
     durability: Option<Durability>,
+    /// The host's digest key: what a sensitive resource's verified record
+    /// holds instead of its plain hashes (see `Store::record_verified_of`).
+    /// Boxed: a `Store` is moved around in enums of its callers.
+    digest_key: Option<Box<datum_core::DigestKey>>,
 }
 
 impl Drop for Store {
@@ -163,6 +169,7 @@ impl Store {
             path,
             pending: verified::Pending::default(),
             durability: None,
+            digest_key: None,
         })
     }
 
@@ -182,6 +189,7 @@ impl Store {
             path: PathBuf::from(IN_MEMORY),
             pending: verified::Pending::default(),
             durability: None,
+            digest_key: None,
         })
     }
 
@@ -200,6 +208,7 @@ impl Store {
                 path: dir.file_path(name),
                 pending: verified::Pending::default(),
                 durability: None,
+                digest_key: None,
             },
             moved,
         ))

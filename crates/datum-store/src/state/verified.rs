@@ -3,7 +3,9 @@
 //!
 //! The engine reads it to label a change intentional (the declaration hash
 //! moved) or corrective (it did not, reality did); `datum check` reads the
-//! metadata for metadata-first evaluation. Only hashes and metadata are kept.
+//! metadata for metadata-first evaluation. Only hashes and metadata are kept,
+//! and of a sensitive resource only the host's keyed digests of its hashes
+//! ([`Store::record_verified_of`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -227,6 +229,23 @@ impl<'a> VerifiedView<'a> {
             },
         )
     }
+}
+
+/// `plain` as a sensitive resource's record holds it: its keyed digest
+/// (one already keyed, as a record read back and written again holds it,
+/// stays as it is).
+fn sealed(key: &datum_core::DigestKey, plain: &str) -> String {
+    if plain.starts_with(datum_core::digest::KEYED_PREFIX) {
+        plain.to_owned()
+    } else {
+        key.digest(plain)
+    }
+}
+
+/// Whether `recorded` is the keyed digest of `plain` under `key`.
+pub fn is_sealed_form(key: Option<&datum_core::DigestKey>, recorded: &str, plain: &str) -> bool {
+    recorded.starts_with(datum_core::digest::KEYED_PREFIX)
+        && key.is_some_and(|k| k.digest(plain) == recorded)
 }
 
 /// `meta`'s numbers (a copy with no text to allocate).
@@ -456,6 +475,67 @@ impl Store {
         };
         self.pending.put(id, Some(record));
         self.flush_if_due()
+    }
+
+    /// Sets the host's digest key (`digest.key` beside the store), which
+    /// [`Store::record_verified_of`] and [`Store::records`] use for
+    /// sensitive resources. `None`: no sensitive resource is recorded.
+    pub fn set_digest_key(&mut self, key: Option<datum_core::DigestKey>) {
+        self.digest_key = key.map(Box::new);
+    }
+
+    /// The key [`Store::set_digest_key`] set.
+    pub fn digest_key(&self) -> Option<&datum_core::DigestKey> {
+        self.digest_key.as_deref()
+    }
+
+    /// [`Store::record_verified`] for a resource that may be sensitive. A
+    /// sensitive resource's record holds the host's keyed digests
+    /// (`DigestKey::digest`) of its declaration hash and content hash,
+    /// never the plain ones: the plain SHA-256 of a secret's content (or of
+    /// a declaration that covers it) lets whoever has a copy of the store
+    /// test a guessed secret offline, the keyed one is of no use without
+    /// the key file. It still says "the same as verified" to whoever holds
+    /// the key ([`Store::records`]). Without a key nothing is recorded for a
+    /// sensitive resource, and an earlier record of it is forgotten: the
+    /// next pass reads it again.
+    pub fn record_verified_of(
+        &mut self,
+        id: &ResourceId,
+        sensitive: bool,
+        declaration_hash: &str,
+        meta: Option<&FileMeta>,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        if !sensitive {
+            return self.record_verified(id, declaration_hash, meta, at);
+        }
+        let Some(key) = self.digest_key.as_deref().cloned() else {
+            return self.forget(id).map(drop);
+        };
+        let meta = meta.map(|m| FileMeta {
+            sha256: m.sha256.as_deref().map(|sha| sealed(&key, sha)),
+            ..without_text(m)
+        });
+        self.record_verified(id, &sealed(&key, declaration_hash), meta.as_ref(), at)
+    }
+
+    /// A declaration hash as the store records it for a resource
+    /// ([`Store::record_verified_of`]): itself, or for a sensitive resource
+    /// its keyed digest, `None` without a key (then nothing is recorded).
+    pub fn recorded_hash(&self, sensitive: bool, plain: &str) -> Option<String> {
+        match (sensitive, self.digest_key.as_deref()) {
+            (false, _) => Some(plain.to_owned()),
+            (true, Some(key)) => Some(sealed(key, plain)),
+            (true, None) => None,
+        }
+    }
+
+    /// Whether `recorded`, a hash a verified record holds, stands for
+    /// `plain`: it is `plain` itself, or the keyed digest of `plain` under
+    /// this store's key ([`Store::record_verified_of`]).
+    pub fn records(&self, recorded: &str, plain: &str) -> bool {
+        recorded == plain || is_sealed_form(self.digest_key.as_deref(), recorded, plain)
     }
 
     /// Flushes the buffer when it is due; one that fails is tried again

@@ -333,3 +333,158 @@ fn a_private_file_swapped_in_after_the_look_is_never_shown() {
         "the private file's lines were shown in {shown} of {runs} plans"
     );
 }
+
+/// `sqlite3 FILE .dump`, or `None` where there is no sqlite3 to run.
+fn sqlite_dump(db: &std::path::Path, sql: &str) -> Option<String> {
+    let o = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .ok()?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The verified record of a sensitive File held the plain SHA-256 of its
+/// content, and a declaration hash covering it, so a copy of state.db alone
+/// let anyone test a guessed secret offline. It holds the host's keyed
+/// digests instead (digest.key, a separate file), which still say
+/// "unchanged since verified" (a second apply is a no-op, and trusts the
+/// file's metadata), and a record the key does not vouch for (a new key)
+/// costs a read, never a rewrite or a drift report.
+#[test]
+fn the_state_store_holds_no_plain_hash_of_a_sensitive_file() {
+    let secret = format!("password={CANARY}\n");
+    let content = datum_core::Content::new(secret.clone().into_bytes());
+    let sha = content.sha256.clone();
+    let b3 = content.blake3.clone().expect("blake3");
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: File\nname: token\nclass: cheap\nsensitive: true\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: {secret:?}\n"
+    ));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  cheap: {interval: 5m, content: metadata}\n",
+    );
+    let db = s.live("/var/lib/datum/state.db");
+    let forbidden = |what: &str| {
+        let dump = sqlite_dump(&db, ".dump").unwrap_or_default();
+        for (name, needle) in [("canary", CANARY), ("sha256", &sha), ("blake3", &b3)] {
+            assert!(
+                !dump.contains(needle),
+                "{what}: {name} in the dump:\n{dump}"
+            );
+        }
+        // Every file of the state folder but the key, raw: hex and bytes.
+        let raw = |h: &str| hex::decode(h).unwrap();
+        for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
+            if entry.file_name() == "digest.key" || entry.path().is_dir() {
+                continue;
+            }
+            let bytes = fs::read(entry.path()).unwrap();
+            for needle in [
+                CANARY.as_bytes().to_vec(),
+                sha.as_bytes().to_vec(),
+                b3.as_bytes().to_vec(),
+                raw(&sha),
+                raw(&b3),
+            ] {
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+                    "{what}: {:?} holds {needle:?}",
+                    entry.path()
+                );
+            }
+        }
+    };
+    assert_exit(&s.datum(&["apply"]), 2);
+    forbidden("apply");
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 0);
+    forbidden("check");
+    let row = || sqlite_dump(&db, "SELECT declaration_hash, sha256 FROM verified").unwrap();
+    let recorded = row();
+    assert!(
+        recorded.starts_with("keyed-blake3:") && recorded.contains("|keyed-blake3:"),
+        "{recorded}"
+    );
+    // Once the file is quiet (past the racy window, against a record made
+    // in whole seconds), the record vouches for
+    // it: an apply is a no-op that need not even read it.
+    std::thread::sleep(std::time::Duration::from_millis(3_200));
+    let again = s.datum(&["apply"]);
+    assert_exit(&again, 0);
+    assert!(
+        stdout(&again).contains("0 changed, 1 unchanged"),
+        "{}",
+        stdout(&again)
+    );
+    let trusted = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&trusted, 0);
+    assert!(
+        stdout(&trusted).contains("(1 by their metadata, not read)"),
+        "{}",
+        stdout(&trusted)
+    );
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(doc["metadata_only"], 1, "{doc}");
+    forbidden("second apply and check");
+    // A store from before records were keyed (its content hash plain): the
+    // record is not used, so the file is read again, found as declared
+    // (not rewritten, no drift), and recorded again, keyed.
+    let live = fs::symlink_metadata(s.live("/token")).unwrap();
+    sqlite_dump(&db, &format!("UPDATE verified SET sha256 = '{sha}'")).unwrap();
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 0);
+    let upgraded = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&upgraded, 0);
+    assert!(
+        stdout(&upgraded).contains("0 changed, 1 unchanged (0 by their metadata"),
+        "{}",
+        stdout(&upgraded)
+    );
+    assert_eq!(row(), recorded, "keyed again");
+    let now = fs::symlink_metadata(s.live("/token")).unwrap();
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(
+        (live.ino(), live.mtime_nsec(), live.ctime_nsec()),
+        (now.ino(), now.mtime_nsec(), now.ctime_nsec()),
+        "rewritten"
+    );
+    forbidden("a store from before");
+    // A new key (the old one lost): the record vouches for nothing, so the
+    // file is read again and found as declared: not rewritten, no drift,
+    // recorded again under the new key.
+    let live = fs::symlink_metadata(s.live("/token")).unwrap();
+    fs::remove_file(s.live("/var/lib/datum/digest.key")).unwrap();
+    let check = s.datum(&["--output", "json", "check"]);
+    assert_exit(&check, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(doc["metadata_only"], 0, "read, not trusted: {doc}");
+    let rekeyed = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&rekeyed, 0);
+    assert!(
+        stdout(&rekeyed).contains("0 changed, 1 unchanged (0 by their metadata"),
+        "{}",
+        stdout(&rekeyed)
+    );
+    let now = fs::symlink_metadata(s.live("/token")).unwrap();
+    assert_eq!(
+        (live.ino(), live.mtime_nsec(), live.ctime_nsec()),
+        (now.ino(), now.mtime_nsec(), now.ctime_nsec()),
+        "rewritten"
+    );
+    let record = row();
+    assert!(
+        record.starts_with("keyed-blake3:") && record != recorded,
+        "{record}"
+    );
+    let trusted = s.datum(&["apply", "--trust-metadata"]);
+    assert!(
+        stdout(&trusted).contains("(1 by their metadata, not read)"),
+        "{}",
+        stdout(&trusted)
+    );
+    forbidden("a new key");
+}
