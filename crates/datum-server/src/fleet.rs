@@ -196,6 +196,10 @@ pub struct ReportSummary {
     /// not read (see `datum_fleet::Report::trusted_by_metadata`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trusted_by_metadata: Option<u64>,
+    /// What the pass warned of although it went on (see
+    /// `datum_fleet::Report::warnings`); absent when nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `GET /v1/hosts/{name}/reports`.
@@ -1018,6 +1022,7 @@ impl<B: Backend> Fleet<B> {
                     findings: body.findings.len() as u64,
                     failures: body.failures.len() as u64,
                     trusted_by_metadata: body.trusted_by_metadata,
+                    warnings: body.warnings,
                 })
             })
             .collect();

@@ -409,7 +409,8 @@ fn schemas() -> Value {
             "reports": list(object(&["seq", "kind", "received_at", "finished_at", "revision", "exit_code"], json!({
                 "seq": int(), "kind": s("string"), "received_at": s("string"), "finished_at": s("string"),
                 "revision": s("string"), "exit_code": s("integer"), "counts": counts(),
-                "findings": int(), "failures": int(), "trusted_by_metadata": int()
+                "findings": int(), "failures": int(), "trusted_by_metadata": int(),
+                "warnings": list(s("string"))
             }))),
             "daily": list(object(&["day", "reports"], json!({
                 "day": s("string"), "reports": int(), "applies": int(), "failed": int(), "max_findings": int()

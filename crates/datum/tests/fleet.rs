@@ -1883,3 +1883,115 @@ fn a_trace_log_never_holds_a_credential() {
         assert!(!shows_part_of(&log, &admin_token), "{level}: {log}");
     }
 }
+
+/// A pass's warnings reach the server only once it said it takes them
+/// (`takes` in its reply): the host's first report goes without (a server
+/// of an older build would refuse a report holding the field, 400), and
+/// the next carries them, shown by `datum fleet history`. A warning naming
+/// a sensitive resource's path (a User whose shell is a sensitive File)
+/// never leaves the host: the server's database holds only that one was
+/// left out.
+#[test]
+fn a_passs_warnings_reach_a_server_that_takes_them_and_no_sensitive_ones() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !root || !datum_testkit::tools::have("sqlite3", "sqlite3") {
+        eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root, and sqlite3");
+        return;
+    }
+    const CANARY: &str = "CNRY-4417-vault";
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path().join("repo");
+    let w = |rel: &str, text: &str| write_in(&repo, rel, text);
+    w(
+        "datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
+    );
+    // w2's shell is one of two sensitive Files (not executable: useradd
+    // and usermod warn, naming it).
+    let users = |shell: &str, vault: u8| {
+        format!(
+            "datum: v1alpha1\ntype: User\nname: w1\ndesired: {{uid: 1500, shell: {shell}}}\n---\n\
+datum: v1alpha1\ntype: User\nname: w2\ndesired: {{uid: 1501, shell: /etc/{CANARY}-{vault}.conf}}\n---\n\
+datum: v1alpha1\ntype: File\nname: vault1\nsensitive: true\ndesired: {{path: /etc/{CANARY}-1.conf, content: \"k\\n\", mode: \"0600\"}}\n---\n\
+datum: v1alpha1\ntype: File\nname: vault2\nsensitive: true\ndesired: {{path: /etc/{CANARY}-2.conf, content: \"k\\n\", mode: \"0600\"}}\n"
+        )
+    };
+    w("base/main.yaml", &users("/bin/nonexistent", 1));
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "web-1", &[], &[]);
+    let etc = h.root.join("etc");
+    std::fs::write(
+        etc.join("passwd"),
+        "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    )
+    .unwrap();
+    std::fs::write(
+        etc.join("group"),
+        "root:x:0:\nusers:x:100:\nnogroup:x:65534:\n",
+    )
+    .unwrap();
+    std::fs::write(
+        etc.join("shadow"),
+        "root:*:20000:0:99999:7:::\nnobody:*:20000:0:99999:7:::\n",
+    )
+    .unwrap();
+    std::fs::write(etc.join("gshadow"), "root:*::\nusers:*::\nnogroup:*::\n").unwrap();
+
+    // The first report: the host has not heard the server yet.
+    let first = h.run_delivered(&repo, &["apply"]);
+    let said = format!("{}{}", stdout(&first), stderr(&first));
+    assert!(
+        said.contains("missing or non-executable shell '/bin/nonexistent'"),
+        "{said}"
+    );
+    let fleet_db = server.dir.join("fleet.db");
+    let body = |seq: u64| {
+        sqlite_value(
+            &fleet_db,
+            &format!("SELECT body FROM reports WHERE host = 'web-1' AND seq = {seq}"),
+        )
+    };
+    assert!(!body(1).is_empty(), "the first report was taken");
+    assert!(!body(1).contains("\"warnings\""), "{}", body(1));
+
+    // The reply said the server takes them: the next apply's go along.
+    w("base/main.yaml", &users("/bin/nope", 2));
+    let second = h.run_delivered(&repo, &["apply"]);
+    let said = format!("{}{}", stdout(&second), stderr(&second));
+    assert!(said.contains("/bin/nope"), "{said}");
+    // The host itself shows w2's warning (the canary's path) ...
+    assert!(said.contains(&format!("{CANARY}-2.conf")), "{said}");
+    let sent: Value = serde_json::from_str(&body(2)).unwrap();
+    let warnings = sent["warnings"].to_string();
+    assert!(
+        warnings.contains("User[w1]: usermod") && warnings.contains("/bin/nope"),
+        "{warnings}"
+    );
+    // ... which its report counts without its words.
+    assert!(
+        warnings.contains("naming a sensitive resource left out"),
+        "{warnings}"
+    );
+    let history = server.fleet(&["history", "web-1"]);
+    let listed = history["reports"].to_string();
+    assert!(listed.contains("/bin/nope"), "{listed}");
+    let text = server.fleet_text(&["history", "web-1"]);
+    assert!(text.contains("User[w1]: usermod"), "{text}");
+
+    // The sensitive File's path, in w2's useradd warning of the first
+    // apply and whatever came after, is nowhere in the server's database.
+    let dump = Command::new("sqlite3")
+        .arg(&fleet_db)
+        .arg(".dump")
+        .output()
+        .unwrap();
+    assert_exit(&dump, 0);
+    assert!(
+        !stdout(&dump).contains("CNRY-4417"),
+        "the canary reached the server"
+    );
+}

@@ -25,3 +25,4 @@ mod differential;
 mod init;
 mod queries;
 mod support;
+mod warnings;

@@ -571,6 +571,14 @@ fn history(v: &HistoryView) -> String {
         ],
         &rows,
     ));
+    // What the passes warned of, newest first (escaped like every text a
+    // host sent: `defuse`).
+    for r in v.reports.iter().filter(|r| !r.warnings.is_empty()) {
+        let _ = writeln!(out, "\nwarnings of report {} ({}):", r.seq, r.kind);
+        for w in &r.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+    }
     if !v.daily.is_empty() {
         let rows: Vec<Vec<String>> = v
             .daily

@@ -2,7 +2,8 @@
 //! their detection bounds, open findings with their diffs (a sensitive
 //! resource's values are never in a report, so the page says
 //! `(sensitive)`), Tree fingerprints, what its last apply did, the
-//! revisions it applied, its recent reports and days, what is quarantined,
+//! revisions it applied, what its recent passes warned of, its recent
+//! reports and days, what is quarantined,
 //! and the quarantine and release forms with every instruction ever given
 //! to it (who, why, when, and when the host confirmed it).
 
@@ -26,6 +27,9 @@ use crate::web::render::{self, WebError};
 /// Reports read for the diffs of open findings (the newest report that
 /// carried a finding has its diff).
 const REPORTS_READ: i64 = 50;
+
+/// The newest reports (of those read) whose warnings the page shows.
+const WARNING_REPORTS: usize = 5;
 
 /// A Tree root as the page shows it: its first 16 characters, or for a
 /// sensitive Tree's keyed digest (`keyed-blake3:...`, the host's MAC of
@@ -154,6 +158,23 @@ pub async fn page<B: Backend>(
         })
     });
 
+    // What the host's recent passes warned of (a report carries them only
+    // for a server that takes them: `datum_fleet::Reply::takes`), newest
+    // first.
+    let warnings: Vec<_> = reports
+        .iter()
+        .filter(|r| !r.report.warnings.is_empty())
+        .take(WARNING_REPORTS)
+        .map(|r| {
+            json!({
+                "seq": r.report.seq,
+                "kind": r.report.kind.word(),
+                "finished_at": r.report.finished_at,
+                "warnings": r.report.warnings,
+            })
+        })
+        .collect();
+
     // Resource ids this page knows of, offered when quarantining.
     let mut targets: BTreeSet<String> = BTreeSet::new();
     for f in &open {
@@ -246,6 +267,7 @@ pub async fn page<B: Backend>(
                 "classes": classes,
                 "findings": findings,
                 "trees": trees,
+                "warnings": warnings,
                 "pending_changes": latest.map(|l| l.pending.clone()).unwrap_or_default(),
                 "quarantined": quarantined,
                 "apply": apply,
