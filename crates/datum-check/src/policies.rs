@@ -542,6 +542,20 @@ impl Policies<'_> {
         else {
             return Ok(Handled::reported());
         };
+        // A sensitive resource's acceptance is recorded only keyed (its
+        // declaration hash covers its content, the observation's its live
+        // content's hash): without this host's key it is not accepted.
+        let (Some(declaration_hash), Some(observation_hash)) = (
+            self.store
+                .recorded_hash(resource.sensitive, &resource.declaration_hash),
+            self.store
+                .recorded_hash(resource.sensitive, &observed.acceptance_hash()),
+        ) else {
+            return Ok(Handled::new(
+                "reported, not accepted: this host's digest key cannot be read, and a sensitive resource's acceptance is recorded only by its keyed digests".to_owned(),
+                Handling::Open,
+            ));
+        };
         self.save_evidence(id, findings, BackupReason::Drift)?;
         // A private folder, opened once: every patch and the summary are
         // written relative to it without following a link.
@@ -580,8 +594,8 @@ impl Policies<'_> {
         // then the change stays reported and the next reconcile tries again.
         self.store.accept(
             id,
-            &resource.declaration_hash,
-            &observed.acceptance_hash(),
+            &declaration_hash,
+            &observation_hash,
             self.now,
             &written.display().to_string(),
         )?;

@@ -433,9 +433,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 return true;
             };
             match acceptances.get(&f.id.to_string()) {
+                // A sensitive resource's acceptance holds keyed digests.
                 Some(a) => {
-                    a.declaration_hash != resource.declaration_hash
-                        || a.observation_hash != observed.acceptance_hash()
+                    !store.records(&a.declaration_hash, &resource.declaration_hash)
+                        || !store.records(&a.observation_hash, &observed.acceptance_hash())
                 }
                 None => true,
             }

@@ -408,6 +408,7 @@ pub fn run_pass_with(
                         resource,
                         cached.as_ref(),
                         accepted.get(&resource.id.to_string()),
+                        ctx.store.as_deref(),
                     ) {
                         kept_as_accepted = true;
                         step
@@ -616,15 +617,20 @@ fn make_durable(
 /// A resource whose observation a reconcile accepted (policy `accept`), with
 /// the same declaration and the same observation still: left as it is, not
 /// reverted nor called corrective, until the declaration follows (or the
-/// host moves again). `None`: run it as usual.
+/// host moves again). `None`: run it as usual. A sensitive resource's
+/// acceptance holds keyed digests (`Store::records` compares).
 fn accepted_as_is(
     resource: &Resource,
     cached: Option<&Result<Observed, ProviderError>>,
     accepted: Option<&Accepted>,
+    store: Option<&Store>,
 ) -> Option<Step> {
-    let accepted = accepted.filter(|a| a.declaration_hash == resource.declaration_hash)?;
+    let records = |recorded: &str, plain: &str| {
+        store.map_or(recorded == plain, |s| s.records(recorded, plain))
+    };
+    let accepted = accepted.filter(|a| records(&a.declaration_hash, &resource.declaration_hash))?;
     let observed = cached?.as_ref().ok()?;
-    if observed.acceptance_hash() != accepted.observation_hash {
+    if !records(&accepted.observation_hash, &observed.acceptance_hash()) {
         return None;
     }
     let patch = accepted

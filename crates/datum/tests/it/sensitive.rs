@@ -488,3 +488,54 @@ fn the_state_store_holds_no_plain_hash_of_a_sensitive_file() {
     );
     forbidden("a new key");
 }
+
+/// An accepted drift of a sensitive File was recorded with the plain
+/// declaration hash (which covers the declared secret) and the plain hash
+/// of the observation (which covers the live content's SHA-256): both
+/// confirm a guess to whoever has a copy of state.db. Both are the host's
+/// keyed digests now, and still keep the accepted change in place.
+#[test]
+fn an_accepted_sensitive_drift_is_recorded_only_keyed() {
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: File\nname: token\nclass: acc\nsensitive: true\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: \"password={CANARY}-declared\\n\"\n"
+    ));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  acc: {interval: 5m, policy: accept}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let live = format!("password={CANARY}-live\n");
+    fs::write(s.live("/token"), &live).unwrap();
+    let reconcile = s.datum(&["reconcile"]);
+    assert_exit(&reconcile, 2);
+    assert!(
+        stdout(&reconcile).contains("accepted (patch: "),
+        "{}",
+        stdout(&reconcile)
+    );
+    let db = s.live("/var/lib/datum/state.db");
+    let Some(row) = sqlite_dump(
+        &db,
+        "SELECT declaration_hash, observation_hash FROM accepted",
+    ) else {
+        return;
+    };
+    let (declaration, observation) = row.trim().split_once('|').expect("one row");
+    assert!(
+        declaration.starts_with("keyed-blake3:") && observation.starts_with("keyed-blake3:"),
+        "{row}"
+    );
+    // Still accepted: reported as such, not reverted by an apply.
+    assert_exit(&s.datum(&["check"]), 0);
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 0);
+    assert!(
+        stdout(&apply).contains("0 changed, 1 unchanged"),
+        "{}",
+        stdout(&apply)
+    );
+    assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+    let dump = sqlite_dump(&db, ".dump").unwrap();
+    let sha = sha256sum(live.as_bytes());
+    assert!(!dump.contains(CANARY) && !dump.contains(&sha), "{dump}");
+}
