@@ -93,6 +93,9 @@ pub struct AccountFiles {
     /// `None` until read: always tried, needed only by a User that declares
     /// a hash (for the others, whether an account has an entry at all).
     shadow: Option<HashMap<String, ShadowHash>>,
+    /// Each shadow line's eighth field (the account's expiry, in days since
+    /// 1970-01-01; empty for never), as written; read with `shadow`.
+    expiries: HashMap<String, String>,
     /// The group names in `gshadow` (nothing else of it is kept); `None`
     /// when it was not read (the root has none, or it cannot be read).
     gshadow: Option<HashSet<String>>,
@@ -190,11 +193,23 @@ impl AccountFiles {
 
     /// Adds the hashes of a `shadow` file.
     pub fn with_shadow(mut self, shadow: &str) -> Self {
-        let hashes = records(shadow, 2)
-            .map(|f| (f[0].to_owned(), ShadowHash(f[1].to_owned())))
-            .collect();
+        let mut hashes = HashMap::new();
+        for f in records(shadow, 2) {
+            // A name's later line replaces an earlier one (as ever here).
+            hashes.insert(f[0].to_owned(), ShadowHash(f[1].to_owned()));
+            let expiry = f.get(7).copied().unwrap_or("");
+            self.expiries.insert(f[0].to_owned(), expiry.to_owned());
+        }
         self.shadow = Some(hashes);
         self
+    }
+
+    /// A user's account expiry as shadow's eighth field writes it (days
+    /// since 1970-01-01, or empty for never); `None` when the shadow file
+    /// was not read or has no line for them.
+    pub fn expiry(&self, user: &str) -> Option<&str> {
+        self.shadow.as_ref()?.get(user)?;
+        self.expiries.get(user).map(String::as_str)
     }
 
     pub fn user(&self, name: &str) -> Option<&PasswdEntry> {

@@ -12,6 +12,8 @@
 //!   home: /srv/deploy       # optional
 //!   shell: /bin/bash        # optional
 //!   system: false           # optional, when created: a system account (-r)
+//!   expiry: 2027-03-31      # optional: the day the account expires
+//!                           # (shadow's eighth field, chage -E), or never
 //!   ensure: present         # or absent
 //!   password_hash: "$6$..." # optional, sensitive: a crypt(3) hash, never a password
 //!   update_password: always # or on_create: the hash is set when Datum
@@ -85,7 +87,92 @@ const FIELDS: &[&str] = &[
     "ensure",
     "password_hash",
     "update_password",
+    "expiry",
 ];
+
+/// When the account expires (`expiry`: Puppet's word; Ansible's `expires`):
+/// shadow's eighth field, set with `useradd -e` / `usermod -e` (`chage -E`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// No expiry (an empty field; `-e ''`).
+    Never,
+    /// From this day on (days since 1970-01-01, as shadow counts them; at
+    /// least 1: shadow(5) says 0 may be read as never or as expired).
+    Day(u32),
+}
+
+/// The last day [`expiry_date`] can write (9999-12-31).
+const LAST_DAY: u32 = 2_932_896;
+
+/// `days` since 1970-01-01 as `YYYY-MM-DD`; `None` past [`LAST_DAY`].
+fn expiry_date(days: u32) -> Option<String> {
+    if days > LAST_DAY {
+        return None;
+    }
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::from(days) * 86_400);
+    let mut text = humantime::format_rfc3339_seconds(at).to_string();
+    text.truncate(10);
+    Some(text)
+}
+
+impl Expiry {
+    /// How the field is declared and observed: `YYYY-MM-DD` or `never`.
+    fn text(self) -> String {
+        match self {
+            Expiry::Never => "never".to_owned(),
+            Expiry::Day(days) => expiry_date(days).unwrap_or_else(|| days.to_string()),
+        }
+    }
+
+    /// What `useradd -e` and `usermod -e` take for it.
+    fn argument(self) -> String {
+        match self {
+            Expiry::Never => String::new(),
+            Expiry::Day(_) => self.text(),
+        }
+    }
+
+    /// A declared `expiry`: `never`, or a day `YYYY-MM-DD` after
+    /// 1970-01-01 and at most 9999-12-31.
+    fn parse(text: &str) -> Result<Expiry, String> {
+        if text == "never" {
+            return Ok(Expiry::Never);
+        }
+        let shaped = text.len() == 10
+            && text.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            });
+        let days = humantime::parse_rfc3339(&format!("{text}T00:00:00Z"))
+            .ok()
+            .filter(|_| shaped)
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u32::try_from(d.as_secs() / 86_400).ok());
+        match days {
+            Some(days) if days >= 1 => Ok(Expiry::Day(days)),
+            Some(_) => Err("`expiry` must be a day after 1970-01-01 (shadow reads day 0 as either never or expired), or `never`".to_owned()),
+            None => Err(format!(
+                "`expiry` must be a date `YYYY-MM-DD` (such as `2027-03-31`) or `never`, found `{}`",
+                text.escape_debug()
+            )),
+        }
+    }
+
+    /// Shadow's eighth field as observed: empty is `never`, a number of
+    /// days its date; anything else as written (a change then).
+    fn observed(field: &str) -> String {
+        if field.is_empty() {
+            return "never".to_owned();
+        }
+        match field.parse::<u32>() {
+            Ok(days) if days >= 1 => Expiry::Day(days).text(),
+            _ => field.to_owned(),
+        }
+    }
+}
 
 /// When the declared hash is set (`update_password`, Ansible's word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -123,6 +210,8 @@ pub struct UserDesired {
     password_hash: Option<String>,
     /// When the hash is set and compared.
     pub update_password: UpdatePassword,
+    /// When the account expires, when managed.
+    pub expiry: Option<Expiry>,
     /// The resource says `sensitive: true` itself: what the plan says it
     /// would refuse names none of its values (set by the kind's `declare`).
     hides_values: bool,
@@ -145,6 +234,7 @@ impl std::fmt::Debug for UserDesired {
                 &self.password_hash.as_ref().map(|_| HIDDEN),
             )
             .field("update_password", &self.update_password)
+            .field("expiry", &self.expiry)
             .finish()
     }
 }
@@ -195,6 +285,27 @@ pub struct UserDeclaration {
     /// (the account's user may change it). Only with `password_hash`.
     #[schemars(with = "Option<UpdatePasswordWhen>")]
     pub update_password: Option<String>,
+    /// The day the account expires, `YYYY-MM-DD` (shadow's eighth field,
+    /// `chage -E`), or `never`.
+    #[schemars(with = "Option<ExpiryDate>")]
+    pub expiry: Option<String>,
+}
+
+/// A value of the manifest schema (see the declaration type above).
+pub struct ExpiryDate;
+
+impl schemars::JsonSchema for ExpiryDate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AccountExpiry".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^(never|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))$",
+            "description": "The day an account expires, `YYYY-MM-DD` (quoted or not), after 1970-01-01, or `never`.",
+        })
+    }
 }
 
 /// A value of the manifest schema (see the declaration type above).
@@ -523,6 +634,22 @@ impl UserDesired {
                 "`update_password` says when `password_hash` is set, and no `password_hash` is declared",
             ));
         }
+        let expiry = match desired.get("expiry") {
+            None => None,
+            Some(Value::String(s)) => Expiry::parse(s)
+                .map_err(|m| errors.push(FieldError::new(&["expiry"], m)))
+                .ok(),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    &["expiry"],
+                    format!(
+                        "`expiry` must be a date `YYYY-MM-DD` or `never`, found {}",
+                        type_name(other)
+                    ),
+                ));
+                None
+            }
+        };
         all_or_nothing(errors)?;
         Ok(UserDesired {
             name,
@@ -536,6 +663,7 @@ impl UserDesired {
             ensure,
             password_hash,
             update_password,
+            expiry,
             hides_values: false,
         })
     }
@@ -543,6 +671,11 @@ impl UserDesired {
     /// Whether a password hash is declared (its value stays here).
     pub fn declares_hash(&self) -> bool {
         self.password_hash.is_some()
+    }
+
+    /// Whether observing it needs the shadow file (a hash or an expiry).
+    fn needs_shadow(&self) -> bool {
+        self.declares_hash() || self.expiry.is_some()
     }
 }
 
@@ -677,6 +810,11 @@ pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     if files.lacks_shadow_entry(&d.name) {
         fields.insert("shadow".to_owned(), json!(SHADOW_MISSING));
     }
+    if d.expiry.is_some()
+        && let Some(field) = files.expiry(&d.name)
+    {
+        fields.insert("expiry".to_owned(), json!(Expiry::observed(field)));
+    }
     // An initial password only (`on_create`): whatever the account has now
     // is its user's business, never looked at.
     if let Some(declared) = d
@@ -794,7 +932,7 @@ impl Kind for UserProvider {
         _resource: &Resource,
         d: &UserDesired,
     ) -> Result<Observed, ProviderError> {
-        let files = account_files::current(host, d.declares_hash())
+        let files = account_files::current(host, d.needs_shadow())
             .map_err(account_files::account_failure)?;
         Ok(observation(d, &files))
     }
@@ -1045,6 +1183,7 @@ fn account_args(d: &UserDesired, creating: bool, wanted: impl Fn(&str) -> bool) 
     option("comment", "-c", d.comment.clone());
     option("home", "-d", d.home.clone());
     option("shell", "-s", d.shell.clone());
+    option("expiry", "-e", d.expiry.map(Expiry::argument));
     args
 }
 
@@ -1114,6 +1253,12 @@ pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
         {
             out.changes.push(change(field, seen(field), json!(value)));
         }
+    }
+    if let Some(expiry) = d.expiry
+        && seen("expiry") != Some(&json!(expiry.text()))
+    {
+        out.changes
+            .push(change("expiry", seen("expiry"), json!(expiry.text())));
     }
     // useradd renames passwd into place before shadow: killed in between,
     // it left an account no tool reading shadow accepts (nor can anyone
@@ -1487,6 +1632,64 @@ mod tests {
         );
     }
 
+    /// `expiry` is shadow's eighth field (days since 1970-01-01, empty for
+    /// never), shown and declared as a date; given to useradd and usermod
+    /// as `-e YYYY-MM-DD` (`-e ''` for never).
+    #[test]
+    fn the_expiry_is_shadows_eighth_field_as_a_date() {
+        let files = AccountFiles::parse(
+            "deploy:x:2000:3000::/srv/deploy:/bin/bash\nold:x:2001:3000::/:/bin/sh\nodd:x:2002:3000::/:/bin/sh\n",
+            "ops:x:3000:\n",
+        )
+        .with_shadow("deploy:!:20000:0:99999:7::20908:\nold:!:20000::::::\nodd:!:20000:::::x\n");
+        let d = parse(json!({"expiry": "2027-03-31"}));
+        assert_eq!(d.expiry, Some(Expiry::Day(20908)));
+        let observed = observation(&d, &files);
+        assert_eq!(observed.fields["expiry"], json!("2027-03-31"));
+        assert!(diff(&d, &observed).changes.is_empty());
+        let never = parse(json!({"expiry": "never"}));
+        let changes = diff(&never, &observation(&never, &files)).changes;
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(
+            (changes[0].before.clone(), changes[0].after.clone()),
+            (Some(json!("2027-03-31")), Some(json!("never")))
+        );
+        assert_eq!(account_args(&never, false, |f| f == "expiry"), ["-e", ""]);
+        let old = UserDesired::parse(&json!({"expiry": "never"}), "old").unwrap();
+        assert!(diff(&old, &observation(&old, &files)).changes.is_empty());
+        let later = UserDesired::parse(&json!({"expiry": "2030-01-01"}), "old").unwrap();
+        let changes = diff(&later, &observation(&later, &files)).changes;
+        assert_eq!(changes[0].before, Some(json!("never")));
+        assert_eq!(account_args(&later, true, |_| true), ["-e", "2030-01-01"]);
+        let odd = UserDesired::parse(&json!({"expiry": "never"}), "odd").unwrap();
+        assert_eq!(observation(&odd, &files).fields["expiry"], json!("x"));
+        // Not declared: not looked at.
+        assert!(
+            !observation(&parse(json!({})), &files)
+                .fields
+                .contains_key("expiry")
+        );
+        assert_eq!(Expiry::parse("9999-12-31"), Ok(Expiry::Day(LAST_DAY)));
+        assert_eq!(Expiry::parse("1970-01-02"), Ok(Expiry::Day(1)));
+        assert_eq!(Expiry::observed("99999999"), "99999999");
+        for bad in [
+            "1970-01-01",
+            "2027-02-30",
+            "2027-3-31",
+            "27-03-31",
+            "2027-03-31T00:00:00Z",
+            "tomorrow",
+            "",
+            "Never",
+            "+2027-03-31",
+        ] {
+            let errors = UserDesired::parse(&json!({"expiry": bad}), "deploy").unwrap_err();
+            assert_eq!(errors[0].path, ["expiry"], "{bad}");
+        }
+        let errors = UserDesired::parse(&json!({"expiry": 20908}), "deploy").unwrap_err();
+        assert!(errors[0].message.contains("found a number"), "{errors:?}");
+    }
+
     /// passwd's fifth field is observed, compared when declared (an empty
     /// one too), given to useradd and usermod as `-c`, and left alone when
     /// not declared; `:` and control characters are refused.
@@ -1605,6 +1808,11 @@ mod tests {
             json!({"password_hash": format!("$6$s${}", "h".repeat(MAX_HASH_LEN))}),
             json!({"name": "Deploy"}),
             json!({"gecos": "x"}),
+            json!({"expiry": "2027-03-31"}),
+            json!({"expiry": "never"}),
+            json!({"expiry": "2027-13-01"}),
+            json!({"expiry": "2027-3-1"}),
+            json!({"expiry": 20908}),
             json!({"password_hash": "!", "update_password": "on_create"}),
             json!({"password_hash": "!", "update_password": "always"}),
             json!({"password_hash": "!", "update_password": "never"}),

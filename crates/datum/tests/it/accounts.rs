@@ -1687,3 +1687,58 @@ fn an_initial_password_is_set_when_the_account_is_made_and_then_left_alone() {
         assert!(!all.contains("CANARY"), "a hash leaked:\n{all}");
     }
 }
+
+/// `expiry` (Puppet's `expiry`, Ansible's `expires`; shadow's eighth
+/// field, `chage -E`) is made by useradd, a date unquoted in YAML as well;
+/// drift of it (`chage -E` by hand) is found by `check` as dates and undone
+/// by `apply` (usermod -e), `never` clears it; a day that is no date is
+/// refused at compile time naming the file, line and resource.
+#[test]
+fn the_expiry_is_made_checked_and_changed_through_shadow_utils() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let user =
+        |expiry: &str| flow_doc("User", "alice", &format!("{{uid: 2001, expiry: {expiry}}}"));
+    let expiry_field = |s: &Sandbox| {
+        let shadow = fs::read_to_string(s.live("/etc/shadow")).unwrap();
+        line_of(&shadow, "alice").map(|l| l.split(':').nth(7).unwrap_or("?").to_owned())
+    };
+    let s = with_accounts(&user("2027-03-31"));
+    assert_exit(&s.datum(&["apply"]), 2);
+    // 2027-03-31 is day 20,908 since 1970-01-01.
+    assert_eq!(expiry_field(&s).as_deref(), Some("20908"));
+    assert_exit(&s.datum(&["plan"]), 0);
+    shadow_tool(&s, &["chage", "-E", "2028-01-01", "alice"]);
+    let check = s.datum(&["check"]);
+    assert_exit(&check, 2);
+    let text = stdout(&check);
+    assert!(text.contains("expiry: 2027-03-31 -> 2028-01-01"), "{text}");
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    assert!(
+        stdout(&plan).contains("expiry: \"2028-01-01\" -> \"2027-03-31\""),
+        "{}",
+        stdout(&plan)
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(expiry_field(&s).as_deref(), Some("20908"));
+    declare(&s, &[user("never")]);
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(expiry_field(&s).as_deref(), Some(""));
+    assert_exit(&s.datum(&["plan"]), 0);
+    for bad in ["2027-02-30", "\"1970-01-01\"", "tomorrow"] {
+        declare(&s, &[user(bad)]);
+        for command in ["lint", "plan"] {
+            let o = s.datum(&[command]);
+            assert_exit(&o, 1);
+            let err = stderr(&o);
+            assert!(
+                err.contains("User[alice]")
+                    && err.contains("`expiry` must be")
+                    && err.contains("main.yaml:4"),
+                "{command} {bad}: {err}"
+            );
+        }
+    }
+}
