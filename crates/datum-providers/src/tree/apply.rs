@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use datum_fingerprint::{Algorithm, Exclusions, TreeDifference};
+use datum_fingerprint::{Algorithm, Exclusions};
 use datum_host::fs::{FileKind, Stat};
 use datum_host::{Dir, Host, HostError, Located};
 
 use super::archive::EntryRef;
-use super::observe::{FOLDER_KEEPING_EXCLUDED, bytes_path, differences, holds_excluded};
+use super::observe::{FOLDER_KEEPING_EXCLUDED, bytes_path, holds_excluded};
 use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Folders, TreeDesired, excluded};
 use crate::{Planned, ProviderError};
 
@@ -132,10 +132,10 @@ impl Walk {
             }
         }
         if d.purge {
-            for difference in differences(host, d, &self.live)? {
-                if let TreeDifference::Unmanaged { path } = difference {
-                    self.folders.entry(&path)?.remove_all()?;
-                }
+            let mut found = Vec::new();
+            unmanaged(&self.live, Path::new(""), d, &self.exclusions, &mut found)?;
+            for path in found {
+                self.folders.entry(&path)?.remove_all()?;
             }
         }
         Ok(false)
@@ -167,6 +167,60 @@ impl Walk {
         }
         Ok(true)
     }
+}
+
+/// Adds to `found` the host entries below the folder `dir` (at `rel` in
+/// the tree) that nothing declares and no rule excludes: what the
+/// observation's comparison calls unmanaged, each at its topmost path, an
+/// undeclared folder holding an excluded entry looked into (only what else
+/// it holds is unmanaged, as `holds_excluded` decides for the
+/// observation). Found by listing folders, without following a link and
+/// without reading any file: the purge needs names, not content (before,
+/// it scanned and hashed the whole tree again, every file's bytes, at the
+/// end of each apply that changed it).
+fn unmanaged(
+    dir: &Dir,
+    rel: &Path,
+    d: &TreeDesired,
+    exclusions: &Exclusions,
+    found: &mut Vec<std::path::PathBuf>,
+) -> Result<(), ProviderError> {
+    use std::os::unix::ffi::OsStrExt as _;
+    for (name, kind) in dir.list()? {
+        let child = rel.join(&name);
+        let is_dir = kind == FileKind::Directory;
+        if exclusions.is_excluded(&child, is_dir) {
+            continue;
+        }
+        // A declared entry its rules exclude is not declared (the
+        // comparison passes over it).
+        let declared = d
+            .entries
+            .get(child.as_os_str().as_bytes())
+            .filter(|e| !exclusions.is_excluded(&child, matches!(e, EntryRef::Dir)));
+        let look_into = match declared {
+            Some(EntryRef::Dir) => is_dir,
+            // Declared, of its kind or not: the walk made it what it is.
+            Some(_) => false,
+            None => {
+                let keeps = is_dir
+                    && match dir.open_child_dir(&name)? {
+                        Some(sub) => {
+                            holds_excluded(&sub, &child, exclusions, &mut Default::default())?
+                        }
+                        None => false,
+                    };
+                if !keeps {
+                    found.push(child.clone());
+                }
+                keeps
+            }
+        };
+        if look_into && let Some(sub) = dir.open_child_dir(&name)? {
+            unmanaged(&sub, &child, d, exclusions, found)?;
+        }
+    }
+    Ok(())
 }
 
 fn ensure_dir(
@@ -452,6 +506,164 @@ mod tests {
         std::fs::create_dir(dir.path().join("d")).unwrap();
         let folder = host.locate(Path::new("/d")).unwrap();
         assert!(ensure_link(&host, &folder, b"a").is_err());
+    }
+
+    /// The Tree declared by the repository folder `source` with `desired`.
+    fn tree_of(source: &Path, desired: serde_json::Value) -> TreeDesired {
+        let resource = datum_core::Resource {
+            id: datum_core::ResourceId::new("Tree", "t"),
+            desired: desired.into(),
+            content: Some(super::super::archive::pack_source_dir(source).unwrap()),
+            requires: vec![],
+            class: "normal".to_owned(),
+            sensitive: false,
+            sensitive_by_field_only: false,
+            validate: None,
+            origin: datum_core::Origin::default(),
+            field_origins: Default::default(),
+            declaration_hash: String::new(),
+        };
+        TreeDesired::from_resource(&resource).unwrap()
+    }
+
+    /// Writes `files` (path, bytes; a path ending in `/` a folder) below
+    /// `dir`.
+    fn write_all(dir: &Path, files: &[(&str, &str)]) {
+        for (path, bytes) in files {
+            let at = dir.join(path);
+            if path.ends_with('/') {
+                std::fs::create_dir_all(&at).unwrap();
+            } else {
+                std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+                std::fs::write(&at, bytes).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn the_purges_listing_finds_what_the_comparison_calls_unmanaged() {
+        // What the purge removes is found by listing folders; it is what
+        // the observation's comparison (a scan hashing every file) calls
+        // unmanaged: strays at their topmost path, a folder holding an
+        // excluded entry looked into, excluded entries and staging litter
+        // left out, declared entries of another kind left to the walk, a
+        // link never followed, a declared folder its rules exclude not
+        // declared.
+        let repo = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let declared = [
+            ("a/x", "x"),
+            ("a/b/y", "y"),
+            ("f", "f"),
+            ("c", "c"),
+            ("d/z", "z"),
+            ("cache/z", "z"),
+            ("e/", ""),
+        ];
+        write_all(&repo.path().join("t"), &declared);
+        std::os::unix::fs::symlink("f", repo.path().join("t/ln")).unwrap();
+        let d = tree_of(
+            &repo.path().join("t"),
+            serde_json::json!({"path": "/t", "source": "t", "purge": true, "exclude": ["*.local", "cache/"]}),
+        );
+        let live = root.path().join("t");
+        write_all(
+            &live,
+            &[
+                ("a/x", "x"),
+                ("a/b/y", "y"),
+                ("a/stray", "s"),
+                ("a/b/strayd/deep", "s"),
+                ("f", "f"),
+                ("c/inner", "in a folder where a file is declared"),
+                ("d", "a file where a folder is declared"),
+                ("cache", "a file where an excluded folder is declared"),
+                ("e/", ""),
+                ("x.local", "excluded"),
+                ("a/cache/kept", "excluded with its folder"),
+                ("u/keep.local", "k"),
+                ("u/other", "o"),
+                ("u/sub/z", "z"),
+                ("u/sub2/w.local", "w"),
+                ("u/sub2/v/w", "w"),
+                (".datum.stage.0123456789abcdef/a", "litter"),
+                ("v/.datum.stage.0123456789abcdef/a", "litter"),
+            ],
+        );
+        std::os::unix::fs::symlink("f", live.join("ln")).unwrap();
+        std::os::unix::fs::symlink("/", live.join("evil")).unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let dir = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let exclusions = d.exclusions_in(&host, &dir).unwrap();
+        let mut listed = Vec::new();
+        unmanaged(&dir, Path::new(""), &d, &exclusions, &mut listed).unwrap();
+        listed.sort();
+        let mut compared: Vec<std::path::PathBuf> = super::super::differences(&host, &d, &dir)
+            .unwrap()
+            .into_iter()
+            .filter_map(|found| match found {
+                datum_fingerprint::TreeDifference::Unmanaged { path } => Some(path),
+                _ => None,
+            })
+            .collect();
+        compared.sort();
+        let shown = |paths: &[std::path::PathBuf]| -> Vec<String> {
+            paths.iter().map(|p| p.display().to_string()).collect()
+        };
+        assert_eq!(
+            shown(&listed),
+            [
+                "a/b/strayd",
+                "a/stray",
+                "cache",
+                "evil",
+                "u/other",
+                "u/sub",
+                "u/sub2/v",
+                "v"
+            ]
+        );
+        assert_eq!(shown(&listed), shown(&compared));
+    }
+
+    #[test]
+    fn the_purge_reads_no_file() {
+        // A purging tree whose walk changes nothing but a stray's removal:
+        // the stray (16 MiB) is removed unread. Before, the purge scanned
+        // and hashed the whole tree again to find it.
+        let repo = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        write_all(&repo.path().join("t"), &[("a/x", "x")]);
+        let d = tree_of(
+            &repo.path().join("t"),
+            serde_json::json!({"path": "/t", "source": "t", "purge": true}),
+        );
+        let live = root.path().join("t");
+        write_all(&live, &[("a/x", "x")]);
+        let stray = live.join("a/stray");
+        std::fs::write(&stray, vec![7u8; 16 << 20]).unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let read = || -> u64 {
+            let io = std::fs::read_to_string("/proc/self/io").unwrap();
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar: "))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let mut walk = Walk::start(&host, &d).unwrap();
+        let before = read();
+        assert!(!walk.advance(&host, &d).unwrap(), "nothing staged");
+        let bytes = read() - before;
+        assert!(!stray.exists(), "the stray stays");
+        assert_eq!(std::fs::read(live.join("a/x")).unwrap(), b"x");
+        // Other tests of this process read too, but little.
+        assert!(bytes < 8 << 20, "{bytes} bytes read");
     }
 
     #[test]
