@@ -1887,7 +1887,8 @@ fn a_trace_log_never_holds_a_credential() {
 /// A pass's warnings reach the server only once it said it takes them
 /// (`takes` in its reply): the host's first report goes without (a server
 /// of an older build would refuse a report holding the field, 400), and
-/// the next carries them, shown by `datum fleet history`. A warning naming
+/// the next carries them, shown by `datum fleet history`, and so does a
+/// reconcile's check report for its reverts' warnings. A warning naming
 /// a sensitive resource's path (a User whose shell is a sensitive File)
 /// never leaves the host: the server's database holds only that one was
 /// left out.
@@ -1907,14 +1908,14 @@ fn a_passs_warnings_reach_a_server_that_takes_them_and_no_sensitive_ones() {
     let w = |rel: &str, text: &str| write_in(&repo, rel, text);
     w(
         "datum.yaml",
-        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n",
+        "datum: v1alpha1\nlayers:\n  - {name: base, path: base, match: {}}\nclasses:\n  normal: {interval: 10m}\n  critical: {interval: 60s, policy: revert}\n",
     );
     // w2's shell is one of two sensitive Files (not executable: useradd
     // and usermod warn, naming it).
     let users = |shell: &str, vault: u8| {
         format!(
-            "datum: v1alpha1\ntype: User\nname: w1\ndesired: {{uid: 1500, shell: {shell}}}\n---\n\
-datum: v1alpha1\ntype: User\nname: w2\ndesired: {{uid: 1501, shell: /etc/{CANARY}-{vault}.conf}}\n---\n\
+            "datum: v1alpha1\ntype: User\nname: w1\nclass: critical\ndesired: {{uid: 1500, shell: {shell}}}\n---\n\
+datum: v1alpha1\ntype: User\nname: w2\nclass: critical\ndesired: {{uid: 1501, shell: /etc/{CANARY}-{vault}.conf}}\n---\n\
 datum: v1alpha1\ntype: File\nname: vault1\nsensitive: true\ndesired: {{path: /etc/{CANARY}-1.conf, content: \"k\\n\", mode: \"0600\"}}\n---\n\
 datum: v1alpha1\ntype: File\nname: vault2\nsensitive: true\ndesired: {{path: /etc/{CANARY}-2.conf, content: \"k\\n\", mode: \"0600\"}}\n"
         )
@@ -1982,8 +1983,8 @@ datum: v1alpha1\ntype: File\nname: vault2\nsensitive: true\ndesired: {{path: /et
     let text = server.fleet_text(&["history", "web-1"]);
     assert!(text.contains("User[w1]: usermod"), "{text}");
 
-    // The sensitive File's path, in w2's useradd warning of the first
-    // apply and whatever came after, is nowhere in the server's database.
+    // The sensitive Files' paths, in w2's warnings of both applies, are
+    // nowhere in the server's database.
     let dump = Command::new("sqlite3")
         .arg(&fleet_db)
         .arg(".dump")
@@ -1994,4 +1995,28 @@ datum: v1alpha1\ntype: File\nname: vault2\nsensitive: true\ndesired: {{path: /et
         !stdout(&dump).contains("CNRY-4417"),
         "the canary reached the server"
     );
+
+    // A reconcile's reverts say theirs too, in its check report.
+    let passwd = std::fs::read_to_string(etc.join("passwd")).unwrap();
+    let drifted = passwd
+        .replace(":/bin/nope\n", ":/bin/sh\n")
+        .replace(&format!(":/etc/{CANARY}-2.conf\n"), ":/bin/sh\n");
+    assert_ne!(drifted, passwd);
+    std::fs::write(etc.join("passwd"), drifted).unwrap();
+    let third = h.run_delivered(&repo, &["reconcile"]);
+    let said = format!("{}{}", stdout(&third), stderr(&third));
+    assert!(said.contains(&format!("{CANARY}-2.conf")), "{said}");
+    let sent: Value = serde_json::from_str(&body(3)).unwrap();
+    assert_eq!(sent["kind"], "check", "{sent}");
+    let warnings = sent["warnings"].to_string();
+    assert!(
+        warnings.contains("User[w1]: usermod") && warnings.contains("/bin/nope"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("naming a sensitive resource left out") && !warnings.contains(CANARY),
+        "{warnings}"
+    );
+    // (w2's finding itself names its declared shell, the path: a
+    // finding's declared value of a resource that is not sensitive.)
 }
