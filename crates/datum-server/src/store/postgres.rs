@@ -41,18 +41,39 @@ fn db_error(action: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreErro
     move |e| StoreError::Database {
         backend: NAME,
         action,
-        detail: match e.as_db_error() {
-            Some(db) => db.message().to_owned(),
-            None => e.to_string(),
-        },
+        detail: describe(&e),
     }
+}
+
+/// What went wrong, in the server's words when it answered (`database
+/// "fleet" does not exist`), else with the reason under the client's
+/// ("error connecting to server: Connection refused (os error 111)"):
+/// tokio-postgres keeps the reason in its error's source, which its own
+/// text leaves out.
+fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_owned();
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
     StoreError::Database {
         backend: NAME,
         action: "cannot get a connection",
-        detail: e.to_string(),
+        detail: match &e {
+            // The pool's own words ("Error occurred while creating a new
+            // object: db error") hide why the connection failed.
+            deadpool_postgres::PoolError::Backend(e) => describe(e),
+            _ => e.to_string(),
+        },
     }
 }
 
