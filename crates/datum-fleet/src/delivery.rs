@@ -30,6 +30,10 @@
 //! - **A report the server refuses for good** (malformed, too large) is
 //!   set aside (counted, with the reason) rather than blocking the queue
 //!   forever; refused credentials are not such a case (everything stays).
+//!   One holding a field only newer servers take (the pass's warnings,
+//!   queued after a newer server's reply) that a server refuses as
+//!   unreadable (400) is first sent again without it
+//!   ([`crate::report::without_optional_fields`]).
 //!
 //! Owns: [`Queue`] (what an outbox must offer), [`deliver`], [`Backoff`].
 //! Must not: know how the outbox is stored (SQLite in `datum-store`) or
@@ -215,7 +219,17 @@ pub fn deliver<Q: Queue, T: Transport + ?Sized>(
             continue;
         };
         let depth = queue.depth()?.saturating_sub(1);
-        match client.post_report(&head.key, &head.body, depth, dropped, head.store) {
+        let mut sent = client.post_report(&head.key, &head.body, depth, dropped, head.store);
+        // Refused as unreadable while holding a field only newer servers
+        // take (queued after a newer server's reply; this one is older):
+        // once more without it, rather than set aside for good. The
+        // server stored nothing of the refused attempt.
+        if let Err(SendError::Refused { status: 400, .. }) = &sent
+            && let Some(older) = crate::report::without_optional_fields(&head.body)
+        {
+            sent = client.post_report(&head.key, &older, depth, dropped, head.store);
+        }
+        match sent {
             Ok(reply) => {
                 queue.delivered(head.id, &reply)?;
                 if reply.duplicate {
@@ -484,5 +498,72 @@ mod tests {
         let done = deliver(&mut queue, &server, now(), || 0).unwrap();
         assert_eq!((done.delivered, done.remaining), (1, 0), "{done:?}");
         assert_eq!(*server.attempts.borrow(), [("b".to_owned(), 1)]);
+    }
+
+    /// A server of an older build refuses (400) a report holding a field
+    /// it does not know. A host that queued the pass's warnings after a
+    /// newer server's reply, and then reaches an older one (both behind
+    /// one address during an upgrade), sends the report again without
+    /// them, under the same key, rather than setting it aside for good; a
+    /// report refused for anything else is set aside as before.
+    #[test]
+    fn a_report_an_older_server_refuses_for_its_warnings_goes_without_them() {
+        struct Older {
+            bodies: std::cell::RefCell<Vec<(String, String)>>,
+        }
+        impl Transport for Older {
+            fn post_report(
+                &self,
+                key: &str,
+                body: &[u8],
+                _depth: u64,
+                _dropped: u64,
+                _store: Option<u128>,
+            ) -> Result<Reply, SendError> {
+                let text = String::from_utf8_lossy(body).into_owned();
+                self.bodies
+                    .borrow_mut()
+                    .push((key.to_owned(), text.clone()));
+                let value: serde_json::Value =
+                    serde_json::from_str(&text).map_err(|e| SendError::Refused {
+                        status: 400,
+                        message: e.to_string(),
+                    })?;
+                if value.get("warnings").is_some() {
+                    return Err(SendError::Refused {
+                        status: 400,
+                        message: "unknown field `warnings`".to_owned(),
+                    });
+                }
+                Ok(serde_json::from_str(
+                    r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null}"#,
+                )
+                .unwrap())
+            }
+        }
+        let mut queue = Memory::with(&["a", "b", "c"], 0);
+        queue.rows[0].0.body = br#"{"seq": 1, "warnings": ["User[w1]: said"]}"#.to_vec();
+        queue.rows[1].0.body = br#"{"seq": 2}"#.to_vec();
+        queue.rows[2].0.body = b"not json".to_vec();
+        let server = Older {
+            bodies: Default::default(),
+        };
+        let done = deliver(&mut queue, &server, now(), || 0).unwrap();
+        assert_eq!((done.delivered, done.remaining), (2, 0), "{done:?}");
+        assert_eq!(done.refused.len(), 1, "{done:?}");
+        let bodies = server.bodies.borrow();
+        let sent: Vec<(&str, &str)> = bodies
+            .iter()
+            .map(|(k, b)| (k.as_str(), b.as_str()))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                ("a", r#"{"seq": 1, "warnings": ["User[w1]: said"]}"#),
+                ("a", r#"{"seq":1}"#),
+                ("b", r#"{"seq": 2}"#),
+                ("c", "not json"),
+            ]
+        );
     }
 }

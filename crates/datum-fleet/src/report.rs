@@ -261,6 +261,31 @@ impl Report {
     }
 }
 
+/// The fields a report may hold that a server of an older build does not
+/// know (and so refuses the report for, HTTP 400): sent only to a server
+/// whose reply said it takes them ([`Reply::takes`]).
+pub const OPTIONAL_FIELDS: &[&str] = &[TAKES_WARNINGS];
+
+/// `body` (a report's JSON) without [`OPTIONAL_FIELDS`], when it holds
+/// one: what an older server takes. A host queues warnings after a server
+/// said it takes them, and may then deliver to one that does not (a
+/// server of the old build behind the same address during an upgrade, or
+/// one put back): its refusal (400) would set the report aside for good,
+/// its findings and outcomes never seen. `None` when there is nothing to
+/// take out (or `body` is not a JSON object).
+pub fn without_optional_fields(body: &[u8]) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let fields = value.as_object_mut()?;
+    let mut removed = false;
+    for field in OPTIONAL_FIELDS {
+        removed |= fields.remove(*field).is_some();
+    }
+    if !removed {
+        return None;
+    }
+    serde_json::to_vec(&value).ok()
+}
+
 /// At most this many pending changes of a stack travel.
 pub const PENDING_KEPT: usize = 100;
 
