@@ -563,7 +563,16 @@ async fn rollout<B: Backend>(
 ) -> Result<Response, ApiError> {
     app.admin(&headers).await?;
     let q: RolloutQuery = query(raw.as_deref())?;
-    let revision = q.revision.filter(|r| !r.is_empty());
+    let revision = match q.revision.filter(|r| !r.is_empty()) {
+        Some(r) => Some(
+            app.fleet
+                .revision_named(&r)
+                .await?
+                .pick(&r)
+                .map_err(ApiError::BadRequest)?,
+        ),
+        None => None,
+    };
     let body = app.fleet.rollout_json(revision.as_deref()).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }

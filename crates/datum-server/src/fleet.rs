@@ -180,6 +180,35 @@ pub(crate) fn host_row(r: &Row) -> HostRow {
     }
 }
 
+/// What a revision given by a person names (`Fleet::revision_named`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevisionName {
+    /// A revision some host applied: the given one, or the one it begins.
+    One(String),
+    /// Several applied revisions begin with it (at most six, the shortest
+    /// first, then in byte order).
+    Several(Vec<String>),
+    /// No host applied a revision beginning with it.
+    None,
+}
+
+impl RevisionName {
+    /// The revision whose rollout to show for `wanted`: the applied one it
+    /// names, or `wanted` itself when no host applied one; several are
+    /// refused, naming them.
+    pub fn pick(self, wanted: &str) -> Result<String, String> {
+        match self {
+            RevisionName::One(revision) => Ok(revision),
+            RevisionName::None => Ok(wanted.to_owned()),
+            RevisionName::Several(all) => Err(format!(
+                "`{wanted}` begins more than one revision hosts applied ({}{}): give more of it",
+                all.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if all.len() > 5 { ", ..." } else { "" }
+            )),
+        }
+    }
+}
+
 /// One report as the history lists it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReportSummary {
@@ -620,6 +649,30 @@ impl<B: Backend> Fleet<B> {
             ))
             .await?;
         Ok(rows.first().and_then(|r| text(r, 0)))
+    }
+
+    /// Which applied revision `wanted` names: a revision is shown cut short
+    /// (`git:5954ab558278` in `datum fleet hosts`, `git:5954ab5582` on the
+    /// web pages), and a person gives it back so. A revision some host
+    /// applied is itself; else the one applied revision beginning with
+    /// `wanted`, or several; none when no host applied one (a revision
+    /// still to come: its rollout is every host not applied yet).
+    pub async fn revision_named(&self, wanted: &str) -> Result<RevisionName, StoreError> {
+        let rows = self
+            .backend
+            .rows(Stmt::new(
+                "SELECT revision FROM revisions WHERE substr(revision, 1, $2) = $1 \
+                 ORDER BY length(revision), revision COLLATE \"C\" LIMIT 6",
+                vec![wanted.into(), (wanted.chars().count() as i64).into()],
+            ))
+            .await?;
+        let mut found: Vec<String> = rows.iter().filter_map(|r| text(r, 0)).collect();
+        Ok(match found.len() {
+            0 => RevisionName::None,
+            _ if found[0] == wanted => RevisionName::One(found.swap_remove(0)),
+            1 => RevisionName::One(found.swap_remove(0)),
+            _ => RevisionName::Several(found),
+        })
     }
 
     /// The rollout of `revision` (default: the latest), from its own rows.

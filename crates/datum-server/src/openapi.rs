@@ -281,7 +281,7 @@ pub fn document() -> Value {
                 "responses": history_responses
             }},
             "/v1/rollout": read("rollout", "Which hosts converged, failed or have not applied a revision", "RolloutView",
-                json!([{"name": "revision", "in": "query", "required": false, "schema": {"type": "string"}}])),
+                json!([{"name": "revision", "in": "query", "required": false, "description": "The revision, or the start of one a host applied (`git:5954ab558278`, as the views show it cut short): that one; several beginning so are a 400 naming them. Default: the revision applied most recently", "schema": {"type": "string"}}])),
             "/v1/drift": read("drift", "Drift findings across hosts, clustered", "DriftView", json!([])),
             "/v1/stale": read("stale", "Hosts whose last report is overdue", "StaleView", json!([])),
             "/v1/sampling": read("sampling", "The sampling plan, deep checks and detection bounds", "SamplingView", json!([])),

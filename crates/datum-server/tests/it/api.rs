@@ -458,3 +458,81 @@ async fn the_rollout_bar_names_hosts_not_applied_yet_so<B: Backend>(fleet: &Flee
 fn the_rollout_bar() {
     crate::on_both!(the_rollout_bar_names_hosts_not_applied_yet_so);
 }
+
+/// A revision is shown cut short (`git:5954ab558278` in `datum fleet
+/// hosts`, `git:5954ab5582` on the pages), and a person asks for its
+/// rollout by what they see: the applied revision it begins is the one
+/// shown, not a revision nobody applied ("0 converged, 0 failed, 3 not
+/// applied yet" while two hosts list it). Several revisions beginning so
+/// are a bad request naming them; a revision no host applied yet (a
+/// commit still to roll out) is every host not applied yet.
+async fn a_revision_cut_short_names_the_applied_one<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    const R2: &str = "git:5954ab558278624b6554fac4dc2fad3ee4ebab55";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    for (host, revision, failed) in [
+        ("web-1", R2, false),
+        ("web-2", R2, true),
+        (
+            "web-3",
+            "git:7c6cc512649a298a3bde2f2ef78cd8614a780248",
+            false,
+        ),
+        ("db-1", "git:aaaa1111", false),
+        ("db-2", "git:aaaa2222", false),
+    ] {
+        let mut r = crate::support::report(host, ReportKind::Apply, 1, now);
+        r.revision = revision.into();
+        if failed {
+            r.failures
+                .push(crate::support::failure("File[shop]", "sig-http3"));
+            r.exit_code = 4;
+        }
+        crate::support::ingest(fleet, &r).await;
+    }
+    let app = app(fleet);
+    for cut in ["git:5954ab558278", "git%3A5954ab5582", R2] {
+        let (status, body) = get(&app, &format!("/v1/rollout?revision={cut}"), ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{cut}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["revision"], R2, "{cut}: {body}");
+        assert_eq!(
+            v["converged"],
+            serde_json::json!(["web-1"]),
+            "{cut}: {body}"
+        );
+        assert_eq!(v["failed"], serde_json::json!(["web-2"]), "{cut}: {body}");
+        assert_eq!(v["pending"].as_array().map(Vec::len), Some(3), "{body}");
+    }
+    let (status, html) = get(&app, "/rollout?revision=git%3A5954ab5582", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(
+        html.contains(&format!("title=\"{R2}\""))
+            && html.contains("1 converged, 1 failed, 3 not applied yet"),
+        "the page of the revision begun: {html}"
+    );
+
+    for path in [
+        "/v1/rollout?revision=git:aaaa",
+        "/rollout?revision=git:aaaa",
+    ] {
+        let (status, body) = get(&app, path, ADMIN).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(
+            body.contains("git:aaaa1111") && body.contains("git:aaaa2222"),
+            "{path}: {body}"
+        );
+    }
+    let (status, body) = get(&app, "/v1/rollout?revision=git:future", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["revision"], "git:future");
+    assert_eq!(v["pending"].as_array().map(Vec::len), Some(5), "{body}");
+}
+
+#[test]
+fn a_revision_cut_short() {
+    crate::on_both!(a_revision_cut_short_names_the_applied_one);
+}

@@ -30,7 +30,8 @@ pub enum FleetView {
     Hosts,
     /// Which hosts converged, failed or have not applied a revision yet.
     Rollout {
-        /// The revision (default: the one applied most recently).
+        /// The revision, or its start as the views show it cut short
+        /// (`git:5954ab558278`) (default: the one applied most recently).
         #[arg(long)]
         revision: Option<String>,
     },

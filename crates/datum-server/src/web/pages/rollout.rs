@@ -34,7 +34,16 @@ pub async fn page<B: Backend>(
 ) -> Result<Response, WebError> {
     let q: Query = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|e| WebError::BadRequest(format!("bad query string: {e}")))?;
-    let wanted = q.revision.filter(|r| !r.is_empty());
+    let wanted = match q.revision.filter(|r| !r.is_empty()) {
+        Some(r) => Some(
+            app.fleet
+                .revision_named(&r)
+                .await?
+                .pick(&r)
+                .map_err(WebError::BadRequest)?,
+        ),
+        None => None,
+    };
     let (view, revisions) = tokio::try_join!(
         app.fleet.rollout(wanted.as_deref()),
         queries::revisions(&app.fleet, 15),
