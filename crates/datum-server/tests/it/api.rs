@@ -536,3 +536,42 @@ async fn a_revision_cut_short_names_the_applied_one<B: Backend>(fleet: &Fleet<B>
 fn a_revision_cut_short() {
     crate::on_both!(a_revision_cut_short_names_the_applied_one);
 }
+
+/// An enrolled host that never reported has told nothing: its page said
+/// "No open findings: web-9 matches its declaration (as of its last
+/// check)" and "Nothing is quarantined on web-9 (as of its last report)",
+/// of a host with no check and no report, beside "Last report never".
+async fn a_host_never_heard_from_is_not_said_to_match<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    let hash = datum_fleet::credentials::token_hash(TOKEN);
+    fleet.enroll("web-1", "host", &hash, now).await.unwrap();
+    let app = app(fleet);
+    let (status, html) = get(&app, "/hosts/web-1", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(
+        !html.contains("matches its declaration") && !html.contains("as of its last report"),
+        "a host never heard from: {html}"
+    );
+    assert!(html.contains("web-1 has not reported yet"), "{html}");
+
+    let (status, body) = post(
+        &app,
+        serde_json::to_string(&crate::support::report("web-1", ReportKind::Check, 1, now)).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, html) = get(&app, "/hosts/web-1", ADMIN).await;
+    assert!(
+        html.contains("No open findings: web-1 matches its declaration"),
+        "once it checked: {html}"
+    );
+    assert!(!html.contains("has not reported yet"), "{html}");
+}
+
+#[test]
+fn a_host_never_heard_from() {
+    crate::on_both!(a_host_never_heard_from_is_not_said_to_match);
+}
