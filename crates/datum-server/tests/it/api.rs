@@ -575,3 +575,53 @@ async fn a_host_never_heard_from_is_not_said_to_match<B: Backend>(fleet: &Fleet<
 fn a_host_never_heard_from() {
     crate::on_both!(a_host_never_heard_from_is_not_said_to_match);
 }
+
+/// The hosts table sorted by findings (or reports) lists the most first on
+/// the first click (`dir=asc`), so the numbers descend; the header said
+/// `aria-sort="ascending"` and ▲ over 3, 1, 0 (a screen reader read the
+/// opposite of the table).
+async fn a_count_column_says_which_way_it_is_sorted<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    for (host, findings) in [("web-1", 1), ("web-2", 3), ("web-3", 0)] {
+        let mut r = crate::support::report(host, ReportKind::Check, 1, now);
+        for i in 0..findings {
+            r.findings.push(crate::support::finding(
+                &format!("File[f{i}]"),
+                "obs",
+                "normal",
+            ));
+        }
+        crate::support::ingest(fleet, &r).await;
+    }
+    let app = app(fleet);
+    for (dir, order, aria, arrow) in [
+        ("asc", ["web-2", "web-1", "web-3"], "descending", "▼"),
+        ("desc", ["web-3", "web-1", "web-2"], "ascending", "▲"),
+    ] {
+        let path = format!("/hosts?sort=findings&dir={dir}");
+        let (status, html) = get(&app, &path, ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        let at = |h: &str| {
+            html.find(&format!("href=\"/hosts/{h}\""))
+                .unwrap_or_else(|| panic!("{h} in {html}"))
+        };
+        assert!(
+            at(order[0]) < at(order[1]) && at(order[1]) < at(order[2]),
+            "{path}: {order:?}"
+        );
+        let header = &html[html.find("aria-sort=").unwrap()..];
+        let header = &header[..header.find("</th>").unwrap()];
+        assert!(
+            header.contains(&format!("aria-sort=\"{aria}\"")) && header.contains(arrow),
+            "{path}: the numbers are in {aria} order: {header}"
+        );
+    }
+}
+
+#[test]
+fn a_count_column_sorted() {
+    crate::on_both!(a_count_column_says_which_way_it_is_sorted);
+}

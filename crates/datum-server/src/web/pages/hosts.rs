@@ -286,11 +286,14 @@ pub async fn page<B: Backend>(
     let column = |key: &str, label: &str| {
         let active = sort == key;
         let dir = if active && !descending { "desc" } else { "asc" };
+        // Counts are listed most first (`dir=asc`, the first click): the
+        // numbers then descend, and the header says so (aria-sort, ▼).
+        let most_first = matches!(key, "findings" | "reports");
         json!({
             "key": key,
             "label": label,
             "active": active,
-            "descending": active && descending,
+            "descending": active && descending != most_first,
             "link": q.link(&[("sort", Some(key.to_owned())), ("dir", Some(dir.to_owned())), ("page", None)]),
         })
     };
