@@ -31,6 +31,19 @@
 //! or deleted (`useradd -M`, `userdel` without `-r`): declare a Directory
 //! for it, so that what appears on the host is what a manifest names.
 //!
+//! # An account removed by hand
+//!
+//! A User without `uid` whose account is missing while its home directory
+//! (`home`, or `/home/NAME`) is there, owned by a number no account holds
+//! (`userdel` without `-r`), is made again with that number: useradd's
+//! next one would leave the files orphaned. The plan shows it as `uid`
+//! and a warning of the pass says why; when another account holds the
+//! number now, the account is made as before and the warning names the
+//! account that owns the files. (The number is read from the host, not
+//! from a record of Datum's: it is found for accounts Datum never made and
+//! on a host whose state store is new, and not at all once the home
+//! directory is gone.)
+//!
 //! # The password hash is sensitive
 //!
 //! Its value never leaves this module: the observation records only whether
@@ -781,6 +794,55 @@ fn refusal(d: &UserDesired, observed: &Observed, diff: &Diff) -> Option<String> 
     ))
 }
 
+/// Where an observation of a missing account without a declared `uid`
+/// records the number it is made with: the owner of its home directory,
+/// which no account holds (see [`note_home_owner`]).
+const HOME_UID: &str = "home_uid";
+
+/// The home directory a new account has: the declared one, or useradd's
+/// default `/home/NAME` (a root whose `/etc/default/useradd` says another
+/// `HOME` is not read: there nothing is found, as before).
+fn home_of(d: &UserDesired) -> String {
+    d.home
+        .clone()
+        .unwrap_or_else(|| format!("/home/{}", d.name))
+}
+
+/// A User without a declared `uid` whose account is missing while its home
+/// directory is there, owned by `owner`: an account removed by hand
+/// (`userdel` without `-r`) leaves its files owned by a number no account
+/// holds, and useradd's next free number would leave them orphaned (or
+/// give them to the next account made). That number, when no account
+/// holds it, is the one the account is made with again ([`HOME_UID`]; the
+/// plan shows it as `uid`). When another account holds it now, the account
+/// is made as before and the note says whose the files are. Root's number
+/// is never taken from a home (a home root owns is made so on purpose).
+/// Returns the note for the pass's warnings (`None`: nothing to say).
+fn note_home_owner(
+    d: &UserDesired,
+    files: &AccountFiles,
+    home: &str,
+    owner: Option<u32>,
+    observed: &mut Observed,
+) -> Option<String> {
+    let uid = owner.filter(|n| *n != 0)?;
+    let holder = files.other_user_with_uid(uid, &d.name);
+    if holder.is_none() {
+        observed.fields.insert(HOME_UID.to_owned(), json!(uid));
+    }
+    let name = &d.name;
+    Some(match (holder, d.hides_values) {
+        (None, false) => format!(
+            "account `{name}` is made with uid {uid}, the owner of its home directory {home}, which no account holds (its files stay its own; declare `uid` to choose another number)"
+        ),
+        (Some(other), false) => format!(
+            "its home directory {home} is owned by uid {uid}, which is account `{other}`'s now: useradd gives `{name}` another number, and what uid {uid} owns belongs to `{other}` (chown the files, or declare `uid`)"
+        ),
+        (None, true) => "made with the number that owns its home directory, which no account holds (the values are not shown: the resource is sensitive)".to_owned(),
+        (Some(_), true) => "its home directory is owned by another account's number: useradd gives it another one, and that account owns its files (the values are not shown: the resource is sensitive)".to_owned(),
+    })
+}
+
 /// What observe records about a user (never the hash itself).
 pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     let Some(user) = files.user(&d.name) else {
@@ -929,12 +991,27 @@ impl Kind for UserProvider {
     fn observe(
         &self,
         host: &Host,
-        _resource: &Resource,
+        resource: &Resource,
         d: &UserDesired,
     ) -> Result<Observed, ProviderError> {
         let files = account_files::current(host, d.needs_shadow())
             .map_err(account_files::account_failure)?;
-        Ok(observation(d, &files))
+        let mut observed = observation(d, &files);
+        if observed.presence == Presence::Absent && d.ensure == Ensure::Present && d.uid.is_none() {
+            let home = home_of(d);
+            // What cannot be looked at (a boundary, a link on the way) is
+            // left to useradd's own choice, as before.
+            let owner = host
+                .lstat(std::path::Path::new(&home))
+                .ok()
+                .flatten()
+                .filter(|st| st.kind == datum_host::FileKind::Directory)
+                .map(|st| st.meta.uid);
+            if let Some(note) = note_home_owner(d, &files, &home, owner, &mut observed) {
+                host.notice(format!("{}: {note}", resource.id));
+            }
+        }
+        Ok(observed)
     }
 
     fn plan(&self, _resource: &Resource, d: &UserDesired, observed: &Observed) -> Diff {
@@ -1005,6 +1082,17 @@ impl Kind for UserProvider {
             Some(Action::Create) => {
                 let mut args = vec!["-M".to_owned()];
                 args.extend(account_args(d, true, |_| true));
+                // The number a missing account's home directory still has
+                // (`HOME_UID`), planned as a change of `uid`.
+                if d.uid.is_none()
+                    && let Some(uid) = diff
+                        .changes
+                        .iter()
+                        .find(|c| c.field == "uid")
+                        .and_then(|c| c.after.as_ref()?.as_u64())
+                {
+                    args.extend(["-u".to_owned(), uid.to_string()]);
+                }
                 if d.gid.is_none()
                     && name_group_exists(host, d).map_err(account_files::account_failure)?
                 {
@@ -1223,6 +1311,13 @@ pub fn diff(d: &UserDesired, observed: &Observed) -> Diff {
         && seen("uid") != Some(&json!(uid))
     {
         out.changes.push(change("uid", seen("uid"), json!(uid)));
+    }
+    // Made again with the number its home directory still has.
+    if d.uid.is_none()
+        && !present
+        && let Some(uid) = observed.fields.get(HOME_UID)
+    {
+        out.changes.push(change("uid", None, uid.clone()));
     }
     if let Some(gid) = &d.gid {
         let same = match gid.parse::<u32>() {
@@ -1630,6 +1725,80 @@ mod tests {
             errors[0].message.contains("no `password_hash`"),
             "{errors:?}"
         );
+    }
+
+    /// A missing account without a declared `uid` whose home directory is
+    /// still there: made again with the home's owner when no account holds
+    /// that number (a change of `uid` in the plan, `-u` to useradd);
+    /// otherwise made as before, the note naming the account that holds
+    /// it. Nothing for root's number, a declared `uid`, an account that is
+    /// there, or no home.
+    #[test]
+    fn a_missing_account_is_made_again_with_its_homes_number() {
+        let files = AccountFiles::parse(
+            "deploy:x:2000:3000::/srv/deploy:/bin/bash\nbob:x:1000:3000::/home/bob:/bin/sh\n",
+            "ops:x:3000:\n",
+        );
+        let alice = UserDesired::parse(&json!({}), "alice").unwrap();
+        assert_eq!(home_of(&alice), "/home/alice");
+        let mut observed = observation(&alice, &files);
+        let note =
+            note_home_owner(&alice, &files, "/home/alice", Some(1001), &mut observed).unwrap();
+        assert!(
+            note.contains("made with uid 1001, the owner of its home directory /home/alice"),
+            "{note}"
+        );
+        let planned = diff(&alice, &observed);
+        assert_eq!(planned.action, Some(Action::Create));
+        let uid = planned.changes.iter().find(|c| c.field == "uid").unwrap();
+        assert_eq!(
+            (uid.before.clone(), uid.after.clone()),
+            (None, Some(json!(1001)))
+        );
+        // Held by another account: noted, not taken.
+        let mut observed = observation(&alice, &files);
+        let note =
+            note_home_owner(&alice, &files, "/home/alice", Some(1000), &mut observed).unwrap();
+        assert!(note.contains("which is account `bob`'s now"), "{note}");
+        assert!(
+            !diff(&alice, &observed)
+                .changes
+                .iter()
+                .any(|c| c.field == "uid")
+        );
+        // Root's, or no home: nothing.
+        for owner in [Some(0), None] {
+            let mut observed = observation(&alice, &files);
+            assert_eq!(
+                note_home_owner(&alice, &files, "/home/alice", owner, &mut observed),
+                None
+            );
+            assert!(!observed.fields.contains_key(HOME_UID));
+        }
+        // A sensitive User's note names no number, account or path.
+        let mut hidden = alice.clone();
+        hidden.hides_values = true;
+        for owner in [1000, 1001] {
+            let mut observed = observation(&hidden, &files);
+            let note = note_home_owner(&hidden, &files, "/home/alice", Some(owner), &mut observed)
+                .unwrap();
+            for word in ["100", "bob", "/home"] {
+                assert!(!note.contains(word), "{note}");
+            }
+        }
+        // A declared uid wins over the home's.
+        let declared =
+            UserDesired::parse(&json!({"uid": 2100, "home": "/srv/a"}), "alice").unwrap();
+        assert_eq!(home_of(&declared), "/srv/a");
+        let mut observed = observation(&declared, &files);
+        observed.fields.insert(HOME_UID.to_owned(), json!(1001));
+        let uids: Vec<_> = diff(&declared, &observed)
+            .changes
+            .into_iter()
+            .filter(|c| c.field == "uid")
+            .map(|c| c.after)
+            .collect();
+        assert_eq!(uids, [Some(json!(2100))]);
     }
 
     /// `expiry` is shadow's eighth field (days since 1970-01-01, empty for

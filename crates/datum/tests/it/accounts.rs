@@ -1742,3 +1742,57 @@ fn the_expiry_is_made_checked_and_changed_through_shadow_utils() {
         }
     }
 }
+
+/// A User without `uid` whose account was removed by hand (`userdel`
+/// without `-r`) was made again with useradd's next number, leaving its
+/// home directory and files owned by a number no account holds. It is now
+/// made again with the home's owner when that number is free (plan shows
+/// `uid`, a warning says why); when another account took the number, it
+/// is made as before and the warning names that account.
+#[test]
+fn an_account_removed_by_hand_is_made_again_with_its_homes_number() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts(&flow_doc("User", "alice", "{groups: []}"));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let uid_of = |s: &Sandbox, name: &str| {
+        let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+        line_of(&passwd, name).map(|l| l.split(':').nth(2).unwrap().parse::<u32>().unwrap())
+    };
+    let first = uid_of(&s, "alice").unwrap();
+    fs::create_dir_all(s.live("/home/alice")).unwrap();
+    std::os::unix::fs::chown(s.live("/home/alice"), Some(first), None).unwrap();
+    shadow_tool(&s, &["userdel", "alice"]);
+    // Something else is made meanwhile: useradd's next number moves on.
+    shadow_tool(
+        &s,
+        &["useradd", "-M", "-u", &(first + 1).to_string(), "carol"],
+    );
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let said = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(said.contains(&format!("    uid: {first}\n")), "{said}");
+    assert!(
+        said.contains(&format!(
+            "warning: User[alice]: account `alice` is made with uid {first}, the owner of its home directory /home/alice, which no account holds"
+        )),
+        "{said}"
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_eq!(uid_of(&s, "alice"), Some(first));
+    assert_exit(&s.datum(&["plan"]), 0);
+    // Removed again, and its number given to another account by hand.
+    shadow_tool(&s, &["userdel", "alice"]);
+    shadow_tool(&s, &["useradd", "-M", "-u", &first.to_string(), "bob"]);
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 2);
+    let said = format!("{}{}", stdout(&apply), stderr(&apply));
+    assert!(
+        said.contains(&format!(
+            "warning: User[alice]: its home directory /home/alice is owned by uid {first}, which is account `bob`'s now"
+        )),
+        "{said}"
+    );
+    assert!(uid_of(&s, "alice").is_some_and(|n| n != first));
+}
