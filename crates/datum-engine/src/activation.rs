@@ -512,67 +512,142 @@ pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue, output:
 }
 
 /// Whether a validator's `output` names the path of a resource that is
-/// sensitive (a File, or anything in a Tree's folder): validators read the
-/// files the checked one includes (sshd's `Include`, nginx's `include`)
-/// and echo their offending lines with the file's name, so the output of a
-/// resource that is not sensitive itself can quote one that is, which
-/// everyone may read on the host but whose value must not leave it. The
-/// test is by text: the declared path anywhere in the output (under
-/// `--root` the validator names it below the root, which still holds it);
-/// a path named relatively or through a link is not recognised.
+/// sensitive (a File, or anything in a Tree's folder), or quotes a word of
+/// a sensitive File's content: validators read the files the checked one
+/// includes (sshd's `Include`, nginx's `include`) and echo their offending
+/// lines, with the file's name as they were given it (relative, through a
+/// link, `/./`) or with none (sshd's `Bad configuration option: VALUE`),
+/// so the output of a resource that is not sensitive itself can quote one
+/// that is, which everyone may read on the host but whose value must not
+/// leave it. The test is by text ([`SensitivePaths`]): the declared path
+/// anywhere in the output (under `--root` the validator names it below the
+/// root, which still holds it), or any word of a sensitive content.
 pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> bool {
     SensitivePaths::of(catalogue).named_in(output)
 }
 
-/// The declared paths of the catalogue's sensitive resources, as
-/// `names_a_sensitive_path` looks for them (a trailing `/` left out; the
-/// root, which every path names, never): made once by a pass that asks for
+/// How long a word of a sensitive content must be to be looked for in an
+/// output: shorter ones (`on`, `yes`, `22`) are in every validator's words.
+pub(crate) const SENSITIVE_WORD_MIN: usize = 4;
+
+/// The largest sensitive content whose words are looked for; a larger one
+/// withholds every output (nothing could tell it is not quoted).
+const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
+
+/// What an output must not hold, as `names_a_sensitive_path` looks for it:
+/// the declared paths of the catalogue's sensitive resources (a trailing
+/// `/` left out; the root, which every path names, never), and every word
+/// of at least four bytes (`SENSITIVE_WORD_MIN`) of a sensitive resource's
+/// declared content (its lines split at white space, quotes and the
+/// punctuation configuration files put around a value: `= : ; , { } ( ) [
+/// ] < >`), so that a validator quoting a secret without naming its file is
+/// caught too. A word a sensitive file shares with the validator's own text
+/// withholds its output where nothing secret was quoted: the price of
+/// failing closed (read it on the host). Made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
 /// once (one Aho-Corasick automaton reads an output once, where a search
 /// per path read it once per sensitive resource: 20,000 quarantined
 /// resources' notes against 20,000 sensitive paths were 4 x 10^8 searches).
 pub struct SensitivePaths<'a> {
-    paths: Vec<&'a str>,
-    /// `None` when there is no path, or the automaton could not be built
-    /// (past its limits): then each path is searched for on its own, with
-    /// the same answers.
+    paths: Vec<std::borrow::Cow<'a, str>>,
+    /// `None` when there is nothing to look for, or the automaton could not
+    /// be built (past its limits): then each is searched for on its own,
+    /// with the same answers.
     matcher: Option<AhoCorasick>,
+    /// A sensitive content could not be read (its repository file changed
+    /// or is gone) or is too large to look through: every output that is
+    /// not empty is withheld.
+    unread: bool,
 }
 
 impl<'a> SensitivePaths<'a> {
-    /// The catalogue's sensitive resources' declared paths.
+    /// The catalogue's sensitive resources' declared paths and the words of
+    /// their declared content (read from the repository for a `source:`).
     pub fn of(catalogue: &'a Catalogue) -> Self {
-        Self::new(
-            catalogue
-                .resources
-                .iter()
-                .filter(|r| r.sensitive)
-                .filter_map(|r| r.desired_str("path"))
-                .filter(|p| p.len() > 1)
-                .map(|p| p.trim_end_matches('/'))
-                .collect(),
-        )
+        let mut seen: HashSet<std::borrow::Cow<'a, str>> = HashSet::new();
+        let mut unread = false;
+        for r in catalogue.resources.iter().filter(|r| r.sensitive) {
+            if let Some(p) = r.desired_str("path").filter(|p| p.len() > 1) {
+                seen.insert(p.trim_end_matches('/').into());
+            }
+            let Some(content) = &r.content else {
+                continue;
+            };
+            if content.size > SENSITIVE_CONTENT_MAX {
+                unread = true;
+                continue;
+            }
+            match content.inline().map(std::str::from_utf8) {
+                Some(Ok(text)) => seen.extend(sensitive_words(text).map(Into::into)),
+                _ => match datum_host::repo::content_bytes(content) {
+                    Ok(bytes) => {
+                        let text = String::from_utf8_lossy(&bytes);
+                        seen.extend(sensitive_words(&text).map(|w| w.to_owned().into()));
+                    }
+                    Err(_) => unread = true,
+                },
+            }
+        }
+        let mut searched = Self::new(seen.into_iter().collect());
+        searched.unread = unread;
+        searched
     }
 
-    fn new(paths: Vec<&'a str>) -> Self {
+    fn new(paths: Vec<std::borrow::Cow<'a, str>>) -> Self {
         let matcher = if paths.is_empty() {
             None
         } else {
-            AhoCorasick::new(&paths).ok()
+            AhoCorasick::new(paths.iter().map(|p| p.as_bytes())).ok()
         };
-        SensitivePaths { paths, matcher }
+        SensitivePaths {
+            paths,
+            matcher,
+            unread: false,
+        }
     }
 
-    /// Whether `output` holds one of the paths.
+    /// Whether `output` holds one of the paths or words.
     pub fn named_in(&self, output: &str) -> bool {
-        if output.is_empty() || self.paths.is_empty() {
+        if output.is_empty() {
+            return false;
+        }
+        if self.unread {
+            return true;
+        }
+        if self.paths.is_empty() {
             return false;
         }
         match &self.matcher {
             Some(matcher) => matcher.is_match(output),
-            None => self.paths.iter().any(|p| output.contains(p)),
+            None => self.paths.iter().any(|p| output.contains(p.as_ref())),
         }
     }
+}
+
+/// The words of a sensitive content an output is searched for (see
+/// [`SensitivePaths`]).
+fn sensitive_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\''
+                    | '`'
+                    | '='
+                    | ':'
+                    | ';'
+                    | ','
+                    | '{'
+                    | '}'
+                    | '('
+                    | ')'
+                    | '['
+                    | ']'
+                    | '<'
+                    | '>'
+            )
+    })
+    .filter(|w| w.len() >= SENSITIVE_WORD_MIN)
 }
 
 fn group_report(
@@ -670,11 +745,13 @@ mod tests {
             "/etc/ssh/sshd_config: line 7: Include /etc/secrets",
             "é/etc/secrets/é",
         ];
-        let searched = SensitivePaths::new(paths.clone());
+        let cows = || paths.iter().map(|p| (*p).into()).collect();
+        let searched = SensitivePaths::new(cows());
         assert!(searched.matcher.is_some());
         let unbuilt = SensitivePaths {
-            paths: paths.clone(),
+            paths: cows(),
             matcher: None,
+            unread: false,
         };
         let none = SensitivePaths::new(Vec::new());
         for output in outputs {
@@ -687,6 +764,46 @@ mod tests {
         assert!(!searched.named_in("/etc/secret"));
     }
 
+    /// A sensitive content's words are what a validator may quote of it:
+    /// split where configuration files put a value apart, the short ones
+    /// (in every validator's own words) left out.
+    #[test]
+    fn an_output_quoting_a_word_of_a_sensitive_content_is_withheld() {
+        let text =
+            "# token file\npassword=\"hunter2\";\nPermitRootLogin yes\n  key: {CNRY-1f}, [ab]\n";
+        let words: Vec<&str> = super::sensitive_words(text).collect();
+        assert_eq!(
+            words,
+            [
+                "token",
+                "file",
+                "password",
+                "hunter2",
+                "PermitRootLogin",
+                "CNRY-1f"
+            ]
+        );
+        let searched = SensitivePaths::new(words.iter().map(|w| (*w).into()).collect());
+        for (output, named) in [
+            ("sshd: Bad configuration option: hunter2", true),
+            (
+                "unknown directive \"CNRY-1f\" in /r/secrets/./x.conf:1",
+                true,
+            ),
+            ("bad yes/no argument: yes", false),
+            ("", false),
+        ] {
+            assert_eq!(searched.named_in(output), named, "{output}");
+        }
+        // A sensitive content it could not read withholds every output.
+        let unread = SensitivePaths {
+            unread: true,
+            ..SensitivePaths::new(Vec::new())
+        };
+        assert!(unread.named_in("nginx: configuration file test failed"));
+        assert!(!unread.named_in(""));
+    }
+
     #[test]
     fn many_outputs_against_many_sensitive_paths_name_only_the_one_that_holds_one() {
         // 20,000 resources with a note (a class held by a quarantine)
@@ -696,7 +813,7 @@ mod tests {
         let owned: Vec<String> = (0..100_000)
             .map(|i| format!("/etc/app/secrets/key-{i:06}.pem"))
             .collect();
-        let paths = SensitivePaths::new(owned.iter().map(String::as_str).collect());
+        let paths = SensitivePaths::new(owned.iter().map(|p| p.as_str().into()).collect());
         let mut named = 0;
         for i in 0..20_000 {
             let note = format!("quarantined: excluded from apply until `datum release` ({i})");

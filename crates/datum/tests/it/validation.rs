@@ -843,7 +843,12 @@ fn a_plan_writes_no_scratch_copy_for_a_builtin_validator() {
 /// private), had the sensitive File's line shown in its failure (plan,
 /// apply, JSON, and so the fleet report's validator output). Output that
 /// names a sensitive resource's path is now withheld.
-fn included_sensitive_file_is_never_shown(validator: &str) {
+///
+/// `dotted`: the include names the file by another spelling of its path
+/// (`/secrets/./included.conf`), which the validator echoes as given: its
+/// output quotes the secret without the declared path, and is withheld
+/// because it holds a word of the sensitive content.
+fn included_sensitive_file_is_never_shown(validator: &str, dotted: bool) {
     const CANARY: &str = "CANARY-included-4e1b";
     let s = Sandbox::new();
     s.write(
@@ -852,6 +857,11 @@ fn included_sensitive_file_is_never_shown(validator: &str) {
     );
     let root = s.root();
     let root = root.display();
+    let included = if dotted {
+        format!("{root}/secrets/./included.conf")
+    } else {
+        format!("{root}/secrets/included.conf")
+    };
     let line = if validator == "sshd" { "yes" } else { "on;" };
     s.write(
         "repo/base/secrets.yaml",
@@ -863,14 +873,14 @@ datum: v1alpha1\ntype: File\nname: secret\nsensitive: true\ndesired: {{path: /se
     assert_exit(&s.datum(&["apply"]), 2);
     let including = if validator == "sshd" {
         format!(
-            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n  mode: \"0600\"\n  validate: sshd\n  content: \"Port 22\\nInclude {root}/secrets/included.conf\\n\"\n"
+            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n  mode: \"0600\"\n  validate: sshd\n  content: \"Port 22\\nInclude {included}\\n\"\n"
         )
     } else {
         // The included file is outside nginx's folder.
         format!(
             "datum: v1alpha1\ntype: Directory\nname: etc\ndesired: {{path: /etc, mode: \"0755\"}}\n---\n\
 datum: v1alpha1\ntype: Directory\nname: nginx\ndesired: {{path: /etc/nginx, mode: \"0755\"}}\n---\n\
-datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  mode: \"0644\"\n  validate: nginx\n  content: \"events {{}}\\nhttp {{\\n  include {root}/secrets/included.conf;\\n}}\\n\"\n"
+datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  mode: \"0644\"\n  validate: nginx\n  content: \"events {{}}\\nhttp {{\\n  include {included};\\n}}\\n\"\n"
         )
     };
     s.write("repo/base/main.yaml", &including);
@@ -890,6 +900,16 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
         !all.contains(CANARY),
         "{validator}: the included file was shown:\n{all}"
     );
+    for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("state.db") {
+            let bytes = fs::read(entry.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(CANARY),
+                "{validator}: {:?} holds it",
+                entry.path()
+            );
+        }
+    }
     assert!(
         all.contains(&format!("validation failed ({validator} on test-host")),
         "{all}"
@@ -908,13 +928,32 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
 #[test]
 fn a_group_validators_output_naming_an_included_sensitive_file_is_never_shown() {
     if require("nginx") {
-        included_sensitive_file_is_never_shown("nginx");
+        included_sensitive_file_is_never_shown("nginx", false);
     }
 }
 
 #[test]
 fn a_file_validators_output_naming_an_included_sensitive_file_is_never_shown() {
     if require("sshd") {
-        included_sensitive_file_is_never_shown("sshd");
+        included_sensitive_file_is_never_shown("sshd", false);
+    }
+}
+
+/// A validator that quotes a sensitive File's value without its declared
+/// path (nginx's `unknown directive "..." in /root/secrets/./included.conf`,
+/// sshd's `Bad configuration option: ...` from a file named the same way)
+/// had it shown: only the path was looked for. The output is now searched
+/// for the sensitive content's words too.
+#[test]
+fn a_group_validators_output_quoting_a_sensitive_value_by_another_path_is_never_shown() {
+    if require("nginx") {
+        included_sensitive_file_is_never_shown("nginx", true);
+    }
+}
+
+#[test]
+fn a_file_validators_output_quoting_a_sensitive_value_by_another_path_is_never_shown() {
+    if require("sshd") {
+        included_sensitive_file_is_never_shown("sshd", true);
     }
 }
