@@ -259,6 +259,7 @@ impl std::fmt::Debug for UserDesired {
     deny_unknown_fields,
     transform = datum_core::schema::optional_never_null,
     title = "User",
+    extend("dependentRequired" = {"update_password": ["password_hash"]}),
     description = "An account in the host's /etc/passwd (changed with useradd, usermod and userdel; never its home directory)."
 )]
 pub struct UserDeclaration {
@@ -1983,6 +1984,8 @@ mod tests {
             json!({"expiry": "2027-3-1"}),
             json!({"expiry": 20908}),
             json!({"password_hash": "!", "update_password": "on_create"}),
+            json!({"update_password": "on_create"}),
+            json!({"update_password": "always", "uid": 2000}),
             json!({"password_hash": "!", "update_password": "always"}),
             json!({"password_hash": "!", "update_password": "never"}),
             json!({"password_hash": "!", "update_password": true}),
