@@ -837,10 +837,10 @@ fn note_home_owner(
             "account `{name}` is made with uid {uid}, the owner of its home directory {home}, which no account holds (its files stay its own; declare `uid` to choose another number)"
         ),
         (Some(other), false) => format!(
-            "its home directory {home} is owned by uid {uid}, which is account `{other}`'s now: useradd gives `{name}` another number, and what uid {uid} owns belongs to `{other}` (chown the files, or declare `uid`)"
+            "its home directory {home} is owned by uid {uid}, account `{other}`'s: useradd gives `{name}` another number, so if uid {uid} was `{name}`'s before, what it owns is `{other}`'s now (chown the files, or declare `uid`)"
         ),
         (None, true) => "made with the number that owns its home directory, which no account holds (the values are not shown: the resource is sensitive)".to_owned(),
-        (Some(_), true) => "its home directory is owned by another account's number: useradd gives it another one, and that account owns its files (the values are not shown: the resource is sensitive)".to_owned(),
+        (Some(_), true) => "its home directory is owned by another account: useradd gives it another number, so if that number was this account's before, what it owns is the other account's now (the values are not shown: the resource is sensitive)".to_owned(),
     })
 }
 
@@ -1760,7 +1760,10 @@ mod tests {
         let mut observed = observation(&alice, &files);
         let note =
             note_home_owner(&alice, &files, "/home/alice", Some(1000), &mut observed).unwrap();
-        assert!(note.contains("which is account `bob`'s now"), "{note}");
+        assert!(
+            note.contains("owned by uid 1000, account `bob`'s: useradd gives `alice` another number, so if uid 1000 was `alice`'s before, what it owns is `bob`'s now"),
+            "{note}"
+        );
         assert!(
             !diff(&alice, &observed)
                 .changes

@@ -1790,7 +1790,7 @@ fn an_account_removed_by_hand_is_made_again_with_its_homes_number() {
     let said = format!("{}{}", stdout(&apply), stderr(&apply));
     assert!(
         said.contains(&format!(
-            "warning: User[alice]: its home directory /home/alice is owned by uid {first}, which is account `bob`'s now"
+            "warning: User[alice]: its home directory /home/alice is owned by uid {first}, account `bob`'s: useradd gives `alice` another number, so if uid {first} was `alice`'s before, what it owns is `bob`'s now"
         )),
         "{said}"
     );
