@@ -625,3 +625,48 @@ async fn a_count_column_says_which_way_it_is_sorted<B: Backend>(fleet: &Fleet<B>
 fn a_count_column_sorted() {
     crate::on_both!(a_count_column_says_which_way_it_is_sorted);
 }
+
+/// A sensitive resource's findings carry no observed hash, so every host
+/// that changed it is in one cluster whatever it wrote: the drift page and
+/// the overview said "2 same change" of two hosts that wrote two different
+/// secrets. They now say the hosts changed it and the values were not
+/// compared; a cluster of one shared value still says "same change".
+async fn a_sensitive_cluster_is_not_called_the_same_change<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    for host in ["web-1", "web-2"] {
+        let mut r = crate::support::report(host, ReportKind::Check, 1, now);
+        let mut secret = crate::support::finding("File[secret]", "unused", "normal");
+        secret.observed = None;
+        r.findings.push(secret);
+        r.findings
+            .push(crate::support::finding("File[app]", "24b2593f", "normal"));
+        r.exit_code = 2;
+        crate::support::ingest(fleet, &r).await;
+    }
+    let app = app(fleet);
+    for path in ["/drift", "/"] {
+        let (status, html) = get(&app, path, ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        let row = |subject: &str| {
+            let at = html
+                .find(subject)
+                .unwrap_or_else(|| panic!("{path}: {subject} in {html}"));
+            let row = &html[at..];
+            row[..row.find("</tr>").unwrap()].to_owned()
+        };
+        let secret = row("File[secret]");
+        assert!(
+            secret.contains("values not compared") && !secret.contains("same change"),
+            "{path}: {secret}"
+        );
+        assert!(row("File[app]").contains("same change"), "{path}");
+    }
+}
+
+#[test]
+fn a_sensitive_cluster() {
+    crate::on_both!(a_sensitive_cluster_is_not_called_the_same_change);
+}

@@ -396,7 +396,15 @@ fn drift(v: &DriftView, color: bool) -> String {
         .clusters
         .iter()
         .map(|c| {
-            let spread = if c.hosts > 1 {
+            let spread = if c.hosts > 1 && c.observed.is_none() {
+                // A sensitive resource's findings carry no observed hash:
+                // its hosts share the change's place, not a value.
+                paint(
+                    color,
+                    "33",
+                    &format!("on {} hosts (sensitive: values not compared)", c.hosts),
+                )
+            } else if c.hosts > 1 {
                 paint(color, "33", &format!("same on {} hosts", c.hosts))
             } else {
                 paint(
@@ -632,6 +640,40 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains("role\\u{1b}[2J=web\\u{1b}]52;c;"), "{text}");
+    }
+
+    /// A sensitive resource's findings carry no observed hash, so its hosts
+    /// form one cluster whatever each changed the value to: it was shown as
+    /// "same on 2 hosts" for two hosts that wrote two different secrets.
+    #[test]
+    fn a_sensitive_cluster_is_not_said_to_be_the_same_change() {
+        let cluster = |subject: &str, observed: serde_json::Value| {
+            serde_json::json!({
+                "subject": subject, "category": "changed_outside", "class": "normal",
+                "paths": ["content"], "signature": "s", "observed": observed,
+                "hosts": 2, "sample_hosts": ["db-01", "web-02"], "variants": 0,
+                "spread": "many hosts", "first_seen": "2026-12-07T10:16:34Z",
+                "last_seen": "2026-12-07T10:16:34Z", "changed_by": []
+            })
+        };
+        let json = serde_json::json!({
+            "format_version": "1", "generated_at": "2026-12-07T10:17:00Z",
+            "hosts_total": 2, "hosts_drifted": 2,
+            "clusters": [cluster("File[secret]", serde_json::Value::Null), cluster("File[app]", "24b2593f12e2627e".into())]
+        });
+        let text = human(&FleetView::Drift, json, false).unwrap();
+        let line = |subject: &str| {
+            text.lines()
+                .find(|l| l.contains(subject))
+                .unwrap_or_else(|| panic!("{subject} in {text}"))
+                .to_owned()
+        };
+        assert!(
+            line("File[secret]").contains("on 2 hosts (sensitive: values not compared)"),
+            "{text}"
+        );
+        assert!(!line("File[secret]").contains("same on"), "{text}");
+        assert!(line("File[app]").contains("same on 2 hosts"), "{text}");
     }
 
     /// A line break in a one-line field (a label, a category) would print a
