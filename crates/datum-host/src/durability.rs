@@ -9,7 +9,8 @@
 //! is made as before, the parent is only *remembered* ([`Durability::defer`]),
 //! and [`Durability::flush`] fsyncs each remembered directory once: 40
 //! directory fsyncs for those 2,000 files, or 1 for N files in one
-//! directory.
+//! directory. Each directory owed is an open descriptor, so at most
+//! [`PENDING_MOST`] are owed at once: the one past them flushes them first.
 //!
 //! # Why this is safe
 //!
@@ -49,6 +50,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::{Dir, HostError};
+
+/// The most directories owed an fsync at once, each held open until it is
+/// made. Unbounded, a Tree renaming files into a thousand folders held a
+/// thousand descriptors and failed under the usual limit of 1,024 ('Too
+/// many open files'); a pass writing into fewer folders (the 20,000 Files
+/// of an estate are in about 200) still makes one fsync per folder.
+pub const PENDING_MOST: usize = 256;
 
 /// Directories whose renames are not yet durable, shared by clones.
 #[derive(Debug, Clone, Default)]
@@ -98,11 +106,21 @@ impl NotDurable {
 impl Durability {
     /// Remembers that an entry was renamed into `dir`: its fsync is owed
     /// until the next [`Durability::flush`].
+    /// Each one owed is held open (a descriptor), so at most
+    /// [`PENDING_MOST`] are: the one that would be more flushes them all
+    /// first (a failure is kept for the next flush, as ever).
     pub fn defer(&self, dir: &Dir) {
         let mut state = self.lock();
-        if !state.pending.contains_key(dir.path()) {
-            state.pending.insert(dir.path().to_path_buf(), dir.clone());
+        if state.pending.contains_key(dir.path()) {
+            return;
         }
+        if state.pending.len() >= PENDING_MOST {
+            drop(state);
+            // Its failures stay in the list: every later flush fails too.
+            let _ = self.flush();
+            state = self.lock();
+        }
+        state.pending.insert(dir.path().to_path_buf(), dir.clone());
     }
 
     /// Whether any directory fsync is owed.
@@ -189,6 +207,32 @@ mod tests {
 
     use super::*;
     use crate::Host;
+
+    #[test]
+    fn at_most_pending_most_directories_are_held_open() {
+        // A directory owed an fsync is a descriptor held: the one past
+        // PENDING_MOST flushes those owed first, so a walk renaming into a
+        // thousand folders never holds a thousand descriptors.
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path());
+        let durability = host.durability().clone();
+        let count = PENDING_MOST + 44;
+        for i in 0..count {
+            std::fs::create_dir(root.path().join(format!("d{i}"))).unwrap();
+            let at = host.locate(Path::new(&format!("/d{i}/f"))).unwrap();
+            durability.defer(at.parent());
+            durability.defer(at.parent());
+            host.forget_dirs_under(Path::new(&format!("/d{i}")));
+        }
+        assert_eq!(
+            durability.dir_syncs(),
+            PENDING_MOST as u64,
+            "the owed directories flushed when one more came"
+        );
+        durability.flush().unwrap();
+        assert_eq!(durability.dir_syncs(), count as u64, "each once");
+        assert!(!durability.is_pending());
+    }
 
     #[test]
     fn renames_into_one_directory_cost_one_fsync_per_flush() {

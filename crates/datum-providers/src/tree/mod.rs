@@ -732,7 +732,13 @@ fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), Provid
     })
 }
 
-/// The folders of a tree opened so far, by path relative to its root.
+/// The folders of a tree open on the way to the last one reached, by path
+/// relative to its root: the tree's root and that folder's parents. Only
+/// those are kept: a walk in tree order (parents first, a folder's
+/// entries together) needs no other again, and each open folder is a
+/// descriptor (before, every folder reached stayed open to the end of the
+/// walk, and a tree of a thousand folders failed under the usual limit of
+/// 1,024 descriptors: 'Too many open files').
 struct Folders {
     open: std::collections::HashMap<PathBuf, Dir>,
 }
@@ -745,8 +751,14 @@ impl Folders {
     }
 
     /// The folder `rel` (relative to the tree's root), opened one component
-    /// at a time without following a link.
+    /// at a time without following a link, from the nearest folder open on
+    /// its way; the folders open elsewhere are closed.
     fn dir(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
+        self.open.retain(|open, _| rel.starts_with(open));
+        self.reach(rel)
+    }
+
+    fn reach(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
         if let Some(dir) = self.open.get(rel) {
             return Ok(dir.clone());
         }
@@ -761,7 +773,7 @@ impl Folders {
                 .into());
             }
         };
-        let parent = self.dir(parent)?;
+        let parent = self.reach(parent)?;
         let Some(dir) = parent.open_child_dir(name)? else {
             return Err(HostError::MissingParent {
                 path: parent.path().join(name),
@@ -936,6 +948,43 @@ mod tests {
             !err.contains(&compiled.sha256),
             "the checksum is not quoted"
         );
+    }
+
+    #[test]
+    fn only_the_folders_on_the_way_stay_open() {
+        // Each open folder is a descriptor: the walk keeps the tree's root
+        // and the parents of where it is, not every folder it reached.
+        let root = tempfile::tempdir().unwrap();
+        for folder in ["t/a/b/c", "t/d"] {
+            std::fs::create_dir_all(root.path().join(folder)).unwrap();
+        }
+        let host = Host::with_name(root.path(), "test-host");
+        let live = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let mut folders = Folders::new(live);
+        let open = |folders: &Folders| {
+            let mut open: Vec<String> = folders
+                .open
+                .keys()
+                .map(|p| p.display().to_string())
+                .collect();
+            open.sort();
+            open
+        };
+        let c = folders.dir(Path::new("a/b/c")).unwrap();
+        assert_eq!(c.path(), root.path().join("t/a/b/c"));
+        assert_eq!(open(&folders), ["", "a", "a/b", "a/b/c"]);
+        folders.entry(Path::new("a/b/x")).unwrap();
+        assert_eq!(open(&folders), ["", "a", "a/b"]);
+        let d = folders.entry(Path::new("d/y")).unwrap();
+        assert_eq!(d.path(), root.path().join("t/d/y"));
+        assert_eq!(open(&folders), ["", "d"]);
+        folders.entry(Path::new("z")).unwrap();
+        assert_eq!(open(&folders), [""]);
     }
 
     #[test]

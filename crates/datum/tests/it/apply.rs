@@ -828,6 +828,44 @@ fn a_tree_wide_owner_change_of_roots_files_is_made_in_place() {
     assert_eq!(inode(9), before[9]);
 }
 
+/// A Tree of more folders than the usual limit of 1,024 descriptors is
+/// written under that limit. Before, the walk kept every folder it had
+/// reached open, and the pass every folder it had renamed a file into until
+/// its fsync, so the apply failed part-way: 'cannot list
+/// .../d550/.datum.stage.…: Too many open files'.
+#[test]
+fn a_tree_of_more_folders_than_descriptors_is_written() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n",
+    );
+    for i in 0..1100 {
+        s.write(&format!("repo/base/tree/d{i}/f.conf"), &format!("{i}\n"));
+    }
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    let datum = assert_cmd::cargo::cargo_bin("datum");
+    let apply = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 1024 && exec \"$0\" \"$@\"")
+        .arg(&datum)
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "apply"])
+        .output()
+        .unwrap();
+    assert_exit(&apply, 2);
+    for i in [0, 549, 1099] {
+        assert_eq!(
+            fs::read_to_string(s.live(&format!("/etc/t/d{i}/f.conf"))).unwrap(),
+            format!("{i}\n")
+        );
+    }
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
 /// A Tree whose owner or group names no account on the host fails like a
 /// File does (plan shows the difference and says it would fail, apply names
 /// the unknown account, exit 4 both). Before, the scan compares ids and
