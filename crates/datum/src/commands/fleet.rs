@@ -44,8 +44,8 @@ pub enum FleetView {
     /// One host's (or stack's) recent reports and daily history.
     History {
         name: String,
-        /// How many reports.
-        #[arg(long, default_value_t = 20)]
+        /// How many reports (1 to 1000, what the server gives at most).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
     },
 }
@@ -674,6 +674,35 @@ mod tests {
         );
         assert!(!line("File[secret]").contains("same on"), "{text}");
         assert!(line("File[app]").contains("same on 2 hosts"), "{text}");
+    }
+
+    /// The server gives 1 to 1000 reports and took any other count as the
+    /// nearest: `history web-01 --limit 0` listed one report, `--limit
+    /// 5000` a thousand, neither saying so. Such a count is refused.
+    #[test]
+    fn a_history_limit_the_server_cannot_give_is_refused() {
+        use clap::Parser as _;
+        let parse = |limit: &str| {
+            crate::cli::Cli::try_parse_from([
+                "datum",
+                "fleet",
+                "--credentials",
+                "admin.yaml",
+                "history",
+                "web-01",
+                "--limit",
+                limit,
+            ])
+        };
+        for bad in ["0", "1001", "5000"] {
+            let err = parse(bad)
+                .err()
+                .unwrap_or_else(|| panic!("--limit {bad} was taken"));
+            assert!(err.to_string().contains("1..=1000"), "{bad}: {err}");
+        }
+        for good in ["1", "20", "1000"] {
+            assert!(parse(good).is_ok(), "--limit {good}");
+        }
     }
 
     /// A line break in a one-line field (a label, a category) would print a
