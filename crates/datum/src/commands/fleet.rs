@@ -459,7 +459,13 @@ fn stale(v: &StaleView) -> String {
                     h.last_report.clone().unwrap_or_default()
                 },
                 age(Some(h.age_s)),
-                age(Some(h.expected_interval_s as i64)),
+                // A host never heard from stated no interval: it was due
+                // within first_report_within of its enrolment.
+                if h.never_reported {
+                    format!("none (first report due within {})", age(Some(h.allowed_s)))
+                } else {
+                    age(Some(h.expected_interval_s as i64))
+                },
                 age(Some(h.overdue_s)),
             ]
         })
@@ -703,6 +709,36 @@ mod tests {
         for good in ["1", "20", "1000"] {
             assert!(parse(good).is_ok(), "--limit {good}");
         }
+    }
+
+    /// A host enrolled and never heard from states no interval: the stale
+    /// view gave it "0s", as if it were due every instant, where it was due
+    /// within the server's first_report_within.
+    #[test]
+    fn a_host_never_heard_from_has_no_interval_of_zero() {
+        let json = serde_json::json!({
+            "format_version": "1", "generated_at": "2026-12-07T10:52:00Z", "factor": 3.0,
+            "hosts": [
+                {"name": "web-05", "kind": "host", "labels": {}, "last_report": null,
+                 "age_s": 1980, "expected_interval_s": 0, "allowed_s": 60,
+                 "overdue_s": 1920, "never_reported": true},
+                {"name": "web-04", "kind": "host", "labels": {}, "last_report": "2026-12-07T10:16:34Z",
+                 "age_s": 2160, "expected_interval_s": 20, "allowed_s": 60,
+                 "overdue_s": 2100, "never_reported": false}
+            ]
+        });
+        let text = human(&FleetView::Stale, json, false).unwrap();
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_default()
+        };
+        assert!(
+            line("web-05").contains("none (first report due within 1m)"),
+            "{text}"
+        );
+        assert!(!line("web-05").contains(" 0s "), "{text}");
+        assert!(line("web-04").contains("20s"), "{text}");
     }
 
     /// A line break in a one-line field (a label, a category) would print a
