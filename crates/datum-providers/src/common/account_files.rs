@@ -676,6 +676,39 @@ fn pass_on_warnings(host: &Host, resource: &Resource, program: &str, output: &st
     }
 }
 
+/// The account the name service (`getent passwd`: the files, LDAP, sssd)
+/// gives for `uid` on the machine's own root, where useradd asks it too
+/// ("UID 1000 is not unique" for a number only LDAP holds); `Ok(None)`
+/// when it knows none (getent's exit 2), and on any other root (useradd
+/// reads its files only there). An error when getent could not answer.
+pub fn name_service_user(host: &Host, uid: u32) -> Result<Option<String>, AccountError> {
+    if host.root() != Path::new("/") {
+        return Ok(None);
+    }
+    let spec = CommandSpec::new("getent")
+        .timeout(TIMEOUT)
+        .arg("passwd")
+        .arg(uid.to_string());
+    let out = command::run(&spec)?;
+    match out.status {
+        Some(0) => Ok(out
+            .stdout
+            .text()
+            .lines()
+            .next()
+            .and_then(|l| l.split(':').next())
+            .map(str::to_owned)),
+        Some(2) => Ok(None),
+        status => Err(AccountError::Refused {
+            program: "getent",
+            target: uid.to_string(),
+            host: host.name().to_owned(),
+            status: status_words(status, out.timed_out),
+            output: out.stderr.text(),
+        }),
+    }
+}
+
 /// Sets a user's password hash with `chpasswd -e`, the line on its standard
 /// input. Its output is dropped unread: it could quote the line.
 pub fn set_hash(host: &Host, user: &str, hash: &str) -> Result<(), AccountError> {

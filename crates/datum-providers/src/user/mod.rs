@@ -35,7 +35,8 @@
 //!
 //! A User without `uid` whose account is missing while its home directory
 //! (`home`, or `/home/NAME`) is there, owned by a number no account holds
-//! (`userdel` without `-r`), is made again with that number: useradd's
+//! (`userdel` without `-r`; on the machine's own root the name service
+//! is asked too, as useradd asks it), is made again with that number: useradd's
 //! next one would leave the files orphaned. The plan shows it as `uid`
 //! and a warning of the pass says why; when another account holds the
 //! number now, the account is made as before and the warning names the
@@ -819,15 +820,17 @@ fn home_of(d: &UserDesired) -> String {
 /// is made as before and the note says whose the files are. Root's number
 /// is never taken from a home (a home root owns is made so on purpose).
 /// Returns the note for the pass's warnings (`None`: nothing to say).
+/// `holder` says which account holds a number (`Some(None)`: none;
+/// `None`: it cannot tell, and nothing is done).
 fn note_home_owner(
     d: &UserDesired,
-    files: &AccountFiles,
     home: &str,
     owner: Option<u32>,
+    holder: impl FnOnce(u32) -> Option<Option<String>>,
     observed: &mut Observed,
 ) -> Option<String> {
     let uid = owner.filter(|n| *n != 0)?;
-    let holder = files.other_user_with_uid(uid, &d.name);
+    let holder = holder(uid)?;
     if holder.is_none() {
         observed.fields.insert(HOME_UID.to_owned(), json!(uid));
     }
@@ -1008,7 +1011,20 @@ impl Kind for UserProvider {
                 .flatten()
                 .filter(|st| st.kind == datum_host::FileKind::Directory)
                 .map(|st| st.meta.uid);
-            if let Some(note) = note_home_owner(d, &files, &home, owner, &mut observed) {
+            // Who holds the number: the files, and on the machine's own
+            // root the name service too (useradd asks it there). When it
+            // cannot answer, useradd chooses, as before.
+            let holder = |uid: u32| match files.other_user_with_uid(uid, &d.name) {
+                Some(name) => Some(Some(name.to_owned())),
+                None if files.asks_name_service() => {
+                    // An account of its own name there is not another's.
+                    account_files::name_service_user(host, uid)
+                        .ok()
+                        .filter(|h| h.as_deref() != Some(d.name.as_str()))
+                }
+                None => Some(None),
+            };
+            if let Some(note) = note_home_owner(d, &home, owner, holder, &mut observed) {
                 host.notice(format!("{}: {note}", resource.id));
             }
         }
@@ -1742,9 +1758,29 @@ mod tests {
         );
         let alice = UserDesired::parse(&json!({}), "alice").unwrap();
         assert_eq!(home_of(&alice), "/home/alice");
+        let in_files = |n: u32| Some(files.other_user_with_uid(n, "alice").map(str::to_owned));
+        // The name service holds it (the machine's own root): noted, not
+        // taken; it cannot tell: nothing at all.
+        let mut observed = observation(&alice, &files);
+        let note = note_home_owner(
+            &alice,
+            "/home/alice",
+            Some(1001),
+            |_| Some(Some("ldapuser".to_owned())),
+            &mut observed,
+        )
+        .unwrap();
+        assert!(note.contains("account `ldapuser`'s"), "{note}");
+        assert!(!observed.fields.contains_key(HOME_UID));
+        let mut observed = observation(&alice, &files);
+        assert_eq!(
+            note_home_owner(&alice, "/home/alice", Some(1001), |_| None, &mut observed),
+            None
+        );
+        assert!(!observed.fields.contains_key(HOME_UID));
         let mut observed = observation(&alice, &files);
         let note =
-            note_home_owner(&alice, &files, "/home/alice", Some(1001), &mut observed).unwrap();
+            note_home_owner(&alice, "/home/alice", Some(1001), in_files, &mut observed).unwrap();
         assert!(
             note.contains("made with uid 1001, the owner of its home directory /home/alice"),
             "{note}"
@@ -1759,7 +1795,7 @@ mod tests {
         // Held by another account: noted, not taken.
         let mut observed = observation(&alice, &files);
         let note =
-            note_home_owner(&alice, &files, "/home/alice", Some(1000), &mut observed).unwrap();
+            note_home_owner(&alice, "/home/alice", Some(1000), in_files, &mut observed).unwrap();
         assert!(
             note.contains("owned by uid 1000, account `bob`'s: useradd gives `alice` another number, so if uid 1000 was `alice`'s before, what it owns is `bob`'s now"),
             "{note}"
@@ -1774,7 +1810,7 @@ mod tests {
         for owner in [Some(0), None] {
             let mut observed = observation(&alice, &files);
             assert_eq!(
-                note_home_owner(&alice, &files, "/home/alice", owner, &mut observed),
+                note_home_owner(&alice, "/home/alice", owner, in_files, &mut observed),
                 None
             );
             assert!(!observed.fields.contains_key(HOME_UID));
@@ -1784,8 +1820,9 @@ mod tests {
         hidden.hides_values = true;
         for owner in [1000, 1001] {
             let mut observed = observation(&hidden, &files);
-            let note = note_home_owner(&hidden, &files, "/home/alice", Some(owner), &mut observed)
-                .unwrap();
+            let note =
+                note_home_owner(&hidden, "/home/alice", Some(owner), in_files, &mut observed)
+                    .unwrap();
             for word in ["100", "bob", "/home"] {
                 assert!(!note.contains(word), "{note}");
             }
