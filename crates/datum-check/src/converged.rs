@@ -37,9 +37,60 @@ pub fn why_not(store: &Store, resource: &Resource) -> Result<Option<String>, Sto
             f.phase, f.reason
         )));
     }
+    // A sensitive resource's apply is recorded only by the host's keyed
+    // digests (`Store::record_verified_of`): without a usable key nothing
+    // of it is recorded, however often it is applied, and a record keyed
+    // with another key (the key file made anew) may be of this very
+    // declaration. Neither is "never applied" nor, for sure, a change.
+    let keyed = |v: &datum_store::VerifiedRecord| {
+        v.declaration_hash
+            .starts_with(datum_core::digest::KEYED_PREFIX)
+    };
     Ok(Some(match verified {
+        _ if resource.sensitive && store.digest_key().is_none() => "not converged: this host's digest key cannot be read, and an apply of a sensitive resource is recorded only by its keyed digests, so none of its applies is recorded (make `digest.key` beside the state store readable, or remove it to have a new one made, then `datum apply`)".to_owned(),
         None => "not converged: never applied (`datum apply` converges it)".to_owned(),
+        Some(v) if resource.sensitive && keyed(&v) => "not converged: its declaration changed since its last verified apply, or this host's digest key did (`datum apply` converges it)".to_owned(),
         Some(_) => "not converged: its declaration changed since its last verified apply (`datum apply` converges it)"
             .to_owned(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sensitive resource's apply is recorded only by the host's keyed
+    /// digests: where the key cannot be read nothing of it is recorded, so
+    /// it is not converged, but not "never applied" (an apply does not
+    /// change that); the reason names the key. A record keyed with another
+    /// key (the key file made anew) may be of this very declaration.
+    #[test]
+    fn a_sensitive_resource_without_a_usable_key_is_not_said_never_applied() {
+        let mut secret = datum_testkit::fake::fake_file("s", "/s", "hunter2\n", &[]);
+        secret.sensitive = true;
+        secret.declaration_hash = "ef".repeat(32);
+        let mut store = Store::open_in_memory().unwrap();
+        store
+            .record_verified_of(&secret.id, true, &secret.declaration_hash, None, 1_000)
+            .unwrap();
+        let why = why_not(&store, &secret).unwrap().unwrap();
+        assert!(
+            why.contains("digest key cannot be read") && !why.contains("never applied"),
+            "{why}"
+        );
+        // Not sensitive, never applied: as before.
+        let mut plain = secret.clone();
+        plain.sensitive = false;
+        let why = why_not(&store, &plain).unwrap().unwrap();
+        assert!(why.contains("never applied"), "{why}");
+        // Recorded under one key, read under another.
+        store.set_digest_key(Some(datum_core::DigestKey::from_bytes([1; 32])));
+        store
+            .record_verified_of(&secret.id, true, &secret.declaration_hash, None, 1_000)
+            .unwrap();
+        assert_eq!(why_not(&store, &secret).unwrap(), None);
+        store.set_digest_key(Some(datum_core::DigestKey::from_bytes([2; 32])));
+        let why = why_not(&store, &secret).unwrap().unwrap();
+        assert!(why.contains("or this host's digest key"), "{why}");
+    }
 }
