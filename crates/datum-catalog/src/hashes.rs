@@ -118,6 +118,11 @@ pub trait SourceHashes: Sync {
     /// Every source of the compile is hashed: nothing is asked for again
     /// until the next compile, so a cache may let go of what it read.
     fn hashed_all(&self) {}
+    /// `path` is a sensitive resource's source: nothing of it may be
+    /// remembered (its plain digests would let whoever reads the cache
+    /// confirm a guessed secret), and what was is dropped. The compile
+    /// hashes it without the cache.
+    fn forget(&self, _path: &Path) {}
 }
 
 /// [`SourceHashes`] kept in a text file: a header line, then one line per
@@ -152,6 +157,9 @@ pub struct HashCacheFile {
     /// waiting for its commit ([`HashCacheFile::save`] or
     /// [`HashCacheFile::write_unsynced`]): the compile goes on meanwhile.
     written: Mutex<Option<datum_host::Unsynced>>,
+    /// Paths the file held that must not be remembered
+    /// ([`SourceHashes::forget`]): left out when it is written again.
+    forgotten: Mutex<Vec<Box<Path>>>,
 }
 
 type Entry = (Box<Path>, FileKey, SourceDigests);
@@ -196,6 +204,7 @@ impl HashCacheFile {
             recorded: Mutex::new(Vec::new()),
             after_hashing: AfterHashing::Keep,
             written: Mutex::new(None),
+            forgotten: Mutex::new(Vec::new()),
         }
     }
 
@@ -282,7 +291,11 @@ impl HashCacheFile {
             Ok(r) => r,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if recorded.is_empty() {
+        let forgotten = match self.forgotten.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if recorded.is_empty() && forgotten.is_empty() {
             return Ok(None);
         }
         let Some((dir, name)) = &self.dir else {
@@ -297,6 +310,7 @@ impl HashCacheFile {
                 .collect();
             all.sort_by(|a, b| path_bytes(&a.0.0).cmp(path_bytes(&b.0.0)));
             all.dedup_by(|a, b| a.0.0 == b.0.0);
+            all.retain(|(e, _)| !forgotten.contains(&e.0));
             // A fresh temporary file per save (two passes saving at once
             // never write into the same one), renamed into Datum's private
             // folder; written line by line (100,000 sources are 16 MB).
@@ -343,6 +357,17 @@ impl SourceHashes for HashCacheFile {
         })
     }
 
+    fn forget(&self, path: &Path) {
+        let known = self.with_known(|known| {
+            known
+                .binary_search_by(|e| path_bytes(&e.0).cmp(path_bytes(path)))
+                .is_ok()
+        });
+        if known && let Ok(mut forgotten) = self.forgotten.lock() {
+            forgotten.push(path.into());
+        }
+    }
+
     fn put(&self, path: &Path, key: FileKey, digests: SourceDigests) {
         // A path that cannot be written on one line is simply not cached.
         if path.to_str().is_none_or(|p| p.contains(['\n', '\r'])) {
@@ -358,7 +383,8 @@ impl SourceHashes for HashCacheFile {
     /// built. What was recorded is kept, saved or forgotten as the cache was
     /// told ([`AfterHashing`]).
     fn hashed_all(&self) {
-        let nothing_recorded = self.recorded.lock().is_ok_and(|r| r.is_empty());
+        let nothing_recorded = self.recorded.lock().is_ok_and(|r| r.is_empty())
+            && self.forgotten.lock().is_ok_and(|f| f.is_empty());
         match self.after_hashing {
             _ if nothing_recorded => self.let_go(),
             AfterHashing::Keep => {}

@@ -456,6 +456,11 @@ pub fn compile_or_reuse(
                 &catalogue,
                 &classes,
             );
+            // One saved before a resource became sensitive holds its
+            // content's checksums: not kept beside one never saved.
+            if matches!(written, Ok(Err(snapshot::NotSaved::Sensitive(_)))) {
+                forget_snapshot_of(state);
+            }
             commit_later("the catalogue snapshot", written.map(Result::ok));
         }
         (None, stamp, true) => {

@@ -59,8 +59,16 @@ impl<'r> Analysis<'r> {
                     return Ok(None);
                 };
                 // Hashed, not kept: the bytes are read again when a File
-                // is written (and refused if they changed meanwhile).
-                match content::hash_source(&file.abs, &file.key, self.hashes) {
+                // is written (and refused if they changed meanwhile). A
+                // sensitive one's digests are never cached (in the clear).
+                let cache = match self.hashes {
+                    Some(hashes) if self.is_sensitive(m) => {
+                        hashes.forget(&file.abs);
+                        None
+                    }
+                    other => other,
+                };
+                match content::hash_source(&file.abs, &file.key, cache) {
                     Ok((digests, size)) => Ok(Some(Content::from_source(
                         file.abs.clone(),
                         digests.sha256_hex(),

@@ -7,12 +7,12 @@
 //! catalogue with the classes of `datum.yaml`. It must not decide where the
 //! file lives (the CLI does: next to the state store) and must not hold a
 //! secret: a snapshot is refused for a catalogue in which a sensitive
-//! resource carries rendered bytes (inline or template content), a value
-//! sensitive by its kind's nature (a User's password hash), or, when it
-//! says `sensitive: true` itself, any declared value but its path and its
-//! content's (a File's mode, a User's uid: plan, check and `datum
-//! catalogue` mask them all), and a sensitive resource's content is never
-//! written (its checksum and the path of its repository file are).
+//! resource carries content of any kind (inline or template bytes, or a
+//! repository file's, kept as its plain checksums, which would confirm a
+//! guessed secret), a value sensitive by its kind's nature (a User's
+//! password hash), or, when it says `sensitive: true` itself, any declared
+//! value but its path (a File's mode, a User's uid: plan, check and `datum
+//! catalogue` mask them all).
 //!
 //! What "unchanged" means: every directory, file and link under the
 //! repository root (`.git` aside, which the compiler never reads) has the

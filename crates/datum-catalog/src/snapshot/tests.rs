@@ -612,9 +612,10 @@ fn racy_or_sensitive_catalogues_are_not_saved() {
     assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
     assert!(!path.exists());
 
-    // Content from a repository file (kept as its checksum and path):
-    // saved, unless the resource, sensitive itself, declares another
-    // value (its mode: plan, check and `datum catalogue` mask it).
+    // Content from a repository file (kept as its plain checksums, which
+    // would confirm a guessed secret): refused too, as is the resource,
+    // sensitive itself, declaring another value (its mode: plan, check and
+    // `datum catalogue` mask it).
     let mut c = catalogue(false, b"x");
     c.resources[1].sensitive = true;
     let mut desired = serde_json::json!({"path": "/etc/hosts", "source": "files/hosts"});
@@ -627,8 +628,21 @@ fn racy_or_sensitive_catalogues_are_not_saved() {
         &classes(),
     )
     .unwrap();
+    assert_eq!(got, Err(NotSaved::Sensitive("File[hosts]".to_owned())));
+    assert!(!path.exists());
+    // Not sensitive: saved, its checksum with it.
+    c.resources[1].sensitive = false;
+    let got = save(
+        datum_providers::registry(),
+        path,
+        settled_stamp(repo.path()),
+        &c,
+        &classes(),
+    )
+    .unwrap();
     assert!(got.is_ok(), "{got:?}");
     fs::remove_file(path).unwrap();
+    c.resources[1].sensitive = true;
     desired["mode"] = serde_json::json!("0640");
     c.resources[1].desired = desired.into();
     let got = save(

@@ -17,7 +17,9 @@ use crate::summaries::WrittenSummaries;
 pub enum NotSaved {
     /// An entry of the repository changed too recently to be trusted.
     Racy(PathBuf),
-    /// A sensitive resource carries rendered bytes, which must not be stored.
+    /// A sensitive resource carries content (rendered bytes, or a
+    /// repository file's checksums) or another secret value, which must not
+    /// be stored.
     Sensitive(String),
 }
 
@@ -72,14 +74,14 @@ pub fn write_in(
     if let Some(entry) = key.racy_entry() {
         return Ok(Err(NotSaved::Racy(entry)));
     }
-    // The content keys hold the repository file's path or, inline, bytes
-    // the first condition refuses; every other secret value is refused.
+    // Content of any kind is refused: rendered bytes are the secret, and a
+    // repository file's is kept as its plain SHA-256 (and BLAKE3), which
+    // lets whoever reads the snapshot confirm a guessed secret (the state
+    // store and the outputs keep only the host's keyed digest of it); every
+    // other secret value is refused.
     if let Some(r) = catalogue.resources.iter().find(|r| {
         r.sensitive
-            && (r
-                .content
-                .as_ref()
-                .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
+            && (r.content.is_some()
                 || crate::catalogue::secret_fields(registry, r)
                     .iter()
                     .any(|f| !crate::content::CONTENT_KEYS.contains(f)))

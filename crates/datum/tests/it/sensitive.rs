@@ -539,3 +539,71 @@ fn an_accepted_sensitive_drift_is_recorded_only_keyed() {
     let sha = sha256sum(live.as_bytes());
     assert!(!dump.contains(CANARY) && !dump.contains(&sha), "{dump}");
 }
+
+/// Every file of the state folder but the key, `what` said on failure:
+/// none holds any of `needles`.
+fn state_folder_holds_none(s: &Sandbox, what: &str, needles: &[Vec<u8>]) {
+    for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
+        if entry.file_name() == "digest.key" || entry.path().is_dir() {
+            continue;
+        }
+        let bytes = fs::read(entry.path()).unwrap();
+        for needle in needles {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+                "{what}: {:?} holds {:?}",
+                entry.path(),
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
+}
+
+/// A sensitive File's `source:` was remembered in the clear beside the
+/// state store: the source hash cache (`source-hashes`) kept its SHA-256
+/// and BLAKE3, and the catalogue snapshot (`state.catalogue`) its SHA-256
+/// and declaration hash, so a copy of the state folder confirmed a guessed
+/// secret. Neither remembers a sensitive resource's content now (the
+/// snapshot is not saved, the cache drops what it had of the file).
+#[test]
+fn a_sensitive_source_is_remembered_nowhere_in_the_clear() {
+    let secret = format!("password={CANARY}-source\n");
+    let content = datum_core::Content::new(secret.clone().into_bytes());
+    let (sha, b3) = (content.sha256.clone(), content.blake3.clone().unwrap());
+    let needles = [
+        CANARY.as_bytes().to_vec(),
+        sha.as_bytes().to_vec(),
+        b3.as_bytes().to_vec(),
+        hex::decode(&sha).unwrap(),
+        hex::decode(&b3).unwrap(),
+    ];
+    let manifest = |sensitive: bool| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: token\nsensitive: {sensitive}\ndesired:\n  path: /token\n  source: secret.txt\n"
+        )
+    };
+    let s = Sandbox::with_base(&manifest(false));
+    s.write("repo/base/secret.txt", &secret);
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(2_200));
+    // Not sensitive: remembered (what the assertions below look for).
+    settle();
+    assert_exit(&s.datum(&["apply"]), 2);
+    settle();
+    assert_exit(&s.datum(&["check"]), 0);
+    let cache = fs::read_to_string(s.live("/var/lib/datum/source-hashes")).unwrap();
+    assert!(cache.contains(&sha), "{cache}");
+    // Sensitive: nothing of it remembered, the cached entry dropped.
+    s.write("repo/base/main.yaml", &manifest(true));
+    settle();
+    for args in [&["apply"][..], &["check"], &["check"], &["apply"]] {
+        let o = s.datum(args);
+        assert!(o.status.code().is_some_and(|c| c == 0 || c == 2), "{o:?}");
+    }
+    state_folder_holds_none(&s, "sensitive", &needles);
+    assert!(!s.live("/var/lib/datum/state.catalogue").exists());
+    // Not sensitive again: remembered again (the test can fail).
+    s.write("repo/base/main.yaml", &manifest(false));
+    settle();
+    assert_exit(&s.datum(&["check"]), 0);
+    assert!(s.live("/var/lib/datum/state.catalogue").exists());
+}
