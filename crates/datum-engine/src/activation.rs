@@ -47,7 +47,7 @@ pub(crate) struct Notifications {
     by_notifier: HashMap<ResourceId, Vec<(ResourceId, OwedAction)>>,
     services: HashMap<ResourceId, Activated>,
     /// Owed in this pass (kept in memory too, for passes without a store).
-    owed: HashMap<ResourceId, (OwedAction, Vec<String>)>,
+    owed: HashMap<ResourceId, Owed>,
     /// Group validator name -> its verdict in this pass (validated once).
     groups: HashMap<&'static str, Result<(), Rejection>>,
     /// Groups that could not be validated before writing, with why (see
@@ -55,14 +55,39 @@ pub(crate) struct Notifications {
     pub(crate) not_overlaid: HashMap<&'static str, String>,
 }
 
-fn merge(slot: &mut (OwedAction, Vec<String>), action: OwedAction, reasons: &[String]) {
-    if action == OwedAction::Restart {
-        slot.0 = OwedAction::Restart;
-    }
-    for r in reasons {
-        if !slot.1.contains(r) {
-            slot.1.push(r.clone());
+/// What a service owes: the action, and why, in the order the reasons
+/// came, each once. The reasons are also kept in a set, so that a reason is
+/// looked up, not searched for: a service notified by N changed Files was
+/// N x N comparisons of reasons.
+struct Owed {
+    action: OwedAction,
+    reasons: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl Owed {
+    fn new(action: OwedAction) -> Self {
+        Owed {
+            action,
+            reasons: Vec::new(),
+            seen: HashSet::new(),
         }
+    }
+
+    /// A restart settles a reload too, so the debt becomes one if `action`
+    /// is; each reason not yet given is added after the others. Returns
+    /// the reasons it added.
+    fn merge(&mut self, action: OwedAction, reasons: &[String]) -> Vec<&String> {
+        if action == OwedAction::Restart {
+            self.action = OwedAction::Restart;
+        }
+        let before = self.reasons.len();
+        for r in reasons {
+            if self.seen.insert(r.clone()) {
+                self.reasons.push(r.clone());
+            }
+        }
+        self.reasons.iter().skip(before).collect()
     }
 }
 
@@ -72,14 +97,31 @@ fn changed_reason(id: &ResourceId) -> String {
     format!("{id} changed")
 }
 
-/// The host path a resource's declaration claims, if its kind has one.
-fn claimed_path(catalogue: &Catalogue, registry: &Registry, id: &ResourceId) -> Option<PathBuf> {
-    let resource = catalogue.get(id)?;
-    let claim = registry
-        .lookup(&id.kind)?
-        .paths()?
-        .claim(&|field| resource.desired.get(field))?;
-    Some(PathBuf::from(claim.path))
+/// The host paths these resources' declarations claim, in the order given
+/// (one per resource whose kind has one): the catalogue is read once, not
+/// once per resource.
+fn claimed_paths(catalogue: &Catalogue, registry: &Registry, ids: &[&ResourceId]) -> Vec<PathBuf> {
+    if ids.is_empty() {
+        return Vec::new();
+    }
+    let wanted: HashSet<&ResourceId> = ids.iter().copied().collect();
+    let by_id: HashMap<&ResourceId, &Resource> = catalogue
+        .resources
+        .iter()
+        .filter(|r| wanted.contains(&r.id))
+        .map(|r| (&r.id, r))
+        .rev()
+        .collect();
+    ids.iter()
+        .filter_map(|id| {
+            let resource = by_id.get(id)?;
+            let claim = registry
+                .lookup(&id.kind)?
+                .paths()?
+                .claim(&|field| resource.desired.get(field))?;
+            Some(PathBuf::from(claim.path))
+        })
+        .collect()
 }
 
 fn verb(action: OwedAction) -> &'static str {
@@ -177,11 +219,10 @@ impl Notifications {
         };
         let reason = changed_reason(&resource.id);
         for (service, action) in targets {
-            let slot = self
-                .owed
+            self.owed
                 .entry(service.clone())
-                .or_insert((*action, Vec::new()));
-            merge(slot, *action, std::slice::from_ref(&reason));
+                .or_insert_with(|| Owed::new(*action))
+                .merge(*action, std::slice::from_ref(&reason));
             if ctx.mode == Mode::Apply
                 && let Some(store) = ctx.store.as_deref_mut()
             {
@@ -208,15 +249,24 @@ impl Notifications {
         let Some(targets) = self.by_notifier.get(&resource.id) else {
             return Vec::new();
         };
-        let stored = match ctx.store.as_deref().map(|s| s.owed_reloads()) {
-            None => Vec::new(),
+        let not_owed: Vec<&ResourceId> = targets
+            .iter()
+            .map(|(service, _)| service)
+            .filter(|s| !self.owed.contains_key(*s))
+            .collect();
+        // The store is read only for a service this pass owes nothing yet:
+        // once a service owes, its other notifiers' changes need no read.
+        if not_owed.is_empty() {
+            return Vec::new();
+        }
+        let stored: HashSet<ResourceId> = match ctx.store.as_deref().map(|s| s.owed_reloads()) {
+            None => HashSet::new(),
             Some(Ok(list)) => list.into_iter().map(|o| o.service).collect(),
             Some(Err(_)) => return Vec::new(),
         };
-        targets
-            .iter()
-            .map(|(service, _)| service)
-            .filter(|s| !self.owed.contains_key(*s) && !stored.contains(s))
+        not_owed
+            .into_iter()
+            .filter(|s| !stored.contains(*s))
             .cloned()
             .collect()
     }
@@ -254,16 +304,22 @@ impl Notifications {
             return Vec::new();
         };
         let mut owed = self.owed.remove(&resource.id);
-        let this_pass: Vec<String> = owed.as_ref().map(|o| o.1.clone()).unwrap_or_default();
+        // The reasons only an earlier pass gave (what it changed and still
+        // owes this activation for).
+        let mut carried_reasons: HashSet<String> = HashSet::new();
         if let Some(store) = ctx.store.as_deref()
             && let Ok(list) = store.owed_reloads()
         {
             for earlier in list.into_iter().filter(|o| o.service == resource.id) {
-                let slot = owed.get_or_insert((earlier.action, Vec::new()));
-                merge(slot, earlier.action, &earlier.reasons);
+                let slot = owed.get_or_insert_with(|| Owed::new(earlier.action));
+                let added = slot.merge(earlier.action, &earlier.reasons);
+                carried_reasons.extend(added.into_iter().cloned());
             }
         }
-        let Some((action, reasons)) = owed else {
+        let Some(Owed {
+            action, reasons, ..
+        }) = owed
+        else {
             return Vec::new();
         };
         if ctx.mode == Mode::Plan {
@@ -333,15 +389,16 @@ impl Notifications {
         // (it was killed, or the activation failed) is noted as written, as
         // this pass's own changes were when they went live: a unit file or
         // drop-in among it is loaded before the unit acts.
-        let carried: Vec<PathBuf> = activated
-            .members
-            .iter()
-            .filter(|id| {
-                let reason = changed_reason(id);
-                reasons.contains(&reason) && !this_pass.contains(&reason)
-            })
-            .filter_map(|id| claimed_path(catalogue, ctx.registry, id))
-            .collect();
+        let carried: Vec<&ResourceId> = if carried_reasons.is_empty() {
+            Vec::new()
+        } else {
+            activated
+                .members
+                .iter()
+                .filter(|id| carried_reasons.contains(&changed_reason(id)))
+                .collect()
+        };
+        let carried = claimed_paths(catalogue, ctx.registry, &carried);
         datum_providers::common::after_writing(ctx.host, &carried);
         let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
             Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
@@ -717,7 +774,27 @@ pub(crate) fn group_failure(
 
 #[cfg(test)]
 mod tests {
-    use super::SensitivePaths;
+    use super::{Owed, OwedAction, SensitivePaths};
+
+    #[test]
+    fn a_debt_keeps_each_reason_once_in_order_and_says_which_it_added() {
+        let texts = |v: &[&str]| v.iter().map(|t| (*t).to_owned()).collect::<Vec<String>>();
+        let mut owed = Owed::new(OwedAction::Reload);
+        assert_eq!(
+            owed.merge(OwedAction::Reload, &texts(&["a", "b", "a"])),
+            ["a", "b"]
+        );
+        // What an earlier pass owed: only what this one did not give is new.
+        assert_eq!(
+            owed.merge(OwedAction::Restart, &texts(&["b", "c", "gone", "c"])),
+            ["c", "gone"]
+        );
+        assert_eq!(owed.action, OwedAction::Restart);
+        assert!(owed.merge(OwedAction::Reload, &texts(&["a"])).is_empty());
+        assert_eq!(owed.action, OwedAction::Restart);
+        assert_eq!(owed.reasons, ["a", "b", "c", "gone"]);
+        assert_eq!(owed.seen.len(), owed.reasons.len());
+    }
 
     /// The search every path on its own made before the automaton.
     fn path_by_path(output: &str, paths: &[&str]) -> bool {

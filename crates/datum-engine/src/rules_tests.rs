@@ -1556,3 +1556,96 @@ fn an_apply_sweeps_staging_leftovers_from_every_folder_and_a_plan_from_none() {
         assert_eq!(bed.live(&format!("/{f}/file")).as_deref(), Some("x\n"));
     }
 }
+
+/// The reasons a service owes an activation for are kept once each, in the
+/// order they came: this pass's changes in the pass's order, then what an
+/// earlier pass owed and this one did not repeat; a File listed under both
+/// `reload_on` and `restart_on` is one reason and a restart. So the plan,
+/// the apply's report and the state store say them.
+#[test]
+fn an_activation_gives_each_reason_once_in_the_order_it_came() {
+    let mut bed = Bed::new();
+    let web = Resource::new(
+        unit("web"),
+        serde_json::json!({
+            "reload_on": ["FakeFile[c]", "FakeFile[a]", "FakeFile[b]"],
+            "restart_on": ["FakeFile[b]"],
+        }),
+    );
+    let cat = |content: &str| {
+        catalogue(vec![
+            fake_file("a", "/a", content, &[]),
+            fake_file("b", "/b", content, &[]),
+            fake_file("c", "/c", content, &[]),
+            Resource {
+                requires: vec![id("a"), id("b"), id("c")],
+                ..web.clone()
+            },
+        ])
+    };
+    // An earlier pass owes a reload for b and for a File no longer declared.
+    for reason in ["FakeFile[b] changed", "FakeFile[gone] changed"] {
+        bed.store
+            .owe(&unit("web"), datum_store::OwedAction::Reload, reason, 1)
+            .unwrap();
+    }
+    let activation = |summary: &PassSummary| -> Vec<String> {
+        summary
+            .resources
+            .iter()
+            .find(|r| r.id == unit("web"))
+            .unwrap()
+            .diff
+            .changes
+            .iter()
+            .filter(|c| c.field == "activation")
+            .map(|c| c.after.as_ref().unwrap().as_str().unwrap().to_owned())
+            .collect()
+    };
+    let plan = bed.pass(&cat("v1\n"), Mode::Plan);
+    assert_eq!(
+        activation(&plan),
+        [
+            "restart (after FakeFile[a] changed, FakeFile[b] changed, FakeFile[c] changed, FakeFile[gone] changed)"
+        ]
+    );
+    // The restart fails: the store keeps its own order (the earlier
+    // reasons first), each once.
+    bed.faults.fail_activate("FakeUnit[web]");
+    let failed = bed.pass(&cat("v1\n"), Mode::Apply);
+    assert!(matches!(
+        outcome(&failed, &unit("web")),
+        Outcome::Failed { reason, .. } if reason.starts_with("restart failed")
+    ));
+    let owed = bed.store.owed_reloads().unwrap();
+    assert_eq!(owed.len(), 1);
+    assert_eq!(owed[0].action, datum_store::OwedAction::Restart);
+    assert_eq!(
+        owed[0].reasons,
+        [
+            "FakeFile[b] changed",
+            "FakeFile[gone] changed",
+            "FakeFile[a] changed",
+            "FakeFile[c] changed"
+        ]
+    );
+    // A pass that changes c again: c first, then the store's others.
+    bed.faults.clear();
+    bed.write("/c", "v0\n");
+    let paid = bed.pass(&cat("v1\n"), Mode::Apply);
+    assert!(matches!(
+        outcome(&paid, &unit("web")),
+        Outcome::Changed { .. }
+    ));
+    assert_eq!(
+        activation(&paid),
+        [
+            "restarted (after FakeFile[c] changed, FakeFile[b] changed, FakeFile[gone] changed, FakeFile[a] changed)"
+        ]
+    );
+    assert_eq!(
+        bed.journal.of("restart"),
+        ["FakeUnit[web]", "FakeUnit[web]"]
+    );
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+}
