@@ -676,6 +676,26 @@ fn pass_on_warnings(host: &Host, resource: &Resource, program: &str, output: &st
     }
 }
 
+/// The account `/etc/subuid` gives a range of subordinate ids holding
+/// `uid` (lines `NAME:FIRST:COUNT`, NAME a login or its number): its user
+/// namespaces' ids, files they make owned by `uid` on the host. `Ok(None)`
+/// when no range holds it or there is no such file; an error when it
+/// cannot be read.
+pub fn subordinate_owner(host: &Host, uid: u32) -> Result<Option<String>, AccountError> {
+    let Some(bytes) = read_file(host, "/etc/subuid")? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(text.lines().find_map(|line| {
+        let mut fields = line.trim().split(':');
+        let (name, first, count) = (fields.next()?, fields.next()?, fields.next()?);
+        let (first, count) = (first.parse::<u64>().ok()?, count.parse::<u64>().ok()?);
+        (first..first.saturating_add(count))
+            .contains(&u64::from(uid))
+            .then(|| name.to_owned())
+    }))
+}
+
 /// The account the name service (`getent passwd`: the files, LDAP, sssd)
 /// gives for `uid` on the machine's own root, where useradd asks it too
 /// ("UID 1000 is not unique" for a number only LDAP holds); `Ok(None)`

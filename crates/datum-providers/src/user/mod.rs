@@ -40,7 +40,10 @@
 //! next one would leave the files orphaned. The plan shows it as `uid`
 //! and a warning of the pass says why; when another account holds the
 //! number now, the account is made as before and the warning names the
-//! account that owns the files. (The number is read from the host, not
+//! account that owns the files. A number `/etc/subuid` gives another
+//! account's user namespaces (their root owns what it makes as it) is never
+//! taken, nor any while that file cannot be read: an account of it would
+//! be one they act as. (The number is read from the host, not
 //! from a record of Datum's: it is found for accounts Datum never made and
 //! on a host whose state store is new, and not at all once the home
 //! directory is gone.)
@@ -847,6 +850,24 @@ fn note_home_owner(
     })
 }
 
+/// The note for a missing account whose home directory is owned by `uid`,
+/// one of the subordinate ids `/etc/subuid` gives account `other` (`None`:
+/// the file cannot be read): not taken, as an account of that number would
+/// be one that account's user namespaces act as (their root writes, signals
+/// and owns as it); useradd chooses, as before.
+fn subordinate_note(d: &UserDesired, home: &str, uid: u32, other: Option<&str>) -> String {
+    let name = &d.name;
+    match (other, d.hides_values) {
+        (Some(other), false) => format!(
+            "its home directory {home} is owned by uid {uid}, one of the subordinate ids /etc/subuid gives `{other}` (its user namespaces' ids): not taken, useradd gives `{name}` another number (chown the files, or declare `uid`)"
+        ),
+        (None, false) => format!(
+            "its home directory {home} is owned by uid {uid}, and /etc/subuid cannot be read to tell whether it is another account's subordinate id: not taken, useradd gives `{name}` another number (declare `uid` to choose it)"
+        ),
+        (_, true) => "its home directory is owned by a number that may be another account's subordinate id (/etc/subuid): not taken, useradd gives it another number (the values are not shown: the resource is sensitive)".to_owned(),
+    }
+}
+
 /// What observe records about a user (never the hash itself).
 pub fn observation(d: &UserDesired, files: &AccountFiles) -> Observed {
     let Some(user) = files.user(&d.name) else {
@@ -1024,7 +1045,16 @@ impl Kind for UserProvider {
                 }
                 None => Some(None),
             };
-            if let Some(note) = note_home_owner(d, &home, owner, holder, &mut observed) {
+            // A number /etc/subuid gives another account's user namespaces
+            // is theirs to act as: never taken (nor when it cannot be read).
+            let note = match owner.map(|n| (n, account_files::subordinate_owner(host, n))) {
+                Some((n, Ok(Some(other)))) if n != 0 => {
+                    Some(subordinate_note(d, &home, n, Some(&other)))
+                }
+                Some((n, Err(_))) if n != 0 => Some(subordinate_note(d, &home, n, None)),
+                _ => note_home_owner(d, &home, owner, holder, &mut observed),
+            };
+            if let Some(note) = note {
                 host.notice(format!("{}: {note}", resource.id));
             }
         }

@@ -1743,6 +1743,42 @@ fn the_expiry_is_made_checked_and_changed_through_shadow_utils() {
     }
 }
 
+/// 7c9c2b0 made a missing account with the number owning its home
+/// directory whenever no account held it, though /etc/subuid may give that
+/// number to another account's user namespaces (files their root made are
+/// owned by it): such an account would be one they act as. Such a number
+/// is not taken (nor when /etc/subuid cannot be read); a warning says why.
+#[test]
+fn a_homes_number_another_accounts_user_namespaces_hold_is_not_taken() {
+    if !shadow_utils_can_run() {
+        return;
+    }
+    let s = with_accounts(&flow_doc("User", "alice", "{groups: []}"));
+    s.write("root/etc/subuid", "bob:100000:65536\n");
+    fs::create_dir_all(s.live("/home/alice")).unwrap();
+    std::os::unix::fs::chown(s.live("/home/alice"), Some(100_005), None).unwrap();
+    let plan = s.datum(&["plan"]);
+    assert_exit(&plan, 2);
+    let said = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(!said.contains("uid: 100005"), "{said}");
+    assert!(
+        said.contains("warning: User[alice]: its home directory /home/alice is owned by uid 100005, one of the subordinate ids /etc/subuid gives `bob`"),
+        "{said}"
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    let passwd = fs::read_to_string(s.live("/etc/passwd")).unwrap();
+    let uid = line_of(&passwd, "alice").map(|l| l.split(':').nth(2).unwrap().to_owned());
+    assert!(uid.is_some_and(|u| u != "100005"), "{passwd}");
+    // Unreadable (a link at its name): not taken either.
+    fs::remove_file(s.live("/etc/subuid")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", s.live("/etc/subuid")).unwrap();
+    shadow_tool(&s, &["userdel", "alice"]);
+    let plan = s.datum(&["plan"]);
+    let said = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(!said.contains("uid: 100005"), "{said}");
+    assert!(said.contains("/etc/subuid cannot be read"), "{said}");
+}
+
 /// A User without `uid` whose account was removed by hand (`userdel`
 /// without `-r`) was made again with useradd's next number, leaving its
 /// home directory and files owned by a number no account holds. It is now
