@@ -449,11 +449,11 @@ fn parse_line(line: &[u8]) -> Option<Entry> {
     let (inode, rest) = split_tab(rest)?;
     let (device, path) = split_tab(rest)?;
     let key = FileKey {
-        size: unsigned(size)?,
-        mtime_ns: signed(mtime_ns)?,
-        ctime_ns: signed(ctime_ns)?,
-        inode: unsigned(inode)?,
-        device: unsigned(device)?,
+        size: number(size)?,
+        mtime_ns: number(mtime_ns)?,
+        ctime_ns: number(ctime_ns)?,
+        inode: number(inode)?,
+        device: number(device)?,
     };
     let path = std::str::from_utf8(path).ok().filter(|p| !p.is_empty())?;
     Some((Path::new(path).into(), key, digests))
@@ -472,28 +472,14 @@ fn split_tab(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((bytes.get(..at)?, bytes.get(at + 1..)?))
 }
 
-/// The number written in `digits` as Datum writes one (decimal digits,
-/// nothing else), `None` for anything else or past `u64`.
-fn unsigned(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &b| {
-        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
-}
-
-/// [`unsigned`] with a `-` before it for a negative number (a time before
-/// 1970), `None` past `i64`.
-fn signed(field: &[u8]) -> Option<i64> {
-    match field.split_first() {
-        Some((b'-', digits)) => {
-            let magnitude = unsigned(digits)?;
-            0i64.checked_sub_unsigned(magnitude)
-        }
-        _ => i64::try_from(unsigned(field)?).ok(),
-    }
+/// The number written in `field` (decimal digits, a `-` before a time
+/// before 1970), as `str::parse` reads it; `None` for anything else, bytes
+/// that are not UTF-8 included, or past `T`. std's parser rather than one
+/// of our own: it costs about 10 M instructions more for the 20,000 lines
+/// of the standard estate's cache (most of it the UTF-8 check), 0.3 % of a
+/// `plan --recompile`.
+fn number<T: std::str::FromStr>(field: &[u8]) -> Option<T> {
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 /// The entries of the cache file `name` in `dir` (none when it cannot be
@@ -817,15 +803,21 @@ mod tests {
             "1.5",
         ] {
             assert_eq!(
-                unsigned(text.as_bytes()),
+                number::<u64>(text.as_bytes()),
                 text.parse::<u64>().ok(),
                 "{text}"
             );
-            assert_eq!(signed(text.as_bytes()), text.parse::<i64>().ok(), "{text}");
+            assert_eq!(
+                number::<i64>(text.as_bytes()),
+                text.parse::<i64>().ok(),
+                "{text}"
+            );
         }
         for n in [i64::MIN, -1, 0, 1, i64::MAX] {
-            assert_eq!(signed(n.to_string().as_bytes()), Some(n));
+            assert_eq!(number::<i64>(n.to_string().as_bytes()), Some(n));
         }
+        assert_eq!(number::<u64>(b"1\xff"), None);
+        assert_eq!(number::<u64>(b"12"), Some(12));
     }
 
     /// `rest` as a cache line: its checksum, a tab, `rest`.
