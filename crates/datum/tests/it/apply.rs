@@ -866,6 +866,58 @@ fn a_tree_of_more_folders_than_descriptors_is_written() {
     assert_exit(&s.datum(&["plan"]), 0);
 }
 
+/// Files in more folders than a shell's soft limit of 1,024 descriptors
+/// (the soft limit only: the hard one stays, as under systemd, whose
+/// services start at 1,024 soft and 524,288 hard). A pass holds a handle per
+/// folder it reached, so before datum raised its own soft limit the writes
+/// past the thousandth folder failed with "Too many open files" (exit 4).
+#[test]
+fn files_in_more_folders_than_the_soft_descriptor_limit_are_written() {
+    let hard = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Hn"])
+        .output()
+        .unwrap();
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_string();
+    if hard != "unlimited" && hard.parse::<u64>().unwrap_or(0) < 4096 {
+        eprintln!("skipped: a hard descriptor limit of {hard} leaves no room above 1,024");
+        return;
+    }
+    let folders = 1200;
+    let manifest: Vec<String> = (0..folders)
+        .map(|i| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: f{i}\ndesired:\n  path: /etc/d{i}/f.conf\n  content: \"{i}\\n\"\n"
+            )
+        })
+        .collect();
+    let s = Sandbox::with_base(&manifest.join("---\n"));
+    for i in 0..folders {
+        fs::create_dir_all(s.live(&format!("/etc/d{i}"))).unwrap();
+    }
+    let datum = assert_cmd::cargo::cargo_bin("datum");
+    let apply = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -Sn 1024 && exec \"$0\" \"$@\"")
+        .arg(&datum)
+        .arg("--repo")
+        .arg(s.repo())
+        .arg("--root")
+        .arg(s.root())
+        .arg("--host-file")
+        .arg(s.dir.path().join("host.yaml"))
+        .args(["--color", "never", "apply"])
+        .output()
+        .unwrap();
+    assert_exit(&apply, 2);
+    for i in [0, 1023, folders - 1] {
+        assert_eq!(
+            fs::read_to_string(s.live(&format!("/etc/d{i}/f.conf"))).unwrap(),
+            format!("{i}\n")
+        );
+    }
+    assert_exit(&s.datum(&["plan"]), 0);
+}
+
 /// A Tree whose owner or group names no account on the host fails like a
 /// File does (plan shows the difference and says it would fail, apply names
 /// the unknown account, exit 4 both). Before, the scan compares ids and
