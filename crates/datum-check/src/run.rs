@@ -27,7 +27,8 @@ use datum_store::{
 
 use crate::COMMAND;
 use crate::detection::{
-    Trust, distrust_stamps, not_converged, reads_content, refresh_verified, trusted_by_metadata,
+    Trust, distrust_stamps, not_converged, reads_content, refresh_verified, seal_plain_records,
+    trusted_by_metadata,
 };
 use crate::error::{CheckError, Context as _};
 use crate::policies::{Policies, Quarantines};
@@ -422,6 +423,9 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // observation changes (as read above: nothing between accepts or
     // changes one this keeps).
     if !acceptances.is_empty() {
+        // Acceptances of sensitive resources still holding plain hashes
+        // (written before they were keyed), to record again keyed.
+        let mut plain: Vec<(ResourceId, String, String, i64, String)> = Vec::new();
         findings.retain(|f| {
             if type_changed.contains(&f.id) {
                 return true;
@@ -435,12 +439,30 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             match acceptances.get(&f.id.to_string()) {
                 // A sensitive resource's acceptance holds keyed digests.
                 Some(a) => {
-                    !store.records(&a.declaration_hash, &resource.declaration_hash)
-                        || !store.records(&a.observation_hash, &observed.acceptance_hash())
+                    let observation = observed.acceptance_hash();
+                    let held = store.records(&a.declaration_hash, &resource.declaration_hash)
+                        && store.records(&a.observation_hash, &observation);
+                    if held
+                        && resource.sensitive
+                        && a.observation_hash == observation
+                        && let (Some(d), Some(o), Some(patch)) = (
+                            store.recorded_hash(true, &resource.declaration_hash),
+                            store.recorded_hash(true, &observation),
+                            a.patch.as_ref(),
+                        )
+                    {
+                        plain.push((f.id.clone(), d, o, a.accepted_at, patch.clone()));
+                    }
+                    !held
                 }
                 None => true,
             }
         });
+        for (id, declaration_hash, observation_hash, at, patch) in &plain {
+            store
+                .accept(id, declaration_hash, observation_hash, *at, patch)
+                .with_context(|| format!("cannot record the acceptance of {id} keyed"))?;
+        }
     }
 
     // Who changed each drifted resource, as the agent's attribution recorded
@@ -464,6 +486,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     // finding stays open and its history continues.
     if persistent {
         distrust_stamps(registry, &findings, classes, store)?;
+        seal_plain_records(&sensitive_decoded, store);
     }
 
     let held_back = held_back_by_quarantine(

@@ -607,3 +607,78 @@ fn a_sensitive_source_is_remembered_nowhere_in_the_clear() {
     assert_exit(&s.datum(&["check"]), 0);
     assert!(s.live("/var/lib/datum/state.catalogue").exists());
 }
+
+/// An acceptance of a sensitive File's drift written before acceptances
+/// were keyed (plain hashes) still holds, and the next check records it
+/// again keyed.
+#[test]
+fn an_acceptance_from_before_keyed_digests_holds_and_is_keyed_again() {
+    let manifest = |sensitive: bool| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: token\nclass: acc\nsensitive: {sensitive}\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: \"password={CANARY}-declared\\n\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&manifest(false));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  acc: {interval: 5m, policy: accept}\n",
+    );
+    // The plain declaration hash of the sensitive declaration, as the
+    // catalogue computes it (checked against the one it shows while the
+    // resource is not sensitive).
+    let shown: serde_json::Value = serde_json::from_slice(&s.datum(&["catalogue"]).stdout).unwrap();
+    let r = &shown["resources"][0];
+    let declaration = |sensitive: bool| {
+        let canonical = serde_json::json!({
+            "content_sha256": r["content_sha256"],
+            "desired": r["desired"],
+            "kind": "File",
+            "name": "token",
+            "requires": [],
+            "sensitive": sensitive,
+            "validate": null,
+        });
+        sha256sum(serde_json::to_string(&canonical).unwrap().as_bytes())
+    };
+    assert_eq!(r["declaration_hash"], declaration(false).as_str(), "{r}");
+    // An acceptance with plain hashes (its observation's is the same
+    // whether the resource is sensitive or not).
+    assert_exit(&s.datum(&["apply"]), 2);
+    let live = format!("password={CANARY}-live\n");
+    fs::write(s.live("/token"), &live).unwrap();
+    assert_exit(&s.datum(&["reconcile"]), 2);
+    s.write("repo/base/main.yaml", &manifest(true));
+    let db = s.live("/var/lib/datum/state.db");
+    let plain = declaration(true);
+    let Some(observation) = sqlite_dump(&db, "SELECT observation_hash FROM accepted") else {
+        return;
+    };
+    let observation = observation.trim().to_owned();
+    assert_eq!(observation.len(), 64, "{observation}");
+    sqlite_dump(
+        &db,
+        &format!("UPDATE accepted SET declaration_hash = '{plain}'"),
+    )
+    .unwrap();
+    // Still accepted, and keyed again.
+    assert_exit(&s.datum(&["check"]), 0);
+    let row = sqlite_dump(
+        &db,
+        "SELECT declaration_hash, observation_hash FROM accepted",
+    )
+    .unwrap();
+    let (d, o) = row.trim().split_once('|').expect("one row");
+    assert!(
+        d.starts_with("keyed-blake3:") && o.starts_with("keyed-blake3:"),
+        "{row}"
+    );
+    let dump = sqlite_dump(&db, ".dump").unwrap();
+    assert!(
+        !dump.contains(&plain) && !dump.contains(&observation),
+        "{dump}"
+    );
+    assert_exit(&s.datum(&["check"]), 0);
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 0);
+    assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+}
