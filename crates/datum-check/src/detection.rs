@@ -250,6 +250,47 @@ pub fn not_converged<'r>(
     Ok(why)
 }
 
+/// Seals a sensitive resource's verified record that holds plain hashes
+/// (recorded by a build before such records were keyed, or while the
+/// resource was not yet marked sensitive): its keyed digests instead
+/// (`Store::record_verified_of`), the same verification to whoever holds
+/// the key, so a copy of the store no longer confirms a guessed secret.
+/// Left as it was, only an apply would have replaced it, never the
+/// checks and reverts of an agent. Without a key it is left as it is (a
+/// check makes none; forgetting it would leave the resource not converged
+/// until an apply, which makes the key and records it keyed). A store that
+/// refuses only leaves it for the next check. Only resources the check
+/// read are given (one trusted by its metadata unread is sealed later).
+pub fn seal_plain_records<'r>(
+    resources: impl IntoIterator<Item = &'r Resource>,
+    store: &mut Store,
+) {
+    if store.digest_key().is_none() {
+        return;
+    }
+    for resource in resources.into_iter().filter(|r| r.sensitive) {
+        let Ok(Some(record)) = store.last_verified(&resource.id) else {
+            continue;
+        };
+        let keyed = |h: &str| h.starts_with(datum_core::digest::KEYED_PREFIX);
+        let plain = !keyed(&record.declaration_hash)
+            || record
+                .meta
+                .as_ref()
+                .and_then(|m| m.sha256.as_deref())
+                .is_some_and(|h| !keyed(h));
+        if plain {
+            let _ = store.record_verified_of(
+                &resource.id,
+                true,
+                &record.declaration_hash,
+                record.meta.as_ref(),
+                record.verified_at,
+            );
+        }
+    }
+}
+
 /// Drops the verified stamp (metadata) of every drifted resource of a
 /// metadata-first kind in a metadata-first class, keeping its declaration hash and time: metadata
 /// passes never trust it again, and the next verified apply records a new

@@ -623,3 +623,56 @@ fn records_of_resources_no_longer_declared_are_forgotten_by_an_apply() {
     assert_exit(&s.datum(&["apply"]), 2);
     assert_eq!(names(&s), ["File[issue]", "File[motd4]"]);
 }
+
+/// A sensitive File's verified record holds only the host's keyed digests
+/// since 6adf9dd, but one recorded plain (by a build before that, or while
+/// the File was not yet marked sensitive) stayed plain through every
+/// `check` and `reconcile`, the agent's passes, until an apply: the plain
+/// SHA-256 of the secret's content and a declaration hash covering it in
+/// state.db. A check seals such a record (its keyed digests, the same
+/// verification), and the File is still converged, no drift.
+#[test]
+fn a_check_seals_a_sensitive_files_plain_record() {
+    let doc = |sensitive: bool| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: token\nsensitive: {sensitive}\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: \"password=CNRYh107seal\\n\"\n"
+        )
+    };
+    let s = Sandbox::with_base(&doc(false));
+    assert_exit(&s.datum(&["apply"]), 2);
+    let db = s.live("/var/lib/datum/state.db");
+    let row = || {
+        let o = Command::new("sqlite3")
+            .arg(&db)
+            .arg("SELECT declaration_hash, sha256 FROM verified WHERE name = 'token'")
+            .output()
+            .ok()?;
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Some(String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(plain) = row() else {
+        return; // no sqlite3
+    };
+    assert!(!plain.contains("keyed-blake3:"), "{plain}");
+    s.write("repo/base/main.yaml", &doc(true));
+    for command in ["check", "reconcile"] {
+        let out = s.datum(&[command]);
+        assert_exit(&out, 0);
+        assert!(stdout(&out).contains("no drift"), "{}", stdout(&out));
+        let now = row().unwrap();
+        let (declaration, sha) = now.split_once('|').unwrap();
+        assert!(
+            declaration.starts_with("keyed-blake3:") && sha.starts_with("keyed-blake3:"),
+            "{command}: {now}"
+        );
+    }
+    // Still this very verification: a metadata check trusts it, and an
+    // apply has nothing to do.
+    let apply = s.datum(&["apply"]);
+    assert_exit(&apply, 0);
+    assert!(
+        stdout(&apply).contains("0 changed, 1 unchanged"),
+        "{}",
+        stdout(&apply)
+    );
+}
