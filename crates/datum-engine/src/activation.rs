@@ -254,21 +254,21 @@ impl Notifications {
             .map(|(service, _)| service)
             .filter(|s| !self.owed.contains_key(*s))
             .collect();
-        // The store is read only for a service this pass owes nothing yet:
-        // once a service owes, its other notifiers' changes need no read.
-        if not_owed.is_empty() {
-            return Vec::new();
-        }
-        let stored: HashSet<ResourceId> = match ctx.store.as_deref().map(|s| s.owed_reloads()) {
-            None => HashSet::new(),
-            Some(Ok(list)) => list.into_iter().map(|o| o.service).collect(),
-            Some(Err(_)) => return Vec::new(),
+        // The store is asked only about a service this pass owes nothing
+        // yet (once a service owes, its other notifiers' changes need no
+        // read), and only about that service's debt, not every one.
+        let Some(store) = ctx.store.as_deref() else {
+            return not_owed.into_iter().cloned().collect();
         };
-        not_owed
-            .into_iter()
-            .filter(|s| !stored.contains(*s))
-            .cloned()
-            .collect()
+        let mut fresh = Vec::new();
+        for service in not_owed {
+            match store.owed_reload(service) {
+                Ok(None) => fresh.push(service.clone()),
+                Ok(Some(_)) => {}
+                Err(_) => return Vec::new(),
+            }
+        }
+        fresh
     }
 
     /// A change that never went live (refused by its validator, or failed
@@ -308,13 +308,11 @@ impl Notifications {
         // owes this activation for).
         let mut carried_reasons: HashSet<String> = HashSet::new();
         if let Some(store) = ctx.store.as_deref()
-            && let Ok(list) = store.owed_reloads()
+            && let Ok(Some(earlier)) = store.owed_reload(&resource.id)
         {
-            for earlier in list.into_iter().filter(|o| o.service == resource.id) {
-                let slot = owed.get_or_insert_with(|| Owed::new(earlier.action));
-                let added = slot.merge(earlier.action, &earlier.reasons);
-                carried_reasons.extend(added.into_iter().cloned());
-            }
+            let slot = owed.get_or_insert_with(|| Owed::new(earlier.action));
+            let added = slot.merge(earlier.action, &earlier.reasons);
+            carried_reasons.extend(added.into_iter().cloned());
         }
         let Some(Owed {
             action, reasons, ..

@@ -152,16 +152,46 @@ impl Store {
             .map_err(sql(&self.path, "cannot read owed reloads"))?;
         rows.into_iter()
             .map(|(kind, name, action, reasons, since)| {
-                Ok(OwedReload {
-                    service: ResourceId::new(kind, name),
-                    action: OwedAction::parse(&action)
-                        .ok_or_else(|| malformed(&self.path, "owed action", &action))?,
-                    reasons: serde_json::from_str(&reasons)
-                        .map_err(|e| malformed(&self.path, "owed reasons", e))?,
-                    since,
-                })
+                self.owed_row(ResourceId::new(kind, name), &action, &reasons, since)
             })
             .collect()
+    }
+
+    /// The outstanding debt of `service`, if it has one: what
+    /// [`Store::owed_reloads`] holds for it, one row read (a pass asks
+    /// about each service it activates, and reading every debt each time
+    /// made a pass over S services read S x S rows).
+    pub fn owed_reload(&self, service: &ResourceId) -> Result<Option<OwedReload>, StoreError> {
+        use rusqlite::OptionalExtension as _;
+        let row: Option<(String, String, i64)> = self
+            .conn
+            .prepare_cached("SELECT action, reasons, since FROM owed WHERE service = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([service.to_string()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(sql(&self.path, "cannot read owed reloads"))?;
+        row.map(|(action, reasons, since)| self.owed_row(service.clone(), &action, &reasons, since))
+            .transpose()
+    }
+
+    fn owed_row(
+        &self,
+        service: ResourceId,
+        action: &str,
+        reasons: &str,
+        since: i64,
+    ) -> Result<OwedReload, StoreError> {
+        Ok(OwedReload {
+            service,
+            action: OwedAction::parse(action)
+                .ok_or_else(|| malformed(&self.path, "owed action", action))?,
+            reasons: serde_json::from_str(reasons)
+                .map_err(|e| malformed(&self.path, "owed reasons", e))?,
+            since,
+        })
     }
 
     /// See [`Batch::owe`]; one transaction.
@@ -213,8 +243,16 @@ mod tests {
             owed[0].reasons,
             ["File[site] changed", "File[unit] changed"]
         );
+        assert_eq!(store.owed_reload(&nginx).unwrap().as_ref(), owed.first());
+        assert_eq!(
+            store
+                .owed_reload(&ResourceId::new("Service", "other"))
+                .unwrap(),
+            None
+        );
         assert!(store.clear_reload(&nginx).unwrap());
         assert!(store.owed_reloads().unwrap().is_empty());
+        assert_eq!(store.owed_reload(&nginx).unwrap(), None);
     }
 
     #[test]
