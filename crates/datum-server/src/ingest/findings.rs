@@ -1,7 +1,8 @@
 //! A check's findings: what the host had, and the writes of what
-//! changed, each drift cluster moved by the hosts that joined or left it.
+//! changed, each drift cluster moved by the hosts that joined or left it;
+//! and the findings an apply closes (those of the resources it changed).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use datum_fleet::{Finding, Report};
 
@@ -11,6 +12,9 @@ use crate::store::{Row, Stmt, Val, values_rows};
 
 /// A finding as stored for a host.
 pub(super) struct Stored {
+    /// `Kind[name]` of a host's resource, or what else the finding is of
+    /// (a Package's conffile: `Package[nginx]:/etc/nginx/mime.types`).
+    subject: String,
     observed: String,
     class: String,
     /// Its writers as stored (JSON, `[]` when none).
@@ -23,6 +27,7 @@ pub(super) fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
             Some((
                 r.first()?.text()?.to_owned(),
                 Stored {
+                    subject: r.get(5).and_then(Val::text).unwrap_or("").to_owned(),
                     observed: r.get(1).and_then(Val::text).unwrap_or("").to_owned(),
                     class: r.get(2).and_then(Val::text).unwrap_or("").to_owned(),
                     changed_by: r.get(3).and_then(Val::text).unwrap_or("[]").to_owned(),
@@ -69,6 +74,7 @@ pub(super) fn finding_writes(
         }
     }
     gone.sort_unstable();
+    close(host, &gone, stmts);
     // Findings the host did not have (plain inserts: its stored findings
     // were read under its row's lock, so none of these is there) and
     // findings it had that changed (upserts).
@@ -92,17 +98,6 @@ pub(super) fn finding_writes(
             written.push((f, changed_by));
         }
     }
-    for chunk in gone.chunks(CHUNK) {
-        let mut params: Vec<Val> = vec![host.into()];
-        params.extend(chunk.iter().map(|s| Val::from(*s)));
-        stmts.push(Stmt::built(
-            format!(
-                "DELETE FROM findings WHERE host = $1 AND signature IN {}",
-                values_rows(2, chunk.len(), 1)
-            ),
-            params,
-        ));
-    }
     for chunk in opened.chunks(CHUNK) {
         stmts.push(Stmt::built(
             format!(
@@ -122,6 +117,53 @@ pub(super) fn finding_writes(
                 values_rows(1, 11, chunk.len())
             ),
             finding_params(host, report.finished_at, chunk),
+        ));
+    }
+}
+
+/// An apply (not older than its host's last report): the open findings of
+/// the resources it changed close, each leaving its drift cluster. The
+/// engine verifies every resource it changed (observed again and compared
+/// after the change), so those are converged as of this report, whatever
+/// a check said before; a resource it failed or held back is not in
+/// `changed`. Only findings whose subject is the resource itself close: a
+/// finding of something else it owns (a Package's conffile, subject
+/// `Package[nginx]:/etc/...`) is nothing an apply reverts. Findings of
+/// resources the apply found unchanged stay until the next check: the
+/// report does not name them, and an apply may cover part of the
+/// catalogue (`--target`, `--class`) without saying so.
+pub(super) fn applied_writes(
+    report: &Report,
+    stored: &HashMap<String, Stored>,
+    batch: &mut BatchState,
+    stmts: &mut Vec<Stmt>,
+) {
+    if report.changed.is_empty() || stored.is_empty() {
+        return;
+    }
+    let changed: HashSet<&str> = report.changed.iter().map(String::as_str).collect();
+    let mut gone: Vec<&str> = Vec::new();
+    for (signature, old) in stored {
+        if changed.contains(old.subject.as_str()) {
+            gone.push(signature);
+            batch.cluster(signature, &old.observed).leave();
+        }
+    }
+    gone.sort_unstable();
+    close(report.host.as_str(), &gone, stmts);
+}
+
+/// Deletes the host's findings of these signatures.
+fn close(host: &str, gone: &[&str], stmts: &mut Vec<Stmt>) {
+    for chunk in gone.chunks(CHUNK) {
+        let mut params: Vec<Val> = vec![host.into()];
+        params.extend(chunk.iter().map(|s| Val::from(*s)));
+        stmts.push(Stmt::built(
+            format!(
+                "DELETE FROM findings WHERE host = $1 AND signature IN {}",
+                values_rows(2, chunk.len(), 1)
+            ),
+            params,
         ));
     }
 }

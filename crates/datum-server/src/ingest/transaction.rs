@@ -36,6 +36,10 @@ pub(super) struct Ingest {
     latest_reads: usize,
     /// How many of phase 2's reads are stored findings.
     findings_reads: usize,
+    /// How many of phase 2's reads are the last-report times of the hosts
+    /// whose apply changed something (it closes their findings unless it
+    /// is older).
+    closing_reads: usize,
 }
 
 impl Ingest {
@@ -52,6 +56,7 @@ impl Ingest {
             horizon_reads: 0,
             latest_reads: 0,
             findings_reads: 0,
+            closing_reads: 0,
         }
     }
 
@@ -111,15 +116,36 @@ impl Phases for Ingest {
                     )
                 }));
                 self.latest_reads = stmts.len() - self.reads_from - self.horizon_reads;
-                stmts.extend(checking.chunks(CHUNK).map(|c| {
+                // An apply that changed something closes those resources'
+                // findings (`applied_writes`): its host's findings too, and
+                // its last report, which the apply must not be older than.
+                let closing: Vec<&Submitted> = applying
+                    .iter()
+                    .copied()
+                    .filter(|s| !s.report.changed.is_empty())
+                    .collect();
+                let with_findings: Vec<&Submitted> =
+                    checking.iter().chain(&closing).copied().collect();
+                stmts.extend(with_findings.chunks(CHUNK).map(|c| {
                     hosts_in(
-                        "SELECT signature, observed, class, changed_by, host FROM findings \
-                         WHERE host IN",
+                        "SELECT signature, observed, class, changed_by, host, subject \
+                         FROM findings WHERE host IN",
                         c,
                     )
                 }));
                 self.findings_reads =
                     stmts.len() - self.reads_from - self.horizon_reads - self.latest_reads;
+                stmts.extend(closing.chunks(CHUNK).map(|c| {
+                    hosts_in(
+                        "SELECT name, last_report_at, seq, store_id FROM hosts WHERE name IN",
+                        c,
+                    )
+                }));
+                self.closing_reads = stmts.len()
+                    - self.reads_from
+                    - self.horizon_reads
+                    - self.latest_reads
+                    - self.findings_reads;
                 stmts.extend(applying.chunks(CHUNK).map(|c| {
                     hosts_in(
                         "SELECT host, revision, last_at, seq, store_id FROM host_revisions \
@@ -199,6 +225,22 @@ impl Phases for Ingest {
                     let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
                     by_host.entry(host).or_default().push(row);
                 }
+                // Host -> its last report, for the applies that close findings.
+                let last_report: HashMap<String, Last> = answers
+                    .by_ref()
+                    .take(self.closing_reads)
+                    .flatten()
+                    .filter_map(|r| {
+                        Some((
+                            r.first()?.text()?.to_owned(),
+                            Last::of(
+                                r.get(1)?.int()?,
+                                r.get(2)?.int()?,
+                                r.get(3).and_then(Val::text),
+                            ),
+                        ))
+                    })
+                    .collect();
                 // Host, revision, its last apply: only the revision each
                 // applying report names counts.
                 let reported: HashMap<&str, &str> = self
@@ -247,7 +289,10 @@ impl Phases for Ingest {
                     let late = latest
                         .get(&s.report.host)
                         .is_some_and(|last| is_late(&s.report, s.outbox.store, last));
-                    writes(s, &stored, late, &mut batch, &mut stmts);
+                    let older = last_report
+                        .get(&s.report.host)
+                        .is_some_and(|last| is_late(&s.report, s.outbox.store, last));
+                    writes(s, &stored, late, older, &mut batch, &mut stmts);
                 }
                 stmts.extend(new.chunks(CHUNK).map(daily_rows));
                 batch.finish(&mut stmts);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use datum_fleet::ReportKind;
 
-use super::findings::{Stored, finding_writes};
+use super::findings::{Stored, applied_writes, finding_writes};
 use super::late::store_val;
 use super::rollout::{revisions_retention, rollout_writes};
 use super::shared::BatchState;
@@ -15,15 +15,19 @@ use crate::views::{self, HostPicture};
 
 /// Everything one new report writes besides its key, its host's lock, its
 /// own row and its daily aggregate (written for the batch at once);
-/// `stored` is the host's findings before it (checks). A `late` report is
-/// kept and counted, but a late check (older than the host's last report)
-/// leaves the host's findings and the drift clusters as the newer report
-/// left them, and a late apply (older than the host's last apply of that
-/// revision) the revision's outcome and failures.
+/// `stored` is the host's findings before it (checks, and applies that
+/// changed something). A `late` report is kept and counted, but a late
+/// check (older than the host's last report) leaves the host's findings
+/// and the drift clusters as the newer report left them, and a late apply
+/// (older than the host's last apply of that revision) the revision's
+/// outcome and failures. An apply closes the findings of the resources it
+/// changed unless it is `older` than the host's last report (a check after
+/// it may have seen them drift again).
 pub(super) fn writes(
     s: &Submitted,
     stored: &HashMap<String, Stored>,
     late: bool,
+    older: bool,
     batch: &mut BatchState,
     stmts: &mut Vec<Stmt>,
 ) {
@@ -33,6 +37,9 @@ pub(super) fn writes(
     let failed_apply = apply && !report.failures.is_empty();
     let labels = serde_json::to_string(&report.labels).unwrap_or_default();
     // A late report is older than what it would replace: stored and counted only.
+    if apply && !older {
+        applied_writes(report, stored, batch, stmts);
+    }
     if !late {
         if apply {
             rollout_writes(report, s.outbox.store, &labels, failed_apply, batch, stmts);

@@ -19,6 +19,7 @@
 )]
 
 mod api;
+mod applied;
 mod cache;
 mod current;
 mod differential;

@@ -1,0 +1,126 @@
+//! What an apply report does to its host's open findings: an apply
+//! verifies every resource it changed, so the findings of those resources
+//! close at once (the host is no longer drifted by them, and they leave
+//! their drift clusters), on both stores; a finding of another subject (a
+//! Package's conffile, which no apply reverts) stays, and a late apply
+//! (older than the host's last report) closes nothing a newer check opened.
+
+use datum_fleet::ReportKind;
+use datum_server::fleet::Fleet;
+use datum_server::store::{Backend, Stmt};
+use datum_server::views::{self, Staleness};
+
+use crate::on_both;
+use crate::support::{finding, ingest, report};
+
+/// The host's open findings' subjects, sorted.
+async fn open<B: Backend>(f: &Fleet<B>, host: &str) -> Vec<String> {
+    let mut subjects: Vec<String> = f
+        .backend()
+        .rows(Stmt::new(
+            "SELECT subject FROM findings WHERE host = $1",
+            vec![host.into()],
+        ))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r[0].text().unwrap_or("").to_owned())
+        .collect();
+    subjects.sort();
+    subjects
+}
+
+/// The drift view's clusters: (subject, hosts).
+async fn clusters<B: Backend>(f: &Fleet<B>) -> Vec<(String, u64)> {
+    let mut c: Vec<(String, u64)> = f
+        .drift(10_000)
+        .await
+        .unwrap()
+        .clusters
+        .iter()
+        .map(|c| (c.subject.clone(), c.hosts))
+        .collect();
+    c.sort();
+    c
+}
+
+async fn host<B: Backend>(f: &Fleet<B>, name: &str) -> views::HostView {
+    let at = Staleness {
+        now: 5_000,
+        factor: 100.0,
+        first_report_within: 3600,
+    };
+    f.hosts(&at)
+        .await
+        .unwrap()
+        .hosts
+        .into_iter()
+        .find(|h| h.name == name)
+        .unwrap()
+}
+
+async fn an_apply_closes_what_it_converged<B: Backend>(f: &Fleet<B>) {
+    let conffile = "Package[nginx]:/etc/nginx/mime.types";
+    let mut check = report("web-03", ReportKind::Check, 1, 1_000);
+    for s in ["File[a]", "File[b]", conffile] {
+        check.findings.push(finding(s, "obs-1", "normal"));
+    }
+    assert!(ingest(f, &check).await);
+    let mut other = report("web-04", ReportKind::Agent, 1, 1_000);
+    other.findings.push(finding("File[a]", "obs-1", "normal"));
+    assert!(ingest(f, &other).await);
+    assert_eq!(host(f, "web-03").await.state, "drifted");
+
+    // web-03 applies r2: File[a] and File[b] changed (and verified), none failed.
+    let mut apply = report("web-03", ReportKind::Apply, 2, 2_000);
+    apply.revision = "git:r2".into();
+    apply.changed = vec!["File[a]".into(), "File[b]".into(), "Service[nginx]".into()];
+    apply.changed_total = 3;
+    assert!(ingest(f, &apply).await);
+    assert_eq!(
+        open(f, "web-03").await,
+        [conffile],
+        "the applied ones close"
+    );
+    assert_eq!(host(f, "web-03").await.findings, 1);
+    assert_eq!(
+        clusters(f).await,
+        [("File[a]".to_owned(), 1), (conffile.to_owned(), 1)],
+        "web-03 left File[a]'s cluster; File[b]'s is gone"
+    );
+
+    // A newer check opens File[a] again; an apply older than it (late,
+    // delivered after it) must not close it.
+    let mut again = report("web-03", ReportKind::Check, 3, 3_000);
+    again.findings.push(finding("File[a]", "obs-2", "normal"));
+    again.findings.push(finding(conffile, "obs-1", "normal"));
+    assert!(ingest(f, &again).await);
+    let mut late = report("web-03", ReportKind::Apply, 4, 2_500);
+    late.revision = "git:r3".into();
+    late.changed = vec!["File[a]".into()];
+    late.changed_total = 1;
+    assert!(ingest(f, &late).await);
+    assert_eq!(open(f, "web-03").await, ["File[a]", conffile], "late apply");
+    assert_eq!(host(f, "web-03").await.findings, 2);
+
+    // A clean apply with nothing changed closes nothing; one that changed
+    // File[a] closes it, and the host is clean but for the conffile.
+    let nothing = report("web-03", ReportKind::Apply, 5, 4_000);
+    assert!(ingest(f, &nothing).await);
+    assert_eq!(open(f, "web-03").await, ["File[a]", conffile]);
+    let mut fixed = report("web-03", ReportKind::Apply, 6, 4_100);
+    fixed.changed = vec!["File[a]".into()];
+    fixed.changed_total = 1;
+    assert!(ingest(f, &fixed).await);
+    assert_eq!(open(f, "web-03").await, [conffile]);
+    assert_eq!(
+        clusters(f).await,
+        [("File[a]".to_owned(), 1), (conffile.to_owned(), 1)],
+        "web-04 alone in File[a]'s cluster (obs-1), web-03's obs-2 gone"
+    );
+}
+
+#[test]
+fn an_apply_closes_the_findings_of_the_resources_it_changed() {
+    on_both!(an_apply_closes_what_it_converged);
+}
