@@ -254,11 +254,176 @@ pub fn declared_meta(
     crate::DeclaredMeta { mode, uid, gid }
 }
 
+/// Whether setting `uid`, `gid` and `mode` (each `None` or as it is: left
+/// as it is) in place on a file of `before` could leave someone holding it
+/// open for writing who may not write it afterwards: a descriptor opened
+/// for writing keeps writing through a chown or chmod, so their bytes would
+/// land in a file the pass reports as the new owner's and closed to them.
+/// Those who could open it before are its owner, its group when the mode
+/// lets the group write (an ACL granting a user or group writing shows in
+/// the group bits, its mask), and everyone when the mode lets others
+/// write; each keeps that right when its owner was root or stays, the
+/// group stays and may still write, or everyone may still write. A change
+/// that only adds or removes read or execute bits, or takes writing away
+/// from root or the owner it keeps, strands nobody. One rule for a File
+/// that declares its content and a Tree's entry: where it says so, the
+/// declared bytes are written afresh and renamed over the name instead,
+/// leaving the old descriptor on a file no name holds.
+pub(crate) fn in_place_strands_a_writer(
+    before: &FileMeta,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: Option<u32>,
+) -> bool {
+    let after = mode.unwrap_or(before.mode);
+    let everyone_may_write = after & 0o002 != 0;
+    let owner_keeps = before.uid == 0 || uid.is_none_or(|u| u == before.uid);
+    let group_keeps = before.mode & 0o020 == 0
+        || everyone_may_write
+        || (after & 0o020 != 0 && gid.is_none_or(|g| g == before.gid));
+    let others_keep = before.mode & 0o002 == 0 || everyone_may_write;
+    !(owner_keeps && group_keeps && others_keep)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Who could open a file for writing before a change made in place and
+    /// may not write it after it: a writer's descriptor outlives the chown
+    /// or chmod, so the change is stranding them.
+    #[test]
+    fn a_change_in_place_strands_whoever_loses_writing() {
+        let meta = |uid: u32, gid: u32, mode: u32| FileMeta {
+            uid,
+            gid,
+            mode,
+            ..FileMeta::default()
+        };
+        for (case, before, uid, gid, mode, strands) in [
+            (
+                "other write taken away",
+                meta(0, 0, 0o666),
+                None,
+                None,
+                Some(0o644),
+                true,
+            ),
+            (
+                "group write taken away",
+                meta(0, 0, 0o664),
+                None,
+                None,
+                Some(0o644),
+                true,
+            ),
+            (
+                "group write, only the mask",
+                meta(0, 0, 0o660),
+                None,
+                None,
+                Some(0o640),
+                true,
+            ),
+            (
+                "other write alone taken",
+                meta(0, 0, 0o642),
+                None,
+                None,
+                Some(0o644),
+                true,
+            ),
+            (
+                "group write, new group",
+                meta(0, 0, 0o664),
+                None,
+                Some(100),
+                None,
+                true,
+            ),
+            (
+                "a user's file made root's",
+                meta(1000, 0, 0o644),
+                Some(0),
+                None,
+                None,
+                true,
+            ),
+            (
+                "group write kept",
+                meta(0, 0, 0o664),
+                None,
+                None,
+                Some(0o660),
+                false,
+            ),
+            (
+                "everyone may still write",
+                meta(0, 0, 0o666),
+                None,
+                Some(100),
+                Some(0o646),
+                false,
+            ),
+            (
+                "read bits",
+                meta(0, 0, 0o600),
+                None,
+                None,
+                Some(0o644),
+                false,
+            ),
+            (
+                "execute bits",
+                meta(0, 0, 0o755),
+                None,
+                None,
+                Some(0o644),
+                false,
+            ),
+            (
+                "owner write taken away",
+                meta(0, 0, 0o644),
+                None,
+                None,
+                Some(0o444),
+                false,
+            ),
+            (
+                "a user's own write",
+                meta(1000, 0, 0o644),
+                None,
+                None,
+                Some(0o444),
+                false,
+            ),
+            (
+                "root's file given away",
+                meta(0, 0, 0o644),
+                Some(1000),
+                Some(100),
+                None,
+                false,
+            ),
+            (
+                "unchanged numbers",
+                meta(1000, 5, 0o664),
+                Some(1000),
+                Some(5),
+                None,
+                false,
+            ),
+            ("nothing set", meta(1000, 5, 0o666), None, None, None, false),
+        ] {
+            assert_eq!(
+                in_place_strands_a_writer(&before, uid, gid, mode),
+                strands,
+                "{case}"
+            );
+        }
+    }
 
     fn observed(owner: &str, group: &str, mode: &str) -> Observed {
         let mut o = Observed::absent();

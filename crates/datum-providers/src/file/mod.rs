@@ -5,11 +5,12 @@
 //! to the engine as the validation target (the engine runs the validator),
 //! and only then renamed over the live file by `activate`. Owner and mode
 //! changes alone are made in place, except: a File that declares its
-//! content gets a new owner or group, or a set-id bit, with its declared
-//! bytes written afresh (the content was compared at the observation, the
-//! name may hold other bytes by now, and the old owner may write through a
-//! descriptor), and its mode alone only on a file holding those bytes at
-//! that moment; a hard-linked file is rewritten too. A
+//! content gets a new owner or group, a set-id bit, or a mode taking
+//! writing away from its group or others, with its declared bytes written
+//! afresh (the content was compared at the observation, the name may hold
+//! other bytes by now, and whoever could write it before may still write
+//! through a descriptor), and any other mode only on a file holding those
+//! bytes at that moment; a hard-linked file is rewritten too. A
 //! directory in the way is a failure, never a recursive delete; a missing
 //! parent directory is a failure naming it.
 //!
@@ -385,14 +386,21 @@ fn stage(
     // the folder may have put other bytes at the name since, and whoever
     // held the file open for writing may write theirs after the change.
     // So a File that declares its content gets a new owner or group, or a
-    // set-id bit, only with its declared bytes written afresh (its old
-    // owner's bytes made root's, which some root-run programs take as a
-    // sign of trust; set-id bytes nobody checked). A mode alone is set in
-    // place, but only on a file holding the declared bytes, hashed from
-    // the descriptor the change is made through (a root-owned 0600 file
-    // the folder's owner can move to the name is not opened up to 0644).
+    // set-id bit, or a mode taking writing away from its group or others
+    // (`in_place_strands_a_writer`: one of them may hold it open for
+    // writing and go on writing after the chmod), only with its declared
+    // bytes written afresh (its old owner's bytes made root's, which some
+    // root-run programs take as a sign of trust; set-id bytes nobody
+    // checked; a writer's bytes in a file reported closed to them). Any
+    // other mode is set in place, but only on a file holding the declared
+    // bytes, hashed from the descriptor the change is made through (a
+    // root-owned 0600 file the folder's owner can move to the name is not
+    // opened up to 0644).
     let set_id = mode.unwrap_or(existing.mode) & 0o6000 != 0;
-    let declared = content.is_some() && (owner_changes || set_id);
+    let declared = content.is_some()
+        && (owner_changes
+            || set_id
+            || crate::common::meta::in_place_strands_a_writer(existing, uid, gid, mode));
     if (hard_linked || declared) && changes {
         // A chown or chmod in place would reach the file's other names too
         // (the host refuses it), or make set-id bytes nobody checked: the

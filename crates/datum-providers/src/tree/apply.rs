@@ -12,6 +12,7 @@ use datum_host::{Dir, Host, HostError, Located};
 use super::archive::EntryRef;
 use super::observe::{FOLDER_KEEPING_EXCLUDED, bytes_path, holds_excluded};
 use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, Folders, TreeDesired, excluded};
+use crate::common::meta::in_place_strands_a_writer;
 use crate::{Planned, ProviderError};
 
 /// What a Tree carries from `stage` through each `activate`: the plan, and
@@ -287,16 +288,6 @@ fn meta_changes(
     (owner_changes || mode.is_some()).then_some(MetaToSet { uid, gid, mode })
 }
 
-/// Whether everyone who could have opened a file of `meta` for writing
-/// may still write it once its owner becomes `new_uid` (`None`: kept), so
-/// that a descriptor held open from before the change gives nobody bytes
-/// they could not write after it: its owner is kept, or is root; and its
-/// mode lets neither its group nor others write (an ACL granting a user or
-/// group writing shows in the group bits, its mask).
-fn only_keepers_could_write(meta: &datum_core::FileMeta, new_uid: Option<u32>) -> bool {
-    (new_uid.is_none() || meta.uid == 0) && meta.mode & 0o022 == 0
-}
-
 /// A declared file: its hash and the repository file holding its bytes.
 #[derive(Clone, Copy)]
 struct Declared<'a> {
@@ -363,18 +354,20 @@ fn stage_file(
                 // So is one to be made set-id: that bit goes only to the
                 // bytes written from the repository (the live ones may be
                 // swapped between the comparison and the change). And one
-                // whose owner or group changes while someone who may not
-                // write it afterwards could have opened it for writing:
-                // they may hold it open and write their bytes into it once
-                // it is the new owner's (root's, which some root-run
+                // whose owner, group or mode changes while someone who may
+                // not write it afterwards could have opened it for writing
+                // (`in_place_strands_a_writer`: a non-root owner replaced,
+                // group or other write bits taken away): they may hold it
+                // open and write their bytes into it once it is the new
+                // owner's or closed to them (root's, which some root-run
                 // programs take as a sign of trust); a new file has no such
                 // writer. Otherwise (the usual tree-wide change of owner or
-                // group of root's files) it is changed in place like a mode.
+                // group of root's files, a read or execute bit) it is
+                // changed in place.
                 let rewrite = meta_changes(&stat.meta, uid, gid, mode).is_some_and(|set| {
                     stat.links > 1
                         || set.mode.unwrap_or(stat.meta.mode) & 0o6000 != 0
-                        || ((set.uid.is_some() || set.gid.is_some())
-                            && !only_keepers_could_write(&stat.meta, set.uid))
+                        || in_place_strands_a_writer(&stat.meta, set.uid, set.gid, set.mode)
                 });
                 if !rewrite && live_holds(at, stat, &want)? {
                     fix_meta(at, stat, uid, gid, mode)?;

@@ -828,6 +828,62 @@ fn a_tree_wide_owner_change_of_roots_files_is_made_in_place() {
     assert_eq!(inode(9), before[9]);
 }
 
+/// A mode that takes writing away from a file's group or others is given
+/// with the declared bytes written afresh, for a File and a Tree's entry:
+/// whoever opened the file for writing while they could keeps that
+/// descriptor through a chmod, and set in place (as before) their later
+/// write landed in the file now reported 0644 and converged. A mode that
+/// only adds or removes read or execute bits, or writing of the owner only,
+/// is still set in place (the inode kept).
+#[test]
+fn a_mode_taking_writing_away_leaves_no_writer_in_the_file() {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: f\ndesired:\n  path: /etc/f.conf\n  content: \"declared\\n\"\n  mode: \"0644\"\n---\ndatum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n  mode: \"0644\"\n",
+    );
+    s.write("repo/base/tree/e.conf", "declared\n");
+    fs::create_dir_all(s.live("/etc")).unwrap();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let files = [s.live("/etc/f.conf"), s.live("/etc/t/e.conf")];
+    for (was, rewritten) in [
+        (0o666, true),
+        (0o664, true),
+        (0o660, true),
+        (0o642, true),
+        (0o600, false),
+        (0o755, false),
+        (0o444, false),
+    ] {
+        let mut held = Vec::new();
+        for live in &files {
+            fs::set_permissions(live, fs::Permissions::from_mode(was)).unwrap();
+            let inode = fs::symlink_metadata(live).unwrap().ino();
+            let file = fs::OpenOptions::new().append(true).open(live).unwrap();
+            held.push((live, inode, file));
+        }
+        assert_exit(&s.datum(&["apply"]), 2);
+        for (live, inode, mut file) in held {
+            file.write_all(b"theirs\n").unwrap();
+            drop(file);
+            let meta = fs::symlink_metadata(live).unwrap();
+            let case = format!("{} {was:o}", live.display());
+            assert_eq!(meta.mode() & 0o7777, 0o644, "{case}");
+            if rewritten {
+                assert_eq!(
+                    fs::read_to_string(live).unwrap(),
+                    "declared\n",
+                    "{case}: written through a descriptor opened while it could"
+                );
+            } else {
+                fs::write(live, "declared\n").unwrap();
+            }
+            assert_eq!(meta.ino() != inode, rewritten, "{case}: rewritten");
+        }
+        assert_exit(&s.datum(&["plan"]), 0);
+    }
+}
+
 /// A Tree of more folders than the usual limit of 1,024 descriptors is
 /// written under that limit. Before, the walk kept every folder it had
 /// reached open, and the pass every folder it had renamed a file into until
