@@ -628,6 +628,15 @@ impl<'a> SensitivePaths<'a> {
             let Some(content) = &r.content else {
                 continue;
             };
+            // A Tree's content is its packed entries: the words are its
+            // files'.
+            if r.id.kind == "Tree" {
+                match tree_words(content) {
+                    Some(words) => seen.extend(words.into_iter().map(Into::into)),
+                    None => unread = true,
+                }
+                continue;
+            }
             if content.size > SENSITIVE_CONTENT_MAX {
                 unread = true;
                 continue;
@@ -677,6 +686,36 @@ impl<'a> SensitivePaths<'a> {
             None => self.paths.iter().any(|p| output.contains(p.as_ref())),
         }
     }
+}
+
+/// The words of a sensitive Tree's declared files (`content`, its packed
+/// entries), read from the repository; `None` when they cannot all be
+/// (the entries are not a packed tree, a file changed or is gone) or they
+/// are over [`SENSITIVE_CONTENT_MAX`] together: then every output is
+/// withheld.
+fn tree_words(content: &datum_core::Content) -> Option<Vec<String>> {
+    use datum_providers::tree::archive::{self, EntryRef};
+    let tree = archive::decode(content.bytes.clone()).ok()?;
+    let mut total: u64 = 0;
+    let mut words = Vec::new();
+    for (path, entry) in tree.iter() {
+        let EntryRef::File { blake3, size } = entry else {
+            continue;
+        };
+        total = total.saturating_add(size);
+        if total > SENSITIVE_CONTENT_MAX {
+            return None;
+        }
+        let bytes = datum_host::repo::read(&tree.source_of(path)).ok()?;
+        // Still the bytes the compile declared (else: withheld).
+        let held = datum_core::Content::new(bytes);
+        if held.blake3.as_deref() != Some(hex::encode(blake3).as_str()) {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&held.bytes);
+        words.extend(sensitive_words(&text).map(str::to_owned));
+    }
+    Some(words)
 }
 
 /// The words of a sensitive content an output is searched for (see

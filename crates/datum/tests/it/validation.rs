@@ -957,3 +957,50 @@ fn a_file_validators_output_quoting_a_sensitive_value_by_another_path_is_never_s
         included_sensitive_file_is_never_shown("sshd", true);
     }
 }
+
+/// 6111135 withholds a validator's output quoting a word of a sensitive
+/// File's content, but a sensitive Tree's files were not looked through:
+/// sshd -t including one of them by another spelling of its path (a link
+/// to the Tree's folder) printed 'Bad configuration option: CANARY...' in
+/// plan and apply. A sensitive Tree's declared files' words are now
+/// searched for as a File's are.
+#[test]
+fn a_validators_output_quoting_a_sensitive_trees_file_is_never_shown() {
+    if !require("sshd") {
+        return;
+    }
+    const CANARY: &str = "CNRYh107-tree-4e1b";
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    s.write("repo/base/tree/included.conf", &format!("{CANARY} yes\n"));
+    let tree = |sensitive: bool| {
+        format!(
+            "datum: v1alpha1\ntype: Tree\nname: secrets\nsensitive: {sensitive}\ndesired:\n  path: /secrets\n  source: tree\n"
+        )
+    };
+    s.write("repo/base/secrets.yaml", &tree(true));
+    assert_exit(&s.datum(&["apply"]), 2);
+    std::os::unix::fs::symlink("secrets", s.live("/sl")).unwrap();
+    s.write(
+        "repo/base/main.yaml",
+        &format!(
+            "datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n  mode: \"0600\"\n  validate: sshd\n  content: \"Port 22\\nInclude {}/sl/included.conf\\n\"\n",
+            s.root().display()
+        ),
+    );
+    let mut all = String::new();
+    for args in [&["plan"][..], &["--output", "json", "apply"]] {
+        let o = s.datum(args);
+        all.push_str(&stdout(&o));
+        all.push_str(&stderr(&o));
+    }
+    assert!(!all.contains(CANARY), "{all}");
+    assert!(all.contains("validation failed (sshd on"), "{all}");
+    // Not sensitive: shown (the assertion above can fail).
+    s.write("repo/base/secrets.yaml", &tree(false));
+    let open = stdout(&s.datum(&["plan"]));
+    assert!(open.contains(CANARY), "{open}");
+}
