@@ -564,7 +564,7 @@ impl<B: Backend> Fleet<B> {
             .rows(Stmt::new(
                 "SELECT name, kind, enrolled_at, last_report_at, expected_interval_s, quarantined, \
                  last_apply_failed, check_errors, open_findings, trees_differing, reports_held, \
-                 view_json FROM hosts",
+                 view_json, last_apply_revision FROM hosts",
                 vec![],
             ))
             .await?;
@@ -592,6 +592,7 @@ impl<B: Backend> Fleet<B> {
                         open_findings: u(int(&r, 8)),
                         trees_differing: u(int(&r, 9)),
                         reports_held: u(int(&r, 10)),
+                        last_apply_revision: text(&r, 12),
                         ..HostRow::default()
                     },
                     members,

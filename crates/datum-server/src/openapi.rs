@@ -343,6 +343,7 @@ fn schemas() -> Value {
                 "state": {"type": "string", "enum": crate::views::STATES},
                 "last_report": nullable("string"), "age_s": nullable("integer"),
                 "last_report_kind": nullable("string"), "revision": nullable("string"),
+                "last_applied_revision": nullable("string"),
                 "reports": int(), "counts": counts(), "resources": int(), "findings": int(),
                 "quarantined": int(), "trees": int(), "trees_differing": int(),
                 "expected_interval_s": int(), "outbox_depth": int(), "datum_version": nullable("string")

@@ -147,7 +147,13 @@ pub struct HostView {
     /// Seconds since the last report.
     pub age_s: Option<i64>,
     pub last_report_kind: Option<String>,
+    /// The revision of its last report, a check's included.
     pub revision: Option<String>,
+    /// The revision of its last apply (`null` before one, and from a
+    /// server that predates the field): a host that only checked a newer
+    /// revision has not applied it (the rollout lists it so).
+    #[serde(default)]
+    pub last_applied_revision: Option<String>,
     /// Reports the server holds for this host.
     pub reports: u64,
     pub counts: BTreeMap<String, u64>,
@@ -180,6 +186,7 @@ pub fn hosts(rows: &[HostRow], staleness: &Staleness) -> HostsView {
                 age_s: r.last_report_at.map(|t| (staleness.now - t).max(0)),
                 last_report_kind: r.last_report_kind.clone(),
                 revision: r.revision.clone(),
+                last_applied_revision: r.last_apply_revision.clone(),
                 reports: r.reports_held,
                 counts: r.counts.clone(),
                 resources: r.resources,
@@ -308,6 +315,8 @@ pub fn hosts_document(listings: &[HostListing], staleness: &Staleness) -> Vec<u8
         put(&mut out, &r.reports_held);
         out.extend_from_slice(b",\"findings\":");
         put(&mut out, &r.open_findings);
+        out.extend_from_slice(b",\"last_applied_revision\":");
+        put(&mut out, &r.last_apply_revision);
         out.push(b',');
         out.extend_from_slice(l.members.as_deref().unwrap_or(&empty).as_bytes());
         out.push(b'}');

@@ -124,3 +124,44 @@ async fn an_apply_closes_what_it_converged<B: Backend>(f: &Fleet<B>) {
 fn an_apply_closes_the_findings_of_the_resources_it_changed() {
     on_both!(an_apply_closes_what_it_converged);
 }
+
+/// A host's last report may be a check of a revision it has not applied:
+/// the hosts view says both, as the host page does ("Revision", "Last
+/// applied"), and the rollout lists it as not applied yet.
+async fn the_last_applied_revision_is_told_apart<B: Backend>(f: &Fleet<B>) {
+    let mut apply = report("web-05", ReportKind::Apply, 1, 1_000);
+    apply.revision = "git:r1".into();
+    assert!(ingest(f, &apply).await);
+    let mut check = report("web-05", ReportKind::Check, 2, 1_100);
+    check.revision = "git:r2".into();
+    assert!(ingest(f, &check).await);
+    let mut never = report("web-06", ReportKind::Check, 1, 1_100);
+    never.revision = "git:r2".into();
+    assert!(ingest(f, &never).await);
+    let h = host(f, "web-05").await;
+    assert_eq!(h.revision.as_deref(), Some("git:r2"));
+    assert_eq!(h.last_applied_revision.as_deref(), Some("git:r1"));
+    assert_eq!(host(f, "web-06").await.last_applied_revision, None);
+    // The document the API serves says the same.
+    let at = Staleness {
+        now: 2_000,
+        factor: 100.0,
+        first_report_within: 3600,
+    };
+    let doc: serde_json::Value = serde_json::from_slice(&f.hosts_json(&at).await.unwrap()).unwrap();
+    let applied: Vec<&serde_json::Value> = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["last_applied_revision"])
+        .collect();
+    assert_eq!(
+        applied,
+        [&serde_json::json!("git:r1"), &serde_json::Value::Null]
+    );
+}
+
+#[test]
+fn the_hosts_view_says_the_last_applied_revision() {
+    on_both!(the_last_applied_revision_is_told_apart);
+}

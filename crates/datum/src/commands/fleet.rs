@@ -264,6 +264,7 @@ fn hosts(v: &HostsView, color: bool) -> String {
                 paint(color, state_colour(&h.state), &h.state),
                 age(h.age_s),
                 short_revision(h.revision.as_deref()),
+                short_revision(h.last_applied_revision.as_deref()),
                 h.findings.to_string(),
                 h.reports.to_string(),
                 labels_text(&h.labels),
@@ -277,6 +278,7 @@ fn hosts(v: &HostsView, color: bool) -> String {
             "STATE",
             "LAST REPORT",
             "REVISION",
+            "APPLIED",
             "FINDINGS",
             "REPORTS",
             "LABELS",
@@ -680,6 +682,42 @@ mod tests {
         );
         assert!(!line("File[secret]").contains("same on"), "{text}");
         assert!(line("File[app]").contains("same on 2 hosts"), "{text}");
+    }
+
+    /// REVISION is the last report's, a check's included: a host that only
+    /// checked r2 showed r2, while the rollout lists it as not applied yet.
+    /// APPLIED is its last apply's revision (`-` before one), as the host
+    /// page's "Last applied" says.
+    #[test]
+    fn the_hosts_table_says_which_revision_was_applied() {
+        let host = |name: &str, revision: &str, applied: serde_json::Value| {
+            serde_json::json!({
+                "name": name, "kind": "host", "state": "converged", "age_s": 3,
+                "reports": 2, "findings": 0, "labels": {},
+                "last_report": "2026-12-06T06:00:00Z", "last_report_kind": "check",
+                "revision": revision, "last_applied_revision": applied,
+                "counts": {}, "resources": 1, "quarantined": 0, "trees": 0,
+                "trees_differing": 0, "expected_interval_s": 600, "outbox_depth": 0,
+                "datum_version": "0.1.0"
+            })
+        };
+        let json = serde_json::json!({
+            "format_version": "1", "generated_at": "2026-12-06T06:00:00Z",
+            "states": {"converged": 2},
+            "hosts": [host("web-01", "stamp:r2", "stamp:r1".into()),
+                      host("web-02", "stamp:r2", serde_json::Value::Null)]
+        });
+        let text = human(&FleetView::Hosts, json, false).unwrap();
+        // The cell under a header word (the table pads its columns).
+        let header = text.lines().next().unwrap();
+        let cell = |host: &str, column: &str| -> String {
+            let at = header.find(column).unwrap();
+            let line = text.lines().find(|l| l.starts_with(host)).unwrap();
+            line[at..].split_whitespace().next().unwrap().to_owned()
+        };
+        assert_eq!(cell("web-01", "REVISION"), "stamp:r2", "{text}");
+        assert_eq!(cell("web-01", "APPLIED"), "stamp:r1", "{text}");
+        assert_eq!(cell("web-02", "APPLIED"), "-", "{text}");
     }
 
     /// The server gives 1 to 1000 reports and took any other count as the
