@@ -40,6 +40,22 @@ struct Activated {
     subject: String,
     /// The resources whose change it follows.
     members: Vec<ResourceId>,
+    /// Where they are in the catalogue the notifications were made from
+    /// (the pass's), in catalogue order, each once: the activation finds
+    /// their group validators here, not by a scan of the catalogue each.
+    member_at: Vec<usize>,
+}
+
+impl Activated {
+    /// The distinct group validators its members name, in catalogue order
+    /// (`catalogue` the one the notifications were made from).
+    fn groups(&self, catalogue: &Catalogue) -> Vec<&'static ValidatorDef> {
+        distinct_groups(
+            self.member_at
+                .iter()
+                .filter_map(|&i| catalogue.resources.get(i)),
+        )
+    }
 }
 
 /// Which services each resource notifies, and what is owed so far.
@@ -163,6 +179,15 @@ impl Notifications {
             }
         }
         with_activation.sort_by_key(|(i, _, _)| *i);
+        let position: HashMap<&ResourceId, usize> = if with_activation.is_empty() {
+            HashMap::new()
+        } else {
+            let mut position = HashMap::with_capacity(catalogue.resources.len());
+            for (i, resource) in catalogue.resources.iter().enumerate() {
+                position.entry(&resource.id).or_insert(i);
+            }
+            position
+        };
         for (_, activates, resource) in with_activation {
             let notifiers = activates.notified_by(&|field| resource.desired.get(field));
             // Reloads first, as the declaration lists them.
@@ -176,11 +201,18 @@ impl Notifications {
                     members.push(id.clone());
                 }
             }
+            let mut member_at: Vec<usize> = members
+                .iter()
+                .filter_map(|id| position.get(id).copied())
+                .collect();
+            member_at.sort_unstable();
+            member_at.dedup();
             services.insert(
                 resource.id.clone(),
                 Activated {
                     subject: activates.subject(resource),
                     members,
+                    member_at,
                 },
             );
         }
@@ -337,8 +369,7 @@ impl Notifications {
         // resources that notify this service.
         let mut reports = Vec::new();
         let mut failed = Vec::new();
-        let members: Vec<&ResourceId> = activated.members.iter().collect();
-        for def in group_validators(catalogue, &members) {
+        for def in activated.groups(catalogue) {
             if !self.groups.contains_key(def.name) {
                 let verdict = validators::validate_group(def, ctx.host);
                 if let Err(rejection) = &verdict {
@@ -530,11 +561,20 @@ impl Notifications {
 /// The distinct group validators named by these resources, in catalogue order.
 fn group_validators(catalogue: &Catalogue, ids: &[&ResourceId]) -> Vec<&'static ValidatorDef> {
     let wanted: HashSet<&ResourceId> = ids.iter().copied().collect();
+    distinct_groups(
+        catalogue
+            .resources
+            .iter()
+            .filter(|r| wanted.contains(&r.id)),
+    )
+}
+
+/// The distinct group validators these resources name, in the order given.
+fn distinct_groups<'r>(
+    resources: impl Iterator<Item = &'r Resource>,
+) -> Vec<&'static ValidatorDef> {
     let mut defs: Vec<&'static ValidatorDef> = Vec::new();
-    for resource in &catalogue.resources {
-        if !wanted.contains(&resource.id) {
-            continue;
-        }
+    for resource in resources {
         if let Ok(Some(def)) = validator_of(resource)
             && def.scope == Scope::Group
             && !defs.iter().any(|d| d.name == def.name)
@@ -811,7 +851,71 @@ pub(crate) fn group_failure(
 
 #[cfg(test)]
 mod tests {
-    use super::{Owed, OwedAction, SensitivePaths};
+    use super::{Notifications, Owed, OwedAction, SensitivePaths, group_validators};
+
+    use datum_catalog::Catalogue;
+    use datum_core::{Resource, ResourceId};
+    use datum_testkit::fake::{FAKE_FILE, FAKE_UNIT, fake_file, fake_registry};
+
+    /// The groups an activation validates are those its members name, in
+    /// catalogue order, each once: what a scan of the catalogue for the
+    /// members found, now from their positions found once per pass.
+    #[test]
+    fn a_services_groups_are_its_members_in_catalogue_order() {
+        let (registry, _, _) = fake_registry();
+        let file = |name: &str, validate: Option<&str>| Resource {
+            validate: validate.map(str::to_owned),
+            ..fake_file(name, &format!("/{name}"), "x\n", &[])
+        };
+        let unit = |name: &str, reload_on: &[&str], restart_on: &[&str]| {
+            let ids = |names: &[&str]| -> Vec<String> {
+                names
+                    .iter()
+                    .map(|n| ResourceId::new(FAKE_FILE, *n).to_string())
+                    .collect()
+            };
+            Resource::new(
+                ResourceId::new(FAKE_UNIT, name),
+                serde_json::json!({"reload_on": ids(reload_on), "restart_on": ids(restart_on)}),
+            )
+        };
+        let catalogue = Catalogue {
+            host: Default::default(),
+            resources: vec![
+                file("plain", None),
+                file("a", Some("apache2")),
+                file("c", Some("nginx")),
+                file("d", Some("nginx")),
+                file("e", Some("apache2")),
+                file("own", Some("sudoers")),
+                unit("web", &["d", "c", "missing"], &["a", "d"]),
+                unit("other", &["plain", "own"], &[]),
+                unit("none", &[], &[]),
+            ],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let notifications = Notifications::from_catalogue(&catalogue, &registry);
+        for (name, expected) in [
+            ("web", vec!["apache2", "nginx"]),
+            ("other", vec![]),
+            ("none", vec![]),
+        ] {
+            let activated = &notifications.services[&ResourceId::new(FAKE_UNIT, name)];
+            let found: Vec<&str> = activated
+                .groups(&catalogue)
+                .iter()
+                .map(|d| d.name)
+                .collect();
+            assert_eq!(found, expected, "{name}");
+            let members: Vec<&ResourceId> = activated.members.iter().collect();
+            let scanned: Vec<&str> = group_validators(&catalogue, &members)
+                .iter()
+                .map(|d| d.name)
+                .collect();
+            assert_eq!(found, scanned, "{name}");
+        }
+    }
 
     #[test]
     fn a_debt_keeps_each_reason_once_in_order_and_says_which_it_added() {
