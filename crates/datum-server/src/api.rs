@@ -402,9 +402,11 @@ async fn take_report<B: Backend>(
         store: store_id(headers),
     };
     // A value the report marks sensitive is neither stored nor shown, even
-    // if a host's builder sent it (the stored body is the report as taken).
+    // if a host's builder sent it (the stored body is the report as taken);
+    // warnings past what a host sends are cut (`bound_warnings`).
+    let cut = bound_warnings(&mut report.warnings);
     let withheld;
-    let text = if report.withhold_sensitive() {
+    let text = if report.withhold_sensitive() | cut {
         withheld = serde_json::to_string(&report)
             .map_err(|e| ApiError::BadRequest(format!("the report cannot be encoded: {e}")))?;
         withheld.as_str()
@@ -453,6 +455,41 @@ async fn take_report<B: Backend>(
         // holding it (unknown field).
         takes: vec![datum_fleet::report::TAKES_WARNINGS.to_owned()],
     })
+}
+
+/// The most warnings of one report the server keeps and shows: what a
+/// host sends at most (`datum_reporting`'s `pass_warnings`: the first
+/// [`datum_fleet::report::WARNINGS_KEPT`], then a line counting the rest
+/// and one counting those naming a sensitive resource).
+pub const WARNINGS_TAKEN: usize = datum_fleet::report::WARNINGS_KEPT + 2;
+
+/// The longest warning the server keeps, in bytes: what a host sends at
+/// most ([`datum_fleet::report::WARNING_KEPT`] and the `…` of its cut).
+pub const WARNING_TAKEN: usize = datum_fleet::report::WARNING_KEPT + '…'.len_utf8();
+
+/// Cuts a report's warnings to what a host sends at most (at most
+/// [`WARNINGS_TAKEN`] of [`WARNING_TAKEN`] bytes, the last then counting
+/// those left out), whatever the host sent: they are words to read, not
+/// worth refusing the report (and the drift it tells of) over, but a
+/// modified host could otherwise fill the report's whole size limit with
+/// them, stored and shown on the host's page. Whether it cut anything.
+pub fn bound_warnings(warnings: &mut Vec<String>) -> bool {
+    let mut cut = false;
+    if warnings.len() > WARNINGS_TAKEN {
+        let left_out = warnings.len() - (WARNINGS_TAKEN - 1);
+        warnings.truncate(WARNINGS_TAKEN - 1);
+        warnings.push(format!(
+            "{left_out} more warning(s) left out by the server (a host sends at most {WARNINGS_TAKEN})"
+        ));
+        cut = true;
+    }
+    for warning in warnings.iter_mut() {
+        if warning.len() > WARNING_TAKEN {
+            *warning = datum_fleet::report::bounded(warning, datum_fleet::report::WARNING_KEPT);
+            cut = true;
+        }
+    }
+    cut
 }
 
 /// The longest interval a report may state (a century): the stale

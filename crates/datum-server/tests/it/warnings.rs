@@ -117,3 +117,79 @@ async fn warnings_are_taken_kept_and_shown<B: Backend>(fleet: &Fleet<B>) {
 fn warnings_of_a_pass() {
     crate::on_both!(warnings_are_taken_kept_and_shown);
 }
+
+/// A host sends at most 20 warnings of 1 KiB and two lines counting the
+/// rest; a modified host could send many more, up to the report's size
+/// limit. The server takes the report (its drift is what matters) but
+/// keeps and shows only what a host sends at most, saying how many it
+/// left out.
+async fn warnings_past_what_a_host_sends_are_cut<B: Backend>(fleet: &Fleet<B>) {
+    let now = 1_800_000_000;
+    let hash = datum_fleet::credentials::token_hash(TOKEN);
+    fleet.enroll("web-1", "host", &hash, now).await.unwrap();
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    let app = Arc::new(App::new(
+        fleet.clone(),
+        ServerConfig::new(
+            "https://127.0.0.1:1".into(),
+            "127.0.0.1:1".into(),
+            "test".into(),
+        ),
+    ));
+
+    let mut many = crate::support::report("web-1", ReportKind::Check, 1, now);
+    many.warnings = (0..330)
+        .map(|i| format!("w{i} {}", "x".repeat(3000)))
+        .collect();
+    let body = serde_json::to_string(&many).unwrap();
+    assert!(body.len() > 900 * 1024 && body.len() < 1024 * 1024);
+    let (status, reply) = post(&app, body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+
+    let (status, history) = get(&app, "/v1/hosts/web-1/reports").await;
+    assert_eq!(status, StatusCode::OK);
+    let history: serde_json::Value = serde_json::from_str(&history).unwrap();
+    let kept = history["reports"][0]["warnings"].as_array().unwrap();
+    assert_eq!(kept.len(), 22, "at most 22 kept, not {}", kept.len());
+    assert!(kept[..21].iter().all(|w| w.as_str().unwrap().len() <= 1027));
+    assert!(kept[0].as_str().unwrap().starts_with("w0 xxx"));
+    assert!(kept[0].as_str().unwrap().ends_with('…'));
+    assert_eq!(
+        kept[21],
+        "309 more warning(s) left out by the server (a host sends at most 22)"
+    );
+
+    let (status, html) = get(&app, "/hosts/web-1").await;
+    assert_eq!(status, StatusCode::OK);
+    let card = &html[html.find("id=\"warnings\"").expect("a card")..];
+    assert_eq!(
+        card.matches("<li><code>w").count(),
+        21,
+        "shown: 21 and the count"
+    );
+    assert!(card.len() < 64 * 1024, "the card is {} bytes", card.len());
+
+    // A host's own bounded warnings are kept as they are.
+    let mut bounded = crate::support::report("web-1", ReportKind::Check, 2, now + 60);
+    bounded.warnings = (0..20)
+        .map(|i| datum_fleet::report::bounded(&format!("v{i} {}", "é".repeat(900)), 1024))
+        .chain(["3 more warning(s) of the pass (read them on the host)".to_owned()])
+        .collect();
+    let (status, reply) = post(&app, serde_json::to_string(&bounded).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let (_, history) = get(&app, "/v1/hosts/web-1/reports").await;
+    let history: serde_json::Value = serde_json::from_str(&history).unwrap();
+    let second = history["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["seq"] == 2)
+        .unwrap();
+    assert_eq!(second["warnings"], serde_json::json!(bounded.warnings));
+}
+
+#[test]
+fn a_hosts_warnings_are_bounded_by_the_server() {
+    crate::on_both!(warnings_past_what_a_host_sends_are_cut);
+}

@@ -166,11 +166,14 @@ pub async fn page<B: Backend>(
         .filter(|r| !r.report.warnings.is_empty())
         .take(WARNING_REPORTS)
         .map(|r| {
+            // Bounded as ingest bounds them, for reports stored before.
+            let mut shown = r.report.warnings.clone();
+            crate::api::bound_warnings(&mut shown);
             json!({
                 "seq": r.report.seq,
                 "kind": r.report.kind.word(),
                 "finished_at": r.report.finished_at,
-                "warnings": r.report.warnings,
+                "warnings": shown,
             })
         })
         .collect();
