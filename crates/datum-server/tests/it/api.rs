@@ -513,6 +513,22 @@ async fn a_revision_cut_short_names_the_applied_one<B: Backend>(fleet: &Fleet<B>
             && html.contains("1 converged, 1 failed, 3 not applied yet"),
         "the page of the revision begun: {html}"
     );
+    // The failure's page takes the revision as the views show it, as the
+    // rollout does (it was a 404 'did not fail').
+    for cut in ["git%3A5954ab5582", "git:5954ab558278", R2] {
+        let path = format!("/rollout/failure?revision={cut}&host=web-2&resource=File%5Bshop%5D");
+        let (status, html) = get(&app, &path, ADMIN).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {html}");
+        assert!(html.contains("File[shop]"), "{path}: {html}");
+    }
+    let (status, body) = get(
+        &app,
+        "/rollout/failure?revision=git:aaaa&host=db-1&resource=File%5Bshop%5D",
+        ADMIN,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("git:aaaa1111"), "{body}");
 
     for path in [
         "/v1/rollout?revision=git:aaaa",

@@ -102,7 +102,7 @@ struct FailureQuery {
 }
 
 /// `/rollout/failure?revision=R&host=H&resource=X`: what the validator
-/// said on that host.
+/// said on that host (`R` as the rollout takes it: whole or cut short).
 pub async fn failure<B: Backend>(
     State(app): State<Arc<App<B>>>,
     op: Operator,
@@ -110,10 +110,18 @@ pub async fn failure<B: Backend>(
 ) -> Result<Response, WebError> {
     let q: FailureQuery = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|e| WebError::BadRequest(format!("bad query string: {e}")))?;
-    let Some(f) = queries::failure(&app.fleet, &q.host, &q.revision, &q.resource).await? else {
+    // The revision as the views show it, cut short, names the one it
+    // begins, as for the rollout itself.
+    let revision = app
+        .fleet
+        .revision_named(&q.revision)
+        .await?
+        .pick(&q.revision)
+        .map_err(WebError::BadRequest)?;
+    let Some(f) = queries::failure(&app.fleet, &q.host, &revision, &q.resource).await? else {
         return Err(WebError::NotFound(format!(
-            "{} did not fail {} in revision {}",
-            q.host, q.resource, q.revision
+            "{} did not fail {} in revision {revision}",
+            q.host, q.resource
         )));
     };
     let host = app.fleet.host(&q.host).await?;
