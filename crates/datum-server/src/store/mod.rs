@@ -256,6 +256,16 @@ impl MIGRATIONS {
             "report store id backfill",
             include_str!("../../migrations/sqlite/0011_report_store_id_backfill.sql"),
         ),
+        (
+            12,
+            "host revisions rollout index",
+            include_str!("../../migrations/sqlite/0012_host_revisions_rollout.sql"),
+        ),
+        (
+            13,
+            "host revisions by revision dropped",
+            include_str!("../../migrations/sqlite/0013_host_revisions_by_revision_dropped.sql"),
+        ),
     ];
     pub const POSTGRES: Migrations = &[
         (
@@ -312,6 +322,16 @@ impl MIGRATIONS {
             11,
             "report store id backfill",
             include_str!("../../migrations/postgres/0011_report_store_id_backfill.sql"),
+        ),
+        (
+            12,
+            "host revisions rollout index",
+            include_str!("../../migrations/postgres/0012_host_revisions_rollout.sql"),
+        ),
+        (
+            13,
+            "host revisions by revision dropped",
+            include_str!("../../migrations/postgres/0013_host_revisions_by_revision_dropped.sql"),
         ),
     ];
 }

@@ -25,5 +25,6 @@ mod current;
 mod differential;
 mod init;
 mod queries;
+mod revisions;
 mod support;
 mod warnings;
