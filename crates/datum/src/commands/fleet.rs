@@ -99,7 +99,10 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
 fn human(view: &FleetView, mut json: serde_json::Value, color: bool) -> Result<String> {
     defuse(&mut json);
     Ok(match view {
-        FleetView::Hosts => hosts(&serde_json::from_value(json)?, color),
+        FleetView::Hosts => {
+            let unsaid = applied_unsaid(&json);
+            hosts(&serde_json::from_value(json)?, &unsaid, color)
+        }
         FleetView::Rollout { .. } => rollout(&serde_json::from_value(json)?, color),
         FleetView::Drift => drift(&serde_json::from_value(json)?, color),
         FleetView::Stale => stale(&serde_json::from_value(json)?),
@@ -253,18 +256,41 @@ fn labels_text(labels: &std::collections::BTreeMap<String, String>) -> String {
         .join(",")
 }
 
-fn hosts(v: &HostsView, color: bool) -> String {
+/// For each host of a hosts document, whether it leaves out
+/// `last_applied_revision`: a server that predates the field does not say
+/// which revision a host applied, which is not `null` (never applied).
+fn applied_unsaid(json: &serde_json::Value) -> Vec<bool> {
+    json.get("hosts")
+        .and_then(serde_json::Value::as_array)
+        .map(|hosts| {
+            hosts
+                .iter()
+                .map(|h| h.get("last_applied_revision").is_none())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The hosts table; `unsaid[i]`: the server did not say which revision
+/// host `i` applied (APPLIED `?`, not `-`).
+fn hosts(v: &HostsView, unsaid: &[bool], color: bool) -> String {
     let rows: Vec<Vec<String>> = v
         .hosts
         .iter()
-        .map(|h| {
+        .enumerate()
+        .map(|(i, h)| {
+            let applied = if unsaid.get(i).copied().unwrap_or(false) {
+                "?".to_owned()
+            } else {
+                short_revision(h.last_applied_revision.as_deref())
+            };
             vec![
                 h.name.clone(),
                 h.kind.clone(),
                 paint(color, state_colour(&h.state), &h.state),
                 age(h.age_s),
                 short_revision(h.revision.as_deref()),
-                short_revision(h.last_applied_revision.as_deref()),
+                applied,
                 h.findings.to_string(),
                 h.reports.to_string(),
                 labels_text(&h.labels),
@@ -707,7 +733,7 @@ mod tests {
             "hosts": [host("web-01", "stamp:r2", "stamp:r1".into()),
                       host("web-02", "stamp:r2", serde_json::Value::Null)]
         });
-        let text = human(&FleetView::Hosts, json, false).unwrap();
+        let text = human(&FleetView::Hosts, json.clone(), false).unwrap();
         // The cell under a header word (the table pads its columns).
         let header = text.lines().next().unwrap();
         let cell = |host: &str, column: &str| -> String {
@@ -718,6 +744,21 @@ mod tests {
         assert_eq!(cell("web-01", "REVISION"), "stamp:r2", "{text}");
         assert_eq!(cell("web-01", "APPLIED"), "stamp:r1", "{text}");
         assert_eq!(cell("web-02", "APPLIED"), "-", "{text}");
+
+        // A server that predates the field does not say which revision a
+        // host applied: not `-`, which says it never applied one.
+        let mut old = json.clone();
+        for h in old["hosts"].as_array_mut().unwrap() {
+            h.as_object_mut().unwrap().remove("last_applied_revision");
+        }
+        let text = human(&FleetView::Hosts, old, false).unwrap();
+        let header = text.lines().next().unwrap();
+        let at = header.find("APPLIED").unwrap();
+        for host in ["web-01", "web-02"] {
+            let line = text.lines().find(|l| l.starts_with(host)).unwrap();
+            let applied = line[at..].split_whitespace().next().unwrap();
+            assert_eq!(applied, "?", "{text}");
+        }
     }
 
     /// The server gives 1 to 1000 reports and took any other count as the
