@@ -219,7 +219,11 @@ impl<B: Backend> FromRequestParts<Arc<App<B>>> for Operator {
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or(Refused::Error(WebError::Unauthorized))?;
+                .ok_or_else(|| {
+                    Refused::Error(WebError::Unauthorized(
+                        "the Authorization header must be `Bearer <admin credential>`".to_owned(),
+                    ))
+                })?;
             let hash = token_hash(token.trim());
             return match app.fleet.identity(&hash).await {
                 Ok(Some(who)) if who.kind == "admin" => Ok(Operator {
@@ -228,7 +232,9 @@ impl<B: Backend> FromRequestParts<Arc<App<B>>> for Operator {
                     address,
                     csrf: None,
                 }),
-                Ok(_) => Err(Refused::Error(WebError::Unauthorized)),
+                Ok(_) => Err(Refused::Error(WebError::Unauthorized(
+                    "the bearer token is not this server's admin credential".to_owned(),
+                ))),
                 Err(e) => Err(Refused::Error(e.into())),
             };
         }
@@ -242,7 +248,7 @@ impl<B: Backend> FromRequestParts<Arc<App<B>>> for Operator {
                 .get("sec-fetch-site")
                 .is_some_and(|v| v.as_bytes() == b"cross-site");
             return Err(if changes {
-                Refused::Error(WebError::Forbidden(
+                Refused::Error(WebError::SignedOut(
                     "not signed in: this needs a session (sign in at /login) or the admin credential as a bearer token".to_owned(),
                 ))
             } else if cross_site {
@@ -258,7 +264,7 @@ impl<B: Backend> FromRequestParts<Arc<App<B>>> for Operator {
                 address,
                 csrf: Some(csrf_of(token)),
             }),
-            None if changes => Err(Refused::Error(WebError::Forbidden(
+            None if changes => Err(Refused::Error(WebError::SignedOut(
                 "the session has ended: sign in again".to_owned(),
             ))),
             None => Err(Refused::SignIn(here)),

@@ -216,8 +216,14 @@ pub enum WebError {
     BadRequest(String),
     #[error("{0}")]
     Forbidden(String),
-    #[error("this needs the admin credential")]
-    Unauthorized,
+    /// Refused for want of a session (403): the one error whose page
+    /// offers to sign in. Every other error answers a client that signed
+    /// in or sent a bearer token (a script), or whose token is the problem.
+    #[error("{0}")]
+    SignedOut(String),
+    /// A bearer token that is no admin credential (401).
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("the store failed: {0}")]
     Store(#[from] StoreError),
     #[error("the page could not be rendered: {0}")]
@@ -229,8 +235,8 @@ impl WebError {
         match self {
             WebError::NotFound(_) => StatusCode::NOT_FOUND,
             WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            WebError::Forbidden(_) => StatusCode::FORBIDDEN,
-            WebError::Unauthorized => StatusCode::UNAUTHORIZED,
+            WebError::Forbidden(_) | WebError::SignedOut(_) => StatusCode::FORBIDDEN,
+            WebError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             WebError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Template(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -247,11 +253,12 @@ impl IntoResponse for WebError {
                     "status": status.as_u16(),
                     "reason": status.canonical_reason().unwrap_or(""),
                     "message": self.to_string(),
+                    "sign_in": matches!(self, WebError::SignedOut(_)),
                 }))))
             })
             .unwrap_or_else(|_| format!("{status}\n"));
         let mut r = html(status, body);
-        if matches!(self, WebError::Unauthorized) {
+        if matches!(self, WebError::Unauthorized(_)) {
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

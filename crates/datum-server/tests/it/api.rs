@@ -686,3 +686,72 @@ async fn a_sensitive_cluster_is_not_called_the_same_change<B: Backend>(fleet: &F
 fn a_sensitive_cluster() {
     crate::on_both!(a_sensitive_cluster_is_not_called_the_same_change);
 }
+
+/// An error page offers "Sign in" only when signing in is what is missing:
+/// a client that sent the admin credential as a bearer token (a script
+/// asking for a page) was told to sign in on a 404, and one whose bearer
+/// token is no admin credential was not told that its token is the
+/// problem.
+async fn an_error_page_offers_sign_in_only_when_it_helps<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    fleet
+        .enroll(
+            "ops",
+            "admin",
+            &datum_fleet::credentials::token_hash(ADMIN),
+            now,
+        )
+        .await
+        .unwrap();
+    fleet
+        .enroll(
+            "web-1",
+            "host",
+            &datum_fleet::credentials::token_hash(TOKEN),
+            now,
+        )
+        .await
+        .unwrap();
+    let app = app(fleet);
+    let sign_in = "href=\"/login\"";
+
+    for path in [
+        "/hosts/nobody",
+        "/rollout/failure?revision=r&host=h&resource=x",
+    ] {
+        let (status, html) = get(&app, path, ADMIN).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {html}");
+        assert!(
+            !html.contains(sign_in),
+            "{path}: a bearer client is told to sign in: {html}"
+        );
+    }
+
+    for token in [TOKEN, "dtm_a_unknown"] {
+        let (status, html) = get(&app, "/hosts", token).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{html}");
+        assert!(
+            html.contains("the bearer token is not this server&#x27;s admin credential"),
+            "{html}"
+        );
+        assert!(!html.contains(sign_in), "{html}");
+    }
+
+    // Without any credential, a form's answer is to sign in.
+    let request = Request::post("/hosts/web-1/quarantine")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from("reason=x"))
+        .unwrap();
+    let (status, html) = answer(&app, request).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{html}");
+    assert!(
+        html.contains("not signed in") && html.contains(sign_in),
+        "{html}"
+    );
+}
+
+#[test]
+fn an_error_page_offers_sign_in() {
+    crate::on_both!(an_error_page_offers_sign_in_only_when_it_helps);
+}
