@@ -47,7 +47,7 @@ pub fn why_not(store: &Store, resource: &Resource) -> Result<Option<String>, Sto
             .starts_with(datum_core::digest::KEYED_PREFIX)
     };
     Ok(Some(match verified {
-        _ if resource.sensitive && store.digest_key().is_none() => "not converged: this host's digest key cannot be read, and an apply of a sensitive resource is recorded only by its keyed digests, so none of its applies is recorded (make `digest.key` beside the state store readable, or remove it to have a new one made, then `datum apply`)".to_owned(),
+        _ if resource.sensitive && store.digest_key().is_none() => "not converged: this host's digest key cannot be read, and an apply of a sensitive resource is recorded only by its keyed digests, so none of its applies is recorded (restore `digest.key` beside the state store from a backup of this host, or remove it and run `datum apply`, which makes a new one: beside records keyed with the old one it refuses until run with --rebuild-state, which forgets them)".to_owned(),
         None => "not converged: never applied (`datum apply` converges it)".to_owned(),
         Some(v) if resource.sensitive && keyed(&v) => "not converged: its declaration changed since its last verified apply, or this host's digest key did (`datum apply` converges it)".to_owned(),
         Some(_) => "not converged: its declaration changed since its last verified apply (`datum apply` converges it)"

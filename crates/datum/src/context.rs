@@ -369,6 +369,29 @@ impl StateFiles {
         };
         self.exists() && Store::probe_in(dir, &self.name).is_ok()
     }
+
+    /// Whether a digest key may be made beside this store: it is usable
+    /// ([`StateFiles::usable`]) and holds no record keyed with a key now
+    /// lost ([`key_lost`], said once as a warning).
+    fn may_make_key(&self) -> bool {
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        if !self.usable() {
+            return false;
+        }
+        match Store::open_in(dir, &self.name) {
+            Ok(store) => match key_lost(dir, &store) {
+                Ok(None) => true,
+                Ok(Some(lost)) => {
+                    warn_key_lost(&lost);
+                    false
+                }
+                Err(_) => false,
+            },
+            Err(_) => false,
+        }
+    }
 }
 
 /// [`compiled`] for a repository and a state store named by path (the
@@ -500,7 +523,7 @@ pub const DIGEST_KEY_FILE: &str = "digest.key";
 /// sent without one either.
 pub fn digest_key(global: &GlobalArgs) -> Option<datum_core::DigestKey> {
     let state = StateFiles::of(global);
-    digest_key_in(state.dir.as_ref()?, || state.usable())
+    digest_key_in(state.dir.as_ref()?, || state.may_make_key())
 }
 
 /// [`digest_key`] for what cannot go without one (a saved plan that
@@ -523,7 +546,7 @@ pub fn digest_key_created(global: &GlobalArgs) -> Result<datum_core::DigestKey> 
     }
     let dir = state_dir_at(&global.root, global.state.as_deref(), true)?
         .context("the state folder could not be created")?;
-    digest_key_in(&dir, || true).with_context(|| {
+    digest_key_in(&dir, || !state.exists() || state.may_make_key()).with_context(|| {
         format!(
             "there is no usable 32-byte key at {}",
             dir.file_path(DIGEST_KEY_FILE).display()
@@ -563,6 +586,97 @@ fn digest_key_in(
             }
         }
         Ok(None) | Err(_) => None,
+    }
+}
+
+/// Why this host's digest key may not be made anew beside `store` (in
+/// `dir`): the key file is missing or not a 32-byte key while the store
+/// holds records keyed with it (`Store::keyed_records`: a sensitive
+/// resource's verified record, acceptance or failed apply). No other key
+/// can check them, so a new key made silently would forget them: an
+/// accepted change would be overwritten as if it had been declared. `None`
+/// when the key is there, or nothing depends on it (a first run, an
+/// upgrade from before keyed digests): then a key is made as always.
+pub fn key_lost(dir: &PrivateDir, store: &Store) -> Result<Option<String>> {
+    let path = dir.file_path(DIGEST_KEY_FILE);
+    let unreadable = match dir.lstat(DIGEST_KEY_FILE) {
+        Ok(None) => false,
+        Ok(Some(_)) => match dir.read(DIGEST_KEY_FILE) {
+            Ok(Some(bytes)) if bytes.len() == 32 => return Ok(None),
+            _ => true,
+        },
+        Err(e) => {
+            return Err(anyhow::Error::from(e))
+                .with_context(|| format!("cannot read {}", path.display()));
+        }
+    };
+    let keyed = store.keyed_records()?;
+    if keyed.is_empty() {
+        return Ok(None);
+    }
+    let counted = |n: u64, one: &str, many: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        n => Some(format!("{n} {many}")),
+    };
+    let mut counts = [
+        counted(keyed.verified, "verified record", "verified records"),
+        counted(keyed.accepted, "acceptance", "acceptances"),
+        counted(keyed.failures, "failed apply", "failed applies"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    let last = counts.pop().unwrap_or_default();
+    let counts = match counts.is_empty() {
+        true => last,
+        false => format!("{} and {last}", counts.join(", ")),
+    };
+    let named = named_resources(&keyed);
+    let (what, out) = if unreadable {
+        (
+            "is not a usable 32-byte key",
+            format!(
+                "replace {} with the key from a backup of this host, or remove it and run `datum apply --rebuild-state`",
+                path.display()
+            ),
+        )
+    } else {
+        (
+            "is missing",
+            format!(
+                "restore {} from a backup of this host (the same host's, not another's), or run `datum apply --rebuild-state`",
+                path.display()
+            ),
+        )
+    };
+    Ok(Some(format!(
+        "this host's digest key {} {what}, and the state store {} holds {counts} of sensitive resources keyed with it ({named}); no other key can check them, and a new key made over them would silently forget them (an accepted change would be overwritten as if it had been declared). To recover, {out} to forget those records and make a new key",
+        path.display(),
+        store.path().display()
+    )))
+}
+
+/// The resources `keyed` names, with how many more there are.
+fn named_resources(keyed: &datum_store::KeyedRecords) -> String {
+    let named = keyed.resources.join(", ");
+    match keyed
+        .resources_total
+        .saturating_sub(keyed.resources.len() as u64)
+    {
+        0 => named,
+        more => format!("{named} and {more} more"),
+    }
+}
+
+/// Warns, once per run, that the digest key is lost ([`key_lost`]), for a
+/// command that goes on without it (read-only).
+fn warn_key_lost(lost: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "warning: {lost}; going on read-only without a digest key: accepted drift and verified records of those resources are not taken into account"
+        );
     }
 }
 
@@ -788,6 +902,9 @@ fn open_optional_store_at(root: &Path, state: Option<&Path>, doing: &str) -> Opt
         Ok(mut store) => {
             // Read, never made here: what the store records of a sensitive
             // resource is keyed with it (`Store::record_verified_of`).
+            if let Ok(Some(lost)) = key_lost(&dir, &store) {
+                warn_key_lost(&lost);
+            }
             store.set_digest_key(digest_key_in(&dir, || false));
             return OptionalStore::Open(store);
         }
@@ -886,6 +1003,22 @@ pub fn open_store_at(
                 Err(e) => return Err(refuse(e.into())),
             };
             let mut store = store;
+            // A key lost beside records keyed with it is never made anew
+            // silently: refused (nothing is written), or with
+            // --rebuild-state those records are forgotten first, saying so.
+            if let Some(lost) = key_lost(&dir, &store).map_err(refuse)? {
+                let missing = matches!(dir.lstat(DIGEST_KEY_FILE), Ok(None));
+                if !(rebuild && missing) {
+                    bail!("{lost}; nothing was {doing}");
+                }
+                let forgotten = store.forget_keyed_records().map_err(|e| refuse(e.into()))?;
+                eprintln!(
+                    "warning: {} is missing; --rebuild-state: forgot the {} records of sensitive resources keyed with it ({}) and made a new key: those resources are as if never verified, and their accepted drift is no longer accepted",
+                    dir.file_path(DIGEST_KEY_FILE).display(),
+                    forgotten.total(),
+                    named_resources(&forgotten),
+                );
+            }
             // What the store records of a sensitive resource is keyed with
             // this host's key, made beside it if need be
             // (`Store::record_verified_of`).

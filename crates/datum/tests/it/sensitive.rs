@@ -453,16 +453,18 @@ fn the_state_store_holds_no_plain_hash_of_a_sensitive_file() {
         "rewritten"
     );
     forbidden("a store from before");
-    // A new key (the old one lost): the record vouches for nothing, so the
-    // file is read again and found as declared: not rewritten, no drift,
-    // recorded again under the new key.
+    // The key lost: a check goes on without one (the record vouches for
+    // nothing); an apply makes a new one only with --rebuild-state, which
+    // forgets the record; the file is read again and found as declared:
+    // not rewritten, no drift, recorded again under the new key.
     let live = fs::symlink_metadata(s.live("/token")).unwrap();
     fs::remove_file(s.live("/var/lib/datum/digest.key")).unwrap();
     let check = s.datum(&["--output", "json", "check"]);
     assert_exit(&check, 0);
     let doc: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     assert_eq!(doc["metadata_only"], 0, "read, not trusted: {doc}");
-    let rekeyed = s.datum(&["apply", "--trust-metadata"]);
+    assert_exit(&s.datum(&["apply", "--trust-metadata"]), 1);
+    let rekeyed = s.datum(&["apply", "--trust-metadata", "--rebuild-state"]);
     assert_exit(&rekeyed, 0);
     assert!(
         stdout(&rekeyed).contains("0 changed, 1 unchanged (0 by their metadata"),
@@ -681,4 +683,103 @@ fn an_acceptance_from_before_keyed_digests_holds_and_is_keyed_again() {
     let apply = s.datum(&["apply"]);
     assert_exit(&apply, 0);
     assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+}
+
+/// A sensitive resource's verified record and acceptance are held only as
+/// keyed digests, which no other key can check: with digest.key lost, a
+/// new key made silently beside them took the acceptance with it, and the
+/// next apply overwrote the accepted content as an "intentional" update
+/// though nothing was declared anew. Beside keyed records a lost key is
+/// refused (exit 1, the live file and state.db untouched, no key made)
+/// until it is restored or `--rebuild-state` forgets them and makes a new
+/// one; a root with no keyed records still gets its key silently.
+#[test]
+fn a_lost_digest_key_beside_keyed_records_is_refused_not_replaced() {
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: File\nname: token\nclass: acc\nsensitive: true\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: \"password={CANARY}-declared\\n\"\n"
+    ));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  acc: {interval: 5m, policy: accept}\n",
+    );
+    let first = s.datum(&["apply"]);
+    assert_exit(&first, 2);
+    // A fresh root gets its key silently.
+    assert!(!stderr(&first).contains("digest.key"), "{}", stderr(&first));
+    let key_path = s.live("/var/lib/datum/digest.key");
+    let key = fs::read(&key_path).expect("a key made on the first apply");
+    let live = format!("password={CANARY}-live\n");
+    fs::write(s.live("/token"), &live).unwrap();
+    assert_exit(&s.datum(&["reconcile"]), 2);
+
+    fs::remove_file(&key_path).unwrap();
+    let db = s.live("/var/lib/datum/state.db");
+    let db_before = fs::read(&db).unwrap();
+    for args in [
+        &["apply"][..],
+        &["reconcile"],
+        &["apply", "--target", "File[token]"],
+    ] {
+        let refused = s.datum(args);
+        assert_exit(&refused, 1);
+        let err = stderr(&refused);
+        for needed in [
+            "digest.key",
+            "File[token]",
+            "1 acceptance",
+            "--rebuild-state",
+            "backup",
+        ] {
+            assert!(err.contains(needed), "{args:?}: no {needed:?} in: {err}");
+        }
+        assert!(!err.contains(CANARY), "{err}");
+        assert_eq!(
+            fs::read_to_string(s.live("/token")).unwrap(),
+            live,
+            "{args:?}"
+        );
+        assert_eq!(
+            fs::read(&db).unwrap(),
+            db_before,
+            "{args:?}: state.db changed"
+        );
+        assert!(!key_path.exists(), "{args:?} made a new key");
+    }
+    // Read-only commands go on without a key, say why, and make none.
+    for args in [&["plan"][..], &["check"]] {
+        let read = s.datum(args);
+        let err = stderr(&read);
+        assert!(
+            err.contains("digest.key") && err.contains("--rebuild-state"),
+            "{args:?}: {err}"
+        );
+        assert!(!stdout(&read).contains(CANARY) && !err.contains(CANARY));
+        assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+        assert!(!key_path.exists(), "{args:?} made a new key");
+    }
+
+    // The key restored, the acceptance holds again: nothing to do.
+    fs::write(&key_path, &key).unwrap();
+    let restored = s.datum(&["apply"]);
+    assert_exit(&restored, 0);
+    assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+
+    // The way out without the key: --rebuild-state forgets the keyed
+    // records, says so, and makes a new key; the next apply converges.
+    fs::remove_file(&key_path).unwrap();
+    let rebuilt = s.datum(&["apply", "--rebuild-state"]);
+    assert_exit(&rebuilt, 2);
+    assert!(
+        stderr(&rebuilt).contains("forgot") && stderr(&rebuilt).contains("File[token]"),
+        "{}",
+        stderr(&rebuilt)
+    );
+    let new_key = fs::read(&key_path).expect("a new key");
+    assert_ne!(new_key, key);
+    assert_eq!(
+        fs::read_to_string(s.live("/token")).unwrap(),
+        format!("password={CANARY}-declared\n")
+    );
+    assert_exit(&s.datum(&["apply"]), 0);
+    assert_exit(&s.datum(&["plan"]), 0);
 }
