@@ -7,7 +7,7 @@
 //! that calls for it changes, so a pass that fails or is killed before the
 //! reload leaves it owed, and the next pass validates and performs it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 use aho_corasick::AhoCorasick;
@@ -21,7 +21,7 @@ use datum_store::OwedAction;
 use crate::gate::validator_of;
 use crate::observe::Bound;
 use crate::pass::{Mode, PassContext, Step, activation_change};
-use crate::report::ResourceReport;
+use crate::report::{ResourceReport, Withheld, WithheldReason};
 
 /// The kind name of a group validator's pseudo-resource
 /// (`ValidationGroup[nginx]`): the engine's own, never a provider's (it was
@@ -589,36 +589,34 @@ fn distinct_groups<'r>(
 /// sensitive member, any sensitive resource under the configuration's
 /// folder (the validator reads the whole configuration, not only the files
 /// that name it: an included file holding a credential), or an `output`
-/// that names a sensitive resource's path ([`names_a_sensitive_path`]: a
+/// that names a sensitive resource's path ([`SensitivePaths`]: a
 /// file included from elsewhere).
-pub(crate) fn group_sensitive(def: &ValidatorDef, catalogue: &Catalogue, output: &str) -> bool {
+pub(crate) fn group_sensitive(
+    def: &ValidatorDef,
+    catalogue: &Catalogue,
+    output: &str,
+) -> Option<Withheld> {
     let config_dir = def
         .main_config
         .and_then(|c| std::path::Path::new(c).parent())
         .map(|d| d.to_path_buf());
-    catalogue.resources.iter().any(|r| {
-        r.sensitive
-            && (r.validate.as_deref() == Some(def.name)
-                || config_dir.as_ref().is_some_and(|dir| {
-                    r.desired_str("path")
-                        .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
-                }))
-    }) || names_a_sensitive_path(output, catalogue)
-}
-
-/// Whether a validator's `output` names the path of a resource that is
-/// sensitive (a File, or anything in a Tree's folder), or quotes a word of
-/// a sensitive File's content: validators read the files the checked one
-/// includes (sshd's `Include`, nginx's `include`) and echo their offending
-/// lines, with the file's name as they were given it (relative, through a
-/// link, `/./`) or with none (sshd's `Bad configuration option: VALUE`),
-/// so the output of a resource that is not sensitive itself can quote one
-/// that is, which everyone may read on the host but whose value must not
-/// leave it. The test is by text ([`SensitivePaths`]): the declared path
-/// anywhere in the output (under `--root` the validator names it below the
-/// root, which still holds it), or any word of a sensitive content.
-pub(crate) fn names_a_sensitive_path(output: &str, catalogue: &Catalogue) -> bool {
-    SensitivePaths::of(catalogue).named_in(output)
+    let read: Vec<String> = catalogue
+        .resources
+        .iter()
+        .filter(|r| {
+            r.sensitive
+                && (r.validate.as_deref() == Some(def.name)
+                    || config_dir.as_ref().is_some_and(|dir| {
+                        r.desired_str("path")
+                            .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
+                    }))
+        })
+        .map(|r| r.id.to_string())
+        .collect();
+    if !read.is_empty() {
+        return Some(Withheld::new(WithheldReason::SensitiveResource, read));
+    }
+    SensitivePaths::of(catalogue).withheld(output)
 }
 
 /// How long a word of a sensitive content must be to be looked for in an
@@ -629,7 +627,19 @@ pub(crate) const SENSITIVE_WORD_MIN: usize = 4;
 /// withholds every output (nothing could tell it is not quoted).
 const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
 
-/// What an output must not hold, as `names_a_sensitive_path` looks for it:
+/// A validator's output is withheld when it names the path of a resource that is
+/// sensitive (a File, or anything in a Tree's folder), or quotes a word of
+/// a sensitive File's content: validators read the files the checked one
+/// includes (sshd's `Include`, nginx's `include`) and echo their offending
+/// lines, with the file's name as they were given it (relative, through a
+/// link, `/./`) or with none (sshd's `Bad configuration option: VALUE`),
+/// so the output of a resource that is not sensitive itself can quote one
+/// that is, which everyone may read on the host but whose value must not
+/// leave it. The test is by text: the declared path
+/// anywhere in the output (under `--root` the validator names it below the
+/// root, which still holds it), or any word of a sensitive content.
+///
+/// What an output must not hold:
 /// the declared paths of the catalogue's sensitive resources (a trailing
 /// `/` left out; the root, which every path names, never), and every word
 /// of at least four bytes (`SENSITIVE_WORD_MIN`) of a sensitive resource's
@@ -638,32 +648,44 @@ const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
 /// ] < >`), so that a validator quoting a secret without naming its file is
 /// caught too. A word a sensitive file shares with the validator's own text
 /// withholds its output where nothing secret was quoted: the price of
-/// failing closed (read it on the host). Made once by a pass that asks for
+/// failing closed (read it on the host); the report says it was withheld
+/// and for which sensitive resources ([`Withheld`]), never the words that
+/// matched. Made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
 /// once (one Aho-Corasick automaton reads an output once, where a search
 /// per path read it once per sensitive resource: 20,000 quarantined
 /// resources' notes against 20,000 sensitive paths were 4 x 10^8 searches).
 pub struct SensitivePaths<'a> {
     paths: Vec<std::borrow::Cow<'a, str>>,
+    /// For each of `paths` (same index): whether it is a declared path (not
+    /// a word), and the sensitive resources it is of.
+    owners: Vec<(bool, BTreeSet<String>)>,
     /// `None` when there is nothing to look for, or the automaton could not
     /// be built (past its limits): then each is searched for on its own,
     /// with the same answers.
     matcher: Option<AhoCorasick>,
-    /// A sensitive content could not be read (its repository file changed
-    /// or is gone) or is too large to look through: every output that is
-    /// not empty is withheld.
-    unread: bool,
+    /// The sensitive resources whose content could not be read (its
+    /// repository file changed or is gone) or is too large to look
+    /// through: when there is one, every output that is not empty is
+    /// withheld.
+    unread: BTreeSet<String>,
 }
 
 impl<'a> SensitivePaths<'a> {
     /// The catalogue's sensitive resources' declared paths and the words of
     /// their declared content (read from the repository for a `source:`).
     pub fn of(catalogue: &'a Catalogue) -> Self {
-        let mut seen: HashSet<std::borrow::Cow<'a, str>> = HashSet::new();
-        let mut unread = false;
+        let mut seen: HashMap<std::borrow::Cow<'a, str>, (bool, BTreeSet<String>)> = HashMap::new();
+        let mut unread = BTreeSet::new();
         for r in catalogue.resources.iter().filter(|r| r.sensitive) {
+            let id = r.id.to_string();
+            let mut add = |p: std::borrow::Cow<'a, str>, path: bool| {
+                let entry = seen.entry(p).or_insert_with(|| (path, BTreeSet::new()));
+                entry.0 |= path;
+                entry.1.insert(id.clone());
+            };
             if let Some(p) = r.desired_str("path").filter(|p| p.len() > 1) {
-                seen.insert(p.trim_end_matches('/').into());
+                add(p.trim_end_matches('/').into(), true);
             }
             let Some(content) = &r.content else {
                 continue;
@@ -672,32 +694,49 @@ impl<'a> SensitivePaths<'a> {
             // files'.
             if r.id.kind == "Tree" {
                 match tree_words(content) {
-                    Some(words) => seen.extend(words.into_iter().map(Into::into)),
-                    None => unread = true,
+                    Some(words) => words.into_iter().for_each(|w| add(w.into(), false)),
+                    None => {
+                        unread.insert(id.clone());
+                    }
                 }
                 continue;
             }
             if content.size > SENSITIVE_CONTENT_MAX {
-                unread = true;
+                unread.insert(id.clone());
                 continue;
             }
             match content.inline().map(std::str::from_utf8) {
-                Some(Ok(text)) => seen.extend(sensitive_words(text).map(Into::into)),
+                Some(Ok(text)) => sensitive_words(text).for_each(|w| add(w.into(), false)),
                 _ => match datum_host::repo::content_bytes(content) {
                     Ok(bytes) => {
                         let text = String::from_utf8_lossy(&bytes);
-                        seen.extend(sensitive_words(&text).map(|w| w.to_owned().into()));
+                        sensitive_words(&text).for_each(|w| add(w.to_owned().into(), false));
                     }
-                    Err(_) => unread = true,
+                    Err(_) => {
+                        unread.insert(id.clone());
+                    }
                 },
             }
         }
-        let mut searched = Self::new(seen.into_iter().collect());
+        let (paths, owners) = seen.into_iter().unzip();
+        let mut searched = Self::with_owners(paths, owners);
         searched.unread = unread;
         searched
     }
 
+    #[cfg(test)]
     fn new(paths: Vec<std::borrow::Cow<'a, str>>) -> Self {
+        let owners = paths
+            .iter()
+            .map(|p| (true, BTreeSet::from([format!("File[{p}]")])))
+            .collect();
+        Self::with_owners(paths, owners)
+    }
+
+    fn with_owners(
+        paths: Vec<std::borrow::Cow<'a, str>>,
+        owners: Vec<(bool, BTreeSet<String>)>,
+    ) -> Self {
         let matcher = if paths.is_empty() {
             None
         } else {
@@ -705,8 +744,9 @@ impl<'a> SensitivePaths<'a> {
         };
         SensitivePaths {
             paths,
+            owners,
             matcher,
-            unread: false,
+            unread: BTreeSet::new(),
         }
     }
 
@@ -715,7 +755,7 @@ impl<'a> SensitivePaths<'a> {
         if output.is_empty() {
             return false;
         }
-        if self.unread {
+        if !self.unread.is_empty() {
             return true;
         }
         if self.paths.is_empty() {
@@ -725,6 +765,44 @@ impl<'a> SensitivePaths<'a> {
             Some(matcher) => matcher.is_match(output),
             None => self.paths.iter().any(|p| output.contains(p.as_ref())),
         }
+    }
+
+    /// Why `output` is withheld, if it is ([`Self::named_in`]): the
+    /// sensitive resources whose paths or words it holds (a path before a
+    /// word), or those that could not be read.
+    pub fn withheld(&self, output: &str) -> Option<Withheld> {
+        if !self.named_in(output) {
+            return None;
+        }
+        if !self.unread.is_empty() {
+            return Some(Withheld::new(
+                WithheldReason::SensitiveContentUnread,
+                self.unread.iter().cloned().collect(),
+            ));
+        }
+        let hits: Vec<usize> = match &self.matcher {
+            Some(matcher) => matcher
+                .find_overlapping_iter(output)
+                .map(|m| m.pattern().as_usize())
+                .collect(),
+            None => (0..self.paths.len())
+                .filter(|&i| output.contains(self.paths[i].as_ref()))
+                .collect(),
+        };
+        let named_path = hits.iter().any(|&i| self.owners[i].0);
+        let mut resources = BTreeSet::new();
+        for i in hits {
+            let (path, owners) = &self.owners[i];
+            if *path == named_path {
+                resources.extend(owners.iter().cloned());
+            }
+        }
+        let reason = if named_path {
+            WithheldReason::NamesSensitivePath
+        } else {
+            WithheldReason::QuotesSensitiveContent
+        };
+        Some(Withheld::new(reason, resources.into_iter().collect()))
     }
 }
 
@@ -799,7 +877,7 @@ fn group_report(
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    let sensitive = group_sensitive(def, catalogue, &rejection.output);
+    let withheld = group_sensitive(def, catalogue, &rejection.output);
     let not_reloaded = if service.kind != GROUP_KIND {
         format!("; {service} not reloaded")
     } else {
@@ -820,18 +898,21 @@ fn group_report(
             written.join(", ")
         }
     );
-    group_failure(def, rejection, sensitive, Phase::Apply, reason)
+    group_failure(def, rejection, withheld, Phase::Apply, reason)
 }
 
 /// The report of a group that failed validation: `ValidationGroup[name]`, failed in
-/// `phase` for `reason`, with the validator's output unless `sensitive`.
+/// `phase` for `reason`, with the validator's output unless it is
+/// `withheld` (then marked sensitive, and saying so when there was output).
 pub(crate) fn group_failure(
     def: &ValidatorDef,
     rejection: &Rejection,
-    sensitive: bool,
+    withheld: Option<Withheld>,
     phase: Phase,
     reason: String,
 ) -> ResourceReport {
+    let sensitive = withheld.is_some();
+    let quiet = rejection.output.trim().is_empty();
     ResourceReport {
         id: ResourceId::new(GROUP_KIND, def.name),
         origin: Origin::default(),
@@ -840,11 +921,12 @@ pub(crate) fn group_failure(
         diff: Default::default(),
         outcome: Outcome::Failed { phase, reason },
         sensitive,
-        detail: if sensitive || rejection.output.trim().is_empty() {
+        detail: if sensitive || quiet {
             None
         } else {
             Some(rejection.output.clone())
         },
+        withheld: withheld.filter(|_| !quiet),
         duration_ms: 0,
     }
 }
@@ -852,6 +934,7 @@ pub(crate) fn group_failure(
 #[cfg(test)]
 mod tests {
     use super::{Notifications, Owed, OwedAction, SensitivePaths, group_validators};
+    use std::collections::BTreeSet;
 
     use datum_catalog::Catalogue;
     use datum_core::{Resource, ResourceId};
@@ -967,9 +1050,8 @@ mod tests {
         let searched = SensitivePaths::new(cows());
         assert!(searched.matcher.is_some());
         let unbuilt = SensitivePaths {
-            paths: cows(),
             matcher: None,
-            unread: false,
+            ..SensitivePaths::new(cows())
         };
         let none = SensitivePaths::new(Vec::new());
         for output in outputs {
@@ -1015,11 +1097,66 @@ mod tests {
         }
         // A sensitive content it could not read withholds every output.
         let unread = SensitivePaths {
-            unread: true,
+            unread: BTreeSet::from(["File[big]".to_owned()]),
             ..SensitivePaths::new(Vec::new())
         };
         assert!(unread.named_in("nginx: configuration file test failed"));
         assert!(!unread.named_in(""));
+    }
+
+    /// A withheld output says why and for which sensitive resources (each
+    /// once, sorted), the path before a word, never the words themselves;
+    /// with or without the automaton alike.
+    #[test]
+    fn a_withheld_output_says_why_and_for_which_resources() {
+        use crate::report::{Withheld, WithheldReason::*};
+        let set = |ids: &[&str]| ids.iter().map(|i| (*i).to_owned()).collect::<BTreeSet<_>>();
+        let searched = SensitivePaths::with_owners(
+            vec!["/etc/secret.conf".into(), "hunter2".into(), "token".into()],
+            vec![
+                (true, set(&["File[secret]"])),
+                (false, set(&["File[secret]", "File[other]"])),
+                (false, set(&["File[other]"])),
+            ],
+        );
+        let unbuilt = SensitivePaths {
+            matcher: None,
+            ..SensitivePaths::with_owners(searched.paths.clone(), searched.owners.clone())
+        };
+        let withheld = |reason, ids: &[&str]| {
+            Some(Withheld::new(
+                reason,
+                ids.iter().map(|i| (*i).to_owned()).collect(),
+            ))
+        };
+        for (output, expected) in [
+            (
+                "unknown directive \"hunter2token\"",
+                withheld(QuotesSensitiveContent, &["File[other]", "File[secret]"]),
+            ),
+            (
+                "bad option: token",
+                withheld(QuotesSensitiveContent, &["File[other]"]),
+            ),
+            (
+                "/etc/secret.conf:1: hunter2",
+                withheld(NamesSensitivePath, &["File[secret]"]),
+            ),
+            ("nginx: configuration file test failed", None),
+            ("", None),
+        ] {
+            assert_eq!(searched.withheld(output), expected, "{output}");
+            assert_eq!(unbuilt.withheld(output), expected, "{output}");
+        }
+        let unread = SensitivePaths {
+            unread: BTreeSet::from(["Tree[keys]".to_owned()]),
+            ..SensitivePaths::with_owners(searched.paths.clone(), searched.owners.clone())
+        };
+        assert_eq!(
+            unread.withheld("nginx: configuration file test failed"),
+            withheld(SensitiveContentUnread, &["Tree[keys]"])
+        );
+        assert_eq!(unread.withheld(""), None);
     }
 
     #[test]

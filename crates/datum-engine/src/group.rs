@@ -32,7 +32,7 @@ use crate::activation::{GROUP_KIND, Notifications, group_failure, group_sensitiv
 use crate::gate::{Placement, validator_of};
 use crate::observe::{Bound, Observations};
 use crate::pass::{Mode, PassContext, Step, run_resource};
-use crate::report::ResourceReport;
+use crate::report::{ResourceReport, Withheld};
 use crate::select::PassOptions;
 
 /// What the check before writing decided for this pass.
@@ -41,9 +41,10 @@ pub(crate) struct GroupChecks {
     /// A changed member -> the group validator that refused its group.
     refused: HashMap<ResourceId, &'static str>,
     /// A refused group's validator output, for each member's failure too (a
-    /// person who opens the member's failure reads why); `None` when the
-    /// group touches anything sensitive or the validator said nothing.
-    outputs: HashMap<&'static str, Option<String>>,
+    /// person who opens the member's failure reads why), or why it is
+    /// withheld (the group touches anything sensitive); `None` when the
+    /// validator said nothing.
+    outputs: HashMap<&'static str, Option<Result<String, Withheld>>>,
     /// Groups that could not be laid over their live paths, with why.
     pub(crate) not_overlaid: HashMap<&'static str, String>,
     /// One report per refused group.
@@ -170,7 +171,11 @@ impl GroupChecks {
         let mut step = run_resource(resource, bound, cached, None, &mut silent, ctx);
         ctx.mode = mode;
         if matches!(step.outcome, Outcome::WouldChange { .. }) {
-            step.detail = self.outputs.get(name).cloned().flatten();
+            match self.outputs.get(name).cloned().flatten() {
+                Some(Ok(output)) => step.detail = Some(output),
+                Some(Err(withheld)) => step.withheld = Some(withheld),
+                None => {}
+            }
             step.outcome = Outcome::Failed {
                 phase: phase(mode),
                 reason: match mode {
@@ -218,24 +223,21 @@ impl GroupChecks {
             Mode::Plan => "would fail validation",
             Mode::Apply => "no file written",
         };
-        let sensitive = group_sensitive(def, catalogue, &rejection.output);
-        self.outputs.insert(
-            def.name,
-            (!sensitive && !rejection.output.trim().is_empty()).then(|| rejection.output.clone()),
-        );
+        let withheld = group_sensitive(def, catalogue, &rejection.output);
+        let output = match &withheld {
+            _ if rejection.output.trim().is_empty() => None,
+            Some(withheld) => Some(Err(withheld.clone())),
+            None => Some(Ok(rejection.output.clone())),
+        };
+        self.outputs.insert(def.name, output);
         let reason = format!(
             "{}; {laid} ({}): validated with {} laid over the live configuration{not_reloaded}",
             rejection.summary(),
             def.name,
             members.join(", ")
         );
-        self.reports.push(group_failure(
-            def,
-            rejection,
-            sensitive,
-            phase(mode),
-            reason,
-        ));
+        self.reports
+            .push(group_failure(def, rejection, withheld, phase(mode), reason));
     }
 }
 

@@ -89,6 +89,9 @@ pub(crate) struct Step {
     pub diff: Diff,
     pub outcome: Outcome,
     pub detail: Option<String>,
+    /// Why a validator's output is not in `detail` (a group's, withheld for
+    /// a sensitive resource it read).
+    pub withheld: Option<crate::report::Withheld>,
 }
 
 impl Step {
@@ -98,6 +101,7 @@ impl Step {
             diff,
             outcome,
             detail: None,
+            withheld: None,
         }
     }
 
@@ -114,6 +118,7 @@ impl Step {
                 reason: err.to_string(),
             },
             detail,
+            withheld: None,
         }
     }
 }
@@ -510,13 +515,37 @@ pub fn run_pass_with(
             }
             // Validator output may echo a secret: never for a sensitive
             // resource, nor one that names a sensitive resource's file (an
-            // `Include` the validator read and quotes).
-            let detail = step.detail.filter(|d| {
-                !resource.sensitive
-                    && !sensitive_paths
-                        .get_or_init(|| crate::activation::SensitivePaths::of(catalogue))
-                        .named_in(d)
-            });
+            // `Include` the validator read and quotes) or quotes a word of
+            // its content. The report says it was withheld, and for which.
+            let mut withheld = step.withheld;
+            let detail = match step.detail {
+                Some(d) if resource.sensitive => {
+                    if matches!(step.outcome, Outcome::Failed { .. }) && !d.trim().is_empty() {
+                        withheld.get_or_insert_with(|| {
+                            crate::report::Withheld::new(
+                                crate::report::WithheldReason::SensitiveResource,
+                                vec![resource.id.to_string()],
+                            )
+                        });
+                    }
+                    None
+                }
+                Some(d) => match sensitive_paths
+                    .get_or_init(|| crate::activation::SensitivePaths::of(catalogue))
+                    .withheld(&d)
+                {
+                    // A note that is no validator's (quarantined,
+                    // accepted) is left out without a word, as before.
+                    Some(why) => {
+                        if matches!(step.outcome, Outcome::Failed { .. }) {
+                            withheld.get_or_insert(why);
+                        }
+                        None
+                    }
+                    None => Some(d),
+                },
+                None => None,
+            };
             let report = ResourceReport {
                 id: resource.id.clone(),
                 origin: resource.origin.clone(),
@@ -526,6 +555,7 @@ pub fn run_pass_with(
                 outcome: step.outcome,
                 sensitive: resource.sensitive,
                 detail,
+                withheld,
                 duration_ms: t0.elapsed().as_millis() as u64,
             };
             emit(&mut summary, report, reporter);
@@ -821,6 +851,7 @@ fn run_resource_staged(
                     reason: format!("would fail: {}", rejection.summary),
                 },
                 detail: rejection.detail,
+                withheld: None,
             };
         }
         // A plan records nothing: this cannot fail.

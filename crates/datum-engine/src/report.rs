@@ -22,7 +22,77 @@ pub struct ResourceReport {
     /// Extra lines for a failure (validator output, bounded; never for a
     /// sensitive resource).
     pub detail: Option<String>,
+    /// A validator's output left out of `detail` because it may quote a
+    /// sensitive value, and why: renderers say so, so that a failure is
+    /// never shown without its reason unannounced.
+    pub withheld: Option<Withheld>,
     pub duration_ms: u64,
+}
+
+/// Why a validator's output was withheld, and which sensitive resources it
+/// was withheld for (their ids only, never the words it matched).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Withheld {
+    pub reason: WithheldReason,
+    /// The sensitive resources' ids, sorted, each once.
+    pub resources: Vec<String>,
+}
+
+/// What made a validator's output withheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WithheldReason {
+    /// The validator read a sensitive resource: the resource itself, or a
+    /// member of the group (or a file in its folder) that is sensitive.
+    SensitiveResource,
+    /// The output names a sensitive resource's declared path.
+    NamesSensitivePath,
+    /// The output holds a word of a sensitive resource's declared content.
+    QuotesSensitiveContent,
+    /// A sensitive content could not be read again (or is too large to look
+    /// through), so no output could be told free of it: every one is
+    /// withheld (failing closed).
+    SensitiveContentUnread,
+}
+
+impl WithheldReason {
+    /// The reason as JSON spells it (`quotes_sensitive_content`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::SensitiveResource => "sensitive_resource",
+            Self::NamesSensitivePath => "names_sensitive_path",
+            Self::QuotesSensitiveContent => "quotes_sensitive_content",
+            Self::SensitiveContentUnread => "sensitive_content_unread",
+        }
+    }
+}
+
+impl Withheld {
+    /// For `resources` (ids), sorted and each once.
+    pub fn new(reason: WithheldReason, mut resources: Vec<String>) -> Self {
+        resources.sort();
+        resources.dedup();
+        Withheld { reason, resources }
+    }
+
+    /// What a person reads: `validator output withheld: it may quote a
+    /// sensitive value (quotes a word of File[secret]'s content)`.
+    pub fn sentence(&self) -> String {
+        let who = self.resources.join(", ");
+        let why = match self.reason {
+            WithheldReason::SensitiveResource => format!("the validator read {who}"),
+            WithheldReason::NamesSensitivePath => format!("it names the path of {who}"),
+            WithheldReason::QuotesSensitiveContent => {
+                format!("it holds a word of the content of {who}")
+            }
+            WithheldReason::SensitiveContentUnread => format!(
+                "the content of {who} could not be read again to look for it, so every output is withheld"
+            ),
+        };
+        format!(
+            "validator output withheld: it may quote a sensitive value ({why}); run the validator on the host to read it"
+        )
+    }
 }
 
 /// Everything that happened in one pass.

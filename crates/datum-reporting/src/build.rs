@@ -560,6 +560,7 @@ mod tests {
             outcome,
             sensitive: false,
             detail: None,
+            withheld: None,
             duration_ms: 0,
         };
         let mut summary = datum_engine::PassSummary {

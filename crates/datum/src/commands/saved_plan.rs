@@ -354,6 +354,7 @@ mod tests {
                 },
                 sensitive: false,
                 detail: None,
+                withheld: None,
                 duration_ms: 0,
             }],
             duration_ms: 0,
@@ -461,6 +462,7 @@ mod tests {
             outcome: Outcome::Unchanged,
             sensitive: false,
             detail: None,
+            withheld: None,
             duration_ms: 0,
         };
         let mut c = catalogue("m1");

@@ -170,6 +170,7 @@ mod tests {
             outcome: Outcome::Unchanged,
             sensitive,
             detail: None,
+            withheld: None,
             duration_ms: 1,
         }
     }

@@ -69,7 +69,7 @@ pub fn pass(
                     "diff": content_diff(c, r.target.as_deref().unwrap_or(&r.id.to_string()), false),
                 })
             });
-            json!({
+            let mut resource = json!({
                 "id": r.id.to_string(),
                 "type": r.id.kind,
                 "name": r.id.name,
@@ -81,7 +81,19 @@ pub fn pass(
                 "sensitive": r.sensitive,
                 "detail": r.detail,
                 "duration_ms": r.duration_ms,
-            })
+            });
+            // Only when a validator's output was withheld: why, and for
+            // which sensitive resources (never the words that matched).
+            if let (Some(withheld), Some(fields)) = (&r.withheld, resource.as_object_mut()) {
+                fields.insert(
+                    "output_withheld".to_owned(),
+                    json!({
+                        "reason": withheld.reason.word(),
+                        "resources": withheld.resources,
+                    }),
+                );
+            }
+            resource
         })
         .collect();
     let mut document = json!({

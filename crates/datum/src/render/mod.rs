@@ -141,6 +141,13 @@ pub fn resource_text(r: &ResourceReport, paint: Paint, verbose: bool) -> Option<
             out.push_str(&format!("    | {l}\n"));
         }
     }
+    // Said, so that a failure without its validator's words is never a
+    // mystery: which sensitive resources, never the words that matched.
+    if let Some(withheld) = &r.withheld {
+        let sentence = withheld.sentence();
+        let why = datum_core::text::visible(&sentence, &[]);
+        out.push_str(&format!("    {why}\n"));
+    }
     Some(out)
 }
 
@@ -295,6 +302,7 @@ mod tests {
             outcome,
             sensitive: false,
             detail: None,
+            withheld: None,
             duration_ms: 1,
         }
     }

@@ -114,7 +114,12 @@ impl Render for PassReport<'_> {
             table.row_markdown(vec![
                 inline_code(marker(r)),
                 inline_code(&r.id.to_string()),
-                cell(&super::status(r)),
+                cell(&match &r.withheld {
+                    // Said, as in the human form (no output is in this
+                    // table, but a failure's reason is).
+                    Some(withheld) => format!("{}; {}", super::status(r), withheld.sentence()),
+                    None => super::status(r),
+                }),
                 fields.join(", "),
             ]);
             rows += 1;

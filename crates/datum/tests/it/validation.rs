@@ -885,6 +885,7 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
     };
     s.write("repo/base/main.yaml", &including);
     let mut all = String::new();
+    let mut each = Vec::new();
     for args in [
         &["plan"][..],
         &["--output", "json", "plan"],
@@ -893,6 +894,7 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
         &["--output", "json", "apply"],
     ] {
         let o = s.datum(args);
+        each.push(stdout(&o));
         all.push_str(&stdout(&o));
         all.push_str(&stderr(&o));
     }
@@ -900,6 +902,40 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
         !all.contains(CANARY),
         "{validator}: the included file was shown:\n{all}"
     );
+    // Every form says the output was withheld, and for which resource.
+    let (why, sentence) = if dotted {
+        (
+            "quotes_sensitive_content",
+            "it holds a word of the content of File[secret]",
+        )
+    } else {
+        ("names_sensitive_path", "it names the path of File[secret]")
+    };
+    for human in [&each[0], &each[2], &each[3]] {
+        assert!(
+            human.contains(&format!(
+                "validator output withheld: it may quote a sensitive value ({sentence})"
+            )),
+            "{validator}: withheld unsaid:\n{human}"
+        );
+    }
+    for json in [&each[1], &each[4]] {
+        let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+        let withheld: Vec<&serde_json::Value> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.get("output_withheld"))
+            .collect();
+        assert!(!withheld.is_empty(), "{validator}: {json}");
+        for w in withheld {
+            assert_eq!(
+                *w,
+                serde_json::json!({"reason": why, "resources": ["File[secret]"]}),
+                "{json}"
+            );
+        }
+    }
     for entry in fs::read_dir(s.live("/var/lib/datum")).unwrap().flatten() {
         if entry.file_name().to_string_lossy().starts_with("state.db") {
             let bytes = fs::read(entry.path()).unwrap();
