@@ -56,6 +56,9 @@ pub struct Client {
     agent: ureq::Agent,
     base: String,
     token: String,
+    /// Where the trusted CA comes from, as a server certificate it did not
+    /// sign is told (`ROOT/etc/datum/report.yaml`).
+    ca_from: String,
 }
 
 impl std::fmt::Debug for Client {
@@ -131,7 +134,16 @@ impl Client {
             agent,
             base: server.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
+            ca_from: "the credentials".to_owned(),
         })
+    }
+
+    /// Names the file the CA was read from (`report.yaml`), for the
+    /// message when the server's certificate is not signed by it.
+    #[must_use]
+    pub fn ca_from(mut self, file: &std::path::Path) -> Self {
+        self.ca_from = file.display().to_string();
+        self
     }
 
     /// Delivers one report (its JSON bytes). `Ok` means the server holds
@@ -168,7 +180,7 @@ impl Client {
             request = request.header(STORE_ID_HEADER, &format!("{store:032x}"));
         }
         let response = request.content_type("application/json").send(body);
-        let text = answer(response)?;
+        let text = answer(response, &self.ca_from)?;
         serde_json::from_str(&text).map_err(|e| SendError::Transient {
             message: format!("the server's answer is not a report reply: {e}"),
             retry_after: None,
@@ -184,7 +196,7 @@ impl Client {
             .header("Authorization", &format!("Bearer {}", self.token))
             .header("Accept", "application/json")
             .call();
-        let text = answer(response)?;
+        let text = answer(response, &self.ca_from)?;
         serde_json::from_str(&text).map_err(|e| SendError::Transient {
             message: format!("the server's answer is not JSON: {e}"),
             retry_after: None,
@@ -192,12 +204,14 @@ impl Client {
     }
 }
 
-/// The body of a 2xx answer, or the error that the status means.
+/// The body of a 2xx answer, or the error that the status means. `ca_from`
+/// names where the trusted CA was read from.
 fn answer(
     response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ca_from: &str,
 ) -> Result<String, SendError> {
     let mut response = response.map_err(|e| SendError::Transient {
-        message: describe(&e),
+        message: describe(&e, ca_from),
         retry_after: None,
     })?;
     let status = response.status().as_u16();
@@ -213,7 +227,7 @@ fn answer(
         .limit(MAX_ANSWER)
         .read_to_string()
         .map_err(|e| SendError::Transient {
-            message: format!("cannot read the answer: {}", describe(&e)),
+            message: format!("cannot read the answer: {}", describe(&e, ca_from)),
             retry_after: None,
         })?;
     classify(status, text, retry_after)
@@ -251,11 +265,40 @@ fn server_message(text: &str) -> String {
         .unwrap_or_else(|| crate::report::bounded(text.trim(), 300))
 }
 
-fn describe(e: &ureq::Error) -> String {
+fn describe(e: &ureq::Error, ca_from: &str) -> String {
+    if let Some(why) = certificate_error(e) {
+        return match why {
+            // A certificate of another CA (another `datum server init`: its
+            // CA has the same name, so rustls says BadSignature) or one
+            // whose issuer is not the CA at all.
+            rustls::CertificateError::BadSignature | rustls::CertificateError::UnknownIssuer => {
+                format!(
+                    "the server's certificate is not signed by the CA {ca_from} names (invalid peer certificate: {why:?})"
+                )
+            }
+            _ => format!(
+                "the server's certificate is refused with the CA {ca_from} names (invalid peer certificate: {why:?})"
+            ),
+        };
+    }
     match e {
         ureq::Error::Io(io) => format!("cannot reach the server: {io}"),
         ureq::Error::Timeout(what) => format!("timed out ({what})"),
         other => other.to_string(),
+    }
+}
+
+/// The reason rustls refused the server's certificate, if it did: ureq
+/// passes it on as its own error or inside an I/O error.
+fn certificate_error(e: &ureq::Error) -> Option<&rustls::CertificateError> {
+    let tls = match e {
+        ureq::Error::Rustls(tls) => tls,
+        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>()?,
+        _ => return None,
+    };
+    match tls {
+        rustls::Error::InvalidCertificate(why) => Some(why),
+        _ => None,
     }
 }
 
@@ -293,5 +336,77 @@ mod tests {
             panic!("429 is tried again");
         };
         assert_eq!(retry_after, Some(Duration::from_secs(7)), "{message}");
+    }
+
+    /// A CA of the server's name (`Datum fleet CA`, as every `datum server
+    /// init` makes) and a server certificate for 127.0.0.1 it signed, in
+    /// PEM and DER.
+    fn ca_and_server(ca_name: &str) -> (String, Vec<u8>, Vec<u8>) {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, ca_name);
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let cert = server.signed_by(&key, &issuer).unwrap();
+        (ca_cert.pem(), cert.der().to_vec(), key.serialize_der())
+    }
+
+    /// A TLS server on loopback for one handshake with `cert`: its address.
+    fn serve_once(cert: Vec<u8>, key: Vec<u8>) -> String {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert)],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+        )
+        .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = format!("https://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            if let Ok((mut stream, _)) = listener.accept() {
+                let mut tls = rustls::ServerConnection::new(Arc::new(config)).unwrap();
+                let _ = tls.complete_io(&mut stream);
+            }
+        });
+        address
+    }
+
+    /// A host given another server's CA (another `datum server init`, its
+    /// CA of the same name) read 'cannot reach the server: invalid peer
+    /// certificate: BadSignature': it now says the server's certificate is
+    /// not signed by the CA the file names, naming the file, and keeps
+    /// rustls' words.
+    #[test]
+    fn a_server_certificate_of_another_ca_is_said_so() {
+        for (theirs, ours, why) in [
+            ("Datum fleet CA", "Datum fleet CA", "BadSignature"),
+            ("Datum fleet CA", "Another CA", "UnknownIssuer"),
+        ] {
+            let (_, cert, key) = ca_and_server(theirs);
+            let (our_ca, _, _) = ca_and_server(ours);
+            let server = serve_once(cert, key);
+            let client = Client::new(&server, &our_ca, "dtm_h_x", Timeouts::default())
+                .unwrap()
+                .ca_from(std::path::Path::new("/srv/root/etc/datum/report.yaml"));
+            let Err(SendError::Transient { message, .. }) = client.post_report("k", b"{}", 0, 0)
+            else {
+                panic!("{why}: a transient failure");
+            };
+            assert_eq!(
+                message,
+                format!(
+                    "the server's certificate is not signed by the CA /srv/root/etc/datum/report.yaml names (invalid peer certificate: {why})"
+                ),
+            );
+        }
     }
 }

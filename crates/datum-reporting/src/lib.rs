@@ -238,7 +238,7 @@ impl Reporting {
             &creds.token,
             Timeouts::default(),
         ) {
-            Ok(c) => c,
+            Ok(c) => c.ca_from(&self.path),
             Err(e) => {
                 eprintln!(
                     "warning: {}: {e}; reports are kept in the outbox",
