@@ -585,6 +585,16 @@ fn sampling(v: &SamplingView) -> String {
 
 fn history(v: &HistoryView) -> String {
     let mut out = String::new();
+    // The server keeps at least one report of every host that sent one
+    // (retention.reports_per_host >= 1): none is a host never heard from.
+    if v.reports.is_empty() && v.daily.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}: no report yet (enrolled, never heard from)",
+            v.name
+        );
+        return out;
+    }
     let rows: Vec<Vec<String>> = v
         .reports
         .iter()
@@ -648,6 +658,21 @@ fn history(v: &HistoryView) -> String {
 #[cfg(test)]
 mod tests {
     use super::{FleetView, defuse, human, short_revision};
+
+    /// A host enrolled and never heard from has no report: its history
+    /// printed the header of an empty table, and nothing said why.
+    #[test]
+    fn the_history_of_a_host_never_heard_from_says_so() {
+        let json = serde_json::json!({
+            "format_version": "1", "name": "web-05", "reports": [], "daily": []
+        });
+        let view = FleetView::History {
+            name: "web-05".into(),
+            limit: 20,
+        };
+        let text = human(&view, json, false).unwrap();
+        assert_eq!(text, "web-05: no report yet (enrolled, never heard from)\n");
+    }
 
     /// A host's words reach the terminal without their control characters:
     /// an escape sequence in a label or a revision (OSC 52 writes the
