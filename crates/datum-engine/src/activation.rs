@@ -616,7 +616,7 @@ pub(crate) fn group_sensitive(
     if !read.is_empty() {
         return Some(Withheld::new(WithheldReason::SensitiveResource, read));
     }
-    SensitivePaths::of(catalogue).withheld(output)
+    SensitivePaths::of(catalogue).withheld(Some(def.name), output)
 }
 
 /// How long a word of a sensitive content must be to be looked for in an
@@ -646,9 +646,13 @@ const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
 /// declared content (its lines split at white space, quotes and the
 /// punctuation configuration files put around a value: `= : ; , { } ( ) [
 /// ] < >`), so that a validator quoting a secret without naming its file is
-/// caught too. A word a sensitive file shares with the validator's own text
-/// withholds its output where nothing secret was quoted: the price of
-/// failing closed (read it on the host); the report says it was withheld
+/// caught too. The fixed words of a line the validator is known to print
+/// are not searched (`OWN_LINES`: nginx's "configuration file ... test
+/// failed", sshd's "line N: Bad configuration option:"); a word a sensitive
+/// file shares with any other text of the output (a line of another shape,
+/// a path, a quoted line, a longer word holding it) withholds it where
+/// nothing secret was quoted: the price of failing closed (read it on the
+/// host); the report says it was withheld
 /// and for which sensitive resources ([`Withheld`]), never the words that
 /// matched. Made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
@@ -767,10 +771,17 @@ impl<'a> SensitivePaths<'a> {
         }
     }
 
-    /// Why `output` is withheld, if it is ([`Self::named_in`]): the
-    /// sensitive resources whose paths or words it holds (a path before a
-    /// word), or those that could not be read.
-    pub fn withheld(&self, output: &str) -> Option<Withheld> {
+    /// Why the output of `validator` is withheld, if it is: the sensitive
+    /// resources whose paths or words it holds (a path before a word), or
+    /// those that could not be read. As [`Self::named_in`], but the fixed
+    /// words of a line the validator is known to print are not searched
+    /// (`OWN_LINES`).
+    pub fn withheld(&self, validator: Option<&str>, output: &str) -> Option<Withheld> {
+        if output.is_empty() {
+            return None;
+        }
+        let output = searched_text(validator, output);
+        let output = output.as_ref();
         if !self.named_in(output) {
             return None;
         }
@@ -803,6 +814,96 @@ impl<'a> SensitivePaths<'a> {
             WithheldReason::QuotesSensitiveContent
         };
         Some(Withheld::new(reason, resources.into_iter().collect()))
+    }
+}
+
+/// Lines a validator is known to print, as fixed text with variable text
+/// (holes) between: the first piece starts the line, the last ends it, the
+/// others are found in order. The fixed words are the validator's own (or
+/// Datum's), printed whatever the configuration holds, so they are not
+/// searched for a sensitive word: "file", "configuration", "unknown",
+/// "directive" of a sensitive file no longer withhold nginx's every
+/// failure. The holes (paths, quoted directives, values) are searched as
+/// before; each piece meets a hole at a character no word holds (a space,
+/// a quote, a colon), so no word runs from a hole into fixed text. A line
+/// that matches none is searched whole. `*`: every validator's output
+/// (the offending lines Datum quotes below it).
+const OWN_LINES: &[(&str, &[&str])] = &[
+    ("*", &["offending line:"]),
+    ("*", &["offending lines:"]),
+    // `2026/12/07 11:17:58 [emerg] 1#1: unknown directive "x" in /f:3`
+    // (before the error log is open), or `nginx: [emerg] ...`.
+    (
+        "nginx",
+        &["", " [emerg] ", ": unknown directive \"", "\" in ", ""],
+    ),
+    (
+        "nginx",
+        &["nginx: [emerg] unknown directive \"", "\" in ", ""],
+    ),
+    ("nginx", &["nginx: configuration file ", " test failed"]),
+    (
+        "nginx",
+        &["nginx: the configuration file ", " syntax is ok"],
+    ),
+    (
+        "nginx",
+        &["nginx: configuration file ", " test is successful"],
+    ),
+    // `/etc/ssh/sshd_config: line 3: Bad configuration option: x`
+    ("sshd", &["", ": line ", ": Bad configuration option: ", ""]),
+    (
+        "sshd",
+        &["", ": terminating, ", " bad configuration options"],
+    ),
+];
+
+/// The variable text of `line` if it is one of `pieces` (see [`OWN_LINES`]).
+fn holes<'l>(line: &'l str, pieces: &[&str]) -> Option<Vec<&'l str>> {
+    let (first, after) = pieces.split_first()?;
+    let mut rest = line.strip_prefix(first)?;
+    let mut out = Vec::new();
+    let Some((last, middle)) = after.split_last() else {
+        return rest.is_empty().then_some(out);
+    };
+    for piece in middle {
+        let at = rest.find(piece)?;
+        out.push(&rest[..at]);
+        rest = &rest[at + piece.len()..];
+    }
+    out.push(rest.strip_suffix(last)?);
+    Some(out)
+}
+
+/// The text of a validator's `output` an output is searched in: each line,
+/// or only the holes of one the validator is known to print.
+fn searched_text<'o>(validator: Option<&str>, output: &'o str) -> std::borrow::Cow<'o, str> {
+    let own: Vec<&[&str]> = OWN_LINES
+        .iter()
+        .filter(|(v, _)| *v == "*" || Some(*v) == validator)
+        .map(|(_, pieces)| *pieces)
+        .collect();
+    let mut searched = String::with_capacity(output.len());
+    let mut changed = false;
+    for line in output.split('\n') {
+        match own.iter().find_map(|pieces| holes(line, pieces)) {
+            Some(holes) => {
+                changed = true;
+                for hole in holes {
+                    searched.push_str(hole);
+                    searched.push('\n');
+                }
+            }
+            None => {
+                searched.push_str(line);
+                searched.push('\n');
+            }
+        }
+    }
+    if changed {
+        searched.into()
+    } else {
+        output.into()
     }
 }
 
@@ -1145,18 +1246,102 @@ mod tests {
             ("nginx: configuration file test failed", None),
             ("", None),
         ] {
-            assert_eq!(searched.withheld(output), expected, "{output}");
-            assert_eq!(unbuilt.withheld(output), expected, "{output}");
+            assert_eq!(searched.withheld(None, output), expected, "{output}");
+            assert_eq!(unbuilt.withheld(None, output), expected, "{output}");
         }
         let unread = SensitivePaths {
             unread: BTreeSet::from(["Tree[keys]".to_owned()]),
             ..SensitivePaths::with_owners(searched.paths.clone(), searched.owners.clone())
         };
         assert_eq!(
-            unread.withheld("nginx: configuration file test failed"),
+            unread.withheld(Some("nginx"), "nginx: configuration file /x test failed"),
             withheld(SensitiveContentUnread, &["Tree[keys]"])
         );
-        assert_eq!(unread.withheld(""), None);
+        assert_eq!(unread.withheld(None, ""), None);
+    }
+
+    /// The fixed words of a line a validator is known to print are its own,
+    /// whatever a sensitive file holds: not searched; what varies (paths,
+    /// quoted directives, values) is, and so is every other line.
+    #[test]
+    fn a_validators_own_words_withhold_nothing_what_it_quotes_does() {
+        use crate::report::{Withheld, WithheldReason::*};
+        let words = [
+            "configuration",
+            "file",
+            "unknown",
+            "directive",
+            "failed",
+            "line",
+            "option",
+            "S3cr3tZZq",
+        ];
+        let searched = SensitivePaths::with_owners(
+            words.iter().map(|w| (*w).into()).collect(),
+            words
+                .iter()
+                .map(|_| (false, BTreeSet::from(["File[secret]".to_owned()])))
+                .collect(),
+        );
+        let quoted = Some(Withheld::new(
+            QuotesSensitiveContent,
+            vec!["File[secret]".to_owned()],
+        ));
+        for (validator, output, expected) in [
+            (
+                "nginx",
+                "2026/12/07 11:17:58 [emerg] 1#1: unknown directive \"bogus\" in /r/etc/nginx/nginx.conf:3\nnginx: configuration file /r/etc/nginx/nginx.conf test failed\noffending line:\n  /r/etc/nginx/nginx.conf:3:   bogus on;",
+                None,
+            ),
+            (
+                "nginx",
+                "nginx: [emerg] unknown directive \"S3cr3tZZq\" in /r/x.conf:1",
+                quoted.clone(),
+            ),
+            (
+                "nginx",
+                "nginx: [emerg] unknown directive \"x\" in /r/file/x.conf:1",
+                quoted.clone(),
+            ),
+            // A line of another shape is searched whole.
+            (
+                "nginx",
+                "nginx: [emerg] invalid number of arguments in \"listen\" directive in /r/x:2",
+                quoted.clone(),
+            ),
+            (
+                "sshd",
+                "/r/sshd_config: line 2: Bad configuration option: Prot\n/r/sshd_config: terminating, 1 bad configuration options",
+                None,
+            ),
+            (
+                "sshd",
+                "/r/sshd_config: line 2: Bad configuration option: S3cr3tZZq",
+                quoted.clone(),
+            ),
+            // Quoted under the offending line: searched.
+            (
+                "sshd",
+                "offending line:\n  /r/inc.conf:1: unknown yes",
+                quoted.clone(),
+            ),
+            // nginx's lines are not sshd's own.
+            (
+                "sshd",
+                "nginx: configuration file /r/x test failed",
+                quoted.clone(),
+            ),
+        ] {
+            assert_eq!(
+                searched.withheld(Some(validator), output),
+                expected,
+                "{validator}: {output}"
+            );
+        }
+        assert_eq!(
+            searched.withheld(None, "nginx: configuration file /r/x test failed"),
+            quoted
+        );
     }
 
     #[test]

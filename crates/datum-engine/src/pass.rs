@@ -532,7 +532,7 @@ pub fn run_pass_with(
                 }
                 Some(d) => match sensitive_paths
                     .get_or_init(|| crate::activation::SensitivePaths::of(catalogue))
-                    .withheld(&d)
+                    .withheld(resource.validate.as_deref(), &d)
                 {
                     // A note that is no validator's (quarantined,
                     // accepted) is left out without a word, as before.
