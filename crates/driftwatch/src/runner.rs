@@ -87,6 +87,10 @@ pub struct SavedPlan {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error(
+        "cannot run {program}: not found (not on PATH, not at that path, or its #! interpreter is missing); --binary names the engine: tofu (the default), terraform, or a path to either"
+    )]
+    NotFound { program: String },
     #[error("cannot run {program}: {error}")]
     Spawn {
         program: String,
@@ -183,11 +187,23 @@ impl Tofu {
         tail(&secrets.hide(&String::from_utf8_lossy(stderr)))
     }
 
+    /// The error of a command that could not be started: one not found says so in words
+    /// (the OS's "No such file or directory" reads like a missing stack).
+    fn spawn_error(&self, error: std::io::Error) -> RunError {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            RunError::NotFound {
+                program: self.binary.clone(),
+            }
+        } else {
+            RunError::Spawn {
+                program: self.binary.clone(),
+                error,
+            }
+        }
+    }
+
     fn call(&self, runner: &dyn Runner, argv: &[String]) -> Result<CmdOutput, RunError> {
-        runner.run(argv).map_err(|error| RunError::Spawn {
-            program: self.binary.clone(),
-            error,
-        })
+        runner.run(argv).map_err(|error| self.spawn_error(error))
     }
 
     /// Plan, save, and read back as JSON. Returns the `show -json` bytes.
@@ -237,10 +253,7 @@ impl Tofu {
         let started = std::time::Instant::now();
         let show = runner
             .run_to_file(&self.show_argv(&out), &json)
-            .map_err(|error| RunError::Spawn {
-                program: self.binary.clone(),
-                error,
-            })?;
+            .map_err(|error| self.spawn_error(error))?;
         timings
             .steps
             .push((format!("show -json of the {label}"), started.elapsed()));

@@ -162,10 +162,30 @@ fn missing_binary_exits_1() {
     );
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.contains("cannot run /nonexistent/tofu"),
+        out.stderr
+            .contains("cannot run /nonexistent/tofu: not found"),
         "{}",
         out.stderr
     );
+    // The default engine missing from PATH (an operator with terraform only) is told what
+    // --binary is for, not the OS's "No such file or directory", which reads like a missing
+    // stack.
+    let out = outcome(
+        driftwatch()
+            .arg("run")
+            .arg("--chdir")
+            .arg(dir.path())
+            .env("PATH", dir.path()),
+    );
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains(
+            "cannot run tofu: not found (not on PATH, not at that path, or its #! interpreter is missing); --binary names the engine: tofu (the default), terraform, or a path to either"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("No such file"), "{}", out.stderr);
 }
 
 /// Three stacks in one directory: shop-prod (drift), network (clean), broken (its plan fails).
