@@ -886,6 +886,8 @@ fn searched_text<'o>(validator: Option<&str>, output: &'o str) -> std::borrow::C
     let mut searched = String::with_capacity(output.len());
     let mut changed = false;
     for line in output.split('\n') {
+        // sshd ends its lines with CR LF.
+        let line = line.strip_suffix('\r').unwrap_or(line);
         match own.iter().find_map(|pieces| holes(line, pieces)) {
             Some(holes) => {
                 changed = true;
@@ -1313,6 +1315,17 @@ mod tests {
                 "sshd",
                 "/r/sshd_config: line 2: Bad configuration option: Prot\n/r/sshd_config: terminating, 1 bad configuration options",
                 None,
+            ),
+            // As sshd prints them: CR LF.
+            (
+                "sshd",
+                "/r/sshd_config: line 2: Bad configuration option: Prot\r\n/r/sshd_config: terminating, 1 bad configuration options\r\n",
+                None,
+            ),
+            (
+                "sshd",
+                "/r/sshd_config: line 2: Bad configuration option: S3cr3tZZq\r\n",
+                quoted.clone(),
             ),
             (
                 "sshd",

@@ -1108,3 +1108,39 @@ datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/ngin
         "{text}"
     );
 }
+
+/// sshd -t's own words ("Bad configuration option", "line",
+/// "terminating") in a sensitive file withheld its output; its lines end
+/// in CR LF, which the fixed lines must allow for. Shown now; the option it
+/// quotes is still searched.
+#[test]
+fn sshds_own_words_in_a_sensitive_file_withhold_nothing() {
+    if !require("sshd") {
+        return;
+    }
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    fs::create_dir_all(s.live("/srv")).unwrap();
+    let main = |option: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /srv/token.conf\n  content: \"# Bad configuration option on line 2, terminating\\nsecret CNRYh113-sshd\\n\"\n---\n\
+datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n  mode: \"0600\"\n  validate: sshd\n  content: \"Port 22\\n{option} 23\\n\"\n"
+        )
+    };
+    s.write("repo/base/main.yaml", &main("Prot"));
+    let text = stdout(&s.datum(&["plan"]));
+    assert!(
+        text.contains(": line 2: Bad configuration option: Prot")
+            && text.contains(": terminating, 1 bad configuration options"),
+        "{text}"
+    );
+    assert!(!text.contains("withheld"), "{text}");
+    // The option it quotes, a word of the sensitive file: withheld.
+    s.write("repo/base/main.yaml", &main("terminating"));
+    let text = stdout(&s.datum(&["plan"]));
+    assert!(!text.contains("option: terminating"), "{text}");
+    assert!(text.contains("validator output withheld"), "{text}");
+}
