@@ -87,6 +87,13 @@ impl Scope {
     }
 }
 
+/// What a class's policy can do to a resource that drifted, one word each
+/// (the `action` label's values of `datum_policy_actions_total`): put it
+/// back, write a patch accepting it, or try to put it back and fail. A
+/// quarantine is not among them: it stays, and `datum_resources` counts it
+/// until it is lifted.
+pub const ACTS: [&str; 3] = ["reverted", "accepted", "revert_failed"];
+
 /// The resource states the metrics count, one word each (also the `state`
 /// label's values).
 pub const STATES: [&str; 6] = [
@@ -107,6 +114,11 @@ pub struct ClassReport {
     /// Finding kind (`changed_outside`, `deleted_outside`, `type_changed`,
     /// `unmanaged`...) -> findings currently open.
     pub findings: BTreeMap<String, u64>,
+    /// What the class's policy did in this check (one of [`ACTS`]) ->
+    /// resources it did it to. Unlike the states, which the next check
+    /// replaces (the check a revert's own write sets off, a few
+    /// milliseconds later), these are counted.
+    pub acted: BTreeMap<String, u64>,
     /// How long inspecting this class took in this check.
     pub duration: Duration,
 }

@@ -703,6 +703,14 @@ fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> (LogLevel, Str
             line.push_str(&format!(", {n} {said}"));
         }
     }
+    let accepted: u64 = report
+        .classes
+        .values()
+        .filter_map(|c| c.acted.get("accepted"))
+        .sum();
+    if accepted > 0 {
+        line.push_str(&format!(", {accepted} accepted"));
+    }
     line.push_str(&format!(", exit {}, {ms} ms", report.exit_code));
     if report.cancelled {
         line.push_str(", stopped early");

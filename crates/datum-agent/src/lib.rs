@@ -44,6 +44,7 @@
 //!         let class = ClassReport {
 //!             states: BTreeMap::from([("drifted".to_owned(), 1)]),
 //!             findings: BTreeMap::from([("changed_outside".to_owned(), 1)]),
+//!             acted: BTreeMap::new(),
 //!             duration: Duration::from_millis(3),
 //!         };
 //!         Ok(CheckReport {
@@ -90,7 +91,7 @@ mod signals;
 pub mod watch;
 
 pub use check::{
-    Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
+    ACTS, Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
     STATES, Scope, WatchScope, WatchTarget,
 };
 pub use daemon::{Agent, AgentConfig, Log, LogLevel};

@@ -21,7 +21,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::check::{CheckReport, STATES};
+use crate::check::{ACTS, CheckReport, STATES};
 use crate::exposition::{Format, to_prometheus_text};
 use crate::watch::LOST_REASONS;
 
@@ -40,6 +40,12 @@ struct StateLabels {
 struct KindLabels {
     class: String,
     kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    class: String,
+    action: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -87,6 +93,7 @@ pub struct Metrics {
     checks: Family<TriggerLabels, Counter>,
     resources: Family<StateLabels, Gauge>,
     findings: Family<KindLabels, Gauge>,
+    actions: Family<ActionLabels, Counter>,
     validation_failures: Family<ValidatorLabel, Counter>,
     watch_events: Counter,
     watch_overflows: Counter,
@@ -127,6 +134,7 @@ impl Metrics {
             checks: Family::default(),
             resources: Family::default(),
             findings: Family::default(),
+            actions: Family::default(),
             validation_failures: Family::default(),
             watch_events: Counter::default(),
             watch_overflows: Counter::default(),
@@ -193,6 +201,11 @@ impl Metrics {
             "datum_drift_findings",
             "Open drift findings by class and kind",
             m.findings.clone(),
+        );
+        registry.register(
+            "datum_policy_actions",
+            "Resources a class's policy reverted, accepted (a patch written) or failed to revert, by class and action",
+            m.actions.clone(),
         );
         registry.register(
             "datum_validation_failures",
@@ -382,6 +395,14 @@ impl Metrics {
                     })
                     .inc_by(0);
             }
+            for action in ACTS {
+                self.actions
+                    .get_or_create(&ActionLabels {
+                        class: name.clone(),
+                        action: action.to_owned(),
+                    })
+                    .inc_by(0);
+            }
         }
         self.repository_ok.set(1);
         self.last_reload.set(unix.as_secs_f64());
@@ -409,6 +430,12 @@ impl Metrics {
             self.checks.remove(&TriggerLabels {
                 class: class.to_owned(),
                 trigger: trigger.to_owned(),
+            });
+        }
+        for action in ACTS {
+            self.actions.remove(&ActionLabels {
+                class: class.to_owned(),
+                action: action.to_owned(),
             });
         }
     }
@@ -490,6 +517,15 @@ impl Metrics {
                     trigger: trigger.to_owned(),
                 })
                 .inc();
+            // What a policy did happened, even in a check cut short.
+            for (action, n) in &r.acted {
+                self.actions
+                    .get_or_create(&ActionLabels {
+                        class: class.clone(),
+                        action: action.clone(),
+                    })
+                    .inc_by(*n);
+            }
             if report.cancelled {
                 // A partial picture must not overwrite the last complete one.
                 continue;
@@ -601,6 +637,7 @@ mod tests {
             ClassReport {
                 states: BTreeMap::from([("converged".into(), 3), ("drifted".into(), 1)]),
                 findings: BTreeMap::from([("changed_outside".into(), 1)]),
+                acted: BTreeMap::new(),
                 duration: Duration::from_millis(12),
             },
         );

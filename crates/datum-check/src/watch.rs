@@ -712,7 +712,9 @@ fn fill_agent_report(
 
 /// A class picture from the in-process reconcile of the whole class:
 /// reverted resources count as changed, accepted ones as converged, those
-/// with open findings as drifted, quarantined and erroring ones as such.
+/// with open findings as drifted, quarantined and erroring ones as such;
+/// what the policy did (reverted, accepted, a revert that failed) is
+/// counted apart, per resource.
 fn picture_from_report(
     resources: &[&Resource],
     checked: &datum_drift::check::CheckReport,
@@ -724,6 +726,8 @@ fn picture_from_report(
         .map(|r| (r.id.to_string(), &r.id))
         .collect();
     let mut state: HashMap<&ResourceId, &'static str> = HashMap::new();
+    // Each resource once per act, whatever its number of findings.
+    let mut acted: BTreeMap<&'static str, HashSet<&ResourceId>> = BTreeMap::new();
     let mut picture = ClassReport::default();
     for reported in &checked.findings {
         let f = &reported.finding;
@@ -732,6 +736,15 @@ fn picture_from_report(
         };
         let action = reported.action.as_str();
         let s = reported.handling.state();
+        let act = match reported.handling {
+            Handling::Reverted => Some("reverted"),
+            Handling::Accepted => Some("accepted"),
+            Handling::RevertFailed => Some("revert_failed"),
+            Handling::Open | Handling::Quarantined => None,
+        };
+        if let Some(act) = act {
+            acted.entry(act).or_default().insert(*id);
+        }
         if reported.handling == Handling::RevertFailed
             && action.contains("validat")
             && let Some(v) = &r.validate
@@ -768,6 +781,9 @@ fn picture_from_report(
     for r in resources {
         let s = state.get(&r.id).copied().unwrap_or("converged");
         *picture.states.entry(s.to_owned()).or_insert(0) += 1;
+    }
+    for (act, ids) in acted {
+        picture.acted.insert(act.to_owned(), ids.len() as u64);
     }
     picture
 }

@@ -364,6 +364,62 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
     );
 }
 
+/// What a policy did is counted. A revert or an accept leaves no open
+/// finding, and the check the revert's own write triggers replaces
+/// `datum_resources{state="changed"}` a few milliseconds later, so a scrape
+/// every 15 s or more never saw that the host had drifted and been put back
+/// (or that a patch now waits for the repository).
+#[test]
+fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
+    let estate = Estate::new("1h");
+    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &settings
+            .replace(
+                "critical: {interval: 60s, watch: true}",
+                "critical: {interval: 60s, watch: true, policy: revert}",
+            )
+            .replace(
+                "normal: {interval: 1h}",
+                "normal: {interval: 1h, watch: true, policy: accept}",
+            ),
+    );
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        Duration::from_secs(10),
+    );
+    let text = agent.metrics();
+    for class in ["critical", "normal"] {
+        for action in ["reverted", "accepted", "revert_failed"] {
+            let zero =
+                format!("datum_policy_actions_total{{class=\"{class}\",action=\"{action}\"}} 0");
+            assert!(text.contains(&zero), "no `{zero}` from the start:\n{text}");
+        }
+    }
+    estate.write("root/etc/app/motd", "hello from a person\n");
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"normal\",action=\"accepted\"} 1",
+        Duration::from_secs(5),
+    );
+    agent.wait_log("the accept in the log", |l| l.contains("1 accepted"));
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
+        Duration::from_secs(5),
+    );
+    // The checks the revert's own write set off revert nothing more.
+    std::thread::sleep(Duration::from_millis(500));
+    let text = agent.metrics();
+    assert!(
+        text.contains("datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1")
+            && text.contains("datum_resources{class=\"critical\",state=\"changed\"} 0"),
+        "{text}"
+    );
+}
+
 /// An estate whose `critical` class reverts, with the agent running and
 /// its first pass seen converged.
 fn reverting_estate() -> (Estate, Agent) {

@@ -84,6 +84,7 @@ impl ClassChecker for Fake {
                 ClassReport {
                     states: BTreeMap::from([("drifted".into(), 1)]),
                     findings: BTreeMap::from([("changed_outside".into(), 1)]),
+                    acted: BTreeMap::new(),
                     duration: t0.elapsed(),
                 },
             );
@@ -615,6 +616,7 @@ fn the_check_line_says_what_the_policy_did() {
                     ("quarantined".to_owned(), 1),
                 ]),
                 findings: BTreeMap::new(),
+                acted: BTreeMap::from([("accepted".to_owned(), 2)]),
                 duration: Duration::from_millis(3),
             },
         )]),
@@ -625,7 +627,7 @@ fn the_check_line_says_what_the_policy_did() {
     let (level, line) = summary("interval", &scope, &report);
     assert_eq!(
         line,
-        "check (interval) of class critical: 0 open finding(s), 1 reverted, 1 failed, 1 quarantined, exit 1, 3 ms"
+        "check (interval) of class critical: 0 open finding(s), 1 reverted, 1 failed, 1 quarantined, 2 accepted, exit 1, 3 ms"
     );
     // A failure needs a person: not an info line.
     assert_eq!(level, LogLevel::Warn);
