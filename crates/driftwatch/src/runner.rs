@@ -184,7 +184,33 @@ impl Tofu {
     /// rejected, and this text goes to every output.
     fn tail(&self, stderr: &[u8]) -> String {
         let secrets = crate::engine_secrets::EngineSecrets::gather(Path::new(&self.chdir));
-        tail(&secrets.hide(&String::from_utf8_lossy(stderr)))
+        let mut text = tail(&secrets.hide(&String::from_utf8_lossy(stderr)));
+        if let Some(hint) = self.not_initialised() {
+            text.push_str(&hint);
+        }
+        text
+    }
+
+    /// A failed command's hint when the stack was never initialised: its folder is there
+    /// but holds no data directory (`.terraform`, or `TF_DATA_DIR`, which the engine reads
+    /// relative to the folder). The engine then says only that the lock file's provider
+    /// selections are inconsistent, or that a provider or module is missing, without
+    /// naming `init` in the lines driftwatch quotes.
+    fn not_initialised(&self) -> Option<String> {
+        let chdir = Path::new(&self.chdir);
+        let data_dir = std::env::var_os("TF_DATA_DIR")
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| ".terraform".into());
+        if !chdir.is_dir() || chdir.join(&data_dir).is_dir() {
+            return None;
+        }
+        Some(format!(
+            " ({} is not initialised: it has no {} folder; run `{} -chdir={} init` first)",
+            self.chdir,
+            Path::new(&data_dir).display(),
+            self.binary,
+            self.chdir
+        ))
     }
 
     /// The error of a command that could not be started: one not found says so in words

@@ -188,6 +188,46 @@ fn missing_binary_exits_1() {
     assert!(!out.stderr.contains("No such file"), "{}", out.stderr);
 }
 
+#[test]
+fn a_stack_never_initialised_is_told_to_run_init() {
+    // terraform 1.11 on a stack without `init` quotes only "Error: Inconsistent dependency
+    // lock file / The following dependency selections recorded in the lock file are",
+    // which never says what to do.
+    let dir = tempfile::tempdir().unwrap();
+    let stack = stack_dir(dir.path());
+    std::fs::write(
+        stack.join("fake-fail"),
+        "Error: Inconsistent dependency lock file\n\nThe following dependency selections recorded in the lock file are\ninconsistent with the current configuration:\n",
+    )
+    .unwrap();
+    let out = outcome(&mut run_cmd(dir.path()));
+    assert_eq!(out.code, 1);
+    let hint = format!(
+        "({} is not initialised: it has no .terraform folder; run `{} -chdir={} init` first)",
+        stack.display(),
+        dir.path().join("tofu").display(),
+        stack.display()
+    );
+    assert!(out.stderr.contains(&hint), "{}", out.stderr);
+    // An initialised stack whose plan fails gets the engine's words alone.
+    std::fs::create_dir(stack.join(".terraform")).unwrap();
+    let out = outcome(&mut run_cmd(dir.path()));
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("Inconsistent dependency"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("not initialised"), "{}", out.stderr);
+    // TF_DATA_DIR names the data directory, relative to the stack.
+    let out = outcome(run_cmd(dir.path()).env("TF_DATA_DIR", "elsewhere"));
+    assert!(
+        out.stderr.contains("it has no elsewhere folder"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// Three stacks in one directory: shop-prod (drift), network (clean), broken (its plan fails).
 fn three_stacks(dir: &Path) -> [PathBuf; 3] {
     let shop = stack_dir(dir);
