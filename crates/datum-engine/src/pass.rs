@@ -179,9 +179,10 @@ pub fn run_pass_with(
     // path that could be trusted is looked at, and before the observers
     // start: the records and the paths' metadata decide what is read.
     let store = ctx.store.as_deref();
-    // Every resource of the catalogue is visited: the store's records of
-    // any other are of resources the repository no longer declares.
-    let whole = selected.len() == catalogue.resources.len();
+    // Every resource of the host's whole catalogue is visited (not a part
+    // of it, as a revert's): the store's records of any other are of
+    // resources the repository no longer declares.
+    let whole = options.whole_catalogue && selected.len() == catalogue.resources.len();
     let trust = options.trust_metadata && !fingerprints;
     let mut observers = observe::Observers {
         registry: ctx.registry,

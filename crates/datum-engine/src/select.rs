@@ -57,6 +57,15 @@ pub struct PassOptions {
     /// which nobody without the key can test a guess against. `None`: every
     /// fingerprint is plain (the caller keeps sensitive ones to itself).
     pub digest_key: Option<datum_core::DigestKey>,
+    /// The catalogue is the host's whole catalogue, as compiled from the
+    /// repository (`datum apply`): a pass that visits all of it forgets the
+    /// verified records of resources it does not declare (renamed or
+    /// removed). False (the default): it may be a part of it (a revert's
+    /// catalogue of the resources it reverts), and a record of a resource
+    /// it does not hold is left as it is; forgetting it would make that
+    /// resource read as never applied (`not_converged`), on which no policy
+    /// acts, until the next apply.
+    pub whole_catalogue: bool,
 }
 
 impl PassOptions {

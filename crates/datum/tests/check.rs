@@ -688,6 +688,47 @@ fn check_only_says_what_revert_would_do_and_reconcile_does_it() {
     assert_eq!(findings(&json)[0].0, "File[app-conf]");
 }
 
+/// A revert is an apply of the reverted resources alone: every other
+/// resource's verified record stays (forgetting the records of resources
+/// not visited is for an apply of the whole catalogue). Before, the revert's
+/// catalogue of one resource looked whole to the engine, so it forgot the
+/// others' records: each then read as never applied (`not_converged`), on
+/// which no policy acts, so an `accept` (or `revert`, `quarantine`) class
+/// stopped acting on its drift until the next `datum apply`.
+#[test]
+fn a_revert_forgets_no_other_resources_verified_record() {
+    let s = Sandbox::new(
+        "classes:\n  critical: {interval: 60s, policy: revert}\n  followed: {interval: 1h, policy: accept}\n",
+        None,
+    );
+    s.write(
+        "repo/base/main.yaml",
+        &MANIFEST
+            .replace("name: motd\n", "name: motd\nclass: critical\n")
+            .replace("name: app-conf\n", "name: app-conf\nclass: followed\n"),
+    );
+    let s = s.applied();
+    fs::write(s.live("/etc/motd"), "defaced\n").expect("edit");
+    let (code, json) = s.reconcile_json(&["--class", "critical"]);
+    assert_eq!(code, 2, "{json}");
+    assert_eq!(first_action(&json), "reverted", "{json}");
+    fs::write(s.live("/etc/app/app.conf"), "listen = 1\n").expect("edit");
+    let (_, json) = s.check_json(&[]);
+    let found = findings(&json);
+    assert_eq!(found.len(), 1, "{json}");
+    assert_eq!(
+        (
+            found[0].0.as_str(),
+            found[0].1.as_str(),
+            first_action(&json)
+        ),
+        ("File[app-conf]", "changed_outside", "would accept"),
+        "{json}"
+    );
+    let (_, json) = s.reconcile_json(&["--class", "followed"]);
+    assert!(first_action(&json).starts_with("accepted"), "{json}");
+}
+
 const SUDOERS_OK: &str = "ops ALL=(ALL) NOPASSWD: /usr/bin/systemctl\n";
 
 fn sudoers_sandbox() -> Option<Sandbox> {

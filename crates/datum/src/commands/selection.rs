@@ -113,6 +113,9 @@ impl Selection {
             fingerprints: false,
             trust_metadata: false,
             digest_key: None,
+            // The compiled catalogue: an apply of all of it forgets the
+            // records of resources it no longer declares.
+            whole_catalogue: true,
         }
     }
 
