@@ -199,6 +199,7 @@ pub struct Io<'a> {
 
 /// Parse arguments and run; returns the exit code. Never panics on bad input.
 pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 {
+    let json_usage = usage_json_command(&args);
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -210,6 +211,16 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
                 io.stderr
             };
             let _ = sink.write_all(text.as_bytes());
+            // A usage error under `--output json` is the error document on stdout too, as
+            // any error before a command's report is (and as `datum`'s are): clap's first
+            // line, without its `error: `; the usage and the hint stay on stderr.
+            if kind != exit::ErrorKind::Help
+                && let Some(command) = json_usage
+            {
+                let first = text.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                let _ = writeln!(io.stdout, "{}", error_document(command, message));
+            }
             return exit::for_kind(kind);
         }
     };
@@ -245,6 +256,32 @@ pub fn main_with(args: Vec<String>, runner: &dyn Runner, io: &mut Io<'_>) -> u8 
             exit::for_kind(kind)
         }
     }
+}
+
+/// The command (`run` or `report`, the two with a JSON form) a command line that clap
+/// refuses asked for JSON from: `--json`, or the last `--output` (`--output json` or
+/// `--output=json`) says `json`. None for `codify`, no command, or another format.
+fn usage_json_command(args: &[String]) -> Option<&'static str> {
+    let command = match args.iter().skip(1).find(|a| !a.starts_with('-'))?.as_str() {
+        "run" => "run",
+        "report" => "report",
+        _ => return None,
+    };
+    let mut json = false;
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--" => break,
+            "--json" => return Some(command),
+            "--output" => json = rest.next().is_some_and(|v| v == "json"),
+            other => {
+                if let Some(value) = other.strip_prefix("--output=") {
+                    json = value == "json";
+                }
+            }
+        }
+    }
+    json.then_some(command)
 }
 
 /// The error document of a failed command (see docs/conventions.md): its

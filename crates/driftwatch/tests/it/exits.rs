@@ -385,3 +385,63 @@ fn a_json_command_that_fails_prints_the_error_document() {
     assert_eq!(out.code, 1);
     assert_eq!(out.stdout, "");
 }
+
+/// A usage error (clap's) under `--output json` is the error document on stdout too, as
+/// `datum plan --bogus --output json` prints one; driftwatch printed nothing, so a script
+/// piping `driftwatch run ... --output json` to `jq` read an empty input.
+#[test]
+fn a_usage_error_under_json_prints_the_error_document() {
+    for (args, command, said) in [
+        (
+            &["run", "--chdir", ".", "--bogus", "--output", "json"][..],
+            "run",
+            "unexpected argument '--bogus' found",
+        ),
+        (
+            &["report", "--output=json", "--plan", "p.json", "--jobs", "2"][..],
+            "report",
+            "unexpected argument '--jobs' found",
+        ),
+        (
+            &["run", "--chdir", ".", "--output", "json", "--json"][..],
+            "run",
+            "cannot be used with",
+        ),
+        (
+            &["run", "--chdir", ".", "--json", "--lock-timeout"][..],
+            "run",
+            "a value is required for '--lock-timeout <DURATION>'",
+        ),
+    ] {
+        let out = outcome(driftwatch().args(args));
+        assert_eq!(out.code, 1, "{args:?}: {}", out.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}): {:?}", out.stdout));
+        assert_eq!(doc["format_version"], "1", "{doc}");
+        assert_eq!(doc["command"], command, "{doc}");
+        assert_eq!(doc["errors"], 1, "{doc}");
+        let error = doc["error"].as_str().unwrap();
+        assert!(error.contains(said), "{args:?}: {doc}");
+        assert!(!error.starts_with("error:"), "{doc}");
+        assert_eq!(doc["diagnostics"][0]["message"], error, "{doc}");
+        assert!(out.stderr.contains(error), "{}", out.stderr);
+    }
+    // Human output (and markdown, and codify, which has no JSON): stdout stays empty.
+    for args in [
+        &["run", "--chdir", ".", "--bogus"][..],
+        &["run", "--chdir", ".", "--bogus", "--output", "markdown"][..],
+        &[
+            "run", "--chdir", ".", "--output", "json", "--output", "human", "--bogus",
+        ][..],
+        &["codify", "--chdir", ".", "--bogus", "--json"][..],
+        &["--bogus", "--json"][..],
+    ] {
+        let out = outcome(driftwatch().args(args));
+        assert_eq!(out.code, 1, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+    }
+    // Help stays help, on stdout, exit 0.
+    let out = outcome(driftwatch().args(["run", "--help", "--json"]));
+    assert_eq!(out.code, 0);
+    assert!(out.stdout.contains("Usage:"), "{}", out.stdout);
+}
