@@ -263,9 +263,16 @@ impl State<'_> {
                 } else {
                     self.reconcile_class(class)
                 };
-                // What the resource-by-resource path knew of these resources
-                // is stale.
-                for r in resources {
+                // The reconcile covers the whole class, even when a watch
+                // named a few of its files: its picture is of every
+                // resource of the class, and what the resource-by-resource
+                // path knew of any of them is stale.
+                let resources: Vec<&Resource> = catalogue
+                    .resources
+                    .iter()
+                    .filter(|r| r.class == *class)
+                    .collect();
+                for r in &resources {
                     self.known.remove(&r.id);
                 }
                 match checked {
@@ -276,7 +283,7 @@ impl State<'_> {
                         self.say_failed(&checked.report.errors);
                         self.say_warnings(&checked.report.warnings);
                         let picture = picture_from_report(
-                            resources,
+                            &resources,
                             &checked.report,
                             &mut report.validation_failures,
                         );

@@ -420,6 +420,51 @@ fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
     );
 }
 
+/// A watch names the files that changed, but a policy's check (the
+/// in-process reconcile) covers the whole class: the class's picture is of
+/// every resource of it. It was of the watched ones only, so after one
+/// file of a two-file revert class was reverted, `datum_resources` summed
+/// to 1 for the class, and a resource failing or quarantined elsewhere in
+/// it dropped out of the metrics (and its alert's `for:` started again)
+/// until the next interval check.
+#[test]
+fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
+    let estate = Estate::unapplied("1h");
+    estate.write(
+        "repo/base/banner.yaml",
+        "datum: v1alpha1\ntype: File\nname: banner\nclass: critical\ndesired:\n  path: /etc/app/banner\n  content: \"authorised use only\\n\"\n",
+    );
+    let out = estate.datum(&["apply"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "apply: {out:?}");
+    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
+    estate.write(
+        "repo/datum.yaml",
+        &settings.replace(
+            "critical: {interval: 60s, watch: true}",
+            "critical: {interval: 60s, watch: true, policy: revert}",
+        ),
+    );
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_resources{class=\"critical\",state=\"converged\"} 2",
+        Duration::from_secs(10),
+    );
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
+        Duration::from_secs(5),
+    );
+    // The check the revert's own write set off has come and gone.
+    std::thread::sleep(Duration::from_millis(500));
+    let text = agent.metrics();
+    assert!(
+        text.contains("datum_resources{class=\"critical\",state=\"converged\"} 2"),
+        "{text}\nlog:\n{}",
+        agent.log_text()
+    );
+}
+
 /// An estate whose `critical` class reverts, with the agent running and
 /// its first pass seen converged.
 fn reverting_estate() -> (Estate, Agent) {
