@@ -4,7 +4,8 @@
 //!
 //! The level comes from `--log-level` (or `DATUM_LOG`), else `RUST_LOG`
 //! (full `tracing` directives, `datum=debug,datum_agent=trace`), else `info`
-//! for the agent and `warn` for everything else. The format: `text` (one
+//! for the agent (`info,notify=warn`: the watch library's info events are
+//! its own bookkeeping) and `warn` for everything else. The format: `text` (one
 //! line per event on stderr, RFC 3339 UTC time), `json` (one JSON object per
 //! line on stderr, for log shippers), `journald` (native journal fields:
 //! `PRIORITY`, `MESSAGE`, the event's fields as `DATUM_*`), or `auto`:

@@ -61,7 +61,9 @@ fn main() {
         cli.global.output = cli::Format::Json;
     }
     let default_level = if matches!(cli.command, cli::Command::Agent(_)) {
-        "info"
+        // The watch library's info events are its own bookkeeping (a watch
+        // of a replaced inode that is gone already), not the operator's.
+        "info,notify=warn"
     } else {
         "warn"
     };
