@@ -1,9 +1,11 @@
 //! Which reports are late (older than what they would replace) and which
 //! were seen before (older than retention keeps), within a state store.
 
+use std::collections::HashMap;
+
 use datum_fleet::Report;
 
-use crate::store::Val;
+use crate::store::{Row, Val};
 
 /// Whether `report` is older than the report it would replace, finished at
 /// `last.0` with sequence number `last.1`: it finished before, or in the
@@ -64,6 +66,22 @@ impl Last {
             seq,
             store: store.map(str::to_owned),
         }
+    }
+
+    /// Host -> its last report, from rows of (host, finish, sequence number,
+    /// store); a row missing one of the first three is left out.
+    pub(super) fn by_host(rows: impl Iterator<Item = Row>) -> HashMap<String, Last> {
+        rows.filter_map(|r| {
+            Some((
+                r.first()?.text()?.to_owned(),
+                Last::of(
+                    r.get(1)?.int()?,
+                    r.get(2)?.int()?,
+                    r.get(3).and_then(Val::text),
+                ),
+            ))
+        })
+        .collect()
     }
 }
 

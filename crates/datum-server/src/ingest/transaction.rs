@@ -205,42 +205,15 @@ impl Phases for Ingest {
                 }
                 // Host -> the finish, sequence number and store of the
                 // report a new one must not be older than.
-                let mut latest: HashMap<String, Last> = answers
-                    .by_ref()
-                    .take(self.latest_reads)
-                    .flatten()
-                    .filter_map(|r| {
-                        Some((
-                            r.first()?.text()?.to_owned(),
-                            Last::of(
-                                r.get(1)?.int()?,
-                                r.get(2)?.int()?,
-                                r.get(3).and_then(Val::text),
-                            ),
-                        ))
-                    })
-                    .collect();
+                let mut latest = Last::by_host(answers.by_ref().take(self.latest_reads).flatten());
                 let mut by_host: HashMap<String, Vec<Row>> = HashMap::new();
                 for row in answers.by_ref().take(self.findings_reads).flatten() {
                     let host = row.get(4).and_then(Val::text).unwrap_or("").to_owned();
                     by_host.entry(host).or_default().push(row);
                 }
                 // Host -> its last report, for the applies that close findings.
-                let last_report: HashMap<String, Last> = answers
-                    .by_ref()
-                    .take(self.closing_reads)
-                    .flatten()
-                    .filter_map(|r| {
-                        Some((
-                            r.first()?.text()?.to_owned(),
-                            Last::of(
-                                r.get(1)?.int()?,
-                                r.get(2)?.int()?,
-                                r.get(3).and_then(Val::text),
-                            ),
-                        ))
-                    })
-                    .collect();
+                let last_report =
+                    Last::by_host(answers.by_ref().take(self.closing_reads).flatten());
                 // Host, revision, its last apply: only the revision each
                 // applying report names counts.
                 let reported: HashMap<&str, &str> = self
