@@ -593,8 +593,8 @@ const TRIGGERS: [&str; 3] = ["full", "interval", "watch"];
 const FALLBACK_REASONS: [&str; 3] = ["backend", "limit", "overflow"];
 
 /// The finding kinds every class exports even at zero, so a rule can tell
-/// "no drift" from "never checked".
-const BASE_KINDS: [&str; 6] = [
+/// "no drift" from "never checked": every kind docs/agent.md lists.
+const BASE_KINDS: [&str; 7] = [
     "changed_outside",
     "deleted_outside",
     "type_changed",
@@ -603,6 +603,9 @@ const BASE_KINDS: [&str; 6] = [
     // refuses: the host "will be wrong after its next restart".
     "activation_owed",
     "invalid_live_config",
+    // Not drift: differences an apply still owes (never applied here, its
+    // last apply failed, its declaration changed since).
+    "not_converged",
 ];
 
 fn set_kinds(
@@ -682,6 +685,8 @@ mod tests {
             // A host that will be wrong after its next restart shows, at 0 too.
             "datum_drift_findings{class=\"critical\",kind=\"activation_owed\"} 0",
             "datum_drift_findings{class=\"critical\",kind=\"invalid_live_config\"} 0",
+            // Work an apply still owes, documented among the kinds: at 0 too.
+            "datum_drift_findings{class=\"critical\",kind=\"not_converged\"} 0",
             "datum_validation_failures_total{validator=\"sshd\"} 1",
             "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
             "datum_watch_events_total 1",
