@@ -435,6 +435,12 @@ pub(crate) fn hash_source(
     Ok((digests, size))
 }
 
+/// [`hash_source`] without a cache: the file at `path` opened (as the
+/// compile opens a source) and read whole.
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
+    hash_open(&mut datum_host::repo::open(path)?)
+}
+
 fn hash_open(file: &mut std::fs::File) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
     use sha2::{Digest, Sha256};
     use std::io::Read;

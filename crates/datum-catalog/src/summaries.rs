@@ -154,6 +154,30 @@ impl Summaries {
         }
     }
 
+    /// Sets the declaration hash of the summary at `i` (a snapshot's
+    /// withheld one, filled in when it is loaded): in place when it is as
+    /// long as the one it replaces, else by writing the text again.
+    pub(crate) fn set_declaration_hash(&mut self, i: usize, hash: &str) -> bool {
+        let Some(p) = self.parts.get(i).copied() else {
+            return false;
+        };
+        let (from, to) = (p.ends[1], p.ends[2]);
+        if to - from == hash.len() {
+            self.text.replace_range(from..to, hash);
+            return true;
+        }
+        let mut again = Summaries::with_capacity(self.len(), self.text.len() + hash.len());
+        for (at, s) in self.iter().enumerate() {
+            let mut s = s;
+            if at == i {
+                s.declaration_hash = hash;
+            }
+            again.push(s);
+        }
+        *self = again;
+        true
+    }
+
     /// Every summary, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Summary<'_>> + Clone + '_ {
         (0..self.len()).map(|i| self.at(i))
@@ -184,7 +208,12 @@ impl Serialize for WrittenSummaries<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|r| {
             let s = Summary::of(r);
-            let written: Written<'_> = (s.id, s.class, s.path, s.declaration_hash, s.validate);
+            let hash = if crate::snapshot::withheld(r) {
+                crate::snapshot::WITHHELD_HASH
+            } else {
+                s.declaration_hash
+            };
+            let written: Written<'_> = (s.id, s.class, s.path, hash, s.validate);
             written
         }))
     }

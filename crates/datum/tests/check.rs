@@ -2265,6 +2265,66 @@ fn a_pull_checkout_is_remembered_by_its_commit_and_any_other_folder_by_its_stamp
     assert_eq!(catalogue_source(&s.check_json(&[]).1), "compiled");
 }
 
+/// A sensitive File whose content is a repository file (`source:`) no
+/// longer keeps the catalogue from being remembered (a5916fc had every
+/// run compile such a catalogue): the snapshot is saved without the
+/// source's digests and declaration hash, and each load hashes the source
+/// again. So a secret rotated in a pull checkout by hand (which the
+/// commit's snapshot does not look for) is seen by the next check from
+/// the snapshot and written by the next apply, and the snapshot holds no
+/// plain digest of either secret.
+#[test]
+fn a_sensitive_sources_snapshot_hashes_the_source_again_at_each_load() {
+    let s = Sandbox::new("", None);
+    s.write(
+        "repo/base/token.yaml",
+        "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /etc/token\n  source: files/token\n",
+    );
+    let first = "password=CANARY-3c9e first\n";
+    s.write("repo/base/files/token", first);
+    let folder = deploy_as_checkout(&s, &"c".repeat(40));
+    let s = s.applied();
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+
+    let rotated = "password=CANARY-3c9e rotated\n";
+    fs::write(folder.join("base/files/token"), rotated).expect("rotate");
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (2, "snapshot"), "{json:#}");
+    assert!(
+        findings(&json).iter().any(|(id, _, _)| id == "File[token]"),
+        "{json:#}"
+    );
+    let o = s.datum(&["apply"]);
+    assert_exit(&o, 2);
+    assert_eq!(
+        fs::read_to_string(s.live("/etc/token")).expect("token"),
+        rotated
+    );
+    let (code, json) = s.check_json(&[]);
+    assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+
+    let snapshot = fs::read(s.live("/var/lib/datum/state.catalogue")).expect("snapshot");
+    for secret in [first, rotated] {
+        let content = datum_core::Content::new(secret.as_bytes().to_vec());
+        let sha = content.sha256.clone();
+        let b3 = content.blake3.clone().expect("blake3");
+        for needle in [
+            sha.as_bytes().to_vec(),
+            b3.as_bytes().to_vec(),
+            hex::decode(&sha).expect("hex"),
+            hex::decode(&b3).expect("hex"),
+            b"CANARY-3c9e".to_vec(),
+        ] {
+            assert!(
+                !snapshot.windows(needle.len()).any(|w| w == needle),
+                "the snapshot holds {}",
+                String::from_utf8_lossy(&needle)
+            );
+        }
+    }
+}
+
 #[test]
 fn the_debug_log_says_why_the_catalogue_snapshot_was_not_used() {
     let s = Sandbox::new("", None);

@@ -7,12 +7,18 @@
 //! catalogue with the classes of `datum.yaml`. It must not decide where the
 //! file lives (the CLI does: next to the state store) and must not hold a
 //! secret: a snapshot is refused for a catalogue in which a sensitive
-//! resource carries content of any kind (inline or template bytes, or a
-//! repository file's, kept as its plain checksums, which would confirm a
-//! guessed secret), a value sensitive by its kind's nature (a User's
-//! password hash), or, when it says `sensitive: true` itself, any declared
-//! value but its path (a File's mode, a User's uid: plan, check and `datum
-//! catalogue` mask them all).
+//! resource carries rendered bytes (inline or template content), a value
+//! sensitive by its kind's nature (a User's password hash), or, when it
+//! says `sensitive: true` itself, any declared value but its path and its
+//! content's (a File's mode, a User's uid: plan, check and `datum
+//! catalogue` mask them all). A sensitive resource whose content stays in
+//! a repository file (`source:`) is saved without its content's digests
+//! (SHA-256, BLAKE3, size) and without its declaration hash, which covers
+//! the SHA-256: plain, either would let whoever reads the snapshot confirm
+//! a guessed secret. The index lists those resources (`Withheld`) and
+//! [`load`] fills them in by hashing their source files again (the few a
+//! compile would have read anyway) and computing the declaration hash over
+//! the resource's explicit requirements, whose number the index keeps.
 //!
 //! What "unchanged" means: every directory, file and link under the
 //! repository root (`.git` aside, which the compiler never reads) has the
@@ -56,7 +62,9 @@
 //! root, or by that user) is not seen until the next pull, a new build, new
 //! host labels or `--recompile`, exactly as a hand edit of the snapshot
 //! itself would not be; a `source:` file's bytes are still verified against
-//! their SHA-256 before anything is written.
+//! their SHA-256 before anything is written, and a sensitive resource's
+//! `source:` file is hashed again at each load (its digests are not kept),
+//! so an edit of that one file is seen.
 //!
 //! Its parts: `stamp.rs` (the [`Stamp`] and the [`RepoKey`]: what
 //! "unchanged" means), `read.rs` ([`load`] and the [`LazyCatalogue`] it
@@ -96,8 +104,9 @@ pub use write::{NotSaved, save, save_in, write_in};
 /// read at once and decoded from memory, and every part of a summary
 /// written (`nil` for an absent one: [`crate::summaries`]). v9: a checksum
 /// of the index (8 bytes after its length) and of each record (in its
-/// span), checked as they are read ([`checksum`]).
-const MAGIC: &[u8] = b"datum catalogue snapshot v9\n";
+/// span), checked as they are read ([`checksum`]). v10: the index lists
+/// the sensitive resources saved without their digests ([`Withheld`]).
+const MAGIC: &[u8] = b"datum catalogue snapshot v10\n";
 
 /// The header: everything that must match before the catalogue is trusted.
 #[derive(Debug, Serialize, Deserialize)]
@@ -123,6 +132,27 @@ struct Index {
     /// each record.
     #[serde(deserialize_with = "sized_vec")]
     spans: Vec<(u64, u32, u64)>,
+    withheld: Vec<Withheld>,
+}
+
+/// A sensitive resource saved without its content's digests and its
+/// declaration hash: its position in the catalogue and how many of its
+/// `requires` (the first) are explicit, which its declaration hash covers
+/// (the compile adds the rest after hashing).
+type Withheld = (u64, u32);
+
+/// A withheld declaration hash's place in the index's summaries: as long
+/// as a real one (so it is replaced where it lies) and never equal to one.
+pub(crate) const WITHHELD_HASH: &str =
+    "----------------------------------------------------------------";
+
+/// Whether `r`'s digests are left out of its record and summary: a
+/// sensitive resource whose content is a repository file's (no bytes).
+pub(crate) fn withheld(r: &Resource) -> bool {
+    r.sensitive
+        && r.content
+            .as_ref()
+            .is_some_and(|c| c.bytes.is_empty() && c.source.is_some())
 }
 
 /// [`Index`] as written: the same fields in the same order (the compact
@@ -135,6 +165,7 @@ struct IndexRef<'a> {
     autorequires: &'a [(ResourceId, ResourceId)],
     entries: WrittenSummaries<'a>,
     spans: Vec<(u64, u32, u64)>,
+    withheld: Vec<Withheld>,
 }
 
 /// At most this many elements are reserved ahead for a list of the index,
@@ -194,7 +225,20 @@ struct StoredRef<'a> {
 impl<'a> StoredRef<'a> {
     fn of(r: &'a Resource) -> Self {
         let content = r.content.as_ref();
-        let resource = if r.field_origins.is_empty() {
+        let resource = if withheld(r) {
+            // Its digests are filled in again when it is loaded.
+            let mut bare = Resource {
+                field_origins: Default::default(),
+                declaration_hash: String::new(),
+                ..r.clone()
+            };
+            if let Some(c) = bare.content.as_mut() {
+                c.sha256 = String::new();
+                c.blake3 = None;
+                c.size = 0;
+            }
+            std::borrow::Cow::Owned(bare)
+        } else if r.field_origins.is_empty() {
             std::borrow::Cow::Borrowed(r)
         } else {
             std::borrow::Cow::Owned(Resource {

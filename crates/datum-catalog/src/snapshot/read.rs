@@ -43,6 +43,31 @@ pub struct LazyCatalogue {
     /// repository that is not itself a git checkout).
     pub revision: Option<String>,
     pub(super) resources: Resources,
+    /// The digests of the resources a snapshot was saved without
+    /// ([`super::Withheld`]), computed again when it was loaded, by
+    /// position (ascending): given back to each as it is decoded.
+    pub(super) filled: Vec<(usize, Filled)>,
+}
+
+/// What a withheld resource's record lacks, computed again at load.
+#[derive(Debug)]
+pub(super) struct Filled {
+    sha256: String,
+    blake3: String,
+    size: u64,
+    declaration_hash: String,
+}
+
+impl Filled {
+    /// Gives `r` (decoded from its record) what it was saved without.
+    fn fill(&self, r: &mut Resource) {
+        if let Some(c) = r.content.as_mut() {
+            c.sha256.clone_from(&self.sha256);
+            c.blake3 = Some(self.blake3.clone());
+            c.size = self.size;
+        }
+        r.declaration_hash.clone_from(&self.declaration_hash);
+    }
 }
 
 #[derive(Debug)]
@@ -81,6 +106,7 @@ impl LazyCatalogue {
             boundary: catalogue.boundary,
             resources: Resources::Compiled(catalogue.resources.into_iter().map(Some).collect()),
             revision: None,
+            filled: Vec::new(),
         }
     }
 
@@ -154,14 +180,19 @@ impl LazyCatalogue {
                     records.decode_into(indices, &mut slots, window)?;
                 }
                 // In place: `Option<Resource>` and `Resource` have one size.
+                let filled = &self.filled;
                 slots
                     .into_iter()
                     .zip(indices)
                     .map(|(slot, &index)| {
-                        slot.ok_or_else(|| SnapshotError::Damaged {
+                        let mut r = slot.ok_or_else(|| SnapshotError::Damaged {
                             path: path.clone(),
                             index,
-                        })
+                        })?;
+                        if let Ok(at) = filled.binary_search_by_key(&index, |(i, _)| *i) {
+                            filled[at].1.fill(&mut r);
+                        }
+                        Ok(r)
                     })
                     .collect()
             }
@@ -366,6 +397,8 @@ pub enum Unused {
     RepositoryChanged,
     #[error("it was compiled from another revision, or the checkout is no longer vouched for")]
     OtherRevision,
+    #[error("a sensitive resource's source file cannot be hashed again")]
+    SourceUnreadable,
 }
 
 /// [`load`] of the snapshot `name` in Datum's private folder `dir` (opened
@@ -438,20 +471,108 @@ pub fn load_in(
         .filter(|i| i.spans.len() == i.entries.len())
         .ok_or(Unused::Format)?;
     let base = reader.stream_position().map_err(|_| Unused::Unreadable)?;
+    let file = reader.into_inner();
+    let mut entries = index.entries;
+    let filled = fill_withheld(
+        path,
+        &file,
+        base,
+        &index.spans,
+        &index.withheld,
+        &mut entries,
+    )?;
     Ok(LazyCatalogue {
         revision: Some(header.key.label()),
         host: index.host,
         classes: index.classes,
         boundary: index.boundary,
         autorequires: index.autorequires,
-        entries: index.entries,
+        entries,
         resources: Resources::Snapshot {
             path: path.to_owned(),
-            file: reader.into_inner(),
+            file,
             base,
             spans: index.spans,
         },
+        filled,
     })
+}
+
+/// The digests of the resources saved without them ([`super::Withheld`]):
+/// each one's source file hashed again (never through the source hash
+/// cache: nothing of it is remembered) and its declaration hash computed
+/// over its explicit requirements, which its summary in `entries` takes.
+/// A source that cannot be read now, or a list that does not fit the
+/// records, leaves the snapshot unused (the compile says why).
+fn fill_withheld(
+    path: &Path,
+    file: &std::fs::File,
+    base: u64,
+    spans: &[(u64, u32, u64)],
+    withheld: &[super::Withheld],
+    entries: &mut Summaries,
+) -> Result<Vec<(usize, Filled)>, Unused> {
+    if withheld.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = path.to_owned();
+    let records = Records {
+        path: &path,
+        file,
+        base,
+        spans,
+        len: file
+            .metadata()
+            .map_err(|_| Unused::Unreadable)?
+            .len()
+            .saturating_sub(base),
+    };
+    let mut filled = Vec::with_capacity(withheld.len());
+    for &(at, explicit) in withheld {
+        let at = usize::try_from(at).map_err(|_| Unused::Format)?;
+        // Ascending and each once, as written.
+        if filled.last().is_some_and(|(last, _)| *last >= at) {
+            return Err(Unused::Format);
+        }
+        let mut slot = [None];
+        records
+            .decode_into(&[at], &mut slot, 0)
+            .map_err(|_| Unused::Format)?;
+        let [Some(r)] = slot else {
+            return Err(Unused::Format);
+        };
+        let source = r
+            .content
+            .as_ref()
+            .filter(|_| r.sensitive)
+            .and_then(|c| c.source.clone())
+            .ok_or(Unused::Format)?;
+        let requires = r.requires.get(..explicit as usize).ok_or(Unused::Format)?;
+        let (digests, size) =
+            crate::content::hash_file(&source).map_err(|_| Unused::SourceUnreadable)?;
+        let sha256 = digests.sha256_hex();
+        let declaration_hash = crate::catalogue::declaration_hash(
+            &r.id,
+            &r.desired,
+            Some(&sha256),
+            r.validate.as_deref(),
+            r.sensitive,
+            requires,
+        );
+        if !entries.set_declaration_hash(at, &declaration_hash) {
+            return Err(Unused::Format);
+        }
+        filled.push((
+            at,
+            Filled {
+                sha256,
+                blake3: digests.blake3_hex(),
+                size,
+                declaration_hash,
+            },
+        ));
+    }
+    Ok(filled)
 }
 
 /// Reads the index (its length first) whole and decodes it from memory:

@@ -612,26 +612,15 @@ fn racy_or_sensitive_catalogues_are_not_saved() {
     assert_eq!(got, Err(NotSaved::Sensitive("File[motd]".to_owned())));
     assert!(!path.exists());
 
-    // Content from a repository file (kept as its plain checksums, which
-    // would confirm a guessed secret): refused too, as is the resource,
-    // sensitive itself, declaring another value (its mode: plan, check and
-    // `datum catalogue` mask it).
+    // Content from a repository file: saved without its digests (filled
+    // in at load: a_sensitive_sources_digests_are_left_out_and_hashed_again),
+    // unless the resource, sensitive itself, declares another value (its
+    // mode: plan, check and `datum catalogue` mask it).
     let mut c = catalogue(false, b"x");
     c.resources[1].sensitive = true;
     let mut desired = serde_json::json!({"path": "/etc/hosts", "source": "files/hosts"});
     c.resources[1].desired = desired.clone().into();
-    let got = save(
-        datum_providers::registry(),
-        path,
-        settled_stamp(repo.path()),
-        &c,
-        &classes(),
-    )
-    .unwrap();
-    assert_eq!(got, Err(NotSaved::Sensitive("File[hosts]".to_owned())));
-    assert!(!path.exists());
-    // Not sensitive: saved, its checksum with it.
-    c.resources[1].sensitive = false;
+    rehash(&mut c.resources[1], 0);
     let got = save(
         datum_providers::registry(),
         path,
@@ -642,7 +631,19 @@ fn racy_or_sensitive_catalogues_are_not_saved() {
     .unwrap();
     assert!(got.is_ok(), "{got:?}");
     fs::remove_file(path).unwrap();
-    c.resources[1].sensitive = true;
+    // Its declaration hash not found again from its fields (so it could
+    // not be filled in at load): refused.
+    c.resources[1].declaration_hash = "ef".repeat(32);
+    let got = save(
+        datum_providers::registry(),
+        path,
+        settled_stamp(repo.path()),
+        &c,
+        &classes(),
+    )
+    .unwrap();
+    assert_eq!(got, Err(NotSaved::Sensitive("File[hosts]".to_owned())));
+    assert!(!path.exists());
     desired["mode"] = serde_json::json!("0640");
     c.resources[1].desired = desired.into();
     let got = save(
@@ -823,4 +824,136 @@ fn a_damaged_or_foreign_file_is_ignored() {
     let lazy = t.load(&c.host).unwrap();
     let err = lazy.into_catalogue().unwrap_err();
     assert!(err.to_string().contains("catalogue snapshot"), "{err}");
+}
+
+/// `r`'s declaration hash as the compile computes it, over its first
+/// `explicit` requirements.
+fn rehash(r: &mut Resource, explicit: usize) {
+    r.declaration_hash = crate::catalogue::declaration_hash(
+        &r.id,
+        &r.desired,
+        r.content.as_ref().map(|c| c.sha256.as_str()),
+        r.validate.as_deref(),
+        r.sensitive,
+        &r.requires[..explicit],
+    );
+}
+
+/// A sensitive File whose content is a repository file (`source:`) is
+/// saved, but nothing in the snapshot confirms a guessed secret: neither
+/// its SHA-256 nor its BLAKE3 (hex or raw) nor its declaration hash (which
+/// covers the SHA-256). The load hashes its source again and computes the
+/// declaration hash over its explicit requirements: the same resource and
+/// summary as compiled while the file is unchanged, the new file's digests
+/// once it changed (seen here under a revision, whose snapshot is not
+/// looked past by a stamp), and a source gone leaves the snapshot unused.
+#[test]
+fn a_sensitive_sources_digests_are_left_out_and_hashed_again() {
+    let t = Setup::new();
+    let source = t.repo.path().join("base/files/secret");
+    let secret = b"password=CANARY-77e1 source\n";
+    fs::write(&source, secret).unwrap();
+    let digests = |bytes: &[u8]| {
+        let c = datum_core::Content::new(bytes.to_vec());
+        (c.sha256.clone(), c.blake3.clone().unwrap())
+    };
+    let (sha, b3) = digests(secret);
+    let mut c = catalogue(false, b"x");
+    let mut token = resource("token", true, b"");
+    token.desired = serde_json::json!({"path": "/token", "source": "files/secret"}).into();
+    token.content = Some(datum_core::Content::from_source(
+        source.clone(),
+        sha.clone(),
+        Some(b3.clone()),
+        secret.len() as u64,
+    ));
+    // One explicit requirement, then one the compile added after hashing.
+    token.requires = vec![ResourceId::new("File", "motd")];
+    rehash(&mut token, 1);
+    token.requires.push(ResourceId::new("File", "hosts"));
+    let declared = token.declaration_hash.clone();
+    c.resources.push(token);
+    let at = |commit: &str| Revision::new(t.repo.path(), commit, &"e".repeat(40)).unwrap();
+    let key = RepoKey::start(t.repo.path(), Some(at(&commit('a'))))
+        .walk()
+        .unwrap();
+    let got = save(datum_providers::registry(), &t.path, key, &c, &classes()).unwrap();
+    assert!(got.is_ok(), "{got:?}");
+
+    let written = fs::read(&t.path).unwrap();
+    let holds = |needle: &[u8]| written.windows(needle.len()).any(|w| w == needle);
+    for needle in [
+        sha.as_bytes().to_vec(),
+        b3.as_bytes().to_vec(),
+        hex::decode(&sha).unwrap(),
+        hex::decode(&b3).unwrap(),
+        declared.as_bytes().to_vec(),
+        b"CANARY-77e1".to_vec(),
+    ] {
+        assert!(
+            !holds(&needle),
+            "the snapshot holds {}",
+            String::from_utf8_lossy(&needle)
+        );
+    }
+    // The others keep theirs (the needles above would be found).
+    assert!(holds("ab".repeat(32).as_bytes()));
+
+    let load_at = || load(&t.path, t.repo.path(), Some(&at(&commit('a'))), &c.host);
+    let mut lazy = load_at().expect("saved and loaded");
+    assert_eq!(lazy.entries.at(2).declaration_hash, declared);
+    assert_eq!(lazy.entries.at(1).declaration_hash, "decl-hosts");
+    let got = lazy.take(&[2, 0]).unwrap();
+    let content = got[0].content.as_ref().unwrap();
+    assert_eq!(
+        (
+            content.sha256.as_str(),
+            content.blake3.as_deref(),
+            content.size,
+            got[0].declaration_hash.as_str(),
+            content.source.as_deref(),
+        ),
+        (
+            sha.as_str(),
+            Some(b3.as_str()),
+            secret.len() as u64,
+            declared.as_str(),
+            Some(source.as_path()),
+        )
+    );
+    assert_eq!(got[0].requires.len(), 2);
+    let whole = load_at().unwrap().into_catalogue().unwrap();
+    assert_eq!(whole.resources[2].declaration_hash, declared);
+
+    // Changed in the repository: the load has the new file's digests.
+    let edited = b"password=CANARY-77e1 rotated\n";
+    fs::write(&source, edited).unwrap();
+    let (new_sha, new_b3) = digests(edited);
+    let mut expected = c.resources[2].clone();
+    if let Some(content) = expected.content.as_mut() {
+        content.sha256.clone_from(&new_sha);
+    }
+    expected.requires.truncate(1);
+    rehash(&mut expected, 1);
+    assert_ne!(expected.declaration_hash, declared);
+    let mut lazy = load_at().unwrap();
+    assert_eq!(
+        lazy.entries.at(2).declaration_hash,
+        expected.declaration_hash
+    );
+    let got = lazy.take(&[2]).unwrap();
+    let content = got[0].content.as_ref().unwrap();
+    assert_eq!(
+        (
+            content.sha256.as_str(),
+            content.blake3.as_deref(),
+            content.size
+        ),
+        (new_sha.as_str(), Some(new_b3.as_str()), edited.len() as u64)
+    );
+    assert_eq!(got[0].declaration_hash, expected.declaration_hash);
+
+    // Gone: not used (the compile reports it).
+    fs::remove_file(&source).unwrap();
+    assert_eq!(load_at().err(), Some(Unused::SourceUnreadable));
 }

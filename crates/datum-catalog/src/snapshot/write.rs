@@ -17,9 +17,9 @@ use crate::summaries::WrittenSummaries;
 pub enum NotSaved {
     /// An entry of the repository changed too recently to be trusted.
     Racy(PathBuf),
-    /// A sensitive resource carries content (rendered bytes, or a
-    /// repository file's checksums) or another secret value, which must not
-    /// be stored.
+    /// A sensitive resource carries rendered bytes or another secret
+    /// value, which must not be stored (or its declaration hash cannot be
+    /// computed again without its digests).
     Sensitive(String),
 }
 
@@ -74,19 +74,35 @@ pub fn write_in(
     if let Some(entry) = key.racy_entry() {
         return Ok(Err(NotSaved::Racy(entry)));
     }
-    // Content of any kind is refused: rendered bytes are the secret, and a
-    // repository file's is kept as its plain SHA-256 (and BLAKE3), which
-    // lets whoever reads the snapshot confirm a guessed secret (the state
-    // store and the outputs keep only the host's keyed digest of it); every
-    // other secret value is refused.
+    // Rendered bytes are the secret: refused, as is every other secret
+    // value. A repository file's content is saved without its digests
+    // (plain, its SHA-256 or BLAKE3 would confirm a guessed secret; the
+    // state store and the outputs keep only the host's keyed digest of
+    // it), filled in again when the snapshot is loaded.
     if let Some(r) = catalogue.resources.iter().find(|r| {
         r.sensitive
-            && (r.content.is_some()
+            && (r
+                .content
+                .as_ref()
+                .is_some_and(|c| !c.bytes.is_empty() || c.source.is_none())
                 || crate::catalogue::secret_fields(registry, r)
                     .iter()
                     .any(|f| !crate::content::CONTENT_KEYS.contains(f)))
     }) {
         return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
+    }
+    let mut withheld = Vec::new();
+    for (at, r) in catalogue.resources.iter().enumerate() {
+        if !super::withheld(r) {
+            continue;
+        }
+        // How many of its requirements (the first) its declaration hash
+        // covers, found by computing it again as a load will: none found
+        // (it could not be filled in), not saved.
+        let Some(explicit) = explicit_requirements(r) else {
+            return Ok(Err(NotSaved::Sensitive(r.id.to_string())));
+        };
+        withheld.push((at as u64, explicit));
     }
     let invalid = write_error;
     // Each record's length first (encoded into a counter), so the index can
@@ -131,6 +147,7 @@ pub fn write_in(
         autorequires: &catalogue.autorequires,
         entries: WrittenSummaries(&catalogue.resources),
         spans,
+        withheld,
     };
     // Compact form (structs as arrays): the program that reads it is the
     // one that wrote it (the header says so), so field names add nothing.
@@ -179,6 +196,25 @@ pub fn write_in(
         out.get_ref().write_all_at(&patch, length_at)
     });
     written.map(Ok).map_err(std::io::Error::other)
+}
+
+/// How many of `r`'s requirements (the first) its declaration hash covers:
+/// the number that gives it again from its declared fields and content
+/// checksum (`None`: none does).
+fn explicit_requirements(r: &Resource) -> Option<u32> {
+    let sha256 = r.content.as_ref().map(|c| c.sha256.as_str());
+    (0..=r.requires.len())
+        .find(|&n| {
+            crate::catalogue::declaration_hash(
+                &r.id,
+                &r.desired,
+                sha256,
+                r.validate.as_deref(),
+                r.sensitive,
+                &r.requires[..n],
+            ) == r.declaration_hash
+        })
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// Encodes `resources` as records into `file`, the records' region

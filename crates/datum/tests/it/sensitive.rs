@@ -566,7 +566,8 @@ fn state_folder_holds_none(s: &Sandbox, what: &str, needles: &[Vec<u8>]) {
 /// and BLAKE3, and the catalogue snapshot (`state.catalogue`) its SHA-256
 /// and declaration hash, so a copy of the state folder confirmed a guessed
 /// secret. Neither remembers a sensitive resource's content now (the
-/// snapshot is not saved, the cache drops what it had of the file).
+/// cache drops what it had of the file; the snapshot is saved without the
+/// file's checksums and the declaration hash, computed again at each load).
 #[test]
 fn a_sensitive_source_is_remembered_nowhere_in_the_clear() {
     let secret = format!("password={CANARY}-source\n");
@@ -602,7 +603,9 @@ fn a_sensitive_source_is_remembered_nowhere_in_the_clear() {
         assert!(o.status.code().is_some_and(|c| c == 0 || c == 2), "{o:?}");
     }
     state_folder_holds_none(&s, "sensitive", &needles);
-    assert!(!s.live("/var/lib/datum/state.catalogue").exists());
+    // Saved all the same (a catalogue compiled on every run was twice the
+    // time of a check), without its digests.
+    assert!(s.live("/var/lib/datum/state.catalogue").exists());
     // Not sensitive again: remembered again (the test can fail).
     s.write("repo/base/main.yaml", &manifest(false));
     settle();
