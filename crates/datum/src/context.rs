@@ -589,21 +589,61 @@ fn digest_key_in(
     }
 }
 
+/// The label whose keyed digest is the state store's check value of the
+/// digest key ([`digest_key_check`]).
+const DIGEST_KEY_CHECK_LABEL: &str = "datum digest key check";
+
+/// The check value the state store keeps of the digest key its keyed
+/// records are made with (`Store::digest_key_check`): a keyed digest of a
+/// fixed label, which tells the key without revealing it.
+fn digest_key_check(key: &datum_core::DigestKey) -> String {
+    key.digest(DIGEST_KEY_CHECK_LABEL)
+}
+
+/// How the digest key beside a state store is unusable for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyLoss {
+    /// No key file.
+    Missing,
+    /// A file that is not a 32-byte key.
+    Unreadable,
+    /// A 32-byte key that does not give the store's check value (a key
+    /// restored from the wrong backup, or another host's).
+    Replaced,
+}
+
 /// Why this host's digest key may not be made anew beside `store` (in
-/// `dir`): the key file is missing or not a 32-byte key while the store
-/// holds records keyed with it (`Store::keyed_records`: a sensitive
-/// resource's verified record, acceptance or failed apply). No other key
-/// can check them, so a new key made silently would forget them: an
-/// accepted change would be overwritten as if it had been declared. `None`
-/// when the key is there, or nothing depends on it (a first run, an
-/// upgrade from before keyed digests): then a key is made as always.
+/// `dir`): the key file is missing, not a 32-byte key, or a key other than
+/// the one the store's check value was made with (`Store::digest_key_check`),
+/// while the store holds records keyed with it (`Store::keyed_records`: a
+/// sensitive resource's verified record, acceptance or failed apply). No
+/// other key can check them, so a new key made or taken silently would
+/// forget them: an accepted change would be overwritten as if it had been
+/// declared. `None` when the key is the store's (or the store has no check
+/// value yet: a store made before, which gets one with the key it has), or
+/// nothing depends on it (a first run, an upgrade from before keyed
+/// digests): then a key is made, or its check value recorded, as always.
 pub fn key_lost(dir: &PrivateDir, store: &Store) -> Result<Option<String>> {
+    Ok(key_loss(dir, store)?.map(|(_, lost)| lost))
+}
+
+/// [`key_lost`], with how the key is lost.
+fn key_loss(dir: &PrivateDir, store: &Store) -> Result<Option<(KeyLoss, String)>> {
     let path = dir.file_path(DIGEST_KEY_FILE);
-    let unreadable = match dir.lstat(DIGEST_KEY_FILE) {
-        Ok(None) => false,
+    let loss = match dir.lstat(DIGEST_KEY_FILE) {
+        Ok(None) => KeyLoss::Missing,
         Ok(Some(_)) => match dir.read(DIGEST_KEY_FILE) {
-            Ok(Some(bytes)) if bytes.len() == 32 => return Ok(None),
-            _ => true,
+            Ok(Some(bytes)) => match <[u8; 32]>::try_from(bytes) {
+                Ok(bytes) => {
+                    let check = digest_key_check(&datum_core::DigestKey::from_bytes(bytes));
+                    match store.digest_key_check()? {
+                        Some(kept) if kept != check => KeyLoss::Replaced,
+                        _ => return Ok(None),
+                    }
+                }
+                Err(_) => KeyLoss::Unreadable,
+            },
+            _ => KeyLoss::Unreadable,
         },
         Err(e) => {
             return Err(anyhow::Error::from(e))
@@ -633,28 +673,35 @@ pub fn key_lost(dir: &PrivateDir, store: &Store) -> Result<Option<String>> {
         false => format!("{} and {last}", counts.join(", ")),
     };
     let named = named_resources(&keyed);
-    let (what, out) = if unreadable {
-        (
+    let (what, out) = match loss {
+        KeyLoss::Unreadable => (
             "is not a usable 32-byte key",
             format!(
                 "replace {} with the key from a backup of this host, or remove it and run `datum apply --rebuild-state`",
                 path.display()
             ),
-        )
-    } else {
-        (
+        ),
+        KeyLoss::Missing => (
             "is missing",
             format!(
                 "restore {} from a backup of this host (the same host's, not another's), or run `datum apply --rebuild-state`",
                 path.display()
             ),
-        )
+        ),
+        KeyLoss::Replaced => (
+            "is not the key this state store was used with (its check value differs: a key restored from another backup, or another host's)",
+            format!(
+                "restore {} from a backup of this host made with this state store, or run `datum apply --rebuild-state`",
+                path.display()
+            ),
+        ),
     };
-    Ok(Some(format!(
+    let lost = format!(
         "this host's digest key {} {what}, and the state store {} holds {counts} of sensitive resources keyed with it ({named}); no other key can check them, and a new key made over them would silently forget them (an accepted change would be overwritten as if it had been declared). To recover, {out} to forget those records and make a new key",
         path.display(),
         store.path().display()
-    )))
+    );
+    Ok(Some((loss, lost)))
 }
 
 /// The resources `keyed` names, with how many more there are.
@@ -902,10 +949,15 @@ fn open_optional_store_at(root: &Path, state: Option<&Path>, doing: &str) -> Opt
         Ok(mut store) => {
             // Read, never made here: what the store records of a sensitive
             // resource is keyed with it (`Store::record_verified_of`).
-            if let Ok(Some(lost)) = key_lost(&dir, &store) {
-                warn_key_lost(&lost);
+            // A key that is not the store's is not used: what it would
+            // check, it would take for changed.
+            match key_lost(&dir, &store) {
+                Ok(Some(lost)) => {
+                    warn_key_lost(&lost);
+                    store.set_digest_key(None);
+                }
+                _ => store.set_digest_key(digest_key_in(&dir, || false)),
             }
-            store.set_digest_key(digest_key_in(&dir, || false));
             return OptionalStore::Open(store);
         }
         Err(e) => e,
@@ -1006,23 +1058,49 @@ pub fn open_store_at(
             // A key lost beside records keyed with it is never made anew
             // silently: refused (nothing is written), or with
             // --rebuild-state those records are forgotten first, saying so.
-            if let Some(lost) = key_lost(&dir, &store).map_err(refuse)? {
-                let missing = matches!(dir.lstat(DIGEST_KEY_FILE), Ok(None));
-                if !(rebuild && missing) {
+            if let Some((loss, lost)) = key_loss(&dir, &store).map_err(refuse)? {
+                if !(rebuild && matches!(loss, KeyLoss::Missing | KeyLoss::Replaced)) {
                     bail!("{lost}; nothing was {doing}");
                 }
                 let forgotten = store.forget_keyed_records().map_err(|e| refuse(e.into()))?;
+                // Another store's key (or another host's) is not kept: a
+                // new one is made below, as for a missing key.
+                if loss == KeyLoss::Replaced {
+                    dir.remove(DIGEST_KEY_FILE).map_err(|e| refuse(e.into()))?;
+                }
                 eprintln!(
-                    "warning: {} is missing; --rebuild-state: forgot the {} records of sensitive resources keyed with it ({}) and made a new key: those resources are as if never verified, and their accepted drift is no longer accepted",
+                    "warning: {} {}; --rebuild-state: forgot the {} records of sensitive resources keyed with it ({}) and made a new key: those resources are as if never verified, and their accepted drift is no longer accepted",
                     dir.file_path(DIGEST_KEY_FILE).display(),
+                    match loss {
+                        KeyLoss::Replaced => "was not the key this state store was used with",
+                        _ => "is missing",
+                    },
                     forgotten.total(),
                     named_resources(&forgotten),
                 );
             }
             // What the store records of a sensitive resource is keyed with
             // this host's key, made beside it if need be
-            // (`Store::record_verified_of`).
-            store.set_digest_key(digest_key_in(&dir, || true));
+            // (`Store::record_verified_of`). The store keeps the key's
+            // check value, recorded the first time a key is used with it
+            // (a store made before one was kept gets the key it has: nothing
+            // better is known) or when a new key replaced one nothing was
+            // keyed with.
+            let key = digest_key_in(&dir, || true);
+            if let Some(key) = &key {
+                let check = digest_key_check(key);
+                if store
+                    .digest_key_check()
+                    .map_err(|e| refuse(e.into()))?
+                    .as_deref()
+                    != Some(check.as_str())
+                {
+                    store
+                        .set_digest_key_check(&check)
+                        .map_err(|e| refuse(e.into()))?;
+                }
+            }
+            store.set_digest_key(key);
             Ok(Some(store))
         }
     }

@@ -106,6 +106,38 @@ impl Store {
         read().map_err(sql(&self.path, "cannot read the keyed records"))
     }
 
+    /// The check value of the digest key this store's keyed records were
+    /// made with (`datum_core::DigestKey::digest` of a fixed label, which
+    /// the binary computes), or `None` when none is recorded yet (a new
+    /// store, or one made before schema version 14).
+    pub fn digest_key_check(&self) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT digest_key_check FROM store_identity WHERE id = 1",
+                [],
+                |row| row.get::<_, Option<String>>(0),
+            )
+            .map_err(sql(&self.path, "cannot read the digest key's check value"))
+    }
+
+    /// Records `check` as the check value of the digest key now used with
+    /// this store ([`Store::digest_key_check`]).
+    pub fn set_digest_key_check(&mut self, check: &str) -> Result<(), StoreError> {
+        self.write(|batch| {
+            batch
+                .tx
+                .execute(
+                    "UPDATE store_identity SET digest_key_check = ?1 WHERE id = 1",
+                    params![check],
+                )
+                .map_err(sql(
+                    batch.path,
+                    "cannot record the digest key's check value",
+                ))?;
+            Ok(())
+        })
+    }
+
     /// Forgets every keyed record (one transaction), for a host whose
     /// digest key is lost and whose operator said so (`--rebuild-state`):
     /// those resources are then as if never verified, accepted or failed.
@@ -135,6 +167,12 @@ mod tests {
     fn keyed_records_are_counted_and_forgotten_plain_ones_kept() {
         let mut store = Store::open_in_memory().unwrap();
         assert!(store.keyed_records().unwrap().is_empty());
+        assert_eq!(store.digest_key_check().unwrap(), None);
+        store.set_digest_key_check("keyed-blake3:cc").unwrap();
+        assert_eq!(
+            store.digest_key_check().unwrap().as_deref(),
+            Some("keyed-blake3:cc")
+        );
         let accept = |store: &mut Store, name: &str, declaration: &str| {
             let id = ResourceId::new("File", name);
             store.accept(&id, declaration, "plain", 1, "p").unwrap();

@@ -14,7 +14,7 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13],
+    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -321,6 +321,16 @@ INSERT INTO store_identity (id, store_id) VALUES (1, lower(hex(randomblob(16))))
 /// after a reply that named it.
 const V13: &str = "
 ALTER TABLE outbox_state ADD COLUMN takes TEXT;
+";
+
+/// Version 14: a check value of the host's digest key this store's keyed
+/// records were made with (`datum_core::DigestKey::digest` of a fixed
+/// label; NULL: none yet, as in a store made before, which gets one the
+/// next time the key is used with it). A key restored from the wrong
+/// backup or copied from another host does not give it, and is refused
+/// beside keyed records as a lost key is (`Store::digest_key_check`).
+const V14: &str = "
+ALTER TABLE store_identity ADD COLUMN digest_key_check TEXT;
 ";
 
 #[cfg(test)]

@@ -786,3 +786,104 @@ fn a_lost_digest_key_beside_keyed_records_is_refused_not_replaced() {
     assert_exit(&s.datum(&["apply"]), 0);
     assert_exit(&s.datum(&["plan"]), 0);
 }
+
+/// A digest key replaced (a wrong backup, another host's key) beside
+/// records keyed with the old one is refused like a lost one: the store
+/// keeps a check value of the key it was used with (a keyed digest of a
+/// fixed label), and a key that does not give it is not this store's.
+#[test]
+fn a_replaced_digest_key_beside_keyed_records_is_refused_not_used() {
+    let s = Sandbox::with_base(&format!(
+        "datum: v1alpha1\ntype: File\nname: token\nclass: acc\nsensitive: true\ndesired:\n  path: /token\n  mode: \"0600\"\n  content: \"password={CANARY}-declared\\n\"\n"
+    ));
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  acc: {interval: 5m, policy: accept}\n",
+    );
+    let first = s.datum(&["apply"]);
+    assert_exit(&first, 2);
+    assert!(!stderr(&first).contains("digest.key"), "{}", stderr(&first));
+    let key_path = s.live("/var/lib/datum/digest.key");
+    let key = fs::read(&key_path).expect("a key made on the first apply");
+    let live = format!("password={CANARY}-live\n");
+    fs::write(s.live("/token"), &live).unwrap();
+    assert_exit(&s.datum(&["reconcile"]), 2);
+    assert_exit(&s.datum(&["apply"]), 0);
+
+    // Another 32-byte key in its place: refused, nothing changed.
+    let wrong = vec![7u8; 32];
+    assert_ne!(wrong, key);
+    fs::write(&key_path, &wrong).unwrap();
+    let db = s.live("/var/lib/datum/state.db");
+    let db_before = fs::read(&db).unwrap();
+    for args in [&["apply"][..], &["reconcile"]] {
+        let refused = s.datum(args);
+        assert_exit(&refused, 1);
+        let err = stderr(&refused);
+        for needed in [
+            "digest.key",
+            "is not the key",
+            "File[token]",
+            "1 acceptance",
+            "--rebuild-state",
+            "backup",
+        ] {
+            assert!(err.contains(needed), "{args:?}: no {needed:?} in: {err}");
+        }
+        assert!(!err.contains(CANARY), "{err}");
+        assert_eq!(
+            fs::read_to_string(s.live("/token")).unwrap(),
+            live,
+            "{args:?}"
+        );
+        assert!(fs::read(&db).unwrap() == db_before, "{args:?}: state.db");
+        assert_eq!(fs::read(&key_path).unwrap(), wrong, "{args:?}: key");
+    }
+    // A read-only command warns and goes on without the key.
+    let plan = s.datum(&["plan"]);
+    let err = stderr(&plan);
+    assert!(
+        err.contains("is not the key") && err.contains("--rebuild-state"),
+        "{err}"
+    );
+    assert!(!stdout(&plan).contains(CANARY) && !err.contains(CANARY));
+    assert_eq!(fs::read(&key_path).unwrap(), wrong, "plan: key");
+
+    // The right key restored: nothing to do, the acceptance holds.
+    fs::write(&key_path, &key).unwrap();
+    let restored = s.datum(&["apply"]);
+    assert_exit(&restored, 0);
+    assert!(!stderr(&restored).contains("digest.key"));
+    assert_eq!(fs::read_to_string(s.live("/token")).unwrap(), live);
+
+    // A store without a check value (made by a build before it was kept)
+    // takes the key it has (nothing better is known) and records its
+    // check value: the wrong key below is refused again.
+    if sqlite_dump(&db, "UPDATE store_identity SET digest_key_check = NULL").is_some() {
+        assert_exit(&s.datum(&["apply"]), 0);
+        let check = sqlite_dump(&db, "SELECT digest_key_check FROM store_identity").unwrap();
+        assert!(check.starts_with("keyed-blake3:"), "{check}");
+    }
+
+    // --rebuild-state gets out: the keyed records are forgotten, a new
+    // key (neither) is made, and the next runs are quiet.
+    fs::write(&key_path, &wrong).unwrap();
+    let rebuilt = s.datum(&["apply", "--rebuild-state"]);
+    assert_exit(&rebuilt, 2);
+    assert!(
+        stderr(&rebuilt).contains("forgot") && stderr(&rebuilt).contains("File[token]"),
+        "{}",
+        stderr(&rebuilt)
+    );
+    let new_key = fs::read(&key_path).unwrap();
+    assert!(new_key.len() == 32 && new_key != key && new_key != wrong);
+    assert_eq!(
+        fs::read_to_string(s.live("/token")).unwrap(),
+        format!("password={CANARY}-declared\n")
+    );
+    for args in [&["apply"][..], &["plan"]] {
+        let quiet = s.datum(args);
+        assert_exit(&quiet, 0);
+        assert!(!stderr(&quiet).contains("digest.key"), "{}", stderr(&quiet));
+    }
+}
