@@ -85,6 +85,16 @@ impl Scope {
             Scope::Resources { .. } => "watch",
         }
     }
+
+    /// Whether a check of this scope is a complete check of each class it
+    /// covers: a full pass or a class's interval check. A watch's check of
+    /// the resources whose files changed is not (even where a policy then
+    /// reconciles the whole class): it does not say the class's own
+    /// schedule still runs, which `datum_last_check_timestamp_seconds` and
+    /// `/readyz` are about.
+    pub fn complete(&self) -> bool {
+        !matches!(self, Scope::Resources { .. })
+    }
 }
 
 /// What a class's policy can do to a resource that drifted, one word each

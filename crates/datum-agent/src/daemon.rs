@@ -603,8 +603,8 @@ impl Agent {
                     for (class, r) in &report.classes {
                         state.schedule.record_inspection(class, r.duration);
                     }
-                    // What `/readyz` waits for at start: a check of every
-                    // class (a watch's check of a few resources is none).
+                    // What `/readyz` waits for at start: a complete check
+                    // of every class (a watch's check is none).
                     match scope {
                         Scope::All => self
                             .health
@@ -613,7 +613,7 @@ impl Agent {
                         Scope::Resources { .. } => {}
                     }
                 }
-                self.metrics.checked(scope.trigger(), &report, unix_now());
+                self.metrics.checked(scope, &report, unix_now());
                 self.health.recorded(report.unrecorded);
                 let (level, line) = summary(scope.trigger(), scope, &report);
                 self.log(level, &line);

@@ -21,7 +21,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::check::{ACTS, CheckReport, STATES};
+use crate::check::{ACTS, CheckReport, STATES, Scope};
 use crate::exposition::{Format, to_prometheus_text};
 use crate::watch::LOST_REASONS;
 
@@ -164,7 +164,7 @@ impl Metrics {
         );
         registry.register(
             "datum_last_check_timestamp_seconds",
-            "Unix time the last completed check of each class finished",
+            "Unix time the last complete check of each class (a full pass or its interval check, not a watch's check of the files that changed) finished",
             m.last_check.clone(),
         );
         registry.register(
@@ -498,8 +498,12 @@ impl Metrics {
         self.watched.get_or_create(&label).set(i64::from(watching));
     }
 
-    /// Records a finished check (`unix`: when it finished).
-    pub fn checked(&self, trigger: &str, report: &CheckReport, unix: Duration) {
+    /// Records a finished check of `scope` (`unix`: when it finished). Only
+    /// a complete check ([`Scope::complete`]) moves the class's last check
+    /// time, so a steady stream of watch events cannot hide interval checks
+    /// that stopped from `DatumCheckStale`.
+    pub fn checked(&self, scope: &Scope, report: &CheckReport, unix: Duration) {
+        let trigger = scope.trigger();
         self.check_errors.inc_by(report.failed);
         self.unrecorded.inc_by(report.unrecorded);
         self.degraded.set(i64::from(report.unrecorded > 0));
@@ -530,9 +534,11 @@ impl Metrics {
                 // A partial picture must not overwrite the last complete one.
                 continue;
             }
-            self.last_check
-                .get_or_create(&label)
-                .set(unix.as_secs_f64());
+            if scope.complete() {
+                self.last_check
+                    .get_or_create(&label)
+                    .set(unix.as_secs_f64());
+            }
             for state in STATES {
                 let n = r.states.get(state).copied().unwrap_or(0);
                 self.resources
@@ -633,6 +639,17 @@ mod tests {
     use super::*;
     use crate::check::ClassReport;
 
+    fn interval() -> Scope {
+        Scope::Class("critical".into())
+    }
+
+    fn watch() -> Scope {
+        Scope::Resources {
+            class: "critical".into(),
+            ids: Vec::new(),
+        }
+    }
+
     fn report() -> CheckReport {
         let mut classes = BTreeMap::new();
         classes.insert(
@@ -666,7 +683,8 @@ mod tests {
             Duration::from_secs(1_700_000_000),
         );
         m.set_detection("critical", Duration::from_millis(150), true);
-        m.checked("watch", &report(), Duration::from_secs(1_700_000_100));
+        m.checked(&interval(), &report(), Duration::from_secs(1_700_000_050));
+        m.checked(&watch(), &report(), Duration::from_secs(1_700_000_100));
         m.watch_event();
         m.watch_overflow();
         m.watch_error("limit");
@@ -674,7 +692,8 @@ mod tests {
         let text = m.encode();
         for line in [
             "datum_build_info{version=\"0.1.0\"} 1",
-            "datum_last_check_timestamp_seconds{class=\"critical\"} 1700000100.0",
+            // The last complete check: the interval one, not the watch's.
+            "datum_last_check_timestamp_seconds{class=\"critical\"} 1700000050.0",
             "datum_check_interval_seconds{class=\"critical\"} 60.0",
             "datum_detection_bound_seconds{class=\"critical\"} 0.15",
             "datum_class_watched{class=\"critical\"} 1",
@@ -687,7 +706,7 @@ mod tests {
             "datum_drift_findings{class=\"critical\",kind=\"invalid_live_config\"} 0",
             // Work an apply still owes, documented among the kinds: at 0 too.
             "datum_drift_findings{class=\"critical\",kind=\"not_converged\"} 0",
-            "datum_validation_failures_total{validator=\"sshd\"} 1",
+            "datum_validation_failures_total{validator=\"sshd\"} 2",
             "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
             "datum_watch_events_total 1",
             "datum_watch_overflows_total 1",
@@ -695,7 +714,8 @@ mod tests {
             "datum_fallback_full_passes_total{reason=\"overflow\"} 1",
             "datum_repository_loaded 1",
             "datum_agent_start_time_seconds 1700000000.0",
-            "datum_check_duration_seconds_count{class=\"critical\"} 1",
+            "datum_checks_total{class=\"critical\",trigger=\"interval\"} 1",
+            "datum_check_duration_seconds_count{class=\"critical\"} 2",
         ] {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }
@@ -734,18 +754,42 @@ mod tests {
     #[test]
     fn drift_that_ends_goes_to_zero_and_cancelled_checks_keep_the_picture() {
         let m = Metrics::new("0");
-        m.checked("interval", &report(), Duration::from_secs(10));
+        m.checked(&interval(), &report(), Duration::from_secs(10));
         let mut clean = report();
         clean.classes.get_mut("critical").unwrap().findings.clear();
         clean.cancelled = true;
-        m.checked("interval", &clean, Duration::from_secs(20));
+        m.checked(&interval(), &clean, Duration::from_secs(20));
         let text = m.encode();
         assert!(text.contains("kind=\"changed_outside\"} 1"), "{text}");
         assert!(text.contains("datum_last_check_timestamp_seconds{class=\"critical\"} 10.0"));
         clean.cancelled = false;
-        m.checked("interval", &clean, Duration::from_secs(30));
+        m.checked(&interval(), &clean, Duration::from_secs(30));
         let text = m.encode();
         assert!(text.contains("kind=\"changed_outside\"} 0"), "{text}");
+    }
+
+    /// `DatumCheckStale` ages the last complete check of a class: a watch's
+    /// check of the files that changed must not hide interval checks that
+    /// stopped.
+    #[test]
+    fn only_a_complete_check_moves_the_last_check_time() {
+        let m = Metrics::new("0");
+        let last = |m: &Metrics| {
+            m.encode().lines().find_map(|l| {
+                l.strip_prefix("datum_last_check_timestamp_seconds{class=\"critical\"} ")
+                    .map(str::to_owned)
+            })
+        };
+        m.checked(&watch(), &report(), Duration::from_secs(5));
+        assert_eq!(last(&m), None, "a watch check is no complete check");
+        m.checked(&interval(), &report(), Duration::from_secs(10));
+        assert_eq!(last(&m).as_deref(), Some("10.0"));
+        m.checked(&watch(), &report(), Duration::from_secs(20));
+        assert_eq!(last(&m).as_deref(), Some("10.0"));
+        // It is still counted as a check.
+        assert!(m.encode().contains("trigger=\"watch\"} 2"));
+        m.checked(&Scope::All, &report(), Duration::from_secs(30));
+        assert_eq!(last(&m).as_deref(), Some("30.0"));
     }
 
     #[test]
@@ -755,7 +799,7 @@ mod tests {
             &[("critical".into(), Duration::from_secs(60))],
             Duration::ZERO,
         );
-        m.checked("interval", &report(), Duration::from_secs(10));
+        m.checked(&interval(), &report(), Duration::from_secs(10));
         assert!(m.encode().contains("class=\"critical\""));
         m.loaded(
             &[("normal".into(), Duration::from_secs(60))],
@@ -812,13 +856,13 @@ mod tests {
     #[test]
     fn a_class_whose_check_could_not_run_is_a_check_error() {
         let m = Metrics::new("0");
-        m.checked("full", &report(), Duration::from_secs(1));
+        m.checked(&Scope::All, &report(), Duration::from_secs(1));
         assert!(m.encode().contains("datum_check_errors_total 0"));
         let failed = CheckReport {
             failed: 1,
             ..report()
         };
-        m.checked("full", &failed, Duration::from_secs(2));
+        m.checked(&Scope::All, &failed, Duration::from_secs(2));
         assert!(m.encode().contains("datum_check_errors_total 1"));
     }
 
@@ -826,13 +870,13 @@ mod tests {
     fn a_check_the_state_store_did_not_take_is_counted() {
         let m = Metrics::new("0");
         assert!(m.encode().contains("datum_checks_unrecorded_total 0"));
-        m.checked("full", &report(), Duration::from_secs(1));
+        m.checked(&Scope::All, &report(), Duration::from_secs(1));
         assert!(m.encode().contains("datum_checks_unrecorded_total 0"));
         let lost = CheckReport {
             unrecorded: 1,
             ..report()
         };
-        m.checked("watch", &lost, Duration::from_secs(2));
+        m.checked(&watch(), &lost, Duration::from_secs(2));
         assert!(m.encode().contains("datum_checks_unrecorded_total 1"));
     }
 
@@ -851,9 +895,9 @@ mod tests {
             unrecorded: 1,
             ..report()
         };
-        m.checked("watch", &lost, Duration::from_secs(1));
+        m.checked(&watch(), &lost, Duration::from_secs(1));
         assert_eq!(degraded(&m).as_deref(), Some("1"));
-        m.checked("watch", &report(), Duration::from_secs(2));
+        m.checked(&watch(), &report(), Duration::from_secs(2));
         assert_eq!(degraded(&m).as_deref(), Some("0"));
         assert!(m.encode().contains("datum_checks_unrecorded_total 1"));
     }

@@ -472,6 +472,49 @@ fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
     );
 }
 
+/// `datum_last_check_timestamp_seconds` is the last complete check of the
+/// class (a full pass or its interval check), what `DatumCheckStale` ages:
+/// a watch's check of the files that changed does not move it, so a steady
+/// stream of edits cannot hide interval checks that stopped.
+#[test]
+fn a_watch_check_does_not_move_the_last_complete_check_time() {
+    let estate = Estate::new("1h");
+    let agent = estate.start(&[]);
+    agent.wait_metric(
+        "datum_checks_total{class=\"critical\",trigger=\"full\"} 1",
+        Duration::from_secs(10),
+    );
+    let last = |text: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix("datum_last_check_timestamp_seconds{class=\"critical\"} "))
+            .unwrap_or_else(|| panic!("no last check time in:\n{text}"))
+            .to_owned()
+    };
+    let after_full = last(&agent.metrics());
+    std::thread::sleep(Duration::from_millis(50));
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    agent.wait_metric(
+        "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
+        Duration::from_secs(5),
+    );
+    let text = agent.metrics();
+    assert!(text.contains(CRIT_DRIFT), "{text}");
+    assert_eq!(
+        last(&text),
+        after_full,
+        "a watch check moved the last complete check time\nlog:\n{}",
+        agent.log_text()
+    );
+    // A complete check of the class (here the full pass SIGHUP's reload
+    // runs) moves it.
+    agent.signal("HUP");
+    agent.wait_metric(
+        "datum_checks_total{class=\"critical\",trigger=\"full\"} 2",
+        Duration::from_secs(10),
+    );
+    assert_ne!(last(&agent.metrics()), after_full);
+}
+
 /// An estate whose `critical` class reverts, with the agent running and
 /// its first pass seen converged.
 fn reverting_estate() -> (Estate, Agent) {
