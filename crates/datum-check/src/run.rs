@@ -724,7 +724,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                     }
                 })
             };
-            report.warnings = build::pass_warnings(&warnings, sensitive.as_ref());
+            report.warnings = build::pass_warnings(&warnings, sensitive.as_ref(), registry);
             r.enqueue(&batch, report, record.finished_at)?;
         }
         batch.commit()?;

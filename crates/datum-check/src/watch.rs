@@ -467,7 +467,7 @@ impl State<'_> {
         }
         // Paths as the engine withholds a validator's output naming them
         // (datum_engine::SensitivePaths); ids as say_failed leaves them out.
-        let paths = datum_engine::SensitivePaths::of(self.catalogue);
+        let paths = datum_engine::SensitivePaths::of(self.catalogue, self.registry);
         let ids: Vec<String> = self
             .catalogue
             .resources

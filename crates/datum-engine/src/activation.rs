@@ -377,6 +377,7 @@ impl Notifications {
                         def,
                         rejection,
                         catalogue,
+                        ctx.registry,
                         changed,
                         &resource.id,
                         self.not_overlaid.get(def.name),
@@ -532,6 +533,7 @@ impl Notifications {
                     def,
                     rejection,
                     catalogue,
+                    ctx.registry,
                     changed,
                     &none,
                     self.not_overlaid.get(def.name),
@@ -594,6 +596,7 @@ fn distinct_groups<'r>(
 pub(crate) fn group_sensitive(
     def: &ValidatorDef,
     catalogue: &Catalogue,
+    registry: &Registry,
     output: &str,
 ) -> Option<Withheld> {
     let config_dir = def
@@ -616,7 +619,7 @@ pub(crate) fn group_sensitive(
     if !read.is_empty() {
         return Some(Withheld::new(WithheldReason::SensitiveResource, read));
     }
-    SensitivePaths::of(catalogue).withheld(Some(def.name), output)
+    SensitivePaths::of(catalogue, registry).withheld(Some(def.name), output)
 }
 
 /// How long a word of a sensitive content must be to be looked for in an
@@ -678,7 +681,7 @@ pub struct SensitivePaths<'a> {
 impl<'a> SensitivePaths<'a> {
     /// The catalogue's sensitive resources' declared paths and the words of
     /// their declared content (read from the repository for a `source:`).
-    pub fn of(catalogue: &'a Catalogue) -> Self {
+    pub fn of(catalogue: &'a Catalogue, registry: &Registry) -> Self {
         let mut seen: HashMap<std::borrow::Cow<'a, str>, (bool, BTreeSet<String>)> = HashMap::new();
         let mut unread = BTreeSet::new();
         for r in catalogue.resources.iter().filter(|r| r.sensitive) {
@@ -694,11 +697,16 @@ impl<'a> SensitivePaths<'a> {
             let Some(content) = &r.content else {
                 continue;
             };
-            // A Tree's content is its packed entries: the words are its
-            // files'.
-            if r.id.kind == "Tree" {
-                match tree_words(content) {
-                    Some(words) => words.into_iter().for_each(|w| add(w.into(), false)),
+            // A kind that packs a folder of the repository as its content
+            // (a Tree's): the words are its files'.
+            if let Some(folder) = registry.lookup(&r.id.kind).and_then(|p| p.source_folder()) {
+                match folder.files_again(content, SENSITIVE_CONTENT_MAX) {
+                    Some(files) => {
+                        for bytes in files {
+                            let text = String::from_utf8_lossy(&bytes);
+                            sensitive_words(&text).for_each(|w| add(w.to_owned().into(), false));
+                        }
+                    }
                     None => {
                         unread.insert(id.clone());
                     }
@@ -909,36 +917,6 @@ fn searched_text<'o>(validator: Option<&str>, output: &'o str) -> std::borrow::C
     }
 }
 
-/// The words of a sensitive Tree's declared files (`content`, its packed
-/// entries), read from the repository; `None` when they cannot all be
-/// (the entries are not a packed tree, a file changed or is gone) or they
-/// are over [`SENSITIVE_CONTENT_MAX`] together: then every output is
-/// withheld.
-fn tree_words(content: &datum_core::Content) -> Option<Vec<String>> {
-    use datum_providers::tree::archive::{self, EntryRef};
-    let tree = archive::decode(content.bytes.clone()).ok()?;
-    let mut total: u64 = 0;
-    let mut words = Vec::new();
-    for (path, entry) in tree.iter() {
-        let EntryRef::File { blake3, size } = entry else {
-            continue;
-        };
-        total = total.saturating_add(size);
-        if total > SENSITIVE_CONTENT_MAX {
-            return None;
-        }
-        let bytes = datum_host::repo::read(&tree.source_of(path)).ok()?;
-        // Still the bytes the compile declared (else: withheld).
-        let held = datum_core::Content::new(bytes);
-        if held.blake3.as_deref() != Some(hex::encode(blake3).as_str()) {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&held.bytes);
-        words.extend(sensitive_words(&text).map(str::to_owned));
-    }
-    Some(words)
-}
-
 /// The words of a sensitive content an output is searched for (see
 /// [`SensitivePaths`]).
 fn sensitive_words(text: &str) -> impl Iterator<Item = &str> {
@@ -969,6 +947,7 @@ fn group_report(
     def: &ValidatorDef,
     rejection: &Rejection,
     catalogue: &Catalogue,
+    registry: &Registry,
     changed: &HashSet<ResourceId>,
     service: &ResourceId,
     not_overlaid: Option<&String>,
@@ -980,7 +959,7 @@ fn group_report(
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    let withheld = group_sensitive(def, catalogue, &rejection.output);
+    let withheld = group_sensitive(def, catalogue, registry, &rejection.output);
     let not_reloaded = if service.kind != GROUP_KIND {
         format!("; {service} not reloaded")
     } else {

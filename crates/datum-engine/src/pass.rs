@@ -532,7 +532,7 @@ pub fn run_pass_with(
                     None
                 }
                 Some(d) => match sensitive_paths
-                    .get_or_init(|| crate::activation::SensitivePaths::of(catalogue))
+                    .get_or_init(|| crate::activation::SensitivePaths::of(catalogue, ctx.registry))
                     .withheld(resource.validate.as_deref(), &d)
                 {
                     // A note that is no validator's (quarantined,

@@ -809,6 +809,16 @@ pub trait TakesSourceFolder: Send + Sync {
     fn check_packed(&self, _content: &Content, _path: &str) -> Result<(), String> {
         Ok(())
     }
+
+    /// The bytes of every file the packed `content` holds, read again from
+    /// the repository and each checked against what was packed: what a
+    /// sensitive resource's validator output is searched for. `None` when
+    /// one changed or is gone, the content does not unpack, or the files
+    /// hold more than `most` bytes together; the caller then fails closed
+    /// (withholds every output). The default knows no files: `None`.
+    fn files_again(&self, _content: &Content, _most: u64) -> Option<Vec<Vec<u8>>> {
+        None
+    }
 }
 
 /// Capability: the kind's state has a Merkle fingerprint (a Tree's), which

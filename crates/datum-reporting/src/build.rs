@@ -202,6 +202,7 @@ pub fn apply_report(
 pub fn pass_warnings(
     warnings: &[String],
     catalogue: Option<&datum_catalog::Catalogue>,
+    registry: &datum_providers::Registry,
 ) -> Vec<String> {
     if warnings.is_empty() {
         return Vec::new();
@@ -212,7 +213,7 @@ pub fn pass_warnings(
             warnings.len()
         )];
     };
-    let paths = datum_engine::SensitivePaths::of(catalogue);
+    let paths = datum_engine::SensitivePaths::of(catalogue, registry);
     let ids: Vec<String> = catalogue
         .resources
         .iter()
@@ -402,7 +403,7 @@ mod tests {
             "User[w2]: usermod succeeded and said: usermod: Warning: missing or non-executable shell '/bin/nope'".to_owned(),
             format!("User[w3]: said {}", "x".repeat(5_000)),
         ];
-        let sent = pass_warnings(&warnings, Some(&catalogue));
+        let sent = pass_warnings(&warnings, Some(&catalogue), datum_providers::registry());
         let all = sent.join("\n");
         assert!(
             !all.contains("CNRY7731") && !all.contains("File[vault]"),
@@ -421,19 +422,19 @@ mod tests {
         assert_eq!(sent.len(), 3);
         // At most WARNINGS_KEPT, the rest counted.
         let many: Vec<String> = (0..30).map(|i| format!("User[u{i}]: said it")).collect();
-        let sent = pass_warnings(&many, Some(&catalogue));
+        let sent = pass_warnings(&many, Some(&catalogue), datum_providers::registry());
         assert_eq!(sent.len(), WARNINGS_KEPT + 1);
         assert_eq!(
             sent[WARNINGS_KEPT],
             "10 more warning(s) of the pass (read them on the host)"
         );
-        assert!(pass_warnings(&[], Some(&catalogue)).is_empty());
+        assert!(pass_warnings(&[], Some(&catalogue), datum_providers::registry()).is_empty());
         // Not knowing which resources are sensitive: a count only.
         assert_eq!(
-            pass_warnings(&warnings, None),
+            pass_warnings(&warnings, None, datum_providers::registry()),
             vec!["4 warning(s) of the pass, their words not sent (this pass did not read every declaration, so whether one names a sensitive resource is not known; read them on the host)".to_owned()]
         );
-        assert!(pass_warnings(&[], None).is_empty());
+        assert!(pass_warnings(&[], None, datum_providers::registry()).is_empty());
     }
 
     /// A sensitive Tree's roots reach the report only keyed: equal when the

@@ -460,6 +460,28 @@ impl TakesSourceFolder for TreeProvider {
             _ => Ok(()),
         }
     }
+
+    fn files_again(&self, content: &datum_core::Content, most: u64) -> Option<Vec<Vec<u8>>> {
+        let tree = archive::decode(content.bytes.clone()).ok()?;
+        let mut total: u64 = 0;
+        let mut files = Vec::new();
+        for (path, entry) in tree.iter() {
+            let archive::EntryRef::File { blake3, size } = entry else {
+                continue;
+            };
+            total = total.saturating_add(size);
+            if total > most {
+                return None;
+            }
+            let bytes = datum_host::repo::read(&tree.source_of(path)).ok()?;
+            // Still the bytes the compile packed.
+            if !apply::same_content(&bytes, blake3) {
+                return None;
+            }
+            files.push(bytes);
+        }
+        Some(files)
+    }
 }
 
 /// The longest path the system takes (PATH_MAX less its NUL), which

@@ -451,7 +451,11 @@ fn apply_report(
         &global.root.to_string_lossy(),
     );
     // Queued only for a server that takes them (`Reporting::enqueue`).
-    report.warnings = build::pass_warnings(&summary.warnings, Some(catalogue));
+    report.warnings = build::pass_warnings(
+        &summary.warnings,
+        Some(catalogue),
+        datum_providers::registry(),
+    );
     report
 }
 
