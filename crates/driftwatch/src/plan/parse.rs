@@ -130,6 +130,7 @@ enum Member {
     Complete,
     Checks,
     PlannedValues,
+    PriorState,
     Redacted,
     StateMark,
     Other,
@@ -144,6 +145,7 @@ fn member(key: &str) -> Member {
         "complete" => Member::Complete,
         "checks" => Member::Checks,
         "planned_values" => Member::PlannedValues,
+        "prior_state" => Member::PriorState,
         "plan_format_version" | "provider_schemas" => Member::Redacted,
         "values" | "lineage" | "serial" => Member::StateMark,
         _ => Member::Other,
@@ -207,6 +209,7 @@ pub fn parse_reader<R: std::io::Read>(
     // The strings the markers hide anywhere in the document, to withhold their copies in
     // other resources once every entry is read. Never part of the Plan.
     let mut secrets = Hidden::default();
+    let mut drift_read = false;
     let scan = |e| scan_error(source_name, e);
 
     let mut more = scanner
@@ -225,6 +228,7 @@ pub fn parse_reader<R: std::io::Read>(
                     scanner.skip_value().map_err(scan)?;
                 } else {
                     header.looks_like_plan = true;
+                    drift_read |= matches!(kind, Member::Drift);
                     let entries = Entries {
                         drift: matches!(kind, Member::Drift),
                         role,
@@ -247,6 +251,26 @@ pub fn parse_reader<R: std::io::Read>(
                 let raw: Box<serde_json::value::RawValue> =
                     scanner.parse(stream::owned).map_err(scan)?;
                 header.failed_checks = failed_checks(raw.get().as_bytes());
+            }
+            kind @ (Member::PlannedValues | Member::PriorState)
+                if first_error.is_none() && copies_may_show(&plan, drift_read) =>
+            {
+                let prior_state = matches!(kind, Member::PriorState);
+                header.looks_like_plan |= !prior_state;
+                let mut learn = Marked {
+                    secrets: &mut secrets,
+                    first_error: &mut first_error,
+                    source_name,
+                };
+                if prior_state {
+                    members(&mut scanner, |scanner, key| match key {
+                        "values" => learn.values(scanner),
+                        _ => scanner.skip_value(),
+                    })
+                } else {
+                    learn.values(&mut scanner)
+                }
+                .map_err(scan)?;
             }
             skipped => {
                 match skipped {
@@ -351,6 +375,183 @@ pub fn check_refreshed(refresh: &Plan, normal: &Plan) -> Result<(), PlanError> {
             },
         }),
     }
+}
+
+/// Whether strings marked sensitive in other resources can matter to what is shown: only
+/// in a plan whose drift is read with values and, once its drift list has been read, only
+/// when some drifted leaf is shown (a large plan with no drift, or drift of secrets only,
+/// reads no state).
+fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
+    plan.role != PlanRole::Normal
+        && (!drift_read
+            || plan
+                .drift
+                .iter()
+                .any(|d| d.diffs.iter().any(|diff| !diff.sensitive)))
+}
+
+/// How deep `child_modules` may nest before the document is refused.
+const MODULE_DEPTH: usize = 64;
+
+/// The members of the object at the cursor, one at a time (anything else is skipped).
+fn members<R: std::io::Read>(
+    scanner: &mut stream::Scanner<R>,
+    mut each: impl FnMut(&mut stream::Scanner<R>, &str) -> Result<(), stream::Stop>,
+) -> Result<(), stream::Stop> {
+    if scanner.peek()? != Some(b'{') {
+        return scanner.skip_value();
+    }
+    let mut more = scanner.open(b'{', b'}', "unexpected plan JSON structure")?;
+    while more {
+        if scanner.peek()? != Some(b'"') {
+            return Err(scanner.syntax("invalid JSON"));
+        }
+        let key: String = scanner.parse(stream::owned)?;
+        scanner.expect(b':', "invalid JSON")?;
+        each(scanner, &key)?;
+        more = scanner.more(b'}')?;
+    }
+    Ok(())
+}
+
+/// The elements of the array at the cursor, one at a time (anything else is skipped).
+fn elements<R: std::io::Read>(
+    scanner: &mut stream::Scanner<R>,
+    mut each: impl FnMut(&mut stream::Scanner<R>) -> Result<(), stream::Stop>,
+) -> Result<(), stream::Stop> {
+    if scanner.peek()? != Some(b'[') {
+        return scanner.skip_value();
+    }
+    let mut more = scanner.open(b'[', b']', "unexpected plan JSON structure")?;
+    while more {
+        each(scanner)?;
+        more = scanner.more(b']')?;
+    }
+    Ok(())
+}
+
+/// Learning the strings that `sensitive_values` marks in the resources of `prior_state`
+/// and `planned_values` (every resource, drifted or not), to withhold their unmarked
+/// copies in the drift: a provider copies a value into another resource's computed
+/// attribute without its marker (the AWS provider's aws_iam_role.inline_policy holds an
+/// aws_iam_role_policy's policy), and the resource it came from need not drift. The
+/// `resource_changes` markers are the same as these (`before_sensitive` is the prior
+/// state's, `after_sensitive` the planned values'). Streamed: one resource at a time, and
+/// only the marked parts of a resource whose marker hides something are parsed.
+struct Marked<'a> {
+    secrets: &'a mut Hidden,
+    first_error: &'a mut Option<PlanError>,
+    source_name: &'a str,
+}
+
+impl Marked<'_> {
+    /// `prior_state.values` or `planned_values`: `{outputs, root_module}`.
+    fn values<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        members(scanner, |scanner, key| match key {
+            "root_module" => self.module(scanner, 0),
+            _ => scanner.skip_value(),
+        })
+    }
+
+    fn module<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+        depth: usize,
+    ) -> Result<(), stream::Stop> {
+        if depth > MODULE_DEPTH {
+            return Err(scanner.syntax("modules nested too deeply"));
+        }
+        members(scanner, |scanner, key| match key {
+            "resources" => elements(scanner, |scanner| self.resource(scanner)),
+            "child_modules" => elements(scanner, |scanner| self.module(scanner, depth + 1)),
+            _ => scanner.skip_value(),
+        })
+    }
+
+    fn resource<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        let learned = scanner.parse_quick(
+            |bytes| {
+                // Found by structure; anything unusual is left to serde below.
+                let (object, used) = super::structural::object_prefix(bytes, b"")?;
+                let (mut values, mut marker) = (None, None);
+                for (key, value) in object.members {
+                    let slot = match key {
+                        b"\"values\"" => &mut values,
+                        b"\"sensitive_values\"" => &mut marker,
+                        _ if key.contains(&b'\\') => return None,
+                        _ => continue,
+                    };
+                    if slot.replace(value).is_some() {
+                        return None;
+                    }
+                }
+                // An error is left to serde too, which says where it is.
+                let learned = marked_strings(values, marker).ok()?;
+                Some((Ok(learned), used))
+            },
+            |bytes| {
+                let (raw, used) = stream::one::<RawStateResource<'_>>(bytes)?;
+                let learned = marked_strings(
+                    raw.values.map(|v| v.get().as_bytes()),
+                    raw.sensitive_values.map(|v| v.get().as_bytes()),
+                );
+                Ok((learned, used))
+            },
+        )?;
+        match learned {
+            Ok(hidden) => self.secrets.add_strings_of(&hidden),
+            Err(e) => {
+                if self.first_error.is_none() {
+                    *self.first_error = Some(PlanError::Json {
+                        source_name: self.source_name.to_owned(),
+                        what: "invalid value inside a resource's state",
+                        line: e.line(),
+                        column: e.column(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A resource of `prior_state` or `planned_values`: only its values and their marker.
+#[derive(serde::Deserialize)]
+struct RawStateResource<'a> {
+    #[serde(borrow, default)]
+    values: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    sensitive_values: Option<&'a RawValue>,
+}
+
+/// What `marker` (a resource's `sensitive_values`) hides in `values`; nothing is parsed
+/// when the marker has no `true` in it (almost every resource).
+fn marked_strings(
+    values: Option<&[u8]>,
+    marker: Option<&[u8]>,
+) -> Result<Hidden, serde_json::Error> {
+    let mut hidden = Hidden::default();
+    let (Some(values), Some(marker)) = (values, marker) else {
+        return Ok(hidden);
+    };
+    if memchr::memmem::find(marker, b"true").is_none()
+        && marker
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| matches!(b, b'{' | b'[' | b'f' | b'n'))
+    {
+        return Ok(hidden);
+    }
+    let marker: Value = serde_json::from_slice(marker)?;
+    let values: &RawValue = serde_json::from_slice(values)?;
+    add_hidden(&mut hidden, Some(values), Some(&marker))?;
+    Ok(hidden)
 }
 
 /// One `resource_drift` element: `None` when it is not a current managed instance.
@@ -1229,6 +1430,96 @@ mod tests {
             ]
         );
         assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+    }
+
+    #[test]
+    fn copies_of_strings_marked_in_resources_that_did_not_drift_are_withheld() {
+        // As on the real engine (terraform, hashicorp/aws): an aws_iam_role_policy's policy
+        // holds a sensitive variable; the provider copies it, unmarked, into the role's
+        // computed inline_policy, which shows as drift after a clean apply. The policy did
+        // not drift: its marker is only in prior_state (and planned_values), here in a
+        // child module. Strings a marker does not cover are not learned.
+        let policy = r#""{\"Condition\":\"CANARY-pw\"}""#;
+        let state = format!(
+            r#"{{"values":{{"outputs":{{}},"root_module":{{"resources":[
+              {{"address":"aws_iam_role.app","values":{{"inline_policy":[],"name":"app"}},"sensitive_values":{{"inline_policy":[]}}}}],
+              "child_modules":[{{"address":"module.m","resources":[
+                {{"address":"module.m.aws_iam_role_policy.app","mode":"managed","values":{{"name":"in-line","policy":{policy}}},"sensitive_values":{{"policy":true}}}}]}}]}}}}}}"#
+        );
+        let drift = format!(
+            r#"[{{"address":"aws_iam_role.app","mode":"managed","change":{{"actions":["update"],
+              "before":{{"inline_policy":[],"name":"app"}},
+              "after":{{"inline_policy":[{{"name":"in-line","policy":{policy}}}],"name":"app"}},
+              "before_sensitive":{{"inline_policy":[]}},"after_sensitive":{{"inline_policy":[{{}}]}}}}}}]"#
+        );
+        let shown = |plan: &Plan| {
+            plan.drift[0]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect::<Vec<_>>()
+        };
+        let want = [
+            "inline_policy[0].name false",
+            "inline_policy[0].policy true",
+        ];
+        for (role, text) in [
+            (
+                PlanRole::RefreshOnly,
+                format!(
+                    r#"{{"format_version":"1.2","planned_values":{{"root_module":{{}}}},"resource_drift":{drift},"prior_state":{state}}}"#
+                ),
+            ),
+            // prior_state before the drift, as another writer may order them.
+            (
+                PlanRole::RefreshOnly,
+                format!(
+                    r#"{{"format_version":"1.2","prior_state":{state},"resource_drift":{drift}}}"#
+                ),
+            ),
+            (
+                PlanRole::Combined,
+                format!(
+                    r#"{{"format_version":"1.2","resource_drift":{drift},"resource_changes":[
+                      {{"address":"aws_iam_role.app","mode":"managed","change":{{"actions":["no-op"],"before":{{}},"after":{{}},"before_sensitive":{{}},"after_sensitive":{{}}}}}}],
+                      "prior_state":{state}}}"#
+                ),
+            ),
+            // Only planned_values marks it.
+            (
+                PlanRole::Combined,
+                format!(
+                    r#"{{"format_version":"1.2","planned_values":{},"resource_drift":{drift}}}"#,
+                    &state[10..state.len() - 1]
+                ),
+            ),
+        ] {
+            let plan = parse(&text, role).unwrap();
+            assert_eq!(shown(&plan), want, "{text}");
+            assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        }
+        // Unmarked: the copy is shown (only marked strings are learned).
+        let text = format!(
+            r#"{{"format_version":"1.2","resource_drift":{drift},"prior_state":{}}}"#,
+            state.replace(r#""policy":true"#, r#""policy":false"#)
+        );
+        let plan = parse(&text, PlanRole::RefreshOnly).unwrap();
+        assert_eq!(
+            shown(&plan),
+            [
+                "inline_policy[0].name false",
+                "inline_policy[0].policy false"
+            ]
+        );
+        // A marked value that is not JSON is an error, not a secret let through.
+        let text = format!(
+            r#"{{"format_version":"1.2","resource_drift":{drift},"prior_state":{}}}"#,
+            state.replace(policy, "tru")
+        );
+        assert!(matches!(
+            parse(&text, PlanRole::RefreshOnly),
+            Err(PlanError::Json { .. })
+        ));
     }
 
     #[test]

@@ -104,3 +104,62 @@ fn no_canary_in_error_messages() {
     assert_eq!(out.code, 1);
     assert_clean("stderr", &out.stderr);
 }
+
+/// The `secret-copy` fixture, in the shape terraform and hashicorp/aws write it: an
+/// aws_iam_role_policy's policy holds a sensitive variable (`CANARY-7f3a-declared-pw`); the
+/// provider copies it, unmarked, into aws_iam_role.app's computed inline_policy, which is
+/// the only drift. The policy resource did not drift: its marker is in prior_state,
+/// planned_values and the normal plan's no-op resource_changes only.
+#[test]
+fn a_copy_of_a_secret_marked_only_in_a_resource_that_did_not_drift_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let both = || report("secret-copy");
+    let plan_alone = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--plan")
+            .arg(fixture("secret-copy/plan.json"));
+        c
+    };
+    let drift_only = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--refresh-plan")
+            .arg(fixture("secret-copy/refresh_only.json"))
+            .arg("--drift-only");
+        c
+    };
+    for make in [
+        &both as &dyn Fn() -> assert_cmd::Command,
+        &plan_alone,
+        &drift_only,
+    ] {
+        for format in ["human", "json", "markdown"] {
+            let out = outcome(
+                make()
+                    .arg("--output")
+                    .arg(format)
+                    .arg("--markdown")
+                    .arg(&md),
+            );
+            assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+            assert_clean(format, &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown file", &std::fs::read_to_string(&md).unwrap());
+            // Still reported, without its value.
+            assert!(
+                out.stdout.contains("inline_policy[0].policy"),
+                "{}",
+                out.stdout
+            );
+        }
+    }
+    let out = outcome(&mut both());
+    assert!(
+        out.stdout
+            .contains("inline_policy[0].policy: (sensitive) -> (sensitive)"),
+        "{}",
+        out.stdout
+    );
+}

@@ -244,3 +244,54 @@ fn a_stack_with_thousands_of_drifted_resources_still_reports() {
     let hosts = client.get_json("/v1/hosts").unwrap();
     assert_eq!(hosts["hosts"][0]["reports"], 1, "{hosts}");
 }
+
+/// The report body (the outbox, and what the server stores) of a stack whose drift holds
+/// an unmarked copy of a secret marked only in a resource that did not drift (the
+/// `secret-copy` fixture, see canary.rs) does not hold the secret.
+#[test]
+fn a_copied_secret_reaches_neither_the_outbox_nor_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    let out = outcome(report("secret-copy").arg("--report-to").arg(&report_to));
+    assert!(
+        out.stderr.contains("reported to https://127.0.0.1:"),
+        "{}",
+        out.stderr
+    );
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let history = client.get_json("/v1/hosts/shop-prod/reports").unwrap();
+    assert_eq!(history["reports"].as_array().unwrap().len(), 1, "{history}");
+    let drift = client.get_json("/v1/drift").unwrap();
+    assert!(!drift["clusters"].as_array().unwrap().is_empty(), "{drift}");
+    for text in [history.to_string(), drift.to_string()] {
+        assert!(
+            !text.contains("CANARY-7f3a"),
+            "a secret reached the server: {text}"
+        );
+    }
+    // Every byte the outbox and the server's store hold (databases, journals, WAL).
+    let mut files = vec![dir.path().to_path_buf()];
+    let mut read = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                files.push(entry.unwrap().path());
+            }
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            read += 1;
+            assert!(
+                !bytes.windows(11).any(|w| w == b"CANARY-7f3a"),
+                "a secret is in {}",
+                path.display()
+            );
+        }
+    }
+    assert!(read > 2, "{read} files");
+}

@@ -229,3 +229,78 @@ for name, want in (("edited", "60"), ("forgotten", "45")):
     let listed = stack.terraform(&["state", "list"]);
     assert!(!listed.stdout.contains("forgotten"), "{}", listed.stdout);
 }
+
+const ROLE_TF: &str = r#"variable "db_password" {
+  type      = string
+  sensitive = true
+  default   = "CANARY-c0p1-declared-pw"
+}
+
+resource "aws_iam_role" "app" {
+  name = "{{prefix}}-app"
+  assume_role_policy = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [{ Effect = "Allow", Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" }]
+  })
+}
+
+resource "aws_iam_role_policy" "app" {
+  name = "{{prefix}}-inline"
+  role = aws_iam_role.app.id
+  policy = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [{ Effect = "Allow", Action = ["s3:GetObject"], Resource = "*", Condition = { StringEquals = { "aws:PrincipalTag/key" = var.db_password } } }]
+  })
+}
+"#;
+
+/// The AWS provider copies an aws_iam_role_policy's policy (built from a sensitive
+/// variable, and marked) unmarked into the role's computed `inline_policy`, which shows as
+/// drift right after a clean apply; the policy resource does not drift, so its marker is
+/// only in the plans' prior_state, planned_values and no-op changes.
+#[test]
+fn a_policy_copied_into_a_role_that_drifted_stays_hidden() {
+    let Some(engine) = Engine::get("a_policy_copied_into_a_role_that_drifted_stays_hidden") else {
+        return;
+    };
+    let stack = Stack::new(&engine, "rolecopy", &[("main.tf", ROLE_TF)]);
+    stack.init_and_apply();
+    let out_dir = tempfile::tempdir().unwrap();
+    let md = out_dir.path().join("drift.md");
+    let md_text = md.display().to_string();
+    let mut outputs = Vec::new();
+    for extra in [
+        &["--json"][..],
+        &["--output", "markdown"],
+        &["--drift-only"],
+    ] {
+        let ran: super::Ran = stack
+            .driftwatch()
+            .args(["run", "--binary", "terraform", "--chdir"])
+            .arg(&stack.root)
+            .args(extra)
+            .args(["--markdown", &md_text])
+            .output()
+            .unwrap()
+            .into();
+        assert!(ran.code == 0 || ran.code == 2, "{}", ran.stderr);
+        outputs.push((format!("stdout of {extra:?}"), ran.stdout));
+        outputs.push((format!("stderr of {extra:?}"), ran.stderr));
+        outputs.push((
+            format!("Markdown file of {extra:?}"),
+            std::fs::read_to_string(&md).unwrap(),
+        ));
+    }
+    for (what, out) in &outputs {
+        assert!(!out.contains(CANARY), "{what} shows a secret:\n{out}");
+    }
+    // The role's drift is still reported, the copy without its value.
+    let doc: serde_json::Value = serde_json::from_str(&outputs[0].1).unwrap();
+    let paths: Vec<&str> = finding(&doc, "aws_iam_role.app")["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"inline_policy[0].policy"), "{doc:#}");
+}
