@@ -154,6 +154,10 @@ pub struct CheckReport {
     /// counted for flap detection) are lost. Counted in
     /// `datum_checks_unrecorded_total` and said by `/healthz`.
     pub unrecorded: u64,
+    /// A watch's resources whose events were this agent's own revert
+    /// writes, each found still as declared: nothing was checked (no class
+    /// is in `classes`), and the agent counts and logs no check.
+    pub own_writes: u64,
 }
 
 /// Asks a running check to stop after the resource in flight.

@@ -599,6 +599,13 @@ impl Agent {
         self.health.failed(result.is_err());
         match result {
             Ok(report) => {
+                // The events were the agent's own revert writes, the files
+                // still as it left them: no check was made, none is counted
+                // or logged (the revert's check said what it did).
+                if report.own_writes > 0 && report.classes.is_empty() {
+                    state.retries = 0;
+                    return true;
+                }
                 if !report.cancelled {
                     for (class, r) in &report.classes {
                         state.schedule.record_inspection(class, r.duration);

@@ -668,6 +668,7 @@ mod tests {
             cancelled: false,
             failed: 0,
             unrecorded: 0,
+            own_writes: 0,
         }
     }
 

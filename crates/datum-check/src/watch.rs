@@ -63,13 +63,24 @@ struct Known {
 #[derive(Debug, Default)]
 pub struct Memory {
     known: HashMap<ResourceId, Known>,
+    /// Resources a policy of this agent reverted, and when the check that
+    /// reverted them ended: the revert's own write is a file-change event
+    /// too (see [`OWN_WRITE_WINDOW`]).
+    reverted: HashMap<ResourceId, Instant>,
 }
+
+/// How long after a check reverted a resource a watch event of it may be
+/// the revert's own write: such an event sets off no check when the
+/// resource is still as declared. Longer than the agent's debounce (100 ms
+/// by default); with a longer one the check runs, as for any event.
+pub const OWN_WRITE_WINDOW: Duration = Duration::from_secs(5);
 
 impl Memory {
     /// Forgets resources `catalogue` no longer declares (after a reload).
     pub fn keep_declared(&mut self, catalogue: &Catalogue) {
         let ids: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
         self.known.retain(|id, _| ids.contains(id));
+        self.reverted.retain(|id, _| ids.contains(id));
     }
 }
 
@@ -123,7 +134,12 @@ pub struct AgentChecked {
 /// Checks `scope` of what the agent has loaded (the caller holds the root
 /// lock for the whole check).
 pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> AgentChecked {
+    let now = Instant::now();
+    c.memory
+        .reverted
+        .retain(|_, at| now.duration_since(*at) <= OWN_WRITE_WINDOW);
     let mut state = State {
+        reverted: &mut c.memory.reverted,
         known: &mut c.memory.known,
         registry: c.registry,
         catalogue: c.catalogue,
@@ -143,6 +159,17 @@ pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> Age
         digest_key: c.digest_key,
         queued: false,
     };
+    if let Scope::Resources { ids, .. } = scope
+        && state.own_writes_only(ids)
+    {
+        return AgentChecked {
+            report: CheckReport {
+                own_writes: ids.len() as u64,
+                ..CheckReport::default()
+            },
+            queued: false,
+        };
+    }
     let report = state.check(scope, cancel);
     AgentChecked {
         report,
@@ -153,6 +180,7 @@ pub fn run_agent_check(c: AgentCheck<'_>, scope: &Scope, cancel: &Cancel) -> Age
 /// [`AgentCheck`] while it runs.
 struct State<'a> {
     known: &'a mut HashMap<ResourceId, Known>,
+    reverted: &'a mut HashMap<ResourceId, Instant>,
     registry: &'a Registry,
     catalogue: &'a Catalogue,
     classes_doc: &'a serde_json::Value,
@@ -173,6 +201,42 @@ struct State<'a> {
 }
 
 impl State<'_> {
+    /// Whether the watch events of `ids` are this agent's own revert
+    /// writes and nothing since: each was reverted by a check that ended
+    /// within [`OWN_WRITE_WINDOW`], and each is, observed now, as declared
+    /// (no finding). A change made after the revert shows in the
+    /// observation (or, made after it, sets off an event of its own), so it
+    /// is never skipped; anything else runs the check.
+    fn own_writes_only(&self, ids: &[ResourceId]) -> bool {
+        if ids.is_empty() || !ids.iter().all(|id| self.reverted.contains_key(id)) {
+            return false;
+        }
+        let wanted: HashSet<&ResourceId> = ids.iter().collect();
+        let resources: Vec<&Resource> = self
+            .catalogue
+            .resources
+            .iter()
+            .filter(|r| wanted.contains(&r.id))
+            .collect();
+        if resources.len() != wanted.len() {
+            return false;
+        }
+        let inspections =
+            datum_engine::inspect_all(self.registry, &resources, self.host, ContentDiff::Skip);
+        resources.iter().zip(inspections).all(|(r, inspection)| {
+            let known = inspect(
+                self.registry,
+                r,
+                inspection,
+                &HashSet::new(),
+                None,
+                &mut Vec::new(),
+                None,
+            );
+            known.state == "converged" && known.kinds.is_empty()
+        })
+    }
+
     /// Checks `scope` (the caller holds the root lock); `cancel` is looked
     /// at between classes and batches.
     fn check(&mut self, scope: &Scope, cancel: &Cancel) -> CheckReport {
@@ -277,6 +341,12 @@ impl State<'_> {
                 }
                 match checked {
                     Ok(checked) => {
+                        let ended = Instant::now();
+                        for reported in &checked.report.findings {
+                            if reported.handling == Handling::Reverted {
+                                self.reverted.insert(reported.finding.id.clone(), ended);
+                            }
+                        }
                         let exit = checked.exit_code;
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;

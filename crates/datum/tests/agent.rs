@@ -352,9 +352,10 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
         String::from_utf8_lossy(&out.stdout).contains("sshd.conf"),
         "{out:?}"
     );
-    // Reverted drift is not open drift.
+    // Reverted drift is not open drift: the resource is counted changed
+    // (reverted by the class's last check) until the class's next check.
     agent.wait_metric(
-        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        "datum_resources{class=\"critical\",state=\"changed\"} 1",
         Duration::from_secs(5),
     );
     assert!(
@@ -372,10 +373,11 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
 }
 
 /// What a policy did is counted. A revert or an accept leaves no open
-/// finding, and the check the revert's own write triggers replaces
-/// `datum_resources{state="changed"}` a few milliseconds later, so a scrape
-/// every 15 s or more never saw that the host had drifted and been put back
-/// (or that a patch now waits for the repository).
+/// finding, and `datum_resources{state="changed"}` lasts only until the
+/// class's next check (which the revert's own write set off, a few
+/// milliseconds later, before that write stopped counting as a change), so
+/// a scrape every 15 s or more never saw that the host had drifted and been
+/// put back (or that a patch now waits for the repository).
 #[test]
 fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
     let estate = Estate::new("1h");
@@ -417,13 +419,71 @@ fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
         Duration::from_secs(5),
     );
-    // The checks the revert's own write set off revert nothing more.
+    // The revert's own write sets off no check (its file is as the revert
+    // left it): the picture stays the revert's until the class's next check.
     std::thread::sleep(Duration::from_millis(500));
     let text = agent.metrics();
     assert!(
         text.contains("datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1")
-            && text.contains("datum_resources{class=\"critical\",state=\"changed\"} 0"),
+            && text.contains("datum_resources{class=\"critical\",state=\"changed\"} 1"),
         "{text}"
+    );
+}
+
+/// A revert's own write is a file-change event too: it set off a second
+/// watch check of the class (the whole class reconciled again, ~100 ms
+/// later, counted in `datum_checks_total{trigger="watch"}`). The agent now
+/// looks at the files it reverted when their events come and checks again
+/// only if one is no longer as declared, so one hand edit gives one watch
+/// check, and an edit made right after the revert is still reverted.
+#[test]
+fn a_reverts_own_write_sets_off_no_second_check() {
+    let (estate, agent) = reverting_estate();
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
+        Duration::from_secs(5),
+    );
+    // The revert's own events (debounce 100 ms) have come and gone.
+    std::thread::sleep(Duration::from_millis(600));
+    let text = agent.metrics();
+    let log = agent.log_text();
+    assert_eq!(
+        log.matches("check (watch) of class critical").count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        text.contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 1"),
+        "{text}\nlog:\n{log}"
+    );
+    // The class's picture is the revert's until its next check.
+    assert!(
+        text.contains("datum_resources{class=\"critical\",state=\"changed\"} 1"),
+        "{text}"
+    );
+    // An edit right after a revert is not taken for the revert's write.
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin maybe\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 2",
+        Duration::from_secs(5),
+    );
+    estate.write("root/etc/app/sshd.conf", "PermitRootLogin again\n");
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
+    agent.wait_metric(
+        "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 3",
+        Duration::from_secs(5),
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        agent
+            .metrics()
+            .contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 3"),
+        "{}\nlog:\n{}",
+        agent.metrics(),
+        agent.log_text()
     );
 }
 
@@ -462,11 +522,13 @@ fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
         Duration::from_secs(5),
     );
-    // The check the revert's own write set off has come and gone.
+    // The revert's picture (its own write sets off no other check): the
+    // untouched file converged, the reverted one changed, two in all.
     std::thread::sleep(Duration::from_millis(500));
     let text = agent.metrics();
     assert!(
-        text.contains("datum_resources{class=\"critical\",state=\"converged\"} 2"),
+        text.contains("datum_resources{class=\"critical\",state=\"converged\"} 1")
+            && text.contains("datum_resources{class=\"critical\",state=\"changed\"} 1"),
         "{text}\nlog:\n{}",
         agent.log_text()
     );
@@ -570,7 +632,7 @@ fn a_revert_with_a_broken_repository_on_disk_applies_the_last_good_catalogue() {
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
-        "datum_resources{class=\"critical\",state=\"converged\"} 1",
+        "datum_resources{class=\"critical\",state=\"changed\"} 1",
         Duration::from_secs(5),
     );
     let metrics = agent.metrics();
