@@ -1063,7 +1063,7 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 14 rules found"));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("SUCCESS: 16 rules found"));
     let test = Command::new("promtool")
         .args(["test", "rules", "datum.rules.test.yml"])
         .current_dir(&dir)
